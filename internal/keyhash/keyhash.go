@@ -1,0 +1,27 @@
+// Package keyhash renders secrets (idempotency keys, provider keys, API keys)
+// safe for logs: a keyed, truncated HMAC-SHA-256 with a per-process random
+// salt. The same key hashes equal within one process, so log lines can be
+// correlated, but the hash cannot be reversed or correlated across processes.
+package keyhash
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+var salt = func() []byte {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("keyhash: no randomness: " + err.Error())
+	}
+	return b
+}()
+
+// Log returns the 12-hex-character keyed hash of s, prefixed "kh:".
+func Log(s string) string {
+	m := hmac.New(sha256.New, salt)
+	m.Write([]byte(s))
+	return "kh:" + hex.EncodeToString(m.Sum(nil)[:6])
+}
