@@ -1,0 +1,59 @@
+# idemkit — the two commands that matter: `make run` and `make test`.
+# Both do their own set-up on a fresh machine (npm ci for dynalite, the
+# pinned staticcheck, the Lambda RIE, spin for the model check).
+
+SHELL        := /bin/bash
+GO           ?= go
+BIN          := $(CURDIR)/bin
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK  := $(BIN)/staticcheck
+GOTEST_FLAGS ?= -race -count=1 -timeout 20m
+ARGS         ?=
+
+export GOBIN := $(BIN)
+export PATH  := $(BIN):$(PATH)
+
+.PHONY: all run test tools lint fmt-check vet staticcheck cfn-lint gotest bench clean
+
+all: test
+
+## run: the whole stack on this machine (emulator, tables, API, executor, auditor).
+## Pass flags with ARGS, e.g. make run ARGS='--addr 127.0.0.1:3001'
+run:
+	$(GO) run ./cmd/idemkit dev $(ARGS)
+
+## test: every check CI runs.
+test: tools lint gotest
+
+tools: tools/node_modules/.bin/dynalite $(STATICCHECK)
+
+tools/node_modules/.bin/dynalite: tools/package.json tools/package-lock.json
+	npm ci --prefix tools --no-audit --no-fund --loglevel=error
+	@touch $@
+
+$(STATICCHECK):
+	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+lint: fmt-check vet staticcheck cfn-lint
+
+fmt-check:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+staticcheck: $(STATICCHECK)
+	$(STATICCHECK) ./...
+
+cfn-lint:
+	cfn-lint template.yaml
+
+gotest:
+	$(GO) test $(GOTEST_FLAGS) ./...
+
+## bench: the benchmarks whose figures are in README.md.
+bench: tools
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf $(BIN) tools/node_modules

@@ -1,0 +1,45 @@
+package client
+
+import (
+	"net/http"
+)
+
+// Client is an http.Client whose Transport is a *Transport, with a Do that
+// returns the Result alongside the response.
+type Client struct {
+	hc *http.Client
+}
+
+// Response is an *http.Response with the Result of the call that produced it.
+type Response struct {
+	*http.Response
+	Result
+}
+
+// New validates cfg and returns a Client using a Transport with it. The
+// underlying http.Client has no Timeout of its own: Config.MaxElapsed and the
+// request context bound each call.
+func New(cfg Config) (*Client, error) {
+	t, err := NewTransport(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{hc: &http.Client{Transport: t}}, nil
+}
+
+// HTTPClient returns the underlying *http.Client, for code that wants a
+// plain http.Client (its Result is available through WithResult).
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
+// Do sends req like http.Client.Do and returns the response with its Result.
+// To send a key derived from a business event, set the Idempotency-Key header
+// on req or build req with a context from WithKey. On error, errors.As(err,
+// new(*client.Error)) gives the key and the number of attempts.
+func (c *Client) Do(req *http.Request) (*Response, error) {
+	var r Result
+	resp, err := c.hc.Do(req.WithContext(WithResult(req.Context(), &r)))
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Response: resp, Result: r}, nil
+}

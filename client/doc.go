@@ -1,0 +1,30 @@
+// Package client is the caller's side of idemkit's Layer 1: an
+// http.RoundTripper (and a small Client around it) that makes mutating
+// requests safe to retry.
+//
+// For each logical call to a mutating method (anything but GET, HEAD,
+// OPTIONS, TRACE and CONNECT) the Transport:
+//
+//   - uses the caller's idempotency key when there is one (an
+//     Idempotency-Key header already on the request, or a key put in the
+//     context with WithKey, typically DeriveKey of the business event such as
+//     a cart id), and otherwise mints one with 128 bits of entropy (NewKey,
+//     a canonical UUIDv4);
+//   - sends that same key, and the same body, on every one of its attempts;
+//   - retries transport errors, 429, 5xx and 409 idempotency_in_flight, with
+//     exponential backoff and jitter, waiting at least what Retry-After asks;
+//   - never retries 409 idempotency_key_mismatch or any other 4xx;
+//   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
+//     comes first, and never waits past the request context's deadline;
+//   - reports the key, the number of attempts and whether the answer was a
+//     replay served from the server's idempotency cache (Result, WithResult,
+//     Client.Do).
+//
+// Non-mutating requests pass through to the base transport untouched: no
+// key, no retries.
+//
+// The guarantee is the server's: with a Layer-1 server (idemkit's idem
+// package, or any OpenWOP host), every attempt of one logical call carries
+// the same key and body, so the operation runs at most once however many
+// attempts the Transport makes.
+package client

@@ -1,0 +1,127 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// verdict is what the Transport does with one attempt's answer.
+type verdict int
+
+const (
+	final     verdict = iota // return it to the caller
+	retryable                // wait and try again, budget permitting
+)
+
+// maxPeek bounds how much of a 409 body is read to find its error code.
+const maxPeek = 64 << 10
+
+// classify decides whether resp is final. For a 409 it reads (up to maxPeek
+// bytes of) the body to find the error code, and leaves resp.Body readable
+// from the start.
+func classify(resp *http.Response, inFlight []string) verdict {
+	switch {
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500 && resp.StatusCode <= 599:
+		return retryable
+	case resp.StatusCode == http.StatusConflict:
+		code := peekCode(resp)
+		for _, c := range inFlight {
+			if code == c {
+				return retryable
+			}
+		}
+		return final
+	default:
+		return final
+	}
+}
+
+// peekCode returns the error code of an envelope body ({"error":"code"},
+// {"code":"code"} or {"error":{"code":"code"}}), or "". It restores resp.Body.
+func peekCode(resp *http.Response) string {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return ""
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
+	resp.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), c: resp.Body}
+	if err != nil {
+		return ""
+	}
+	return ErrorCode(head)
+}
+
+// ErrorCode returns the error code of an error-envelope body: the "error"
+// field of OpenWOP's {error, message, details?}, or a "code" field at the top
+// level or under "error". It returns "" when there is none.
+func ErrorCode(body []byte) string {
+	var env struct {
+		Error json.RawMessage `json:"error"`
+		Code  string          `json:"code"`
+	}
+	if json.Unmarshal(body, &env) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(env.Error, &s) == nil && s != "" {
+		return s
+	}
+	var nested struct {
+		Code string `json:"code"`
+	}
+	if json.Unmarshal(env.Error, &nested) == nil && nested.Code != "" {
+		return nested.Code
+	}
+	return env.Code
+}
+
+type rejoined struct {
+	io.Reader
+	c io.Closer
+}
+
+func (r *rejoined) Close() error { return r.c.Close() }
+
+// RetryAfter parses a Retry-After header value (delay-seconds or an
+// HTTP-date, RFC 9110 §10.2.3) relative to now. ok is false when the value is
+// absent or malformed; a date in the past yields 0.
+func RetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		const maxSec = int64(1<<63-1) / int64(time.Second)
+		return time.Duration(min(n, maxSec)) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}
+
+// backoff returns the wait before attempt n+1 after n attempts (n >= 1):
+// equal jitter over min(MaxDelay, BaseDelay*2^(n-1)), or, when the server
+// sent Retry-After ra, ra plus a jitter of up to min(BaseDelay, ra/10), so a
+// crowd of clients told the same Retry-After does not return in lockstep.
+// The wait is never shorter than ra.
+func backoff(c *Config, n int, ra time.Duration, haveRA bool) time.Duration {
+	if haveRA {
+		return ra + time.Duration(c.Rand()*float64(min(c.BaseDelay, ra/10)))
+	}
+	d := c.MaxDelay
+	if n-1 < 62 {
+		if e := c.BaseDelay << (n - 1); e > 0 && e < d && e>>(n-1) == c.BaseDelay {
+			d = e
+		}
+	}
+	return d/2 + time.Duration(c.Rand()*float64(d-d/2))
+}

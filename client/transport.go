@@ -1,0 +1,279 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Transport is an http.RoundTripper that makes mutating requests safe to
+// retry: one idempotency key per logical call, the same key and body on every
+// attempt, bounded retries of transport errors, 429, 5xx and 409
+// idempotency_in_flight (see the package documentation). The zero value uses
+// the defaults of Config. A Transport is safe for concurrent use; its Config
+// must not be changed once it is in use.
+type Transport struct {
+	Config Config
+}
+
+// NewTransport validates cfg and returns a Transport using it.
+func NewTransport(cfg Config) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Transport{Config: cfg}, nil
+}
+
+// ErrBudgetExhausted is joined into the *Error of a call whose MaxElapsed
+// ran out while an attempt was waiting for response headers.
+var ErrBudgetExhausted = errors.New("client: retry time budget exhausted")
+
+// Error is the error of a mutating call that ended without a response:
+// every attempt failed before response headers arrived, or the context ended
+// (or MaxElapsed ran out) during an attempt or a wait. http.Client wraps it in
+// a *url.Error; use errors.As to get it.
+type Error struct {
+	Key      string // the idempotency key every attempt carried
+	Attempts int    // attempts started
+	Err      error  // the last cause
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("client: idempotent call failed after %d attempt(s): %v", e.Attempts, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Mutating reports whether requests with this method get an idempotency key
+// and retries: every method except GET, HEAD, OPTIONS, TRACE and CONNECT.
+func Mutating(method string) bool {
+	switch strings.ToUpper(method) {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodConnect:
+		return false
+	}
+	return true
+}
+
+// IsReplay reports whether h carries one of the replay markers (value "true",
+// any case). With no names it checks DefaultReplayHeaders.
+func IsReplay(h http.Header, names ...string) bool {
+	if len(names) == 0 {
+		names = DefaultReplayHeaders
+	}
+	for _, n := range names {
+		if strings.EqualFold(strings.TrimSpace(h.Get(n)), "true") {
+			return true
+		}
+	}
+	return false
+}
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := t.Config.withDefaults()
+	rec, _ := req.Context().Value(resultCtx{}).(*Result)
+	if !Mutating(req.Method) {
+		resp, err := c.Base.RoundTrip(req)
+		if rec != nil {
+			*rec = Result{Attempts: 1, Replayed: err == nil && IsReplay(resp.Header, c.ReplayHeaders...)}
+		}
+		return resp, err
+	}
+	if err := t.Config.Validate(); err != nil {
+		closeReqBody(req)
+		return nil, err
+	}
+
+	key := req.Header.Get(c.KeyHeader)
+	if key == "" {
+		key = keyFrom(req.Context())
+	}
+	if key == "" {
+		key = c.NewKey()
+	}
+	res := Result{Key: key}
+	defer func() {
+		if rec != nil {
+			*rec = res
+		}
+	}()
+
+	body, err := replayableBody(req)
+	if err != nil {
+		return nil, &Error{Key: key, Err: err}
+	}
+
+	start := c.Now()
+	deadline := start.Add(c.MaxElapsed)
+	if d, ok := req.Context().Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	// ctx carries every attempt; the budget timer cancels an attempt still
+	// waiting for headers when MaxElapsed runs out. On success ctx lives on
+	// until the caller closes (or drains) the body.
+	ctx, cancel := context.WithCancel(req.Context())
+	var (
+		mu      sync.Mutex
+		spent   bool
+		stopped bool
+	)
+	timer := time.AfterFunc(c.MaxElapsed, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			spent = true
+			cancel()
+		}
+	})
+	// stopTimer disarms the budget timer and reports whether it had fired.
+	stopTimer := func() bool {
+		timer.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		return spent
+	}
+	fail := func(cause error) (*http.Response, error) {
+		if stopTimer() {
+			cause = errors.Join(ErrBudgetExhausted, cause)
+		}
+		cancel()
+		return nil, &Error{Key: key, Attempts: res.Attempts, Err: cause}
+	}
+
+	for {
+		res.Attempts++
+		r := req.Clone(ctx)
+		r.Header.Set(c.KeyHeader, key)
+		if r.Body, err = body(); err != nil {
+			return fail(err)
+		}
+		if r.Body == nil {
+			r.GetBody = nil
+		} else {
+			r.GetBody = body
+		}
+
+		resp, err := c.Base.RoundTrip(r)
+		var (
+			v      = retryable
+			ra     time.Duration
+			haveRA bool
+		)
+		if err != nil {
+			if ctx.Err() != nil || permanent(err) {
+				return fail(err)
+			}
+		} else {
+			v = classify(resp, c.InFlightCodes)
+			ra, haveRA = RetryAfter(resp.Header.Get("Retry-After"), c.Now())
+		}
+
+		if v == final || res.Attempts >= c.MaxAttempts {
+			if err != nil {
+				return fail(err)
+			}
+			return t.deliver(resp, &res, &c, stopTimer, cancel)
+		}
+		wait := backoff(&c, res.Attempts, ra, haveRA)
+		if c.Now().Add(wait).After(deadline) {
+			// The wait does not fit in the budget: the last answer stands.
+			if err != nil {
+				return fail(err)
+			}
+			return t.deliver(resp, &res, &c, stopTimer, cancel)
+		}
+		if resp != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPeek))
+			resp.Body.Close()
+		}
+		if serr := c.Sleep(ctx, wait); serr != nil {
+			if err == nil {
+				err = serr
+			} else {
+				err = errors.Join(serr, err)
+			}
+			return fail(err)
+		}
+	}
+}
+
+// deliver hands the final response to the caller: the budget timer is
+// disarmed and the attempt context is released when the body is closed or
+// read to EOF.
+func (t *Transport) deliver(resp *http.Response, res *Result, c *Config, stopTimer func() bool, cancel context.CancelFunc) (*http.Response, error) {
+	if stopTimer() {
+		// The budget ran out between the headers and here: the body is
+		// already cancelled, so the call failed.
+		resp.Body.Close()
+		cancel()
+		return nil, &Error{Key: res.Key, Attempts: res.Attempts, Err: ErrBudgetExhausted}
+	}
+	res.Replayed = IsReplay(resp.Header, c.ReplayHeaders...)
+	if resp.Body == nil {
+		cancel()
+	} else {
+		resp.Body = &releaseBody{rc: resp.Body, cancel: cancel}
+	}
+	return resp, nil
+}
+
+// replayableBody returns a function that yields a fresh copy of req's body
+// for each attempt (nil when there is none). It uses req.GetBody when set and
+// otherwise reads the body into memory once. req.Body is closed, as the
+// RoundTripper contract requires.
+func replayableBody(req *http.Request) (func() (io.ReadCloser, error), error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return func() (io.ReadCloser, error) { return nil, nil }, nil
+	}
+	if req.GetBody != nil {
+		req.Body.Close()
+		return req.GetBody, nil
+	}
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, fmt.Errorf("client: reading request body: %w", err)
+	}
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, nil
+}
+
+func closeReqBody(req *http.Request) {
+	if req.Body != nil {
+		req.Body.Close()
+	}
+}
+
+// permanent reports transport errors that a retry cannot cure.
+func permanent(err error) bool {
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	return errors.As(err, &cv) || errors.As(err, &rh)
+}
+
+type releaseBody struct {
+	rc     io.ReadCloser
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+func (b *releaseBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.cancel)
+	}
+	return n, err
+}
+
+func (b *releaseBody) Close() error {
+	err := b.rc.Close()
+	b.once.Do(b.cancel)
+	return err
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/internal/conform/conformtest"
+)
+
+// fast are the flags that make the in-flight scenario quick against the
+// reference server.
+var fast = []string{"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`, "--stagger", "150ms"}
+
+func conformAt(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := runConform(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return lines[len(lines)-1]
+}
+
+func TestConformPassesACorrectServer(t *testing.T) {
+	for _, p := range []string{conformtest.OpenWOP, conformtest.Seed003} {
+		t.Run(p, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(conformtest.New(p, conformtest.Breaks{}))
+			defer srv.Close()
+			// Flags on both sides of the URL.
+			args := append([]string{"--api-key", conformtest.APIKey1, "--profile", p}, fast...)
+			args = append(args, srv.URL, "--api-key", conformtest.APIKey2)
+			code, out, errOut := conformAt(t, args...)
+			if code != 0 || lastLine(out) != "7 passed, 0 failed" {
+				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			}
+		})
+	}
+}
+
+func TestConformFailsABrokenServer(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(conformtest.New(conformtest.OpenWOP, conformtest.Breaks{MismatchLeaks: true}))
+	defer srv.Close()
+	args := append([]string{"--api-key", conformtest.APIKey1}, fast...)
+	code, out, _ := conformAt(t, append(args, srv.URL)...)
+	if code != 1 || !strings.Contains(out, "\nFAIL mismatch: ") || lastLine(out) != "5 passed, 1 failed" ||
+		!strings.Contains(out, "SKIP tenant-isolation: ") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+}
+
+func TestConformUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"http://a", "http://b"},
+		{"--profile", "stripe", "http://a"},
+		{"--api-key", "a", "--api-key", "b", "--api-key", "c", "http://a"},
+		{"--api-key", "", "http://a"},
+		{"--route", "GET /runs", "http://a"},
+		{"--body", "[]", "http://a"},
+		{"--no-such-flag", "http://a"},
+		{"--timeout", "0s", "http://a"},
+		{"not a url"},
+	} {
+		if code, out, errOut := conformAt(t, args...); code != 2 || out != "" || errOut == "" {
+			t.Errorf("%q: exit %d stdout %q stderr %q", args, code, out, errOut)
+		}
+	}
+	if code, _, errOut := conformAt(t, "-h"); code != 0 || !strings.Contains(errOut, "usage: idemkit conform [--api-key KEY]...") {
+		t.Errorf("-h: exit %d %q", code, errOut)
+	}
+}

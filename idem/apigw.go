@@ -1,0 +1,191 @@
+package idem
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/textproto"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// HTTPAPIHandler is an API Gateway HTTP API (payload format 2.0) handler.
+type HTTPAPIHandler func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error)
+
+// RESTHandler is an API Gateway REST API (v1 proxy integration) handler.
+type RESTHandler func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error)
+
+// base64Marker is a reserved header kept in cached responses of API Gateway
+// handlers that returned IsBase64Encoded bodies, so a replay is encoded the
+// same way. Adapters strip it from every response they return.
+const base64Marker = "Idemkit-Body-Base64"
+
+// headerValues returns the values of every header named name (any case).
+func headerValues(h map[string]string, name string) []string {
+	var out []string
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func headerValuesMulti(h map[string][]string, name string) []string {
+	var out []string
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			out = append(out, v...)
+		}
+	}
+	return out
+}
+
+func firstHeader(h map[string]string, name string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+func decodeBody(body string, b64 bool) ([]byte, error) {
+	if !b64 {
+		return []byte(body), nil
+	}
+	return base64.StdEncoding.DecodeString(body)
+}
+
+// fromLambda converts a handler's API Gateway response to a Response.
+func fromLambda(status int, single map[string]string, multi map[string][]string, body string, b64 bool) (*Response, error) {
+	r := &Response{Status: status, Headers: make(map[string][]string, len(single)+len(multi)+1)}
+	for k, vs := range multi {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		r.Headers[ck] = append(r.Headers[ck], vs...)
+	}
+	for k, v := range single {
+		ck := textproto.CanonicalMIMEHeaderKey(k)
+		if _, dup := multi[k]; dup {
+			continue // API Gateway: multiValueHeaders win for the same name
+		}
+		r.Headers[ck] = append(r.Headers[ck], v)
+	}
+	if b64 {
+		raw, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			return nil, fmt.Errorf("idem: handler returned an invalid base64 body: %w", err)
+		}
+		r.Body = raw
+		r.Headers[base64Marker] = []string{"1"}
+	} else {
+		r.Body = []byte(body)
+	}
+	return r, nil
+}
+
+// lambdaBody renders a Response body for an API Gateway response.
+func lambdaBody(r *Response) (string, bool) {
+	if _, ok := r.Headers[base64Marker]; ok {
+		return base64.StdEncoding.EncodeToString(r.Body), true
+	}
+	return string(r.Body), false
+}
+
+// HTTPAPI wraps an HTTP API (payload 2.0) handler. The operation is the
+// event's routeKey (mapped through Config.Operations); the tenant comes from
+// Config.Tenant. The wrapped handler never returns an error: handler errors
+// and panics become a 500 envelope and leave the record retryable.
+// Response cookies (the Cookies field) are passed through on the first
+// response and never cached.
+func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		in := request{
+			method:      ev.RequestContext.HTTP.Method,
+			operation:   ev.RouteKey,
+			tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
+			keyValues:   headerValues(ev.Headers, HeaderKey),
+			contentType: firstHeader(ev.Headers, "Content-Type"),
+			requestID:   ev.RequestContext.RequestID,
+		}
+		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+		var cookies []string
+		resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {
+			out, err := h(ctx, ev)
+			if err != nil {
+				return nil, err
+			}
+			cookies = out.Cookies
+			return fromLambda(out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+		})
+		out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
+		out.Body, out.IsBase64Encoded = lambdaBody(resp)
+		out.Headers = make(map[string]string, len(resp.Headers))
+		for k, vs := range resp.Headers {
+			if k == base64Marker {
+				continue
+			}
+			if k == "Set-Cookie" {
+				out.Cookies = append(out.Cookies, vs...)
+				continue
+			}
+			out.Headers[k] = strings.Join(vs, ",")
+		}
+		return out, nil
+	}
+}
+
+// REST wraps a REST API (v1 proxy integration) handler. The operation is
+// httpMethod + " " + resource (the resource template, never the path),
+// mapped through Config.Operations. Otherwise as HTTPAPI.
+func (g *Guard) REST(h RESTHandler) RESTHandler {
+	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+		in := request{
+			method:    ev.HTTPMethod,
+			tenant:    g.cfg.Tenant.TenantV1(&ev.RequestContext),
+			requestID: ev.RequestContext.RequestID,
+		}
+		if ev.Resource != "" {
+			in.operation = ev.HTTPMethod + " " + ev.Resource
+		}
+		if ev.MultiValueHeaders != nil {
+			in.keyValues = headerValuesMulti(ev.MultiValueHeaders, HeaderKey)
+			if ct := headerValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
+				in.contentType = ct[0]
+			}
+		} else {
+			in.keyValues = headerValues(ev.Headers, HeaderKey)
+		}
+		if in.contentType == "" {
+			in.contentType = firstHeader(ev.Headers, "Content-Type")
+		}
+		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+		resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {
+			out, err := h(ctx, ev)
+			if err != nil {
+				return nil, err
+			}
+			return fromLambda(out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+		})
+		out := events.APIGatewayProxyResponse{StatusCode: resp.Status}
+		out.Body, out.IsBase64Encoded = lambdaBody(resp)
+		for k, vs := range resp.Headers {
+			if k == base64Marker {
+				continue
+			}
+			if len(vs) == 1 {
+				if out.Headers == nil {
+					out.Headers = make(map[string]string, len(resp.Headers))
+				}
+				out.Headers[k] = vs[0]
+				continue
+			}
+			if out.MultiValueHeaders == nil {
+				out.MultiValueHeaders = make(map[string][]string)
+			}
+			out.MultiValueHeaders[k] = vs
+		}
+		return out, nil
+	}
+}

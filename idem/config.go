@@ -1,0 +1,261 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emf"
+)
+
+// Forever is the Retention value meaning "never expire" (seed 002). Records
+// are then written without a TTL attribute.
+const Forever time.Duration = -1
+
+// Lease bounds (seed 003): IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600.
+const (
+	MinLease     = 30 * time.Second
+	MaxLease     = 3600 * time.Second
+	DefaultLease = 300 * time.Second
+)
+
+// Config configures a Guard. Every field documents its default; New
+// validates the whole struct and reports every problem at once.
+type Config struct {
+	// Store persists records. Required.
+	Store Store
+
+	// Profile selects the key grammar, default retention and response
+	// headers. Default ProfileOpenWOP.
+	Profile Profile
+
+	// Disabled turns idempotency off: every request runs the handler directly
+	// and no header is added (IDEMPOTENCY_ENABLED=false). Default false.
+	Disabled bool
+
+	// Required makes a missing key on a mutating request a
+	// 400 idempotency_key_invalid with details {"reason":"missing"}: the
+	// OpenWOP registry has no "missing key" code. Default false: a request
+	// without a key runs without deduplication.
+	Required bool
+
+	// KeyPolicy overrides the profile's key grammar. Default
+	// Profile.KeyPolicy().
+	KeyPolicy *KeyPolicy
+
+	// Lease is the claim lease outside Lambda (seed 003 "processing lease"),
+	// renewed by a heartbeat every Lease/3 while the handler runs. Must be in
+	// MinLease..MaxLease. Default DefaultLease (300 s). Inside Lambda (the
+	// context carries a lambdacontext and a deadline) the lease is the
+	// invocation's remaining time plus LeaseSkew, and there is no heartbeat.
+	Lease time.Duration
+
+	// Heartbeat is the lease renewal interval outside Lambda. Default
+	// Lease/3; must be below Lease.
+	Heartbeat time.Duration
+
+	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
+	// between Lambda hosts. Default 10 s; must be >= 0.
+	LeaseSkew time.Duration
+
+	// Retention is how long a record is kept after its last write. Default
+	// Profile.DefaultRetention() (24 h for OpenWOP, the seed-000 minimum;
+	// 720 h for ERP; Forever for Commerce). Forever means no expiry. A finite
+	// value below 24 h is rejected for ProfileOpenWOP.
+	Retention time.Duration
+
+	// Wait bounds how long a duplicate waits for the winner's final outcome
+	// before answering 409 idempotency_in_flight. The context deadline (the
+	// Lambda deadline) bounds it as well, less WaitMargin. Default 5 s; a
+	// negative value disables waiting.
+	Wait time.Duration
+
+	// WaitMargin is kept free before the context deadline to write the 409.
+	// Default 250 ms.
+	WaitMargin time.Duration
+
+	// Tenant says where the authenticated tenant comes from in API Gateway
+	// events. Default: the Lambda authorizer context key "tenantId".
+	Tenant TenantSource
+
+	// HTTPTenant resolves the tenant for the net/http middleware. Default:
+	// none, so every net/http request is unauthenticated (see
+	// Unauthenticated).
+	HTTPTenant func(*http.Request) (tenant string, ok bool)
+
+	// Unauthenticated decides what happens to a mutating request that
+	// carries a key but no tenant. Default RejectUnauthenticated
+	// (401 unauthenticated).
+	Unauthenticated UnauthenticatedPolicy
+
+	// BodyTenantField names a top-level member of JSON bodies holding a
+	// tenant. When present and different from the credential's tenant the
+	// request is answered 403 forbidden and no record is written. Default ""
+	// (no check).
+	BodyTenantField string
+
+	// Operations maps a routed operation (HTTP API routeKey such as
+	// "POST /runs", REST "POST /runs/{runId}/cancel", or the net/http
+	// pattern) to a canonical operation id. Unmapped operations use the
+	// routed operation itself. Default nil.
+	Operations map[string]string
+
+	// Routes holds per-operation options, keyed by canonical operation id
+	// (after Operations mapping). Default nil.
+	Routes map[string]Route
+
+	// Normalize is the default normalisation hook for JSON bodies. Default
+	// nil (RFC 8785 canonical form only).
+	Normalize *Normalizer
+
+	// HTTPOperation resolves the routed operation for the net/http
+	// middleware. Default: the request's ServeMux pattern (Request.Pattern).
+	// The raw path is never used.
+	HTTPOperation func(*http.Request) string
+
+	// Logger receives JSON log lines. Default slog JSON to os.Stderr at
+	// Info. Keys appear only as keyhash.Log values.
+	Logger *slog.Logger
+
+	// Metrics receives EMF metrics. Default nil (no metrics); Lambda
+	// functions pass emf.New(os.Stdout, namespace).
+	Metrics *emf.Recorder
+
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+
+	// NewOwner returns a fresh lease owner token. Default 128 random bits.
+	NewOwner func() string
+}
+
+// Route is a per-operation option set.
+type Route struct {
+	// Skip opts the route out of idempotency entirely: the key is neither
+	// required, validated, claimed nor replayed, and no header is added
+	// (seed 003's format-validation test route). Default false.
+	Skip bool
+	// JSON treats the body as JSON even without a JSON Content-Type. Default
+	// false (the Content-Type decides).
+	JSON bool
+	// Normalize overrides Config.Normalize for this route. Default nil.
+	Normalize *Normalizer
+}
+
+// UnauthenticatedPolicy decides what happens to requests with no tenant.
+type UnauthenticatedPolicy int
+
+const (
+	// RejectUnauthenticated answers 401 unauthenticated (the default).
+	RejectUnauthenticated UnauthenticatedPolicy = iota
+	// AnonymousTenant scopes unauthenticated requests to the tenant
+	// AnonymousTenantID ("anon:"), a keyspace no authenticated tenant can
+	// share.
+	AnonymousTenant
+)
+
+// AnonymousTenantID is the tenant of unauthenticated requests under
+// AnonymousTenant. Authenticated tenants are scoped as "tenant:"+id, so the
+// two never collide.
+const AnonymousTenantID = "anon:"
+
+// ConfigError lists every problem New found in a Config.
+type ConfigError struct{ Problems []string }
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("idem: invalid config: %v", e.Problems)
+}
+
+// ErrConfig is matched (errors.Is) by every *ConfigError.
+var ErrConfig = errors.New("idem: invalid config")
+
+// Is makes errors.Is(err, ErrConfig) true.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+
+// withDefaults returns c with defaults filled in and validates it.
+func (c Config) withDefaults() (Config, error) {
+	var p []string
+	if c.Store == nil {
+		p = append(p, "Store is required")
+	}
+	if !c.Profile.valid() {
+		p = append(p, fmt.Sprintf("Profile %d is unknown", c.Profile))
+	}
+	if c.KeyPolicy == nil {
+		kp := c.Profile.KeyPolicy()
+		c.KeyPolicy = &kp
+	} else if c.KeyPolicy.allowed == nil || c.KeyPolicy.MinLen < 1 || c.KeyPolicy.MaxLen < c.KeyPolicy.MinLen {
+		p = append(p, "KeyPolicy must be one of KeyOpenWOP, KeyERP, KeyCommerce (or a copy with a narrower MinLen..MaxLen >= 1)")
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	} else if c.Lease < MinLease || c.Lease > MaxLease {
+		p = append(p, fmt.Sprintf("Lease %s is outside %s..%s", c.Lease, MinLease, MaxLease))
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = c.Lease / 3
+	} else if c.Heartbeat < 0 || c.Heartbeat >= c.Lease {
+		p = append(p, fmt.Sprintf("Heartbeat %s must be positive and below Lease %s", c.Heartbeat, c.Lease))
+	}
+	if c.LeaseSkew == 0 {
+		c.LeaseSkew = 10 * time.Second
+	} else if c.LeaseSkew < 0 {
+		p = append(p, "LeaseSkew must be >= 0")
+	}
+	switch {
+	case c.Retention == 0:
+		c.Retention = c.Profile.DefaultRetention()
+	case c.Retention == Forever:
+	case c.Retention < 0:
+		p = append(p, fmt.Sprintf("Retention %s is negative (use idem.Forever for no expiry)", c.Retention))
+	case c.Profile == ProfileOpenWOP && c.Retention < 24*time.Hour:
+		p = append(p, fmt.Sprintf("Retention %s is below the OpenWOP minimum of 24h", c.Retention))
+	case c.Retention < time.Second:
+		p = append(p, fmt.Sprintf("Retention %s is below one second", c.Retention))
+	}
+	if c.Wait == 0 {
+		c.Wait = 5 * time.Second
+	}
+	if c.WaitMargin == 0 {
+		c.WaitMargin = 250 * time.Millisecond
+	} else if c.WaitMargin < 0 {
+		p = append(p, "WaitMargin must be >= 0")
+	}
+	if err := c.Tenant.validate(); err != nil {
+		p = append(p, err.Error())
+	}
+	if c.Unauthenticated != RejectUnauthenticated && c.Unauthenticated != AnonymousTenant {
+		p = append(p, fmt.Sprintf("Unauthenticated %d is unknown", c.Unauthenticated))
+	}
+	for op, r := range c.Routes {
+		if r.Normalize != nil {
+			if err := r.Normalize.validate(); err != nil {
+				p = append(p, fmt.Sprintf("Routes[%q].Normalize: %v", op, err))
+			}
+		}
+	}
+	if c.Normalize != nil {
+		if err := c.Normalize.validate(); err != nil {
+			p = append(p, "Normalize: "+err.Error())
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.NewOwner == nil {
+		c.NewOwner = newOwnerToken
+	}
+	if len(p) > 0 {
+		return c, &ConfigError{Problems: p}
+	}
+	return c, nil
+}
+
+// stderr is where the default logger writes (a variable for tests).
+var stderr io.Writer = os.Stderr

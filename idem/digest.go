@@ -1,0 +1,157 @@
+package idem
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/idemkit/idemkit/internal/jcs"
+)
+
+// Digest recipes. A digest is "<recipe>:<base64url(SHA-256)>", so two digests
+// computed by different recipes never compare equal.
+const (
+	// RecipeJCS hashes the RFC 8785 (JCS) canonical form of a JSON body.
+	RecipeJCS = "jcs-sha256-v1"
+	// RecipeBytes hashes a non-JSON body as bytes (after base64 decoding of
+	// an API Gateway base64 body).
+	RecipeBytes = "bytes-sha256-v1"
+)
+
+// ErrInvalidJSON is returned (wrapped, with the JCS error) for a body on a
+// JSON route that is not strict RFC 8785 input: a syntax error, a duplicate
+// key, a lone surrogate, invalid UTF-8 or an out-of-range number. The
+// middleware answers it 400 validation_error and caches nothing.
+var ErrInvalidJSON = errors.New("idem: request body is not valid JSON")
+
+// Normalizer is a normalisation hook for JSON bodies (seed 003: payloads
+// that are semantically equal after normalisation hash equal; named fields
+// are excluded). Its Name is stamped into the digest recipe, so changing the
+// normalisation means changing the Name.
+type Normalizer struct {
+	// Name identifies the normalisation in the digest recipe. Required; it
+	// may contain only A-Z a-z 0-9 . _ -.
+	Name string
+	// Exclude lists members removed before hashing: a bare name is a
+	// top-level member; a value starting with "/" is an RFC 6901 JSON
+	// Pointer ("/meta/requestId"). Missing members are ignored.
+	Exclude []string
+	// Func, if set, transforms the decoded body after exclusions. It
+	// receives encoding/json values with numbers as json.Number and returns
+	// the value to canonicalise.
+	Func func(v any) (any, error)
+}
+
+func (n *Normalizer) validate() error {
+	if n.Name == "" {
+		return errors.New("Name is required")
+	}
+	for i := 0; i < len(n.Name); i++ {
+		c := n.Name[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("Name %q: only A-Z a-z 0-9 . _ - allowed", n.Name)
+		}
+	}
+	return nil
+}
+
+func stamp(recipe string, sum [sha256.Size]byte) string {
+	var b [64 + 43]byte
+	out := append(b[:0], recipe...)
+	out = append(out, ':')
+	out = base64.RawURLEncoding.AppendEncode(out, sum[:])
+	return string(out)
+}
+
+// DigestBytes returns the RecipeBytes digest of body.
+func DigestBytes(body []byte) string {
+	return stamp(RecipeBytes, sha256.Sum256(body))
+}
+
+// DigestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
+// canonical form, after the normaliser n if not nil. The recipe is RecipeJCS,
+// or RecipeJCS+"+"+n.Name. Invalid input fails with an error matching
+// ErrInvalidJSON (and the jcs sentinel).
+func DigestJSON(body []byte, n *Normalizer) (string, error) {
+	if n == nil {
+		sum, err := jcs.Sum256(body)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+		}
+		return stamp(RecipeJCS, sum), nil
+	}
+	canon, err := jcs.Canonicalize(body)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+	}
+	for _, path := range n.Exclude {
+		v = exclude(v, path)
+	}
+	if n.Func != nil {
+		if v, err = n.Func(v); err != nil {
+			return "", fmt.Errorf("%w: normaliser %s: %w", ErrInvalidJSON, n.Name, err)
+		}
+	}
+	out, err := jcs.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: normaliser %s output: %w", ErrInvalidJSON, n.Name, err)
+	}
+	return stamp(RecipeJCS+"+"+n.Name, sha256.Sum256(out)), nil
+}
+
+// exclude removes the member named by path (a top-level name or a JSON
+// Pointer) from v.
+func exclude(v any, path string) any {
+	if !strings.HasPrefix(path, "/") {
+		if m, ok := v.(map[string]any); ok {
+			delete(m, path)
+		}
+		return v
+	}
+	parts := strings.Split(path[1:], "/")
+	cur := v
+	for i, p := range parts {
+		p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			if a, isArr := cur.([]any); isArr {
+				var idx int
+				if _, err := fmt.Sscanf(p, "%d", &idx); err != nil || idx < 0 || idx >= len(a) || fmt.Sprint(idx) != p {
+					return v
+				}
+				if i == len(parts)-1 {
+					return v // removing array elements would shift indexes; not supported
+				}
+				cur = a[idx]
+				continue
+			}
+			return v
+		}
+		if i == len(parts)-1 {
+			delete(m, p)
+			return v
+		}
+		cur = m[p]
+	}
+	return v
+}
+
+// isJSONType reports whether a Content-Type names JSON
+// (application/json or any +json suffix).
+func isJSONType(ct string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.TrimSpace(ct)
+	return strings.EqualFold(ct, "application/json") || (len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json"))
+}

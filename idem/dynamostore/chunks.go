@@ -1,0 +1,228 @@
+package dynamostore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// responseRef is how a completion stores its response: inline blob, or
+// chunk items already written.
+type responseRef struct {
+	status int
+	enc    string
+	sha    []byte
+	length int
+	inline []byte // nil when chunked
+	chunks int
+	nonce  string
+}
+
+// set adds the response attributes to a completion update.
+func (r *responseRef) set(u expression.UpdateBuilder) expression.UpdateBuilder {
+	u = u.Set(expression.Name(attrStatus), expression.Value(r.status)).
+		Set(expression.Name(attrEnc), expression.Value(r.enc)).
+		Set(expression.Name(attrSha), expression.Value(r.sha)).
+		Set(expression.Name(attrLen), expression.Value(r.length))
+	if r.chunks == 0 {
+		// An empty blob is never produced (format byte), so B is valid.
+		return u.Set(expression.Name(attrBlob), expression.Value(r.inline)).
+			Remove(expression.Name(attrChunks)).Remove(expression.Name(attrNonce))
+	}
+	return u.Set(expression.Name(attrChunks), expression.Value(r.chunks)).
+		Set(expression.Name(attrNonce), expression.Value(r.nonce)).
+		Remove(expression.Name(attrBlob))
+}
+
+// matches reports whether st holds exactly this response.
+func (r *responseRef) matches(st stored) bool {
+	return bytes.Equal(st.sha, r.sha) && st.length == r.length && st.chunks == r.chunks && st.nonce == r.nonce
+}
+
+// storeResponse packs resp; a blob too large for the record item is written
+// as chunk items first (plain PutItems under a key no one else can produce:
+// it embeds a fresh 128-bit nonce), carrying the record's retention.
+func (s *Store) storeResponse(ctx context.Context, id string, resp *idem.Response, expires time.Time) (*responseRef, error) {
+	blob, enc := pack(resp)
+	sum := sha256.Sum256(blob)
+	ref := &responseRef{status: resp.Status, enc: enc, sha: sum[:], length: len(blob)}
+	if len(blob) <= inlineMax {
+		ref.inline = blob
+		return ref, nil
+	}
+	var nb [16]byte
+	if _, err := rand.Read(nb[:]); err != nil {
+		return nil, err
+	}
+	ref.nonce = hex.EncodeToString(nb[:])
+	parts := split(blob)
+	ref.chunks = len(parts)
+	if err := s.parallel(ctx, len(parts), func(ctx context.Context, i int) error {
+		item := map[string]types.AttributeValue{
+			attrPK:   avS(chunkKey(id, ref.nonce, i)),
+			attrData: &types.AttributeValueMemberB{Value: parts[i]},
+		}
+		if !expires.IsZero() {
+			item[attrExpMs] = avN(expires.UnixMilli())
+			item[attrTTL] = avN(ttlSeconds(expires))
+		}
+		_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{TableName: s.table, Item: item})
+		if err != nil {
+			return fmt.Errorf("dynamostore: chunk PutItem: %w", err)
+		}
+		return nil
+	}); err != nil {
+		s.dropChunks(ctx, id, ref)
+		return nil, err
+	}
+	return ref, nil
+}
+
+// dropChunks deletes the chunk items of a completion that was not applied
+// (best effort: they also expire with the record's retention).
+func (s *Store) dropChunks(ctx context.Context, id string, ref *responseRef) {
+	if ref == nil || ref.chunks == 0 {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	_ = s.parallel(ctx, ref.chunks, func(ctx context.Context, i int) error {
+		_, err := s.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+			TableName: s.table,
+			Key:       map[string]types.AttributeValue{attrPK: avS(chunkKey(id, ref.nonce, i))},
+		})
+		return err
+	})
+}
+
+// chunkWriters bounds the concurrent requests of one chunked write.
+const chunkWriters = 4
+
+func (s *Store) parallel(ctx context.Context, n int, fn func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	next := make(chan int)
+	for w := 0; w < min(chunkWriters, n); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := fn(ctx, i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+						cancel()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// withResponse returns st's record with its response loaded (final states):
+// inline, or reassembled from its chunks with one strongly consistent
+// BatchGetItem (repeated only for unprocessed keys) and checked against the
+// stored length and SHA-256.
+func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error) {
+	rec := st.rec
+	if !rec.State.Final() {
+		rec.Response = nil
+		return rec, nil
+	}
+	blob := st.blob
+	if st.chunks > 0 {
+		var err error
+		blob, err = s.readChunks(ctx, rec.ID, st)
+		if err != nil {
+			return idem.Record{}, err
+		}
+	}
+	if len(blob) != st.length {
+		return idem.Record{}, fmt.Errorf("%w: record %s: %d bytes, want %d", errCorrupt, rec.ID, len(blob), st.length)
+	}
+	if sum := sha256.Sum256(blob); !bytes.Equal(sum[:], st.sha) {
+		return idem.Record{}, fmt.Errorf("%w: record %s: checksum mismatch", errCorrupt, rec.ID)
+	}
+	resp, err := unpack(blob, st.enc)
+	if err != nil {
+		return idem.Record{}, fmt.Errorf("record %s: %w", rec.ID, err)
+	}
+	rec.Response = resp
+	return rec, nil
+}
+
+func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, error) {
+	parts := make([][]byte, st.chunks)
+	pending := make([]map[string]types.AttributeValue, 0, st.chunks)
+	index := make(map[string]int, st.chunks)
+	for i := 0; i < st.chunks; i++ {
+		k := chunkKey(id, st.nonce, i)
+		index[k] = i
+		pending = append(pending, map[string]types.AttributeValue{attrPK: avS(k)})
+	}
+	delay := 10 * time.Millisecond
+	for round := 0; len(pending) > 0; round++ {
+		if round > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(delay):
+			}
+			delay = min(2*delay, time.Second)
+		}
+		if round > 20 {
+			return nil, fmt.Errorf("dynamostore: chunks of %s: BatchGetItem keeps leaving keys unprocessed", id)
+		}
+		batch := pending[:min(100, len(pending))]
+		out, err := s.c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
+			*s.table: {Keys: batch, ConsistentRead: aws.Bool(true)},
+		}})
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: chunks BatchGetItem: %w", err)
+		}
+		rest := pending[len(batch):]
+		if u, ok := out.UnprocessedKeys[*s.table]; ok {
+			rest = append(append([]map[string]types.AttributeValue(nil), u.Keys...), rest...)
+		}
+		for _, it := range out.Responses[*s.table] {
+			i, ok := index[getS(it, attrPK)]
+			if !ok {
+				continue
+			}
+			parts[i] = getB(it, attrData)
+		}
+		pending = rest
+	}
+	var buf bytes.Buffer
+	buf.Grow(st.length)
+	for i, p := range parts {
+		if p == nil {
+			return nil, fmt.Errorf("%w: record %s: chunk %d missing", errCorrupt, id, i)
+		}
+		buf.Write(p)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,84 @@
+package dynamostore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func newStore(t testing.TB, c dynamostore.API, table string) *dynamostore.Store {
+	t.Helper()
+	s, err := dynamostore.New(dynamostore.Config{Client: c, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// businessPut is a transactional business write: create item name in table
+// if absent.
+func businessPut(table, name string) types.TransactWriteItem {
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("pk"))).Build()
+	if err != nil {
+		panic(err)
+	}
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:                aws.String(table),
+		Item:                     map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: name}},
+		ConditionExpression:      cond.Condition(),
+		ExpressionAttributeNames: cond.Names(),
+	}}
+}
+
+func businessExists(t testing.TB, c *dynamodb.Client, table, name string) bool {
+	t.Helper()
+	out, err := c.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: name}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item != nil
+}
+
+// TestConformance runs the idem.Store conformance suite (including the
+// 32 goroutines x 100 keys exactly-one-winner test) against moto and
+// dynalite. The transactional-completion cases run where the emulator has
+// transactions (moto); dynalite's typed refusal is TestNoTransactions.
+func TestConformance(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		table := e.CreateTable(t, "IdempotencyTable")
+		c := e.Client()
+		var opts []idemtest.Option
+		if e.Caps.Transactions {
+			biz := e.CreateTable(t, "RunsTable")
+			opts = append(opts, idemtest.WithTxWrites(idemtest.TxWrites{
+				Put: func(t *testing.T, s idem.Store, name string) any { return businessPut(biz, name) },
+				Exists: func(t *testing.T, s idem.Store, name string) bool {
+					return businessExists(t, c, biz, name)
+				},
+			}))
+		}
+		idemtest.Run(t, func(t *testing.T) idem.Store { return newStore(t, c, table) }, opts...)
+	})
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,71 @@
+// Package dynamostore is the DynamoDB idem.Store, the only place Layer 1
+// uses the AWS SDK. It passes the idem/idemtest conformance suite against
+// moto and dynalite (see internal/dynamotest).
+//
+// # Table
+//
+// The table is template.yaml's IdempotencyTable: partition key pk (S), TTL
+// attribute expiresAt. One item per record; pk is idem.ScopeID's hash, the
+// raw Idempotency-Key is never stored. Times are Unix milliseconds;
+// expiresAtMs is the exact retention end and expiresAt (epoch seconds,
+// rounded up) is set whenever retention is finite and removed when it is not.
+// DynamoDB's TTL sweep is lazy (up to days), so expiry is part of every
+// condition: an expired item is treated as absent.
+//
+// # Guarantees and round trips
+//
+//   - Claim: one PutItem conditional on "absent or expired". Of any number of
+//     concurrent claims of one record exactly one wins. When the condition
+//     fails the server returns the stored item
+//     (ReturnValuesOnConditionCheckFailure=ALL_OLD), so a replay or an
+//     in-flight answer costs ONE round trip; where the server does not return
+//     it (dynalite, older DynamoDB Local) a strongly consistent GetItem
+//     follows (two). A retryable-failure record, or a pending one whose lease
+//     ended, with the same digest, is taken over by an UpdateItem
+//     compare-and-set on (owner, attempt, state): exactly one reclaimer wins.
+//   - Complete, Release, Renew, Delete: one conditional write each, fenced on
+//     the owner token, the pending state and the expiry; a stale owner
+//     writes nothing and gets idem.ErrFenced. A first execution therefore
+//     costs two round trips (claim, complete).
+//   - Transactional completion: Outcome.Writes of
+//     types.TransactWriteItem (or pointers) commit in ONE TransactWriteItems
+//     with the fenced completion (at most 99 writes, 4 MB in total, DynamoDB's
+//     limits). If the fence fails nothing is written (idem.ErrFenced); if a
+//     business write's own condition fails, idem.ErrWriteConflict. An
+//     endpoint without transactions (dynalite) gets ErrNoTransactions: the
+//     store never degrades to non-atomic writes.
+//   - Responses up to idem.MaxResponseBytes (6 MB) are stored and replayed
+//     byte-exactly: status, headers (values and order) and body are
+//     serialised into one blob, deflated when that helps, stored inline up
+//     to 350 KB, otherwise split into 350 KB chunk items written (in
+//     parallel) before the completion under a key unique to that completion
+//     and referenced by it; the reference is fenced like the rest of the
+//     completion, a fenced completion deletes its chunks, and chunk items
+//     carry the record's TTL. Reading a chunked response adds one
+//     BatchGetItem (repeated for unprocessed keys); its length and SHA-256
+//     are verified.
+//
+// # SDK retries
+//
+// The client's retryer is used as configured. A retry can never cause a
+// second execution: a throttled attempt was not applied, and a retried write
+// whose earlier attempt was applied (response lost) fails its condition. The
+// store then inspects the returned item, and only when the call really sent
+// more than one request: if it holds the call's own owner token (and, for a
+// completion, the same state and response checksum), the write is reported
+// as done (a claim as Claimed/Reclaimed), never as a duplicate or a fence.
+// Owner tokens must therefore be unique per Claim call. A write whose every
+// attempt lost its response returns an error; the record then stays as the
+// server has it (for a claim: pending under the caller's token until the
+// lease ends, then reclaimable).
+//
+// # Benchmarks
+//
+// go test -run '^$' -bench . ./idem/dynamostore/ (2 shared vCPUs, loopback
+// emulators; client plus emulator time, not DynamoDB latency):
+//
+//	                    moto      dynalite
+//	ClaimComplete       9.3 ms    3.6 ms
+//	Replay              2.6 ms    1.3 ms (two round trips: no ALL_OLD)
+//	Replay, 1 MB body   27.6 ms   24.0 ms (chunked)
+package dynamostore

@@ -1,0 +1,180 @@
+package dynamostore
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Stored response encoding.
+//
+// A response is serialised into one byte-exact blob (format v1 below), then
+// deflated (compress/flate, BestSpeed) when that makes it smaller. A blob up
+// to inlineMax bytes is stored in the record item itself; a larger one is
+// split into chunk items of at most chunkSize bytes, written before the
+// completion, and referenced from the record (nonce, count, length and
+// SHA-256 of the blob, checked on read).
+//
+// Format v1: byte 1, uvarint status, uvarint header count, per header (in
+// sorted key order) uvarint key length, key, uvarint value count, per value
+// uvarint length, value; then the body to the end. Header values and body
+// are arbitrary bytes: nothing is normalised or re-encoded.
+const (
+	formatV1 = 1
+
+	encRaw   = "raw"
+	encFlate = "flate"
+
+	// inlineMax is the largest blob stored inside the record item; the rest
+	// of the item (keys, digest, owner, times) stays far below the 400 KB
+	// item limit.
+	inlineMax = 350 << 10
+	// chunkSize is the payload of one chunk item.
+	chunkSize = 350 << 10
+	// compressMin: blobs shorter than this are stored raw.
+	compressMin = 512
+	// maxBlob bounds the decoded blob (body limit plus generous header room);
+	// it guards decompression.
+	maxBlob = idem.MaxResponseBytes + 1<<20
+)
+
+var errCorrupt = errors.New("dynamostore: stored response is corrupt")
+
+func encodeResponse(r *idem.Response) []byte {
+	n := 1 + binary.MaxVarintLen64*2 + len(r.Body)
+	keys := make([]string, 0, len(r.Headers))
+	for k, vs := range r.Headers {
+		keys = append(keys, k)
+		n += binary.MaxVarintLen64*2 + len(k)
+		for _, v := range vs {
+			n += binary.MaxVarintLen64 + len(v)
+		}
+	}
+	sort.Strings(keys)
+	b := make([]byte, 0, n)
+	b = append(b, formatV1)
+	b = binary.AppendUvarint(b, uint64(r.Status))
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		b = binary.AppendUvarint(b, uint64(len(k)))
+		b = append(b, k...)
+		vs := r.Headers[k]
+		b = binary.AppendUvarint(b, uint64(len(vs)))
+		for _, v := range vs {
+			b = binary.AppendUvarint(b, uint64(len(v)))
+			b = append(b, v...)
+		}
+	}
+	return append(b, r.Body...)
+}
+
+func decodeResponse(b []byte) (*idem.Response, error) {
+	if len(b) == 0 || b[0] != formatV1 {
+		return nil, errCorrupt
+	}
+	b = b[1:]
+	next := func() (uint64, error) {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			return 0, errCorrupt
+		}
+		b = b[n:]
+		return v, nil
+	}
+	bytesN := func() (string, error) {
+		l, err := next()
+		if err != nil || l > uint64(len(b)) {
+			return "", errCorrupt
+		}
+		s := string(b[:l])
+		b = b[l:]
+		return s, nil
+	}
+	status, err := next()
+	if err != nil || status > 999 {
+		return nil, errCorrupt
+	}
+	nh, err := next()
+	if err != nil || nh > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	r := &idem.Response{Status: int(status)}
+	if nh > 0 {
+		r.Headers = make(map[string][]string, nh)
+	}
+	for i := uint64(0); i < nh; i++ {
+		k, err := bytesN()
+		if err != nil {
+			return nil, err
+		}
+		nv, err := next()
+		if err != nil || nv > uint64(len(b))+1 {
+			return nil, errCorrupt
+		}
+		vs := make([]string, 0, nv)
+		for j := uint64(0); j < nv; j++ {
+			v, err := bytesN()
+			if err != nil {
+				return nil, err
+			}
+			vs = append(vs, v)
+		}
+		r.Headers[k] = vs
+	}
+	if len(b) > 0 {
+		r.Body = append([]byte(nil), b...)
+	}
+	return r, nil
+}
+
+// pack encodes r and compresses it when that helps; enc names the encoding.
+func pack(r *idem.Response) (blob []byte, enc string) {
+	raw := encodeResponse(r)
+	if len(raw) < compressMin {
+		return raw, encRaw
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(raw) / 2)
+	w, _ := flate.NewWriter(&buf, flate.BestSpeed)
+	_, _ = w.Write(raw)
+	_ = w.Close()
+	if buf.Len() >= len(raw) {
+		return raw, encRaw
+	}
+	return buf.Bytes(), encFlate
+}
+
+// unpack reverses pack.
+func unpack(blob []byte, enc string) (*idem.Response, error) {
+	switch enc {
+	case encRaw:
+		return decodeResponse(blob)
+	case encFlate:
+		raw, err := io.ReadAll(io.LimitReader(flate.NewReader(bytes.NewReader(blob)), maxBlob+1))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", errCorrupt, err)
+		}
+		if len(raw) > maxBlob {
+			return nil, fmt.Errorf("%w: inflates beyond %d bytes", errCorrupt, maxBlob)
+		}
+		return decodeResponse(raw)
+	default:
+		return nil, fmt.Errorf("%w: unknown encoding %q", errCorrupt, enc)
+	}
+}
+
+// split cuts blob into chunkSize pieces (no copy).
+func split(blob []byte) [][]byte {
+	var out [][]byte
+	for len(blob) > chunkSize {
+		out = append(out, blob[:chunkSize])
+		blob = blob[chunkSize:]
+	}
+	return append(out, blob)
+}

@@ -1,0 +1,582 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// API is the subset of *dynamodb.Client the store uses.
+type API interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	BatchGetItem(context.Context, *dynamodb.BatchGetItemInput, ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// Config configures a Store. Validated by New.
+type Config struct {
+	// Client is the DynamoDB client. Required. Its retry policy is used as
+	// is: SDK retries never cause a second execution (see the package doc).
+	Client API
+	// Table is the name of the table created from template.yaml's
+	// IdempotencyTable (partition key pk S, TTL attribute expiresAt).
+	// Required.
+	Table string
+}
+
+// Store is the DynamoDB idem.Store. It is safe for concurrent use and holds
+// no state besides its configuration.
+type Store struct {
+	c     API
+	table *string
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// ErrNoTransactions is returned by Complete when Outcome.Writes is not empty
+// and the endpoint does not implement TransactWriteItems (dynalite). Nothing
+// was written: the store never falls back to non-atomic writes. It matches
+// idem.ErrUnsupportedWrite too.
+var ErrNoTransactions = fmt.Errorf("%w: dynamostore: the DynamoDB endpoint does not support transactions", idem.ErrUnsupportedWrite)
+
+// ErrContention is returned by Claim when the record changed under it more
+// than maxClaimRounds times in a row (never observed; a safety bound).
+var ErrContention = errors.New("dynamostore: claim did not settle under contention")
+
+const maxClaimRounds = 8
+
+// New returns a Store for cfg.
+func New(cfg Config) (*Store, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("dynamostore: Config.Client is required")
+	}
+	if cfg.Table == "" {
+		return nil, errors.New("dynamostore: Config.Table is required")
+	}
+	return &Store{c: cfg.Client, table: aws.String(cfg.Table)}, nil
+}
+
+// Conditions. Expiry is part of every one of them: DynamoDB TTL deletes
+// lazily, so an expired item may still be there.
+
+func notExpired(nowMs int64) expression.ConditionBuilder {
+	return expression.Or(
+		expression.AttributeNotExists(expression.Name(attrExpMs)),
+		expression.Name(attrExpMs).GreaterThan(expression.Value(nowMs)))
+}
+
+func absentOrExpired(nowMs int64) expression.ConditionBuilder {
+	return expression.Or(
+		expression.AttributeNotExists(expression.Name(attrPK)),
+		expression.Name(attrExpMs).LessThanEqual(expression.Value(nowMs)))
+}
+
+// owned: the live pending record of owner. Every write after the claim uses
+// it, so a stale owner (reclaimed, completed, deleted, expired) writes nothing.
+func owned(owner string, nowMs int64) expression.ConditionBuilder {
+	return expression.And(
+		expression.Name(attrOwner).Equal(expression.Value(owner)),
+		expression.Name(attrState).Equal(expression.Value(string(idem.StatePending))),
+		notExpired(nowMs))
+}
+
+// reclaimable: the exact record old (owner, attempt and state unchanged:
+// compare-and-set), live, same digest, and retryable or lease-expired.
+func reclaimable(old idem.Record, digest string, nowMs int64) expression.ConditionBuilder {
+	return expression.And(
+		expression.Name(attrOwner).Equal(expression.Value(old.Owner)),
+		expression.Name(attrAttempt).Equal(expression.Value(old.Attempt)),
+		expression.Name(attrState).Equal(expression.Value(string(old.State))),
+		expression.Name(attrDigest).Equal(expression.Value(digest)),
+		notExpired(nowMs),
+		expression.Or(
+			expression.Name(attrState).Equal(expression.Value(string(idem.StateRetryableFailure))),
+			expression.And(
+				expression.Name(attrState).Equal(expression.Value(string(idem.StatePending))),
+				expression.Name(attrLease).LessThanEqual(expression.Value(nowMs)))))
+}
+
+func setExpiry(u expression.UpdateBuilder, expires time.Time) expression.UpdateBuilder {
+	if expires.IsZero() {
+		return u.Remove(expression.Name(attrExpMs)).Remove(expression.Name(attrTTL))
+	}
+	return u.Set(expression.Name(attrExpMs), expression.Value(expires.UnixMilli())).
+		Set(expression.Name(attrTTL), expression.Value(ttlSeconds(expires)))
+}
+
+func removeResponse(u expression.UpdateBuilder) expression.UpdateBuilder {
+	for _, a := range responseAttrs {
+		u = u.Remove(expression.Name(a))
+	}
+	return u
+}
+
+func (s *Store) key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: avS(id)}
+}
+
+// conditionFailed returns the ConditionalCheckFailedException in err, if any.
+func conditionFailed(err error) (*types.ConditionalCheckFailedException, bool) {
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf, true
+	}
+	return nil, false
+}
+
+// current returns the record item that made a conditional write fail: the
+// ALL_OLD item the server returned, or, where the server does not return it
+// (dynalite, older DynamoDB Local), a strongly consistent read.
+func (s *Store) current(ctx context.Context, id string, returned map[string]types.AttributeValue) (stored, bool, error) {
+	if len(returned) > 0 {
+		st, ok := decode(returned)
+		return st, ok, nil
+	}
+	out, err := s.c.GetItem(ctx, &dynamodb.GetItemInput{TableName: s.table, Key: s.key(id), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return stored{}, false, fmt.Errorf("dynamostore: GetItem: %w", err)
+	}
+	st, ok := decode(out.Item)
+	return st, ok, nil
+}
+
+// Claim implements idem.Store.
+//
+// A fresh claim is one PutItem conditional on the record being absent or
+// expired. When it fails, the server returns the existing item
+// (ReturnValuesOnConditionCheckFailure=ALL_OLD) and Claim decides from it:
+// a replay or an in-flight answer therefore costs one round trip (two where
+// the server does not return the item: a consistent GetItem follows). A
+// reclaimable record is taken over with an UpdateItem compare-and-set on its
+// owner, attempt and state.
+//
+// rec.Owner must be unique to this Claim call: if the SDK re-sends a write
+// whose first attempt was applied but whose response was lost, Claim
+// recognises its own owner token in the stored record and reports the claim
+// as won, never as a duplicate.
+func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	if !idem.IsCallerID(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
+		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
+			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
+	}
+	rec.Response = nil
+	rec.LeaseExpires = msec(rec.LeaseExpires)
+	rec.Expires = msec(rec.Expires)
+	nowMs := now.UnixMilli()
+
+	var cur *observed // nil: no live record known, try a fresh claim
+	for round := 0; round < maxClaimRounds; round++ {
+		if cur == nil {
+			st, found, err := s.putFresh(ctx, rec, nowMs)
+			if err != nil {
+				return idem.ClaimResult{}, err
+			}
+			if !found {
+				r := rec
+				r.Attempt = 1
+				return idem.ClaimResult{Decision: idem.Claimed, Record: r}, nil
+			}
+			if cur = st; cur == nil {
+				continue // vanished between the write and the read
+			}
+		}
+		if cur.rec.Expired(now) {
+			cur = nil // read before an expired item was replaced; try again
+			continue
+		}
+		if cur.own {
+			return s.ownClaim(cur.stored), nil
+		}
+		if !cur.rec.Reclaimable(rec.Digest, now) {
+			return s.exists(ctx, cur.stored)
+		}
+		st, won, err := s.reclaim(ctx, rec, cur.rec, nowMs)
+		if err != nil {
+			return idem.ClaimResult{}, err
+		}
+		if won {
+			r := rec
+			r.Attempt = cur.rec.Attempt + 1
+			r.RequestID = cur.rec.RequestID
+			return idem.ClaimResult{Decision: idem.Reclaimed, Record: r}, nil
+		}
+		cur = st // lost the compare-and-set: decide again on what is there now
+	}
+	return idem.ClaimResult{}, ErrContention
+}
+
+// observed is a record read after a failed conditional write; own is true
+// when it carries this call's owner token and the call's request was sent
+// more than once (the SDK retried a write that had been applied).
+type observed struct {
+	stored
+	own bool
+}
+
+func (s *Store) ownClaim(st stored) idem.ClaimResult {
+	d := idem.Reclaimed
+	if st.rec.Attempt <= 1 {
+		d = idem.Claimed
+	}
+	return idem.ClaimResult{Decision: d, Record: st.rec}
+}
+
+func (s *Store) exists(ctx context.Context, st stored) (idem.ClaimResult, error) {
+	rec, err := s.withResponse(ctx, st)
+	if err != nil {
+		return idem.ClaimResult{}, err
+	}
+	return idem.ClaimResult{Decision: idem.Exists, Record: rec}, nil
+}
+
+// putFresh writes rec as a new pending record if none is live. found is
+// false when the write succeeded; otherwise the live record is returned
+// (nil when it vanished between the write and the read).
+func (s *Store) putFresh(ctx context.Context, rec idem.Record, nowMs int64) (*observed, bool, error) {
+	expr, err := expression.NewBuilder().WithCondition(absentOrExpired(nowMs)).Build()
+	if err != nil {
+		return nil, false, err
+	}
+	var sent sendCount
+	_, err = s.c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                           s.table,
+		Item:                                pendingItem(rec),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, sent.option)
+	if err == nil {
+		return nil, false, nil
+	}
+	ccf, ok := conditionFailed(err)
+	if !ok {
+		return nil, false, fmt.Errorf("dynamostore: claim PutItem: %w", err)
+	}
+	return s.observe(ctx, rec, ccf.Item, &sent)
+}
+
+func (s *Store) observe(ctx context.Context, rec idem.Record, returned map[string]types.AttributeValue, sent *sendCount) (*observed, bool, error) {
+	st, ok, err := s.current(ctx, rec.ID, returned)
+	if err != nil {
+		return nil, false, err
+	}
+	if !ok {
+		return nil, true, nil
+	}
+	o := &observed{stored: st}
+	o.own = sent.retried() && st.rec.Owner == rec.Owner && st.rec.State == idem.StatePending && st.rec.Digest == rec.Digest
+	return o, true, nil
+}
+
+// reclaim takes over old with a compare-and-set. won reports success; when
+// lost, the record now stored is returned (nil if it vanished).
+func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) (*observed, bool, error) {
+	u := expression.Set(expression.Name(attrOwner), expression.Value(rec.Owner)).
+		Set(expression.Name(attrState), expression.Value(string(idem.StatePending))).
+		Set(expression.Name(attrLease), expression.Value(rec.LeaseExpires.UnixMilli())).
+		Set(expression.Name(attrAttempt), expression.Value(old.Attempt+1))
+	u = removeResponse(setExpiry(u, rec.Expires))
+	expr, err := expression.NewBuilder().WithCondition(reclaimable(old, rec.Digest, nowMs)).WithUpdate(u).Build()
+	if err != nil {
+		return nil, false, err
+	}
+	var sent sendCount
+	_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           s.table,
+		Key:                                 s.key(rec.ID),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, sent.option)
+	if err == nil {
+		return nil, true, nil
+	}
+	ccf, ok := conditionFailed(err)
+	if !ok {
+		return nil, false, fmt.Errorf("dynamostore: reclaim UpdateItem: %w", err)
+	}
+	o, found, err := s.observe(ctx, rec, ccf.Item, &sent)
+	if err != nil || !found {
+		return nil, false, err
+	}
+	return o, false, nil
+}
+
+// Complete implements idem.Store. Without Outcome.Writes it is one
+// UpdateItem conditional on ownership; with them, one TransactWriteItems
+// holding that update and the writes (ErrNoTransactions where the endpoint
+// has none). A response whose encoded, compressed form exceeds 350 KB is
+// first written as chunk items under a key unique to this completion, then
+// referenced by the fenced update; if the fence fails the chunks are
+// deleted (best effort; they also carry the record's TTL).
+func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome, now time.Time) error {
+	switch out.State {
+	case idem.StateCompleted, idem.StateTerminalFailure:
+		if out.Response == nil {
+			return fmt.Errorf("%w: final outcome %s without a response", idem.ErrInvalidRecord, out.State)
+		}
+		if len(out.Response.Body) > idem.MaxResponseBytes {
+			return fmt.Errorf("%w: %d bytes", idem.ErrTooLarge, len(out.Response.Body))
+		}
+	case idem.StateRetryableFailure:
+	default:
+		return fmt.Errorf("%w: outcome state %q", idem.ErrInvalidRecord, out.State)
+	}
+	writes, err := transactItems(out.Writes)
+	if err != nil {
+		return err
+	}
+	if !idem.IsCallerID(id) || owner == "" {
+		return idem.ErrFenced
+	}
+	nowMs := now.UnixMilli()
+	expires := msec(out.Expires)
+
+	u := expression.Set(expression.Name(attrState), expression.Value(string(out.State))).
+		Remove(expression.Name(attrLease))
+	u = setExpiry(u, expires)
+	var ref *responseRef
+	if out.State.Final() {
+		ref, err = s.storeResponse(ctx, id, out.Response, expires)
+		if err != nil {
+			return err
+		}
+		u = ref.set(u)
+	} else {
+		u = removeResponse(u)
+	}
+	expr, err := expression.NewBuilder().WithCondition(owned(owner, nowMs)).WithUpdate(u).Build()
+	if err != nil {
+		return err
+	}
+	mine := func(st stored) bool {
+		if st.rec.Owner != owner || st.rec.State != out.State {
+			return false
+		}
+		return ref == nil || ref.matches(st)
+	}
+	var sent sendCount
+	if len(writes) == 0 {
+		_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName:                           s.table,
+			Key:                                 s.key(id),
+			ConditionExpression:                 expr.Condition(),
+			UpdateExpression:                    expr.Update(),
+			ExpressionAttributeNames:            expr.Names(),
+			ExpressionAttributeValues:           expr.Values(),
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+		}, sent.option)
+		if err == nil {
+			return nil
+		}
+		ccf, ok := conditionFailed(err)
+		if !ok {
+			return fmt.Errorf("dynamostore: complete UpdateItem: %w", err)
+		}
+		return s.fenceFailed(ctx, id, ccf.Item, &sent, mine, ref)
+	}
+
+	items := make([]types.TransactWriteItem, 0, len(writes)+1)
+	items = append(items, types.TransactWriteItem{Update: &types.Update{
+		TableName:                           s.table,
+		Key:                                 s.key(id),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}})
+	items = append(items, writes...)
+	_, err = s.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sent.option)
+	if err == nil {
+		return nil
+	}
+	if isUnsupported(err) {
+		s.dropChunks(ctx, id, ref)
+		return fmt.Errorf("%w (%v)", ErrNoTransactions, err)
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
+	}
+	reasons := tce.CancellationReasons
+	if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+		return s.fenceFailed(ctx, id, reasons[0].Item, &sent, mine, ref)
+	}
+	for _, r := range reasons[min(1, len(reasons)):] {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			s.dropChunks(ctx, id, ref)
+			return fmt.Errorf("%w: %v", idem.ErrWriteConflict, err)
+		}
+	}
+	return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
+}
+
+// fenceFailed classifies a failed owner-conditioned write: the caller's own
+// write already applied by an earlier attempt of this call (success), or a
+// fence (ErrFenced).
+func (s *Store) fenceFailed(ctx context.Context, id string, returned map[string]types.AttributeValue, sent *sendCount, mine func(stored) bool, ref *responseRef) error {
+	if sent.retried() {
+		st, ok, err := s.current(ctx, id, returned)
+		if err != nil {
+			return err
+		}
+		if ok && mine(st) {
+			return nil
+		}
+	}
+	s.dropChunks(ctx, id, ref)
+	return idem.ErrFenced
+}
+
+func transactItems(ws []any) ([]types.TransactWriteItem, error) {
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	out := make([]types.TransactWriteItem, 0, len(ws))
+	for _, w := range ws {
+		switch w := w.(type) {
+		case types.TransactWriteItem:
+			out = append(out, w)
+		case *types.TransactWriteItem:
+			if w == nil {
+				return nil, fmt.Errorf("%w: nil *types.TransactWriteItem", idem.ErrUnsupportedWrite)
+			}
+			out = append(out, *w)
+		default:
+			return nil, fmt.Errorf("%w: %T (dynamostore takes types.TransactWriteItem)", idem.ErrUnsupportedWrite, w)
+		}
+	}
+	if len(out)+1 > 100 {
+		return nil, fmt.Errorf("%w: %d writes (a transaction holds at most 99 besides the record)", idem.ErrUnsupportedWrite, len(out))
+	}
+	return out, nil
+}
+
+// Release implements idem.Store: one UpdateItem conditional on ownership.
+func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
+	u := removeResponse(expression.Set(expression.Name(attrState), expression.Value(string(idem.StateRetryableFailure))).
+		Remove(expression.Name(attrLease)))
+	return s.ownedUpdate(ctx, "release", id, owner, now, u, func(st stored) bool {
+		return st.rec.Owner == owner && st.rec.State == idem.StateRetryableFailure
+	})
+}
+
+// Renew implements idem.Store: one UpdateItem conditional on ownership.
+func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
+	lease := msec(leaseExpires).UnixMilli()
+	u := expression.Set(expression.Name(attrLease), expression.Value(lease))
+	return s.ownedUpdate(ctx, "renew", id, owner, now, u, func(stored) bool {
+		// An applied renew leaves the record owned and pending, so its
+		// retry succeeds by itself; a failure is a real fence.
+		return false
+	})
+}
+
+func (s *Store) ownedUpdate(ctx context.Context, what, id, owner string, now time.Time, u expression.UpdateBuilder, mine func(stored) bool) error {
+	if !idem.IsCallerID(id) || owner == "" {
+		return idem.ErrFenced
+	}
+	expr, err := expression.NewBuilder().WithCondition(owned(owner, now.UnixMilli())).WithUpdate(u).Build()
+	if err != nil {
+		return err
+	}
+	var sent sendCount
+	_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                           s.table,
+		Key:                                 s.key(id),
+		ConditionExpression:                 expr.Condition(),
+		UpdateExpression:                    expr.Update(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, sent.option)
+	if err == nil {
+		return nil
+	}
+	ccf, ok := conditionFailed(err)
+	if !ok {
+		return fmt.Errorf("dynamostore: %s UpdateItem: %w", what, err)
+	}
+	return s.fenceFailed(ctx, id, ccf.Item, &sent, mine, nil)
+}
+
+// Delete implements idem.Store: one DeleteItem conditional on ownership.
+// A pending record has no response chunks, so none are left behind.
+func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
+	if !idem.IsCallerID(id) || owner == "" {
+		return idem.ErrFenced
+	}
+	expr, err := expression.NewBuilder().WithCondition(owned(owner, now.UnixMilli())).Build()
+	if err != nil {
+		return err
+	}
+	var sent sendCount
+	_, err = s.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName:                           s.table,
+		Key:                                 s.key(id),
+		ConditionExpression:                 expr.Condition(),
+		ExpressionAttributeNames:            expr.Names(),
+		ExpressionAttributeValues:           expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}, sent.option)
+	if err == nil {
+		return nil
+	}
+	ccf, ok := conditionFailed(err)
+	if !ok {
+		return fmt.Errorf("dynamostore: DeleteItem: %w", err)
+	}
+	if sent.retried() && len(ccf.Item) == 0 {
+		// An earlier attempt of this call may have deleted it.
+		if _, found, err := s.current(ctx, id, nil); err != nil {
+			return err
+		} else if !found {
+			return nil
+		}
+	}
+	return idem.ErrFenced
+}
+
+// Get implements idem.Store: one strongly consistent GetItem (plus one
+// BatchGetItem for a chunked response).
+func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
+	if !idem.IsCallerID(id) {
+		return idem.Record{}, false, nil
+	}
+	st, ok, err := s.current(ctx, id, nil)
+	if err != nil || !ok || st.rec.Expired(now) {
+		return idem.Record{}, false, err
+	}
+	rec, err := s.withResponse(ctx, st)
+	if err != nil {
+		return idem.Record{}, false, err
+	}
+	return rec, true, nil
+}
+
+func isUnsupported(err error) bool {
+	var ae interface{ ErrorCode() string }
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.ErrorCode() {
+	case "UnknownOperationException", "UnknownOperation", "NotImplemented", "NotYetImplemented":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,94 @@
+package idem
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Environment variables read by LoadEnv (seed 003 names).
+const (
+	EnvEnabled        = "IDEMPOTENCY_ENABLED"                  // true|false, default true
+	EnvRequired       = "IDEMPOTENCY_REQUIRED"                 // true|false, default false
+	EnvLeaseSeconds   = "IDEMPOTENCY_PROCESSING_LEASE_SECONDS" // 30..3600, default 300
+	EnvRetentionHours = "IDEMPOTENCY_RETENTION_HOURS"          // hours; 0 or "forever" = never expire
+	EnvTable          = "IDEMPOTENCY_TABLE"                    // DynamoDB table name
+)
+
+// Env is the configuration read from the environment in Lambda.
+type Env struct {
+	// Enabled: IDEMPOTENCY_ENABLED, default true.
+	Enabled bool
+	// Required: IDEMPOTENCY_REQUIRED, default false.
+	Required bool
+	// Lease: IDEMPOTENCY_PROCESSING_LEASE_SECONDS (30..3600), default 0
+	// meaning Config's default (300 s).
+	Lease time.Duration
+	// Retention: IDEMPOTENCY_RETENTION_HOURS. Unset leaves 0 (the profile's
+	// default: 24 h OpenWOP, 720 h ERP, forever Commerce); "0" or "forever"
+	// gives Forever (no expiry, no TTL attribute).
+	Retention time.Duration
+	// Table: IDEMPOTENCY_TABLE, the DynamoDB table (used by dynamostore).
+	// Default "".
+	Table string
+}
+
+// LoadEnv reads the IDEMPOTENCY_* variables through getenv (os.Getenv in
+// production) and validates them, reporting every bad value at once as a
+// *ConfigError naming the variable.
+func LoadEnv(getenv func(string) string) (Env, error) {
+	e := Env{Enabled: true}
+	var p []string
+	parseBool := func(name string, dst *bool) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			p = append(p, fmt.Sprintf("%s=%q: want true or false", name, v))
+			return
+		}
+		*dst = b
+	}
+	parseBool(EnvEnabled, &e.Enabled)
+	parseBool(EnvRequired, &e.Required)
+	if v := strings.TrimSpace(getenv(EnvLeaseSeconds)); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			p = append(p, fmt.Sprintf("%s=%q: want whole seconds", EnvLeaseSeconds, v))
+		case time.Duration(n)*time.Second < MinLease || time.Duration(n)*time.Second > MaxLease:
+			p = append(p, fmt.Sprintf("%s=%d: must be 30..3600", EnvLeaseSeconds, n))
+		default:
+			e.Lease = time.Duration(n) * time.Second
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvRetentionHours)); v != "" {
+		if strings.EqualFold(v, "forever") || v == "0" {
+			e.Retention = Forever
+		} else if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			p = append(p, fmt.Sprintf("%s=%q: want whole hours, 0 or \"forever\"", EnvRetentionHours, v))
+		} else {
+			e.Retention = time.Duration(n) * time.Hour
+		}
+	}
+	e.Table = strings.TrimSpace(getenv(EnvTable))
+	if len(p) > 0 {
+		return e, &ConfigError{Problems: p}
+	}
+	return e, nil
+}
+
+// Apply copies the environment's settings into c (Table is for the store).
+func (e Env) Apply(c *Config) {
+	c.Disabled = !e.Enabled
+	c.Required = e.Required
+	if e.Lease != 0 {
+		c.Lease = e.Lease
+	}
+	if e.Retention != 0 {
+		c.Retention = e.Retention
+	}
+}

@@ -1,0 +1,251 @@
+package idem
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/textproto"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// Guard applies the Layer-1 protocol to requests. Build one with New, then
+// wrap handlers with HTTPAPI, REST or Middleware. A Guard is safe for
+// concurrent use.
+//
+// Guarantees, per (tenant, operation, key) scope and while the record is
+// retained:
+//   - Of any number of concurrent or sequential requests with the same digest,
+//     the handler runs to a final outcome (2xx or non-retryable 4xx) at most
+//     once, as long as it finishes within its lease; every other request gets
+//     that response replayed byte-exactly, marked by the profile's header.
+//   - 429, 5xx, handler errors and panics are never replayed: the record
+//     becomes retryable-failure and a same-key retry runs the handler again.
+//   - 400 idempotency_key_invalid, 400 validation_error, 401 and 403 leave no
+//     record behind.
+//   - A different digest gets 409 idempotency_key_mismatch, never the cached
+//     body.
+//   - Every write after the claim is fenced on the claim's owner token, so an
+//     invocation whose lease was reclaimed can neither overwrite nor delete
+//     the new owner's record; writes returned through Transact commit in the
+//     same transaction as the completion, or not at all.
+//
+// Store round trips: a first execution costs two (claim, complete); a replay
+// costs one (the failed claim returns the record).
+type Guard struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New validates cfg, fills in defaults and returns a Guard.
+func New(cfg Config) (*Guard, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Guard{cfg: c, log: c.Logger}, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (g *Guard) Config() Config { return g.cfg }
+
+// request is the adapter-neutral view of an incoming request.
+type request struct {
+	method      string
+	operation   string // routed operation (before Operations mapping)
+	tenant      string // authenticated tenant, "" if none
+	keyValues   []string
+	contentType string
+	body        []byte
+	bodyErr     error // body could not be decoded (bad base64)
+	requestID   string
+}
+
+// handlerFunc runs the wrapped handler and returns its response.
+type handlerFunc func(ctx context.Context) (*Response, error)
+
+func mutating(method string) bool {
+	switch method {
+	case "GET", "HEAD", "OPTIONS":
+		return false
+	}
+	return true
+}
+
+func errorResponse(e *apierr.Error) *Response {
+	return &Response{
+		Status:  e.Status,
+		Headers: map[string][]string{"Content-Type": {"application/json"}},
+		Body:    e.Body(),
+	}
+}
+
+func newOwnerToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("idem: no randomness: " + err.Error())
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// operation maps a routed operation to its canonical id.
+func (g *Guard) operation(routed string) string {
+	if op, ok := g.cfg.Operations[routed]; ok {
+		return op
+	}
+	return routed
+}
+
+// serve runs the protocol for one request and always returns a response.
+func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Response {
+	if g.cfg.Disabled || !mutating(in.method) {
+		return g.plain(ctx, in, run)
+	}
+	op := g.operation(in.operation)
+	route := g.cfg.Routes[op]
+	if route.Skip {
+		return g.plain(ctx, in, run)
+	}
+	key, present, err := ParseKey(in.keyValues, *g.cfg.KeyPolicy)
+	if err != nil {
+		var ke *KeyError
+		errors.As(err, &ke)
+		return errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
+			"The Idempotency-Key header is invalid (%s).", ke.Reason).
+			WithDetails(map[string]any{"reason": ke.Reason}))
+	}
+	if !present {
+		if g.cfg.Required {
+			return errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
+				"The Idempotency-Key header is required on this operation.").
+				WithDetails(map[string]any{"reason": ReasonMissing}))
+		}
+		return g.plain(ctx, in, run)
+	}
+	t := &txn{g: g, in: in, key: key, op: op}
+	return t.run(ctx, route, run)
+}
+
+// plain runs the handler without deduplication (no key, a skipped route,
+// a safe method, or idempotency disabled). Errors and panics still become a
+// 500 envelope.
+func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Response {
+	resp, err := safeCall(ctx, run)
+	if err != nil {
+		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
+			slog.String("request_id", in.requestID), slog.String("error", err.Error()))
+		return errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."))
+	}
+	return resp
+}
+
+// errPanic wraps a recovered handler panic.
+var errPanic = errors.New("idem: handler panicked")
+
+// ErrBadStatus is returned for a handler response whose status is not
+// 100..599.
+var ErrBadStatus = errors.New("idem: handler returned an invalid status")
+
+func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			resp, err = nil, fmt.Errorf("%w: %v", errPanic, p)
+		}
+	}()
+	resp, err = run(ctx)
+	if err == nil && (resp == nil || resp.Status < 100 || resp.Status > 599) {
+		st := 0
+		if resp != nil {
+			st = resp.Status
+		}
+		return nil, fmt.Errorf("%w: %d", ErrBadStatus, st)
+	}
+	return resp, err
+}
+
+// leaseFor returns the lease for a claim made at now, and whether the
+// request runs inside Lambda (no heartbeat needed).
+func (g *Guard) leaseFor(ctx context.Context) (time.Duration, bool) {
+	if _, ok := lambdacontext.FromContext(ctx); ok {
+		if dl, ok := ctx.Deadline(); ok {
+			return time.Until(dl) + g.cfg.LeaseSkew, true
+		}
+	}
+	return g.cfg.Lease, false
+}
+
+// expires returns the retention end for a write at now (zero = never).
+func (g *Guard) expires(now time.Time) time.Time {
+	if g.cfg.Retention == Forever {
+		return time.Time{}
+	}
+	return now.Add(g.cfg.Retention)
+}
+
+// retryAfter returns the Retry-After seconds for an in-flight answer.
+func (g *Guard) retryAfter(rec *Record, now time.Time) int {
+	if g.cfg.Profile == ProfileERP {
+		return 2
+	}
+	if rec.State != StatePending {
+		return 1
+	}
+	s := int(math.Ceil(rec.LeaseExpires.Sub(now).Seconds()))
+	if s < 1 {
+		s = 1
+	}
+	return s
+}
+
+// cacheable returns the copy of resp that is stored: every header except
+// Set-Cookie, names canonicalised.
+func cacheable(resp *Response) *Response {
+	c := &Response{Status: resp.Status, Body: resp.Body}
+	if len(resp.Headers) > 0 {
+		c.Headers = make(map[string][]string, len(resp.Headers))
+		for k, v := range resp.Headers {
+			ck := textproto.CanonicalMIMEHeaderKey(k)
+			if ck == "Set-Cookie" {
+				continue
+			}
+			c.Headers[ck] = append(c.Headers[ck], v...)
+		}
+	}
+	return c
+}
+
+// class is what an outcome does to the record.
+type class int
+
+const (
+	classFinal     class = iota // completed or terminal-failure: cached
+	classRetryable              // 429, 5xx: released, never replayed
+	classUncached               // 400 key/validation, 401, 403: deleted
+)
+
+// classify maps a handler response to its record transition.
+func classify(resp *Response) (class, State) {
+	s := resp.Status
+	switch {
+	case s == 429 || s >= 500:
+		return classRetryable, StateRetryableFailure
+	case s == 401 || s == 403:
+		return classUncached, ""
+	case s == 400:
+		switch envelopeCode(resp.Body) {
+		case apierr.CodeIdempotencyKeyInvalid, apierr.CodeValidation:
+			return classUncached, ""
+		}
+		return classFinal, StateTerminalFailure
+	case s >= 400:
+		return classFinal, StateTerminalFailure
+	}
+	// 1xx/2xx/3xx: the request was processed; cached as completed.
+	return classFinal, StateCompleted
+}

@@ -1,0 +1,133 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// MaxRequestBytes is the largest request body the net/http middleware reads
+// (Lambda's 6 MB payload limit); a larger body is answered
+// 413 payload_too_large.
+const MaxRequestBytes = 6 << 20
+
+// Middleware wraps a net/http handler (for aws-lambda-go-api-proxy and
+// container users). The routed operation comes from Config.HTTPOperation,
+// else the ServeMux pattern (Request.Pattern, set when the middleware wraps
+// a handler registered on a ServeMux); the raw path is never used. The
+// tenant comes from Config.HTTPTenant. Requests under idempotency have their
+// response buffered (to cache it); all others stream straight through.
+func (g *Guard) Middleware(next http.Handler) http.Handler {
+	return g.handle("", next)
+}
+
+// Handle wraps next for one route whose canonical operation id is
+// operation.
+func (g *Guard) Handle(operation string, next http.Handler) http.Handler {
+	return g.handle(operation, next)
+}
+
+func (g *Guard) handle(operation string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		keys := r.Header.Values(HeaderKey)
+		op := operation
+		if op == "" {
+			if g.cfg.HTTPOperation != nil {
+				op = g.cfg.HTTPOperation(r)
+			} else {
+				op = r.Pattern
+			}
+		}
+		// Fast path: nothing to guard, stream straight through.
+		if g.cfg.Disabled || !mutating(r.Method) || g.cfg.Routes[g.operation(op)].Skip ||
+			(len(keys) == 0 && !g.cfg.Required) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		in := request{
+			method:      r.Method,
+			operation:   op,
+			keyValues:   keys,
+			contentType: r.Header.Get("Content-Type"),
+			requestID:   httpRequestID(r),
+		}
+		if g.cfg.HTTPTenant != nil {
+			in.tenant, _ = g.cfg.HTTPTenant(r)
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+			_ = r.Body.Close()
+			if err != nil {
+				writeResponse(w, errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be read.")))
+				return
+			}
+			if len(body) > MaxRequestBytes {
+				writeResponse(w, errorResponse(apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)))
+				return
+			}
+			in.body = body
+		}
+		resp := g.serve(r.Context(), &in, func(ctx context.Context) (*Response, error) {
+			rec := &recorder{header: make(http.Header)}
+			r2 := r.WithContext(ctx)
+			r2.Body = io.NopCloser(bytes.NewReader(in.body))
+			r2.ContentLength = int64(len(in.body))
+			next.ServeHTTP(rec, r2)
+			if rec.status == 0 {
+				rec.status = http.StatusOK
+			}
+			return &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}, nil
+		})
+		writeResponse(w, resp)
+	})
+}
+
+func httpRequestID(r *http.Request) string {
+	if id := r.Header.Get("X-Request-Id"); id != "" {
+		return id
+	}
+	if lc, ok := lambdacontext.FromContext(r.Context()); ok && lc.AwsRequestID != "" {
+		return lc.AwsRequestID
+	}
+	return newOwnerToken()
+}
+
+func writeResponse(w http.ResponseWriter, resp *Response) {
+	h := w.Header()
+	for k, vs := range resp.Headers {
+		if k == base64Marker {
+			continue
+		}
+		h[k] = vs
+	}
+	h.Set("Content-Length", strconv.Itoa(len(resp.Body)))
+	w.WriteHeader(resp.Status)
+	_, _ = w.Write(resp.Body)
+}
+
+// recorder buffers a handler's response.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}

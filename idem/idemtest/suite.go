@@ -1,0 +1,749 @@
+package idemtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+type suite struct {
+	cfg      *config
+	newStore func(t *testing.T) idem.Store
+}
+
+const (
+	digestA = "test-recipe-v1:sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	digestB = "test-recipe-v1:sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	lease   = 30 * time.Second
+	keep    = 24 * time.Hour
+)
+
+func (s *suite) start(t *testing.T) (idem.Store, time.Time) {
+	t.Helper()
+	return s.newStore(t), s.cfg.clock().Truncate(time.Millisecond)
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// newID returns a fresh caller-keyspace record id.
+func newID(t *testing.T) string {
+	return idem.ScopeID("tenant-"+randHex(4), "POST /runs", "key-"+randHex(16))
+}
+
+func pending(id, digest, owner string, now time.Time) idem.Record {
+	return idem.Record{
+		ID:           id,
+		Digest:       digest,
+		State:        idem.StatePending,
+		Owner:        owner,
+		LeaseExpires: now.Add(lease),
+		RequestID:    "req-" + owner,
+		Expires:      now.Add(keep),
+	}
+}
+
+func resp(status int, body string) *idem.Response {
+	return &idem.Response{
+		Status:  status,
+		Headers: map[string][]string{"Content-Type": {"application/json"}, "X-Multi": {"b", "a"}},
+		Body:    []byte(body),
+	}
+}
+
+var ctx = context.Background()
+
+func claim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, want idem.Decision) idem.Record {
+	t.Helper()
+	res, err := st.Claim(ctx, rec, now)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if res.Decision != want {
+		t.Fatalf("Claim decision = %v, want %v (record %+v)", res.Decision, want, summary(res.Record))
+	}
+	if res.Record.ID != rec.ID {
+		t.Fatalf("Claim returned record id %q, want %q", res.Record.ID, rec.ID)
+	}
+	return res.Record
+}
+
+func complete(t *testing.T, st idem.Store, id, owner string, out idem.Outcome, now time.Time) {
+	t.Helper()
+	if err := st.Complete(ctx, id, owner, out, now); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+}
+
+func get(t *testing.T, st idem.Store, id string, now time.Time) (idem.Record, bool) {
+	t.Helper()
+	rec, ok, err := st.Get(ctx, id, now)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	return rec, ok
+}
+
+func mustGet(t *testing.T, st idem.Store, id string, now time.Time) idem.Record {
+	t.Helper()
+	rec, ok := get(t, st, id, now)
+	if !ok {
+		t.Fatalf("Get(%s): not found", id)
+	}
+	return rec
+}
+
+func wantFenced(t *testing.T, what string, err error) {
+	t.Helper()
+	if !errors.Is(err, idem.ErrFenced) {
+		t.Fatalf("%s: err = %v, want ErrFenced", what, err)
+	}
+}
+
+func summary(r idem.Record) string {
+	rs := "<nil>"
+	if r.Response != nil {
+		rs = fmt.Sprintf("{%d %d bytes}", r.Response.Status, len(r.Response.Body))
+	}
+	return fmt.Sprintf("{state=%s owner=%s attempt=%d digest=%.30s lease=%s expires=%s response=%s}",
+		r.State, r.Owner, r.Attempt, r.Digest, r.LeaseExpires.Format(time.RFC3339Nano), r.Expires.Format(time.RFC3339Nano), rs)
+}
+
+func equalResponse(t *testing.T, got, want *idem.Response) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("response = nil, want status %d", want.Status)
+	}
+	if got.Status != want.Status {
+		t.Fatalf("status = %d, want %d", got.Status, want.Status)
+	}
+	if !bytes.Equal(got.Body, want.Body) {
+		t.Fatalf("body differs: got %d bytes, want %d bytes", len(got.Body), len(want.Body))
+	}
+	gh, wh := got.Headers, want.Headers
+	if len(gh) == 0 && len(wh) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(gh, wh) {
+		t.Fatalf("headers = %v, want %v", gh, wh)
+	}
+}
+
+func checkRecord(t *testing.T, got idem.Record, want idem.Record) {
+	t.Helper()
+	if got.ID != want.ID || got.Digest != want.Digest || got.State != want.State || got.Owner != want.Owner ||
+		got.Attempt != want.Attempt || got.RequestID != want.RequestID ||
+		!got.LeaseExpires.Equal(want.LeaseExpires) || !got.Expires.Equal(want.Expires) {
+		t.Fatalf("record =\n  %+v\nwant\n  %+v", summary(got)+" req="+got.RequestID, summary(want)+" req="+want.RequestID)
+	}
+}
+
+func (s *suite) claimAbsent(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	rec := pending(id, digestA, "owner-1", now)
+	got := claim(t, st, rec, now, idem.Claimed)
+	want := rec
+	want.Attempt = 1
+	checkRecord(t, got, want)
+	if got.Response != nil {
+		t.Fatalf("pending record has a response")
+	}
+	checkRecord(t, mustGet(t, st, id, now), want)
+	if _, ok := get(t, st, newID(t), now); ok {
+		t.Fatalf("Get of an absent id found a record")
+	}
+}
+
+func (s *suite) pendingLive(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	first := claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	// Just before the lease ends the claim is still live.
+	at := now.Add(lease - time.Millisecond)
+	got := claim(t, st, pending(id, digestA, "owner-2", at), at, idem.Exists)
+	checkRecord(t, got, first)
+	checkRecord(t, mustGet(t, st, id, at), first)
+}
+
+func (s *suite) mismatch(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	first := claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	got := claim(t, st, pending(id, digestB, "owner-2", now), now, idem.Exists)
+	if got.Digest != digestA {
+		t.Fatalf("existing digest = %q, want %q", got.Digest, digestA)
+	}
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(201, `{"a":1}`), Expires: now.Add(keep)}, now)
+	got = claim(t, st, pending(id, digestB, "owner-3", now), now, idem.Exists)
+	if got.Digest != digestA || got.State != idem.StateCompleted {
+		t.Fatalf("after complete: %s", summary(got))
+	}
+	_ = first
+}
+
+func (s *suite) replay(t *testing.T, state idem.State, r *idem.Response) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	later := now.Add(time.Second)
+	complete(t, st, id, "owner-1", idem.Outcome{State: state, Response: r, Expires: later.Add(keep)}, later)
+	// Long after the (never renewed) lease: a final record is never reclaimed.
+	at := now.Add(2 * lease)
+	got := claim(t, st, pending(id, digestA, "owner-2", at), at, idem.Exists)
+	if got.State != state {
+		t.Fatalf("state = %s, want %s", got.State, state)
+	}
+	if got.Attempt != 1 || got.RequestID != "req-owner-1" {
+		t.Fatalf("replayed record: %s req=%s", summary(got), got.RequestID)
+	}
+	equalResponse(t, got.Response, r)
+	g := mustGet(t, st, id, at)
+	if g.State != state || !g.Expires.Equal(later.Add(keep)) {
+		t.Fatalf("Get after complete: %s", summary(g))
+	}
+	equalResponse(t, g.Response, r)
+}
+
+func (s *suite) replayCompleted(t *testing.T) {
+	s.replay(t, idem.StateCompleted, resp(201, `{"id":"run_1","note":"<&>\u2028"}`))
+}
+
+func (s *suite) replayTerminal(t *testing.T) {
+	s.replay(t, idem.StateTerminalFailure, resp(422, `{"error":"unprocessable","message":"no"}`))
+}
+
+func (s *suite) leaseExpiredReclaim(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	at := now.Add(lease) // lease ends exactly now: reclaimable
+	rec := pending(id, digestA, "owner-2", at)
+	got := claim(t, st, rec, at, idem.Reclaimed)
+	want := rec
+	want.Attempt = 2
+	want.RequestID = "req-owner-1" // the first request id is kept
+	checkRecord(t, got, want)
+	checkRecord(t, mustGet(t, st, id, at), want)
+	// And again: attempt 3.
+	at2 := at.Add(lease + time.Second)
+	rec3 := pending(id, digestA, "owner-3", at2)
+	got = claim(t, st, rec3, at2, idem.Reclaimed)
+	if got.Attempt != 3 || got.Owner != "owner-3" {
+		t.Fatalf("second reclaim: %s", summary(got))
+	}
+}
+
+func (s *suite) leaseExpiredOtherDigest(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	first := claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	at := now.Add(2 * lease)
+	got := claim(t, st, pending(id, digestB, "owner-2", at), at, idem.Exists)
+	checkRecord(t, got, first)
+	// The original owner can still complete: nobody took the record over.
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "ok"), Expires: at.Add(keep)}, at)
+}
+
+func (s *suite) retryableReclaim(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateRetryableFailure, Response: resp(503, "busy"), Expires: now.Add(keep)}, now)
+	g := mustGet(t, st, id, now)
+	if g.State != idem.StateRetryableFailure || g.Response != nil {
+		t.Fatalf("retryable record: %s (a retryable response is never stored)", summary(g))
+	}
+	// A different digest does not reclaim it.
+	claim(t, st, pending(id, digestB, "owner-x", now), now, idem.Exists)
+	// The same digest reclaims at once, without waiting for any lease.
+	got := claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Reclaimed)
+	if got.Attempt != 2 || got.State != idem.StatePending || got.Owner != "owner-2" {
+		t.Fatalf("reclaimed: %s", summary(got))
+	}
+	// A later final outcome replaces the record.
+	complete(t, st, id, "owner-2", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "done"), Expires: now.Add(keep)}, now)
+	got = claim(t, st, pending(id, digestA, "owner-3", now), now, idem.Exists)
+	equalResponse(t, got.Response, resp(201, "done"))
+}
+
+func (s *suite) releaseReclaim(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	if err := st.Release(ctx, id, "owner-1", now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if g := mustGet(t, st, id, now); g.State != idem.StateRetryableFailure {
+		t.Fatalf("after release: %s", summary(g))
+	}
+	wantFenced(t, "second Release", st.Release(ctx, id, "owner-1", now))
+	got := claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Reclaimed)
+	if got.Attempt != 2 {
+		t.Fatalf("attempt = %d, want 2", got.Attempt)
+	}
+}
+
+// fencedAfterReclaim is the regression test for the Powertools trap: a slow
+// first invocation whose lease was reclaimed must not overwrite or delete the
+// second owner's record.
+func (s *suite) fencedAfterReclaim(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "slow", now), now, idem.Claimed)
+	at := now.Add(lease + time.Second)
+	claim(t, st, pending(id, digestA, "fast", at), at, idem.Reclaimed)
+
+	out := idem.Outcome{State: idem.StateCompleted, Response: resp(201, "slow"), Expires: at.Add(keep)}
+	wantFenced(t, "stale Complete while reclaimed", st.Complete(ctx, id, "slow", out, at))
+	wantFenced(t, "stale Release while reclaimed", st.Release(ctx, id, "slow", at))
+	wantFenced(t, "stale Renew while reclaimed", st.Renew(ctx, id, "slow", at.Add(time.Hour), at))
+	wantFenced(t, "stale Delete while reclaimed", st.Delete(ctx, id, "slow", at))
+	if g := mustGet(t, st, id, at); g.Owner != "fast" || g.State != idem.StatePending {
+		t.Fatalf("record after stale writes: %s", summary(g))
+	}
+
+	complete(t, st, id, "fast", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "fast"), Expires: at.Add(keep)}, at)
+	// The slow invocation finishes late: its completion and its delete are
+	// both rejected, and the record keeps the second response.
+	late := at.Add(time.Second)
+	wantFenced(t, "late Complete", st.Complete(ctx, id, "slow", out, late))
+	wantFenced(t, "late Delete", st.Delete(ctx, id, "slow", late))
+	wantFenced(t, "late Release", st.Release(ctx, id, "slow", late))
+	got := claim(t, st, pending(id, digestA, "third", late), late, idem.Exists)
+	equalResponse(t, got.Response, resp(201, "fast"))
+}
+
+func (s *suite) fencedAfterFinal(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "one"), Expires: now.Add(keep)}, now)
+	// Even the owner cannot write again once the outcome is final.
+	wantFenced(t, "second Complete", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "two"), Expires: now.Add(keep)}, now))
+	wantFenced(t, "Renew after final", st.Renew(ctx, id, "owner-1", now.Add(time.Hour), now))
+	wantFenced(t, "Release after final", st.Release(ctx, id, "owner-1", now))
+	wantFenced(t, "Delete after final", st.Delete(ctx, id, "owner-1", now))
+	equalResponse(t, mustGet(t, st, id, now).Response, resp(200, "one"))
+}
+
+func (s *suite) fencedUnknown(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	out := idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}
+	wantFenced(t, "Complete of absent record", st.Complete(ctx, id, "o", out, now))
+	wantFenced(t, "Release of absent record", st.Release(ctx, id, "o", now))
+	wantFenced(t, "Renew of absent record", st.Renew(ctx, id, "o", now.Add(lease), now))
+	wantFenced(t, "Delete of absent record", st.Delete(ctx, id, "o", now))
+	if _, ok := get(t, st, id, now); ok {
+		t.Fatalf("a fenced write created a record")
+	}
+}
+
+func (s *suite) renew(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	at := now.Add(lease / 2)
+	newLease := at.Add(lease)
+	if err := st.Renew(ctx, id, "owner-1", newLease, at); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	if g := mustGet(t, st, id, at); !g.LeaseExpires.Equal(newLease) {
+		t.Fatalf("lease = %s, want %s", g.LeaseExpires, newLease)
+	}
+	// The old lease end no longer allows a reclaim.
+	old := now.Add(lease)
+	claim(t, st, pending(id, digestA, "owner-2", old), old, idem.Exists)
+	// Renewing after the lease ran out, with nobody else claiming, is still
+	// the owner's right (the owner token is the fence).
+	at2 := newLease.Add(time.Millisecond)
+	if err := st.Renew(ctx, id, "owner-1", at2.Add(lease), at2); err != nil {
+		t.Fatalf("Renew after lease end, unclaimed: %v", err)
+	}
+	end := at2.Add(lease)
+	claim(t, st, pending(id, digestA, "owner-2", end), end, idem.Reclaimed)
+	wantFenced(t, "Renew after reclaim", st.Renew(ctx, id, "owner-1", end.Add(lease), end))
+}
+
+func (s *suite) delete(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	wantFenced(t, "Delete by another owner", st.Delete(ctx, id, "owner-2", now))
+	if err := st.Delete(ctx, id, "owner-1", now); err != nil {
+		t.Fatalf("Delete: %v", err)
+	}
+	if _, ok := get(t, st, id, now); ok {
+		t.Fatalf("record still present after Delete")
+	}
+	// A deleted record leaves no trace: a different digest claims afresh.
+	got := claim(t, st, pending(id, digestB, "owner-3", now), now, idem.Claimed)
+	if got.Attempt != 1 || got.RequestID != "req-owner-3" {
+		t.Fatalf("claim after delete: %s", summary(got))
+	}
+}
+
+func (s *suite) expiry(t *testing.T) {
+	for _, state := range []idem.State{idem.StatePending, idem.StateCompleted, idem.StateTerminalFailure, idem.StateRetryableFailure} {
+		t.Run(string(state), func(t *testing.T) {
+			st, now := s.start(t)
+			id := newID(t)
+			rec := pending(id, digestA, "owner-1", now)
+			rec.LeaseExpires = now.Add(48 * time.Hour) // a lease outliving retention
+			claim(t, st, rec, now, idem.Claimed)
+			if state != idem.StatePending {
+				complete(t, st, id, "owner-1", idem.Outcome{State: state, Response: resp(200, "x"), Expires: now.Add(keep)}, now)
+			}
+			before := now.Add(keep - time.Millisecond)
+			if _, ok := get(t, st, id, before); !ok {
+				t.Fatalf("record gone before its expiry")
+			}
+			at := now.Add(keep) // expiry is inclusive: at Expires the record is gone
+			if _, ok := get(t, st, id, at); ok {
+				t.Fatalf("expired record still visible to Get")
+			}
+			// An expired record is absent for Claim, whatever its state and digest.
+			got := claim(t, st, pending(id, digestB, "owner-2", at), at, idem.Claimed)
+			if got.Attempt != 1 || got.RequestID != "req-owner-2" || got.Response != nil || got.Digest != digestB {
+				t.Fatalf("claim over expired record: %s", summary(got))
+			}
+			wantFenced(t, "old owner after expiry", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: at.Add(keep)}, at))
+		})
+	}
+}
+
+func (s *suite) expiryFences(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	rec := pending(id, digestA, "owner-1", now)
+	rec.Expires = now.Add(time.Minute)
+	rec.LeaseExpires = now.Add(time.Hour)
+	claim(t, st, rec, now, idem.Claimed)
+	at := now.Add(time.Minute)
+	// Nobody reclaimed, but the record expired (TTL deletes lazily): every
+	// write of the old owner must still be rejected.
+	wantFenced(t, "Complete after expiry", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: at.Add(keep)}, at))
+	wantFenced(t, "Release after expiry", st.Release(ctx, id, "owner-1", at))
+	wantFenced(t, "Renew after expiry", st.Renew(ctx, id, "owner-1", at.Add(time.Hour), at))
+	wantFenced(t, "Delete after expiry", st.Delete(ctx, id, "owner-1", at))
+	if _, ok := get(t, st, id, at); ok {
+		t.Fatalf("expired record visible")
+	}
+}
+
+func (s *suite) noExpiry(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	rec := pending(id, digestA, "owner-1", now)
+	rec.Expires = time.Time{}
+	got := claim(t, st, rec, now, idem.Claimed)
+	if !got.Expires.IsZero() {
+		t.Fatalf("Expires = %s, want zero (never)", got.Expires)
+	}
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "forever")}, now)
+	far := now.AddDate(100, 0, 0)
+	g := mustGet(t, st, id, far)
+	if !g.Expires.IsZero() {
+		t.Fatalf("Expires = %s, want zero", g.Expires)
+	}
+	got = claim(t, st, pending(id, digestA, "owner-2", far), far, idem.Exists)
+	equalResponse(t, got.Response, resp(200, "forever"))
+}
+
+func (s *suite) completeSetsExpiry(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	exp := now.Add(2 * keep)
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: exp}, now)
+	if _, ok := get(t, st, id, now.Add(keep)); !ok {
+		t.Fatalf("record expired at the claim's expiry, not the completion's")
+	}
+	if _, ok := get(t, st, id, exp); ok {
+		t.Fatalf("record visible at the completion's expiry")
+	}
+}
+
+func (s *suite) roundTrip(t *testing.T, st idem.Store, now time.Time, r *idem.Response) {
+	t.Helper()
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}, now)
+	got := claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Exists)
+	equalResponse(t, got.Response, r)
+	equalResponse(t, mustGet(t, st, id, now).Response, r)
+}
+
+func (s *suite) responseShapes(t *testing.T) {
+	st, now := s.start(t)
+	s.roundTrip(t, st, now, &idem.Response{Status: 204})
+	s.roundTrip(t, st, now, &idem.Response{Status: 200, Body: []byte{}})
+	s.roundTrip(t, st, now, &idem.Response{Status: 200, Body: []byte{0, 0xff, 0xfe, '\n', 0x80}})
+	s.roundTrip(t, st, now, &idem.Response{Status: 409, Headers: map[string][]string{
+		"Content-Type": {"application/problem+json; charset=utf-8"},
+		"Link":         {"<a>; rel=x", "<b>; rel=y", "<a>; rel=x"},
+		"X-Empty":      {""},
+	}, Body: []byte(`{"a":"\u00e9"}`)})
+}
+
+func (s *suite) largeResponses(t *testing.T) {
+	if !s.cfg.large {
+		t.Skip("large responses disabled by WithoutLargeResponses")
+	}
+	st, now := s.start(t)
+	random := make([]byte, idem.MaxResponseBytes)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	compressible := bytes.Repeat([]byte(`{"row":"abcdefgh","n":12345678},`), idem.MaxResponseBytes/32)
+	for name, body := range map[string][]byte{
+		"incompressible-6MB": random,
+		"compressible-6MB":   compressible[:idem.MaxResponseBytes],
+		"just-over-400KB":    random[:400*1024+1],
+	} {
+		t.Run(name, func(t *testing.T) {
+			s.roundTrip(t, st, now, &idem.Response{Status: 200, Headers: map[string][]string{"Content-Type": {"application/octet-stream"}}, Body: body})
+		})
+	}
+}
+
+func (s *suite) callerKeyspace(t *testing.T) {
+	st, now := s.start(t)
+	for _, id := range []string{
+		"",
+		"schedule-fire:job-1:slot-7",
+		"lock:scheduler",
+		idem.CallerPrefix,
+		idem.CallerPrefix + "schedule-fire:job-1:slot-7",
+		"host:" + idem.ScopeID("t", "op", "k"),
+		idem.ScopeID("t", "op", "k") + "x",
+	} {
+		rec := pending(id, digestA, "owner", now)
+		_, err := st.Claim(ctx, rec, now)
+		if !errors.Is(err, idem.ErrInvalidRecord) {
+			t.Fatalf("Claim(%q): err = %v, want ErrInvalidRecord", id, err)
+		}
+	}
+	for _, bad := range []func(r *idem.Record){
+		func(r *idem.Record) { r.Owner = "" },
+		func(r *idem.Record) { r.Digest = "" },
+		func(r *idem.Record) { r.State = idem.StateCompleted },
+	} {
+		rec := pending(newID(t), digestA, "owner", now)
+		bad(&rec)
+		if _, err := st.Claim(ctx, rec, now); !errors.Is(err, idem.ErrInvalidRecord) {
+			t.Fatalf("Claim(%s): err = %v, want ErrInvalidRecord", summary(rec), err)
+		}
+	}
+}
+
+func (s *suite) unsupportedWrite(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	type alien struct{ X int }
+	err := st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep), Writes: []any{alien{1}}}, now)
+	if !errors.Is(err, idem.ErrUnsupportedWrite) {
+		t.Fatalf("Complete with alien write: err = %v, want ErrUnsupportedWrite", err)
+	}
+	if g := mustGet(t, st, id, now); g.State != idem.StatePending {
+		t.Fatalf("record changed by a rejected completion: %s", summary(g))
+	}
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}, now)
+}
+
+func (s *suite) txWrites(t *testing.T) {
+	if s.cfg.tx == nil {
+		t.Skip("store under test did not provide WithTxWrites")
+	}
+	tx := s.cfg.tx
+	st, now := s.start(t)
+
+	t.Run("Committed", func(t *testing.T) {
+		id := newID(t)
+		name := "item-" + randHex(6)
+		claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+		complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "x"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
+		if !tx.Exists(t, st, name) {
+			t.Fatalf("business write not committed with the completion")
+		}
+	})
+	t.Run("FencedWritesNothing", func(t *testing.T) {
+		id := newID(t)
+		name := "item-" + randHex(6)
+		claim(t, st, pending(id, digestA, "slow", now), now, idem.Claimed)
+		at := now.Add(lease)
+		claim(t, st, pending(id, digestA, "fast", at), at, idem.Reclaimed)
+		err := st.Complete(ctx, id, "slow", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "slow"), Expires: at.Add(keep), Writes: []any{tx.Put(t, st, name)}}, at)
+		wantFenced(t, "fenced transactional Complete", err)
+		if tx.Exists(t, st, name) {
+			t.Fatalf("a fenced completion committed its business write")
+		}
+		if g := mustGet(t, st, id, at); g.Owner != "fast" || g.State != idem.StatePending {
+			t.Fatalf("record after fenced tx: %s", summary(g))
+		}
+	})
+	t.Run("ConflictWritesNothing", func(t *testing.T) {
+		name := "item-" + randHex(6)
+		id0 := newID(t)
+		claim(t, st, pending(id0, digestA, "o", now), now, idem.Claimed)
+		complete(t, st, id0, "o", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "x"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
+		id := newID(t)
+		claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+		err := st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "y"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
+		if !errors.Is(err, idem.ErrWriteConflict) {
+			t.Fatalf("Complete with a conflicting write: err = %v, want ErrWriteConflict", err)
+		}
+		if g := mustGet(t, st, id, now); g.State != idem.StatePending || g.Owner != "owner-1" {
+			t.Fatalf("record changed by a cancelled transaction: %s", summary(g))
+		}
+	})
+}
+
+func (s *suite) concurrentClaims(t *testing.T) {
+	st, now := s.start(t)
+	g, k := s.cfg.goroutines, s.cfg.keys
+	ids := make([]string, k)
+	for i := range ids {
+		ids[i] = newID(t)
+	}
+	winners := make([]atomic.Int32, k)
+	var wg sync.WaitGroup
+	errs := make(chan error, g)
+	start := make(chan struct{})
+	for w := 0; w < g; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			<-start
+			owner := fmt.Sprintf("owner-%d", w)
+			for j := 0; j < k; j++ {
+				i := (j + w*7) % k // different goroutines walk the keys in different orders
+				res, err := st.Claim(ctx, pending(ids[i], digestA, owner, now), now)
+				if err != nil {
+					errs <- fmt.Errorf("goroutine %d key %d: %w", w, i, err)
+					return
+				}
+				switch res.Decision {
+				case idem.Claimed:
+					winners[i].Add(1)
+				case idem.Exists:
+					if res.Record.State != idem.StatePending || res.Record.Owner == owner {
+						errs <- fmt.Errorf("goroutine %d key %d: loser saw %s", w, i, summary(res.Record))
+						return
+					}
+				default:
+					errs <- fmt.Errorf("goroutine %d key %d: decision %v", w, i, res.Decision)
+					return
+				}
+			}
+		}(w)
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range winners {
+		if n := winners[i].Load(); n != 1 {
+			t.Fatalf("key %d: %d winners, want exactly 1", i, n)
+		}
+	}
+}
+
+func (s *suite) concurrentReclaim(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "crashed", now), now, idem.Claimed)
+	at := now.Add(lease)
+	n := s.cfg.goroutines
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			res, err := st.Claim(ctx, pending(id, digestA, fmt.Sprintf("r-%d", w), at), at)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if res.Decision == idem.Reclaimed {
+				won.Add(1)
+			} else if res.Decision != idem.Exists {
+				errs <- fmt.Errorf("decision %v", res.Decision)
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if won.Load() != 1 {
+		t.Fatalf("%d reclaimers won, want exactly 1", won.Load())
+	}
+	if g := mustGet(t, st, id, at); g.Attempt != 2 {
+		t.Fatalf("attempt = %d after one reclaim, want 2", g.Attempt)
+	}
+}
+
+// concurrentCompleteVsReclaim races the stale owner's completion against a
+// reclaim: exactly one of them may win, and the record is consistent.
+func (s *suite) concurrentCompleteVsReclaim(t *testing.T) {
+	st, now := s.start(t)
+	rounds := 20
+	for r := 0; r < rounds; r++ {
+		id := newID(t)
+		claim(t, st, pending(id, digestA, "first", now), now, idem.Claimed)
+		at := now.Add(lease)
+		var cerr error
+		var res idem.ClaimResult
+		var rerr error
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			cerr = st.Complete(ctx, id, "first", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "first"), Expires: at.Add(keep)}, at)
+		}()
+		go func() {
+			defer wg.Done()
+			res, rerr = st.Claim(ctx, pending(id, digestA, "second", at), at)
+		}()
+		wg.Wait()
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		g := mustGet(t, st, id, at)
+		switch {
+		case cerr == nil && res.Decision == idem.Exists:
+			if g.State != idem.StateCompleted {
+				t.Fatalf("complete won but record is %s", summary(g))
+			}
+		case errors.Is(cerr, idem.ErrFenced) && res.Decision == idem.Reclaimed:
+			if g.State != idem.StatePending || g.Owner != "second" {
+				t.Fatalf("reclaim won but record is %s", summary(g))
+			}
+		default:
+			t.Fatalf("complete err=%v, claim decision=%v: exactly one must win", cerr, res.Decision)
+		}
+	}
+}

@@ -1,0 +1,291 @@
+// Package memstore is an in-memory idem.Store for tests, examples and
+// single-process embedding. It passes the idem/idemtest conformance suite.
+//
+// Every method is atomic (one mutex) and works on deep copies, so callers can
+// never alias stored records. It never reads a clock: the caller passes now.
+// It also counts its calls per method, so tests can hold the middleware to
+// its round-trip contract (replay = 1 store call, first execution = 2).
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Store is an in-memory idem.Store. The zero value is not usable; use New.
+type Store struct {
+	mu    sync.Mutex
+	recs  map[string]idem.Record
+	items map[string][]byte
+	calls map[string]int
+}
+
+var _ idem.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{recs: map[string]idem.Record{}, items: map[string][]byte{}, calls: map[string]int{}}
+}
+
+// Write is memstore's transactional business write (idem.Outcome.Writes):
+// it sets Key to Value, or removes Key when Delete is set. With IfAbsent the
+// write's own condition is that Key does not exist; when it fails the whole
+// completion is cancelled with idem.ErrWriteConflict.
+type Write struct {
+	Key      string
+	Value    []byte
+	IfAbsent bool
+	Delete   bool
+}
+
+// Item returns the business item written under key by a transactional
+// completion.
+func (s *Store) Item(key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.items[key]
+	return append([]byte(nil), v...), ok
+}
+
+// Calls returns the number of calls per method ("Claim", "Complete",
+// "Release", "Renew", "Delete", "Get") since New or ResetCalls.
+func (s *Store) Calls() map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		m[k] = v
+	}
+	return m
+}
+
+// TotalCalls returns the total number of Store method calls.
+func (s *Store) TotalCalls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.calls {
+		n += v
+	}
+	return n
+}
+
+// ResetCalls zeroes the call counters.
+func (s *Store) ResetCalls() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.calls)
+}
+
+// Len returns the number of stored records, expired ones included (like
+// DynamoDB before its lazy TTL sweep).
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+func cloneResponse(r *idem.Response) *idem.Response {
+	if r == nil {
+		return nil
+	}
+	c := &idem.Response{Status: r.Status, Body: append([]byte(nil), r.Body...)}
+	if r.Headers != nil {
+		c.Headers = make(map[string][]string, len(r.Headers))
+		for k, v := range r.Headers {
+			c.Headers[k] = append([]string(nil), v...)
+		}
+	}
+	return c
+}
+
+func clone(r idem.Record) idem.Record {
+	r.Response = cloneResponse(r.Response)
+	return r
+}
+
+// live returns the unexpired record under id (caller holds mu).
+func (s *Store) live(id string, now time.Time) (idem.Record, bool) {
+	r, ok := s.recs[id]
+	if !ok || r.Expired(now) {
+		return idem.Record{}, false
+	}
+	return r, true
+}
+
+// owned returns the live pending record under id owned by owner, or
+// idem.ErrFenced (caller holds mu).
+func (s *Store) owned(id, owner string, now time.Time) (idem.Record, error) {
+	r, ok := s.live(id, now)
+	if !ok || r.State != idem.StatePending || r.Owner != owner || owner == "" {
+		return idem.Record{}, idem.ErrFenced
+	}
+	return r, nil
+}
+
+func msec(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.Truncate(time.Millisecond)
+}
+
+// Claim implements idem.Store.
+func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	if err := ctx.Err(); err != nil {
+		return idem.ClaimResult{}, err
+	}
+	if !idem.IsCallerID(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
+		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
+			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["Claim"]++
+	rec.Response = nil
+	rec.LeaseExpires = msec(rec.LeaseExpires)
+	rec.Expires = msec(rec.Expires)
+	old, ok := s.live(rec.ID, now)
+	switch {
+	case !ok:
+		rec.Attempt = 1
+		s.recs[rec.ID] = rec
+		return idem.ClaimResult{Decision: idem.Claimed, Record: clone(rec)}, nil
+	case old.Reclaimable(rec.Digest, now):
+		rec.Attempt = old.Attempt + 1
+		rec.RequestID = old.RequestID
+		s.recs[rec.ID] = rec
+		return idem.ClaimResult{Decision: idem.Reclaimed, Record: clone(rec)}, nil
+	default:
+		return idem.ClaimResult{Decision: idem.Exists, Record: clone(old)}, nil
+	}
+}
+
+// Complete implements idem.Store. Outcome.Writes must be Write or *Write
+// values; they are applied atomically with the completion.
+func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	switch out.State {
+	case idem.StateCompleted, idem.StateTerminalFailure:
+		if out.Response == nil {
+			return fmt.Errorf("%w: final outcome %s without a response", idem.ErrInvalidRecord, out.State)
+		}
+		if len(out.Response.Body) > idem.MaxResponseBytes {
+			return fmt.Errorf("%w: %d bytes", idem.ErrTooLarge, len(out.Response.Body))
+		}
+	case idem.StateRetryableFailure:
+	default:
+		return fmt.Errorf("%w: outcome state %q", idem.ErrInvalidRecord, out.State)
+	}
+	writes := make([]Write, 0, len(out.Writes))
+	for _, w := range out.Writes {
+		switch w := w.(type) {
+		case Write:
+			writes = append(writes, w)
+		case *Write:
+			writes = append(writes, *w)
+		default:
+			return fmt.Errorf("%w: %T", idem.ErrUnsupportedWrite, w)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["Complete"]++
+	r, err := s.owned(id, owner, now)
+	if err != nil {
+		return err
+	}
+	for _, w := range writes {
+		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
+			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
+		}
+	}
+	for _, w := range writes {
+		if w.Delete {
+			delete(s.items, w.Key)
+		} else {
+			s.items[w.Key] = append([]byte(nil), w.Value...)
+		}
+	}
+	r.State = out.State
+	r.LeaseExpires = time.Time{}
+	r.Expires = msec(out.Expires)
+	r.Response = nil
+	if out.State.Final() {
+		r.Response = cloneResponse(out.Response)
+	}
+	s.recs[id] = r
+	return nil
+}
+
+// Release implements idem.Store.
+func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["Release"]++
+	r, err := s.owned(id, owner, now)
+	if err != nil {
+		return err
+	}
+	r.State = idem.StateRetryableFailure
+	r.LeaseExpires = time.Time{}
+	r.Response = nil
+	s.recs[id] = r
+	return nil
+}
+
+// Renew implements idem.Store.
+func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["Renew"]++
+	r, err := s.owned(id, owner, now)
+	if err != nil {
+		return err
+	}
+	r.LeaseExpires = msec(leaseExpires)
+	s.recs[id] = r
+	return nil
+}
+
+// Delete implements idem.Store.
+func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["Delete"]++
+	if _, err := s.owned(id, owner, now); err != nil {
+		return err
+	}
+	delete(s.recs, id)
+	return nil
+}
+
+// Get implements idem.Store.
+func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return idem.Record{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["Get"]++
+	r, ok := s.live(id, now)
+	if !ok {
+		return idem.Record{}, false, nil
+	}
+	return clone(r), true, nil
+}

@@ -1,0 +1,22 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+func TestConformance(t *testing.T) {
+	idemtest.Run(t, func(t *testing.T) idem.Store { return memstore.New() },
+		idemtest.WithTxWrites(idemtest.TxWrites{
+			Put: func(t *testing.T, s idem.Store, name string) any {
+				return memstore.Write{Key: name, Value: []byte("v"), IfAbsent: true}
+			},
+			Exists: func(t *testing.T, s idem.Store, name string) bool {
+				_, ok := s.(*memstore.Store).Item(name)
+				return ok
+			},
+		}))
+}

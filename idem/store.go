@@ -1,0 +1,204 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// State is the lifecycle state of a Layer-1 record.
+//
+//	pending -> completed          (2xx; cached and replayed)
+//	        -> terminal-failure   (non-retryable 4xx; cached and replayed)
+//	        -> retryable-failure  (429, 5xx, handler error or panic; never replayed,
+//	                               a same-key retry reclaims and runs again)
+//	        -> deleted            (400 idempotency_key_invalid, 400 validation_error,
+//	                               401, 403: outcomes that are never cached)
+type State string
+
+// Record states.
+const (
+	StatePending          State = "pending"
+	StateCompleted        State = "completed"
+	StateTerminalFailure  State = "terminal-failure"
+	StateRetryableFailure State = "retryable-failure"
+)
+
+// Final reports whether s is a cached final outcome that is replayed.
+func (s State) Final() bool { return s == StateCompleted || s == StateTerminalFailure }
+
+// Valid reports whether s is one of the four record states.
+func (s State) Valid() bool {
+	switch s {
+	case StatePending, StateCompleted, StateTerminalFailure, StateRetryableFailure:
+		return true
+	}
+	return false
+}
+
+// Response is a cached HTTP response: status, headers (never Set-Cookie) and
+// the body, replayed byte-exactly. Header names are canonical MIME header keys
+// (as net/http.CanonicalHeaderKey returns them); values keep their order.
+type Response struct {
+	Status  int
+	Headers map[string][]string
+	Body    []byte
+}
+
+// Record is one Layer-1 idempotency record.
+//
+// ID is the partition key: a hash of (tenant, operation, key) in the caller
+// keyspace (see ScopeID); the raw key is never stored. Times are stored with at
+// least millisecond precision; a zero Expires means the record never expires.
+type Record struct {
+	ID           string    // ScopeID(tenant, operation, key); never the raw key
+	Digest       string    // request digest, stamped with its recipe (see Digest)
+	State        State     // lifecycle state
+	Owner        string    // lease owner token of the current (or last) claim
+	LeaseExpires time.Time // when the claim's lease may be reclaimed (pending only)
+	Attempt      int       // 1 on first claim, +1 on every reclaim
+	RequestID    string    // request id of the invocation that first claimed the record
+	Response     *Response // final response; set only when State.Final()
+	Expires      time.Time // retention end (TTL); zero = never
+}
+
+// Expired reports whether the record's retention has ended at now. An
+// expired record is treated exactly like an absent one (DynamoDB TTL deletes
+// lazily, so stores check expiry in every condition).
+func (r *Record) Expired(now time.Time) bool {
+	return !r.Expires.IsZero() && !now.Before(r.Expires)
+}
+
+// LeaseExpired reports whether a pending record's lease has run out at now.
+func (r *Record) LeaseExpired(now time.Time) bool {
+	return !now.Before(r.LeaseExpires)
+}
+
+// Reclaimable reports whether a claim carrying digest may take the record
+// over at now: a retryable failure, or a pending claim whose lease expired,
+// with the same digest.
+func (r *Record) Reclaimable(digest string, now time.Time) bool {
+	if r.Digest != digest {
+		return false
+	}
+	return r.State == StateRetryableFailure || (r.State == StatePending && r.LeaseExpired(now))
+}
+
+// Decision is the outcome of Store.Claim. A lost claim is a value, not an
+// error.
+type Decision int
+
+// Claim decisions.
+const (
+	// Claimed: no live record existed (absent or retention expired); a new
+	// pending record was written with Attempt 1.
+	Claimed Decision = iota + 1
+	// Reclaimed: a live record with the same digest was retryable-failure, or
+	// pending with an expired lease; it was taken over atomically
+	// (compare-and-set on the previous owner) and Attempt went up by one.
+	Reclaimed
+	// Exists: a live record exists and was not claimed (final, pending with a
+	// live lease, or a different digest). ClaimResult.Record holds it.
+	Exists
+)
+
+func (d Decision) String() string {
+	switch d {
+	case Claimed:
+		return "claimed"
+	case Reclaimed:
+		return "reclaimed"
+	case Exists:
+		return "exists"
+	}
+	return "unknown"
+}
+
+// ClaimResult is what Store.Claim decided. Record is the record as stored
+// after a successful claim, or the existing live record for Exists.
+type ClaimResult struct {
+	Decision Decision
+	Record   Record
+}
+
+// Outcome is the fenced final write of a claim (Store.Complete).
+type Outcome struct {
+	// State is StateCompleted, StateTerminalFailure or StateRetryableFailure.
+	State State
+	// Response is the response to cache; required for final states, ignored
+	// (not stored) for StateRetryableFailure.
+	Response *Response
+	// Expires is the new retention end; zero = never.
+	Expires time.Time
+	// Writes are store-specific business writes committed in ONE transaction
+	// with the completion, fenced by the owner token: either all of them and
+	// the completion are written, or nothing is. dynamostore accepts
+	// github.com/aws/aws-sdk-go-v2/service/dynamodb/types.TransactWriteItem
+	// values (or pointers to them); memstore accepts memstore.Write. A store
+	// returns ErrUnsupportedWrite for a write it does not understand, and
+	// writes nothing.
+	Writes []any
+}
+
+// Store persists Layer-1 records. Implementations must be safe for
+// concurrent use and every method must be atomic with respect to the others.
+// The clock is injected: every method receives now and never reads a clock.
+//
+// Fencing: every write after the claim (Complete, Release, Renew, Delete)
+// is conditional on the record existing, not expired at now, being pending,
+// and holding the caller's owner token. Otherwise it writes nothing and
+// returns ErrFenced.
+type Store interface {
+	// Claim writes rec (State pending, with Owner, LeaseExpires, RequestID,
+	// Digest, Expires set by the caller; Attempt and Response ignored) if no
+	// live record exists under rec.ID (Claimed), or takes over a live record
+	// that is Reclaimable(rec.Digest, now) (Reclaimed: Attempt+1, RequestID of
+	// the first claim kept). Otherwise it returns Exists and the live record.
+	// A replay (Exists) costs one round trip where the backend can return the
+	// old item on a failed conditional write.
+	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
+
+	// Complete writes the outcome of the claim owned by owner, together with
+	// out.Writes in one transaction. The lease is cleared.
+	Complete(ctx context.Context, id, owner string, out Outcome, now time.Time) error
+
+	// Release marks the claim owned by owner retryable-failure (a handler
+	// error or panic), so a same-key retry reclaims it.
+	Release(ctx context.Context, id, owner string, now time.Time) error
+
+	// Renew extends the lease of the claim owned by owner to leaseExpires
+	// (heartbeat).
+	Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error
+
+	// Delete removes the record owned by owner (outcomes that are never
+	// cached: 400 idempotency_key_invalid, 400 validation_error, 401, 403).
+	Delete(ctx context.Context, id, owner string, now time.Time) error
+
+	// Get reads the record with strong consistency. An absent or expired
+	// record returns found == false.
+	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
+}
+
+// Store errors, matched with errors.Is.
+var (
+	// ErrFenced: a write after the claim was rejected because the caller no
+	// longer owns the record (reclaimed, completed, deleted, or expired).
+	// Nothing was written.
+	ErrFenced = errors.New("idem: fenced: not the record's owner")
+	// ErrWriteConflict: a business write in Outcome.Writes failed its own
+	// condition; the transaction was cancelled and nothing was written.
+	ErrWriteConflict = errors.New("idem: transactional write condition failed")
+	// ErrUnsupportedWrite: Outcome.Writes holds a value the store cannot
+	// apply. Nothing was written.
+	ErrUnsupportedWrite = errors.New("idem: unsupported transactional write")
+	// ErrTooLarge: the response exceeds what the store can hold (at least
+	// MaxResponseBytes is always accepted).
+	ErrTooLarge = errors.New("idem: response too large to store")
+	// ErrInvalidRecord: the record passed to Claim is malformed (empty ID,
+	// digest or owner, a non-caller-keyspace ID, ...).
+	ErrInvalidRecord = errors.New("idem: invalid record")
+)
+
+// MaxResponseBytes is the largest response body every Store must store and
+// replay byte-exactly: Lambda's 6 MB synchronous payload limit.
+const MaxResponseBytes = 6 << 20

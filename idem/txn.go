@@ -1,0 +1,387 @@
+package idem
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/keyhash"
+)
+
+// ErrLeaseLost is the cause (context.Cause) with which a handler's context
+// is cancelled when its heartbeat finds the lease reclaimed by another
+// invocation. Whatever the handler then returns is not recorded.
+var ErrLeaseLost = errors.New("idem: lease lost to another invocation")
+
+// txn is one keyed request going through the protocol.
+type txn struct {
+	g      *Guard
+	in     *request
+	key    string
+	op     string
+	id     string
+	digest string
+	owner  string
+}
+
+func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
+	return append([]slog.Attr{
+		slog.String("request_id", t.in.requestID),
+		slog.String("operation", t.op),
+		slog.String("key_hash", keyhash.Log(t.key)),
+	}, extra...)
+}
+
+func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...slog.Attr) {
+	if !t.g.log.Enabled(ctx, level) {
+		return
+	}
+	t.g.log.LogAttrs(ctx, level, msg, t.attrs(extra...)...)
+}
+
+// decorate adds the profile's headers.
+func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
+	if resp.Headers == nil {
+		resp.Headers = make(map[string][]string, 4)
+	}
+	t.g.cfg.Profile.decorate(resp.Headers, replay, t.key, t.in.requestID, originalID)
+	return resp
+}
+
+func (t *txn) fail(e *apierr.Error) *Response {
+	if pc := t.g.cfg.Profile.profileCode(e.Code); pc != "" {
+		e = e.WithDetails(map[string]any{"profileCode": pc})
+	}
+	return t.decorate(errorResponse(e), false, "")
+}
+
+func internalError() *apierr.Error {
+	return apierr.New(500, "internal_error", "The request could not be completed; retry it with the same Idempotency-Key.")
+}
+
+func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
+	g := t.g
+	in := t.in
+	var scopeTenant string
+	switch {
+	case in.tenant != "":
+		scopeTenant = "tenant:" + in.tenant
+	case g.cfg.Unauthenticated == AnonymousTenant:
+		scopeTenant = AnonymousTenantID
+	default:
+		return errorResponse(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
+	}
+	if t.op == "" {
+		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (configure HTTPOperation or register the handler on a ServeMux pattern)")
+		return errorResponse(internalError())
+	}
+	if in.bodyErr != nil {
+		return errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
+	}
+	if route.JSON || isJSONType(in.contentType) {
+		if len(in.body) > 0 {
+			n := route.Normalize
+			if n == nil {
+				n = g.cfg.Normalize
+			}
+			d, err := DigestJSON(in.body, n)
+			if err != nil {
+				return errorResponse(apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON."))
+			}
+			t.digest = d
+			if f := g.cfg.BodyTenantField; f != "" {
+				if bt, ok := bodyTenant(in.body, f); ok && bt != in.tenant {
+					return errorResponse(apierr.New(403, apierr.CodeForbidden,
+						"The tenant in the request body is not the authenticated tenant.").
+						WithDetails(map[string]any{"reason": "tenant_mismatch"}))
+				}
+			}
+		} else {
+			t.digest = DigestBytes(nil)
+		}
+	} else {
+		t.digest = DigestBytes(in.body)
+	}
+	t.id = ScopeID(scopeTenant, t.op, t.key)
+	return t.claim(ctx, run)
+}
+
+// bodyTenant returns the top-level member field of a JSON object body.
+func bodyTenant(body []byte, field string) (string, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return "", false
+	}
+	raw, ok := m[field]
+	if !ok {
+		return "", false
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil || v == nil {
+		return "", false
+	}
+	if s := scalar(v); s != "" {
+		return s, true
+	}
+	return string(raw), true // an object or array is never a tenant id: mismatch
+}
+
+func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
+	g := t.g
+	store := g.cfg.Store
+	lease, inLambda := g.leaseFor(ctx)
+	t.owner = g.cfg.NewOwner()
+	var until time.Time
+	waiting := false
+	for {
+		now := g.cfg.Now()
+		rec := Record{
+			ID:           t.id,
+			Digest:       t.digest,
+			State:        StatePending,
+			Owner:        t.owner,
+			LeaseExpires: now.Add(lease),
+			RequestID:    t.in.requestID,
+			Expires:      g.expires(now),
+		}
+		res, err := store.Claim(ctx, rec, now)
+		if err != nil {
+			t.logf(ctx, slog.LevelError, "idempotency: claim failed", slog.String("error", err.Error()))
+			return t.fail(internalError())
+		}
+		if res.Decision == Claimed || res.Decision == Reclaimed {
+			return t.execute(ctx, res, lease, inLambda, run)
+		}
+		cur := res.Record
+		if !waiting {
+			until = g.waitUntil(ctx)
+			waiting = true
+		}
+		act, cur := t.inspect(ctx, cur, until)
+		switch act {
+		case actReplay:
+			return t.replay(ctx, &cur)
+		case actMismatch:
+			g.count(MetricClaimOutcomes, OutcomeMismatch)
+			t.logf(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
+			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
+				"The Idempotency-Key has already been used with a different request payload."))
+		case actInFlight:
+			g.count(MetricClaimOutcomes, OutcomeInFlight)
+			t.logf(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
+			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
+				"A request with this Idempotency-Key is still being processed."))
+			resp.Headers[HeaderRetryAfter] = []string{strconv.Itoa(g.retryAfter(&cur, g.cfg.Now()))}
+			return resp
+		}
+		// actClaim: the record went away or became reclaimable; claim again.
+	}
+}
+
+type action int
+
+const (
+	actReplay action = iota
+	actMismatch
+	actInFlight
+	actClaim
+)
+
+// waitUntil returns the wall-clock end of a duplicate's wait.
+func (g *Guard) waitUntil(ctx context.Context) time.Time {
+	now := time.Now()
+	if g.cfg.Wait < 0 {
+		return now
+	}
+	until := now.Add(g.cfg.Wait)
+	if dl, ok := ctx.Deadline(); ok {
+		if d := dl.Add(-g.cfg.WaitMargin); d.Before(until) {
+			until = d
+		}
+	}
+	return until
+}
+
+// inspect decides what to do with an existing record, polling the store
+// with bounded backoff while it is pending and live, until the wait ends.
+func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action, Record) {
+	backoff := 20 * time.Millisecond
+	for {
+		if cur.Digest != t.digest {
+			return actMismatch, cur
+		}
+		if cur.State.Final() {
+			return actReplay, cur
+		}
+		rem := time.Until(until)
+		if rem <= 0 {
+			return actInFlight, cur
+		}
+		d := min(backoff, rem)
+		d = d/2 + rand.N(d/2+1)
+		timer := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return actInFlight, cur
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+		now := t.g.cfg.Now()
+		r, found, err := t.g.cfg.Store.Get(ctx, t.id, now)
+		if err != nil {
+			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", slog.String("error", err.Error()))
+			continue
+		}
+		if !found || (r.Digest == t.digest && r.Reclaimable(t.digest, now)) {
+			return actClaim, r
+		}
+		cur = r
+	}
+}
+
+func (t *txn) replay(ctx context.Context, rec *Record) *Response {
+	t.g.count(MetricClaimOutcomes, OutcomeReplay)
+	t.logf(ctx, slog.LevelInfo, "idempotency: replay", slog.String("outcome", OutcomeReplay), slog.Int("attempt", rec.Attempt))
+	c := rec.Response
+	if c == nil { // a final record always has a response; never a panic
+		return t.fail(internalError())
+	}
+	out := &Response{Status: c.Status, Body: c.Body, Headers: make(map[string][]string, len(c.Headers)+4)}
+	for k, v := range c.Headers {
+		out.Headers[k] = v
+	}
+	return t.decorate(out, true, rec.RequestID)
+}
+
+func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration, inLambda bool, run handlerFunc) *Response {
+	g := t.g
+	rec := res.Record
+	reclaimed := res.Decision == Reclaimed
+	if reclaimed {
+		g.count(MetricClaimOutcomes, OutcomeReclaimed)
+		g.count(MetricReclaims, "")
+		t.logf(ctx, slog.LevelInfo, "idempotency: reclaimed", slog.String("outcome", OutcomeReclaimed), slog.Int("attempt", rec.Attempt))
+	} else {
+		g.count(MetricClaimOutcomes, OutcomeClaimed)
+		t.logf(ctx, slog.LevelDebug, "idempotency: claimed", slog.String("outcome", OutcomeClaimed))
+	}
+	cs := &claimState{info: ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}}
+	hctx := context.WithValue(ctx, claimKey{}, cs)
+	var hb *heartbeat
+	if !inLambda {
+		hctx, hb = t.startHeartbeat(hctx, lease)
+	}
+	resp, err := safeCall(hctx, run)
+	if hb != nil {
+		hb.stop()
+	}
+	wctx := context.WithoutCancel(ctx)
+	now := g.cfg.Now()
+	if err != nil {
+		t.logf(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
+			slog.String("error", err.Error()), slog.Int("attempt", rec.Attempt))
+		t.release(wctx, now)
+		return t.fail(internalError())
+	}
+	cls, state := classify(resp)
+	switch cls {
+	case classRetryable:
+		t.release(wctx, now)
+		return t.decorate(resp, false, rec.RequestID)
+	case classUncached:
+		if err := g.cfg.Store.Delete(wctx, t.id, t.owner, now); err != nil {
+			t.writeFailed(ctx, "delete", err)
+		}
+		return t.decorate(resp, false, rec.RequestID)
+	}
+	writes := cs.takeWrites()
+	err = g.cfg.Store.Complete(wctx, t.id, t.owner, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	switch {
+	case err == nil:
+		return t.decorate(resp, false, rec.RequestID)
+	case errors.Is(err, ErrFenced):
+		t.writeFailed(ctx, "complete", err)
+		r := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
+			"This request's claim was taken over by another invocation; retry it with the same Idempotency-Key."))
+		r.Headers[HeaderRetryAfter] = []string{"1"}
+		return r
+	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
+		t.writeFailed(ctx, "complete", err)
+		t.release(wctx, now)
+		return t.fail(internalError())
+	default:
+		// The handler's effects happened but the outcome was not recorded
+		// (e.g. ErrTooLarge, or the store failed). Release the record when we
+		// can so a retry is not blocked, and return the true response.
+		t.writeFailed(ctx, "complete", err)
+		if errors.Is(err, ErrTooLarge) {
+			t.release(wctx, now)
+		}
+		return t.decorate(resp, false, rec.RequestID)
+	}
+}
+
+func (t *txn) writeFailed(ctx context.Context, op string, err error) {
+	if errors.Is(err, ErrFenced) {
+		t.g.count(MetricFenceRejections, "")
+		t.logf(ctx, slog.LevelWarn, "idempotency: fenced write rejected (lease lost)", slog.String("write", op))
+		return
+	}
+	t.logf(ctx, slog.LevelError, "idempotency: store write failed", slog.String("write", op), slog.String("error", err.Error()))
+}
+
+func (t *txn) release(ctx context.Context, now time.Time) {
+	if err := t.g.cfg.Store.Release(ctx, t.id, t.owner, now); err != nil {
+		t.writeFailed(ctx, "release", err)
+	}
+}
+
+// heartbeat renews the lease every lease/3 while the handler runs.
+type heartbeat struct {
+	mu      sync.Mutex
+	stopped bool
+	timer   *time.Timer
+	cancel  context.CancelCauseFunc
+}
+
+func (t *txn) startHeartbeat(ctx context.Context, lease time.Duration) (context.Context, *heartbeat) {
+	hctx, cancel := context.WithCancelCause(ctx)
+	hb := &heartbeat{cancel: cancel}
+	every := t.g.cfg.Heartbeat
+	hb.mu.Lock()
+	hb.timer = time.AfterFunc(every, func() {
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		if hb.stopped {
+			return
+		}
+		now := t.g.cfg.Now()
+		err := t.g.cfg.Store.Renew(context.WithoutCancel(ctx), t.id, t.owner, now.Add(lease), now)
+		if errors.Is(err, ErrFenced) {
+			t.writeFailed(ctx, "renew", err)
+			cancel(ErrLeaseLost)
+			return
+		}
+		if err != nil {
+			t.writeFailed(ctx, "renew", err)
+		}
+		hb.timer.Reset(every)
+	})
+	hb.mu.Unlock()
+	return hctx, hb
+}
+
+func (hb *heartbeat) stop() {
+	hb.mu.Lock()
+	hb.stopped = true
+	hb.timer.Stop()
+	hb.mu.Unlock()
+	hb.cancel(nil)
+}

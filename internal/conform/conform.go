@@ -1,0 +1,93 @@
+package conform
+
+import (
+	"context"
+	"fmt"
+	"io"
+)
+
+// Status is a scenario's verdict.
+type Status string
+
+// Verdicts.
+const (
+	Pass Status = "PASS"
+	Fail Status = "FAIL"
+	Skip Status = "SKIP" // the scenario could not run (e.g. one API key for tenant-isolation)
+)
+
+// Result is the outcome of one scenario.
+type Result struct {
+	Scenario string
+	Status   Status
+	Detail   string
+}
+
+// Scenario is one black-box check.
+type Scenario struct {
+	Name    string
+	Summary string
+	run     func(ctx context.Context, e *env) Result
+}
+
+// Scenarios lists the checks in the order Run runs them.
+func Scenarios() []Scenario {
+	return []Scenario{
+		{"key-grammar", "keys inside the grammar are accepted, keys outside it get 400", keyGrammar},
+		{"replay-marker", "a same-key repeat is the cached answer, byte-exact, with the replay marker", replayMarker},
+		{"mismatch", "a different body under the same key gets 409 idempotency_key_mismatch, never the cached body", mismatch},
+		{"in-flight", "a duplicate in flight gets 409 idempotency_in_flight with Retry-After, or waits for the winner's answer", inFlight},
+		{"get-ignores-key", "GET does not honour Idempotency-Key", getIgnoresKey},
+		{"tenant-isolation", "the same key under two tenants names two records", tenantIsolation},
+		{"validation-not-cached", "a 400 validation_error is not cached", validationNotCached},
+	}
+}
+
+// Run checks the API described by cfg, running every scenario in order, and
+// returns one Result per scenario. The error is for an unusable cfg only; a
+// scenario whose requests fail (connection refused, timeout) is a Fail.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	rc, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	e := &env{cfg: rc, rules: rulesFor(rc.Profile)}
+	var out []Result
+	for _, s := range Scenarios() {
+		r := s.run(ctx, e)
+		r.Scenario = s.Name
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Write prints one line per result, "STATUS scenario: detail", then the
+// closing line "N passed, M failed", and returns the counts. Skipped
+// scenarios count as neither.
+func Write(w io.Writer, results []Result) (passed, failed int) {
+	for _, r := range results {
+		fmt.Fprintf(w, "%s %s: %s\n", r.Status, r.Scenario, r.Detail)
+		switch r.Status {
+		case Pass:
+			passed++
+		case Fail:
+			failed++
+		}
+	}
+	fmt.Fprintf(w, "%d passed, %d failed\n", passed, failed)
+	return passed, failed
+}
+
+func pass(format string, a ...any) Result {
+	return Result{Status: Pass, Detail: fmt.Sprintf(format, a...)}
+}
+
+func fail(format string, a ...any) Result {
+	return Result{Status: Fail, Detail: fmt.Sprintf(format, a...)}
+}
+
+func skip(format string, a ...any) Result {
+	return Result{Status: Skip, Detail: fmt.Sprintf(format, a...)}
+}
+
+func failErr(err error) Result { return fail("request failed: %v", err) }

@@ -1,0 +1,109 @@
+package conform
+
+import (
+	"crypto/rand"
+	"strings"
+
+	"github.com/idemkit/idemkit/client"
+)
+
+// rules are the observable Layer-1 rules of one profile.
+type rules struct {
+	replayHeader string // the replay marker
+	markFresh    bool   // a fresh answer carries the marker with value "false"
+
+	// Accepted error codes, by meaning. An empty set accepts any code (the
+	// status alone is checked).
+	invalidCodes, validationCodes, mismatchCodes, inFlightCodes []string
+
+	validationStatuses []int
+
+	// seed003 response headers: key echo, X-Request-ID and
+	// Idempotency-Original-Request-ID.
+	requestIDs bool
+}
+
+func rulesFor(p Profile) rules {
+	if p == ProfileSeed003 {
+		return rules{
+			replayHeader:       "Idempotency-Replayed",
+			markFresh:          true,
+			invalidCodes:       nil, // seed 003 names no code for a malformed key
+			validationCodes:    nil,
+			validationStatuses: []int{400, 422},
+			mismatchCodes:      []string{"idempotency_key_mismatch", "IDEMPOTENCY_KEY_CONFLICT"},
+			inFlightCodes:      []string{"idempotency_in_flight", "IDEMPOTENCY_REQUEST_IN_PROGRESS"},
+			requestIDs:         true,
+		}
+	}
+	return rules{
+		replayHeader:       "OpenWOP-Idempotent-Replay",
+		invalidCodes:       []string{"idempotency_key_invalid"},
+		validationCodes:    []string{"validation_error"},
+		validationStatuses: []int{400},
+		mismatchCodes:      []string{"idempotency_key_mismatch"},
+		inFlightCodes:      []string{"idempotency_in_flight"},
+	}
+}
+
+// keyCase is one key of the key-grammar scenario. Several values mean several
+// Idempotency-Key header lines.
+type keyCase struct {
+	label  string
+	values []string
+}
+
+const b64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+// randomKey returns n random characters: base64url, with the given extra
+// characters spliced in so that each appears at least once.
+func randomKey(n int, extra string) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = b64url[int(b[i])%len(b64url)]
+	}
+	for i := 0; i < len(extra) && i < n; i++ {
+		b[(i*7+3)%n] = extra[i]
+	}
+	return string(b)
+}
+
+// keyCases returns the keys a conforming API must accept and those it must
+// reject with 400.
+func keyCases(p Profile) (accept, reject []keyCase) {
+	one := func(label, v string) keyCase { return keyCase{label, []string{v}} }
+	if p == ProfileSeed003 {
+		accept = []keyCase{
+			one("UUIDv4", client.NewKey()),
+			one("8 characters", randomKey(8, "")),
+			one("128 characters with . _ : -", randomKey(128, ".:_-")),
+			one("ERP style", "ERP-WO-"+strings.ToUpper(randomKey(12, ""))+":000001"),
+		}
+		reject = []keyCase{
+			one("7 characters", randomKey(7, "")),
+			one("129 characters", randomKey(129, "")),
+			one("tilde", randomKey(30, "~")),
+			one("slash", randomKey(30, "/")),
+			one("inner space", randomKey(15, "")+" "+randomKey(15, "")),
+			one("non-ASCII", randomKey(30, "")+"é"),
+			{"two Idempotency-Key headers", []string{client.NewKey(), client.NewKey()}},
+		}
+		return accept, reject
+	}
+	accept = []keyCase{
+		one("UUIDv4", client.NewKey()),
+		one("22-character base64url", client.NewCompactKey()),
+		one("128 characters with . _ ~ -", randomKey(128, "._~-")),
+	}
+	reject = []keyCase{
+		one("21 characters", randomKey(21, "")),
+		one("129 characters", randomKey(129, "")),
+		one("colon", randomKey(30, ":")),
+		one("slash", randomKey(30, "/")),
+		one("plus", randomKey(30, "+")),
+		one("inner space", randomKey(15, "")+" "+randomKey(15, "")),
+		one("non-ASCII", randomKey(30, "")+"é"),
+	}
+	return accept, reject
+}

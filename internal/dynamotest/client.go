@@ -1,0 +1,77 @@
+package dynamotest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+var staticCreds = credentials.NewStaticCredentialsProvider("idemkit", "idemkit", "")
+
+// Client returns a DynamoDB client for e: static credentials, e.Region, the
+// SDK's standard retryer (3 attempts). optFns run last, so they can override
+// anything (Region, Retryer, APIOptions from Counter/Faults middleware, ...).
+func (e *Emulator) Client(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:       e.Region,
+		BaseEndpoint: aws.String(e.Endpoint),
+		Credentials:  staticCreds,
+	}, optFns...)
+}
+
+// StreamsClient returns a DynamoDB Streams client for e (meaningful only when
+// e.Caps.Streams).
+func (e *Emulator) StreamsClient(optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
+	return dynamodbstreams.New(dynamodbstreams.Options{
+		Region:       e.Region,
+		BaseEndpoint: aws.String(e.Endpoint),
+		Credentials:  staticCreds,
+	}, optFns...)
+}
+
+// FastRetries is a client option keeping the SDK's standard retry policy
+// (which errors are retried, 3 attempts) but with a backoff of at most a few
+// milliseconds (1 ms), so tests that inject retryable faults do not sleep. It also
+// disables the client-side retry quota.
+func FastRetries(o *dynamodb.Options) {
+	o.Retryer = retry.NewStandard(func(so *retry.StandardOptions) {
+		so.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+			return time.Millisecond, nil
+		})
+		so.RateLimiter = ratelimit.None
+	})
+}
+
+// CreateTable creates a table shaped like the template.yaml resource
+// logicalID (e.g. "EffectsTable") under a unique name in e.Region, waits
+// until it is ACTIVE, enables TTL where the emulator supports it, and deletes
+// it when the test ends. It returns the table name.
+func (e *Emulator) CreateTable(t testing.TB, logicalID string) string {
+	t.Helper()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	name := logicalID + "-" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c := e.Client()
+	if err := tables.Create(ctx, c, logicalID, name); err != nil {
+		t.Fatalf("dynamotest: %s: %v", e.Kind, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
+	return name
+}

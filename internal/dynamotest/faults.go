@@ -1,0 +1,149 @@
+package dynamotest
+
+import (
+	"context"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+)
+
+// AnyOp matches every operation in Faults.FailNext / FailNextAfterSend.
+const AnyOp = "*"
+
+// Faults injects errors into the DynamoDB calls of the clients it is
+// installed on (option f.Middleware()). Injection happens per attempt, after
+// the SDK's retry middleware: an injected error the SDK classifies as
+// retryable (Throttle(), ResponseLost()) is retried by the SDK like a real
+// one, and each retry consumes one injection. Rules are consumed in the order
+// they were added. Faults is safe for concurrent use.
+type Faults struct {
+	mu    sync.Mutex
+	rules []*rule
+	fired int
+}
+
+type rule struct {
+	op        string
+	n         int
+	err       error
+	afterSend bool
+}
+
+// NewFaults returns a Faults with nothing scheduled.
+func NewFaults() *Faults { return &Faults{} }
+
+// FailNext makes the next n attempts of operation op (e.g. "PutItem", or
+// AnyOp) fail with err WITHOUT sending the request: the server never sees it.
+func (f *Faults) FailNext(op string, n int, err error) { f.add(op, n, err, false) }
+
+// FailNextAfterSend makes the next n attempts of op send the request, let
+// the server apply it, then discard the response and fail with err: "the
+// write was applied but the response was lost".
+func (f *Faults) FailNextAfterSend(op string, n int, err error) { f.add(op, n, err, true) }
+
+func (f *Faults) add(op string, n int, err error, after bool) {
+	if n <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &rule{op: op, n: n, err: err, afterSend: after})
+}
+
+// Pending returns how many injections are still scheduled.
+func (f *Faults) Pending() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.rules {
+		n += r.n
+	}
+	return n
+}
+
+// Fired returns how many injections have happened.
+func (f *Faults) Fired() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fired
+}
+
+// Clear drops every scheduled injection.
+func (f *Faults) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = nil
+}
+
+// take consumes the first rule matching op.
+func (f *Faults) take(op string) (error, bool, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, r := range f.rules {
+		if r.op != op && r.op != AnyOp {
+			continue
+		}
+		r.n--
+		if r.n == 0 {
+			f.rules = append(f.rules[:i], f.rules[i+1:]...)
+		}
+		f.fired++
+		return r.err, r.afterSend, true
+	}
+	return nil, false, false
+}
+
+// Middleware returns the client option that installs the injector.
+func (f *Faults) Middleware() func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamotest.Faults",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					err, after, ok := f.take(middleware.GetOperationName(ctx))
+					if !ok {
+						return next.HandleFinalize(ctx, in)
+					}
+					if !after {
+						return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+					}
+					_, md, _ := next.HandleFinalize(ctx, in)
+					return middleware.FinalizeOutput{}, md, err
+				}), middleware.After)
+		})
+	}
+}
+
+// Throttle returns a ProvisionedThroughputExceededException-coded API error,
+// which the SDK's standard retryer retries as a throttle.
+func Throttle() error {
+	return &smithy.GenericAPIError{
+		Code:    "ProvisionedThroughputExceededException",
+		Message: "injected by dynamotest",
+		Fault:   smithy.FaultServer,
+	}
+}
+
+// InternalServerError returns an InternalServerError-coded API error.
+// The SDK's standard retryer does not classify it as retryable by code alone
+// (a real one is retried because of its HTTP 500 status).
+func InternalServerError() error {
+	return &smithy.GenericAPIError{
+		Code:    "InternalServerError",
+		Message: "injected by dynamotest",
+		Fault:   smithy.FaultServer,
+	}
+}
+
+// ResponseLost returns a connection error (read: connection reset), which
+// the SDK retries. Use it with FailNextAfterSend to simulate a write that was
+// applied but whose response never arrived.
+func ResponseLost() error { return responseLost{} }
+
+type responseLost struct{}
+
+func (responseLost) Error() string {
+	return "read tcp: connection reset by peer (injected by dynamotest)"
+}
+func (responseLost) ConnectionError() bool { return true }

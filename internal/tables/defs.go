@@ -1,0 +1,337 @@
+// Package tables creates local DynamoDB tables from the DynamoDB resources of
+// template.yaml, the single source of truth for table shapes.
+//
+// Supported resource types are AWS::DynamoDB::Table and
+// AWS::DynamoDB::GlobalTable. The properties that shape a table are honoured:
+// AttributeDefinitions, KeySchema, GlobalSecondaryIndexes,
+// LocalSecondaryIndexes, BillingMode (PAY_PER_REQUEST, or PROVISIONED with
+// ProvisionedThroughput, default 5/5), StreamSpecification (top-level for a
+// GlobalTable, where it has no StreamEnabled flag) and
+// TimeToLiveSpecification (applied with UpdateTimeToLive after creation).
+// Replication (Replicas), point-in-time recovery, SSE, tags, deletion
+// protection, contributor insights and TableName are ignored: local tables get
+// the name the caller chooses.
+//
+// CloudFormation intrinsics in both spellings (!Ref / {"Ref": ...}) are
+// evaluated with parameter defaults and fixed pseudo parameters (region
+// us-east-1 unless overridden, account 123456789012): Ref, Fn::If, Fn::Sub,
+// Fn::Join, Fn::Select and the condition functions. A property that needs an
+// intrinsic that cannot be evaluated locally (Fn::GetAtt, Fn::ImportValue, a
+// Ref to another resource) is an error only if it shapes the table; elsewhere
+// it is ignored. A resource-level Condition is recorded (Def.Condition,
+// Def.Enabled) but does not stop local creation: tests need every table.
+package tables
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultRegion is the value of the AWS::Region pseudo parameter used when
+// resolving the template.
+const DefaultRegion = "us-east-1"
+
+// Def is the local-creation view of one DynamoDB resource of the template.
+type Def struct {
+	// LogicalID is the resource's logical ID, e.g. "EffectsTable".
+	LogicalID string
+	// Type is AWS::DynamoDB::Table or AWS::DynamoDB::GlobalTable.
+	Type string
+	// Condition is the resource-level Condition name, "" if none.
+	Condition string
+	// Enabled reports whether Condition holds with parameter defaults
+	// (true when there is no condition). Local creation ignores it.
+	Enabled bool
+
+	AttributeDefinitions   []types.AttributeDefinition
+	KeySchema              []types.KeySchemaElement
+	GlobalSecondaryIndexes []types.GlobalSecondaryIndex
+	LocalSecondaryIndexes  []types.LocalSecondaryIndex
+	// BillingMode is PAY_PER_REQUEST or PROVISIONED.
+	BillingMode types.BillingMode
+	// ProvisionedThroughput is set only for PROVISIONED tables.
+	ProvisionedThroughput *types.ProvisionedThroughput
+	// StreamViewType is the stream view, "" when the table has no stream.
+	StreamViewType types.StreamViewType
+	// TTLAttribute is the TTL attribute name, "" when TTL is not enabled.
+	TTLAttribute string
+}
+
+// CreateTableInput returns the CreateTable request for this definition,
+// naming the table tableName.
+func (d Def) CreateTableInput(tableName string) *dynamodb.CreateTableInput {
+	in := &dynamodb.CreateTableInput{
+		TableName:              aws.String(tableName),
+		AttributeDefinitions:   d.AttributeDefinitions,
+		KeySchema:              d.KeySchema,
+		GlobalSecondaryIndexes: d.GlobalSecondaryIndexes,
+		LocalSecondaryIndexes:  d.LocalSecondaryIndexes,
+		BillingMode:            d.BillingMode,
+		ProvisionedThroughput:  d.ProvisionedThroughput,
+	}
+	if d.StreamViewType != "" {
+		in.StreamSpecification = &types.StreamSpecification{
+			StreamEnabled:  aws.Bool(true),
+			StreamViewType: d.StreamViewType,
+		}
+	}
+	return in
+}
+
+// Defs parses template and returns its DynamoDB table resources keyed by
+// logical ID, with AWS::Region resolved to DefaultRegion.
+func Defs(template []byte) (map[string]Def, error) {
+	return DefsInRegion(template, DefaultRegion)
+}
+
+// DefsInRegion is Defs with AWS::Region resolved to region.
+func DefsInRegion(template []byte, region string) (map[string]Def, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(template, &doc); err != nil {
+		return nil, fmt.Errorf("tables: parse template: %w", err)
+	}
+	v, err := toValue(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("tables: parse template: %w", err)
+	}
+	root, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("tables: template is not a mapping")
+	}
+	resources, ok := root["Resources"].(map[string]any)
+	if !ok {
+		return nil, errors.New("tables: template has no Resources")
+	}
+	r := newResolver(root, region)
+	defs := map[string]Def{}
+	ids := make([]string, 0, len(resources))
+	for id := range resources {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		res, _ := resources[id].(map[string]any)
+		typ, _ := res["Type"].(string)
+		if typ != "AWS::DynamoDB::Table" && typ != "AWS::DynamoDB::GlobalTable" {
+			continue
+		}
+		d, err := parseDef(r, id, typ, res)
+		if err != nil {
+			return nil, fmt.Errorf("tables: resource %s: %w", id, err)
+		}
+		defs[id] = d
+	}
+	return defs, nil
+}
+
+func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
+	d := Def{LogicalID: id, Type: typ, Enabled: true}
+	if c, ok := res["Condition"].(string); ok {
+		d.Condition = c
+		en, err := r.Condition(c)
+		if err != nil {
+			return d, err
+		}
+		d.Enabled = en
+	}
+	props, _ := res["Properties"].(map[string]any)
+	// get resolves one top-level property; unresolvable intrinsics are errors
+	// because every property read here shapes the table.
+	get := func(name string) (any, error) {
+		v, ok := props[name]
+		if !ok {
+			return nil, nil
+		}
+		rv, err := r.resolve(v)
+		if err != nil {
+			return nil, fmt.Errorf("property %s: %w", name, err)
+		}
+		if _, ok := rv.(noValue); ok {
+			return nil, nil
+		}
+		return rv, nil
+	}
+
+	ad, err := get("AttributeDefinitions")
+	if err != nil {
+		return d, err
+	}
+	for _, e := range list(ad) {
+		m := mapOf(e)
+		d.AttributeDefinitions = append(d.AttributeDefinitions, types.AttributeDefinition{
+			AttributeName: aws.String(str(m["AttributeName"])),
+			AttributeType: types.ScalarAttributeType(str(m["AttributeType"])),
+		})
+	}
+	ks, err := get("KeySchema")
+	if err != nil {
+		return d, err
+	}
+	d.KeySchema = keySchema(ks)
+	if len(d.KeySchema) == 0 {
+		return d, errors.New("no KeySchema")
+	}
+
+	bm, err := get("BillingMode")
+	if err != nil {
+		return d, err
+	}
+	d.BillingMode = types.BillingMode(str(bm))
+	if d.BillingMode == "" {
+		if typ == "AWS::DynamoDB::GlobalTable" {
+			d.BillingMode = types.BillingModeProvisioned
+		} else if _, has := props["ProvisionedThroughput"]; has {
+			d.BillingMode = types.BillingModeProvisioned
+		} else {
+			d.BillingMode = types.BillingModePayPerRequest
+		}
+	}
+	var tp *types.ProvisionedThroughput
+	if d.BillingMode == types.BillingModeProvisioned {
+		pt, err := get("ProvisionedThroughput")
+		if err != nil {
+			return d, err
+		}
+		tp = throughput(pt)
+		d.ProvisionedThroughput = tp
+	}
+
+	gsis, err := get("GlobalSecondaryIndexes")
+	if err != nil {
+		return d, err
+	}
+	for _, e := range list(gsis) {
+		m := mapOf(e)
+		g := types.GlobalSecondaryIndex{
+			IndexName:  aws.String(str(m["IndexName"])),
+			KeySchema:  keySchema(m["KeySchema"]),
+			Projection: projection(m["Projection"]),
+		}
+		if tp != nil {
+			g.ProvisionedThroughput = throughput(m["ProvisionedThroughput"])
+		}
+		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, g)
+	}
+	lsis, err := get("LocalSecondaryIndexes")
+	if err != nil {
+		return d, err
+	}
+	for _, e := range list(lsis) {
+		m := mapOf(e)
+		d.LocalSecondaryIndexes = append(d.LocalSecondaryIndexes, types.LocalSecondaryIndex{
+			IndexName:  aws.String(str(m["IndexName"])),
+			KeySchema:  keySchema(m["KeySchema"]),
+			Projection: projection(m["Projection"]),
+		})
+	}
+
+	ss, err := get("StreamSpecification")
+	if err != nil {
+		return d, err
+	}
+	if ss != nil {
+		m := mapOf(ss)
+		enabled := true
+		if e, ok := m["StreamEnabled"]; ok {
+			enabled = boolOf(e)
+		}
+		if enabled {
+			d.StreamViewType = types.StreamViewType(str(m["StreamViewType"]))
+			if d.StreamViewType == "" {
+				return d, errors.New("StreamSpecification without StreamViewType")
+			}
+		}
+	}
+
+	ttl, err := get("TimeToLiveSpecification")
+	if err != nil {
+		return d, err
+	}
+	if ttl != nil {
+		m := mapOf(ttl)
+		if boolOf(m["Enabled"]) {
+			d.TTLAttribute = str(m["AttributeName"])
+			if d.TTLAttribute == "" {
+				return d, errors.New("TimeToLiveSpecification without AttributeName")
+			}
+		}
+	}
+	return d, nil
+}
+
+func list(v any) []any {
+	l, _ := v.([]any)
+	return l
+}
+
+func mapOf(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func str(v any) string {
+	if v == nil {
+		return ""
+	}
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return fmt.Sprint(v)
+}
+
+func boolOf(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		b, _ := strconv.ParseBool(x)
+		return b
+	}
+	return false
+}
+
+func keySchema(v any) []types.KeySchemaElement {
+	var out []types.KeySchemaElement
+	for _, e := range list(v) {
+		m := mapOf(e)
+		out = append(out, types.KeySchemaElement{
+			AttributeName: aws.String(str(m["AttributeName"])),
+			KeyType:       types.KeyType(str(m["KeyType"])),
+		})
+	}
+	return out
+}
+
+func projection(v any) *types.Projection {
+	m := mapOf(v)
+	p := &types.Projection{ProjectionType: types.ProjectionType(str(m["ProjectionType"]))}
+	if p.ProjectionType == "" {
+		p.ProjectionType = types.ProjectionTypeAll
+	}
+	for _, a := range list(m["NonKeyAttributes"]) {
+		p.NonKeyAttributes = append(p.NonKeyAttributes, str(a))
+	}
+	return p
+}
+
+func throughput(v any) *types.ProvisionedThroughput {
+	m := mapOf(v)
+	num := func(k string) int64 {
+		n, err := strconv.ParseInt(str(m[k]), 10, 64)
+		if err != nil || n <= 0 {
+			return 5
+		}
+		return n
+	}
+	return &types.ProvisionedThroughput{
+		ReadCapacityUnits:  aws.Int64(num("ReadCapacityUnits")),
+		WriteCapacityUnits: aws.Int64(num("WriteCapacityUnits")),
+	}
+}

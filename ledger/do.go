@@ -1,0 +1,401 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+var runIDRe = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
+
+// maxRounds bounds Do's claim/reclaim loop (apart from bounded waiting), so a
+// pathological store or clock can never spin it forever.
+const maxRounds = 32
+
+// Effect is one effect to run through Do.
+type Effect struct {
+	// Identity is the effect's identity (ActivityIdentity or
+	// BusinessIdentity). Required.
+	Identity Identity
+	// RunID is the run making this attempt (tenant-bound runId grammar, same
+	// tenant as Identity). Optional: empty for an effect reached outside a
+	// run. The run that creates the record indexes its witness rows.
+	RunID string
+	// NodeID is the node making this attempt (nodeId grammar). Required when
+	// RunID is set.
+	NodeID string
+	// InvocationID is an optional witness field; default
+	// Identity.InvocationID (the §B logicalInvocationId for the activity
+	// recipe).
+	InvocationID string
+	// RequestDigest is the request's semantic digest (e.g. semantic request
+	// digest v2) and SemanticRecipe its recipe stamp. Both are recorded; a
+	// later Do under the same identity with a different digest or recipe gets
+	// *MismatchError, never the recorded outcome. Both empty: no digest.
+	RequestDigest  string
+	SemanticRecipe string
+	// Streamed marks an effect whose response body is streamed: the body is
+	// never cached; only the request digest and the final outcome (success
+	// or failure) are recorded, and a duplicate gets Result.Streamed with no
+	// Value.
+	Streamed bool
+}
+
+func (e *Effect) validate() error {
+	if err := validIdentity(e.Identity); err != nil {
+		return err
+	}
+	if e.RunID != "" {
+		if !runIDRe.MatchString(e.RunID) {
+			return fmt.Errorf("%w: runId does not match <tenant>/<opaque>", ErrInvalidIdentity)
+		}
+		if !strings.HasPrefix(e.RunID, e.Identity.Tenant+"/") {
+			return fmt.Errorf("%w: runId belongs to another tenant than the effect", ErrInvalidIdentity)
+		}
+		if e.NodeID == "" {
+			return fmt.Errorf("%w: nodeId is required with a runId", ErrInvalidIdentity)
+		}
+	}
+	if e.NodeID != "" && !nodeRe.MatchString(e.NodeID) {
+		return fmt.Errorf("%w: nodeId does not match the nodeId grammar", ErrInvalidIdentity)
+	}
+	if (e.RequestDigest == "") != (e.SemanticRecipe == "") {
+		return fmt.Errorf("%w: RequestDigest and SemanticRecipe go together", ErrInvalidIdentity)
+	}
+	return nil
+}
+
+// Call is what the effect function receives.
+type Call struct {
+	// EffectID is the effect's identity.
+	EffectID string
+	// ProviderKey is the idempotency key to send to the provider (e.g. as
+	// the Idempotency-Key header). The same on every attempt.
+	ProviderKey string
+	// Attempt is this attempt's number, from 1 (telemetry only: it never
+	// takes part in an identity or key).
+	Attempt int
+	// Fence is the fencing token the fire mark was written with (0 when no
+	// Fencer is configured); pass it to a provider that checks fences.
+	Fence uint64
+}
+
+// Func performs the effect. It returns the value to record (a small result
+// such as the provider's object id; for a streamed effect it is returned to
+// this caller but not recorded), or an error:
+//
+//   - an error wrapping ErrNotSent (NotSent): the request did not reach the
+//     provider; the attempt is released and nothing is recorded;
+//   - an error wrapping ErrUncertain (Uncertain): the request may have
+//     reached the provider; the attempt becomes escaped, nothing is recorded,
+//     and the next attempt reuses the provider key;
+//   - any other error: a failure outcome, recorded and returned (as
+//     *FailedError) to this caller and every duplicate.
+//
+// A panic (or a crash) leaves the attempt firing; once its lease expires the
+// next executor reclaims it and marks it escaped.
+type Func func(ctx context.Context, call Call) ([]byte, error)
+
+// Result is what Do returns.
+type Result struct {
+	// EffectID and ProviderKey identify the effect.
+	EffectID, ProviderKey string
+	// Value is the effect's result (recorded, or returned by this call's
+	// effect function).
+	Value []byte
+	// Streamed says the body was streamed and is not recorded.
+	Streamed bool
+	// Replayed is true when the outcome came from the record and nothing
+	// fired in this call (a suppressed duplicate).
+	Replayed bool
+	// Attempt is the attempt that produced the outcome.
+	Attempt int
+}
+
+func effectKey(effectID string) string { return "effect#" + effectID }
+
+// Do runs fn at most once per effect identity across every process and
+// entry point, as a durable singleflight:
+//
+//   - the first executor claims the identity with an insert-if-absent, writes
+//     the fire mark, calls fn with the provider key and records the outcome
+//     (3 store round trips);
+//   - a duplicate (concurrent or later) fires nothing and gets the recorded
+//     outcome (1 round trip when the store returns the existing record with
+//     the failed claim), counted as MetricSuppressions; a recorded failure
+//     comes back as *FailedError;
+//   - a live claim held elsewhere is waited for (bounded by Config.Wait),
+//     then *InFlightError;
+//   - an expired claim is reclaimed atomically: the stalled attempt becomes
+//     escaped if it had passed the fire mark, else released, and the new
+//     attempt calls fn with the same provider key;
+//   - every write after the claim is conditional on the owner token, attempt
+//     and state: an executor whose claim was reclaimed gets ErrLeaseLost and
+//     never overwrites the new owner's record;
+//   - a different RequestDigest (or recipe) under the same identity is
+//     *MismatchError.
+func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
+	if err := eff.validate(); err != nil {
+		return Result{}, err
+	}
+	if fn == nil {
+		return Result{}, errors.New("ledger: nil effect function")
+	}
+	st := l.cfg.Store
+	key := effectKey(eff.Identity.EffectID)
+	token := l.cfg.NewToken()
+	maxPolls := 0
+	if l.cfg.Wait > 0 {
+		maxPolls = max(1, int(l.cfg.Wait/l.cfg.PollInterval))
+	}
+	polls := 0
+	var cur *Record
+	for round := 0; round < maxRounds+maxPolls; round++ {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		now := l.now()
+		if cur == nil || !cur.Live(now) {
+			rec := l.newEffectRecord(eff, key, token, now)
+			won, c, err := st.Create(ctx, rec, now)
+			if err != nil {
+				return Result{}, err
+			}
+			if won {
+				return l.fire(ctx, eff, rec, fn)
+			}
+			if c == nil {
+				if c, err = st.Get(ctx, key); err != nil {
+					return Result{}, err
+				}
+			}
+			if cur = c; cur == nil || !cur.Live(now) {
+				continue
+			}
+		}
+		if err := checkMatch(cur, eff); err != nil {
+			return Result{}, err
+		}
+		switch cur.State {
+		case StateCompleted:
+			l.count(MetricSuppressions, KindEffect, cur.Keying)
+			return replay(cur)
+		case StateClaimed, StateFiring:
+			if now.Before(cur.LeaseUntil) {
+				if polls >= maxPolls {
+					return Result{}, &InFlightError{EffectID: cur.EffectID, RetryAfter: max(time.Second, cur.LeaseUntil.Sub(now).Round(time.Second))}
+				}
+				polls++
+				if err := l.cfg.Sleep(ctx, l.cfg.PollInterval); err != nil {
+					return Result{}, err
+				}
+				c, err := st.Get(ctx, key)
+				if err != nil {
+					return Result{}, err
+				}
+				cur = c
+				continue
+			}
+		}
+		// Released, or a stalled owner whose lease expired: reclaim atomically.
+		next, escaped := l.reclaimRecord(cur, eff, token, now)
+		want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
+		ok, c, err := st.Replace(ctx, next, want, now)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
+			if cur.State != StateReleased {
+				l.count(MetricReclaims, KindEffect, cur.Keying)
+			}
+			if escaped {
+				l.count(MetricEscaped, KindEffect, cur.Keying)
+			}
+			return l.fire(ctx, eff, next, fn)
+		}
+		cur = c
+	}
+	return Result{}, fmt.Errorf("ledger: effect %s: no decision after %d rounds", eff.Identity.EffectID, maxRounds)
+}
+
+func checkMatch(cur *Record, eff Effect) error {
+	field := ""
+	switch {
+	case cur.Kind != KindEffect:
+		field = "kind"
+	case cur.IdentityRecipe != eff.Identity.Recipe:
+		field = "identityRecipe"
+	case cur.SemanticRecipe != eff.SemanticRecipe:
+		field = "semanticRecipe"
+	case cur.RequestDigest != eff.RequestDigest:
+		field = "requestDigest"
+	default:
+		return nil
+	}
+	return &MismatchError{EffectID: eff.Identity.EffectID, Field: field}
+}
+
+func replay(cur *Record) (Result, error) {
+	r := Result{EffectID: cur.EffectID, ProviderKey: cur.ProviderKey, Replayed: true, Attempt: cur.Attempt}
+	o := cur.Outcome
+	if o == nil {
+		return r, fmt.Errorf("ledger: effect %s is completed without an outcome", cur.EffectID)
+	}
+	r.Streamed = o.Streamed
+	if o.OK {
+		r.Value = slices.Clone(o.Value)
+		return r, nil
+	}
+	return r, &FailedError{EffectID: cur.EffectID, Message: o.Error, Replayed: true}
+}
+
+func (l *Ledger) newAttempt(n int, eff Effect, now time.Time) Attempt {
+	inv := eff.InvocationID
+	if inv == "" {
+		inv = eff.Identity.InvocationID
+	}
+	return Attempt{N: n, State: AttemptClaimed, At: now, RunID: eff.RunID, NodeID: eff.NodeID, InvocationID: inv}
+}
+
+func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *Record {
+	id := eff.Identity
+	return &Record{
+		Key: key, Kind: KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
+		Keying: id.Keying, IdentityRecipe: id.Recipe,
+		SemanticRecipe: eff.SemanticRecipe, RequestDigest: eff.RequestDigest,
+		ProviderKey: id.ProviderKey, RunID: eff.RunID,
+		State: StateClaimed, Owner: token, Attempt: 1, LeaseUntil: now.Add(l.cfg.Lease),
+		Attempts:  []Attempt{l.newAttempt(1, eff, now)},
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Retention),
+	}
+}
+
+// reclaimRecord builds the record that takes over cur for a new attempt. The
+// stalled attempt becomes escaped when it had passed the fire mark.
+func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.Time) (*Record, bool) {
+	next := cur.Clone()
+	escaped := false
+	if a := next.last(); a != nil && cur.State != StateReleased {
+		a.At = now
+		if cur.State == StateFiring {
+			a.State, escaped = AttemptEscaped, true
+		} else {
+			a.State = AttemptReleased
+		}
+	}
+	next.Attempt = cur.Attempt + 1
+	next.Attempts = append(next.Attempts, l.newAttempt(next.Attempt, eff, now))
+	next.Owner, next.State = token, StateClaimed
+	next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
+	return next, escaped
+}
+
+// fire runs an attempt this executor owns: fire mark, fn, outcome.
+func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Result, error) {
+	st := l.cfg.Store
+	own := Expect{Owner: rec.Owner, Attempt: rec.Attempt}
+	res := Result{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Streamed: eff.Streamed}
+	if err := ctx.Err(); err != nil {
+		l.release(rec)
+		return res, err
+	}
+	next := rec.Clone()
+	if l.cfg.Fencer != nil {
+		f, err := l.cfg.Fencer.Token(ctx, rec.EffectID)
+		if err != nil {
+			l.release(rec)
+			return res, fmt.Errorf("ledger: fencing token: %w", err)
+		}
+		next.Fence = f
+	}
+	// The fire mark: the point of no return.
+	now := l.now()
+	next.State, next.LeaseUntil, next.UpdatedAt = StateFiring, now.Add(l.cfg.Lease), now
+	a := next.last()
+	a.Fired, a.At = true, now
+	own.State = StateClaimed
+	ok, cur, err := st.Replace(ctx, next, own, now)
+	if err != nil {
+		return res, fmt.Errorf("ledger: fire mark of %s: %w", rec.EffectID, err)
+	}
+	if !ok {
+		if next.Fence > 0 && cur != nil && cur.Fence > next.Fence {
+			// Still the owner, but fenced out: give the claim back unfired.
+			l.count(MetricStaleFence, KindEffect, rec.Keying)
+			l.release(rec)
+			return res, ErrStaleFence
+		}
+		return res, ErrLeaseLost
+	}
+
+	val, ferr := fn(ctx, Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: next.Fence})
+
+	now = l.now()
+	done := next.Clone()
+	done.UpdatedAt = now
+	a = done.last()
+	a.At = now
+	var retErr error
+	switch {
+	case ferr == nil:
+		res.Value = val
+		done.State, a.State = StateCompleted, AttemptCompleted
+		o := &Outcome{OK: true, Streamed: eff.Streamed}
+		if !eff.Streamed {
+			o.Value = slices.Clone(val)
+		}
+		done.Outcome, done.ExpiresAt = o, now.Add(l.cfg.Retention)
+	case errors.Is(ferr, ErrNotSent):
+		done.State, a.State = StateReleased, AttemptReleased
+		retErr = ferr
+	case errors.Is(ferr, ErrUncertain):
+		done.State, a.State = StateReleased, AttemptEscaped
+		l.count(MetricEscaped, KindEffect, rec.Keying)
+		retErr = ferr
+	default:
+		msg := ferr.Error()
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		done.State, a.State = StateCompleted, AttemptCompleted
+		done.Outcome, done.ExpiresAt = &Outcome{OK: false, Streamed: eff.Streamed, Error: msg}, now.Add(l.cfg.Retention)
+		retErr = &FailedError{EffectID: rec.EffectID, Message: msg, Cause: ferr}
+	}
+	// The outcome is recorded even if ctx was cancelled while fn ran.
+	own.State = StateFiring
+	ok, _, err = st.Replace(context.WithoutCancel(ctx), done, own, now)
+	if err != nil {
+		return res, errors.Join(fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err), retErr)
+	}
+	if !ok {
+		return res, errors.Join(ErrLeaseLost, retErr)
+	}
+	return res, retErr
+}
+
+// release gives up a claim before the fire mark (best effort: if it fails,
+// the lease expires and the next executor releases it).
+func (l *Ledger) release(rec *Record) {
+	now := l.now()
+	next := rec.Clone()
+	next.State, next.UpdatedAt = StateReleased, now
+	if a := next.last(); a != nil {
+		a.State, a.At = AttemptReleased, now
+	}
+	_, _, _ = l.cfg.Store.Replace(context.Background(), next, Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: StateClaimed}, now)
+}
+
+// Lookup returns the record of effectID, or nil if there is none (or it is
+// past its retention). It never recomputes an identity: effectID is used as
+// recorded.
+func (l *Ledger) Lookup(ctx context.Context, effectID string) (*Record, error) {
+	r, err := l.cfg.Store.Get(ctx, effectKey(effectID))
+	if err != nil || r == nil || !r.Live(l.now()) {
+		return nil, err
+	}
+	return r, nil
+}

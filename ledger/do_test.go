@@ -1,0 +1,77 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/memstore"
+)
+
+func TestEffectValidation(t *testing.T) {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
+	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: "k"})
+	noop := func(context.Context, ledger.Call) ([]byte, error) { return nil, nil }
+	bad := map[string]ledger.Effect{
+		"run of another tenant": {Identity: id, RunID: "globex/run-0000000000000001", NodeID: "n"},
+		"run without node":      {Identity: id, RunID: "acme/run-0000000000000001"},
+		"bad run grammar":       {Identity: id, RunID: "acme/short", NodeID: "n"},
+		"bad node grammar":      {Identity: id, RunID: "acme/run-0000000000000001", NodeID: "a b"},
+		"digest without recipe": {Identity: id, RequestDigest: "abc"},
+		"recipe without digest": {Identity: id, SemanticRecipe: ledger.SemanticRecipeV2},
+		"zero identity":         {},
+		"effectId of another tenant": {Identity: func() ledger.Identity {
+			x := id
+			x.Tenant = "globex"
+			return x
+		}()},
+		"bad provider key": {Identity: func() ledger.Identity {
+			x := id
+			x.ProviderKey = "short"
+			return x
+		}()},
+	}
+	for name, eff := range bad {
+		if _, err := l.Do(context.Background(), eff, noop); !errors.Is(err, ledger.ErrInvalidIdentity) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id}, nil); err == nil {
+		t.Error("nil fn accepted")
+	}
+}
+
+// Rows come from every attempt of the records a run created, including an
+// attempt another run made on the same business identity; host slots and
+// other runs' records are skipped.
+func TestProject(t *testing.T) {
+	at := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	run := "acme/run-0000000000000001"
+	recs := []*ledger.Record{
+		{Kind: ledger.KindEffect, EffectID: "acme/bbbbbbbbbbbbbbbbbbbb", Keying: ledger.KeyingBusinessIdentity, ProviderKey: "pk", RunID: run,
+			Attempts: []ledger.Attempt{
+				{N: 1, State: ledger.AttemptEscaped, At: at.Add(2 * time.Second), NodeID: "refund", RunID: run},
+				{N: 2, State: ledger.AttemptCompleted, At: at.Add(3 * time.Second), RunID: "acme/run-0000000000000002", NodeID: "comp"},
+				{N: 3, State: ledger.AttemptClaimed, At: at.Add(4 * time.Second)},
+			}},
+		{Kind: ledger.KindEffect, EffectID: "acme/aaaaaaaaaaaaaaaaaaaa", Keying: ledger.KeyingActivityRecipe, RunID: run,
+			Attempts: []ledger.Attempt{{N: 1, State: ledger.AttemptCompleted, At: at, NodeID: "llm", InvocationID: "inv"}}},
+		{Kind: ledger.KindSlot, RunID: run, Attempts: []ledger.Attempt{{N: 1, At: at}}},
+		{Kind: ledger.KindEffect, EffectID: "acme/cccccccccccccccccccc", RunID: "acme/run-0000000000000009", Attempts: []ledger.Attempt{{N: 1, At: at}}},
+	}
+	p := ledger.Project(run, recs)
+	if len(p.Effects) != 4 {
+		t.Fatalf("%d rows: %+v", len(p.Effects), p.Effects)
+	}
+	if p.Effects[0].EffectID != "acme/aaaaaaaaaaaaaaaaaaaa" || p.Effects[0].InvocationID != "inv" || p.Effects[0].At != "2026-09-18T12:00:00Z" {
+		t.Fatalf("row 0 %+v", p.Effects[0])
+	}
+	if p.Effects[3].NodeID != "refund" || p.Effects[2].NodeID != "comp" {
+		t.Fatalf("node fallback: %+v", p.Effects)
+	}
+	if empty := ledger.Project(run, nil); empty.Effects == nil {
+		t.Fatal("effects must be [] not null")
+	}
+}

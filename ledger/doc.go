@@ -1,0 +1,32 @@
+// Package ledger is idemkit's Layer 2: it makes a run's external effects
+// exactly-once in effect (OpenWOP v2 core "Idempotency" Layer 2, RFC 0150).
+//
+// An effect has a stable identity, computed once per logical activity and
+// never from the attempt: its business identity (BusinessIdentity, the rule)
+// or the activity recipe v2 (ActivityIdentity, the fallback). Ledger.Do is a
+// durable, cross-process singleflight over that identity:
+//
+//  1. claim: an insert-if-absent of the effect record; of any number of
+//     racing executors exactly one wins;
+//  2. fire mark: a write fenced on the owner token, made just before the
+//     provider is called (the point of no return, and the place a fencing
+//     token from a linearizable owner is checked, see Fencer);
+//  3. the effect function runs with the provider key (Identity.ProviderKey),
+//     the same on every attempt, so a provider that honours Idempotency-Key
+//     deduplicates a retry;
+//  4. outcome: success or failure is recorded, fenced on the owner token.
+//
+// A duplicate, concurrent or later and from any entry point, gets the recorded
+// outcome and fires nothing. A claim whose lease expired is reclaimed
+// atomically; the stalled attempt becomes "escaped" when it had passed the
+// fire mark (it may have reached the provider) and "released" otherwise.
+//
+// Layer 2 never uses DynamoDB transactions, so the effects table can be a
+// global table. The Store interface is the only persistence seam: memstore
+// (in memory) and dynamostore (DynamoDB) implement it and both pass the one
+// conformance suite in ledgertest. This package never imports the AWS SDK.
+//
+// The package also holds fire-once slots for the host's own work (Slot,
+// Ledger.FireOnce): never released on failure, and kept in a keyspace that
+// no caller Idempotency-Key can reach.
+package ledger

@@ -1,0 +1,44 @@
+package dynamostore_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/dynamostore"
+)
+
+func ok(context.Context, ledger.Call) ([]byte, error) { return []byte("ok"), nil }
+
+// BenchmarkDo measures Do against each emulator: a first effect (3 round
+// trips) and a suppressed duplicate (1, or 2 without ALL_OLD).
+func BenchmarkDo(b *testing.B) {
+	for _, kind := range dynamotest.Kinds() {
+		e := dynamotest.Start(b, kind)
+		st := dynamostore.New(e.Client(), e.CreateTable(b, "EffectsTable"))
+		l, _ := ledger.New(ledger.Config{Store: st})
+		ctx := context.Background()
+		b.Run(kind+"/first", func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "bench", Key: kind + strconv.Itoa(i)})
+				if _, err := l.Do(ctx, ledger.Effect{Identity: id}, ok); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(kind+"/duplicate", func(b *testing.B) {
+			id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "bench", Key: kind + "-dup"})
+			eff := ledger.Effect{Identity: id}
+			if _, err := l.Do(ctx, eff, ok); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if r, err := l.Do(ctx, eff, ok); err != nil || !r.Replayed {
+					b.Fatal(r, err)
+				}
+			}
+		})
+	}
+}

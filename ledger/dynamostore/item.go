@@ -1,0 +1,98 @@
+package dynamostore
+
+import (
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// sortKey is the sort key of every record item: one item per effect (or
+// slot), so a write never spans items.
+const sortKey = "record"
+
+// item is the DynamoDB shape of a ledger.Record. Times are Unix
+// milliseconds, except expiresAt, the TTL attribute, in Unix seconds
+// (rounded up); conditions use expiresAtMs.
+type item struct {
+	PK             string    `dynamodbav:"pk"`
+	SK             string    `dynamodbav:"sk"`
+	RunKey         string    `dynamodbav:"runKey,omitempty"` // byRun GSI; absent outside runs (sparse)
+	Kind           string    `dynamodbav:"kind"`
+	EffectID       string    `dynamodbav:"effectId,omitempty"`
+	Tenant         string    `dynamodbav:"tenant,omitempty"`
+	Keying         string    `dynamodbav:"keying,omitempty"`
+	IdentityRecipe string    `dynamodbav:"identityRecipe,omitempty"`
+	SemanticRecipe string    `dynamodbav:"semanticRecipe,omitempty"`
+	RequestDigest  string    `dynamodbav:"requestDigest,omitempty"`
+	ProviderKey    string    `dynamodbav:"providerKey,omitempty"`
+	State          string    `dynamodbav:"state"`
+	Owner          string    `dynamodbav:"owner"`
+	Attempt        int       `dynamodbav:"attempt"`
+	LeaseUntil     int64     `dynamodbav:"leaseUntil"`
+	Fence          uint64    `dynamodbav:"fence"`
+	Outcome        *outcome  `dynamodbav:"outcome,omitempty"`
+	Attempts       []attempt `dynamodbav:"attempts"`
+	CreatedAt      int64     `dynamodbav:"createdAt"`
+	UpdatedAt      int64     `dynamodbav:"updatedAt"`
+	ExpiresAtMs    int64     `dynamodbav:"expiresAtMs"`
+	ExpiresAt      int64     `dynamodbav:"expiresAt"`
+}
+
+type outcome struct {
+	OK       bool   `dynamodbav:"ok"`
+	Value    []byte `dynamodbav:"value,omitempty"`
+	Streamed bool   `dynamodbav:"streamed"`
+	Error    string `dynamodbav:"error,omitempty"`
+}
+
+type attempt struct {
+	N            int    `dynamodbav:"n"`
+	State        string `dynamodbav:"state"`
+	At           int64  `dynamodbav:"at"`
+	Fired        bool   `dynamodbav:"fired"`
+	RunID        string `dynamodbav:"runId,omitempty"`
+	NodeID       string `dynamodbav:"nodeId,omitempty"`
+	InvocationID string `dynamodbav:"invocationId,omitempty"`
+}
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func toItem(r *ledger.Record) item {
+	it := item{
+		PK: r.Key, SK: sortKey, RunKey: r.RunID, Kind: string(r.Kind), EffectID: r.EffectID, Tenant: r.Tenant,
+		Keying: string(r.Keying), IdentityRecipe: r.IdentityRecipe, SemanticRecipe: r.SemanticRecipe,
+		RequestDigest: r.RequestDigest, ProviderKey: r.ProviderKey, State: string(r.State), Owner: r.Owner,
+		Attempt: r.Attempt, LeaseUntil: ms(r.LeaseUntil), Fence: r.Fence,
+		CreatedAt: ms(r.CreatedAt), UpdatedAt: ms(r.UpdatedAt), ExpiresAtMs: ms(r.ExpiresAt),
+		ExpiresAt: (ms(r.ExpiresAt) + 999) / 1000,
+		Attempts:  make([]attempt, 0, len(r.Attempts)),
+	}
+	if o := r.Outcome; o != nil {
+		it.Outcome = &outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error}
+	}
+	for _, a := range r.Attempts {
+		it.Attempts = append(it.Attempts, attempt{N: a.N, State: string(a.State), At: ms(a.At), Fired: a.Fired,
+			RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID})
+	}
+	return it
+}
+
+func (it *item) record() *ledger.Record {
+	r := &ledger.Record{
+		Key: it.PK, Kind: ledger.Kind(it.Kind), EffectID: it.EffectID, Tenant: it.Tenant,
+		Keying: ledger.Keying(it.Keying), IdentityRecipe: it.IdentityRecipe, SemanticRecipe: it.SemanticRecipe,
+		RequestDigest: it.RequestDigest, ProviderKey: it.ProviderKey, RunID: it.RunKey,
+		State: ledger.State(it.State), Owner: it.Owner, Attempt: it.Attempt, LeaseUntil: fromMs(it.LeaseUntil),
+		Fence: it.Fence, CreatedAt: fromMs(it.CreatedAt), UpdatedAt: fromMs(it.UpdatedAt), ExpiresAt: fromMs(it.ExpiresAtMs),
+	}
+	if o := it.Outcome; o != nil {
+		r.Outcome = &ledger.Outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error}
+	}
+	for _, a := range it.Attempts {
+		r.Attempts = append(r.Attempts, ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), At: fromMs(a.At),
+			Fired: a.Fired, RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID})
+	}
+	return r
+}

@@ -1,0 +1,193 @@
+// Package dynamostore is the DynamoDB ledger.Store: the effects table of
+// template.yaml (EffectsTable: pk S + sk S, GSI byRun(runKey, sk), TTL
+// expiresAt, NEW_AND_OLD_IMAGES stream, a global table).
+//
+// Key design: ONE item per effect (pk "effect#<effectId>", sk "record") or
+// host slot (pk "host#<hash>", sk "record"), holding the record's state,
+// owner token, lease, fence, outcome and every attempt. Witness rows are
+// derived from the attempts list, and the item carries runKey (the run that
+// created it) for the byRun index, so every ledger write is a single
+// conditional PutItem on one item: no transactions (MRSC global tables do not
+// support them), and each write's stream image is the whole record.
+//
+// Round trips: a claim is one PutItem (attribute_not_exists or past
+// retention) with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate
+// costs one round trip (two where the server does not return the old item:
+// then a consistent GetItem follows); a first effect costs three (claim,
+// fire mark, outcome). Every condition includes expiresAtMs > now, because
+// TTL deletion is lazy. Reads (Get) are strongly consistent; ListByRun reads
+// the GSI and is eventually consistent.
+//
+// A write the SDK retried after its response was lost is recognised: if the
+// conditional check fails against exactly the item this call wrote (which
+// carries the executor's unique owner token), the write is reported as
+// successful.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// IndexByRun is the GSI serving ListByRun.
+const IndexByRun = "byRun"
+
+// API is the part of *dynamodb.Client the store uses.
+type API interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Store is a ledger.Store on one DynamoDB table. Safe for concurrent use.
+type Store struct {
+	api   API
+	table string
+}
+
+var _ ledger.Store = (*Store)(nil)
+
+// New returns a Store on table (shaped like template.yaml's EffectsTable)
+// through api (a *dynamodb.Client).
+func New(api API, table string) *Store { return &Store{api: api, table: table} }
+
+func (s *Store) key(k string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: k},
+		"sk": &types.AttributeValueMemberS{Value: sortKey},
+	}
+}
+
+func (s *Store) put(ctx context.Context, r *ledger.Record, cond expression.ConditionBuilder) (bool, *ledger.Record, error) {
+	av, err := attributevalue.MarshalMap(toItem(r))
+	if err != nil {
+		return false, nil, fmt.Errorf("dynamostore: encode: %w", err)
+	}
+	ex, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return false, nil, fmt.Errorf("dynamostore: expression: %w", err)
+	}
+	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(s.table), Item: av,
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, nil, fmt.Errorf("dynamostore: PutItem: %w", err)
+	}
+	var cur *ledger.Record
+	if len(ccf.Item) > 0 {
+		if cur, err = decode(ccf.Item); err != nil {
+			return false, nil, err
+		}
+	} else if cur, err = s.Get(ctx, r.Key); err != nil {
+		return false, nil, err
+	}
+	// Our own write, applied by an attempt whose response was lost: the
+	// stored item is exactly the one this call sent (it carries this
+	// executor's unique owner token).
+	if sent, err := decode(av); err == nil && cur != nil && reflect.DeepEqual(sent, cur) {
+		return true, nil, nil
+	}
+	return false, cur, nil
+}
+
+// Create implements ledger.Store: a conditional PutItem,
+// attribute_not_exists(pk) OR expiresAtMs <= now.
+func (s *Store) Create(ctx context.Context, rec *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	cond := expression.AttributeNotExists(expression.Name("pk")).
+		Or(expression.Name("expiresAtMs").LessThanEqual(expression.Value(ms(now))))
+	return s.put(ctx, rec, cond)
+}
+
+// Replace implements ledger.Store: a conditional PutItem on owner, attempt,
+// state, expiresAtMs > now, and optionally leaseUntil <= now and the fence.
+func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	cond := expression.AttributeExists(expression.Name("pk")).
+		And(expression.Name("owner").Equal(expression.Value(want.Owner))).
+		And(expression.Name("attempt").Equal(expression.Value(want.Attempt))).
+		And(expression.Name("state").Equal(expression.Value(string(want.State)))).
+		And(expression.Name("expiresAtMs").GreaterThan(expression.Value(ms(now))))
+	if want.LeaseExpired {
+		cond = cond.And(expression.Name("leaseUntil").LessThanEqual(expression.Value(ms(now))))
+	}
+	if next.Fence > 0 {
+		cond = cond.And(expression.Or(
+			expression.AttributeNotExists(expression.Name("fence")),
+			expression.Name("fence").LessThanEqual(expression.Value(next.Fence))))
+	}
+	return s.put(ctx, next, cond)
+}
+
+// Get implements ledger.Store with a strongly consistent GetItem.
+func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: GetItem: %w", err)
+	}
+	if len(out.Item) == 0 {
+		return nil, nil
+	}
+	return decode(out.Item)
+}
+
+// ListByRun implements ledger.Store by querying the byRun GSI (eventually
+// consistent), all pages.
+func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
+	if runID == "" {
+		return nil, nil
+	}
+	ex, err := expression.NewBuilder().
+		WithKeyCondition(expression.Key("runKey").Equal(expression.Value(runID))).Build()
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: expression: %w", err)
+	}
+	p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
+		TableName: aws.String(s.table), IndexName: aws.String(IndexByRun),
+		KeyConditionExpression:    ex.KeyCondition(),
+		ExpressionAttributeNames:  ex.Names(),
+		ExpressionAttributeValues: ex.Values(),
+	})
+	var out []*ledger.Record
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dynamostore: Query %s: %w", IndexByRun, err)
+		}
+		for _, av := range page.Items {
+			r, err := decode(av)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func decode(av map[string]types.AttributeValue) (*ledger.Record, error) {
+	var it item
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return nil, fmt.Errorf("dynamostore: decode: %w", err)
+	}
+	return it.record(), nil
+}

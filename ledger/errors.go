@@ -1,0 +1,93 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var (
+	// ErrInFlight is matched by *InFlightError: a live claim is held by
+	// another executor and did not finish within the bounded wait.
+	ErrInFlight = errors.New("ledger: effect in flight elsewhere")
+	// ErrMismatch is matched by *MismatchError: the request differs from the
+	// one recorded under the same identity.
+	ErrMismatch = errors.New("ledger: request does not match the recorded effect")
+	// ErrEffectFailed is matched by *FailedError: the effect's recorded
+	// outcome is a failure (returned to the first executor and to every
+	// duplicate).
+	ErrEffectFailed = errors.New("ledger: effect failed")
+	// ErrLeaseLost: this executor's claim was reclaimed by another one, so its
+	// write was refused (the new owner's record is untouched).
+	ErrLeaseLost = errors.New("ledger: claim lost to another executor")
+	// ErrStaleFence: the fencing token was older than the one recorded; the
+	// effect was not fired.
+	ErrStaleFence = errors.New("ledger: stale fencing token")
+	// ErrNotSent marks an effect function error meaning the request certainly
+	// did not reach the provider: the attempt is released, nothing is
+	// recorded, and a later Do tries again. Wrap it (see NotSent).
+	ErrNotSent = errors.New("ledger: effect not sent")
+	// ErrUncertain marks an effect function error meaning the request may
+	// have reached the provider (e.g. a timeout after sending): the attempt
+	// becomes escaped, nothing is recorded, and a later Do retries with the
+	// same provider key. Wrap it (see Uncertain).
+	ErrUncertain = errors.New("ledger: effect outcome uncertain")
+)
+
+// NotSent wraps err so that Do releases the attempt (see ErrNotSent).
+func NotSent(err error) error { return fmt.Errorf("%w: %w", ErrNotSent, err) }
+
+// Uncertain wraps err so that Do marks the attempt escaped (see ErrUncertain).
+func Uncertain(err error) error { return fmt.Errorf("%w: %w", ErrUncertain, err) }
+
+// InFlightError says a live claim is held elsewhere.
+type InFlightError struct {
+	EffectID string
+	// RetryAfter is the time left on the holder's lease (at least 1s).
+	RetryAfter time.Duration
+}
+
+func (e *InFlightError) Error() string {
+	return fmt.Sprintf("ledger: effect %s in flight elsewhere; retry after %s", e.EffectID, e.RetryAfter)
+}
+
+// Is matches ErrInFlight.
+func (e *InFlightError) Is(target error) bool { return target == ErrInFlight }
+
+// MismatchError says the request's semantic digest (or its recipe, or the
+// identity recipe) differs from the recorded one. The recorded outcome is
+// never returned with it.
+type MismatchError struct {
+	EffectID string
+	// Field is what differs: "requestDigest", "semanticRecipe",
+	// "identityRecipe" or "kind".
+	Field string
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("ledger: effect %s: %s differs from the recorded request", e.EffectID, e.Field)
+}
+
+// Is matches ErrMismatch.
+func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
+
+// FailedError is a recorded failure outcome.
+type FailedError struct {
+	EffectID string
+	// Message is the recorded failure message.
+	Message string
+	// Replayed is true when the failure was recorded by an earlier attempt.
+	Replayed bool
+	// Cause is the effect function's error (only for the call that ran it).
+	Cause error
+}
+
+// Unwrap returns Cause.
+func (e *FailedError) Unwrap() error { return e.Cause }
+
+func (e *FailedError) Error() string {
+	return fmt.Sprintf("ledger: effect %s failed: %s", e.EffectID, e.Message)
+}
+
+// Is matches ErrEffectFailed.
+func (e *FailedError) Is(target error) bool { return target == ErrEffectFailed }

@@ -1,0 +1,102 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// A refund keyed on its business identity: the workflow node, a retry of the
+// node, and a second run reaching the same refund all resolve to one effect,
+// which fires once.
+func ExampleLedger_Do() {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
+	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
+
+	fired := 0
+	refund := func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		fired++ // here: POST /refunds with "Idempotency-Key: " + c.ProviderKey
+		return []byte("re_42"), nil
+	}
+	ctx := context.Background()
+	first, _ := l.Do(ctx, ledger.Effect{Identity: id, RunID: "acme/run-0000000000000001", NodeID: "refund"}, refund)
+	retry, _ := l.Do(ctx, ledger.Effect{Identity: id, RunID: "acme/run-0000000000000001", NodeID: "refund"}, refund)
+	other, _ := l.Do(ctx, ledger.Effect{Identity: id, RunID: "acme/run-0000000000000002", NodeID: "compensate"}, refund)
+
+	fmt.Println(string(first.Value), first.Replayed)
+	fmt.Println(string(retry.Value), retry.Replayed)
+	fmt.Println(string(other.Value), other.Replayed)
+	fmt.Println("fired:", fired)
+	// Output:
+	// re_42 false
+	// re_42 true
+	// re_42 true
+	// fired: 1
+}
+
+// The two keying modes: a business identity (the rule) and the activity
+// recipe v2 (the fallback). Both are tenant-bound and never include the
+// attempt; the provider receives a derivative key.
+func ExampleBusinessIdentity() {
+	b, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
+	fmt.Println(b.Keying, b.Recipe)
+	fmt.Println(b.EffectID)
+	fmt.Println(b.ProviderKey)
+
+	a, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: "acme/run-0000000000000001", NodeID: "charge", Ordinal: 0, Provider: "stripe"})
+	fmt.Println(a.Keying, a.Recipe)
+	fmt.Println(a.EffectID)
+	fmt.Println(a.ProviderKey)
+	// Output:
+	// business-identity idemkit-business-v1
+	// acme/pGIYPHL1HJFO3JoC7eS89ekYztypzqLTm5B8qlEFsv4
+	// idemkit-tgau-1poQfZn5YXVBf-5i4UUw8medFxVqaumzAn9vA8
+	// activity-recipe openwop-activity-v2
+	// acme/tZtGV4rSkZzPlZtCAmu-BbhLM6wtGrbMGwlo7Mlco74
+	// idemkit-8M_4P8hhB-_Og4OvPmDJcgYeucFl2hN9NjwmzFNRtqg
+}
+
+// The activity recipe for an LLM call: each logical call of a node has its
+// own ordinal; the semantic request digest guards the identity against a
+// different request being answered with this one's outcome.
+func ExampleActivityIdentity() {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
+	run := "acme/run-0000000000000001"
+	req := ledger.SemanticRequest{Provider: "example", Model: "model-1",
+		Messages: []ledger.SemanticMessage{{Role: "user", Content: "hello"}}}
+	digest, _ := ledger.SemanticDigestV2(req)
+	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "summarise", Ordinal: 0, Provider: "example"})
+	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "summarise", RequestDigest: digest, SemanticRecipe: ledger.SemanticRecipeV2}
+
+	call := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("Hi!"), nil }
+	r, _ := l.Do(context.Background(), eff, call)
+	fmt.Println(string(r.Value), r.Attempt)
+
+	seven := int64(7)
+	req.Seed = &seven // a different request under the same identity
+	eff.RequestDigest, _ = ledger.SemanticDigestV2(req)
+	_, err := l.Do(context.Background(), eff, call)
+	fmt.Println(errors.Is(err, ledger.ErrMismatch))
+	// Output:
+	// Hi! 1
+	// true
+}
+
+// A scheduled job's slot fires once, and is not released when the job fails.
+func ExampleLedger_FireOnce() {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
+	slot := ledger.Slot{Job: "nightly-report", Slot: time.Date(2026, 9, 18, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)}
+	job := func(context.Context) error { return errors.New("mail server down") }
+
+	r1, err := l.FireOnce(context.Background(), slot, job)
+	fmt.Println(r1.Fired, err)
+	r2, err := l.FireOnce(context.Background(), slot, job)
+	fmt.Println(r2.Fired, r2.OK, r2.Error, err)
+	// Output:
+	// true mail server down
+	// false false mail server down <nil>
+}

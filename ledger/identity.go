@@ -1,0 +1,214 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Keying says how an effect identity was derived; the values are the
+// OpenWOP witness vocabulary (`keying`).
+type Keying string
+
+const (
+	// KeyingBusinessIdentity: the identity is derived from the business
+	// operation (the rule).
+	KeyingBusinessIdentity Keying = "business-identity"
+	// KeyingActivityRecipe: the identity is the activity recipe v2 (the
+	// fallback for a provider with no business key).
+	KeyingActivityRecipe Keying = "activity-recipe"
+)
+
+// Identity recipe stamps. Every ledger record carries the recipe that made its
+// identity, and runs stamp ActivityIdentityRecipe (RFC 0150 §E). A reader never
+// recomputes a recorded identity with another recipe: it uses the recorded
+// effectId as is.
+const (
+	// ActivityIdentityRecipe is the RFC 0150 §B logical effect identity v2.
+	ActivityIdentityRecipe = "openwop-activity-v2"
+	// BusinessIdentityRecipe is idemkit's business identity recipe, v1.
+	BusinessIdentityRecipe = "idemkit-business-v1"
+	// ProviderKeyRecipe is the derivation of the provider idempotency key from
+	// the effectId (see Identity.ProviderKey).
+	ProviderKeyRecipe = "idemkit-provider-key-v1"
+)
+
+// ErrInvalidIdentity is matched (errors.Is) by every identity input error.
+var ErrInvalidIdentity = errors.New("ledger: invalid effect identity input")
+
+var (
+	tenantRe      = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}$`)
+	nodeRe        = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,128}$`)
+	effectIDRe    = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
+	providerKeyRe = regexp.MustCompile(`^[A-Za-z0-9._~-]{22,128}$`)
+)
+
+// Identity is an effect's stable identity. It never contains the attempt.
+type Identity struct {
+	// EffectID is tenant-bound, `<tenant>/<opaque>` (ids.schema.json
+	// effectId), the opaque part being 43 base64url characters.
+	EffectID string
+	// Tenant is the tenant segment of EffectID.
+	Tenant string
+	// Keying says which recipe made EffectID.
+	Keying Keying
+	// Recipe is the identity recipe stamp (ActivityIdentityRecipe or
+	// BusinessIdentityRecipe).
+	Recipe string
+	// InvocationID is the RFC 0150 §B logicalInvocationId for the activity
+	// recipe (the opaque part of EffectID); empty for a business identity.
+	InvocationID string
+	// ProviderKey is the idempotency key sent to the provider
+	// (`Idempotency-Key`), a documented deterministic derivative of EffectID:
+	//
+	//	"idemkit-" || base64url-nopad(sha256("idemkit:provider-key:v1\x00" || EffectID))
+	//
+	// 51 characters matching ^[A-Za-z0-9._~-]{22,128}$ (the OpenWOP key
+	// grammar), the same on every attempt, tenant-bound through EffectID, and
+	// redaction-safe: it reveals neither the effectId nor any business input.
+	ProviderKey string
+}
+
+// Activity is the input of the activity recipe v2 (RFC 0150 §B).
+type Activity struct {
+	// Tenant is the authenticated tenant (tenantId grammar). Required.
+	Tenant string
+	// RunID is the run's id, as the host writes it. Required.
+	RunID string
+	// NodeID is the node's id. Required.
+	NodeID string
+	// Ordinal is the logicalInvocationOrdinal: assigned once when the logical
+	// activity is created, never changed across retries, different for
+	// different logical invocations of the same node. Hashed as its decimal
+	// string.
+	Ordinal uint64
+	// Provider is the §B `providerKey` input: the name of the provider (or
+	// provider operation) the activity calls, e.g. "stripe". May be empty.
+	Provider string
+}
+
+// Business is the input of a business identity: the business operation and
+// its own key, bound to the tenant. It has no field for a run, node, ordinal
+// or attempt, so the identity is stable across every entry point.
+type Business struct {
+	// Tenant is the authenticated tenant (tenantId grammar). Required.
+	Tenant string
+	// Operation names the business operation, e.g. "refund". Required.
+	Operation string
+	// Key is the operation's business key, e.g. "order-123/refund-1".
+	// Required.
+	Key string
+}
+
+func checkField(name, v string, required bool) error {
+	if required && v == "" {
+		return fmt.Errorf("%w: %s is empty", ErrInvalidIdentity, name)
+	}
+	if strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("%w: %s contains NUL", ErrInvalidIdentity, name)
+	}
+	return nil
+}
+
+func checkTenant(t string) error {
+	if err := checkField("tenant", t, true); err != nil {
+		return err
+	}
+	if !tenantRe.MatchString(t) {
+		return fmt.Errorf("%w: tenant does not match the tenantId grammar", ErrInvalidIdentity)
+	}
+	return nil
+}
+
+func hashOpaque(parts ...string) string {
+	h := sha256.New()
+	for i, p := range parts {
+		if i > 0 {
+			h.Write([]byte{0})
+		}
+		h.Write([]byte(p))
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+}
+
+// ActivityIdentity computes the activity recipe v2 (RFC 0150 §B):
+//
+//	base64url(sha256("openwop:activity:v2\0" || tenant || "\0" || runId ||
+//	  "\0" || nodeId || "\0" || ordinal || "\0" || providerKey))
+//
+// with the ordinal as a decimal string and base64url without padding. A NUL
+// inside any field is rejected (it would make two inputs collide), as is an
+// empty tenant, run or node. The result's EffectID is tenant + "/" + the hash.
+func ActivityIdentity(a Activity) (Identity, error) {
+	if err := checkTenant(a.Tenant); err != nil {
+		return Identity{}, err
+	}
+	for _, f := range []struct {
+		n, v string
+		req  bool
+	}{{"runId", a.RunID, true}, {"nodeId", a.NodeID, true}, {"providerKey", a.Provider, false}} {
+		if err := checkField(f.n, f.v, f.req); err != nil {
+			return Identity{}, err
+		}
+	}
+	opaque := hashOpaque("openwop:activity:v2", a.Tenant, a.RunID, a.NodeID,
+		strconv.FormatUint(a.Ordinal, 10), a.Provider)
+	return newIdentity(a.Tenant, opaque, KeyingActivityRecipe, ActivityIdentityRecipe, opaque), nil
+}
+
+// BusinessIdentity computes a business identity (recipe idemkit-business-v1):
+//
+//	base64url(sha256("idemkit:business:v1\0" || tenant || "\0" || operation || "\0" || key))
+//
+// base64url without padding; NUL inside any field and empty fields are
+// rejected. Two runs, or a run and an API entry point, reaching the same
+// (tenant, operation, key) get the same identity and so fire once.
+func BusinessIdentity(b Business) (Identity, error) {
+	if err := checkTenant(b.Tenant); err != nil {
+		return Identity{}, err
+	}
+	if err := checkField("operation", b.Operation, true); err != nil {
+		return Identity{}, err
+	}
+	if err := checkField("key", b.Key, true); err != nil {
+		return Identity{}, err
+	}
+	opaque := hashOpaque("idemkit:business:v1", b.Tenant, b.Operation, b.Key)
+	return newIdentity(b.Tenant, opaque, KeyingBusinessIdentity, BusinessIdentityRecipe, ""), nil
+}
+
+func newIdentity(tenant, opaque string, k Keying, recipe, inv string) Identity {
+	id := tenant + "/" + opaque
+	return Identity{EffectID: id, Tenant: tenant, Keying: k, Recipe: recipe, InvocationID: inv, ProviderKey: ProviderKeyFor(id)}
+}
+
+// ProviderKeyFor returns the provider idempotency key of an effectId (see
+// Identity.ProviderKey). It depends on the effectId only.
+func ProviderKeyFor(effectID string) string {
+	return "idemkit-" + hashOpaque("idemkit:provider-key:v1", effectID)
+}
+
+// validIdentity checks an Identity handed to Do (it may have been built by
+// hand, e.g. from a recorded effectId).
+func validIdentity(id Identity) error {
+	if !effectIDRe.MatchString(id.EffectID) {
+		return fmt.Errorf("%w: effectId does not match <tenant>/<opaque>", ErrInvalidIdentity)
+	}
+	if !strings.HasPrefix(id.EffectID, id.Tenant+"/") {
+		return fmt.Errorf("%w: effectId is not bound to tenant", ErrInvalidIdentity)
+	}
+	if id.Keying != KeyingBusinessIdentity && id.Keying != KeyingActivityRecipe {
+		return fmt.Errorf("%w: unknown keying %q", ErrInvalidIdentity, id.Keying)
+	}
+	if id.Recipe == "" {
+		return fmt.Errorf("%w: identity recipe stamp is empty", ErrInvalidIdentity)
+	}
+	if !providerKeyRe.MatchString(id.ProviderKey) {
+		return fmt.Errorf("%w: provider key outside ^[A-Za-z0-9._~-]{22,128}$", ErrInvalidIdentity)
+	}
+	return nil
+}

@@ -1,0 +1,531 @@
+package ledgertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+var doTests = []test{
+	{"FirstEffectRoundTrips", testFirstEffect},
+	{"DuplicateReplaysInOneRoundTrip", testDuplicate},
+	{"Race32ExecutorsOneEffect", testRace32},
+	{"CrashAfterProviderCallReusesKey", testCrashAfterProviderCall},
+	{"CrashBeforeFireIsReleased", testCrashBeforeFire},
+	{"StaleOwnerCannotRecord", testStaleOwner},
+	{"BusinessIdentityAcrossRunsFiresOnce", testBusinessAcrossRuns},
+	{"ActivityRecipeOrdinals", testActivityOrdinals},
+	{"DigestMismatch", testMismatch},
+	{"FailureRecordedAndReplayed", testFailureRecorded},
+	{"NotSentReleases", testNotSent},
+	{"UncertainEscapesAndReusesKey", testUncertain},
+	{"LiveClaimInFlight", testInFlight},
+	{"BoundedWaitGetsOutcome", testBoundedWait},
+	{"Retention", testRetention},
+	{"StreamedBodyNotCached", testStreamed},
+	{"StaleFenceRejected", testStaleFence},
+	{"FencerErrorReleases", testFencerError},
+	{"WitnessProjection", testWitness},
+}
+
+func mustDo(t *testing.T, l *ledger.Ledger, eff ledger.Effect, fn ledger.Func) ledger.Result {
+	t.Helper()
+	r, err := l.Do(context.Background(), eff, fn)
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	return r
+}
+
+func testFirstEffect(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	var calls atomic.Int64
+	e.resetRT()
+	r := mustDo(t, l, eff, e.charge(&calls))
+	e.checkRT("first effect", 3, 3)
+	if r.Replayed || calls.Load() != 1 || e.prov.Effects() != 1 {
+		t.Fatalf("first Do: replayed=%v calls=%d effects=%d", r.Replayed, calls.Load(), e.prov.Effects())
+	}
+	if !strings.HasPrefix(string(r.Value), "effect-1:") || r.Attempt != 1 {
+		t.Fatalf("result %+v", r)
+	}
+	rec := e.get(effectKey(eff.Identity))
+	if rec.State != ledger.StateCompleted || rec.Outcome == nil || !rec.Outcome.OK || !bytes.Equal(rec.Outcome.Value, r.Value) {
+		t.Fatalf("record %+v", rec)
+	}
+	if rec.IdentityRecipe != ledger.BusinessIdentityRecipe || rec.Keying != ledger.KeyingBusinessIdentity {
+		t.Fatalf("recipe stamps %q %q", rec.IdentityRecipe, rec.Keying)
+	}
+	if got := e.prov.Keys(); len(got) != 1 || got[0] != rec.ProviderKey || got[0] != eff.Identity.ProviderKey {
+		t.Fatalf("provider received %v; ledger providerKey %q", got, rec.ProviderKey)
+	}
+}
+
+func testDuplicate(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	first := mustDo(t, l, eff, e.charge(nil))
+	var calls atomic.Int64
+	e.resetRT()
+	// A duplicate from another executor (another Ledger) and another run.
+	dup := eff
+	dup.RunID, dup.NodeID = e.runID(), "other-entry"
+	r := mustDo(t, e.ledger(), dup, e.charge(&calls))
+	e.checkRT("duplicate", 1, e.h.DuplicateRoundTrips)
+	if e.h.RoundTrips != nil && e.h.RoundTrips() != e.h.DuplicateRoundTrips {
+		t.Errorf("duplicate: %d backend round trips, want %d", e.h.RoundTrips(), e.h.DuplicateRoundTrips)
+	}
+	if !r.Replayed || calls.Load() != 0 || !bytes.Equal(r.Value, first.Value) {
+		t.Fatalf("duplicate: %+v calls=%d; want the recorded outcome and no fire", r, calls.Load())
+	}
+	if e.prov.Requests() != 1 {
+		t.Fatalf("provider got %d requests, want 1", e.prov.Requests())
+	}
+	if !strings.Contains(e.metrics.String(), ledger.MetricSuppressions) {
+		t.Fatalf("no %s metric in %s", ledger.MetricSuppressions, e.metrics.String())
+	}
+}
+
+func testRace32(t *testing.T, e *env) {
+	eff := e.effect()
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	results := make([]ledger.Result, 32)
+	errs := make([]error, 32)
+	start := make(chan struct{})
+	for i := range 32 {
+		// Each goroutine is its own executor with its own run.
+		l := e.ledger(func(c *ledger.Config) { c.Wait, c.PollInterval = 60*time.Second, 5*time.Millisecond })
+		my := eff
+		my.RunID = e.runID()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			results[i], errs[i] = l.Do(context.Background(), my, e.charge(&calls))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	fired := 0
+	for i := range 32 {
+		if errs[i] != nil {
+			t.Fatalf("executor %d: %v", i, errs[i])
+		}
+		if !results[i].Replayed {
+			fired++
+		}
+		if !bytes.Equal(results[i].Value, results[0].Value) {
+			t.Fatalf("executor %d got %q, executor 0 got %q", i, results[i].Value, results[0].Value)
+		}
+	}
+	if fired != 1 || calls.Load() != 1 || e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+		t.Fatalf("fired=%d fn calls=%d provider effects=%d requests=%d; want all 1", fired, calls.Load(), e.prov.Effects(), e.prov.Requests())
+	}
+}
+
+func testCrashAfterProviderCall(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	// The executor dies after the provider call, before the outcome is
+	// recorded: the outcome write never happens.
+	e.store.failOnce(ledger.StateCompleted, errCrash)
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, errCrash) {
+		t.Fatalf("crashed Do: %v", err)
+	}
+	if rec := e.get(key); rec.State != ledger.StateFiring {
+		t.Fatalf("state after crash %q, want firing", rec.State)
+	}
+	// While the lease is live the effect is in flight.
+	var ife *ledger.InFlightError
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.As(err, &ife) || !errors.Is(err, ledger.ErrInFlight) || ife.RetryAfter <= 0 {
+		t.Fatalf("Do during the lease: %v; want *InFlightError", err)
+	}
+	e.clock.Advance(31 * time.Second)
+	r := mustDo(t, e.ledger(), eff, e.charge(nil))
+	if r.Replayed || r.Attempt != 2 {
+		t.Fatalf("retry %+v; want attempt 2 fired", r)
+	}
+	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+		t.Fatalf("provider effects=%d requests=%d; want 1 effect (deduplicated retry)", e.prov.Effects(), e.prov.Requests())
+	}
+	keys := e.prov.Keys()
+	if keys[0] != keys[1] || keys[0] != eff.Identity.ProviderKey {
+		t.Fatalf("retry used another provider key: %v", keys)
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v; want [escaped completed]", got)
+	}
+	m := e.metrics.String()
+	if !strings.Contains(m, ledger.MetricReclaims) || !strings.Contains(m, ledger.MetricEscaped) {
+		t.Fatalf("missing reclaim/escaped metrics: %s", m)
+	}
+}
+
+func testCrashBeforeFire(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	e.store.failOnce(ledger.StateFiring, errCrash)
+	var calls atomic.Int64
+	if _, err := l.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, errCrash) || calls.Load() != 0 {
+		t.Fatalf("Do with a failed fire mark: %v, calls %d; want the error and no fire", err, calls.Load())
+	}
+	e.clock.Advance(31 * time.Second)
+	r := mustDo(t, l, eff, e.charge(&calls))
+	if r.Attempt != 2 || calls.Load() != 1 || e.prov.Effects() != 1 {
+		t.Fatalf("retry %+v calls=%d", r, calls.Load())
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v; want [released completed] (never fired, so not escaped)", got)
+	}
+}
+
+func testStaleOwner(t *testing.T, e *env) {
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	a, b := e.ledger(), e.ledger()
+	var bRes ledger.Result
+	_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+			return nil, err
+		}
+		// A stalls past its lease; B reclaims and completes meanwhile.
+		e.clock.Advance(31 * time.Second)
+		var err error
+		if bRes, err = b.Do(ctx, eff, e.charge(nil)); err != nil {
+			return nil, fmt.Errorf("executor B: %w", err)
+		}
+		return []byte("stale value from A"), nil
+	})
+	if !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("stale executor A: %v; want ErrLeaseLost", err)
+	}
+	rec := e.get(key)
+	if rec.Attempt != 2 || rec.Outcome == nil || !bytes.Equal(rec.Outcome.Value, bRes.Value) || bytes.Contains(rec.Outcome.Value, []byte("stale")) {
+		t.Fatalf("record %+v outcome %+v; want B's outcome untouched", rec, rec.Outcome)
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v; want [escaped completed]", got)
+	}
+	if e.prov.Effects() != 1 {
+		t.Fatalf("provider effects %d, want 1", e.prov.Effects())
+	}
+}
+
+func testBusinessAcrossRuns(t *testing.T, e *env) {
+	id := e.business("refund", "order-123/refund-1")
+	run1, run2 := e.runID(), e.runID()
+	var calls atomic.Int64
+	r1 := mustDo(t, e.ledger(), ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, e.charge(&calls))
+	r2 := mustDo(t, e.ledger(), ledger.Effect{Identity: id, RunID: run2, NodeID: "compensate"}, e.charge(&calls))
+	r3 := mustDo(t, e.ledger(), ledger.Effect{Identity: id}, e.charge(&calls)) // an API entry point, no run
+	if calls.Load() != 1 || e.prov.Effects() != 1 || r1.Replayed || !r2.Replayed || !r3.Replayed {
+		t.Fatalf("calls=%d effects=%d replayed=%v,%v,%v", calls.Load(), e.prov.Effects(), r1.Replayed, r2.Replayed, r3.Replayed)
+	}
+	if r1.EffectID != r2.EffectID || r1.ProviderKey != r3.ProviderKey {
+		t.Fatal("the same business identity resolved to different effects")
+	}
+}
+
+func testActivityOrdinals(t *testing.T, e *env) {
+	l := e.ledger()
+	run := e.runID()
+	var calls atomic.Int64
+	eff := func(ord uint64) ledger.Effect {
+		return ledger.Effect{Identity: e.activity(run, "llm", ord), RunID: run, NodeID: "llm"}
+	}
+	r0 := mustDo(t, l, eff(0), e.charge(&calls))
+	r1 := mustDo(t, l, eff(1), e.charge(&calls))
+	again := mustDo(t, l, eff(0), e.charge(&calls)) // a retry of ordinal 0
+	if calls.Load() != 2 || e.prov.Effects() != 2 || r0.EffectID == r1.EffectID || !again.Replayed || !bytes.Equal(again.Value, r0.Value) {
+		t.Fatalf("calls=%d effects=%d ids %s %s replay=%v", calls.Load(), e.prov.Effects(), r0.EffectID, r1.EffectID, again.Replayed)
+	}
+	rec := e.get(effectKey(eff(0).Identity))
+	if rec.IdentityRecipe != ledger.ActivityIdentityRecipe || rec.Keying != ledger.KeyingActivityRecipe ||
+		rec.Attempts[0].InvocationID != eff(0).Identity.InvocationID {
+		t.Fatalf("stamps %q %q inv %q", rec.IdentityRecipe, rec.Keying, rec.Attempts[0].InvocationID)
+	}
+}
+
+func testMismatch(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	eff.RequestDigest, eff.SemanticRecipe = "digest-A", "openwop-semantic-request-v2"
+	mustDo(t, l, eff, e.charge(nil))
+	var calls atomic.Int64
+	for _, mod := range []func(*ledger.Effect){
+		func(x *ledger.Effect) { x.RequestDigest = "digest-B" },
+		func(x *ledger.Effect) { x.SemanticRecipe = "openwop-semantic-request-v3" },
+		func(x *ledger.Effect) { x.RequestDigest, x.SemanticRecipe = "", "" },
+	} {
+		other := eff
+		mod(&other)
+		r, err := l.Do(context.Background(), other, e.charge(&calls))
+		var me *ledger.MismatchError
+		if !errors.As(err, &me) || !errors.Is(err, ledger.ErrMismatch) {
+			t.Fatalf("Do with another request: %v; want *MismatchError", err)
+		}
+		if r.Value != nil || r.Replayed {
+			t.Fatalf("mismatch returned the recorded outcome: %+v", r)
+		}
+	}
+	if calls.Load() != 0 || e.prov.Effects() != 1 {
+		t.Fatalf("mismatching requests fired: calls=%d", calls.Load())
+	}
+}
+
+func testFailureRecorded(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	var calls atomic.Int64
+	declined := errors.New("card declined")
+	fail := func(ctx context.Context, c ledger.Call) ([]byte, error) { calls.Add(1); return nil, declined }
+	_, err := l.Do(context.Background(), eff, fail)
+	var fe *ledger.FailedError
+	if !errors.As(err, &fe) || fe.Replayed || !errors.Is(err, declined) || !errors.Is(err, ledger.ErrEffectFailed) {
+		t.Fatalf("first Do: %v; want *FailedError wrapping the cause", err)
+	}
+	_, err = e.ledger().Do(context.Background(), eff, fail)
+	if !errors.As(err, &fe) || !fe.Replayed || fe.Message != "card declined" {
+		t.Fatalf("duplicate: %v; want the recorded failure", err)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("failure re-fired: %d calls", calls.Load())
+	}
+}
+
+func testNotSent(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	refused := errors.New("connection refused")
+	_, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) { return nil, ledger.NotSent(refused) })
+	if !errors.Is(err, ledger.ErrNotSent) || !errors.Is(err, refused) {
+		t.Fatalf("Do: %v", err)
+	}
+	r := mustDo(t, l, eff, e.charge(nil)) // no clock advance: released records are claimable at once
+	if r.Attempt != 2 || r.Replayed {
+		t.Fatalf("retry %+v", r)
+	}
+	if got := e.attemptStates(effectKey(eff.Identity)); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+}
+
+func testUncertain(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	_, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+			return nil, err
+		}
+		return nil, ledger.Uncertain(context.DeadlineExceeded) // the response was lost
+	})
+	if !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatalf("Do: %v", err)
+	}
+	r := mustDo(t, l, eff, e.charge(nil))
+	if r.Attempt != 2 || e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+		t.Fatalf("retry %+v effects=%d requests=%d", r, e.prov.Effects(), e.prov.Requests())
+	}
+	if k := e.prov.Keys(); k[0] != k[1] {
+		t.Fatalf("keys %v", k)
+	}
+	if got := e.attemptStates(effectKey(eff.Identity)); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+}
+
+// holdEffect starts Do on eff in the background with a function that blocks
+// until release is closed; it returns once the fire mark is written.
+func (e *env) holdEffect(eff ledger.Effect) (release chan struct{}, done chan ledger.Result) {
+	release, done = make(chan struct{}), make(chan ledger.Result, 1)
+	firing := make(chan struct{})
+	l := e.ledger()
+	go func() {
+		r, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			close(firing)
+			<-release
+			return e.prov.Call(ctx, c.ProviderKey, "held")
+		})
+		if err != nil {
+			e.t.Errorf("holder: %v", err)
+		}
+		done <- r
+	}()
+	<-firing
+	return release, done
+}
+
+func testInFlight(t *testing.T, e *env) {
+	eff := e.effect()
+	release, done := e.holdEffect(eff)
+	var calls atomic.Int64
+	_, err := e.ledger().Do(context.Background(), eff, e.charge(&calls))
+	var ife *ledger.InFlightError
+	if !errors.As(err, &ife) || ife.EffectID != eff.Identity.EffectID || ife.RetryAfter < time.Second {
+		t.Fatalf("Do on a live claim: %v; want *InFlightError", err)
+	}
+	close(release)
+	<-done
+	if calls.Load() != 0 || e.prov.Effects() != 1 {
+		t.Fatalf("calls=%d effects=%d", calls.Load(), e.prov.Effects())
+	}
+}
+
+func testBoundedWait(t *testing.T, e *env) {
+	eff := e.effect()
+	release, done := e.holdEffect(eff)
+	var once sync.Once
+	var held ledger.Result
+	sleeps := 0
+	waiter := e.ledger(func(c *ledger.Config) {
+		c.Wait, c.PollInterval = 10*time.Second, time.Second
+		c.Sleep = func(ctx context.Context, d time.Duration) error {
+			sleeps++
+			once.Do(func() { close(release); held = <-done })
+			return nil
+		}
+	})
+	var calls atomic.Int64
+	r, err := waiter.Do(context.Background(), eff, e.charge(&calls))
+	if err != nil || !r.Replayed || !bytes.Equal(r.Value, held.Value) || calls.Load() != 0 || sleeps != 1 {
+		t.Fatalf("waiter: %+v, %v, calls=%d sleeps=%d; want the holder's outcome after one wait", r, err, calls.Load(), sleeps)
+	}
+	// A wait that runs out returns *InFlightError after a bounded number of polls.
+	eff2 := e.effect()
+	release2, done2 := e.holdEffect(eff2)
+	defer func() { close(release2); <-done2 }()
+	polls := 0
+	bounded := e.ledger(func(c *ledger.Config) {
+		c.Wait, c.PollInterval = 3*time.Second, time.Second
+		c.Sleep = func(context.Context, time.Duration) error { polls++; return nil }
+	})
+	if _, err := bounded.Do(context.Background(), eff2, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) || polls != 3 {
+		t.Fatalf("bounded wait: %v after %d polls; want ErrInFlight after 3", err, polls)
+	}
+}
+
+func testRetention(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	mustDo(t, l, eff, e.charge(nil))
+	rec := e.get(effectKey(eff.Identity))
+	if rec.ExpiresAt.Sub(rec.UpdatedAt) < 14*24*time.Hour {
+		t.Fatalf("retention %s, want >= 14 days", rec.ExpiresAt.Sub(rec.UpdatedAt))
+	}
+	e.clock.Advance(14*24*time.Hour - time.Minute)
+	if r := mustDo(t, l, eff, e.charge(nil)); !r.Replayed {
+		t.Fatal("effect re-fired inside retention")
+	}
+	// Past retention the record is absent to every condition even though no
+	// emulator (and not DynamoDB, promptly) deletes it.
+	e.clock.Advance(2 * time.Minute)
+	if got, err := l.Lookup(context.Background(), eff.Identity.EffectID); err != nil || got != nil {
+		t.Fatalf("Lookup past retention = %v, %v", got, err)
+	}
+	if r := mustDo(t, l, eff, e.charge(nil)); r.Replayed || r.Attempt != 1 {
+		t.Fatalf("past retention: %+v; want a fresh record", r)
+	}
+	if _, err := ledger.New(ledger.Config{Store: e.store, Retention: 13 * 24 * time.Hour}); err == nil {
+		t.Fatal("a retention below 14 days was accepted")
+	}
+}
+
+func testStreamed(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	eff.Streamed = true
+	eff.RequestDigest, eff.SemanticRecipe = "d1", "openwop-semantic-request-v2"
+	r := mustDo(t, l, eff, func(context.Context, ledger.Call) ([]byte, error) { return []byte("data: token token token"), nil })
+	if string(r.Value) != "data: token token token" || !r.Streamed {
+		t.Fatalf("first %+v", r)
+	}
+	rec := e.get(effectKey(eff.Identity))
+	if rec.Outcome == nil || !rec.Outcome.OK || !rec.Outcome.Streamed || rec.Outcome.Value != nil || rec.RequestDigest != "d1" {
+		t.Fatalf("streamed body cached or outcome/request not recorded: %+v %+v", rec, rec.Outcome)
+	}
+	d := mustDo(t, l, eff, e.charge(nil))
+	if !d.Replayed || !d.Streamed || d.Value != nil {
+		t.Fatalf("duplicate %+v", d)
+	}
+}
+
+type seqFencer struct {
+	mu     sync.Mutex
+	tokens []uint64
+	err    error
+}
+
+func (f *seqFencer) Token(context.Context, string) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return 0, f.err
+	}
+	t := f.tokens[0]
+	f.tokens = f.tokens[1:]
+	return t, nil
+}
+
+func testStaleFence(t *testing.T, e *env) {
+	f := &seqFencer{tokens: []uint64{5, 3, 7}}
+	l := e.ledger(func(c *ledger.Config) { c.Fencer = f })
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	e.store.failOnce(ledger.StateCompleted, errCrash)
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, errCrash) {
+		t.Fatalf("attempt 1: %v", err)
+	}
+	if rec := e.get(key); rec.Fence != 5 {
+		t.Fatalf("fence %d, want 5", rec.Fence)
+	}
+	e.clock.Advance(31 * time.Second)
+	var calls atomic.Int64
+	if _, err := l.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, ledger.ErrStaleFence) || calls.Load() != 0 {
+		t.Fatalf("attempt with a stale token: %v, calls %d; want ErrStaleFence and no fire", err, calls.Load())
+	}
+	if !strings.Contains(e.metrics.String(), ledger.MetricStaleFence) {
+		t.Fatal("no stale-fence metric")
+	}
+	r := mustDo(t, l, eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		if c.Fence != 7 {
+			t.Errorf("call fence %d, want 7", c.Fence)
+		}
+		return e.prov.Call(ctx, c.ProviderKey, "charge")
+	})
+	if r.Attempt != 3 || e.prov.Effects() != 1 {
+		t.Fatalf("attempt 3 %+v effects %d", r, e.prov.Effects())
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptReleased, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+}
+
+func testFencerError(t *testing.T, e *env) {
+	f := &seqFencer{err: errors.New("fence owner unreachable")}
+	l := e.ledger(func(c *ledger.Config) { c.Fencer = f })
+	eff := e.effect()
+	var calls atomic.Int64
+	if _, err := l.Do(context.Background(), eff, e.charge(&calls)); err == nil || calls.Load() != 0 {
+		t.Fatalf("Do without a fence: %v calls %d", err, calls.Load())
+	}
+	f.mu.Lock()
+	f.err, f.tokens = nil, []uint64{1}
+	f.mu.Unlock()
+	r := mustDo(t, l, eff, e.charge(&calls))
+	if r.Attempt != 2 || calls.Load() != 1 {
+		t.Fatalf("%+v", r)
+	}
+}

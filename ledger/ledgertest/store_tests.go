@@ -1,0 +1,255 @@
+package ledgertest
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+var storeTests = []test{
+	{"CreateIsInsertIfAbsent", testCreateInsertIfAbsent},
+	{"CreateRace32", testCreateRace},
+	{"RecordRoundTrip", testRecordRoundTrip},
+	{"CreateReplacesExpired", testCreateReplacesExpired},
+	{"ReplaceConditions", testReplaceConditions},
+	{"FenceCondition", testFenceCondition},
+	{"ListByRun", testListByRun},
+}
+
+// sample returns a fully populated record (every field set) for key.
+func (e *env) sample(key string, now time.Time) *ledger.Record {
+	id := e.business("sample", key)
+	run := e.runID()
+	return &ledger.Record{
+		Key: "effect#" + id.EffectID, Kind: ledger.KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
+		Keying: id.Keying, IdentityRecipe: id.Recipe, SemanticRecipe: "openwop-semantic-request-v2",
+		RequestDigest: "0f3a", ProviderKey: id.ProviderKey, RunID: run,
+		State: ledger.StateClaimed, Owner: "owner-1", Attempt: 1, LeaseUntil: now.Add(30 * time.Second),
+		Attempts:  []ledger.Attempt{{N: 1, State: ledger.AttemptClaimed, At: now, RunID: run, NodeID: "n:1", InvocationID: "inv-1"}},
+		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(ledger.MinRetention),
+	}
+}
+
+func testCreateInsertIfAbsent(t *testing.T, e *env) {
+	ctx, now := e.ctx(), e.clock.Now()
+	r := e.sample("a", now)
+	won, cur, err := e.raw.Create(ctx, r, now)
+	if err != nil || !won || cur != nil {
+		t.Fatalf("first Create = %v, %v, %v; want won", won, cur, err)
+	}
+	r2 := r.Clone()
+	r2.Owner = "owner-2"
+	won, cur, err = e.raw.Create(ctx, r2, now)
+	if err != nil || won {
+		t.Fatalf("second Create = %v, %v; want lost", won, err)
+	}
+	if cur == nil || cur.Owner != "owner-1" {
+		t.Fatalf("losing Create returned %+v; want the existing record (owner-1)", cur)
+	}
+	if got := e.get(r.Key); got.Owner != "owner-1" {
+		t.Fatalf("record overwritten by the losing Create: owner %q", got.Owner)
+	}
+}
+
+func testCreateRace(t *testing.T, e *env) {
+	ctx, now := e.ctx(), e.clock.Now()
+	base := e.sample("race", now)
+	var wins atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := base.Clone()
+			r.Owner = "owner-" + string(rune('A'+i))
+			won, _, err := e.raw.Create(ctx, r, now)
+			if err != nil {
+				errs <- err
+			}
+			if won {
+				wins.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if wins.Load() != 1 {
+		t.Fatalf("%d racing Creates won, want exactly 1", wins.Load())
+	}
+}
+
+func testRecordRoundTrip(t *testing.T, e *env) {
+	ctx, now := e.ctx(), e.clock.Now()
+	r := e.sample("rt", now)
+	r.State = ledger.StateCompleted
+	r.Fence = 42
+	r.Outcome = &ledger.Outcome{OK: false, Streamed: true, Error: "declined", Value: []byte{0, 1, 2, 255}}
+	r.Attempts = append(r.Attempts, ledger.Attempt{N: 2, State: ledger.AttemptEscaped, At: now.Add(time.Millisecond), Fired: true, NodeID: "n"})
+	r.Attempts[0].State = ledger.AttemptReleased
+	r.Attempt = 2
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	got := e.get(r.Key)
+	if !reflect.DeepEqual(got, r) {
+		t.Fatalf("record did not round-trip:\n got %+v\nwant %+v", got, r)
+	}
+	if miss, err := e.raw.Get(ctx, "effect#"+e.tenant+"/nope-nope-nope-nope"); err != nil || miss != nil {
+		t.Fatalf("Get of an absent key = %v, %v; want nil, nil", miss, err)
+	}
+}
+
+func testCreateReplacesExpired(t *testing.T, e *env) {
+	ctx, now := e.ctx(), e.clock.Now()
+	r := e.sample("exp", now)
+	r.ExpiresAt = now.Add(time.Second)
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	later := now.Add(2 * time.Second)
+	r2 := r.Clone()
+	r2.Owner, r2.ExpiresAt = "owner-2", later.Add(ledger.MinRetention)
+	won, _, err := e.raw.Create(ctx, r2, later)
+	if err != nil || !won {
+		t.Fatalf("Create over a record past retention = %v, %v; want won (expiry is inside the condition)", won, err)
+	}
+	if got := e.get(r.Key); got.Owner != "owner-2" {
+		t.Fatalf("owner %q, want owner-2", got.Owner)
+	}
+}
+
+func testReplaceConditions(t *testing.T, e *env) {
+	ctx, now := e.ctx(), e.clock.Now()
+	r := e.sample("repl", now)
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	next := r.Clone()
+	next.State = ledger.StateFiring
+	good := ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateClaimed}
+	bad := []struct {
+		name string
+		want ledger.Expect
+		now  time.Time
+	}{
+		{"wrong owner", ledger.Expect{Owner: "owner-x", Attempt: 1, State: ledger.StateClaimed}, now},
+		{"wrong attempt", ledger.Expect{Owner: "owner-1", Attempt: 2, State: ledger.StateClaimed}, now},
+		{"wrong state", ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateFiring}, now},
+		{"lease still live", ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateClaimed, LeaseExpired: true}, now},
+		{"past retention", good, r.ExpiresAt},
+	}
+	for _, b := range bad {
+		ok, cur, err := e.raw.Replace(ctx, next, b.want, b.now)
+		if err != nil || ok {
+			t.Fatalf("%s: Replace = %v, %v; want refused", b.name, ok, err)
+		}
+		if cur == nil || cur.State != ledger.StateClaimed || cur.Owner != "owner-1" {
+			t.Fatalf("%s: refused Replace returned %+v; want the stored record", b.name, cur)
+		}
+	}
+	if ok, _, err := e.raw.Replace(ctx, next, good, now); err != nil || !ok {
+		t.Fatalf("matching Replace = %v, %v; want ok", ok, err)
+	}
+	if got := e.get(r.Key); got.State != ledger.StateFiring {
+		t.Fatalf("state %q after Replace, want firing", got.State)
+	}
+	// Reclaim of an expired lease.
+	exp := now.Add(31 * time.Second)
+	take := next.Clone()
+	take.Owner, take.Attempt, take.State = "owner-2", 2, ledger.StateClaimed
+	want := ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateFiring, LeaseExpired: true}
+	if ok, _, err := e.raw.Replace(ctx, take, want, exp); err != nil || !ok {
+		t.Fatalf("reclaim after lease expiry = %v, %v; want ok", ok, err)
+	}
+	// The stale owner can no longer write.
+	if ok, cur, err := e.raw.Replace(ctx, next, ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateFiring}, exp); err != nil || ok || cur.Owner != "owner-2" {
+		t.Fatalf("stale owner Replace = %v, %+v, %v; want refused with owner-2's record", ok, cur, err)
+	}
+	// Replace of an absent record.
+	ghost := e.sample("ghost", now)
+	if ok, cur, err := e.raw.Replace(ctx, ghost, good, now); err != nil || ok || cur != nil {
+		t.Fatalf("Replace of absent = %v, %v, %v; want false, nil, nil", ok, cur, err)
+	}
+}
+
+func testFenceCondition(t *testing.T, e *env) {
+	ctx, now := e.ctx(), e.clock.Now()
+	r := e.sample("fence", now)
+	r.Fence = 10
+	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+		t.Fatalf("Create = %v, %v", won, err)
+	}
+	want := ledger.Expect{Owner: "owner-1", Attempt: 1, State: ledger.StateClaimed}
+	stale := r.Clone()
+	stale.Fence = 9
+	if ok, cur, err := e.raw.Replace(ctx, stale, want, now); err != nil || ok || cur == nil || cur.Fence != 10 {
+		t.Fatalf("Replace with a lower fence = %v, %+v, %v; want refused", ok, cur, err)
+	}
+	same := r.Clone()
+	same.Fence = 10
+	if ok, _, err := e.raw.Replace(ctx, same, want, now); err != nil || !ok {
+		t.Fatalf("Replace with an equal fence = %v, %v; want ok", ok, err)
+	}
+	up := r.Clone()
+	up.Fence = 11
+	if ok, _, err := e.raw.Replace(ctx, up, want, now); err != nil || !ok {
+		t.Fatalf("Replace with a higher fence = %v, %v; want ok", ok, err)
+	}
+	if got := e.get(r.Key); got.Fence != 11 {
+		t.Fatalf("fence %d, want 11", got.Fence)
+	}
+}
+
+func testListByRun(t *testing.T, e *env) {
+	ctx := context.Background()
+	l := e.ledger()
+	runA, runB := e.runID(), e.runID()
+	for i, run := range []string{runA, runA, runB} {
+		eff := ledger.Effect{Identity: e.activity(run, "n", uint64(i)), RunID: run, NodeID: "n"}
+		if _, err := l.Do(ctx, eff, e.charge(nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.FireOnce(ctx, ledger.Slot{Job: "job", Slot: runA}, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() string {
+		recs, err := e.raw.ListByRun(ctx, runA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(recs) != 2 {
+			return fmt.Sprintf("ListByRun(runA) returned %d records, want 2", len(recs))
+		}
+		for _, r := range recs {
+			if r.RunID != runA || r.Kind != ledger.KindEffect {
+				t.Fatalf("ListByRun(runA) returned %+v", r)
+			}
+		}
+		return ""
+	})
+}
+
+// eventually retries check (which returns "" when satisfied) for a few
+// seconds: a store's run index may be eventually consistent.
+func eventually(t *testing.T, check func() string) {
+	t.Helper()
+	var msg string
+	for range 50 {
+		if msg = check(); msg == "" {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal(msg)
+}

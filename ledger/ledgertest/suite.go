@@ -1,0 +1,265 @@
+// Package ledgertest is the conformance suite every ledger.Store must pass,
+// plus test helpers (a counting fake Provider honouring Idempotency-Key, a
+// manual Clock). The same suite runs against ledger/memstore and, through
+// internal/dynamotest, against ledger/dynamostore on moto and dynalite.
+//
+// The suite drives the stores both directly (the conditional semantics of
+// Create and Replace) and through ledger.Do / ledger.FireOnce, with tests that
+// try to break exactly-once: 32 racing executors, a crash between the
+// provider call and the outcome write, a stale owner writing after its claim
+// was reclaimed, expired leases, stale fencing tokens, digest mismatches.
+package ledgertest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// Harness plugs a Store into the suite.
+type Harness struct {
+	// NewStore returns an empty store (or one no other test writes to).
+	// Called once per subtest. Required.
+	NewStore func(t *testing.T) ledger.Store
+	// RoundTrips, if set, returns the backend round trips made since the last
+	// ResetRoundTrips (e.g. a dynamotest.Counter's Total); the suite then
+	// asserts the round-trip budget on the backend too. The suite always
+	// asserts it on Store calls.
+	RoundTrips      func() int
+	ResetRoundTrips func()
+	// DuplicateRoundTrips is the expected backend round trips of a
+	// duplicate: 1 (default) when a failed conditional write returns the
+	// existing record, 2 when the backend needs a read after it.
+	DuplicateRoundTrips int
+}
+
+// Run runs the whole suite.
+func Run(t *testing.T, h Harness) {
+	if h.NewStore == nil {
+		t.Fatal("ledgertest: Harness.NewStore is required")
+	}
+	if h.DuplicateRoundTrips == 0 {
+		h.DuplicateRoundTrips = 1
+	}
+	for _, tc := range storeTests {
+		t.Run("Store/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	}
+	for _, tc := range doTests {
+		t.Run("Do/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	}
+	for _, tc := range slotTests {
+		t.Run("Slot/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	}
+}
+
+type test struct {
+	name string
+	fn   func(t *testing.T, e *env)
+}
+
+// hookStore wraps the store under test: it counts calls and lets a test
+// fail a write (simulating a crash or an injected backend error).
+type hookStore struct {
+	ledger.Store
+	calls         atomic.Int64
+	mu            sync.Mutex
+	beforeReplace func(next *ledger.Record) error
+}
+
+func (s *hookStore) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	s.calls.Add(1)
+	return s.Store.Create(ctx, r, now)
+}
+
+func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	s.calls.Add(1)
+	s.mu.Lock()
+	hook := s.beforeReplace
+	s.mu.Unlock()
+	if hook != nil {
+		if err := hook(n); err != nil {
+			return false, nil, err
+		}
+	}
+	return s.Store.Replace(ctx, n, w, now)
+}
+
+func (s *hookStore) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	s.calls.Add(1)
+	return s.Store.Get(ctx, key)
+}
+
+func (s *hookStore) ListByRun(ctx context.Context, run string) ([]*ledger.Record, error) {
+	s.calls.Add(1)
+	return s.Store.ListByRun(ctx, run)
+}
+
+// failOnce makes the next Replace writing a record in state st fail with err.
+func (s *hookStore) failOnce(st ledger.State, err error) {
+	var done atomic.Bool
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beforeReplace = func(n *ledger.Record) error {
+		if n.State == st && done.CompareAndSwap(false, true) {
+			return err
+		}
+		return nil
+	}
+}
+
+var errCrash = errors.New("ledgertest: simulated crash")
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b = append(b.b, p...)
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.b)
+}
+
+type env struct {
+	t       *testing.T
+	h       Harness
+	raw     ledger.Store
+	store   *hookStore
+	clock   *Clock
+	prov    *Provider
+	metrics *syncBuffer
+	rec     *emf.Recorder
+	tenant  string
+}
+
+var epoch = time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+
+func newEnv(t *testing.T, h Harness) *env {
+	raw := h.NewStore(t)
+	e := &env{t: t, h: h, raw: raw, store: &hookStore{Store: raw}, clock: NewClock(epoch),
+		prov: NewProvider(t), metrics: &syncBuffer{}, tenant: "t-" + rnd(6)}
+	e.rec = emf.New(e.metrics, "idemkit-test")
+	return e
+}
+
+func rnd(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func (e *env) ctx() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	e.t.Cleanup(cancel)
+	return ctx
+}
+
+// ledger returns an executor over the env's store. Defaults: lease 30s,
+// never wait (tests opt in), manual clock, metrics captured.
+func (e *env) ledger(mod ...func(*ledger.Config)) *ledger.Ledger {
+	e.t.Helper()
+	cfg := ledger.Config{Store: e.store, Lease: 30 * time.Second, Wait: -1, Now: e.clock.Now, Metrics: e.rec}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	l, err := ledger.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
+
+func (e *env) runID() string { return e.tenant + "/run-" + rnd(10) }
+
+func (e *env) business(op, key string) ledger.Identity {
+	e.t.Helper()
+	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: e.tenant, Operation: op, Key: key})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+func (e *env) activity(run, node string, ord uint64) ledger.Identity {
+	e.t.Helper()
+	id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: e.tenant, RunID: run, NodeID: node, Ordinal: ord, Provider: "fake"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// effect is a business-identity effect made by a fresh run's node "charge".
+func (e *env) effect() ledger.Effect {
+	return ledger.Effect{Identity: e.business("charge", "order-"+rnd(6)), RunID: e.runID(), NodeID: "charge"}
+}
+
+// charge is an effect function calling the fake provider with the
+// provider key; calls counts its invocations.
+func (e *env) charge(calls *atomic.Int64) ledger.Func {
+	return func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		if calls != nil {
+			calls.Add(1)
+		}
+		return e.prov.Call(ctx, c.ProviderKey, "charge")
+	}
+}
+
+func (e *env) get(key string) *ledger.Record {
+	e.t.Helper()
+	r, err := e.raw.Get(context.Background(), key)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func effectKey(id ledger.Identity) string { return "effect#" + id.EffectID }
+
+func (e *env) resetRT() {
+	e.store.calls.Store(0)
+	if e.h.ResetRoundTrips != nil {
+		e.h.ResetRoundTrips()
+	}
+}
+
+// checkRT asserts store calls and backend round trips.
+func (e *env) checkRT(what string, wantCalls, maxBackend int) {
+	e.t.Helper()
+	if got := int(e.store.calls.Load()); got != wantCalls {
+		e.t.Errorf("%s: %d store calls, want %d", what, got, wantCalls)
+	}
+	if e.h.RoundTrips != nil {
+		if got := e.h.RoundTrips(); got > maxBackend {
+			e.t.Errorf("%s: %d backend round trips, budget %d", what, got, maxBackend)
+		}
+	}
+}
+
+func (e *env) attemptStates(key string) []ledger.AttemptState {
+	e.t.Helper()
+	r := e.get(key)
+	if r == nil {
+		e.t.Fatalf("no record %s", key)
+	}
+	var s []ledger.AttemptState
+	for _, a := range r.Attempts {
+		s = append(s, a.State)
+	}
+	return s
+}

@@ -1,0 +1,88 @@
+// Package memstore is an in-memory ledger.Store, for tests, examples and
+// single-process embedding. It keeps the exact conditional semantics of the
+// DynamoDB store (proven by ledgertest) but nothing survives the process.
+// Like the DynamoDB emulators, it never deletes records past retention; every
+// condition treats them as absent.
+package memstore
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// Store is an in-memory ledger.Store. The zero value is not usable; use New.
+// Safe for concurrent use: each operation is atomic under one mutex.
+type Store struct {
+	mu   sync.Mutex
+	recs map[string]*ledger.Record
+}
+
+// New returns an empty Store.
+func New() *Store { return &Store{recs: map[string]*ledger.Record{}} }
+
+var _ ledger.Store = (*Store)(nil)
+
+// Create implements ledger.Store.
+func (s *Store) Create(ctx context.Context, rec *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return false, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.recs[rec.Key]; ok && cur.Live(now) {
+		return false, cur.Clone(), nil
+	}
+	s.recs[rec.Key] = rec.Clone()
+	return true, nil, nil
+}
+
+// Replace implements ledger.Store.
+func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return false, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur, ok := s.recs[next.Key]
+	if !ok {
+		return false, nil, nil
+	}
+	if !cur.Live(now) || cur.Owner != want.Owner || cur.Attempt != want.Attempt || cur.State != want.State ||
+		(want.LeaseExpired && cur.LeaseUntil.After(now)) ||
+		(next.Fence > 0 && cur.Fence > next.Fence) {
+		return false, cur.Clone(), nil
+	}
+	s.recs[next.Key] = next.Clone()
+	return true, nil, nil
+}
+
+// Get implements ledger.Store.
+func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recs[key].Clone(), nil
+}
+
+// ListByRun implements ledger.Store (ordered by key).
+func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*ledger.Record
+	for _, r := range s.recs {
+		if r.RunID != "" && r.RunID == runID {
+			out = append(out, r.Clone())
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}

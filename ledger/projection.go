@@ -1,0 +1,92 @@
+package ledger
+
+import (
+	"context"
+	"sort"
+	"time"
+)
+
+// Projection is the witness served at GET /runs/{runId}/effects
+// (effect-ledger-projection.schema.json): one row per attempt.
+type Projection struct {
+	RunID   string       `json:"runId"`
+	Effects []WitnessRow `json:"effects"`
+}
+
+// WitnessRow is one attempt at one effect. It carries no provider payload and
+// no credential: ProviderKey is the derived idempotency key (see
+// Identity.ProviderKey), exactly what the provider received as
+// Idempotency-Key.
+type WitnessRow struct {
+	EffectID     string       `json:"effectId"`
+	NodeID       string       `json:"nodeId"`
+	Attempt      int          `json:"attempt"`
+	InvocationID string       `json:"invocationId,omitempty"`
+	Keying       Keying       `json:"keying"`
+	ProviderKey  string       `json:"providerKey,omitempty"`
+	State        AttemptState `json:"state"`
+	At           string       `json:"at"`
+}
+
+// Witness returns the projection of runID: every attempt of every effect
+// record the run created (including attempts later made by other runs or
+// entry points reaching the same business identity, which carry the same
+// effectId). Records past retention are left out. The store's run index may
+// be eventually consistent.
+func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) {
+	recs, err := l.cfg.Store.ListByRun(ctx, runID)
+	if err != nil {
+		return Projection{}, err
+	}
+	now := l.now()
+	live := recs[:0:0]
+	for _, r := range recs {
+		if r.Live(now) {
+			live = append(live, r)
+		}
+	}
+	return Project(runID, live), nil
+}
+
+// Project builds the projection of runID from records (pure; rows ordered by
+// time, then effectId, then attempt). Host slots and records of other runs
+// are skipped. The recorded effectId and keying are used as is: a reader
+// never recomputes an identity.
+func Project(runID string, recs []*Record) Projection {
+	p := Projection{RunID: runID, Effects: []WitnessRow{}}
+	type row struct {
+		at time.Time
+		w  WitnessRow
+	}
+	var rows []row
+	for _, r := range recs {
+		if r.Kind != KindEffect || r.RunID != runID {
+			continue
+		}
+		for _, a := range r.Attempts {
+			node := a.NodeID
+			if node == "" {
+				node = r.Attempts[0].NodeID
+			}
+			rows = append(rows, row{a.At, WitnessRow{
+				EffectID: r.EffectID, NodeID: node, Attempt: a.N, InvocationID: a.InvocationID,
+				Keying: r.Keying, ProviderKey: r.ProviderKey, State: a.State,
+				At: a.At.UTC().Format(time.RFC3339Nano),
+			}})
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if !a.at.Equal(b.at) {
+			return a.at.Before(b.at)
+		}
+		if a.w.EffectID != b.w.EffectID {
+			return a.w.EffectID < b.w.EffectID
+		}
+		return a.w.Attempt < b.w.Attempt
+	})
+	for _, r := range rows {
+		p.Effects = append(p.Effects, r.w)
+	}
+	return p
+}

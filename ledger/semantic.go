@@ -1,0 +1,566 @@
+package ledger
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/internal/jcs"
+)
+
+// SemanticRecipeV2 is the semantic request digest recipe of RFC 0150 §C, and
+// the semanticRequestRecipe stamp a run records (§E). It is also the value of
+// the "recipe" member of the hashed object.
+const SemanticRecipeV2 = "openwop-semantic-request-v2"
+
+// ErrSemanticRequest is matched (errors.Is) by every error of
+// SemanticDigestV2, SemanticCanonicalV2 and SemanticRequest.UnmarshalJSON: a
+// missing or invalid field, an option that cannot be namespaced, a value that
+// is not I-JSON (duplicate member names, lone surrogates, invalid UTF-8,
+// non-finite or unsafe numbers). A request is rejected rather than hashed
+// with part of it dropped or altered.
+var ErrSemanticRequest = errors.New("ledger: invalid semantic request")
+
+// maxSafeInteger is 2^53-1: JCS writes every number as an IEEE 754 double,
+// so larger integers (seeds, bounds) would collide with their neighbours.
+const maxSafeInteger = 1<<53 - 1
+
+// SemanticRequest is the complete semantic provider request after policy
+// resolution (RFC 0150 §C): every input that can change what the provider
+// answers. Its digest (SemanticDigestV2) is the Layer-2 replay cache key: two
+// requests share a digest exactly when their v2 objects are equal, byte for
+// byte under RFC 8785.
+//
+// The v2 object is
+//
+//	{"recipe":"openwop-semantic-request-v2","provider":P,"model":M,
+//	 "request":{"messages":[...],"tools":[...],"toolChoice":...,
+//	            "responseFormat":...,"temperature":T,"topP":P,
+//	            "maxOutputTokens":N,"stop":[...],"seed":S,"safety":...},
+//	 "providerOptions":{"vendor.<provider>.<option>":...}}
+//
+// with absent (nil) members omitted, and empty Tools, Stop and provider
+// options omitted too (an empty list and no list are the same request).
+// Messages are always present and never reordered; tools are sorted by name
+// in UTF-16 code-unit order (their order is not semantic). No Unicode
+// normalisation is applied anywhere.
+//
+// Transport-only settings (timeout, trace id, retry count, credential handle)
+// have no field: they are not part of the request's meaning and must not
+// reach the digest; raw credentials must never be put in any field.
+//
+// Values typed any (content, schemas, option values) may be Go values
+// (encoded with encoding/json) or json.RawMessage (kept exactly, then
+// canonicalised).
+type SemanticRequest struct {
+	// Provider identifies the provider ("anthropic"). Required. It is also
+	// the namespace of Options.
+	Provider string
+	// Model is the provider's model identifier. Required.
+	Model string
+	// Messages in conversation order, never reordered. Nil is hashed as [].
+	Messages []SemanticMessage
+	// Tools offered to the model; hashed sorted by Name (UTF-16 code
+	// units). Names must be unique. Nil or empty: omitted.
+	Tools []SemanticTool
+	// ToolChoice is the tool-choice setting (any JSON value). Nil: omitted.
+	ToolChoice any
+	// ResponseFormat is the response schema/format (any JSON value). Nil:
+	// omitted.
+	ResponseFormat any
+	// Temperature and TopP are the sampling settings. Nil: omitted. They
+	// must be finite.
+	Temperature, TopP *float64
+	// MaxOutputTokens is the maximum output bound. Nil: omitted. Must be
+	// within ±(2^53-1).
+	MaxOutputTokens *int64
+	// Stop lists the stop sequences, in order. Nil or empty: omitted.
+	Stop []string
+	// Seed is the sampling seed. Nil: omitted. Must be within ±(2^53-1).
+	Seed *int64
+	// Safety holds safety/policy settings that can alter output (any JSON
+	// value). Nil: omitted.
+	Safety any
+	// Options are provider-specific outcome-affecting options under their
+	// bare names ("reasoningEffort"); each is hashed in providerOptions as
+	// "vendor.<Provider>.<name>". A name must be non-empty and must not
+	// start with "vendor." (put namespaced names in ProviderOptions).
+	Options map[string]any
+	// ProviderOptions are options already namespaced as
+	// "vendor.<provider>.<option>" (non-empty provider and option
+	// segments), hashed as given. A key that Options also produces is an
+	// error.
+	ProviderOptions map[string]any
+}
+
+// SemanticMessage is one message of the conversation.
+type SemanticMessage struct {
+	// Role is the author ("system", "user", "assistant", "tool"). Required.
+	Role string
+	// Content is the message content: a string or a list of content parts
+	// (any JSON value). Nil: omitted.
+	Content any
+	// Fields carries any further message members (name, tool call ids,
+	// tool calls, cache hints ...) verbatim under their own names; it must
+	// not repeat "role" or "content".
+	Fields map[string]any
+}
+
+// SemanticTool is one tool offered to the model.
+type SemanticTool struct {
+	// Name is the tool name, the sort key. Required, unique in a request.
+	Name string
+	// Description is the tool description the model reads. Empty: omitted.
+	Description string
+	// Parameters is the tool's input schema (any JSON value). Nil: omitted.
+	Parameters any
+	// Fields carries any further tool members verbatim; it must not repeat
+	// "name", "description" or "parameters".
+	Fields map[string]any
+}
+
+// SemanticDigestV2 returns the semantic request digest v2 of r: SHA-256 over
+// the RFC 8785 canonical form of the v2 object (see SemanticRequest), as 64
+// lower-case hex characters with no prefix, the form of the OpenWOP golden
+// vectors. Stamp it with SemanticRecipeV2 wherever it is stored.
+func SemanticDigestV2(r SemanticRequest) (string, error) {
+	canon, err := SemanticCanonicalV2(r)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// SemanticCanonicalV2 returns the exact bytes SemanticDigestV2 hashes: the
+// RFC 8785 canonical form of r's v2 object. It is the preimage to diff when
+// two hosts disagree on a digest.
+func SemanticCanonicalV2(r SemanticRequest) ([]byte, error) {
+	obj, err := r.v2Object()
+	if err != nil {
+		return nil, err
+	}
+	out, err := jcs.Marshal(obj)
+	if err != nil {
+		return nil, semanticErr("%w", err)
+	}
+	return out, nil
+}
+
+func semanticErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrSemanticRequest}, args...)...)
+}
+
+// v2Object builds the v2 object of RFC 0150 §C from r, validating as it goes.
+func (r SemanticRequest) v2Object() (map[string]any, error) {
+	if err := checkText("provider", r.Provider, true); err != nil {
+		return nil, err
+	}
+	if err := checkText("model", r.Model, true); err != nil {
+		return nil, err
+	}
+	req := map[string]any{}
+
+	msgs := make([]any, 0, len(r.Messages))
+	for i, m := range r.Messages {
+		if err := checkText(fmt.Sprintf("messages[%d].role", i), m.Role, true); err != nil {
+			return nil, err
+		}
+		o, err := withFields(fmt.Sprintf("messages[%d]", i), m.Fields, "role", "content")
+		if err != nil {
+			return nil, err
+		}
+		o["role"] = m.Role
+		if m.Content != nil {
+			if err := checkValue(fmt.Sprintf("messages[%d].content", i), m.Content); err != nil {
+				return nil, err
+			}
+			o["content"] = m.Content
+		}
+		msgs = append(msgs, o)
+	}
+	req["messages"] = msgs
+
+	if len(r.Tools) > 0 {
+		tools := slices.Clone(r.Tools)
+		slices.SortFunc(tools, func(a, b SemanticTool) int { return jcs.CompareUTF16(a.Name, b.Name) })
+		out := make([]any, 0, len(tools))
+		for i, t := range tools {
+			if err := checkText("tools.name", t.Name, true); err != nil {
+				return nil, err
+			}
+			if i > 0 && tools[i-1].Name == t.Name {
+				// Two tools of one name would sort by input order, and
+				// tool order must not change the digest.
+				return nil, semanticErr("tool name %q appears twice", t.Name)
+			}
+			o, err := withFields("tool "+t.Name, t.Fields, "name", "description", "parameters")
+			if err != nil {
+				return nil, err
+			}
+			o["name"] = t.Name
+			if t.Description != "" {
+				if err := checkText("tools.description", t.Description, false); err != nil {
+					return nil, err
+				}
+				o["description"] = t.Description
+			}
+			if t.Parameters != nil {
+				if err := checkValue("tool "+t.Name+" parameters", t.Parameters); err != nil {
+					return nil, err
+				}
+				o["parameters"] = t.Parameters
+			}
+			out = append(out, o)
+		}
+		req["tools"] = out
+	}
+
+	for _, v := range []struct {
+		name string
+		val  any
+	}{{"toolChoice", r.ToolChoice}, {"responseFormat", r.ResponseFormat}, {"safety", r.Safety}} {
+		if v.val == nil {
+			continue
+		}
+		if err := checkValue(v.name, v.val); err != nil {
+			return nil, err
+		}
+		req[v.name] = v.val
+	}
+	for _, v := range []struct {
+		name string
+		val  *float64
+	}{{"temperature", r.Temperature}, {"topP", r.TopP}} {
+		if v.val == nil {
+			continue
+		}
+		if math.IsNaN(*v.val) || math.IsInf(*v.val, 0) {
+			return nil, semanticErr("%s is not finite", v.name)
+		}
+		req[v.name] = *v.val
+	}
+	for _, v := range []struct {
+		name string
+		val  *int64
+	}{{"maxOutputTokens", r.MaxOutputTokens}, {"seed", r.Seed}} {
+		if v.val == nil {
+			continue
+		}
+		if *v.val > maxSafeInteger || *v.val < -maxSafeInteger {
+			return nil, semanticErr("%s %d is outside ±(2^53-1) and would not survive JCS", v.name, *v.val)
+		}
+		req[v.name] = *v.val
+	}
+	if len(r.Stop) > 0 {
+		for _, s := range r.Stop {
+			if err := checkText("stop", s, false); err != nil {
+				return nil, err
+			}
+		}
+		req["stop"] = r.Stop
+	}
+
+	obj := map[string]any{
+		"recipe":   SemanticRecipeV2,
+		"provider": r.Provider,
+		"model":    r.Model,
+		"request":  req,
+	}
+	opts, err := r.providerOptions()
+	if err != nil {
+		return nil, err
+	}
+	if len(opts) > 0 {
+		obj["providerOptions"] = opts
+	}
+	return obj, nil
+}
+
+// providerOptions merges ProviderOptions and the namespaced Options.
+func (r SemanticRequest) providerOptions() (map[string]any, error) {
+	opts := make(map[string]any, len(r.ProviderOptions)+len(r.Options))
+	for k, v := range r.ProviderOptions {
+		if err := checkText("providerOptions key", k, true); err != nil {
+			return nil, err
+		}
+		rest, ok := strings.CutPrefix(k, "vendor.")
+		if i := strings.IndexByte(rest, '.'); !ok || i <= 0 || i == len(rest)-1 {
+			return nil, semanticErr("providerOptions key %q is not vendor.<provider>.<option>", k)
+		}
+		if err := checkValue("providerOptions "+k, v); err != nil {
+			return nil, err
+		}
+		opts[k] = v
+	}
+	for k, v := range r.Options {
+		if err := checkText("option name", k, true); err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(k, "vendor.") {
+			return nil, semanticErr("option %q is already namespaced: put it in ProviderOptions", k)
+		}
+		nk := "vendor." + r.Provider + "." + k
+		if _, dup := opts[nk]; dup {
+			return nil, semanticErr("option %q given twice (Options and ProviderOptions %q)", k, nk)
+		}
+		if err := checkValue("option "+k, v); err != nil {
+			return nil, err
+		}
+		opts[nk] = v
+	}
+	return opts, nil
+}
+
+// withFields copies extra members into a new object, refusing reserved names.
+func withFields(where string, fields map[string]any, reserved ...string) (map[string]any, error) {
+	o := make(map[string]any, len(fields)+len(reserved))
+	for k, v := range fields {
+		if slices.Contains(reserved, k) {
+			return nil, semanticErr("%s: Fields must not set %q (use the field)", where, k)
+		}
+		if err := checkText(where+" field name", k, false); err != nil {
+			return nil, err
+		}
+		if err := checkValue(where+"."+k, v); err != nil {
+			return nil, err
+		}
+		o[k] = v
+	}
+	return o, nil
+}
+
+func checkText(what, s string, required bool) error {
+	if required && s == "" {
+		return semanticErr("%s is required", what)
+	}
+	if !utf8.ValidString(s) {
+		return semanticErr("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// checkValue rejects what encoding/json would silently alter before JCS sees
+// it: invalid UTF-8 in strings (it writes U+FFFD, so two different values
+// would hash equal) and non-finite floats. It walks the dynamic JSON shapes
+// (maps, slices, strings, json.RawMessage); other Go values are left to
+// encoding/json and the canonicaliser.
+func checkValue(what string, v any) error {
+	switch x := v.(type) {
+	case string:
+		if !utf8.ValidString(x) {
+			return semanticErr("%s: string is not valid UTF-8", what)
+		}
+	case []string:
+		for _, s := range x {
+			if err := checkValue(what, s); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if err := checkValue(what, e); err != nil {
+				return err
+			}
+		}
+	case map[string]any:
+		for k, e := range x {
+			if err := checkValue(what, k); err != nil {
+				return err
+			}
+			if err := checkValue(what, e); err != nil {
+				return err
+			}
+		}
+	case map[string]string:
+		for k, e := range x {
+			if !utf8.ValidString(k) || !utf8.ValidString(e) {
+				return semanticErr("%s: string is not valid UTF-8", what)
+			}
+		}
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return semanticErr("%s: number is not finite", what)
+		}
+	case json.RawMessage:
+		if _, err := jcs.Canonicalize(x); err != nil {
+			return semanticErr("%s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// semanticTransport lists the wire members that are transport-only (RFC 0150
+// §C) and are therefore read and ignored by UnmarshalJSON: "timeout",
+// "timeoutMs", "traceId", "traceparent", "retryCount", "maxRetries",
+// "credentialHandle", "apiKey". Any other unknown member is carried as a
+// provider option, never dropped.
+var semanticTransport = map[string]bool{
+	"timeout": true, "timeoutMs": true, "traceId": true, "traceparent": true,
+	"retryCount": true, "maxRetries": true, "credentialHandle": true, "apiKey": true,
+}
+
+// UnmarshalJSON reads the wire form used by the OpenWOP golden vectors:
+//
+//	{"provider":..., "model":..., "messages":[{"role":...,"content":...}],
+//	 "tools":[{"name":...,"description":...,"parameters":...}],
+//	 "toolChoice":..., "responseFormat":..., "temperature":..., "topP":...,
+//	 "maxOutputTokens":..., "stop":[...], "seed":..., "safety":...,
+//	 "providerOptions":{"vendor.<provider>.<option>":...}}
+//
+// Members are matched by exact name. The input must be I-JSON: duplicate
+// member names (which encoding/json would resolve silently), lone surrogates
+// and invalid UTF-8 are rejected. Transport-only members (see the list on
+// semanticTransport: timeout, traceId, retryCount, credentialHandle, ...)
+// are ignored; every other unknown top-level member is kept in Options (and
+// so hashed as "vendor.<provider>.<name>"); unknown message and tool members
+// are kept in their Fields. Values are kept as json.RawMessage, exactly as
+// sent. Errors match ErrSemanticRequest.
+func (r *SemanticRequest) UnmarshalJSON(data []byte) error {
+	if _, err := jcs.Canonicalize(data); err != nil {
+		return semanticErr("%w", err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(data, &top); err != nil {
+		return semanticErr("%w", err)
+	}
+	if top == nil {
+		return semanticErr("request is not a JSON object")
+	}
+	var out SemanticRequest
+	for k, v := range top {
+		var err error
+		switch k {
+		case "provider":
+			err = strictDecode(v, &out.Provider)
+		case "model":
+			err = strictDecode(v, &out.Model)
+		case "messages":
+			err = decodeMessages(v, &out.Messages)
+		case "tools":
+			err = decodeTools(v, &out.Tools)
+		case "toolChoice":
+			out.ToolChoice = v
+		case "responseFormat":
+			out.ResponseFormat = v
+		case "safety":
+			out.Safety = v
+		case "temperature":
+			err = strictDecode(v, &out.Temperature)
+		case "topP":
+			err = strictDecode(v, &out.TopP)
+		case "maxOutputTokens":
+			err = strictDecode(v, &out.MaxOutputTokens)
+		case "seed":
+			err = strictDecode(v, &out.Seed)
+		case "stop":
+			err = strictDecode(v, &out.Stop)
+		case "providerOptions":
+			var po map[string]json.RawMessage
+			if err = strictDecode(v, &po); err == nil && po != nil {
+				out.ProviderOptions = make(map[string]any, len(po))
+				for pk, pv := range po {
+					out.ProviderOptions[pk] = pv
+				}
+			}
+		default:
+			if semanticTransport[k] {
+				continue
+			}
+			if out.Options == nil {
+				out.Options = map[string]any{}
+			}
+			out.Options[k] = v
+		}
+		if err != nil {
+			return semanticErr("member %q: %w", k, err)
+		}
+	}
+	*r = out
+	return nil
+}
+
+// strictDecode decodes v into a typed field, refusing null (encoding/json
+// would silently leave the field at its zero value, or absent, which is not
+// what was sent) and values of the wrong type.
+func strictDecode(v json.RawMessage, dst any) error {
+	if bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+		return errors.New("null is not allowed")
+	}
+	return json.Unmarshal(v, dst)
+}
+
+func decodeMessages(v json.RawMessage, dst *[]SemanticMessage) error {
+	var raw []map[string]json.RawMessage
+	if err := strictDecode(v, &raw); err != nil {
+		return err
+	}
+	msgs := make([]SemanticMessage, 0, len(raw))
+	for i, m := range raw {
+		if m == nil {
+			return fmt.Errorf("message %d is not an object", i)
+		}
+		var msg SemanticMessage
+		for k, fv := range m {
+			switch k {
+			case "role":
+				if err := strictDecode(fv, &msg.Role); err != nil {
+					return fmt.Errorf("message %d role: %w", i, err)
+				}
+			case "content":
+				msg.Content = fv
+			default:
+				if msg.Fields == nil {
+					msg.Fields = map[string]any{}
+				}
+				msg.Fields[k] = fv
+			}
+		}
+		msgs = append(msgs, msg)
+	}
+	*dst = msgs
+	return nil
+}
+
+func decodeTools(v json.RawMessage, dst *[]SemanticTool) error {
+	var raw []map[string]json.RawMessage
+	if err := strictDecode(v, &raw); err != nil {
+		return err
+	}
+	tools := make([]SemanticTool, 0, len(raw))
+	for i, t := range raw {
+		if t == nil {
+			return fmt.Errorf("tool %d is not an object", i)
+		}
+		var tool SemanticTool
+		for k, fv := range t {
+			var err error
+			switch k {
+			case "name":
+				err = strictDecode(fv, &tool.Name)
+			case "description":
+				err = strictDecode(fv, &tool.Description)
+			case "parameters":
+				tool.Parameters = fv
+			default:
+				if tool.Fields == nil {
+					tool.Fields = map[string]any{}
+				}
+				tool.Fields[k] = fv
+			}
+			if err != nil {
+				return fmt.Errorf("tool %d %s: %w", i, k, err)
+			}
+		}
+		tools = append(tools, tool)
+	}
+	*dst = tools
+	return nil
+}

@@ -1,0 +1,122 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Slot names a fire-once slot of the host's own work, e.g. a scheduled job's
+// run for one time slot (RFC 0150 §A "host-generated identifiers").
+//
+// Slots live under the "host#" key domain of the ledger store. They never
+// share a keyspace with caller Idempotency-Keys: Layer 1 keeps those in its
+// own table under hashed (tenant, operation, key) scopes, and nothing in this
+// package derives a store key from a caller-supplied key; inside the ledger
+// store, effect keys are "effect#" + effectId and an effectId has no '#'.
+// So no caller can name, claim or suppress a slot.
+type Slot struct {
+	// Job names the host's job, e.g. "schedule-fire:nightly-report".
+	// Required, no NUL.
+	Job string
+	// Slot names the occurrence, e.g. "2026-09-18T00:00:00Z". Required, no
+	// NUL.
+	Slot string
+}
+
+// Key returns the slot's store key:
+//
+//	"host#" || base64url-nopad(sha256("idemkit:host-slot:v1\0" || job || "\0" || slot))
+func (s Slot) Key() (string, error) {
+	if err := checkField("job", s.Job, true); err != nil {
+		return "", err
+	}
+	if err := checkField("slot", s.Slot, true); err != nil {
+		return "", err
+	}
+	return "host#" + hashOpaque("idemkit:host-slot:v1", s.Job, s.Slot), nil
+}
+
+// SlotResult says what FireOnce did.
+type SlotResult struct {
+	// Fired is true when this call won the slot and ran the work.
+	Fired bool
+	// State is the slot record's state: claimed (fired, no outcome recorded
+	// yet, or the firer crashed) or completed.
+	State State
+	// OK is true when a completed slot's work succeeded.
+	OK bool
+	// Error is the recorded failure message of a completed slot.
+	Error string
+}
+
+// FireOnce runs fn at most once for slot, ever (within retention):
+// an insert-if-absent claim, then the outcome, fenced on the owner token
+// (2 round trips). Unlike Layer 1 and unlike Do, a slot is NEVER released:
+// not on failure (a failed fn is recorded as failed), not on a crash, not on
+// lease expiry, because releasing it would let another instance re-fire work
+// the first may have half-performed. A losing call is a value (Fired false),
+// not an error. fn's error is returned to the caller that ran it.
+func (l *Ledger) FireOnce(ctx context.Context, slot Slot, fn func(ctx context.Context) error) (SlotResult, error) {
+	key, err := slot.Key()
+	if err != nil {
+		return SlotResult{}, err
+	}
+	if fn == nil {
+		return SlotResult{}, errors.New("ledger: nil slot function")
+	}
+	st := l.cfg.Store
+	now := l.now()
+	rec := &Record{
+		Key: key, Kind: KindSlot, State: StateClaimed, Owner: l.cfg.NewToken(), Attempt: 1,
+		LeaseUntil: now.Add(l.cfg.Lease),
+		Attempts:   []Attempt{{N: 1, State: AttemptClaimed, At: now, Fired: true}},
+		CreatedAt:  now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Retention),
+	}
+	won, cur, err := st.Create(ctx, rec, now)
+	if err != nil {
+		return SlotResult{}, err
+	}
+	if !won {
+		if cur == nil {
+			if cur, err = st.Get(ctx, key); err != nil {
+				return SlotResult{}, err
+			}
+		}
+		if cur == nil {
+			return SlotResult{}, fmt.Errorf("ledger: slot %s lost but unreadable", key)
+		}
+		if cur.Kind != KindSlot {
+			return SlotResult{}, &MismatchError{Field: "kind"}
+		}
+		l.count(MetricSuppressions, KindSlot, "")
+		r := SlotResult{State: cur.State}
+		if cur.Outcome != nil {
+			r.OK, r.Error = cur.Outcome.OK, cur.Outcome.Error
+		}
+		return r, nil
+	}
+	ferr := fn(ctx)
+	now = l.now()
+	done := rec.Clone()
+	done.State, done.UpdatedAt = StateCompleted, now
+	done.Attempts[0].State, done.Attempts[0].At = AttemptCompleted, now
+	done.Outcome = &Outcome{OK: ferr == nil}
+	if ferr != nil {
+		done.Outcome.Error = ferr.Error()
+		if len(done.Outcome.Error) > 1024 {
+			done.Outcome.Error = done.Outcome.Error[:1024]
+		}
+	}
+	res := SlotResult{Fired: true, State: StateCompleted, OK: ferr == nil, Error: done.Outcome.Error}
+	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, Expect{Owner: rec.Owner, Attempt: 1, State: StateClaimed}, now)
+	if err != nil {
+		res.State = StateClaimed
+		return res, errors.Join(fmt.Errorf("ledger: recording slot outcome: %w", err), ferr)
+	}
+	if !ok {
+		res.State = StateClaimed
+		return res, errors.Join(ErrLeaseLost, ferr)
+	}
+	return res, ferr
+}

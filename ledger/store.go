@@ -1,0 +1,68 @@
+package ledger
+
+import (
+	"context"
+	"time"
+)
+
+// Store persists ledger records. It is owned by this package and kept small:
+// every operation reads or writes ONE record, and every write is a single
+// conditional write (no transactions), so a DynamoDB global table can hold it.
+// Implementations: ledger/memstore, ledger/dynamostore; both are proven by
+// ledgertest.Run. Implementations must be safe for concurrent use.
+//
+// Conditions use the caller's now; a record whose ExpiresAt is not after now
+// is treated as absent (retention is inside every condition, because TTL
+// deletion is lazy).
+type Store interface {
+	// Create inserts rec if no live record exists under rec.Key (absent, or
+	// ExpiresAt <= now, which it then replaces). won is false when a live
+	// record exists; current is then that record, or nil when the store
+	// could not read it back (the caller re-reads with Get). A losing claim
+	// is a value, not an error.
+	Create(ctx context.Context, rec *Record, now time.Time) (won bool, current *Record, err error)
+
+	// Replace writes next in place of the record under next.Key if, and only
+	// if, the stored record is live at now and matches want (see Expect),
+	// and, when next.Fence > 0, its stored Fence is absent or <= next.Fence.
+	// On a failed condition ok is false and current is the stored record (nil
+	// if absent or unreadable).
+	Replace(ctx context.Context, next *Record, want Expect, now time.Time) (ok bool, current *Record, err error)
+
+	// Get returns the record under key (strongly consistent), or nil if there
+	// is none. It returns records past their retention too; callers check.
+	Get(ctx context.Context, key string) (*Record, error)
+
+	// ListByRun returns the effect records whose RunID is runID (the witness
+	// index). It may be eventually consistent (a DynamoDB GSI).
+	ListByRun(ctx context.Context, runID string) ([]*Record, error)
+}
+
+// Expect is the fencing condition of Store.Replace: the stored record must
+// have exactly this owner token, attempt number and state.
+//
+// Extension point for fencing (ledger/fence): Replace also enforces the
+// monotonic Record.Fence condition, and Ledger puts the token from
+// Config.Fencer on the fire-mark write, the point of no return.
+type Expect struct {
+	// Owner is the owner token the stored record must carry.
+	Owner string
+	// Attempt is the attempt number the stored record must carry.
+	Attempt int
+	// State is the state the stored record must be in.
+	State State
+	// LeaseExpired additionally requires the stored LeaseUntil <= now (an
+	// atomic reclaim of a stalled owner).
+	LeaseExpired bool
+}
+
+// Fencer supplies fencing tokens from a linearizable owner (e.g. a home-region
+// fence table). Optional: when Config.Fencer is set, Do asks it for a token
+// just before the fire mark, and the fire-mark write is conditional on the
+// record's stored token being <= the new one; a stale token means the
+// effect is not fired and Do returns ErrStaleFence.
+type Fencer interface {
+	// Token returns a token for effectID, strictly greater than every token
+	// issued before for it. An error aborts the attempt before the fire.
+	Token(ctx context.Context, effectID string) (uint64, error)
+}
