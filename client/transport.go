@@ -105,7 +105,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 	}()
 
-	body, err := replayableBody(req)
+	body, length, err := replayableBody(req)
 	if err != nil {
 		return nil, &Error{Key: key, Err: err}
 	}
@@ -152,6 +152,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		res.Attempts++
 		r := req.Clone(ctx)
 		r.Header.Set(c.KeyHeader, key)
+		r.ContentLength = length
 		if r.Body, err = body(); err != nil {
 			return fail(err)
 		}
@@ -226,23 +227,23 @@ func (t *Transport) deliver(resp *http.Response, res *Result, c *Config, stopTim
 }
 
 // replayableBody returns a function that yields a fresh copy of req's body
-// for each attempt (nil when there is none). It uses req.GetBody when set and
-// otherwise reads the body into memory once. req.Body is closed, as the
-// RoundTripper contract requires.
-func replayableBody(req *http.Request) (func() (io.ReadCloser, error), error) {
+// for each attempt (nil when there is none), and the body's length. It uses
+// req.GetBody when set and otherwise reads the body into memory once.
+// req.Body is closed, as the RoundTripper contract requires.
+func replayableBody(req *http.Request) (body func() (io.ReadCloser, error), length int64, err error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return func() (io.ReadCloser, error) { return nil, nil }, nil
+		return func() (io.ReadCloser, error) { return nil, nil }, 0, nil
 	}
 	if req.GetBody != nil {
 		req.Body.Close()
-		return req.GetBody, nil
+		return req.GetBody, req.ContentLength, nil
 	}
 	b, err := io.ReadAll(req.Body)
 	req.Body.Close()
 	if err != nil {
-		return nil, fmt.Errorf("client: reading request body: %w", err)
+		return nil, 0, fmt.Errorf("client: reading request body: %w", err)
 	}
-	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, nil
+	return func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }, int64(len(b)), nil
 }
 
 func closeReqBody(req *http.Request) {

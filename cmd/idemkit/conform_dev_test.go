@@ -21,12 +21,12 @@ import (
 	"github.com/idemkit/idemkit/internal/shared"
 )
 
-// devKeys are the two tenants' API keys seeded into `idemkit dev`.
-var devKeys = [2]string{"idk_conform_tenant_a_7f3c2a06675918f9", "idk_conform_tenant_b_296117235d21ce4a"}
+// conformDevKeys are the two tenants' API keys seeded into `idemkit dev`.
+var conformDevKeys = [2]string{"idk_conform_tenant_a_7f3c2a06675918f9", "idk_conform_tenant_b_296117235d21ce4a"}
 
-// unavailable ends a test that cannot run here: under CI=true it fails (CI
+// conformUnavailable ends a test that cannot run here: under CI=true it fails (CI
 // must run it), elsewhere it skips.
-func unavailable(t testing.TB, format string, a ...any) {
+func conformUnavailable(t testing.TB, format string, a ...any) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
 		t.Fatalf(format, a...)
@@ -34,85 +34,81 @@ func unavailable(t testing.TB, format string, a ...any) {
 	t.Skipf(format, a...)
 }
 
-type lockedBuffer struct {
+type conformLog struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *conformLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *conformLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
 }
 
-var (
-	devOnce sync.Once
-	devURL  string
-	devErr  error
-	devLog  lockedBuffer
-	devStop func()
-)
-
-// TestMain stops the shared `idemkit dev` process after the tests.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if devStop != nil {
-		devStop()
-	}
-	os.Exit(code)
-}
-
-// startDev builds ./cmd/idemkit and starts `idemkit dev` on a free loopback
-// port with two tenants' API keys, once per test process. It waits until
-// GET /.well-known/openwop answers 200.
-func startDev(t *testing.T) string {
+// conformStartDev builds ./cmd/idemkit and starts `idemkit dev` on a free loopback
+// port with two tenants' API keys; it waits until GET /.well-known/openwop
+// answers 200 and stops the process (SIGTERM, then its process group) at
+// cleanup. Where it cannot run, the test skips, or fails under CI=true.
+func conformStartDev(t *testing.T) string {
 	t.Helper()
-	devOnce.Do(func() { devURL, devErr = launchDev() })
-	if devErr != nil {
-		unavailable(t, "idemkit dev is not available: %v\n%s", devErr, devLog.String())
+	log := &conformLog{}
+	url, stop, err := conformLaunchDev(log)
+	if stop != nil {
+		t.Cleanup(stop)
 	}
-	return devURL
+	if err != nil {
+		conformUnavailable(t, "idemkit dev is not available: %v\n%s", err, log.String())
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("idemkit dev log:\n%s", log.String())
+		}
+	})
+	return url
 }
 
-func launchDev() (string, error) {
+func conformLaunchDev(log io.Writer) (url string, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "idemkit-conform-dev-")
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	bin := filepath.Join(dir, "idemkit")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("no go tool: %w", err)
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("no go tool: %w", err)
 	}
 	build := exec.Command(gobin, "build", "-o", bin, "./cmd/idemkit")
 	build.Dir = shared.ModuleRoot()
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", fmt.Errorf("go build ./cmd/idemkit: %v\n%s", err, out)
+		return "", nil, fmt.Errorf("go build ./cmd/idemkit: %v\n%s", err, out)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", err
+		os.RemoveAll(dir)
+		return "", nil, err
 	}
 	addr := l.Addr().String()
 	l.Close()
 
 	cmd := exec.Command(bin, "dev", "--addr", addr,
-		"--api-key", devKeys[0]+"=conform-tenant-a", "--api-key", devKeys[1]+"=conform-tenant-b")
-	cmd.Stdout, cmd.Stderr = &devLog, &devLog
+		"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--api-key", conformDevKeys[1]+"=conform-tenant-b")
+	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return "", err
+		os.RemoveAll(dir)
+		return "", nil, err
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	devStop = func() {
+	stop = func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -122,46 +118,52 @@ func launchDev() (string, error) {
 		}
 		os.RemoveAll(dir)
 	}
-	url := "http://" + addr
+	url = "http://" + addr
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		select {
 		case <-exited:
-			return "", fmt.Errorf("idemkit dev exited before it was ready")
+			return "", stop, fmt.Errorf("idemkit dev exited before it was ready")
 		default:
 		}
 		resp, err := http.Get(url + "/.well-known/openwop")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url, nil
+				return url, stop, nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return "", fmt.Errorf("idemkit dev not ready after 3m")
+			return "", stop, fmt.Errorf("idemkit dev not ready after 3m")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-// TestConformAgainstIdemkitDev is the CI run of `idemkit conform` against
-// `idemkit dev` with its defaults and two tenants.
-func TestConformAgainstIdemkitDev(t *testing.T) {
-	url := startDev(t)
+// TestConformAndClientAgainstIdemkitDev runs both callers' pieces against a real
+// `idemkit dev`: `idemkit conform` with its defaults and two tenants (the CI
+// run of the checker), and the client package.
+func TestConformAndClientAgainstIdemkitDev(t *testing.T) {
+	url := conformStartDev(t)
+	t.Run("conform", func(t *testing.T) { conformAgainstDev(t, url) })
+	t.Run("client", func(t *testing.T) { clientAgainstDev(t, url) })
+}
+
+func conformAgainstDev(t *testing.T, url string) {
 	var out, errOut bytes.Buffer
-	code := runConform(context.Background(), []string{"--api-key", devKeys[0], "--api-key", devKeys[1], url}, &out, &errOut)
+	code := runConform(context.Background(), []string{"--api-key", conformDevKeys[0], "--api-key", conformDevKeys[1], url}, &out, &errOut)
 	t.Logf("idemkit conform %s:\n%s%s", url, out.String(), errOut.String())
-	if code != 0 || lastLine(out.String()) != "7 passed, 0 failed" {
-		t.Fatalf("exit %d\n%s\nidemkit dev log:\n%s", code, errOut.String(), devLog.String())
+	if code != 0 || conformLastLine(out.String()) != "7 passed, 0 failed" {
+		t.Fatalf("exit %d\n%s", code, errOut.String())
 	}
 }
 
-func devPost(ctx context.Context, c *client.Client, url, body string) (*client.Response, map[string]any, error) {
+func conformDevPost(ctx context.Context, c *client.Client, url, body string) (*client.Response, map[string]any, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/runs", strings.NewReader(body))
 	if err != nil {
 		return nil, nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+devKeys[0])
+	req.Header.Set("Authorization", "Bearer "+conformDevKeys[0])
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
@@ -177,21 +179,20 @@ func devPost(ctx context.Context, c *client.Client, url, body string) (*client.R
 	return resp, m, nil
 }
 
-func mustPost(t *testing.T, ctx context.Context, c *client.Client, url, body string) (*client.Response, map[string]any) {
+func conformMustPost(t *testing.T, ctx context.Context, c *client.Client, url, body string) (*client.Response, map[string]any) {
 	t.Helper()
-	r, m, err := devPost(ctx, c, url, body)
+	r, m, err := conformDevPost(ctx, c, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return r, m
 }
 
-// TestClientAgainstIdemkitDev drives the client package against the real
-// dev server: a derived key reused by a second "process" is replayed, a
-// 503 is retried up to the bound, and a duplicate of a request in flight
-// ends with the winner's run.
-func TestClientAgainstIdemkitDev(t *testing.T) {
-	url := startDev(t)
+// clientAgainstDev drives the client package against the real dev server: a
+// derived key reused by a second "process" is replayed, a 503 is retried up
+// to the bound, and a duplicate of a request in flight ends with the winner's
+// run.
+func clientAgainstDev(t *testing.T, url string) {
 	c, err := client.New(client.Config{BaseDelay: 50 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxAttempts: 20, MaxElapsed: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -199,8 +200,8 @@ func TestClientAgainstIdemkitDev(t *testing.T) {
 
 	t.Run("derived key replayed", func(t *testing.T) {
 		ctx := client.WithKey(context.Background(), client.DeriveKey("conform-dev-test", client.NewKey()))
-		r1, m1 := mustPost(t, ctx, c, url, `{"workflowId":"conformance-noop","inputs":{}}`)
-		r2, m2 := mustPost(t, ctx, c, url, `{"workflowId":"conformance-noop","inputs":{}}`)
+		r1, m1 := conformMustPost(t, ctx, c, url, `{"workflowId":"conformance-noop","inputs":{}}`)
+		r2, m2 := conformMustPost(t, ctx, c, url, `{"workflowId":"conformance-noop","inputs":{}}`)
 		if r1.StatusCode != 201 || r2.StatusCode != 201 || m1["runId"] == nil || m1["runId"] != m2["runId"] {
 			t.Fatalf("%d %v / %d %v", r1.StatusCode, m1, r2.StatusCode, m2)
 		}
@@ -211,7 +212,7 @@ func TestClientAgainstIdemkitDev(t *testing.T) {
 
 	t.Run("503 retried to the bound", func(t *testing.T) {
 		c3, _ := client.New(client.Config{BaseDelay: 10 * time.Millisecond, MaxAttempts: 3})
-		r, _ := mustPost(t, context.Background(), c3, url, `{"workflowId":"conformance-unavailable","inputs":{}}`)
+		r, _ := conformMustPost(t, context.Background(), c3, url, `{"workflowId":"conformance-conformUnavailable","inputs":{}}`)
 		if r.StatusCode != 503 || r.Attempts != 3 || r.Replayed {
 			t.Fatalf("status %d %+v", r.StatusCode, r.Result)
 		}
@@ -228,11 +229,11 @@ func TestClientAgainstIdemkitDev(t *testing.T) {
 		}
 		first := make(chan res, 1)
 		go func() {
-			r, m, err := devPost(ctx, c, url, body)
+			r, m, err := conformDevPost(ctx, c, url, body)
 			first <- res{r, m, err}
 		}()
 		time.Sleep(300 * time.Millisecond)
-		r2, m2, err := devPost(ctx, c, url, body)
+		r2, m2, err := conformDevPost(ctx, c, url, body)
 		f := <-first
 		if err != nil || f.err != nil {
 			t.Fatalf("errors: %v / %v", f.err, err)

@@ -10,9 +10,9 @@ import (
 	"github.com/idemkit/idemkit/internal/conform/conformtest"
 )
 
-// fast are the flags that make the in-flight scenario quick against the
+// conformFastFlags are the flags that make the in-flight scenario quick against the
 // reference server.
-var fast = []string{"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`, "--stagger", "150ms"}
+var conformFastFlags = []string{"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`, "--stagger", "150ms"}
 
 func conformAt(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -21,7 +21,7 @@ func conformAt(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-func lastLine(s string) string {
+func conformLastLine(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return lines[len(lines)-1]
 }
@@ -33,10 +33,10 @@ func TestConformPassesACorrectServer(t *testing.T) {
 			srv := httptest.NewServer(conformtest.New(p, conformtest.Breaks{}))
 			defer srv.Close()
 			// Flags on both sides of the URL.
-			args := append([]string{"--api-key", conformtest.APIKey1, "--profile", p}, fast...)
+			args := append([]string{"--api-key", conformtest.APIKey1, "--profile", p}, conformFastFlags...)
 			args = append(args, srv.URL, "--api-key", conformtest.APIKey2)
 			code, out, errOut := conformAt(t, args...)
-			if code != 0 || lastLine(out) != "7 passed, 0 failed" {
+			if code != 0 || conformLastLine(out) != "7 passed, 0 failed" {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
 			}
 		})
@@ -47,9 +47,9 @@ func TestConformFailsABrokenServer(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(conformtest.New(conformtest.OpenWOP, conformtest.Breaks{MismatchLeaks: true}))
 	defer srv.Close()
-	args := append([]string{"--api-key", conformtest.APIKey1}, fast...)
+	args := append([]string{"--api-key", conformtest.APIKey1}, conformFastFlags...)
 	code, out, _ := conformAt(t, append(args, srv.URL)...)
-	if code != 1 || !strings.Contains(out, "\nFAIL mismatch: ") || lastLine(out) != "5 passed, 1 failed" ||
+	if code != 1 || !strings.Contains(out, "\nFAIL mismatch: ") || conformLastLine(out) != "5 passed, 1 failed" ||
 		!strings.Contains(out, "SKIP tenant-isolation: ") {
 		t.Fatalf("exit %d\n%s", code, out)
 	}

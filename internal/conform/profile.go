@@ -18,6 +18,10 @@ type rules struct {
 
 	validationStatuses []int
 
+	// noRetryDetails: the in-flight 409 carries no retry timing in details
+	// (OpenWOP).
+	noRetryDetails bool
+
 	// seed003 response headers: key echo, X-Request-ID and
 	// Idempotency-Original-Request-ID.
 	requestIDs bool
@@ -43,6 +47,7 @@ func rulesFor(p Profile) rules {
 		validationStatuses: []int{400},
 		mismatchCodes:      []string{"idempotency_key_mismatch"},
 		inFlightCodes:      []string{"idempotency_in_flight"},
+		noRetryDetails:     true,
 	}
 }
 

@@ -190,7 +190,7 @@ func inFlight(ctx context.Context, e *env) Result {
 			if _, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now()); !ok {
 				return fail("a duplicate got 409 %s without a valid Retry-After (got %q)", d.code, d.header.Get("Retry-After"))
 			}
-			if key := retryTiming(d.body); key != "" {
+			if key := retryTiming(d.body); key != "" && e.rules.noRetryDetails {
 				return fail("the in-flight 409 carries retry timing in details (%q)", key)
 			}
 			if d.marker(e.rules) == "true" {

@@ -1,0 +1,206 @@
+// Package dynamostore is the DynamoDB fence.Store: the FenceTable of
+// template.yaml (pk S), which must be linearizable: a table in ONE home
+// region that every region's executors call, or an MRSC global table. It
+// must never be an MREC global table (conditions there are checked against
+// the local replica only).
+//
+// Item (pk "fence#<effectId>"): tok (N, newest token issued), passed (N,
+// the token that passed the point of no return; absent if none),
+// passedRegion (S), passedAt (N, Unix ms), expiresAtMs (N) and expiresAt (N,
+// Unix seconds, the TTL attribute; on an MRSC table, which has no TTL, the
+// Sweeper deletes expired items).
+//
+// Round trips: Token is one conditional UpdateItem; Pass is one conditional
+// UpdateItem (plus a consistent GetItem only when the condition fails and
+// the server did not return the old item). No transactions.
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/ledger/fence"
+)
+
+// API is the part of *dynamodb.Client the store uses.
+type API interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// Store is a fence.Store on one DynamoDB table. Safe for concurrent use.
+type Store struct {
+	api   API
+	table string
+}
+
+var _ fence.Store = (*Store)(nil)
+
+// New returns a Store on table (shaped like template.yaml's FenceTable)
+// through api (a *dynamodb.Client for the fence table's home region).
+func New(api API, table string) *Store { return &Store{api: api, table: table} }
+
+// item is the DynamoDB shape of a fence.Item.
+type item struct {
+	PK           string  `dynamodbav:"pk"`
+	Tok          uint64  `dynamodbav:"tok"`
+	Passed       *uint64 `dynamodbav:"passed,omitempty"`
+	PassedRegion string  `dynamodbav:"passedRegion,omitempty"`
+	PassedAt     int64   `dynamodbav:"passedAt,omitempty"`
+	ExpiresAtMs  int64   `dynamodbav:"expiresAtMs"`
+	ExpiresAt    int64   `dynamodbav:"expiresAt"`
+}
+
+const prefix = "fence#"
+
+func (s *Store) key(effectID string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: prefix + effectID}}
+}
+
+func decode(av map[string]types.AttributeValue) (*fence.Item, error) {
+	if len(av) == 0 {
+		return nil, nil
+	}
+	var it item
+	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
+		return nil, fmt.Errorf("fence/dynamostore: decode: %w", err)
+	}
+	out := &fence.Item{EffectID: it.PK[len(prefix):], Token: it.Tok, ExpiresAt: time.UnixMilli(it.ExpiresAtMs).UTC()}
+	if it.Passed != nil {
+		out.Passed = &fence.Passed{Token: *it.Passed, Region: it.PassedRegion, At: time.UnixMilli(it.PassedAt).UTC()}
+	}
+	return out, nil
+}
+
+// Acquire implements fence.Store with one UpdateItem:
+//
+//	SET tok = if_not_exists(tok, :seed) + 1, expiresAtMs = :e, expiresAt = :es
+//	REMOVE passed, passedRegion, passedAt
+//	IF attribute_not_exists(passed) OR expiresAtMs <= :now
+//
+// returning the new token (UPDATED_NEW), or the passed token from the old
+// item on a failed condition.
+func (s *Store) Acquire(ctx context.Context, effectID string, seed uint64, now, expires time.Time) (uint64, *fence.Passed, error) {
+	upd := expression.Set(expression.Name("tok"),
+		expression.Plus(expression.IfNotExists(expression.Name("tok"), expression.Value(seed)), expression.Value(1))).
+		Set(expression.Name("expiresAtMs"), expression.Value(expires.UnixMilli())).
+		Set(expression.Name("expiresAt"), expression.Value((expires.UnixMilli()+999)/1000)).
+		Remove(expression.Name("passed")).
+		Remove(expression.Name("passedRegion")).
+		Remove(expression.Name("passedAt"))
+	cond := expression.AttributeNotExists(expression.Name("passed")).
+		Or(expression.Name("expiresAtMs").LessThanEqual(expression.Value(now.UnixMilli())))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return 0, nil, fmt.Errorf("fence/dynamostore: expression: %w", err)
+	}
+	out, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID),
+		UpdateExpression:                    ex.Update(),
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValues:                        types.ReturnValueUpdatedNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		n, ok := out.Attributes["tok"].(*types.AttributeValueMemberN)
+		if !ok {
+			return 0, nil, errors.New("fence/dynamostore: UpdateItem returned no token")
+		}
+		tok, err := strconv.ParseUint(n.Value, 10, 64)
+		if err != nil {
+			return 0, nil, fmt.Errorf("fence/dynamostore: token %q: %w", n.Value, err)
+		}
+		return tok, nil, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return 0, nil, fmt.Errorf("fence/dynamostore: UpdateItem: %w", err)
+	}
+	cur, err := decode(ccf.Item)
+	if err != nil {
+		return 0, nil, err
+	}
+	if cur == nil {
+		if cur, err = s.Get(ctx, effectID); err != nil {
+			return 0, nil, err
+		}
+	}
+	if cur == nil || cur.Passed == nil {
+		// The condition failed, so a token had passed; it can only have
+		// vanished since by deletion after retention. Report it as issued
+		// without details rather than guess.
+		return 0, &fence.Passed{}, nil
+	}
+	return 0, cur.Passed, nil
+}
+
+// Pass implements fence.Store with one UpdateItem:
+//
+//	SET passed = :t, passedRegion = :r, passedAt = :now
+//	IF tok = :t AND attribute_not_exists(passed)
+//
+// A failed condition against an item whose passed token is :t is this
+// call's own earlier write (an SDK retry after a lost response): ok.
+func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region string, now time.Time) (bool, *fence.Item, error) {
+	upd := expression.Set(expression.Name("passed"), expression.Value(token)).
+		Set(expression.Name("passedAt"), expression.Value(now.UnixMilli()))
+	if region != "" {
+		upd = upd.Set(expression.Name("passedRegion"), expression.Value(region))
+	}
+	cond := expression.Name("tok").Equal(expression.Value(token)).
+		And(expression.AttributeNotExists(expression.Name("passed")))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return false, nil, fmt.Errorf("fence/dynamostore: expression: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID),
+		UpdateExpression:                    ex.Update(),
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, nil, fmt.Errorf("fence/dynamostore: UpdateItem: %w", err)
+	}
+	cur, err := decode(ccf.Item)
+	if err != nil {
+		return false, nil, err
+	}
+	if cur == nil {
+		if cur, err = s.Get(ctx, effectID); err != nil {
+			return false, nil, err
+		}
+	}
+	if cur != nil && cur.Passed != nil && cur.Passed.Token == token {
+		return true, nil, nil
+	}
+	return false, cur, nil
+}
+
+// Get implements fence.Store with a strongly consistent GetItem.
+func (s *Store) Get(ctx context.Context, effectID string) (*fence.Item, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fence/dynamostore: GetItem: %w", err)
+	}
+	return decode(out.Item)
+}

@@ -1,0 +1,43 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+var (
+	// ErrStale: the token was not the newest one for the effect, or another
+	// token had already passed the point of no return. The effect was not
+	// fired. It also matches ledger.ErrStaleFence.
+	ErrStale = fmt.Errorf("fence: stale fencing token: %w", ledger.ErrStaleFence)
+	// ErrIssued is matched by *IssuedError.
+	ErrIssued = errors.New("fence: effect already passed its point of no return")
+	// ErrUnfenced: Guard was called without a fencing token (the Ledger has
+	// no Fencer configured); the effect was not fired.
+	ErrUnfenced = errors.New("fence: effect function called without a fencing token")
+)
+
+// IssuedError says that a token already passed the effect's point of no
+// return (in this region or another), so no new token is issued and this
+// attempt must not fire. The effect's outcome, if recorded, reaches this
+// region's ledger by replication; until then the attempt cannot tell whether
+// the provider was reached.
+type IssuedError struct {
+	// Token is the token that passed.
+	Token uint64
+	// Region is where it passed ("" if unknown).
+	Region string
+	// At is when it passed.
+	At time.Time
+}
+
+func (e *IssuedError) Error() string {
+	return fmt.Sprintf("fence: effect already passed its point of no return (token %d, region %q, at %s)",
+		e.Token, e.Region, e.At.UTC().Format(time.RFC3339Nano))
+}
+
+// Is matches ErrIssued.
+func (e *IssuedError) Is(target error) bool { return target == ErrIssued }

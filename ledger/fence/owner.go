@@ -1,0 +1,127 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// MetricStaleFence counts point-of-no-return writes rejected for a stale
+// token (OpenWOP observability vocabulary; dimensions "kind" and "region").
+const MetricStaleFence = ledger.MetricStaleFence
+
+// DefaultRetention is the default fence-item retention: the ledger's minimum
+// retention plus one day, so a fence outlives the effect record it guards.
+const DefaultRetention = ledger.MinRetention + 24*time.Hour
+
+// Config configures an Owner. Validated by New.
+type Config struct {
+	// Store is the linearizable fence store. Required.
+	Store Store
+	// Region is the region this executor runs in, recorded with a passing
+	// token and used as a metric dimension. Default "" (not recorded).
+	Region string
+	// Retention is how long a fence item is kept after its last token. It
+	// must be at least the ledger's Config.Retention. Default
+	// DefaultRetention (15 days); minimum ledger.MinRetention.
+	Retention time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Metrics receives MetricStaleFence. Default nil: no metrics.
+	Metrics *emf.Recorder
+}
+
+// Owner is the linearizable fence owner. It implements ledger.Fencer; wrap
+// every fenced effect function with Guard. Safe for concurrent use.
+type Owner struct {
+	cfg Config
+}
+
+var _ ledger.Fencer = (*Owner)(nil)
+
+// New validates cfg, applies defaults and returns an Owner.
+func New(cfg Config) (*Owner, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("fence: Config.Store is required")
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.Retention < ledger.MinRetention {
+		return nil, fmt.Errorf("fence: Config.Retention %s is below the ledger's 14-day minimum", cfg.Retention)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Owner{cfg: cfg}, nil
+}
+
+func (o *Owner) now() time.Time { return o.cfg.Now().UTC().Truncate(time.Millisecond) }
+
+// Token implements ledger.Fencer: one conditional UpdateItem on the fence
+// store issues a token strictly greater than every token issued before for
+// effectID (also across a deleted, expired item: the seed is the clock in
+// milliseconds << 10). It fails with *IssuedError once a token has passed
+// the effect's point of no return.
+func (o *Owner) Token(ctx context.Context, effectID string) (uint64, error) {
+	if effectID == "" {
+		return 0, errors.New("fence: empty effect id")
+	}
+	now := o.now()
+	seed := uint64(now.UnixMilli()) << 10
+	tok, passed, err := o.cfg.Store.Acquire(ctx, effectID, seed, now, now.Add(o.cfg.Retention))
+	if err != nil {
+		return 0, err
+	}
+	if passed != nil {
+		return 0, &IssuedError{Token: passed.Token, Region: passed.Region, At: passed.At}
+	}
+	return tok, nil
+}
+
+// Pass is the point-of-no-return write: it succeeds, once, for the newest
+// token of effectID. Any other token gets ErrStale (counted in
+// MetricStaleFence) and must not fire.
+func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
+	if token == 0 {
+		return ErrUnfenced
+	}
+	ok, _, err := o.cfg.Store.Pass(ctx, effectID, token, o.cfg.Region, o.now())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		dims := map[string]string{"kind": string(ledger.KindEffect)}
+		if o.cfg.Region != "" {
+			dims["region"] = o.cfg.Region
+		}
+		o.cfg.Metrics.Count(MetricStaleFence, 1, dims)
+		return ErrStale
+	}
+	return nil
+}
+
+// Guard returns fn preceded by the point-of-no-return write: Ledger.Do calls
+// the returned function after its fire mark, and it calls Pass with the
+// call's fencing token, immediately before fn reaches the provider. When Pass
+// refuses (stale token) or cannot be made (e.g. the fence owner is
+// unreachable), fn is not called and the error is wrapped with
+// ledger.NotSent, so the ledger releases the attempt unfired and records
+// nothing. A Ledger without this Owner as its Fencer gets ErrUnfenced.
+//
+// An error from Pass that leaves its outcome unknown (a timeout after the
+// write was sent) is also treated as not sent: if the write did apply, the
+// effect is fenced with no fire, so no later token can fire it (the effect
+// stays unissued: at most once, never twice).
+func (o *Owner) Guard(fn ledger.Func) ledger.Func {
+	return func(ctx context.Context, call ledger.Call) ([]byte, error) {
+		if err := o.Pass(ctx, call.EffectID, call.Fence); err != nil {
+			return nil, ledger.NotSent(err)
+		}
+		return fn(ctx, call)
+	}
+}

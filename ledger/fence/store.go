@@ -1,0 +1,60 @@
+package fence
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the linearizable fence owner's persistence: one item per effect
+// identity, holding the newest token issued and the token that passed the
+// point of no return. Both operations are single conditional writes on one
+// item (no transactions). Implementations must be linearizable for the
+// fenced-effects guarantee to hold (a table in one home region, or an MRSC
+// table; never an MREC global table) and safe for concurrent use. Proven by
+// fencetest.Run.
+type Store interface {
+	// Acquire issues a new token for effectID, atomically: unless a token
+	// has passed the point of no return (and the item is still within its
+	// retention at now), the stored token becomes stored+1 (seed+1 when the
+	// item is absent) and is returned, and the item's retention is extended
+	// to expires. When a token has passed, nothing is written and passed
+	// describes it (token is then 0).
+	//
+	// seed must exceed every token that a deleted (expired) earlier item for
+	// the same effect may have issued; Owner passes the clock in
+	// milliseconds shifted left by 10 bits.
+	Acquire(ctx context.Context, effectID string, seed uint64, now, expires time.Time) (token uint64, passed *Passed, err error)
+
+	// Pass records that token passed the point of no return, atomically,
+	// if and only if token is the newest token issued for effectID and no
+	// token has passed. ok is false otherwise (a stale token), with current
+	// describing the stored item (nil if absent). A retried Pass whose first
+	// try was applied but whose response was lost reports ok.
+	Pass(ctx context.Context, effectID string, token uint64, region string, now time.Time) (ok bool, current *Item, err error)
+
+	// Get returns the stored item for effectID, or nil (strongly
+	// consistent). For audits and tests.
+	Get(ctx context.Context, effectID string) (*Item, error)
+}
+
+// Passed describes the token that passed an effect's point of no return.
+type Passed struct {
+	// Token is the token that passed.
+	Token uint64
+	// Region is the region the passing executor ran in ("" if unknown).
+	Region string
+	// At is when it passed.
+	At time.Time
+}
+
+// Item is the stored state of one effect's fence.
+type Item struct {
+	// EffectID is the effect identity.
+	EffectID string
+	// Token is the newest token issued.
+	Token uint64
+	// Passed is the token that passed the point of no return, nil if none.
+	Passed *Passed
+	// ExpiresAt is the retention deadline.
+	ExpiresAt time.Time
+}
