@@ -464,7 +464,17 @@ func TestCallerKeys(t *testing.T) {
 type nonReplayable struct{ io.Reader }
 
 func TestBodyReplayableWithoutGetBody(t *testing.T) {
-	s := newScripted(t, drop, status(500), status(201))
+	var lengths []int64
+	var mu sync.Mutex
+	record := func(next step) step {
+		return func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			lengths = append(lengths, r.ContentLength)
+			mu.Unlock()
+			next(w, r)
+		}
+	}
+	s := newScripted(t, record(drop), record(status(500)), record(status(201)))
 	var w waits
 	c := mustNew(t, fastConfig(&w))
 	body := strings.Repeat("payload-", 10000)
@@ -482,6 +492,11 @@ func TestBodyReplayableWithoutGetBody(t *testing.T) {
 	}
 	sameBodies(t, s, body)
 	sameKeys(t, s, resp.Key)
+	for _, l := range lengths {
+		if l != int64(len(body)) {
+			t.Fatalf("Content-Length %v, want %d on every attempt", lengths, len(body))
+		}
+	}
 }
 
 func TestNonMutatingPassesThrough(t *testing.T) {

@@ -248,7 +248,7 @@ func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action,
 
 func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	t.g.count(MetricClaimOutcomes, OutcomeReplay)
-	t.logf(ctx, slog.LevelInfo, "idempotency: replay", slog.String("outcome", OutcomeReplay), slog.Int("attempt", rec.Attempt))
+	t.logf(ctx, slog.LevelDebug, "idempotency: replay", slog.String("outcome", OutcomeReplay), slog.Int("attempt", rec.Attempt))
 	c := rec.Response
 	if c == nil { // a final record always has a response; never a panic
 		return t.fail(internalError())

@@ -22,7 +22,12 @@
 // own tables; names from CreateTable are unique):
 //
 //   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
-//     here). Ready in about 0.5 s.
+//     here). Ready in about 0.5 s. moto is NOT linearizable: with 32
+//     concurrent conditional UpdateItem calls on one item, two succeeded
+//     (seen under -race). Emulator.Endpoint for moto is therefore an
+//     in-process loopback proxy that forwards one request at a time, which
+//     restores DynamoDB's "exactly one conditional writer wins"
+//     (TestConditionalWritesAreAtomic guards it).
 //   - dynalite 4.0.0: tools/node_modules/.bin/dynalite, pinned by
 //     tools/package-lock.json. If it is missing, the first test process to
 //     need it runs `npm ci --prefix tools` (about 3 s) under a file lock in

@@ -3,6 +3,9 @@ package dynamotest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,6 +182,46 @@ func TestCounterAndFaults(t *testing.T) {
 		}
 		if f.Pending() != 1 {
 			t.Fatalf("pending %d", f.Pending())
+		}
+	})
+}
+
+// TestConditionalWritesAreAtomic: of 32 concurrent conditional updates of
+// one item exactly one succeeds, as in DynamoDB. Bare moto fails this
+// (occasionally two winners); the harness serializes requests to it.
+func TestConditionalWritesAreAtomic(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		table := e.CreateTable(t, "FenceTable")
+		c := e.Client()
+		for round := 0; round < 20; round++ {
+			pk := fmt.Sprintf("k%d", round)
+			if _, err := c.PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+				"pk": &types.AttributeValueMemberS{Value: pk}, "owner": &types.AttributeValueMemberS{Value: "old"}}}); err != nil {
+				t.Fatal(err)
+			}
+			var won atomic.Int32
+			var wg sync.WaitGroup
+			for w := 0; w < 32; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					_, err := c.UpdateItem(ctx(t), &dynamodb.UpdateItemInput{
+						TableName:                 aws.String(table),
+						Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+						ConditionExpression:       aws.String("#o = :old"),
+						UpdateExpression:          aws.String("SET #o = :new"),
+						ExpressionAttributeNames:  map[string]string{"#o": "owner"},
+						ExpressionAttributeValues: map[string]types.AttributeValue{":old": &types.AttributeValueMemberS{Value: "old"}, ":new": &types.AttributeValueMemberS{Value: fmt.Sprint(w)}},
+					})
+					if err == nil {
+						won.Add(1)
+					}
+				}(w)
+			}
+			wg.Wait()
+			if n := won.Load(); n != 1 {
+				t.Fatalf("round %d: %d winners, want exactly 1", round, n)
+			}
 		}
 	})
 }

@@ -138,6 +138,7 @@ func StopAll() {
 	mu.Lock()
 	defer mu.Unlock()
 	for k, s := range servers {
+		s.proxy.close()
 		if s.proc != nil {
 			s.proc.stop()
 		}
@@ -146,10 +147,11 @@ func StopAll() {
 }
 
 type server struct {
-	once sync.Once
-	emu  *Emulator
-	proc *process
-	err  error
+	once  sync.Once
+	emu   *Emulator
+	proc  *process
+	proxy *serializer
+	err   error
 }
 
 var (
@@ -165,7 +167,19 @@ func get(kind string) (*Emulator, error) {
 		servers[kind] = s
 	}
 	mu.Unlock()
-	s.once.Do(func() { s.emu, s.proc, s.err = launch(kind) })
+	s.once.Do(func() {
+		s.emu, s.proc, s.err = launch(kind)
+		if s.err == nil && kind == Moto {
+			// See serializer: moto's conditional writes are not atomic.
+			var ep string
+			if s.proxy, ep, s.err = startSerializer(s.emu.Endpoint); s.err != nil {
+				s.proc.stop()
+				s.emu = nil
+				return
+			}
+			s.emu.Endpoint = ep
+		}
+	})
 	return s.emu, s.err
 }
 

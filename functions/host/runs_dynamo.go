@@ -1,0 +1,204 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// DynamoAPI is the subset of *dynamodb.Client the host stores use.
+type DynamoAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// DynamoRuns is the RunsTable RunStore (partition key pk = runId).
+//
+// Item: pk, tenant, workflowId, inputs (JSON text), status, error,
+// createdAt and updatedAt (Unix ms).
+type DynamoRuns struct {
+	// Client is the DynamoDB client. Required.
+	Client DynamoAPI
+	// Table is the RunsTable name. Required.
+	Table string
+	// Transactional makes Create, when it runs under a Layer-1 claim
+	// (idem.Transact), hand its PutItem to the idempotency store so that it
+	// commits in ONE transaction with the completion record: the run then
+	// exists if and only if the 201 that names it was recorded, however
+	// often the request is retried or reclaimed. Set it only when the
+	// idempotency store is idem/dynamostore on the same DynamoDB endpoint as
+	// Table, and that endpoint supports transactions. Default false: a
+	// conditional PutItem.
+	Transactional bool
+}
+
+const (
+	runAttrPK      = "pk"
+	runAttrTenant  = "tenant"
+	runAttrWF      = "workflowId"
+	runAttrInputs  = "inputs"
+	runAttrStatus  = "status"
+	runAttrError   = "error"
+	runAttrCreated = "createdAt"
+	runAttrUpdated = "updatedAt"
+)
+
+func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+func nAV(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func runItem(r Run) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		runAttrPK:      sAV(r.ID),
+		runAttrTenant:  sAV(r.Tenant),
+		runAttrWF:      sAV(r.WorkflowID),
+		runAttrStatus:  sAV(string(r.Status)),
+		runAttrCreated: nAV(r.CreatedAt.UnixMilli()),
+		runAttrUpdated: nAV(r.UpdatedAt.UnixMilli()),
+	}
+	if len(r.Inputs) > 0 {
+		m[runAttrInputs] = sAV(string(r.Inputs))
+	}
+	if r.Error != "" {
+		m[runAttrError] = sAV(r.Error)
+	}
+	return m
+}
+
+// RunFromItem decodes a RunsTable item (also used for stream images).
+func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
+	s := func(k string) string {
+		if v, ok := m[k].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	n := func(k string) time.Time {
+		if v, ok := m[k].(*types.AttributeValueMemberN); ok {
+			if i, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+				return time.UnixMilli(i).UTC()
+			}
+		}
+		return time.Time{}
+	}
+	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: Status(s(runAttrStatus)),
+		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
+	if in := s(runAttrInputs); in != "" {
+		r.Inputs = []byte(in)
+	}
+	return r, r.ID != ""
+}
+
+// Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
+// or, when Transactional and under a claim, the same Put inside the
+// completion transaction.
+func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
+	if err != nil {
+		return err
+	}
+	item := runItem(r)
+	if d.Transactional {
+		err := idem.Transact(ctx, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(d.Table), Item: item,
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		}})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, idem.ErrNoClaim) {
+			return err
+		}
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.Table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ErrRunExists
+	}
+	if err != nil {
+		return fmt.Errorf("host: put run: %w", err)
+	}
+	return nil
+}
+
+// Get implements RunStore (one strongly consistent GetItem).
+func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
+	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("host: get run: %w", err)
+	}
+	r, ok := RunFromItem(out.Item)
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	return r, nil
+}
+
+// Transition implements RunStore: one UpdateItem conditional on the current
+// status (and existence). On a failed condition the old item comes back with
+// the error (ALL_OLD), or, where the server does not return it, from a
+// consistent GetItem.
+func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
+	if len(from) == 0 {
+		return Run{}, errors.New("host: Transition needs at least one from status")
+	}
+	ops := make([]expression.OperandBuilder, 0, len(from))
+	for _, s := range from {
+		ops = append(ops, expression.Value(string(s)))
+	}
+	var in expression.ConditionBuilder
+	if len(ops) == 1 {
+		in = expression.Name(runAttrStatus).Equal(ops[0])
+	} else {
+		in = expression.Name(runAttrStatus).In(ops[0], ops[1:]...)
+	}
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(in)
+	upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(to))).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	if errMsg != "" {
+		upd = upd.Set(expression.Name(runAttrError), expression.Value(errMsg))
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return Run{}, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		cur, ok := RunFromItem(ccf.Item)
+		if !ok {
+			if cur, err = d.Get(ctx, id); err != nil {
+				return Run{}, err
+			}
+		}
+		return cur, ErrStatusConflict
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("host: update run: %w", err)
+	}
+	r, _ := RunFromItem(out.Attributes)
+	return r, nil
+}

@@ -1,0 +1,125 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+func body1KB() string {
+	var b strings.Builder
+	b.WriteString(`{"workflow":"wf_01HZX","input":{"items":[`)
+	for i := 0; b.Len() < 1000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"sku":"SKU-%04d","qty":%d,"note":"caf\u00e9 <&>"}`, i, i%7)
+	}
+	b.WriteString(`]}}`)
+	return b.String()
+}
+
+func benchGuard(b *testing.B) *idem.Guard {
+	g, err := idem.New(idem.Config{Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return g
+}
+
+func benchHandler(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"runId":"run_1"}`}, nil
+}
+
+// BenchmarkHTTPAPIFirstExecution1KB is the middleware's own cost for a first
+// execution (claim + complete) of a 1 KB JSON body, with the in-memory store.
+func BenchmarkHTTPAPIFirstExecution1KB(b *testing.B) {
+	g := benchGuard(b)
+	h := g.HTTPAPI(benchHandler)
+	ev := v2event("POST", "POST /runs", testKey, body1KB())
+	keys := make([]string, b.N)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k_%022d", i)
+	}
+	ctx := context.Background()
+	b.SetBytes(int64(len(ev.Body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev.Headers["idempotency-key"] = keys[i]
+		if r, _ := h(ctx, ev); r.StatusCode != 201 {
+			b.Fatal(r.StatusCode)
+		}
+	}
+}
+
+// BenchmarkHTTPAPIReplay1KB is the middleware's own cost for a replay.
+func BenchmarkHTTPAPIReplay1KB(b *testing.B) {
+	g := benchGuard(b)
+	h := g.HTTPAPI(benchHandler)
+	ev := v2event("POST", "POST /runs", testKey, body1KB())
+	ctx := context.Background()
+	h(ctx, ev)
+	b.SetBytes(int64(len(ev.Body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if r, _ := h(ctx, ev); r.StatusCode != 201 {
+			b.Fatal(r.StatusCode)
+		}
+	}
+}
+
+// BenchmarkHTTPAPIBaseline1KB is the bare adapter path with no key (no
+// deduplication), for comparison.
+func BenchmarkHTTPAPIBaseline1KB(b *testing.B) {
+	g := benchGuard(b)
+	h := g.HTTPAPI(benchHandler)
+	ev := v2event("POST", "POST /runs", "", body1KB())
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		h(ctx, ev)
+	}
+}
+
+func body1MB() []byte {
+	var b strings.Builder
+	b.WriteString(`{"rows":[`)
+	for i := 0; b.Len() < 1<<20; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"name":"row \u00e9 %d","v":[1.5,2,"x"],"ok":true}`, i, i)
+	}
+	b.WriteString(`]}`)
+	return []byte(b.String())
+}
+
+// BenchmarkDigestJSON1MB measures the JCS digest throughput (target >= 50 MB/s).
+func BenchmarkDigestJSON1MB(b *testing.B) {
+	body := body1MB()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := idem.DigestJSON(body, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDigestBytes1MB measures the byte digest throughput.
+func BenchmarkDigestBytes1MB(b *testing.B) {
+	body := body1MB()
+	b.SetBytes(int64(len(body)))
+	for i := 0; i < b.N; i++ {
+		idem.DigestBytes(body)
+	}
+}

@@ -1,0 +1,34 @@
+// Package idem is Layer 1 of idemkit: request idempotency for AWS Lambda APIs
+// behind API Gateway, keyed by the Idempotency-Key header. It holds protocol
+// logic only (keys, scope, digest, record states, decisions, response
+// classification and the API Gateway v1/v2 and net/http adapters) and never
+// imports the AWS SDK; records live behind the small Store interface
+// (idem/memstore, idem/dynamostore), proven by one conformance suite
+// (idem/idemtest).
+//
+// Scope: a record is keyed by ScopeID(tenant, operation, key) — the
+// authenticated tenant (from the authorizer context, never the body), the
+// routed operation (HTTP API routeKey, REST method+resource, or a mapped
+// operation id; never the raw path) and the caller's key. The raw key is never
+// stored or logged (logs carry keyhash.Log values). Caller scopes live in
+// their own keyspace (CallerPrefix); host-generated locks never enter the
+// Layer-1 store, and stores refuse IDs outside the caller keyspace, so no
+// caller key can name, claim or suppress a host lock (RFC 0150 §A).
+//
+// Digest: SHA-256 over the RFC 8785 (JCS) canonical form of a JSON body
+// (RecipeJCS, optionally with a Normalizer), or over the bytes of any other
+// body (RecipeBytes), stamped with its recipe.
+//
+// Decision on arrival (same scope): absent or expired → claim and run;
+// same digest and final → replay; same digest, pending and live → wait
+// (Config.Wait, bounded by the context deadline) for a final outcome, else
+// 409 idempotency_in_flight with Retry-After; same digest, lease expired or
+// retryable-failure → atomic reclaim (Attempt+1) and run; different digest →
+// 409 idempotency_key_mismatch. See Guard for the guarantees.
+//
+// Error codes: envelopes always carry OpenWOP registry codes. A missing key
+// on a Required route is 400 idempotency_key_invalid with
+// details {"reason":"missing"} (the registry has no "missing key" code).
+// ProfileERP's own codes (IDEMPOTENCY_REQUEST_IN_PROGRESS,
+// IDEMPOTENCY_KEY_CONFLICT) are given in details.profileCode.
+package idem

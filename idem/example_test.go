@@ -1,0 +1,89 @@
+package idem_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+// A handler wrapped by HTTPAPI runs once per (tenant, route, key); a retry
+// gets the cached response with the replay marker.
+func ExampleGuard_HTTPAPI() {
+	g, err := idem.New(idem.Config{
+		Store:  memstore.New(), // dynamostore.New(...) in production
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	runs := 0
+	create := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		runs++
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"runId":"run_%d"}`, runs)}, nil
+	})
+	ev := events.APIGatewayV2HTTPRequest{
+		RouteKey: "POST /runs",
+		Headers:  map[string]string{"idempotency-key": "0b7c3f6e-5a1d-4c2e-9f8a-1d2e3f4a5b6c", "content-type": "application/json"},
+		Body:     `{"workflow":"wf_1"}`,
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}},
+		},
+	}
+	first, _ := create(context.Background(), ev)
+	retry, _ := create(context.Background(), ev)
+	fmt.Println(first.StatusCode, first.Body, first.Headers["Openwop-Idempotent-Replay"] == "")
+	fmt.Println(retry.StatusCode, retry.Body, retry.Headers["Openwop-Idempotent-Replay"])
+	ev.Body = `{"workflow":"wf_2"}`
+	other, _ := create(context.Background(), ev)
+	fmt.Println(other.StatusCode, other.Body)
+	fmt.Println("handler runs:", runs)
+	// Output:
+	// 201 {"runId":"run_1"} true
+	// 201 {"runId":"run_1"} true
+	// 409 {"error":"idempotency_key_mismatch","message":"The Idempotency-Key has already been used with a different request payload."}
+	// handler runs: 1
+}
+
+// Transact commits a handler's business writes in the same fenced
+// transaction as the completion record.
+func ExampleTransact() {
+	store := memstore.New()
+	g, _ := idem.New(idem.Config{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	h := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		// With dynamostore this is a types.TransactWriteItem.
+		if err := idem.Transact(ctx, memstore.Write{Key: "order#1", Value: []byte(ev.Body), IfAbsent: true}); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"order":"1"}`}, nil
+	})
+	ev := events.APIGatewayV2HTTPRequest{
+		RouteKey: "POST /orders",
+		Headers:  map[string]string{"idempotency-key": "order-0001-abcdefghijklmnop"},
+		Body:     "qty=1",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}},
+		},
+	}
+	h(context.Background(), ev)
+	h(context.Background(), ev)
+	v, ok := store.Item("order#1")
+	fmt.Println(string(v), ok)
+	// Output:
+	// qty=1 true
+}
+
+// LoadEnv reads the seed-003 environment variables.
+func ExampleLoadEnv() {
+	vars := map[string]string{"IDEMPOTENCY_REQUIRED": "true", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "120", "IDEMPOTENCY_RETENTION_HOURS": "720", "IDEMPOTENCY_TABLE": "idem"}
+	env, err := idem.LoadEnv(func(k string) string { return vars[k] })
+	fmt.Println(env.Enabled, env.Required, env.Lease, env.Retention, env.Table, err)
+	// Output:
+	// true true 2m0s 720h0m0s idem <nil>
+}

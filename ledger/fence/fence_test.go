@@ -1,0 +1,371 @@
+package fence_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/fence"
+	fencemem "github.com/idemkit/idemkit/ledger/fence/memstore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/ledger/memstore"
+)
+
+var t0 = time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+
+// region is one region's executor: its own ledger replica (a separate store:
+// the worst case of an MREC global table, a partition that replicates
+// nothing) and the shared, linearizable fence owner.
+type region struct {
+	name   string
+	ledger *ledger.Ledger
+	store  *memstore.Store
+	owner  *fence.Owner
+}
+
+type world struct {
+	clock   *ledgertest.Clock
+	fences  *fencemem.Store
+	prov    *ledgertest.Provider
+	metrics *bytes.Buffer
+	rec     *emf.Recorder
+}
+
+func newWorld(t *testing.T) *world {
+	w := &world{clock: ledgertest.NewClock(t0), fences: fencemem.New(), prov: ledgertest.NewProvider(t), metrics: &bytes.Buffer{}}
+	w.rec = emf.New(w.metrics, "idemkit")
+	return w
+}
+
+func (w *world) region(t *testing.T, name string, fencer func(*fence.Owner) ledger.Fencer) *region {
+	owner, err := fence.New(fence.Config{Store: w.fences, Region: name, Now: w.clock.Now, Metrics: w.rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f ledger.Fencer = owner
+	if fencer != nil {
+		f = fencer(owner)
+	}
+	st := memstore.New()
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Now: w.clock.Now, Fencer: f, Metrics: w.rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &region{name: name, ledger: l, store: st, owner: owner}
+}
+
+func (w *world) staleCount() int { return strings.Count(w.metrics.String(), `"`+fence.MetricStaleFence+`":1`) }
+
+func effect(t *testing.T, key string) ledger.Effect {
+	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Effect{Identity: id}
+}
+
+func (w *world) call(r *region) ledger.Func {
+	return r.owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		return w.prov.Call(ctx, c.ProviderKey, "charge 10 EUR")
+	})
+}
+
+// hookFencer runs after() between taking a token and returning it: the
+// executor stalls after its fence verdict and before its fire mark.
+type hookFencer struct {
+	*fence.Owner
+	after func()
+}
+
+func (h hookFencer) Token(ctx context.Context, id string) (uint64, error) {
+	tok, err := h.Owner.Token(ctx, id)
+	h.after()
+	return tok, err
+}
+
+// stallOnce returns a hook that, the first time only, signals stalled and
+// waits for release.
+func stallOnce(stalled, release chan struct{}) func() {
+	var once sync.Once
+	return func() { once.Do(func() { close(stalled); <-release }) }
+}
+
+// Under a partition the same effect is claimed in both regions (each wins
+// its local claim); the stale owner's effect is rejected at the point of no
+// return and the provider sees exactly one call.
+func TestPartitionStaleOwnerRejected(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-1")
+	release := make(chan struct{})
+	stalled := make(chan struct{})
+	eu := w.region(t, "eu-west-1", func(o *fence.Owner) ledger.Fencer {
+		return hookFencer{o, stallOnce(stalled, release)}
+	})
+	us := w.region(t, "us-east-1", nil)
+
+	var euErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, euErr = eu.ledger.Do(context.Background(), eff, w.call(eu))
+	}()
+	<-stalled // eu holds token 1, not yet fired
+	res, err := us.ledger.Do(context.Background(), eff, w.call(us))
+	if err != nil || res.Replayed {
+		t.Fatalf("us Do = %+v, %v", res, err)
+	}
+	close(release)
+	<-done
+	if !errors.Is(euErr, fence.ErrStale) || !errors.Is(euErr, ledger.ErrStaleFence) || !errors.Is(euErr, ledger.ErrNotSent) {
+		t.Fatalf("stale owner's Do error = %v, want ErrStale (not sent)", euErr)
+	}
+	if got := w.prov.Requests(); got != 1 {
+		t.Fatalf("provider saw %d calls, want exactly 1", got)
+	}
+	if got := w.staleCount(); got != 1 {
+		t.Fatalf("%s counted %d times, want 1:\n%s", fence.MetricStaleFence, got, w.metrics)
+	}
+	// The stale attempt was released, not escaped: it never reached the provider.
+	rec, _ := eu.ledger.Lookup(context.Background(), eff.Identity.EffectID)
+	if rec == nil || rec.State != ledger.StateReleased || rec.Attempts[0].State != ledger.AttemptReleased {
+		t.Fatalf("eu record = %+v", rec)
+	}
+	// A later attempt in eu is refused a token: the effect was issued.
+	_, err = eu.ledger.Do(context.Background(), eff, w.call(eu))
+	var issued *fence.IssuedError
+	if !errors.As(err, &issued) || issued.Region != "us-east-1" {
+		t.Fatalf("later eu Do = %v, want *IssuedError from us-east-1", err)
+	}
+	if w.prov.Requests() != 1 {
+		t.Fatal("a later attempt reached the provider")
+	}
+}
+
+// The same hazard without the fence (reconciled-records): both partitioned
+// regions fire. Only a provider that deduplicates on the stable key keeps
+// it to one effect; that is why such effects are at-least-once-risk.
+func TestPartitionUnfencedFiresTwice(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-2")
+	var ls []*ledger.Ledger
+	for range 2 {
+		l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Now: w.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	for _, l := range ls {
+		if _, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			return w.prov.Call(ctx, c.ProviderKey, "x")
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w.prov.Requests() != 2 || w.prov.Effects() != 1 {
+		t.Fatalf("requests=%d effects=%d; want 2 requests deduplicated to 1 effect", w.prov.Requests(), w.prov.Effects())
+	}
+	if fence.Classify(fence.ReconciledRecords, false) != fence.AtLeastOnceRisk ||
+		fence.Classify(fence.ReconciledRecords, true) != fence.ExactlyOnce ||
+		fence.Classify(fence.FencedEffects, false) != fence.ExactlyOnce {
+		t.Fatal("Classify")
+	}
+}
+
+// 16 executors in each of two partitioned regions race on one effect: the
+// provider sees exactly one call; every loser is told why.
+func TestRacingRegionsOneCall(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-3")
+	regions := []*region{w.region(t, "eu-west-1", nil), w.region(t, "us-east-1", nil)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	for i := range 32 {
+		r := regions[i%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.ledger.Do(context.Background(), eff, w.call(r))
+			kind := "fired"
+			switch {
+			case err == nil && res.Replayed:
+				kind = "replayed"
+			case err == nil:
+			case errors.Is(err, fence.ErrStale):
+				kind = "stale"
+			case errors.Is(err, fence.ErrIssued):
+				kind = "issued"
+			case errors.Is(err, ledger.ErrInFlight):
+				kind = "in-flight"
+			default:
+				t.Errorf("unexpected error: %v", err)
+			}
+			mu.Lock()
+			outcomes[kind]++
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if w.prov.Requests() != 1 || outcomes["fired"] != 1 {
+		t.Fatalf("provider calls=%d outcomes=%v; want exactly one fire", w.prov.Requests(), outcomes)
+	}
+}
+
+// A stalled owner whose lease expired in the SAME region: the reclaimer takes
+// a newer token and fires; the stalled owner can no longer fire.
+func TestLeaseExpiryStalledOwner(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-4")
+	release, stalled := make(chan struct{}), make(chan struct{})
+	shared := memstore.New()
+	mk := func(f ledger.Fencer) *ledger.Ledger {
+		l, err := ledger.New(ledger.Config{Store: shared, Lease: 30 * time.Second, Wait: -1, Now: w.clock.Now, Fencer: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	owner, _ := fence.New(fence.Config{Store: w.fences, Now: w.clock.Now, Metrics: w.rec})
+	stallA := mk(hookFencer{owner, stallOnce(stalled, release)})
+	b := mk(owner)
+	call := owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) { return w.prov.Call(ctx, c.ProviderKey, "x") })
+	var aErr error
+	done := make(chan struct{})
+	go func() { defer close(done); _, aErr = stallA.Do(context.Background(), eff, call) }()
+	<-stalled
+	w.clock.Advance(time.Minute) // A's lease expires (or B's clock runs ahead)
+	if _, err := b.Do(context.Background(), eff, call); err != nil {
+		t.Fatalf("reclaimer: %v", err)
+	}
+	close(release)
+	<-done
+	if aErr == nil || w.prov.Requests() != 1 {
+		t.Fatalf("stalled owner: err=%v provider calls=%d; want refused and exactly 1 call", aErr, w.prov.Requests())
+	}
+}
+
+// An executor that passed the point of no return and crashed before firing
+// leaves the effect issued: no later attempt, in any region, fires it.
+func TestCrashAfterPointOfNoReturn(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-5")
+	eu := w.region(t, "eu-west-1", nil)
+	_, err := eu.ledger.Do(context.Background(), eff, eu.owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("crashed mid-call"))
+	}))
+	if !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatal(err)
+	}
+	us := w.region(t, "us-east-1", nil)
+	for _, r := range []*region{eu, us} {
+		w.clock.Advance(time.Minute)
+		if _, err := r.ledger.Do(context.Background(), eff, w.call(r)); !errors.Is(err, fence.ErrIssued) {
+			t.Fatalf("%s: later Do = %v, want ErrIssued", r.name, err)
+		}
+	}
+	if w.prov.Requests() != 0 {
+		t.Fatal("an issued effect was fired again")
+	}
+}
+
+// failingStore fails the next n operations of the fence store.
+type failingStore struct {
+	fence.Store
+	mu          sync.Mutex
+	failAcquire int
+	failPass    int
+}
+
+var errInjected = errors.New("injected: fence owner unreachable")
+
+func (s *failingStore) Acquire(ctx context.Context, id string, seed uint64, now, exp time.Time) (uint64, *fence.Passed, error) {
+	s.mu.Lock()
+	fail := s.failAcquire > 0
+	s.failAcquire--
+	s.mu.Unlock()
+	if fail {
+		return 0, nil, errInjected
+	}
+	return s.Store.Acquire(ctx, id, seed, now, exp)
+}
+
+func (s *failingStore) Pass(ctx context.Context, id string, tok uint64, region string, now time.Time) (bool, *fence.Item, error) {
+	s.mu.Lock()
+	fail := s.failPass > 0
+	s.failPass--
+	s.mu.Unlock()
+	if fail {
+		return false, nil, errInjected
+	}
+	return s.Store.Pass(ctx, id, tok, region, now)
+}
+
+// An unreachable fence owner (a partitioned region) never leads to a fire;
+// the attempt is released and a later attempt fires once.
+func TestUnreachableFenceNeverFires(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-6")
+	fs := &failingStore{Store: w.fences, failAcquire: 1, failPass: 1}
+	owner, err := fence.New(fence.Config{Store: fs, Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Now: w.clock.Now, Fencer: owner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) { return w.prov.Call(ctx, c.ProviderKey, "x") })
+	for i := range 2 { // token refused, then pass refused
+		if _, err := l.Do(context.Background(), eff, call); !errors.Is(err, errInjected) {
+			t.Fatalf("attempt %d: %v, want the injected error", i, err)
+		}
+		if w.prov.Requests() != 0 {
+			t.Fatal("fired without the fence")
+		}
+	}
+	res, err := l.Do(context.Background(), eff, call)
+	if err != nil || w.prov.Requests() != 1 {
+		t.Fatalf("after recovery: %+v %v, provider calls %d", res, err, w.prov.Requests())
+	}
+	res, err = l.Do(context.Background(), eff, call)
+	if err != nil || !res.Replayed || w.prov.Requests() != 1 {
+		t.Fatalf("duplicate: %+v %v", res, err)
+	}
+}
+
+func TestGuardRefusesUnfencedLedger(t *testing.T) {
+	w := newWorld(t)
+	owner, _ := fence.New(fence.Config{Store: w.fences})
+	l, _ := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1})
+	_, err := l.Do(context.Background(), effect(t, "order-7"), owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+		t.Fatal("fired without a token")
+		return nil, nil
+	}))
+	if !errors.Is(err, fence.ErrUnfenced) {
+		t.Fatalf("err = %v, want ErrUnfenced", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	if _, err := fence.New(fence.Config{}); err == nil {
+		t.Fatal("missing store accepted")
+	}
+	if _, err := fence.New(fence.Config{Store: fencemem.New(), Retention: time.Hour}); err == nil {
+		t.Fatal("retention below 14 days accepted")
+	}
+	for _, c := range []fence.CrossRegion{fence.SingleRegion, fence.ReconciledRecords, fence.FencedEffects} {
+		if !c.Valid() {
+			t.Fatal(c)
+		}
+	}
+	if fence.CrossRegion("strict").Valid() {
+		t.Fatal("removed vocabulary accepted")
+	}
+}

@@ -1,0 +1,228 @@
+// Package fencetest is the conformance suite every fence.Store must pass:
+// token monotonicity (sequential, concurrent, across expiry and deletion),
+// the point-of-no-return condition (only the newest token passes, once; a
+// stale token is rejected even under 32 racing executors), and the refusal
+// to issue a token after a pass. The same suite runs against
+// fence/memstore and, through internal/dynamotest, fence/dynamostore on
+// moto and dynalite.
+package fencetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger/fence"
+)
+
+// Harness plugs a Store into the suite.
+type Harness struct {
+	// NewStore returns an empty store (or one no other test writes to).
+	// Called once per subtest. Required.
+	NewStore func(t *testing.T) fence.Store
+	// Delete removes an effect's fence item (as TTL or the sweeper would).
+	// Required: monotonicity across deletion is part of the contract.
+	Delete func(t *testing.T, s fence.Store, effectID string)
+}
+
+var t0 = time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+
+const day = 24 * time.Hour
+
+func seed(t time.Time) uint64 { return uint64(t.UnixMilli()) << 10 }
+
+// EffectID returns a fresh random effect id.
+func EffectID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "acme:" + hex.EncodeToString(b)
+}
+
+// Run runs the suite.
+func Run(t *testing.T, h Harness) {
+	if h.NewStore == nil || h.Delete == nil {
+		t.Fatal("fencetest: Harness.NewStore and Harness.Delete are required")
+	}
+	ctx := context.Background()
+
+	t.Run("TokensIncrease", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		var last uint64
+		for i := 0; i < 5; i++ {
+			tok, p, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+			if err != nil || p != nil {
+				t.Fatalf("Acquire %d: %v %v", i, p, err)
+			}
+			if tok <= last {
+				t.Fatalf("token %d after %d: not increasing", tok, last)
+			}
+			last = tok
+		}
+		if last != seed(t0)+5 {
+			t.Fatalf("last token %d, want seed+5", last)
+		}
+	})
+
+	t.Run("ConcurrentTokensDistinct", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		const n = 32
+		toks := make([]uint64, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tok, _, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+				if err != nil {
+					t.Error(err)
+				}
+				toks[i] = tok
+			}()
+		}
+		wg.Wait()
+		seen := map[uint64]bool{}
+		for _, tok := range toks {
+			if tok == 0 || seen[tok] {
+				t.Fatalf("tokens not distinct: %v", toks)
+			}
+			seen[tok] = true
+		}
+	})
+
+	t.Run("OnlyNewestTokenPasses", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		t1, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		t2, _, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, cur, err := s.Pass(ctx, id, t1, "eu-west-1", t0)
+		if err != nil || ok {
+			t.Fatalf("stale token passed: ok=%v err=%v", ok, err)
+		}
+		if cur == nil || cur.Token != t2 || cur.Passed != nil {
+			t.Fatalf("current after stale pass = %+v", cur)
+		}
+		if ok, _, err = s.Pass(ctx, id, t2, "us-east-1", t0.Add(time.Second)); err != nil || !ok {
+			t.Fatalf("newest token refused: ok=%v err=%v", ok, err)
+		}
+		// A retry of the same pass (e.g. after a lost response) is ok.
+		if ok, _, err = s.Pass(ctx, id, t2, "us-east-1", t0.Add(time.Second)); err != nil || !ok {
+			t.Fatalf("retried pass refused: ok=%v err=%v", ok, err)
+		}
+		it, err := s.Get(ctx, id)
+		if err != nil || it == nil || it.Passed == nil {
+			t.Fatalf("Get = %+v, %v", it, err)
+		}
+		if it.Passed.Token != t2 || it.Passed.Region != "us-east-1" || !it.Passed.At.Equal(t0.Add(time.Second)) {
+			t.Fatalf("passed = %+v", it.Passed)
+		}
+	})
+
+	t.Run("NoTokenAfterPass", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, err := s.Pass(ctx, id, tok, "eu-west-1", t0); err != nil || !ok {
+			t.Fatalf("pass: %v %v", ok, err)
+		}
+		nt, p, err := s.Acquire(ctx, id, seed(t0), t0.Add(time.Minute), t0.Add(15*day))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if nt != 0 || p == nil || p.Token != tok || p.Region != "eu-west-1" {
+			t.Fatalf("Acquire after pass = %d, %+v; want no token and the passed one", nt, p)
+		}
+		// A later, higher token never existed, so the passed one still stands.
+		if ok, _, _ := s.Pass(ctx, id, tok+1, "", t0); ok {
+			t.Fatal("an unissued token passed")
+		}
+	})
+
+	t.Run("PassOfUnknownEffectRefused", func(t *testing.T) {
+		s := h.NewStore(t)
+		if ok, cur, err := s.Pass(ctx, EffectID(), 7, "", t0); err != nil || ok || cur != nil {
+			t.Fatalf("Pass on absent item = %v %+v %v", ok, cur, err)
+		}
+	})
+
+	t.Run("ExpiredPassReissues", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, _ := s.Pass(ctx, id, tok, "", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		// Past retention the item counts as absent, but tokens keep rising.
+		later := t0.Add(16 * day)
+		nt, p, err := s.Acquire(ctx, id, seed(later), later, later.Add(15*day))
+		if err != nil || p != nil || nt <= tok {
+			t.Fatalf("Acquire past retention = %d, %+v, %v (old token %d)", nt, p, err, tok)
+		}
+		if ok, _, _ := s.Pass(ctx, id, tok, "", later); ok {
+			t.Fatal("the old generation's token passed again")
+		}
+		if ok, _, _ := s.Pass(ctx, id, nt, "", later); !ok {
+			t.Fatal("the new token was refused")
+		}
+	})
+
+	t.Run("MonotonicAcrossDeletion", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		var old uint64
+		for range 3 {
+			old, _, _ = s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		}
+		h.Delete(t, s, id)
+		later := t0.Add(16 * day)
+		nt, _, err := s.Acquire(ctx, id, seed(later), later, later.Add(15*day))
+		if err != nil || nt <= old {
+			t.Fatalf("token after deletion %d <= %d (%v)", nt, old, err)
+		}
+		if ok, _, _ := s.Pass(ctx, id, old, "", later); ok {
+			t.Fatal("a token of the deleted generation passed")
+		}
+	})
+
+	t.Run("RacingExecutorsOnePass", func(t *testing.T) {
+		// 32 executors each take a token and try the point of no return:
+		// exactly one passes (the newest token at the time its pass lands
+		// is always held by someone who then passes, unless a pass already
+		// happened), every other one is rejected.
+		s, id := h.NewStore(t), EffectID()
+		const n = 32
+		var passed, stale, refused atomic.Int32
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tok, p, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if p != nil {
+					refused.Add(1)
+					return
+				}
+				ok, _, err := s.Pass(ctx, id, tok, "", t0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					passed.Add(1)
+				} else {
+					stale.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if passed.Load() != 1 || passed.Load()+stale.Load()+refused.Load() != n {
+			t.Fatalf("passed=%d stale=%d refused=%d; want exactly one pass", passed.Load(), stale.Load(), refused.Load())
+		}
+	})
+}
