@@ -1,0 +1,259 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// ErrDestinationRefused is returned (wrapped) for a webhook destination the
+// policy refuses, at createRun and again at connect time.
+var ErrDestinationRefused = errors.New("webhook destination refused")
+
+// WebhookPolicy is the webhook workflow's destination allowlist. The zero
+// value allows any public http(s) host and refuses loopback, private,
+// link-local (including the instance metadata address), unspecified and
+// multicast addresses. The check runs on the URL at createRun and on the
+// resolved IP at every connection (so a DNS answer cannot smuggle a refused
+// address in).
+type WebhookPolicy struct {
+	// Allow lists allowed hosts: "example.com" (exactly) or "*.example.com"
+	// (any subdomain). Default empty: any host, subject to the IP rules.
+	// Env WEBHOOK_ALLOWLIST (comma-separated).
+	Allow []string
+	// AllowLoopback admits loopback destinations (127.0.0.0/8, ::1,
+	// localhost). Default false; `idemkit dev --allow-loopback-webhooks`
+	// sets it. Env WEBHOOK_ALLOW_LOOPBACK.
+	AllowLoopback bool
+	// AllowPrivate admits private (RFC 1918, fc00::/7) destinations, e.g.
+	// inside a VPC. Default false. Env WEBHOOK_ALLOW_PRIVATE.
+	AllowPrivate bool
+}
+
+// CheckURL checks a destination URL: http or https, no user info, a host
+// allowed by Allow, and, when the host is an IP literal or "localhost", an
+// address the IP rules admit.
+func (p *WebhookPolicy) CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("%w: inputs.url must be an absolute http or https URL", ErrDestinationRefused)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: inputs.url must not carry credentials", ErrDestinationRefused)
+	}
+	host := strings.ToLower(u.Hostname())
+	if len(p.Allow) > 0 && !p.hostAllowed(host) {
+		return fmt.Errorf("%w: host %q is not on the allowlist", ErrDestinationRefused, host)
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		if !p.AllowLoopback {
+			return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
+		}
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.CheckIP(ip)
+	}
+	return nil
+}
+
+func (p *WebhookPolicy) hostAllowed(host string) bool {
+	for _, a := range p.Allow {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if suf, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(host, "."+suf) {
+				return true
+			}
+		} else if host == a {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckIP applies the IP rules to a resolved address.
+func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsLoopback():
+		if p.AllowLoopback {
+			return nil
+		}
+		return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
+	case ip.IsPrivate():
+		if p.AllowPrivate {
+			return nil
+		}
+		return fmt.Errorf("%w: private destinations are refused", ErrDestinationRefused)
+	case ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return fmt.Errorf("%w: %s is not a routable destination", ErrDestinationRefused, ip)
+	}
+	return nil
+}
+
+// HTTPClient returns an HTTP client whose every connection is checked
+// against the policy after name resolution, with the given overall timeout
+// per request and no automatic redirect following (a redirect is answered
+// as the final response, so it cannot lead the request elsewhere).
+func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrDestinationRefused, err)
+		}
+		return p.CheckIP(ap.Addr())
+	}}
+	tr := &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 16,
+		IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 5 * time.Second, Proxy: nil}
+	return &http.Client{Transport: tr, Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// Webhook delivers the webhook workflow's node through the ledger.
+//
+// Guarantees: the effect identity is the activity recipe v2 over (tenant,
+// runId, NodeDeliver, ordinal 0, provider "webhook"), so every executor,
+// redelivery and resume of the run resolves to ONE effect record; the
+// provider receives the derived provider key (ledger Identity.ProviderKey)
+// in the Idempotency-Key header, the same on every try. A try is one ledger
+// attempt with its own witness row: a connection that could not be made is
+// released; a transport error after sending, a 5xx or a 429 leaves the
+// attempt escaped and is retried with exponential backoff under the same
+// key; a 2xx is recorded as the effect's success, and any other status as
+// its (final) failure. A recorded outcome is returned to every duplicate
+// without a request.
+type Webhook struct {
+	// Ledger runs the effect. Required.
+	Ledger *ledger.Ledger
+	// Policy is the destination allowlist. Default: the zero WebhookPolicy.
+	Policy WebhookPolicy
+	// Client sends the requests. Default Policy.HTTPClient(Timeout).
+	Client *http.Client
+	// Timeout bounds one try. Default 10 s.
+	Timeout time.Duration
+	// MaxTries bounds the tries per delivery. Default 5.
+	MaxTries int
+	// Backoff is the first retry delay, doubled per retry up to MaxBackoff.
+	// Default 200 ms.
+	Backoff time.Duration
+	// MaxBackoff caps the retry delay. Default 5 s.
+	MaxBackoff time.Duration
+	// Sleep waits between tries. Default: a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (w *Webhook) defaults() {
+	if w.Timeout <= 0 {
+		w.Timeout = 10 * time.Second
+	}
+	if w.Client == nil {
+		w.Client = w.Policy.HTTPClient(w.Timeout)
+	}
+	if w.MaxTries <= 0 {
+		w.MaxTries = 5
+	}
+	if w.Backoff <= 0 {
+		w.Backoff = 200 * time.Millisecond
+	}
+	if w.MaxBackoff <= 0 {
+		w.MaxBackoff = 5 * time.Second
+	}
+	if w.Sleep == nil {
+		w.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}
+	}
+}
+
+// ErrRetriesExhausted is returned (joined with the last try's error) when
+// every try ended without a recorded outcome.
+var ErrRetriesExhausted = errors.New("webhook: retries exhausted")
+
+// Deliver runs the webhook node of run. It returns nil once the effect's
+// success is recorded (by this call or earlier); a *ledger.FailedError for a
+// recorded failure; ErrRetriesExhausted after MaxTries tries without an
+// outcome; and ledger errors such as *ledger.InFlightError unchanged (the
+// caller retries later).
+func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
+	w.defaults()
+	dest, payload, err := WebhookInputs(run.Inputs)
+	if err != nil {
+		return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
+	}
+	id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	if err != nil {
+		return ledger.Result{}, err
+	}
+	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver}
+	fn := func(ctx context.Context, call ledger.Call) ([]byte, error) {
+		return w.try(ctx, dest, payload, call.ProviderKey)
+	}
+	delay := w.Backoff
+	for try := 1; ; try++ {
+		res, err := w.Ledger.Do(ctx, eff, fn)
+		if err == nil || !(errors.Is(err, ledger.ErrUncertain) || errors.Is(err, ledger.ErrNotSent)) {
+			return res, err
+		}
+		if try >= w.MaxTries {
+			return res, errors.Join(ErrRetriesExhausted, err)
+		}
+		if err := w.Sleep(ctx, delay); err != nil {
+			return res, err
+		}
+		delay = min(2*delay, w.MaxBackoff)
+	}
+}
+
+// try is one delivery attempt: the effect function.
+func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage, key string) ([]byte, error) {
+	if err := w.Policy.CheckURL(dest); err != nil {
+		return nil, err // recorded failure: never sent, never retried
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("User-Agent", "idemkit-webhook/1")
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		if errors.Is(err, ErrDestinationRefused) {
+			return nil, err // recorded failure
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, ledger.NotSent(err) // no connection: the request never left
+		}
+		return nil, ledger.Uncertain(err) // may have reached the provider
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		return nil, ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
+	default:
+		return nil, fmt.Errorf("webhook answered %d", resp.StatusCode)
+	}
+}
