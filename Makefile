@@ -13,7 +13,7 @@ ARGS         ?=
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck cfn-lint gotest bench clean
+.PHONY: all run test tools lint fmt-check vet staticcheck cfn-lint gotest bench clean model
 
 all: test
 
@@ -23,7 +23,7 @@ run:
 	$(GO) run ./cmd/idemkit dev $(ARGS)
 
 ## test: every check CI runs.
-test: tools lint gotest
+test: tools lint gotest model
 
 tools: tools/node_modules/.bin/dynalite $(STATICCHECK)
 
@@ -50,6 +50,12 @@ cfn-lint:
 
 gotest:
 	$(GO) test $(GOTEST_FLAGS) ./...
+
+## model: model-check the claim/lease/fence protocol with spin (installs it
+## via apt-get when missing): the correct variants must verify, the broken
+## ones must fail (model/check.sh).
+model:
+	sh model/check.sh
 
 ## bench: the benchmarks whose figures are in README.md.
 bench: tools

@@ -149,13 +149,14 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 		if ev.Resource != "" {
 			in.operation = ev.HTTPMethod + " " + ev.Resource
 		}
-		if ev.MultiValueHeaders != nil {
-			in.keyValues = headerValuesMulti(ev.MultiValueHeaders, HeaderKey)
-			if ct := headerValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
-				in.contentType = ct[0]
-			}
-		} else {
+		// multiValueHeaders carries every value of a repeated header (headers
+		// only the last one), so it is authoritative when it has the header.
+		in.keyValues = headerValuesMulti(ev.MultiValueHeaders, HeaderKey)
+		if len(in.keyValues) == 0 {
 			in.keyValues = headerValues(ev.Headers, HeaderKey)
+		}
+		if ct := headerValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
+			in.contentType = ct[0]
 		}
 		if in.contentType == "" {
 			in.contentType = firstHeader(ev.Headers, "Content-Type")

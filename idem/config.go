@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/emf"
@@ -166,7 +168,7 @@ const AnonymousTenantID = "anon:"
 type ConfigError struct{ Problems []string }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("idem: invalid config: %v", e.Problems)
+	return "idem: invalid config: " + strings.Join(e.Problems, "; ")
 }
 
 // ErrConfig is matched (errors.Is) by every *ConfigError.
@@ -229,6 +231,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Unauthenticated != RejectUnauthenticated && c.Unauthenticated != AnonymousTenant {
 		p = append(p, fmt.Sprintf("Unauthenticated %d is unknown", c.Unauthenticated))
+	}
+	var empty []string
+	for routed, op := range c.Operations {
+		if routed == "" || op == "" {
+			empty = append(empty, fmt.Sprintf("%q -> %q", routed, op))
+		}
+	}
+	sort.Strings(empty)
+	for _, e := range empty {
+		p = append(p, "Operations entry "+e+": routed operation and operation id must be non-empty")
 	}
 	for op, r := range c.Routes {
 		if r.Normalize != nil {

@@ -48,12 +48,12 @@ type Normalizer struct {
 
 func (n *Normalizer) validate() error {
 	if n.Name == "" {
-		return errors.New("Name is required")
+		return errors.New("missing Name (required)")
 	}
 	for i := 0; i < len(n.Name); i++ {
 		c := n.Name[i]
 		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("Name %q: only A-Z a-z 0-9 . _ - allowed", n.Name)
+			return fmt.Errorf("invalid Name %q: only A-Z a-z 0-9 . _ - allowed", n.Name)
 		}
 	}
 	return nil

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"math"
 	"net/textproto"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // Guard applies the Layer-1 protocol to requests. Build one with New, then
@@ -116,20 +118,31 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	if err != nil {
 		var ke *KeyError
 		errors.As(err, &ke)
-		return errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
+		return g.decorate(errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
 			"The Idempotency-Key header is invalid (%s).", ke.Reason).
-			WithDetails(map[string]any{"reason": ke.Reason}))
+			WithDetails(map[string]any{"reason": ke.Reason})), in, "", false, "")
 	}
 	if !present {
 		if g.cfg.Required {
-			return errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
+			return g.decorate(errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
 				"The Idempotency-Key header is required on this operation.").
-				WithDetails(map[string]any{"reason": ReasonMissing}))
+				WithDetails(map[string]any{"reason": ReasonMissing})), in, "", false, "")
 		}
-		return g.plain(ctx, in, run)
+		return g.decorate(g.plain(ctx, in, run), in, "", false, "")
 	}
 	t := &txn{g: g, in: in, key: key, op: op}
 	return t.run(ctx, route, run)
+}
+
+// decorate adds the profile's headers to a response of a guarded request
+// (mutating, not opted out, idempotency enabled): key is the valid key, or
+// "" when the request had none or an invalid one (never echoed).
+func (g *Guard) decorate(resp *Response, in *request, key string, replay bool, originalID string) *Response {
+	if resp.Headers == nil {
+		resp.Headers = make(map[string][]string, 4)
+	}
+	g.cfg.Profile.decorate(resp.Headers, replay, key, in.requestID, originalID)
+	return resp
 }
 
 // plain runs the handler without deduplication (no key, a skipped route,
@@ -139,7 +152,7 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 	resp, err := safeCall(ctx, run)
 	if err != nil {
 		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
-			slog.String("request_id", in.requestID), slog.String("error", err.Error()))
+			slog.String("request_id", in.requestID), slog.String("error", redact(err.Error(), in.keyValues)))
 		return errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."))
 	}
 	return resp
@@ -248,4 +261,16 @@ func classify(resp *Response) (class, State) {
 	}
 	// 1xx/2xx/3xx: the request was processed; cached as completed.
 	return classFinal, StateCompleted
+}
+
+// redact replaces every occurrence of the raw keys in s (an error text that
+// may quote the request) with their keyed log hash, so a raw key never
+// reaches the logs.
+func redact(s string, keys []string) string {
+	for _, k := range keys {
+		if k != "" && strings.Contains(s, k) {
+			s = strings.ReplaceAll(s, k, keyhash.Log(k))
+		}
+	}
+	return s
 }

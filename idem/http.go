@@ -44,8 +44,14 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			}
 		}
 		// Fast path: nothing to guard, stream straight through.
-		if g.cfg.Disabled || !mutating(r.Method) || g.cfg.Routes[g.operation(op)].Skip ||
-			(len(keys) == 0 && !g.cfg.Required) {
+		if g.cfg.Disabled || !mutating(r.Method) || g.cfg.Routes[g.operation(op)].Skip {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if len(keys) == 0 && !g.cfg.Required {
+			// Guarded route, no key: no deduplication, but the profile's
+			// headers (seed 003: on every response) are set up front.
+			g.cfg.Profile.decorate(w.Header(), false, "", httpRequestID(r), "")
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -63,11 +69,11 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 			_ = r.Body.Close()
 			if err != nil {
-				writeResponse(w, errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be read.")))
+				writeResponse(w, g.decorate(errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be read.")), &in, "", false, ""))
 				return
 			}
 			if len(body) > MaxRequestBytes {
-				writeResponse(w, errorResponse(apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)))
+				writeResponse(w, g.decorate(errorResponse(apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)), &in, "", false, ""))
 				return
 			}
 			in.body = body

@@ -90,9 +90,13 @@ func (p Profile) profileCode(code string) string {
 	return ""
 }
 
-// decorate adds the profile's headers to a response of a request that
-// carried a valid key. replay says whether the response came from the cache;
-// originalID is the request id of the first claim.
+// decorate adds the profile's headers to a response of a guarded request
+// (a mutating request on a route that is not opted out, idempotency
+// enabled), whatever its outcome: replays, first executions, requests
+// without a key, and every error answer. replay says whether the response
+// came from the cache; key is the valid key ("" when there was none or it
+// was invalid: an invalid key is never echoed); originalID is the request id
+// of the first claim ("" = this request).
 func (p Profile) decorate(h map[string][]string, replay bool, key, requestID, originalID string) {
 	switch p {
 	case ProfileOpenWOP:
@@ -105,7 +109,9 @@ func (p Profile) decorate(h map[string][]string, replay bool, key, requestID, or
 		} else {
 			h[HeaderReplayed] = []string{"false"}
 		}
-		h[HeaderKey] = []string{key}
+		if key != "" {
+			h[HeaderKey] = []string{key}
+		}
 		if originalID == "" {
 			originalID = requestID
 		}

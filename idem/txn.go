@@ -47,11 +47,13 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 
 // decorate adds the profile's headers.
 func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
-	if resp.Headers == nil {
-		resp.Headers = make(map[string][]string, 4)
-	}
-	t.g.cfg.Profile.decorate(resp.Headers, replay, t.key, t.in.requestID, originalID)
-	return resp
+	return t.g.decorate(resp, t.in, t.key, replay, originalID)
+}
+
+// errText is err's text with the raw key replaced by its log hash: a
+// handler or store error may quote the request, the logs never carry the key.
+func (t *txn) errText(err error) slog.Attr {
+	return slog.String("error", redact(err.Error(), append([]string{t.key}, t.in.keyValues...)))
 }
 
 func (t *txn) fail(e *apierr.Error) *Response {
@@ -75,14 +77,14 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	case g.cfg.Unauthenticated == AnonymousTenant:
 		scopeTenant = AnonymousTenantID
 	default:
-		return errorResponse(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
+		return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 	}
 	if t.op == "" {
 		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (configure HTTPOperation or register the handler on a ServeMux pattern)")
-		return errorResponse(internalError())
+		return t.fail(internalError())
 	}
 	if in.bodyErr != nil {
-		return errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
+		return t.fail(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
 	}
 	if route.JSON || isJSONType(in.contentType) {
 		if len(in.body) > 0 {
@@ -92,12 +94,12 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			}
 			d, err := DigestJSON(in.body, n)
 			if err != nil {
-				return errorResponse(apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON."))
+				return t.fail(apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON."))
 			}
 			t.digest = d
 			if f := g.cfg.BodyTenantField; f != "" {
 				if bt, ok := bodyTenant(in.body, f); ok && bt != in.tenant {
-					return errorResponse(apierr.New(403, apierr.CodeForbidden,
+					return t.fail(apierr.New(403, apierr.CodeForbidden,
 						"The tenant in the request body is not the authenticated tenant.").
 						WithDetails(map[string]any{"reason": "tenant_mismatch"}))
 				}
@@ -152,7 +154,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		res, err := store.Claim(ctx, rec, now)
 		if err != nil {
-			t.logf(ctx, slog.LevelError, "idempotency: claim failed", slog.String("error", err.Error()))
+			t.logf(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
 			return t.fail(internalError())
 		}
 		if res.Decision == Claimed || res.Decision == Reclaimed {
@@ -236,7 +238,7 @@ func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action,
 		now := t.g.cfg.Now()
 		r, found, err := t.g.cfg.Store.Get(ctx, t.id, now)
 		if err != nil {
-			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", slog.String("error", err.Error()))
+			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
 			continue
 		}
 		if !found || (r.Digest == t.digest && r.Reclaimable(t.digest, now)) {
@@ -286,7 +288,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 	now := g.cfg.Now()
 	if err != nil {
 		t.logf(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
-			slog.String("error", err.Error()), slog.Int("attempt", rec.Attempt))
+			t.errText(err), slog.Int("attempt", rec.Attempt))
 		t.release(wctx, now)
 		return t.fail(internalError())
 	}
@@ -334,7 +336,7 @@ func (t *txn) writeFailed(ctx context.Context, op string, err error) {
 		t.logf(ctx, slog.LevelWarn, "idempotency: fenced write rejected (lease lost)", slog.String("write", op))
 		return
 	}
-	t.logf(ctx, slog.LevelError, "idempotency: store write failed", slog.String("write", op), slog.String("error", err.Error()))
+	t.logf(ctx, slog.LevelError, "idempotency: store write failed", slog.String("write", op), t.errText(err))
 }
 
 func (t *txn) release(ctx context.Context, now time.Time) {

@@ -23,7 +23,10 @@ type Effect struct {
 	Identity Identity
 	// RunID is the run making this attempt (tenant-bound runId grammar, same
 	// tenant as Identity). Optional: empty for an effect reached outside a
-	// run. The run that creates the record indexes its witness rows.
+	// run. The run that creates the record is its witness index; another
+	// run that makes an attempt at it (or, with Config.WitnessDuplicates, is
+	// suppressed by it) is added with a run reference, so each run's witness
+	// lists the effect.
 	RunID string
 	// NodeID is the node making this attempt (nodeId grammar). Required when
 	// RunID is set.
@@ -84,7 +87,10 @@ type Call struct {
 	Fence uint64
 }
 
-// Func performs the effect. It returns the value to record (a small result
+// Func performs the effect. Its context is cancelled with cause ErrLeaseLost
+// (context.Cause) when a heartbeat finds the claim reclaimed by another
+// executor: the function should then stop, as its outcome will not be
+// recorded. It returns the value to record (a small result
 // such as the provider's object id; for a streamed effect it is returned to
 // this caller but not recorded), or an error:
 //
@@ -136,8 +142,22 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - every write after the claim is conditional on the owner token, attempt
 //     and state: an executor whose claim was reclaimed gets ErrLeaseLost and
 //     never overwrites the new owner's record;
+//   - while fn runs, a heartbeat renews the lease (Config.Heartbeat), so a
+//     long effect is not reclaimed while its executor is alive; a renewal
+//     refused because the claim was reclaimed cancels fn's context with
+//     cause ErrLeaseLost;
+//   - every write after the claim also extends the record's retention to
+//     now+Retention, so a record can never pass its retention between the
+//     fire mark and the outcome (which would let a later claim re-fire);
+//   - an effect with Config.MaxAttempts attempts and no outcome fires no
+//     more: *AttemptsExhaustedError;
 //   - a different RequestDigest (or recipe) under the same identity is
 //     *MismatchError.
+//
+// Witness: a run that makes an attempt at a record another run created first
+// writes a run reference (one extra round trip on that reclaim, before the
+// claim changes hands), so its witness lists the effect; a suppressed
+// duplicate does so only with Config.WitnessDuplicates.
 func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
 	if err := eff.validate(); err != nil {
 		return Result{}, err
@@ -153,6 +173,7 @@ func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
 		maxPolls = max(1, int(l.cfg.Wait/l.cfg.PollInterval))
 	}
 	polls := 0
+	refWritten := false
 	var cur *Record
 	for round := 0; round < maxRounds+maxPolls; round++ {
 		if err := ctx.Err(); err != nil {
@@ -183,6 +204,11 @@ func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
 		switch cur.State {
 		case StateCompleted:
 			l.count(MetricSuppressions, KindEffect, cur.Keying)
+			if l.cfg.WitnessDuplicates && needsRunRef(cur, eff.RunID) {
+				if err := st.AddRunRef(ctx, key, eff.RunID, now.Add(l.cfg.Retention)); err != nil {
+					return Result{}, fmt.Errorf("ledger: run reference of %s: %w", cur.EffectID, err)
+				}
+			}
 			return replay(cur)
 		case StateClaimed, StateFiring:
 			if now.Before(cur.LeaseUntil) {
@@ -202,6 +228,26 @@ func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
 			}
 		}
 		// Released, or a stalled owner whose lease expired: reclaim atomically.
+		if cur.Attempt >= l.cfg.MaxAttempts {
+			if done, err := l.exhausted(ctx, cur, now); done {
+				return Result{}, err
+			}
+			// The close-out lost a race: re-read and decide again.
+			c, err := st.Get(ctx, key)
+			if err != nil {
+				return Result{}, err
+			}
+			cur = c
+			continue
+		}
+		if !refWritten && needsRunRef(cur, eff.RunID) {
+			// Before the claim changes hands: an attempt by this run is never
+			// missing from its witness.
+			if err := st.AddRunRef(ctx, key, eff.RunID, now.Add(l.cfg.Retention)); err != nil {
+				return Result{}, fmt.Errorf("ledger: run reference of %s: %w", cur.EffectID, err)
+			}
+			refWritten = true
+		}
 		next, escaped := l.reclaimRecord(cur, eff, token, now)
 		want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
 		ok, c, err := st.Replace(ctx, next, want, now)
@@ -291,7 +337,70 @@ func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.T
 	next.Attempts = append(next.Attempts, l.newAttempt(next.Attempt, eff, now))
 	next.Owner, next.State = token, StateClaimed
 	next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
+	next.ExpiresAt = l.extend(next.ExpiresAt, now)
 	return next, escaped
+}
+
+// extend returns the later of exp and now+Retention: every write after the
+// claim keeps the record inside its retention.
+func (l *Ledger) extend(exp, now time.Time) time.Time {
+	if e := now.Add(l.cfg.Retention); e.After(exp) {
+		return e
+	}
+	return exp
+}
+
+// needsRunRef reports whether runID must reference cur to see it in its
+// witness: it neither created the record nor made an attempt at it.
+func needsRunRef(cur *Record, runID string) bool {
+	if runID == "" || cur.RunID == runID {
+		return false
+	}
+	for _, a := range cur.Attempts {
+		if a.RunID == runID {
+			return false
+		}
+	}
+	return true
+}
+
+// exhausted handles a claimable record that already has MaxAttempts
+// attempts: a stalled last attempt (lease expired) is closed first, as
+// escaped if it passed the fire mark, else released, with no new attempt.
+// done is false when that close-out lost a race (re-read and decide again).
+func (l *Ledger) exhausted(ctx context.Context, cur *Record, now time.Time) (done bool, err error) {
+	if cur.State == StateClaimed || cur.State == StateFiring {
+		next := cur.Clone()
+		escaped := cur.State == StateFiring
+		if a := next.last(); a != nil {
+			a.At = now
+			if escaped {
+				a.State = AttemptEscaped
+			} else {
+				a.State = AttemptReleased
+			}
+		}
+		next.State, next.UpdatedAt = StateReleased, now
+		ok, _, err := l.cfg.Store.Replace(ctx, next, Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: true}, now)
+		if err != nil {
+			return true, err
+		}
+		if !ok {
+			return false, nil
+		}
+		l.count(MetricReclaims, KindEffect, cur.Keying)
+		if escaped {
+			l.count(MetricEscaped, KindEffect, cur.Keying)
+		}
+		cur = next
+	}
+	e := &AttemptsExhaustedError{EffectID: cur.EffectID, Attempts: len(cur.Attempts)}
+	for _, a := range cur.Attempts {
+		if a.State == AttemptEscaped {
+			e.Escaped = true
+		}
+	}
+	return true, e
 }
 
 // fire runs an attempt this executor owns: fire mark, fn, outcome.
@@ -315,6 +424,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 	// The fire mark: the point of no return.
 	now := l.now()
 	next.State, next.LeaseUntil, next.UpdatedAt = StateFiring, now.Add(l.cfg.Lease), now
+	next.ExpiresAt = l.extend(next.ExpiresAt, now)
 	a := next.last()
 	a.Fired, a.At = true, now
 	own.State = StateClaimed
@@ -332,7 +442,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 		return res, ErrLeaseLost
 	}
 
-	val, ferr := fn(ctx, Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: next.Fence})
+	val, ferr := l.run(ctx, next, fn)
 
 	now = l.now()
 	done := next.Clone()
@@ -348,7 +458,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 		if !eff.Streamed {
 			o.Value = slices.Clone(val)
 		}
-		done.Outcome, done.ExpiresAt = o, now.Add(l.cfg.Retention)
+		done.Outcome = o
 	case errors.Is(ferr, ErrNotSent):
 		done.State, a.State = StateReleased, AttemptReleased
 		retErr = ferr
@@ -362,9 +472,10 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 			msg = msg[:1024]
 		}
 		done.State, a.State = StateCompleted, AttemptCompleted
-		done.Outcome, done.ExpiresAt = &Outcome{OK: false, Streamed: eff.Streamed, Error: msg}, now.Add(l.cfg.Retention)
+		done.Outcome = &Outcome{OK: false, Streamed: eff.Streamed, Error: msg}
 		retErr = &FailedError{EffectID: rec.EffectID, Message: msg, Cause: ferr}
 	}
+	done.ExpiresAt = l.extend(done.ExpiresAt, now)
 	// The outcome is recorded even if ctx was cancelled while fn ran.
 	own.State = StateFiring
 	ok, _, err = st.Replace(context.WithoutCancel(ctx), done, own, now)

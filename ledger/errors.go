@@ -23,6 +23,10 @@ var (
 	// ErrStaleFence: the fencing token was older than the one recorded; the
 	// effect was not fired.
 	ErrStaleFence = errors.New("ledger: stale fencing token")
+	// ErrAttemptsExhausted is matched by *AttemptsExhaustedError: the effect
+	// reached Config.MaxAttempts attempts without a recorded outcome; nothing
+	// more fires.
+	ErrAttemptsExhausted = errors.New("ledger: effect attempts exhausted")
 	// ErrNotSent marks an effect function error meaning the request certainly
 	// did not reach the provider: the attempt is released, nothing is
 	// recorded, and a later Do tries again. Wrap it (see NotSent).
@@ -91,3 +95,23 @@ func (e *FailedError) Error() string {
 
 // Is matches ErrEffectFailed.
 func (e *FailedError) Is(target error) bool { return target == ErrEffectFailed }
+
+// AttemptsExhaustedError says an effect has Config.MaxAttempts attempts and
+// none recorded an outcome: Do fired nothing. The record is kept as is (its
+// last attempt closed as escaped or released) for an operator to resolve; it
+// becomes claimable again only when it passes its retention.
+type AttemptsExhaustedError struct {
+	EffectID string
+	// Attempts is the number of attempts recorded.
+	Attempts int
+	// Escaped is true when at least one attempt may have reached the
+	// provider (state escaped).
+	Escaped bool
+}
+
+func (e *AttemptsExhaustedError) Error() string {
+	return fmt.Sprintf("ledger: effect %s: %d attempts without an outcome (escaped: %v); not firing again", e.EffectID, e.Attempts, e.Escaped)
+}
+
+// Is matches ErrAttemptsExhausted.
+func (e *AttemptsExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }

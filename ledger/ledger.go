@@ -22,6 +22,12 @@ const (
 	DefaultWait = 5 * time.Second
 	// DefaultPollInterval is the default re-read interval while waiting.
 	DefaultPollInterval = 100 * time.Millisecond
+	// DefaultMaxAttempts is the default cap on attempts per effect record.
+	// Every attempt is kept in the record (one DynamoDB item, 400 KB limit);
+	// 50 attempts take about 10 KB.
+	DefaultMaxAttempts = 50
+	// MaxMaxAttempts is the largest accepted Config.MaxAttempts.
+	MaxMaxAttempts = 500
 )
 
 // Metric names (EMF, bounded dimensions only: "kind", "keying").
@@ -42,9 +48,44 @@ type Config struct {
 	// Store persists records. Required.
 	Store Store
 	// Lease is how long a claim is held before another executor may reclaim
-	// it; the fire mark renews it. It must exceed the effect function's
-	// longest run. Default DefaultLease (5m); minimum 1s.
+	// it; the fire mark renews it, and so does every heartbeat while the
+	// effect function runs (see Heartbeat). Without heartbeats it must exceed
+	// the effect function's longest run. Leases are compared with the
+	// reclaiming executor's clock: clock skew between executors eats into
+	// the lease (keep Lease - Heartbeat well above the worst skew). Default
+	// DefaultLease (5m); minimum 1s.
 	Lease time.Duration
+	// Heartbeat is the interval at which the lease of a fired attempt is
+	// renewed while the effect function runs: a write fenced on the owner
+	// token, attempt and state (and the fencing token, if any) setting the
+	// lease to now+Lease. A renewal the store refuses means the claim was
+	// reclaimed: heartbeats stop, the context passed to the effect function
+	// is cancelled with cause ErrLeaseLost, and the outcome write is refused
+	// as well (Do returns ErrLeaseLost). A renewal that fails with an error
+	// is retried at the next tick. An effect function shorter than Heartbeat
+	// costs no extra round trip. Default Lease/3; must be below Lease;
+	// negative: no heartbeat.
+	Heartbeat time.Duration
+	// NewTicker starts the heartbeat ticker, returning its channel and a stop
+	// function (tests inject a manual one). Default: time.NewTicker.
+	NewTicker func(d time.Duration) (ticks <-chan time.Time, stop func())
+	// MaxAttempts caps the attempts kept in an effect record (the record is
+	// one DynamoDB item, limited to 400 KB). Once an effect has MaxAttempts
+	// attempts and none of them recorded an outcome, Do fires nothing more
+	// and returns *AttemptsExhaustedError (a stalled last attempt is first
+	// closed as escaped or released, so the witness stays honest). Default
+	// DefaultMaxAttempts (50); range 1..MaxMaxAttempts.
+	MaxAttempts int
+	// WitnessDuplicates makes a suppressed duplicate coming from a run that
+	// neither created the effect record nor made an attempt at it write a
+	// run reference (one idempotent PutItem), so that run's witness lists the
+	// effect with its recorded attempts. It costs that duplicate one extra
+	// round trip (2 instead of 1), every time such a run is suppressed.
+	// Attempts made by a run always write the reference (see Do). Default
+	// false: a duplicate costs one round trip and is visible only in the
+	// witness of the runs that created or attempted the effect, and in
+	// MetricSuppressions.
+	WitnessDuplicates bool
 	// Retention is how long a record is kept (TTL, and inside every
 	// condition). Default and minimum MinRetention (14 days).
 	Retention time.Duration
@@ -96,6 +137,21 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval
 	}
+	if cfg.Heartbeat == 0 {
+		cfg.Heartbeat = cfg.Lease / 3
+	}
+	if cfg.Heartbeat >= cfg.Lease {
+		return nil, fmt.Errorf("ledger: Config.Heartbeat %s is not below Config.Lease %s", cfg.Heartbeat, cfg.Lease)
+	}
+	if cfg.NewTicker == nil {
+		cfg.NewTicker = newTicker
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > MaxMaxAttempts {
+		return nil, fmt.Errorf("ledger: Config.MaxAttempts %d is outside 1..%d", cfg.MaxAttempts, MaxMaxAttempts)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -117,6 +173,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+func newTicker(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTicker(d)
+	return t.C, t.Stop
 }
 
 func newToken() string {

@@ -28,11 +28,21 @@ type WitnessRow struct {
 	At           string       `json:"at"`
 }
 
-// Witness returns the projection of runID: every attempt of every effect
-// record the run created (including attempts later made by other runs or
-// entry points reaching the same business identity, which carry the same
-// effectId). Records past retention are left out. The store's run index may
-// be eventually consistent.
+// Witness returns the projection of runID: one row per attempt of every
+// effect record the run took part in. A run takes part in a record when it
+// created it, when it made an attempt at it (Do writes a run reference before
+// such an attempt), or, with Config.WitnessDuplicates, when one of its Do
+// calls was suppressed by it. Each such record contributes ALL its attempts,
+// whichever run or entry point made them: an effect reached by two runs
+// through one business identity shows the same rows (the same effectId,
+// providerKey, attempts and states) in both witnesses, and a suppressed
+// duplicate adds no row, because it fired nothing. Records past retention are
+// left out. The store's run index may be eventually consistent.
+//
+// Without Config.WitnessDuplicates, a run whose only contact with an effect
+// was a suppressed duplicate does not list it (recording that contact would
+// cost the duplicate a second round trip); the suppression is counted in
+// MetricSuppressions.
 func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) {
 	recs, err := l.cfg.Store.ListByRun(ctx, runID)
 	if err != nil {
@@ -45,14 +55,18 @@ func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) 
 			live = append(live, r)
 		}
 	}
-	return Project(runID, live), nil
+	return project(runID, live, false), nil
 }
 
 // Project builds the projection of runID from records (pure; rows ordered by
-// time, then effectId, then attempt). Host slots and records of other runs
-// are skipped. The recorded effectId and keying are used as is: a reader
-// never recomputes an identity.
-func Project(runID string, recs []*Record) Projection {
+// time, then effectId, then attempt): every attempt of each effect record
+// that runID created or made an attempt at. Host slots and other records are
+// skipped (Witness, which lists exactly the records the run references, also
+// keeps records reached by a suppressed duplicate). The recorded effectId and
+// keying are used as is: a reader never recomputes an identity.
+func Project(runID string, recs []*Record) Projection { return project(runID, recs, true) }
+
+func project(runID string, recs []*Record, filter bool) Projection {
 	p := Projection{RunID: runID, Effects: []WitnessRow{}}
 	type row struct {
 		at time.Time
@@ -60,7 +74,7 @@ func Project(runID string, recs []*Record) Projection {
 	}
 	var rows []row
 	for _, r := range recs {
-		if r.Kind != KindEffect || r.RunID != runID {
+		if r.Kind != KindEffect || filter && r.RunID != runID && needsRunRef(r, runID) {
 			continue
 		}
 		for _, a := range r.Attempts {

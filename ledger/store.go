@@ -33,9 +33,19 @@ type Store interface {
 	// is none. It returns records past their retention too; callers check.
 	Get(ctx context.Context, key string) (*Record, error)
 
-	// ListByRun returns the effect records whose RunID is runID (the witness
-	// index). It may be eventually consistent (a DynamoDB GSI).
+	// ListByRun returns the effect records of runID (the witness index):
+	// those whose RunID is runID (the run created them) and those runID
+	// references (AddRunRef), each once. It may be eventually consistent (a
+	// DynamoDB GSI), and may return records past their retention (callers
+	// check).
 	ListByRun(ctx context.Context, runID string) ([]*Record, error)
+
+	// AddRunRef records that runID took part in the effect record under key
+	// although another run created it, so that ListByRun(runID) lists the
+	// record. It is an idempotent, unconditional upsert of a small item of
+	// its own (never a write to the record, never a transaction), retained
+	// until expiresAt (TTL).
+	AddRunRef(ctx context.Context, key, runID string, expiresAt time.Time) error
 }
 
 // Expect is the fencing condition of Store.Replace: the stored record must

@@ -114,8 +114,8 @@ func (d *DynamoKeys) PutKey(ctx context.Context, key, tenant string) error {
 		return err
 	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(d.Table),
-		Item:      map[string]types.AttributeValue{"pk": sAV(HashKey(key)), "tenant": sAV(tenant)},
+		TableName:           aws.String(d.Table),
+		Item:                map[string]types.AttributeValue{"pk": sAV(HashKey(key)), "tenant": sAV(tenant)},
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
 	var ccf *types.ConditionalCheckFailedException

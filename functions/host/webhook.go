@@ -152,6 +152,9 @@ type Webhook struct {
 	MaxBackoff time.Duration
 	// Sleep waits between tries. Default: a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Wrap, if set, wraps the effect function (fence.Owner.Guard under
+	// fenced-effects). Default nil.
+	Wrap func(ledger.Func) ledger.Func
 }
 
 func (w *Webhook) defaults() {
@@ -204,8 +207,11 @@ func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 		return ledger.Result{}, err
 	}
 	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver}
-	fn := func(ctx context.Context, call ledger.Call) ([]byte, error) {
+	var fn ledger.Func = func(ctx context.Context, call ledger.Call) ([]byte, error) {
 		return w.try(ctx, dest, payload, call.ProviderKey)
+	}
+	if w.Wrap != nil {
+		fn = w.Wrap(fn)
 	}
 	delay := w.Backoff
 	for try := 1; ; try++ {

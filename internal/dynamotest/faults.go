@@ -78,7 +78,7 @@ func (f *Faults) Clear() {
 }
 
 // take consumes the first rule matching op.
-func (f *Faults) take(op string) (error, bool, bool) {
+func (f *Faults) take(op string) (afterSend, ok bool, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, r := range f.rules {
@@ -90,9 +90,9 @@ func (f *Faults) take(op string) (error, bool, bool) {
 			f.rules = append(f.rules[:i], f.rules[i+1:]...)
 		}
 		f.fired++
-		return r.err, r.afterSend, true
+		return r.afterSend, true, r.err
 	}
-	return nil, false, false
+	return false, false, nil
 }
 
 // Middleware returns the client option that installs the injector.
@@ -101,7 +101,7 @@ func (f *Faults) Middleware() func(*dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamotest.Faults",
 				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-					err, after, ok := f.take(middleware.GetOperationName(ctx))
+					after, ok, err := f.take(middleware.GetOperationName(ctx))
 					if !ok {
 						return next.HandleFinalize(ctx, in)
 					}

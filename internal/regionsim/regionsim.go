@@ -65,13 +65,23 @@ type Config struct {
 	OnChange func(Change)
 }
 
+// version orders writes to one item: timestamp, then region name, then
+// observation order (which keeps one region's writes with equal timestamps
+// in stream order).
 type version struct {
 	ts     int64
 	region string
+	seq    uint64
 }
 
 func (v version) newer(o version) bool {
-	return v.ts > o.ts || (v.ts == o.ts && v.region > o.region)
+	if v.ts != o.ts {
+		return v.ts > o.ts
+	}
+	if v.region != o.region {
+		return v.region > o.region
+	}
+	return v.seq > o.seq
 }
 
 type pending struct {
@@ -90,6 +100,7 @@ type Replicator struct {
 	last        map[string]map[string]version // region -> item key -> last write applied there
 	echoes      map[string]map[string]int     // region -> canon(item) -> expected echoes
 	partitioned bool
+	seq         uint64
 	applied     int
 	discarded   int
 }
@@ -176,16 +187,21 @@ func (r *Replicator) Step(ctx context.Context) (int, error) {
 				r.echoes[name][sig]--
 				continue
 			}
-			ver := version{ts: now.UnixNano(), region: name}
+			r.seq++
+			ver := version{ts: now.UnixNano(), region: name, seq: r.seq}
 			if r.cfg.Timestamp != nil && c.New != nil {
 				if ts, ok := r.cfg.Timestamp(c.New); ok {
 					ver.ts = ts
 				}
 			}
+			// A local write was applied over whatever the region held, so
+			// it is newer than that (a real table stamps it with the
+			// server's clock): bump a timestamp that says otherwise.
 			k := r.itemKey(c.Keys)
-			if ver.newer(r.last[name][k]) {
-				r.last[name][k] = ver
+			if prev := r.last[name][k]; !ver.newer(prev) {
+				ver.ts = prev.ts + 1
 			}
+			r.last[name][k] = ver
 			r.queue = append(r.queue, pending{change: c, ver: ver, due: now.Add(r.cfg.Lag)})
 			moved++
 		}

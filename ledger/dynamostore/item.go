@@ -10,6 +10,24 @@ import (
 // slot), so a write never spans items.
 const sortKey = "record"
 
+// refPrefix starts the sort key of a run-reference item: pk is the record's
+// key, sk "run#" + runId, runKey the referencing run (so the byRun index
+// finds it). It holds no record data; ListByRun reads the record it names.
+const refPrefix = "run#"
+
+// refItem is a run reference (ledger.Store.AddRunRef).
+type refItem struct {
+	PK          string `dynamodbav:"pk"`
+	SK          string `dynamodbav:"sk"`
+	RunKey      string `dynamodbav:"runKey"`
+	Kind        string `dynamodbav:"kind"`
+	ExpiresAtMs int64  `dynamodbav:"expiresAtMs"`
+	ExpiresAt   int64  `dynamodbav:"expiresAt"`
+}
+
+// kindRunRef is the kind attribute of a refItem.
+const kindRunRef = "runref"
+
 // item is the DynamoDB shape of a ledger.Record. Times are Unix
 // milliseconds, except expiresAt, the TTL attribute, in Unix seconds
 // (rounded up); conditions use expiresAtMs.

@@ -18,6 +18,12 @@
 // TTL deletion is lazy. Reads (Get) are strongly consistent; ListByRun reads
 // the GSI and is eventually consistent.
 //
+// Run references (AddRunRef): a run that takes part in an effect another run
+// created gets a small item of its own under the effect's partition, sk
+// "run#<runId>", runKey <runId>, TTL expiresAt: one unconditional PutItem,
+// never a write to the record. ListByRun resolves each reference with a
+// consistent GetItem of the record.
+//
 // A write the SDK retried after its response was lost is recognised: if the
 // conditional check fails against exactly the item this call wrote (which
 // carries the executor's unique owner token), the write is reported as
@@ -29,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -150,8 +157,25 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	return decode(out.Item)
 }
 
+// AddRunRef implements ledger.Store: one unconditional PutItem of a
+// run-reference item (idempotent).
+func (s *Store) AddRunRef(ctx context.Context, key, runID string, expiresAt time.Time) error {
+	av, err := attributevalue.MarshalMap(refItem{
+		PK: key, SK: refPrefix + runID, RunKey: runID, Kind: kindRunRef,
+		ExpiresAtMs: ms(expiresAt), ExpiresAt: (ms(expiresAt) + 999) / 1000,
+	})
+	if err != nil {
+		return fmt.Errorf("dynamostore: encode: %w", err)
+	}
+	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
+		return fmt.Errorf("dynamostore: PutItem run reference: %w", err)
+	}
+	return nil
+}
+
 // ListByRun implements ledger.Store by querying the byRun GSI (eventually
-// consistent), all pages.
+// consistent), all pages; each run reference found is resolved with a
+// consistent GetItem of its record.
 func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
 	if runID == "" {
 		return nil, nil
@@ -168,16 +192,38 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 		ExpressionAttributeValues: ex.Values(),
 	})
 	var out []*ledger.Record
+	seen := map[string]bool{}
+	var refs []string
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("dynamostore: Query %s: %w", IndexByRun, err)
 		}
 		for _, av := range page.Items {
+			if sk, ok := av["sk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, refPrefix) {
+				if pk, ok := av["pk"].(*types.AttributeValueMemberS); ok {
+					refs = append(refs, pk.Value)
+				}
+				continue
+			}
 			r, err := decode(av)
 			if err != nil {
 				return nil, err
 			}
+			seen[r.Key] = true
+			out = append(out, r)
+		}
+	}
+	for _, key := range refs {
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		r, err := s.Get(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
 			out = append(out, r)
 		}
 	}

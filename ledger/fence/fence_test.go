@@ -60,7 +60,9 @@ func (w *world) region(t *testing.T, name string, fencer func(*fence.Owner) ledg
 	return &region{name: name, ledger: l, store: st, owner: owner}
 }
 
-func (w *world) staleCount() int { return strings.Count(w.metrics.String(), `"`+fence.MetricStaleFence+`":1`) }
+func (w *world) staleCount() int {
+	return strings.Count(w.metrics.String(), `"`+fence.MetricStaleFence+`":1`)
+}
 
 func effect(t *testing.T, key string) ledger.Effect {
 	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: key})

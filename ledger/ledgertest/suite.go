@@ -55,6 +55,9 @@ func Run(t *testing.T, h Harness) {
 	for _, tc := range doTests {
 		t.Run("Do/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
 	}
+	for _, tc := range hardeningTests {
+		t.Run("Hardening/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	}
 	for _, tc := range slotTests {
 		t.Run("Slot/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
 	}
@@ -72,6 +75,9 @@ type hookStore struct {
 	calls         atomic.Int64
 	mu            sync.Mutex
 	beforeReplace func(next *ledger.Record) error
+	afterReplace  func(next *ledger.Record, want ledger.Expect, ok bool, err error)
+	refErr        error
+	refs          atomic.Int64
 }
 
 func (s *hookStore) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
@@ -83,13 +89,51 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 	s.calls.Add(1)
 	s.mu.Lock()
 	hook := s.beforeReplace
+	after := s.afterReplace
 	s.mu.Unlock()
 	if hook != nil {
 		if err := hook(n); err != nil {
+			if after != nil {
+				after(n, w, false, err)
+			}
 			return false, nil, err
 		}
 	}
-	return s.Store.Replace(ctx, n, w, now)
+	ok, cur, err := s.Store.Replace(ctx, n, w, now)
+	if after != nil {
+		after(n, w, ok, err)
+	}
+	return ok, cur, err
+}
+
+func (s *hookStore) AddRunRef(ctx context.Context, key, run string, exp time.Time) error {
+	s.calls.Add(1)
+	s.refs.Add(1)
+	s.mu.Lock()
+	err := s.refErr
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return s.Store.AddRunRef(ctx, key, run, exp)
+}
+
+// onRenewal calls fn after every heartbeat renewal (a Replace of a firing
+// record expecting firing) with its result.
+func (s *hookStore) onRenewal(fn func(ok bool, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterReplace = func(n *ledger.Record, w ledger.Expect, ok bool, err error) {
+		if n.State == ledger.StateFiring && w.State == ledger.StateFiring {
+			fn(ok, err)
+		}
+	}
+}
+
+func (s *hookStore) setRefErr(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refErr = err
 }
 
 func (s *hookStore) Get(ctx context.Context, key string) (*ledger.Record, error) {

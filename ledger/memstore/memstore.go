@@ -19,10 +19,13 @@ import (
 type Store struct {
 	mu   sync.Mutex
 	recs map[string]*ledger.Record
+	refs map[string]map[string]time.Time // runID -> record key -> reference expiry
 }
 
 // New returns an empty Store.
-func New() *Store { return &Store{recs: map[string]*ledger.Record{}} }
+func New() *Store {
+	return &Store{recs: map[string]*ledger.Record{}, refs: map[string]map[string]time.Time{}}
+}
 
 var _ ledger.Store = (*Store)(nil)
 
@@ -70,6 +73,22 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	return s.recs[key].Clone(), nil
 }
 
+// AddRunRef implements ledger.Store.
+func (s *Store) AddRunRef(ctx context.Context, key, runID string, expiresAt time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.refs[runID]
+	if m == nil {
+		m = map[string]time.Time{}
+		s.refs[runID] = m
+	}
+	m[key] = expiresAt
+	return nil
+}
+
 // ListByRun implements ledger.Store (ordered by key).
 func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
 	if err := ctx.Err(); err != nil {
@@ -80,6 +99,11 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	var out []*ledger.Record
 	for _, r := range s.recs {
 		if r.RunID != "" && r.RunID == runID {
+			out = append(out, r.Clone())
+		}
+	}
+	for key := range s.refs[runID] {
+		if r, ok := s.recs[key]; ok && r.RunID != runID {
 			out = append(out, r.Clone())
 		}
 	}

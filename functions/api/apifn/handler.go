@@ -1,0 +1,275 @@
+// Package apifn is the api function's handler: the OpenWOP-style run API
+// behind an API Gateway HTTP API (payload format 2.0), with Layer 1 (idem)
+// wrapping every mutating route and the Layer-2 witness at
+// GET /runs/{runId}/effects. functions/api/main.go wires it for Lambda and
+// `idemkit dev` serves it over net/http.
+//
+// Routes: POST /runs (createRun), GET /runs/{runId} (getRun),
+// POST /runs/{runId}/cancel (cancelRun), GET /runs/{runId}/effects
+// (getRunEffects) and GET /.well-known/openwop (getCapabilities, no
+// credential). Any other path is 404 not_found and a known path with another
+// method is 405 (vendor code idemkit.method_not_allowed, the registry has no
+// 405 row) with an Allow header. Errors use the envelope
+// {error, message, details?}.
+//
+// Tenancy: the tenant comes only from the authorizer context (idem's
+// TenantSource, key "tenantId"). A path runId is accepted `~`-projected
+// (`acme~2Fr…`) or `%2F`-encoded; a runId whose tenant segment is not the
+// caller's is 403 id_tenant_mismatch before any read, so another tenant's
+// run is never loaded, let alone returned.
+package apifn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// CodeMethodNotAllowed is the vendor error code of a 405 (the OpenWOP
+// registry has no 405 row; vendor codes match its vendorCodePattern).
+const CodeMethodNotAllowed = "idemkit.method_not_allowed"
+
+// MaxBodyBytes bounds request bodies (413 payload_too_large above).
+const MaxBodyBytes = 256 << 10
+
+// Operation ids, the routeKeys idem scopes records by.
+const (
+	OpCreateRun = "POST /runs"
+	// OpCancelRun is suffixed with the projected runId: a key is scoped to
+	// one run's cancel, so one key reused on two runs can never replay the
+	// first run's answer for the second.
+	OpCancelRun = "POST /runs/{runId}/cancel"
+)
+
+// Config configures a Handler.
+type Config struct {
+	// Runs stores runs. Required.
+	Runs host.RunStore
+	// Guard is Layer 1, wrapping createRun and cancelRun. Required.
+	Guard *idem.Guard
+	// Ledger serves the effects witness. Required.
+	Ledger *ledger.Ledger
+	// Webhook is the webhook workflow's destination policy, checked at
+	// createRun. Default: the zero WebhookPolicy (public hosts only).
+	Webhook host.WebhookPolicy
+	// CrossRegion is the advertised posture. Default "single-region".
+	CrossRegion string
+	// BaseURL prefixes eventsUrl/statusUrl. Default "https://" + the
+	// request's domain name.
+	BaseURL string
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Logger receives error logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves the API. Safe for concurrent use.
+type Handler struct {
+	cfg    Config
+	caps   []byte
+	tenant idem.TenantSource
+	create idem.HTTPAPIHandler
+	cancel idem.HTTPAPIHandler
+}
+
+// New validates cfg and returns a Handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Runs == nil || cfg.Guard == nil || cfg.Ledger == nil {
+		return nil, errors.New("apifn: Runs, Guard and Ledger are required")
+	}
+	if cfg.CrossRegion == "" {
+		cfg.CrossRegion = host.CrossRegionSingle
+	}
+	caps, err := host.CapabilitiesDoc(cfg.CrossRegion)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	h := &Handler{cfg: cfg, caps: caps, tenant: cfg.Guard.Config().Tenant}
+	h.create = cfg.Guard.HTTPAPI(h.createRun)
+	h.cancel = cfg.Guard.HTTPAPI(h.cancelRun)
+	return h, nil
+}
+
+// Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
+// It never returns an error: failures are envelopes.
+func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	resp, err := h.route(ctx, ev)
+	if err != nil {
+		h.cfg.Logger.ErrorContext(ctx, "api: internal error", slog.String("error", err.Error()), slog.String("request_id", ev.RequestContext.RequestID))
+		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
+	}
+	if resp.Headers == nil {
+		resp.Headers = map[string]string{}
+	}
+	resp.Headers["OpenWOP-Version"] = host.ProtocolVersion
+	return resp, nil
+}
+
+func errResp(e *apierr.Error) events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{StatusCode: e.Status, Headers: e.Headers(), Body: string(e.Body())}
+}
+
+func jsonResp(status int, v any) (events.APIGatewayV2HTTPResponse, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return events.APIGatewayV2HTTPResponse{StatusCode: status, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(b)}, nil
+}
+
+func notAllowed(allow string) events.APIGatewayV2HTTPResponse {
+	r := errResp(apierr.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed; allowed: %s", allow))
+	r.Headers["Allow"] = allow
+	return r
+}
+
+func notFound() events.APIGatewayV2HTTPResponse {
+	return errResp(apierr.New(http.StatusNotFound, apierr.CodeNotFound, "not found"))
+}
+
+// route dispatches on the raw path (still percent-encoded, so `%2F` inside a
+// runId is not a separator) and the method.
+func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	path := ev.RawPath
+	if path == "" {
+		path = ev.RequestContext.HTTP.Path
+	}
+	method := strings.ToUpper(ev.RequestContext.HTTP.Method)
+	if path == "/.well-known/openwop" {
+		if method != http.MethodGet && method != http.MethodHead {
+			return notAllowed("GET, HEAD"), nil
+		}
+		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
+			Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
+	}
+	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
+	if len(segs) == 0 || segs[0] != "runs" {
+		return notFound(), nil
+	}
+	if len(segs) == 1 {
+		if method != http.MethodPost {
+			return notAllowed("POST"), nil
+		}
+		if _, ok := h.authed(ev); !ok {
+			return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
+		}
+		if e := checkBody(ev); e != nil {
+			return errResp(e), nil
+		}
+		ev.RouteKey = OpCreateRun
+		return h.create(ctx, ev)
+	}
+	idSegs, action := segs[1:], ""
+	if last := segs[len(segs)-1]; len(segs) >= 3 && (last == "cancel" || last == "effects") {
+		idSegs, action = segs[1:len(segs)-1], last
+	}
+	if len(idSegs) > 2 || idSegs[0] == "" {
+		return notFound(), nil
+	}
+	allow := "GET"
+	if action == "cancel" {
+		allow = "POST"
+	}
+	if method != allow && !(allow == "GET" && method == http.MethodHead) {
+		return notAllowed(allow), nil
+	}
+	tenant, ok := h.authed(ev)
+	if !ok {
+		return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
+	}
+	runID, err := host.DecodePathID(idSegs...)
+	if err != nil {
+		return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "runId is not a tenant-bound <tenantId>/<opaque> id (project it as ~2F or %%2F)").
+			WithDetails(map[string]any{"field": "runId"})), nil
+	}
+	if host.RunTenant(runID) != tenant {
+		return errResp(apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant")), nil
+	}
+	ctx = withRunID(ctx, runID)
+	switch action {
+	case "cancel":
+		ev.RouteKey = "POST /runs/" + host.ProjectID(runID) + "/cancel"
+		return h.cancel(ctx, ev)
+	case "effects":
+		return h.effects(ctx, runID, tenant)
+	default:
+		return h.getRun(ctx, ev, runID, tenant)
+	}
+}
+
+// authed returns the authenticated tenant from the authorizer context.
+func (h *Handler) authed(ev events.APIGatewayV2HTTPRequest) (string, bool) {
+	t := h.tenant.TenantV2(&ev.RequestContext)
+	return t, t != "" && host.ValidTenant(t)
+}
+
+func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
+	n := len(ev.Body)
+	if ev.IsBase64Encoded {
+		n = n / 4 * 3
+	}
+	if n > MaxBodyBytes {
+		return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+	}
+	if ct := header(ev.Headers, "Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be application/json")
+		}
+	}
+	return nil
+}
+
+func header(h map[string]string, name string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, name) {
+			return v
+		}
+	}
+	return ""
+}
+
+type runIDKey struct{}
+
+func withRunID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, runIDKey{}, id)
+}
+
+func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
+	if h.cfg.BaseURL != "" {
+		return strings.TrimSuffix(h.cfg.BaseURL, "/")
+	}
+	return "https://" + ev.RequestContext.DomainName
+}

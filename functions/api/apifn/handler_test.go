@@ -1,0 +1,303 @@
+package apifn
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+type fixture struct {
+	h      *Handler
+	runs   *host.MemRuns
+	ledger *ledger.Ledger
+	slept  chan time.Duration
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{runs: host.NewMemRuns(), ledger: l, slept: make(chan time.Duration, 100)}
+	f.h, err = New(Config{Runs: f.runs, Guard: g, Ledger: l, Logger: discard(),
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			f.slept <- d
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func ev(method, rawPath, tenant, key, body string) events.APIGatewayV2HTTPRequest {
+	e := events.APIGatewayV2HTTPRequest{RawPath: rawPath, Body: body, Headers: map[string]string{}}
+	e.RequestContext.HTTP.Method = method
+	e.RequestContext.HTTP.Path = rawPath
+	e.RequestContext.DomainName = "api.example.com"
+	e.RequestContext.RequestID = "req-" + key
+	if body != "" {
+		e.Headers["content-type"] = "application/json"
+	}
+	if key != "" {
+		e.Headers["idempotency-key"] = key
+	}
+	if tenant != "" {
+		e.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": tenant}}
+	}
+	return e
+}
+
+func (f *fixture) do(t *testing.T, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, map[string]any) {
+	t.Helper()
+	r, err := f.h.Handle(context.Background(), e)
+	if err != nil {
+		t.Fatalf("Handle returned an error: %v", err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal([]byte(r.Body), &m)
+	return r, m
+}
+
+const key1 = "k-0123456789abcdefghijkl"
+
+func TestRoutingErrors(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		method, path string
+		status       int
+		code, allow  string
+	}{
+		{"GET", "/nope", 404, "not_found", ""},
+		{"GET", "/runs/a/b/c/d", 404, "not_found", ""},
+		{"DELETE", "/runs", 405, CodeMethodNotAllowed, "POST"},
+		{"GET", "/runs", 405, CodeMethodNotAllowed, "POST"},
+		{"POST", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET"},
+		{"GET", "/runs/acme~2Fabcdefghijklmnopqr/cancel", 405, CodeMethodNotAllowed, "POST"},
+		{"PUT", "/runs/acme~2Fabcdefghijklmnopqr/effects", 405, CodeMethodNotAllowed, "GET"},
+		{"POST", "/.well-known/openwop", 405, CodeMethodNotAllowed, "GET, HEAD"},
+		{"GET", "/runs/acme~2Gabcdefghijklmnopqr", 400, "validation_error", ""},
+		{"GET", "/runs/acme~2", 400, "validation_error", ""},
+		{"GET", "/runs/short", 400, "validation_error", ""},
+	}
+	for _, c := range cases {
+		r, m := f.do(t, ev(c.method, c.path, "acme", "", ""))
+		if r.StatusCode != c.status || m["error"] != c.code || m["message"] == nil {
+			t.Errorf("%s %s: %d %v, want %d %s", c.method, c.path, r.StatusCode, m, c.status, c.code)
+		}
+		if c.allow != "" && r.Headers["Allow"] != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, r.Headers["Allow"], c.allow)
+		}
+	}
+	// Unauthenticated mutating and reading routes.
+	for _, e := range []events.APIGatewayV2HTTPRequest{
+		ev("POST", "/runs", "", key1, `{"workflowId":"conformance-noop"}`),
+		ev("GET", "/runs/acme~2Fabcdefghijklmnopqr", "", "", ""),
+	} {
+		if r, m := f.do(t, e); r.StatusCode != 401 || m["error"] != "unauthenticated" {
+			t.Errorf("%s: %d %v", e.RawPath, r.StatusCode, m)
+		}
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	f := newFixture(t)
+	r, m := f.do(t, ev("GET", "/.well-known/openwop", "", "", ""))
+	if r.StatusCode != 200 || r.Headers["OpenWOP-Version"] == "" {
+		t.Fatalf("%d %v", r.StatusCode, r.Headers)
+	}
+	idp, _ := m["idempotency"].(map[string]any)
+	if idp["crossRegion"] != "single-region" || idp["status"] == nil || idp["witness"] == nil || idp["multiRegion"] != nil {
+		t.Fatalf("idempotency family %v", idp)
+	}
+}
+
+func TestCreateRunReplay(t *testing.T) {
+	f := newFixture(t)
+	body := `{"workflowId":"conformance-noop","inputs":{}}`
+	r1, m1 := f.do(t, ev("POST", "/runs", "acme", key1, body))
+	r2, m2 := f.do(t, ev("POST", "/runs", "acme", key1, body))
+	if r1.StatusCode != 201 || r2.StatusCode != 201 || m1["runId"] != m2["runId"] || r1.Body != r2.Body {
+		t.Fatalf("%d %v / %d %v", r1.StatusCode, m1, r2.StatusCode, m2)
+	}
+	if header(r1.Headers, "OpenWOP-Idempotent-Replay") != "" || header(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay markers %q %q", header(r1.Headers, "OpenWOP-Idempotent-Replay"), header(r2.Headers, "OpenWOP-Idempotent-Replay"))
+	}
+	if f.runs.Len() != 1 {
+		t.Fatalf("%d runs", f.runs.Len())
+	}
+	id, _ := m1["runId"].(string)
+	if !host.ValidRunID(id) || host.RunTenant(id) != "acme" || m1["status"] != "pending" ||
+		!strings.HasPrefix(m1["eventsUrl"].(string), "https://api.example.com/runs/acme~2F") {
+		t.Fatalf("body %v", m1)
+	}
+	// A different body under the same key: 409 mismatch, never the cached body.
+	r3, m3 := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-delay","inputs":{}}`))
+	if r3.StatusCode != 409 || m3["error"] != "idempotency_key_mismatch" || m3["runId"] != nil {
+		t.Fatalf("%d %v", r3.StatusCode, m3)
+	}
+	// Another tenant with the same key gets its own run.
+	r4, m4 := f.do(t, ev("POST", "/runs", "globex", key1, body))
+	if r4.StatusCode != 201 || m4["runId"] == m1["runId"] || header(r4.Headers, "OpenWOP-Idempotent-Replay") != "" {
+		t.Fatalf("%d %v", r4.StatusCode, m4)
+	}
+}
+
+func TestCreateRunParallelDuplicates(t *testing.T) {
+	f := newFixture(t)
+	body := `{"workflowId":"conformance-noop","inputs":{"n":1}}`
+	const n = 24
+	var wg sync.WaitGroup
+	ids := make(chan string, n)
+	codes := make(chan int, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := f.h.Handle(context.Background(), ev("POST", "/runs", "acme", key1, body))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			codes <- r.StatusCode
+			var m map[string]any
+			_ = json.Unmarshal([]byte(r.Body), &m)
+			if id, ok := m["runId"].(string); ok {
+				ids <- id
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	close(codes)
+	seen := map[string]bool{}
+	for id := range ids {
+		seen[id] = true
+	}
+	for c := range codes {
+		if c != 201 && c != 409 {
+			t.Errorf("status %d", c)
+		}
+	}
+	if len(seen) != 1 || f.runs.Len() != 1 {
+		t.Fatalf("%d distinct runIds, %d runs: want exactly one", len(seen), f.runs.Len())
+	}
+}
+
+func TestCreateRunValidationAndUnavailable(t *testing.T) {
+	f := newFixture(t)
+	for _, b := range []string{`{"inputs":{}}`, `[]`, `{"workflowId":"nope"}`, `{"workflowId":"conformance-delay","inputs":{"delayMs":10001}}`,
+		`{"workflowId":"conformance-noop","inputs":3}`, `{"workflowId":"webhook","inputs":{}}`} {
+		r, m := f.do(t, ev("POST", "/runs", "acme", key1, b))
+		if r.StatusCode != 400 || m["error"] != "validation_error" {
+			t.Errorf("%s: %d %v", b, r.StatusCode, m)
+		}
+	}
+	// validation_error is not cached: the same key then creates a run.
+	if r, _ := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop"}`)); r.StatusCode != 201 {
+		t.Fatalf("after 400: %d", r.StatusCode)
+	}
+	for _, u := range []string{"http://127.0.0.1:9/x", "http://localhost/x", "http://169.254.169.254/latest", "ftp://example.com/", "http://10.0.0.1/"} {
+		r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"webhook","inputs":{"url":"`+u+`"}}`))
+		if r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
+			t.Errorf("%s: %d %v", u, r.StatusCode, m)
+		}
+	}
+	const key2 = "k2-0123456789abcdefghijkl"
+	for i := 0; i < 2; i++ { // 503 is never replayed: the retry re-executes
+		r, m := f.do(t, ev("POST", "/runs", "acme", key2, `{"workflowId":"conformance-unavailable"}`))
+		if r.StatusCode != 503 || m["error"] != "runner_unavailable" || header(r.Headers, "OpenWOP-Idempotent-Replay") != "" {
+			t.Fatalf("try %d: %d %v %v", i, r.StatusCode, m, r.Headers)
+		}
+	}
+	if f.runs.Len() != 1 {
+		t.Fatalf("%d runs", f.runs.Len())
+	}
+	if r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-delay","inputs":{"delayMs":1500}}`)); r.StatusCode != 201 {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	if d := <-f.slept; d != 1500*time.Millisecond {
+		t.Fatalf("held %s", d)
+	}
+	e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`)
+	e.Headers["content-type"] = "text/plain"
+	if r, m := f.do(t, e); r.StatusCode != 415 || m["error"] != "unsupported_media_type" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	big := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","inputs":{"x":"`+strings.Repeat("a", MaxBodyBytes)+`"}}`)
+	if r, m := f.do(t, big); r.StatusCode != 413 || m["error"] != "payload_too_large" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+}
+
+func TestGetRunTenantBinding(t *testing.T) {
+	f := newFixture(t)
+	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","inputs":{"secret":"s3cr3t"}}`))
+	id := m["runId"].(string)
+	opaque := id[len("acme/"):]
+	for _, p := range []string{"/runs/" + host.ProjectID(id), "/runs/acme%2F" + opaque, "/runs/acme%2f" + opaque, "/runs/acme/" + opaque} {
+		r, g := f.do(t, ev("GET", p, "acme", "", ""))
+		if r.StatusCode != 200 || g["runId"] != id || g["status"] != "pending" {
+			t.Errorf("%s: %d %v", p, r.StatusCode, g)
+		}
+	}
+	// Another tenant: 403 id_tenant_mismatch on every route, and no data.
+	for _, e := range []events.APIGatewayV2HTTPRequest{
+		ev("GET", "/runs/"+host.ProjectID(id), "globex", "", ""),
+		ev("GET", "/runs/"+host.ProjectID(id)+"/effects", "globex", "", ""),
+		ev("POST", "/runs/"+host.ProjectID(id)+"/cancel", "globex", key1, `{}`),
+	} {
+		r, g := f.do(t, e)
+		if r.StatusCode != 403 || g["error"] != "id_tenant_mismatch" || strings.Contains(r.Body, opaque) || strings.Contains(r.Body, "s3cr3t") {
+			t.Errorf("%s %s: %d %s", e.RequestContext.HTTP.Method, e.RawPath, r.StatusCode, r.Body)
+		}
+	}
+	// A well-formed id of the caller's tenant that does not exist: 404.
+	if r, g := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz", "acme", "", "")); r.StatusCode != 404 || g["error"] != "not_found" {
+		t.Fatalf("%d %v", r.StatusCode, g)
+	}
+	if r, _ := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz/effects", "acme", "", "")); r.StatusCode != 404 {
+		t.Fatalf("effects of a missing run: %d", r.StatusCode)
+	}
+}
+
+func TestCancelRun(t *testing.T) {
+	f := newFixture(t)
+	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
+	id := m["runId"].(string)
+	path := "/runs/" + host.ProjectID(id) + "/cancel"
+	r1, c1 := f.do(t, ev("POST", path, "acme", key1, `{"reason":"x"}`))
+	r2, _ := f.do(t, ev("POST", path, "acme", key1, `{"reason":"x"}`))
+	if r1.StatusCode != 200 || c1["status"] != "cancelled" || header(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("%d %v / %v", r1.StatusCode, c1, r2.Headers)
+	}
+	if r, _ := f.do(t, ev("POST", path, "acme", "", "")); r.StatusCode != 200 {
+		t.Fatalf("cancel of a cancelled run: %d", r.StatusCode)
+	}
+	// The same key on another run is another scope: it cancels that run.
+	_, m2 := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
+	id2 := m2["runId"].(string)
+	if _, err := f.runs.Transition(context.Background(), id2, []host.Status{host.StatusPending}, host.StatusSucceeded, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r3, c3 := f.do(t, ev("POST", "/runs/"+host.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))
+	if r3.StatusCode != 409 || c3["error"] != "run_terminal" || header(r3.Headers, "OpenWOP-Idempotent-Replay") != "" {
+		t.Fatalf("%d %v", r3.StatusCode, c3)
+	}
+}

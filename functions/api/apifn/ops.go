@@ -1,0 +1,113 @@
+package apifn
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// createRun runs under the Layer-1 claim. A run is written only for a 201:
+// validation errors and conformance-unavailable's 503 create nothing.
+func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	tenant, _ := h.authed(ev)
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")), nil
+		}
+		body = b
+	}
+	req, e := host.ParseCreate(body, &h.cfg.Webhook)
+	if e != nil {
+		return errResp(e), nil
+	}
+	switch req.WorkflowID {
+	case host.WorkflowUnavailable:
+		r := errResp(apierr.New(http.StatusServiceUnavailable, host.CodeRunnerUnavailable, "the conformance-unavailable workflow never has a runner"))
+		r.Headers["Retry-After"] = "1"
+		return r, nil
+	case host.WorkflowDelay:
+		if err := h.cfg.Sleep(ctx, time.Duration(req.DelayMs)*time.Millisecond); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+	}
+	now := h.cfg.Now().UTC()
+	run := host.Run{ID: host.NewRunID(tenant), Tenant: tenant, WorkflowID: req.WorkflowID, Inputs: req.Inputs,
+		Status: host.StatusPending, CreatedAt: now, UpdatedAt: now}
+	if err := h.cfg.Runs.Create(ctx, run); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	base := h.baseURL(ev) + "/runs/" + host.ProjectID(run.ID)
+	resp, err := jsonResp(http.StatusCreated, map[string]any{
+		"runId": run.ID, "status": run.Status, "eventsUrl": base + "/events", "statusUrl": base,
+	})
+	if err == nil {
+		resp.Headers["Location"] = base
+	}
+	return resp, err
+}
+
+// cancelRun runs under the Layer-1 claim (scoped to the one run).
+func (h *Handler) cancelRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	runID, _ := ctx.Value(runIDKey{}).(string)
+	tenant, _ := h.authed(ev)
+	r, err := h.cfg.Runs.Transition(ctx, runID, []host.Status{host.StatusPending, host.StatusRunning}, host.StatusCancelled, "", h.cfg.Now())
+	switch {
+	case errors.Is(err, host.ErrRunNotFound):
+		return notFound(), nil
+	case errors.Is(err, host.ErrStatusConflict):
+		if r.Tenant != tenant {
+			return notFound(), nil
+		}
+		if r.Status != host.StatusCancelled {
+			return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), nil
+		}
+	case err != nil:
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": host.StatusCancelled})
+}
+
+// getRun returns the run's snapshot.
+func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
+	r, err := h.cfg.Runs.Get(ctx, runID)
+	if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	snap := map[string]any{
+		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
+		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
+		"effectsUrl": h.baseURL(ev) + "/runs/" + host.ProjectID(r.ID) + "/effects",
+	}
+	if r.Error != "" {
+		snap["error"] = r.Error
+	}
+	return jsonResp(http.StatusOK, snap)
+}
+
+// effects serves the Layer-2 witness (effect-ledger-projection.schema.json).
+func (h *Handler) effects(ctx context.Context, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
+	r, err := h.cfg.Runs.Get(ctx, runID)
+	if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	p, err := h.cfg.Ledger.Witness(ctx, runID)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return jsonResp(http.StatusOK, p)
+}

@@ -1,0 +1,199 @@
+// Package auditfn is the auditor function's handler. It reads the effects
+// and idempotency tables' streams (NEW_AND_OLD_IMAGES) and counts and logs
+// the events an operator must see:
+//
+//   - reclaims: a record's attempt number grew while its previous owner still
+//     held the claim (its lease expired: a crashed or stalled executor or
+//     request), on either table;
+//   - escaped effects: an effect attempt newly labelled "escaped" (it passed
+//     the point of no return and its result is unknown; the next attempt
+//     reuses the provider key);
+//   - TTL-expired pending records: a REMOVE made by DynamoDB's TTL sweep
+//     (userIdentity principal "dynamodb.amazonaws.com") of a record that was
+//     still pending (Layer 1) or claimed/firing (Layer 2), i.e. work that
+//     never reached an outcome.
+//
+// Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
+// dimension "table" (effects | idempotency). Log lines carry effect ids, and
+// Layer-1 record ids only as keyhash.Log values. The auditor only reads
+// stream records: it never writes, so a retried batch at worst counts twice.
+package auditfn
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/keyhash"
+)
+
+// Metric names (EMF, dimension "table").
+const (
+	MetricReclaims   = "idemkit.audit.reclaims_total"
+	MetricEscaped    = "idemkit.audit.escaped_total"
+	MetricTTLPending = "idemkit.audit.ttl_expired_pending_total"
+)
+
+// Table dimension values.
+const (
+	TableEffects     = "effects"
+	TableIdempotency = "idempotency"
+)
+
+// Counts is what one batch contained.
+type Counts struct {
+	Reclaims, Escaped, TTLExpiredPending map[string]int // by table
+}
+
+func newCounts() Counts {
+	return Counts{Reclaims: map[string]int{}, Escaped: map[string]int{}, TTLExpiredPending: map[string]int{}}
+}
+
+// Auditor audits stream records. Safe for concurrent use.
+type Auditor struct {
+	// Metrics receives the counters. Default nil: none.
+	Metrics *emf.Recorder
+	// Logger receives one line per event. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (a *Auditor) log() *slog.Logger {
+	if a.Logger != nil {
+		return a.Logger
+	}
+	return slog.Default()
+}
+
+// HandleLambda is the Lambda handler.
+func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	recs := make([]host.StreamRecord, 0, len(ev.Records))
+	for _, r := range ev.Records {
+		sr, err := host.FromLambda(r)
+		if err != nil {
+			a.log().ErrorContext(ctx, "auditor: undecodable stream record", slog.String("event_id", r.EventID), slog.String("error", err.Error()))
+			continue
+		}
+		recs = append(recs, sr)
+	}
+	a.Audit(ctx, recs)
+	return events.DynamoDBEventResponse{}, nil
+}
+
+// Audit counts, logs and emits metrics for recs, returning the counts.
+func (a *Auditor) Audit(ctx context.Context, recs []host.StreamRecord) Counts {
+	c := newCounts()
+	for _, r := range recs {
+		img := r.NewImage
+		if img == nil {
+			img = r.OldImage
+		}
+		if img == nil {
+			continue
+		}
+		if _, ok := img["sk"]; ok {
+			a.effect(ctx, r, c)
+		} else {
+			a.idempotency(ctx, r, c)
+		}
+	}
+	for name, m := range map[string]map[string]int{MetricReclaims: c.Reclaims, MetricEscaped: c.Escaped, MetricTTLPending: c.TTLExpiredPending} {
+		for table, n := range m {
+			if n > 0 {
+				a.Metrics.Count(name, float64(n), map[string]string{"table": table})
+			}
+		}
+	}
+	return c
+}
+
+func str(m map[string]types.AttributeValue, k string) string {
+	if v, ok := m[k].(*types.AttributeValueMemberS); ok {
+		return v.Value
+	}
+	return ""
+}
+
+func num(m map[string]types.AttributeValue, k string) int64 {
+	if v, ok := m[k].(*types.AttributeValueMemberN); ok {
+		n, _ := strconv.ParseInt(v.Value, 10, 64)
+		return n
+	}
+	return 0
+}
+
+// escapedAttempts returns the attempt numbers labelled escaped in an effect
+// image (attribute attempts: a list of maps {n, state, ...}).
+func escapedAttempts(m map[string]types.AttributeValue) map[int64]bool {
+	out := map[int64]bool{}
+	l, ok := m["attempts"].(*types.AttributeValueMemberL)
+	if !ok {
+		return out
+	}
+	for _, e := range l.Value {
+		am, ok := e.(*types.AttributeValueMemberM)
+		if !ok {
+			continue
+		}
+		if str(am.Value, "state") == "escaped" {
+			out[num(am.Value, "n")] = true
+		}
+	}
+	return out
+}
+
+func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c Counts) {
+	id := str(r.NewImage, "effectId")
+	if id == "" {
+		id = str(r.OldImage, "effectId")
+	}
+	switch r.EventName {
+	case "MODIFY":
+		oldState := str(r.OldImage, "state")
+		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && (oldState == "claimed" || oldState == "firing") {
+			c.Reclaims[TableEffects]++
+			a.log().WarnContext(ctx, "audit: effect claim reclaimed", slog.String("effect_id", id),
+				slog.String("previous_state", oldState), slog.Int64("attempt", num(r.NewImage, "attempt")))
+		}
+		fallthrough
+	case "INSERT":
+		before := escapedAttempts(r.OldImage)
+		for n := range escapedAttempts(r.NewImage) {
+			if !before[n] {
+				c.Escaped[TableEffects]++
+				a.log().WarnContext(ctx, "audit: effect attempt escaped", slog.String("effect_id", id), slog.Int64("attempt", n))
+			}
+		}
+	case "REMOVE":
+		st := str(r.OldImage, "state")
+		if r.TTLDeletion() && (st == "claimed" || st == "firing") {
+			c.TTLExpiredPending[TableEffects]++
+			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", slog.String("effect_id", id), slog.String("state", st))
+		}
+	}
+}
+
+func (a *Auditor) idempotency(ctx context.Context, r host.StreamRecord, c Counts) {
+	pk := str(r.NewImage, "pk")
+	if pk == "" {
+		pk = str(r.OldImage, "pk")
+	}
+	switch r.EventName {
+	case "MODIFY":
+		oldState := str(r.OldImage, "state")
+		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && oldState == "pending" {
+			c.Reclaims[TableIdempotency]++
+			a.log().WarnContext(ctx, "audit: idempotency lease reclaimed", slog.String("record", keyhash.Log(pk)),
+				slog.Int64("attempt", num(r.NewImage, "attempt")))
+		}
+	case "REMOVE":
+		if r.TTLDeletion() && str(r.OldImage, "state") == "pending" {
+			c.TTLExpiredPending[TableIdempotency]++
+			a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", keyhash.Log(pk)))
+		}
+	}
+}

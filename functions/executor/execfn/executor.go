@@ -1,0 +1,175 @@
+// Package execfn is the executor function's handler: triggered by the runs
+// table's stream, it runs each new run's workflow nodes through the ledger.
+//
+// Guarantees:
+//   - Only INSERT records start runs; MODIFY and REMOVE are ignored, so the
+//     executor's own status writes never retrigger it.
+//   - Duplicate stream deliveries and batch retries are harmless: a run is
+//     re-read from the store and skipped once terminal (or cancelled), and
+//     its nodes' effects go through ledger.Do, so a node re-executed on
+//     resume (from its start, seed 001 §B, which keeps its effect identities
+//     stable) gets the recorded outcome and fires nothing again.
+//   - Status changes are compare-and-set on the current status: a cancel
+//     racing the executor, or two executors of one run, never both win.
+//   - A record that fails transiently (an effect in flight elsewhere, a
+//     lost lease, a store error) is reported in BatchItemFailures so the
+//     event source mapping retries it (bisecting on error, bounded retries,
+//     then the on-failure destination).
+package execfn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// Executor runs workflows. Safe for concurrent use.
+type Executor struct {
+	// Runs stores runs. Required.
+	Runs host.RunStore
+	// Webhook delivers the webhook node. Required for webhook runs.
+	Webhook *host.Webhook
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Logger receives one line per run decision. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (x *Executor) now() time.Time {
+	if x.Now != nil {
+		return x.Now()
+	}
+	return time.Now()
+}
+
+func (x *Executor) log() *slog.Logger {
+	if x.Logger != nil {
+		return x.Logger
+	}
+	return slog.Default()
+}
+
+// HandleLambda is the Lambda handler (ReportBatchItemFailures).
+func (x *Executor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	var out events.DynamoDBEventResponse
+	recs := make([]host.StreamRecord, 0, len(ev.Records))
+	for _, r := range ev.Records {
+		sr, err := host.FromLambda(r)
+		if err != nil {
+			x.log().ErrorContext(ctx, "executor: undecodable stream record", slog.String("event_id", r.EventID), slog.String("error", err.Error()))
+			continue // poison record: retrying cannot help
+		}
+		recs = append(recs, sr)
+	}
+	for _, id := range x.HandleRecords(ctx, recs) {
+		out.BatchItemFailures = append(out.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: id})
+	}
+	return out, nil
+}
+
+// HandleRecords processes stream records in order and returns the event ids
+// of the records to retry. As with Lambda's partial batch responses, the
+// first failure stops the batch: it and every later record are returned.
+func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) (retry []string) {
+	for i, r := range recs {
+		if r.EventName != "INSERT" {
+			continue
+		}
+		run, ok := host.RunFromItem(r.NewImage)
+		if !ok {
+			continue
+		}
+		if err := x.Execute(ctx, run.ID); err != nil {
+			x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), slog.String("error", err.Error()))
+			for _, rest := range recs[i:] {
+				retry = append(retry, rest.EventID)
+			}
+			return retry
+		}
+	}
+	return nil
+}
+
+// Execute runs the run's workflow to a terminal status. It returns an error
+// only when the run should be retried later; permanent node failures end the
+// run "failed" and return nil.
+func (x *Executor) Execute(ctx context.Context, runID string) error {
+	run, err := x.Runs.Get(ctx, runID)
+	if errors.Is(err, host.ErrRunNotFound) {
+		return nil // never committed, or past retention
+	}
+	if err != nil {
+		return err
+	}
+	if run.Status.Terminal() {
+		return nil // duplicate delivery of a finished (or cancelled) run
+	}
+	if run.Status == host.StatusPending {
+		run, err = x.Runs.Transition(ctx, runID, []host.Status{host.StatusPending}, host.StatusRunning, "", x.now())
+		switch {
+		case errors.Is(err, host.ErrStatusConflict):
+			if run.Status != host.StatusRunning {
+				return nil // cancelled (or finished) meanwhile
+			}
+			// Another delivery started it; resume: nodes re-execute from
+			// their start and the ledger dedups their effects.
+		case err != nil:
+			return err
+		}
+	}
+	nodeErr := x.runNodes(ctx, run)
+	switch {
+	case nodeErr == nil:
+		return x.finish(ctx, runID, host.StatusSucceeded, "")
+	case permanent(nodeErr):
+		return x.finish(ctx, runID, host.StatusFailed, nodeErr.Error())
+	default:
+		return nodeErr
+	}
+}
+
+// permanent reports node errors that end the run failed: a recorded effect
+// failure, exhausted webhook retries, an invalid identity.
+func permanent(err error) bool {
+	return errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, host.ErrRetriesExhausted) ||
+		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch)
+}
+
+func (x *Executor) finish(ctx context.Context, runID string, to host.Status, msg string) error {
+	if len(msg) > 512 {
+		msg = msg[:512]
+	}
+	r, err := x.Runs.Transition(ctx, runID, []host.Status{host.StatusRunning}, to, msg, x.now())
+	if errors.Is(err, host.ErrStatusConflict) {
+		x.log().InfoContext(ctx, "executor: run changed before it finished", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		return nil
+	}
+	if err == nil {
+		x.log().InfoContext(ctx, "executor: run finished", slog.String("run_id", runID), slog.String("status", string(to)))
+	}
+	return err
+}
+
+// runNodes executes the workflow's nodes in order, each from its start.
+func (x *Executor) runNodes(ctx context.Context, run host.Run) error {
+	switch run.WorkflowID {
+	case host.WorkflowWebhook:
+		if x.Webhook == nil {
+			return errors.New("executor: no webhook deliverer configured")
+		}
+		res, err := x.Webhook.Deliver(ctx, run)
+		if err == nil {
+			x.log().InfoContext(ctx, "executor: webhook delivered", slog.String("run_id", run.ID),
+				slog.Bool("replayed", res.Replayed), slog.Int("attempt", res.Attempt))
+		}
+		return err
+	default:
+		return nil // conformance-noop, conformance-delay: no nodes with effects
+	}
+}

@@ -1,0 +1,103 @@
+// Package kit wires the reference host from its environment: the stores,
+// Layer 1, Layer 2 and the webhook effect over one DynamoDB client.
+package kit
+
+import (
+	"log/slog"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/functions/host"
+
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/fence"
+	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
+)
+
+// Kit is the wired host: the stores, Layer 1's Guard, Layer 2's Ledger and
+// the webhook effect, built from one host.Env and one DynamoDB client. The
+// Lambda functions and `idemkit dev` build it the same way.
+type Kit struct {
+	Env     host.Env
+	Runs    host.RunStore
+	Keys    host.KeyStore
+	Guard   *idem.Guard
+	Ledger  *ledger.Ledger
+	Webhook *host.Webhook
+	Logger  *slog.Logger
+	Metrics *emf.Recorder
+}
+
+// Parts selects what NewKit builds (each needs its table in Env).
+type Parts struct {
+	Runs, Keys, Guard, Ledger bool
+}
+
+// NewKit builds the parts of the kit that p selects over client.
+func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger, metrics *emf.Recorder) (*Kit, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	k := &Kit{Env: env, Logger: logger, Metrics: metrics}
+	var need []string
+	if p.Runs {
+		need = append(need, host.EnvRunsTable)
+	}
+	if p.Keys {
+		need = append(need, host.EnvAPIKeysTable)
+	}
+	if p.Guard {
+		need = append(need, idem.EnvTable)
+	}
+	if p.Ledger {
+		need = append(need, host.EnvEffectsTable)
+	}
+	if err := env.Require(need...); err != nil {
+		return nil, err
+	}
+	if p.Runs {
+		k.Runs = &host.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: env.Transactional && p.Guard}
+	}
+	if p.Keys {
+		k.Keys = &host.DynamoKeys{Client: client, Table: env.APIKeysTable}
+	}
+	if p.Guard {
+		st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: env.Idem.Table})
+		if err != nil {
+			return nil, err
+		}
+		cfg := idem.Config{Store: st, Logger: logger, Metrics: metrics}
+		env.Idem.Apply(&cfg)
+		if k.Guard, err = idem.New(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if p.Ledger {
+		lc := ledger.Config{Store: ledgerdynamo.New(client, env.EffectsTable),
+			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}
+		var owner *fence.Owner
+		if env.CrossRegion == host.CrossRegionFenced {
+			// fenced-effects: every webhook fire passes the linearizable
+			// fence owner (FENCE_TABLE, home region) first.
+			o, err := fence.New(fence.Config{Store: fencedynamo.New(client, env.FenceTable), Region: client.Options().Region, Metrics: metrics})
+			if err != nil {
+				return nil, err
+			}
+			owner, lc.Fencer = o, o
+		}
+		l, err := ledger.New(lc)
+		if err != nil {
+			return nil, err
+		}
+		k.Ledger = l
+		k.Webhook = &host.Webhook{Ledger: l, Policy: env.Webhook}
+		if owner != nil {
+			k.Webhook.Wrap = owner.Guard
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,175 @@
+// Package conflictaudit detects cross-region duplicate claims in the Layer-2
+// effects table and records them as conflict events (RFC 0150 §D: winner,
+// loser, strategy and opaque effect ids, no content, no keys), counted in
+// openwop.idempotency.cross_region_conflicts_total.
+//
+// Input is the effects table's stream, one change at a time, as decoded
+// ledger records (the old and the new image). In an MREC global table a
+// conflict is visible in exactly one place: the stream of the region whose
+// write was overwritten by the other region's (last-writer-wins) write,
+// where it appears as a MODIFY whose new image does not continue the old
+// image's history:
+//
+//   - same attempt number, different owner token: two independent claims
+//     (each region won its local insert-if-absent);
+//   - a lower attempt number than before: an older lineage won;
+//   - a different creation time for a record that was still live: the
+//     record was created independently in each region.
+//
+// A legitimate transition (fire mark, outcome, release, atomic reclaim,
+// re-creation after retention) never matches. Detection is per change and
+// stateless, so the auditor can run as a Lambda on each region's stream.
+// This package never imports the AWS SDK: the caller decodes stream images
+// (ledger/dynamostore's item shape) into ledger records.
+package conflictaudit
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/keyhash"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/fence"
+)
+
+// MetricConflicts counts cross-region duplicate claims. Dimensions (bounded):
+// "strategy" (the posture), "kind" (effect or slot), "region" (where the
+// conflict was observed).
+const MetricConflicts = "openwop.idempotency.cross_region_conflicts_total"
+
+// Party is one side of a conflict: an opaque description of an attempt
+// lineage, with no content and no key.
+type Party struct {
+	// Attempt is the record's attempt number.
+	Attempt int `json:"attempt"`
+	// Owner is an opaque reference to the owner token (keyhash.Log).
+	Owner string `json:"owner"`
+	// State is the record state (claimed, firing, released, completed).
+	State string `json:"state"`
+	// FireMarked is true when the lineage's current attempt passed its
+	// local fire mark (under reconciled-records: it may have reached the
+	// provider).
+	FireMarked bool `json:"fireMarked"`
+	// Fence is the fencing token of the fire mark (0: unfenced).
+	Fence uint64 `json:"fence,omitempty"`
+}
+
+// Conflict is one conflict event.
+type Conflict struct {
+	// Event is always "cross_region_conflict".
+	Event string `json:"event"`
+	// Strategy is the deployment's posture (reconciled-records or
+	// fenced-effects).
+	Strategy fence.CrossRegion `json:"strategy"`
+	// Region is where the conflict was observed (the loser's region).
+	Region string `json:"region"`
+	// Kind is effect or slot.
+	Kind string `json:"kind"`
+	// Effect is the opaque effect reference (Config.EffectRef).
+	Effect string `json:"effect"`
+	// Winner is the write that survived (the new image), Loser the one it
+	// overwrote (the old image).
+	Winner Party `json:"winner"`
+	Loser  Party `json:"loser"`
+	// Reason says which rule detected it: "same-attempt-other-owner",
+	// "attempt-regressed" or "independent-creation".
+	Reason string `json:"reason"`
+}
+
+// Detect returns the conflict between a stream change's old and new images,
+// or nil when the change is a legitimate transition (or not a MODIFY).
+// Region and Strategy are left empty; Effect and owners are unhashed
+// (Auditor fills them).
+func Detect(old, cur *ledger.Record) *Conflict {
+	if old == nil || cur == nil || old.Key != cur.Key {
+		return nil
+	}
+	reason := ""
+	switch {
+	case !old.Live(cur.CreatedAt) && !cur.CreatedAt.Equal(old.CreatedAt):
+		return nil // re-created after the old record's retention: a new effect
+	case cur.Attempt == old.Attempt && cur.Owner != old.Owner:
+		reason = "same-attempt-other-owner"
+	case cur.Attempt < old.Attempt:
+		reason = "attempt-regressed"
+	case !cur.CreatedAt.Equal(old.CreatedAt):
+		reason = "independent-creation"
+	default:
+		return nil
+	}
+	kind := string(cur.Kind)
+	if kind == "" {
+		kind = string(ledger.KindEffect)
+	}
+	return &Conflict{Event: "cross_region_conflict", Kind: kind, Effect: cur.EffectID,
+		Winner: party(cur), Loser: party(old), Reason: reason}
+}
+
+func party(r *ledger.Record) Party {
+	p := Party{Attempt: r.Attempt, Owner: r.Owner, State: string(r.State), Fence: r.Fence}
+	if n := len(r.Attempts); n > 0 {
+		p.FireMarked = r.Attempts[n-1].Fired
+	}
+	return p
+}
+
+// Config configures an Auditor.
+type Config struct {
+	// Strategy is the deployment's posture, recorded on every event.
+	// Required: reconciled-records or fenced-effects.
+	Strategy fence.CrossRegion
+	// Region is the region whose stream this auditor reads. Default "".
+	Region string
+	// Metrics receives MetricConflicts. Default nil: no metrics.
+	Metrics *emf.Recorder
+	// Log receives one JSON line per conflict (level WARN, message
+	// "cross_region_conflict"). Default: discarded.
+	Log *slog.Logger
+	// EffectRef renders an effect id for the event. Default keyhash.Log:
+	// the provider idempotency key is derived from the effect id, so the
+	// raw id never appears in logs.
+	EffectRef func(effectID string) string
+}
+
+// Auditor records conflicts. Safe for concurrent use.
+type Auditor struct {
+	cfg Config
+}
+
+// New validates cfg and returns an Auditor.
+func New(cfg Config) (*Auditor, error) {
+	if cfg.Strategy != fence.ReconciledRecords && cfg.Strategy != fence.FencedEffects {
+		return nil, errors.New("conflictaudit: Config.Strategy must be reconciled-records or fenced-effects")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if cfg.EffectRef == nil {
+		cfg.EffectRef = keyhash.Log
+	}
+	return &Auditor{cfg: cfg}, nil
+}
+
+// Observe audits one stream change (old and new images, either may be nil).
+// A conflict is logged, counted and returned; otherwise Observe returns nil.
+func (a *Auditor) Observe(old, cur *ledger.Record) *Conflict {
+	c := Detect(old, cur)
+	if c == nil {
+		return nil
+	}
+	c.Strategy, c.Region = a.cfg.Strategy, a.cfg.Region
+	c.Effect = a.cfg.EffectRef(c.Effect)
+	c.Winner.Owner, c.Loser.Owner = keyhash.Log(c.Winner.Owner), keyhash.Log(c.Loser.Owner)
+	dims := map[string]string{"strategy": string(c.Strategy), "kind": c.Kind}
+	if a.cfg.Region != "" {
+		dims["region"] = a.cfg.Region
+	}
+	a.cfg.Metrics.Count(MetricConflicts, 1, dims)
+	a.cfg.Log.Warn("cross_region_conflict",
+		slog.String("strategy", string(c.Strategy)), slog.String("region", c.Region),
+		slog.String("kind", c.Kind), slog.String("effect", c.Effect), slog.String("reason", c.Reason),
+		slog.Any("winner", c.Winner), slog.Any("loser", c.Loser))
+	return c
+}

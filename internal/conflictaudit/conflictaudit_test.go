@@ -1,0 +1,178 @@
+package conflictaudit_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/conflictaudit"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/fence"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// recording is a ledger.Store that keeps every successful write, so the
+// test can replay the stream of old/new images a real table would emit.
+type recording struct {
+	*memstore.Store
+	mu      sync.Mutex
+	changes [][2]*ledger.Record
+}
+
+func (r *recording) Create(ctx context.Context, rec *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	old, _ := r.Store.Get(ctx, rec.Key)
+	won, cur, err := r.Store.Create(ctx, rec, now)
+	if won {
+		r.add(old, rec)
+	}
+	return won, cur, err
+}
+
+func (r *recording) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	old, _ := r.Store.Get(ctx, next.Key)
+	ok, cur, err := r.Store.Replace(ctx, next, want, now)
+	if ok {
+		r.add(old, next)
+	}
+	return ok, cur, err
+}
+
+func (r *recording) add(old, cur *ledger.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.changes = append(r.changes, [2]*ledger.Record{old.Clone(), cur.Clone()})
+}
+
+func business(t *testing.T, key string) ledger.Effect {
+	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Effect{Identity: id}
+}
+
+// Every transition the ledger itself makes (claim, fire mark, outcome,
+// release, reclaim after lease expiry, escape, re-creation after retention)
+// is NOT a conflict.
+func TestLegitimateTransitionsAreNotConflicts(t *testing.T) {
+	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+	st := &recording{Store: memstore.New()}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	ok := func(context.Context, ledger.Call) ([]byte, error) { return []byte("ok"), nil }
+	_, _ = l.Do(ctx, business(t, "a"), ok)
+	_, _ = l.Do(ctx, business(t, "a"), ok) // replay: no write
+	_, _ = l.Do(ctx, business(t, "b"), func(context.Context, ledger.Call) ([]byte, error) { return nil, ledger.NotSent(errors.New("down")) })
+	_, _ = l.Do(ctx, business(t, "b"), func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout"))
+	})
+	_, _ = l.Do(ctx, business(t, "b"), ok)
+	// A crash while firing, then a reclaim after the lease.
+	_, _ = l.Do(ctx, business(t, "c"), func(context.Context, ledger.Call) ([]byte, error) {
+		clock.Advance(time.Minute)
+		_, err := l.Do(ctx, business(t, "c"), ok) // another executor reclaims
+		if err != nil {
+			t.Error(err)
+		}
+		return []byte("late"), nil
+	})
+	// Past retention, the same identity is a new effect.
+	clock.Advance(ledger.MinRetention + time.Hour)
+	_, _ = l.Do(ctx, business(t, "a"), ok)
+
+	a, _ := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords})
+	if len(st.changes) < 10 {
+		t.Fatalf("only %d changes recorded", len(st.changes))
+	}
+	for i, c := range st.changes {
+		if got := a.Observe(c[0], c[1]); got != nil {
+			t.Fatalf("change %d flagged: %+v", i, got)
+		}
+	}
+}
+
+func claim(owner string, attempt int, created time.Time, fired bool) *ledger.Record {
+	r := &ledger.Record{Key: "effect#acme/x", Kind: ledger.KindEffect, EffectID: "acme/x", State: ledger.StateClaimed,
+		Owner: owner, Attempt: attempt, CreatedAt: created, ExpiresAt: created.Add(ledger.MinRetention)}
+	for n := 1; n <= attempt; n++ {
+		r.Attempts = append(r.Attempts, ledger.Attempt{N: n, State: ledger.AttemptClaimed, Fired: fired && n == attempt})
+	}
+	if fired {
+		r.State = ledger.StateFiring
+	}
+	return r
+}
+
+func TestConflictsDetected(t *testing.T) {
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		old, cur *ledger.Record
+		reason   string
+	}{
+		{"both claimed attempt 1", claim("eu", 1, t0, true), claim("us", 1, t0.Add(time.Millisecond), true), "same-attempt-other-owner"},
+		{"same ms, other owner", claim("eu", 1, t0, false), claim("us", 1, t0, false), "same-attempt-other-owner"},
+		{"older lineage won", claim("eu", 3, t0, false), claim("us", 1, t0.Add(time.Second), false), "attempt-regressed"},
+		{"independent lineage with more attempts", claim("eu", 1, t0, true), claim("us", 2, t0.Add(time.Second), true), "independent-creation"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := conflictaudit.Detect(tc.old, tc.cur)
+			if c == nil || c.Reason != tc.reason {
+				t.Fatalf("Detect = %+v, want reason %s", c, tc.reason)
+			}
+			if c.Winner.Owner != tc.cur.Owner || c.Loser.Owner != tc.old.Owner {
+				t.Fatalf("winner/loser swapped: %+v", c)
+			}
+		})
+	}
+	if conflictaudit.Detect(nil, claim("us", 1, t0, false)) != nil {
+		t.Fatal("INSERT flagged")
+	}
+}
+
+// The event carries no content and no key, and the metric has bounded
+// dimensions only.
+func TestEventIsContentFreeAndCounted(t *testing.T) {
+	var logs, metrics bytes.Buffer
+	a, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.FencedEffects, Region: "eu-west-1",
+		Metrics: emf.New(&metrics, "idemkit"), Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	old, cur := claim("owner-token-eu", 1, t0, true), claim("owner-token-us", 1, t0, true)
+	old.ProviderKey, cur.ProviderKey = "idemkit-secret-provider-key", "idemkit-secret-provider-key"
+	old.Outcome = &ledger.Outcome{OK: true, Value: []byte("card 4242")}
+	c := a.Observe(old, cur)
+	if c == nil || c.Strategy != fence.FencedEffects || c.Region != "eu-west-1" {
+		t.Fatalf("conflict = %+v", c)
+	}
+	for _, secret := range []string{"acme/x", "owner-token", "secret-provider-key", "4242"} {
+		if strings.Contains(logs.String(), secret) || strings.Contains(metrics.String(), secret) {
+			t.Fatalf("%q leaked:\n%s\n%s", secret, logs.String(), metrics.String())
+		}
+	}
+	for _, want := range []string{`"winner"`, `"loser"`, `"strategy":"fenced-effects"`, `"effect":"kh:`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Fatalf("log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	if !strings.Contains(metrics.String(), `"`+conflictaudit.MetricConflicts+`":1`) ||
+		!strings.Contains(metrics.String(), `"Dimensions":[["kind","region","strategy"]]`) {
+		t.Fatalf("metric:\n%s", metrics.String())
+	}
+	if _, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.SingleRegion}); err == nil {
+		t.Fatal("single-region accepted")
+	}
+}

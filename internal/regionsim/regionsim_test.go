@@ -1,0 +1,507 @@
+package regionsim_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/conflictaudit"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/regionsim"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/fence"
+	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+const (
+	eu = "eu-west-1" // the fence table's home region
+	us = "us-east-1"
+)
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+// pair is one logical table in two moto regions of one server.
+type pair struct {
+	emu    map[string]*dynamotest.Emulator
+	tables map[string]string
+}
+
+func newPair(t *testing.T, logicalID string) *pair {
+	e := dynamotest.Start(t, dynamotest.Moto) // the only emulator with streams
+	p := &pair{emu: map[string]*dynamotest.Emulator{}, tables: map[string]string{}}
+	for _, r := range []string{eu, us} {
+		p.emu[r] = e.InRegion(r)
+		p.tables[r] = p.emu[r].CreateTable(t, logicalID)
+	}
+	return p
+}
+
+func (p *pair) db(r string) *dynamodb.Client { return p.emu[r].Client() }
+
+func (p *pair) region(r string) regionsim.Region {
+	return regionsim.Region{Name: r, DB: p.emu[r].Client(), Streams: p.emu[r].StreamsClient(), Table: p.tables[r]}
+}
+
+func updatedAt(img map[string]types.AttributeValue) (int64, bool) {
+	n, ok := img["updatedAt"].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(n.Value, 10, 64)
+	return v, err == nil
+}
+
+func get(t *testing.T, db *dynamodb.Client, table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	out, err := db.GetItem(ctx(t), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Item
+}
+
+func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+func n(v int) types.AttributeValue    { return &types.AttributeValueMemberN{Value: strconv.Itoa(v)} }
+
+// The replicator honours its lag, holds everything during a partition, and
+// resolves conflicting writes last-writer-wins on healing.
+func TestReplicatorLagPartitionLWW(t *testing.T) {
+	p := newPair(t, "EffectsTable")
+	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+	rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), KeyAttrs: []string{"pk", "sk"},
+		Lag: 2 * time.Second, Timestamp: updatedAt, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(k string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{"pk": s(k), "sk": s("record")}
+	}
+	put := func(r, k, v string, ts int) {
+		item := key(k)
+		item["v"], item["updatedAt"] = s(v), n(ts)
+		if _, err := p.db(r).PutItem(ctx(t), &dynamodb.PutItemInput{TableName: aws.String(p.tables[r]), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(eu, "k1", "from-eu", 1)
+	if _, err := rep.Step(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if get(t, p.db(us), p.tables[us], key("k1")) != nil {
+		t.Fatal("replicated before the lag elapsed")
+	}
+	clock.Advance(2 * time.Second)
+	if err := rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if it := get(t, p.db(us), p.tables[us], key("k1")); it == nil || it["v"].(*types.AttributeValueMemberS).Value != "from-eu" {
+		t.Fatalf("us k1 = %v", it)
+	}
+
+	rep.SetPartitioned(true)
+	put(eu, "k2", "eu-later", 20)
+	put(us, "k2", "us-earlier", 10)
+	clock.Advance(time.Minute)
+	if err := rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pending() != 2 {
+		t.Fatalf("pending during partition = %d, want 2", rep.Pending())
+	}
+	rep.SetPartitioned(false)
+	if err := rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Pending() != 2 {
+		t.Fatalf("pending right after healing = %d, want 2 (lag)", rep.Pending())
+	}
+	clock.Advance(2 * time.Second)
+	if err := rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{eu, us} {
+		if it := get(t, p.db(r), p.tables[r], key("k2")); it["v"].(*types.AttributeValueMemberS).Value != "eu-later" {
+			t.Fatalf("%s k2 = %v, want the last writer's", r, it["v"])
+		}
+	}
+	if _, discarded := rep.Stats(); discarded != 1 {
+		t.Fatalf("discarded = %d, want 1 (the LWW loser)", discarded)
+	}
+}
+
+// effectItem mirrors the attribute names of ledger/dynamostore's item, to
+// decode stream images for the auditor.
+type effectItem struct {
+	PK          string `dynamodbav:"pk"`
+	Kind        string `dynamodbav:"kind"`
+	EffectID    string `dynamodbav:"effectId"`
+	State       string `dynamodbav:"state"`
+	Owner       string `dynamodbav:"owner"`
+	Attempt     int    `dynamodbav:"attempt"`
+	Fence       uint64 `dynamodbav:"fence"`
+	CreatedAt   int64  `dynamodbav:"createdAt"`
+	ExpiresAtMs int64  `dynamodbav:"expiresAtMs"`
+	Attempts    []struct {
+		N     int    `dynamodbav:"n"`
+		State string `dynamodbav:"state"`
+		Fired bool   `dynamodbav:"fired"`
+	} `dynamodbav:"attempts"`
+}
+
+func decodeEffect(t *testing.T, img map[string]types.AttributeValue) *ledger.Record {
+	if img == nil {
+		return nil
+	}
+	var it effectItem
+	if err := attributevalue.UnmarshalMap(img, &it); err != nil {
+		t.Fatal(err)
+	}
+	r := &ledger.Record{Key: it.PK, Kind: ledger.Kind(it.Kind), EffectID: it.EffectID, State: ledger.State(it.State),
+		Owner: it.Owner, Attempt: it.Attempt, Fence: it.Fence,
+		CreatedAt: time.UnixMilli(it.CreatedAt).UTC(), ExpiresAt: time.UnixMilli(it.ExpiresAtMs).UTC()}
+	for _, a := range it.Attempts {
+		r.Attempts = append(r.Attempts, ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), Fired: a.Fired})
+	}
+	return r
+}
+
+// twoRegions is the partition-test world: the effects table in eu and us
+// joined by the replicator, one auditor per region on its stream.
+type twoRegions struct {
+	p        *pair
+	rep      *regionsim.Replicator
+	clock    *ledgertest.Clock
+	prov     *ledgertest.Provider
+	metrics  *bytes.Buffer
+	rec      *emf.Recorder
+	mu       sync.Mutex
+	auditors map[string]*conflictaudit.Auditor
+	events   []*conflictaudit.Conflict
+}
+
+func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
+	w := &twoRegions{p: newPair(t, "EffectsTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
+		prov: ledgertest.NewProvider(t), metrics: &bytes.Buffer{}, auditors: map[string]*conflictaudit.Auditor{}}
+	w.rec = emf.New(w.metrics, "idemkit")
+	for _, r := range []string{eu, us} {
+		a, err := conflictaudit.New(conflictaudit.Config{Strategy: strategy, Region: r, Metrics: w.rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.auditors[r] = a
+	}
+	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), KeyAttrs: []string{"pk", "sk"},
+		Lag: 500 * time.Millisecond, Timestamp: updatedAt, Now: w.clock.Now,
+		OnChange: func(c regionsim.Change) {
+			if ev := w.auditors[c.Region].Observe(decodeEffect(t, c.Old), decodeEffect(t, c.New)); ev != nil {
+				w.mu.Lock()
+				w.events = append(w.events, ev)
+				w.mu.Unlock()
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rep = rep
+	return w
+}
+
+func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Ledger {
+	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(w.p.db(r), w.p.tables[r]), Lease: 30 * time.Second,
+		Wait: -1, Now: w.clock.Now, Fencer: f, Metrics: w.rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (w *twoRegions) heal(t *testing.T) {
+	if _, err := w.rep.Step(ctx(t)); err != nil { // observe what is left
+		t.Fatal(err)
+	}
+	w.rep.SetPartitioned(false)
+	w.clock.Advance(time.Second) // past the lag
+	if err := w.rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// converged asserts both replicas hold the same effect item.
+func (w *twoRegions) converged(t *testing.T, effectID string) *ledger.Record {
+	key := map[string]types.AttributeValue{"pk": s("effect#" + effectID), "sk": s("record")}
+	a, b := get(t, w.p.db(eu), w.p.tables[eu], key), get(t, w.p.db(us), w.p.tables[us], key)
+	ra, rb := decodeEffect(t, a), decodeEffect(t, b)
+	if ra == nil || rb == nil || ra.Owner != rb.Owner || ra.State != rb.State || ra.Attempt != rb.Attempt {
+		t.Fatalf("replicas diverge:\n eu %+v\n us %+v", ra, rb)
+	}
+	return ra
+}
+
+func (w *twoRegions) count(metric string) int {
+	return strings.Count(w.metrics.String(), `"`+metric+`":1`)
+}
+
+func business(t *testing.T, key string) ledger.Effect {
+	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Effect{Identity: id}
+}
+
+func (w *twoRegions) call(ctx context.Context, c ledger.Call) ([]byte, error) {
+	return w.prov.Call(ctx, c.ProviderKey, "refund 10 EUR")
+}
+
+// reconciled-records: during a partition the same effect is claimed and
+// fired in both regions (MREC conditions are local). The provider
+// deduplicates by the stable key and performs one effect; on healing the
+// records converge and the audit records exactly one conflict.
+func TestPartitionReconciledRecords(t *testing.T) {
+	w := newTwoRegions(t, fence.ReconciledRecords)
+	eff := business(t, "refund-1")
+	leu, lus := w.ledger(t, eu, nil), w.ledger(t, us, nil)
+	w.rep.SetPartitioned(true)
+	if _, err := leu.Do(ctx(t), eff, w.call); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.rep.Step(ctx(t)); err != nil { // eu's writes are observed, not delivered
+		t.Fatal(err)
+	}
+	resUS, err := lus.Do(ctx(t), eff, w.call)
+	if err != nil || resUS.Replayed {
+		t.Fatalf("us Do during partition = %+v, %v; want a second, local win", resUS, err)
+	}
+	w.heal(t)
+	if w.prov.Requests() != 2 || w.prov.Effects() != 1 {
+		t.Fatalf("provider requests=%d effects=%d; want 2 calls deduplicated to 1 effect", w.prov.Requests(), w.prov.Effects())
+	}
+	rec := w.converged(t, eff.Identity.EffectID)
+	if rec.State != ledger.StateCompleted {
+		t.Fatalf("converged record state %s", rec.State)
+	}
+	if len(w.events) != 1 || w.count(conflictaudit.MetricConflicts) != 1 {
+		t.Fatalf("conflict events = %d (metric %d), want exactly 1", len(w.events), w.count(conflictaudit.MetricConflicts))
+	}
+	ev := w.events[0]
+	if ev.Strategy != fence.ReconciledRecords || ev.Region != eu || !ev.Loser.FireMarked || ev.Winner.Owner == ev.Loser.Owner {
+		t.Fatalf("event = %+v", ev)
+	}
+	// After convergence a duplicate in either region replays; nothing fires.
+	for _, l := range []*ledger.Ledger{leu, lus} {
+		if res, err := l.Do(ctx(t), eff, w.call); err != nil || !res.Replayed {
+			t.Fatalf("after healing: %+v, %v", res, err)
+		}
+	}
+	if w.prov.Requests() != 2 {
+		t.Fatal("a duplicate after healing reached the provider")
+	}
+}
+
+type hookFencer struct {
+	*fence.Owner
+	after func()
+}
+
+func (h hookFencer) Token(ctx context.Context, id string) (uint64, error) {
+	tok, err := h.Owner.Token(ctx, id)
+	h.after()
+	return tok, err
+}
+
+// fenced-effects: the same partition, with a fence table in the home
+// region. Both regions claim locally; the eu executor takes its token and
+// stalls; the us executor takes a newer token, passes the point of no
+// return and fires; the stale eu executor is rejected and counted. The
+// provider (deduplication not relied on) sees exactly one call.
+func TestPartitionFencedEffects(t *testing.T) {
+	w := newTwoRegions(t, fence.FencedEffects)
+	fenceTable := w.p.emu[eu].CreateTable(t, "FenceTable") // home region only
+	fstore := fencedynamo.New(w.p.db(eu), fenceTable)      // both regions call the home region
+	owner := func(r string) *fence.Owner {
+		o, err := fence.New(fence.Config{Store: fstore, Region: r, Now: w.clock.Now, Metrics: w.rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	oeu, ous := owner(eu), owner(us)
+	stalled, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	leu := w.ledger(t, eu, hookFencer{oeu, func() { once.Do(func() { close(stalled); <-release }) }})
+	lus := w.ledger(t, us, ous)
+	eff := business(t, "refund-2")
+
+	w.rep.SetPartitioned(true)
+	var euErr error
+	done := make(chan struct{})
+	go func() { defer close(done); _, euErr = leu.Do(context.Background(), eff, oeu.Guard(w.call)) }()
+	<-stalled
+	if res, err := lus.Do(ctx(t), eff, ous.Guard(w.call)); err != nil || res.Replayed {
+		t.Fatalf("us Do = %+v, %v", res, err)
+	}
+	close(release)
+	<-done
+	if !errors.Is(euErr, fence.ErrStale) {
+		t.Fatalf("stale eu owner: %v, want ErrStale", euErr)
+	}
+	if w.prov.Requests() != 1 {
+		t.Fatalf("provider saw %d calls, want exactly 1", w.prov.Requests())
+	}
+	if got := w.count(fence.MetricStaleFence); got != 1 {
+		t.Fatalf("%s = %d, want 1", fence.MetricStaleFence, got)
+	}
+	w.heal(t)
+	w.converged(t, eff.Identity.EffectID)
+	if len(w.events) != 1 || w.events[0].Strategy != fence.FencedEffects {
+		t.Fatalf("conflict events = %+v, want the one duplicate claim", w.events)
+	}
+	// Any later attempt, in either region, replays or is refused: never fires.
+	for _, l := range []struct {
+		l *ledger.Ledger
+		o *fence.Owner
+	}{{leu, oeu}, {lus, ous}} {
+		res, err := l.l.Do(ctx(t), eff, l.o.Guard(w.call))
+		if err != nil && !errors.Is(err, fence.ErrIssued) {
+			t.Fatalf("later Do = %+v, %v", res, err)
+		}
+	}
+	if w.prov.Requests() != 1 {
+		t.Fatal("a later attempt reached the provider")
+	}
+}
+
+// Racing executors in both partitioned regions, on DynamoDB: exactly one
+// provider call; every other executor is rejected (stale), refused (issued)
+// or sees the claim in flight or completed.
+func TestPartitionRacingFencedExecutors(t *testing.T) {
+	w := newTwoRegions(t, fence.FencedEffects)
+	fstore := fencedynamo.New(w.p.db(eu), w.p.emu[eu].CreateTable(t, "FenceTable"))
+	eff := business(t, "refund-3")
+	w.rep.SetPartitioned(true)
+	type exec struct {
+		l *ledger.Ledger
+		o *fence.Owner
+	}
+	var execs []exec
+	for i := range 8 {
+		r := []string{eu, us}[i%2]
+		o, err := fence.New(fence.Config{Store: fstore, Region: r, Now: w.clock.Now, Metrics: w.rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		execs = append(execs, exec{w.ledger(t, r, o), o})
+	}
+	var wg sync.WaitGroup
+	for _, e := range execs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := e.l.Do(context.Background(), eff, e.o.Guard(w.call))
+			if err != nil && !errors.Is(err, fence.ErrStale) && !errors.Is(err, fence.ErrIssued) &&
+				!errors.Is(err, ledger.ErrInFlight) && !errors.Is(err, ledger.ErrLeaseLost) {
+				t.Errorf("unexpected: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if w.prov.Requests() != 1 {
+		t.Fatalf("provider saw %d calls, want exactly 1", w.prov.Requests())
+	}
+	w.heal(t)
+	w.converged(t, eff.Identity.EffectID)
+}
+
+// Layer 1 across regions: after replication, an Idempotency-Key replayed
+// into the second region returns the first region's response, marked as a
+// replay, and the handler does not run again.
+func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
+	p := newPair(t, "IdempotencyTable")
+	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+	rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), Lag: time.Second, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(w, `{"runId":"acme/run-`+strconv.Itoa(int(n))+`-0123456789abcdef"}`)
+	})
+	servers := map[string]*httptest.Server{}
+	for _, r := range []string{eu, us} {
+		st, err := idemdynamo.New(idemdynamo.Config{Client: p.db(r), Table: p.tables[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := idem.New(idem.Config{Store: st,
+			HTTPTenant: func(*http.Request) (string, bool) { return "acme", true },
+			Logger:     slog.New(slog.NewJSONHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("POST /runs", g.Middleware(handler))
+		servers[r] = httptest.NewServer(mux)
+		t.Cleanup(servers[r].Close)
+	}
+	post := func(r string) (*http.Response, string) {
+		req, _ := http.NewRequest(http.MethodPost, servers[r].URL+"/runs", strings.NewReader(`{"workflow":"w1"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, "0f8fad5b-d9cb-469f-a165-70867728950e")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	first, body := post(eu)
+	if first.StatusCode != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.StatusCode, body)
+	}
+	if _, err := rep.Step(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := p.db(us).Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(p.tables[us])}); err != nil || len(out.Items) != 0 {
+		t.Fatalf("replicated before the lag: %v %v", out, err)
+	}
+	clock.Advance(time.Second)
+	if err := rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	second, body2 := post(us)
+	if second.StatusCode != http.StatusCreated || body2 != body || second.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay in us: %d %q replay=%q; want %q replayed", second.StatusCode, body2, second.Header.Get("OpenWOP-Idempotent-Replay"), body)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("handler ran %d times across regions, want 1", runs.Load())
+	}
+}

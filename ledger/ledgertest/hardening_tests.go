@@ -1,0 +1,568 @@
+package ledgertest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+var hardeningTests = []test{
+	{"HeartbeatKeepsLongEffectAlive", testHeartbeatAlive},
+	{"HeartbeatRefusedAfterReclaimStops", testHeartbeatReclaimed},
+	{"HeartbeatRenewalErrorIsRetried", testHeartbeatRenewalError},
+	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
+	{"MaxAttemptsReleased", testMaxAttemptsReleased},
+	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
+	{"DefaultMaxAttemptsFitsTheStore", testDefaultMaxAttempts},
+	{"ConfigBounds", testConfigBounds},
+	{"RetentionExtendedByEveryWrite", testRetentionExtended},
+	{"WitnessAttemptByAnotherRun", testWitnessAttemptOtherRun},
+	{"WitnessSuppressedDuplicate", testWitnessDuplicate},
+	{"RunRefErrorFiresNothing", testRunRefError},
+	{"Race16RunsOneEffectWitnessed", testRaceRunsWitnessed},
+}
+
+// heldFn is an effect function that reports when it started firing and runs
+// body once release is closed.
+func heldFn(started chan<- context.Context, release <-chan struct{}, body ledger.Func) ledger.Func {
+	return func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		started <- ctx
+		<-release
+		return body(ctx, c)
+	}
+}
+
+// renewals records heartbeat renewal results on a channel.
+func (e *env) renewals() chan error {
+	ch := make(chan error, 64)
+	e.store.onRenewal(func(ok bool, err error) {
+		switch {
+		case err != nil:
+			ch <- err
+		case !ok:
+			ch <- ledger.ErrLeaseLost
+		default:
+			ch <- nil
+		}
+	})
+	return ch
+}
+
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// A fired attempt running past its lease keeps it through heartbeats: a
+// second executor sees it in flight (not reclaimable) however far the clock
+// moves, as long as renewals keep coming.
+func testHeartbeatAlive(t *testing.T, e *env) {
+	tk := NewTicker()
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	b := e.ledger()
+	started, release := make(chan context.Context, 1), make(chan struct{})
+	type out struct {
+		r   ledger.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		r, err := a.Do(context.Background(), eff, heldFn(started, release, e.charge(nil)))
+		done <- out{r, err}
+	}()
+	recv(t, started, "the fire")
+	var calls atomic.Int64
+	for i := range 4 { // 4 x 20s: far past the 30s lease
+		e.clock.Advance(20 * time.Second)
+		tk.Tick()
+		if err := recv(t, renew, "a renewal"); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+		if rec := e.get(key); !rec.LeaseUntil.Equal(e.clock.Now().Add(30*time.Second)) || rec.State != ledger.StateFiring {
+			t.Fatalf("renewal %d: lease %s state %s; want now+30s, firing", i, rec.LeaseUntil, rec.State)
+		}
+		e.clock.Advance(25 * time.Second) // past the lease the previous write set
+		if _, err := b.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) {
+			t.Fatalf("second executor during a renewed lease: %v; want ErrInFlight", err)
+		}
+		e.clock.Advance(-25 * time.Second)
+	}
+	close(release)
+	o := recv(t, done, "Do")
+	if o.err != nil || o.r.Replayed || o.r.Attempt != 1 || calls.Load() != 0 || e.prov.Effects() != 1 {
+		t.Fatalf("long effect: %+v %v calls=%d effects=%d", o.r, o.err, calls.Load(), e.prov.Effects())
+	}
+	if tk.Started() != 1 || tk.Stopped() != 1 {
+		t.Fatalf("ticker started %d stopped %d, want 1/1", tk.Started(), tk.Stopped())
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+}
+
+// Once another executor reclaimed the claim (the owner stopped renewing, e.g.
+// a long GC pause), the owner's next renewal is refused: the heartbeat stops,
+// the effect function's context is cancelled with cause ErrLeaseLost, and its
+// late outcome is refused, leaving the new owner's record untouched.
+func testHeartbeatReclaimed(t *testing.T, e *env) {
+	tk := NewTicker()
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	b := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	started := make(chan context.Context, 1)
+	var cause atomic.Value
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+				return nil, err
+			}
+			started <- ctx
+			<-ctx.Done()
+			cause.Store(context.Cause(ctx))
+			return []byte("stale value from A"), nil
+		})
+		done <- err
+	}()
+	recv(t, started, "the fire")
+	e.clock.Advance(10 * time.Second)
+	tk.Tick()
+	if err := recv(t, renew, "renewal 1"); err != nil {
+		t.Fatalf("renewal 1: %v", err)
+	}
+	// A stalls: no tick for more than a lease; B reclaims and completes.
+	e.clock.Advance(41 * time.Second)
+	bRes := mustDo(t, b, eff, e.charge(nil))
+	if bRes.Attempt != 2 || bRes.Replayed {
+		t.Fatalf("B: %+v; want attempt 2 fired", bRes)
+	}
+	tk.Tick()
+	if err := recv(t, renew, "renewal 2"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("renewal after the reclaim: %v; want refused", err)
+	}
+	err := recv(t, done, "A's Do")
+	if !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("A: %v; want ErrLeaseLost", err)
+	}
+	if c, _ := cause.Load().(error); !errors.Is(c, ledger.ErrLeaseLost) {
+		t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
+	}
+	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
+		t.Fatalf("heartbeat still running: started %d stopped %d", tk.Started(), tk.Stopped())
+	}
+	select {
+	case err := <-renew:
+		t.Fatalf("renewal after the refusal: %v", err)
+	default:
+	}
+	rec := e.get(key)
+	if rec.Attempt != 2 || rec.Outcome == nil || !bytes.Equal(rec.Outcome.Value, bRes.Value) {
+		t.Fatalf("record %+v; want B's outcome untouched", rec)
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+	if e.prov.Effects() != 1 {
+		t.Fatalf("provider effects %d, want 1 (same provider key)", e.prov.Effects())
+	}
+}
+
+// A renewal failing with a backend error does not stop the heartbeat nor
+// the effect: the next tick renews.
+func testHeartbeatRenewalError(t *testing.T, e *env) {
+	tk := NewTicker()
+	renew := e.renewals()
+	eff := e.effect()
+	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	started, release := make(chan context.Context, 1), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Do(context.Background(), eff, heldFn(started, release, e.charge(nil)))
+		done <- err
+	}()
+	fctx := recv(t, started, "the fire")
+	boom := errors.New("injected renewal failure")
+	e.store.failOnce(ledger.StateFiring, boom)
+	e.clock.Advance(10 * time.Second)
+	tk.Tick()
+	if err := recv(t, renew, "renewal 1"); !errors.Is(err, boom) {
+		t.Fatalf("renewal 1: %v; want the injected error", err)
+	}
+	if fctx.Err() != nil {
+		t.Fatal("a failed renewal cancelled the effect")
+	}
+	e.clock.Advance(10 * time.Second)
+	tk.Tick()
+	if err := recv(t, renew, "renewal 2"); err != nil {
+		t.Fatalf("renewal 2: %v", err)
+	}
+	close(release)
+	if err := recv(t, done, "Do"); err != nil {
+		t.Fatal(err)
+	}
+	if rec := e.get(effectKey(eff.Identity)); rec.State != ledger.StateCompleted {
+		t.Fatalf("state %s", rec.State)
+	}
+}
+
+// A panicking effect function stops its heartbeat (the record stays firing
+// and is reclaimed as escaped once the lease runs out).
+func testHeartbeatPanic(t *testing.T, e *env) {
+	tk := NewTicker()
+	eff := e.effect()
+	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("no panic")
+			}
+		}()
+		_, _ = a.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) { panic("boom") })
+	}()
+	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
+		t.Fatalf("heartbeat not stopped after a panic: %d/%d", tk.Started(), tk.Stopped())
+	}
+	e.clock.Advance(31 * time.Second)
+	r := mustDo(t, e.ledger(), eff, e.charge(nil))
+	if r.Attempt != 2 {
+		t.Fatalf("%+v", r)
+	}
+	if got := e.attemptStates(effectKey(eff.Identity)); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+}
+
+func testMaxAttemptsReleased(t *testing.T, e *env) {
+	l := e.ledger(func(c *ledger.Config) { c.MaxAttempts = 3 })
+	eff := e.effect()
+	notSent := func(context.Context, ledger.Call) ([]byte, error) { return nil, ledger.NotSent(errors.New("dns")) }
+	for i := range 3 {
+		if _, err := l.Do(context.Background(), eff, notSent); !errors.Is(err, ledger.ErrNotSent) {
+			t.Fatalf("attempt %d: %v", i+1, err)
+		}
+	}
+	var calls atomic.Int64
+	_, err := l.Do(context.Background(), eff, e.charge(&calls))
+	var ae *ledger.AttemptsExhaustedError
+	if !errors.As(err, &ae) || !errors.Is(err, ledger.ErrAttemptsExhausted) || ae.Attempts != 3 || ae.Escaped || calls.Load() != 0 {
+		t.Fatalf("4th Do: %v (%+v) calls=%d; want *AttemptsExhaustedError and no fire", err, ae, calls.Load())
+	}
+	if rec := e.get(effectKey(eff.Identity)); len(rec.Attempts) != 3 || rec.State != ledger.StateReleased {
+		t.Fatalf("record grew: %d attempts, state %s", len(rec.Attempts), rec.State)
+	}
+}
+
+// At the cap, a stalled attempt that passed the fire mark is closed as
+// escaped (no new attempt, nothing fired) and reported in the error.
+func testMaxAttemptsStalled(t *testing.T, e *env) {
+	l := e.ledger(func(c *ledger.Config) { c.MaxAttempts = 2 })
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	if _, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("dns"))
+	}); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	e.store.failOnce(ledger.StateCompleted, errCrash)
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, errCrash) {
+		t.Fatal(err)
+	}
+	// Live lease: in flight, not exhausted.
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, ledger.ErrInFlight) {
+		t.Fatalf("during the lease: %v", err)
+	}
+	e.clock.Advance(31 * time.Second)
+	var calls atomic.Int64
+	_, err := e.ledger(func(c *ledger.Config) { c.MaxAttempts = 2 }).Do(context.Background(), eff, e.charge(&calls))
+	var ae *ledger.AttemptsExhaustedError
+	if !errors.As(err, &ae) || !ae.Escaped || ae.Attempts != 2 || calls.Load() != 0 {
+		t.Fatalf("Do at the cap: %v (%+v) calls %d", err, ae, calls.Load())
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased, ledger.AttemptEscaped}) {
+		t.Fatalf("attempts %v; want [released escaped]", got)
+	}
+	if rec := e.get(key); rec.State != ledger.StateReleased {
+		t.Fatalf("state %s", rec.State)
+	}
+	if !strings.Contains(e.metrics.String(), ledger.MetricEscaped) {
+		t.Fatal("no escaped metric")
+	}
+	if e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+		t.Fatalf("provider %d/%d", e.prov.Effects(), e.prov.Requests())
+	}
+}
+
+// DefaultMaxAttempts attempts fit in one record of the store (400 KB on
+// DynamoDB), with long run, node and invocation ids.
+func testDefaultMaxAttempts(t *testing.T, e *env) {
+	l := e.ledger()
+	long := func(c byte) string { return strings.Repeat(string(c), 120) }
+	id := e.business("charge", "order-"+rnd(6))
+	var last error
+	for i := range ledger.DefaultMaxAttempts {
+		eff := ledger.Effect{Identity: id, RunID: e.tenant + "/" + fmt.Sprintf("%03d", i) + long('r'), NodeID: long('n'), InvocationID: long('i')}
+		_, last = l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
+			return nil, ledger.Uncertain(errors.New("timeout"))
+		})
+		if !errors.Is(last, ledger.ErrUncertain) {
+			t.Fatalf("attempt %d: %v", i+1, last)
+		}
+	}
+	var calls atomic.Int64
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id}, e.charge(&calls)); !errors.Is(err, ledger.ErrAttemptsExhausted) || calls.Load() != 0 {
+		t.Fatalf("attempt %d: %v calls %d", ledger.DefaultMaxAttempts+1, err, calls.Load())
+	}
+	if rec := e.get(effectKey(id)); len(rec.Attempts) != ledger.DefaultMaxAttempts {
+		t.Fatalf("%d attempts", len(rec.Attempts))
+	}
+}
+
+func testConfigBounds(t *testing.T, e *env) {
+	bad := map[string]ledger.Config{
+		"heartbeat = lease":   {Store: e.store, Lease: 30 * time.Second, Heartbeat: 30 * time.Second},
+		"heartbeat > lease":   {Store: e.store, Lease: 30 * time.Second, Heartbeat: time.Minute},
+		"max attempts < 0":    {Store: e.store, MaxAttempts: -1},
+		"max attempts > max":  {Store: e.store, MaxAttempts: ledger.MaxMaxAttempts + 1},
+		"retention < 14 days": {Store: e.store, Retention: time.Hour},
+	}
+	for name, cfg := range bad {
+		if _, err := ledger.New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := ledger.New(ledger.Config{Store: e.store, Heartbeat: -1}); err != nil {
+		t.Errorf("disabled heartbeat: %v", err)
+	}
+}
+
+// Bug found in review: reclaims and fire marks did not extend the record's
+// retention, so an attempt started just before the record's retention ended
+// had its outcome refused (the record counted as absent), and the next Do
+// created a fresh record and fired again.
+func testRetentionExtended(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	if _, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("dns"))
+	}); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	e.clock.Advance(ledger.MinRetention - 10*time.Second)
+	var calls atomic.Int64
+	r, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		calls.Add(1)
+		e.clock.Advance(20 * time.Second) // the provider call crosses the original retention
+		return e.prov.Call(ctx, c.ProviderKey, "charge")
+	})
+	if err != nil || r.Attempt != 2 {
+		t.Fatalf("attempt across the original retention: %+v %v", r, err)
+	}
+	d, err := l.Do(context.Background(), eff, e.charge(&calls))
+	if err != nil || !d.Replayed || calls.Load() != 1 {
+		t.Fatalf("duplicate: %+v %v calls %d; want the recorded outcome", d, err, calls.Load())
+	}
+	rec := e.get(effectKey(eff.Identity))
+	if rec.ExpiresAt.Sub(rec.UpdatedAt) < ledger.MinRetention {
+		t.Fatalf("retention after the outcome %s", rec.ExpiresAt.Sub(rec.UpdatedAt))
+	}
+}
+
+// witness reads runID's projection once the (eventually consistent) index
+// shows n rows, validating it against the schema.
+func (e *env) witness(l *ledger.Ledger, runID string, n int) ledger.Projection {
+	e.t.Helper()
+	var p ledger.Projection
+	eventually(e.t, func() string {
+		var err error
+		if p, err = l.Witness(context.Background(), runID); err != nil {
+			e.t.Fatal(err)
+		}
+		if len(p.Effects) != n {
+			return fmt.Sprintf("witness of %s has %d rows, want %d: %+v", runID, len(p.Effects), n, p.Effects)
+		}
+		return ""
+	})
+	ValidateProjection(e.t, p)
+	return p
+}
+
+func rowStates(p ledger.Projection) []ledger.AttemptState {
+	var s []ledger.AttemptState
+	for _, r := range p.Effects {
+		s = append(s, r.State)
+	}
+	return s
+}
+
+// A run that makes an attempt at an effect another run created sees it in its
+// own witness; both witnesses show the same rows.
+func testWitnessAttemptOtherRun(t *testing.T, e *env) {
+	id := e.business("refund", "o-"+rnd(4))
+	runA, runB, runC := e.runID(), e.runID(), e.runID()
+	l := e.ledger()
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id, RunID: runA, NodeID: "refund"}, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("dns"))
+	}); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	e.resetRT()
+	rb := mustDo(t, l, ledger.Effect{Identity: id, RunID: runB, NodeID: "compensate"}, e.charge(nil))
+	// failed claim, run reference, reclaim, fire mark, outcome
+	e.checkRT("reclaim by another run", 5, 4+e.h.DuplicateRoundTrips)
+	if rb.Attempt != 2 || rb.Replayed {
+		t.Fatalf("B: %+v", rb)
+	}
+	// B's retry is a plain duplicate: B is in the record, no reference write.
+	e.resetRT()
+	if r := mustDo(t, l, ledger.Effect{Identity: id, RunID: runB, NodeID: "compensate"}, e.charge(nil)); !r.Replayed {
+		t.Fatal("B's retry fired")
+	}
+	e.checkRT("B's duplicate", 1, e.h.DuplicateRoundTrips)
+	pa, pb := e.witness(l, runA, 2), e.witness(l, runB, 2)
+	want := []ledger.AttemptState{ledger.AttemptReleased, ledger.AttemptCompleted}
+	if !slices.Equal(rowStates(pa), want) || !slices.Equal(rowStates(pb), want) {
+		t.Fatalf("rows A %v B %v; want %v", rowStates(pa), rowStates(pb), want)
+	}
+	for i := range pb.Effects {
+		ra, rbw := pa.Effects[i], pb.Effects[i]
+		if ra != rbw || rbw.EffectID != id.EffectID || rbw.ProviderKey != id.ProviderKey {
+			t.Fatalf("row %d differs: A %+v B %+v", i, ra, rbw)
+		}
+	}
+	if pb.Effects[0].NodeID != "refund" || pb.Effects[1].NodeID != "compensate" {
+		t.Fatalf("nodes %+v", pb.Effects)
+	}
+	// A run suppressed without WitnessDuplicates: one round trip, not listed.
+	e.resetRT()
+	if r := mustDo(t, l, ledger.Effect{Identity: id, RunID: runC, NodeID: "x"}, e.charge(nil)); !r.Replayed {
+		t.Fatal("C fired")
+	}
+	e.checkRT("C's duplicate", 1, e.h.DuplicateRoundTrips)
+	if p, err := l.Witness(context.Background(), runC); err != nil || len(p.Effects) != 0 {
+		t.Fatalf("C's witness %+v %v", p, err)
+	}
+}
+
+// With WitnessDuplicates, "the same business identity reached from two
+// different runs fires once" and both runs' witnesses show the recorded
+// effect, with no extra row for the suppressed duplicate.
+func testWitnessDuplicate(t *testing.T, e *env) {
+	id := e.business("refund", "o-"+rnd(4))
+	run1, run2 := e.runID(), e.runID()
+	l := e.ledger(func(c *ledger.Config) { c.WitnessDuplicates = true })
+	var calls atomic.Int64
+	e.resetRT()
+	mustDo(t, l, ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, e.charge(&calls))
+	e.checkRT("first effect", 3, 3)
+	e.resetRT()
+	r2 := mustDo(t, l, ledger.Effect{Identity: id, RunID: run2, NodeID: "compensate"}, e.charge(&calls))
+	e.checkRT("duplicate from another run with WitnessDuplicates", 2, e.h.DuplicateRoundTrips+1)
+	if !r2.Replayed || calls.Load() != 1 || e.prov.Effects() != 1 {
+		t.Fatalf("run 2: %+v calls %d", r2, calls.Load())
+	}
+	// The creator run's own duplicate never pays for a reference.
+	e.resetRT()
+	mustDo(t, l, ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, e.charge(&calls))
+	e.checkRT("creator's duplicate", 1, e.h.DuplicateRoundTrips)
+	p1, p2 := e.witness(l, run1, 1), e.witness(l, run2, 1)
+	if p1.Effects[0] != p2.Effects[0] || p2.Effects[0].State != ledger.AttemptCompleted ||
+		p2.Effects[0].Attempt != 1 || p2.Effects[0].ProviderKey != id.ProviderKey || p2.Effects[0].NodeID != "refund" {
+		t.Fatalf("witnesses differ: %+v vs %+v", p1.Effects, p2.Effects)
+	}
+}
+
+// A failing run-reference write stops the attempt before the claim changes
+// hands: nothing fires and the record is untouched.
+func testRunRefError(t *testing.T, e *env) {
+	id := e.business("refund", "o-"+rnd(4))
+	l := e.ledger()
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id, RunID: e.runID(), NodeID: "a"}, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("dns"))
+	}); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	boom := errors.New("injected reference failure")
+	e.store.setRefErr(boom)
+	var calls atomic.Int64
+	runB := e.runID()
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id, RunID: runB, NodeID: "b"}, e.charge(&calls)); !errors.Is(err, boom) || calls.Load() != 0 {
+		t.Fatalf("Do with a failing reference: %v calls %d", err, calls.Load())
+	}
+	if rec := e.get(effectKey(id)); rec.Attempt != 1 || rec.State != ledger.StateReleased {
+		t.Fatalf("record changed: attempt %d state %s", rec.Attempt, rec.State)
+	}
+	e.store.setRefErr(nil)
+	r := mustDo(t, l, ledger.Effect{Identity: id, RunID: runB, NodeID: "b"}, e.charge(&calls))
+	if r.Attempt != 2 || calls.Load() != 1 {
+		t.Fatalf("%+v", r)
+	}
+	e.witness(l, runB, 2)
+}
+
+// 16 runs race on one business identity whose first attempt was released:
+// one fires; every run that made an attempt (the winner) lists it.
+func testRaceRunsWitnessed(t *testing.T, e *env) {
+	id := e.business("refund", "o-"+rnd(4))
+	runA := e.runID()
+	if _, err := e.ledger().Do(context.Background(), ledger.Effect{Identity: id, RunID: runA, NodeID: "a"}, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("dns"))
+	}); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	runs := make([]string, 16)
+	res := make([]ledger.Result, 16)
+	errs := make([]error, 16)
+	start := make(chan struct{})
+	finished := make(chan int, 16)
+	for i := range runs {
+		runs[i] = e.runID()
+		l := e.ledger(func(c *ledger.Config) { c.Wait, c.PollInterval = 60*time.Second, 5*time.Millisecond })
+		go func() {
+			<-start
+			res[i], errs[i] = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: runs[i], NodeID: "n"}, e.charge(&calls))
+			finished <- i
+		}()
+	}
+	close(start)
+	for range runs {
+		recv(t, finished, "a racer")
+	}
+	winner := -1
+	for i := range runs {
+		if errs[i] != nil {
+			t.Fatalf("run %d: %v", i, errs[i])
+		}
+		if !res[i].Replayed {
+			if winner >= 0 {
+				t.Fatalf("runs %d and %d both fired", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 || calls.Load() != 1 || e.prov.Effects() != 1 {
+		t.Fatalf("winner %d calls %d effects %d", winner, calls.Load(), e.prov.Effects())
+	}
+	l := e.ledger()
+	e.witness(l, runs[winner], 2)
+	e.witness(l, runA, 2)
+}
