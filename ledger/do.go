@@ -120,6 +120,9 @@ type Result struct {
 	Replayed bool
 	// Attempt is the attempt that produced the outcome.
 	Attempt int
+	// ValueDropped is true on a replay whose recorded success carries no
+	// value because it exceeded Config.MaxValueBytes (Value is nil).
+	ValueDropped bool
 }
 
 func effectKey(effectID string) string { return "effect#" + effectID }
@@ -291,7 +294,7 @@ func replay(cur *Record) (Result, error) {
 	if o == nil {
 		return r, fmt.Errorf("ledger: effect %s is completed without an outcome", cur.EffectID)
 	}
-	r.Streamed = o.Streamed
+	r.Streamed, r.ValueDropped = o.Streamed, o.Dropped
 	if o.OK {
 		r.Value = slices.Clone(o.Value)
 		return r, nil
@@ -455,7 +458,11 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 		res.Value = val
 		done.State, a.State = StateCompleted, AttemptCompleted
 		o := &Outcome{OK: true, Streamed: eff.Streamed}
-		if !eff.Streamed {
+		switch {
+		case eff.Streamed:
+		case len(val) > l.cfg.MaxValueBytes:
+			o.Dropped = true
+		default:
 			o.Value = slices.Clone(val)
 		}
 		done.Outcome = o

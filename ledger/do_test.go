@@ -75,3 +75,23 @@ func TestProject(t *testing.T) {
 		t.Fatal("effects must be [] not null")
 	}
 }
+
+// Project also keeps a record another run created when runID made an
+// attempt at it, with all its attempts.
+func TestProjectAttemptedByRun(t *testing.T) {
+	at := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	runA, runB := "acme/run-000000000000000a", "acme/run-000000000000000b"
+	rec := &ledger.Record{Kind: ledger.KindEffect, EffectID: "acme/bbbbbbbbbbbbbbbbbbbb", Keying: ledger.KeyingBusinessIdentity, RunID: runA,
+		Attempts: []ledger.Attempt{
+			{N: 1, State: ledger.AttemptReleased, At: at, RunID: runA, NodeID: "refund"},
+			{N: 2, State: ledger.AttemptCompleted, At: at.Add(time.Second), RunID: runB, NodeID: "comp"},
+		}}
+	for _, run := range []string{runA, runB} {
+		if p := ledger.Project(run, []*ledger.Record{rec}); len(p.Effects) != 2 || p.Effects[1].NodeID != "comp" {
+			t.Fatalf("%s: %+v", run, p.Effects)
+		}
+	}
+	if p := ledger.Project("acme/run-000000000000000c", []*ledger.Record{rec}); len(p.Effects) != 0 {
+		t.Fatalf("unrelated run: %+v", p.Effects)
+	}
+}

@@ -17,9 +17,17 @@
 //  4. outcome: success or failure is recorded, fenced on the owner token.
 //
 // A duplicate, concurrent or later and from any entry point, gets the recorded
-// outcome and fires nothing. A claim whose lease expired is reclaimed
-// atomically; the stalled attempt becomes "escaped" when it had passed the
-// fire mark (it may have reached the provider) and "released" otherwise.
+// outcome and fires nothing. While the effect function runs, a heartbeat
+// renews the lease (Config.Heartbeat), fenced on the owner token. A claim
+// whose lease expired is reclaimed atomically; the stalled attempt becomes
+// "escaped" when it had passed the fire mark (it may have reached the
+// provider) and "released" otherwise. Attempts per effect are capped
+// (Config.MaxAttempts) and so is the recorded value (Config.MaxValueBytes),
+// so a record always fits in one DynamoDB item.
+//
+// The witness (Ledger.Witness, GET /runs/{runId}/effects) lists every effect
+// record a run created or made an attempt at (and, with
+// Config.WitnessDuplicates, was suppressed by), with all its attempts.
 //
 // Layer 2 never uses DynamoDB transactions, so the effects table can be a
 // global table. The Store interface is the only persistence seam: memstore

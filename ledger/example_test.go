@@ -100,3 +100,27 @@ func ExampleLedger_FireOnce() {
 	// true mail server down
 	// false false mail server down <nil>
 }
+
+// One refund reached by two runs: it fires once, and with WitnessDuplicates
+// both runs' witnesses (GET /runs/{runId}/effects) show the recorded effect,
+// the same row, with no extra row for the suppressed duplicate.
+func ExampleLedger_Witness() {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New(), WitnessDuplicates: true,
+		Now: func() time.Time { return time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC) }})
+	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
+	refund := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("re_42"), nil }
+	ctx := context.Background()
+	run1, run2 := "acme/run-0000000000000001", "acme/run-0000000000000002"
+	_, _ = l.Do(ctx, ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, refund)
+	_, _ = l.Do(ctx, ledger.Effect{Identity: id, RunID: run2, NodeID: "compensate"}, refund)
+
+	for _, run := range []string{run1, run2} {
+		p, _ := l.Witness(ctx, run)
+		for _, r := range p.Effects {
+			fmt.Println(p.RunID, r.NodeID, r.Attempt, r.State, r.At)
+		}
+	}
+	// Output:
+	// acme/run-0000000000000001 refund 1 completed 2026-09-18T12:00:00Z
+	// acme/run-0000000000000002 refund 1 completed 2026-09-18T12:00:00Z
+}

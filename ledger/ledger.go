@@ -28,6 +28,11 @@ const (
 	DefaultMaxAttempts = 50
 	// MaxMaxAttempts is the largest accepted Config.MaxAttempts.
 	MaxMaxAttempts = 500
+	// DefaultMaxValueBytes is the default cap on a recorded outcome value.
+	DefaultMaxValueBytes = 64 << 10
+	// MaxMaxValueBytes is the largest accepted Config.MaxValueBytes: the
+	// record, attempts included, must stay within DynamoDB's 400 KB item.
+	MaxMaxValueBytes = 300 << 10
 )
 
 // Metric names (EMF, bounded dimensions only: "kind", "keying").
@@ -76,6 +81,14 @@ type Config struct {
 	// closed as escaped or released, so the witness stays honest). Default
 	// DefaultMaxAttempts (50); range 1..MaxMaxAttempts.
 	MaxAttempts int
+	// MaxValueBytes caps the size of a successful effect's value kept in the
+	// record. A larger value is returned to the caller that ran the effect
+	// but not recorded: the outcome (success) is, with Outcome.Dropped, and a
+	// duplicate gets Result.ValueDropped with no Value. (Recording it would
+	// fail on DynamoDB's 400 KB item limit AFTER the provider call, leaving
+	// the effect to be fired again.) Default DefaultMaxValueBytes (64 KiB);
+	// range 1..MaxMaxValueBytes.
+	MaxValueBytes int
 	// WitnessDuplicates makes a suppressed duplicate coming from a run that
 	// neither created the effect record nor made an attempt at it write a
 	// run reference (one idempotent PutItem), so that run's witness lists the
@@ -151,6 +164,12 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > MaxMaxAttempts {
 		return nil, fmt.Errorf("ledger: Config.MaxAttempts %d is outside 1..%d", cfg.MaxAttempts, MaxMaxAttempts)
+	}
+	if cfg.MaxValueBytes == 0 {
+		cfg.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if cfg.MaxValueBytes < 1 || cfg.MaxValueBytes > MaxMaxValueBytes {
+		return nil, fmt.Errorf("ledger: Config.MaxValueBytes %d is outside 1..%d", cfg.MaxValueBytes, MaxMaxValueBytes)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

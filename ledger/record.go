@@ -81,6 +81,9 @@ type Outcome struct {
 	Streamed bool
 	// Error is the recorded failure message (truncated to 1 KiB).
 	Error string
+	// Dropped marks a success whose value exceeded Config.MaxValueBytes and
+	// was not recorded (Value is nil).
+	Dropped bool
 }
 
 // Record is one effect (or host slot) in the ledger: the unit every Store

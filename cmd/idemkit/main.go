@@ -1,8 +1,11 @@
-// Command idemkit is the local and operator CLI of idemkit.
+// Command idemkit is idemkit's local and operator CLI.
 //
-// PLACEHOLDER written by the client-conform helper because cmd/idemkit/main.go
-// did not exist yet: it dispatches only `conform`. The kit's main.go (dev,
-// tables, apikey, and conform via runConform) replaces this file whole.
+//	idemkit dev [flags]                   run the whole stack on this machine
+//	idemkit tables create --endpoint URL  create the tables of template.yaml
+//	idemkit apikey create --tenant T      mint an API key for a tenant
+//	idemkit conform [flags] URL           check an API's Layer-1 behaviour
+//
+// Run `idemkit COMMAND -h` for a command's flags.
 package main
 
 import (
@@ -14,6 +17,17 @@ import (
 	"syscall"
 )
 
+const usage = `usage: idemkit COMMAND [flags]
+
+commands:
+  dev             run the whole stack locally (emulator, tables, API, executor, auditor)
+  tables create   create the DynamoDB tables of template.yaml at an endpoint
+  apikey create   mint an API key for a tenant and store its hash
+  conform         check the Layer-1 (Idempotency-Key) behaviour of an API
+
+Run 'idemkit COMMAND -h' for the flags of a command.
+`
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -21,16 +35,34 @@ func main() {
 	os.Exit(code)
 }
 
+// run dispatches a command line (without the program name) and returns the
+// exit status: 0 success, 1 failure, 2 usage error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: idemkit conform [flags] URL")
+		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
+	case "dev":
+		return runDev(ctx, args[1:], stdout, stderr)
+	case "tables":
+		if len(args) < 2 || args[1] != "create" {
+			fmt.Fprintln(stderr, "usage: idemkit tables create --endpoint URL [--prefix P] [--region R]")
+			return 2
+		}
+		return runTablesCreate(ctx, args[2:], stdout, stderr)
+	case "apikey":
+		if len(args) < 2 || args[1] != "create" {
+			fmt.Fprintln(stderr, "usage: idemkit apikey create --tenant T [--endpoint URL] [--table NAME]")
+			return 2
+		}
+		return runAPIKeyCreate(ctx, args[2:], stdout, stderr)
 	case "conform":
 		return runConform(ctx, args[1:], stdout, stderr)
-	default:
-		fmt.Fprintf(stderr, "idemkit: unknown command %q\n", args[0])
-		return 2
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
+	fmt.Fprintf(stderr, "idemkit: unknown command %q\n\n%s", args[0], usage)
+	return 2
 }

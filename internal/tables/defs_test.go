@@ -23,10 +23,10 @@ func TestDefsRealTemplate(t *testing.T) {
 		ttl    string
 		gsis   int
 	}{
-		"IdempotencyTable": {"AWS::DynamoDB::Table", "pk:HASH", types.StreamViewTypeNewAndOldImages, "expiresAt", 0},
+		"IdempotencyTable": {"AWS::DynamoDB::GlobalTable", "pk:HASH", types.StreamViewTypeNewAndOldImages, "expiresAt", 0},
 		"RunsTable":        {"AWS::DynamoDB::Table", "pk:HASH", types.StreamViewTypeNewAndOldImages, "", 0},
 		"EffectsTable":     {"AWS::DynamoDB::GlobalTable", "pk:HASH,sk:RANGE", types.StreamViewTypeNewAndOldImages, "expiresAt", 1},
-		"FenceTable":       {"AWS::DynamoDB::Table", "pk:HASH", "", "", 0},
+		"FenceTable":       {"AWS::DynamoDB::Table", "pk:HASH", "", "expiresAt", 0},
 		"ApiKeysTable":     {"AWS::DynamoDB::Table", "pk:HASH", "", "", 0},
 	}
 	for id, w := range want {

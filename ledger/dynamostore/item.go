@@ -61,6 +61,7 @@ type outcome struct {
 	Value    []byte `dynamodbav:"value,omitempty"`
 	Streamed bool   `dynamodbav:"streamed"`
 	Error    string `dynamodbav:"error,omitempty"`
+	Dropped  bool   `dynamodbav:"dropped,omitempty"`
 }
 
 type attempt struct {
@@ -88,7 +89,7 @@ func toItem(r *ledger.Record) item {
 		Attempts:  make([]attempt, 0, len(r.Attempts)),
 	}
 	if o := r.Outcome; o != nil {
-		it.Outcome = &outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error}
+		it.Outcome = &outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped}
 	}
 	for _, a := range r.Attempts {
 		it.Attempts = append(it.Attempts, attempt{N: a.N, State: string(a.State), At: ms(a.At), Fired: a.Fired,
@@ -106,7 +107,7 @@ func (it *item) record() *ledger.Record {
 		Fence: it.Fence, CreatedAt: fromMs(it.CreatedAt), UpdatedAt: fromMs(it.UpdatedAt), ExpiresAt: fromMs(it.ExpiresAtMs),
 	}
 	if o := it.Outcome; o != nil {
-		r.Outcome = &ledger.Outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error}
+		r.Outcome = &ledger.Outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped}
 	}
 	for _, a := range it.Attempts {
 		r.Attempts = append(r.Attempts, ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), At: fromMs(a.At),

@@ -23,6 +23,8 @@ var hardeningTests = []test{
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
 	{"DefaultMaxAttemptsFitsTheStore", testDefaultMaxAttempts},
 	{"ConfigBounds", testConfigBounds},
+	{"OversizedValueNotRecorded", testOversizedValue},
+	{"ClockSkew", testClockSkew},
 	{"RetentionExtendedByEveryWrite", testRetentionExtended},
 	{"WitnessAttemptByAnotherRun", testWitnessAttemptOtherRun},
 	{"WitnessSuppressedDuplicate", testWitnessDuplicate},
@@ -343,6 +345,8 @@ func testConfigBounds(t *testing.T, e *env) {
 		"max attempts < 0":    {Store: e.store, MaxAttempts: -1},
 		"max attempts > max":  {Store: e.store, MaxAttempts: ledger.MaxMaxAttempts + 1},
 		"retention < 14 days": {Store: e.store, Retention: time.Hour},
+		"value cap < 0":       {Store: e.store, MaxValueBytes: -1},
+		"value cap > max":     {Store: e.store, MaxValueBytes: ledger.MaxMaxValueBytes + 1},
 	}
 	for name, cfg := range bad {
 		if _, err := ledger.New(cfg); err == nil {
@@ -565,4 +569,93 @@ func testRaceRunsWitnessed(t *testing.T, e *env) {
 	l := e.ledger()
 	e.witness(l, runs[winner], 2)
 	e.witness(l, runA, 2)
+}
+
+// A value above MaxValueBytes is returned to the caller that ran the effect,
+// not recorded; the success is, and a duplicate learns the value was dropped.
+func testOversizedValue(t *testing.T, e *env) {
+	l := e.ledger(func(c *ledger.Config) { c.MaxValueBytes = 8 })
+	eff := e.effect()
+	var calls atomic.Int64
+	r := mustDo(t, l, eff, e.charge(&calls)) // "effect-1:charge": 15 bytes
+	if len(r.Value) == 0 || r.ValueDropped {
+		t.Fatalf("first %+v", r)
+	}
+	rec := e.get(effectKey(eff.Identity))
+	if rec.Outcome == nil || !rec.Outcome.OK || !rec.Outcome.Dropped || rec.Outcome.Value != nil {
+		t.Fatalf("outcome %+v", rec.Outcome)
+	}
+	d := mustDo(t, l, eff, e.charge(&calls))
+	if !d.Replayed || !d.ValueDropped || d.Value != nil || calls.Load() != 1 {
+		t.Fatalf("duplicate %+v calls %d", d, calls.Load())
+	}
+}
+
+// Leases are compared with the reclaimer's clock. A reclaimer whose clock is
+// ahead by less than Lease-Heartbeat never takes a heartbeating claim; one
+// ahead by more does, and then the owner's next renewal and its outcome are
+// refused (the provider key is the same, so a deduplicating provider still
+// performs one effect).
+func testClockSkew(t *testing.T, e *env) {
+	tk := NewTicker()
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 5*time.Second, tk.New })
+	skewed := func(d time.Duration) *ledger.Ledger {
+		return e.ledger(func(c *ledger.Config) {
+			c.Heartbeat = -1
+			c.Now = func() time.Time { return e.clock.Now().Add(d) }
+		})
+	}
+	started := make(chan context.Context, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+				return nil, err
+			}
+			started <- ctx
+			<-ctx.Done()
+			return []byte("late"), nil
+		})
+		done <- err
+	}()
+	fctx := recv(t, started, "the fire")
+	within := skewed(20 * time.Second) // < Lease-Heartbeat = 25s
+	for i := range 6 {
+		e.clock.Advance(5 * time.Second)
+		tk.Tick()
+		if err := recv(t, renew, "a renewal"); err != nil {
+			t.Fatalf("renewal %d: %v", i, err)
+		}
+		e.clock.Advance(4 * time.Second) // just before the next tick
+		if _, err := within.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, ledger.ErrInFlight) {
+			t.Fatalf("executor 20s ahead, round %d: %v; want ErrInFlight", i, err)
+		}
+		e.clock.Advance(-4 * time.Second)
+	}
+	if fctx.Err() != nil {
+		t.Fatal("owner cancelled")
+	}
+	// 31s ahead: beyond what a lease can absorb; it reclaims a live owner.
+	r := mustDo(t, skewed(31*time.Second), eff, e.charge(nil))
+	if r.Attempt != 2 {
+		t.Fatalf("skewed reclaim %+v", r)
+	}
+	e.clock.Advance(5 * time.Second)
+	tk.Tick()
+	if err := recv(t, renew, "the refused renewal"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("owner's renewal after the skewed reclaim: %v", err)
+	}
+	if err := recv(t, done, "owner's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("owner: %v; want ErrLeaseLost", err)
+	}
+	rec := e.get(key)
+	if rec.Attempt != 2 || rec.Outcome == nil || bytes.Equal(rec.Outcome.Value, []byte("late")) {
+		t.Fatalf("record %+v", rec)
+	}
+	if k := e.prov.Keys(); len(k) != 2 || k[0] != k[1] || e.prov.Effects() != 1 {
+		t.Fatalf("provider keys %v effects %d", k, e.prov.Effects())
+	}
 }

@@ -93,7 +93,7 @@ func testRecordRoundTrip(t *testing.T, e *env) {
 	r := e.sample("rt", now)
 	r.State = ledger.StateCompleted
 	r.Fence = 42
-	r.Outcome = &ledger.Outcome{OK: false, Streamed: true, Error: "declined", Value: []byte{0, 1, 2, 255}}
+	r.Outcome = &ledger.Outcome{OK: false, Streamed: true, Error: "declined", Value: []byte{0, 1, 2, 255}, Dropped: true}
 	r.Attempts = append(r.Attempts, ledger.Attempt{N: 2, State: ledger.AttemptEscaped, At: now.Add(time.Millisecond), Fired: true, NodeID: "n"})
 	r.Attempts[0].State = ledger.AttemptReleased
 	r.Attempt = 2

@@ -1,11 +1,12 @@
 // Package ledgertest is the conformance suite every ledger.Store must pass,
 // plus test helpers (a counting fake Provider honouring Idempotency-Key, a
-// manual Clock). The same suite runs against ledger/memstore and, through
+// manual Clock, a manual heartbeat Ticker). The same suite runs against ledger/memstore and, through
 // internal/dynamotest, against ledger/dynamostore on moto and dynalite.
 //
 // The suite drives the stores both directly (the conditional semantics of
 // Create and Replace) and through ledger.Do / ledger.FireOnce, with tests that
-// try to break exactly-once: 32 racing executors, a crash between the
+// try to break exactly-once: 32 racing executors, heartbeats refused after a
+// reclaim, clock skew, attempt and value caps, a crash between the
 // provider call and the outcome write, a stale owner writing after its claim
 // was reclaimed, expired leases, stale fencing tokens, digest mismatches.
 package ledgertest

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/auditor/auditfn"
+	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/executor/execfn"
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+// DefaultDevAddr is `idemkit dev --addr`'s default.
+const DefaultDevAddr = "127.0.0.1:3000"
+
+const devUsage = `usage: idemkit dev [flags]
+
+Runs the whole stack on this machine: a DynamoDB emulator (moto_server,
+unless --dynamodb-endpoint is given), the tables of template.yaml, the HTTP
+API on --addr through the same authorizer and api handler code that Lambda
+runs, and the executor and auditor driven by polling the tables' streams.
+Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
+and everything it started.
+
+flags:
+`
+
+type apiKeyFlag []string
+
+func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
+func (a *apiKeyFlag) Set(v string) error {
+	key, tenant, ok := strings.Cut(v, "=")
+	if !ok || strings.TrimSpace(key) == "" || !host.ValidTenant(tenant) {
+		return errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
+	}
+	*a = append(*a, v)
+	return nil
+}
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, devUsage); fs.PrintDefaults() }
+	addr := fs.String("addr", DefaultDevAddr, "address the HTTP API listens on")
+	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing)")
+	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
+	loopback := fs.Bool("allow-loopback-webhooks", false, "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)")
+	var keys apiKeyFlag
+	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable); default: mint two demo keys and print them")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", fs.Args())
+		return 2
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil))
+	if err := dev(ctx, devOptions{addr: *addr, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys}, stdout, logger); err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type devOptions struct {
+	addr, endpoint, prefix string
+	loopback               bool
+	keys                   []string
+}
+
+func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
+	start := time.Now()
+	ln, err := net.Listen("tcp", o.addr) // fail fast on a taken port
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	endpoint := o.endpoint
+	if endpoint == "" {
+		m, err := emulator.StartMoto(ctx)
+		if err != nil {
+			return err
+		}
+		defer m.Stop()
+		endpoint = m.Endpoint
+		logger.Info("dev: started moto_server", slog.String("endpoint", endpoint))
+	}
+	client := emulator.Client(endpoint)
+	names, err := createTables(ctx, client, o.prefix)
+	if err != nil {
+		return err
+	}
+
+	env := host.Env{
+		Idem:             idem.Env{Enabled: true, Table: names["IdempotencyTable"]},
+		RunsTable:        names["RunsTable"],
+		EffectsTable:     names["EffectsTable"],
+		APIKeysTable:     names["ApiKeysTable"],
+		FenceTable:       names["FenceTable"],
+		CrossRegion:      host.CrossRegionSingle,
+		Webhook:          host.WebhookPolicy{AllowLoopback: o.loopback},
+		Transactional:    supportsTransactions(ctx, client, names["RunsTable"]),
+		MetricsNamespace: "idemkit",
+	}
+	env.EffectLease, env.EffectRetention = 30*time.Second, 14*24*time.Hour
+	metrics := emf.New(io.Discard, env.MetricsNamespace)
+	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true}, logger, metrics)
+	if err != nil {
+		return err
+	}
+	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
+		CrossRegion: env.CrossRegion, BaseURL: "http://" + ln.Addr().String(), Logger: logger})
+	if err != nil {
+		return err
+	}
+	if len(o.keys) == 0 {
+		for _, t := range []string{"demo-a", "demo-b"} {
+			key := host.NewAPIKey()
+			o.keys = append(o.keys, key+"="+t)
+			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
+		}
+	}
+	for _, kv := range o.keys {
+		key, tenant, _ := strings.Cut(kv, "=")
+		if err := k.Keys.PutKey(ctx, key, tenant); err != nil && !errors.Is(err, host.ErrKeyExists) {
+			return err
+		}
+	}
+
+	sc := dynamodbstreams.New(dynamodbstreams.Options{Region: emulator.Region, BaseEndpoint: aws.String(endpoint), Credentials: emulator.Credentials})
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger}
+	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
+	pollers := []*poller{
+		{name: "runs", handle: exec.HandleRecords, filter: func(r host.StreamRecord) bool { return r.EventName == "INSERT" }},
+		{name: "effects", handle: func(ctx context.Context, recs []host.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "idempotency", handle: func(ctx context.Context, recs []host.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+	}
+	for i, table := range []string{env.RunsTable, env.EffectsTable, env.Idem.Table} {
+		arn, err := streamARN(ctx, client, table)
+		if err != nil {
+			return err
+		}
+		p := pollers[i]
+		p.sc, p.arn, p.log, p.interval, p.maxRetries = sc, arn, logger, 100*time.Millisecond, 5
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range pollers {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.run(runCtx) }()
+	}
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}},
+		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (DynamoDB %s, ready in %s); Ctrl-C stops\n", ln.Addr(), endpoint, time.Since(start).Round(time.Millisecond))
+
+	var result error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		result = err
+	}
+	logger.Info("dev: shutting down")
+	shCtx, shCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = srv.Shutdown(shCtx)
+	shCancel()
+	cancel()
+	wg.Wait()
+	return result
+}
+
+// supportsTransactions probes TransactWriteItems with one condition check on
+// a key that never exists; an endpoint without transactions (dynalite) makes
+// createRun fall back to a conditional PutItem.
+func supportsTransactions(ctx context.Context, c *dynamodb.Client, table string) bool {
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("pk"))).Build()
+	if err != nil {
+		return false
+	}
+	_, err = c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{
+		ConditionCheck: &types.ConditionCheck{
+			TableName:                aws.String(table),
+			Key:                      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "probe#transactions"}},
+			ConditionExpression:      cond.Condition(),
+			ExpressionAttributeNames: cond.Names(),
+		},
+	}}})
+	return err == nil || !tables.IsUnsupported(err)
+}

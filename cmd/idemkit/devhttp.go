@@ -1,0 +1,139 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// gateway serves net/http requests through the same authorizer and api
+// handler code that Lambda runs, translating each request to an API Gateway
+// HTTP API payload-2.0 event (as the HttpApi in template.yaml would) and the
+// handler's response back.
+type gateway struct {
+	api  *apifn.Handler
+	auth *authz.Handler
+}
+
+// authorized reports whether template.yaml routes this request through the
+// Lambda authorizer (the four run routes); everything else reaches the api
+// handler unauthenticated ($default and the capabilities document).
+func authorized(method, rawPath string) bool {
+	if rawPath == "/runs" {
+		return method == http.MethodPost
+	}
+	rest, ok := strings.CutPrefix(rawPath, "/runs/")
+	if !ok || rest == "" {
+		return false
+	}
+	switch {
+	case strings.HasSuffix(rest, "/cancel"):
+		return method == http.MethodPost
+	default:
+		return method == http.MethodGet
+	}
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, apifn.MaxBodyBytes+1))
+	if err != nil {
+		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))
+		return
+	}
+	rawPath := r.URL.EscapedPath()
+	ev := events.APIGatewayV2HTTPRequest{
+		Version:        "2.0",
+		RouteKey:       "$default",
+		RawPath:        rawPath,
+		RawQueryString: r.URL.RawQuery,
+		Headers:        map[string]string{},
+	}
+	for k, vs := range r.Header {
+		if strings.EqualFold(k, "Cookie") {
+			ev.Cookies = append(ev.Cookies, vs...)
+			continue
+		}
+		ev.Headers[strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	if utf8.Valid(body) {
+		ev.Body = string(body)
+	} else {
+		ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	ev.RequestContext = events.APIGatewayV2HTTPRequestContext{
+		RouteKey: "$default", Stage: "$default", RequestID: requestID(), DomainName: r.Host,
+		TimeEpoch: time.Now().UnixMilli(),
+		HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
+			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: host, UserAgent: r.UserAgent(),
+		},
+	}
+	if authorized(r.Method, rawPath) {
+		tenant, err := g.auth.Authorize(r.Context(), r.Header.Get("Authorization"))
+		switch {
+		case errors.Is(err, authz.ErrUnauthorized):
+			writeEnvelope(w, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
+			return
+		case err != nil:
+			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "authorizer failed"))
+			return
+		}
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+			Lambda: map[string]any{authz.ContextTenantKey: tenant},
+		}
+	}
+	resp, err := g.api.Handle(r.Context(), ev)
+	if err != nil {
+		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
+		return
+	}
+	out := []byte(resp.Body)
+	if resp.IsBase64Encoded {
+		if out, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
+			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "bad response encoding"))
+			return
+		}
+	}
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	for k, vs := range resp.MultiValueHeaders {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	for _, c := range resp.Cookies {
+		w.Header().Add("Set-Cookie", c)
+	}
+	w.WriteHeader(resp.StatusCode)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(out)
+	}
+}
+
+func writeEnvelope(w http.ResponseWriter, e *apierr.Error) {
+	for k, v := range e.Headers() {
+		w.Header().Set(k, v)
+	}
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(e.Body())
+}
+
+func requestID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

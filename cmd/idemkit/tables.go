@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+// DefaultTablePrefix names local tables: prefix + logical ID
+// ("idemkit-RunsTable").
+const DefaultTablePrefix = "idemkit-"
+
+func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("tables create", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); required")
+	prefix := fs.String("prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
+	region := fs.String("region", emulator.Region, "region sent to the endpoint")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *endpoint == "" || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "idemkit tables create: --endpoint URL is required (and takes no arguments)")
+		return 2
+	}
+	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
+	names, err := createTables(ctx, c, *prefix)
+	ids := make([]string, 0, len(names))
+	for id := range names {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		fmt.Fprintf(stdout, "%s\t%s\n", id, names[id])
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit tables create: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// createTables creates every DynamoDB resource of the embedded template as
+// prefix+logicalID; a table that already exists is kept. It returns
+// logicalID -> table name.
+func createTables(ctx context.Context, c *dynamodb.Client, prefix string) (map[string]string, error) {
+	defs, err := tables.Embedded()
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	ids := make([]string, 0, len(defs))
+	for id := range defs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		name := prefix + id
+		if _, err := tables.CreateDef(ctx, c, defs[id], name); err != nil {
+			var inUse *types.ResourceInUseException
+			if !errors.As(err, &inUse) {
+				return names, err
+			}
+			if _, err := tables.WaitActive(ctx, c, name); err != nil {
+				return names, err
+			}
+		}
+		names[id] = name
+	}
+	return names, nil
+}
+
+// streamARN returns the latest stream ARN of a table.
+func streamARN(ctx context.Context, c *dynamodb.Client, table string) (string, error) {
+	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return "", err
+	}
+	if out.Table.LatestStreamArn == nil {
+		return "", fmt.Errorf("table %s has no stream", table)
+	}
+	return *out.Table.LatestStreamArn, nil
+}

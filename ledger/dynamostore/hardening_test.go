@@ -1,0 +1,190 @@
+package dynamostore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+)
+
+// renewStore signals every heartbeat renewal (a Replace of a firing record
+// expecting firing) with its result.
+type renewStore struct {
+	ledger.Store
+	renewed chan error
+}
+
+func (s *renewStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	ok, cur, err := s.Store.Replace(ctx, n, w, now)
+	if n.State == ledger.StateFiring && w.State == ledger.StateFiring {
+		switch {
+		case err != nil:
+			s.renewed <- err
+		case !ok:
+			s.renewed <- ledger.ErrLeaseLost
+		default:
+			s.renewed <- nil
+		}
+	}
+	return ok, cur, err
+}
+
+func wait[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out")
+		panic("unreachable")
+	}
+}
+
+// Heartbeat renewals under injected DynamoDB faults: an error the SDK does
+// not retry fails that renewal only (the next tick renews, the effect is not
+// cancelled); a renewal applied whose response is lost is retried by the SDK
+// and succeeds; the lease keeps a second executor out throughout.
+func TestHeartbeatUnderFaults(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := newEnv(t, e)
+		rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
+		tk := ledgertest.NewTicker()
+		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, NewTicker: tk.New, Wait: -1, Now: v.clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eff := business(t, "hb-faults")
+		started, release := make(chan context.Context, 1), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				started <- ctx
+				<-release
+				return v.prov.Call(ctx, c.ProviderKey, "x")
+			})
+			done <- err
+		}()
+		fctx := wait(t, started)
+
+		v.faults.FailNext("PutItem", 1, dynamotest.InternalServerError())
+		v.clock.Advance(10 * time.Second)
+		tk.Tick()
+		if err := wait(t, rs.renewed); err == nil {
+			t.Fatal("renewal with an injected error succeeded")
+		}
+		v.faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		v.clock.Advance(10 * time.Second)
+		tk.Tick()
+		if err := wait(t, rs.renewed); err != nil {
+			t.Fatalf("renewal with a lost response: %v", err)
+		}
+		if v.faults.Pending() != 0 || fctx.Err() != nil {
+			t.Fatalf("pending faults %d, effect context %v", v.faults.Pending(), fctx.Err())
+		}
+		v.clock.Advance(25 * time.Second) // past the fire mark's lease, inside the renewed one
+		if _, err := v.l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
+			t.Error("second executor fired")
+			return nil, nil
+		}); !errors.Is(err, ledger.ErrInFlight) {
+			t.Fatalf("second executor: %v; want ErrInFlight", err)
+		}
+		close(release)
+		if err := wait(t, done); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ := v.store.Get(context.Background(), "effect#"+eff.Identity.EffectID)
+		if rec.State != ledger.StateCompleted || v.prov.Effects() != 1 || v.prov.Requests() != 1 {
+			t.Fatalf("state %s provider %d/%d", rec.State, v.prov.Effects(), v.prov.Requests())
+		}
+	})
+}
+
+// The fire mark is applied but every response (the SDK's retries included)
+// is lost: Do fails without calling the effect function, and the next
+// executor, after the lease, closes that attempt as escaped (it cannot know
+// the function never ran) and fires with the same provider key.
+func TestFireMarkResponsesLost(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := newEnv(t, e)
+		eff := business(t, "fire-lost")
+		// PutItem #1 is the claim; the fire mark and its 2 SDK retries follow.
+		calls := 0
+		first := true
+		st := &hookPut{Store: v.store, before: func(n *ledger.Record) {
+			if n.State == ledger.StateFiring && first {
+				first = false
+				v.faults.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
+			}
+		}}
+		l, _ := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Now: v.clock.Now})
+		if _, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
+			calls++
+			return nil, nil
+		}); err == nil || calls != 0 {
+			t.Fatalf("Do with a lost fire mark: %v calls %d; want an error and no fire", err, calls)
+		}
+		v.faults.Clear()
+		v.clock.Advance(31 * time.Second)
+		r, err := v.l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			calls++
+			return v.prov.Call(ctx, c.ProviderKey, "x")
+		})
+		if err != nil || r.Attempt != 2 || calls != 1 {
+			t.Fatalf("retry %+v %v calls %d", r, err, calls)
+		}
+		rec, _ := v.store.Get(context.Background(), "effect#"+eff.Identity.EffectID)
+		var states []ledger.AttemptState
+		for _, a := range rec.Attempts {
+			states = append(states, a.State)
+		}
+		if !slices.Equal(states, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v", states)
+		}
+	})
+}
+
+// hookPut calls before ahead of every Replace.
+type hookPut struct {
+	ledger.Store
+	before func(n *ledger.Record)
+}
+
+func (s *hookPut) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	s.before(n)
+	return s.Store.Replace(ctx, n, w, now)
+}
+
+// Bug found in review: a successful effect whose value does not fit in the
+// record (DynamoDB items are limited to 400 KB) had its outcome write
+// refused after the provider call, so every later attempt fired again. The
+// value is now left out of the record (Outcome.Dropped) and the outcome is
+// recorded.
+func TestOversizedValueIsRecordedWithoutIt(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := newEnv(t, e)
+		eff := business(t, "big-value")
+		big := make([]byte, 450<<10)
+		calls := 0
+		fn := func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			calls++
+			if _, err := v.prov.Call(ctx, c.ProviderKey, "x"); err != nil {
+				return nil, err
+			}
+			return big, nil
+		}
+		r, err := v.l.Do(context.Background(), eff, fn)
+		if err != nil || len(r.Value) != len(big) || r.ValueDropped {
+			t.Fatalf("first Do: %v (value %d bytes, dropped %v)", err, len(r.Value), r.ValueDropped)
+		}
+		v.clock.Advance(time.Hour)
+		d, err := v.l.Do(context.Background(), eff, fn)
+		if err != nil || !d.Replayed || !d.ValueDropped || d.Value != nil || calls != 1 || v.prov.Requests() != 1 {
+			t.Fatalf("duplicate: %+v %v calls %d requests %d", d, err, calls, v.prov.Requests())
+		}
+	})
+}
