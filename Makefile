@@ -23,7 +23,7 @@ run:
 	$(GO) run ./cmd/idemkit dev $(ARGS)
 
 ## test: every check CI runs.
-test: tools lint gotest model
+test: tools lint model gotest
 
 tools: tools/node_modules/.bin/dynalite $(STATICCHECK)
 
