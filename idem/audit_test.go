@@ -952,9 +952,7 @@ func TestPanicIs500AndRetryableAllAdapters(t *testing.T) {
 	t.Run("REST", func(t *testing.T) {
 		e := newEnv(t, nil)
 		w := e.guard.REST(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-			var m map[string]int
-			m["x"]++ // nil map write: a runtime panic
-			return events.APIGatewayProxyResponse{}, nil
+			panic(errors.New("a panic carrying an error value"))
 		})
 		r, err := w(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: "POST", Resource: "/runs",
 			Headers:        map[string]string{"Idempotency-Key": testKey},
@@ -1090,5 +1088,52 @@ func TestConcurrentDuplicatesMiddleware(t *testing.T) {
 	}
 	if runs != 1 || replays != n-1 {
 		t.Fatalf("runs %d, replays %d", runs, replays)
+	}
+}
+
+// The operation is the routed operation mapped through Config.Operations:
+// two routes mapped to one operation id share a scope; the raw path never
+// matters; unmapped routes are scoped by their routeKey.
+func TestOperationMapping(t *testing.T) {
+	e := newEnv(t, func(c *idem.Config) {
+		c.Operations = map[string]string{"POST /runs": "createRun", "POST /v2/runs": "createRun"}
+	})
+	h := &handler{}
+	first := e.call(h, v2event("POST", "POST /runs", testKey, `{}`))
+	alias := v2event("POST", "POST /v2/runs", testKey, `{}`)
+	alias.RawPath = "/v2/runs"
+	if r := e.call(h, alias); r.Headers[idem.HeaderOpenWOPReplay] != "true" || r.Body != first.Body {
+		t.Fatalf("aliased route is not the same operation: %+v", r)
+	}
+	if _, ok, _ := e.store.Get(context.Background(), scopeID(testTenant, "createRun", testKey), e.clock.Now()); !ok {
+		t.Fatal("record not scoped by the operation id")
+	}
+	e.call(h, v2event("POST", "POST /other", testKey, `{}`))
+	if h.Calls() != 2 {
+		t.Fatalf("handler calls %d", h.Calls())
+	}
+}
+
+// Route.JSON treats a body as JSON whatever its Content-Type: semantically
+// equal bodies replay, invalid JSON is 400 validation_error; without it a
+// non-JSON Content-Type hashes bytes (so reordered members mismatch).
+func TestRouteJSONOption(t *testing.T) {
+	e := newEnv(t, func(c *idem.Config) { c.Routes = map[string]idem.Route{"POST /json": {JSON: true}} })
+	h := &handler{}
+	ev := func(route, body string) events.APIGatewayV2HTTPRequest {
+		x := v2event("POST", route, testKey, body)
+		x.Headers["content-type"] = "text/plain"
+		return x
+	}
+	e.call(h, ev("POST /json", `{"a":1,"b":2}`))
+	if r := e.call(h, ev("POST /json", `{"b":2,"a":1}`)); r.Headers[idem.HeaderOpenWOPReplay] != "true" {
+		t.Fatalf("JSON route did not canonicalise: %+v", r)
+	}
+	if r := e.call(h, v2event("POST", "POST /json", "k_another_key_0123456789", `{"a":`)); r.StatusCode != 400 {
+		t.Fatalf("invalid JSON on a JSON route: %+v", r)
+	}
+	e.call(h, ev("POST /bytes", `{"a":1,"b":2}`))
+	if r := e.call(h, ev("POST /bytes", `{"b":2,"a":1}`)); r.StatusCode != 409 {
+		t.Fatalf("byte-hashed route treated reordered JSON as equal: %+v", r)
 	}
 }

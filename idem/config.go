@@ -119,8 +119,10 @@ type Config struct {
 	// The raw path is never used.
 	HTTPOperation func(*http.Request) string
 
-	// Logger receives JSON log lines. Default slog JSON to os.Stderr at
-	// Info. Keys appear only as keyhash.Log values.
+	// Logger receives JSON log lines (with request_id). Default slog JSON to
+	// os.Stderr at Info. Keys appear only as keyhash.Log values: error texts
+	// of handlers and stores are logged with every occurrence of the raw key
+	// replaced by its hash.
 	Logger *slog.Logger
 
 	// Metrics receives EMF metrics. Default nil (no metrics); Lambda

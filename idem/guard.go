@@ -138,6 +138,9 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 // (mutating, not opted out, idempotency enabled): key is the valid key, or
 // "" when the request had none or an invalid one (never echoed).
 func (g *Guard) decorate(resp *Response, in *request, key string, replay bool, originalID string) *Response {
+	if !replay && g.cfg.Profile != ProfileERP {
+		return resp // only ProfileERP marks first executions and errors
+	}
 	if resp.Headers == nil {
 		resp.Headers = make(map[string][]string, 4)
 	}

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -10,7 +12,17 @@ import (
 	"time"
 )
 
-var runIDRe = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
+var (
+	runIDRe = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
+	// invocationRe bounds Effect.InvocationID: printable, no NUL or
+	// whitespace, at most 128 characters (every attempt keeps it in the
+	// record item).
+	invocationRe = regexp.MustCompile(`^[A-Za-z0-9._~:/-]{1,128}$`)
+	// digestRe bounds Effect.RequestDigest (hex, base64 or "alg:value").
+	digestRe = regexp.MustCompile(`^[A-Za-z0-9._~:+/=-]{1,128}$`)
+	// recipeRe bounds recipe stamps.
+	recipeRe = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,64}$`)
+)
 
 // maxRounds bounds Do's claim/reclaim loop (apart from bounded waiting), so a
 // pathological store or clock can never spin it forever.
@@ -31,20 +43,24 @@ type Effect struct {
 	// NodeID is the node making this attempt (nodeId grammar). Required when
 	// RunID is set.
 	NodeID string
-	// InvocationID is an optional witness field; default
-	// Identity.InvocationID (the §B logicalInvocationId for the activity
-	// recipe).
+	// InvocationID is an optional witness field, at most 128 characters of
+	// [A-Za-z0-9._~:/-]; default Identity.InvocationID (the §B
+	// logicalInvocationId for the activity recipe).
 	InvocationID string
 	// RequestDigest is the request's semantic digest (e.g. semantic request
 	// digest v2) and SemanticRecipe its recipe stamp. Both are recorded; a
 	// later Do under the same identity with a different digest or recipe gets
 	// *MismatchError, never the recorded outcome. Both empty: no digest.
+	// RequestDigest: at most 128 characters of [A-Za-z0-9._~:+/=-];
+	// SemanticRecipe: at most 64 of [A-Za-z0-9._~:-].
 	RequestDigest  string
 	SemanticRecipe string
 	// Streamed marks an effect whose response body is streamed: the body is
-	// never cached; only the request digest and the final outcome (success
-	// or failure) are recorded, and a duplicate gets Result.Streamed with no
-	// Value.
+	// never cached; only the request digest, the final outcome (success or
+	// failure) and the body's SHA-256 and length are recorded, and a
+	// duplicate gets Result.Streamed with no Value. With Do, the value fn
+	// returns is the body (returned to this caller, not recorded); DoStream
+	// streams it to a writer instead and sets Streamed itself.
 	Streamed bool
 }
 
@@ -66,8 +82,14 @@ func (e *Effect) validate() error {
 	if e.NodeID != "" && !nodeRe.MatchString(e.NodeID) {
 		return fmt.Errorf("%w: nodeId does not match the nodeId grammar", ErrInvalidIdentity)
 	}
+	if e.InvocationID != "" && !invocationRe.MatchString(e.InvocationID) {
+		return fmt.Errorf("%w: invocationId outside ^[A-Za-z0-9._~:/-]{1,128}$", ErrInvalidIdentity)
+	}
 	if (e.RequestDigest == "") != (e.SemanticRecipe == "") {
 		return fmt.Errorf("%w: RequestDigest and SemanticRecipe go together", ErrInvalidIdentity)
+	}
+	if e.RequestDigest != "" && (!digestRe.MatchString(e.RequestDigest) || !recipeRe.MatchString(e.SemanticRecipe)) {
+		return fmt.Errorf("%w: RequestDigest or SemanticRecipe outside its grammar", ErrInvalidIdentity)
 	}
 	return nil
 }
@@ -123,6 +145,11 @@ type Result struct {
 	// ValueDropped is true on a replay whose recorded success carries no
 	// value because it exceeded Config.MaxValueBytes (Value is nil).
 	ValueDropped bool
+	// BodyDigest and BodySize describe a streamed body (Streamed): the
+	// SHA-256 (hex) and length of what the effect streamed, as recorded.
+	// A replay carries them, never the body.
+	BodyDigest string
+	BodySize   int64
 }
 
 func effectKey(effectID string) string { return "effect#" + effectID }
@@ -162,11 +189,35 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 // claim changes hands), so its witness lists the effect; a suppressed
 // duplicate does so only with Config.WitnessDuplicates.
 func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
-	if err := eff.validate(); err != nil {
-		return Result{}, err
-	}
 	if fn == nil {
 		return Result{}, errors.New("ledger: nil effect function")
+	}
+	return l.do(ctx, eff, func(ctx context.Context, c Call) (produced, error) {
+		v, err := fn(ctx, c)
+		p := produced{value: v}
+		if eff.Streamed {
+			sum := sha256.Sum256(v)
+			p.bodyDigest, p.bodySize = hex.EncodeToString(sum[:]), int64(len(v))
+		}
+		return p, err
+	})
+}
+
+// produced is what an attempt's effect function produced: the value returned
+// to the caller (recorded unless streamed) and, for a streamed body, its
+// digest and size.
+type produced struct {
+	value      []byte
+	bodyDigest string
+	bodySize   int64
+}
+
+// effectFunc is the internal form of Func and StreamFunc.
+type effectFunc func(ctx context.Context, call Call) (produced, error)
+
+func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, error) {
+	if err := eff.validate(); err != nil {
+		return Result{}, err
 	}
 	st := l.cfg.Store
 	key := effectKey(eff.Identity.EffectID)
@@ -295,6 +346,7 @@ func replay(cur *Record) (Result, error) {
 		return r, fmt.Errorf("ledger: effect %s is completed without an outcome", cur.EffectID)
 	}
 	r.Streamed, r.ValueDropped = o.Streamed, o.Dropped
+	r.BodyDigest, r.BodySize = o.BodyDigest, o.BodySize
 	if o.OK {
 		r.Value = slices.Clone(o.Value)
 		return r, nil
@@ -407,7 +459,7 @@ func (l *Ledger) exhausted(ctx context.Context, cur *Record, now time.Time) (don
 }
 
 // fire runs an attempt this executor owns: fire mark, fn, outcome.
-func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Result, error) {
+func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFunc) (Result, error) {
 	st := l.cfg.Store
 	own := Expect{Owner: rec.Owner, Attempt: rec.Attempt}
 	res := Result{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Streamed: eff.Streamed}
@@ -445,7 +497,11 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 		return res, ErrLeaseLost
 	}
 
-	val, ferr := l.run(ctx, next, fn)
+	out, ferr := l.run(ctx, next, fn)
+	val := out.value
+	if eff.Streamed {
+		res.BodyDigest, res.BodySize = out.bodyDigest, out.bodySize
+	}
 
 	now = l.now()
 	done := next.Clone()
@@ -460,6 +516,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 		o := &Outcome{OK: true, Streamed: eff.Streamed}
 		switch {
 		case eff.Streamed:
+			o.BodyDigest, o.BodySize = out.bodyDigest, out.bodySize
 		case len(val) > l.cfg.MaxValueBytes:
 			o.Dropped = true
 		default:
@@ -480,6 +537,9 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn Func) (Re
 		}
 		done.State, a.State = StateCompleted, AttemptCompleted
 		done.Outcome = &Outcome{OK: false, Streamed: eff.Streamed, Error: msg}
+		if eff.Streamed {
+			done.Outcome.BodyDigest, done.Outcome.BodySize = out.bodyDigest, out.bodySize
+		}
 		retErr = &FailedError{EffectID: rec.EffectID, Message: msg, Cause: ferr}
 	}
 	done.ExpiresAt = l.extend(done.ExpiresAt, now)

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,13 +16,20 @@ func TestEffectValidation(t *testing.T) {
 	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: "k"})
 	noop := func(context.Context, ledger.Call) ([]byte, error) { return nil, nil }
 	bad := map[string]ledger.Effect{
-		"run of another tenant": {Identity: id, RunID: "globex/run-0000000000000001", NodeID: "n"},
-		"run without node":      {Identity: id, RunID: "acme/run-0000000000000001"},
-		"bad run grammar":       {Identity: id, RunID: "acme/short", NodeID: "n"},
-		"bad node grammar":      {Identity: id, RunID: "acme/run-0000000000000001", NodeID: "a b"},
-		"digest without recipe": {Identity: id, RequestDigest: "abc"},
-		"recipe without digest": {Identity: id, SemanticRecipe: ledger.SemanticRecipeV2},
-		"zero identity":         {},
+		"run of another tenant":  {Identity: id, RunID: "globex/run-0000000000000001", NodeID: "n"},
+		"run without node":       {Identity: id, RunID: "acme/run-0000000000000001"},
+		"bad run grammar":        {Identity: id, RunID: "acme/short", NodeID: "n"},
+		"bad node grammar":       {Identity: id, RunID: "acme/run-0000000000000001", NodeID: "a b"},
+		"digest without recipe":  {Identity: id, RequestDigest: "abc"},
+		"recipe without digest":  {Identity: id, SemanticRecipe: ledger.SemanticRecipeV2},
+		"NUL in invocationId":    {Identity: id, InvocationID: "inv\x00"},
+		"oversized invocationId": {Identity: id, InvocationID: strings.Repeat("i", 129)},
+		"NUL in nodeId":          {Identity: id, NodeID: "n\x00"},
+		"NUL in digest":          {Identity: id, RequestDigest: "ab\x00", SemanticRecipe: ledger.SemanticRecipeV2},
+		"oversized digest":       {Identity: id, RequestDigest: strings.Repeat("a", 129), SemanticRecipe: ledger.SemanticRecipeV2},
+		"NUL in recipe":          {Identity: id, RequestDigest: "ab", SemanticRecipe: "v2\x00"},
+		"NUL in runId":           {Identity: id, RunID: "acme/run-000000000000000\x00", NodeID: "n"},
+		"zero identity":          {},
 		"effectId of another tenant": {Identity: func() ledger.Identity {
 			x := id
 			x.Tenant = "globex"

@@ -9,7 +9,7 @@ import (
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is
 // stopped, and its last renewal finished or abandoned, before run returns,
 // also when fn panics, so it never races the outcome write.
-func (l *Ledger) run(ctx context.Context, rec *Record, fn Func) ([]byte, error) {
+func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (produced, error) {
 	call := Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: rec.Fence}
 	if l.cfg.Heartbeat < 0 {
 		return fn(ctx, call)

@@ -121,6 +121,12 @@ func checkTenant(t string) error {
 	if !tenantRe.MatchString(t) {
 		return fmt.Errorf("%w: tenant does not match the tenantId grammar", ErrInvalidIdentity)
 	}
+	if strings.IndexByte(t, '~') >= 0 {
+		// ids.schema.json (RFC 0184 §A.2): a host must not mint a
+		// tenant-bound id containing '~', the path projection's escape
+		// marker; an effectId is tenant + "/" + opaque.
+		return fmt.Errorf("%w: tenant contains '~' (no tenant-bound id containing '~' may be minted)", ErrInvalidIdentity)
+	}
 	return nil
 }
 

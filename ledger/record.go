@@ -84,6 +84,12 @@ type Outcome struct {
 	// Dropped marks a success whose value exceeded Config.MaxValueBytes and
 	// was not recorded (Value is nil).
 	Dropped bool
+	// BodyDigest and BodySize describe a streamed body (Streamed) instead of
+	// caching it: the SHA-256 (64 lower-case hex characters) and the length
+	// in bytes of what the effect streamed (Ledger.DoStream), or of the
+	// value it returned (Do with Effect.Streamed). Empty and 0 otherwise.
+	BodyDigest string
+	BodySize   int64
 }
 
 // Record is one effect (or host slot) in the ledger: the unit every Store

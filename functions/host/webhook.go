@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -155,9 +156,15 @@ type Webhook struct {
 	// Wrap, if set, wraps the effect function (fence.Owner.Guard under
 	// fenced-effects). Default nil.
 	Wrap func(ledger.Func) ledger.Func
+
+	once sync.Once
 }
 
-func (w *Webhook) defaults() {
+// defaults fills in the defaults once; the fields must not change after the
+// first Deliver.
+func (w *Webhook) defaults() { w.once.Do(w.fill) }
+
+func (w *Webhook) fill() {
 	if w.Timeout <= 0 {
 		w.Timeout = 10 * time.Second
 	}

@@ -305,3 +305,53 @@ func TestGuardFencedTransactionalCompletion(t *testing.T) {
 		}
 	})
 }
+
+// TestGuardSlowFirstInvocationIsFenced is the Powertools regression test on
+// DynamoDB, through the Guard: the first invocation is slow, its lease is
+// reclaimed and the second completes; the first's late completion, late
+// delete (a 403) and late release (a 503) are all rejected, and the record
+// keeps the second's response (attempt 2).
+func TestGuardSlowFirstInvocationIsFenced(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		for _, late := range []int{201, 403, 503} {
+			t.Run(strconv.Itoa(late), func(t *testing.T) {
+				clk := &guardClock{now: time.Now()}
+				g := newGuard(t, v, clk)
+				key := newKey()
+				release, started := make(chan struct{}), make(chan struct{})
+				slow := &countingHandler{status: late, before: func(context.Context, int32) { close(started); <-release }}
+				var slowResp events.APIGatewayV2HTTPResponse
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					slowResp, _ = g.HTTPAPI(slow.serve)(context.Background(), guardEvent(key, `{}`))
+				}()
+				<-started
+				clk.Advance(idem.DefaultLease + time.Second)
+				fast := &countingHandler{before: func(context.Context, int32) {}}
+				w := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+					r, err := fast.serve(ctx, ev)
+					r.Body = `{"who":"fast"}`
+					return r, err
+				})
+				if r := call(t, w, guardEvent(key, `{}`)); r.Body != `{"who":"fast"}` {
+					t.Fatalf("reclaim: %+v", r)
+				}
+				close(release)
+				<-done
+				if late == 201 && slowResp.StatusCode != 409 {
+					t.Fatalf("fenced late completion answered %+v", slowResp)
+				}
+				r := call(t, w, guardEvent(key, `{}`))
+				if r.Body != `{"who":"fast"}` || r.Headers[idem.HeaderOpenWOPReplay] != "true" || fast.runs.Load() != 1 {
+					t.Fatalf("record lost the second response: %+v", r)
+				}
+				rec, ok, err := v.s.Get(ctxT(t), idem.ScopeID("tenant:acme", "POST /runs", key), clk.Now())
+				if err != nil || !ok || rec.Attempt != 2 || rec.State != idem.StateCompleted {
+					t.Fatalf("record %+v %v %v", rec, ok, err)
+				}
+			})
+		}
+	})
+}

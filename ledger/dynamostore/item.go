@@ -62,6 +62,9 @@ type outcome struct {
 	Streamed bool   `dynamodbav:"streamed"`
 	Error    string `dynamodbav:"error,omitempty"`
 	Dropped  bool   `dynamodbav:"dropped,omitempty"`
+	// BodyDigest and BodySize: a streamed body's metadata (never the body).
+	BodyDigest string `dynamodbav:"bodyDigest,omitempty"`
+	BodySize   int64  `dynamodbav:"bodySize,omitempty"`
 }
 
 type attempt struct {
@@ -89,7 +92,8 @@ func toItem(r *ledger.Record) item {
 		Attempts:  make([]attempt, 0, len(r.Attempts)),
 	}
 	if o := r.Outcome; o != nil {
-		it.Outcome = &outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped}
+		it.Outcome = &outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped,
+			BodyDigest: o.BodyDigest, BodySize: o.BodySize}
 	}
 	for _, a := range r.Attempts {
 		it.Attempts = append(it.Attempts, attempt{N: a.N, State: string(a.State), At: ms(a.At), Fired: a.Fired,
@@ -107,7 +111,8 @@ func (it *item) record() *ledger.Record {
 		Fence: it.Fence, CreatedAt: fromMs(it.CreatedAt), UpdatedAt: fromMs(it.UpdatedAt), ExpiresAt: fromMs(it.ExpiresAtMs),
 	}
 	if o := it.Outcome; o != nil {
-		r.Outcome = &ledger.Outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped}
+		r.Outcome = &ledger.Outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped,
+			BodyDigest: o.BodyDigest, BodySize: o.BodySize}
 	}
 	for _, a := range it.Attempts {
 		r.Attempts = append(r.Attempts, ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), At: fromMs(a.At),

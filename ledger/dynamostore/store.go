@@ -77,9 +77,9 @@ func (s *Store) key(k string) map[string]types.AttributeValue {
 }
 
 func (s *Store) put(ctx context.Context, r *ledger.Record, cond expression.ConditionBuilder) (bool, *ledger.Record, error) {
-	av, err := attributevalue.MarshalMap(toItem(r))
+	av, err := EncodeRecord(r)
 	if err != nil {
-		return false, nil, fmt.Errorf("dynamostore: encode: %w", err)
+		return false, nil, err
 	}
 	ex, err := expression.NewBuilder().WithCondition(cond).Build()
 	if err != nil {

@@ -3,8 +3,11 @@ package ledgertest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +35,7 @@ var doTests = []test{
 	{"BoundedWaitGetsOutcome", testBoundedWait},
 	{"Retention", testRetention},
 	{"StreamedBodyNotCached", testStreamed},
+	{"DoStreamRecordsMetadataOnly", testDoStream},
 	{"StaleFenceRejected", testStaleFence},
 	{"FencerErrorReleases", testFencerError},
 	{"WitnessProjection", testWitness},
@@ -448,17 +452,100 @@ func testStreamed(t *testing.T, e *env) {
 	eff := e.effect()
 	eff.Streamed = true
 	eff.RequestDigest, eff.SemanticRecipe = "d1", "openwop-semantic-request-v2"
-	r := mustDo(t, l, eff, func(context.Context, ledger.Call) ([]byte, error) { return []byte("data: token token token"), nil })
-	if string(r.Value) != "data: token token token" || !r.Streamed {
+	body := "data: token token token"
+	r := mustDo(t, l, eff, func(context.Context, ledger.Call) ([]byte, error) { return []byte(body), nil })
+	if string(r.Value) != body || !r.Streamed || r.BodyDigest != sha256Hex(body) || r.BodySize != int64(len(body)) {
 		t.Fatalf("first %+v", r)
 	}
 	rec := e.get(effectKey(eff.Identity))
-	if rec.Outcome == nil || !rec.Outcome.OK || !rec.Outcome.Streamed || rec.Outcome.Value != nil || rec.RequestDigest != "d1" {
+	if rec.Outcome == nil || !rec.Outcome.OK || !rec.Outcome.Streamed || rec.Outcome.Value != nil || rec.RequestDigest != "d1" ||
+		rec.Outcome.BodyDigest != sha256Hex(body) || rec.Outcome.BodySize != int64(len(body)) {
 		t.Fatalf("streamed body cached or outcome/request not recorded: %+v %+v", rec, rec.Outcome)
 	}
 	d := mustDo(t, l, eff, e.charge(nil))
-	if !d.Replayed || !d.Streamed || d.Value != nil {
+	if !d.Replayed || !d.Streamed || d.Value != nil || d.BodyDigest != r.BodyDigest || d.BodySize != r.BodySize {
 		t.Fatalf("duplicate %+v", d)
+	}
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// testDoStream: DoStream relays the provider's body to the writer of the
+// attempt that fires, records the request digest, the final outcome and the
+// body's digest and size but never the body (whose bytes must appear nowhere
+// in the stored record), and a duplicate writes nothing and gets the
+// metadata; a streamed failure is recorded as a failure, also without body.
+func testDoStream(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	eff.RequestDigest, eff.SemanticRecipe = "d-stream", ledger.SemanticRecipeV2
+	chunks := []string{"data: SECRET-TOKEN-1\n\n", "data: SECRET-TOKEN-2\n\n", "data: [DONE]\n\n"}
+	stream := func(ctx context.Context, c ledger.Call, w io.Writer) error {
+		if _, err := e.prov.Call(ctx, c.ProviderKey, "stream"); err != nil {
+			return err
+		}
+		for _, ch := range chunks {
+			if _, err := io.WriteString(w, ch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var out bytes.Buffer
+	r, err := l.DoStream(context.Background(), eff, &out, stream)
+	body := strings.Join(chunks, "")
+	if err != nil || r.Replayed || !r.Streamed || out.String() != body || r.Value != nil ||
+		r.BodyDigest != sha256Hex(body) || r.BodySize != int64(len(body)) {
+		t.Fatalf("DoStream: %+v %v wrote %q", r, err, out.String())
+	}
+	rec := e.get(effectKey(eff.Identity))
+	if rec.State != ledger.StateCompleted || rec.Outcome == nil || !rec.Outcome.OK || !rec.Outcome.Streamed ||
+		rec.Outcome.Value != nil || rec.RequestDigest != "d-stream" || rec.Outcome.BodyDigest != r.BodyDigest {
+		t.Fatalf("record %+v outcome %+v", rec, rec.Outcome)
+	}
+	if dump := fmt.Sprintf("%+v %+v", rec, *rec.Outcome); strings.Contains(dump, "SECRET-TOKEN") {
+		t.Fatalf("streamed body stored: %s", dump)
+	}
+	var dupOut bytes.Buffer
+	var calls atomic.Int64
+	d, err := e.ledger().DoStream(context.Background(), eff, &dupOut, func(ctx context.Context, c ledger.Call, w io.Writer) error {
+		calls.Add(1)
+		return stream(ctx, c, w)
+	})
+	if err != nil || !d.Replayed || !d.Streamed || dupOut.Len() != 0 || calls.Load() != 0 ||
+		d.BodyDigest != r.BodyDigest || d.BodySize != r.BodySize || e.prov.Effects() != 1 {
+		t.Fatalf("duplicate: %+v %v wrote %q calls %d", d, err, dupOut.String(), calls.Load())
+	}
+	// A different request under the same identity: mismatch, nothing written.
+	other := eff
+	other.RequestDigest = "d-other"
+	if _, err := l.DoStream(context.Background(), other, &dupOut, stream); !errors.Is(err, ledger.ErrMismatch) || dupOut.Len() != 0 {
+		t.Fatalf("mismatching stream: %v wrote %q", err, dupOut.String())
+	}
+	// A stream that fails half-way records the failure, not the partial body.
+	failing := e.effect()
+	cut := errors.New("upstream closed the stream")
+	var partial bytes.Buffer
+	_, err = l.DoStream(context.Background(), failing, &partial, func(ctx context.Context, c ledger.Call, w io.Writer) error {
+		_, _ = io.WriteString(w, "data: SECRET-PARTIAL\n\n")
+		return cut
+	})
+	if !errors.Is(err, ledger.ErrEffectFailed) || !errors.Is(err, cut) {
+		t.Fatalf("failed stream: %v", err)
+	}
+	frec := e.get(effectKey(failing.Identity))
+	if frec.Outcome == nil || frec.Outcome.OK || frec.Outcome.Value != nil || frec.Outcome.BodySize != int64(partial.Len()) ||
+		strings.Contains(fmt.Sprintf("%+v", *frec.Outcome), "SECRET-PARTIAL") {
+		t.Fatalf("failed stream outcome %+v", frec.Outcome)
+	}
+	if _, err := l.DoStream(context.Background(), e.effect(), nil, stream); err == nil {
+		t.Fatal("nil writer accepted")
+	}
+	if _, err := l.DoStream(context.Background(), e.effect(), &partial, nil); err == nil {
+		t.Fatal("nil stream function accepted")
 	}
 }
 

@@ -93,7 +93,8 @@ func testRecordRoundTrip(t *testing.T, e *env) {
 	r := e.sample("rt", now)
 	r.State = ledger.StateCompleted
 	r.Fence = 42
-	r.Outcome = &ledger.Outcome{OK: false, Streamed: true, Error: "declined", Value: []byte{0, 1, 2, 255}, Dropped: true}
+	r.Outcome = &ledger.Outcome{OK: false, Streamed: true, Error: "declined", Value: []byte{0, 1, 2, 255}, Dropped: true,
+		BodyDigest: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", BodySize: 1 << 40}
 	r.Attempts = append(r.Attempts, ledger.Attempt{N: 2, State: ledger.AttemptEscaped, At: now.Add(time.Millisecond), Fired: true, NodeID: "n"})
 	r.Attempts[0].State = ledger.AttemptReleased
 	r.Attempt = 2

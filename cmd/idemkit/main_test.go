@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func TestDispatchUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+	}{
+		{nil, 2}, {[]string{"nope"}, 2}, {[]string{"help"}, 0}, {[]string{"tables"}, 2}, {[]string{"tables", "drop"}, 2},
+		{[]string{"tables", "create"}, 2}, {[]string{"apikey", "create"}, 2}, {[]string{"apikey", "create", "--tenant", "a b"}, 2},
+		{[]string{"dev", "--api-key", "novalue"}, 2}, {[]string{"dev", "extra"}, 2}, {[]string{"dev", "-h"}, 0},
+	} {
+		var out, errb bytes.Buffer
+		if got := run(context.Background(), c.args, &out, &errb); got != c.code {
+			t.Errorf("idemkit %v: exit %d, want %d (%s)", c.args, got, c.code, errb.String())
+		}
+	}
+}
+
+func TestTablesAndAPIKeyCreate(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	prefix := fmt.Sprintf("t%d-", time.Now().UnixNano())
+	for i := 0; i < 2; i++ { // the second run keeps the existing tables
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"tables", "create", "--endpoint", e.Endpoint, "--prefix", prefix}, &out, &errb); code != 0 {
+			t.Fatalf("run %d: exit %d: %s", i, code, errb.String())
+		}
+		for _, id := range []string{"IdempotencyTable", "RunsTable", "EffectsTable", "FenceTable", "ApiKeysTable"} {
+			if !strings.Contains(out.String(), id+"\t"+prefix+id) {
+				t.Fatalf("output %q lacks %s", out.String(), id)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--endpoint", e.Endpoint, "--table", prefix + "ApiKeysTable"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	key := strings.TrimSpace(out.String())
+	keys := &host.DynamoKeys{Client: e.Client(), Table: prefix + "ApiKeysTable"}
+	if tn, ok, err := keys.Tenant(context.Background(), host.HashKey(key)); err != nil || !ok || tn != "acme" {
+		t.Fatalf("key %q: %q %v %v", key, tn, ok, err)
+	}
+}
+
+// TestGateway: the dev server's net/http <-> payload 2.0 translation runs
+// the authorizer on the run routes only and keeps %2F inside a path id.
+func TestGateway(t *testing.T) {
+	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
+	api, err := apifn.New(apifn.Config{Runs: host.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := host.NewMemKeys()
+	_ = keys.PutKey(context.Background(), "k1", "acme")
+	srv := httptest.NewServer(&gateway{api: api, auth: &authz.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	defer srv.Close()
+	do := func(method, path, auth, key, body string) (*http.Response, map[string]any) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", "Bearer "+auth)
+		}
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp, m
+	}
+	if r, m := do("POST", "/runs", "", "", `{"workflowId":"conformance-noop"}`); r.StatusCode != 401 || m["error"] != "unauthenticated" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	if r, m := do("POST", "/runs", "wrong", "", `{"workflowId":"conformance-noop"}`); r.StatusCode != 401 || m["error"] != "unauthenticated" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	key := "gw-0123456789abcdefghijkl"
+	r1, m1 := do("POST", "/runs", "k1", key, `{"workflowId":"conformance-noop"}`)
+	r2, _ := do("POST", "/runs", "k1", key, `{"workflowId":"conformance-noop"}`)
+	if r1.StatusCode != 201 || r2.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("%d %v / %v", r1.StatusCode, m1, r2.Header)
+	}
+	id := m1["runId"].(string)
+	if r, m := do("GET", "/runs/"+strings.Replace(id, "/", "%2F", 1), "k1", "", ""); r.StatusCode != 200 || m["runId"] != id {
+		t.Fatalf("%%2F form: %d %v", r.StatusCode, m)
+	}
+	if r, m := do("DELETE", "/runs/"+strings.Replace(id, "/", "~2F", 1), "", "", ""); r.StatusCode != 405 || r.Header.Get("Allow") != "GET" || m["error"] != apifn.CodeMethodNotAllowed {
+		t.Fatalf("405: %d %v", r.StatusCode, m)
+	}
+	if r, _ := do("GET", "/.well-known/openwop", "", "", ""); r.StatusCode != 200 {
+		t.Fatalf("capabilities %d", r.StatusCode)
+	}
+	if r, m := do("GET", "/elsewhere", "", "", ""); r.StatusCode != 404 || m["error"] != "not_found" {
+		t.Fatalf("404: %d %v", r.StatusCode, m)
+	}
+}

@@ -1,0 +1,230 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/shared"
+)
+
+const devKey = "idk_e2e_dev_key_0123456789abcdef"
+
+// devServer is a running `idemkit dev`.
+type devServer struct {
+	url  string
+	proc *proc
+}
+
+// startDev builds ./cmd/idemkit once per call and starts `idemkit dev` on a
+// free loopback port with loopback webhooks allowed; it returns once
+// GET /.well-known/openwop answers 200, and the time that took.
+func startDev(t testing.TB) (*devServer, time.Duration) {
+	t.Helper()
+	if _, err := os.Stat(shared.ModuleRoot()); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildHost(t, t.TempDir(), "idemkit", "cmd/idemkit")
+	addr := freeAddr(t)
+	started := time.Now()
+	p := start(t, os.Environ(), bin, "dev", "--addr", addr, "--allow-loopback-webhooks", "--api-key", devKey+"=e2e-tenant")
+	d := &devServer{url: "http://" + addr, proc: p}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		resp, err := http.Get(d.url + "/.well-known/openwop")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return d, time.Since(started)
+			}
+		}
+		if p.exited() {
+			if strings.Contains(p.log.String(), "moto_server is not on PATH") {
+				unavailable(t, "idemkit dev cannot start an emulator:\n%s", p.log.String())
+			}
+			t.Fatalf("idemkit dev exited:\n%s", p.log.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("idemkit dev not ready after 3m:\n%s", p.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (d *devServer) do(t testing.TB, method, path, key, body string) (*http.Response, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, d.url+path, strings.NewReader(body))
+	must(t, err)
+	req.Header.Set("Authorization", "Bearer "+devKey)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m
+}
+
+// waitStatus polls getRun until the run reaches a terminal status.
+func (d *devServer) waitStatus(t testing.TB, id string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, m := d.do(t, "GET", "/runs/"+strings.ReplaceAll(id, "/", "~2F"), "", "")
+		switch m["status"] {
+		case "succeeded", "failed", "cancelled":
+			return m
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not finish: %v\n%s", id, m, d.proc.log.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestIdemkitDev(t *testing.T) {
+	d, _ := startDev(t)
+
+	t.Run("duplicate POST returns one run", func(t *testing.T) {
+		key := fmt.Sprintf("dup-%d-0123456789abcdef", time.Now().UnixNano())
+		body := `{"workflowId":"conformance-noop","inputs":{}}`
+		var wg sync.WaitGroup
+		ids := make([]any, 6)
+		replays := atomic.Int32{}
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					r, m := d.do(t, "POST", "/runs", key, body)
+					if r.StatusCode == 409 && m["error"] == "idempotency_in_flight" {
+						time.Sleep(50 * time.Millisecond)
+						continue
+					}
+					if r.StatusCode != 201 {
+						t.Errorf("status %d %v", r.StatusCode, m)
+						return
+					}
+					if r.Header.Get("OpenWOP-Idempotent-Replay") == "true" {
+						replays.Add(1)
+					}
+					ids[i] = m["runId"]
+					return
+				}
+			}()
+		}
+		wg.Wait()
+		for _, id := range ids {
+			if id == nil || id != ids[0] {
+				t.Fatalf("runIds %v: want one run", ids)
+			}
+		}
+		if replays.Load() != int32(len(ids)-1) {
+			t.Fatalf("%d replays, want %d", replays.Load(), len(ids)-1)
+		}
+		if m := d.waitStatus(t, ids[0].(string)); m["status"] != "succeeded" {
+			t.Fatalf("run %v", m)
+		}
+	})
+
+	t.Run("webhook first delivery cut", func(t *testing.T) {
+		var mu sync.Mutex
+		var keys []string
+		var cut atomic.Bool
+		recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.ReadAll(r.Body)
+			mu.Lock()
+			keys = append(keys, r.Header.Get("Idempotency-Key"))
+			mu.Unlock()
+			if cut.CompareAndSwap(false, true) {
+				c, _, _ := w.(http.Hijacker).Hijack()
+				c.Close() // the delivery reached us; its answer never leaves
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer recv.Close()
+		body := `{"workflowId":"webhook","inputs":{"url":"` + recv.URL + `/hook","payload":{"order":42}}}`
+		r, m := d.do(t, "POST", "/runs", fmt.Sprintf("wh-%d-0123456789abcdef", time.Now().UnixNano()), body)
+		if r.StatusCode != 201 {
+			t.Fatalf("%d %v", r.StatusCode, m)
+		}
+		id := m["runId"].(string)
+		if st := d.waitStatus(t, id); st["status"] != "succeeded" {
+			t.Fatalf("run %v", st)
+		}
+		mu.Lock()
+		got := append([]string(nil), keys...)
+		mu.Unlock()
+		if len(got) < 1 || len(got) > 2 || got[0] == "" || (len(got) == 2 && got[0] != got[1]) {
+			t.Fatalf("provider saw keys %q: want one key, at most twice", got)
+		}
+		// The witness: one effect, recorded once, every attempt visible.
+		_, w := d.do(t, "GET", "/runs/"+strings.ReplaceAll(id, "/", "%2F")+"/effects", "", "")
+		rows, _ := w["effects"].([]any)
+		effects, completed, escaped := map[any]bool{}, 0, 0
+		for _, row := range rows {
+			rm := row.(map[string]any)
+			effects[rm["effectId"]] = true
+			switch rm["state"] {
+			case "completed":
+				completed++
+			case "escaped":
+				escaped++
+			}
+			if rm["providerKey"] != got[0] || rm["nodeId"] != "deliver" || rm["keying"] != "activity-recipe" {
+				t.Fatalf("row %v", rm)
+			}
+		}
+		if w["runId"] != id || len(effects) != 1 || completed != 1 || len(rows) != len(got) || escaped != len(got)-1 {
+			t.Fatalf("witness %v (provider saw %d deliveries)", w, len(got))
+		}
+		if strings.Contains(fmt.Sprint(w), "order") {
+			t.Fatal("the witness carries the payload")
+		}
+	})
+
+	t.Run("tenant isolation", func(t *testing.T) {
+		_, m := d.do(t, "POST", "/runs", "", `{"workflowId":"conformance-noop"}`)
+		id := m["runId"].(string)
+		other := strings.Replace(id, "e2e-tenant/", "other-tenant/", 1)
+		r, e := d.do(t, "GET", "/runs/"+strings.ReplaceAll(other, "/", "~2F"), "", "")
+		if r.StatusCode != 403 || e["error"] != "id_tenant_mismatch" {
+			t.Fatalf("%d %v", r.StatusCode, e)
+		}
+		req, _ := http.NewRequest("GET", d.url+"/runs/"+strings.ReplaceAll(id, "/", "~2F"), nil)
+		resp, err := http.DefaultClient.Do(req)
+		must(t, err)
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Fatalf("no credential: %d", resp.StatusCode)
+		}
+	})
+}
+
+// BenchmarkDevReady measures how long `idemkit dev` takes to become ready
+// (GET /.well-known/openwop answers 200), emulator start included; the build
+// is not timed.
+func BenchmarkDevReady(b *testing.B) {
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		d, took := startDev(b)
+		total += took
+		d.proc.stop()
+	}
+	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/ready")
+}

@@ -1,0 +1,55 @@
+package authz
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+)
+
+type brokenKeys struct{ host.KeyStore }
+
+func (brokenKeys) Tenant(context.Context, string) (string, bool, error) {
+	return "", false, errors.New("throttled")
+}
+
+func TestAuthorizer(t *testing.T) {
+	keys := host.NewMemKeys()
+	key := host.NewAPIKey()
+	if err := keys.PutKey(context.Background(), key, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	h := &Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	ok := events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"authorization": "Bearer " + key}}
+	r, err := h.Handle(context.Background(), ok)
+	if err != nil || !r.IsAuthorized || r.Context[ContextTenantKey] != "acme" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	// identitySource form, scheme in any case
+	r, err = h.Handle(context.Background(), events.APIGatewayV2CustomAuthorizerV2Request{IdentitySource: []string{"bearer " + key}})
+	if err != nil || r.Context[ContextTenantKey] != "acme" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for _, v := range []string{"", "Bearer", "Bearer ", "Basic " + key, key, "Bearer " + key + "x", "Bearer a b", "Bearer " + strings.Repeat("k", 600)} {
+		_, err := h.Handle(context.Background(), events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"Authorization": v}})
+		if !errors.Is(err, ErrUnauthorized) || err.Error() != "Unauthorized" {
+			t.Errorf("%q: %v", v, err)
+		}
+	}
+	if strings.Contains(logs.String(), key) {
+		t.Fatal("a raw API key reached the logs")
+	}
+	// A store failure is never an authorization, and never a 401 either.
+	h.Keys = brokenKeys{}
+	_, err = h.Handle(context.Background(), ok)
+	if err == nil || errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("store failure: %v", err)
+	}
+}

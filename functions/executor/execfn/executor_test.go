@@ -1,0 +1,316 @@
+package execfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// receiver is a webhook provider on loopback that records every delivery's
+// Idempotency-Key and can cut the first n deliveries (close the connection
+// after reading the request, so the sender cannot know the outcome) or
+// answer them 503.
+type receiver struct {
+	srv      *httptest.Server
+	mu       sync.Mutex
+	keys     []string
+	cut, err atomic.Int32
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.keys = append(r.keys, req.Header.Get("Idempotency-Key"))
+		r.mu.Unlock()
+		if r.cut.Add(-1) >= 0 {
+			hj, _ := w.(http.Hijacker)
+			c, _, _ := hj.Hijack()
+			c.Close()
+			return
+		}
+		if r.err.Add(-1) >= 0 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.keys...)
+}
+
+type fixture struct {
+	runs *host.MemRuns
+	l    *ledger.Ledger
+	x    *Executor
+}
+
+func newFixture(t *testing.T) *fixture {
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{runs: host.NewMemRuns(), l: l}
+	f.x = &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
+		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+	}}
+	return f
+}
+
+func (f *fixture) webhookRun(t *testing.T, url string) host.Run {
+	t.Helper()
+	in, _ := json.Marshal(map[string]any{"url": url, "payload": map[string]any{"hello": "world"}})
+	now := time.Now().UTC()
+	r := host.Run{ID: host.NewRunID("acme"), Tenant: "acme", WorkflowID: host.WorkflowWebhook, Inputs: in, Status: host.StatusPending, CreatedAt: now, UpdatedAt: now}
+	if err := f.runs.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func insert(id string, r host.Run) host.StreamRecord {
+	return host.StreamRecord{EventID: id, EventName: "INSERT", NewImage: map[string]types.AttributeValue{
+		"pk": &types.AttributeValueMemberS{Value: r.ID}, "tenant": &types.AttributeValueMemberS{Value: r.Tenant},
+		"workflowId": &types.AttributeValueMemberS{Value: r.WorkflowID}, "status": &types.AttributeValueMemberS{Value: string(r.Status)},
+	}}
+}
+
+func (f *fixture) status(t *testing.T, id string) host.Status {
+	r, err := f.runs.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Status
+}
+
+func TestWebhookFirstDeliveryCut(t *testing.T) {
+	f := newFixture(t)
+	rc := newReceiver(t)
+	rc.cut.Store(1)
+	run := f.webhookRun(t, rc.srv.URL+"/hook")
+	if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("retry %v", retry)
+	}
+	keys := rc.seen()
+	if len(keys) != 2 || keys[0] != keys[1] || keys[0] == "" {
+		t.Fatalf("provider saw keys %q: want the same key twice", keys)
+	}
+	if s := f.status(t, run.ID); s != host.StatusSucceeded {
+		t.Fatalf("status %s", s)
+	}
+	p, err := f.l.Witness(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Effects) != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted ||
+		p.Effects[0].EffectID != p.Effects[1].EffectID || p.Effects[0].ProviderKey != keys[0] {
+		t.Fatalf("witness %+v", p.Effects)
+	}
+	// A duplicate stream delivery (and a batch retry) changes nothing.
+	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusSucceeded}, host.StatusRunning, "", time.Now())
+	for i := 0; i < 3; i++ {
+		if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+			t.Fatalf("retry %v", retry)
+		}
+	}
+	if n := len(rc.seen()); n != 2 {
+		t.Fatalf("provider saw %d deliveries after duplicate stream deliveries", n)
+	}
+}
+
+func TestWebhook5xxRetriedThenExhausted(t *testing.T) {
+	f := newFixture(t)
+	rc := newReceiver(t)
+	rc.err.Store(2)
+	run := f.webhookRun(t, rc.srv.URL)
+	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	if keys := rc.seen(); len(keys) != 3 || keys[0] != keys[2] {
+		t.Fatalf("keys %q", keys)
+	}
+	if s := f.status(t, run.ID); s != host.StatusSucceeded {
+		t.Fatalf("status %s", s)
+	}
+
+	rc2 := newReceiver(t)
+	rc2.err.Store(100)
+	run2 := f.webhookRun(t, rc2.srv.URL)
+	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e2", run2)})
+	if n := len(rc2.seen()); n != 5 {
+		t.Fatalf("%d tries, want MaxTries=5", n)
+	}
+	r, _ := f.runs.Get(context.Background(), run2.ID)
+	if r.Status != host.StatusFailed || r.Error == "" {
+		t.Fatalf("run %+v", r)
+	}
+}
+
+func TestWebhook4xxIsRecordedFailure(t *testing.T) {
+	f := newFixture(t)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1); w.WriteHeader(422) }))
+	defer srv.Close()
+	run := f.webhookRun(t, srv.URL)
+	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	if n.Load() != 1 || f.status(t, run.ID) != host.StatusFailed {
+		t.Fatalf("%d deliveries, status %s", n.Load(), f.status(t, run.ID))
+	}
+	// Resume (the run is put back to running): the recorded failure is
+	// replayed, nothing is sent again.
+	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusFailed}, host.StatusRunning, "", time.Now())
+	if err := f.x.Execute(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("%d deliveries after resume", n.Load())
+	}
+}
+
+func TestConcurrentExecutorsFireOnce(t *testing.T) {
+	f := newFixture(t)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n.Add(1)
+		time.Sleep(20 * time.Millisecond)
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	run := f.webhookRun(t, srv.URL)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+		}()
+	}
+	wg.Wait()
+	// Stragglers that lost the race may have asked for a retry; redeliver.
+	for i := 0; i < 3; i++ {
+		f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	}
+	if n.Load() != 1 || f.status(t, run.ID) != host.StatusSucceeded {
+		t.Fatalf("%d deliveries, status %s", n.Load(), f.status(t, run.ID))
+	}
+}
+
+func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
+	// An executor that crashed after the fire mark (the provider may have
+	// received the request) leaves the claim firing; once its lease ends
+	// the resumed run re-executes the node from its start, reclaims the
+	// effect (the stalled attempt becomes escaped) and sends the SAME key.
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Now: clock, Wait: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := host.NewMemRuns()
+	rc := newReceiver(t)
+	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Webhook: &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
+	f := &fixture{runs: runs, l: l, x: x}
+	run := f.webhookRun(t, rc.srv.URL)
+	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: host.NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	crash := errors.New("crash")
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: run.ID, NodeID: host.NodeDeliver},
+			func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				req, _ := http.NewRequest("POST", rc.srv.URL, nil)
+				req.Header.Set("Idempotency-Key", c.ProviderKey)
+				resp, err := http.DefaultClient.Do(req)
+				if err == nil {
+					resp.Body.Close()
+				}
+				panic(crash) // the process dies after the provider got it
+			})
+	}()
+	runs.Transition(context.Background(), run.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", now)
+	// Before the lease ends the effect is in flight: the run is retried later.
+	if err := x.Execute(context.Background(), run.ID); err == nil || !errors.Is(err, ledger.ErrInFlight) {
+		t.Fatalf("before lease end: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	if err := x.Execute(context.Background(), run.ID); err != nil {
+		t.Fatal(err)
+	}
+	keys := rc.seen()
+	if len(keys) != 2 || keys[0] != keys[1] {
+		t.Fatalf("keys %q", keys)
+	}
+	p, _ := l.Witness(context.Background(), run.ID)
+	if len(p.Effects) != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted {
+		t.Fatalf("witness %+v", p.Effects)
+	}
+}
+
+func TestCancelledRunIsSkipped(t *testing.T) {
+	f := newFixture(t)
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1) }))
+	defer srv.Close()
+	run := f.webhookRun(t, srv.URL)
+	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusPending}, host.StatusCancelled, "", time.Now())
+	if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil || n.Load() != 0 {
+		t.Fatalf("retry %v, %d deliveries", retry, n.Load())
+	}
+	if f.status(t, run.ID) != host.StatusCancelled {
+		t.Fatal("status changed")
+	}
+}
+
+func TestRefusedDestinationFailsRun(t *testing.T) {
+	f := newFixture(t)
+	f.x.Webhook.Policy.AllowLoopback = false // the run was accepted under another policy
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	run := f.webhookRun(t, "http://"+ln.Addr().String()+"/")
+	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	r, _ := f.runs.Get(context.Background(), run.ID)
+	if r.Status != host.StatusFailed {
+		t.Fatalf("run %+v", r)
+	}
+}
+
+func TestBatchFailureReportsTail(t *testing.T) {
+	f := newFixture(t)
+	f.x.Runs = failingRuns{f.runs}
+	r1 := host.Run{ID: "acme/aaaaaaaaaaaaaaaaaaaa"}
+	retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{
+		{EventID: "m", EventName: "MODIFY"}, insert("a", r1), insert("b", r1),
+	})
+	if len(retry) != 2 || retry[0] != "a" || retry[1] != "b" {
+		t.Fatalf("retry %v", retry)
+	}
+}
+
+type failingRuns struct{ *host.MemRuns }
+
+func (failingRuns) Get(context.Context, string) (host.Run, error) {
+	return host.Run{}, errors.New("throttled")
+}

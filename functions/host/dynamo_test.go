@@ -1,0 +1,177 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func TestDynamoRuns(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		cnt := dynamotest.NewCounter()
+		faults := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, cnt.Middleware(), faults.Middleware())
+		runs := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		r := Run{ID: NewRunID("acme"), Tenant: "acme", WorkflowID: WorkflowWebhook, Inputs: []byte(`{"url":"https://x"}`), Status: StatusPending, CreatedAt: now, UpdatedAt: now}
+
+		cnt.Reset()
+		if err := runs.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if err := runs.Create(ctx, r); !errors.Is(err, ErrRunExists) {
+			t.Fatalf("second create: %v", err)
+		}
+		got, err := runs.Get(ctx, r.ID)
+		if err != nil || got.ID != r.ID || got.Tenant != "acme" || string(got.Inputs) != string(r.Inputs) || !got.CreatedAt.Equal(now) {
+			t.Fatalf("%+v %v", got, err)
+		}
+		if n := cnt.Total(); n != 3 {
+			t.Fatalf("create+create+get took %d round trips, want 3 (%v)", n, cnt.Ops())
+		}
+		if _, err := runs.Get(ctx, "acme/nonexistentnonexistent"); !errors.Is(err, ErrRunNotFound) {
+			t.Fatal(err)
+		}
+		if _, err := runs.Transition(ctx, "acme/nonexistentnonexistent", []Status{StatusPending}, StatusRunning, "", now); !errors.Is(err, ErrRunNotFound) {
+			t.Fatal(err)
+		}
+
+		// Of concurrent pending->running transitions exactly one wins.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		wins := 0
+		for i := 0; i < 12; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := runs.Transition(ctx, r.ID, []Status{StatusPending}, StatusRunning, "", now)
+				if err == nil {
+					mu.Lock()
+					wins++
+					mu.Unlock()
+				} else if !errors.Is(err, ErrStatusConflict) {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if wins != 1 {
+			t.Fatalf("%d transitions won", wins)
+		}
+		cnt.Reset()
+		cur, err := runs.Transition(ctx, r.ID, []Status{StatusPending, StatusRunning}, StatusFailed, "boom", now.Add(time.Second))
+		if err != nil || cur.Status != StatusFailed || cur.Error != "boom" || cnt.Total() != 1 {
+			t.Fatalf("%+v %v (%d round trips)", cur, err, cnt.Total())
+		}
+		cur, err = runs.Transition(ctx, r.ID, []Status{StatusPending, StatusRunning}, StatusCancelled, "", now)
+		if !errors.Is(err, ErrStatusConflict) || cur.Status != StatusFailed {
+			t.Fatalf("%+v %v", cur, err)
+		}
+
+		// An injected throttle surfaces as an error and writes nothing; the
+		// retry succeeds.
+		r2 := r
+		r2.ID = NewRunID("acme")
+		faults.FailNext("PutItem", 5, dynamotest.Throttle())
+		if err := runs.Create(ctx, r2); err == nil {
+			t.Fatal("create under throttling succeeded")
+		}
+		faults.Clear()
+		if _, err := runs.Get(ctx, r2.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("a failed create left a run: %v", err)
+		}
+		if err := runs.Create(ctx, r2); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestDynamoKeys(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		keys := &DynamoKeys{Client: e.Client(), Table: e.CreateTable(t, "ApiKeysTable")}
+		k := NewAPIKey()
+		if err := keys.PutKey(ctx, k, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.PutKey(ctx, k, "globex"); !errors.Is(err, ErrKeyExists) {
+			t.Fatal(err)
+		}
+		if tn, ok, err := keys.Tenant(ctx, HashKey(k)); err != nil || !ok || tn != "acme" {
+			t.Fatal(tn, ok, err)
+		}
+		if _, ok, err := keys.Tenant(ctx, HashKey("nope")); err != nil || ok {
+			t.Fatal(ok, err)
+		}
+		if err := keys.PutKey(ctx, NewAPIKey(), "bad tenant"); err == nil {
+			t.Fatal("bad tenant accepted")
+		}
+	})
+}
+
+// TestTransactionalRunCreate: under a Layer-1 claim the run is written in
+// the completion transaction, so it exists iff the 201 was recorded: a
+// handler that "created" a run and then failed leaves no run behind, and a
+// retry with the same key creates exactly one.
+func TestTransactionalRunCreate(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		if !e.Caps.Transactions {
+			t.Skipf("%s has no transactions: createRun uses a conditional PutItem there", e.Kind)
+		}
+		ctx := context.Background()
+		c := e.Client()
+		runs := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := idem.New(idem.Config{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var created []string
+		fail := true
+		h := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			r := Run{ID: NewRunID("acme"), Tenant: "acme", WorkflowID: WorkflowNoop, Status: StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+			if err := runs.Create(ctx, r); err != nil {
+				return events.APIGatewayV2HTTPResponse{}, err
+			}
+			created = append(created, r.ID)
+			if fail {
+				return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusInternalServerError}, nil
+			}
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"runId":"` + r.ID + `"}`}, nil
+		})
+		ev := events.APIGatewayV2HTTPRequest{RouteKey: "POST /runs", Body: `{}`,
+			Headers: map[string]string{"idempotency-key": "k-0123456789abcdefghijkl", "content-type": "application/json"}}
+		ev.RequestContext.HTTP.Method = "POST"
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}}
+		if r, _ := h(ctx, ev); r.StatusCode != 500 {
+			t.Fatalf("status %d", r.StatusCode)
+		}
+		if _, err := runs.Get(ctx, created[0]); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("the failed attempt's run was written: %v", err)
+		}
+		fail = false
+		r1, _ := h(ctx, ev)
+		r2, _ := h(ctx, ev)
+		if r1.StatusCode != 201 || r2.StatusCode != 201 || r1.Body != r2.Body || len(created) != 2 {
+			t.Fatalf("%d %s / %d %s, %d executions", r1.StatusCode, r1.Body, r2.StatusCode, r2.Body, len(created))
+		}
+		if _, err := runs.Get(ctx, created[1]); err != nil {
+			t.Fatalf("committed run missing: %v", err)
+		}
+	})
+}
