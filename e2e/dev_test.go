@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -227,4 +228,36 @@ func BenchmarkDevReady(b *testing.B) {
 		d.proc.stop()
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/ready")
+}
+
+// TestIdemkitDevStopsCleanly: SIGTERM to `idemkit dev` alone (not its
+// process group) ends it with status 0 and stops the emulator it started.
+func TestIdemkitDevStopsCleanly(t *testing.T) {
+	d, _ := startDev(t)
+	var motoPID int
+	for _, line := range strings.Split(d.proc.log.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "dev: started moto_server" {
+			motoPID = int(m["pid"].(float64))
+		}
+	}
+	if motoPID == 0 {
+		t.Fatalf("no emulator pid in the log:\n%s", d.proc.log.String())
+	}
+	must(t, d.proc.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-d.proc.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("idemkit dev did not stop within 30 s of SIGTERM")
+	}
+	if code := d.proc.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit status %d", code)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(motoPID, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the emulator (pid %d) outlived idemkit dev", motoPID)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -103,3 +103,19 @@ func TestProjectAttemptedByRun(t *testing.T) {
 		t.Fatalf("unrelated run: %+v", p.Effects)
 	}
 }
+
+// A host slot's fields are hashed with NUL separators too: NUL (and empty
+// fields) are rejected, and shifting a byte across the boundary changes the
+// key.
+func TestSlotKeyFields(t *testing.T) {
+	for _, s := range []ledger.Slot{{Job: "a\x00b", Slot: "1"}, {Job: "a", Slot: "1\x00"}, {Job: "", Slot: "1"}, {Job: "a", Slot: ""}} {
+		if _, err := s.Key(); !errors.Is(err, ledger.ErrInvalidIdentity) {
+			t.Errorf("%q: %v", s, err)
+		}
+	}
+	a, _ := ledger.Slot{Job: "ab", Slot: "c"}.Key()
+	b, _ := ledger.Slot{Job: "a", Slot: "bc"}.Key()
+	if a == b || !strings.HasPrefix(a, "host#") {
+		t.Fatalf("slot keys %q %q", a, b)
+	}
+}

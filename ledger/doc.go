@@ -25,6 +25,12 @@
 // (Config.MaxAttempts) and so is the recorded value (Config.MaxValueBytes),
 // so a record always fits in one DynamoDB item.
 //
+// Ledger.DoStream is Do for a streamed response body: the body goes to the
+// caller's writer and is never cached; the request digest, the final outcome
+// and the body's SHA-256 and length are recorded. Runs stamp their recipes
+// (RecipeStamps, CurrentRecipes) and derive identities through them, so a
+// recorded identity is never recomputed under another recipe.
+//
 // The witness (Ledger.Witness, GET /runs/{runId}/effects) lists every effect
 // record a run created or made an attempt at (and, with
 // Config.WitnessDuplicates, was suppressed by), with all its attempts.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
@@ -123,4 +125,29 @@ func ExampleLedger_Witness() {
 	// Output:
 	// acme/run-0000000000000001 refund 1 completed 2026-09-18T12:00:00Z
 	// acme/run-0000000000000002 refund 1 completed 2026-09-18T12:00:00Z
+}
+
+// A streamed LLM response: the first call relays the stream to its client;
+// the ledger records the request digest, the outcome and the body's size and
+// SHA-256, never the body. A duplicate streams nothing and gets the metadata.
+func ExampleLedger_DoStream() {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
+	run := "acme/run-0000000000000001"
+	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "chat", Ordinal: 0, Provider: "example"})
+	digest, _ := ledger.SemanticDigestV2(ledger.SemanticRequest{Provider: "example", Model: "model-1",
+		Messages: []ledger.SemanticMessage{{Role: "user", Content: "hello"}}})
+	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "chat", RequestDigest: digest, SemanticRecipe: ledger.SemanticRecipeV2}
+	stream := func(ctx context.Context, c ledger.Call, w io.Writer) error {
+		// here: POST /chat with "Idempotency-Key: " + c.ProviderKey, copying the SSE body to w
+		_, err := io.WriteString(w, "data: Hi!\n\ndata: [DONE]\n\n")
+		return err
+	}
+	var client1, client2 strings.Builder
+	first, _ := l.DoStream(context.Background(), eff, &client1, stream)
+	dup, _ := l.DoStream(context.Background(), eff, &client2, stream)
+	fmt.Printf("%q %d %v\n", client1.String(), first.BodySize, first.Replayed)
+	fmt.Printf("%q %d %v %v\n", client2.String(), dup.BodySize, dup.Replayed, dup.BodyDigest == first.BodyDigest)
+	// Output:
+	// "data: Hi!\n\ndata: [DONE]\n\n" 25 false
+	// "" 25 true true
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -108,7 +109,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		}
 		defer m.Stop()
 		endpoint = m.Endpoint
-		logger.Info("dev: started moto_server", slog.String("endpoint", endpoint))
+		logger.Info("dev: started moto_server", slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
 	}
 	client := emulator.Client(endpoint)
 	names, err := createTables(ctx, client, o.prefix)
@@ -181,6 +182,9 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (DynamoDB %s, ready in %s); Ctrl-C stops\n", ln.Addr(), endpoint, time.Since(start).Round(time.Millisecond))
+	if k0, _, ok := strings.Cut(o.keys[0], "="); ok {
+		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
+	}
 
 	var result error
 	select {
@@ -214,4 +218,12 @@ func supportsTransactions(ctx context.Context, c *dynamodb.Client, table string)
 		},
 	}}})
 	return err == nil || !tables.IsUnsupported(err)
+}
+
+// newUUID returns a random (version 4) UUID, a valid Idempotency-Key.
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }

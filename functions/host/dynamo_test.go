@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
@@ -172,6 +174,85 @@ func TestTransactionalRunCreate(t *testing.T) {
 		}
 		if _, err := runs.Get(ctx, created[1]); err != nil {
 			t.Fatalf("committed run missing: %v", err)
+		}
+	})
+}
+
+// TestTransactionalRunCreateFaults injects DynamoDB faults into the
+// completion transaction: a failed commit leaves no run and a same-key
+// retry creates exactly one; a commit whose response was lost is
+// recognised, so the retry replays the committed run instead of creating a
+// second one. At the end the table holds one run per key.
+func TestTransactionalRunCreateFaults(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		if !e.Caps.Transactions {
+			t.Skipf("%s has no transactions", e.Kind)
+		}
+		ctx := context.Background()
+		faults := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, faults.Middleware())
+		runsTable := e.CreateTable(t, "RunsTable")
+		runs := &DynamoRuns{Client: c, Table: runsTable, Transactional: true}
+		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := idem.New(idem.Config{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			r := Run{ID: NewRunID("acme"), Tenant: "acme", WorkflowID: WorkflowNoop, Status: StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+			if err := runs.Create(ctx, r); err != nil {
+				return events.APIGatewayV2HTTPResponse{}, err
+			}
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusCreated, Body: `{"runId":"` + r.ID + `"}`}, nil
+		})
+		call := func(key string) events.APIGatewayV2HTTPResponse {
+			ev := events.APIGatewayV2HTTPRequest{RouteKey: "POST /runs", Body: `{}`,
+				Headers: map[string]string{"idempotency-key": key, "content-type": "application/json"}}
+			ev.RequestContext.HTTP.Method = "POST"
+			ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}}
+			r, _ := h(ctx, ev)
+			return r
+		}
+		cases := []struct {
+			name  string
+			after bool
+			err   error
+		}{
+			{"commit fails", false, dynamotest.InternalServerError()},
+			{"commit throttled past the retries", false, dynamotest.Throttle()},
+			{"commit response lost", true, dynamotest.ResponseLost()},
+		}
+		for i, tc := range cases {
+			key := "fault-" + string(rune('a'+i)) + "-0123456789abcdefghij"
+			if tc.after {
+				faults.FailNextAfterSend("TransactWriteItems", 1, tc.err)
+			} else {
+				faults.FailNext("TransactWriteItems", 5, tc.err)
+			}
+			first := call(key)
+			faults.Clear()
+			var final events.APIGatewayV2HTTPResponse
+			for try := 0; try < 5; try++ {
+				if final = call(key); final.StatusCode == 201 {
+					break
+				}
+			}
+			if final.StatusCode != 201 {
+				t.Fatalf("%s: first %d %s, retry %d %s", tc.name, first.StatusCode, first.Body, final.StatusCode, final.Body)
+			}
+			if first.StatusCode == 201 && first.Body != final.Body {
+				t.Fatalf("%s: two different 201s: %s / %s", tc.name, first.Body, final.Body)
+			}
+		}
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(runsTable)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Items) != len(cases) {
+			t.Fatalf("%d runs for %d keys: a fault produced an orphan or a duplicate run", len(out.Items), len(cases))
 		}
 	})
 }

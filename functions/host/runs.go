@@ -63,9 +63,8 @@ type RunStore interface {
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
 }
 
-// MemRuns is an in-memory RunStore, safe for concurrent use. Created runs
-// are also sent to the Inserted channel when it is set, standing in for the
-// runs table's stream.
+// MemRuns is an in-memory RunStore (tests, examples, embedding), safe for
+// concurrent use. OnInsert stands in for the runs table's stream.
 type MemRuns struct {
 	mu   sync.Mutex
 	runs map[string]Run

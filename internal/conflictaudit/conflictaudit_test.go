@@ -13,6 +13,7 @@ import (
 	"github.com/idemkit/idemkit/internal/conflictaudit"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/fence"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/ledger/memstore"
@@ -174,5 +175,53 @@ func TestEventIsContentFreeAndCounted(t *testing.T) {
 	}
 	if _, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.SingleRegion}); err == nil {
 		t.Fatal("single-region accepted")
+	}
+}
+
+// image round-trips r through the effects table's item shape, as a stream
+// image reaches the auditor: dynamostore.EncodeRecord (what the store
+// writes) and dynamostore.DecodeRecord (the one decoder of that shape).
+func image(t *testing.T, r *ledger.Record) *ledger.Record {
+	t.Helper()
+	if r == nil {
+		got, err := dynamostore.DecodeRecord(nil)
+		if err != nil || got != nil {
+			t.Fatalf("missing image decoded to %+v, %v", got, err)
+		}
+		return nil
+	}
+	av, err := dynamostore.EncodeRecord(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := dynamostore.DecodeRecord(av)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// The auditor decides the same on stream images decoded with
+// dynamostore.DecodeRecord as on the records themselves: every conflict is
+// still found, and no legitimate transition is flagged.
+func TestDecodedStreamImages(t *testing.T) {
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	pairs := [][2]*ledger.Record{
+		{claim("eu", 1, t0, true), claim("us", 1, t0.Add(time.Millisecond), true)},
+		{claim("eu", 3, t0, false), claim("us", 1, t0.Add(time.Second), false)},
+		{claim("eu", 1, t0, true), claim("us", 2, t0.Add(time.Second), true)},
+		{nil, claim("us", 1, t0, false)},
+		{claim("eu", 1, t0, false), nil},
+	}
+	legit := claim("eu", 1, t0, false)
+	fired := legit.Clone()
+	fired.State, fired.Attempts[0].Fired = ledger.StateFiring, true
+	pairs = append(pairs, [2]*ledger.Record{legit, fired})
+	for i, p := range pairs {
+		want := conflictaudit.Detect(p[0], p[1])
+		got := conflictaudit.Detect(image(t, p[0]), image(t, p[1]))
+		if (want == nil) != (got == nil) || want != nil && (got.Reason != want.Reason || got.Winner != want.Winner || got.Loser != want.Loser) {
+			t.Fatalf("pair %d: on records %+v, on decoded images %+v", i, want, got)
+		}
 	}
 }

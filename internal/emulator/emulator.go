@@ -100,6 +100,9 @@ func StartMoto(ctx context.Context) (*Moto, error) {
 	return nil, lastErr
 }
 
+// PID is the emulator's process id (it leads its own process group).
+func (m *Moto) PID() int { return m.cmd.Process.Pid }
+
 // Stop stops the proxy and the emulator's process group (SIGTERM, then
 // SIGKILL after 2 s).
 func (m *Moto) Stop() {

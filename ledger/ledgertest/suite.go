@@ -56,6 +56,9 @@ func Run(t *testing.T, h Harness) {
 	for _, tc := range doTests {
 		t.Run("Do/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
 	}
+	for _, tc := range auditTests {
+		t.Run("Do/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	}
 	for _, tc := range hardeningTests {
 		t.Run("Hardening/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
 	}

@@ -70,7 +70,9 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 		if err != nil {
 			return nil, err
 		}
-		cfg := idem.Config{Store: st, Logger: logger, Metrics: metrics}
+		// A body "tenantId" other than the credential's is 403 forbidden:
+		// the tenant comes from the credential only.
+		cfg := idem.Config{Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId"}
 		env.Idem.Apply(&cfg)
 		if k.Guard, err = idem.New(cfg); err != nil {
 			return nil, err

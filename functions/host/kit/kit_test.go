@@ -1,0 +1,294 @@
+package kit
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/executor/execfn"
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// roleActions returns the DynamoDB actions template.yaml grants to a role.
+func roleActions(t *testing.T, role string) map[string]bool {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	find := func(n *yaml.Node, key string) *yaml.Node {
+		if n != nil && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					return n.Content[i+1]
+				}
+			}
+		}
+		return nil
+	}
+	res := find(find(doc.Content[0], "Resources"), role)
+	if res == nil {
+		t.Fatalf("template.yaml has no %s", role)
+	}
+	out := map[string]bool{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == "Action" {
+					for _, a := range append([]*yaml.Node{n.Content[i+1]}, n.Content[i+1].Content...) {
+						if a.Kind == yaml.ScalarNode && strings.HasPrefix(a.Value, "dynamodb:") {
+							out[strings.TrimPrefix(a.Value, "dynamodb:")] = true
+						}
+					}
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(res)
+	return out
+}
+
+func checkGranted(t *testing.T, role string, used map[string]int) {
+	t.Helper()
+	granted := roleActions(t, role)
+	var ops []string
+	for op := range used {
+		ops = append(ops, op)
+		// TransactWriteItems is authorised per item (PutItem/UpdateItem).
+		if op != "TransactWriteItems" && !granted[op] {
+			t.Errorf("%s uses dynamodb:%s, which template.yaml does not grant it", role, op)
+		}
+	}
+	sort.Strings(ops)
+	t.Logf("%s used %v; granted %v", role, ops, granted)
+}
+
+// TestWiringAndLeastPrivilege wires the kit exactly as the functions do,
+// runs every route and a webhook run against moto, and checks that each
+// function only calls DynamoDB actions its template.yaml role grants.
+func TestWiringAndLeastPrivilege(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	env := host.Env{
+		Idem:          idem.Env{Enabled: true, Table: e.CreateTable(t, "IdempotencyTable")},
+		RunsTable:     e.CreateTable(t, "RunsTable"),
+		EffectsTable:  e.CreateTable(t, "EffectsTable"),
+		APIKeysTable:  e.CreateTable(t, "ApiKeysTable"),
+		CrossRegion:   host.CrossRegionSingle,
+		Webhook:       host.WebhookPolicy{AllowLoopback: true},
+		Transactional: true, EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour,
+	}
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	ctx := context.Background()
+
+	// authorizer
+	authCnt := dynamotest.NewCounter()
+	keys := &host.DynamoKeys{Client: e.Client(authCnt.Middleware()), Table: env.APIKeysTable}
+	if err := (&host.DynamoKeys{Client: e.Client(), Table: env.APIKeysTable}).PutKey(ctx, "k-secret", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if tn, err := (&authz.Handler{Keys: keys, Logger: quiet}).Authorize(ctx, "Bearer k-secret"); err != nil || tn != "acme" {
+		t.Fatal(tn, err)
+	}
+	checkGranted(t, "AuthorizerRole", authCnt.CallOps())
+
+	// api
+	apiCnt := dynamotest.NewCounter()
+	k, err := NewKit(env, e.Client(apiCnt.Middleware()), Parts{Runs: true, Guard: true, Ledger: true}, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer recv.Close()
+	call := func(method, path, key, body string) map[string]any {
+		ev := events.APIGatewayV2HTTPRequest{RawPath: path, Body: body, Headers: map[string]string{"content-type": "application/json"}}
+		if key != "" {
+			ev.Headers["idempotency-key"] = key
+		}
+		ev.RequestContext.HTTP.Method = method
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authz.ContextTenantKey: "acme"}}
+		r, _ := api.Handle(ctx, ev)
+		var m map[string]any
+		_ = json.Unmarshal([]byte(r.Body), &m)
+		if r.StatusCode >= 300 {
+			t.Fatalf("%s %s: %d %s", method, path, r.StatusCode, r.Body)
+		}
+		return m
+	}
+	key := "lp-0123456789abcdefghijkl"
+	m := call("POST", "/runs", key, `{"workflowId":"webhook","inputs":{"url":"`+recv.URL+`","payload":1}}`)
+	if again := call("POST", "/runs", key, `{"workflowId":"webhook","inputs":{"url":"`+recv.URL+`","payload":1}}`); again["runId"] != m["runId"] {
+		t.Fatalf("replay gave another run: %v %v", m, again)
+	}
+	id := m["runId"].(string)
+	p := "/runs/" + host.ProjectID(id)
+
+	// executor (runs the webhook node through the ledger)
+	exCnt := dynamotest.NewCounter()
+	xk, err := NewKit(env, e.Client(exCnt.Middleware()), Parts{Runs: true, Ledger: true}, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &execfn.Executor{Runs: xk.Runs, Webhook: xk.Webhook, Logger: quiet}
+	if err := x.Execute(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	checkGranted(t, "ExecutorRole", exCnt.CallOps())
+
+	if st := call("GET", p, "", ""); st["status"] != "succeeded" {
+		t.Fatalf("run %v", st)
+	}
+	if w := call("GET", p+"/effects", "", ""); len(w["effects"].([]any)) != 1 {
+		t.Fatalf("witness %v", w)
+	}
+	m3 := call("POST", "/runs", "", `{"workflowId":"conformance-noop"}`)
+	call("POST", "/runs/"+host.ProjectID(m3["runId"].(string))+"/cancel", "lp2-0123456789abcdefghijkl", `{}`)
+	// The tenant comes from the credential only: a body tenantId naming
+	// another tenant is 403 forbidden.
+	ev := events.APIGatewayV2HTTPRequest{RawPath: "/runs", Body: `{"workflowId":"conformance-noop","tenantId":"globex"}`,
+		Headers: map[string]string{"content-type": "application/json", "idempotency-key": "bt-0123456789abcdefghijkl"}}
+	ev.RequestContext.HTTP.Method = "POST"
+	ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authz.ContextTenantKey: "acme"}}
+	if r, _ := api.Handle(ctx, ev); r.StatusCode != 403 || !strings.Contains(r.Body, "forbidden") {
+		t.Fatalf("body tenant: %d %s", r.StatusCode, r.Body)
+	}
+	checkGranted(t, "ApiRole", apiCnt.CallOps())
+	if apiCnt.CallOps()["TransactWriteItems"] == 0 {
+		t.Fatalf("createRun did not commit its run in the completion transaction: %v", apiCnt.CallOps())
+	}
+}
+
+// TestFencedEffects: under CROSS_REGION=fenced-effects the kit fences every
+// webhook fire through FENCE_TABLE; the run still delivers once.
+func TestFencedEffects(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	var n int
+	var mu sync.Mutex
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mu.Lock(); n++; mu.Unlock() }))
+	defer recv.Close()
+	env := host.Env{
+		RunsTable: e.CreateTable(t, "RunsTable"), EffectsTable: e.CreateTable(t, "EffectsTable"), FenceTable: e.CreateTable(t, "FenceTable"),
+		CrossRegion: host.CrossRegionFenced, Webhook: host.WebhookPolicy{AllowLoopback: true},
+		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour,
+	}
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	k, err := NewKit(env, e.Client(), Parts{Runs: true, Ledger: true}, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Webhook.Wrap == nil {
+		t.Fatal("fenced-effects without a fence guard")
+	}
+	ctx := context.Background()
+	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
+	run := host.Run{ID: host.NewRunID("acme"), Tenant: "acme", WorkflowID: host.WorkflowWebhook, Inputs: in, Status: host.StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := k.Runs.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: quiet}
+	for i := 0; i < 2; i++ {
+		if err := x.Execute(ctx, run.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := k.Runs.Get(ctx, run.ID)
+	if r.Status != host.StatusSucceeded || n != 1 {
+		t.Fatalf("run %+v, %d deliveries", r, n)
+	}
+}
+
+// TestExecutorUnderDynamoFaults: DynamoDB faults around a webhook run (a
+// throttled status write, a throttled claim, a claim whose response was
+// lost) make executions fail or retry, never double-fire: the redelivered
+// run ends succeeded with exactly one delivery and one completed attempt.
+func TestExecutorUnderDynamoFaults(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	var mu sync.Mutex
+	var keys []string
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+	}))
+	defer recv.Close()
+	faults := dynamotest.NewFaults()
+	env := host.Env{RunsTable: e.CreateTable(t, "RunsTable"), EffectsTable: e.CreateTable(t, "EffectsTable"),
+		CrossRegion: host.CrossRegionSingle, Webhook: host.WebhookPolicy{AllowLoopback: true},
+		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour}
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	k, err := NewKit(env, e.Client(dynamotest.FastRetries, faults.Middleware()), Parts{Runs: true, Ledger: true}, quiet, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
+	run := host.Run{ID: host.NewRunID("acme"), Tenant: "acme", WorkflowID: host.WorkflowWebhook, Inputs: in, Status: host.StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	if err := k.Runs.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: quiet}
+	steps := []func(){
+		func() { faults.FailNext("UpdateItem", 5, dynamotest.Throttle()) },
+		func() { faults.FailNext("PutItem", 5, dynamotest.Throttle()) },
+		func() { faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost()) },
+		func() {},
+	}
+	var errs []error
+	done := false
+	for _, inject := range steps {
+		faults.Clear()
+		inject()
+		if err := x.Execute(ctx, run.ID); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = true
+		break
+	}
+	faults.Clear()
+	if !done {
+		t.Fatalf("never succeeded: %v", errs)
+	}
+	if len(errs) < 2 {
+		t.Fatalf("the injected faults did not fail executions: %v", errs)
+	}
+	r, _ := k.Runs.Get(ctx, run.ID)
+	p, err := k.Ledger.Witness(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for _, w := range p.Effects {
+		if w.State == "completed" {
+			completed++
+		}
+	}
+	if r.Status != host.StatusSucceeded || len(keys) != 1 || completed != 1 {
+		t.Fatalf("run %s, deliveries %q, witness %+v", r.Status, keys, p.Effects)
+	}
+}
