@@ -13,7 +13,7 @@ ARGS         ?=
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck cfn-lint gotest bench clean model
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest bench clean model
 
 all: test
 
@@ -25,7 +25,10 @@ run:
 ## test: every check CI runs.
 test: tools lint model gotest
 
-tools: tools/node_modules/.bin/dynalite $(STATICCHECK)
+tools: tools/node_modules/.bin/dynalite $(STATICCHECK) $(BIN)/aws-lambda-rie
+
+$(BIN)/aws-lambda-rie:
+	$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@latest
 
 tools/node_modules/.bin/dynalite: tools/package.json tools/package-lock.json
 	npm ci --prefix tools --no-audit --no-fund --loglevel=error
@@ -34,7 +37,7 @@ tools/node_modules/.bin/dynalite: tools/package.json tools/package-lock.json
 $(STATICCHECK):
 	$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
-lint: fmt-check vet staticcheck cfn-lint
+lint: fmt-check vet staticcheck sam-check localstack-check
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -45,8 +48,13 @@ vet:
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
 
-cfn-lint:
-	cfn-lint template.yaml
+## sam-check: cfn-lint, then the installed SAM translator transforms template.yaml; no '*' in IAM.
+sam-check:
+	bash scripts/check-sam.sh
+
+## localstack-check: the LocalStack init hook run against moto through the aws CLI.
+localstack-check:
+	bash localstack/check.sh
 
 gotest:
 	$(GO) test $(GOTEST_FLAGS) ./...

@@ -212,7 +212,7 @@ func clientAgainstDev(t *testing.T, url string) {
 
 	t.Run("503 retried to the bound", func(t *testing.T) {
 		c3, _ := client.New(client.Config{BaseDelay: 10 * time.Millisecond, MaxAttempts: 3})
-		r, _ := conformMustPost(t, context.Background(), c3, url, `{"workflowId":"conformance-conformUnavailable","inputs":{}}`)
+		r, _ := conformMustPost(t, context.Background(), c3, url, `{"workflowId":"conformance-unavailable","inputs":{}}`)
 		if r.StatusCode != 503 || r.Attempts != 3 || r.Replayed {
 			t.Fatalf("status %d %+v", r.StatusCode, r.Result)
 		}

@@ -42,6 +42,7 @@ type shardState struct {
 func (p *poller) run(ctx context.Context) {
 	shards := map[string]*shardState{}
 	var lastDescribe time.Time
+	idle := p.interval
 	for ctx.Err() == nil {
 		if time.Since(lastDescribe) > 2*time.Second {
 			lastDescribe = time.Now()
@@ -61,13 +62,18 @@ func (p *poller) run(ctx context.Context) {
 				busy = true
 			}
 		}
-		if !busy {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(p.interval):
-			}
+		if busy {
+			idle = p.interval
+			continue
 		}
+		// Idle: back off to at most a second between polls, so three idle
+		// streams cost the emulator a few requests per second.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(idle):
+		}
+		idle = min(2*idle, time.Second)
 	}
 }
 

@@ -30,6 +30,8 @@ import (
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/keyhash"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 )
 
 // Metric names (EMF, dimension "table").
@@ -126,53 +128,67 @@ func num(m map[string]types.AttributeValue, k string) int64 {
 	return 0
 }
 
-// escapedAttempts returns the attempt numbers labelled escaped in an effect
-// image (attribute attempts: a list of maps {n, state, ...}).
-func escapedAttempts(m map[string]types.AttributeValue) map[int64]bool {
-	out := map[int64]bool{}
-	l, ok := m["attempts"].(*types.AttributeValueMemberL)
-	if !ok {
+// decodeEffect decodes an effects-table image with the ledger's own decoder
+// (never by mirroring attribute names); nil for an absent image or an item
+// that is not a record (a run reference).
+func decodeEffect(m map[string]types.AttributeValue) *ledger.Record {
+	if len(m) == 0 {
+		return nil
+	}
+	r, err := ledgerdynamo.DecodeRecord(m)
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// escapedAttempts returns the numbers of the attempts labelled escaped.
+func escapedAttempts(r *ledger.Record) map[int]bool {
+	out := map[int]bool{}
+	if r == nil {
 		return out
 	}
-	for _, e := range l.Value {
-		am, ok := e.(*types.AttributeValueMemberM)
-		if !ok {
-			continue
-		}
-		if str(am.Value, "state") == "escaped" {
-			out[num(am.Value, "n")] = true
+	for _, at := range r.Attempts {
+		if at.State == ledger.AttemptEscaped {
+			out[at.N] = true
 		}
 	}
 	return out
 }
 
+func holding(r *ledger.Record) bool {
+	return r != nil && (r.State == ledger.StateClaimed || r.State == ledger.StateFiring)
+}
+
 func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c Counts) {
-	id := str(r.NewImage, "effectId")
-	if id == "" {
-		id = str(r.OldImage, "effectId")
+	oldRec, newRec := decodeEffect(r.OldImage), decodeEffect(r.NewImage)
+	if oldRec == nil && newRec == nil {
+		return
+	}
+	id := ""
+	if newRec != nil {
+		id = newRec.EffectID
+	} else {
+		id = oldRec.EffectID
 	}
 	switch r.EventName {
-	case "MODIFY":
-		oldState := str(r.OldImage, "state")
-		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && (oldState == "claimed" || oldState == "firing") {
+	case "MODIFY", "INSERT":
+		if r.EventName == "MODIFY" && newRec != nil && holding(oldRec) && newRec.Attempt > oldRec.Attempt {
 			c.Reclaims[TableEffects]++
 			a.log().WarnContext(ctx, "audit: effect claim reclaimed", slog.String("effect_id", id),
-				slog.String("previous_state", oldState), slog.Int64("attempt", num(r.NewImage, "attempt")))
+				slog.String("previous_state", string(oldRec.State)), slog.Int("attempt", newRec.Attempt))
 		}
-		fallthrough
-	case "INSERT":
-		before := escapedAttempts(r.OldImage)
-		for n := range escapedAttempts(r.NewImage) {
+		before := escapedAttempts(oldRec)
+		for n := range escapedAttempts(newRec) {
 			if !before[n] {
 				c.Escaped[TableEffects]++
-				a.log().WarnContext(ctx, "audit: effect attempt escaped", slog.String("effect_id", id), slog.Int64("attempt", n))
+				a.log().WarnContext(ctx, "audit: effect attempt escaped", slog.String("effect_id", id), slog.Int("attempt", n))
 			}
 		}
 	case "REMOVE":
-		st := str(r.OldImage, "state")
-		if r.TTLDeletion() && (st == "claimed" || st == "firing") {
+		if r.TTLDeletion() && holding(oldRec) {
 			c.TTLExpiredPending[TableEffects]++
-			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", slog.String("effect_id", id), slog.String("state", st))
+			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", slog.String("effect_id", id), slog.String("state", string(oldRec.State)))
 		}
 	}
 }
