@@ -503,9 +503,6 @@ func (s *suite) responseShapes(t *testing.T) {
 }
 
 func (s *suite) largeResponses(t *testing.T) {
-	if !s.cfg.large {
-		t.Skip("large responses disabled by WithoutLargeResponses")
-	}
 	st, now := s.start(t)
 	random := make([]byte, idem.MaxResponseBytes)
 	if _, err := rand.Read(random); err != nil {
@@ -569,9 +566,6 @@ func (s *suite) unsupportedWrite(t *testing.T) {
 }
 
 func (s *suite) txWrites(t *testing.T) {
-	if s.cfg.tx == nil {
-		t.Skip("store under test did not provide WithTxWrites")
-	}
 	tx := s.cfg.tx
 	st, now := s.start(t)
 
