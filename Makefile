@@ -19,8 +19,11 @@ all: test
 
 ## run: the whole stack on this machine (emulator, tables, API, executor, auditor).
 ## Pass flags with ARGS, e.g. make run ARGS='--addr 127.0.0.1:3001'
+## Built, then exec'd, so Ctrl-C ends it with status 0 (`go run` exits 1
+## when interrupted).
 run:
-	$(GO) run ./cmd/idemkit dev $(ARGS)
+	$(GO) build -o $(BIN)/idemkit ./cmd/idemkit
+	exec $(BIN)/idemkit dev $(ARGS)
 
 ## test: every check CI runs.
 test: tools lint model gotest

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"net/http"
 )
 
@@ -32,12 +33,15 @@ func New(cfg Config) (*Client, error) {
 func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // Do sends req like http.Client.Do and returns the response with its Result.
+// The hops of a redirected call are one logical call: a 307/308 re-sends the
+// same key and body, and the Result counts the attempts of every hop.
 // To send a key derived from a business event, set the Idempotency-Key header
 // on req or build req with a context from WithKey. On error, errors.As(err,
 // new(*client.Error)) gives the key and the number of attempts.
 func (c *Client) Do(req *http.Request) (*Response, error) {
 	var r Result
-	resp, err := c.hc.Do(req.WithContext(WithResult(req.Context(), &r)))
+	ctx := context.WithValue(WithResult(req.Context(), &r), callCtx{}, &callState{})
+	resp, err := c.hc.Do(req.WithContext(ctx))
 	if err != nil {
 		return nil, err
 	}

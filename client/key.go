@@ -61,9 +61,11 @@ func DeriveKey(parts ...string) string {
 
 type keyCtx struct{}
 
-// WithKey returns a context carrying the idempotency key to use for the
-// next logical call made with it, instead of a minted one. An Idempotency-Key
-// header set on the request itself takes precedence. An empty key is ignored.
+// WithKey returns a context carrying the idempotency key to use, instead of a
+// minted one, for every mutating call made with it: use one such context per
+// logical call (business event), never for two different intents. An
+// Idempotency-Key header set on the request itself takes precedence. An empty
+// key is ignored.
 func WithKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }

@@ -8,7 +8,7 @@ type Result struct {
 	// non-mutating request, which gets none).
 	Key string
 	// Attempts is the number of attempts made (1 when the first answer was
-	// final).
+	// final). Through Client.Do it counts the attempts of every redirect hop.
 	Attempts int
 	// Replayed reports that the final answer carried a replay marker (see
 	// Config.ReplayHeaders): the server served it from its idempotency cache
@@ -19,8 +19,21 @@ type Result struct {
 type resultCtx struct{}
 
 // WithResult returns a context that makes the Transport record the Result of
-// the call made with it into r. r is written before RoundTrip returns; with
-// redirects, it describes the last hop. Client.Do does this for you.
+// the call made with it into r. r is written before RoundTrip returns. Through
+// a plain http.Client that follows a redirect, r describes the last hop only,
+// and a minted key is not carried to the new location (set one with WithKey
+// when a mutating request can be redirected). Client.Do does this for you and
+// links the hops: one key for the whole call, Attempts counting every hop.
 func WithResult(ctx context.Context, r *Result) context.Context {
 	return context.WithValue(ctx, resultCtx{}, r)
+}
+
+type callCtx struct{}
+
+// callState is shared by the hops (redirects) of one Client.Do call, which
+// http.Client makes one after the other.
+type callState struct {
+	key      string // the key of the call, once a mutating hop chose it
+	attempts int    // attempts of the hops so far
+	replayed bool   // a hop's final answer carried a replay marker
 }

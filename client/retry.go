@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -108,20 +109,28 @@ func RetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	return max(t.Sub(now), 0), true
 }
 
-// backoff returns the wait before attempt n+1 after n attempts (n >= 1):
-// equal jitter over min(MaxDelay, BaseDelay*2^(n-1)), or, when the server
-// sent Retry-After ra, ra plus a jitter of up to min(BaseDelay, ra/10), so a
-// crowd of clients told the same Retry-After does not return in lockstep.
-// The wait is never shorter than ra.
+// backoff returns the wait before attempt n+1 after n attempts (n >= 1).
+// The exponential backoff is equal jitter over
+// d = min(MaxDelay, BaseDelay*2^(n-1)): uniformly random in [d/2, d). When
+// the server sent Retry-After ra, the wait is the larger of that backoff and
+// ra plus a jitter of up to min(BaseDelay, ra/10), so a crowd of clients told
+// the same Retry-After does not return in lockstep, and a server that keeps
+// answering "Retry-After: 0" still gets a growing backoff. The wait is never
+// shorter than ra.
 func backoff(c *Config, n int, ra time.Duration, haveRA bool) time.Duration {
-	if haveRA {
-		return ra + time.Duration(c.Rand()*float64(min(c.BaseDelay, ra/10)))
-	}
 	d := c.MaxDelay
 	if n-1 < 62 {
 		if e := c.BaseDelay << (n - 1); e > 0 && e < d && e>>(n-1) == c.BaseDelay {
 			d = e
 		}
 	}
-	return d/2 + time.Duration(c.Rand()*float64(d-d/2))
+	wait := d/2 + time.Duration(c.Rand()*float64(d-d/2))
+	if haveRA {
+		w := ra
+		if j := time.Duration(c.Rand() * float64(min(c.BaseDelay, ra/10))); j > 0 {
+			w = ra + min(j, math.MaxInt64-ra) // saturate, never wrap below ra
+		}
+		wait = max(wait, w)
+	}
+	return wait
 }

@@ -79,10 +79,17 @@ func IsReplay(h http.Header, names ...string) bool {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := t.Config.withDefaults()
 	rec, _ := req.Context().Value(resultCtx{}).(*Result)
+	// cs links the hops (redirects) of one Client.Do call.
+	cs, _ := req.Context().Value(callCtx{}).(*callState)
+	if cs == nil {
+		cs = &callState{}
+	}
 	if !Mutating(req.Method) {
 		resp, err := c.Base.RoundTrip(req)
+		cs.attempts++
+		cs.replayed = cs.replayed || err == nil && IsReplay(resp.Header, c.ReplayHeaders...)
 		if rec != nil {
-			*rec = Result{Attempts: 1, Replayed: err == nil && IsReplay(resp.Header, c.ReplayHeaders...)}
+			*rec = Result{Key: cs.key, Attempts: cs.attempts, Replayed: cs.replayed}
 		}
 		return resp, err
 	}
@@ -96,10 +103,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		key = keyFrom(req.Context())
 	}
 	if key == "" {
+		key = cs.key // minted for an earlier hop of this call
+	}
+	if key == "" {
 		key = c.NewKey()
 	}
-	res := Result{Key: key}
+	cs.key = key
+	res := Result{Key: key, Attempts: cs.attempts}
+	prior := cs.attempts // attempts of earlier hops
 	defer func() {
+		cs.attempts, cs.replayed = res.Attempts, res.Replayed
 		if rec != nil {
 			*rec = res
 		}
@@ -177,13 +190,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			ra, haveRA = RetryAfter(resp.Header.Get("Retry-After"), c.Now())
 		}
 
-		if v == final || res.Attempts >= c.MaxAttempts {
+		if v == final || res.Attempts-prior >= c.MaxAttempts {
 			if err != nil {
 				return fail(err)
 			}
 			return t.deliver(resp, &res, &c, stopTimer, cancel)
 		}
-		wait := backoff(&c, res.Attempts, ra, haveRA)
+		wait := backoff(&c, res.Attempts-prior, ra, haveRA)
 		if c.Now().Add(wait).After(deadline) {
 			// The wait does not fit in the budget: the last answer stands.
 			if err != nil {

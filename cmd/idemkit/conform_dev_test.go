@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,13 +151,48 @@ func TestConformAndClientAgainstIdemkitDev(t *testing.T) {
 	t.Run("client", func(t *testing.T) { clientAgainstDev(t, url) })
 }
 
+// conformInFlightLine matches the in-flight scenario's PASS line.
+var conformInFlightLine = regexp.MustCompile(`(?m)^PASS in-flight: (\d+) duplicate\(s\) in flight: (\d+) got 409 with Retry-After, (\d+) waited for the winner's answer; ran once$`)
+
+// conformAgainstDev is the CI run of the checker: `idemkit conform` with its
+// defaults and two tenants passes all seven scenarios. The in-flight scenario
+// must have run (it SKIPs when no duplicate overlapped the first request):
+// with its defaults, the conformance-delay fixture holds the first request
+// long enough, and idemkit dev's duplicates wait (bounded) for the winner.
+// A second run with a first request slower than the server's wait bound (5 s)
+// checks the other branch: the duplicates get 409 idempotency_in_flight with
+// Retry-After.
 func conformAgainstDev(t *testing.T, url string) {
-	var out, errOut bytes.Buffer
-	code := runConform(context.Background(), []string{"--api-key", conformDevKeys[0], "--api-key", conformDevKeys[1], url}, &out, &errOut)
-	t.Logf("idemkit conform %s:\n%s%s", url, out.String(), errOut.String())
-	if code != 0 || conformLastLine(out.String()) != "7 passed, 0 failed" {
-		t.Fatalf("exit %d\n%s", code, errOut.String())
+	run := func(t *testing.T, want string, args ...string) (dups, got409, waited int) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := runConform(context.Background(), append(args, url), &out, &errOut)
+		t.Logf("idemkit conform %s:\n%s%s", strings.Join(append(args, url), " "), out.String(), errOut.String())
+		if code != 0 || conformLastLine(out.String()) != want {
+			t.Fatalf("exit %d, want 0 and %q\n%s", code, want, errOut.String())
+		}
+		m := conformInFlightLine.FindStringSubmatch(out.String())
+		if m == nil {
+			t.Fatalf("the in-flight scenario did not PASS (skipped: no overlap?)")
+		}
+		dups, _ = strconv.Atoi(m[1])
+		got409, _ = strconv.Atoi(m[2])
+		waited, _ = strconv.Atoi(m[3])
+		if dups < 1 || got409+waited != dups {
+			t.Fatalf("in-flight: %d duplicates in flight, %d got 409, %d waited", dups, got409, waited)
+		}
+		return dups, got409, waited
 	}
+	t.Run("defaults", func(t *testing.T) {
+		run(t, "7 passed, 0 failed", "--api-key", conformDevKeys[0], "--api-key", conformDevKeys[1])
+	})
+	t.Run("in-flight 409", func(t *testing.T) {
+		_, got409, _ := run(t, "6 passed, 0 failed", "--api-key", conformDevKeys[0],
+			"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":8000}}`)
+		if got409 == 0 {
+			t.Fatal("no duplicate got 409 idempotency_in_flight although the first request outlasted the server's wait")
+		}
+	})
 }
 
 func conformDevPost(ctx context.Context, c *client.Client, url, body string) (*client.Response, map[string]any, error) {
@@ -215,6 +252,40 @@ func clientAgainstDev(t *testing.T, url string) {
 		r, _ := conformMustPost(t, context.Background(), c3, url, `{"workflowId":"conformance-unavailable","inputs":{}}`)
 		if r.StatusCode != 503 || r.Attempts != 3 || r.Replayed {
 			t.Fatalf("status %d %+v", r.StatusCode, r.Result)
+		}
+	})
+
+	// A duplicate that outlasts the server's wait gets 409 in flight with a
+	// Retry-After (idemkit dev: the claim's remaining lease, minutes) that does
+	// not fit in the client's budget: the client does not retry early, it
+	// hands the 409 and its Retry-After to the caller, with the key to retry
+	// with later.
+	t.Run("409 in flight, Retry-After past the budget", func(t *testing.T) {
+		c1, err := client.New(client.Config{MaxElapsed: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := client.WithKey(context.Background(), client.NewKey())
+		body := `{"workflowId":"conformance-delay","inputs":{"delayMs":8000}}`
+		first := make(chan error, 1)
+		go func() {
+			r, _, err := conformDevPost(ctx, c1, url, body)
+			if err == nil && (r.StatusCode != 201 || r.Replayed) {
+				err = fmt.Errorf("first: %d %+v", r.StatusCode, r.Result)
+			}
+			first <- err
+		}()
+		time.Sleep(300 * time.Millisecond)
+		r2, m2, err := conformDevPost(ctx, c1, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ra, ok := client.RetryAfter(r2.Header.Get("Retry-After"), time.Now())
+		if r2.StatusCode != 409 || m2["error"] != "idempotency_in_flight" || !ok || ra <= 20*time.Second || r2.Attempts != 1 {
+			t.Fatalf("duplicate: %d %v Retry-After %q %+v", r2.StatusCode, m2, r2.Header.Get("Retry-After"), r2.Result)
+		}
+		if err := <-first; err != nil {
+			t.Fatal(err)
 		}
 	})
 

@@ -3,8 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/conform/conformtest"
@@ -72,7 +75,62 @@ func TestConformUsage(t *testing.T) {
 			t.Errorf("%q: exit %d stdout %q stderr %q", args, code, out, errOut)
 		}
 	}
-	if code, _, errOut := conformAt(t, "-h"); code != 0 || !strings.Contains(errOut, "usage: idemkit conform [--api-key KEY]...") {
+	// The usage line is the issue's contract, verbatim.
+	const usage = "usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|seed003] URL"
+	if code, _, errOut := conformAt(t, "-h"); code != 0 || strings.SplitN(errOut, "\n", 2)[0] != usage {
 		t.Errorf("-h: exit %d %q", code, errOut)
+	}
+	for _, args := range [][]string{{}, {"--no-such-flag", "http://a"}} {
+		if _, _, errOut := conformAt(t, args...); !strings.Contains(errOut, usage+"\n") {
+			t.Errorf("%q: usage not shown: %q", args, errOut)
+		}
+	}
+}
+
+// --route and --body reach the requests: every POST the checker sends to the
+// route carries the given body, a variant of it (mismatch), the slow body or
+// the invalid one.
+func TestConformRouteAndBodyFlags(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var bodies []string
+	ref := conformtest.New(conformtest.OpenWOP, conformtest.Breaks{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, r.Method+" "+r.URL.Path+" "+string(b))
+			mu.Unlock()
+			r.Body = io.NopCloser(bytes.NewReader(b))
+		}
+		ref.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	body := `{"workflowId":"conformance-noop","inputs":{"order":"A-17"}}`
+	args := append([]string{"--api-key", conformtest.APIKey1, "--api-key", conformtest.APIKey2,
+		"--route", "POST /runs", "--body", body, "--profile", "openwop"}, conformFastFlags...)
+	code, out, errOut := conformAt(t, append(args, srv.URL)...)
+	if code != 0 || conformLastLine(out) != "7 passed, 0 failed" {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[string]int{}
+	for _, b := range bodies {
+		switch {
+		case b == "POST /runs "+body:
+			seen["body"]++
+		case strings.HasPrefix(b, `POST /runs {"inputs":{"conformVariant":`) && strings.Contains(b, `"order":"A-17"`):
+			seen["variant"]++
+		case b == "POST /runs "+conformFastFlags[1]:
+			seen["slow"]++
+		case b == "POST /runs {}":
+			seen["invalid"]++
+		default:
+			t.Errorf("unexpected request %q", b)
+		}
+	}
+	if seen["body"] < 10 || seen["variant"] != 2 || seen["slow"] != 5 || seen["invalid"] != 2 {
+		t.Fatalf("requests by kind %v", seen)
 	}
 }

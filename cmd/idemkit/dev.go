@@ -35,6 +35,11 @@ import (
 // DefaultDevAddr is `idemkit dev --addr`'s default.
 const DefaultDevAddr = "127.0.0.1:3000"
 
+// devStreamRetries is how often `idemkit dev`'s stream pollers retry a
+// failing batch before dropping it (the event source mapping's
+// MaximumRetryAttempts).
+const devStreamRetries = 5
+
 const devUsage = `usage: idemkit dev [flags]
 
 Runs the whole stack on this machine: a DynamoDB emulator (moto_server,
@@ -154,7 +159,10 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 
 	sc := dynamodbstreams.New(dynamodbstreams.Options{Region: emulator.Region, BaseEndpoint: aws.String(endpoint), Credentials: emulator.Credentials})
-	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger}
+	// The pollers retry a failing batch devStreamRetries times, like the
+	// event source mapping's MaximumRetryAttempts: the executor's last try
+	// ends the run failed instead of stranding it "running".
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: devStreamRetries + 1}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", handle: exec.HandleRecords, filter: func(r host.StreamRecord) bool { return r.EventName == "INSERT" }},
@@ -167,7 +175,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 			return err
 		}
 		p := pollers[i]
-		p.sc, p.arn, p.log, p.interval, p.maxRetries = sc, arn, logger, 100*time.Millisecond, 5
+		p.sc, p.arn, p.log, p.interval, p.maxRetries = sc, arn, logger, 100*time.Millisecond, devStreamRetries
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)

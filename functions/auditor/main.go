@@ -1,6 +1,7 @@
 // Command auditor is the effects/idempotency-streams Lambda function
 // (bootstrap for provided.al2023): wiring only; the handler is
-// functions/auditor/auditfn.
+// functions/auditor/auditfn. CROSS_REGION (reconciled-records or
+// fenced-effects) turns on the cross-region conflict audit (auditfn.NewFromEnv).
 package main
 
 import (
@@ -14,7 +15,11 @@ import (
 )
 
 func main() {
-	ns := os.Getenv("METRICS_NAMESPACE")
-	a := &auditfn.Auditor{Metrics: emf.New(os.Stdout, ns), Logger: slog.New(slog.NewJSONHandler(os.Stderr, nil))}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	a, err := auditfn.NewFromEnv(os.Getenv, emf.New(os.Stdout, os.Getenv("METRICS_NAMESPACE")), logger)
+	if err != nil {
+		logger.Error("auditor: configuration", slog.String("error", err.Error()))
+		os.Exit(1)
+	}
 	lambda.Start(a.HandleLambda)
 }

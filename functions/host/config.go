@@ -17,6 +17,7 @@ const (
 	EnvEffectsTable     = "EFFECTS_TABLE"          // EffectsTable name (api, executor)
 	EnvAPIKeysTable     = "API_KEYS_TABLE"         // ApiKeysTable name (authorizer)
 	EnvFenceTable       = "FENCE_TABLE"            // FenceTable name (executor, fenced-effects only)
+	EnvFenceTableRegion = "FENCE_TABLE_REGION"     // FenceTable's home region (multi-region); default: the function's region
 	EnvEffectLease      = "EFFECT_LEASE_SECONDS"   // ledger claim lease, default 300
 	EnvEffectRetention  = "EFFECT_RETENTION_DAYS"  // ledger retention, default and minimum 14
 	EnvCrossRegion      = "CROSS_REGION"           // single-region (default) | reconciled-records | fenced-effects
@@ -26,6 +27,7 @@ const (
 	EnvDynamoDBEndpoint = "DYNAMODB_ENDPOINT"      // optional endpoint override (LocalStack)
 	EnvMetricsNS        = "METRICS_NAMESPACE"      // EMF namespace, default "idemkit"
 	EnvTransactional    = "RUNS_TRANSACTIONAL"     // true|false, default true: see DynamoRuns.Transactional
+	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"     // executor: the runs stream mapping's MaximumRetryAttempts, default 10
 )
 
 // Env is the functions' configuration, read from the environment by
@@ -42,6 +44,13 @@ type Env struct {
 	APIKeysTable string
 	// FenceTable: FENCE_TABLE. Default "" (no fencing).
 	FenceTable string
+	// FenceTableRegion: FENCE_TABLE_REGION, the home region that holds
+	// FenceTable. Every region's functions take fencing tokens from that one
+	// table (the linearizable owner of fenced-effects), so in a replica
+	// region's stack it names the home region; use FenceClient to build the
+	// fence store's client. Must look like an AWS region ("eu-west-1").
+	// Default "": the function's own region (the home-region stack).
+	FenceTableRegion string
 	// EffectLease: EFFECT_LEASE_SECONDS (1..3600). Default ledger.DefaultLease
 	// (300 s).
 	EffectLease time.Duration
@@ -60,6 +69,12 @@ type Env struct {
 	DynamoDBEndpoint string
 	// MetricsNamespace: METRICS_NAMESPACE. Default "idemkit".
 	MetricsNamespace string
+	// StreamMaxRetries: STREAM_MAX_RETRIES (0..10000), the runs stream
+	// mapping's MaximumRetryAttempts (template.yaml passes its
+	// StreamMaxRetries parameter). The executor ends a run failed on the
+	// stream's last try, 1 + StreamMaxRetries. Default 10 (the template's
+	// default).
+	StreamMaxRetries int
 }
 
 // LoadEnv reads Env through getenv (os.Getenv in Lambda), reporting every bad
@@ -76,12 +91,14 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		EffectsTable:     strings.TrimSpace(getenv(EnvEffectsTable)),
 		APIKeysTable:     strings.TrimSpace(getenv(EnvAPIKeysTable)),
 		FenceTable:       strings.TrimSpace(getenv(EnvFenceTable)),
+		FenceTableRegion: strings.TrimSpace(getenv(EnvFenceTableRegion)),
 		EffectLease:      ledger.DefaultLease,
 		EffectRetention:  ledger.MinRetention,
 		CrossRegion:      CrossRegionSingle,
 		Transactional:    true,
 		DynamoDBEndpoint: strings.TrimSpace(getenv(EnvDynamoDBEndpoint)),
 		MetricsNamespace: strings.TrimSpace(getenv(EnvMetricsNS)),
+		StreamMaxRetries: 10,
 	}
 	if e.MetricsNamespace == "" {
 		e.MetricsNamespace = "idemkit"
@@ -102,11 +119,22 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 			e.EffectRetention = time.Duration(n) * 24 * time.Hour
 		}
 	}
+	if v := strings.TrimSpace(getenv(EnvStreamMaxRetries)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 10000 {
+			p = append(p, fmt.Sprintf("%s=%q: want a whole number 0..10000", EnvStreamMaxRetries, v))
+		} else {
+			e.StreamMaxRetries = n
+		}
+	}
 	if v := strings.TrimSpace(getenv(EnvCrossRegion)); v != "" {
 		if !ValidCrossRegion(v) {
 			p = append(p, fmt.Sprintf("%s=%q: want single-region, reconciled-records or fenced-effects", EnvCrossRegion, v))
 		}
 		e.CrossRegion = v
+	}
+	if e.FenceTableRegion != "" && !ValidRegion(e.FenceTableRegion) {
+		p = append(p, fmt.Sprintf("%s=%q: want an AWS region name such as eu-west-1", EnvFenceTableRegion, e.FenceTableRegion))
 	}
 	if e.CrossRegion == CrossRegionFenced && e.FenceTable == "" {
 		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s", EnvCrossRegion, EnvFenceTable))

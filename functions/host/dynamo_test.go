@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -27,7 +28,7 @@ func TestDynamoRuns(t *testing.T) {
 		c := e.Client(dynamotest.FastRetries, cnt.Middleware(), faults.Middleware())
 		runs := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 		now := time.Now().UTC().Truncate(time.Millisecond)
-		r := Run{ID: NewRunID("acme"), Tenant: "acme", WorkflowID: WorkflowWebhook, Inputs: []byte(`{"url":"https://x"}`), Status: StatusPending, CreatedAt: now, UpdatedAt: now}
+		r := NewRun("acme", WorkflowWebhook, []byte(`{"url":"https://x"}`), now)
 
 		cnt.Reset()
 		if err := runs.Create(ctx, r); err != nil {
@@ -40,8 +41,19 @@ func TestDynamoRuns(t *testing.T) {
 		if err != nil || got.ID != r.ID || got.Tenant != "acme" || string(got.Inputs) != string(r.Inputs) || !got.CreatedAt.Equal(now) {
 			t.Fatalf("%+v %v", got, err)
 		}
+		// The recipe stamps are stored with the run and read back as written.
+		if got.RecipeStamps != ledger.CurrentRecipes() {
+			t.Fatalf("stamps %+v, want %+v", got.RecipeStamps, ledger.CurrentRecipes())
+		}
 		if n := cnt.Total(); n != 3 {
 			t.Fatalf("create+create+get took %d round trips, want 3 (%v)", n, cnt.Ops())
+		}
+		// A run without stamps is refused before any round trip.
+		cnt.Reset()
+		unstamped := r
+		unstamped.ID, unstamped.RecipeStamps = NewRunID("acme"), ledger.RecipeStamps{}
+		if err := runs.Create(ctx, unstamped); !errors.Is(err, ledger.ErrUnsupportedRecipe) || cnt.Total() != 0 {
+			t.Fatalf("unstamped create: %v after %d round trips", err, cnt.Total())
 		}
 		if _, err := runs.Get(ctx, "acme/nonexistentnonexistent"); !errors.Is(err, ErrRunNotFound) {
 			t.Fatal(err)
@@ -80,6 +92,30 @@ func TestDynamoRuns(t *testing.T) {
 		cur, err = runs.Transition(ctx, r.ID, []Status{StatusPending, StatusRunning}, StatusCancelled, "", now)
 		if !errors.Is(err, ErrStatusConflict) || cur.Status != StatusFailed {
 			t.Fatalf("%+v %v", cur, err)
+		}
+
+		// NoteFailure counts atomically, one round trip each, under
+		// concurrency; the count and last error are read back with the run.
+		cnt.Reset()
+		var nwg sync.WaitGroup
+		for i := 0; i < 5; i++ {
+			nwg.Add(1)
+			go func() {
+				defer nwg.Done()
+				if _, err := runs.NoteFailure(ctx, r.ID, "effect in flight", now); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		nwg.Wait()
+		if n, err := runs.NoteFailure(ctx, r.ID, "", now); err != nil || n != 6 || cnt.Total() != 6 {
+			t.Fatalf("count %d %v after %d round trips", n, err, cnt.Total())
+		}
+		if got, _ := runs.Get(ctx, r.ID); got.Failures != 6 || got.LastError != "(no message)" || got.Status != StatusFailed {
+			t.Fatalf("%+v", got)
+		}
+		if _, err := runs.NoteFailure(ctx, "acme/nonexistentnonexistent", "x", now); !errors.Is(err, ErrRunNotFound) {
+			t.Fatal(err)
 		}
 
 		// An injected throttle surfaces as an error and writes nothing; the
@@ -146,7 +182,7 @@ func TestTransactionalRunCreate(t *testing.T) {
 		var created []string
 		fail := true
 		h := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-			r := Run{ID: NewRunID("acme"), Tenant: "acme", WorkflowID: WorkflowNoop, Status: StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+			r := NewRun("acme", WorkflowNoop, nil, time.Now())
 			if err := runs.Create(ctx, r); err != nil {
 				return events.APIGatewayV2HTTPResponse{}, err
 			}
@@ -202,7 +238,7 @@ func TestTransactionalRunCreateFaults(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-			r := Run{ID: NewRunID("acme"), Tenant: "acme", WorkflowID: WorkflowNoop, Status: StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+			r := NewRun("acme", WorkflowNoop, nil, time.Now())
 			if err := runs.Create(ctx, r); err != nil {
 				return events.APIGatewayV2HTTPResponse{}, err
 			}

@@ -2,13 +2,17 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/ledger"
 )
 
 func TestRunIDProjection(t *testing.T) {
@@ -90,11 +94,12 @@ func TestParseCreate(t *testing.T) {
 func TestLoadEnv(t *testing.T) {
 	env := map[string]string{
 		EnvRunsTable: "r", EnvEffectLease: "60", EnvEffectRetention: "30", EnvCrossRegion: "reconciled-records",
-		EnvWebhookAllowlist: "a.com, *.b.com", EnvWebhookLoopback: "true", "IDEMPOTENCY_TABLE": "i",
+		EnvWebhookAllowlist: "a.com, *.b.com", EnvWebhookLoopback: "true", "IDEMPOTENCY_TABLE": "i", EnvStreamMaxRetries: "3",
 	}
 	e, err := LoadEnv(func(k string) string { return env[k] })
 	if err != nil || e.EffectLease.Seconds() != 60 || e.EffectRetention.Hours() != 30*24 || e.CrossRegion != CrossRegionReconciled ||
-		len(e.Webhook.Allow) != 2 || !e.Webhook.AllowLoopback || e.Idem.Table != "i" || !e.Transactional || e.MetricsNamespace != "idemkit" {
+		len(e.Webhook.Allow) != 2 || !e.Webhook.AllowLoopback || e.Idem.Table != "i" || !e.Transactional || e.MetricsNamespace != "idemkit" ||
+		e.StreamMaxRetries != 3 {
 		t.Fatalf("%+v %v", e, err)
 	}
 	if err := e.Require(EnvRunsTable, "IDEMPOTENCY_TABLE"); err != nil {
@@ -103,9 +108,13 @@ func TestLoadEnv(t *testing.T) {
 	if err := e.Require(EnvEffectsTable, EnvAPIKeysTable); err == nil || !strings.Contains(err.Error(), EnvAPIKeysTable) {
 		t.Fatal(err)
 	}
-	bad := map[string]string{EnvEffectLease: "0", EnvEffectRetention: "7", EnvCrossRegion: "strict", EnvWebhookLoopback: "maybe", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "5"}
+	if d, _ := LoadEnv(func(string) string { return "" }); d.StreamMaxRetries != 10 {
+		t.Fatalf("default StreamMaxRetries %d, want the template's 10", d.StreamMaxRetries)
+	}
+	bad := map[string]string{EnvEffectLease: "0", EnvEffectRetention: "7", EnvCrossRegion: "strict", EnvWebhookLoopback: "maybe", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "5",
+		EnvStreamMaxRetries: "-1"}
 	_, err = LoadEnv(func(k string) string { return bad[k] })
-	for _, name := range []string{EnvEffectLease, EnvEffectRetention, EnvCrossRegion, EnvWebhookLoopback, "IDEMPOTENCY_PROCESSING_LEASE_SECONDS"} {
+	for _, name := range []string{EnvEffectLease, EnvEffectRetention, EnvCrossRegion, EnvWebhookLoopback, "IDEMPOTENCY_PROCESSING_LEASE_SECONDS", EnvStreamMaxRetries} {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s not reported: %v", name, err)
 		}
@@ -160,5 +169,61 @@ func TestMemStores(t *testing.T) {
 	k1, k2 := NewAPIKey(), NewAPIKey()
 	if !strings.HasPrefix(k1, "idk_") || len(k1) != 36 || k1 == k2 {
 		t.Fatal("NewAPIKey")
+	}
+}
+
+// TestRecipeStamps: a new run carries the kit's current recipe stamps
+// (RFC 0150 §E), a run without them is never stored, and the webhook
+// effect's identity is derived under the run's OWN stamp: a run stamped with
+// another recipe (a v1 history) gets ErrUnsupportedRecipe, never a v2
+// identity computed in its place.
+func TestRecipeStamps(t *testing.T) {
+	ctx := context.Background()
+	r := NewRun("acme", WorkflowWebhook, []byte(`{"url":"https://example.com/"}`), time.Now())
+	if r.RecipeStamps != ledger.CurrentRecipes() || r.ActivityIdentityRecipe != "openwop-activity-v2" ||
+		r.SemanticRequestRecipe != "openwop-semantic-request-v2" || r.Status != StatusPending || RunTenant(r.ID) != "acme" {
+		t.Fatalf("%+v", r)
+	}
+	// The JSON form carries the two stamps as run record members.
+	b, _ := json.Marshal(r)
+	if !strings.Contains(string(b), `"activityIdentityRecipe":"openwop-activity-v2"`) ||
+		!strings.Contains(string(b), `"semanticRequestRecipe":"openwop-semantic-request-v2"`) {
+		t.Fatal(string(b))
+	}
+	m := NewMemRuns()
+	for _, bad := range []Run{
+		func() Run { x := r; x.RecipeStamps = ledger.RecipeStamps{}; return x }(),
+		func() Run { x := r; x.SemanticRequestRecipe = ""; return x }(),
+	} {
+		if err := m.Create(ctx, bad); !errors.Is(err, ledger.ErrUnsupportedRecipe) {
+			t.Fatalf("unstamped run stored: %v", err)
+		}
+	}
+	if err := m.Create(ctx, Run{ID: "globex/abcdefghijklmnopqr", Tenant: "acme", RecipeStamps: ledger.CurrentRecipes()}); err == nil {
+		t.Fatal("a runId of another tenant was stored")
+	}
+	if m.Len() != 0 {
+		t.Fatalf("%d runs stored", m.Len())
+	}
+	if err := m.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := m.Get(ctx, r.ID)
+	id, err := WebhookIdentity(got)
+	want, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: r.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: WebhookProvider})
+	if err != nil || id != want || id.Recipe != ledger.ActivityIdentityRecipe {
+		t.Fatalf("%+v %v, want %+v", id, err, want)
+	}
+	for _, stamp := range []string{"openwop-activity-v1", ""} {
+		old := got
+		old.ActivityIdentityRecipe = stamp
+		if id, err := WebhookIdentity(old); !errors.Is(err, ledger.ErrUnsupportedRecipe) || id.EffectID != "" {
+			t.Fatalf("stamp %q: %+v %v", stamp, id, err)
+		}
+	}
+	// A stream image / item round trip keeps the stamps.
+	back, ok := RunFromItem(runItem(got))
+	if !ok || back.RecipeStamps != got.RecipeStamps {
+		t.Fatalf("%+v", back)
 	}
 }

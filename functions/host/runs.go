@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idemkit/ledger"
 )
 
 // Status is a run's lifecycle status.
@@ -27,6 +30,16 @@ func (s Status) Terminal() bool {
 }
 
 // Run is one workflow run (an item of RunsTable, partition key pk = runId).
+//
+// Every run records the recipe stamps it was created with (RFC 0150 §E):
+// activityIdentityRecipe and semanticRequestRecipe (the embedded
+// ledger.RecipeStamps, set from ledger.CurrentRecipes() by NewRun). The
+// executor derives the run's effect identities through these stamps
+// (RecipeStamps.ActivityIdentity), never through the kit's current recipe,
+// so a kit upgrade cannot silently re-key a run's recorded effects: a run
+// stamped with a recipe this kit does not compute fails with
+// ledger.ErrUnsupportedRecipe instead. RunStore.Create refuses a run
+// without both stamps.
 type Run struct {
 	ID         string          `json:"runId"`
 	Tenant     string          `json:"tenant"`
@@ -36,6 +49,33 @@ type Run struct {
 	Error      string          `json:"error,omitempty"`
 	CreatedAt  time.Time       `json:"createdAt"`
 	UpdatedAt  time.Time       `json:"updatedAt"`
+	// Failures counts the executions of the run that failed transiently and
+	// were left to the stream's retries (RunStore.NoteFailure); LastError is
+	// the latest one's error. Zero and "" for a run that never failed.
+	Failures  int    `json:"failures,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	ledger.RecipeStamps
+}
+
+// NewRun returns a new pending run of workflowID for tenant with a fresh
+// runId (NewRunID), stamped with the kit's current recipes
+// (ledger.CurrentRecipes) and created/updated at now (UTC).
+func NewRun(tenant, workflowID string, inputs json.RawMessage, now time.Time) Run {
+	now = now.UTC()
+	return Run{ID: NewRunID(tenant), Tenant: tenant, WorkflowID: workflowID, Inputs: inputs,
+		Status: StatusPending, CreatedAt: now, UpdatedAt: now, RecipeStamps: ledger.CurrentRecipes()}
+}
+
+// checkNew validates a run before Create: a tenant-bound runId of its
+// tenant and both recipe stamps.
+func checkNew(r Run) error {
+	if !ValidRunID(r.ID) || RunTenant(r.ID) != r.Tenant {
+		return fmt.Errorf("host: run id %q is not a runId of tenant %q", r.ID, r.Tenant)
+	}
+	if err := r.RecipeStamps.Validate(); err != nil {
+		return fmt.Errorf("host: run %s: %w", r.ID, err)
+	}
+	return nil
 }
 
 // ErrRunNotFound is returned when no run has the id.
@@ -51,7 +91,10 @@ var ErrStatusConflict = errors.New("host: run status changed")
 // RunStore persists runs. Implementations: MemRuns (tests, embedding) and
 // DynamoRuns (RunsTable).
 type RunStore interface {
-	// Create inserts r if no run has its id (ErrRunExists otherwise).
+	// Create inserts r if no run has its id (ErrRunExists otherwise). A run
+	// without both recipe stamps, or whose id is not a runId of its
+	// tenant, is refused (an error wrapping ledger.ErrUnsupportedRecipe
+	// for missing stamps) and nothing is written.
 	Create(ctx context.Context, r Run) error
 	// Get returns the run, or ErrRunNotFound.
 	Get(ctx context.Context, id string) (Run, error)
@@ -61,6 +104,11 @@ type RunStore interface {
 	// stored afterwards; ErrStatusConflict (with the current run) when the
 	// status was not in from; ErrRunNotFound when there is no run.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
+	// NoteFailure atomically counts one failed execution of the run
+	// (Run.Failures) and records errMsg as its LastError, and returns the
+	// new count. The executor uses it to tell its last try from the others
+	// (see execfn.Executor.MaxAttempts). ErrRunNotFound when there is no run.
+	NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (failures int, err error)
 }
 
 // MemRuns is an in-memory RunStore (tests, examples, embedding), safe for
@@ -77,6 +125,9 @@ func NewMemRuns() *MemRuns { return &MemRuns{runs: map[string]Run{}} }
 
 // Create implements RunStore.
 func (m *MemRuns) Create(_ context.Context, r Run) error {
+	if err := checkNew(r); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	if _, ok := m.runs[r.ID]; ok {
 		m.mu.Unlock()
@@ -116,6 +167,20 @@ func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Sta
 	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
 	m.runs[id] = r
 	return r, nil
+}
+
+// NoteFailure implements RunStore.
+func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return 0, ErrRunNotFound
+	}
+	r.Failures++
+	r.LastError, r.UpdatedAt = errMsg, now.UTC()
+	m.runs[id] = r
+	return r.Failures, nil
 }
 
 // Len returns the number of runs.

@@ -25,7 +25,10 @@ type DynamoAPI interface {
 // DynamoRuns is the RunsTable RunStore (partition key pk = runId).
 //
 // Item: pk, tenant, workflowId, inputs (JSON text), status, error,
-// createdAt and updatedAt (Unix ms).
+// createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
+// activityIdentityRecipe and
+// semanticRequestRecipe (the run's recipe stamps, written once by Create and
+// never updated).
 type DynamoRuns struct {
 	// Client is the DynamoDB client. Required.
 	Client DynamoAPI
@@ -51,6 +54,10 @@ const (
 	runAttrError   = "error"
 	runAttrCreated = "createdAt"
 	runAttrUpdated = "updatedAt"
+	runAttrFails   = "failures"
+	runAttrLastErr = "lastError"
+	runAttrAIR     = "activityIdentityRecipe"
+	runAttrSRR     = "semanticRequestRecipe"
 )
 
 func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
@@ -66,6 +73,8 @@ func runItem(r Run) map[string]types.AttributeValue {
 		runAttrStatus:  sAV(string(r.Status)),
 		runAttrCreated: nAV(r.CreatedAt.UnixMilli()),
 		runAttrUpdated: nAV(r.UpdatedAt.UnixMilli()),
+		runAttrAIR:     sAV(r.ActivityIdentityRecipe),
+		runAttrSRR:     sAV(r.SemanticRequestRecipe),
 	}
 	if len(r.Inputs) > 0 {
 		m[runAttrInputs] = sAV(string(r.Inputs))
@@ -76,7 +85,9 @@ func runItem(r Run) map[string]types.AttributeValue {
 	return m
 }
 
-// RunFromItem decodes a RunsTable item (also used for stream images).
+// RunFromItem decodes a RunsTable item (also used for stream images). An
+// item without recipe stamps decodes with empty stamps, which the executor
+// refuses to derive identities from (ledger.ErrUnsupportedRecipe).
 func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	s := func(k string) string {
 		if v, ok := m[k].(*types.AttributeValueMemberS); ok {
@@ -94,6 +105,11 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	}
 	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: Status(s(runAttrStatus)),
 		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
+	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
+	r.LastError = s(runAttrLastErr)
+	if v, ok := m[runAttrFails].(*types.AttributeValueMemberN); ok {
+		r.Failures, _ = strconv.Atoi(v.Value)
+	}
 	if in := s(runAttrInputs); in != "" {
 		r.Inputs = []byte(in)
 	}
@@ -104,6 +120,9 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // or, when Transactional and under a claim, the same Put inside the
 // completion transaction.
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
+	if err := checkNew(r); err != nil {
+		return err
+	}
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
 		return err
@@ -201,4 +220,38 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 	}
 	r, _ := RunFromItem(out.Attributes)
 	return r, nil
+}
+
+// NoteFailure implements RunStore: one UpdateItem (ADD failures 1, SET
+// lastError, updatedAt) conditional on the run existing, returning the new
+// count (UPDATED_NEW).
+func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (int, error) {
+	if errMsg == "" {
+		errMsg = "(no message)"
+	}
+	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
+		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	expr, err := expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(runAttrPK))).WithUpdate(upd).Build()
+	if err != nil {
+		return 0, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueUpdatedNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return 0, ErrRunNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("host: note run failure: %w", err)
+	}
+	n, ok := out.Attributes[runAttrFails].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, errors.New("host: note run failure: no count returned")
+	}
+	return strconv.Atoi(n.Value)
 }

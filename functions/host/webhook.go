@@ -122,10 +122,26 @@ func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
+// WebhookProvider is the providerKey of the webhook effect's activity
+// identity.
+const WebhookProvider = "webhook"
+
+// WebhookIdentity returns the identity of run's webhook effect: the activity
+// identity over (tenant, runId, NodeDeliver, ordinal 0, WebhookProvider),
+// computed under the recipe the run is STAMPED with
+// (run.RecipeStamps.ActivityIdentity), never the kit's current one. A run
+// without stamps, or stamped with a recipe this kit does not compute, gets
+// an error wrapping ledger.ErrUnsupportedRecipe (RFC 0150 §E: a recorded
+// identity is never recomputed under another recipe).
+func WebhookIdentity(run Run) (ledger.Identity, error) {
+	return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: WebhookProvider})
+}
+
 // Webhook delivers the webhook workflow's node through the ledger.
 //
-// Guarantees: the effect identity is the activity recipe v2 over (tenant,
-// runId, NodeDeliver, ordinal 0, provider "webhook"), so every executor,
+// Guarantees: the effect identity is WebhookIdentity (the run's stamped
+// activity recipe, v2 today, over tenant, runId, NodeDeliver, ordinal 0 and
+// provider "webhook"), so every executor,
 // redelivery and resume of the run resolves to ONE effect record; the
 // provider receives the derived provider key (ledger Identity.ProviderKey)
 // in the Idempotency-Key header, the same on every try. A try is one ledger
@@ -201,15 +217,16 @@ var ErrRetriesExhausted = errors.New("webhook: retries exhausted")
 // Deliver runs the webhook node of run. It returns nil once the effect's
 // success is recorded (by this call or earlier); a *ledger.FailedError for a
 // recorded failure; ErrRetriesExhausted after MaxTries tries without an
-// outcome; and ledger errors such as *ledger.InFlightError unchanged (the
-// caller retries later).
+// outcome; an error wrapping ledger.ErrUnsupportedRecipe for a run whose
+// recipe stamps this kit does not compute (nothing is sent); and ledger
+// errors such as *ledger.InFlightError unchanged (the caller retries later).
 func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 	w.defaults()
 	dest, payload, err := WebhookInputs(run.Inputs)
 	if err != nil {
 		return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
 	}
-	id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	id, err := WebhookIdentity(run)
 	if err != nil {
 		return ledger.Result{}, err
 	}

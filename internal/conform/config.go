@@ -79,8 +79,8 @@ type Config struct {
 	// Profile is the rule set checked. Default ProfileOpenWOP.
 	Profile Profile
 
-	// HTTP sends the requests; it must not retry or follow redirects that
-	// change the method. Default: an http.Client with Timeout.
+	// HTTP sends the requests; it must not retry or follow redirects.
+	// Default: an http.Client with Timeout that does not follow redirects.
 	HTTP *http.Client
 
 	// Timeout bounds each request (it is the default client's Timeout, and
@@ -168,7 +168,9 @@ func (c Config) resolve() (*resolved, error) {
 		c.Stagger = DefaultStagger
 	}
 	if c.HTTP == nil {
-		c.HTTP = &http.Client{Timeout: c.Timeout}
+		c.HTTP = &http.Client{Timeout: c.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // the checker judges the API's own answer
+		}}
 	}
 	return &resolved{Config: c, method: method, path: path}, nil
 }

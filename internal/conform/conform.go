@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Status is a scenario's verdict.
@@ -61,12 +62,13 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	return out, nil
 }
 
-// Write prints one line per result, "STATUS scenario: detail", then the
-// closing line "N passed, M failed", and returns the counts. Skipped
-// scenarios count as neither.
+// Write prints one line per result, "STATUS scenario: detail" (line breaks
+// in a detail are folded into spaces), then the closing line
+// "N passed, M failed", and returns the counts. Skipped scenarios count as
+// neither.
 func Write(w io.Writer, results []Result) (passed, failed int) {
 	for _, r := range results {
-		fmt.Fprintf(w, "%s %s: %s\n", r.Status, r.Scenario, r.Detail)
+		fmt.Fprintf(w, "%s %s: %s\n", r.Status, r.Scenario, strings.Join(strings.Fields(r.Detail), " "))
 		switch r.Status {
 		case Pass:
 			passed++

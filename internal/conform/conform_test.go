@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -94,6 +95,15 @@ func TestBrokenServerFailsTheMatchingScenario(t *testing.T) {
 		{"validation errors cached", breaks{CacheValidation: true}, both, []string{"validation-not-cached"}},
 		{"bad keys accepted", breaks{AcceptBadKeys: true}, both, []string{"key-grammar"}},
 		{"key not echoed", breaks{NoKeyEcho: true}, []Profile{ProfileSeed003}, []string{"replay-marker"}},
+		{"valid keys rejected", breaks{RejectValidKeys: true}, both, []string{"key-grammar"}},
+		{"duplicate key headers accepted", breaks{AcceptDuplicateKeys: true}, []Profile{ProfileSeed003}, []string{"key-grammar"}},
+		{"replay re-runs the request", breaks{ReplayReruns: true}, both, []string{"replay-marker", "mismatch", "in-flight", "tenant-isolation"}},
+		{"first execution marked as a replay", breaks{MarkFirstAsReplay: true}, both, []string{"replay-marker", "in-flight", "tenant-isolation", "validation-not-cached"}},
+		{"replay keeps the first X-Request-ID", breaks{StaleRequestID: true}, []Profile{ProfileSeed003}, []string{"replay-marker"}},
+		{"mismatch with another code", breaks{MismatchWrongCode: true}, both, []string{"mismatch"}},
+		{"in-flight with another code", breaks{InFlightWrongCode: true}, both, []string{"in-flight"}},
+		{"GET validates the key", breaks{GetValidatesKey: true}, both, []string{"get-ignores-key"}},
+		{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, both, []string{"validation-not-cached"}},
 		{"waiting in flight (correct)", breaks{WaitInFlight: true}, both, nil},
 		{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true}, both, []string{"replay-marker", "in-flight"}},
 	}
@@ -201,5 +211,41 @@ func TestVariantChangesTheBody(t *testing.T) {
 	}
 	if !strings.Contains(variant(DefaultBody), `"inputs":{"conformVariant":`) {
 		t.Fatal(variant(DefaultBody))
+	}
+}
+
+// Write prints exactly one line per scenario, whatever a detail holds, and
+// the closing count line.
+func TestWriteOneLinePerScenario(t *testing.T) {
+	var b bytes.Buffer
+	p, f := Write(&b, []Result{
+		{Scenario: "key-grammar", Status: Pass, Detail: "ok"},
+		{Scenario: "mismatch", Status: Fail, Detail: "request failed: dial tcp:\nconnection refused\r\n"},
+		{Scenario: "tenant-isolation", Status: Skip, Detail: "needs two --api-key flags (two tenants)"},
+	})
+	want := "PASS key-grammar: ok\nFAIL mismatch: request failed: dial tcp: connection refused\nSKIP tenant-isolation: needs two --api-key flags (two tenants)\n1 passed, 1 failed\n"
+	if p != 1 || f != 1 || b.String() != want {
+		t.Fatalf("passed %d failed %d:\n%q\nwant\n%q", p, f, b.String(), want)
+	}
+}
+
+// The checker judges the API's own answers: it does not follow a redirect.
+func TestDefaultClientDoesNotFollowRedirects(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/runs" {
+			http.Redirect(w, r, "/elsewhere", http.StatusSeeOther)
+			return
+		}
+		w.WriteHeader(201)
+	}))
+	defer srv.Close()
+	rc, err := Config{BaseURL: srv.URL}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cfg: rc, rules: rulesFor(rc.Profile)}
+	a, err := e.post(context.Background(), "", DefaultBody, 0)
+	if err != nil || a.status != http.StatusSeeOther {
+		t.Fatalf("answer %v, err %v: want the 303 itself", a, err)
 	}
 }

@@ -327,8 +327,11 @@ func tenantIsolation(ctx context.Context, e *env) Result {
 		return fail("tenant 2 with tenant 1's key got %s, want a fresh 2xx", b)
 	}
 	idA, idB := resourceID(a.body), resourceID(b.body)
-	if b.marker(e.rules) == "true" || (idA != "" && idA == idB) || (idA == "" && b.sameAs(a)) {
+	switch {
+	case (idA != "" && idA == idB) || (idA == "" && b.sameAs(a)):
 		return fail("tenant 2 got tenant 1's cached answer for the same key")
+	case b.marker(e.rules) == "true":
+		return fail("tenant 2's first request with tenant 1's key is marked as a replay")
 	}
 	k2 := client.NewKey()
 	if c, err := e.post(ctx, k2, e.cfg.Body, 0); err != nil {

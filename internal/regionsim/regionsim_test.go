@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -154,38 +153,16 @@ func TestReplicatorLagPartitionLWW(t *testing.T) {
 	}
 }
 
-// effectItem mirrors the attribute names of ledger/dynamostore's item, to
-// decode stream images for the auditor.
-type effectItem struct {
-	PK          string `dynamodbav:"pk"`
-	Kind        string `dynamodbav:"kind"`
-	EffectID    string `dynamodbav:"effectId"`
-	State       string `dynamodbav:"state"`
-	Owner       string `dynamodbav:"owner"`
-	Attempt     int    `dynamodbav:"attempt"`
-	Fence       uint64 `dynamodbav:"fence"`
-	CreatedAt   int64  `dynamodbav:"createdAt"`
-	ExpiresAtMs int64  `dynamodbav:"expiresAtMs"`
-	Attempts    []struct {
-		N     int    `dynamodbav:"n"`
-		State string `dynamodbav:"state"`
-		Fired bool   `dynamodbav:"fired"`
-	} `dynamodbav:"attempts"`
-}
-
+// decodeEffect decodes a stream image of the effects table with the
+// ledger's own decoder (ledger/dynamostore.DecodeRecord), so the audit sees
+// exactly what the Store wrote; nil for a missing image or a run reference.
 func decodeEffect(t *testing.T, img map[string]types.AttributeValue) *ledger.Record {
-	if img == nil {
+	r, err := ledgerdynamo.DecodeRecord(img)
+	if errors.Is(err, ledgerdynamo.ErrNotRecord) {
 		return nil
 	}
-	var it effectItem
-	if err := attributevalue.UnmarshalMap(img, &it); err != nil {
+	if err != nil {
 		t.Fatal(err)
-	}
-	r := &ledger.Record{Key: it.PK, Kind: ledger.Kind(it.Kind), EffectID: it.EffectID, State: ledger.State(it.State),
-		Owner: it.Owner, Attempt: it.Attempt, Fence: it.Fence,
-		CreatedAt: time.UnixMilli(it.CreatedAt).UTC(), ExpiresAt: time.UnixMilli(it.ExpiresAtMs).UTC()}
-	for _, a := range it.Attempts {
-		r.Attempts = append(r.Attempts, ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), Fired: a.Fired})
 	}
 	return r
 }
@@ -437,26 +414,33 @@ func TestPartitionRacingFencedExecutors(t *testing.T) {
 	w.converged(t, eff.Identity.EffectID)
 }
 
-// Layer 1 across regions: after replication, an Idempotency-Key replayed
-// into the second region returns the first region's response, marked as a
-// replay, and the handler does not run again.
-func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
-	p := newPair(t, "IdempotencyTable")
-	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
-	rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), Lag: time.Second, Now: clock.Now})
+// layer1 is Layer 1 (idem.Guard over idem/dynamostore) in front of a
+// handler in two regions whose idempotency tables the replicator joins.
+type layer1 struct {
+	t     *testing.T
+	p     *pair
+	rep   *regionsim.Replicator
+	clock *ledgertest.Clock
+	runs  atomic.Int32
+	srv   map[string]*httptest.Server
+}
+
+func newLayer1(t *testing.T) *layer1 {
+	w := &layer1{t: t, p: newPair(t, "IdempotencyTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
+		srv: map[string]*httptest.Server{}}
+	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var runs atomic.Int32
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := runs.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, `{"runId":"acme/run-`+strconv.Itoa(int(n))+`-0123456789abcdef"}`)
+	w.rep = rep
+	handler := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		n := w.runs.Add(1)
+		rw.Header().Set("Content-Type", "application/json")
+		rw.WriteHeader(http.StatusCreated)
+		_, _ = io.WriteString(rw, `{"runId":"acme/run-`+strconv.Itoa(int(n))+`-0123456789abcdef"}`)
 	})
-	servers := map[string]*httptest.Server{}
 	for _, r := range []string{eu, us} {
-		st, err := idemdynamo.New(idemdynamo.Config{Client: p.db(r), Table: p.tables[r]})
+		st, err := idemdynamo.New(idemdynamo.Config{Client: w.p.db(r), Table: w.p.tables[r]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -468,40 +452,84 @@ func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("POST /runs", g.Middleware(handler))
-		servers[r] = httptest.NewServer(mux)
-		t.Cleanup(servers[r].Close)
+		w.srv[r] = httptest.NewServer(mux)
+		t.Cleanup(w.srv[r].Close)
 	}
-	post := func(r string) (*http.Response, string) {
-		req, _ := http.NewRequest(http.MethodPost, servers[r].URL+"/runs", strings.NewReader(`{"workflow":"w1"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set(idem.HeaderKey, "0f8fad5b-d9cb-469f-a165-70867728950e")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, string(b)
+	return w
+}
+
+func (w *layer1) post(r string) (*http.Response, string) {
+	req, _ := http.NewRequest(http.MethodPost, w.srv[r].URL+"/runs", strings.NewReader(`{"workflow":"w1"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(idem.HeaderKey, "0f8fad5b-d9cb-469f-a165-70867728950e")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
 	}
-	first, body := post(eu)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// The replay test. Layer 1 across regions: after replication, an
+// Idempotency-Key replayed into the second region returns the first
+// region's response, marked as a replay, and the handler does not run again.
+func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
+	w := newLayer1(t)
+	first, body := w.post(eu)
 	if first.StatusCode != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.StatusCode, body)
 	}
-	if _, err := rep.Step(ctx(t)); err != nil {
+	if _, err := w.rep.Step(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := p.db(us).Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(p.tables[us])}); err != nil || len(out.Items) != 0 {
+	if out, err := w.p.db(us).Scan(ctx(t), &dynamodb.ScanInput{TableName: aws.String(w.p.tables[us])}); err != nil || len(out.Items) != 0 {
 		t.Fatalf("replicated before the lag: %v %v", out, err)
 	}
-	clock.Advance(time.Second)
-	if err := rep.Sync(ctx(t)); err != nil {
+	w.clock.Advance(time.Second)
+	if err := w.rep.Sync(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	second, body2 := post(us)
+	second, body2 := w.post(us)
 	if second.StatusCode != http.StatusCreated || body2 != body || second.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
 		t.Fatalf("replay in us: %d %q replay=%q; want %q replayed", second.StatusCode, body2, second.Header.Get("OpenWOP-Idempotent-Replay"), body)
 	}
-	if runs.Load() != 1 {
-		t.Fatalf("handler ran %d times across regions, want 1", runs.Load())
+	if w.runs.Load() != 1 {
+		t.Fatalf("handler ran %d times across regions, want 1", w.runs.Load())
+	}
+}
+
+// What Layer 1 does NOT guarantee across regions (why no configuration
+// advertises multiRegion): the same key replayed into the second region
+// before the first region's record has replicated — within the lag, or
+// during a partition — starts new work there. On healing the records
+// converge last-writer-wins, so both regions then replay ONE of the two
+// responses, and it need not be the one the first caller received.
+func TestLayer1ReplayWithinLagStartsNewWork(t *testing.T) {
+	w := newLayer1(t)
+	w.rep.SetPartitioned(true)
+	first, body := w.post(eu)
+	if _, err := w.rep.Step(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(10 * time.Millisecond)
+	second, body2 := w.post(us)
+	if first.StatusCode != http.StatusCreated || second.StatusCode != http.StatusCreated || body2 == body ||
+		second.Header.Get("OpenWOP-Idempotent-Replay") == "true" || w.runs.Load() != 2 {
+		t.Fatalf("partitioned replay: %d %q / %d %q replay=%q runs=%d; want a second, independent execution",
+			first.StatusCode, body, second.StatusCode, body2, second.Header.Get("OpenWOP-Idempotent-Replay"), w.runs.Load())
+	}
+	if _, err := w.rep.Step(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	w.rep.SetPartitioned(false)
+	w.clock.Advance(2 * time.Second)
+	if err := w.rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, again1 := w.post(eu)
+	_, again2 := w.post(us)
+	if again1 != again2 || (again1 != body && again1 != body2) || w.runs.Load() != 2 {
+		t.Fatalf("after healing: eu %q us %q runs=%d; want one converged response", again1, again2, w.runs.Load())
 	}
 }

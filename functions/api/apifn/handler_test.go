@@ -143,6 +143,15 @@ func TestCreateRunReplay(t *testing.T) {
 		t.Fatalf("%d runs", f.runs.Len())
 	}
 	id, _ := m1["runId"].(string)
+	// The run records the recipe stamps it was created with, and getRun
+	// shows them (RFC 0150 §E).
+	if stored, err := f.runs.Get(context.Background(), id); err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
+		t.Fatalf("stored run %+v %v", stored, err)
+	}
+	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); g["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+		g["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
+		t.Fatalf("getRun %v", g)
+	}
 	if !host.ValidRunID(id) || host.RunTenant(id) != "acme" || m1["status"] != "pending" ||
 		!strings.HasPrefix(m1["eventsUrl"].(string), "https://api.example.com/runs/acme~2F") {
 		t.Fatalf("body %v", m1)

@@ -39,9 +39,9 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
-	now := h.cfg.Now().UTC()
-	run := host.Run{ID: host.NewRunID(tenant), Tenant: tenant, WorkflowID: req.WorkflowID, Inputs: req.Inputs,
-		Status: host.StatusPending, CreatedAt: now, UpdatedAt: now}
+	// NewRun stamps the run with the kit's current recipes (RFC 0150 §E):
+	// its effects are identified under these stamps for its whole life.
+	run := host.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Now())
 	if err := h.cfg.Runs.Create(ctx, run); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
@@ -89,6 +89,8 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
 		"effectsUrl": h.baseURL(ev) + "/runs/" + host.ProjectID(r.ID) + "/effects",
+		// The recipe stamps (RFC 0150 §E) its effects are identified with.
+		"activityIdentityRecipe": r.ActivityIdentityRecipe, "semanticRequestRecipe": r.SemanticRequestRecipe,
 	}
 	if r.Error != "" {
 		snap["error"] = r.Error

@@ -11,16 +11,30 @@
 //   - TTL-expired pending records: a REMOVE made by DynamoDB's TTL sweep
 //     (userIdentity principal "dynamodb.amazonaws.com") of a record that was
 //     still pending (Layer 1) or claimed/firing (Layer 2), i.e. work that
-//     never reached an outcome.
+//     never reached an outcome;
+//   - cross-region conflicts (multi-region deployments only, i.e. CROSS_REGION
+//     reconciled-records or fenced-effects): an effects-table MODIFY whose new
+//     image does not continue the old image's history, which in an MREC
+//     global table is how a write from another region that overwrote this
+//     region's claim (last-writer-wins) shows up in this region's stream.
+//     Each one is recorded by internal/conflictaudit as a conflict event
+//     (winner, loser, strategy, reason, opaque effect reference: no content,
+//     no key) and counted in openwop.idempotency.cross_region_conflicts_total
+//     with the bounded dimensions strategy, kind and region. Images are
+//     decoded with ledger/dynamostore.DecodeRecord, the Store's own decoder;
+//     run-reference items are skipped.
 //
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
-// dimension "table" (effects | idempotency). Log lines carry effect ids, and
-// Layer-1 record ids only as keyhash.Log values. The auditor only reads
-// stream records: it never writes, so a retried batch at worst counts twice.
+// dimension "table" (effects | idempotency), except the conflict counter
+// above. Log lines carry effect ids, and Layer-1 record ids only as
+// keyhash.Log values (conflict events carry effect ids only as keyhash.Log
+// values too). The auditor only reads stream records: it never writes, so a
+// retried batch at worst counts (and records a conflict) twice.
 package auditfn
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 
@@ -28,6 +42,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/conflictaudit"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"
@@ -50,6 +65,9 @@ const (
 // Counts is what one batch contained.
 type Counts struct {
 	Reclaims, Escaped, TTLExpiredPending map[string]int // by table
+	// Conflicts is the number of cross-region conflict events recorded
+	// (effects table; always 0 without Auditor.Conflicts).
+	Conflicts int
 }
 
 func newCounts() Counts {
@@ -62,6 +80,11 @@ type Auditor struct {
 	Metrics *emf.Recorder
 	// Logger receives one line per event. Default slog.Default().
 	Logger *slog.Logger
+	// Conflicts, if set, audits every effects-table change for a
+	// cross-region duplicate claim (see the package doc). Set it exactly
+	// when the deployment is multi-region (NewFromEnv does). Default nil:
+	// single-region, where one table cannot conflict with itself.
+	Conflicts *conflictaudit.Auditor
 }
 
 func (a *Auditor) log() *slog.Logger {
@@ -130,13 +153,14 @@ func num(m map[string]types.AttributeValue, k string) int64 {
 
 // decodeEffect decodes an effects-table image with the ledger's own decoder
 // (never by mirroring attribute names); nil for an absent image or an item
-// that is not a record (a run reference).
-func decodeEffect(m map[string]types.AttributeValue) *ledger.Record {
-	if len(m) == 0 {
-		return nil
-	}
+// that is not a record (a run reference). Any other decoding failure is
+// logged (the effect id is not readable then, so nothing identifying is).
+func (a *Auditor) decodeEffect(ctx context.Context, m map[string]types.AttributeValue) *ledger.Record {
 	r, err := ledgerdynamo.DecodeRecord(m)
 	if err != nil {
+		if !errors.Is(err, ledgerdynamo.ErrNotRecord) {
+			a.log().ErrorContext(ctx, "auditor: undecodable effects record", slog.String("error", err.Error()))
+		}
 		return nil
 	}
 	return r
@@ -161,9 +185,16 @@ func holding(r *ledger.Record) bool {
 }
 
 func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c Counts) {
-	oldRec, newRec := decodeEffect(r.OldImage), decodeEffect(r.NewImage)
+	oldRec, newRec := a.decodeEffect(ctx, r.OldImage), a.decodeEffect(ctx, r.NewImage)
 	if oldRec == nil && newRec == nil {
 		return
+	}
+	// A stream change with both images (a MODIFY; DynamoDB never gives an
+	// INSERT an old image) is checked for a cross-region overwrite.
+	if a.Conflicts != nil && oldRec != nil && newRec != nil && (r.EventName == "MODIFY" || r.EventName == "INSERT") {
+		if a.Conflicts.Observe(oldRec, newRec) != nil {
+			c.Conflicts++
+		}
 	}
 	id := ""
 	if newRec != nil {

@@ -15,12 +15,22 @@
 //     lost lease, a store error) is reported in BatchItemFailures so the
 //     event source mapping retries it (bisecting on error, bounded retries,
 //     then the on-failure destination).
+//   - A run is never silently stranded by the retry bound: each failed
+//     execution is counted on the run (Run.Failures, Run.LastError, shown
+//     by getRun), and the execution that is the stream's LAST try
+//     (MaxAttempts) ends the run "failed" ("executor: gave up after N
+//     attempts: ...") instead of handing the record to the on-failure
+//     queue. Only a run whose failures could not even be counted (the runs
+//     table itself unavailable) reaches the queue, and it stays "running"
+//     with its last counted error visible.
 package execfn
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -39,6 +49,14 @@ type Executor struct {
 	Now func() time.Time
 	// Logger receives one line per run decision. Default slog.Default().
 	Logger *slog.Logger
+	// MaxAttempts is how many times the stream delivers a failing run's
+	// record: 1 + the event source mapping's MaximumRetryAttempts (the
+	// functions set it from STREAM_MAX_RETRIES; `idemkit dev` from its
+	// poller). At the MaxAttempts-th counted failure the run ends "failed"
+	// and the record is not retried. Duplicate deliveries count too, so a
+	// run may be given up early, never late. Default 0: never give up (a run
+	// whose record exhausts its retries stays "running").
+	MaxAttempts int
 }
 
 func (x *Executor) now() time.Time {
@@ -86,6 +104,9 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) 
 			continue
 		}
 		if err := x.Execute(ctx, run.ID); err != nil {
+			if x.giveUp(ctx, run.ID, err) {
+				continue
+			}
 			x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), slog.String("error", err.Error()))
 			for _, rest := range recs[i:] {
 				retry = append(retry, rest.EventID)
@@ -94,6 +115,42 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) 
 		}
 	}
 	return nil
+}
+
+// giveUp counts a failed execution of the run and, when it was the
+// stream's last try (MaxAttempts), ends the run failed; it reports whether
+// the record is done (no retry).
+func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
+	msg := truncate(cause.Error())
+	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
+	if err != nil {
+		x.log().ErrorContext(ctx, "executor: could not count the failure", slog.String("run_id", runID), slog.String("error", err.Error()))
+		return false
+	}
+	if x.MaxAttempts <= 0 || n < x.MaxAttempts {
+		return false
+	}
+	final := truncate(fmt.Sprintf("executor: gave up after %d attempts: %s", n, msg))
+	r, err := x.Runs.Transition(ctx, runID, []host.Status{host.StatusPending, host.StatusRunning}, host.StatusFailed, final, x.now())
+	switch {
+	case err == nil:
+		x.log().ErrorContext(ctx, "executor: run failed after its last try", slog.String("run_id", runID), slog.Int("attempts", n))
+		return true
+	case errors.Is(err, host.ErrStatusConflict):
+		x.log().InfoContext(ctx, "executor: run ended meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		return true
+	}
+	x.log().ErrorContext(ctx, "executor: could not fail the run", slog.String("run_id", runID), slog.String("error", err.Error()))
+	return false
+}
+
+// truncate bounds an error message stored on a run to 512 bytes of valid
+// UTF-8.
+func truncate(msg string) string {
+	if len(msg) > 512 {
+		return strings.ToValidUTF8(msg[:512], "")
+	}
+	return msg
 }
 
 // Execute runs the run's workflow to a terminal status. It returns an error
@@ -135,16 +192,19 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 }
 
 // permanent reports node errors that end the run failed: a recorded effect
-// failure, exhausted webhook retries, an invalid identity.
+// failure, exhausted webhook retries, an effect record at its attempt cap
+// (ledger.Config.MaxAttempts: nothing will ever fire again), an invalid
+// identity, a run whose
+// recipe stamps this kit does not compute (its identities are never
+// recomputed under another recipe).
 func permanent(err error) bool {
 	return errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, host.ErrRetriesExhausted) ||
-		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch)
+		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch) ||
+		errors.Is(err, ledger.ErrUnsupportedRecipe) || errors.Is(err, ledger.ErrAttemptsExhausted)
 }
 
 func (x *Executor) finish(ctx context.Context, runID string, to host.Status, msg string) error {
-	if len(msg) > 512 {
-		msg = msg[:512]
-	}
+	msg = truncate(msg)
 	r, err := x.Runs.Transition(ctx, runID, []host.Status{host.StatusRunning}, to, msg, x.now())
 	if errors.Is(err, host.ErrStatusConflict) {
 		x.log().InfoContext(ctx, "executor: run changed before it finished", slog.String("run_id", runID), slog.String("status", string(r.Status)))

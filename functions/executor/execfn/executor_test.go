@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -82,8 +83,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) webhookRun(t *testing.T, url string) host.Run {
 	t.Helper()
 	in, _ := json.Marshal(map[string]any{"url": url, "payload": map[string]any{"hello": "world"}})
-	now := time.Now().UTC()
-	r := host.Run{ID: host.NewRunID("acme"), Tenant: "acme", WorkflowID: host.WorkflowWebhook, Inputs: in, Status: host.StatusPending, CreatedAt: now, UpdatedAt: now}
+	r := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
 	if err := f.runs.Create(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
@@ -313,4 +313,161 @@ type failingRuns struct{ *host.MemRuns }
 
 func (failingRuns) Get(context.Context, string) (host.Run, error) {
 	return host.Run{}, errors.New("throttled")
+}
+
+// stampedRuns serves runs with their recipe stamps replaced, as a run
+// recorded by another kit version (a v1 history) or before stamps existed
+// would be read.
+type stampedRuns struct {
+	*host.MemRuns
+	stamps ledger.RecipeStamps
+}
+
+func (s stampedRuns) Get(ctx context.Context, id string) (host.Run, error) {
+	r, err := s.MemRuns.Get(ctx, id)
+	r.RecipeStamps = s.stamps
+	return r, err
+}
+
+func (s stampedRuns) Transition(ctx context.Context, id string, from []host.Status, to host.Status, msg string, now time.Time) (host.Run, error) {
+	r, err := s.MemRuns.Transition(ctx, id, from, to, msg, now)
+	r.RecipeStamps = s.stamps
+	return r, err
+}
+
+// TestRunStampsDriveIdentity: the executor derives the webhook effect's
+// identity under the run's recorded recipe stamp. A run stamped with a
+// recipe this kit does not compute (or with none) is never re-keyed under
+// the current recipe: nothing is sent, no effect record is written, and the
+// run ends failed with the reason; the witness stays empty.
+func TestRunStampsDriveIdentity(t *testing.T) {
+	for _, stamps := range []ledger.RecipeStamps{
+		{ActivityIdentityRecipe: "openwop-activity-v1", SemanticRequestRecipe: "openwop-semantic-request-v1"},
+		{},
+	} {
+		f := newFixture(t)
+		var n atomic.Int32
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1) }))
+		run := f.webhookRun(t, srv.URL)
+		f.x.Runs = stampedRuns{f.runs, stamps}
+		if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+			t.Fatalf("%+v: retry %v", stamps, retry)
+		}
+		r, _ := f.runs.Get(context.Background(), run.ID)
+		if n.Load() != 0 || r.Status != host.StatusFailed || !strings.Contains(r.Error, "recipe") {
+			t.Fatalf("%+v: %d deliveries, run %+v", stamps, n.Load(), r)
+		}
+		if p, err := f.l.Witness(context.Background(), run.ID); err != nil || len(p.Effects) != 0 {
+			t.Fatalf("%+v: witness %+v %v", stamps, p, err)
+		}
+		srv.Close()
+	}
+	// The current stamp: the effect is recorded under exactly the identity
+	// the stamp computes.
+	f := newFixture(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	run := f.webhookRun(t, srv.URL)
+	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	want, _ := run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: host.NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	p, _ := f.l.Witness(context.Background(), run.ID)
+	if len(p.Effects) != 1 || p.Effects[0].EffectID != want.EffectID || f.status(t, run.ID) != host.StatusSucceeded {
+		t.Fatalf("witness %+v, want effect %s", p.Effects, want.EffectID)
+	}
+}
+
+// TestAttemptCapEndsRun: an effect record at the ledger's attempt cap
+// (ledger.Config.MaxAttempts) fires nothing more, so the run ends failed
+// instead of being retried by the stream until its records expire.
+func TestAttemptCapEndsRun(t *testing.T) {
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newReceiver(t)
+	rc.err.Store(100)
+	runs := host.NewMemRuns()
+	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
+		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}}
+	f := &fixture{runs: runs, l: l, x: x}
+	run := f.webhookRun(t, rc.srv.URL)
+	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("retry %v: a capped effect is retried forever", retry)
+	}
+	r, _ := runs.Get(context.Background(), run.ID)
+	if r.Status != host.StatusFailed || len(rc.seen()) != 2 {
+		t.Fatalf("run %+v after %d deliveries", r, len(rc.seen()))
+	}
+}
+
+// TestLastTryFailsRun: a run whose node keeps failing transiently (here its
+// effect is held in flight by a live executor elsewhere) is retried by the
+// stream, each failure counted on the run; the stream's last try
+// (MaxAttempts) ends it "failed" with the reason, instead of leaving it
+// "running" once its record is sent to the on-failure queue. The executor
+// itself never fired the effect.
+func TestLastTryFailsRun(t *testing.T) {
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Wait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+	defer srv.Close()
+	runs := host.NewMemRuns()
+	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 3,
+		Webhook: &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
+	f := &fixture{runs: runs, l: l, x: x}
+	run := f.webhookRun(t, srv.URL)
+	// Another executor holds the effect's claim and is still firing.
+	id, _ := host.WebhookIdentity(run)
+	holding, release := make(chan struct{}), make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: run.ID, NodeID: host.NodeDeliver},
+			func(context.Context, ledger.Call) ([]byte, error) { close(holding); <-release; return nil, nil })
+	}()
+	<-holding
+	defer func() { close(release); <-done }()
+	for try := 1; try <= 2; try++ {
+		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); len(retry) != 1 {
+			t.Fatalf("try %d: retry %v, want the record retried", try, retry)
+		}
+		r, _ := runs.Get(context.Background(), run.ID)
+		if r.Status != host.StatusRunning || r.Failures != try || !strings.Contains(r.LastError, "in flight") {
+			t.Fatalf("try %d: run %+v", try, r)
+		}
+	}
+	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("last try: retry %v, want the record done", retry)
+	}
+	r, _ := runs.Get(context.Background(), run.ID)
+	if r.Status != host.StatusFailed || r.Failures != 3 || !strings.Contains(r.Error, "gave up after 3 attempts") {
+		t.Fatalf("after the last try: %+v", r)
+	}
+	if n.Load() != 0 {
+		t.Fatalf("%d deliveries", n.Load())
+	}
+	// MaxAttempts 0 (default): failures are counted, the run is never
+	// given up by the executor.
+	x.MaxAttempts = 0
+	run2 := f.webhookRun(t, srv.URL)
+	id2, _ := host.WebhookIdentity(run2)
+	hold2, done2 := make(chan struct{}), make(chan struct{})
+	defer func() { <-done2 }()
+	go func() {
+		defer close(done2)
+		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id2, RunID: run2.ID, NodeID: host.NodeDeliver},
+			func(context.Context, ledger.Call) ([]byte, error) { close(hold2); <-release; return nil, nil })
+	}()
+	<-hold2
+	for try := 1; try <= 4; try++ {
+		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e2", run2)}); len(retry) != 1 {
+			t.Fatalf("unbounded try %d: retry %v", try, retry)
+		}
+	}
+	if r, _ := runs.Get(context.Background(), run2.ID); r.Status != host.StatusRunning || r.Failures != 4 {
+		t.Fatalf("unbounded: %+v", r)
+	}
 }

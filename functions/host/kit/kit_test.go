@@ -23,6 +23,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -160,11 +161,20 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	}
 	checkGranted(t, "ExecutorRole", exCnt.CallOps())
 
-	if st := call("GET", p, "", ""); st["status"] != "succeeded" {
-		t.Fatalf("run %v", st)
+	if st := call("GET", p, "", ""); st["status"] != "succeeded" || st["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+		st["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
+		t.Fatalf("run %v: want succeeded with its recipe stamps", st)
 	}
-	if w := call("GET", p+"/effects", "", ""); len(w["effects"].([]any)) != 1 {
-		t.Fatalf("witness %v", w)
+	// The run item itself carries the stamps (written in the completion
+	// transaction), and the effect was recorded under the identity they
+	// compute.
+	stored, err := k.Runs.Get(ctx, id)
+	if err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
+		t.Fatalf("stored run %+v %v", stored, err)
+	}
+	wantID, _ := host.WebhookIdentity(stored)
+	if w := call("GET", p+"/effects", "", ""); len(w["effects"].([]any)) != 1 || w["effects"].([]any)[0].(map[string]any)["effectId"] != wantID.EffectID {
+		t.Fatalf("witness %v, want effect %s", w, wantID.EffectID)
 	}
 	m3 := call("POST", "/runs", "", `{"workflowId":"conformance-noop"}`)
 	call("POST", "/runs/"+host.ProjectID(m3["runId"].(string))+"/cancel", "lp2-0123456789abcdefghijkl", `{}`)
@@ -206,7 +216,7 @@ func TestFencedEffects(t *testing.T) {
 	}
 	ctx := context.Background()
 	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
-	run := host.Run{ID: host.NewRunID("acme"), Tenant: "acme", WorkflowID: host.WorkflowWebhook, Inputs: in, Status: host.StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	run := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
 	if err := k.Runs.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +257,7 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 	}
 	ctx := context.Background()
 	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
-	run := host.Run{ID: host.NewRunID("acme"), Tenant: "acme", WorkflowID: host.WorkflowWebhook, Inputs: in, Status: host.StatusPending, CreatedAt: time.Now(), UpdatedAt: time.Now()}
+	run := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
 	if err := k.Runs.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}

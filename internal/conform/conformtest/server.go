@@ -33,6 +33,15 @@ type Breaks struct {
 	CacheValidation      bool // 400 validation_error is cached
 	AcceptBadKeys        bool // the key grammar is not checked
 	NoKeyEcho            bool // seed003: the key is not echoed
+	RejectValidKeys      bool // keys longer than 64 characters are rejected
+	AcceptDuplicateKeys  bool // seed003: several Idempotency-Key headers are accepted (the first wins)
+	ReplayReruns         bool // a same-key repeat runs the request again and is marked as a replay
+	MarkFirstAsReplay    bool // a first execution carries the replay marker "true"
+	StaleRequestID       bool // seed003: a replay's X-Request-ID is the first request's
+	MismatchWrongCode    bool // the mismatch 409 carries another error code
+	InFlightWrongCode    bool // the in-flight 409 carries another error code
+	GetValidatesKey      bool // GET rejects a malformed Idempotency-Key (but caches nothing)
+	AcceptInvalidBody    bool // the request is not validated: no validation error ever
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409.
@@ -125,6 +134,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.idempotent(w, r, tenant, "getRun", reqID, s.getRun)
 			return
 		}
+		if vals := r.Header.Values("Idempotency-Key"); s.brk.GetValidatesKey && len(vals) > 0 && !s.validKey(vals) {
+			write(w, 400, envelopeBody("idempotency_key_invalid", "bad Idempotency-Key", nil))
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		st, b := s.getRun(r, tenant, body)
 		write(w, st, b)
@@ -139,8 +152,11 @@ var (
 )
 
 func (s *Server) validKey(vals []string) bool {
+	if s.brk.RejectValidKeys && len(vals[0]) > 64 {
+		return false
+	}
 	if s.profile == Seed003 {
-		return len(vals) == 1 && seed003Key.MatchString(vals[0])
+		return (len(vals) == 1 || s.brk.AcceptDuplicateKeys) && seed003Key.MatchString(vals[0])
 	}
 	return openwopKey.MatchString(vals[0])
 }
@@ -164,6 +180,9 @@ func Digest(body []byte) string {
 }
 
 func (s *Server) mark(w http.ResponseWriter, replay bool) {
+	if s.brk.MarkFirstAsReplay {
+		replay = true
+	}
 	switch {
 	case s.profile == Seed003:
 		w.Header().Set("Idempotency-Replayed", fmt.Sprint(replay && !s.brk.NoReplayMarker))
@@ -201,7 +220,18 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 				details = map[string]any{"cached": string(rec.body)}
 			}
 			s.mu.Unlock()
-			write(w, 409, envelopeBody("idempotency_key_mismatch", "key reused with another request", details))
+			code := "idempotency_key_mismatch"
+			if s.brk.MismatchWrongCode {
+				code = "conflict"
+			}
+			write(w, 409, envelopeBody(code, "key reused with another request", details))
+			return
+		case rec.done && s.brk.ReplayReruns:
+			s.mu.Unlock()
+			st, b := h(r, tenant, body)
+			w.Header().Set("OpenWOP-Idempotent-Replay", "true")
+			w.Header().Set("Idempotency-Replayed", "true")
+			write(w, st, b)
 			return
 		case !rec.done && s.brk.InFlightRunsTwice:
 			s.mu.Unlock()
@@ -230,13 +260,20 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 			if s.brk.InFlightRetryDetails {
 				details = map[string]any{"retryAfterMs": 1000}
 			}
-			write(w, 409, envelopeBody("idempotency_in_flight", "same key in progress", details))
+			code := "idempotency_in_flight"
+			if s.brk.InFlightWrongCode {
+				code = "conflict"
+			}
+			write(w, 409, envelopeBody(code, "same key in progress", details))
 			return
 		}
 		s.mu.Unlock()
 		s.mark(w, true)
 		if s.profile == Seed003 {
 			w.Header().Set("Idempotency-Original-Request-ID", rec.reqID)
+			if s.brk.StaleRequestID {
+				w.Header().Set("X-Request-ID", rec.reqID)
+			}
 		}
 		write(w, rec.status, rec.body)
 		return
@@ -283,6 +320,9 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 		default:
 			return 400, envelopeBody("validation_error", "unknown member "+k, nil)
 		}
+	}
+	if s.brk.AcceptInvalidBody && wf == "" {
+		wf = "conformance-noop"
 	}
 	switch wf {
 	case "conformance-noop":

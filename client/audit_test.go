@@ -1,0 +1,354 @@
+package client
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// bitsVarying returns, for a set of decoded keys of n bytes, the bit
+// positions that took both values across the set.
+func bitsVarying(t *testing.T, keys [][]byte, n int) (varying []bool) {
+	t.Helper()
+	ones := make([]int, n*8)
+	for _, k := range keys {
+		if len(k) != n {
+			t.Fatalf("decoded key of %d bytes, want %d", len(k), n)
+		}
+		for i := range n * 8 {
+			if k[i/8]&(0x80>>(i%8)) != 0 {
+				ones[i]++
+			}
+		}
+	}
+	varying = make([]bool, n*8)
+	for i, c := range ones {
+		varying[i] = c > 0 && c < len(keys)
+	}
+	return varying
+}
+
+// A minted key carries 128 bits of entropy: NewCompactKey's 128 bits all vary
+// across keys, and NewKey's 122 random bits vary while its version and
+// variant bits are fixed (a UUIDv4, which OpenWOP names as satisfying the
+// requirement). A key built from a counter, a clock or a short random value
+// leaves bits constant and fails this.
+func TestKeyEntropy(t *testing.T) {
+	const samples = 512 // a fixed random bit stays constant with probability 2^-511
+	var uuids, compact [][]byte
+	for range samples {
+		u, err := hex.DecodeString(strings.ReplaceAll(NewKey(), "-", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		uuids = append(uuids, u)
+		c, err := base64.RawURLEncoding.DecodeString(NewCompactKey())
+		if err != nil {
+			t.Fatal(err)
+		}
+		compact = append(compact, c)
+	}
+	for i, v := range bitsVarying(t, compact, 16) {
+		if !v {
+			t.Fatalf("NewCompactKey: bit %d is constant across %d keys", i, samples)
+		}
+	}
+	fixed := map[int]bool{48: true, 49: true, 50: true, 51: true, 64: true, 65: true} // version 0100, variant 10
+	random := 0
+	for i, v := range bitsVarying(t, uuids, 16) {
+		switch {
+		case fixed[i] && v:
+			t.Fatalf("NewKey: version/variant bit %d varies", i)
+		case !fixed[i] && !v:
+			t.Fatalf("NewKey: random bit %d is constant across %d keys", i, samples)
+		case v:
+			random++
+		}
+	}
+	if random != 122 {
+		t.Fatalf("NewKey has %d random bits, want 122", random)
+	}
+}
+
+// Retry-After is honoured on every retryable answer, not only on the 409
+// in-flight: the wait before the next attempt is at least what the server
+// asked, plus a jitter bounded by BaseDelay. Without Retry-After the wait is
+// the exponential backoff.
+func TestRetryAfterHonouredOnEveryRetryableAnswer(t *testing.T) {
+	now := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	cases := []struct {
+		name   string
+		first  step
+		lo, hi time.Duration // the wait's bounds, inclusive
+	}{
+		{"429", envelope(429, "rate_limited", "Retry-After", "2"), 2 * time.Second, 2*time.Second + 10*time.Millisecond},
+		{"503", status(503, "Retry-After", "3"), 3 * time.Second, 3*time.Second + 10*time.Millisecond},
+		{"500 HTTP-date", status(500, "Retry-After", now.Add(7*time.Second).Format(http.TimeFormat)), 7 * time.Second, 7*time.Second + 10*time.Millisecond},
+		{"409 in-flight", envelope(409, "idempotency_in_flight", "Retry-After", "1"), time.Second, time.Second + 10*time.Millisecond},
+		{"409 in-flight, no Retry-After", envelope(409, "idempotency_in_flight"), 5 * time.Millisecond, 10 * time.Millisecond},
+		{"503, malformed Retry-After", status(503, "Retry-After", "soon"), 5 * time.Millisecond, 10 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScripted(t, tc.first, status(201))
+			var w waits
+			cfg := fastConfig(&w)
+			cfg.Now = func() time.Time { return now }
+			cfg.MaxElapsed = time.Minute
+			c := mustNew(t, cfg)
+			resp, _, err := post(t, c, s.srv.URL, `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := w.all()
+			if resp.StatusCode != 201 || resp.Attempts != 2 || len(got) != 1 {
+				t.Fatalf("status %d attempts %d waits %v", resp.StatusCode, resp.Attempts, got)
+			}
+			if got[0] < tc.lo || got[0] > tc.hi {
+				t.Fatalf("wait %v, want in [%v, %v]", got[0], tc.lo, tc.hi)
+			}
+			sameKeys(t, s, resp.Key)
+		})
+	}
+}
+
+// Retry-After is a floor, not a replacement for the backoff: a server that
+// keeps answering "Retry-After: 0" does not get a tight retry loop, the waits
+// still grow exponentially.
+func TestRetryAfterZeroStillBacksOff(t *testing.T) {
+	s := newScripted(t, status(503, "Retry-After", "0"), status(503, "Retry-After", "0"), status(503, "Retry-After", "0"),
+		status(503, "Retry-After", "0"), status(201))
+	var w waits
+	c := mustNew(t, fastConfig(&w))
+	resp, _, err := post(t, c, s.srv.URL, `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 201 || resp.Attempts != 5 {
+		t.Fatalf("status %d attempts %d", resp.StatusCode, resp.Attempts)
+	}
+	got := w.all()
+	if len(got) != 4 {
+		t.Fatalf("waits %v", got)
+	}
+	for i, d := range got {
+		hi := min(80*time.Millisecond, 10*time.Millisecond<<i)
+		if d < hi/2 || d >= hi {
+			t.Fatalf("wait %d = %v, want the backoff in [%v, %v) (waits %v)", i+1, d, hi/2, hi, got)
+		}
+	}
+}
+
+// The jitter is real: the random source spreads the wait over [d/2, d), and
+// over [Retry-After, Retry-After+BaseDelay] when the server set one.
+func TestJitterUsesTheRandomSource(t *testing.T) {
+	at := func(r float64, n int, ra time.Duration, haveRA bool) time.Duration {
+		c := Config{BaseDelay: 100 * time.Millisecond, MaxDelay: 3 * time.Second, Rand: func() float64 { return r }}.withDefaults()
+		return backoff(&c, n, ra, haveRA)
+	}
+	if lo, hi := at(0, 3, 0, false), at(0.999, 3, 0, false); lo != 200*time.Millisecond || hi < 399*time.Millisecond || hi >= 400*time.Millisecond {
+		t.Fatalf("third wait spans [%v, %v], want [200ms, 400ms)", lo, hi)
+	}
+	if lo, hi := at(0, 1, 2*time.Second, true), at(0.999, 1, 2*time.Second, true); lo != 2*time.Second || hi < 2*time.Second+99*time.Millisecond || hi > 2*time.Second+100*time.Millisecond {
+		t.Fatalf("Retry-After 2s wait spans [%v, %v], want [2s, 2.1s]", lo, hi)
+	}
+	// A huge Retry-After with a huge BaseDelay does not wrap around.
+	huge, _ := RetryAfter("9999999999999", time.Now())
+	c0 := Config{BaseDelay: time.Hour, MaxDelay: time.Hour, Rand: func() float64 { return 0.999 }}.withDefaults()
+	if w := backoff(&c0, 1, huge, true); w < huge {
+		t.Fatalf("wait %v shorter than Retry-After %v", w, huge)
+	}
+	// With the default random source, a crowd of clients does not retry in
+	// lockstep.
+	c := Config{}.withDefaults()
+	seen := map[time.Duration]bool{}
+	for range 64 {
+		seen[backoff(&c, 2, 0, false)] = true
+	}
+	if len(seen) < 32 {
+		t.Fatalf("64 default waits took only %d distinct values", len(seen))
+	}
+}
+
+// fakeClock is a clock that only Sleep advances.
+type fakeClock struct {
+	mu    sync.Mutex
+	t     time.Time
+	slept time.Duration
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.t
+}
+
+func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.t = f.t.Add(d)
+	f.slept += d
+	return ctx.Err()
+}
+
+// MaxElapsed bounds the whole call, not each wait: against a server that is
+// never available, the waits together stay inside it and the call ends with
+// the last answer long before MaxAttempts.
+func TestMaxElapsedBoundsTotalTime(t *testing.T) {
+	s := newScripted(t, status(503))
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := mustNew(t, Config{MaxAttempts: 1000, MaxElapsed: 2 * time.Second, BaseDelay: 100 * time.Millisecond,
+		MaxDelay: 400 * time.Millisecond, Now: clk.Now, Sleep: clk.Sleep})
+	resp, body, err := post(t, c, s.srv.URL, `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 503 || body != `{"status":503}` {
+		t.Fatalf("status %d body %q", resp.StatusCode, body)
+	}
+	if clk.slept > 2*time.Second {
+		t.Fatalf("waited %v in total, past MaxElapsed 2s", clk.slept)
+	}
+	// 2s of waits of at most 400ms each: at least 5 retries, and far fewer
+	// than MaxAttempts.
+	if resp.Attempts < 6 || resp.Attempts > 40 || s.count() != resp.Attempts {
+		t.Fatalf("attempts %d (server %d), slept %v", resp.Attempts, s.count(), clk.slept)
+	}
+	sameKeys(t, s, resp.Key)
+}
+
+// The context's deadline ends an attempt that hangs: the call fails with the
+// context's error (in a *Error carrying the key), it does not wait for
+// MaxElapsed.
+func TestContextDeadlineEndsHungAttempt(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	c := mustNew(t, Config{MaxElapsed: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{}`))
+	_, err := c.Do(req)
+	var ce *Error
+	if !errors.As(err, &ce) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrBudgetExhausted) {
+		t.Fatalf("err %v", err)
+	}
+	if ce.Attempts != 1 || !uuidV4.MatchString(ce.Key) {
+		t.Fatalf("attempts %d key %q", ce.Attempts, ce.Key)
+	}
+}
+
+// Seed 003 marks every answer: "Idempotency-Replayed: false" on a first
+// execution is not a replay.
+func TestReplayMarkerFalseIsFresh(t *testing.T) {
+	for _, tc := range []struct {
+		hdr, val string
+		want     bool
+	}{
+		{"Idempotency-Replayed", "false", false},
+		{"Idempotency-Replayed", "TRUE", true},
+		{"Idempotent-Replayed", "true", true},
+		{"OpenWOP-Idempotent-Replay", "true", true},
+		{"OpenWOP-Idempotent-Replay", "1", false},
+		{"X-Other", "true", false},
+	} {
+		s := newScripted(t, status(201, tc.hdr, tc.val))
+		resp, _, err := post(t, mustNew(t, Config{}), s.srv.URL, `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Replayed != tc.want {
+			t.Errorf("%s: %s gave Replayed %v, want %v", tc.hdr, tc.val, resp.Replayed, tc.want)
+		}
+	}
+}
+
+// A 307/308 redirect is part of the same logical call: Client.Do sends the
+// minted key, and the body, to the new location too, and Attempts counts
+// every hop.
+func TestRedirectKeepsTheMintedKey(t *testing.T) {
+	var mu sync.Mutex
+	var keys, bodies []string
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := new(strings.Builder)
+		_, _ = io.Copy(b, r.Body)
+		mu.Lock()
+		keys = append(keys, strings.Join(r.Header.Values("Idempotency-Key"), ","))
+		bodies = append(bodies, r.URL.Path+" "+b.String())
+		n++
+		i := n
+		mu.Unlock()
+		switch {
+		case r.URL.Path == "/old":
+			http.Redirect(w, r, "/new", http.StatusPermanentRedirect)
+		case i == 2:
+			w.WriteHeader(503)
+		default:
+			w.WriteHeader(201)
+		}
+	}))
+	defer srv.Close()
+	var w waits
+	c := mustNew(t, fastConfig(&w))
+	resp, _, err := post(t, c, srv.URL+"/old", `{"a":1}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != 201 || len(keys) != 3 || resp.Attempts != 3 {
+		t.Fatalf("status %d attempts %d keys %q", resp.StatusCode, resp.Attempts, keys)
+	}
+	for _, k := range keys {
+		if k != resp.Key {
+			t.Fatalf("keys %q, want %q on every hop and attempt", keys, resp.Key)
+		}
+	}
+	if bodies[0] != `/old {"a":1}` || bodies[1] != `/new {"a":1}` || bodies[2] != `/new {"a":1}` {
+		t.Fatalf("bodies %q", bodies)
+	}
+}
+
+// A POST answered with 303 See Other (replayed) and followed by a GET is one
+// call: its Result keeps the POST's key and replay flag.
+func TestSeeOtherKeepsThePostResult(t *testing.T) {
+	var keys []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Method+" "+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		if r.Method == http.MethodPost {
+			w.Header().Set("OpenWOP-Idempotent-Replay", "true")
+			http.Redirect(w, r, "/runs/1", http.StatusSeeOther)
+			return
+		}
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	c := mustNew(t, Config{})
+	resp, _, err := post(t, c, srv.URL+"/runs", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != 200 || resp.Attempts != 2 || !resp.Replayed || keys[0] != "POST "+resp.Key || keys[1] != "GET " {
+		t.Fatalf("status %d result %+v requests %q", resp.StatusCode, resp.Result, keys)
+	}
+}

@@ -1,0 +1,86 @@
+package host
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger/fence"
+	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
+)
+
+func TestLoadEnvFenceTableRegion(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: map[string]string{}, want: ""},
+		{env: map[string]string{EnvFenceTableRegion: " eu-west-1 "}, want: "eu-west-1"},
+		{env: map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence", EnvFenceTableRegion: "us-gov-west-1"}, want: "us-gov-west-1"},
+		{env: map[string]string{EnvFenceTableRegion: "Europe"}, err: EnvFenceTableRegion},
+		{env: map[string]string{EnvFenceTableRegion: "eu-west-1,us-east-1"}, err: EnvFenceTableRegion},
+		{env: map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTableRegion: "eu-west-1"}, err: EnvFenceTable},
+	} {
+		e, err := LoadEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || e.FenceTableRegion != tc.want {
+			t.Fatalf("%v: %q, %v; want %q", tc.env, e.FenceTableRegion, err, tc.want)
+		}
+	}
+}
+
+// A function in a replica region takes fencing tokens from the home
+// region's FenceTable through FenceClient; with its own region's client the
+// table does not exist there (moto keeps each region's tables apart), so the
+// fence fails closed rather than issuing a replica-local token.
+func TestFenceClientCallsHomeRegion(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	home, replica := e.InRegion("eu-west-1"), e.InRegion("us-east-1")
+	table := home.CreateTable(t, "FenceTable")
+	local := replica.Client()
+	if c := FenceClient(local, ""); c != local {
+		t.Fatal("no FENCE_TABLE_REGION: want the function's own client")
+	}
+	if c := FenceClient(local, "us-east-1"); c != local {
+		t.Fatal("FENCE_TABLE_REGION = own region: want the function's own client")
+	}
+	fc := FenceClient(local, "eu-west-1")
+	if got := fc.Options().Region; got != "eu-west-1" {
+		t.Fatalf("fence client region %q", got)
+	}
+	if local.Options().Region != "us-east-1" {
+		t.Fatal("FenceClient changed the function's own client")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o, err := fence.New(fence.Config{Store: fencedynamo.New(fc, table), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := o.Token(ctx, "acme/effect-1")
+	if err != nil || tok == 0 {
+		t.Fatalf("token from the home region: %d, %v", tok, err)
+	}
+	if err := o.Pass(ctx, "acme/effect-1", tok); err != nil {
+		t.Fatalf("pass: %v", err)
+	}
+	it, err := fencedynamo.New(home.Client(), table).Get(ctx, "acme/effect-1")
+	if err != nil || it == nil {
+		t.Fatalf("home-region item: %+v, %v", it, err)
+	}
+	wrong, err := fence.New(fence.Config{Store: fencedynamo.New(local, table), Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wrong.Token(ctx, "acme/effect-2"); err == nil {
+		t.Fatal("the replica region's own client found a fence table: the test does not separate regions")
+	}
+}
