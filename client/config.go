@@ -28,7 +28,9 @@ type Config struct {
 
 	// BaseDelay is the backoff before the second attempt; it doubles for each
 	// further attempt up to MaxDelay. The wait is "equal jitter": a uniformly
-	// random duration in [d/2, d). Default 200ms.
+	// random duration in [d/2, d). When the answer carried Retry-After, the
+	// wait is the larger of that backoff and Retry-After plus a jitter of up
+	// to min(BaseDelay, Retry-After/10). Default 200ms.
 	BaseDelay time.Duration
 
 	// MaxDelay caps the exponential backoff. It does not cap Retry-After: a

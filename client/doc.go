@@ -8,11 +8,15 @@
 //   - uses the caller's idempotency key when there is one (an
 //     Idempotency-Key header already on the request, or a key put in the
 //     context with WithKey, typically DeriveKey of the business event such as
-//     a cart id), and otherwise mints one with 128 bits of entropy (NewKey,
-//     a canonical UUIDv4);
-//   - sends that same key, and the same body, on every one of its attempts;
+//     a cart id), and otherwise mints one: NewKey, a random canonical UUIDv4
+//     (the form OpenWOP names as meeting its 128-bit entropy requirement), or
+//     with Config.NewKey = NewCompactKey a full 128 random bits as 22
+//     base64url characters;
+//   - sends that same key, and the same body, on every one of its attempts
+//     (and, through Client.Do, on every hop of a 307/308 redirect); a body
+//     without GetBody is read into memory once to be replayable;
 //   - retries transport errors, 429, 5xx and 409 idempotency_in_flight, with
-//     exponential backoff and jitter, waiting at least what Retry-After asks;
+//     exponential backoff and jitter, never sooner than Retry-After asks;
 //   - never retries 409 idempotency_key_mismatch or any other 4xx;
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
 //     comes first, and never waits past the request context's deadline;
