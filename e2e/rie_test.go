@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 type rieFunction struct {
 	url  string
 	proc *proc
+	mu   sync.Mutex // one invocation at a time: the RIE crashes on overlapping ones
 }
 
 // startRIE builds the api function for the host architecture, creates its
@@ -48,6 +50,8 @@ func startRIE(t testing.TB) (*rieFunction, time.Time) {
 // overlapped: the RIE crashes on concurrent ones.
 func (f *rieFunction) invoke(t testing.TB, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	b, _ := json.Marshal(ev)
 	resp, err := http.Post(f.url, "application/json", bytes.NewReader(b))
 	if err != nil {

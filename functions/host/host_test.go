@@ -84,7 +84,9 @@ func TestParseCreate(t *testing.T) {
 		t.Fatal(u, string(pl), err)
 	}
 	for _, b := range []string{``, `null`, `{}`, `{"workflowId":1}`, `{"workflowId":"webhook","inputs":{"url":5}}`,
-		`{"workflowId":"conformance-delay","inputs":{"delayMs":1.5}}`, `{"workflowId":"conformance-delay","inputs":{"delayMs":-1}}`, `{"a":1} {}`} {
+		`{"workflowId":"conformance-delay","inputs":{"delayMs":1.5}}`, `{"workflowId":"conformance-delay","inputs":{"delayMs":-1}}`, `{"a":1} {}`,
+		`{"workflowId":"conformance-delay","inputs":{"delayMs":"5"}}`, `{"workflowId":"conformance-delay","inputs":{"delayMs":10001}}`,
+		`{"workflowId":"conformance-delay","inputs":{"delayMs":1e9}}`, `{"workflowId":"conformance-delay","inputs":{"delayMs":null}}`} {
 		if _, e := ParseCreate([]byte(b), p); e == nil || e.Status != 400 {
 			t.Errorf("%q: %v", b, e)
 		}

@@ -86,7 +86,9 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 	case WorkflowDelay:
 		if d, ok := inputs["delayMs"]; ok {
 			var n json.Number
-			if json.Unmarshal(d, &n) != nil {
+			// json.Number also accepts a quoted string ("5"): require a
+			// bare JSON number.
+			if len(d) == 0 || d[0] == '"' || json.Unmarshal(d, &n) != nil {
 				return req, validation("inputs.delayMs", "inputs.delayMs must be an integer 0..10000")
 			}
 			i, err := n.Int64()

@@ -212,6 +212,7 @@ func TestCreateRunParallelDuplicates(t *testing.T) {
 func TestCreateRunValidationAndUnavailable(t *testing.T) {
 	f := newFixture(t)
 	for _, b := range []string{`{"inputs":{}}`, `[]`, `{"workflowId":"nope"}`, `{"workflowId":"conformance-delay","inputs":{"delayMs":10001}}`,
+		`{"workflowId":`, `not json`, `{"workflowId":"conformance-noop"} trailing`, `{"workflowId":"conformance-delay","inputs":{"delayMs":"5"}}`,
 		`{"workflowId":"conformance-noop","inputs":3}`, `{"workflowId":"webhook","inputs":{}}`} {
 		r, m := f.do(t, ev("POST", "/runs", "acme", key1, b))
 		if r.StatusCode != 400 || m["error"] != "validation_error" {
@@ -244,6 +245,17 @@ func TestCreateRunValidationAndUnavailable(t *testing.T) {
 	if d := <-f.slept; d != 1500*time.Millisecond {
 		t.Fatalf("held %s", d)
 	}
+	// The bound itself (10000 ms) is accepted.
+	if r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-delay","inputs":{"delayMs":10000}}`)); r.StatusCode != 201 {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	if d := <-f.slept; d != 10*time.Second {
+		t.Fatalf("held %s", d)
+	}
+	// 503 and 400s created nothing: exactly the three 201s above are runs.
+	if f.runs.Len() != 3 {
+		t.Fatalf("%d runs", f.runs.Len())
+	}
 	e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`)
 	e.Headers["content-type"] = "text/plain"
 	if r, m := f.do(t, e); r.StatusCode != 415 || m["error"] != "unsupported_media_type" {
@@ -266,20 +278,34 @@ func TestGetRunTenantBinding(t *testing.T) {
 			t.Errorf("%s: %d %v", p, r.StatusCode, g)
 		}
 	}
-	// Another tenant: 403 id_tenant_mismatch on every route, and no data.
-	for _, e := range []events.APIGatewayV2HTTPRequest{
-		ev("GET", "/runs/"+host.ProjectID(id), "globex", "", ""),
-		ev("GET", "/runs/"+host.ProjectID(id)+"/effects", "globex", "", ""),
-		ev("POST", "/runs/"+host.ProjectID(id)+"/cancel", "globex", key1, `{}`),
-	} {
+	// Another tenant: 403 id_tenant_mismatch on every route, in every
+	// encoding of the id, and no data.
+	var others []events.APIGatewayV2HTTPRequest
+	for _, enc := range []string{host.ProjectID(id), "acme%2F" + opaque, "acme%2f" + opaque, "acme/" + opaque} {
+		others = append(others,
+			ev("GET", "/runs/"+enc, "globex", "", ""),
+			ev("GET", "/runs/"+enc+"/effects", "globex", "", ""),
+			ev("POST", "/runs/"+enc+"/cancel", "globex", key1, `{}`))
+	}
+	for _, e := range others {
 		r, g := f.do(t, e)
 		if r.StatusCode != 403 || g["error"] != "id_tenant_mismatch" || strings.Contains(r.Body, opaque) || strings.Contains(r.Body, "s3cr3t") {
 			t.Errorf("%s %s: %d %s", e.RequestContext.HTTP.Method, e.RawPath, r.StatusCode, r.Body)
 		}
 	}
+	// Failed executions left to the stream's retries show on the snapshot.
+	if _, err := f.runs.NoteFailure(context.Background(), id, "effect in flight", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); g["failures"] != 1.0 || g["lastError"] != "effect in flight" {
+		t.Fatalf("snapshot %v", g)
+	}
 	// A well-formed id of the caller's tenant that does not exist: 404.
 	if r, g := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz", "acme", "", "")); r.StatusCode != 404 || g["error"] != "not_found" {
 		t.Fatalf("%d %v", r.StatusCode, g)
+	}
+	if st, _ := f.runs.Get(context.Background(), id); st.Status != host.StatusPending {
+		t.Fatalf("another tenant's cancel changed the run: %s", st.Status)
 	}
 	if r, _ := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz/effects", "acme", "", "")); r.StatusCode != 404 {
 		t.Fatalf("effects of a missing run: %d", r.StatusCode)
@@ -308,5 +334,34 @@ func TestCancelRun(t *testing.T) {
 	r3, c3 := f.do(t, ev("POST", "/runs/"+host.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))
 	if r3.StatusCode != 409 || c3["error"] != "run_terminal" || header(r3.Headers, "OpenWOP-Idempotent-Replay") != "" {
 		t.Fatalf("%d %v", r3.StatusCode, c3)
+	}
+}
+
+// TestWebhookLoopbackFlag: loopback destinations are refused with
+// webhook_url_rejected unless the policy allows them (idemkit dev
+// --allow-loopback-webhooks sets AllowLoopback); private and metadata
+// addresses stay refused even then.
+func TestWebhookLoopbackFlag(t *testing.T) {
+	f := newFixture(t)
+	body := `{"workflowId":"webhook","inputs":{"url":"http://127.0.0.1:9/hook","payload":{"a":1}}}`
+	if r, m := f.do(t, ev("POST", "/runs", "acme", "", body)); r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	f.h.cfg.Webhook.AllowLoopback = true
+	if r, m := f.do(t, ev("POST", "/runs", "acme", "", body)); r.StatusCode != 201 {
+		t.Fatalf("with AllowLoopback: %d %v", r.StatusCode, m)
+	}
+	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "http://10.0.0.1/"} {
+		if r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"webhook","inputs":{"url":"`+u+`"}}`)); r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
+			t.Fatalf("%s with AllowLoopback: %d %v", u, r.StatusCode, m)
+		}
+	}
+	// An allowlist refuses other hosts.
+	f.h.cfg.Webhook = host.WebhookPolicy{Allow: []string{"hooks.example.com"}}
+	if r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"webhook","inputs":{"url":"https://evil.example.net/"}}`)); r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
+		t.Fatalf("allowlist: %d %v", r.StatusCode, m)
+	}
+	if r, _ := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"webhook","inputs":{"url":"https://hooks.example.com/x"}}`)); r.StatusCode != 201 {
+		t.Fatalf("allowlisted host: %d", r.StatusCode)
 	}
 }

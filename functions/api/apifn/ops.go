@@ -95,6 +95,11 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 	if r.Error != "" {
 		snap["error"] = r.Error
 	}
+	if r.Failures > 0 {
+		// Executions left to the stream's retries, and the latest reason:
+		// a run retried toward its last try is visible while "running".
+		snap["failures"], snap["lastError"] = r.Failures, r.LastError
+	}
 	return jsonResp(http.StatusOK, snap)
 }
 

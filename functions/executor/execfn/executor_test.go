@@ -429,7 +429,14 @@ func TestLastTryFailsRun(t *testing.T) {
 			func(context.Context, ledger.Call) ([]byte, error) { close(holding); <-release; return nil, nil })
 	}()
 	<-holding
-	defer func() { close(release); <-done }()
+	var done2 chan struct{} // set below
+	defer func() {
+		close(release)
+		<-done
+		if done2 != nil {
+			<-done2
+		}
+	}()
 	for try := 1; try <= 2; try++ {
 		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); len(retry) != 1 {
 			t.Fatalf("try %d: retry %v, want the record retried", try, retry)
@@ -454,8 +461,8 @@ func TestLastTryFailsRun(t *testing.T) {
 	x.MaxAttempts = 0
 	run2 := f.webhookRun(t, srv.URL)
 	id2, _ := host.WebhookIdentity(run2)
-	hold2, done2 := make(chan struct{}), make(chan struct{})
-	defer func() { <-done2 }()
+	hold2 := make(chan struct{})
+	done2 = make(chan struct{})
 	go func() {
 		defer close(done2)
 		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id2, RunID: run2.ID, NodeID: host.NodeDeliver},

@@ -7,16 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"gopkg.in/yaml.v3"
 
-	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authz"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
@@ -27,64 +24,6 @@ import (
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
-
-// roleActions returns the DynamoDB actions template.yaml grants to a role.
-func roleActions(t *testing.T, role string) map[string]bool {
-	t.Helper()
-	var doc yaml.Node
-	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
-		t.Fatal(err)
-	}
-	find := func(n *yaml.Node, key string) *yaml.Node {
-		if n != nil && n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == key {
-					return n.Content[i+1]
-				}
-			}
-		}
-		return nil
-	}
-	res := find(find(doc.Content[0], "Resources"), role)
-	if res == nil {
-		t.Fatalf("template.yaml has no %s", role)
-	}
-	out := map[string]bool{}
-	var walk func(n *yaml.Node)
-	walk = func(n *yaml.Node) {
-		if n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == "Action" {
-					for _, a := range append([]*yaml.Node{n.Content[i+1]}, n.Content[i+1].Content...) {
-						if a.Kind == yaml.ScalarNode && strings.HasPrefix(a.Value, "dynamodb:") {
-							out[strings.TrimPrefix(a.Value, "dynamodb:")] = true
-						}
-					}
-				}
-			}
-		}
-		for _, c := range n.Content {
-			walk(c)
-		}
-	}
-	walk(res)
-	return out
-}
-
-func checkGranted(t *testing.T, role string, used map[string]int) {
-	t.Helper()
-	granted := roleActions(t, role)
-	var ops []string
-	for op := range used {
-		ops = append(ops, op)
-		// TransactWriteItems is authorised per item (PutItem/UpdateItem).
-		if op != "TransactWriteItems" && !granted[op] {
-			t.Errorf("%s uses dynamodb:%s, which template.yaml does not grant it", role, op)
-		}
-	}
-	sort.Strings(ops)
-	t.Logf("%s used %v; granted %v", role, ops, granted)
-}
 
 // TestWiringAndLeastPrivilege wires the kit exactly as the functions do,
 // runs every route and a webhook run against moto, and checks that each
@@ -104,19 +43,21 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	ctx := context.Background()
 
 	// authorizer
-	authCnt := dynamotest.NewCounter()
-	keys := &host.DynamoKeys{Client: e.Client(authCnt.Middleware()), Table: env.APIKeysTable}
+	logical := map[string]string{"IdempotencyTable": env.Idem.Table, "RunsTable": env.RunsTable,
+		"EffectsTable": env.EffectsTable, "ApiKeysTable": env.APIKeysTable}
+	authUse := newTableUse(logical)
+	keys := &host.DynamoKeys{Client: e.Client(authUse.Middleware()), Table: env.APIKeysTable}
 	if err := (&host.DynamoKeys{Client: e.Client(), Table: env.APIKeysTable}).PutKey(ctx, "k-secret", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	if tn, err := (&authz.Handler{Keys: keys, Logger: quiet}).Authorize(ctx, "Bearer k-secret"); err != nil || tn != "acme" {
 		t.Fatal(tn, err)
 	}
-	checkGranted(t, "AuthorizerRole", authCnt.CallOps())
+	checkGranted(t, "AuthorizerRole", authUse, "ApiKeysTable")
 
 	// api
-	apiCnt := dynamotest.NewCounter()
-	k, err := NewKit(env, e.Client(apiCnt.Middleware()), Parts{Runs: true, Guard: true, Ledger: true}, quiet, nil)
+	apiCnt, apiUse := dynamotest.NewCounter(), newTableUse(logical)
+	k, err := NewKit(env, e.Client(apiCnt.Middleware(), apiUse.Middleware()), Parts{Runs: true, Guard: true, Ledger: true}, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,8 +91,8 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	p := "/runs/" + host.ProjectID(id)
 
 	// executor (runs the webhook node through the ledger)
-	exCnt := dynamotest.NewCounter()
-	xk, err := NewKit(env, e.Client(exCnt.Middleware()), Parts{Runs: true, Ledger: true}, quiet, nil)
+	exUse := newTableUse(logical)
+	xk, err := NewKit(env, e.Client(exUse.Middleware()), Parts{Runs: true, Ledger: true}, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +100,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if err := x.Execute(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	checkGranted(t, "ExecutorRole", exCnt.CallOps())
+	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "EffectsTable", "FenceTable")
 
 	if st := call("GET", p, "", ""); st["status"] != "succeeded" || st["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
 		st["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
@@ -187,7 +128,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if r, _ := api.Handle(ctx, ev); r.StatusCode != 403 || !strings.Contains(r.Body, "forbidden") {
 		t.Fatalf("body tenant: %d %s", r.StatusCode, r.Body)
 	}
-	checkGranted(t, "ApiRole", apiCnt.CallOps())
+	checkGranted(t, "ApiRole", apiUse, "IdempotencyTable", "RunsTable", "EffectsTable", "EffectsTable/index/byRun")
 	if apiCnt.CallOps()["TransactWriteItems"] == 0 {
 		t.Fatalf("createRun did not commit its run in the completion transaction: %v", apiCnt.CallOps())
 	}

@@ -1,0 +1,263 @@
+package kit
+
+import (
+	"context"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+)
+
+// A grant or a use is "Action Resource", the resource a logical table ID of
+// template.yaml with an optional "/index/NAME" or "/stream" suffix:
+// "dynamodb:Query EffectsTable/index/byRun".
+
+var (
+	subArnRe      = regexp.MustCompile(`\$\{(\w+)\.Arn\}(/index/\w+|/stream)?`)
+	subExistingRe = regexp.MustCompile(`:table/\$\{Existing(\w+)\}(/index/\w+|/stream)?`)
+)
+
+// roleGrants returns the DynamoDB "Action Resource" pairs template.yaml
+// grants to a role (statements under a condition count as granted: the
+// test enables what they guard).
+func roleGrants(t *testing.T, role string) map[string]bool {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	find := func(n *yaml.Node, key string) *yaml.Node {
+		if n != nil && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					return n.Content[i+1]
+				}
+			}
+		}
+		return nil
+	}
+	res := find(find(doc.Content[0], "Resources"), role)
+	if res == nil {
+		t.Fatalf("template.yaml has no %s", role)
+	}
+	scalars := func(n *yaml.Node) []*yaml.Node {
+		var out []*yaml.Node
+		var walk func(*yaml.Node)
+		walk = func(n *yaml.Node) {
+			if n.Kind == yaml.ScalarNode {
+				out = append(out, n)
+			}
+			for _, c := range n.Content {
+				walk(c)
+			}
+		}
+		walk(n)
+		return out
+	}
+	out := map[string]bool{}
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if act, rsc := find(n, "Action"), find(n, "Resource"); act != nil && rsc != nil {
+			var tables []string
+			for _, s := range scalars(rsc) {
+				switch s.Tag {
+				case "!GetAtt":
+					if id, ok := strings.CutSuffix(s.Value, ".Arn"); ok {
+						tables = append(tables, id)
+					}
+				case "!Sub":
+					for _, m := range subArnRe.FindAllStringSubmatch(s.Value, -1) {
+						tables = append(tables, m[1]+strings.TrimSuffix(m[2], "/*"))
+					}
+					for _, m := range subExistingRe.FindAllStringSubmatch(s.Value, -1) {
+						tables = append(tables, m[1]+strings.TrimSuffix(m[2], "/*"))
+					}
+				}
+			}
+			for _, a := range scalars(act) {
+				if strings.HasPrefix(a.Value, "dynamodb:") {
+					for _, tb := range tables {
+						out[a.Value+" "+tb] = true
+					}
+				}
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(res)
+	return out
+}
+
+// tableUse records the "dynamodb:Action Table" pairs a client's calls need
+// in IAM terms: TransactWriteItems is authorised per item (PutItem,
+// UpdateItem, DeleteItem, ConditionCheckItem on each item's table), a query
+// of an index on the index's ARN.
+type tableUse struct {
+	mu     sync.Mutex
+	tables map[string]string // physical name -> logical ID
+	used   map[string]int
+}
+
+func newTableUse(logical map[string]string) *tableUse {
+	u := &tableUse{tables: map[string]string{}, used: map[string]int{}}
+	for id, name := range logical {
+		u.tables[name] = id
+	}
+	return u
+}
+
+func (u *tableUse) add(action string, table *string, suffix string) {
+	id := "?"
+	if table != nil {
+		if l, ok := u.tables[*table]; ok {
+			id = l
+		} else {
+			id = "?" + *table
+		}
+	}
+	u.mu.Lock()
+	u.used["dynamodb:"+action+" "+id+suffix]++
+	u.mu.Unlock()
+}
+
+func (u *tableUse) record(op string, in any) {
+	switch p := in.(type) {
+	case *dynamodb.GetItemInput:
+		u.add("GetItem", p.TableName, "")
+	case *dynamodb.PutItemInput:
+		u.add("PutItem", p.TableName, "")
+	case *dynamodb.UpdateItemInput:
+		u.add("UpdateItem", p.TableName, "")
+	case *dynamodb.DeleteItemInput:
+		u.add("DeleteItem", p.TableName, "")
+	case *dynamodb.QueryInput:
+		suffix := ""
+		if p.IndexName != nil {
+			suffix = "/index/" + *p.IndexName
+		}
+		u.add("Query", p.TableName, suffix)
+	case *dynamodb.BatchGetItemInput:
+		for tb := range p.RequestItems {
+			u.add("BatchGetItem", aws.String(tb), "")
+		}
+	case *dynamodb.TransactWriteItemsInput:
+		for _, it := range p.TransactItems {
+			switch {
+			case it.Put != nil:
+				u.add("PutItem", it.Put.TableName, "")
+			case it.Update != nil:
+				u.add("UpdateItem", it.Update.TableName, "")
+			case it.Delete != nil:
+				u.add("DeleteItem", it.Delete.TableName, "")
+			case it.ConditionCheck != nil:
+				u.add("ConditionCheckItem", it.ConditionCheck.TableName, "")
+			}
+		}
+	case *dynamodb.TransactGetItemsInput:
+		for _, it := range p.TransactItems {
+			if it.Get != nil {
+				u.add("GetItem", it.Get.TableName, "")
+			}
+		}
+	default:
+		u.add(op, nil, "") // an operation this check does not map: never granted
+	}
+}
+
+// Middleware records every call made through the client.
+func (u *tableUse) Middleware() func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("kit.tableUse",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					u.record(middleware.GetOperationName(ctx), in.Parameters)
+					return next.HandleInitialize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
+
+// checkGranted fails the test for every (action, table) a function used that
+// its role in template.yaml does not grant on that very table, and for any
+// table its role grants that is not one of the tables the function is
+// meant to touch.
+func checkGranted(t *testing.T, role string, u *tableUse, allowedTables ...string) {
+	t.Helper()
+	granted := roleGrants(t, role)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var used []string
+	for k := range u.used {
+		used = append(used, k)
+		if !granted[k] {
+			t.Errorf("%s: the function calls %q, which template.yaml does not grant it on that table", role, k)
+		}
+	}
+	allowed := map[string]bool{}
+	for _, a := range allowedTables {
+		allowed[a] = true
+	}
+	var grants []string
+	for g := range granted {
+		grants = append(grants, g)
+		_, tb, _ := strings.Cut(g, " ")
+		if !allowed[tb] {
+			t.Errorf("%s grants %q: not a table this function uses", role, g)
+		}
+	}
+	sort.Strings(used)
+	sort.Strings(grants)
+	t.Logf("%s used %v; granted %v", role, used, grants)
+}
+
+// TestRoleGrantsParse pins the parser on the template itself: every role
+// has DynamoDB grants, and no role reaches another function's tables.
+func TestRoleGrantsParse(t *testing.T) {
+	want := map[string][]string{
+		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable"},
+		"AuthorizerRole": {"ApiKeysTable"},
+		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "EffectsTable", "FenceTable"},
+		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream"},
+	}
+	for role, tables := range want {
+		g := roleGrants(t, role)
+		if len(g) == 0 {
+			t.Fatalf("%s: no DynamoDB grants parsed", role)
+		}
+		seen := map[string]bool{}
+		for k := range g {
+			_, tb, _ := strings.Cut(k, " ")
+			seen[tb] = true
+		}
+		for _, tb := range tables {
+			if !seen[tb] {
+				t.Errorf("%s: no grant on %s (parsed %v)", role, tb, g)
+			}
+			delete(seen, tb)
+		}
+		for tb := range seen {
+			t.Errorf("%s: grants on %s, which it must not touch", role, tb)
+		}
+	}
+	// The write paths are where over-granting would hurt: the authorizer
+	// and the auditor write nothing.
+	for _, role := range []string{"AuthorizerRole", "AuditorRole"} {
+		for k := range roleGrants(t, role) {
+			for _, w := range []string{"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"} {
+				if strings.Contains(k, ":"+w+" ") {
+					t.Errorf("%s may write: %s", role, k)
+				}
+			}
+		}
+	}
+}
