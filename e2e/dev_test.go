@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/emulator/proc"
 	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 const devKey = "idk_e2e_dev_key_0123456789abcdef"
@@ -22,7 +26,7 @@ const devKey = "idk_e2e_dev_key_0123456789abcdef"
 // devServer is a running `idemkit dev`.
 type devServer struct {
 	url  string
-	proc *proc
+	proc *testutil.Process
 }
 
 // startDev builds ./cmd/idemkit once per call and starts `idemkit dev` on a
@@ -34,30 +38,23 @@ func startDev(t testing.TB) (*devServer, time.Duration) {
 		t.Fatal(err)
 	}
 	bin := buildHost(t, t.TempDir(), "idemkit", "cmd/idemkit")
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	started := time.Now()
 	p := start(t, os.Environ(), bin, "dev", "--addr", addr, "--allow-loopback-webhooks", "--api-key", devKey+"=e2e-tenant")
 	d := &devServer{url: "http://" + addr, proc: p}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		resp, err := http.Get(d.url + "/.well-known/openwop")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return d, time.Since(started)
-			}
-		}
-		if p.exited() {
-			if strings.Contains(p.log.String(), "moto_server is not on PATH") {
-				unavailable(t, "idemkit dev cannot start an emulator:\n%s", p.log.String())
-			}
-			t.Fatalf("idemkit dev exited:\n%s", p.log.String())
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("idemkit dev not ready after 3m:\n%s", p.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	switch err := testutil.WaitHTTP(ctx, d.url+"/.well-known/openwop", p.Done()); {
+	case err == nil:
+		return d, time.Since(started)
+	case errors.Is(err, proc.ErrExited) && strings.Contains(p.Log.String(), "moto_server is not on PATH"):
+		testutil.Unavailable(t, "idemkit dev cannot start an emulator:\n%s", p.Log.String())
+	case errors.Is(err, proc.ErrExited):
+		t.Fatalf("idemkit dev exited:\n%s", p.Log.String())
+	default:
+		t.Fatalf("idemkit dev not ready after 3m: %v\n%s", err, p.Log.String())
 	}
+	return nil, 0
 }
 
 func (d *devServer) do(t testing.TB, method, path, key, body string) (*http.Response, map[string]any) {
@@ -91,7 +88,7 @@ func (d *devServer) waitStatus(t testing.TB, id string) map[string]any {
 			return m
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("run %s did not finish: %v\n%s", id, m, d.proc.log.String())
+			t.Fatalf("run %s did not finish: %v\n%s", id, m, d.proc.Log.String())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -225,7 +222,7 @@ func BenchmarkDevReady(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		d, took := startDev(b)
 		total += took
-		d.proc.stop()
+		d.proc.Stop()
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/ready")
 }
@@ -235,22 +232,22 @@ func BenchmarkDevReady(b *testing.B) {
 func TestIdemkitDevStopsCleanly(t *testing.T) {
 	d, _ := startDev(t)
 	var motoPID int
-	for _, line := range strings.Split(d.proc.log.String(), "\n") {
+	for _, line := range strings.Split(d.proc.Log.String(), "\n") {
 		var m map[string]any
 		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "dev: started moto_server" {
 			motoPID = int(m["pid"].(float64))
 		}
 	}
 	if motoPID == 0 {
-		t.Fatalf("no emulator pid in the log:\n%s", d.proc.log.String())
+		t.Fatalf("no emulator pid in the log:\n%s", d.proc.Log.String())
 	}
-	must(t, d.proc.cmd.Process.Signal(syscall.SIGTERM))
+	must(t, d.proc.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case <-d.proc.done:
+	case <-d.proc.Done():
 	case <-time.After(30 * time.Second):
 		t.Fatal("idemkit dev did not stop within 30 s of SIGTERM")
 	}
-	if code := d.proc.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := d.proc.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Fatalf("exit status %d", code)
 	}
 	deadline := time.Now().Add(10 * time.Second)

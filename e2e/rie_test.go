@@ -15,12 +15,13 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // rieFunction is the api bootstrap running under the RIE, bound to loopback.
 type rieFunction struct {
 	url  string
-	proc *proc
+	proc *testutil.Process
 	mu   sync.Mutex // one invocation at a time: the RIE crashes on overlapping ones
 }
 
@@ -32,7 +33,7 @@ func startRIE(t testing.TB) (*rieFunction, time.Time) {
 	rie := rieBinary(t)
 	dir := t.TempDir()
 	boot := buildHost(t, dir, "bootstrap", "functions/api")
-	addr, apiAddr := freeAddr(t), freeAddr(t)
+	addr, apiAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	env := append(os.Environ(),
 		"AWS_ACCESS_KEY_ID=idemkit", "AWS_SECRET_ACCESS_KEY=idemkit", "AWS_REGION="+e.Region, "AWS_EC2_METADATA_DISABLED=true",
 		"DYNAMODB_ENDPOINT="+e.Endpoint,
@@ -75,7 +76,7 @@ func (f *rieFunction) waitUp(t testing.TB) {
 		if err == nil && r.StatusCode == 200 {
 			return
 		}
-		if f.proc.exited() || time.Now().After(deadline) {
+		if f.proc.Exited() || time.Now().After(deadline) {
 			t.Fatalf("the api function did not come up under the RIE: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -150,7 +151,7 @@ func BenchmarkAPIInitUnderRIE(b *testing.B) {
 		f, started := startRIE(b)
 		f.waitUp(b)
 		total += time.Since(started)
-		f.proc.stop()
+		f.proc.Stop()
 	}
 	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/cold-start")
 }

@@ -6,140 +6,41 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/client"
-	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // conformDevKeys are the two tenants' API keys seeded into `idemkit dev`.
 var conformDevKeys = [2]string{"idk_conform_tenant_a_7f3c2a06675918f9", "idk_conform_tenant_b_296117235d21ce4a"}
 
-// conformUnavailable ends a test that cannot run here: under CI=true it fails (CI
-// must run it), elsewhere it skips.
-func conformUnavailable(t testing.TB, format string, a ...any) {
-	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf(format, a...)
-	}
-	t.Skipf(format, a...)
-}
-
-type conformLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *conformLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *conformLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // conformStartDev builds ./cmd/idemkit and starts `idemkit dev` on a free loopback
 // port with two tenants' API keys; it waits until GET /.well-known/openwop
-// answers 200 and stops the process (SIGTERM, then its process group) at
-// cleanup. Where it cannot run, the test skips, or fails under CI=true.
+// answers 200 and stops the process group (SIGTERM, then SIGKILL after 30 s)
+// at cleanup. Where it cannot run, the test skips, or fails under CI=true.
 func conformStartDev(t *testing.T) string {
 	t.Helper()
-	log := &conformLog{}
-	url, stop, err := conformLaunchDev(log)
-	if stop != nil {
-		t.Cleanup(stop)
-	}
+	bin, err := testutil.Build(t.TempDir(), "idemkit", "cmd/idemkit", nil, nil)
 	if err != nil {
-		conformUnavailable(t, "idemkit dev is not available: %v\n%s", err, log.String())
+		testutil.Unavailable(t, "idemkit dev is not available: %v", err)
 	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("idemkit dev log:\n%s", log.String())
-		}
-	})
+	addr := testutil.FreeAddr(t)
+	p := testutil.Start(t, exec.Command(bin, "dev", "--addr", addr,
+		"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--api-key", conformDevKeys[1]+"=conform-tenant-b"), 30*time.Second)
+	url := "http://" + addr
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := testutil.WaitHTTP(ctx, url+"/.well-known/openwop", p.Done()); err != nil {
+		testutil.Unavailable(t, "idemkit dev is not available: %v\n%s", err, p.Log.String())
+	}
 	return url
-}
-
-func conformLaunchDev(log io.Writer) (url string, stop func(), err error) {
-	dir, err := os.MkdirTemp("", "idemkit-conform-dev-")
-	if err != nil {
-		return "", nil, err
-	}
-	bin := filepath.Join(dir, "idemkit")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("no go tool: %w", err)
-	}
-	build := exec.Command(gobin, "build", "-o", bin, "./cmd/idemkit")
-	build.Dir = shared.ModuleRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("go build ./cmd/idemkit: %v\n%s", err, out)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		os.RemoveAll(dir)
-		return "", nil, err
-	}
-	addr := l.Addr().String()
-	l.Close()
-
-	cmd := exec.Command(bin, "dev", "--addr", addr,
-		"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--api-key", conformDevKeys[1]+"=conform-tenant-b")
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return "", nil, err
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop = func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its process group only
-			<-exited
-		}
-		os.RemoveAll(dir)
-	}
-	url = "http://" + addr
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		select {
-		case <-exited:
-			return "", stop, fmt.Errorf("idemkit dev exited before it was ready")
-		default:
-		}
-		resp, err := http.Get(url + "/.well-known/openwop")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return url, stop, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return "", stop, fmt.Errorf("idemkit dev not ready after 3m")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // TestConformAndClientAgainstIdemkitDev runs both callers' pieces against a real

@@ -18,7 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
@@ -158,7 +157,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		}
 	}
 
-	sc := dynamodbstreams.New(dynamodbstreams.Options{Region: emulator.Region, BaseEndpoint: aws.String(endpoint), Credentials: emulator.Credentials})
+	sc := emulator.StreamsClient(endpoint)
 	// The pollers retry a failing batch devStreamRetries times, like the
 	// event source mapping's MaximumRetryAttempts: the executor's last try
 	// ends the run failed instead of stranding it "running".

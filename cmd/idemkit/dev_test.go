@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // pipeOut collects a command's stdout and lets a test wait for a line.
@@ -48,22 +48,12 @@ func (p *pipeOut) text() string {
 	return strings.Join(p.lines, "\n")
 }
 
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // startDevInProcess runs `idemkit dev ARGS` against the shared emulator
 // (--dynamodb-endpoint) until the test ends, and returns its stdout once it
 // serves.
 func startDevInProcess(t *testing.T, args ...string) (*pipeOut, string) {
 	t.Helper()
-	addr := freeLoopbackAddr(t)
+	addr := testutil.FreeAddr(t)
 	out, w := newPipeOut()
 	ctx, cancel := context.WithCancel(context.Background())
 	code := make(chan int, 1)

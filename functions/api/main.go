@@ -33,7 +33,7 @@ func main() {
 		os.Exit(1)
 	}
 	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, Logger: logger})
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, Logger: logger})
 	if err != nil {
 		logger.Error("api: handler", slog.String("error", err.Error()))
 		os.Exit(1)

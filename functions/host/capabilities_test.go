@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"sort"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/host"
@@ -24,11 +26,13 @@ import (
 // getCapabilities serves GET /.well-known/openwop from the API handler of a
 // deployment configured with CROSS_REGION=cross (and FENCE_TABLE when
 // fenced), as the api function's main wires it.
-func getCapabilities(t *testing.T, cross string) []byte {
+func getCapabilities(t *testing.T, cross string, extraEnv ...string) []byte {
 	t.Helper()
-	env, err := host.LoadEnv(func(k string) string {
-		return map[string]string{host.EnvCrossRegion: cross, host.EnvFenceTable: "fence", host.EnvFenceTableRegion: "eu-west-1"}[k]
-	})
+	vars := map[string]string{host.EnvCrossRegion: cross, host.EnvFenceTable: "fence", host.EnvFenceTableRegion: "eu-west-1"}
+	for i := 0; i+1 < len(extraEnv); i += 2 {
+		vars[extraEnv[i]] = extraEnv[i+1]
+	}
+	env, err := host.LoadEnv(func(k string) string { return vars[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +45,7 @@ func getCapabilities(t *testing.T, cross string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := apifn.New(apifn.Config{Runs: host.NewMemRuns(), Guard: g, Ledger: l, CrossRegion: env.CrossRegion, Logger: logger})
+	h, err := apifn.New(apifn.Config{Runs: host.NewMemRuns(), Guard: g, Ledger: l, CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,44 +60,164 @@ func getCapabilities(t *testing.T, cross string) []byte {
 	return []byte(resp.Body)
 }
 
-// Each of the three configurations advertises its posture as
-// idempotency.crossRegion, and none advertises the behavioural multiRegion
-// facet (nor replicationLagBoundMs / partitionRecoveryStrategy, which live
-// in it): Layer 1 on an MREC table does not resolve a replay within the
-// replication lag or during a partition (TestLayer1ReplayWithinLagStartsNewWork
-// in internal/regionsim), and under reconciled-records Layer 2 is
-// at-least-once-risk. The advertisement is identical on every request of a
-// deployment.
-func TestCapabilitiesPerConfiguration(t *testing.T) {
-	allowed := map[string]bool{"status": true, "since": true, "witness": true, "until": true, "multiRegion": true, "crossRegion": true}
-	for _, cross := range []string{host.CrossRegionSingle, host.CrossRegionReconciled, host.CrossRegionFenced} {
-		body := getCapabilities(t, cross)
-		var doc struct {
-			Idempotency map[string]any `json:"idempotency"`
-		}
-		if err := json.Unmarshal(body, &doc); err != nil {
+// idempotencyFamilySchema mirrors the `idempotency` family of the OpenWOP
+// v2 capabilities schema as ../shared/openwop/SOURCES.md ("Not copied")
+// describes it: {status, since, witness, until?, multiRegion?:
+// {replicationLagBoundMs 0..60000, partitionRecoveryStrategy:
+// "lexicographic-min-run-id" | ^x-host-<host>-<key>$}, crossRegion?:
+// single-region|reconciled-records|fenced-effects}, additionalProperties
+// false. The x-host pattern is OpenWOP's host-extension namespace
+// (host-extensions.md): `^x-host-[a-z][a-z0-9-]*-[a-z][a-z0-9-]*$`.
+const idempotencyFamilySchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "additionalProperties": false,
+  "required": ["status", "since", "witness"],
+  "properties": {
+    "status": {"type": "string"},
+    "since": {"type": "string"},
+    "witness": {"type": "string"},
+    "until": {"type": "string"},
+    "multiRegion": {
+      "type": "object",
+      "additionalProperties": false,
+      "required": ["replicationLagBoundMs", "partitionRecoveryStrategy"],
+      "properties": {
+        "replicationLagBoundMs": {"type": "integer", "minimum": 0, "maximum": 60000},
+        "partitionRecoveryStrategy": {
+          "type": "string",
+          "anyOf": [
+            {"const": "lexicographic-min-run-id"},
+            {"pattern": "^x-host-[a-z][a-z0-9-]*-[a-z][a-z0-9-]*$"}
+          ]
+        }
+      }
+    },
+    "crossRegion": {"enum": ["single-region", "reconciled-records", "fenced-effects"]}
+  }
+}`
+
+func familySchema(t *testing.T) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(idempotencyFamilySchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("idempotency.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile("idempotency.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+// idempotencyFamily returns the idempotency member of a capabilities body,
+// checked against the family schema.
+func idempotencyFamily(t *testing.T, sch *jsonschema.Schema, body []byte) map[string]any {
+	t.Helper()
+	var doc struct {
+		Idempotency map[string]any `json:"idempotency"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(mustJSON(t, doc.Idempotency)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		t.Fatalf("idempotency family does not match the v2 schema: %v\n%s", err, body)
+	}
+	return doc.Idempotency
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The family schema mirror is not vacuous: it refuses what it must.
+func TestIdempotencyFamilySchemaRefuses(t *testing.T) {
+	sch := familySchema(t)
+	base := `"status":"supported","since":"2.0","witness":"witnessable-gated"`
+	for _, bad := range []string{
+		`{` + base + `,"crossRegion":"strict"}`,
+		`{` + base + `,"crossRegion":"single-region","extra":1}`,
+		`{` + base + `,"multiRegion":{"replicationLagBoundMs":60001,"partitionRecoveryStrategy":"lexicographic-min-run-id"}}`,
+		`{` + base + `,"multiRegion":{"replicationLagBoundMs":-1,"partitionRecoveryStrategy":"lexicographic-min-run-id"}}`,
+		`{` + base + `,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"last-writer-wins"}}`,
+		`{` + base + `,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"x-host-idemkit"}}`,
+		`{` + base + `,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"lexicographic-min-run-id","supported":true}}`,
+		`{"since":"2.0","witness":"witnessable-gated"}`,
+	} {
+		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
+		if err != nil {
 			t.Fatal(err)
 		}
-		var keys []string
-		for k := range doc.Idempotency {
-			if !allowed[k] {
-				t.Errorf("%s: idempotency.%s is not in the v2 capabilities schema", cross, k)
+		if sch.Validate(inst) == nil {
+			t.Errorf("schema mirror accepted %s", bad)
+		}
+	}
+}
+
+// Each of the three configurations, served by the API handler, advertises
+// exactly what docs/MULTI_REGION.md says, matching the v2 schema's
+// idempotency family, identically on every request:
+//   - single-region: crossRegion only;
+//   - reconciled-records: crossRegion only — no multiRegion, because Layer 2
+//     is at-least-once-risk across regions and Layer 1 on the local MREC
+//     replica starts new work within the lag
+//     (TestLayer1ReplayWithinLagStartsNewWork in internal/regionsim);
+//   - fenced-effects: crossRegion and multiRegion {replicationLagBoundMs,
+//     partitionRecoveryStrategy "x-host-idemkit-home-region-fence"}, because
+//     effects are fenced and Layer 1 is pinned to the home region
+//     (TestLayer1HomePinnedReplayWithinLag, TestLayer1HomePinnedPartitionFailsClosed).
+func TestCapabilitiesPerConfiguration(t *testing.T) {
+	sch := familySchema(t)
+	base := map[string]any{"status": "supported", "since": "2.0", "witness": "witnessable-gated"}
+	with := func(extra map[string]any) map[string]any {
+		m := map[string]any{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	want := map[string]map[string]any{
+		host.CrossRegionSingle:     with(map[string]any{"crossRegion": "single-region"}),
+		host.CrossRegionReconciled: with(map[string]any{"crossRegion": "reconciled-records"}),
+		host.CrossRegionFenced: with(map[string]any{"crossRegion": "fenced-effects", "multiRegion": map[string]any{
+			"replicationLagBoundMs":     float64(host.DefaultReplicationLagBoundMs),
+			"partitionRecoveryStrategy": "x-host-idemkit-home-region-fence",
+		}}),
+	}
+	for _, cross := range []string{host.CrossRegionSingle, host.CrossRegionReconciled, host.CrossRegionFenced} {
+		body := getCapabilities(t, cross)
+		got := idempotencyFamily(t, sch, body)
+		if !reflect.DeepEqual(got, want[cross]) {
+			t.Fatalf("%s: idempotency =\n %v\nwant\n %v", cross, got, want[cross])
+		}
+		for range 3 {
+			if again := getCapabilities(t, cross); !bytes.Equal(again, body) {
+				t.Fatalf("%s: advertisement changed between requests:\n%s\n%s", cross, body, again)
 			}
-			keys = append(keys, k)
 		}
-		sort.Strings(keys)
-		if doc.Idempotency["crossRegion"] != cross || doc.Idempotency["status"] != "supported" {
-			t.Fatalf("%s: idempotency %v", cross, doc.Idempotency)
-		}
-		for _, claim := range []string{"multiRegion", "replicationLagBoundMs", "partitionRecoveryStrategy"} {
-			if strings.Contains(string(body), claim) {
-				t.Fatalf("%s advertises %s: %s", cross, claim, body)
+		if cross != host.CrossRegionFenced {
+			for _, claim := range []string{"multiRegion", "replicationLagBoundMs", "partitionRecoveryStrategy"} {
+				if strings.Contains(string(body), claim) {
+					t.Fatalf("%s advertises %s: %s", cross, claim, body)
+				}
 			}
 		}
-		if again := getCapabilities(t, cross); !bytes.Equal(again, body) {
-			t.Fatalf("%s: advertisement changed between requests:\n%s\n%s", cross, body, again)
-		}
-		t.Logf("%s: idempotency keys %v", cross, keys)
 	}
 	// Vocabulary RFC 0150 removed, or never had, is refused at start-up.
 	for _, bad := range []string{"strict", "last-writer-wins", "first-writer-wins", "multi-region", "FENCED-EFFECTS"} {
@@ -103,5 +227,82 @@ func TestCapabilitiesPerConfiguration(t *testing.T) {
 		if _, err := host.LoadEnv(func(k string) string { return map[string]string{host.EnvCrossRegion: bad}[k] }); err == nil {
 			t.Errorf("CROSS_REGION=%q accepted", bad)
 		}
+	}
+}
+
+// The lag bound comes from REPLICATION_LAG_BOUND_MS (template parameter
+// ReplicationLagBoundMs), is advertised only under fenced-effects, and is
+// refused outside 0..60000 both at LoadEnv and by CapabilitiesDoc.
+func TestCapabilitiesReplicationLagBound(t *testing.T) {
+	sch := familySchema(t)
+	for _, tc := range []struct {
+		cross, bound string
+		want         float64 // -1: no multiRegion
+	}{
+		{host.CrossRegionFenced, "", host.DefaultReplicationLagBoundMs},
+		{host.CrossRegionFenced, "0", 0},
+		{host.CrossRegionFenced, " 5000 ", 5000},
+		{host.CrossRegionFenced, "60000", 60000},
+		{host.CrossRegionReconciled, "5000", -1},
+		{host.CrossRegionSingle, "5000", -1},
+	} {
+		env, err := host.LoadEnv(func(k string) string {
+			return map[string]string{host.EnvCrossRegion: tc.cross, host.EnvFenceTable: "fence", host.EnvReplicationLagBound: tc.bound}[k]
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := env.CapabilitiesDoc()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fam := idempotencyFamily(t, sch, body)
+		mr, ok := fam["multiRegion"].(map[string]any)
+		switch {
+		case tc.want < 0 && ok:
+			t.Fatalf("%s advertises multiRegion: %s", tc.cross, body)
+		case tc.want >= 0 && (!ok || mr["replicationLagBoundMs"] != tc.want):
+			t.Fatalf("%s %q: %s, want replicationLagBoundMs %v", tc.cross, tc.bound, body, tc.want)
+		}
+	}
+	for _, bad := range []string{"-1", "60001", "2s", "1.5"} {
+		_, err := host.LoadEnv(func(k string) string { return map[string]string{host.EnvReplicationLagBound: bad}[k] })
+		if err == nil || !strings.Contains(err.Error(), host.EnvReplicationLagBound) {
+			t.Errorf("%s=%q: %v", host.EnvReplicationLagBound, bad, err)
+		}
+	}
+	for _, bad := range []int{-1, 60001} {
+		if _, err := host.CapabilitiesDoc(host.CrossRegionFenced, host.WithReplicationLagBound(bad)); err == nil {
+			t.Errorf("CapabilitiesDoc accepted replicationLagBoundMs %d", bad)
+		}
+	}
+}
+
+func ExampleCapabilitiesDoc() {
+	for _, cross := range []string{host.CrossRegionSingle, host.CrossRegionReconciled, host.CrossRegionFenced} {
+		b, err := host.CapabilitiesDoc(cross, host.WithReplicationLagBound(1500))
+		if err != nil {
+			panic(err)
+		}
+		var doc struct {
+			Idempotency json.RawMessage `json:"idempotency"`
+		}
+		if err := json.Unmarshal(b, &doc); err != nil {
+			panic(err)
+		}
+		fmt.Println(string(doc.Idempotency))
+	}
+	// Output:
+	// {"crossRegion":"single-region","since":"2.0","status":"supported","witness":"witnessable-gated"}
+	// {"crossRegion":"reconciled-records","since":"2.0","status":"supported","witness":"witnessable-gated"}
+	// {"crossRegion":"fenced-effects","multiRegion":{"partitionRecoveryStrategy":"x-host-idemkit-home-region-fence","replicationLagBoundMs":1500},"since":"2.0","status":"supported","witness":"witnessable-gated"}
+}
+
+// The deployment's declared lag bound (template parameter ReplicationLagBoundMs
+// -> REPLICATION_LAG_BOUND_MS) is what the api function advertises.
+func TestCapabilitiesAdvertiseConfiguredLagBound(t *testing.T) {
+	body := getCapabilities(t, host.CrossRegionFenced, "REPLICATION_LAG_BOUND_MS", "7000")
+	if !strings.Contains(string(body), `"replicationLagBoundMs":7000`) {
+		t.Fatalf("configured lag bound not advertised: %s", body)
 	}
 }

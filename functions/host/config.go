@@ -30,6 +30,12 @@ const (
 	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"     // executor: the runs stream mapping's MaximumRetryAttempts, default 10
 )
 
+// Multi-region environment variables (api function, fenced-effects).
+const (
+	EnvIdempotencyTableRegion = "IDEMPOTENCY_TABLE_REGION" // IdempotencyTable's home region (fenced-effects only); default FENCE_TABLE_REGION
+	EnvReplicationLagBound    = "REPLICATION_LAG_BOUND_MS" // multiRegion.replicationLagBoundMs, 0..60000, default 2000
+)
+
 // Env is the functions' configuration, read from the environment by
 // LoadEnv. Every field documents its variable and default.
 type Env struct {
@@ -51,6 +57,24 @@ type Env struct {
 	// fence store's client. Must look like an AWS region ("eu-west-1").
 	// Default "": the function's own region (the home-region stack).
 	FenceTableRegion string
+	// IdempotencyTableRegion: IDEMPOTENCY_TABLE_REGION, the home region
+	// whose IdempotencyTable replica owns every Layer-1 record under
+	// fenced-effects: claims, completions and replays go there from every
+	// region (build the store's client with HomeClient), so a key replayed
+	// into a second region resolves to the first region's response whatever
+	// the replication lag, and a region cut off from the home region fails
+	// closed. Set only with CROSS_REGION=fenced-effects (other postures keep
+	// Layer 1 on the local MREC replica); must look like an AWS region and,
+	// when FENCE_TABLE_REGION is set, name the same home region. Default:
+	// FenceTableRegion under fenced-effects (so a fenced deployment is always
+	// home-pinned), else "".
+	IdempotencyTableRegion string
+	// ReplicationLagBoundMs: REPLICATION_LAG_BOUND_MS (0..60000), advertised
+	// as capabilities idempotency.multiRegion.replicationLagBoundMs under
+	// fenced-effects (see CapabilitiesDoc for what it does and does not
+	// bound). Default DefaultReplicationLagBoundMs (2000, the template's
+	// default).
+	ReplicationLagBoundMs int
 	// EffectLease: EFFECT_LEASE_SECONDS (1..3600). Default ledger.DefaultLease
 	// (300 s).
 	EffectLease time.Duration
@@ -63,7 +87,9 @@ type Env struct {
 	// Default: any public host.
 	Webhook WebhookPolicy
 	// Transactional: RUNS_TRANSACTIONAL. Default true (createRun writes its
-	// run in the Layer-1 completion transaction).
+	// run in the Layer-1 completion transaction). kit.NewKit does not use a
+	// transaction when Layer 1 lives in another region (IdempotencyTableRegion
+	// in a fenced replica stack): a transaction cannot span regions.
 	Transactional bool
 	// DynamoDBEndpoint: DYNAMODB_ENDPOINT. Default "" (the AWS endpoint).
 	DynamoDBEndpoint string
@@ -100,6 +126,8 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		MetricsNamespace: strings.TrimSpace(getenv(EnvMetricsNS)),
 		StreamMaxRetries: 10,
 	}
+	e.IdempotencyTableRegion = strings.TrimSpace(getenv(EnvIdempotencyTableRegion))
+	e.ReplicationLagBoundMs = DefaultReplicationLagBoundMs
 	if e.MetricsNamespace == "" {
 		e.MetricsNamespace = "idemkit"
 	}
@@ -138,6 +166,24 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	}
 	if e.CrossRegion == CrossRegionFenced && e.FenceTable == "" {
 		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s", EnvCrossRegion, EnvFenceTable))
+	}
+	if v := strings.TrimSpace(getenv(EnvReplicationLagBound)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxReplicationLagBoundMs {
+			p = append(p, fmt.Sprintf("%s=%q: want whole milliseconds 0..%d", EnvReplicationLagBound, v, MaxReplicationLagBoundMs))
+		} else {
+			e.ReplicationLagBoundMs = n
+		}
+	}
+	switch {
+	case e.IdempotencyTableRegion != "" && !ValidRegion(e.IdempotencyTableRegion):
+		p = append(p, fmt.Sprintf("%s=%q: want an AWS region name such as eu-west-1", EnvIdempotencyTableRegion, e.IdempotencyTableRegion))
+	case e.IdempotencyTableRegion != "" && e.CrossRegion != CrossRegionFenced:
+		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep Layer 1 on the local replica)", EnvIdempotencyTableRegion, EnvCrossRegion))
+	case e.IdempotencyTableRegion != "" && e.FenceTableRegion != "" && e.IdempotencyTableRegion != e.FenceTableRegion:
+		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvIdempotencyTableRegion, e.IdempotencyTableRegion, EnvFenceTableRegion, e.FenceTableRegion))
+	case e.IdempotencyTableRegion == "" && e.CrossRegion == CrossRegionFenced:
+		e.IdempotencyTableRegion = e.FenceTableRegion
 	}
 	if v := strings.TrimSpace(getenv(EnvWebhookAllowlist)); v != "" {
 		for _, h := range strings.Split(v, ",") {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger/fence"
 	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
@@ -82,5 +84,63 @@ func TestFenceClientCallsHomeRegion(t *testing.T) {
 	}
 	if _, err := wrong.Token(ctx, "acme/effect-2"); err == nil {
 		t.Fatal("the replica region's own client found a fence table: the test does not separate regions")
+	}
+}
+
+// IDEMPOTENCY_TABLE_REGION pins Layer 1 to the home region under
+// fenced-effects only; a fenced deployment is home-pinned even without it
+// (it defaults to FENCE_TABLE_REGION), and it cannot name a second "home".
+func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
+	fenced := func(kv ...string) map[string]string {
+		m := map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: map[string]string{}, want: ""},
+		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled}, want: ""},
+		{env: fenced(), want: ""}, // the home-region stack: its own region
+		{env: fenced(EnvIdempotencyTableRegion, " eu-west-1 "), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1"), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "eu-west-1"), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "us-east-1"), err: "ONE home region"},
+		{env: fenced(EnvIdempotencyTableRegion, "Europe"), err: EnvIdempotencyTableRegion},
+		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
+		{env: map[string]string{EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
+	} {
+		e, err := LoadEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || e.IdempotencyTableRegion != tc.want {
+			t.Fatalf("%v: %q, %v; want %q", tc.env, e.IdempotencyTableRegion, err, tc.want)
+		}
+	}
+}
+
+// HomeClient is the one helper for both home-owned tables: it keeps the
+// caller's client for its own region and otherwise signs for the home
+// region without touching the caller's client.
+func TestHomeClient(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	local := e.InRegion("us-east-1").Client()
+	if HomeClient(local, "") != local || HomeClient(local, "us-east-1") != local {
+		t.Fatal("own region: want the function's own client")
+	}
+	hc := HomeClient(local, "eu-west-1")
+	if hc.Options().Region != "eu-west-1" || local.Options().Region != "us-east-1" {
+		t.Fatalf("home %q local %q", hc.Options().Region, local.Options().Region)
+	}
+	if aws.ToString(hc.Options().BaseEndpoint) != aws.ToString(local.Options().BaseEndpoint) {
+		t.Fatal("HomeClient dropped the endpoint override")
 	}
 }

@@ -130,8 +130,14 @@ func TestCapabilitiesDoc(t *testing.T) {
 	if _, err := CapabilitiesDoc("strict"); err == nil {
 		t.Fatal("bad posture accepted")
 	}
+	// multiRegion only under fenced-effects (Layer 1 home-pinned, effects
+	// fenced): TestCapabilitiesPerConfiguration checks every posture.
 	b, err := CapabilitiesDoc(CrossRegionFenced)
-	if err != nil || !strings.Contains(string(b), `"crossRegion":"fenced-effects"`) || strings.Contains(string(b), "multiRegion") {
+	if err != nil || !strings.Contains(string(b), `"crossRegion":"fenced-effects","multiRegion":{"partitionRecoveryStrategy":"x-host-idemkit-home-region-fence","replicationLagBoundMs":2000}`) {
+		t.Fatal(string(b), err)
+	}
+	b, err = CapabilitiesDoc(CrossRegionReconciled)
+	if err != nil || strings.Contains(string(b), "multiRegion") {
 		t.Fatal(string(b), err)
 	}
 }

@@ -10,34 +10,26 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 
+	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/tables"
 )
-
-var staticCreds = credentials.NewStaticCredentialsProvider("idemkit", "idemkit", "")
 
 // Client returns a DynamoDB client for e: static credentials, e.Region, the
 // SDK's standard retryer (3 attempts). optFns run last, so they can override
 // anything (Region, Retryer, APIOptions from Counter/Faults middleware, ...).
 func (e *Emulator) Client(optFns ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{
-		Region:       e.Region,
-		BaseEndpoint: aws.String(e.Endpoint),
-		Credentials:  staticCreds,
-	}, optFns...)
+	region := func(o *dynamodb.Options) { o.Region = e.Region }
+	return emulator.Client(e.Endpoint, append([]func(*dynamodb.Options){region}, optFns...)...)
 }
 
 // StreamsClient returns a DynamoDB Streams client for e (meaningful only when
 // e.Caps.Streams).
 func (e *Emulator) StreamsClient(optFns ...func(*dynamodbstreams.Options)) *dynamodbstreams.Client {
-	return dynamodbstreams.New(dynamodbstreams.Options{
-		Region:       e.Region,
-		BaseEndpoint: aws.String(e.Endpoint),
-		Credentials:  staticCreds,
-	}, optFns...)
+	region := func(o *dynamodbstreams.Options) { o.Region = e.Region }
+	return emulator.StreamsClient(e.Endpoint, append([]func(*dynamodbstreams.Options){region}, optFns...)...)
 }
 
 // FastRetries is a client option keeping the SDK's standard retry policy

@@ -19,15 +19,18 @@
 //
 // Two emulators are supported, each started at most once per test process,
 // lazily, on a free loopback port, and shared by all its tests (create your
-// own tables; names from CreateTable are unique):
+// own tables; names from CreateTable are unique). Starting, stopping,
+// readiness and process-group cleanup are internal/emulator's (the same code
+// `idemkit dev` uses); this package adds sharing, CI rules, capabilities and
+// instruments.
 //
 //   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
 //     here). Ready in about 0.5 s. moto is NOT linearizable: with 32
 //     concurrent conditional UpdateItem calls on one item, two succeeded
-//     (seen under -race). Emulator.Endpoint for moto is therefore an
-//     in-process loopback proxy that forwards one request at a time, which
-//     restores DynamoDB's "exactly one conditional writer wins"
-//     (TestConditionalWritesAreAtomic guards it).
+//     (seen under -race). Emulator.Endpoint for moto is therefore
+//     internal/emulator's in-process loopback proxy that forwards one
+//     request at a time, which restores DynamoDB's "exactly one conditional
+//     writer wins" (TestConditionalWritesAreAtomic guards it).
 //   - dynalite 4.0.0: tools/node_modules/.bin/dynalite, pinned by
 //     tools/package-lock.json. If it is missing, the first test process to
 //     need it runs `npm ci --prefix tools` (about 3 s) under a file lock in
@@ -40,7 +43,8 @@
 // started with Pdeathsig=SIGKILL from a goroutine that keeps its OS thread
 // locked while the emulator lives, so a crashed or SIGKILLed test binary
 // does not leave an orphan (checked by hand: kill -9 of a test binary takes
-// both emulators down).
+// both emulators down; internal/emulator/proc's tests check the group stop
+// and the Pdeathsig).
 //
 // Environment:
 //   - DYNAMODB_ENDPOINT=http://host:port uses an existing server instead;

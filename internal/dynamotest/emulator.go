@@ -4,30 +4,28 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // Emulator kinds.
 const (
-	Moto     = "moto"
-	Dynalite = "dynalite"
+	Moto     = emulator.Moto
+	Dynalite = emulator.Dynalite
 	External = "external"
 )
 
 // DefaultRegion is the region of Emulator.Region unless AWS_REGION overrides
 // it for an external endpoint.
-const DefaultRegion = "us-east-1"
+const DefaultRegion = emulator.Region
 
 // Capabilities are the DynamoDB features an emulator implements. The values
 // for moto and dynalite were verified empirically (see the package doc and
@@ -113,11 +111,7 @@ func Start(t testing.TB, kind string) *Emulator {
 	t.Helper()
 	e, err := get(kind)
 	if err != nil {
-		msg := fmt.Sprintf("dynamotest: %s emulator unavailable: %v", kind, err)
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		testutil.Unavailable(t, "dynamotest: %s emulator unavailable: %v", kind, err)
 	}
 	return e
 }
@@ -138,20 +132,18 @@ func StopAll() {
 	mu.Lock()
 	defer mu.Unlock()
 	for k, s := range servers {
-		s.proxy.close()
-		if s.proc != nil {
-			s.proc.stop()
+		if s.srv != nil {
+			s.srv.Stop()
 		}
 		delete(servers, k)
 	}
 }
 
 type server struct {
-	once  sync.Once
-	emu   *Emulator
-	proc  *process
-	proxy *serializer
-	err   error
+	once sync.Once
+	emu  *Emulator
+	srv  *emulator.Server // nil for External
+	err  error
 }
 
 var (
@@ -167,23 +159,13 @@ func get(kind string) (*Emulator, error) {
 		servers[kind] = s
 	}
 	mu.Unlock()
-	s.once.Do(func() {
-		s.emu, s.proc, s.err = launch(kind)
-		if s.err == nil && kind == Moto {
-			// See serializer: moto's conditional writes are not atomic.
-			var ep string
-			if s.proxy, ep, s.err = startSerializer(s.emu.Endpoint); s.err != nil {
-				s.proc.stop()
-				s.emu = nil
-				return
-			}
-			s.emu.Endpoint = ep
-		}
-	})
+	s.once.Do(func() { s.emu, s.srv, s.err = launch(kind) })
 	return s.emu, s.err
 }
 
-func launch(kind string) (*Emulator, *process, error) {
+// launch starts kind through internal/emulator (moto is reached through its
+// serializing proxy), or connects to DYNAMODB_ENDPOINT for External.
+func launch(kind string) (*Emulator, *emulator.Server, error) {
 	switch kind {
 	case External:
 		ep := os.Getenv("DYNAMODB_ENDPOINT")
@@ -197,7 +179,7 @@ func launch(kind string) (*Emulator, *process, error) {
 		e := &Emulator{Kind: External, Endpoint: ep, Region: region}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := waitReady(ctx, e, nil); err != nil {
+		if err := emulator.WaitReady(ctx, e.Client(), nil); err != nil {
 			return nil, nil, err
 		}
 		caps, err := Probe(ctx, e)
@@ -210,124 +192,12 @@ func launch(kind string) (*Emulator, *process, error) {
 	default:
 		return nil, nil, fmt.Errorf("unknown emulator kind %q (want moto, dynalite or external)", kind)
 	}
-	var lastErr error
-	// A free port can be taken by another process between our probe and the
-	// emulator's bind; retry on a new port.
-	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, nil, err
-		}
-		name, args, err := command(kind, port)
-		if err != nil {
-			return nil, nil, err
-		}
-		p, err := startProcess(name, args)
-		if err != nil {
-			return nil, nil, err
-		}
-		e := &Emulator{
-			Kind:     kind,
-			Endpoint: "http://127.0.0.1:" + strconv.Itoa(port),
-			Region:   DefaultRegion,
-			Caps:     staticCaps[kind],
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		err = waitReady(ctx, e, p.done)
-		cancel()
-		if err == nil {
-			return e, p, nil
-		}
-		p.stop()
-		lastErr = fmt.Errorf("%s did not become ready: %v; output: %s", kind, err, p.out.String())
+	srv, err := emulator.Start(context.Background(), kind, emulator.Options{ToolsDir: filepath.Join(RepoRoot(), "tools")})
+	if err != nil {
+		return nil, nil, err
 	}
-	return nil, nil, lastErr
-}
-
-// command returns the emulator command line for kind listening on port.
-func command(kind string, port int) (string, []string, error) {
-	p := strconv.Itoa(port)
-	switch kind {
-	case Moto:
-		bin, err := exec.LookPath("moto_server")
-		if err != nil {
-			return "", nil, fmt.Errorf("moto_server not on PATH (pip install 'moto[server]'): %w", err)
-		}
-		return bin, []string{"-H", "127.0.0.1", "-p", p}, nil
-	default: // Dynalite
-		bin, err := dynaliteBin()
-		if err != nil {
-			return "", nil, err
-		}
-		return bin, []string{"--host", "127.0.0.1", "--port", p,
-			"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}, nil
-	}
+	return &Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: DefaultRegion, Caps: staticCaps[kind]}, srv, nil
 }
 
 // RepoRoot is the module root (the directory holding go.mod).
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// dynaliteBin returns tools/node_modules/.bin/dynalite, running
-// `npm ci --prefix tools` first if it is missing. Several test binaries may
-// race here; a file lock makes one of them install and the others wait.
-func dynaliteBin() (string, error) {
-	tools := filepath.Join(RepoRoot(), "tools")
-	bin := filepath.Join(tools, "node_modules", ".bin", "dynalite")
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil
-	}
-	unlock, err := lockFile(filepath.Join(os.TempDir(), "idemkit-tools-npm-ci.lock"))
-	if err != nil {
-		return "", fmt.Errorf("locking for npm ci: %w", err)
-	}
-	defer unlock()
-	if _, err := os.Stat(bin); err == nil {
-		return bin, nil // installed by another process while we waited
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		return "", fmt.Errorf("dynalite is not installed and npm is not on PATH (run `make tools`): %w", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--prefix", tools, "--no-audit", "--no-fund")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("npm ci --prefix tools: %v: %s", err, out)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("npm ci --prefix tools did not install %s", bin)
-	}
-	return bin, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitReady polls ListTables until it succeeds, ctx ends or exited closes.
-func waitReady(ctx context.Context, e *Emulator, exited <-chan struct{}) error {
-	c := e.Client(func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
-	for {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := c.ListTables(cctx, &dynamodb.ListTablesInput{})
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-exited:
-			return errors.New("process exited")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
+func RepoRoot() string { return shared.ModuleRoot() }

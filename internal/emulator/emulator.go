@@ -1,98 +1,89 @@
-// Package emulator starts a local DynamoDB emulator for `idemkit dev`:
-// moto_server (DynamoDB and DynamoDB Streams on one endpoint) on a free
-// loopback port, in its own process group, reached through a serializing
-// proxy because moto's conditional writes are not atomic under concurrency
-// (see internal/dynamotest). Tests use internal/dynamotest instead; this
-// package is the non-test starter.
 package emulator
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/idemkit/idemkit/internal/emulator/proc"
 )
 
-// Region is the region the emulator is addressed with.
-const Region = "us-east-1"
+// Emulator kinds accepted by Start.
+const (
+	Moto     = "moto"
+	Dynalite = "dynalite"
+)
 
-// Credentials are the static credentials used with the emulator.
-var Credentials = credentials.NewStaticCredentialsProvider("idemkit", "idemkit", "")
+// readyTimeout bounds one start attempt's wait for ListTables to answer.
+const readyTimeout = 90 * time.Second
 
-// Moto is a running moto_server. Stop it with Stop.
-type Moto struct {
-	// Endpoint is the (serialized) endpoint URL for clients.
+// stopGrace is how long Stop waits after SIGTERM before SIGKILL.
+const stopGrace = 2 * time.Second
+
+// Options configure Start.
+type Options struct {
+	// ToolsDir is the directory whose package.json/package-lock.json pin
+	// dynalite (the repository's tools/). Required for Dynalite, unused for
+	// Moto. Default: none.
+	ToolsDir string
+}
+
+// Server is a running emulator. Stop it with Stop.
+type Server struct {
+	// Kind is Moto or Dynalite.
+	Kind string
+	// Endpoint is the base URL clients use, e.g. http://127.0.0.1:40123.
+	// For moto it is the serializing proxy (see the package doc).
 	Endpoint string
-	cmd      *exec.Cmd
-	done     chan struct{}
-	out      *lockedBuffer
-	proxy    *http.Server
-	once     sync.Once
+
+	proc  *proc.Process
+	out   *proc.Buffer
+	proxy *serializer
+	once  sync.Once
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 64<<10 {
-		l.b.Reset()
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// StartMoto starts moto_server on a free loopback port and waits (bounded
-// by ctx) until it answers ListTables.
-func StartMoto(ctx context.Context) (*Moto, error) {
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		return nil, fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'), or pass --dynamodb-endpoint: %w", err)
+// Start starts an emulator of kind on a free loopback port and returns
+// once it answers ListTables (bounded by ctx and 90 s per attempt; a port
+// lost to another process is retried on a new one, 3 attempts). On error
+// nothing it started is left running.
+func Start(ctx context.Context, kind string, o Options) (*Server, error) {
+	if kind != Moto && kind != Dynalite {
+		return nil, fmt.Errorf("unknown emulator kind %q (want moto or dynalite)", kind)
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := freePort()
+		port, err := proc.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		m := &Moto{done: make(chan struct{}), out: &lockedBuffer{}}
-		m.cmd = exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port))
-		m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
-		m.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		m.cmd.WaitDelay = 2 * time.Second
-		if err := m.cmd.Start(); err != nil {
+		cmd, err := command(ctx, kind, port, o)
+		if err != nil {
 			return nil, err
 		}
-		go func() { _ = m.cmd.Wait(); close(m.done) }()
-		direct := "http://127.0.0.1:" + strconv.Itoa(port)
-		if err = waitReady(ctx, direct, m.done); err == nil {
-			if m.Endpoint, m.proxy, err = serialize(direct); err == nil {
-				return m, nil
+		s := &Server{Kind: kind, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), out: &proc.Buffer{Max: 8 << 10}}
+		cmd.Stdout, cmd.Stderr = s.out, s.out
+		cmd.WaitDelay = stopGrace
+		if s.proc, err = proc.Start(cmd); err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		err = WaitReady(rctx, Client(s.Endpoint), s.proc.Done())
+		cancel()
+		if err == nil && kind == Moto {
+			var ep string
+			if s.proxy, ep, err = startSerializer(s.Endpoint); err == nil {
+				s.Endpoint = ep
 			}
 		}
-		m.Stop()
-		lastErr = fmt.Errorf("moto_server did not become ready: %v; output: %s", err, m.out.String())
+		if err == nil {
+			return s, nil
+		}
+		s.Stop()
+		lastErr = fmt.Errorf("%s did not become ready: %v; output: %s", kind, err, s.out.String())
 		if ctx.Err() != nil {
 			break
 		}
@@ -100,84 +91,46 @@ func StartMoto(ctx context.Context) (*Moto, error) {
 	return nil, lastErr
 }
 
+// StartMoto starts moto for `idemkit dev`: Start(ctx, Moto, Options{}), with
+// a hint at --dynamodb-endpoint when moto_server is not installed.
+func StartMoto(ctx context.Context) (*Server, error) {
+	s, err := Start(ctx, Moto, Options{})
+	if errors.Is(err, exec.ErrNotFound) {
+		err = fmt.Errorf("%w; or pass --dynamodb-endpoint", err)
+	}
+	return s, err
+}
+
+// command returns the emulator command line for kind listening on port.
+func command(ctx context.Context, kind string, port int, o Options) (*exec.Cmd, error) {
+	p := strconv.Itoa(port)
+	if kind == Moto {
+		bin, err := exec.LookPath("moto_server")
+		if err != nil {
+			return nil, fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'): %w", err)
+		}
+		return exec.Command(bin, "-H", "127.0.0.1", "-p", p), nil
+	}
+	bin, err := dynaliteBin(ctx, o.ToolsDir)
+	if err != nil {
+		return nil, err
+	}
+	return exec.Command(bin, "--host", "127.0.0.1", "--port", p,
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"), nil
+}
+
 // PID is the emulator's process id (it leads its own process group).
-func (m *Moto) PID() int { return m.cmd.Process.Pid }
+func (s *Server) PID() int { return s.proc.PID() }
+
+// Output returns the last 8 KiB the emulator wrote to stdout and stderr.
+func (s *Server) Output() string { return s.out.String() }
 
 // Stop stops the proxy and the emulator's process group (SIGTERM, then
-// SIGKILL after 2 s).
-func (m *Moto) Stop() {
-	m.once.Do(func() {
-		if m.proxy != nil {
-			_ = m.proxy.Close()
-		}
-		select {
-		case <-m.done:
-			return
-		default:
-		}
-		_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-m.done:
-		case <-time.After(2 * time.Second):
-			_ = syscall.Kill(-m.cmd.Process.Pid, syscall.SIGKILL)
-			<-m.done
-		}
+// SIGKILL after 2 s) and returns once the emulator has exited. Safe to call
+// more than once.
+func (s *Server) Stop() {
+	s.once.Do(func() {
+		s.proxy.close()
+		s.proc.Stop(stopGrace)
 	})
-}
-
-// Client returns a DynamoDB client for endpoint with static credentials.
-func Client(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
-	return dynamodb.New(dynamodb.Options{Region: Region, BaseEndpoint: aws.String(endpoint), Credentials: Credentials}, optFns...)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func waitReady(ctx context.Context, endpoint string, exited <-chan struct{}) error {
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-	c := Client(endpoint, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := c.ListTables(cctx, &dynamodb.ListTablesInput{})
-		ccancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
-		case <-exited:
-			return errors.New("process exited")
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// serialize starts a loopback reverse proxy forwarding one request at a time.
-func serialize(target string) (string, *http.Server, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return "", nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.Transport = &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
-	var mu sync.Mutex
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		defer mu.Unlock()
-		p.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), srv, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/conflictaudit"
@@ -416,6 +418,12 @@ func TestPartitionRacingFencedExecutors(t *testing.T) {
 
 // layer1 is Layer 1 (idem.Guard over idem/dynamostore) in front of a
 // handler in two regions whose idempotency tables the replicator joins.
+//
+// Not pinned (reconciled-records): each region's Guard uses its own
+// replica. Pinned (fenced-effects, functions/host/kit): each region's Guard
+// uses host.HomeClient(its client, eu), so every claim, completion and
+// replay goes to the home region's replica, as the api function does with
+// IDEMPOTENCY_TABLE_REGION. cut is the network between us and eu.
 type layer1 struct {
 	t     *testing.T
 	p     *pair
@@ -423,11 +431,30 @@ type layer1 struct {
 	clock *ledgertest.Clock
 	runs  atomic.Int32
 	srv   map[string]*httptest.Server
+	cut   *cut
 }
 
-func newLayer1(t *testing.T) *layer1 {
+// cut is an HTTP client for the us region's DynamoDB clients that, while
+// on, refuses every request signed for region (its SigV4 credential scope
+// names it) with a network error: a partition between us and that region,
+// while us's own replica stays reachable.
+type cut struct {
+	region  string
+	on      atomic.Bool
+	refused atomic.Int32
+}
+
+func (c *cut) Do(req *http.Request) (*http.Response, error) {
+	if c.on.Load() && strings.Contains(req.Header.Get("Authorization"), "/"+c.region+"/dynamodb/") {
+		c.refused.Add(1)
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("network is unreachable (simulated partition)")}
+	}
+	return http.DefaultClient.Do(req)
+}
+
+func newLayer1(t *testing.T, pinned bool) *layer1 {
 	w := &layer1{t: t, p: newPair(t, "IdempotencyTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
-		srv: map[string]*httptest.Server{}}
+		srv: map[string]*httptest.Server{}, cut: &cut{region: eu}}
 	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -440,7 +467,18 @@ func newLayer1(t *testing.T) *layer1 {
 		_, _ = io.WriteString(rw, `{"runId":"acme/run-`+strconv.Itoa(int(n))+`-0123456789abcdef"}`)
 	})
 	for _, r := range []string{eu, us} {
-		st, err := idemdynamo.New(idemdynamo.Config{Client: w.p.db(r), Table: w.p.tables[r]})
+		client := w.p.emu[r].Client(dynamotest.FastRetries)
+		if r == us {
+			client = w.p.emu[r].Client(dynamotest.FastRetries, func(o *dynamodb.Options) { o.HTTPClient = w.cut })
+		}
+		table := w.p.tables[r]
+		if pinned {
+			// The api function's wiring under fenced-effects: the home
+			// region's replica, by the name the home stack created (a
+			// global table has one name in every region).
+			client, table = host.HomeClient(client, eu), w.p.tables[eu]
+		}
+		st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: table})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,10 +496,14 @@ func newLayer1(t *testing.T) *layer1 {
 	return w
 }
 
-func (w *layer1) post(r string) (*http.Response, string) {
+const key1 = "0f8fad5b-d9cb-469f-a165-70867728950e"
+
+func (w *layer1) post(r string) (*http.Response, string) { return w.postKey(r, key1) }
+
+func (w *layer1) postKey(r, key string) (*http.Response, string) {
 	req, _ := http.NewRequest(http.MethodPost, w.srv[r].URL+"/runs", strings.NewReader(`{"workflow":"w1"}`))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idem.HeaderKey, "0f8fad5b-d9cb-469f-a165-70867728950e")
+	req.Header.Set(idem.HeaderKey, key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		w.t.Fatal(err)
@@ -471,11 +513,169 @@ func (w *layer1) post(r string) (*http.Response, string) {
 	return resp, string(b)
 }
 
+// items returns the number of items in region r's replica.
+func (w *layer1) items(r string) int {
+	out, err := w.p.db(r).Scan(ctx(w.t), &dynamodb.ScanInput{TableName: aws.String(w.p.tables[r]), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return len(out.Items)
+}
+
+func isReplay(resp *http.Response) bool {
+	return resp.Header.Get("OpenWOP-Idempotent-Replay") == "true"
+}
+
+// fenced-effects, Layer 1 pinned to the home region (eu): a key replayed
+// into the second region BEFORE the first region's record has replicated —
+// within the lag, and with replication stopped altogether — resolves to the
+// first region's response, marked as a replay; the handler runs once. The
+// same holds with the regions swapped (first request in the non-home
+// region), and for parallel duplicates spread over both regions. The
+// records still replicate for durability.
+func TestLayer1HomePinnedReplayWithinLag(t *testing.T) {
+	w := newLayer1(t, true)
+	first, body := w.post(eu)
+	if first.StatusCode != http.StatusCreated || isReplay(first) {
+		t.Fatalf("first: %d %s", first.StatusCode, body)
+	}
+	if _, err := w.rep.Step(ctx(t)); err != nil { // observed, not yet applied (lag)
+		t.Fatal(err)
+	}
+	if n := w.items(us); n != 0 {
+		t.Fatalf("us replica holds %d items before the lag elapsed: the test would not be within the lag", n)
+	}
+	second, body2 := w.post(us)
+	if second.StatusCode != http.StatusCreated || body2 != body || !isReplay(second) {
+		t.Fatalf("replay in us within the lag: %d %q replay=%v; want eu's %q replayed", second.StatusCode, body2, isReplay(second), body)
+	}
+	if w.runs.Load() != 1 {
+		t.Fatalf("handler ran %d times across regions, want 1", w.runs.Load())
+	}
+
+	// Replication stopped (partitioned replicator), both regions still
+	// reach the home region: first request in us, replay in eu.
+	w.rep.SetPartitioned(true)
+	const key2 = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	a, bodyA := w.postKey(us, key2)
+	b, bodyB := w.postKey(eu, key2)
+	if a.StatusCode != http.StatusCreated || isReplay(a) || b.StatusCode != http.StatusCreated || bodyB != bodyA || !isReplay(b) {
+		t.Fatalf("us then eu, no replication: %d %q / %d %q replay=%v", a.StatusCode, bodyA, b.StatusCode, bodyB, isReplay(b))
+	}
+	if w.runs.Load() != 2 {
+		t.Fatalf("handler ran %d times for two keys, want 2", w.runs.Load())
+	}
+
+	// Parallel duplicates of a third key in both regions: one execution;
+	// every other answer is the same response replayed or 409 in flight.
+	const key3 = "a8098c1a-f86e-41d4-a56a-7e9f1c6b1b3e"
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	bodies := map[string]int{}
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, body := w.postKey([]string{eu, us}[i%2], key3)
+			mu.Lock()
+			defer mu.Unlock()
+			switch resp.StatusCode {
+			case http.StatusCreated:
+				bodies[body]++
+			case http.StatusConflict:
+				if !strings.Contains(body, "idempotency_in_flight") {
+					t.Errorf("409 %s", body)
+				}
+			default:
+				t.Errorf("parallel duplicate: %d %s", resp.StatusCode, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if w.runs.Load() != 3 || len(bodies) != 1 {
+		t.Fatalf("parallel duplicates in two regions: handler runs %d (want 3 in total), distinct 201 bodies %v", w.runs.Load(), bodies)
+	}
+
+	// After replication the replicas converge on the home region's records.
+	if _, err := w.rep.Step(ctx(t)); err != nil { // observe what is left
+		t.Fatal(err)
+	}
+	w.rep.SetPartitioned(false)
+	w.clock.Advance(2 * time.Second)
+	if err := w.rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if ne, nu := w.items(eu), w.items(us); ne == 0 || ne != nu {
+		t.Fatalf("replicas after sync: eu %d items, us %d", ne, nu)
+	}
+}
+
+// fenced-effects, Layer 1 pinned to the home region (eu), during a
+// partition that cuts us off from eu (replication stopped, us's requests
+// to eu refused): a key eu already answered, and a brand-new key, both
+// fail closed in us with a retryable 500 internal_error, the handler does
+// not run, and nothing is written to us's own replica. After healing, the
+// first key replays eu's response in us and the new key runs once.
+func TestLayer1HomePinnedPartitionFailsClosed(t *testing.T) {
+	w := newLayer1(t, true)
+	first, body := w.post(eu)
+	if first.StatusCode != http.StatusCreated {
+		t.Fatalf("first: %d %s", first.StatusCode, body)
+	}
+	if _, err := w.rep.Step(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	w.rep.SetPartitioned(true)
+	w.cut.on.Store(true)
+	const fresh = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
+	for _, key := range []string{key1, fresh} {
+		resp, b := w.postKey(us, key)
+		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(b, `"error":"internal_error"`) || isReplay(resp) {
+			t.Fatalf("us during the partition: %d %s; want a retryable 500 internal_error", resp.StatusCode, b)
+		}
+		if resp.Header.Get("OpenWOP-Idempotent-Replay") != "" {
+			t.Fatal("a fail-closed answer carries the replay marker")
+		}
+	}
+	if w.runs.Load() != 1 {
+		t.Fatalf("handler ran %d times; the partitioned region started new work", w.runs.Load())
+	}
+	if w.cut.refused.Load() == 0 {
+		t.Fatal("no request to the home region was refused: the partition was not exercised")
+	}
+	if n := w.items(us); n != 0 {
+		t.Fatalf("us replica holds %d items: the partitioned region wrote locally", n)
+	}
+	// eu, the home region, keeps serving during the partition.
+	if resp, b := w.post(eu); resp.StatusCode != http.StatusCreated || b != body || !isReplay(resp) {
+		t.Fatalf("eu during the partition: %d %s", resp.StatusCode, b)
+	}
+
+	w.cut.on.Store(false)
+	if _, err := w.rep.Step(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	w.rep.SetPartitioned(false)
+	w.clock.Advance(2 * time.Second)
+	if err := w.rep.Sync(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if resp, b := w.post(us); resp.StatusCode != http.StatusCreated || b != body || !isReplay(resp) {
+		t.Fatalf("us after healing: %d %q; want eu's %q replayed", resp.StatusCode, b, body)
+	}
+	if resp, b := w.postKey(us, fresh); resp.StatusCode != http.StatusCreated || isReplay(resp) {
+		t.Fatalf("new key after healing: %d %s", resp.StatusCode, b)
+	}
+	if w.runs.Load() != 2 {
+		t.Fatalf("handler ran %d times, want 2 (one per key)", w.runs.Load())
+	}
+}
+
 // The replay test. Layer 1 across regions: after replication, an
 // Idempotency-Key replayed into the second region returns the first
 // region's response, marked as a replay, and the handler does not run again.
 func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
-	w := newLayer1(t)
+	w := newLayer1(t, false)
 	first, body := w.post(eu)
 	if first.StatusCode != http.StatusCreated {
 		t.Fatalf("first: %d %s", first.StatusCode, body)
@@ -499,14 +699,17 @@ func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
 	}
 }
 
-// What Layer 1 does NOT guarantee across regions (why no configuration
-// advertises multiRegion): the same key replayed into the second region
+// reconciled-records (Layer 1 on the local MREC replica, not home-pinned):
+// what it does NOT guarantee across regions, and why that posture does not
+// advertise multiRegion. The same key replayed into the second region
 // before the first region's record has replicated — within the lag, or
 // during a partition — starts new work there. On healing the records
 // converge last-writer-wins, so both regions then replay ONE of the two
 // responses, and it need not be the one the first caller received.
+// (fenced-effects pins Layer 1 to the home region instead:
+// TestLayer1HomePinnedReplayWithinLag.)
 func TestLayer1ReplayWithinLagStartsNewWork(t *testing.T) {
-	w := newLayer1(t)
+	w := newLayer1(t, false)
 	w.rep.SetPartitioned(true)
 	first, body := w.post(eu)
 	if _, err := w.rep.Step(ctx(t)); err != nil {

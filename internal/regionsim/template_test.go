@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -85,8 +86,8 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 	}{
 		{"single-region", map[string]string{}, true},
 		{"home-reconciled", map[string]string{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"}, true},
-		{"home-fenced", map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1"}, true},
-		{"replica-fenced", map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1",
+		{"home-fenced", map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1", "ReplicationLagBoundMs": "0"}, true},
+		{"replica-fenced", map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1", "ReplicationLagBoundMs": "60000",
 			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
@@ -124,5 +125,59 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The api function of a fenced deployment is wired for home-pinned Layer 1
+// by the template: IDEMPOTENCY_TABLE_REGION (the home region under
+// fenced-effects, else empty) and REPLICATION_LAG_BOUND_MS from the
+// ReplicationLagBoundMs parameter (0..60000), and its role may reach the
+// idempotency table's replica in HomeRegion (replica stack, fenced).
+func TestTemplateHomePinnedLayer1(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(dynamotest.RepoRoot(), "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		t.Fatal(err)
+	}
+	find := func(n *yaml.Node, path ...string) *yaml.Node {
+		for _, key := range path {
+			var next *yaml.Node
+			for i := 0; n != nil && n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					next = n.Content[i+1]
+				}
+			}
+			if next == nil {
+				t.Fatalf("template.yaml has no %v", path)
+			}
+			n = next
+		}
+		return n
+	}
+	dump := func(n *yaml.Node) string {
+		b, err := yaml.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	root := doc.Content[0]
+	p := find(root, "Parameters", "ReplicationLagBoundMs")
+	if find(p, "MinValue").Value != "0" || find(p, "MaxValue").Value != "60000" || find(p, "Type").Value != "Number" {
+		t.Fatalf("ReplicationLagBoundMs: %s", dump(p))
+	}
+	vars := find(root, "Resources", "ApiFunction", "Properties", "Environment", "Variables")
+	if got := dump(find(vars, "REPLICATION_LAG_BOUND_MS")); !strings.Contains(got, "!Ref ReplicationLagBoundMs") {
+		t.Fatalf("REPLICATION_LAG_BOUND_MS: %s", got)
+	}
+	if got := dump(find(vars, "IDEMPOTENCY_TABLE_REGION")); !strings.Contains(got, "KitFenced") || !strings.Contains(got, "HomeRegion") {
+		t.Fatalf("IDEMPOTENCY_TABLE_REGION: %s", got)
+	}
+	role := dump(find(root, "Resources", "ApiRole"))
+	if !strings.Contains(role, ":dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingIdempotencyTable}") {
+		t.Fatalf("ApiRole cannot reach the home region's idempotency replica:\n%s", role)
 	}
 }

@@ -6,11 +6,17 @@
 //
 // Routes: POST /runs (createRun), GET /runs/{runId} (getRun),
 // POST /runs/{runId}/cancel (cancelRun), GET /runs/{runId}/effects
-// (getRunEffects) and GET /.well-known/openwop (getCapabilities, no
-// credential). Any other path is 404 not_found and a known path with another
-// method is 405 (vendor code idemkit.method_not_allowed, the registry has no
-// 405 row) with an Allow header. Errors use the envelope
-// {error, message, details?}.
+// (getRunEffects), GET /runs/{runId}/events (streamRunEvents) and GET
+// /.well-known/openwop (getCapabilities, no credential). Any other path is
+// 404 not_found and a known path with another method is 405 (vendor code
+// idemkit.method_not_allowed, the registry has no 405 row) with an Allow
+// header. Errors use the envelope {error, message, details?}.
+//
+// Events: API Gateway HTTP APIs buffer a Lambda's whole response, so GET
+// /runs/{runId}/events serves a snapshot of the run's events (RunEvents) as
+// text/event-stream and closes the stream after the current state; a client
+// re-polls with Last-Event-ID (the last `id:` it saw) for what came later,
+// as an EventSource does by itself. See RunEvents for what the log holds.
 //
 // Tenancy: the tenant comes only from the authorizer context (idem's
 // TenantSource, key "tenantId"). A path runId is accepted `~`-projected
@@ -66,6 +72,11 @@ type Config struct {
 	Webhook host.WebhookPolicy
 	// CrossRegion is the advertised posture. Default "single-region".
 	CrossRegion string
+	// ReplicationLagBoundMs is the declared replication lag bound advertised
+	// as multiRegion.replicationLagBoundMs (fenced-effects only), 0..60000.
+	// Default 0: host.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
+	// not expressible here; no real replication meets it).
+	ReplicationLagBoundMs int
 	// BaseURL prefixes eventsUrl/statusUrl. Default "https://" + the
 	// request's domain name.
 	BaseURL string
@@ -94,7 +105,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.CrossRegion == "" {
 		cfg.CrossRegion = host.CrossRegionSingle
 	}
-	caps, err := host.CapabilitiesDoc(cfg.CrossRegion)
+	var capOpts []host.CapabilityOption
+	if cfg.ReplicationLagBoundMs > 0 {
+		capOpts = append(capOpts, host.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
+	}
+	caps, err := host.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +207,7 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 		return h.create(ctx, ev)
 	}
 	idSegs, action := segs[1:], ""
-	if last := segs[len(segs)-1]; len(segs) >= 3 && (last == "cancel" || last == "effects") {
+	if last := segs[len(segs)-1]; len(segs) >= 3 && (last == "cancel" || last == "effects" || last == "events") {
 		idSegs, action = segs[1:len(segs)-1], last
 	}
 	if len(idSegs) > 2 || idSegs[0] == "" {
@@ -224,6 +239,8 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 		return h.cancel(ctx, ev)
 	case "effects":
 		return h.effects(ctx, runID, tenant)
+	case "events":
+		return h.events(ctx, ev, runID, tenant)
 	default:
 		return h.getRun(ctx, ev, runID, tenant)
 	}

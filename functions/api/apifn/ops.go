@@ -85,6 +85,12 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
+	return jsonResp(http.StatusOK, h.snapshot(ev, r))
+}
+
+// snapshot is the run snapshot served by getRun (and by the values mode of
+// the events stream). It never carries the run's inputs.
+func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r host.Run) map[string]any {
 	snap := map[string]any{
 		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
@@ -100,7 +106,7 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 		// a run retried toward its last try is visible while "running".
 		snap["failures"], snap["lastError"] = r.Failures, r.LastError
 	}
-	return jsonResp(http.StatusOK, snap)
+	return snap
 }
 
 // effects serves the Layer-2 witness (effect-ledger-projection.schema.json).

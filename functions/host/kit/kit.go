@@ -59,14 +59,23 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 	if err := env.Require(need...); err != nil {
 		return nil, err
 	}
+	// Layer 1's client: under fenced-effects the home region's replica owns
+	// every Layer-1 record (IDEMPOTENCY_TABLE_REGION), so a replay into
+	// another region resolves to the first response whatever the lag
+	// (multi-region: docs/MULTI_REGION.md). A transaction cannot span
+	// regions, so createRun then writes its run with a conditional PutItem.
+	idemClient := client
+	if env.CrossRegion == host.CrossRegionFenced {
+		idemClient = host.HomeClient(client, env.IdempotencyTableRegion)
+	}
 	if p.Runs {
-		k.Runs = &host.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: env.Transactional && p.Guard}
+		k.Runs = &host.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: env.Transactional && p.Guard && idemClient == client}
 	}
 	if p.Keys {
 		k.Keys = &host.DynamoKeys{Client: client, Table: env.APIKeysTable}
 	}
 	if p.Guard {
-		st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: env.Idem.Table})
+		st, err := idemdynamo.New(idemdynamo.Config{Client: idemClient, Table: env.Idem.Table})
 		if err != nil {
 			return nil, err
 		}
@@ -84,8 +93,10 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 		var owner *fence.Owner
 		if env.CrossRegion == host.CrossRegionFenced {
 			// fenced-effects: every webhook fire passes the linearizable
-			// fence owner (FENCE_TABLE, home region) first.
-			o, err := fence.New(fence.Config{Store: fencedynamo.New(client, env.FenceTable), Region: client.Options().Region, Metrics: metrics})
+			// fence owner (FENCE_TABLE in FENCE_TABLE_REGION, the home
+			// region) first.
+			o, err := fence.New(fence.Config{Store: fencedynamo.New(host.FenceClient(client, env.FenceTableRegion), env.FenceTable),
+				Region: client.Options().Region, Metrics: metrics})
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package dynamotest
+package emulator
 
 import (
 	"net"
@@ -9,21 +9,13 @@ import (
 	"time"
 )
 
-// serializer is a loopback reverse proxy that forwards one request at a time.
-//
-// moto is not linearizable under concurrency: its conditional writes check
-// and apply in separate steps without a per-item lock, and with 32
-// concurrent conditional UpdateItem calls on one item two of them were seen
-// to succeed (TestConditionalWritesAreAtomic reproduces it without the
-// proxy). DynamoDB guarantees that exactly one wins, and the exactly-once
-// tests depend on it, so moto is always reached through this proxy. moto
-// handles requests essentially one at a time anyway (Python GIL), so the
-// cost is small.
+// serializer is a loopback reverse proxy that forwards one request at a
+// time: the fix for moto's non-atomic conditional writes (see the package
+// doc).
 type serializer struct {
 	mu    sync.Mutex
 	proxy *httputil.ReverseProxy
 	srv   *http.Server
-	ln    net.Listener
 }
 
 func (s *serializer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +24,8 @@ func (s *serializer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.proxy.ServeHTTP(w, r)
 }
 
-// startSerializer starts the proxy to target and returns its base URL.
+// startSerializer starts the proxy to target on a free loopback port and
+// returns it with its base URL.
 func startSerializer(target string) (*serializer, string, error) {
 	u, err := url.Parse(target)
 	if err != nil {
@@ -44,7 +37,7 @@ func startSerializer(target string) (*serializer, string, error) {
 	}
 	p := httputil.NewSingleHostReverseProxy(u)
 	p.Transport = &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
-	s := &serializer{proxy: p, ln: ln}
+	s := &serializer{proxy: p}
 	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, "http://" + ln.Addr().String(), nil

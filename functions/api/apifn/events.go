@@ -1,0 +1,340 @@
+package apifn
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// CodeUnsupportedStreamMode is the registry code (400) of a streamMode
+// outside the pattern of streamRunEvents.
+const CodeUnsupportedStreamMode = "unsupported_stream_mode"
+
+// CodeRunFailed is the vendor error code carried by a run.failed event: the
+// host records a failed run's message, not a registry code.
+const CodeRunFailed = "idemkit.run_failed"
+
+// EventsRetryMs is the SSE `retry:` hint (milliseconds) sent while the run
+// is not terminal: how long an EventSource waits before it re-polls with
+// Last-Event-ID.
+const EventsRetryMs = 2000
+
+// Stream modes (RFC 0171 §E.1). The host serves all four; combinations of
+// updates, messages and debug are accepted, values never combines.
+const (
+	ModeValues   = "values"
+	ModeUpdates  = "updates"
+	ModeMessages = "messages"
+	ModeDebug    = "debug"
+)
+
+// Run event types this host records (registered RunEventDoc types).
+const (
+	EventRunStarted   = "run.started"
+	EventRunCompleted = "run.completed"
+	EventRunFailed    = "run.failed"
+	EventRunCancelled = "run.cancelled"
+)
+
+// maxBufferMs bounds the bufferMs batching hint (openapi: 0..5000).
+const maxBufferMs = 5000
+
+// RunEvent is one RunEventDoc (run-event.schema.json): the closed v2 event
+// envelope. Sequence is the one ordering field (first event 0).
+type RunEvent struct {
+	EventID       string `json:"eventId"`
+	RunID         string `json:"runId"`
+	Type          string `json:"type"`
+	Payload       any    `json:"payload"`
+	Timestamp     string `json:"timestamp"`
+	Sequence      int64  `json:"sequence"`
+	SchemaVersion int    `json:"schemaVersion"`
+}
+
+// RunEvents returns the event log of r as far as the run record can tell it
+// truthfully. The runs table keeps one item per run (current status,
+// createdAt, updatedAt, error), not an append-only log, so the log this host
+// can derive has at most two events, with stable sequences that are never
+// renumbered:
+//
+//   - sequence 0, run.started, at createdAt: the run was accepted by
+//     createRun (payload {workflowId}; the run's inputs are not echoed,
+//     exactly as GET /runs/{runId} does not). The moment an executor picked
+//     the run up (pending -> running) is not recorded and has no event.
+//   - sequence 1, once the run is terminal and only then: run.completed
+//     (payload {outputs: {}, durationMs}: this host records no workflow
+//     outputs), run.failed ({error: {code: idemkit.run_failed, message},
+//     durationMs}) or run.cancelled ({durationMs}), at updatedAt, the time
+//     of the terminal transition. durationMs is updatedAt - createdAt.
+//
+// A terminal status is final (transitions are compare-and-set), so event 1
+// never changes once it exists. eventId is a stable digest of (runId,
+// sequence): the same event has the same id on every read.
+func RunEvents(r host.Run) []RunEvent {
+	evs := []RunEvent{newRunEvent(r, 0, EventRunStarted, r.CreatedAt, map[string]any{"workflowId": r.WorkflowID})}
+	if !r.Status.Terminal() {
+		return evs
+	}
+	dur := r.UpdatedAt.Sub(r.CreatedAt).Milliseconds()
+	if dur < 0 {
+		dur = 0
+	}
+	var typ string
+	var payload map[string]any
+	switch r.Status {
+	case host.StatusSucceeded:
+		typ, payload = EventRunCompleted, map[string]any{"outputs": map[string]any{}, "durationMs": dur}
+	case host.StatusFailed:
+		msg := r.Error
+		if msg == "" {
+			msg = "the run failed"
+		}
+		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": CodeRunFailed, "message": msg}, "durationMs": dur}
+	default: // host.StatusCancelled
+		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
+	}
+	return append(evs, newRunEvent(r, 1, typ, r.UpdatedAt, payload))
+}
+
+func newRunEvent(r host.Run, seq int64, typ string, at time.Time, payload any) RunEvent {
+	return RunEvent{EventID: eventID(r.ID, seq), RunID: r.ID, Type: typ, Payload: payload,
+		Timestamp: at.UTC().Format(time.RFC3339Nano), Sequence: seq, SchemaVersion: 1}
+}
+
+// eventID is base64url(sha256("idemkit:run-event:v1\0" runId "\0" seq)),
+// 43 characters of the eventId grammar [A-Za-z0-9._~-]{16,128}.
+func eventID(runID string, seq int64) string {
+	s := sha256.Sum256([]byte("idemkit:run-event:v1\x00" + runID + "\x00" + strconv.FormatInt(seq, 10)))
+	return base64.RawURLEncoding.EncodeToString(s[:])
+}
+
+// streamQuery is a validated streamRunEvents request.
+type streamQuery struct {
+	modes    []string // deduplicated, request order; ["values"] or a subset of updates|messages|debug
+	bufferMs int
+	after    int64 // resume after this sequence; -1 = from the start
+}
+
+// parseStreamQuery validates streamMode, bufferMs and Last-Event-ID before
+// the run is read. streamMode defaults to updates.
+func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.Error) {
+	q := streamQuery{modes: []string{ModeUpdates}, after: -1}
+	params, err := queryParams(ev)
+	if err != nil {
+		return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the query string is malformed")
+	}
+	if vs, ok := params["streamMode"]; ok {
+		modes, ok := parseModes(vs)
+		if !ok {
+			return q, apierr.New(http.StatusBadRequest, CodeUnsupportedStreamMode,
+				"streamMode must be values, or a comma-separated combination of updates, messages and debug").
+				WithDetails(map[string]any{"supported": []string{ModeValues, ModeUpdates, ModeMessages, ModeDebug}})
+		}
+		q.modes = modes
+	}
+	if vs, ok := params["bufferMs"]; ok {
+		n := -1
+		if len(vs) == 1 && allDigits(vs[0]) && len(vs[0]) <= 4 {
+			n, _ = strconv.Atoi(vs[0])
+		}
+		if n < 0 || n > maxBufferMs {
+			return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "bufferMs must be an integer 0..%d", maxBufferMs).
+				WithDetails(map[string]any{"field": "bufferMs"})
+		}
+		q.bufferMs = n
+	}
+	if id := header(ev.Headers, "Last-Event-ID"); id != "" {
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil || !allDigits(id) {
+			return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "Last-Event-ID must be an event sequence (a non-negative integer)").
+				WithDetails(map[string]any{"field": "Last-Event-ID"})
+		}
+		q.after = n
+	}
+	return q, nil
+}
+
+// queryParams reads the raw query string (what API Gateway and `idemkit dev`
+// pass), falling back to the decoded map when only that is set.
+func queryParams(ev events.APIGatewayV2HTTPRequest) (url.Values, error) {
+	if ev.RawQueryString != "" {
+		return url.ParseQuery(ev.RawQueryString)
+	}
+	v := url.Values{}
+	for k, s := range ev.QueryStringParameters {
+		v.Set(k, s)
+	}
+	return v, nil
+}
+
+// parseModes applies the streamMode pattern
+// ^(values|(updates|messages|debug)(,(updates|messages|debug))*)$ to a
+// single parameter value (a repeated parameter is refused).
+func parseModes(vs []string) ([]string, bool) {
+	if len(vs) != 1 {
+		return nil, false
+	}
+	if vs[0] == ModeValues {
+		return []string{ModeValues}, true
+	}
+	var modes []string
+	for _, m := range strings.Split(vs[0], ",") {
+		switch m {
+		case ModeUpdates, ModeMessages, ModeDebug:
+		default:
+			return nil, false
+		}
+		if !contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	return modes, true
+}
+
+func contains(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// admits returns the mode that admits an event of this host's log: every
+// event it records is a run transition, so updates and debug admit all of
+// them and messages (AI output chunks; this host runs no AI nodes) none.
+// The first requested mode that admits it names it.
+func admits(modes []string) (string, bool) {
+	for _, m := range modes {
+		if m == ModeUpdates || m == ModeDebug {
+			return m, true
+		}
+	}
+	return "", false
+}
+
+// events serves GET /runs/{runId}/events (streamRunEvents) as a snapshot of
+// the run's event log in text/event-stream framing (RFC 8895 / HTML SSE).
+//
+// API Gateway HTTP APIs buffer a Lambda's whole response, so this host cannot
+// hold a connection open: it answers with every event after Last-Event-ID
+// that the run record supports (see RunEvents) and closes the stream after
+// the current state. A client re-polls with Last-Event-ID set to the last
+// `id:` it saw (an EventSource does this by itself; while the run is not
+// terminal the response carries `retry: 2000`) and receives only what came
+// later; after the terminal event (run.completed, run.failed, run.cancelled)
+// nothing follows and a client stops. Keep-alive comments are not needed
+// because no response stays open.
+//
+// Frames: `id:` is the sequence, `event:` the event type in a single mode
+// (the admitting mode's name in a combination such as updates,debug),
+// `data:` the RunEventDoc as one line of JSON. streamMode defaults to
+// updates; values sends one `event: state.snapshot` frame whose `data:` is
+// the run snapshot of GET /runs/{runId} and whose `id:` is the highest
+// sequence of the log (always sent, also on resumption); messages alone
+// sends no frames (no AI output). bufferMs > 0 folds the events into one
+// `event: batch` frame (`data:` an array, `id:` its highest sequence). A
+// streamMode outside the pattern is 400 unsupported_stream_mode with
+// details.supported; a malformed bufferMs or Last-Event-ID is 400
+// validation_error. All of this is checked before the run is read.
+// Tenancy is GET /runs/{runId}'s: another tenant's runId is 403
+// id_tenant_mismatch (in the router, before any read) and an unknown run
+// 404; a Last-Event-ID past the end of the log yields an empty stream.
+func (h *Handler) events(ctx context.Context, ev events.APIGatewayV2HTTPRequest, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
+	q, e := parseStreamQuery(ev)
+	if e != nil {
+		return errResp(e), nil
+	}
+	r, err := h.cfg.Runs.Get(ctx, runID)
+	if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	evs := RunEvents(r)
+	var b strings.Builder
+	if !r.Status.Terminal() {
+		b.WriteString(": snapshot of the run's events; reconnect with Last-Event-ID for later ones\n")
+		b.WriteString("retry: " + strconv.Itoa(EventsRetryMs) + "\n\n")
+	}
+	last := evs[len(evs)-1].Sequence
+	if q.modes[0] == ModeValues {
+		snap, err := json.Marshal(h.snapshot(ev, r))
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		writeFrame(&b, last, "state.snapshot", snap)
+		return sseResp(b.String()), nil
+	}
+	name, ok := admits(q.modes)
+	var pending []RunEvent
+	if ok {
+		for _, x := range evs {
+			if x.Sequence > q.after {
+				pending = append(pending, x)
+			}
+		}
+	}
+	if len(pending) > 0 && q.bufferMs > 0 {
+		data, err := json.Marshal(pending)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		writeFrame(&b, pending[len(pending)-1].Sequence, "batch", data)
+		return sseResp(b.String()), nil
+	}
+	for _, x := range pending {
+		data, err := json.Marshal(x)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		frame := x.Type
+		if len(q.modes) > 1 {
+			frame = name
+		}
+		writeFrame(&b, x.Sequence, frame, data)
+	}
+	return sseResp(b.String()), nil
+}
+
+// writeFrame writes one SSE event: id, event and one data line per line of
+// data (JSON from encoding/json has none, newlines are escaped), then the
+// blank line that dispatches it.
+func writeFrame(b *strings.Builder, id int64, event string, data []byte) {
+	b.WriteString("id: " + strconv.FormatInt(id, 10) + "\n")
+	b.WriteString("event: " + event + "\n")
+	for _, line := range strings.Split(string(data), "\n") {
+		b.WriteString("data: " + line + "\n")
+	}
+	b.WriteString("\n")
+}
+
+func sseResp(body string) events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: body,
+		Headers: map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}}
+}

@@ -1,0 +1,33 @@
+// Package emulator starts local DynamoDB emulators: the one implementation
+// behind `idemkit dev` (StartMoto) and the test harness internal/dynamotest
+// (Start with Moto or Dynalite).
+//
+// Each emulator runs on a free loopback port, in its own process group and,
+// on Linux, with Pdeathsig (see internal/emulator/proc), and is polled with
+// ListTables until it answers. A port taken between the probe and the bind
+// is retried on a new one (3 attempts). Server.Stop stops the group
+// (SIGTERM, then SIGKILL after 2 s).
+//
+//   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
+//     verified). DynamoDB and DynamoDB Streams on one endpoint, one
+//     independent set of tables per region.
+//   - dynalite 4.0.0: Options.ToolsDir/node_modules/.bin/dynalite, pinned by
+//     the package-lock.json there. If it is missing, the first process to
+//     need it runs `npm ci --prefix TOOLSDIR` under a file lock in the temp
+//     directory, so parallel processes install once. Started with
+//     --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 (in memory).
+//
+// # moto is not linearizable: the serializing proxy
+//
+// moto's conditional writes check and apply in separate steps without a
+// per-item lock: with 32 concurrent conditional UpdateItem calls on one item,
+// two of them were seen to succeed (under -race). DynamoDB guarantees that
+// exactly one wins, and every exactly-once claim of idemkit rests on that, so
+// moto is never reached directly: Server.Endpoint for moto is an in-process
+// loopback reverse proxy that forwards one request at a time. moto handles
+// requests essentially one at a time anyway (Python GIL), so the cost is
+// small. internal/dynamotest's TestConditionalWritesAreAtomic checks through
+// Endpoint that exactly one of 32 concurrent conditional writers wins, on
+// every emulator; this package's tests check that the proxy never overlaps
+// two requests.
+package emulator

@@ -1,0 +1,116 @@
+package emulator
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+// TestSerializerForwardsOneAtATime: however many requests arrive at once,
+// the backend behind the proxy never sees two in flight (the fix for moto's
+// non-atomic conditional writes), and every request is answered.
+func TestSerializerForwardsOneAtATime(t *testing.T) {
+	var inFlight, most, served atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(2 * time.Millisecond) // widen the window an overlap would need
+		inFlight.Add(-1)
+		served.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer backend.Close()
+	s, url, err := startSerializer(backend.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	var wg sync.WaitGroup
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := http.Post(url+"/", "application/x-amz-json-1.0", strings.NewReader("{}"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNoContent {
+				t.Errorf("status %d", resp.StatusCode)
+			}
+		}()
+	}
+	wg.Wait()
+	if served.Load() != 32 || most.Load() != 1 {
+		t.Fatalf("served %d, at most %d in flight at the backend; want 32 and 1", served.Load(), most.Load())
+	}
+}
+
+func TestStartUnknownKind(t *testing.T) {
+	if _, err := Start(context.Background(), "dynamodb-local", Options{}); err == nil || !strings.Contains(err.Error(), "unknown emulator kind") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestDynaliteNeedsToolsDir(t *testing.T) {
+	if _, err := Start(context.Background(), Dynalite, Options{}); err == nil || !strings.Contains(err.Error(), "ToolsDir") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestStartMotoWithoutMoto: `idemkit dev`'s error names the missing program
+// and the flag that avoids it.
+func TestStartMotoWithoutMoto(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := StartMoto(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "moto_server is not on PATH") || !strings.Contains(err.Error(), "--dynamodb-endpoint") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestStartAndStop starts each emulator, uses it through Endpoint (the
+// proxy for moto) and stops it: Stop returns once the process has exited,
+// and is idempotent.
+func TestStartAndStop(t *testing.T) {
+	for _, kind := range []string{Moto, Dynalite} {
+		t.Run(kind, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			s, err := Start(ctx, kind, Options{ToolsDir: filepath.Join(shared.ModuleRoot(), "tools")})
+			if err != nil {
+				testutil.Unavailable(t, "%s emulator unavailable: %v", kind, err)
+			}
+			defer s.Stop()
+			if s.Kind != kind || s.PID() <= 0 || !strings.HasPrefix(s.Endpoint, "http://127.0.0.1:") {
+				t.Fatalf("%+v pid %d", s, s.PID())
+			}
+			if (s.proxy != nil) != (kind == Moto) {
+				t.Fatalf("proxy %v for %s: moto, and only moto, is reached through the serializer", s.proxy, kind)
+			}
+			if _, err := Client(s.Endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+				t.Fatal(err)
+			}
+			s.Stop()
+			if !s.proc.Exited() {
+				t.Fatal("Stop returned before the emulator exited")
+			}
+			s.Stop()
+			if _, err := Client(s.Endpoint, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }).ListTables(ctx, &dynamodb.ListTablesInput{}); err == nil {
+				t.Fatal("endpoint still answers after Stop")
+			}
+		})
+	}
+}

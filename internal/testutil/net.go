@@ -1,0 +1,43 @@
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emulator/proc"
+)
+
+// FreeAddr returns a 127.0.0.1:PORT address that was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	port, err := proc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+// WaitHTTP polls GET url every 50 ms until it answers 200 (nil), ctx ends,
+// or exited closes (proc.ErrExited; nil never closes).
+func WaitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
+	return proc.Poll(ctx, 50*time.Millisecond, exited, func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,67 @@
+package testutil_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emulator/proc"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+func TestFreeAddr(t *testing.T) {
+	addr := testutil.FreeAddr(t)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("%s: %v", addr, err)
+	}
+	l.Close()
+}
+
+func TestWaitHTTP(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) < 3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := testutil.WaitHTTP(ctx, srv.URL, nil); err != nil || calls.Load() != 3 {
+		t.Fatalf("err %v after %d calls", err, calls.Load())
+	}
+
+	exited := make(chan struct{})
+	close(exited)
+	if err := testutil.WaitHTTP(ctx, "http://"+testutil.FreeAddr(t), exited); !errors.Is(err, proc.ErrExited) {
+		t.Fatalf("exited: %v", err)
+	}
+}
+
+func TestStart(t *testing.T) {
+	p := testutil.Start(t, exec.Command("sh", "-c", `echo hello; exec sleep 60`), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := proc.Poll(ctx, 10*time.Millisecond, p.Done(), func(context.Context) error {
+		if !strings.Contains(p.Log.String(), "hello") {
+			return errors.New("no output yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err, p.Log.String())
+	}
+	p.Stop()
+	if !p.Exited() {
+		t.Fatal("Stop returned before the process exited")
+	}
+}
