@@ -59,22 +59,7 @@ func startDev(t testing.TB) (*devServer, time.Duration) {
 
 func (d *devServer) do(t testing.TB, method, path, key, body string) (*http.Response, map[string]any) {
 	t.Helper()
-	req, err := http.NewRequest(method, d.url+path, strings.NewReader(body))
-	must(t, err)
-	req.Header.Set("Authorization", "Bearer "+devKey)
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var m map[string]any
-	_ = json.Unmarshal(b, &m)
-	return resp, m
+	return testutil.DoJSON(t, method, d.url+path, body, "Authorization", testutil.Bearer(devKey), "Idempotency-Key", key)
 }
 
 // waitStatus polls getRun until the run reaches a terminal status.

@@ -3,10 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -88,20 +86,7 @@ func startDevInProcess(t *testing.T, args ...string) (*pipeOut, string) {
 
 func devCall(t *testing.T, method, url, key, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	_ = json.NewDecoder(resp.Body).Decode(&m)
+	resp, m := testutil.DoJSON(t, method, url, body, "Authorization", testutil.Bearer(key))
 	return resp.StatusCode, m
 }
 

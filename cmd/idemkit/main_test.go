@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
@@ -83,22 +83,8 @@ func TestGateway(t *testing.T) {
 	srv := httptest.NewServer(&gateway{api: api, auth: &authz.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
 	defer srv.Close()
 	do := func(method, path, auth, key, body string) (*http.Response, map[string]any) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		if auth != "" {
-			req.Header.Set("Authorization", "Bearer "+auth)
-		}
-		if key != "" {
-			req.Header.Set("Idempotency-Key", key)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&m)
-		return resp, m
+		return testutil.DoJSON(t, method, srv.URL+path, body,
+			"Authorization", testutil.Bearer(auth), "Idempotency-Key", key, "Content-Type", "application/json")
 	}
 	if r, m := do("POST", "/runs", "", "", `{"workflowId":"conformance-noop"}`); r.StatusCode != 401 || m["error"] != "unauthenticated" {
 		t.Fatalf("%d %v", r.StatusCode, m)

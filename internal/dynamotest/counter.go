@@ -62,39 +62,31 @@ func (c *Counter) add(m map[string]int, op string) {
 
 // Total returns the number of round trips (HTTP requests sent) since the
 // last Reset.
-func (c *Counter) Total() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for _, v := range c.trips {
-		n += v
-	}
-	return n
-}
+func (c *Counter) Total() int { return c.sum(c.trips) }
 
 // Ops returns round trips per operation name ("PutItem", "GetItem", ...).
-func (c *Counter) Ops() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return maps.Clone(c.trips)
-}
+func (c *Counter) Ops() map[string]int { return c.clone(c.trips) }
 
 // Calls returns the number of API operation calls since the last Reset.
-func (c *Counter) Calls() int {
+func (c *Counter) Calls() int { return c.sum(c.calls) }
+
+// CallOps returns API operation calls per operation name.
+func (c *Counter) CallOps() map[string]int { return c.clone(c.calls) }
+
+func (c *Counter) sum(m map[string]int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for _, v := range c.calls {
+	for _, v := range m {
 		n += v
 	}
 	return n
 }
 
-// CallOps returns API operation calls per operation name.
-func (c *Counter) CallOps() map[string]int {
+func (c *Counter) clone(m map[string]int) map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return maps.Clone(c.calls)
+	return maps.Clone(m)
 }
 
 // Reset zeroes all counts.
