@@ -94,8 +94,22 @@ func TestDynamoRuns(t *testing.T) {
 			t.Fatalf("%+v %v", cur, err)
 		}
 
+		// A finished run takes no more failures: NoteFailure changes nothing
+		// (updatedAt, lastError, failures) and says the run has ended.
+		before, _ := runs.Get(ctx, r.ID)
+		if _, err := runs.NoteFailure(ctx, r.ID, "late", now.Add(time.Hour)); !errors.Is(err, ErrStatusConflict) {
+			t.Fatalf("NoteFailure on a failed run: %v", err)
+		}
+		if after, _ := runs.Get(ctx, r.ID); !after.UpdatedAt.Equal(before.UpdatedAt) || after.LastError != before.LastError || after.Failures != before.Failures {
+			t.Fatalf("a late failure changed a finished run: %+v -> %+v", before, after)
+		}
+
 		// NoteFailure counts atomically, one round trip each, under
 		// concurrency; the count and last error are read back with the run.
+		r = NewRun("acme", WorkflowWebhook, []byte(`{"url":"https://x"}`), now)
+		if err := runs.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
 		cnt.Reset()
 		var nwg sync.WaitGroup
 		for i := 0; i < 5; i++ {
@@ -111,7 +125,7 @@ func TestDynamoRuns(t *testing.T) {
 		if n, err := runs.NoteFailure(ctx, r.ID, "", now); err != nil || n != 6 || cnt.Total() != 6 {
 			t.Fatalf("count %d %v after %d round trips", n, err, cnt.Total())
 		}
-		if got, _ := runs.Get(ctx, r.ID); got.Failures != 6 || got.LastError != "(no message)" || got.Status != StatusFailed {
+		if got, _ := runs.Get(ctx, r.ID); got.Failures != 6 || got.LastError != "(no message)" || got.Status != StatusPending {
 			t.Fatalf("%+v", got)
 		}
 		if _, err := runs.NoteFailure(ctx, "acme/nonexistentnonexistent", "x", now); !errors.Is(err, ErrRunNotFound) {

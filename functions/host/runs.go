@@ -107,7 +107,9 @@ type RunStore interface {
 	// NoteFailure atomically counts one failed execution of the run
 	// (Run.Failures) and records errMsg as its LastError, and returns the
 	// new count. The executor uses it to tell its last try from the others
-	// (see execfn.Executor.MaxAttempts). ErrRunNotFound when there is no run.
+	// (see execfn.Executor.MaxAttempts). ErrRunNotFound when there is no run;
+	// ErrStatusConflict, changing nothing, when the run has already ended (a
+	// late failure never moves a finished run's updatedAt or lastError).
 	NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (failures int, err error)
 }
 
@@ -176,6 +178,9 @@ func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Tim
 	r, ok := m.runs[id]
 	if !ok {
 		return 0, ErrRunNotFound
+	}
+	if r.Status.Terminal() {
+		return 0, ErrStatusConflict
 	}
 	r.Failures++
 	r.LastError, r.UpdatedAt = errMsg, now.UTC()

@@ -232,7 +232,9 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
 		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
-	expr, err := expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(runAttrPK))).WithUpdate(upd).Build()
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return 0, err
 	}
@@ -244,7 +246,11 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return 0, ErrRunNotFound
+		// Rare path: tell "no run" from "run already ended" with one read.
+		if _, gerr := d.Get(ctx, id); gerr != nil {
+			return 0, gerr
+		}
+		return 0, ErrStatusConflict
 	}
 	if err != nil {
 		return 0, fmt.Errorf("host: note run failure: %w", err)

@@ -123,6 +123,9 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) 
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
+	if errors.Is(err, host.ErrStatusConflict) {
+		return true // the run has already ended (e.g. cancelled): nothing left to retry
+	}
 	if err != nil {
 		x.log().ErrorContext(ctx, "executor: could not count the failure", slog.String("run_id", runID), slog.String("error", err.Error()))
 		return false
