@@ -478,3 +478,23 @@ func TestLastTryFailsRun(t *testing.T) {
 		t.Fatalf("unbounded: %+v", r)
 	}
 }
+
+// TestFailureOfEndedRunIsDropped: a failed execution of a run that has
+// meanwhile ended (a cancel landed) is not retried, and the finished run's
+// record is left as it was.
+func TestFailureOfEndedRunIsDropped(t *testing.T) {
+	f := newFixture(t)
+	f.x.MaxAttempts = 3
+	run := f.webhookRun(t, "https://example.invalid/hook")
+	ctx := context.Background()
+	ended, err := f.runs.Transition(ctx, run.ID, []host.Status{host.StatusPending}, host.StatusCancelled, "", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.x.giveUp(ctx, run.ID, errors.New("effect in flight")) {
+		t.Fatal("the failure of an ended run was left to the stream's retries")
+	}
+	if r, _ := f.runs.Get(ctx, run.ID); r.Failures != 0 || r.LastError != "" || !r.UpdatedAt.Equal(ended.UpdatedAt) || r.Status != host.StatusCancelled {
+		t.Fatalf("ended run changed: %+v", r)
+	}
+}
