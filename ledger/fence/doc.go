@@ -33,7 +33,8 @@
 //
 // The fence owner never uses a transaction, so an MRSC table (no
 // transactions, no TTL) can hold it; the Sweeper in fence/dynamostore
-// enforces retention there.
+// (internal/sweeper, run on a schedule by functions/sweeper) enforces
+// retention there.
 //
 // Implementations of Store: fence/memstore and fence/dynamostore, both
 // proven by fence/fencetest. This package never imports the AWS SDK.

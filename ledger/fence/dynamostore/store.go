@@ -8,7 +8,7 @@
 // the token that passed the point of no return; absent if none),
 // passedRegion (S), passedAt (N, Unix ms), expiresAtMs (N) and expiresAt (N,
 // Unix seconds, the TTL attribute; on an MRSC table, which has no TTL, the
-// Sweeper deletes expired items).
+// Sweeper, functions/sweeper, deletes expired items).
 //
 // Round trips: Token is one conditional UpdateItem; Pass is one conditional
 // UpdateItem (plus a consistent GetItem only when the condition fails and
