@@ -178,10 +178,9 @@ func TestDynamoKeys(t *testing.T) {
 // handler that "created" a run and then failed leaves no run behind, and a
 // retry with the same key creates exactly one.
 func TestTransactionalRunCreate(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		if !e.Caps.Transactions {
-			t.Skipf("%s has no transactions: createRun uses a conditional PutItem there", e.Kind)
-		}
+	// Without transactions (dynalite) createRun uses a conditional PutItem:
+	// TestDynamoRuns covers that path.
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
 		c := e.Client()
 		runs := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: true}
@@ -234,10 +233,7 @@ func TestTransactionalRunCreate(t *testing.T) {
 // recognised, so the retry replays the committed run instead of creating a
 // second one. At the end the table holds one run per key.
 func TestTransactionalRunCreateFaults(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		if !e.Caps.Transactions {
-			t.Skipf("%s has no transactions", e.Kind)
-		}
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
 		faults := dynamotest.NewFaults()
 		c := e.Client(dynamotest.FastRetries, faults.Middleware())

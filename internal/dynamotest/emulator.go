@@ -104,6 +104,31 @@ func ForEach(t *testing.T, fn func(t *testing.T, e *Emulator)) {
 	}
 }
 
+// ForEachWith is ForEach restricted to the emulators whose capabilities
+// satisfy need (e.g. transactions): a kind without them is not run at all,
+// rather than run and skipped; what such a store does instead (a typed
+// refusal, a documented fallback) is tested where it matters. At least one
+// kind must qualify, or the test fails.
+func ForEachWith(t *testing.T, need func(Capabilities) bool, fn func(t *testing.T, e *Emulator)) {
+	t.Helper()
+	ran := 0
+	for _, k := range Kinds() {
+		e := Start(t, k)
+		if !need(e.Caps) {
+			t.Logf("%s: lacks the capability this test needs; not run there", k)
+			continue
+		}
+		ran++
+		t.Run(k, func(t *testing.T) { fn(t, e) })
+	}
+	if ran == 0 {
+		t.Fatalf("no emulator among %v has the capability this test needs", Kinds())
+	}
+}
+
+// Transactions is a ForEachWith need: TransactWriteItems is supported.
+func Transactions(c Capabilities) bool { return c.Transactions }
+
 // Start returns the process-wide emulator of kind, starting it on first use
 // (concurrent callers wait for one start). If it cannot be started the test
 // fails under CI=true and is skipped otherwise, with the reason.
