@@ -10,7 +10,7 @@ import (
 // -ldflags='-s -w', CGO_ENABLED=0). Sizes do not depend on b.N.
 func BenchmarkLambdaBinarySizes(b *testing.B) {
 	dir := b.TempDir()
-	for _, fn := range []string{"api", "authorizer", "executor", "auditor"} {
+	for _, fn := range []string{"api", "authorizer", "executor", "auditor", "sweeper"} {
 		p := build(b, dir, fn, "functions/"+fn, "linux", "arm64")
 		st, err := os.Stat(p)
 		must(b, err)
@@ -24,7 +24,7 @@ func BenchmarkLambdaBinarySizes(b *testing.B) {
 // (linux/arm64) with the release flags.
 func TestLambdaBinariesBuild(t *testing.T) {
 	dir := t.TempDir()
-	for _, fn := range []string{"api", "authorizer", "executor", "auditor"} {
+	for _, fn := range []string{"api", "authorizer", "executor", "auditor", "sweeper"} {
 		build(t, dir, fn, "functions/"+fn, "linux", "arm64")
 	}
 }

@@ -7,9 +7,17 @@
 2. Least privilege in the transformed template: no IAM statement has a "*"
    (or service:*) action or a "*" resource, no role carries managed policies,
    and every function has its own role.
-3. The four functions are provided.al2023 / arm64 with BuildMethod go1.x,
+3. The five functions are provided.al2023 / arm64 with BuildMethod go1.x,
    the stream mappings bisect on error with a bounded retry count and an
    on-failure destination.
+4. The retention sweeper (SweeperFunction) exists exactly when the effects
+   table is MRSC (Condition StrongEffects), runs on a schedule, and its role
+   may only Scan and DeleteItem (no other DynamoDB action).
+
+The transform keeps every resource with its Condition, so the checks cover
+both EffectsConsistency variants at once; internal/regionsim's
+TestTemplateMultiRegionVariants also runs this script on each deployment
+variant (parameter defaults replaced), STRONG included.
 """
 import json
 import os
@@ -35,6 +43,18 @@ def as_list(v):
     return v if isinstance(v, list) else [v]
 
 
+def leaves(v):
+    """Every string inside v, through lists and intrinsics (Fn::If branches)."""
+    if isinstance(v, str):
+        yield v
+    elif isinstance(v, list):
+        for x in v:
+            yield from leaves(x)
+    elif isinstance(v, dict):
+        for x in v.values():
+            yield from leaves(x)
+
+
 def main(path):
     # Offline: the translator asks boto for the region and partition.
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -42,7 +62,7 @@ def main(path):
     with open(path) as f:
         tmpl = yaml_parse(f.read())
     problems = []
-    for name in ("ApiFunction", "AuthorizerFunction", "ExecutorFunction", "AuditorFunction"):
+    for name in ("ApiFunction", "AuthorizerFunction", "ExecutorFunction", "AuditorFunction", "SweeperFunction"):
         res = tmpl["Resources"].get(name)
         if res is None:
             problems.append(f"{name}: missing")
@@ -50,6 +70,11 @@ def main(path):
         p, md = res["Properties"], res.get("Metadata", {})
         if p.get("Runtime") != "provided.al2023" or p.get("Architectures") != ["arm64"] or md.get("BuildMethod") != "go1.x":
             problems.append(f"{name}: want provided.al2023, arm64, BuildMethod go1.x")
+    sweeper = tmpl["Resources"].get("SweeperFunction", {})
+    if sweeper.get("Condition") != "StrongEffects" or tmpl["Resources"].get("SweeperRole", {}).get("Condition") != "StrongEffects":
+        problems.append("SweeperFunction/SweeperRole: want Condition StrongEffects (only MRSC effects tables lack TTL)")
+    if [e.get("Type") for e in sweeper.get("Properties", {}).get("Events", {}).values()] != ["Schedule"]:
+        problems.append("SweeperFunction: want exactly one Schedule event")
     # What `sam package` does before the transform: local code -> S3 URIs.
     for lid, r in tmpl["Resources"].items():
         if r.get("Type") == "AWS::Serverless::Function":
@@ -67,10 +92,15 @@ def main(path):
                 problems.append(f"{lid}: managed policies {props['ManagedPolicyArns']}")
             for pol in props.get("Policies", []):
                 for s in walk_statements(pol["PolicyDocument"]):
+                    if lid == "SweeperRole":
+                        extra = [a for a in as_list(s.get("Action", [])) if isinstance(a, str) and a.startswith("dynamodb:")
+                                 and a not in ("dynamodb:Scan", "dynamodb:DeleteItem")]
+                        if extra:
+                            problems.append(f"{lid}: the sweeper needs only Scan and DeleteItem, not {extra}")
                     for a in as_list(s.get("Action", [])):
                         if isinstance(a, str) and (a == "*" or a.endswith(":*")):
                             problems.append(f"{lid}: wildcard action {a}")
-                    for res_ in as_list(s.get("Resource", [])):
+                    for res_ in leaves(s.get("Resource", [])):
                         if res_ == "*":
                             problems.append(f"{lid}: wildcard resource")
         if t == "AWS::Lambda::Function":
@@ -88,7 +118,8 @@ def main(path):
     counts = {}
     for r in resources.values():
         counts[r["Type"]] = counts.get(r["Type"], 0) + 1
-    for t, n in (("AWS::Lambda::Function", 4), ("AWS::Lambda::EventSourceMapping", 3), ("AWS::ApiGatewayV2::Api", 1)):
+    for t, n in (("AWS::Lambda::Function", 5), ("AWS::Lambda::EventSourceMapping", 3), ("AWS::ApiGatewayV2::Api", 1),
+                 ("AWS::Events::Rule", 1)):
         if counts.get(t, 0) != n:
             problems.append(f"want {n} {t}, got {counts.get(t, 0)}")
     if problems:

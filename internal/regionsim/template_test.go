@@ -95,6 +95,13 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
+		// MRSC effects table (no TTL: the retention sweeper function is deployed).
+		{"home-fenced-strong", map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": "us-east-2,us-west-2",
+			"EffectsConsistency": "STRONG"}, true},
+		{"replica-fenced-strong", map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "us-east-2", "EffectsConsistency": "STRONG",
+			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
+			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
+			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
 	}
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
@@ -118,6 +125,11 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 				if d, ok := defs[id]; !ok || d.Enabled != v.home {
 					t.Fatalf("%s created = %v, want %v (home stack)", id, d.Enabled, v.home)
 				}
+			}
+			// MRSC has no TTL (SweeperFunction, Condition StrongEffects,
+			// enforces retention: scripts/check_sam.py checks its shape).
+			if ttl := defs["EffectsTable"].TTLAttribute; v.home && (ttl == "") != (v.overrides["EffectsConsistency"] == "STRONG") {
+				t.Fatalf("EffectsTable TTL attribute %q with EffectsConsistency %q", ttl, v.overrides["EffectsConsistency"])
 			}
 			for _, id := range []string{"RunsTable", "ApiKeysTable"} { // regional in every stack
 				if !defs[id].Enabled {

@@ -2,18 +2,26 @@ package kit
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
+	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
 // A grant or a use is "Action Resource", the resource a logical table ID of
@@ -140,6 +148,12 @@ func (u *tableUse) record(op string, in any) {
 		u.add("UpdateItem", p.TableName, "")
 	case *dynamodb.DeleteItemInput:
 		u.add("DeleteItem", p.TableName, "")
+	case *dynamodb.ScanInput:
+		suffix := ""
+		if p.IndexName != nil {
+			suffix = "/index/" + *p.IndexName
+		}
+		u.add("Scan", p.TableName, suffix)
 	case *dynamodb.QueryInput:
 		suffix := ""
 		if p.IndexName != nil {
@@ -228,6 +242,7 @@ func TestRoleGrantsParse(t *testing.T) {
 		"AuthorizerRole": {"ApiKeysTable"},
 		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "EffectsTable", "FenceTable"},
 		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream"},
+		"SweeperRole":    {"EffectsTable"},
 	}
 	for role, tables := range want {
 		g := roleGrants(t, role)
@@ -260,4 +275,37 @@ func TestRoleGrantsParse(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The sweeper function, wired from the environment the template gives it
+// (EFFECTS_TABLE only), calls nothing its role does not grant on that very
+// table, and its role grants nothing but dynamodb:Scan and
+// dynamodb:DeleteItem, on the effects table only.
+func TestSweeperLeastPrivilege(t *testing.T) {
+	for k := range roleGrants(t, "SweeperRole") {
+		if a, _, _ := strings.Cut(k, " "); a != "dynamodb:Scan" && a != "dynamodb:DeleteItem" {
+			t.Errorf("SweeperRole grants %s", k)
+		}
+	}
+	e := dynamotest.Start(t, dynamotest.Moto)
+	table := e.CreateTable(t, "EffectsTable")
+	c := e.Client()
+	for i := range 10 {
+		exp := time.Now().Add(time.Duration(i%2*2-1) * time.Hour) // half expired
+		if _, err := c.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "e" + strconv.Itoa(i)}, "sk": &types.AttributeValueMemberS{Value: "record"},
+			"expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(exp.Unix(), 10)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	use := newTableUse(map[string]string{"EffectsTable": table})
+	h, err := sweepfn.NewFromEnv(host.Env{EffectsTable: table}, e.Client(use.Middleware()), nil, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.Sweep(context.Background())
+	if err != nil || rep.Tables[0].Deleted != 5 {
+		t.Fatalf("%+v %v", rep, err)
+	}
+	checkGranted(t, "SweeperRole", use, "EffectsTable")
 }

@@ -1,0 +1,200 @@
+// Package sweepfn is the sweeper function's handler: on a schedule it
+// enforces retention on the tables that have no TTL. An MRSC global table
+// (the effects table under the template's EffectsConsistency=STRONG)
+// supports neither TTL nor transactions; the kit uses no transaction on the
+// hot path, and this handler deletes the expired items TTL would have
+// deleted (internal/sweeper: one conditional DeleteItem per item whose
+// expiresAt is at or before the run's start, so a renewed item survives).
+//
+// Each run sweeps its tables concurrently, each from the start of the
+// table, and stops before the Lambda deadline (the context's deadline minus
+// Margin): no call is issued after that point, the deletes in flight
+// finish, and the run returns normally. Nothing is carried to the next run:
+// the next run scans from the start again, and since the deleted items are
+// gone it meets only live items and whatever expired since, so repeated
+// runs converge. The limit of that statelessness: a table holding more
+// LIVE items than one run can scan in its time budget never gets its tail
+// swept; raise the function's timeout (at most 900 s) or schedule it more
+// often, and watch idemkit.sweeper.incomplete_total.
+//
+// Reported per table and run, with the bounded dimension "table" (effects |
+// fence | idempotency), as CloudWatch EMF:
+//
+//   - idemkit.sweeper.deleted_total: items deleted (emitted on every run,
+//     0 included, so a missing datapoint means the sweeper did not run);
+//   - idemkit.sweeper.incomplete_total: 1 when the run stopped before the
+//     end of that table (deadline or error), else 0.
+//
+// Logs carry counts and table labels only, never keys.
+package sweepfn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/sweeper"
+)
+
+// Metric names (EMF, dimension "table").
+const (
+	MetricDeleted    = "idemkit.sweeper.deleted_total"
+	MetricIncomplete = "idemkit.sweeper.incomplete_total"
+)
+
+// Table labels: the "table" dimension and log attribute.
+const (
+	TableEffects     = "effects"
+	TableFence       = "fence"
+	TableIdempotency = "idempotency"
+)
+
+// DefaultMargin is the time a run leaves before the Lambda deadline: it
+// covers the deletes in flight when it stops (each bounded by the client's
+// retries), the metrics and the logs.
+const DefaultMargin = 10 * time.Second
+
+// Target is one table to sweep.
+type Target struct {
+	// Label is the table's bounded label (TableEffects, TableFence,
+	// TableIdempotency). Required.
+	Label string
+	// Sweeper sweeps it. Required.
+	Sweeper *sweeper.Sweeper
+}
+
+// Handler runs the sweeps. Configure it, then call Handle (the Lambda
+// entry point) or Sweep; it is safe for concurrent use, and runs that
+// overlap (in this or another region of an MRSC table) delete each item
+// once.
+type Handler struct {
+	// Targets are the tables to sweep. At least one is required.
+	Targets []Target
+	// Margin is the time each run leaves before the context's deadline.
+	// Default DefaultMargin (10 s). Without a deadline a run sweeps every
+	// table to the end.
+	Margin time.Duration
+	// Now is the clock: the expiry cutoff (read once at the start of a run)
+	// and the deadline check; called from one goroutine per table, so it
+	// must be safe for concurrent use. Default time.Now.
+	Now func() time.Time
+	// Metrics receives the EMF counters. Nil: none.
+	Metrics *emf.Recorder
+	// Logger receives one line per table and run. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// TableReport is what one run did to one table (counts only).
+type TableReport struct {
+	Table    string `json:"table"`
+	Scanned  int    `json:"scanned"`
+	Expired  int    `json:"expired"`
+	Deleted  int    `json:"deleted"`
+	Complete bool   `json:"complete"`
+	Error    string `json:"error,omitempty"`
+}
+
+// Report is what one run did, in Targets order. It is the Lambda result.
+type Report struct {
+	Tables []TableReport `json:"tables"`
+}
+
+// Validate reports a configuration the handler cannot run.
+func (h *Handler) Validate() error {
+	if len(h.Targets) == 0 {
+		return errors.New("sweepfn: no table to sweep")
+	}
+	seen := map[string]bool{}
+	for _, t := range h.Targets {
+		switch {
+		case t.Label == "" || t.Sweeper == nil || t.Sweeper.API == nil || t.Sweeper.Table == "":
+			return fmt.Errorf("sweepfn: target %q needs a label and a Sweeper with API and Table", t.Label)
+		case seen[t.Label]:
+			return fmt.Errorf("sweepfn: table %q listed twice", t.Label)
+		}
+		seen[t.Label] = true
+	}
+	if h.Margin < 0 {
+		return fmt.Errorf("sweepfn: negative Margin %v", h.Margin)
+	}
+	return nil
+}
+
+// Handle is the Lambda entry point for the scheduled (EventBridge) event;
+// the event itself carries nothing the sweep needs.
+func (h *Handler) Handle(ctx context.Context, _ events.CloudWatchEvent) (Report, error) {
+	return h.Sweep(ctx)
+}
+
+// Sweep sweeps every target concurrently, each until its end, an error, or
+// the stop point (ctx's deadline minus Margin). Stopping at the deadline is
+// not an error. The returned error joins the tables' errors (so the
+// invocation counts as failed); the Report is complete either way.
+func (h *Handler) Sweep(ctx context.Context) (Report, error) {
+	if err := h.Validate(); err != nil {
+		return Report{}, err
+	}
+	clock := h.Now
+	if clock == nil {
+		clock = time.Now
+	}
+	margin := h.Margin
+	if margin == 0 {
+		margin = DefaultMargin
+	}
+	stop := func() bool { return false }
+	if dl, ok := ctx.Deadline(); ok {
+		stopAt := dl.Add(-margin)
+		stop = func() bool { return !clock().Before(stopAt) }
+	}
+	cutoff := clock()
+
+	rep := Report{Tables: make([]TableReport, len(h.Targets))}
+	errs := make([]error, len(h.Targets))
+	var wg sync.WaitGroup
+	for i, t := range h.Targets {
+		wg.Go(func() {
+			r, err := t.Sweeper.SweepUntil(ctx, cutoff, stop)
+			tr := TableReport{Table: t.Label, Scanned: r.Scanned, Expired: r.Expired, Deleted: r.Deleted, Complete: r.Complete}
+			if err != nil {
+				tr.Error = err.Error()
+				errs[i] = fmt.Errorf("sweepfn: %s table: %w", t.Label, err)
+			}
+			rep.Tables[i] = tr
+			h.report(ctx, tr)
+		})
+	}
+	wg.Wait()
+	return rep, errors.Join(errs...)
+}
+
+func (h *Handler) report(ctx context.Context, tr TableReport) {
+	dims := map[string]string{"table": tr.Table}
+	h.Metrics.Count(MetricDeleted, float64(tr.Deleted), dims)
+	incomplete := 0.0
+	if !tr.Complete {
+		incomplete = 1
+	}
+	h.Metrics.Count(MetricIncomplete, incomplete, dims)
+
+	log := h.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	attrs := []slog.Attr{slog.String("table", tr.Table), slog.Int("deleted", tr.Deleted),
+		slog.Int("expired", tr.Expired), slog.Int("scanned", tr.Scanned), slog.Bool("complete", tr.Complete)}
+	switch {
+	case tr.Error != "":
+		log.LogAttrs(ctx, slog.LevelError, "sweeper: sweep failed; the next run resumes", append(attrs, slog.String("error", tr.Error))...)
+	case !tr.Complete:
+		log.LogAttrs(ctx, slog.LevelWarn, "sweeper: stopped before the deadline; the next run resumes", attrs...)
+	default:
+		log.LogAttrs(ctx, slog.LevelInfo, "sweeper: swept", attrs...)
+	}
+}
