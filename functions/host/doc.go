@@ -1,5 +1,6 @@
 // Package host is the shared code of idemkit's reference host: the Lambda
-// functions in functions/ (api, authorizer, executor, auditor) and
+// functions in functions/ (api, authorizer, executor, auditor, and the MRSC-only
+// sweeper) and
 // `idemkit dev`, which runs the same handlers on one machine.
 //
 // It holds the runs store (RunsTable), the API-key store (ApiKeysTable,
