@@ -51,9 +51,21 @@ func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) 
 	now := l.now()
 	live := recs[:0:0]
 	for _, r := range recs {
-		if r.Live(now) {
-			live = append(live, r)
+		if !r.Live(now) {
+			continue
 		}
+		if r.State == StateFiring && !now.Before(r.LeaseUntil) {
+			// Past the fire mark, and its executor's lease ran out: the
+			// effect may have reached the provider and no one is recording
+			// its outcome. That is escaped (until a reclaim resolves it),
+			// never "claimed" — e.g. a run given up while its effect was in
+			// flight is never re-executed.
+			r = r.Clone()
+			if a := r.last(); a != nil && a.State == AttemptClaimed {
+				a.State = AttemptEscaped
+			}
+		}
+		live = append(live, r)
 	}
 	return project(runID, live, false), nil
 }

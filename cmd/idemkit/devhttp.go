@@ -82,18 +82,24 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	if authorized(r.Method, rawPath) {
-		tenant, err := g.auth.Authorize(r.Context(), r.Header.Get("Authorization"))
+		// The authorizer function's own Lambda handler, on the request as
+		// API Gateway presents it (header names lower-cased, repeated
+		// headers joined with ","), so a request the deployed stack refuses
+		// (e.g. two Authorization headers) is refused here too; its context
+		// is passed on exactly as API Gateway passes it.
+		res, err := g.auth.Handle(r.Context(), events.APIGatewayV2CustomAuthorizerV2Request{
+			Version: "2.0", Type: "REQUEST", RouteKey: ev.RouteKey, RawPath: rawPath, RawQueryString: ev.RawQueryString,
+			Headers: ev.Headers, IdentitySource: identitySource(ev.Headers), RequestContext: ev.RequestContext,
+		})
 		switch {
-		case errors.Is(err, authz.ErrUnauthorized):
+		case errors.Is(err, authz.ErrUnauthorized) || err == nil && !res.IsAuthorized:
 			writeEnvelope(w, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
 			return
 		case err != nil:
 			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "authorizer failed"))
 			return
 		}
-		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-			Lambda: map[string]any{authz.ContextTenantKey: tenant},
-		}
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: res.Context}
 	}
 	resp, err := g.api.Handle(r.Context(), ev)
 	if err != nil {
@@ -122,6 +128,15 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(out)
 	}
+}
+
+// identitySource is the authorizer's identity source ($request.header.
+// Authorization) as API Gateway resolves it: absent when the header is.
+func identitySource(h map[string]string) []string {
+	if v, ok := h["authorization"]; ok {
+		return []string{v}
+	}
+	return nil
 }
 
 func writeEnvelope(w http.ResponseWriter, e *apierr.Error) {

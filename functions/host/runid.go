@@ -2,6 +2,7 @@ package host
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"net/url"
@@ -44,6 +45,31 @@ func NewRunID(tenant string) string {
 		panic("host: no randomness: " + err.Error())
 	}
 	return tenant + "/" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ClaimRunID derives the runId of the run created under one Layer-1 claim:
+// tenant + "/" + 22 base64url characters (the first 128 bits of
+// SHA-256("idemkit:claim-run:v1\0" claimID "\0" originalRequestID)), the same
+// shape as NewRunID. claimID is the idempotency record's id
+// (idem.ClaimInfo.ID, a hash of tenant, operation and key: never the raw
+// key) and originalRequestID the request id the record was first claimed
+// with (idem.ClaimInfo.OriginalRequestID), which every reclaim of the
+// record keeps and a fresh claim after the record's retention replaces.
+//
+// Guarantee: every execution of one idempotency record (the first, a
+// reclaim after a lost lease or a retryable failure, a stalled owner that
+// resumes) names the SAME run, so the run's conditional create can succeed
+// at most once per record, even where the run write cannot share a
+// transaction with the completion record (no transactions, or a Layer-1
+// table in another region). A later record under the same key (after
+// retention) names a new run.
+func ClaimRunID(tenant, claimID, originalRequestID string) string {
+	h := sha256.New()
+	h.Write([]byte("idemkit:claim-run:v1\x00"))
+	h.Write([]byte(claimID))
+	h.Write([]byte{0})
+	h.Write([]byte(originalRequestID))
+	return tenant + "/" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
 // ProjectID encodes an id as ONE path segment (RFC 0184 §A.1): bytes in

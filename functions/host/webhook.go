@@ -84,30 +84,103 @@ func (p *WebhookPolicy) hostAllowed(host string) bool {
 	return false
 }
 
-// CheckIP applies the IP rules to a resolved address.
-func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
-	ip = ip.Unmap()
+// Address ranges the netip predicates do not classify.
+var (
+	// awsV6Internal holds the IPv6 instance metadata service
+	// (fd00:ec2::254) and the VPC resolver (fd00:ec2::253) of Nitro
+	// instances. It lies inside fc00::/7, so it is refused even when
+	// AllowPrivate admits private destinations.
+	awsV6Internal = netip.MustParsePrefix("fd00:ec2::/32")
+	// sharedV4 is the shared address space (carrier-grade NAT, RFC 6598),
+	// treated as private: AllowPrivate admits it (a VPC may use it).
+	sharedV4 = netip.MustParsePrefix("100.64.0.0/10")
+	// reservedV4 are never global destinations (RFC 6890): "this network"
+	// (a 0.x.x.x destination reaches the local host on Linux), IETF
+	// protocol assignments, benchmarking, and the reserved 240/4 (with the
+	// limited broadcast address).
+	reservedV4 = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),
+		netip.MustParsePrefix("192.0.0.0/24"),
+		netip.MustParsePrefix("198.18.0.0/15"),
+		netip.MustParsePrefix("240.0.0.0/4"),
+	}
+	// IPv6 ranges that carry an IPv4 address a translator or tunnel may
+	// deliver to: NAT64 (RFC 6052, RFC 8215), 6to4 (RFC 3056) and the
+	// deprecated IPv4-compatible addresses. The embedded address is checked.
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	v4Compat   = netip.MustParsePrefix("::/96")
+	// teredo (RFC 4380) obfuscates its IPv4 address: refused outright, as
+	// are deprecated site-local addresses.
+	teredo    = netip.MustParsePrefix("2001::/32")
+	siteLocal = netip.MustParsePrefix("fec0::/10")
+)
+
+// embeddedV4 returns the IPv4 address an IPv6 address carries for a
+// translator or tunnel (NAT64, 6to4, IPv4-compatible), if any.
+func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
 	switch {
+	case nat64.Contains(ip), nat64Local.Contains(ip), v4Compat.Contains(ip) && !ip.IsUnspecified() && ip != netip.IPv6Loopback():
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+// CheckIP applies the IP rules to a resolved address. Always refused:
+// link-local (including the instance metadata address 169.254.169.254),
+// unspecified, multicast, broadcast and reserved IPv4 ranges, the AWS
+// internal IPv6 range fd00:ec2::/32 (metadata and resolver), Teredo and
+// site-local IPv6; an IPv6 address embedding an IPv4 one (NAT64, 6to4,
+// IPv4-compatible) is judged by the embedded address. Loopback is refused
+// unless AllowLoopback; private (RFC 1918, fc00::/7, 100.64.0.0/10) unless
+// AllowPrivate.
+func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
+	ip = ip.Unmap().WithZone("")
+	if v4, ok := embeddedV4(ip); ok {
+		if err := p.CheckIP(v4); err != nil {
+			return err
+		}
+	}
+	notRoutable := func() error {
+		return fmt.Errorf("%w: %s is not a routable destination", ErrDestinationRefused, ip)
+	}
+	for _, r := range reservedV4 {
+		if r.Contains(ip) {
+			return notRoutable()
+		}
+	}
+	switch {
+	case awsV6Internal.Contains(ip), teredo.Contains(ip), siteLocal.Contains(ip):
+		return notRoutable()
 	case ip.IsLoopback():
 		if p.AllowLoopback {
 			return nil
 		}
 		return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
-	case ip.IsPrivate():
+	case ip.IsPrivate(), sharedV4.Contains(ip):
 		if p.AllowPrivate {
 			return nil
 		}
 		return fmt.Errorf("%w: private destinations are refused", ErrDestinationRefused)
 	case ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
-		return fmt.Errorf("%w: %s is not a routable destination", ErrDestinationRefused, ip)
+		return notRoutable()
 	}
 	return nil
 }
 
 // HTTPClient returns an HTTP client whose every connection is checked
 // against the policy after name resolution, with the given overall timeout
-// per request and no automatic redirect following (a redirect is answered
-// as the final response, so it cannot lead the request elsewhere).
+// per request, no proxy (the environment's proxy settings are ignored),
+// response headers bounded at 64 KiB and no automatic redirect following (a
+// redirect is answered as the final response, so it cannot lead the request
+// elsewhere).
 func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
@@ -117,7 +190,8 @@ func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 		return p.CheckIP(ap.Addr())
 	}}
 	tr := &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 16,
-		IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 5 * time.Second, Proxy: nil}
+		IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 5 * time.Second, Proxy: nil,
+		MaxResponseHeaderBytes: 64 << 10}
 	return &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
@@ -156,7 +230,10 @@ type Webhook struct {
 	Ledger *ledger.Ledger
 	// Policy is the destination allowlist. Default: the zero WebhookPolicy.
 	Policy WebhookPolicy
-	// Client sends the requests. Default Policy.HTTPClient(Timeout).
+	// Client sends the requests. Default Policy.HTTPClient(Timeout), which
+	// re-checks every connection's resolved address, sets no proxy and
+	// follows no redirect; a Client set here replaces those protections
+	// (CheckURL still runs before every try).
 	Client *http.Client
 	// Timeout bounds one try. Default 10 s.
 	Timeout time.Duration
@@ -253,6 +330,22 @@ func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 	}
 }
 
+// redactURL cuts the URL a *url.Error names down to scheme and host: a
+// webhook URL often carries a credential in its path or query (path tokens,
+// "?token="), and transport errors end up in effect and run records, the
+// run's error served to its tenant, and logs.
+func redactURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			ue.URL = u.Scheme + "://" + u.Host
+		} else {
+			ue.URL = "(webhook url)"
+		}
+	}
+	return err
+}
+
 // try is one delivery attempt: the effect function.
 func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage, key string) ([]byte, error) {
 	if err := w.Policy.CheckURL(dest); err != nil {
@@ -260,13 +353,14 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, bytes.NewReader(payload))
 	if err != nil {
-		return nil, err
+		return nil, redactURL(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", "idemkit-webhook/1")
 	resp, err := w.Client.Do(req)
 	if err != nil {
+		err = redactURL(err)
 		if errors.Is(err, ErrDestinationRefused) {
 			return nil, err // recorded failure
 		}

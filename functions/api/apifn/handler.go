@@ -47,7 +47,8 @@ import (
 // registry has no 405 row; vendor codes match its vendorCodePattern).
 const CodeMethodNotAllowed = "idemkit.method_not_allowed"
 
-// MaxBodyBytes bounds request bodies (413 payload_too_large above).
+// MaxBodyBytes bounds the bodies of createRun and cancelRun (413
+// payload_too_large above), checked before Layer 1 reads them.
 const MaxBodyBytes = 256 << 10
 
 // Operation ids, the routeKeys idem scopes records by.
@@ -235,6 +236,11 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	ctx = withRunID(ctx, runID)
 	switch action {
 	case "cancel":
+		// The body is not read, but Layer 1 digests it: bound it as
+		// createRun's (any media type is accepted).
+		if bodyLen(ev) > MaxBodyBytes {
+			return errResp(tooLarge()), nil
+		}
 		ev.RouteKey = "POST /runs/" + host.ProjectID(runID) + "/cancel"
 		return h.cancel(ctx, ev)
 	case "effects":
@@ -252,13 +258,22 @@ func (h *Handler) authed(ev events.APIGatewayV2HTTPRequest) (string, bool) {
 	return t, t != "" && host.ValidTenant(t)
 }
 
-func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
-	n := len(ev.Body)
+// bodyLen is the decoded length of the event's body (an upper bound for a
+// base64 body).
+func bodyLen(ev events.APIGatewayV2HTTPRequest) int {
 	if ev.IsBase64Encoded {
-		n = n / 4 * 3
+		return len(ev.Body) / 4 * 3
 	}
-	if n > MaxBodyBytes {
-		return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+	return len(ev.Body)
+}
+
+func tooLarge() *apierr.Error {
+	return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+}
+
+func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
+	if bodyLen(ev) > MaxBodyBytes {
+		return tooLarge()
 	}
 	if ct := header(ev.Headers, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)

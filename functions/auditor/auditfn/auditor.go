@@ -26,9 +26,11 @@
 //
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
 // dimension "table" (effects | idempotency), except the conflict counter
-// above. Log lines carry effect ids, and Layer-1 record ids only as
-// keyhash.Log values (conflict events carry effect ids only as keyhash.Log
-// values too). The auditor only reads stream records: it never writes, so a
+// above. Log lines carry effect ids and Layer-1 record ids only as
+// keyhash.Log values (the provider idempotency key is a public derivative of
+// the effect id, ledger.ProviderKeyFor), with the run that created the
+// effect record for correlation; conflict events carry effect ids only as
+// keyhash.Log values too. The auditor only reads stream records: it never writes, so a
 // retried batch at worst counts (and records a conflict) twice.
 package auditfn
 
@@ -121,9 +123,9 @@ func (a *Auditor) Audit(ctx context.Context, recs []host.StreamRecord) Counts {
 			continue
 		}
 		if _, ok := img["sk"]; ok {
-			a.effect(ctx, r, c)
+			a.effect(ctx, r, &c)
 		} else {
-			a.idempotency(ctx, r, c)
+			a.idempotency(ctx, r, &c)
 		}
 	}
 	for name, m := range map[string]map[string]int{MetricReclaims: c.Reclaims, MetricEscaped: c.Escaped, MetricTTLPending: c.TTLExpiredPending} {
@@ -184,7 +186,7 @@ func holding(r *ledger.Record) bool {
 	return r != nil && (r.State == ledger.StateClaimed || r.State == ledger.StateFiring)
 }
 
-func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c Counts) {
+func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c *Counts) {
 	oldRec, newRec := a.decodeEffect(ctx, r.OldImage), a.decodeEffect(ctx, r.NewImage)
 	if oldRec == nil && newRec == nil {
 		return
@@ -196,35 +198,36 @@ func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c Counts) {
 			c.Conflicts++
 		}
 	}
-	id := ""
-	if newRec != nil {
-		id = newRec.EffectID
-	} else {
-		id = oldRec.EffectID
+	rec := newRec
+	if rec == nil {
+		rec = oldRec
 	}
+	// The effect id only as a keyhash (the provider key derives from it),
+	// and the run that created the record, for correlation.
+	id, run := slog.String("effect", keyhash.Log(rec.EffectID)), slog.String("run_id", rec.RunID)
 	switch r.EventName {
 	case "MODIFY", "INSERT":
 		if r.EventName == "MODIFY" && newRec != nil && holding(oldRec) && newRec.Attempt > oldRec.Attempt {
 			c.Reclaims[TableEffects]++
-			a.log().WarnContext(ctx, "audit: effect claim reclaimed", slog.String("effect_id", id),
+			a.log().WarnContext(ctx, "audit: effect claim reclaimed", id, run,
 				slog.String("previous_state", string(oldRec.State)), slog.Int("attempt", newRec.Attempt))
 		}
 		before := escapedAttempts(oldRec)
 		for n := range escapedAttempts(newRec) {
 			if !before[n] {
 				c.Escaped[TableEffects]++
-				a.log().WarnContext(ctx, "audit: effect attempt escaped", slog.String("effect_id", id), slog.Int("attempt", n))
+				a.log().WarnContext(ctx, "audit: effect attempt escaped", id, run, slog.Int("attempt", n))
 			}
 		}
 	case "REMOVE":
 		if r.TTLDeletion() && holding(oldRec) {
 			c.TTLExpiredPending[TableEffects]++
-			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", slog.String("effect_id", id), slog.String("state", string(oldRec.State)))
+			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", id, run, slog.String("state", string(oldRec.State)))
 		}
 	}
 }
 
-func (a *Auditor) idempotency(ctx context.Context, r host.StreamRecord, c Counts) {
+func (a *Auditor) idempotency(ctx context.Context, r host.StreamRecord, c *Counts) {
 	pk := str(r.NewImage, "pk")
 	if pk == "" {
 		pk = str(r.OldImage, "pk")

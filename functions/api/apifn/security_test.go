@@ -1,0 +1,99 @@
+package apifn
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+)
+
+// TestTenantComesOnlyFromTheCredential: a body, query or header naming
+// another tenant changes nothing; the run belongs to the authorizer's
+// tenant, and an authorizer context without a valid tenant (absent, empty,
+// not a string, outside the tenantId grammar, another key) is 401 on every
+// run route, for every method the route takes.
+func TestTenantComesOnlyFromTheCredential(t *testing.T) {
+	f := newFixture(t)
+	e := ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop","tenantId":"globex","tenant":"globex","inputs":{"tenantId":"globex"}}`)
+	e.Headers["x-tenant-id"], e.Headers["tenantid"], e.RawQueryString = "globex", "globex", "tenantId=globex"
+	r, m := f.do(t, e)
+	if r.StatusCode != 201 {
+		t.Fatalf("createRun: %d %v", r.StatusCode, m)
+	}
+	id := m["runId"].(string)
+	run, err := f.runs.Get(context.Background(), id)
+	if err != nil || run.Tenant != "acme" || host.RunTenant(id) != "acme" {
+		t.Fatalf("run %q tenant %q: %v", id, run.Tenant, err)
+	}
+
+	p := "/runs/" + host.ProjectID(id)
+	routes := []struct{ method, path, body string }{
+		{"POST", "/runs", `{"workflowId":"conformance-noop"}`},
+		{"GET", p, ""}, {"HEAD", p, ""}, {"GET", p + "/effects", ""}, {"HEAD", p + "/effects", ""},
+		{"GET", p + "/events", ""}, {"POST", p + "/cancel", `{}`},
+	}
+	badContexts := []*events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
+		nil,
+		{},
+		{Lambda: map[string]any{}},
+		{Lambda: map[string]any{"tenantId": ""}},
+		{Lambda: map[string]any{"tenantId": map[string]any{"id": "acme"}}},
+		{Lambda: map[string]any{"tenantId": []any{"acme"}}},
+		{Lambda: map[string]any{"tenantId": "acme/x"}},
+		{Lambda: map[string]any{"tenantId": "ac me"}},
+		{Lambda: map[string]any{"tenant": "acme"}},
+		{JWT: &events.APIGatewayV2HTTPRequestContextAuthorizerJWTDescription{Claims: map[string]string{"tenantId": "acme"}}},
+	}
+	for _, rt := range routes {
+		for i, a := range badContexts {
+			e := ev(rt.method, rt.path, "", key1, rt.body)
+			e.Headers["x-tenant-id"] = "acme"
+			e.RequestContext.Authorizer = a
+			r, m := f.do(t, e)
+			if r.StatusCode != 401 || m["error"] != "unauthenticated" {
+				t.Errorf("%s %s, authorizer context #%d: %d %v", rt.method, rt.path, i, r.StatusCode, m)
+			}
+		}
+	}
+	if st, _ := f.runs.Get(context.Background(), id); st.Status != host.StatusPending || f.runs.Len() != 1 {
+		t.Fatalf("an unauthenticated request changed state: %s, %d runs", st.Status, f.runs.Len())
+	}
+}
+
+// TestRequestBodiesAreBounded: createRun and cancelRun refuse a body above
+// MaxBodyBytes (raw or base64) with 413 payload_too_large before any
+// Layer-1 record or run is written; a body at the bound is accepted.
+func TestRequestBodiesAreBounded(t *testing.T) {
+	f := newFixture(t)
+	pad := func(n int) string {
+		const head, tail = `{"workflowId":"conformance-noop","inputs":{"x":"`, `"}}`
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	if r, m := f.do(t, ev("POST", "/runs", "acme", key1, pad(MaxBodyBytes))); r.StatusCode != 201 {
+		t.Fatalf("a body at the bound: %d %v", r.StatusCode, m)
+	}
+	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
+	p := "/runs/" + host.ProjectID(m["runId"].(string))
+	over := pad(MaxBodyBytes + 1)
+	b64 := ev("POST", "/runs", "acme", "k-0123456789abcdefghij64", "")
+	b64.Body, b64.IsBase64Encoded = strings.Repeat("QUFB", MaxBodyBytes/3+1), true
+	for _, e := range []events.APIGatewayV2HTTPRequest{
+		ev("POST", "/runs", "acme", "k-0123456789abcdefghijov", over),
+		ev("POST", "/runs", "acme", "", over),
+		b64,
+		ev("POST", p+"/cancel", "acme", "k-0123456789abcdefghijcn", over),
+	} {
+		if r, m := f.do(t, e); r.StatusCode != 413 || m["error"] != "payload_too_large" {
+			t.Errorf("%s %s (%d bytes): %d %v", e.RequestContext.HTTP.Method, e.RawPath, len(e.Body), r.StatusCode, m)
+		}
+	}
+	if f.runs.Len() != 2 {
+		t.Fatalf("%d runs, want 2", f.runs.Len())
+	}
+	if r, _ := f.do(t, ev("POST", p+"/cancel", "acme", "k-0123456789abcdefghijcn", `{}`)); r.StatusCode != 200 {
+		t.Fatalf("cancel after the refused oversized attempt under the same key: %d", r.StatusCode)
+	}
+}
