@@ -934,37 +934,147 @@ func TestRedTeamExecutorFaults(t *testing.T) {
 	})
 }
 
-// TestRedTeamGiveUpWhileInFlight: an executor crashes mid-fire and the
-// stream's retries (MaxAttempts) run out while its lease is live, so the
-// run ends failed although the provider performed the effect (documented in
-// docs/RED_TEAM.md). Nothing fires twice, and the witness must not call the
-// attempt "claimed" forever: once the lease is over it is escaped.
+// TestRedTeamGiveUpWhileInFlight: an executor crashes mid-fire (the
+// provider performed the effect) and the stream's tries (MaxAttempts) run
+// out while its lease is live. The last try must not fail the run: it waits
+// the lease out (injected sleeper advancing the clock, no real wait),
+// executes once more, reclaims (the stalled attempt becomes escaped) and
+// sends the same provider key, which the provider deduplicates: the run
+// ends succeeded, one effect, witness escaped then completed. When the lease
+// cannot end within the deadline the run is failed, and its witness shows
+// the fired attempt escaped once the lease is over.
 func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
-	e := dynamotest.Start(t, dynamotest.Moto)
-	s := newRTStack(t, e, true)
-	rv := newReceiver(t)
-	_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, 900))
-	id := m["runId"].(string)
-	rec := s.insert(t, id)
-	crashed := s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})
-	crashed.MaxAttempts = 3
-	crashed.HandleRecords(context.Background(), []host.StreamRecord{rec})
-	for i := 0; i < 2; i++ {
-		x := s.newExecutor(t, e.Client())
-		x.MaxAttempts = 3
-		x.HandleRecords(context.Background(), []host.StreamRecord{rec})
-	}
-	if r := mustRun(t, s, id); r.Status != host.StatusFailed {
-		t.Fatalf("run %s (%s)", r.Status, r.LastError)
-	}
-	s.clock.Add(rtLease + time.Second)
-	handleAll(context.Background(), s.executors(t, 2), []host.StreamRecord{rec}) // ended runs are dropped
-	if req, effects := rv.stats(); req != 1 || effects != 1 {
-		t.Fatalf("%d provider requests, %d effects", req, effects)
-	}
-	p, err := s.newLedger(t, e.Client()).Witness(context.Background(), id)
-	must(t, err)
-	if len(p.Effects) != 1 || p.Effects[0].State != ledger.AttemptEscaped {
-		t.Fatalf("witness %+v: want the fired attempt escaped", p.Effects)
-	}
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		s := newRTStack(t, e, e.Caps.Transactions)
+		rv := newReceiver(t)
+		_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, 900))
+		id := m["runId"].(string)
+		rec := s.insert(t, id)
+		var waits atomic.Int32
+		lastTry := func(x *execfn.Executor) *execfn.Executor {
+			x.MaxAttempts = 3
+			x.Sleep = func(_ context.Context, d time.Duration) error { waits.Add(1); s.clock.Add(d); return nil }
+			return x
+		}
+		crashed := lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2}))
+		crashed.HandleRecords(context.Background(), []host.StreamRecord{rec})
+		if req, _ := rv.stats(); req != 1 {
+			t.Fatalf("the crashed executor made %d provider requests", req)
+		}
+		for try := 2; try <= 3; try++ {
+			retry := lastTry(s.newExecutor(t, e.Client())).HandleRecords(context.Background(), []host.StreamRecord{rec})
+			if try < 3 && len(retry) != 1 {
+				t.Fatalf("try %d inside the lease: retry %v", try, retry)
+			}
+			if try == 3 && len(retry) != 0 {
+				t.Fatalf("last try: retry %v", retry)
+			}
+		}
+		if waits.Load() != 1 {
+			t.Fatalf("the last try waited %d times", waits.Load())
+		}
+		if r := mustRun(t, s, id); r.Failures != 3 {
+			t.Fatalf("failures %d (%s)", r.Failures, r.LastError)
+		}
+		checkOneEffect(t, s, rv, id, ledger.AttemptEscaped, ledger.AttemptCompleted)
+		if req, _ := rv.stats(); req != 2 {
+			t.Fatalf("%d provider requests, want 2 (the crashed attempt and its reclaim, one key)", req)
+		}
+		s.clock.Add(rtLease + time.Second)
+		handleAll(context.Background(), s.executors(t, 2), []host.StreamRecord{rec}) // ended runs are dropped
+		checkOneEffect(t, s, rv, id, ledger.AttemptEscaped, ledger.AttemptCompleted)
+
+		// When the lease cannot end within the last try's deadline the run
+		// is given up (nothing fires twice), and once the lease is over the
+		// witness calls the fired attempt escaped, never "claimed" forever.
+		_, m = s.post(t, "acme", rtKey(), webhookBody(rv.URL, 901))
+		id = m["runId"].(string)
+		rec = s.insert(t, id)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})).HandleRecords(ctx, []host.StreamRecord{rec})
+		for i := 0; i < 2; i++ {
+			lastTry(s.newExecutor(t, e.Client())).HandleRecords(ctx, []host.StreamRecord{rec})
+		}
+		if r := mustRun(t, s, id); r.Status != host.StatusFailed || waits.Load() != 1 {
+			t.Fatalf("run %s (%s), %d waits", r.Status, r.Error, waits.Load())
+		}
+		s.clock.Add(rtLease + time.Second)
+		handleAll(context.Background(), s.executors(t, 2), []host.StreamRecord{rec})
+		if req, effects := rv.stats(); req != 3 || effects != 2 {
+			t.Fatalf("%d provider requests, %d effects (two runs)", req, effects)
+		}
+		p, err := s.newLedger(t, e.Client()).Witness(context.Background(), id)
+		must(t, err)
+		if len(p.Effects) != 1 || p.Effects[0].State != ledger.AttemptEscaped {
+			t.Fatalf("witness %+v: want the fired attempt escaped", p.Effects)
+		}
+	})
+}
+
+// TestRedTeamBusinessKey: the reference webhook workflow keyed on a
+// business identity (inputs.businessKey). Two createRun calls with two
+// Idempotency-Keys for one business event are two runs, but one effect:
+// their INSERTs, delivered concurrently and redelivered, make one provider
+// request; both runs end succeeded; the effect's keying is
+// business-identity. Without ledger.Config.WitnessDuplicates (the kit's
+// default), exactly one run's witness lists the effect (the one whose
+// executor made the attempt); the other's Do was a suppressed duplicate and
+// its witness is empty.
+func TestRedTeamBusinessKey(t *testing.T) {
+	stackModes(t, func(t *testing.T, s *rtStack) {
+		rv := newReceiver(t)
+		body := fmt.Sprintf(`{"workflowId":"webhook","inputs":{"url":%q,"payload":{"order":77},"businessKey":"order-77/confirm"}}`, rv.URL+"/hook")
+		var ids []string
+		var recs []host.StreamRecord
+		for _, k := range []string{rtKey(), rtKey()} {
+			r, m := s.post(t, "acme", k, body)
+			if r.StatusCode != 201 || hdr(r.Headers, "OpenWOP-Idempotent-Replay") == "true" {
+				t.Fatalf("createRun: %d %s", r.StatusCode, r.Body)
+			}
+			ids = append(ids, m["runId"].(string))
+			recs = append(recs, s.insert(t, m["runId"].(string)))
+		}
+		if ids[0] == ids[1] {
+			t.Fatal("two keys named one run")
+		}
+		var wg sync.WaitGroup
+		for _, rec := range recs {
+			wg.Add(1)
+			go func() { defer wg.Done(); handleAll(context.Background(), s.executors(t, 3), []host.StreamRecord{rec}) }()
+		}
+		wg.Wait()
+		handleAll(context.Background(), s.executors(t, 2), recs) // a batch retry holding both
+		if req, effects := rv.stats(); req != 1 || effects != 1 {
+			t.Fatalf("one business event: %d provider requests, %d effects", req, effects)
+		}
+		want, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: host.WebhookOperation, Key: "order-77/confirm"})
+		must(t, err)
+		rv.mu.Lock()
+		n := rv.effects[want.ProviderKey]
+		rv.mu.Unlock()
+		if n != 1 {
+			t.Fatalf("the provider got no request under the business identity's key")
+		}
+		listed := 0
+		for _, id := range ids {
+			if r := mustRun(t, s, id); r.Status != host.StatusSucceeded {
+				t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
+			}
+			p, err := s.newLedger(t, s.e.Client()).Witness(context.Background(), id)
+			must(t, err)
+			for _, row := range p.Effects {
+				if row.EffectID != want.EffectID || row.Keying != ledger.KeyingBusinessIdentity || row.State != ledger.AttemptCompleted {
+					t.Fatalf("run %s: witness row %+v", id, row)
+				}
+			}
+			if len(p.Effects) > 1 {
+				t.Fatalf("run %s: witness %+v", id, p.Effects)
+			}
+			listed += len(p.Effects)
+		}
+		if listed != 1 {
+			t.Fatalf("%d witnesses list the effect, want exactly the attempting run's", listed)
+		}
+	})
 }

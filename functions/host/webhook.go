@@ -3,6 +3,8 @@ package host
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/jcs"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -200,23 +203,75 @@ func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 // identity.
 const WebhookProvider = "webhook"
 
-// WebhookIdentity returns the identity of run's webhook effect: the activity
-// identity over (tenant, runId, NodeDeliver, ordinal 0, WebhookProvider),
-// computed under the recipe the run is STAMPED with
-// (run.RecipeStamps.ActivityIdentity), never the kit's current one. A run
-// without stamps, or stamped with a recipe this kit does not compute, gets
-// an error wrapping ledger.ErrUnsupportedRecipe (RFC 0150 §E: a recorded
-// identity is never recomputed under another recipe).
+// WebhookIdentity returns the identity of run's webhook effect.
+//
+// Without inputs.businessKey: the activity identity over (tenant, runId,
+// NodeDeliver, ordinal 0, WebhookProvider), computed under the recipe the
+// run is STAMPED with (run.RecipeStamps.ActivityIdentity), never the kit's
+// current one. A run without stamps, or stamped with a recipe this kit does
+// not compute, gets an error wrapping ledger.ErrUnsupportedRecipe (RFC 0150
+// §E: a recorded identity is never recomputed under another recipe).
+//
+// With inputs.businessKey: the business identity
+// ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation:
+// WebhookOperation, Key: businessKey}) (keying "business-identity", recipe
+// ledger.BusinessIdentityRecipe, recorded on the effect record), which does
+// not depend on the run: every run of the tenant carrying that business key
+// (e.g. two createRun calls with two Idempotency-Keys for one business
+// event) resolves to ONE effect and one provider key. The run must still
+// carry its stamps (ledger.ErrUnsupportedRecipe otherwise); the ledger API
+// offers no stamp-driven business derivation, so the business recipe is
+// the kit's (v1, the only one). An invalid stored businessKey gets an error
+// wrapping ledger.ErrInvalidIdentity.
 func WebhookIdentity(run Run) (ledger.Identity, error) {
-	return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: WebhookProvider})
+	bk, err := WebhookBusinessKey(run.Inputs)
+	if err != nil {
+		return ledger.Identity{}, fmt.Errorf("%w: %w", ledger.ErrInvalidIdentity, err)
+	}
+	if bk == "" {
+		return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: WebhookProvider})
+	}
+	if err := run.RecipeStamps.Validate(); err != nil {
+		return ledger.Identity{}, err
+	}
+	return ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation: WebhookOperation, Key: bk})
+}
+
+// WebhookRequestRecipe is the recipe stamp of the webhook request digest
+// (see webhookDigest) recorded on business-keyed webhook effects.
+const WebhookRequestRecipe = "idemkit-webhook-request-v1"
+
+// webhookDigest is the request digest of a business-keyed webhook effect:
+//
+//	hex(sha256("idemkit:webhook-request:v1\x00" || url || "\x00" || JCS(payload)))
+//
+// with the payload canonicalized per RFC 8785, so two runs sharing a
+// business key but asking for a different delivery (another URL or
+// payload) get *ledger.MismatchError instead of the other's outcome.
+func webhookDigest(url string, payload json.RawMessage) (string, error) {
+	c, err := jcs.Canonicalize(payload)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte("idemkit:webhook-request:v1\x00"))
+	h.Write([]byte(url))
+	h.Write([]byte{0})
+	h.Write(c)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Webhook delivers the webhook workflow's node through the ledger.
 //
 // Guarantees: the effect identity is WebhookIdentity (the run's stamped
 // activity recipe, v2 today, over tenant, runId, NodeDeliver, ordinal 0 and
-// provider "webhook"), so every executor,
-// redelivery and resume of the run resolves to ONE effect record; the
+// provider "webhook"; or, with inputs.businessKey, the business identity
+// over tenant, "webhook" and the key, shared by every run carrying it), so
+// every executor, redelivery and resume of the run (and every run of one
+// business key) resolves to ONE effect record; a business-keyed effect also
+// records a request digest of URL and payload (WebhookRequestRecipe), so a
+// run reusing the key for a different delivery fails with
+// *ledger.MismatchError and sends nothing; the
 // provider receives the derived provider key (ledger Identity.ProviderKey)
 // in the Idempotency-Key header, the same on every try. A try is one ledger
 // attempt with its own witness row: a connection that could not be made is
@@ -308,6 +363,13 @@ func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 		return ledger.Result{}, err
 	}
 	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver}
+	if id.Keying == ledger.KeyingBusinessIdentity {
+		d, err := webhookDigest(dest, payload)
+		if err != nil {
+			return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
+		}
+		eff.RequestDigest, eff.SemanticRecipe = d, WebhookRequestRecipe
+	}
 	var fn ledger.Func = func(ctx context.Context, call ledger.Call) ([]byte, error) {
 		return w.try(ctx, dest, payload, call.ProviderKey)
 	}

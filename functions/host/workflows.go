@@ -3,7 +3,10 @@ package host
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -19,12 +22,21 @@ const (
 	// creates nothing.
 	WorkflowUnavailable = "conformance-unavailable"
 	// WorkflowWebhook has one node, NodeDeliver, which POSTs inputs.payload
-	// as JSON to inputs.url through the ledger (see Webhook).
+	// as JSON to inputs.url through the ledger (see Webhook). Optional
+	// inputs.businessKey keys the effect on the business event instead of
+	// the run (see WebhookIdentity).
 	WorkflowWebhook = "webhook"
 )
 
 // NodeDeliver is the webhook workflow's only node.
 const NodeDeliver = "deliver"
+
+// WebhookOperation is the business operation of a webhook effect keyed on
+// inputs.businessKey (ledger.Business.Operation).
+const WebhookOperation = "webhook"
+
+// MaxBusinessKeyBytes bounds the webhook workflow's inputs.businessKey.
+const MaxBusinessKeyBytes = 256
 
 // MaxDelayMs bounds conformance-delay's inputs.delayMs.
 const MaxDelayMs = 10000
@@ -46,6 +58,9 @@ type CreateRequest struct {
 	// when absent).
 	URL     string
 	Payload json.RawMessage
+	// BusinessKey is the webhook workflow's optional inputs.businessKey
+	// ("" when absent).
+	BusinessKey string
 }
 
 func validation(field, msg string) *apierr.Error {
@@ -109,8 +124,48 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 		if p, ok := inputs["payload"]; ok {
 			req.Payload = p
 		}
+		if bk, ok := inputs["businessKey"]; ok {
+			if json.Unmarshal(bk, &req.BusinessKey) != nil || checkBusinessKey(req.BusinessKey) != nil {
+				return req, validation("inputs.businessKey", fmt.Sprintf(
+					"inputs.businessKey must be a non-empty string of at most %d bytes without NUL", MaxBusinessKeyBytes))
+			}
+			if _, err := webhookDigest(req.URL, req.Payload); err != nil {
+				return req, validation("inputs.payload", "inputs.payload must be canonicalizable JSON (RFC 8785) with inputs.businessKey")
+			}
+		}
 	}
 	return req, nil
+}
+
+var errBusinessKey = errors.New("invalid inputs.businessKey")
+
+// checkBusinessKey validates inputs.businessKey: non-empty, at most
+// MaxBusinessKeyBytes bytes, no NUL.
+func checkBusinessKey(k string) error {
+	if k == "" || len(k) > MaxBusinessKeyBytes || strings.IndexByte(k, 0) >= 0 {
+		return errBusinessKey
+	}
+	return nil
+}
+
+// WebhookBusinessKey extracts the webhook workflow's optional
+// inputs.businessKey from a run's stored inputs: "" and no error when
+// absent; an error when present but not a valid business key (a run stored
+// without ParseCreate's validation).
+func WebhookBusinessKey(inputs json.RawMessage) (string, error) {
+	var in struct {
+		BusinessKey *string `json:"businessKey"`
+	}
+	if err := json.Unmarshal(inputs, &in); err != nil {
+		return "", err
+	}
+	if in.BusinessKey == nil {
+		return "", nil
+	}
+	if err := checkBusinessKey(*in.BusinessKey); err != nil {
+		return "", err
+	}
+	return *in.BusinessKey, nil
 }
 
 // WebhookInputs extracts the webhook workflow's url and payload from a

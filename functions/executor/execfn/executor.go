@@ -23,6 +23,21 @@
 //     queue. Only a run whose failures could not even be counted (the runs
 //     table itself unavailable) reaches the queue, and it stays "running"
 //     with its last counted error visible.
+//   - The last try does not give up on an effect that is merely in flight
+//     elsewhere when its claim will end in time: when the failure is a
+//     *ledger.InFlightError whose RetryAfter (plus one second of slack for
+//     its rounding) fits in the invocation's remaining time (the context
+//     deadline minus LastTryMargin; without a deadline, at most 15
+//     minutes), the executor waits it out (Sleep, honouring ctx) and
+//     executes the run once more. An executor that crashed after sending
+//     has left its claim firing; once the claim expires the ledger reclaims
+//     it (the stalled attempt becomes escaped) and the new attempt sends the
+//     SAME provider key, so a provider that deduplicates on Idempotency-Key
+//     performs the effect once and the run ends "succeeded". Only if that
+//     execution fails too (or the wait does not fit, or ctx ends) is the
+//     run failed. A claim that is still live after the wait (its holder is
+//     alive and heartbeating) is never taken over: the ledger answers in
+//     flight again and the run is given up, nothing fired.
 package execfn
 
 import (
@@ -57,6 +72,40 @@ type Executor struct {
 	// run may be given up early, never late. Default 0: never give up (a run
 	// whose record exhausts its retries stays "running").
 	MaxAttempts int
+	// LastTryMargin is the time the last try keeps in reserve, out of the
+	// invocation's remaining time (ctx deadline), for the execution that
+	// follows waiting out an in-flight effect: the wait happens only when
+	// RetryAfter + 1 s + LastTryMargin fits before the deadline. It should
+	// cover one delivery (the webhook's tries). Default 30 s.
+	LastTryMargin time.Duration
+	// Sleep waits on the last try (see LastTryMargin). Default: a timer
+	// honouring ctx. Tests inject one that advances their clock.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+const (
+	// defaultLastTryMargin is LastTryMargin's default.
+	defaultLastTryMargin = 30 * time.Second
+	// noDeadlineBudget bounds the last try's wait when ctx has no deadline
+	// (e.g. `idemkit dev`'s pollers): Lambda's longest invocation.
+	noDeadlineBudget = 15 * time.Minute
+	// retryAfterSlack is added to InFlightError.RetryAfter, which the
+	// ledger rounds to whole seconds (possibly down).
+	retryAfterSlack = time.Second
+)
+
+func (x *Executor) sleep(ctx context.Context, d time.Duration) error {
+	if x.Sleep != nil {
+		return x.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func (x *Executor) now() time.Time {
@@ -118,8 +167,10 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) 
 }
 
 // giveUp counts a failed execution of the run and, when it was the
-// stream's last try (MaxAttempts), ends the run failed; it reports whether
-// the record is done (no retry).
+// stream's last try (MaxAttempts), first waits out an effect in flight
+// elsewhere when that fits (waitOut) and otherwise, or if the execution
+// after the wait fails too, ends the run failed; it reports whether the
+// record is done (no retry).
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
@@ -133,6 +184,13 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	if x.MaxAttempts <= 0 || n < x.MaxAttempts {
 		return false
 	}
+	if waited, err := x.waitOut(ctx, runID, cause); waited {
+		if err == nil {
+			x.log().InfoContext(ctx, "executor: last try completed the run after waiting out an in-flight effect", slog.String("run_id", runID))
+			return true
+		}
+		msg = truncate(err.Error())
+	}
 	final := truncate(fmt.Sprintf("executor: gave up after %d attempts: %s", n, msg))
 	r, err := x.Runs.Transition(ctx, runID, []host.Status{host.StatusPending, host.StatusRunning}, host.StatusFailed, final, x.now())
 	switch {
@@ -145,6 +203,38 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	}
 	x.log().ErrorContext(ctx, "executor: could not fail the run", slog.String("run_id", runID), slog.String("error", err.Error()))
 	return false
+}
+
+// waitOut is the last try's second chance: when cause is an effect in
+// flight elsewhere whose claim ends within the invocation's remaining time
+// (see Executor.LastTryMargin), it waits the claim out and executes the run
+// once more, reporting waited and that execution's error. It reports
+// waited false (nothing done) for any other cause, a wait that does not
+// fit, or a wait cut short by ctx.
+func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (waited bool, err error) {
+	var inf *ledger.InFlightError
+	if !errors.As(cause, &inf) {
+		return false, nil
+	}
+	wait := inf.RetryAfter + retryAfterSlack
+	budget := noDeadlineBudget
+	if dl, ok := ctx.Deadline(); ok {
+		margin := x.LastTryMargin
+		if margin <= 0 {
+			margin = defaultLastTryMargin
+		}
+		budget = time.Until(dl) - margin
+	}
+	if wait > budget {
+		x.log().WarnContext(ctx, "executor: last try cannot wait out the in-flight effect", slog.String("run_id", runID),
+			slog.Duration("retry_after", inf.RetryAfter), slog.Duration("budget", budget))
+		return false, nil
+	}
+	x.log().InfoContext(ctx, "executor: last try waits out an in-flight effect", slog.String("run_id", runID), slog.Duration("wait", wait))
+	if err := x.sleep(ctx, wait); err != nil {
+		return false, nil
+	}
+	return true, x.Execute(ctx, runID)
 }
 
 // truncate bounds an error message stored on a run to 512 bytes of valid

@@ -415,7 +415,12 @@ func TestLastTryFailsRun(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
 	defer srv.Close()
 	runs := host.NewMemRuns()
+	// The holder below is alive: the last try's wait (which the real clock
+	// does not see pass here) ends with the claim still live, and only then
+	// is the run given up.
+	var waits atomic.Int32
 	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 3,
+		Sleep:   func(context.Context, time.Duration) error { waits.Add(1); return nil },
 		Webhook: &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, srv.URL)
@@ -452,6 +457,9 @@ func TestLastTryFailsRun(t *testing.T) {
 	r, _ := runs.Get(context.Background(), run.ID)
 	if r.Status != host.StatusFailed || r.Failures != 3 || !strings.Contains(r.Error, "gave up after 3 attempts") {
 		t.Fatalf("after the last try: %+v", r)
+	}
+	if waits.Load() != 1 {
+		t.Fatalf("the last try waited %d times, want once", waits.Load())
 	}
 	if n.Load() != 0 {
 		t.Fatalf("%d deliveries", n.Load())

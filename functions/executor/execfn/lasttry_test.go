@@ -1,0 +1,251 @@
+package execfn
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// fakeClock is an injected clock; sleepers advance it (to at least the
+// time they were called at plus their duration), so waiting out a lease
+// takes no real time.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) sleeper(waits *[]time.Duration, mu *sync.Mutex) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		*waits = append(*waits, d)
+		mu.Unlock()
+		c.mu.Lock()
+		c.t = c.t.Add(d)
+		c.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+// crashedFixture is a webhook run whose effect an executor claimed, sent
+// to the receiver and then crashed on (the claim is left firing, its lease
+// one minute on the fake clock).
+type crashedFixture struct {
+	clock *fakeClock
+	runs  *host.MemRuns
+	l     *ledger.Ledger
+	rc    *receiver
+	run   host.Run
+	waits []time.Duration
+	mu    sync.Mutex
+}
+
+func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
+	t.Helper()
+	c := &crashedFixture{clock: &fakeClock{t: time.Now().UTC()}, runs: host.NewMemRuns(), rc: newReceiver(t)}
+	var err error
+	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Now: c.clock.Now, Wait: ledgerWait,
+		PollInterval: 5 * time.Millisecond, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{runs: c.runs, l: c.l}
+	c.run = f.webhookRun(t, c.rc.srv.URL)
+	id, err := host.WebhookIdentity(c.run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = c.l.Do(context.Background(), ledger.Effect{Identity: id, RunID: c.run.ID, NodeID: host.NodeDeliver},
+			func(ctx context.Context, call ledger.Call) ([]byte, error) {
+				req, _ := http.NewRequest("POST", c.rc.srv.URL, strings.NewReader(`{"hello":"world"}`))
+				req.Header.Set("Idempotency-Key", call.ProviderKey)
+				if resp, err := http.DefaultClient.Do(req); err == nil {
+					resp.Body.Close()
+				}
+				panic("crash") // the instance dies after the provider got the request
+			})
+	}()
+	return c
+}
+
+func (c *crashedFixture) executor(maxAttempts int) *Executor {
+	return &Executor{Runs: c.runs, Now: c.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: maxAttempts,
+		Sleep:   c.clock.sleeper(&c.waits, &c.mu),
+		Webhook: &host.Webhook{Ledger: c.l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
+}
+
+func (c *crashedFixture) waited() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.waits...)
+}
+
+// checkDelivered asserts the provider saw the same key twice (the crashed
+// attempt and one reclaim), the witness shows escaped then completed, and
+// the run succeeded.
+func (c *crashedFixture) checkDelivered(t *testing.T) {
+	t.Helper()
+	keys := c.rc.seen()
+	if len(keys) != 2 || keys[0] != keys[1] || keys[0] == "" {
+		t.Fatalf("provider saw keys %q: want the crashed attempt's key once more", keys)
+	}
+	p, err := c.l.Witness(context.Background(), c.run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Effects) != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted ||
+		p.Effects[0].ProviderKey != keys[0] || p.Effects[1].ProviderKey != keys[0] {
+		t.Fatalf("witness %+v: want escaped then completed under one key", p.Effects)
+	}
+	if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != host.StatusSucceeded {
+		t.Fatalf("run %s (%s / %s)", r.Status, r.Error, r.LastError)
+	}
+}
+
+// TestLastTryWaitsOutCrashedClaim: the executor holding the effect crashed
+// after sending; the stream's tries run out while its claim is live. The
+// last try waits the claim out (injected sleeper, no real wait), executes
+// once more, reclaims (the stalled attempt becomes escaped) and sends the
+// same provider key: the run succeeds, the provider performs one effect.
+func TestLastTryWaitsOutCrashedClaim(t *testing.T) {
+	c := newCrashedFixture(t, -1)
+	x := c.executor(3)
+	rec := insert("e1", c.run)
+	for try := 1; try <= 2; try++ {
+		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{rec}); len(retry) != 1 {
+			t.Fatalf("try %d: retry %v", try, retry)
+		}
+	}
+	if w := c.waited(); len(w) != 0 {
+		t.Fatalf("tries before the last waited %v", w)
+	}
+	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{rec}); retry != nil {
+		t.Fatalf("last try: retry %v", retry)
+	}
+	w := c.waited()
+	if len(w) != 1 || w[0] < time.Minute || w[0] > time.Minute+2*time.Second {
+		t.Fatalf("waits %v: want one wait of the claim's remaining lease (+1 s)", w)
+	}
+	c.checkDelivered(t)
+	if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Failures != 3 {
+		t.Fatalf("failures %d, want 3 counted", r.Failures)
+	}
+	// A duplicate delivery afterwards fires nothing.
+	if retry := c.executor(3).HandleRecords(context.Background(), []host.StreamRecord{rec}); retry != nil {
+		t.Fatalf("duplicate: retry %v", retry)
+	}
+	c.checkDelivered(t)
+}
+
+// TestLastTryWaitFitsDeadline: the last try waits only when RetryAfter +
+// 1 s + LastTryMargin fits before the context deadline; otherwise it gives
+// up at once (nothing sent again), as it does for any other error.
+func TestLastTryWaitFitsDeadline(t *testing.T) {
+	t.Run("too short a deadline: given up, no wait", func(t *testing.T) {
+		c := newCrashedFixture(t, -1)
+		ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+		defer cancel()
+		// 61 s + the default 30 s margin does not fit in 80 s.
+		if retry := c.executor(1).HandleRecords(ctx, []host.StreamRecord{insert("e1", c.run)}); retry != nil {
+			t.Fatalf("retry %v", retry)
+		}
+		if w := c.waited(); len(w) != 0 {
+			t.Fatalf("waited %v", w)
+		}
+		r, _ := c.runs.Get(ctx, c.run.ID)
+		if r.Status != host.StatusFailed || !strings.Contains(r.Error, "gave up after 1 attempts") || !strings.Contains(r.Error, "in flight") {
+			t.Fatalf("run %+v", r)
+		}
+		if n := len(c.rc.seen()); n != 1 {
+			t.Fatalf("%d provider requests", n)
+		}
+	})
+	t.Run("a smaller margin fits: waited and delivered", func(t *testing.T) {
+		c := newCrashedFixture(t, -1)
+		ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
+		defer cancel()
+		x := c.executor(1)
+		x.LastTryMargin = 5 * time.Second
+		if retry := x.HandleRecords(ctx, []host.StreamRecord{insert("e1", c.run)}); retry != nil {
+			t.Fatalf("retry %v", retry)
+		}
+		if w := c.waited(); len(w) != 1 {
+			t.Fatalf("waited %v", w)
+		}
+		c.checkDelivered(t)
+	})
+	t.Run("context ends during the wait: given up", func(t *testing.T) {
+		c := newCrashedFixture(t, -1)
+		ctx, cancel := context.WithCancel(context.Background())
+		x := c.executor(1)
+		x.Sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
+		if retry := x.HandleRecords(ctx, []host.StreamRecord{insert("e1", c.run)}); retry != nil {
+			t.Fatalf("retry %v", retry)
+		}
+		if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != host.StatusFailed {
+			t.Fatalf("run %+v", r)
+		}
+		if n := len(c.rc.seen()); n != 1 {
+			t.Fatalf("%d provider requests", n)
+		}
+	})
+	t.Run("other errors are not waited on", func(t *testing.T) {
+		f := newFixture(t)
+		var waits atomic.Int32
+		f.x.MaxAttempts = 1
+		f.x.Sleep = func(context.Context, time.Duration) error { waits.Add(1); return nil }
+		run := f.webhookRun(t, "https://example.invalid/hook")
+		if !f.x.giveUp(context.Background(), run.ID, errors.New("store unavailable")) {
+			t.Fatal("last try left to the stream")
+		}
+		if r, _ := f.runs.Get(context.Background(), run.ID); r.Status != host.StatusFailed || waits.Load() != 0 {
+			t.Fatalf("run %+v, %d waits", r, waits.Load())
+		}
+	})
+}
+
+// TestLastTryConcurrentWaiters: several executors reach their last try on
+// the same crashed claim at once; each waits it out and executes again.
+// Exactly one reclaims and sends (same key), the others wait for its
+// outcome through the ledger (Config.Wait) and replay it: one new request,
+// the run succeeded once.
+func TestLastTryConcurrentWaiters(t *testing.T) {
+	c := newCrashedFixture(t, time.Second)
+	// Each sleeper moves the clock to the same instant: past the lease, not
+	// past the winner's new one.
+	start := c.clock.Now()
+	sleep := func(ctx context.Context, d time.Duration) error {
+		c.clock.mu.Lock()
+		if to := start.Add(d); to.After(c.clock.t) {
+			c.clock.t = to
+		}
+		c.clock.mu.Unlock()
+		return nil
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := c.executor(1)
+			x.Sleep = sleep
+			x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", c.run)})
+		}()
+	}
+	wg.Wait()
+	c.checkDelivered(t)
+}
