@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Offline SAM checks: cfn-lint, then the installed SAM translator transforms
-# template.yaml and the least-privilege checks run (scripts/check_sam.py).
+# template.yaml and the least-privilege checks run (scripts/check_sam.py); then
+# samconfig.toml is checked against the template (scripts/check_samconfig.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cfn-lint template.yaml
 python3 scripts/check_sam.py template.yaml
+python3 scripts/check_samconfig.py samconfig.toml template.yaml
