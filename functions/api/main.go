@@ -3,40 +3,19 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
-
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/functions/host/kit"
-	"github.com/idemkit/idemkit/internal/emf"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	env, err := host.LoadEnv(os.Getenv)
-	if err != nil {
-		logger.Error("api: configuration", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
-	client, err := host.NewDynamoClient(context.Background(), env.DynamoDBEndpoint)
-	if err != nil {
-		logger.Error("api: aws", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Guard: true, Ledger: true}, logger, emf.New(os.Stdout, env.MetricsNamespace))
-	if err != nil {
-		logger.Error("api: wiring", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
+	env, client, metrics, logger := host.Boot("api")
+	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Guard: true, Ledger: true}, logger, metrics)
+	host.Must(logger, "api", "wiring", err)
 	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
 		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, Logger: logger})
-	if err != nil {
-		logger.Error("api: handler", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
+	host.Must(logger, "api", "handler", err)
 	lambda.Start(h.Handle)
 }

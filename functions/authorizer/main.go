@@ -4,10 +4,6 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"os"
-
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/authorizer/authz"
@@ -15,20 +11,7 @@ import (
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	env, err := host.LoadEnv(os.Getenv)
-	if err == nil {
-		err = env.Require(host.EnvAPIKeysTable)
-	}
-	if err != nil {
-		logger.Error("authorizer: configuration", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
-	client, err := host.NewDynamoClient(context.Background(), env.DynamoDBEndpoint)
-	if err != nil {
-		logger.Error("authorizer: aws", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
+	env, client, _, logger := host.Boot("authorizer", host.EnvAPIKeysTable)
 	h := &authz.Handler{Keys: &host.DynamoKeys{Client: client, Table: env.APIKeysTable}, Logger: logger}
 	lambda.Start(h.Handle)
 }
