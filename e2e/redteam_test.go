@@ -119,7 +119,7 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 	s.effTable = e.CreateTable(t, "EffectsTable")
 	st, err := idemdynamo.New(idemdynamo.Config{Client: s.client, Table: idemTable})
 	must(t, err)
-	s.guard, err = idem.New(idem.Config{Store: st, Logger: s.logger, BodyTenantField: "tenantId", Now: s.clock.Now,
+	s.guard, err = idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: s.logger, BodyTenantField: "tenantId", Now: s.clock.Now,
 		Wait: 300 * time.Millisecond})
 	must(t, err)
 	runsClient := s.client

@@ -2,7 +2,7 @@
 // Format recorder, for library users who set idem.Config.Metrics or
 // ledger.Config.Metrics in their own functions:
 //
-//	guard, err := idem.New(idem.Config{Store: store, Metrics: emf.New(os.Stdout, "idemkit")})
+//	guard, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: store, Metrics: emf.New(os.Stdout, "idemkit")})
 //
 // One JSON line per metric goes to the writer (stdout in Lambda), which
 // CloudWatch Logs turns into metrics. Dimensions are bounded: idemkit never

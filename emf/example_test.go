@@ -18,6 +18,7 @@ import (
 func ExampleNew() {
 	var out bytes.Buffer
 	g, err := idem.New(idem.Config{
+		Tenant:  idem.AuthorizerKey("tenantId"),
 		Store:   memstore.New(),
 		Metrics: emf.New(&out, "idemkit"),
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),

@@ -95,11 +95,13 @@ func lambdaBody(r *Response) (string, bool) {
 
 // HTTPAPI wraps an HTTP API (payload 2.0) handler. The operation is the
 // event's routeKey (mapped through Config.Operations); the tenant comes from
-// Config.Tenant. The wrapped handler never returns an error: handler errors
+// Config.Tenant (HTTPAPI panics when it is unset: a wiring error reported
+// at start-up). The wrapped handler never returns an error: handler errors
 // and panics become a 500 envelope and leave the record retryable.
 // Response cookies (the Cookies field) are passed through on the first
 // response and never cached.
 func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
+	g.requireTenant("HTTPAPI")
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		in := request{
 			method:      ev.RequestContext.HTTP.Method,
@@ -140,6 +142,7 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 // httpMethod + " " + resource (the resource template, never the path),
 // mapped through Config.Operations. Otherwise as HTTPAPI.
 func (g *Guard) REST(h RESTHandler) RESTHandler {
+	g.requireTenant("REST")
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		in := request{
 			method:    ev.HTTPMethod,

@@ -734,8 +734,8 @@ func TestTenantResolutionREST(t *testing.T) {
 		rc     events.APIGatewayProxyRequestContext
 		tenant string // "" = unauthenticated
 	}{
-		{"authorizer key", idem.TenantSource{Name: "org"}, events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": "o1"}}, "o1"},
-		{"authorizer key, number", idem.TenantSource{Name: "org"}, events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": float64(42)}}, "42"},
+		{"authorizer key", idem.AuthorizerKey("org"), events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": "o1"}}, "o1"},
+		{"authorizer key, number", idem.AuthorizerKey("org"), events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": float64(42)}}, "42"},
 		{"jwt claim (any)", idem.TenantSource{Kind: idem.TenantJWTClaim, Name: "custom:tenant"},
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"claims": map[string]any{"custom:tenant": "c1"}}}, "c1"},
 		{"jwt claim (string map)", idem.TenantSource{Kind: idem.TenantJWTClaim},
@@ -1017,7 +1017,7 @@ func TestConfigErrorsAreClear(t *testing.T) {
 	if len(ce.Problems) != 12 || !strings.HasPrefix(msg, "idem: invalid config: Store is required; Profile 7") {
 		t.Fatalf("problems %d: %q", len(ce.Problems), msg)
 	}
-	_, err = idem.New(idem.Config{Store: memstore.New(), Retention: time.Hour})
+	_, err = idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Retention: time.Hour})
 	if err == nil || !strings.Contains(err.Error(), "below the OpenWOP minimum of 24h") {
 		t.Fatalf("OpenWOP retention below 24h: %v", err)
 	}

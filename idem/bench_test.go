@@ -27,7 +27,7 @@ func body1KB() string {
 }
 
 func benchGuard(b *testing.B) *idem.Guard {
-	g, err := idem.New(idem.Config{Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -80,13 +80,18 @@ type Config struct {
 	// Default 250 ms.
 	WaitMargin time.Duration
 
-	// Tenant says where the authenticated tenant comes from in API Gateway
-	// events. Default: the Lambda authorizer context key "tenantId".
+	// Tenant says where the authenticated tenant comes from:
+	// AuthorizerKey("tenantId"), JWTClaim(name) or IAMPrincipal() for API
+	// Gateway events, or SingleTenant(name) for a function without an
+	// authorizer. Required (no default): New reports a ConfigError naming
+	// these options when it is unset, unless HTTPTenant is set.
 	Tenant TenantSource
 
 	// HTTPTenant resolves the tenant for the net/http middleware. Default:
-	// none, so every net/http request is unauthenticated (see
-	// Unauthenticated).
+	// the single tenant under SingleTenant; otherwise none, and then
+	// Middleware and Handle panic when called (a wiring error, reported at
+	// start-up rather than as a 401 on every request), unless Unauthenticated
+	// is AnonymousTenant or idempotency is Disabled.
 	HTTPTenant func(*http.Request) (tenant string, ok bool)
 
 	// Unauthenticated decides what happens to a mutating request that
@@ -228,8 +233,11 @@ func (c Config) withDefaults() (Config, error) {
 	} else if c.WaitMargin < 0 {
 		p = append(p, "WaitMargin must be >= 0")
 	}
-	if err := c.Tenant.validate(); err != nil {
+	if err := c.Tenant.validate(c.HTTPTenant != nil); err != nil {
 		p = append(p, err.Error())
+	} else if c.Tenant.Kind == TenantSingle && c.HTTPTenant == nil {
+		single := c.Tenant.Name
+		c.HTTPTenant = func(*http.Request) (string, bool) { return single, true }
 	}
 	if c.Unauthenticated != RejectUnauthenticated && c.Unauthenticated != AnonymousTenant {
 		p = append(p, fmt.Sprintf("Unauthenticated %d is unknown", c.Unauthenticated))

@@ -16,6 +16,7 @@ import (
 func ExampleGuard_HTTPAPI() {
 	g, err := idem.New(idem.Config{
 		Store:  memstore.New(), // dynamostore.New(...) in production
+		Tenant: idem.AuthorizerKey("tenantId"),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -54,7 +55,7 @@ func ExampleGuard_HTTPAPI() {
 // transaction as the completion record.
 func ExampleTransact() {
 	store := memstore.New()
-	g, _ := idem.New(idem.Config{Store: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g, _ := idem.New(idem.Config{Store: store, Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	h := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		// With dynamostore this is a types.TransactWriteItem.
 		if err := idem.Transact(ctx, memstore.Write{Key: "order#1", Value: []byte(ev.Body), IfAbsent: true}); err != nil {

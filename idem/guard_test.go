@@ -709,7 +709,7 @@ func TestConfigValidation(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, idem.ErrConfig) || len(ce.Problems) != 4 {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := idem.New(idem.Config{Store: memstore.New(), Profile: idem.ProfileERP, Retention: time.Hour}); err != nil {
+	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Profile: idem.ProfileERP, Retention: time.Hour}); err != nil {
 		t.Fatalf("ERP allows short retention: %v", err)
 	}
 }

@@ -64,6 +64,7 @@ func newEnv(t *testing.T, mod func(*idem.Config)) *env {
 	e := &env{t: t, store: memstore.New(), clock: newClock(), logs: &syncBuffer{}}
 	cfg := idem.Config{
 		Store:  e.store,
+		Tenant: idem.AuthorizerKey("tenantId"),
 		Now:    e.clock.Now,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Wait:   -1,

@@ -20,7 +20,8 @@ const MaxRequestBytes = 6 << 20
 // container users). The routed operation comes from Config.HTTPOperation,
 // else the ServeMux pattern (Request.Pattern, set when the middleware wraps
 // a handler registered on a ServeMux); the raw path is never used. The
-// tenant comes from Config.HTTPTenant. Requests under idempotency have their
+// tenant comes from Config.HTTPTenant (Middleware panics without one, unless
+// Config.Tenant is SingleTenant). Requests under idempotency have their
 // response buffered (to cache it); all others stream straight through.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return g.handle("", next)
@@ -33,6 +34,7 @@ func (g *Guard) Handle(operation string, next http.Handler) http.Handler {
 }
 
 func (g *Guard) handle(operation string, next http.Handler) http.Handler {
+	g.requireTenant("net/http")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		keys := r.Header.Values(HeaderKey)
 		op := operation

@@ -1,36 +1,86 @@
 package idem
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// TenantKind says which part of the authorizer context names the tenant.
+// TenantKind says where the authenticated tenant comes from. The zero value
+// is no choice at all: New rejects a Config whose Tenant was not set (unless
+// HTTPTenant is), so a guard never silently answers every keyed request
+// 401 unauthenticated.
 type TenantKind int
 
 const (
+	// TenantUnset is the zero value: no tenant source chosen. New rejects it
+	// with a ConfigError naming the options.
+	TenantUnset TenantKind = iota
 	// TenantAuthorizerKey reads a Lambda authorizer context key:
 	// RequestContext.Authorizer.Lambda[Name] (HTTP API) or
-	// RequestContext.Authorizer[Name] (REST). The default.
-	TenantAuthorizerKey TenantKind = iota
+	// RequestContext.Authorizer[Name] (REST). See AuthorizerKey.
+	TenantAuthorizerKey
 	// TenantJWTClaim reads a JWT claim: RequestContext.Authorizer.JWT.Claims
-	// (HTTP API) or RequestContext.Authorizer["claims"] (REST, Cognito).
+	// (HTTP API) or RequestContext.Authorizer["claims"] (REST, Cognito). See
+	// JWTClaim.
 	TenantJWTClaim
 	// TenantIAMPrincipal uses the IAM caller: the user ARN (or, without one,
-	// the caller id) of a SigV4-signed request.
+	// the caller id) of a SigV4-signed request. See IAMPrincipal.
 	TenantIAMPrincipal
+	// TenantSingle puts every request in one tenant, Name: for a function
+	// that has no authorizer and serves a single tenant. Every caller then
+	// shares one keyspace (a key is scoped by operation and key only). See
+	// SingleTenant.
+	TenantSingle
 )
 
-// TenantSource configures tenant resolution from API Gateway events. The
-// tenant always comes from the credential, never from the body.
+// TenantSource configures tenant resolution. The tenant always comes from
+// the credential (or, for TenantSingle, from the configuration), never from
+// the body. Build one with AuthorizerKey, JWTClaim, IAMPrincipal or
+// SingleTenant.
 type TenantSource struct {
-	// Kind is where the tenant is read. Default TenantAuthorizerKey.
+	// Kind is where the tenant is read. Required: the zero value
+	// (TenantUnset) is rejected by New unless Config.HTTPTenant is set.
 	Kind TenantKind
-	// Name is the authorizer context key or JWT claim. Default "tenantId".
+	// Name is the authorizer context key or JWT claim (default "tenantId"),
+	// or, for TenantSingle, the tenant itself (required).
 	Name string
 }
+
+// AuthorizerKey reads the tenant from the Lambda authorizer context key name
+// (the reference host's authorizer sets "tenantId").
+func AuthorizerKey(name string) TenantSource {
+	return TenantSource{Kind: TenantAuthorizerKey, Name: name}
+}
+
+// JWTClaim reads the tenant from the JWT claim name (a JWT or Cognito
+// authorizer), e.g. "sub" or "custom:tenant".
+func JWTClaim(name string) TenantSource {
+	return TenantSource{Kind: TenantJWTClaim, Name: name}
+}
+
+// IAMPrincipal uses the IAM caller of a SigV4-signed request (IAM
+// authorization) as the tenant.
+func IAMPrincipal() TenantSource {
+	return TenantSource{Kind: TenantIAMPrincipal}
+}
+
+// SingleTenant puts every request, from any adapter, in the one tenant
+// named tenant: the choice for a function without an authorizer. Keys are
+// then shared by every caller of the function, so use it only where all
+// callers are one party (or the function's own infrastructure, such as a
+// queue).
+func SingleTenant(tenant string) TenantSource {
+	return TenantSource{Kind: TenantSingle, Name: tenant}
+}
+
+// tenantChoices is the ConfigError text naming the options.
+const tenantChoices = "Tenant is required: choose where the authenticated tenant comes from: " +
+	`idem.AuthorizerKey("tenantId") (Lambda authorizer context), idem.JWTClaim("sub") (JWT or Cognito authorizer), ` +
+	`idem.IAMPrincipal() (IAM authorization), or idem.SingleTenant("my-service") for a function without an authorizer ` +
+	"(or set HTTPTenant for a net/http-only guard)"
 
 func (s TenantSource) name() string {
 	if s.Name == "" {
@@ -39,9 +89,19 @@ func (s TenantSource) name() string {
 	return s.Name
 }
 
-func (s TenantSource) validate() error {
-	if s.Kind < TenantAuthorizerKey || s.Kind > TenantIAMPrincipal {
-		return fmt.Errorf("Tenant.Kind %d is unknown", s.Kind)
+func (s TenantSource) validate(httpTenant bool) error {
+	switch s.Kind {
+	case TenantUnset:
+		if !httpTenant {
+			return errors.New(tenantChoices)
+		}
+	case TenantAuthorizerKey, TenantJWTClaim, TenantIAMPrincipal:
+	case TenantSingle:
+		if s.Name == "" {
+			return errors.New(`Tenant: idem.SingleTenant needs a non-empty tenant name, e.g. idem.SingleTenant("my-service")`)
+		}
+	default:
+		return fmt.Errorf("Tenant.Kind %d is unknown; %s", s.Kind, tenantChoices)
 	}
 	return nil
 }
@@ -66,6 +126,9 @@ func scalar(v any) string {
 
 // TenantV2 resolves the tenant of an HTTP API (payload 2.0) request.
 func (s TenantSource) TenantV2(rc *events.APIGatewayV2HTTPRequestContext) string {
+	if s.Kind == TenantSingle {
+		return s.Name
+	}
 	a := rc.Authorizer
 	if a == nil {
 		return ""
@@ -91,6 +154,8 @@ func (s TenantSource) TenantV2(rc *events.APIGatewayV2HTTPRequestContext) string
 // TenantV1 resolves the tenant of a REST API (v1 proxy) request.
 func (s TenantSource) TenantV1(rc *events.APIGatewayProxyRequestContext) string {
 	switch s.Kind {
+	case TenantSingle:
+		return s.Name
 	case TenantAuthorizerKey:
 		return scalar(rc.Authorizer[s.name()])
 	case TenantJWTClaim:
@@ -107,4 +172,24 @@ func (s TenantSource) TenantV1(rc *events.APIGatewayProxyRequestContext) string 
 		return rc.Identity.Caller
 	}
 	return ""
+}
+
+// requireTenant panics when the guard has no tenant source for adapter
+// (called when a handler is wrapped, at start-up): without one, every keyed
+// request would be answered 401 unauthenticated. Disabled guards and
+// guards that scope unauthenticated requests to AnonymousTenant need none.
+func (g *Guard) requireTenant(adapter string) {
+	if g.cfg.Disabled || g.cfg.Unauthenticated == AnonymousTenant {
+		return
+	}
+	switch adapter {
+	case "net/http":
+		if g.cfg.HTTPTenant == nil {
+			panic("idem: Guard.Middleware/Handle need a tenant source for net/http requests: set Config.HTTPTenant, or Config.Tenant to idem.SingleTenant(...)")
+		}
+	default:
+		if g.cfg.Tenant.Kind == TenantUnset {
+			panic("idem: Guard." + adapter + " needs Config.Tenant: " + tenantChoices)
+		}
+	}
 }

@@ -53,7 +53,7 @@ func TestDevGatewaySecurity(t *testing.T) {
 	)
 	var logs lockedBuffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: logger})
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 // TestGateway: the dev server's net/http <-> payload 2.0 translation runs
 // the authorizer on the run routes only and keeps %2F inside a path id.
 func TestGateway(t *testing.T) {
-	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

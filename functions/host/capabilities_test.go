@@ -37,7 +37,7 @@ func getCapabilities(t *testing.T, cross string, extraEnv ...string) []byte {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: logger})
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -188,7 +188,7 @@ func TestTransactionalRunCreate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := idem.New(idem.Config{Store: st})
+		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func TestTransactionalRunCreateFaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := idem.New(idem.Config{Store: st})
+		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st})
 		if err != nil {
 			t.Fatal(err)
 		}

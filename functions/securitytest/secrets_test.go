@@ -156,7 +156,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.auth = &authz.Handler{Keys: keys, Logger: w.logger}
-	guard, err := idem.New(idem.Config{Store: idemmem.New(), Logger: w.logger, Metrics: w.rec})
+	guard, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: w.logger, Metrics: w.rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,6 +76,7 @@ func newKey() string { return "key-" + rnd(12) } // 28 chars, OpenWOP grammar
 func newGuard(t *testing.T, v *env, clk *guardClock) *idem.Guard {
 	t.Helper()
 	g, err := idem.New(idem.Config{
+		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  v.s,
 		Now:    clk.Now,
 		Wait:   20 * time.Second,

@@ -29,7 +29,7 @@ func TestEventsDynamo(t *testing.T) {
 		faults := dynamotest.NewFaults()
 		runs := &host.DynamoRuns{Client: e.Client(dynamotest.FastRetries, cnt.Middleware(), faults.Middleware()),
 			Table: e.CreateTable(t, "RunsTable")}
-		g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: discard()})
+		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
 		if err != nil {
 			t.Fatal(err)
 		}

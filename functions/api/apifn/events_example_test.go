@@ -25,7 +25,7 @@ import (
 // state, and every event arrives once.
 func ExampleRunEvents() {
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	guard, _ := idem.New(idem.Config{Store: idemmem.New(), Logger: quiet})
+	guard, _ := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: quiet})
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
 	runs := host.NewMemRuns()
 	h, _ := apifn.New(apifn.Config{Runs: runs, Guard: guard, Ledger: l, Logger: quiet})

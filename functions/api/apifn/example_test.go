@@ -22,7 +22,7 @@ import (
 // run, and the second answer is the first one replayed.
 func Example() {
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	guard, _ := idem.New(idem.Config{Store: idemmem.New(), Logger: quiet})
+	guard, _ := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: quiet})
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
 	runs := host.NewMemRuns()
 	h, err := apifn.New(apifn.Config{Runs: runs, Guard: guard, Ledger: l, Logger: quiet})

@@ -27,7 +27,7 @@ import (
 // seed corpus is in testdata/fuzz/FuzzHandle; run it longer with
 // `go test -run '^$' -fuzz FuzzHandle -fuzztime 30s ./functions/api/apifn/`.
 func FuzzHandle(f *testing.F) {
-	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: discard()})
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -26,7 +26,7 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	g, err := idem.New(idem.Config{Store: idemmem.New(), Logger: discard()})
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

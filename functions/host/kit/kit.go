@@ -81,7 +81,7 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 		}
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
-		cfg := idem.Config{Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId"}
+		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId"}
 		env.Idem.Apply(&cfg)
 		if k.Guard, err = idem.New(cfg); err != nil {
 			return nil, err
