@@ -13,7 +13,7 @@ ARGS         ?=
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest bench clean model
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest bench bench-compare clean model
 
 all: test
 
@@ -72,5 +72,17 @@ model:
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+## bench-compare: idemkit side by side with Powertools for AWS Lambda
+## (TypeScript, pinned in bench/powertools) on the same emulator processes:
+## latency ratios to each SDK's PutItem floor, capacity units, a per-call
+## split and client CPU (docs/PERFORMANCE.md). Flags with ARGS, e.g.
+## make bench-compare ARGS='-n 500 -engines dynalite'
+bench-compare: tools bench/powertools/node_modules/.package-lock.json
+	$(GO) run ./bench/compare $(ARGS)
+
+bench/powertools/node_modules/.package-lock.json: bench/powertools/package.json bench/powertools/package-lock.json
+	npm ci --prefix bench/powertools --no-audit --no-fund --loglevel=error
+	@touch $@
+
 clean:
-	rm -rf $(BIN) tools/node_modules
+	rm -rf $(BIN) tools/node_modules bench/powertools/node_modules
