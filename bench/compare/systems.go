@@ -52,7 +52,7 @@ func newGoSystem(client *dynamodb.Client, idemTable, effectsTable, floorTable, b
 	if err != nil {
 		return nil, err
 	}
-	g, err := idem.New(idem.Config{Store: st, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	g, err := idem.New(idem.Config{Store: st, Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err
 	}
