@@ -110,6 +110,21 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 			keyValues:   headerValues(ev.Headers, HeaderKey),
 			contentType: firstHeader(ev.Headers, "Content-Type"),
 			requestID:   ev.RequestContext.RequestID,
+			parts: requestParts{
+				params: paramPairs(ev.PathParameters),
+				header: func(name string) []string { return headerValues(ev.Headers, name) },
+			},
+		}
+		if ev.RouteKey == "$default" {
+			// The catch-all route does not determine the path.
+			if in.parts.path = ev.RawPath; in.parts.path == "" {
+				in.parts.path = ev.RequestContext.HTTP.Path
+			}
+		}
+		if ev.RawQueryString != "" {
+			in.parts.query = parseQuery(ev.RawQueryString)
+		} else {
+			in.parts.query = singleQuery(ev.QueryStringParameters)
 		}
 		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
 		var cookies []string
@@ -148,6 +163,22 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			method:    ev.HTTPMethod,
 			tenant:    g.cfg.Tenant.TenantV1(&ev.RequestContext),
 			requestID: ev.RequestContext.RequestID,
+			parts: requestParts{
+				params: paramPairs(ev.PathParameters),
+				header: func(name string) []string {
+					if vs := headerValuesMulti(ev.MultiValueHeaders, name); len(vs) > 0 {
+						return vs
+					}
+					return headerValues(ev.Headers, name)
+				},
+			},
+		}
+		// multiValueQueryStringParameters carries every value of a repeated
+		// name, in order (queryStringParameters only the last one).
+		if len(ev.MultiValueQueryStringParameters) > 0 {
+			in.parts.query = multiQuery(ev.MultiValueQueryStringParameters)
+		} else {
+			in.parts.query = singleQuery(ev.QueryStringParameters)
 		}
 		if ev.Resource != "" {
 			in.operation = ev.HTTPMethod + " " + ev.Resource

@@ -152,6 +152,13 @@ type Route struct {
 	JSON bool
 	// Normalize overrides Config.Normalize for this route. Default nil.
 	Normalize *Normalizer
+	// Headers names request headers that select or change the work on this
+	// route (a currency, an account, a content language). Their values, in
+	// order, become part of the request fingerprint, so the same key with a
+	// different value is 409 idempotency_key_mismatch. Names are matched
+	// case-insensitively; Idempotency-Key cannot be listed. Default nil: no
+	// header is part of the fingerprint.
+	Headers []string
 }
 
 // UnauthenticatedPolicy decides what happens to requests with no tenant.
@@ -252,12 +259,26 @@ func (c Config) withDefaults() (Config, error) {
 	for _, e := range empty {
 		p = append(p, "Operations entry "+e+": routed operation and operation id must be non-empty")
 	}
+	routes := make(map[string]Route, len(c.Routes))
 	for op, r := range c.Routes {
 		if r.Normalize != nil {
 			if err := r.Normalize.validate(); err != nil {
 				p = append(p, fmt.Sprintf("Routes[%q].Normalize: %v", op, err))
 			}
 		}
+		for _, h := range r.Headers {
+			switch {
+			case !validHeaderName(h):
+				p = append(p, fmt.Sprintf("Routes[%q].Headers: %q is not a header name", op, h))
+			case strings.EqualFold(h, HeaderKey):
+				p = append(p, fmt.Sprintf("Routes[%q].Headers: %s is the scope, not part of the fingerprint", op, HeaderKey))
+			}
+		}
+		r.Headers = canonicalHeaders(r.Headers)
+		routes[op] = r
+	}
+	if c.Routes != nil {
+		c.Routes = routes
 	}
 	if c.Normalize != nil {
 		if err := c.Normalize.validate(); err != nil {

@@ -15,9 +15,14 @@
 // Layer-1 store, and stores refuse IDs outside the caller keyspace, so no
 // caller key can name, claim or suppress a host lock (RFC 0150 §A).
 //
-// Digest: SHA-256 over the RFC 8785 (JCS) canonical form of a JSON body
-// (RecipeJCS, optionally with a Normalizer), or over the bytes of any other
-// body (RecipeBytes), stamped with its recipe.
+// Digest: the request fingerprint (RecipeRequest) covers everything that
+// selects or changes the work: the method, the operation, the concrete path
+// parameters, the canonical query string (decoded, sorted by name, repeated
+// names kept in order), the headers a route declares (Route.Headers) and the
+// body digest — SHA-256 over the RFC 8785 (JCS) canonical form of a JSON
+// body (RecipeJCS, optionally with a Normalizer) or over the bytes of any
+// other body (RecipeBytes). The same key on a different order, query or body
+// is 409 idempotency_key_mismatch, never a replay.
 //
 // Decision on arrival (same scope): absent or expired → claim and run;
 // same digest and final → replay; same digest, pending and live → wait

@@ -67,6 +67,7 @@ type request struct {
 	body        []byte
 	bodyErr     error // body could not be decoded (bad base64)
 	requestID   string
+	parts       requestParts // path parameters, query, headers (fingerprint)
 }
 
 // handlerFunc runs the wrapped handler and returns its response.

@@ -503,7 +503,8 @@ func TestHeartbeatRenewsAndDetectsLostLease(t *testing.T) {
 		}
 		// Steal the lease: the next heartbeat must cancel our context.
 		e.clock.Advance(2 * idem.DefaultLease)
-		res, err := e.store.Claim(context.Background(), idem.Record{ID: id, Digest: mustDigest(t, `{}`), State: idem.StatePending,
+		cur, _, _ := e.store.Get(context.Background(), id, e.clock.Now())
+		res, err := e.store.Claim(context.Background(), idem.Record{ID: id, Digest: cur.Digest, State: idem.StatePending,
 			Owner: "thief", LeaseExpires: e.clock.Now().Add(time.Minute), Expires: e.clock.Now().Add(time.Hour)}, e.clock.Now())
 		if err != nil || res.Decision != idem.Reclaimed {
 			t.Errorf("steal: %v %v", res.Decision, err)
@@ -521,14 +522,6 @@ func TestHeartbeatRenewsAndDetectsLostLease(t *testing.T) {
 	if r.StatusCode != 409 {
 		t.Fatalf("lost lease answered %+v", r)
 	}
-}
-
-func mustDigest(t *testing.T, body string) string {
-	d, err := idem.DigestJSON([]byte(body), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 func TestLambdaLeaseFromDeadline(t *testing.T) {

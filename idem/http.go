@@ -63,6 +63,20 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			keyValues:   keys,
 			contentType: r.Header.Get("Content-Type"),
 			requestID:   httpRequestID(r),
+			parts: requestParts{
+				query:  parseQuery(r.URL.RawQuery),
+				header: r.Header.Values,
+			},
+		}
+		if patternPath(r.Pattern) {
+			in.parts.path = r.URL.EscapedPath()
+		}
+		if names := patternParams(r.Pattern); len(names) > 0 {
+			m := make(map[string]string, len(names))
+			for _, n := range names {
+				m[n] = r.PathValue(n)
+			}
+			in.parts.params = paramPairs(m)
 		}
 		if g.cfg.HTTPTenant != nil {
 			in.tenant, _ = g.cfg.HTTPTenant(r)

@@ -205,7 +205,11 @@ func TestHTTPMiddleware(t *testing.T) {
 		return w
 	}
 	a := do("/runs/1", testKey, `{"x":1}`)
-	b := do("/runs/2", testKey, `{"x":1}`) // same pattern, different path: replay
+	// Same pattern, different path parameter: a different request.
+	if other := do("/runs/2", testKey, `{"x":1}`); other.Code != 409 || calls != 1 {
+		t.Fatalf("other run: %d %q (calls=%d)", other.Code, other.Body, calls)
+	}
+	b := do("/runs/1", testKey, `{"x":1}`)
 	if calls != 1 || a.Code != 201 || b.Code != 201 || a.Body.String() != b.Body.String() ||
 		b.Header().Get("OpenWOP-Idempotent-Replay") != "true" || b.Header().Get("Set-Cookie") != "" || a.Header().Get("Set-Cookie") != "a=b" {
 		t.Fatalf("calls=%d a=%v %q b=%v %q", calls, a.Header(), a.Body, b.Header(), b.Body)

@@ -110,6 +110,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	} else {
 		t.digest = DigestBytes(in.body)
 	}
+	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
 	t.id = ScopeID(scopeTenant, t.op, t.key)
 	return t.claim(ctx, run)
 }
