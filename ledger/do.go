@@ -481,7 +481,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	next.State, next.LeaseUntil, next.UpdatedAt = StateFiring, now.Add(l.cfg.Lease), now
 	next.ExpiresAt = l.extend(next.ExpiresAt, now)
 	a := next.last()
-	a.Fired, a.At = true, now
+	a.Fired, a.At, a.FiredAt = true, now, now
 	own.State = StateClaimed
 	ok, cur, err := st.Replace(ctx, next, own, now)
 	if err != nil {

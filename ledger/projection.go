@@ -25,7 +25,30 @@ type WitnessRow struct {
 	Keying       Keying       `json:"keying"`
 	ProviderKey  string       `json:"providerKey,omitempty"`
 	State        AttemptState `json:"state"`
-	At           string       `json:"at"`
+	// At is the attempt's time: when it fired for an escaped attempt (the
+	// moment the request may have reached the provider, never when the
+	// attempt was found stalled), when it ended for a completed or released
+	// one, and when it was claimed (or fired) for one still running.
+	At string `json:"at"`
+
+	// Fields below are for library callers and idemkit's own views; the
+	// OpenWOP projection document (closed schema) does not carry them.
+
+	// Fired is true when the attempt passed the fire mark, and FiredAt is
+	// when: every request that may have reached the provider is a row with
+	// Fired set.
+	Fired   bool      `json:"-"`
+	FiredAt time.Time `json:"-"`
+	// EndedAt is when the attempt ended (zero while it is running).
+	EndedAt time.Time `json:"-"`
+}
+
+// rowTime is the time a witness row shows for attempt a (see WitnessRow.At).
+func rowTime(a Attempt) time.Time {
+	if a.Fired && (a.State == AttemptEscaped || a.State == AttemptClaimed) && !a.FiredAt.IsZero() {
+		return a.FiredAt
+	}
+	return a.At
 }
 
 // Witness returns the projection of runID: one row per attempt of every
@@ -94,11 +117,16 @@ func project(runID string, recs []*Record, filter bool) Projection {
 			if node == "" {
 				node = r.Attempts[0].NodeID
 			}
-			rows = append(rows, row{a.At, WitnessRow{
+			at := rowTime(a)
+			w := WitnessRow{
 				EffectID: r.EffectID, NodeID: node, Attempt: a.N, InvocationID: a.InvocationID,
 				Keying: r.Keying, ProviderKey: r.ProviderKey, State: a.State,
-				At: a.At.UTC().Format(time.RFC3339Nano),
-			}})
+				At: at.UTC().Format(time.RFC3339Nano), Fired: a.Fired, FiredAt: a.FiredAt,
+			}
+			if a.State != AttemptClaimed {
+				w.EndedAt = a.At
+			}
+			rows = append(rows, row{at, w})
 		}
 	}
 	sort.SliceStable(rows, func(i, j int) bool {

@@ -61,10 +61,18 @@ type Attempt struct {
 	N int
 	// State is the attempt's witness state.
 	State AttemptState
-	// At is when the attempt last changed state.
+	// At is when the attempt last changed state: its claim, then its
+	// outcome (completed), or when it was closed (released, or escaped: by
+	// its own executor on an uncertain result, or by the executor that
+	// reclaimed it).
 	At time.Time
 	// Fired is true once the attempt passed the fire mark.
 	Fired bool
+	// FiredAt is when the attempt passed the fire mark (zero if it never
+	// did): the time the request may have left for the provider. An escaped
+	// attempt is shown at FiredAt in the witness, never at the time it was
+	// reclaimed.
+	FiredAt time.Time
 	// RunID, NodeID and InvocationID say who made the attempt (witness
 	// fields; RunID may be empty for an effect reached outside a run).
 	RunID, NodeID, InvocationID string

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -184,6 +185,16 @@ func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
 // response headers bounded at 64 KiB and no automatic redirect following (a
 // redirect is answered as the final response, so it cannot lead the request
 // elsewhere).
+//
+// It never sends a request twice on its own: every request goes out on a
+// fresh HTTP/1.1 connection that is closed after the response (no
+// keep-alive, no HTTP/2). net/http re-sends a request transparently only on
+// a REUSED connection (a keep-alive connection the server closed or reset
+// while the request was in flight) and only when it can rewind the body;
+// with no connection ever reused that never happens, so every byte that
+// reaches the provider belongs to exactly one ledger attempt. Webhook.try
+// also sends a body that cannot be rewound (no Request.GetBody), which
+// closes the same door for a Client supplied by the caller.
 func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
 		ap, err := netip.ParseAddrPort(address)
@@ -192,9 +203,11 @@ func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 		}
 		return p.CheckIP(ap.Addr())
 	}}
-	tr := &http.Transport{DialContext: d.DialContext, ForceAttemptHTTP2: true, MaxIdleConns: 16,
-		IdleConnTimeout: 30 * time.Second, TLSHandshakeTimeout: 5 * time.Second, Proxy: nil,
-		MaxResponseHeaderBytes: 64 << 10}
+	tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true,
+		// A non-nil empty map turns HTTP/2 off: its transport has retry
+		// paths of its own (refused streams, GOAWAY).
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		TLSHandshakeTimeout: 5 * time.Second, Proxy: nil, MaxResponseHeaderBytes: 64 << 10}
 	return &http.Client{Transport: tr, Timeout: timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
@@ -408,15 +421,27 @@ func redactURL(err error) error {
 	return err
 }
 
+// onceBody is a request body that net/http cannot rewind: it is neither a
+// *bytes.Reader, *bytes.Buffer nor *strings.Reader (for which
+// http.NewRequest sets GetBody), so a transport never replays it.
+type onceBody struct{ r io.Reader }
+
+func (b onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+func (onceBody) Close() error                 { return nil }
+
 // try is one delivery attempt: the effect function.
 func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage, key string) ([]byte, error) {
 	if err := w.Policy.CheckURL(dest); err != nil {
 		return nil, err // recorded failure: never sent, never retried
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, bytes.NewReader(payload))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, nil)
 	if err != nil {
 		return nil, redactURL(err)
 	}
+	// A body net/http cannot rewind (no GetBody): the transport never
+	// re-sends it by itself, whatever the connection or the headers (an
+	// Idempotency-Key header makes a POST "replayable" to net/http).
+	req.Body, req.ContentLength = onceBody{bytes.NewReader(payload)}, int64(len(payload))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", "idemkit-webhook/1")

@@ -72,6 +72,7 @@ type attempt struct {
 	State        string `dynamodbav:"state"`
 	At           int64  `dynamodbav:"at"`
 	Fired        bool   `dynamodbav:"fired"`
+	FiredAt      int64  `dynamodbav:"firedAt,omitempty"`
 	RunID        string `dynamodbav:"runId,omitempty"`
 	NodeID       string `dynamodbav:"nodeId,omitempty"`
 	InvocationID string `dynamodbav:"invocationId,omitempty"`
@@ -96,8 +97,12 @@ func toItem(r *ledger.Record) item {
 			BodyDigest: o.BodyDigest, BodySize: o.BodySize}
 	}
 	for _, a := range r.Attempts {
-		it.Attempts = append(it.Attempts, attempt{N: a.N, State: string(a.State), At: ms(a.At), Fired: a.Fired,
-			RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID})
+		at := attempt{N: a.N, State: string(a.State), At: ms(a.At), Fired: a.Fired,
+			RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID}
+		if !a.FiredAt.IsZero() {
+			at.FiredAt = ms(a.FiredAt)
+		}
+		it.Attempts = append(it.Attempts, at)
 	}
 	return it
 }
@@ -115,8 +120,12 @@ func (it *item) record() *ledger.Record {
 			BodyDigest: o.BodyDigest, BodySize: o.BodySize}
 	}
 	for _, a := range it.Attempts {
-		r.Attempts = append(r.Attempts, ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), At: fromMs(a.At),
-			Fired: a.Fired, RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID})
+		ra := ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), At: fromMs(a.At),
+			Fired: a.Fired, RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID}
+		if a.FiredAt != 0 {
+			ra.FiredAt = fromMs(a.FiredAt)
+		}
+		r.Attempts = append(r.Attempts, ra)
 	}
 	return r
 }

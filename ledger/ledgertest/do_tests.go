@@ -39,6 +39,7 @@ var doTests = []test{
 	{"StaleFenceRejected", testStaleFence},
 	{"FencerErrorReleases", testFencerError},
 	{"WitnessProjection", testWitness},
+	{"EscapedRowShowsFireTime", testEscapedShowsFireTime},
 }
 
 func mustDo(t *testing.T, l *ledger.Ledger, eff ledger.Effect, fn ledger.Func) ledger.Result {

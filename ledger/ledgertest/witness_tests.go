@@ -250,3 +250,59 @@ func testSlotKeyspace(t *testing.T, e *env) {
 		}
 	}
 }
+
+// testEscapedShowsFireTime: an attempt that escaped (its executor died after
+// the fire mark) is shown at the time it FIRED, not at the time the next
+// executor found it stalled and reclaimed it; every fired attempt carries
+// its fire time, and the rows with a fire time are exactly the attempts that
+// may have reached the provider.
+func testEscapedShowsFireTime(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	eff.RunID, eff.NodeID = e.runID(), "deliver"
+	e.store.failOnce(ledger.StateCompleted, errCrash)
+	firedAt := e.clock.Now().UTC().Truncate(time.Millisecond)
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, errCrash) {
+		t.Fatalf("crashed Do: %v", err)
+	}
+	e.clock.Advance(31 * time.Second)
+	// Before any reclaim the witness already shows it escaped, at its fire
+	// time.
+	p, err := l.Witness(context.Background(), eff.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ValidateProjection(t, p)
+	if len(p.Effects) != 1 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[0].At != firedAt.Format(time.RFC3339Nano) {
+		t.Fatalf("before the reclaim: %+v, want one escaped row at %s", p.Effects, firedAt)
+	}
+	reclaimAt := e.clock.Now()
+	mustDo(t, e.ledger(), eff, e.charge(nil))
+	p, err = l.Witness(context.Background(), eff.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ValidateProjection(t, p)
+	if len(p.Effects) != 2 {
+		t.Fatalf("rows %+v", p.Effects)
+	}
+	esc, done := p.Effects[0], p.Effects[1]
+	if esc.State != ledger.AttemptEscaped || esc.At != firedAt.Format(time.RFC3339Nano) || !esc.Fired || !esc.FiredAt.Equal(firedAt) {
+		t.Fatalf("escaped row %+v: want at = fired at %s (not the reclaim at %s)", esc, firedAt, reclaimAt)
+	}
+	if esc.EndedAt.Before(reclaimAt.Truncate(time.Millisecond)) {
+		t.Fatalf("escaped row ended %s, before the reclaim %s", esc.EndedAt, reclaimAt)
+	}
+	if done.State != ledger.AttemptCompleted || !done.Fired || done.FiredAt.IsZero() || done.EndedAt.Before(done.FiredAt) {
+		t.Fatalf("completed row %+v", done)
+	}
+	fired := 0
+	for _, r := range p.Effects {
+		if r.Fired && !r.FiredAt.IsZero() {
+			fired++
+		}
+	}
+	if fired != e.prov.Requests() {
+		t.Fatalf("%d rows with a fire time, provider got %d requests", fired, e.prov.Requests())
+	}
+}
