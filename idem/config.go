@@ -240,8 +240,8 @@ func (c Config) withDefaults() (Config, error) {
 	} else if c.WaitMargin < 0 {
 		p = append(p, "WaitMargin must be >= 0")
 	}
-	if err := c.Tenant.validate(c.HTTPTenant != nil); err != nil {
-		p = append(p, err.Error())
+	if tp := c.Tenant.problem(c.HTTPTenant != nil); tp != "" {
+		p = append(p, tp)
 	} else if c.Tenant.Kind == TenantSingle && c.HTTPTenant == nil {
 		single := c.Tenant.Name
 		c.HTTPTenant = func(*http.Request) (string, bool) { return single, true }

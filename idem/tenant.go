@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -89,21 +88,22 @@ func (s TenantSource) name() string {
 	return s.Name
 }
 
-func (s TenantSource) validate(httpTenant bool) error {
+// problem returns the ConfigError text for s, or "".
+func (s TenantSource) problem(httpTenant bool) string {
 	switch s.Kind {
 	case TenantUnset:
 		if !httpTenant {
-			return errors.New(tenantChoices)
+			return tenantChoices
 		}
 	case TenantAuthorizerKey, TenantJWTClaim, TenantIAMPrincipal:
 	case TenantSingle:
 		if s.Name == "" {
-			return errors.New(`Tenant: idem.SingleTenant needs a non-empty tenant name, e.g. idem.SingleTenant("my-service")`)
+			return `Tenant: idem.SingleTenant needs a non-empty tenant name, e.g. idem.SingleTenant("my-service")`
 		}
 	default:
-		return fmt.Errorf("Tenant.Kind %d is unknown; %s", s.Kind, tenantChoices)
+		return fmt.Sprintf("Tenant.Kind %d is unknown; %s", s.Kind, tenantChoices)
 	}
-	return nil
+	return ""
 }
 
 // scalar renders an authorizer context value; objects and arrays are not

@@ -1,0 +1,96 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+// Event makes any event handler idempotent: here an EventBridge-style
+// event keyed by its id. The value is cached and replayed to every later
+// delivery; an error is never cached.
+func ExampleEvent() {
+	g, err := idem.New(idem.Config{
+		Store:  memstore.New(), // dynamostore.New(...) in production
+		Tenant: idem.SingleTenant("billing"),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	type Invoice struct {
+		ID     string `json:"id"`
+		Amount int    `json:"amount"`
+	}
+	type Receipt struct {
+		Charge string `json:"charge"`
+	}
+	charges := 0
+	charge, err := idem.Event(g, idem.EventConfig[Invoice]{
+		Operation: "charge-invoice",
+		Key:       func(in Invoice) (string, error) { return in.ID, nil },
+	}, func(ctx context.Context, in Invoice) (Receipt, error) {
+		charges++
+		return Receipt{Charge: fmt.Sprintf("ch_%d", charges)}, nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	r1, err := charge(ctx, Invoice{ID: "inv-1", Amount: 500})
+	fmt.Println(r1.Charge, err)
+	r2, err := charge(ctx, Invoice{ID: "inv-1", Amount: 500}) // redelivered
+	fmt.Println(r2.Charge, err)
+	_, err = charge(ctx, Invoice{ID: "inv-1", Amount: 900}) // same key, other payload
+	fmt.Println(errors.Is(err, idem.ErrPayloadMismatch))
+	fmt.Println("charges:", charges)
+	// Output:
+	// ch_1 <nil>
+	// ch_1 <nil>
+	// true
+	// charges: 1
+}
+
+// SQS processes each message of a batch once and reports only the failed
+// ones, so SQS redelivers those alone.
+func ExampleSQS() {
+	g, err := idem.New(idem.Config{
+		Store:  memstore.New(), // dynamostore.New(...) in production
+		Tenant: idem.SingleTenant("shipping"),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	down := true
+	handler, err := idem.SQS(g, idem.SQSConfig{Operation: "ship-order"}, func(ctx context.Context, m events.SQSMessage) error {
+		if m.MessageId == "m-2" && down {
+			return errors.New("carrier API unavailable")
+		}
+		fmt.Println("shipped", m.Body)
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	batch := events.SQSEvent{Records: []events.SQSMessage{
+		{MessageId: "m-1", Body: "order-1"}, {MessageId: "m-2", Body: "order-2"}, {MessageId: "m-3", Body: "order-3"},
+	}}
+	resp, _ := handler(context.Background(), batch)
+	fmt.Println("failed:", resp.BatchItemFailures)
+	down = false
+	resp, _ = handler(context.Background(), batch) // the whole batch redelivered
+	fmt.Println("failed:", resp.BatchItemFailures)
+	// Output:
+	// shipped order-1
+	// shipped order-3
+	// failed: [{m-2}]
+	// shipped order-2
+	// failed: []
+}

@@ -1,0 +1,126 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/internal/keyhash"
+)
+
+// SQSConfig configures SQS. Only Operation is required.
+type SQSConfig struct {
+	// Operation names what the consumer does ("ship-order"); it scopes the
+	// keys. Required.
+	Operation string
+
+	// Key returns a message's idempotency key. Default: its MessageId,
+	// which every redelivery of the message keeps. Derive it from the body
+	// (an order id) to also deduplicate a message that was sent twice.
+	Key func(events.SQSMessage) (string, error)
+
+	// Payload returns the bytes hashed under the key (a different payload
+	// under a used key fails the record with ErrPayloadMismatch). Default:
+	// the Body.
+	Payload func(events.SQSMessage) ([]byte, error)
+
+	// Tenant scopes the keys. Default: the Guard's SingleTenant name, or "".
+	Tenant func(events.SQSMessage) string
+
+	// Concurrency is how many records of a standard-queue batch are
+	// processed at once. Default 1 (in order). FIFO queues (an event source
+	// ARN ending in ".fifo") are always processed in order, one at a time.
+	Concurrency int
+}
+
+// SQSHandler is the Lambda handler of an SQS event source mapping with
+// ReportBatchItemFailures enabled (FunctionResponseTypes:
+// [ReportBatchItemFailures] in SAM/CloudFormation).
+type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
+
+// SQS returns the handler of an SQS batch that runs fn once per message key
+// (Event's guarantees, per record) and reports only the records that failed
+// in BatchItemFailures, so SQS redelivers those alone:
+//
+//   - A record whose key already completed (a redelivered batch, a message
+//     processed by a crashed invocation that recorded it) is acknowledged
+//     without running fn.
+//   - A record whose fn returns an error or panics, whose key is in flight
+//     in another invocation (ErrInFlight), whose payload does not match
+//     (ErrPayloadMismatch), or whose claim failed is reported as a failure;
+//     the others are acknowledged.
+//   - In a FIFO queue, processing stops at the first failure and every
+//     record from it on is reported (SQS keeps the message group's order).
+//
+// The handler itself never returns an error, so one bad record never makes
+// SQS redeliver the whole batch. The event source mapping must report batch
+// item failures, or SQS treats the empty error as success for every record.
+func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) error) (SQSHandler, error) {
+	key := cfg.Key
+	if key == nil {
+		key = func(m events.SQSMessage) (string, error) { return m.MessageId, nil }
+	}
+	var p []string
+	if cfg.Concurrency < 0 {
+		p = append(p, "SQSConfig.Concurrency must be >= 0")
+	}
+	run, err := Event(g, EventConfig[events.SQSMessage]{Operation: cfg.Operation, Key: key, Payload: cfg.Payload, Tenant: cfg.Tenant},
+		func(ctx context.Context, m events.SQSMessage) (struct{}, error) { return struct{}{}, fn(ctx, m) })
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		p = append(ce.Problems, p...)
+	}
+	if len(p) > 0 {
+		return nil, &ConfigError{Problems: p}
+	}
+	conc := max(cfg.Concurrency, 1)
+	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		failed := make([]bool, len(ev.Records))
+		one := func(i int) bool {
+			m := ev.Records[i]
+			if _, err := run(ctx, m); err != nil {
+				failed[i] = true
+				g.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: SQS record failed; reported for redelivery",
+					slog.String("operation", cfg.Operation), slog.String("message_id_hash", keyhash.Log(m.MessageId)),
+					slog.String("error", redact(err.Error(), []string{m.MessageId})))
+				return false
+			}
+			return true
+		}
+		if isFIFO(ev) || conc == 1 {
+			for i := range ev.Records {
+				if !one(i) && isFIFO(ev) {
+					for j := i + 1; j < len(ev.Records); j++ {
+						failed[j] = true
+					}
+					break
+				}
+			}
+		} else {
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, conc)
+			for i := range ev.Records {
+				sem <- struct{}{}
+				wg.Go(func() {
+					defer func() { <-sem }()
+					one(i)
+				})
+			}
+			wg.Wait()
+		}
+		var resp events.SQSEventResponse
+		for i, f := range failed {
+			if f {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
+			}
+		}
+		return resp, nil
+	}, nil
+}
+
+func isFIFO(ev events.SQSEvent) bool {
+	return len(ev.Records) > 0 && strings.HasSuffix(ev.Records[0].EventSourceARN, ".fifo")
+}
