@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
+	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
@@ -24,8 +26,11 @@ const (
 
 // ErrInvalidJSON is returned (wrapped, with the JCS error) for a body on a
 // JSON route that is not strict RFC 8785 input: a syntax error, a duplicate
-// key, a lone surrogate, invalid UTF-8 or an out-of-range number. The
-// middleware answers it 400 validation_error and caches nothing.
+// key, a lone surrogate, invalid UTF-8, an out-of-range number, or a number
+// that no double holds exactly (jcs.ErrInexactNumber: RFC 8785 writes every
+// number as a double, so 12345678901234567890 and 12345678901234567891
+// would hash equal). The middleware answers it 400 validation_error, naming
+// the member of an inexact number, and caches nothing.
 var ErrInvalidJSON = errors.New("idem: request body is not valid JSON")
 
 // Normalizer is a normalisation hook for JSON bodies (seed 003: payloads
@@ -75,16 +80,18 @@ func DigestBytes(body []byte) string {
 // DigestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
 // canonical form, after the normaliser n if not nil. The recipe is RecipeJCS,
 // or RecipeJCS+"+"+n.Name. Invalid input fails with an error matching
-// ErrInvalidJSON (and the jcs sentinel).
+// ErrInvalidJSON (and the jcs sentinel), including a number whose canonical
+// form would change its value: two bodies that differ never share a
+// digest unless a normaliser makes them equal.
 func DigestJSON(body []byte, n *Normalizer) (string, error) {
 	if n == nil {
-		sum, err := jcs.Sum256(body)
+		sum, err := jcs.Sum256Exact(body)
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 		}
 		return stamp(RecipeJCS, sum), nil
 	}
-	canon, err := jcs.Canonicalize(body)
+	canon, err := jcs.CanonicalizeExact(body)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 	}
@@ -154,4 +161,26 @@ func isJSONType(ct string) bool {
 	}
 	ct = strings.TrimSpace(ct)
 	return strings.EqualFold(ct, "application/json") || (len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json"))
+}
+
+// invalidJSON is the 400 validation_error for a body DigestJSON refused. A
+// number that no double holds (exactly, or at all) is named by its JSON
+// Pointer in the message and in details.field.
+func invalidJSON(body []byte, err error) *apierr.Error {
+	var je *jcs.Error
+	if errors.As(err, &je) && (errors.Is(je, jcs.ErrInexactNumber) || errors.Is(je, jcs.ErrNumber)) {
+		if ptr, ok := jcs.Pointer(body, je.Offset); ok {
+			where := "member " + strconv.Quote(ptr)
+			if ptr == "" {
+				where = "top-level value"
+			}
+			what := "a number that an IEEE 754 double cannot hold exactly (RFC 8785 hashes numbers as doubles)"
+			if errors.Is(je, jcs.ErrNumber) {
+				what = "a number outside the range of an IEEE 754 double"
+			}
+			return apierr.New(400, apierr.CodeValidation, "The request body's %s is %s; send it as a string.", where, what).
+				WithDetails(map[string]any{"field": ptr})
+		}
+	}
+	return apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON.")
 }

@@ -94,7 +94,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			}
 			d, err := DigestJSON(in.body, n)
 			if err != nil {
-				return t.fail(apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON."))
+				return t.fail(invalidJSON(in.body, err))
 			}
 			t.digest = d
 			if f := g.cfg.BodyTenantField; f != "" {

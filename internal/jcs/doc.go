@@ -37,6 +37,10 @@
 //   - ErrNumber: a number whose magnitude overflows a double (it would be
 //     Infinity, which JSON cannot express);
 //   - ErrTooDeep: arrays/objects nested deeper than MaxDepth;
+//   - ErrInexactNumber (CanonicalizeExact and Sum256Exact only): a number
+//     whose canonical form has another decimal value than the literal
+//     (12345678901234567890, 0.10000000000000000001, 1e-400), so that two
+//     different inputs never share a canonical form; Pointer names it;
 //   - *SyntaxError: anything that is not RFC 8259 JSON (leading zeros, "1.",
 //     trailing commas, raw control characters in strings, trailing data ...).
 //

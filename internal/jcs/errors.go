@@ -21,6 +21,12 @@ var (
 	ErrNumber = errors.New("jcs: number out of range")
 	// ErrTooDeep: arrays and objects are nested deeper than MaxDepth.
 	ErrTooDeep = errors.New("jcs: nesting too deep")
+	// ErrInexactNumber (CanonicalizeExact, Sum256Exact only): a number whose
+	// canonical form has a different decimal value than the literal, because
+	// no IEEE 754 double holds it exactly enough (12345678901234567890 is
+	// written 12345678901234567000, 1e-400 is written 0). Two such literals
+	// would share a canonical form.
+	ErrInexactNumber = errors.New("jcs: number cannot be represented exactly as a double")
 )
 
 // MaxDepth is the deepest nesting of arrays and objects accepted (the same

@@ -26,8 +26,32 @@ func Canonicalize(data []byte) ([]byte, error) {
 // slice. On error it returns dst[:len(dst)] unchanged in content, so a
 // caller can reuse one buffer across calls without allocating.
 func Append(dst, data []byte) ([]byte, error) {
+	return appendMode(dst, data, false)
+}
+
+// CanonicalizeExact is Canonicalize for inputs whose numbers must keep their
+// value: a number whose canonical form has a different decimal value than
+// its literal fails with an error matching ErrInexactNumber (an *Error
+// whose Offset is the number's first byte; Pointer names its member). Over
+// the inputs it accepts, canonical forms are equal exactly when the values
+// are equal, numbers included.
+func CanonicalizeExact(data []byte) ([]byte, error) {
+	out, err := appendMode(make([]byte, 0, len(data)), data, true)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Sum256Exact is Sum256 with the number check of CanonicalizeExact.
+func Sum256Exact(data []byte) ([sha256.Size]byte, error) {
+	return sum256(data, true)
+}
+
+func appendMode(dst, data []byte, exact bool) ([]byte, error) {
 	s := statePool.Get().(*state)
 	s.data = data
+	s.exact = exact
 	s.dst = dst
 	n := len(dst)
 	err := s.run()
@@ -44,8 +68,12 @@ func Append(dst, data []byte) ([]byte, error) {
 // request-body fingerprint. It reuses pooled buffers, so it does not
 // allocate in the steady state.
 func Sum256(data []byte) ([sha256.Size]byte, error) {
+	return sum256(data, false)
+}
+
+func sum256(data []byte, exact bool) ([sha256.Size]byte, error) {
 	bp := bufPool.Get().(*[]byte)
-	out, err := Append((*bp)[:0], data)
+	out, err := appendMode((*bp)[:0], data, exact)
 	var sum [sha256.Size]byte
 	if err == nil {
 		sum = sha256.Sum256(out)
@@ -102,6 +130,7 @@ type member struct {
 // across calls through statePool.
 type state struct {
 	data    []byte
+	exact   bool // reject numbers whose canonical form changes their value
 	pos     int
 	dst     []byte
 	depth   int
@@ -111,7 +140,7 @@ type state struct {
 }
 
 func (s *state) reset() {
-	s.data, s.dst, s.pos, s.depth = nil, nil, 0, 0
+	s.data, s.dst, s.pos, s.depth, s.exact = nil, nil, 0, 0, false
 	s.keys = s.keys[:0]
 	s.members = s.members[:0]
 	s.scratch = s.scratch[:0]

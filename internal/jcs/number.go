@@ -112,6 +112,74 @@ func (s *state) number() error {
 		// The grammar was checked above, so the only failure is overflow.
 		return s.fail(start, ErrNumber)
 	}
+	n := len(s.dst)
 	s.dst = appendES(s.dst, f)
+	if s.exact && !sameDecimal(lit, s.dst[n:]) {
+		s.dst = s.dst[:n]
+		return s.fail(start, ErrInexactNumber)
+	}
 	return nil
+}
+
+// sameDecimal reports whether two JSON number literals have the same
+// decimal value.
+func sameDecimal(a, b []byte) bool {
+	an, ad, ae := decimal(a)
+	bn, bd, be := decimal(b)
+	if ad == "" || bd == "" {
+		return ad == bd // zero, whatever its sign
+	}
+	return an == bn && ad == bd && ae == be
+}
+
+// decimal splits a JSON number literal into its sign, its significant
+// digits (no leading or trailing zeros; "" for zero) and the exponent e of
+// its value 0.digits × 10^e. The exponent saturates far outside any value
+// an input that fits in memory can bring back into range.
+func decimal(lit []byte) (neg bool, digits string, exp int64) {
+	i := 0
+	if i < len(lit) && lit[i] == '-' {
+		neg = true
+		i++
+	}
+	var ds []byte
+	var intLen int64
+	for ; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
+		ds = append(ds, lit[i])
+		intLen++
+	}
+	if i < len(lit) && lit[i] == '.' {
+		for i++; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
+			ds = append(ds, lit[i])
+		}
+	}
+	var e int64
+	if i < len(lit) && (lit[i] == 'e' || lit[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(lit) && (lit[i] == '+' || lit[i] == '-') {
+			eneg = lit[i] == '-'
+			i++
+		}
+		const limit = 1 << 50
+		for ; i < len(lit); i++ {
+			if e < limit {
+				e = e*10 + int64(lit[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+	}
+	exp = intLen + e
+	lead := 0
+	for lead < len(ds) && ds[lead] == '0' {
+		lead++
+	}
+	exp -= int64(lead)
+	ds = ds[lead:]
+	for len(ds) > 0 && ds[len(ds)-1] == '0' {
+		ds = ds[:len(ds)-1]
+	}
+	return neg, string(ds), exp
 }
