@@ -1,7 +1,7 @@
 // Command idemkit is idemkit's local and operator CLI.
 //
 //	idemkit dev [flags]                   run the whole stack on this machine
-//	idemkit tables create --endpoint URL  create the tables of template.yaml
+//	idemkit tables create --endpoint URL  create the tables of template.yaml (--only idempotency: that one alone)
 //	idemkit apikey create --tenant T      mint an API key for a tenant
 //	idemkit conform [flags] URL           check an API's Layer-1 behaviour
 //
@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runDev(ctx, args[1:], stdout, stderr)
 	case "tables":
 		if len(args) < 2 || args[1] != "create" {
-			fmt.Fprintln(stderr, "usage: idemkit tables create --endpoint URL [--prefix P] [--region R]")
+			fmt.Fprintln(stderr, "usage: idemkit tables create --endpoint URL [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R]")
 			return 2
 		}
 		return runTablesCreate(ctx, args[2:], stdout, stderr)

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authz"
 	"github.com/idemkit/idemkit/functions/host"
@@ -54,6 +56,33 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 				t.Fatalf("output %q lacks %s", out.String(), id)
 			}
 		}
+	}
+	// --only idempotency: the idem library's table alone, nothing else.
+	only := fmt.Sprintf("o%d-", time.Now().UnixNano())
+	var oout, oerr bytes.Buffer
+	if code := run(context.Background(), []string{"tables", "create", "--endpoint", e.Endpoint, "--prefix", only, "--only", "idempotency"}, &oout, &oerr); code != 0 {
+		t.Fatalf("--only idempotency: exit %d: %s", code, oerr.String())
+	}
+	if oout.String() != "IdempotencyTable\t"+only+"IdempotencyTable\n" {
+		t.Fatalf("--only idempotency printed %q", oout.String())
+	}
+	lt, err := e.Client().ListTables(context.Background(), &dynamodb.ListTablesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for _, n := range lt.TableNames {
+		if strings.HasPrefix(n, only) {
+			made = append(made, n)
+		}
+	}
+	if fmt.Sprint(made) != "["+only+"IdempotencyTable]" {
+		t.Fatalf("--only idempotency created %v", made)
+	}
+	oerr.Reset()
+	if code := run(context.Background(), []string{"tables", "create", "--endpoint", e.Endpoint, "--only", "idempotency,ledger"}, &oout, &oerr); code != 2 ||
+		!strings.Contains(oerr.String(), `unknown table "ledger" (one of idempotency, effects, runs, fence, api-keys)`) {
+		t.Fatalf("unknown --only name: exit %d: %s", code, oerr.String())
 	}
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--endpoint", e.Endpoint, "--table", prefix + "ApiKeysTable"}, &out, &errb); code != 0 {

@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,6 +28,18 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); required")
 	prefix := fs.String("prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
 	region := fs.String("region", emulator.Region, "region sent to the endpoint")
+	var only []string
+	fs.Func("only", "create only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", ")+
+		"; e.g. --only idempotency for the idem library alone", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			id, ok := tableIDs[strings.TrimSpace(n)]
+			if !ok {
+				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
+			}
+			only = append(only, id)
+		}
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -34,7 +48,7 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return 2
 	}
 	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
-	names, err := createTables(ctx, c, *prefix)
+	names, err := createTablesOf(ctx, c, *prefix, only)
 	ids := make([]string, 0, len(names))
 	for id := range names {
 		ids = append(ids, id)
@@ -54,6 +68,24 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 // prefix+logicalID; a table that already exists is kept. It returns
 // logicalID -> table name.
 func createTables(ctx context.Context, c *dynamodb.Client, prefix string) (map[string]string, error) {
+	return createTablesOf(ctx, c, prefix, nil)
+}
+
+// tableIDs maps the names --only accepts (short names and logical IDs) to
+// the template's logical IDs.
+var tableIDs = map[string]string{
+	"idempotency": "IdempotencyTable", "effects": "EffectsTable", "runs": "RunsTable",
+	"fence": "FenceTable", "api-keys": "ApiKeysTable",
+	"IdempotencyTable": "IdempotencyTable", "EffectsTable": "EffectsTable", "RunsTable": "RunsTable",
+	"FenceTable": "FenceTable", "ApiKeysTable": "ApiKeysTable",
+}
+
+// tableNames lists the short names --only accepts.
+func tableNames() []string { return []string{"idempotency", "effects", "runs", "fence", "api-keys"} }
+
+// createTablesOf is createTables for the logical IDs in only (all when
+// only is empty).
+func createTablesOf(ctx context.Context, c *dynamodb.Client, prefix string, only []string) (map[string]string, error) {
 	defs, err := tables.Embedded()
 	if err != nil {
 		return nil, err
@@ -61,7 +93,9 @@ func createTables(ctx context.Context, c *dynamodb.Client, prefix string) (map[s
 	names := map[string]string{}
 	ids := make([]string, 0, len(defs))
 	for id := range defs {
-		ids = append(ids, id)
+		if len(only) == 0 || slices.Contains(only, id) {
+			ids = append(ids, id)
+		}
 	}
 	sort.Strings(ids)
 	for _, id := range ids {

@@ -1,0 +1,189 @@
+package dynamostore_test
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+var update = flag.Bool("update", false, "rewrite docs/idempotency-table.yaml from template.yaml")
+
+// The store reaches DynamoDB only through the API interface, so its
+// methods are every call the store can make: IAMActions must be exactly the
+// IAM actions those calls need on the table (TransactWriteItems is
+// authorised per item: the completion is an UpdateItem on this table).
+func TestIAMActionsMatchTheStoresCalls(t *testing.T) {
+	needs := map[string]string{"TransactWriteItems": "UpdateItem"}
+	api := reflect.TypeFor[dynamostore.API]()
+	var want []string
+	for i := range api.NumMethod() {
+		m := api.Method(i).Name
+		if n, ok := needs[m]; ok {
+			m = n
+		}
+		if a := "dynamodb:" + m; !slices.Contains(want, a) {
+			want = append(want, a)
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(want, dynamostore.IAMActions) {
+		t.Fatalf("IAMActions = %v, the store's calls need %v", dynamostore.IAMActions, want)
+	}
+	// The reference host's API role grants exactly these on the table.
+	if got := grantsOnIdempotencyTable(t); !slices.Equal(got, dynamostore.IAMActions) {
+		t.Fatalf("template.yaml ApiRole grants %v on IdempotencyTable, the store needs %v", got, dynamostore.IAMActions)
+	}
+}
+
+// grantsOnIdempotencyTable returns the sorted actions of the ApiRole
+// statement whose resource is !GetAtt IdempotencyTable.Arn.
+func grantsOnIdempotencyTable(t *testing.T) []string {
+	t.Helper()
+	var doc struct {
+		Resources map[string]struct {
+			Properties struct {
+				Policies []struct {
+					PolicyDocument struct {
+						Statement []yaml.Node `yaml:"Statement"`
+					} `yaml:"PolicyDocument"`
+				} `yaml:"Policies"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range doc.Resources["ApiRole"].Properties.Policies {
+		for _, n := range p.PolicyDocument.Statement {
+			var st struct {
+				Action   []string  `yaml:"Action"`
+				Resource yaml.Node `yaml:"Resource"`
+			}
+			if n.Decode(&st) != nil {
+				continue // a conditional statement (!If): not the one
+			}
+			found := false
+			var walk func(n *yaml.Node)
+			walk = func(n *yaml.Node) {
+				if n.Kind == yaml.ScalarNode && n.Tag == "!GetAtt" && n.Value == "IdempotencyTable.Arn" {
+					found = true
+				}
+				for _, c := range n.Content {
+					walk(c)
+				}
+			}
+			walk(&st.Resource)
+			if found {
+				a := slices.Clone(st.Action)
+				slices.Sort(a)
+				return a
+			}
+		}
+	}
+	t.Fatal("template.yaml ApiRole has no statement on IdempotencyTable")
+	return nil
+}
+
+// docs/idempotency-table.yaml, the copy-paste table and permissions for a
+// function that uses idem with dynamostore, is generated from template.yaml's
+// IdempotencyTable and IAMActions; this test keeps it in sync
+// (go test ./idem/dynamostore -run TestIdempotencyTableSnippet -update
+// rewrites it).
+func TestIdempotencyTableSnippet(t *testing.T) {
+	defs, err := tables.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := defs["IdempotencyTable"]
+	if !ok {
+		t.Fatal("template.yaml has no IdempotencyTable")
+	}
+	want := idempotencySnippet(t, d)
+	path := filepath.Join(shared.ModuleRoot(), "docs", "idempotency-table.yaml")
+	if *update {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to generate it)", err)
+	}
+	if string(got) != want {
+		t.Fatalf("docs/idempotency-table.yaml is out of date with template.yaml; run go test ./idem/dynamostore -run TestIdempotencyTableSnippet -update\n--- want\n%s", want)
+	}
+	var parsed map[string]any
+	if err := yaml.Unmarshal([]byte(stripTags(want)), &parsed); err != nil {
+		t.Fatalf("snippet is not YAML: %v", err)
+	}
+}
+
+func stripTags(s string) string { return strings.NewReplacer("!Ref ", "", "!GetAtt ", "").Replace(s) }
+
+func idempotencySnippet(t *testing.T, d tables.Def) string {
+	t.Helper()
+	var b strings.Builder
+	w := func(s string) { b.WriteString(s + "\n") }
+	w("# The idempotency table and the permissions of a function that uses idem with")
+	w("# idem/dynamostore, as a SAM template: paste its Resources into yours.")
+	w("# Generated from template.yaml's IdempotencyTable (single-region: a plain table;")
+	w("# template.yaml makes it a global table with a stream for multi-region setups)")
+	w("# and dynamostore.IAMActions; a test keeps it in sync with both.")
+	w("AWSTemplateFormatVersion: \"2010-09-09\"")
+	w("Transform: AWS::Serverless-2016-10-31")
+	w("Resources:")
+	w("  IdempotencyTable:")
+	w("    Type: AWS::DynamoDB::Table")
+	w("    Properties:")
+	w("      BillingMode: " + string(d.BillingMode))
+	w("      AttributeDefinitions:")
+	for _, a := range d.AttributeDefinitions {
+		w("        - AttributeName: " + *a.AttributeName)
+		w("          AttributeType: " + string(a.AttributeType))
+	}
+	w("      KeySchema:")
+	for _, k := range d.KeySchema {
+		w("        - AttributeName: " + *k.AttributeName)
+		w("          KeyType: " + string(k.KeyType))
+	}
+	if len(d.GlobalSecondaryIndexes)+len(d.LocalSecondaryIndexes) > 0 || d.ProvisionedThroughput != nil {
+		t.Fatal("IdempotencyTable gained indexes or provisioned throughput: teach the snippet generator")
+	}
+	if d.TTLAttribute != "" {
+		w("      TimeToLiveSpecification:")
+		w("        AttributeName: " + d.TTLAttribute)
+		w("        Enabled: true")
+	}
+	w("      PointInTimeRecoverySpecification:")
+	w("        PointInTimeRecoveryEnabled: true")
+	w("")
+	w("  # Your function: the table name in IDEMPOTENCY_TABLE and exactly the actions")
+	w("  # idem/dynamostore calls, on that table only.")
+	w("  OrdersFunction:")
+	w("    Type: AWS::Serverless::Function")
+	w("    Properties:")
+	w("      CodeUri: .")
+	w("      Handler: bootstrap")
+	w("      Runtime: provided.al2023")
+	w("      Architectures: [arm64]")
+	w("      Environment:")
+	w("        Variables:")
+	w("          IDEMPOTENCY_TABLE: !Ref IdempotencyTable")
+	w("      Policies:")
+	w("        - Statement:")
+	w("            - Effect: Allow")
+	w("              Action: [" + strings.Join(dynamostore.IAMActions, ", ") + "]")
+	w("              Resource: !GetAtt IdempotencyTable.Arn")
+	return b.String()
+}
