@@ -329,3 +329,19 @@ func TestPathWhereRouteDoesNotDetermineIt(t *testing.T) {
 		})
 	}
 }
+
+// A query pair with invalid escapes is kept raw and never equals a decoded
+// pair ("%zz" raw vs "%25zz" decoding to "%zz").
+func TestUndecodableQueryNeverEqualsDecoded(t *testing.T) {
+	for _, a := range []refundAdapter{refundAdapters[0], refundAdapters[2]} {
+		t.Run(a.name, func(t *testing.T) {
+			e := refundEnv(t, nil)
+			if r := a.send(t, e, refundReq{id: "1", query: "a=%25zz", body: `{}`}); r.status != 201 {
+				t.Fatalf("first: %+v", r)
+			}
+			if r := a.send(t, e, refundReq{id: "1", query: "a=%zz", body: `{}`}); r.status != 409 {
+				t.Fatalf("undecodable query replayed a decoded one: %+v", r)
+			}
+		})
+	}
+}
