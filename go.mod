@@ -28,5 +28,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
+	github.com/dlclark/regexp2 v1.11.0 // indirect
 	golang.org/x/text v0.14.0 // indirect
 )

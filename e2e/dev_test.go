@@ -69,7 +69,7 @@ func (d *devServer) waitStatus(t testing.TB, id string) map[string]any {
 	for {
 		_, m := d.do(t, "GET", "/runs/"+strings.ReplaceAll(id, "/", "~2F"), "", "")
 		switch m["status"] {
-		case "succeeded", "failed", "cancelled":
+		case "completed", "failed", "cancelled":
 			return m
 		}
 		if time.Now().After(deadline) {
@@ -119,7 +119,7 @@ func TestIdemkitDev(t *testing.T) {
 		if replays.Load() != int32(len(ids)-1) {
 			t.Fatalf("%d replays, want %d", replays.Load(), len(ids)-1)
 		}
-		if m := d.waitStatus(t, ids[0].(string)); m["status"] != "succeeded" {
+		if m := d.waitStatus(t, ids[0].(string)); m["status"] != "completed" {
 			t.Fatalf("run %v", m)
 		}
 	})
@@ -147,7 +147,7 @@ func TestIdemkitDev(t *testing.T) {
 			t.Fatalf("%d %v", r.StatusCode, m)
 		}
 		id := m["runId"].(string)
-		if st := d.waitStatus(t, id); st["status"] != "succeeded" {
+		if st := d.waitStatus(t, id); st["status"] != "completed" {
 			t.Fatalf("run %v", st)
 		}
 		mu.Lock()

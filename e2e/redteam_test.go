@@ -485,7 +485,7 @@ func (s *rtStack) executors(t *testing.T, n int) []*execfn.Executor {
 }
 
 // checkOneEffect asserts the provider performed one effect for runID, the
-// witness shows want attempt states in order, and the run succeeded once.
+// witness shows want attempt states in order, and the run completed once.
 func checkOneEffect(t *testing.T, s *rtStack, rv *receiver, runID string, want ...ledger.AttemptState) {
 	t.Helper()
 	if _, effects := rv.stats(); effects != 1 {
@@ -493,7 +493,7 @@ func checkOneEffect(t *testing.T, s *rtStack, rv *receiver, runID string, want .
 	}
 	r, err := s.runs.Get(context.Background(), runID)
 	must(t, err)
-	if r.Status != host.StatusSucceeded {
+	if r.Status != host.StatusCompleted {
 		t.Fatalf("run %s: %s (%s)", runID, r.Status, r.LastError)
 	}
 	p, err := s.newLedger(t, s.e.Client()).Witness(context.Background(), runID)
@@ -515,7 +515,7 @@ func checkOneEffect(t *testing.T, s *rtStack, rv *receiver, runID string, want .
 // TestRedTeamExecutorDuplicates: the executor under duplicate stream
 // deliveries, batch retries and crashed instances, with shared stores on
 // moto: the provider (honouring Idempotency-Key) performs one effect, the
-// witness shows every attempt, the run ends succeeded once.
+// witness shows every attempt, the run ends completed once.
 func TestRedTeamExecutorDuplicates(t *testing.T) {
 	dynamotest.ForEach(t, testExecutorDuplicates)
 }
@@ -918,7 +918,7 @@ func TestRedTeamExecutorFaults(t *testing.T) {
 					id := m["runId"].(string)
 					rec := s.insert(t, id)
 					s.newExecutor(t, &faultAPI{API: e.Client(), at: at, lost: lost}).HandleRecords(context.Background(), []host.StreamRecord{rec})
-					for i := 0; mustRun(t, s, id).Status != host.StatusSucceeded; i++ {
+					for i := 0; mustRun(t, s, id).Status != host.StatusCompleted; i++ {
 						if i > 3 {
 							t.Fatalf("run %s: %+v", id, mustRun(t, s, id))
 						}
@@ -940,7 +940,7 @@ func TestRedTeamExecutorFaults(t *testing.T) {
 // the lease out (injected sleeper advancing the clock, no real wait),
 // executes once more, reclaims (the stalled attempt becomes escaped) and
 // sends the same provider key, which the provider deduplicates: the run
-// ends succeeded, one effect, witness escaped then completed. When the lease
+// ends completed, one effect, witness escaped then completed. When the lease
 // cannot end within the deadline the run is failed, and its witness shows
 // the fired attempt escaped once the lease is over.
 func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
@@ -1016,7 +1016,7 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 // business identity (inputs.businessKey). Two createRun calls with two
 // Idempotency-Keys for one business event are two runs, but one effect:
 // their INSERTs, delivered concurrently and redelivered, make one provider
-// request; both runs end succeeded; the effect's keying is
+// request; both runs end completed; the effect's keying is
 // business-identity. Without ledger.Config.WitnessDuplicates (the kit's
 // default), exactly one run's witness lists the effect (the one whose
 // executor made the attempt); the other's Do was a suppressed duplicate and
@@ -1058,7 +1058,7 @@ func TestRedTeamBusinessKey(t *testing.T) {
 		}
 		listed := 0
 		for _, id := range ids {
-			if r := mustRun(t, s, id); r.Status != host.StatusSucceeded {
+			if r := mustRun(t, s, id); r.Status != host.StatusCompleted {
 				t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
 			}
 			p, err := s.newLedger(t, s.e.Client()).Witness(context.Background(), id)

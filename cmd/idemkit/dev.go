@@ -71,6 +71,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
 	loopback := fs.Bool("allow-loopback-webhooks", false, "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)")
+	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
+	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
 	var keys apiKeyFlag
 	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable); default: mint two demo keys and print them")
 	if err := fs.Parse(args); err != nil {
@@ -84,7 +86,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
-	if err := dev(ctx, devOptions{addr: *addr, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys}, stdout, logger); err != nil {
+	if *idemWait < 0 {
+		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
+		return 2
+	}
+	o := devOptions{addr: *addr, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys, seams: *seams, idemWait: *idemWait}
+	if err := dev(ctx, o, stdout, logger); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
 	}
@@ -95,6 +102,10 @@ type devOptions struct {
 	addr, endpoint, prefix string
 	loopback               bool
 	keys                   []string
+	// seams serves and advertises the conformance seams profile.
+	seams bool
+	// idemWait is Layer 1's duplicate wait budget (0: idem's default).
+	idemWait time.Duration
 }
 
 func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
@@ -134,12 +145,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 	env.EffectLease, env.EffectRetention = 30*time.Second, 14*24*time.Hour
 	metrics := emf.New(io.Discard, env.MetricsNamespace)
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true}, logger, metrics)
+	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, GuardWait: o.idemWait}, logger, metrics)
 	if err != nil {
 		return err
 	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, BaseURL: "http://" + ln.Addr().String(), Logger: logger})
+		CrossRegion: env.CrossRegion, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams})
 	if err != nil {
 		return err
 	}
@@ -187,7 +198,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}},
 		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	go func() { serveErr <- srv.Serve(envelopeListener{ln}) }()
 	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (DynamoDB %s, ready in %s); Ctrl-C stops\n", ln.Addr(), endpoint, time.Since(start).Round(time.Millisecond))
 	if k0, _, ok := strings.Cut(o.keys[0], "="); ok {
 		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -29,8 +30,9 @@ type gateway struct {
 }
 
 // authorized reports whether template.yaml routes this request through the
-// Lambda authorizer (the four run routes); everything else reaches the api
-// handler unauthenticated ($default and the capabilities document).
+// Lambda authorizer (the run routes, HEAD /runs/{runId} included);
+// everything else reaches the api handler unauthenticated ($default and the
+// capabilities document).
 func authorized(method, rawPath string) bool {
 	if rawPath == "/runs" {
 		return method == http.MethodPost
@@ -42,6 +44,10 @@ func authorized(method, rawPath string) bool {
 	switch {
 	case strings.HasSuffix(rest, "/cancel"):
 		return method == http.MethodPost
+	case method == http.MethodHead:
+		// HEAD /runs/{runId} only: the runId is one segment (`~`- or
+		// `%2F`-projected) or its two raw segments.
+		return !strings.HasSuffix(rest, "/effects") && !strings.HasSuffix(rest, "/events")
 	default:
 		return method == http.MethodGet
 	}
@@ -73,12 +79,12 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString(body), true
 	}
-	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	srcIP, _, _ := net.SplitHostPort(r.RemoteAddr)
 	ev.RequestContext = events.APIGatewayV2HTTPRequestContext{
 		RouteKey: "$default", Stage: "$default", RequestID: requestID(), DomainName: r.Host,
 		TimeEpoch: time.Now().UnixMilli(),
 		HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
-			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: host, UserAgent: r.UserAgent(),
+			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: srcIP, UserAgent: r.UserAgent(),
 		},
 	}
 	if authorized(r.Method, rawPath) {
@@ -143,6 +149,7 @@ func writeEnvelope(w http.ResponseWriter, e *apierr.Error) {
 	for k, v := range e.Headers() {
 		w.Header().Set(k, v)
 	}
+	w.Header().Set("OpenWOP-Version", host.ProtocolVersion)
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.Body())
 }

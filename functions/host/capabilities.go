@@ -49,7 +49,32 @@ const (
 // CapabilityOption adjusts CapabilitiesDoc.
 type CapabilityOption func(*capOptions)
 
-type capOptions struct{ lagBoundMs int }
+type capOptions struct {
+	lagBoundMs int
+	seams      bool
+}
+
+// SeamsProfile is the conformance seams profile id (api/seams-v2.yaml)
+// advertised as conformance.seamsProfile by WithConformanceSeams.
+const SeamsProfile = "openwop-conformance-seams-v2"
+
+// WithConformanceSeams advertises the conformance seams profile
+// (conformance.seamsProfile = SeamsProfile). Only `idemkit dev
+// --conformance-seams`, which serves the seams, sets it; the api function
+// of the deployed stack has no setting that does.
+func WithConformanceSeams() CapabilityOption {
+	return func(o *capOptions) { o.seams = true }
+}
+
+// Fixtures are the conformance fixture workflow ids the host seeds,
+// advertised as the discovery root's fixtures[] (the conformance suite runs
+// a fixture-gated scenario only for an advertised id).
+var Fixtures = []string{WorkflowNoop, WorkflowDelay, WorkflowUnavailable}
+
+// ExtensionWorkflows is the discovery extension (the schema's `<org>.<name>`
+// seat under extensions) listing every built-in workflow id, fixtures and
+// the webhook workflow alike: {"builtIn": Workflows}.
+const ExtensionWorkflows = "idemkit.workflows"
 
 // WithReplicationLagBound sets multiRegion.replicationLagBoundMs (0..60000;
 // Env.ReplicationLagBoundMs, template parameter ReplicationLagBoundMs).
@@ -59,9 +84,15 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 }
 
 // CapabilitiesDoc returns the GET /.well-known/openwop document for a
-// deployment whose posture is crossRegion. Its idempotency family states
-// what this deployment does: Layer 1 on every mutating route and Layer 2 on
-// every effectful node (status "supported"), the witness at
+// deployment whose posture is crossRegion, valid against the closed v2
+// discovery schema (capabilities.schema.json): protocolVersions and
+// preferredVersion (ProtocolVersion), implementation {name: "idemkit"},
+// fixtures[] (Fixtures), extensions["idemkit.workflows"] (every built-in
+// workflow), conformance.seamsProfile only WithConformanceSeams, and the
+// idempotency family. The family states what this deployment does: Layer 1
+// on every mutating route and Layer 2 on every effectful node (status
+// "stable", since ProtocolVersion: the minor of this host's own contract at
+// which it serves the family, a member of protocolVersions), the witness at
 // GET /runs/{runId}/effects, crossRegion as configured (CROSS_REGION, fixed
 // per deployment by the template parameter CrossRegion), and — under
 // fenced-effects only — the behavioural multiRegion facet. The family
@@ -125,8 +156,8 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 		return nil, fmt.Errorf("host: replicationLagBoundMs %d is not 0..%d", o.lagBoundMs, MaxReplicationLagBoundMs)
 	}
 	idem := map[string]any{
-		"status":      "supported",
-		"since":       "2.0",
+		"status":      "stable",
+		"since":       ProtocolVersion,
 		"witness":     "witnessable-gated",
 		"crossRegion": crossRegion,
 	}
@@ -139,8 +170,13 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 	doc := map[string]any{
 		"protocolVersions": []string{ProtocolVersion},
 		"preferredVersion": ProtocolVersion,
-		"host":             map[string]any{"name": "idemkit", "workflows": Workflows},
+		"implementation":   map[string]any{"name": "idemkit"},
+		"fixtures":         Fixtures,
+		"extensions":       map[string]any{ExtensionWorkflows: map[string]any{"builtIn": Workflows}},
 		"idempotency":      idem,
+	}
+	if o.seams {
+		doc["conformance"] = map[string]any{"seamsProfile": SeamsProfile}
 	}
 	return json.Marshal(doc)
 }

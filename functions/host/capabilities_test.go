@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
@@ -60,54 +61,11 @@ func getCapabilities(t *testing.T, cross string, extraEnv ...string) []byte {
 	return []byte(resp.Body)
 }
 
-// idempotencyFamilySchema mirrors the `idempotency` family of the OpenWOP
-// v2 capabilities schema as ../shared/openwop/SOURCES.md ("Not copied")
-// describes it: {status, since, witness, until?, multiRegion?:
-// {replicationLagBoundMs 0..60000, partitionRecoveryStrategy:
-// "lexicographic-min-run-id" | ^x-host-<host>-<key>$}, crossRegion?:
-// single-region|reconciled-records|fenced-effects}, additionalProperties
-// false. The x-host pattern is OpenWOP's host-extension namespace
-// (host-extensions.md): `^x-host-[a-z][a-z0-9-]*-[a-z][a-z0-9-]*$`.
-const idempotencyFamilySchema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["status", "since", "witness"],
-  "properties": {
-    "status": {"type": "string"},
-    "since": {"type": "string"},
-    "witness": {"type": "string"},
-    "until": {"type": "string"},
-    "multiRegion": {
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["replicationLagBoundMs", "partitionRecoveryStrategy"],
-      "properties": {
-        "replicationLagBoundMs": {"type": "integer", "minimum": 0, "maximum": 60000},
-        "partitionRecoveryStrategy": {
-          "type": "string",
-          "anyOf": [
-            {"const": "lexicographic-min-run-id"},
-            {"pattern": "^x-host-[a-z][a-z0-9-]*-[a-z][a-z0-9-]*$"}
-          ]
-        }
-      }
-    },
-    "crossRegion": {"enum": ["single-region", "reconciled-records", "fenced-effects"]}
-  }
-}`
-
-func familySchema(t *testing.T) *jsonschema.Schema {
+// capsSchema is the closed v2 discovery schema (capabilities.schema.json, via
+// the OpenAPI document's getCapabilities 200), from ../shared/openwop.
+func capsSchema(t *testing.T) *jsonschema.Schema {
 	t.Helper()
-	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(idempotencyFamilySchema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("idempotency.json", doc); err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile("idempotency.json")
+	sch, _, err := wireschema.Load(t).Response(http.MethodGet, "/.well-known/openwop", http.StatusOK)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,21 +73,17 @@ func familySchema(t *testing.T) *jsonschema.Schema {
 }
 
 // idempotencyFamily returns the idempotency member of a capabilities body,
-// checked against the family schema.
+// after checking the whole body against the real discovery schema.
 func idempotencyFamily(t *testing.T, sch *jsonschema.Schema, body []byte) map[string]any {
 	t.Helper()
+	if err := wireschema.Validate(sch, body); err != nil {
+		t.Fatalf("capabilities document does not match the v2 schema: %v\n%s", err, body)
+	}
 	var doc struct {
 		Idempotency map[string]any `json:"idempotency"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
 		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(mustJSON(t, doc.Idempotency)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Fatalf("idempotency family does not match the v2 schema: %v\n%s", err, body)
 	}
 	return doc.Idempotency
 }
@@ -143,26 +97,32 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// The family schema mirror is not vacuous: it refuses what it must.
+// The real schema is not vacuous: it refuses what it must, including the
+// vocabulary earlier versions of this host served (status "supported", a
+// root "host" object).
 func TestIdempotencyFamilySchemaRefuses(t *testing.T) {
-	sch := familySchema(t)
-	base := `"status":"supported","since":"2.0","witness":"witnessable-gated"`
+	sch := capsSchema(t)
+	root := `{"protocolVersions":["2.21"],"preferredVersion":"2.21",%s"idempotency":%s}`
+	base := `"status":"stable","since":"2.21","witness":"witnessable-gated"`
+	if err := wireschema.Validate(sch, []byte(fmt.Sprintf(root, "", `{`+base+`}`))); err != nil {
+		t.Fatalf("minimal document refused: %v", err)
+	}
 	for _, bad := range []string{
-		`{` + base + `,"crossRegion":"strict"}`,
-		`{` + base + `,"crossRegion":"single-region","extra":1}`,
-		`{` + base + `,"multiRegion":{"replicationLagBoundMs":60001,"partitionRecoveryStrategy":"lexicographic-min-run-id"}}`,
-		`{` + base + `,"multiRegion":{"replicationLagBoundMs":-1,"partitionRecoveryStrategy":"lexicographic-min-run-id"}}`,
-		`{` + base + `,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"last-writer-wins"}}`,
-		`{` + base + `,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"x-host-idemkit"}}`,
-		`{` + base + `,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"lexicographic-min-run-id","supported":true}}`,
-		`{"since":"2.0","witness":"witnessable-gated"}`,
+		fmt.Sprintf(root, `"host":{"name":"idemkit"},`, `{`+base+`}`),
+		fmt.Sprintf(root, "", `{"status":"supported","since":"2.0","witness":"witnessable-gated"}`),
+		fmt.Sprintf(root, "", `{"status":"experimental","since":"2.21","witness":"witnessable-gated"}`),
+		fmt.Sprintf(root, "", `{`+base+`,"crossRegion":"strict"}`),
+		fmt.Sprintf(root, "", `{`+base+`,"crossRegion":"single-region","extra":1}`),
+		fmt.Sprintf(root, "", `{`+base+`,"multiRegion":{"replicationLagBoundMs":60001,"partitionRecoveryStrategy":"lexicographic-min-run-id"}}`),
+		fmt.Sprintf(root, "", `{`+base+`,"multiRegion":{"replicationLagBoundMs":-1,"partitionRecoveryStrategy":"lexicographic-min-run-id"}}`),
+		fmt.Sprintf(root, "", `{`+base+`,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"last-writer-wins"}}`),
+		fmt.Sprintf(root, "", `{`+base+`,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"x-host-idemkit"}}`),
+		fmt.Sprintf(root, "", `{`+base+`,"multiRegion":{"replicationLagBoundMs":10,"partitionRecoveryStrategy":"lexicographic-min-run-id","supported":true}}`),
+		fmt.Sprintf(root, "", `{"since":"2.21","witness":"witnessable-gated"}`),
+		fmt.Sprintf(root, `"conformance":{"seamsProfile":"openwop-conformance-seams-v1"},`, `{`+base+`}`),
 	} {
-		inst, err := jsonschema.UnmarshalJSON(strings.NewReader(bad))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sch.Validate(inst) == nil {
-			t.Errorf("schema mirror accepted %s", bad)
+		if wireschema.Validate(sch, []byte(bad)) == nil {
+			t.Errorf("schema accepted %s", bad)
 		}
 	}
 }
@@ -180,8 +140,8 @@ func TestIdempotencyFamilySchemaRefuses(t *testing.T) {
 //     effects are fenced and Layer 1 is pinned to the home region
 //     (TestLayer1HomePinnedReplayWithinLag, TestLayer1HomePinnedPartitionFailsClosed).
 func TestCapabilitiesPerConfiguration(t *testing.T) {
-	sch := familySchema(t)
-	base := map[string]any{"status": "supported", "since": "2.0", "witness": "witnessable-gated"}
+	sch := capsSchema(t)
+	base := map[string]any{"status": "stable", "since": host.ProtocolVersion, "witness": "witnessable-gated"}
 	with := func(extra map[string]any) map[string]any {
 		m := map[string]any{}
 		for k, v := range base {
@@ -234,7 +194,7 @@ func TestCapabilitiesPerConfiguration(t *testing.T) {
 // ReplicationLagBoundMs), is advertised only under fenced-effects, and is
 // refused outside 0..60000 both at LoadEnv and by CapabilitiesDoc.
 func TestCapabilitiesReplicationLagBound(t *testing.T) {
-	sch := familySchema(t)
+	sch := capsSchema(t)
 	for _, tc := range []struct {
 		cross, bound string
 		want         float64 // -1: no multiRegion
@@ -293,9 +253,9 @@ func ExampleCapabilitiesDoc() {
 		fmt.Println(string(doc.Idempotency))
 	}
 	// Output:
-	// {"crossRegion":"single-region","since":"2.0","status":"supported","witness":"witnessable-gated"}
-	// {"crossRegion":"reconciled-records","since":"2.0","status":"supported","witness":"witnessable-gated"}
-	// {"crossRegion":"fenced-effects","multiRegion":{"partitionRecoveryStrategy":"x-host-idemkit-home-region-fence","replicationLagBoundMs":1500},"since":"2.0","status":"supported","witness":"witnessable-gated"}
+	// {"crossRegion":"single-region","since":"2.21","status":"stable","witness":"witnessable-gated"}
+	// {"crossRegion":"reconciled-records","since":"2.21","status":"stable","witness":"witnessable-gated"}
+	// {"crossRegion":"fenced-effects","multiRegion":{"partitionRecoveryStrategy":"x-host-idemkit-home-region-fence","replicationLagBoundMs":1500},"since":"2.21","status":"stable","witness":"witnessable-gated"}
 }
 
 // The deployment's declared lag bound (template parameter ReplicationLagBoundMs

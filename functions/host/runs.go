@@ -14,19 +14,36 @@ import (
 // Status is a run's lifecycle status.
 type Status string
 
-// Run statuses. pending -> running -> succeeded | failed; cancelled from
-// pending or running.
+// Run statuses, in the OpenWOP v2 vocabulary (run-snapshot.schema.json):
+// pending -> running -> completed | failed; cancelled from pending or
+// running.
 const (
 	StatusPending   Status = "pending"
 	StatusRunning   Status = "running"
-	StatusSucceeded Status = "succeeded"
+	StatusCompleted Status = "completed"
 	StatusFailed    Status = "failed"
 	StatusCancelled Status = "cancelled"
 )
 
+// statusSucceededV1 is what earlier versions of idemkit stored for a run
+// that finished without error; ParseStatus reads it as StatusCompleted.
+const statusSucceededV1 = "succeeded"
+
+// ParseStatus returns the status a stored value means. Every value is
+// returned unchanged except "succeeded", the completed status written by
+// earlier versions of idemkit, which reads as StatusCompleted: a run stored
+// before the move to the v2 vocabulary is served, streamed and treated as
+// terminal exactly like one stored since.
+func ParseStatus(s string) Status {
+	if s == statusSucceededV1 {
+		return StatusCompleted
+	}
+	return Status(s)
+}
+
 // Terminal reports whether s is final.
 func (s Status) Terminal() bool {
-	return s == StatusSucceeded || s == StatusFailed || s == StatusCancelled
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
 }
 
 // Run is one workflow run (an item of RunsTable, partition key pk = runId).

@@ -85,7 +85,9 @@ func runItem(r Run) map[string]types.AttributeValue {
 	return m
 }
 
-// RunFromItem decodes a RunsTable item (also used for stream images). An
+// RunFromItem decodes a RunsTable item (also used for stream images). The
+// status goes through ParseStatus, so an item written by an earlier version
+// with status "succeeded" decodes as StatusCompleted. An
 // item without recipe stamps decodes with empty stamps, which the executor
 // refuses to derive identities from (ledger.ErrUnsupportedRecipe).
 func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
@@ -103,7 +105,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 		}
 		return time.Time{}
 	}
-	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: Status(s(runAttrStatus)),
+	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: ParseStatus(s(runAttrStatus)),
 		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
 	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
 	r.LastError = s(runAttrLastErr)

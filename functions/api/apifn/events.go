@@ -22,7 +22,8 @@ import (
 // outside the pattern of streamRunEvents.
 const CodeUnsupportedStreamMode = "unsupported_stream_mode"
 
-// CodeRunFailed is the vendor error code carried by a run.failed event: the
+// CodeRunFailed is the vendor error code carried by a run.failed event and a
+// failed run's snapshot error: the
 // host records a failed run's message, not a registry code.
 const CodeRunFailed = "idemkit.run_failed"
 
@@ -94,14 +95,10 @@ func RunEvents(r host.Run) []RunEvent {
 	var typ string
 	var payload map[string]any
 	switch r.Status {
-	case host.StatusSucceeded:
+	case host.StatusCompleted:
 		typ, payload = EventRunCompleted, map[string]any{"outputs": map[string]any{}, "durationMs": dur}
 	case host.StatusFailed:
-		msg := r.Error
-		if msg == "" {
-			msg = "the run failed"
-		}
-		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": CodeRunFailed, "message": msg}, "durationMs": dur}
+		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}, "durationMs": dur}
 	default: // host.StatusCancelled
 		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
 	}

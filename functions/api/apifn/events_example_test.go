@@ -54,7 +54,7 @@ func ExampleRunEvents() {
 
 	get(path, "") // pending: run.started, and a hint to come back
 	_, _ = runs.Transition(context.Background(), run.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", created.Add(time.Second))
-	_, _ = runs.Transition(context.Background(), run.ID, []host.Status{host.StatusRunning}, host.StatusSucceeded, "", created.Add(2*time.Second))
+	_, _ = runs.Transition(context.Background(), run.ID, []host.Status{host.StatusRunning}, host.StatusCompleted, "", created.Add(2*time.Second))
 	get(path, "0") // only what came after event 0; the stream is over
 	// Output:
 	// 200 text/event-stream

@@ -216,12 +216,12 @@ func TestEventsLifecycle(t *testing.T) {
 		t.Fatalf("event 0 changed: %+v", s)
 	}
 
-	// succeeded: re-poll after 0 yields exactly the terminal event, and no
+	// completed: re-poll after 0 yields exactly the terminal event, and no
 	// retry hint: the stream is over.
-	f.move(t, r.ID, host.StatusRunning, host.StatusSucceeded, "", t0.Add(1500*time.Millisecond+3*time.Second))
+	f.move(t, r.ID, host.StatusRunning, host.StatusCompleted, "", t0.Add(1500*time.Millisecond+3*time.Second))
 	s = f.stream(t, eventsReq(path, "acme", "", "0"))
 	if len(s.Frames) != 1 || s.Retry != "" || s.Frames[0].ID != "1" || s.Frames[0].Event != EventRunCompleted {
-		t.Fatalf("succeeded run after 0: %+v", s)
+		t.Fatalf("completed run after 0: %+v", s)
 	}
 	d = eventDoc(t, s.Frames[0].Data)
 	if d["sequence"] != 1.0 || d["timestamp"] != "2026-03-01T12:00:04.5Z" ||
@@ -283,7 +283,7 @@ func TestEventsStreamModes(t *testing.T) {
 	f := newFixture(t)
 	r := f.newRun(t, "acme")
 	f.move(t, r.ID, host.StatusPending, host.StatusRunning, "", t0.Add(time.Second))
-	f.move(t, r.ID, host.StatusRunning, host.StatusSucceeded, "", t0.Add(2*time.Second))
+	f.move(t, r.ID, host.StatusRunning, host.StatusCompleted, "", t0.Add(2*time.Second))
 	path := "/runs/" + host.ProjectID(r.ID) + "/events"
 	names := func(s sseStream) string {
 		var out []string
@@ -330,7 +330,7 @@ func TestEventsStreamModes(t *testing.T) {
 				}
 			case "state.snapshot":
 				var snap map[string]any
-				if err := json.Unmarshal([]byte(fr.Data), &snap); err != nil || snap["runId"] != r.ID || snap["status"] != "succeeded" ||
+				if err := json.Unmarshal([]byte(fr.Data), &snap); err != nil || snap["runId"] != r.ID || snap["status"] != "completed" ||
 					snap["workflowId"] != "conformance-noop" || strings.Contains(fr.Data, "s3cr3t") {
 					t.Fatalf("snapshot %q: %v", fr.Data, err)
 				}
@@ -506,7 +506,7 @@ func TestEventsTenancy(t *testing.T) {
 }
 
 // TestEventsRacingTransitions reads the stream while a cancel races the
-// executor's pending -> running -> succeeded: whichever wins, every reader
+// executor's pending -> running -> completed: whichever wins, every reader
 // sees event 0 byte-identical and, once an event 1 exists, the same one
 // the final log has — a sequence never names two different events.
 func TestEventsRacingTransitions(t *testing.T) {
@@ -521,7 +521,7 @@ func TestEventsRacingTransitions(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			if _, err := f.runs.Transition(ctx, r.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", t0.Add(time.Second)); err == nil {
-				_, _ = f.runs.Transition(ctx, r.ID, []host.Status{host.StatusRunning}, host.StatusSucceeded, "", t0.Add(2*time.Second))
+				_, _ = f.runs.Transition(ctx, r.ID, []host.Status{host.StatusRunning}, host.StatusCompleted, "", t0.Add(2*time.Second))
 			}
 		}()
 		go func() {

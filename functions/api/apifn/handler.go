@@ -78,6 +78,12 @@ type Config struct {
 	// Default 0: host.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
 	// not expressible here; no real replication meets it).
 	ReplicationLagBoundMs int
+	// ConformanceSeams advertises the conformance seams profile
+	// (conformance.seamsProfile) in the capabilities document. Set only by
+	// `idemkit dev --conformance-seams`, which serves the seams; the api
+	// function of the deployed stack never sets it (it has no environment
+	// variable), so the stack neither serves nor advertises them.
+	ConformanceSeams bool
 	// BaseURL prefixes eventsUrl/statusUrl. Default "https://" + the
 	// request's domain name.
 	BaseURL string
@@ -109,6 +115,9 @@ func New(cfg Config) (*Handler, error) {
 	var capOpts []host.CapabilityOption
 	if cfg.ReplicationLagBoundMs > 0 {
 		capOpts = append(capOpts, host.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
+	}
+	if cfg.ConformanceSeams {
+		capOpts = append(capOpts, host.WithConformanceSeams())
 	}
 	caps, err := host.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
 	if err != nil {

@@ -148,8 +148,8 @@ func TestCreateRunReplay(t *testing.T) {
 	if stored, err := f.runs.Get(context.Background(), id); err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
-	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); g["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
-		g["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
+	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); runExt(g)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+		runExt(g)["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
 		t.Fatalf("getRun %v", g)
 	}
 	if !host.ValidRunID(id) || host.RunTenant(id) != "acme" || m1["status"] != "pending" ||
@@ -297,7 +297,7 @@ func TestGetRunTenantBinding(t *testing.T) {
 	if _, err := f.runs.NoteFailure(context.Background(), id, "effect in flight", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); g["failures"] != 1.0 || g["lastError"] != "effect in flight" {
+	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); runExt(g)["failures"] != 1.0 || runExt(g)["lastError"] != "effect in flight" {
 		t.Fatalf("snapshot %v", g)
 	}
 	// A well-formed id of the caller's tenant that does not exist: 404.
@@ -328,7 +328,7 @@ func TestCancelRun(t *testing.T) {
 	// The same key on another run is another scope: it cancels that run.
 	_, m2 := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
 	id2 := m2["runId"].(string)
-	if _, err := f.runs.Transition(context.Background(), id2, []host.Status{host.StatusPending}, host.StatusSucceeded, "", time.Now()); err != nil {
+	if _, err := f.runs.Transition(context.Background(), id2, []host.Status{host.StatusPending}, host.StatusCompleted, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	r3, c3 := f.do(t, ev("POST", "/runs/"+host.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))

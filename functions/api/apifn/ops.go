@@ -114,25 +114,59 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 	return jsonResp(http.StatusOK, h.snapshot(ev, r))
 }
 
+// ExtensionRun is the key of the host's own snapshot state under
+// RunSnapshot.extensions (the schema's `<org>.<name>` seat): createdAt,
+// updatedAt, effectsUrl, the recipe stamps activityIdentityRecipe and
+// semanticRequestRecipe (RFC 0150 §E) the run's effects are identified
+// with, and, for a run with transient failures, failures and lastError.
+const ExtensionRun = "idemkit.run"
+
+// EventLogSchemaVersion is RunSnapshot.eventLogSchemaVersion: the event-log
+// era a v2 host writes (3).
+const EventLogSchemaVersion = 3
+
 // snapshot is the run snapshot served by getRun (and by the values mode of
-// the events stream). It never carries the run's inputs.
+// the events stream): run-snapshot.schema.json, which is closed, so
+// everything the schema has no field for lives under
+// extensions["idemkit.run"]. It never carries the run's inputs. The owner
+// is the run's tenant and the subject its API key authenticates
+// (host.OwnerSubject). startedAt is the time createRun accepted the run;
+// completedAt, on a terminal run only, the time of its terminal transition.
+// A failed run carries error {code: idemkit.run_failed, message}.
 func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r host.Run) map[string]any {
-	snap := map[string]any{
-		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
+	ext := map[string]any{
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
 		"effectsUrl": h.baseURL(ev) + "/runs/" + host.ProjectID(r.ID) + "/effects",
 		// The recipe stamps (RFC 0150 §E) its effects are identified with.
 		"activityIdentityRecipe": r.ActivityIdentityRecipe, "semanticRequestRecipe": r.SemanticRequestRecipe,
 	}
-	if r.Error != "" {
-		snap["error"] = r.Error
-	}
 	if r.Failures > 0 {
 		// Executions left to the stream's retries, and the latest reason:
 		// a run retried toward its last try is visible while "running".
-		snap["failures"], snap["lastError"] = r.Failures, r.LastError
+		ext["failures"], ext["lastError"] = r.Failures, r.LastError
+	}
+	snap := map[string]any{
+		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
+		"eventLogSchemaVersion": EventLogSchemaVersion,
+		"owner":                 map[string]any{"tenant": r.Tenant, "subject": host.OwnerSubject(r.Tenant)},
+		"startedAt":             r.CreatedAt.UTC().Format(time.RFC3339Nano),
+		"extensions":            map[string]any{ExtensionRun: ext},
+	}
+	if r.Status.Terminal() {
+		snap["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if r.Status == host.StatusFailed {
+		snap["error"] = map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}
 	}
 	return snap
+}
+
+// failureMessage is a failed run's recorded error, or a generic one.
+func failureMessage(r host.Run) string {
+	if r.Error != "" {
+		return r.Error
+	}
+	return "the run failed"
 }
 
 // effects serves the Layer-2 witness (effect-ledger-projection.schema.json).

@@ -72,7 +72,7 @@ func (b *businessFixture) run(t *testing.T, id string) host.Run {
 // TestBusinessKeyDeliversOnce: runs of one tenant carrying the same
 // inputs.businessKey (e.g. created under different Idempotency-Keys),
 // executed concurrently, deliver once: one provider request, every run
-// succeeded, the effect keyed "business-identity". Without
+// completed, the effect keyed "business-identity". Without
 // ledger.Config.WitnessDuplicates only the run that made the attempt lists
 // it; with it every run does, with the same row.
 func TestBusinessKeyDeliversOnce(t *testing.T) {
@@ -91,7 +91,7 @@ func TestBusinessKeyDeliversOnce(t *testing.T) {
 			}
 			listed := 0
 			for _, r := range runs {
-				if got := b.run(t, r.ID); got.Status != host.StatusSucceeded {
+				if got := b.run(t, r.ID); got.Status != host.StatusCompleted {
 					t.Fatalf("run %s: %s (%s)", r.ID, got.Status, got.Error)
 				}
 				p, err := b.l.Witness(context.Background(), r.ID)
@@ -145,7 +145,7 @@ func TestBusinessKeyScope(t *testing.T) {
 	if n := len(b.rc.seen()); n != 2 {
 		t.Fatalf("%d provider requests after a replay and a mismatch", n)
 	}
-	if r := b.run(t, same.ID); r.Status != host.StatusSucceeded {
+	if r := b.run(t, same.ID); r.Status != host.StatusCompleted {
 		t.Fatalf("same request: %+v", r)
 	}
 	if r := b.run(t, diff.ID); r.Status != host.StatusFailed {

@@ -33,7 +33,7 @@
 //     has left its claim firing; once the claim expires the ledger reclaims
 //     it (the stalled attempt becomes escaped) and the new attempt sends the
 //     SAME provider key, so a provider that deduplicates on Idempotency-Key
-//     performs the effect once and the run ends "succeeded". Only if that
+//     performs the effect once and the run ends "completed". Only if that
 //     execution fails too (or the wait does not fit, or ctx ends) is the
 //     run failed. A claim that is still live after the wait (its holder is
 //     alive and heartbeating) is never taken over: the ledger answers in
@@ -276,7 +276,7 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 	nodeErr := x.runNodes(ctx, run)
 	switch {
 	case nodeErr == nil:
-		return x.finish(ctx, runID, host.StatusSucceeded, "")
+		return x.finish(ctx, runID, host.StatusCompleted, "")
 	case permanent(nodeErr):
 		return x.finish(ctx, runID, host.StatusFailed, nodeErr.Error())
 	default:

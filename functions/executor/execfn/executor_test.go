@@ -117,7 +117,7 @@ func TestWebhookFirstDeliveryCut(t *testing.T) {
 	if len(keys) != 2 || keys[0] != keys[1] || keys[0] == "" {
 		t.Fatalf("provider saw keys %q: want the same key twice", keys)
 	}
-	if s := f.status(t, run.ID); s != host.StatusSucceeded {
+	if s := f.status(t, run.ID); s != host.StatusCompleted {
 		t.Fatalf("status %s", s)
 	}
 	p, err := f.l.Witness(context.Background(), run.ID)
@@ -129,7 +129,7 @@ func TestWebhookFirstDeliveryCut(t *testing.T) {
 		t.Fatalf("witness %+v", p.Effects)
 	}
 	// A duplicate stream delivery (and a batch retry) changes nothing.
-	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusSucceeded}, host.StatusRunning, "", time.Now())
+	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusCompleted}, host.StatusRunning, "", time.Now())
 	for i := 0; i < 3; i++ {
 		if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
 			t.Fatalf("retry %v", retry)
@@ -149,7 +149,7 @@ func TestWebhook5xxRetriedThenExhausted(t *testing.T) {
 	if keys := rc.seen(); len(keys) != 3 || keys[0] != keys[2] {
 		t.Fatalf("keys %q", keys)
 	}
-	if s := f.status(t, run.ID); s != host.StatusSucceeded {
+	if s := f.status(t, run.ID); s != host.StatusCompleted {
 		t.Fatalf("status %s", s)
 	}
 
@@ -210,7 +210,7 @@ func TestConcurrentExecutorsFireOnce(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
 	}
-	if n.Load() != 1 || f.status(t, run.ID) != host.StatusSucceeded {
+	if n.Load() != 1 || f.status(t, run.ID) != host.StatusCompleted {
 		t.Fatalf("%d deliveries, status %s", n.Load(), f.status(t, run.ID))
 	}
 }
@@ -371,7 +371,7 @@ func TestRunStampsDriveIdentity(t *testing.T) {
 	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
 	want, _ := run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: host.NodeDeliver, Ordinal: 0, Provider: "webhook"})
 	p, _ := f.l.Witness(context.Background(), run.ID)
-	if len(p.Effects) != 1 || p.Effects[0].EffectID != want.EffectID || f.status(t, run.ID) != host.StatusSucceeded {
+	if len(p.Effects) != 1 || p.Effects[0].EffectID != want.EffectID || f.status(t, run.ID) != host.StatusCompleted {
 		t.Fatalf("witness %+v, want effect %s", p.Effects, want.EffectID)
 	}
 }

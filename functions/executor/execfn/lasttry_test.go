@@ -96,7 +96,7 @@ func (c *crashedFixture) waited() []time.Duration {
 
 // checkDelivered asserts the provider saw the same key twice (the crashed
 // attempt and one reclaim), the witness shows escaped then completed, and
-// the run succeeded.
+// the run completed.
 func (c *crashedFixture) checkDelivered(t *testing.T) {
 	t.Helper()
 	keys := c.rc.seen()
@@ -111,7 +111,7 @@ func (c *crashedFixture) checkDelivered(t *testing.T) {
 		p.Effects[0].ProviderKey != keys[0] || p.Effects[1].ProviderKey != keys[0] {
 		t.Fatalf("witness %+v: want escaped then completed under one key", p.Effects)
 	}
-	if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != host.StatusSucceeded {
+	if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != host.StatusCompleted {
 		t.Fatalf("run %s (%s / %s)", r.Status, r.Error, r.LastError)
 	}
 }
@@ -222,7 +222,7 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 // the same crashed claim at once; each waits it out and executes again.
 // Exactly one reclaims and sends (same key), the others wait for its
 // outcome through the ledger (Config.Wait) and replay it: one new request,
-// the run succeeded once.
+// the run completed once.
 func TestLastTryConcurrentWaiters(t *testing.T) {
 	c := newCrashedFixture(t, time.Second)
 	// Each sleeper moves the clock to the same instant: past the lease, not

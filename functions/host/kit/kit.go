@@ -3,6 +3,8 @@
 package kit
 
 import (
+	"time"
+
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -35,6 +37,10 @@ type Kit struct {
 // Parts selects what NewKit builds (each needs its table in Env).
 type Parts struct {
 	Runs, Keys, Guard, Ledger bool
+	// GuardWait is Layer 1's duplicate wait budget (idem.Config.Wait): how
+	// long a duplicate of an in-flight request waits for its final outcome
+	// before the 409 idempotency_in_flight. Default 0: idem's default.
+	GuardWait time.Duration
 }
 
 // NewKit builds the parts of the kit that p selects over client.
@@ -81,7 +87,7 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 		}
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
-		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId"}
+		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.GuardWait}
 		env.Idem.Apply(&cfg)
 		if k.Guard, err = idem.New(cfg); err != nil {
 			return nil, err

@@ -102,9 +102,9 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	}
 	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "EffectsTable", "FenceTable")
 
-	if st := call("GET", p, "", ""); st["status"] != "succeeded" || st["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
-		st["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
-		t.Fatalf("run %v: want succeeded with its recipe stamps", st)
+	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
+		t.Fatalf("run %v: want completed with its recipe stamps", st)
 	}
 	// The run item itself carries the stamps (written in the completion
 	// transaction), and the effect was recorded under the identity they
@@ -168,7 +168,7 @@ func TestFencedEffects(t *testing.T) {
 		}
 	}
 	r, _ := k.Runs.Get(ctx, run.ID)
-	if r.Status != host.StatusSucceeded || n != 1 {
+	if r.Status != host.StatusCompleted || n != 1 {
 		t.Fatalf("run %+v, %d deliveries", r, n)
 	}
 }
@@ -176,7 +176,7 @@ func TestFencedEffects(t *testing.T) {
 // TestExecutorUnderDynamoFaults: DynamoDB faults around a webhook run (a
 // throttled status write, a throttled claim, a claim whose response was
 // lost) make executions fail or retry, never double-fire: the redelivered
-// run ends succeeded with exactly one delivery and one completed attempt.
+// run ends completed with exactly one delivery and one completed attempt.
 func TestExecutorUnderDynamoFaults(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	var mu sync.Mutex
@@ -223,7 +223,7 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 	}
 	faults.Clear()
 	if !done {
-		t.Fatalf("never succeeded: %v", errs)
+		t.Fatalf("never completed: %v", errs)
 	}
 	if len(errs) < 2 {
 		t.Fatalf("the injected faults did not fail executions: %v", errs)
@@ -239,7 +239,7 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 			completed++
 		}
 	}
-	if r.Status != host.StatusSucceeded || len(keys) != 1 || completed != 1 {
+	if r.Status != host.StatusCompleted || len(keys) != 1 || completed != 1 {
 		t.Fatalf("run %s, deliveries %q, witness %+v", r.Status, keys, p.Effects)
 	}
 }

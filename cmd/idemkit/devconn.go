@@ -1,0 +1,96 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// Vendor error codes of the refusals net/http makes before a request reaches
+// the gateway (the OpenWOP registry has rows for none of these statuses
+// except 400, which gets validation_error).
+const (
+	codeHeadersTooLarge       = "idemkit.request_headers_too_large" // 431
+	codeExpectationFailed     = "idemkit.expectation_failed"        // 417
+	codeTransferEncodingUnsup = "idemkit.transfer_encoding_unsupported"
+	codeHTTPRefused           = "idemkit.http_refused" // any other status net/http answers itself
+)
+
+// envelopeListener wraps the dev server's listener so that the responses
+// net/http writes by itself — a request it cannot parse never reaches a
+// handler: headers over the limit (431), a NUL or other invalid byte in a
+// header, a malformed path escape or a missing Host (400), an unsupported
+// Transfer-Encoding (501), an Expect it cannot meet (417) — carry the v2
+// error envelope {error, message} as application/json, like every other
+// error of the host, instead of net/http's plain text.
+//
+// How: net/http writes such a response to the connection in one Write,
+// as a status line >= 400 whose headers carry no application/json
+// Content-Type (every response the gateway produces has one, or is 2xx/3xx
+// event stream or JSON); the wrapper replaces exactly such a write with the
+// envelope of the same status. Everything else passes through untouched.
+type envelopeListener struct{ net.Listener }
+
+func (l envelopeListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &envelopeConn{Conn: c}, nil
+}
+
+type envelopeConn struct{ net.Conn }
+
+func (c *envelopeConn) Write(p []byte) (int, error) {
+	if out, ok := envelopeFor(p); ok {
+		if _, err := c.Conn.Write(out); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// envelopeFor returns the envelope response replacing p when p is a whole
+// error response net/http wrote by itself.
+func envelopeFor(p []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(p, []byte("HTTP/1.")) || len(p) < 12 || p[8] != ' ' {
+		return nil, false
+	}
+	status, err := strconv.Atoi(string(p[9:12]))
+	if err != nil || status < 400 || status > 599 {
+		return nil, false
+	}
+	end := bytes.Index(p, []byte("\r\n\r\n"))
+	if end < 0 {
+		return nil, false
+	}
+	head := bytes.ToLower(p[:end])
+	if bytes.Contains(head, []byte("\r\ncontent-type: application/json")) {
+		return nil, false
+	}
+	var e *apierr.Error
+	switch status {
+	case http.StatusBadRequest:
+		e = apierr.New(status, apierr.CodeValidation, "the request is not valid HTTP (malformed request line, path escape or header)")
+	case http.StatusRequestHeaderFieldsTooLarge:
+		e = apierr.New(status, codeHeadersTooLarge, "the request headers exceed %d bytes", http.DefaultMaxHeaderBytes)
+	case http.StatusExpectationFailed:
+		e = apierr.New(status, codeExpectationFailed, "the only Expect value supported is 100-continue")
+	case http.StatusNotImplemented:
+		e = apierr.New(status, codeTransferEncodingUnsup, "the request's Transfer-Encoding is not supported")
+	default:
+		e = apierr.New(status, codeHTTPRefused, "%s", http.StatusText(status))
+	}
+	body := e.Body()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nOpenWOP-Version: %s\r\nConnection: close\r\n\r\n",
+		status, http.StatusText(status), len(body), host.ProtocolVersion)
+	b.Write(body)
+	return b.Bytes(), true
+}
