@@ -13,7 +13,7 @@ ARGS         ?=
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest bench bench-compare clean model
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest bench bench-compare clean model conformance
 
 all: test
 
@@ -26,7 +26,7 @@ run:
 	exec $(BIN)/idemkit dev $(ARGS)
 
 ## test: every check CI runs.
-test: tools lint model gotest
+test: tools lint model gotest conformance
 
 tools: tools/node_modules/.bin/dynalite $(STATICCHECK) $(BIN)/aws-lambda-rie
 
@@ -67,6 +67,12 @@ gotest:
 ## ones must fail (model/check.sh).
 model:
 	sh model/check.sh
+
+## conformance: the public OpenWOP conformance suite (../shared/openwop-conformance)
+## against idemkit dev; prints its `N passed, M failed` lines and fails on a
+## failure or a skip scripts/conformance_verdict.py cannot explain.
+conformance:
+	bash scripts/conformance.sh
 
 ## bench: the benchmarks whose figures are in README.md.
 bench: tools

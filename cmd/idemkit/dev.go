@@ -168,6 +168,16 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		}
 	}
 
+	var sm *seams
+	if o.seams {
+		// The webhook client's transport forces the effect-retry seam's
+		// transport retry; every other delivery passes through unchanged.
+		k.Webhook.Client = env.Webhook.HTTPClient(10 * time.Second)
+		f := &forcedRetry{base: k.Webhook.Client.Transport, armed: map[string]bool{}}
+		k.Webhook.Client.Transport = f
+		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f}
+	}
+
 	sc := emulator.StreamsClient(endpoint)
 	// The pollers retry a failing batch devStreamRetries times, like the
 	// event source mapping's MaximumRetryAttempts: the executor's last try
@@ -195,7 +205,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		wg.Add(1)
 		go func() { defer wg.Done(); p.run(runCtx) }()
 	}
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}},
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm},
 		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(envelopeListener{ln}) }()

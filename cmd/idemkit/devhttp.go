@@ -27,6 +27,10 @@ import (
 type gateway struct {
 	api  *apifn.Handler
 	auth *authz.Handler
+	// seams, when set (`idemkit dev --conformance-seams`), serves the
+	// conformance seams profile under /conformance/seams/, authenticated
+	// like the run routes. Nil: that path space is the api's 404.
+	seams *seams
 }
 
 // authorized reports whether template.yaml routes this request through the
@@ -87,7 +91,8 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: srcIP, UserAgent: r.UserAgent(),
 		},
 	}
-	if authorized(r.Method, rawPath) {
+	seam := g.seams != nil && isSeamPath(rawPath)
+	if seam || authorized(r.Method, rawPath) {
 		// The authorizer function's own Lambda handler, on the request as
 		// API Gateway presents it (header names lower-cased, repeated
 		// headers joined with ","), so a request the deployed stack refuses
@@ -106,6 +111,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: res.Context}
+		if seam {
+			tenant, _ := res.Context[authz.ContextTenantKey].(string)
+			g.seams.serve(w, r, rawPath, tenant, body)
+			return
+		}
 	}
 	resp, err := g.api.Handle(r.Context(), ev)
 	if err != nil {

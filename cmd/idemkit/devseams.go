@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// The conformance seams profile (openwop-conformance-seams-v2,
+// ../shared/openwop/api/seams-v2.yaml) as `idemkit dev --conformance-seams`
+// serves it. The deployed stack never does: the seams live only in this
+// command, and only that flag mounts and advertises them.
+const (
+	seamsPrefix = "/conformance/seams/"
+	// seamEffectRetry is forceEffectTransportRetry: one outbound effect to
+	// providerUrl, retried at the transport layer.
+	seamEffectRetry = "/conformance/seams/sample/test/idempotency/effect-retry"
+)
+
+// seamRunTimeout bounds how long the effect-retry seam waits for its run.
+const seamRunTimeout = 30 * time.Second
+
+// errForcedRetry is the transport failure forceEffectTransportRetry injects
+// after the first try of its effect was sent.
+var errForcedRetry = errors.New("conformance seam: response dropped to force a transport retry")
+
+// forcedRetry is the webhook client's transport under --conformance-seams:
+// a provider key armed by the effect-retry seam makes the first try of that
+// effect fail at the transport layer AFTER the request was sent (its
+// response is read and dropped; a try that fails by itself, e.g. a
+// connection the provider cuts, counts as that failure). The webhook
+// deliverer classifies it as it would a lost response (uncertain: the
+// attempt becomes escaped) and retries under the same provider key, so the
+// provider sees the SAME Idempotency-Key twice and the ledger records two
+// attempts of one effect. Requests with any other key pass through.
+type forcedRetry struct {
+	base  http.RoundTripper
+	mu    sync.Mutex
+	armed map[string]bool
+}
+
+func (f *forcedRetry) arm(providerKey string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed[providerKey] = true
+}
+
+func (f *forcedRetry) take(providerKey string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	armed := f.armed[providerKey]
+	delete(f.armed, providerKey)
+	return armed
+}
+
+func (f *forcedRetry) RoundTrip(req *http.Request) (*http.Response, error) {
+	if !f.take(req.Header.Get("Idempotency-Key")) {
+		return f.base.RoundTrip(req)
+	}
+	resp, err := f.base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return nil, errForcedRetry
+}
+
+// seams serves the seams of the profile idemkit implements.
+type seams struct {
+	runs   host.RunStore
+	policy host.WebhookPolicy
+	force  *forcedRetry
+}
+
+// isSeamPath reports whether a raw path is in the seams' path space.
+func isSeamPath(rawPath string) bool { return strings.HasPrefix(rawPath, seamsPrefix) }
+
+// serve answers an authenticated request in the seams' path space: the
+// effect-retry seam, or 404 not_found for a seam idemkit does not serve, or
+// 405 for another method.
+func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant string, body []byte) {
+	if rawPath != seamEffectRetry {
+		writeEnvelope(w, apierr.New(http.StatusNotFound, apierr.CodeNotFound, "not found"))
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeEnvelope(w, apierr.New(http.StatusMethodNotAllowed, "idemkit.method_not_allowed", "method not allowed; allowed: POST"))
+		return
+	}
+	var in map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var providerURL string
+	if err := dec.Decode(&in); err != nil || in == nil || dec.More() {
+		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object {providerUrl}"))
+		return
+	}
+	for k := range in {
+		if k != "providerUrl" {
+			writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "unknown field %q; the body is {providerUrl}", k).
+				WithDetails(map[string]any{"field": k}))
+			return
+		}
+	}
+	if json.Unmarshal(in["providerUrl"], &providerURL) != nil || !absoluteURL(providerURL) {
+		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "providerUrl is required and must be an absolute URI").
+			WithDetails(map[string]any{"field": "providerUrl"}))
+		return
+	}
+	if err := s.policy.CheckURL(providerURL); err != nil {
+		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeWebhookURLRejected, "%s", err.Error()))
+		return
+	}
+	inputs, err := json.Marshal(map[string]any{"url": providerURL, "payload": map[string]any{"seam": "forceEffectTransportRetry"}})
+	if err != nil {
+		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
+		return
+	}
+	run := host.NewRun(tenant, host.WorkflowWebhook, inputs, time.Now())
+	id, err := host.WebhookIdentity(run)
+	if err != nil {
+		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
+		return
+	}
+	// Armed before the run exists, so the executor's first try is forced.
+	s.force.arm(id.ProviderKey)
+	if err := s.runs.Create(r.Context(), run); err != nil {
+		s.force.take(id.ProviderKey)
+		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
+		return
+	}
+	// The executor (driven by the runs stream, as for any run) delivers the
+	// effect; the seam answers once the run has ended, so the ledger read
+	// that follows sees both attempts.
+	ctx, cancel := context.WithTimeout(r.Context(), seamRunTimeout)
+	defer cancel()
+	for {
+		cur, err := s.runs.Get(ctx, run.ID)
+		if err == nil && cur.Status.Terminal() {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			s.force.take(id.ProviderKey)
+			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "the seam's run did not end within %s", seamRunTimeout))
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	out, _ := json.Marshal(map[string]string{"runId": run.ID, "effectId": id.EffectID})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("OpenWOP-Version", host.ProtocolVersion)
+	w.WriteHeader(http.StatusCreated)
+	_, _ = w.Write(out)
+}
+
+func absoluteURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme != "" && u.Host != ""
+}

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# make conformance: the public OpenWOP conformance suite (idempotency
+# scenarios, ../shared/openwop-conformance) against `idemkit dev`, target
+# major 2, in two lanes:
+#
+#   seams      every scenario, dev with --conformance-seams (the seams
+#              profile the effect scenarios need) and two tenants;
+#   in-flight  v2-idempotency-in-flight alone, dev with a 200 ms Layer-1 wait
+#              budget, so losers of the same-key race are refused 409
+#              idempotency_in_flight while the winner holds conformance-delay
+#              (the suite asks for 1500 ms) — the branch the default 5 s
+#              budget turns into replays.
+#
+# Each lane prints the suite summarizer's output (one line per test, a
+# per-file table, `N passed, M failed`); scripts/conformance_verdict.py then
+# fails the target on any failure, any skip it cannot explain (v1-only
+# scenario, a capability family idemkit does not implement, or the one
+# fixture limit it names), or a required scenario not witnessed in full.
+#
+# The suite folder may be read-only: it is copied to a temporary folder and
+# `npm install`ed there. Without the suite: a failure under CI=true, else a
+# skip with a message. Env: OWC_SUITE (default ../shared/openwop-conformance),
+# OWC_KEEP=1 keeps the temporary folder.
+set -uo pipefail
+proj=$(cd "$(dirname "$0")/.." && pwd)
+suite_root=${OWC_SUITE:-$proj/../shared/openwop-conformance}
+if [ ! -f "$suite_root/conformance/package.json" ]; then
+  msg="conformance: suite not found at $suite_root (the ../shared folder beside the clone)"
+  if [ "${CI:-}" = true ]; then echo "$msg" >&2; exit 1; fi
+  echo "$msg; skipped" >&2; exit 0
+fi
+work=$(mktemp -d /tmp/idemkit-conformance.XXXXXX)
+dev_pid=""
+
+stop_dev() {
+  [ -n "$dev_pid" ] || return 0
+  kill "$dev_pid" 2>/dev/null
+  for _ in $(seq 1 60); do kill -0 "$dev_pid" 2>/dev/null || break; sleep 0.25; done
+  kill -9 "$dev_pid" 2>/dev/null
+  wait "$dev_pid" 2>/dev/null
+  dev_pid=""
+}
+cleanup() { stop_dev; [ "${OWC_KEEP:-0}" = 1 ] && echo "(logs kept in $work)" >&2 || rm -rf "$work"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1]);s.close()'; }
+
+(cd "$proj" && go build -o "$work/idemkit" ./cmd/idemkit) || { echo "conformance: cmd/idemkit does not build" >&2; exit 1; }
+cp -r "$suite_root/conformance" "$work/conformance" && cp -r "$suite_root/schemas" "$work/schemas" && chmod -R u+w "$work"
+if ! (cd "$work/conformance" && npm install --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1; then
+  tail -20 "$work/npm.log" >&2; echo "conformance: npm install failed" >&2; exit 1
+fi
+
+# lane NAME DEV_FLAGS -- VITEST_ARGS...
+lane() {
+  local name=$1; shift
+  local flags=()
+  while [ "$1" != -- ]; do flags+=("$1"); shift; done
+  shift
+  local port base key_a key_b ready=0
+  port=$(freeport)
+  base="http://127.0.0.1:$port"
+  key_a="idk_conf_a_$(python3 -c 'import secrets;print(secrets.token_hex(16))')"
+  key_b="idk_conf_b_$(python3 -c 'import secrets;print(secrets.token_hex(16))')"
+  "$work/idemkit" dev --addr "127.0.0.1:$port" --api-key "$key_a=tenant-a" --api-key "$key_b=tenant-b" \
+    --allow-loopback-webhooks "${flags[@]}" >"$work/$name.dev.log" 2>&1 &
+  dev_pid=$!
+  for _ in $(seq 1 240); do
+    kill -0 "$dev_pid" 2>/dev/null || break
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/.well-known/openwop")" = 200 ] && { ready=1; break; }
+    sleep 0.5
+  done
+  if [ "$ready" != 1 ]; then
+    tail -20 "$work/$name.dev.log" >&2
+    echo "conformance: idemkit dev ($name) not ready" >&2
+    stop_dev
+    return 1
+  fi
+  rm -f "$work/$name.jsonl"
+  (cd "$work/conformance" && \
+    OPENWOP_BASE_URL="$base" OPENWOP_API_KEY="$key_a" OPENWOP_TARGET_MAJOR=2 \
+    OPENWOP_IMPLEMENTATION_NAME=idemkit OPENWOP_IMPLEMENTATION_VERSION="$(cd "$proj" && git rev-parse --short HEAD 2>/dev/null || echo dev)" \
+    OWC_RESULTS="$work/$name.jsonl" OWC_VITEST_JSON="$work/$name.vitest.json" \
+    ./node_modules/.bin/vitest run --config local/vitest.config.ts "$@") >"$work/$name.vitest.log" 2>&1
+  stop_dev
+  echo "== conformance lane $name (idemkit dev ${flags[*]})"
+  node "$work/conformance/local/summarize.mjs" "$work/$name.jsonl" "$work/$name.vitest.json" | tee "$work/$name.out"
+}
+
+lane seams --conformance-seams --
+lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts
+python3 "$proj/scripts/conformance_verdict.py" "$work/conformance/scenario-majors.json" \
+  "seams=$work/seams.out" "in-flight=$work/in-flight.out"
