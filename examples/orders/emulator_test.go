@@ -1,0 +1,23 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// The repository runs the README's TestTryLocally on its own emulators
+// (moto and dynalite), with the table created from template.yaml; under
+// CI=true a missing emulator fails the test.
+func TestTryLocallyOnEmulators(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		t.Setenv("DYNAMODB_ENDPOINT", e.Endpoint)
+		t.Setenv("IDEMPOTENCY_TABLE", e.CreateTable(t, "IdempotencyTable"))
+		t.Setenv("AWS_REGION", "us-east-1")
+		t.Setenv("AWS_ACCESS_KEY_ID", "local")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+		TestTryLocally(t)
+	})
+}

@@ -1,0 +1,102 @@
+// Command orders is an AWS Lambda function that uses idem on one DynamoDB
+// table: an idempotent HTTP API handler (POST /orders) and an idempotent SQS
+// consumer (ORDERS_HANDLER=sqs).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/dynamostore"
+)
+
+func main() {
+	createOrder, shipOrders, err := handlers(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	if os.Getenv("ORDERS_HANDLER") == "sqs" {
+		lambda.Start(shipOrders)
+	} else {
+		lambda.Start(createOrder)
+	}
+}
+
+// handlers builds both handlers on the table named by IDEMPOTENCY_TABLE.
+func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
+			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
+		}
+	})
+	store, err := dynamostore.New(dynamostore.Config{Client: client, Table: os.Getenv("IDEMPOTENCY_TABLE")})
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := idem.LoadEnv(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
+	if err != nil {
+		return nil, nil, err
+	}
+	guardConfig := idem.Config{
+		Store: store,
+		// Required. No authorizer in front of this function, so one tenant;
+		// behind one: idem.AuthorizerKey("tenantId"), idem.JWTClaim("sub")
+		// or idem.IAMPrincipal().
+		Tenant: idem.SingleTenant("orders"),
+	}
+	env.Apply(&guardConfig)
+	guard, err := idem.New(guardConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Each message once, keyed by its MessageId; only failed messages are
+	// reported back to SQS (ReportBatchItemFailures).
+	consumer, err := idem.SQS(guard, idem.SQSConfig{Operation: "ship-order"}, shipOrder)
+	if err != nil {
+		return nil, nil, err
+	}
+	return guard.HTTPAPI(placeOrder), consumer, nil
+}
+
+// placeOrder runs once per Idempotency-Key: a retry gets this response
+// replayed, with OpenWOP-Idempotent-Replay: true.
+func placeOrder(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	var in struct {
+		Item string `json:"item"`
+		Qty  int    `json:"qty"`
+	}
+	if err := json.Unmarshal([]byte(ev.Body), &in); err != nil || in.Item == "" || in.Qty < 1 {
+		return events.APIGatewayV2HTTPResponse{StatusCode: 400, Headers: map[string]string{"Content-Type": "application/json"},
+			Body: `{"error":"validation_error","message":"item and qty >= 1 are required"}`}, nil
+	}
+	orderID := fmt.Sprintf("ord_%d", time.Now().UnixNano())
+	body, _ := json.Marshal(map[string]any{"orderId": orderID, "item": in.Item, "qty": in.Qty})
+	return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: string(body)}, nil
+}
+
+// shipments counts shipOrder's runs (for the local try-out).
+var shipments atomic.Int64
+
+// shipOrder runs once per message; an error leaves the message to SQS's
+// redelivery, a success is never repeated.
+func shipOrder(ctx context.Context, m events.SQSMessage) error {
+	shipments.Add(1)
+	log.Printf("shipping %s", m.Body)
+	return nil
+}
