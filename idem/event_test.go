@@ -375,6 +375,29 @@ func TestSQSFIFOStopsAtFirstFailure(t *testing.T) {
 	}
 }
 
+// FIFO with SkipGroupOnError: only the failed message's group stops; the
+// other groups go on.
+func TestSQSFIFOSkipGroupOnError(t *testing.T) {
+	e := newEnv(t, nil)
+	g := eventGuard(t, e)
+	var seen []string
+	h, _ := idem.SQS(g, idem.SQSConfig{Operation: "ship", SkipGroupOnError: true}, func(ctx context.Context, m events.SQSMessage) error {
+		seen = append(seen, m.MessageId)
+		if m.MessageId == "m-2" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	ev := sqsBatch("arn:aws:sqs:us-east-1:1:orders.fifo", "1", "2", "3", "4", "5")
+	for i, grp := range []string{"a", "a", "b", "a", "b"} {
+		ev.Records[i].Attributes["MessageGroupId"] = grp
+	}
+	r, _ := h(context.Background(), ev)
+	if failedIDs(r) != "m-2,m-4" || strings.Join(seen, ",") != "m-1,m-2,m-3,m-5" {
+		t.Fatalf("failures %q, seen %v", failedIDs(r), seen)
+	}
+}
+
 // crashStore stands for a process that dies: once dead, nothing it sends
 // reaches the store.
 type crashStore struct {

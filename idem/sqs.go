@@ -34,6 +34,12 @@ type SQSConfig struct {
 	// processed at once. Default 1 (in order). FIFO queues (an event source
 	// ARN ending in ".fifo") are always processed in order, one at a time.
 	Concurrency int
+
+	// SkipGroupOnError, for FIFO queues, reports only the failed record's
+	// message group (its record and the group's later records) and goes on
+	// with the other groups. Default false: processing stops at the first
+	// failure and every record from it on is reported.
+	SkipGroupOnError bool
 }
 
 // SQSHandler is the Lambda handler of an SQS event source mapping with
@@ -53,7 +59,9 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     (ErrPayloadMismatch), or whose claim failed is reported as a failure;
 //     the others are acknowledged.
 //   - In a FIFO queue, processing stops at the first failure and every
-//     record from it on is reported (SQS keeps the message group's order).
+//     record from it on is reported, unprocessed, so the message groups keep
+//     their order (with SkipGroupOnError, only the failed group's records
+//     from it on).
 //
 // The handler itself never returns an error, so one bad record never makes
 // SQS redeliver the whole batch. The event source mapping must report batch
@@ -90,14 +98,25 @@ func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) er
 			}
 			return true
 		}
-		if isFIFO(ev) || conc == 1 {
+		if fifo := isFIFO(ev); fifo || conc == 1 {
+			failedGroups := map[string]bool{}
 			for i := range ev.Records {
-				if !one(i) && isFIFO(ev) {
-					for j := i + 1; j < len(ev.Records); j++ {
-						failed[j] = true
-					}
-					break
+				group := ev.Records[i].Attributes["MessageGroupId"]
+				if fifo && cfg.SkipGroupOnError && failedGroups[group] {
+					failed[i] = true // a later message of a failed group: not processed
+					continue
 				}
+				if one(i) || !fifo {
+					continue
+				}
+				if cfg.SkipGroupOnError {
+					failedGroups[group] = true
+					continue
+				}
+				for j := i + 1; j < len(ev.Records); j++ {
+					failed[j] = true
+				}
+				break
 			}
 		} else {
 			var wg sync.WaitGroup
