@@ -31,6 +31,17 @@
 // retryable-failure → atomic reclaim (Attempt+1) and run; different digest →
 // 409 idempotency_key_mismatch. See Guard for the guarantees.
 //
+// Tenant: Config.Tenant is a required choice (AuthorizerKey, JWTClaim,
+// IAMPrincipal, or SingleTenant for a function without an authorizer); New
+// rejects a Config without one rather than answer 401 to every keyed
+// request.
+//
+// Events: Event applies the same claim, lease, fencing and replay to any
+// func(ctx, In) (Out, error), keyed by a function of the event (a returned
+// value is cached, an error never is); SQS runs each message of a batch once
+// and reports only the failed ones in BatchItemFailures. Event scopes never
+// share a keyspace with HTTP requests.
+//
 // Error codes: envelopes always carry OpenWOP registry codes. A missing key
 // on a Required route is 400 idempotency_key_invalid with
 // details {"reason":"missing"} (the registry has no "missing key" code).
