@@ -18,36 +18,35 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
-// responseRef is how a completion stores its response: inline blob, or
-// chunk items already written.
+// responseRef is how a completion stores its response: an inline tagged
+// blob (the resp attribute alone), or chunk items already written and
+// referenced by encoding, length, SHA-256, count and nonce.
 type responseRef struct {
+	inline []byte // tagged blob (see packInline); nil when chunked
 	status int
 	enc    string
 	sha    []byte
 	length int
-	inline []byte // nil when chunked
 	chunks int
 	nonce  string
 }
 
-// set adds the response attributes to a completion update.
+// set adds the chunk reference to a completion update.
 func (r *responseRef) set(u expression.UpdateBuilder) expression.UpdateBuilder {
-	u = u.Set(expression.Name(attrStatus), expression.Value(r.status)).
+	return u.Set(expression.Name(attrStatus), expression.Value(r.status)).
 		Set(expression.Name(attrEnc), expression.Value(r.enc)).
 		Set(expression.Name(attrSha), expression.Value(r.sha)).
-		Set(expression.Name(attrLen), expression.Value(r.length))
-	if r.chunks == 0 {
-		// An empty blob is never produced (format byte), so B is valid.
-		return u.Set(expression.Name(attrBlob), expression.Value(r.inline)).
-			Remove(expression.Name(attrChunks)).Remove(expression.Name(attrNonce))
-	}
-	return u.Set(expression.Name(attrChunks), expression.Value(r.chunks)).
+		Set(expression.Name(attrLen), expression.Value(r.length)).
+		Set(expression.Name(attrChunks), expression.Value(r.chunks)).
 		Set(expression.Name(attrNonce), expression.Value(r.nonce)).
 		Remove(expression.Name(attrBlob))
 }
 
 // matches reports whether st holds exactly this response.
 func (r *responseRef) matches(st stored) bool {
+	if r.chunks == 0 {
+		return st.chunks == 0 && st.enc == "" && bytes.Equal(st.blob, r.inline)
+	}
 	return bytes.Equal(st.sha, r.sha) && st.length == r.length && st.chunks == r.chunks && st.nonce == r.nonce
 }
 
@@ -56,12 +55,11 @@ func (r *responseRef) matches(st stored) bool {
 // it embeds a fresh 128-bit nonce), carrying the record's retention.
 func (s *Store) storeResponse(ctx context.Context, id string, resp *idem.Response, expires time.Time) (*responseRef, error) {
 	blob, enc := pack(resp)
+	if len(blob) < inlineMax {
+		return &responseRef{inline: tagInline(blob, enc)}, nil
+	}
 	sum := sha256.Sum256(blob)
 	ref := &responseRef{status: resp.Status, enc: enc, sha: sum[:], length: len(blob)}
-	if len(blob) <= inlineMax {
-		ref.inline = blob
-		return ref, nil
-	}
 	var nb [16]byte
 	if _, err := rand.Read(nb[:]); err != nil {
 		return nil, err
@@ -152,6 +150,17 @@ func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error
 		rec.Response = nil
 		return rec, nil
 	}
+	if st.chunks == 0 && st.enc == "" {
+		// Inline, tagged (the current layout).
+		resp, err := unpackInline(st.blob)
+		if err != nil {
+			return idem.Record{}, fmt.Errorf("record %s: %w", rec.ID, err)
+		}
+		rec.Response = resp
+		return rec, nil
+	}
+	// Chunked, or inline as written by earlier versions (resp with respEnc,
+	// respLen and respSha).
 	blob := st.blob
 	if st.chunks > 0 {
 		var err error

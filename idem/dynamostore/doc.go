@@ -37,13 +37,23 @@
 //   - Responses up to idem.MaxResponseBytes (6 MB) are stored and replayed
 //     byte-exactly: status, headers (values and order) and body are
 //     serialised into one blob, deflated when that helps, stored inline up
-//     to 350 KB, otherwise split into 350 KB chunk items written (in
-//     parallel) before the completion under a key unique to that completion
-//     and referenced by it; the reference is fenced like the rest of the
-//     completion, a fenced completion deletes its chunks, and chunk items
-//     carry the record's TTL. Reading a chunked response adds one
-//     BatchGetItem (repeated for unprocessed keys); its length and SHA-256
-//     are verified.
+//     to 350 KB (one attribute, resp, whose first byte names the encoding),
+//     otherwise split into 350 KB chunk items written (in parallel) before
+//     the completion under a key unique to that completion and referenced by
+//     it; the reference is fenced like the rest of the completion, a fenced
+//     completion deletes its chunks, and chunk items carry the record's TTL.
+//     Reading a chunked response adds one BatchGetItem (repeated for
+//     unprocessed keys); its length and SHA-256 are verified. Records written
+//     by earlier versions (inline blob with respEnc, respLen and respSha
+//     attributes) are read as before.
+//
+// # Item weight
+//
+// A completion is one UpdateItem that sets the state, the retention and the
+// inline response, under a flat precomputed condition (owner, pending,
+// unexpired); the claim is one PutItem of the pending item. Nothing is
+// written that no decision reads. See docs/PERFORMANCE.md for what each call
+// costs on the emulators and in capacity units.
 //
 // # SDK retries
 //
@@ -52,7 +62,7 @@
 // whose earlier attempt was applied (response lost) fails its condition. The
 // store then inspects the returned item, and only when the call really sent
 // more than one request: if it holds the call's own owner token (and, for a
-// completion, the same state and response checksum), the write is reported
+// completion, the same state and response), the write is reported
 // as done (a claim as Claimed/Reclaimed), never as a duplicate or a fence.
 // Owner tokens must therefore be unique per Claim call. A write whose every
 // attempt lost its response returns an error; the record then stays as the

@@ -16,16 +16,16 @@ const (
 	attrDigest    = "digest"      // S: request digest
 	attrState     = "state"       // S: idem.State
 	attrOwner     = "owner"       // S: lease owner token of the current/last claim
-	attrLease     = "leaseAt"     // N: lease end, Unix ms (pending only)
+	attrLease     = "leaseAt"     // N: lease end, Unix ms (read while pending only)
 	attrAttempt   = "attempt"     // N: 1 on first claim, +1 per reclaim
 	attrRequestID = "requestId"   // S: request id of the first claim
 	attrExpMs     = "expiresAtMs" // N: retention end, Unix ms; absent = never
 	attrTTL       = "expiresAt"   // N: retention end, Unix s (rounded up): the table's TTL attribute
-	attrStatus    = "status"      // N: cached HTTP status (informational; the blob is authoritative)
-	attrBlob      = "resp"        // B: encoded response, when stored inline
-	attrEnc       = "respEnc"     // S: blob encoding: raw | flate
-	attrSha       = "respSha"     // B: SHA-256 of the blob
-	attrLen       = "respLen"     // N: blob length
+	attrStatus    = "status"      // N: cached HTTP status, chunked responses (informational; the blob is authoritative)
+	attrBlob      = "resp"        // B: inline response: tagged blob (see tagInline); written alone
+	attrEnc       = "respEnc"     // S: blob encoding, chunked responses (and inline ones of earlier versions): raw | flate
+	attrSha       = "respSha"     // B: SHA-256 of the blob, chunked (and earlier inline) responses
+	attrLen       = "respLen"     // N: blob length, chunked (and earlier inline) responses
 	attrChunks    = "respChunks"  // N: number of chunk items (0 / absent = inline)
 	attrNonce     = "respNonce"   // S: chunk-key nonce of this completion
 	attrData      = "data"        // B: chunk payload (chunk items only)
@@ -111,7 +111,9 @@ func decode(m map[string]types.AttributeValue) (stored, bool) {
 	s.rec.State = idem.State(getS(m, attrState))
 	s.rec.Owner = getS(m, attrOwner)
 	s.rec.RequestID = getS(m, attrRequestID)
-	if n, ok := getN(m, attrLease); ok {
+	if n, ok := getN(m, attrLease); ok && s.rec.State == idem.StatePending {
+		// The lease means something only while pending; a completion
+		// leaves the attribute in place rather than spend a REMOVE on it.
 		s.rec.LeaseExpires = time.UnixMilli(n)
 	}
 	if n, ok := getN(m, attrAttempt); ok {

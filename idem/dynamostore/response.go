@@ -150,6 +150,34 @@ func pack(r *idem.Response) (blob []byte, enc string) {
 	return buf.Bytes(), encFlate
 }
 
+// tagFlate starts an inline blob holding a deflated format-v1 blob. A raw
+// format-v1 blob starts with formatV1, so the first byte of every inline
+// blob says how to read it and the record needs no encoding attribute.
+const tagFlate = 2
+
+// tagInline returns the inline form of a packed blob: as is when raw, with
+// tagFlate in front when deflated.
+func tagInline(blob []byte, enc string) []byte {
+	if enc == encRaw {
+		return blob
+	}
+	return append([]byte{tagFlate}, blob...)
+}
+
+// unpackInline reverses tagInline and pack.
+func unpackInline(b []byte) (*idem.Response, error) {
+	if len(b) == 0 {
+		return nil, errCorrupt
+	}
+	switch b[0] {
+	case formatV1:
+		return unpack(b, encRaw)
+	case tagFlate:
+		return unpack(b[1:], encFlate)
+	}
+	return nil, fmt.Errorf("%w: unknown inline tag %d", errCorrupt, b[0])
+}
+
 // unpack reverses pack.
 func unpack(blob []byte, enc string) (*idem.Response, error) {
 	switch enc {

@@ -67,3 +67,26 @@ func TestSplit(t *testing.T) {
 		t.Fatalf("exact chunk split into %d", len(p))
 	}
 }
+
+// TestInlineTag: the first byte of an inline blob names its encoding, so a
+// completion writes the blob alone; an unknown tag is corruption.
+func TestInlineTag(t *testing.T) {
+	for name, r := range map[string]*idem.Response{
+		"raw":   {Status: 201, Body: []byte(`{"ok":true}`)},
+		"flate": {Status: 200, Body: bytes.Repeat([]byte("abcdefgh"), 1000)},
+	} {
+		blob, enc := pack(r)
+		if enc != name {
+			t.Fatalf("%s packed as %s", name, enc)
+		}
+		got, err := unpackInline(tagInline(blob, enc))
+		if err != nil || got.Status != r.Status || !bytes.Equal(got.Body, r.Body) {
+			t.Fatalf("%s: round trip: %v", name, err)
+		}
+	}
+	for _, b := range [][]byte{nil, {0}, {3, 1, 2}, {tagFlate, 0xff}} {
+		if _, err := unpackInline(b); !errors.Is(err, errCorrupt) {
+			t.Errorf("%x: err = %v", b, err)
+		}
+	}
+}

@@ -76,12 +76,6 @@ func notExpired(nowMs int64) expression.ConditionBuilder {
 		expression.Name(attrExpMs).GreaterThan(expression.Value(nowMs)))
 }
 
-func absentOrExpired(nowMs int64) expression.ConditionBuilder {
-	return expression.Or(
-		expression.AttributeNotExists(expression.Name(attrPK)),
-		expression.Name(attrExpMs).LessThanEqual(expression.Value(nowMs)))
-}
-
 // owned: the live pending record of owner. Every write after the claim uses
 // it, so a stale owner (reclaimed, completed, deleted, expired) writes nothing.
 func owned(owner string, nowMs int64) expression.ConditionBuilder {
@@ -244,17 +238,13 @@ func (s *Store) exists(ctx context.Context, st stored) (idem.ClaimResult, error)
 // false when the write succeeded; otherwise the live record is returned
 // (nil when it vanished between the write and the read).
 func (s *Store) putFresh(ctx context.Context, rec idem.Record, nowMs int64) (*observed, bool, error) {
-	expr, err := expression.NewBuilder().WithCondition(absentOrExpired(nowMs)).Build()
-	if err != nil {
-		return nil, false, err
-	}
 	var sent sendCount
-	_, err = s.c.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:                           s.table,
 		Item:                                pendingItem(rec),
-		ConditionExpression:                 expr.Condition(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
+		ConditionExpression:                 condFresh,
+		ExpressionAttributeNames:            namesFresh,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":n": avN(nowMs)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, sent.option)
 	if err == nil {
@@ -346,20 +336,14 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 	nowMs := now.UnixMilli()
 	expires := msec(out.Expires)
 
-	u := expression.Set(expression.Name(attrState), expression.Value(string(out.State))).
-		Remove(expression.Name(attrLease))
-	u = setExpiry(u, expires)
 	var ref *responseRef
 	if out.State.Final() {
 		ref, err = s.storeResponse(ctx, id, out.Response, expires)
 		if err != nil {
 			return err
 		}
-		u = ref.set(u)
-	} else {
-		u = removeResponse(u)
 	}
-	expr, err := expression.NewBuilder().WithCondition(owned(owner, nowMs)).WithUpdate(u).Build()
+	expr, err := completion(owner, out.State, expires, ref, nowMs)
 	if err != nil {
 		return err
 	}
@@ -374,10 +358,10 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 		_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName:                           s.table,
 			Key:                                 s.key(id),
-			ConditionExpression:                 expr.Condition(),
-			UpdateExpression:                    expr.Update(),
-			ExpressionAttributeNames:            expr.Names(),
-			ExpressionAttributeValues:           expr.Values(),
+			ConditionExpression:                 expr.cond,
+			UpdateExpression:                    expr.update,
+			ExpressionAttributeNames:            expr.names,
+			ExpressionAttributeValues:           expr.values,
 			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}, sent.option)
 		if err == nil {
@@ -394,10 +378,10 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 	items = append(items, types.TransactWriteItem{Update: &types.Update{
 		TableName:                           s.table,
 		Key:                                 s.key(id),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
+		ConditionExpression:                 expr.cond,
+		UpdateExpression:                    expr.update,
+		ExpressionAttributeNames:            expr.names,
+		ExpressionAttributeValues:           expr.values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}})
 	items = append(items, writes...)
@@ -424,6 +408,43 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 		}
 	}
 	return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
+}
+
+// completion returns the fenced update of a completion: the precomputed
+// expressions for an inline response or no response, the builder's for a
+// chunked response (which also records the chunk reference).
+func completion(owner string, state idem.State, expires time.Time, ref *responseRef, nowMs int64) (writeExpr, error) {
+	if ref != nil && ref.chunks > 0 {
+		u := expression.Set(expression.Name(attrState), expression.Value(string(state))).
+			Remove(expression.Name(attrLease))
+		u = ref.set(setExpiry(u, expires))
+		expr, err := expression.NewBuilder().WithCondition(owned(owner, nowMs)).WithUpdate(u).Build()
+		if err != nil {
+			return writeExpr{}, err
+		}
+		return writeExpr{cond: expr.Condition(), update: expr.Update(), names: expr.Names(), values: expr.Values()}, nil
+	}
+	v := make(map[string]types.AttributeValue, 7)
+	v[":o"], v[":p"], v[":n"], v[":s"] = avS(owner), avPending, avN(nowMs), avS(string(state))
+	w := writeExpr{cond: condOwned, names: namesCompleteNoRsp, values: v}
+	forever := expires.IsZero()
+	if !forever {
+		v[":e"], v[":t"] = avN(expires.UnixMilli()), avN(ttlSeconds(expires))
+	}
+	switch {
+	case ref != nil && forever:
+		w.update, w.names = updFinalForever, namesComplete
+	case ref != nil:
+		w.update, w.names = updFinal, namesComplete
+	case forever:
+		w.update = updRetryForever
+	default:
+		w.update = updRetry
+	}
+	if ref != nil {
+		v[":r"] = &types.AttributeValueMemberB{Value: ref.inline}
+	}
+	return w, nil
 }
 
 // fenceFailed classifies a failed owner-conditioned write: the caller's own
