@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,20 +77,16 @@ func (s *Store) key(k string) map[string]types.AttributeValue {
 	}
 }
 
-func (s *Store) put(ctx context.Context, r *ledger.Record, cond expression.ConditionBuilder) (bool, *ledger.Record, error) {
+func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names map[string]string, values map[string]types.AttributeValue) (bool, *ledger.Record, error) {
 	av, err := EncodeRecord(r)
 	if err != nil {
 		return false, nil, err
 	}
-	ex, err := expression.NewBuilder().WithCondition(cond).Build()
-	if err != nil {
-		return false, nil, fmt.Errorf("dynamostore: expression: %w", err)
-	}
 	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: av,
-		ConditionExpression:                 ex.Condition(),
-		ExpressionAttributeNames:            ex.Names(),
-		ExpressionAttributeValues:           ex.Values(),
+		ConditionExpression:                 cond,
+		ExpressionAttributeNames:            names,
+		ExpressionAttributeValues:           values,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
 	if err == nil {
@@ -116,31 +113,60 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond expression.Condi
 	return false, cur, nil
 }
 
+// Conditions, written once and flat: the expression builder's output
+// (every operand parenthesised, nested ANDs) is what the emulators spent
+// most of a ledger write parsing (docs/PERFORMANCE.md). The name maps are
+// shared and only read.
+var (
+	condCreate  = aws.String("attribute_not_exists(#k) OR #e <= :n")
+	namesCreate = map[string]string{"#k": "pk", "#e": "expiresAtMs"}
+
+	// The owner, attempt and state of the expected record, live. An absent
+	// item fails "#o = :o", so no attribute_exists is needed.
+	condReplace = [4]*string{
+		aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n"),
+		aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n AND #l <= :n"),
+		// "NOT #f > :f": fence absent (a comparison with an absent
+		// attribute is false) or <= the new token.
+		aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n AND NOT #f > :f"),
+		aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n AND #l <= :n AND NOT #f > :f"),
+	}
+	namesReplace = [4]map[string]string{
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs"},
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs", "#l": "leaseUntil"},
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs", "#f": "fence"},
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs", "#l": "leaseUntil", "#f": "fence"},
+	}
+)
+
+func avN(v int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
 // Create implements ledger.Store: a conditional PutItem,
 // attribute_not_exists(pk) OR expiresAtMs <= now.
 func (s *Store) Create(ctx context.Context, rec *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
-	cond := expression.AttributeNotExists(expression.Name("pk")).
-		Or(expression.Name("expiresAtMs").LessThanEqual(expression.Value(ms(now))))
-	return s.put(ctx, rec, cond)
+	return s.put(ctx, rec, condCreate, namesCreate, map[string]types.AttributeValue{":n": avN(ms(now))})
 }
 
 // Replace implements ledger.Store: a conditional PutItem on owner, attempt,
 // state, expiresAtMs > now, and optionally leaseUntil <= now and the fence.
 func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
-	cond := expression.AttributeExists(expression.Name("pk")).
-		And(expression.Name("owner").Equal(expression.Value(want.Owner))).
-		And(expression.Name("attempt").Equal(expression.Value(want.Attempt))).
-		And(expression.Name("state").Equal(expression.Value(string(want.State)))).
-		And(expression.Name("expiresAtMs").GreaterThan(expression.Value(ms(now))))
+	v := map[string]types.AttributeValue{
+		":o": &types.AttributeValueMemberS{Value: want.Owner},
+		":a": avN(int64(want.Attempt)),
+		":s": &types.AttributeValueMemberS{Value: string(want.State)},
+		":n": avN(ms(now)),
+	}
+	i := 0
 	if want.LeaseExpired {
-		cond = cond.And(expression.Name("leaseUntil").LessThanEqual(expression.Value(ms(now))))
+		i |= 1
 	}
 	if next.Fence > 0 {
-		cond = cond.And(expression.Or(
-			expression.AttributeNotExists(expression.Name("fence")),
-			expression.Name("fence").LessThanEqual(expression.Value(next.Fence))))
+		i |= 2
+		v[":f"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(next.Fence, 10)}
 	}
-	return s.put(ctx, next, cond)
+	return s.put(ctx, next, condReplace[i], namesReplace[i], v)
 }
 
 // Get implements ledger.Store with a strongly consistent GetItem.
