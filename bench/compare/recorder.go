@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,12 +99,11 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		body, _ = json.Marshal(in)
 	}
 	table, _ := in["TableName"].(string)
-	var key map[string]types.AttributeValue
-	before := -1
+	var key, before map[string]types.AttributeValue
 	if isWrite(op) && table != "" {
 		key = r.keyOf(table, in)
 		if key != nil {
-			before = r.itemSize(table, key)
+			before = r.item(table, key)
 		}
 	}
 
@@ -141,8 +141,8 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	c.Attrs = attrsOf(in)
 	switch {
 	case key != nil:
-		after := r.itemSize(table, key)
-		c.ItemBytes = after
+		after := r.item(table, key)
+		c.ItemBytes = itemSize(after)
 		c.SizeCU, c.GSICU = r.writeCU(table, in, before, after)
 	case op == "GetItem":
 		if item, ok := out["Item"].(map[string]any); ok {
@@ -243,62 +243,67 @@ func (r *recorder) keyOf(table string, in map[string]any) map[string]types.Attri
 	return key
 }
 
-// itemSize reads the item (consistently, straight from the engine) and
-// returns its DynamoDB size in bytes; 0 when absent.
-func (r *recorder) itemSize(table string, key map[string]types.AttributeValue) int {
+// item reads the item (consistently, straight from the engine); nil when
+// absent.
+func (r *recorder) item(table string, key map[string]types.AttributeValue) map[string]types.AttributeValue {
 	out, err := r.api.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
-	if err != nil || len(out.Item) == 0 {
-		return 0
+	if err != nil {
+		return nil
 	}
-	return itemSize(out.Item)
+	return out.Item
 }
 
 // writeCU is the write capacity of one write with DynamoDB's rules: the
 // larger of the item before and after, in started KB, at least 1 (a failed
-// conditional write is charged as well); plus, per GSI the item is in, the
-// projected copy in started KB.
-func (r *recorder) writeCU(table string, in map[string]any, before, after int) (total, gsi float64) {
-	size := max(before, after)
+// conditional write is charged as well); plus, per GSI, the projected copy
+// in started KB when the write changes what the index holds for the item
+// (its projected attributes or keys; an item without the index key is not
+// in the index).
+func (r *recorder) writeCU(table string, in map[string]any, before, after map[string]types.AttributeValue) (total, gsi float64) {
+	size := max(itemSize(before), itemSize(after))
 	if item, ok := in["Item"].(map[string]any); ok {
 		size = max(size, jsonItemSize(item))
 	}
 	total = math.Max(1, math.Ceil(float64(size)/1024))
 	d := r.describe(table)
-	if d == nil || after == 0 && before == 0 {
+	if d == nil {
 		return total, 0
 	}
 	for _, g := range d.GlobalSecondaryIndexes {
-		hk := aws.ToString(g.KeySchema[0].AttributeName)
-		if before == after && before == 0 {
+		pb, pa := projected(d, g, before), projected(d, g, after)
+		if reflect.DeepEqual(pb, pa) {
 			continue
 		}
-		// Read the item back to see whether it is in the index and how big
-		// its projection is.
-		key := r.keyOf(table, in)
-		item, err := r.api.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
-		if err != nil || item.Item[hk] == nil {
-			continue
-		}
-		proj := item.Item
-		if g.Projection != nil && g.Projection.ProjectionType != types.ProjectionTypeAll {
-			keep := map[string]bool{}
-			for _, ks := range append(append([]types.KeySchemaElement{}, d.KeySchema...), g.KeySchema...) {
-				keep[aws.ToString(ks.AttributeName)] = true
-			}
-			for _, a := range g.Projection.NonKeyAttributes {
-				keep[a] = true
-			}
-			proj = map[string]types.AttributeValue{}
-			for k, v := range item.Item {
-				if keep[k] {
-					proj[k] = v
-				}
-			}
-		}
-		cu := math.Max(1, math.Ceil(float64(itemSize(proj))/1024))
-		gsi += cu
+		gsi += math.Max(1, math.Ceil(float64(max(itemSize(pb), itemSize(pa)))/1024))
 	}
 	return total + gsi, gsi
+}
+
+// projected is what index g holds for item: nil when the item lacks the
+// index's keys.
+func projected(d *types.TableDescription, g types.GlobalSecondaryIndexDescription, item map[string]types.AttributeValue) map[string]types.AttributeValue {
+	for _, ks := range g.KeySchema {
+		if item[aws.ToString(ks.AttributeName)] == nil {
+			return nil
+		}
+	}
+	if g.Projection == nil || g.Projection.ProjectionType == types.ProjectionTypeAll {
+		return item
+	}
+	keep := map[string]bool{}
+	for _, ks := range append(append([]types.KeySchemaElement{}, d.KeySchema...), g.KeySchema...) {
+		keep[aws.ToString(ks.AttributeName)] = true
+	}
+	for _, a := range g.Projection.NonKeyAttributes {
+		keep[a] = true
+	}
+	p := map[string]types.AttributeValue{}
+	for k, v := range item {
+		if keep[k] {
+			p[k] = v
+		}
+	}
+	return p
 }
 
 // itemSize is DynamoDB's item size: per attribute, the name's length plus

@@ -74,7 +74,7 @@ func TestDefsRealTemplate(t *testing.T) {
 		t.Errorf("got %d tables, want %d", len(defs), len(want))
 	}
 	g := defs["EffectsTable"].GlobalSecondaryIndexes[0]
-	if *g.IndexName != "byRun" || keysOf(g.KeySchema) != "runKey:HASH,sk:RANGE" || g.Projection.ProjectionType != types.ProjectionTypeAll {
+	if *g.IndexName != "byRun" || keysOf(g.KeySchema) != "runKey:HASH,sk:RANGE" || g.Projection.ProjectionType != types.ProjectionTypeKeysOnly {
 		t.Errorf("byRun = %+v", g)
 	}
 	in := defs["EffectsTable"].CreateTableInput("x")

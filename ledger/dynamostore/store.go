@@ -1,5 +1,5 @@
 // Package dynamostore is the DynamoDB ledger.Store: the effects table of
-// template.yaml (EffectsTable: pk S + sk S, GSI byRun(runKey, sk), TTL
+// template.yaml (EffectsTable: pk S + sk S, GSI byRun(runKey, sk) keys only, TTL
 // expiresAt, NEW_AND_OLD_IMAGES stream, a global table).
 //
 // Key design: ONE item per effect (pk "effect#<effectId>", sk "record") or
@@ -15,8 +15,9 @@
 // costs one round trip (two where the server does not return the old item:
 // then a consistent GetItem follows); a first effect costs three (claim,
 // fire mark, outcome). Every condition includes expiresAtMs > now, because
-// TTL deletion is lazy. Reads (Get) are strongly consistent; ListByRun reads
-// the GSI and is eventually consistent.
+// TTL deletion is lazy. Reads (Get) are strongly consistent; ListByRun finds
+// a run's records in the GSI (eventually consistent membership) and reads
+// each one consistently.
 //
 // Run references (AddRunRef): a run that takes part in an effect another run
 // created gets a small item of its own under the effect's partition, sk
@@ -41,7 +42,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -200,47 +200,41 @@ func (s *Store) AddRunRef(ctx context.Context, key, runID string, expiresAt time
 }
 
 // ListByRun implements ledger.Store by querying the byRun GSI (eventually
-// consistent), all pages; each run reference found is resolved with a
-// consistent GetItem of its record.
+// consistent membership), all pages. The index holds keys only (no write
+// pays for a copy of the record in it), so each record found, created by the
+// run or named by a run reference, is read with a consistent GetItem: one
+// Query page plus one GetItem per effect.
 func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
 	if runID == "" {
 		return nil, nil
 	}
-	ex, err := expression.NewBuilder().
-		WithKeyCondition(expression.Key("runKey").Equal(expression.Value(runID))).Build()
-	if err != nil {
-		return nil, fmt.Errorf("dynamostore: expression: %w", err)
-	}
 	p := dynamodb.NewQueryPaginator(s.api, &dynamodb.QueryInput{
 		TableName: aws.String(s.table), IndexName: aws.String(IndexByRun),
-		KeyConditionExpression:    ex.KeyCondition(),
-		ExpressionAttributeNames:  ex.Names(),
-		ExpressionAttributeValues: ex.Values(),
+		KeyConditionExpression:    aws.String("#r = :r"),
+		ExpressionAttributeNames:  map[string]string{"#r": "runKey"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberS{Value: runID}},
 	})
-	var out []*ledger.Record
-	seen := map[string]bool{}
-	var refs []string
+	var created, refs []string
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("dynamostore: Query %s: %w", IndexByRun, err)
 		}
 		for _, av := range page.Items {
-			if sk, ok := av["sk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, refPrefix) {
-				if pk, ok := av["pk"].(*types.AttributeValueMemberS); ok {
-					refs = append(refs, pk.Value)
-				}
+			pk, ok := av["pk"].(*types.AttributeValueMemberS)
+			if !ok {
 				continue
 			}
-			r, err := decode(av)
-			if err != nil {
-				return nil, err
+			if sk, ok := av["sk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, refPrefix) {
+				refs = append(refs, pk.Value)
+			} else {
+				created = append(created, pk.Value)
 			}
-			seen[r.Key] = true
-			out = append(out, r)
 		}
 	}
-	for _, key := range refs {
+	var out []*ledger.Record
+	seen := map[string]bool{}
+	for _, key := range append(created, refs...) {
 		if seen[key] {
 			continue
 		}
