@@ -51,6 +51,7 @@ type options struct {
 	warmup    int
 	split     int
 	cpuN      int
+	exprN     int
 	outDir    string
 	tools     string
 	peerDir   string
@@ -65,6 +66,7 @@ func main() {
 	flag.IntVar(&o.warmup, "warmup", 200, "warm-up requests per case and system")
 	flag.IntVar(&o.split, "split", 20, "requests per case in the split/capacity pass")
 	flag.IntVar(&o.cpuN, "cpu", 1000, "first executions in the CPU pass")
+	flag.IntVar(&o.exprN, "expr", 200, "writes per shape and round in the write-shape pass (0: skip)")
 	flag.StringVar(&o.outDir, "out", filepath.Join(os.TempDir(), "idemkit-bench"), "directory for CPU profiles")
 	flag.StringVar(&o.tools, "tools", "tools", "directory pinning dynalite")
 	flag.StringVar(&o.peerDir, "powertools", "bench/powertools", "directory of the Powertools runner")
@@ -289,6 +291,19 @@ func benchEngine(o options, kind string, rep *report) error {
 		cp.replay = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		cp.profile = prof
 		rep.cpu = append(rep.cpu, cp)
+	}
+
+	// Write-shape pass: one completion written in several shapes.
+	if o.exprN > 0 {
+		ts3, err := createTables(ctx, client, "expr")
+		if err != nil {
+			return err
+		}
+		p50, err := exprCost(ctx, client, ts3.idem, ts3.floor, o.exprN, o.rounds)
+		if err != nil {
+			return err
+		}
+		rep.expr = append(rep.expr, exprResult{engine: kind, p50: p50})
 	}
 	return nil
 }

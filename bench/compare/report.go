@@ -60,6 +60,12 @@ type report struct {
 	latency        []*results
 	split          []*splitResult
 	cpu            []cpuResult
+	expr           []exprResult
+}
+
+type exprResult struct {
+	engine string
+	p50    map[string]float64
 }
 
 func fmtUS(v float64) string {
@@ -167,6 +173,23 @@ func (rep *report) print(w io.Writer) {
 				}
 			}
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", cp.engine, fmtUS(cp.first), fmtUS(cp.replay), fmtUS(cp.floor), pf, pfl, cp.profile)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.expr) > 0 {
+		fmt.Fprintln(w, "Write shapes: one Layer-1 completion of a fresh pending item written in each shape (Go SDK, p50 µs, × the plain PutItem floor measured alongside)")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "| engine | write | p50 µs | × floor |")
+		fmt.Fprintln(w, "| --- | --- | --- | --- |")
+		for _, e := range rep.expr {
+			floor := e.p50["plain PutItem floor"]
+			names := []string{"plain PutItem floor", "claim PutItem (pending item, flat condition)"}
+			for _, v := range exprVariants {
+				names = append(names, v.name)
+			}
+			for _, nm := range names {
+				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", e.engine, nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
+			}
 		}
 		fmt.Fprintln(w)
 	}
