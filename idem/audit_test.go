@@ -776,14 +776,16 @@ func TestTenantResolutionREST(t *testing.T) {
 }
 
 // Metric names: claim outcomes (claimed, reclaimed, replay, in-flight,
-// mismatch) on one bounded dimension, openwop.idempotency.reclaims_total,
-// and fence rejections — as well-formed EMF records.
+// mismatch) on one bounded dimension, openwop.idempotency.reclaims_total for
+// lease reclaims only (not the re-run of a retryable failure), and
+// idemkit.idempotency.lease_lost_writes_total for a write refused after the
+// lease was lost — as well-formed EMF records.
 func TestMetricsAllOutcomesAsEMF(t *testing.T) {
 	var buf syncBuffer
 	e := newEnv(t, func(c *idem.Config) { c.Metrics = emf.New(&buf, "idemkit-test") })
 	ev := v2event("POST", "POST /runs", testKey, `{}`)
 	e.call(&handler{status: 503}, ev)                                     // claimed
-	e.call(&handler{}, ev)                                                // reclaimed (+ reclaims_total)
+	e.call(&handler{}, ev)                                                // reclaimed (a re-run: no reclaims_total)
 	e.call(&handler{}, ev)                                                // replay
 	e.call(&handler{}, v2event("POST", "POST /runs", testKey, `{"y":1}`)) // mismatch
 	// in-flight, then a fenced completion.
@@ -797,7 +799,7 @@ func TestMetricsAllOutcomesAsEMF(t *testing.T) {
 	<-started
 	e.call(&handler{}, ev2) // in-flight
 	e.clock.Advance(idem.DefaultLease + time.Second)
-	e.call(&handler{}, ev2) // reclaimed, completes
+	e.call(&handler{}, ev2) // reclaimed after its lease expired (+ reclaims_total), completes
 	close(release)
 	<-done // the first's completion is fenced
 
@@ -826,13 +828,18 @@ func TestMetricsAllOutcomesAsEMF(t *testing.T) {
 		counts[key] += v
 	}
 	want := map[string]float64{
-		idem.MetricClaimOutcomes + "/claimed":   2,
-		idem.MetricClaimOutcomes + "/reclaimed": 2,
-		idem.MetricClaimOutcomes + "/replay":    1,
-		idem.MetricClaimOutcomes + "/mismatch":  1,
-		idem.MetricClaimOutcomes + "/in-flight": 1,
-		"openwop.idempotency.reclaims_total":    2,
-		idem.MetricFenceRejections:              1,
+		idem.MetricClaimOutcomes + "/claimed":         2,
+		idem.MetricClaimOutcomes + "/reclaimed":       2,
+		idem.MetricClaimOutcomes + "/replay":          1,
+		idem.MetricClaimOutcomes + "/mismatch":        1,
+		idem.MetricClaimOutcomes + "/in-flight":       1,
+		"openwop.idempotency.reclaims_total":          1,
+		"idemkit.idempotency.lease_lost_writes_total": 1,
+	}
+	// Layer 1 has no fence verdicts: the RFC 0150 fence metric is the
+	// effect fence's alone.
+	if _, ok := counts["openwop.idempotency.stale_fence_rejections_total"]; ok {
+		t.Fatalf("Layer 1 emitted the fence verdict metric: %v", counts)
 	}
 	for k, v := range want {
 		if counts[k] != v {

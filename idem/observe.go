@@ -11,12 +11,17 @@ const (
 	// OutcomeClaimed, OutcomeReclaimed, OutcomeReplay, OutcomeInFlight,
 	// OutcomeMismatch.
 	MetricClaimOutcomes = "idemkit.idempotency.claim_outcomes_total"
-	// MetricReclaims counts reclaims of expired leases and retryable failures
-	// (RFC 0150 §F).
+	// MetricReclaims counts lease reclaims (RFC 0150 §F): a claim that took
+	// over a pending record whose lease had expired (ClaimResult.LeaseExpired).
+	// The re-run of a retryable failure is not a reclaim in the RFC's sense
+	// and is counted only as claim outcome "reclaimed".
 	MetricReclaims = "openwop.idempotency.reclaims_total"
-	// MetricFenceRejections counts writes rejected because the writer no
-	// longer owned the record (RFC 0150 §F).
-	MetricFenceRejections = "openwop.idempotency.stale_fence_rejections_total"
+	// MetricLeaseLostWrites counts Layer-1 writes (complete, release, delete)
+	// refused because the writer's lease was lost: the record had been
+	// reclaimed by another invocation or had expired. It is not the RFC 0150
+	// fence verdict openwop.idempotency.stale_fence_rejections_total, which
+	// only the effect fence emits (ledger.MetricStaleFence).
+	MetricLeaseLostWrites = "idemkit.idempotency.lease_lost_writes_total"
 )
 
 // Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the

@@ -119,6 +119,12 @@ func (d Decision) String() string {
 type ClaimResult struct {
 	Decision Decision
 	Record   Record
+	// LeaseExpired is true for a Reclaimed record that was pending with an
+	// expired lease (a lease reclaim: its previous owner stalled or
+	// crashed), false when it was a retryable failure (a re-run the previous
+	// owner released). Only lease reclaims count as
+	// openwop.idempotency.reclaims_total.
+	LeaseExpired bool
 }
 
 // Outcome is the fenced final write of a claim (Store.Complete).

@@ -269,7 +269,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 	reclaimed := res.Decision == Reclaimed
 	if reclaimed {
 		g.count(MetricClaimOutcomes, OutcomeReclaimed)
-		g.count(MetricReclaims, "")
+		if res.LeaseExpired {
+			g.count(MetricReclaims, "")
+		}
 		t.logf(ctx, slog.LevelInfo, "idempotency: reclaimed", slog.String("outcome", OutcomeReclaimed), slog.Int("attempt", rec.Attempt))
 	} else {
 		g.count(MetricClaimOutcomes, OutcomeClaimed)
@@ -333,7 +335,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 
 func (t *txn) writeFailed(ctx context.Context, op string, err error) {
 	if errors.Is(err, ErrFenced) {
-		t.g.count(MetricFenceRejections, "")
+		t.g.count(MetricLeaseLostWrites, "")
 		t.logf(ctx, slog.LevelWarn, "idempotency: fenced write rejected (lease lost)", slog.String("write", op))
 		return
 	}

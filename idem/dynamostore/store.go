@@ -203,7 +203,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 			r := rec
 			r.Attempt = cur.rec.Attempt + 1
 			r.RequestID = cur.rec.RequestID
-			return idem.ClaimResult{Decision: idem.Reclaimed, Record: r}, nil
+			return idem.ClaimResult{Decision: idem.Reclaimed, Record: r, LeaseExpired: cur.rec.State == idem.StatePending}, nil
 		}
 		cur = st // lost the compare-and-set: decide again on what is there now
 	}

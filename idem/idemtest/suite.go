@@ -83,6 +83,21 @@ func claim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, want ide
 	return res.Record
 }
 
+// claimReclaim claims rec expecting Reclaimed, and checks
+// ClaimResult.LeaseExpired: true when the record taken over was pending with
+// an expired lease, false when it was a retryable failure.
+func claimReclaim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, leaseExpired bool) idem.Record {
+	t.Helper()
+	res, err := st.Claim(ctx, rec, now)
+	if err != nil {
+		t.Fatalf("Claim: %v", err)
+	}
+	if res.Decision != idem.Reclaimed || res.LeaseExpired != leaseExpired {
+		t.Fatalf("Claim = %v LeaseExpired %v, want Reclaimed LeaseExpired %v (record %+v)", res.Decision, res.LeaseExpired, leaseExpired, summary(res.Record))
+	}
+	return res.Record
+}
+
 func complete(t *testing.T, st idem.Store, id, owner string, out idem.Outcome, now time.Time) {
 	t.Helper()
 	if err := st.Complete(ctx, id, owner, out, now); err != nil {
@@ -234,7 +249,7 @@ func (s *suite) leaseExpiredReclaim(t *testing.T) {
 	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
 	at := now.Add(lease) // lease ends exactly now: reclaimable
 	rec := pending(id, digestA, "owner-2", at)
-	got := claim(t, st, rec, at, idem.Reclaimed)
+	got := claimReclaim(t, st, rec, at, true)
 	want := rec
 	want.Attempt = 2
 	want.RequestID = "req-owner-1" // the first request id is kept
@@ -243,7 +258,7 @@ func (s *suite) leaseExpiredReclaim(t *testing.T) {
 	// And again: attempt 3.
 	at2 := at.Add(lease + time.Second)
 	rec3 := pending(id, digestA, "owner-3", at2)
-	got = claim(t, st, rec3, at2, idem.Reclaimed)
+	got = claimReclaim(t, st, rec3, at2, true)
 	if got.Attempt != 3 || got.Owner != "owner-3" {
 		t.Fatalf("second reclaim: %s", summary(got))
 	}
@@ -271,8 +286,9 @@ func (s *suite) retryableReclaim(t *testing.T) {
 	}
 	// A different digest does not reclaim it.
 	claim(t, st, pending(id, digestB, "owner-x", now), now, idem.Exists)
-	// The same digest reclaims at once, without waiting for any lease.
-	got := claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Reclaimed)
+	// The same digest reclaims at once, without waiting for any lease (not
+	// a lease reclaim).
+	got := claimReclaim(t, st, pending(id, digestA, "owner-2", now), now, false)
 	if got.Attempt != 2 || got.State != idem.StatePending || got.Owner != "owner-2" {
 		t.Fatalf("reclaimed: %s", summary(got))
 	}
@@ -293,7 +309,7 @@ func (s *suite) releaseReclaim(t *testing.T) {
 		t.Fatalf("after release: %s", summary(g))
 	}
 	wantFenced(t, "second Release", st.Release(ctx, id, "owner-1", now))
-	got := claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Reclaimed)
+	got := claimReclaim(t, st, pending(id, digestA, "owner-2", now), now, false)
 	if got.Attempt != 2 {
 		t.Fatalf("attempt = %d, want 2", got.Attempt)
 	}

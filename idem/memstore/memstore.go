@@ -159,7 +159,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 		rec.Attempt = old.Attempt + 1
 		rec.RequestID = old.RequestID
 		s.recs[rec.ID] = rec
-		return idem.ClaimResult{Decision: idem.Reclaimed, Record: clone(rec)}, nil
+		return idem.ClaimResult{Decision: idem.Reclaimed, Record: clone(rec), LeaseExpired: old.State == idem.StatePending}, nil
 	default:
 		return idem.ClaimResult{Decision: idem.Exists, Record: clone(old)}, nil
 	}
