@@ -62,6 +62,12 @@ type Effect struct {
 	// returns is the body (returned to this caller, not recorded); DoStream
 	// streams it to a writer instead and sets Streamed itself.
 	Streamed bool
+	// Retry, if set, is the effect's retry schedule: attempt cap, time
+	// budget and backoff (see Retry). The cap and budget are recorded when
+	// the record is created. Default nil: an attempt that ends without an
+	// outcome may be retried at once (or at the time the provider asked for
+	// with RetryAt), up to Config.MaxAttempts attempts.
+	Retry *Retry
 }
 
 func (e *Effect) validate() error {
@@ -219,6 +225,9 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 	if err := eff.validate(); err != nil {
 		return Result{}, err
 	}
+	if err := eff.Retry.validate(l.cfg.MaxAttempts); err != nil {
+		return Result{}, err
+	}
 	st := l.cfg.Store
 	key := effectKey(eff.Identity.EffectID)
 	token := l.cfg.NewToken()
@@ -264,6 +273,12 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 				}
 			}
 			return replay(cur)
+		case StateReleased:
+			if now.Before(cur.NotBefore) && cur.Attempt < l.attemptCap(cur) && !pastBudget(cur, now) {
+				// The next attempt is scheduled later: fire nothing.
+				return Result{}, &RetryLaterError{EffectID: cur.EffectID, At: cur.NotBefore, Attempt: cur.Attempt,
+					MaxAttempts: l.attemptCap(cur), Deadline: cur.Deadline}
+			}
 		case StateClaimed, StateFiring:
 			if now.Before(cur.LeaseUntil) {
 				if polls >= maxPolls {
@@ -282,7 +297,7 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 			}
 		}
 		// Released, or a stalled owner whose lease expired: reclaim atomically.
-		if cur.Attempt >= l.cfg.MaxAttempts {
+		if cur.Attempt >= l.attemptCap(cur) || pastBudget(cur, now) {
 			if done, err := l.exhausted(ctx, cur, now); done {
 				return Result{}, err
 			}
@@ -364,7 +379,16 @@ func (l *Ledger) newAttempt(n int, eff Effect, now time.Time) Attempt {
 
 func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *Record {
 	id := eff.Identity
+	var capN int
+	var deadline time.Time
+	if r := eff.Retry; r != nil {
+		capN = min(r.MaxAttempts, l.cfg.MaxAttempts)
+		if r.Budget > 0 {
+			deadline = now.Add(r.Budget)
+		}
+	}
 	return &Record{
+		MaxAttempts: capN, Deadline: deadline,
 		Key: key, Kind: KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
 		Keying: id.Keying, IdentityRecipe: id.Recipe,
 		SemanticRecipe: eff.SemanticRecipe, RequestDigest: eff.RequestDigest,
@@ -389,6 +413,7 @@ func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.T
 		}
 	}
 	next.Attempt = cur.Attempt + 1
+	next.NotBefore = time.Time{}
 	next.Attempts = append(next.Attempts, l.newAttempt(next.Attempt, eff, now))
 	next.Owner, next.State = token, StateClaimed
 	next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
@@ -449,7 +474,8 @@ func (l *Ledger) exhausted(ctx context.Context, cur *Record, now time.Time) (don
 		}
 		cur = next
 	}
-	e := &AttemptsExhaustedError{EffectID: cur.EffectID, Attempts: len(cur.Attempts)}
+	e := &AttemptsExhaustedError{EffectID: cur.EffectID, Attempts: cur.Attempt, MaxAttempts: l.attemptCap(cur),
+		Budget: cur.Attempt < l.attemptCap(cur) && pastBudget(cur, now), Deadline: cur.Deadline}
 	for _, a := range cur.Attempts {
 		if a.State == AttemptEscaped {
 			e.Escaped = true
@@ -525,11 +551,11 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		done.Outcome = o
 	case errors.Is(ferr, ErrNotSent):
 		done.State, a.State = StateReleased, AttemptReleased
-		retErr = ferr
+		retErr = l.schedule(eff, done, now, ferr)
 	case errors.Is(ferr, ErrUncertain):
 		done.State, a.State = StateReleased, AttemptEscaped
 		l.count(MetricEscaped, KindEffect, rec.Keying)
-		retErr = ferr
+		retErr = l.schedule(eff, done, now, ferr)
 	default:
 		msg := ferr.Error()
 		if len(msg) > 1024 {
@@ -553,6 +579,42 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		return res, errors.Join(ErrLeaseLost, retErr)
 	}
 	return res, retErr
+}
+
+// schedule sets the next attempt of done, an attempt that ended without an
+// outcome at now (see Retry), and returns the error Do returns for it:
+// *RetryLaterError when a next attempt is allowed (Record.NotBefore set),
+// *AttemptsExhaustedError when the attempt cap or the time budget leaves
+// none, and ferr unchanged for an effect without Retry whose provider asked
+// for no time (the caller decides, and may retry at once).
+func (l *Ledger) schedule(eff Effect, done *Record, now time.Time, ferr error) error {
+	asked, hasAsked := requestedAt(ferr)
+	if eff.Retry == nil && !hasAsked {
+		return ferr
+	}
+	var next time.Time
+	if eff.Retry != nil {
+		next = now.Add(eff.Retry.backoff(done.Attempt, l.cfg.Jitter))
+	}
+	if hasAsked && asked.After(next) {
+		next = asked
+	}
+	capN := l.attemptCap(done)
+	if done.Attempt >= capN || (!done.Deadline.IsZero() && !next.Before(done.Deadline)) {
+		e := &AttemptsExhaustedError{EffectID: done.EffectID, Attempts: done.Attempt, MaxAttempts: capN,
+			Budget: done.Attempt < capN, Deadline: done.Deadline, Cause: ferr}
+		for _, a := range done.Attempts {
+			e.Escaped = e.Escaped || a.State == AttemptEscaped
+		}
+		if e.Budget {
+			// Recorded, so that no later Do starts an attempt the budget
+			// has no room for (see pastBudget).
+			done.NotBefore = next
+		}
+		return e
+	}
+	done.NotBefore = next
+	return &RetryLaterError{EffectID: done.EffectID, At: next, Attempt: done.Attempt, MaxAttempts: capN, Deadline: done.Deadline, Cause: ferr}
 }
 
 // release gives up a claim before the fire mark (best effort: if it fails,

@@ -102,16 +102,33 @@ func (e *FailedError) Is(target error) bool { return target == ErrEffectFailed }
 // becomes claimable again only when it passes its retention.
 type AttemptsExhaustedError struct {
 	EffectID string
-	// Attempts is the number of attempts recorded.
-	Attempts int
+	// Attempts is the number of attempts recorded, MaxAttempts the cap.
+	Attempts, MaxAttempts int
 	// Escaped is true when at least one attempt may have reached the
 	// provider (state escaped).
 	Escaped bool
+	// Budget is true when the time budget (Retry.Budget), not the attempt
+	// cap, ended the retries; Deadline is its end.
+	Budget   bool
+	Deadline time.Time
+	// Cause is the last attempt's error, when this call made it.
+	Cause error
 }
 
 func (e *AttemptsExhaustedError) Error() string {
-	return fmt.Sprintf("ledger: effect %s: %d attempts without an outcome (escaped: %v); not firing again", e.EffectID, e.Attempts, e.Escaped)
+	why := fmt.Sprintf("attempt cap %d reached", e.MaxAttempts)
+	if e.Budget {
+		why = "retry budget ended at " + e.Deadline.UTC().Format(time.RFC3339)
+	}
+	s := fmt.Sprintf("ledger: effect %s: %d attempts without an outcome, %s (escaped: %v); not firing again", e.EffectID, e.Attempts, why, e.Escaped)
+	if e.Cause != nil {
+		s += ": " + e.Cause.Error()
+	}
+	return s
 }
+
+// Unwrap returns Cause.
+func (e *AttemptsExhaustedError) Unwrap() error { return e.Cause }
 
 // Is matches ErrAttemptsExhausted.
 func (e *AttemptsExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }

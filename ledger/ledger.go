@@ -119,6 +119,10 @@ type Config struct {
 	Metrics *emf.Recorder
 	// NewToken mints owner tokens. Default: 128 random bits, base64url.
 	NewToken func() string
+	// Jitter randomizes a retry backoff d (see Retry). Default: "equal
+	// jitter", d/2 plus a uniform random part of d/2. Tests inject a
+	// deterministic one.
+	Jitter func(d time.Duration) time.Duration
 }
 
 // Ledger runs effects exactly-once in effect over a Store. Safe for
@@ -179,6 +183,9 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	if cfg.NewToken == nil {
 		cfg.NewToken = newToken
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = equalJitter
 	}
 	return &Ledger{cfg: cfg}, nil
 }

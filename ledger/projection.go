@@ -41,6 +41,15 @@ type WitnessRow struct {
 	FiredAt time.Time `json:"-"`
 	// EndedAt is when the attempt ended (zero while it is running).
 	EndedAt time.Time `json:"-"`
+	// MaxAttempts is the effect's attempt cap: this row is attempt
+	// Attempt of MaxAttempts.
+	MaxAttempts int `json:"-"`
+	// NextAttemptAt is set on the effect's last row while its next attempt
+	// is scheduled (Record.NotBefore), and Deadline is the end of its time
+	// budget (zero: none).
+	NextAttemptAt, Deadline time.Time `json:"-"`
+	// Operator and Note are set on an operator's resolution row.
+	Operator, Note string `json:"-"`
 }
 
 // rowTime is the time a witness row shows for attempt a (see WitnessRow.At).
@@ -90,7 +99,7 @@ func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) 
 		}
 		live = append(live, r)
 	}
-	return project(runID, live, false), nil
+	return project(runID, live, false, l.cfg.MaxAttempts), nil
 }
 
 // Project builds the projection of runID from records (pure; rows ordered by
@@ -99,9 +108,11 @@ func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) 
 // skipped (Witness, which lists exactly the records the run references, also
 // keeps records reached by a suppressed duplicate). The recorded effectId and
 // keying are used as is: a reader never recomputes an identity.
-func Project(runID string, recs []*Record) Projection { return project(runID, recs, true) }
+func Project(runID string, recs []*Record) Projection {
+	return project(runID, recs, true, DefaultMaxAttempts)
+}
 
-func project(runID string, recs []*Record, filter bool) Projection {
+func project(runID string, recs []*Record, filter bool, capDefault int) Projection {
 	p := Projection{RunID: runID, Effects: []WitnessRow{}}
 	type row struct {
 		at time.Time
@@ -112,7 +123,11 @@ func project(runID string, recs []*Record, filter bool) Projection {
 		if r.Kind != KindEffect || filter && r.RunID != runID && needsRunRef(r, runID) {
 			continue
 		}
-		for _, a := range r.Attempts {
+		capN := r.MaxAttempts
+		if capN == 0 {
+			capN = capDefault
+		}
+		for i, a := range r.Attempts {
 			node := a.NodeID
 			if node == "" {
 				node = r.Attempts[0].NodeID
@@ -122,6 +137,10 @@ func project(runID string, recs []*Record, filter bool) Projection {
 				EffectID: r.EffectID, NodeID: node, Attempt: a.N, InvocationID: a.InvocationID,
 				Keying: r.Keying, ProviderKey: r.ProviderKey, State: a.State,
 				At: at.UTC().Format(time.RFC3339Nano), Fired: a.Fired, FiredAt: a.FiredAt,
+				MaxAttempts: capN, Deadline: r.Deadline, Operator: a.Operator, Note: a.Note,
+			}
+			if i == len(r.Attempts)-1 && r.State == StateReleased && !pastBudget(r, time.Time{}) {
+				w.NextAttemptAt = r.NotBefore
 			}
 			if a.State != AttemptClaimed {
 				w.EndedAt = a.At

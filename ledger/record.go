@@ -76,6 +76,9 @@ type Attempt struct {
 	// RunID, NodeID and InvocationID say who made the attempt (witness
 	// fields; RunID may be empty for an effect reached outside a run).
 	RunID, NodeID, InvocationID string
+	// Operator is set on an operator's resolution of an escaped effect
+	// (Ledger.Resolve): who resolved it, with Note. Such a row never fires.
+	Operator, Note string
 }
 
 // Outcome is a recorded effect outcome. It is what a duplicate receives.
@@ -140,6 +143,14 @@ type Record struct {
 	Fence uint64
 	// Outcome is set once State is completed.
 	Outcome *Outcome
+	// MaxAttempts is the effect's attempt cap (Retry.MaxAttempts; 0:
+	// Config.MaxAttempts) and Deadline the end of its time budget (zero:
+	// none), both fixed when the record is created.
+	MaxAttempts int
+	Deadline    time.Time
+	// NotBefore is the earliest time of the next attempt of a released
+	// record (zero: now): the durable retry schedule (see Retry).
+	NotBefore time.Time
 	// Attempts lists every attempt, oldest first.
 	Attempts []Attempt
 	// CreatedAt and UpdatedAt are bookkeeping times.

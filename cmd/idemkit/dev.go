@@ -205,6 +205,23 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		wg.Add(1)
 		go func() { defer wg.Done(); p.run(runCtx) }()
 	}
+	// Parked runs (an effect's next attempt scheduled for later): every
+	// second, the executor runs those that are due, as the deployed
+	// function's minute schedule does.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				_, _ = exec.ResumeDue(runCtx)
+			}
+		}
+	}()
 	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm},
 		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)

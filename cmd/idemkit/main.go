@@ -4,6 +4,7 @@
 //	idemkit tables create --endpoint URL  create the tables of template.yaml (--only idempotency: that one alone)
 //	idemkit apikey create --tenant T      mint an API key for a tenant
 //	idemkit conform [flags] URL           check an API's Layer-1 behaviour
+//	idemkit effects list|show|resolve     settle effects that escaped
 //
 // Run `idemkit COMMAND -h` for a command's flags.
 package main
@@ -24,6 +25,7 @@ commands:
   tables create   create the DynamoDB tables of template.yaml at an endpoint
   apikey create   mint an API key for a tenant and store its hash
   conform         check the Layer-1 (Idempotency-Key) behaviour of an API
+  effects         list, show and resolve effects that escaped (list --state escaped, show, resolve)
 
 Run 'idemkit COMMAND -h' for the flags of a command.
 `
@@ -59,6 +61,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runAPIKeyCreate(ctx, args[2:], stdout, stderr)
 	case "conform":
 		return runConform(ctx, args[1:], stdout, stderr)
+	case "effects":
+		return runEffects(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -17,5 +17,5 @@ func main() {
 	// The stream delivers a failing run 1 + STREAM_MAX_RETRIES times; the
 	// last try ends the run failed rather than stranding it "running".
 	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
-	lambda.Start(x.HandleLambda)
+	lambda.Start(x.HandleInvoke)
 }

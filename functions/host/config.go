@@ -13,21 +13,23 @@ import (
 
 // Environment variables of the functions (template.yaml sets them).
 const (
-	EnvRunsTable        = "RUNS_TABLE"             // RunsTable name (api, executor)
-	EnvEffectsTable     = "EFFECTS_TABLE"          // EffectsTable name (api, executor)
-	EnvAPIKeysTable     = "API_KEYS_TABLE"         // ApiKeysTable name (authorizer)
-	EnvFenceTable       = "FENCE_TABLE"            // FenceTable name (executor, fenced-effects only)
-	EnvFenceTableRegion = "FENCE_TABLE_REGION"     // FenceTable's home region (multi-region); default: the function's region
-	EnvEffectLease      = "EFFECT_LEASE_SECONDS"   // ledger claim lease, default 300
-	EnvEffectRetention  = "EFFECT_RETENTION_DAYS"  // ledger retention, default and minimum 14
-	EnvCrossRegion      = "CROSS_REGION"           // single-region (default) | reconciled-records | fenced-effects
-	EnvWebhookAllowlist = "WEBHOOK_ALLOWLIST"      // comma-separated hosts, "*.example.com" for subdomains
-	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK" // true|false, default false
-	EnvWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"  // true|false, default false
-	EnvDynamoDBEndpoint = "DYNAMODB_ENDPOINT"      // optional endpoint override (LocalStack)
-	EnvMetricsNS        = "METRICS_NAMESPACE"      // EMF namespace, default "idemkit"
-	EnvTransactional    = "RUNS_TRANSACTIONAL"     // true|false, default true: see DynamoRuns.Transactional
-	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"     // executor: the runs stream mapping's MaximumRetryAttempts, default 10
+	EnvRunsTable        = "RUNS_TABLE"                   // RunsTable name (api, executor)
+	EnvEffectsTable     = "EFFECTS_TABLE"                // EffectsTable name (api, executor)
+	EnvAPIKeysTable     = "API_KEYS_TABLE"               // ApiKeysTable name (authorizer)
+	EnvFenceTable       = "FENCE_TABLE"                  // FenceTable name (executor, fenced-effects only)
+	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region); default: the function's region
+	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease, default 300
+	EnvEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention, default and minimum 14
+	EnvCrossRegion      = "CROSS_REGION"                 // single-region (default) | reconciled-records | fenced-effects
+	EnvWebhookAllowlist = "WEBHOOK_ALLOWLIST"            // comma-separated hosts, "*.example.com" for subdomains
+	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK"       // true|false, default false
+	EnvWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"        // true|false, default false
+	EnvWebhookMaxTries  = "WEBHOOK_MAX_TRIES"            // 1..500, default 20
+	EnvWebhookBudget    = "WEBHOOK_RETRY_BUDGET_SECONDS" // 60..604800, default 3600
+	EnvDynamoDBEndpoint = "DYNAMODB_ENDPOINT"            // optional endpoint override (LocalStack)
+	EnvMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace, default "idemkit"
+	EnvTransactional    = "RUNS_TRANSACTIONAL"           // true|false, default true: see DynamoRuns.Transactional
+	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts, default 10
 )
 
 // Multi-region environment variables (api function, fenced-effects).
@@ -86,6 +88,12 @@ type Env struct {
 	// Webhook: WEBHOOK_ALLOWLIST, WEBHOOK_ALLOW_LOOPBACK, WEBHOOK_ALLOW_PRIVATE.
 	// Default: any public host.
 	Webhook WebhookPolicy
+	// WebhookMaxTries: WEBHOOK_MAX_TRIES (1..500), the webhook workflow's
+	// attempt cap. Default 0: DefaultWebhookMaxTries.
+	WebhookMaxTries int
+	// WebhookBudget: WEBHOOK_RETRY_BUDGET_SECONDS (60..604800), the webhook
+	// workflow's retry time budget. Default 0: DefaultWebhookBudget (1 h).
+	WebhookBudget time.Duration
 	// Transactional: RUNS_TRANSACTIONAL. Default true (createRun writes its
 	// run in the Layer-1 completion transaction). kit.NewKit does not use a
 	// transaction when Layer 1 lives in another region (IdempotencyTableRegion
@@ -200,6 +208,22 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 				return
 			}
 			*dst = b
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvWebhookMaxTries)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > ledger.MaxMaxAttempts {
+			p = append(p, fmt.Sprintf("%s=%q: want a whole number 1..%d", EnvWebhookMaxTries, v, ledger.MaxMaxAttempts))
+		} else {
+			e.WebhookMaxTries = n
+		}
+	}
+	if v := strings.TrimSpace(getenv(EnvWebhookBudget)); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 60 || n > 604800 {
+			p = append(p, fmt.Sprintf("%s=%q: want whole seconds 60..604800", EnvWebhookBudget, v))
+		} else {
+			e.WebhookBudget = time.Duration(n) * time.Second
 		}
 	}
 	parseBool(EnvWebhookLoopback, &e.Webhook.AllowLoopback)

@@ -62,7 +62,7 @@ func TestWebhookNeverResendsBehindTheLedger(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					w := &Webhook{Ledger: l, Policy: WebhookPolicy{AllowLoopback: true}, Client: client(), Backoff: time.Millisecond}
+					w := &Webhook{Ledger: l, Policy: WebhookPolicy{AllowLoopback: true}, Client: client(), Backoff: time.Millisecond, WaitInline: time.Second}
 					in, _ := json.Marshal(map[string]any{"url": rx.URL() + "/hook", "payload": map[string]any{"n": 1}})
 					run := NewRun("acme", WorkflowWebhook, in, time.Now())
 					if _, err := w.Deliver(context.Background(), run); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -71,8 +72,26 @@ type Run struct {
 	// the latest one's error. Zero and "" for a run that never failed.
 	Failures  int    `json:"failures,omitempty"`
 	LastError string `json:"lastError,omitempty"`
+	// Wake is set on a parked run: when it is due to be executed again (its
+	// effect's next attempt, see RunStore.Schedule) and where that effect's
+	// retries stand. Zero when the run is not parked.
+	Wake Wake `json:"wake,omitzero"`
 	ledger.RecipeStamps
 }
+
+// Wake is why and until when a run is parked: its effect's next attempt.
+type Wake struct {
+	// At is when the run is due (the effect's next attempt time).
+	At time.Time `json:"at"`
+	// Attempt is the number of attempts made, MaxAttempts the cap.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"maxAttempts"`
+	// Deadline is the end of the effect's retry time budget (zero: none).
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// IsZero reports whether the run is not parked.
+func (w Wake) IsZero() bool { return w.At.IsZero() }
 
 // NewRun returns a new pending run of workflowID for tenant with a fresh
 // runId (NewRunID), stamped with the kit's current recipes
@@ -128,6 +147,17 @@ type RunStore interface {
 	// ErrStatusConflict, changing nothing, when the run has already ended (a
 	// late failure never moves a finished run's updatedAt or lastError).
 	NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (failures int, err error)
+	// Schedule parks a live (pending or running) run until at: Due lists it
+	// from then on, until a terminal Transition clears it (or another
+	// Schedule moves it). It is how the executor waits for an effect's next
+	// attempt without holding an invocation: the time is durable in the run
+	// record. ErrStatusConflict, changing nothing, when the run has ended;
+	// ErrRunNotFound when there is none.
+	Schedule(ctx context.Context, id string, w Wake, now time.Time) error
+	// Due returns up to limit ids of parked runs whose WakeAt is at or
+	// before now, earliest first. It may be eventually consistent (a GSI):
+	// the caller re-reads each run.
+	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
 }
 
 // MemRuns is an in-memory RunStore (tests, examples, embedding), safe for
@@ -184,8 +214,49 @@ func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Sta
 		return r, ErrStatusConflict
 	}
 	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
+	if to.Terminal() {
+		r.Wake = Wake{}
+	}
 	m.runs[id] = r
 	return r, nil
+}
+
+// Schedule implements RunStore.
+func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return ErrRunNotFound
+	}
+	if r.Status.Terminal() {
+		return ErrStatusConflict
+	}
+	w.At, w.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
+	r.Wake, r.UpdatedAt = w, now.UTC()
+	m.runs[id] = r
+	return nil
+}
+
+// Due implements RunStore.
+func (m *MemRuns) Due(_ context.Context, now time.Time, limit int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var due []Run
+	for _, r := range m.runs {
+		if !r.Wake.IsZero() && !r.Wake.At.After(now) {
+			due = append(due, r)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].Wake.At.Before(due[j].Wake.At) })
+	ids := make([]string, 0, len(due))
+	for _, r := range due {
+		if limit > 0 && len(ids) >= limit {
+			break
+		}
+		ids = append(ids, r.ID)
+	}
+	return ids, nil
 }
 
 // NoteFailure implements RunStore.

@@ -58,7 +58,18 @@ const (
 	runAttrLastErr = "lastError"
 	runAttrAIR     = "activityIdentityRecipe"
 	runAttrSRR     = "semanticRequestRecipe"
+	runAttrWakeAt  = "wakeAt"    // Unix ms; only on parked runs
+	runAttrWake    = "wakeShard" // "due" on parked runs: the sparse byWake index's key
+	runAttrWakeN   = "wakeAttempt"
+	runAttrWakeMax = "wakeMaxAttempts"
+	runAttrWakeDL  = "wakeDeadline"
+	wakeShard      = "due"
 )
+
+// IndexByWake is the RunsTable GSI serving Due: partition wakeShard (one
+// value, "due", present only on parked runs, so the index holds only
+// them), sort wakeAt.
+const IndexByWake = "byWake"
 
 func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 func nAV(n int64) types.AttributeValue {
@@ -109,6 +120,16 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
 	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
 	r.LastError = s(runAttrLastErr)
+	r.Wake.At, r.Wake.Deadline = n(runAttrWakeAt), n(runAttrWakeDL)
+	if v, ok := m[runAttrWakeN].(*types.AttributeValueMemberN); ok {
+		r.Wake.Attempt, _ = strconv.Atoi(v.Value)
+	}
+	if v, ok := m[runAttrWakeMax].(*types.AttributeValueMemberN); ok {
+		r.Wake.MaxAttempts, _ = strconv.Atoi(v.Value)
+	}
+	if r.Wake.At.IsZero() {
+		r.Wake = Wake{}
+	}
 	if v, ok := m[runAttrFails].(*types.AttributeValueMemberN); ok {
 		r.Failures, _ = strconv.Atoi(v.Value)
 	}
@@ -196,6 +217,10 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 	if errMsg != "" {
 		upd = upd.Set(expression.Name(runAttrError), expression.Value(errMsg))
 	}
+	if to.Terminal() {
+		upd = upd.Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
+			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
+	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return Run{}, err
@@ -262,4 +287,82 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 		return 0, errors.New("host: note run failure: no count returned")
 	}
 	return strconv.Atoi(n.Value)
+}
+
+// Schedule implements RunStore: one UpdateItem (SET wakeShard, wakeAt,
+// wakeAttempt, wakeMaxAttempts, wakeDeadline, updatedAt) conditional on the
+// run being pending or running.
+func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
+	upd := expression.Set(expression.Name(runAttrWake), expression.Value(wakeShard)).
+		Set(expression.Name(runAttrWakeAt), expression.Value(w.At.UnixMilli())).
+		Set(expression.Name(runAttrWakeN), expression.Value(w.Attempt)).
+		Set(expression.Name(runAttrWakeMax), expression.Value(w.MaxAttempts)).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	if w.Deadline.IsZero() {
+		upd = upd.Remove(expression.Name(runAttrWakeDL))
+	} else {
+		upd = upd.Set(expression.Name(runAttrWakeDL), expression.Value(w.Deadline.UnixMilli()))
+	}
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if _, gerr := d.Get(ctx, id); gerr != nil {
+			return gerr
+		}
+		return ErrStatusConflict
+	}
+	if err != nil {
+		return fmt.Errorf("host: schedule run: %w", err)
+	}
+	return nil
+}
+
+// QueryAPI is the Query operation of *dynamodb.Client, used by Due.
+type QueryAPI interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Due implements RunStore: one Query of the byWake index (wakeShard = "due"
+// AND wakeAt <= now), earliest first. Client must also implement QueryAPI
+// (a *dynamodb.Client does).
+func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	q, ok := d.Client.(QueryAPI)
+	if !ok {
+		return nil, errors.New("host: the runs client cannot Query")
+	}
+	kc := expression.Key(runAttrWake).Equal(expression.Value(wakeShard)).
+		And(expression.Key(runAttrWakeAt).LessThanEqual(expression.Value(now.UnixMilli())))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(d.Table), IndexName: aws.String(IndexByWake),
+		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(limit))
+	}
+	out, err := q.Query(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("host: due runs: %w", err)
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		if v, ok := it[runAttrPK].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, v.Value)
+		}
+	}
+	return ids, nil
 }

@@ -163,7 +163,7 @@ func newTestWebhook(t *testing.T, p WebhookPolicy) *Webhook {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Webhook{Ledger: l, Policy: p, MaxTries: 1, Sleep: func(context.Context, time.Duration) error { return nil }}
+	return &Webhook{Ledger: l, Policy: p, MaxTries: 1, Backoff: time.Millisecond, WaitInline: time.Second}
 }
 
 func webhookRun(t *testing.T, url string) Run {

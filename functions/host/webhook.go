@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -287,12 +288,24 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // *ledger.MismatchError and sends nothing; the
 // provider receives the derived provider key (ledger Identity.ProviderKey)
 // in the Idempotency-Key header, the same on every try. A try is one ledger
-// attempt with its own witness row: a connection that could not be made is
-// released; a transport error after sending, a 5xx or a 429 leaves the
-// attempt escaped and is retried with exponential backoff under the same
-// key; a 2xx is recorded as the effect's success, and any other status as
-// its (final) failure. A recorded outcome is returned to every duplicate
-// without a request.
+// attempt with its own witness row, and every request that may have reached
+// the receiver is exactly one attempt with a fire time (see
+// WebhookPolicy.HTTPClient: nothing is re-sent behind the ledger): a
+// connection that could not be made is released; a transport error after
+// sending, a 5xx or a 429 leaves the attempt escaped and is retried under
+// the same key; a 2xx is recorded as the effect's success, and any other
+// status as its (final) failure. A recorded outcome is returned to every
+// duplicate without a request.
+//
+// Back-pressure and the retry budget: the next try is scheduled in the
+// effect record (ledger.Retry), never by sleeping. A 429 or 503 with
+// Retry-After (delay-seconds or an HTTP-date) is retried no earlier than it
+// asks; otherwise the delay is exponential (Backoff, doubled per try up to
+// MaxBackoff) with jitter. Tries stop at MaxTries or once Budget has passed
+// since the first try (both recorded on the effect, shown in its witness
+// rows and in the run snapshot). Deliver returns *ledger.RetryLaterError
+// naming the next try's time, and the executor parks the run until then
+// (RunStore.Schedule); any Deliver before that time sends nothing.
 type Webhook struct {
 	// Ledger runs the effect. Required.
 	Ledger *ledger.Ledger
@@ -305,15 +318,30 @@ type Webhook struct {
 	Client *http.Client
 	// Timeout bounds one try. Default 10 s.
 	Timeout time.Duration
-	// MaxTries bounds the tries per delivery. Default 5.
+	// MaxTries caps the tries per delivery (ledger.Retry.MaxAttempts).
+	// Default DefaultWebhookMaxTries (20). Env WEBHOOK_MAX_TRIES.
 	MaxTries int
-	// Backoff is the first retry delay, doubled per retry up to MaxBackoff.
-	// Default 200 ms.
+	// Budget is the time after the first try past which no try starts
+	// (ledger.Retry.Budget). Default DefaultWebhookBudget (1 h); at least
+	// 15 minutes is advised for real providers. Env
+	// WEBHOOK_RETRY_BUDGET_SECONDS.
+	Budget time.Duration
+	// Backoff is the first retry delay, doubled per retry up to MaxBackoff,
+	// with jitter. Default 1 s.
 	Backoff time.Duration
-	// MaxBackoff caps the retry delay. Default 5 s.
+	// MaxBackoff caps the retry delay. Default 5 min.
 	MaxBackoff time.Duration
-	// Sleep waits between tries. Default: a timer honouring ctx.
+	// WaitInline lets Deliver wait in-process for a next try due within
+	// this long instead of returning *ledger.RetryLaterError (the schedule
+	// is in the effect record first, so a crash during the wait loses
+	// nothing). Default 0: never wait; the caller parks the run. Meant for
+	// embedding and tests, not for Lambda.
+	WaitInline time.Duration
+	// Sleep waits inline (WaitInline). Default: a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock used to read Retry-After dates and to time inline
+	// waits. Default time.Now. (The ledger keeps its own clock.)
+	Now func() time.Time
 	// Wrap, if set, wraps the effect function (fence.Owner.Guard under
 	// fenced-effects). Default nil.
 	Wrap func(ledger.Func) ledger.Func
@@ -333,13 +361,19 @@ func (w *Webhook) fill() {
 		w.Client = w.Policy.HTTPClient(w.Timeout)
 	}
 	if w.MaxTries <= 0 {
-		w.MaxTries = 5
+		w.MaxTries = DefaultWebhookMaxTries
+	}
+	if w.Budget <= 0 {
+		w.Budget = DefaultWebhookBudget
 	}
 	if w.Backoff <= 0 {
-		w.Backoff = 200 * time.Millisecond
+		w.Backoff = time.Second
 	}
 	if w.MaxBackoff <= 0 {
-		w.MaxBackoff = 5 * time.Second
+		w.MaxBackoff = 5 * time.Minute
+	}
+	if w.Now == nil {
+		w.Now = time.Now
 	}
 	if w.Sleep == nil {
 		w.Sleep = func(ctx context.Context, d time.Duration) error {
@@ -355,16 +389,28 @@ func (w *Webhook) fill() {
 	}
 }
 
-// ErrRetriesExhausted is returned (joined with the last try's error) when
-// every try ended without a recorded outcome.
+// Defaults of the webhook's retry schedule.
+const (
+	// DefaultWebhookMaxTries is Webhook.MaxTries' default.
+	DefaultWebhookMaxTries = 20
+	// DefaultWebhookBudget is Webhook.Budget's default.
+	DefaultWebhookBudget = time.Hour
+)
+
+// ErrRetriesExhausted is returned (joined with the ledger's
+// *ledger.AttemptsExhaustedError) when every try ended without a recorded
+// outcome and the attempt cap or the time budget leaves no other.
 var ErrRetriesExhausted = errors.New("webhook: retries exhausted")
 
-// Deliver runs the webhook node of run. It returns nil once the effect's
-// success is recorded (by this call or earlier); a *ledger.FailedError for a
-// recorded failure; ErrRetriesExhausted after MaxTries tries without an
-// outcome; an error wrapping ledger.ErrUnsupportedRecipe for a run whose
-// recipe stamps this kit does not compute (nothing is sent); and ledger
-// errors such as *ledger.InFlightError unchanged (the caller retries later).
+// Deliver runs the webhook node of run: at most one try (or several, within
+// WaitInline). It returns nil once the effect's success is recorded (by this
+// call or earlier); *ledger.RetryLaterError when the next try is scheduled
+// (the caller comes back at its At); a *ledger.FailedError for a recorded
+// failure; ErrRetriesExhausted (joined with *ledger.AttemptsExhaustedError)
+// when the attempt cap or the time budget is spent without an outcome; an
+// error wrapping ledger.ErrUnsupportedRecipe for a run whose recipe stamps
+// this kit does not compute (nothing is sent); and ledger errors such as
+// *ledger.InFlightError unchanged (the caller retries later).
 func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 	w.defaults()
 	dest, payload, err := WebhookInputs(run.Inputs)
@@ -375,7 +421,8 @@ func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 	if err != nil {
 		return ledger.Result{}, err
 	}
-	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver}
+	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver,
+		Retry: &ledger.Retry{MaxAttempts: w.MaxTries, Budget: w.Budget, Base: w.Backoff, Max: w.MaxBackoff}}
 	if id.Keying == ledger.KeyingBusinessIdentity {
 		d, err := webhookDigest(dest, payload)
 		if err != nil {
@@ -389,20 +436,48 @@ func (w *Webhook) Deliver(ctx context.Context, run Run) (ledger.Result, error) {
 	if w.Wrap != nil {
 		fn = w.Wrap(fn)
 	}
-	delay := w.Backoff
-	for try := 1; ; try++ {
+	for idle := 0; ; {
 		res, err := w.Ledger.Do(ctx, eff, fn)
-		if err == nil || !(errors.Is(err, ledger.ErrUncertain) || errors.Is(err, ledger.ErrNotSent)) {
-			return res, err
-		}
-		if try >= w.MaxTries {
+		if errors.Is(err, ledger.ErrAttemptsExhausted) {
 			return res, errors.Join(ErrRetriesExhausted, err)
 		}
-		if err := w.Sleep(ctx, delay); err != nil {
+		var later *ledger.RetryLaterError
+		if !errors.As(err, &later) {
 			return res, err
 		}
-		delay = min(2*delay, w.MaxBackoff)
+		if later.Cause == nil {
+			idle++ // nothing fired: not due yet
+		}
+		wait := later.At.Sub(w.Now()) + time.Millisecond // the ledger keeps milliseconds
+		if wait > w.WaitInline || idle > 3 {
+			// Not due inline, or still not due after waiting (the
+			// ledger's clock disagrees): the caller parks the run.
+			return res, err
+		}
+		if err := w.Sleep(ctx, max(wait, 0)); err != nil {
+			return res, err
+		}
 	}
+}
+
+// retryAfter reads a Retry-After header (delay-seconds or an HTTP-date,
+// RFC 9110 §10.2.3) as an absolute time; ok is false when absent or
+// unreadable. A delay is capped at 24 hours.
+func retryAfter(h string, now time.Time) (time.Time, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return time.Time{}, false
+	}
+	if secs, err := strconv.ParseUint(h, 10, 32); err == nil {
+		return now.Add(min(time.Duration(secs)*time.Second, 24*time.Hour)), true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		if t.After(now.Add(24 * time.Hour)) {
+			t = now.Add(24 * time.Hour)
+		}
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // redactURL cuts the URL a *url.Error names down to scheme and host: a
@@ -463,7 +538,13 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
-		return nil, ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
+		err := ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
+		if at, ok := retryAfter(resp.Header.Get("Retry-After"), w.Now()); ok &&
+			(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+			// Back-pressure: the next try no earlier than asked.
+			return nil, ledger.RetryAt(err, at)
+		}
+		return nil, err
 	default:
 		return nil, fmt.Errorf("webhook answered %d", resp.StatusCode)
 	}

@@ -172,7 +172,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	w.exec = &execfn.Executor{Runs: w.runs, Logger: w.logger, MaxAttempts: 3, Webhook: &host.Webhook{
-		Ledger: w.ledger, Policy: policy, MaxTries: 4, Sleep: func(context.Context, time.Duration) error { return nil }}}
+		Ledger: w.ledger, Policy: policy, MaxTries: 4, Backoff: time.Millisecond, WaitInline: time.Second}}
 	ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1", Metrics: w.rec, Log: w.logger})
 	if err != nil {
 		t.Fatal(err)

@@ -50,6 +50,9 @@ type item struct {
 	Fence          uint64    `dynamodbav:"fence"`
 	Outcome        *outcome  `dynamodbav:"outcome,omitempty"`
 	Attempts       []attempt `dynamodbav:"attempts"`
+	MaxAttempts    int       `dynamodbav:"maxAttempts,omitempty"`
+	Deadline       int64     `dynamodbav:"deadline,omitempty"`
+	NotBefore      int64     `dynamodbav:"notBefore,omitempty"`
 	CreatedAt      int64     `dynamodbav:"createdAt"`
 	UpdatedAt      int64     `dynamodbav:"updatedAt"`
 	ExpiresAtMs    int64     `dynamodbav:"expiresAtMs"`
@@ -76,6 +79,8 @@ type attempt struct {
 	RunID        string `dynamodbav:"runId,omitempty"`
 	NodeID       string `dynamodbav:"nodeId,omitempty"`
 	InvocationID string `dynamodbav:"invocationId,omitempty"`
+	Operator     string `dynamodbav:"operator,omitempty"`
+	Note         string `dynamodbav:"note,omitempty"`
 }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
@@ -89,8 +94,15 @@ func toItem(r *ledger.Record) item {
 		RequestDigest: r.RequestDigest, ProviderKey: r.ProviderKey, State: string(r.State), Owner: r.Owner,
 		Attempt: r.Attempt, LeaseUntil: ms(r.LeaseUntil), Fence: r.Fence,
 		CreatedAt: ms(r.CreatedAt), UpdatedAt: ms(r.UpdatedAt), ExpiresAtMs: ms(r.ExpiresAt),
-		ExpiresAt: (ms(r.ExpiresAt) + 999) / 1000,
-		Attempts:  make([]attempt, 0, len(r.Attempts)),
+		ExpiresAt:   (ms(r.ExpiresAt) + 999) / 1000,
+		Attempts:    make([]attempt, 0, len(r.Attempts)),
+		MaxAttempts: r.MaxAttempts,
+	}
+	if !r.Deadline.IsZero() {
+		it.Deadline = ms(r.Deadline)
+	}
+	if !r.NotBefore.IsZero() {
+		it.NotBefore = ms(r.NotBefore)
 	}
 	if o := r.Outcome; o != nil {
 		it.Outcome = &outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped,
@@ -98,7 +110,7 @@ func toItem(r *ledger.Record) item {
 	}
 	for _, a := range r.Attempts {
 		at := attempt{N: a.N, State: string(a.State), At: ms(a.At), Fired: a.Fired,
-			RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID}
+			RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID, Operator: a.Operator, Note: a.Note}
 		if !a.FiredAt.IsZero() {
 			at.FiredAt = ms(a.FiredAt)
 		}
@@ -115,13 +127,20 @@ func (it *item) record() *ledger.Record {
 		State: ledger.State(it.State), Owner: it.Owner, Attempt: it.Attempt, LeaseUntil: fromMs(it.LeaseUntil),
 		Fence: it.Fence, CreatedAt: fromMs(it.CreatedAt), UpdatedAt: fromMs(it.UpdatedAt), ExpiresAt: fromMs(it.ExpiresAtMs),
 	}
+	r.MaxAttempts = it.MaxAttempts
+	if it.Deadline != 0 {
+		r.Deadline = fromMs(it.Deadline)
+	}
+	if it.NotBefore != 0 {
+		r.NotBefore = fromMs(it.NotBefore)
+	}
 	if o := it.Outcome; o != nil {
 		r.Outcome = &ledger.Outcome{OK: o.OK, Value: o.Value, Streamed: o.Streamed, Error: o.Error, Dropped: o.Dropped,
 			BodyDigest: o.BodyDigest, BodySize: o.BodySize}
 	}
 	for _, a := range it.Attempts {
 		ra := ledger.Attempt{N: a.N, State: ledger.AttemptState(a.State), At: fromMs(a.At),
-			Fired: a.Fired, RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID}
+			Fired: a.Fired, RunID: a.RunID, NodeID: a.NodeID, InvocationID: a.InvocationID, Operator: a.Operator, Note: a.Note}
 		if a.FiredAt != 0 {
 			ra.FiredAt = fromMs(a.FiredAt)
 		}

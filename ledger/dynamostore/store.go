@@ -257,3 +257,46 @@ func decode(av map[string]types.AttributeValue) (*ledger.Record, error) {
 	}
 	return it.record(), nil
 }
+
+// ScanAPI is the Scan operation of *dynamodb.Client, used by Scan only.
+type ScanAPI interface {
+	Scan(ctx context.Context, in *dynamodb.ScanInput, optFns ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error)
+}
+
+// ErrNoScanAPI is returned by Scan when the store's API has no Scan.
+var ErrNoScanAPI = errors.New("dynamostore: the client cannot Scan")
+
+// Scan implements ledger.Scanner for operator tooling (`idemkit effects
+// list` without a run): a paginated Scan of the whole table reading record
+// items only (sk "record"; run references are skipped). It reads every
+// item, so it costs the table's size in read capacity: never on a request
+// path. The API given to New must also implement ScanAPI (a
+// *dynamodb.Client does).
+func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
+	api, ok := s.api.(ScanAPI)
+	if !ok {
+		return ErrNoScanAPI
+	}
+	p := dynamodb.NewScanPaginator(api, &dynamodb.ScanInput{
+		TableName: aws.String(s.table), FilterExpression: aws.String("sk = :record"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":record": &types.AttributeValueMemberS{Value: sortKey}},
+	})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("dynamostore: Scan: %w", err)
+		}
+		for _, av := range page.Items {
+			r, err := decode(av)
+			if err != nil {
+				return err
+			}
+			if !fn(r) {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+var _ ledger.Scanner = (*Store)(nil)

@@ -27,3 +27,12 @@ func (c *Clock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
 }
+
+// Set moves the clock to t (never backwards).
+func (c *Clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.t) {
+		c.t = t
+	}
+}

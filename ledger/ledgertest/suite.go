@@ -62,6 +62,9 @@ func Run(t *testing.T, h Harness) {
 	for _, tc := range hardeningTests {
 		t.Run("Hardening/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
 	}
+	for _, tc := range retryTests {
+		t.Run("Retry/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	}
 	for _, tc := range slotTests {
 		t.Run("Slot/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
 	}
@@ -310,4 +313,14 @@ func (e *env) attemptStates(key string) []ledger.AttemptState {
 		s = append(s, a.State)
 	}
 	return s
+}
+
+// Scan forwards to the store under test when it is a ledger.Scanner.
+func (s *hookStore) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
+	sc, ok := s.Store.(ledger.Scanner)
+	if !ok {
+		return ledger.ErrNoScan
+	}
+	s.calls.Add(1)
+	return sc.Scan(ctx, fn)
 }

@@ -110,3 +110,25 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out, nil
 }
+
+// Scan implements ledger.Scanner (ordered by key).
+func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	recs := make([]*ledger.Record, 0, len(s.recs))
+	for _, r := range s.recs {
+		recs = append(recs, r.Clone())
+	}
+	s.mu.Unlock()
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Key < recs[j].Key })
+	for _, r := range recs {
+		if !fn(r) {
+			return nil
+		}
+	}
+	return nil
+}
+
+var _ ledger.Scanner = (*Store)(nil)

@@ -297,8 +297,18 @@ func TestGetRunTenantBinding(t *testing.T) {
 	if _, err := f.runs.NoteFailure(context.Background(), id, "effect in flight", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); runExt(g)["failures"] != 1.0 || runExt(g)["lastError"] != "effect in flight" {
+	// A parked run shows its effect's retry schedule.
+	wakeAt := time.Now().Add(30 * time.Second).UTC().Truncate(time.Millisecond)
+	if err := f.runs.Schedule(context.Background(), id, host.Wake{At: wakeAt, Attempt: 1, MaxAttempts: 20, Deadline: wakeAt.Add(time.Hour)}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", ""))
+	if runExt(g)["failures"] != 1.0 || runExt(g)["lastError"] != "effect in flight" {
 		t.Fatalf("snapshot %v", g)
+	}
+	if rt, _ := runExt(g)["retry"].(map[string]any); rt["nextAttemptAt"] != wakeAt.Format(time.RFC3339Nano) || rt["attempt"] != 1.0 ||
+		rt["maxAttempts"] != 20.0 || rt["budgetEndsAt"] == nil {
+		t.Fatalf("retry extension %v", rt)
 	}
 	// A well-formed id of the caller's tenant that does not exist: 404.
 	if r, g := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz", "acme", "", "")); r.StatusCode != 404 || g["error"] != "not_found" {

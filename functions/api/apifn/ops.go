@@ -118,7 +118,10 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 // RunSnapshot.extensions (the schema's `<org>.<name>` seat): createdAt,
 // updatedAt, effectsUrl, the recipe stamps activityIdentityRecipe and
 // semanticRequestRecipe (RFC 0150 §E) the run's effects are identified
-// with, and, for a run with transient failures, failures and lastError.
+// with; for a run with transient failures, failures and lastError (named
+// recoveredFailures and lastRecoveredError once the run completed); and, for
+// a parked run, retry: nextAttemptAt, attempt, maxAttempts and budgetEndsAt
+// of the effect it waits for.
 const ExtensionRun = "idemkit.run"
 
 // EventLogSchemaVersion is RunSnapshot.eventLogSchemaVersion: the event-log
@@ -140,10 +143,25 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r host.Run) map[st
 		// The recipe stamps (RFC 0150 §E) its effects are identified with.
 		"activityIdentityRecipe": r.ActivityIdentityRecipe, "semanticRequestRecipe": r.SemanticRequestRecipe,
 	}
-	if r.Failures > 0 {
+	switch {
+	case r.Failures > 0 && r.Status == host.StatusCompleted:
+		// A completed run never reads as failed: executions that failed
+		// transiently before it completed are named as recovered.
+		ext["recoveredFailures"], ext["lastRecoveredError"] = r.Failures, r.LastError
+	case r.Failures > 0:
 		// Executions left to the stream's retries, and the latest reason:
 		// a run retried toward its last try is visible while "running".
 		ext["failures"], ext["lastError"] = r.Failures, r.LastError
+	}
+	if !r.Wake.IsZero() && !r.Status.Terminal() {
+		// Parked: its effect's next attempt is scheduled (a provider's
+		// Retry-After, a backoff), attempt n of N, within a time budget.
+		rt := map[string]any{"nextAttemptAt": r.Wake.At.UTC().Format(time.RFC3339Nano),
+			"attempt": r.Wake.Attempt, "maxAttempts": r.Wake.MaxAttempts}
+		if !r.Wake.Deadline.IsZero() {
+			rt["budgetEndsAt"] = r.Wake.Deadline.UTC().Format(time.RFC3339Nano)
+		}
+		ext["retry"] = rt
 	}
 	snap := map[string]any{
 		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,

@@ -38,10 +38,21 @@
 //     run failed. A claim that is still live after the wait (its holder is
 //     alive and heartbeating) is never taken over: the ledger answers in
 //     flight again and the run is given up, nothing fired.
+//   - An effect whose next attempt is scheduled later (a provider's
+//     Retry-After, a backoff: *ledger.RetryLaterError) parks the run: its
+//     wake time is written to the run record (RunStore.Schedule) and the
+//     invocation ends, nothing sleeps. ResumeDue (the function's minute
+//     schedule, or `idemkit dev`'s ticker) executes the parked runs that
+//     are due. The schedule is durable in both the effect record (no
+//     attempt fires before it, whoever calls) and the run record, so an
+//     executor that crashes between attempts loses nothing: the run stays
+//     parked (or its stream record is retried) and the next pass resumes
+//     it on time.
 package execfn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -274,7 +285,10 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 		}
 	}
 	nodeErr := x.runNodes(ctx, run)
+	var later *ledger.RetryLaterError
 	switch {
+	case errors.As(nodeErr, &later):
+		return x.park(ctx, runID, later)
 	case nodeErr == nil:
 		return x.finish(ctx, runID, host.StatusCompleted, "")
 	case permanent(nodeErr):
@@ -294,6 +308,77 @@ func permanent(err error) bool {
 	return errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, host.ErrRetriesExhausted) ||
 		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch) ||
 		errors.Is(err, ledger.ErrUnsupportedRecipe) || errors.Is(err, ledger.ErrAttemptsExhausted)
+}
+
+// park schedules the run to be executed again when its effect's next
+// attempt is due.
+func (x *Executor) park(ctx context.Context, runID string, later *ledger.RetryLaterError) error {
+	err := x.Runs.Schedule(ctx, runID, host.Wake{At: later.At, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
+	switch {
+	case errors.Is(err, host.ErrStatusConflict), errors.Is(err, host.ErrRunNotFound):
+		return nil // ended meanwhile (e.g. cancelled)
+	case err != nil:
+		return err
+	}
+	x.log().InfoContext(ctx, "executor: run parked until its next effect attempt", slog.String("run_id", runID),
+		slog.Time("wake_at", later.At), slog.Int("attempt", later.Attempt), slog.Int("max_attempts", later.MaxAttempts))
+	return nil
+}
+
+// DefaultResumeBatch is how many due runs one ResumeDue pass executes.
+const DefaultResumeBatch = 100
+
+// ResumeDue executes the parked runs whose wake time has come (up to
+// DefaultResumeBatch per pass, earliest first) and returns how many it
+// executed. A run that fails transiently stays parked and due, so the next
+// pass tries it again; the first such error is returned after the pass.
+// Run it on a schedule (template.yaml: every minute) or a ticker.
+func (x *Executor) ResumeDue(ctx context.Context) (int, error) {
+	ids, err := x.Runs.Due(ctx, x.now(), DefaultResumeBatch)
+	if err != nil {
+		return 0, err
+	}
+	var first error
+	for _, id := range ids {
+		if err := x.Execute(ctx, id); err != nil {
+			x.log().WarnContext(ctx, "executor: due run stays parked", slog.String("run_id", id), slog.String("error", err.Error()))
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return len(ids), first
+}
+
+// ResumeEvent is the input of the function's schedule (template.yaml
+// ResumeDue: {"resumeDue": true}).
+type ResumeEvent struct {
+	ResumeDue bool `json:"resumeDue"`
+}
+
+// HandleInvoke is the Lambda handler of both triggers: the runs stream (a
+// DynamoDB event, see HandleLambda) and the minute schedule (ResumeEvent).
+func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, error) {
+	var probe struct {
+		Records   json.RawMessage `json:"Records"`
+		ResumeDue bool            `json:"resumeDue"`
+	}
+	if err := json.Unmarshal(raw, &probe); err != nil {
+		return nil, fmt.Errorf("executor: undecodable event: %w", err)
+	}
+	if probe.ResumeDue && len(probe.Records) == 0 {
+		n, err := x.ResumeDue(ctx)
+		x.log().InfoContext(ctx, "executor: resumed due runs", slog.Int("runs", n))
+		// A run that stays parked is retried at the next pass: not a
+		// failure of the schedule's invocation.
+		_ = err
+		return map[string]int{"resumed": n}, nil
+	}
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("executor: undecodable stream event: %w", err)
+	}
+	return x.HandleLambda(ctx, ev)
 }
 
 func (x *Executor) finish(ctx context.Context, runID string, to host.Status, msg string) error {

@@ -76,6 +76,7 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{runs: host.NewMemRuns(), l: l}
 	f.x = &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
 		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+		MaxTries: 5, WaitInline: time.Second,
 	}}
 	return f
 }
@@ -388,7 +389,7 @@ func TestAttemptCapEndsRun(t *testing.T) {
 	rc.err.Store(100)
 	runs := host.NewMemRuns()
 	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
-		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}}
+		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, WaitInline: time.Second}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, rc.srv.URL)
 	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {

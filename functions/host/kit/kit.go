@@ -113,7 +113,7 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 			return nil, err
 		}
 		k.Ledger = l
-		k.Webhook = &host.Webhook{Ledger: l, Policy: env.Webhook}
+		k.Webhook = &host.Webhook{Ledger: l, Policy: env.Webhook, MaxTries: env.WebhookMaxTries, Budget: env.WebhookBudget}
 		if owner != nil {
 			k.Webhook.Wrap = owner.Guard
 		}

@@ -100,7 +100,11 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if err := x.Execute(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "EffectsTable", "FenceTable")
+	// The minute schedule's pass over parked runs.
+	if _, err := x.ResumeDue(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "EffectsTable", "FenceTable")
 
 	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
 		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {

@@ -1,0 +1,522 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+)
+
+const effectsUsage = `usage: idemkit effects COMMAND [flags]
+
+Settle effects that escaped: an attempt passed its point of no return (the
+request may have reached the provider) and nobody recorded what happened.
+
+commands:
+  list --state escaped [--run ID]              list effects (by state, by run)
+  show EFFECT                                  show an effect and all its attempts
+  resolve EFFECT --as delivered|not-delivered  record what an operator found out
+
+Run 'idemkit effects COMMAND -h' for the flags and examples of a command.
+`
+
+func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, effectsUsage)
+		return 2
+	}
+	switch args[0] {
+	case "list":
+		return runEffectsList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return runEffectsShow(ctx, args[1:], stdout, stderr)
+	case "resolve":
+		return runEffectsResolve(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, effectsUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "idemkit effects: unknown command %q\n\n%s", args[0], effectsUsage)
+	return 2
+}
+
+// storeFlags are the flags every effects command takes to reach the
+// effects table.
+type storeFlags struct {
+	endpoint, table, region *string
+	json                    *bool
+}
+
+func addStoreFlags(fs *flag.FlagSet) storeFlags {
+	return storeFlags{
+		endpoint: fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
+		table:    fs.String("table", "", "effects table; default $"+host.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
+		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
+		json:     fs.Bool("json", false, "print JSON instead of text"),
+	}
+}
+
+// flagUsage prints a command's usage line, its examples and its flags.
+func flagUsage(fs *flag.FlagSet, line, examples string) {
+	fs.Usage = func() {
+		out := fs.Output()
+		fmt.Fprintf(out, "usage: %s\n\n%s\nflags:\n", line, examples)
+		fs.PrintDefaults()
+	}
+}
+
+// parseInterspersed parses flags that may follow positional arguments
+// (`show EFFECT --endpoint URL`) and returns the positional ones.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
+	table := *sf.table
+	if table == "" {
+		table = os.Getenv(host.EnvEffectsTable)
+	}
+	var c *dynamodb.Client
+	if *sf.endpoint != "" {
+		if table == "" {
+			table = DefaultTablePrefix + "EffectsTable"
+		}
+		c = emulator.Client(*sf.endpoint, func(o *dynamodb.Options) {
+			if *sf.region != "" {
+				o.Region = *sf.region
+			}
+		})
+	} else {
+		if table == "" {
+			return nil, errors.New("--table (or $" + host.EnvEffectsTable + ") is required without --endpoint")
+		}
+		var err error
+		if c, err = host.NewDynamoClient(ctx, ""); err != nil {
+			return nil, err
+		}
+		if *sf.region != "" {
+			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *sf.region })
+		}
+	}
+	return ledger.New(ledger.Config{Store: ledgerdynamo.New(c, table)})
+}
+
+func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("effects list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	state := fs.String("state", "", "keep effects in this state: escaped, in-flight, pending, completed or failed (default: all)")
+	run := fs.String("run", "", "keep the effects of this run (its runId); without it the whole table is scanned")
+	limit := fs.Int("limit", 100, "stop after this many effects")
+	sf := addStoreFlags(fs)
+	flagUsage(fs, "idemkit effects list [--state STATE] [--run ID] [flags]", `List effects, oldest write first. An escaped effect may have reached its
+provider without a recorded outcome; settle it with 'idemkit effects resolve'.
+Without --run the whole effects table is scanned (operator use only).
+
+examples:
+  idemkit effects list --state escaped --endpoint http://127.0.0.1:8000
+  idemkit effects list --state escaped --run acme/q2yBw6TpQ0Ks9PcFTF3w1g --table prod-EffectsTable
+`)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "idemkit effects list: unexpected argument %q\n", pos[0])
+		return 2
+	}
+	switch ledger.EffectState(*state) {
+	case "", ledger.EffectEscaped, ledger.EffectInFlight, ledger.EffectPending, ledger.EffectCompleted, ledger.EffectFailed:
+	default:
+		fmt.Fprintf(stderr, "idemkit effects list: --state %q: want escaped, in-flight, pending, completed or failed\n", *state)
+		return 2
+	}
+	if *run != "" {
+		*run = unproject(*run)
+	}
+	l, err := sf.ledger(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit effects list: %v\n", err)
+		return 1
+	}
+	vs, err := l.ListEffects(ctx, ledger.Filter{State: ledger.EffectState(*state), RunID: *run, Limit: *limit})
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit effects list: %v\n", err)
+		return 1
+	}
+	if *sf.json {
+		return printJSON(stdout, stderr, viewsJSON(vs))
+	}
+	if len(vs) == 0 {
+		fmt.Fprintln(stdout, "no effects")
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "EFFECT\tSTATE\tATTEMPT\tNEXT ATTEMPT\tRUN\tUPDATED")
+	for _, v := range vs {
+		fmt.Fprintf(tw, "%s\t%s\t%d of %d\t%s\t%s\t%s\n", v.EffectID, v.State, v.Attempt, v.MaxAttempts, nextAttempt(v), dash(v.RunID), stamp(v.UpdatedAt))
+	}
+	_ = tw.Flush()
+	return 0
+}
+
+func runEffectsShow(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("effects show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	sf := addStoreFlags(fs)
+	flagUsage(fs, "idemkit effects show EFFECT [flags]", `Show an effect and every attempt at it: when each fired (a fire time means
+the request may have reached the provider), how it ended, and the effect's
+revision. 'idemkit effects resolve' is fenced on that revision: it is
+refused if the effect changed since you last showed it.
+
+example:
+  idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
+`)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return 2
+	}
+	l, err := sf.ledger(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit effects show: %v\n", err)
+		return 1
+	}
+	v, err := l.ShowEffect(ctx, unproject(pos[0]))
+	if errors.Is(err, ledger.ErrEffectNotFound) {
+		fmt.Fprintf(stderr, "idemkit effects show: no effect %s\n", pos[0])
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit effects show: %v\n", err)
+		return 1
+	}
+	if err := rememberShown(v); err != nil {
+		fmt.Fprintf(stderr, "idemkit effects show: cannot remember the revision for resolve: %v\n", err)
+	}
+	if *sf.json {
+		return printJSON(stdout, stderr, viewJSON(v))
+	}
+	printView(stdout, v)
+	return 0
+}
+
+func runEffectsResolve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("effects resolve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	as := fs.String("as", "", "what happened: delivered (the provider performed it) or not-delivered (it did not; the next try fires with the same provider key); required")
+	note := fs.String("note", "", "free text recorded with the resolution (at most 512 bytes)")
+	operator := fs.String("operator", "", "who resolves, recorded on the resolution; default $IDEMKIT_OPERATOR, else user@host")
+	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed")
+	sf := addStoreFlags(fs)
+	flagUsage(fs, "idemkit effects resolve EFFECT --as delivered|not-delivered [--note TEXT] [flags]", `Record what an operator found out about an escaped effect, as an attempt row
+carrying the operator's identity (it shows in the run's effects witness).
+  delivered      the provider performed the effect: it is completed, and
+                 every later try replays that success without a request;
+  not-delivered  it did not: the effect is released for one more attempt,
+                 which fires with the same provider key.
+Fenced: show the effect first; the resolution is refused if the effect
+changed since (another attempt, a reclaim, another resolution).
+
+examples:
+  idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
+  idemkit effects resolve acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --as delivered \
+      --note "charge ch_123 found in the provider console" --endpoint http://127.0.0.1:8000
+`)
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return 2
+	}
+	effectID := unproject(pos[0])
+	settle := ledger.Settlement(*as)
+	if settle != ledger.Delivered && settle != ledger.NotDelivered {
+		fmt.Fprintln(stderr, "idemkit effects resolve: --as delivered or --as not-delivered is required")
+		return 2
+	}
+	if *operator == "" {
+		*operator = defaultOperator()
+	}
+	if *rev == "" {
+		r, err := shownRev(effectID)
+		if err != nil {
+			fmt.Fprintf(stderr, "idemkit effects resolve: show the effect first ('idemkit effects show %s'): the resolution is fenced on what you saw\n", effectID)
+			return 1
+		}
+		*rev = r
+	}
+	l, err := sf.ledger(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
+		return 1
+	}
+	v, err := l.Resolve(ctx, effectID, ledger.Resolution{As: settle, Operator: *operator, Note: *note, Rev: *rev})
+	switch {
+	case errors.Is(err, ledger.ErrChanged):
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: the effect changed since it was shown (it is now %s, attempt %d); show it again and decide on what it is now\n", v.State, v.Attempt)
+		return 1
+	case errors.Is(err, ledger.ErrNotEscaped):
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
+		return 1
+	case errors.Is(err, ledger.ErrEffectNotFound):
+		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s\n", effectID)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
+		return 1
+	}
+	_ = rememberShown(v)
+	if *sf.json {
+		return printJSON(stdout, stderr, viewJSON(v))
+	}
+	fmt.Fprintf(stdout, "resolved %s as %s by %s: the effect is now %s\n", v.EffectID, settle, *operator, v.State)
+	if settle == ledger.NotDelivered {
+		fmt.Fprintf(stdout, "its next try fires attempt %d with the same provider key %s\n", v.Attempt+1, v.ProviderKey)
+	}
+	return 0
+}
+
+// unproject accepts an id as served in a URL path segment too
+// ("acme~2Fabc" for "acme/abc").
+func unproject(id string) string {
+	return strings.NewReplacer("~2F", "/", "~2f", "/", "~3A", ":", "~3a", ":", "~7E", "~", "~7e", "~").Replace(id)
+}
+
+func defaultOperator() string {
+	if o := strings.TrimSpace(os.Getenv("IDEMKIT_OPERATOR")); o != "" {
+		return o
+	}
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	h, _ := os.Hostname()
+	if h == "" {
+		return name
+	}
+	return name + "@" + h
+}
+
+// shownDir keeps the revision of each effect an operator last showed, so
+// that resolve is fenced on what was shown.
+func shownDir() (string, error) {
+	if d := os.Getenv("IDEMKIT_STATE_DIR"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "idemkit", "shown"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(home, ".local", "state", "idemkit", "shown"), nil
+}
+
+func shownFile(effectID string) (string, error) {
+	d, err := shownDir()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(effectID))
+	return filepath.Join(d, hex.EncodeToString(h[:16])), nil
+}
+
+func rememberShown(v ledger.EffectView) error {
+	f, err := shownFile(v.EffectID)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(f, []byte(v.Rev), 0o600)
+}
+
+func shownRev(effectID string) (string, error) {
+	f, err := shownFile(effectID)
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func nextAttempt(v ledger.EffectView) string {
+	switch {
+	case !v.NextAttemptAt.IsZero():
+		return stamp(v.NextAttemptAt)
+	case v.Exhausted:
+		return "none (retries exhausted)"
+	}
+	return "-"
+}
+
+func printView(w io.Writer, v ledger.EffectView) {
+	fmt.Fprintf(w, "effect:        %s\n", v.EffectID)
+	fmt.Fprintf(w, "state:         %s\n", v.State)
+	fmt.Fprintf(w, "attempt:       %d of %d\n", v.Attempt, v.MaxAttempts)
+	fmt.Fprintf(w, "next attempt:  %s\n", nextAttempt(v))
+	if !v.Deadline.IsZero() {
+		fmt.Fprintf(w, "budget ends:   %s\n", stamp(v.Deadline))
+	}
+	fmt.Fprintf(w, "provider key:  %s\n", v.ProviderKey)
+	fmt.Fprintf(w, "keying:        %s\n", v.Keying)
+	fmt.Fprintf(w, "run:           %s\n", dash(v.RunID))
+	if o := v.Outcome; o != nil {
+		if o.OK {
+			fmt.Fprintln(w, "outcome:       success")
+		} else {
+			fmt.Fprintf(w, "outcome:       failure: %s\n", o.Error)
+		}
+	}
+	fmt.Fprintf(w, "rev:           %s\n", v.Rev)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nATTEMPT\tSTATE\tFIRED AT\tENDED AT\tBY")
+	for _, a := range v.Attempts {
+		by := a.NodeID
+		if a.Operator != "" {
+			by = "operator " + a.Operator
+			if a.Note != "" {
+				by += ": " + a.Note
+			}
+		}
+		ended := "-"
+		if a.State != ledger.AttemptClaimed {
+			ended = stamp(a.At)
+		}
+		fired := "-"
+		if a.Fired {
+			fired = stamp(a.FiredAt)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", a.N, a.State, fired, ended, dash(by))
+	}
+	_ = tw.Flush()
+}
+
+type attemptJSON struct {
+	Attempt  int    `json:"attempt"`
+	State    string `json:"state"`
+	FiredAt  string `json:"firedAt,omitempty"`
+	EndedAt  string `json:"endedAt,omitempty"`
+	NodeID   string `json:"nodeId,omitempty"`
+	RunID    string `json:"runId,omitempty"`
+	Operator string `json:"operator,omitempty"`
+	Note     string `json:"note,omitempty"`
+}
+
+type viewJSONT struct {
+	EffectID      string        `json:"effectId"`
+	State         string        `json:"state"`
+	Attempt       int           `json:"attempt"`
+	MaxAttempts   int           `json:"maxAttempts"`
+	NextAttemptAt string        `json:"nextAttemptAt,omitempty"`
+	BudgetEndsAt  string        `json:"budgetEndsAt,omitempty"`
+	Exhausted     bool          `json:"exhausted"`
+	ProviderKey   string        `json:"providerKey"`
+	Keying        string        `json:"keying"`
+	RunID         string        `json:"runId,omitempty"`
+	Rev           string        `json:"rev"`
+	Attempts      []attemptJSON `json:"attempts"`
+}
+
+func opt(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func viewJSON(v ledger.EffectView) viewJSONT {
+	out := viewJSONT{EffectID: v.EffectID, State: string(v.State), Attempt: v.Attempt, MaxAttempts: v.MaxAttempts,
+		NextAttemptAt: opt(v.NextAttemptAt), BudgetEndsAt: opt(v.Deadline), Exhausted: v.Exhausted,
+		ProviderKey: v.ProviderKey, Keying: string(v.Keying), RunID: v.RunID, Rev: v.Rev, Attempts: []attemptJSON{}}
+	for _, a := range v.Attempts {
+		aj := attemptJSON{Attempt: a.N, State: string(a.State), NodeID: a.NodeID, RunID: a.RunID, Operator: a.Operator, Note: a.Note}
+		if a.Fired {
+			aj.FiredAt = opt(a.FiredAt)
+		}
+		if a.State != ledger.AttemptClaimed {
+			aj.EndedAt = opt(a.At)
+		}
+		out.Attempts = append(out.Attempts, aj)
+	}
+	return out
+}
+
+func viewsJSON(vs []ledger.EffectView) []viewJSONT {
+	out := make([]viewJSONT, 0, len(vs))
+	for _, v := range vs {
+		out = append(out, viewJSON(v))
+	}
+	return out
+}
+
+func printJSON(stdout, stderr io.Writer, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintf(stderr, "idemkit effects: %v\n", err)
+		return 1
+	}
+	return 0
+}

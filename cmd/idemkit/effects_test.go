@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+)
+
+// TestEffectsResolveFromCLI: an effect whose executor died after the fire
+// mark is listed as escaped, shown, and resolved from the CLI; the
+// resolution is fenced on what was shown, recorded with the operator, and
+// visible in the witness.
+func TestEffectsResolveFromCLI(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+		t.Setenv("IDEMKIT_OPERATOR", "ops@acme")
+		table := e.CreateTable(t, "EffectsTable")
+		store := ledgerdynamo.New(e.Client(), table)
+		past := time.Now().Add(-time.Hour)
+		// An executor an hour ago: fired, then died (lease 1 minute).
+		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Now: func() time.Time { return past }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := "acme/run-0123456789abcdef"
+		id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: "order-42-" + e.Kind})
+		eff := ledger.Effect{Identity: id, RunID: run, NodeID: "charge"}
+		func() {
+			defer func() { _ = recover() }()
+			_, _ = l0.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) { panic("executor died") })
+		}()
+		cli := func(args ...string) (int, string, string) {
+			var out, errb bytes.Buffer
+			code := run2(ctx, append(args, "--endpoint", e.Endpoint, "--table", table), &out, &errb)
+			return code, out.String(), errb.String()
+		}
+		code, out, errb := cli("effects", "list", "--state", "escaped", "--run", run)
+		if code != 0 || !strings.Contains(out, id.EffectID) || !strings.Contains(out, "escaped") || !strings.Contains(out, "1 of 50") {
+			t.Fatalf("list: %d %q %q", code, out, errb)
+		}
+		// Resolving unseen is refused: the resolution is fenced on a show.
+		if code, _, errb := cli("effects", "resolve", id.EffectID, "--as", "delivered"); code != 1 || !strings.Contains(errb, "show the effect first") {
+			t.Fatalf("unseen resolve: %d %q", code, errb)
+		}
+		code, out, errb = cli("effects", "show", id.EffectID)
+		if code != 0 || !strings.Contains(out, "state:         escaped") || !strings.Contains(out, "rev:") {
+			t.Fatalf("show: %d %q %q", code, out, errb)
+		}
+		// The effect changes after it was shown: refused.
+		l1, err := ledger.New(ledger.Config{Store: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l1.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+			return nil, ledger.Uncertain(errors.New("timeout"))
+		}); !errors.Is(err, ledger.ErrUncertain) {
+			t.Fatalf("second attempt: %v", err)
+		}
+		if code, _, errb := cli("effects", "resolve", id.EffectID, "--as", "delivered"); code != 1 || !strings.Contains(errb, "changed since it was shown") {
+			t.Fatalf("stale resolve: %d %q", code, errb)
+		}
+		if code, _, errb := cli("effects", "resolve", id.EffectID, "--as", "maybe"); code != 2 {
+			t.Fatalf("bad --as: %d %q", code, errb)
+		}
+		if code, _, errb := cli("effects", "show", id.EffectID, "--json"); code != 0 {
+			t.Fatalf("show again: %q", errb)
+		}
+		code, out, errb = cli("effects", "resolve", id.EffectID, "--as", "not-delivered", "--note", "no charge in the provider console")
+		if code != 0 || !strings.Contains(out, "resolved "+id.EffectID+" as not-delivered by ops@acme") || !strings.Contains(out, "attempt 4 with the same provider key") {
+			t.Fatalf("resolve: %d %q %q", code, out, errb)
+		}
+		// The witness shows the operator's row; the next try fires with
+		// the same provider key.
+		var calls []string
+		r, err := l1.Do(ctx, eff, func(_ context.Context, c ledger.Call) ([]byte, error) {
+			calls = append(calls, c.ProviderKey)
+			return []byte("ok"), nil
+		})
+		if err != nil || r.Replayed || len(calls) != 1 || calls[0] != id.ProviderKey {
+			t.Fatalf("after not-delivered: %+v %v %v", r, err, calls)
+		}
+		code, out, _ = cli("effects", "show", id.EffectID, "--json")
+		var v struct {
+			State    string `json:"state"`
+			Attempts []struct {
+				State, Operator, Note, FiredAt string
+			} `json:"attempts"`
+		}
+		if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.State != "completed" || len(v.Attempts) != 4 {
+			t.Fatalf("final: %q", out)
+		}
+		if a := v.Attempts[2]; a.Operator != "ops@acme" || a.Note != "no charge in the provider console" || a.FiredAt != "" || a.State != "released" {
+			t.Fatalf("resolution row %+v", a)
+		}
+		p, err := l1.Witness(ctx, run)
+		if err != nil || len(p.Effects) != 4 || p.Effects[2].Operator != "ops@acme" {
+			t.Fatalf("witness %+v %v", p, err)
+		}
+		// A completed effect is not escaped: nothing to resolve.
+		if code, _, errb := cli("effects", "resolve", id.EffectID, "--as", "delivered"); code != 1 || !strings.Contains(errb, "not escaped") {
+			t.Fatalf("resolve completed: %d %q", code, errb)
+		}
+		// Help on every command, with examples.
+		for _, c := range []string{"list", "show", "resolve"} {
+			var out, errb bytes.Buffer
+			run2(ctx, []string{"effects", c, "-h"}, &out, &errb)
+			if !strings.Contains(errb.String(), "example") || !strings.Contains(errb.String(), "idemkit effects "+c) {
+				t.Fatalf("%s -h: %q", c, errb.String())
+			}
+		}
+	})
+}
+
+// run2 is run (the command dispatcher).
+func run2(ctx context.Context, args []string, stdout, stderr *bytes.Buffer) int {
+	return run(ctx, args, stdout, stderr)
+}

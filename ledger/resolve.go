@@ -1,0 +1,307 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Operator tooling: list, show and resolve escaped effects (the library
+// calls behind `idemkit effects`).
+
+// EffectState is the state of an effect as a whole, as operators see it.
+type EffectState string
+
+const (
+	// EffectCompleted: a success is recorded.
+	EffectCompleted EffectState = "completed"
+	// EffectFailed: a failure is recorded.
+	EffectFailed EffectState = "failed"
+	// EffectInFlight: an attempt holds a live claim.
+	EffectInFlight EffectState = "in-flight"
+	// EffectEscaped: no outcome, and the last attempt that fired may have
+	// reached the provider without anyone recording what happened (it
+	// escaped, or its executor's lease ran out after the fire mark). The
+	// next attempt (scheduled, or left to an operator once the retries are
+	// exhausted) reuses the provider key.
+	EffectEscaped EffectState = "escaped"
+	// EffectPending: no outcome, nothing escaped (released attempts only).
+	EffectPending EffectState = "pending"
+)
+
+// EffectView is an operator's view of one effect record.
+type EffectView struct {
+	EffectID, ProviderKey, RunID string
+	Keying                       Keying
+	State                        EffectState
+	// Attempt is the number of attempts made, MaxAttempts the cap.
+	Attempt, MaxAttempts int
+	// NextAttemptAt is when the next attempt is due (zero: not scheduled);
+	// Deadline the end of the time budget (zero: none).
+	NextAttemptAt, Deadline time.Time
+	// Exhausted is true when no further attempt will start on its own (the
+	// attempt cap or the time budget is spent): an operator must resolve an
+	// escaped effect in that state.
+	Exhausted bool
+	// Outcome is the recorded outcome (nil without one).
+	Outcome *Outcome
+	// Attempts lists every attempt, oldest first.
+	Attempts []Attempt
+	// Rev identifies this version of the record: Resolve refuses a
+	// resolution whose Rev no longer matches (the effect changed since it
+	// was shown).
+	Rev string
+	// UpdatedAt is the record's last write.
+	UpdatedAt time.Time
+}
+
+// View returns the operator's view of r at now.
+func (l *Ledger) View(r *Record, now time.Time) EffectView {
+	v := EffectView{EffectID: r.EffectID, ProviderKey: r.ProviderKey, RunID: r.RunID, Keying: r.Keying,
+		Attempt: r.Attempt, MaxAttempts: l.attemptCap(r), Deadline: r.Deadline, Outcome: r.Outcome,
+		Attempts: append([]Attempt(nil), r.Attempts...), Rev: rev(r), UpdatedAt: r.UpdatedAt}
+	switch {
+	case r.State == StateCompleted && r.Outcome != nil && r.Outcome.OK:
+		v.State = EffectCompleted
+	case r.State == StateCompleted:
+		v.State = EffectFailed
+	case (r.State == StateClaimed || r.State == StateFiring) && now.Before(r.LeaseUntil):
+		v.State = EffectInFlight
+	case r.State == StateFiring:
+		v.State = EffectEscaped // lease ran out after the fire mark
+		if a := &v.Attempts[len(v.Attempts)-1]; a.State == AttemptClaimed {
+			a.State = AttemptEscaped
+		}
+	default:
+		v.State = EffectPending
+		for i := len(r.Attempts) - 1; i >= 0; i-- {
+			if a := r.Attempts[i]; a.Fired || a.Operator != "" {
+				if a.State == AttemptEscaped {
+					v.State = EffectEscaped
+				}
+				break
+			}
+		}
+	}
+	if v.State == EffectEscaped || v.State == EffectPending {
+		v.Exhausted = r.Attempt >= v.MaxAttempts || pastBudget(r, now)
+		if r.State == StateReleased && !v.Exhausted {
+			v.NextAttemptAt = r.NotBefore
+		}
+	}
+	return v
+}
+
+// rev is a short digest of what a resolution is fenced on: the owner
+// token, attempt, state, lease and last write.
+func rev(r *Record) string {
+	h := sha256.Sum256([]byte(strings.Join([]string{r.Owner, strconv.Itoa(r.Attempt), string(r.State),
+		strconv.FormatInt(r.LeaseUntil.UnixMilli(), 10), strconv.FormatInt(r.UpdatedAt.UnixMilli(), 10),
+		strconv.Itoa(len(r.Attempts))}, "\x00")))
+	return base64.RawURLEncoding.EncodeToString(h[:9])
+}
+
+// Scanner is implemented by stores that can list every record (an operator's
+// whole-table listing, e.g. a DynamoDB Scan). Optional: without it,
+// ListEffects needs a run.
+type Scanner interface {
+	// Scan calls fn for every effect and slot record (past retention
+	// included); fn returning false stops the scan.
+	Scan(ctx context.Context, fn func(*Record) bool) error
+}
+
+// ErrNoScan: ListEffects without a run on a store that is not a Scanner.
+var ErrNoScan = errors.New("ledger: this store cannot list every effect; give a run")
+
+// Filter selects effects for ListEffects.
+type Filter struct {
+	// State keeps effects in this state ("" : any).
+	State EffectState
+	// RunID keeps the effects of one run (its witness index); "" lists
+	// the whole store (Scanner required).
+	RunID string
+	// Limit stops after this many effects (0: no limit).
+	Limit int
+}
+
+// ListEffects returns the views of the effects f selects, oldest write
+// first. Records past their retention and host slots are left out.
+func (l *Ledger) ListEffects(ctx context.Context, f Filter) ([]EffectView, error) {
+	now := l.now()
+	var out []EffectView
+	keep := func(r *Record) bool {
+		if r.Kind != KindEffect || !r.Live(now) {
+			return true
+		}
+		v := l.View(r, now)
+		if f.State == "" || v.State == f.State {
+			out = append(out, v)
+		}
+		return f.RunID != "" || f.Limit <= 0 || len(out) < f.Limit
+	}
+	if f.RunID != "" {
+		recs, err := l.cfg.Store.ListByRun(ctx, f.RunID)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			keep(r)
+		}
+	} else {
+		sc, ok := l.cfg.Store.(Scanner)
+		if !ok {
+			return nil, ErrNoScan
+		}
+		if err := sc.Scan(ctx, keep); err != nil {
+			return nil, err
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].UpdatedAt.Before(out[j].UpdatedAt) })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out, nil
+}
+
+// ShowEffect returns the view of effectID, or ErrEffectNotFound.
+func (l *Ledger) ShowEffect(ctx context.Context, effectID string) (EffectView, error) {
+	r, err := l.Lookup(ctx, effectID)
+	if err != nil {
+		return EffectView{}, err
+	}
+	if r == nil || r.Kind != KindEffect {
+		return EffectView{}, ErrEffectNotFound
+	}
+	return l.View(r, l.now()), nil
+}
+
+// Errors of Resolve.
+var (
+	// ErrEffectNotFound: no live effect record has this id.
+	ErrEffectNotFound = errors.New("ledger: effect not found")
+	// ErrNotEscaped: the effect is not escaped (it has an outcome, is in
+	// flight, or never fired), so there is nothing for an operator to settle.
+	ErrNotEscaped = errors.New("ledger: effect is not escaped")
+	// ErrChanged: the effect changed since it was shown (its Rev differs);
+	// show it again and decide on what it is now.
+	ErrChanged = errors.New("ledger: effect changed since it was shown")
+)
+
+// Settlement is what an operator found out about an escaped effect.
+type Settlement string
+
+const (
+	// Delivered: the provider performed the effect. The effect is completed
+	// as a success (with no value), and every later Do replays it.
+	Delivered Settlement = "delivered"
+	// NotDelivered: the provider did not perform it. The effect is released
+	// for exactly one more attempt, due at once, with the same provider key
+	// (and no time budget left to stop it).
+	NotDelivered Settlement = "not-delivered"
+)
+
+// Resolution is an operator's settlement of an escaped effect.
+type Resolution struct {
+	// As is the settlement. Required.
+	As Settlement
+	// Operator identifies who resolves (recorded on the resolution row).
+	// Required, at most 128 bytes, printable.
+	Operator string
+	// Note is an optional free-text note, at most 512 bytes.
+	Note string
+	// Rev is the EffectView.Rev the operator decided on. Required: the
+	// resolution is refused with ErrChanged if the effect changed since.
+	Rev string
+}
+
+func (r Resolution) validate() error {
+	if r.As != Delivered && r.As != NotDelivered {
+		return fmt.Errorf("ledger: resolution must be %q or %q", Delivered, NotDelivered)
+	}
+	if r.Operator == "" || len(r.Operator) > 128 || strings.ContainsFunc(r.Operator, isControl) {
+		return errors.New("ledger: resolution needs an operator identity (1..128 printable bytes)")
+	}
+	if len(r.Note) > 512 || strings.ContainsFunc(r.Note, func(c rune) bool { return c != '\n' && isControl(c) }) {
+		return errors.New("ledger: resolution note is limited to 512 printable bytes")
+	}
+	if r.Rev == "" {
+		return errors.New("ledger: resolution needs the Rev of the effect as shown")
+	}
+	return nil
+}
+
+func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
+
+// Resolve settles an escaped effect for an operator, fenced: it is refused
+// with ErrChanged if the record's Rev differs from res.Rev (the effect
+// changed since it was shown), with ErrNotEscaped if the effect is not
+// escaped (in flight, completed, never fired), and the write itself is
+// conditional on the record read (owner token, attempt, state, and an
+// expired lease for a stalled attempt), so a concurrent executor never
+// loses its claim to it. The settlement is recorded as an attempt row of
+// its own carrying the operator and note, with no fire time (nothing is
+// sent), and shows in the witness: "completed" for Delivered,
+// "released" for NotDelivered. A stalled attempt (lease expired after the
+// fire mark) is closed as escaped first, in the same write.
+func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (EffectView, error) {
+	if err := res.validate(); err != nil {
+		return EffectView{}, err
+	}
+	cur, err := l.Lookup(ctx, effectID)
+	if err != nil {
+		return EffectView{}, err
+	}
+	if cur == nil || cur.Kind != KindEffect {
+		return EffectView{}, ErrEffectNotFound
+	}
+	now := l.now()
+	if rev(cur) != res.Rev {
+		return l.View(cur, now), ErrChanged
+	}
+	if v := l.View(cur, now); v.State != EffectEscaped {
+		return v, fmt.Errorf("%w (it is %s)", ErrNotEscaped, v.State)
+	}
+	next := cur.Clone()
+	if a := next.last(); a != nil && cur.State == StateFiring {
+		a.State, a.At = AttemptEscaped, now
+	}
+	row := Attempt{N: cur.Attempt + 1, At: now, Operator: res.Operator, Note: res.Note}
+	if a := next.last(); a != nil {
+		row.RunID, row.NodeID = a.RunID, a.NodeID
+	}
+	next.Attempt = row.N
+	switch res.As {
+	case Delivered:
+		row.State = AttemptCompleted
+		next.State = StateCompleted
+		next.Outcome = &Outcome{OK: true}
+	case NotDelivered:
+		row.State = AttemptReleased
+		next.State = StateReleased
+		next.NotBefore = time.Time{}
+		next.Deadline = time.Time{}
+		next.MaxAttempts = min(row.N+1, MaxMaxAttempts+1)
+	}
+	next.Attempts = append(next.Attempts, row)
+	next.Owner = l.cfg.NewToken()
+	next.UpdatedAt = now
+	next.ExpiresAt = l.extend(next.ExpiresAt, now)
+	want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
+	ok, c, err := l.cfg.Store.Replace(ctx, next, want, now)
+	if err != nil {
+		return EffectView{}, err
+	}
+	if !ok {
+		if c == nil {
+			return EffectView{}, ErrChanged
+		}
+		return l.View(c, now), ErrChanged
+	}
+	return l.View(next, now), nil
+}
