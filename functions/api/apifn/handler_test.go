@@ -375,3 +375,31 @@ func TestWebhookLoopbackFlag(t *testing.T) {
 		t.Fatalf("allowlisted host: %d", r.StatusCode)
 	}
 }
+
+// A run that completed after executions failed transiently never reads as
+// failed: no failures/lastError, the earlier ones named as recovered, no
+// retry schedule.
+func TestCompletedRunSnapshotIsUnambiguous(t *testing.T) {
+	f := newFixture(t)
+	_, m := f.do(t, ev("POST", "/runs", "acme", "k-0123456789abcdefghijklmn", `{"workflowId":"conformance-noop"}`))
+	id := m["runId"].(string)
+	ctx := context.Background()
+	if _, err := f.runs.Transition(ctx, id, []host.Status{host.StatusPending}, host.StatusRunning, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.runs.NoteFailure(ctx, id, "webhook answered 503", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.runs.Schedule(ctx, id, host.Wake{At: time.Now().Add(time.Minute), Attempt: 1, MaxAttempts: 20}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.runs.Transition(ctx, id, []host.Status{host.StatusRunning}, host.StatusCompleted, "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	_, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", ""))
+	x := runExt(g)
+	if g["status"] != "completed" || g["error"] != nil || x["failures"] != nil || x["lastError"] != nil || x["retry"] != nil ||
+		x["recoveredFailures"] != 1.0 || x["lastRecoveredError"] != "webhook answered 503" {
+		t.Fatalf("snapshot %v", g)
+	}
+}
