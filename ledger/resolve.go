@@ -76,7 +76,8 @@ func (l *Ledger) View(r *Record, now time.Time) EffectView {
 	case r.State == StateFiring:
 		v.State = EffectEscaped // lease ran out after the fire mark
 		if a := &v.Attempts[len(v.Attempts)-1]; a.State == AttemptClaimed {
-			a.State = AttemptEscaped
+			// It became escaped when its executor's lease ran out.
+			a.State, a.At = AttemptEscaped, r.LeaseUntil
 		}
 	default:
 		v.State = EffectPending
@@ -269,7 +270,8 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	}
 	next := cur.Clone()
 	if a := next.last(); a != nil && cur.State == StateFiring {
-		a.State, a.At = AttemptEscaped, now
+		// Escaped when its executor's lease ran out.
+		a.State, a.At = AttemptEscaped, cur.LeaseUntil
 	}
 	row := Attempt{N: cur.Attempt + 1, At: now, Operator: res.Operator, Note: res.Note}
 	if a := next.last(); a != nil {

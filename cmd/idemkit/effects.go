@@ -407,6 +407,8 @@ func nextAttempt(v ledger.EffectView) string {
 		return stamp(v.NextAttemptAt)
 	case v.Exhausted:
 		return "none (retries exhausted)"
+	case v.State == ledger.EffectEscaped || v.State == ledger.EffectPending:
+		return "any time (the next try of its run)"
 	}
 	return "-"
 }
