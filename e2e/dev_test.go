@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/emulator/proc"
 	"github.com/idemkit/idemkit/internal/shared"
 	"github.com/idemkit/idemkit/internal/testutil"
@@ -29,10 +30,15 @@ type devServer struct {
 	proc *testutil.Process
 }
 
-// startDev builds ./cmd/idemkit once per call and starts `idemkit dev` on a
-// free loopback port with loopback webhooks allowed; it returns once
-// GET /.well-known/openwop answers 200, and the time that took.
-func startDev(t testing.TB) (*devServer, time.Duration) {
+// devEngines are the engines `idemkit dev` drives its executor and
+// auditor on (dynalite has no streams, so its runs are never executed).
+var devEngines = []string{emulator.DynamoDBLocal, emulator.Moto}
+
+// startDev builds ./cmd/idemkit once per call and starts `idemkit dev
+// --emulator engine` on a free loopback port with loopback webhooks
+// allowed; it returns once GET /.well-known/openwop answers 200, and the
+// time that took.
+func startDev(t testing.TB, engine string) (*devServer, time.Duration) {
 	t.Helper()
 	if _, err := os.Stat(shared.ModuleRoot()); err != nil {
 		t.Fatal(err)
@@ -40,14 +46,14 @@ func startDev(t testing.TB) (*devServer, time.Duration) {
 	bin := buildHost(t, t.TempDir(), "idemkit", "cmd/idemkit")
 	addr := testutil.FreeAddr(t)
 	started := time.Now()
-	p := start(t, os.Environ(), bin, "dev", "--addr", addr, "--allow-loopback-webhooks", "--api-key", devKey+"=e2e-tenant")
+	p := start(t, os.Environ(), bin, "dev", "--emulator", engine, "--addr", addr, "--allow-loopback-webhooks", "--api-key", devKey+"=e2e-tenant")
 	d := &devServer{url: "http://" + addr, proc: p}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	switch err := testutil.WaitHTTP(ctx, d.url+"/.well-known/openwop", p.Done()); {
 	case err == nil:
 		return d, time.Since(started)
-	case errors.Is(err, proc.ErrExited) && strings.Contains(p.Log.String(), "moto_server is not on PATH"):
+	case errors.Is(err, proc.ErrExited) && strings.Contains(p.Log.String(), "--emulator"):
 		testutil.Unavailable(t, "idemkit dev cannot start an emulator:\n%s", p.Log.String())
 	case errors.Is(err, proc.ErrExited):
 		t.Fatalf("idemkit dev exited:\n%s", p.Log.String())
@@ -80,7 +86,13 @@ func (d *devServer) waitStatus(t testing.TB, id string) map[string]any {
 }
 
 func TestIdemkitDev(t *testing.T) {
-	d, _ := startDev(t)
+	for _, engine := range devEngines {
+		t.Run(engine, func(t *testing.T) { testIdemkitDev(t, engine) })
+	}
+}
+
+func testIdemkitDev(t *testing.T, engine string) {
+	d, _ := startDev(t, engine)
 
 	t.Run("duplicate POST returns one run", func(t *testing.T) {
 		key := fmt.Sprintf("dup-%d-0123456789abcdef", time.Now().UnixNano())
@@ -200,26 +212,30 @@ func TestIdemkitDev(t *testing.T) {
 }
 
 // BenchmarkDevReady measures how long `idemkit dev` takes to become ready
-// (GET /.well-known/openwop answers 200), emulator start included; the build
-// is not timed.
+// (GET /.well-known/openwop answers 200), emulator start included, on each
+// engine; the build is not timed.
 func BenchmarkDevReady(b *testing.B) {
-	var total time.Duration
-	for i := 0; i < b.N; i++ {
-		d, took := startDev(b)
-		total += took
-		d.proc.Stop()
+	for _, engine := range emulator.Kinds {
+		b.Run(engine, func(b *testing.B) {
+			var total time.Duration
+			for i := 0; i < b.N; i++ {
+				d, took := startDev(b, engine)
+				total += took
+				d.proc.Stop()
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/ready")
+		})
 	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/ready")
 }
 
 // TestIdemkitDevStopsCleanly: SIGTERM to `idemkit dev` alone (not its
 // process group) ends it with status 0 and stops the emulator it started.
 func TestIdemkitDevStopsCleanly(t *testing.T) {
-	d, _ := startDev(t)
+	d, _ := startDev(t, emulator.DefaultDevKind())
 	var motoPID int
 	for _, line := range strings.Split(d.proc.Log.String(), "\n") {
 		var m map[string]any
-		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "dev: started moto_server" {
+		if json.Unmarshal([]byte(line), &m) == nil && m["msg"] == "dev: started the DynamoDB engine" {
 			motoPID = int(m["pid"].(float64))
 		}
 	}

@@ -10,6 +10,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,8 +45,8 @@ const devStreamRetries = 5
 
 const devUsage = `usage: idemkit dev [flags]
 
-Runs the whole stack on this machine: a DynamoDB emulator (moto_server,
-unless --dynamodb-endpoint is given), the tables of template.yaml, the HTTP
+Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
+--dynamodb-endpoint is given), the tables of template.yaml, the HTTP
 API on --addr through the same authorizer and api handler code that Lambda
 runs, and the executor and auditor driven by polling the tables' streams.
 Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
@@ -68,7 +72,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, devUsage); fs.PrintDefaults() }
 	addr := fs.String("addr", DefaultDevAddr, "address the HTTP API listens on")
-	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing)")
+	engine := fs.String("emulator", "", "DynamoDB engine to start: dynamodb-local (AWS's DynamoDB Local; needs java), moto or dynalite (no streams: runs are stored, not executed) (default dynamodb-local when java is on PATH, else moto)")
+	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
 	loopback := fs.Bool("allow-loopback-webhooks", false, "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)")
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
@@ -85,12 +90,20 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", fs.Args())
 		return 2
 	}
+	if *engine != "" && *endpoint != "" {
+		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
+		return 2
+	}
+	if *engine != "" && !slices.Contains(emulator.Kinds, *engine) {
+		fmt.Fprintf(stderr, "idemkit dev: --emulator %q: want one of %s\n", *engine, strings.Join(emulator.Kinds, ", "))
+		return 2
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	if *idemWait < 0 {
 		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
 		return 2
 	}
-	o := devOptions{addr: *addr, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys, seams: *seams, idemWait: *idemWait}
+	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys, seams: *seams, idemWait: *idemWait}
 	if err := dev(ctx, o, stdout, logger); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
@@ -99,9 +112,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type devOptions struct {
-	addr, endpoint, prefix string
-	loopback               bool
-	keys                   []string
+	addr, engine, endpoint, prefix string
+	loopback                       bool
+	keys                           []string
 	// seams serves and advertises the conformance seams profile.
 	seams bool
 	// idemWait is Layer 1's duplicate wait budget (0: idem's default).
@@ -116,15 +129,32 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 	defer ln.Close()
 
-	endpoint := o.endpoint
+	endpoint, engine := o.endpoint, o.engine
 	if endpoint == "" {
-		m, err := emulator.StartMoto(ctx)
+		if engine == "" {
+			engine = emulator.DefaultDevKind()
+		}
+		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir()})
 		if err != nil {
 			return err
 		}
 		defer m.Stop()
 		endpoint = m.Endpoint
-		logger.Info("dev: started moto_server", slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
+		logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
+	} else {
+		engine = "external"
+		if emulator.IsMoto(ctx, endpoint) {
+			// moto checks a condition and applies the write in separate
+			// steps: reached directly, concurrent lease renewals and
+			// outcome writes interleave. Serialize this process's calls.
+			ser, err := emulator.Serialize(endpoint)
+			if err != nil {
+				return err
+			}
+			defer ser.Close()
+			engine, endpoint = emulator.Moto, ser.Endpoint
+			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.endpoint))
+		}
 	}
 	client := emulator.Client(endpoint)
 	names, err := createTables(ctx, client, o.prefix)
@@ -189,12 +219,17 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		{name: "effects", handle: func(ctx context.Context, recs []host.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 		{name: "idempotency", handle: func(ctx context.Context, recs []host.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
-	for i, table := range []string{env.RunsTable, env.EffectsTable, env.Idem.Table} {
+	if engine == emulator.Dynalite {
+		// dynalite has no DynamoDB Streams: nothing can drive the
+		// executor and auditor.
+		pollers = nil
+	}
+	for i, p := range pollers {
+		table := []string{env.RunsTable, env.EffectsTable, env.Idem.Table}[i]
 		arn, err := streamARN(ctx, client, table)
 		if err != nil {
 			return err
 		}
-		p := pollers[i]
 		p.sc, p.arn, p.log, p.interval, p.maxRetries = sc, arn, logger, 100*time.Millisecond, devStreamRetries
 	}
 
@@ -226,7 +261,10 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(envelopeListener{ln}) }()
-	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (DynamoDB %s, ready in %s); Ctrl-C stops\n", ln.Addr(), endpoint, time.Since(start).Round(time.Millisecond))
+	if pollers == nil {
+		fmt.Fprintln(stdout, "idemkit dev: dynalite has no DynamoDB Streams: runs are stored but never executed (use --emulator dynamodb-local or moto for the executor and auditor)")
+	}
+	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
 	if k0, _, ok := strings.Cut(o.keys[0], "="); ok {
 		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
 	}
@@ -263,6 +301,39 @@ func supportsTransactions(ctx context.Context, c *dynamodb.Client, table string)
 		},
 	}}})
 	return err == nil || !tables.IsUnsupported(err)
+}
+
+// engineName is how the ready line names the DynamoDB engine.
+func engineName(kind string) string {
+	switch kind {
+	case emulator.DynamoDBLocal:
+		return "DynamoDB Local"
+	case emulator.Moto, emulator.Dynalite:
+		return kind
+	}
+	return "DynamoDB"
+}
+
+// devToolsDir is the directory whose package-lock.json pins the npm-installed
+// engines: $IDEMKIT_TOOLS, else tools/ of the first directory upwards from
+// the working directory that has tools/package.json, else tools/ of the
+// source tree this binary was built from.
+func devToolsDir() string {
+	if d := os.Getenv("IDEMKIT_TOOLS"); d != "" {
+		return d
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "tools", "package.json")); err == nil {
+				return filepath.Join(d, "tools")
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "tools")
 }
 
 // newUUID returns a random (version 4) UUID, a valid Idempotency-Key.

@@ -35,6 +35,7 @@ func TestDispatchUsage(t *testing.T) {
 		{nil, 2}, {[]string{"nope"}, 2}, {[]string{"help"}, 0}, {[]string{"tables"}, 2}, {[]string{"tables", "drop"}, 2},
 		{[]string{"tables", "create"}, 2}, {[]string{"apikey", "create"}, 2}, {[]string{"apikey", "create", "--tenant", "a b"}, 2},
 		{[]string{"dev", "--api-key", "novalue"}, 2}, {[]string{"dev", "extra"}, 2}, {[]string{"dev", "-h"}, 0},
+		{[]string{"dev", "--emulator", "cassandra"}, 2}, {[]string{"dev", "--emulator", "moto", "--dynamodb-endpoint", "http://127.0.0.1:9"}, 2},
 	} {
 		var out, errb bytes.Buffer
 		if got := run(context.Background(), c.args, &out, &errb); got != c.code {

