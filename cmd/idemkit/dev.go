@@ -75,6 +75,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	engine := fs.String("emulator", "", "DynamoDB engine to start: dynamodb-local (AWS's DynamoDB Local; needs java), moto or dynalite (no streams: runs are stored, not executed) (default dynamodb-local when java is on PATH, else moto)")
 	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
+	reqTimeout := fs.Duration("request-timeout", DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
 	loopback := fs.Bool("allow-loopback-webhooks", false, "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)")
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
@@ -103,7 +104,11 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
 		return 2
 	}
-	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys, seams: *seams, idemWait: *idemWait}
+	if *reqTimeout <= 0 {
+		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
+		return 2
+	}
+	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout}
 	if err := dev(ctx, o, stdout, logger); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
@@ -119,6 +124,8 @@ type devOptions struct {
 	seams bool
 	// idemWait is Layer 1's duplicate wait budget (0: idem's default).
 	idemWait time.Duration
+	// timeout is each request's deadline (0: DefaultRequestTimeout).
+	timeout time.Duration
 }
 
 func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
@@ -156,7 +163,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.endpoint))
 		}
 	}
-	client := emulator.Client(endpoint)
+	client := emulator.Client(endpoint, watchStore)
 	names, err := createTables(ctx, client, o.prefix)
 	if err != nil {
 		return err
@@ -224,13 +231,19 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		// executor and auditor.
 		pollers = nil
 	}
+	var cp checkpoints
+	if pollers != nil {
+		if cp, err = newDynamoCheckpoints(ctx, client, o.prefix+checkpointTableSuffix); err != nil {
+			return err
+		}
+	}
 	for i, p := range pollers {
 		table := []string{env.RunsTable, env.EffectsTable, env.Idem.Table}[i]
 		arn, err := streamARN(ctx, client, table)
 		if err != nil {
 			return err
 		}
-		p.sc, p.arn, p.log, p.interval, p.maxRetries = sc, arn, logger, 100*time.Millisecond, devStreamRetries
+		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, devStreamRetries, cp
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -257,8 +270,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 			}
 		}
 	}()
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm},
-		ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	if o.timeout <= 0 {
+		o.timeout = DefaultRequestTimeout
+	}
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout},
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(envelopeListener{ln}) }()
 	if pollers == nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -13,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authz"
@@ -24,6 +26,12 @@ import (
 // handler code that Lambda runs, translating each request to an API Gateway
 // HTTP API payload-2.0 event (as the HttpApi in template.yaml would) and the
 // handler's response back.
+//
+// Like a Lambda invocation, each request runs under a deadline (timeout,
+// default DefaultRequestTimeout) with a Lambda context, so the idempotency
+// lease is the remaining time plus skew, as deployed. When the store does
+// not answer within it, or cannot be reached, the answer is 503
+// idemkit.store_unavailable with Retry-After instead of a 500.
 type gateway struct {
 	api  *apifn.Handler
 	auth *authz.Handler
@@ -31,6 +39,8 @@ type gateway struct {
 	// conformance seams profile under /conformance/seams/, authenticated
 	// like the run routes. Nil: that path space is the api's 404.
 	seams *seams
+	// timeout is each request's deadline (0: DefaultRequestTimeout).
+	timeout time.Duration
 }
 
 // authorized reports whether template.yaml routes this request through the
@@ -58,6 +68,17 @@ func authorized(method, rawPath string) bool {
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	timeout := g.timeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	defer cancel()
+	ctx, watch := withStoreWatch(ctx)
+	reqID := requestID()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
+	storeDown := func() bool { return watch.failed.Load() || ctx.Err() != nil && r.Context().Err() == nil }
+
 	body, err := io.ReadAll(io.LimitReader(r.Body, apifn.MaxBodyBytes+1))
 	if err != nil {
 		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))
@@ -85,7 +106,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	srcIP, _, _ := net.SplitHostPort(r.RemoteAddr)
 	ev.RequestContext = events.APIGatewayV2HTTPRequestContext{
-		RouteKey: "$default", Stage: "$default", RequestID: requestID(), DomainName: r.Host,
+		RouteKey: "$default", Stage: "$default", RequestID: reqID, DomainName: r.Host,
 		TimeEpoch: time.Now().UnixMilli(),
 		HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{
 			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: srcIP, UserAgent: r.UserAgent(),
@@ -98,13 +119,16 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// headers joined with ","), so a request the deployed stack refuses
 		// (e.g. two Authorization headers) is refused here too; its context
 		// is passed on exactly as API Gateway passes it.
-		res, err := g.auth.Handle(r.Context(), events.APIGatewayV2CustomAuthorizerV2Request{
+		res, err := g.auth.Handle(ctx, events.APIGatewayV2CustomAuthorizerV2Request{
 			Version: "2.0", Type: "REQUEST", RouteKey: ev.RouteKey, RawPath: rawPath, RawQueryString: ev.RawQueryString,
 			Headers: ev.Headers, IdentitySource: identitySource(ev.Headers), RequestContext: ev.RequestContext,
 		})
 		switch {
 		case errors.Is(err, authz.ErrUnauthorized) || err == nil && !res.IsAuthorized:
 			writeEnvelope(w, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
+			return
+		case err != nil && storeDown():
+			writeStoreUnavailable(w)
 			return
 		case err != nil:
 			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "authorizer failed"))
@@ -117,7 +141,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	resp, err := g.api.Handle(r.Context(), ev)
+	resp, err := g.api.Handle(ctx, ev)
+	if (err != nil || resp.StatusCode == http.StatusInternalServerError) && storeDown() {
+		writeStoreUnavailable(w)
+		return
+	}
 	if err != nil {
 		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 		return
@@ -145,6 +173,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_, _ = w.Write(out)
 	}
 }
+
+// DefaultRequestTimeout is `idemkit dev --request-timeout`'s default: the
+// deadline of each request, store calls included (a conformance-delay
+// request holds its answer up to 10 s).
+const DefaultRequestTimeout = 15 * time.Second
 
 // identitySource is the authorizer's identity source ($request.header.
 // Authorization) as API Gateway resolves it: absent when the header is.

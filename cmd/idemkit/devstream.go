@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -18,9 +19,13 @@ import (
 type batchFunc func(ctx context.Context, recs []host.StreamRecord) (retry []string)
 
 // poller drives a handler from a table's stream the way a Lambda event
-// source mapping does: per shard, in order, from TRIM_HORIZON; a failed
-// batch tail is retried with backoff up to maxRetries times and then dropped
-// (logged as sent to the on-failure destination).
+// source mapping does: per shard, in order, from the shard's checkpoint
+// (the last sequence number whose batch was handled or dropped), or from
+// TRIM_HORIZON for a shard without one; a failed batch tail is retried with
+// backoff up to maxRetries times and then dropped (logged as sent to the
+// on-failure destination). An iterator the engine no longer honours
+// (expired, or past trimmed data) is replaced by a new one at the
+// checkpoint.
 type poller struct {
 	name       string
 	sc         *dynamodbstreams.Client
@@ -30,13 +35,22 @@ type poller struct {
 	interval   time.Duration
 	maxRetries int
 	filter     func(host.StreamRecord) bool
+	// cp keeps the per-shard checkpoints; nil keeps none (every start
+	// reads from TRIM_HORIZON).
+	cp checkpoints
 }
 
 type shardState struct {
-	iter    *string
-	pending []host.StreamRecord
-	retries int
-	done    bool
+	iter     *string
+	needIter bool // iter must be (re)acquired at the checkpoint
+	pending  []host.StreamRecord
+	// batchEnd is the sequence number of the last record read (filtered
+	// out or not): the checkpoint once pending is handled.
+	batchEnd string
+	// checkpoint is the last sequence number handled ("" for none).
+	checkpoint string
+	retries    int
+	done       bool
 }
 
 func (p *poller) run(ctx context.Context) {
@@ -88,13 +102,18 @@ func (p *poller) discover(ctx context.Context, shards map[string]*shardState) er
 			if s.ShardId == nil || shards[*s.ShardId] != nil {
 				continue
 			}
-			it, err := p.sc.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{
-				StreamArn: aws.String(p.arn), ShardId: s.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
-			})
-			if err != nil {
+			st := &shardState{needIter: true}
+			if p.cp != nil {
+				seq, err := p.cp.get(ctx, p.arn, *s.ShardId)
+				if err != nil {
+					return err
+				}
+				st.checkpoint = seq
+			}
+			if err := p.acquire(ctx, *s.ShardId, st); err != nil {
 				return err
 			}
-			shards[*s.ShardId] = &shardState{iter: it.ShardIterator}
+			shards[*s.ShardId] = st
 		}
 		if out.StreamDescription.LastEvaluatedShardId == nil {
 			return nil
@@ -103,15 +122,64 @@ func (p *poller) discover(ctx context.Context, shards map[string]*shardState) er
 	}
 }
 
+// acquire gets st a shard iterator after its checkpoint, or at
+// TRIM_HORIZON without one.
+func (p *poller) acquire(ctx context.Context, id string, st *shardState) error {
+	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.arn), ShardId: aws.String(id), ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon}
+	if st.checkpoint != "" {
+		in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(st.checkpoint)
+	}
+	it, err := p.sc.GetShardIterator(ctx, in)
+	if err != nil {
+		return err
+	}
+	st.iter, st.needIter = it.ShardIterator, false
+	return nil
+}
+
+// handled records that everything up to st.batchEnd is handled.
+func (p *poller) handled(ctx context.Context, id string, st *shardState) {
+	st.pending, st.retries = nil, 0
+	if st.batchEnd == "" || st.batchEnd == st.checkpoint {
+		return
+	}
+	st.checkpoint = st.batchEnd
+	if p.cp != nil {
+		if err := p.cp.put(ctx, p.arn, id, st.checkpoint); err != nil && ctx.Err() == nil {
+			// Not fatal: a restart re-reads from the previous
+			// checkpoint, and every handler is idempotent.
+			p.log.Warn("dev: stream checkpoint", slog.String("stream", p.name), slog.String("shard", id), slog.String("error", err.Error()))
+		}
+	}
+}
+
 // step processes one batch of a shard; it reports whether there was work.
 func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 	if len(st.pending) == 0 {
+		if st.needIter {
+			if err := p.acquire(ctx, id, st); err != nil {
+				if ctx.Err() == nil {
+					p.log.Warn("dev: get shard iterator", slog.String("stream", p.name), slog.String("shard", id), slog.String("error", err.Error()))
+				}
+				return false
+			}
+		}
 		if st.iter == nil {
 			st.done = true
 			return false
 		}
 		out, err := p.sc.GetRecords(ctx, &dynamodbstreams.GetRecordsInput{ShardIterator: st.iter, Limit: aws.Int32(100)})
 		if err != nil {
+			var trimmed *streamtypes.TrimmedDataAccessException
+			var expired *streamtypes.ExpiredIteratorException
+			if errors.As(err, &trimmed) || errors.As(err, &expired) {
+				// DynamoDB Local answers TrimmedDataAccessException to
+				// an iterator taken at TRIM_HORIZON of a shard that was
+				// empty then; iterators also expire after 15 minutes.
+				// Start again from the checkpoint.
+				st.needIter = true
+				return false
+			}
 			if ctx.Err() == nil {
 				p.log.Warn("dev: get records", slog.String("stream", p.name), slog.String("shard", id), slog.String("error", err.Error()))
 			}
@@ -119,6 +187,9 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 		}
 		st.iter = out.NextShardIterator
 		for _, r := range out.Records {
+			if r.Dynamodb != nil && r.Dynamodb.SequenceNumber != nil {
+				st.batchEnd = *r.Dynamodb.SequenceNumber
+			}
 			sr, err := host.FromStreams(r)
 			if err != nil {
 				p.log.Error("dev: undecodable stream record", slog.String("stream", p.name), slog.String("error", err.Error()))
@@ -130,12 +201,13 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 		}
 		st.retries = 0
 		if len(st.pending) == 0 {
+			p.handled(ctx, id, st)
 			return false
 		}
 	}
 	retry := p.handle(ctx, st.pending)
 	if len(retry) == 0 {
-		st.pending = nil
+		p.handled(ctx, id, st)
 		return true
 	}
 	first := retry[0]
@@ -149,7 +221,7 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 	if st.retries > p.maxRetries {
 		p.log.Error("dev: stream batch failed after retries; sent to the on-failure destination",
 			slog.String("stream", p.name), slog.Int("records", len(st.pending)))
-		st.pending, st.retries = nil, 0
+		p.handled(ctx, id, st)
 		return true
 	}
 	backoff := min(time.Duration(1<<min(st.retries, 6))*100*time.Millisecond, 5*time.Second)

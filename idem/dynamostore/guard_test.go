@@ -98,7 +98,7 @@ func call(t *testing.T, w idem.HTTPAPIHandler, ev events.APIGatewayV2HTTPRequest
 }
 
 // TestGuardSDKRetriesNeverExecuteTwice: end to end through the Guard on
-// DynamoDB (moto and dynalite), throttled attempts and writes whose response
+// DynamoDB (every engine), throttled attempts and writes whose response
 // was lost are retried by the SDK, and the handler still runs exactly once
 // per key; every later request is a byte-exact replay.
 func TestGuardSDKRetriesNeverExecuteTwice(t *testing.T) {

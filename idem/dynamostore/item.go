@@ -141,13 +141,18 @@ func decode(m map[string]types.AttributeValue) (stored, bool) {
 // pendingItem is the item a fresh claim writes.
 func pendingItem(rec idem.Record) map[string]types.AttributeValue {
 	m := map[string]types.AttributeValue{
-		attrPK:        avS(rec.ID),
-		attrDigest:    avS(rec.Digest),
-		attrState:     avS(string(idem.StatePending)),
-		attrOwner:     avS(rec.Owner),
-		attrLease:     avN(rec.LeaseExpires.UnixMilli()),
-		attrAttempt:   avN(1),
-		attrRequestID: avS(rec.RequestID),
+		attrPK:      avS(rec.ID),
+		attrDigest:  avS(rec.Digest),
+		attrState:   avS(string(idem.StatePending)),
+		attrOwner:   avS(rec.Owner),
+		attrLease:   avN(rec.LeaseExpires.UnixMilli()),
+		attrAttempt: avN(1),
+	}
+	if rec.RequestID != "" {
+		// An empty string attribute is refused by DynamoDB before 2020
+		// and by DynamoDB Local 1.11 (ValidationException); absent reads
+		// back as "".
+		m[attrRequestID] = avS(rec.RequestID)
 	}
 	if !rec.Expires.IsZero() {
 		m[attrExpMs] = avN(rec.Expires.UnixMilli())

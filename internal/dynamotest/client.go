@@ -47,8 +47,9 @@ func FastRetries(o *dynamodb.Options) {
 
 // CreateTable creates a table shaped like the template.yaml resource
 // logicalID (e.g. "EffectsTable") under a unique name in e.Region, waits
-// until it is ACTIVE, enables TTL where the emulator supports it, and deletes
-// it when the test ends. It returns the table name.
+// until it is ACTIVE, enables TTL where the emulator supports it and does
+// not delete expired items (see Emulator.DeletesExpired), and deletes the
+// table when the test ends. It returns the table name.
 func (e *Emulator) CreateTable(t testing.TB, logicalID string) string {
 	t.Helper()
 	var b [6]byte
@@ -57,7 +58,18 @@ func (e *Emulator) CreateTable(t testing.TB, logicalID string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := e.Client()
-	if err := tables.Create(ctx, c, logicalID, name); err != nil {
+	defs, err := tables.Embedded()
+	if err != nil {
+		t.Fatalf("dynamotest: %v", err)
+	}
+	def, ok := defs[logicalID]
+	if !ok {
+		t.Fatalf("dynamotest: template.yaml has no table %q", logicalID)
+	}
+	if e.DeletesExpired {
+		def.TTLAttribute = ""
+	}
+	if _, err := tables.CreateDef(ctx, c, def, name); err != nil {
 		t.Fatalf("dynamotest: %s: %v", e.Kind, err)
 	}
 	t.Cleanup(func() {

@@ -71,7 +71,7 @@ func TestTemplateTables(t *testing.T) {
 			if e.Caps.Streams && (d.StreamViewType != "") != (tb.LatestStreamArn != nil) {
 				t.Errorf("%s: stream %v, want view %q", id, tb.LatestStreamArn, d.StreamViewType)
 			}
-			if e.Caps.TTL && d.TTLAttribute != "" {
+			if e.Caps.TTL && !e.DeletesExpired && d.TTLAttribute != "" {
 				ttl, err := c.DescribeTimeToLive(ctx(t), &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
 				if err != nil {
 					t.Fatal(err)
@@ -84,11 +84,15 @@ func TestTemplateTables(t *testing.T) {
 	})
 }
 
-func TestRegionsAreIndependentOnMoto(t *testing.T) {
-	e := dynamotest.Start(t, dynamotest.Moto)
-	if dynamotest.Kinds()[0] == dynamotest.External {
-		t.Skip("external endpoint")
+// TestRegionsAreIndependent: moto and DynamoDB Local keep one set of
+// tables per region on one server (InRegion relies on it).
+func TestRegionsAreIndependent(t *testing.T) {
+	for _, k := range []string{dynamotest.Moto, dynamotest.DynamoDBLocal} {
+		t.Run(k, func(t *testing.T) { testRegionsAreIndependent(t, dynamotest.Start(t, k)) })
 	}
+}
+
+func testRegionsAreIndependent(t *testing.T, e *dynamotest.Emulator) {
 	a := e.CreateTable(t, "FenceTable")
 	b := e.InRegion("eu-west-1")
 	if _, err := b.Client().DescribeTable(ctx(t), &dynamodb.DescribeTableInput{TableName: aws.String(a)}); err == nil {

@@ -66,6 +66,12 @@ type Emulator struct {
 	Region string
 	// Caps are the features the server implements.
 	Caps Capabilities
+	// DeletesExpired is true for DynamoDB Local, which (like DynamoDB)
+	// deletes items whose TTL attribute lies in the past. The suites drive
+	// fake clocks set days or months before the wall clock, so their items
+	// would vanish under them: CreateTable leaves TTL disabled there (the
+	// stores never rely on the deletion; they compare expiry on read).
+	DeletesExpired bool
 }
 
 // InRegion returns a copy of e whose clients and tables use region. On moto
@@ -131,6 +137,9 @@ func ForEachWith(t *testing.T, need func(Capabilities) bool, fn func(t *testing.
 
 // Transactions is a ForEachWith need: TransactWriteItems is supported.
 func Transactions(c Capabilities) bool { return c.Transactions }
+
+// Streams is a ForEachWith need: tables have DynamoDB Streams.
+func Streams(c Capabilities) bool { return c.Streams }
 
 // Start returns the process-wide emulator of kind, starting it on first use
 // (concurrent callers wait for one start). If it cannot be started the test
@@ -224,7 +233,7 @@ func launch(kind string) (*Emulator, *emulator.Server, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: DefaultRegion, Caps: staticCaps[kind]}, srv, nil
+	return &Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: DefaultRegion, Caps: staticCaps[kind], DeletesExpired: kind == DynamoDBLocal}, srv, nil
 }
 
 // RepoRoot is the module root (the directory holding go.mod).

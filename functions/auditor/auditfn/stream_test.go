@@ -22,14 +22,15 @@ import (
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
 
-// TestAuditRealStream drives the real ledger on moto through an escaped
-// attempt and a crash-then-reclaim, reads the effects table's stream with
-// the dynamodbstreams client (as `idemkit dev` does) and audits it.
+// TestAuditRealStream drives the real ledger through an escaped attempt
+// and a crash-then-reclaim, reads the effects table's stream with the
+// dynamodbstreams client (as `idemkit dev` does) and audits it, on every
+// engine with streams.
 func TestAuditRealStream(t *testing.T) {
-	e := dynamotest.Start(t, dynamotest.Moto)
-	if !e.Caps.Streams {
-		t.Fatalf("%s has no streams", e.Kind)
-	}
+	dynamotest.ForEachWith(t, dynamotest.Streams, testAuditRealStream)
+}
+
+func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 	ctx := context.Background()
 	c := e.Client()
 	table := e.CreateTable(t, "EffectsTable")
