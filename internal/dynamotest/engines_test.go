@@ -137,7 +137,9 @@ func TestEngineTTLDeletesExpiredItems(t *testing.T) {
 	if err := tables.Create(ctx(t), c, "IdempotencyTable", name); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+	t.Cleanup(func() {
+		_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
 	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "expired"}}
 	// A minute ago: DynamoDB ignores TTL values more than five years old.
 	past := strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10)
