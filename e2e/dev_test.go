@@ -262,8 +262,8 @@ func TestIdemkitDevStopsCleanly(t *testing.T) {
 
 // BenchmarkDevQuickstart measures the README quickstart on each engine
 // `idemkit dev` drives runs on: from start to ready, then a POST /runs, its
-// replay, and polling until the run succeeded (ms/quickstart), and the
-// run's POST-to-succeeded time alone (ms/run).
+// replay, and polling until the run completed (ms/quickstart), and the
+// run's POST-to-completed time alone (ms/run).
 func BenchmarkDevQuickstart(b *testing.B) {
 	for _, engine := range devEngines {
 		b.Run(engine, func(b *testing.B) {
@@ -279,7 +279,7 @@ func BenchmarkDevQuickstart(b *testing.B) {
 				if r2, _ := d.do(b, "POST", "/runs", key, `{"workflowId":"conformance-noop"}`); r2.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
 					b.Fatalf("second POST is not a replay: %d", r2.StatusCode)
 				}
-				if st := d.waitStatus(b, m["runId"].(string)); st["status"] != "succeeded" {
+				if st := d.waitStatus(b, m["runId"].(string)); st["status"] != "completed" {
 					b.Fatalf("run %v", st)
 				}
 				total += ready + time.Since(posted)

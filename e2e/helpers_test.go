@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,9 +37,14 @@ func buildHost(t testing.TB, dir, name, pkg string) string {
 	return build(t, dir, name, pkg, runtime.GOOS, runtime.GOARCH)
 }
 
+// rieVersion is the pinned Lambda Runtime Interface Emulator (the
+// Makefile's RIE_VERSION; TestRIEVersionPinned keeps the two equal). It has
+// no release tags: a commit's pseudo-version.
+const rieVersion = "v0.0.0-20261030222936-bef5c4ba774d"
+
 // rieBinary finds aws-lambda-rie: bin/ of the repository (make installs it
-// there), then PATH, else installs it into bin/ with
-// `go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@latest`.
+// there), then PATH, else installs the pinned version into bin/ with
+// `go install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@` + rieVersion.
 func rieBinary(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(shared.ModuleRoot(), "bin")
@@ -49,7 +55,7 @@ func rieBinary(t testing.TB) string {
 	if p, err := exec.LookPath("aws-lambda-rie"); err == nil {
 		return p
 	}
-	if err := testutil.Go([]string{"GOBIN=" + bin}, "install", "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@latest"); err != nil {
+	if err := testutil.Go([]string{"GOBIN=" + bin}, "install", "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@"+rieVersion); err != nil {
 		testutil.Unavailable(t, "aws-lambda-rie is not installed and go install failed: %v", err)
 	}
 	return local
@@ -68,5 +74,15 @@ func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRIEVersionPinned: make and the tests install the same, pinned, Lambda
+// RIE (never @latest).
+func TestRIEVersionPinned(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "Makefile"))
+	must(t, err)
+	if !strings.Contains(string(mk), "RIE_VERSION  := "+rieVersion+"\n") || strings.Contains(string(mk), "aws-lambda-rie@latest") {
+		t.Fatalf("Makefile does not pin aws-lambda-rie at %s", rieVersion)
 	}
 }

@@ -15,8 +15,9 @@ model="$here/effects.pml"
 if ! command -v spin >/dev/null 2>&1; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "model: installing spin (apt-get)"
-		apt-get update >/dev/null
-		DEBIAN_FRONTEND=noninteractive apt-get install -y spin >/dev/null
+		# Wait up to 120 s for a concurrent apt/dpkg to release its lock.
+		apt-get -o DPkg::Lock::Timeout=120 update >/dev/null
+		DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=120 install -y spin >/dev/null
 	else
 		echo "model: spin is not installed (apt-get install spin)" >&2
 		exit 1

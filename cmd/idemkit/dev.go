@@ -141,7 +141,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		if engine == "" {
 			engine = emulator.DefaultDevKind()
 		}
-		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir()})
+		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(), SharedDB: true})
 		if err != nil {
 			return err
 		}

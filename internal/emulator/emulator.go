@@ -43,6 +43,12 @@ type Options struct {
 	// dynalite and DynamoDB Local (the repository's tools/). Required for
 	// Dynalite and DynamoDBLocal, unused for Moto. Default: none.
 	ToolsDir string
+	// SharedDB starts DynamoDB Local with -sharedDb: one set of tables
+	// whatever the credentials and region of a request (as moto and
+	// dynalite behave for credentials), so any client reaches the same
+	// tables. Without it DynamoDB Local keeps one set per access key and
+	// region (tests simulate regions that way). Default: false.
+	SharedDB bool
 }
 
 // Server is a running emulator. Stop it with Stop.
@@ -155,8 +161,12 @@ func command(ctx context.Context, kind string, port int, o Options) (*exec.Cmd, 
 		// -XX:+UseSerialGC and -XX:TieredStopAtLevel=1: one GC thread and
 		// the quick compiler only. Measured on two busy cores: ready in
 		// 3.3 s on 1.3 s of CPU, against 6.0 s on 2.0 s of CPU without.
-		return exec.Command(java, "-Djava.library.path=DynamoDBLocal_lib", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-			"-jar", "DynamoDBLocal.jar", "-inMemory", "-port", p), dir, nil
+		args := []string{"-Djava.library.path=DynamoDBLocal_lib", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+			"-jar", "DynamoDBLocal.jar", "-inMemory", "-port", p}
+		if o.SharedDB {
+			args = append(args, "-sharedDb")
+		}
+		return exec.Command(java, args...), dir, nil
 	}
 	bin, err := dynaliteBin(ctx, o.ToolsDir)
 	if err != nil {

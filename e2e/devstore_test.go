@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+// devStoreTimeout is the --request-timeout of the dev server under test,
+// and devStoreBound the most a client may wait for its answer while the
+// store is paused or dead (the timeout plus scheduling slack on a loaded
+// machine).
+const (
+	devStoreTimeout = 4 * time.Second
+	devStoreBound   = devStoreTimeout + 6*time.Second
+)
+
+// TestIdemkitDevSurvivesItsStore pauses (SIGSTOP) and then kills (SIGKILL)
+// the DynamoDB engine under a running `idemkit dev`, on each engine with
+// streams. While the store is paused or dead, authenticated requests are
+// answered 503 with the error envelope (idemkit.store_unavailable) and
+// Retry-After within the bound, not a 500 and not a hang. Once the paused
+// store resumes, retrying the same Idempotency-Key yields one run, and its
+// webhook is delivered exactly once.
+func TestIdemkitDevSurvivesItsStore(t *testing.T) {
+	for _, kind := range devEngines {
+		t.Run(kind, func(t *testing.T) { testDevSurvivesStore(t, kind) })
+	}
+}
+
+func testDevSurvivesStore(t *testing.T, kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	store, err := emulator.Start(ctx, kind, emulator.Options{ToolsDir: filepath.Join(shared.ModuleRoot(), "tools")})
+	if err != nil {
+		testutil.Unavailable(t, "%s unavailable: %v", kind, err)
+	}
+	defer func() {
+		_ = syscall.Kill(-store.PID(), syscall.SIGCONT)
+		store.Stop()
+	}()
+
+	var mu sync.Mutex
+	deliveries := map[string]int{} // provider Idempotency-Key -> deliveries
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		deliveries[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer recv.Close()
+
+	bin := buildHost(t, t.TempDir(), "idemkit", "cmd/idemkit")
+	addr := testutil.FreeAddr(t)
+	p := start(t, os.Environ(), bin, "dev", "--addr", addr, "--dynamodb-endpoint", store.Endpoint,
+		"--request-timeout", devStoreTimeout.String(), "--allow-loopback-webhooks", "--api-key", devKey+"=e2e-tenant")
+	d := &devServer{url: "http://" + addr, proc: p}
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer rcancel()
+	if err := testutil.WaitHTTP(rctx, d.url+"/.well-known/openwop", p.Done()); err != nil {
+		t.Fatalf("idemkit dev not ready: %v\n%s", err, p.Log.String())
+	}
+	body := `{"workflowId":"webhook","inputs":{"url":"` + recv.URL + `/hook","payload":{"n":1}}}`
+	key := func(s string) string { return fmt.Sprintf("%s-%d-0123456789abcdef", s, time.Now().UnixNano()) }
+
+	// Before: one run, delivered once.
+	r, m := d.do(t, "POST", "/runs", key("before"), body)
+	if r.StatusCode != 201 {
+		t.Fatalf("POST before the pause: %d %v", r.StatusCode, m)
+	}
+	before := m["runId"].(string)
+	if st := d.waitStatus(t, before); st["status"] != "completed" {
+		t.Fatalf("run %v", st)
+	}
+
+	// unavailable asserts a 503 store_unavailable with Retry-After, answered
+	// within the bound.
+	unavailable := func(what, method, path, ik, body string) {
+		t.Helper()
+		started := time.Now()
+		r, m := d.do(t, method, path, ik, body)
+		took := time.Since(started)
+		if r.StatusCode != 503 || m["error"] != "idemkit.store_unavailable" || m["message"] == "" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: %d %v (Retry-After %q); want 503 idemkit.store_unavailable with Retry-After\n%s", what, r.StatusCode, m, r.Header.Get("Retry-After"), p.Log.String())
+		}
+		if took > devStoreBound {
+			t.Fatalf("%s: answered after %s, bound %s", what, took, devStoreBound)
+		}
+	}
+
+	// Paused: the store accepts connections and never answers.
+	must(t, syscall.Kill(-store.PID(), syscall.SIGSTOP))
+	k1 := key("paused")
+	unavailable("POST /runs while paused", "POST", "/runs", k1, body)
+	unavailable("GET /runs/{id} while paused", "GET", "/runs/"+strings.ReplaceAll(before, "/", "~2F"), "", "")
+	must(t, syscall.Kill(-store.PID(), syscall.SIGCONT))
+
+	// Back: retrying k1 ends in one run (409 in flight or 503 meanwhile,
+	// both with Retry-After), whose webhook is delivered once.
+	var runID string
+	deadline := time.Now().Add(2 * time.Minute)
+	for runID == "" {
+		r, m := d.do(t, "POST", "/runs", k1, body)
+		switch {
+		case r.StatusCode == 201:
+			runID = m["runId"].(string)
+		case (r.StatusCode == 409 && m["error"] == "idempotency_in_flight" || r.StatusCode == 503) && r.Header.Get("Retry-After") != "":
+			if time.Now().After(deadline) {
+				t.Fatalf("POST %s still %d after the store came back\n%s", k1, r.StatusCode, p.Log.String())
+			}
+			time.Sleep(250 * time.Millisecond)
+		default:
+			t.Fatalf("POST after the pause: %d %v", r.StatusCode, m)
+		}
+	}
+	if r, m := d.do(t, "POST", "/runs", k1, body); r.StatusCode != 201 || m["runId"] != runID || r.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay of %s: %d %v, want run %s", k1, r.StatusCode, m, runID)
+	}
+	if st := d.waitStatus(t, runID); st["status"] != "completed" {
+		t.Fatalf("run %v", st)
+	}
+	time.Sleep(2 * time.Second) // a second execution would deliver by now
+	mu.Lock()
+	total, twice := 0, 0
+	for _, n := range deliveries {
+		total += n
+		if n > 1 {
+			twice++
+		}
+	}
+	mu.Unlock()
+	if total != 2 || twice != 0 {
+		t.Fatalf("deliveries %v: want two runs delivered once each", deliveries)
+	}
+
+	// Dead: connections are refused.
+	must(t, syscall.Kill(-store.PID(), syscall.SIGKILL))
+	unavailable("POST /runs with the store dead", "POST", "/runs", key("dead"), body)
+	unavailable("GET /runs/{id} with the store dead", "GET", "/runs/"+strings.ReplaceAll(runID, "/", "~2F"), "", "")
+}
