@@ -41,7 +41,9 @@ func withStoreWatch(ctx context.Context) (context.Context, *storeWatch) {
 func storeUnavailable(err error) bool {
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
-		return re.HTTPStatusCode() >= 500
+		// 0: no response at all (refused, reset, deadline).
+		code := re.HTTPStatusCode()
+		return code == 0 || code >= 500
 	}
 	return err != nil
 }
