@@ -17,7 +17,7 @@ func TestRetryAfter(t *testing.T) {
 		{" 0 ", now, true},
 		{now.Add(2 * time.Minute).Format(http.TimeFormat), now.Add(2 * time.Minute), true},
 		{"Tuesday, 01-Dec-26 12:05:00 GMT", now.Add(5 * time.Minute), true}, // RFC 850
-		{"999999999", now.Add(24 * time.Hour), true},                         // capped
+		{"999999999", now.Add(24 * time.Hour), true},                        // capped
 		{now.Add(72 * time.Hour).Format(http.TimeFormat), now.Add(24 * time.Hour), true},
 		{"", time.Time{}, false},
 		{"-5", time.Time{}, false},
