@@ -66,7 +66,7 @@ func TestReadmeInAFreshModule(t *testing.T) {
 	}
 	e := dynamotest.Start(t, dynamotest.Moto)
 	setLocalEnv(t, e)
-	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "test", "-count=1", "-run", "^TestTryLocally$", "-v", ".")
+	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestTryLocally$", "-v", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local", "GOPROXY=off")
 	out, err := cmd.CombinedOutput()
