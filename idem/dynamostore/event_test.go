@@ -96,8 +96,8 @@ func sqsGuard(t *testing.T, st idem.Store, clk *guardClock, wait time.Duration) 
 
 // On DynamoDB (moto and dynalite): a redelivered batch runs nothing again
 // and reports only the record that still fails; four invocations handling
-// the same batch at once process every message once; a store round trip
-// count per record is the HTTP adapters' (2 first, 1 replay).
+// the same batch at once process every message once; the store round trips
+// per record are the HTTP adapters' (2 first, 1 replay).
 func TestSQSOnDynamoDB(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
@@ -125,6 +125,21 @@ func TestSQSOnDynamoDB(t *testing.T) {
 			}
 			if got := v.cnt.Ops(); got["PutItem"] != 5 || got["UpdateItem"] != 5 {
 				t.Fatalf("round trips %v: want one claim and one complete/release per record", got)
+			}
+			// A replay of a completed message costs what an HTTP replay does:
+			// one round trip (two where the emulator does not return the
+			// item with a failed condition).
+			done := batchOf("1", "2", "3", "5")
+			v.cnt.Reset()
+			if r, _ := h(ctxT(t), done); failures(r) != "" {
+				t.Fatalf("replayed batch: %q", failures(r))
+			}
+			perReplay := 1
+			if !e.Caps.ReturnValuesOnConditionCheckFailure {
+				perReplay = 2
+			}
+			if got := v.cnt.Total(); got != 4*perReplay {
+				t.Fatalf("replaying 4 messages cost %d round trips (%v), want %d", got, v.cnt.Ops(), 4*perReplay)
 			}
 			for i := range ev.Records {
 				ev.Records[i].Attributes["ApproximateReceiveCount"] = "2"
