@@ -9,7 +9,7 @@ import (
 func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 // The repository runs the README's TestTryLocally on its own emulators
-// (moto and dynalite), with the table created from template.yaml; under
+// (every engine), with the table created from template.yaml; under
 // CI=true a missing emulator fails the test.
 func TestTryLocallyOnEmulators(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {

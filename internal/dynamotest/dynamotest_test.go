@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -84,12 +85,21 @@ func TestTemplateTables(t *testing.T) {
 	})
 }
 
-// TestRegionsAreIndependent: moto and DynamoDB Local keep one set of
-// tables per region on one server (InRegion relies on it).
+// TestRegionsAreIndependent: moto keeps one set of tables per region on
+// one server (InRegion relies on it); DynamoDB Local, started with
+// -sharedDb, keeps one set for every region and every access key.
 func TestRegionsAreIndependent(t *testing.T) {
-	for _, k := range []string{dynamotest.Moto, dynamotest.DynamoDBLocal} {
-		t.Run(k, func(t *testing.T) { testRegionsAreIndependent(t, dynamotest.Start(t, k)) })
-	}
+	t.Run(dynamotest.Moto, func(t *testing.T) { testRegionsAreIndependent(t, dynamotest.Start(t, dynamotest.Moto)) })
+	t.Run(dynamotest.DynamoDBLocal, func(t *testing.T) {
+		e := dynamotest.Start(t, dynamotest.DynamoDBLocal)
+		name := e.CreateTable(t, "FenceTable")
+		other := e.InRegion("eu-west-1").Client(func(o *dynamodb.Options) {
+			o.Credentials = credentials.NewStaticCredentialsProvider("someone-else", "x", "")
+		})
+		if _, err := other.DescribeTable(ctx(t), &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err != nil {
+			t.Fatalf("another region and access key do not see the table: %v", err)
+		}
+	})
 }
 
 func testRegionsAreIndependent(t *testing.T, e *dynamotest.Emulator) {

@@ -75,8 +75,9 @@ type Emulator struct {
 }
 
 // InRegion returns a copy of e whose clients and tables use region. On moto
-// and DynamoDB Local each region is an independent DynamoDB; dynalite
-// ignores the region.
+// each region is an independent DynamoDB; dynalite and DynamoDB Local
+// (started with -sharedDb, so that any credentials reach the same tables,
+// as with `idemkit dev`) ignore the region.
 func (e *Emulator) InRegion(region string) *Emulator {
 	c := *e
 	c.Region = region
@@ -229,7 +230,7 @@ func launch(kind string) (*Emulator, *emulator.Server, error) {
 	default:
 		return nil, nil, fmt.Errorf("unknown emulator kind %q (want dynamodb-local, moto, dynalite or external)", kind)
 	}
-	srv, err := emulator.Start(context.Background(), kind, emulator.Options{ToolsDir: filepath.Join(RepoRoot(), "tools")})
+	srv, err := emulator.Start(context.Background(), kind, emulator.Options{ToolsDir: filepath.Join(RepoRoot(), "tools"), SharedDB: true})
 	if err != nil {
 		return nil, nil, err
 	}
