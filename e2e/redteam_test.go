@@ -720,7 +720,10 @@ func startRTDev(t *testing.T, e *dynamotest.Emulator) *rtDev {
 	bin := buildHost(t, t.TempDir(), "idemkit", "cmd/idemkit")
 	addr := testutil.FreeAddr(t)
 	prefix := "rt" + rtKey()[3:11] + "-"
-	p := start(t, os.Environ(), bin, "dev", "--addr", addr, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix,
+	// --request-timeout: these attacks are about concurrency, not store
+	// deadlines (TestIdemkitDevSurvivesItsStore covers those); 64 requests
+	// at once on a loaded machine may outlast the 15 s default.
+	p := start(t, os.Environ(), bin, "dev", "--addr", addr, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--request-timeout", "2m",
 		"--allow-loopback-webhooks", "--api-key", rtKeyA+"=rt-a", "--api-key", rtKeyB+"=rt-b")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
