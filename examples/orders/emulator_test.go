@@ -22,6 +22,8 @@ func setLocalEnv(t *testing.T, e *dynamotest.Emulator) {
 	t.Setenv("DYNAMODB_ENDPOINT", e.Endpoint)
 	t.Setenv("IDEMPOTENCY_TABLE", e.CreateTable(t, "IdempotencyTable"))
 	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_ACCESS_KEY_ID", "local")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "local")
+	// The test emulators' credentials: DynamoDB Local (unlike idemkit dev's,
+	// which shares one database) keeps one database per access key.
+	t.Setenv("AWS_ACCESS_KEY_ID", "idemkit")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "idemkit")
 }
