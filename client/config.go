@@ -17,6 +17,9 @@ type Config struct {
 
 	// MaxAttempts bounds the attempts of one logical call, the first one
 	// included. Default 5. 1 disables retries (the key is still sent).
+	// A 409 in-flight answer that carries Retry-After does not count: the
+	// server is running the request under this key and says when to look
+	// again, so such polls are bounded by MaxElapsed (and the context) only.
 	MaxAttempts int
 
 	// MaxElapsed bounds one logical call, from the start of its first

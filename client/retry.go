@@ -17,6 +17,7 @@ type verdict int
 const (
 	final     verdict = iota // return it to the caller
 	retryable                // wait and try again, budget permitting
+	inFlight                 // 409 in flight: poll again, budget permitting
 )
 
 // maxPeek bounds how much of a 409 body is read to find its error code.
@@ -25,15 +26,15 @@ const maxPeek = 64 << 10
 // classify decides whether resp is final. For a 409 it reads (up to maxPeek
 // bytes of) the body to find the error code, and leaves resp.Body readable
 // from the start.
-func classify(resp *http.Response, inFlight []string) verdict {
+func classify(resp *http.Response, inFlightCodes []string) verdict {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500 && resp.StatusCode <= 599:
 		return retryable
 	case resp.StatusCode == http.StatusConflict:
 		code := peekCode(resp)
-		for _, c := range inFlight {
+		for _, c := range inFlightCodes {
 			if code == c {
-				return retryable
+				return inFlight
 			}
 		}
 		return final

@@ -161,6 +161,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &Error{Key: key, Attempts: res.Attempts, Err: cause}
 	}
 
+	polls := 0 // in-flight answers with Retry-After (not counted by MaxAttempts)
 	for {
 		res.Attempts++
 		r := req.Clone(ctx)
@@ -190,7 +191,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			ra, haveRA = RetryAfter(resp.Header.Get("Retry-After"), c.Now())
 		}
 
-		if v == final || res.Attempts-prior >= c.MaxAttempts {
+		if v == inFlight && haveRA {
+			// The server is working on this key and said when to look
+			// again: a poll, bounded by the budget, not by MaxAttempts.
+			polls++
+		}
+		if v == final || res.Attempts-prior-polls >= c.MaxAttempts {
 			if err != nil {
 				return fail(err)
 			}

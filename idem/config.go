@@ -80,6 +80,16 @@ type Config struct {
 	// Default 250 ms.
 	WaitMargin time.Duration
 
+	// InFlightRetryAfter is the Retry-After of a 409 idempotency_in_flight
+	// while the request's owner is alive — it claimed or renewed its lease
+	// within the last two Heartbeat intervals — so a client polls again
+	// soon and gets the answer when it is ready. When the owner looks dead
+	// (no lease write for longer), Retry-After is the time until its lease
+	// can be reclaimed instead (at least InFlightRetryAfter). Rounded up to
+	// whole seconds; 1 s..60 s. Default 1 s; 2 s under ProfileERP, whose
+	// in-flight answers always carry it.
+	InFlightRetryAfter time.Duration
+
 	// Tenant says where the authenticated tenant comes from:
 	// AuthorizerKey("tenantId"), JWTClaim(name) or IAMPrincipal() for API
 	// Gateway events, or SingleTenant(name) for a function without an
@@ -234,6 +244,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Wait == 0 {
 		c.Wait = 5 * time.Second
+	}
+	switch {
+	case c.InFlightRetryAfter == 0 && c.Profile == ProfileERP:
+		c.InFlightRetryAfter = 2 * time.Second
+	case c.InFlightRetryAfter == 0:
+		c.InFlightRetryAfter = time.Second
+	case c.InFlightRetryAfter < time.Second || c.InFlightRetryAfter > time.Minute:
+		p = append(p, fmt.Sprintf("InFlightRetryAfter %s is outside 1s..1m", c.InFlightRetryAfter))
 	}
 	if c.WaitMargin == 0 {
 		c.WaitMargin = 250 * time.Millisecond

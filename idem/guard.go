@@ -205,19 +205,24 @@ func (g *Guard) expires(now time.Time) time.Time {
 	return now.Add(g.cfg.Retention)
 }
 
-// retryAfter returns the Retry-After seconds for an in-flight answer.
+// retryAfter returns the Retry-After seconds for an in-flight answer: the
+// poll interval (Config.InFlightRetryAfter) while the owner is alive, the
+// time until its lease can be reclaimed when it looks dead.
 func (g *Guard) retryAfter(rec *Record, now time.Time) int {
-	if g.cfg.Profile == ProfileERP {
-		return 2
+	poll := int(math.Ceil(g.cfg.InFlightRetryAfter.Seconds()))
+	if g.cfg.Profile == ProfileERP || rec.State != StatePending || g.ownerAlive(rec, now) {
+		return poll
 	}
-	if rec.State != StatePending {
-		return 1
-	}
-	s := int(math.Ceil(rec.LeaseExpires.Sub(now).Seconds()))
-	if s < 1 {
-		s = 1
-	}
-	return s
+	return max(poll, int(math.Ceil(rec.LeaseExpires.Sub(now).Seconds())))
+}
+
+// ownerAlive reports whether the owner of a pending record wrote its lease
+// (claim, reclaim or heartbeat renewal) within the last two Heartbeat
+// intervals. Outside Lambda a live owner renews every Heartbeat; inside
+// Lambda there is no heartbeat and the lease ends with the invocation, so
+// an owner counts as alive for two intervals after its claim.
+func (g *Guard) ownerAlive(rec *Record, now time.Time) bool {
+	return !rec.Renewed.IsZero() && now.Sub(rec.Renewed) < 2*g.cfg.Heartbeat
 }
 
 // cacheable returns the copy of resp that is stored: every header except

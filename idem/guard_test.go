@@ -427,13 +427,18 @@ func TestInFlight409(t *testing.T) {
 		e.call(h, v2event("POST", "POST /runs", testKey, `{}`))
 	}()
 	<-started
-	e.clock.Advance(100 * time.Second) // lease 300 s: 200 s remain
+	e.clock.Advance(100 * time.Second) // lease 300 s: 200 s remain; claimed 100 s ago, alive
 	r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, `{}`))
+	e.clock.Advance(150 * time.Second) // no lease write for 250 s (heartbeat 100 s): looks dead
+	dead := e.call(&handler{}, v2event("POST", "POST /runs", testKey, `{}`))
 	close(release)
 	<-done
 	code, details := envelope(t, r.Body)
-	if r.StatusCode != 409 || code != "idempotency_in_flight" || r.Headers["Retry-After"] != "200" {
-		t.Fatalf("in-flight: %+v", r)
+	if r.StatusCode != 409 || code != "idempotency_in_flight" || r.Headers["Retry-After"] != "1" {
+		t.Fatalf("in-flight, owner alive: %+v", r)
+	}
+	if dead.StatusCode != 409 || dead.Headers["Retry-After"] != "50" {
+		t.Fatalf("in-flight, owner looks dead: %+v", dead)
 	}
 	for k := range details {
 		if strings.Contains(strings.ToLower(k), "retry") {

@@ -17,7 +17,9 @@ type Profile int
 const (
 	// ProfileOpenWOP (seed 000): key ^[A-Za-z0-9._~-]{22,128}$, retention
 	// 24 h, replays carry "OpenWOP-Idempotent-Replay: true", in-flight
-	// Retry-After is the number of seconds until the lease can be reclaimed.
+	// Retry-After is Config.InFlightRetryAfter (1 s) while the owner is
+	// alive and the seconds until its lease can be reclaimed when it looks
+	// dead.
 	ProfileOpenWOP Profile = iota
 	// ProfileERP (seed 003): key 8..128 of A-Z a-z 0-9 . _ : -, retention
 	// 720 h; every response carries "Idempotency-Replayed: true|false", the

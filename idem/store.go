@@ -56,6 +56,7 @@ type Record struct {
 	State        State     // lifecycle state
 	Owner        string    // lease owner token of the current (or last) claim
 	LeaseExpires time.Time // when the claim's lease may be reclaimed (pending only)
+	Renewed      time.Time // when the owner last wrote its lease: claim, reclaim or Renew (pending only)
 	Attempt      int       // 1 on first claim, +1 on every reclaim
 	RequestID    string    // request id of the invocation that first claimed the record
 	Response     *Response // final response; set only when State.Final()
@@ -150,6 +151,10 @@ type Outcome struct {
 // concurrent use and every method must be atomic with respect to the others.
 // The clock is injected: every method receives now and never reads a clock.
 //
+// Liveness: Claim (Claimed or Reclaimed) and Renew set the record's Renewed
+// to now, and Complete and Release clear it, so a reader can tell an owner
+// that still renews its lease (alive) from one that stopped (looks dead).
+//
 // Fencing: every write after the claim (Complete, Release, Renew, Delete)
 // is conditional on the record existing, not expired at now, being pending,
 // and holding the caller's owner token. Otherwise it writes nothing and
@@ -173,7 +178,7 @@ type Store interface {
 	Release(ctx context.Context, id, owner string, now time.Time) error
 
 	// Renew extends the lease of the claim owned by owner to leaseExpires
-	// (heartbeat).
+	// and sets Renewed to now (heartbeat).
 	Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error
 
 	// Delete removes the record owned by owner (outcomes that are never

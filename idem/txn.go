@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -315,7 +316,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 		t.writeFailed(ctx, "complete", err)
 		r := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
 			"This request's claim was taken over by another invocation; retry it with the same Idempotency-Key."))
-		r.Headers[HeaderRetryAfter] = []string{"1"}
+		r.Headers[HeaderRetryAfter] = []string{strconv.Itoa(int(math.Ceil(g.cfg.InFlightRetryAfter.Seconds())))}
 		return r
 	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
 		t.writeFailed(ctx, "complete", err)

@@ -17,6 +17,7 @@ const (
 	attrState     = "state"       // S: idem.State
 	attrOwner     = "owner"       // S: lease owner token of the current/last claim
 	attrLease     = "leaseAt"     // N: lease end, Unix ms (read while pending only)
+	attrRenewed   = "renewedAt"   // N: when the owner last wrote its lease, Unix ms (read while pending only)
 	attrAttempt   = "attempt"     // N: 1 on first claim, +1 per reclaim
 	attrRequestID = "requestId"   // S: request id of the first claim
 	attrExpMs     = "expiresAtMs" // N: retention end, Unix ms; absent = never
@@ -116,6 +117,9 @@ func decode(m map[string]types.AttributeValue) (stored, bool) {
 		// leaves the attribute in place rather than spend a REMOVE on it.
 		s.rec.LeaseExpires = time.UnixMilli(n)
 	}
+	if n, ok := getN(m, attrRenewed); ok && s.rec.State == idem.StatePending {
+		s.rec.Renewed = time.UnixMilli(n) // like the lease: left in place by completions
+	}
 	if n, ok := getN(m, attrAttempt); ok {
 		s.rec.Attempt = int(n)
 	}
@@ -146,6 +150,7 @@ func pendingItem(rec idem.Record) map[string]types.AttributeValue {
 		attrState:   avS(string(idem.StatePending)),
 		attrOwner:   avS(rec.Owner),
 		attrLease:   avN(rec.LeaseExpires.UnixMilli()),
+		attrRenewed: avN(rec.Renewed.UnixMilli()),
 		attrAttempt: avN(1),
 	}
 	if rec.RequestID != "" {

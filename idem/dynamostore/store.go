@@ -166,6 +166,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	}
 	rec.Response = nil
 	rec.LeaseExpires = msec(rec.LeaseExpires)
+	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
 	nowMs := now.UnixMilli()
 
@@ -276,6 +277,7 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 	u := expression.Set(expression.Name(attrOwner), expression.Value(rec.Owner)).
 		Set(expression.Name(attrState), expression.Value(string(idem.StatePending))).
 		Set(expression.Name(attrLease), expression.Value(rec.LeaseExpires.UnixMilli())).
+		Set(expression.Name(attrRenewed), expression.Value(rec.Renewed.UnixMilli())).
 		Set(expression.Name(attrAttempt), expression.Value(old.Attempt+1))
 	u = removeResponse(setExpiry(u, rec.Expires))
 	expr, err := expression.NewBuilder().WithCondition(reclaimable(old, rec.Digest, nowMs)).WithUpdate(u).Build()
@@ -491,7 +493,7 @@ func transactItems(ws []any) ([]types.TransactWriteItem, error) {
 // Release implements idem.Store: one UpdateItem conditional on ownership.
 func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
 	u := removeResponse(expression.Set(expression.Name(attrState), expression.Value(string(idem.StateRetryableFailure))).
-		Remove(expression.Name(attrLease)))
+		Remove(expression.Name(attrLease)).Remove(expression.Name(attrRenewed)))
 	return s.ownedUpdate(ctx, "release", id, owner, now, u, func(st stored) bool {
 		return st.rec.Owner == owner && st.rec.State == idem.StateRetryableFailure
 	})
@@ -500,7 +502,8 @@ func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) er
 // Renew implements idem.Store: one UpdateItem conditional on ownership.
 func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
 	lease := msec(leaseExpires).UnixMilli()
-	u := expression.Set(expression.Name(attrLease), expression.Value(lease))
+	u := expression.Set(expression.Name(attrLease), expression.Value(lease)).
+		Set(expression.Name(attrRenewed), expression.Value(now.UnixMilli()))
 	return s.ownedUpdate(ctx, "renew", id, owner, now, u, func(stored) bool {
 		// An applied renew leaves the record owned and pending, so its
 		// retry succeeds by itself; a failure is a real fence.

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idem.Store, opts ...Option) {
 	t.Run("FencedAfterFinal", s.fencedAfterFinal)
 	t.Run("FencedUnknownRecord", s.fencedUnknown)
 	t.Run("Renew", s.renew)
+	t.Run("RenewedTracksOwnerWrites", s.renewed)
 	t.Run("Delete", s.delete)
 	t.Run("Expiry", s.expiry)
 	t.Run("ExpiryFencesWrites", s.expiryFences)

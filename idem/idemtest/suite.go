@@ -397,6 +397,46 @@ func (s *suite) renew(t *testing.T) {
 	wantFenced(t, "Renew after reclaim", st.Renew(ctx, id, "owner-1", end.Add(lease), end))
 }
 
+// renewed: Claim, Reclaim and Renew record when the owner last wrote its
+// lease (millisecond precision), Complete and Release clear it, and a
+// failed claim leaves it alone.
+func (s *suite) renewed(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	at := func(d time.Duration) time.Time { return now.Add(d) }
+	want := func(what string, got idem.Record, w time.Time) {
+		t.Helper()
+		if !got.Renewed.Equal(w) {
+			t.Fatalf("%s: Renewed = %s, want %s", what, got.Renewed, w)
+		}
+	}
+	now = now.Add(123 * time.Microsecond) // sub-millisecond part is dropped
+	ms := now.Truncate(time.Millisecond)
+	want("Claim result", claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed), ms)
+	want("Get after Claim", mustGet(t, st, id, now), ms)
+	later := at(lease / 3)
+	if err := st.Renew(ctx, id, "owner-1", later.Add(lease), later); err != nil {
+		t.Fatalf("Renew: %v", err)
+	}
+	want("Get after Renew", mustGet(t, st, id, later), later.Truncate(time.Millisecond))
+	// A duplicate that finds the live claim changes nothing.
+	dup := at(lease / 2)
+	want("Exists", claim(t, st, pending(id, digestA, "owner-2", dup), dup, idem.Exists), later.Truncate(time.Millisecond))
+	want("Get after a lost claim", mustGet(t, st, id, dup), later.Truncate(time.Millisecond))
+	// A reclaim after the lease ran out is a fresh write by the new owner.
+	re := later.Add(2 * lease)
+	want("Reclaim result", claim(t, st, pending(id, digestA, "owner-2", re), re, idem.Reclaimed), re.Truncate(time.Millisecond))
+	want("Get after Reclaim", mustGet(t, st, id, re), re.Truncate(time.Millisecond))
+	if err := st.Release(ctx, id, "owner-2", re); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	want("Get after Release", mustGet(t, st, id, re), time.Time{})
+	re2 := re.Add(time.Second)
+	claim(t, st, pending(id, digestA, "owner-3", re2), re2, idem.Reclaimed)
+	complete(t, st, id, "owner-3", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "{}"), Expires: re2.Add(time.Hour)}, re2)
+	want("Get after Complete", mustGet(t, st, id, re2), time.Time{})
+}
+
 func (s *suite) delete(t *testing.T) {
 	st, now := s.start(t)
 	id := newID(t)

@@ -148,6 +148,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	s.calls["Claim"]++
 	rec.Response = nil
 	rec.LeaseExpires = msec(rec.LeaseExpires)
+	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
 	old, ok := s.live(rec.ID, now)
 	switch {
@@ -215,6 +216,7 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 	}
 	r.State = out.State
 	r.LeaseExpires = time.Time{}
+	r.Renewed = time.Time{}
 	r.Expires = msec(out.Expires)
 	r.Response = nil
 	if out.State.Final() {
@@ -238,6 +240,7 @@ func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) er
 	}
 	r.State = idem.StateRetryableFailure
 	r.LeaseExpires = time.Time{}
+	r.Renewed = time.Time{}
 	r.Response = nil
 	s.recs[id] = r
 	return nil
@@ -256,6 +259,7 @@ func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now t
 		return err
 	}
 	r.LeaseExpires = msec(leaseExpires)
+	r.Renewed = msec(now)
 	s.recs[id] = r
 	return nil
 }

@@ -89,6 +89,7 @@ func TestBrokenServerFailsTheMatchingScenario(t *testing.T) {
 		{"mismatch replays", breaks{MismatchReplays: true}, both, []string{"mismatch"}},
 		{"in-flight runs twice", breaks{InFlightRunsTwice: true}, both, []string{"in-flight"}},
 		{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, both, []string{"in-flight"}},
+		{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, both, []string{"in-flight"}},
 		{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, []Profile{ProfileOpenWOP}, []string{"in-flight"}},
 		{"GET honours the key", breaks{GetHonoursKey: true}, both, []string{"get-ignores-key"}},
 		{"tenants share records", breaks{SharedTenants: true}, both, []string{"tenant-isolation"}},

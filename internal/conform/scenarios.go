@@ -138,12 +138,17 @@ func mismatch(ctx context.Context, e *env) Result {
 	return pass("409 %s without the cached body; the record is intact", a2.code)
 }
 
+// maxLiveRetryAfter is the longest Retry-After accepted on an in-flight 409
+// while the first request is still running (the ERP policy's 2 s).
+const maxLiveRetryAfter = 2 * time.Second
+
 // dupCount is how many duplicates the in-flight scenario sends.
 const dupCount = 3
 
 // inFlight: a slow request and, while it runs, dupCount duplicates with the
 // same key and body. Exactly one of them must run (one fresh 2xx); every other
-// one gets 409 in-flight with Retry-After (and no retry timing in details), or
+// one gets 409 in-flight with a Retry-After of at most 2 s, since the first
+// request is still running (and no retry timing in details), or
 // waits for the winner's final answer and receives it marked as a replay. A
 // repeat after they all finished is the winner's answer. Whichever request
 // the server claims first is the winner: the checker does not assume the
@@ -187,8 +192,16 @@ func inFlight(ctx context.Context, e *env) Result {
 	for _, d := range all {
 		switch {
 		case d.status == http.StatusConflict && oneOf(d.code, e.rules.inFlightCodes):
-			if _, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now()); !ok {
+			ra, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now())
+			if !ok {
 				return fail("a duplicate got 409 %s without a valid Retry-After (got %q)", d.code, d.header.Get("Retry-After"))
+			}
+			// The first request was running (it answered later), so its owner
+			// was alive: a useful Retry-After is a short poll interval.
+			if ra > maxLiveRetryAfter {
+				return fail("a duplicate got 409 %s with Retry-After %q while the first request was still running; "+
+					"a live owner's duplicate should be told to poll again within %s (a client with a 30 s budget gives up on a longer wait)",
+					d.code, d.header.Get("Retry-After"), maxLiveRetryAfter)
 			}
 			if key := retryTiming(d.body); key != "" && e.rules.noRetryDetails {
 				return fail("the in-flight 409 carries retry timing in details (%q)", key)

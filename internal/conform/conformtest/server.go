@@ -27,6 +27,7 @@ type Breaks struct {
 	MismatchReplays      bool // a different body under a used key gets the cached answer
 	InFlightRunsTwice    bool // a duplicate in flight runs the request again
 	InFlightNoRetryAfter bool // the in-flight 409 has no Retry-After
+	InFlightLeaseRetry   bool // the in-flight 409's Retry-After is a 300 s lease though the first request is running
 	InFlightRetryDetails bool // the in-flight 409 puts retry timing in details
 	GetHonoursKey        bool // GET goes through the idempotency layer
 	SharedTenants        bool // records are keyed without the tenant
@@ -253,7 +254,11 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 			}
 		case !rec.done:
 			s.mu.Unlock()
-			if !s.brk.InFlightNoRetryAfter {
+			switch {
+			case s.brk.InFlightNoRetryAfter:
+			case s.brk.InFlightLeaseRetry:
+				w.Header().Set("Retry-After", "295")
+			default:
 				w.Header().Set("Retry-After", map[bool]string{true: "2", false: "1"}[s.profile == Seed003])
 			}
 			var details map[string]any
