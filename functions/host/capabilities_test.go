@@ -88,15 +88,6 @@ func idempotencyFamily(t *testing.T, sch *jsonschema.Schema, body []byte) map[st
 	return doc.Idempotency
 }
 
-func mustJSON(t *testing.T, v any) []byte {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 // The real schema is not vacuous: it refuses what it must, including the
 // vocabulary earlier versions of this host served (status "supported", a
 // root "host" object).
