@@ -263,15 +263,22 @@ func TestDevWireSchemas(t *testing.T) {
 	c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Content-Type", "text/plain")
 	c.do("GET", "/runs", "/runs", keyA, "")
 
-	// An in-flight duplicate: 409 idempotency_in_flight.
+	// An in-flight duplicate: 409 idempotency_in_flight. Two same-key
+	// requests 300 ms apart; the winner holds conformance-delay for 2 s and
+	// the loser's wait budget is 300 ms, so whichever loses is refused.
 	slowKey := "wire-" + newUUID()
-	slow := make(chan wireResp, 1)
-	go func() {
-		slow <- c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`, "Idempotency-Key", slowKey)
-	}()
-	time.Sleep(500 * time.Millisecond) // the winner holds its claim for 2 s
-	if r := c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`, "Idempotency-Key", slowKey); r.status != 409 || r.json["error"] != "idempotency_in_flight" {
-		t.Fatalf("no in-flight refusal: %d %s", r.status, r.body)
+	slowBody := `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`
+	slow := make(chan wireResp, 2)
+	for range 2 {
+		go func() { slow <- c.do("POST", "/runs", "/runs", keyA, slowBody, "Idempotency-Key", slowKey) }()
+		time.Sleep(300 * time.Millisecond)
+	}
+	a, b := <-slow, <-slow
+	if a.status == 201 {
+		a, b = b, a
+	}
+	if a.status != 409 || a.json["error"] != "idempotency_in_flight" || b.status != 201 {
+		t.Fatalf("no in-flight refusal: %d %s / %d %s", a.status, a.body, b.status, b.body)
 	}
 
 	// getRun and its errors.
@@ -389,7 +396,6 @@ func TestDevWireSchemas(t *testing.T) {
 		t.Fatalf("legacy run cancel: %d %s", r.status, r.body)
 	}
 
-	<-slow
 	// Every route and outcome above was reached (so the list stays honest).
 	for _, want := range []string{
 		"GET /.well-known/openwop 200", "POST /runs 201", "POST /runs 400", "POST /runs 401", "POST /runs 409",
