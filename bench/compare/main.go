@@ -60,7 +60,7 @@ type options struct {
 func main() {
 	var o options
 	var engines string
-	flag.StringVar(&engines, "engines", "moto,dynalite", "comma-separated engines: "+strings.Join(engineKinds(), ", "))
+	flag.StringVar(&engines, "engines", "moto,dynalite,dynamodb-local", "comma-separated engines: "+strings.Join(engineKinds(), ", "))
 	flag.IntVar(&o.n, "n", 2000, "sequential requests per block")
 	flag.IntVar(&o.rounds, "rounds", 3, "ABBA rounds")
 	flag.IntVar(&o.warmup, "warmup", 200, "warm-up requests per case and system")
@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&o.cpuN, "cpu", 1000, "first executions in the CPU pass")
 	flag.IntVar(&o.exprN, "expr", 200, "writes per shape and round in the write-shape pass (0: skip)")
 	flag.StringVar(&o.outDir, "out", filepath.Join(os.TempDir(), "idemkit-bench"), "directory for CPU profiles")
-	flag.StringVar(&o.tools, "tools", "tools", "directory pinning dynalite")
+	flag.StringVar(&o.tools, "tools", "tools", "directory pinning dynalite and DynamoDB Local")
 	flag.StringVar(&o.peerDir, "powertools", "bench/powertools", "directory of the Powertools runner")
 	flag.Parse()
 	o.engines = strings.Split(engines, ",")
@@ -78,7 +78,7 @@ func main() {
 	}
 }
 
-func engineKinds() []string { return []string{emulator.Moto, emulator.Dynalite} }
+func engineKinds() []string { return emulator.Kinds }
 
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
