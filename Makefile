@@ -41,13 +41,17 @@ run:
 ## test: every check CI runs, then one summary: each check step, the Go
 ## tests' counts, every skipped test with its reason, every failure, and the
 ## closing line `N passed, M failed, K skipped` (internal/testsummary).
+## The check steps (one after another) and, under CI=true, the soak run go
+## in parallel with the Go tests; their output is printed after the tests'.
 test: tools $(TESTSUM)
 	@rm -rf $(SUMMARY_DIR); mkdir -p $(SUMMARY_DIR); \
 	if [ "$$CI" = true ]; then \
 		$(TESTSUM) gotest -dir $(SUMMARY_DIR) -name soak -- $(GO) test -json $(GOTEST_FLAGS) -run '$(SOAK)' $(SOAK_PKGS) > $(SUMMARY_DIR)/soak.log 2>&1 & soak=$$!; \
 	fi; \
-	for c in $(CHECKS); do $(TESTSUM) step -dir $(SUMMARY_DIR) -name $$c -- $(MAKE) --no-print-directory $$c; done; \
+	( for c in $(CHECKS); do $(TESTSUM) step -dir $(SUMMARY_DIR) -name $$c -- $(MAKE) --no-print-directory $$c; done ) \
+		> $(SUMMARY_DIR)/checks.log 2>&1 & checks=$$!; \
 	$(TESTSUM) gotest -dir $(SUMMARY_DIR) -name "go test" -- $(GO) test -json $(GOTEST_FLAGS) -skip '$(SOAK)' ./...; \
+	wait $$checks; echo "---- check steps output ($(CHECKS))"; cat $(SUMMARY_DIR)/checks.log; \
 	if [ -n "$$soak" ]; then wait $$soak; echo "---- soak output"; cat $(SUMMARY_DIR)/soak.log; \
 	else echo "soak tests ($(SOAK) in $(SOAK_PKGS)) not run here: make soak (CI runs them)"; fi; \
 	$(TESTSUM) report -dir $(SUMMARY_DIR)
