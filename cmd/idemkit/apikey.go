@@ -13,17 +13,54 @@ import (
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
+const apikeyUsage = `usage: idemkit apikey COMMAND [flags]
+
+Manage the API keys the authorizer accepts.
+
+commands:
+  create   mint an API key for a tenant and store its hash
+
+example:
+  idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
+
+Run 'idemkit apikey create -h' for its flags.
+`
+
+const apikeyCreateAbout = `Mints a new API key for a tenant, stores its SHA-256 hash in the api-keys
+table and prints the key once on stdout; the key itself is not stored.
+
+examples:
+  idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
+  idemkit apikey create --tenant acme --table prod-ApiKeysTable --region eu-west-1
+`
+
+// runAPIKey dispatches `idemkit apikey SUBCOMMAND`.
+func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) > 0 && args[0] == "create":
+		return runAPIKeyCreate(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && isHelp(args[0]):
+		fmt.Fprint(stdout, apikeyUsage)
+		return 0
+	case len(args) > 0:
+		fmt.Fprintf(stderr, "idemkit apikey: unknown command %q\n\n", args[0])
+	}
+	fmt.Fprint(stderr, apikeyUsage)
+	return 2
+}
+
 func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, "idemkit apikey create --tenant T [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+host.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
 	}
-	if *tenant == "" || !host.ValidTenant(*tenant) || fs.NArg() > 0 {
+	if *tenant == "" || !host.ValidTenant(*tenant) || len(pos) > 0 {
 		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match ^(anon:)?[A-Za-z0-9._~-]{1,128}$")
 		return 2
 	}

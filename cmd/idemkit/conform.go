@@ -11,26 +11,25 @@ import (
 	"github.com/idemkit/idemkit/internal/conform"
 )
 
-const conformUsage = `usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|seed003] URL
+const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|seed003] URL
+       [--slow-body JSON] [--invalid-body JSON] [--get PATH] [--timeout D] [--stagger D]`
 
-Checks the Layer-1 (Idempotency-Key) behaviour of the API at URL from the
+const conformAbout = `Checks the Layer-1 (Idempotency-Key) behaviour of the API at URL from the
 outside, one line per scenario, then "N passed, M failed". The exit status is
-0 when nothing failed, 1 when a scenario failed, 2 on a usage error. Two
---api-key flags (two tenants) enable the tenant-isolation scenario. The
-defaults fit 'idemkit dev'.
+0 when nothing failed, 1 when a scenario failed, 2 on a usage error. At
+least one --api-key is required; two (two tenants) enable the
+tenant-isolation scenario. The defaults fit 'idemkit dev'.
 
-flags:
+examples:
+  idemkit conform --api-key KEY1 --api-key KEY2 http://127.0.0.1:3000
+  idemkit conform --api-key KEY --route 'POST /orders' --body '{"sku":"A-17"}' https://api.example.com
 `
 
 // runConform implements `idemkit conform`: args are the arguments after
 // "conform". It returns the process exit status.
 func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, conformUsage)
-		fs.PrintDefaults()
-	}
+	setUsage(fs, conformUsageLine, conformAbout)
 	var (
 		cfg     conform.Config
 		profile string
@@ -52,20 +51,9 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&cfg.Stagger, "stagger", conform.DefaultStagger, "how long the slow request runs before its duplicates are sent")
 
 	// Flags may come before or after the URL.
-	var pos []string
-	for rest := args; ; {
-		if err := fs.Parse(rest); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
-		}
-		rest = fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		pos = append(pos, rest[0])
-		rest = rest[1:]
+	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "idemkit conform: want exactly one URL")
@@ -79,6 +67,12 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if cfg.Timeout <= 0 || cfg.Stagger < 0 {
 		fmt.Fprintln(stderr, "idemkit conform: --timeout must be positive and --stagger not negative")
+		return 2
+	}
+	if len(cfg.APIKeys) == 0 {
+		// Without a key every scenario would only see 401 unauthenticated.
+		fmt.Fprintln(stderr, "idemkit conform: --api-key KEY is required (the API's bearer key; 'idemkit dev' prints two)")
+		fs.Usage()
 		return 2
 	}
 

@@ -62,14 +62,15 @@ func TestConformUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{},
 		{"http://a", "http://b"},
-		{"--profile", "stripe", "http://a"},
+		{"--api-key", "k", "--profile", "stripe", "http://a"},
 		{"--api-key", "a", "--api-key", "b", "--api-key", "c", "http://a"},
 		{"--api-key", "", "http://a"},
-		{"--route", "GET /runs", "http://a"},
-		{"--body", "[]", "http://a"},
-		{"--no-such-flag", "http://a"},
-		{"--timeout", "0s", "http://a"},
-		{"not a url"},
+		{"--api-key", "k", "--route", "GET /runs", "http://a"},
+		{"--api-key", "k", "--body", "[]", "http://a"},
+		{"--api-key", "k", "--no-such-flag", "http://a"},
+		{"--api-key", "k", "--timeout", "0s", "http://a"},
+		{"--api-key", "k", "not a url"},
+		{"http://a"}, // no --api-key
 	} {
 		if code, out, errOut := conformAt(t, args...); code != 2 || out != "" || errOut == "" {
 			t.Errorf("%q: exit %d stdout %q stderr %q", args, code, out, errOut)
@@ -77,8 +78,8 @@ func TestConformUsage(t *testing.T) {
 	}
 	// The usage line is the contract, verbatim.
 	const usage = "usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|seed003] URL"
-	if code, _, errOut := conformAt(t, "-h"); code != 0 || strings.SplitN(errOut, "\n", 2)[0] != usage {
-		t.Errorf("-h: exit %d %q", code, errOut)
+	if code, out, _ := conformAt(t, "-h"); code != 0 || strings.SplitN(out, "\n", 2)[0] != usage {
+		t.Errorf("-h: exit %d %q", code, out)
 	}
 	for _, args := range [][]string{{}, {"--no-such-flag", "http://a"}} {
 		if _, _, errOut := conformAt(t, args...); !strings.Contains(errOut, usage+"\n") {

@@ -43,16 +43,22 @@ const DefaultDevAddr = "127.0.0.1:3000"
 // MaximumRetryAttempts).
 const devStreamRetries = 5
 
-const devUsage = `usage: idemkit dev [flags]
+const devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator dynamodb-local|moto|dynalite]
+       [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
+       [--request-timeout D] [--idempotency-wait D] [--allow-loopback-webhooks]
+       [--conformance-seams]`
 
-Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
+const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
 --dynamodb-endpoint is given), the tables of template.yaml, the HTTP
 API on --addr through the same authorizer and api handler code that Lambda
 runs, and the executor and auditor driven by polling the tables' streams.
 Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
 and everything it started.
 
-flags:
+examples:
+  idemkit dev
+  idemkit dev --emulator moto --addr 127.0.0.1:3001
+  idemkit dev --dynamodb-endpoint http://127.0.0.1:8000 --api-key k-acme-0123456789=acme
 `
 
 type apiKeyFlag []string
@@ -69,8 +75,7 @@ func (a *apiKeyFlag) Set(v string) error {
 
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, devUsage); fs.PrintDefaults() }
+	setUsage(fs, devUsageLine, devAbout)
 	addr := fs.String("addr", DefaultDevAddr, "address the HTTP API listens on")
 	engine := fs.String("emulator", "", "DynamoDB engine to start: dynamodb-local (AWS's DynamoDB Local; needs java), moto or dynalite (no streams: runs are stored, not executed) (default dynamodb-local when java is on PATH, else moto)")
 	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
@@ -81,14 +86,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
 	var keys apiKeyFlag
 	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable); default: mint two demo keys and print them")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", fs.Args())
+	if len(pos) > 0 {
+		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", pos)
 		return 2
 	}
 	if *engine != "" && *endpoint != "" {

@@ -34,6 +34,11 @@ commands:
   show EFFECT                                  show an effect and all its attempts
   resolve EFFECT --as delivered|not-delivered  record what an operator found out
 
+examples:
+  idemkit effects list --state escaped --endpoint http://127.0.0.1:8000
+  idemkit effects show EFFECT --endpoint http://127.0.0.1:8000
+  idemkit effects resolve EFFECT --as not-delivered --note "no charge in the console"
+
 Run 'idemkit effects COMMAND -h' for the flags and examples of a command.
 `
 
@@ -49,7 +54,7 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return runEffectsShow(ctx, args[1:], stdout, stderr)
 	case "resolve":
 		return runEffectsResolve(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, effectsUsage)
 		return 0
 	}
@@ -64,38 +69,15 @@ type storeFlags struct {
 	json                    *bool
 }
 
+// storeFlagsLine is the usage-line form of the flags addStoreFlags adds.
+const storeFlagsLine = "[--endpoint URL] [--table NAME] [--region R] [--json]"
+
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
 		endpoint: fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
 		table:    fs.String("table", "", "effects table; default $"+host.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
 		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
 		json:     fs.Bool("json", false, "print JSON instead of text"),
-	}
-}
-
-// flagUsage prints a command's usage line, its examples and its flags.
-func flagUsage(fs *flag.FlagSet, line, examples string) {
-	fs.Usage = func() {
-		out := fs.Output()
-		fmt.Fprintf(out, "usage: %s\n\n%s\nflags:\n", line, examples)
-		fs.PrintDefaults()
-	}
-}
-
-// parseInterspersed parses flags that may follow positional arguments
-// (`show EFFECT --endpoint URL`) and returns the positional ones.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
 	}
 }
 
@@ -136,7 +118,7 @@ func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer
 	run := fs.String("run", "", "keep the effects of this run (its runId); without it the whole table is scanned")
 	limit := fs.Int("limit", 100, "stop after this many effects")
 	sf := addStoreFlags(fs)
-	flagUsage(fs, "idemkit effects list [--state STATE] [--run ID] [flags]", `List effects, oldest write first. An escaped effect may have reached its
+	setUsage(fs, "idemkit effects list [--state STATE] [--run ID] [--limit N] "+storeFlagsLine, `List effects, oldest write first. An escaped effect may have reached its
 provider without a recorded outcome; settle it with 'idemkit effects resolve'.
 Without --run the whole effects table is scanned (operator use only).
 
@@ -144,12 +126,9 @@ examples:
   idemkit effects list --state escaped --endpoint http://127.0.0.1:8000
   idemkit effects list --state escaped --run acme/q2yBw6TpQ0Ks9PcFTF3w1g --table prod-EffectsTable
 `)
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(stderr, "idemkit effects list: unexpected argument %q\n", pos[0])
@@ -194,7 +173,7 @@ func runEffectsShow(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flag.NewFlagSet("effects show", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sf := addStoreFlags(fs)
-	flagUsage(fs, "idemkit effects show EFFECT [flags]", `Show an effect and every attempt at it: when each fired (a fire time means
+	setUsage(fs, "idemkit effects show EFFECT "+storeFlagsLine, `Show an effect and every attempt at it: when each fired (a fire time means
 the request may have reached the provider), how it ended, and the effect's
 revision. 'idemkit effects resolve' is fenced on that revision: it is
 refused if the effect changed since you last showed it.
@@ -202,12 +181,9 @@ refused if the effect changed since you last showed it.
 example:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
 `)
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()
@@ -245,7 +221,7 @@ func runEffectsResolve(ctx context.Context, args []string, stdout, stderr io.Wri
 	operator := fs.String("operator", "", "who resolves, recorded on the resolution; default $IDEMKIT_OPERATOR, else user@host")
 	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed")
 	sf := addStoreFlags(fs)
-	flagUsage(fs, "idemkit effects resolve EFFECT --as delivered|not-delivered [--note TEXT] [flags]", `Record what an operator found out about an escaped effect, as an attempt row
+	setUsage(fs, "idemkit effects resolve EFFECT --as delivered|not-delivered [--note TEXT] [--operator NAME] [--rev REV]\n       "+storeFlagsLine, `Record what an operator found out about an escaped effect, as an attempt row
 carrying the operator's identity (it shows in the run's effects witness).
   delivered      the provider performed the effect: it is completed, and
                  every later try replays that success without a request;
@@ -259,12 +235,9 @@ examples:
   idemkit effects resolve acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --as delivered \
       --note "charge ch_123 found in the provider console" --endpoint http://127.0.0.1:8000
 `)
-	pos, err := parseInterspersed(fs, args)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return code
 	}
 	if len(pos) != 1 {
 		fs.Usage()

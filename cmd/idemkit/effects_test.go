@@ -112,9 +112,9 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		// Help on every command, with examples.
 		for _, c := range []string{"list", "show", "resolve"} {
 			var out, errb bytes.Buffer
-			run2(ctx, []string{"effects", c, "-h"}, &out, &errb)
-			if !strings.Contains(errb.String(), "example") || !strings.Contains(errb.String(), "idemkit effects "+c) {
-				t.Fatalf("%s -h: %q", c, errb.String())
+			code := run2(ctx, []string{"effects", c, "-h"}, &out, &errb)
+			if code != 0 || !strings.Contains(out.String(), "example") || !strings.Contains(out.String(), "idemkit effects "+c) {
+				t.Fatalf("%s -h: exit %d %q", c, code, out.String())
 			}
 		}
 	})

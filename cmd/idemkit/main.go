@@ -5,8 +5,10 @@
 //	idemkit apikey create --tenant T      mint an API key for a tenant
 //	idemkit conform [flags] URL           check an API's Layer-1 behaviour
 //	idemkit effects list|show|resolve     settle effects that escaped
+//	idemkit version                       print the module version and VCS commit
 //
-// Run `idemkit COMMAND -h` for a command's flags.
+// Run `idemkit COMMAND -h` for a command's flags and examples; help exits 0,
+// a usage error exits 2.
 package main
 
 import (
@@ -26,8 +28,15 @@ commands:
   apikey create   mint an API key for a tenant and store its hash
   conform         check the Layer-1 (Idempotency-Key) behaviour of an API
   effects         list, show and resolve effects that escaped (list --state escaped, show, resolve)
+  version         print the module version and VCS commit of this binary
 
-Run 'idemkit COMMAND -h' for the flags of a command.
+examples:
+  idemkit dev
+  idemkit tables create --endpoint http://127.0.0.1:8000
+  idemkit conform --api-key KEY1 --api-key KEY2 http://127.0.0.1:3000
+  idemkit effects list --state escaped --endpoint http://127.0.0.1:8000
+
+Run 'idemkit COMMAND -h' for the flags and examples of a command.
 `
 
 func main() {
@@ -48,22 +57,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "dev":
 		return runDev(ctx, args[1:], stdout, stderr)
 	case "tables":
-		if len(args) < 2 || args[1] != "create" {
-			fmt.Fprintln(stderr, "usage: idemkit tables create --endpoint URL [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R]")
-			return 2
-		}
-		return runTablesCreate(ctx, args[2:], stdout, stderr)
+		return runTables(ctx, args[1:], stdout, stderr)
 	case "apikey":
-		if len(args) < 2 || args[1] != "create" {
-			fmt.Fprintln(stderr, "usage: idemkit apikey create --tenant T [--endpoint URL] [--table NAME]")
-			return 2
-		}
-		return runAPIKeyCreate(ctx, args[2:], stdout, stderr)
+		return runAPIKey(ctx, args[1:], stdout, stderr)
+	case "version":
+		return runVersion(args[1:], stdout, stderr)
 	case "conform":
 		return runConform(ctx, args[1:], stdout, stderr)
 	case "effects":
 		return runEffects(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}

@@ -22,9 +22,46 @@ import (
 // ("idemkit-RunsTable").
 const DefaultTablePrefix = "idemkit-"
 
+const tablesUsage = `usage: idemkit tables COMMAND [flags]
+
+Manage the DynamoDB tables of template.yaml outside AWS.
+
+commands:
+  create   create the tables at an endpoint (an emulator or LocalStack)
+
+example:
+  idemkit tables create --endpoint http://127.0.0.1:8000
+
+Run 'idemkit tables create -h' for its flags.
+`
+
+const tablesCreateAbout = `Creates the DynamoDB tables of template.yaml (idempotency, effects, runs,
+fence, api-keys) at an endpoint, each named PREFIX + its logical ID, and
+prints "LogicalID<TAB>name" per table. A table that already exists is kept.
+
+examples:
+  idemkit tables create --endpoint http://127.0.0.1:8000
+  idemkit tables create --endpoint http://127.0.0.1:8000 --only idempotency --prefix myapp-
+`
+
+// runTables dispatches `idemkit tables SUBCOMMAND`.
+func runTables(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) > 0 && args[0] == "create":
+		return runTablesCreate(ctx, args[1:], stdout, stderr)
+	case len(args) > 0 && isHelp(args[0]):
+		fmt.Fprint(stdout, tablesUsage)
+		return 0
+	case len(args) > 0:
+		fmt.Fprintf(stderr, "idemkit tables: unknown command %q\n\n", args[0])
+	}
+	fmt.Fprint(stderr, tablesUsage)
+	return 2
+}
+
 func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tables create", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	setUsage(fs, "idemkit tables create --endpoint URL [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R]", tablesCreateAbout)
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); required")
 	prefix := fs.String("prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
 	region := fs.String("region", emulator.Region, "region sent to the endpoint")
@@ -40,10 +77,11 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		return nil
 	})
-	if err := fs.Parse(args); err != nil {
-		return 2
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
 	}
-	if *endpoint == "" || fs.NArg() > 0 {
+	if *endpoint == "" || len(pos) > 0 {
 		fmt.Fprintln(stderr, "idemkit tables create: --endpoint URL is required (and takes no arguments)")
 		return 2
 	}

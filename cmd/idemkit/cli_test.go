@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+// TestHelpEveryCommand: every command and subcommand answers --help and -h
+// with its usage on stdout (a usage line, a description, at least one
+// example, its flags) and exit 0; the usage line names every flag the
+// command defines.
+func TestHelpEveryCommand(t *testing.T) {
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)\b`)
+	for _, c := range []struct {
+		cmd   []string
+		flags []string // the flags the command must define (and its usage line name)
+	}{
+		{nil, nil},
+		{[]string{"dev"}, []string{"addr", "emulator", "dynamodb-endpoint", "table-prefix", "api-key", "request-timeout", "idempotency-wait", "allow-loopback-webhooks", "conformance-seams"}},
+		{[]string{"tables"}, nil},
+		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
+		{[]string{"apikey"}, nil},
+		{[]string{"apikey", "create"}, []string{"tenant", "endpoint", "table", "region"}},
+		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "slow-body", "invalid-body", "get", "timeout", "stagger"}},
+		{[]string{"effects"}, nil},
+		{[]string{"effects", "list"}, []string{"state", "run", "limit", "endpoint", "table", "region", "json"}},
+		{[]string{"effects", "show"}, []string{"endpoint", "table", "region", "json"}},
+		{[]string{"effects", "resolve"}, []string{"as", "note", "operator", "rev", "endpoint", "table", "region", "json"}},
+		{[]string{"version"}, nil},
+	} {
+		for _, h := range []string{"--help", "-h"} {
+			name := strings.TrimSpace("idemkit " + strings.Join(c.cmd, " ") + " " + h)
+			t.Run(name, func(t *testing.T) {
+				var out, errb bytes.Buffer
+				code := run(context.Background(), append(append([]string{}, c.cmd...), h), &out, &errb)
+				help := out.String()
+				if code != 0 || errb.Len() != 0 {
+					t.Fatalf("exit %d, stderr %q", code, errb.String())
+				}
+				if !strings.HasPrefix(help, "usage: idemkit") || !strings.Contains(help, "example") {
+					t.Fatalf("no usage line or example:\n%s", help)
+				}
+				// The usage line runs until the first blank line.
+				usage, body, _ := strings.Cut(help, "\n\n")
+				if len(strings.TrimSpace(body)) < 40 {
+					t.Fatalf("no description:\n%s", help)
+				}
+				defined := map[string]bool{}
+				for _, m := range flagLine.FindAllStringSubmatch(help, -1) {
+					defined[m[1]] = true
+				}
+				for _, f := range c.flags {
+					if !defined[f] {
+						t.Errorf("flag --%s missing from the flag list:\n%s", f, help)
+					}
+				}
+				if len(defined) != len(c.flags) {
+					t.Errorf("flags listed %v, want %v", defined, c.flags)
+				}
+				for f := range defined {
+					if !regexp.MustCompile(`\[?--` + regexp.QuoteMeta(f) + `\b`).MatchString(usage) {
+						t.Errorf("usage line lacks --%s:\n%s", f, usage)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSubcommandUsageErrors: a command group without (or with an unknown)
+// subcommand prints its usage on stderr and exits 2.
+func TestSubcommandUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"tables"}, {"tables", "drop"}, {"apikey"}, {"apikey", "revoke"}, {"effects"}, {"version", "extra"}, {"apikey", "create", "--nope"}} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), args, &out, &errb); code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "usage: idemkit") {
+			t.Errorf("idemkit %v: exit %d stdout %q stderr %q", args, code, out.String(), errb.String())
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"version"}, &out, &errb); code != 0 ||
+		!regexp.MustCompile(`^idemkit \S+ commit \S+`).MatchString(out.String()) {
+		t.Fatalf("exit %d: %q %q", code, out.String(), errb.String())
+	}
+	for _, c := range []struct {
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{nil, "idemkit (devel) commit unknown"},
+		{&debug.BuildInfo{Main: debug.Module{Path: "github.com/idemkit/idemkit", Version: "(devel)"}}, "idemkit (devel) commit unknown"},
+		{&debug.BuildInfo{Main: debug.Module{Version: ""}}, "idemkit (devel) commit unknown"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v0.4.1"}, Settings: []debug.BuildSetting{
+			{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "db51217aa0"}, {Key: "vcs.time", Value: "2026-12-01T07:00:00Z"}, {Key: "vcs.modified", Value: "false"},
+		}}, "idemkit v0.4.1 commit db51217aa0 (2026-12-01T07:00:00Z)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+			{Key: "vcs.revision", Value: "db51217aa0"}, {Key: "vcs.modified", Value: "true"},
+		}}, "idemkit (devel) commit db51217aa0+dirty"},
+	} {
+		if got := versionLine(c.bi); got != c.want {
+			t.Errorf("versionLine(%+v) = %q, want %q", c.bi, got, c.want)
+		}
+	}
+}
+
+// TestConformRequiresAPIKey: without --api-key, conform is a usage error
+// (exit 2, a message naming the flag) and sends no request.
+func TestConformRequiresAPIKey(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"conform", "http://127.0.0.1:9"}, &out, &errb)
+	if code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "idemkit conform: --api-key KEY is required") {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+}
