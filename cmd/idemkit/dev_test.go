@@ -98,7 +98,7 @@ func devCall(t *testing.T, method, url, key, body string) (int, map[string]any) 
 // prints none. It stops with status 0 when its context ends (SIGINT).
 func TestDevFlagsAndDemoKeys(t *testing.T) {
 	var usage strings.Builder
-	if code := run(context.Background(), []string{"dev", "-h"}, io.Discard, &usage); code != 0 {
+	if code := run(context.Background(), []string{"dev", "-h"}, &usage, io.Discard); code != 0 {
 		t.Fatalf("dev -h: %d", code)
 	}
 	for _, f := range []string{"-emulator", "-dynamodb-endpoint", "-addr", "-api-key", "-allow-loopback-webhooks"} {
