@@ -119,7 +119,7 @@ def main(path):
     for r in resources.values():
         counts[r["Type"]] = counts.get(r["Type"], 0) + 1
     for t, n in (("AWS::Lambda::Function", 5), ("AWS::Lambda::EventSourceMapping", 3), ("AWS::ApiGatewayV2::Api", 1),
-                 ("AWS::Events::Rule", 1)):
+                 ("AWS::Events::Rule", 2)):
         if counts.get(t, 0) != n:
             problems.append(f"want {n} {t}, got {counts.get(t, 0)}")
     if problems:
