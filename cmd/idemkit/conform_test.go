@@ -46,6 +46,25 @@ func TestConformPassesACorrectServer(t *testing.T) {
 	}
 }
 
+// --profile erp is another name for --profile seed003: it passes a server
+// following the ERP policy and fails one following the OpenWOP default policy.
+func TestConformProfileERPAlias(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		server string
+		code   int
+	}{{conformtest.Seed003, 0}, {conformtest.OpenWOP, 1}} {
+		srv := httptest.NewServer(conformtest.New(tc.server, conformtest.Breaks{}))
+		args := append([]string{"--api-key", conformtest.APIKey1, "--api-key", conformtest.APIKey2, "--profile", "erp"}, conformFastFlags...)
+		code, out, errOut := conformAt(t, append(args, srv.URL)...)
+		srv.Close()
+		if code != tc.code || (tc.code == 0 && conformLastLine(out) != "7 passed, 0 failed") ||
+			(tc.code == 1 && !strings.Contains(out, "FAIL key-grammar: ")) {
+			t.Errorf("server %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.server, code, out, errOut)
+		}
+	}
+}
+
 func TestConformFailsABrokenServer(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(conformtest.New(conformtest.OpenWOP, conformtest.Breaks{MismatchLeaks: true}))

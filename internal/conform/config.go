@@ -14,15 +14,19 @@ import (
 type Profile string
 
 const (
-	// ProfileOpenWOP checks the OpenWOP v2 rules (seed 000): key grammar
+	// ProfileOpenWOP checks the OpenWOP default policy (the OpenWOP v2 core
+	// spec's Layer-1 rules): key grammar
 	// ^[A-Za-z0-9._~-]{22,128}$, replay marker OpenWOP-Idempotent-Replay:
 	// true, registry error codes.
 	ProfileOpenWOP Profile = "openwop"
-	// ProfileSeed003 checks the ERP variant (seed 003): key grammar 8..128 of
+	// ProfileSeed003 checks the ERP service's policy: key grammar 8..128 of
 	// A-Z a-z 0-9 . _ : -, duplicate Idempotency-Key headers rejected,
 	// Idempotency-Replayed: true|false, the key echoed, X-Request-ID and
 	// Idempotency-Original-Request-ID, and 409 with Retry-After.
 	ProfileSeed003 Profile = "seed003"
+	// ProfileERP is another name for ProfileSeed003 (the ERP policy);
+	// validation maps it to ProfileSeed003.
+	ProfileERP Profile = "erp"
 )
 
 // Defaults of Config, fitting `idemkit dev`.
@@ -155,8 +159,10 @@ func (c Config) resolve() (*resolved, error) {
 	case "":
 		c.Profile = ProfileOpenWOP
 	case ProfileOpenWOP, ProfileSeed003:
+	case ProfileERP:
+		c.Profile = ProfileSeed003
 	default:
-		return nil, fmt.Errorf("%w: profile %q (want openwop or seed003)", ErrConfig, c.Profile)
+		return nil, fmt.Errorf("%w: profile %q (want openwop, erp or seed003)", ErrConfig, c.Profile)
 	}
 	if len(c.APIKeys) > 2 {
 		return nil, fmt.Errorf("%w: at most two API keys", ErrConfig)
