@@ -52,7 +52,8 @@ type Config struct {
 	// ReplayHeaders are the response headers whose value "true" (any case)
 	// marks an answer served from the server's idempotency cache. Default
 	// {"OpenWOP-Idempotent-Replay", "Idempotency-Replayed", "Idempotent-Replayed"}
-	// (OpenWOP, seed 003 and seed 002 spellings).
+	// (the spellings of the OpenWOP default policy, the ERP policy and the
+	// commerce platform's policy).
 	ReplayHeaders []string
 
 	// InFlightCodes are the error codes (the envelope's "error" field, or a

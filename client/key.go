@@ -12,7 +12,7 @@ import (
 // NewKey returns a fresh idempotency key: a random UUIDv4 in canonical form
 // (36 characters; crypto/rand fills the 122 random bits). OpenWOP names this
 // form as satisfying its 128-bit entropy requirement. It matches both the
-// OpenWOP grammar ^[A-Za-z0-9._~-]{22,128}$ and the seed-003 grammar
+// OpenWOP grammar ^[A-Za-z0-9._~-]{22,128}$ and the ERP policy's grammar
 // (8..128 of A-Z a-z 0-9 . _ : -). NewCompactKey carries a full 128 bits.
 func NewKey() string {
 	var b [16]byte
@@ -46,7 +46,7 @@ func NewCompactKey() string {
 // redelivery, another machine) sends the same key: for example
 // DeriveKey("checkout", cartID). The parts are joined unambiguously and hashed
 // (SHA-256), and the digest is encoded as 43 characters of unpadded base64url,
-// inside both the OpenWOP and the seed-003 key grammars. Use one set of parts
+// inside both the OpenWOP and the ERP policy's key grammars. Use one set of parts
 // per intent: a new purchase by the same customer is a new business event and
 // needs different parts.
 func DeriveKey(parts ...string) string {

@@ -14,11 +14,11 @@ import (
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
-// Forever is the Retention value meaning "never expire" (seed 002). Records
+// Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
 // are then written without a TTL attribute.
 const Forever time.Duration = -1
 
-// Lease bounds (seed 003): IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600.
+// Lease bounds (the ERP policy): IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600.
 const (
 	MinLease     = 30 * time.Second
 	MaxLease     = 3600 * time.Second
@@ -49,7 +49,7 @@ type Config struct {
 	// Profile.KeyPolicy().
 	KeyPolicy *KeyPolicy
 
-	// Lease is the claim lease outside Lambda (seed 003 "processing lease"),
+	// Lease is the claim lease outside Lambda (the ERP policy's "processing lease"),
 	// renewed by a heartbeat every Lease/3 while the handler runs. Must be in
 	// MinLease..MaxLease. Default DefaultLease (300 s). Inside Lambda (the
 	// context carries a lambdacontext and a deadline) the lease is the
@@ -65,7 +65,7 @@ type Config struct {
 	LeaseSkew time.Duration
 
 	// Retention is how long a record is kept after its last write. Default
-	// Profile.DefaultRetention() (24 h for OpenWOP, the seed-000 minimum;
+	// Profile.DefaultRetention() (24 h for OpenWOP, the OpenWOP v2 core spec's minimum;
 	// 720 h for ERP; Forever for Commerce). Forever means no expiry. A finite
 	// value below 24 h is rejected for ProfileOpenWOP.
 	Retention time.Duration
@@ -155,7 +155,7 @@ type Config struct {
 type Route struct {
 	// Skip opts the route out of idempotency entirely: the key is neither
 	// required, validated, claimed nor replayed, and no header is added
-	// (seed 003's format-validation test route). Default false.
+	// (the ERP policy's format-validation test route). Default false.
 	Skip bool
 	// JSON treats the body as JSON even without a JSON Content-Type. Default
 	// false (the Content-Type decides).

@@ -33,7 +33,7 @@ const (
 // the member of an inexact number, and caches nothing.
 var ErrInvalidJSON = errors.New("idem: request body is not valid JSON")
 
-// Normalizer is a normalisation hook for JSON bodies (seed 003: payloads
+// Normalizer is a normalisation hook for JSON bodies (the ERP policy: payloads
 // that are semantically equal after normalisation hash equal; named fields
 // are excluded). Its Name is stamped into the digest recipe, so changing the
 // normalisation means changing the Name.

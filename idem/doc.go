@@ -13,7 +13,7 @@
 // stored or logged (logs carry keyhash.Log values). Caller scopes live in
 // their own keyspace (CallerPrefix); host-generated locks never enter the
 // Layer-1 store, and stores refuse IDs outside the caller keyspace, so no
-// caller key can name, claim or suppress a host lock (RFC 0150 §A).
+// caller key can name, claim or suppress a host lock (keyspace separation).
 //
 // Digest: the request fingerprint (RecipeRequest) covers everything that
 // selects or changes the work: the method, the operation, the concrete path

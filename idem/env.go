@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Environment variables read by LoadEnv (seed 003 names).
+// Environment variables read by LoadEnv (the names of the ERP service's policy).
 const (
 	EnvEnabled        = "IDEMPOTENCY_ENABLED"                  // true|false, default true
 	EnvRequired       = "IDEMPOTENCY_REQUIRED"                 // true|false, default false

@@ -52,7 +52,7 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 		}
 		if len(keys) == 0 && !g.cfg.Required {
 			// Guarded route, no key: no deduplication, but the profile's
-			// headers (seed 003: on every response) are set up front.
+			// headers (the ERP policy: on every response) are set up front.
 			g.cfg.Profile.decorate(w.Header(), false, "", httpRequestID(r), "")
 			next.ServeHTTP(w, r)
 			return

@@ -36,13 +36,13 @@ func byteSet(ranges ...string) *[256]bool {
 }
 
 var (
-	// KeyOpenWOP is the OpenWOP v2 grammar (seed 000), the default:
+	// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy), the default:
 	// ^[A-Za-z0-9._~-]{22,128}$.
 	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, allowed: byteSet("A-Z", "a-z", "0-9", "._~-")}
-	// KeyERP is the seed-003 policy: 8..128 characters of A-Z a-z 0-9 . _ : -
+	// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
 	// (case-sensitive; leading or trailing whitespace rejected).
 	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, allowed: byteSet("A-Z", "a-z", "0-9", "._:-")}
-	// KeyCommerce is the seed-002 policy: any string of 1..255 visible ASCII
+	// KeyCommerce is the commerce platform's policy: any string of 1..255 visible ASCII
 	// characters except the comma (which would make a joined duplicate
 	// header ambiguous).
 	KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, allowed: func() *[256]bool {

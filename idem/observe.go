@@ -11,14 +11,15 @@ const (
 	// OutcomeClaimed, OutcomeReclaimed, OutcomeReplay, OutcomeInFlight,
 	// OutcomeMismatch.
 	MetricClaimOutcomes = "idemkit.idempotency.claim_outcomes_total"
-	// MetricReclaims counts lease reclaims (RFC 0150 §F): a claim that took
-	// over a pending record whose lease had expired (ClaimResult.LeaseExpired).
-	// The re-run of a retryable failure is not a reclaim in the RFC's sense
+	// MetricReclaims counts lease reclaims, a metric that OpenWOP effect
+	// identity, replay and split-brain safety defines: a claim that took over
+	// a pending record whose lease had expired (ClaimResult.LeaseExpired).
+	// The re-run of a retryable failure is not a reclaim in that sense
 	// and is counted only as claim outcome "reclaimed".
 	MetricReclaims = "openwop.idempotency.reclaims_total"
 	// MetricLeaseLostWrites counts Layer-1 writes (complete, release, delete)
 	// refused because the writer's lease was lost: the record had been
-	// reclaimed by another invocation or had expired. It is not the RFC 0150
+	// reclaimed by another invocation or had expired. It is not the
 	// fence verdict openwop.idempotency.stale_fence_rejections_total, which
 	// only the effect fence emits (ledger.MetricStaleFence).
 	MetricLeaseLostWrites = "idemkit.idempotency.lease_lost_writes_total"

@@ -15,18 +15,18 @@ import "time"
 type Profile int
 
 const (
-	// ProfileOpenWOP (seed 000): key ^[A-Za-z0-9._~-]{22,128}$, retention
+	// ProfileOpenWOP (the OpenWOP default policy): key ^[A-Za-z0-9._~-]{22,128}$, retention
 	// 24 h, replays carry "OpenWOP-Idempotent-Replay: true", in-flight
 	// Retry-After is Config.InFlightRetryAfter (1 s) while the owner is
 	// alive and the seconds until its lease can be reclaimed when it looks
 	// dead.
 	ProfileOpenWOP Profile = iota
-	// ProfileERP (seed 003): key 8..128 of A-Z a-z 0-9 . _ : -, retention
+	// ProfileERP (the ERP service's policy): key 8..128 of A-Z a-z 0-9 . _ : -, retention
 	// 720 h; every response carries "Idempotency-Replayed: true|false", the
 	// key echoed in "Idempotency-Key", "Idempotency-Original-Request-ID" and
 	// "X-Request-ID"; in-flight answers carry "Retry-After: 2".
 	ProfileERP
-	// ProfileCommerce (seed 002): keys of up to 255 visible characters, held
+	// ProfileCommerce (the commerce platform's policy): keys of up to 255 visible characters, held
 	// forever; replays carry "Idempotent-Replayed: true".
 	ProfileCommerce
 )

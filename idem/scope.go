@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Keyspace separation (RFC 0150 §A).
+// Keyspace separation: host-generated keys never share the caller's keyspace.
 //
 // Every Layer-1 record ID is CallerPrefix followed by the unpadded base64url
 // SHA-256 of a domain-separated, length-prefixed encoding of (tenant,

@@ -44,7 +44,7 @@ type Effect struct {
 	// RunID is set.
 	NodeID string
 	// InvocationID is an optional witness field, at most 128 characters of
-	// [A-Za-z0-9._~:/-]; default Identity.InvocationID (the §B
+	// [A-Za-z0-9._~:/-]; default Identity.InvocationID (the activity identity v2
 	// logicalInvocationId for the activity recipe).
 	InvocationID string
 	// RequestDigest is the request's semantic digest (e.g. semantic request

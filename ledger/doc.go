@@ -1,5 +1,5 @@
 // Package ledger is idemkit's Layer 2: it makes a run's external effects
-// exactly-once in effect (OpenWOP v2 core "Idempotency" Layer 2, RFC 0150).
+// exactly-once in effect (OpenWOP v2 core "Idempotency" Layer 2, with OpenWOP effect identity, replay and split-brain safety).
 //
 // An effect has a stable identity, computed once per logical activity and
 // never from the attempt: its business identity (BusinessIdentity, the rule)

@@ -24,11 +24,11 @@ const (
 )
 
 // Identity recipe stamps. Every ledger record carries the recipe that made its
-// identity, and runs stamp ActivityIdentityRecipe (RFC 0150 §E). A reader never
+// identity, and runs stamp ActivityIdentityRecipe (recipe stamps). A reader never
 // recomputes a recorded identity with another recipe: it uses the recorded
 // effectId as is.
 const (
-	// ActivityIdentityRecipe is the RFC 0150 §B logical effect identity v2.
+	// ActivityIdentityRecipe is the logical effect identity v2 (activity identity v2).
 	ActivityIdentityRecipe = "openwop-activity-v2"
 	// BusinessIdentityRecipe is idemkit's business identity recipe, v1.
 	BusinessIdentityRecipe = "idemkit-business-v1"
@@ -59,7 +59,7 @@ type Identity struct {
 	// Recipe is the identity recipe stamp (ActivityIdentityRecipe or
 	// BusinessIdentityRecipe).
 	Recipe string
-	// InvocationID is the RFC 0150 §B logicalInvocationId for the activity
+	// InvocationID is the activity identity v2 logicalInvocationId for the activity
 	// recipe (the opaque part of EffectID); empty for a business identity.
 	InvocationID string
 	// ProviderKey is the idempotency key sent to the provider
@@ -73,7 +73,7 @@ type Identity struct {
 	ProviderKey string
 }
 
-// Activity is the input of the activity recipe v2 (RFC 0150 §B).
+// Activity is the input of the activity recipe v2 (activity identity v2).
 type Activity struct {
 	// Tenant is the authenticated tenant (tenantId grammar). Required.
 	Tenant string
@@ -86,7 +86,7 @@ type Activity struct {
 	// different logical invocations of the same node. Hashed as its decimal
 	// string.
 	Ordinal uint64
-	// Provider is the §B `providerKey` input: the name of the provider (or
+	// Provider is the activity identity v2 `providerKey` input: the name of the provider (or
 	// provider operation) the activity calls, e.g. "stripe". May be empty.
 	Provider string
 }
@@ -122,7 +122,7 @@ func checkTenant(t string) error {
 		return fmt.Errorf("%w: tenant does not match the tenantId grammar", ErrInvalidIdentity)
 	}
 	if strings.IndexByte(t, '~') >= 0 {
-		// ids.schema.json (RFC 0184 §A.2): a host must not mint a
+		// ids.schema.json (the OpenWOP id path projection): a host must not mint a
 		// tenant-bound id containing '~', the path projection's escape
 		// marker; an effectId is tenant + "/" + opaque.
 		return fmt.Errorf("%w: tenant contains '~' (no tenant-bound id containing '~' may be minted)", ErrInvalidIdentity)
@@ -141,7 +141,7 @@ func hashOpaque(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// ActivityIdentity computes the activity recipe v2 (RFC 0150 §B):
+// ActivityIdentity computes the activity recipe v2 (activity identity v2):
 //
 //	base64url(sha256("openwop:activity:v2\0" || tenant || "\0" || runId ||
 //	  "\0" || nodeId || "\0" || ordinal || "\0" || providerKey))

@@ -8,10 +8,10 @@ import (
 // ErrUnsupportedRecipe is returned when a recipe stamp names a recipe this
 // version of the kit does not compute (e.g. a v1 history): the caller must
 // use the recorded identities and digests as they are, never recompute them
-// under another recipe (RFC 0150 §E).
+// under another recipe (recipe stamps).
 var ErrUnsupportedRecipe = errors.New("ledger: unsupported recipe")
 
-// RecipeStamps are the recipe stamps a run records (RFC 0150 §E): the
+// RecipeStamps are the recipe stamps a run records: the
 // activity identity recipe and the semantic request recipe its effects use.
 // Runs keep the stamps they were created with; forks inherit them for
 // recorded history. Each ledger Record also carries the recipe that made its

@@ -15,8 +15,8 @@ import (
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
-// SemanticRecipeV2 is the semantic request digest recipe of RFC 0150 §C, and
-// the semanticRequestRecipe stamp a run records (§E). It is also the value of
+// SemanticRecipeV2 is the semantic request digest recipe (semantic request digest v2), and
+// the semanticRequestRecipe stamp a run records (recipe stamps). It is also the value of
 // the "recipe" member of the hashed object.
 const SemanticRecipeV2 = "openwop-semantic-request-v2"
 
@@ -33,7 +33,7 @@ var ErrSemanticRequest = errors.New("ledger: invalid semantic request")
 const maxSafeInteger = 1<<53 - 1
 
 // SemanticRequest is the complete semantic provider request after policy
-// resolution (RFC 0150 §C): every input that can change what the provider
+// resolution (semantic request digest v2): every input that can change what the provider
 // answers. Its digest (SemanticDigestV2) is the Layer-2 replay cache key: two
 // requests share a digest exactly when their v2 objects are equal, byte for
 // byte under RFC 8785.
@@ -158,7 +158,7 @@ func semanticErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrSemanticRequest}, args...)...)
 }
 
-// v2Object builds the v2 object of RFC 0150 §C from r, validating as it goes.
+// v2Object builds the v2 object of semantic request digest v2 from r, validating as it goes.
 func (r SemanticRequest) v2Object() (map[string]any, error) {
 	if err := checkText("provider", r.Provider, true); err != nil {
 		return nil, err
@@ -397,8 +397,8 @@ func checkValue(what string, v any) error {
 	return nil
 }
 
-// semanticTransport lists the wire members that are transport-only (RFC 0150
-// §C) and are therefore read and ignored by UnmarshalJSON: "timeout",
+// semanticTransport lists the wire members that are transport-only (semantic
+// request digest v2) and are therefore read and ignored by UnmarshalJSON: "timeout",
 // "timeoutMs", "traceId", "traceparent", "retryCount", "maxRetries",
 // "credentialHandle", "apiKey". Any other unknown member is carried as a
 // provider option, never dropped.

@@ -7,7 +7,7 @@ import (
 )
 
 // Slot names a fire-once slot of the host's own work, e.g. a scheduled job's
-// run for one time slot (RFC 0150 §A "host-generated identifiers").
+// run for one time slot (keyspace separation of host-generated identifiers).
 //
 // Slots live under the "host#" key domain of the ledger store. They never
 // share a keyspace with caller Idempotency-Keys: Layer 1 keeps those in its

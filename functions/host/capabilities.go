@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Cross-region postures (capabilities idempotency.crossRegion, RFC 0150 §D).
+// Cross-region postures (capabilities idempotency.crossRegion, fenced cross-region effect ownership).
 const (
 	CrossRegionSingle     = "single-region"
 	CrossRegionReconciled = "reconciled-records"
@@ -35,7 +35,7 @@ const ProtocolVersion = "2.21"
 // internal_error or a 409 in flight, never new work and never a fire — and
 // after healing the survivor of any key or effect is the one the home
 // region recorded: deterministic and reproducible from the home region's
-// history, with no clock involved (RFC 0150 §D rules out time-ordered
+// history, with no clock involved (fenced cross-region effect ownership rules out time-ordered
 // strategies). Replicated records elsewhere converge to it; reconciling
 // them never authorises an effect.
 const PartitionRecoveryHomeRegionFence = "x-host-idemkit-home-region-fence"
@@ -102,8 +102,8 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // byte-identical on every call, so the advertisement is constant for the
 // deployment's life.
 //
-// multiRegion promises that BOTH layers hold across regions (seed 000 §
-// Multi-region): an Idempotency-Key replayed into a second region resolves
+// multiRegion promises that BOTH layers hold across regions (the OpenWOP v2
+// core spec's multi-region rules): an Idempotency-Key replayed into a second region resolves
 // to the first region's response instead of starting new work, and a
 // duplicate effect collapses wherever it is observed. Per posture:
 //
@@ -142,7 +142,7 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // region's copy of EffectsTable). It is out of range unless 0..60000.
 //
 // A client must not infer a cross-region promise from crossRegion alone
-// (seed 000). docs/MULTI_REGION.md states what each posture guarantees,
+// (the OpenWOP v2 core spec). docs/MULTI_REGION.md states what each posture guarantees,
 // each claim backed by a named test.
 func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, error) {
 	if !ValidCrossRegion(crossRegion) {

@@ -38,7 +38,7 @@ func RunTenant(id string) string {
 
 // NewRunID mints a runId for tenant: tenant + "/" + 22 base64url characters
 // (128 random bits). The opaque part never contains `~` (ids.schema.json
-// §A.2 forbids minting one).
+// forbids minting one).
 func NewRunID(tenant string) string {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
@@ -72,7 +72,7 @@ func ClaimRunID(tenant, claimID, originalRequestID string) string {
 	return tenant + "/" + base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 }
 
-// ProjectID encodes an id as ONE path segment (RFC 0184 §A.1): bytes in
+// ProjectID encodes an id as ONE path segment (the OpenWOP id path projection): bytes in
 // [A-Za-z0-9._-] pass through, every other byte becomes `~` and two
 // uppercase hex digits (`/` -> `~2F`, `:` -> `~3A`, `~` -> `~7E`).
 func ProjectID(id string) string {

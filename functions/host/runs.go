@@ -49,7 +49,7 @@ func (s Status) Terminal() bool {
 
 // Run is one workflow run (an item of RunsTable, partition key pk = runId).
 //
-// Every run records the recipe stamps it was created with (RFC 0150 §E):
+// Every run records the recipe stamps it was created with:
 // activityIdentityRecipe and semanticRequestRecipe (the embedded
 // ledger.RecipeStamps, set from ledger.CurrentRecipes() by NewRun). The
 // executor derives the run's effect identities through these stamps

@@ -223,8 +223,8 @@ const WebhookProvider = "webhook"
 // NodeDeliver, ordinal 0, WebhookProvider), computed under the recipe the
 // run is STAMPED with (run.RecipeStamps.ActivityIdentity), never the kit's
 // current one. A run without stamps, or stamped with a recipe this kit does
-// not compute, gets an error wrapping ledger.ErrUnsupportedRecipe (RFC 0150
-// §E: a recorded identity is never recomputed under another recipe).
+// not compute, gets an error wrapping ledger.ErrUnsupportedRecipe (recipe
+// stamps: a recorded identity is never recomputed under another recipe).
 //
 // With inputs.businessKey: the business identity
 // ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation:

@@ -1,5 +1,5 @@
 // Package conflictaudit detects cross-region duplicate claims in the Layer-2
-// effects table and records them as conflict events (RFC 0150 §D: winner,
+// effects table and records them as conflict events (fenced cross-region effect ownership: winner,
 // loser, strategy and opaque effect ids, no content, no keys), counted in
 // openwop.idempotency.cross_region_conflicts_total.
 //

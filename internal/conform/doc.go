@@ -1,8 +1,8 @@
 // Package conform is the black-box checker behind `idemkit conform URL`: it
 // drives any HTTP API over the network and reports, scenario by scenario,
 // whether the API's Layer-1 behaviour (Idempotency-Key) follows the OpenWOP
-// rules (profile "openwop", the default) or the seed-003 ERP variant (profile
-// "seed003").
+// rules (profile "openwop", the default) or the ERP service's policy (profile
+// "erp", also named "seed003").
 //
 // The scenarios, in order (see Scenarios):
 //

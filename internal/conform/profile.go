@@ -22,7 +22,7 @@ type rules struct {
 	// (OpenWOP).
 	noRetryDetails bool
 
-	// seed003 response headers: key echo, X-Request-ID and
+	// ERP policy response headers: key echo, X-Request-ID and
 	// Idempotency-Original-Request-ID.
 	requestIDs bool
 }
@@ -32,7 +32,7 @@ func rulesFor(p Profile) rules {
 		return rules{
 			replayHeader:       "Idempotency-Replayed",
 			markFresh:          true,
-			invalidCodes:       nil, // seed 003 names no code for a malformed key
+			invalidCodes:       nil, // the ERP policy names no code for a malformed key
 			validationCodes:    nil,
 			validationStatuses: []int{400, 422},
 			mismatchCodes:      []string{"idempotency_key_mismatch", "IDEMPOTENCY_KEY_CONFLICT"},

@@ -82,7 +82,7 @@ func replayMarker(ctx context.Context, e *env) Result {
 	return pass("replayed byte-exact with %s: true", r.replayHeader)
 }
 
-// requestIDs checks the seed-003 response headers of a first answer and its
+// requestIDs checks the ERP policy's response headers of a first answer and its
 // replay.
 func requestIDs(key string, first, replay *answer) string {
 	for _, a := range []*answer{first, replay} {

@@ -1,5 +1,5 @@
 // Package fence makes effect issuance fenced: the "fenced-effects"
-// multi-region posture of RFC 0150 §D, on top of the Layer-2 ledger.
+// multi-region posture of fenced cross-region effect ownership, on top of the Layer-2 ledger.
 //
 // A DynamoDB global table in its default (MREC) mode checks a condition only
 // against the local replica and resolves concurrent writes last-writer-wins,

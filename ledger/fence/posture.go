@@ -1,6 +1,6 @@
 package fence
 
-// CrossRegion is a host's cross-region posture for idempotency (RFC 0150 §D
+// CrossRegion is a host's cross-region posture for idempotency (fenced cross-region effect ownership;
 // recovery strategies), advertised in GET /.well-known/openwop as
 // capabilities.idempotency.crossRegion and partitionRecoveryStrategy.
 type CrossRegion string
@@ -30,7 +30,7 @@ const (
 	// outcome is recorded.
 	ExactlyOnce EffectRisk = "exactly-once"
 	// AtLeastOnceRisk: under a partition the effect may be issued once per
-	// region (RFC 0150 §D).
+	// region (fenced cross-region effect ownership).
 	AtLeastOnceRisk EffectRisk = "at-least-once-risk"
 )
 

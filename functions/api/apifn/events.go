@@ -32,7 +32,7 @@ const CodeRunFailed = "idemkit.run_failed"
 // Last-Event-ID.
 const EventsRetryMs = 2000
 
-// Stream modes (RFC 0171 §E.1). The host serves all four; combinations of
+// Stream modes (the OpenWOP event-stream modes). The host serves all four; combinations of
 // updates, messages and debug are accepted, values never combines.
 const (
 	ModeValues   = "values"

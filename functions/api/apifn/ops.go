@@ -42,7 +42,7 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
-	// NewRun stamps the run with the kit's current recipes (RFC 0150 §E):
+	// NewRun stamps the run with the kit's current recipes (recipe stamps):
 	// its effects are identified under these stamps for its whole life.
 	run := host.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Now())
 	claim, claimed := idem.FromContext(ctx)
@@ -117,7 +117,7 @@ func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 // ExtensionRun is the key of the host's own snapshot state under
 // RunSnapshot.extensions (the schema's `<org>.<name>` seat): createdAt,
 // updatedAt, effectsUrl, the recipe stamps activityIdentityRecipe and
-// semanticRequestRecipe (RFC 0150 §E) the run's effects are identified
+// semanticRequestRecipe (recipe stamps) the run's effects are identified
 // with; for a run with transient failures, failures and lastError (named
 // recoveredFailures and lastRecoveredError once the run completed); and, for
 // a parked run, retry: nextAttemptAt, attempt, maxAttempts and budgetEndsAt
@@ -140,7 +140,7 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r host.Run) map[st
 	ext := map[string]any{
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
 		"effectsUrl": h.baseURL(ev) + "/runs/" + host.ProjectID(r.ID) + "/effects",
-		// The recipe stamps (RFC 0150 §E) its effects are identified with.
+		// The recipe stamps its effects are identified with.
 		"activityIdentityRecipe": r.ActivityIdentityRecipe, "semanticRequestRecipe": r.SemanticRequestRecipe,
 	}
 	switch {

@@ -7,7 +7,7 @@
 //   - Duplicate stream deliveries and batch retries are harmless: a run is
 //     re-read from the store and skipped once terminal (or cancelled), and
 //     its nodes' effects go through ledger.Do, so a node re-executed on
-//     resume (from its start, seed 001 §B, which keeps its effect identities
+//     resume (from its start; activity identity v2, which keeps its effect identities
 //     stable) gets the recorded outcome and fires nothing again.
 //   - Status changes are compare-and-set on the current status: a cancel
 //     racing the executor, or two executors of one run, never both win.

@@ -22,7 +22,7 @@ import (
 // Breaks switches off one Layer-1 rule of Server each. The zero value is a
 // correct server.
 type Breaks struct {
-	NoReplayMarker       bool // replays carry no (openwop) or a "false" (seed003) marker
+	NoReplayMarker       bool // replays carry no (openwop) or a "false" (ERP policy) marker
 	MismatchLeaks        bool // the mismatch 409 embeds the cached body
 	MismatchReplays      bool // a different body under a used key gets the cached answer
 	InFlightRunsTwice    bool // a duplicate in flight runs the request again
@@ -33,12 +33,12 @@ type Breaks struct {
 	SharedTenants        bool // records are keyed without the tenant
 	CacheValidation      bool // 400 validation_error is cached
 	AcceptBadKeys        bool // the key grammar is not checked
-	NoKeyEcho            bool // seed003: the key is not echoed
+	NoKeyEcho            bool // ERP policy: the key is not echoed
 	RejectValidKeys      bool // keys longer than 64 characters are rejected
-	AcceptDuplicateKeys  bool // seed003: several Idempotency-Key headers are accepted (the first wins)
+	AcceptDuplicateKeys  bool // ERP policy: several Idempotency-Key headers are accepted (the first wins)
 	ReplayReruns         bool // a same-key repeat runs the request again and is marked as a replay
 	MarkFirstAsReplay    bool // a first execution carries the replay marker "true"
-	StaleRequestID       bool // seed003: a replay's X-Request-ID is the first request's
+	StaleRequestID       bool // ERP policy: a replay's X-Request-ID is the first request's
 	MismatchWrongCode    bool // the mismatch 409 carries another error code
 	InFlightWrongCode    bool // the in-flight 409 carries another error code
 	GetValidatesKey      bool // GET rejects a malformed Idempotency-Key (but caches nothing)
@@ -81,7 +81,7 @@ type refRecord struct {
 	reqID  string
 }
 
-// New returns a Server following profile (OpenWOP or Seed003) with the given
+// New returns a Server following profile (OpenWOP, or Seed003 for the ERP policy) with the given
 // rules broken.
 func New(profile string, b Breaks) *Server {
 	return &Server{
