@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idemkit/internal/conform"
 )
 
-const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|seed003] URL
+const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|erp] URL
        [--slow-body JSON] [--invalid-body JSON] [--get PATH] [--timeout D] [--stagger D]`
 
 const conformAbout = `Checks the Layer-1 (Idempotency-Key) behaviour of the API at URL from the
@@ -43,7 +43,7 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	})
 	fs.StringVar(&cfg.Route, "route", conform.DefaultRoute, "the mutating operation checked, 'METHOD /path'")
 	fs.StringVar(&cfg.Body, "body", conform.DefaultBody, "a valid JSON object body for the route")
-	fs.StringVar(&profile, "profile", string(conform.ProfileOpenWOP), "rule set: openwop (the OpenWOP default policy) or erp (the ERP policy; seed003 is the same)")
+	fs.StringVar(&profile, "profile", string(conform.ProfileOpenWOP), "rule set: openwop (the OpenWOP default policy) or erp (the ERP policy)")
 	fs.StringVar(&cfg.SlowBody, "slow-body", "", "a valid body slow enough to overlap a duplicate (in-flight scenario); default: the conformance-delay fixture with the default body, else --body")
 	fs.StringVar(&cfg.InvalidBody, "invalid-body", "", "a body rejected with 400 validation_error; default: "+conform.DefaultInvalidBody+" with the default body, else {}")
 	fs.StringVar(&cfg.GetPath, "get", "", "GET path of a created resource, {id} standing for its runId/id; default: the route's path + /{id}")

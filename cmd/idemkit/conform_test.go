@@ -96,7 +96,7 @@ func TestConformUsage(t *testing.T) {
 		}
 	}
 	// The usage line is the contract, verbatim.
-	const usage = "usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|seed003] URL"
+	const usage = "usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|erp] URL"
 	if code, out, _ := conformAt(t, "-h"); code != 0 || strings.SplitN(out, "\n", 2)[0] != usage {
 		t.Errorf("-h: exit %d %q", code, out)
 	}

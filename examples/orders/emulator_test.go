@@ -1,12 +1,23 @@
 package main
 
 import (
+	"flag"
+	"os"
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+// TestMain deselects the README's by-hand TestTryLocally when no
+// DYNAMODB_ENDPOINT is given (it would only skip): in the repository the
+// same function runs on every test emulator through TestTryLocallyOnEmulators.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if os.Getenv("DYNAMODB_ENDPOINT") == "" && flag.Lookup("test.skip").Value.String() == "" {
+		_ = flag.Set("test.skip", "^TestTryLocally$")
+	}
+	dynamotest.Main(m)
+}
 
 // The repository runs the README's TestTryLocally on its own emulators
 // (every engine), with the table created from template.yaml; under

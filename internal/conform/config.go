@@ -162,7 +162,7 @@ func (c Config) resolve() (*resolved, error) {
 	case ProfileERP:
 		c.Profile = ProfileSeed003
 	default:
-		return nil, fmt.Errorf("%w: profile %q (want openwop, erp or seed003)", ErrConfig, c.Profile)
+		return nil, fmt.Errorf("%w: profile %q (want openwop or erp)", ErrConfig, c.Profile)
 	}
 	if len(c.APIKeys) > 2 {
 		return nil, fmt.Errorf("%w: at most two API keys", ErrConfig)

@@ -2,7 +2,7 @@
 // drives any HTTP API over the network and reports, scenario by scenario,
 // whether the API's Layer-1 behaviour (Idempotency-Key) follows the OpenWOP
 // rules (profile "openwop", the default) or the ERP service's policy (profile
-// "erp", also named "seed003").
+// "erp").
 //
 // The scenarios, in order (see Scenarios):
 //
