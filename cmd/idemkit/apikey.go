@@ -36,17 +36,7 @@ examples:
 
 // runAPIKey dispatches `idemkit apikey SUBCOMMAND`.
 func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	switch {
-	case len(args) > 0 && args[0] == "create":
-		return runAPIKeyCreate(ctx, args[1:], stdout, stderr)
-	case len(args) > 0 && isHelp(args[0]):
-		fmt.Fprint(stdout, apikeyUsage)
-		return 0
-	case len(args) > 0:
-		fmt.Fprintf(stderr, "idemkit apikey: unknown command %q\n\n", args[0])
-	}
-	fmt.Fprint(stderr, apikeyUsage)
-	return 2
+	return dispatch(ctx, "apikey", apikeyUsage, map[string]command{"create": runAPIKeyCreate}, args, stdout, stderr)
 }
 
 func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -73,4 +74,25 @@ func isHelp(arg string) bool {
 		return true
 	}
 	return false
+}
+
+// command is one subcommand's entry point.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// dispatch runs the subcommand of `idemkit NAME` that args name. With no
+// subcommand, or an unknown one, it prints the usage on stderr and returns
+// 2; with -h/--help/help it prints the usage on stdout and returns 0.
+func dispatch(ctx context.Context, name, usage string, cmds map[string]command, args []string, stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 0:
+	case isHelp(args[0]):
+		fmt.Fprint(stdout, usage)
+		return 0
+	case cmds[args[0]] != nil:
+		return cmds[args[0]](ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "idemkit %s: unknown command %q\n\n", name, args[0])
+	}
+	fmt.Fprint(stderr, usage)
+	return 2
 }

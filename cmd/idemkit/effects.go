@@ -43,23 +43,11 @@ Run 'idemkit effects COMMAND -h' for the flags and examples of a command.
 `
 
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, effectsUsage)
-		return 2
-	}
-	switch args[0] {
-	case "list":
-		return runEffectsList(ctx, args[1:], stdout, stderr)
-	case "show":
-		return runEffectsShow(ctx, args[1:], stdout, stderr)
-	case "resolve":
-		return runEffectsResolve(ctx, args[1:], stdout, stderr)
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, effectsUsage)
-		return 0
-	}
-	fmt.Fprintf(stderr, "idemkit effects: unknown command %q\n\n%s", args[0], effectsUsage)
-	return 2
+	return dispatch(ctx, "effects", effectsUsage, map[string]command{
+		"list":    runEffectsList,
+		"show":    runEffectsShow,
+		"resolve": runEffectsResolve,
+	}, args, stdout, stderr)
 }
 
 // storeFlags are the flags every effects command takes to reach the

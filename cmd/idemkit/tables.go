@@ -46,17 +46,7 @@ examples:
 
 // runTables dispatches `idemkit tables SUBCOMMAND`.
 func runTables(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	switch {
-	case len(args) > 0 && args[0] == "create":
-		return runTablesCreate(ctx, args[1:], stdout, stderr)
-	case len(args) > 0 && isHelp(args[0]):
-		fmt.Fprint(stdout, tablesUsage)
-		return 0
-	case len(args) > 0:
-		fmt.Fprintf(stderr, "idemkit tables: unknown command %q\n\n", args[0])
-	}
-	fmt.Fprint(stderr, tablesUsage)
-	return 2
+	return dispatch(ctx, "tables", tablesUsage, map[string]command{"create": runTablesCreate}, args, stdout, stderr)
 }
 
 func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
