@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -13,8 +14,14 @@ import (
 // same function runs on every test emulator through TestTryLocallyOnEmulators.
 func TestMain(m *testing.M) {
 	flag.Parse()
-	if os.Getenv("DYNAMODB_ENDPOINT") == "" && flag.Lookup("test.skip").Value.String() == "" {
-		_ = flag.Set("test.skip", "^TestTryLocally$")
+	if os.Getenv("DYNAMODB_ENDPOINT") == "" {
+		// Added to any -skip pattern already given (make test passes one).
+		switch prev := flag.Lookup("test.skip").Value.String(); {
+		case prev == "":
+			_ = flag.Set("test.skip", "^TestTryLocally$")
+		case !strings.Contains(prev, "/"):
+			_ = flag.Set("test.skip", prev+"|^TestTryLocally$")
+		}
 	}
 	dynamotest.Main(m)
 }
