@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/memstore"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 func TestEffectValidation(t *testing.T) {
@@ -21,12 +22,12 @@ func TestEffectValidation(t *testing.T) {
 		"bad run grammar":        {Identity: id, RunID: "acme/short", NodeID: "n"},
 		"bad node grammar":       {Identity: id, RunID: "acme/run-0000000000000001", NodeID: "a b"},
 		"digest without recipe":  {Identity: id, RequestDigest: "abc"},
-		"recipe without digest":  {Identity: id, SemanticRecipe: ledger.SemanticRecipeV2},
+		"recipe without digest":  {Identity: id, SemanticRecipe: semantic.RecipeV2},
 		"NUL in invocationId":    {Identity: id, InvocationID: "inv\x00"},
 		"oversized invocationId": {Identity: id, InvocationID: strings.Repeat("i", 129)},
 		"NUL in nodeId":          {Identity: id, NodeID: "n\x00"},
-		"NUL in digest":          {Identity: id, RequestDigest: "ab\x00", SemanticRecipe: ledger.SemanticRecipeV2},
-		"oversized digest":       {Identity: id, RequestDigest: strings.Repeat("a", 129), SemanticRecipe: ledger.SemanticRecipeV2},
+		"NUL in digest":          {Identity: id, RequestDigest: "ab\x00", SemanticRecipe: semantic.RecipeV2},
+		"oversized digest":       {Identity: id, RequestDigest: strings.Repeat("a", 129), SemanticRecipe: semantic.RecipeV2},
 		"NUL in recipe":          {Identity: id, RequestDigest: "ab", SemanticRecipe: "v2\x00"},
 		"NUL in runId":           {Identity: id, RunID: "acme/run-000000000000000\x00", NodeID: "n"},
 		"zero identity":          {},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/memstore"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // A refund keyed on its business identity: the workflow node, a retry of the
@@ -68,11 +69,11 @@ func ExampleBusinessIdentity() {
 func ExampleActivityIdentity() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
 	run := "acme/run-0000000000000001"
-	req := ledger.SemanticRequest{Provider: "example", Model: "model-1",
-		Messages: []ledger.SemanticMessage{{Role: "user", Content: "hello"}}}
-	digest, _ := ledger.SemanticDigestV2(req)
+	req := semantic.Request{Provider: "example", Model: "model-1",
+		Messages: []semantic.Message{{Role: "user", Content: "hello"}}}
+	digest, _ := semantic.DigestV2(req)
 	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "summarise", Ordinal: 0, Provider: "example"})
-	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "summarise", RequestDigest: digest, SemanticRecipe: ledger.SemanticRecipeV2}
+	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "summarise", RequestDigest: digest, SemanticRecipe: semantic.RecipeV2}
 
 	call := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("Hi!"), nil }
 	r, _ := l.Do(context.Background(), eff, call)
@@ -80,7 +81,7 @@ func ExampleActivityIdentity() {
 
 	seven := int64(7)
 	req.Seed = &seven // a different request under the same identity
-	eff.RequestDigest, _ = ledger.SemanticDigestV2(req)
+	eff.RequestDigest, _ = semantic.DigestV2(req)
 	_, err := l.Do(context.Background(), eff, call)
 	fmt.Println(errors.Is(err, ledger.ErrMismatch))
 	// Output:
@@ -134,9 +135,9 @@ func ExampleLedger_DoStream() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
 	run := "acme/run-0000000000000001"
 	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "chat", Ordinal: 0, Provider: "example"})
-	digest, _ := ledger.SemanticDigestV2(ledger.SemanticRequest{Provider: "example", Model: "model-1",
-		Messages: []ledger.SemanticMessage{{Role: "user", Content: "hello"}}})
-	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "chat", RequestDigest: digest, SemanticRecipe: ledger.SemanticRecipeV2}
+	digest, _ := semantic.DigestV2(semantic.Request{Provider: "example", Model: "model-1",
+		Messages: []semantic.Message{{Role: "user", Content: "hello"}}})
+	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "chat", RequestDigest: digest, SemanticRecipe: semantic.RecipeV2}
 	stream := func(ctx context.Context, c ledger.Call, w io.Writer) error {
 		// here: POST /chat with "Idempotency-Key: " + c.ProviderKey, copying the SSE body to w
 		_, err := io.WriteString(w, "data: Hi!\n\ndata: [DONE]\n\n")

@@ -3,6 +3,8 @@ package ledger
 import (
 	"errors"
 	"fmt"
+
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // ErrUnsupportedRecipe is returned when a recipe stamp names a recipe this
@@ -27,10 +29,10 @@ type RecipeStamps struct {
 }
 
 // CurrentRecipes returns the stamps for a new run: ActivityIdentityRecipe
-// ("openwop-activity-v2") and SemanticRecipeV2
+// ("openwop-activity-v2") and semantic.RecipeV2
 // ("openwop-semantic-request-v2").
 func CurrentRecipes() RecipeStamps {
-	return RecipeStamps{ActivityIdentityRecipe: ActivityIdentityRecipe, SemanticRequestRecipe: SemanticRecipeV2}
+	return RecipeStamps{ActivityIdentityRecipe: ActivityIdentityRecipe, SemanticRequestRecipe: semantic.RecipeV2}
 }
 
 // Validate reports whether both stamps are present (a run record without
@@ -58,14 +60,14 @@ func (s RecipeStamps) ActivityIdentity(a Activity) (Identity, error) {
 // SemanticDigest computes the semantic request digest of r for a run
 // stamped with s, under the run's own recipe, and returns it with that
 // recipe (for Effect.RequestDigest and Effect.SemanticRecipe). A stamp other
-// than SemanticRecipeV2 is ErrUnsupportedRecipe.
-func (s RecipeStamps) SemanticDigest(r SemanticRequest) (digest, recipe string, err error) {
-	if s.SemanticRequestRecipe != SemanticRecipeV2 {
-		return "", "", fmt.Errorf("%w: semantic request recipe %q (this kit computes %q)", ErrUnsupportedRecipe, s.SemanticRequestRecipe, SemanticRecipeV2)
+// than semantic.RecipeV2 is ErrUnsupportedRecipe.
+func (s RecipeStamps) SemanticDigest(r semantic.Request) (digest, recipe string, err error) {
+	if s.SemanticRequestRecipe != semantic.RecipeV2 {
+		return "", "", fmt.Errorf("%w: semantic request recipe %q (this kit computes %q)", ErrUnsupportedRecipe, s.SemanticRequestRecipe, semantic.RecipeV2)
 	}
-	d, err := SemanticDigestV2(r)
+	d, err := semantic.DigestV2(r)
 	if err != nil {
 		return "", "", err
 	}
-	return d, SemanticRecipeV2, nil
+	return d, semantic.RecipeV2, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/memstore"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // A run's stamps compute identities and digests under the run's recipe; a
@@ -24,10 +25,10 @@ func TestRunStampsUseTheRunsRecipe(t *testing.T) {
 	if err != nil || got != want {
 		t.Fatalf("v2 stamps: %+v %v", got, err)
 	}
-	req := ledger.SemanticRequest{Provider: "example", Model: "m", Messages: []ledger.SemanticMessage{{Role: "user", Content: "hi"}}}
+	req := semantic.Request{Provider: "example", Model: "m", Messages: []semantic.Message{{Role: "user", Content: "hi"}}}
 	d, recipe, err := cur.SemanticDigest(req)
-	wantD, _ := ledger.SemanticDigestV2(req)
-	if err != nil || d != wantD || recipe != ledger.SemanticRecipeV2 {
+	wantD, _ := semantic.DigestV2(req)
+	if err != nil || d != wantD || recipe != semantic.RecipeV2 {
 		t.Fatalf("v2 digest: %s %s %v", d, recipe, err)
 	}
 
@@ -103,7 +104,7 @@ func TestReaderNeverRecomputesARecordedIdentity(t *testing.T) {
 		t.Fatalf("recorded identity: %+v %v fired %d", r, err, fired)
 	}
 	// The run's stamps refuse to mint a v2 identity for the v1 run.
-	stamps := ledger.RecipeStamps{ActivityIdentityRecipe: "openwop-activity-v1", SemanticRequestRecipe: ledger.SemanticRecipeV2}
+	stamps := ledger.RecipeStamps{ActivityIdentityRecipe: "openwop-activity-v1", SemanticRequestRecipe: semantic.RecipeV2}
 	if _, err := stamps.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "charge"}); !errors.Is(err, ledger.ErrUnsupportedRecipe) {
 		t.Fatalf("v1 stamps minted an identity: %v", err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // wireClient sends requests to a dev server and checks every response
@@ -381,7 +382,7 @@ func TestDevWireSchemas(t *testing.T) {
 		"createdAt":              &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
 		"updatedAt":              &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Second).UnixMilli(), 10)},
 		"activityIdentityRecipe": &types.AttributeValueMemberS{Value: ledger.ActivityIdentityRecipe},
-		"semanticRequestRecipe":  &types.AttributeValueMemberS{Value: ledger.SemanticRecipeV2},
+		"semanticRequestRecipe":  &types.AttributeValueMemberS{Value: semantic.RecipeV2},
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // fullRecord sets every field of a ledger.Record (times at the millisecond
@@ -26,7 +27,7 @@ func fullRecord() *ledger.Record {
 	return &ledger.Record{
 		Key: "effect#acme/AAAAAAAAAAAAAAAAAAAAAA", Kind: ledger.KindEffect, EffectID: "acme/AAAAAAAAAAAAAAAAAAAAAA", Tenant: "acme",
 		Keying: ledger.KeyingActivityRecipe, IdentityRecipe: ledger.ActivityIdentityRecipe,
-		SemanticRecipe: ledger.SemanticRecipeV2, RequestDigest: "d1",
+		SemanticRecipe: semantic.RecipeV2, RequestDigest: "d1",
 		ProviderKey: "idemkit-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB", RunID: "acme/run-0000000000000001",
 		State: ledger.StateCompleted, Owner: "tok", Attempt: 2, LeaseUntil: t0.Add(time.Minute), Fence: 7,
 		Outcome: &ledger.Outcome{OK: true, Streamed: true, BodyDigest: "e3b0", BodySize: 42},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // auditTests close gaps found in the issue-3 audit (see ledger/CHECKLIST.md).
@@ -42,14 +43,14 @@ func testWitnessNoSecrets(t *testing.T, e *env) {
 		streamed = "data: STREAMED-SECRET-CHUNK"
 	)
 	secrets := []string{apiKey, bearer, card, streamed, "STREAMED-SECRET", "SECRET"}
-	req := ledger.SemanticRequest{Provider: "example", Model: "m",
-		Messages: []ledger.SemanticMessage{{Role: "user", Content: "my card is " + card + ", key " + apiKey}}}
-	digest, err := ledger.SemanticDigestV2(req)
+	req := semantic.Request{Provider: "example", Model: "m",
+		Messages: []semantic.Message{{Role: "user", Content: "my card is " + card + ", key " + apiKey}}}
+	digest, err := semantic.DigestV2(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	value := mustDo(t, l, ledger.Effect{Identity: e.activity(run, "charge", 0), RunID: run, NodeID: "charge",
-		RequestDigest: digest, SemanticRecipe: ledger.SemanticRecipeV2},
+		RequestDigest: digest, SemanticRecipe: semantic.RecipeV2},
 		func(ctx context.Context, c ledger.Call) ([]byte, error) {
 			b, err := e.prov.Call(ctx, c.ProviderKey, "card="+card+"&auth="+bearer)
 			return append(b, []byte(" "+apiKey)...), err
@@ -113,7 +114,7 @@ func testWitnessNoSecrets(t *testing.T, e *env) {
 // the other request must not take over the identity).
 func testMismatchNotFinal(t *testing.T, e *env) {
 	eff := e.effect()
-	eff.RequestDigest, eff.SemanticRecipe = "digest-A", ledger.SemanticRecipeV2
+	eff.RequestDigest, eff.SemanticRecipe = "digest-A", semantic.RecipeV2
 	release, done := e.holdEffect(eff)
 	other := eff
 	other.RequestDigest = "digest-B"
@@ -130,7 +131,7 @@ func testMismatchNotFinal(t *testing.T, e *env) {
 	}
 	// Released: the other request may not claim it.
 	rel := e.effect()
-	rel.RequestDigest, rel.SemanticRecipe = "digest-A", ledger.SemanticRecipeV2
+	rel.RequestDigest, rel.SemanticRecipe = "digest-A", semantic.RecipeV2
 	l := e.ledger()
 	if _, err := l.Do(context.Background(), rel, func(context.Context, ledger.Call) ([]byte, error) {
 		return nil, ledger.NotSent(errors.New("refused"))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 var doTests = []test{
@@ -482,7 +483,7 @@ func sha256Hex(s string) string {
 func testDoStream(t *testing.T, e *env) {
 	l := e.ledger()
 	eff := e.effect()
-	eff.RequestDigest, eff.SemanticRecipe = "d-stream", ledger.SemanticRecipeV2
+	eff.RequestDigest, eff.SemanticRecipe = "d-stream", semantic.RecipeV2
 	chunks := []string{"data: SECRET-TOKEN-1\n\n", "data: SECRET-TOKEN-2\n\n", "data: [DONE]\n\n"}
 	stream := func(ctx context.Context, c ledger.Call, w io.Writer) error {
 		if _, err := e.prov.Call(ctx, c.ProviderKey, "stream"); err != nil {

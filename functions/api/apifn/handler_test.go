@@ -15,6 +15,7 @@ import (
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 type fixture struct {
@@ -149,7 +150,7 @@ func TestCreateRunReplay(t *testing.T) {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
 	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); runExt(g)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
-		runExt(g)["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
+		runExt(g)["semanticRequestRecipe"] != semantic.RecipeV2 {
 		t.Fatalf("getRun %v", g)
 	}
 	if !host.ValidRunID(id) || host.RunTenant(id) != "acme" || m1["status"] != "pending" ||

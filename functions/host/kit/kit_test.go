@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -107,7 +108,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "EffectsTable", "FenceTable")
 
 	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
-		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != ledger.SemanticRecipeV2 {
+		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != semantic.RecipeV2 {
 		t.Fatalf("run %v: want completed with its recipe stamps", st)
 	}
 	// The run item itself carries the stamps (written in the completion

@@ -1,4 +1,4 @@
-package ledger
+package semantic
 
 import (
 	"bytes"
@@ -15,26 +15,26 @@ import (
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
-// SemanticRecipeV2 is the semantic request digest recipe (semantic request digest v2), and
+// RecipeV2 is the semantic request digest recipe (semantic request digest v2), and
 // the semanticRequestRecipe stamp a run records (recipe stamps). It is also the value of
 // the "recipe" member of the hashed object.
-const SemanticRecipeV2 = "openwop-semantic-request-v2"
+const RecipeV2 = "openwop-semantic-request-v2"
 
-// ErrSemanticRequest is matched (errors.Is) by every error of
-// SemanticDigestV2, SemanticCanonicalV2 and SemanticRequest.UnmarshalJSON: a
+// ErrInvalid is matched (errors.Is) by every error of
+// DigestV2, CanonicalV2 and Request.UnmarshalJSON: a
 // missing or invalid field, an option that cannot be namespaced, a value that
 // is not I-JSON (duplicate member names, lone surrogates, invalid UTF-8,
 // non-finite or unsafe numbers). A request is rejected rather than hashed
 // with part of it dropped or altered.
-var ErrSemanticRequest = errors.New("ledger: invalid semantic request")
+var ErrInvalid = errors.New("semantic: invalid request")
 
 // maxSafeInteger is 2^53-1: JCS writes every number as an IEEE 754 double,
 // so larger integers (seeds, bounds) would collide with their neighbours.
 const maxSafeInteger = 1<<53 - 1
 
-// SemanticRequest is the complete semantic provider request after policy
+// Request is the complete semantic provider request after policy
 // resolution (semantic request digest v2): every input that can change what the provider
-// answers. Its digest (SemanticDigestV2) is the Layer-2 replay cache key: two
+// answers. Its digest (DigestV2) is the Layer-2 replay cache key: two
 // requests share a digest exactly when their v2 objects are equal, byte for
 // byte under RFC 8785.
 //
@@ -59,17 +59,17 @@ const maxSafeInteger = 1<<53 - 1
 // Values typed any (content, schemas, option values) may be Go values
 // (encoded with encoding/json) or json.RawMessage (kept exactly, then
 // canonicalised).
-type SemanticRequest struct {
+type Request struct {
 	// Provider identifies the provider ("anthropic"). Required. It is also
 	// the namespace of Options.
 	Provider string
 	// Model is the provider's model identifier. Required.
 	Model string
 	// Messages in conversation order, never reordered. Nil is hashed as [].
-	Messages []SemanticMessage
+	Messages []Message
 	// Tools offered to the model; hashed sorted by Name (UTF-16 code
 	// units). Names must be unique. Nil or empty: omitted.
-	Tools []SemanticTool
+	Tools []Tool
 	// ToolChoice is the tool-choice setting (any JSON value). Nil: omitted.
 	ToolChoice any
 	// ResponseFormat is the response schema/format (any JSON value). Nil:
@@ -100,8 +100,8 @@ type SemanticRequest struct {
 	ProviderOptions map[string]any
 }
 
-// SemanticMessage is one message of the conversation.
-type SemanticMessage struct {
+// Message is one message of the conversation.
+type Message struct {
 	// Role is the author ("system", "user", "assistant", "tool"). Required.
 	Role string
 	// Content is the message content: a string or a list of content parts
@@ -113,8 +113,8 @@ type SemanticMessage struct {
 	Fields map[string]any
 }
 
-// SemanticTool is one tool offered to the model.
-type SemanticTool struct {
+// Tool is one tool offered to the model.
+type Tool struct {
 	// Name is the tool name, the sort key. Required, unique in a request.
 	Name string
 	// Description is the tool description the model reads. Empty: omitted.
@@ -126,12 +126,12 @@ type SemanticTool struct {
 	Fields map[string]any
 }
 
-// SemanticDigestV2 returns the semantic request digest v2 of r: SHA-256 over
-// the RFC 8785 canonical form of the v2 object (see SemanticRequest), as 64
+// DigestV2 returns the semantic request digest v2 of r: SHA-256 over
+// the RFC 8785 canonical form of the v2 object (see Request), as 64
 // lower-case hex characters with no prefix, the form of the OpenWOP golden
-// vectors. Stamp it with SemanticRecipeV2 wherever it is stored.
-func SemanticDigestV2(r SemanticRequest) (string, error) {
-	canon, err := SemanticCanonicalV2(r)
+// vectors. Stamp it with RecipeV2 wherever it is stored.
+func DigestV2(r Request) (string, error) {
+	canon, err := CanonicalV2(r)
 	if err != nil {
 		return "", err
 	}
@@ -139,10 +139,10 @@ func SemanticDigestV2(r SemanticRequest) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// SemanticCanonicalV2 returns the exact bytes SemanticDigestV2 hashes: the
+// CanonicalV2 returns the exact bytes DigestV2 hashes: the
 // RFC 8785 canonical form of r's v2 object. It is the preimage to diff when
 // two hosts disagree on a digest.
-func SemanticCanonicalV2(r SemanticRequest) ([]byte, error) {
+func CanonicalV2(r Request) ([]byte, error) {
 	obj, err := r.v2Object()
 	if err != nil {
 		return nil, err
@@ -155,11 +155,11 @@ func SemanticCanonicalV2(r SemanticRequest) ([]byte, error) {
 }
 
 func semanticErr(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrSemanticRequest}, args...)...)
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }
 
 // v2Object builds the v2 object of semantic request digest v2 from r, validating as it goes.
-func (r SemanticRequest) v2Object() (map[string]any, error) {
+func (r Request) v2Object() (map[string]any, error) {
 	if err := checkText("provider", r.Provider, true); err != nil {
 		return nil, err
 	}
@@ -190,7 +190,7 @@ func (r SemanticRequest) v2Object() (map[string]any, error) {
 
 	if len(r.Tools) > 0 {
 		tools := slices.Clone(r.Tools)
-		slices.SortFunc(tools, func(a, b SemanticTool) int { return jcs.CompareUTF16(a.Name, b.Name) })
+		slices.SortFunc(tools, func(a, b Tool) int { return jcs.CompareUTF16(a.Name, b.Name) })
 		out := make([]any, 0, len(tools))
 		for i, t := range tools {
 			if err := checkText("tools.name", t.Name, true); err != nil {
@@ -269,7 +269,7 @@ func (r SemanticRequest) v2Object() (map[string]any, error) {
 	}
 
 	obj := map[string]any{
-		"recipe":   SemanticRecipeV2,
+		"recipe":   RecipeV2,
 		"provider": r.Provider,
 		"model":    r.Model,
 		"request":  req,
@@ -285,7 +285,7 @@ func (r SemanticRequest) v2Object() (map[string]any, error) {
 }
 
 // providerOptions merges ProviderOptions and the namespaced Options.
-func (r SemanticRequest) providerOptions() (map[string]any, error) {
+func (r Request) providerOptions() (map[string]any, error) {
 	opts := make(map[string]any, len(r.ProviderOptions)+len(r.Options))
 	for k, v := range r.ProviderOptions {
 		if err := checkText("providerOptions key", k, true); err != nil {
@@ -397,12 +397,12 @@ func checkValue(what string, v any) error {
 	return nil
 }
 
-// semanticTransport lists the wire members that are transport-only (semantic
+// transportOnly lists the wire members that are transport-only (semantic
 // request digest v2) and are therefore read and ignored by UnmarshalJSON: "timeout",
 // "timeoutMs", "traceId", "traceparent", "retryCount", "maxRetries",
 // "credentialHandle", "apiKey". Any other unknown member is carried as a
 // provider option, never dropped.
-var semanticTransport = map[string]bool{
+var transportOnly = map[string]bool{
 	"timeout": true, "timeoutMs": true, "traceId": true, "traceparent": true,
 	"retryCount": true, "maxRetries": true, "credentialHandle": true, "apiKey": true,
 }
@@ -418,12 +418,12 @@ var semanticTransport = map[string]bool{
 // Members are matched by exact name. The input must be I-JSON: duplicate
 // member names (which encoding/json would resolve silently), lone surrogates
 // and invalid UTF-8 are rejected. Transport-only members (see the list on
-// semanticTransport: timeout, traceId, retryCount, credentialHandle, ...)
+// transportOnly: timeout, traceId, retryCount, credentialHandle, ...)
 // are ignored; every other unknown top-level member is kept in Options (and
 // so hashed as "vendor.<provider>.<name>"); unknown message and tool members
 // are kept in their Fields. Values are kept as json.RawMessage, exactly as
-// sent. Errors match ErrSemanticRequest.
-func (r *SemanticRequest) UnmarshalJSON(data []byte) error {
+// sent. Errors match ErrInvalid.
+func (r *Request) UnmarshalJSON(data []byte) error {
 	if _, err := jcs.Canonicalize(data); err != nil {
 		return semanticErr("%w", err)
 	}
@@ -434,7 +434,7 @@ func (r *SemanticRequest) UnmarshalJSON(data []byte) error {
 	if top == nil {
 		return semanticErr("request is not a JSON object")
 	}
-	var out SemanticRequest
+	var out Request
 	for k, v := range top {
 		var err error
 		switch k {
@@ -471,7 +471,7 @@ func (r *SemanticRequest) UnmarshalJSON(data []byte) error {
 				}
 			}
 		default:
-			if semanticTransport[k] {
+			if transportOnly[k] {
 				continue
 			}
 			if out.Options == nil {
@@ -497,17 +497,17 @@ func strictDecode(v json.RawMessage, dst any) error {
 	return json.Unmarshal(v, dst)
 }
 
-func decodeMessages(v json.RawMessage, dst *[]SemanticMessage) error {
+func decodeMessages(v json.RawMessage, dst *[]Message) error {
 	var raw []map[string]json.RawMessage
 	if err := strictDecode(v, &raw); err != nil {
 		return err
 	}
-	msgs := make([]SemanticMessage, 0, len(raw))
+	msgs := make([]Message, 0, len(raw))
 	for i, m := range raw {
 		if m == nil {
 			return fmt.Errorf("message %d is not an object", i)
 		}
-		var msg SemanticMessage
+		var msg Message
 		for k, fv := range m {
 			switch k {
 			case "role":
@@ -529,17 +529,17 @@ func decodeMessages(v json.RawMessage, dst *[]SemanticMessage) error {
 	return nil
 }
 
-func decodeTools(v json.RawMessage, dst *[]SemanticTool) error {
+func decodeTools(v json.RawMessage, dst *[]Tool) error {
 	var raw []map[string]json.RawMessage
 	if err := strictDecode(v, &raw); err != nil {
 		return err
 	}
-	tools := make([]SemanticTool, 0, len(raw))
+	tools := make([]Tool, 0, len(raw))
 	for i, t := range raw {
 		if t == nil {
 			return fmt.Errorf("tool %d is not an object", i)
 		}
-		var tool SemanticTool
+		var tool Tool
 		for k, fv := range t {
 			var err error
 			switch k {

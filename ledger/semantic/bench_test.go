@@ -1,4 +1,4 @@
-package ledger
+package semantic
 
 import (
 	"strings"
@@ -16,17 +16,17 @@ func BenchmarkSemanticDigestV2(b *testing.B) {
 		if i%2 == 1 {
 			role = "assistant"
 		}
-		r.Messages = append(r.Messages, SemanticMessage{Role: role, Content: text})
+		r.Messages = append(r.Messages, Message{Role: role, Content: text})
 	}
-	r.Tools = append(r.Tools, SemanticTool{Name: "search", Description: "Search the web", Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []any{"q"}}})
-	canon, err := SemanticCanonicalV2(r)
+	r.Tools = append(r.Tools, Tool{Name: "search", Description: "Search the web", Parameters: map[string]any{"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []any{"q"}}})
+	canon, err := CanonicalV2(r)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(canon)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := SemanticDigestV2(r); err != nil {
+		if _, err := DigestV2(r); err != nil {
 			b.Fatal(err)
 		}
 	}

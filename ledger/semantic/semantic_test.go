@@ -1,4 +1,4 @@
-package ledger
+package semantic
 
 import (
 	"encoding/json"
@@ -40,8 +40,8 @@ func loadSemanticVectors(t *testing.T) semanticVectorFile {
 // byte: the canonical preimage and the digest.
 func TestSemanticGoldenVectors(t *testing.T) {
 	f := loadSemanticVectors(t)
-	if f.Recipe != SemanticRecipeV2 {
-		t.Fatalf("vector file recipe %q, SemanticRecipeV2 %q", f.Recipe, SemanticRecipeV2)
+	if f.Recipe != RecipeV2 {
+		t.Fatalf("vector file recipe %q, RecipeV2 %q", f.Recipe, RecipeV2)
 	}
 	if len(f.Vectors) != 13 {
 		t.Fatalf("want the 13 golden vectors, file has %d", len(f.Vectors))
@@ -49,18 +49,18 @@ func TestSemanticGoldenVectors(t *testing.T) {
 	byID := map[string]string{}
 	for _, v := range f.Vectors {
 		t.Run(v.ID, func(t *testing.T) {
-			var r SemanticRequest
+			var r Request
 			if err := json.Unmarshal(v.Input, &r); err != nil {
 				t.Fatalf("decode input: %v", err)
 			}
-			canon, err := SemanticCanonicalV2(r)
+			canon, err := CanonicalV2(r)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if string(canon) != v.Canonical {
 				t.Errorf("canonical\n got %s\nwant %s", canon, v.Canonical)
 			}
-			d, err := SemanticDigestV2(r)
+			d, err := DigestV2(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,12 +87,12 @@ func TestSemanticGoldenVectors(t *testing.T) {
 
 func semPtr[T any](v T) *T { return &v }
 
-func baseSemantic() SemanticRequest {
-	return SemanticRequest{
+func baseSemantic() Request {
+	return Request{
 		Provider: "anthropic",
 		Model:    "claude-x",
-		Messages: []SemanticMessage{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hello"}},
-		Tools: []SemanticTool{
+		Messages: []Message{{Role: "system", Content: "be brief"}, {Role: "user", Content: "hello"}},
+		Tools: []Tool{
 			{Name: "get_weather", Description: "Weather for a city", Parameters: map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}},
 			{Name: "getTime", Parameters: json.RawMessage(`{"type":"object"}`)},
 		},
@@ -109,9 +109,9 @@ func baseSemantic() SemanticRequest {
 	}
 }
 
-func mustSemanticDigest(t *testing.T, r SemanticRequest) string {
+func mustSemanticDigest(t *testing.T, r Request) string {
 	t.Helper()
-	d, err := SemanticDigestV2(r)
+	d, err := DigestV2(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,47 +123,47 @@ func mustSemanticDigest(t *testing.T, r SemanticRequest) string {
 // semantic input) MUST change the digest.
 func TestSemanticEveryInputChangesDigest(t *testing.T) {
 	base := mustSemanticDigest(t, baseSemantic())
-	changes := map[string]func(r *SemanticRequest){
-		"seed":                 func(r *SemanticRequest) { r.Seed = semPtr[int64](8) },
-		"seed removed":         func(r *SemanticRequest) { r.Seed = nil },
-		"seed zero":            func(r *SemanticRequest) { r.Seed = semPtr[int64](0) },
-		"stop value":           func(r *SemanticRequest) { r.Stop = []string{"END", "\n"} },
-		"stop order":           func(r *SemanticRequest) { r.Stop = []string{"\n\n", "END"} },
-		"stop removed":         func(r *SemanticRequest) { r.Stop = nil },
-		"output bound":         func(r *SemanticRequest) { r.MaxOutputTokens = semPtr[int64](257) },
-		"output bound removed": func(r *SemanticRequest) { r.MaxOutputTokens = nil },
-		"tool schema": func(r *SemanticRequest) {
+	changes := map[string]func(r *Request){
+		"seed":                 func(r *Request) { r.Seed = semPtr[int64](8) },
+		"seed removed":         func(r *Request) { r.Seed = nil },
+		"seed zero":            func(r *Request) { r.Seed = semPtr[int64](0) },
+		"stop value":           func(r *Request) { r.Stop = []string{"END", "\n"} },
+		"stop order":           func(r *Request) { r.Stop = []string{"\n\n", "END"} },
+		"stop removed":         func(r *Request) { r.Stop = nil },
+		"output bound":         func(r *Request) { r.MaxOutputTokens = semPtr[int64](257) },
+		"output bound removed": func(r *Request) { r.MaxOutputTokens = nil },
+		"tool schema": func(r *Request) {
 			r.Tools[1].Parameters = json.RawMessage(`{"type":"object","required":["tz"]}`)
 		},
-		"tool schema nested": func(r *SemanticRequest) {
+		"tool schema nested": func(r *Request) {
 			r.Tools[0].Parameters = map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "number"}}}
 		},
-		"tool description": func(r *SemanticRequest) { r.Tools[0].Description = "Weather" },
-		"tool name":        func(r *SemanticRequest) { r.Tools[1].Name = "gettime" },
-		"tool extra field": func(r *SemanticRequest) { r.Tools[1].Fields = map[string]any{"strict": true} },
-		"tool removed":     func(r *SemanticRequest) { r.Tools = r.Tools[:1] },
-		"provider option":  func(r *SemanticRequest) { r.Options["reasoningEffort"] = "low" },
-		"provider option added": func(r *SemanticRequest) {
+		"tool description": func(r *Request) { r.Tools[0].Description = "Weather" },
+		"tool name":        func(r *Request) { r.Tools[1].Name = "gettime" },
+		"tool extra field": func(r *Request) { r.Tools[1].Fields = map[string]any{"strict": true} },
+		"tool removed":     func(r *Request) { r.Tools = r.Tools[:1] },
+		"provider option":  func(r *Request) { r.Options["reasoningEffort"] = "low" },
+		"provider option added": func(r *Request) {
 			r.Options["budget"] = 1000
 		},
-		"namespaced option":   func(r *SemanticRequest) { r.ProviderOptions["vendor.anthropic.topK"] = 41 },
-		"option number type":  func(r *SemanticRequest) { r.Options["reasoningEffort"] = 1 },
-		"temperature":         func(r *SemanticRequest) { r.Temperature = semPtr(0.70000001) },
-		"top p":               func(r *SemanticRequest) { r.TopP = nil },
-		"tool choice":         func(r *SemanticRequest) { r.ToolChoice = map[string]any{"type": "tool", "name": "getTime"} },
-		"response format":     func(r *SemanticRequest) { r.ResponseFormat = nil },
-		"safety":              func(r *SemanticRequest) { r.Safety = map[string]any{"level": "lenient"} },
-		"model":               func(r *SemanticRequest) { r.Model = "claude-y" },
-		"provider":            func(r *SemanticRequest) { r.Provider = "anthropic-eu" },
-		"message content":     func(r *SemanticRequest) { r.Messages[1].Content = "hello!" },
-		"message role":        func(r *SemanticRequest) { r.Messages[0].Role = "user" },
-		"message order":       func(r *SemanticRequest) { r.Messages[0], r.Messages[1] = r.Messages[1], r.Messages[0] },
-		"message extra field": func(r *SemanticRequest) { r.Messages[1].Fields = map[string]any{"name": "bob"} },
-		"message content part": func(r *SemanticRequest) {
+		"namespaced option":   func(r *Request) { r.ProviderOptions["vendor.anthropic.topK"] = 41 },
+		"option number type":  func(r *Request) { r.Options["reasoningEffort"] = 1 },
+		"temperature":         func(r *Request) { r.Temperature = semPtr(0.70000001) },
+		"top p":               func(r *Request) { r.TopP = nil },
+		"tool choice":         func(r *Request) { r.ToolChoice = map[string]any{"type": "tool", "name": "getTime"} },
+		"response format":     func(r *Request) { r.ResponseFormat = nil },
+		"safety":              func(r *Request) { r.Safety = map[string]any{"level": "lenient"} },
+		"model":               func(r *Request) { r.Model = "claude-y" },
+		"provider":            func(r *Request) { r.Provider = "anthropic-eu" },
+		"message content":     func(r *Request) { r.Messages[1].Content = "hello!" },
+		"message role":        func(r *Request) { r.Messages[0].Role = "user" },
+		"message order":       func(r *Request) { r.Messages[0], r.Messages[1] = r.Messages[1], r.Messages[0] },
+		"message extra field": func(r *Request) { r.Messages[1].Fields = map[string]any{"name": "bob"} },
+		"message content part": func(r *Request) {
 			r.Messages[1].Content = []any{map[string]any{"type": "text", "text": "hello"}}
 		},
-		"message whitespace": func(r *SemanticRequest) { r.Messages[1].Content = "hello " },
-		"NFC vs NFD":         func(r *SemanticRequest) { r.Messages[1].Content = "he\u0301llo" },
+		"message whitespace": func(r *Request) { r.Messages[1].Content = "hello " },
+		"NFC vs NFD":         func(r *Request) { r.Messages[1].Content = "he\u0301llo" },
 	}
 	seen := map[string]string{base: "base"}
 	for name, change := range changes {
@@ -180,17 +180,17 @@ func TestSemanticEveryInputChangesDigest(t *testing.T) {
 // TestSemanticInvariants: what must NOT change the digest.
 func TestSemanticInvariants(t *testing.T) {
 	base := mustSemanticDigest(t, baseSemantic())
-	same := map[string]func(r *SemanticRequest){
-		"tool order": func(r *SemanticRequest) { r.Tools[0], r.Tools[1] = r.Tools[1], r.Tools[0] },
-		"option given namespaced": func(r *SemanticRequest) {
+	same := map[string]func(r *Request){
+		"tool order": func(r *Request) { r.Tools[0], r.Tools[1] = r.Tools[1], r.Tools[0] },
+		"option given namespaced": func(r *Request) {
 			delete(r.Options, "reasoningEffort")
 			r.ProviderOptions["vendor.anthropic.reasoningEffort"] = "high"
 		},
-		"raw vs Go value": func(r *SemanticRequest) {
+		"raw vs Go value": func(r *Request) {
 			r.ResponseFormat = json.RawMessage(` { "type" : "json_object" } `)
 		},
-		"float spelling": func(r *SemanticRequest) { r.Temperature = semPtr(0.70000000000000000001) },
-		"empty fields":   func(r *SemanticRequest) { r.Messages[0].Fields = map[string]any{} },
+		"float spelling": func(r *Request) { r.Temperature = semPtr(0.70000000000000000001) },
+		"empty fields":   func(r *Request) { r.Messages[0].Fields = map[string]any{} },
 	}
 	for name, change := range same {
 		r := baseSemantic()
@@ -202,7 +202,7 @@ func TestSemanticInvariants(t *testing.T) {
 	// Empty lists are the same request as absent ones.
 	a, b := baseSemantic(), baseSemantic()
 	a.Stop, b.Stop = nil, []string{}
-	a.Tools, b.Tools = nil, []SemanticTool{}
+	a.Tools, b.Tools = nil, []Tool{}
 	if mustSemanticDigest(t, a) != mustSemanticDigest(t, b) {
 		t.Error("empty vs nil lists differ")
 	}
@@ -210,7 +210,7 @@ func TestSemanticInvariants(t *testing.T) {
 	r := baseSemantic()
 	mustSemanticDigest(t, r)
 	if r.Tools[0].Name != "get_weather" {
-		t.Error("SemanticDigestV2 reordered the caller's Tools")
+		t.Error("DigestV2 reordered the caller's Tools")
 	}
 }
 
@@ -221,7 +221,7 @@ func TestSemanticWireForm(t *testing.T) {
 	const minimal = `{"provider":"anthropic","model":"claude-x","messages":[{"role":"user","content":"hello"}]}`
 	digest := func(s string) string {
 		t.Helper()
-		var r SemanticRequest
+		var r Request
 		if err := json.Unmarshal([]byte(s), &r); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}
@@ -257,7 +257,7 @@ func TestSemanticWireForm(t *testing.T) {
 		t.Error("unknown tool member was dropped")
 	}
 	// The Go form of the same request has the same digest.
-	goForm := SemanticRequest{Provider: "anthropic", Model: "claude-x", Messages: []SemanticMessage{{Role: "user", Content: "hello"}}, Options: map[string]any{"reasoningEffort": "high"}}
+	goForm := Request{Provider: "anthropic", Model: "claude-x", Messages: []Message{{Role: "user", Content: "hello"}}, Options: map[string]any{"reasoningEffort": "high"}}
 	if mustSemanticDigest(t, goForm) != carried {
 		t.Error("Go form and wire form disagree")
 	}
@@ -266,11 +266,11 @@ func TestSemanticWireForm(t *testing.T) {
 		"tools":[{"name":"b","description":"d","parameters":{"type":"object"}},{"name":"a"}],
 		"toolChoice":"auto","responseFormat":{"type":"json"},"temperature":0.5,"topP":1,
 		"maxOutputTokens":10,"stop":["s"],"seed":-3,"safety":{"x":1},"providerOptions":{"vendor.p.k":true},"traceId":"t"}`
-	var r SemanticRequest
+	var r Request
 	if err := json.Unmarshal([]byte(full), &r); err != nil {
 		t.Fatal(err)
 	}
-	canon, err := SemanticCanonicalV2(r)
+	canon, err := CanonicalV2(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,39 +281,39 @@ func TestSemanticWireForm(t *testing.T) {
 }
 
 func TestSemanticRejections(t *testing.T) {
-	cases := map[string]func(r *SemanticRequest){
-		"no provider":            func(r *SemanticRequest) { r.Provider = "" },
-		"no model":               func(r *SemanticRequest) { r.Model = "" },
-		"message without role":   func(r *SemanticRequest) { r.Messages[0].Role = "" },
-		"tool without name":      func(r *SemanticRequest) { r.Tools[0].Name = "" },
-		"duplicate tool name":    func(r *SemanticRequest) { r.Tools[1].Name = r.Tools[0].Name },
-		"seed beyond 2^53":       func(r *SemanticRequest) { r.Seed = semPtr[int64](1<<53 + 1) },
-		"negative seed too big":  func(r *SemanticRequest) { r.Seed = semPtr[int64](-(1 << 60)) },
-		"bound beyond 2^53":      func(r *SemanticRequest) { r.MaxOutputTokens = semPtr[int64](math.MaxInt64) },
-		"NaN temperature":        func(r *SemanticRequest) { r.Temperature = semPtr(math.NaN()) },
-		"Inf topP":               func(r *SemanticRequest) { r.TopP = semPtr(math.Inf(1)) },
-		"NaN in option":          func(r *SemanticRequest) { r.Options["x"] = math.NaN() },
-		"invalid UTF-8 content":  func(r *SemanticRequest) { r.Messages[1].Content = "a\xffb" },
-		"invalid UTF-8 nested":   func(r *SemanticRequest) { r.Safety = map[string]any{"k": []any{"\xc3"}} },
-		"invalid UTF-8 stop":     func(r *SemanticRequest) { r.Stop = []string{"\xff"} },
-		"invalid UTF-8 model":    func(r *SemanticRequest) { r.Model = "m\xff" },
-		"raw duplicate key":      func(r *SemanticRequest) { r.ResponseFormat = json.RawMessage(`{"a":1,"a":2}`) },
-		"raw lone surrogate":     func(r *SemanticRequest) { r.Tools[0].Parameters = json.RawMessage(`{"a":"\ud800"}`) },
-		"raw invalid JSON":       func(r *SemanticRequest) { r.ToolChoice = json.RawMessage(`{`) },
-		"option namespaced":      func(r *SemanticRequest) { r.Options["vendor.anthropic.x"] = 1 },
-		"option empty name":      func(r *SemanticRequest) { r.Options[""] = 1 },
-		"option twice":           func(r *SemanticRequest) { r.ProviderOptions["vendor.anthropic.reasoningEffort"] = "high" },
-		"providerOptions bare":   func(r *SemanticRequest) { r.ProviderOptions["topK"] = 1 },
-		"providerOptions no opt": func(r *SemanticRequest) { r.ProviderOptions["vendor.anthropic."] = 1 },
-		"providerOptions no ns":  func(r *SemanticRequest) { r.ProviderOptions["vendor..x"] = 1 },
-		"field shadows role":     func(r *SemanticRequest) { r.Messages[0].Fields = map[string]any{"role": "user"} },
-		"field shadows params":   func(r *SemanticRequest) { r.Tools[0].Fields = map[string]any{"parameters": 1} },
+	cases := map[string]func(r *Request){
+		"no provider":            func(r *Request) { r.Provider = "" },
+		"no model":               func(r *Request) { r.Model = "" },
+		"message without role":   func(r *Request) { r.Messages[0].Role = "" },
+		"tool without name":      func(r *Request) { r.Tools[0].Name = "" },
+		"duplicate tool name":    func(r *Request) { r.Tools[1].Name = r.Tools[0].Name },
+		"seed beyond 2^53":       func(r *Request) { r.Seed = semPtr[int64](1<<53 + 1) },
+		"negative seed too big":  func(r *Request) { r.Seed = semPtr[int64](-(1 << 60)) },
+		"bound beyond 2^53":      func(r *Request) { r.MaxOutputTokens = semPtr[int64](math.MaxInt64) },
+		"NaN temperature":        func(r *Request) { r.Temperature = semPtr(math.NaN()) },
+		"Inf topP":               func(r *Request) { r.TopP = semPtr(math.Inf(1)) },
+		"NaN in option":          func(r *Request) { r.Options["x"] = math.NaN() },
+		"invalid UTF-8 content":  func(r *Request) { r.Messages[1].Content = "a\xffb" },
+		"invalid UTF-8 nested":   func(r *Request) { r.Safety = map[string]any{"k": []any{"\xc3"}} },
+		"invalid UTF-8 stop":     func(r *Request) { r.Stop = []string{"\xff"} },
+		"invalid UTF-8 model":    func(r *Request) { r.Model = "m\xff" },
+		"raw duplicate key":      func(r *Request) { r.ResponseFormat = json.RawMessage(`{"a":1,"a":2}`) },
+		"raw lone surrogate":     func(r *Request) { r.Tools[0].Parameters = json.RawMessage(`{"a":"\ud800"}`) },
+		"raw invalid JSON":       func(r *Request) { r.ToolChoice = json.RawMessage(`{`) },
+		"option namespaced":      func(r *Request) { r.Options["vendor.anthropic.x"] = 1 },
+		"option empty name":      func(r *Request) { r.Options[""] = 1 },
+		"option twice":           func(r *Request) { r.ProviderOptions["vendor.anthropic.reasoningEffort"] = "high" },
+		"providerOptions bare":   func(r *Request) { r.ProviderOptions["topK"] = 1 },
+		"providerOptions no opt": func(r *Request) { r.ProviderOptions["vendor.anthropic."] = 1 },
+		"providerOptions no ns":  func(r *Request) { r.ProviderOptions["vendor..x"] = 1 },
+		"field shadows role":     func(r *Request) { r.Messages[0].Fields = map[string]any{"role": "user"} },
+		"field shadows params":   func(r *Request) { r.Tools[0].Fields = map[string]any{"parameters": 1} },
 	}
 	for name, change := range cases {
 		r := baseSemantic()
 		change(&r)
-		if d, err := SemanticDigestV2(r); !errors.Is(err, ErrSemanticRequest) {
-			t.Errorf("%s: got %q, %v; want ErrSemanticRequest", name, d, err)
+		if d, err := DigestV2(r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %q, %v; want ErrInvalid", name, d, err)
 		}
 	}
 	wire := map[string]string{
@@ -334,9 +334,9 @@ func TestSemanticRejections(t *testing.T) {
 		"number overflow":          `{"provider":"a","model":"m","temperature":1e999}`,
 	}
 	for name, s := range wire {
-		var r SemanticRequest
-		if err := json.Unmarshal([]byte(s), &r); !errors.Is(err, ErrSemanticRequest) {
-			t.Errorf("wire %s: %v; want ErrSemanticRequest", name, err)
+		var r Request
+		if err := json.Unmarshal([]byte(s), &r); !errors.Is(err, ErrInvalid) {
+			t.Errorf("wire %s: %v; want ErrInvalid", name, err)
 		}
 	}
 }
@@ -352,7 +352,7 @@ func TestSemanticConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 20 {
-				if d, err := SemanticDigestV2(r); err != nil || d != want {
+				if d, err := DigestV2(r); err != nil || d != want {
 					t.Errorf("concurrent digest %s, %v", d, err)
 					return
 				}
