@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -76,6 +77,18 @@ type Run struct {
 	// effect's next attempt, see RunStore.Schedule) and where that effect's
 	// retries stand. Zero when the run is not parked.
 	Wake Wake `json:"wake,omitzero"`
+	// RetryOf is the failed run this run retries (POST /runs/{runId}/retry);
+	// "" for a run created by createRun. Fixed at creation.
+	RetryOf string `json:"retryOf,omitempty"`
+	// Version is the run's version: 1 at creation, +1 for every store write
+	// that changes a tracked field (status, error, lastError, wake). It is
+	// what a client decides a write against (idem.HeaderDecidedVersion).
+	// A run stored before versions were kept reads as 0 until its next
+	// change.
+	Version int64 `json:"version"`
+	// History is the run's version log: element i holds the tracked fields
+	// version i+1 set (FieldStatus, ...). Version == History.Current().
+	History idem.VersionLog `json:"history,omitempty"`
 	ledger.RecipeStamps
 }
 
@@ -95,11 +108,22 @@ func (w Wake) IsZero() bool { return w.At.IsZero() }
 
 // NewRun returns a new pending run of workflowID for tenant with a fresh
 // runId (NewRunID), stamped with the kit's current recipes
-// (ledger.CurrentRecipes) and created/updated at now (UTC).
+// (ledger.CurrentRecipes) and created/updated at now (UTC), at version 1.
 func NewRun(tenant, workflowID string, inputs json.RawMessage, now time.Time) Run {
 	now = now.UTC()
 	return Run{ID: NewRunID(tenant), Tenant: tenant, WorkflowID: workflowID, Inputs: inputs,
-		Status: StatusPending, CreatedAt: now, UpdatedAt: now, RecipeStamps: ledger.CurrentRecipes()}
+		Status: StatusPending, CreatedAt: now, UpdatedAt: now, RecipeStamps: ledger.CurrentRecipes(),
+		Version: 1, History: idem.VersionLog{version(FieldStatus, StatusPending)}}
+}
+
+// withFirstVersion returns r as Create stores it: a run given without a
+// version log starts at version 1, logging its status.
+func withFirstVersion(r Run) Run {
+	if len(r.History) == 0 {
+		r.History = idem.VersionLog{version(FieldStatus, r.Status)}
+	}
+	r.Version = r.History.Current()
+	return r
 }
 
 // checkNew validates a run before Create: a tenant-bound runId of its
@@ -182,6 +206,7 @@ func (m *MemRuns) Create(_ context.Context, r Run) error {
 		m.mu.Unlock()
 		return ErrRunExists
 	}
+	r = withFirstVersion(r)
 	m.runs[r.ID] = r
 	cb := m.OnInsert
 	m.mu.Unlock()
@@ -217,6 +242,8 @@ func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Sta
 	if to.Terminal() {
 		r.Wake = Wake{}
 	}
+	r.History = appendVersion(r.History, terminalVersion(to, errMsg))
+	r.Version = r.History.Current()
 	m.runs[id] = r
 	return r, nil
 }
@@ -234,6 +261,8 @@ func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) 
 	}
 	w.At, w.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
 	r.Wake, r.UpdatedAt = w, now.UTC()
+	r.History = appendVersion(r.History, version(FieldWake, w))
+	r.Version = r.History.Current()
 	m.runs[id] = r
 	return nil
 }
@@ -272,6 +301,8 @@ func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Tim
 	}
 	r.Failures++
 	r.LastError, r.UpdatedAt = errMsg, now.UTC()
+	r.History = appendVersion(r.History, version(FieldLastError, errMsg))
+	r.Version = r.History.Current()
 	m.runs[id] = r
 	return r.Failures, nil
 }

@@ -2,9 +2,11 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,6 +28,9 @@ type DynamoAPI interface {
 //
 // Item: pk, tenant, workflowId, inputs (JSON text), status, error,
 // createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
+// retryOf (a retry's failed run), version and history (the version log: a
+// list with one map per version, field -> JSON text of the value set; every
+// update adds 1 to version and appends its map in the same UpdateItem),
 // activityIdentityRecipe and
 // semanticRequestRecipe (the run's recipe stamps, written once by Create and
 // never updated).
@@ -63,6 +68,9 @@ const (
 	runAttrWakeN   = "wakeAttempt"
 	runAttrWakeMax = "wakeMaxAttempts"
 	runAttrWakeDL  = "wakeDeadline"
+	runAttrRetryOf = "retryOf"
+	runAttrVersion = "version" // N: the run's version (Run.Version)
+	runAttrHistory = "history" // L of M{field: S(JSON value)}: the version log
 	wakeShard      = "due"
 )
 
@@ -93,10 +101,61 @@ func runItem(r Run) map[string]types.AttributeValue {
 	if r.Error != "" {
 		m[runAttrError] = sAV(r.Error)
 	}
+	if r.RetryOf != "" {
+		m[runAttrRetryOf] = sAV(r.RetryOf)
+	}
+	m[runAttrVersion] = nAV(r.Version)
+	l := make([]types.AttributeValue, 0, len(r.History))
+	for _, v := range r.History {
+		l = append(l, versionAV(v))
+	}
+	m[runAttrHistory] = &types.AttributeValueMemberL{Value: l}
 	return m
 }
 
-// RunFromItem decodes a RunsTable item (also used for stream images). The
+// versionAV encodes one version of the log: M{field: S(JSON value)}.
+func versionAV(v map[string]json.RawMessage) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(v))
+	for f, x := range v {
+		m[f] = sAV(string(x))
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// historyFromAV decodes the version log (nil when absent).
+func historyFromAV(av types.AttributeValue) idem.VersionLog {
+	l, ok := av.(*types.AttributeValueMemberL)
+	if !ok {
+		return nil
+	}
+	out := make(idem.VersionLog, 0, len(l.Value))
+	for _, e := range l.Value {
+		v := map[string]json.RawMessage{}
+		if m, ok := e.(*types.AttributeValueMemberM); ok {
+			for f, x := range m.Value {
+				if sv, ok := x.(*types.AttributeValueMemberS); ok && json.Valid([]byte(sv.Value)) {
+					v[f] = json.RawMessage(sv.Value)
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// newVersion adds to upd the version bump and the log entry v, so that the
+// version and its log commit in the same UpdateItem as the change.
+func newVersion(upd expression.UpdateBuilder, v map[string]json.RawMessage) expression.UpdateBuilder {
+	empty := &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	entry := &types.AttributeValueMemberL{Value: []types.AttributeValue{versionAV(v)}}
+	return upd.Add(expression.Name(runAttrVersion), expression.Value(1)).
+		Set(expression.Name(runAttrHistory), expression.ListAppend(
+			expression.IfNotExists(expression.Name(runAttrHistory), expression.Value(empty)), expression.Value(entry)))
+}
+
+// RunFromItem decodes a RunsTable item (also used for stream images); an
+// item of the table that is not a run (its pk starts with "#": a caller's
+// inbox) reads as not a run (false). The
 // status goes through ParseStatus, so an item written by an earlier version
 // with status "succeeded" decodes as StatusCompleted. An
 // item without recipe stamps decodes with empty stamps, which the executor
@@ -119,7 +178,11 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: ParseStatus(s(runAttrStatus)),
 		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
 	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
-	r.LastError = s(runAttrLastErr)
+	r.LastError, r.RetryOf = s(runAttrLastErr), s(runAttrRetryOf)
+	if v, ok := m[runAttrVersion].(*types.AttributeValueMemberN); ok {
+		r.Version, _ = strconv.ParseInt(v.Value, 10, 64)
+	}
+	r.History = historyFromAV(m[runAttrHistory])
 	r.Wake.At, r.Wake.Deadline = n(runAttrWakeAt), n(runAttrWakeDL)
 	if v, ok := m[runAttrWakeN].(*types.AttributeValueMemberN); ok {
 		r.Wake.Attempt, _ = strconv.Atoi(v.Value)
@@ -136,7 +199,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	if in := s(runAttrInputs); in != "" {
 		r.Inputs = []byte(in)
 	}
-	return r, r.ID != ""
+	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix)
 }
 
 // Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
@@ -150,7 +213,7 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err != nil {
 		return err
 	}
-	item := runItem(r)
+	item := runItem(withFirstVersion(r))
 	if d.Transactional {
 		err := idem.Transact(ctx, types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(d.Table), Item: item,
@@ -221,6 +284,7 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 		upd = upd.Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
 			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
 	}
+	upd = newVersion(upd, terminalVersion(to, errMsg))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return Run{}, err
@@ -259,6 +323,7 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
 		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	upd = newVersion(upd, version(FieldLastError, errMsg))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
@@ -303,6 +368,9 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 	} else {
 		upd = upd.Set(expression.Name(runAttrWakeDL), expression.Value(w.Deadline.UnixMilli()))
 	}
+	logged := w
+	logged.At, logged.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
+	upd = newVersion(upd, version(FieldWake, logged))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
