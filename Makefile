@@ -26,7 +26,7 @@ SOAK         := ^(TestRedTeam)
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare clean model conformance
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare bench-dev clean model conformance
 
 all: test
 
@@ -123,6 +123,13 @@ bench: tools
 ## make bench-compare ARGS='-n 500 -engines dynalite'
 bench-compare: tools bench/powertools/node_modules/.package-lock.json
 	$(GO) run ./bench/compare $(ARGS)
+
+## bench-dev: `idemkit dev` throughput on moto, 32 clients posting new-key
+## runs, against the raw conditional-PutItem rate of the same moto at the
+## same concurrency; also DynamoDB calls per run and per idle second
+## (docs/PERFORMANCE.md).
+bench-dev: tools
+	$(GO) test -run '^$$' -bench DevThroughput -benchtime 1x -timeout 20m ./e2e/
 
 bench/powertools/node_modules/.package-lock.json: bench/powertools/package.json bench/powertools/package-lock.json
 	npm ci --prefix bench/powertools --no-audit --no-fund --loglevel=error

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -24,7 +27,11 @@ import (
 // clients each posting new-key runs (POST /runs, conformance-noop) for
 // 10 s, and, on the same moto process, the raw rate of conditional PutItems
 // from 32 concurrent clients. Reported: runs/s, putitems/s and their ratio
-// (the goal is at least one half). Run:
+// (the goal is at least one half); the DynamoDB calls the dev stack makes
+// per run (API, executor and stream pollers, counted by a proxy between
+// idemkit dev and moto, over the load window and the drain after it), the
+// mean time moto took to answer each operation, and the calls per second
+// while idle (before the load). Run: make bench-dev, or
 // go test -run '^$' -bench DevThroughput -benchtime 1x ./e2e/
 func BenchmarkDevThroughput(b *testing.B) {
 	const clients, window = 32, 10 * time.Second
@@ -42,7 +49,8 @@ func BenchmarkDevThroughput(b *testing.B) {
 	}
 	bin := buildHost(b, b.TempDir(), "idemkit", "cmd/idemkit")
 	addr := testutil.FreeAddr(b)
-	p := start(b, os.Environ(), bin, "dev", "--addr", addr, "--dynamodb-endpoint", srv.Endpoint, "--api-key", devKey+"=e2e-tenant")
+	proxy := newCallCounter(b, srv.Endpoint)
+	p := start(b, os.Environ(), bin, "dev", "--addr", addr, "--dynamodb-endpoint", proxy.URL, "--api-key", devKey+"=e2e-tenant")
 	url := "http://" + addr
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	err = testutil.WaitHTTP(wctx, url+"/.well-known/openwop", p.Done())
@@ -84,6 +92,14 @@ func BenchmarkDevThroughput(b *testing.B) {
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
 	nonce := time.Now().UnixNano()
+	// Idle: what the stack asks of moto with no request coming in (the
+	// stream pollers' backoff, the parked-run schedule), after start-up.
+	time.Sleep(5 * time.Second)
+	idle0, idleT := proxy.total(), time.Now()
+	time.Sleep(10 * time.Second)
+	idle := float64(proxy.total()-idle0) / time.Since(idleT).Seconds()
+	before := proxy.snapshot()
+	var posted atomic.Int64
 	b.ResetTimer()
 	runs := run(func(w, i int) error {
 		req, _ := http.NewRequest("POST", url+"/runs", strings.NewReader(`{"workflowId":"conformance-noop","inputs":{}}`))
@@ -98,8 +114,21 @@ func BenchmarkDevThroughput(b *testing.B) {
 		if resp.StatusCode != 201 {
 			return fmt.Errorf("POST /runs: %d", resp.StatusCode)
 		}
+		posted.Add(1)
 		return nil
 	})
+	// Let the executor finish the runs just posted (its calls are part of
+	// a run's cost), then count: the stack is idle again when the count
+	// stops moving.
+	for last := int64(-1); ; {
+		time.Sleep(2 * time.Second)
+		if n := proxy.total(); n-last < int64(4*idle)+4 {
+			break
+		} else {
+			last = n
+		}
+	}
+	perRun := proxy.since(before)
 	puts := run(func(w, i int) error {
 		_, err := c.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: aws.String(table),
@@ -116,5 +145,85 @@ func BenchmarkDevThroughput(b *testing.B) {
 	b.ReportMetric(runs, "runs/s")
 	b.ReportMetric(puts, "putitems/s")
 	b.ReportMetric(runs/puts, "ratio")
+	b.ReportMetric(idle, "idle-calls/s")
+	var total int64
+	for op, n := range perRun {
+		total += n
+		b.ReportMetric(float64(n)/float64(posted.Load()), op+"/run")
+		b.ReportMetric(proxy.meanMs(op), op+"-ms")
+	}
+	b.ReportMetric(float64(total)/float64(posted.Load()), "calls/run")
 	b.ReportMetric(0, "ns/op")
+}
+
+// callCounter is a reverse proxy in front of the engine counting DynamoDB
+// (and DynamoDB Streams) calls by operation (X-Amz-Target).
+type callCounter struct {
+	*httptest.Server
+	mu   sync.Mutex
+	ops  map[string]int64
+	busy map[string]time.Duration // summed time to answer, by operation
+}
+
+func newCallCounter(b *testing.B, target string) *callCounter {
+	u, err := url.Parse(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &callCounter{ops: map[string]int64{}, busy: map[string]time.Duration{}}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.Header.Get("X-Amz-Target")
+		if i := strings.LastIndexByte(op, '.'); i >= 0 {
+			op = op[i+1:]
+		}
+		t0 := time.Now()
+		rp.ServeHTTP(w, r)
+		d := time.Since(t0)
+		c.mu.Lock()
+		c.ops[op]++
+		c.busy[op] += d
+		c.mu.Unlock()
+	}))
+	b.Cleanup(c.Close)
+	return c
+}
+
+func (c *callCounter) snapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int64, len(c.ops))
+	for k, v := range c.ops {
+		m[k] = v
+	}
+	return m
+}
+
+func (c *callCounter) since(before map[string]int64) map[string]int64 {
+	now := c.snapshot()
+	for k, v := range before {
+		now[k] -= v
+		if now[k] == 0 {
+			delete(now, k)
+		}
+	}
+	return now
+}
+
+// meanMs returns the mean time to answer one call of op, in ms.
+func (c *callCounter) meanMs(op string) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops[op] == 0 {
+		return 0
+	}
+	return float64(c.busy[op].Microseconds()) / 1e3 / float64(c.ops[op])
+}
+
+func (c *callCounter) total() int64 {
+	var n int64
+	for _, v := range c.snapshot() {
+		n += v
+	}
+	return n
 }

@@ -248,6 +248,13 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		}
 		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, devStreamRetries, cp
 	}
+	// Every request that may write, and every batch a poller handled,
+	// wakes the idle pollers: an idle stack polls each stream every few
+	// seconds, yet a new run starts at once.
+	wake := newWaker(len(pollers))
+	for i, p := range pollers {
+		p.wake, p.kick = wake[i], wake.kick
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -276,7 +283,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout},
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout, wrote: wake.kick},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)

@@ -41,6 +41,9 @@ type gateway struct {
 	seams *seams
 	// timeout is each request's deadline (0: DefaultRequestTimeout).
 	timeout time.Duration
+	// wrote, when set, is called after every request other than GET and
+	// HEAD (it may have written a record the stream pollers should see).
+	wrote func()
 }
 
 // authorized reports whether template.yaml routes this request through the
@@ -74,6 +77,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
+	if g.wrote != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		defer g.wrote()
+	}
 	ctx, watch := withStoreWatch(ctx)
 	reqID := requestID()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})

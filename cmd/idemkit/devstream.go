@@ -38,6 +38,45 @@ type poller struct {
 	// cp keeps the per-shard checkpoints; nil keeps none (every start
 	// reads from TRIM_HORIZON).
 	cp checkpoints
+	// idleMax bounds the idle backoff between polls (0: devIdlePoll).
+	idleMax time.Duration
+	// wake, when set, ends an idle wait at once: `idemkit dev` signals it
+	// after every request that may have written and after every batch a
+	// poller handled (see waker), so an idle stack polls rarely and still
+	// picks up new records without waiting out its backoff.
+	wake <-chan struct{}
+	// kick, when set, is called after a batch was handled (its handler may
+	// have written to the other streams' tables).
+	kick func()
+}
+
+// devIdlePoll is the longest wait between two polls of an idle stream, and
+// devIdleDescribe how often an idle poller looks for new shards (2 s while
+// records flow).
+const (
+	devIdlePoll     = 5 * time.Second
+	devIdleDescribe = 30 * time.Second
+)
+
+// waker wakes every idle poller (non-blocking; a wake-up already pending is
+// enough).
+type waker []chan struct{}
+
+func newWaker(n int) waker {
+	w := make(waker, n)
+	for i := range w {
+		w[i] = make(chan struct{}, 1)
+	}
+	return w
+}
+
+func (w waker) kick() {
+	for _, c := range w {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
 }
 
 type shardState struct {
@@ -55,10 +94,18 @@ type shardState struct {
 
 func (p *poller) run(ctx context.Context) {
 	shards := map[string]*shardState{}
-	var lastDescribe time.Time
+	var lastDescribe, lastBusy time.Time
 	idle := p.interval
+	idleMax := p.idleMax
+	if idleMax <= 0 {
+		idleMax = devIdlePoll
+	}
 	for ctx.Err() == nil {
-		if time.Since(lastDescribe) > 2*time.Second {
+		every := 2 * time.Second
+		if time.Since(lastBusy) > devIdleDescribe {
+			every = devIdleDescribe
+		}
+		if time.Since(lastDescribe) > every {
 			lastDescribe = time.Now()
 			if err := p.discover(ctx, shards); err != nil && ctx.Err() == nil {
 				p.log.Warn("dev: describe stream", slog.String("stream", p.name), slog.String("error", err.Error()))
@@ -75,19 +122,31 @@ func (p *poller) run(ctx context.Context) {
 			if p.step(ctx, id, st) {
 				busy = true
 			}
+			if st.done {
+				lastDescribe = time.Time{} // a closed shard: look for its successor now
+			}
 		}
 		if busy {
-			idle = p.interval
+			idle, lastBusy = p.interval, time.Now()
+			if p.kick != nil {
+				p.kick()
+			}
 			continue
 		}
-		// Idle: back off to at most a second between polls, so three idle
-		// streams cost the emulator a few requests per second.
+		// Idle: back off to at most idleMax between polls, so idle streams
+		// cost the emulator well under one request per second; a wake-up
+		// (a request to the stack, a batch handled) polls at once.
+		t := time.NewTimer(idle)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
-		case <-time.After(idle):
+		case <-t.C:
+			idle = min(2*idle, idleMax)
+		case <-p.wake:
+			t.Stop()
+			idle = p.interval
 		}
-		idle = min(2*idle, time.Second)
 	}
 }
 

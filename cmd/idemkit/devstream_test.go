@@ -105,3 +105,58 @@ func TestPollerResumesFromCheckpoint(t *testing.T) {
 		}
 	})
 }
+
+// TestPollerWakesWhenKicked: an idle poller backs off (here to an hour, far
+// past the test's deadline), yet a wake-up — what `idemkit dev` sends after
+// every request that may write — has it poll at once and hand over the new
+// record.
+func TestPollerWakesWhenKicked(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		c := e.Client()
+		table := e.CreateTable(t, "RunsTable")
+		arn, err := streamARN(ctx, c, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put := func(pk string) {
+			if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table),
+				Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		handed := make(chan string, 16)
+		w := newWaker(1)
+		p := &poller{name: "runs", sc: e.StreamsClient(), arn: arn, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			interval: time.Hour, idleMax: time.Hour, maxRetries: 1, wake: w[0], kick: w.kick,
+			handle: func(_ context.Context, recs []host.StreamRecord) []string {
+				for _, r := range recs {
+					if v, ok := r.Keys["pk"].(*types.AttributeValueMemberS); ok {
+						handed <- v.Value
+					}
+				}
+				return nil
+			}}
+		expect := func(want string) {
+			t.Helper()
+			select {
+			case got := <-handed:
+				if got != want {
+					t.Fatalf("handed %q, want %q", got, want)
+				}
+			case <-ctx.Done():
+				t.Fatalf("record %q never handed over", want)
+			}
+		}
+		put("a") // before the start: the first poll finds it
+		pctx, pcancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); p.run(pctx) }()
+		defer func() { pcancel(); <-done }()
+		expect("a")
+		put("b") // the poller is idle now, its next timed poll an hour away
+		w.kick()
+		expect("b")
+	})
+}
