@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -70,6 +71,14 @@ func stamp(recipe string, sum [sha256.Size]byte) string {
 	out = append(out, ':')
 	out = base64.RawURLEncoding.AppendEncode(out, sum[:])
 	return string(out)
+}
+
+// RawBodySHA256 returns the lowercase hex SHA-256 of a raw request body, as
+// stored beside the digest in Record.RawBodySHA256 (the ERP policy's
+// raw_body_sha256, kept for archive only).
+func RawBodySHA256(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
 }
 
 // DigestBytes returns the RecipeBytes digest of body.

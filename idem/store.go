@@ -59,8 +59,16 @@ type Record struct {
 	Renewed      time.Time // when the owner last wrote its lease: claim, reclaim or Renew (pending only)
 	Attempt      int       // 1 on first claim, +1 on every reclaim
 	RequestID    string    // request id of the invocation that first claimed the record
-	Response     *Response // final response; set only when State.Final()
-	Expires      time.Time // retention end (TTL); zero = never
+	// RawBodySHA256 is the lowercase hex SHA-256 of the raw request body of
+	// the claim that last took the record (the first claim, or the reclaim
+	// whose attempt then ran), exactly as received (after base64 decoding of
+	// an API Gateway base64 body). It is kept for archive beside Digest and
+	// never compared: two requests whose bodies differ in bytes but not in
+	// their canonical form (JSON and XML of one work order) share a Digest
+	// and replay each other. "" when the caller set none.
+	RawBodySHA256 string
+	Response      *Response // final response; set only when State.Final()
+	Expires       time.Time // retention end (TTL); zero = never
 }
 
 // Expired reports whether the record's retention has ended at now. An
@@ -161,10 +169,11 @@ type Outcome struct {
 // returns ErrFenced.
 type Store interface {
 	// Claim writes rec (State pending, with Owner, LeaseExpires, RequestID,
-	// Digest, Expires set by the caller; Attempt and Response ignored) if no
-	// live record exists under rec.ID (Claimed), or takes over a live record
-	// that is Reclaimable(rec.Digest, now) (Reclaimed: Attempt+1, RequestID of
-	// the first claim kept). Otherwise it returns Exists and the live record.
+	// Digest, RawBodySHA256, Expires set by the caller; Attempt and Response
+	// ignored) if no live record exists under rec.ID (Claimed), or takes over
+	// a live record that is Reclaimable(rec.Digest, now) (Reclaimed:
+	// Attempt+1, RequestID of the first claim kept, RawBodySHA256 the
+	// reclaimer's). Otherwise it returns Exists and the live record.
 	// A replay (Exists) costs one round trip where the backend can return the
 	// old item on a failed conditional write.
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)

@@ -12,24 +12,25 @@ import (
 // Item attributes of a Layer-1 record (IdempotencyTable, partition key pk).
 // The raw Idempotency-Key is never stored: pk is idem.ScopeID's hash.
 const (
-	attrPK        = "pk"          // S: record ID (caller:v1:<hash>) or chunk key
-	attrDigest    = "digest"      // S: request digest
-	attrState     = "state"       // S: idem.State
-	attrOwner     = "owner"       // S: lease owner token of the current/last claim
-	attrLease     = "leaseAt"     // N: lease end, Unix ms (read while pending only)
-	attrRenewed   = "renewedAt"   // N: when the owner last wrote its lease, Unix ms (read while pending only)
-	attrAttempt   = "attempt"     // N: 1 on first claim, +1 per reclaim
-	attrRequestID = "requestId"   // S: request id of the first claim
-	attrExpMs     = "expiresAtMs" // N: retention end, Unix ms; absent = never
-	attrTTL       = "expiresAt"   // N: retention end, Unix s (rounded up): the table's TTL attribute
-	attrStatus    = "status"      // N: cached HTTP status, chunked responses (informational; the blob is authoritative)
-	attrBlob      = "resp"        // B: inline response: tagged blob (see tagInline); written alone
-	attrEnc       = "respEnc"     // S: blob encoding, chunked responses (and inline ones of earlier versions): raw | flate
-	attrSha       = "respSha"     // B: SHA-256 of the blob, chunked (and earlier inline) responses
-	attrLen       = "respLen"     // N: blob length, chunked (and earlier inline) responses
-	attrChunks    = "respChunks"  // N: number of chunk items (0 / absent = inline)
-	attrNonce     = "respNonce"   // S: chunk-key nonce of this completion
-	attrData      = "data"        // B: chunk payload (chunk items only)
+	attrPK        = "pk"            // S: record ID (caller:v1:<hash>) or chunk key
+	attrDigest    = "digest"        // S: request digest
+	attrState     = "state"         // S: idem.State
+	attrOwner     = "owner"         // S: lease owner token of the current/last claim
+	attrLease     = "leaseAt"       // N: lease end, Unix ms (read while pending only)
+	attrRenewed   = "renewedAt"     // N: when the owner last wrote its lease, Unix ms (read while pending only)
+	attrAttempt   = "attempt"       // N: 1 on first claim, +1 per reclaim
+	attrRequestID = "requestId"     // S: request id of the first claim
+	attrRawBody   = "rawBodySha256" // S: hex SHA-256 of the raw request body of the last claim (archive only)
+	attrExpMs     = "expiresAtMs"   // N: retention end, Unix ms; absent = never
+	attrTTL       = "expiresAt"     // N: retention end, Unix s (rounded up): the table's TTL attribute
+	attrStatus    = "status"        // N: cached HTTP status, chunked responses (informational; the blob is authoritative)
+	attrBlob      = "resp"          // B: inline response: tagged blob (see tagInline); written alone
+	attrEnc       = "respEnc"       // S: blob encoding, chunked responses (and inline ones of earlier versions): raw | flate
+	attrSha       = "respSha"       // B: SHA-256 of the blob, chunked (and earlier inline) responses
+	attrLen       = "respLen"       // N: blob length, chunked (and earlier inline) responses
+	attrChunks    = "respChunks"    // N: number of chunk items (0 / absent = inline)
+	attrNonce     = "respNonce"     // S: chunk-key nonce of this completion
+	attrData      = "data"          // B: chunk payload (chunk items only)
 )
 
 // responseAttrs are removed whenever a record leaves a final state.
@@ -112,6 +113,7 @@ func decode(m map[string]types.AttributeValue) (stored, bool) {
 	s.rec.State = idem.State(getS(m, attrState))
 	s.rec.Owner = getS(m, attrOwner)
 	s.rec.RequestID = getS(m, attrRequestID)
+	s.rec.RawBodySHA256 = getS(m, attrRawBody)
 	if n, ok := getN(m, attrLease); ok && s.rec.State == idem.StatePending {
 		// The lease means something only while pending; a completion
 		// leaves the attribute in place rather than spend a REMOVE on it.
@@ -158,6 +160,9 @@ func pendingItem(rec idem.Record) map[string]types.AttributeValue {
 		// and by DynamoDB Local 1.11 (ValidationException); absent reads
 		// back as "".
 		m[attrRequestID] = avS(rec.RequestID)
+	}
+	if rec.RawBodySHA256 != "" {
+		m[attrRawBody] = avS(rec.RawBodySHA256)
 	}
 	if !rec.Expires.IsZero() {
 		m[attrExpMs] = avN(rec.Expires.UnixMilli())

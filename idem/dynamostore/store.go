@@ -279,6 +279,11 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 		Set(expression.Name(attrLease), expression.Value(rec.LeaseExpires.UnixMilli())).
 		Set(expression.Name(attrRenewed), expression.Value(rec.Renewed.UnixMilli())).
 		Set(expression.Name(attrAttempt), expression.Value(old.Attempt+1))
+	if rec.RawBodySHA256 != "" {
+		u = u.Set(expression.Name(attrRawBody), expression.Value(rec.RawBodySHA256))
+	} else {
+		u = u.Remove(expression.Name(attrRawBody))
+	}
 	u = removeResponse(setExpiry(u, rec.Expires))
 	expr, err := expression.NewBuilder().WithCondition(reclaimable(old, rec.Digest, nowMs)).WithUpdate(u).Build()
 	if err != nil {

@@ -91,6 +91,7 @@ func Run(t *testing.T, newStore func(t *testing.T) idem.Store, opts ...Option) {
 	t.Run("NoExpiry", s.noExpiry)
 	t.Run("CompleteSetsExpiry", s.completeSetsExpiry)
 	t.Run("ResponseShapes", s.responseShapes)
+	t.Run("RawBodySHA256", s.rawBodySHA256)
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it
 		t.Run("LargeResponses", s.largeResponses)
 	}

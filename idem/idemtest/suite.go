@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -48,14 +49,23 @@ func newID(t *testing.T) string {
 
 func pending(id, digest, owner string, now time.Time) idem.Record {
 	return idem.Record{
-		ID:           id,
-		Digest:       digest,
-		State:        idem.StatePending,
-		Owner:        owner,
-		LeaseExpires: now.Add(lease),
-		RequestID:    "req-" + owner,
-		Expires:      now.Add(keep),
+		ID:            id,
+		Digest:        digest,
+		State:         idem.StatePending,
+		Owner:         owner,
+		LeaseExpires:  now.Add(lease),
+		RequestID:     "req-" + owner,
+		RawBodySHA256: rawBody(owner),
+		Expires:       now.Add(keep),
 	}
+}
+
+// rawBody is the raw-body hash the claim of owner carries: each owner's
+// request had different bytes (the same digest stands for one canonical
+// request in two encodings).
+func rawBody(owner string) string {
+	sum := sha256.Sum256([]byte("raw body of " + owner))
+	return hex.EncodeToString(sum[:])
 }
 
 func resp(status int, body string) *idem.Response {
@@ -135,8 +145,8 @@ func summary(r idem.Record) string {
 	if r.Response != nil {
 		rs = fmt.Sprintf("{%d %d bytes}", r.Response.Status, len(r.Response.Body))
 	}
-	return fmt.Sprintf("{state=%s owner=%s attempt=%d digest=%.30s lease=%s expires=%s response=%s}",
-		r.State, r.Owner, r.Attempt, r.Digest, r.LeaseExpires.Format(time.RFC3339Nano), r.Expires.Format(time.RFC3339Nano), rs)
+	return fmt.Sprintf("{state=%s owner=%s attempt=%d digest=%.30s raw=%.12s lease=%s expires=%s response=%s}",
+		r.State, r.Owner, r.Attempt, r.Digest, r.RawBodySHA256, r.LeaseExpires.Format(time.RFC3339Nano), r.Expires.Format(time.RFC3339Nano), rs)
 }
 
 func equalResponse(t *testing.T, got, want *idem.Response) {
@@ -162,7 +172,7 @@ func equalResponse(t *testing.T, got, want *idem.Response) {
 func checkRecord(t *testing.T, got idem.Record, want idem.Record) {
 	t.Helper()
 	if got.ID != want.ID || got.Digest != want.Digest || got.State != want.State || got.Owner != want.Owner ||
-		got.Attempt != want.Attempt || got.RequestID != want.RequestID ||
+		got.Attempt != want.Attempt || got.RequestID != want.RequestID || got.RawBodySHA256 != want.RawBodySHA256 ||
 		!got.LeaseExpires.Equal(want.LeaseExpires) || !got.Expires.Equal(want.Expires) {
 		t.Fatalf("record =\n  %+v\nwant\n  %+v", summary(got)+" req="+got.RequestID, summary(want)+" req="+want.RequestID)
 	}
@@ -795,5 +805,62 @@ func (s *suite) concurrentCompleteVsReclaim(t *testing.T) {
 		default:
 			t.Fatalf("complete err=%v, claim decision=%v: exactly one must win", cerr, res.Decision)
 		}
+	}
+}
+
+// rawBodySHA256 (the ERP policy's raw_body_sha256, kept for archive): a
+// claim stores the raw-body hash it carries beside the digest; completion,
+// replay and Get keep it; a reclaim of the same digest (the same canonical
+// request sent in other bytes) stores the reclaimer's, the body whose
+// attempt ran; a claim without one stores none.
+func (s *suite) rawBodySHA256(t *testing.T) {
+	st, now := s.start(t)
+	id := newID(t)
+	first := pending(id, digestA, "owner-1", now)
+	if got := claim(t, st, first, now, idem.Claimed); got.RawBodySHA256 != rawBody("owner-1") {
+		t.Fatalf("claimed record raw body hash = %q, want %q", got.RawBodySHA256, rawBody("owner-1"))
+	}
+	if err := st.Release(ctx, id, "owner-1", now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if g := mustGet(t, st, id, now); g.RawBodySHA256 != rawBody("owner-1") {
+		t.Fatalf("released record raw body hash = %q", g.RawBodySHA256)
+	}
+	got := claimReclaim(t, st, pending(id, digestA, "owner-2", now), now, false)
+	if got.RawBodySHA256 != rawBody("owner-2") {
+		t.Fatalf("reclaimed record raw body hash = %q, want the reclaimer's %q", got.RawBodySHA256, rawBody("owner-2"))
+	}
+	complete(t, st, id, "owner-2", idem.Outcome{State: idem.StateCompleted, Response: resp(201, `{"a":1}`), Expires: now.Add(keep)}, now)
+	if g := mustGet(t, st, id, now); g.RawBodySHA256 != rawBody("owner-2") || g.Digest != digestA {
+		t.Fatalf("completed record: %s", summary(g))
+	}
+	if got := claim(t, st, pending(id, digestA, "owner-3", now), now, idem.Exists); got.RawBodySHA256 != rawBody("owner-2") {
+		t.Fatalf("replayed record raw body hash = %q, want %q (a replay writes nothing)", got.RawBodySHA256, rawBody("owner-2"))
+	}
+
+	// A claim without one stores none, and a reclaim without one clears it.
+	id2 := newID(t)
+	rec := pending(id2, digestA, "owner-4", now)
+	rec.RawBodySHA256 = ""
+	if got := claim(t, st, rec, now, idem.Claimed); got.RawBodySHA256 != "" {
+		t.Fatalf("claim without a raw body hash stored %q", got.RawBodySHA256)
+	}
+	if g := mustGet(t, st, id2, now); g.RawBodySHA256 != "" {
+		t.Fatalf("Get: raw body hash %q, want none", g.RawBodySHA256)
+	}
+	if err := st.Release(ctx, id2, "owner-4", now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	claimReclaim(t, st, pending(id2, digestA, "owner-5", now), now, false)
+	if err := st.Release(ctx, id2, "owner-5", now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	rec = pending(id2, digestA, "owner-6", now)
+	rec.RawBodySHA256 = ""
+	if got := claimReclaim(t, st, rec, now, false); got.RawBodySHA256 != "" {
+		t.Fatalf("reclaim without a raw body hash kept %q", got.RawBodySHA256)
+	}
+	if g := mustGet(t, st, id2, now); g.RawBodySHA256 != "" {
+		t.Fatalf("Get after a reclaim without a raw body hash: %q", g.RawBodySHA256)
 	}
 }
