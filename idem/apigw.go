@@ -109,6 +109,7 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 			tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
 			keyValues:   headerValues(ev.Headers, HeaderKey),
 			contentType: firstHeader(ev.Headers, "Content-Type"),
+			accept:      firstHeader(ev.Headers, "Accept"),
 			requestID:   ev.RequestContext.RequestID,
 			parts: requestParts{
 				params: paramPairs(ev.PathParameters),
@@ -194,6 +195,11 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 		}
 		if in.contentType == "" {
 			in.contentType = firstHeader(ev.Headers, "Content-Type")
+		}
+		if a := headerValuesMulti(ev.MultiValueHeaders, "Accept"); len(a) > 0 {
+			in.accept = strings.Join(a, ",")
+		} else {
+			in.accept = firstHeader(ev.Headers, "Accept")
 		}
 		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
 		resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {

@@ -49,15 +49,18 @@ type Config struct {
 	// Profile.KeyPolicy().
 	KeyPolicy *KeyPolicy
 
-	// Lease is the claim lease outside Lambda (the ERP policy's "processing lease"),
-	// renewed by a heartbeat every Lease/3 while the handler runs. Must be in
-	// MinLease..MaxLease. Default DefaultLease (300 s). Inside Lambda (the
-	// context carries a lambdacontext and a deadline) the lease is the
-	// invocation's remaining time plus LeaseSkew, and there is no heartbeat.
+	// Lease is the claim lease (the ERP policy's "processing lease",
+	// IDEMPOTENCY_PROCESSING_LEASE_SECONDS), renewed by a heartbeat every
+	// Heartbeat while the handler runs. Must be in MinLease..MaxLease.
+	// Default DefaultLease (300 s). Inside Lambda (the context carries a
+	// lambdacontext and a deadline) it is honoured too, capped by the
+	// invocation's remaining time plus LeaseSkew: an invocation that ends
+	// before Lease is up holds the capped lease with no heartbeat; one that
+	// may outlive Lease holds Lease and renews it like any other process.
 	Lease time.Duration
 
-	// Heartbeat is the lease renewal interval outside Lambda. Default
-	// Lease/3; must be below Lease.
+	// Heartbeat is the lease renewal interval (inside Lambda only when the
+	// invocation may outlive Lease). Default Lease/3; must be below Lease.
 	Heartbeat time.Duration
 
 	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
@@ -162,6 +165,12 @@ type Route struct {
 	JSON bool
 	// Normalize overrides Config.Normalize for this route. Default nil.
 	Normalize *Normalizer
+	// Contract, if set, is the route's request contract: a keyed request's
+	// digest is then its canonical request hash (decoded, normalised,
+	// validated, with the resolved scope; see Contract), and responses are
+	// rendered per Accept when the contract has Render. It replaces JSON,
+	// Normalize and the body part of the fingerprint. Default nil.
+	Contract *Contract
 	// Headers names request headers that select or change the work on this
 	// route (a currency, an account, a content language). Their values, in
 	// order, become part of the request fingerprint, so the same key with a
@@ -279,6 +288,11 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	routes := make(map[string]Route, len(c.Routes))
 	for op, r := range c.Routes {
+		if r.Contract != nil {
+			if err := r.Contract.validate(); err != nil {
+				p = append(p, fmt.Sprintf("Routes[%q].Contract: %v", op, err))
+			}
+		}
 		if r.Normalize != nil {
 			if err := r.Normalize.validate(); err != nil {
 				p = append(p, fmt.Sprintf("Routes[%q].Normalize: %v", op, err))

@@ -79,9 +79,9 @@ const eventTenantPrefix = "event:"
 //
 //   - Of any number of concurrent or later deliveries with the same key and
 //     payload, fn runs to a returned value at most once, as long as it
-//     finishes within its lease (the Lambda remaining time plus
-//     Config.LeaseSkew, or Config.Lease renewed by a heartbeat outside
-//     Lambda); every other delivery gets that value back (decoded from its
+//     finishes within its lease (Config.Lease renewed by a heartbeat;
+//     inside Lambda capped by the remaining time plus Config.LeaseSkew);
+//     every other delivery gets that value back (decoded from its
 //     JSON encoding) without running fn.
 //   - An error (or panic) of fn is never cached: it is returned, the record
 //     is left retryable and the next delivery runs fn again.

@@ -64,6 +64,7 @@ type request struct {
 	tenant      string // authenticated tenant, "" if none
 	keyValues   []string
 	contentType string
+	accept      string // the Accept header (Contract.Render)
 	body        []byte
 	bodyErr     error // body could not be decoded (bad base64)
 	requestID   string
@@ -129,9 +130,9 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 				"The Idempotency-Key header is required on this operation.").
 				WithDetails(map[string]any{"reason": ReasonMissing})), in, "", false, "")
 		}
-		return g.decorate(g.plain(ctx, in, run), in, "", false, "")
+		return g.decorate(render(route, g.plain(ctx, in, run), in.accept), in, "", false, "")
 	}
-	t := &txn{g: g, in: in, key: key, op: op}
+	t := &txn{g: g, in: in, key: key, op: op, route: route}
 	return t.run(ctx, route, run)
 }
 
@@ -186,15 +187,23 @@ func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) 
 	return resp, err
 }
 
-// leaseFor returns the lease for a claim made at now, and whether the
-// request runs inside Lambda (no heartbeat needed).
+// leaseFor returns the lease for a claim made now, and whether a heartbeat
+// must renew it while the handler runs. Outside Lambda the lease is
+// Config.Lease, renewed every Heartbeat. Inside Lambda (the context carries
+// a lambdacontext and a deadline) it is Config.Lease capped by the
+// invocation's remaining time plus LeaseSkew: when the cap applies the
+// lease covers the whole invocation and needs no renewal; when the
+// invocation may outlive Config.Lease, the heartbeat renews it as outside
+// Lambda, each renewal capped again.
 func (g *Guard) leaseFor(ctx context.Context) (time.Duration, bool) {
 	if _, ok := lambdacontext.FromContext(ctx); ok {
 		if dl, ok := ctx.Deadline(); ok {
-			return time.Until(dl) + g.cfg.LeaseSkew, true
+			if capped := time.Until(dl) + g.cfg.LeaseSkew; capped < g.cfg.Lease {
+				return max(capped, 0), false
+			}
 		}
 	}
-	return g.cfg.Lease, false
+	return g.cfg.Lease, true
 }
 
 // expires returns the retention end for a write at now (zero = never).

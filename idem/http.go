@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -23,6 +24,13 @@ const MaxRequestBytes = 6 << 20
 // tenant comes from Config.HTTPTenant (Middleware panics without one, unless
 // Config.Tenant is SingleTenant). Requests under idempotency have their
 // response buffered (to cache it); all others stream straight through.
+//
+// Surrounding whitespace in Idempotency-Key cannot be rejected here: Go's
+// HTTP server strips the whitespace around every header value while
+// parsing the request, so " key " arrives as "key" and is accepted. The
+// API Gateway adapters (HTTPAPI, REST) receive the raw value and reject it
+// (400 idempotency_key_invalid, details.reason "whitespace"). Repeated
+// Idempotency-Key headers are rejected here as there.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
 	return g.handle("", next)
 }
@@ -50,7 +58,7 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if len(keys) == 0 && !g.cfg.Required {
+		if len(keys) == 0 && !g.cfg.Required && g.cfg.Routes[g.operation(op)].Contract == nil {
 			// Guarded route, no key: no deduplication, but the profile's
 			// headers (the ERP policy: on every response) are set up front.
 			g.cfg.Profile.decorate(w.Header(), false, "", httpRequestID(r), "")
@@ -62,6 +70,7 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			operation:   op,
 			keyValues:   keys,
 			contentType: r.Header.Get("Content-Type"),
+			accept:      strings.Join(r.Header.Values("Accept"), ","),
 			requestID:   httpRequestID(r),
 			parts: requestParts{
 				query:  parseQuery(r.URL.RawQuery),

@@ -40,7 +40,9 @@ var (
 	// ^[A-Za-z0-9._~-]{22,128}$.
 	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, allowed: byteSet("A-Z", "a-z", "0-9", "._~-")}
 	// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
-	// (case-sensitive; leading or trailing whitespace rejected).
+	// (case-sensitive; leading or trailing whitespace rejected where the
+	// adapter sees the raw header: API Gateway events, not net/http, whose
+	// server trims it).
 	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, allowed: byteSet("A-Z", "a-z", "0-9", "._:-")}
 	// KeyCommerce is the commerce platform's policy: any string of 1..255 visible ASCII
 	// characters except the comma (which would make a joined duplicate

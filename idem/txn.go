@@ -29,6 +29,10 @@ type txn struct {
 	id     string
 	digest string
 	owner  string
+	route  Route
+	// decoded is the request Contract.Decode produced (routes with a
+	// Contract), handed to the handler through its context.
+	decoded any
 }
 
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
@@ -45,6 +49,14 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 	}
 	t.g.log.LogAttrs(ctx, level, msg, t.attrs(extra...)...)
 }
+
+// render renders a handler's (or the stored) response per the request's
+// Accept, on a route whose Contract has Render.
+func (t *txn) render(resp *Response) *Response { return render(t.route, resp, t.in.accept) }
+
+// credential returns the policy's credential values of the request, by
+// name (none before policies name any).
+func (t *txn) credential() map[string]string { return nil }
 
 // decorate adds the profile's headers.
 func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
@@ -87,7 +99,15 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if in.bodyErr != nil {
 		return t.fail(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
 	}
-	if route.JSON || isJSONType(in.contentType) {
+	if c := route.Contract; c != nil {
+		d, req, e := contractDigest(c, g.canonicalFunc(), in, ResolvedScope{
+			Tenant: in.tenant, Method: in.method, Operation: t.op, Credential: t.credential(),
+		})
+		if e != nil {
+			return t.fail(e)
+		}
+		t.digest, t.decoded = d, req
+	} else if route.JSON || isJSONType(in.contentType) {
 		if len(in.body) > 0 {
 			n := route.Normalize
 			if n == nil {
@@ -139,7 +159,7 @@ func bodyTenant(body []byte, field string) (string, bool) {
 func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
 	store := g.cfg.Store
-	lease, inLambda := g.leaseFor(ctx)
+	lease, renew := g.leaseFor(ctx)
 	t.owner = g.cfg.NewOwner()
 	var until time.Time
 	waiting := false
@@ -153,6 +173,8 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			LeaseExpires: now.Add(lease),
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
+			// Kept for archive beside the digest, never compared.
+			RawBodySHA256: RawBodySHA256(t.in.body),
 		}
 		res, err := store.Claim(ctx, rec, now)
 		if err != nil {
@@ -160,7 +182,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			return t.fail(internalError())
 		}
 		if res.Decision == Claimed || res.Decision == Reclaimed {
-			return t.execute(ctx, res, lease, inLambda, run)
+			return t.execute(ctx, res, renew, run)
 		}
 		cur := res.Record
 		if !waiting {
@@ -261,10 +283,10 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	for k, v := range c.Headers {
 		out.Headers[k] = v
 	}
-	return t.decorate(out, true, rec.RequestID)
+	return t.decorate(t.render(out), true, rec.RequestID)
 }
 
-func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration, inLambda bool, run handlerFunc) *Response {
+func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {
 	g := t.g
 	rec := res.Record
 	reclaimed := res.Decision == Reclaimed
@@ -280,9 +302,12 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 	}
 	cs := &claimState{info: ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}}
 	hctx := context.WithValue(ctx, claimKey{}, cs)
+	if t.decoded != nil {
+		hctx = context.WithValue(hctx, decodedKey{}, t.decoded)
+	}
 	var hb *heartbeat
-	if !inLambda {
-		hctx, hb = t.startHeartbeat(hctx, lease)
+	if renew {
+		hctx, hb = t.startHeartbeat(hctx)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {
@@ -300,18 +325,18 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 	switch cls {
 	case classRetryable:
 		t.release(wctx, now)
-		return t.decorate(resp, false, rec.RequestID)
+		return t.decorate(t.render(resp), false, rec.RequestID)
 	case classUncached:
 		if err := g.cfg.Store.Delete(wctx, t.id, t.owner, now); err != nil {
 			t.writeFailed(ctx, "delete", err)
 		}
-		return t.decorate(resp, false, rec.RequestID)
+		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 	writes := cs.takeWrites()
 	err = g.cfg.Store.Complete(wctx, t.id, t.owner, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
 	switch {
 	case err == nil:
-		return t.decorate(resp, false, rec.RequestID)
+		return t.decorate(t.render(resp), false, rec.RequestID)
 	case errors.Is(err, ErrFenced):
 		t.writeFailed(ctx, "complete", err)
 		r := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
@@ -330,7 +355,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, lease time.Duration,
 		if errors.Is(err, ErrTooLarge) {
 			t.release(wctx, now)
 		}
-		return t.decorate(resp, false, rec.RequestID)
+		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 }
 
@@ -349,7 +374,7 @@ func (t *txn) release(ctx context.Context, now time.Time) {
 	}
 }
 
-// heartbeat renews the lease every lease/3 while the handler runs.
+// heartbeat renews the lease every Heartbeat while the handler runs.
 type heartbeat struct {
 	mu      sync.Mutex
 	stopped bool
@@ -357,7 +382,7 @@ type heartbeat struct {
 	cancel  context.CancelCauseFunc
 }
 
-func (t *txn) startHeartbeat(ctx context.Context, lease time.Duration) (context.Context, *heartbeat) {
+func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
 	hctx, cancel := context.WithCancelCause(ctx)
 	hb := &heartbeat{cancel: cancel}
 	every := t.g.cfg.Heartbeat
@@ -369,6 +394,7 @@ func (t *txn) startHeartbeat(ctx context.Context, lease time.Duration) (context.
 			return
 		}
 		now := t.g.cfg.Now()
+		lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
 		err := t.g.cfg.Store.Renew(context.WithoutCancel(ctx), t.id, t.owner, now.Add(lease), now)
 		if errors.Is(err, ErrFenced) {
 			t.writeFailed(ctx, "renew", err)

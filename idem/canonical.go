@@ -1,0 +1,228 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"mime"
+	"strings"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/jcs"
+)
+
+// RecipeCanonical stamps the digest of a request on a route with a
+// Contract: SHA-256 over the bytes the policy's CanonicalFunc returns for the
+// decoded, normalised and validated request and its resolved scope.
+const RecipeCanonical = "canonical-sha256-v1"
+
+// Contract is a route's request contract. On a route that has one, a keyed
+// request's digest is its canonical request hash, taken after decode,
+// normalisation, validation and tenant resolution: Decode turns the body
+// into the normalised, validated request, and the policy's CanonicalFunc
+// picks what of it and of the resolved scope is hashed. Two bodies that
+// decode to the same request — the same work order sent as JSON and as
+// XML, or with other spacing or member order — share a digest and replay
+// each other; the raw bytes are kept only as Record.RawBodySHA256.
+type Contract struct {
+	// Version is the endpoint contract version, hashed with the request, so
+	// a new contract version never replays an answer of the old one.
+	// Required.
+	Version string
+
+	// Decode decodes a body of the given media type (the Content-Type's
+	// media type, lower-cased, without parameters; "" when there is none),
+	// normalises and validates it, and returns the request as a value
+	// encoding/json can marshal. It runs before the claim, so a refused body
+	// records nothing: ErrUnsupportedMediaType (wrapped) is answered
+	// 415 unsupported_media_type; any other error 400 validation_error,
+	// naming the field of a *ValidationError. Required.
+	Decode func(mediaType string, body []byte) (any, error)
+
+	// Render, if set, renders a response of this route for the request's
+	// Accept header: the stored response is the logical one the handler
+	// returned, and every answer built from it — the first execution's and
+	// every replay — is rendered per the Accept of the request it answers
+	// (a JSON original replayed with Accept: application/xml comes back as
+	// XML). Render must not fail on a response it cannot convert: it returns
+	// it unchanged. The Guard's own error answers are not rendered. Default
+	// nil: responses are returned as stored.
+	Render func(resp *Response, accept string) *Response
+}
+
+func (c *Contract) validate() error {
+	switch {
+	case c.Version == "":
+		return errors.New("missing Version (required)")
+	case c.Decode == nil:
+		return errors.New("missing Decode (required)")
+	}
+	return nil
+}
+
+// ErrUnsupportedMediaType is returned (wrapped) by a Contract.Decode that
+// does not take the body's media type: 415 unsupported_media_type.
+var ErrUnsupportedMediaType = errors.New("idem: unsupported media type")
+
+// ValidationError is a body a Contract refuses: 400 validation_error with
+// details.field set to Field (when not empty).
+type ValidationError struct {
+	// Field names the refused member (a JSON Pointer such as
+	// "/projects/0/code"), or "".
+	Field string
+	// Message says what is wrong, for the caller.
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+// ResolvedScope is the scope of a request as the Guard resolved it from the
+// credential and the route: what a CanonicalFunc may hash besides the
+// request.
+type ResolvedScope struct {
+	// Tenant is the authenticated tenant (the calling client), or
+	// AnonymousTenantID.
+	Tenant string
+	// Credential holds the further credential values the policy scopes keys
+	// by (under the ERP policy the company and the organisation), by name.
+	Credential map[string]string
+	// Method is the HTTP method.
+	Method string
+	// Operation is the canonical operation id (after Config.Operations).
+	Operation string
+}
+
+// CanonicalRequest is what a CanonicalFunc hashes from.
+type CanonicalRequest struct {
+	// Request is the decoded, normalised, validated request
+	// (Contract.Decode's value).
+	Request any
+	// ContractVersion is the route's Contract.Version.
+	ContractVersion string
+	// Scope is the resolved scope.
+	Scope ResolvedScope
+}
+
+// CanonicalFunc returns the canonical bytes of a request, which the Guard
+// hashes (SHA-256, RecipeCanonical) into the record's digest. It must be
+// deterministic and include everything that makes two requests different
+// work, and nothing else (no request id, timestamp, credential secret,
+// remote address, User-Agent or Accept).
+type CanonicalFunc func(CanonicalRequest) ([]byte, error)
+
+// CanonicalDefault is the CanonicalFunc of a policy that names none: the
+// RFC 8785 form of {"contract_version", "request"}. The tenant and the
+// operation are not in it because they already separate records (the
+// scope), and the method and route are in the request fingerprint.
+func CanonicalDefault(c CanonicalRequest) ([]byte, error) {
+	return canonicalJSON(map[string]any{"contract_version": c.ContractVersion, "request": c.Request})
+}
+
+// Credential names of the ERP policy's scope: authorizer context keys (or
+// JWT claims) carrying the caller's company and organisation.
+const (
+	CredentialCompany      = "companyId"
+	CredentialOrganization = "organizationId"
+)
+
+// CanonicalERP is the ERP policy's CanonicalFunc: the RFC 8785 form of
+// {"company_id", "organization_id", "contract_version", "request"} — the
+// resolved company and organisation, the endpoint contract version and the
+// normalised contract — and nothing the policy excludes (request id,
+// timestamps, Authorization, tokens, remote IP, User-Agent, Accept never
+// reach it).
+func CanonicalERP(c CanonicalRequest) ([]byte, error) {
+	return canonicalJSON(map[string]any{
+		"company_id":       c.Scope.Credential[CredentialCompany],
+		"organization_id":  c.Scope.Credential[CredentialOrganization],
+		"contract_version": c.ContractVersion,
+		"request":          c.Request,
+	})
+}
+
+// canonicalJSON is the RFC 8785 form of v (marshalled by encoding/json).
+func canonicalJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.CanonicalizeExact(b)
+}
+
+// mediaType returns the lower-cased media type of a Content-Type ("" when
+// absent or unparsable).
+func mediaType(ct string) string {
+	if ct == "" {
+		return ""
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
+	}
+	return mt
+}
+
+// contractDigest decodes the body under contract c, hashes it with the
+// policy's CanonicalFunc and returns the RecipeCanonical digest and the
+// decoded request; a refused body is the error answer to give.
+func contractDigest(c *Contract, canon CanonicalFunc, in *request, scope ResolvedScope) (string, any, *apierr.Error) {
+	req, err := c.Decode(mediaType(in.contentType), in.body)
+	if err != nil {
+		var ve *ValidationError
+		switch {
+		case errors.Is(err, ErrUnsupportedMediaType):
+			return "", nil, apierr.New(415, apierr.CodeUnsupportedMediaType, "The request body's media type is not accepted on this route.")
+		case errors.As(err, &ve) && ve.Field != "":
+			return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid: %s", ve.Message).
+				WithDetails(map[string]any{"field": ve.Field})
+		case errors.As(err, &ve):
+			return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid: %s", ve.Message)
+		}
+		return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid.")
+	}
+	if canon == nil {
+		canon = CanonicalDefault
+	}
+	b, err := canon(CanonicalRequest{Request: req, ContractVersion: c.Version, Scope: scope})
+	if err != nil {
+		return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid: %s", err.Error())
+	}
+	return stamp(RecipeCanonical, sha256.Sum256(b)), req, nil
+}
+
+// decodedKey carries the decoded request to the handler.
+type decodedKey struct{}
+
+// DecodedRequest returns the request Contract.Decode produced for the
+// request the handler runs for (keyed requests on a route with a Contract),
+// so the handler does not decode the body again.
+func DecodedRequest(ctx context.Context) (any, bool) {
+	v := ctx.Value(decodedKey{})
+	return v, v != nil
+}
+
+// render applies the route's Contract.Render to resp for accept.
+func render(route Route, resp *Response, accept string) *Response {
+	if route.Contract == nil || route.Contract.Render == nil || resp == nil {
+		return resp
+	}
+	out := route.Contract.Render(resp, accept)
+	if out == nil {
+		return resp
+	}
+	return out
+}
+
+// canonicalFunc returns the policy's CanonicalFunc.
+func (g *Guard) canonicalFunc() CanonicalFunc {
+	if g.cfg.Profile == ProfileERP {
+		return CanonicalERP
+	}
+	return CanonicalDefault
+}

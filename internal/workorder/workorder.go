@@ -1,0 +1,123 @@
+// Package workorder is the inbound work-order contract of the ERP service's
+// policy: a work order and its projects, decoded from JSON or XML
+// (encoding/xml), normalised and validated, as the idem.Contract of the
+// work-order routes. Semantically equal JSON and XML bodies decode to equal
+// values, so they share the ERP policy's canonical request hash.
+package workorder
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Routes of the ERP service's inbound work orders: the live route (under
+// Idempotency-Key) and the public format-validation test route (no key,
+// no idempotency record).
+const (
+	RouteLive = "POST /api/v1/inbound/work-orders"
+	RouteTest = "POST /api/v1/inbound/work-orders/test"
+)
+
+// Version is the endpoint contract version, part of the canonical hash.
+const Version = "inbound-work-orders/v1"
+
+// WorkOrder is one inbound work order. In XML it is
+// <work_order><work_order_number>…</work_order_number><projects><project>…</project></projects></work_order>.
+type WorkOrder struct {
+	XMLName  xml.Name  `json:"-" xml:"work_order"`
+	Number   string    `json:"work_order_number" xml:"work_order_number"`
+	Projects []Project `json:"projects" xml:"projects>project"`
+}
+
+// Project is one project of a work order.
+type Project struct {
+	Code     string `json:"code" xml:"code"`
+	Name     string `json:"name" xml:"name"`
+	Quantity int    `json:"quantity" xml:"quantity"`
+}
+
+// Contract is the work-order routes' idem.Contract: Decode takes
+// application/json (or no Content-Type) and application/xml or text/xml;
+// Render answers in XML when the request's Accept prefers it.
+func Contract() *idem.Contract {
+	return &idem.Contract{Version: Version, Decode: Decode, Render: Render}
+}
+
+// Decode decodes a work order of mediaType, normalises it (surrounding
+// whitespace trimmed, project codes upper-cased) and validates it.
+func Decode(mediaType string, body []byte) (any, error) {
+	var w WorkOrder
+	switch mediaType {
+	case "", "application/json":
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&w); err != nil {
+			return nil, &idem.ValidationError{Message: "not a work order in JSON: " + err.Error()}
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return nil, &idem.ValidationError{Message: "more than one JSON value"}
+		}
+	case "application/xml", "text/xml":
+		if err := xml.Unmarshal(body, &w); err != nil {
+			return nil, &idem.ValidationError{Message: "not a work order in XML: " + err.Error()}
+		}
+	default:
+		return nil, fmt.Errorf("%w: %s", idem.ErrUnsupportedMediaType, mediaType)
+	}
+	w.XMLName = xml.Name{}
+	w.Number = strings.TrimSpace(w.Number)
+	for i := range w.Projects {
+		p := &w.Projects[i]
+		p.Code = strings.ToUpper(strings.TrimSpace(p.Code))
+		p.Name = strings.TrimSpace(p.Name)
+	}
+	if err := w.validate(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w WorkOrder) validate() error {
+	if w.Number == "" {
+		return &idem.ValidationError{Field: "/work_order_number", Message: "work_order_number is required"}
+	}
+	if len(w.Projects) == 0 {
+		return &idem.ValidationError{Field: "/projects", Message: "at least one project is required"}
+	}
+	for i, p := range w.Projects {
+		switch {
+		case p.Code == "":
+			return &idem.ValidationError{Field: fmt.Sprintf("/projects/%d/code", i), Message: "code is required"}
+		case p.Quantity <= 0:
+			return &idem.ValidationError{Field: fmt.Sprintf("/projects/%d/quantity", i), Message: "quantity must be positive"}
+		}
+	}
+	return nil
+}
+
+// ErrNotWorkOrder is returned by From for a context value that is not a
+// decoded work order.
+var ErrNotWorkOrder = errors.New("workorder: not a decoded work order")
+
+// From returns the work order idem decoded for the handler
+// (idem.DecodedRequest), or decodes body itself.
+func From(v any, ok bool, mediaType string, body []byte) (WorkOrder, error) {
+	if ok {
+		if w, isWO := v.(WorkOrder); isWO {
+			return w, nil
+		}
+		return WorkOrder{}, ErrNotWorkOrder
+	}
+	d, err := Decode(mediaType, body)
+	if err != nil {
+		return WorkOrder{}, err
+	}
+	return d.(WorkOrder), nil
+}
