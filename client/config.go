@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // Config configures a Transport. The zero value is usable: every field's
@@ -144,24 +146,10 @@ func (c Config) withDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Sleep == nil {
-		c.Sleep = sleep
+		c.Sleep = clock.Sleep
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
 	}
 	return c
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // rtClock is an injected clock: lease expiry without sleeps.
@@ -139,7 +140,7 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 // newLedger is one executor instance's ledger over the shared effects table.
 func (s *rtStack) newLedger(t *testing.T, api ledgerdynamo.API) *ledger.Ledger {
 	t.Helper()
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(api, s.effTable), Lease: s.effLeases, Now: s.clock.Now,
+	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(api, s.effTable), Lease: s.effLeases, Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now},
 		Wait: time.Second, PollInterval: 20 * time.Millisecond, Heartbeat: -1})
 	must(t, err)
 	return l

@@ -15,8 +15,8 @@ import (
 	internal "github.com/idemkit/idemkit/internal/emf"
 )
 
-// Recorder emits EMF records; safe for concurrent use. It is the type that
-// idem.Config.Metrics and ledger.Config.Metrics take.
+// Recorder emits EMF records; safe for concurrent use. It implements
+// idem.Metrics and ledger.Metrics (and so fence.Config.Metrics).
 type Recorder = internal.Recorder
 
 // New returns a Recorder writing to w under namespace (default "idemkit").

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/idemkit/idemkit/internal/emf"
 )
 
 // Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
@@ -143,9 +141,9 @@ type Config struct {
 	// replaced by its hash.
 	Logger *slog.Logger
 
-	// Metrics receives EMF metrics. Default nil (no metrics); Lambda
-	// functions pass emf.New(os.Stdout, namespace).
-	Metrics *emf.Recorder
+	// Metrics receives the counters (see Metrics). Default nil (no
+	// metrics); Lambda functions pass emf.New(os.Stdout, namespace).
+	Metrics Metrics
 
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
@@ -251,12 +252,8 @@ func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action,
 		}
 		d := min(backoff, rem)
 		d = d/2 + rand.N(d/2+1)
-		timer := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if clock.Sleep(ctx, d) != nil {
 			return actInFlight, cur
-		case <-timer.C:
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.cfg.Now()

@@ -230,7 +230,7 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 	}
 	st := l.cfg.Store
 	key := effectKey(eff.Identity.EffectID)
-	token := l.cfg.NewToken()
+	token := newToken()
 	maxPolls := 0
 	if l.cfg.Wait > 0 {
 		maxPolls = max(1, int(l.cfg.Wait/l.cfg.PollInterval))
@@ -285,7 +285,7 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 					return Result{}, &InFlightError{EffectID: cur.EffectID, RetryAfter: max(time.Second, cur.LeaseUntil.Sub(now).Round(time.Second))}
 				}
 				polls++
-				if err := l.cfg.Sleep(ctx, l.cfg.PollInterval); err != nil {
+				if err := l.cfg.Clock.Sleep(ctx, l.cfg.PollInterval); err != nil {
 					return Result{}, err
 				}
 				c, err := st.Get(ctx, key)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/ledger/memstore"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
@@ -109,7 +110,7 @@ func ExampleLedger_FireOnce() {
 // the same row, with no extra row for the suppressed duplicate.
 func ExampleLedger_Witness() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New(), WitnessDuplicates: true,
-		Now: func() time.Time { return time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC) }})
+		Clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))})
 	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
 	refund := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("re_42"), nil }
 	ctx := context.Background()

@@ -1,14 +1,13 @@
 package ledger
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // Defaults and bounds of Config.
@@ -71,9 +70,6 @@ type Config struct {
 	// costs no extra round trip. Default Lease/3; must be below Lease;
 	// negative: no heartbeat.
 	Heartbeat time.Duration
-	// NewTicker starts the heartbeat ticker, returning its channel and a stop
-	// function (tests inject a manual one). Default: time.NewTicker.
-	NewTicker func(d time.Duration) (ticks <-chan time.Time, stop func())
 	// MaxAttempts caps the attempts kept in an effect record (the record is
 	// one DynamoDB item, limited to 400 KB). Once an effect has MaxAttempts
 	// attempts and none of them recorded an outcome, Do fires nothing more
@@ -108,17 +104,15 @@ type Config struct {
 	// PollInterval is the re-read interval while waiting. Default
 	// DefaultPollInterval (100ms).
 	PollInterval time.Duration
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-	// Sleep pauses while waiting. Default: a timer honouring ctx.
-	Sleep func(ctx context.Context, d time.Duration) error
+	// Clock tells the time, paces the waits for a live claim and ticks the
+	// heartbeats (see Clock). Default: the system clock.
+	Clock Clock
 	// Fencer, if set, supplies a fencing token checked on the fire mark (see
 	// Fencer). Default nil: unfenced.
 	Fencer Fencer
-	// Metrics receives the counters. Default nil: no metrics.
-	Metrics *emf.Recorder
-	// NewToken mints owner tokens. Default: 128 random bits, base64url.
-	NewToken func() string
+	// Metrics receives the counters (see the Metric… names), for example an
+	// *emf.Recorder. Default nil: no metrics.
+	Metrics Metrics
 	// Jitter randomizes a retry backoff d (see Retry). Default: "equal
 	// jitter", d/2 plus a uniform random part of d/2. Tests inject a
 	// deterministic one.
@@ -160,9 +154,6 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.Heartbeat >= cfg.Lease {
 		return nil, fmt.Errorf("ledger: Config.Heartbeat %s is not below Config.Lease %s", cfg.Heartbeat, cfg.Lease)
 	}
-	if cfg.NewTicker == nil {
-		cfg.NewTicker = newTicker
-	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
@@ -175,35 +166,13 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.MaxValueBytes < 1 || cfg.MaxValueBytes > MaxMaxValueBytes {
 		return nil, fmt.Errorf("ledger: Config.MaxValueBytes %d is outside 1..%d", cfg.MaxValueBytes, MaxMaxValueBytes)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
-	}
-	if cfg.NewToken == nil {
-		cfg.NewToken = newToken
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.Jitter == nil {
 		cfg.Jitter = equalJitter
 	}
 	return &Ledger{cfg: cfg}, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-func newTicker(d time.Duration) (<-chan time.Time, func()) {
-	t := time.NewTicker(d)
-	return t.C, t.Stop
 }
 
 func newToken() string {
@@ -215,6 +184,9 @@ func newToken() string {
 }
 
 func (l *Ledger) count(name string, k Kind, keying Keying) {
+	if l.cfg.Metrics == nil {
+		return
+	}
 	dims := map[string]string{"kind": string(k)}
 	if keying != "" {
 		dims["keying"] = string(keying)
@@ -224,4 +196,4 @@ func (l *Ledger) count(name string, k Kind, keying Keying) {
 
 // now returns the clock truncated to milliseconds, the precision the stores
 // keep, so a record read back compares equal to the one written.
-func (l *Ledger) now() time.Time { return l.cfg.Now().UTC().Truncate(time.Millisecond) }
+func (l *Ledger) now() time.Time { return l.cfg.Clock.Now().UTC().Truncate(time.Millisecond) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/ledger/memstore"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
@@ -58,7 +59,7 @@ func TestRunStampsUseTheRunsRecipe(t *testing.T) {
 func TestReaderNeverRecomputesARecordedIdentity(t *testing.T) {
 	now := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	st := memstore.New()
-	l, err := ledger.New(ledger.Config{Store: st, Wait: -1, Now: func() time.Time { return now }})
+	l, err := ledger.New(ledger.Config{Store: st, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return now }}})
 	if err != nil {
 		t.Fatal(err)
 	}

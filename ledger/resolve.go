@@ -291,7 +291,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 		next.MaxAttempts = min(row.N+1, MaxMaxAttempts+1)
 	}
 	next.Attempts = append(next.Attempts, row)
-	next.Owner = l.cfg.NewToken()
+	next.Owner = newToken()
 	next.UpdatedAt = now
 	next.ExpiresAt = l.extend(next.ExpiresAt, now)
 	want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}

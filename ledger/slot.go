@@ -68,7 +68,7 @@ func (l *Ledger) FireOnce(ctx context.Context, slot Slot, fn func(ctx context.Co
 	st := l.cfg.Store
 	now := l.now()
 	rec := &Record{
-		Key: key, Kind: KindSlot, State: StateClaimed, Owner: l.cfg.NewToken(), Attempt: 1,
+		Key: key, Kind: KindSlot, State: StateClaimed, Owner: newToken(), Attempt: 1,
 		LeaseUntil: now.Add(l.cfg.Lease),
 		Attempts:   []Attempt{{N: 1, State: AttemptClaimed, At: now, Fired: true}},
 		CreatedAt:  now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Retention),

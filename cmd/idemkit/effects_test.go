@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestEffectsResolveFromCLI: an effect whose executor died after the fire
@@ -27,7 +28,7 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		store := ledgerdynamo.New(e.Client(), table)
 		past := time.Now().Add(-time.Hour)
 		// An executor an hour ago: fired, then died (lease 1 minute).
-		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Now: func() time.Time { return past }})
+		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return past }}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/jcs"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -376,16 +377,7 @@ func (w *Webhook) fill() {
 		w.Now = time.Now
 	}
 	if w.Sleep == nil {
-		w.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
-		}
+		w.Sleep = clock.Sleep
 	}
 }
 

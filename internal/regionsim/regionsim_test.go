@@ -212,7 +212,7 @@ func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
 
 func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Ledger {
 	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(w.p.db(r), w.p.tables[r]), Lease: 30 * time.Second,
-		Wait: -1, Now: w.clock.Now, Fencer: f, Metrics: w.rec})
+		Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}, Fencer: f, Metrics: w.rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 		v := newEnv(t, e)
 		rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
 		tk := ledgertest.NewTicker()
-		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, NewTicker: tk.New, Wait: -1, Now: v.clock.Now})
+		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestFireMarkResponsesLost(t *testing.T) {
 				v.faults.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost())
 			}
 		}}
-		l, _ := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Now: v.clock.Now})
+		l, _ := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now}})
 		if _, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
 			calls++
 			return nil, nil

@@ -47,7 +47,7 @@ func newEnv(t *testing.T, e *dynamotest.Emulator) *env {
 	client := e.Client(f.Middleware(), dynamotest.FastRetries)
 	st := dynamostore.New(client, e.CreateTable(t, "EffectsTable"))
 	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
-	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Now: clock.Now})
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}

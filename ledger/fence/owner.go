@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -31,8 +30,9 @@ type Config struct {
 	Retention time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Metrics receives MetricStaleFence. Default nil: no metrics.
-	Metrics *emf.Recorder
+	// Metrics receives MetricStaleFence (for example an *emf.Recorder).
+	// Default nil: no metrics.
+	Metrics ledger.Metrics
 }
 
 // Owner is the linearizable fence owner. It implements ledger.Fencer; wrap
@@ -99,7 +99,9 @@ func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
 		if o.cfg.Region != "" {
 			dims["region"] = o.cfg.Region
 		}
-		o.cfg.Metrics.Count(MetricStaleFence, 1, dims)
+		if o.cfg.Metrics != nil {
+			o.cfg.Metrics.Count(MetricStaleFence, 1, dims)
+		}
 		return ErrStale
 	}
 	return nil

@@ -1,11 +1,16 @@
 package ledgertest
 
 import (
+	"context"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// Clock is a manual clock for Config.Now: it moves only when told to.
+// Clock is a manual ledger.Clock: Now moves only when told to. Its Sleep and
+// NewTicker are the system clock's (use ClockFuncs and Ticker for manual
+// ones).
 type Clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -35,4 +40,45 @@ func (c *Clock) Set(t time.Time) {
 	if t.After(c.t) {
 		c.t = t
 	}
+}
+
+// Sleep pauses for d in real time, or until ctx ends.
+func (c *Clock) Sleep(ctx context.Context, d time.Duration) error { return clock.Sleep(ctx, d) }
+
+// NewTicker starts a real ticker of period d.
+func (c *Clock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	return clock.System{}.NewTicker(d)
+}
+
+// ClockFuncs is a ledger.Clock made of functions, for a test that replaces
+// one part of the clock: a nil field is the system clock's (time.Now, a
+// real sleep honouring ctx, a time.Ticker).
+type ClockFuncs struct {
+	NowFunc       func() time.Time
+	SleepFunc     func(ctx context.Context, d time.Duration) error
+	NewTickerFunc func(d time.Duration) (ticks <-chan time.Time, stop func())
+}
+
+// Now calls NowFunc, or time.Now.
+func (f ClockFuncs) Now() time.Time {
+	if f.NowFunc != nil {
+		return f.NowFunc()
+	}
+	return time.Now()
+}
+
+// Sleep calls SleepFunc, or sleeps for real.
+func (f ClockFuncs) Sleep(ctx context.Context, d time.Duration) error {
+	if f.SleepFunc != nil {
+		return f.SleepFunc(ctx, d)
+	}
+	return clock.Sleep(ctx, d)
+}
+
+// NewTicker calls NewTickerFunc, or starts a time.Ticker.
+func (f ClockFuncs) NewTicker(d time.Duration) (<-chan time.Time, func()) {
+	if f.NewTickerFunc != nil {
+		return f.NewTickerFunc(d)
+	}
+	return clock.System{}.NewTicker(d)
 }

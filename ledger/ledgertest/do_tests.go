@@ -398,11 +398,11 @@ func testBoundedWait(t *testing.T, e *env) {
 	sleeps := 0
 	waiter := e.ledger(func(c *ledger.Config) {
 		c.Wait, c.PollInterval = 10*time.Second, time.Second
-		c.Sleep = func(ctx context.Context, d time.Duration) error {
+		c.Clock = ClockFuncs{NowFunc: e.clock.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
 			sleeps++
 			once.Do(func() { close(release); held = <-done })
 			return nil
-		}
+		}}
 	})
 	var calls atomic.Int64
 	r, err := waiter.Do(context.Background(), eff, e.charge(&calls))
@@ -416,7 +416,7 @@ func testBoundedWait(t *testing.T, e *env) {
 	polls := 0
 	bounded := e.ledger(func(c *ledger.Config) {
 		c.Wait, c.PollInterval = 3*time.Second, time.Second
-		c.Sleep = func(context.Context, time.Duration) error { polls++; return nil }
+		c.Clock = ClockFuncs{NowFunc: e.clock.Now, SleepFunc: func(context.Context, time.Duration) error { polls++; return nil }}
 	})
 	if _, err := bounded.Do(context.Background(), eff2, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) || polls != 3 {
 		t.Fatalf("bounded wait: %v after %d polls; want ErrInFlight after 3", err, polls)

@@ -77,7 +77,9 @@ func testHeartbeatAlive(t *testing.T, e *env) {
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	a := e.ledger(func(c *ledger.Config) {
+		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	})
 	b := e.ledger()
 	started, release := make(chan context.Context, 1), make(chan struct{})
 	type out struct {
@@ -128,7 +130,9 @@ func testHeartbeatReclaimed(t *testing.T, e *env) {
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	a := e.ledger(func(c *ledger.Config) {
+		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	})
 	b := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
 	started := make(chan context.Context, 1)
 	var cause atomic.Value
@@ -194,7 +198,9 @@ func testHeartbeatRenewalError(t *testing.T, e *env) {
 	tk := NewTicker()
 	renew := e.renewals()
 	eff := e.effect()
-	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	a := e.ledger(func(c *ledger.Config) {
+		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	})
 	started, release := make(chan context.Context, 1), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -231,7 +237,9 @@ func testHeartbeatRenewalError(t *testing.T, e *env) {
 func testHeartbeatPanic(t *testing.T, e *env) {
 	tk := NewTicker()
 	eff := e.effect()
-	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 10*time.Second, tk.New })
+	a := e.ledger(func(c *ledger.Config) {
+		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	})
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -601,11 +609,13 @@ func testClockSkew(t *testing.T, e *env) {
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	a := e.ledger(func(c *ledger.Config) { c.Heartbeat, c.NewTicker = 5*time.Second, tk.New })
+	a := e.ledger(func(c *ledger.Config) {
+		c.Heartbeat, c.Clock = 5*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	})
 	skewed := func(d time.Duration) *ledger.Ledger {
 		return e.ledger(func(c *ledger.Config) {
 			c.Heartbeat = -1
-			c.Now = func() time.Time { return e.clock.Now().Add(d) }
+			c.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
 		})
 	}
 	started := make(chan context.Context, 1)

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Ticker is a manual heartbeat ticker for ledger.Config.NewTicker: it ticks
+// Ticker is a manual heartbeat ticker for a ledger.Clock (ClockFuncs.NewTickerFunc): it ticks
 // only when told to, so heartbeat tests need no sleeps. Every heartbeat
 // started with it shares its one unbuffered channel.
 type Ticker struct {
@@ -17,7 +17,7 @@ type Ticker struct {
 // NewTicker returns a Ticker.
 func NewTicker() *Ticker { return &Ticker{ch: make(chan time.Time)} }
 
-// New implements ledger.Config.NewTicker.
+// New starts a heartbeat ticker on the shared channel (a ClockFuncs.NewTickerFunc).
 func (t *Ticker) New(time.Duration) (<-chan time.Time, func()) {
 	t.started.Add(1)
 	var once atomic.Bool

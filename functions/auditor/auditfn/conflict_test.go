@@ -274,7 +274,7 @@ func TestHandleLambdaTwoRegionPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		auditors[r] = a
-		l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(er.Client(), table), Lease: 30 * time.Second, Wait: -1, Now: clock.Now})
+		l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(er.Client(), table), Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -37,7 +38,7 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(c, table), Lease: time.Minute, Now: clock, Wait: -1})
+	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(c, table), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,6 +62,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host"
+	sysclock "github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -109,14 +110,7 @@ func (x *Executor) sleep(ctx context.Context, d time.Duration) error {
 	if x.Sleep != nil {
 		return x.Sleep(ctx, d)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sysclock.Sleep(ctx, d)
 }
 
 func (x *Executor) now() time.Time {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
@@ -224,7 +225,7 @@ func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Now: clock, Wait: 200 * time.Millisecond})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idemkit/internal/faultrx"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -49,7 +50,7 @@ const faultMaxTries = 4
 
 func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, effTbl string) *faultStack {
 	c := e.Client(dynamotest.FastRetries)
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(c, effTbl), Now: clk.Now, Wait: -1,
+	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(c, effTbl), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1,
 		Jitter: func(d time.Duration) time.Duration { return d }})
 	if err != nil {
 		t.Fatal(err)

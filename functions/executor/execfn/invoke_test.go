@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/faultrx"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
@@ -20,7 +21,7 @@ import (
 // {"resumeDue": true} resumes it once due; before then it sends nothing.
 func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Now: clk.Now, Jitter: func(d time.Duration) time.Duration { return d }})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Jitter: func(d time.Duration) time.Duration { return d }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
@@ -56,7 +57,7 @@ func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 	t.Helper()
 	c := &crashedFixture{clock: &fakeClock{t: time.Now().UTC()}, runs: host.NewMemRuns(), rc: newReceiver(t)}
 	var err error
-	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Now: c.clock.Now, Wait: ledgerWait,
+	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now}, Wait: ledgerWait,
 		PollInterval: 5 * time.Millisecond, Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)
