@@ -51,7 +51,7 @@ func TestReplaceWritesOnlyWhatChanges(t *testing.T) {
 		api := &recordingAPI{API: e.Client()}
 		st := dynamostore.New(api, e.CreateTable(t, "EffectsTable"))
 		clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
-		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Now: clock.Now})
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
 		if err != nil {
 			t.Fatal(err)
 		}
