@@ -67,8 +67,8 @@ func (r *retryAfters) RoundTrip(req *http.Request) (*http.Response, error) {
 // a replay; the request ran once. Time is the injected clock: no real
 // 8-second wait.
 func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
-	for _, p := range []idem.Profile{idem.ProfileOpenWOP, idem.ProfileERP} {
-		t.Run(p.String(), func(t *testing.T) {
+	for _, p := range []idem.Policy{idem.PolicyOpenWOP, idem.PolicyERP} {
+		t.Run(p.Name, func(t *testing.T) {
 			start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 			release, started, firstDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
 			clk := &stepClock{t: start, at: start.Add(8 * time.Second)}
@@ -76,7 +76,7 @@ func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
 			free := func() { once.Do(func() { close(release) }) }
 			clk.fire = func() { free(); <-firstDone }
 			g, err := idem.New(idem.Config{
-				Store: memstore.New(), Now: clk.Now, Wait: -1, Profile: p,
+				Store: memstore.New(), Now: clk.Now, Wait: -1, Policy: p,
 				Tenant: idem.SingleTenant("shop"), Logger: slog.New(slog.DiscardHandler),
 			})
 			if err != nil {

@@ -107,6 +107,7 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 			method:      ev.RequestContext.HTTP.Method,
 			operation:   ev.RouteKey,
 			tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
+			credential:  func(name string) string { return g.cfg.Tenant.credentialV2(&ev.RequestContext, name) },
 			keyValues:   headerValues(ev.Headers, HeaderKey),
 			contentType: firstHeader(ev.Headers, "Content-Type"),
 			accept:      firstHeader(ev.Headers, "Accept"),
@@ -161,8 +162,11 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 	g.requireTenant("REST")
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		in := request{
-			method:    ev.HTTPMethod,
-			tenant:    g.cfg.Tenant.TenantV1(&ev.RequestContext),
+			method: ev.HTTPMethod,
+			tenant: g.cfg.Tenant.TenantV1(&ev.RequestContext),
+			credential: func(name string) string {
+				return g.cfg.Tenant.credentialV1(&ev.RequestContext, name)
+			},
 			requestID: ev.RequestContext.RequestID,
 			parts: requestParts{
 				params: paramPairs(ev.PathParameters),

@@ -429,7 +429,7 @@ func TestSafeMethodsIgnoreKeyAllAdapters(t *testing.T) {
 		t.Run(m, func(t *testing.T) {
 			e := newEnv(t, func(c *idem.Config) {
 				c.Required = true
-				c.Profile = idem.ProfileERP
+				c.Policy = idem.PolicyERP
 				c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
 			})
 			calls := 0
@@ -590,7 +590,7 @@ func TestERPHeadersOnEveryResponse(t *testing.T) {
 	const route = "POST /api/v1/inbound/work-orders"
 	newERP := func(t *testing.T, mod func(c *idem.Config)) *env {
 		return newEnv(t, func(c *idem.Config) {
-			c.Profile = idem.ProfileERP
+			c.Policy = idem.PolicyERP
 			c.Wait = -1
 			c.BodyTenantField = "tenantId"
 			c.Routes = map[string]idem.Route{"POST /api/v1/inbound/work-orders/test": {Skip: true}}
@@ -994,8 +994,10 @@ func TestPanicIs500AndRetryableAllAdapters(t *testing.T) {
 // Start-up validation reports every problem at once, each naming its field
 // and the allowed range.
 func TestConfigErrorsAreClear(t *testing.T) {
+	badPolicy := idem.PolicyOpenWOP
+	badPolicy.Name = "Bad Name"
 	_, err := idem.New(idem.Config{
-		Profile:         idem.Profile(7),
+		Policy:          badPolicy,
 		Lease:           10 * time.Second,
 		Heartbeat:       -time.Second,
 		LeaseSkew:       -time.Second,
@@ -1013,7 +1015,7 @@ func TestConfigErrorsAreClear(t *testing.T) {
 	}
 	msg := err.Error()
 	for _, want := range []string{
-		"Store is required", "Profile 7 is unknown", "Lease 10s is outside 30s..1h0m0s", "Heartbeat",
+		"Store is required", `Policy.Name "Bad Name"`, "Lease 10s is outside 30s..1h0m0s", "Heartbeat",
 		"LeaseSkew", "Retention -2h0m0s is negative", "WaitMargin", "Tenant.Kind 9", "Unauthenticated 5",
 		`Operations entry "POST /runs" -> ""`, `Normalize: invalid Name "bad name"`, `Routes["POST /x"].Normalize: missing Name`,
 	} {
@@ -1021,11 +1023,11 @@ func TestConfigErrorsAreClear(t *testing.T) {
 			t.Fatalf("error %q does not mention %q", msg, want)
 		}
 	}
-	if len(ce.Problems) != 12 || !strings.HasPrefix(msg, "idem: invalid config: Store is required; Profile 7") {
+	if len(ce.Problems) != 12 || !strings.HasPrefix(msg, `idem: invalid config: Store is required; Policy.Name "Bad Name"`) {
 		t.Fatalf("problems %d: %q", len(ce.Problems), msg)
 	}
 	_, err = idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Retention: time.Hour})
-	if err == nil || !strings.Contains(err.Error(), "below the OpenWOP minimum of 24h") {
+	if err == nil || !strings.Contains(err.Error(), "below the openwop policy's minimum of 24h0m0s") {
 		t.Fatalf("OpenWOP retention below 24h: %v", err)
 	}
 	// The environment path (seed 003 variables) feeds the same validation.
@@ -1041,7 +1043,7 @@ func TestConfigErrorsAreClear(t *testing.T) {
 // Disabled (IDEMPOTENCY_ENABLED=false) runs every request straight through:
 // no validation, no record, no header.
 func TestDisabled(t *testing.T) {
-	e := newEnv(t, func(c *idem.Config) { c.Disabled = true; c.Required = true; c.Profile = idem.ProfileERP })
+	e := newEnv(t, func(c *idem.Config) { c.Disabled = true; c.Required = true; c.Policy = idem.PolicyERP })
 	h := &handler{}
 	r1 := e.call(h, v2event("POST", "POST /runs", "bad key!", `{}`))
 	r2 := e.call(h, v2event("POST", "POST /runs", testKey, `{}`))

@@ -221,8 +221,8 @@ func render(route Route, resp *Response, accept string) *Response {
 
 // canonicalFunc returns the policy's CanonicalFunc.
 func (g *Guard) canonicalFunc() CanonicalFunc {
-	if g.cfg.Profile == ProfileERP {
-		return CanonicalERP
+	if g.cfg.Policy.Canonical != nil {
+		return g.cfg.Policy.Canonical
 	}
 	return CanonicalDefault
 }

@@ -29,9 +29,11 @@ type Config struct {
 	// Store persists records. Required.
 	Store Store
 
-	// Profile selects the key grammar, default retention and response
-	// headers. Default ProfileOpenWOP.
-	Profile Profile
+	// Policy is the idempotency policy: key grammar, scope, what is cached,
+	// default retention, response headers, in-flight answer and error body
+	// (see Policy). Default PolicyOpenWOP (the zero Policy). New validates
+	// it and names every bad field.
+	Policy Policy
 
 	// Disabled turns idempotency off: every request runs the handler directly
 	// and no header is added (IDEMPOTENCY_ENABLED=false). Default false.
@@ -42,10 +44,6 @@ type Config struct {
 	// OpenWOP registry has no "missing key" code. Default false: a request
 	// without a key runs without deduplication.
 	Required bool
-
-	// KeyPolicy overrides the profile's key grammar. Default
-	// Profile.KeyPolicy().
-	KeyPolicy *KeyPolicy
 
 	// Lease is the claim lease (the ERP policy's "processing lease",
 	// IDEMPOTENCY_PROCESSING_LEASE_SECONDS), renewed by a heartbeat every
@@ -66,9 +64,10 @@ type Config struct {
 	LeaseSkew time.Duration
 
 	// Retention is how long a record is kept after its last write. Default
-	// Profile.DefaultRetention() (24 h for OpenWOP, the OpenWOP v2 core spec's minimum;
-	// 720 h for ERP; Forever for Commerce). Forever means no expiry. A finite
-	// value below 24 h is rejected for ProfileOpenWOP.
+	// Policy.Retention (24 h for PolicyOpenWOP, the OpenWOP v2 core spec's
+	// minimum; 720 h for PolicyERP; Forever for PolicyCommerce). Forever
+	// means no expiry. A finite value below Policy.MinRetention (24 h for
+	// PolicyOpenWOP, else one second) is rejected.
 	Retention time.Duration
 
 	// Wait bounds how long a duplicate waits for the winner's final outcome
@@ -87,8 +86,9 @@ type Config struct {
 	// soon and gets the answer when it is ready. When the owner looks dead
 	// (no lease write for longer), Retry-After is the time until its lease
 	// can be reclaimed instead (at least InFlightRetryAfter). Rounded up to
-	// whole seconds; 1 s..60 s. Default 1 s; 2 s under ProfileERP, whose
-	// in-flight answers always carry it.
+	// whole seconds; 1 s..60 s. Default Policy.InFlight.RetryAfter (1 s;
+	// 2 s under PolicyERP, whose in-flight answers always carry it:
+	// Policy.InFlight.Fixed).
 	InFlightRetryAfter time.Duration
 
 	// Tenant says where the authenticated tenant comes from:
@@ -104,6 +104,12 @@ type Config struct {
 	// start-up rather than as a 401 on every request), unless Unauthenticated
 	// is AnonymousTenant or idempotency is Disabled.
 	HTTPTenant func(*http.Request) (tenant string, ok bool)
+
+	// HTTPCredential reads a credential value named in
+	// Policy.Scope.Credential for the net/http middleware ("" when the
+	// request has none). Default nil: required only when the policy names
+	// credential parts and the guard serves net/http.
+	HTTPCredential func(r *http.Request, name string) string
 
 	// Unauthenticated decides what happens to a mutating request that
 	// carries a key but no tenant. Default RejectUnauthenticated
@@ -214,14 +220,13 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
 		p = append(p, "Store is required")
 	}
-	if !c.Profile.valid() {
-		p = append(p, fmt.Sprintf("Profile %d is unknown", c.Profile))
+	if c.Policy.isZero() {
+		c.Policy = PolicyOpenWOP
 	}
-	if c.KeyPolicy == nil {
-		kp := c.Profile.KeyPolicy()
-		c.KeyPolicy = &kp
-	} else if c.KeyPolicy.allowed == nil || c.KeyPolicy.MinLen < 1 || c.KeyPolicy.MaxLen < c.KeyPolicy.MinLen {
-		p = append(p, "KeyPolicy must be one of KeyOpenWOP, KeyERP, KeyCommerce (or a copy with a narrower MinLen..MaxLen >= 1)")
+	p = append(p, c.Policy.problems()...)
+	if len(c.Policy.Scope.Credential) > 0 && c.HTTPCredential == nil &&
+		c.Tenant.Kind != TenantAuthorizerKey && c.Tenant.Kind != TenantJWTClaim {
+		p = append(p, "Policy.Scope.Credential needs a credential to read: Tenant idem.AuthorizerKey or idem.JWTClaim, or HTTPCredential")
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
@@ -240,23 +245,19 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case c.Retention == 0:
-		c.Retention = c.Profile.DefaultRetention()
+		c.Retention = c.Policy.Retention
 	case c.Retention == Forever:
 	case c.Retention < 0:
 		p = append(p, fmt.Sprintf("Retention %s is negative (use idem.Forever for no expiry)", c.Retention))
-	case c.Profile == ProfileOpenWOP && c.Retention < 24*time.Hour:
-		p = append(p, fmt.Sprintf("Retention %s is below the OpenWOP minimum of 24h", c.Retention))
-	case c.Retention < time.Second:
-		p = append(p, fmt.Sprintf("Retention %s is below one second", c.Retention))
+	case c.Retention < c.Policy.minRetention():
+		p = append(p, fmt.Sprintf("Retention %s is below the %s policy's minimum of %s", c.Retention, c.Policy.Name, c.Policy.minRetention()))
 	}
 	if c.Wait == 0 {
 		c.Wait = 5 * time.Second
 	}
 	switch {
-	case c.InFlightRetryAfter == 0 && c.Profile == ProfileERP:
-		c.InFlightRetryAfter = 2 * time.Second
 	case c.InFlightRetryAfter == 0:
-		c.InFlightRetryAfter = time.Second
+		c.InFlightRetryAfter = c.Policy.InFlight.RetryAfter
 	case c.InFlightRetryAfter < time.Second || c.InFlightRetryAfter > time.Minute:
 		p = append(p, fmt.Sprintf("InFlightRetryAfter %s is outside 1s..1m", c.InFlightRetryAfter))
 	}

@@ -6,10 +6,18 @@
 // (idem/memstore, idem/dynamostore), proven by one conformance suite
 // (idem/idemtest).
 //
+// Policy: everything that differs between idempotency policies — key
+// grammar, scope parts, which outcomes are cached, retention, response
+// headers, the in-flight answer and the error body — is one Policy value
+// (Config.Policy): PolicyOpenWOP (the default), PolicyCommerce, PolicyERP,
+// or a value of your own.
+//
 // Scope: a record is keyed by ScopeID(tenant, operation, key) — the
-// authenticated tenant (from the authorizer context, never the body), the
-// routed operation (HTTP API routeKey, REST method+resource, or a mapped
-// operation id; never the raw path) and the caller's key. The raw key is never
+// authenticated tenant (from the authorizer context, never the body) with
+// the policy's credential parts (Policy.Scope.Credential), the routed
+// operation (HTTP API routeKey, REST method+resource, or a mapped operation
+// id; never the raw path) unless the policy leaves it out, and the caller's
+// key. The raw key is never
 // stored or logged (logs carry keyhash.Log values). Caller scopes live in
 // their own keyspace (CallerPrefix); host-generated locks never enter the
 // Layer-1 store, and stores refuse IDs outside the caller keyspace, so no
@@ -42,9 +50,11 @@
 // and reports only the failed ones in BatchItemFailures. Event scopes never
 // share a keyspace with HTTP requests.
 //
-// Error codes: envelopes always carry OpenWOP registry codes. A missing key
-// on a Required route is 400 idempotency_key_invalid with
-// details {"reason":"missing"} (the registry has no "missing key" code).
-// ProfileERP's own codes (IDEMPOTENCY_REQUEST_IN_PROGRESS,
-// IDEMPOTENCY_KEY_CONFLICT) are given in details.profileCode.
+// Error codes: the Guard's own error answers are rendered by
+// Policy.ErrorBody from the OpenWOP registry code (the default is the
+// OpenWOP envelope). A missing key on a Required route is
+// 400 idempotency_key_invalid with details {"reason":"missing"} (the
+// registry has no "missing key" code). PolicyERP gives the ERP service's own
+// codes (IDEMPOTENCY_REQUEST_IN_PROGRESS, IDEMPOTENCY_KEY_CONFLICT) in
+// details.profileCode.
 package idem

@@ -206,7 +206,7 @@ func runEvent[In, Out any](ctx context.Context, g *Guard, cfg *EventConfig[In], 
 		}
 		return cached, nil
 	}
-	switch envelopeCode(resp.Body) {
+	switch t.failCode {
 	case apierr.CodeIdempotencyKeyMismatch:
 		return zero, ErrPayloadMismatch
 	case apierr.CodeIdempotencyInFlight:

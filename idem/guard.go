@@ -21,14 +21,16 @@ import (
 // wrap handlers with HTTPAPI, REST or Middleware. A Guard is safe for
 // concurrent use.
 //
-// Guarantees, per (tenant, operation, key) scope and while the record is
+// Guarantees, per scope (the tenant, the policy's Scope parts and the key) and while the record is
 // retained:
 //   - Of any number of concurrent or sequential requests with the same digest,
 //     the handler runs to a final outcome (2xx or non-retryable 4xx) at most
 //     once, as long as it finishes within its lease; every other request gets
-//     that response replayed byte-exactly, marked by the profile's header.
+//     that response replayed byte-exactly, marked by the policy's headers.
+//     Which outcomes are final is the policy's Cache; under PolicyOpenWOP:
 //   - 429, 5xx, handler errors and panics are never replayed: the record
-//     becomes retryable-failure and a same-key retry runs the handler again.
+//     becomes retryable-failure and a same-key retry runs the handler again
+//     (handler errors and panics under every policy).
 //   - 400 idempotency_key_invalid, 400 validation_error, 401 and 403 leave no
 //     record behind.
 //   - A different digest gets 409 idempotency_key_mismatch, never the cached
@@ -69,6 +71,9 @@ type request struct {
 	bodyErr     error // body could not be decoded (bad base64)
 	requestID   string
 	parts       requestParts // path parameters, query, headers (fingerprint)
+	// credential reads a credential value named in Policy.Scope.Credential
+	// ("" = absent); nil when the adapter has none.
+	credential func(name string) string
 }
 
 // handlerFunc runs the wrapped handler and returns its response.
@@ -82,11 +87,17 @@ func mutating(method string) bool {
 	return true
 }
 
-func errorResponse(e *apierr.Error) *Response {
+// errorResponse renders an error answer of the Guard with the policy's
+// error body.
+func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
+	body := g.cfg.Policy.ErrorBody
+	if body == nil {
+		body = OpenWOPErrorBody
+	}
 	return &Response{
 		Status:  e.Status,
 		Headers: map[string][]string{"Content-Type": {"application/json"}},
-		Body:    e.Body(),
+		Body:    body(ErrorInfo{Status: e.Status, Code: e.Code, Message: e.Message, Details: e.Details, RequestID: requestID}),
 	}
 }
 
@@ -116,19 +127,19 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	if route.Skip {
 		return g.plain(ctx, in, run)
 	}
-	key, present, err := ParseKey(in.keyValues, *g.cfg.KeyPolicy)
+	key, present, err := ParseKey(in.keyValues, g.cfg.Policy.Key)
 	if err != nil {
 		var ke *KeyError
 		errors.As(err, &ke)
-		return g.decorate(errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
+		return g.decorate(g.errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
 			"The Idempotency-Key header is invalid (%s).", ke.Reason).
-			WithDetails(map[string]any{"reason": ke.Reason})), in, "", false, "")
+			WithDetails(map[string]any{"reason": ke.Reason}), in.requestID), in, "", false, "")
 	}
 	if !present {
 		if g.cfg.Required {
-			return g.decorate(errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
+			return g.decorate(g.errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
 				"The Idempotency-Key header is required on this operation.").
-				WithDetails(map[string]any{"reason": ReasonMissing})), in, "", false, "")
+				WithDetails(map[string]any{"reason": ReasonMissing}), in.requestID), in, "", false, "")
 		}
 		return g.decorate(render(route, g.plain(ctx, in, run), in.accept), in, "", false, "")
 	}
@@ -136,17 +147,17 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	return t.run(ctx, route, run)
 }
 
-// decorate adds the profile's headers to a response of a guarded request
+// decorate adds the policy's headers to a response of a guarded request
 // (mutating, not opted out, idempotency enabled): key is the valid key, or
 // "" when the request had none or an invalid one (never echoed).
 func (g *Guard) decorate(resp *Response, in *request, key string, replay bool, originalID string) *Response {
-	if !replay && g.cfg.Profile != ProfileERP {
-		return resp // only ProfileERP marks first executions and errors
+	if g.cfg.Policy.Headers == nil {
+		return resp
 	}
 	if resp.Headers == nil {
 		resp.Headers = make(map[string][]string, 4)
 	}
-	g.cfg.Profile.decorate(resp.Headers, replay, key, in.requestID, originalID)
+	g.cfg.Policy.Headers(resp.Headers, Answer{Replay: replay, Key: key, RequestID: in.requestID, OriginalRequestID: originalID})
 	return resp
 }
 
@@ -158,7 +169,7 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 	if err != nil {
 		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
 			slog.String("request_id", in.requestID), slog.String("error", redact(err.Error(), in.keyValues)))
-		return errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."))
+		return g.errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."), in.requestID)
 	}
 	return resp
 }
@@ -219,7 +230,7 @@ func (g *Guard) expires(now time.Time) time.Time {
 // time until its lease can be reclaimed when it looks dead.
 func (g *Guard) retryAfter(rec *Record, now time.Time) int {
 	poll := int(math.Ceil(g.cfg.InFlightRetryAfter.Seconds()))
-	if g.cfg.Profile == ProfileERP || rec.State != StatePending || g.ownerAlive(rec, now) {
+	if g.cfg.Policy.InFlight.Fixed || rec.State != StatePending || g.ownerAlive(rec, now) {
 		return poll
 	}
 	return max(poll, int(math.Ceil(rec.LeaseExpires.Sub(now).Seconds())))
@@ -251,34 +262,24 @@ func cacheable(resp *Response) *Response {
 	return c
 }
 
-// class is what an outcome does to the record.
-type class int
-
-const (
-	classFinal     class = iota // completed or terminal-failure: cached
-	classRetryable              // 429, 5xx: released, never replayed
-	classUncached               // 400 key/validation, 401, 403: deleted
-)
-
-// classify maps a handler response to its record transition.
-func classify(resp *Response) (class, State) {
-	s := resp.Status
-	switch {
-	case s == 429 || s >= 500:
-		return classRetryable, StateRetryableFailure
-	case s == 401 || s == 403:
-		return classUncached, ""
-	case s == 400:
-		switch envelopeCode(resp.Body) {
-		case apierr.CodeIdempotencyKeyInvalid, apierr.CodeValidation:
-			return classUncached, ""
-		}
-		return classFinal, StateTerminalFailure
-	case s >= 400:
-		return classFinal, StateTerminalFailure
+// classify maps a handler response to its record transition under the
+// policy's Cache, and the state of a kept outcome.
+func (g *Guard) classify(resp *Response) (Disposition, State) {
+	code := ""
+	if resp.Status >= 400 {
+		code = envelopeCode(resp.Body)
+	}
+	switch d := g.cfg.Policy.Cache(resp.Status, code); d {
+	case Retry:
+		return Retry, StateRetryableFailure
+	case Forget:
+		return Forget, ""
+	}
+	if resp.Status >= 400 {
+		return Replay, StateTerminalFailure
 	}
 	// 1xx/2xx/3xx: the request was processed; cached as completed.
-	return classFinal, StateCompleted
+	return Replay, StateCompleted
 }
 
 // redact replaces every occurrence of the raw keys in s (an error text that

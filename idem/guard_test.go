@@ -267,7 +267,7 @@ func TestSafeMethodsIgnoreKey(t *testing.T) {
 func TestRouteOptOut(t *testing.T) {
 	e := newEnv(t, func(c *idem.Config) {
 		c.Required = true
-		c.Profile = idem.ProfileERP
+		c.Policy = idem.PolicyERP
 		c.Routes = map[string]idem.Route{"POST /api/v1/inbound/work-orders/test": {Skip: true}}
 	})
 	h := &handler{status: 200}
@@ -579,9 +579,9 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-func TestProfileHeaders(t *testing.T) {
+func TestPresetPolicyHeaders(t *testing.T) {
 	t.Run("erp", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Profile = idem.ProfileERP })
+		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
 		h := &handler{}
 		key := "ERP-WO-20260807-000001"
 		ev := v2event("POST", "POST /api/v1/inbound/work-orders", key, `{}`)
@@ -607,7 +607,7 @@ func TestProfileHeaders(t *testing.T) {
 		}
 	})
 	t.Run("commerce", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Profile = idem.ProfileCommerce })
+		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyCommerce })
 		h := &handler{}
 		ev := v2event("POST", "POST /orders", "cart:123", `{}`)
 		e.call(h, ev)
@@ -707,7 +707,7 @@ func TestConfigValidation(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, idem.ErrConfig) || len(ce.Problems) != 4 {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Profile: idem.ProfileERP, Retention: time.Hour}); err != nil {
+	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: idem.PolicyERP, Retention: time.Hour}); err != nil {
 		t.Fatalf("ERP allows short retention: %v", err)
 	}
 }

@@ -59,9 +59,11 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			return
 		}
 		if len(keys) == 0 && !g.cfg.Required && g.cfg.Routes[g.operation(op)].Contract == nil {
-			// Guarded route, no key: no deduplication, but the profile's
+			// Guarded route, no key: no deduplication, but the policy's
 			// headers (the ERP policy: on every response) are set up front.
-			g.cfg.Profile.decorate(w.Header(), false, "", httpRequestID(r), "")
+			if g.cfg.Policy.Headers != nil {
+				g.cfg.Policy.Headers(w.Header(), Answer{RequestID: httpRequestID(r)})
+			}
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -90,15 +92,18 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 		if g.cfg.HTTPTenant != nil {
 			in.tenant, _ = g.cfg.HTTPTenant(r)
 		}
+		if g.cfg.HTTPCredential != nil {
+			in.credential = func(name string) string { return g.cfg.HTTPCredential(r, name) }
+		}
 		if r.Body != nil && r.Body != http.NoBody {
 			body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
 			_ = r.Body.Close()
 			if err != nil {
-				writeResponse(w, g.decorate(errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be read.")), &in, "", false, ""))
+				writeResponse(w, g.decorate(g.errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be read."), in.requestID), &in, "", false, ""))
 				return
 			}
 			if len(body) > MaxRequestBytes {
-				writeResponse(w, g.decorate(errorResponse(apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)), &in, "", false, ""))
+				writeResponse(w, g.decorate(g.errorResponse(apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes), in.requestID), &in, "", false, ""))
 				return
 			}
 			in.body = body

@@ -2,57 +2,103 @@ package idem
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // HeaderKey is the request header carrying the caller's idempotency key.
 const HeaderKey = "Idempotency-Key"
 
-// KeyPolicy is a key grammar: a length range and an allowed byte set. A
-// value outside the policy is answered 400 idempotency_key_invalid.
+// KeyPolicy is a key grammar: a length range and a predicate on the
+// characters. A value outside it is answered 400 idempotency_key_invalid.
+// Build one with a literal and Chars (or any predicate); KeyOpenWOP, KeyERP
+// and KeyCommerce are the presets' grammars.
 type KeyPolicy struct {
-	// Name identifies the policy in errors and documentation.
+	// Name identifies the grammar in errors (KeyError.Policy).
 	Name string
-	// MinLen and MaxLen bound the key length in bytes (inclusive).
+	// MinLen and MaxLen bound the key length (inclusive), in bytes, or in
+	// Unicode code points when Runes is set. 1 <= MinLen <= MaxLen.
 	MinLen, MaxLen int
-	// allowed is a 256-entry table of allowed bytes.
-	allowed *[256]bool
+	// Runes makes the key a UTF-8 string: its length is counted in code
+	// points, Allow sees each code point, and a value that is not valid
+	// UTF-8 is rejected (ReasonCharset). When false, Allow sees each byte.
+	Runes bool
+	// Allow reports whether a character may appear in a key. Required. A
+	// comma that Allow rejects makes the value ReasonMultiple (a
+	// comma-joined duplicate header); one it accepts is part of the key and
+	// never splits it.
+	Allow func(r rune) bool
 }
 
-func byteSet(ranges ...string) *[256]bool {
-	var t [256]bool
-	for _, r := range ranges {
-		if len(r) == 3 && r[1] == '-' {
-			for c := int(r[0]); c <= int(r[2]); c++ {
-				t[c] = true
-			}
-			continue
+// Chars returns an Allow predicate accepting the characters listed in
+// specs: a three-character spec "a-z" is a range, any other spec lists its
+// characters ("._~-"). Ranges and lists may use any code point.
+func Chars(specs ...string) func(rune) bool {
+	var ascii [128]bool
+	type span struct{ lo, hi rune }
+	var wide []span
+	add := func(lo, hi rune) {
+		for ; lo <= hi && lo < 128; lo++ {
+			ascii[lo] = true
 		}
-		for i := 0; i < len(r); i++ {
-			t[r[i]] = true
+		if hi >= 128 {
+			wide = append(wide, span{max(lo, 128), hi})
 		}
 	}
-	return &t
+	for _, s := range specs {
+		rs := []rune(s)
+		if len(rs) == 3 && rs[1] == '-' {
+			add(rs[0], rs[2])
+			continue
+		}
+		for _, r := range rs {
+			add(r, r)
+		}
+	}
+	return func(r rune) bool {
+		if r >= 0 && r < 128 {
+			return ascii[r]
+		}
+		for _, w := range wide {
+			if r >= w.lo && r <= w.hi {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 var (
-	// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy), the default:
+	// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy):
 	// ^[A-Za-z0-9._~-]{22,128}$.
-	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, allowed: byteSet("A-Z", "a-z", "0-9", "._~-")}
+	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._~-")}
 	// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
 	// (case-sensitive; leading or trailing whitespace rejected where the
 	// adapter sees the raw header: API Gateway events, not net/http, whose
 	// server trims it).
-	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, allowed: byteSet("A-Z", "a-z", "0-9", "._:-")}
+	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._:-")}
 	// KeyCommerce is the commerce platform's policy: any string of 1..255 visible ASCII
 	// characters except the comma (which would make a joined duplicate
 	// header ambiguous).
-	KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, allowed: func() *[256]bool {
-		t := byteSet("!-~")
-		t[','] = false
-		return t
-	}()}
+	KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, Allow: Chars("!-+", "--~")}
 )
+
+// problems lists what is wrong with p, each starting with the field
+// (".MaxLen ...").
+func (p KeyPolicy) problems() []string {
+	var out []string
+	if p.Allow == nil {
+		out = append(out, ".Allow is required (e.g. idem.Chars(\"A-Z\", \"a-z\", \"0-9\"))")
+	}
+	if p.MinLen < 1 {
+		out = append(out, fmt.Sprintf(".MinLen %d must be >= 1", p.MinLen))
+	}
+	if p.MaxLen < p.MinLen {
+		out = append(out, fmt.Sprintf(".MaxLen %d must be >= MinLen %d", p.MaxLen, p.MinLen))
+	}
+	return out
+}
 
 // Key-rejection reasons, reported in KeyError.Reason and in the error
 // envelope's details.reason.
@@ -82,20 +128,34 @@ func (e *KeyError) Is(target error) bool { return target == ErrKeyInvalid }
 
 // Validate checks one header value against the policy.
 func (p KeyPolicy) Validate(v string) error {
-	if p.allowed == nil {
+	if p.Allow == nil {
 		p = KeyOpenWOP
 	}
-	if strings.IndexByte(v, ',') >= 0 && !p.allowed[','] {
+	if strings.IndexByte(v, ',') >= 0 && !p.Allow(',') {
 		return &KeyError{Reason: ReasonMultiple, Policy: p.Name}
 	}
 	if v != strings.TrimSpace(v) {
 		return &KeyError{Reason: ReasonWhitespace, Policy: p.Name}
 	}
+	if p.Runes {
+		if !utf8.ValidString(v) {
+			return &KeyError{Reason: ReasonCharset, Policy: p.Name}
+		}
+		if n := utf8.RuneCountInString(v); n < p.MinLen || n > p.MaxLen {
+			return &KeyError{Reason: ReasonLength, Policy: p.Name}
+		}
+		for _, r := range v {
+			if !p.Allow(r) {
+				return &KeyError{Reason: ReasonCharset, Policy: p.Name}
+			}
+		}
+		return nil
+	}
 	if len(v) < p.MinLen || len(v) > p.MaxLen {
 		return &KeyError{Reason: ReasonLength, Policy: p.Name}
 	}
 	for i := 0; i < len(v); i++ {
-		if !p.allowed[v[i]] {
+		if !p.Allow(rune(v[i])) {
 			return &KeyError{Reason: ReasonCharset, Policy: p.Name}
 		}
 	}

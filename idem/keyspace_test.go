@@ -91,7 +91,7 @@ func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 
 	// 3. Suppress: callers send every adversarial key (those the grammar
 	// accepts) through the Guard and complete; the slot still fires once.
-	e := newEnv(t, func(c *idem.Config) { c.Profile = idem.ProfileCommerce }) // the loosest grammar
+	e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyCommerce }) // the loosest grammar
 	h := &handler{}
 	accepted := 0
 	for _, k := range adversarial {

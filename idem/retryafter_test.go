@@ -76,7 +76,7 @@ func TestRetryAfterLiveOwnerIsShort(t *testing.T) {
 		}
 	})
 	t.Run("ERP policy", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Profile = idem.ProfileERP; c.KeyPolicy = nil })
+		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
 		if ra := inFlightRetryAfter(t, e, context.Background(), func() { e.clock.Advance(250 * time.Second) }); ra != "2" {
 			t.Fatalf("ERP Retry-After %q, want 2", ra)
 		}
@@ -90,7 +90,7 @@ func TestInFlightRetryAfterValidated(t *testing.T) {
 			t.Fatalf("InFlightRetryAfter %s accepted: %v", d, err)
 		}
 	}
-	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Tenant: idem.SingleTenant("t"), Profile: idem.ProfileERP})
+	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Tenant: idem.SingleTenant("t"), Policy: idem.PolicyERP})
 	if err != nil || g.Config().InFlightRetryAfter != 2*time.Second {
 		t.Fatalf("ERP default: %v %v", g.Config().InFlightRetryAfter, err)
 	}

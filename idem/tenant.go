@@ -193,3 +193,23 @@ func (g *Guard) requireTenant(adapter string) {
 		}
 	}
 }
+
+// credentialV2 reads the credential value name (Policy.Scope.Credential)
+// from an HTTP API request: an authorizer context key under
+// TenantAuthorizerKey, a JWT claim under TenantJWTClaim, else "".
+func (s TenantSource) credentialV2(rc *events.APIGatewayV2HTTPRequestContext, name string) string {
+	return TenantSource{Kind: s.Kind, Name: name}.credential(func(t TenantSource) string { return t.TenantV2(rc) })
+}
+
+// credentialV1 is credentialV2 for a REST API request.
+func (s TenantSource) credentialV1(rc *events.APIGatewayProxyRequestContext, name string) string {
+	return TenantSource{Kind: s.Kind, Name: name}.credential(func(t TenantSource) string { return t.TenantV1(rc) })
+}
+
+func (s TenantSource) credential(read func(TenantSource) string) string {
+	switch s.Kind {
+	case TenantAuthorizerKey, TenantJWTClaim:
+		return read(s)
+	}
+	return ""
+}

@@ -31,9 +31,15 @@ type txn struct {
 	digest string
 	owner  string
 	route  Route
+	// credential holds the values of the policy's credential parts
+	// (Policy.Scope.Credential), by name; nil when it names none.
+	credential map[string]string
 	// decoded is the request Contract.Decode produced (routes with a
 	// Contract), handed to the handler through its context.
 	decoded any
+	// failCode is the registry code of the last error the Guard answered
+	// itself (fail), whatever body the policy rendered for it.
+	failCode string
 }
 
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
@@ -55,11 +61,7 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 // Accept, on a route whose Contract has Render.
 func (t *txn) render(resp *Response) *Response { return render(t.route, resp, t.in.accept) }
 
-// credential returns the policy's credential values of the request, by
-// name (none before policies name any).
-func (t *txn) credential() map[string]string { return nil }
-
-// decorate adds the profile's headers.
+// decorate adds the policy's headers.
 func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
 	return t.g.decorate(resp, t.in, t.key, replay, originalID)
 }
@@ -70,11 +72,10 @@ func (t *txn) errText(err error) slog.Attr {
 	return slog.String("error", redact(err.Error(), append([]string{t.key}, t.in.keyValues...)))
 }
 
+// fail answers with the Guard's own error e, rendered by the policy.
 func (t *txn) fail(e *apierr.Error) *Response {
-	if pc := t.g.cfg.Profile.profileCode(e.Code); pc != "" {
-		e = e.WithDetails(map[string]any{"profileCode": pc})
-	}
-	return t.decorate(errorResponse(e), false, "")
+	t.failCode = e.Code
+	return t.decorate(t.g.errorResponse(e, t.in.requestID), false, "")
 }
 
 func internalError() *apierr.Error {
@@ -93,6 +94,20 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	default:
 		return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 	}
+	if parts := g.cfg.Policy.Scope.Credential; len(parts) > 0 {
+		values := make([]string, len(parts))
+		t.credential = make(map[string]string, len(parts))
+		for i, name := range parts {
+			if in.credential != nil {
+				values[i] = in.credential(name)
+			}
+			if values[i] == "" {
+				return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
+			}
+			t.credential[name] = values[i]
+		}
+		scopeTenant = credentialScope(scopeTenant, parts, values)
+	}
 	if t.op == "" {
 		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (configure HTTPOperation or register the handler on a ServeMux pattern)")
 		return t.fail(internalError())
@@ -102,7 +117,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	}
 	if c := route.Contract; c != nil {
 		d, req, e := contractDigest(c, g.canonicalFunc(), in, ResolvedScope{
-			Tenant: in.tenant, Method: in.method, Operation: t.op, Credential: t.credential(),
+			Tenant: in.tenant, Method: in.method, Operation: t.op, Credential: t.credential,
 		})
 		if e != nil {
 			return t.fail(e)
@@ -133,7 +148,11 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		t.digest = DigestBytes(in.body)
 	}
 	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
-	t.id = ScopeID(scopeTenant, t.op, t.key)
+	scopeOp := ""
+	if g.cfg.Policy.Scope.Operation {
+		scopeOp = t.op
+	}
+	t.id = ScopeID(scopeTenant, scopeOp, t.key)
 	return t.claim(ctx, run)
 }
 
@@ -318,12 +337,12 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		t.release(wctx, now)
 		return t.fail(internalError())
 	}
-	cls, state := classify(resp)
+	cls, state := g.classify(resp)
 	switch cls {
-	case classRetryable:
+	case Retry:
 		t.release(wctx, now)
 		return t.decorate(t.render(resp), false, rec.RequestID)
-	case classUncached:
+	case Forget:
 		if err := g.cfg.Store.Delete(wctx, t.id, t.owner, now); err != nil {
 			t.writeFailed(ctx, "delete", err)
 		}

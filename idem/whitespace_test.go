@@ -24,7 +24,7 @@ import (
 func TestERPKeyWhitespaceInvisibleToNetHTTP(t *testing.T) {
 	st := memstore.New()
 	g, err := idem.New(idem.Config{
-		Store: st, Profile: idem.ProfileERP, Tenant: idem.SingleTenant("erp"),
+		Store: st, Policy: idem.PolicyERP, Tenant: idem.SingleTenant("erp"),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -34,7 +34,7 @@ func erpKey() string { return "ERP-WO-" + strings.ToUpper(rnd(4)) + ":" + rnd(4)
 func erpGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Config)) *idem.Guard {
 	t.Helper()
 	cfg := idem.Config{
-		Profile: idem.ProfileERP,
+		Policy: idem.PolicyERP,
 		Tenant:  idem.AuthorizerKey("tenantId"),
 		Store:   st,
 		Now:     clk.Now,

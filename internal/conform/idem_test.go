@@ -19,7 +19,7 @@ import (
 
 // idemAPI is POST /runs and GET /runs/{id} behind idemkit's own Layer 1
 // (idem.Guard over the memory store, net/http middleware).
-func idemAPI(t *testing.T, p idem.Profile, wait time.Duration) *httptest.Server {
+func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	t.Helper()
 	tenants := map[string]string{"idem-key-1": "t1", "idem-key-2": "t2"}
 	tenantOf := func(r *http.Request) (string, bool) {
@@ -27,7 +27,7 @@ func idemAPI(t *testing.T, p idem.Profile, wait time.Duration) *httptest.Server 
 		return t, ok
 	}
 	g, err := idem.New(idem.Config{
-		Store: memstore.New(), Profile: p, Wait: wait, HTTPTenant: tenantOf,
+		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -87,14 +87,14 @@ func idemAPI(t *testing.T, p idem.Profile, wait time.Duration) *httptest.Server 
 func TestIdemGuardPasses(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		p       idem.Profile
+		p       idem.Policy
 		profile Profile
 		wait    time.Duration
 	}{
-		{"openwop/wait", idem.ProfileOpenWOP, ProfileOpenWOP, 0},
-		{"openwop/409", idem.ProfileOpenWOP, ProfileOpenWOP, -1},
-		{"erp/wait", idem.ProfileERP, ProfileSeed003, 0},
-		{"erp/409", idem.ProfileERP, ProfileSeed003, -1},
+		{"openwop/wait", idem.PolicyOpenWOP, ProfileOpenWOP, 0},
+		{"openwop/409", idem.PolicyOpenWOP, ProfileOpenWOP, -1},
+		{"erp/wait", idem.PolicyERP, ProfileSeed003, 0},
+		{"erp/409", idem.PolicyERP, ProfileSeed003, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

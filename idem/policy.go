@@ -1,0 +1,252 @@
+package idem
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Policy is everything that differs between two idempotency policies: the
+// key grammar, what scopes a key, which outcomes are cached, how long a
+// record is kept, the headers of a guarded response, the in-flight answer
+// and the error body. The protocol itself (claim, lease, fencing, wait,
+// replay) is the same under every policy.
+//
+// Three presets are exported: PolicyOpenWOP (the default), PolicyCommerce
+// (the commerce platform's policy) and PolicyERP (the ERP service's
+// policy); PolicyNamed looks one up by name. A policy of your own is one
+// value:
+//
+//	p := idem.PolicyOpenWOP
+//	p.Name = "partner"
+//	p.Key = idem.KeyPolicy{Name: "partner", MinLen: 16, MaxLen: 64, Allow: idem.Chars("A-Z", "0-9", "-")}
+//	g, err := idem.New(idem.Config{Store: s, Tenant: t, Policy: p})
+//
+// New validates the policy (Validate) and reports each bad field in a
+// *ConfigError. Treat a preset as read-only: copy it, then change the copy.
+type Policy struct {
+	// Name identifies the policy in configuration, discovery and errors:
+	// 1..32 of a-z 0-9 and '-'. Required.
+	Name string
+
+	// Key is the key grammar. Required: Key.Allow set and
+	// 1 <= Key.MinLen <= Key.MaxLen.
+	Key KeyPolicy
+
+	// Scope says what, besides the key, separates one record from another.
+	// The authenticated tenant (Config.Tenant) always does.
+	Scope ScopeParts
+
+	// Cache decides what a handler's response does to the record: kept and
+	// replayed, released for a retry, or forgotten. code is the "error"
+	// member of a JSON error envelope body ("" when there is none); it is
+	// read only for statuses >= 400. Required. A handler that returns an
+	// error or panics (no response at all) always leaves the record
+	// retryable, whatever Cache says.
+	Cache func(status int, code string) Disposition
+
+	// Retention is the default time a record is kept after its last write
+	// (Config.Retention overrides it); Forever means no expiry. Required.
+	Retention time.Duration
+
+	// MinRetention is the smallest finite Config.Retention accepted.
+	// Default (0) one second.
+	MinRetention time.Duration
+
+	// Headers adds the policy's headers to the response of every guarded
+	// request (a mutating request on a route that is not opted out, with
+	// idempotency enabled), whatever its outcome: first executions, replays,
+	// requests without a key and every error answer. h uses canonical header
+	// names. Default nil: no headers.
+	Headers func(h map[string][]string, a Answer)
+
+	// InFlight is the answer to a duplicate that gives up waiting for the
+	// first request: 409 with Retry-After.
+	InFlight InFlightAnswer
+
+	// Canonical picks what is hashed for the digest of a request on a
+	// route with a Contract: the decoded, validated request and its
+	// resolved scope. Default nil: CanonicalDefault.
+	Canonical CanonicalFunc
+
+	// ErrorBody renders the body of every error answer the Guard writes
+	// itself (not the handler's). Default nil: the OpenWOP envelope
+	// {error, message, details?} (OpenWOPErrorBody).
+	ErrorBody func(ErrorInfo) []byte
+}
+
+// ScopeParts says which parts of a request, besides the key and the
+// authenticated tenant, compose a record's scope. Two requests share a
+// record only when every part is equal.
+type ScopeParts struct {
+	// Credential names further credential values that scope a key, in
+	// order: authorizer context keys when Config.Tenant is AuthorizerKey,
+	// JWT claims when it is JWTClaim, Config.HTTPCredential for the
+	// net/http middleware. A guarded request with a key that lacks one of
+	// them is answered 401 unauthenticated and records nothing. Default
+	// none.
+	Credential []string
+
+	// Operation puts the canonical operation (the method and route, after
+	// Config.Operations) in the scope: the same key on two operations names
+	// two records. When false, a key is scoped by the credential alone and
+	// the same key on another operation is 409 idempotency_key_mismatch (the
+	// operation is always part of the request fingerprint).
+	Operation bool
+}
+
+// Disposition is what a handler's outcome does to the record
+// (Policy.Cache).
+type Disposition int
+
+const (
+	// Replay keeps the outcome as final (completed below 400,
+	// terminal-failure from 400) and replays it to every later request with
+	// the key.
+	Replay Disposition = iota
+	// Retry releases the record as retryable-failure: never replayed; the
+	// next request with the key runs the handler again.
+	Retry
+	// Forget deletes the record: the request leaves nothing behind.
+	Forget
+)
+
+// Answer describes a guarded response for Policy.Headers.
+type Answer struct {
+	// Replay says whether the response came from the record.
+	Replay bool
+	// Key is the valid key, or "" when the request had none or an invalid
+	// one (an invalid key is never echoed).
+	Key string
+	// RequestID is this request's id.
+	RequestID string
+	// OriginalRequestID is the request id of the first claim, or "" when it
+	// is this request.
+	OriginalRequestID string
+}
+
+// InFlightAnswer is the 409 in-flight answer's Retry-After.
+type InFlightAnswer struct {
+	// RetryAfter is the default of Config.InFlightRetryAfter: the poll
+	// interval a client is told while the first request's owner is alive.
+	// 1 s..60 s. Required.
+	RetryAfter time.Duration
+	// Fixed always answers RetryAfter. When false, a duplicate of a request
+	// whose owner looks dead is told the time until its lease can be
+	// reclaimed instead (at least RetryAfter).
+	Fixed bool
+}
+
+// ErrorInfo is an error answer written by the Guard, for Policy.ErrorBody.
+type ErrorInfo struct {
+	// Status is the HTTP status.
+	Status int
+	// Code is the OpenWOP registry code (idempotency_key_invalid,
+	// idempotency_key_mismatch, idempotency_in_flight, unauthenticated,
+	// validation_error, internal_error, ...): a policy with codes of its own
+	// maps it.
+	Code string
+	// Message is the human-readable text.
+	Message string
+	// Details holds machine-readable details, or nil.
+	Details map[string]any
+	// RequestID is this request's id.
+	RequestID string
+}
+
+// Response header names set by the presets.
+const (
+	HeaderOpenWOPReplay     = "Openwop-Idempotent-Replay" // canonical form of OpenWOP-Idempotent-Replay
+	HeaderReplayed          = "Idempotency-Replayed"
+	HeaderOriginalRequestID = "Idempotency-Original-Request-Id"
+	HeaderRequestID         = "X-Request-Id"
+	HeaderIdempotentReplay  = "Idempotent-Replayed"
+	HeaderRetryAfter        = "Retry-After"
+)
+
+// Validate reports every bad field of p as a *ConfigError whose problems
+// name the field ("Policy.Key.MaxLen ..."), or nil.
+func (p Policy) Validate() error {
+	if probs := p.problems(); len(probs) > 0 {
+		return &ConfigError{Problems: probs}
+	}
+	return nil
+}
+
+func (p Policy) problems() []string {
+	var out []string
+	if !validPolicyName(p.Name) {
+		out = append(out, fmt.Sprintf("Policy.Name %q must be 1..32 of a-z 0-9 -", p.Name))
+	}
+	for _, kp := range p.Key.problems() {
+		out = append(out, "Policy.Key"+kp)
+	}
+	for i, c := range p.Scope.Credential {
+		if strings.TrimSpace(c) == "" {
+			out = append(out, fmt.Sprintf("Policy.Scope.Credential[%d] is empty", i))
+		}
+	}
+	if p.Cache == nil {
+		out = append(out, "Policy.Cache is required")
+	}
+	switch {
+	case p.Retention == 0:
+		out = append(out, "Policy.Retention is required (idem.Forever for no expiry)")
+	case p.Retention < 0 && p.Retention != Forever:
+		out = append(out, fmt.Sprintf("Policy.Retention %s is negative (use idem.Forever for no expiry)", p.Retention))
+	case p.Retention != Forever && p.Retention < p.minRetention():
+		out = append(out, fmt.Sprintf("Policy.Retention %s is below Policy.MinRetention %s", p.Retention, p.minRetention()))
+	}
+	if p.MinRetention < 0 {
+		out = append(out, "Policy.MinRetention must be >= 0")
+	}
+	if ra := p.InFlight.RetryAfter; ra < time.Second || ra > time.Minute {
+		out = append(out, fmt.Sprintf("Policy.InFlight.RetryAfter %s is outside 1s..1m", ra))
+	}
+	return out
+}
+
+func validPolicyName(s string) bool {
+	if len(s) < 1 || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func (p Policy) minRetention() time.Duration {
+	if p.MinRetention > 0 {
+		return p.MinRetention
+	}
+	return time.Second
+}
+
+// isZero reports whether p is the zero Policy (Config's default).
+func (p Policy) isZero() bool {
+	return p.Name == "" && p.Key.Allow == nil && p.Key.MinLen == 0 && p.Key.MaxLen == 0 &&
+		len(p.Scope.Credential) == 0 && !p.Scope.Operation && p.Cache == nil && p.Retention == 0 &&
+		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil
+}
+
+// PolicyNames lists the names PolicyNamed accepts, the default first.
+var PolicyNames = []string{"openwop", "commerce", "erp"}
+
+// PolicyNamed returns the preset named name (openwop, commerce or erp; case
+// and surrounding spaces ignored; "" is openwop), for configuration such as
+// IDEMPOTENCY_POLICY. An unknown name is a *ConfigError listing the names.
+func PolicyNamed(name string) (Policy, error) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "", "openwop":
+		return PolicyOpenWOP, nil
+	case "commerce":
+		return PolicyCommerce, nil
+	case "erp":
+		return PolicyERP, nil
+	}
+	return Policy{}, &ConfigError{Problems: []string{fmt.Sprintf("policy %q is unknown: want one of %s", name, strings.Join(PolicyNames, ", "))}}
+}

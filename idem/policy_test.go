@@ -1,0 +1,215 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+// partnerPolicy is a fourth policy, defined here and nowhere in the
+// library: every field differs from the presets.
+var partnerPolicy = idem.Policy{
+	Name: "partner",
+	// Upper-case letters, digits and '#', 4..12 characters.
+	Key: idem.KeyPolicy{Name: "partner", MinLen: 4, MaxLen: 12, Allow: idem.Chars("A-Z", "0-9", "#")},
+	// A key belongs to the calling worker, on any operation.
+	Scope: idem.ScopeParts{Credential: []string{"workerId"}},
+	// Everything is final except an auth rejection: a 503 is replayed.
+	Cache: func(status int, code string) idem.Disposition {
+		if status == 401 || status == 403 {
+			return idem.Forget
+		}
+		return idem.Replay
+	},
+	Retention: 48 * time.Hour,
+	Headers: func(h map[string][]string, a idem.Answer) {
+		if a.Replay {
+			h["Partner-Replay"] = []string{a.OriginalRequestID}
+		}
+	},
+	InFlight: idem.InFlightAnswer{RetryAfter: 7 * time.Second, Fixed: true},
+	ErrorBody: func(e idem.ErrorInfo) []byte {
+		b, _ := json.Marshal(map[string]any{"fault": strings.ToUpper(e.Code), "text": e.Message, "trace": e.RequestID})
+		return b
+	},
+}
+
+func partnerEnv(t *testing.T) *env {
+	return newEnv(t, func(c *idem.Config) { c.Policy = partnerPolicy })
+}
+
+func partnerEvent(method, route, key, body, worker string) (ev events.APIGatewayV2HTTPRequest) {
+	ev = v2event(method, route, key, body)
+	if worker != "" {
+		ev.RequestContext.Authorizer.Lambda["workerId"] = worker
+	}
+	return ev
+}
+
+// A policy defined outside the library is one value: the Guard follows its
+// key grammar, scope, cache rule, retention, headers, in-flight answer and
+// error body.
+func TestCustomPolicyRunsThroughTheGuard(t *testing.T) {
+	t.Run("key grammar", func(t *testing.T) {
+		e := partnerEnv(t)
+		h := &handler{}
+		for _, bad := range []string{"abc#1", "AB", "ABCDEFGHIJKLM"} {
+			r := e.call(h, partnerEvent("POST", "POST /orders", bad, `{}`, "w1"))
+			var body map[string]any
+			_ = json.Unmarshal([]byte(r.Body), &body)
+			if r.StatusCode != 400 || body["fault"] != "IDEMPOTENCY_KEY_INVALID" || body["trace"] == "" {
+				t.Fatalf("key %q: %d %s", bad, r.StatusCode, r.Body)
+			}
+		}
+		if r := e.call(h, partnerEvent("POST", "POST /orders", "ORDER#42", `{}`, "w1")); r.StatusCode != 201 || h.Calls() != 1 {
+			t.Fatalf("valid key: %d %s", r.StatusCode, r.Body)
+		}
+	})
+	t.Run("scope is the worker, not the operation", func(t *testing.T) {
+		e := partnerEnv(t)
+		h := &handler{}
+		first := partnerEvent("POST", "POST /orders", "ORDER#42", `{}`, "w1")
+		e.call(h, first)
+		r := e.call(h, partnerEvent("POST", "POST /refunds", "ORDER#42", `{}`, "w1"))
+		var body map[string]any
+		_ = json.Unmarshal([]byte(r.Body), &body)
+		if r.StatusCode != 409 || body["fault"] != "IDEMPOTENCY_KEY_MISMATCH" || h.Calls() != 1 {
+			t.Fatalf("same key, other operation: %d %s, %d runs", r.StatusCode, r.Body, h.Calls())
+		}
+		if r := e.call(h, partnerEvent("POST", "POST /orders", "ORDER#42", `{}`, "w2")); r.StatusCode != 201 || h.Calls() != 2 {
+			t.Fatalf("other worker: %d, %d runs", r.StatusCode, h.Calls())
+		}
+		if r := e.call(h, partnerEvent("POST", "POST /orders", "ORDER#42", `{}`, "")); r.StatusCode != 401 || h.Calls() != 2 {
+			t.Fatalf("no worker in the credential: %d, %d runs", r.StatusCode, h.Calls())
+		}
+		r = e.call(h, first)
+		if r.Headers["Partner-Replay"] != first.RequestContext.RequestID || h.Calls() != 2 {
+			t.Fatalf("replay: %v, %d runs", r.Headers, h.Calls())
+		}
+	})
+	t.Run("cache rule and retention", func(t *testing.T) {
+		e := partnerEnv(t)
+		h := &handler{status: 503}
+		ev := partnerEvent("POST", "POST /orders", "ORDER#42", `{}`, "w1")
+		e.call(h, ev)
+		if r := e.call(h, ev); r.StatusCode != 503 || h.Calls() != 1 || r.Headers["Partner-Replay"] == "" {
+			t.Fatalf("503 not replayed: %d %v, %d runs", r.StatusCode, r.Headers, h.Calls())
+		}
+		if got := e.guard.Config().Retention; got != 48*time.Hour {
+			t.Fatalf("retention %s", got)
+		}
+		e.clock.Advance(49 * time.Hour)
+		if e.call(h, ev); h.Calls() != 2 {
+			t.Fatalf("record outlived the policy's retention: %d runs", h.Calls())
+		}
+		h2 := &handler{status: 403}
+		ev2 := partnerEvent("POST", "POST /orders", "ORDER#43", `{}`, "w1")
+		e.call(h2, ev2)
+		if e.call(h2, ev2); h2.Calls() != 2 {
+			t.Fatalf("403 was kept: %d runs", h2.Calls())
+		}
+	})
+	t.Run("in-flight answer", func(t *testing.T) {
+		e := partnerEnv(t)
+		block, started := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		h := &handler{block: block, before: func(context.Context) { once.Do(func() { close(started) }) }}
+		ev := partnerEvent("POST", "POST /orders", "ORDER#42", `{}`, "w1")
+		done := make(chan struct{})
+		go func() { defer close(done); e.call(h, ev) }()
+		<-started
+		e.clock.Advance(250 * time.Second) // no renewal for two heartbeats, lease not yet expired: the owner looks dead, Fixed still answers 7
+		r := e.call(h, ev)
+		close(block)
+		<-done
+		var body map[string]any
+		_ = json.Unmarshal([]byte(r.Body), &body)
+		if r.StatusCode != 409 || r.Headers["Retry-After"] != "7" || body["fault"] != "IDEMPOTENCY_IN_FLIGHT" {
+			t.Fatalf("in flight: %d %v %s", r.StatusCode, r.Headers, r.Body)
+		}
+	})
+}
+
+// New names every bad field of a policy in its ConfigError.
+func TestInvalidPolicyNamesTheField(t *testing.T) {
+	p := partnerPolicy
+	p.Name = ""
+	p.Key = idem.KeyPolicy{MinLen: 5, MaxLen: 2}
+	p.Scope.Credential = []string{" "}
+	p.Cache = nil
+	p.Retention = time.Millisecond
+	p.InFlight.RetryAfter = 0
+	_, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Policy: p})
+	var ce *idem.ConfigError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{"Policy.Name", "Policy.Key.Allow", "Policy.Key.MaxLen", "Policy.Scope.Credential[0]",
+		"Policy.Cache", "Policy.Retention", "Policy.InFlight.RetryAfter"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not name %s", err, want)
+		}
+	}
+	if err := p.Validate(); err == nil || !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("Validate: %v", err)
+	}
+	// Credential parts need a credential to read them from.
+	_, err = idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: partnerPolicy})
+	if err == nil || !strings.Contains(err.Error(), "Policy.Scope.Credential") {
+		t.Fatalf("credential parts without a credential: %v", err)
+	}
+	for _, preset := range []idem.Policy{idem.PolicyOpenWOP, idem.PolicyCommerce, idem.PolicyERP, partnerPolicy} {
+		if err := preset.Validate(); err != nil {
+			t.Errorf("%s: %v", preset.Name, err)
+		}
+	}
+}
+
+// Configuration names a preset: openwop, commerce or erp.
+func TestPolicyNamedFindsThePresets(t *testing.T) {
+	for _, name := range idem.PolicyNames {
+		p, err := idem.PolicyNamed(strings.ToUpper(name))
+		if err != nil || p.Name != name {
+			t.Fatalf("%s: %v %q", name, err, p.Name)
+		}
+	}
+	if p, err := idem.PolicyNamed(""); err != nil || p.Name != "openwop" {
+		t.Fatalf("default: %v %q", err, p.Name)
+	}
+	_, err := idem.PolicyNamed("strict")
+	if !errors.Is(err, idem.ErrConfig) || !strings.Contains(err.Error(), "openwop, commerce, erp") {
+		t.Fatalf("unknown: %v", err)
+	}
+}
+
+// Chars builds an open key grammar; Runes counts code points and rejects
+// invalid UTF-8.
+func TestKeyGrammarIsOpen(t *testing.T) {
+	kp := idem.KeyPolicy{Name: "greek", MinLen: 2, MaxLen: 3, Runes: true, Allow: idem.Chars("α-ω", "0-9")}
+	for key, want := range map[string]string{
+		"αβγ": "", "α1": "", "αβγδ": idem.ReasonLength, "a1": idem.ReasonCharset, "α\xff": idem.ReasonCharset, "α,β": idem.ReasonMultiple,
+	} {
+		err := kp.Validate(key)
+		var ke *idem.KeyError
+		if got := ""; errors.As(err, &ke) {
+			got = ke.Reason
+			if got != want {
+				t.Errorf("%q: %s, want %s", key, got, want)
+			}
+		} else if want != "" {
+			t.Errorf("%q accepted, want %s", key, want)
+		}
+	}
+	comma := idem.KeyPolicy{Name: "comma", MinLen: 1, MaxLen: 9, Allow: idem.Chars("a-z", ",")}
+	if err := comma.Validate("a,b"); err != nil {
+		t.Fatalf("a comma the grammar allows is part of the key: %v", err)
+	}
+}
