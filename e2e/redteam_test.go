@@ -435,8 +435,8 @@ func TestRedTeamCreateRunFaults(t *testing.T) {
 }
 
 // crashAPI is an effects-table client that "crashes" (fails every later
-// call, sending nothing) after n writes (PutItem or UpdateItem): an executor
-// killed between two ledger writes.
+// call, sending nothing) after n PutItems: an executor killed between two
+// ledger writes.
 type crashAPI struct {
 	ledgerdynamo.API
 	mu   sync.Mutex
@@ -455,17 +455,6 @@ func (c *crashAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...
 		return nil, errCrashed
 	}
 	return c.API.PutItem(ctx, in, o...)
-}
-
-func (c *crashAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	c.mu.Lock()
-	c.puts++
-	dead := c.puts > c.n
-	c.mu.Unlock()
-	if dead {
-		return nil, errCrashed
-	}
-	return c.API.UpdateItem(ctx, in, o...)
 }
 
 func (c *crashAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
@@ -893,10 +882,9 @@ func testRedTeamDev(t *testing.T, e *dynamotest.Emulator) {
 	}
 }
 
-// faultAPI injects one fault into the n-th write an executor's ledger
-// makes (1: claim PutItem, 2: fire mark UpdateItem, 3: outcome UpdateItem),
-// below the SDK's retries: lost (the write is applied, the caller gets an
-// error) or refused (not sent).
+// faultAPI injects one fault into the n-th PutItem an executor's ledger
+// makes (1: claim, 2: fire mark, 3: outcome), below the SDK's retries: lost
+// (the write is applied, the caller gets an error) or refused (not sent).
 type faultAPI struct {
 	ledgerdynamo.API
 	mu   sync.Mutex
@@ -907,29 +895,16 @@ type faultAPI struct {
 
 var errInjected = errors.New("injected DynamoDB failure")
 
-func (f *faultAPI) hit() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.puts++
-	return f.puts == f.at
-}
-
 func (f *faultAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
-	if !f.hit() {
+	f.mu.Lock()
+	f.puts++
+	hit := f.puts == f.at
+	f.mu.Unlock()
+	if !hit {
 		return f.API.PutItem(ctx, in, o...)
 	}
 	if f.lost {
 		_, _ = f.API.PutItem(ctx, in, o...)
-	}
-	return nil, errInjected
-}
-
-func (f *faultAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
-	if !f.hit() {
-		return f.API.UpdateItem(ctx, in, o...)
-	}
-	if f.lost {
-		_, _ = f.API.UpdateItem(ctx, in, o...)
 	}
 	return nil, errInjected
 }

@@ -27,16 +27,6 @@ type Store interface {
 	// and, when next.Fence > 0, its stored Fence is absent or <= next.Fence.
 	// On a failed condition ok is false and current is the stored record (nil
 	// if absent or unreadable).
-	//
-	// next is the stored record changed, never another record: a store may
-	// write only what a Replace can change and leave the rest as stored.
-	// The identity (Key, Kind, EffectID, Tenant, Keying, IdentityRecipe,
-	// SemanticRecipe, RequestDigest, ProviderKey, RunID, CreatedAt) never
-	// changes; a recorded Outcome is never removed and a Fence never
-	// lowered (0 leaves the stored one). When next keeps want's Owner and
-	// Attempt (the same attempt's writes), only its last attempt row
-	// changes, MaxAttempts and Deadline stay as stored, and a zero
-	// NotBefore leaves the stored one.
 	Replace(ctx context.Context, next *Record, want Expect, now time.Time) (ok bool, current *Record, err error)
 
 	// Get returns the record under key (strongly consistent), or nil if there

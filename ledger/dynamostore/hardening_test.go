@@ -71,13 +71,13 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 		}()
 		fctx := wait(t, started)
 
-		v.faults.FailNext("UpdateItem", 1, dynamotest.InternalServerError())
+		v.faults.FailNext("PutItem", 1, dynamotest.InternalServerError())
 		v.clock.Advance(10 * time.Second)
 		tk.Tick()
 		if err := wait(t, rs.renewed); err == nil {
 			t.Fatal("renewal with an injected error succeeded")
 		}
-		v.faults.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
+		v.faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
 		v.clock.Advance(10 * time.Second)
 		tk.Tick()
 		if err := wait(t, rs.renewed); err != nil {
@@ -112,13 +112,13 @@ func TestFireMarkResponsesLost(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := newEnv(t, e)
 		eff := business(t, "fire-lost")
-		// PutItem is the claim; the fire mark (UpdateItem) and its 2 SDK retries follow.
+		// PutItem #1 is the claim; the fire mark and its 2 SDK retries follow.
 		calls := 0
 		first := true
 		st := &hookPut{Store: v.store, before: func(n *ledger.Record) {
 			if n.State == ledger.StateFiring && first {
 				first = false
-				v.faults.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost())
+				v.faults.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
 			}
 		}}
 		l, _ := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now}})

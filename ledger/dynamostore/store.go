@@ -7,11 +7,8 @@
 // owner token, lease, fence, outcome and every attempt. Witness rows are
 // derived from the attempts list, and the item carries runKey (the run that
 // created it) for the byRun index, so every ledger write is a single
-// conditional write on one item: no transactions (MRSC global tables do not
-// support them), and each write's stream image is the whole record. A claim
-// (Create) is a PutItem of the whole record; every later write (Replace: the
-// fire mark, heartbeat renewals, the outcome, releases, reclaims) is an
-// UpdateItem carrying only the attributes a Replace may change (update.go).
+// conditional PutItem on one item: no transactions (MRSC global tables do not
+// support them), and each write's stream image is the whole record.
 //
 // Round trips: a claim is one PutItem (attribute_not_exists or past
 // retention) with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate
@@ -57,7 +54,6 @@ const IndexByRun = "byRun"
 // API is the part of *dynamodb.Client the store uses.
 type API interface {
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
-	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
 }
@@ -100,7 +96,21 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names m
 	if !errors.As(err, &ccf) {
 		return false, nil, fmt.Errorf("dynamostore: PutItem: %w", err)
 	}
-	return s.refused(ctx, r, av, ccf.Item)
+	var cur *ledger.Record
+	if len(ccf.Item) > 0 {
+		if cur, err = decode(ccf.Item); err != nil {
+			return false, nil, err
+		}
+	} else if cur, err = s.Get(ctx, r.Key); err != nil {
+		return false, nil, err
+	}
+	// Our own write, applied by an attempt whose response was lost: the
+	// stored item is exactly the one this call sent (it carries this
+	// executor's unique owner token).
+	if sent, err := decode(av); err == nil && cur != nil && reflect.DeepEqual(sent, cur) {
+		return true, nil, nil
+	}
+	return false, cur, nil
 }
 
 // Conditions, written once and flat: the expression builder's output
@@ -121,6 +131,12 @@ var (
 		aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n AND NOT #f > :f"),
 		aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n AND #l <= :n AND NOT #f > :f"),
 	}
+	namesReplace = [4]map[string]string{
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs"},
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs", "#l": "leaseUntil"},
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs", "#f": "fence"},
+		{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs", "#l": "leaseUntil", "#f": "fence"},
+	}
 )
 
 func avN(v int64) types.AttributeValue {
@@ -133,17 +149,15 @@ func (s *Store) Create(ctx context.Context, rec *ledger.Record, now time.Time) (
 	return s.put(ctx, rec, condCreate, namesCreate, map[string]types.AttributeValue{":n": avN(ms(now))})
 }
 
-// Replace implements ledger.Store: one UpdateItem conditional on owner,
-// attempt, state, expiresAtMs > now, and optionally leaseUntil <= now and
-// the fence, carrying only the attributes a Replace may change (see
-// update.go): a fire mark or an outcome is a few hundred bytes on the wire
-// instead of the whole record.
+// Replace implements ledger.Store: a conditional PutItem on owner, attempt,
+// state, expiresAtMs > now, and optionally leaseUntil <= now and the fence.
 func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
-	v := make(map[string]types.AttributeValue, 16)
-	v[":o"] = &types.AttributeValueMemberS{Value: want.Owner}
-	v[":a"] = avN(int64(want.Attempt))
-	v[":s"] = &types.AttributeValueMemberS{Value: string(want.State)}
-	v[":n"] = avN(ms(now))
+	v := map[string]types.AttributeValue{
+		":o": &types.AttributeValueMemberS{Value: want.Owner},
+		":a": avN(int64(want.Attempt)),
+		":s": &types.AttributeValueMemberS{Value: string(want.State)},
+		":n": avN(ms(now)),
+	}
 	i := 0
 	if want.LeaseExpired {
 		i |= 1
@@ -152,56 +166,7 @@ func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Ex
 		i |= 2
 		v[":f"] = &types.AttributeValueMemberN{Value: strconv.FormatUint(next.Fence, 10)}
 	}
-	upd := replaceUpdate(next, want, v)
-	_, err := s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: s.key(next.Key),
-		ConditionExpression:                 condReplace[i],
-		UpdateExpression:                    aws.String(upd),
-		ExpressionAttributeNames:            replaceNames(*condReplace[i], upd),
-		ExpressionAttributeValues:           v,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return true, nil, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return false, nil, fmt.Errorf("dynamostore: UpdateItem: %w", err)
-	}
-	return s.refused(ctx, next, nil, ccf.Item)
-}
-
-// refused decides a write whose condition failed: the stored record (the
-// ALL_OLD item, or a consistent read where the server returns none), or
-// success when the stored record is exactly the one this call wrote (an
-// attempt whose response was lost was applied; the record carries this
-// executor's unique owner token). sentAV is sent's encoded item when the
-// caller has it (nil: encoded here, only when the owner tokens match).
-func (s *Store) refused(ctx context.Context, sent *ledger.Record, sentAV, returned map[string]types.AttributeValue) (bool, *ledger.Record, error) {
-	var cur *ledger.Record
-	var err error
-	if len(returned) > 0 {
-		if cur, err = decode(returned); err != nil {
-			return false, nil, err
-		}
-	} else if cur, err = s.Get(ctx, sent.Key); err != nil {
-		return false, nil, err
-	}
-	if cur == nil {
-		return false, nil, nil
-	}
-	if cur.Owner != sent.Owner {
-		return false, cur, nil // a duplicate or a fenced owner: never our write
-	}
-	if sentAV == nil {
-		if sentAV, err = EncodeRecord(sent); err != nil {
-			return false, cur, nil
-		}
-	}
-	if mine, err := decode(sentAV); err == nil && reflect.DeepEqual(mine, cur) {
-		return true, nil, nil
-	}
-	return false, cur, nil
+	return s.put(ctx, next, condReplace[i], namesReplace[i], v)
 }
 
 // Get implements ledger.Store with a strongly consistent GetItem.

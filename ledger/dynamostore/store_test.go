@@ -71,7 +71,7 @@ func TestInjectedFailureAfterProviderCall(t *testing.T) {
 		eff := business(t, "inj-1")
 		_, err := v.l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
 			b, err := v.prov.Call(ctx, c.ProviderKey, "x")
-			v.faults.FailNext("UpdateItem", 1, errors.New("injected: process killed"))
+			v.faults.FailNext("PutItem", 1, errors.New("injected: process killed"))
 			return b, err
 		})
 		if err == nil {
@@ -107,7 +107,7 @@ func TestLostResponsesAreRecognised(t *testing.T) {
 		v.faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost()) // the claim
 		r, err := v.l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
 			calls++
-			v.faults.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost()) // the outcome
+			v.faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost()) // the outcome
 			return v.prov.Call(ctx, c.ProviderKey, "x")
 		})
 		if err != nil || r.Replayed || calls != 1 {
