@@ -106,8 +106,12 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names m
 	}
 	// Our own write, applied by an attempt whose response was lost: the
 	// stored item is exactly the one this call sent (it carries this
-	// executor's unique owner token).
-	if sent, err := decode(av); err == nil && cur != nil && reflect.DeepEqual(sent, cur) {
+	// executor's unique owner token, so another owner's record — every
+	// duplicate — is told apart without decoding what was sent).
+	if cur == nil || cur.Owner != r.Owner {
+		return false, cur, nil
+	}
+	if sent, err := decode(av); err == nil && reflect.DeepEqual(sent, cur) {
 		return true, nil, nil
 	}
 	return false, cur, nil
