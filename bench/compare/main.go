@@ -303,6 +303,13 @@ func benchEngine(o options, kind string, rep *report) error {
 		if err != nil {
 			return err
 		}
+		lp50, err := ledgerShapeCost(ctx, client, ts3.effects, o.exprN, o.rounds)
+		if err != nil {
+			return err
+		}
+		for k, v := range lp50 {
+			p50[k] = v
+		}
 		rep.expr = append(rep.expr, exprResult{engine: kind, p50: p50})
 	}
 	return nil

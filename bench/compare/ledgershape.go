@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+)
+
+// Ledger write shapes: the fire mark of a freshly claimed effect record
+// (the store's own claim item), written as the whole record with a
+// conditional PutItem (what Store.Replace sends) and as narrow conditional
+// UpdateItems carrying only what the fire mark changes. Same condition in
+// every shape (owner, attempt, state, retention).
+const (
+	shapeLedgerClaim = "ledger claim PutItem (whole record, 19 attributes)"
+	shapeLedgerPut   = "ledger fire mark: whole-record conditional PutItem (Store.Replace)"
+	shapeLedgerRow   = "ledger fire mark: UpdateItem, 5 SET + the attempt's row (attempts[0])"
+	shapeLedgerList  = "ledger fire mark: UpdateItem, 5 SET + the attempts list"
+	shapeLedgerFew   = "ledger fire mark: UpdateItem, 5 SET, no attempt row (not enough)"
+)
+
+var ledgerShapeNames = []string{shapeLedgerClaim, shapeLedgerPut, shapeLedgerRow, shapeLedgerList, shapeLedgerFew}
+
+// ledgerShapeCost times each fire-mark shape on n fresh claimed records
+// per round (rounds interleaved) and returns the p50 (µs) of each and of
+// the claim.
+func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, rounds int) (map[string]float64, error) {
+	now := time.Now()
+	nowMs := now.UnixMilli()
+	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	record := func(id string) *ledger.Record {
+		run := "acme/run-" + id
+		return &ledger.Record{Key: "effect#acme/" + id, Kind: ledger.KindEffect, EffectID: "acme/" + id, Tenant: "acme",
+			Keying: ledger.KeyingActivityRecipe, IdentityRecipe: ledger.ActivityIdentityRecipe,
+			ProviderKey: "idemkit-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB", RunID: run,
+			State: ledger.StateClaimed, Owner: "0123456789abcdef0123456789abcdef", Attempt: 1, LeaseUntil: now.Add(time.Minute),
+			Attempts:  []ledger.Attempt{{N: 1, State: ledger.AttemptClaimed, At: now, RunID: run, NodeID: "charge", InvocationID: "inv-0123456789"}},
+			CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)}
+	}
+	cond := aws.String("#o = :o AND #a = :a AND #s = :s AND #e > :n")
+	condValues := func(owner string) map[string]types.AttributeValue {
+		return map[string]types.AttributeValue{":o": str(owner), ":a": num(1), ":s": str(string(ledger.StateClaimed)), ":n": num(nowMs)}
+	}
+	lat := map[string][]float64{}
+	timed := func(name string, f func() error) error {
+		t0 := time.Now()
+		if err := f(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		lat[name] = append(lat[name], float64(time.Since(t0).Nanoseconds())/1e3)
+		return nil
+	}
+	for r := 0; r < rounds; r++ {
+		for si, shape := range ledgerShapeNames[1:] {
+			for i := 0; i < n; i++ {
+				rec := record(fmt.Sprintf("shape-r%d-s%d-%06d-AAAAAAAAAAAA", r, si, i))
+				claim, err := ledgerdynamo.EncodeRecord(rec)
+				if err != nil {
+					return nil, err
+				}
+				if err := timed(shapeLedgerClaim, func() error {
+					_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: claim,
+						ConditionExpression:       aws.String("attribute_not_exists(#k) OR #e <= :n"),
+						ExpressionAttributeNames:  map[string]string{"#k": "pk", "#e": "expiresAtMs"},
+						ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(nowMs)}})
+					return err
+				}); err != nil {
+					return nil, err
+				}
+				next := rec.Clone()
+				next.State, next.LeaseUntil, next.UpdatedAt = ledger.StateFiring, now.Add(2*time.Minute), now.Add(time.Millisecond)
+				next.Attempts[0].Fired, next.Attempts[0].FiredAt = true, now.Add(time.Millisecond)
+				whole, err := ledgerdynamo.EncodeRecord(next)
+				if err != nil {
+					return nil, err
+				}
+				names := map[string]string{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs"}
+				values := condValues(rec.Owner)
+				if err := timed(shape, func() error {
+					if shape == shapeLedgerPut {
+						_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: whole,
+							ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values})
+						return err
+					}
+					upd := "SET #s = :S, #l = :l, #u = :u, #e = :e, #t = :t"
+					names["#l"], names["#u"], names["#t"] = "leaseUntil", "updatedAt", "expiresAt"
+					values[":S"], values[":l"], values[":u"] = str(string(ledger.StateFiring)), whole["leaseUntil"], whole["updatedAt"]
+					values[":e"], values[":t"] = whole["expiresAtMs"], whole["expiresAt"]
+					list := whole["attempts"].(*types.AttributeValueMemberL)
+					switch shape {
+					case shapeLedgerRow:
+						upd += ", #A[0] = :r"
+						names["#A"], values[":r"] = "attempts", list.Value[0]
+					case shapeLedgerList:
+						upd += ", #A = :r"
+						names["#A"], values[":r"] = "attempts", list
+					}
+					_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
+						Key:                 map[string]types.AttributeValue{"pk": str(rec.Key), "sk": str("record")},
+						ConditionExpression: cond, UpdateExpression: aws.String(upd),
+						ExpressionAttributeNames: names, ExpressionAttributeValues: values})
+					return err
+				}); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	out := map[string]float64{}
+	for k, xs := range lat {
+		out[k] = pct(xs, 50)
+	}
+	return out, nil
+}
