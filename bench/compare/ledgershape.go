@@ -35,7 +35,9 @@ var ledgerShapeNames = []string{shapeLedgerClaim, shapeLedgerPut, shapeLedgerRow
 func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, rounds int) (map[string]float64, error) {
 	now := time.Now()
 	nowMs := now.UnixMilli()
-	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	num := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	record := func(id string) *ledger.Record {
 		run := "acme/run-" + id
