@@ -93,19 +93,49 @@ func lambdaBody(r *Response) (string, bool) {
 	return string(r.Body), false
 }
 
+// HTTPAPIOption configures one HTTPAPI adapter.
+type HTTPAPIOption func(*httpAPIOptions)
+
+type httpAPIOptions struct {
+	operation func(context.Context, events.APIGatewayV2HTTPRequest) string
+}
+
+// WithOperation names each request's operation explicitly: op's answer
+// replaces the event's routeKey as the routed operation (mapped through
+// Config.Operations, then part of the record scope). Use it when the
+// handler routes by itself behind a catch-all ($default) route: op sees the
+// context the adapter is called with, so a router can pass the operation it
+// matched there. The operation then determines the route, so the raw path is
+// not part of the request fingerprint (as for any routeKey but $default).
+// An empty answer falls back to the routeKey.
+func WithOperation(op func(context.Context, events.APIGatewayV2HTTPRequest) string) HTTPAPIOption {
+	return func(o *httpAPIOptions) { o.operation = op }
+}
+
 // HTTPAPI wraps an HTTP API (payload 2.0) handler. The operation is the
-// event's routeKey (mapped through Config.Operations); the tenant comes from
+// event's routeKey, or WithOperation's answer (mapped through
+// Config.Operations); the tenant comes from
 // Config.Tenant (HTTPAPI panics when it is unset: a wiring error reported
 // at start-up). The wrapped handler never returns an error: handler errors
 // and panics become a 500 envelope and leave the record retryable.
 // Response cookies (the Cookies field) are passed through on the first
 // response and never cached.
-func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
+func (g *Guard) HTTPAPI(h HTTPAPIHandler, opts ...HTTPAPIOption) HTTPAPIHandler {
 	g.requireTenant("HTTPAPI")
+	var o httpAPIOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		routeKey := ev.RouteKey
+		if o.operation != nil {
+			if op := o.operation(ctx, ev); op != "" {
+				routeKey = op
+			}
+		}
 		in := request{
 			method:      ev.RequestContext.HTTP.Method,
-			operation:   ev.RouteKey,
+			operation:   routeKey,
 			tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
 			credential:  func(name string) string { return g.cfg.Tenant.credentialV2(&ev.RequestContext, name) },
 			keyValues:   headerValues(ev.Headers, HeaderKey),
@@ -117,7 +147,7 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 				header: func(name string) []string { return headerValues(ev.Headers, name) },
 			},
 		}
-		if ev.RouteKey == "$default" {
+		if routeKey == "$default" {
 			// The catch-all route does not determine the path.
 			if in.parts.path = ev.RawPath; in.parts.path == "" {
 				in.parts.path = ev.RequestContext.HTTP.Path

@@ -46,30 +46,6 @@ type gateway struct {
 	wrote func()
 }
 
-// authorized reports whether template.yaml routes this request through the
-// Lambda authorizer (the run routes, HEAD /runs/{runId} included);
-// everything else reaches the api handler unauthenticated ($default and the
-// capabilities document).
-func authorized(method, rawPath string) bool {
-	if rawPath == "/runs" {
-		return method == http.MethodPost
-	}
-	rest, ok := strings.CutPrefix(rawPath, "/runs/")
-	if !ok || rest == "" {
-		return false
-	}
-	switch {
-	case strings.HasSuffix(rest, "/cancel"):
-		return method == http.MethodPost
-	case method == http.MethodHead:
-		// HEAD /runs/{runId} only: the runId is one segment (`~`- or
-		// `%2F`-projected) or its two raw segments.
-		return !strings.HasSuffix(rest, "/effects") && !strings.HasSuffix(rest, "/events")
-	default:
-		return method == http.MethodGet
-	}
-}
-
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	timeout := g.timeout
 	if timeout <= 0 {
@@ -119,7 +95,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		},
 	}
 	seam := g.seams != nil && isSeamPath(rawPath)
-	if seam || authorized(r.Method, rawPath) {
+	if seam || apifn.Authorized(r.Method, rawPath) {
 		// The authorizer function's own Lambda handler, on the request as
 		// API Gateway presents it (header names lower-cased, repeated
 		// headers joined with ","), so a request the deployed stack refuses

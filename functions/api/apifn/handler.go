@@ -4,10 +4,11 @@
 // GET /runs/{runId}/effects. functions/api/main.go wires it for Lambda and
 // `idemkit dev` serves it over net/http.
 //
-// Routes: POST /runs (createRun), GET /runs/{runId} (getRun),
-// POST /runs/{runId}/cancel (cancelRun), GET /runs/{runId}/effects
-// (getRunEffects), GET /runs/{runId}/events (streamRunEvents) and GET
-// /.well-known/openwop (getCapabilities, no credential). Any other path is
+// Routes: the table Routes (routes.go) lists them: POST /runs (createRun),
+// GET /runs/{runId} (getRun), POST /runs/{runId}/cancel (cancelRun), GET
+// /runs/{runId}/effects (getRunEffects), GET /runs/{runId}/events
+// (streamRunEvents) and GET /.well-known/openwop (getCapabilities, no
+// credential). Any other path is
 // 404 not_found and a known path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header. Errors use the envelope {error, message, details?}.
@@ -29,6 +30,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -51,14 +53,9 @@ const CodeMethodNotAllowed = "idemkit.method_not_allowed"
 // payload_too_large above), checked before Layer 1 reads them.
 const MaxBodyBytes = 256 << 10
 
-// Operation ids, the routeKeys idem scopes records by.
-const (
-	OpCreateRun = "POST /runs"
-	// OpCancelRun is suffixed with the projected runId: a key is scoped to
-	// one run's cancel, so one key reused on two runs can never replay the
-	// first run's answer for the second.
-	OpCancelRun = "POST /runs/{runId}/cancel"
-)
+// OpCreateRun is createRun's Layer-1 operation (its Route.Scope), the
+// operation its idempotency records are scoped by.
+const OpCreateRun = "POST /runs"
 
 // Config configures a Handler.
 type Config struct {
@@ -100,8 +97,9 @@ type Handler struct {
 	cfg    Config
 	caps   []byte
 	tenant idem.TenantSource
-	create idem.HTTPAPIHandler
-	cancel idem.HTTPAPIHandler
+	// guarded holds each idempotent route's serve function under Layer 1,
+	// by method and pattern.
+	guarded map[string]idem.HTTPAPIHandler
 }
 
 // New validates cfg and returns a Handler.
@@ -142,8 +140,19 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &Handler{cfg: cfg, caps: caps, tenant: cfg.Guard.Config().Tenant}
-	h.create = cfg.Guard.HTTPAPI(h.createRun)
-	h.cancel = cfg.Guard.HTTPAPI(h.cancelRun)
+	h.guarded = map[string]idem.HTTPAPIHandler{}
+	for _, r := range Routes {
+		if !r.Idempotent {
+			continue
+		}
+		// Under Layer 1 the event is all the handler gets: the tenant is
+		// the credential's again and the runId the one route() bound.
+		h.guarded[r.Method+" "+r.Pattern] = cfg.Guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			tenant, _ := h.authed(ev)
+			runID, _ := ctx.Value(runIDKey{}).(string)
+			return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID})
+		}, idem.WithOperation(operationOf))
+	}
 	return h, nil
 }
 
@@ -185,54 +194,28 @@ func notFound() events.APIGatewayV2HTTPResponse {
 }
 
 // route dispatches on the raw path (still percent-encoded, so `%2F` inside a
-// runId is not a separator) and the method.
+// runId is not a separator) and the method, through Routes.
 func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	path := ev.RawPath
 	if path == "" {
 		path = ev.RequestContext.HTTP.Path
 	}
-	method := strings.ToUpper(ev.RequestContext.HTTP.Method)
-	if path == "/.well-known/openwop" {
-		if method != http.MethodGet && method != http.MethodHead {
-			return notAllowed("GET, HEAD"), nil
-		}
-		return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
-			Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
-	}
-	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
-	if len(segs) == 0 || segs[0] != "runs" {
+	m, allow, found, ok := MatchRoute(strings.ToUpper(ev.RequestContext.HTTP.Method), path)
+	switch {
+	case !ok:
 		return notFound(), nil
-	}
-	if len(segs) == 1 {
-		if method != http.MethodPost {
-			return notAllowed("POST"), nil
-		}
-		if _, ok := h.authed(ev); !ok {
-			return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
-		}
-		if e := checkBody(ev); e != nil {
-			return errResp(e), nil
-		}
-		ev.RouteKey = OpCreateRun
-		return h.create(ctx, ev)
-	}
-	idSegs, action := segs[1:], ""
-	if last := segs[len(segs)-1]; len(segs) >= 3 && (last == "cancel" || last == "effects" || last == "events") {
-		idSegs, action = segs[1:len(segs)-1], last
-	}
-	if len(idSegs) > 2 || idSegs[0] == "" {
-		return notFound(), nil
-	}
-	allow := "GET"
-	if action == "cancel" {
-		allow = "POST"
-	}
-	if method != allow && !(allow == "GET" && method == http.MethodHead) {
+	case !found:
 		return notAllowed(allow), nil
+	case m.Route.Public:
+		return h.dispatch(ctx, ev, m.Route, "", "")
 	}
 	tenant, ok := h.authed(ev)
 	if !ok {
 		return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
+	}
+	idSegs, hasRun := m.Params["runId"]
+	if !hasRun {
+		return h.dispatch(ctx, ev, m.Route, tenant, "")
 	}
 	runID, err := host.DecodePathID(idSegs...)
 	if err != nil {
@@ -242,23 +225,26 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if host.RunTenant(runID) != tenant {
 		return errResp(apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant")), nil
 	}
-	ctx = withRunID(ctx, runID)
-	switch action {
-	case "cancel":
-		// The body is not read, but Layer 1 digests it: bound it as
-		// createRun's (any media type is accepted).
-		if bodyLen(ev) > MaxBodyBytes {
-			return errResp(tooLarge()), nil
+	return h.dispatch(withRunID(ctx, runID), ev, m.Route, tenant, runID)
+}
+
+// dispatch serves a matched, authenticated (unless public) request. An
+// idempotent route runs under Layer 1 with its operation passed explicitly
+// (Route.Scope); the event itself is never rewritten.
+func (h *Handler) dispatch(ctx context.Context, ev events.APIGatewayV2HTTPRequest, r Route, tenant, runID string) (events.APIGatewayV2HTTPResponse, error) {
+	if r.check != nil {
+		if e := r.check(ev); e != nil {
+			return errResp(e), nil
 		}
-		ev.RouteKey = "POST /runs/" + host.ProjectID(runID) + "/cancel"
-		return h.cancel(ctx, ev)
-	case "effects":
-		return h.effects(ctx, runID, tenant)
-	case "events":
-		return h.events(ctx, ev, runID, tenant)
-	default:
-		return h.getRun(ctx, ev, runID, tenant)
 	}
+	if !r.Idempotent {
+		return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID})
+	}
+	guarded, ok := h.guarded[r.Method+" "+r.Pattern]
+	if !ok {
+		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: idempotent route %s %s is not wired", r.Method, r.Pattern)
+	}
+	return guarded(withOperation(ctx, r.Scope(map[string]string{"runId": host.ProjectID(runID)})), ev)
 }
 
 // authed returns the authenticated tenant from the authorizer context.
@@ -278,6 +264,13 @@ func bodyLen(ev events.APIGatewayV2HTTPRequest) int {
 
 func tooLarge() *apierr.Error {
 	return apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge, "the body exceeds %d bytes", MaxBodyBytes)
+}
+
+func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
+	if bodyLen(ev) > MaxBodyBytes {
+		return tooLarge()
+	}
+	return nil
 }
 
 func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
@@ -303,6 +296,19 @@ func header(h map[string]string, name string) string {
 }
 
 type runIDKey struct{}
+
+type operationKey struct{}
+
+// withOperation passes an idempotent route's Layer-1 operation to the
+// adapter (idem.WithOperation(operationOf)).
+func withOperation(ctx context.Context, op string) context.Context {
+	return context.WithValue(ctx, operationKey{}, op)
+}
+
+func operationOf(ctx context.Context, _ events.APIGatewayV2HTTPRequest) string {
+	op, _ := ctx.Value(operationKey{}).(string)
+	return op
+}
 
 func withRunID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, runIDKey{}, id)

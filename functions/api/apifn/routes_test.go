@@ -1,0 +1,143 @@
+package apifn
+
+import (
+	"net/http"
+	"slices"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+)
+
+// TestRoutesMatchTemplate: Routes and the api function's HttpApi events in
+// template.yaml list the same (method, path) pairs, a route is public
+// exactly when its event opts out of the default Lambda authorizer, and the
+// catch-all $default route reaches the handler without the authorizer (so
+// the handler's 404, 405 and 401 answer everything else).
+func TestRoutesMatchTemplate(t *testing.T) {
+	var tpl struct {
+		Resources struct {
+			HttpApi struct {
+				Properties struct {
+					Auth struct {
+						DefaultAuthorizer string `yaml:"DefaultAuthorizer"`
+					} `yaml:"Auth"`
+				} `yaml:"Properties"`
+			} `yaml:"HttpApi"`
+			ApiFunction struct {
+				Properties struct {
+					Events map[string]struct {
+						Type       string `yaml:"Type"`
+						Properties struct {
+							Method string `yaml:"Method"`
+							Path   string `yaml:"Path"`
+							Auth   struct {
+								Authorizer string `yaml:"Authorizer"`
+							} `yaml:"Auth"`
+						} `yaml:"Properties"`
+					} `yaml:"Events"`
+				} `yaml:"Properties"`
+			} `yaml:"ApiFunction"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(idemkit.Template, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	if tpl.Resources.HttpApi.Properties.Auth.DefaultAuthorizer == "" {
+		t.Fatal("HttpApi has no DefaultAuthorizer: non-public routes would be open")
+	}
+	type key struct{ method, path string }
+	events := map[key]bool{} // value: public
+	sawDefault := false
+	for name, e := range tpl.Resources.ApiFunction.Properties.Events {
+		if e.Type != "HttpApi" {
+			continue
+		}
+		p := e.Properties
+		public := p.Auth.Authorizer == "NONE"
+		if p.Path == "$default" {
+			sawDefault = true
+			if p.Method != "ANY" || !public {
+				t.Errorf("event %s: $default must be ANY without the authorizer, got %s (authorizer %q)", name, p.Method, p.Auth.Authorizer)
+			}
+			continue
+		}
+		events[key{p.Method, p.Path}] = public
+	}
+	if !sawDefault {
+		t.Error("template.yaml has no $default route: unknown paths would not get the envelope")
+	}
+	seen := map[key]bool{}
+	for _, r := range Routes {
+		k := key{r.Method, r.Pattern}
+		if seen[k] {
+			t.Errorf("route %s %s listed twice", r.Method, r.Pattern)
+		}
+		seen[k] = true
+		public, ok := events[k]
+		switch {
+		case !ok:
+			t.Errorf("route %s %s (%s) has no HttpApi event in template.yaml", r.Method, r.Pattern, r.Op)
+		case public != r.Public:
+			t.Errorf("route %s %s: Public=%v in Routes, authorizer NONE=%v in template.yaml", r.Method, r.Pattern, r.Public, public)
+		}
+		if r.Public && r.Idempotent {
+			t.Errorf("route %s %s: idempotent routes need the credential's tenant", r.Method, r.Pattern)
+		}
+		if r.Idempotent != (r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch || r.Method == http.MethodDelete) {
+			t.Errorf("route %s %s: Idempotent=%v, want it exactly on mutating methods", r.Method, r.Pattern, r.Idempotent)
+		}
+	}
+	for k := range events {
+		if !seen[k] {
+			t.Errorf("template.yaml routes %s %s to the api function but Routes does not list it", k.method, k.path)
+		}
+	}
+}
+
+// TestRouteMatching: how raw paths reach routes (the handler's tests prove
+// the answers end to end).
+func TestRouteMatching(t *testing.T) {
+	cases := []struct {
+		method, path      string
+		op, allow         string
+		found, ok, authed bool
+		runID             []string
+	}{
+		{"POST", "/runs", "createRun", "", true, true, true, nil},
+		{"GET", "/runs", "", "POST", false, true, false, nil},
+		{"GET", "/runs/acme~2Fr1", "getRun", "", true, true, true, []string{"acme~2Fr1"}},
+		{"HEAD", "/runs/acme%2Fr1", "getRun", "", true, true, true, []string{"acme%2Fr1"}},
+		{"GET", "/runs/acme/r1", "getRun", "", true, true, true, []string{"acme", "r1"}},
+		{"GET", "/runs/acme/events", "streamRunEvents", "", true, true, true, []string{"acme"}},
+		{"HEAD", "/runs/acme~2Fr1/effects", "getRunEffects", "", true, true, false, []string{"acme~2Fr1"}},
+		{"POST", "/runs/acme/r1/cancel", "cancelRun", "", true, true, true, []string{"acme", "r1"}},
+		{"GET", "/runs/acme~2Fr1/cancel", "", "POST", false, true, false, nil},
+		{"DELETE", "/runs/acme~2Fr1", "", "GET", false, true, false, nil},
+		{"GET", "/.well-known/openwop", "getCapabilities", "", true, true, false, nil},
+		{"HEAD", "/.well-known/openwop", "getCapabilities", "", true, true, false, nil},
+		{"POST", "/.well-known/openwop", "", "GET, HEAD", false, true, false, nil},
+		{"GET", "/runs/", "", "", false, false, false, nil},
+		{"GET", "/runs/a/b/c/d", "", "", false, false, false, nil},
+		{"GET", "/nope", "", "", false, false, false, nil},
+	}
+	for _, c := range cases {
+		m, allow, found, ok := MatchRoute(c.method, c.path)
+		if found != c.found || ok != c.ok || m.Route.Op != c.op || allow != c.allow && !found {
+			t.Errorf("%s %s: op %q allow %q found %v ok %v, want %q %q %v %v", c.method, c.path, m.Route.Op, allow, found, ok, c.op, c.allow, c.found, c.ok)
+		}
+		if got := Authorized(c.method, c.path); got != c.authed {
+			t.Errorf("%s %s: Authorized %v, want %v", c.method, c.path, got, c.authed)
+		}
+		if c.runID != nil && !slices.Equal(m.Params["runId"], c.runID) {
+			t.Errorf("%s %s: runId segments %q, want %q", c.method, c.path, m.Params["runId"], c.runID)
+		}
+	}
+	if got := (Route{Method: "POST", Pattern: "/runs/{runId}/cancel"}).Scope(map[string]string{"runId": "acme~2Fr1"}); got != "POST /runs/acme~2Fr1/cancel" {
+		t.Errorf("cancel scope %q", got)
+	}
+	if got := Routes[0].Scope(nil); got != OpCreateRun {
+		t.Errorf("createRun scope %q, want %q", got, OpCreateRun)
+	}
+}
