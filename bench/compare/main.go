@@ -290,6 +290,26 @@ func benchEngine(o options, kind string, rep *report) error {
 		}
 		cp.replay = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		cp.profile = prof
+		// The same first executions and floor writes through a client
+		// with leanOptions, on the same tables.
+		lean, err := newGoSystem(emulator.Client(srv.Endpoint, leanOptions(srv.Endpoint)), ts.idem, ts.effects, ts.floor, body)
+		if err != nil {
+			return err
+		}
+		if _, err := lean.run(caseFloor, 100, fmt.Sprintf("bench-%s-lean-warm-", kind)); err != nil {
+			return err
+		}
+		runtime.GC()
+		c0 = cpuTime()
+		if _, err := lean.run(caseFirst, o.cpuN, fmt.Sprintf("bench-%s-lean-first-", kind)); err != nil {
+			return err
+		}
+		cp.leanFirst = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
+		c0 = cpuTime()
+		if _, err := lean.run(caseFloor, o.cpuN, fmt.Sprintf("bench-%s-lean-floor-", kind)); err != nil {
+			return err
+		}
+		cp.leanFloor = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		rep.cpu = append(rep.cpu, cp)
 	}
 
