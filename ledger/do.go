@@ -10,10 +10,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/ids"
 )
 
 var (
-	runIDRe = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
 	// invocationRe bounds Effect.InvocationID: printable, no NUL or
 	// whitespace, at most 128 characters (every attempt keeps it in the
 	// record item).
@@ -75,7 +76,7 @@ func (e *Effect) validate() error {
 		return err
 	}
 	if e.RunID != "" {
-		if !runIDRe.MatchString(e.RunID) {
+		if !ids.ValidRunID(e.RunID) {
 			return fmt.Errorf("%w: runId does not match <tenant>/<opaque>", ErrInvalidIdentity)
 		}
 		if !strings.HasPrefix(e.RunID, e.Identity.Tenant+"/") {
@@ -85,7 +86,7 @@ func (e *Effect) validate() error {
 			return fmt.Errorf("%w: nodeId is required with a runId", ErrInvalidIdentity)
 		}
 	}
-	if e.NodeID != "" && !nodeRe.MatchString(e.NodeID) {
+	if e.NodeID != "" && !ids.ValidNodeID(e.NodeID) {
 		return fmt.Errorf("%w: nodeId does not match the nodeId grammar", ErrInvalidIdentity)
 	}
 	if e.InvocationID != "" && !invocationRe.MatchString(e.InvocationID) {

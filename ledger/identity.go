@@ -5,9 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/idemkit/idemkit/internal/ids"
 )
 
 // Keying says how an effect identity was derived; the values are the
@@ -39,13 +40,6 @@ const (
 
 // ErrInvalidIdentity is matched (errors.Is) by every identity input error.
 var ErrInvalidIdentity = errors.New("ledger: invalid effect identity input")
-
-var (
-	tenantRe      = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}$`)
-	nodeRe        = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,128}$`)
-	effectIDRe    = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
-	providerKeyRe = regexp.MustCompile(`^[A-Za-z0-9._~-]{22,128}$`)
-)
 
 // Identity is an effect's stable identity. It never contains the attempt.
 type Identity struct {
@@ -118,7 +112,7 @@ func checkTenant(t string) error {
 	if err := checkField("tenant", t, true); err != nil {
 		return err
 	}
-	if !tenantRe.MatchString(t) {
+	if !ids.ValidTenant(t) {
 		return fmt.Errorf("%w: tenant does not match the tenantId grammar", ErrInvalidIdentity)
 	}
 	if strings.IndexByte(t, '~') >= 0 {
@@ -201,7 +195,7 @@ func ProviderKeyFor(effectID string) string {
 // validIdentity checks an Identity handed to Do (it may have been built by
 // hand, e.g. from a recorded effectId).
 func validIdentity(id Identity) error {
-	if !effectIDRe.MatchString(id.EffectID) {
+	if !ids.ValidEffectID(id.EffectID) {
 		return fmt.Errorf("%w: effectId does not match <tenant>/<opaque>", ErrInvalidIdentity)
 	}
 	if !strings.HasPrefix(id.EffectID, id.Tenant+"/") {
@@ -213,8 +207,8 @@ func validIdentity(id Identity) error {
 	if id.Recipe == "" {
 		return fmt.Errorf("%w: identity recipe stamp is empty", ErrInvalidIdentity)
 	}
-	if !providerKeyRe.MatchString(id.ProviderKey) {
-		return fmt.Errorf("%w: provider key outside ^[A-Za-z0-9._~-]{22,128}$", ErrInvalidIdentity)
+	if !ids.ValidKey(id.ProviderKey) {
+		return fmt.Errorf("%w: provider key outside %s", ErrInvalidIdentity, ids.KeyGrammar)
 	}
 	return nil
 }

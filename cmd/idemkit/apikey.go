@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/ids"
 )
 
 const apikeyUsage = `usage: idemkit apikey COMMAND [flags]
@@ -50,8 +51,8 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if done {
 		return code
 	}
-	if *tenant == "" || !host.ValidTenant(*tenant) || len(pos) > 0 {
-		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match ^(anon:)?[A-Za-z0-9._~-]{1,128}$")
+	if *tenant == "" || !ids.ValidTenant(*tenant) || len(pos) > 0 {
+		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match "+ids.TenantGrammar)
 		return 2
 	}
 	if *table == "" {

@@ -6,14 +6,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/url"
-	"regexp"
 	"strings"
-)
 
-// Identifier grammars of ids.schema.json (OpenWOP v2).
-var (
-	tenantRe = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}$`)
-	runIDRe  = regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
+	"github.com/idemkit/idemkit/internal/ids"
 )
 
 // ErrBadID is returned for a path id that is not a well-formed runId (a bad
@@ -21,11 +16,11 @@ var (
 var ErrBadID = errors.New("host: malformed runId")
 
 // ValidTenant reports whether t matches the tenantId grammar.
-func ValidTenant(t string) bool { return tenantRe.MatchString(t) }
+func ValidTenant(t string) bool { return ids.ValidTenant(t) }
 
 // ValidRunID reports whether id matches the tenant-bound runId grammar
 // `<tenantId>/<opaque>`.
-func ValidRunID(id string) bool { return runIDRe.MatchString(id) }
+func ValidRunID(id string) bool { return ids.ValidRunID(id) }
 
 // RunTenant returns the tenant segment of a well-formed runId.
 func RunTenant(id string) string {

@@ -6,13 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
-)
 
-var keyGrammar = regexp.MustCompile(`^[A-Za-z0-9._~-]{22,128}$`)
+	"github.com/idemkit/idemkit/internal/ids"
+)
 
 // Provider is a counting fake external provider that honours
 // Idempotency-Key over real HTTP (an httptest server): the first request
@@ -43,7 +42,7 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	defer p.mu.Unlock()
 	p.requests++
 	p.keys = append(p.keys, key)
-	if !keyGrammar.MatchString(key) {
+	if !ids.ValidKey(key) {
 		http.Error(w, "bad Idempotency-Key", http.StatusBadRequest)
 		return
 	}

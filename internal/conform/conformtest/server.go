@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/ids"
 )
 
 // Breaks switches off one Layer-1 rule of Server each. The zero value is a
@@ -147,10 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-var (
-	openwopKey = regexp.MustCompile(`^[A-Za-z0-9._~-]{22,128}$`)
-	seed003Key = regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
-)
+var seed003Key = regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
 
 func (s *Server) validKey(vals []string) bool {
 	if s.brk.RejectValidKeys && len(vals[0]) > 64 {
@@ -159,7 +158,7 @@ func (s *Server) validKey(vals []string) bool {
 	if s.profile == Seed003 {
 		return (len(vals) == 1 || s.brk.AcceptDuplicateKeys) && seed003Key.MatchString(vals[0])
 	}
-	return openwopKey.MatchString(vals[0])
+	return ids.ValidKey(vals[0])
 }
 
 // Executions returns how many times createRun ran.
