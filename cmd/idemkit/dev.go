@@ -25,7 +25,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
-	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/functions/host/kit"
@@ -283,7 +283,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authz.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout, wrote: wake.kick},
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout, wrote: wake.kick},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	serveErr := make(chan error, 1)

@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -34,7 +34,7 @@ import (
 // idemkit.store_unavailable with Retry-After instead of a 500.
 type gateway struct {
 	api  *apifn.Handler
-	auth *authz.Handler
+	auth *authfn.Handler
 	// seams, when set (`idemkit dev --conformance-seams`), serves the
 	// conformance seams profile under /conformance/seams/, authenticated
 	// like the run routes. Nil: that path space is the api's 404.
@@ -106,7 +106,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Headers: ev.Headers, IdentitySource: identitySource(ev.Headers), RequestContext: ev.RequestContext,
 		})
 		switch {
-		case errors.Is(err, authz.ErrUnauthorized) || err == nil && !res.IsAuthorized:
+		case errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized:
 			writeEnvelope(w, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
 			return
 		case err != nil && storeDown():
@@ -118,7 +118,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: res.Context}
 		if seam {
-			tenant, _ := res.Context[authz.ContextTenantKey].(string)
+			tenant, _ := res.Context[authfn.ContextTenantKey].(string)
 			g.seams.serve(w, r, rawPath, tenant, body)
 			return
 		}

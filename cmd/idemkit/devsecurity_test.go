@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
@@ -65,7 +65,7 @@ func TestDevGatewaySecurity(t *testing.T) {
 	}
 	keys := host.NewMemKeys()
 	_ = keys.PutKey(context.Background(), apiKey, "acme")
-	srv := httptest.NewServer(&gateway{api: api, auth: &authz.Handler{Keys: keys, Logger: logger}})
+	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: logger}})
 	defer srv.Close()
 
 	send := func(method, path string, auth []string, key, body string, extra ...string) (*http.Response, string) {

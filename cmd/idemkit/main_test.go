@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
@@ -110,7 +110,7 @@ func TestGateway(t *testing.T) {
 	}
 	keys := host.NewMemKeys()
 	_ = keys.PutKey(context.Background(), "k1", "acme")
-	srv := httptest.NewServer(&gateway{api: api, auth: &authz.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
 	defer srv.Close()
 	do := func(method, path, auth, key, body string) (*http.Response, map[string]any) {
 		return testutil.DoJSON(t, method, srv.URL+path, body,

@@ -20,7 +20,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
-	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
@@ -139,7 +139,7 @@ type world struct {
 	runs          *flakyRuns
 	effects       *ledgermem.Store
 	ledger        *ledger.Ledger
-	auth          *authz.Handler
+	auth          *authfn.Handler
 	api           *apifn.Handler
 	exec          *execfn.Executor
 	audit         *auditfn.Auditor
@@ -155,7 +155,7 @@ func newWorld(t *testing.T) *world {
 	if err := keys.PutKey(context.Background(), apiKey, tenant); err != nil {
 		t.Fatal(err)
 	}
-	w.auth = &authz.Handler{Keys: keys, Logger: w.logger}
+	w.auth = &authfn.Handler{Keys: keys, Logger: w.logger}
 	guard, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: w.logger, Metrics: w.rec})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +188,7 @@ func (w *world) authorize(t *testing.T, authorization string) *events.APIGateway
 	resp, err := w.auth.Handle(context.Background(), events.APIGatewayV2CustomAuthorizerV2Request{
 		Type: "REQUEST", RouteKey: "POST /runs", Headers: map[string]string{"authorization": authorization}})
 	if err != nil {
-		if !errors.Is(err, authz.ErrUnauthorized) && !strings.Contains(err.Error(), "unavailable") {
+		if !errors.Is(err, authfn.ErrUnauthorized) && !strings.Contains(err.Error(), "unavailable") {
 			t.Fatalf("authorizer: %v", err)
 		}
 		if strings.Contains(err.Error(), marker) {
@@ -263,7 +263,7 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 	if w.authorize(t, "Bearer "+wrongAPIKey) != nil || w.authorize(t, "Basic "+wrongAPIKey) != nil || w.authorize(t, wrongAPIKey) != nil {
 		t.Fatal("a bad credential was authorized")
 	}
-	down := &authz.Handler{Keys: failingKeys{}, Logger: w.logger}
+	down := &authfn.Handler{Keys: failingKeys{}, Logger: w.logger}
 	if _, err := down.Authorize(ctx, "Bearer "+apiKey); err == nil || strings.Contains(err.Error(), marker) {
 		t.Fatalf("key store down: %v", err)
 	}

@@ -42,6 +42,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -125,16 +126,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
-		}
+		cfg.Sleep = clock.Sleep
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -15,7 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authz"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/idem"
@@ -51,7 +51,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if err := (&host.DynamoKeys{Client: e.Client(), Table: env.APIKeysTable}).PutKey(ctx, "k-secret", "acme"); err != nil {
 		t.Fatal(err)
 	}
-	if tn, err := (&authz.Handler{Keys: keys, Logger: quiet}).Authorize(ctx, "Bearer k-secret"); err != nil || tn != "acme" {
+	if tn, err := (&authfn.Handler{Keys: keys, Logger: quiet}).Authorize(ctx, "Bearer k-secret"); err != nil || tn != "acme" {
 		t.Fatal(tn, err)
 	}
 	checkGranted(t, "AuthorizerRole", authUse, "ApiKeysTable")
@@ -74,7 +74,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 			ev.Headers["idempotency-key"] = key
 		}
 		ev.RequestContext.HTTP.Method = method
-		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authz.ContextTenantKey: "acme"}}
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authfn.ContextTenantKey: "acme"}}
 		r, _ := api.Handle(ctx, ev)
 		var m map[string]any
 		_ = json.Unmarshal([]byte(r.Body), &m)
@@ -129,7 +129,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	ev := events.APIGatewayV2HTTPRequest{RawPath: "/runs", Body: `{"workflowId":"conformance-noop","tenantId":"globex"}`,
 		Headers: map[string]string{"content-type": "application/json", "idempotency-key": "bt-0123456789abcdefghijkl"}}
 	ev.RequestContext.HTTP.Method = "POST"
-	ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authz.ContextTenantKey: "acme"}}
+	ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authfn.ContextTenantKey: "acme"}}
 	if r, _ := api.Handle(ctx, ev); r.StatusCode != 403 || !strings.Contains(r.Body, "forbidden") {
 		t.Fatalf("body tenant: %d %s", r.StatusCode, r.Body)
 	}

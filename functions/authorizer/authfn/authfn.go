@@ -1,4 +1,4 @@
-// Package authz is the authorizer function's handler: an API Gateway HTTP
+// Package authfn is the authorizer function's handler: an API Gateway HTTP
 // API Lambda authorizer (payload format 2.0, simple responses) for
 // `Authorization: Bearer <api key>`.
 //
@@ -9,7 +9,7 @@
 // TenantSource key "tenantId"). A missing, malformed or unknown key is the
 // error "Unauthorized", which API Gateway answers 401; a key-store failure
 // is any other error (API Gateway answers 500), never an authorization.
-package authz
+package authfn
 
 import (
 	"context"
