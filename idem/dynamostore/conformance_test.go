@@ -63,17 +63,17 @@ func TestConformance(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		table := e.CreateTable(t, "IdempotencyTable")
 		c := e.Client()
-		var opts []idemtest.Option
+		h := idemtest.Harness{NewStore: func(t *testing.T) idem.Store { return newStore(t, c, table) }}
 		if e.Caps.Transactions {
 			biz := e.CreateTable(t, "RunsTable")
-			opts = append(opts, idemtest.WithTxWrites(idemtest.TxWrites{
+			h.TxWrites = &idemtest.TxWrites{
 				Put: func(t *testing.T, s idem.Store, name string) any { return businessPut(biz, name) },
 				Exists: func(t *testing.T, s idem.Store, name string) bool {
 					return businessExists(t, c, biz, name)
 				},
-			}))
+			}
 		}
-		idemtest.Run(t, func(t *testing.T) idem.Store { return newStore(t, c, table) }, opts...)
+		idemtest.Run(t, h)
 	})
 }
 

@@ -35,11 +35,11 @@ func erpGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Confi
 	t.Helper()
 	cfg := idem.Config{
 		Policy: idem.PolicyERP,
-		Tenant:  idem.AuthorizerKey("tenantId"),
-		Store:   st,
-		Now:     clk.Now,
-		Wait:    -1,
-		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Tenant: idem.AuthorizerKey("tenantId"),
+		Store:  st,
+		Now:    clk.Now,
+		Wait:   -1,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}
 	if mod != nil {
 		mod(&cfg)

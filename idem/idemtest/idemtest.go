@@ -3,7 +3,7 @@
 // A store package runs it from a test:
 //
 //	func TestConformance(t *testing.T) {
-//		idemtest.Run(t, func(t *testing.T) idem.Store { return memstore.New() })
+//		idemtest.Run(t, idemtest.Harness{NewStore: func(t *testing.T) idem.Store { return memstore.New() }})
 //	}
 //
 // The suite injects the clock: it passes now to every Store method and
@@ -24,8 +24,25 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
-// Option configures Run.
-type Option func(*config)
+// Harness is what a store package hands the suite.
+type Harness struct {
+	// NewStore returns a fresh (or isolated) store. Called once per
+	// subtest. Required.
+	NewStore func(t *testing.T) idem.Store
+	// Now is the suite's base clock, read once per test; the suite advances
+	// time virtually from there. Default time.Now.
+	Now func() time.Time
+	// Goroutines and Keys size the concurrency test. Default 32 goroutines
+	// x 100 keys; the contract is at least that, so only lower them for a
+	// documented reason.
+	Goroutines, Keys int
+	// WithoutLargeResponses skips the multi-megabyte round-trip test (for a
+	// backend that cannot be exercised at that size; the test is reported
+	// as skipped with the reason, never silently passed). Default false.
+	WithoutLargeResponses bool
+	// TxWrites, if set, enables the transactional-completion tests.
+	TxWrites *TxWrites
+}
 
 type config struct {
 	clock      func() time.Time
@@ -34,22 +51,6 @@ type config struct {
 	tx         *TxWrites
 	large      bool
 }
-
-// WithClock sets the suite's base clock (default time.Now). The suite reads
-// it once per test and advances time virtually from there.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
-
-// WithConcurrency sets the concurrency test's size (default 32 goroutines x
-// 100 keys; the task's contract is at least that, so only lower it for a
-// documented reason).
-func WithConcurrency(goroutines, keys int) Option {
-	return func(c *config) { c.goroutines, c.keys = goroutines, keys }
-}
-
-// WithoutLargeResponses skips the multi-megabyte round-trip test (for a store
-// under test whose backend cannot be exercised at that size; the test is
-// reported as skipped with the reason, never silently passed).
-func WithoutLargeResponses() Option { return func(c *config) { c.large = false } }
 
 // TxWrites lets the suite exercise Outcome.Writes, which are store-specific.
 type TxWrites struct {
@@ -60,16 +61,22 @@ type TxWrites struct {
 	Exists func(t *testing.T, s idem.Store, name string) bool
 }
 
-// WithTxWrites enables the transactional-completion tests.
-func WithTxWrites(w TxWrites) Option { return func(c *config) { c.tx = &w } }
-
-// Run runs the conformance suite; newStore returns a fresh (or isolated)
-// store for each subtest.
-func Run(t *testing.T, newStore func(t *testing.T) idem.Store, opts ...Option) {
-	c := &config{clock: time.Now, goroutines: 32, keys: 100, large: true}
-	for _, o := range opts {
-		o(c)
+// Run runs the conformance suite against the stores h.NewStore returns.
+func Run(t *testing.T, h Harness) {
+	if h.NewStore == nil {
+		t.Fatal("idemtest: Harness.NewStore is required")
 	}
+	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites}
+	if c.clock == nil {
+		c.clock = time.Now
+	}
+	if c.goroutines == 0 {
+		c.goroutines = 32
+	}
+	if c.keys == 0 {
+		c.keys = 100
+	}
+	newStore := h.NewStore
 	s := &suite{cfg: c, newStore: newStore}
 	t.Run("ClaimAbsent", s.claimAbsent)
 	t.Run("PendingLiveIsInFlight", s.pendingLive)

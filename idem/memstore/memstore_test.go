@@ -9,8 +9,9 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	idemtest.Run(t, func(t *testing.T) idem.Store { return memstore.New() },
-		idemtest.WithTxWrites(idemtest.TxWrites{
+	idemtest.Run(t, idemtest.Harness{
+		NewStore: func(t *testing.T) idem.Store { return memstore.New() },
+		TxWrites: &idemtest.TxWrites{
 			Put: func(t *testing.T, s idem.Store, name string) any {
 				return memstore.Write{Key: name, Value: []byte("v"), IfAbsent: true}
 			},
@@ -18,5 +19,5 @@ func TestConformance(t *testing.T) {
 				_, ok := s.(*memstore.Store).Item(name)
 				return ok
 			},
-		}))
+		}})
 }
