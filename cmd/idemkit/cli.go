@@ -96,3 +96,18 @@ func dispatch(ctx context.Context, name, usage string, cmds map[string]command, 
 	fmt.Fprint(stderr, usage)
 	return 2
 }
+
+// parseOneArg is parseFlags (flags and arguments interspersed) for a command
+// that takes exactly one argument: any other count prints the usage and is
+// a usage error (exit 2).
+func parseOneArg(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (arg string, code int, done bool) {
+	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	if done {
+		return "", code, true
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return "", 2, true
+	}
+	return pos[0], 0, false
+}

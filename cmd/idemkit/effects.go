@@ -169,22 +169,18 @@ refused if the effect changed since you last showed it.
 example:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
 `)
-	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	arg, code, done := parseOneArg(fs, args, stdout, stderr)
 	if done {
 		return code
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return 2
 	}
 	l, err := sf.ledger(ctx)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit effects show: %v\n", err)
 		return 1
 	}
-	v, err := l.ShowEffect(ctx, unproject(pos[0]))
+	v, err := l.ShowEffect(ctx, unproject(arg))
 	if errors.Is(err, ledger.ErrEffectNotFound) {
-		fmt.Fprintf(stderr, "idemkit effects show: no effect %s\n", pos[0])
+		fmt.Fprintf(stderr, "idemkit effects show: no effect %s\n", arg)
 		return 1
 	}
 	if err != nil {
@@ -223,15 +219,11 @@ examples:
   idemkit effects resolve acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --as delivered \
       --note "charge ch_123 found in the provider console" --endpoint http://127.0.0.1:8000
 `)
-	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	arg, code, done := parseOneArg(fs, args, stdout, stderr)
 	if done {
 		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return 2
-	}
-	effectID := unproject(pos[0])
+	effectID := unproject(arg)
 	settle := ledger.Settlement(*as)
 	if settle != ledger.Delivered && settle != ledger.NotDelivered {
 		fmt.Fprintln(stderr, "idemkit effects resolve: --as delivered or --as not-delivered is required")
