@@ -158,14 +158,7 @@ func runGoTest(dir, name string, command []string, stdout, stderr io.Writer) int
 	c.finish()
 	rec.Seconds, rec.Go = time.Since(rec.Started).Seconds(), &c.res
 	rec.Slowest = c.slowest
-	if werr := write(dir, rec); werr != nil {
-		fmt.Fprintf(stderr, "testsummary: %v\n", werr)
-		return 1
-	}
-	if rec.Exit != 0 {
-		return 1
-	}
-	return 0
+	return finish(dir, rec, stderr)
 }
 
 // consume feeds every JSON event line of r to c; other lines are printed as

@@ -81,6 +81,12 @@ func runStep(dir, name string, command []string, stdout, stderr io.Writer) int {
 	if rec.Exit < 0 {
 		fmt.Fprintf(stderr, "testsummary: %s: %v\n", name, err)
 	}
+	return finish(dir, rec, stderr)
+}
+
+// finish writes rec under dir and returns the exit code of the step: 1 when
+// the record cannot be written or the step failed, else 0.
+func finish(dir string, rec Record, stderr io.Writer) int {
 	if werr := write(dir, rec); werr != nil {
 		fmt.Fprintf(stderr, "testsummary: %v\n", werr)
 		return 1
