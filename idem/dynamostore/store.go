@@ -517,10 +517,7 @@ func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now t
 }
 
 func (s *Store) ownedUpdate(ctx context.Context, what, id, owner string, now time.Time, u expression.UpdateBuilder, mine func(stored) bool) error {
-	if !idem.IsCallerID(id) || owner == "" {
-		return idem.ErrFenced
-	}
-	expr, err := expression.NewBuilder().WithCondition(owned(owner, now.UnixMilli())).WithUpdate(u).Build()
+	expr, err := ownedExpr(id, owner, now, &u)
 	if err != nil {
 		return err
 	}
@@ -534,23 +531,44 @@ func (s *Store) ownedUpdate(ctx context.Context, what, id, owner string, now tim
 		ExpressionAttributeValues:           expr.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, sent.option)
+	item, failed, err := conditionItem(err, what+" UpdateItem")
+	if !failed {
+		return err
+	}
+	return s.fenceFailed(ctx, id, item, &sent, mine, nil)
+}
+
+// ownedExpr builds the ownership condition of a write to id by owner (with
+// the update u, if any); a non-caller id or an empty owner is ErrFenced.
+func ownedExpr(id, owner string, now time.Time, u *expression.UpdateBuilder) (expression.Expression, error) {
+	if !idem.IsCallerID(id) || owner == "" {
+		return expression.Expression{}, idem.ErrFenced
+	}
+	b := expression.NewBuilder().WithCondition(owned(owner, now.UnixMilli()))
+	if u != nil {
+		b = b.WithUpdate(*u)
+	}
+	return b.Build()
+}
+
+// conditionItem sorts the answer of a conditional write: failed is true
+// when the condition failed (item is what the server returned, possibly
+// nothing); otherwise err is nil on success or the error, wrapped with what.
+func conditionItem(err error, what string) (item map[string]types.AttributeValue, failed bool, _ error) {
 	if err == nil {
-		return nil
+		return nil, false, nil
 	}
 	ccf, ok := conditionFailed(err)
 	if !ok {
-		return fmt.Errorf("dynamostore: %s UpdateItem: %w", what, err)
+		return nil, false, fmt.Errorf("dynamostore: %s: %w", what, err)
 	}
-	return s.fenceFailed(ctx, id, ccf.Item, &sent, mine, nil)
+	return ccf.Item, true, nil
 }
 
 // Delete implements idem.Store: one DeleteItem conditional on ownership.
 // A pending record has no response chunks, so none are left behind.
 func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
-	if !idem.IsCallerID(id) || owner == "" {
-		return idem.ErrFenced
-	}
-	expr, err := expression.NewBuilder().WithCondition(owned(owner, now.UnixMilli())).Build()
+	expr, err := ownedExpr(id, owner, now, nil)
 	if err != nil {
 		return err
 	}
@@ -563,14 +581,11 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 		ExpressionAttributeValues:           expr.Values(),
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, sent.option)
-	if err == nil {
-		return nil
+	item, failed, err := conditionItem(err, "DeleteItem")
+	if !failed {
+		return err
 	}
-	ccf, ok := conditionFailed(err)
-	if !ok {
-		return fmt.Errorf("dynamostore: DeleteItem: %w", err)
-	}
-	if sent.retried() && len(ccf.Item) == 0 {
+	if sent.retried() && len(item) == 0 {
 		// An earlier attempt of this call may have deleted it.
 		if _, found, err := s.current(ctx, id, nil); err != nil {
 			return err
