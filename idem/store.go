@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -153,6 +154,26 @@ type Outcome struct {
 	// returns ErrUnsupportedWrite for a write it does not understand, and
 	// writes nothing.
 	Writes []any
+}
+
+// Validate reports whether o is an outcome a Store may write: a known
+// state, and for a final state a response of at most MaxResponseBytes.
+// Errors match ErrInvalidRecord or ErrTooLarge. Stores call it first in
+// Complete.
+func (o Outcome) Validate() error {
+	switch o.State {
+	case StateCompleted, StateTerminalFailure:
+		if o.Response == nil {
+			return fmt.Errorf("%w: final outcome %s without a response", ErrInvalidRecord, o.State)
+		}
+		if len(o.Response.Body) > MaxResponseBytes {
+			return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(o.Response.Body))
+		}
+	case StateRetryableFailure:
+	default:
+		return fmt.Errorf("%w: outcome state %q", ErrInvalidRecord, o.State)
+	}
+	return nil
 }
 
 // Store persists Layer-1 records. Implementations must be safe for

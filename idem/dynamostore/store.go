@@ -321,17 +321,8 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 // referenced by the fenced update; if the fence fails the chunks are
 // deleted (best effort; they also carry the record's TTL).
 func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome, now time.Time) error {
-	switch out.State {
-	case idem.StateCompleted, idem.StateTerminalFailure:
-		if out.Response == nil {
-			return fmt.Errorf("%w: final outcome %s without a response", idem.ErrInvalidRecord, out.State)
-		}
-		if len(out.Response.Body) > idem.MaxResponseBytes {
-			return fmt.Errorf("%w: %d bytes", idem.ErrTooLarge, len(out.Response.Body))
-		}
-	case idem.StateRetryableFailure:
-	default:
-		return fmt.Errorf("%w: outcome state %q", idem.ErrInvalidRecord, out.State)
+	if err := out.Validate(); err != nil {
+		return err
 	}
 	writes, err := transactItems(out.Writes)
 	if err != nil {

@@ -172,17 +172,8 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	switch out.State {
-	case idem.StateCompleted, idem.StateTerminalFailure:
-		if out.Response == nil {
-			return fmt.Errorf("%w: final outcome %s without a response", idem.ErrInvalidRecord, out.State)
-		}
-		if len(out.Response.Body) > idem.MaxResponseBytes {
-			return fmt.Errorf("%w: %d bytes", idem.ErrTooLarge, len(out.Response.Body))
-		}
-	case idem.StateRetryableFailure:
-	default:
-		return fmt.Errorf("%w: outcome state %q", idem.ErrInvalidRecord, out.State)
+	if err := out.Validate(); err != nil {
+		return err
 	}
 	writes := make([]Write, 0, len(out.Writes))
 	for _, w := range out.Writes {
