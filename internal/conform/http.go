@@ -21,7 +21,9 @@ type call struct {
 	method, path string
 	keys         []string // Idempotency-Key header lines; none when empty
 	body         string
-	tenant       int // index into APIKeys
+	tenant       int    // index into APIKeys
+	bearer       string // when set, the API key sent instead of APIKeys[tenant]
+	noAuth       bool   // no Authorization header
 }
 
 // answer is what came back.
@@ -78,7 +80,11 @@ func (e *env) do(ctx context.Context, c call) (*answer, error) {
 	for _, k := range c.keys {
 		req.Header.Add("Idempotency-Key", k)
 	}
-	if c.tenant < len(e.cfg.APIKeys) {
+	switch {
+	case c.noAuth:
+	case c.bearer != "":
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	case c.tenant < len(e.cfg.APIKeys):
 		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKeys[c.tenant])
 	}
 	a := &answer{sent: time.Now()}

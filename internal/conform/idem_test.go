@@ -17,11 +17,33 @@ import (
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
-// idemAPI is POST /runs and GET /runs/{id} behind idemkit's own Layer 1
-// (idem.Guard over the memory store, net/http middleware).
+// idemAPIKeys are idemAPI's API keys: two tenants, and credentials that
+// differ from the first in one scope part (the tenant the Guard sees is the
+// credential's parts joined, so every part scopes a key).
+var idemAPIKeys = map[string]string{
+	"idem-key-1": "t1/w1", "idem-key-2": "t2/w2",
+	"idem-key-ns2": "t2/w1", "idem-key-worker2": "t1/w2",
+	"idem-key-client2": "t1/w1/c2", "idem-key-company2": "t1/w1/co2", "idem-key-org2": "t1/w1/o2",
+}
+
+// idemScopeKeys are idemAPI's credentials by scope part, for the profile.
+func idemScopeKeys(p Profile) map[string]string {
+	switch p {
+	case ProfileCommerce:
+		return map[string]string{ScopeNamespace: "idem-key-ns2", ScopeWorker: "idem-key-worker2"}
+	case ProfileSeed003:
+		return map[string]string{ScopeClient: "idem-key-client2", ScopeCompany: "idem-key-company2", ScopeOrganization: "idem-key-org2"}
+	}
+	return nil
+}
+
+// idemAPI is POST /runs, GET /runs/{id} and POST /runs/{id}/cancel behind
+// idemkit's own Layer 1 (idem.Guard over the memory store, net/http
+// middleware), with the conformance-noop, -delay and -unavailable fixtures
+// and the ERP policy's public test route outside the Guard.
 func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	t.Helper()
-	tenants := map[string]string{"idem-key-1": "t1", "idem-key-2": "t2"}
+	tenants := idemAPIKeys
 	tenantOf := func(r *http.Request) (string, bool) {
 		t, ok := tenants[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 		return t, ok
@@ -52,8 +74,12 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 			WorkflowID string         `json:"workflowId"`
 			Inputs     map[string]any `json:"inputs"`
 		}
-		if json.NewDecoder(r.Body).Decode(&req) != nil || (req.WorkflowID != "conformance-noop" && req.WorkflowID != "conformance-delay") {
+		if json.NewDecoder(r.Body).Decode(&req) != nil || (req.WorkflowID != "conformance-noop" && req.WorkflowID != "conformance-delay" && req.WorkflowID != "conformance-unavailable") {
 			writeJSON(w, 400, map[string]string{"error": "validation_error", "message": "workflowId"})
+			return
+		}
+		if req.WorkflowID == "conformance-unavailable" {
+			writeJSON(w, 503, map[string]string{"error": "runner_unavailable", "message": "no runner"})
 			return
 		}
 		if ms, _ := req.Inputs["delayMs"].(float64); req.WorkflowID == "conformance-delay" {
@@ -66,6 +92,20 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 		mu.Unlock()
 		writeJSON(w, 201, map[string]string{"runId": id, "status": "pending"})
 	})))
+	mux.Handle("POST /runs/{id}/cancel", g.Handle("cancelRun", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, _ := tenantOf(r)
+		mu.Lock()
+		owner, ok := runs[r.PathValue("id")]
+		mu.Unlock()
+		if !ok || owner != tenant {
+			writeJSON(w, 404, map[string]string{"error": "not_found", "message": "no such run"})
+			return
+		}
+		writeJSON(w, 200, map[string]string{"runId": r.PathValue("id"), "status": "cancelled"})
+	})))
+	mux.HandleFunc("POST /api/v1/inbound/work-orders/test", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]bool{"valid": true})
+	})
 	mux.HandleFunc("GET /runs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		tenant, _ := tenantOf(r)
 		mu.Lock()
@@ -82,8 +122,9 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	return srv
 }
 
-// idemkit's own Layer 1 passes the checker, in both profiles and with both
-// in-flight policies (bounded wait, immediate 409).
+// idemkit's own Layer 1 passes the checker, in every profile and with both
+// in-flight policies (bounded wait, immediate 409; the ERP policy allows
+// only the 409).
 func TestIdemGuardPasses(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -93,14 +134,16 @@ func TestIdemGuardPasses(t *testing.T) {
 	}{
 		{"openwop/wait", idem.PolicyOpenWOP, ProfileOpenWOP, 0},
 		{"openwop/409", idem.PolicyOpenWOP, ProfileOpenWOP, -1},
-		{"erp/wait", idem.PolicyERP, ProfileSeed003, 0},
+		{"commerce/wait", idem.PolicyCommerce, ProfileCommerce, 0},
+		{"commerce/409", idem.PolicyCommerce, ProfileCommerce, -1},
+		// The ERP policy answers a duplicate in progress 409 at once.
 		{"erp/409", idem.PolicyERP, ProfileSeed003, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := idemAPI(t, tc.p, tc.wait)
 			rs, err := Run(context.Background(), Config{
-				BaseURL: srv.URL, APIKeys: []string{"idem-key-1", "idem-key-2"}, Profile: tc.profile,
+				BaseURL: srv.URL, APIKeys: []string{"idem-key-1", "idem-key-2"}, Profile: tc.profile, ScopeKeys: idemScopeKeys(tc.profile),
 				SlowBody: `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`,
 				Stagger:  150 * time.Millisecond,
 			})
@@ -108,6 +151,16 @@ func TestIdemGuardPasses(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
+				// Go's HTTP server trims the whitespace around a header value
+				// before any handler runs, so the net/http middleware cannot
+				// see it (idem's TestERPKeyWhitespaceInvisibleToNetHTTP); the
+				// API Gateway adapters can. The checker must still see it.
+				if tc.profile == ProfileSeed003 && r.Scenario == "key-whitespace" {
+					if r.Status != Fail {
+						t.Fatalf("key-whitespace %s over net/http: the middleware now sees raw whitespace; update this test:\n%s", r.Status, dump(rs))
+					}
+					continue
+				}
 				if r.Status != Pass {
 					t.Fatalf("idem.Guard:\n%s", dump(rs))
 				}
