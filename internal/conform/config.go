@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -56,7 +57,7 @@ const (
 	ScopeWorker       = "worker"       // commerce
 	ScopeClient       = "client"       // ERP
 	ScopeCompany      = "company"      // ERP
-	ScopeOrganization = "organization" // ERP
+	ScopeOrganization = "organization" // ERP; "organisation" is accepted too
 )
 
 // DefaultTestRoute is the ERP policy's public format-validation route.
@@ -262,6 +263,15 @@ func (c Config) resolve() (*resolved, error) {
 		c.Profile = ProfileSeed003
 	default:
 		return nil, fmt.Errorf("%w: profile %q (want openwop, commerce or erp)", ErrConfig, c.Profile)
+	}
+	if k, ok := c.ScopeKeys["organisation"]; ok { // the British spelling names the same part
+		norm := maps.Clone(c.ScopeKeys)
+		delete(norm, "organisation")
+		if _, dup := norm[ScopeOrganization]; dup {
+			return nil, fmt.Errorf("%w: scope part organization given twice", ErrConfig)
+		}
+		norm[ScopeOrganization] = k
+		c.ScopeKeys = norm
 	}
 	for part, k := range c.ScopeKeys {
 		if !slices.Contains(scopeParts(c.Profile), part) {
