@@ -31,11 +31,17 @@ var conformPolicyParts = map[string][]conformPolicyCredential{
 }
 
 // conformPolicyBase is the base credential's attributes: every part both
-// shipped policies scope keys by.
+// shipped policies scope keys by, the ERP parts under both the names of
+// idemkit dev's demo keys (client, company, organisation) and the ERP
+// policy's credential names (clientId, companyId, organizationId).
 var conformPolicyBase = map[string]string{
 	"namespace": "conform-ns-a", "worker": "conform-worker-a",
 	"client": "conform-client-a", "company": "conform-company-a", "organisation": "conform-org-a",
+	"clientId": "conform-client-a", "companyId": "conform-company-a", "organizationId": "conform-org-a",
 }
+
+// conformPolicyAliases are the other names of an ERP attribute.
+var conformPolicyAliases = map[string]string{"client": "clientId", "company": "companyId", "organisation": "organizationId"}
 
 // TestConformPoliciesAgainstIdemkitDev is the issue's "done when" for the
 // commerce and ERP policies: `idemkit conform --profile commerce` passes
@@ -68,8 +74,8 @@ func TestConformPoliciesAgainstIdemkitDev(t *testing.T) {
 			create := func(attrs map[string]string) string {
 				t.Helper()
 				args := []string{"apikey", "create", "--tenant", "conform-a", "--endpoint", e.Endpoint, "--table", prefix + "ApiKeysTable"}
-				for _, n := range []string{"namespace", "worker", "client", "company", "organisation"} {
-					args = append(args, "--attr", n+"="+attrs[n])
+				for n, v := range attrs {
+					args = append(args, "--attr", n+"="+v)
 				}
 				var out, errOut bytes.Buffer
 				cmd := exec.CommandContext(ctx, bin, args...)
@@ -86,6 +92,9 @@ func TestConformPoliciesAgainstIdemkitDev(t *testing.T) {
 					attrs[k] = v
 				}
 				attrs[c.attr] = c.value
+				if alias, ok := conformPolicyAliases[c.attr]; ok {
+					attrs[alias] = c.value
+				}
 				args = append(args, "--scope-key", c.part+"="+create(attrs))
 			}
 			var out, errOut bytes.Buffer

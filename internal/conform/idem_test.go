@@ -17,13 +17,24 @@ import (
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
-// idemAPIKeys are idemAPI's API keys: two tenants, and credentials that
-// differ from the first in one scope part (the tenant the Guard sees is the
-// credential's parts joined, so every part scopes a key).
-var idemAPIKeys = map[string]string{
-	"idem-key-1": "t1/w1", "idem-key-2": "t2/w2",
-	"idem-key-ns2": "t2/w1", "idem-key-worker2": "t1/w2",
-	"idem-key-client2": "t1/w1/c2", "idem-key-company2": "t1/w1/co2", "idem-key-org2": "t1/w1/o2",
+// idemAPIKeys are idemAPI's API keys, each a tenant and credential
+// attributes: two tenants, and credentials that differ from the first in one
+// scope part. The Guard reads the attributes through HTTPCredential.
+var idemAPIKeys = map[string]map[string]string{
+	"idem-key-1":        idemCred("t1", "ns1", "w1", "c1", "co1", "o1"),
+	"idem-key-2":        idemCred("t2", "ns2", "w2", "c2", "co2", "o2"),
+	"idem-key-ns2":      idemCred("t1", "ns2", "w1", "c1", "co1", "o1"),
+	"idem-key-worker2":  idemCred("t1", "ns1", "w2", "c1", "co1", "o1"),
+	"idem-key-client2":  idemCred("t1", "ns1", "w1", "c2", "co1", "o1"),
+	"idem-key-company2": idemCred("t1", "ns1", "w1", "c1", "co2", "o1"),
+	"idem-key-org2":     idemCred("t1", "ns1", "w1", "c1", "co1", "o2"),
+}
+
+// idemCred is a credential under every name a policy may read a part by.
+func idemCred(tenant, ns, worker, client, company, org string) map[string]string {
+	return map[string]string{"tenant": tenant, "namespace": ns, "worker": worker,
+		"client": client, "clientId": client, "company": company, "companyId": company,
+		"organisation": org, "organization": org, "organizationId": org}
 }
 
 // idemScopeKeys are idemAPI's credentials by scope part, for the profile.
@@ -43,13 +54,17 @@ func idemScopeKeys(p Profile) map[string]string {
 // and the ERP policy's public test route outside the Guard.
 func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	t.Helper()
-	tenants := idemAPIKeys
+	credOf := func(r *http.Request) (map[string]string, bool) {
+		c, ok := idemAPIKeys[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		return c, ok
+	}
 	tenantOf := func(r *http.Request) (string, bool) {
-		t, ok := tenants[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-		return t, ok
+		c, ok := credOf(r)
+		return c["tenant"], ok
 	}
 	g, err := idem.New(idem.Config{
 		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf,
+		HTTPCredential: func(r *http.Request, name string) string { c, _ := credOf(r); return c[name] },
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
