@@ -65,7 +65,7 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	g, err := idem.New(idem.Config{
 		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf,
 		HTTPCredential: func(r *http.Request, name string) string { c, _ := credOf(r); return c[name] },
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Logger:         slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
