@@ -13,7 +13,7 @@ import (
 
 const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|commerce|erp] URL
        [--scope-key PART=KEY]... [--other-route 'POST /runs/{id}/cancel'] [--fail-body JSON]
-       [--test-route 'POST /api/v1/inbound/work-orders/test'] [--test-body JSON]
+       [--test-route 'POST /api/v1/inbound/work-orders/test'] [--test-body JSON] [--mode-header NAME]
        [--slow-body JSON] [--invalid-body JSON] [--get PATH] [--timeout D] [--stagger D]`
 
 const conformAbout = `Checks the Layer-1 (Idempotency-Key) behaviour of the API at URL from the
@@ -28,8 +28,10 @@ profiles:
   commerce  the commerce policy: any key of up to 255 characters, never split at
             a comma; the key binds the operation and the input (409
             idempotency-mismatch, on --other-route too); Idempotent-Replayed;
-            rejections at the door record nothing; a failed action (--fail-body)
-            is replayed as failed. --scope-key namespace=KEY and worker=KEY
+            a duplicate of a pending request waits (sync) or, sent with
+            '--mode-header: async', gets the pending action at once; rejections
+            at the door record nothing; a failed action (--fail-body) is
+            replayed as failed. --scope-key namespace=KEY and worker=KEY
             enable scope-namespace and scope-worker
   erp       the ERP policy: keys 8..128 of A-Z a-z 0-9 . _ : -, whitespace and
             duplicate headers rejected, ERP error codes and envelope (request_id),
@@ -89,6 +91,7 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.StringVar(&cfg.FailBody, "fail-body", "", "a valid body whose action fails with a 5xx (commerce: replayed as failed; erp: retried); default: "+conform.DefaultFailBody+" with the default body, else the failure scenario is skipped")
 	fs.StringVar(&cfg.TestRoute, "test-route", conform.DefaultTestRoute, "erp: the public format-validation route, 'METHOD /path'")
 	fs.StringVar(&cfg.TestBody, "test-body", "", "erp: the body sent to --test-route; default: --body")
+	fs.StringVar(&cfg.ModeHeader, "mode-header", conform.DefaultModeHeader, "commerce: the request header of a call's wait mode (sync|async)")
 	fs.StringVar(&cfg.SlowBody, "slow-body", "", "a valid body slow enough to overlap a duplicate (in-flight scenario); default: the conformance-delay fixture with the default body, else --body")
 	fs.StringVar(&cfg.InvalidBody, "invalid-body", "", "a body rejected with 400 validation_error; default: "+conform.DefaultInvalidBody+" with the default body, else {}")
 	fs.StringVar(&cfg.GetPath, "get", "", "GET path of a created resource, {id} standing for its runId/id; default: the route's path + /{id}")

@@ -35,7 +35,7 @@ func conformLastLine(s string) string {
 func conformProfileFlags(p string) ([]string, int) {
 	switch p {
 	case conformtest.Commerce:
-		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, 11
+		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, 12
 	case conformtest.Seed003, conformtest.ERP:
 		return []string{"--scope-key", "client=" + conformtest.APIKeyClient2, "--scope-key", "company=" + conformtest.APIKeyCompany2,
 			"--scope-key", "organization=" + conformtest.APIKeyOrganization2}, 16

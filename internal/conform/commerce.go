@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/idemkit/idemkit/client"
 )
@@ -19,6 +20,7 @@ func commerceScenarios() []Scenario {
 		{"input-mismatch", "the same key with another input gets 409 idempotency-mismatch, never the cached body", mismatch},
 		{"operation-mismatch", "the same key on another operation gets 409 idempotency-mismatch and nothing runs", operationMismatch},
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
+		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
 		{"rejected-at-door", "a request rejected at the door (400, 401) records nothing", rejectedAtDoor},
 		{"failure-replayed", "a failed action, 5xx included, is stored and replayed as failed", failureReplayed},
 		{"get-ignores-key", "GET does not honour Idempotency-Key", getIgnoresKey},
@@ -157,4 +159,59 @@ func status(body []byte) string {
 	}
 	_ = json.Unmarshal(body, &v)
 	return v.Status
+}
+
+// inFlightAsync: while a slow request runs, a duplicate sent in async mode
+// (ModeHeader: async) is answered before the first request finishes, with a
+// 2xx that names no other resource than the first request's (the pending
+// action), and the work runs once: a repeat after the first finished is its
+// answer.
+func inFlightAsync(ctx context.Context, e *env) Result {
+	k := client.NewKey()
+	type res struct {
+		a   *answer
+		err error
+	}
+	first := make(chan res, 1)
+	go func() {
+		a, err := e.post(ctx, k, e.cfg.SlowBody, 0)
+		first <- res{a, err}
+	}()
+	select {
+	case <-time.After(e.cfg.Stagger):
+	case <-ctx.Done():
+	}
+	d, err := e.do(ctx, call{method: e.cfg.method, path: e.cfg.path, keys: []string{k}, body: e.cfg.SlowBody,
+		header: http.Header{e.cfg.ModeHeader: {"async"}}})
+	f := <-first
+	switch {
+	case err != nil:
+		return failErr(err)
+	case f.err != nil:
+		return failErr(f.err)
+	case !f.a.is2xx():
+		return fail("the first request got %s, want 2xx", f.a)
+	}
+	switch {
+	case d.sent.After(f.a.done):
+		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", f.a.done.Sub(f.a.sent).Round(time.Millisecond))
+	case d.is2xx() && d.sameAs(f.a):
+		return fail("an async duplicate (%s: async) got the first request's final answer: it waited instead of getting the pending action", e.cfg.ModeHeader)
+	case !d.done.Before(f.a.done):
+		return fail("an async duplicate (%s: async) was answered %s only after the first request finished: it waited", e.cfg.ModeHeader, d)
+	}
+	if !d.is2xx() {
+		return fail("an async duplicate (%s: async) of a pending request got %s, want the pending action (2xx)", e.cfg.ModeHeader, d)
+	}
+	if id := resourceID(d.body); id != "" && id != resourceID(f.a.body) {
+		return fail("an async duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(f.a.body))
+	}
+	after, err := e.post(ctx, k, e.cfg.SlowBody, 0)
+	if err != nil {
+		return failErr(err)
+	}
+	if !after.sameAs(f.a) {
+		return fail("a repeat after the first request finished got %s, want its cached answer", after)
+	}
+	return pass("the async duplicate got %s at once; ran once", d)
 }

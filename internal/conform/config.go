@@ -60,6 +60,9 @@ const (
 	ScopeOrganization = "organization" // ERP; "organisation" is accepted too
 )
 
+// DefaultModeHeader is the commerce policy's wait-mode request header.
+const DefaultModeHeader = "Idempotency-Mode"
+
 // DefaultTestRoute is the ERP policy's public format-validation route.
 const DefaultTestRoute = "POST /api/v1/inbound/work-orders/test"
 
@@ -148,6 +151,11 @@ type Config struct {
 
 	// TestBody is the body sent to TestRoute. Default Body.
 	TestBody string
+
+	// ModeHeader is the request header by which a caller of the commerce
+	// policy says how a duplicate of a pending request waits ("sync" or
+	// "async"). Default DefaultModeHeader.
+	ModeHeader string
 
 	// HTTP sends the requests; it must not retry or follow redirects.
 	// Default: an http.Client with Timeout that does not follow redirects.
@@ -242,6 +250,9 @@ func (c Config) resolve() (*resolved, error) {
 	}
 	if c.TestBody == "" {
 		c.TestBody = c.Body
+	}
+	if c.ModeHeader == "" {
+		c.ModeHeader = DefaultModeHeader
 	}
 	for name, b := range map[string]string{"body": c.Body, "slow body": c.SlowBody} {
 		var obj map[string]any

@@ -128,7 +128,7 @@ var breakCases = []struct {
 	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "failure-replayed"}, e: {"replay-marker"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict"}}},
-	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, one("in-flight", o, c, e)},
+	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async"}, e: {"in-flight"}}},
 	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, one("in-flight", o, c, e)},
 	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, one("in-flight", o, c, e)},
 	{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, one("in-flight", o)},
@@ -158,6 +158,8 @@ var breakCases = []struct {
 	{"scope without the worker", breaks{ScopeWithoutWorker: true}, one("scope-worker", c)},
 	{"failures forgotten", breaks{ForgetFailures: true}, one("failure-replayed", c)},
 	{"a 401 recorded", breaks{RecordUnauthenticated: true}, one("rejected-at-door", c)},
+	{"the wait mode ignored", breaks{AsyncIgnored: true}, one("in-flight-async", c)},
+	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 
 	// The ERP policy.
 	{"whitespace around the key ignored", breaks{AcceptKeyWhitespace: true}, one("key-whitespace", e)},

@@ -18,7 +18,8 @@
 //
 // The commerce policy's: key-grammar (1..255 characters, non-ASCII
 // allowed), key-comma, replay-marker (Idempotent-Replayed), input-mismatch
-// and operation-mismatch (409 idempotency-mismatch), in-flight,
+// and operation-mismatch (409 idempotency-mismatch), in-flight (sync: waits
+// or is told to come back), in-flight-async (the pending action at once),
 // rejected-at-door (400 and 401 record nothing), failure-replayed (a 5xx is
 // stored and replayed as failed), get-ignores-key, scope-namespace,
 // scope-worker. That keys are held forever is not checkable from outside.

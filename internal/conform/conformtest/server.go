@@ -57,6 +57,7 @@ type Breaks struct {
 	ScopeWithoutWorker    bool // records are keyed without the calling worker
 	ForgetFailures        bool // a 5xx is not stored (retried, as under the OpenWOP default)
 	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
+	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -96,6 +97,10 @@ const (
 	ERP      = "erp" // another name for Seed003
 	Commerce = "commerce"
 )
+
+// ModeHeader is the commerce policy's wait-mode request header ("sync",
+// the default, or "async").
+const ModeHeader = "Idempotency-Mode"
 
 // TestRoutePath is the ERP policy's public format-validation route (POST).
 const TestRoutePath = "/api/v1/inbound/work-orders/test"
@@ -463,6 +468,14 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				w.Header().Set("Idempotency-Original-Request-ID", q.id)
 			}
 			s.respond(q, st, b)
+			return
+		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
+			reqID := rec.reqID
+			s.mu.Unlock()
+			s.mark(w, true)
+			w.Header().Set("Retry-After", "1")
+			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
+			s.respond(q, 202, b)
 			return
 		case !rec.done && s.brk.WaitInFlight:
 			for deadline := time.Now().Add(10 * time.Second); !rec.done && time.Now().Before(deadline); {
