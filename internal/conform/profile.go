@@ -22,13 +22,6 @@ type rules struct {
 	// (OpenWOP).
 	noRetryDetails bool
 
-	// ERP policy response headers: key echo, X-Request-ID and
-	// Idempotency-Original-Request-ID.
-	requestIDs bool
-
-	// ERP policy: an error envelope's request_id is the answer's
-	// X-Request-ID (the current attempt id).
-	envelopeRequestID bool
 	// mismatchMessage, when set, is the mismatch envelope's message, exactly.
 	mismatchMessage string
 	// inFlightRetryAfter, when set, is the in-flight 409's Retry-After,
@@ -60,8 +53,6 @@ func rulesFor(p Profile) rules {
 			validationStatuses: []int{400, 422},
 			mismatchCodes:      []string{erpConflict},
 			inFlightCodes:      []string{erpInProgress},
-			requestIDs:         true,
-			envelopeRequestID:  true,
 			mismatchMessage:    erpConflictMessage,
 			inFlightRetryAfter: "2",
 			inFlightNoWait:     true,
