@@ -29,7 +29,8 @@ profiles:
             a comma; the key binds the operation and the input (409
             idempotency-mismatch, on --other-route too); Idempotent-Replayed;
             a duplicate of a pending request waits (sync) or, sent with
-            '--mode-header: async', gets the pending action at once; rejections
+            'Idempotency-Mode: async' (--mode-header), gets the pending action
+            at once; rejections
             at the door record nothing; a failed action (--fail-body) is
             replayed as failed. --scope-key namespace=KEY and worker=KEY
             enable scope-namespace and scope-worker
