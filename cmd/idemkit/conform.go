@@ -30,10 +30,9 @@ profiles:
             idempotency-mismatch, on --other-route too); Idempotent-Replayed;
             a duplicate of a pending request waits (sync) or, sent with
             'Idempotency-Mode: async' (--mode-header), gets the pending action
-            at once; rejections
-            at the door record nothing; a failed action (--fail-body) is
-            replayed as failed. --scope-key namespace=KEY and worker=KEY
-            enable scope-namespace and scope-worker
+            at once; rejections at the door record nothing; a failed action
+            (--fail-body) is replayed as failed. --scope-key namespace=KEY and
+            worker=KEY enable scope-namespace and scope-worker
   erp       the ERP policy: keys 8..128 of A-Z a-z 0-9 . _ : -, whitespace and
             duplicate headers rejected, ERP error codes and envelope (request_id),
             409 with Retry-After: 2, X-Request-ID, key echo,
