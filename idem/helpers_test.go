@@ -95,7 +95,9 @@ func v2event(method, route, key, body string) events.APIGatewayV2HTTPRequest {
 			RequestID: "req-" + randID(),
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				Lambda: map[string]any{"tenantId": testTenant},
+				// The ERP policy's credential parts ride along (the other
+				// policies read the tenant only).
+				Lambda: map[string]any{"tenantId": testTenant, "clientId": "client-a", "companyId": "company-a", "organizationId": "org-a"},
 			},
 		},
 	}

@@ -28,26 +28,35 @@ var (
 	}
 
 	// PolicyERP is the ERP service's policy: key 8..128 of
-	// A-Z a-z 0-9 . _ : - (KeyERP); scope tenant + operation + key;
-	// outcomes cached as PolicyOpenWOP; retention 720 h; every guarded
-	// response carries "Idempotency-Replayed: true|false", the key echoed in
+	// A-Z a-z 0-9 . _ : - (KeyERP); scope tenant + client + company +
+	// organisation from the credential (CredentialClient, CredentialCompany,
+	// CredentialOrganization; empty, the anonymous client, when
+	// authentication is disabled: SingleTenant, or an anonymous request under
+	// AnonymousTenant) + method and route + key; outcomes cached as
+	// PolicyOpenWOP (5xx and handler errors retryable, deterministic business
+	// answers replayed); retention 720 h; every guarded response carries
+	// "Idempotency-Replayed: true|false", the key echoed in
 	// "Idempotency-Key", "Idempotency-Original-Request-ID" and
 	// "X-Request-ID"; in-flight answers always carry "Retry-After: 2"; error
-	// envelopes carry the OpenWOP code, and the ERP service's own code in
-	// details.profileCode (IDEMPOTENCY_REQUEST_IN_PROGRESS for
-	// idempotency_in_flight, IDEMPOTENCY_KEY_CONFLICT for
-	// idempotency_key_mismatch); on a route with a Contract the digest
+	// envelopes carry the ERP service's own codes and the current attempt's
+	// request_id (ERPErrorBody), and a handler's JSON body with a top-level
+	// request_id carries the current attempt's on every answer, replays
+	// included (RequestIDMember); on a route with a Contract the digest
 	// hashes what CanonicalERP picks.
 	PolicyERP = Policy{
-		Name:      "erp",
-		Key:       KeyERP,
-		Scope:     ScopeParts{Operation: true},
-		Cache:     CacheOpenWOP,
-		Retention: 720 * time.Hour,
-		Headers:   erpHeaders,
-		InFlight:  InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true},
-		Canonical: CanonicalERP,
-		ErrorBody: erpErrorBody,
+		Name: "erp",
+		Key:  KeyERP,
+		Scope: ScopeParts{
+			Credential: []string{CredentialClient, CredentialCompany, CredentialOrganization},
+			Operation:  true,
+		},
+		Cache:           CacheOpenWOP,
+		Retention:       720 * time.Hour,
+		Headers:         erpHeaders,
+		InFlight:        InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true},
+		Canonical:       CanonicalERP,
+		ErrorBody:       ERPErrorBody,
+		RequestIDMember: RequestIDMember,
 	}
 
 	// PolicyCommerce is the commerce platform's policy: keys of up to 255
@@ -118,25 +127,4 @@ func erpHeaders(h map[string][]string, a Answer) {
 	if a.RequestID != "" {
 		h[HeaderRequestID] = []string{a.RequestID}
 	}
-}
-
-// erpErrorBody is the OpenWOP envelope with the ERP service's own code, where
-// it has one, in details.profileCode.
-func erpErrorBody(e ErrorInfo) []byte {
-	pc := ""
-	switch e.Code {
-	case apierr.CodeIdempotencyInFlight:
-		pc = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
-	case apierr.CodeIdempotencyKeyMismatch:
-		pc = "IDEMPOTENCY_KEY_CONFLICT"
-	}
-	if pc != "" {
-		d := make(map[string]any, len(e.Details)+1)
-		for k, v := range e.Details {
-			d[k] = v
-		}
-		d["profileCode"] = pc
-		e.Details = d
-	}
-	return OpenWOPErrorBody(e)
 }

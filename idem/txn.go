@@ -57,9 +57,13 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 	t.g.log.LogAttrs(ctx, level, msg, t.attrs(extra...)...)
 }
 
-// render renders a handler's (or the stored) response per the request's
-// Accept, on a route whose Contract has Render.
-func (t *txn) render(resp *Response) *Response { return render(t.route, resp, t.in.accept) }
+// render turns a handler's (or the stored) response into this request's
+// answer: the policy's request-id member set to this request's id
+// (Policy.RequestIDMember), then rendered per the request's Accept on a
+// route whose Contract has Render.
+func (t *txn) render(resp *Response) *Response {
+	return render(t.route, t.g.stampRequestID(resp, t.in.requestID), t.in.accept)
+}
 
 // decorate adds the policy's headers.
 func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
@@ -95,13 +99,16 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 	}
 	if parts := g.cfg.Policy.Scope.Credential; len(parts) > 0 {
+		// Without authentication (a single-tenant function, or an anonymous
+		// request) an absent part is the anonymous, empty one.
+		anonymous := in.tenant == "" || g.cfg.Tenant.Kind == TenantSingle
 		values := make([]string, len(parts))
 		t.credential = make(map[string]string, len(parts))
 		for i, name := range parts {
 			if in.credential != nil {
 				values[i] = in.credential(name)
 			}
-			if values[i] == "" {
+			if values[i] == "" && !anonymous {
 				return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 			}
 			t.credential[name] = values[i]

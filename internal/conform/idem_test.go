@@ -26,8 +26,11 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 		t, ok := tenants[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 		return t, ok
 	}
+	// The ERP policy also scopes keys by the credential's client, company
+	// and organisation: here each API key's tenant stands for all three.
+	credentialOf := func(r *http.Request, _ string) string { t, _ := tenantOf(r); return t }
 	g, err := idem.New(idem.Config{
-		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf,
+		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf, HTTPCredential: credentialOf,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
