@@ -7,8 +7,10 @@
 // Routes: the table Routes (routes.go) lists them: POST /runs (createRun),
 // GET /runs/{runId} (getRun), POST /runs/{runId}/cancel (cancelRun), GET
 // /runs/{runId}/effects (getRunEffects), GET /runs/{runId}/events
-// (streamRunEvents) and GET /.well-known/openwop (getCapabilities, no
-// credential). Any other path is
+// (streamRunEvents), GET /.well-known/openwop (getCapabilities, no
+// credential) and POST /api/v1/inbound/work-orders/test (the ERP policy's
+// format-validation route: no credential, no Idempotency-Key, never an
+// idempotency record). Any other path is
 // 404 not_found and a known path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header. Errors use the envelope {error, message, details?}.

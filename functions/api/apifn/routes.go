@@ -80,6 +80,9 @@ var Routes = []Route{
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
 				Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
 		}},
+	// The ERP policy's public format-validation route: no credential, no
+	// Idempotency-Key, no idempotency record (workorder.go).
+	{Method: http.MethodPost, Pattern: TestWorkOrderPath, Op: OpTestWorkOrder, Public: true, check: checkBodySize, serve: serveTestWorkOrder},
 }
 
 func serveGetRun(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
