@@ -54,7 +54,8 @@
 // Policy.ErrorBody from the OpenWOP registry code (the default is the
 // OpenWOP envelope). A missing key on a Required route is
 // 400 idempotency_key_invalid with details {"reason":"missing"} (the
-// registry has no "missing key" code). PolicyERP gives the ERP service's own
-// codes (IDEMPOTENCY_REQUEST_IN_PROGRESS, IDEMPOTENCY_KEY_CONFLICT) in
-// details.profileCode.
+// registry has no "missing key" code). PolicyERP's envelope carries the ERP
+// service's own codes in its error member (IDEMPOTENCY_REQUEST_IN_PROGRESS,
+// IDEMPOTENCY_KEY_CONFLICT) and the current attempt's request_id
+// (ERPErrorBody).
 package idem
