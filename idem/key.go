@@ -76,7 +76,8 @@ var (
 	// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
 	// (case-sensitive; leading or trailing whitespace rejected where the
 	// adapter sees the raw header: API Gateway events, not net/http, whose
-	// server trims it).
+	// server trims it — so neither behind `idemkit dev`, whose gateway is a
+	// net/http server).
 	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._:-")}
 	// KeyCommerce is the commerce platform's policy: any string of 1..255 visible ASCII
 	// characters except the comma (which would make a joined duplicate

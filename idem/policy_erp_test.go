@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -117,5 +119,36 @@ func TestERPLeaseSecondsBounds30To3600Default300(t *testing.T) {
 		if _, err := lease(v); err == nil || !strings.Contains(err.Error(), idem.EnvLeaseSeconds) {
 			t.Fatalf("%s=%q accepted: %v", idem.EnvLeaseSeconds, v, err)
 		}
+	}
+}
+
+// TestERPNetHTTPSingleTenantNeedsNoCredential: without authentication (a
+// single-tenant net/http guard, no HTTPCredential) the ERP policy's client,
+// company and organisation are the anonymous ones: a keyed request runs once
+// and replays.
+func TestERPNetHTTPSingleTenantNeedsNoCredential(t *testing.T) {
+	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Policy: idem.PolicyERP, Tenant: idem.SingleTenant("erp")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	h := g.Handle("POST /api/v1/inbound/work-orders", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		runs++
+		w.WriteHeader(201)
+	}))
+	var replayed []string
+	for range 2 {
+		r := httptest.NewRequest("POST", "/api/v1/inbound/work-orders", strings.NewReader(`{}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Idempotency-Key", "ERP-WO-20260807-000001")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != 201 {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		replayed = append(replayed, w.Header().Get(idem.HeaderReplayed))
+	}
+	if runs != 1 || replayed[0] != "false" || replayed[1] != "true" {
+		t.Fatalf("runs %d, replayed %v; want one run and a replay", runs, replayed)
 	}
 }
