@@ -48,7 +48,7 @@ type Setting struct {
 var Settings = []Setting{
 	{Name: idem.EnvTable, Default: "—", Doc: "Layer-1 table", Functions: []string{"Api"}, Layer1: true},
 	{Name: idem.EnvPolicy, Default: "`openwop`", Doc: "the idempotency policy: `openwop` \\| `commerce` \\| `erp` ([choosing it](#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
-		Flag: "policy", FlagUsage: "the idempotency policy: openwop, commerce or erp (overrides IDEMPOTENCY_POLICY)"},
+		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: openwop, commerce or erp (overrides IDEMPOTENCY_POLICY)"},
 	{Name: idem.EnvEnabled, Default: "`true`", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
 	{Name: idem.EnvRequired, Default: "`false`", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
 	{Name: idem.EnvLeaseSeconds, Default: "`300` (30..3600)", Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
