@@ -113,7 +113,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.CrossRegion == "" {
 		cfg.CrossRegion = host.CrossRegionSingle
 	}
-	var capOpts []host.CapabilityOption
+	// Discovery names the policy Layer 1 actually runs.
+	capOpts := []host.CapabilityOption{host.WithIdempotencyPolicy(cfg.Guard.Config().Policy.Name)}
 	if cfg.ReplicationLagBoundMs > 0 {
 		capOpts = append(capOpts, host.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
 	}
