@@ -78,11 +78,8 @@ func (s *Store) key(k string) map[string]types.AttributeValue {
 }
 
 func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names map[string]string, values map[string]types.AttributeValue) (bool, *ledger.Record, error) {
-	av, err := EncodeRecord(r)
-	if err != nil {
-		return false, nil, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+	av := encodeItem(r)
+	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: av,
 		ConditionExpression:                 cond,
 		ExpressionAttributeNames:            names,
@@ -254,7 +251,12 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	return out, nil
 }
 
+// decode reads a record item in the compact layout or, failing that, in
+// the previous one (one attribute per field, attempts a list of maps).
 func decode(av map[string]types.AttributeValue) (*ledger.Record, error) {
+	if r, ok, err := decodeItem(av); ok {
+		return r, err
+	}
 	var it item
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
 		return nil, fmt.Errorf("dynamostore: decode: %w", err)
