@@ -10,6 +10,14 @@
 // conditional PutItem on one item: no transactions (MRSC global tables do not
 // support them), and each write's stream image is the whole record.
 //
+// Item layout (packed.go): top level only the keys, runKey, the TTL
+// attribute and the attributes the write conditions test (owner, attempt,
+// state, expiresAtMs, leaseUntil, fence); every other field, the attempts
+// and the outcome are one binary attribute "d" in a compact packed
+// encoding. Read them with DecodeRecord, never by attribute name. Records
+// written in the previous layout (one attribute per field) are still read,
+// and the next write to one stores the compact layout.
+//
 // Round trips: a claim is one PutItem (attribute_not_exists or past
 // retention) with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate
 // costs one round trip (two where the server does not return the old item:
