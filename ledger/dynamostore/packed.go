@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
 // The compact record layout. A record item carries as top-level attributes
@@ -68,20 +70,32 @@ func encodeItem(r *ledger.Record) map[string]types.AttributeValue {
 }
 
 // pack is the packed encoding: a version byte, then the fields in a fixed
-// order; strings and byte strings as a uvarint length and the bytes,
-// counts as uvarints, times as varint Unix milliseconds (0: zero time).
+// order. A string is a uvarint header h and, when h is even, h/2 bytes;
+// an odd h stands for the (h-1)/2-th of a few values the decoder already
+// knows at that point (the well-known kinds, keyings, recipes and states,
+// the effect id within the key, the tenant and the rest within the effect
+// id, the run, node and invocation of the record or the previous attempt), so what repeats across
+// fields is stored once. Counts are uvarints; a time is a uvarint, 0 for
+// the zero time, else the zigzag offset in milliseconds from a base (0 for
+// CreatedAt, CreatedAt for the others), plus one.
 func pack(r *ledger.Record) []byte {
-	b := make([]byte, 0, 128+len(r.ProviderKey)+len(r.IdentityRecipe)+64*len(r.Attempts)+outcomeLen(r.Outcome))
+	b := make([]byte, 0, 96+len(r.ProviderKey)+len(r.RequestDigest)+48*len(r.Attempts)+outcomeLen(r.Outcome))
 	b = append(b, packedVersion)
-	for _, s := range [...]string{string(r.Kind), r.EffectID, r.Tenant, string(r.Keying), r.IdentityRecipe,
-		r.SemanticRecipe, r.RequestDigest, r.ProviderKey} {
-		b = appendString(b, s)
-	}
+	k := refsOf(r)
+	b = appendRef(b, string(r.Kind), kinds[:]...)
+	b = appendRef(b, r.EffectID, k.effectID)
+	b = appendRef(b, r.Tenant, tenantOf(r.EffectID))
+	b = appendRef(b, string(r.Keying), keyings[:]...)
+	b = appendRef(b, r.IdentityRecipe, recipes[:]...)
+	b = appendRef(b, r.SemanticRecipe, semanticRecipes[:]...)
+	b = appendRef(b, r.RequestDigest)
+	b = appendRef(b, r.ProviderKey)
 	b = binary.AppendUvarint(b, uint64(r.MaxAttempts))
-	b = appendTime(b, r.Deadline)
-	b = appendTime(b, r.NotBefore)
-	b = binary.AppendVarint(b, ms(r.CreatedAt))
-	b = binary.AppendVarint(b, ms(r.UpdatedAt))
+	b = appendTime(b, r.CreatedAt, 0)
+	base := baseOf(r.CreatedAt)
+	b = appendTime(b, r.UpdatedAt, base)
+	b = appendTime(b, r.Deadline, base)
+	b = appendTime(b, r.NotBefore, base)
 	if o := r.Outcome; o == nil {
 		b = append(b, 0)
 	} else {
@@ -96,27 +110,70 @@ func pack(r *ledger.Record) []byte {
 			f |= pkDropped
 		}
 		b = append(b, f)
-		b = appendString(b, string(o.Value))
-		b = appendString(b, o.Error)
-		b = appendString(b, o.BodyDigest)
+		b = appendRef(b, string(o.Value))
+		b = appendRef(b, o.Error)
+		b = appendRef(b, o.BodyDigest)
 		b = binary.AppendVarint(b, o.BodySize)
 	}
 	b = binary.AppendUvarint(b, uint64(len(r.Attempts)))
+	var prev ledger.Attempt
 	for _, a := range r.Attempts {
 		b = binary.AppendUvarint(b, uint64(a.N))
-		b = appendString(b, string(a.State))
-		b = binary.AppendVarint(b, ms(a.At))
+		b = appendRef(b, string(a.State), attemptStates[:]...)
+		b = appendTime(b, a.At, base)
 		if a.Fired {
 			b = append(b, 1)
 		} else {
 			b = append(b, 0)
 		}
-		b = appendTime(b, a.FiredAt)
-		for _, s := range [...]string{a.RunID, a.NodeID, a.InvocationID, a.Operator, a.Note} {
-			b = appendString(b, s)
-		}
+		b = appendTime(b, a.FiredAt, base)
+		b = appendRef(b, a.RunID, r.RunID, prev.RunID)
+		b = appendRef(b, a.NodeID, prev.NodeID)
+		b = appendRef(b, a.InvocationID, prev.InvocationID, opaqueOf(r.EffectID))
+		b = appendRef(b, a.Operator)
+		b = appendRef(b, a.Note)
+		prev = a
 	}
 	return b
+}
+
+// The well-known values a packed string may name instead of spelling out.
+// Append only: a value's position is part of the stored encoding.
+var (
+	kinds           = [...]string{string(ledger.KindEffect), string(ledger.KindSlot)}
+	keyings         = [...]string{string(ledger.KeyingActivityRecipe), string(ledger.KeyingBusinessIdentity)}
+	recipes         = [...]string{ledger.ActivityIdentityRecipe, ledger.BusinessIdentityRecipe}
+	semanticRecipes = [...]string{semantic.RecipeV2}
+	attemptStates   = [...]string{string(ledger.AttemptClaimed), string(ledger.AttemptCompleted),
+		string(ledger.AttemptReleased), string(ledger.AttemptEscaped)}
+)
+
+type refs struct{ effectID string }
+
+// refsOf is what the decoder knows from the top-level attributes.
+func refsOf(r *ledger.Record) refs {
+	return refs{effectID: strings.TrimPrefix(r.Key, effectPrefix)}
+}
+
+const effectPrefix = "effect#"
+
+func tenantOf(effectID string) string {
+	t, _, _ := strings.Cut(effectID, "/")
+	return t
+}
+
+// opaqueOf is the part of an effect id after the tenant (the activity
+// identity's invocation id).
+func opaqueOf(effectID string) string {
+	_, o, _ := strings.Cut(effectID, "/")
+	return o
+}
+
+func baseOf(created time.Time) int64 {
+	if created.IsZero() {
+		return 0
+	}
+	return ms(created)
 }
 
 func outcomeLen(o *ledger.Outcome) int {
@@ -126,16 +183,22 @@ func outcomeLen(o *ledger.Outcome) int {
 	return len(o.Value) + len(o.Error) + len(o.BodyDigest)
 }
 
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
+func appendRef(b []byte, s string, known ...string) []byte {
+	for i, k := range known {
+		if k != "" && s == k {
+			return binary.AppendUvarint(b, uint64(i)<<1|1)
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(len(s))<<1)
 	return append(b, s...)
 }
 
-func appendTime(b []byte, t time.Time) []byte {
+func appendTime(b []byte, t time.Time, base int64) []byte {
 	if t.IsZero() {
 		return append(b, 0)
 	}
-	return binary.AppendVarint(b, ms(t))
+	d := ms(t) - base
+	return binary.AppendUvarint(b, uint64(d<<1^d>>63)+1)
 }
 
 // decodeItem decodes a compact item; ok is false when av is not one (a
@@ -247,18 +310,24 @@ func (x *reader) byte() byte {
 	return c
 }
 
-func (x *reader) bytes() []byte {
-	n := x.uvarint()
-	if n > uint64(len(x.b)) {
+// ref reads a string written by appendRef with the same known values.
+func (x *reader) ref(known ...string) string {
+	h := x.uvarint()
+	if h&1 == 1 {
+		if i := h >> 1; i < uint64(len(known)) && known[i] != "" {
+			return known[i]
+		}
 		x.fail()
-		return nil
+		return ""
 	}
-	v := x.b[:n:n]
-	x.b = x.b[n:]
+	if h>>1 > uint64(len(x.b)) {
+		x.fail()
+		return ""
+	}
+	v := string(x.b[:h>>1])
+	x.b = x.b[h>>1:]
 	return v
 }
-
-func (x *reader) string() string { return string(x.bytes()) }
 
 // int reads a uvarint that must fit an int (counts, attempt numbers).
 func (x *reader) int() int {
@@ -270,11 +339,13 @@ func (x *reader) int() int {
 	return int(v)
 }
 
-func (x *reader) time() time.Time {
-	if v := x.varint(); v != 0 {
-		return fromMs(v)
+func (x *reader) time(base int64) time.Time {
+	v := x.uvarint()
+	if v == 0 {
+		return time.Time{}
 	}
-	return time.Time{}
+	v--
+	return fromMs(int64(v>>1) ^ -int64(v&1) + base)
 }
 
 func unpack(b []byte, r *ledger.Record) error {
@@ -282,19 +353,24 @@ func unpack(b []byte, r *ledger.Record) error {
 		return fmt.Errorf("%w: unknown version", errPacked)
 	}
 	x := &reader{b: b[1:]}
-	r.Kind = ledger.Kind(x.string())
-	r.EffectID, r.Tenant = x.string(), x.string()
-	r.Keying = ledger.Keying(x.string())
-	r.IdentityRecipe, r.SemanticRecipe, r.RequestDigest, r.ProviderKey = x.string(), x.string(), x.string(), x.string()
+	k := refsOf(r)
+	r.Kind = ledger.Kind(x.ref(kinds[:]...))
+	r.EffectID = x.ref(k.effectID)
+	r.Tenant = x.ref(tenantOf(r.EffectID))
+	r.Keying = ledger.Keying(x.ref(keyings[:]...))
+	r.IdentityRecipe = x.ref(recipes[:]...)
+	r.SemanticRecipe = x.ref(semanticRecipes[:]...)
+	r.RequestDigest, r.ProviderKey = x.ref(), x.ref()
 	r.MaxAttempts = x.int()
-	r.Deadline, r.NotBefore = x.time(), x.time()
-	r.CreatedAt, r.UpdatedAt = fromMs(x.varint()), fromMs(x.varint())
+	r.CreatedAt = x.time(0)
+	base := baseOf(r.CreatedAt)
+	r.UpdatedAt, r.Deadline, r.NotBefore = x.time(base), x.time(base), x.time(base)
 	if f := x.byte(); f&pkOutcome != 0 {
 		o := &ledger.Outcome{OK: f&pkOK != 0, Streamed: f&pkStreamed != 0, Dropped: f&pkDropped != 0}
-		if v := x.bytes(); len(v) > 0 {
-			o.Value = append([]byte(nil), v...)
+		if v := x.ref(); v != "" {
+			o.Value = []byte(v)
 		}
-		o.Error, o.BodyDigest, o.BodySize = x.string(), x.string(), x.varint()
+		o.Error, o.BodyDigest, o.BodySize = x.ref(), x.ref(), x.varint()
 		r.Outcome = o
 	}
 	n := x.int()
@@ -303,14 +379,19 @@ func unpack(b []byte, r *ledger.Record) error {
 	}
 	if n > 0 && x.err == nil {
 		r.Attempts = make([]ledger.Attempt, n)
+		var prev ledger.Attempt
 		for i := range r.Attempts {
 			a := &r.Attempts[i]
 			a.N = x.int()
-			a.State = ledger.AttemptState(x.string())
-			a.At = fromMs(x.varint())
+			a.State = ledger.AttemptState(x.ref(attemptStates[:]...))
+			a.At = x.time(base)
 			a.Fired = x.byte() == 1
-			a.FiredAt = x.time()
-			a.RunID, a.NodeID, a.InvocationID, a.Operator, a.Note = x.string(), x.string(), x.string(), x.string(), x.string()
+			a.FiredAt = x.time(base)
+			a.RunID = x.ref(r.RunID, prev.RunID)
+			a.NodeID = x.ref(prev.NodeID)
+			a.InvocationID = x.ref(prev.InvocationID, opaqueOf(r.EffectID))
+			a.Operator, a.Note = x.ref(), x.ref()
+			prev = *a
 		}
 	}
 	if x.err == nil && len(x.b) != 0 {
