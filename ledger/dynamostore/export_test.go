@@ -13,6 +13,3 @@ import (
 func EncodePreviousLayout(r *ledger.Record) (map[string]types.AttributeValue, error) {
 	return attributevalue.MarshalMap(toItem(r))
 }
-
-// PackedAttr is the attribute holding the packed fields.
-const PackedAttr = packedAttr

@@ -35,13 +35,13 @@ func TestCompactLayout(t *testing.T) {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	want := []string{dynamostore.PackedAttr, "attempt", "expiresAt", "expiresAtMs", "fence", "leaseUntil", "owner", "pk", "runKey", "sk", "state"}
+	want := []string{dynamostore.PackedAttribute, "attempt", "expiresAt", "expiresAtMs", "fence", "leaseUntil", "owner", "pk", "runKey", "sk", "state"}
 	sort.Strings(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("attributes %v, want %v", names, want)
 	}
-	if _, ok := av[dynamostore.PackedAttr].(*types.AttributeValueMemberB); !ok {
-		t.Fatalf("packed attribute is %T", av[dynamostore.PackedAttr])
+	if _, ok := av[dynamostore.PackedAttribute].(*types.AttributeValueMemberB); !ok {
+		t.Fatalf("packed attribute is %T", av[dynamostore.PackedAttribute])
 	}
 	rec.Fence, rec.RunID = 0, ""
 	av, _ = dynamostore.EncodeRecord(rec)
@@ -68,13 +68,13 @@ func TestCompactLayout(t *testing.T) {
 // or a wrong record.
 func TestCompactLayoutRejectsDamage(t *testing.T) {
 	av, _ := dynamostore.EncodeRecord(fullRecord())
-	b := av[dynamostore.PackedAttr].(*types.AttributeValueMemberB).Value
+	b := av[dynamostore.PackedAttribute].(*types.AttributeValueMemberB).Value
 	damaged := func(v []byte) map[string]types.AttributeValue {
 		m := make(map[string]types.AttributeValue, len(av))
 		for k, x := range av {
 			m[k] = x
 		}
-		m[dynamostore.PackedAttr] = &types.AttributeValueMemberB{Value: v}
+		m[dynamostore.PackedAttribute] = &types.AttributeValueMemberB{Value: v}
 		return m
 	}
 	for i := range b {
@@ -113,7 +113,7 @@ func TestPreviousLayoutIsRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := old[dynamostore.PackedAttr]; ok {
+	if _, ok := old[dynamostore.PackedAttribute]; ok {
 		t.Fatal("previous layout has the packed attribute")
 	}
 	if got, err := dynamostore.DecodeRecord(old); err != nil || !reflect.DeepEqual(got, rec) {
@@ -182,7 +182,7 @@ func TestPreviousLayoutIsRead(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := out.Item[dynamostore.PackedAttr]; !ok {
+		if _, ok := out.Item[dynamostore.PackedAttribute]; !ok {
 			t.Fatalf("reclaimed record not rewritten in the compact layout: %v", out.Item)
 		}
 		if _, ok := out.Item["attempts"]; ok {

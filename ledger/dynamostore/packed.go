@@ -20,7 +20,7 @@ import (
 // condition tests (owner, attempt, state, expiresAtMs, leaseUntil, fence;
 // fence omitted when 0, which every fence condition reads as 0). Everything
 // else the ledger reads — identity stamps, provider key, outcome, attempt
-// rows, bookkeeping times — is one binary attribute, packedAttr, in the
+// rows, bookkeeping times — is one binary attribute, PackedAttribute, in the
 // packed encoding below. Each ledger write is a whole-record PutItem, so
 // what it costs the engine to parse, store and compare grows with the
 // attribute count: the previous layout, with every attempt a map of up to
@@ -31,10 +31,12 @@ import (
 // record written in it is read (decodeLegacy) and fenced by the same
 // conditions, and the first write of this version replaces it with the
 // compact layout.
-const (
-	packedAttr    = "d"
-	packedVersion = 1
-)
+const packedVersion = 1
+
+// PackedAttribute is the binary attribute of a record item holding every
+// field that is not a key, index, TTL or condition attribute, in the packed
+// encoding (read it with DecodeRecord).
+const PackedAttribute = "d"
 
 // Outcome flags of the packed encoding.
 const (
@@ -65,7 +67,7 @@ func encodeItem(r *ledger.Record) map[string]types.AttributeValue {
 	}
 	av["expiresAtMs"] = avN(exp)
 	av["expiresAt"] = avN((exp + 999) / 1000)
-	av[packedAttr] = &types.AttributeValueMemberB{Value: pack(r)}
+	av[PackedAttribute] = &types.AttributeValueMemberB{Value: pack(r)}
 	return av
 }
 
@@ -204,7 +206,7 @@ func appendTime(b []byte, t time.Time, base int64) []byte {
 // decodeItem decodes a compact item; ok is false when av is not one (a
 // record in the previous layout).
 func decodeItem(av map[string]types.AttributeValue) (r *ledger.Record, ok bool, err error) {
-	d, ok := av[packedAttr].(*types.AttributeValueMemberB)
+	d, ok := av[PackedAttribute].(*types.AttributeValueMemberB)
 	if !ok {
 		return nil, false, nil
 	}
