@@ -609,7 +609,7 @@ func TestPresetPolicyHeaders(t *testing.T) {
 	t.Run("commerce", func(t *testing.T) {
 		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyCommerce })
 		h := &handler{}
-		ev := v2event("POST", "POST /orders", "cart:123", `{}`)
+		ev := commerceEvent("POST", "POST /orders", "cart:123", `{}`)
 		e.call(h, ev)
 		r := e.call(h, ev)
 		if r.Headers["Idempotent-Replayed"] != "true" {

@@ -107,6 +107,15 @@ func v2event(method, route, key, body string) events.APIGatewayV2HTTPRequest {
 	return ev
 }
 
+// commerceEvent is v2event with the commerce policy's credential values
+// (namespace, worker) in the authorizer context.
+func commerceEvent(method, route, key, body string) events.APIGatewayV2HTTPRequest {
+	ev := v2event(method, route, key, body)
+	ev.RequestContext.Authorizer.Lambda["namespace"] = "ns-1"
+	ev.RequestContext.Authorizer.Lambda["worker"] = "checkout"
+	return ev
+}
+
 var idMu sync.Mutex
 var idN int
 

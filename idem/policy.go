@@ -146,7 +146,34 @@ type InFlightAnswer struct {
 	// whose owner looks dead is told the time until its lease can be
 	// reclaimed instead (at least RetryAfter).
 	Fixed bool
+	// ModeHeader, when set, names the request header by which a caller
+	// says how a duplicate of a still-pending request waits (the commerce
+	// policy: HeaderMode, "Idempotency-Mode"). Its values, in any letter
+	// case: ModeSync (also the answer when the header is absent) waits for
+	// the first request's outcome up to the call's budget (Config.Wait,
+	// capped by the request's deadline less Config.WaitMargin), then gets
+	// the in-flight answer; ModeAsync is answered at once, without waiting,
+	// with 202 Accepted, Retry-After, the policy's replay headers and the
+	// pending action {"status": "pending", "requestId": <the first
+	// request's id>}. Any other value, or the header repeated, is 400
+	// validation_error (details.field names the header) and records
+	// nothing. The mode is not part of the request fingerprint: it says
+	// how to wait, not what to do. Default "": every duplicate waits as
+	// ModeSync.
+	ModeHeader string
 }
+
+// HeaderMode is the request header of a call's wait mode under the
+// commerce policy (InFlightAnswer.ModeHeader).
+const HeaderMode = "Idempotency-Mode"
+
+// The values of InFlightAnswer.ModeHeader.
+const (
+	// ModeSync waits for a pending first request up to the call's budget.
+	ModeSync = "sync"
+	// ModeAsync is answered at once with the pending action (202).
+	ModeAsync = "async"
+)
 
 // ErrorInfo is an error answer written by the Guard, for Policy.ErrorBody.
 type ErrorInfo struct {

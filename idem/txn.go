@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,9 @@ type txn struct {
 	// failCode is the registry code of the last error the Guard answered
 	// itself (fail), whatever body the policy rendered for it.
 	failCode string
+	// async is the request's wait mode (Policy.InFlight.ModeHeader):
+	// a duplicate of a pending request is answered at once.
+	async bool
 }
 
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
@@ -155,6 +159,9 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		t.digest = DigestBytes(in.body)
 	}
 	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
+	if e := t.readMode(); e != nil {
+		return t.fail(e)
+	}
 	scopeOp := ""
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
@@ -214,6 +221,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		cur := res.Record
 		if !waiting {
 			until = g.waitUntil(ctx)
+			if t.async {
+				until = time.Now()
+			}
 			waiting = true
 		}
 		act, cur := t.inspect(ctx, cur, until)
@@ -226,6 +236,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
 				"The Idempotency-Key has already been used with a different request payload."))
 		case actInFlight:
+			if t.async {
+				return t.pending(ctx, &cur)
+			}
 			g.count(MetricClaimOutcomes, OutcomeInFlight)
 			t.logf(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
@@ -235,6 +248,44 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		// actClaim: the record went away or became reclaimable; claim again.
 	}
+}
+
+// readMode reads the request's wait mode (Policy.InFlight.ModeHeader); a
+// bad value is a 400 validation_error.
+func (t *txn) readMode() *apierr.Error {
+	name := t.g.cfg.Policy.InFlight.ModeHeader
+	if name == "" || t.in.parts.header == nil {
+		return nil
+	}
+	vs := t.in.parts.header(name)
+	if len(vs) == 0 {
+		return nil
+	}
+	if len(vs) == 1 {
+		switch strings.ToLower(strings.TrimSpace(vs[0])) {
+		case ModeSync:
+			return nil
+		case ModeAsync:
+			t.async = true
+			return nil
+		}
+	}
+	return apierr.New(400, apierr.CodeValidation, "The %s header must be %q or %q.", name, ModeSync, ModeAsync).
+		WithDetails(map[string]any{"field": name})
+}
+
+// pending answers an async duplicate of a pending request at once: 202
+// Accepted with the pending action and Retry-After, marked by the policy's
+// replay headers (the answer is the first request's action, nothing new ran).
+func (t *txn) pending(ctx context.Context, rec *Record) *Response {
+	t.g.count(MetricClaimOutcomes, OutcomeInFlight)
+	t.logf(ctx, slog.LevelInfo, "idempotency: pending (async)", slog.String("outcome", OutcomeInFlight))
+	body, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.RequestID})
+	resp := &Response{Status: 202, Body: body, Headers: map[string][]string{
+		"Content-Type":   {"application/json"},
+		HeaderRetryAfter: {strconv.Itoa(t.g.retryAfter(rec, t.g.cfg.Now()))},
+	}}
+	return t.decorate(resp, true, rec.RequestID)
 }
 
 type action int

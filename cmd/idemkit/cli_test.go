@@ -24,7 +24,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"tables"}, nil},
 		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
 		{[]string{"apikey"}, nil},
-		{[]string{"apikey", "create"}, []string{"tenant", "endpoint", "table", "region"}},
+		{[]string{"apikey", "create"}, []string{"tenant", "attr", "endpoint", "table", "region"}},
 		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "slow-body", "invalid-body", "get", "timeout", "stagger"}},
 		{[]string{"effects"}, nil},
 		{[]string{"effects", "list"}, []string{"state", "run", "limit", "endpoint", "table", "region", "json"}},

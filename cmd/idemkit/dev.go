@@ -100,6 +100,26 @@ examples:
   idemkit dev --dynamodb-endpoint http://127.0.0.1:8000 --api-key k-acme-0123456789=acme
 `
 
+// demoCredential is a demo key's credential: tenant t with the attributes
+// both shipped policies scope keys by (the commerce policy: namespace and
+// worker; the ERP policy: clientId, companyId and organizationId), so every
+// policy runs against the demo keys.
+func demoCredential(t string) host.Credential {
+	return host.Credential{Tenant: t, Attrs: map[string]string{
+		"namespace": t + "-ns", "worker": "demo-worker",
+		idem.CredentialClient: t + "-client", idem.CredentialCompany: t + "-company", idem.CredentialOrganization: t + "-org",
+	}}
+}
+
+// putDevKey stores a key with its attributes where the key store keeps
+// them (every host key store does), else its tenant alone.
+func putDevKey(ctx context.Context, ks host.KeyStore, key string, c host.Credential) error {
+	if cs, ok := ks.(host.CredentialStore); ok {
+		return cs.PutCredential(ctx, key, c)
+	}
+	return ks.PutKey(ctx, key, c.Tenant)
+}
+
 type apiKeyFlag []string
 
 func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
@@ -256,16 +276,22 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	if err != nil {
 		return err
 	}
+	creds := map[string]host.Credential{}
 	if len(o.keys) == 0 {
 		for _, t := range []string{"demo-a", "demo-b"} {
 			key := host.NewAPIKey()
 			o.keys = append(o.keys, key+"="+t)
+			creds[key] = demoCredential(t)
 			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
 		}
 	}
 	for _, kv := range o.keys {
 		key, tenant, _ := strings.Cut(kv, "=")
-		if err := k.Keys.PutKey(ctx, key, tenant); err != nil && !errors.Is(err, host.ErrKeyExists) {
+		c, ok := creds[key]
+		if !ok {
+			c = host.Credential{Tenant: tenant}
+		}
+		if err := putDevKey(ctx, k.Keys, key, c); err != nil && !errors.Is(err, host.ErrKeyExists) {
 			return err
 		}
 	}
