@@ -149,7 +149,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
 	var keys apiKeyFlag
-	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable); default: mint two demo keys and print them")
+	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -276,22 +276,18 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	if err != nil {
 		return err
 	}
-	creds := map[string]host.Credential{}
 	if len(o.keys) == 0 {
 		for _, t := range []string{"demo-a", "demo-b"} {
 			key := host.NewAPIKey()
 			o.keys = append(o.keys, key+"="+t)
-			creds[key] = demoCredential(t)
 			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
 		}
 	}
+	// Every seeded key, minted or given with --api-key, carries the demo
+	// credential attributes, so it works under every --policy.
 	for _, kv := range o.keys {
 		key, tenant, _ := strings.Cut(kv, "=")
-		c, ok := creds[key]
-		if !ok {
-			c = host.Credential{Tenant: tenant}
-		}
-		if err := putDevKey(ctx, k.Keys, key, c); err != nil && !errors.Is(err, host.ErrKeyExists) {
+		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, host.ErrKeyExists) {
 			return err
 		}
 	}
