@@ -498,69 +498,65 @@ func strictDecode(v json.RawMessage, dst any) error {
 }
 
 func decodeMessages(v json.RawMessage, dst *[]Message) error {
-	var raw []map[string]json.RawMessage
-	if err := strictDecode(v, &raw); err != nil {
-		return err
-	}
-	msgs := make([]Message, 0, len(raw))
-	for i, m := range raw {
-		if m == nil {
-			return fmt.Errorf("message %d is not an object", i)
+	return decodeObjects(v, "message", dst, func(msg *Message, k string, fv json.RawMessage) error {
+		switch k {
+		case "role":
+			return strictDecode(fv, &msg.Role)
+		case "content":
+			msg.Content = fv
+		default:
+			msg.Fields = withField(msg.Fields, k, fv)
 		}
-		var msg Message
-		for k, fv := range m {
-			switch k {
-			case "role":
-				if err := strictDecode(fv, &msg.Role); err != nil {
-					return fmt.Errorf("message %d role: %w", i, err)
-				}
-			case "content":
-				msg.Content = fv
-			default:
-				if msg.Fields == nil {
-					msg.Fields = map[string]any{}
-				}
-				msg.Fields[k] = fv
-			}
-		}
-		msgs = append(msgs, msg)
-	}
-	*dst = msgs
-	return nil
+		return nil
+	})
 }
 
 func decodeTools(v json.RawMessage, dst *[]Tool) error {
+	return decodeObjects(v, "tool", dst, func(tool *Tool, k string, fv json.RawMessage) error {
+		switch k {
+		case "name":
+			return strictDecode(fv, &tool.Name)
+		case "description":
+			return strictDecode(fv, &tool.Description)
+		case "parameters":
+			tool.Parameters = fv
+		default:
+			tool.Fields = withField(tool.Fields, k, fv)
+		}
+		return nil
+	})
+}
+
+// decodeObjects decodes v, a list of objects (not null), into *dst: each
+// object into a T by member, called once a member; an error names the
+// object (what and its index) and the member.
+func decodeObjects[T any](v json.RawMessage, what string, dst *[]T, member func(item *T, k string, fv json.RawMessage) error) error {
 	var raw []map[string]json.RawMessage
 	if err := strictDecode(v, &raw); err != nil {
 		return err
 	}
-	tools := make([]Tool, 0, len(raw))
-	for i, t := range raw {
-		if t == nil {
-			return fmt.Errorf("tool %d is not an object", i)
+	items := make([]T, 0, len(raw))
+	for i, m := range raw {
+		if m == nil {
+			return fmt.Errorf("%s %d is not an object", what, i)
 		}
-		var tool Tool
-		for k, fv := range t {
-			var err error
-			switch k {
-			case "name":
-				err = strictDecode(fv, &tool.Name)
-			case "description":
-				err = strictDecode(fv, &tool.Description)
-			case "parameters":
-				tool.Parameters = fv
-			default:
-				if tool.Fields == nil {
-					tool.Fields = map[string]any{}
-				}
-				tool.Fields[k] = fv
-			}
-			if err != nil {
-				return fmt.Errorf("tool %d %s: %w", i, k, err)
+		var item T
+		for k, fv := range m {
+			if err := member(&item, k, fv); err != nil {
+				return fmt.Errorf("%s %d %s: %w", what, i, k, err)
 			}
 		}
-		tools = append(tools, tool)
+		items = append(items, item)
 	}
-	*dst = tools
+	*dst = items
 	return nil
+}
+
+// withField returns fields (a new map when nil) with k set to v.
+func withField(fields map[string]any, k string, v any) map[string]any {
+	if fields == nil {
+		fields = map[string]any{}
+	}
+	fields[k] = v
+	return fields
 }
