@@ -62,27 +62,20 @@ func testCreateRace(t *testing.T, e *env) {
 	base := e.sample("race", now)
 	var wins atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, 32)
 	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r := base.Clone()
 			r.Owner = "owner-" + string(rune('A'+i))
 			won, _, err := e.raw.Create(ctx, r, now)
 			if err != nil {
-				errs <- err
+				t.Error(err)
 			}
 			if won {
 				wins.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 	if wins.Load() != 1 {
 		t.Fatalf("%d racing Creates won, want exactly 1", wins.Load())
 	}
