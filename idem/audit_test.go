@@ -595,6 +595,7 @@ func TestERPHeadersOnEveryResponse(t *testing.T) {
 			c.BodyTenantField = "tenantId"
 			c.Routes = map[string]idem.Route{"POST /api/v1/inbound/work-orders/test": {Skip: true}}
 			c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+			c.HTTPCredential = func(_ *http.Request, name string) string { return "cred-" + name }
 			if mod != nil {
 				mod(c)
 			}
@@ -656,8 +657,8 @@ func TestERPHeadersOnEveryResponse(t *testing.T) {
 		if a.status != 409 || a.headers.Get("Retry-After") != "2" {
 			t.Fatalf("ERP in-flight: %+v", a)
 		}
-		if _, d := envelope(t, a.body); d["profileCode"] != "IDEMPOTENCY_REQUEST_IN_PROGRESS" {
-			t.Fatalf("ERP in-flight details %v", d)
+		if code, _ := envelope(t, a.body); code != idem.CodeERPRequestInProgress {
+			t.Fatalf("ERP in-flight code %q", code)
 		}
 
 		// The opt-out route and safe methods are untouched.

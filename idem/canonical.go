@@ -86,11 +86,13 @@ func (e *ValidationError) Error() string {
 // credential and the route: what a CanonicalFunc may hash besides the
 // request.
 type ResolvedScope struct {
-	// Tenant is the authenticated tenant (the calling client), or
-	// AnonymousTenantID.
+	// Tenant is the authenticated tenant (Config.Tenant), or "" for an
+	// anonymous request (Unauthenticated AnonymousTenant).
 	Tenant string
 	// Credential holds the further credential values the policy scopes keys
-	// by (under the ERP policy the company and the organisation), by name.
+	// by (Policy.Scope.Credential; under the ERP policy the client, the
+	// company and the organisation), by name; "" for a part an anonymous
+	// request does not carry.
 	Credential map[string]string
 	// Method is the HTTP method.
 	Method string
@@ -124,19 +126,13 @@ func CanonicalDefault(c CanonicalRequest) ([]byte, error) {
 	return canonicalJSON(map[string]any{"contract_version": c.ContractVersion, "request": c.Request})
 }
 
-// Credential names of the ERP policy's scope: authorizer context keys (or
-// JWT claims) carrying the caller's company and organisation.
-const (
-	CredentialCompany      = "companyId"
-	CredentialOrganization = "organizationId"
-)
-
 // CanonicalERP is the ERP policy's CanonicalFunc: the RFC 8785 form of
 // {"company_id", "organization_id", "contract_version", "request"} — the
-// resolved company and organisation, the endpoint contract version and the
-// normalised contract — and nothing the policy excludes (request id,
-// timestamps, Authorization, tokens, remote IP, User-Agent, Accept never
-// reach it).
+// resolved company and organisation (the tenant), the endpoint contract
+// version and the normalised contract — and nothing the policy excludes
+// (request id, timestamps, Authorization, tokens, remote IP, User-Agent,
+// Accept never reach it; the client, the method and the route separate
+// records through the scope instead).
 func CanonicalERP(c CanonicalRequest) ([]byte, error) {
 	return canonicalJSON(map[string]any{
 		"company_id":       c.Scope.Credential[CredentialCompany],

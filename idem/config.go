@@ -225,8 +225,8 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	p = append(p, c.Policy.problems()...)
 	if len(c.Policy.Scope.Credential) > 0 && c.HTTPCredential == nil &&
-		c.Tenant.Kind != TenantAuthorizerKey && c.Tenant.Kind != TenantJWTClaim {
-		p = append(p, "Policy.Scope.Credential needs a credential to read: Tenant idem.AuthorizerKey or idem.JWTClaim, or HTTPCredential")
+		c.Tenant.Kind != TenantAuthorizerKey && c.Tenant.Kind != TenantJWTClaim && c.Tenant.Kind != TenantSingle {
+		p = append(p, "Policy.Scope.Credential needs a credential to read: Tenant idem.AuthorizerKey or idem.JWTClaim, or HTTPCredential (or idem.SingleTenant: no authentication, every part anonymous)")
 	}
 	if c.Lease == 0 {
 		c.Lease = DefaultLease

@@ -39,6 +39,17 @@
 // retryable-failure → atomic reclaim (Attempt+1) and run; different digest →
 // 409 idempotency_key_mismatch. See Guard for the guarantees.
 //
+// Wait mode: a policy with InFlight.ModeHeader (the commerce policy:
+// HeaderMode, "Idempotency-Mode") lets the caller say how a duplicate of a
+// pending request waits: "sync" (the default) as above, within its budget;
+// "async" is answered at once with 202 Accepted and the pending action
+// {"status": "pending", "requestId": ...}. PolicyCommerce also scopes a key
+// by the credential's namespace and worker (not by the operation, which is
+// in the fingerprint: 409 idempotency-mismatch), records nothing for a
+// 400, 401, 403 or 429, replays every other outcome (a failed action
+// replays as failed) and keeps records forever. See KeyCommerce for how its
+// keys, and repeated headers on each adapter, are read.
+//
 // Tenant: Config.Tenant is a required choice (AuthorizerKey, JWTClaim,
 // IAMPrincipal, or SingleTenant for a function without an authorizer); New
 // rejects a Config without one rather than answer 401 to every keyed
@@ -54,7 +65,8 @@
 // Policy.ErrorBody from the OpenWOP registry code (the default is the
 // OpenWOP envelope). A missing key on a Required route is
 // 400 idempotency_key_invalid with details {"reason":"missing"} (the
-// registry has no "missing key" code). PolicyERP gives the ERP service's own
-// codes (IDEMPOTENCY_REQUEST_IN_PROGRESS, IDEMPOTENCY_KEY_CONFLICT) in
-// details.profileCode.
+// registry has no "missing key" code). PolicyERP's envelope carries the ERP
+// service's own codes in its error member (IDEMPOTENCY_REQUEST_IN_PROGRESS,
+// IDEMPOTENCY_KEY_CONFLICT) and the current attempt's request_id
+// (ERPErrorBody).
 package idem

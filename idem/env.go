@@ -7,13 +7,15 @@ import (
 	"time"
 )
 
-// Environment variables read by LoadEnv (the names of the ERP service's policy).
+// Environment variables read by LoadEnv (the names of the ERP service's policy,
+// and IDEMPOTENCY_POLICY, which picks one of the three published policies).
 const (
 	EnvEnabled        = "IDEMPOTENCY_ENABLED"                  // true|false, default true
 	EnvRequired       = "IDEMPOTENCY_REQUIRED"                 // true|false, default false
 	EnvLeaseSeconds   = "IDEMPOTENCY_PROCESSING_LEASE_SECONDS" // 30..3600, default 300
 	EnvRetentionHours = "IDEMPOTENCY_RETENTION_HOURS"          // hours; 0 or "forever" = never expire
 	EnvTable          = "IDEMPOTENCY_TABLE"                    // DynamoDB table name
+	EnvPolicy         = "IDEMPOTENCY_POLICY"                   // openwop (default) | commerce | erp
 )
 
 // Env is the configuration read from the environment in Lambda.
@@ -32,6 +34,31 @@ type Env struct {
 	// Table: IDEMPOTENCY_TABLE, the DynamoDB table (used by dynamostore).
 	// Default "".
 	Table string
+	// Policy: IDEMPOTENCY_POLICY, one of PolicyNames (openwop, commerce,
+	// erp; PolicyNamed). Unset leaves the zero Policy, which is Config's
+	// default (PolicyOpenWOP); PolicyName reports the name either way.
+	Policy Policy
+}
+
+// PolicyName is the name of the policy e selects: Policy.Name, or
+// "openwop" (Config's default) when IDEMPOTENCY_POLICY is unset.
+func (e Env) PolicyName() string {
+	if e.Policy.Name == "" {
+		return PolicyOpenWOP.Name
+	}
+	return e.Policy.Name
+}
+
+// EffectiveRetention is how long e keeps a record after its last write:
+// Retention when set, else the policy's default (Forever for no expiry).
+func (e Env) EffectiveRetention() time.Duration {
+	if e.Retention != 0 {
+		return e.Retention
+	}
+	if e.Policy.Name == "" {
+		return PolicyOpenWOP.Retention
+	}
+	return e.Policy.Retention
 }
 
 // LoadEnv reads the IDEMPOTENCY_* variables through getenv (os.Getenv in
@@ -75,6 +102,14 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		}
 	}
 	e.Table = strings.TrimSpace(getenv(EnvTable))
+	if v := strings.TrimSpace(getenv(EnvPolicy)); v != "" {
+		pol, err := PolicyNamed(v)
+		if err != nil {
+			p = append(p, fmt.Sprintf("%s=%q: want one of %s", EnvPolicy, v, strings.Join(PolicyNames, ", ")))
+		} else {
+			e.Policy = pol
+		}
+	}
 	if len(p) > 0 {
 		return e, &ConfigError{Problems: p}
 	}
@@ -90,5 +125,8 @@ func (e Env) Apply(c *Config) {
 	}
 	if e.Retention != 0 {
 		c.Retention = e.Retention
+	}
+	if e.Policy.Name != "" {
+		c.Policy = e.Policy
 	}
 }

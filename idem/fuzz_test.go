@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
@@ -27,7 +28,18 @@ func FuzzParseKey(f *testing.F) {
 				}
 				continue
 			}
-			if key != s || len(s) < p.MinLen || len(s) > p.MaxLen || strings.ContainsAny(s, ", \t\r\n") {
+			n := len(s)
+			if p.Runes {
+				n = utf8.RuneCountInString(s)
+			}
+			bad := ", \t\r\n"
+			if p.Allow(',') {
+				bad = "\t\r\n" // a comma and inner spaces are part of the key
+			} else if strings.Contains(s, " ") {
+				t.Fatalf("policy %s accepted a space in %q", p.Name, s)
+			}
+			if key != s || n < p.MinLen || n > p.MaxLen || strings.ContainsAny(s, bad) || s != strings.TrimSpace(s) ||
+				p.Runes && !utf8.ValidString(s) {
 				t.Fatalf("policy %s accepted %q", p.Name, s)
 			}
 			if _, _, err := idem.ParseKey([]string{s, s}, p); err == nil {

@@ -141,7 +141,7 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 				"The Idempotency-Key header is required on this operation.").
 				WithDetails(map[string]any{"reason": ReasonMissing}), in.requestID), in, "", false, "")
 		}
-		return g.decorate(render(route, g.plain(ctx, in, run), in.accept), in, "", false, "")
+		return g.decorate(render(route, g.stampRequestID(g.plain(ctx, in, run), in.requestID), in.accept), in, "", false, "")
 	}
 	t := &txn{g: g, in: in, key: key, op: op, route: route}
 	return t.run(ctx, route, run)

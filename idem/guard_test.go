@@ -599,7 +599,7 @@ func TestPresetPolicyHeaders(t *testing.T) {
 		}
 		r := e.call(h, v2event("POST", "POST /api/v1/inbound/work-orders", key, `{"other":1}`))
 		code, details := envelope(t, r.Body)
-		if code != "idempotency_key_mismatch" || details["profileCode"] != "IDEMPOTENCY_KEY_CONFLICT" || r.Headers["Idempotency-Replayed"] != "false" {
+		if code != idem.CodeERPKeyConflict || details != nil || r.Headers["Idempotency-Replayed"] != "false" {
 			t.Fatalf("erp mismatch: %+v", r)
 		}
 		if r := e.call(h, v2event("POST", "POST /x", "has space inside", `{}`)); r.StatusCode != 400 {
@@ -609,7 +609,7 @@ func TestPresetPolicyHeaders(t *testing.T) {
 	t.Run("commerce", func(t *testing.T) {
 		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyCommerce })
 		h := &handler{}
-		ev := v2event("POST", "POST /orders", "cart:123", `{}`)
+		ev := commerceEvent("POST", "POST /orders", "cart:123", `{}`)
 		e.call(h, ev)
 		r := e.call(h, ev)
 		if r.Headers["Idempotent-Replayed"] != "true" {

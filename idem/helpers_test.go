@@ -95,13 +95,24 @@ func v2event(method, route, key, body string) events.APIGatewayV2HTTPRequest {
 			RequestID: "req-" + randID(),
 			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: method},
 			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
-				Lambda: map[string]any{"tenantId": testTenant},
+				// The ERP policy's credential parts ride along (the other
+				// policies read the tenant only).
+				Lambda: map[string]any{"tenantId": testTenant, "clientId": "client-a", "companyId": "company-a", "organizationId": "org-a"},
 			},
 		},
 	}
 	if key != "" {
 		ev.Headers["idempotency-key"] = key
 	}
+	return ev
+}
+
+// commerceEvent is v2event with the commerce policy's credential values
+// (namespace, worker) in the authorizer context.
+func commerceEvent(method, route, key, body string) events.APIGatewayV2HTTPRequest {
+	ev := v2event(method, route, key, body)
+	ev.RequestContext.Authorizer.Lambda["namespace"] = "ns-1"
+	ev.RequestContext.Authorizer.Lambda["worker"] = "checkout"
 	return ev
 }
 

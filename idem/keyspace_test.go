@@ -95,7 +95,7 @@ func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 	h := &handler{}
 	accepted := 0
 	for _, k := range adversarial {
-		r := e.call(h, v2event("POST", "POST /runs", k, `{}`))
+		r := e.call(h, commerceEvent("POST", "POST /runs", k, `{}`))
 		if r.StatusCode == 201 {
 			accepted++
 		}

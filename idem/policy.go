@@ -73,6 +73,15 @@ type Policy struct {
 	// itself (not the handler's). Default nil: the OpenWOP envelope
 	// {error, message, details?} (OpenWOPErrorBody).
 	ErrorBody func(ErrorInfo) []byte
+
+	// RequestIDMember names a top-level member of JSON object bodies that
+	// carries the request id. On every answer the Guard builds from a
+	// handler's response — the first execution's and every replay — a JSON
+	// body that has this member gets it set to the current request's id
+	// (before Contract.Render), so a replay never carries the first
+	// attempt's id; the rest of the body is kept byte for byte and the
+	// stored response is the handler's. Default "": bodies as stored.
+	RequestIDMember string
 }
 
 // ScopeParts says which parts of a request, besides the key and the
@@ -82,9 +91,11 @@ type ScopeParts struct {
 	// Credential names further credential values that scope a key, in
 	// order: authorizer context keys when Config.Tenant is AuthorizerKey,
 	// JWT claims when it is JWTClaim, Config.HTTPCredential for the
-	// net/http middleware. A guarded request with a key that lacks one of
-	// them is answered 401 unauthenticated and records nothing. Default
-	// none.
+	// net/http middleware. An authenticated guarded request with a key that
+	// lacks one of them is answered 401 unauthenticated and records
+	// nothing. Where authentication is disabled — Config.Tenant is
+	// SingleTenant, or an anonymous request under AnonymousTenant — an
+	// absent value is the empty (anonymous) one. Default none.
 	Credential []string
 
 	// Operation puts the canonical operation (the method and route, after
@@ -135,7 +146,34 @@ type InFlightAnswer struct {
 	// whose owner looks dead is told the time until its lease can be
 	// reclaimed instead (at least RetryAfter).
 	Fixed bool
+	// ModeHeader, when set, names the request header by which a caller
+	// says how a duplicate of a still-pending request waits (the commerce
+	// policy: HeaderMode, "Idempotency-Mode"). Its values, in any letter
+	// case: ModeSync (also the answer when the header is absent) waits for
+	// the first request's outcome up to the call's budget (Config.Wait,
+	// capped by the request's deadline less Config.WaitMargin), then gets
+	// the in-flight answer; ModeAsync is answered at once, without waiting,
+	// with 202 Accepted, Retry-After, the policy's replay headers and the
+	// pending action {"status": "pending", "requestId": <the first
+	// request's id>}. Any other value, or the header repeated, is 400
+	// validation_error (details.field names the header) and records
+	// nothing. The mode is not part of the request fingerprint: it says
+	// how to wait, not what to do. Default "": every duplicate waits as
+	// ModeSync.
+	ModeHeader string
 }
+
+// HeaderMode is the request header of a call's wait mode under the
+// commerce policy (InFlightAnswer.ModeHeader).
+const HeaderMode = "Idempotency-Mode"
+
+// The values of InFlightAnswer.ModeHeader.
+const (
+	// ModeSync waits for a pending first request up to the call's budget.
+	ModeSync = "sync"
+	// ModeAsync is answered at once with the pending action (202).
+	ModeAsync = "async"
+)
 
 // ErrorInfo is an error answer written by the Guard, for Policy.ErrorBody.
 type ErrorInfo struct {
@@ -230,7 +268,8 @@ func (p Policy) minRetention() time.Duration {
 func (p Policy) isZero() bool {
 	return p.Name == "" && p.Key.Allow == nil && p.Key.MinLen == 0 && p.Key.MaxLen == 0 &&
 		len(p.Scope.Credential) == 0 && !p.Scope.Operation && p.Cache == nil && p.Retention == 0 &&
-		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil
+		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil &&
+		p.RequestIDMember == ""
 }
 
 // PolicyNames lists the names PolicyNamed accepts, the default first.

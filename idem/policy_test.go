@@ -161,10 +161,14 @@ func TestInvalidPolicyNamesTheField(t *testing.T) {
 	if err := p.Validate(); err == nil || !errors.Is(err, idem.ErrConfig) {
 		t.Fatalf("Validate: %v", err)
 	}
-	// Credential parts need a credential to read them from.
-	_, err = idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: partnerPolicy})
+	// Credential parts need a credential to read them from, unless there
+	// is no authentication at all (SingleTenant: every part anonymous).
+	_, err = idem.New(idem.Config{Store: memstore.New(), Tenant: idem.IAMPrincipal(), Policy: partnerPolicy})
 	if err == nil || !strings.Contains(err.Error(), "Policy.Scope.Credential") {
 		t.Fatalf("credential parts without a credential: %v", err)
+	}
+	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: partnerPolicy}); err != nil {
+		t.Fatalf("credential parts under SingleTenant (no authentication): %v", err)
 	}
 	for _, preset := range []idem.Policy{idem.PolicyOpenWOP, idem.PolicyCommerce, idem.PolicyERP, partnerPolicy} {
 		if err := preset.Validate(); err != nil {

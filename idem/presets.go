@@ -28,41 +28,64 @@ var (
 	}
 
 	// PolicyERP is the ERP service's policy: key 8..128 of
-	// A-Z a-z 0-9 . _ : - (KeyERP); scope tenant + operation + key;
-	// outcomes cached as PolicyOpenWOP; retention 720 h; every guarded
-	// response carries "Idempotency-Replayed: true|false", the key echoed in
+	// A-Z a-z 0-9 . _ : - (KeyERP); scope tenant + client + company +
+	// organisation from the credential (CredentialClient, CredentialCompany,
+	// CredentialOrganization; empty, the anonymous client, when
+	// authentication is disabled: SingleTenant, or an anonymous request under
+	// AnonymousTenant) + method and route + key; outcomes cached as
+	// PolicyOpenWOP (5xx and handler errors retryable, deterministic business
+	// answers replayed); retention 720 h; every guarded response carries
+	// "Idempotency-Replayed: true|false", the key echoed in
 	// "Idempotency-Key", "Idempotency-Original-Request-ID" and
 	// "X-Request-ID"; in-flight answers always carry "Retry-After: 2"; error
-	// envelopes carry the OpenWOP code, and the ERP service's own code in
-	// details.profileCode (IDEMPOTENCY_REQUEST_IN_PROGRESS for
-	// idempotency_in_flight, IDEMPOTENCY_KEY_CONFLICT for
-	// idempotency_key_mismatch); on a route with a Contract the digest
+	// envelopes carry the ERP service's own codes and the current attempt's
+	// request_id (ERPErrorBody), and a handler's JSON body with a top-level
+	// request_id carries the current attempt's on every answer, replays
+	// included (RequestIDMember); on a route with a Contract the digest
 	// hashes what CanonicalERP picks.
 	PolicyERP = Policy{
-		Name:      "erp",
-		Key:       KeyERP,
-		Scope:     ScopeParts{Operation: true},
-		Cache:     CacheOpenWOP,
-		Retention: 720 * time.Hour,
-		Headers:   erpHeaders,
-		InFlight:  InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true},
-		Canonical: CanonicalERP,
-		ErrorBody: erpErrorBody,
+		Name: "erp",
+		Key:  KeyERP,
+		Scope: ScopeParts{
+			Credential: []string{CredentialClient, CredentialCompany, CredentialOrganization},
+			Operation:  true,
+		},
+		Cache:           CacheOpenWOP,
+		Retention:       720 * time.Hour,
+		Headers:         erpHeaders,
+		InFlight:        InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true},
+		Canonical:       CanonicalERP,
+		ErrorBody:       ERPErrorBody,
+		RequestIDMember: RequestIDMember,
 	}
 
-	// PolicyCommerce is the commerce platform's policy: keys of up to 255
-	// visible characters (KeyCommerce); scope tenant + operation + key;
-	// outcomes cached as PolicyOpenWOP; records held forever; replays carry
-	// "Idempotent-Replayed: true"; in-flight Retry-After as PolicyOpenWOP;
-	// the OpenWOP error envelope.
+	// PolicyCommerce is the commerce platform's policy: a key is any
+	// string of 1..255 characters (KeyCommerce); it belongs to one
+	// namespace and one calling worker, both read from the credential
+	// (Scope.Credential CredentialNamespace, CredentialWorker: authorizer
+	// context keys or JWT claims, never the request), beside the tenant;
+	// the operation is not in the scope but in the fingerprint, so the same
+	// key on a different operation or input is 409 with the policy's own
+	// code CodeIdempotencyMismatch and nothing runs; a request rejected at
+	// the door (400, 401, 403, 429) records nothing, and every other
+	// outcome, a 5xx included, is final and replayed as it was
+	// (CacheCommerce: a failed action replays as failed, the key never
+	// runs again); records held forever (no expiry attribute, so neither
+	// TTL nor the sweeper ever deletes one); replays carry
+	// "Idempotent-Replayed: true"; a duplicate of a pending request waits
+	// as its Idempotency-Mode header says (HeaderMode: sync waits up to its
+	// budget, async gets the pending action at once); in-flight
+	// Retry-After as PolicyOpenWOP; the OpenWOP envelope, with the
+	// policy's code for a mismatch (commerceErrorBody).
 	PolicyCommerce = Policy{
 		Name:      "commerce",
 		Key:       KeyCommerce,
-		Scope:     ScopeParts{Operation: true},
-		Cache:     CacheOpenWOP,
+		Scope:     ScopeParts{Credential: []string{CredentialNamespace, CredentialWorker}},
+		Cache:     CacheCommerce,
 		Retention: Forever,
 		Headers:   commerceHeaders,
-		InFlight:  InFlightAnswer{RetryAfter: time.Second},
+		InFlight:  InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
+		ErrorBody: commerceErrorBody,
 	}
 )
 
@@ -81,6 +104,48 @@ func CacheOpenWOP(status int, code string) Disposition {
 		return Forget
 	}
 	return Replay
+}
+
+// The credential values that scope a key under the commerce policy
+// (PolicyCommerce.Scope.Credential): authorizer context keys (or JWT
+// claims) set from the caller's credential, never from the request.
+const (
+	CredentialNamespace = "namespace"
+	CredentialWorker    = "worker"
+)
+
+// CodeIdempotencyMismatch is the commerce policy's code for a key reused on
+// a different operation or input (HTTP 409; the OpenWOP default's
+// idempotency_key_mismatch).
+const CodeIdempotencyMismatch = "idempotency-mismatch"
+
+// CacheCommerce is the commerce policy's Policy.Cache: a request rejected
+// at the door, 400, 401, 403 or 429, records nothing (Forget), so the same
+// key later runs fresh; every other outcome, 1xx..3xx, the other 4xx and
+// every 5xx, is final and replayed (a failed action replays as failed).
+// A handler error or panic (no response) still leaves the record retryable,
+// as under every policy.
+func CacheCommerce(status int, _ string) Disposition {
+	switch status {
+	case 400, 401, 403, 429:
+		return Forget
+	}
+	return Replay
+}
+
+// commerceErrorBody is the OpenWOP envelope with the commerce policy's code
+// for a mismatch (CodeIdempotencyMismatch; the registry code it stands for
+// in details.openwopCode); every other answer keeps its registry code.
+func commerceErrorBody(e ErrorInfo) []byte {
+	if e.Code == apierr.CodeIdempotencyKeyMismatch {
+		d := make(map[string]any, len(e.Details)+1)
+		for k, v := range e.Details {
+			d[k] = v
+		}
+		d["openwopCode"] = e.Code
+		e.Code, e.Details = CodeIdempotencyMismatch, d
+	}
+	return OpenWOPErrorBody(e)
 }
 
 // OpenWOPErrorBody is the default Policy.ErrorBody: the OpenWOP envelope
@@ -118,25 +183,4 @@ func erpHeaders(h map[string][]string, a Answer) {
 	if a.RequestID != "" {
 		h[HeaderRequestID] = []string{a.RequestID}
 	}
-}
-
-// erpErrorBody is the OpenWOP envelope with the ERP service's own code, where
-// it has one, in details.profileCode.
-func erpErrorBody(e ErrorInfo) []byte {
-	pc := ""
-	switch e.Code {
-	case apierr.CodeIdempotencyInFlight:
-		pc = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
-	case apierr.CodeIdempotencyKeyMismatch:
-		pc = "IDEMPOTENCY_KEY_CONFLICT"
-	}
-	if pc != "" {
-		d := make(map[string]any, len(e.Details)+1)
-		for k, v := range e.Details {
-			d[k] = v
-		}
-		d["profileCode"] = pc
-		e.Details = d
-	}
-	return OpenWOPErrorBody(e)
 }

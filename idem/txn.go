@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,6 +41,9 @@ type txn struct {
 	// failCode is the registry code of the last error the Guard answered
 	// itself (fail), whatever body the policy rendered for it.
 	failCode string
+	// async is the request's wait mode (Policy.InFlight.ModeHeader):
+	// a duplicate of a pending request is answered at once.
+	async bool
 }
 
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
@@ -57,9 +61,13 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 	t.g.log.LogAttrs(ctx, level, msg, t.attrs(extra...)...)
 }
 
-// render renders a handler's (or the stored) response per the request's
-// Accept, on a route whose Contract has Render.
-func (t *txn) render(resp *Response) *Response { return render(t.route, resp, t.in.accept) }
+// render turns a handler's (or the stored) response into this request's
+// answer: the policy's request-id member set to this request's id
+// (Policy.RequestIDMember), then rendered per the request's Accept on a
+// route whose Contract has Render.
+func (t *txn) render(resp *Response) *Response {
+	return render(t.route, t.g.stampRequestID(resp, t.in.requestID), t.in.accept)
+}
 
 // decorate adds the policy's headers.
 func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
@@ -95,13 +103,16 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 	}
 	if parts := g.cfg.Policy.Scope.Credential; len(parts) > 0 {
+		// Without authentication (a single-tenant function, or an anonymous
+		// request) an absent part is the anonymous, empty one.
+		anonymous := in.tenant == "" || g.cfg.Tenant.Kind == TenantSingle
 		values := make([]string, len(parts))
 		t.credential = make(map[string]string, len(parts))
 		for i, name := range parts {
 			if in.credential != nil {
 				values[i] = in.credential(name)
 			}
-			if values[i] == "" {
+			if values[i] == "" && !anonymous {
 				return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 			}
 			t.credential[name] = values[i]
@@ -148,6 +159,9 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		t.digest = DigestBytes(in.body)
 	}
 	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
+	if e := t.readMode(); e != nil {
+		return t.fail(e)
+	}
 	scopeOp := ""
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
@@ -207,6 +221,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		cur := res.Record
 		if !waiting {
 			until = g.waitUntil(ctx)
+			if t.async {
+				until = time.Now()
+			}
 			waiting = true
 		}
 		act, cur := t.inspect(ctx, cur, until)
@@ -219,6 +236,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
 				"The Idempotency-Key has already been used with a different request payload."))
 		case actInFlight:
+			if t.async {
+				return t.pending(ctx, &cur)
+			}
 			g.count(MetricClaimOutcomes, OutcomeInFlight)
 			t.logf(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
@@ -228,6 +248,44 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		// actClaim: the record went away or became reclaimable; claim again.
 	}
+}
+
+// readMode reads the request's wait mode (Policy.InFlight.ModeHeader); a
+// bad value is a 400 validation_error.
+func (t *txn) readMode() *apierr.Error {
+	name := t.g.cfg.Policy.InFlight.ModeHeader
+	if name == "" || t.in.parts.header == nil {
+		return nil
+	}
+	vs := t.in.parts.header(name)
+	if len(vs) == 0 {
+		return nil
+	}
+	if len(vs) == 1 {
+		switch strings.ToLower(strings.TrimSpace(vs[0])) {
+		case ModeSync:
+			return nil
+		case ModeAsync:
+			t.async = true
+			return nil
+		}
+	}
+	return apierr.New(400, apierr.CodeValidation, "The %s header must be %q or %q.", name, ModeSync, ModeAsync).
+		WithDetails(map[string]any{"field": name})
+}
+
+// pending answers an async duplicate of a pending request at once: 202
+// Accepted with the pending action and Retry-After, marked by the policy's
+// replay headers (the answer is the first request's action, nothing new ran).
+func (t *txn) pending(ctx context.Context, rec *Record) *Response {
+	t.g.count(MetricClaimOutcomes, OutcomeInFlight)
+	t.logf(ctx, slog.LevelInfo, "idempotency: pending (async)", slog.String("outcome", OutcomeInFlight))
+	body, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.RequestID})
+	resp := &Response{Status: 202, Body: body, Headers: map[string][]string{
+		"Content-Type":   {"application/json"},
+		HeaderRetryAfter: {strconv.Itoa(t.g.retryAfter(rec, t.g.cfg.Now()))},
+	}}
+	return t.decorate(resp, true, rec.RequestID)
 }
 
 type action int

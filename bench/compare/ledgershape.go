@@ -20,14 +20,13 @@ import (
 // UpdateItems carrying only what the fire mark changes. Same condition in
 // every shape (owner, attempt, state, retention).
 const (
-	shapeLedgerClaim = "ledger claim PutItem (whole record, 19 attributes)"
+	shapeLedgerClaim = "ledger claim PutItem (whole compact record)"
 	shapeLedgerPut   = "ledger fire mark: whole-record conditional PutItem (Store.Replace)"
-	shapeLedgerRow   = "ledger fire mark: UpdateItem, 5 SET + the attempt's row (attempts[0])"
-	shapeLedgerList  = "ledger fire mark: UpdateItem, 5 SET + the attempts list"
-	shapeLedgerFew   = "ledger fire mark: UpdateItem, 5 SET, no attempt row (not enough)"
+	shapeLedgerRow   = "ledger fire mark: UpdateItem, 4 SET + the packed attribute"
+	shapeLedgerFew   = "ledger fire mark: UpdateItem, 4 SET, no packed attribute (not enough)"
 )
 
-var ledgerShapeNames = []string{shapeLedgerClaim, shapeLedgerPut, shapeLedgerRow, shapeLedgerList, shapeLedgerFew}
+var ledgerShapeNames = []string{shapeLedgerClaim, shapeLedgerPut, shapeLedgerRow, shapeLedgerFew}
 
 // ledgerShapeCost times each fire-mark shape on n fresh claimed records
 // per round (rounds interleaved) and returns the p50 (µs) of each and of
@@ -93,18 +92,13 @@ func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, r
 							ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values})
 						return err
 					}
-					upd := "SET #s = :S, #l = :l, #u = :u, #e = :e, #t = :t"
-					names["#l"], names["#u"], names["#t"] = "leaseUntil", "updatedAt", "expiresAt"
-					values[":S"], values[":l"], values[":u"] = str(string(ledger.StateFiring)), whole["leaseUntil"], whole["updatedAt"]
+					upd := "SET #s = :S, #l = :l, #e = :e, #t = :t"
+					names["#l"], names["#t"] = "leaseUntil", "expiresAt"
+					values[":S"], values[":l"] = str(string(ledger.StateFiring)), whole["leaseUntil"]
 					values[":e"], values[":t"] = whole["expiresAtMs"], whole["expiresAt"]
-					list := whole["attempts"].(*types.AttributeValueMemberL)
-					switch shape {
-					case shapeLedgerRow:
-						upd += ", #A[0] = :r"
-						names["#A"], values[":r"] = "attempts", list.Value[0]
-					case shapeLedgerList:
-						upd += ", #A = :r"
-						names["#A"], values[":r"] = "attempts", list
+					if shape == shapeLedgerRow {
+						upd += ", #D = :r"
+						names["#D"], values[":r"] = ledgerdynamo.PackedAttribute, whole[ledgerdynamo.PackedAttribute]
 					}
 					_, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table),
 						Key:                 map[string]types.AttributeValue{"pk": str(rec.Key), "sk": str("record")},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -30,10 +31,38 @@ Run 'idemkit apikey create -h' for its flags.
 const apikeyCreateAbout = `Mints a new API key for a tenant, stores its SHA-256 hash in the api-keys
 table and prints the key once on stdout; the key itself is not stored.
 
+--attr NAME=VALUE (repeatable) gives the key credential attributes: the
+authorizer passes each to the api function in its context beside the
+tenant, where a policy scopes idempotency keys by them (the commerce
+policy: namespace and worker; the ERP policy: client, company and
+organisation). A name is 1..64 of a-z A-Z 0-9 _ starting with a letter
+(not tenantId); a value 1..256 characters without control characters.
+
 examples:
   idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
+  idemkit apikey create --tenant acme --attr namespace=shop --attr worker=checkout --endpoint http://127.0.0.1:8000
   idemkit apikey create --tenant acme --table prod-ApiKeysTable --region eu-west-1
 `
+
+// attrFlag collects --attr NAME=VALUE.
+type attrFlag map[string]string
+
+func (a attrFlag) String() string { return fmt.Sprint(map[string]string(a)) }
+
+func (a attrFlag) Set(v string) error {
+	name, value, ok := strings.Cut(v, "=")
+	if !ok {
+		return fmt.Errorf("want NAME=VALUE")
+	}
+	if _, dup := a[name]; dup {
+		return fmt.Errorf("attribute %s given twice", name)
+	}
+	if err := host.ValidAttr(name, value); err != nil {
+		return err
+	}
+	a[name] = value
+	return nil
+}
 
 // runAPIKey dispatches `idemkit apikey SUBCOMMAND`.
 func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -42,11 +71,13 @@ func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
-	setUsage(fs, "idemkit apikey create --tenant T [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
+	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+host.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
+	attrs := attrFlag{}
+	fs.Var(attrs, "attr", "credential attribute NAME=VALUE passed to the authorizer context (repeatable), e.g. namespace=shop")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -83,7 +114,11 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 	}
 	key := host.NewAPIKey()
-	if err := (&host.DynamoKeys{Client: c, Table: *table}).PutKey(ctx, key, *tenant); err != nil {
+	cred := host.Credential{Tenant: *tenant}
+	if len(attrs) > 0 {
+		cred.Attrs = attrs
+	}
+	if err := (&host.DynamoKeys{Client: c, Table: *table}).PutCredential(ctx, key, cred); err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 		return 1
 	}

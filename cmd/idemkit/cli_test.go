@@ -20,11 +20,11 @@ func TestHelpEveryCommand(t *testing.T) {
 		flags []string // the flags the command must define (and its usage line name)
 	}{
 		{nil, nil},
-		{[]string{"dev"}, []string{"addr", "emulator", "dynamodb-endpoint", "table-prefix", "api-key", "request-timeout", "idempotency-wait", "allow-loopback-webhooks", "conformance-seams"}},
+		{[]string{"dev"}, []string{"addr", "emulator", "dynamodb-endpoint", "table-prefix", "api-key", "request-timeout", "idempotency-wait", "allow-loopback-webhooks", "policy", "conformance-seams"}},
 		{[]string{"tables"}, nil},
 		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
 		{[]string{"apikey"}, nil},
-		{[]string{"apikey", "create"}, []string{"tenant", "endpoint", "table", "region"}},
+		{[]string{"apikey", "create"}, []string{"tenant", "attr", "endpoint", "table", "region"}},
 		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "slow-body", "invalid-body", "get", "timeout", "stagger"}},
 		{[]string{"effects"}, nil},
 		{[]string{"effects", "list"}, []string{"state", "run", "limit", "endpoint", "table", "region", "json"}},

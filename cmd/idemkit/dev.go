@@ -40,13 +40,45 @@ const DefaultDevAddr = "127.0.0.1:3000"
 
 // devStreamRetries is how often `idemkit dev`'s stream pollers retry a
 // failing batch before dropping it (the event source mapping's
-// MaximumRetryAttempts).
+// MaximumRetryAttempts) unless STREAM_MAX_RETRIES says otherwise.
 const devStreamRetries = 5
+
+// devDefaults are `idemkit dev`'s own defaults, beneath the environment: a
+// short effect lease (a crashed attempt is retried within seconds) and
+// devStreamRetries stream retries.
+var devDefaults = map[string]string{
+	host.EnvEffectLease:      "30",
+	host.EnvStreamMaxRetries: fmt.Sprint(devStreamRetries),
+}
+
+// devSettings reads `idemkit dev`'s host.Env the one way the functions do
+// (host.LoadEnv): the values dev decides itself (own: the tables it created,
+// the endpoint it reaches), over the setting flags, over the environment,
+// over devDefaults.
+func devSettings(own, flags map[string]string, getenv func(string) string) (host.Env, error) {
+	return host.LoadEnv(host.Layered(host.Values(own), host.Values(flags), getenv, host.Values(devDefaults)))
+}
+
+// settingFlag is a `idemkit dev` flag that overrides one host.Settings
+// variable (host.Setting.Flag).
+type settingFlag struct {
+	s    host.Setting
+	vals map[string]string
+}
+
+func (f settingFlag) String() string {
+	if f.vals == nil {
+		return ""
+	}
+	return f.vals[f.s.Name]
+}
+func (f settingFlag) Set(v string) error { f.vals[f.s.Name] = v; return nil }
+func (f settingFlag) IsBoolFlag() bool   { return f.s.BoolFlag }
 
 const devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator dynamodb-local|moto|dynalite]
        [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
        [--request-timeout D] [--idempotency-wait D] [--allow-loopback-webhooks]
-       [--conformance-seams]`
+       [--policy openwop|commerce|erp] [--conformance-seams]`
 
 const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
 --dynamodb-endpoint is given), the tables of template.yaml, the HTTP
@@ -55,11 +87,38 @@ runs, and the executor and auditor driven by polling the tables' streams.
 Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
 and everything it started.
 
+It reads the configuration variables the functions read (README.md,
+"Configuration reference"; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
+WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
+theirs, and the tables and endpoint are always the ones dev uses.
+DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
+defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5.
+
 examples:
   idemkit dev
   idemkit dev --emulator moto --addr 127.0.0.1:3001
   idemkit dev --dynamodb-endpoint http://127.0.0.1:8000 --api-key k-acme-0123456789=acme
 `
+
+// demoCredential is a demo key's credential: tenant t with the attributes
+// both shipped policies scope keys by (the commerce policy: namespace and
+// worker; the ERP policy: clientId, companyId and organizationId), so every
+// policy runs against the demo keys.
+func demoCredential(t string) host.Credential {
+	return host.Credential{Tenant: t, Attrs: map[string]string{
+		"namespace": t + "-ns", "worker": "demo-worker",
+		idem.CredentialClient: t + "-client", idem.CredentialCompany: t + "-company", idem.CredentialOrganization: t + "-org",
+	}}
+}
+
+// putDevKey stores a key with its attributes where the key store keeps
+// them (every host key store does), else its tenant alone.
+func putDevKey(ctx context.Context, ks host.KeyStore, key string, c host.Credential) error {
+	if cs, ok := ks.(host.CredentialStore); ok {
+		return cs.PutCredential(ctx, key, c)
+	}
+	return ks.PutKey(ctx, key, c.Tenant)
+}
 
 type apiKeyFlag []string
 
@@ -81,11 +140,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
 	reqTimeout := fs.Duration("request-timeout", DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
-	loopback := fs.Bool("allow-loopback-webhooks", false, "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)")
+	settings := map[string]string{}
+	for _, s := range host.Settings {
+		if s.Flag != "" {
+			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.FlagUsage)
+		}
+	}
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
 	var keys apiKeyFlag
-	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable); default: mint two demo keys and print them")
+	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -93,6 +157,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(pos) > 0 {
 		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", pos)
 		return 2
+	}
+	if *endpoint == "" && *engine == "" {
+		*endpoint = strings.TrimSpace(os.Getenv(host.EnvDynamoDBEndpoint))
 	}
 	if *engine != "" && *endpoint != "" {
 		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
@@ -111,7 +178,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
 		return 2
 	}
-	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, loopback: *loopback, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout}
+	// A bad setting stops start-up before anything is started (the tables
+	// stand in for the ones dev creates).
+	placeholders := map[string]string{}
+	for _, id := range []string{"IdempotencyTable", "RunsTable", "EffectsTable", "ApiKeysTable", "FenceTable"} {
+		placeholders[id] = *prefix + id
+	}
+	own := devOwn(placeholders, "http://127.0.0.1")
+	if _, err := devSettings(own, settings, os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		for _, s := range host.Settings {
+			if _, set := settings[s.Name]; set {
+				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)
+			}
+		}
+		return 2
+	}
+	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, settings: settings, getenv: os.Getenv, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout}
 	if err := dev(ctx, o, stdout, logger); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
@@ -121,8 +204,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 type devOptions struct {
 	addr, engine, endpoint, prefix string
-	loopback                       bool
-	keys                           []string
+	// settings are the setting flags' values by variable name (--policy:
+	// IDEMPOTENCY_POLICY, --allow-loopback-webhooks: WEBHOOK_ALLOW_LOOPBACK).
+	settings map[string]string
+	// getenv reads the environment (os.Getenv); nil reads none.
+	getenv func(string) string
+	keys   []string
 	// seams serves and advertises the conformance seams profile.
 	seams bool
 	// idemWait is Layer 1's duplicate wait budget (0: idem's default).
@@ -172,25 +259,20 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		return err
 	}
 
-	env := host.Env{
-		Idem:             idem.Env{Enabled: true, Table: names["IdempotencyTable"]},
-		RunsTable:        names["RunsTable"],
-		EffectsTable:     names["EffectsTable"],
-		APIKeysTable:     names["ApiKeysTable"],
-		FenceTable:       names["FenceTable"],
-		CrossRegion:      host.CrossRegionSingle,
-		Webhook:          host.WebhookPolicy{AllowLoopback: o.loopback},
-		Transactional:    supportsTransactions(ctx, client, names["RunsTable"]),
-		MetricsNamespace: "idemkit",
+	env, err := devSettings(devOwn(names, endpoint), o.settings, o.getenv)
+	if err != nil {
+		return err
 	}
-	env.EffectLease, env.EffectRetention = 30*time.Second, 14*24*time.Hour
+	// An engine without transactions (dynalite) makes createRun use a
+	// conditional PutItem whatever RUNS_TRANSACTIONAL says.
+	env.Transactional = env.Transactional && supportsTransactions(ctx, client, env.RunsTable)
 	metrics := emf.New(io.Discard, env.MetricsNamespace)
 	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, GuardWait: o.idemWait}, logger, metrics)
 	if err != nil {
 		return err
 	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams})
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams})
 	if err != nil {
 		return err
 	}
@@ -201,9 +283,11 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
 		}
 	}
+	// Every seeded key, minted or given with --api-key, carries the demo
+	// credential attributes, so it works under every --policy.
 	for _, kv := range o.keys {
 		key, tenant, _ := strings.Cut(kv, "=")
-		if err := k.Keys.PutKey(ctx, key, tenant); err != nil && !errors.Is(err, host.ErrKeyExists) {
+		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, host.ErrKeyExists) {
 			return err
 		}
 	}
@@ -219,10 +303,11 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 
 	sc := emulator.StreamsClient(endpoint)
-	// The pollers retry a failing batch devStreamRetries times, like the
-	// event source mapping's MaximumRetryAttempts: the executor's last try
-	// ends the run failed instead of stranding it "running".
-	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: devStreamRetries + 1}
+	// The pollers retry a failing batch STREAM_MAX_RETRIES times (dev's
+	// default devStreamRetries), like the event source mapping's
+	// MaximumRetryAttempts: the executor's last try ends the run failed
+	// instead of stranding it "running".
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", handle: exec.HandleRecords, filter: func(r host.StreamRecord) bool { return r.EventName == "INSERT" }},
@@ -246,7 +331,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		if err != nil {
 			return err
 		}
-		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, devStreamRetries, cp
+		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamMaxRetries, cp
 	}
 	// Every request that may write, and every batch a poller handled,
 	// wakes the idle pollers: an idle stack polls each stream every few
@@ -309,6 +394,20 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	cancel()
 	wg.Wait()
 	return result
+}
+
+// devOwn are the settings `idemkit dev` decides itself, over any
+// environment: the tables it created (names by template.yaml logical ID)
+// and the endpoint it reaches.
+func devOwn(names map[string]string, endpoint string) map[string]string {
+	return map[string]string{
+		idem.EnvTable:            names["IdempotencyTable"],
+		host.EnvRunsTable:        names["RunsTable"],
+		host.EnvEffectsTable:     names["EffectsTable"],
+		host.EnvAPIKeysTable:     names["ApiKeysTable"],
+		host.EnvFenceTable:       names["FenceTable"],
+		host.EnvDynamoDBEndpoint: endpoint,
+	}
 }
 
 // supportsTransactions probes TransactWriteItems with one condition check on

@@ -94,6 +94,22 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 	if tn, ok, err := keys.Tenant(context.Background(), host.HashKey(key)); err != nil || !ok || tn != "acme" {
 		t.Fatalf("key %q: %q %v %v", key, tn, ok, err)
 	}
+	// --attr gives the key credential attributes.
+	out.Reset()
+	if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--attr", "namespace=shop", "--attr", "worker=checkout",
+		"--endpoint", e.Endpoint, "--table", prefix + "ApiKeysTable"}, &out, &errb); code != 0 {
+		t.Fatalf("--attr: exit %d: %s", code, errb.String())
+	}
+	if c, ok, err := keys.Credential(context.Background(), host.HashKey(strings.TrimSpace(out.String()))); err != nil || !ok ||
+		c.Attrs["namespace"] != "shop" || c.Attrs["worker"] != "checkout" || len(c.Attrs) != 2 {
+		t.Fatalf("--attr key: %+v %v %v", c, ok, err)
+	}
+	for _, bad := range []string{"tenantId=x", "worker", "worker="} {
+		errb.Reset()
+		if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--attr", bad, "--endpoint", e.Endpoint}, &out, &errb); code != 2 {
+			t.Fatalf("--attr %s: exit %d", bad, code)
+		}
+	}
 }
 
 // TestGateway: the dev server's net/http <-> payload 2.0 translation runs

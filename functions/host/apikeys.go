@@ -17,7 +17,8 @@ import (
 )
 
 // API keys are stored only as SHA-256 hashes: the ApiKeysTable item is
-// {pk: "key#" + hex(sha256(key)), tenant}. A leaked table names no usable key.
+// {pk: "key#" + hex(sha256(key)), tenant, attrs?}. A leaked table names no
+// usable key.
 
 // ErrKeyExists is returned by PutKey when the key is already registered.
 var ErrKeyExists = errors.New("host: api key already registered")
@@ -47,27 +48,55 @@ type KeyStore interface {
 	PutKey(ctx context.Context, key, tenant string) error
 }
 
-// MemKeys is an in-memory KeyStore, safe for concurrent use.
+// CredentialStore is a KeyStore whose keys carry credential attributes
+// beside the tenant (Credential.Attrs): the values a policy scopes keys by
+// (the commerce policy's namespace and worker, the ERP policy's client,
+// company and organisation), which the authorizer passes to the api
+// function in its context. MemKeys and DynamoKeys implement it.
+type CredentialStore interface {
+	KeyStore
+	// Credential returns the credential of the key whose HashKey is hash;
+	// ok is false for an unknown key.
+	Credential(ctx context.Context, hash string) (c Credential, ok bool, err error)
+	// PutCredential registers key for c (ErrKeyExists if already
+	// registered); c must be valid (Credential.Validate).
+	PutCredential(ctx context.Context, key string, c Credential) error
+}
+
+// MemKeys is an in-memory CredentialStore, safe for concurrent use.
 type MemKeys struct {
 	mu sync.Mutex
-	m  map[string]string
+	m  map[string]Credential
 }
+
+var _ CredentialStore = (*MemKeys)(nil)
 
 // NewMemKeys returns an empty MemKeys.
-func NewMemKeys() *MemKeys { return &MemKeys{m: map[string]string{}} }
+func NewMemKeys() *MemKeys { return &MemKeys{m: map[string]Credential{}} }
 
 // Tenant implements KeyStore.
-func (k *MemKeys) Tenant(_ context.Context, hash string) (string, bool, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	t, ok := k.m[hash]
-	return t, ok, nil
+func (k *MemKeys) Tenant(ctx context.Context, hash string) (string, bool, error) {
+	c, ok, err := k.Credential(ctx, hash)
+	return c.Tenant, ok, err
 }
 
-// PutKey implements KeyStore.
-func (k *MemKeys) PutKey(_ context.Context, key, tenant string) error {
-	if !ValidTenant(tenant) {
-		return fmt.Errorf("host: tenant %q does not match the tenantId grammar", tenant)
+// Credential implements CredentialStore.
+func (k *MemKeys) Credential(_ context.Context, hash string) (Credential, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, ok := k.m[hash]
+	return c.clone(), ok, nil
+}
+
+// PutKey implements KeyStore: a key without attributes.
+func (k *MemKeys) PutKey(ctx context.Context, key, tenant string) error {
+	return k.PutCredential(ctx, key, Credential{Tenant: tenant})
+}
+
+// PutCredential implements CredentialStore.
+func (k *MemKeys) PutCredential(_ context.Context, key string, c Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -75,7 +104,7 @@ func (k *MemKeys) PutKey(_ context.Context, key, tenant string) error {
 	if _, ok := k.m[h]; ok {
 		return ErrKeyExists
 	}
-	k.m[h] = tenant
+	k.m[h] = c.clone()
 	return nil
 }
 
@@ -87,35 +116,69 @@ type DynamoKeys struct {
 	Table string
 }
 
+var _ CredentialStore = (*DynamoKeys)(nil)
+
 // Tenant implements KeyStore: one GetItem (eventually consistent: a key is
 // usable moments after it is created).
 func (d *DynamoKeys) Tenant(ctx context.Context, hash string) (string, bool, error) {
+	c, ok, err := d.Credential(ctx, hash)
+	return c.Tenant, ok, err
+}
+
+// Credential implements CredentialStore: one GetItem, as Tenant. The
+// attributes are the item's attrs map (string values; others are ignored).
+func (d *DynamoKeys) Credential(ctx context.Context, hash string) (Credential, bool, error) {
 	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(d.Table),
 		Key:       map[string]types.AttributeValue{"pk": sAV(hash)},
 	})
 	if err != nil {
-		return "", false, fmt.Errorf("host: get api key: %w", err)
+		return Credential{}, false, fmt.Errorf("host: get api key: %w", err)
 	}
 	t, ok := out.Item["tenant"].(*types.AttributeValueMemberS)
 	if !ok || t.Value == "" {
-		return "", false, nil
+		return Credential{}, false, nil
 	}
-	return t.Value, true, nil
+	c := Credential{Tenant: t.Value}
+	if m, ok := out.Item["attrs"].(*types.AttributeValueMemberM); ok {
+		for k, av := range m.Value {
+			if s, ok := av.(*types.AttributeValueMemberS); ok {
+				if c.Attrs == nil {
+					c.Attrs = map[string]string{}
+				}
+				c.Attrs[k] = s.Value
+			}
+		}
+	}
+	return c, true, nil
 }
 
-// PutKey implements KeyStore: a PutItem conditional on the hash being new.
+// PutKey implements KeyStore: a key without attributes.
 func (d *DynamoKeys) PutKey(ctx context.Context, key, tenant string) error {
-	if !ValidTenant(tenant) {
-		return fmt.Errorf("host: tenant %q does not match the tenantId grammar", tenant)
+	return d.PutCredential(ctx, key, Credential{Tenant: tenant})
+}
+
+// PutCredential implements CredentialStore: a PutItem conditional on the
+// hash being new.
+func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
 	}
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("pk"))).Build()
 	if err != nil {
 		return err
 	}
+	item := map[string]types.AttributeValue{"pk": sAV(HashKey(key)), "tenant": sAV(c.Tenant)}
+	if len(c.Attrs) > 0 {
+		m := make(map[string]types.AttributeValue, len(c.Attrs))
+		for k, v := range c.Attrs {
+			m[k] = sAV(v)
+		}
+		item["attrs"] = &types.AttributeValueMemberM{Value: m}
+	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(d.Table),
-		Item:                map[string]types.AttributeValue{"pk": sAV(HashKey(key)), "tenant": sAV(tenant)},
+		Item:                item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
 	var ccf *types.ConditionalCheckFailedException

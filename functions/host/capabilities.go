@@ -3,6 +3,8 @@ package host
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/idemkit/idemkit/idem"
 )
 
 // Cross-region postures (capabilities idempotency.crossRegion, fenced cross-region effect ownership).
@@ -52,6 +54,24 @@ type CapabilityOption func(*capOptions)
 type capOptions struct {
 	lagBoundMs int
 	seams      bool
+	policy     string
+}
+
+// ExtensionIdempotency is the discovery extension (the schema's
+// `<org>.<name>` seat under extensions; the idempotency family itself is
+// closed) stating the active idempotency policy: {"policy": NAME}, NAME one
+// of idem.PolicyNames (IDEMPOTENCY_POLICY, `idemkit dev --policy`).
+const ExtensionIdempotency = "idemkit.idempotency"
+
+// WithIdempotencyPolicy advertises the active idempotency policy by name
+// (extensions["idemkit.idempotency"].policy). Default "openwop", the
+// policy Layer 1 uses when none is configured.
+func WithIdempotencyPolicy(name string) CapabilityOption {
+	return func(o *capOptions) {
+		if name != "" {
+			o.policy = name
+		}
+	}
 }
 
 // SeamsProfile is the conformance seams profile id (api/seams-v2.yaml)
@@ -88,7 +108,8 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // discovery schema (capabilities.schema.json): protocolVersions and
 // preferredVersion (ProtocolVersion), implementation {name: "idemkit"},
 // fixtures[] (Fixtures), extensions["idemkit.workflows"] (every built-in
-// workflow), conformance.seamsProfile only WithConformanceSeams, and the
+// workflow), extensions["idemkit.idempotency"] (the active idempotency
+// policy, WithIdempotencyPolicy), conformance.seamsProfile only WithConformanceSeams, and the
 // idempotency family. The family states what this deployment does: Layer 1
 // on every mutating route and Layer 2 on every effectful node (status
 // "stable", since ProtocolVersion: the minor of this host's own contract at
@@ -148,21 +169,21 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 	if !ValidCrossRegion(crossRegion) {
 		return nil, fmt.Errorf("host: crossRegion %q is not single-region, reconciled-records or fenced-effects", crossRegion)
 	}
-	o := capOptions{lagBoundMs: DefaultReplicationLagBoundMs}
+	o := capOptions{lagBoundMs: DefaultReplicationLagBoundMs, policy: idem.PolicyOpenWOP.Name}
 	for _, f := range opts {
 		f(&o)
 	}
 	if o.lagBoundMs < 0 || o.lagBoundMs > MaxReplicationLagBoundMs {
 		return nil, fmt.Errorf("host: replicationLagBoundMs %d is not 0..%d", o.lagBoundMs, MaxReplicationLagBoundMs)
 	}
-	idem := map[string]any{
+	family := map[string]any{
 		"status":      "stable",
 		"since":       ProtocolVersion,
 		"witness":     "witnessable-gated",
 		"crossRegion": crossRegion,
 	}
 	if crossRegion == CrossRegionFenced {
-		idem["multiRegion"] = map[string]any{
+		family["multiRegion"] = map[string]any{
 			"replicationLagBoundMs":     o.lagBoundMs,
 			"partitionRecoveryStrategy": PartitionRecoveryHomeRegionFence,
 		}
@@ -172,8 +193,9 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 		"preferredVersion": ProtocolVersion,
 		"implementation":   map[string]any{"name": "idemkit"},
 		"fixtures":         Fixtures,
-		"extensions":       map[string]any{ExtensionWorkflows: map[string]any{"builtIn": Workflows}},
-		"idempotency":      idem,
+		"extensions": map[string]any{ExtensionWorkflows: map[string]any{"builtIn": Workflows},
+			ExtensionIdempotency: map[string]any{"policy": o.policy}},
+		"idempotency": family,
 	}
 	if o.seams {
 		doc["conformance"] = map[string]any{"seamsProfile": SeamsProfile}
@@ -183,7 +205,8 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 
 // CapabilitiesDoc returns the capabilities document of the deployment e
 // configures: CapabilitiesDoc(e.CrossRegion,
-// WithReplicationLagBound(e.ReplicationLagBoundMs)).
+// WithReplicationLagBound(e.ReplicationLagBoundMs),
+// WithIdempotencyPolicy(e.Idem.PolicyName())).
 func (e Env) CapabilitiesDoc() ([]byte, error) {
-	return CapabilitiesDoc(e.CrossRegion, WithReplicationLagBound(e.ReplicationLagBoundMs))
+	return CapabilitiesDoc(e.CrossRegion, WithReplicationLagBound(e.ReplicationLagBoundMs), WithIdempotencyPolicy(e.Idem.PolicyName()))
 }

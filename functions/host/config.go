@@ -1,14 +1,11 @@
 package host
 
 import (
-	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
-	"github.com/idemkit/idemkit/ledger"
 )
 
 // Environment variables of the functions (template.yaml sets them).
@@ -39,10 +36,12 @@ const (
 )
 
 // Env is the functions' configuration, read from the environment by
-// LoadEnv. Every field documents its variable and default.
+// LoadEnv (the Settings table, settings.go, lists every variable). Every
+// field documents its variable and default.
 type Env struct {
 	// Idem is Layer 1's IDEMPOTENCY_* configuration (idem.LoadEnv); its
-	// Table is IDEMPOTENCY_TABLE.
+	// Table is IDEMPOTENCY_TABLE, its Policy IDEMPOTENCY_POLICY (the
+	// policy kit.NewKit gives Layer 1 and discovery advertises).
 	Idem idem.Env
 	// RunsTable: RUNS_TABLE. Default "".
 	RunsTable string
@@ -109,130 +108,6 @@ type Env struct {
 	// stream's last try, 1 + StreamMaxRetries. Default 10 (the template's
 	// default).
 	StreamMaxRetries int
-}
-
-// LoadEnv reads Env through getenv (os.Getenv in Lambda), reporting every bad
-// value at once.
-func LoadEnv(getenv func(string) string) (Env, error) {
-	var p []string
-	ie, err := idem.LoadEnv(getenv)
-	if err != nil {
-		p = append(p, err.Error())
-	}
-	e := Env{
-		Idem:             ie,
-		RunsTable:        strings.TrimSpace(getenv(EnvRunsTable)),
-		EffectsTable:     strings.TrimSpace(getenv(EnvEffectsTable)),
-		APIKeysTable:     strings.TrimSpace(getenv(EnvAPIKeysTable)),
-		FenceTable:       strings.TrimSpace(getenv(EnvFenceTable)),
-		FenceTableRegion: strings.TrimSpace(getenv(EnvFenceTableRegion)),
-		EffectLease:      ledger.DefaultLease,
-		EffectRetention:  ledger.MinRetention,
-		CrossRegion:      CrossRegionSingle,
-		Transactional:    true,
-		DynamoDBEndpoint: strings.TrimSpace(getenv(EnvDynamoDBEndpoint)),
-		MetricsNamespace: strings.TrimSpace(getenv(EnvMetricsNS)),
-		StreamMaxRetries: 10,
-	}
-	e.IdempotencyTableRegion = strings.TrimSpace(getenv(EnvIdempotencyTableRegion))
-	e.ReplicationLagBoundMs = DefaultReplicationLagBoundMs
-	if e.MetricsNamespace == "" {
-		e.MetricsNamespace = "idemkit"
-	}
-	if v := strings.TrimSpace(getenv(EnvEffectLease)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 3600 {
-			p = append(p, fmt.Sprintf("%s=%q: want whole seconds 1..3600", EnvEffectLease, v))
-		} else {
-			e.EffectLease = time.Duration(n) * time.Second
-		}
-	}
-	if v := strings.TrimSpace(getenv(EnvEffectRetention)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 14 {
-			p = append(p, fmt.Sprintf("%s=%q: want whole days, at least 14", EnvEffectRetention, v))
-		} else {
-			e.EffectRetention = time.Duration(n) * 24 * time.Hour
-		}
-	}
-	if v := strings.TrimSpace(getenv(EnvStreamMaxRetries)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > 10000 {
-			p = append(p, fmt.Sprintf("%s=%q: want a whole number 0..10000", EnvStreamMaxRetries, v))
-		} else {
-			e.StreamMaxRetries = n
-		}
-	}
-	if v := strings.TrimSpace(getenv(EnvCrossRegion)); v != "" {
-		if !ValidCrossRegion(v) {
-			p = append(p, fmt.Sprintf("%s=%q: want single-region, reconciled-records or fenced-effects", EnvCrossRegion, v))
-		}
-		e.CrossRegion = v
-	}
-	if e.FenceTableRegion != "" && !ValidRegion(e.FenceTableRegion) {
-		p = append(p, fmt.Sprintf("%s=%q: want an AWS region name such as eu-west-1", EnvFenceTableRegion, e.FenceTableRegion))
-	}
-	if e.CrossRegion == CrossRegionFenced && e.FenceTable == "" {
-		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s", EnvCrossRegion, EnvFenceTable))
-	}
-	if v := strings.TrimSpace(getenv(EnvReplicationLagBound)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || n > MaxReplicationLagBoundMs {
-			p = append(p, fmt.Sprintf("%s=%q: want whole milliseconds 0..%d", EnvReplicationLagBound, v, MaxReplicationLagBoundMs))
-		} else {
-			e.ReplicationLagBoundMs = n
-		}
-	}
-	switch {
-	case e.IdempotencyTableRegion != "" && !ValidRegion(e.IdempotencyTableRegion):
-		p = append(p, fmt.Sprintf("%s=%q: want an AWS region name such as eu-west-1", EnvIdempotencyTableRegion, e.IdempotencyTableRegion))
-	case e.IdempotencyTableRegion != "" && e.CrossRegion != CrossRegionFenced:
-		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep Layer 1 on the local replica)", EnvIdempotencyTableRegion, EnvCrossRegion))
-	case e.IdempotencyTableRegion != "" && e.FenceTableRegion != "" && e.IdempotencyTableRegion != e.FenceTableRegion:
-		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvIdempotencyTableRegion, e.IdempotencyTableRegion, EnvFenceTableRegion, e.FenceTableRegion))
-	case e.IdempotencyTableRegion == "" && e.CrossRegion == CrossRegionFenced:
-		e.IdempotencyTableRegion = e.FenceTableRegion
-	}
-	if v := strings.TrimSpace(getenv(EnvWebhookAllowlist)); v != "" {
-		for _, h := range strings.Split(v, ",") {
-			if h = strings.TrimSpace(h); h != "" {
-				e.Webhook.Allow = append(e.Webhook.Allow, h)
-			}
-		}
-	}
-	parseBool := func(name string, dst *bool) {
-		if v := strings.TrimSpace(getenv(name)); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				p = append(p, fmt.Sprintf("%s=%q: want true or false", name, v))
-				return
-			}
-			*dst = b
-		}
-	}
-	if v := strings.TrimSpace(getenv(EnvWebhookMaxTries)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > ledger.MaxMaxAttempts {
-			p = append(p, fmt.Sprintf("%s=%q: want a whole number 1..%d", EnvWebhookMaxTries, v, ledger.MaxMaxAttempts))
-		} else {
-			e.WebhookMaxTries = n
-		}
-	}
-	if v := strings.TrimSpace(getenv(EnvWebhookBudget)); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 60 || n > 604800 {
-			p = append(p, fmt.Sprintf("%s=%q: want whole seconds 60..604800", EnvWebhookBudget, v))
-		} else {
-			e.WebhookBudget = time.Duration(n) * time.Second
-		}
-	}
-	parseBool(EnvWebhookLoopback, &e.Webhook.AllowLoopback)
-	parseBool(EnvWebhookPrivate, &e.Webhook.AllowPrivate)
-	parseBool(EnvTransactional, &e.Transactional)
-	if len(p) > 0 {
-		return e, errors.New("host: invalid environment: " + strings.Join(p, "; "))
-	}
-	return e, nil
 }
 
 // Require reports the named tables that are empty.

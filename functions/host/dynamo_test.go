@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"testing"
@@ -169,6 +170,21 @@ func TestDynamoKeys(t *testing.T) {
 		}
 		if err := keys.PutKey(ctx, NewAPIKey(), "bad tenant"); err == nil {
 			t.Fatal("bad tenant accepted")
+		}
+		// Credential attributes round-trip; a key without them has none.
+		ka := NewAPIKey()
+		want := Credential{Tenant: "acme", Attrs: map[string]string{"namespace": "shop", "worker": "checkout", "organisation": "Örg"}}
+		if err := keys.PutCredential(ctx, ka, want); err != nil {
+			t.Fatal(err)
+		}
+		if c, ok, err := keys.Credential(ctx, HashKey(ka)); err != nil || !ok || c.Tenant != "acme" || fmt.Sprint(c.Attrs) != fmt.Sprint(want.Attrs) {
+			t.Fatal(c, ok, err)
+		}
+		if c, ok, err := keys.Credential(ctx, HashKey(k)); err != nil || !ok || c.Attrs != nil {
+			t.Fatal(c, ok, err)
+		}
+		if err := keys.PutCredential(ctx, NewAPIKey(), Credential{Tenant: "acme", Attrs: map[string]string{"tenantId": "globex"}}); !errors.Is(err, ErrCredentialInvalid) {
+			t.Fatalf("an attribute shadowing tenantId: %v", err)
 		}
 	})
 }

@@ -81,6 +81,24 @@ func InboxEntryID(claim idem.ClaimInfo, claimed bool) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// InboxOf returns the inbox kept beside runs: the RunsTable inbox of a
+// *DynamoRuns (DynamoInbox on its client and table), the MemInbox of a
+// *MemRuns (one per MemRuns), else a new MemInbox.
+func InboxOf(runs RunStore) Inbox {
+	switch r := runs.(type) {
+	case *DynamoRuns:
+		return &DynamoInbox{Client: r.Client, Table: r.Table}
+	case *MemRuns:
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.inbox == nil {
+			r.inbox = NewMemInbox()
+		}
+		return r.inbox
+	}
+	return NewMemInbox()
+}
+
 // MemInbox is an in-memory Inbox (tests, embedding), safe for concurrent
 // use.
 type MemInbox struct {

@@ -553,7 +553,8 @@ func TestERPTestRouteNeverTouchesStore(t *testing.T) {
 // TestERPFailedRetryable: an unexpected 5xx, or the handler failing because
 // its database is unavailable (an error), leaves the record failed and
 // retryable: a later request with the same key and hash takes ownership
-// (attempt 2, 3) and runs again; a deterministic business answer — 409 with
+// (attempt 2, 3) and runs again, one with another payload is
+// IDEMPOTENCY_KEY_CONFLICT and never does; a deterministic business answer — 409 with
 // the service's own code — is stored and replayed.
 func TestERPFailedRetryable(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
@@ -585,6 +586,11 @@ func TestERPFailedRetryable(t *testing.T) {
 		}
 		if rec := st.last(t, clk.Now()); rec.State != idem.StateRetryableFailure {
 			t.Fatalf("after a 5xx the record is %s, want %s", rec.State, idem.StateRetryableFailure)
+		}
+		// Only the same hash may take a failed record over.
+		other := workOrderEvent(key, "application/xml", woXMLOther)
+		if r := call(t, g.HTTPAPI(handler), other); r.StatusCode != 409 || !strings.Contains(r.Body, idem.CodeERPKeyConflict) {
+			t.Fatalf("another payload on the failed record: %d %s, want %s", r.StatusCode, r.Body, idem.CodeERPKeyConflict)
 		}
 		if r := call(t, g.HTTPAPI(handler), ev()); r.StatusCode != 500 {
 			t.Fatalf("second (database unavailable): %d", r.StatusCode)

@@ -64,9 +64,12 @@ func guardEvent(key, body string) events.APIGatewayV2HTTPRequest {
 		Headers:  map[string]string{"idempotency-key": key, "content-type": "application/json"},
 		Body:     body,
 		RequestContext: events.APIGatewayV2HTTPRequestContext{
-			RequestID:  "req-" + rnd(4),
-			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST"},
-			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}},
+			RequestID: "req-" + rnd(4),
+			HTTP:      events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST"},
+			// The ERP policy's credential parts ride along (the other
+			// policies read the tenant only).
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{
+				"tenantId": "acme", "clientId": "erp-client", "companyId": "C100", "organizationId": "ORG-1"}},
 		},
 	}
 }

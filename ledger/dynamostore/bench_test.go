@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/dynamostore"
@@ -37,6 +39,37 @@ func BenchmarkDo(b *testing.B) {
 			for b.Loop() {
 				if r, err := l.Do(ctx, eff, ok); err != nil || !r.Replayed {
 					b.Fatal(r, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRecordCodec measures the client CPU of encoding and decoding a
+// completed effect record (two attempts, a streamed outcome) in the compact
+// layout the store writes and in the previous layout it still reads.
+func BenchmarkRecordCodec(b *testing.B) {
+	rec := fullRecord()
+	compact, _ := dynamostore.EncodeRecord(rec)
+	previous, err := dynamostore.EncodePreviousLayout(rec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("compact/encode", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = dynamostore.EncodeRecord(rec)
+		}
+	})
+	b.Run("previous/encode", func(b *testing.B) {
+		for b.Loop() {
+			_, _ = dynamostore.EncodePreviousLayout(rec)
+		}
+	})
+	for name, av := range map[string]map[string]types.AttributeValue{"compact": compact, "previous": previous} {
+		b.Run(name+"/decode", func(b *testing.B) {
+			for b.Loop() {
+				if _, err := dynamostore.DecodeRecord(av); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/ledger"
@@ -41,14 +40,11 @@ func DecodeRecord(av map[string]types.AttributeValue) (*ledger.Record, error) {
 }
 
 // EncodeRecord returns the item the Store writes for r (the inverse of
-// DecodeRecord), e.g. to build stream images in tests.
+// DecodeRecord), e.g. to build stream images in tests: the compact layout
+// (packed.go). DecodeRecord also reads records in the previous layout.
 func EncodeRecord(r *ledger.Record) (map[string]types.AttributeValue, error) {
 	if r == nil {
 		return nil, errors.New("dynamostore: nil record")
 	}
-	av, err := attributevalue.MarshalMap(toItem(r))
-	if err != nil {
-		return nil, fmt.Errorf("dynamostore: encode: %w", err)
-	}
-	return av, nil
+	return encodeItem(r), nil
 }

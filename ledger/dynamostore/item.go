@@ -28,9 +28,12 @@ type refItem struct {
 // kindRunRef is the kind attribute of a refItem.
 const kindRunRef = "runref"
 
-// item is the DynamoDB shape of a ledger.Record. Times are Unix
-// milliseconds, except expiresAt, the TTL attribute, in Unix seconds
-// (rounded up); conditions use expiresAtMs.
+// item is the previous layout of a ledger.Record, one attribute per field
+// and attempts a list of maps: records written by earlier versions are read
+// through it (decode); the store writes the compact layout (packed.go),
+// whose condition, index and TTL attributes have these same names. Times
+// are Unix milliseconds, except expiresAt, the TTL attribute, in Unix
+// seconds (rounded up); conditions use expiresAtMs.
 type item struct {
 	PK             string    `dynamodbav:"pk"`
 	SK             string    `dynamodbav:"sk"`
@@ -87,6 +90,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMs(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
+// toItem is the previous layout of r (tests write such records).
 func toItem(r *ledger.Record) item {
 	it := item{
 		PK: r.Key, SK: sortKey, RunKey: r.RunID, Kind: string(r.Kind), EffectID: r.EffectID, Tenant: r.Tenant,

@@ -10,6 +10,14 @@
 // conditional PutItem on one item: no transactions (MRSC global tables do not
 // support them), and each write's stream image is the whole record.
 //
+// Item layout (packed.go): top level only the keys, runKey, the TTL
+// attribute and the attributes the write conditions test (owner, attempt,
+// state, expiresAtMs, leaseUntil, fence); every other field, the attempts
+// and the outcome are one binary attribute "d" in a compact packed
+// encoding. Read them with DecodeRecord, never by attribute name. Records
+// written in the previous layout (one attribute per field) are still read,
+// and the next write to one stores the compact layout.
+//
 // Round trips: a claim is one PutItem (attribute_not_exists or past
 // retention) with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate
 // costs one round trip (two where the server does not return the old item:
@@ -78,11 +86,8 @@ func (s *Store) key(k string) map[string]types.AttributeValue {
 }
 
 func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names map[string]string, values map[string]types.AttributeValue) (bool, *ledger.Record, error) {
-	av, err := EncodeRecord(r)
-	if err != nil {
-		return false, nil, err
-	}
-	_, err = s.api.PutItem(ctx, &dynamodb.PutItemInput{
+	av := encodeItem(r)
+	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: av,
 		ConditionExpression:                 cond,
 		ExpressionAttributeNames:            names,
@@ -254,7 +259,12 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	return out, nil
 }
 
+// decode reads a record item in the compact layout or, failing that, in
+// the previous one (one attribute per field, attempts a list of maps).
 func decode(av map[string]types.AttributeValue) (*ledger.Record, error) {
+	if r, ok, err := decodeItem(av); ok {
+		return r, err
+	}
 	var it item
 	if err := attributevalue.UnmarshalMap(av, &it); err != nil {
 		return nil, fmt.Errorf("dynamostore: decode: %w", err)

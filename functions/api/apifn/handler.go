@@ -5,10 +5,15 @@
 // `idemkit dev` serves it over net/http.
 //
 // Routes: the table Routes (routes.go) lists them: POST /runs (createRun),
-// GET /runs/{runId} (getRun), POST /runs/{runId}/cancel (cancelRun), GET
-// /runs/{runId}/effects (getRunEffects), GET /runs/{runId}/events
-// (streamRunEvents) and GET /.well-known/openwop (getCapabilities, no
-// credential). Any other path is
+// GET /runs/{runId} (getRun), POST /runs/{runId}/cancel (cancelRun), POST
+// /runs/{runId}/retry (retryRun), GET /runs/{runId}/effects
+// (getRunEffects), GET /runs/{runId}/events (streamRunEvents), the
+// caller's inbox GET /inbox (listInbox), POST /inbox/{id}/resubmit
+// (resubmitInboxEntry) and POST /inbox/{id}/discard (discardInboxEntry),
+// GET /.well-known/openwop (getCapabilities, no credential) and POST
+// /api/v1/inbound/work-orders/test (the ERP policy's format-validation
+// route: no credential, no Idempotency-Key, never an idempotency record).
+// Any other path is
 // 404 not_found and a known path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header. Errors use the envelope {error, message, details?}.
@@ -43,6 +48,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -91,6 +97,11 @@ type Config struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger receives error logs. Default slog.Default().
 	Logger *slog.Logger
+	// Inbox keeps the offline writes refused as decided against a stale
+	// version (GET /inbox, POST /inbox/{id}/resubmit and /discard).
+	// Default: the runs store's own (host.InboxOf: the RunsTable inbox of
+	// a DynamoRuns), else an in-memory one.
+	Inbox host.Inbox
 }
 
 // Handler serves the API. Safe for concurrent use.
@@ -111,7 +122,8 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.CrossRegion == "" {
 		cfg.CrossRegion = host.CrossRegionSingle
 	}
-	var capOpts []host.CapabilityOption
+	// Discovery names the policy Layer 1 actually runs.
+	capOpts := []host.CapabilityOption{host.WithIdempotencyPolicy(cfg.Guard.Config().Policy.Name)}
 	if cfg.ReplicationLagBoundMs > 0 {
 		capOpts = append(capOpts, host.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
 	}
@@ -131,6 +143,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Inbox == nil {
+		cfg.Inbox = host.InboxOf(cfg.Runs)
+	}
 	h := &Handler{cfg: cfg, caps: caps, tenant: cfg.Guard.Config().Tenant}
 	h.guarded = map[string]idem.HTTPAPIHandler{}
 	for _, r := range Routes {
@@ -142,7 +157,8 @@ func New(cfg Config) (*Handler, error) {
 		h.guarded[r.Method+" "+r.Pattern] = cfg.Guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			tenant, _ := h.authed(ev)
 			runID, _ := ctx.Value(runIDKey{}).(string)
-			return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID})
+			entryID, _ := ctx.Value(entryIDKey{}).(string)
+			return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID, entryID: entryID})
 		}, idem.WithOperation(operationOf))
 	}
 	return h, nil
@@ -205,6 +221,14 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if !ok {
 		return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
 	}
+	if segs, hasEntry := m.Params["id"]; hasEntry {
+		// An inbox entry id is one segment of InboxEntryID's shape; any
+		// other names no entry.
+		if len(segs) != 1 || !host.ValidInboxEntryID(segs[0]) {
+			return notFound(), nil
+		}
+		return h.dispatch(context.WithValue(ctx, entryIDKey{}, segs[0]), ev, m.Route, tenant, "")
+	}
 	idSegs, hasRun := m.Params["runId"]
 	if !hasRun {
 		return h.dispatch(ctx, ev, m.Route, tenant, "")
@@ -229,14 +253,15 @@ func (h *Handler) dispatch(ctx context.Context, ev events.APIGatewayV2HTTPReques
 			return errResp(e), nil
 		}
 	}
+	entryID, _ := ctx.Value(entryIDKey{}).(string)
 	if !r.Idempotent {
-		return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID})
+		return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID, entryID: entryID})
 	}
 	guarded, ok := h.guarded[r.Method+" "+r.Pattern]
 	if !ok {
 		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: idempotent route %s %s is not wired", r.Method, r.Pattern)
 	}
-	return guarded(withOperation(ctx, r.Scope(map[string]string{"runId": host.ProjectID(runID)})), ev)
+	return guarded(withOperation(ctx, r.Scope(map[string]string{"runId": host.ProjectID(runID), "id": entryID})), ev)
 }
 
 // authed returns the authenticated tenant from the authorizer context.
@@ -269,7 +294,7 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if bodyLen(ev) > MaxBodyBytes {
 		return tooLarge()
 	}
-	if ct := header(ev.Headers, "Content-Type"); ct != "" {
+	if ct := header.First(ev.Headers, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be application/json")
@@ -278,16 +303,9 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	return nil
 }
 
-func header(h map[string]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-
 type runIDKey struct{}
+
+type entryIDKey struct{}
 
 type operationKey struct{}
 

@@ -81,25 +81,18 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 	return resp, err
 }
 
-// cancelRun runs under the Layer-1 claim (scoped to the one run).
+// cancelRun runs under the Layer-1 claim (scoped to the one run). A
+// request with Idempotency-Decided-Version is an offline-decided cancel,
+// checked against the run's changes since that version (inbox.go).
 func (h *Handler) cancelRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	runID, _ := ctx.Value(runIDKey{}).(string)
 	tenant, _ := h.authed(ev)
-	r, err := h.cfg.Runs.Transition(ctx, runID, []host.Status{host.StatusPending, host.StatusRunning}, host.StatusCancelled, "", h.cfg.Now())
-	switch {
-	case errors.Is(err, host.ErrRunNotFound):
-		return notFound(), nil
-	case errors.Is(err, host.ErrStatusConflict):
-		if r.Tenant != tenant {
-			return notFound(), nil
-		}
-		if r.Status != host.StatusCancelled {
-			return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), nil
-		}
-	case err != nil:
-		return events.APIGatewayV2HTTPResponse{}, err
+	decided, present, err := decidedVersion(ev)
+	if err != nil {
+		return decidedInvalid(err), nil
 	}
-	return jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": host.StatusCancelled})
+	resp, _, err := h.cancel(ctx, tenant, runID, decided, present, "")
+	return resp, err
 }
 
 // getRun returns the run's snapshot.

@@ -48,6 +48,9 @@ type call struct {
 	ev     events.APIGatewayV2HTTPRequest
 	tenant string // the credential's tenant ("" on a public route)
 	runID  string // the decoded {runId}, bound to tenant ("" when none)
+	// entryID is the {id} of an inbox route: one raw path segment ("" when
+	// none; never a runId).
+	entryID string
 }
 
 // Routes is the run API. Adding a route is one row here (with its serve
@@ -67,6 +70,26 @@ var Routes = []Route{
 		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 			return h.cancelRun(ctx, c.ev)
 		}},
+	// A new run of a failed run's workflow and inputs, linked by retryOf,
+	// under the retry request's own key.
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize,
+		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+			return h.retryRun(ctx, c)
+		}},
+	// The caller's inbox of offline writes refused as decided against a
+	// stale version (inbox.go).
+	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox",
+		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+			return h.listInbox(ctx, c)
+		}},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkBodySize,
+		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+			return h.resubmitInboxEntry(ctx, c)
+		}},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkBodySize,
+		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+			return h.discardInboxEntry(ctx, c)
+		}},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects",
 		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 			return h.effects(ctx, c.runID, c.tenant)
@@ -80,6 +103,9 @@ var Routes = []Route{
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
 				Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
 		}},
+	// The ERP policy's public format-validation route: no credential, no
+	// Idempotency-Key, no idempotency record (workorder.go).
+	{Method: http.MethodPost, Pattern: TestWorkOrderPath, Op: OpTestWorkOrder, Public: true, check: checkBodySize, serve: serveTestWorkOrder},
 }
 
 func serveGetRun(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {

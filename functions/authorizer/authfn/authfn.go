@@ -4,9 +4,12 @@
 //
 // Keys are looked up by their SHA-256 hash (host.HashKey) in the api-keys
 // table; the raw key is never stored or logged (only keyhash.Log). On
-// success the response is {isAuthorized: true, context: {tenantId: T}}, and
-// the api function reads the tenant from that context (idem's default
-// TenantSource key "tenantId"). A missing, malformed or unknown key is the
+// success the response is {isAuthorized: true, context: {tenantId: T, ...}}:
+// the key's tenant and each of its credential attributes
+// (host.Credential.Attrs, e.g. namespace and worker for the commerce
+// policy) under its own name; the api function reads the tenant from that
+// context (idem's default TenantSource key "tenantId") and a policy's
+// credential parts from the same context. A missing, malformed or unknown key is the
 // error "Unauthorized", which API Gateway answers 401; a key-store failure
 // is any other error (API Gateway answers 500), never an authorization.
 package authfn
@@ -56,6 +59,14 @@ func BearerKey(v string) (string, bool) {
 // Authorize resolves an Authorization header value to a tenant:
 // ErrUnauthorized when the key is missing, malformed or unknown.
 func (h *Handler) Authorize(ctx context.Context, authorization string) (string, error) {
+	c, err := h.AuthorizeCredential(ctx, authorization)
+	return c.Tenant, err
+}
+
+// AuthorizeCredential resolves an Authorization header value to the key's
+// credential: its tenant and, when Keys is a host.CredentialStore, its
+// attributes. Errors as Authorize.
+func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string) (host.Credential, error) {
 	log := h.Logger
 	if log == nil {
 		log = slog.Default()
@@ -63,18 +74,24 @@ func (h *Handler) Authorize(ctx context.Context, authorization string) (string, 
 	key, ok := BearerKey(authorization)
 	if !ok {
 		log.InfoContext(ctx, "authorizer: no bearer key")
-		return "", ErrUnauthorized
+		return host.Credential{}, ErrUnauthorized
 	}
-	tenant, ok, err := h.Keys.Tenant(ctx, host.HashKey(key))
+	var c host.Credential
+	var err error
+	if cs, isCS := h.Keys.(host.CredentialStore); isCS {
+		c, ok, err = cs.Credential(ctx, host.HashKey(key))
+	} else {
+		c.Tenant, ok, err = h.Keys.Tenant(ctx, host.HashKey(key))
+	}
 	if err != nil {
 		log.ErrorContext(ctx, "authorizer: key store failed", slog.String("key_hash", keyhash.Log(key)), slog.String("error", err.Error()))
-		return "", errors.New("authorizer: key store unavailable")
+		return host.Credential{}, errors.New("authorizer: key store unavailable")
 	}
-	if !ok || !host.ValidTenant(tenant) {
+	if !ok || !host.ValidTenant(c.Tenant) {
 		log.InfoContext(ctx, "authorizer: unknown key", slog.String("key_hash", keyhash.Log(key)))
-		return "", ErrUnauthorized
+		return host.Credential{}, ErrUnauthorized
 	}
-	return tenant, nil
+	return c, nil
 }
 
 // Handle is the Lambda handler.
@@ -88,12 +105,16 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2CustomAuthor
 	if authz == "" && len(ev.IdentitySource) == 1 {
 		authz = ev.IdentitySource[0]
 	}
-	tenant, err := h.Authorize(ctx, authz)
+	c, err := h.AuthorizeCredential(ctx, authz)
 	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}
-	return events.APIGatewayV2CustomAuthorizerSimpleResponse{
-		IsAuthorized: true,
-		Context:      map[string]any{ContextTenantKey: tenant},
-	}, nil
+	ctxv := make(map[string]any, 1+len(c.Attrs))
+	for _, n := range c.AttrNames() {
+		if host.ValidAttr(n, c.Attrs[n]) == nil { // never shadows tenantId
+			ctxv[n] = c.Attrs[n]
+		}
+	}
+	ctxv[ContextTenantKey] = c.Tenant
+	return events.APIGatewayV2CustomAuthorizerSimpleResponse{IsAuthorized: true, Context: ctxv}, nil
 }

@@ -53,3 +53,32 @@ func TestAuthorizer(t *testing.T) {
 		t.Fatalf("store failure: %v", err)
 	}
 }
+
+// TestAuthorizerPassesCredentialAttributes: a key's credential attributes
+// reach the authorizer context beside tenantId, each under its own name;
+// a key without attributes carries the tenant alone.
+func TestAuthorizerPassesCredentialAttributes(t *testing.T) {
+	ctx := context.Background()
+	keys := host.NewMemKeys()
+	with, plain := host.NewAPIKey(), host.NewAPIKey()
+	if err := keys.PutCredential(ctx, with, host.Credential{Tenant: "acme", Attrs: map[string]string{"namespace": "shop", "worker": "checkout"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.PutKey(ctx, plain, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []map[string]string{{"tenantId": "globex"}, {"1x": "v"}, {"worker": ""}, {"worker": "a\nb"}} {
+		if err := keys.PutCredential(ctx, host.NewAPIKey(), host.Credential{Tenant: "acme", Attrs: bad}); !errors.Is(err, host.ErrCredentialInvalid) {
+			t.Errorf("attributes %v accepted: %v", bad, err)
+		}
+	}
+	h := &Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(&bytes.Buffer{}, nil))}
+	r, err := h.Handle(ctx, events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"authorization": "Bearer " + with}})
+	if err != nil || len(r.Context) != 3 || r.Context[ContextTenantKey] != "acme" || r.Context["namespace"] != "shop" || r.Context["worker"] != "checkout" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	r, err = h.Handle(ctx, events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"authorization": "Bearer " + plain}})
+	if err != nil || len(r.Context) != 1 || r.Context[ContextTenantKey] != "acme" {
+		t.Fatalf("%+v %v", r, err)
+	}
+}

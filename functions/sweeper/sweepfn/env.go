@@ -2,6 +2,7 @@ package sweepfn
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,7 +27,10 @@ import (
 // only, since FenceTable and IdempotencyTable keep their TTL there; the
 // other two are for deployments that put them on an MRSC table too (the
 // function's role then needs dynamodb:Scan and dynamodb:DeleteItem on
-// them). Margin, Now: defaults. metrics and logger are used as given.
+// them). IDEMPOTENCY_TABLE under a policy whose retention is Forever
+// (IDEMPOTENCY_POLICY=commerce without IDEMPOTENCY_RETENTION_HOURS, or
+// IDEMPOTENCY_RETENTION_HOURS=forever) is refused: nothing may delete such a
+// record. Margin, Now: defaults. metrics and logger are used as given.
 func NewFromEnv(env host.Env, client *dynamodb.Client, metrics *emf.Recorder, logger *slog.Logger) (*Handler, error) {
 	if client == nil {
 		return nil, errors.New("sweepfn: no DynamoDB client")
@@ -39,6 +43,14 @@ func NewFromEnv(env host.Env, client *dynamodb.Client, metrics *emf.Recorder, lo
 	if env.FenceTable != "" {
 		h.Targets = append(h.Targets, Target{Label: TableFence,
 			Sweeper: &sweeper.Sweeper{API: host.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable}})
+	}
+	if env.Idem.Table != "" && env.Idem.EffectiveRetention() == idem.Forever {
+		// Under a policy that keeps records forever (the commerce policy,
+		// or IDEMPOTENCY_RETENTION_HOURS=forever) no Layer-1 record may be
+		// deleted, not even one written with an expiry under an earlier
+		// policy: refuse rather than sweep.
+		return nil, fmt.Errorf("sweepfn: %s is set but the %s policy keeps Layer-1 records forever: the sweeper never deletes them (unset %s)",
+			idem.EnvTable, env.Idem.PolicyName(), idem.EnvTable)
 	}
 	if env.Idem.Table != "" {
 		h.Targets = append(h.Targets, Target{Label: TableIdempotency,

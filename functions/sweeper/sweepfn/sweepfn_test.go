@@ -293,3 +293,32 @@ func TestNewFromEnv(t *testing.T) {
 		t.Fatal("duplicate table accepted")
 	}
 }
+
+// Under a policy that keeps Layer-1 records forever the sweeper refuses
+// the idempotency table (naming the variable and the policy) instead of
+// deleting anything there; a finite retention under the same policy is
+// swept as before.
+func TestNewFromEnvRefusesForeverRetention(t *testing.T) {
+	c := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+	for _, vars := range []map[string]string{
+		{idem.EnvTable: "I", idem.EnvPolicy: "commerce"},
+		{idem.EnvTable: "I", idem.EnvRetentionHours: "forever"},
+		{idem.EnvTable: "I", idem.EnvPolicy: "erp", idem.EnvRetentionHours: "0"},
+	} {
+		env, err := host.LoadEnv(host.Values(vars))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := sweepfn.NewFromEnv(env, c, nil, nil)
+		if err == nil || !strings.Contains(err.Error(), idem.EnvTable) || !strings.Contains(err.Error(), env.Idem.PolicyName()) {
+			t.Fatalf("%v: %+v %v", vars, h, err)
+		}
+	}
+	env, err := host.LoadEnv(host.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: "commerce", idem.EnvRetentionHours: "48"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, err := sweepfn.NewFromEnv(env, c, nil, nil); err != nil || len(h.Targets) != 1 || h.Targets[0].Label != "idempotency" {
+		t.Fatalf("commerce with 48 h: %+v %v", h, err)
+	}
+}

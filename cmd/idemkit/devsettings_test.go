@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+// devPolicy reads the active policy from GET /.well-known/openwop
+// (extensions["idemkit.idempotency"].policy).
+func devPolicy(t *testing.T, url string) string {
+	t.Helper()
+	resp, m := testutil.DoJSON(t, "GET", url+"/.well-known/openwop", "")
+	ext, _ := m["extensions"].(map[string]any)
+	p, _ := ext[host.ExtensionIdempotency].(map[string]any)
+	if resp.StatusCode != 200 || p == nil {
+		t.Fatalf("discovery: %d %v", resp.StatusCode, m)
+	}
+	return fmt.Sprint(p["policy"])
+}
+
+// `idemkit dev` reads the configuration variables the functions read:
+// with IDEMPOTENCY_REQUIRED=true in its environment a POST /runs without an
+// Idempotency-Key is 400 idempotency_key_invalid (reason "missing"), and
+// with IDEMPOTENCY_POLICY=commerce discovery names the commerce policy;
+// the tables stay the ones dev created whatever the environment names.
+func TestDevHonoursEnvironment(t *testing.T) {
+	t.Setenv("IDEMPOTENCY_REQUIRED", "true")
+	t.Setenv("IDEMPOTENCY_POLICY", "commerce")
+	t.Setenv("RUNS_TABLE", "not-a-table-dev-created")
+	e := dynamotest.Start(t, dynamotest.Moto)
+	prefix := fmt.Sprintf("devenv%d-", time.Now().UnixNano())
+	const key = "idk_env_test_0123456789"
+	_, url := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", key+"=acme")
+	code, m := devCall(t, "POST", url+"/runs", key, `{"workflowId":"conformance-noop"}`)
+	details, _ := m["details"].(map[string]any)
+	if code != 400 || m["error"] != "idempotency_key_invalid" || details["reason"] != "missing" {
+		t.Fatalf("POST /runs without a key under IDEMPOTENCY_REQUIRED=true: %d %v", code, m)
+	}
+	resp, m := testutil.DoJSON(t, "POST", url+"/runs", `{"workflowId":"conformance-noop"}`,
+		"Authorization", testutil.Bearer(key), "Idempotency-Key", "commerce-key-1")
+	if resp.StatusCode != 201 {
+		t.Fatalf("POST /runs with a key: %d %v", resp.StatusCode, m)
+	}
+	if p := devPolicy(t, url); p != "commerce" {
+		t.Fatalf("discovery names %q, want commerce", p)
+	}
+}
+
+// `idemkit dev --policy erp` runs Layer 1 under the ERP policy, overriding
+// IDEMPOTENCY_POLICY: a first execution answers "Idempotency-Replayed:
+// false" with the key echoed, its replay "Idempotency-Replayed: true", and
+// discovery names erp.
+func TestDevPolicyFlag(t *testing.T) {
+	t.Setenv("IDEMPOTENCY_POLICY", "commerce")
+	e := dynamotest.Start(t, dynamotest.Moto)
+	prefix := fmt.Sprintf("devpol%d-", time.Now().UnixNano())
+	const key = "idk_policy_test_0123456789"
+	_, url := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", key+"=acme", "--policy", "erp")
+	for i, want := range []string{"false", "true"} {
+		resp, m := testutil.DoJSON(t, "POST", url+"/runs", `{"workflowId":"conformance-noop"}`,
+			"Authorization", testutil.Bearer(key), "Idempotency-Key", "ERP-ORDER-0001")
+		if resp.StatusCode != 201 || resp.Header.Get("Idempotency-Replayed") != want || resp.Header.Get("Idempotency-Key") != "ERP-ORDER-0001" {
+			t.Fatalf("request %d: %d %v %v", i+1, resp.StatusCode, resp.Header, m)
+		}
+	}
+	if p := devPolicy(t, url); p != "erp" {
+		t.Fatalf("discovery names %q, want erp", p)
+	}
+}
+
+// A bad --policy or IDEMPOTENCY_POLICY stops `idemkit dev` before it starts
+// anything, with exit status 2 and a message naming the variable, the flag
+// and the allowed values.
+func TestDevBadPolicy(t *testing.T) {
+	var errb bytes.Buffer
+	if code := run(context.Background(), []string{"dev", "--policy", "strict"}, &bytes.Buffer{}, &errb); code != 2 {
+		t.Fatalf("--policy strict: exit %d: %s", code, errb.String())
+	}
+	for _, s := range []string{"IDEMPOTENCY_POLICY", `"strict"`, "openwop, commerce, erp", "--policy"} {
+		if !strings.Contains(errb.String(), s) {
+			t.Errorf("--policy strict: %q lacks %s", errb.String(), s)
+		}
+	}
+	t.Setenv("IDEMPOTENCY_POLICY", "sap")
+	errb.Reset()
+	if code := run(context.Background(), []string{"dev"}, &bytes.Buffer{}, &errb); code != 2 || !strings.Contains(errb.String(), `IDEMPOTENCY_POLICY="sap"`) {
+		t.Fatalf("IDEMPOTENCY_POLICY=sap: exit %d: %s", code, errb.String())
+	}
+}

@@ -1,0 +1,193 @@
+package apifn
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// Offline-queued writes. A client that queued a write offline sends it
+// later with its Idempotency-Key and the version of the record it decided
+// against (idem.HeaderDecidedVersion). cancelRun runs it only when the
+// run's changes since that version touch none of its declared inputs
+// (cancelInputs); otherwise it answers 409 idem.CodeStaleDecision with the
+// changed fields (old and new values) and the version to decide against
+// now, and keeps the write in the caller's inbox, where it waits to be
+// decided again: GET /inbox lists it, POST /inbox/{id}/resubmit runs it
+// again (decided against the version the refusal named, or the
+// Idempotency-Decided-Version the resubmission carries), POST
+// /inbox/{id}/discard drops it.
+
+// cancelInputs are cancelRun's declared inputs: what a cancel decides on.
+var cancelInputs = []string{host.FieldStatus}
+
+// OpCancelRun is the inbox entry operation of a refused cancel.
+const OpCancelRun = "cancelRun"
+
+// decidedVersion reads the request's Idempotency-Decided-Version (all
+// values, any letter case).
+func decidedVersion(ev events.APIGatewayV2HTTPRequest) (int64, bool, error) {
+	var vs []string
+	for k, v := range ev.Headers {
+		if strings.EqualFold(k, idem.HeaderDecidedVersion) {
+			vs = append(vs, v)
+		}
+	}
+	return idem.ParseDecidedVersion(vs)
+}
+
+func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
+	st, hd, body := idem.DecidedInvalid(err)
+	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}
+}
+
+// cancel moves the tenant's run to cancelled. With a decided version, it
+// first checks the run's changes since then against cancelInputs and moves
+// the run only from the status it checked; a stale decision is kept in the
+// inbox as entryID (a new id under the request's claim when "") and
+// answered 409 with the fix, stale true.
+func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+	live := []host.Status{host.StatusPending, host.StatusRunning}
+	from := live
+	if hasDecided {
+		r, err := h.cfg.Runs.Get(ctx, runID)
+		if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+			return notFound(), false, nil
+		}
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, false, err
+		}
+		if resp, stale, done, err := h.checkDecided(ctx, r, decided, entryID); done || err != nil {
+			return resp, stale, err
+		}
+		// Nothing the cancel decides on changed: move the run only from the
+		// status the approver saw (its status now).
+		from = []host.Status{r.Status}
+		if r.Status.Terminal() {
+			from = live
+		}
+	}
+	r, err := h.cfg.Runs.Transition(ctx, runID, from, host.StatusCancelled, "", h.cfg.Now())
+	switch {
+	case errors.Is(err, host.ErrRunNotFound):
+		return notFound(), false, nil
+	case errors.Is(err, host.ErrStatusConflict):
+		if r.Tenant != tenant {
+			return notFound(), false, nil
+		}
+		if hasDecided {
+			// The status moved between the check and the write: check again
+			// against the run as it is now.
+			if resp, stale, done, err := h.checkDecided(ctx, r, decided, entryID); done || err != nil {
+				return resp, stale, err
+			}
+		}
+		if r.Status != host.StatusCancelled {
+			return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), false, nil
+		}
+	case err != nil:
+		return events.APIGatewayV2HTTPResponse{}, false, err
+	}
+	resp, err = jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": host.StatusCancelled})
+	return resp, false, err
+}
+
+// checkDecided answers (done) a decided version the run never had (400) or
+// one whose later changes touch cancelInputs (409, kept in the inbox).
+func (h *Handler) checkDecided(ctx context.Context, r host.Run, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+	changes, err := r.ChangesSince(decided)
+	if errors.Is(err, idem.ErrVersionAhead) {
+		return decidedInvalid(err), false, true, nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, false, true, err
+	}
+	touched := idem.Touching(changes, cancelInputs)
+	if len(touched) == 0 {
+		return events.APIGatewayV2HTTPResponse{}, false, false, nil
+	}
+	if entryID == "" {
+		claim, claimed := idem.FromContext(ctx)
+		entryID = host.InboxEntryID(claim, claimed)
+	}
+	se := &idem.StaleDecisionError{RecordID: r.ID, Decided: decided, Current: r.Version, Changes: touched, InboxID: entryID}
+	if err := h.cfg.Inbox.Keep(ctx, host.InboxEntry{ID: entryID, Tenant: r.Tenant, Operation: OpCancelRun, RecordID: r.ID,
+		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Now()}); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, false, true, err
+	}
+	st, hd, body := se.Envelope()
+	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}, true, true, nil
+}
+
+// listInbox serves GET /inbox: the caller's waiting writes, oldest first,
+// as {"entries": [...]}.
+func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	es, err := h.cfg.Inbox.List(ctx, c.tenant)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return jsonResp(http.StatusOK, map[string]any{"entries": es})
+}
+
+// resubmitInboxEntry serves POST /inbox/{id}/resubmit under its own key:
+// the waiting write runs again, decided against the request's
+// Idempotency-Decided-Version or, without one, the version its refusal
+// named. When the check passes the write runs (its own answer is the
+// response) and the entry leaves the inbox; when the record changed again
+// in what the write decides on, the entry stays (updated) and the answer is
+// the 409 with the new fix.
+func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID)
+	if errors.Is(err, host.ErrInboxEntryNotFound) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	decided, present, err := decidedVersion(c.ev)
+	if err != nil {
+		return decidedInvalid(err), nil
+	}
+	if !present {
+		decided = e.CurrentVersion
+	}
+	if e.Operation != OpCancelRun {
+		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
+	}
+	resp, stale, err := h.cancel(ctx, c.tenant, e.RecordID, decided, true, e.ID)
+	if err != nil || stale {
+		return resp, err
+	}
+	if resp.StatusCode < 400 || resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusNotFound {
+		// Decided again and run (or moot: the run ended or is gone).
+		if err := h.cfg.Inbox.Remove(ctx, c.tenant, e.ID); err != nil && !errors.Is(err, host.ErrInboxEntryNotFound) {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+	}
+	return resp, nil
+}
+
+// CodeInboxOperationUnknown is the vendor error code (HTTP 409) of a
+// resubmitted write whose operation this host does not run.
+const CodeInboxOperationUnknown = "idemkit.inbox_operation_unknown"
+
+// discardInboxEntry serves POST /inbox/{id}/discard under its own key: the
+// waiting write is dropped, never run; 200 {"id", "status": "discarded"},
+// 404 when the caller's inbox has no such entry.
+func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	err := h.cfg.Inbox.Remove(ctx, c.tenant, c.entryID)
+	if errors.Is(err, host.ErrInboxEntryNotFound) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	return jsonResp(http.StatusOK, map[string]any{"id": c.entryID, "status": "discarded"})
+}

@@ -1,0 +1,66 @@
+package apifn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// CodeRunNotFailed is the vendor error code (HTTP 409) of a retry of a run
+// that has not failed: only a failed run is retried (the OpenWOP registry
+// has no row for it).
+const CodeRunNotFailed = "idemkit.run_not_failed"
+
+// retryRun serves POST /runs/{runId}/retry under the Layer-1 claim of the
+// retry request's own key: a new pending run of the failed run's workflow
+// and inputs, linked to it by retryOf, answered 201 as createRun's (plus
+// retryOf). A failed action's key replays its failure; this is how the
+// work runs again. Every execution of one retry key names the same new run
+// (host.ClaimRunID), so a reclaimed retry never creates a second one. A run
+// that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
+func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	prev, err := h.cfg.Runs.Get(ctx, c.runID)
+	if errors.Is(err, host.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if prev.Status != host.StatusFailed {
+		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
+	}
+	run := host.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Now())
+	run.RetryOf = prev.ID
+	claim, claimed := idem.FromContext(ctx)
+	claimed = claimed && claim.OriginalRequestID != ""
+	if claimed {
+		run.ID = host.ClaimRunID(c.tenant, claim.ID, claim.OriginalRequestID)
+	}
+	if err := h.cfg.Runs.Create(ctx, run); err != nil {
+		if !claimed || !errors.Is(err, host.ErrRunExists) {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		got, gerr := h.cfg.Runs.Get(ctx, run.ID)
+		if gerr != nil {
+			return events.APIGatewayV2HTTPResponse{}, gerr
+		}
+		if got.Tenant != c.tenant || got.RetryOf != prev.ID {
+			return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: run %s exists for another request", run.ID)
+		}
+	}
+	base := h.baseURL(c.ev) + "/runs/" + host.ProjectID(run.ID)
+	resp, err := jsonResp(http.StatusCreated, map[string]any{
+		"runId": run.ID, "status": run.Status, "retryOf": prev.ID, "eventsUrl": base + "/events", "statusUrl": base,
+	})
+	if err == nil {
+		resp.Headers["Location"] = base
+	}
+	return resp, err
+}

@@ -1,0 +1,30 @@
+package kit
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// The policy IDEMPOTENCY_POLICY names reaches Layer 1 (idem.Config.Policy)
+// through NewKit, the wiring the api function and `idemkit dev` share;
+// unset, Layer 1 runs the OpenWOP policy.
+func TestNewKitPolicyFromEnv(t *testing.T) {
+	c := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+	for set, want := range map[string]string{"": "openwop", "openwop": "openwop", "commerce": "commerce", "erp": "erp"} {
+		env, err := host.LoadEnv(host.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: set}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := NewKit(env, c, Parts{Guard: true}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := k.Guard.Config().Policy.Name; got != want {
+			t.Errorf("IDEMPOTENCY_POLICY=%q: Layer 1 runs %q, want %q", set, got, want)
+		}
+	}
+}

@@ -1,0 +1,15 @@
+package dynamostore
+
+import (
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// EncodePreviousLayout returns r as the previous layout stored it (one
+// attribute per field, attempts a list of maps), for tests that such
+// records are still read and handled.
+func EncodePreviousLayout(r *ledger.Record) (map[string]types.AttributeValue, error) {
+	return attributevalue.MarshalMap(toItem(r))
+}
