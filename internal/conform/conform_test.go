@@ -159,6 +159,7 @@ var breakCases = []struct {
 	{"failures forgotten", breaks{ForgetFailures: true}, one("failure-replayed", c)},
 	{"a 401 recorded", breaks{RecordUnauthenticated: true}, one("rejected-at-door", c)},
 	{"the wait mode ignored", breaks{AsyncIgnored: true}, one("in-flight-async", c)},
+	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 
 	// The ERP policy.

@@ -58,6 +58,7 @@ type Breaks struct {
 	ForgetFailures        bool // a 5xx is not stored (retried, as under the OpenWOP default)
 	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
 	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
+	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -443,6 +444,9 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				details = map[string]any{"cached": string(rec.body)}
 			}
 			s.mu.Unlock()
+			if s.brk.MismatchRuns {
+				h(r, q.cred.tenant, body)
+			}
 			code, msg := s.code("mismatch"), "key reused with another request"
 			if s.profile == Seed003 && !s.brk.ConflictMessageWrong {
 				msg = erpConflictMessage
