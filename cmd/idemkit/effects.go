@@ -96,7 +96,11 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *sf.region })
 		}
 	}
-	return ledger.New(ledger.Config{Store: ledgerdynamo.New(c, table)})
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: table})
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(ledger.Config{Store: st})
 }
 
 func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
