@@ -141,7 +141,9 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 // newLedger is one executor instance's ledger over the shared effects table.
 func (s *rtStack) newLedger(t *testing.T, api ledgerdynamo.API) *ledger.Ledger {
 	t.Helper()
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(api, s.effTable), Lease: s.effLeases, Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now},
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: api, Table: s.effTable})
+	must(t, err)
+	l, err := ledger.New(ledger.Config{Store: st, Lease: s.effLeases, Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now},
 		Wait: time.Second, PollInterval: 20 * time.Millisecond, Heartbeat: -1})
 	must(t, err)
 	return l

@@ -23,7 +23,7 @@ var (
 		Cache:        CacheOpenWOP,
 		Retention:    24 * time.Hour,
 		MinRetention: 24 * time.Hour,
-		Headers:      openWOPHeaders,
+		Headers:      replayHeader(HeaderOpenWOPReplay),
 		InFlight:     InFlightAnswer{RetryAfter: time.Second},
 	}
 
@@ -84,7 +84,7 @@ var (
 		Scope:     ScopeParts{Credential: []string{CredentialNamespace, CredentialWorker}},
 		Cache:     CacheCommerce,
 		Retention: Forever,
-		Headers:   commerceHeaders,
+		Headers:   replayHeader(HeaderIdempotentReplay),
 		InFlight:  InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
 		ErrorBody: commerceErrorBody,
 	}
@@ -155,15 +155,13 @@ func OpenWOPErrorBody(e ErrorInfo) []byte {
 	return (&apierr.Error{Code: e.Code, Message: e.Message, Details: e.Details}).Body()
 }
 
-func openWOPHeaders(h map[string][]string, a Answer) {
-	if a.Replay {
-		h[HeaderOpenWOPReplay] = []string{"true"}
-	}
-}
-
-func commerceHeaders(h map[string][]string, a Answer) {
-	if a.Replay {
-		h[HeaderIdempotentReplay] = []string{"true"}
+// replayHeader is a Policy.Headers that marks a replay with the header
+// name: "true", and adds nothing to any other answer.
+func replayHeader(name string) func(map[string][]string, Answer) {
+	return func(h map[string][]string, a Answer) {
+		if a.Replay {
+			h[name] = []string{"true"}
+		}
 	}
 }
 

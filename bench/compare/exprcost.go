@@ -23,36 +23,37 @@ type exprVariant struct {
 	put    bool     // complete with a conditional PutItem of the whole item instead
 }
 
+// The parts the variants share: the previous completion's attributes
+// (8 SET, 3 REMOVE), the current one's (4 SET), and the two condition forms.
+const (
+	prevUpdate  = "REMOVE #3, #4, #5 SET #1 = :3, #2 = :4, #6 = :5, #7 = :6, #8 = :7, #9 = :8, #10 = :9, #11 = :10"
+	set4Update  = "SET #1 = :3, #2 = :4, #3 = :5, #4 = :6"
+	builderCond = "(#0 = :0) AND (#1 = :1) AND ((attribute_not_exists (#2)) OR (#2 > :2))"
+	flatOrCond  = "#0 = :0 AND #1 = :1 AND (attribute_not_exists(#2) OR #2 > :2)"
+)
+
+var (
+	prevNames  = []string{"owner", "state", "expiresAtMs", "leaseAt", "respChunks", "respNonce", "expiresAt", "status", "respEnc", "respSha", "respLen", "resp"}
+	prevValues = []string{"o", "p", "n", "s", "e", "t", "x", "c", "h", "x", "r"}
+	set4Names  = []string{"owner", "state", "expiresAtMs", "expiresAt", "resp"}
+	set4Values = []string{"o", "p", "n", "s", "e", "t", "r"}
+)
+
 var exprVariants = []exprVariant{
 	{name: "builder form, 8 SET 3 REMOVE, nested condition (previous completion)",
-		update: "REMOVE #3, #4, #5 SET #1 = :3, #2 = :4, #6 = :5, #7 = :6, #8 = :7, #9 = :8, #10 = :9, #11 = :10",
-		cond:   "(#0 = :0) AND (#1 = :1) AND ((attribute_not_exists (#2)) OR (#2 > :2))",
-		names:  []string{"owner", "state", "expiresAtMs", "leaseAt", "respChunks", "respNonce", "expiresAt", "status", "respEnc", "respSha", "respLen", "resp"},
-		values: []string{"o", "p", "n", "s", "e", "t", "x", "c", "h", "x", "r"}},
+		update: prevUpdate, cond: builderCond, names: prevNames, values: prevValues},
 	{name: "same attributes, flat condition with OR",
-		update: "REMOVE #3, #4, #5 SET #1 = :3, #2 = :4, #6 = :5, #7 = :6, #8 = :7, #9 = :8, #10 = :9, #11 = :10",
-		cond:   "#0 = :0 AND #1 = :1 AND (attribute_not_exists(#2) OR #2 > :2)",
-		names:  []string{"owner", "state", "expiresAtMs", "leaseAt", "respChunks", "respNonce", "expiresAt", "status", "respEnc", "respSha", "respLen", "resp"},
-		values: []string{"o", "p", "n", "s", "e", "t", "x", "c", "h", "x", "r"}},
+		update: prevUpdate, cond: flatOrCond, names: prevNames, values: prevValues},
 	{name: "4 SET, builder-form condition",
-		update: "SET #1 = :3, #2 = :4, #3 = :5, #4 = :6",
-		cond:   "(#0 = :0) AND (#1 = :1) AND ((attribute_not_exists (#2)) OR (#2 > :2))",
-		names:  []string{"owner", "state", "expiresAtMs", "expiresAt", "resp"},
-		values: []string{"o", "p", "n", "s", "e", "t", "r"}},
+		update: set4Update, cond: builderCond, names: set4Names, values: set4Values},
 	{name: "4 SET, flat condition with OR",
-		update: "SET #1 = :3, #2 = :4, #3 = :5, #4 = :6",
-		cond:   "#0 = :0 AND #1 = :1 AND (attribute_not_exists(#2) OR #2 > :2)",
-		names:  []string{"owner", "state", "expiresAtMs", "expiresAt", "resp"},
-		values: []string{"o", "p", "n", "s", "e", "t", "r"}},
+		update: set4Update, cond: flatOrCond, names: set4Names, values: set4Values},
 	{name: "4 SET, flat condition with NOT (current completion)",
-		update: "SET #1 = :3, #2 = :4, #3 = :5, #4 = :6",
-		cond:   "#0 = :0 AND #1 = :1 AND NOT #2 <= :2",
-		names:  []string{"owner", "state", "expiresAtMs", "expiresAt", "resp"},
-		values: []string{"o", "p", "n", "s", "e", "t", "r"}},
+		update: set4Update, cond: "#0 = :0 AND #1 = :1 AND NOT #2 <= :2", names: set4Names, values: set4Values},
 	{name: "4 SET, owner only (no state or expiry check: not enough)",
 		update: "SET #1 = :1, #2 = :2, #3 = :3, #4 = :4",
 		cond:   "#0 = :0",
-		names:  []string{"owner", "state", "expiresAtMs", "expiresAt", "resp"},
+		names:  set4Names,
 		values: []string{"o", "s", "e", "t", "r"}},
 	{name: "4 SET, no condition (Powertools' completion shape)",
 		update: "SET #0 = :0, #1 = :1, #2 = :2, #3 = :3",
@@ -98,30 +99,18 @@ func exprCost(ctx context.Context, c *dynamodb.Client, table, floorTable string,
 			"requestId": &types.AttributeValueMemberS{Value: "req-abcdefgh-1234"}, "expiresAtMs": val("e"), "expiresAt": val("t"),
 		}
 	}
-	lat := map[string][]float64{}
-	timed := func(name string, f func() error) error {
-		t0 := time.Now()
-		if err := f(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		lat[name] = append(lat[name], float64(time.Since(t0).Nanoseconds())/1e3)
-		return nil
-	}
+	lat := timings{}
 	for r := 0; r < rounds; r++ {
 		for vi, v := range exprVariants {
 			for i := 0; i < n; i++ {
 				id := fmt.Sprintf("caller:v1:exprcost-r%d-v%d-%d", r, vi, i)
-				if err := timed("claim PutItem (pending item, flat condition)", func() error {
-					_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: pending(id),
-						ConditionExpression:       aws.String("attribute_not_exists(#k) OR #e <= :n"),
-						ExpressionAttributeNames:  map[string]string{"#k": "pk", "#e": "expiresAtMs"},
-						ExpressionAttributeValues: map[string]types.AttributeValue{":n": val("n")}})
-					return err
+				if err := lat.time("claim PutItem (pending item, flat condition)", func() error {
+					return putClaim(ctx, c, table, pending(id), val("n"))
 				}); err != nil {
 					return nil, err
 				}
 				if vi == 0 {
-					if err := timed("plain PutItem floor", func() error {
+					if err := lat.time("plain PutItem floor", func() error {
 						_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(floorTable), Item: map[string]types.AttributeValue{
 							"pk": &types.AttributeValueMemberS{Value: id}, "v": &types.AttributeValueMemberS{Value: "x"}}})
 						return err
@@ -129,7 +118,7 @@ func exprCost(ctx context.Context, c *dynamodb.Client, table, floorTable string,
 						return nil, err
 					}
 				}
-				if err := timed(v.name, func() error {
+				if err := lat.time(v.name, func() error {
 					if v.put {
 						it := pending(id)
 						it["state"], it["resp"] = val("s"), val("r")
@@ -161,9 +150,5 @@ func exprCost(ctx context.Context, c *dynamodb.Client, table, floorTable string,
 			}
 		}
 	}
-	out := map[string]float64{}
-	for k, xs := range lat {
-		out[k] = pct(xs, 50)
-	}
-	return out, nil
+	return lat.p50(), nil
 }

@@ -51,15 +51,7 @@ func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, r
 	condValues := func(owner string) map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{":o": str(owner), ":a": num(1), ":s": str(string(ledger.StateClaimed)), ":n": num(nowMs)}
 	}
-	lat := map[string][]float64{}
-	timed := func(name string, f func() error) error {
-		t0 := time.Now()
-		if err := f(); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		lat[name] = append(lat[name], float64(time.Since(t0).Nanoseconds())/1e3)
-		return nil
-	}
+	lat := timings{}
 	for r := 0; r < rounds; r++ {
 		for si, shape := range ledgerShapeNames[1:] {
 			for i := 0; i < n; i++ {
@@ -68,12 +60,8 @@ func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, r
 				if err != nil {
 					return nil, err
 				}
-				if err := timed(shapeLedgerClaim, func() error {
-					_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: claim,
-						ConditionExpression:       aws.String("attribute_not_exists(#k) OR #e <= :n"),
-						ExpressionAttributeNames:  map[string]string{"#k": "pk", "#e": "expiresAtMs"},
-						ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(nowMs)}})
-					return err
+				if err := lat.time(shapeLedgerClaim, func() error {
+					return putClaim(ctx, c, table, claim, num(nowMs))
 				}); err != nil {
 					return nil, err
 				}
@@ -86,7 +74,7 @@ func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, r
 				}
 				names := map[string]string{"#o": "owner", "#a": "attempt", "#s": "state", "#e": "expiresAtMs"}
 				values := condValues(rec.Owner)
-				if err := timed(shape, func() error {
+				if err := lat.time(shape, func() error {
 					if shape == shapeLedgerPut {
 						_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: whole,
 							ConditionExpression: cond, ExpressionAttributeNames: names, ExpressionAttributeValues: values})
@@ -111,9 +99,5 @@ func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, r
 			}
 		}
 	}
-	out := map[string]float64{}
-	for k, xs := range lat {
-		out[k] = pct(xs, 50)
-	}
-	return out, nil
+	return lat.p50(), nil
 }

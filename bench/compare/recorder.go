@@ -329,29 +329,13 @@ func avSize(v types.AttributeValue) int {
 	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
 		return 1
 	case *types.AttributeValueMemberSS:
-		n := 0
-		for _, s := range v.Value {
-			n += len(s)
-		}
-		return n
+		return sizeSum(v.Value, func(s string) int { return len(s) })
 	case *types.AttributeValueMemberNS:
-		n := 0
-		for _, s := range v.Value {
-			n += numSize(s)
-		}
-		return n
+		return sizeSum(v.Value, numSize)
 	case *types.AttributeValueMemberBS:
-		n := 0
-		for _, b := range v.Value {
-			n += len(b)
-		}
-		return n
+		return sizeSum(v.Value, func(b []byte) int { return len(b) })
 	case *types.AttributeValueMemberL:
-		n := 3
-		for _, e := range v.Value {
-			n += avSize(e) + 1
-		}
-		return n
+		return 3 + sizeSum(v.Value, func(e types.AttributeValue) int { return avSize(e) + 1 })
 	case *types.AttributeValueMemberM:
 		n := 3
 		for k, e := range v.Value {
@@ -360,6 +344,15 @@ func avSize(v types.AttributeValue) int {
 		return n
 	}
 	return 0
+}
+
+// sizeSum is the sum of size over the elements of a set or list.
+func sizeSum[E any](xs []E, size func(E) int) int {
+	n := 0
+	for _, x := range xs {
+		n += size(x)
+	}
+	return n
 }
 
 func numSize(s string) int {

@@ -95,10 +95,7 @@ func cell(r *results, sys, c string) string {
 
 func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "Machine: %s\n\n", rep.header)
-	fmt.Fprintln(w, "Latency: p50 µs (× the system's own plain PutItem floor on the same engine)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| engine | case | idemkit p50 µs (× floor) | Powertools p50 µs (× floor) | idemkit p90 µs | Powertools p90 µs |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- |")
+	tableHead(w, "Latency: p50 µs (× the system's own plain PutItem floor on the same engine)", "engine", "case", "idemkit p50 µs (× floor)", "Powertools p50 µs (× floor)", "idemkit p90 µs", "Powertools p90 µs")
 	for _, r := range rep.latency {
 		for _, c := range []struct{ c, name string }{
 			{caseFloor, "PutItem floor"}, {caseFirst, "first execution"}, {caseReplay, "replay"},
@@ -114,10 +111,7 @@ func (rep *report) print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "Cost per request: DynamoDB calls, capacity units reported by the engine (ReturnConsumedCapacity TOTAL; — where it reports none) and computed from item sizes with DynamoDB's rules (writes: started KB of the larger of the item before and after, at least 1, plus each GSI copy; reads: started 4 KB, consistent)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| engine | system | case | calls | engine CU | size CU (of which GSI) | stored item bytes |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	tableHead(w, "Cost per request: DynamoDB calls, capacity units reported by the engine (ReturnConsumedCapacity TOTAL; — where it reports none) and computed from item sizes with DynamoDB's rules (writes: started KB of the larger of the item before and after, at least 1, plus each GSI copy; reads: started 4 KB, consistent)", "engine", "system", "case", "calls", "engine CU", "size CU (of which GSI)", "stored item bytes")
 	for _, sp := range rep.split {
 		for _, key := range sortedKeys(sp.calls) {
 			cs := sp.calls[key]
@@ -142,10 +136,7 @@ func (rep *report) print(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 
-	fmt.Fprintln(w, "Per-call split (mean over the split pass; engine ms is the time at the engine seen by the recording proxy)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| engine | system | case | # | call | result | bytes in | bytes out | engine ms | size CU | attributes | condition |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	tableHead(w, "Per-call split (mean over the split pass; engine ms is the time at the engine seen by the recording proxy)", "engine", "system", "case", "#", "call", "result", "bytes in", "bytes out", "engine ms", "size CU", "attributes", "condition")
 	for _, sp := range rep.split {
 		for _, key := range sortedKeys(sp.calls) {
 			sys, c, _ := strings.Cut(key, "/")
@@ -161,10 +152,7 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintln(w)
 
 	if len(rep.cpu) > 0 {
-		fmt.Fprintln(w, "Client CPU per request (user+system of the Go process; moto is excluded because its serializing proxy runs in-process)")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| engine | idemkit first execution µs | idemkit replay µs | Go PutItem floor µs | lean client: first execution / floor µs | Powertools first execution µs (Node process) | JS PutItem floor µs | profile |")
-		fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+		tableHead(w, "Client CPU per request (user+system of the Go process; moto is excluded because its serializing proxy runs in-process)", "engine", "idemkit first execution µs", "idemkit replay µs", "Go PutItem floor µs", "lean client: first execution / floor µs", "Powertools first execution µs (Node process)", "JS PutItem floor µs", "profile")
 		for _, cp := range rep.cpu {
 			var pf, pfl string = "—", "—"
 			for _, r := range rep.latency {
@@ -178,10 +166,7 @@ func (rep *report) print(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	if len(rep.expr) > 0 {
-		fmt.Fprintln(w, "Write shapes: one Layer-1 completion of a fresh pending item, and one ledger fire mark of a freshly claimed effect record, written in each shape (Go SDK, p50 µs, × the plain PutItem floor measured alongside)")
-		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| engine | write | p50 µs | × floor |")
-		fmt.Fprintln(w, "| --- | --- | --- | --- |")
+		tableHead(w, "Write shapes: one Layer-1 completion of a fresh pending item, and one ledger fire mark of a freshly claimed effect record, written in each shape (Go SDK, p50 µs, × the plain PutItem floor measured alongside)", "engine", "write", "p50 µs", "× floor")
 		for _, e := range rep.expr {
 			floor := e.p50["plain PutItem floor"]
 			names := []string{"plain PutItem floor", "claim PutItem (pending item, flat condition)"}
@@ -249,3 +234,12 @@ func groupCalls(cs []call, n int) []call {
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// tableHead prints a Markdown table's title, a blank line, and its header
+// row and separator row for cols.
+func tableHead(w io.Writer, title string, cols ...string) {
+	fmt.Fprintln(w, title)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| "+strings.Join(cols, " | ")+" |")
+	fmt.Fprintln(w, strings.Repeat("| --- ", len(cols))+"|")
+}

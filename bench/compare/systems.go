@@ -56,7 +56,11 @@ func newGoSystem(client *dynamodb.Client, idemTable, effectsTable, floorTable, b
 	if err != nil {
 		return nil, err
 	}
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(client, effectsTable)})
+	effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: effectsTable})
+	if err != nil {
+		return nil, err
+	}
+	l, err := ledger.New(ledger.Config{Store: effects})
 	if err != nil {
 		return nil, err
 	}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -86,39 +84,20 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match "+ids.TenantGrammar)
 		return 2
 	}
-	if *table == "" {
-		*table = os.Getenv(host.EnvAPIKeysTable)
-	}
-	var c *dynamodb.Client
-	if *endpoint != "" {
-		if *table == "" {
-			*table = DefaultTablePrefix + "ApiKeysTable"
-		}
-		c = emulator.Client(*endpoint, func(o *dynamodb.Options) {
-			if *region != "" {
-				o.Region = *region
-			}
-		})
-	} else {
-		if *table == "" {
-			fmt.Fprintln(stderr, "idemkit apikey create: --table (or $"+host.EnvAPIKeysTable+") is required without --endpoint")
+	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, host.EnvAPIKeysTable, "ApiKeysTable")
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
+		if errors.As(err, new(noTableError)) {
 			return 2
 		}
-		var err error
-		if c, err = host.NewDynamoClient(ctx, ""); err != nil {
-			fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
-			return 1
-		}
-		if *region != "" {
-			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *region })
-		}
+		return 1
 	}
 	key := host.NewAPIKey()
 	cred := host.Credential{Tenant: *tenant}
 	if len(attrs) > 0 {
 		cred.Attrs = attrs
 	}
-	if err := (&host.DynamoKeys{Client: c, Table: *table}).PutCredential(ctx, key, cred); err != nil {
+	if err := (&host.DynamoKeys{Client: c, Table: tbl}).PutCredential(ctx, key, cred); err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 		return 1
 	}

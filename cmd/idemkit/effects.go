@@ -16,8 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
 	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/ledger"
@@ -70,33 +68,15 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 }
 
 func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
-	table := *sf.table
-	if table == "" {
-		table = os.Getenv(host.EnvEffectsTable)
+	c, table, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, host.EnvEffectsTable, "EffectsTable")
+	if err != nil {
+		return nil, err
 	}
-	var c *dynamodb.Client
-	if *sf.endpoint != "" {
-		if table == "" {
-			table = DefaultTablePrefix + "EffectsTable"
-		}
-		c = emulator.Client(*sf.endpoint, func(o *dynamodb.Options) {
-			if *sf.region != "" {
-				o.Region = *sf.region
-			}
-		})
-	} else {
-		if table == "" {
-			return nil, errors.New("--table (or $" + host.EnvEffectsTable + ") is required without --endpoint")
-		}
-		var err error
-		if c, err = host.NewDynamoClient(ctx, ""); err != nil {
-			return nil, err
-		}
-		if *sf.region != "" {
-			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *sf.region })
-		}
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: table})
+	if err != nil {
+		return nil, err
 	}
-	return ledger.New(ledger.Config{Store: ledgerdynamo.New(c, table)})
+	return ledger.New(ledger.Config{Store: st})
 }
 
 func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {

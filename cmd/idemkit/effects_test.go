@@ -25,7 +25,10 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
 		t.Setenv("IDEMKIT_OPERATOR", "ops@acme")
 		table := e.CreateTable(t, "EffectsTable")
-		store := ledgerdynamo.New(e.Client(), table)
+		store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: e.Client(), Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
 		past := time.Now().Add(-time.Hour)
 		// An executor an hour ago: fired, then died (lease 1 minute).
 		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return past }}})

@@ -63,7 +63,7 @@ func TestFenceClientCallsHomeRegion(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	o, err := fence.New(fence.Config{Store: fencedynamo.New(fc, table), Region: "us-east-1"})
+	o, err := fence.New(fence.Config{Store: fenceStore(t, fc, table), Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +74,11 @@ func TestFenceClientCallsHomeRegion(t *testing.T) {
 	if err := o.Pass(ctx, "acme/effect-1", tok); err != nil {
 		t.Fatalf("pass: %v", err)
 	}
-	it, err := fencedynamo.New(home.Client(), table).Get(ctx, "acme/effect-1")
+	it, err := fenceStore(t, home.Client(), table).Get(ctx, "acme/effect-1")
 	if err != nil || it == nil {
 		t.Fatalf("home-region item: %+v, %v", it, err)
 	}
-	wrong, err := fence.New(fence.Config{Store: fencedynamo.New(local, table), Region: "us-east-1"})
+	wrong, err := fence.New(fence.Config{Store: fenceStore(t, local, table), Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +143,14 @@ func TestHomeClient(t *testing.T) {
 	if aws.ToString(hc.Options().BaseEndpoint) != aws.ToString(local.Options().BaseEndpoint) {
 		t.Fatal("HomeClient dropped the endpoint override")
 	}
+}
+
+// fenceStore is fencedynamo.New for a test: a Config error fails it.
+func fenceStore(t *testing.T, client fencedynamo.API, table string) *fencedynamo.Store {
+	t.Helper()
+	st, err := fencedynamo.New(fencedynamo.Config{Client: client, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

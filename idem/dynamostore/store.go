@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/storeconfig"
 )
 
 // API is the subset of *dynamodb.Client the store uses.
@@ -58,11 +59,8 @@ const maxClaimRounds = 8
 
 // New returns a Store for cfg.
 func New(cfg Config) (*Store, error) {
-	if cfg.Client == nil {
-		return nil, errors.New("dynamostore: Config.Client is required")
-	}
-	if cfg.Table == "" {
-		return nil, errors.New("dynamostore: Config.Table is required")
+	if err := storeconfig.Check("dynamostore", cfg.Client, cfg.Table); err != nil {
+		return nil, err
 	}
 	return &Store{c: cfg.Client, table: aws.String(cfg.Table)}, nil
 }

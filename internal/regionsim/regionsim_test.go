@@ -211,7 +211,11 @@ func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
 }
 
 func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Ledger {
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(w.p.db(r), w.p.tables[r]), Lease: 30 * time.Second,
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: w.p.db(r), Table: w.p.tables[r]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second,
 		Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}, Fencer: f, Metrics: w.rec})
 	if err != nil {
 		t.Fatal(err)
@@ -320,8 +324,11 @@ func (h hookFencer) Token(ctx context.Context, id string) (uint64, error) {
 // provider (deduplication not relied on) sees exactly one call.
 func TestPartitionFencedEffects(t *testing.T) {
 	w := newTwoRegions(t, fence.FencedEffects)
-	fenceTable := w.p.emu[eu].CreateTable(t, "FenceTable") // home region only
-	fstore := fencedynamo.New(w.p.db(eu), fenceTable)      // both regions call the home region
+	fenceTable := w.p.emu[eu].CreateTable(t, "FenceTable")                                    // home region only
+	fstore, err := fencedynamo.New(fencedynamo.Config{Client: w.p.db(eu), Table: fenceTable}) // both regions call the home region
+	if err != nil {
+		t.Fatal(err)
+	}
 	owner := func(r string) *fence.Owner {
 		o, err := fence.New(fence.Config{Store: fstore, Region: r, Now: w.clock.Now, Metrics: w.rec})
 		if err != nil {
@@ -380,7 +387,10 @@ func TestPartitionFencedEffects(t *testing.T) {
 // or sees the claim in flight or completed.
 func TestPartitionRacingFencedExecutors(t *testing.T) {
 	w := newTwoRegions(t, fence.FencedEffects)
-	fstore := fencedynamo.New(w.p.db(eu), w.p.emu[eu].CreateTable(t, "FenceTable"))
+	fstore, err := fencedynamo.New(fencedynamo.Config{Client: w.p.db(eu), Table: w.p.emu[eu].CreateTable(t, "FenceTable")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	eff := business(t, "refund-3")
 	w.rep.SetPartitioned(true)
 	type exec struct {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
@@ -98,47 +99,17 @@ func (r *Reader) Read(ctx context.Context) ([]Change, error) {
 	return out, nil
 }
 
-// convMap converts Streams attribute values to DynamoDB attribute values.
+// convMap converts Streams attribute values to DynamoDB attribute values
+// (nil stays nil).
 func convMap(m map[string]stypes.AttributeValue) map[string]types.AttributeValue {
 	if m == nil {
 		return nil
 	}
-	out := make(map[string]types.AttributeValue, len(m))
-	for k, v := range m {
-		out[k] = conv(v)
+	out, err := attributevalue.FromDynamoDBStreamsMap(m)
+	if err != nil {
+		panic(fmt.Sprintf("regionsim: %v", err)) // a union member this SDK does not know
 	}
 	return out
-}
-
-func conv(v stypes.AttributeValue) types.AttributeValue {
-	switch x := v.(type) {
-	case *stypes.AttributeValueMemberS:
-		return &types.AttributeValueMemberS{Value: x.Value}
-	case *stypes.AttributeValueMemberN:
-		return &types.AttributeValueMemberN{Value: x.Value}
-	case *stypes.AttributeValueMemberB:
-		return &types.AttributeValueMemberB{Value: x.Value}
-	case *stypes.AttributeValueMemberBOOL:
-		return &types.AttributeValueMemberBOOL{Value: x.Value}
-	case *stypes.AttributeValueMemberNULL:
-		return &types.AttributeValueMemberNULL{Value: x.Value}
-	case *stypes.AttributeValueMemberSS:
-		return &types.AttributeValueMemberSS{Value: x.Value}
-	case *stypes.AttributeValueMemberNS:
-		return &types.AttributeValueMemberNS{Value: x.Value}
-	case *stypes.AttributeValueMemberBS:
-		return &types.AttributeValueMemberBS{Value: x.Value}
-	case *stypes.AttributeValueMemberL:
-		l := make([]types.AttributeValue, len(x.Value))
-		for i, e := range x.Value {
-			l[i] = conv(e)
-		}
-		return &types.AttributeValueMemberL{Value: l}
-	case *stypes.AttributeValueMemberM:
-		return &types.AttributeValueMemberM{Value: convMap(x.Value)}
-	default:
-		panic(fmt.Sprintf("regionsim: unknown stream attribute type %T", v))
-	}
 }
 
 // canon renders an item canonically (sorted keys), to recognise the stream
@@ -181,13 +152,9 @@ func canonValue(b *strings.Builder, v types.AttributeValue) {
 	case *types.AttributeValueMemberNULL:
 		b.WriteString("NULL")
 	case *types.AttributeValueMemberSS:
-		s := append([]string(nil), x.Value...)
-		sort.Strings(s)
-		b.WriteString("SS" + strings.Join(s, "\x00"))
+		canonSet(b, "SS", x.Value)
 	case *types.AttributeValueMemberNS:
-		s := append([]string(nil), x.Value...)
-		sort.Strings(s)
-		b.WriteString("NS" + strings.Join(s, "\x00"))
+		canonSet(b, "NS", x.Value)
 	case *types.AttributeValueMemberBS:
 		b.WriteString("BS")
 		for _, e := range x.Value {
@@ -204,4 +171,11 @@ func canonValue(b *strings.Builder, v types.AttributeValue) {
 		b.WriteString("M")
 		canonMap(b, x.Value)
 	}
+}
+
+// canonSet renders a string or number set: kind, then its members sorted.
+func canonSet(b *strings.Builder, kind string, members []string) {
+	s := append([]string(nil), members...)
+	sort.Strings(s)
+	b.WriteString(kind + strings.Join(s, "\x00"))
 }

@@ -19,7 +19,7 @@ func ok(context.Context, ledger.Call) ([]byte, error) { return []byte("ok"), nil
 func BenchmarkDo(b *testing.B) {
 	for _, kind := range dynamotest.Kinds() {
 		e := dynamotest.Start(b, kind)
-		st := dynamostore.New(e.Client(), e.CreateTable(b, "EffectsTable"))
+		st := newStore(b, e.Client(), e.CreateTable(b, "EffectsTable"))
 		l, _ := ledger.New(ledger.Config{Store: st})
 		ctx := context.Background()
 		b.Run(kind+"/first", func(b *testing.B) {

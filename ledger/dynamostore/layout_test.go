@@ -123,7 +123,7 @@ func TestPreviousLayoutIsRead(t *testing.T) {
 		ctx := context.Background()
 		client := e.Client()
 		table := e.CreateTable(t, "EffectsTable")
-		st := dynamostore.New(client, table)
+		st := newStore(t, client, table)
 		clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
 		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
 		if err != nil {

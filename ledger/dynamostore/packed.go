@@ -282,18 +282,13 @@ func (x *reader) fail() {
 	x.b = nil
 }
 
-func (x *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(x.b)
-	if n <= 0 {
-		x.fail()
-		return 0
-	}
-	x.b = x.b[n:]
-	return v
-}
+func (x *reader) uvarint() uint64 { return readVarint(x, binary.Uvarint) }
 
-func (x *reader) varint() int64 {
-	v, n := binary.Varint(x.b)
+func (x *reader) varint() int64 { return readVarint(x, binary.Varint) }
+
+// readVarint reads one number with decode (binary.Uvarint or binary.Varint).
+func readVarint[T uint64 | int64](x *reader, decode func([]byte) (T, int)) T {
+	v, n := decode(x.b)
 	if n <= 0 {
 		x.fail()
 		return 0

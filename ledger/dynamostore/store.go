@@ -53,6 +53,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/internal/storeconfig"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -74,9 +75,24 @@ type Store struct {
 
 var _ ledger.Store = (*Store)(nil)
 
-// New returns a Store on table (shaped like template.yaml's EffectsTable)
-// through api (a *dynamodb.Client).
-func New(api API, table string) *Store { return &Store{api: api, table: table} }
+// Config configures a Store. Validated by New.
+type Config struct {
+	// Client is the DynamoDB client (a *dynamodb.Client). Required. Its
+	// retry policy is used as is: a write the SDK retried after its
+	// response was lost is recognised (see the package doc).
+	Client API
+	// Table is the name of the table created from template.yaml's
+	// EffectsTable (pk S + sk S, GSI byRun). Required.
+	Table string
+}
+
+// New returns a Store for cfg, or an error naming the missing field.
+func New(cfg Config) (*Store, error) {
+	if err := storeconfig.Check("dynamostore", cfg.Client, cfg.Table); err != nil {
+		return nil, err
+	}
+	return &Store{api: cfg.Client, table: cfg.Table}, nil
+}
 
 func (s *Store) key(k string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{

@@ -25,7 +25,7 @@ func TestConformance(t *testing.T) {
 		}
 		ledgertest.Run(t, ledgertest.Harness{
 			NewStore: func(t *testing.T) ledger.Store {
-				return dynamostore.New(client, e.CreateTable(t, "EffectsTable"))
+				return newStore(t, client, e.CreateTable(t, "EffectsTable"))
 			},
 			RoundTrips:          counter.Total,
 			ResetRoundTrips:     counter.Reset,
@@ -45,7 +45,7 @@ type env struct {
 func newEnv(t *testing.T, e *dynamotest.Emulator) *env {
 	f := dynamotest.NewFaults()
 	client := e.Client(f.Middleware(), dynamotest.FastRetries)
-	st := dynamostore.New(client, e.CreateTable(t, "EffectsTable"))
+	st := newStore(t, client, e.CreateTable(t, "EffectsTable"))
 	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
 	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -45,29 +43,15 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 	// NewRun stamps the run with the kit's current recipes (recipe stamps):
 	// its effects are identified under these stamps for its whole life.
 	run := host.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Now())
-	claim, claimed := idem.FromContext(ctx)
-	claimed = claimed && claim.OriginalRequestID != ""
-	if claimed {
-		// Every execution of this idempotency record names the same run
-		// (host.ClaimRunID). Where the run write cannot commit with the
-		// completion record (no transactions; fenced-effects), an execution
-		// whose completion was lost, whose lease was reclaimed, or whose run
-		// write's response was lost, is re-executed by the retry: it finds
-		// the run it created and answers for it instead of creating a
-		// second one (and a second set of effects).
-		run.ID = host.ClaimRunID(tenant, claim.ID, claim.OriginalRequestID)
+	// Every execution of this idempotency record names the same run
+	// (createClaimedRun).
+	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev host.Run) bool {
+		return prev.Tenant == tenant && prev.WorkflowID == run.WorkflowID
+	})
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	if err := h.cfg.Runs.Create(ctx, run); err != nil {
-		if !claimed || !errors.Is(err, host.ErrRunExists) {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		prev, gerr := h.cfg.Runs.Get(ctx, run.ID)
-		if gerr != nil {
-			return events.APIGatewayV2HTTPResponse{}, gerr
-		}
-		if prev.Tenant != tenant || prev.WorkflowID != run.WorkflowID {
-			return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: run %s exists for another request", run.ID)
-		}
+	if existed {
 		h.cfg.Logger.InfoContext(ctx, "api: run created by an earlier execution of this request", slog.String("run_id", run.ID),
 			slog.Int("attempt", claim.Attempt))
 	}

@@ -3,13 +3,11 @@ package apifn
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -38,22 +36,10 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	}
 	run := host.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Now())
 	run.RetryOf = prev.ID
-	claim, claimed := idem.FromContext(ctx)
-	claimed = claimed && claim.OriginalRequestID != ""
-	if claimed {
-		run.ID = host.ClaimRunID(c.tenant, claim.ID, claim.OriginalRequestID)
-	}
-	if err := h.cfg.Runs.Create(ctx, run); err != nil {
-		if !claimed || !errors.Is(err, host.ErrRunExists) {
-			return events.APIGatewayV2HTTPResponse{}, err
-		}
-		got, gerr := h.cfg.Runs.Get(ctx, run.ID)
-		if gerr != nil {
-			return events.APIGatewayV2HTTPResponse{}, gerr
-		}
-		if got.Tenant != c.tenant || got.RetryOf != prev.ID {
-			return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: run %s exists for another request", run.ID)
-		}
+	if _, _, err := h.createClaimedRun(ctx, &run, func(got host.Run) bool {
+		return got.Tenant == c.tenant && got.RetryOf == prev.ID
+	}); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	base := h.baseURL(c.ev) + "/runs/" + host.ProjectID(run.ID)
 	resp, err := jsonResp(http.StatusCreated, map[string]any{

@@ -274,7 +274,11 @@ func TestHandleLambdaTwoRegionPartition(t *testing.T) {
 			t.Fatal(err)
 		}
 		auditors[r] = a
-		l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(er.Client(), table), Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
+		st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: er.Client(), Table: table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
 		if err != nil {
 			t.Fatal(err)
 		}

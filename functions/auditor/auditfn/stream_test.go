@@ -38,7 +38,11 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(c, table), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: -1})
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,11 @@ const faultMaxTries = 4
 
 func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, effTbl string) *faultStack {
 	c := e.Client(dynamotest.FastRetries)
-	l, err := ledger.New(ledger.Config{Store: ledgerdynamo.New(c, effTbl), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1,
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: effTbl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: st, Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1,
 		Jitter: func(d time.Duration) time.Duration { return d }})
 	if err != nil {
 		t.Fatal(err)

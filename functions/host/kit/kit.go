@@ -94,14 +94,22 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 		}
 	}
 	if p.Ledger {
-		lc := ledger.Config{Store: ledgerdynamo.New(client, env.EffectsTable),
+		effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: env.EffectsTable})
+		if err != nil {
+			return nil, err
+		}
+		lc := ledger.Config{Store: effects,
 			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}
 		var owner *fence.Owner
 		if env.CrossRegion == host.CrossRegionFenced {
 			// fenced-effects: every webhook fire passes the linearizable
 			// fence owner (FENCE_TABLE in FENCE_TABLE_REGION, the home
 			// region) first.
-			o, err := fence.New(fence.Config{Store: fencedynamo.New(host.FenceClient(client, env.FenceTableRegion), env.FenceTable),
+			fs, err := fencedynamo.New(fencedynamo.Config{Client: host.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable})
+			if err != nil {
+				return nil, err
+			}
+			o, err := fence.New(fence.Config{Store: fs,
 				Region: client.Options().Region, Metrics: metrics})
 			if err != nil {
 				return nil, err

@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/internal/storeconfig"
 	"github.com/idemkit/idemkit/ledger/fence"
 )
 
@@ -45,9 +46,23 @@ type Store struct {
 
 var _ fence.Store = (*Store)(nil)
 
-// New returns a Store on table (shaped like template.yaml's FenceTable)
-// through api (a *dynamodb.Client for the fence table's home region).
-func New(api API, table string) *Store { return &Store{api: api, table: table} }
+// Config configures a Store. Validated by New.
+type Config struct {
+	// Client is the DynamoDB client (a *dynamodb.Client) for the fence
+	// table's home region. Required.
+	Client API
+	// Table is the name of the table created from template.yaml's
+	// FenceTable (pk S). Required.
+	Table string
+}
+
+// New returns a Store for cfg, or an error naming the missing field.
+func New(cfg Config) (*Store, error) {
+	if err := storeconfig.Check("fence/dynamostore", cfg.Client, cfg.Table); err != nil {
+		return nil, err
+	}
+	return &Store{api: cfg.Client, table: cfg.Table}, nil
+}
 
 // item is the DynamoDB shape of a fence.Item.
 type item struct {

@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 		fencetest.Run(t, fencetest.Harness{
 			NewStore: func(t *testing.T) fence.Store {
 				table = e.CreateTable(t, "FenceTable")
-				return dynamostore.New(client, table)
+				return newStore(t, client, table)
 			},
 			Delete: func(t *testing.T, _ fence.Store, id string) {
 				if _, err := client.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{TableName: aws.String(table),
@@ -47,7 +47,7 @@ func TestConformance(t *testing.T) {
 func TestRoundTrips(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		cnt := dynamotest.NewCounter()
-		st := dynamostore.New(e.Client(cnt.Middleware()), e.CreateTable(t, "FenceTable"))
+		st := newStore(t, e.Client(cnt.Middleware()), e.CreateTable(t, "FenceTable"))
 		o, err := fence.New(fence.Config{Store: st})
 		if err != nil {
 			t.Fatal(err)
@@ -70,7 +70,7 @@ func TestRoundTrips(t *testing.T) {
 func TestLostResponses(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		f := dynamotest.NewFaults()
-		st := dynamostore.New(e.Client(f.Middleware(), dynamotest.FastRetries), e.CreateTable(t, "FenceTable"))
+		st := newStore(t, e.Client(f.Middleware(), dynamotest.FastRetries), e.CreateTable(t, "FenceTable"))
 		o, _ := fence.New(fence.Config{Store: st})
 		id := fencetest.EffectID()
 		f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
@@ -100,7 +100,7 @@ func TestLostResponses(t *testing.T) {
 func TestInjectedErrors(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		f := dynamotest.NewFaults()
-		st := dynamostore.New(e.Client(f.Middleware(), dynamotest.FastRetries, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }), e.CreateTable(t, "FenceTable"))
+		st := newStore(t, e.Client(f.Middleware(), dynamotest.FastRetries, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }), e.CreateTable(t, "FenceTable"))
 		o, _ := fence.New(fence.Config{Store: st})
 		id := fencetest.EffectID()
 		tok, err := o.Token(ctx(t), id)

@@ -1,0 +1,43 @@
+package apifn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// createClaimedRun writes run, the run a request creates (createRun,
+// retryRun). Under an idempotency claim that carries the original request
+// ID, run takes the claim's run ID (host.ClaimRunID), so every execution of
+// one idempotency record names the same run. Where the run write cannot
+// commit with the completion record (no transactions; fenced-effects), an
+// execution whose completion was lost, whose lease was reclaimed, or whose
+// run write's response was lost, is re-executed by the retry: it finds the
+// run it created and answers for it instead of creating a second one (and a
+// second set of effects). That run is accepted when ours says it is this
+// request's (existed is true); otherwise the answer is an error. The claim
+// is returned for the caller's log.
+func (h *Handler) createClaimedRun(ctx context.Context, run *host.Run, ours func(prev host.Run) bool) (claim idem.ClaimInfo, existed bool, err error) {
+	claim, claimed := idem.FromContext(ctx)
+	claimed = claimed && claim.OriginalRequestID != ""
+	if claimed {
+		run.ID = host.ClaimRunID(run.Tenant, claim.ID, claim.OriginalRequestID)
+	}
+	if err := h.cfg.Runs.Create(ctx, *run); err != nil {
+		if !claimed || !errors.Is(err, host.ErrRunExists) {
+			return claim, false, err
+		}
+		prev, err := h.cfg.Runs.Get(ctx, run.ID)
+		if err != nil {
+			return claim, false, err
+		}
+		if !ours(prev) {
+			return claim, false, fmt.Errorf("apifn: run %s exists for another request", run.ID)
+		}
+		return claim, true, nil
+	}
+	return claim, false, nil
+}
