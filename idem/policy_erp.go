@@ -77,7 +77,9 @@ func ERPErrorBody(e ErrorInfo) []byte {
 
 // stampRequestID returns resp with the top-level member Policy.RequestIDMember
 // of its JSON object body set to requestID, when the policy names a member
-// and the body has it with another value; otherwise resp itself. The rest
+// and the body has it with another value, or, for an error envelope (status
+// 400 and up, a top-level "error" member) without it, added; otherwise resp
+// itself. The rest
 // of the body is kept byte for byte, and resp is never modified.
 func (g *Guard) stampRequestID(resp *Response, requestID string) *Response {
 	name := g.cfg.Policy.RequestIDMember
@@ -88,6 +90,9 @@ func (g *Guard) stampRequestID(resp *Response, requestID string) *Response {
 		return resp
 	}
 	body, ok := setMember(resp.Body, name, requestID)
+	if !ok && resp.Status >= 400 {
+		body, ok = addToEnvelope(resp.Body, name, requestID)
+	}
 	if !ok {
 		return resp
 	}
@@ -135,4 +140,35 @@ func setMember(body []byte, name, value string) ([]byte, bool) {
 		return out, true
 	}
 	return body, false
+}
+
+// addToEnvelope appends the member name with the JSON string value to an
+// error envelope body: a JSON object with a top-level "error" member and no
+// member name. Every other byte is kept. ok is false (and body unchanged)
+// for any other body.
+func addToEnvelope(body []byte, name, value string) ([]byte, bool) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		return body, false
+	}
+	if _, has := top["error"]; !has {
+		return body, false
+	}
+	if _, has := top[name]; has {
+		return body, false
+	}
+	end := bytes.LastIndexByte(body, '}')
+	if end < 0 {
+		return body, false
+	}
+	k, err1 := json.Marshal(name)
+	v, err2 := json.Marshal(value)
+	if err1 != nil || err2 != nil {
+		return body, false
+	}
+	out := make([]byte, 0, len(body)+len(k)+len(v)+2)
+	out = append(out, bytes.TrimRight(body[:end], " \t\r\n")...)
+	out = append(out, ',')
+	out = append(append(append(out, k...), ':'), v...)
+	return append(out, body[end:]...), true
 }

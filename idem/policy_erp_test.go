@@ -152,3 +152,38 @@ func TestERPNetHTTPSingleTenantNeedsNoCredential(t *testing.T) {
 		t.Fatalf("runs %d, replayed %v; want one run and a replay", runs, replayed)
 	}
 }
+
+// TestERPEveryEnvelopeCarriesRequestID: under the ERP policy every error
+// envelope carries request_id, the current attempt's id — the handler's own
+// envelopes too (a validation 400 that records nothing, a business 409 that
+// is replayed), not only the Guard's. A success body without request_id is
+// left as the handler wrote it.
+func TestERPEveryEnvelopeCarriesRequestID(t *testing.T) {
+	e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
+	for i, c := range []struct {
+		status  int
+		body    string
+		stamped bool
+	}{
+		{400, `{"error":"validation_error","message":"workflowId is required"}`, true},
+		{409, `{"error":"NO_PROJECT_PROCESSED","message":"no project","details":{"n":0}}`, true},
+		{201, `{"ok":true}`, false},
+	} {
+		h := &handler{status: c.status, body: c.body, hdrs: map[string]string{"Content-Type": "application/json"}}
+		key := "ERP-WO-envelope-" + itoa(i)
+		for attempt := 0; attempt < 2; attempt++ {
+			ev := v2event("POST", "POST /api/v1/inbound/work-orders", key, `{}`)
+			r := e.call(h, ev)
+			var got map[string]any
+			if err := json.Unmarshal([]byte(r.Body), &got); err != nil {
+				t.Fatalf("%s: %v", r.Body, err)
+			}
+			if c.stamped && got["request_id"] != ev.RequestContext.RequestID {
+				t.Fatalf("%d attempt %d: %s has request_id %v, want %s", c.status, attempt+1, r.Body, got["request_id"], ev.RequestContext.RequestID)
+			}
+			if !c.stamped && r.Body != c.body {
+				t.Fatalf("%d: body %s, want %s", c.status, r.Body, c.body)
+			}
+		}
+	}
+}
