@@ -370,9 +370,9 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout, wrote: wake.kick},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
-		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }, ConnContext: rawConnContext}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(envelopeListener{ln}) }()
+	go func() { serveErr <- srv.Serve(rawListener{envelopeListener{ln}}) }()
 	if pollers == nil {
 		fmt.Fprintln(stdout, "idemkit dev: dynalite has no DynamoDB Streams: runs are stored but never executed (use --emulator dynamodb-local or moto for the executor and auditor)")
 	}

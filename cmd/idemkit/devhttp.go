@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -80,6 +81,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		ev.Headers[strings.ToLower(k)] = strings.Join(vs, ",")
+	}
+	// The key as received, whitespace kept, repeated headers joined with
+	// commas, as API Gateway's HTTP API passes it (devraw.go).
+	if vs, ok := rawHeader(r, idem.HeaderKey); ok && len(vs) > 0 {
+		ev.Headers[strings.ToLower(idem.HeaderKey)] = strings.Join(vs, ",")
 	}
 	if utf8.Valid(body) {
 		ev.Body = string(body)
