@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/ids"
 )
@@ -57,7 +59,7 @@ func (a attrFlag) Set(v string) error {
 	if _, dup := a[name]; dup {
 		return fmt.Errorf("attribute %s given twice", name)
 	}
-	if err := host.ValidAttr(name, value); err != nil {
+	if err := apikeys.ValidAttr(name, value); err != nil {
 		return err
 	}
 	a[name] = value
@@ -74,7 +76,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (emulator/LocalStack); default: AWS, with the default credential chain")
-	table := fs.String("table", "", "api-keys table; default $"+host.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
+	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
 	attrs := attrFlag{}
 	fs.Var(attrs, "attr", "credential attribute NAME=VALUE passed to the authorizer context (repeatable), e.g. namespace=shop")
@@ -87,7 +89,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return 2
 	}
 	if *table == "" {
-		*table = os.Getenv(host.EnvAPIKeysTable)
+		*table = os.Getenv(settings.EnvAPIKeysTable)
 	}
 	var c *dynamodb.Client
 	if *endpoint != "" {
@@ -101,11 +103,11 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		})
 	} else {
 		if *table == "" {
-			fmt.Fprintln(stderr, "idemkit apikey create: --table (or $"+host.EnvAPIKeysTable+") is required without --endpoint")
+			fmt.Fprintln(stderr, "idemkit apikey create: --table (or $"+settings.EnvAPIKeysTable+") is required without --endpoint")
 			return 2
 		}
 		var err error
-		if c, err = host.NewDynamoClient(ctx, ""); err != nil {
+		if c, err = kit.NewDynamoClient(ctx, ""); err != nil {
 			fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 			return 1
 		}
@@ -113,12 +115,12 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *region })
 		}
 	}
-	key := host.NewAPIKey()
-	cred := host.Credential{Tenant: *tenant}
+	key := apikeys.NewAPIKey()
+	cred := apikeys.Credential{Tenant: *tenant}
 	if len(attrs) > 0 {
 		cred.Attrs = attrs
 	}
-	if err := (&host.DynamoKeys{Client: c, Table: *table}).PutCredential(ctx, key, cred); err != nil {
+	if err := (&apikeys.DynamoKeys{Client: c, Table: *table}).PutCredential(ctx, key, cred); err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 		return 1
 	}

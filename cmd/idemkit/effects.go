@@ -18,7 +18,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
@@ -63,7 +64,7 @@ const storeFlagsLine = "[--endpoint URL] [--table NAME] [--region R] [--json]"
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
 		endpoint: fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
-		table:    fs.String("table", "", "effects table; default $"+host.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
+		table:    fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
 		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
 		json:     fs.Bool("json", false, "print JSON instead of text"),
 	}
@@ -72,7 +73,7 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 	table := *sf.table
 	if table == "" {
-		table = os.Getenv(host.EnvEffectsTable)
+		table = os.Getenv(settings.EnvEffectsTable)
 	}
 	var c *dynamodb.Client
 	if *sf.endpoint != "" {
@@ -86,10 +87,10 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 		})
 	} else {
 		if table == "" {
-			return nil, errors.New("--table (or $" + host.EnvEffectsTable + ") is required without --endpoint")
+			return nil, errors.New("--table (or $" + settings.EnvEffectsTable + ") is required without --endpoint")
 		}
 		var err error
-		if c, err = host.NewDynamoClient(ctx, ""); err != nil {
+		if c, err = kit.NewDynamoClient(ctx, ""); err != nil {
 			return nil, err
 		}
 		if *sf.region != "" {

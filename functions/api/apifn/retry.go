@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -27,24 +27,24 @@ const CodeRunNotFailed = "idemkit.run_not_failed"
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	prev, err := h.cfg.Runs.Get(ctx, c.runID)
-	if errors.Is(err, host.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
 		return notFound(), nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	if prev.Status != host.StatusFailed {
+	if prev.Status != runs.StatusFailed {
 		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
 	}
-	run := host.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Now())
+	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Now())
 	run.RetryOf = prev.ID
 	claim, claimed := idem.FromContext(ctx)
 	claimed = claimed && claim.OriginalRequestID != ""
 	if claimed {
-		run.ID = host.ClaimRunID(c.tenant, claim.ID, claim.OriginalRequestID)
+		run.ID = runs.ClaimRunID(c.tenant, claim.ID, claim.OriginalRequestID)
 	}
 	if err := h.cfg.Runs.Create(ctx, run); err != nil {
-		if !claimed || !errors.Is(err, host.ErrRunExists) {
+		if !claimed || !errors.Is(err, runs.ErrRunExists) {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		got, gerr := h.cfg.Runs.Get(ctx, run.ID)
@@ -55,7 +55,7 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 			return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: run %s exists for another request", run.ID)
 		}
 	}
-	base := h.baseURL(c.ev) + "/runs/" + host.ProjectID(run.ID)
+	base := h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	resp, err := jsonResp(http.StatusCreated, map[string]any{
 		"runId": run.ID, "status": run.Status, "retryOf": prev.ID, "eventsUrl": base + "/events", "statusUrl": base,
 	})
