@@ -24,12 +24,12 @@ type Credential struct {
 	// Attrs are the key's attributes, name to value; nil for none. A name
 	// is 1..64 of a-z A-Z 0-9 _ starting with a letter, and not tenantId; a
 	// value is 1..256 characters of valid UTF-8 without control
-	// characters. At most MaxCredentialAttrs.
+	// characters. At most maxCredentialAttrs.
 	Attrs map[string]string
 }
 
-// MaxCredentialAttrs bounds Credential.Attrs.
-const MaxCredentialAttrs = 16
+// maxCredentialAttrs bounds Credential.Attrs.
+const maxCredentialAttrs = 16
 
 // ErrCredentialInvalid is matched (errors.Is) by Credential.Validate's
 // errors.
@@ -40,8 +40,8 @@ func (c Credential) Validate() error {
 	if !ids.ValidTenant(c.Tenant) {
 		return fmt.Errorf("%w: tenant %q does not match the tenantId grammar", ErrCredentialInvalid, c.Tenant)
 	}
-	if len(c.Attrs) > MaxCredentialAttrs {
-		return fmt.Errorf("%w: %d attributes, at most %d", ErrCredentialInvalid, len(c.Attrs), MaxCredentialAttrs)
+	if len(c.Attrs) > maxCredentialAttrs {
+		return fmt.Errorf("%w: %d attributes, at most %d", ErrCredentialInvalid, len(c.Attrs), maxCredentialAttrs)
 	}
 	for _, n := range c.AttrNames() {
 		if err := ValidAttr(n, c.Attrs[n]); err != nil {

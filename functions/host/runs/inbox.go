@@ -46,8 +46,8 @@ type InboxEntry struct {
 // with the id (another tenant's entries are never found).
 var ErrInboxEntryNotFound = errors.New("host: inbox entry not found")
 
-// Inbox keeps refused offline writes per tenant. Implementations: MemInbox
-// and DynamoInbox (one item per tenant in RunsTable).
+// Inbox keeps refused offline writes per tenant. Implementations: memInbox
+// and dynamoInbox (one item per tenant in RunsTable).
 type Inbox interface {
 	// Keep stores e in e.Tenant's inbox, replacing an entry with its id
 	// (the same refused write refused again keeps one entry).
@@ -82,35 +82,35 @@ func InboxEntryID(claim idem.ClaimInfo, claimed bool) string {
 }
 
 // InboxOf returns the inbox kept beside runs: the RunsTable inbox of a
-// *DynamoRuns (DynamoInbox on its client and table), the MemInbox of a
-// *MemRuns (one per MemRuns), else a new MemInbox.
+// *DynamoRuns (dynamoInbox on its client and table), the memInbox of a
+// *MemRuns (one per MemRuns), else a new memInbox.
 func InboxOf(runs RunStore) Inbox {
 	switch r := runs.(type) {
 	case *DynamoRuns:
-		return &DynamoInbox{Client: r.Client, Table: r.Table}
+		return &dynamoInbox{Client: r.Client, Table: r.Table}
 	case *MemRuns:
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.inbox == nil {
-			r.inbox = NewMemInbox()
+			r.inbox = newMemInbox()
 		}
 		return r.inbox
 	}
-	return NewMemInbox()
+	return newMemInbox()
 }
 
-// MemInbox is an in-memory Inbox (tests, embedding), safe for concurrent
+// memInbox is an in-memory Inbox (tests, embedding), safe for concurrent
 // use.
-type MemInbox struct {
+type memInbox struct {
 	mu sync.Mutex
 	m  map[string]map[string]InboxEntry // tenant -> id -> entry
 }
 
-// NewMemInbox returns an empty MemInbox.
-func NewMemInbox() *MemInbox { return &MemInbox{m: map[string]map[string]InboxEntry{}} }
+// newMemInbox returns an empty memInbox.
+func newMemInbox() *memInbox { return &memInbox{m: map[string]map[string]InboxEntry{}} }
 
 // Keep implements Inbox.
-func (m *MemInbox) Keep(_ context.Context, e InboxEntry) error {
+func (m *memInbox) Keep(_ context.Context, e InboxEntry) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m[e.Tenant] == nil {
@@ -122,7 +122,7 @@ func (m *MemInbox) Keep(_ context.Context, e InboxEntry) error {
 }
 
 // List implements Inbox.
-func (m *MemInbox) List(_ context.Context, tenant string) ([]InboxEntry, error) {
+func (m *memInbox) List(_ context.Context, tenant string) ([]InboxEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]InboxEntry, 0, len(m.m[tenant]))
@@ -134,7 +134,7 @@ func (m *MemInbox) List(_ context.Context, tenant string) ([]InboxEntry, error) 
 }
 
 // Get implements Inbox.
-func (m *MemInbox) Get(_ context.Context, tenant, id string) (InboxEntry, error) {
+func (m *memInbox) Get(_ context.Context, tenant, id string) (InboxEntry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.m[tenant][id]
@@ -145,7 +145,7 @@ func (m *MemInbox) Get(_ context.Context, tenant, id string) (InboxEntry, error)
 }
 
 // Remove implements Inbox.
-func (m *MemInbox) Remove(_ context.Context, tenant, id string) error {
+func (m *memInbox) Remove(_ context.Context, tenant, id string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.m[tenant][id]; !ok {

@@ -13,13 +13,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// DynamoInbox is the RunsTable Inbox: one item per tenant, pk
+// dynamoInbox is the RunsTable Inbox: one item per tenant, pk
 // "#inbox/<tenant>", one attribute per entry ("e_<id>", the entry as JSON
 // text). Every method is one round trip: Keep and Remove an UpdateItem,
 // List and Get a strongly consistent GetItem. An item holds up to 400 KB,
 // about three hundred waiting writes; a Keep beyond that fails (a 500, left
 // to the same-key retry).
-type DynamoInbox struct {
+type dynamoInbox struct {
 	// Client is the DynamoDB client. Required.
 	Client DynamoAPI
 	// Table is the RunsTable name. Required.
@@ -33,7 +33,7 @@ func inboxKey(tenant string) map[string]types.AttributeValue {
 }
 
 // Keep implements Inbox (SET e_<id>).
-func (d *DynamoInbox) Keep(ctx context.Context, e InboxEntry) error {
+func (d *dynamoInbox) Keep(ctx context.Context, e InboxEntry) error {
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
@@ -52,7 +52,7 @@ func (d *DynamoInbox) Keep(ctx context.Context, e InboxEntry) error {
 	return nil
 }
 
-func (d *DynamoInbox) item(ctx context.Context, tenant string) (map[string]types.AttributeValue, error) {
+func (d *dynamoInbox) item(ctx context.Context, tenant string) (map[string]types.AttributeValue, error) {
 	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.Table), Key: inboxKey(tenant), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return nil, fmt.Errorf("host: read inbox: %w", err)
@@ -73,7 +73,7 @@ func decodeEntry(av types.AttributeValue, tenant string) (InboxEntry, bool) {
 }
 
 // List implements Inbox.
-func (d *DynamoInbox) List(ctx context.Context, tenant string) ([]InboxEntry, error) {
+func (d *dynamoInbox) List(ctx context.Context, tenant string) ([]InboxEntry, error) {
 	it, err := d.item(ctx, tenant)
 	if err != nil {
 		return nil, err
@@ -92,7 +92,7 @@ func (d *DynamoInbox) List(ctx context.Context, tenant string) ([]InboxEntry, er
 }
 
 // Get implements Inbox.
-func (d *DynamoInbox) Get(ctx context.Context, tenant, id string) (InboxEntry, error) {
+func (d *dynamoInbox) Get(ctx context.Context, tenant, id string) (InboxEntry, error) {
 	it, err := d.item(ctx, tenant)
 	if err != nil {
 		return InboxEntry{}, err
@@ -105,7 +105,7 @@ func (d *DynamoInbox) Get(ctx context.Context, tenant, id string) (InboxEntry, e
 }
 
 // Remove implements Inbox (REMOVE e_<id>, conditional on it existing).
-func (d *DynamoInbox) Remove(ctx context.Context, tenant, id string) error {
+func (d *dynamoInbox) Remove(ctx context.Context, tenant, id string) error {
 	name := expression.Name(inboxEntryPrefix + id)
 	expr, err := expression.NewBuilder().WithCondition(expression.AttributeExists(name)).WithUpdate(expression.Remove(name)).Build()
 	if err != nil {

@@ -16,9 +16,9 @@ import (
 // lastError).
 const (
 	FieldStatus    = "status"
-	FieldError     = "error"
-	FieldLastError = "lastError"
-	FieldWake      = "wake"
+	fieldError     = "error"
+	fieldLastError = "lastError"
+	fieldWake      = "wake"
 )
 
 // version returns the log entry of one write: field, value pairs, each
@@ -41,10 +41,10 @@ func version(pairs ...any) map[string]json.RawMessage {
 func terminalVersion(to Status, errMsg string) map[string]json.RawMessage {
 	pairs := []any{FieldStatus, to}
 	if errMsg != "" {
-		pairs = append(pairs, FieldError, errMsg)
+		pairs = append(pairs, fieldError, errMsg)
 	}
 	if to.Terminal() {
-		pairs = append(pairs, FieldWake, nil)
+		pairs = append(pairs, fieldWake, nil)
 	}
 	return version(pairs...)
 }
@@ -57,17 +57,17 @@ func appendVersion(l idem.VersionLog, v map[string]json.RawMessage) idem.Version
 	return append(out, v)
 }
 
-// RunHistory is the runs store's idem.History: a run's changes since a
+// runHistory is the runs store's idem.History: a run's changes since a
 // version, read from its version log with one Get. The scope is the
 // caller's tenant; another tenant's run reads as idem.ErrRecordNotFound.
-type RunHistory struct {
+type runHistory struct {
 	Runs RunStore
 }
 
-var _ idem.History = RunHistory{}
+var _ idem.History = runHistory{}
 
 // ChangesSince implements idem.History.
-func (h RunHistory) ChangesSince(ctx context.Context, tenant, runID string, v int64) ([]idem.FieldChange, int64, error) {
+func (h runHistory) ChangesSince(ctx context.Context, tenant, runID string, v int64) ([]idem.FieldChange, int64, error) {
 	r, err := h.Runs.Get(ctx, runID)
 	if errors.Is(err, ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 		return nil, 0, idem.ErrRecordNotFound

@@ -13,7 +13,7 @@ import (
 
 // runVersionsSuite proves, on any RunStore, that a run carries a version
 // and a per-field change log: every write that changes a tracked field is
-// one new version, and RunHistory reports the changes since a version with
+// one new version, and runHistory reports the changes since a version with
 // the values then and now, to the run's tenant only.
 func runVersionsSuite(t *testing.T, runs RunStore) {
 	ctx := context.Background()
@@ -27,7 +27,7 @@ func runVersionsSuite(t *testing.T, runs RunStore) {
 	if err != nil || got.Version != 1 || got.History.Current() != 1 || got.RetryOf != r.RetryOf {
 		t.Fatalf("created: version %d, log %d, retryOf %q, %v", got.Version, got.History.Current(), got.RetryOf, err)
 	}
-	h := RunHistory{Runs: runs}
+	h := runHistory{Runs: runs}
 	if cs, cur, err := h.ChangesSince(ctx, "acme", r.ID, 1); err != nil || cur != 1 || len(cs) != 0 {
 		t.Fatalf("no change yet: %v %d %v", cs, cur, err)
 	}
@@ -36,7 +36,7 @@ func runVersionsSuite(t *testing.T, runs RunStore) {
 		t.Fatal(err)
 	}
 	cs, cur, err := h.ChangesSince(ctx, "acme", r.ID, 1)
-	if err != nil || cur != 2 || len(cs) != 1 || cs[0].Field != FieldLastError || string(cs[0].Old) != "null" || string(cs[0].New) != `"timeout"` || cs[0].Version != 2 {
+	if err != nil || cur != 2 || len(cs) != 1 || cs[0].Field != fieldLastError || string(cs[0].Old) != "null" || string(cs[0].New) != `"timeout"` || cs[0].Version != 2 {
 		t.Fatalf("after NoteFailure: %+v %d %v", cs, cur, err)
 	}
 	// Parked, then running, then failed: versions 3, 4, 5.
@@ -66,19 +66,19 @@ func runVersionsSuite(t *testing.T, runs RunStore) {
 	if c := byField[FieldStatus]; string(c.Old) != `"pending"` || string(c.New) != `"failed"` || c.Version != 5 {
 		t.Fatalf("status change %+v (%s -> %s)", c, c.Old, c.New)
 	}
-	if c := byField[FieldError]; string(c.Old) != "null" || string(c.New) != `"node deliver: 400"` {
+	if c := byField[fieldError]; string(c.Old) != "null" || string(c.New) != `"node deliver: 400"` {
 		t.Fatalf("error change %s -> %s", c.Old, c.New)
 	}
-	if c := byField[FieldWake]; string(c.Old) != "null" || string(c.New) != "null" || c.Version != 5 {
+	if c := byField[fieldWake]; string(c.Old) != "null" || string(c.New) != "null" || c.Version != 5 {
 		t.Fatalf("wake change %s -> %s @%d", c.Old, c.New, c.Version)
 	}
-	if _, ok := byField[FieldLastError]; ok || len(cs) != 3 {
+	if _, ok := byField[fieldLastError]; ok || len(cs) != 3 {
 		t.Fatalf("since 2: %+v", cs)
 	}
 	// The wake's value at version 3, as logged.
 	cs, _, _ = h.ChangesSince(ctx, "acme", r.ID, 3)
 	for _, c := range cs {
-		if c.Field == FieldWake {
+		if c.Field == fieldWake {
 			var old Wake
 			if err := json.Unmarshal(c.Old, &old); err != nil || !old.At.Equal(w.At) || old.MaxAttempts != 3 {
 				t.Fatalf("wake at version 3: %s", c.Old)
@@ -155,11 +155,11 @@ func inboxSuite(t *testing.T, in Inbox) {
 	}
 }
 
-func TestInboxMemory(t *testing.T) { inboxSuite(t, NewMemInbox()) }
+func TestInboxMemory(t *testing.T) { inboxSuite(t, newMemInbox()) }
 
 func TestInboxDynamo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		table := e.CreateTable(t, "RunsTable")
-		inboxSuite(t, &DynamoInbox{Client: e.Client(dynamotest.FastRetries), Table: table})
+		inboxSuite(t, &dynamoInbox{Client: e.Client(dynamotest.FastRetries), Table: table})
 	})
 }

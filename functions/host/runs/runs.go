@@ -192,7 +192,7 @@ type MemRuns struct {
 	// OnInsert, if set, is called (outside the lock) after each Create.
 	OnInsert func(Run)
 	// inbox is the inbox InboxOf returns for this store.
-	inbox *MemInbox
+	inbox *memInbox
 }
 
 // NewMemRuns returns an empty MemRuns.
@@ -263,7 +263,7 @@ func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) 
 	}
 	w.At, w.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
 	r.Wake, r.UpdatedAt = w, now.UTC()
-	r.History = appendVersion(r.History, version(FieldWake, w))
+	r.History = appendVersion(r.History, version(fieldWake, w))
 	r.Version = r.History.Current()
 	m.runs[id] = r
 	return nil
@@ -303,7 +303,7 @@ func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Tim
 	}
 	r.Failures++
 	r.LastError, r.UpdatedAt = errMsg, now.UTC()
-	r.History = appendVersion(r.History, version(FieldLastError, errMsg))
+	r.History = appendVersion(r.History, version(fieldLastError, errMsg))
 	r.Version = r.History.Current()
 	m.runs[id] = r
 	return r.Failures, nil

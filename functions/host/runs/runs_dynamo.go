@@ -74,10 +74,10 @@ const (
 	wakeShard      = "due"
 )
 
-// IndexByWake is the RunsTable GSI serving Due: partition wakeShard (one
+// indexByWake is the RunsTable GSI serving Due: partition wakeShard (one
 // value, "due", present only on parked runs, so the index holds only
 // them), sort wakeAt.
-const IndexByWake = "byWake"
+const indexByWake = "byWake"
 
 func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
 
@@ -324,7 +324,7 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
 		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
-	upd = newVersion(upd, version(FieldLastError, errMsg))
+	upd = newVersion(upd, version(fieldLastError, errMsg))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
@@ -371,7 +371,7 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 	}
 	logged := w
 	logged.At, logged.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
-	upd = newVersion(upd, version(FieldWake, logged))
+	upd = newVersion(upd, version(fieldWake, logged))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
@@ -416,7 +416,7 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 		return nil, err
 	}
 	in := &dynamodb.QueryInput{
-		TableName: aws.String(d.Table), IndexName: aws.String(IndexByWake),
+		TableName: aws.String(d.Table), IndexName: aws.String(indexByWake),
 		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
 		ExpressionAttributeValues: expr.Values(),
 	}

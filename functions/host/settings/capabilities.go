@@ -15,8 +15,8 @@ const (
 	CrossRegionFenced     = "fenced-effects"
 )
 
-// ValidCrossRegion reports whether s is one of the three postures.
-func ValidCrossRegion(s string) bool {
+// validCrossRegion reports whether s is one of the three postures.
+func validCrossRegion(s string) bool {
 	return s == CrossRegionSingle || s == CrossRegionReconciled || s == CrossRegionFenced
 }
 
@@ -46,7 +46,7 @@ const PartitionRecoveryHomeRegionFence = "x-host-idemkit-home-region-fence"
 // Bounds of multiRegion.replicationLagBoundMs (capabilities schema 0..60000).
 const (
 	DefaultReplicationLagBoundMs = 2000
-	MaxReplicationLagBoundMs     = 60000
+	maxReplicationLagBoundMs     = 60000
 )
 
 // CapabilityOption adjusts CapabilitiesDoc.
@@ -87,15 +87,15 @@ func WithConformanceSeams() CapabilityOption {
 	return func(o *capOptions) { o.seams = true }
 }
 
-// Fixtures are the conformance fixture workflow ids the host seeds,
+// fixtures are the conformance fixture workflow ids the host seeds,
 // advertised as the discovery root's fixtures[] (the conformance suite runs
 // a fixture-gated scenario only for an advertised id).
-var Fixtures = []string{webhook.WorkflowNoop, webhook.WorkflowDelay, webhook.WorkflowUnavailable}
+var fixtures = []string{webhook.WorkflowNoop, webhook.WorkflowDelay, webhook.WorkflowUnavailable}
 
-// ExtensionWorkflows is the discovery extension (the schema's `<org>.<name>`
+// extensionWorkflows is the discovery extension (the schema's `<org>.<name>`
 // seat under extensions) listing every built-in workflow id, fixtures and
 // the webhook workflow alike: {"builtIn": Workflows}.
-const ExtensionWorkflows = "idemkit.workflows"
+const extensionWorkflows = "idemkit.workflows"
 
 // WithReplicationLagBound sets multiRegion.replicationLagBoundMs (0..60000;
 // Env.ReplicationLagBoundMs, template parameter ReplicationLagBoundMs).
@@ -108,7 +108,7 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // deployment whose posture is crossRegion, valid against the closed v2
 // discovery schema (capabilities.schema.json): protocolVersions and
 // preferredVersion (ProtocolVersion), implementation {name: "idemkit"},
-// fixtures[] (Fixtures), extensions["idemkit.workflows"] (every built-in
+// fixtures[] (fixtures), extensions["idemkit.workflows"] (every built-in
 // workflow), extensions["idemkit.idempotency"] (the active idempotency
 // policy, WithIdempotencyPolicy), conformance.seamsProfile only WithConformanceSeams, and the
 // idempotency family. The family states what this deployment does: Layer 1
@@ -167,15 +167,15 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // (the OpenWOP v2 core spec). docs/MULTI_REGION.md states what each posture guarantees,
 // each claim backed by a named test.
 func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, error) {
-	if !ValidCrossRegion(crossRegion) {
+	if !validCrossRegion(crossRegion) {
 		return nil, fmt.Errorf("host: crossRegion %q is not single-region, reconciled-records or fenced-effects", crossRegion)
 	}
 	o := capOptions{lagBoundMs: DefaultReplicationLagBoundMs, policy: idem.PolicyOpenWOP.Name}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.lagBoundMs < 0 || o.lagBoundMs > MaxReplicationLagBoundMs {
-		return nil, fmt.Errorf("host: replicationLagBoundMs %d is not 0..%d", o.lagBoundMs, MaxReplicationLagBoundMs)
+	if o.lagBoundMs < 0 || o.lagBoundMs > maxReplicationLagBoundMs {
+		return nil, fmt.Errorf("host: replicationLagBoundMs %d is not 0..%d", o.lagBoundMs, maxReplicationLagBoundMs)
 	}
 	family := map[string]any{
 		"status":      "stable",
@@ -193,8 +193,8 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 		"protocolVersions": []string{ProtocolVersion},
 		"preferredVersion": ProtocolVersion,
 		"implementation":   map[string]any{"name": "idemkit"},
-		"fixtures":         Fixtures,
-		"extensions": map[string]any{ExtensionWorkflows: map[string]any{"builtIn": webhook.Workflows},
+		"fixtures":         fixtures,
+		"extensions": map[string]any{extensionWorkflows: map[string]any{"builtIn": webhook.Workflows},
 			ExtensionIdempotency: map[string]any{"policy": o.policy}},
 		"idempotency": family,
 	}

@@ -17,16 +17,16 @@ const (
 	EnvFenceTable       = "FENCE_TABLE"                  // FenceTable name (executor, fenced-effects only)
 	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region); default: the function's region
 	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease, default 300
-	EnvEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention, default and minimum 14
+	envEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention, default and minimum 14
 	EnvCrossRegion      = "CROSS_REGION"                 // single-region (default) | reconciled-records | fenced-effects
-	EnvWebhookAllowlist = "WEBHOOK_ALLOWLIST"            // comma-separated hosts, "*.example.com" for subdomains
+	envWebhookAllowlist = "WEBHOOK_ALLOWLIST"            // comma-separated hosts, "*.example.com" for subdomains
 	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK"       // true|false, default false
-	EnvWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"        // true|false, default false
-	EnvWebhookMaxTries  = "WEBHOOK_MAX_TRIES"            // 1..500, default 20
-	EnvWebhookBudget    = "WEBHOOK_RETRY_BUDGET_SECONDS" // 60..604800, default 3600
+	envWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"        // true|false, default false
+	envWebhookMaxTries  = "WEBHOOK_MAX_TRIES"            // 1..500, default 20
+	envWebhookBudget    = "WEBHOOK_RETRY_BUDGET_SECONDS" // 60..604800, default 3600
 	EnvDynamoDBEndpoint = "DYNAMODB_ENDPOINT"            // optional endpoint override (LocalStack)
-	EnvMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace, default "idemkit"
-	EnvTransactional    = "RUNS_TRANSACTIONAL"           // true|false, default true: see DynamoRuns.Transactional
+	envMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace, default "idemkit"
+	envTransactional    = "RUNS_TRANSACTIONAL"           // true|false, default true: see DynamoRuns.Transactional
 	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts, default 10
 )
 

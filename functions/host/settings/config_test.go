@@ -7,8 +7,8 @@ import (
 
 func TestLoadEnv(t *testing.T) {
 	env := map[string]string{
-		EnvRunsTable: "r", EnvEffectLease: "60", EnvEffectRetention: "30", EnvCrossRegion: "reconciled-records",
-		EnvWebhookAllowlist: "a.com, *.b.com", EnvWebhookLoopback: "true", "IDEMPOTENCY_TABLE": "i", EnvStreamMaxRetries: "3",
+		EnvRunsTable: "r", EnvEffectLease: "60", envEffectRetention: "30", EnvCrossRegion: "reconciled-records",
+		envWebhookAllowlist: "a.com, *.b.com", EnvWebhookLoopback: "true", "IDEMPOTENCY_TABLE": "i", EnvStreamMaxRetries: "3",
 	}
 	e, err := LoadEnv(func(k string) string { return env[k] })
 	if err != nil || e.EffectLease.Seconds() != 60 || e.EffectRetention.Hours() != 30*24 || e.CrossRegion != CrossRegionReconciled ||
@@ -25,10 +25,10 @@ func TestLoadEnv(t *testing.T) {
 	if d, _ := LoadEnv(func(string) string { return "" }); d.StreamMaxRetries != 10 {
 		t.Fatalf("default StreamMaxRetries %d, want the template's 10", d.StreamMaxRetries)
 	}
-	bad := map[string]string{EnvEffectLease: "0", EnvEffectRetention: "7", EnvCrossRegion: "strict", EnvWebhookLoopback: "maybe", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "5",
+	bad := map[string]string{EnvEffectLease: "0", envEffectRetention: "7", EnvCrossRegion: "strict", EnvWebhookLoopback: "maybe", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "5",
 		EnvStreamMaxRetries: "-1"}
 	_, err = LoadEnv(func(k string) string { return bad[k] })
-	for _, name := range []string{EnvEffectLease, EnvEffectRetention, EnvCrossRegion, EnvWebhookLoopback, "IDEMPOTENCY_PROCESSING_LEASE_SECONDS", EnvStreamMaxRetries} {
+	for _, name := range []string{EnvEffectLease, envEffectRetention, EnvCrossRegion, EnvWebhookLoopback, "IDEMPOTENCY_PROCESSING_LEASE_SECONDS", EnvStreamMaxRetries} {
 		if err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%s not reported: %v", name, err)
 		}

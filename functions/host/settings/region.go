@@ -8,5 +8,5 @@ import (
 // ap-southeast-4, cn-north-1).
 var regionRE = regexp.MustCompile(`^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$`)
 
-// ValidRegion reports whether s looks like an AWS region name.
-func ValidRegion(s string) bool { return regionRE.MatchString(s) }
+// validRegion reports whether s looks like an AWS region name.
+func validRegion(s string) bool { return regionRE.MatchString(s) }

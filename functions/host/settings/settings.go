@@ -59,16 +59,16 @@ var Settings = []Setting{
 	{Name: EnvFenceTable, Default: "—", Doc: "fence table (`fenced-effects`)", Functions: []string{"Api", "Executor"}, set: str(func(e *Env) *string { return &e.FenceTable })},
 	{Name: EnvEffectLease, Default: "`300` (1..3600; template: 60)", Doc: "ledger claim lease (renewed by heartbeat every lease/3)", Functions: []string{"Api", "Executor"},
 		set: whole(1, 3600, "whole seconds 1..3600", func(e *Env, n int) { e.EffectLease = time.Duration(n) * time.Second })},
-	{Name: EnvEffectRetention, Default: "`14` (≥ 14)", Doc: "ledger retention", Functions: []string{"Api", "Executor"},
+	{Name: envEffectRetention, Default: "`14` (≥ 14)", Doc: "ledger retention", Functions: []string{"Api", "Executor"},
 		set: whole(14, 1<<31-1, "whole days, at least 14", func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour })},
 	{Name: EnvCrossRegion, Default: "`single-region`", Doc: "`single-region` \\| `reconciled-records` \\| `fenced-effects` (advertised in `GET /.well-known/openwop`)", Functions: []string{"Api", "Executor", "Auditor"}, set: func(e *Env, v string) error {
 		e.CrossRegion = v
-		if !ValidCrossRegion(v) {
+		if !validCrossRegion(v) {
 			return errors.New("want single-region, reconciled-records or fenced-effects")
 		}
 		return nil
 	}},
-	{Name: EnvWebhookAllowlist, Default: "empty (any public host)", Doc: "comma-separated hosts / `*.domain` for the webhook workflow", Functions: []string{"Api", "Executor"}, set: func(e *Env, v string) error {
+	{Name: envWebhookAllowlist, Default: "empty (any public host)", Doc: "comma-separated hosts / `*.domain` for the webhook workflow", Functions: []string{"Api", "Executor"}, set: func(e *Env, v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
 				e.Webhook.Allow = append(e.Webhook.Allow, h)
@@ -78,22 +78,22 @@ var Settings = []Setting{
 	}},
 	{Name: EnvWebhookLoopback, Default: "`false`", Doc: "admit loopback webhook destinations (`idemkit dev --allow-loopback-webhooks`)", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowLoopback }),
 		Flag: "allow-loopback-webhooks", BoolFlag: true, FlagUsage: "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)"},
-	{Name: EnvWebhookPrivate, Default: "`false`", Doc: "admit RFC 1918 webhook destinations", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowPrivate })},
-	{Name: EnvWebhookMaxTries, Default: "`20` (1..500)", Doc: "the webhook workflow's attempt cap per delivery",
+	{Name: envWebhookPrivate, Default: "`false`", Doc: "admit RFC 1918 webhook destinations", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowPrivate })},
+	{Name: envWebhookMaxTries, Default: "`20` (1..500)", Doc: "the webhook workflow's attempt cap per delivery",
 		set: whole(1, ledger.MaxMaxAttempts, fmt.Sprintf("a whole number 1..%d", ledger.MaxMaxAttempts), func(e *Env, n int) { e.WebhookMaxTries = n })},
-	{Name: EnvWebhookBudget, Default: "`3600` (60..604800)", Doc: "the webhook workflow's retry time budget: no try starts later than this after the first",
+	{Name: envWebhookBudget, Default: "`3600` (60..604800)", Doc: "the webhook workflow's retry time budget: no try starts later than this after the first",
 		set: whole(60, 604800, "whole seconds 60..604800", func(e *Env, n int) { e.WebhookBudget = time.Duration(n) * time.Second })},
 	{Name: EnvFenceTableRegion, Default: "the function's region", Doc: "home region of the fence table (replica-region stacks call it there)", Functions: []string{"Api", "Executor"},
 		set: region(func(e *Env) *string { return &e.FenceTableRegion })},
 	{Name: EnvIdempotencyTableRegion, Default: "`FENCE_TABLE_REGION` under `fenced-effects`, else unset", Doc: "home region whose idempotency-table replica decides every Layer-1 record (`fenced-effects` only)", Functions: []string{"Api"},
 		set: region(func(e *Env) *string { return &e.IdempotencyTableRegion })},
 	{Name: EnvReplicationLagBound, Default: "`2000` (0..60000)", Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
-		set: whole(0, MaxReplicationLagBoundMs, fmt.Sprintf("whole milliseconds 0..%d", MaxReplicationLagBoundMs), func(e *Env, n int) { e.ReplicationLagBoundMs = n })},
+		set: whole(0, maxReplicationLagBoundMs, fmt.Sprintf("whole milliseconds 0..%d", maxReplicationLagBoundMs), func(e *Env, n int) { e.ReplicationLagBoundMs = n })},
 	{Name: EnvStreamMaxRetries, Default: "`10` (0..10000; `idemkit dev`: 5)", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run)", Functions: []string{"Executor"},
 		set: whole(0, 10000, "a whole number 0..10000", func(e *Env, n int) { e.StreamMaxRetries = n })},
-	{Name: EnvTransactional, Default: "`true`", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
+	{Name: envTransactional, Default: "`true`", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
 	{Name: EnvDynamoDBEndpoint, Default: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},
-	{Name: EnvMetricsNS, Default: "`idemkit`", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
+	{Name: envMetricsNS, Default: "`idemkit`", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
 }
 
 // defaults is Env before any variable is read: every field's stated default.
@@ -149,7 +149,7 @@ func (e *Env) between() []string {
 	switch {
 	case e.IdempotencyTableRegion == "" && e.CrossRegion == CrossRegionFenced:
 		e.IdempotencyTableRegion = e.FenceTableRegion
-	case e.IdempotencyTableRegion == "" || !ValidRegion(e.IdempotencyTableRegion):
+	case e.IdempotencyTableRegion == "" || !validRegion(e.IdempotencyTableRegion):
 		// unset, or already reported as malformed
 	case e.CrossRegion != CrossRegionFenced:
 		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep Layer 1 on the local replica)", EnvIdempotencyTableRegion, EnvCrossRegion))
@@ -210,16 +210,16 @@ func whole(lo, hi int, want string, assign func(*Env, int)) func(*Env, string) e
 func region(field func(*Env) *string) func(*Env, string) error {
 	return func(e *Env, v string) error {
 		*field(e) = v
-		if !ValidRegion(v) {
+		if !validRegion(v) {
 			return errors.New("want an AWS region name such as eu-west-1")
 		}
 		return nil
 	}
 }
 
-// SettingsTable renders Settings as README.md's configuration table
+// settingsTable renders Settings as README.md's configuration table
 // (Markdown: variable, default, meaning).
-func SettingsTable() string {
+func settingsTable() string {
 	var b strings.Builder
 	b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
 	for _, s := range Settings {

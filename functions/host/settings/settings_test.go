@@ -71,7 +71,7 @@ func TestReadmeSettingsTable(t *testing.T) {
 		t.Fatal("README.md has no configuration table")
 	}
 	j := i + strings.Index(readme[i:], "\n\n") + 1
-	want := SettingsTable()
+	want := settingsTable()
 	if *updateReadme {
 		if err := os.WriteFile("../../../README.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 )
 
 // TestWebhookBusinessKeyInput: inputs.businessKey is optional; when present
-// it must be a non-empty string of at most MaxBusinessKeyBytes bytes
+// it must be a non-empty string of at most maxBusinessKeyBytes bytes
 // without NUL, and the payload must canonicalize (it is digested).
 func TestWebhookBusinessKeyInput(t *testing.T) {
 	p := &WebhookPolicy{}
@@ -23,14 +23,14 @@ func TestWebhookBusinessKeyInput(t *testing.T) {
 	if e != nil || r.BusinessKey != "order-7/confirm" {
 		t.Fatal(r, e)
 	}
-	if bk, err := WebhookBusinessKey(r.Inputs); err != nil || bk != "order-7/confirm" {
+	if bk, err := webhookBusinessKey(r.Inputs); err != nil || bk != "order-7/confirm" {
 		t.Fatal(bk, err)
 	}
-	long, _ := json.Marshal(strings.Repeat("k", MaxBusinessKeyBytes))
-	if r, e := ParseCreate(body(string(long)), p); e != nil || len(r.BusinessKey) != MaxBusinessKeyBytes {
+	long, _ := json.Marshal(strings.Repeat("k", maxBusinessKeyBytes))
+	if r, e := ParseCreate(body(string(long)), p); e != nil || len(r.BusinessKey) != maxBusinessKeyBytes {
 		t.Fatal(e)
 	}
-	tooLong, _ := json.Marshal(strings.Repeat("k", MaxBusinessKeyBytes+1))
+	tooLong, _ := json.Marshal(strings.Repeat("k", maxBusinessKeyBytes+1))
 	for _, bk := range []string{`""`, `null`, `5`, `{"a":1}`, `"a\u0000b"`, string(tooLong)} {
 		_, e := ParseCreate(body(bk), p)
 		if e == nil || e.Status != 400 || e.Details["field"] != "inputs.businessKey" {
@@ -42,7 +42,7 @@ func TestWebhookBusinessKeyInput(t *testing.T) {
 	if e != nil || r.BusinessKey != "" {
 		t.Fatal(r, e)
 	}
-	if bk, err := WebhookBusinessKey(r.Inputs); err != nil || bk != "" {
+	if bk, err := webhookBusinessKey(r.Inputs); err != nil || bk != "" {
 		t.Fatal(bk, err)
 	}
 }

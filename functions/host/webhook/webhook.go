@@ -215,14 +215,14 @@ func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// WebhookProvider is the providerKey of the webhook effect's activity
+// webhookProvider is the providerKey of the webhook effect's activity
 // identity.
-const WebhookProvider = "webhook"
+const webhookProvider = "webhook"
 
 // WebhookIdentity returns the identity of run's webhook effect.
 //
 // Without inputs.businessKey: the activity identity over (tenant, runId,
-// NodeDeliver, ordinal 0, WebhookProvider), computed under the recipe the
+// NodeDeliver, ordinal 0, webhookProvider), computed under the recipe the
 // run is STAMPED with (run.RecipeStamps.ActivityIdentity), never the kit's
 // current one. A run without stamps, or stamped with a recipe this kit does
 // not compute, gets an error wrapping ledger.ErrUnsupportedRecipe (recipe
@@ -240,12 +240,12 @@ const WebhookProvider = "webhook"
 // the kit's (v1, the only one). An invalid stored businessKey gets an error
 // wrapping ledger.ErrInvalidIdentity.
 func WebhookIdentity(run runs.Run) (ledger.Identity, error) {
-	bk, err := WebhookBusinessKey(run.Inputs)
+	bk, err := webhookBusinessKey(run.Inputs)
 	if err != nil {
 		return ledger.Identity{}, fmt.Errorf("%w: %w", ledger.ErrInvalidIdentity, err)
 	}
 	if bk == "" {
-		return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: WebhookProvider})
+		return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
 	}
 	if err := run.RecipeStamps.Validate(); err != nil {
 		return ledger.Identity{}, err
@@ -253,9 +253,9 @@ func WebhookIdentity(run runs.Run) (ledger.Identity, error) {
 	return ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation: WebhookOperation, Key: bk})
 }
 
-// WebhookRequestRecipe is the recipe stamp of the webhook request digest
+// webhookRequestRecipe is the recipe stamp of the webhook request digest
 // (see webhookDigest) recorded on business-keyed webhook effects.
-const WebhookRequestRecipe = "idemkit-webhook-request-v1"
+const webhookRequestRecipe = "idemkit-webhook-request-v1"
 
 // webhookDigest is the request digest of a business-keyed webhook effect:
 //
@@ -285,7 +285,7 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // over tenant, "webhook" and the key, shared by every run carrying it), so
 // every executor, redelivery and resume of the run (and every run of one
 // business key) resolves to ONE effect record; a business-keyed effect also
-// records a request digest of URL and payload (WebhookRequestRecipe), so a
+// records a request digest of URL and payload (webhookRequestRecipe), so a
 // run reusing the key for a different delivery fails with
 // *ledger.MismatchError and sends nothing; the
 // provider receives the derived provider key (ledger Identity.ProviderKey)
@@ -321,10 +321,10 @@ type Webhook struct {
 	// Timeout bounds one try. Default 10 s.
 	Timeout time.Duration
 	// MaxTries caps the tries per delivery (ledger.Retry.MaxAttempts).
-	// Default DefaultWebhookMaxTries (20). Env WEBHOOK_MAX_TRIES.
+	// Default defaultWebhookMaxTries (20). Env WEBHOOK_MAX_TRIES.
 	MaxTries int
 	// Budget is the time after the first try past which no try starts
-	// (ledger.Retry.Budget). Default DefaultWebhookBudget (1 h); at least
+	// (ledger.Retry.Budget). Default defaultWebhookBudget (1 h); at least
 	// 15 minutes is advised for real providers. Env
 	// WEBHOOK_RETRY_BUDGET_SECONDS.
 	Budget time.Duration
@@ -363,10 +363,10 @@ func (w *Webhook) fill() {
 		w.Client = w.Policy.HTTPClient(w.Timeout)
 	}
 	if w.MaxTries <= 0 {
-		w.MaxTries = DefaultWebhookMaxTries
+		w.MaxTries = defaultWebhookMaxTries
 	}
 	if w.Budget <= 0 {
-		w.Budget = DefaultWebhookBudget
+		w.Budget = defaultWebhookBudget
 	}
 	if w.Backoff <= 0 {
 		w.Backoff = time.Second
@@ -384,10 +384,10 @@ func (w *Webhook) fill() {
 
 // Defaults of the webhook's retry schedule.
 const (
-	// DefaultWebhookMaxTries is Webhook.MaxTries' default.
-	DefaultWebhookMaxTries = 20
-	// DefaultWebhookBudget is Webhook.Budget's default.
-	DefaultWebhookBudget = time.Hour
+	// defaultWebhookMaxTries is Webhook.MaxTries' default.
+	defaultWebhookMaxTries = 20
+	// defaultWebhookBudget is Webhook.Budget's default.
+	defaultWebhookBudget = time.Hour
 )
 
 // ErrRetriesExhausted is returned (joined with the ledger's
@@ -406,7 +406,7 @@ var ErrRetriesExhausted = errors.New("webhook: retries exhausted")
 // *ledger.InFlightError unchanged (the caller retries later).
 func (w *Webhook) Deliver(ctx context.Context, run runs.Run) (ledger.Result, error) {
 	w.defaults()
-	dest, payload, err := WebhookInputs(run.Inputs)
+	dest, payload, err := webhookInputs(run.Inputs)
 	if err != nil {
 		return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
 	}
@@ -421,7 +421,7 @@ func (w *Webhook) Deliver(ctx context.Context, run runs.Run) (ledger.Result, err
 		if err != nil {
 			return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
 		}
-		eff.RequestDigest, eff.SemanticRecipe = d, WebhookRequestRecipe
+		eff.RequestDigest, eff.SemanticRecipe = d, webhookRequestRecipe
 	}
 	var fn ledger.Func = func(ctx context.Context, call ledger.Call) ([]byte, error) {
 		return w.try(ctx, dest, payload, call.ProviderKey)

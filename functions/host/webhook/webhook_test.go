@@ -47,7 +47,7 @@ func TestParseCreate(t *testing.T) {
 	if e != nil || r.URL != "https://example.com/h" || string(r.Payload) != `{"a":[1,2]}` {
 		t.Fatal(r, e)
 	}
-	u, pl, err := WebhookInputs(r.Inputs)
+	u, pl, err := webhookInputs(r.Inputs)
 	if err != nil || u != r.URL || string(pl) != string(r.Payload) {
 		t.Fatal(u, string(pl), err)
 	}
@@ -74,7 +74,7 @@ func TestWebhookIdentityUnderTheRunsStamp(t *testing.T) {
 	}
 	got, _ := m.Get(ctx, r.ID)
 	id, err := WebhookIdentity(got)
-	want, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: r.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: WebhookProvider})
+	want, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: r.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
 	if err != nil || id != want || id.Recipe != ledger.ActivityIdentityRecipe {
 		t.Fatalf("%+v %v, want %+v", id, err, want)
 	}

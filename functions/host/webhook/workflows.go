@@ -35,11 +35,11 @@ const NodeDeliver = "deliver"
 // inputs.businessKey (ledger.Business.Operation).
 const WebhookOperation = "webhook"
 
-// MaxBusinessKeyBytes bounds the webhook workflow's inputs.businessKey.
-const MaxBusinessKeyBytes = 256
+// maxBusinessKeyBytes bounds the webhook workflow's inputs.businessKey.
+const maxBusinessKeyBytes = 256
 
-// MaxDelayMs bounds conformance-delay's inputs.delayMs.
-const MaxDelayMs = 10000
+// maxDelayMs bounds conformance-delay's inputs.delayMs.
+const maxDelayMs = 10000
 
 // CodeRunnerUnavailable is the registry code of conformance-unavailable's 503.
 const CodeRunnerUnavailable = "runner_unavailable"
@@ -107,7 +107,7 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 				return req, validation("inputs.delayMs", "inputs.delayMs must be an integer 0..10000")
 			}
 			i, err := n.Int64()
-			if err != nil || i < 0 || i > MaxDelayMs {
+			if err != nil || i < 0 || i > maxDelayMs {
 				return req, validation("inputs.delayMs", "inputs.delayMs must be an integer 0..10000")
 			}
 			req.DelayMs = int(i)
@@ -127,7 +127,7 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 		if bk, ok := inputs["businessKey"]; ok {
 			if json.Unmarshal(bk, &req.BusinessKey) != nil || checkBusinessKey(req.BusinessKey) != nil {
 				return req, validation("inputs.businessKey", fmt.Sprintf(
-					"inputs.businessKey must be a non-empty string of at most %d bytes without NUL", MaxBusinessKeyBytes))
+					"inputs.businessKey must be a non-empty string of at most %d bytes without NUL", maxBusinessKeyBytes))
 			}
 			if _, err := webhookDigest(req.URL, req.Payload); err != nil {
 				return req, validation("inputs.payload", "inputs.payload must be canonicalizable JSON (RFC 8785) with inputs.businessKey")
@@ -140,19 +140,19 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 var errBusinessKey = errors.New("invalid inputs.businessKey")
 
 // checkBusinessKey validates inputs.businessKey: non-empty, at most
-// MaxBusinessKeyBytes bytes, no NUL.
+// maxBusinessKeyBytes bytes, no NUL.
 func checkBusinessKey(k string) error {
-	if k == "" || len(k) > MaxBusinessKeyBytes || strings.IndexByte(k, 0) >= 0 {
+	if k == "" || len(k) > maxBusinessKeyBytes || strings.IndexByte(k, 0) >= 0 {
 		return errBusinessKey
 	}
 	return nil
 }
 
-// WebhookBusinessKey extracts the webhook workflow's optional
+// webhookBusinessKey extracts the webhook workflow's optional
 // inputs.businessKey from a run's stored inputs: "" and no error when
 // absent; an error when present but not a valid business key (a run stored
 // without ParseCreate's validation).
-func WebhookBusinessKey(inputs json.RawMessage) (string, error) {
+func webhookBusinessKey(inputs json.RawMessage) (string, error) {
 	var in struct {
 		BusinessKey *string `json:"businessKey"`
 	}
@@ -168,9 +168,9 @@ func WebhookBusinessKey(inputs json.RawMessage) (string, error) {
 	return *in.BusinessKey, nil
 }
 
-// WebhookInputs extracts the webhook workflow's url and payload from a
+// webhookInputs extracts the webhook workflow's url and payload from a
 // run's stored inputs.
-func WebhookInputs(inputs json.RawMessage) (url string, payload json.RawMessage, err error) {
+func webhookInputs(inputs json.RawMessage) (url string, payload json.RawMessage, err error) {
 	var in struct {
 		URL     string          `json:"url"`
 		Payload json.RawMessage `json:"payload"`
