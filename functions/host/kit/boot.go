@@ -37,3 +37,8 @@ func Must(logger *slog.Logger, name, stage string, err error) {
 		os.Exit(1)
 	}
 }
+
+// Getenv reads the process environment. The wiring is the one place the
+// functions read it (internal/archtest holds them to that); everything else
+// is given a getenv or a settings.Env.
+func Getenv(name string) string { return os.Getenv(name) }

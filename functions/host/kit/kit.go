@@ -1,5 +1,9 @@
-// Package kit wires the reference host from its environment: the stores,
-// Layer 1, Layer 2 and the webhook effect over one DynamoDB client.
+// Package kit wires the reference host from its environment: the functions'
+// start-up (Boot, Must), the DynamoDB client (NewDynamoClient) and its home-
+// and fence-region variants (HomeClient, FenceClient), and the stores,
+// Layer 1, Layer 2 and the webhook effect over one DynamoDB client (NewKit).
+// It is the one package of the host that reads the process environment
+// (Boot, Getenv).
 package kit
 
 import (
