@@ -54,16 +54,16 @@ var devDefaults = map[string]string{
 	hostsettings.EnvStreamMaxRetries: fmt.Sprint(devStreamRetries),
 }
 
-// devSettings reads `idemkit dev`'s host.Env the one way the functions do
-// (host.LoadEnv): the values dev decides itself (own: the tables it created,
+// devSettings reads `idemkit dev`'s settings.Env the one way the functions do
+// (settings.LoadEnv): the values dev decides itself (own: the tables it created,
 // the endpoint it reaches), over the setting flags, over the environment,
 // over devDefaults.
 func devSettings(own, flags map[string]string, getenv func(string) string) (hostsettings.Env, error) {
 	return hostsettings.LoadEnv(hostsettings.Layered(hostsettings.Values(own), hostsettings.Values(flags), getenv, hostsettings.Values(devDefaults)))
 }
 
-// settingFlag is a `idemkit dev` flag that overrides one host.Settings
-// variable (host.Setting.Flag).
+// settingFlag is a `idemkit dev` flag that overrides one settings.Settings
+// variable (settings.Setting.Flag).
 type settingFlag struct {
 	s    hostsettings.Setting
 	vals map[string]string

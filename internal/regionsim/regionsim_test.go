@@ -421,7 +421,7 @@ func TestPartitionRacingFencedExecutors(t *testing.T) {
 //
 // Not pinned (reconciled-records): each region's Guard uses its own
 // replica. Pinned (fenced-effects, functions/host/kit): each region's Guard
-// uses host.HomeClient(its client, eu), so every claim, completion and
+// uses kit.HomeClient(its client, eu), so every claim, completion and
 // replay goes to the home region's replica, as the api function does with
 // IDEMPOTENCY_TABLE_REGION. cut is the network between us and eu.
 type layer1 struct {

@@ -99,7 +99,7 @@ func RunEvents(r runs.Run) []RunEvent {
 		typ, payload = EventRunCompleted, map[string]any{"outputs": map[string]any{}, "durationMs": dur}
 	case runs.StatusFailed:
 		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}, "durationMs": dur}
-	default: // host.StatusCancelled
+	default: // runs.StatusCancelled
 		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
 	}
 	return append(evs, newRunEvent(r, 1, typ, r.UpdatedAt, payload))

@@ -80,7 +80,7 @@ type Config struct {
 	CrossRegion string
 	// ReplicationLagBoundMs is the declared replication lag bound advertised
 	// as multiRegion.replicationLagBoundMs (fenced-effects only), 0..60000.
-	// Default 0: host.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
+	// Default 0: settings.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
 	// not expressible here; no real replication meets it).
 	ReplicationLagBoundMs int
 	// ConformanceSeams advertises the conformance seams profile
@@ -100,7 +100,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Inbox keeps the offline writes refused as decided against a stale
 	// version (GET /inbox, POST /inbox/{id}/resubmit and /discard).
-	// Default: the runs store's own (host.InboxOf: the RunsTable inbox of
+	// Default: the runs store's own (runs.InboxOf: the RunsTable inbox of
 	// a DynamoRuns), else an in-memory one.
 	Inbox runs.Inbox
 }

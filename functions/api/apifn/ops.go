@@ -51,7 +51,7 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 	claimed = claimed && claim.OriginalRequestID != ""
 	if claimed {
 		// Every execution of this idempotency record names the same run
-		// (host.ClaimRunID). Where the run write cannot commit with the
+		// (runs.ClaimRunID). Where the run write cannot commit with the
 		// completion record (no transactions; fenced-effects), an execution
 		// whose completion was lost, whose lease was reclaimed, or whose run
 		// write's response was lost, is re-executed by the retry: it finds
@@ -128,7 +128,7 @@ const EventLogSchemaVersion = 3
 // everything the schema has no field for lives under
 // extensions["idemkit.run"]. It never carries the run's inputs. The owner
 // is the run's tenant and the subject its API key authenticates
-// (host.OwnerSubject). startedAt is the time createRun accepted the run;
+// (apikeys.OwnerSubject). startedAt is the time createRun accepted the run;
 // completedAt, on a terminal run only, the time of its terminal transition.
 // A failed run carries error {code: idemkit.run_failed, message}.
 func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[string]any {

@@ -23,7 +23,7 @@ const CodeRunNotFailed = "idemkit.run_not_failed"
 // and inputs, linked to it by retryOf, answered 201 as createRun's (plus
 // retryOf). A failed action's key replays its failure; this is how the
 // work runs again. Every execution of one retry key names the same new run
-// (host.ClaimRunID), so a reclaimed retry never creates a second one. A run
+// (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	prev, err := h.cfg.Runs.Get(ctx, c.runID)

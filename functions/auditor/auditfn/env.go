@@ -19,7 +19,7 @@ const EnvRegion = "AWS_REGION"
 // NewFromEnv returns the auditor the function runs, configured through
 // getenv (os.Getenv in Lambda):
 //
-//   - CROSS_REGION (host.EnvCrossRegion): single-region (default),
+//   - CROSS_REGION (settings.EnvCrossRegion): single-region (default),
 //     reconciled-records or fenced-effects. Anything else is an error. When
 //     it is not single-region the cross-region conflict audit is on, with
 //     that posture as the events' strategy;

@@ -2,11 +2,11 @@
 // API Lambda authorizer (payload format 2.0, simple responses) for
 // `Authorization: Bearer <api key>`.
 //
-// Keys are looked up by their SHA-256 hash (host.HashKey) in the api-keys
+// Keys are looked up by their SHA-256 hash (apikeys.HashKey) in the api-keys
 // table; the raw key is never stored or logged (only keyhash.Log). On
 // success the response is {isAuthorized: true, context: {tenantId: T, ...}}:
 // the key's tenant and each of its credential attributes
-// (host.Credential.Attrs, e.g. namespace and worker for the commerce
+// (apikeys.Credential.Attrs, e.g. namespace and worker for the commerce
 // policy) under its own name; the api function reads the tenant from that
 // context (idem's default TenantSource key "tenantId") and a policy's
 // credential parts from the same context. A missing, malformed or unknown key is the
@@ -65,7 +65,7 @@ func (h *Handler) Authorize(ctx context.Context, authorization string) (string, 
 }
 
 // AuthorizeCredential resolves an Authorization header value to the key's
-// credential: its tenant and, when Keys is a host.CredentialStore, its
+// credential: its tenant and, when Keys is an apikeys.CredentialStore, its
 // attributes. Errors as Authorize.
 func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string) (apikeys.Credential, error) {
 	log := h.Logger

@@ -27,7 +27,7 @@ import (
 )
 
 // Kit is the wired host: the stores, Layer 1's Guard, Layer 2's Ledger and
-// the webhook effect, built from one host.Env and one DynamoDB client. The
+// the webhook effect, built from one settings.Env and one DynamoDB client. The
 // Lambda functions and `idemkit dev` build it the same way.
 type Kit struct {
 	Env     settings.Env

@@ -22,7 +22,7 @@ type Setting struct {
 	Name string
 	// Default is the documented default and Doc the meaning: README.md's
 	// configuration table is rendered from them (TestReadmeSettingsTable;
-	// go test ./functions/host -run TestReadmeSettingsTable -update-readme
+	// go test ./functions/host/settings -run TestReadmeSettingsTable -update-readme
 	// rewrites it).
 	Default string
 	// Doc is the meaning (Markdown, one line).

@@ -79,7 +79,7 @@ func TestReadmeSettingsTable(t *testing.T) {
 		return
 	}
 	if got := readme[i:j]; got != want {
-		t.Fatalf("README.md's configuration table differs from Settings (go test ./functions/host -run TestReadmeSettingsTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
+		t.Fatalf("README.md's configuration table differs from Settings (go test ./functions/host/settings -run TestReadmeSettingsTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
 	}
 }
 

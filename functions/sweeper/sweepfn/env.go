@@ -15,12 +15,12 @@ import (
 )
 
 // NewFromEnv returns the handler the function runs, configured by the
-// environment (host.LoadEnv): it sweeps
+// environment (settings.LoadEnv): it sweeps
 //
 //   - EFFECTS_TABLE (key pk, sk), through client;
-//   - FENCE_TABLE (key pk), when set, through host.FenceClient (the
+//   - FENCE_TABLE (key pk), when set, through kit.FenceClient (the
 //     FENCE_TABLE_REGION home region when set);
-//   - IDEMPOTENCY_TABLE (key pk), when set, through host.HomeClient (the
+//   - IDEMPOTENCY_TABLE (key pk), when set, through kit.HomeClient (the
 //     IDEMPOTENCY_TABLE_REGION home region when set, fenced-effects only).
 //
 // At least one of them must be set. Set only the tables that have no TTL:
