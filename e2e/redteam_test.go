@@ -36,6 +36,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
@@ -289,7 +290,7 @@ func TestRedTeamStaleCreateRun(t *testing.T) {
 		b, bm := s.post(t, "acme", key, body)
 		close(release)
 		<-done
-		if b.StatusCode != 201 || hdr(b.Headers, "OpenWOP-Idempotent-Replay") != "" {
+		if b.StatusCode != 201 || header.First(b.Headers, "OpenWOP-Idempotent-Replay") != "" {
 			t.Fatalf("the reclaiming request: %d %s", b.StatusCode, b.Body)
 		}
 		// The stale owner must not claim success for another run.
@@ -303,7 +304,7 @@ func TestRedTeamStaleCreateRun(t *testing.T) {
 			t.Fatalf("%d runs for one key (stale owner's write survived)", n)
 		}
 		c, cm := s.post(t, "acme", key, body)
-		if c.StatusCode != 201 || cm["runId"] != bm["runId"] || hdr(c.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+		if c.StatusCode != 201 || cm["runId"] != bm["runId"] || header.First(c.Headers, "OpenWOP-Idempotent-Replay") != "true" {
 			t.Fatalf("replay after the race: %d %s (want the new owner's %v)", c.StatusCode, c.Body, bm["runId"])
 		}
 	})
@@ -421,7 +422,7 @@ func TestRedTeamCreateRunFaults(t *testing.T) {
 					default:
 						t.Fatalf("retry %d: %d %s", i, r.StatusCode, r.Body)
 					}
-					if r.StatusCode == 201 && hdr(r.Headers, "OpenWOP-Idempotent-Replay") == "true" {
+					if r.StatusCode == 201 && header.First(r.Headers, "OpenWOP-Idempotent-Replay") == "true" {
 						break
 					}
 				}
@@ -672,7 +673,7 @@ func TestRedTeamComposition(t *testing.T) {
 			deliver(s.insert(t, m["runId"].(string))) // its INSERT reaches the executor
 		}
 		s.clock.Add(s.guardLease + time.Second)
-		for i := 0; r.StatusCode != 201 || hdr(r.Headers, "OpenWOP-Idempotent-Replay") != "true"; i++ {
+		for i := 0; r.StatusCode != 201 || header.First(r.Headers, "OpenWOP-Idempotent-Replay") != "true"; i++ {
 			if i > 4 {
 				t.Fatalf("no replay: %d %s", r.StatusCode, r.Body)
 			}
@@ -1039,7 +1040,7 @@ func TestRedTeamBusinessKey(t *testing.T) {
 		var recs []stream.StreamRecord
 		for _, k := range []string{rtKey(), rtKey()} {
 			r, m := s.post(t, "acme", k, body)
-			if r.StatusCode != 201 || hdr(r.Headers, "OpenWOP-Idempotent-Replay") == "true" {
+			if r.StatusCode != 201 || header.First(r.Headers, "OpenWOP-Idempotent-Replay") == "true" {
 				t.Fatalf("createRun: %d %s", r.StatusCode, r.Body)
 			}
 			ids = append(ids, m["runId"].(string))

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
@@ -99,15 +100,6 @@ func apiEvent(method, path, tenant, key, body string) events.APIGatewayV2HTTPReq
 	return e
 }
 
-func hdr(h map[string]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
-
 // TestAPIBootstrapUnderRIE: two createRun calls with the same key through
 // the real bootstrap binary return one run, the second marked as a replay.
 func TestAPIBootstrapUnderRIE(t *testing.T) {
@@ -125,7 +117,7 @@ func TestAPIBootstrapUnderRIE(t *testing.T) {
 	if r1.StatusCode != 201 || r2.StatusCode != 201 || m1["runId"] == nil || m1["runId"] != m2["runId"] {
 		t.Fatalf("%d %s / %d %s", r1.StatusCode, r1.Body, r2.StatusCode, r2.Body)
 	}
-	if hdr(r1.Headers, "OpenWOP-Idempotent-Replay") != "" || hdr(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+	if header.First(r1.Headers, "OpenWOP-Idempotent-Replay") != "" || header.First(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
 		t.Fatalf("replay markers: %v / %v", r1.Headers, r2.Headers)
 	}
 	// The run is there, readable by its tenant only.

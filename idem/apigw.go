@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // HTTPAPIHandler is an API Gateway HTTP API (payload format 2.0) handler.
@@ -20,36 +22,6 @@ type RESTHandler func(context.Context, events.APIGatewayProxyRequest) (events.AP
 // handlers that returned IsBase64Encoded bodies, so a replay is encoded the
 // same way. Adapters strip it from every response they return.
 const base64Marker = "Idemkit-Body-Base64"
-
-// headerValues returns the values of every header named name (any case).
-func headerValues(h map[string]string, name string) []string {
-	var out []string
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func headerValuesMulti(h map[string][]string, name string) []string {
-	var out []string
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			out = append(out, v...)
-		}
-	}
-	return out
-}
-
-func firstHeader(h map[string]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
-}
 
 func decodeBody(body string, b64 bool) ([]byte, error) {
 	if !b64 {
@@ -138,13 +110,13 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler, opts ...HTTPAPIOption) HTTPAPIHandler 
 			operation:   routeKey,
 			tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
 			credential:  func(name string) string { return g.cfg.Tenant.credentialV2(&ev.RequestContext, name) },
-			keyValues:   headerValues(ev.Headers, HeaderKey),
-			contentType: firstHeader(ev.Headers, "Content-Type"),
-			accept:      firstHeader(ev.Headers, "Accept"),
+			keyValues:   header.Values(ev.Headers, HeaderKey),
+			contentType: header.First(ev.Headers, "Content-Type"),
+			accept:      header.First(ev.Headers, "Accept"),
 			requestID:   ev.RequestContext.RequestID,
 			parts: requestParts{
 				params: paramPairs(ev.PathParameters),
-				header: func(name string) []string { return headerValues(ev.Headers, name) },
+				header: func(name string) []string { return header.Values(ev.Headers, name) },
 			},
 		}
 		if routeKey == "$default" {
@@ -201,10 +173,10 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			parts: requestParts{
 				params: paramPairs(ev.PathParameters),
 				header: func(name string) []string {
-					if vs := headerValuesMulti(ev.MultiValueHeaders, name); len(vs) > 0 {
+					if vs := header.ValuesMulti(ev.MultiValueHeaders, name); len(vs) > 0 {
 						return vs
 					}
-					return headerValues(ev.Headers, name)
+					return header.Values(ev.Headers, name)
 				},
 			},
 		}
@@ -220,20 +192,20 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 		}
 		// multiValueHeaders carries every value of a repeated header (headers
 		// only the last one), so it is authoritative when it has the header.
-		in.keyValues = headerValuesMulti(ev.MultiValueHeaders, HeaderKey)
+		in.keyValues = header.ValuesMulti(ev.MultiValueHeaders, HeaderKey)
 		if len(in.keyValues) == 0 {
-			in.keyValues = headerValues(ev.Headers, HeaderKey)
+			in.keyValues = header.Values(ev.Headers, HeaderKey)
 		}
-		if ct := headerValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
+		if ct := header.ValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
 			in.contentType = ct[0]
 		}
 		if in.contentType == "" {
-			in.contentType = firstHeader(ev.Headers, "Content-Type")
+			in.contentType = header.First(ev.Headers, "Content-Type")
 		}
-		if a := headerValuesMulti(ev.MultiValueHeaders, "Accept"); len(a) > 0 {
+		if a := header.ValuesMulti(ev.MultiValueHeaders, "Accept"); len(a) > 0 {
 			in.accept = strings.Join(a, ",")
 		} else {
-			in.accept = firstHeader(ev.Headers, "Accept")
+			in.accept = header.First(ev.Headers, "Accept")
 		}
 		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
 		resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {

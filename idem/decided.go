@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // HeaderDecidedVersion carries the version of the record a write was decided
@@ -180,7 +181,7 @@ type OnStale func(ctx context.Context, ev events.APIGatewayV2HTTPRequest, e *Sta
 // duplicates with the same key.
 func (d Decided) HTTPAPI(record DecidedRecord, onStale OnStale, h HTTPAPIHandler) HTTPAPIHandler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		decided, present, err := ParseDecidedVersion(headerValues(ev.Headers, HeaderDecidedVersion))
+		decided, present, err := ParseDecidedVersion(header.Values(ev.Headers, HeaderDecidedVersion))
 		if !present {
 			return h(ctx, ev)
 		}

@@ -239,6 +239,14 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 	polls := 0
 	refWritten := false
 	var cur *Record
+	// reread replaces cur with the stored record (nil when absent).
+	reread := func() error {
+		c, err := st.Get(ctx, key)
+		if err == nil {
+			cur = c
+		}
+		return err
+	}
 	for round := 0; round < maxRounds+maxPolls; round++ {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
@@ -289,11 +297,9 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 				if err := l.cfg.Clock.Sleep(ctx, l.cfg.PollInterval); err != nil {
 					return Result{}, err
 				}
-				c, err := st.Get(ctx, key)
-				if err != nil {
+				if err := reread(); err != nil {
 					return Result{}, err
 				}
-				cur = c
 				continue
 			}
 		}
@@ -303,11 +309,9 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 				return Result{}, err
 			}
 			// The close-out lost a race: re-read and decide again.
-			c, err := st.Get(ctx, key)
-			if err != nil {
+			if err := reread(); err != nil {
 				return Result{}, err
 			}
-			cur = c
 			continue
 		}
 		if !refWritten && needsRunRef(cur, eff.RunID) {

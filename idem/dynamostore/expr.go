@@ -2,6 +2,7 @@ package dynamostore
 
 import (
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
@@ -53,4 +54,23 @@ type writeExpr struct {
 	cond, update *string
 	names        map[string]string
 	values       map[string]types.AttributeValue
+}
+
+// exprOf is the writeExpr of a built expression.
+func exprOf(e expression.Expression) writeExpr {
+	return writeExpr{cond: e.Condition(), update: e.Update(), names: e.Names(), values: e.Values()}
+}
+
+// conditional is the update of the item key in table by w, returning the
+// item as it was when the condition fails.
+func (w writeExpr) conditional(table *string, key map[string]types.AttributeValue) *types.Update {
+	return &types.Update{
+		TableName:                           table,
+		Key:                                 key,
+		ConditionExpression:                 w.cond,
+		UpdateExpression:                    w.update,
+		ExpressionAttributeNames:            w.names,
+		ExpressionAttributeValues:           w.values,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }

@@ -248,14 +248,11 @@ func (s *Store) putFresh(ctx context.Context, rec idem.Record, nowMs int64) (*ob
 		ExpressionAttributeValues:           map[string]types.AttributeValue{":n": avN(nowMs)},
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}, sent.option)
-	if err == nil {
-		return nil, false, nil
+	item, failed, err := conditionItem(err, "claim PutItem")
+	if !failed {
+		return nil, false, err
 	}
-	ccf, ok := conditionFailed(err)
-	if !ok {
-		return nil, false, fmt.Errorf("dynamostore: claim PutItem: %w", err)
-	}
-	return s.observe(ctx, rec, ccf.Item, &sent)
+	return s.observe(ctx, rec, item, &sent)
 }
 
 func (s *Store) observe(ctx context.Context, rec idem.Record, returned map[string]types.AttributeValue, sent *sendCount) (*observed, bool, error) {
@@ -290,23 +287,11 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 		return nil, false, err
 	}
 	var sent sendCount
-	_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           s.table,
-		Key:                                 s.key(rec.ID),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, sent.option)
-	if err == nil {
-		return nil, true, nil
+	item, failed, err := s.updateIf(ctx, "reclaim UpdateItem", exprOf(expr).conditional(s.table, s.key(rec.ID)), &sent)
+	if !failed {
+		return nil, err == nil, err
 	}
-	ccf, ok := conditionFailed(err)
-	if !ok {
-		return nil, false, fmt.Errorf("dynamostore: reclaim UpdateItem: %w", err)
-	}
-	o, found, err := s.observe(ctx, rec, ccf.Item, &sent)
+	o, found, err := s.observe(ctx, rec, item, &sent)
 	if err != nil || !found {
 		return nil, false, err
 	}
@@ -351,37 +336,18 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 		}
 		return ref == nil || ref.matches(st)
 	}
+	upd := expr.conditional(s.table, s.key(id))
 	var sent sendCount
 	if len(writes) == 0 {
-		_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName:                           s.table,
-			Key:                                 s.key(id),
-			ConditionExpression:                 expr.cond,
-			UpdateExpression:                    expr.update,
-			ExpressionAttributeNames:            expr.names,
-			ExpressionAttributeValues:           expr.values,
-			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-		}, sent.option)
-		if err == nil {
-			return nil
+		item, failed, err := s.updateIf(ctx, "complete UpdateItem", upd, &sent)
+		if !failed {
+			return err
 		}
-		ccf, ok := conditionFailed(err)
-		if !ok {
-			return fmt.Errorf("dynamostore: complete UpdateItem: %w", err)
-		}
-		return s.fenceFailed(ctx, id, ccf.Item, &sent, mine, ref)
+		return s.fenceFailed(ctx, id, item, &sent, mine, ref)
 	}
 
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
-	items = append(items, types.TransactWriteItem{Update: &types.Update{
-		TableName:                           s.table,
-		Key:                                 s.key(id),
-		ConditionExpression:                 expr.cond,
-		UpdateExpression:                    expr.update,
-		ExpressionAttributeNames:            expr.names,
-		ExpressionAttributeValues:           expr.values,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}})
+	items = append(items, types.TransactWriteItem{Update: upd})
 	items = append(items, writes...)
 	_, err = s.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sent.option)
 	if err == nil {
@@ -513,20 +479,23 @@ func (s *Store) ownedUpdate(ctx context.Context, what, id, owner string, now tim
 		return err
 	}
 	var sent sendCount
-	_, err = s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                           s.table,
-		Key:                                 s.key(id),
-		ConditionExpression:                 expr.Condition(),
-		UpdateExpression:                    expr.Update(),
-		ExpressionAttributeNames:            expr.Names(),
-		ExpressionAttributeValues:           expr.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}, sent.option)
-	item, failed, err := conditionItem(err, what+" UpdateItem")
+	item, failed, err := s.updateIf(ctx, what+" UpdateItem", exprOf(expr).conditional(s.table, s.key(id)), &sent)
 	if !failed {
 		return err
 	}
 	return s.fenceFailed(ctx, id, item, &sent, mine, nil)
+}
+
+// updateIf sends the conditional update u as one UpdateItem counted by sent
+// and sorts its answer with conditionItem (errors wrapped with what).
+func (s *Store) updateIf(ctx context.Context, what string, u *types.Update, sent *sendCount) (item map[string]types.AttributeValue, failed bool, _ error) {
+	_, err := s.c.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: u.TableName, Key: u.Key,
+		ConditionExpression: u.ConditionExpression, UpdateExpression: u.UpdateExpression,
+		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: u.ReturnValuesOnConditionCheckFailure,
+	}, sent.option)
+	return conditionItem(err, what)
 }
 
 // ownedExpr builds the ownership condition of a write to id by owner (with

@@ -34,6 +34,15 @@ func (s *suite) start(t *testing.T) (idem.Store, time.Time) {
 	return s.newStore(t), s.cfg.clock().Truncate(time.Millisecond)
 }
 
+// startClaimed starts a test with a fresh id claimed by "owner-1" at now.
+func (s *suite) startClaimed(t *testing.T) (idem.Store, time.Time, string) {
+	t.Helper()
+	st, now := s.start(t)
+	id := newID(t)
+	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	return st, now, id
+}
+
 func randHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {
@@ -149,6 +158,14 @@ func summary(r idem.Record) string {
 		r.State, r.Owner, r.Attempt, r.Digest, r.RawBodySHA256, r.LeaseExpires.Format(time.RFC3339Nano), r.Expires.Format(time.RFC3339Nano), rs)
 }
 
+// wantReplay asserts that a claim of id by owner at now finds the record
+// (Exists) and replays want.
+func wantReplay(t *testing.T, st idem.Store, id, owner string, now time.Time, want *idem.Response) {
+	t.Helper()
+	got := claim(t, st, pending(id, digestA, owner, now), now, idem.Exists)
+	equalResponse(t, got.Response, want)
+}
+
 func equalResponse(t *testing.T, got, want *idem.Response) {
 	t.Helper()
 	if got == nil {
@@ -223,9 +240,7 @@ func (s *suite) mismatch(t *testing.T) {
 }
 
 func (s *suite) replay(t *testing.T, state idem.State, r *idem.Response) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	later := now.Add(time.Second)
 	complete(t, st, id, "owner-1", idem.Outcome{State: state, Response: r, Expires: later.Add(keep)}, later)
 	// Long after the (never renewed) lease: a final record is never reclaimed.
@@ -254,9 +269,7 @@ func (s *suite) replayTerminal(t *testing.T) {
 }
 
 func (s *suite) leaseExpiredReclaim(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	at := now.Add(lease) // lease ends exactly now: reclaimable
 	rec := pending(id, digestA, "owner-2", at)
 	got := claimReclaim(t, st, rec, at, true)
@@ -286,9 +299,7 @@ func (s *suite) leaseExpiredOtherDigest(t *testing.T) {
 }
 
 func (s *suite) retryableReclaim(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateRetryableFailure, Response: resp(503, "busy"), Expires: now.Add(keep)}, now)
 	g := mustGet(t, st, id, now)
 	if g.State != idem.StateRetryableFailure || g.Response != nil {
@@ -304,14 +315,11 @@ func (s *suite) retryableReclaim(t *testing.T) {
 	}
 	// A later final outcome replaces the record.
 	complete(t, st, id, "owner-2", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "done"), Expires: now.Add(keep)}, now)
-	got = claim(t, st, pending(id, digestA, "owner-3", now), now, idem.Exists)
-	equalResponse(t, got.Response, resp(201, "done"))
+	wantReplay(t, st, id, "owner-3", now, resp(201, "done"))
 }
 
 func (s *suite) releaseReclaim(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	if err := st.Release(ctx, id, "owner-1", now); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
@@ -351,14 +359,11 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 	wantFenced(t, "late Complete", st.Complete(ctx, id, "slow", out, late))
 	wantFenced(t, "late Delete", st.Delete(ctx, id, "slow", late))
 	wantFenced(t, "late Release", st.Release(ctx, id, "slow", late))
-	got := claim(t, st, pending(id, digestA, "third", late), late, idem.Exists)
-	equalResponse(t, got.Response, resp(201, "fast"))
+	wantReplay(t, st, id, "third", late, resp(201, "fast"))
 }
 
 func (s *suite) fencedAfterFinal(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "one"), Expires: now.Add(keep)}, now)
 	// Even the owner cannot write again once the outcome is final.
 	wantFenced(t, "second Complete", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "two"), Expires: now.Add(keep)}, now))
@@ -371,20 +376,11 @@ func (s *suite) fencedAfterFinal(t *testing.T) {
 func (s *suite) fencedUnknown(t *testing.T) {
 	st, now := s.start(t)
 	id := newID(t)
-	out := idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}
-	wantFenced(t, "Complete of absent record", st.Complete(ctx, id, "o", out, now))
-	wantFenced(t, "Release of absent record", st.Release(ctx, id, "o", now))
-	wantFenced(t, "Renew of absent record", st.Renew(ctx, id, "o", now.Add(lease), now))
-	wantFenced(t, "Delete of absent record", st.Delete(ctx, id, "o", now))
-	if _, ok := get(t, st, id, now); ok {
-		t.Fatalf("a fenced write created a record")
-	}
+	wantOwnerWritesFenced(t, st, id, "o", "of absent record", now)
 }
 
 func (s *suite) renew(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	at := now.Add(lease / 2)
 	newLease := at.Add(lease)
 	if err := st.Renew(ctx, id, "owner-1", newLease, at); err != nil {
@@ -448,9 +444,7 @@ func (s *suite) renewed(t *testing.T) {
 }
 
 func (s *suite) delete(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	wantFenced(t, "Delete by another owner", st.Delete(ctx, id, "owner-2", now))
 	if err := st.Delete(ctx, id, "owner-1", now); err != nil {
 		t.Fatalf("Delete: %v", err)
@@ -504,12 +498,21 @@ func (s *suite) expiryFences(t *testing.T) {
 	at := now.Add(time.Minute)
 	// Nobody reclaimed, but the record expired (TTL deletes lazily): every
 	// write of the old owner must still be rejected.
-	wantFenced(t, "Complete after expiry", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: at.Add(keep)}, at))
-	wantFenced(t, "Release after expiry", st.Release(ctx, id, "owner-1", at))
-	wantFenced(t, "Renew after expiry", st.Renew(ctx, id, "owner-1", at.Add(time.Hour), at))
-	wantFenced(t, "Delete after expiry", st.Delete(ctx, id, "owner-1", at))
-	if _, ok := get(t, st, id, at); ok {
-		t.Fatalf("expired record visible")
+	wantOwnerWritesFenced(t, st, id, "owner-1", "after expiry", at)
+}
+
+// wantOwnerWritesFenced asserts that every write of owner to id at now
+// (Complete, Release, Renew, Delete) is ErrFenced, and that id is then
+// absent to Get.
+func wantOwnerWritesFenced(t *testing.T, st idem.Store, id, owner, when string, now time.Time) {
+	t.Helper()
+	out := idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}
+	wantFenced(t, "Complete "+when, st.Complete(ctx, id, owner, out, now))
+	wantFenced(t, "Release "+when, st.Release(ctx, id, owner, now))
+	wantFenced(t, "Renew "+when, st.Renew(ctx, id, owner, now.Add(time.Hour), now))
+	wantFenced(t, "Delete "+when, st.Delete(ctx, id, owner, now))
+	if _, ok := get(t, st, id, now); ok {
+		t.Fatalf("record visible after fenced writes %s", when)
 	}
 }
 
@@ -528,14 +531,11 @@ func (s *suite) noExpiry(t *testing.T) {
 	if !g.Expires.IsZero() {
 		t.Fatalf("Expires = %s, want zero", g.Expires)
 	}
-	got = claim(t, st, pending(id, digestA, "owner-2", far), far, idem.Exists)
-	equalResponse(t, got.Response, resp(200, "forever"))
+	wantReplay(t, st, id, "owner-2", far, resp(200, "forever"))
 }
 
 func (s *suite) completeSetsExpiry(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	exp := now.Add(2 * keep)
 	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: exp}, now)
 	if _, ok := get(t, st, id, now.Add(keep)); !ok {
@@ -551,8 +551,7 @@ func (s *suite) roundTrip(t *testing.T, st idem.Store, now time.Time, r *idem.Re
 	id := newID(t)
 	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
 	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}, now)
-	got := claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Exists)
-	equalResponse(t, got.Response, r)
+	wantReplay(t, st, id, "owner-2", now, r)
 	equalResponse(t, mustGet(t, st, id, now).Response, r)
 }
 
@@ -617,9 +616,7 @@ func (s *suite) callerKeyspace(t *testing.T) {
 }
 
 func (s *suite) unsupportedWrite(t *testing.T) {
-	st, now := s.start(t)
-	id := newID(t)
-	claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+	st, now, id := s.startClaimed(t)
 	type alien struct{ X int }
 	err := st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep), Writes: []any{alien{1}}}, now)
 	if !errors.Is(err, idem.ErrUnsupportedWrite) {

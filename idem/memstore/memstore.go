@@ -186,13 +186,13 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 			return fmt.Errorf("%w: %T", idem.ErrUnsupportedWrite, w)
 		}
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["Complete"]++
-	r, err := s.owned(id, owner, now)
-	if err != nil {
-		return err
-	}
+	return s.ownedWrite(ctx, "Complete", id, owner, now, func(r idem.Record) error {
+		return s.complete(id, r, out, writes)
+	})
+}
+
+// complete writes the outcome out and its writes onto r, the record id.
+func (s *Store) complete(id string, r idem.Record, out idem.Outcome, writes []Write) error {
 	for _, w := range writes {
 		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
 			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
@@ -219,55 +219,49 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 
 // Release implements idem.Store.
 func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["Release"]++
-	r, err := s.owned(id, owner, now)
-	if err != nil {
-		return err
-	}
-	r.State = idem.StateRetryableFailure
-	r.LeaseExpires = time.Time{}
-	r.Renewed = time.Time{}
-	r.Response = nil
-	s.recs[id] = r
-	return nil
+	return s.ownedWrite(ctx, "Release", id, owner, now, func(r idem.Record) error {
+		r.State = idem.StateRetryableFailure
+		r.LeaseExpires = time.Time{}
+		r.Renewed = time.Time{}
+		r.Response = nil
+		s.recs[id] = r
+		return nil
+	})
 }
 
 // Renew implements idem.Store.
 func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.calls["Renew"]++
-	r, err := s.owned(id, owner, now)
-	if err != nil {
-		return err
-	}
-	r.LeaseExpires = msec(leaseExpires)
-	r.Renewed = msec(now)
-	s.recs[id] = r
-	return nil
+	return s.ownedWrite(ctx, "Renew", id, owner, now, func(r idem.Record) error {
+		r.LeaseExpires = msec(leaseExpires)
+		r.Renewed = msec(now)
+		s.recs[id] = r
+		return nil
+	})
 }
 
 // Delete implements idem.Store.
 func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
+	return s.ownedWrite(ctx, "Delete", id, owner, now, func(idem.Record) error {
+		delete(s.recs, id)
+		return nil
+	})
+}
+
+// ownedWrite is a write by owner to its own record id, counted as call:
+// under the lock, ErrFenced unless owner holds id at now, else apply(the
+// record) does the write.
+func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(r idem.Record) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls["Delete"]++
-	if _, err := s.owned(id, owner, now); err != nil {
+	s.calls[call]++
+	r, err := s.owned(id, owner, now)
+	if err != nil {
 		return err
 	}
-	delete(s.recs, id)
-	return nil
+	return apply(r)
 }
 
 // Get implements idem.Store.

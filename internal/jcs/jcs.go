@@ -232,6 +232,18 @@ func (s *state) enter() error {
 	return nil
 }
 
+// closeIf consumes c, the end of the array or object being read, when it
+// is next, and reports whether it was.
+func (s *state) closeIf(c byte) bool {
+	if s.pos >= len(s.data) || s.data[s.pos] != c {
+		return false
+	}
+	s.pos++
+	s.dst = append(s.dst, c)
+	s.depth--
+	return true
+}
+
 func (s *state) array() error {
 	if err := s.enter(); err != nil {
 		return err
@@ -239,10 +251,7 @@ func (s *state) array() error {
 	s.pos++ // '['
 	s.dst = append(s.dst, '[')
 	s.ws()
-	if s.pos < len(s.data) && s.data[s.pos] == ']' {
-		s.pos++
-		s.dst = append(s.dst, ']')
-		s.depth--
+	if s.closeIf(']') {
 		return nil
 	}
 	for {
@@ -278,10 +287,7 @@ func (s *state) object() error {
 	body := len(s.dst)
 	mBase, kBase := len(s.members), len(s.keys)
 	s.ws()
-	if s.pos < len(s.data) && s.data[s.pos] == '}' {
-		s.pos++
-		s.dst = append(s.dst, '}')
-		s.depth--
+	if s.closeIf('}') {
 		return nil
 	}
 	for {

@@ -97,6 +97,12 @@ func (s *state) str(key bool) error {
 	}
 }
 
+// simpleEscapes maps the byte after a backslash to the rune the escape
+// stands for, for every escape but \u (0: not one of them).
+var simpleEscapes = [256]rune{
+	'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t',
+}
+
 // escape decodes the escape sequence at d[i] ('\\'), joining a surrogate
 // pair into one rune, and returns the rune and the offset after it.
 func (s *state) escape(i int) (rune, int, error) {
@@ -104,25 +110,10 @@ func (s *state) escape(i int) (rune, int, error) {
 	if i+1 >= len(d) {
 		return 0, 0, s.syntax(len(d), "unterminated escape sequence")
 	}
-	switch d[i+1] {
-	case '"':
-		return '"', i + 2, nil
-	case '\\':
-		return '\\', i + 2, nil
-	case '/':
-		return '/', i + 2, nil
-	case 'b':
-		return '\b', i + 2, nil
-	case 'f':
-		return '\f', i + 2, nil
-	case 'n':
-		return '\n', i + 2, nil
-	case 'r':
-		return '\r', i + 2, nil
-	case 't':
-		return '\t', i + 2, nil
-	case 'u':
-	default:
+	if r := simpleEscapes[d[i+1]]; r != 0 {
+		return r, i + 2, nil
+	}
+	if d[i+1] != 'u' {
 		return 0, 0, s.syntax(i, "invalid escape sequence")
 	}
 	r, ok := hex4(d, i+2)
@@ -171,25 +162,18 @@ func hex4(d []byte, i int) (rune, bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// shortEscapes maps each rune written as a two-character escape to the
+// character after the backslash (0: not one of them).
+var shortEscapes = [0x5D]byte{
+	'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't',
+}
+
 // appendRune appends r in its JCS string form (RFC 8785 §3.2.2.2): the two
 // mandatory escapes, the short control escapes, \u00xx for the remaining
 // controls, raw UTF-8 for everything else.
 func appendRune(dst []byte, r rune) []byte {
-	switch r {
-	case '"':
-		return append(dst, '\\', '"')
-	case '\\':
-		return append(dst, '\\', '\\')
-	case '\b':
-		return append(dst, '\\', 'b')
-	case '\f':
-		return append(dst, '\\', 'f')
-	case '\n':
-		return append(dst, '\\', 'n')
-	case '\r':
-		return append(dst, '\\', 'r')
-	case '\t':
-		return append(dst, '\\', 't')
+	if r < rune(len(shortEscapes)) && shortEscapes[r] != 0 {
+		return append(dst, '\\', shortEscapes[r])
 	}
 	if r < 0x20 {
 		return append(dst, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xF])

@@ -158,17 +158,25 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 		}
 		return rv, nil
 	}
-
-	ad, err := get("AttributeDefinitions")
-	if err != nil {
-		return d, err
+	// each resolves the list property name and calls f with each entry.
+	each := func(name string, f func(m map[string]any)) error {
+		v, err := get(name)
+		if err != nil {
+			return err
+		}
+		for _, e := range list(v) {
+			f(mapOf(e))
+		}
+		return nil
 	}
-	for _, e := range list(ad) {
-		m := mapOf(e)
+
+	if err := each("AttributeDefinitions", func(m map[string]any) {
 		d.AttributeDefinitions = append(d.AttributeDefinitions, types.AttributeDefinition{
 			AttributeName: aws.String(str(m["AttributeName"])),
 			AttributeType: types.ScalarAttributeType(str(m["AttributeType"])),
 		})
+	}); err != nil {
+		return d, err
 	}
 	ks, err := get("KeySchema")
 	if err != nil {
@@ -203,33 +211,21 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 		d.ProvisionedThroughput = tp
 	}
 
-	gsis, err := get("GlobalSecondaryIndexes")
-	if err != nil {
-		return d, err
-	}
-	for _, e := range list(gsis) {
-		m := mapOf(e)
-		g := types.GlobalSecondaryIndex{
-			IndexName:  aws.String(str(m["IndexName"])),
-			KeySchema:  keySchema(m["KeySchema"]),
-			Projection: projection(m["Projection"]),
-		}
+	if err := each("GlobalSecondaryIndexes", func(m map[string]any) {
+		name, ks, proj := index(m)
+		g := types.GlobalSecondaryIndex{IndexName: name, KeySchema: ks, Projection: proj}
 		if tp != nil {
 			g.ProvisionedThroughput = throughput(m["ProvisionedThroughput"])
 		}
 		d.GlobalSecondaryIndexes = append(d.GlobalSecondaryIndexes, g)
-	}
-	lsis, err := get("LocalSecondaryIndexes")
-	if err != nil {
+	}); err != nil {
 		return d, err
 	}
-	for _, e := range list(lsis) {
-		m := mapOf(e)
-		d.LocalSecondaryIndexes = append(d.LocalSecondaryIndexes, types.LocalSecondaryIndex{
-			IndexName:  aws.String(str(m["IndexName"])),
-			KeySchema:  keySchema(m["KeySchema"]),
-			Projection: projection(m["Projection"]),
-		})
+	if err := each("LocalSecondaryIndexes", func(m map[string]any) {
+		name, ks, proj := index(m)
+		d.LocalSecondaryIndexes = append(d.LocalSecondaryIndexes, types.LocalSecondaryIndex{IndexName: name, KeySchema: ks, Projection: proj})
+	}); err != nil {
+		return d, err
 	}
 
 	ss, err := get("StreamSpecification")
@@ -295,6 +291,12 @@ func boolOf(v any) bool {
 		return b
 	}
 	return false
+}
+
+// index reads what every secondary index has: its name, key schema and
+// projection.
+func index(m map[string]any) (*string, []types.KeySchemaElement, *types.Projection) {
+	return aws.String(str(m["IndexName"])), keySchema(m["KeySchema"]), projection(m["Projection"])
 }
 
 func keySchema(v any) []types.KeySchemaElement {

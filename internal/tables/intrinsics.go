@@ -2,6 +2,9 @@ package tables
 
 import (
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -159,28 +162,14 @@ func (r *resolver) resolve(v any) (any, error) {
 			}
 		}
 		out := make(map[string]any, len(x))
-		for k, e := range x {
-			rv, err := r.resolve(e)
-			if err != nil {
-				return nil, err
-			}
-			if _, drop := rv.(noValue); drop {
-				continue
-			}
-			out[k] = rv
+		if err := resolveKept(r, maps.All(x), func(k string, rv any) { out[k] = rv }); err != nil {
+			return nil, err
 		}
 		return out, nil
 	case []any:
 		out := make([]any, 0, len(x))
-		for _, e := range x {
-			rv, err := r.resolve(e)
-			if err != nil {
-				return nil, err
-			}
-			if _, drop := rv.(noValue); drop {
-				continue
-			}
-			out = append(out, rv)
+		if err := resolveKept(r, slices.All(x), func(_ int, rv any) { out = append(out, rv) }); err != nil {
+			return nil, err
 		}
 		return out, nil
 	default:
@@ -249,21 +238,13 @@ func (r *resolver) intrinsic(fn string, arg any) (any, error) {
 		}
 		return strings.Join(parts, sep), nil
 	case "Fn::Select":
-		l, ok := arg.([]any)
-		if !ok || len(l) != 2 {
-			return nil, fmt.Errorf("tables: malformed Fn::Select %v", arg)
-		}
-		iv, err := r.resolve(l[0])
+		iv, lv, err := r.resolvePair(fn, arg)
 		if err != nil {
 			return nil, err
 		}
 		i, err := strconv.Atoi(fmt.Sprint(iv))
 		if err != nil {
 			return nil, fmt.Errorf("tables: Fn::Select index %v", iv)
-		}
-		lv, err := r.resolve(l[1])
-		if err != nil {
-			return nil, err
 		}
 		ll, _ := lv.([]any)
 		if i < 0 || i >= len(ll) {
@@ -349,15 +330,7 @@ func (r *resolver) condExpr(expr any) (bool, error) {
 			name, _ := arg.(string)
 			return r.Condition(name)
 		case "Fn::Equals":
-			l, ok := arg.([]any)
-			if !ok || len(l) != 2 {
-				return false, fmt.Errorf("tables: malformed Fn::Equals %v", arg)
-			}
-			a, err := r.resolve(l[0])
-			if err != nil {
-				return false, err
-			}
-			b, err := r.resolve(l[1])
+			a, b, err := r.resolvePair(fn, arg)
 			if err != nil {
 				return false, err
 			}
@@ -393,4 +366,35 @@ func (r *resolver) condExpr(expr any) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// resolvePair resolves the two arguments of the intrinsic fn (Fn::Select,
+// Fn::Equals); arg not being a list of two is malformed.
+func (r *resolver) resolvePair(fn string, arg any) (a, b any, err error) {
+	l, ok := arg.([]any)
+	if !ok || len(l) != 2 {
+		return nil, nil, fmt.Errorf("tables: malformed %s %v", fn, arg)
+	}
+	if a, err = r.resolve(l[0]); err != nil {
+		return nil, nil, err
+	}
+	if b, err = r.resolve(l[1]); err != nil {
+		return nil, nil, err
+	}
+	return a, b, nil
+}
+
+// resolveKept resolves each value of seq in turn, handing the resolved
+// value to put unless it is AWS::NoValue (which drops it).
+func resolveKept[K any](r *resolver, seq iter.Seq2[K, any], put func(K, any)) error {
+	for k, e := range seq {
+		rv, err := r.resolve(e)
+		if err != nil {
+			return err
+		}
+		if _, drop := rv.(noValue); !drop {
+			put(k, rv)
+		}
+	}
+	return nil
 }

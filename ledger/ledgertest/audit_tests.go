@@ -3,12 +3,12 @@ package ledgertest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,18 +78,11 @@ func testWitnessNoSecrets(t *testing.T, e *env) {
 	if rec == nil || rec.Outcome == nil || !bytes.Contains(rec.Outcome.Value, []byte(card)) {
 		t.Fatalf("record %+v", rec)
 	}
-	var p ledger.Projection
-	eventually(t, func() string {
-		var err error
-		if p, err = l.Witness(ctx, run); err != nil {
-			t.Fatal(err)
-		}
-		if len(p.Effects) != 3 {
-			return fmt.Sprintf("witness has %d rows, want 3", len(p.Effects))
-		}
-		return ""
-	})
-	b := ValidateProjection(t, p)
+	p := e.witness(l, run, 3)
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, s := range secrets {
 		if strings.Contains(string(b), s) {
 			t.Fatalf("projection leaks %q:\n%s", s, b)
@@ -195,13 +188,8 @@ func testProviderKeyOnWire(t *testing.T, e *env) {
 // fire mark, heartbeat or outcome onto it, even with the right owner token,
 // attempt and state.
 func testExpiryInConditions(t *testing.T, e *env) {
-	ctx, now := e.ctx(), e.clock.Now()
-	r := e.sample("expired-writes", now)
-	r.ExpiresAt = now.Add(time.Second)
-	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
-		t.Fatal(won, err)
-	}
-	later := now.Add(2 * time.Second)
+	ctx := e.ctx()
+	r, later := e.createPastRetention(t, "expired-writes")
 	want := ledger.Expect{Owner: r.Owner, Attempt: r.Attempt, State: r.State}
 	for _, st := range []ledger.State{ledger.StateFiring, ledger.StateCompleted, ledger.StateReleased} {
 		next := r.Clone()
@@ -238,33 +226,7 @@ func testRaceReclaim(t *testing.T, e *env) {
 	}
 	e.clock.Advance(31 * time.Second)
 	var calls atomic.Int64
-	var wg sync.WaitGroup
-	res := make([]ledger.Result, 16)
-	errs := make([]error, 16)
-	start := make(chan struct{})
-	for i := range res {
-		l := e.ledger(func(c *ledger.Config) { c.Wait, c.PollInterval = 60*time.Second, 5*time.Millisecond })
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			res[i], errs[i] = l.Do(context.Background(), eff, e.charge(&calls))
-		}()
-	}
-	close(start)
-	wg.Wait()
-	fired := 0
-	for i := range res {
-		if errs[i] != nil {
-			t.Fatalf("executor %d: %v", i, errs[i])
-		}
-		if !res[i].Replayed {
-			fired++
-		}
-		if !bytes.Equal(res[i].Value, res[0].Value) {
-			t.Fatalf("executor %d got %q, executor 0 %q", i, res[i].Value, res[0].Value)
-		}
-	}
+	fired := e.raceDo(t, 16, func(int) ledger.Effect { return eff }, e.charge(&calls))
 	if fired != 1 || calls.Load() != 1 || e.prov.Effects() != 1 || e.prov.Requests() != 2 {
 		t.Fatalf("fired %d, fn calls %d, provider effects %d requests %d; want 1, 1, 1, 2", fired, calls.Load(), e.prov.Effects(), e.prov.Requests())
 	}

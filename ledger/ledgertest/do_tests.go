@@ -102,39 +102,51 @@ func testDuplicate(t *testing.T, e *env) {
 	}
 }
 
-func testRace32(t *testing.T, e *env) {
-	eff := e.effect()
-	var calls atomic.Int64
+// raceDo starts n executors at once, each its own Ledger waiting up to a
+// minute for an owner in flight, executor i doing effect(i) with fn; it
+// asserts that every one succeeded with executor 0's value and returns how
+// many fired rather than replayed.
+func (e *env) raceDo(t *testing.T, n int, effect func(i int) ledger.Effect, fn ledger.Func) (fired int) {
+	t.Helper()
 	var wg sync.WaitGroup
-	results := make([]ledger.Result, 32)
-	errs := make([]error, 32)
+	res := make([]ledger.Result, n)
+	errs := make([]error, n)
 	start := make(chan struct{})
-	for i := range 32 {
-		// Each goroutine is its own executor with its own run.
+	for i := range n {
 		l := e.ledger(func(c *ledger.Config) { c.Wait, c.PollInterval = 60*time.Second, 5*time.Millisecond })
-		my := eff
-		my.RunID = e.runID()
+		eff := effect(i)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-start
-			results[i], errs[i] = l.Do(context.Background(), my, e.charge(&calls))
+			res[i], errs[i] = l.Do(context.Background(), eff, fn)
 		}()
 	}
 	close(start)
 	wg.Wait()
-	fired := 0
-	for i := range 32 {
+	for i := range res {
 		if errs[i] != nil {
 			t.Fatalf("executor %d: %v", i, errs[i])
 		}
-		if !results[i].Replayed {
+		if !res[i].Replayed {
 			fired++
 		}
-		if !bytes.Equal(results[i].Value, results[0].Value) {
-			t.Fatalf("executor %d got %q, executor 0 got %q", i, results[i].Value, results[0].Value)
+		if !bytes.Equal(res[i].Value, res[0].Value) {
+			t.Fatalf("executor %d got %q, executor 0 got %q", i, res[i].Value, res[0].Value)
 		}
 	}
+	return fired
+}
+
+func testRace32(t *testing.T, e *env) {
+	eff := e.effect()
+	var calls atomic.Int64
+	fired := e.raceDo(t, 32, func(int) ledger.Effect {
+		// Each executor has its own run.
+		my := eff
+		my.RunID = e.runID()
+		return my
+	}, e.charge(&calls))
 	if fired != 1 || calls.Load() != 1 || e.prov.Effects() != 1 || e.prov.Requests() != 1 {
 		t.Fatalf("fired=%d fn calls=%d provider effects=%d requests=%d; want all 1", fired, calls.Load(), e.prov.Effects(), e.prov.Requests())
 	}

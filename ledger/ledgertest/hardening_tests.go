@@ -69,17 +69,23 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 	}
 }
 
+// heartbeating returns an executor over the env's store and clock that
+// renews its claims every interval, and the manual ticker that drives it.
+func (e *env) heartbeating(every time.Duration) (*ledger.Ledger, *Ticker) {
+	tk := NewTicker()
+	return e.ledger(func(c *ledger.Config) {
+		c.Heartbeat, c.Clock = every, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	}), tk
+}
+
 // A fired attempt running past its lease keeps it through heartbeats: a
 // second executor sees it in flight (not reclaimable) however far the clock
 // moves, as long as renewals keep coming.
 func testHeartbeatAlive(t *testing.T, e *env) {
-	tk := NewTicker()
+	a, tk := e.heartbeating(10 * time.Second)
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	a := e.ledger(func(c *ledger.Config) {
-		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
-	})
 	b := e.ledger()
 	started, release := make(chan context.Context, 1), make(chan struct{})
 	type out struct {
@@ -121,35 +127,38 @@ func testHeartbeatAlive(t *testing.T, e *env) {
 	}
 }
 
+// fireUntilLost starts l.Do(eff) in the background. Its effect calls the
+// provider, hands its context to started, waits for that context to end (the
+// claim lost) and then returns value; done receives Do's error.
+func (e *env) fireUntilLost(l *ledger.Ledger, eff ledger.Effect, value string) (started <-chan context.Context, done <-chan error) {
+	st := make(chan context.Context, 1)
+	dn := make(chan error, 1)
+	go func() {
+		_, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+				return nil, err
+			}
+			st <- ctx
+			<-ctx.Done()
+			return []byte(value), nil
+		})
+		dn <- err
+	}()
+	return st, dn
+}
+
 // Once another executor reclaimed the claim (the owner stopped renewing, e.g.
 // a long GC pause), the owner's next renewal is refused: the heartbeat stops,
 // the effect function's context is cancelled with cause ErrLeaseLost, and its
 // late outcome is refused, leaving the new owner's record untouched.
 func testHeartbeatReclaimed(t *testing.T, e *env) {
-	tk := NewTicker()
+	a, tk := e.heartbeating(10 * time.Second)
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	a := e.ledger(func(c *ledger.Config) {
-		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
-	})
 	b := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
-	started := make(chan context.Context, 1)
-	var cause atomic.Value
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
-			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
-				return nil, err
-			}
-			started <- ctx
-			<-ctx.Done()
-			cause.Store(context.Cause(ctx))
-			return []byte("stale value from A"), nil
-		})
-		done <- err
-	}()
-	recv(t, started, "the fire")
+	started, done := e.fireUntilLost(a, eff, "stale value from A")
+	fctx := recv(t, started, "the fire")
 	e.clock.Advance(10 * time.Second)
 	tk.Tick()
 	if err := recv(t, renew, "renewal 1"); err != nil {
@@ -169,7 +178,7 @@ func testHeartbeatReclaimed(t *testing.T, e *env) {
 	if !errors.Is(err, ledger.ErrLeaseLost) {
 		t.Fatalf("A: %v; want ErrLeaseLost", err)
 	}
-	if c, _ := cause.Load().(error); !errors.Is(c, ledger.ErrLeaseLost) {
+	if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
 		t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
 	}
 	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
@@ -195,12 +204,9 @@ func testHeartbeatReclaimed(t *testing.T, e *env) {
 // A renewal failing with a backend error does not stop the heartbeat nor
 // the effect: the next tick renews.
 func testHeartbeatRenewalError(t *testing.T, e *env) {
-	tk := NewTicker()
+	a, tk := e.heartbeating(10 * time.Second)
 	renew := e.renewals()
 	eff := e.effect()
-	a := e.ledger(func(c *ledger.Config) {
-		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
-	})
 	started, release := make(chan context.Context, 1), make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -235,11 +241,8 @@ func testHeartbeatRenewalError(t *testing.T, e *env) {
 // A panicking effect function stops its heartbeat (the record stays firing
 // and is reclaimed as escaped once the lease runs out).
 func testHeartbeatPanic(t *testing.T, e *env) {
-	tk := NewTicker()
+	a, tk := e.heartbeating(10 * time.Second)
 	eff := e.effect()
-	a := e.ledger(func(c *ledger.Config) {
-		c.Heartbeat, c.Clock = 10*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
-	})
 	func() {
 		defer func() {
 			if recover() == nil {
@@ -605,32 +608,17 @@ func testOversizedValue(t *testing.T, e *env) {
 // refused (the provider key is the same, so a deduplicating provider still
 // performs one effect).
 func testClockSkew(t *testing.T, e *env) {
-	tk := NewTicker()
+	a, tk := e.heartbeating(5 * time.Second)
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	a := e.ledger(func(c *ledger.Config) {
-		c.Heartbeat, c.Clock = 5*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
-	})
 	skewed := func(d time.Duration) *ledger.Ledger {
 		return e.ledger(func(c *ledger.Config) {
 			c.Heartbeat = -1
 			c.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
 		})
 	}
-	started := make(chan context.Context, 1)
-	done := make(chan error, 1)
-	go func() {
-		_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
-			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
-				return nil, err
-			}
-			started <- ctx
-			<-ctx.Done()
-			return []byte("late"), nil
-		})
-		done <- err
-	}()
+	started, done := e.fireUntilLost(a, eff, "late")
 	fctx := recv(t, started, "the fire")
 	within := skewed(20 * time.Second) // < Lease-Heartbeat = 25s
 	for i := range 6 {

@@ -62,27 +62,20 @@ func testCreateRace(t *testing.T, e *env) {
 	base := e.sample("race", now)
 	var wins atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, 32)
 	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r := base.Clone()
 			r.Owner = "owner-" + string(rune('A'+i))
 			won, _, err := e.raw.Create(ctx, r, now)
 			if err != nil {
-				errs <- err
+				t.Error(err)
 			}
 			if won {
 				wins.Add(1)
 			}
-		}()
+		})
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
 	if wins.Load() != 1 {
 		t.Fatalf("%d racing Creates won, want exactly 1", wins.Load())
 	}
@@ -110,14 +103,22 @@ func testRecordRoundTrip(t *testing.T, e *env) {
 	}
 }
 
-func testCreateReplacesExpired(t *testing.T, e *env) {
-	ctx, now := e.ctx(), e.clock.Now()
-	r := e.sample("exp", now)
+// createPastRetention creates the sample record key with a retention of one
+// second and returns it and a time two seconds on, when it is past retention.
+func (e *env) createPastRetention(t *testing.T, key string) (*ledger.Record, time.Time) {
+	t.Helper()
+	now := e.clock.Now()
+	r := e.sample(key, now)
 	r.ExpiresAt = now.Add(time.Second)
-	if won, _, err := e.raw.Create(ctx, r, now); err != nil || !won {
+	if won, _, err := e.raw.Create(e.ctx(), r, now); err != nil || !won {
 		t.Fatalf("Create = %v, %v", won, err)
 	}
-	later := now.Add(2 * time.Second)
+	return r, now.Add(2 * time.Second)
+}
+
+func testCreateReplacesExpired(t *testing.T, e *env) {
+	ctx := e.ctx()
+	r, later := e.createPastRetention(t, "exp")
 	r2 := r.Clone()
 	r2.Owner, r2.ExpiresAt = "owner-2", later.Add(ledger.MinRetention)
 	won, _, err := e.raw.Create(ctx, r2, later)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/emulator/proc"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -50,23 +51,21 @@ func Run(t *testing.T, h Harness) {
 	if h.DuplicateRoundTrips == 0 {
 		h.DuplicateRoundTrips = 1
 	}
-	for _, tc := range storeTests {
-		t.Run("Store/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	groups := []struct {
+		prefix string
+		tests  []test
+	}{
+		{"Store/", storeTests},
+		{"Do/", doTests},
+		{"Do/", auditTests},
+		{"Hardening/", hardeningTests},
+		{"Retry/", retryTests},
+		{"Slot/", slotTests},
 	}
-	for _, tc := range doTests {
-		t.Run("Do/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
-	}
-	for _, tc := range auditTests {
-		t.Run("Do/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
-	}
-	for _, tc := range hardeningTests {
-		t.Run("Hardening/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
-	}
-	for _, tc := range retryTests {
-		t.Run("Retry/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
-	}
-	for _, tc := range slotTests {
-		t.Run("Slot/"+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+	for _, g := range groups {
+		for _, tc := range g.tests {
+			t.Run(g.prefix+tc.name, func(t *testing.T) { tc.fn(t, newEnv(t, h)) })
+		}
 	}
 }
 
@@ -168,24 +167,6 @@ func (s *hookStore) failOnce(st ledger.State, err error) {
 
 var errCrash = errors.New("ledgertest: simulated crash")
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b = append(b.b, p...)
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.b)
-}
-
 type env struct {
 	t       *testing.T
 	h       Harness
@@ -193,7 +174,7 @@ type env struct {
 	store   *hookStore
 	clock   *Clock
 	prov    *Provider
-	metrics *syncBuffer
+	metrics *proc.Buffer
 	rec     *emf.Recorder
 	tenant  string
 }
@@ -203,7 +184,7 @@ var epoch = time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 func newEnv(t *testing.T, h Harness) *env {
 	raw := h.NewStore(t)
 	e := &env{t: t, h: h, raw: raw, store: &hookStore{Store: raw}, clock: NewClock(epoch),
-		prov: NewProvider(t), metrics: &syncBuffer{}, tenant: "t-" + rnd(6)}
+		prov: NewProvider(t), metrics: &proc.Buffer{}, tenant: "t-" + rnd(6)}
 	e.rec = emf.New(e.metrics, "idemkit-test")
 	return e
 }

@@ -235,29 +235,23 @@ func (r Request) v2Object() (map[string]any, error) {
 		}
 		req[v.name] = v.val
 	}
-	for _, v := range []struct {
-		name string
-		val  *float64
-	}{{"temperature", r.Temperature}, {"topP", r.TopP}} {
-		if v.val == nil {
-			continue
+	finite := func(name string, v float64) error {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return semanticErr("%s is not finite", name)
 		}
-		if math.IsNaN(*v.val) || math.IsInf(*v.val, 0) {
-			return nil, semanticErr("%s is not finite", v.name)
-		}
-		req[v.name] = *v.val
+		return nil
 	}
-	for _, v := range []struct {
-		name string
-		val  *int64
-	}{{"maxOutputTokens", r.MaxOutputTokens}, {"seed", r.Seed}} {
-		if v.val == nil {
-			continue
+	if err := putSet(req, finite, field[float64]{"temperature", r.Temperature}, field[float64]{"topP", r.TopP}); err != nil {
+		return nil, err
+	}
+	safe := func(name string, v int64) error {
+		if v > maxSafeInteger || v < -maxSafeInteger {
+			return semanticErr("%s %d is outside ±(2^53-1) and would not survive JCS", name, v)
 		}
-		if *v.val > maxSafeInteger || *v.val < -maxSafeInteger {
-			return nil, semanticErr("%s %d is outside ±(2^53-1) and would not survive JCS", v.name, *v.val)
-		}
-		req[v.name] = *v.val
+		return nil
+	}
+	if err := putSet(req, safe, field[int64]{"maxOutputTokens", r.MaxOutputTokens}, field[int64]{"seed", r.Seed}); err != nil {
+		return nil, err
 	}
 	if len(r.Stop) > 0 {
 		for _, s := range r.Stop {
@@ -436,54 +430,42 @@ func (r *Request) UnmarshalJSON(data []byte) error {
 	}
 	var out Request
 	for k, v := range top {
-		var err error
-		switch k {
-		case "provider":
-			err = strictDecode(v, &out.Provider)
-		case "model":
-			err = strictDecode(v, &out.Model)
-		case "messages":
-			err = decodeMessages(v, &out.Messages)
-		case "tools":
-			err = decodeTools(v, &out.Tools)
-		case "toolChoice":
-			out.ToolChoice = v
-		case "responseFormat":
-			out.ResponseFormat = v
-		case "safety":
-			out.Safety = v
-		case "temperature":
-			err = strictDecode(v, &out.Temperature)
-		case "topP":
-			err = strictDecode(v, &out.TopP)
-		case "maxOutputTokens":
-			err = strictDecode(v, &out.MaxOutputTokens)
-		case "seed":
-			err = strictDecode(v, &out.Seed)
-		case "stop":
-			err = strictDecode(v, &out.Stop)
-		case "providerOptions":
-			var po map[string]json.RawMessage
-			if err = strictDecode(v, &po); err == nil && po != nil {
-				out.ProviderOptions = make(map[string]any, len(po))
-				for pk, pv := range po {
-					out.ProviderOptions[pk] = pv
-				}
+		decode, ok := requestMembers[k]
+		switch {
+		case ok:
+			if err := decode(&out, v); err != nil {
+				return semanticErr("member %q: %w", k, err)
 			}
+		case transportOnly[k]:
 		default:
-			if transportOnly[k] {
-				continue
-			}
 			if out.Options == nil {
 				out.Options = map[string]any{}
 			}
 			out.Options[k] = v
 		}
-		if err != nil {
-			return semanticErr("member %q: %w", k, err)
-		}
 	}
 	*r = out
+	return nil
+}
+
+// field is an optional member of the v2 object: nil when not set.
+type field[T any] struct {
+	name string
+	val  *T
+}
+
+// putSet puts each set field into req under its name, once check accepts
+// its value.
+func putSet[T any](req map[string]any, check func(name string, v T) error, fields ...field[T]) error {
+	for _, f := range fields {
+		if f.val == nil {
+			continue
+		}
+		if err := check(f.name, *f.val); err != nil {
+			return err
+		}
+		req[f.name] = *f.val
+	}
 	return nil
 }
 
@@ -498,69 +480,84 @@ func strictDecode(v json.RawMessage, dst any) error {
 }
 
 func decodeMessages(v json.RawMessage, dst *[]Message) error {
-	var raw []map[string]json.RawMessage
-	if err := strictDecode(v, &raw); err != nil {
-		return err
-	}
-	msgs := make([]Message, 0, len(raw))
-	for i, m := range raw {
-		if m == nil {
-			return fmt.Errorf("message %d is not an object", i)
-		}
-		var msg Message
-		for k, fv := range m {
-			switch k {
-			case "role":
-				if err := strictDecode(fv, &msg.Role); err != nil {
-					return fmt.Errorf("message %d role: %w", i, err)
-				}
-			case "content":
-				msg.Content = fv
-			default:
-				if msg.Fields == nil {
-					msg.Fields = map[string]any{}
-				}
-				msg.Fields[k] = fv
-			}
-		}
-		msgs = append(msgs, msg)
-	}
-	*dst = msgs
-	return nil
+	return decodeObjects(v, "message", dst, messageMembers, func(m *Message) *map[string]any { return &m.Fields })
 }
 
 func decodeTools(v json.RawMessage, dst *[]Tool) error {
+	return decodeObjects(v, "tool", dst, toolMembers, func(t *Tool) *map[string]any { return &t.Fields })
+}
+
+// members decodes the named members of a T; the others go to its Fields.
+type members[T any] map[string]func(item *T, v json.RawMessage) error
+
+var requestMembers = members[Request]{
+	"provider":        func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Provider) },
+	"model":           func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Model) },
+	"messages":        func(r *Request, v json.RawMessage) error { return decodeMessages(v, &r.Messages) },
+	"tools":           func(r *Request, v json.RawMessage) error { return decodeTools(v, &r.Tools) },
+	"toolChoice":      func(r *Request, v json.RawMessage) error { r.ToolChoice = v; return nil },
+	"responseFormat":  func(r *Request, v json.RawMessage) error { r.ResponseFormat = v; return nil },
+	"safety":          func(r *Request, v json.RawMessage) error { r.Safety = v; return nil },
+	"temperature":     func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Temperature) },
+	"topP":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.TopP) },
+	"maxOutputTokens": func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.MaxOutputTokens) },
+	"seed":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Seed) },
+	"stop":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Stop) },
+	"providerOptions": func(r *Request, v json.RawMessage) error {
+		var po map[string]json.RawMessage
+		if err := strictDecode(v, &po); err != nil || po == nil {
+			return err
+		}
+		r.ProviderOptions = make(map[string]any, len(po))
+		for pk, pv := range po {
+			r.ProviderOptions[pk] = pv
+		}
+		return nil
+	},
+}
+
+var messageMembers = members[Message]{
+	"role":    func(m *Message, v json.RawMessage) error { return strictDecode(v, &m.Role) },
+	"content": func(m *Message, v json.RawMessage) error { m.Content = v; return nil },
+}
+
+var toolMembers = members[Tool]{
+	"name":        func(t *Tool, v json.RawMessage) error { return strictDecode(v, &t.Name) },
+	"description": func(t *Tool, v json.RawMessage) error { return strictDecode(v, &t.Description) },
+	"parameters":  func(t *Tool, v json.RawMessage) error { t.Parameters = v; return nil },
+}
+
+// decodeObjects decodes v, a list of objects (not null), into *dst: each
+// object into a T, member by member through named, the other members kept
+// verbatim in the map fields returns; an error names the object (what and
+// its index) and the member.
+func decodeObjects[T any](v json.RawMessage, what string, dst *[]T, named members[T], fields func(*T) *map[string]any) error {
 	var raw []map[string]json.RawMessage
 	if err := strictDecode(v, &raw); err != nil {
 		return err
 	}
-	tools := make([]Tool, 0, len(raw))
-	for i, t := range raw {
-		if t == nil {
-			return fmt.Errorf("tool %d is not an object", i)
+	items := make([]T, 0, len(raw))
+	for i, m := range raw {
+		if m == nil {
+			return fmt.Errorf("%s %d is not an object", what, i)
 		}
-		var tool Tool
-		for k, fv := range t {
-			var err error
-			switch k {
-			case "name":
-				err = strictDecode(fv, &tool.Name)
-			case "description":
-				err = strictDecode(fv, &tool.Description)
-			case "parameters":
-				tool.Parameters = fv
-			default:
-				if tool.Fields == nil {
-					tool.Fields = map[string]any{}
+		var item T
+		for k, fv := range m {
+			decode, ok := named[k]
+			if !ok {
+				f := fields(&item)
+				if *f == nil {
+					*f = map[string]any{}
 				}
-				tool.Fields[k] = fv
+				(*f)[k] = fv
+				continue
 			}
-			if err != nil {
-				return fmt.Errorf("tool %d %s: %w", i, k, err)
+			if err := decode(&item, fv); err != nil {
+				return fmt.Errorf("%s %d %s: %w", what, i, k, err)
 			}
 		}
-		tools = append(tools, tool)
+		items = append(items, item)
 	}
-	*dst = tools
+	*dst = items
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // CodeUnsupportedStreamMode is the registry code (400) of a streamMode
@@ -152,7 +153,7 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 		}
 		q.bufferMs = n
 	}
-	if id := header(ev.Headers, "Last-Event-ID"); id != "" {
+	if id := header.First(ev.Headers, "Last-Event-ID"); id != "" {
 		n, err := strconv.ParseInt(id, 10, 64)
 		if err != nil || !allDigits(id) {
 			return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "Last-Event-ID must be an event sequence (a non-negative integer)").

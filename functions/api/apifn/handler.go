@@ -50,6 +50,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -295,22 +296,13 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if bodyLen(ev) > MaxBodyBytes {
 		return tooLarge()
 	}
-	if ct := header(ev.Headers, "Content-Type"); ct != "" {
+	if ct := header.First(ev.Headers, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be application/json")
 		}
 	}
 	return nil
-}
-
-func header(h map[string]string, name string) string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			return v
-		}
-	}
-	return ""
 }
 
 type runIDKey struct{}

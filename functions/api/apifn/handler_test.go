@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 	"github.com/idemkit/idemkit/ledger/semantic"
@@ -138,8 +139,8 @@ func TestCreateRunReplay(t *testing.T) {
 	if r1.StatusCode != 201 || r2.StatusCode != 201 || m1["runId"] != m2["runId"] || r1.Body != r2.Body {
 		t.Fatalf("%d %v / %d %v", r1.StatusCode, m1, r2.StatusCode, m2)
 	}
-	if header(r1.Headers, "OpenWOP-Idempotent-Replay") != "" || header(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
-		t.Fatalf("replay markers %q %q", header(r1.Headers, "OpenWOP-Idempotent-Replay"), header(r2.Headers, "OpenWOP-Idempotent-Replay"))
+	if header.First(r1.Headers, "OpenWOP-Idempotent-Replay") != "" || header.First(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay markers %q %q", header.First(r1.Headers, "OpenWOP-Idempotent-Replay"), header.First(r2.Headers, "OpenWOP-Idempotent-Replay"))
 	}
 	if f.runs.Len() != 1 {
 		t.Fatalf("%d runs", f.runs.Len())
@@ -165,7 +166,7 @@ func TestCreateRunReplay(t *testing.T) {
 	}
 	// Another tenant with the same key gets its own run.
 	r4, m4 := f.do(t, ev("POST", "/runs", "globex", key1, body))
-	if r4.StatusCode != 201 || m4["runId"] == m1["runId"] || header(r4.Headers, "OpenWOP-Idempotent-Replay") != "" {
+	if r4.StatusCode != 201 || m4["runId"] == m1["runId"] || header.First(r4.Headers, "OpenWOP-Idempotent-Replay") != "" {
 		t.Fatalf("%d %v", r4.StatusCode, m4)
 	}
 }
@@ -234,7 +235,7 @@ func TestCreateRunValidationAndUnavailable(t *testing.T) {
 	const key2 = "k2-0123456789abcdefghijkl"
 	for i := 0; i < 2; i++ { // 503 is never replayed: the retry re-executes
 		r, m := f.do(t, ev("POST", "/runs", "acme", key2, `{"workflowId":"conformance-unavailable"}`))
-		if r.StatusCode != 503 || m["error"] != "runner_unavailable" || header(r.Headers, "OpenWOP-Idempotent-Replay") != "" {
+		if r.StatusCode != 503 || m["error"] != "runner_unavailable" || header.First(r.Headers, "OpenWOP-Idempotent-Replay") != "" {
 			t.Fatalf("try %d: %d %v %v", i, r.StatusCode, m, r.Headers)
 		}
 	}
@@ -331,7 +332,7 @@ func TestCancelRun(t *testing.T) {
 	path := "/runs/" + runs.ProjectID(id) + "/cancel"
 	r1, c1 := f.do(t, ev("POST", path, "acme", key1, `{"reason":"x"}`))
 	r2, _ := f.do(t, ev("POST", path, "acme", key1, `{"reason":"x"}`))
-	if r1.StatusCode != 200 || c1["status"] != "cancelled" || header(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+	if r1.StatusCode != 200 || c1["status"] != "cancelled" || header.First(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
 		t.Fatalf("%d %v / %v", r1.StatusCode, c1, r2.Headers)
 	}
 	if r, _ := f.do(t, ev("POST", path, "acme", "", "")); r.StatusCode != 200 {
@@ -344,7 +345,7 @@ func TestCancelRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r3, c3 := f.do(t, ev("POST", "/runs/"+runs.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))
-	if r3.StatusCode != 409 || c3["error"] != "run_terminal" || header(r3.Headers, "OpenWOP-Idempotent-Replay") != "" {
+	if r3.StatusCode != 409 || c3["error"] != "run_terminal" || header.First(r3.Headers, "OpenWOP-Idempotent-Replay") != "" {
 		t.Fatalf("%d %v", r3.StatusCode, c3)
 	}
 }

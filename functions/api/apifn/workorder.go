@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/workorder"
 )
 
@@ -42,7 +43,7 @@ func serveTestWorkOrder(_ *Handler, _ context.Context, c call) (events.APIGatewa
 		body = b
 	}
 	mt := ""
-	if ct := header(c.ev.Headers, "Content-Type"); ct != "" {
+	if ct := header.First(c.ev.Headers, "Content-Type"); ct != "" {
 		if m, _, err := mime.ParseMediaType(ct); err == nil {
 			mt = m
 		} else {
@@ -68,7 +69,7 @@ func serveTestWorkOrder(_ *Handler, _ context.Context, c call) (events.APIGatewa
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	out := workorder.Render(&idem.Response{Status: http.StatusOK, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: b},
-		header(c.ev.Headers, "Accept"))
+		header.First(c.ev.Headers, "Accept"))
 	return events.APIGatewayV2HTTPResponse{StatusCode: out.Status, Body: string(out.Body),
 		Headers: map[string]string{"Content-Type": out.Headers["Content-Type"][0]}}, nil
 }

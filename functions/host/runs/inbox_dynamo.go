@@ -3,7 +3,6 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -115,12 +114,5 @@ func (d *dynamoInbox) Remove(ctx context.Context, tenant, id string) error {
 		TableName: aws.String(d.Table), Key: inboxKey(tenant), UpdateExpression: expr.Update(),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return ErrInboxEntryNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("host: remove inbox entry: %w", err)
-	}
-	return nil
+	return conditionalWrite(err, ErrInboxEntryNotFound, "remove inbox entry")
 }

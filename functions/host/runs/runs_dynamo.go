@@ -231,14 +231,7 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 		TableName: aws.String(d.Table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return ErrRunExists
-	}
-	if err != nil {
-		return fmt.Errorf("host: put run: %w", err)
-	}
-	return nil
+	return conditionalWrite(err, ErrRunExists, "put run")
 }
 
 // Get implements RunStore (one strongly consistent GetItem).

@@ -73,15 +73,13 @@ func Run(t *testing.T, h Harness) {
 		toks := make([]uint64, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				tok, _, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
 				if err != nil {
 					t.Error(err)
 				}
 				toks[i] = tok
-			}()
+			})
 		}
 		wg.Wait()
 		seen := map[uint64]bool{}
@@ -196,9 +194,7 @@ func Run(t *testing.T, h Harness) {
 		var passed, stale, refused atomic.Int32
 		var wg sync.WaitGroup
 		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				tok, p, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
 				if err != nil {
 					t.Error(err)
@@ -218,7 +214,7 @@ func Run(t *testing.T, h Harness) {
 				} else {
 					stale.Add(1)
 				}
-			}()
+			})
 		}
 		wg.Wait()
 		if passed.Load() != 1 || passed.Load()+stale.Load()+refused.Load() != n {
