@@ -1,14 +1,13 @@
 package kit_test
 
 import (
-	"github.com/idemkit/idemkit/functions/host/kit"
-
 	"context"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger/fence"
 	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"

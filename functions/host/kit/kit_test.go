@@ -1,8 +1,6 @@
 package kit_test
 
 import (
-	"github.com/idemkit/idemkit/functions/host/kit"
-
 	"context"
 	"encoding/json"
 	"io"
@@ -20,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"

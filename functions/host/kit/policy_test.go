@@ -1,12 +1,11 @@
 package kit_test
 
 import (
-	"github.com/idemkit/idemkit/functions/host/kit"
-
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 )
