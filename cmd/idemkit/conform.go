@@ -11,17 +11,46 @@ import (
 	"github.com/idemkit/idemkit/internal/conform"
 )
 
-const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|erp] URL
+const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|commerce|erp] URL
+       [--scope-key PART=KEY]... [--other-route 'POST /runs/{id}/cancel'] [--fail-body JSON]
+       [--test-route 'POST /api/v1/inbound/work-orders/test'] [--test-body JSON] [--mode-header NAME]
        [--slow-body JSON] [--invalid-body JSON] [--get PATH] [--timeout D] [--stagger D]`
 
 const conformAbout = `Checks the Layer-1 (Idempotency-Key) behaviour of the API at URL from the
-outside, one line per scenario, then "N passed, M failed". The exit status is
-0 when nothing failed, 1 when a scenario failed, 2 on a usage error. At
-least one --api-key is required; two (two tenants) enable the
-tenant-isolation scenario. The defaults fit 'idemkit dev'.
+outside, one line per scenario (each scenario is one rule of the policy),
+then "N passed, M failed". The exit status is 0 when nothing failed, 1 when
+a scenario failed, 2 on a usage error. At least one --api-key is required.
+The defaults fit 'idemkit dev'.
+
+profiles:
+  openwop   the OpenWOP default policy (default); a second --api-key (another
+            tenant) enables tenant-isolation
+  commerce  the commerce policy: any key of up to 255 characters, never split at
+            a comma; the key binds the operation and the input (409
+            idempotency-mismatch, on --other-route too); Idempotent-Replayed;
+            a duplicate of a pending request waits (sync) or, sent with
+            'Idempotency-Mode: async' (--mode-header), gets the pending action
+            at once; rejections at the door record nothing; a failed action
+            (--fail-body) is replayed as failed. --scope-key namespace=KEY and
+            worker=KEY enable scope-namespace and scope-worker
+  erp       the ERP policy: keys 8..128 of A-Z a-z 0-9 . _ : -, whitespace and
+            duplicate headers rejected, ERP error codes and envelope (request_id),
+            409 with Retry-After: 2, X-Request-ID, key echo,
+            Idempotency-Replayed, Idempotency-Original-Request-ID, a 5xx retried
+            (failed_retryable), the key scoped by route (--other-route) and the
+            public --test-route. --scope-key client=KEY, company=KEY and
+            organization=KEY enable scope-client, scope-company and
+            scope-organization
+
+A --scope-key credential must differ from the first --api-key in that part
+only (same namespace and another worker, and so on).
 
 examples:
   idemkit conform --api-key KEY1 --api-key KEY2 http://127.0.0.1:3000
+  idemkit conform --profile commerce --api-key KEY --scope-key namespace=KEY_OTHER_NS \
+      --scope-key worker=KEY_OTHER_WORKER http://127.0.0.1:3000
+  idemkit conform --profile erp --api-key KEY --scope-key client=KEY_C2 \
+      --scope-key company=KEY_CO2 --scope-key organization=KEY_O2 http://127.0.0.1:3000
   idemkit conform --api-key KEY --route 'POST /orders' --body '{"sku":"A-17"}' https://api.example.com
 `
 
@@ -43,7 +72,26 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	})
 	fs.StringVar(&cfg.Route, "route", conform.DefaultRoute, "the mutating operation checked, 'METHOD /path'")
 	fs.StringVar(&cfg.Body, "body", conform.DefaultBody, "a valid JSON object body for the route")
-	fs.StringVar(&profile, "profile", string(conform.ProfileOpenWOP), "rule set: openwop (the OpenWOP default policy) or erp (the ERP policy)")
+	fs.StringVar(&profile, "profile", string(conform.ProfileOpenWOP), "rule set: openwop (the OpenWOP default policy), commerce (the commerce policy) or erp (the ERP policy)")
+	fs.Func("scope-key", "PART=KEY: an API key whose credential differs from the first --api-key in PART only (commerce: namespace, worker; erp: client, company, organization); repeatable", func(s string) error {
+		part, key, ok := strings.Cut(s, "=")
+		if !ok || part == "" || strings.TrimSpace(key) == "" {
+			return errors.New("want PART=KEY")
+		}
+		if cfg.ScopeKeys == nil {
+			cfg.ScopeKeys = map[string]string{}
+		}
+		if _, dup := cfg.ScopeKeys[part]; dup {
+			return fmt.Errorf("scope part %q given twice", part)
+		}
+		cfg.ScopeKeys[part] = key
+		return nil
+	})
+	fs.StringVar(&cfg.OtherRoute, "other-route", "", "a second mutating route on the created resource, {id} standing for its runId/id (commerce: the key is bound to its operation; erp: scoped by route); default: POST + the route's path + /{id}/cancel")
+	fs.StringVar(&cfg.FailBody, "fail-body", "", "a valid body whose action fails with a 5xx (commerce: replayed as failed; erp: retried); default: "+conform.DefaultFailBody+" with the default body, else the failure scenario is skipped")
+	fs.StringVar(&cfg.TestRoute, "test-route", conform.DefaultTestRoute, "erp: the public format-validation route, 'METHOD /path'")
+	fs.StringVar(&cfg.TestBody, "test-body", "", "erp: the body sent to --test-route; default: --body")
+	fs.StringVar(&cfg.ModeHeader, "mode-header", conform.DefaultModeHeader, "commerce: the request header of a call's wait mode (sync|async)")
 	fs.StringVar(&cfg.SlowBody, "slow-body", "", "a valid body slow enough to overlap a duplicate (in-flight scenario); default: the conformance-delay fixture with the default body, else --body")
 	fs.StringVar(&cfg.InvalidBody, "invalid-body", "", "a body rejected with 400 validation_error; default: "+conform.DefaultInvalidBody+" with the default body, else {}")
 	fs.StringVar(&cfg.GetPath, "get", "", "GET path of a created resource, {id} standing for its runId/id; default: the route's path + /{id}")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -29,39 +30,82 @@ func conformLastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
+// conformProfileFlags are the reference server's credentials for the
+// profile's scope parts, as flags, and the profile's scenario count.
+func conformProfileFlags(p string) ([]string, int) {
+	switch p {
+	case conformtest.Commerce:
+		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, 12
+	case conformtest.Seed003, conformtest.ERP:
+		return []string{"--scope-key", "client=" + conformtest.APIKeyClient2, "--scope-key", "company=" + conformtest.APIKeyCompany2,
+			"--scope-key", "organization=" + conformtest.APIKeyOrganization2}, 16
+	}
+	return nil, 7
+}
+
 func TestConformPassesACorrectServer(t *testing.T) {
-	for _, p := range []string{conformtest.OpenWOP, conformtest.Seed003} {
+	for _, p := range []string{conformtest.OpenWOP, conformtest.Commerce, conformtest.ERP} {
 		t.Run(p, func(t *testing.T) {
 			t.Parallel()
-			srv := httptest.NewServer(conformtest.New(p, conformtest.Breaks{}))
+			srv := conformtest.HTTPTest(conformtest.New(p, conformtest.Breaks{}))
 			defer srv.Close()
+			scope, n := conformProfileFlags(p)
 			// Flags on both sides of the URL.
 			args := append([]string{"--api-key", conformtest.APIKey1, "--profile", p}, conformFastFlags...)
-			args = append(args, srv.URL, "--api-key", conformtest.APIKey2)
+			args = append(append(args, srv.URL, "--api-key", conformtest.APIKey2), scope...)
 			code, out, errOut := conformAt(t, args...)
-			if code != 0 || conformLastLine(out) != "7 passed, 0 failed" {
-				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+			if want := fmt.Sprintf("%d passed, 0 failed", n); code != 0 || conformLastLine(out) != want {
+				t.Fatalf("exit %d, want 0 and %q\nstdout:\n%s\nstderr:\n%s", code, want, out, errOut)
 			}
 		})
 	}
 }
 
-// --profile erp is another name for --profile seed003: it passes a server
-// following the ERP policy and fails one following the OpenWOP default policy.
+// --profile seed003 is the older name of --profile erp: it passes a server
+// following the ERP policy and fails one following the OpenWOP default
+// policy.
 func TestConformProfileERPAlias(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		server string
 		code   int
-	}{{conformtest.Seed003, 0}, {conformtest.OpenWOP, 1}} {
-		srv := httptest.NewServer(conformtest.New(tc.server, conformtest.Breaks{}))
-		args := append([]string{"--api-key", conformtest.APIKey1, "--api-key", conformtest.APIKey2, "--profile", "erp"}, conformFastFlags...)
-		code, out, errOut := conformAt(t, append(args, srv.URL)...)
+	}{{conformtest.ERP, 0}, {conformtest.OpenWOP, 1}} {
+		srv := conformtest.HTTPTest(conformtest.New(tc.server, conformtest.Breaks{}))
+		scope, _ := conformProfileFlags(conformtest.ERP)
+		args := append([]string{"--api-key", conformtest.APIKey1, "--profile", "seed003"}, conformFastFlags...)
+		code, out, errOut := conformAt(t, append(append(args, scope...), srv.URL)...)
 		srv.Close()
-		if code != tc.code || (tc.code == 0 && conformLastLine(out) != "7 passed, 0 failed") ||
+		if code != tc.code || (tc.code == 0 && conformLastLine(out) != "16 passed, 0 failed") ||
 			(tc.code == 1 && !strings.Contains(out, "FAIL key-grammar: ")) {
 			t.Errorf("server %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.server, code, out, errOut)
 		}
+	}
+}
+
+// Each policy's checker fails a server that breaks one rule of it, naming
+// the rule.
+func TestConformFailsABrokenServerPerProfile(t *testing.T) {
+	for _, tc := range []struct {
+		profile string
+		b       conformtest.Breaks
+		fail    string
+	}{
+		{conformtest.Commerce, conformtest.Breaks{SplitComma: true}, "key-comma"},
+		{conformtest.Commerce, conformtest.Breaks{ScopeWithoutWorker: true}, "scope-worker"},
+		{conformtest.ERP, conformtest.Breaks{TestRouteNeedsAuth: true}, "test-route"},
+		{conformtest.ERP, conformtest.Breaks{ScopeWithoutOrganization: true}, "scope-organization"},
+	} {
+		t.Run(tc.profile+"/"+tc.fail, func(t *testing.T) {
+			t.Parallel()
+			srv := conformtest.HTTPTest(conformtest.New(tc.profile, tc.b))
+			defer srv.Close()
+			scope, n := conformProfileFlags(tc.profile)
+			args := append([]string{"--api-key", conformtest.APIKey1, "--profile", tc.profile}, conformFastFlags...)
+			code, out, _ := conformAt(t, append(append(args, scope...), srv.URL)...)
+			if code != 1 || !strings.Contains(out, "\nFAIL "+tc.fail+": ") || conformLastLine(out) != fmt.Sprintf("%d passed, 1 failed", n-1) {
+				t.Fatalf("exit %d\n%s", code, out)
+			}
+		})
 	}
 }
 
@@ -88,6 +132,13 @@ func TestConformUsage(t *testing.T) {
 		{"--api-key", "k", "--body", "[]", "http://a"},
 		{"--api-key", "k", "--no-such-flag", "http://a"},
 		{"--api-key", "k", "--timeout", "0s", "http://a"},
+		{"--api-key", "k", "--scope-key", "worker", "http://a"},
+		{"--api-key", "k", "--scope-key", "worker=", "http://a"},
+		{"--api-key", "k", "--profile", "commerce", "--scope-key", "worker=a", "--scope-key", "worker=b", "http://a"},
+		{"--api-key", "k", "--profile", "commerce", "--scope-key", "client=a", "http://a"},
+		{"--api-key", "k", "--scope-key", "worker=a", "http://a"}, // openwop has no scope parts
+		{"--api-key", "k", "--other-route", "POST /runs/cancel", "http://a"},
+		{"--api-key", "k", "--test-route", "GET /test", "http://a"},
 		{"--api-key", "k", "not a url"},
 		{"http://a"}, // no --api-key
 	} {
@@ -96,7 +147,7 @@ func TestConformUsage(t *testing.T) {
 		}
 	}
 	// The usage line is the contract, verbatim.
-	const usage = "usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|erp] URL"
+	const usage = "usage: idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|commerce|erp] URL"
 	if code, out, _ := conformAt(t, "-h"); code != 0 || strings.SplitN(out, "\n", 2)[0] != usage {
 		t.Errorf("-h: exit %d %q", code, out)
 	}

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 )
@@ -27,7 +29,42 @@ const (
 	// ProfileERP is another name for ProfileSeed003 (the ERP policy);
 	// validation maps it to ProfileSeed003.
 	ProfileERP Profile = "erp"
+	// ProfileCommerce checks the commerce policy: a key is any string of up
+	// to 255 characters (non-ASCII allowed, a comma never splits it), scoped
+	// by the credential's namespace and calling worker; it binds the
+	// operation and an input fingerprint (409 idempotency-mismatch); replays
+	// carry Idempotent-Replayed: true; a failed action, 5xx included, is
+	// stored and replayed as failed; a request rejected at the door (400,
+	// 401) records nothing.
+	ProfileCommerce Profile = "commerce"
 )
+
+// scopeParts lists the scope parts of a profile's credential that
+// Config.ScopeKeys may name.
+func scopeParts(p Profile) []string {
+	switch p {
+	case ProfileCommerce:
+		return []string{ScopeNamespace, ScopeWorker}
+	case ProfileSeed003, ProfileERP:
+		return []string{ScopeClient, ScopeCompany, ScopeOrganization}
+	}
+	return nil
+}
+
+// Scope parts a ScopeKeys credential may differ in (see Config.ScopeKeys).
+const (
+	ScopeNamespace    = "namespace"    // commerce
+	ScopeWorker       = "worker"       // commerce
+	ScopeClient       = "client"       // ERP
+	ScopeCompany      = "company"      // ERP
+	ScopeOrganization = "organization" // ERP; "organisation" is accepted too
+)
+
+// DefaultModeHeader is the commerce policy's wait-mode request header.
+const DefaultModeHeader = "Idempotency-Mode"
+
+// DefaultTestRoute is the ERP policy's public format-validation route.
+const DefaultTestRoute = "POST /api/v1/inbound/work-orders/test"
 
 // Defaults of Config, fitting `idemkit dev`.
 const (
@@ -43,6 +80,9 @@ const (
 const (
 	DefaultSlowBody    = `{"workflowId":"conformance-delay","inputs":{"delayMs":1500}}`
 	DefaultInvalidBody = `{"inputs":{}}`
+	// DefaultFailBody is a valid request whose action fails with a 5xx (the
+	// conformance-unavailable fixture's 503).
+	DefaultFailBody = `{"workflowId":"conformance-unavailable","inputs":{}}`
 )
 
 // Config configures a Run. Only BaseURL is required.
@@ -83,6 +123,40 @@ type Config struct {
 	// Profile is the rule set checked. Default ProfileOpenWOP.
 	Profile Profile
 
+	// ScopeKeys holds, by scope part (ScopeNamespace, ScopeWorker under the
+	// commerce policy; ScopeClient, ScopeCompany, ScopeOrganization under
+	// the ERP policy), an API key whose credential differs from the first of
+	// APIKeys in that part only. Each enables the scope-<part> scenario
+	// (the same key under that credential names another record). Default
+	// none.
+	ScopeKeys map[string]string
+
+	// OtherRoute is a second mutating route on the resource a Route call
+	// creates, "METHOD /path" with "{id}" standing for its id (commerce:
+	// the same key there is 409 idempotency-mismatch; ERP: it is another
+	// record, the scope including method and route). Default
+	// "POST " + Route's path + "/{id}/cancel".
+	OtherRoute string
+
+	// FailBody is a valid request for Route whose action fails with a 5xx
+	// (commerce: stored and replayed as failed; ERP: failed_retryable, never
+	// replayed). Default: DefaultFailBody when Body is the default; else
+	// the failure scenarios are skipped.
+	FailBody string
+
+	// TestRoute is the ERP policy's public format-validation route,
+	// "METHOD /path": no credential, no key needed, no record. Default
+	// DefaultTestRoute.
+	TestRoute string
+
+	// TestBody is the body sent to TestRoute. Default Body.
+	TestBody string
+
+	// ModeHeader is the request header by which a caller of the commerce
+	// policy says how a duplicate of a pending request waits ("sync" or
+	// "async"). Default DefaultModeHeader.
+	ModeHeader string
+
 	// HTTP sends the requests; it must not retry or follow redirects.
 	// Default: an http.Client with Timeout that does not follow redirects.
 	HTTP *http.Client
@@ -102,7 +176,24 @@ var ErrConfig = errors.New("conform: invalid config")
 // resolved is a Config with defaults applied and parts parsed.
 type resolved struct {
 	Config
-	method, path string
+	method, path           string
+	otherMethod, otherPath string // OtherRoute
+	testMethod, testPath   string // TestRoute
+}
+
+// splitRoute parses "METHOD /path" (a mutating method).
+func splitRoute(name, route string) (method, path string, err error) {
+	method, path, ok := strings.Cut(strings.TrimSpace(route), " ")
+	path = strings.TrimSpace(path)
+	method = strings.ToUpper(method)
+	if !ok || !strings.HasPrefix(path, "/") {
+		return "", "", fmt.Errorf("%w: %s %q is not \"METHOD /path\"", ErrConfig, name, route)
+	}
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodConnect:
+		return "", "", fmt.Errorf("%w: %s %q is not a mutating method", ErrConfig, name, route)
+	}
+	return method, path, nil
 }
 
 func (c Config) resolve() (*resolved, error) {
@@ -117,15 +208,26 @@ func (c Config) resolve() (*resolved, error) {
 	if c.Route == "" {
 		c.Route = DefaultRoute
 	}
-	method, path, ok := strings.Cut(strings.TrimSpace(c.Route), " ")
-	path = strings.TrimSpace(path)
-	method = strings.ToUpper(method)
-	if !ok || !strings.HasPrefix(path, "/") {
-		return nil, fmt.Errorf("%w: route %q is not \"METHOD /path\"", ErrConfig, c.Route)
+	method, path, err := splitRoute("route", c.Route)
+	if err != nil {
+		return nil, err
 	}
-	switch method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodConnect:
-		return nil, fmt.Errorf("%w: route %q is not a mutating method", ErrConfig, c.Route)
+	if c.OtherRoute == "" {
+		c.OtherRoute = "POST " + strings.TrimRight(path, "/") + "/{id}/cancel"
+	}
+	otherMethod, otherPath, err := splitRoute("other route", c.OtherRoute)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(otherPath, "{id}") {
+		return nil, fmt.Errorf("%w: other route %q must contain {id}", ErrConfig, c.OtherRoute)
+	}
+	if c.TestRoute == "" {
+		c.TestRoute = DefaultTestRoute
+	}
+	testMethod, testPath, err := splitRoute("test route", c.TestRoute)
+	if err != nil {
+		return nil, err
 	}
 	defaultBody := c.Body == ""
 	if defaultBody {
@@ -143,6 +245,15 @@ func (c Config) resolve() (*resolved, error) {
 			c.InvalidBody = DefaultInvalidBody
 		}
 	}
+	if c.FailBody == "" && defaultBody {
+		c.FailBody = DefaultFailBody
+	}
+	if c.TestBody == "" {
+		c.TestBody = c.Body
+	}
+	if c.ModeHeader == "" {
+		c.ModeHeader = DefaultModeHeader
+	}
 	for name, b := range map[string]string{"body": c.Body, "slow body": c.SlowBody} {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(b), &obj); err != nil || obj == nil {
@@ -158,11 +269,28 @@ func (c Config) resolve() (*resolved, error) {
 	switch c.Profile {
 	case "":
 		c.Profile = ProfileOpenWOP
-	case ProfileOpenWOP, ProfileSeed003:
+	case ProfileOpenWOP, ProfileSeed003, ProfileCommerce:
 	case ProfileERP:
 		c.Profile = ProfileSeed003
 	default:
-		return nil, fmt.Errorf("%w: profile %q (want openwop or erp)", ErrConfig, c.Profile)
+		return nil, fmt.Errorf("%w: profile %q (want openwop, commerce or erp)", ErrConfig, c.Profile)
+	}
+	if k, ok := c.ScopeKeys["organisation"]; ok { // the British spelling names the same part
+		norm := maps.Clone(c.ScopeKeys)
+		delete(norm, "organisation")
+		if _, dup := norm[ScopeOrganization]; dup {
+			return nil, fmt.Errorf("%w: scope part organization given twice", ErrConfig)
+		}
+		norm[ScopeOrganization] = k
+		c.ScopeKeys = norm
+	}
+	for part, k := range c.ScopeKeys {
+		if !slices.Contains(scopeParts(c.Profile), part) {
+			return nil, fmt.Errorf("%w: scope part %q (profile %s has %s)", ErrConfig, part, c.Profile, strings.Join(scopeParts(c.Profile), ", "))
+		}
+		if strings.TrimSpace(k) == "" {
+			return nil, fmt.Errorf("%w: empty API key for scope part %q", ErrConfig, part)
+		}
 	}
 	if len(c.APIKeys) > 2 {
 		return nil, fmt.Errorf("%w: at most two API keys", ErrConfig)
@@ -178,5 +306,6 @@ func (c Config) resolve() (*resolved, error) {
 			return http.ErrUseLastResponse // the checker judges the API's own answer
 		}}
 	}
-	return &resolved{Config: c, method: method, path: path}, nil
+	return &resolved{Config: c, method: method, path: path,
+		otherMethod: otherMethod, otherPath: otherPath, testMethod: testMethod, testPath: testPath}, nil
 }

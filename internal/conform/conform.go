@@ -31,8 +31,25 @@ type Scenario struct {
 	run     func(ctx context.Context, e *env) Result
 }
 
-// Scenarios lists the checks in the order Run runs them.
-func Scenarios() []Scenario {
+// Scenarios lists the checks of the OpenWOP default policy in the order
+// Run runs them (ScenariosFor gives another profile's).
+func Scenarios() []Scenario { return ScenariosFor(ProfileOpenWOP) }
+
+// ScenariosFor lists the checks of profile p in the order Run runs them
+// (nil for an unknown profile). Each one checks one rule of the policy.
+func ScenariosFor(p Profile) []Scenario {
+	switch p {
+	case ProfileCommerce:
+		return commerceScenarios()
+	case ProfileSeed003, ProfileERP:
+		return erpScenarios()
+	case ProfileOpenWOP:
+		return openWOPScenarios()
+	}
+	return nil
+}
+
+func openWOPScenarios() []Scenario {
 	return []Scenario{
 		{"key-grammar", "keys inside the grammar are accepted, keys outside it get 400", keyGrammar},
 		{"replay-marker", "a same-key repeat is the cached answer, byte-exact, with the replay marker", replayMarker},
@@ -54,7 +71,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	e := &env{cfg: rc, rules: rulesFor(rc.Profile)}
 	var out []Result
-	for _, s := range Scenarios() {
+	for _, s := range ScenariosFor(rc.Profile) {
 		r := s.run(ctx, e)
 		r.Scenario = s.Name
 		out = append(out, r)

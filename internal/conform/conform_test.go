@@ -20,15 +20,28 @@ func newRefServer(p Profile, b breaks) *conformtest.Server { return conformtest.
 
 func digest(b []byte) string { return conformtest.Digest(b) }
 
+// scopeKeys are the reference server's credentials that differ from
+// APIKey1 in one scope part, by profile.
+func scopeKeys(p Profile) map[string]string {
+	switch p {
+	case ProfileCommerce:
+		return map[string]string{ScopeNamespace: conformtest.APIKeyNamespace2, ScopeWorker: conformtest.APIKeyWorker2}
+	case ProfileSeed003, ProfileERP:
+		return map[string]string{ScopeClient: conformtest.APIKeyClient2, ScopeCompany: conformtest.APIKeyCompany2,
+			ScopeOrganization: conformtest.APIKeyOrganization2}
+	}
+	return nil
+}
+
 func run(t *testing.T, p Profile, b breaks, keys ...string) []Result {
 	t.Helper()
-	srv := httptest.NewServer(newRefServer(p, b))
+	srv := conformtest.HTTPTest(newRefServer(p, b))
 	t.Cleanup(srv.Close)
 	if keys == nil {
 		keys = []string{conformtest.APIKey1, conformtest.APIKey2}
 	}
 	res, err := Run(context.Background(), Config{
-		BaseURL: srv.URL, APIKeys: keys, Profile: p,
+		BaseURL: srv.URL, APIKeys: keys, Profile: p, ScopeKeys: scopeKeys(p),
 		// The conformance-delay fixture of the reference server, slow enough to
 		// overlap its duplicates on a loaded machine.
 		SlowBody: `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`,
@@ -57,12 +70,14 @@ func dump(rs []Result) string {
 	return b.String()
 }
 
+var allProfiles = []Profile{ProfileOpenWOP, ProfileCommerce, ProfileSeed003}
+
 func TestCorrectServerPassesEverything(t *testing.T) {
-	for _, p := range []Profile{ProfileOpenWOP, ProfileSeed003} {
+	for _, p := range allProfiles {
 		t.Run(string(p), func(t *testing.T) {
 			t.Parallel()
 			rs := run(t, p, breaks{})
-			if len(rs) != len(Scenarios()) {
+			if len(rs) != len(ScenariosFor(p)) {
 				t.Fatalf("%d results", len(rs))
 			}
 			for _, r := range rs {
@@ -75,46 +90,107 @@ func TestCorrectServerPassesEverything(t *testing.T) {
 	}
 }
 
-// Each break must fail exactly the matching scenario(s), and pass the rest.
-func TestBrokenServerFailsTheMatchingScenario(t *testing.T) {
-	both := []Profile{ProfileOpenWOP, ProfileSeed003}
-	cases := []struct {
-		name     string
-		b        breaks
-		profiles []Profile
-		want     []string
-	}{
-		{"no replay marker", breaks{NoReplayMarker: true}, both, []string{"replay-marker"}},
-		{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, both, []string{"mismatch"}},
-		{"mismatch replays", breaks{MismatchReplays: true}, both, []string{"mismatch"}},
-		{"in-flight runs twice", breaks{InFlightRunsTwice: true}, both, []string{"in-flight"}},
-		{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, both, []string{"in-flight"}},
-		{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, both, []string{"in-flight"}},
-		{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, []Profile{ProfileOpenWOP}, []string{"in-flight"}},
-		{"GET honours the key", breaks{GetHonoursKey: true}, both, []string{"get-ignores-key"}},
-		{"tenants share records", breaks{SharedTenants: true}, both, []string{"tenant-isolation"}},
-		{"validation errors cached", breaks{CacheValidation: true}, both, []string{"validation-not-cached"}},
-		{"bad keys accepted", breaks{AcceptBadKeys: true}, both, []string{"key-grammar"}},
-		{"key not echoed", breaks{NoKeyEcho: true}, []Profile{ProfileSeed003}, []string{"replay-marker"}},
-		{"valid keys rejected", breaks{RejectValidKeys: true}, both, []string{"key-grammar"}},
-		{"duplicate key headers accepted", breaks{AcceptDuplicateKeys: true}, []Profile{ProfileSeed003}, []string{"key-grammar"}},
-		{"replay re-runs the request", breaks{ReplayReruns: true}, both, []string{"replay-marker", "mismatch", "in-flight", "tenant-isolation"}},
-		{"first execution marked as a replay", breaks{MarkFirstAsReplay: true}, both, []string{"replay-marker", "in-flight", "tenant-isolation", "validation-not-cached"}},
-		{"replay keeps the first X-Request-ID", breaks{StaleRequestID: true}, []Profile{ProfileSeed003}, []string{"replay-marker"}},
-		{"mismatch with another code", breaks{MismatchWrongCode: true}, both, []string{"mismatch"}},
-		{"in-flight with another code", breaks{InFlightWrongCode: true}, both, []string{"in-flight"}},
-		{"GET validates the key", breaks{GetValidatesKey: true}, both, []string{"get-ignores-key"}},
-		{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, both, []string{"validation-not-cached"}},
-		{"waiting in flight (correct)", breaks{WaitInFlight: true}, both, nil},
-		{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true}, both, []string{"replay-marker", "in-flight"}},
+// Every scenario of a profile is one rule, named once.
+func TestScenarioNamesAreUnique(t *testing.T) {
+	for _, p := range allProfiles {
+		seen := map[string]bool{}
+		for _, s := range ScenariosFor(p) {
+			if seen[s.Name] || s.Summary == "" {
+				t.Errorf("%s: scenario %q repeated or without summary", p, s.Name)
+			}
+			seen[s.Name] = true
+		}
 	}
+	if ScenariosFor(ProfileERP) == nil || ScenariosFor("other") != nil {
+		t.Fatal("ScenariosFor")
+	}
+}
+
+const o, c, e = ProfileOpenWOP, ProfileCommerce, ProfileSeed003
+
+type want = map[Profile][]string
+
+func one(name string, ps ...Profile) want {
+	w := want{}
+	for _, p := range ps {
+		w[p] = []string{name}
+	}
+	return w
+}
+
+// breakCases: each break of the reference server and, by profile it
+// applies to, the scenarios it must fail (and no other).
+var breakCases = []struct {
+	name string
+	b    breaks
+	want want
+}{
+	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "failure-replayed"}, e: {"replay-marker"}}},
+	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
+	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict"}}},
+	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async"}, e: {"in-flight"}}},
+	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, one("in-flight", o, c, e)},
+	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, one("in-flight", o, c, e)},
+	{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, one("in-flight", o)},
+	{"GET honours the key", breaks{GetHonoursKey: true}, one("get-ignores-key", o, c, e)},
+	{"tenants share records", breaks{SharedTenants: true}, one("tenant-isolation", o)},
+	{"validation errors cached", breaks{CacheValidation: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
+	{"bad keys accepted", breaks{AcceptBadKeys: true}, one("key-grammar", o, c, e)},
+	{"key not echoed", breaks{NoKeyEcho: true}, one("response-headers", e)},
+	{"valid keys rejected", breaks{RejectValidKeys: true}, one("key-grammar", o, c, e)},
+	{"duplicate key headers accepted", breaks{AcceptDuplicateKeys: true}, one("duplicate-keys", e)},
+	{"replay re-runs the request", breaks{ReplayReruns: true}, want{o: {"replay-marker", "mismatch", "in-flight", "tenant-isolation"}}},
+	{"first execution marked as a replay", breaks{MarkFirstAsReplay: true}, want{o: {"replay-marker", "in-flight", "tenant-isolation", "validation-not-cached"}}},
+	{"replay keeps the first X-Request-ID", breaks{StaleRequestID: true}, one("response-headers", e)},
+	{"mismatch with another code", breaks{MismatchWrongCode: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
+	{"in-flight with another code", breaks{InFlightWrongCode: true}, one("in-flight", o, e)},
+	{"GET validates the key", breaks{GetValidatesKey: true}, one("get-ignores-key", o, c, e)},
+	{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
+	{"waiting in flight (correct, not under the ERP policy)", breaks{WaitInFlight: true}, want{o: nil, c: nil, e: {"in-flight"}}},
+	{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true},
+		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "failure-replayed"}}},
+
+	// The commerce policy.
+	{"a comma splits the key", breaks{SplitComma: true}, one("key-comma", c)},
+	{"non-ASCII keys rejected", breaks{RejectNonASCII: true}, one("key-grammar", c)},
+	{"the operation is scope, not bound", breaks{OperationNotBound: true}, one("operation-mismatch", c)},
+	{"scope without the namespace", breaks{ScopeWithoutNamespace: true}, one("scope-namespace", c)},
+	{"scope without the worker", breaks{ScopeWithoutWorker: true}, one("scope-worker", c)},
+	{"failures forgotten", breaks{ForgetFailures: true}, one("failure-replayed", c)},
+	{"a 401 recorded", breaks{RecordUnauthenticated: true}, one("rejected-at-door", c)},
+	{"the wait mode ignored", breaks{AsyncIgnored: true}, one("in-flight-async", c)},
+	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
+	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
+
+	// The ERP policy.
+	{"whitespace around the key ignored", breaks{AcceptKeyWhitespace: true}, one("key-whitespace", e)},
+	{"the scope lacks the route", breaks{RouteNotScoped: true}, one("scope-route", e)},
+	{"scope without the client", breaks{ScopeWithoutClient: true}, one("scope-client", e)},
+	{"scope without the company", breaks{ScopeWithoutCompany: true}, one("scope-company", e)},
+	{"scope without the organisation", breaks{ScopeWithoutOrganization: true}, one("scope-organization", e)},
+	{"5xx stored and replayed", breaks{StoreFailures: true}, one("failed-retryable", e)},
+	{"conflict message not the policy's", breaks{ConflictMessageWrong: true}, one("payload-conflict", e)},
+	{"envelopes without request_id", breaks{NoEnvelopeRequestID: true}, one("error-envelope", e)},
+	{"in-flight Retry-After: 1", breaks{InFlightRetryAfterOne: true}, one("in-flight", e)},
+	{"the test route needs a credential", breaks{TestRouteNeedsAuth: true}, one("test-route", e)},
+	{"the test route acquires and replays", breaks{TestRouteIdempotent: true}, one("test-route", e)},
+}
+
+// Each break must fail exactly the matching scenario(s) of each profile it
+// applies to, and pass the rest.
+func TestBrokenServerFailsTheMatchingScenario(t *testing.T) {
+	cases := breakCases
 	for _, tc := range cases {
-		for _, p := range tc.profiles {
+		for _, p := range allProfiles {
+			want, ok := tc.want[p]
+			if !ok {
+				continue
+			}
 			t.Run(tc.name+"/"+string(p), func(t *testing.T) {
 				t.Parallel()
 				rs := run(t, p, tc.b)
-				if got := failed(rs); !slices.Equal(got, tc.want) {
-					t.Fatalf("failed %v, want %v:\n%s", got, tc.want, dump(rs))
+				if got := failed(rs); !slices.Equal(got, want) {
+					t.Fatalf("failed %v, want %v:\n%s", got, want, dump(rs))
 				}
 				for _, r := range rs {
 					if r.Status == Fail {
@@ -131,11 +207,33 @@ func TestBrokenServerFailsTheMatchingScenario(t *testing.T) {
 	}
 }
 
+// Every scenario of every profile is failed by some break: a rule no break
+// switches off would be an untested check.
+func TestEveryScenarioHasABreak(t *testing.T) {
+	for _, p := range allProfiles {
+		covered := map[string]bool{}
+		for _, tc := range breakCases {
+			for _, n := range tc.want[p] {
+				covered[n] = true
+			}
+		}
+		for _, s := range ScenariosFor(p) {
+			if !covered[s.Name] {
+				t.Errorf("%s: no break fails scenario %s", p, s.Name)
+			}
+			delete(covered, s.Name)
+		}
+		for n := range covered {
+			t.Errorf("%s: a break case names %s, not a scenario of the profile", p, n)
+		}
+	}
+}
+
 // A server of one profile checked against the other fails on the rules
 // where they differ (grammar, marker), which shows the profile matters.
 func TestProfileMismatchFails(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(newRefServer(ProfileOpenWOP, breaks{}))
+	srv := conformtest.HTTPTest(newRefServer(ProfileOpenWOP, breaks{}))
 	defer srv.Close()
 	rs, err := Run(context.Background(), Config{BaseURL: srv.URL, APIKeys: []string{conformtest.APIKey1}, Profile: ProfileSeed003,
 		SlowBody: `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`, Stagger: 150 * time.Millisecond})

@@ -1,10 +1,12 @@
 // Package conform is the black-box checker behind `idemkit conform URL`: it
 // drives any HTTP API over the network and reports, scenario by scenario,
-// whether the API's Layer-1 behaviour (Idempotency-Key) follows the OpenWOP
-// rules (profile "openwop", the default) or the ERP service's policy (profile
-// "erp").
+// whether the API's Layer-1 behaviour (Idempotency-Key) follows one policy:
+// the OpenWOP rules (profile "openwop", the default), the commerce policy
+// (profile "commerce") or the ERP policy (profile "erp"; "seed003" is an
+// older name). Each scenario checks one rule of the policy and is named in
+// its PASS/FAIL line; ScenariosFor lists a profile's.
 //
-// The scenarios, in order (see Scenarios):
+// The OpenWOP scenarios, in order:
 //
 //	key-grammar            keys inside the grammar are accepted, keys outside it get 400
 //	replay-marker          a same-key repeat is the cached answer, byte-exact, with the replay marker
@@ -14,11 +16,30 @@
 //	tenant-isolation       the same key under two API keys (tenants) names two records (needs two API keys)
 //	validation-not-cached  a 400 validation_error is not cached: a same-key retry with a valid body runs
 //
+// The commerce policy's: key-grammar (1..255 characters, non-ASCII
+// allowed), key-comma, replay-marker (Idempotent-Replayed), input-mismatch
+// and operation-mismatch (409 idempotency-mismatch), in-flight (sync: waits
+// or is told to come back), in-flight-async (the pending action at once),
+// rejected-at-door (400 and 401 record nothing), failure-replayed (a 5xx is
+// stored and replayed as failed), get-ignores-key, scope-namespace,
+// scope-worker. That keys are held forever is not checkable from outside.
+//
+// The ERP policy's: key-grammar, key-whitespace, duplicate-keys,
+// replay-marker, response-headers, payload-conflict, error-envelope,
+// in-flight (409 IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After: 2, never
+// held), scope-route, scope-client, scope-company, scope-organization,
+// failed-retryable, test-route, get-ignores-key, validation-not-cached.
+//
+// A scope-PART scenario needs a credential that differs from the first API
+// key in that part only (Config.ScopeKeys); without it it is skipped.
+//
 // Every scenario uses fresh random keys, so a run leaves the API's own data
 // untouched apart from the resources the scenarios create. The checker never
 // retries: it has to see every answer.
 //
 // Its defaults fit `idemkit dev`: POST /runs with
 // {"workflowId":"conformance-noop","inputs":{}}, a slow duplicate through the
-// conformance-delay workflow, and GET /runs/{runId}.
+// conformance-delay workflow, a failing action through
+// conformance-unavailable, POST /runs/{runId}/cancel as the other operation,
+// and GET /runs/{runId}.
 package conform

@@ -21,7 +21,10 @@ type call struct {
 	method, path string
 	keys         []string // Idempotency-Key header lines; none when empty
 	body         string
-	tenant       int // index into APIKeys
+	tenant       int         // index into APIKeys
+	bearer       string      // when set, the API key sent instead of APIKeys[tenant]
+	noAuth       bool        // no Authorization header
+	header       http.Header // further request headers
 }
 
 // answer is what came back.
@@ -75,10 +78,19 @@ func (e *env) do(ctx context.Context, c call) (*answer, error) {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	for name, vs := range c.header {
+		for _, v := range vs {
+			req.Header.Add(name, v)
+		}
+	}
 	for _, k := range c.keys {
 		req.Header.Add("Idempotency-Key", k)
 	}
-	if c.tenant < len(e.cfg.APIKeys) {
+	switch {
+	case c.noAuth:
+	case c.bearer != "":
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	case c.tenant < len(e.cfg.APIKeys):
 		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKeys[c.tenant])
 	}
 	a := &answer{sent: time.Now()}

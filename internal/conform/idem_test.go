@@ -17,21 +17,55 @@ import (
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
-// idemAPI is POST /runs and GET /runs/{id} behind idemkit's own Layer 1
-// (idem.Guard over the memory store, net/http middleware).
+// idemAPIKeys are idemAPI's API keys, each a tenant and credential
+// attributes: two tenants, and credentials that differ from the first in one
+// scope part. The Guard reads the attributes through HTTPCredential.
+var idemAPIKeys = map[string]map[string]string{
+	"idem-key-1":        idemCred("t1", "ns1", "w1", "c1", "co1", "o1"),
+	"idem-key-2":        idemCred("t2", "ns2", "w2", "c2", "co2", "o2"),
+	"idem-key-ns2":      idemCred("t1", "ns2", "w1", "c1", "co1", "o1"),
+	"idem-key-worker2":  idemCred("t1", "ns1", "w2", "c1", "co1", "o1"),
+	"idem-key-client2":  idemCred("t1", "ns1", "w1", "c2", "co1", "o1"),
+	"idem-key-company2": idemCred("t1", "ns1", "w1", "c1", "co2", "o1"),
+	"idem-key-org2":     idemCred("t1", "ns1", "w1", "c1", "co1", "o2"),
+}
+
+// idemCred is a credential under every name a policy may read a part by.
+func idemCred(tenant, ns, worker, client, company, org string) map[string]string {
+	return map[string]string{"tenant": tenant, "namespace": ns, "worker": worker,
+		"client": client, "clientId": client, "company": company, "companyId": company,
+		"organisation": org, "organization": org, "organizationId": org}
+}
+
+// idemScopeKeys are idemAPI's credentials by scope part, for the profile.
+func idemScopeKeys(p Profile) map[string]string {
+	switch p {
+	case ProfileCommerce:
+		return map[string]string{ScopeNamespace: "idem-key-ns2", ScopeWorker: "idem-key-worker2"}
+	case ProfileSeed003:
+		return map[string]string{ScopeClient: "idem-key-client2", ScopeCompany: "idem-key-company2", ScopeOrganization: "idem-key-org2"}
+	}
+	return nil
+}
+
+// idemAPI is POST /runs, GET /runs/{id} and POST /runs/{id}/cancel behind
+// idemkit's own Layer 1 (idem.Guard over the memory store, net/http
+// middleware), with the conformance-noop, -delay and -unavailable fixtures
+// and the ERP policy's public test route outside the Guard.
 func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	t.Helper()
-	tenants := map[string]string{"idem-key-1": "t1", "idem-key-2": "t2"}
-	tenantOf := func(r *http.Request) (string, bool) {
-		t, ok := tenants[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-		return t, ok
+	credOf := func(r *http.Request) (map[string]string, bool) {
+		c, ok := idemAPIKeys[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		return c, ok
 	}
-	// The ERP policy also scopes keys by the credential's client, company
-	// and organisation: here each API key's tenant stands for all three.
-	credentialOf := func(r *http.Request, _ string) string { t, _ := tenantOf(r); return t }
+	tenantOf := func(r *http.Request) (string, bool) {
+		c, ok := credOf(r)
+		return c["tenant"], ok
+	}
 	g, err := idem.New(idem.Config{
-		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf, HTTPCredential: credentialOf,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Store: memstore.New(), Policy: p, Wait: wait, HTTPTenant: tenantOf,
+		HTTPCredential: func(r *http.Request, name string) string { c, _ := credOf(r); return c[name] },
+		Logger:         slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +74,11 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	runs := map[string]string{}
 	seq := 0
 	writeJSON := func(w http.ResponseWriter, status int, v any) {
+		// Under the ERP policy an error envelope carries request_id; the
+		// Guard sets it to the current attempt's id.
+		if m, ok := v.(map[string]string); ok && m["error"] != "" && p.Name == "erp" {
+			m["request_id"] = ""
+		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(v)
@@ -55,8 +94,12 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 			WorkflowID string         `json:"workflowId"`
 			Inputs     map[string]any `json:"inputs"`
 		}
-		if json.NewDecoder(r.Body).Decode(&req) != nil || (req.WorkflowID != "conformance-noop" && req.WorkflowID != "conformance-delay") {
+		if json.NewDecoder(r.Body).Decode(&req) != nil || (req.WorkflowID != "conformance-noop" && req.WorkflowID != "conformance-delay" && req.WorkflowID != "conformance-unavailable") {
 			writeJSON(w, 400, map[string]string{"error": "validation_error", "message": "workflowId"})
+			return
+		}
+		if req.WorkflowID == "conformance-unavailable" {
+			writeJSON(w, 503, map[string]string{"error": "runner_unavailable", "message": "no runner"})
 			return
 		}
 		if ms, _ := req.Inputs["delayMs"].(float64); req.WorkflowID == "conformance-delay" {
@@ -69,6 +112,20 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 		mu.Unlock()
 		writeJSON(w, 201, map[string]string{"runId": id, "status": "pending"})
 	})))
+	mux.Handle("POST /runs/{id}/cancel", g.Handle("cancelRun", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tenant, _ := tenantOf(r)
+		mu.Lock()
+		owner, ok := runs[r.PathValue("id")]
+		mu.Unlock()
+		if !ok || owner != tenant {
+			writeJSON(w, 404, map[string]string{"error": "not_found", "message": "no such run"})
+			return
+		}
+		writeJSON(w, 200, map[string]string{"runId": r.PathValue("id"), "status": "cancelled"})
+	})))
+	mux.HandleFunc("POST /api/v1/inbound/work-orders/test", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]bool{"valid": true})
+	})
 	mux.HandleFunc("GET /runs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		tenant, _ := tenantOf(r)
 		mu.Lock()
@@ -85,8 +142,9 @@ func idemAPI(t *testing.T, p idem.Policy, wait time.Duration) *httptest.Server {
 	return srv
 }
 
-// idemkit's own Layer 1 passes the checker, in both profiles and with both
-// in-flight policies (bounded wait, immediate 409).
+// idemkit's own Layer 1 passes the checker, in every profile and with both
+// in-flight policies (bounded wait, immediate 409; the ERP policy allows
+// only the 409).
 func TestIdemGuardPasses(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -96,14 +154,16 @@ func TestIdemGuardPasses(t *testing.T) {
 	}{
 		{"openwop/wait", idem.PolicyOpenWOP, ProfileOpenWOP, 0},
 		{"openwop/409", idem.PolicyOpenWOP, ProfileOpenWOP, -1},
-		{"erp/wait", idem.PolicyERP, ProfileSeed003, 0},
+		{"commerce/wait", idem.PolicyCommerce, ProfileCommerce, 0},
+		{"commerce/409", idem.PolicyCommerce, ProfileCommerce, -1},
+		// The ERP policy answers a duplicate in progress 409 at once.
 		{"erp/409", idem.PolicyERP, ProfileSeed003, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			srv := idemAPI(t, tc.p, tc.wait)
 			rs, err := Run(context.Background(), Config{
-				BaseURL: srv.URL, APIKeys: []string{"idem-key-1", "idem-key-2"}, Profile: tc.profile,
+				BaseURL: srv.URL, APIKeys: []string{"idem-key-1", "idem-key-2"}, Profile: tc.profile, ScopeKeys: idemScopeKeys(tc.profile),
 				SlowBody: `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`,
 				Stagger:  150 * time.Millisecond,
 			})
@@ -111,6 +171,16 @@ func TestIdemGuardPasses(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range rs {
+				// Go's HTTP server trims the whitespace around a header value
+				// before any handler runs, so the net/http middleware cannot
+				// see it (idem's TestERPKeyWhitespaceInvisibleToNetHTTP); the
+				// API Gateway adapters can. The checker must still see it.
+				if tc.profile == ProfileSeed003 && r.Scenario == "key-whitespace" {
+					if r.Status != Fail {
+						t.Fatalf("key-whitespace %s over net/http: the middleware now sees raw whitespace; update this test:\n%s", r.Status, dump(rs))
+					}
+					continue
+				}
 				if r.Status != Pass {
 					t.Fatalf("idem.Guard:\n%s", dump(rs))
 				}

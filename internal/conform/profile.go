@@ -22,22 +22,49 @@ type rules struct {
 	// (OpenWOP).
 	noRetryDetails bool
 
-	// ERP policy response headers: key echo, X-Request-ID and
-	// Idempotency-Original-Request-ID.
-	requestIDs bool
+	// mismatchMessage, when set, is the mismatch envelope's message, exactly.
+	mismatchMessage string
+	// inFlightRetryAfter, when set, is the in-flight 409's Retry-After,
+	// exactly.
+	inFlightRetryAfter string
+	// inFlightNoWait: a duplicate of a request in progress is answered 409 at
+	// once, never held for the first one's answer (ERP policy).
+	inFlightNoWait bool
 }
 
+// The ERP policy's codes and messages.
+const (
+	erpInProgress       = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
+	erpConflict         = "IDEMPOTENCY_KEY_CONFLICT"
+	erpConflictMessage  = "The Idempotency-Key has already been used with a different request payload."
+	commerceMismatch    = "idempotency-mismatch"
+	commerceReplay      = "Idempotent-Replayed"
+	commerceMaxKeyChars = 255
+)
+
 func rulesFor(p Profile) rules {
-	if p == ProfileSeed003 {
+	switch p {
+	case ProfileSeed003:
 		return rules{
 			replayHeader:       "Idempotency-Replayed",
 			markFresh:          true,
 			invalidCodes:       nil, // the ERP policy names no code for a malformed key
 			validationCodes:    nil,
 			validationStatuses: []int{400, 422},
-			mismatchCodes:      []string{"idempotency_key_mismatch", "IDEMPOTENCY_KEY_CONFLICT"},
-			inFlightCodes:      []string{"idempotency_in_flight", "IDEMPOTENCY_REQUEST_IN_PROGRESS"},
-			requestIDs:         true,
+			mismatchCodes:      []string{erpConflict},
+			inFlightCodes:      []string{erpInProgress},
+			mismatchMessage:    erpConflictMessage,
+			inFlightRetryAfter: "2",
+			inFlightNoWait:     true,
+		}
+	case ProfileCommerce:
+		return rules{
+			replayHeader:       commerceReplay,
+			invalidCodes:       nil, // the commerce policy names no code for a malformed key
+			validationCodes:    nil,
+			validationStatuses: []int{400},
+			mismatchCodes:      []string{commerceMismatch},
+			inFlightCodes:      nil,
 		}
 	}
 	return rules{
@@ -78,6 +105,21 @@ func randomKey(n int, extra string) string {
 // reject with 400.
 func keyCases(p Profile) (accept, reject []keyCase) {
 	one := func(label, v string) keyCase { return keyCase{label, []string{v}} }
+	if p == ProfileCommerce {
+		accept = []keyCase{
+			one("UUIDv4", client.NewKey()),
+			one("1 character", randomKey(1, "")),
+			one("255 characters", randomKey(commerceMaxKeyChars, "")),
+			one("255 non-ASCII characters", strings.Repeat("é", commerceMaxKeyChars-22)+randomKey(22, "")),
+			one("non-ASCII", "commande-"+randomKey(16, "")+"-日本"),
+			one("with spaces, slash, colon and plus", "cart "+randomKey(16, "/:+")+" checkout"),
+		}
+		reject = []keyCase{
+			one("256 characters", randomKey(commerceMaxKeyChars+1, "")),
+			one("256 non-ASCII characters", strings.Repeat("é", commerceMaxKeyChars+1-22)+randomKey(22, "")),
+		}
+		return accept, reject
+	}
 	if p == ProfileSeed003 {
 		accept = []keyCase{
 			one("UUIDv4", client.NewKey()),
@@ -92,7 +134,6 @@ func keyCases(p Profile) (accept, reject []keyCase) {
 			one("slash", randomKey(30, "/")),
 			one("inner space", randomKey(15, "")+" "+randomKey(15, "")),
 			one("non-ASCII", randomKey(30, "")+"é"),
-			{"two Idempotency-Key headers", []string{client.NewKey(), client.NewKey()}},
 		}
 		return accept, reject
 	}

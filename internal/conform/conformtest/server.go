@@ -1,8 +1,10 @@
-// Package conformtest is a small, correct Layer-1 API (POST /runs and
-// GET /runs/{id} behind bearer API keys, with the conformance-noop and
-// conformance-delay fixtures) whose Breaks switch off one rule at a time. It
-// is the reference that `idemkit conform` is tested against: each break must
-// fail exactly the matching scenario.
+// Package conformtest is a small, correct Layer-1 API (POST /runs,
+// GET /runs/{id} and POST /runs/{id}/cancel behind bearer API keys, with the
+// conformance-noop, conformance-delay and conformance-unavailable fixtures,
+// and the ERP policy's public test route) following one of three policies
+// (OpenWOP, Commerce, ERP), whose Breaks switch off one rule at a time. It
+// is the reference that `idemkit conform` is tested against: each break
+// must fail exactly the matching scenario.
 package conformtest
 
 import (
@@ -17,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/internal/ids"
 )
@@ -24,7 +27,7 @@ import (
 // Breaks switches off one Layer-1 rule of Server each. The zero value is a
 // correct server.
 type Breaks struct {
-	NoReplayMarker       bool // replays carry no (openwop) or a "false" (ERP policy) marker
+	NoReplayMarker       bool // replays carry no (openwop, commerce) or a "false" (ERP policy) marker
 	MismatchLeaks        bool // the mismatch 409 embeds the cached body
 	MismatchReplays      bool // a different body under a used key gets the cached answer
 	InFlightRunsTwice    bool // a duplicate in flight runs the request again
@@ -32,7 +35,7 @@ type Breaks struct {
 	InFlightLeaseRetry   bool // the in-flight 409's Retry-After is a 300 s lease though the first request is running
 	InFlightRetryDetails bool // the in-flight 409 puts retry timing in details
 	GetHonoursKey        bool // GET goes through the idempotency layer
-	SharedTenants        bool // records are keyed without the tenant
+	SharedTenants        bool // records are keyed without the tenant (openwop)
 	CacheValidation      bool // 400 validation_error is cached
 	AcceptBadKeys        bool // the key grammar is not checked
 	NoKeyEcho            bool // ERP policy: the key is not echoed
@@ -46,36 +49,89 @@ type Breaks struct {
 	GetValidatesKey      bool // GET rejects a malformed Idempotency-Key (but caches nothing)
 	AcceptInvalidBody    bool // the request is not validated: no validation error ever
 
+	// Commerce policy.
+	SplitComma            bool // a key is cut at its first comma
+	RejectNonASCII        bool // keys with non-ASCII characters are rejected
+	OperationNotBound     bool // the operation is part of the scope instead of bound to the key: another operation runs
+	ScopeWithoutNamespace bool // records are keyed without the credential's namespace
+	ScopeWithoutWorker    bool // records are keyed without the calling worker
+	ForgetFailures        bool // a 5xx is not stored (retried, as under the OpenWOP default)
+	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
+	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
+	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
+
+	// ERP policy.
+	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
+	RouteNotScoped           bool // the scope lacks the method and route: the key on another route is a conflict
+	ScopeWithoutClient       bool // records are keyed without the client
+	ScopeWithoutCompany      bool // records are keyed without the company
+	ScopeWithoutOrganization bool // records are keyed without the organisation
+	StoreFailures            bool // a 5xx is stored and replayed instead of failed_retryable
+	ConflictMessageWrong     bool // the conflict 409's message is not the policy's text
+	NoEnvelopeRequestID      bool // error envelopes carry no request_id
+	InFlightRetryAfterOne    bool // the in-flight 409 says Retry-After: 1 instead of 2
+	TestRouteNeedsAuth       bool // the test route requires a credential
+	TestRouteIdempotent      bool // the test route goes through the idempotency layer
+
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
-	// (bounded) for the winner's final answer instead of getting 409.
+	// (bounded) for the winner's final answer instead of getting 409. The
+	// ERP policy forbids it (a duplicate gets 409 at once).
 	WaitInFlight bool
 }
 
-// API keys of the two tenants Server knows.
+// API keys Server knows. APIKey1 and APIKey2 differ in every credential
+// part; each of the others differs from APIKey1 in one part only.
 const (
-	APIKey1 = "key-tenant-1"
-	APIKey2 = "key-tenant-2"
+	APIKey1             = "key-tenant-1"
+	APIKey2             = "key-tenant-2"
+	APIKeyNamespace2    = "key-namespace-2"
+	APIKeyWorker2       = "key-worker-2"
+	APIKeyClient2       = "key-client-2"
+	APIKeyCompany2      = "key-company-2"
+	APIKeyOrganization2 = "key-organization-2"
 )
 
 // Profiles.
 const (
-	OpenWOP = "openwop"
-	Seed003 = "seed003"
+	OpenWOP  = "openwop"
+	Seed003  = "seed003"
+	ERP      = "erp" // another name for Seed003
+	Commerce = "commerce"
 )
+
+// ModeHeader is the commerce policy's wait-mode request header ("sync",
+// the default, or "async").
+const ModeHeader = "Idempotency-Mode"
+
+// TestRoutePath is the ERP policy's public format-validation route (POST).
+const TestRoutePath = "/api/v1/inbound/work-orders/test"
+
+// The ERP policy's conflict message.
+const erpConflictMessage = "The Idempotency-Key has already been used with a different request payload."
+
+// credential is what an API key authenticates.
+type credential struct {
+	tenant, worker, client, company, org string
+}
 
 // Server is the reference API. It is safe for concurrent use.
 type Server struct {
 	profile string
 	brk     Breaks
-	tenants map[string]string // API key -> tenant
+	creds   map[string]credential
 
 	mu      sync.Mutex
 	records map[string]*refRecord
-	runs    map[string]string // runId -> tenant
-	execs   int               // createRun executions
+	runs    map[string]*refRun
+	execs   int // createRun executions
+}
+
+type refRun struct {
+	tenant, status string
 }
 
 type refRecord struct {
+	op     string // the operation the key is bound to
 	digest string
 	done   bool
 	status int
@@ -83,13 +139,26 @@ type refRecord struct {
 	reqID  string
 }
 
-// New returns a Server following profile (OpenWOP, or Seed003 for the ERP policy) with the given
-// rules broken.
+// New returns a Server following profile (OpenWOP, Commerce, or Seed003/ERP
+// for the ERP policy) with the given rules broken.
 func New(profile string, b Breaks) *Server {
+	if profile == ERP {
+		profile = Seed003
+	}
+	c1 := credential{"t1", "w1", "c1", "co1", "o1"}
+	with := func(f func(*credential)) credential { c := c1; f(&c); return c }
 	return &Server{
 		profile: profile, brk: b,
-		tenants: map[string]string{APIKey1: "t1", APIKey2: "t2"},
-		records: map[string]*refRecord{}, runs: map[string]string{},
+		creds: map[string]credential{
+			APIKey1:             c1,
+			APIKey2:             {"t2", "w2", "c2", "co2", "o2"},
+			APIKeyNamespace2:    with(func(c *credential) { c.tenant = "t2" }),
+			APIKeyWorker2:       with(func(c *credential) { c.worker = "w2" }),
+			APIKeyClient2:       with(func(c *credential) { c.client = "c2" }),
+			APIKeyCompany2:      with(func(c *credential) { c.company = "co2" }),
+			APIKeyOrganization2: with(func(c *credential) { c.org = "o2" }),
+		},
+		records: map[string]*refRecord{}, runs: map[string]*refRun{},
 	}
 }
 
@@ -110,6 +179,44 @@ func envelopeBody(code, msg string, details map[string]any) []byte {
 	return b
 }
 
+// req is one request being served.
+type req struct {
+	w     http.ResponseWriter
+	r     *http.Request
+	id    string // the attempt id (X-Request-ID under the ERP policy)
+	cred  credential
+	rawWS bool // the raw Idempotency-Key header had surrounding whitespace
+}
+
+// fail writes an error envelope.
+func (s *Server) fail(q *req, status int, code, msg string, details map[string]any) {
+	s.respond(q, status, envelopeBody(code, msg, details))
+}
+
+// respond writes an answer; under the ERP policy an error envelope gets the
+// current attempt's request_id (also on a replay).
+func (s *Server) respond(q *req, status int, body []byte) {
+	if s.profile == Seed003 && status >= 400 && !s.brk.NoEnvelopeRequestID {
+		var m map[string]any
+		if json.Unmarshal(body, &m) == nil && m["error"] != nil {
+			m["request_id"] = q.id
+			body, _ = json.Marshal(m)
+		}
+	}
+	write(q.w, status, body)
+}
+
+// code is the profile's error code for a meaning.
+func (s *Server) code(meaning string) string {
+	switch s.profile {
+	case Seed003:
+		return map[string]string{"invalid": "IDEMPOTENCY_KEY_INVALID", "mismatch": "IDEMPOTENCY_KEY_CONFLICT", "inflight": "IDEMPOTENCY_REQUEST_IN_PROGRESS"}[meaning]
+	case Commerce:
+		return map[string]string{"invalid": "idempotency-key-invalid", "mismatch": "idempotency-mismatch", "inflight": "idempotency-in-flight"}[meaning]
+	}
+	return map[string]string{"invalid": "idempotency_key_invalid", "mismatch": "idempotency_key_mismatch", "inflight": "idempotency_in_flight"}[meaning]
+}
+
 func write(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -117,48 +224,97 @@ func write(w http.ResponseWriter, status int, body []byte) {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := "req-" + randID()
+	q := &req{w: w, r: r, id: "req-" + randID(), rawWS: rawKeyWhitespace(r)}
 	if s.profile == Seed003 {
-		w.Header().Set("X-Request-ID", reqID)
+		w.Header().Set("X-Request-ID", q.id)
 	}
-	tenant, ok := s.tenants[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+	if r.Method == http.MethodPost && r.URL.Path == TestRoutePath {
+		s.testRoute(q)
+		return
+	}
+	cred, ok := s.creds[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
 	if !ok {
-		write(w, 401, envelopeBody("unauthenticated", "no or unknown API key", nil))
+		if k := r.Header.Get("Idempotency-Key"); k != "" && s.brk.RecordUnauthenticated {
+			s.mu.Lock()
+			s.records["door\x00"+k] = &refRecord{done: true, status: 401, body: envelopeBody("unauthenticated", "no or unknown API key", nil)}
+			s.mu.Unlock()
+		}
+		s.fail(q, 401, "unauthenticated", "no or unknown API key", nil)
 		return
 	}
 	if s.brk.SharedTenants {
-		tenant = "shared"
+		cred.tenant = "shared"
 	}
+	q.cred = cred
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/runs":
-		s.idempotent(w, r, tenant, "createRun", reqID, s.createRun)
+		s.idempotent(q, s.createRun)
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/cancel"):
+		s.idempotent(q, s.cancelRun)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/runs/"):
 		if s.brk.GetHonoursKey {
-			s.idempotent(w, r, tenant, "getRun", reqID, s.getRun)
+			s.idempotent(q, s.getRun)
 			return
 		}
-		if vals := r.Header.Values("Idempotency-Key"); s.brk.GetValidatesKey && len(vals) > 0 && !s.validKey(vals) {
-			write(w, 400, envelopeBody("idempotency_key_invalid", "bad Idempotency-Key", nil))
+		if vals := r.Header.Values("Idempotency-Key"); s.brk.GetValidatesKey && len(vals) > 0 && !s.validKey(vals[0]) {
+			s.fail(q, 400, s.code("invalid"), "bad Idempotency-Key", nil)
 			return
 		}
 		body, _ := io.ReadAll(r.Body)
-		st, b := s.getRun(r, tenant, body)
-		write(w, st, b)
+		st, b := s.getRun(r, cred.tenant, body)
+		s.respond(q, st, b)
 	default:
-		write(w, 404, envelopeBody("not_found", "no such route", nil))
+		s.fail(q, 404, "not_found", "no such route", nil)
 	}
+}
+
+// testRoute is the ERP policy's format-validation route: public, no key
+// needed, no record.
+func (s *Server) testRoute(q *req) {
+	if s.brk.TestRouteNeedsAuth {
+		if _, ok := s.creds[strings.TrimPrefix(q.r.Header.Get("Authorization"), "Bearer ")]; !ok {
+			s.fail(q, 401, "unauthenticated", "no or unknown API key", nil)
+			return
+		}
+	}
+	h := func(r *http.Request, _ string, body []byte) (int, []byte) {
+		var obj map[string]any
+		if json.Unmarshal(body, &obj) != nil || obj == nil {
+			return 400, envelopeBody("VALIDATION_ERROR", "the body must be a JSON object", nil)
+		}
+		return 200, []byte(`{"valid":true}`)
+	}
+	if s.brk.TestRouteIdempotent {
+		q.cred = credential{tenant: "anonymous"}
+		s.idempotent(q, h)
+		return
+	}
+	body, _ := io.ReadAll(q.r.Body)
+	st, b := h(q.r, "", body)
+	s.respond(q, st, b)
 }
 
 var seed003Key = regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
 
-func (s *Server) validKey(vals []string) bool {
-	if s.brk.RejectValidKeys && len(vals[0]) > 64 {
+func (s *Server) validKey(k string) bool {
+	if s.brk.RejectValidKeys && utf8.RuneCountInString(k) > 64 {
 		return false
 	}
-	if s.profile == Seed003 {
-		return (len(vals) == 1 || s.brk.AcceptDuplicateKeys) && seed003Key.MatchString(vals[0])
+	switch s.profile {
+	case Seed003:
+		return seed003Key.MatchString(k)
+	case Commerce:
+		if s.brk.RejectNonASCII {
+			for i := 0; i < len(k); i++ {
+				if k[i] >= 0x80 {
+					return false
+				}
+			}
+		}
+		n := utf8.RuneCountInString(k)
+		return utf8.ValidString(k) && n >= 1 && n <= 255
 	}
-	return ids.ValidKey(vals[0])
+	return ids.ValidKey(k)
 }
 
 // Executions returns how many times createRun ran.
@@ -186,58 +342,144 @@ func (s *Server) mark(w http.ResponseWriter, replay bool) {
 	switch {
 	case s.profile == Seed003:
 		w.Header().Set("Idempotency-Replayed", fmt.Sprint(replay && !s.brk.NoReplayMarker))
+	case replay && !s.brk.NoReplayMarker && s.profile == Commerce:
+		w.Header().Set("Idempotent-Replayed", "true")
 	case replay && !s.brk.NoReplayMarker:
 		w.Header().Set("OpenWOP-Idempotent-Replay", "true")
 	}
 }
 
-func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, reqID string, h handlerFunc) {
+// scope is the record key's scope and the operation bound to the key.
+func (s *Server) scope(q *req) (scope, op string) {
+	c := q.cred
+	op = q.r.Method + " " + q.r.URL.Path
+	switch s.profile {
+	case Commerce:
+		ns, wk := c.tenant, c.worker
+		if s.brk.ScopeWithoutNamespace {
+			ns = "*"
+		}
+		if s.brk.ScopeWithoutWorker {
+			wk = "*"
+		}
+		scope = ns + "\x00" + wk
+		if s.brk.OperationNotBound {
+			scope += "\x00" + op
+		}
+		return scope, op
+	case Seed003:
+		cl, co, org := c.client, c.company, c.org
+		if s.brk.ScopeWithoutClient {
+			cl = "*"
+		}
+		if s.brk.ScopeWithoutCompany {
+			co = "*"
+		}
+		if s.brk.ScopeWithoutOrganization {
+			org = "*"
+		}
+		scope = cl + "\x00" + co + "\x00" + org
+		if !s.brk.RouteNotScoped {
+			scope += "\x00" + op
+		}
+		return scope, op
+	}
+	return c.tenant + "\x00" + op, op
+}
+
+// cached reports whether an outcome is stored (and replayed).
+func (s *Server) cached(st int) bool {
+	switch {
+	case st >= 500:
+		return s.profile == Commerce && !s.brk.ForgetFailures || s.profile != Commerce && s.brk.StoreFailures
+	case st == 429 || st == 401 || st == 403:
+		return false
+	case st == 400:
+		return s.brk.CacheValidation
+	}
+	return true
+}
+
+func (s *Server) idempotent(q *req, h handlerFunc) {
+	w, r := q.w, q.r
 	body, _ := io.ReadAll(r.Body)
 	vals := r.Header.Values("Idempotency-Key")
 	if len(vals) == 0 {
-		st, b := h(r, tenant, body)
-		write(w, st, b)
+		st, b := h(r, q.cred.tenant, body)
+		s.respond(q, st, b)
 		return
 	}
-	if !s.brk.AcceptBadKeys && !s.validKey(vals) {
-		write(w, 400, envelopeBody("idempotency_key_invalid", "bad Idempotency-Key", nil))
+	switch {
+	case len(vals) > 1 && !s.brk.AcceptDuplicateKeys:
+		s.fail(q, 400, s.code("invalid"), "several Idempotency-Key headers", nil)
+		return
+	case s.profile == Seed003 && q.rawWS && !s.brk.AcceptKeyWhitespace:
+		s.fail(q, 400, s.code("invalid"), "whitespace around the Idempotency-Key", nil)
+		return
+	case !s.brk.AcceptBadKeys && !s.validKey(vals[0]):
+		s.fail(q, 400, s.code("invalid"), "bad Idempotency-Key", nil)
 		return
 	}
 	key := vals[0]
+	if s.brk.SplitComma {
+		key, _, _ = strings.Cut(key, ",")
+	}
 	if s.profile == Seed003 && !s.brk.NoKeyEcho {
 		w.Header().Set("Idempotency-Key", key)
 	}
 	d := Digest(body)
-	rk := tenant + "\x00" + op + "\x00" + key
+	scope, op := s.scope(q)
+	rk := scope + "\x00" + key
 	s.mu.Lock()
 	rec := s.records[rk]
+	if door := s.records["door\x00"+key]; door != nil && s.brk.RecordUnauthenticated {
+		rec = door
+	}
 	if rec != nil {
 		switch {
-		case rec.digest != d && rec.done && s.brk.MismatchReplays:
-		case rec.digest != d:
+		case rec.digest != d && rec.op == op && rec.done && s.brk.MismatchReplays:
+		case rec.op != "" && (rec.digest != d || rec.op != op):
 			var details map[string]any
 			if s.brk.MismatchLeaks && rec.done {
 				details = map[string]any{"cached": string(rec.body)}
 			}
 			s.mu.Unlock()
-			code := "idempotency_key_mismatch"
+			if s.brk.MismatchRuns {
+				h(r, q.cred.tenant, body)
+			}
+			code, msg := s.code("mismatch"), "key reused with another request"
+			if s.profile == Seed003 && !s.brk.ConflictMessageWrong {
+				msg = erpConflictMessage
+			}
 			if s.brk.MismatchWrongCode {
 				code = "conflict"
 			}
-			write(w, 409, envelopeBody(code, "key reused with another request", details))
+			s.fail(q, 409, code, msg, details)
 			return
 		case rec.done && s.brk.ReplayReruns:
 			s.mu.Unlock()
-			st, b := h(r, tenant, body)
+			st, b := h(r, q.cred.tenant, body)
 			w.Header().Set("OpenWOP-Idempotent-Replay", "true")
 			w.Header().Set("Idempotency-Replayed", "true")
-			write(w, st, b)
+			w.Header().Set("Idempotent-Replayed", "true")
+			s.respond(q, st, b)
 			return
 		case !rec.done && s.brk.InFlightRunsTwice:
 			s.mu.Unlock()
-			st, b := h(r, tenant, body)
+			st, b := h(r, q.cred.tenant, body)
 			s.mark(w, false)
-			write(w, st, b)
+			if s.profile == Seed003 {
+				w.Header().Set("Idempotency-Original-Request-ID", q.id)
+			}
+			s.respond(q, st, b)
+			return
+		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
+			reqID := rec.reqID
+			s.mu.Unlock()
+			s.mark(w, true)
+			w.Header().Set("Retry-After", "1")
+			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
+			s.respond(q, 202, b)
 			return
 		case !rec.done && s.brk.WaitInFlight:
 			for deadline := time.Now().Add(10 * time.Second); !rec.done && time.Now().Before(deadline); {
@@ -248,7 +490,7 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 			if !rec.done {
 				s.mu.Unlock()
 				w.Header().Set("Retry-After", "1")
-				write(w, 409, envelopeBody("idempotency_in_flight", "same key in progress", nil))
+				s.fail(q, 409, s.code("inflight"), "same key in progress", nil)
 				return
 			}
 		case !rec.done:
@@ -257,18 +499,20 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 			case s.brk.InFlightNoRetryAfter:
 			case s.brk.InFlightLeaseRetry:
 				w.Header().Set("Retry-After", "295")
+			case s.profile == Seed003 && !s.brk.InFlightRetryAfterOne:
+				w.Header().Set("Retry-After", "2")
 			default:
-				w.Header().Set("Retry-After", map[bool]string{true: "2", false: "1"}[s.profile == Seed003])
+				w.Header().Set("Retry-After", "1")
 			}
 			var details map[string]any
 			if s.brk.InFlightRetryDetails {
 				details = map[string]any{"retryAfterMs": 1000}
 			}
-			code := "idempotency_in_flight"
+			code := s.code("inflight")
 			if s.brk.InFlightWrongCode {
 				code = "conflict"
 			}
-			write(w, 409, envelopeBody(code, "same key in progress", details))
+			s.fail(q, 409, code, "same key in progress", details)
 			return
 		}
 		s.mu.Unlock()
@@ -279,19 +523,17 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 				w.Header().Set("X-Request-ID", rec.reqID)
 			}
 		}
-		write(w, rec.status, rec.body)
+		s.respond(q, rec.status, rec.body)
 		return
 	}
-	rec = &refRecord{digest: d, reqID: reqID}
+	rec = &refRecord{op: op, digest: d, reqID: q.id}
 	s.records[rk] = rec
 	s.mu.Unlock()
 
-	st, b := h(r, tenant, body)
+	st, b := h(r, q.cred.tenant, body)
 
 	s.mu.Lock()
-	cached := st >= 200 && st <= 299 ||
-		st >= 400 && st <= 499 && st != 429 && st != 401 && st != 403 && (st != 400 || s.brk.CacheValidation)
-	if cached {
+	if s.cached(st) {
 		rec.done, rec.status, rec.body = true, st, b
 	} else {
 		delete(s.records, rk)
@@ -299,9 +541,9 @@ func (s *Server) idempotent(w http.ResponseWriter, r *http.Request, tenant, op, 
 	s.mu.Unlock()
 	s.mark(w, false)
 	if s.profile == Seed003 {
-		w.Header().Set("Idempotency-Original-Request-ID", reqID)
+		w.Header().Set("Idempotency-Original-Request-ID", q.id)
 	}
-	write(w, st, b)
+	s.respond(q, st, b)
 }
 
 func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []byte) {
@@ -333,13 +575,15 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 	case "conformance-delay":
 		ms, _ := inputs["delayMs"].(float64)
 		time.Sleep(time.Duration(ms) * time.Millisecond)
+	case "conformance-unavailable":
+		return 503, envelopeBody("runner_unavailable", "the conformance-unavailable workflow never has a runner", nil)
 	default:
 		return 400, envelopeBody("validation_error", "workflowId missing or unknown", nil)
 	}
 	s.mu.Lock()
 	s.execs++
 	id := fmt.Sprintf("run-%d-%s", s.execs, randID())
-	s.runs[id] = tenant
+	s.runs[id] = &refRun{tenant: tenant, status: "pending"}
 	s.mu.Unlock()
 	b, _ := json.Marshal(map[string]string{"runId": id, "status": "pending", "eventsUrl": "/runs/" + id + "/events"})
 	return 201, b
@@ -348,11 +592,28 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 func (s *Server) getRun(r *http.Request, tenant string, body []byte) (int, []byte) {
 	id := strings.TrimPrefix(r.URL.Path, "/runs/")
 	s.mu.Lock()
-	owner, ok := s.runs[id]
+	run, ok := s.runs[id]
+	var st string
+	if ok {
+		st = run.status
+	}
 	s.mu.Unlock()
-	if !ok || owner != tenant {
+	if !ok || run.tenant != tenant {
 		return 404, envelopeBody("not_found", "no such run", nil)
 	}
-	b, _ := json.Marshal(map[string]string{"runId": id, "status": "completed"})
+	b, _ := json.Marshal(map[string]string{"runId": id, "status": st})
+	return 200, b
+}
+
+func (s *Server) cancelRun(r *http.Request, tenant string, body []byte) (int, []byte) {
+	id := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/runs/"), "/cancel")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run, ok := s.runs[id]
+	if !ok || run.tenant != tenant {
+		return 404, envelopeBody("not_found", "no such run", nil)
+	}
+	run.status = "cancelled"
+	b, _ := json.Marshal(map[string]string{"runId": id, "status": run.status})
 	return 200, b
 }
