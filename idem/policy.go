@@ -146,6 +146,12 @@ type InFlightAnswer struct {
 	// whose owner looks dead is told the time until its lease can be
 	// reclaimed instead (at least RetryAfter).
 	Fixed bool
+	// NoWait answers a duplicate of a still-pending request at once with
+	// the in-flight answer, without holding it on the first request
+	// (Config.Wait is not used): the ERP policy, whose callers wait the
+	// Retry-After and retry. Default false: the duplicate waits up to
+	// Config.Wait for the first request's outcome.
+	NoWait bool
 	// ModeHeader, when set, names the request header by which a caller
 	// says how a duplicate of a still-pending request waits (the commerce
 	// policy: HeaderMode, "Idempotency-Mode"). Its values, in any letter

@@ -37,7 +37,8 @@ var (
 	// answers replayed); retention 720 h; every guarded response carries
 	// "Idempotency-Replayed: true|false", the key echoed in
 	// "Idempotency-Key", "Idempotency-Original-Request-ID" and
-	// "X-Request-ID"; in-flight answers always carry "Retry-After: 2"; error
+	// "X-Request-ID"; a duplicate of a pending request is answered at once
+	// (never held) and in-flight answers always carry "Retry-After: 2"; error
 	// envelopes carry the ERP service's own codes and the current attempt's
 	// request_id (ERPErrorBody), and a handler's JSON body with a top-level
 	// request_id carries the current attempt's on every answer, replays
@@ -53,7 +54,7 @@ var (
 		Cache:           CacheOpenWOP,
 		Retention:       720 * time.Hour,
 		Headers:         erpHeaders,
-		InFlight:        InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true},
+		InFlight:        InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true, NoWait: true},
 		Canonical:       CanonicalERP,
 		ErrorBody:       ERPErrorBody,
 		RequestIDMember: RequestIDMember,

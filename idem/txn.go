@@ -300,7 +300,7 @@ const (
 // waitUntil returns the wall-clock end of a duplicate's wait.
 func (g *Guard) waitUntil(ctx context.Context) time.Time {
 	now := time.Now()
-	if g.cfg.Wait < 0 {
+	if g.cfg.Wait < 0 || g.cfg.Policy.InFlight.NoWait {
 		return now
 	}
 	until := now.Add(g.cfg.Wait)

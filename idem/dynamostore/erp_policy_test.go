@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -565,4 +566,66 @@ func TestERPRawBodySHA256BesideCanonicalHashAcrossFormats(t *testing.T) {
 			t.Fatalf("handler ran %d times, want 1", n)
 		}
 	})
+}
+
+// TestERPInProgressAnsweredAtOnce: under the ERP policy a duplicate of a
+// request still processing is answered 409 IDEMPOTENCY_REQUEST_IN_PROGRESS
+// with Retry-After: 2 at once, never held on the first request: its caller
+// waits the Retry-After and retries. The guard is configured to wait an
+// hour and the call's deadline is far away; the answer comes before either
+// and the first request is still running when it does; the duplicate
+// never polls the record.
+func TestERPInProgressAnsweredAtOnce(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		clk := &guardClock{now: v.now}
+		gets := &getCounter{Store: v.s}
+		g := erpGuard(t, gets, clk, func(c *idem.Config) { c.Wait = time.Hour })
+		key := erpKey()
+		release, started := make(chan struct{}), make(chan struct{})
+		h := &countingHandler{before: func(_ context.Context, n int32) {
+			if n == 1 {
+				close(started)
+				<-release
+			}
+		}}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = g.HTTPAPI(h.serve)(ctxT(t), guardEvent(key, `{"n":1}`))
+		}()
+		defer wg.Wait()
+		defer close(release)
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		r, err := g.HTTPAPI(h.serve)(ctx, guardEvent(key, `{"n":1}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := gets.n.Load(); n != 0 {
+			t.Fatalf("the duplicate was held, polling the record %d times", n)
+		}
+		select {
+		case <-release:
+			t.Fatal("the duplicate was answered after the first request ended")
+		default:
+		}
+		if env := erpError(t, r); r.StatusCode != 409 || env.Error != idem.CodeERPRequestInProgress || r.Headers[idem.HeaderRetryAfter] != "2" {
+			t.Fatalf("in progress: %d %v %s", r.StatusCode, r.Headers, r.Body)
+		}
+	})
+}
+
+// getCounter counts the Store's Get calls (a held duplicate polls with
+// them).
+type getCounter struct {
+	idem.Store
+	n atomic.Int32
+}
+
+func (c *getCounter) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
+	c.n.Add(1)
+	return c.Store.Get(ctx, id, now)
 }
