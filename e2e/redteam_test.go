@@ -30,7 +30,9 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -100,7 +102,7 @@ type rtStack struct {
 	faults, runFaults     *dynamotest.Faults
 	client                *dynamodb.Client
 	runsTable, effTable   string
-	runs                  *host.DynamoRuns
+	runs                  *runs.DynamoRuns
 	guard                 *idem.Guard
 	api                   *apifn.Handler
 	transactional         bool
@@ -128,11 +130,11 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 	if !transactional {
 		runsClient = e.Client(dynamotest.FastRetries, s.runFaults.Middleware())
 	}
-	s.runs = &host.DynamoRuns{Client: runsClient, Table: s.runsTable, Transactional: transactional}
+	s.runs = &runs.DynamoRuns{Client: runsClient, Table: s.runsTable, Transactional: transactional}
 	nop := func(context.Context, time.Duration) error { return nil }
 	s.sleep.Store(&nop)
 	s.api, err = apifn.New(apifn.Config{Runs: s.runs, Guard: s.guard, Ledger: s.newLedger(t, e.Client()),
-		Webhook: host.WebhookPolicy{AllowLoopback: true}, Now: s.clock.Now, Logger: s.logger,
+		Webhook: webhook.WebhookPolicy{AllowLoopback: true}, Now: s.clock.Now, Logger: s.logger,
 		Sleep: func(ctx context.Context, d time.Duration) error { return (*s.sleep.Load())(ctx, d) }})
 	must(t, err)
 	return s
@@ -152,9 +154,9 @@ func (s *rtStack) newLedger(t *testing.T, api ledgerdynamo.API) *ledger.Ledger {
 // newExecutor is one executor instance (its own ledger and webhook client).
 func (s *rtStack) newExecutor(t *testing.T, api ledgerdynamo.API) *execfn.Executor {
 	l := s.newLedger(t, api)
-	wh := &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, MaxTries: 3,
+	wh := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, MaxTries: 3,
 		Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
-	return &execfn.Executor{Runs: &host.DynamoRuns{Client: s.e.Client(), Table: s.runsTable}, Webhook: wh,
+	return &execfn.Executor{Runs: &runs.DynamoRuns{Client: s.e.Client(), Table: s.runsTable}, Webhook: wh,
 		Now: s.clock.Now, Logger: s.logger}
 }
 
@@ -181,7 +183,7 @@ func (s *rtStack) runItems(t *testing.T) []map[string]types.AttributeValue {
 }
 
 // insert is the runs stream's INSERT record of runID, as the executor gets it.
-func (s *rtStack) insert(t *testing.T, runID string) host.StreamRecord {
+func (s *rtStack) insert(t *testing.T, runID string) stream.StreamRecord {
 	t.Helper()
 	out, err := s.e.Client().GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(s.runsTable),
 		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: runID}}, ConsistentRead: aws.Bool(true)})
@@ -189,7 +191,7 @@ func (s *rtStack) insert(t *testing.T, runID string) host.StreamRecord {
 	if len(out.Item) == 0 {
 		t.Fatalf("run %s not in the table", runID)
 	}
-	return host.StreamRecord{EventID: "ev-" + runID, EventName: "INSERT", Keys: map[string]types.AttributeValue{"pk": out.Item["pk"]}, NewImage: out.Item}
+	return stream.StreamRecord{EventID: "ev-" + runID, EventName: "INSERT", Keys: map[string]types.AttributeValue{"pk": out.Item["pk"]}, NewImage: out.Item}
 }
 
 func rtKey() string {
@@ -471,7 +473,7 @@ func (c *crashAPI) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...
 }
 
 // handleAll runs HandleRecords of each executor concurrently.
-func handleAll(ctx context.Context, xs []*execfn.Executor, recs []host.StreamRecord) {
+func handleAll(ctx context.Context, xs []*execfn.Executor, recs []stream.StreamRecord) {
 	var wg sync.WaitGroup
 	for _, x := range xs {
 		wg.Add(1)
@@ -497,7 +499,7 @@ func checkOneEffect(t *testing.T, s *rtStack, rv *receiver, runID string, want .
 	}
 	r, err := s.runs.Get(context.Background(), runID)
 	must(t, err)
-	if r.Status != host.StatusCompleted {
+	if r.Status != runs.StatusCompleted {
 		t.Fatalf("run %s: %s (%s)", runID, r.Status, r.LastError)
 	}
 	p, err := s.newLedger(t, s.e.Client()).Witness(context.Background(), runID)
@@ -532,9 +534,9 @@ func testExecutorDuplicates(t *testing.T, e *dynamotest.Emulator) {
 		_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, 1))
 		id := m["runId"].(string)
 		rec := s.insert(t, id)
-		handleAll(context.Background(), s.executors(t, 8), []host.StreamRecord{rec})
+		handleAll(context.Background(), s.executors(t, 8), []stream.StreamRecord{rec})
 		// The event source mapping retries a whole batch holding the record.
-		handleAll(context.Background(), s.executors(t, 2), []host.StreamRecord{rec, rec})
+		handleAll(context.Background(), s.executors(t, 2), []stream.StreamRecord{rec, rec})
 		checkOneEffect(t, s, rv, id, ledger.AttemptCompleted)
 		if req, _ := rv.stats(); req != 1 {
 			t.Fatalf("%d provider requests, want 1", req)
@@ -550,18 +552,18 @@ func testExecutorDuplicates(t *testing.T, e *dynamotest.Emulator) {
 		// Claim and fire mark reach the table, the provider is called, then
 		// the instance dies before recording the outcome.
 		crashed := s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})
-		if retry := crashed.HandleRecords(context.Background(), []host.StreamRecord{rec}); len(retry) == 0 {
+		if retry := crashed.HandleRecords(context.Background(), []stream.StreamRecord{rec}); len(retry) == 0 {
 			t.Fatal("the crashed executor reported success")
 		}
 		// Redeliveries while its lease is live: in flight, nothing fires.
-		handleAll(context.Background(), s.executors(t, 4), []host.StreamRecord{rec})
+		handleAll(context.Background(), s.executors(t, 4), []stream.StreamRecord{rec})
 		if req, _ := rv.stats(); req != 1 {
 			t.Fatalf("%d provider requests while the lease was live", req)
 		}
 		// The lease runs out; redeliveries race to reclaim.
 		s.clock.Add(rtLease + time.Second)
-		handleAll(context.Background(), s.executors(t, 6), []host.StreamRecord{rec})
-		handleAll(context.Background(), s.executors(t, 1), []host.StreamRecord{rec, rec})
+		handleAll(context.Background(), s.executors(t, 6), []stream.StreamRecord{rec})
+		handleAll(context.Background(), s.executors(t, 1), []stream.StreamRecord{rec, rec})
 		checkOneEffect(t, s, rv, id, ledger.AttemptEscaped, ledger.AttemptCompleted)
 		if req, _ := rv.stats(); req != 2 {
 			t.Fatalf("%d provider requests, want 2 (one per attempt)", req)
@@ -576,13 +578,13 @@ func testExecutorDuplicates(t *testing.T, e *dynamotest.Emulator) {
 		_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, 3))
 		id := m["runId"].(string)
 		rec := s.insert(t, id)
-		if retry := s.newExecutor(t, e.Client()).HandleRecords(ctx, []host.StreamRecord{rec}); len(retry) == 0 {
+		if retry := s.newExecutor(t, e.Client()).HandleRecords(ctx, []stream.StreamRecord{rec}); len(retry) == 0 {
 			t.Fatal("the cancelled executor reported success")
 		}
 		rv.mu.Lock()
 		rv.hold = nil
 		rv.mu.Unlock()
-		handleAll(context.Background(), s.executors(t, 6), []host.StreamRecord{rec})
+		handleAll(context.Background(), s.executors(t, 6), []stream.StreamRecord{rec})
 		checkOneEffect(t, s, rv, id, ledger.AttemptEscaped, ledger.AttemptCompleted)
 	})
 }
@@ -605,17 +607,17 @@ func testStaleExecutor(t *testing.T, e *dynamotest.Emulator) {
 	rec := s.insert(t, id)
 	staleDone := make(chan []string)
 	stale := s.newExecutor(t, e.Client())
-	go func() { staleDone <- stale.HandleRecords(context.Background(), []host.StreamRecord{rec}) }()
+	go func() { staleDone <- stale.HandleRecords(context.Background(), []stream.StreamRecord{rec}) }()
 	<-entered
 	rv.mu.Lock()
 	rv.hold = nil
 	rv.mu.Unlock()
 	s.clock.Add(rtLease + time.Second)
-	if retry := s.newExecutor(t, e.Client()).HandleRecords(context.Background(), []host.StreamRecord{rec}); len(retry) != 0 {
+	if retry := s.newExecutor(t, e.Client()).HandleRecords(context.Background(), []stream.StreamRecord{rec}); len(retry) != 0 {
 		t.Fatalf("the reclaiming executor: retry %v", retry)
 	}
 	l := s.newLedger(t, e.Client())
-	id0, err := host.WebhookIdentity(mustRun(t, s, id))
+	id0, err := webhook.WebhookIdentity(mustRun(t, s, id))
 	must(t, err)
 	before, err := l.Lookup(context.Background(), id0.EffectID)
 	must(t, err)
@@ -631,7 +633,7 @@ func testStaleExecutor(t *testing.T, e *dynamotest.Emulator) {
 	checkOneEffect(t, s, rv, id, ledger.AttemptEscaped, ledger.AttemptCompleted)
 }
 
-func mustRun(t *testing.T, s *rtStack, id string) host.Run {
+func mustRun(t *testing.T, s *rtStack, id string) runs.Run {
 	t.Helper()
 	r, err := s.runs.Get(context.Background(), id)
 	must(t, err)
@@ -646,7 +648,7 @@ func mustRun(t *testing.T, s *rtStack, id string) host.Run {
 func TestRedTeamComposition(t *testing.T) {
 	stackModes(t, func(t *testing.T, s *rtStack) {
 		rv := newReceiver(t)
-		deliver := func(recs ...host.StreamRecord) {
+		deliver := func(recs ...stream.StreamRecord) {
 			handleAll(context.Background(), s.executors(t, 3), recs)
 		}
 
@@ -928,13 +930,13 @@ func TestRedTeamExecutorFaults(t *testing.T) {
 					_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, order))
 					id := m["runId"].(string)
 					rec := s.insert(t, id)
-					s.newExecutor(t, &faultAPI{API: e.Client(), at: at, lost: lost}).HandleRecords(context.Background(), []host.StreamRecord{rec})
-					for i := 0; mustRun(t, s, id).Status != host.StatusCompleted; i++ {
+					s.newExecutor(t, &faultAPI{API: e.Client(), at: at, lost: lost}).HandleRecords(context.Background(), []stream.StreamRecord{rec})
+					for i := 0; mustRun(t, s, id).Status != runs.StatusCompleted; i++ {
 						if i > 3 {
 							t.Fatalf("run %s: %+v", id, mustRun(t, s, id))
 						}
 						s.clock.Add(rtLease + time.Second)
-						handleAll(context.Background(), s.executors(t, 3), []host.StreamRecord{rec})
+						handleAll(context.Background(), s.executors(t, 3), []stream.StreamRecord{rec})
 					}
 					if _, effects := rv.stats(); effects != 1 {
 						t.Fatalf("%d effects", effects)
@@ -968,12 +970,12 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 			return x
 		}
 		crashed := lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2}))
-		crashed.HandleRecords(context.Background(), []host.StreamRecord{rec})
+		crashed.HandleRecords(context.Background(), []stream.StreamRecord{rec})
 		if req, _ := rv.stats(); req != 1 {
 			t.Fatalf("the crashed executor made %d provider requests", req)
 		}
 		for try := 2; try <= 3; try++ {
-			retry := lastTry(s.newExecutor(t, e.Client())).HandleRecords(context.Background(), []host.StreamRecord{rec})
+			retry := lastTry(s.newExecutor(t, e.Client())).HandleRecords(context.Background(), []stream.StreamRecord{rec})
 			if try < 3 && len(retry) != 1 {
 				t.Fatalf("try %d inside the lease: retry %v", try, retry)
 			}
@@ -992,7 +994,7 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 			t.Fatalf("%d provider requests, want 2 (the crashed attempt and its reclaim, one key)", req)
 		}
 		s.clock.Add(rtLease + time.Second)
-		handleAll(context.Background(), s.executors(t, 2), []host.StreamRecord{rec}) // ended runs are dropped
+		handleAll(context.Background(), s.executors(t, 2), []stream.StreamRecord{rec}) // ended runs are dropped
 		checkOneEffect(t, s, rv, id, ledger.AttemptEscaped, ledger.AttemptCompleted)
 
 		// When the lease cannot end within the last try's deadline the run
@@ -1003,15 +1005,15 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 		rec = s.insert(t, id)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})).HandleRecords(ctx, []host.StreamRecord{rec})
+		lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})).HandleRecords(ctx, []stream.StreamRecord{rec})
 		for i := 0; i < 2; i++ {
-			lastTry(s.newExecutor(t, e.Client())).HandleRecords(ctx, []host.StreamRecord{rec})
+			lastTry(s.newExecutor(t, e.Client())).HandleRecords(ctx, []stream.StreamRecord{rec})
 		}
-		if r := mustRun(t, s, id); r.Status != host.StatusFailed || waits.Load() != 1 {
+		if r := mustRun(t, s, id); r.Status != runs.StatusFailed || waits.Load() != 1 {
 			t.Fatalf("run %s (%s), %d waits", r.Status, r.Error, waits.Load())
 		}
 		s.clock.Add(rtLease + time.Second)
-		handleAll(context.Background(), s.executors(t, 2), []host.StreamRecord{rec})
+		handleAll(context.Background(), s.executors(t, 2), []stream.StreamRecord{rec})
 		if req, effects := rv.stats(); req != 3 || effects != 2 {
 			t.Fatalf("%d provider requests, %d effects (two runs)", req, effects)
 		}
@@ -1037,7 +1039,7 @@ func TestRedTeamBusinessKey(t *testing.T) {
 		rv := newReceiver(t)
 		body := fmt.Sprintf(`{"workflowId":"webhook","inputs":{"url":%q,"payload":{"order":77},"businessKey":"order-77/confirm"}}`, rv.URL+"/hook")
 		var ids []string
-		var recs []host.StreamRecord
+		var recs []stream.StreamRecord
 		for _, k := range []string{rtKey(), rtKey()} {
 			r, m := s.post(t, "acme", k, body)
 			if r.StatusCode != 201 || header.First(r.Headers, "OpenWOP-Idempotent-Replay") == "true" {
@@ -1052,14 +1054,17 @@ func TestRedTeamBusinessKey(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, rec := range recs {
 			wg.Add(1)
-			go func() { defer wg.Done(); handleAll(context.Background(), s.executors(t, 3), []host.StreamRecord{rec}) }()
+			go func() {
+				defer wg.Done()
+				handleAll(context.Background(), s.executors(t, 3), []stream.StreamRecord{rec})
+			}()
 		}
 		wg.Wait()
 		handleAll(context.Background(), s.executors(t, 2), recs) // a batch retry holding both
 		if req, effects := rv.stats(); req != 1 || effects != 1 {
 			t.Fatalf("one business event: %d provider requests, %d effects", req, effects)
 		}
-		want, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: host.WebhookOperation, Key: "order-77/confirm"})
+		want, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: webhook.WebhookOperation, Key: "order-77/confirm"})
 		must(t, err)
 		rv.mu.Lock()
 		n := rv.effects[want.ProviderKey]
@@ -1069,7 +1074,7 @@ func TestRedTeamBusinessKey(t *testing.T) {
 		}
 		listed := 0
 		for _, id := range ids {
-			if r := mustRun(t, s, id); r.Status != host.StatusCompleted {
+			if r := mustRun(t, s, id); r.Status != runs.StatusCompleted {
 				t.Fatalf("run %s: %s (%s)", id, r.Status, r.Error)
 			}
 			p, err := s.newLedger(t, s.e.Client()).Witness(context.Background(), id)

@@ -8,7 +8,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/ids"
 )
@@ -55,7 +56,7 @@ func (a attrFlag) Set(v string) error {
 	if _, dup := a[name]; dup {
 		return fmt.Errorf("attribute %s given twice", name)
 	}
-	if err := host.ValidAttr(name, value); err != nil {
+	if err := apikeys.ValidAttr(name, value); err != nil {
 		return err
 	}
 	a[name] = value
@@ -72,7 +73,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (emulator/LocalStack); default: AWS, with the default credential chain")
-	table := fs.String("table", "", "api-keys table; default $"+host.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
+	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
 	attrs := attrFlag{}
 	fs.Var(attrs, "attr", "credential attribute NAME=VALUE passed to the authorizer context (repeatable), e.g. namespace=shop")
@@ -84,7 +85,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match "+ids.TenantGrammar)
 		return 2
 	}
-	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, host.EnvAPIKeysTable, "ApiKeysTable")
+	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, settings.EnvAPIKeysTable, "ApiKeysTable")
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 		if errors.As(err, new(noTableError)) {
@@ -92,12 +93,12 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		return 1
 	}
-	key := host.NewAPIKey()
-	cred := host.Credential{Tenant: *tenant}
+	key := apikeys.NewAPIKey()
+	cred := apikeys.Credential{Tenant: *tenant}
 	if len(attrs) > 0 {
 		cred.Attrs = attrs
 	}
-	if err := (&host.DynamoKeys{Client: c, Table: tbl}).PutCredential(ctx, key, cred); err != nil {
+	if err := (&apikeys.DynamoKeys{Client: c, Table: tbl}).PutCredential(ctx, key, cred); err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 		return 1
 	}

@@ -27,8 +27,11 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -47,22 +50,22 @@ const devStreamRetries = 5
 // short effect lease (a crashed attempt is retried within seconds) and
 // devStreamRetries stream retries.
 var devDefaults = map[string]string{
-	host.EnvEffectLease:      "30",
-	host.EnvStreamMaxRetries: fmt.Sprint(devStreamRetries),
+	hostsettings.EnvEffectLease:      "30",
+	hostsettings.EnvStreamMaxRetries: fmt.Sprint(devStreamRetries),
 }
 
-// devSettings reads `idemkit dev`'s host.Env the one way the functions do
-// (host.LoadEnv): the values dev decides itself (own: the tables it created,
+// devSettings reads `idemkit dev`'s settings.Env the one way the functions do
+// (settings.LoadEnv): the values dev decides itself (own: the tables it created,
 // the endpoint it reaches), over the setting flags, over the environment,
 // over devDefaults.
-func devSettings(own, flags map[string]string, getenv func(string) string) (host.Env, error) {
-	return host.LoadEnv(host.Layered(host.Values(own), host.Values(flags), getenv, host.Values(devDefaults)))
+func devSettings(own, flags map[string]string, getenv func(string) string) (hostsettings.Env, error) {
+	return hostsettings.LoadEnv(hostsettings.Layered(hostsettings.Values(own), hostsettings.Values(flags), getenv, hostsettings.Values(devDefaults)))
 }
 
-// settingFlag is a `idemkit dev` flag that overrides one host.Settings
-// variable (host.Setting.Flag).
+// settingFlag is a `idemkit dev` flag that overrides one settings.Settings
+// variable (settings.Setting.Flag).
 type settingFlag struct {
-	s    host.Setting
+	s    hostsettings.Setting
 	vals map[string]string
 }
 
@@ -104,8 +107,8 @@ examples:
 // both shipped policies scope keys by (the commerce policy: namespace and
 // worker; the ERP policy: clientId, companyId and organizationId), so every
 // policy runs against the demo keys.
-func demoCredential(t string) host.Credential {
-	return host.Credential{Tenant: t, Attrs: map[string]string{
+func demoCredential(t string) apikeys.Credential {
+	return apikeys.Credential{Tenant: t, Attrs: map[string]string{
 		"namespace": t + "-ns", "worker": "demo-worker",
 		idem.CredentialClient: t + "-client", idem.CredentialCompany: t + "-company", idem.CredentialOrganization: t + "-org",
 	}}
@@ -113,8 +116,8 @@ func demoCredential(t string) host.Credential {
 
 // putDevKey stores a key with its attributes where the key store keeps
 // them (every host key store does), else its tenant alone.
-func putDevKey(ctx context.Context, ks host.KeyStore, key string, c host.Credential) error {
-	if cs, ok := ks.(host.CredentialStore); ok {
+func putDevKey(ctx context.Context, ks apikeys.KeyStore, key string, c apikeys.Credential) error {
+	if cs, ok := ks.(apikeys.CredentialStore); ok {
 		return cs.PutCredential(ctx, key, c)
 	}
 	return ks.PutKey(ctx, key, c.Tenant)
@@ -125,7 +128,7 @@ type apiKeyFlag []string
 func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
 func (a *apiKeyFlag) Set(v string) error {
 	key, tenant, ok := strings.Cut(v, "=")
-	if !ok || strings.TrimSpace(key) == "" || !host.ValidTenant(tenant) {
+	if !ok || strings.TrimSpace(key) == "" || !runs.ValidTenant(tenant) {
 		return errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
 	}
 	*a = append(*a, v)
@@ -141,7 +144,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
 	reqTimeout := fs.Duration("request-timeout", DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
 	settings := map[string]string{}
-	for _, s := range host.Settings {
+	for _, s := range hostsettings.Settings {
 		if s.Flag != "" {
 			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.FlagUsage)
 		}
@@ -159,7 +162,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *endpoint == "" && *engine == "" {
-		*endpoint = strings.TrimSpace(os.Getenv(host.EnvDynamoDBEndpoint))
+		*endpoint = strings.TrimSpace(os.Getenv(hostsettings.EnvDynamoDBEndpoint))
 	}
 	if *engine != "" && *endpoint != "" {
 		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
@@ -187,7 +190,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	own := devOwn(placeholders, "http://127.0.0.1")
 	if _, err := devSettings(own, settings, os.Getenv); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
-		for _, s := range host.Settings {
+		for _, s := range hostsettings.Settings {
 			if _, set := settings[s.Name]; set {
 				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)
 			}
@@ -278,7 +281,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 	if len(o.keys) == 0 {
 		for _, t := range []string{"demo-a", "demo-b"} {
-			key := host.NewAPIKey()
+			key := apikeys.NewAPIKey()
 			o.keys = append(o.keys, key+"="+t)
 			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
 		}
@@ -287,7 +290,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// credential attributes, so it works under every --policy.
 	for _, kv := range o.keys {
 		key, tenant, _ := strings.Cut(kv, "=")
-		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, host.ErrKeyExists) {
+		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, apikeys.ErrKeyExists) {
 			return err
 		}
 	}
@@ -310,9 +313,9 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
-		{name: "runs", handle: exec.HandleRecords, filter: func(r host.StreamRecord) bool { return r.EventName == "INSERT" }},
-		{name: "effects", handle: func(ctx context.Context, recs []host.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
-		{name: "idempotency", handle: func(ctx context.Context, recs []host.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
+		{name: "effects", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "idempotency", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
 	if engine == emulator.Dynalite {
 		// dynalite has no DynamoDB Streams: nothing can drive the
@@ -401,12 +404,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 // and the endpoint it reaches.
 func devOwn(names map[string]string, endpoint string) map[string]string {
 	return map[string]string{
-		idem.EnvTable:            names["IdempotencyTable"],
-		host.EnvRunsTable:        names["RunsTable"],
-		host.EnvEffectsTable:     names["EffectsTable"],
-		host.EnvAPIKeysTable:     names["ApiKeysTable"],
-		host.EnvFenceTable:       names["FenceTable"],
-		host.EnvDynamoDBEndpoint: endpoint,
+		idem.EnvTable:                    names["IdempotencyTable"],
+		hostsettings.EnvRunsTable:        names["RunsTable"],
+		hostsettings.EnvEffectsTable:     names["EffectsTable"],
+		hostsettings.EnvAPIKeysTable:     names["ApiKeysTable"],
+		hostsettings.EnvFenceTable:       names["FenceTable"],
+		hostsettings.EnvDynamoDBEndpoint: endpoint,
 	}
 }
 

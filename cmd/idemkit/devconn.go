@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -90,7 +90,7 @@ func envelopeFor(p []byte) ([]byte, bool) {
 	body := e.Body()
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nOpenWOP-Version: %s\r\nConnection: close\r\n\r\n",
-		status, http.StatusText(status), len(body), host.ProtocolVersion)
+		status, http.StatusText(status), len(body), settings.ProtocolVersion)
 	b.Write(body)
 	return b.Bytes(), true
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -180,7 +180,7 @@ func writeEnvelope(w http.ResponseWriter, e *apierr.Error) {
 	for k, v := range e.Headers() {
 		w.Header().Set(k, v)
 	}
-	w.Header().Set("OpenWOP-Version", host.ProtocolVersion)
+	w.Header().Set("OpenWOP-Version", settings.ProtocolVersion)
 	w.WriteHeader(e.Status)
 	_, _ = w.Write(e.Body())
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/idem"
 )
 
@@ -22,11 +22,11 @@ func TestDevDemoKeysCarryPolicyAttributes(t *testing.T) {
 			t.Errorf("demo key lacks %s", n)
 		}
 	}
-	keys := host.NewMemKeys()
+	keys := apikeys.NewMemKeys()
 	if err := putDevKey(context.Background(), keys, "k", c); err != nil {
 		t.Fatal(err)
 	}
-	if got, ok, _ := keys.Credential(context.Background(), host.HashKey("k")); !ok || len(got.Attrs) != len(c.Attrs) {
+	if got, ok, _ := keys.Credential(context.Background(), apikeys.HashKey("k")); !ok || len(got.Attrs) != len(c.Attrs) {
 		t.Fatalf("stored %+v", got)
 	}
 }

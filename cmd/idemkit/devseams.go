@@ -12,7 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -78,8 +80,8 @@ func (f *forcedRetry) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // seams serves the seams of the profile idemkit implements.
 type seams struct {
-	runs   host.RunStore
-	policy host.WebhookPolicy
+	runs   runs.RunStore
+	policy webhook.WebhookPolicy
 	force  *forcedRetry
 }
 
@@ -127,8 +129,8 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 		return
 	}
-	run := host.NewRun(tenant, host.WorkflowWebhook, inputs, time.Now())
-	id, err := host.WebhookIdentity(run)
+	run := runs.NewRun(tenant, webhook.WorkflowWebhook, inputs, time.Now())
+	id, err := webhook.WebhookIdentity(run)
 	if err != nil {
 		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 		return
@@ -160,7 +162,7 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 	}
 	out, _ := json.Marshal(map[string]string{"runId": run.ID, "effectId": id.EffectID})
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("OpenWOP-Version", host.ProtocolVersion)
+	w.Header().Set("OpenWOP-Version", settings.ProtocolVersion)
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(out)
 }

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
 )
@@ -44,7 +45,7 @@ func TestDevConformanceSeams(t *testing.T) {
 		"--api-key", key+"=acme", "--allow-loopback-webhooks", "--conformance-seams")
 	c = &wireClient{t: t, o: o, base: base, seen: map[string]bool{}}
 	caps := c.do("GET", "/.well-known/openwop", "/.well-known/openwop", "", "")
-	if conf, _ := caps.json["conformance"].(map[string]any); conf["seamsProfile"] != host.SeamsProfile {
+	if conf, _ := caps.json["conformance"].(map[string]any); conf["seamsProfile"] != settings.SeamsProfile {
 		t.Fatalf("seams profile not advertised: %s", caps.body)
 	}
 	if r := c.do("POST", "", seamPath, "", `{"providerUrl":"http://127.0.0.1:9/"}`); r.status != 401 {
@@ -88,7 +89,7 @@ func TestDevConformanceSeams(t *testing.T) {
 		if len(got) != 2 || got[0] == "" || got[0] != got[1] {
 			t.Fatalf("cut=%v: provider saw keys %q, want the same key twice", cut, got)
 		}
-		fx := c.do("GET", "/runs/{runId}/effects", "/runs/"+host.ProjectID(m["runId"].(string))+"/effects", key, "")
+		fx := c.do("GET", "/runs/{runId}/effects", "/runs/"+runs.ProjectID(m["runId"].(string))+"/effects", key, "")
 		rows, _ := fx.json["effects"].([]any)
 		if len(rows) != 2 {
 			t.Fatalf("cut=%v: ledger rows %s", cut, fx.body)

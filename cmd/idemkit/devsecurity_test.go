@@ -13,7 +13,8 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/ledger"
@@ -58,12 +59,12 @@ func TestDevGatewaySecurity(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	runs := host.NewMemRuns()
+	runs := runs.NewMemRuns()
 	api, err := apifn.New(apifn.Config{Runs: runs, Guard: g, Ledger: l, BaseURL: "http://dev", Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := host.NewMemKeys()
+	keys := apikeys.NewMemKeys()
 	_ = keys.PutKey(context.Background(), apiKey, "acme")
 	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: logger}})
 	defer srv.Close()

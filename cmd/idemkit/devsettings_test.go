@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
@@ -19,7 +19,7 @@ func devPolicy(t *testing.T, url string) string {
 	t.Helper()
 	resp, m := testutil.DoJSON(t, "GET", url+"/.well-known/openwop", "")
 	ext, _ := m["extensions"].(map[string]any)
-	p, _ := ext[host.ExtensionIdempotency].(map[string]any)
+	p, _ := ext[settings.ExtensionIdempotency].(map[string]any)
 	if resp.StatusCode != 200 || p == nil {
 		t.Fatalf("discovery: %d %v", resp.StatusCode, m)
 	}

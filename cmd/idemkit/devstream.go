@@ -9,14 +9,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
-
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/stream"
 )
 
 // batchFunc handles a batch and returns the event ids to retry (the first
 // failed record and everything after it), like a Lambda partial batch
 // response.
-type batchFunc func(ctx context.Context, recs []host.StreamRecord) (retry []string)
+type batchFunc func(ctx context.Context, recs []stream.StreamRecord) (retry []string)
 
 // poller drives a handler from a table's stream the way a Lambda event
 // source mapping does: per shard, in order, from the shard's checkpoint
@@ -34,7 +33,7 @@ type poller struct {
 	log        *slog.Logger
 	interval   time.Duration
 	maxRetries int
-	filter     func(host.StreamRecord) bool
+	filter     func(stream.StreamRecord) bool
 	// cp keeps the per-shard checkpoints; nil keeps none (every start
 	// reads from TRIM_HORIZON).
 	cp checkpoints
@@ -82,7 +81,7 @@ func (w waker) kick() {
 type shardState struct {
 	iter     *string
 	needIter bool // iter must be (re)acquired at the checkpoint
-	pending  []host.StreamRecord
+	pending  []stream.StreamRecord
 	// batchEnd is the sequence number of the last record read (filtered
 	// out or not): the checkpoint once pending is handled.
 	batchEnd string
@@ -249,7 +248,7 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 			if r.Dynamodb != nil && r.Dynamodb.SequenceNumber != nil {
 				st.batchEnd = *r.Dynamodb.SequenceNumber
 			}
-			sr, err := host.FromStreams(r)
+			sr, err := stream.FromStreams(r)
 			if err != nil {
 				p.log.Error("dev: undecodable stream record", slog.String("stream", p.name), slog.String("error", err.Error()))
 				continue

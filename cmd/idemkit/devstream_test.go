@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -52,7 +52,7 @@ func TestPollerResumesFromCheckpoint(t *testing.T) {
 			var got []string
 			p := &poller{name: "runs", sc: e.StreamsClient(), arn: arn, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				interval: 20 * time.Millisecond, maxRetries: 1, cp: cps,
-				handle: func(_ context.Context, recs []host.StreamRecord) []string {
+				handle: func(_ context.Context, recs []stream.StreamRecord) []string {
 					mu.Lock()
 					defer mu.Unlock()
 					for _, r := range recs {
@@ -130,7 +130,7 @@ func TestPollerWakesWhenKicked(t *testing.T) {
 		w := newWaker(1)
 		p := &poller{name: "runs", sc: e.StreamsClient(), arn: arn, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			interval: time.Hour, idleMax: time.Hour, maxRetries: 1, wake: w[0], kick: w.kick,
-			handle: func(_ context.Context, recs []host.StreamRecord) []string {
+			handle: func(_ context.Context, recs []stream.StreamRecord) []string {
 				for _, r := range recs {
 					if v, ok := r.Keys["pk"].(*types.AttributeValueMemberS); ok {
 						handed <- v.Value

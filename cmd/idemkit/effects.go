@@ -16,7 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
@@ -61,14 +61,14 @@ const storeFlagsLine = "[--endpoint URL] [--table NAME] [--region R] [--json]"
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
 		endpoint: fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
-		table:    fs.String("table", "", "effects table; default $"+host.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
+		table:    fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
 		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
 		json:     fs.Bool("json", false, "print JSON instead of text"),
 	}
 }
 
 func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
-	c, table, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, host.EnvEffectsTable, "EffectsTable")
+	c, table, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, settings.EnvEffectsTable, "EffectsTable")
 	if err != nil {
 		return nil, err
 	}

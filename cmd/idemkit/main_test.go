@@ -16,7 +16,8 @@ import (
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -90,8 +91,8 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	key := strings.TrimSpace(out.String())
-	keys := &host.DynamoKeys{Client: e.Client(), Table: prefix + "ApiKeysTable"}
-	if tn, ok, err := keys.Tenant(context.Background(), host.HashKey(key)); err != nil || !ok || tn != "acme" {
+	keys := &apikeys.DynamoKeys{Client: e.Client(), Table: prefix + "ApiKeysTable"}
+	if tn, ok, err := keys.Tenant(context.Background(), apikeys.HashKey(key)); err != nil || !ok || tn != "acme" {
 		t.Fatalf("key %q: %q %v %v", key, tn, ok, err)
 	}
 	// --attr gives the key credential attributes.
@@ -100,7 +101,7 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 		"--endpoint", e.Endpoint, "--table", prefix + "ApiKeysTable"}, &out, &errb); code != 0 {
 		t.Fatalf("--attr: exit %d: %s", code, errb.String())
 	}
-	if c, ok, err := keys.Credential(context.Background(), host.HashKey(strings.TrimSpace(out.String()))); err != nil || !ok ||
+	if c, ok, err := keys.Credential(context.Background(), apikeys.HashKey(strings.TrimSpace(out.String()))); err != nil || !ok ||
 		c.Attrs["namespace"] != "shop" || c.Attrs["worker"] != "checkout" || len(c.Attrs) != 2 {
 		t.Fatalf("--attr key: %+v %v %v", c, ok, err)
 	}
@@ -120,11 +121,11 @@ func TestGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	api, err := apifn.New(apifn.Config{Runs: host.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
+	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := host.NewMemKeys()
+	keys := apikeys.NewMemKeys()
 	_ = keys.PutKey(context.Background(), "k1", "acme")
 	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
 	defer srv.Close()

@@ -6,7 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
@@ -41,7 +41,7 @@ func tableTarget(ctx context.Context, endpoint, table, region, env, logicalID st
 	if table == "" {
 		return nil, "", noTableError{env}
 	}
-	c, err := host.NewDynamoClient(ctx, "")
+	c, err := kit.NewDynamoClient(ctx, "")
 	if err != nil {
 		return nil, "", err
 	}

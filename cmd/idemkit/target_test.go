@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 )
 
 // The table a command reaches: --table, else its environment variable, else
@@ -14,20 +14,20 @@ import (
 // carries --region.
 func TestTableTarget(t *testing.T) {
 	ctx := context.Background()
-	t.Setenv(host.EnvEffectsTable, "")
+	t.Setenv(settings.EnvEffectsTable, "")
 	for _, c := range []struct{ table, env, want string }{
 		{"flag-table", "env-table", "flag-table"},
 		{"", "env-table", "env-table"},
 		{"", "", DefaultTablePrefix + "EffectsTable"},
 	} {
-		t.Setenv(host.EnvEffectsTable, c.env)
-		client, table, err := tableTarget(ctx, "http://127.0.0.1:1", c.table, "eu-west-1", host.EnvEffectsTable, "EffectsTable")
+		t.Setenv(settings.EnvEffectsTable, c.env)
+		client, table, err := tableTarget(ctx, "http://127.0.0.1:1", c.table, "eu-west-1", settings.EnvEffectsTable, "EffectsTable")
 		if err != nil || table != c.want || client.Options().Region != "eu-west-1" {
-			t.Errorf("tableTarget(--table %q, $%s %q) = %q, %v (region %q); want %q", c.table, host.EnvEffectsTable, c.env, table, err, client.Options().Region, c.want)
+			t.Errorf("tableTarget(--table %q, $%s %q) = %q, %v (region %q); want %q", c.table, settings.EnvEffectsTable, c.env, table, err, client.Options().Region, c.want)
 		}
 	}
-	t.Setenv(host.EnvEffectsTable, "")
-	if _, _, err := tableTarget(ctx, "", "", "", host.EnvEffectsTable, "EffectsTable"); !errors.As(err, new(noTableError)) {
+	t.Setenv(settings.EnvEffectsTable, "")
+	if _, _, err := tableTarget(ctx, "", "", "", settings.EnvEffectsTable, "EffectsTable"); !errors.As(err, new(noTableError)) {
 		t.Errorf("no endpoint, no table: %v, want a noTableError", err)
 	}
 }
@@ -36,15 +36,15 @@ func TestTableTarget(t *testing.T) {
 // (exit 2) and the effects commands fail (exit 1), both naming the
 // environment variable.
 func TestNoTableWithoutEndpoint(t *testing.T) {
-	t.Setenv(host.EnvAPIKeysTable, "")
-	t.Setenv(host.EnvEffectsTable, "")
+	t.Setenv(settings.EnvAPIKeysTable, "")
+	t.Setenv(settings.EnvEffectsTable, "")
 	for _, c := range []struct {
 		args []string
 		code int
 		want string
 	}{
-		{[]string{"apikey", "create", "--tenant", "acme"}, 2, "idemkit apikey create: --table (or $" + host.EnvAPIKeysTable + ") is required without --endpoint\n"},
-		{[]string{"effects", "list"}, 1, "idemkit effects list: --table (or $" + host.EnvEffectsTable + ") is required without --endpoint\n"},
+		{[]string{"apikey", "create", "--tenant", "acme"}, 2, "idemkit apikey create: --table (or $" + settings.EnvAPIKeysTable + ") is required without --endpoint\n"},
+		{[]string{"effects", "list"}, 1, "idemkit effects list: --table (or $" + settings.EnvEffectsTable + ") is required without --endpoint\n"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != c.code || out.Len() != 0 || errb.String() != c.want {

@@ -20,7 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
@@ -88,7 +89,7 @@ func (c *wireClient) check(method, template string, r wireResp) {
 	c.seen[fmt.Sprintf("%s %s %d", method, template, r.status)] = true
 	c.counts++
 	c.mu.Unlock()
-	if v := r.header.Get("OpenWOP-Version"); v != host.ProtocolVersion {
+	if v := r.header.Get("OpenWOP-Version"); v != settings.ProtocolVersion {
 		c.t.Errorf("%s %s %d: OpenWOP-Version %q", method, template, r.status, v)
 	}
 	if method == http.MethodHead {
@@ -284,7 +285,7 @@ func TestDevWireSchemas(t *testing.T) {
 
 	// getRun and its errors.
 	id := first.json["runId"].(string)
-	p := "/runs/" + host.ProjectID(id)
+	p := "/runs/" + runs.ProjectID(id)
 	snap := waitTerminal(t, c, p, keyA)
 	if snap.json["status"] != "completed" || snap.json["eventLogSchemaVersion"] != 3.0 {
 		t.Fatalf("snapshot: %s", snap.body)
@@ -312,7 +313,7 @@ func TestDevWireSchemas(t *testing.T) {
 		t.Fatalf("webhook run: %d %s", delayed.status, delayed.body)
 	}
 	ck := "wire-" + newUUID()
-	cp := "/runs/" + host.ProjectID(delayed.json["runId"].(string)) + "/cancel"
+	cp := "/runs/" + runs.ProjectID(delayed.json["runId"].(string)) + "/cancel"
 	c1 := c.do("POST", "/runs/{runId}/cancel", cp, keyA, "", "Idempotency-Key", ck)
 	c.do("POST", "/runs/{runId}/cancel", cp, keyA, "", "Idempotency-Key", ck)
 	if c1.status != 200 && c1.status != 409 {
@@ -329,7 +330,7 @@ func TestDevWireSchemas(t *testing.T) {
 	c.do("GET", "/runs/{runId}/effects", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz/effects", keyA, "")
 	rx, deliveries := receiver(t, 204)
 	wh := c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"webhook","inputs":{"url":"`+rx.URL+`","payload":{"n":1}}}`)
-	wp := "/runs/" + host.ProjectID(wh.json["runId"].(string))
+	wp := "/runs/" + runs.ProjectID(wh.json["runId"].(string))
 	if s := waitTerminal(t, c, wp, keyA); s.json["status"] != "completed" || deliveries() != 1 {
 		t.Fatalf("webhook run: %s, %d deliveries", s.body, deliveries())
 	}
@@ -340,7 +341,7 @@ func TestDevWireSchemas(t *testing.T) {
 	// A failed run: error object on the snapshot, run.failed event.
 	rx400, _ := receiver(t, 400)
 	fr := c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"webhook","inputs":{"url":"`+rx400.URL+`"}}`)
-	fp := "/runs/" + host.ProjectID(fr.json["runId"].(string))
+	fp := "/runs/" + runs.ProjectID(fr.json["runId"].(string))
 	if s := waitTerminal(t, c, fp, keyA); s.json["status"] != "failed" || s.json["error"] == nil {
 		t.Fatalf("failed run: %s", s.body)
 	}
@@ -373,7 +374,7 @@ func TestDevWireSchemas(t *testing.T) {
 
 	// A run stored by an earlier version, status "succeeded": read,
 	// streamed and refused a cancel exactly as a completed run.
-	legacy := host.NewRunID("acme")
+	legacy := runs.NewRunID("acme")
 	now := time.Now().UTC().Add(-time.Hour)
 	cl := e.Client()
 	if _, err := cl.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(prefix + "RunsTable"), Item: map[string]types.AttributeValue{
@@ -386,7 +387,7 @@ func TestDevWireSchemas(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	lp := "/runs/" + host.ProjectID(legacy)
+	lp := "/runs/" + runs.ProjectID(legacy)
 	if r := c.do("GET", "/runs/{runId}", lp, keyA, ""); r.status != 200 || r.json["status"] != "completed" || r.json["completedAt"] == nil {
 		t.Fatalf("legacy run: %d %s", r.status, r.body)
 	}
@@ -418,7 +419,7 @@ func waitTerminal(t *testing.T, c *wireClient, p, key string) wireResp {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := c.do("GET", "/runs/{runId}", p, key, "")
-		if s, _ := r.json["status"].(string); host.Status(s).Terminal() {
+		if s, _ := r.json["status"].(string); runs.Status(s).Terminal() {
 			return r
 		}
 		if time.Now().After(deadline) {

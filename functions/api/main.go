@@ -6,16 +6,15 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/functions/host/kit"
 )
 
 func main() {
-	env, client, metrics, logger := host.Boot("api")
+	env, client, metrics, logger := kit.Boot("api")
 	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Guard: true, Ledger: true}, logger, metrics)
-	host.Must(logger, "api", "wiring", err)
+	kit.Must(logger, "api", "wiring", err)
 	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
 		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, Logger: logger})
-	host.Must(logger, "api", "handler", err)
+	kit.Must(logger, "api", "handler", err)
 	lambda.Start(h.Handle)
 }

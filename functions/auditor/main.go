@@ -11,12 +11,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
 func main() {
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	a, err := auditfn.NewFromEnv(os.Getenv, emf.New(os.Stdout, os.Getenv("METRICS_NAMESPACE")), logger)
+	a, err := auditfn.NewFromEnv(kit.Getenv, emf.New(os.Stdout, kit.Getenv("METRICS_NAMESPACE")), logger)
 	if err != nil {
 		logger.Error("auditor: configuration", slog.String("error", err.Error()))
 		os.Exit(1)

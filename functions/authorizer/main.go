@@ -7,11 +7,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
 )
 
 func main() {
-	env, client, _, logger := host.Boot("authorizer", host.EnvAPIKeysTable)
-	h := &authfn.Handler{Keys: &host.DynamoKeys{Client: client, Table: env.APIKeysTable}, Logger: logger}
+	env, client, _, logger := kit.Boot("authorizer", settings.EnvAPIKeysTable)
+	h := &authfn.Handler{Keys: &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}, Logger: logger}
 	lambda.Start(h.Handle)
 }

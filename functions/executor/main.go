@@ -6,14 +6,13 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/executor/execfn"
-	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/functions/host/kit"
 )
 
 func main() {
-	env, client, metrics, logger := host.Boot("executor")
+	env, client, metrics, logger := kit.Boot("executor")
 	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Ledger: true}, logger, metrics)
-	host.Must(logger, "executor", "wiring", err)
+	kit.Must(logger, "executor", "wiring", err)
 	// The stream delivers a failing run 1 + STREAM_MAX_RETRIES times; the
 	// last try ends the run failed rather than stranding it "running".
 	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}

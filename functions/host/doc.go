@@ -1,11 +1,20 @@
-// Package host is the shared code of idemkit's reference host: the Lambda
-// functions in functions/ (api, authorizer, executor, auditor, and the MRSC-only
-// sweeper) and
-// `idemkit dev`, which runs the same handlers on one machine.
+// Package host is the parent of the shared code of idemkit's reference host:
+// the Lambda functions in functions/ (api, authorizer, executor, auditor, and
+// the MRSC-only sweeper) and `idemkit dev`, which runs the same handlers on
+// one machine. It holds no code; each concept has one package:
 //
-// It holds the runs store (RunsTable), the API-key store (ApiKeysTable,
-// SHA-256 hashes only), the tenant-bound runId grammar and its path
-// projection, the built-in workflows, the webhook effect (through the
-// ledger), the capabilities document, stream record decoding and the
-// environment configuration shared by the functions.
+//   - runs: the run record and its lifecycle, the runs store (RunsTable,
+//     memory and DynamoDB), the tenant-bound runId grammar and its path
+//     projection, the run version history and the offline-write inbox;
+//   - apikeys: the API-key store (ApiKeysTable, SHA-256 hashes only), the
+//     credential attributes a key carries and the run owner subject;
+//   - webhook: the built-in workflows and their createRun request, the
+//     webhook destination policy and the webhook effect (through the ledger);
+//   - settings: the one settings table, Env and LoadEnv, and the
+//     capabilities (discovery) document derived from them;
+//   - stream: DynamoDB stream records, from Lambda or from the streams API;
+//   - kit: the wiring: a DynamoDB client, the home- and fence-region
+//     clients, the functions' start-up (Boot) and the stores, Layer 1,
+//     Layer 2 and the webhook effect built from one Env. Only kit reads the
+//     process environment.
 package host

@@ -22,7 +22,10 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/conflictaudit"
@@ -80,7 +83,7 @@ func (s *syncBuffer) String() string {
 }
 
 // failingKeys is a key store that is down.
-type failingKeys struct{ host.KeyStore }
+type failingKeys struct{ apikeys.KeyStore }
 
 func (failingKeys) Tenant(context.Context, string) (string, bool, error) {
 	return "", false, errors.New("dynamodb: ProvisionedThroughputExceededException")
@@ -88,11 +91,11 @@ func (failingKeys) Tenant(context.Context, string) (string, bool, error) {
 
 // flakyRuns fails the next Create (an internal error under the claim).
 type flakyRuns struct {
-	*host.MemRuns
+	*runs.MemRuns
 	fail atomic.Bool
 }
 
-func (f *flakyRuns) Create(ctx context.Context, r host.Run) error {
+func (f *flakyRuns) Create(ctx context.Context, r runs.Run) error {
 	if f.fail.CompareAndSwap(true, false) {
 		return errors.New("dynamodb: InternalServerError")
 	}
@@ -151,7 +154,7 @@ func newWorld(t *testing.T) *world {
 	// Debug level: every line any component can write is captured.
 	w.logger = slog.New(slog.NewJSONHandler(&w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w.rec = emf.New(&w.metrics, "idemkit")
-	keys := host.NewMemKeys()
+	keys := apikeys.NewMemKeys()
 	if err := keys.PutKey(context.Background(), apiKey, tenant); err != nil {
 		t.Fatal(err)
 	}
@@ -165,13 +168,13 @@ func newWorld(t *testing.T) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.runs = &flakyRuns{MemRuns: host.NewMemRuns()}
-	policy := host.WebhookPolicy{AllowLoopback: true}
+	w.runs = &flakyRuns{MemRuns: runs.NewMemRuns()}
+	policy := webhook.WebhookPolicy{AllowLoopback: true}
 	w.api, err = apifn.New(apifn.Config{Runs: w.runs, Guard: guard, Ledger: w.ledger, Webhook: policy, Logger: w.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.exec = &execfn.Executor{Runs: w.runs, Logger: w.logger, MaxAttempts: 3, Webhook: &host.Webhook{
+	w.exec = &execfn.Executor{Runs: w.runs, Logger: w.logger, MaxAttempts: 3, Webhook: &webhook.Webhook{
 		Ledger: w.ledger, Policy: policy, MaxTries: 4, Backoff: time.Millisecond, WaitInline: time.Second}}
 	ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1", Metrics: w.rec, Log: w.logger})
 	if err != nil {
@@ -299,13 +302,13 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 	// Executor: the INSERT images of the runs (inputs included, as the
 	// stream delivers them).
 	id, deadID, noopID := runID(t, first), runID(t, dead), runID(t, noop)
-	var recs []host.StreamRecord
+	var recs []stream.StreamRecord
 	for i, rid := range []string{id, deadID, noopID} {
 		r, err := w.runs.Get(ctx, rid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		recs = append(recs, host.StreamRecord{EventID: string(rune('a' + i)), EventName: "INSERT", NewImage: map[string]types.AttributeValue{
+		recs = append(recs, stream.StreamRecord{EventID: string(rune('a' + i)), EventName: "INSERT", NewImage: map[string]types.AttributeValue{
 			"pk": s(r.ID), "tenant": s(r.Tenant), "workflowId": s(r.WorkflowID), "status": s(string(r.Status)), "inputs": s(string(r.Inputs)),
 			"activityIdentityRecipe": s(r.ActivityIdentityRecipe), "semanticRequestRecipe": s(r.SemanticRequestRecipe)}})
 	}
@@ -315,21 +318,21 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 		}
 	}
 	run, err := w.runs.Get(ctx, id)
-	if err != nil || run.Status != host.StatusCompleted {
+	if err != nil || run.Status != runs.StatusCompleted {
 		t.Fatalf("webhook run: %+v %v", run, err)
 	}
 	// A failed delivery's error, recorded on the run (and served to its
 	// tenant by getRun and the events stream), names the destination by
 	// scheme and host only: webhook URLs often carry credentials in their
 	// path or query.
-	if st, _ := w.runs.Get(ctx, deadID); st.Status != host.StatusFailed || !strings.Contains(st.Error, "127.0.0.1:1") ||
+	if st, _ := w.runs.Get(ctx, deadID); st.Status != runs.StatusFailed || !strings.Contains(st.Error, "127.0.0.1:1") ||
 		strings.Contains(st.Error, marker) || strings.Contains(st.LastError, marker) {
 		t.Fatalf("dead webhook run: %s %q %q", st.Status, st.Error, st.LastError)
 	}
 
 	// The provider received the derived provider key, never the caller's
 	// Idempotency-Key (or anything derived from it), the same on every try.
-	ident, err := host.WebhookIdentity(run)
+	ident, err := webhook.WebhookIdentity(run)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,19 +350,19 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 
 	// Read routes: snapshot, witness, events; then cancel under a key.
 	for _, p := range []string{"", "/effects", "/events"} {
-		if r := w.call(t, "GET", "/runs/"+host.ProjectID(id)+p, "", ""); r.StatusCode != http.StatusOK {
+		if r := w.call(t, "GET", "/runs/"+runs.ProjectID(id)+p, "", ""); r.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s: %d %s", p, r.StatusCode, r.Body)
 		} else if p == "/effects" && strings.Contains(r.Body, marker) {
 			t.Fatalf("the witness carries content: %s", r.Body)
 		}
 	}
-	w.call(t, "POST", "/runs/"+host.ProjectID(noopID)+"/cancel", cancelKey, `{}`)
+	w.call(t, "POST", "/runs/"+runs.ProjectID(noopID)+"/cancel", cancelKey, `{}`)
 
 	// Auditor: the effect records as the effects stream shows them, with a
 	// reclaim of a stalled claim, escaped attempts, a TTL deletion of an
 	// unfinished claim and a cross-region overwrite; Layer-1 records'
 	// reclaim and TTL deletion.
-	var changes []host.StreamRecord
+	var changes []stream.StreamRecord
 	for _, rid := range []string{id, deadID} {
 		effs, err := w.effects.ListByRun(ctx, rid)
 		if err != nil || len(effs) == 0 {
@@ -374,16 +377,16 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 			other := *rec
 			other.Owner, other.CreatedAt = "region-b-owner-token", rec.CreatedAt.Add(time.Millisecond)
 			changes = append(changes,
-				host.StreamRecord{EventName: "MODIFY", OldImage: encode(t, &stalled), NewImage: encode(t, rec)},
-				host.StreamRecord{EventName: "MODIFY", OldImage: encode(t, rec), NewImage: encode(t, &other)},
-				host.StreamRecord{EventName: "REMOVE", PrincipalID: host.TTLPrincipal, IdentityType: "Service", OldImage: encode(t, &stalled)})
+				stream.StreamRecord{EventName: "MODIFY", OldImage: encode(t, &stalled), NewImage: encode(t, rec)},
+				stream.StreamRecord{EventName: "MODIFY", OldImage: encode(t, rec), NewImage: encode(t, &other)},
+				stream.StreamRecord{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, IdentityType: "Service", OldImage: encode(t, &stalled)})
 		}
 	}
 	pk := idem.ScopeID(tenant, apifn.OpCreateRun, idemKey)
 	pending := map[string]types.AttributeValue{"pk": s(pk), "state": s("pending"), "attempt": n("1")}
 	again := map[string]types.AttributeValue{"pk": s(pk), "state": s("pending"), "attempt": n("2")}
-	changes = append(changes, host.StreamRecord{EventName: "MODIFY", OldImage: pending, NewImage: again},
-		host.StreamRecord{EventName: "REMOVE", PrincipalID: host.TTLPrincipal, IdentityType: "Service", OldImage: pending})
+	changes = append(changes, stream.StreamRecord{EventName: "MODIFY", OldImage: pending, NewImage: again},
+		stream.StreamRecord{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, IdentityType: "Service", OldImage: pending})
 	c := w.audit.Audit(ctx, changes)
 	if c.Reclaims[auditfn.TableEffects] == 0 || c.Escaped[auditfn.TableEffects] == 0 || c.TTLExpiredPending[auditfn.TableEffects] == 0 ||
 		c.Reclaims[auditfn.TableIdempotency] == 0 || c.TTLExpiredPending[auditfn.TableIdempotency] == 0 || c.Conflicts == 0 {
@@ -397,8 +400,8 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 	}
 	derived := map[string]string{
 		"provider key":          ident.ProviderKey,
-		"stored API key hash":   strings.TrimPrefix(host.HashKey(apiKey), "key#"),
-		"wrong API key hash":    strings.TrimPrefix(host.HashKey(wrongAPIKey), "key#"),
+		"stored API key hash":   strings.TrimPrefix(apikeys.HashKey(apiKey), "key#"),
+		"wrong API key hash":    strings.TrimPrefix(apikeys.HashKey(wrongAPIKey), "key#"),
 		"webhook effect id":     ident.EffectID,
 		"webhook URL port+path": prov.srv.URL[len("http://"):] + urlPath,
 	}

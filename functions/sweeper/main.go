@@ -7,13 +7,13 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 )
 
 func main() {
-	env, client, metrics, logger := host.Boot("sweeper")
+	env, client, metrics, logger := kit.Boot("sweeper")
 	h, err := sweepfn.NewFromEnv(env, client, metrics, logger)
-	host.Must(logger, "sweeper", "configuration", err)
+	kit.Must(logger, "sweeper", "configuration", err)
 	lambda.Start(h.Handle)
 }

@@ -3,11 +3,19 @@
 // depends on the AWS SDK, so only the dynamostore packages, the functions and
 // the CLI do; the library packages (idem, ledger, client, emf and everything
 // below them) never depend on the reference host (functions/...) or the CLI
-// (cmd/...); the reference host never depends on the CLI.
+// (cmd/...); the reference host never depends on the CLI; the host's
+// packages by concern (functions/host/...) depend only on the concerns they
+// build on, never on the wiring (functions/host/kit) or a function; and only
+// the wiring reads the process environment.
 package archtest
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,4 +92,113 @@ func TestLibraryPackagesDoNotImportTheHostOrTheCLI(t *testing.T) {
 
 func TestHostDoesNotImportTheCLI(t *testing.T) {
 	forbid(t, "the reference host must not depend on the CLI", []string{"./functions/..."}, "cmd")
+}
+
+// hostConcerns are the reference host's packages by concern and the host
+// packages each may depend on (directly or not): the run store, the API
+// keys and the stream records depend on no other host package, the webhook
+// effect on the runs it delivers for, the settings on the webhook policy
+// they configure; only the wiring (kit) puts them together, and nothing
+// below it depends on it or on a function.
+var hostConcerns = map[string][]string{
+	"functions/host/runs":     nil,
+	"functions/host/apikeys":  nil,
+	"functions/host/stream":   nil,
+	"functions/host/webhook":  {"functions/host/runs"},
+	"functions/host/settings": {"functions/host/webhook", "functions/host/runs"},
+	"functions/host/kit":      {"functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+}
+
+func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {
+	for pkg, allowed := range hostConcerns {
+		for p, ds := range deps(t, "./"+pkg) {
+			if p != module+pkg {
+				continue
+			}
+			for _, d := range ds {
+				if !strings.HasPrefix(d, module+"functions/") {
+					continue
+				}
+				ok := false
+				for _, a := range allowed {
+					ok = ok || d == module+a
+				}
+				if !ok {
+					t.Errorf("%s depends on %s: allowed host packages are %v", pkg, d, allowed)
+				}
+			}
+		}
+	}
+	// Every package under functions/host is one of the concerns: the parent
+	// holds only its doc comment.
+	cmd := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .GoFiles ","}}`, "./functions/host/...")
+	cmd.Dir = shared.ModuleRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./functions/host/...: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		pkg := strings.TrimPrefix(f[0], module)
+		if pkg == "functions/host" {
+			if len(f) != 2 || f[1] != "doc.go" {
+				t.Errorf("functions/host holds %v: code belongs in one of its concern packages", f[1:])
+			}
+			continue
+		}
+		if _, ok := hostConcerns[pkg]; !ok {
+			t.Errorf("%s is not a listed host concern: add it to hostConcerns with what it may depend on", pkg)
+		}
+	}
+}
+
+// TestOnlyTheWiringReadsTheEnvironment: among the reference host's non-test
+// files only functions/host/kit reads the process environment (os.Getenv,
+// os.LookupEnv, os.Environ); everything else is given a getenv or a
+// settings.Env, so tests and `idemkit dev` configure it the same way.
+func TestOnlyTheWiringReadsTheEnvironment(t *testing.T) {
+	root := shared.ModuleRoot()
+	err := filepath.WalkDir(filepath.Join(root, "functions"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if filepath.ToSlash(filepath.Dir(rel)) == "functions/host/kit" {
+			return nil
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		osName := ""
+		for _, is := range f.Imports {
+			if is.Path.Value == `"os"` {
+				osName = "os"
+				if is.Name != nil {
+					osName = is.Name.Name
+				}
+			}
+		}
+		if osName == "" {
+			return nil
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == osName {
+				switch sel.Sel.Name {
+				case "Getenv", "LookupEnv", "Environ":
+					t.Errorf("%s: os.%s: only functions/host/kit reads the environment (take a getenv or a settings.Env)", fset.Position(sel.Pos()), sel.Sel.Name)
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -17,8 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/host"
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -35,12 +36,12 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	home, replica := e.InRegion(eu), e.InRegion(us)
 	idemTable, fenceTable := home.CreateTable(t, "IdempotencyTable"), home.CreateTable(t, "FenceTable")
 	runsTable, effectsTable := replica.CreateTable(t, "RunsTable"), replica.CreateTable(t, "EffectsTable")
-	env, err := host.LoadEnv(func(k string) string {
+	env, err := settings.LoadEnv(func(k string) string {
 		return map[string]string{
-			host.EnvCrossRegion: host.CrossRegionFenced, "IDEMPOTENCY_TABLE": idemTable,
-			host.EnvIdempotencyTableRegion: eu, host.EnvFenceTable: fenceTable, host.EnvFenceTableRegion: eu,
-			host.EnvRunsTable: runsTable, host.EnvEffectsTable: effectsTable, host.EnvWebhookLoopback: "true",
-			host.EnvReplicationLagBound: "1500",
+			settings.EnvCrossRegion: settings.CrossRegionFenced, "IDEMPOTENCY_TABLE": idemTable,
+			settings.EnvIdempotencyTableRegion: eu, settings.EnvFenceTable: fenceTable, settings.EnvFenceTableRegion: eu,
+			settings.EnvRunsTable: runsTable, settings.EnvEffectsTable: effectsTable, settings.EnvWebhookLoopback: "true",
+			settings.EnvReplicationLagBound: "1500",
 		}[k]
 	})
 	if err != nil {
@@ -51,7 +52,7 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Runs.(*host.DynamoRuns).Transactional {
+	if k.Runs.(*runs.DynamoRuns).Transactional {
 		t.Fatal("createRun would try a transaction spanning the home and the replica region")
 	}
 	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
@@ -132,8 +133,8 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if err := json.Unmarshal(caps, &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Idempotency.CrossRegion != host.CrossRegionFenced || doc.Idempotency.MultiRegion.ReplicationLagBoundMs != 1500 ||
-		doc.Idempotency.MultiRegion.PartitionRecoveryStrategy != host.PartitionRecoveryHomeRegionFence {
+	if doc.Idempotency.CrossRegion != settings.CrossRegionFenced || doc.Idempotency.MultiRegion.ReplicationLagBoundMs != 1500 ||
+		doc.Idempotency.MultiRegion.PartitionRecoveryStrategy != settings.PartitionRecoveryHomeRegionFence {
 		t.Fatalf("capabilities: %s", caps)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/conflictaudit"
@@ -431,7 +431,7 @@ func TestPartitionRacingFencedExecutors(t *testing.T) {
 //
 // Not pinned (reconciled-records): each region's Guard uses its own
 // replica. Pinned (fenced-effects, functions/host/kit): each region's Guard
-// uses host.HomeClient(its client, eu), so every claim, completion and
+// uses kit.HomeClient(its client, eu), so every claim, completion and
 // replay goes to the home region's replica, as the api function does with
 // IDEMPOTENCY_TABLE_REGION. cut is the network between us and eu.
 type layer1 struct {
@@ -486,7 +486,7 @@ func newLayer1(t *testing.T, pinned bool) *layer1 {
 			// The api function's wiring under fenced-effects: the home
 			// region's replica, by the name the home stack created (a
 			// global table has one name in every region).
-			client, table = host.HomeClient(client, eu), w.p.tables[eu]
+			client, table = kit.HomeClient(client, eu), w.p.tables[eu]
 		}
 		st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: table})
 		if err != nil {

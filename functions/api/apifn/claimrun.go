@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 )
 
 // createClaimedRun writes run, the run a request creates (createRun,
 // retryRun). Under an idempotency claim that carries the original request
-// ID, run takes the claim's run ID (host.ClaimRunID), so every execution of
+// ID, run takes the claim's run ID (runs.ClaimRunID), so every execution of
 // one idempotency record names the same run. Where the run write cannot
 // commit with the completion record (no transactions; fenced-effects), an
 // execution whose completion was lost, whose lease was reclaimed, or whose
@@ -20,14 +20,14 @@ import (
 // second set of effects). That run is accepted when ours says it is this
 // request's (existed is true); otherwise the answer is an error. The claim
 // is returned for the caller's log.
-func (h *Handler) createClaimedRun(ctx context.Context, run *host.Run, ours func(prev host.Run) bool) (claim idem.ClaimInfo, existed bool, err error) {
+func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, ours func(prev runs.Run) bool) (claim idem.ClaimInfo, existed bool, err error) {
 	claim, claimed := idem.FromContext(ctx)
 	claimed = claimed && claim.OriginalRequestID != ""
 	if claimed {
-		run.ID = host.ClaimRunID(run.Tenant, claim.ID, claim.OriginalRequestID)
+		run.ID = runs.ClaimRunID(run.Tenant, claim.ID, claim.OriginalRequestID)
 	}
 	if err := h.cfg.Runs.Create(ctx, *run); err != nil {
-		if !claimed || !errors.Is(err, host.ErrRunExists) {
+		if !claimed || !errors.Is(err, runs.ErrRunExists) {
 			return claim, false, err
 		}
 		prev, err := h.cfg.Runs.Get(ctx, run.ID)

@@ -13,7 +13,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -23,7 +24,7 @@ import (
 
 type commerceHost struct {
 	f    *fixture
-	runs *host.DynamoRuns
+	runs *runs.DynamoRuns
 	cnt  *dynamotest.Counter
 }
 
@@ -33,7 +34,7 @@ func newCommerceHost(t *testing.T, e *dynamotest.Emulator) *commerceHost {
 	t.Helper()
 	cnt := dynamotest.NewCounter()
 	c := e.Client(dynamotest.FastRetries, cnt.Middleware())
-	runs := &host.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+	runs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 	st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
 	if err != nil {
 		t.Fatal(err)
@@ -59,27 +60,27 @@ func commerceReq(method, path, key string) events.APIGatewayV2HTTPRequest {
 	e := ev(method, path, "acme", key, "")
 	e.RequestContext.Authorizer.Lambda["namespace"] = "shop"
 	e.RequestContext.Authorizer.Lambda["worker"] = "checkout"
-	e.RequestContext.RequestID = "req-" + host.NewAPIKey()
+	e.RequestContext.RequestID = "req-" + apikeys.NewAPIKey()
 	return e
 }
 
-func (c *commerceHost) run(t *testing.T, status host.Status) host.Run {
+func (c *commerceHost) run(t *testing.T, status runs.Status) runs.Run {
 	t.Helper()
 	ctx := context.Background()
-	r := host.NewRun("acme", "conformance-noop", json.RawMessage(`{"n":1}`), time.Now())
+	r := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{"n":1}`), time.Now())
 	if err := c.runs.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if status != host.StatusPending {
+	if status != runs.StatusPending {
 		var err error
-		if r, err = c.runs.Transition(ctx, r.ID, []host.Status{host.StatusPending}, status, "boom", time.Now()); err != nil {
+		if r, err = c.runs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, status, "boom", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return r
 }
 
-func (c *commerceHost) get(t *testing.T, id string) host.Run {
+func (c *commerceHost) get(t *testing.T, id string) runs.Run {
 	t.Helper()
 	r, err := c.runs.Get(context.Background(), id)
 	if err != nil {
@@ -96,8 +97,8 @@ func (c *commerceHost) get(t *testing.T, id string) host.Run {
 func TestCommerceRetryStartsNewRunLinkedToFailedRun(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		c := newCommerceHost(t, e)
-		failed := c.run(t, host.StatusFailed)
-		path := "/runs/" + host.ProjectID(failed.ID) + "/retry"
+		failed := c.run(t, runs.StatusFailed)
+		path := "/runs/" + runs.ProjectID(failed.ID) + "/retry"
 		r, m := c.f.do(t, commerceReq("POST", path, "retry order 7 ✓"))
 		if r.StatusCode != 201 || m["retryOf"] != failed.ID || m["status"] != "pending" || m["runId"] == failed.ID || r.Headers["Location"] == "" {
 			t.Fatalf("retry: %d %s", r.StatusCode, r.Body)
@@ -111,20 +112,20 @@ func TestCommerceRetryStartsNewRunLinkedToFailedRun(t *testing.T) {
 		if again.StatusCode != 201 || m2["runId"] != newID || again.Headers["Idempotent-Replayed"] != "true" {
 			t.Fatalf("same retry key: %d %s %v", again.StatusCode, again.Body, again.Headers)
 		}
-		live := c.run(t, host.StatusRunning)
-		r, m = c.f.do(t, commerceReq("POST", "/runs/"+host.ProjectID(live.ID)+"/retry", "retry live"))
+		live := c.run(t, runs.StatusRunning)
+		r, m = c.f.do(t, commerceReq("POST", "/runs/"+runs.ProjectID(live.ID)+"/retry", "retry live"))
 		if r.StatusCode != 409 || m["error"] != CodeRunNotFailed {
 			t.Fatalf("retry of a running run: %d %s", r.StatusCode, r.Body)
 		}
-		other := host.NewRun("globex", "conformance-noop", nil, time.Now())
-		if r, _ := c.f.do(t, commerceReq("POST", "/runs/"+host.ProjectID(other.ID)+"/retry", "retry other")); r.StatusCode != 403 {
+		other := runs.NewRun("globex", "conformance-noop", nil, time.Now())
+		if r, _ := c.f.do(t, commerceReq("POST", "/runs/"+runs.ProjectID(other.ID)+"/retry", "retry other")); r.StatusCode != 403 {
 			t.Fatalf("another tenant's run: %d", r.StatusCode)
 		}
 	})
 }
 
 func decidedCancel(id string, version int64, key string) events.APIGatewayV2HTTPRequest {
-	e := commerceReq("POST", "/runs/"+host.ProjectID(id)+"/cancel", key)
+	e := commerceReq("POST", "/runs/"+runs.ProjectID(id)+"/cancel", key)
 	e.Headers["idempotency-decided-version"] = itoa64(version)
 	return e
 }
@@ -148,7 +149,7 @@ func (c *commerceHost) inbox(t *testing.T) []any {
 func TestCommerceOfflineCancelAppliedWhenUnrelatedFieldsChanged(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		c := newCommerceHost(t, e)
-		run := c.run(t, host.StatusPending)
+		run := c.run(t, runs.StatusPending)
 		if _, err := c.runs.NoteFailure(context.Background(), run.ID, "transient", time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +157,7 @@ func TestCommerceOfflineCancelAppliedWhenUnrelatedFieldsChanged(t *testing.T) {
 			t.Fatalf("version %d", v)
 		}
 		r, m := c.f.do(t, decidedCancel(run.ID, 1, "offline cancel 1"))
-		if r.StatusCode != 200 || m["status"] != "cancelled" || c.get(t, run.ID).Status != host.StatusCancelled {
+		if r.StatusCode != 200 || m["status"] != "cancelled" || c.get(t, run.ID).Status != runs.StatusCancelled {
 			t.Fatalf("cancel decided against v1: %d %s", r.StatusCode, r.Body)
 		}
 		if es := c.inbox(t); len(es) != 0 {
@@ -173,7 +174,7 @@ func TestCommerceOfflineCancelAppliedWhenUnrelatedFieldsChanged(t *testing.T) {
 func TestCommerceOfflineCancelRefusedWithFixWhenStatusChanged(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		c := newCommerceHost(t, e)
-		run := c.run(t, host.StatusRunning) // v1 pending, v2 running
+		run := c.run(t, runs.StatusRunning) // v1 pending, v2 running
 		r, m := c.f.do(t, decidedCancel(run.ID, 1, "offline cancel 2"))
 		d, _ := m["details"].(map[string]any)
 		changes, _ := d["changes"].([]any)
@@ -184,7 +185,7 @@ func TestCommerceOfflineCancelRefusedWithFixWhenStatusChanged(t *testing.T) {
 		if ch["field"] != "status" || ch["old"] != "pending" || ch["new"] != "running" {
 			t.Fatalf("the fix: %v", ch)
 		}
-		if st := c.get(t, run.ID).Status; st != host.StatusRunning {
+		if st := c.get(t, run.ID).Status; st != runs.StatusRunning {
 			t.Fatalf("a refused cancel moved the run to %s", st)
 		}
 		again, _ := c.f.do(t, decidedCancel(run.ID, 1, "offline cancel 2"))
@@ -209,7 +210,7 @@ func TestCommerceOfflineCancelRefusedWithFixWhenStatusChanged(t *testing.T) {
 func TestCommerceInboxResubmitAndDiscard(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		c := newCommerceHost(t, e)
-		refuse := func(run host.Run, key string) string {
+		refuse := func(run runs.Run, key string) string {
 			t.Helper()
 			r, m := c.f.do(t, decidedCancel(run.ID, 1, key))
 			d, _ := m["details"].(map[string]any)
@@ -220,22 +221,22 @@ func TestCommerceInboxResubmitAndDiscard(t *testing.T) {
 			return id
 		}
 		// Resubmit: runs against v2 (the refusal's currentVersion).
-		a := c.run(t, host.StatusRunning)
+		a := c.run(t, runs.StatusRunning)
 		ida := refuse(a, "queued a")
 		r, m := c.f.do(t, commerceReq("POST", "/inbox/"+ida+"/resubmit", "resubmit a"))
-		if r.StatusCode != 200 || m["status"] != "cancelled" || c.get(t, a.ID).Status != host.StatusCancelled {
+		if r.StatusCode != 200 || m["status"] != "cancelled" || c.get(t, a.ID).Status != runs.StatusCancelled {
 			t.Fatalf("resubmit: %d %s", r.StatusCode, r.Body)
 		}
 		if es := c.inbox(t); len(es) != 0 {
 			t.Fatalf("a resubmitted write stayed: %v", es)
 		}
 		// Resubmit after another status change: refused again, stays.
-		b := c.run(t, host.StatusPending)
-		if _, err := c.runs.Transition(context.Background(), b.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", time.Now()); err != nil {
+		b := c.run(t, runs.StatusPending)
+		if _, err := c.runs.Transition(context.Background(), b.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		idb := refuse(b, "queued b")
-		if _, err := c.runs.Transition(context.Background(), b.ID, []host.Status{host.StatusRunning}, host.StatusFailed, "boom", time.Now()); err != nil {
+		if _, err := c.runs.Transition(context.Background(), b.ID, []runs.Status{runs.StatusRunning}, runs.StatusFailed, "boom", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		r, m = c.f.do(t, commerceReq("POST", "/inbox/"+idb+"/resubmit", "resubmit b"))
@@ -252,7 +253,7 @@ func TestCommerceInboxResubmitAndDiscard(t *testing.T) {
 		if r.StatusCode != 200 || m["status"] != "discarded" || m["id"] != idb {
 			t.Fatalf("discard: %d %s", r.StatusCode, r.Body)
 		}
-		if es := c.inbox(t); len(es) != 0 || c.get(t, b.ID).Status != host.StatusFailed {
+		if es := c.inbox(t); len(es) != 0 || c.get(t, b.ID).Status != runs.StatusFailed {
 			t.Fatalf("after discard: %v", es)
 		}
 		for _, p := range []string{"/inbox/" + idb + "/discard", "/inbox/" + idb + "/resubmit", "/inbox/..%2Fx/discard"} {

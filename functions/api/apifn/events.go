@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/header"
 )
@@ -84,7 +84,7 @@ type RunEvent struct {
 // A terminal status is final (transitions are compare-and-set), so event 1
 // never changes once it exists. eventId is a stable digest of (runId,
 // sequence): the same event has the same id on every read.
-func RunEvents(r host.Run) []RunEvent {
+func RunEvents(r runs.Run) []RunEvent {
 	evs := []RunEvent{newRunEvent(r, 0, EventRunStarted, r.CreatedAt, map[string]any{"workflowId": r.WorkflowID})}
 	if !r.Status.Terminal() {
 		return evs
@@ -96,17 +96,17 @@ func RunEvents(r host.Run) []RunEvent {
 	var typ string
 	var payload map[string]any
 	switch r.Status {
-	case host.StatusCompleted:
+	case runs.StatusCompleted:
 		typ, payload = EventRunCompleted, map[string]any{"outputs": map[string]any{}, "durationMs": dur}
-	case host.StatusFailed:
+	case runs.StatusFailed:
 		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}, "durationMs": dur}
-	default: // host.StatusCancelled
+	default: // runs.StatusCancelled
 		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
 	}
 	return append(evs, newRunEvent(r, 1, typ, r.UpdatedAt, payload))
 }
 
-func newRunEvent(r host.Run, seq int64, typ string, at time.Time, payload any) RunEvent {
+func newRunEvent(r runs.Run, seq int64, typ string, at time.Time, payload any) RunEvent {
 	return RunEvent{EventID: eventID(r.ID, seq), RunID: r.ID, Type: typ, Payload: payload,
 		Timestamp: at.UTC().Format(time.RFC3339Nano), Sequence: seq, SchemaVersion: 1}
 }
@@ -268,7 +268,7 @@ func (h *Handler) events(ctx context.Context, ev events.APIGatewayV2HTTPRequest,
 		return errResp(e), nil
 	}
 	r, err := h.cfg.Runs.Get(ctx, runID)
-	if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 		return notFound(), nil
 	}
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -27,7 +27,7 @@ func TestEventsDynamo(t *testing.T) {
 		ctx := context.Background()
 		cnt := dynamotest.NewCounter()
 		faults := dynamotest.NewFaults()
-		runs := &host.DynamoRuns{Client: e.Client(dynamotest.FastRetries, cnt.Middleware(), faults.Middleware()),
+		runs := &hostruns.DynamoRuns{Client: e.Client(dynamotest.FastRetries, cnt.Middleware(), faults.Middleware()),
 			Table: e.CreateTable(t, "RunsTable")}
 		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
 		if err != nil {
@@ -42,11 +42,11 @@ func TestEventsDynamo(t *testing.T) {
 			t.Fatal(err)
 		}
 		created := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
-		r := host.NewRun("acme", "conformance-noop", json.RawMessage(`{"secret":"s3cr3t"}`), created)
+		r := hostruns.NewRun("acme", "conformance-noop", json.RawMessage(`{"secret":"s3cr3t"}`), created)
 		if err := runs.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		path := "/runs/" + host.ProjectID(r.ID) + "/events"
+		path := "/runs/" + hostruns.ProjectID(r.ID) + "/events"
 
 		cnt.Reset()
 		s := f.stream(t, eventsReq(path, "acme", "", ""))
@@ -61,10 +61,10 @@ func TestEventsDynamo(t *testing.T) {
 		}
 		started := s.Frames[0].Data
 
-		if _, err := runs.Transition(ctx, r.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", created.Add(time.Second)); err != nil {
+		if _, err := runs.Transition(ctx, r.ID, []hostruns.Status{hostruns.StatusPending}, hostruns.StatusRunning, "", created.Add(time.Second)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := runs.Transition(ctx, r.ID, []host.Status{host.StatusRunning}, host.StatusFailed, "node deliver: 400", created.Add(3*time.Second)); err != nil {
+		if _, err := runs.Transition(ctx, r.ID, []hostruns.Status{hostruns.StatusRunning}, hostruns.StatusFailed, "node deliver: 400", created.Add(3*time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		cnt.Reset()

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/host"
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/ledger"
@@ -27,7 +27,7 @@ func ExampleRunEvents() {
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	guard, _ := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: quiet})
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	runs := host.NewMemRuns()
+	runs := hostruns.NewMemRuns()
 	h, _ := apifn.New(apifn.Config{Runs: runs, Guard: guard, Ledger: l, Logger: quiet})
 
 	get := func(path, lastEventID string) {
@@ -48,13 +48,13 @@ func ExampleRunEvents() {
 	}
 
 	created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	run := host.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), created)
+	run := hostruns.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), created)
 	_ = runs.Create(context.Background(), run)
-	path := "/runs/" + host.ProjectID(run.ID) + "/events"
+	path := "/runs/" + hostruns.ProjectID(run.ID) + "/events"
 
 	get(path, "") // pending: run.started, and a hint to come back
-	_, _ = runs.Transition(context.Background(), run.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", created.Add(time.Second))
-	_, _ = runs.Transition(context.Background(), run.ID, []host.Status{host.StatusRunning}, host.StatusCompleted, "", created.Add(2*time.Second))
+	_, _ = runs.Transition(context.Background(), run.ID, []hostruns.Status{hostruns.StatusPending}, hostruns.StatusRunning, "", created.Add(time.Second))
+	_, _ = runs.Transition(context.Background(), run.ID, []hostruns.Status{hostruns.StatusRunning}, hostruns.StatusCompleted, "", created.Add(2*time.Second))
 	get(path, "0") // only what came after event 0; the stream is over
 	// Output:
 	// 200 text/event-stream

@@ -14,7 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/shared"
 )
 
@@ -100,18 +100,18 @@ func (f *fixture) stream(t *testing.T, e events.APIGatewayV2HTTPRequest) sseStre
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // newRun stores a pending run of tenant created at t0.
-func (f *fixture) newRun(t *testing.T, tenant string) host.Run {
+func (f *fixture) newRun(t *testing.T, tenant string) runs.Run {
 	t.Helper()
-	r := host.NewRun(tenant, "conformance-noop", json.RawMessage(`{"secret":"s3cr3t"}`), t0)
+	r := runs.NewRun(tenant, "conformance-noop", json.RawMessage(`{"secret":"s3cr3t"}`), t0)
 	if err := f.runs.Create(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func (f *fixture) move(t *testing.T, id string, from host.Status, to host.Status, msg string, at time.Time) {
+func (f *fixture) move(t *testing.T, id string, from runs.Status, to runs.Status, msg string, at time.Time) {
 	t.Helper()
-	if _, err := f.runs.Transition(context.Background(), id, []host.Status{from}, to, msg, at); err != nil {
+	if _, err := f.runs.Transition(context.Background(), id, []runs.Status{from}, to, msg, at); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -182,7 +182,7 @@ func idPattern(t *testing.T, name string) *regexp.Regexp {
 func TestEventsLifecycle(t *testing.T) {
 	f := newFixture(t)
 	r := f.newRun(t, "acme")
-	path := "/runs/" + host.ProjectID(r.ID) + "/events"
+	path := "/runs/" + runs.ProjectID(r.ID) + "/events"
 
 	// pending: run.started only; the stream tells the client to come back.
 	s := f.stream(t, eventsReq(path, "acme", "", ""))
@@ -204,7 +204,7 @@ func TestEventsLifecycle(t *testing.T) {
 	started := fr.Data
 
 	// Re-poll after 0: nothing new while the run is running.
-	f.move(t, r.ID, host.StatusPending, host.StatusRunning, "", t0.Add(time.Second))
+	f.move(t, r.ID, runs.StatusPending, runs.StatusRunning, "", t0.Add(time.Second))
 	if s := f.stream(t, eventsReq(path, "acme", "", "0")); len(s.Frames) != 0 || s.Retry == "" {
 		t.Fatalf("running run after 0: %+v", s)
 	}
@@ -218,7 +218,7 @@ func TestEventsLifecycle(t *testing.T) {
 
 	// completed: re-poll after 0 yields exactly the terminal event, and no
 	// retry hint: the stream is over.
-	f.move(t, r.ID, host.StatusRunning, host.StatusCompleted, "", t0.Add(1500*time.Millisecond+3*time.Second))
+	f.move(t, r.ID, runs.StatusRunning, runs.StatusCompleted, "", t0.Add(1500*time.Millisecond+3*time.Second))
 	s = f.stream(t, eventsReq(path, "acme", "", "0"))
 	if len(s.Frames) != 1 || s.Retry != "" || s.Frames[0].ID != "1" || s.Frames[0].Event != EventRunCompleted {
 		t.Fatalf("completed run after 0: %+v", s)
@@ -251,13 +251,13 @@ func TestEventsLifecycle(t *testing.T) {
 func TestEventsTerminalPayloads(t *testing.T) {
 	f := newFixture(t)
 	failed := f.newRun(t, "acme")
-	f.move(t, failed.ID, host.StatusPending, host.StatusFailed, "executor: gave up after 11 attempts: boom", t0.Add(time.Minute))
+	f.move(t, failed.ID, runs.StatusPending, runs.StatusFailed, "executor: gave up after 11 attempts: boom", t0.Add(time.Minute))
 	blank := f.newRun(t, "acme")
-	f.move(t, blank.ID, host.StatusPending, host.StatusFailed, "", t0.Add(time.Minute))
+	f.move(t, blank.ID, runs.StatusPending, runs.StatusFailed, "", t0.Add(time.Minute))
 	cancelled := f.newRun(t, "acme")
-	f.move(t, cancelled.ID, host.StatusPending, host.StatusCancelled, "", t0.Add(2*time.Second))
+	f.move(t, cancelled.ID, runs.StatusPending, runs.StatusCancelled, "", t0.Add(2*time.Second))
 	cases := []struct {
-		run     host.Run
+		run     runs.Run
 		typ     string
 		payload map[string]any
 	}{
@@ -268,7 +268,7 @@ func TestEventsTerminalPayloads(t *testing.T) {
 		{cancelled, EventRunCancelled, map[string]any{"durationMs": 2000.0}},
 	}
 	for _, c := range cases {
-		s := f.stream(t, eventsReq("/runs/"+host.ProjectID(c.run.ID)+"/events", "acme", "", ""))
+		s := f.stream(t, eventsReq("/runs/"+runs.ProjectID(c.run.ID)+"/events", "acme", "", ""))
 		if len(s.Frames) != 2 || s.Retry != "" || s.Frames[1].Event != c.typ {
 			t.Fatalf("%s: %+v", c.typ, s)
 		}
@@ -282,9 +282,9 @@ func TestEventsTerminalPayloads(t *testing.T) {
 func TestEventsStreamModes(t *testing.T) {
 	f := newFixture(t)
 	r := f.newRun(t, "acme")
-	f.move(t, r.ID, host.StatusPending, host.StatusRunning, "", t0.Add(time.Second))
-	f.move(t, r.ID, host.StatusRunning, host.StatusCompleted, "", t0.Add(2*time.Second))
-	path := "/runs/" + host.ProjectID(r.ID) + "/events"
+	f.move(t, r.ID, runs.StatusPending, runs.StatusRunning, "", t0.Add(time.Second))
+	f.move(t, r.ID, runs.StatusRunning, runs.StatusCompleted, "", t0.Add(2*time.Second))
+	path := "/runs/" + runs.ProjectID(r.ID) + "/events"
 	names := func(s sseStream) string {
 		var out []string
 		for _, fr := range s.Frames {
@@ -341,8 +341,8 @@ func TestEventsStreamModes(t *testing.T) {
 	}
 	// values on a running run: the current status, and the retry hint.
 	r2 := f.newRun(t, "acme")
-	f.move(t, r2.ID, host.StatusPending, host.StatusRunning, "", t0.Add(time.Second))
-	s := f.stream(t, eventsReq("/runs/"+host.ProjectID(r2.ID)+"/events", "acme", "streamMode=values", ""))
+	f.move(t, r2.ID, runs.StatusPending, runs.StatusRunning, "", t0.Add(time.Second))
+	s := f.stream(t, eventsReq("/runs/"+runs.ProjectID(r2.ID)+"/events", "acme", "streamMode=values", ""))
 	if len(s.Frames) != 1 || s.Frames[0].ID != "0" || !strings.Contains(s.Frames[0].Data, `"status":"running"`) || s.Retry == "" {
 		t.Fatalf("values of a running run: %+v", s)
 	}
@@ -367,7 +367,7 @@ func TestEventsValidation(t *testing.T) {
 		t.Fatalf("registry: %s is %d", CodeUnsupportedStreamMode, row.HTTPStatus)
 	}
 	for _, id := range []string{r.ID, "acme/zzzzzzzzzzzzzzzzzzzz"} {
-		path := "/runs/" + host.ProjectID(id) + "/events"
+		path := "/runs/" + runs.ProjectID(id) + "/events"
 		for _, q := range []string{"streamMode=", "streamMode=foo", "streamMode=Updates", "streamMode=values,updates",
 			"streamMode=updates,values", "streamMode=updates,", "streamMode=,updates", "streamMode=updates%3Bdebug",
 			"streamMode=updates%20", "streamMode=values,values", "streamMode=updates&streamMode=debug"} {
@@ -467,9 +467,9 @@ func registryRow(t *testing.T, code string) regRow {
 func TestEventsTenancy(t *testing.T) {
 	f := newFixture(t)
 	r := f.newRun(t, "acme")
-	f.move(t, r.ID, host.StatusPending, host.StatusFailed, "boom: acme-private", t0.Add(time.Second))
+	f.move(t, r.ID, runs.StatusPending, runs.StatusFailed, "boom: acme-private", t0.Add(time.Second))
 	opaque := r.ID[len("acme/"):]
-	encs := []string{host.ProjectID(r.ID), "acme%2F" + opaque, "acme%2f" + opaque, "acme/" + opaque, "acme~2f" + opaque}
+	encs := []string{runs.ProjectID(r.ID), "acme%2F" + opaque, "acme%2f" + opaque, "acme/" + opaque, "acme~2f" + opaque}
 	for _, enc := range encs {
 		if s := f.stream(t, eventsReq("/runs/"+enc+"/events", "acme", "", "")); len(s.Frames) != 2 {
 			t.Fatalf("%s: %+v", enc, s)
@@ -490,7 +490,7 @@ func TestEventsTenancy(t *testing.T) {
 		t.Fatalf("unknown run: %d %s", resp.StatusCode, resp.Body)
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE"} {
-		resp, g := f.do(t, ev(m, "/runs/"+host.ProjectID(r.ID)+"/events", "acme", "", ""))
+		resp, g := f.do(t, ev(m, "/runs/"+runs.ProjectID(r.ID)+"/events", "acme", "", ""))
 		if resp.StatusCode != 405 || g["error"] != CodeMethodNotAllowed || resp.Headers["Allow"] != "GET" {
 			t.Fatalf("%s: %d %s", m, resp.StatusCode, resp.Body)
 		}
@@ -500,7 +500,7 @@ func TestEventsTenancy(t *testing.T) {
 			t.Fatalf("%s: %d %s", p, resp.StatusCode, resp.Body)
 		}
 	}
-	if resp, _ := f.do(t, eventsReq("/runs/"+host.ProjectID(r.ID)+"/events/poll", "acme", "", "")); resp.StatusCode != 404 {
+	if resp, _ := f.do(t, eventsReq("/runs/"+runs.ProjectID(r.ID)+"/events/poll", "acme", "", "")); resp.StatusCode != 404 {
 		t.Fatalf("events/poll: %d", resp.StatusCode)
 	}
 }
@@ -513,20 +513,20 @@ func TestEventsRacingTransitions(t *testing.T) {
 	f := newFixture(t)
 	for round := 0; round < 20; round++ {
 		r := f.newRun(t, "acme")
-		path := "/runs/" + host.ProjectID(r.ID) + "/events"
+		path := "/runs/" + runs.ProjectID(r.ID) + "/events"
 		var wg sync.WaitGroup
 		seen := make(chan sseStream, 64)
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			if _, err := f.runs.Transition(ctx, r.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", t0.Add(time.Second)); err == nil {
-				_, _ = f.runs.Transition(ctx, r.ID, []host.Status{host.StatusRunning}, host.StatusCompleted, "", t0.Add(2*time.Second))
+			if _, err := f.runs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", t0.Add(time.Second)); err == nil {
+				_, _ = f.runs.Transition(ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", t0.Add(2*time.Second))
 			}
 		}()
 		go func() {
 			defer wg.Done()
-			_, _ = f.runs.Transition(context.Background(), r.ID, []host.Status{host.StatusPending, host.StatusRunning}, host.StatusCancelled, "", t0.Add(3*time.Second))
+			_, _ = f.runs.Transition(context.Background(), r.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, runs.StatusCancelled, "", t0.Add(3*time.Second))
 		}()
 		for i := 0; i < 4; i++ {
 			wg.Add(1)

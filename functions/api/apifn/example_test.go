@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/ledger"
@@ -24,7 +24,7 @@ func Example() {
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	guard, _ := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: quiet})
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	runs := host.NewMemRuns()
+	runs := runs.NewMemRuns()
 	h, err := apifn.New(apifn.Config{Runs: runs, Guard: guard, Ledger: l, Logger: quiet})
 	if err != nil {
 		panic(err)

@@ -10,7 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/ledger"
@@ -35,18 +36,18 @@ func FuzzHandle(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	runs := host.NewMemRuns()
+	runs := hostruns.NewMemRuns()
 	h, err := New(Config{Runs: runs, Guard: g, Ledger: l, Logger: discard(),
 		Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		f.Fatal(err)
 	}
-	secretRun := host.NewRun("acme", host.WorkflowNoop, json.RawMessage(`{"secret":"acme-only-9f8e7d"}`), time.Now())
+	secretRun := hostruns.NewRun("acme", webhook.WorkflowNoop, json.RawMessage(`{"secret":"acme-only-9f8e7d"}`), time.Now())
 	if err := runs.Create(context.Background(), secretRun); err != nil {
 		f.Fatal(err)
 	}
 	opaque := secretRun.ID[len("acme/"):]
-	p := "/runs/" + host.ProjectID(secretRun.ID)
+	p := "/runs/" + hostruns.ProjectID(secretRun.ID)
 
 	f.Add("POST", "/runs", "", `{"workflowId":"conformance-noop"}`, false, "k-0123456789abcdefghijkl", "acme", "application/json")
 	f.Add("POST", "/runs", "", `{"workflowId":"webhook","inputs":{"url":"http://169.254.169.254/"}}`, false, "k-0123456789abcdefghijkm", "acme", "application/json")

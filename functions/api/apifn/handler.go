@@ -44,7 +44,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
@@ -67,19 +69,19 @@ const OpCreateRun = "POST /runs"
 // Config configures a Handler.
 type Config struct {
 	// Runs stores runs. Required.
-	Runs host.RunStore
+	Runs runs.RunStore
 	// Guard is Layer 1, wrapping createRun and cancelRun. Required.
 	Guard *idem.Guard
 	// Ledger serves the effects witness. Required.
 	Ledger *ledger.Ledger
 	// Webhook is the webhook workflow's destination policy, checked at
 	// createRun. Default: the zero WebhookPolicy (public hosts only).
-	Webhook host.WebhookPolicy
+	Webhook webhook.WebhookPolicy
 	// CrossRegion is the advertised posture. Default "single-region".
 	CrossRegion string
 	// ReplicationLagBoundMs is the declared replication lag bound advertised
 	// as multiRegion.replicationLagBoundMs (fenced-effects only), 0..60000.
-	// Default 0: host.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
+	// Default 0: settings.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
 	// not expressible here; no real replication meets it).
 	ReplicationLagBoundMs int
 	// ConformanceSeams advertises the conformance seams profile
@@ -99,9 +101,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Inbox keeps the offline writes refused as decided against a stale
 	// version (GET /inbox, POST /inbox/{id}/resubmit and /discard).
-	// Default: the runs store's own (host.InboxOf: the RunsTable inbox of
+	// Default: the runs store's own (runs.InboxOf: the RunsTable inbox of
 	// a DynamoRuns), else an in-memory one.
-	Inbox host.Inbox
+	Inbox runs.Inbox
 }
 
 // Handler serves the API. Safe for concurrent use.
@@ -120,17 +122,17 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("apifn: Runs, Guard and Ledger are required")
 	}
 	if cfg.CrossRegion == "" {
-		cfg.CrossRegion = host.CrossRegionSingle
+		cfg.CrossRegion = settings.CrossRegionSingle
 	}
 	// Discovery names the policy Layer 1 actually runs.
-	capOpts := []host.CapabilityOption{host.WithIdempotencyPolicy(cfg.Guard.Config().Policy.Name)}
+	capOpts := []settings.CapabilityOption{settings.WithIdempotencyPolicy(cfg.Guard.Config().Policy.Name)}
 	if cfg.ReplicationLagBoundMs > 0 {
-		capOpts = append(capOpts, host.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
+		capOpts = append(capOpts, settings.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
 	}
 	if cfg.ConformanceSeams {
-		capOpts = append(capOpts, host.WithConformanceSeams())
+		capOpts = append(capOpts, settings.WithConformanceSeams())
 	}
-	caps, err := host.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
+	caps, err := settings.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +146,7 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Inbox == nil {
-		cfg.Inbox = host.InboxOf(cfg.Runs)
+		cfg.Inbox = runs.InboxOf(cfg.Runs)
 	}
 	h := &Handler{cfg: cfg, caps: caps, tenant: cfg.Guard.Config().Tenant}
 	h.guarded = map[string]idem.HTTPAPIHandler{}
@@ -175,7 +177,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 	if resp.Headers == nil {
 		resp.Headers = map[string]string{}
 	}
-	resp.Headers["OpenWOP-Version"] = host.ProtocolVersion
+	resp.Headers["OpenWOP-Version"] = settings.ProtocolVersion
 	return resp, nil
 }
 
@@ -224,7 +226,7 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if segs, hasEntry := m.Params["id"]; hasEntry {
 		// An inbox entry id is one segment of InboxEntryID's shape; any
 		// other names no entry.
-		if len(segs) != 1 || !host.ValidInboxEntryID(segs[0]) {
+		if len(segs) != 1 || !runs.ValidInboxEntryID(segs[0]) {
 			return notFound(), nil
 		}
 		return h.dispatch(context.WithValue(ctx, entryIDKey{}, segs[0]), ev, m.Route, tenant, "")
@@ -233,12 +235,12 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if !hasRun {
 		return h.dispatch(ctx, ev, m.Route, tenant, "")
 	}
-	runID, err := host.DecodePathID(idSegs...)
+	runID, err := runs.DecodePathID(idSegs...)
 	if err != nil {
 		return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "runId is not a tenant-bound <tenantId>/<opaque> id (project it as ~2F or %%2F)").
 			WithDetails(map[string]any{"field": "runId"})), nil
 	}
-	if host.RunTenant(runID) != tenant {
+	if runs.RunTenant(runID) != tenant {
 		return errResp(apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant")), nil
 	}
 	return h.dispatch(withRunID(ctx, runID), ev, m.Route, tenant, runID)
@@ -261,13 +263,13 @@ func (h *Handler) dispatch(ctx context.Context, ev events.APIGatewayV2HTTPReques
 	if !ok {
 		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: idempotent route %s %s is not wired", r.Method, r.Pattern)
 	}
-	return guarded(withOperation(ctx, r.Scope(map[string]string{"runId": host.ProjectID(runID), "id": entryID})), ev)
+	return guarded(withOperation(ctx, r.Scope(map[string]string{"runId": runs.ProjectID(runID), "id": entryID})), ev)
 }
 
 // authed returns the authenticated tenant from the authorizer context.
 func (h *Handler) authed(ev events.APIGatewayV2HTTPRequest) (string, bool) {
 	t := h.tenant.TenantV2(&ev.RequestContext)
-	return t, t != "" && host.ValidTenant(t)
+	return t, t != "" && runs.ValidTenant(t)
 }
 
 // bodyLen is the decoded length of the event's body (an upper bound for a

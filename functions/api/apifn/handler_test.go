@@ -10,7 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/header"
@@ -21,7 +22,7 @@ import (
 
 type fixture struct {
 	h      *Handler
-	runs   *host.MemRuns
+	runs   *runs.MemRuns
 	ledger *ledger.Ledger
 	slept  chan time.Duration
 }
@@ -36,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{runs: host.NewMemRuns(), ledger: l, slept: make(chan time.Duration, 100)}
+	f := &fixture{runs: runs.NewMemRuns(), ledger: l, slept: make(chan time.Duration, 100)}
 	f.h, err = New(Config{Runs: f.runs, Guard: g, Ledger: l, Logger: discard(),
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			f.slept <- d
@@ -150,11 +151,11 @@ func TestCreateRunReplay(t *testing.T) {
 	if stored, err := f.runs.Get(context.Background(), id); err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
-	if _, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", "")); runExt(g)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+	if _, g := f.do(t, ev("GET", "/runs/"+runs.ProjectID(id), "acme", "", "")); runExt(g)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
 		runExt(g)["semanticRequestRecipe"] != semantic.RecipeV2 {
 		t.Fatalf("getRun %v", g)
 	}
-	if !host.ValidRunID(id) || host.RunTenant(id) != "acme" || m1["status"] != "pending" ||
+	if !runs.ValidRunID(id) || runs.RunTenant(id) != "acme" || m1["status"] != "pending" ||
 		!strings.HasPrefix(m1["eventsUrl"].(string), "https://api.example.com/runs/acme~2F") {
 		t.Fatalf("body %v", m1)
 	}
@@ -274,7 +275,7 @@ func TestGetRunTenantBinding(t *testing.T) {
 	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","inputs":{"secret":"s3cr3t"}}`))
 	id := m["runId"].(string)
 	opaque := id[len("acme/"):]
-	for _, p := range []string{"/runs/" + host.ProjectID(id), "/runs/acme%2F" + opaque, "/runs/acme%2f" + opaque, "/runs/acme/" + opaque} {
+	for _, p := range []string{"/runs/" + runs.ProjectID(id), "/runs/acme%2F" + opaque, "/runs/acme%2f" + opaque, "/runs/acme/" + opaque} {
 		r, g := f.do(t, ev("GET", p, "acme", "", ""))
 		if r.StatusCode != 200 || g["runId"] != id || g["status"] != "pending" {
 			t.Errorf("%s: %d %v", p, r.StatusCode, g)
@@ -283,7 +284,7 @@ func TestGetRunTenantBinding(t *testing.T) {
 	// Another tenant: 403 id_tenant_mismatch on every route, in every
 	// encoding of the id, and no data.
 	var others []events.APIGatewayV2HTTPRequest
-	for _, enc := range []string{host.ProjectID(id), "acme%2F" + opaque, "acme%2f" + opaque, "acme/" + opaque} {
+	for _, enc := range []string{runs.ProjectID(id), "acme%2F" + opaque, "acme%2f" + opaque, "acme/" + opaque} {
 		others = append(others,
 			ev("GET", "/runs/"+enc, "globex", "", ""),
 			ev("GET", "/runs/"+enc+"/effects", "globex", "", ""),
@@ -301,10 +302,10 @@ func TestGetRunTenantBinding(t *testing.T) {
 	}
 	// A parked run shows its effect's retry schedule.
 	wakeAt := time.Now().Add(30 * time.Second).UTC().Truncate(time.Millisecond)
-	if err := f.runs.Schedule(context.Background(), id, host.Wake{At: wakeAt, Attempt: 1, MaxAttempts: 20, Deadline: wakeAt.Add(time.Hour)}, time.Now()); err != nil {
+	if err := f.runs.Schedule(context.Background(), id, runs.Wake{At: wakeAt, Attempt: 1, MaxAttempts: 20, Deadline: wakeAt.Add(time.Hour)}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", ""))
+	_, g := f.do(t, ev("GET", "/runs/"+runs.ProjectID(id), "acme", "", ""))
 	if runExt(g)["failures"] != 1.0 || runExt(g)["lastError"] != "effect in flight" {
 		t.Fatalf("snapshot %v", g)
 	}
@@ -316,7 +317,7 @@ func TestGetRunTenantBinding(t *testing.T) {
 	if r, g := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz", "acme", "", "")); r.StatusCode != 404 || g["error"] != "not_found" {
 		t.Fatalf("%d %v", r.StatusCode, g)
 	}
-	if st, _ := f.runs.Get(context.Background(), id); st.Status != host.StatusPending {
+	if st, _ := f.runs.Get(context.Background(), id); st.Status != runs.StatusPending {
 		t.Fatalf("another tenant's cancel changed the run: %s", st.Status)
 	}
 	if r, _ := f.do(t, ev("GET", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz/effects", "acme", "", "")); r.StatusCode != 404 {
@@ -328,7 +329,7 @@ func TestCancelRun(t *testing.T) {
 	f := newFixture(t)
 	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
 	id := m["runId"].(string)
-	path := "/runs/" + host.ProjectID(id) + "/cancel"
+	path := "/runs/" + runs.ProjectID(id) + "/cancel"
 	r1, c1 := f.do(t, ev("POST", path, "acme", key1, `{"reason":"x"}`))
 	r2, _ := f.do(t, ev("POST", path, "acme", key1, `{"reason":"x"}`))
 	if r1.StatusCode != 200 || c1["status"] != "cancelled" || header.First(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
@@ -340,10 +341,10 @@ func TestCancelRun(t *testing.T) {
 	// The same key on another run is another scope: it cancels that run.
 	_, m2 := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
 	id2 := m2["runId"].(string)
-	if _, err := f.runs.Transition(context.Background(), id2, []host.Status{host.StatusPending}, host.StatusCompleted, "", time.Now()); err != nil {
+	if _, err := f.runs.Transition(context.Background(), id2, []runs.Status{runs.StatusPending}, runs.StatusCompleted, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	r3, c3 := f.do(t, ev("POST", "/runs/"+host.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))
+	r3, c3 := f.do(t, ev("POST", "/runs/"+runs.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))
 	if r3.StatusCode != 409 || c3["error"] != "run_terminal" || header.First(r3.Headers, "OpenWOP-Idempotent-Replay") != "" {
 		t.Fatalf("%d %v", r3.StatusCode, c3)
 	}
@@ -369,7 +370,7 @@ func TestWebhookLoopbackFlag(t *testing.T) {
 		}
 	}
 	// An allowlist refuses other hosts.
-	f.h.cfg.Webhook = host.WebhookPolicy{Allow: []string{"hooks.example.com"}}
+	f.h.cfg.Webhook = webhook.WebhookPolicy{Allow: []string{"hooks.example.com"}}
 	if r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"webhook","inputs":{"url":"https://evil.example.net/"}}`)); r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
 		t.Fatalf("allowlist: %d %v", r.StatusCode, m)
 	}
@@ -386,19 +387,19 @@ func TestCompletedRunSnapshotIsUnambiguous(t *testing.T) {
 	_, m := f.do(t, ev("POST", "/runs", "acme", "k-0123456789abcdefghijklmn", `{"workflowId":"conformance-noop"}`))
 	id := m["runId"].(string)
 	ctx := context.Background()
-	if _, err := f.runs.Transition(ctx, id, []host.Status{host.StatusPending}, host.StatusRunning, "", time.Now()); err != nil {
+	if _, err := f.runs.Transition(ctx, id, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.runs.NoteFailure(ctx, id, "webhook answered 503", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.runs.Schedule(ctx, id, host.Wake{At: time.Now().Add(time.Minute), Attempt: 1, MaxAttempts: 20}, time.Now()); err != nil {
+	if err := f.runs.Schedule(ctx, id, runs.Wake{At: time.Now().Add(time.Minute), Attempt: 1, MaxAttempts: 20}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.runs.Transition(ctx, id, []host.Status{host.StatusRunning}, host.StatusCompleted, "", time.Now()); err != nil {
+	if _, err := f.runs.Transition(ctx, id, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	_, g := f.do(t, ev("GET", "/runs/"+host.ProjectID(id), "acme", "", ""))
+	_, g := f.do(t, ev("GET", "/runs/"+runs.ProjectID(id), "acme", "", ""))
 	x := runExt(g)
 	if g["status"] != "completed" || g["error"] != nil || x["failures"] != nil || x["lastError"] != nil || x["retry"] != nil ||
 		x["recoveredFailures"] != 1.0 || x["lastRecoveredError"] != "webhook answered 503" {

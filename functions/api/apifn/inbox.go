@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -26,7 +26,7 @@ import (
 // /inbox/{id}/discard drops it.
 
 // cancelInputs are cancelRun's declared inputs: what a cancel decides on.
-var cancelInputs = []string{host.FieldStatus}
+var cancelInputs = []string{runs.FieldStatus}
 
 // OpCancelRun is the inbox entry operation of a refused cancel.
 const OpCancelRun = "cancelRun"
@@ -54,11 +54,11 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 // inbox as entryID (a new id under the request's claim when "") and
 // answered 409 with the fix, stale true.
 func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
-	live := []host.Status{host.StatusPending, host.StatusRunning}
+	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	if hasDecided {
 		r, err := h.cfg.Runs.Get(ctx, runID)
-		if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+		if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 			return notFound(), false, nil
 		}
 		if err != nil {
@@ -69,16 +69,16 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 		}
 		// Nothing the cancel decides on changed: move the run only from the
 		// status the approver saw (its status now).
-		from = []host.Status{r.Status}
+		from = []runs.Status{r.Status}
 		if r.Status.Terminal() {
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Transition(ctx, runID, from, host.StatusCancelled, "", h.cfg.Now())
+	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Now())
 	switch {
-	case errors.Is(err, host.ErrRunNotFound):
+	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
-	case errors.Is(err, host.ErrStatusConflict):
+	case errors.Is(err, runs.ErrStatusConflict):
 		if r.Tenant != tenant {
 			return notFound(), false, nil
 		}
@@ -89,19 +89,19 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 				return resp, stale, err
 			}
 		}
-		if r.Status != host.StatusCancelled {
+		if r.Status != runs.StatusCancelled {
 			return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), false, nil
 		}
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, false, err
 	}
-	resp, err = jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": host.StatusCancelled})
+	resp, err = jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": runs.StatusCancelled})
 	return resp, false, err
 }
 
 // checkDecided answers (done) a decided version the run never had (400) or
 // one whose later changes touch cancelInputs (409, kept in the inbox).
-func (h *Handler) checkDecided(ctx context.Context, r host.Run, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
 	changes, err := r.ChangesSince(decided)
 	if errors.Is(err, idem.ErrVersionAhead) {
 		return decidedInvalid(err), false, true, nil
@@ -115,10 +115,10 @@ func (h *Handler) checkDecided(ctx context.Context, r host.Run, decided int64, e
 	}
 	if entryID == "" {
 		claim, claimed := idem.FromContext(ctx)
-		entryID = host.InboxEntryID(claim, claimed)
+		entryID = runs.InboxEntryID(claim, claimed)
 	}
 	se := &idem.StaleDecisionError{RecordID: r.ID, Decided: decided, Current: r.Version, Changes: touched, InboxID: entryID}
-	if err := h.cfg.Inbox.Keep(ctx, host.InboxEntry{ID: entryID, Tenant: r.Tenant, Operation: OpCancelRun, RecordID: r.ID,
+	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Operation: OpCancelRun, RecordID: r.ID,
 		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Now()}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
@@ -145,7 +145,7 @@ func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTT
 // the 409 with the new fix.
 func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID)
-	if errors.Is(err, host.ErrInboxEntryNotFound) {
+	if errors.Is(err, runs.ErrInboxEntryNotFound) {
 		return notFound(), nil
 	}
 	if err != nil {
@@ -167,7 +167,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	}
 	if resp.StatusCode < 400 || resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusNotFound {
 		// Decided again and run (or moot: the run ended or is gone).
-		if err := h.cfg.Inbox.Remove(ctx, c.tenant, e.ID); err != nil && !errors.Is(err, host.ErrInboxEntryNotFound) {
+		if err := h.cfg.Inbox.Remove(ctx, c.tenant, e.ID); err != nil && !errors.Is(err, runs.ErrInboxEntryNotFound) {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
@@ -183,7 +183,7 @@ const CodeInboxOperationUnknown = "idemkit.inbox_operation_unknown"
 // 404 when the caller's inbox has no such entry.
 func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	err := h.cfg.Inbox.Remove(ctx, c.tenant, c.entryID)
-	if errors.Is(err, host.ErrInboxEntryNotFound) {
+	if errors.Is(err, runs.ErrInboxEntryNotFound) {
 		return notFound(), nil
 	}
 	if err != nil {

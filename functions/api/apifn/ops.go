@@ -10,7 +10,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -26,26 +28,26 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 		}
 		body = b
 	}
-	req, e := host.ParseCreate(body, &h.cfg.Webhook)
+	req, e := webhook.ParseCreate(body, &h.cfg.Webhook)
 	if e != nil {
 		return errResp(e), nil
 	}
 	switch req.WorkflowID {
-	case host.WorkflowUnavailable:
-		r := errResp(apierr.New(http.StatusServiceUnavailable, host.CodeRunnerUnavailable, "the conformance-unavailable workflow never has a runner"))
+	case webhook.WorkflowUnavailable:
+		r := errResp(apierr.New(http.StatusServiceUnavailable, webhook.CodeRunnerUnavailable, "the conformance-unavailable workflow never has a runner"))
 		r.Headers["Retry-After"] = "1"
 		return r, nil
-	case host.WorkflowDelay:
+	case webhook.WorkflowDelay:
 		if err := h.cfg.Sleep(ctx, time.Duration(req.DelayMs)*time.Millisecond); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
 	// NewRun stamps the run with the kit's current recipes (recipe stamps):
 	// its effects are identified under these stamps for its whole life.
-	run := host.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Now())
+	run := runs.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Now())
 	// Every execution of this idempotency record names the same run
 	// (createClaimedRun).
-	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev host.Run) bool {
+	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev runs.Run) bool {
 		return prev.Tenant == tenant && prev.WorkflowID == run.WorkflowID
 	})
 	if err != nil {
@@ -55,7 +57,7 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 		h.cfg.Logger.InfoContext(ctx, "api: run created by an earlier execution of this request", slog.String("run_id", run.ID),
 			slog.Int("attempt", claim.Attempt))
 	}
-	base := h.baseURL(ev) + "/runs/" + host.ProjectID(run.ID)
+	base := h.baseURL(ev) + "/runs/" + runs.ProjectID(run.ID)
 	resp, err := jsonResp(http.StatusCreated, map[string]any{
 		"runId": run.ID, "status": run.Status, "eventsUrl": base + "/events", "statusUrl": base,
 	})
@@ -82,7 +84,7 @@ func (h *Handler) cancelRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 // getRun returns the run's snapshot.
 func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
 	r, err := h.cfg.Runs.Get(ctx, runID)
-	if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 		return notFound(), nil
 	}
 	if err != nil {
@@ -110,18 +112,18 @@ const EventLogSchemaVersion = 3
 // everything the schema has no field for lives under
 // extensions["idemkit.run"]. It never carries the run's inputs. The owner
 // is the run's tenant and the subject its API key authenticates
-// (host.OwnerSubject). startedAt is the time createRun accepted the run;
+// (apikeys.OwnerSubject). startedAt is the time createRun accepted the run;
 // completedAt, on a terminal run only, the time of its terminal transition.
 // A failed run carries error {code: idemkit.run_failed, message}.
-func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r host.Run) map[string]any {
+func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[string]any {
 	ext := map[string]any{
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
-		"effectsUrl": h.baseURL(ev) + "/runs/" + host.ProjectID(r.ID) + "/effects",
+		"effectsUrl": h.baseURL(ev) + "/runs/" + runs.ProjectID(r.ID) + "/effects",
 		// The recipe stamps its effects are identified with.
 		"activityIdentityRecipe": r.ActivityIdentityRecipe, "semanticRequestRecipe": r.SemanticRequestRecipe,
 	}
 	switch {
-	case r.Failures > 0 && r.Status == host.StatusCompleted:
+	case r.Failures > 0 && r.Status == runs.StatusCompleted:
 		// A completed run never reads as failed: executions that failed
 		// transiently before it completed are named as recovered.
 		ext["recoveredFailures"], ext["lastRecoveredError"] = r.Failures, r.LastError
@@ -143,21 +145,21 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r host.Run) map[st
 	snap := map[string]any{
 		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
 		"eventLogSchemaVersion": EventLogSchemaVersion,
-		"owner":                 map[string]any{"tenant": r.Tenant, "subject": host.OwnerSubject(r.Tenant)},
+		"owner":                 map[string]any{"tenant": r.Tenant, "subject": apikeys.OwnerSubject(r.Tenant)},
 		"startedAt":             r.CreatedAt.UTC().Format(time.RFC3339Nano),
 		"extensions":            map[string]any{ExtensionRun: ext},
 	}
 	if r.Status.Terminal() {
 		snap["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
 	}
-	if r.Status == host.StatusFailed {
+	if r.Status == runs.StatusFailed {
 		snap["error"] = map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}
 	}
 	return snap
 }
 
 // failureMessage is a failed run's recorded error, or a generic one.
-func failureMessage(r host.Run) string {
+func failureMessage(r runs.Run) string {
 	if r.Error != "" {
 		return r.Error
 	}
@@ -167,7 +169,7 @@ func failureMessage(r host.Run) string {
 // effects serves the Layer-2 witness (effect-ledger-projection.schema.json).
 func (h *Handler) effects(ctx context.Context, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
 	r, err := h.cfg.Runs.Get(ctx, runID)
-	if errors.Is(err, host.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 		return notFound(), nil
 	}
 	if err != nil {

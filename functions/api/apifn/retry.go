@@ -7,7 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -21,27 +21,27 @@ const CodeRunNotFailed = "idemkit.run_not_failed"
 // and inputs, linked to it by retryOf, answered 201 as createRun's (plus
 // retryOf). A failed action's key replays its failure; this is how the
 // work runs again. Every execution of one retry key names the same new run
-// (host.ClaimRunID), so a reclaimed retry never creates a second one. A run
+// (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	prev, err := h.cfg.Runs.Get(ctx, c.runID)
-	if errors.Is(err, host.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
 		return notFound(), nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	if prev.Status != host.StatusFailed {
+	if prev.Status != runs.StatusFailed {
 		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
 	}
-	run := host.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Now())
+	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Now())
 	run.RetryOf = prev.ID
-	if _, _, err := h.createClaimedRun(ctx, &run, func(got host.Run) bool {
+	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.RetryOf == prev.ID
 	}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	base := h.baseURL(c.ev) + "/runs/" + host.ProjectID(run.ID)
+	base := h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	resp, err := jsonResp(http.StatusCreated, map[string]any{
 		"runId": run.ID, "status": run.Status, "retryOf": prev.ID, "eventsUrl": base + "/events", "statusUrl": base,
 	})

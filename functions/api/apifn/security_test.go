@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 )
 
 // TestTenantComesOnlyFromTheCredential: a body, query or header naming
@@ -25,11 +24,11 @@ func TestTenantComesOnlyFromTheCredential(t *testing.T) {
 	}
 	id := m["runId"].(string)
 	run, err := f.runs.Get(context.Background(), id)
-	if err != nil || run.Tenant != "acme" || host.RunTenant(id) != "acme" {
+	if err != nil || run.Tenant != "acme" || runs.RunTenant(id) != "acme" {
 		t.Fatalf("run %q tenant %q: %v", id, run.Tenant, err)
 	}
 
-	p := "/runs/" + host.ProjectID(id)
+	p := "/runs/" + runs.ProjectID(id)
 	routes := []struct{ method, path, body string }{
 		{"POST", "/runs", `{"workflowId":"conformance-noop"}`},
 		{"GET", p, ""}, {"HEAD", p, ""}, {"GET", p + "/effects", ""}, {"HEAD", p + "/effects", ""},
@@ -58,7 +57,7 @@ func TestTenantComesOnlyFromTheCredential(t *testing.T) {
 			}
 		}
 	}
-	if st, _ := f.runs.Get(context.Background(), id); st.Status != host.StatusPending || f.runs.Len() != 1 {
+	if st, _ := f.runs.Get(context.Background(), id); st.Status != runs.StatusPending || f.runs.Len() != 1 {
 		t.Fatalf("an unauthenticated request changed state: %s, %d runs", st.Status, f.runs.Len())
 	}
 }
@@ -76,7 +75,7 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 		t.Fatalf("a body at the bound: %d %v", r.StatusCode, m)
 	}
 	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
-	p := "/runs/" + host.ProjectID(m["runId"].(string))
+	p := "/runs/" + runs.ProjectID(m["runId"].(string))
 	over := pad(MaxBodyBytes + 1)
 	b64 := ev("POST", "/runs", "acme", "k-0123456789abcdefghij64", "")
 	b64.Body, b64.IsBase64Encoded = strings.Repeat("QUFB", MaxBodyBytes/3+1), true

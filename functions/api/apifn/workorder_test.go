@@ -8,7 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -66,7 +66,7 @@ func TestERPTestRoutePublicNeverTouchesStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs := &host.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		runs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 		h, err := New(Config{Runs: runs, Guard: g, Ledger: l, Logger: discard()})
 		if err != nil {
 			t.Fatal(err)

@@ -43,7 +43,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/internal/conflictaudit"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/keyhash"
@@ -98,9 +98,9 @@ func (a *Auditor) log() *slog.Logger {
 
 // HandleLambda is the Lambda handler.
 func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
-	recs := make([]host.StreamRecord, 0, len(ev.Records))
+	recs := make([]stream.StreamRecord, 0, len(ev.Records))
 	for _, r := range ev.Records {
-		sr, err := host.FromLambda(r)
+		sr, err := stream.FromLambda(r)
 		if err != nil {
 			a.log().ErrorContext(ctx, "auditor: undecodable stream record", slog.String("event_id", r.EventID), slog.String("error", err.Error()))
 			continue
@@ -112,7 +112,7 @@ func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (ev
 }
 
 // Audit counts, logs and emits metrics for recs, returning the counts.
-func (a *Auditor) Audit(ctx context.Context, recs []host.StreamRecord) Counts {
+func (a *Auditor) Audit(ctx context.Context, recs []stream.StreamRecord) Counts {
 	c := newCounts()
 	for _, r := range recs {
 		img := r.NewImage
@@ -186,7 +186,7 @@ func holding(r *ledger.Record) bool {
 	return r != nil && (r.State == ledger.StateClaimed || r.State == ledger.StateFiring)
 }
 
-func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c *Counts) {
+func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) {
 	oldRec, newRec := a.decodeEffect(ctx, r.OldImage), a.decodeEffect(ctx, r.NewImage)
 	if oldRec == nil && newRec == nil {
 		return
@@ -227,7 +227,7 @@ func (a *Auditor) effect(ctx context.Context, r host.StreamRecord, c *Counts) {
 	}
 }
 
-func (a *Auditor) idempotency(ctx context.Context, r host.StreamRecord, c *Counts) {
+func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Counts) {
 	pk := str(r.NewImage, "pk")
 	if pk == "" {
 		pk = str(r.OldImage, "pk")

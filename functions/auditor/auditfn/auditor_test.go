@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
@@ -38,7 +38,7 @@ func idemRec(state, attempt string) map[string]types.AttributeValue {
 func TestAudit(t *testing.T) {
 	var metrics, logs bytes.Buffer
 	a := &Auditor{Metrics: emf.New(&metrics, "idemkit"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
-	recs := []host.StreamRecord{
+	recs := []stream.StreamRecord{
 		// claim; fire; escaped + released; reclaim of a stalled (firing) claim
 		{EventName: "INSERT", NewImage: effect("claimed", "1", attempts("claimed"))},
 		{EventName: "MODIFY", OldImage: effect("claimed", "1", attempts("claimed")), NewImage: effect("firing", "1", attempts("claimed"))},
@@ -46,14 +46,14 @@ func TestAudit(t *testing.T) {
 		{EventName: "MODIFY", OldImage: effect("released", "1", attempts("escaped")), NewImage: effect("claimed", "2", attempts("escaped", "claimed"))},
 		{EventName: "MODIFY", OldImage: effect("firing", "2", attempts("escaped", "claimed")), NewImage: effect("claimed", "3", attempts("escaped", "escaped", "claimed"))},
 		// TTL deletions: of an unfinished claim (counted), of a completed record (not)
-		{EventName: "REMOVE", PrincipalID: host.TTLPrincipal, IdentityType: "Service", OldImage: effect("firing", "3", attempts("claimed"))},
-		{EventName: "REMOVE", PrincipalID: host.TTLPrincipal, OldImage: effect("completed", "3", attempts("completed"))},
+		{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, IdentityType: "Service", OldImage: effect("firing", "3", attempts("claimed"))},
+		{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, OldImage: effect("completed", "3", attempts("completed"))},
 		{EventName: "REMOVE", OldImage: effect("claimed", "1", attempts("claimed"))}, // a user delete
 		// Layer 1: a reclaimed lease, a retryable-failure re-run, TTL of pending
 		{EventName: "MODIFY", OldImage: idemRec("pending", "1"), NewImage: idemRec("pending", "2")},
 		{EventName: "MODIFY", OldImage: idemRec("retryable-failure", "2"), NewImage: idemRec("pending", "3")},
-		{EventName: "REMOVE", PrincipalID: host.TTLPrincipal, OldImage: idemRec("pending", "3")},
-		{EventName: "REMOVE", PrincipalID: host.TTLPrincipal, OldImage: idemRec("completed", "1")},
+		{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, OldImage: idemRec("pending", "3")},
+		{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, OldImage: idemRec("completed", "1")},
 	}
 	c := a.Audit(context.Background(), recs)
 	if c.Escaped[TableEffects] != 2 || c.Reclaims[TableEffects] != 1 || c.TTLExpiredPending[TableEffects] != 1 ||

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/conflictaudit"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger/fence"
@@ -19,7 +19,7 @@ const EnvRegion = "AWS_REGION"
 // NewFromEnv returns the auditor the function runs, configured through
 // getenv (os.Getenv in Lambda):
 //
-//   - CROSS_REGION (host.EnvCrossRegion): single-region (default),
+//   - CROSS_REGION (settings.EnvCrossRegion): single-region (default),
 //     reconciled-records or fenced-effects. Anything else is an error. When
 //     it is not single-region the cross-region conflict audit is on, with
 //     that posture as the events' strategy;
@@ -30,19 +30,19 @@ const EnvRegion = "AWS_REGION"
 // slog.Default()).
 func NewFromEnv(getenv func(string) string, metrics *emf.Recorder, logger *slog.Logger) (*Auditor, error) {
 	a := &Auditor{Metrics: metrics, Logger: logger}
-	posture := fence.CrossRegion(strings.TrimSpace(getenv(host.EnvCrossRegion)))
+	posture := fence.CrossRegion(strings.TrimSpace(getenv(settings.EnvCrossRegion)))
 	if posture == "" {
 		posture = fence.SingleRegion
 	}
 	if !posture.Valid() {
-		return nil, fmt.Errorf("auditfn: %s=%q: want single-region, reconciled-records or fenced-effects", host.EnvCrossRegion, posture)
+		return nil, fmt.Errorf("auditfn: %s=%q: want single-region, reconciled-records or fenced-effects", settings.EnvCrossRegion, posture)
 	}
 	if posture == fence.SingleRegion {
 		return a, nil
 	}
 	region := strings.TrimSpace(getenv(EnvRegion))
 	if region == "" {
-		return nil, fmt.Errorf("auditfn: %s=%s needs %s (the region whose stream is audited)", host.EnvCrossRegion, posture, EnvRegion)
+		return nil, fmt.Errorf("auditfn: %s=%s needs %s (the region whose stream is audited)", settings.EnvCrossRegion, posture, EnvRegion)
 	}
 	c, err := conflictaudit.New(conflictaudit.Config{Strategy: posture, Region: region, Metrics: metrics, Log: a.log()})
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
@@ -46,7 +47,7 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runID := host.NewRunID("acme")
+	runID := runs.NewRunID("acme")
 	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: runID, NodeID: "n", Provider: "p"})
 	eff := ledger.Effect{Identity: id, RunID: runID, NodeID: "n"}
 	// 1: the provider call's outcome is unknown -> escaped.
@@ -77,7 +78,7 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []host.StreamRecord
+	var recs []stream.StreamRecord
 	for _, sh := range sd.StreamDescription.Shards {
 		it, err := sc.GetShardIterator(ctx, &dynamodbstreams.GetShardIteratorInput{StreamArn: desc.Table.LatestStreamArn,
 			ShardId: sh.ShardId, ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon})
@@ -89,7 +90,7 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 			t.Fatal(err)
 		}
 		for _, r := range out.Records {
-			sr, err := host.FromStreams(r)
+			sr, err := stream.FromStreams(r)
 			if err != nil {
 				t.Fatal(err)
 			}

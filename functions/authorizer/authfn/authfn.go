@@ -2,11 +2,11 @@
 // API Lambda authorizer (payload format 2.0, simple responses) for
 // `Authorization: Bearer <api key>`.
 //
-// Keys are looked up by their SHA-256 hash (host.HashKey) in the api-keys
+// Keys are looked up by their SHA-256 hash (apikeys.HashKey) in the api-keys
 // table; the raw key is never stored or logged (only keyhash.Log). On
 // success the response is {isAuthorized: true, context: {tenantId: T, ...}}:
 // the key's tenant and each of its credential attributes
-// (host.Credential.Attrs, e.g. namespace and worker for the commerce
+// (apikeys.Credential.Attrs, e.g. namespace and worker for the commerce
 // policy) under its own name; the api function reads the tenant from that
 // context (idem's default TenantSource key "tenantId") and a policy's
 // credential parts from the same context. A missing, malformed or unknown key is the
@@ -22,7 +22,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
@@ -36,7 +37,7 @@ var ErrUnauthorized = errors.New("Unauthorized")
 // Handler authorizes requests. Safe for concurrent use.
 type Handler struct {
 	// Keys resolves key hashes to tenants. Required.
-	Keys host.KeyStore
+	Keys apikeys.KeyStore
 	// Logger receives decisions (keys as keyhash.Log only). Default
 	// slog.Default().
 	Logger *slog.Logger
@@ -64,9 +65,9 @@ func (h *Handler) Authorize(ctx context.Context, authorization string) (string, 
 }
 
 // AuthorizeCredential resolves an Authorization header value to the key's
-// credential: its tenant and, when Keys is a host.CredentialStore, its
+// credential: its tenant and, when Keys is an apikeys.CredentialStore, its
 // attributes. Errors as Authorize.
-func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string) (host.Credential, error) {
+func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string) (apikeys.Credential, error) {
 	log := h.Logger
 	if log == nil {
 		log = slog.Default()
@@ -74,22 +75,22 @@ func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string)
 	key, ok := BearerKey(authorization)
 	if !ok {
 		log.InfoContext(ctx, "authorizer: no bearer key")
-		return host.Credential{}, ErrUnauthorized
+		return apikeys.Credential{}, ErrUnauthorized
 	}
-	var c host.Credential
+	var c apikeys.Credential
 	var err error
-	if cs, isCS := h.Keys.(host.CredentialStore); isCS {
-		c, ok, err = cs.Credential(ctx, host.HashKey(key))
+	if cs, isCS := h.Keys.(apikeys.CredentialStore); isCS {
+		c, ok, err = cs.Credential(ctx, apikeys.HashKey(key))
 	} else {
-		c.Tenant, ok, err = h.Keys.Tenant(ctx, host.HashKey(key))
+		c.Tenant, ok, err = h.Keys.Tenant(ctx, apikeys.HashKey(key))
 	}
 	if err != nil {
 		log.ErrorContext(ctx, "authorizer: key store failed", slog.String("key_hash", keyhash.Log(key)), slog.String("error", err.Error()))
-		return host.Credential{}, errors.New("authorizer: key store unavailable")
+		return apikeys.Credential{}, errors.New("authorizer: key store unavailable")
 	}
-	if !ok || !host.ValidTenant(c.Tenant) {
+	if !ok || !runs.ValidTenant(c.Tenant) {
 		log.InfoContext(ctx, "authorizer: unknown key", slog.String("key_hash", keyhash.Log(key)))
-		return host.Credential{}, ErrUnauthorized
+		return apikeys.Credential{}, ErrUnauthorized
 	}
 	return c, nil
 }
@@ -111,7 +112,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2CustomAuthor
 	}
 	ctxv := make(map[string]any, 1+len(c.Attrs))
 	for _, n := range c.AttrNames() {
-		if host.ValidAttr(n, c.Attrs[n]) == nil { // never shadows tenantId
+		if apikeys.ValidAttr(n, c.Attrs[n]) == nil { // never shadows tenantId
 			ctxv[n] = c.Attrs[n]
 		}
 	}

@@ -9,19 +9,18 @@ import (
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 )
 
-type brokenKeys struct{ host.KeyStore }
+type brokenKeys struct{ apikeys.KeyStore }
 
 func (brokenKeys) Tenant(context.Context, string) (string, bool, error) {
 	return "", false, errors.New("throttled")
 }
 
 func TestAuthorizer(t *testing.T) {
-	keys := host.NewMemKeys()
-	key := host.NewAPIKey()
+	keys := apikeys.NewMemKeys()
+	key := apikeys.NewAPIKey()
 	if err := keys.PutKey(context.Background(), key, "acme"); err != nil {
 		t.Fatal(err)
 	}
@@ -59,16 +58,16 @@ func TestAuthorizer(t *testing.T) {
 // a key without attributes carries the tenant alone.
 func TestAuthorizerPassesCredentialAttributes(t *testing.T) {
 	ctx := context.Background()
-	keys := host.NewMemKeys()
-	with, plain := host.NewAPIKey(), host.NewAPIKey()
-	if err := keys.PutCredential(ctx, with, host.Credential{Tenant: "acme", Attrs: map[string]string{"namespace": "shop", "worker": "checkout"}}); err != nil {
+	keys := apikeys.NewMemKeys()
+	with, plain := apikeys.NewAPIKey(), apikeys.NewAPIKey()
+	if err := keys.PutCredential(ctx, with, apikeys.Credential{Tenant: "acme", Attrs: map[string]string{"namespace": "shop", "worker": "checkout"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := keys.PutKey(ctx, plain, "acme"); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range []map[string]string{{"tenantId": "globex"}, {"1x": "v"}, {"worker": ""}, {"worker": "a\nb"}} {
-		if err := keys.PutCredential(ctx, host.NewAPIKey(), host.Credential{Tenant: "acme", Attrs: bad}); !errors.Is(err, host.ErrCredentialInvalid) {
+		if err := keys.PutCredential(ctx, apikeys.NewAPIKey(), apikeys.Credential{Tenant: "acme", Attrs: bad}); !errors.Is(err, apikeys.ErrCredentialInvalid) {
 			t.Errorf("attributes %v accepted: %v", bad, err)
 		}
 	}

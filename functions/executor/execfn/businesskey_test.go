@@ -10,14 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // businessFixture executes webhook runs carrying inputs.businessKey.
 type businessFixture struct {
-	runs *host.MemRuns
+	runs *hostruns.MemRuns
 	l    *ledger.Ledger
 	x    *Executor
 	rc   *receiver
@@ -29,30 +31,30 @@ func newBusinessFixture(t *testing.T, witnessDuplicates bool) *businessFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &businessFixture{runs: host.NewMemRuns(), l: l, rc: newReceiver(t)}
-	b.x = &Executor{Runs: b.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
-		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}}
+	b := &businessFixture{runs: hostruns.NewMemRuns(), l: l, rc: newReceiver(t)}
+	b.x = &Executor{Runs: b.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &webhook.Webhook{
+		Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}}
 	return b
 }
 
-func (b *businessFixture) newRun(t *testing.T, tenant, businessKey string, payload any) host.Run {
+func (b *businessFixture) newRun(t *testing.T, tenant, businessKey string, payload any) hostruns.Run {
 	t.Helper()
 	in, _ := json.Marshal(map[string]any{"url": b.rc.srv.URL + "/hook", "payload": payload, "businessKey": businessKey})
-	r := host.NewRun(tenant, host.WorkflowWebhook, in, time.Now())
+	r := hostruns.NewRun(tenant, webhook.WorkflowWebhook, in, time.Now())
 	if err := b.runs.Create(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func (b *businessFixture) execute(t *testing.T, runs ...host.Run) {
+func (b *businessFixture) execute(t *testing.T, runs ...hostruns.Run) {
 	t.Helper()
 	var wg sync.WaitGroup
 	for i, r := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if retry := b.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e"+string(rune('a'+i)), r)}); retry != nil {
+			if retry := b.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e"+string(rune('a'+i)), r)}); retry != nil {
 				t.Errorf("run %s: retry %v", r.ID, retry)
 			}
 		}()
@@ -60,7 +62,7 @@ func (b *businessFixture) execute(t *testing.T, runs ...host.Run) {
 	wg.Wait()
 }
 
-func (b *businessFixture) run(t *testing.T, id string) host.Run {
+func (b *businessFixture) run(t *testing.T, id string) hostruns.Run {
 	t.Helper()
 	r, err := b.runs.Get(context.Background(), id)
 	if err != nil {
@@ -79,19 +81,19 @@ func TestBusinessKeyDeliversOnce(t *testing.T) {
 	for _, wd := range []bool{false, true} {
 		t.Run(map[bool]string{false: "default", true: "witness duplicates"}[wd], func(t *testing.T) {
 			b := newBusinessFixture(t, wd)
-			var runs []host.Run
+			var runs []hostruns.Run
 			for range 6 {
 				runs = append(runs, b.newRun(t, "acme", "order-7", map[string]any{"order": 7}))
 			}
 			b.execute(t, runs...)
 			keys := b.rc.seen()
-			want, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: host.WebhookOperation, Key: "order-7"})
+			want, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: webhook.WebhookOperation, Key: "order-7"})
 			if len(keys) != 1 || keys[0] != want.ProviderKey {
 				t.Fatalf("provider saw %q, want one request keyed %s", keys, want.ProviderKey)
 			}
 			listed := 0
 			for _, r := range runs {
-				if got := b.run(t, r.ID); got.Status != host.StatusCompleted {
+				if got := b.run(t, r.ID); got.Status != hostruns.StatusCompleted {
 					t.Fatalf("run %s: %s (%s)", r.ID, got.Status, got.Error)
 				}
 				p, err := b.l.Witness(context.Background(), r.ID)
@@ -135,7 +137,7 @@ func TestBusinessKeyScope(t *testing.T) {
 	}
 	// Same payload, members reordered and reformatted: the same request.
 	in := json.RawMessage(`{"businessKey":"evt-1","payload":{ "n" : 1.0 },"url":"` + b.rc.srv.URL + `/hook"}`)
-	same := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
+	same := hostruns.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
 	if err := b.runs.Create(context.Background(), same); err != nil {
 		t.Fatal(err)
 	}
@@ -145,13 +147,13 @@ func TestBusinessKeyScope(t *testing.T) {
 	if n := len(b.rc.seen()); n != 2 {
 		t.Fatalf("%d provider requests after a replay and a mismatch", n)
 	}
-	if r := b.run(t, same.ID); r.Status != host.StatusCompleted {
+	if r := b.run(t, same.ID); r.Status != hostruns.StatusCompleted {
 		t.Fatalf("same request: %+v", r)
 	}
-	if r := b.run(t, diff.ID); r.Status != host.StatusFailed {
+	if r := b.run(t, diff.ID); r.Status != hostruns.StatusFailed {
 		t.Fatalf("different payload under the key: %+v", r)
 	}
-	if _, err := b.l.Do(context.Background(), ledger.Effect{Identity: mustIdentity(t, diff), RunID: diff.ID, NodeID: host.NodeDeliver},
+	if _, err := b.l.Do(context.Background(), ledger.Effect{Identity: mustIdentity(t, diff), RunID: diff.ID, NodeID: webhook.NodeDeliver},
 		func(context.Context, ledger.Call) ([]byte, error) { return nil, nil }); !errors.Is(err, ledger.ErrMismatch) {
 		t.Fatalf("undigested Do on a digested record: %v", err)
 	}
@@ -163,9 +165,9 @@ func TestBusinessKeyScope(t *testing.T) {
 	}
 }
 
-func mustIdentity(t *testing.T, r host.Run) ledger.Identity {
+func mustIdentity(t *testing.T, r hostruns.Run) ledger.Identity {
 	t.Helper()
-	id, err := host.WebhookIdentity(r)
+	id, err := webhook.WebhookIdentity(r)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	sysclock "github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -69,9 +71,9 @@ import (
 // Executor runs workflows. Safe for concurrent use.
 type Executor struct {
 	// Runs stores runs. Required.
-	Runs host.RunStore
+	Runs runs.RunStore
 	// Webhook delivers the webhook node. Required for webhook runs.
-	Webhook *host.Webhook
+	Webhook *webhook.Webhook
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives one line per run decision. Default slog.Default().
@@ -130,9 +132,9 @@ func (x *Executor) log() *slog.Logger {
 // HandleLambda is the Lambda handler (ReportBatchItemFailures).
 func (x *Executor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	var out events.DynamoDBEventResponse
-	recs := make([]host.StreamRecord, 0, len(ev.Records))
+	recs := make([]stream.StreamRecord, 0, len(ev.Records))
 	for _, r := range ev.Records {
-		sr, err := host.FromLambda(r)
+		sr, err := stream.FromLambda(r)
 		if err != nil {
 			x.log().ErrorContext(ctx, "executor: undecodable stream record", slog.String("event_id", r.EventID), slog.String("error", err.Error()))
 			continue // poison record: retrying cannot help
@@ -148,12 +150,12 @@ func (x *Executor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (e
 // HandleRecords processes stream records in order and returns the event ids
 // of the records to retry. As with Lambda's partial batch responses, the
 // first failure stops the batch: it and every later record are returned.
-func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) (retry []string) {
+func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord) (retry []string) {
 	for i, r := range recs {
 		if r.EventName != "INSERT" {
 			continue
 		}
-		run, ok := host.RunFromItem(r.NewImage)
+		run, ok := runs.RunFromItem(r.NewImage)
 		if !ok {
 			continue
 		}
@@ -179,7 +181,7 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []host.StreamRecord) 
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
-	if errors.Is(err, host.ErrStatusConflict) {
+	if errors.Is(err, runs.ErrStatusConflict) {
 		return true // the run has already ended (e.g. cancelled): nothing left to retry
 	}
 	if err != nil {
@@ -197,12 +199,12 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		msg = truncate(err.Error())
 	}
 	final := truncate(fmt.Sprintf("executor: gave up after %d attempts: %s", n, msg))
-	r, err := x.Runs.Transition(ctx, runID, []host.Status{host.StatusPending, host.StatusRunning}, host.StatusFailed, final, x.now())
+	r, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending, runs.StatusRunning}, runs.StatusFailed, final, x.now())
 	switch {
 	case err == nil:
 		x.log().ErrorContext(ctx, "executor: run failed after its last try", slog.String("run_id", runID), slog.Int("attempts", n))
 		return true
-	case errors.Is(err, host.ErrStatusConflict):
+	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run ended meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
 		return true
 	}
@@ -256,7 +258,7 @@ func truncate(msg string) string {
 // run "failed" and return nil.
 func (x *Executor) Execute(ctx context.Context, runID string) error {
 	run, err := x.Runs.Get(ctx, runID)
-	if errors.Is(err, host.ErrRunNotFound) {
+	if errors.Is(err, runs.ErrRunNotFound) {
 		return nil // never committed, or past retention
 	}
 	if err != nil {
@@ -265,11 +267,11 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 	if run.Status.Terminal() {
 		return nil // duplicate delivery of a finished (or cancelled) run
 	}
-	if run.Status == host.StatusPending {
-		run, err = x.Runs.Transition(ctx, runID, []host.Status{host.StatusPending}, host.StatusRunning, "", x.now())
+	if run.Status == runs.StatusPending {
+		run, err = x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", x.now())
 		switch {
-		case errors.Is(err, host.ErrStatusConflict):
-			if run.Status != host.StatusRunning {
+		case errors.Is(err, runs.ErrStatusConflict):
+			if run.Status != runs.StatusRunning {
 				return nil // cancelled (or finished) meanwhile
 			}
 			// Another delivery started it; resume: nodes re-execute from
@@ -284,9 +286,9 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 	case errors.As(nodeErr, &later):
 		return x.park(ctx, runID, later)
 	case nodeErr == nil:
-		return x.finish(ctx, runID, host.StatusCompleted, "")
+		return x.finish(ctx, runID, runs.StatusCompleted, "")
 	case permanent(nodeErr):
-		return x.finish(ctx, runID, host.StatusFailed, nodeErr.Error())
+		return x.finish(ctx, runID, runs.StatusFailed, nodeErr.Error())
 	default:
 		return nodeErr
 	}
@@ -299,7 +301,7 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 // recipe stamps this kit does not compute (its identities are never
 // recomputed under another recipe).
 func permanent(err error) bool {
-	return errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, host.ErrRetriesExhausted) ||
+	return errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, webhook.ErrRetriesExhausted) ||
 		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch) ||
 		errors.Is(err, ledger.ErrUnsupportedRecipe) || errors.Is(err, ledger.ErrAttemptsExhausted)
 }
@@ -307,9 +309,9 @@ func permanent(err error) bool {
 // park schedules the run to be executed again when its effect's next
 // attempt is due.
 func (x *Executor) park(ctx context.Context, runID string, later *ledger.RetryLaterError) error {
-	err := x.Runs.Schedule(ctx, runID, host.Wake{At: later.At, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
+	err := x.Runs.Schedule(ctx, runID, runs.Wake{At: later.At, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
 	switch {
-	case errors.Is(err, host.ErrStatusConflict), errors.Is(err, host.ErrRunNotFound):
+	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
 		return nil // ended meanwhile (e.g. cancelled)
 	case err != nil:
 		return err
@@ -375,10 +377,10 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 	return x.HandleLambda(ctx, ev)
 }
 
-func (x *Executor) finish(ctx context.Context, runID string, to host.Status, msg string) error {
+func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg string) error {
 	msg = truncate(msg)
-	r, err := x.Runs.Transition(ctx, runID, []host.Status{host.StatusRunning}, to, msg, x.now())
-	if errors.Is(err, host.ErrStatusConflict) {
+	r, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusRunning}, to, msg, x.now())
+	if errors.Is(err, runs.ErrStatusConflict) {
 		x.log().InfoContext(ctx, "executor: run changed before it finished", slog.String("run_id", runID), slog.String("status", string(r.Status)))
 		return nil
 	}
@@ -389,9 +391,9 @@ func (x *Executor) finish(ctx context.Context, runID string, to host.Status, msg
 }
 
 // runNodes executes the workflow's nodes in order, each from its start.
-func (x *Executor) runNodes(ctx context.Context, run host.Run) error {
+func (x *Executor) runNodes(ctx context.Context, run runs.Run) error {
 	switch run.WorkflowID {
-	case host.WorkflowWebhook:
+	case webhook.WorkflowWebhook:
 		if x.Webhook == nil {
 			return errors.New("executor: no webhook deliverer configured")
 		}

@@ -17,7 +17,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
@@ -64,7 +66,7 @@ func (r *receiver) seen() []string {
 }
 
 type fixture struct {
-	runs *host.MemRuns
+	runs *hostruns.MemRuns
 	l    *ledger.Ledger
 	x    *Executor
 }
@@ -74,32 +76,32 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{runs: host.NewMemRuns(), l: l}
-	f.x = &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
-		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
+	f := &fixture{runs: hostruns.NewMemRuns(), l: l}
+	f.x = &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &webhook.Webhook{
+		Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond,
 		MaxTries: 5, WaitInline: time.Second,
 	}}
 	return f
 }
 
-func (f *fixture) webhookRun(t *testing.T, url string) host.Run {
+func (f *fixture) webhookRun(t *testing.T, url string) hostruns.Run {
 	t.Helper()
 	in, _ := json.Marshal(map[string]any{"url": url, "payload": map[string]any{"hello": "world"}})
-	r := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
+	r := hostruns.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
 	if err := f.runs.Create(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func insert(id string, r host.Run) host.StreamRecord {
-	return host.StreamRecord{EventID: id, EventName: "INSERT", NewImage: map[string]types.AttributeValue{
+func insert(id string, r hostruns.Run) stream.StreamRecord {
+	return stream.StreamRecord{EventID: id, EventName: "INSERT", NewImage: map[string]types.AttributeValue{
 		"pk": &types.AttributeValueMemberS{Value: r.ID}, "tenant": &types.AttributeValueMemberS{Value: r.Tenant},
 		"workflowId": &types.AttributeValueMemberS{Value: r.WorkflowID}, "status": &types.AttributeValueMemberS{Value: string(r.Status)},
 	}}
 }
 
-func (f *fixture) status(t *testing.T, id string) host.Status {
+func (f *fixture) status(t *testing.T, id string) hostruns.Status {
 	r, err := f.runs.Get(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -112,14 +114,14 @@ func TestWebhookFirstDeliveryCut(t *testing.T) {
 	rc := newReceiver(t)
 	rc.cut.Store(1)
 	run := f.webhookRun(t, rc.srv.URL+"/hook")
-	if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+	if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 		t.Fatalf("retry %v", retry)
 	}
 	keys := rc.seen()
 	if len(keys) != 2 || keys[0] != keys[1] || keys[0] == "" {
 		t.Fatalf("provider saw keys %q: want the same key twice", keys)
 	}
-	if s := f.status(t, run.ID); s != host.StatusCompleted {
+	if s := f.status(t, run.ID); s != hostruns.StatusCompleted {
 		t.Fatalf("status %s", s)
 	}
 	p, err := f.l.Witness(context.Background(), run.ID)
@@ -131,9 +133,9 @@ func TestWebhookFirstDeliveryCut(t *testing.T) {
 		t.Fatalf("witness %+v", p.Effects)
 	}
 	// A duplicate stream delivery (and a batch retry) changes nothing.
-	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusCompleted}, host.StatusRunning, "", time.Now())
+	f.runs.Transition(context.Background(), run.ID, []hostruns.Status{hostruns.StatusCompleted}, hostruns.StatusRunning, "", time.Now())
 	for i := 0; i < 3; i++ {
-		if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+		if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 			t.Fatalf("retry %v", retry)
 		}
 	}
@@ -147,23 +149,23 @@ func TestWebhook5xxRetriedThenExhausted(t *testing.T) {
 	rc := newReceiver(t)
 	rc.err.Store(2)
 	run := f.webhookRun(t, rc.srv.URL)
-	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
 	if keys := rc.seen(); len(keys) != 3 || keys[0] != keys[2] {
 		t.Fatalf("keys %q", keys)
 	}
-	if s := f.status(t, run.ID); s != host.StatusCompleted {
+	if s := f.status(t, run.ID); s != hostruns.StatusCompleted {
 		t.Fatalf("status %s", s)
 	}
 
 	rc2 := newReceiver(t)
 	rc2.err.Store(100)
 	run2 := f.webhookRun(t, rc2.srv.URL)
-	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e2", run2)})
+	f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e2", run2)})
 	if n := len(rc2.seen()); n != 5 {
 		t.Fatalf("%d tries, want MaxTries=5", n)
 	}
 	r, _ := f.runs.Get(context.Background(), run2.ID)
-	if r.Status != host.StatusFailed || r.Error == "" {
+	if r.Status != hostruns.StatusFailed || r.Error == "" {
 		t.Fatalf("run %+v", r)
 	}
 }
@@ -174,13 +176,13 @@ func TestWebhook4xxIsRecordedFailure(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1); w.WriteHeader(422) }))
 	defer srv.Close()
 	run := f.webhookRun(t, srv.URL)
-	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
-	if n.Load() != 1 || f.status(t, run.ID) != host.StatusFailed {
+	f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
+	if n.Load() != 1 || f.status(t, run.ID) != hostruns.StatusFailed {
 		t.Fatalf("%d deliveries, status %s", n.Load(), f.status(t, run.ID))
 	}
 	// Resume (the run is put back to running): the recorded failure is
 	// replayed, nothing is sent again.
-	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusFailed}, host.StatusRunning, "", time.Now())
+	f.runs.Transition(context.Background(), run.ID, []hostruns.Status{hostruns.StatusFailed}, hostruns.StatusRunning, "", time.Now())
 	if err := f.x.Execute(context.Background(), run.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -204,15 +206,15 @@ func TestConcurrentExecutorsFireOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+			f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
 		}()
 	}
 	wg.Wait()
 	// Stragglers that lost the race may have asked for a retry; redeliver.
 	for i := 0; i < 3; i++ {
-		f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+		f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
 	}
-	if n.Load() != 1 || f.status(t, run.ID) != host.StatusCompleted {
+	if n.Load() != 1 || f.status(t, run.ID) != hostruns.StatusCompleted {
 		t.Fatalf("%d deliveries, status %s", n.Load(), f.status(t, run.ID))
 	}
 }
@@ -229,17 +231,17 @@ func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := host.NewMemRuns()
+	runs := hostruns.NewMemRuns()
 	rc := newReceiver(t)
 	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Webhook: &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, rc.srv.URL)
-	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: host.NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: webhook.NodeDeliver, Ordinal: 0, Provider: "webhook"})
 	crash := errors.New("crash")
 	func() {
 		defer func() { _ = recover() }()
-		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: run.ID, NodeID: host.NodeDeliver},
+		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: run.ID, NodeID: webhook.NodeDeliver},
 			func(ctx context.Context, c ledger.Call) ([]byte, error) {
 				req, _ := http.NewRequest("POST", rc.srv.URL, nil)
 				req.Header.Set("Idempotency-Key", c.ProviderKey)
@@ -250,7 +252,7 @@ func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
 				panic(crash) // the process dies after the provider got it
 			})
 	}()
-	runs.Transition(context.Background(), run.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", now)
+	runs.Transition(context.Background(), run.ID, []hostruns.Status{hostruns.StatusPending}, hostruns.StatusRunning, "", now)
 	// Before the lease ends the effect is in flight: the run is retried later.
 	if err := x.Execute(context.Background(), run.ID); err == nil || !errors.Is(err, ledger.ErrInFlight) {
 		t.Fatalf("before lease end: %v", err)
@@ -277,11 +279,11 @@ func TestCancelledRunIsSkipped(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1) }))
 	defer srv.Close()
 	run := f.webhookRun(t, srv.URL)
-	f.runs.Transition(context.Background(), run.ID, []host.Status{host.StatusPending}, host.StatusCancelled, "", time.Now())
-	if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil || n.Load() != 0 {
+	f.runs.Transition(context.Background(), run.ID, []hostruns.Status{hostruns.StatusPending}, hostruns.StatusCancelled, "", time.Now())
+	if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil || n.Load() != 0 {
 		t.Fatalf("retry %v, %d deliveries", retry, n.Load())
 	}
-	if f.status(t, run.ID) != host.StatusCancelled {
+	if f.status(t, run.ID) != hostruns.StatusCancelled {
 		t.Fatal("status changed")
 	}
 }
@@ -292,9 +294,9 @@ func TestRefusedDestinationFailsRun(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer ln.Close()
 	run := f.webhookRun(t, "http://"+ln.Addr().String()+"/")
-	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
+	f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
 	r, _ := f.runs.Get(context.Background(), run.ID)
-	if r.Status != host.StatusFailed {
+	if r.Status != hostruns.StatusFailed {
 		t.Fatalf("run %+v", r)
 	}
 }
@@ -302,8 +304,8 @@ func TestRefusedDestinationFailsRun(t *testing.T) {
 func TestBatchFailureReportsTail(t *testing.T) {
 	f := newFixture(t)
 	f.x.Runs = failingRuns{f.runs}
-	r1 := host.Run{ID: "acme/aaaaaaaaaaaaaaaaaaaa"}
-	retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{
+	r1 := hostruns.Run{ID: "acme/aaaaaaaaaaaaaaaaaaaa"}
+	retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{
 		{EventID: "m", EventName: "MODIFY"}, insert("a", r1), insert("b", r1),
 	})
 	if len(retry) != 2 || retry[0] != "a" || retry[1] != "b" {
@@ -311,27 +313,27 @@ func TestBatchFailureReportsTail(t *testing.T) {
 	}
 }
 
-type failingRuns struct{ *host.MemRuns }
+type failingRuns struct{ *hostruns.MemRuns }
 
-func (failingRuns) Get(context.Context, string) (host.Run, error) {
-	return host.Run{}, errors.New("throttled")
+func (failingRuns) Get(context.Context, string) (hostruns.Run, error) {
+	return hostruns.Run{}, errors.New("throttled")
 }
 
 // stampedRuns serves runs with their recipe stamps replaced, as a run
 // recorded by another kit version (a v1 history) or before stamps existed
 // would be read.
 type stampedRuns struct {
-	*host.MemRuns
+	*hostruns.MemRuns
 	stamps ledger.RecipeStamps
 }
 
-func (s stampedRuns) Get(ctx context.Context, id string) (host.Run, error) {
+func (s stampedRuns) Get(ctx context.Context, id string) (hostruns.Run, error) {
 	r, err := s.MemRuns.Get(ctx, id)
 	r.RecipeStamps = s.stamps
 	return r, err
 }
 
-func (s stampedRuns) Transition(ctx context.Context, id string, from []host.Status, to host.Status, msg string, now time.Time) (host.Run, error) {
+func (s stampedRuns) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
 	r, err := s.MemRuns.Transition(ctx, id, from, to, msg, now)
 	r.RecipeStamps = s.stamps
 	return r, err
@@ -352,11 +354,11 @@ func TestRunStampsDriveIdentity(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { n.Add(1) }))
 		run := f.webhookRun(t, srv.URL)
 		f.x.Runs = stampedRuns{f.runs, stamps}
-		if retry := f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+		if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 			t.Fatalf("%+v: retry %v", stamps, retry)
 		}
 		r, _ := f.runs.Get(context.Background(), run.ID)
-		if n.Load() != 0 || r.Status != host.StatusFailed || !strings.Contains(r.Error, "recipe") {
+		if n.Load() != 0 || r.Status != hostruns.StatusFailed || !strings.Contains(r.Error, "recipe") {
 			t.Fatalf("%+v: %d deliveries, run %+v", stamps, n.Load(), r)
 		}
 		if p, err := f.l.Witness(context.Background(), run.ID); err != nil || len(p.Effects) != 0 {
@@ -370,10 +372,10 @@ func TestRunStampsDriveIdentity(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	defer srv.Close()
 	run := f.webhookRun(t, srv.URL)
-	f.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)})
-	want, _ := run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: host.NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
+	want, _ := run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: webhook.NodeDeliver, Ordinal: 0, Provider: "webhook"})
 	p, _ := f.l.Witness(context.Background(), run.ID)
-	if len(p.Effects) != 1 || p.Effects[0].EffectID != want.EffectID || f.status(t, run.ID) != host.StatusCompleted {
+	if len(p.Effects) != 1 || p.Effects[0].EffectID != want.EffectID || f.status(t, run.ID) != hostruns.StatusCompleted {
 		t.Fatalf("witness %+v, want effect %s", p.Effects, want.EffectID)
 	}
 }
@@ -388,16 +390,16 @@ func TestAttemptCapEndsRun(t *testing.T) {
 	}
 	rc := newReceiver(t)
 	rc.err.Store(100)
-	runs := host.NewMemRuns()
-	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &host.Webhook{
-		Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, WaitInline: time.Second}}
+	runs := hostruns.NewMemRuns()
+	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Webhook: &webhook.Webhook{
+		Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, WaitInline: time.Second}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, rc.srv.URL)
-	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 		t.Fatalf("retry %v: a capped effect is retried forever", retry)
 	}
 	r, _ := runs.Get(context.Background(), run.ID)
-	if r.Status != host.StatusFailed || len(rc.seen()) != 2 {
+	if r.Status != hostruns.StatusFailed || len(rc.seen()) != 2 {
 		t.Fatalf("run %+v after %d deliveries", r, len(rc.seen()))
 	}
 }
@@ -416,23 +418,23 @@ func TestLastTryFailsRun(t *testing.T) {
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
 	defer srv.Close()
-	runs := host.NewMemRuns()
+	runs := hostruns.NewMemRuns()
 	// The holder below is alive: the last try's wait (which the real clock
 	// does not see pass here) ends with the claim still live, and only then
 	// is the run given up.
 	var waits atomic.Int32
 	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 3,
 		Sleep:   func(context.Context, time.Duration) error { waits.Add(1); return nil },
-		Webhook: &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, srv.URL)
 	// Another executor holds the effect's claim and is still firing.
-	id, _ := host.WebhookIdentity(run)
+	id, _ := webhook.WebhookIdentity(run)
 	holding, release := make(chan struct{}), make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: run.ID, NodeID: host.NodeDeliver},
+		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: run.ID, NodeID: webhook.NodeDeliver},
 			func(context.Context, ledger.Call) ([]byte, error) { close(holding); <-release; return nil, nil })
 	}()
 	<-holding
@@ -445,19 +447,19 @@ func TestLastTryFailsRun(t *testing.T) {
 		}
 	}()
 	for try := 1; try <= 2; try++ {
-		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); len(retry) != 1 {
+		if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); len(retry) != 1 {
 			t.Fatalf("try %d: retry %v, want the record retried", try, retry)
 		}
 		r, _ := runs.Get(context.Background(), run.ID)
-		if r.Status != host.StatusRunning || r.Failures != try || !strings.Contains(r.LastError, "in flight") {
+		if r.Status != hostruns.StatusRunning || r.Failures != try || !strings.Contains(r.LastError, "in flight") {
 			t.Fatalf("try %d: run %+v", try, r)
 		}
 	}
-	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 		t.Fatalf("last try: retry %v, want the record done", retry)
 	}
 	r, _ := runs.Get(context.Background(), run.ID)
-	if r.Status != host.StatusFailed || r.Failures != 3 || !strings.Contains(r.Error, "gave up after 3 attempts") {
+	if r.Status != hostruns.StatusFailed || r.Failures != 3 || !strings.Contains(r.Error, "gave up after 3 attempts") {
 		t.Fatalf("after the last try: %+v", r)
 	}
 	if waits.Load() != 1 {
@@ -470,21 +472,21 @@ func TestLastTryFailsRun(t *testing.T) {
 	// given up by the executor.
 	x.MaxAttempts = 0
 	run2 := f.webhookRun(t, srv.URL)
-	id2, _ := host.WebhookIdentity(run2)
+	id2, _ := webhook.WebhookIdentity(run2)
 	hold2 := make(chan struct{})
 	done2 = make(chan struct{})
 	go func() {
 		defer close(done2)
-		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id2, RunID: run2.ID, NodeID: host.NodeDeliver},
+		_, _ = l.Do(context.Background(), ledger.Effect{Identity: id2, RunID: run2.ID, NodeID: webhook.NodeDeliver},
 			func(context.Context, ledger.Call) ([]byte, error) { close(hold2); <-release; return nil, nil })
 	}()
 	<-hold2
 	for try := 1; try <= 4; try++ {
-		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{insert("e2", run2)}); len(retry) != 1 {
+		if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e2", run2)}); len(retry) != 1 {
 			t.Fatalf("unbounded try %d: retry %v", try, retry)
 		}
 	}
-	if r, _ := runs.Get(context.Background(), run2.ID); r.Status != host.StatusRunning || r.Failures != 4 {
+	if r, _ := runs.Get(context.Background(), run2.ID); r.Status != hostruns.StatusRunning || r.Failures != 4 {
 		t.Fatalf("unbounded: %+v", r)
 	}
 }
@@ -497,14 +499,14 @@ func TestFailureOfEndedRunIsDropped(t *testing.T) {
 	f.x.MaxAttempts = 3
 	run := f.webhookRun(t, "https://example.invalid/hook")
 	ctx := context.Background()
-	ended, err := f.runs.Transition(ctx, run.ID, []host.Status{host.StatusPending}, host.StatusCancelled, "", time.Now())
+	ended, err := f.runs.Transition(ctx, run.ID, []hostruns.Status{hostruns.StatusPending}, hostruns.StatusCancelled, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !f.x.giveUp(ctx, run.ID, errors.New("effect in flight")) {
 		t.Fatal("the failure of an ended run was left to the stream's retries")
 	}
-	if r, _ := f.runs.Get(ctx, run.ID); r.Failures != 0 || r.LastError != "" || !r.UpdatedAt.Equal(ended.UpdatedAt) || r.Status != host.StatusCancelled {
+	if r, _ := f.runs.Get(ctx, run.ID); r.Failures != 0 || r.LastError != "" || !r.UpdatedAt.Equal(ended.UpdatedAt) || r.Status != hostruns.StatusCancelled {
 		t.Fatalf("ended run changed: %+v", r)
 	}
 }

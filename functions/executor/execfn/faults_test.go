@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/faultrx"
 	"github.com/idemkit/idemkit/ledger"
@@ -38,7 +40,7 @@ func (c *clock) Set(t time.Time) {
 // faultStack is the executor on an emulator: DynamoRuns and the DynamoDB
 // ledger, with every clock injected and no in-process waiting.
 type faultStack struct {
-	runs   *host.DynamoRuns
+	runs   *runs.DynamoRuns
 	l      *ledger.Ledger
 	x      *Executor
 	clk    *clock
@@ -59,24 +61,24 @@ func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, ef
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := &host.DynamoRuns{Client: c, Table: runsTbl}
-	w := &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Timeout: 300 * time.Millisecond,
+	runs := &runs.DynamoRuns{Client: c, Table: runsTbl}
+	w := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Timeout: 300 * time.Millisecond,
 		MaxTries: faultMaxTries, Budget: 15 * time.Minute, Backoff: time.Second, MaxBackoff: 10 * time.Second, Now: clk.Now}
 	x := &Executor{Runs: runs, Webhook: w, Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	return &faultStack{runs: runs, l: l, x: x, clk: clk, effTbl: effTbl, e: e}
 }
 
-func (s *faultStack) newRun(t *testing.T, url string) host.Run {
+func (s *faultStack) newRun(t *testing.T, url string) runs.Run {
 	t.Helper()
 	in, _ := json.Marshal(map[string]any{"url": url + "/hook", "payload": map[string]any{"order": 42}})
-	r := host.NewRun("acme", host.WorkflowWebhook, in, s.clk.Now())
+	r := runs.NewRun("acme", webhook.WorkflowWebhook, in, s.clk.Now())
 	if err := s.runs.Create(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func (s *faultStack) run(t *testing.T, id string) host.Run {
+func (s *faultStack) run(t *testing.T, id string) runs.Run {
 	t.Helper()
 	r, err := s.runs.Get(context.Background(), id)
 	if err != nil {
@@ -112,15 +114,15 @@ func TestFaultInjectedReceiverMatchesWitness(t *testing.T) {
 	cases := []struct {
 		name      string
 		opts      faultrx.Options
-		want      host.Status
+		want      runs.Status
 		wantCount int
 	}{
-		{"reset-after-body", faultrx.Options{Plan: faultrx.Sequence(faultrx.ResetAfterBody, faultrx.ResetAfterBody, faultrx.OK)}, host.StatusCompleted, 3},
-		{"hang", faultrx.Options{Plan: faultrx.Sequence(faultrx.Hang, faultrx.OK)}, host.StatusCompleted, 2},
-		{"500", faultrx.Options{Plan: faultrx.Sequence(faultrx.Status500, faultrx.Status500, faultrx.OK)}, host.StatusCompleted, 3},
-		{"503-forever", faultrx.Options{Plan: faultrx.Always(faultrx.Status503)}, host.StatusFailed, faultMaxTries},
-		{"429-retry-after-30", faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany("30"), faultrx.OK)}, host.StatusCompleted, 2},
-		{"close-between-attempts", faultrx.Options{Plan: faultrx.Sequence(faultrx.Status503, faultrx.CloseAfterBody, faultrx.Status503, faultrx.OK), CloseIdle: true}, host.StatusCompleted, 4},
+		{"reset-after-body", faultrx.Options{Plan: faultrx.Sequence(faultrx.ResetAfterBody, faultrx.ResetAfterBody, faultrx.OK)}, runs.StatusCompleted, 3},
+		{"hang", faultrx.Options{Plan: faultrx.Sequence(faultrx.Hang, faultrx.OK)}, runs.StatusCompleted, 2},
+		{"500", faultrx.Options{Plan: faultrx.Sequence(faultrx.Status500, faultrx.Status500, faultrx.OK)}, runs.StatusCompleted, 3},
+		{"503-forever", faultrx.Options{Plan: faultrx.Always(faultrx.Status503)}, runs.StatusFailed, faultMaxTries},
+		{"429-retry-after-30", faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany("30"), faultrx.OK)}, runs.StatusCompleted, 2},
+		{"close-between-attempts", faultrx.Options{Plan: faultrx.Sequence(faultrx.Status503, faultrx.CloseAfterBody, faultrx.Status503, faultrx.OK), CloseIdle: true}, runs.StatusCompleted, 4},
 	}
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")
@@ -131,7 +133,7 @@ func TestFaultInjectedReceiverMatchesWitness(t *testing.T) {
 				rx := faultrx.New(tc.opts)
 				defer rx.Close()
 				run := s.newRun(t, rx.URL())
-				if retry := s.x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", run)}); retry != nil {
+				if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 					t.Fatalf("stream record retried: %v", retry)
 				}
 				var wakes []time.Time
@@ -202,11 +204,11 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 			run := first.newRun(t, rx.URL())
 			t0 := clk.Now()
 			if parked {
-				first.x.HandleRecords(ctx, []host.StreamRecord{insert("e1", run)})
+				first.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)})
 			} else {
 				// The executor dies right after the attempt: the effect's
 				// schedule is recorded, the run is not parked.
-				if _, err := first.runs.Transition(ctx, run.ID, []host.Status{host.StatusPending}, host.StatusRunning, "", clk.Now()); err != nil {
+				if _, err := first.runs.Transition(ctx, run.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", clk.Now()); err != nil {
 					t.Fatal(err)
 				}
 				if _, err := first.x.Webhook.Deliver(ctx, first.run(t, run.ID)); err == nil {
@@ -217,7 +219,7 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 			second := newFaultStack(t, e, clk, runsTbl, effTbl)
 			if !parked {
 				clk.Set(t0.Add(5 * time.Second))
-				if retry := second.x.HandleRecords(ctx, []host.StreamRecord{insert("e1", run)}); retry != nil || rx.Count() != 1 {
+				if retry := second.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)}); retry != nil || rx.Count() != 1 {
 					t.Fatalf("redelivered stream record: retry %v, %d deliveries", retry, rx.Count())
 				}
 			}
@@ -237,7 +239,7 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 			if n, err := second.x.ResumeDue(ctx); n != 1 || err != nil {
 				t.Fatalf("on time: resumed %d (%v)", n, err)
 			}
-			if st := second.run(t, run.ID).Status; st != host.StatusCompleted {
+			if st := second.run(t, run.ID).Status; st != runs.StatusCompleted {
 				t.Fatalf("parked=%v: status %s", parked, st)
 			}
 			d := rx.Deliveries()

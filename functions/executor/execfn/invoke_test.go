@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/faultrx"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -27,11 +28,11 @@ func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	}
 	rx := faultrx.New(faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany(clk.Now().Add(90*time.Second).Format(http.TimeFormat)), faultrx.OK)})
 	defer rx.Close()
-	runs := host.NewMemRuns()
+	runs := hostruns.NewMemRuns()
 	x := &Executor{Runs: runs, Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Webhook: &host.Webhook{Ledger: l, Policy: host.WebhookPolicy{AllowLoopback: true}, Now: clk.Now}}
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Now: clk.Now}}
 	in, _ := json.Marshal(map[string]any{"url": rx.URL(), "payload": 1})
-	run := host.NewRun("acme", host.WorkflowWebhook, in, clk.Now())
+	run := hostruns.NewRun("acme", webhook.WorkflowWebhook, in, clk.Now())
 	if err := runs.Create(context.Background(), run); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	}
 	r, _ := runs.Get(context.Background(), run.ID)
 	// An HTTP-date Retry-After is honoured (whole seconds).
-	if r.Status != host.StatusRunning || r.Wake.At.Sub(clk.Now()) < 89*time.Second || rx.Count() != 1 {
+	if r.Status != hostruns.StatusRunning || r.Wake.At.Sub(clk.Now()) < 89*time.Second || rx.Count() != 1 {
 		t.Fatalf("after the stream event: %s, wake in %s, %d deliveries", r.Status, r.Wake.At.Sub(clk.Now()), rx.Count())
 	}
 	resume := json.RawMessage(`{"resumeDue": true}`)
@@ -54,7 +55,7 @@ func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	if err != nil || rx.Count() != 2 {
 		t.Fatalf("due pass: %v %v, %d deliveries", out, err, rx.Count())
 	}
-	if r, _ := runs.Get(context.Background(), run.ID); r.Status != host.StatusCompleted || !r.Wake.IsZero() {
+	if r, _ := runs.Get(context.Background(), run.ID); r.Status != hostruns.StatusCompleted || !r.Wake.IsZero() {
 		t.Fatalf("run %s, wake %v", r.Status, r.Wake)
 	}
 	if _, err := x.HandleInvoke(context.Background(), json.RawMessage(`not json`)); err == nil {

@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
@@ -45,17 +47,17 @@ func (c *fakeClock) sleeper(waits *[]time.Duration, mu *sync.Mutex) func(context
 // one minute on the fake clock).
 type crashedFixture struct {
 	clock *fakeClock
-	runs  *host.MemRuns
+	runs  *runs.MemRuns
 	l     *ledger.Ledger
 	rc    *receiver
-	run   host.Run
+	run   runs.Run
 	waits []time.Duration
 	mu    sync.Mutex
 }
 
 func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 	t.Helper()
-	c := &crashedFixture{clock: &fakeClock{t: time.Now().UTC()}, runs: host.NewMemRuns(), rc: newReceiver(t)}
+	c := &crashedFixture{clock: &fakeClock{t: time.Now().UTC()}, runs: runs.NewMemRuns(), rc: newReceiver(t)}
 	var err error
 	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now}, Wait: ledgerWait,
 		PollInterval: 5 * time.Millisecond, Heartbeat: -1})
@@ -64,13 +66,13 @@ func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 	}
 	f := &fixture{runs: c.runs, l: c.l}
 	c.run = f.webhookRun(t, c.rc.srv.URL)
-	id, err := host.WebhookIdentity(c.run)
+	id, err := webhook.WebhookIdentity(c.run)
 	if err != nil {
 		t.Fatal(err)
 	}
 	func() {
 		defer func() { _ = recover() }()
-		_, _ = c.l.Do(context.Background(), ledger.Effect{Identity: id, RunID: c.run.ID, NodeID: host.NodeDeliver},
+		_, _ = c.l.Do(context.Background(), ledger.Effect{Identity: id, RunID: c.run.ID, NodeID: webhook.NodeDeliver},
 			func(ctx context.Context, call ledger.Call) ([]byte, error) {
 				req, _ := http.NewRequest("POST", c.rc.srv.URL, strings.NewReader(`{"hello":"world"}`))
 				req.Header.Set("Idempotency-Key", call.ProviderKey)
@@ -86,7 +88,7 @@ func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 func (c *crashedFixture) executor(maxAttempts int) *Executor {
 	return &Executor{Runs: c.runs, Now: c.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: maxAttempts,
 		Sleep:   c.clock.sleeper(&c.waits, &c.mu),
-		Webhook: &host.Webhook{Ledger: c.l, Policy: host.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
+		Webhook: &webhook.Webhook{Ledger: c.l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 }
 
 func (c *crashedFixture) waited() []time.Duration {
@@ -112,7 +114,7 @@ func (c *crashedFixture) checkDelivered(t *testing.T) {
 		p.Effects[0].ProviderKey != keys[0] || p.Effects[1].ProviderKey != keys[0] {
 		t.Fatalf("witness %+v: want escaped then completed under one key", p.Effects)
 	}
-	if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != host.StatusCompleted {
+	if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != runs.StatusCompleted {
 		t.Fatalf("run %s (%s / %s)", r.Status, r.Error, r.LastError)
 	}
 }
@@ -127,14 +129,14 @@ func TestLastTryWaitsOutCrashedClaim(t *testing.T) {
 	x := c.executor(3)
 	rec := insert("e1", c.run)
 	for try := 1; try <= 2; try++ {
-		if retry := x.HandleRecords(context.Background(), []host.StreamRecord{rec}); len(retry) != 1 {
+		if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{rec}); len(retry) != 1 {
 			t.Fatalf("try %d: retry %v", try, retry)
 		}
 	}
 	if w := c.waited(); len(w) != 0 {
 		t.Fatalf("tries before the last waited %v", w)
 	}
-	if retry := x.HandleRecords(context.Background(), []host.StreamRecord{rec}); retry != nil {
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{rec}); retry != nil {
 		t.Fatalf("last try: retry %v", retry)
 	}
 	w := c.waited()
@@ -146,7 +148,7 @@ func TestLastTryWaitsOutCrashedClaim(t *testing.T) {
 		t.Fatalf("failures %d, want 3 counted", r.Failures)
 	}
 	// A duplicate delivery afterwards fires nothing.
-	if retry := c.executor(3).HandleRecords(context.Background(), []host.StreamRecord{rec}); retry != nil {
+	if retry := c.executor(3).HandleRecords(context.Background(), []stream.StreamRecord{rec}); retry != nil {
 		t.Fatalf("duplicate: retry %v", retry)
 	}
 	c.checkDelivered(t)
@@ -161,14 +163,14 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 80*time.Second)
 		defer cancel()
 		// 61 s + the default 30 s margin does not fit in 80 s.
-		if retry := c.executor(1).HandleRecords(ctx, []host.StreamRecord{insert("e1", c.run)}); retry != nil {
+		if retry := c.executor(1).HandleRecords(ctx, []stream.StreamRecord{insert("e1", c.run)}); retry != nil {
 			t.Fatalf("retry %v", retry)
 		}
 		if w := c.waited(); len(w) != 0 {
 			t.Fatalf("waited %v", w)
 		}
 		r, _ := c.runs.Get(ctx, c.run.ID)
-		if r.Status != host.StatusFailed || !strings.Contains(r.Error, "gave up after 1 attempts") || !strings.Contains(r.Error, "in flight") {
+		if r.Status != runs.StatusFailed || !strings.Contains(r.Error, "gave up after 1 attempts") || !strings.Contains(r.Error, "in flight") {
 			t.Fatalf("run %+v", r)
 		}
 		if n := len(c.rc.seen()); n != 1 {
@@ -181,7 +183,7 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 		defer cancel()
 		x := c.executor(1)
 		x.LastTryMargin = 5 * time.Second
-		if retry := x.HandleRecords(ctx, []host.StreamRecord{insert("e1", c.run)}); retry != nil {
+		if retry := x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", c.run)}); retry != nil {
 			t.Fatalf("retry %v", retry)
 		}
 		if w := c.waited(); len(w) != 1 {
@@ -194,10 +196,10 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		x := c.executor(1)
 		x.Sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
-		if retry := x.HandleRecords(ctx, []host.StreamRecord{insert("e1", c.run)}); retry != nil {
+		if retry := x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", c.run)}); retry != nil {
 			t.Fatalf("retry %v", retry)
 		}
-		if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != host.StatusFailed {
+		if r, _ := c.runs.Get(context.Background(), c.run.ID); r.Status != runs.StatusFailed {
 			t.Fatalf("run %+v", r)
 		}
 		if n := len(c.rc.seen()); n != 1 {
@@ -213,7 +215,7 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 		if !f.x.giveUp(context.Background(), run.ID, errors.New("store unavailable")) {
 			t.Fatal("last try left to the stream")
 		}
-		if r, _ := f.runs.Get(context.Background(), run.ID); r.Status != host.StatusFailed || waits.Load() != 0 {
+		if r, _ := f.runs.Get(context.Background(), run.ID); r.Status != runs.StatusFailed || waits.Load() != 0 {
 			t.Fatalf("run %+v, %d waits", r, waits.Load())
 		}
 	})
@@ -244,7 +246,7 @@ func TestLastTryConcurrentWaiters(t *testing.T) {
 			defer wg.Done()
 			x := c.executor(1)
 			x.Sleep = sleep
-			x.HandleRecords(context.Background(), []host.StreamRecord{insert("e1", c.run)})
+			x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", c.run)})
 		}()
 	}
 	wg.Wait()

@@ -1,4 +1,4 @@
-package kit
+package kit_test
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -299,7 +299,7 @@ func TestSweeperLeastPrivilege(t *testing.T) {
 		}
 	}
 	use := newTableUse(map[string]string{"EffectsTable": table})
-	h, err := sweepfn.NewFromEnv(host.Env{EffectsTable: table}, e.Client(use.Middleware()), nil, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h, err := sweepfn.NewFromEnv(settings.Env{EffectsTable: table}, e.Client(use.Middleware()), nil, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

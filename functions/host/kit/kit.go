@@ -1,5 +1,9 @@
-// Package kit wires the reference host from its environment: the stores,
-// Layer 1, Layer 2 and the webhook effect over one DynamoDB client.
+// Package kit wires the reference host from its environment: the functions'
+// start-up (Boot, Must), the DynamoDB client (NewDynamoClient) and its home-
+// and fence-region variants (HomeClient, FenceClient), and the stores,
+// Layer 1, Layer 2 and the webhook effect over one DynamoDB client (NewKit).
+// It is the one package of the host that reads the process environment
+// (Boot, Getenv).
 package kit
 
 import (
@@ -9,8 +13,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host"
-
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/emf"
@@ -21,15 +27,15 @@ import (
 )
 
 // Kit is the wired host: the stores, Layer 1's Guard, Layer 2's Ledger and
-// the webhook effect, built from one host.Env and one DynamoDB client. The
+// the webhook effect, built from one settings.Env and one DynamoDB client. The
 // Lambda functions and `idemkit dev` build it the same way.
 type Kit struct {
-	Env     host.Env
-	Runs    host.RunStore
-	Keys    host.KeyStore
+	Env     settings.Env
+	Runs    runs.RunStore
+	Keys    apikeys.KeyStore
 	Guard   *idem.Guard
 	Ledger  *ledger.Ledger
-	Webhook *host.Webhook
+	Webhook *webhook.Webhook
 	Logger  *slog.Logger
 	Metrics *emf.Recorder
 }
@@ -44,23 +50,23 @@ type Parts struct {
 }
 
 // NewKit builds the parts of the kit that p selects over client.
-func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger, metrics *emf.Recorder) (*Kit, error) {
+func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Logger, metrics *emf.Recorder) (*Kit, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
 	k := &Kit{Env: env, Logger: logger, Metrics: metrics}
 	var need []string
 	if p.Runs {
-		need = append(need, host.EnvRunsTable)
+		need = append(need, settings.EnvRunsTable)
 	}
 	if p.Keys {
-		need = append(need, host.EnvAPIKeysTable)
+		need = append(need, settings.EnvAPIKeysTable)
 	}
 	if p.Guard {
 		need = append(need, idem.EnvTable)
 	}
 	if p.Ledger {
-		need = append(need, host.EnvEffectsTable)
+		need = append(need, settings.EnvEffectsTable)
 	}
 	if err := env.Require(need...); err != nil {
 		return nil, err
@@ -71,14 +77,14 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 	// (multi-region: docs/MULTI_REGION.md). A transaction cannot span
 	// regions, so createRun then writes its run with a conditional PutItem.
 	idemClient := client
-	if env.CrossRegion == host.CrossRegionFenced {
-		idemClient = host.HomeClient(client, env.IdempotencyTableRegion)
+	if env.CrossRegion == settings.CrossRegionFenced {
+		idemClient = HomeClient(client, env.IdempotencyTableRegion)
 	}
 	if p.Runs {
-		k.Runs = &host.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: env.Transactional && p.Guard && idemClient == client}
+		k.Runs = &runs.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: env.Transactional && p.Guard && idemClient == client}
 	}
 	if p.Keys {
-		k.Keys = &host.DynamoKeys{Client: client, Table: env.APIKeysTable}
+		k.Keys = &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}
 	}
 	if p.Guard {
 		st, err := idemdynamo.New(idemdynamo.Config{Client: idemClient, Table: env.Idem.Table})
@@ -101,11 +107,11 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 		lc := ledger.Config{Store: effects,
 			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}
 		var owner *fence.Owner
-		if env.CrossRegion == host.CrossRegionFenced {
+		if env.CrossRegion == settings.CrossRegionFenced {
 			// fenced-effects: every webhook fire passes the linearizable
 			// fence owner (FENCE_TABLE in FENCE_TABLE_REGION, the home
 			// region) first.
-			fs, err := fencedynamo.New(fencedynamo.Config{Client: host.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable})
+			fs, err := fencedynamo.New(fencedynamo.Config{Client: FenceClient(client, env.FenceTableRegion), Table: env.FenceTable})
 			if err != nil {
 				return nil, err
 			}
@@ -121,7 +127,7 @@ func NewKit(env host.Env, client *dynamodb.Client, p Parts, logger *slog.Logger,
 			return nil, err
 		}
 		k.Ledger = l
-		k.Webhook = &host.Webhook{Ledger: l, Policy: env.Webhook, MaxTries: env.WebhookMaxTries, Budget: env.WebhookBudget}
+		k.Webhook = &webhook.Webhook{Ledger: l, Policy: env.Webhook, MaxTries: env.WebhookMaxTries, Budget: env.WebhookBudget}
 		if owner != nil {
 			k.Webhook.Wrap = owner.Guard
 		}

@@ -1,4 +1,4 @@
-package kit
+package kit_test
 
 import (
 	"context"
@@ -17,7 +17,11 @@ import (
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
@@ -31,13 +35,13 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 // function only calls DynamoDB actions its template.yaml role grants.
 func TestWiringAndLeastPrivilege(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
-	env := host.Env{
+	env := settings.Env{
 		Idem:          idem.Env{Enabled: true, Table: e.CreateTable(t, "IdempotencyTable")},
 		RunsTable:     e.CreateTable(t, "RunsTable"),
 		EffectsTable:  e.CreateTable(t, "EffectsTable"),
 		APIKeysTable:  e.CreateTable(t, "ApiKeysTable"),
-		CrossRegion:   host.CrossRegionSingle,
-		Webhook:       host.WebhookPolicy{AllowLoopback: true},
+		CrossRegion:   settings.CrossRegionSingle,
+		Webhook:       webhook.WebhookPolicy{AllowLoopback: true},
 		Transactional: true, EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour,
 	}
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -47,8 +51,8 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	logical := map[string]string{"IdempotencyTable": env.Idem.Table, "RunsTable": env.RunsTable,
 		"EffectsTable": env.EffectsTable, "ApiKeysTable": env.APIKeysTable}
 	authUse := newTableUse(logical)
-	keys := &host.DynamoKeys{Client: e.Client(authUse.Middleware()), Table: env.APIKeysTable}
-	if err := (&host.DynamoKeys{Client: e.Client(), Table: env.APIKeysTable}).PutKey(ctx, "k-secret", "acme"); err != nil {
+	keys := &apikeys.DynamoKeys{Client: e.Client(authUse.Middleware()), Table: env.APIKeysTable}
+	if err := (&apikeys.DynamoKeys{Client: e.Client(), Table: env.APIKeysTable}).PutKey(ctx, "k-secret", "acme"); err != nil {
 		t.Fatal(err)
 	}
 	if tn, err := (&authfn.Handler{Keys: keys, Logger: quiet}).Authorize(ctx, "Bearer k-secret"); err != nil || tn != "acme" {
@@ -58,7 +62,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 
 	// api
 	apiCnt, apiUse := dynamotest.NewCounter(), newTableUse(logical)
-	k, err := NewKit(env, e.Client(apiCnt.Middleware(), apiUse.Middleware()), Parts{Runs: true, Guard: true, Ledger: true}, quiet, nil)
+	k, err := kit.NewKit(env, e.Client(apiCnt.Middleware(), apiUse.Middleware()), kit.Parts{Runs: true, Guard: true, Ledger: true}, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,11 +93,11 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatalf("replay gave another run: %v %v", m, again)
 	}
 	id := m["runId"].(string)
-	p := "/runs/" + host.ProjectID(id)
+	p := "/runs/" + runs.ProjectID(id)
 
 	// executor (runs the webhook node through the ledger)
 	exUse := newTableUse(logical)
-	xk, err := NewKit(env, e.Client(exUse.Middleware()), Parts{Runs: true, Ledger: true}, quiet, nil)
+	xk, err := kit.NewKit(env, e.Client(exUse.Middleware()), kit.Parts{Runs: true, Ledger: true}, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,12 +122,12 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
-	wantID, _ := host.WebhookIdentity(stored)
+	wantID, _ := webhook.WebhookIdentity(stored)
 	if w := call("GET", p+"/effects", "", ""); len(w["effects"].([]any)) != 1 || w["effects"].([]any)[0].(map[string]any)["effectId"] != wantID.EffectID {
 		t.Fatalf("witness %v, want effect %s", w, wantID.EffectID)
 	}
 	m3 := call("POST", "/runs", "", `{"workflowId":"conformance-noop"}`)
-	call("POST", "/runs/"+host.ProjectID(m3["runId"].(string))+"/cancel", "lp2-0123456789abcdefghijkl", `{}`)
+	call("POST", "/runs/"+runs.ProjectID(m3["runId"].(string))+"/cancel", "lp2-0123456789abcdefghijkl", `{}`)
 	// The tenant comes from the credential only: a body tenantId naming
 	// another tenant is 403 forbidden.
 	ev := events.APIGatewayV2HTTPRequest{RawPath: "/runs", Body: `{"workflowId":"conformance-noop","tenantId":"globex"}`,
@@ -147,13 +151,13 @@ func TestFencedEffects(t *testing.T) {
 	var mu sync.Mutex
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mu.Lock(); n++; mu.Unlock() }))
 	defer recv.Close()
-	env := host.Env{
+	env := settings.Env{
 		RunsTable: e.CreateTable(t, "RunsTable"), EffectsTable: e.CreateTable(t, "EffectsTable"), FenceTable: e.CreateTable(t, "FenceTable"),
-		CrossRegion: host.CrossRegionFenced, Webhook: host.WebhookPolicy{AllowLoopback: true},
+		CrossRegion: settings.CrossRegionFenced, Webhook: webhook.WebhookPolicy{AllowLoopback: true},
 		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour,
 	}
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	k, err := NewKit(env, e.Client(), Parts{Runs: true, Ledger: true}, quiet, nil)
+	k, err := kit.NewKit(env, e.Client(), kit.Parts{Runs: true, Ledger: true}, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +166,7 @@ func TestFencedEffects(t *testing.T) {
 	}
 	ctx := context.Background()
 	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
-	run := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
+	run := runs.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
 	if err := k.Runs.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +177,7 @@ func TestFencedEffects(t *testing.T) {
 		}
 	}
 	r, _ := k.Runs.Get(ctx, run.ID)
-	if r.Status != host.StatusCompleted || n != 1 {
+	if r.Status != runs.StatusCompleted || n != 1 {
 		t.Fatalf("run %+v, %d deliveries", r, n)
 	}
 }
@@ -193,17 +197,17 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 	}))
 	defer recv.Close()
 	faults := dynamotest.NewFaults()
-	env := host.Env{RunsTable: e.CreateTable(t, "RunsTable"), EffectsTable: e.CreateTable(t, "EffectsTable"),
-		CrossRegion: host.CrossRegionSingle, Webhook: host.WebhookPolicy{AllowLoopback: true},
+	env := settings.Env{RunsTable: e.CreateTable(t, "RunsTable"), EffectsTable: e.CreateTable(t, "EffectsTable"),
+		CrossRegion: settings.CrossRegionSingle, Webhook: webhook.WebhookPolicy{AllowLoopback: true},
 		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour}
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	k, err := NewKit(env, e.Client(dynamotest.FastRetries, faults.Middleware()), Parts{Runs: true, Ledger: true}, quiet, nil)
+	k, err := kit.NewKit(env, e.Client(dynamotest.FastRetries, faults.Middleware()), kit.Parts{Runs: true, Ledger: true}, quiet, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
-	run := host.NewRun("acme", host.WorkflowWebhook, in, time.Now())
+	run := runs.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
 	if err := k.Runs.Create(ctx, run); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +248,7 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 			completed++
 		}
 	}
-	if r.Status != host.StatusCompleted || len(keys) != 1 || completed != 1 {
+	if r.Status != runs.StatusCompleted || len(keys) != 1 || completed != 1 {
 		t.Fatalf("run %s, deliveries %q, witness %+v", r.Status, keys, p.Effects)
 	}
 }

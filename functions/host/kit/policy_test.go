@@ -1,11 +1,12 @@
-package kit
+package kit_test
 
 import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 )
 
@@ -15,11 +16,11 @@ import (
 func TestNewKitPolicyFromEnv(t *testing.T) {
 	c := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
 	for set, want := range map[string]string{"": "openwop", "openwop": "openwop", "commerce": "commerce", "erp": "erp"} {
-		env, err := host.LoadEnv(host.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: set}))
+		env, err := settings.LoadEnv(settings.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: set}))
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := NewKit(env, c, Parts{Guard: true}, nil, nil)
+		k, err := kit.NewKit(env, c, kit.Parts{Guard: true}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,19 +7,20 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
 
 // NewFromEnv returns the handler the function runs, configured by the
-// environment (host.LoadEnv): it sweeps
+// environment (settings.LoadEnv): it sweeps
 //
 //   - EFFECTS_TABLE (key pk, sk), through client;
-//   - FENCE_TABLE (key pk), when set, through host.FenceClient (the
+//   - FENCE_TABLE (key pk), when set, through kit.FenceClient (the
 //     FENCE_TABLE_REGION home region when set);
-//   - IDEMPOTENCY_TABLE (key pk), when set, through host.HomeClient (the
+//   - IDEMPOTENCY_TABLE (key pk), when set, through kit.HomeClient (the
 //     IDEMPOTENCY_TABLE_REGION home region when set, fenced-effects only).
 //
 // At least one of them must be set. Set only the tables that have no TTL:
@@ -31,7 +32,7 @@ import (
 // (IDEMPOTENCY_POLICY=commerce without IDEMPOTENCY_RETENTION_HOURS, or
 // IDEMPOTENCY_RETENTION_HOURS=forever) is refused: nothing may delete such a
 // record. Margin, Now: defaults. metrics and logger are used as given.
-func NewFromEnv(env host.Env, client *dynamodb.Client, metrics *emf.Recorder, logger *slog.Logger) (*Handler, error) {
+func NewFromEnv(env settings.Env, client *dynamodb.Client, metrics *emf.Recorder, logger *slog.Logger) (*Handler, error) {
 	if client == nil {
 		return nil, errors.New("sweepfn: no DynamoDB client")
 	}
@@ -42,7 +43,7 @@ func NewFromEnv(env host.Env, client *dynamodb.Client, metrics *emf.Recorder, lo
 	}
 	if env.FenceTable != "" {
 		h.Targets = append(h.Targets, Target{Label: TableFence,
-			Sweeper: &sweeper.Sweeper{API: host.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable}})
+			Sweeper: &sweeper.Sweeper{API: kit.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable}})
 	}
 	if env.Idem.Table != "" && env.Idem.EffectiveRetention() == idem.Forever {
 		// Under a policy that keeps records forever (the commerce policy,
@@ -54,10 +55,10 @@ func NewFromEnv(env host.Env, client *dynamodb.Client, metrics *emf.Recorder, lo
 	}
 	if env.Idem.Table != "" {
 		h.Targets = append(h.Targets, Target{Label: TableIdempotency,
-			Sweeper: &sweeper.Sweeper{API: host.HomeClient(client, env.IdempotencyTableRegion), Table: env.Idem.Table}})
+			Sweeper: &sweeper.Sweeper{API: kit.HomeClient(client, env.IdempotencyTableRegion), Table: env.Idem.Table}})
 	}
 	if len(h.Targets) == 0 {
-		return nil, errors.New("sweepfn: set at least one of " + host.EnvEffectsTable + ", " + host.EnvFenceTable + ", " + idem.EnvTable)
+		return nil, errors.New("sweepfn: set at least one of " + settings.EnvEffectsTable + ", " + settings.EnvFenceTable + ", " + idem.EnvTable)
 	}
 	return h, h.Validate()
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/host"
+	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -108,8 +108,8 @@ func newTables(t *testing.T, e *dynamotest.Emulator) tables {
 	return tables{e.CreateTable(t, "EffectsTable"), e.CreateTable(t, "FenceTable"), e.CreateTable(t, "IdempotencyTable")}
 }
 
-func (tb tables) env() host.Env {
-	return host.Env{EffectsTable: tb.effects, FenceTable: tb.fence, Idem: idem.Env{Table: tb.idem}}
+func (tb tables) env() settings.Env {
+	return settings.Env{EffectsTable: tb.effects, FenceTable: tb.fence, Idem: idem.Env{Table: tb.idem}}
 }
 
 // The function, wired from the environment as main.go does and invoked
@@ -274,14 +274,14 @@ func TestInjectedErrorFailsOneTableOnly(t *testing.T) {
 // keys; none is an error.
 func TestNewFromEnv(t *testing.T) {
 	c := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
-	if _, err := sweepfn.NewFromEnv(host.Env{}, c, nil, nil); err == nil {
+	if _, err := sweepfn.NewFromEnv(settings.Env{}, c, nil, nil); err == nil {
 		t.Fatal("no table accepted")
 	}
-	h, err := sweepfn.NewFromEnv(host.Env{EffectsTable: "E"}, c, nil, nil)
+	h, err := sweepfn.NewFromEnv(settings.Env{EffectsTable: "E"}, c, nil, nil)
 	if err != nil || len(h.Targets) != 1 || h.Targets[0].Label != "effects" || strings.Join(h.Targets[0].Sweeper.KeyAttrs, ",") != "pk,sk" {
 		t.Fatalf("%+v %v", h, err)
 	}
-	h, err = sweepfn.NewFromEnv(host.Env{EffectsTable: "E", FenceTable: "F", FenceTableRegion: "eu-west-1", Idem: idem.Env{Table: "I"}}, c, nil, nil)
+	h, err = sweepfn.NewFromEnv(settings.Env{EffectsTable: "E", FenceTable: "F", FenceTableRegion: "eu-west-1", Idem: idem.Env{Table: "I"}}, c, nil, nil)
 	if err != nil || len(h.Targets) != 3 || h.Targets[1].Sweeper.Table != "F" || h.Targets[2].Label != "idempotency" {
 		t.Fatalf("%+v %v", h, err)
 	}
@@ -305,7 +305,7 @@ func TestNewFromEnvRefusesForeverRetention(t *testing.T) {
 		{idem.EnvTable: "I", idem.EnvRetentionHours: "forever"},
 		{idem.EnvTable: "I", idem.EnvPolicy: "erp", idem.EnvRetentionHours: "0"},
 	} {
-		env, err := host.LoadEnv(host.Values(vars))
+		env, err := settings.LoadEnv(settings.Values(vars))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +314,7 @@ func TestNewFromEnvRefusesForeverRetention(t *testing.T) {
 			t.Fatalf("%v: %+v %v", vars, h, err)
 		}
 	}
-	env, err := host.LoadEnv(host.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: "commerce", idem.EnvRetentionHours: "48"}))
+	env, err := settings.LoadEnv(settings.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: "commerce", idem.EnvRetentionHours: "48"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,196 @@
+package apikeys
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// ErrKeyExists is returned by PutKey when the key is already registered.
+var ErrKeyExists = errors.New("host: api key already registered")
+
+// HashKey returns the stored form of an API key: "key#" + hex SHA-256.
+func HashKey(key string) string {
+	s := sha256.Sum256([]byte(key))
+	return "key#" + hex.EncodeToString(s[:])
+}
+
+// NewAPIKey mints an API key: "idk_" + 32 base64url characters (192 random
+// bits).
+func NewAPIKey() string {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		panic("host: no randomness: " + err.Error())
+	}
+	return "idk_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// KeyStore resolves API keys to tenants.
+type KeyStore interface {
+	// Tenant returns the tenant of the key whose HashKey is hash; ok is
+	// false for an unknown key.
+	Tenant(ctx context.Context, hash string) (tenant string, ok bool, err error)
+	// PutKey registers key for tenant (ErrKeyExists if already registered).
+	PutKey(ctx context.Context, key, tenant string) error
+}
+
+// CredentialStore is a KeyStore whose keys carry credential attributes
+// beside the tenant (Credential.Attrs): the values a policy scopes keys by
+// (the commerce policy's namespace and worker, the ERP policy's client,
+// company and organisation), which the authorizer passes to the api
+// function in its context. MemKeys and DynamoKeys implement it.
+type CredentialStore interface {
+	KeyStore
+	// Credential returns the credential of the key whose HashKey is hash;
+	// ok is false for an unknown key.
+	Credential(ctx context.Context, hash string) (c Credential, ok bool, err error)
+	// PutCredential registers key for c (ErrKeyExists if already
+	// registered); c must be valid (Credential.Validate).
+	PutCredential(ctx context.Context, key string, c Credential) error
+}
+
+// MemKeys is an in-memory CredentialStore, safe for concurrent use.
+type MemKeys struct {
+	mu sync.Mutex
+	m  map[string]Credential
+}
+
+var _ CredentialStore = (*MemKeys)(nil)
+
+// NewMemKeys returns an empty MemKeys.
+func NewMemKeys() *MemKeys { return &MemKeys{m: map[string]Credential{}} }
+
+// Tenant implements KeyStore.
+func (k *MemKeys) Tenant(ctx context.Context, hash string) (string, bool, error) {
+	c, ok, err := k.Credential(ctx, hash)
+	return c.Tenant, ok, err
+}
+
+// Credential implements CredentialStore.
+func (k *MemKeys) Credential(_ context.Context, hash string) (Credential, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c, ok := k.m[hash]
+	return c.clone(), ok, nil
+}
+
+// PutKey implements KeyStore: a key without attributes.
+func (k *MemKeys) PutKey(ctx context.Context, key, tenant string) error {
+	return k.PutCredential(ctx, key, Credential{Tenant: tenant})
+}
+
+// PutCredential implements CredentialStore.
+func (k *MemKeys) PutCredential(_ context.Context, key string, c Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h := HashKey(key)
+	if _, ok := k.m[h]; ok {
+		return ErrKeyExists
+	}
+	k.m[h] = c.clone()
+	return nil
+}
+
+// DynamoKeys is the ApiKeysTable KeyStore.
+type DynamoKeys struct {
+	// Client is the DynamoDB client. Required.
+	Client DynamoAPI
+	// Table is the ApiKeysTable name. Required.
+	Table string
+}
+
+var _ CredentialStore = (*DynamoKeys)(nil)
+
+// Tenant implements KeyStore: one GetItem (eventually consistent: a key is
+// usable moments after it is created).
+func (d *DynamoKeys) Tenant(ctx context.Context, hash string) (string, bool, error) {
+	c, ok, err := d.Credential(ctx, hash)
+	return c.Tenant, ok, err
+}
+
+// Credential implements CredentialStore: one GetItem, as Tenant. The
+// attributes are the item's attrs map (string values; others are ignored).
+func (d *DynamoKeys) Credential(ctx context.Context, hash string) (Credential, bool, error) {
+	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.Table),
+		Key:       map[string]types.AttributeValue{"pk": sAV(hash)},
+	})
+	if err != nil {
+		return Credential{}, false, fmt.Errorf("host: get api key: %w", err)
+	}
+	t, ok := out.Item["tenant"].(*types.AttributeValueMemberS)
+	if !ok || t.Value == "" {
+		return Credential{}, false, nil
+	}
+	c := Credential{Tenant: t.Value}
+	if m, ok := out.Item["attrs"].(*types.AttributeValueMemberM); ok {
+		for k, av := range m.Value {
+			if s, ok := av.(*types.AttributeValueMemberS); ok {
+				if c.Attrs == nil {
+					c.Attrs = map[string]string{}
+				}
+				c.Attrs[k] = s.Value
+			}
+		}
+	}
+	return c, true, nil
+}
+
+// PutKey implements KeyStore: a key without attributes.
+func (d *DynamoKeys) PutKey(ctx context.Context, key, tenant string) error {
+	return d.PutCredential(ctx, key, Credential{Tenant: tenant})
+}
+
+// PutCredential implements CredentialStore: a PutItem conditional on the
+// hash being new.
+func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name("pk"))).Build()
+	if err != nil {
+		return err
+	}
+	item := map[string]types.AttributeValue{"pk": sAV(HashKey(key)), "tenant": sAV(c.Tenant)}
+	if len(c.Attrs) > 0 {
+		m := make(map[string]types.AttributeValue, len(c.Attrs))
+		for k, v := range c.Attrs {
+			m[k] = sAV(v)
+		}
+		item["attrs"] = &types.AttributeValueMemberM{Value: m}
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(d.Table),
+		Item:                item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ErrKeyExists
+	}
+	if err != nil {
+		return fmt.Errorf("host: put api key: %w", err)
+	}
+	return nil
+}
+
+// DynamoAPI is the subset of *dynamodb.Client DynamoKeys uses.
+type DynamoAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

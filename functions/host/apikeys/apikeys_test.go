@@ -1,0 +1,73 @@
+package apikeys
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"strings"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+func TestDynamoKeys(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		keys := &DynamoKeys{Client: e.Client(), Table: e.CreateTable(t, "ApiKeysTable")}
+		k := NewAPIKey()
+		if err := keys.PutKey(ctx, k, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		if err := keys.PutKey(ctx, k, "globex"); !errors.Is(err, ErrKeyExists) {
+			t.Fatal(err)
+		}
+		if tn, ok, err := keys.Tenant(ctx, HashKey(k)); err != nil || !ok || tn != "acme" {
+			t.Fatal(tn, ok, err)
+		}
+		if _, ok, err := keys.Tenant(ctx, HashKey("nope")); err != nil || ok {
+			t.Fatal(ok, err)
+		}
+		if err := keys.PutKey(ctx, NewAPIKey(), "bad tenant"); err == nil {
+			t.Fatal("bad tenant accepted")
+		}
+		// Credential attributes round-trip; a key without them has none.
+		ka := NewAPIKey()
+		want := Credential{Tenant: "acme", Attrs: map[string]string{"namespace": "shop", "worker": "checkout", "organisation": "Örg"}}
+		if err := keys.PutCredential(ctx, ka, want); err != nil {
+			t.Fatal(err)
+		}
+		if c, ok, err := keys.Credential(ctx, HashKey(ka)); err != nil || !ok || c.Tenant != "acme" || fmt.Sprint(c.Attrs) != fmt.Sprint(want.Attrs) {
+			t.Fatal(c, ok, err)
+		}
+		if c, ok, err := keys.Credential(ctx, HashKey(k)); err != nil || !ok || c.Attrs != nil {
+			t.Fatal(c, ok, err)
+		}
+		if err := keys.PutCredential(ctx, NewAPIKey(), Credential{Tenant: "acme", Attrs: map[string]string{"tenantId": "globex"}}); !errors.Is(err, ErrCredentialInvalid) {
+			t.Fatalf("an attribute shadowing tenantId: %v", err)
+		}
+	})
+}
+
+func TestMemStores(t *testing.T) {
+	ctx := context.Background()
+	k := NewMemKeys()
+	if err := k.PutKey(ctx, "secret", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.PutKey(ctx, "secret", "globex"); !errors.Is(err, ErrKeyExists) {
+		t.Fatal(err)
+	}
+	if ten, ok, _ := k.Tenant(ctx, HashKey("secret")); !ok || ten != "acme" {
+		t.Fatal(ten, ok)
+	}
+	if _, ok, _ := k.Tenant(ctx, HashKey("other")); ok {
+		t.Fatal("unknown key resolved")
+	}
+	k1, k2 := NewAPIKey(), NewAPIKey()
+	if !strings.HasPrefix(k1, "idk_") || len(k1) != 36 || k1 == k2 {
+		t.Fatal("NewAPIKey")
+	}
+}

@@ -1,0 +1,25 @@
+package kit
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// NewDynamoClient returns a DynamoDB client from the default AWS
+// configuration (the Lambda role), with endpoint as BaseEndpoint when set
+// (DYNAMODB_ENDPOINT, e.g. LocalStack).
+func NewDynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("host: AWS config: %w", err)
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	}), nil
+}

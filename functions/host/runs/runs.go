@@ -1,0 +1,326 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// Status is a run's lifecycle status.
+type Status string
+
+// Run statuses, in the OpenWOP v2 vocabulary (run-snapshot.schema.json):
+// pending -> running -> completed | failed; cancelled from pending or
+// running.
+const (
+	StatusPending   Status = "pending"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// statusSucceededV1 is what earlier versions of idemkit stored for a run
+// that finished without error; ParseStatus reads it as StatusCompleted.
+const statusSucceededV1 = "succeeded"
+
+// ParseStatus returns the status a stored value means. Every value is
+// returned unchanged except "succeeded", the completed status written by
+// earlier versions of idemkit, which reads as StatusCompleted: a run stored
+// before the move to the v2 vocabulary is served, streamed and treated as
+// terminal exactly like one stored since.
+func ParseStatus(s string) Status {
+	if s == statusSucceededV1 {
+		return StatusCompleted
+	}
+	return Status(s)
+}
+
+// Terminal reports whether s is final.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Run is one workflow run (an item of RunsTable, partition key pk = runId).
+//
+// Every run records the recipe stamps it was created with:
+// activityIdentityRecipe and semanticRequestRecipe (the embedded
+// ledger.RecipeStamps, set from ledger.CurrentRecipes() by NewRun). The
+// executor derives the run's effect identities through these stamps
+// (RecipeStamps.ActivityIdentity), never through the kit's current recipe,
+// so a kit upgrade cannot silently re-key a run's recorded effects: a run
+// stamped with a recipe this kit does not compute fails with
+// ledger.ErrUnsupportedRecipe instead. RunStore.Create refuses a run
+// without both stamps.
+type Run struct {
+	ID         string          `json:"runId"`
+	Tenant     string          `json:"tenant"`
+	WorkflowID string          `json:"workflowId"`
+	Inputs     json.RawMessage `json:"inputs,omitempty"`
+	Status     Status          `json:"status"`
+	Error      string          `json:"error,omitempty"`
+	CreatedAt  time.Time       `json:"createdAt"`
+	UpdatedAt  time.Time       `json:"updatedAt"`
+	// Failures counts the executions of the run that failed transiently and
+	// were left to the stream's retries (RunStore.NoteFailure); LastError is
+	// the latest one's error. Zero and "" for a run that never failed.
+	Failures  int    `json:"failures,omitempty"`
+	LastError string `json:"lastError,omitempty"`
+	// Wake is set on a parked run: when it is due to be executed again (its
+	// effect's next attempt, see RunStore.Schedule) and where that effect's
+	// retries stand. Zero when the run is not parked.
+	Wake Wake `json:"wake,omitzero"`
+	// RetryOf is the failed run this run retries (POST /runs/{runId}/retry);
+	// "" for a run created by createRun. Fixed at creation.
+	RetryOf string `json:"retryOf,omitempty"`
+	// Version is the run's version: 1 at creation, +1 for every store write
+	// that changes a tracked field (status, error, lastError, wake). It is
+	// what a client decides a write against (idem.HeaderDecidedVersion).
+	// A run stored before versions were kept reads as 0 until its next
+	// change.
+	Version int64 `json:"version"`
+	// History is the run's version log: element i holds the tracked fields
+	// version i+1 set (FieldStatus, ...). Version == History.Current().
+	History idem.VersionLog `json:"history,omitempty"`
+	ledger.RecipeStamps
+}
+
+// Wake is why and until when a run is parked: its effect's next attempt.
+type Wake struct {
+	// At is when the run is due (the effect's next attempt time).
+	At time.Time `json:"at"`
+	// Attempt is the number of attempts made, MaxAttempts the cap.
+	Attempt     int `json:"attempt"`
+	MaxAttempts int `json:"maxAttempts"`
+	// Deadline is the end of the effect's retry time budget (zero: none).
+	Deadline time.Time `json:"deadline,omitzero"`
+}
+
+// IsZero reports whether the run is not parked.
+func (w Wake) IsZero() bool { return w.At.IsZero() }
+
+// NewRun returns a new pending run of workflowID for tenant with a fresh
+// runId (NewRunID), stamped with the kit's current recipes
+// (ledger.CurrentRecipes) and created/updated at now (UTC), at version 1.
+func NewRun(tenant, workflowID string, inputs json.RawMessage, now time.Time) Run {
+	now = now.UTC()
+	return Run{ID: NewRunID(tenant), Tenant: tenant, WorkflowID: workflowID, Inputs: inputs,
+		Status: StatusPending, CreatedAt: now, UpdatedAt: now, RecipeStamps: ledger.CurrentRecipes(),
+		Version: 1, History: idem.VersionLog{version(FieldStatus, StatusPending)}}
+}
+
+// withFirstVersion returns r as Create stores it: a run given without a
+// version log starts at version 1, logging its status.
+func withFirstVersion(r Run) Run {
+	if len(r.History) == 0 {
+		r.History = idem.VersionLog{version(FieldStatus, r.Status)}
+	}
+	r.Version = r.History.Current()
+	return r
+}
+
+// checkNew validates a run before Create: a tenant-bound runId of its
+// tenant and both recipe stamps.
+func checkNew(r Run) error {
+	if !ValidRunID(r.ID) || RunTenant(r.ID) != r.Tenant {
+		return fmt.Errorf("host: run id %q is not a runId of tenant %q", r.ID, r.Tenant)
+	}
+	if err := r.RecipeStamps.Validate(); err != nil {
+		return fmt.Errorf("host: run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// ErrRunNotFound is returned when no run has the id.
+var ErrRunNotFound = errors.New("host: run not found")
+
+// ErrRunExists is returned by Create when the id is taken.
+var ErrRunExists = errors.New("host: run already exists")
+
+// ErrStatusConflict is returned by Transition when the run is not in one of
+// the expected statuses; the current run is returned alongside.
+var ErrStatusConflict = errors.New("host: run status changed")
+
+// RunStore persists runs. Implementations: MemRuns (tests, embedding) and
+// DynamoRuns (RunsTable).
+type RunStore interface {
+	// Create inserts r if no run has its id (ErrRunExists otherwise). A run
+	// without both recipe stamps, or whose id is not a runId of its
+	// tenant, is refused (an error wrapping ledger.ErrUnsupportedRecipe
+	// for missing stamps) and nothing is written.
+	Create(ctx context.Context, r Run) error
+	// Get returns the run, or ErrRunNotFound.
+	Get(ctx context.Context, id string) (Run, error)
+	// Transition moves the run to status `to` (with errMsg) only if its
+	// current status is one of from: a compare-and-set, so two executors or
+	// a cancel racing an executor never both win. It returns the run as
+	// stored afterwards; ErrStatusConflict (with the current run) when the
+	// status was not in from; ErrRunNotFound when there is no run.
+	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
+	// NoteFailure atomically counts one failed execution of the run
+	// (Run.Failures) and records errMsg as its LastError, and returns the
+	// new count. The executor uses it to tell its last try from the others
+	// (see execfn.Executor.MaxAttempts). ErrRunNotFound when there is no run;
+	// ErrStatusConflict, changing nothing, when the run has already ended (a
+	// late failure never moves a finished run's updatedAt or lastError).
+	NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (failures int, err error)
+	// Schedule parks a live (pending or running) run until at: Due lists it
+	// from then on, until a terminal Transition clears it (or another
+	// Schedule moves it). It is how the executor waits for an effect's next
+	// attempt without holding an invocation: the time is durable in the run
+	// record. ErrStatusConflict, changing nothing, when the run has ended;
+	// ErrRunNotFound when there is none.
+	Schedule(ctx context.Context, id string, w Wake, now time.Time) error
+	// Due returns up to limit ids of parked runs whose WakeAt is at or
+	// before now, earliest first. It may be eventually consistent (a GSI):
+	// the caller re-reads each run.
+	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
+}
+
+// MemRuns is an in-memory RunStore (tests, examples, embedding), safe for
+// concurrent use. OnInsert stands in for the runs table's stream.
+type MemRuns struct {
+	mu   sync.Mutex
+	runs map[string]Run
+	// OnInsert, if set, is called (outside the lock) after each Create.
+	OnInsert func(Run)
+	// inbox is the inbox InboxOf returns for this store.
+	inbox *memInbox
+}
+
+// NewMemRuns returns an empty MemRuns.
+func NewMemRuns() *MemRuns { return &MemRuns{runs: map[string]Run{}} }
+
+// Create implements RunStore.
+func (m *MemRuns) Create(_ context.Context, r Run) error {
+	if err := checkNew(r); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	if _, ok := m.runs[r.ID]; ok {
+		m.mu.Unlock()
+		return ErrRunExists
+	}
+	r = withFirstVersion(r)
+	m.runs[r.ID] = r
+	cb := m.OnInsert
+	m.mu.Unlock()
+	if cb != nil {
+		cb(r)
+	}
+	return nil
+}
+
+// Get implements RunStore.
+func (m *MemRuns) Get(_ context.Context, id string) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	return r, nil
+}
+
+// Transition implements RunStore.
+func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if !statusIn(r.Status, from) {
+		return r, ErrStatusConflict
+	}
+	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
+	if to.Terminal() {
+		r.Wake = Wake{}
+	}
+	r.History = appendVersion(r.History, terminalVersion(to, errMsg))
+	r.Version = r.History.Current()
+	m.runs[id] = r
+	return r, nil
+}
+
+// Schedule implements RunStore.
+func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return ErrRunNotFound
+	}
+	if r.Status.Terminal() {
+		return ErrStatusConflict
+	}
+	w.At, w.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
+	r.Wake, r.UpdatedAt = w, now.UTC()
+	r.History = appendVersion(r.History, version(fieldWake, w))
+	r.Version = r.History.Current()
+	m.runs[id] = r
+	return nil
+}
+
+// Due implements RunStore.
+func (m *MemRuns) Due(_ context.Context, now time.Time, limit int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var due []Run
+	for _, r := range m.runs {
+		if !r.Wake.IsZero() && !r.Wake.At.After(now) {
+			due = append(due, r)
+		}
+	}
+	sort.Slice(due, func(i, j int) bool { return due[i].Wake.At.Before(due[j].Wake.At) })
+	ids := make([]string, 0, len(due))
+	for _, r := range due {
+		if limit > 0 && len(ids) >= limit {
+			break
+		}
+		ids = append(ids, r.ID)
+	}
+	return ids, nil
+}
+
+// NoteFailure implements RunStore.
+func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return 0, ErrRunNotFound
+	}
+	if r.Status.Terminal() {
+		return 0, ErrStatusConflict
+	}
+	r.Failures++
+	r.LastError, r.UpdatedAt = errMsg, now.UTC()
+	r.History = appendVersion(r.History, version(fieldLastError, errMsg))
+	r.Version = r.History.Current()
+	m.runs[id] = r
+	return r.Failures, nil
+}
+
+// Len returns the number of runs.
+func (m *MemRuns) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.runs)
+}
+
+func statusIn(s Status, set []Status) bool {
+	for _, x := range set {
+		if s == x {
+			return true
+		}
+	}
+	return false
+}

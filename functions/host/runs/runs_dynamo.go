@@ -1,0 +1,430 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// DynamoAPI is the subset of *dynamodb.Client the host stores use.
+type DynamoAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(context.Context, *dynamodb.PutItemInput, ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// DynamoRuns is the RunsTable RunStore (partition key pk = runId).
+//
+// Item: pk, tenant, workflowId, inputs (JSON text), status, error,
+// createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
+// retryOf (a retry's failed run), version and history (the version log: a
+// list with one map per version, field -> JSON text of the value set; every
+// update adds 1 to version and appends its map in the same UpdateItem),
+// activityIdentityRecipe and
+// semanticRequestRecipe (the run's recipe stamps, written once by Create and
+// never updated).
+type DynamoRuns struct {
+	// Client is the DynamoDB client. Required.
+	Client DynamoAPI
+	// Table is the RunsTable name. Required.
+	Table string
+	// Transactional makes Create, when it runs under a Layer-1 claim
+	// (idem.Transact), hand its PutItem to the idempotency store so that it
+	// commits in ONE transaction with the completion record: the run then
+	// exists if and only if the 201 that names it was recorded, however
+	// often the request is retried or reclaimed. Set it only when the
+	// idempotency store is idem/dynamostore on the same DynamoDB endpoint as
+	// Table, and that endpoint supports transactions. Default false: a
+	// conditional PutItem.
+	Transactional bool
+}
+
+const (
+	runAttrPK      = "pk"
+	runAttrTenant  = "tenant"
+	runAttrWF      = "workflowId"
+	runAttrInputs  = "inputs"
+	runAttrStatus  = "status"
+	runAttrError   = "error"
+	runAttrCreated = "createdAt"
+	runAttrUpdated = "updatedAt"
+	runAttrFails   = "failures"
+	runAttrLastErr = "lastError"
+	runAttrAIR     = "activityIdentityRecipe"
+	runAttrSRR     = "semanticRequestRecipe"
+	runAttrWakeAt  = "wakeAt"    // Unix ms; only on parked runs
+	runAttrWake    = "wakeShard" // "due" on parked runs: the sparse byWake index's key
+	runAttrWakeN   = "wakeAttempt"
+	runAttrWakeMax = "wakeMaxAttempts"
+	runAttrWakeDL  = "wakeDeadline"
+	runAttrRetryOf = "retryOf"
+	runAttrVersion = "version" // N: the run's version (Run.Version)
+	runAttrHistory = "history" // L of M{field: S(JSON value)}: the version log
+	wakeShard      = "due"
+)
+
+// indexByWake is the RunsTable GSI serving Due: partition wakeShard (one
+// value, "due", present only on parked runs, so the index holds only
+// them), sort wakeAt.
+const indexByWake = "byWake"
+
+func sAV(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }
+
+func nAV(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}
+
+func runItem(r Run) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{
+		runAttrPK:      sAV(r.ID),
+		runAttrTenant:  sAV(r.Tenant),
+		runAttrWF:      sAV(r.WorkflowID),
+		runAttrStatus:  sAV(string(r.Status)),
+		runAttrCreated: nAV(r.CreatedAt.UnixMilli()),
+		runAttrUpdated: nAV(r.UpdatedAt.UnixMilli()),
+		runAttrAIR:     sAV(r.ActivityIdentityRecipe),
+		runAttrSRR:     sAV(r.SemanticRequestRecipe),
+	}
+	if len(r.Inputs) > 0 {
+		m[runAttrInputs] = sAV(string(r.Inputs))
+	}
+	if r.Error != "" {
+		m[runAttrError] = sAV(r.Error)
+	}
+	if r.RetryOf != "" {
+		m[runAttrRetryOf] = sAV(r.RetryOf)
+	}
+	m[runAttrVersion] = nAV(r.Version)
+	l := make([]types.AttributeValue, 0, len(r.History))
+	for _, v := range r.History {
+		l = append(l, versionAV(v))
+	}
+	m[runAttrHistory] = &types.AttributeValueMemberL{Value: l}
+	return m
+}
+
+// versionAV encodes one version of the log: M{field: S(JSON value)}.
+func versionAV(v map[string]json.RawMessage) types.AttributeValue {
+	m := make(map[string]types.AttributeValue, len(v))
+	for f, x := range v {
+		m[f] = sAV(string(x))
+	}
+	return &types.AttributeValueMemberM{Value: m}
+}
+
+// historyFromAV decodes the version log (nil when absent).
+func historyFromAV(av types.AttributeValue) idem.VersionLog {
+	l, ok := av.(*types.AttributeValueMemberL)
+	if !ok {
+		return nil
+	}
+	out := make(idem.VersionLog, 0, len(l.Value))
+	for _, e := range l.Value {
+		v := map[string]json.RawMessage{}
+		if m, ok := e.(*types.AttributeValueMemberM); ok {
+			for f, x := range m.Value {
+				if sv, ok := x.(*types.AttributeValueMemberS); ok && json.Valid([]byte(sv.Value)) {
+					v[f] = json.RawMessage(sv.Value)
+				}
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// newVersion adds to upd the version bump and the log entry v, so that the
+// version and its log commit in the same UpdateItem as the change.
+func newVersion(upd expression.UpdateBuilder, v map[string]json.RawMessage) expression.UpdateBuilder {
+	empty := &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	entry := &types.AttributeValueMemberL{Value: []types.AttributeValue{versionAV(v)}}
+	return upd.Add(expression.Name(runAttrVersion), expression.Value(1)).
+		Set(expression.Name(runAttrHistory), expression.ListAppend(
+			expression.IfNotExists(expression.Name(runAttrHistory), expression.Value(empty)), expression.Value(entry)))
+}
+
+// RunFromItem decodes a RunsTable item (also used for stream images); an
+// item of the table that is not a run (its pk starts with "#": a caller's
+// inbox) reads as not a run (false). The
+// status goes through ParseStatus, so an item written by an earlier version
+// with status "succeeded" decodes as StatusCompleted. An
+// item without recipe stamps decodes with empty stamps, which the executor
+// refuses to derive identities from (ledger.ErrUnsupportedRecipe).
+func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
+	s := func(k string) string {
+		if v, ok := m[k].(*types.AttributeValueMemberS); ok {
+			return v.Value
+		}
+		return ""
+	}
+	n := func(k string) time.Time {
+		if v, ok := m[k].(*types.AttributeValueMemberN); ok {
+			if i, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+				return time.UnixMilli(i).UTC()
+			}
+		}
+		return time.Time{}
+	}
+	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: ParseStatus(s(runAttrStatus)),
+		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
+	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
+	r.LastError, r.RetryOf = s(runAttrLastErr), s(runAttrRetryOf)
+	if v, ok := m[runAttrVersion].(*types.AttributeValueMemberN); ok {
+		r.Version, _ = strconv.ParseInt(v.Value, 10, 64)
+	}
+	r.History = historyFromAV(m[runAttrHistory])
+	r.Wake.At, r.Wake.Deadline = n(runAttrWakeAt), n(runAttrWakeDL)
+	if v, ok := m[runAttrWakeN].(*types.AttributeValueMemberN); ok {
+		r.Wake.Attempt, _ = strconv.Atoi(v.Value)
+	}
+	if v, ok := m[runAttrWakeMax].(*types.AttributeValueMemberN); ok {
+		r.Wake.MaxAttempts, _ = strconv.Atoi(v.Value)
+	}
+	if r.Wake.At.IsZero() {
+		r.Wake = Wake{}
+	}
+	if v, ok := m[runAttrFails].(*types.AttributeValueMemberN); ok {
+		r.Failures, _ = strconv.Atoi(v.Value)
+	}
+	if in := s(runAttrInputs); in != "" {
+		r.Inputs = []byte(in)
+	}
+	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix)
+}
+
+// Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
+// or, when Transactional and under a claim, the same Put inside the
+// completion transaction.
+func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
+	if err := checkNew(r); err != nil {
+		return err
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
+	if err != nil {
+		return err
+	}
+	item := runItem(withFirstVersion(r))
+	if d.Transactional {
+		err := idem.Transact(ctx, types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String(d.Table), Item: item,
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		}})
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, idem.ErrNoClaim) {
+			return err
+		}
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.Table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	return conditionalWrite(err, ErrRunExists, "put run")
+}
+
+// Get implements RunStore (one strongly consistent GetItem).
+func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
+	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+	})
+	if err != nil {
+		return Run{}, fmt.Errorf("host: get run: %w", err)
+	}
+	r, ok := RunFromItem(out.Item)
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	return r, nil
+}
+
+// Transition implements RunStore: one UpdateItem conditional on the current
+// status (and existence). On a failed condition the old item comes back with
+// the error (ALL_OLD), or, where the server does not return it, from a
+// consistent GetItem.
+func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
+	if len(from) == 0 {
+		return Run{}, errors.New("host: Transition needs at least one from status")
+	}
+	ops := make([]expression.OperandBuilder, 0, len(from))
+	for _, s := range from {
+		ops = append(ops, expression.Value(string(s)))
+	}
+	var in expression.ConditionBuilder
+	if len(ops) == 1 {
+		in = expression.Name(runAttrStatus).Equal(ops[0])
+	} else {
+		in = expression.Name(runAttrStatus).In(ops[0], ops[1:]...)
+	}
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(in)
+	upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(to))).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	if errMsg != "" {
+		upd = upd.Set(expression.Name(runAttrError), expression.Value(errMsg))
+	}
+	if to.Terminal() {
+		upd = upd.Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
+			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
+	}
+	upd = newVersion(upd, terminalVersion(to, errMsg))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return Run{}, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		cur, ok := RunFromItem(ccf.Item)
+		if !ok {
+			if cur, err = d.Get(ctx, id); err != nil {
+				return Run{}, err
+			}
+		}
+		return cur, ErrStatusConflict
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("host: update run: %w", err)
+	}
+	r, _ := RunFromItem(out.Attributes)
+	return r, nil
+}
+
+// NoteFailure implements RunStore: one UpdateItem (ADD failures 1, SET
+// lastError, updatedAt) conditional on the run existing, returning the new
+// count (UPDATED_NEW).
+func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (int, error) {
+	if errMsg == "" {
+		errMsg = "(no message)"
+	}
+	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
+		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	upd = newVersion(upd, version(fieldLastError, errMsg))
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return 0, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueUpdatedNew,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		// Rare path: tell "no run" from "run already ended" with one read.
+		if _, gerr := d.Get(ctx, id); gerr != nil {
+			return 0, gerr
+		}
+		return 0, ErrStatusConflict
+	}
+	if err != nil {
+		return 0, fmt.Errorf("host: note run failure: %w", err)
+	}
+	n, ok := out.Attributes[runAttrFails].(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, errors.New("host: note run failure: no count returned")
+	}
+	return strconv.Atoi(n.Value)
+}
+
+// Schedule implements RunStore: one UpdateItem (SET wakeShard, wakeAt,
+// wakeAttempt, wakeMaxAttempts, wakeDeadline, updatedAt) conditional on the
+// run being pending or running.
+func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
+	upd := expression.Set(expression.Name(runAttrWake), expression.Value(wakeShard)).
+		Set(expression.Name(runAttrWakeAt), expression.Value(w.At.UnixMilli())).
+		Set(expression.Name(runAttrWakeN), expression.Value(w.Attempt)).
+		Set(expression.Name(runAttrWakeMax), expression.Value(w.MaxAttempts)).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	if w.Deadline.IsZero() {
+		upd = upd.Remove(expression.Name(runAttrWakeDL))
+	} else {
+		upd = upd.Set(expression.Name(runAttrWakeDL), expression.Value(w.Deadline.UnixMilli()))
+	}
+	logged := w
+	logged.At, logged.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
+	upd = newVersion(upd, version(fieldWake, logged))
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if _, gerr := d.Get(ctx, id); gerr != nil {
+			return gerr
+		}
+		return ErrStatusConflict
+	}
+	if err != nil {
+		return fmt.Errorf("host: schedule run: %w", err)
+	}
+	return nil
+}
+
+// QueryAPI is the Query operation of *dynamodb.Client, used by Due.
+type QueryAPI interface {
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+}
+
+// Due implements RunStore: one Query of the byWake index (wakeShard = "due"
+// AND wakeAt <= now), earliest first. Client must also implement QueryAPI
+// (a *dynamodb.Client does).
+func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]string, error) {
+	q, ok := d.Client.(QueryAPI)
+	if !ok {
+		return nil, errors.New("host: the runs client cannot Query")
+	}
+	kc := expression.Key(runAttrWake).Equal(expression.Value(wakeShard)).
+		And(expression.Key(runAttrWakeAt).LessThanEqual(expression.Value(now.UnixMilli())))
+	expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+	if err != nil {
+		return nil, err
+	}
+	in := &dynamodb.QueryInput{
+		TableName: aws.String(d.Table), IndexName: aws.String(indexByWake),
+		KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
+		ExpressionAttributeValues: expr.Values(),
+	}
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(limit))
+	}
+	out, err := q.Query(ctx, in)
+	if err != nil {
+		return nil, fmt.Errorf("host: due runs: %w", err)
+	}
+	ids := make([]string, 0, len(out.Items))
+	for _, it := range out.Items {
+		if v, ok := it[runAttrPK].(*types.AttributeValueMemberS); ok {
+			ids = append(ids, v.Value)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,139 @@
+package settings
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Environment variables of the functions (template.yaml sets them).
+const (
+	EnvRunsTable        = "RUNS_TABLE"                   // RunsTable name (api, executor)
+	EnvEffectsTable     = "EFFECTS_TABLE"                // EffectsTable name (api, executor)
+	EnvAPIKeysTable     = "API_KEYS_TABLE"               // ApiKeysTable name (authorizer)
+	EnvFenceTable       = "FENCE_TABLE"                  // FenceTable name (executor, fenced-effects only)
+	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region); default: the function's region
+	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease, default 300
+	envEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention, default and minimum 14
+	EnvCrossRegion      = "CROSS_REGION"                 // single-region (default) | reconciled-records | fenced-effects
+	envWebhookAllowlist = "WEBHOOK_ALLOWLIST"            // comma-separated hosts, "*.example.com" for subdomains
+	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK"       // true|false, default false
+	envWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"        // true|false, default false
+	envWebhookMaxTries  = "WEBHOOK_MAX_TRIES"            // 1..500, default 20
+	envWebhookBudget    = "WEBHOOK_RETRY_BUDGET_SECONDS" // 60..604800, default 3600
+	EnvDynamoDBEndpoint = "DYNAMODB_ENDPOINT"            // optional endpoint override (LocalStack)
+	envMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace, default "idemkit"
+	envTransactional    = "RUNS_TRANSACTIONAL"           // true|false, default true: see DynamoRuns.Transactional
+	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts, default 10
+)
+
+// Multi-region environment variables (api function, fenced-effects).
+const (
+	EnvIdempotencyTableRegion = "IDEMPOTENCY_TABLE_REGION" // IdempotencyTable's home region (fenced-effects only); default FENCE_TABLE_REGION
+	EnvReplicationLagBound    = "REPLICATION_LAG_BOUND_MS" // multiRegion.replicationLagBoundMs, 0..60000, default 2000
+)
+
+// Env is the functions' configuration, read from the environment by
+// LoadEnv (the Settings table, settings.go, lists every variable). Every
+// field documents its variable and default.
+type Env struct {
+	// Idem is Layer 1's IDEMPOTENCY_* configuration (idem.LoadEnv); its
+	// Table is IDEMPOTENCY_TABLE, its Policy IDEMPOTENCY_POLICY (the
+	// policy kit.NewKit gives Layer 1 and discovery advertises).
+	Idem idem.Env
+	// RunsTable: RUNS_TABLE. Default "".
+	RunsTable string
+	// EffectsTable: EFFECTS_TABLE. Default "".
+	EffectsTable string
+	// APIKeysTable: API_KEYS_TABLE. Default "".
+	APIKeysTable string
+	// FenceTable: FENCE_TABLE. Default "" (no fencing).
+	FenceTable string
+	// FenceTableRegion: FENCE_TABLE_REGION, the home region that holds
+	// FenceTable. Every region's functions take fencing tokens from that one
+	// table (the linearizable owner of fenced-effects), so in a replica
+	// region's stack it names the home region; use FenceClient to build the
+	// fence store's client. Must look like an AWS region ("eu-west-1").
+	// Default "": the function's own region (the home-region stack).
+	FenceTableRegion string
+	// IdempotencyTableRegion: IDEMPOTENCY_TABLE_REGION, the home region
+	// whose IdempotencyTable replica owns every Layer-1 record under
+	// fenced-effects: claims, completions and replays go there from every
+	// region (build the store's client with HomeClient), so a key replayed
+	// into a second region resolves to the first region's response whatever
+	// the replication lag, and a region cut off from the home region fails
+	// closed. Set only with CROSS_REGION=fenced-effects (other postures keep
+	// Layer 1 on the local MREC replica); must look like an AWS region and,
+	// when FENCE_TABLE_REGION is set, name the same home region. Default:
+	// FenceTableRegion under fenced-effects (so a fenced deployment is always
+	// home-pinned), else "".
+	IdempotencyTableRegion string
+	// ReplicationLagBoundMs: REPLICATION_LAG_BOUND_MS (0..60000), advertised
+	// as capabilities idempotency.multiRegion.replicationLagBoundMs under
+	// fenced-effects (see CapabilitiesDoc for what it does and does not
+	// bound). Default DefaultReplicationLagBoundMs (2000, the template's
+	// default).
+	ReplicationLagBoundMs int
+	// EffectLease: EFFECT_LEASE_SECONDS (1..3600). Default ledger.DefaultLease
+	// (300 s).
+	EffectLease time.Duration
+	// EffectRetention: EFFECT_RETENTION_DAYS, at least 14. Default
+	// ledger.MinRetention (14 days).
+	EffectRetention time.Duration
+	// CrossRegion: CROSS_REGION. Default "single-region".
+	CrossRegion string
+	// Webhook: WEBHOOK_ALLOWLIST, WEBHOOK_ALLOW_LOOPBACK, WEBHOOK_ALLOW_PRIVATE.
+	// Default: any public host.
+	Webhook webhook.WebhookPolicy
+	// WebhookMaxTries: WEBHOOK_MAX_TRIES (1..500), the webhook workflow's
+	// attempt cap. Default 0: DefaultWebhookMaxTries.
+	WebhookMaxTries int
+	// WebhookBudget: WEBHOOK_RETRY_BUDGET_SECONDS (60..604800), the webhook
+	// workflow's retry time budget. Default 0: DefaultWebhookBudget (1 h).
+	WebhookBudget time.Duration
+	// Transactional: RUNS_TRANSACTIONAL. Default true (createRun writes its
+	// run in the Layer-1 completion transaction). kit.NewKit does not use a
+	// transaction when Layer 1 lives in another region (IdempotencyTableRegion
+	// in a fenced replica stack): a transaction cannot span regions.
+	Transactional bool
+	// DynamoDBEndpoint: DYNAMODB_ENDPOINT. Default "" (the AWS endpoint).
+	DynamoDBEndpoint string
+	// MetricsNamespace: METRICS_NAMESPACE. Default "idemkit".
+	MetricsNamespace string
+	// StreamMaxRetries: STREAM_MAX_RETRIES (0..10000), the runs stream
+	// mapping's MaximumRetryAttempts (template.yaml passes its
+	// StreamMaxRetries parameter). The executor ends a run failed on the
+	// stream's last try, 1 + StreamMaxRetries. Default 10 (the template's
+	// default).
+	StreamMaxRetries int
+}
+
+// Require reports the named tables that are empty.
+func (e Env) Require(names ...string) error {
+	var missing []string
+	for _, n := range names {
+		var v string
+		switch n {
+		case EnvRunsTable:
+			v = e.RunsTable
+		case EnvEffectsTable:
+			v = e.EffectsTable
+		case EnvAPIKeysTable:
+			v = e.APIKeysTable
+		case idem.EnvTable:
+			v = e.Idem.Table
+		case EnvFenceTable:
+			v = e.FenceTable
+		}
+		if v == "" {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("host: missing environment: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package settings
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestLoadEnvFenceTableRegion(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: map[string]string{}, want: ""},
+		{env: map[string]string{EnvFenceTableRegion: " eu-west-1 "}, want: "eu-west-1"},
+		{env: map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence", EnvFenceTableRegion: "us-gov-west-1"}, want: "us-gov-west-1"},
+		{env: map[string]string{EnvFenceTableRegion: "Europe"}, err: EnvFenceTableRegion},
+		{env: map[string]string{EnvFenceTableRegion: "eu-west-1,us-east-1"}, err: EnvFenceTableRegion},
+		{env: map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTableRegion: "eu-west-1"}, err: EnvFenceTable},
+	} {
+		e, err := LoadEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || e.FenceTableRegion != tc.want {
+			t.Fatalf("%v: %q, %v; want %q", tc.env, e.FenceTableRegion, err, tc.want)
+		}
+	}
+}
+
+// IDEMPOTENCY_TABLE_REGION pins Layer 1 to the home region under
+// fenced-effects only; a fenced deployment is home-pinned even without it
+// (it defaults to FENCE_TABLE_REGION), and it cannot name a second "home".
+func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
+	fenced := func(kv ...string) map[string]string {
+		m := map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: map[string]string{}, want: ""},
+		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled}, want: ""},
+		{env: fenced(), want: ""}, // the home-region stack: its own region
+		{env: fenced(EnvIdempotencyTableRegion, " eu-west-1 "), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1"), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "eu-west-1"), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvIdempotencyTableRegion, "us-east-1"), err: "ONE home region"},
+		{env: fenced(EnvIdempotencyTableRegion, "Europe"), err: EnvIdempotencyTableRegion},
+		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
+		{env: map[string]string{EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
+	} {
+		e, err := LoadEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || e.IdempotencyTableRegion != tc.want {
+			t.Fatalf("%v: %q, %v; want %q", tc.env, e.IdempotencyTableRegion, err, tc.want)
+		}
+	}
+}

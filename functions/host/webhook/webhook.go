@@ -1,0 +1,545 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/jcs"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// ErrDestinationRefused is returned (wrapped) for a webhook destination the
+// policy refuses, at createRun and again at connect time.
+var ErrDestinationRefused = errors.New("webhook destination refused")
+
+// WebhookPolicy is the webhook workflow's destination allowlist. The zero
+// value allows any public http(s) host and refuses loopback, private,
+// link-local (including the instance metadata address), unspecified and
+// multicast addresses. The check runs on the URL at createRun and on the
+// resolved IP at every connection (so a DNS answer cannot smuggle a refused
+// address in).
+type WebhookPolicy struct {
+	// Allow lists allowed hosts: "example.com" (exactly) or "*.example.com"
+	// (any subdomain). Default empty: any host, subject to the IP rules.
+	// Env WEBHOOK_ALLOWLIST (comma-separated).
+	Allow []string
+	// AllowLoopback admits loopback destinations (127.0.0.0/8, ::1,
+	// localhost). Default false; `idemkit dev --allow-loopback-webhooks`
+	// sets it. Env WEBHOOK_ALLOW_LOOPBACK.
+	AllowLoopback bool
+	// AllowPrivate admits private (RFC 1918, fc00::/7) destinations, e.g.
+	// inside a VPC. Default false. Env WEBHOOK_ALLOW_PRIVATE.
+	AllowPrivate bool
+}
+
+// CheckURL checks a destination URL: http or https, no user info, a host
+// allowed by Allow, and, when the host is an IP literal or "localhost", an
+// address the IP rules admit.
+func (p *WebhookPolicy) CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("%w: inputs.url must be an absolute http or https URL", ErrDestinationRefused)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: inputs.url must not carry credentials", ErrDestinationRefused)
+	}
+	host := strings.ToLower(u.Hostname())
+	if len(p.Allow) > 0 && !p.hostAllowed(host) {
+		return fmt.Errorf("%w: host %q is not on the allowlist", ErrDestinationRefused, host)
+	}
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		if !p.AllowLoopback {
+			return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
+		}
+		return nil
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return p.CheckIP(ip)
+	}
+	return nil
+}
+
+func (p *WebhookPolicy) hostAllowed(host string) bool {
+	for _, a := range p.Allow {
+		a = strings.ToLower(strings.TrimSpace(a))
+		if suf, ok := strings.CutPrefix(a, "*."); ok {
+			if strings.HasSuffix(host, "."+suf) {
+				return true
+			}
+		} else if host == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Address ranges the netip predicates do not classify.
+var (
+	// awsV6Internal holds the IPv6 instance metadata service
+	// (fd00:ec2::254) and the VPC resolver (fd00:ec2::253) of Nitro
+	// instances. It lies inside fc00::/7, so it is refused even when
+	// AllowPrivate admits private destinations.
+	awsV6Internal = netip.MustParsePrefix("fd00:ec2::/32")
+	// sharedV4 is the shared address space (carrier-grade NAT, RFC 6598),
+	// treated as private: AllowPrivate admits it (a VPC may use it).
+	sharedV4 = netip.MustParsePrefix("100.64.0.0/10")
+	// reservedV4 are never global destinations (RFC 6890): "this network"
+	// (a 0.x.x.x destination reaches the local host on Linux), IETF
+	// protocol assignments, benchmarking, and the reserved 240/4 (with the
+	// limited broadcast address).
+	reservedV4 = []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"),
+		netip.MustParsePrefix("192.0.0.0/24"),
+		netip.MustParsePrefix("198.18.0.0/15"),
+		netip.MustParsePrefix("240.0.0.0/4"),
+	}
+	// IPv6 ranges that carry an IPv4 address a translator or tunnel may
+	// deliver to: NAT64 (RFC 6052, RFC 8215), 6to4 (RFC 3056) and the
+	// deprecated IPv4-compatible addresses. The embedded address is checked.
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
+	v4Compat   = netip.MustParsePrefix("::/96")
+	// teredo (RFC 4380) obfuscates its IPv4 address: refused outright, as
+	// are deprecated site-local addresses.
+	teredo    = netip.MustParsePrefix("2001::/32")
+	siteLocal = netip.MustParsePrefix("fec0::/10")
+)
+
+// embeddedV4 returns the IPv4 address an IPv6 address carries for a
+// translator or tunnel (NAT64, 6to4, IPv4-compatible), if any.
+func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
+	if !ip.Is6() {
+		return netip.Addr{}, false
+	}
+	b := ip.As16()
+	switch {
+	case nat64.Contains(ip), nat64Local.Contains(ip), v4Compat.Contains(ip) && !ip.IsUnspecified() && ip != netip.IPv6Loopback():
+		return netip.AddrFrom4([4]byte(b[12:16])), true
+	case sixToFour.Contains(ip):
+		return netip.AddrFrom4([4]byte(b[2:6])), true
+	}
+	return netip.Addr{}, false
+}
+
+// CheckIP applies the IP rules to a resolved address. Always refused:
+// link-local (including the instance metadata address 169.254.169.254),
+// unspecified, multicast, broadcast and reserved IPv4 ranges, the AWS
+// internal IPv6 range fd00:ec2::/32 (metadata and resolver), Teredo and
+// site-local IPv6; an IPv6 address embedding an IPv4 one (NAT64, 6to4,
+// IPv4-compatible) is judged by the embedded address. Loopback is refused
+// unless AllowLoopback; private (RFC 1918, fc00::/7, 100.64.0.0/10) unless
+// AllowPrivate.
+func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
+	ip = ip.Unmap().WithZone("")
+	if v4, ok := embeddedV4(ip); ok {
+		if err := p.CheckIP(v4); err != nil {
+			return err
+		}
+	}
+	notRoutable := func() error {
+		return fmt.Errorf("%w: %s is not a routable destination", ErrDestinationRefused, ip)
+	}
+	for _, r := range reservedV4 {
+		if r.Contains(ip) {
+			return notRoutable()
+		}
+	}
+	switch {
+	case awsV6Internal.Contains(ip), teredo.Contains(ip), siteLocal.Contains(ip):
+		return notRoutable()
+	case ip.IsLoopback():
+		if p.AllowLoopback {
+			return nil
+		}
+		return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
+	case ip.IsPrivate(), sharedV4.Contains(ip):
+		if p.AllowPrivate {
+			return nil
+		}
+		return fmt.Errorf("%w: private destinations are refused", ErrDestinationRefused)
+	case ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
+		return notRoutable()
+	}
+	return nil
+}
+
+// HTTPClient returns an HTTP client whose every connection is checked
+// against the policy after name resolution, with the given overall timeout
+// per request, no proxy (the environment's proxy settings are ignored),
+// response headers bounded at 64 KiB and no automatic redirect following (a
+// redirect is answered as the final response, so it cannot lead the request
+// elsewhere).
+//
+// It never sends a request twice on its own: every request goes out on a
+// fresh HTTP/1.1 connection that is closed after the response (no
+// keep-alive, no HTTP/2). net/http re-sends a request transparently only on
+// a REUSED connection (a keep-alive connection the server closed or reset
+// while the request was in flight) and only when it can rewind the body;
+// with no connection ever reused that never happens, so every byte that
+// reaches the provider belongs to exactly one ledger attempt. Webhook.try
+// also sends a body that cannot be rewound (no Request.GetBody), which
+// closes the same door for a Client supplied by the caller.
+func (p *WebhookPolicy) HTTPClient(timeout time.Duration) *http.Client {
+	d := &net.Dialer{Timeout: 5 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrDestinationRefused, err)
+		}
+		return p.CheckIP(ap.Addr())
+	}}
+	tr := &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true,
+		// A non-nil empty map turns HTTP/2 off: its transport has retry
+		// paths of its own (refused streams, GOAWAY).
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+		TLSHandshakeTimeout: 5 * time.Second, Proxy: nil, MaxResponseHeaderBytes: 64 << 10}
+	return &http.Client{Transport: tr, Timeout: timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// webhookProvider is the providerKey of the webhook effect's activity
+// identity.
+const webhookProvider = "webhook"
+
+// WebhookIdentity returns the identity of run's webhook effect.
+//
+// Without inputs.businessKey: the activity identity over (tenant, runId,
+// NodeDeliver, ordinal 0, webhookProvider), computed under the recipe the
+// run is STAMPED with (run.RecipeStamps.ActivityIdentity), never the kit's
+// current one. A run without stamps, or stamped with a recipe this kit does
+// not compute, gets an error wrapping ledger.ErrUnsupportedRecipe (recipe
+// stamps: a recorded identity is never recomputed under another recipe).
+//
+// With inputs.businessKey: the business identity
+// ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation:
+// WebhookOperation, Key: businessKey}) (keying "business-identity", recipe
+// ledger.BusinessIdentityRecipe, recorded on the effect record), which does
+// not depend on the run: every run of the tenant carrying that business key
+// (e.g. two createRun calls with two Idempotency-Keys for one business
+// event) resolves to ONE effect and one provider key. The run must still
+// carry its stamps (ledger.ErrUnsupportedRecipe otherwise); the ledger API
+// offers no stamp-driven business derivation, so the business recipe is
+// the kit's (v1, the only one). An invalid stored businessKey gets an error
+// wrapping ledger.ErrInvalidIdentity.
+func WebhookIdentity(run runs.Run) (ledger.Identity, error) {
+	bk, err := webhookBusinessKey(run.Inputs)
+	if err != nil {
+		return ledger.Identity{}, fmt.Errorf("%w: %w", ledger.ErrInvalidIdentity, err)
+	}
+	if bk == "" {
+		return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
+	}
+	if err := run.RecipeStamps.Validate(); err != nil {
+		return ledger.Identity{}, err
+	}
+	return ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation: WebhookOperation, Key: bk})
+}
+
+// webhookRequestRecipe is the recipe stamp of the webhook request digest
+// (see webhookDigest) recorded on business-keyed webhook effects.
+const webhookRequestRecipe = "idemkit-webhook-request-v1"
+
+// webhookDigest is the request digest of a business-keyed webhook effect:
+//
+//	hex(sha256("idemkit:webhook-request:v1\x00" || url || "\x00" || JCS(payload)))
+//
+// with the payload canonicalized per RFC 8785, so two runs sharing a
+// business key but asking for a different delivery (another URL or
+// payload) get *ledger.MismatchError instead of the other's outcome.
+func webhookDigest(url string, payload json.RawMessage) (string, error) {
+	c, err := jcs.Canonicalize(payload)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write([]byte("idemkit:webhook-request:v1\x00"))
+	h.Write([]byte(url))
+	h.Write([]byte{0})
+	h.Write(c)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Webhook delivers the webhook workflow's node through the ledger.
+//
+// Guarantees: the effect identity is WebhookIdentity (the run's stamped
+// activity recipe, v2 today, over tenant, runId, NodeDeliver, ordinal 0 and
+// provider "webhook"; or, with inputs.businessKey, the business identity
+// over tenant, "webhook" and the key, shared by every run carrying it), so
+// every executor, redelivery and resume of the run (and every run of one
+// business key) resolves to ONE effect record; a business-keyed effect also
+// records a request digest of URL and payload (webhookRequestRecipe), so a
+// run reusing the key for a different delivery fails with
+// *ledger.MismatchError and sends nothing; the
+// provider receives the derived provider key (ledger Identity.ProviderKey)
+// in the Idempotency-Key header, the same on every try. A try is one ledger
+// attempt with its own witness row, and every request that may have reached
+// the receiver is exactly one attempt with a fire time (see
+// WebhookPolicy.HTTPClient: nothing is re-sent behind the ledger): a
+// connection that could not be made is released; a transport error after
+// sending, a 5xx or a 429 leaves the attempt escaped and is retried under
+// the same key; a 2xx is recorded as the effect's success, and any other
+// status as its (final) failure. A recorded outcome is returned to every
+// duplicate without a request.
+//
+// Back-pressure and the retry budget: the next try is scheduled in the
+// effect record (ledger.Retry), never by sleeping. A 429 or 503 with
+// Retry-After (delay-seconds or an HTTP-date) is retried no earlier than it
+// asks; otherwise the delay is exponential (Backoff, doubled per try up to
+// MaxBackoff) with jitter. Tries stop at MaxTries or once Budget has passed
+// since the first try (both recorded on the effect, shown in its witness
+// rows and in the run snapshot). Deliver returns *ledger.RetryLaterError
+// naming the next try's time, and the executor parks the run until then
+// (RunStore.Schedule); any Deliver before that time sends nothing.
+type Webhook struct {
+	// Ledger runs the effect. Required.
+	Ledger *ledger.Ledger
+	// Policy is the destination allowlist. Default: the zero WebhookPolicy.
+	Policy WebhookPolicy
+	// Client sends the requests. Default Policy.HTTPClient(Timeout), which
+	// re-checks every connection's resolved address, sets no proxy and
+	// follows no redirect; a Client set here replaces those protections
+	// (CheckURL still runs before every try).
+	Client *http.Client
+	// Timeout bounds one try. Default 10 s.
+	Timeout time.Duration
+	// MaxTries caps the tries per delivery (ledger.Retry.MaxAttempts).
+	// Default defaultWebhookMaxTries (20). Env WEBHOOK_MAX_TRIES.
+	MaxTries int
+	// Budget is the time after the first try past which no try starts
+	// (ledger.Retry.Budget). Default defaultWebhookBudget (1 h); at least
+	// 15 minutes is advised for real providers. Env
+	// WEBHOOK_RETRY_BUDGET_SECONDS.
+	Budget time.Duration
+	// Backoff is the first retry delay, doubled per retry up to MaxBackoff,
+	// with jitter. Default 1 s.
+	Backoff time.Duration
+	// MaxBackoff caps the retry delay. Default 5 min.
+	MaxBackoff time.Duration
+	// WaitInline lets Deliver wait in-process for a next try due within
+	// this long instead of returning *ledger.RetryLaterError (the schedule
+	// is in the effect record first, so a crash during the wait loses
+	// nothing). Default 0: never wait; the caller parks the run. Meant for
+	// embedding and tests, not for Lambda.
+	WaitInline time.Duration
+	// Sleep waits inline (WaitInline). Default: a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock used to read Retry-After dates and to time inline
+	// waits. Default time.Now. (The ledger keeps its own clock.)
+	Now func() time.Time
+	// Wrap, if set, wraps the effect function (fence.Owner.Guard under
+	// fenced-effects). Default nil.
+	Wrap func(ledger.Func) ledger.Func
+
+	once sync.Once
+}
+
+// defaults fills in the defaults once; the fields must not change after the
+// first Deliver.
+func (w *Webhook) defaults() { w.once.Do(w.fill) }
+
+func (w *Webhook) fill() {
+	if w.Timeout <= 0 {
+		w.Timeout = 10 * time.Second
+	}
+	if w.Client == nil {
+		w.Client = w.Policy.HTTPClient(w.Timeout)
+	}
+	if w.MaxTries <= 0 {
+		w.MaxTries = defaultWebhookMaxTries
+	}
+	if w.Budget <= 0 {
+		w.Budget = defaultWebhookBudget
+	}
+	if w.Backoff <= 0 {
+		w.Backoff = time.Second
+	}
+	if w.MaxBackoff <= 0 {
+		w.MaxBackoff = 5 * time.Minute
+	}
+	if w.Now == nil {
+		w.Now = time.Now
+	}
+	if w.Sleep == nil {
+		w.Sleep = clock.Sleep
+	}
+}
+
+// Defaults of the webhook's retry schedule.
+const (
+	// defaultWebhookMaxTries is Webhook.MaxTries' default.
+	defaultWebhookMaxTries = 20
+	// defaultWebhookBudget is Webhook.Budget's default.
+	defaultWebhookBudget = time.Hour
+)
+
+// ErrRetriesExhausted is returned (joined with the ledger's
+// *ledger.AttemptsExhaustedError) when every try ended without a recorded
+// outcome and the attempt cap or the time budget leaves no other.
+var ErrRetriesExhausted = errors.New("webhook: retries exhausted")
+
+// Deliver runs the webhook node of run: at most one try (or several, within
+// WaitInline). It returns nil once the effect's success is recorded (by this
+// call or earlier); *ledger.RetryLaterError when the next try is scheduled
+// (the caller comes back at its At); a *ledger.FailedError for a recorded
+// failure; ErrRetriesExhausted (joined with *ledger.AttemptsExhaustedError)
+// when the attempt cap or the time budget is spent without an outcome; an
+// error wrapping ledger.ErrUnsupportedRecipe for a run whose recipe stamps
+// this kit does not compute (nothing is sent); and ledger errors such as
+// *ledger.InFlightError unchanged (the caller retries later).
+func (w *Webhook) Deliver(ctx context.Context, run runs.Run) (ledger.Result, error) {
+	w.defaults()
+	dest, payload, err := webhookInputs(run.Inputs)
+	if err != nil {
+		return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
+	}
+	id, err := WebhookIdentity(run)
+	if err != nil {
+		return ledger.Result{}, err
+	}
+	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver,
+		Retry: &ledger.Retry{MaxAttempts: w.MaxTries, Budget: w.Budget, Base: w.Backoff, Max: w.MaxBackoff}}
+	if id.Keying == ledger.KeyingBusinessIdentity {
+		d, err := webhookDigest(dest, payload)
+		if err != nil {
+			return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}
+		}
+		eff.RequestDigest, eff.SemanticRecipe = d, webhookRequestRecipe
+	}
+	var fn ledger.Func = func(ctx context.Context, call ledger.Call) ([]byte, error) {
+		return w.try(ctx, dest, payload, call.ProviderKey)
+	}
+	if w.Wrap != nil {
+		fn = w.Wrap(fn)
+	}
+	for idle := 0; ; {
+		res, err := w.Ledger.Do(ctx, eff, fn)
+		if errors.Is(err, ledger.ErrAttemptsExhausted) {
+			return res, errors.Join(ErrRetriesExhausted, err)
+		}
+		var later *ledger.RetryLaterError
+		if !errors.As(err, &later) {
+			return res, err
+		}
+		if later.Cause == nil {
+			idle++ // nothing fired: not due yet
+		}
+		wait := later.At.Sub(w.Now()) + time.Millisecond // the ledger keeps milliseconds
+		if wait > w.WaitInline || idle > 3 {
+			// Not due inline, or still not due after waiting (the
+			// ledger's clock disagrees): the caller parks the run.
+			return res, err
+		}
+		if err := w.Sleep(ctx, max(wait, 0)); err != nil {
+			return res, err
+		}
+	}
+}
+
+// retryAfter reads a Retry-After header (delay-seconds or an HTTP-date,
+// RFC 9110 §10.2.3) as an absolute time; ok is false when absent or
+// unreadable. A delay is capped at 24 hours.
+func retryAfter(h string, now time.Time) (time.Time, bool) {
+	h = strings.TrimSpace(h)
+	if h == "" {
+		return time.Time{}, false
+	}
+	if secs, err := strconv.ParseUint(h, 10, 32); err == nil {
+		return now.Add(min(time.Duration(secs)*time.Second, 24*time.Hour)), true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		if t.After(now.Add(24 * time.Hour)) {
+			t = now.Add(24 * time.Hour)
+		}
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+// redactURL cuts the URL a *url.Error names down to scheme and host: a
+// webhook URL often carries a credential in its path or query (path tokens,
+// "?token="), and transport errors end up in effect and run records, the
+// run's error served to its tenant, and logs.
+func redactURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			ue.URL = u.Scheme + "://" + u.Host
+		} else {
+			ue.URL = "(webhook url)"
+		}
+	}
+	return err
+}
+
+// onceBody is a request body that net/http cannot rewind: it is neither a
+// *bytes.Reader, *bytes.Buffer nor *strings.Reader (for which
+// http.NewRequest sets GetBody), so a transport never replays it.
+type onceBody struct{ r io.Reader }
+
+func (b onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func (onceBody) Close() error { return nil }
+
+// try is one delivery attempt: the effect function.
+func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage, key string) ([]byte, error) {
+	if err := w.Policy.CheckURL(dest); err != nil {
+		return nil, err // recorded failure: never sent, never retried
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, nil)
+	if err != nil {
+		return nil, redactURL(err)
+	}
+	// A body net/http cannot rewind (no GetBody): the transport never
+	// re-sends it by itself, whatever the connection or the headers (an
+	// Idempotency-Key header makes a POST "replayable" to net/http).
+	req.Body, req.ContentLength = onceBody{bytes.NewReader(payload)}, int64(len(payload))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("User-Agent", "idemkit-webhook/1")
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		err = redactURL(err)
+		if errors.Is(err, ErrDestinationRefused) {
+			return nil, err // recorded failure
+		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, ledger.NotSent(err) // no connection: the request never left
+		}
+		return nil, ledger.Uncertain(err) // may have reached the provider
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+		err := ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
+		if at, ok := retryAfter(resp.Header.Get("Retry-After"), w.Now()); ok &&
+			(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+			// Back-pressure: the next try no earlier than asked.
+			return nil, ledger.RetryAt(err, at)
+		}
+		return nil, err
+	default:
+		return nil, fmt.Errorf("webhook answered %d", resp.StatusCode)
+	}
+}

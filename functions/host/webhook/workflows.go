@@ -1,0 +1,185 @@
+package webhook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// Built-in workflows: fixtures that users and the test suites rely on.
+const (
+	// WorkflowNoop has no nodes and no effects; the run succeeds.
+	WorkflowNoop = "conformance-noop"
+	// WorkflowDelay holds createRun's answer for inputs.delayMs (0..10000)
+	// before responding, which opens an in-flight window; no effects.
+	WorkflowDelay = "conformance-delay"
+	// WorkflowUnavailable answers createRun 503 runner_unavailable and
+	// creates nothing.
+	WorkflowUnavailable = "conformance-unavailable"
+	// WorkflowWebhook has one node, NodeDeliver, which POSTs inputs.payload
+	// as JSON to inputs.url through the ledger (see Webhook). Optional
+	// inputs.businessKey keys the effect on the business event instead of
+	// the run (see WebhookIdentity).
+	WorkflowWebhook = "webhook"
+)
+
+// NodeDeliver is the webhook workflow's only node.
+const NodeDeliver = "deliver"
+
+// WebhookOperation is the business operation of a webhook effect keyed on
+// inputs.businessKey (ledger.Business.Operation).
+const WebhookOperation = "webhook"
+
+// maxBusinessKeyBytes bounds the webhook workflow's inputs.businessKey.
+const maxBusinessKeyBytes = 256
+
+// maxDelayMs bounds conformance-delay's inputs.delayMs.
+const maxDelayMs = 10000
+
+// CodeRunnerUnavailable is the registry code of conformance-unavailable's 503.
+const CodeRunnerUnavailable = "runner_unavailable"
+
+// Workflows lists the built-in workflow ids.
+var Workflows = []string{WorkflowNoop, WorkflowDelay, WorkflowUnavailable, WorkflowWebhook}
+
+// CreateRequest is a validated createRun body.
+type CreateRequest struct {
+	WorkflowID string
+	// Inputs is the inputs object as received ("{}" when absent).
+	Inputs json.RawMessage
+	// DelayMs is conformance-delay's hold.
+	DelayMs int
+	// URL and Payload are the webhook workflow's inputs (Payload "null"
+	// when absent).
+	URL     string
+	Payload json.RawMessage
+	// BusinessKey is the webhook workflow's optional inputs.businessKey
+	// ("" when absent).
+	BusinessKey string
+}
+
+func validation(field, msg string) *apierr.Error {
+	return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "%s", msg).WithDetails(map[string]any{"field": field})
+}
+
+// ParseCreate validates a createRun body against the built-in workflows and
+// the webhook policy. Errors are 400 validation_error (or 400
+// webhook_url_rejected for a destination the policy refuses).
+func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Error) {
+	var req CreateRequest
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil || raw == nil || dec.More() {
+		return req, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object")
+	}
+	wf, ok := raw["workflowId"]
+	if !ok || json.Unmarshal(wf, &req.WorkflowID) != nil || req.WorkflowID == "" {
+		return req, validation("workflowId", "workflowId is required and must be a non-empty string")
+	}
+	known := false
+	for _, w := range Workflows {
+		known = known || w == req.WorkflowID
+	}
+	if !known {
+		return req, validation("workflowId", "unknown workflowId; built-in workflows: conformance-noop, conformance-delay, conformance-unavailable, webhook")
+	}
+	inputs := map[string]json.RawMessage{}
+	req.Inputs = json.RawMessage("{}")
+	if in, ok := raw["inputs"]; ok && string(in) != "null" {
+		if json.Unmarshal(in, &inputs) != nil || inputs == nil {
+			return req, validation("inputs", "inputs must be a JSON object")
+		}
+		req.Inputs = in
+	}
+	switch req.WorkflowID {
+	case WorkflowDelay:
+		if d, ok := inputs["delayMs"]; ok {
+			var n json.Number
+			// json.Number also accepts a quoted string ("5"): require a
+			// bare JSON number.
+			if len(d) == 0 || d[0] == '"' || json.Unmarshal(d, &n) != nil {
+				return req, validation("inputs.delayMs", "inputs.delayMs must be an integer 0..10000")
+			}
+			i, err := n.Int64()
+			if err != nil || i < 0 || i > maxDelayMs {
+				return req, validation("inputs.delayMs", "inputs.delayMs must be an integer 0..10000")
+			}
+			req.DelayMs = int(i)
+		}
+	case WorkflowWebhook:
+		u, ok := inputs["url"]
+		if !ok || json.Unmarshal(u, &req.URL) != nil || req.URL == "" {
+			return req, validation("inputs.url", "inputs.url is required and must be a string")
+		}
+		if err := policy.CheckURL(req.URL); err != nil {
+			return req, apierr.New(http.StatusBadRequest, apierr.CodeWebhookURLRejected, "%s", err.Error())
+		}
+		req.Payload = json.RawMessage("null")
+		if p, ok := inputs["payload"]; ok {
+			req.Payload = p
+		}
+		if bk, ok := inputs["businessKey"]; ok {
+			if json.Unmarshal(bk, &req.BusinessKey) != nil || checkBusinessKey(req.BusinessKey) != nil {
+				return req, validation("inputs.businessKey", fmt.Sprintf(
+					"inputs.businessKey must be a non-empty string of at most %d bytes without NUL", maxBusinessKeyBytes))
+			}
+			if _, err := webhookDigest(req.URL, req.Payload); err != nil {
+				return req, validation("inputs.payload", "inputs.payload must be canonicalizable JSON (RFC 8785) with inputs.businessKey")
+			}
+		}
+	}
+	return req, nil
+}
+
+var errBusinessKey = errors.New("invalid inputs.businessKey")
+
+// checkBusinessKey validates inputs.businessKey: non-empty, at most
+// maxBusinessKeyBytes bytes, no NUL.
+func checkBusinessKey(k string) error {
+	if k == "" || len(k) > maxBusinessKeyBytes || strings.IndexByte(k, 0) >= 0 {
+		return errBusinessKey
+	}
+	return nil
+}
+
+// webhookBusinessKey extracts the webhook workflow's optional
+// inputs.businessKey from a run's stored inputs: "" and no error when
+// absent; an error when present but not a valid business key (a run stored
+// without ParseCreate's validation).
+func webhookBusinessKey(inputs json.RawMessage) (string, error) {
+	var in struct {
+		BusinessKey *string `json:"businessKey"`
+	}
+	if err := json.Unmarshal(inputs, &in); err != nil {
+		return "", err
+	}
+	if in.BusinessKey == nil {
+		return "", nil
+	}
+	if err := checkBusinessKey(*in.BusinessKey); err != nil {
+		return "", err
+	}
+	return *in.BusinessKey, nil
+}
+
+// webhookInputs extracts the webhook workflow's url and payload from a
+// run's stored inputs.
+func webhookInputs(inputs json.RawMessage) (url string, payload json.RawMessage, err error) {
+	var in struct {
+		URL     string          `json:"url"`
+		Payload json.RawMessage `json:"payload"`
+	}
+	if err := json.Unmarshal(inputs, &in); err != nil {
+		return "", nil, err
+	}
+	if in.Payload == nil {
+		in.Payload = json.RawMessage("null")
+	}
+	return in.URL, in.Payload, nil
+}
