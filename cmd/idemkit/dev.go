@@ -35,6 +35,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/rawconn"
 	"github.com/idemkit/idemkit/internal/tables"
 )
 
@@ -373,9 +374,9 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout, wrote: wake.kick},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
-		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }, ConnContext: rawConnContext}
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }, ConnContext: rawconn.ConnContext}
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(rawListener{envelopeListener{ln}}) }()
+	go func() { serveErr <- srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
 	if pollers == nil {
 		fmt.Fprintln(stdout, "idemkit dev: dynalite has no DynamoDB Streams: runs are stored but never executed (use --emulator dynamodb-local or moto for the executor and auditor)")
 	}

@@ -82,12 +82,9 @@ func duplicateKeys(ctx context.Context, e *env) Result {
 // replay.
 func responseHeaders(ctx context.Context, e *env) Result {
 	k := client.NewKey()
-	a1, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a1.is2xx() {
-		return fail("first request got %s, want 2xx", a1)
+	a1, r, ok := e.postOK(ctx, k, e.cfg.Body, "first request")
+	if !ok {
+		return r
 	}
 	a2, err := e.post(ctx, k, e.cfg.Body, 0)
 	if err != nil {
@@ -134,12 +131,8 @@ func erpEnvelope(a *answer, codes []string, msg string) string {
 // scenario; at least one must be an error.
 func errorEnvelope(ctx context.Context, e *env) Result {
 	k := client.NewKey()
-	first, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !first.is2xx() {
-		return fail("first request got %s, want 2xx", first)
+	if _, r, ok := e.postOK(ctx, k, e.cfg.Body, "first request"); !ok {
+		return r
 	}
 	cases := []struct {
 		label string
@@ -176,7 +169,7 @@ func errorEnvelope(ctx context.Context, e *env) Result {
 // replay), and the Route record is intact.
 func scopeRoute(ctx context.Context, e *env) Result {
 	k := client.NewKey()
-	a1, id, r, ok := e.create(ctx, k)
+	a1, id, r, ok := e.create(ctx, k, noOtherID)
 	if !ok {
 		return r
 	}
@@ -192,12 +185,8 @@ func scopeRoute(ctx context.Context, e *env) Result {
 	case a2.status >= 500 || a2.status == http.StatusBadRequest || a2.status == http.StatusNotFound || a2.status == http.StatusMethodNotAllowed:
 		return fail("%s %s with a used key got %s, want its own answer", e.cfg.otherMethod, e.cfg.otherPath, a2)
 	}
-	a3, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a3.sameAs(a1) {
-		return fail("after the key ran on %s %s, the original request got %s, want its cached answer", e.cfg.otherMethod, e.cfg.otherPath, a3)
+	if r, ok := e.postSame(ctx, k, e.cfg.Body, a1, "after the key ran on %s %s, the original request got %s, want its cached answer", e.cfg.otherMethod, e.cfg.otherPath); !ok {
+		return r
 	}
 	return pass("one key, two routes, two records (%s %s answered %s)", e.cfg.otherMethod, e.cfg.otherPath, a2)
 }

@@ -50,12 +50,9 @@ func keyGrammar(ctx context.Context, e *env) Result {
 func replayMarker(ctx context.Context, e *env) Result {
 	r := e.rules
 	k := client.NewKey()
-	a1, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a1.is2xx() {
-		return fail("first request got %s, want 2xx", a1)
+	a1, res, ok := e.postOK(ctx, k, e.cfg.Body, "first request")
+	if !ok {
+		return res
 	}
 	switch m := a1.marker(r); {
 	case m == "true":
@@ -102,12 +99,9 @@ func requestIDs(key string, first, replay *answer) string {
 // code, carries nothing of the cached answer, and leaves the record intact.
 func mismatch(ctx context.Context, e *env) Result {
 	k := client.NewKey()
-	a1, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a1.is2xx() {
-		return fail("first request got %s, want 2xx", a1)
+	a1, r, ok := e.postOK(ctx, k, e.cfg.Body, "first request")
+	if !ok {
+		return r
 	}
 	a2, err := e.post(ctx, k, variant(e.cfg.Body), 0)
 	if err != nil {
@@ -125,12 +119,8 @@ func mismatch(ctx context.Context, e *env) Result {
 	if a2.marker(e.rules) == "true" {
 		return fail("the mismatch 409 is marked as a replay")
 	}
-	a3, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a3.sameAs(a1) {
-		return fail("after the mismatch, the original request got %s, want its cached answer", a3)
+	if r, ok := e.postSame(ctx, k, e.cfg.Body, a1, "after the mismatch, the original request got %s, want its cached answer"); !ok {
+		return r
 	}
 	return pass("409 %s without the cached body; the record is intact", a2.code)
 }
@@ -291,16 +281,9 @@ func retryTiming(body []byte) string {
 // repeated same-key GET, and a malformed key is not rejected.
 func getIgnoresKey(ctx context.Context, e *env) Result {
 	pk := client.NewKey()
-	created, err := e.post(ctx, pk, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !created.is2xx() {
-		return fail("creating a resource got %s, want 2xx", created)
-	}
-	id := resourceID(created.body)
-	if id == "" {
-		return fail("the created answer has no runId or id to GET (set the GET path)")
+	_, id, r, ok := e.create(ctx, pk, "the created answer has no runId or id to GET (set the GET path)")
+	if !ok {
+		return r
 	}
 	path := strings.ReplaceAll(e.cfg.GetPath, "{id}", url.PathEscape(id))
 	get := func(key string) (*answer, error) {

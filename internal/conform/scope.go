@@ -15,12 +15,9 @@ import (
 // who names the other credential in failures.
 func isolation(ctx context.Context, e *env, other call, who string) Result {
 	k := client.NewKey()
-	a, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a.is2xx() {
-		return fail("the first credential got %s, want 2xx", a)
+	a, r, ok := e.postOK(ctx, k, e.cfg.Body, "the first credential")
+	if !ok {
+		return r
 	}
 	other.method, other.path, other.keys, other.body = e.cfg.method, e.cfg.path, []string{k}, e.cfg.Body
 	b, err := e.do(ctx, other)
@@ -38,10 +35,8 @@ func isolation(ctx context.Context, e *env, other call, who string) Result {
 		return fail("%s's first request with the first credential's key is marked as a replay", who)
 	}
 	k2 := client.NewKey()
-	if c, err := e.post(ctx, k2, e.cfg.Body, 0); err != nil {
-		return failErr(err)
-	} else if !c.is2xx() {
-		return fail("the first credential got %s, want 2xx", c)
+	if _, r, ok := e.postOK(ctx, k2, e.cfg.Body, "the first credential"); !ok {
+		return r
 	}
 	other.keys, other.body = []string{k2}, variant(e.cfg.Body)
 	d, err := e.do(ctx, other)
@@ -51,12 +46,8 @@ func isolation(ctx context.Context, e *env, other call, who string) Result {
 	if !d.is2xx() {
 		return fail("%s, using the first credential's key with another body, got %s, want a fresh 2xx", who, d)
 	}
-	a2, err := e.post(ctx, k, e.cfg.Body, 0)
-	if err != nil {
-		return failErr(err)
-	}
-	if !a2.sameAs(a) {
-		return fail("after %s used the key, the first credential's repeat got %s, want its own cached answer", who, a2)
+	if r, ok := e.postSame(ctx, k, e.cfg.Body, a, "after %s used the key, the first credential's repeat got %s, want its own cached answer", who); !ok {
+		return r
 	}
 	return pass("one key, two credentials, two records")
 }
@@ -79,18 +70,48 @@ func (e *env) otherPath(id string) string {
 	return strings.ReplaceAll(e.cfg.otherPath, "{id}", url.PathEscape(id))
 }
 
-// create POSTs Body under key and returns the answer and the created id.
-func (e *env) create(ctx context.Context, key string) (*answer, string, Result, bool) {
-	a, err := e.post(ctx, key, e.cfg.Body, 0)
-	if err != nil {
-		return nil, "", failErr(err), false
-	}
-	if !a.is2xx() {
-		return nil, "", fail("creating a resource got %s, want 2xx", a), false
+// create POSTs Body under key and returns the answer and the created id;
+// when the answer names no id, the Result is the failure noID.
+func (e *env) create(ctx context.Context, key, noID string) (*answer, string, Result, bool) {
+	a, r, ok := e.postOK(ctx, key, e.cfg.Body, "creating a resource")
+	if !ok {
+		return nil, "", r, false
 	}
 	id := resourceID(a.body)
 	if id == "" {
-		return nil, "", fail("the created answer has no runId or id (set the other route)"), false
+		return nil, "", fail("%s", noID), false
 	}
 	return a, id, Result{}, true
 }
+
+// postOK POSTs body under key and wants a 2xx; otherwise ok is false and
+// the Result is the failure "<who> got <answer>, want 2xx" (or the
+// request's error).
+func (e *env) postOK(ctx context.Context, key, body, who string) (*answer, Result, bool) {
+	a, err := e.post(ctx, key, body, 0)
+	if err != nil {
+		return nil, failErr(err), false
+	}
+	if !a.is2xx() {
+		return nil, fail("%s got %s, want 2xx", who, a), false
+	}
+	return a, Result{}, true
+}
+
+// postSame POSTs body under key and wants the cached answer want
+// byte-exact; otherwise ok is false and the Result is the failure
+// format(args..., <answer>) (or the request's error).
+func (e *env) postSame(ctx context.Context, key, body string, want *answer, format string, args ...any) (Result, bool) {
+	a, err := e.post(ctx, key, body, 0)
+	if err != nil {
+		return failErr(err), false
+	}
+	if !a.sameAs(want) {
+		return fail(format, append(args, a)...), false
+	}
+	return Result{}, true
+}
+
+// noOtherID is create's failure for the scenarios that send the created id
+// to OtherRoute.
+const noOtherID = "the created answer has no runId or id (set the other route)"
