@@ -36,7 +36,7 @@ func conformProfileFlags(p string) ([]string, int) {
 	switch p {
 	case conformtest.Commerce:
 		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, 12
-	case conformtest.Seed003, conformtest.ERP:
+	case conformtest.ERP:
 		return []string{"--scope-key", "client=" + conformtest.APIKeyClient2, "--scope-key", "company=" + conformtest.APIKeyCompany2,
 			"--scope-key", "organization=" + conformtest.APIKeyOrganization2}, 16
 	}
@@ -61,7 +61,7 @@ func TestConformPassesACorrectServer(t *testing.T) {
 	}
 }
 
-// --profile seed003 is the older name of --profile erp: it passes a server
+// An older spelling of --profile erp is still accepted: it passes a server
 // following the ERP policy and fails one following the OpenWOP default
 // policy.
 func TestConformProfileERPAlias(t *testing.T) {

@@ -21,14 +21,14 @@ const (
 	// ^[A-Za-z0-9._~-]{22,128}$, replay marker OpenWOP-Idempotent-Replay:
 	// true, registry error codes.
 	ProfileOpenWOP Profile = "openwop"
-	// ProfileSeed003 checks the ERP service's policy: key grammar 8..128 of
+	// ProfileERP checks the ERP service's policy: key grammar 8..128 of
 	// A-Z a-z 0-9 . _ : -, duplicate Idempotency-Key headers rejected,
 	// Idempotency-Replayed: true|false, the key echoed, X-Request-ID and
 	// Idempotency-Original-Request-ID, and 409 with Retry-After.
-	ProfileSeed003 Profile = "seed003"
-	// ProfileERP is another name for ProfileSeed003 (the ERP policy);
-	// validation maps it to ProfileSeed003.
 	ProfileERP Profile = "erp"
+	// profileERPOldName is an older spelling of ProfileERP, still accepted
+	// from scripts; validation maps it to ProfileERP.
+	profileERPOldName Profile = "seed003"
 	// ProfileCommerce checks the commerce policy: a key is any string of up
 	// to 255 characters (non-ASCII allowed, a comma never splits it), scoped
 	// by the credential's namespace and calling worker; it binds the
@@ -45,7 +45,7 @@ func scopeParts(p Profile) []string {
 	switch p {
 	case ProfileCommerce:
 		return []string{ScopeNamespace, ScopeWorker}
-	case ProfileSeed003, ProfileERP:
+	case ProfileERP, profileERPOldName:
 		return []string{ScopeClient, ScopeCompany, ScopeOrganization}
 	}
 	return nil
@@ -269,9 +269,9 @@ func (c Config) resolve() (*resolved, error) {
 	switch c.Profile {
 	case "":
 		c.Profile = ProfileOpenWOP
-	case ProfileOpenWOP, ProfileSeed003, ProfileCommerce:
-	case ProfileERP:
-		c.Profile = ProfileSeed003
+	case ProfileOpenWOP, ProfileERP, ProfileCommerce:
+	case profileERPOldName:
+		c.Profile = ProfileERP
 	default:
 		return nil, fmt.Errorf("%w: profile %q (want openwop, commerce or erp)", ErrConfig, c.Profile)
 	}

@@ -41,7 +41,7 @@ func ScenariosFor(p Profile) []Scenario {
 	switch p {
 	case ProfileCommerce:
 		return commerceScenarios()
-	case ProfileSeed003, ProfileERP:
+	case ProfileERP, profileERPOldName:
 		return erpScenarios()
 	case ProfileOpenWOP:
 		return openWOPScenarios()

@@ -26,7 +26,7 @@ func scopeKeys(p Profile) map[string]string {
 	switch p {
 	case ProfileCommerce:
 		return map[string]string{ScopeNamespace: conformtest.APIKeyNamespace2, ScopeWorker: conformtest.APIKeyWorker2}
-	case ProfileSeed003, ProfileERP:
+	case ProfileERP, profileERPOldName:
 		return map[string]string{ScopeClient: conformtest.APIKeyClient2, ScopeCompany: conformtest.APIKeyCompany2,
 			ScopeOrganization: conformtest.APIKeyOrganization2}
 	}
@@ -70,7 +70,7 @@ func dump(rs []Result) string {
 	return b.String()
 }
 
-var allProfiles = []Profile{ProfileOpenWOP, ProfileCommerce, ProfileSeed003}
+var allProfiles = []Profile{ProfileOpenWOP, ProfileCommerce, ProfileERP}
 
 func TestCorrectServerPassesEverything(t *testing.T) {
 	for _, p := range allProfiles {
@@ -106,7 +106,7 @@ func TestScenarioNamesAreUnique(t *testing.T) {
 	}
 }
 
-const o, c, e = ProfileOpenWOP, ProfileCommerce, ProfileSeed003
+const o, c, e = ProfileOpenWOP, ProfileCommerce, ProfileERP
 
 type want = map[Profile][]string
 
@@ -235,7 +235,7 @@ func TestProfileMismatchFails(t *testing.T) {
 	t.Parallel()
 	srv := conformtest.HTTPTest(newRefServer(ProfileOpenWOP, breaks{}))
 	defer srv.Close()
-	rs, err := Run(context.Background(), Config{BaseURL: srv.URL, APIKeys: []string{conformtest.APIKey1}, Profile: ProfileSeed003,
+	rs, err := Run(context.Background(), Config{BaseURL: srv.URL, APIKeys: []string{conformtest.APIKey1}, Profile: ProfileERP,
 		SlowBody: `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`, Stagger: 150 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,7 @@
 // drives any HTTP API over the network and reports, scenario by scenario,
 // whether the API's Layer-1 behaviour (Idempotency-Key) follows one policy:
 // the OpenWOP rules (profile "openwop", the default), the commerce policy
-// (profile "commerce") or the ERP policy (profile "erp"; "seed003" is an
-// older name). Each scenario checks one rule of the policy and is named in
+// (profile "commerce") or the ERP policy (profile "erp"). Each scenario checks one rule of the policy and is named in
 // its PASS/FAIL line; ScenariosFor lists a profile's.
 //
 // The OpenWOP scenarios, in order:

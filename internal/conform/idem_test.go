@@ -42,7 +42,7 @@ func idemScopeKeys(p Profile) map[string]string {
 	switch p {
 	case ProfileCommerce:
 		return map[string]string{ScopeNamespace: "idem-key-ns2", ScopeWorker: "idem-key-worker2"}
-	case ProfileSeed003:
+	case ProfileERP:
 		return map[string]string{ScopeClient: "idem-key-client2", ScopeCompany: "idem-key-company2", ScopeOrganization: "idem-key-org2"}
 	}
 	return nil
@@ -157,7 +157,7 @@ func TestIdemGuardPasses(t *testing.T) {
 		{"commerce/wait", idem.PolicyCommerce, ProfileCommerce, 0},
 		{"commerce/409", idem.PolicyCommerce, ProfileCommerce, -1},
 		// The ERP policy answers a duplicate in progress 409 at once.
-		{"erp/409", idem.PolicyERP, ProfileSeed003, -1},
+		{"erp/409", idem.PolicyERP, ProfileERP, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -175,7 +175,7 @@ func TestIdemGuardPasses(t *testing.T) {
 				// before any handler runs, so the net/http middleware cannot
 				// see it (idem's TestERPKeyWhitespaceInvisibleToNetHTTP); the
 				// API Gateway adapters can. The checker must still see it.
-				if tc.profile == ProfileSeed003 && r.Scenario == "key-whitespace" {
+				if tc.profile == ProfileERP && r.Scenario == "key-whitespace" {
 					if r.Status != Fail {
 						t.Fatalf("key-whitespace %s over net/http: the middleware now sees raw whitespace; update this test:\n%s", r.Status, dump(rs))
 					}

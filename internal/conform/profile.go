@@ -44,7 +44,7 @@ const (
 
 func rulesFor(p Profile) rules {
 	switch p {
-	case ProfileSeed003:
+	case ProfileERP:
 		return rules{
 			replayHeader:       "Idempotency-Replayed",
 			markFresh:          true,
@@ -120,7 +120,7 @@ func keyCases(p Profile) (accept, reject []keyCase) {
 		}
 		return accept, reject
 	}
-	if p == ProfileSeed003 {
+	if p == ProfileERP {
 		accept = []keyCase{
 			one("UUIDv4", client.NewKey()),
 			one("8 characters", randomKey(8, "")),

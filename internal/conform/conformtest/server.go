@@ -94,8 +94,7 @@ const (
 // Profiles.
 const (
 	OpenWOP  = "openwop"
-	Seed003  = "seed003"
-	ERP      = "erp" // another name for Seed003
+	ERP      = "erp"
 	Commerce = "commerce"
 )
 
@@ -139,12 +138,9 @@ type refRecord struct {
 	reqID  string
 }
 
-// New returns a Server following profile (OpenWOP, Commerce, or Seed003/ERP
+// New returns a Server following profile (OpenWOP, Commerce, or ERP
 // for the ERP policy) with the given rules broken.
 func New(profile string, b Breaks) *Server {
-	if profile == ERP {
-		profile = Seed003
-	}
 	c1 := credential{"t1", "w1", "c1", "co1", "o1"}
 	with := func(f func(*credential)) credential { c := c1; f(&c); return c }
 	return &Server{
@@ -196,7 +192,7 @@ func (s *Server) fail(q *req, status int, code, msg string, details map[string]a
 // respond writes an answer; under the ERP policy an error envelope gets the
 // current attempt's request_id (also on a replay).
 func (s *Server) respond(q *req, status int, body []byte) {
-	if s.profile == Seed003 && status >= 400 && !s.brk.NoEnvelopeRequestID {
+	if s.profile == ERP && status >= 400 && !s.brk.NoEnvelopeRequestID {
 		var m map[string]any
 		if json.Unmarshal(body, &m) == nil && m["error"] != nil {
 			m["request_id"] = q.id
@@ -209,7 +205,7 @@ func (s *Server) respond(q *req, status int, body []byte) {
 // code is the profile's error code for a meaning.
 func (s *Server) code(meaning string) string {
 	switch s.profile {
-	case Seed003:
+	case ERP:
 		return map[string]string{"invalid": "IDEMPOTENCY_KEY_INVALID", "mismatch": "IDEMPOTENCY_KEY_CONFLICT", "inflight": "IDEMPOTENCY_REQUEST_IN_PROGRESS"}[meaning]
 	case Commerce:
 		return map[string]string{"invalid": "idempotency-key-invalid", "mismatch": "idempotency-mismatch", "inflight": "idempotency-in-flight"}[meaning]
@@ -225,7 +221,7 @@ func write(w http.ResponseWriter, status int, body []byte) {
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q := &req{w: w, r: r, id: "req-" + randID(), rawWS: rawKeyWhitespace(r)}
-	if s.profile == Seed003 {
+	if s.profile == ERP {
 		w.Header().Set("X-Request-ID", q.id)
 	}
 	if r.Method == http.MethodPost && r.URL.Path == TestRoutePath {
@@ -294,15 +290,15 @@ func (s *Server) testRoute(q *req) {
 	s.respond(q, st, b)
 }
 
-var seed003Key = regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
+var erpKey = regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
 
 func (s *Server) validKey(k string) bool {
 	if s.brk.RejectValidKeys && utf8.RuneCountInString(k) > 64 {
 		return false
 	}
 	switch s.profile {
-	case Seed003:
-		return seed003Key.MatchString(k)
+	case ERP:
+		return erpKey.MatchString(k)
 	case Commerce:
 		if s.brk.RejectNonASCII {
 			for i := 0; i < len(k); i++ {
@@ -340,7 +336,7 @@ func (s *Server) mark(w http.ResponseWriter, replay bool) {
 		replay = true
 	}
 	switch {
-	case s.profile == Seed003:
+	case s.profile == ERP:
 		w.Header().Set("Idempotency-Replayed", fmt.Sprint(replay && !s.brk.NoReplayMarker))
 	case replay && !s.brk.NoReplayMarker && s.profile == Commerce:
 		w.Header().Set("Idempotent-Replayed", "true")
@@ -367,7 +363,7 @@ func (s *Server) scope(q *req) (scope, op string) {
 			scope += "\x00" + op
 		}
 		return scope, op
-	case Seed003:
+	case ERP:
 		cl, co, org := c.client, c.company, c.org
 		if s.brk.ScopeWithoutClient {
 			cl = "*"
@@ -413,7 +409,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	case len(vals) > 1 && !s.brk.AcceptDuplicateKeys:
 		s.fail(q, 400, s.code("invalid"), "several Idempotency-Key headers", nil)
 		return
-	case s.profile == Seed003 && q.rawWS && !s.brk.AcceptKeyWhitespace:
+	case s.profile == ERP && q.rawWS && !s.brk.AcceptKeyWhitespace:
 		s.fail(q, 400, s.code("invalid"), "whitespace around the Idempotency-Key", nil)
 		return
 	case !s.brk.AcceptBadKeys && !s.validKey(vals[0]):
@@ -424,7 +420,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	if s.brk.SplitComma {
 		key, _, _ = strings.Cut(key, ",")
 	}
-	if s.profile == Seed003 && !s.brk.NoKeyEcho {
+	if s.profile == ERP && !s.brk.NoKeyEcho {
 		w.Header().Set("Idempotency-Key", key)
 	}
 	d := Digest(body)
@@ -448,7 +444,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				h(r, q.cred.tenant, body)
 			}
 			code, msg := s.code("mismatch"), "key reused with another request"
-			if s.profile == Seed003 && !s.brk.ConflictMessageWrong {
+			if s.profile == ERP && !s.brk.ConflictMessageWrong {
 				msg = erpConflictMessage
 			}
 			if s.brk.MismatchWrongCode {
@@ -468,7 +464,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			s.mu.Unlock()
 			st, b := h(r, q.cred.tenant, body)
 			s.mark(w, false)
-			if s.profile == Seed003 {
+			if s.profile == ERP {
 				w.Header().Set("Idempotency-Original-Request-ID", q.id)
 			}
 			s.respond(q, st, b)
@@ -499,7 +495,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			case s.brk.InFlightNoRetryAfter:
 			case s.brk.InFlightLeaseRetry:
 				w.Header().Set("Retry-After", "295")
-			case s.profile == Seed003 && !s.brk.InFlightRetryAfterOne:
+			case s.profile == ERP && !s.brk.InFlightRetryAfterOne:
 				w.Header().Set("Retry-After", "2")
 			default:
 				w.Header().Set("Retry-After", "1")
@@ -517,7 +513,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		}
 		s.mu.Unlock()
 		s.mark(w, true)
-		if s.profile == Seed003 {
+		if s.profile == ERP {
 			w.Header().Set("Idempotency-Original-Request-ID", rec.reqID)
 			if s.brk.StaleRequestID {
 				w.Header().Set("X-Request-ID", rec.reqID)
@@ -540,7 +536,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	}
 	s.mu.Unlock()
 	s.mark(w, false)
-	if s.profile == Seed003 {
+	if s.profile == ERP {
 		w.Header().Set("Idempotency-Original-Request-ID", q.id)
 	}
 	s.respond(q, st, b)
