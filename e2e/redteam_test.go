@@ -321,12 +321,16 @@ type rtFault struct {
 }
 
 // completionOp is the operation that records the outcome (and, when
-// transactional, writes the run).
+// transactional, writes the run), after passing the claim when both are the
+// same operation: without a transaction the completion is the request's
+// second PutItem on the Layer-1 client, the claim its first. Call it once
+// per request, right before scheduling the completion's fault.
 func (s *rtStack) completionOp() string {
 	if s.transactional {
 		return "TransactWriteItems"
 	}
-	return "UpdateItem"
+	s.faults.PassNext("PutItem", 1)
+	return "PutItem"
 }
 
 var rtFaults = []rtFault{

@@ -413,11 +413,11 @@ func (s *crashStore) Claim(ctx context.Context, r idem.Record, now time.Time) (i
 	}
 	return s.Store.Claim(ctx, r, now)
 }
-func (s *crashStore) Complete(ctx context.Context, id, owner string, o idem.Outcome, now time.Time) error {
+func (s *crashStore) Complete(ctx context.Context, claim idem.Record, o idem.Outcome, now time.Time) error {
 	if s.dead.Load() {
 		return errDead
 	}
-	return s.Store.Complete(ctx, id, owner, o, now)
+	return s.Store.Complete(ctx, claim, o, now)
 }
 func (s *crashStore) Release(ctx context.Context, id, owner string, now time.Time) error {
 	if s.dead.Load() {

@@ -94,6 +94,19 @@ func (r *Record) Reclaimable(digest string, now time.Time) bool {
 	return r.State == StateRetryableFailure || (r.State == StatePending && r.LeaseExpired(now))
 }
 
+// ValidateClaim reports whether r can be the record a successful
+// Store.Claim returned, as Store.Complete needs it: a digest, state
+// pending and an attempt of at least 1. Errors match ErrInvalidRecord.
+// (ID and Owner are the fence: a store answers ErrFenced for a non-caller
+// ID or an empty owner, as for every write after the claim.)
+func (r *Record) ValidateClaim() error {
+	if r.Digest == "" || r.State != StatePending || r.Attempt < 1 {
+		return fmt.Errorf("%w: not a claimed record (state %q, attempt %d, digest set: %t)",
+			ErrInvalidRecord, r.State, r.Attempt, r.Digest != "")
+	}
+	return nil
+}
+
 // Decision is the outcome of Store.Claim. A lost claim is a value, not an
 // error.
 type Decision int
@@ -199,9 +212,16 @@ type Store interface {
 	// old item on a failed conditional write.
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
-	// Complete writes the outcome of the claim owned by owner, together with
-	// out.Writes in one transaction. The lease is cleared.
-	Complete(ctx context.Context, id, owner string, out Outcome, now time.Time) error
+	// Complete writes the outcome of claim, together with out.Writes in one
+	// transaction. The lease is cleared.
+	//
+	// claim is the Record Claim returned (Claimed or Reclaimed) to the
+	// caller: claim.ID and claim.Owner are the fence, and a store may
+	// rewrite the whole record from claim and out in one conditional write
+	// (it carries every attribute the claim stored) instead of updating it
+	// in place. A claim without digest, state pending or attempt is
+	// ErrInvalidRecord (Record.ValidateClaim); nothing is written.
+	Complete(ctx context.Context, claim Record, out Outcome, now time.Time) error
 
 	// Release marks the claim owned by owner retryable-failure (a handler
 	// error or panic), so a same-key retry reclaims it.

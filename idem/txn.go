@@ -407,7 +407,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 	writes := cs.takeWrites()
-	err = g.cfg.Store.Complete(wctx, t.id, t.owner, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	err = g.cfg.Store.Complete(wctx, rec, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
 	switch {
 	case err == nil:
 		return t.decorate(t.render(resp), false, rec.RequestID)

@@ -24,20 +24,22 @@ func BenchmarkStore(b *testing.B) {
 			b.Run("ClaimComplete", func(b *testing.B) {
 				for i := 0; b.Loop(); i++ {
 					id := newID()
-					if _, err := s.Claim(ctx, pending(id, "o", now), now); err != nil {
+					res, err := s.Claim(ctx, pending(id, "o", now), now)
+					if err != nil {
 						b.Fatal(err)
 					}
-					if err := s.Complete(ctx, id, "o", resp, now); err != nil {
+					if err := s.Complete(ctx, res.Record, resp, now); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 			replay := func(b *testing.B, out idem.Outcome) {
 				id := newID()
-				if _, err := s.Claim(ctx, pending(id, "o", now), now); err != nil {
+				res, err := s.Claim(ctx, pending(id, "o", now), now)
+				if err != nil {
 					b.Fatal(err)
 				}
-				if err := s.Complete(ctx, id, "o", out, now); err != nil {
+				if err := s.Complete(ctx, res.Record, out, now); err != nil {
 					b.Fatal(err)
 				}
 				for b.Loop() {

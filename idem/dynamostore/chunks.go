@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -29,17 +28,6 @@ type responseRef struct {
 	length int
 	chunks int
 	nonce  string
-}
-
-// set adds the chunk reference to a completion update.
-func (r *responseRef) set(u expression.UpdateBuilder) expression.UpdateBuilder {
-	return u.Set(expression.Name(attrStatus), expression.Value(r.status)).
-		Set(expression.Name(attrEnc), expression.Value(r.enc)).
-		Set(expression.Name(attrSha), expression.Value(r.sha)).
-		Set(expression.Name(attrLen), expression.Value(r.length)).
-		Set(expression.Name(attrChunks), expression.Value(r.chunks)).
-		Set(expression.Name(attrNonce), expression.Value(r.nonce)).
-		Remove(expression.Name(attrBlob))
 }
 
 // matches reports whether st holds exactly this response.

@@ -49,10 +49,13 @@
 //
 // # Item weight
 //
-// A completion is one UpdateItem that sets the state, the retention and the
-// inline response, under a flat precomputed condition (owner, pending,
-// unexpired); the claim is one PutItem of the pending item. Nothing is
-// written that no decision reads. See docs/PERFORMANCE.md for what each call
+// The claim is one PutItem of the pending item. A completion is one PutItem
+// of the whole completed item, under a flat precomputed condition (owner,
+// pending, unexpired), built from the record Claim returned (which
+// idem.Store.Complete receives) with the outcome's state, retention and
+// response: on the emulators a conditional PutItem of the item costs less
+// than an UpdateItem of a few of its attributes. Nothing is written that no
+// decision reads (the lease and the owner's liveness are dropped). See docs/PERFORMANCE.md for what each call
 // costs on the emulators and in capacity units.
 //
 // # SDK retries

@@ -16,8 +16,7 @@ import (
 // inside an OR) is what the emulators spend most of a write on parsing — on
 // dynalite a completion with the builder's condition took three times a
 // plain PutItem, with this one about 1.2 times (docs/PERFORMANCE.md). The
-// rarer writes (reclaim, release, renew, delete, chunked completion) still
-// use the builder.
+// rarer writes (reclaim, release, renew, delete) still use the builder.
 //
 // The name maps are shared and never modified (the SDK only reads them).
 
@@ -33,18 +32,11 @@ var (
 	// parse slowly.
 	condOwned = aws.String("#o = :o AND #s = :p AND NOT #e <= :n")
 
-	// Completion updates. The pending record never carries response
-	// attributes (a claim writes a whole new item; a reclaim removes them),
-	// so a completion only sets: state, retention, and, for a final state,
-	// the inline response. leaseAt is left in place: it is read only while
-	// pending (see decode).
-	updFinal        = aws.String("SET #s = :s, #e = :e, #t = :t, #r = :r")
-	updFinalForever = aws.String("SET #s = :s, #r = :r REMOVE #e, #t")
-	updRetry        = aws.String("SET #s = :s, #e = :e, #t = :t")
-	updRetryForever = aws.String("SET #s = :s REMOVE #e, #t")
-
-	namesComplete      = map[string]string{"#o": attrOwner, "#s": attrState, "#e": attrExpMs, "#t": attrTTL, "#r": attrBlob}
-	namesCompleteNoRsp = map[string]string{"#o": attrOwner, "#s": attrState, "#e": attrExpMs, "#t": attrTTL}
+	// namesOwned names the attributes condOwned reads. A completion is a
+	// whole-item PutItem under condOwned (completedItem): on the emulators
+	// a conditional PutItem of the completed record costs less than an
+	// UpdateItem setting its few attributes (docs/PERFORMANCE.md).
+	namesOwned = map[string]string{"#o": attrOwner, "#s": attrState, "#e": attrExpMs}
 
 	avPending = avS(string(idem.StatePending))
 )

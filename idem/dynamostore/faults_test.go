@@ -45,7 +45,7 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			if other.Owner != "o1" {
 				t.Fatalf("record owner %s", other.Owner)
 			}
-			if err := v.s.Complete(ctxT(t), id, "o1", done("one", now), now); err != nil {
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), done("one", now), now); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -94,8 +94,9 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 					_, _ = rand.Read(body)
 					out := done("", now)
 					out.Response.Body = body
-					v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
-					if err := v.s.Complete(ctxT(t), id, "o1", out, now); err != nil {
+					v.f.PassNext("PutItem", chunksOf(size)) // the chunk items go through
+					v.f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+					if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), out, now); err != nil {
 						t.Fatalf("completion whose first response was lost: %v", err)
 					}
 					rec := v.claim(t, pending(id, "o2", now), now, idem.Exists)
@@ -137,8 +138,8 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			v.claim(t, pending(id, "slow", now), now, idem.Claimed)
 			at := now.Add(lease)
 			v.claim(t, pending(id, "fast", at), at, idem.Reclaimed)
-			v.f.FailNext("UpdateItem", 1, dynamotest.Throttle())
-			if err := v.s.Complete(ctxT(t), id, "slow", done("slow", at), at); !errors.Is(err, idem.ErrFenced) {
+			v.f.FailNext("PutItem", 1, dynamotest.Throttle())
+			if err := v.s.Complete(ctxT(t), v.rec(id, "slow"), done("slow", at), at); !errors.Is(err, idem.ErrFenced) {
 				t.Fatalf("stale Complete: %v", err)
 			}
 			v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
@@ -157,15 +158,15 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			id := newID()
 			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
 			boom := &smithy.GenericAPIError{Code: "ValidationException", Message: "injected"}
-			v.f.FailNext("UpdateItem", 1, boom)
-			if err := v.s.Complete(ctxT(t), id, "o1", done("x", now), now); !errors.As(err, new(*smithy.GenericAPIError)) {
+			v.f.FailNext("PutItem", 1, boom)
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), done("x", now), now); !errors.As(err, new(*smithy.GenericAPIError)) {
 				t.Fatalf("want the injected error, got %v", err)
 			}
 			got, _, _ := v.s.Get(ctxT(t), id, now)
 			if got.State != idem.StatePending {
 				t.Fatalf("record changed: %+v", got)
 			}
-			if err := v.s.Complete(ctxT(t), id, "o1", done("x", now), now); err != nil {
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), done("x", now), now); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -180,8 +181,9 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			_, _ = rand.Read(first)
 			out := done("", now)
 			out.Response.Body = first
-			v.f.FailNext("UpdateItem", 1, errors.New("crash"))
-			if err := v.s.Complete(ctxT(t), id, "o1", out, now); err == nil {
+			v.f.PassNext("PutItem", chunksOf(len(first))) // the chunk items are written
+			v.f.FailNext("PutItem", 1, errors.New("crash"))
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), out, now); err == nil {
 				t.Fatal("completion did not fail")
 			}
 			at := now.Add(lease)
@@ -189,10 +191,10 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			second := make([]byte, 1<<20)
 			_, _ = rand.Read(second)
 			out.Response.Body = second
-			if err := v.s.Complete(ctxT(t), id, "o2", out, at); err != nil {
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o2"), out, at); err != nil {
 				t.Fatal(err)
 			}
-			if err := v.s.Complete(ctxT(t), id, "o1", done("late", at), at); !errors.Is(err, idem.ErrFenced) {
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), done("late", at), at); !errors.Is(err, idem.ErrFenced) {
 				t.Fatalf("late first owner: %v", err)
 			}
 			rec := v.claim(t, pending(id, "o3", at), at, idem.Exists)
@@ -218,7 +220,7 @@ func TestFencedChunkedCompletionLeavesNoChunks(t *testing.T) {
 		_, _ = rand.Read(body)
 		out := done("", at)
 		out.Response.Body = body
-		if err := v.s.Complete(ctxT(t), id, "slow", out, at); !errors.Is(err, idem.ErrFenced) {
+		if err := v.s.Complete(ctxT(t), v.rec(id, "slow"), out, at); !errors.Is(err, idem.ErrFenced) {
 			t.Fatalf("stale chunked Complete: %v", err)
 		}
 		if n := v.chunkItems(t); n != 0 {
@@ -241,7 +243,7 @@ func TestTransactionalCompletion(t *testing.T) {
 		out := done("created", now)
 		out.Writes = []any{businessPut(biz, "run-1")}
 		if !e.Caps.Transactions {
-			err := v.s.Complete(ctxT(t), id, "o1", out, now)
+			err := v.s.Complete(ctxT(t), v.rec(id, "o1"), out, now)
 			if !errors.Is(err, dynamostore.ErrNoTransactions) || !errors.Is(err, idem.ErrUnsupportedWrite) {
 				t.Fatalf("want ErrNoTransactions, got %v", err)
 			}
@@ -256,7 +258,7 @@ func TestTransactionalCompletion(t *testing.T) {
 		v.f.FailNextAfterSend("TransactWriteItems", 1, dynamotest.ResponseLost())
 		w := businessPut(biz, "run-1")
 		out.Writes = []any{&w}
-		if err := v.s.Complete(ctxT(t), id, "o1", out, now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), out, now); err != nil {
 			t.Fatalf("transactional completion whose response was lost: %v", err)
 		}
 		if !businessExists(t, v.c, biz, "run-1") {
@@ -267,4 +269,15 @@ func TestTransactionalCompletion(t *testing.T) {
 			t.Fatalf("replay %q", rec.Response.Body)
 		}
 	})
+}
+
+// chunksOf is the number of chunk items an incompressible body of size
+// bytes is stored in (0: inline): 350 KB each, the blob a few bytes longer
+// than the body. Sizes in these tests are far from a chunk boundary.
+func chunksOf(size int) int {
+	const chunk = 350 << 10
+	if size+64 < chunk {
+		return 0
+	}
+	return (size + 64 + chunk - 1) / chunk
 }

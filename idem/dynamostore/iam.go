@@ -2,12 +2,12 @@ package dynamostore
 
 // IAMActions are the IAM actions a Store needs on its table, and all of
 // them: a Lambda role that grants exactly these on the idempotency table's
-// ARN is enough for every Store operation (a transactional completion is an
-// UpdateItem on this table; the business writes passed through
-// idem.Transact need their own grants on their own tables).
+// ARN is enough for every Store operation (a transactional completion is a
+// Put on this table; the business writes passed through idem.Transact need
+// their own grants on their own tables).
 //
-//   - PutItem: claims, and response chunks of large bodies
-//   - UpdateItem: reclaims, completions, releases, renewals
+//   - PutItem: claims, completions, and response chunks of large bodies
+//   - UpdateItem: reclaims, releases, renewals
 //   - GetItem: strongly consistent reads (waiting duplicates; replays on
 //     emulators that do not return the item with a failed condition)
 //   - BatchGetItem: replays of responses stored in chunks

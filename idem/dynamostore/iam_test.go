@@ -22,9 +22,9 @@ var update = flag.Bool("update", false, "rewrite docs/idempotency-table.yaml fro
 // The store reaches DynamoDB only through the API interface, so its
 // methods are every call the store can make: IAMActions must be exactly the
 // IAM actions those calls need on the table (TransactWriteItems is
-// authorised per item: the completion is an UpdateItem on this table).
+// authorised per item: the completion is a PutItem on this table).
 func TestIAMActionsMatchTheStoresCalls(t *testing.T) {
-	needs := map[string]string{"TransactWriteItems": "UpdateItem"}
+	needs := map[string]string{"TransactWriteItems": "PutItem"}
 	api := reflect.TypeFor[dynamostore.API]()
 	var want []string
 	for i := range api.NumMethod() {

@@ -146,15 +146,46 @@ func decode(m map[string]types.AttributeValue) (stored, bool) {
 
 // pendingItem is the item a fresh claim writes.
 func pendingItem(rec idem.Record) map[string]types.AttributeValue {
-	m := map[string]types.AttributeValue{
-		attrPK:      avS(rec.ID),
-		attrDigest:  avS(rec.Digest),
-		attrState:   avS(string(idem.StatePending)),
-		attrOwner:   avS(rec.Owner),
-		attrLease:   avN(rec.LeaseExpires.UnixMilli()),
-		attrRenewed: avN(rec.Renewed.UnixMilli()),
-		attrAttempt: avN(1),
+	m := recordItem(rec, idem.StatePending, 1, rec.Expires, 11)
+	m[attrLease] = avN(rec.LeaseExpires.UnixMilli())
+	m[attrRenewed] = avN(rec.Renewed.UnixMilli())
+	return m
+}
+
+// completedItem is the whole item a completion writes in place of the
+// pending one: the attributes the claim stored, taken from claim (the
+// record Claim returned: id, digest, owner, attempt, first request id,
+// raw-body hash), with the outcome's state and retention and, for a final
+// state, the response (the inline blob, or the reference to its chunks).
+// The lease and the owner's liveness (leaseAt, renewedAt) are not written:
+// they mean something only while pending.
+func completedItem(claim idem.Record, state idem.State, expires time.Time, ref *responseRef) map[string]types.AttributeValue {
+	m := recordItem(claim, state, claim.Attempt, expires, 16)
+	switch {
+	case ref == nil:
+	case ref.chunks == 0:
+		m[attrBlob] = &types.AttributeValueMemberB{Value: ref.inline}
+	default:
+		m[attrStatus] = avN(int64(ref.status))
+		m[attrEnc] = avS(ref.enc)
+		m[attrSha] = &types.AttributeValueMemberB{Value: ref.sha}
+		m[attrLen] = avN(int64(ref.length))
+		m[attrChunks] = avN(int64(ref.chunks))
+		m[attrNonce] = avS(ref.nonce)
 	}
+	return m
+}
+
+// recordItem holds the attributes every record item has: key, digest,
+// state, owner, attempt, the optional first request id and raw-body hash,
+// and the retention (absent when it never expires). size is a capacity hint.
+func recordItem(rec idem.Record, state idem.State, attempt int, expires time.Time, size int) map[string]types.AttributeValue {
+	m := make(map[string]types.AttributeValue, size)
+	m[attrPK] = avS(rec.ID)
+	m[attrDigest] = avS(rec.Digest)
+	m[attrState] = avS(string(state))
+	m[attrOwner] = avS(rec.Owner)
+	m[attrAttempt] = avN(int64(attempt))
 	if rec.RequestID != "" {
 		// An empty string attribute is refused by DynamoDB before 2020
 		// and by DynamoDB Local 1.11 (ValidationException); absent reads
@@ -164,9 +195,9 @@ func pendingItem(rec idem.Record) map[string]types.AttributeValue {
 	if rec.RawBodySHA256 != "" {
 		m[attrRawBody] = avS(rec.RawBodySHA256)
 	}
-	if !rec.Expires.IsZero() {
-		m[attrExpMs] = avN(rec.Expires.UnixMilli())
-		m[attrTTL] = avN(ttlSeconds(rec.Expires))
+	if !expires.IsZero() {
+		m[attrExpMs] = avN(expires.UnixMilli())
+		m[attrTTL] = avN(ttlSeconds(expires))
 	}
 	return m
 }

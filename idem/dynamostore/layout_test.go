@@ -3,11 +3,14 @@ package dynamostore_test
 import (
 	"bytes"
 	"compress/flate"
+	"crypto/rand"
 	"crypto/sha256"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,36 +22,164 @@ import (
 
 // TestCompletedItemIsLean: a completed record with an inline response holds
 // only attributes a decision reads (no encoding, length, checksum or status
-// copies), and a retryable completion adds none.
+// copies, no lease and no liveness: they mean something only while
+// pending), and a retryable completion adds none.
 func TestCompletedItemIsLean(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
 		id := newID()
 		v.claim(t, pending(id, "o1", v.now), v.now, idem.Claimed)
-		if err := v.s.Complete(ctxT(t), id, "o1", done(`{"ok":true}`, v.now), v.now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), done(`{"ok":true}`, v.now), v.now); err != nil {
 			t.Fatal(err)
 		}
-		// leaseAt and renewedAt (the owner's liveness) are left in place by a
-		// completion rather than spend a REMOVE on them; only pending reads them.
-		want := "attempt,digest,expiresAt,expiresAtMs,leaseAt,owner,pk,renewedAt,requestId,resp,state"
+		want := "attempt,digest,expiresAt,expiresAtMs,owner,pk,requestId,resp,state"
 		if got := names(v.raw(t, id)); got != want {
 			t.Fatalf("completed item attributes = %s, want %s", got, want)
 		}
 		id2 := newID()
 		v.claim(t, pending(id2, "o1", v.now), v.now, idem.Claimed)
-		if err := v.s.Complete(ctxT(t), id2, "o1", idem.Outcome{State: idem.StateRetryableFailure, Expires: v.now.Add(keep)}, v.now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id2, "o1"), idem.Outcome{State: idem.StateRetryableFailure, Expires: v.now.Add(keep)}, v.now); err != nil {
 			t.Fatal(err)
 		}
-		want = "attempt,digest,expiresAt,expiresAtMs,leaseAt,owner,pk,renewedAt,requestId,state"
+		want = "attempt,digest,expiresAt,expiresAtMs,owner,pk,requestId,state"
 		if got := names(v.raw(t, id2)); got != want {
 			t.Fatalf("retryable item attributes = %s, want %s", got, want)
 		}
-		// The lease left on a finished record is not reported.
 		got, ok, err := v.s.Get(ctxT(t), id, v.now)
 		if err != nil || !ok || !got.LeaseExpires.IsZero() || !got.Renewed.IsZero() {
 			t.Fatalf("Get = %+v, %t, %v; want a record without lease", got, ok, err)
 		}
 	})
+}
+
+// TestCompletionKeepsTheClaimedItem: the completion rewrites the whole item
+// from the record Claim returned. Compared attribute by attribute with the
+// pending item it replaces (after a fresh claim, after a lease reclaim and
+// a renewal, with a chunked response, and inside a transaction where the
+// engine has them), every attribute the claim stored is kept byte for byte
+// (pk, digest, owner, attempt, requestId, rawBodySha256: what replays,
+// audits and the stream auditor read), the completion sets state,
+// retention (expiresAtMs and the TTL attribute expiresAt the sweeper and
+// DynamoDB's TTL read) and the response, and removes only leaseAt and
+// renewedAt.
+func TestCompletionKeepsTheClaimedItem(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		biz := ""
+		if e.Caps.Transactions {
+			biz = e.CreateTable(t, "RunsTable")
+		}
+		big := make([]byte, 1<<20)
+		_, _ = rand.Read(big)
+		for _, tc := range []struct {
+			name     string
+			reclaim  bool
+			body     []byte
+			tx       bool
+			state    idem.State
+			response string // the response attributes the completion sets
+		}{
+			{name: "Fresh", body: []byte(`{"ok":true}`), state: idem.StateCompleted, response: "resp"},
+			{name: "ReclaimedAndRenewed", reclaim: true, body: []byte(`{"ok":2}`), state: idem.StateTerminalFailure, response: "resp"},
+			{name: "Retryable", reclaim: true, state: idem.StateRetryableFailure},
+			{name: "Chunked", body: big, state: idem.StateCompleted, response: "respChunks,respEnc,respLen,respNonce,respSha,status"},
+			{name: "Transaction", tx: true, body: []byte(`{"run":1}`), state: idem.StateCompleted, response: "resp"},
+		} {
+			if tc.tx && biz == "" {
+				continue // no transactions here: TestTransactionalCompletion proves the refusal
+			}
+			t.Run(tc.name, func(t *testing.T) {
+				id := newID()
+				now := v.now
+				first := pending(id, "o1", now)
+				first.RawBodySHA256 = strings.Repeat("a", 64)
+				claimed := v.claim(t, first, now, idem.Claimed)
+				if tc.reclaim {
+					now = now.Add(lease)
+					second := pending(id, "o2", now)
+					second.RawBodySHA256 = strings.Repeat("b", 64)
+					claimed = v.claim(t, second, now, idem.Reclaimed)
+					now = now.Add(time.Second)
+					if err := v.s.Renew(ctxT(t), id, "o2", now.Add(lease), now); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := v.raw(t, id)
+				out := idem.Outcome{State: tc.state, Expires: now.Add(2 * keep)}
+				if tc.state.Final() {
+					out.Response = &idem.Response{Status: 201, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: tc.body}
+				}
+				if tc.tx {
+					out.Writes = []any{businessPut(biz, "run-"+rnd(4))}
+				}
+				if err := v.s.Complete(ctxT(t), claimed, out, now); err != nil {
+					t.Fatal(err)
+				}
+				after := v.raw(t, id)
+				for _, k := range []string{"pk", "digest", "owner", "attempt", "requestId", "rawBodySha256"} {
+					if before[k] == nil || !reflect.DeepEqual(before[k], after[k]) {
+						t.Errorf("%s: pending %v, completed %v", k, before[k], after[k])
+					}
+				}
+				if tc.reclaim && (getN(t, after, "attempt") != 2 || after["owner"].(*types.AttributeValueMemberS).Value != "o2" ||
+					after["requestId"].(*types.AttributeValueMemberS).Value != "req-o1" ||
+					after["rawBodySha256"].(*types.AttributeValueMemberS).Value != strings.Repeat("b", 64)) {
+					t.Errorf("reclaimed item: %v", after)
+				}
+				if got := after["state"].(*types.AttributeValueMemberS).Value; got != string(tc.state) {
+					t.Errorf("state = %s", got)
+				}
+				ttl := out.Expires.Unix() // the TTL attribute: seconds, rounded up
+				if out.Expires.After(time.Unix(ttl, 0)) {
+					ttl++
+				}
+				if getN(t, after, "expiresAtMs") != out.Expires.UnixMilli() || getN(t, after, "expiresAt") != ttl {
+					t.Errorf("retention = %v / %v, want %d ms", after["expiresAtMs"], after["expiresAt"], out.Expires.UnixMilli())
+				}
+				var added, removed []string
+				for k := range after {
+					if before[k] == nil {
+						added = append(added, k)
+					}
+				}
+				for k := range before {
+					if after[k] == nil {
+						removed = append(removed, k)
+					}
+				}
+				sort.Strings(added)
+				sort.Strings(removed)
+				if got := strings.Join(added, ","); got != tc.response {
+					t.Errorf("attributes added by the completion = %q, want %q", got, tc.response)
+				}
+				if got := strings.Join(removed, ","); got != "leaseAt,renewedAt" {
+					t.Errorf("attributes removed by the completion = %q, want leaseAt,renewedAt", got)
+				}
+				// And the store reads it back as the claim completed.
+				rec, ok, err := v.s.Get(ctxT(t), id, now)
+				if err != nil || !ok || rec.State != tc.state || rec.Attempt != claimed.Attempt || rec.RequestID != claimed.RequestID ||
+					rec.RawBodySHA256 != claimed.RawBodySHA256 || rec.Owner != claimed.Owner || !rec.Expires.Equal(out.Expires) {
+					t.Fatalf("Get = %+v, %t, %v", rec, ok, err)
+				}
+				if tc.state.Final() && !bytes.Equal(rec.Response.Body, tc.body) {
+					t.Fatal("response differs")
+				}
+			})
+		}
+	})
+}
+
+func getN(t *testing.T, m map[string]types.AttributeValue, k string) int64 {
+	t.Helper()
+	a, ok := m[k].(*types.AttributeValueMemberN)
+	if !ok {
+		t.Fatalf("%s = %v, want a number", k, m[k])
+	}
+	v, err := strconv.ParseInt(a.Value, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func names(m map[string]types.AttributeValue) string {

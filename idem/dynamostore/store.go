@@ -296,14 +296,17 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 	return o, false, nil
 }
 
-// Complete implements idem.Store. Without Outcome.Writes it is one
-// UpdateItem conditional on ownership; with them, one TransactWriteItems
-// holding that update and the writes (ErrNoTransactions where the endpoint
-// has none). A response whose encoded, compressed form exceeds 350 KB is
-// first written as chunk items under a key unique to this completion, then
-// referenced by the fenced update; if the fence fails the chunks are
-// deleted (best effort; they also carry the record's TTL).
-func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome, now time.Time) error {
+// Complete implements idem.Store. The completed record is written whole:
+// without Outcome.Writes it is one PutItem of the completed item (built
+// from claim and out) conditional on ownership, the same fence as every
+// write after the claim (owner token, pending, not expired); with them, one
+// TransactWriteItems holding that conditional Put and the writes
+// (ErrNoTransactions where the endpoint has none). A response whose
+// encoded, compressed form exceeds 350 KB is first written as chunk items
+// under a key unique to this completion, then referenced by the fenced
+// write; if the fence fails the chunks are deleted (best effort; they also
+// carry the record's TTL).
+func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := out.Validate(); err != nil {
 		return err
 	}
@@ -311,10 +314,13 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 	if err != nil {
 		return err
 	}
+	id, owner := claim.ID, claim.Owner
 	if !idem.IsCallerID(id) || owner == "" {
 		return idem.ErrFenced
 	}
-	nowMs := now.UnixMilli()
+	if err := claim.ValidateClaim(); err != nil {
+		return err
+	}
 	expires := msec(out.Expires)
 
 	var ref *responseRef
@@ -324,20 +330,28 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 			return err
 		}
 	}
-	expr, err := completion(owner, out.State, expires, ref, nowMs)
-	if err != nil {
-		return err
-	}
 	mine := func(st stored) bool {
 		if st.rec.Owner != owner || st.rec.State != out.State {
 			return false
 		}
 		return ref == nil || ref.matches(st)
 	}
-	upd := expr.conditional(s.table, s.key(id))
+	put := &types.Put{
+		TableName:                           s.table,
+		Item:                                completedItem(claim, out.State, expires, ref),
+		ConditionExpression:                 condOwned,
+		ExpressionAttributeNames:            namesOwned,
+		ExpressionAttributeValues:           map[string]types.AttributeValue{":o": avS(owner), ":p": avPending, ":n": avN(now.UnixMilli())},
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 	var sent sendCount
 	if len(writes) == 0 {
-		item, failed, err := s.updateIf(ctx, "complete UpdateItem", upd, &sent)
+		_, err := s.c.PutItem(ctx, &dynamodb.PutItemInput{
+			TableName: put.TableName, Item: put.Item,
+			ConditionExpression: put.ConditionExpression, ExpressionAttributeNames: put.ExpressionAttributeNames,
+			ExpressionAttributeValues: put.ExpressionAttributeValues, ReturnValuesOnConditionCheckFailure: put.ReturnValuesOnConditionCheckFailure,
+		}, sent.option)
+		item, failed, err := conditionItem(err, "complete PutItem")
 		if !failed {
 			return err
 		}
@@ -345,7 +359,7 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 	}
 
 	items := make([]types.TransactWriteItem, 0, len(writes)+1)
-	items = append(items, types.TransactWriteItem{Update: upd})
+	items = append(items, types.TransactWriteItem{Put: put})
 	items = append(items, writes...)
 	_, err = s.c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, sent.option)
 	if err == nil {
@@ -370,43 +384,6 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 		}
 	}
 	return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
-}
-
-// completion returns the fenced update of a completion: the precomputed
-// expressions for an inline response or no response, the builder's for a
-// chunked response (which also records the chunk reference).
-func completion(owner string, state idem.State, expires time.Time, ref *responseRef, nowMs int64) (writeExpr, error) {
-	if ref != nil && ref.chunks > 0 {
-		u := expression.Set(expression.Name(attrState), expression.Value(string(state))).
-			Remove(expression.Name(attrLease))
-		u = ref.set(setExpiry(u, expires))
-		expr, err := expression.NewBuilder().WithCondition(owned(owner, nowMs)).WithUpdate(u).Build()
-		if err != nil {
-			return writeExpr{}, err
-		}
-		return writeExpr{cond: expr.Condition(), update: expr.Update(), names: expr.Names(), values: expr.Values()}, nil
-	}
-	v := make(map[string]types.AttributeValue, 7)
-	v[":o"], v[":p"], v[":n"], v[":s"] = avS(owner), avPending, avN(nowMs), avS(string(state))
-	w := writeExpr{cond: condOwned, names: namesCompleteNoRsp, values: v}
-	forever := expires.IsZero()
-	if !forever {
-		v[":e"], v[":t"] = avN(expires.UnixMilli()), avN(ttlSeconds(expires))
-	}
-	switch {
-	case ref != nil && forever:
-		w.update, w.names = updFinalForever, namesComplete
-	case ref != nil:
-		w.update, w.names = updFinal, namesComplete
-	case forever:
-		w.update = updRetryForever
-	default:
-		w.update = updRetry
-	}
-	if ref != nil {
-		v[":r"] = &types.AttributeValueMemberB{Value: ref.inline}
-	}
-	return w, nil
 }
 
 // fenceFailed classifies a failed owner-conditioned write: the caller's own

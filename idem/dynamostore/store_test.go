@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,10 +54,25 @@ type env struct {
 	f     *dynamotest.Faults
 	s     *dynamostore.Store
 	now   time.Time
+	// claims holds the record each successful v.claim returned, by id and
+	// owner: what Complete is handed.
+	claims *sync.Map
+}
+
+// rec is the record the claim of id by owner returned; for an owner that
+// never claimed id, the record such a claim at v.now would have returned
+// (a forged or foreign claim).
+func (v *env) rec(id, owner string) idem.Record {
+	if r, ok := v.claims.Load(id + "\x00" + owner); ok {
+		return r.(idem.Record)
+	}
+	r := pending(id, owner, v.now)
+	r.Attempt, r.Renewed = 1, v.now
+	return r
 }
 
 func setup(t *testing.T, e *dynamotest.Emulator) *env {
-	v := &env{e: e, table: e.CreateTable(t, "IdempotencyTable"), cnt: dynamotest.NewCounter(), f: dynamotest.NewFaults()}
+	v := &env{e: e, table: e.CreateTable(t, "IdempotencyTable"), cnt: dynamotest.NewCounter(), f: dynamotest.NewFaults(), claims: new(sync.Map)}
 	v.c = e.Client(dynamotest.FastRetries, v.f.Middleware(), v.cnt.Middleware())
 	v.s = newStore(t, v.c, v.table)
 	v.now = time.Now().Truncate(time.Millisecond)
@@ -71,6 +87,9 @@ func (v *env) claim(t *testing.T, rec idem.Record, now time.Time, want idem.Deci
 	}
 	if res.Decision != want {
 		t.Fatalf("Claim = %v (owner %s state %s), want %v", res.Decision, res.Record.Owner, res.Record.State, want)
+	}
+	if want == idem.Claimed || want == idem.Reclaimed {
+		v.claims.Store(rec.ID+"\x00"+rec.Owner, res.Record)
 	}
 	return res.Record
 }
@@ -117,7 +136,7 @@ func TestRoundTrips(t *testing.T) {
 		id := newID()
 		v.cnt.Reset()
 		v.claim(t, pending(id, "o1", v.now), v.now, idem.Claimed)
-		if err := v.s.Complete(ctxT(t), id, "o1", done(`{"ok":true}`, v.now), v.now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), done(`{"ok":true}`, v.now), v.now); err != nil {
 			t.Fatal(err)
 		}
 		if got := v.cnt.Total(); got != 2 {
@@ -143,7 +162,7 @@ func TestRoundTrips(t *testing.T) {
 
 		// A stale owner's write costs one round trip and writes nothing.
 		v.cnt.Reset()
-		if err := v.s.Complete(ctxT(t), id2, "stale", done("x", v.now), v.now); !errors.Is(err, idem.ErrFenced) {
+		if err := v.s.Complete(ctxT(t), v.rec(id2, "stale"), done("x", v.now), v.now); !errors.Is(err, idem.ErrFenced) {
 			t.Fatalf("stale Complete: %v", err)
 		}
 		if got := v.cnt.Total(); got != 1 {
@@ -157,7 +176,7 @@ func TestRoundTrips(t *testing.T) {
 		v.claim(t, pending(id3, "o1", v.now), v.now, idem.Claimed)
 		out := done("", v.now)
 		out.Response.Body = big
-		if err := v.s.Complete(ctxT(t), id3, "o1", out, v.now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id3, "o1"), out, v.now); err != nil {
 			t.Fatal(err)
 		}
 		v.cnt.Reset()
@@ -197,7 +216,7 @@ func TestStoredItem(t *testing.T) {
 		// Completion with no retention removes the TTL.
 		out := done("forever", now)
 		out.Expires = time.Time{}
-		if err := v.s.Complete(ctxT(t), id, "o1", out, now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), out, now); err != nil {
 			t.Fatal(err)
 		}
 		if it := v.raw(t, id); it["expiresAt"] != nil || it["expiresAtMs"] != nil {
@@ -211,7 +230,7 @@ func TestStoredItem(t *testing.T) {
 		_, _ = rand.Read(big)
 		out = done("", now)
 		out.Response.Body = big
-		if err := v.s.Complete(ctxT(t), id2, "o1", out, now); err != nil {
+		if err := v.s.Complete(ctxT(t), v.rec(id2, "o1"), out, now); err != nil {
 			t.Fatal(err)
 		}
 		nonce := v.raw(t, id2)["respNonce"].(*types.AttributeValueMemberS).Value

@@ -97,6 +97,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ExpiryFencesWrites", s.expiryFences)
 	t.Run("NoExpiry", s.noExpiry)
 	t.Run("CompleteSetsExpiry", s.completeSetsExpiry)
+	t.Run("CompleteKeepsTheClaimedRecord", s.completeKeepsClaim)
+	t.Run("CompleteNeedsTheClaimedRecord", s.completeNeedsClaim)
 	t.Run("ResponseShapes", s.responseShapes)
 	t.Run("RawBodySHA256", s.rawBodySHA256)
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it

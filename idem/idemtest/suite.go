@@ -87,12 +87,47 @@ func resp(status int, body string) *idem.Response {
 
 var ctx = context.Background()
 
+// claims holds the record every successful claim of the suite returned, by
+// id and owner: Complete is handed the record its claim returned, as the
+// Guard does.
+var claims sync.Map
+
+func remember(res idem.ClaimResult) {
+	if res.Decision == idem.Claimed || res.Decision == idem.Reclaimed {
+		claims.Store(res.Record.ID+"\x00"+res.Record.Owner, res.Record)
+	}
+}
+
+// claimed returns the record the claim of id by owner returned.
+func claimed(t *testing.T, id, owner string) idem.Record {
+	t.Helper()
+	r, ok := claims.Load(id + "\x00" + owner)
+	if !ok {
+		t.Fatalf("no claim of the record by %s", owner)
+	}
+	return r.(idem.Record)
+}
+
+// claimedOrNot is the record the claim of id by owner returned, or, for an
+// owner that never claimed id, the record such a claim at now would have
+// returned (what a caller holding a forged or foreign claim passes).
+func claimedOrNot(id, owner string, now time.Time) idem.Record {
+	if r, ok := claims.Load(id + "\x00" + owner); ok {
+		return r.(idem.Record)
+	}
+	r := pending(id, digestA, owner, now)
+	r.Attempt = 1
+	r.Renewed = now
+	return r
+}
+
 func claim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, want idem.Decision) idem.Record {
 	t.Helper()
 	res, err := st.Claim(ctx, rec, now)
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
+	remember(res)
 	if res.Decision != want {
 		t.Fatalf("Claim decision = %v, want %v (record %+v)", res.Decision, want, summary(res.Record))
 	}
@@ -111,6 +146,7 @@ func claimReclaim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, l
 	if err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
+	remember(res)
 	if res.Decision != idem.Reclaimed || res.LeaseExpired != leaseExpired {
 		t.Fatalf("Claim = %v LeaseExpired %v, want Reclaimed LeaseExpired %v (record %+v)", res.Decision, res.LeaseExpired, leaseExpired, summary(res.Record))
 	}
@@ -119,7 +155,7 @@ func claimReclaim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, l
 
 func complete(t *testing.T, st idem.Store, id, owner string, out idem.Outcome, now time.Time) {
 	t.Helper()
-	if err := st.Complete(ctx, id, owner, out, now); err != nil {
+	if err := st.Complete(ctx, claimed(t, id, owner), out, now); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
 }
@@ -344,7 +380,7 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 	claim(t, st, pending(id, digestA, "fast", at), at, idem.Reclaimed)
 
 	out := idem.Outcome{State: idem.StateCompleted, Response: resp(201, "slow"), Expires: at.Add(keep)}
-	wantFenced(t, "stale Complete while reclaimed", st.Complete(ctx, id, "slow", out, at))
+	wantFenced(t, "stale Complete while reclaimed", st.Complete(ctx, claimed(t, id, "slow"), out, at))
 	wantFenced(t, "stale Release while reclaimed", st.Release(ctx, id, "slow", at))
 	wantFenced(t, "stale Renew while reclaimed", st.Renew(ctx, id, "slow", at.Add(time.Hour), at))
 	wantFenced(t, "stale Delete while reclaimed", st.Delete(ctx, id, "slow", at))
@@ -356,7 +392,7 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 	// The slow invocation finishes late: its completion and its delete are
 	// both rejected, and the record keeps the second response.
 	late := at.Add(time.Second)
-	wantFenced(t, "late Complete", st.Complete(ctx, id, "slow", out, late))
+	wantFenced(t, "late Complete", st.Complete(ctx, claimed(t, id, "slow"), out, late))
 	wantFenced(t, "late Delete", st.Delete(ctx, id, "slow", late))
 	wantFenced(t, "late Release", st.Release(ctx, id, "slow", late))
 	wantReplay(t, st, id, "third", late, resp(201, "fast"))
@@ -366,7 +402,7 @@ func (s *suite) fencedAfterFinal(t *testing.T) {
 	st, now, id := s.startClaimed(t)
 	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "one"), Expires: now.Add(keep)}, now)
 	// Even the owner cannot write again once the outcome is final.
-	wantFenced(t, "second Complete", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "two"), Expires: now.Add(keep)}, now))
+	wantFenced(t, "second Complete", st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(200, "two"), Expires: now.Add(keep)}, now))
 	wantFenced(t, "Renew after final", st.Renew(ctx, id, "owner-1", now.Add(time.Hour), now))
 	wantFenced(t, "Release after final", st.Release(ctx, id, "owner-1", now))
 	wantFenced(t, "Delete after final", st.Delete(ctx, id, "owner-1", now))
@@ -483,7 +519,7 @@ func (s *suite) expiry(t *testing.T) {
 			if got.Attempt != 1 || got.RequestID != "req-owner-2" || got.Response != nil || got.Digest != digestB {
 				t.Fatalf("claim over expired record: %s", summary(got))
 			}
-			wantFenced(t, "old owner after expiry", st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: at.Add(keep)}, at))
+			wantFenced(t, "old owner after expiry", st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: at.Add(keep)}, at))
 		})
 	}
 }
@@ -507,7 +543,7 @@ func (s *suite) expiryFences(t *testing.T) {
 func wantOwnerWritesFenced(t *testing.T, st idem.Store, id, owner, when string, now time.Time) {
 	t.Helper()
 	out := idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}
-	wantFenced(t, "Complete "+when, st.Complete(ctx, id, owner, out, now))
+	wantFenced(t, "Complete "+when, st.Complete(ctx, claimedOrNot(id, owner, now), out, now))
 	wantFenced(t, "Release "+when, st.Release(ctx, id, owner, now))
 	wantFenced(t, "Renew "+when, st.Renew(ctx, id, owner, now.Add(time.Hour), now))
 	wantFenced(t, "Delete "+when, st.Delete(ctx, id, owner, now))
@@ -544,6 +580,65 @@ func (s *suite) completeSetsExpiry(t *testing.T) {
 	if _, ok := get(t, st, id, exp); ok {
 		t.Fatalf("record visible at the completion's expiry")
 	}
+}
+
+// completeKeepsClaim: a completion keeps every attribute the claim stored
+// (attempt, first request id, the reclaimer's raw-body hash, digest,
+// owner), takes the outcome's state and retention, and leaves no lease and
+// no liveness, also after a reclaim and a renewal.
+func (s *suite) completeKeepsClaim(t *testing.T) {
+	for _, state := range []idem.State{idem.StateCompleted, idem.StateTerminalFailure, idem.StateRetryableFailure} {
+		t.Run(string(state), func(t *testing.T) {
+			st, now, id := s.startClaimed(t)
+			at := now.Add(lease)
+			rec := claimReclaim(t, st, pending(id, digestA, "owner-2", at), at, true)
+			renewAt := at.Add(time.Second)
+			if err := st.Renew(ctx, id, "owner-2", renewAt.Add(lease), renewAt); err != nil {
+				t.Fatalf("Renew: %v", err)
+			}
+			exp := renewAt.Add(2 * keep)
+			complete(t, st, id, "owner-2", idem.Outcome{State: state, Response: resp(200, "kept"), Expires: exp}, renewAt)
+			want := rec
+			want.State, want.LeaseExpires, want.Expires = state, time.Time{}, exp
+			if want.Attempt != 2 || want.RequestID != "req-owner-1" || want.RawBodySHA256 != rawBody("owner-2") {
+				t.Fatalf("reclaimed record: %s req=%s", summary(want), want.RequestID)
+			}
+			g := mustGet(t, st, id, renewAt)
+			checkRecord(t, g, want)
+			if !g.Renewed.IsZero() {
+				t.Fatalf("completed record still reports Renewed %s", g.Renewed)
+			}
+			if state.Final() {
+				equalResponse(t, g.Response, resp(200, "kept"))
+			} else if g.Response != nil {
+				t.Fatalf("retryable record has a response")
+			}
+		})
+	}
+}
+
+// completeNeedsClaim: Complete is handed the record Claim returned; one
+// without digest, pending state or attempt is ErrInvalidRecord and writes
+// nothing, even from the live owner.
+func (s *suite) completeNeedsClaim(t *testing.T) {
+	st, now, id := s.startClaimed(t)
+	out := idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}
+	for _, bad := range []func(r *idem.Record){
+		func(r *idem.Record) { r.Digest = "" },
+		func(r *idem.Record) { r.State = idem.StateCompleted },
+		func(r *idem.Record) { r.Attempt = 0 },
+		func(r *idem.Record) { *r = idem.Record{ID: r.ID, Owner: r.Owner} },
+	} {
+		rec := claimed(t, id, "owner-1")
+		bad(&rec)
+		if err := st.Complete(ctx, rec, out, now); !errors.Is(err, idem.ErrInvalidRecord) {
+			t.Fatalf("Complete(%s): err = %v, want ErrInvalidRecord", summary(rec), err)
+		}
+		if g := mustGet(t, st, id, now); g.State != idem.StatePending || g.Owner != "owner-1" {
+			t.Fatalf("record changed by a refused completion: %s", summary(g))
+		}
+	}
+	complete(t, st, id, "owner-1", out, now)
 }
 
 func (s *suite) roundTrip(t *testing.T, st idem.Store, now time.Time, r *idem.Response) {
@@ -618,7 +713,7 @@ func (s *suite) callerKeyspace(t *testing.T) {
 func (s *suite) unsupportedWrite(t *testing.T) {
 	st, now, id := s.startClaimed(t)
 	type alien struct{ X int }
-	err := st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep), Writes: []any{alien{1}}}, now)
+	err := st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep), Writes: []any{alien{1}}}, now)
 	if !errors.Is(err, idem.ErrUnsupportedWrite) {
 		t.Fatalf("Complete with alien write: err = %v, want ErrUnsupportedWrite", err)
 	}
@@ -647,7 +742,7 @@ func (s *suite) txWrites(t *testing.T) {
 		claim(t, st, pending(id, digestA, "slow", now), now, idem.Claimed)
 		at := now.Add(lease)
 		claim(t, st, pending(id, digestA, "fast", at), at, idem.Reclaimed)
-		err := st.Complete(ctx, id, "slow", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "slow"), Expires: at.Add(keep), Writes: []any{tx.Put(t, st, name)}}, at)
+		err := st.Complete(ctx, claimed(t, id, "slow"), idem.Outcome{State: idem.StateCompleted, Response: resp(201, "slow"), Expires: at.Add(keep), Writes: []any{tx.Put(t, st, name)}}, at)
 		wantFenced(t, "fenced transactional Complete", err)
 		if tx.Exists(t, st, name) {
 			t.Fatalf("a fenced completion committed its business write")
@@ -663,7 +758,7 @@ func (s *suite) txWrites(t *testing.T) {
 		complete(t, st, id0, "o", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "x"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
 		id := newID(t)
 		claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
-		err := st.Complete(ctx, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "y"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
+		err := st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(201, "y"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
 		if !errors.Is(err, idem.ErrWriteConflict) {
 			t.Fatalf("Complete with a conflicting write: err = %v, want ErrWriteConflict", err)
 		}
@@ -770,7 +865,7 @@ func (s *suite) concurrentCompleteVsReclaim(t *testing.T) {
 	rounds := 20
 	for r := 0; r < rounds; r++ {
 		id := newID(t)
-		claim(t, st, pending(id, digestA, "first", now), now, idem.Claimed)
+		first := claim(t, st, pending(id, digestA, "first", now), now, idem.Claimed)
 		at := now.Add(lease)
 		var cerr error
 		var res idem.ClaimResult
@@ -779,7 +874,7 @@ func (s *suite) concurrentCompleteVsReclaim(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			cerr = st.Complete(ctx, id, "first", idem.Outcome{State: idem.StateCompleted, Response: resp(200, "first"), Expires: at.Add(keep)}, at)
+			cerr = st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Response: resp(200, "first"), Expires: at.Add(keep)}, at)
 		}()
 		go func() {
 			defer wg.Done()

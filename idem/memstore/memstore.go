@@ -167,8 +167,10 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 }
 
 // Complete implements idem.Store. Outcome.Writes must be Write or *Write
-// values; they are applied atomically with the completion.
-func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome, now time.Time) error {
+// values; they are applied atomically with the completion. The completed
+// record is the stored one with the outcome applied (claim is checked, not
+// copied: it is what Claim returned, so it holds the same attributes).
+func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -184,6 +186,12 @@ func (s *Store) Complete(ctx context.Context, id, owner string, out idem.Outcome
 			writes = append(writes, *w)
 		default:
 			return fmt.Errorf("%w: %T", idem.ErrUnsupportedWrite, w)
+		}
+	}
+	id, owner := claim.ID, claim.Owner
+	if idem.IsCallerID(id) && owner != "" { // otherwise ownedWrite fences it, as dynamostore does
+		if err := claim.ValidateClaim(); err != nil {
+			return err
 		}
 	}
 	return s.ownedWrite(ctx, "Complete", id, owner, now, func(r idem.Record) error {

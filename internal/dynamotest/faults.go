@@ -29,6 +29,7 @@ type rule struct {
 	n         int
 	err       error
 	afterSend bool
+	pass      bool // PassNext: the attempt goes through untouched
 }
 
 // NewFaults returns a Faults with nothing scheduled.
@@ -42,6 +43,19 @@ func (f *Faults) FailNext(op string, n int, err error) { f.add(op, n, err, false
 // the server apply it, then discard the response and fail with err: "the
 // write was applied but the response was lost".
 func (f *Faults) FailNextAfterSend(op string, n int, err error) { f.add(op, n, err, true) }
+
+// PassNext lets the next n attempts of op through untouched, so that the
+// rules added after it reach a later call of the same operation (e.g. the
+// completion PutItem after the claim PutItem). Passed attempts are not
+// counted by Fired.
+func (f *Faults) PassNext(op string, n int) {
+	if n <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rules = append(f.rules, &rule{op: op, n: n, pass: true})
+}
 
 func (f *Faults) add(op string, n int, err error, after bool) {
 	if n <= 0 {
@@ -88,6 +102,9 @@ func (f *Faults) take(op string) (afterSend, ok bool, err error) {
 		r.n--
 		if r.n == 0 {
 			f.rules = append(f.rules[:i], f.rules[i+1:]...)
+		}
+		if r.pass {
+			return false, false, nil
 		}
 		f.fired++
 		return r.afterSend, true, r.err
