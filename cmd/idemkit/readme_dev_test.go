@@ -60,6 +60,14 @@ func TestReadmeLibrarySectionAgainstIdemkitDev(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The fresh module runs offline (GOPROXY=off) in workspace mode, which
+	// reads the go.mod of every module in the kit's graph; on a fresh
+	// machine some of those may not be in the module cache yet.
+	graph := exec.Command("go", "list", "-m", "all")
+	graph.Dir = root
+	if res, err := graph.CombinedOutput(); err != nil {
+		t.Fatalf("go list -m all in the kit's module: %v\n%s", err, res)
+	}
 	cmd := exec.Command("go", "test", "-count=1", "-run", "^TestTryLocally$", "-v", ".")
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(dir, "go.work"), "GOFLAGS=-mod=readonly", "GOTOOLCHAIN=local", "GOPROXY=off",
