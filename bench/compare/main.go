@@ -288,10 +288,19 @@ func benchEngine(o options, kind string, rep *report) error {
 			return err
 		}
 		cp.floor = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
+		rf, err := os.Create(filepath.Join(o.outDir, kind+"-replay.pprof"))
+		if err != nil {
+			return err
+		}
 		c0 = cpuTime()
+		if err := pprof.StartCPUProfile(rf); err != nil {
+			return err
+		}
 		if _, err := gs.run(caseReplay, o.cpuN, ""); err != nil {
 			return err
 		}
+		pprof.StopCPUProfile()
+		rf.Close()
 		cp.replay = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		cp.profile = prof
 		// The same first executions and floor writes through a client
