@@ -164,9 +164,13 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 // Do runs fn at most once per effect identity across every process and
 // entry point, as a durable singleflight:
 //
-//   - the first executor claims the identity with an insert-if-absent, writes
-//     the fire mark, calls fn with the provider key and records the outcome
-//     (3 store round trips);
+//   - the first executor claims the identity with an insert-if-absent, calls
+//     fn with the provider key and records the outcome. Without a Fencer the
+//     claim is itself the fire mark, the point of no return: it is written
+//     in state firing with the attempt fired (2 store round trips: claim,
+//     outcome). With Config.Fencer a fire mark carrying the fencing token
+//     is written between the claim and the call (3 round trips: claim, fire
+//     mark, outcome);
 //   - a duplicate (concurrent or later) fires nothing and gets the recorded
 //     outcome (1 round trip when the store returns the existing record with
 //     the failed claim), counted as MetricSuppressions; a recorded failure
@@ -174,8 +178,16 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - a live claim held elsewhere is waited for (bounded by Config.Wait),
 //     then *InFlightError;
 //   - an expired claim is reclaimed atomically: the stalled attempt becomes
-//     escaped if it had passed the fire mark, else released, and the new
-//     attempt calls fn with the same provider key;
+//     escaped if it had passed the point of no return, else released, and
+//     the new attempt calls fn with the same provider key. Without a Fencer
+//     the claim is the point of no return, so an executor that died after
+//     its claim and before calling the provider is shown escaped (it may
+//     have fired), not released; the next attempt reuses the provider key,
+//     so a provider that honours it performs the effect once. With a Fencer
+//     such an attempt (claimed, no fire mark) is released;
+//   - an executor whose ctx is done right after its claim knows it did not
+//     call fn: it gives the claim back (the attempt is released) and
+//     returns ctx's error;
 //   - every write after the claim is conditional on the owner token, attempt
 //     and state: an executor whose claim was reclaimed gets ErrLeaseLost and
 //     never overwrites the new owner's record;
@@ -185,11 +197,15 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     cause ErrLeaseLost;
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
-//     fire mark and the outcome (which would let a later claim re-fire);
+//     point of no return and the outcome (which would let a later claim
+//     re-fire);
 //   - an effect with Config.MaxAttempts attempts and no outcome fires no
 //     more: *AttemptsExhaustedError;
 //   - a different RequestDigest (or recipe) under the same identity is
 //     *MismatchError.
+//
+// A reclaim costs a failed claim, the conditional takeover and the outcome
+// (3 round trips; 4 with a Fencer, for the fire mark).
 //
 // Witness: a run that makes an attempt at a record another run created first
 // writes a run reference (one extra round trip on that reclaim, before the
