@@ -443,6 +443,11 @@ func TestRedTeamCreateRunFaults(t *testing.T) {
 	})
 }
 
+// putsBeforeOutcome is how many ledger PutItems a first effect makes before
+// its outcome: the executors here have no Fencer, so the claim, written in
+// state firing, is also the fire mark (claim, outcome).
+const putsBeforeOutcome = 1
+
 // crashAPI is an effects-table client that "crashes" (fails every later
 // call, sending nothing) after n PutItems: an executor killed between two
 // ledger writes.
@@ -553,9 +558,10 @@ func testExecutorDuplicates(t *testing.T, e *dynamotest.Emulator) {
 		_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, 2))
 		id := m["runId"].(string)
 		rec := s.insert(t, id)
-		// Claim and fire mark reach the table, the provider is called, then
-		// the instance dies before recording the outcome.
-		crashed := s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})
+		// The claim (the fire mark: no Fencer) reaches the table, the
+		// provider is called, then the instance dies before recording the
+		// outcome.
+		crashed := s.newExecutor(t, &crashAPI{API: e.Client(), n: putsBeforeOutcome})
 		if retry := crashed.HandleRecords(context.Background(), []stream.StreamRecord{rec}); len(retry) == 0 {
 			t.Fatal("the crashed executor reported success")
 		}
@@ -892,8 +898,9 @@ func testRedTeamDev(t *testing.T, e *dynamotest.Emulator) {
 }
 
 // faultAPI injects one fault into the n-th PutItem an executor's ledger
-// makes (1: claim, 2: fire mark, 3: outcome), below the SDK's retries: lost
-// (the write is applied, the caller gets an error) or refused (not sent).
+// makes (1: claim, written firing: no Fencer, so it is also the fire mark;
+// 2: outcome), below the SDK's retries: lost (the write is applied, the
+// caller gets an error) or refused (not sent).
 type faultAPI struct {
 	ledgerdynamo.API
 	mu   sync.Mutex
@@ -919,14 +926,14 @@ func (f *faultAPI) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...
 }
 
 // TestRedTeamExecutorFaults: a DynamoDB failure at each ledger write of the
-// webhook effect (claim, fire mark, outcome), applied-but-lost or refused,
+// webhook effect (claim, outcome), applied-but-lost or refused,
 // then stream redeliveries (with the lease run out when one is held): the
 // provider performs exactly one effect and the run succeeds.
 func TestRedTeamExecutorFaults(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		s := newRTStack(t, e, e.Caps.Transactions)
 		order := 100
-		for _, at := range []int{1, 2, 3} {
+		for at := 1; at <= putsBeforeOutcome+1; at++ {
 			for _, lost := range []bool{true, false} {
 				t.Run(fmt.Sprintf("put %d lost=%t", at, lost), func(t *testing.T) {
 					rv := newReceiver(t)
@@ -934,7 +941,14 @@ func TestRedTeamExecutorFaults(t *testing.T) {
 					_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, order))
 					id := m["runId"].(string)
 					rec := s.insert(t, id)
-					s.newExecutor(t, &faultAPI{API: e.Client(), at: at, lost: lost}).HandleRecords(context.Background(), []stream.StreamRecord{rec})
+					fa := &faultAPI{API: e.Client(), at: at, lost: lost}
+					s.newExecutor(t, fa).HandleRecords(context.Background(), []stream.StreamRecord{rec})
+					fa.mu.Lock()
+					puts := fa.puts
+					fa.mu.Unlock()
+					if puts < at {
+						t.Fatalf("the fault never fired: %d PutItems", puts)
+					}
 					for i := 0; mustRun(t, s, id).Status != runs.StatusCompleted; i++ {
 						if i > 3 {
 							t.Fatalf("run %s: %+v", id, mustRun(t, s, id))
@@ -973,7 +987,7 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 			x.Sleep = func(_ context.Context, d time.Duration) error { waits.Add(1); s.clock.Add(d); return nil }
 			return x
 		}
-		crashed := lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2}))
+		crashed := lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: putsBeforeOutcome}))
 		crashed.HandleRecords(context.Background(), []stream.StreamRecord{rec})
 		if req, _ := rv.stats(); req != 1 {
 			t.Fatalf("the crashed executor made %d provider requests", req)
@@ -1009,7 +1023,7 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 		rec = s.insert(t, id)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: 2})).HandleRecords(ctx, []stream.StreamRecord{rec})
+		lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: putsBeforeOutcome})).HandleRecords(ctx, []stream.StreamRecord{rec})
 		for i := 0; i < 2; i++ {
 			lastTry(s.newExecutor(t, e.Client())).HandleRecords(ctx, []stream.StreamRecord{rec})
 		}

@@ -164,9 +164,13 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 // Do runs fn at most once per effect identity across every process and
 // entry point, as a durable singleflight:
 //
-//   - the first executor claims the identity with an insert-if-absent, writes
-//     the fire mark, calls fn with the provider key and records the outcome
-//     (3 store round trips);
+//   - the first executor claims the identity with an insert-if-absent, calls
+//     fn with the provider key and records the outcome. Without a Fencer the
+//     claim is itself the fire mark, the point of no return: it is written
+//     in state firing with the attempt fired (2 store round trips: claim,
+//     outcome). With Config.Fencer a fire mark carrying the fencing token
+//     is written between the claim and the call (3 round trips: claim, fire
+//     mark, outcome);
 //   - a duplicate (concurrent or later) fires nothing and gets the recorded
 //     outcome (1 round trip when the store returns the existing record with
 //     the failed claim), counted as MetricSuppressions; a recorded failure
@@ -174,8 +178,16 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - a live claim held elsewhere is waited for (bounded by Config.Wait),
 //     then *InFlightError;
 //   - an expired claim is reclaimed atomically: the stalled attempt becomes
-//     escaped if it had passed the fire mark, else released, and the new
-//     attempt calls fn with the same provider key;
+//     escaped if it had passed the point of no return, else released, and
+//     the new attempt calls fn with the same provider key. Without a Fencer
+//     the claim is the point of no return, so an executor that died after
+//     its claim and before calling the provider is shown escaped (it may
+//     have fired), not released; the next attempt reuses the provider key,
+//     so a provider that honours it performs the effect once. With a Fencer
+//     such an attempt (claimed, no fire mark) is released;
+//   - an executor whose ctx is done right after its claim knows it did not
+//     call fn: it gives the claim back (the attempt is released) and
+//     returns ctx's error;
 //   - every write after the claim is conditional on the owner token, attempt
 //     and state: an executor whose claim was reclaimed gets ErrLeaseLost and
 //     never overwrites the new owner's record;
@@ -185,11 +197,15 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     cause ErrLeaseLost;
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
-//     fire mark and the outcome (which would let a later claim re-fire);
+//     point of no return and the outcome (which would let a later claim
+//     re-fire);
 //   - an effect with Config.MaxAttempts attempts and no outcome fires no
 //     more: *AttemptsExhaustedError;
 //   - a different RequestDigest (or recipe) under the same identity is
 //     *MismatchError.
+//
+// A reclaim costs a failed claim, the conditional takeover and the outcome
+// (3 round trips; 4 with a Fencer, for the fire mark).
 //
 // Witness: a run that makes an attempt at a record another run created first
 // writes a run reference (one extra round trip on that reclaim, before the
@@ -392,7 +408,7 @@ func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *
 			deadline = now.Add(r.Budget)
 		}
 	}
-	return &Record{
+	rec := &Record{
 		MaxAttempts: capN, Deadline: deadline,
 		Key: key, Kind: KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
 		Keying: id.Keying, IdentityRecipe: id.Recipe,
@@ -402,10 +418,34 @@ func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *
 		Attempts:  []Attempt{l.newAttempt(1, eff, now)},
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Retention),
 	}
+	l.fuse(rec, now)
+	return rec
 }
 
-// reclaimRecord builds the record that takes over cur for a new attempt. The
-// stalled attempt becomes escaped when it had passed the fire mark.
+// fused reports whether a claim is its own fire mark: without a Fencer
+// nothing happens between the claim and the call but a context check, so
+// the claim (or reclaim) is written in state firing with its attempt fired,
+// and no separate fire-mark write is made. With a Fencer the token must be
+// taken after the claim and checked by the fire-mark write, so the claim
+// stays claimed.
+func (l *Ledger) fused() bool { return l.cfg.Fencer == nil }
+
+// fuse makes rec, a claim or reclaim written at now, its own fire mark when
+// the claim is fused: state firing and the new attempt fired at now. Its
+// lease (now+Lease) and retention (at least now+Retention) are already what
+// the fire mark would set.
+func (l *Ledger) fuse(rec *Record, now time.Time) {
+	if !l.fused() {
+		return
+	}
+	rec.State = StateFiring
+	a := rec.last()
+	a.Fired, a.FiredAt = true, now
+}
+
+// reclaimRecord builds the record that takes over cur for a new attempt
+// (claimed, or firing when the claim is fused). The stalled attempt becomes
+// escaped when it had passed the fire mark.
 func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.Time) (*Record, bool) {
 	next := cur.Clone()
 	escaped := false
@@ -423,6 +463,7 @@ func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.T
 	next.Owner, next.State = token, StateClaimed
 	next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
 	next.ExpiresAt = l.extend(next.ExpiresAt, now)
+	l.fuse(next, now)
 	return next, escaped
 }
 
@@ -489,43 +530,48 @@ func (l *Ledger) exhausted(ctx context.Context, cur *Record, now time.Time) (don
 	return true, e
 }
 
-// fire runs an attempt this executor owns: fire mark, fn, outcome.
+// fire runs an attempt this executor owns: fire mark (unless the claim rec
+// was written firing, see fused), fn, outcome.
 func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFunc) (Result, error) {
 	st := l.cfg.Store
 	own := Expect{Owner: rec.Owner, Attempt: rec.Attempt}
 	res := Result{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Streamed: eff.Streamed}
 	if err := ctx.Err(); err != nil {
+		// fn was not called: give the claim back, fused or not.
 		l.release(rec)
 		return res, err
 	}
-	next := rec.Clone()
-	if l.cfg.Fencer != nil {
-		f, err := l.cfg.Fencer.Token(ctx, rec.EffectID)
+	next := rec
+	if rec.State == StateClaimed {
+		next = rec.Clone()
+		if l.cfg.Fencer != nil {
+			f, err := l.cfg.Fencer.Token(ctx, rec.EffectID)
+			if err != nil {
+				l.release(rec)
+				return res, fmt.Errorf("ledger: fencing token: %w", err)
+			}
+			next.Fence = f
+		}
+		// The fire mark: the point of no return.
+		now := l.now()
+		next.State, next.LeaseUntil, next.UpdatedAt = StateFiring, now.Add(l.cfg.Lease), now
+		next.ExpiresAt = l.extend(next.ExpiresAt, now)
+		a := next.last()
+		a.Fired, a.At, a.FiredAt = true, now, now
+		own.State = StateClaimed
+		ok, cur, err := st.Replace(ctx, next, own, now)
 		if err != nil {
-			l.release(rec)
-			return res, fmt.Errorf("ledger: fencing token: %w", err)
+			return res, fmt.Errorf("ledger: fire mark of %s: %w", rec.EffectID, err)
 		}
-		next.Fence = f
-	}
-	// The fire mark: the point of no return.
-	now := l.now()
-	next.State, next.LeaseUntil, next.UpdatedAt = StateFiring, now.Add(l.cfg.Lease), now
-	next.ExpiresAt = l.extend(next.ExpiresAt, now)
-	a := next.last()
-	a.Fired, a.At, a.FiredAt = true, now, now
-	own.State = StateClaimed
-	ok, cur, err := st.Replace(ctx, next, own, now)
-	if err != nil {
-		return res, fmt.Errorf("ledger: fire mark of %s: %w", rec.EffectID, err)
-	}
-	if !ok {
-		if next.Fence > 0 && cur != nil && cur.Fence > next.Fence {
-			// Still the owner, but fenced out: give the claim back unfired.
-			l.count(MetricStaleFence, KindEffect, rec.Keying)
-			l.release(rec)
-			return res, ErrStaleFence
+		if !ok {
+			if next.Fence > 0 && cur != nil && cur.Fence > next.Fence {
+				// Still the owner, but fenced out: give the claim back unfired.
+				l.count(MetricStaleFence, KindEffect, rec.Keying)
+				l.release(rec)
+				return res, ErrStaleFence
+			}
+			return res, ErrLeaseLost
 		}
-		return res, ErrLeaseLost
 	}
 
 	out, ferr := l.run(ctx, next, fn)
@@ -534,10 +580,10 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		res.BodyDigest, res.BodySize = out.bodyDigest, out.bodySize
 	}
 
-	now = l.now()
+	now := l.now()
 	done := next.Clone()
 	done.UpdatedAt = now
-	a = done.last()
+	a := done.last()
 	a.At = now
 	var retErr error
 	switch {
@@ -576,7 +622,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	done.ExpiresAt = l.extend(done.ExpiresAt, now)
 	// The outcome is recorded even if ctx was cancelled while fn ran.
 	own.State = StateFiring
-	ok, _, err = st.Replace(context.WithoutCancel(ctx), done, own, now)
+	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, own, now)
 	if err != nil {
 		return res, errors.Join(fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err), retErr)
 	}
@@ -622,16 +668,22 @@ func (l *Ledger) schedule(eff Effect, done *Record, now time.Time, ferr error) e
 	return &RetryLaterError{EffectID: done.EffectID, At: next, Attempt: done.Attempt, MaxAttempts: capN, Deadline: done.Deadline, Cause: ferr}
 }
 
-// release gives up a claim before the fire mark (best effort: if it fails,
-// the lease expires and the next executor releases it).
+// release gives up rec, a claim this executor holds and whose effect
+// function it has not called: claimed (before the fire mark) or firing (a
+// fused claim), fenced on the owner token, attempt and that state. The
+// attempt is released and loses its fire time, since it never fired. Best
+// effort: if the write fails, the lease expires and the next executor
+// reclaims it (released from claimed; escaped from firing, as it cannot know
+// the function was never called).
 func (l *Ledger) release(rec *Record) {
 	now := l.now()
 	next := rec.Clone()
 	next.State, next.UpdatedAt = StateReleased, now
 	if a := next.last(); a != nil {
 		a.State, a.At = AttemptReleased, now
+		a.Fired, a.FiredAt = false, time.Time{}
 	}
-	_, _, _ = l.cfg.Store.Replace(context.Background(), next, Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: StateClaimed}, now)
+	_, _, _ = l.cfg.Store.Replace(context.Background(), next, Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: rec.State}, now)
 }
 
 // Lookup returns the record of effectID, or nil if there is none (or it is

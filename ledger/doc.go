@@ -8,20 +8,33 @@
 //
 //  1. claim: an insert-if-absent of the effect record; of any number of
 //     racing executors exactly one wins;
-//  2. fire mark: a write fenced on the owner token, made just before the
-//     provider is called (the point of no return, and the place a fencing
-//     token from a linearizable owner is checked, see Fencer);
+//  2. fire mark: the point of no return, after which the provider may have
+//     been reached. Without a Fencer nothing happens between the claim and
+//     the call but a context check, so the claim is the fire mark: it is
+//     written in state "firing" with its attempt marked fired, and no
+//     separate write is made. With a Fencer the fire mark is a write of its
+//     own, fenced on the owner token and carrying a fencing token from a
+//     linearizable owner taken just before it (see Fencer);
 //  3. the effect function runs with the provider key (Identity.ProviderKey),
 //     the same on every attempt, so a provider that honours Idempotency-Key
 //     deduplicates a retry;
 //  4. outcome: success or failure is recorded, fenced on the owner token.
+//
+// A first effect therefore costs two store writes (claim, outcome) without a
+// Fencer and three with one (claim, fire mark, outcome).
 //
 // A duplicate, concurrent or later and from any entry point, gets the recorded
 // outcome and fires nothing. While the effect function runs, a heartbeat
 // renews the lease (Config.Heartbeat), fenced on the owner token. A claim
 // whose lease expired is reclaimed atomically; the stalled attempt becomes
 // "escaped" when it had passed the fire mark (it may have reached the
-// provider) and "released" otherwise. Attempts per effect are capped
+// provider) and "released" otherwise. Without a Fencer the claim is the
+// point of no return, so an executor that dies after its claim and before
+// calling the provider is shown "escaped" (may have fired) rather than
+// "released"; the next attempt reuses the same provider key, so nothing
+// fires twice at a provider that honours it. An executor that is still
+// alive and knows it did not call the provider (its context ended right
+// after the claim) releases the attempt. Attempts per effect are capped
 // (Config.MaxAttempts) and so is the recorded value (Config.MaxValueBytes),
 // so a record always fits in one DynamoDB item.
 //

@@ -52,7 +52,7 @@ type Config struct {
 	// Store persists records. Required.
 	Store Store
 	// Lease is how long a claim is held before another executor may reclaim
-	// it; the fire mark renews it, and so does every heartbeat while the
+	// it; a separate fire mark renews it, and so does every heartbeat while the
 	// effect function runs (see Heartbeat). Without heartbeats it must exceed
 	// the effect function's longest run. Leases are compared with the
 	// reclaiming executor's clock: clock skew between executors eats into
@@ -108,7 +108,10 @@ type Config struct {
 	// heartbeats (see Clock). Default: the system clock.
 	Clock Clock
 	// Fencer, if set, supplies a fencing token checked on the fire mark (see
-	// Fencer). Default nil: unfenced.
+	// Fencer), which is then a write of its own between the claim and the
+	// call (3 round trips for a first effect). Default nil: unfenced, and
+	// the claim is the fire mark (2 round trips; an executor that dies
+	// after its claim leaves an escaped attempt, see Do).
 	Fencer Fencer
 	// Metrics receives the counters (see the Metric… names), for example an
 	// *emf.Recorder. Default nil: no metrics.

@@ -10,12 +10,15 @@ import (
 //	claimed  --fire mark-->  firing  --outcome-->  completed (final)
 //	claimed|firing --owner gives up / reclaim--> released (claimable)
 //
-// A record in claimed or firing has an owner holding a lease until
-// LeaseUntil; after that any executor may reclaim it atomically.
+// Without a Config.Fencer a claim (or reclaim) is written in firing
+// directly: the claim is the fire mark. A record in claimed or firing has
+// an owner holding a lease until LeaseUntil; after that any executor may
+// reclaim it atomically.
 type State string
 
 const (
-	// StateClaimed: an owner holds the claim and has not passed the fire mark.
+	// StateClaimed: an owner holds the claim and has not passed the fire mark
+	// (only with a Config.Fencer, between the claim and the fire mark).
 	StateClaimed State = "claimed"
 	// StateFiring: the owner passed the point of no return; the provider may
 	// have been reached.
@@ -66,7 +69,8 @@ type Attempt struct {
 	// its own executor on an uncertain result, or by the executor that
 	// reclaimed it).
 	At time.Time
-	// Fired is true once the attempt passed the fire mark.
+	// Fired is true once the attempt passed the fire mark (without a
+	// Config.Fencer, from its claim on).
 	Fired bool
 	// FiredAt is when the attempt passed the fire mark (zero if it never
 	// did): the time the request may have left for the provider. An escaped

@@ -53,7 +53,8 @@ type Store interface {
 //
 // Extension point for fencing (ledger/fence): Replace also enforces the
 // monotonic Record.Fence condition, and Ledger puts the token from
-// Config.Fencer on the fire-mark write, the point of no return.
+// Config.Fencer on the fire-mark write, the point of no return (with a
+// Fencer the fire mark is a write of its own, after the claim).
 type Expect struct {
 	// Owner is the owner token the stored record must carry.
 	Owner string
@@ -70,7 +71,9 @@ type Expect struct {
 // fence table). Optional: when Config.Fencer is set, Do asks it for a token
 // just before the fire mark, and the fire-mark write is conditional on the
 // record's stored token being <= the new one; a stale token means the
-// effect is not fired and Do returns ErrStaleFence.
+// effect is not fired and Do returns ErrStaleFence. A Fencer keeps the fire
+// mark a write of its own (claim, fire mark, outcome: one more round trip
+// than without a Fencer, whose claim is its fire mark).
 type Fencer interface {
 	// Token returns a token for effectID, strictly greater than every token
 	// issued before for it. An error aborts the attempt before the fire.

@@ -49,8 +49,8 @@ type Party struct {
 	// State is the record state (claimed, firing, released, completed).
 	State string `json:"state"`
 	// FireMarked is true when the lineage's current attempt passed its
-	// local fire mark (under reconciled-records: it may have reached the
-	// provider).
+	// local fire mark (under reconciled-records, whose ledger has no Fencer,
+	// that is its claim: it may have reached the provider).
 	FireMarked bool `json:"fireMarked"`
 	// Fence is the fencing token of the fire mark (0: unfenced).
 	Fence uint64 `json:"fence,omitempty"`

@@ -14,8 +14,9 @@ import (
 
 func ok(context.Context, ledger.Call) ([]byte, error) { return []byte("ok"), nil }
 
-// BenchmarkDo measures Do against each emulator: a first effect (3 round
-// trips) and a suppressed duplicate (1, or 2 without ALL_OLD).
+// BenchmarkDo measures Do against each emulator: a first effect (2 round
+// trips: claim, outcome; no Fencer) and a suppressed duplicate (1, or 2
+// without ALL_OLD).
 func BenchmarkDo(b *testing.B) {
 	for _, kind := range dynamotest.Kinds() {
 		e := dynamotest.Start(b, kind)

@@ -3,7 +3,9 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +15,7 @@ import (
 )
 
 // renewStore signals every heartbeat renewal (a Replace of a firing record
-// expecting firing) with its result.
+// expecting firing, by the same owner and attempt) with its result.
 type renewStore struct {
 	ledger.Store
 	renewed chan error
@@ -21,7 +23,7 @@ type renewStore struct {
 
 func (s *renewStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
 	ok, cur, err := s.Store.Replace(ctx, n, w, now)
-	if n.State == ledger.StateFiring && w.State == ledger.StateFiring {
+	if n.State == ledger.StateFiring && w.State == ledger.StateFiring && n.Owner == w.Owner && n.Attempt == w.Attempt {
 		switch {
 		case err != nil:
 			s.renewed <- err
@@ -104,54 +106,75 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 	})
 }
 
-// The fire mark is applied but every response (the SDK's retries included)
-// is lost: Do fails without calling the effect function, and the next
-// executor, after the lease, closes that attempt as escaped (it cannot know
-// the function never ran) and fires with the same provider key.
+// The point of no return is applied but every response (the SDK's retries
+// included) is lost: Do fails without calling the effect function, and the
+// next executor, after the lease, closes that attempt as escaped (it cannot
+// know the function never ran) and fires with the same provider key. Without
+// a Fencer the point of no return is the claim itself (PutItem #1, written
+// firing); with one it is the fire mark (PutItem #2, after the claim).
 func TestFireMarkResponsesLost(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		v := newEnv(t, e)
-		eff := business(t, "fire-lost")
-		// PutItem #1 is the claim; the fire mark and its 2 SDK retries follow.
-		calls := 0
-		first := true
-		st := &hookPut{Store: v.store, before: func(n *ledger.Record) {
-			if n.State == ledger.StateFiring && first {
-				first = false
-				v.faults.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
-			}
-		}}
-		l, _ := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now}})
-		if _, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
-			calls++
-			return nil, nil
-		}); err == nil || calls != 0 {
-			t.Fatalf("Do with a lost fire mark: %v calls %d; want an error and no fire", err, calls)
-		}
-		v.faults.Clear()
-		v.clock.Advance(31 * time.Second)
-		r, err := v.l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
-			calls++
-			return v.prov.Call(ctx, c.ProviderKey, "x")
-		})
-		if err != nil || r.Attempt != 2 || calls != 1 {
-			t.Fatalf("retry %+v %v calls %d", r, err, calls)
-		}
-		rec, _ := v.store.Get(context.Background(), "effect#"+eff.Identity.EffectID)
-		var states []ledger.AttemptState
-		for _, a := range rec.Attempts {
-			states = append(states, a.State)
-		}
-		if !slices.Equal(states, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
-			t.Fatalf("attempts %v", states)
+		for _, fenced := range []bool{false, true} {
+			t.Run(fmt.Sprintf("fenced=%t", fenced), func(t *testing.T) {
+				v := newEnv(t, e)
+				eff := business(t, fmt.Sprintf("fire-lost-%t", fenced))
+				// The write in state firing and its 2 SDK retries lose
+				// their responses.
+				calls := 0
+				first := true
+				st := &hookPut{Store: v.store, before: func(n *ledger.Record) {
+					if n.State == ledger.StateFiring && first {
+						first = false
+						v.faults.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
+					}
+				}}
+				cfg := ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now}}
+				if fenced {
+					cfg.Fencer = &counterFencer{}
+				}
+				l, _ := ledger.New(cfg)
+				if _, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) {
+					calls++
+					return nil, nil
+				}); err == nil || calls != 0 || first {
+					t.Fatalf("Do with a lost point of no return: %v calls %d (fault armed: %t); want an error and no fire", err, calls, !first)
+				}
+				v.faults.Clear()
+				v.clock.Advance(31 * time.Second)
+				r, err := v.l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+					calls++
+					return v.prov.Call(ctx, c.ProviderKey, "x")
+				})
+				if err != nil || r.Attempt != 2 || calls != 1 || r.ProviderKey != eff.Identity.ProviderKey {
+					t.Fatalf("retry %+v %v calls %d", r, err, calls)
+				}
+				rec, _ := v.store.Get(context.Background(), "effect#"+eff.Identity.EffectID)
+				var states []ledger.AttemptState
+				for _, a := range rec.Attempts {
+					states = append(states, a.State)
+				}
+				if !slices.Equal(states, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+					t.Fatalf("attempts %v", states)
+				}
+			})
 		}
 	})
 }
 
-// hookPut calls before ahead of every Replace.
+// counterFencer issues fencing tokens 1, 2, 3, ….
+type counterFencer struct{ n atomic.Uint64 }
+
+func (f *counterFencer) Token(context.Context, string) (uint64, error) { return f.n.Add(1), nil }
+
+// hookPut calls before ahead of every Create and Replace.
 type hookPut struct {
 	ledger.Store
 	before func(n *ledger.Record)
+}
+
+func (s *hookPut) Create(ctx context.Context, n *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	s.before(n)
+	return s.Store.Create(ctx, n, now)
 }
 
 func (s *hookPut) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {

@@ -21,8 +21,12 @@
 // Round trips: a claim is one PutItem (attribute_not_exists or past
 // retention) with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate
 // costs one round trip (two where the server does not return the old item:
-// then a consistent GetItem follows); a first effect costs three (claim,
-// fire mark, outcome). Every condition includes expiresAtMs > now, because
+// then a consistent GetItem follows); a first effect costs two (claim,
+// written in state firing, and outcome) without a ledger Fencer and three
+// with one (claim, fire mark, outcome). The record's state is a plain
+// attribute and Fired/FiredAt are in the packed attribute, so a claim
+// written firing needs no layout of its own. Every condition includes
+// expiresAtMs > now, because
 // TTL deletion is lazy. Reads (Get) are strongly consistent; ListByRun finds
 // a run's records in the GSI (eventually consistent membership) and reads
 // each one consistently.

@@ -21,10 +21,15 @@ import (
 
 var doTests = []test{
 	{"FirstEffectRoundTrips", testFirstEffect},
+	{"FusedClaimIsTheFireMark", testFusedClaim},
+	{"FencedFirstEffectRoundTrips", testFirstEffectFenced},
 	{"DuplicateReplaysInOneRoundTrip", testDuplicate},
 	{"Race32ExecutorsOneEffect", testRace32},
+	{"Race16FencedExecutorsOneEffect", testRace16Fenced},
 	{"CrashAfterProviderCallReusesKey", testCrashAfterProviderCall},
-	{"CrashBeforeFireIsReleased", testCrashBeforeFire},
+	{"CrashAfterClaimEscapesAndReusesKey", testCrashAfterClaim},
+	{"CancelledAfterClaimIsReleased", testCancelledAfterClaim},
+	{"FencedCrashBeforeFireMarkIsReleased", testCrashBeforeFire},
 	{"StaleOwnerCannotRecord", testStaleOwner},
 	{"BusinessIdentityAcrossRunsFiresOnce", testBusinessAcrossRuns},
 	{"ActivityRecipeOrdinals", testActivityOrdinals},
@@ -58,7 +63,9 @@ func testFirstEffect(t *testing.T, e *env) {
 	var calls atomic.Int64
 	e.resetRT()
 	r := mustDo(t, l, eff, e.charge(&calls))
-	e.checkRT("first effect", 3, 3)
+	// Without a Fencer: the claim (written firing: the point of no return)
+	// and the outcome.
+	e.checkRT("first effect", 2, 2)
 	if r.Replayed || calls.Load() != 1 || e.prov.Effects() != 1 {
 		t.Fatalf("first Do: replayed=%v calls=%d effects=%d", r.Replayed, calls.Load(), e.prov.Effects())
 	}
@@ -74,6 +81,112 @@ func testFirstEffect(t *testing.T, e *env) {
 	}
 	if got := e.prov.Keys(); len(got) != 1 || got[0] != rec.ProviderKey || got[0] != eff.Identity.ProviderKey {
 		t.Fatalf("provider received %v; ledger providerKey %q", got, rec.ProviderKey)
+	}
+}
+
+// testFusedClaim: without a Fencer nothing happens between the claim and the
+// call, so the claim is the point of no return: the effect function runs
+// after one store call, on a record the claim wrote in state firing with
+// its attempt fired at the claim's time, leased and retained as a fire mark
+// would leave it. A reclaim (here of a released record) is written firing
+// the same way.
+func testFusedClaim(t *testing.T, e *env) {
+	l := e.ledger()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	now := e.clock.Now().UTC().Truncate(time.Millisecond)
+	var seen *ledger.Record
+	var before int64
+	peek := func(body ledger.Func) ledger.Func {
+		return func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			seen, before = e.get(key), e.store.calls.Load()
+			return body(ctx, c)
+		}
+	}
+	e.resetRT()
+	if _, err := l.Do(context.Background(), eff, peek(func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("dns"))
+	})); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatalf("Do: %v", err)
+	}
+	if before != 1 {
+		t.Fatalf("the effect function ran after %d store calls, want 1 (the claim)", before)
+	}
+	a := seen.Attempts[0]
+	if seen.State != ledger.StateFiring || seen.Attempt != 1 || len(seen.Attempts) != 1 || seen.Fence != 0 ||
+		!a.Fired || !a.FiredAt.Equal(now) || !a.At.Equal(now) || a.State != ledger.AttemptClaimed {
+		t.Fatalf("claim %+v attempt %+v; want firing, attempt 1 claimed and fired at %s", seen, a, now)
+	}
+	if !seen.LeaseUntil.Equal(now.Add(30*time.Second)) || seen.ExpiresAt.Before(now.Add(ledger.MinRetention)) {
+		t.Fatalf("claim lease %s retention %s", seen.LeaseUntil, seen.ExpiresAt)
+	}
+	// (+1 backend round trip: the test's own read inside fn)
+	e.checkRT("first effect, not sent", 2, 2+1)
+
+	// The reclaim of the released record: failed claim, reclaim, outcome.
+	e.clock.Advance(time.Second)
+	now = e.clock.Now().UTC().Truncate(time.Millisecond)
+	e.resetRT()
+	r := mustDo(t, l, eff, peek(e.charge(nil)))
+	e.checkRT("reclaim of a released record", 3, 2+e.h.DuplicateRoundTrips+1)
+	if before != 2 || r.Attempt != 2 {
+		t.Fatalf("reclaim: fn after %d store calls (want 2), %+v", before, r)
+	}
+	a = seen.Attempts[1]
+	if seen.State != ledger.StateFiring || seen.Attempt != 2 || !a.Fired || !a.FiredAt.Equal(now) ||
+		a.State != ledger.AttemptClaimed || seen.Attempts[0].State != ledger.AttemptReleased ||
+		!seen.LeaseUntil.Equal(now.Add(30*time.Second)) || seen.ExpiresAt.Before(now.Add(ledger.MinRetention)) {
+		t.Fatalf("reclaim %+v attempts %+v; want firing, attempt 2 fired at %s", seen, seen.Attempts, now)
+	}
+	if e.prov.Effects() != 1 {
+		t.Fatalf("provider effects %d", e.prov.Effects())
+	}
+}
+
+// counterFencer issues fencing tokens 1, 2, 3, … (a linearizable owner
+// inside one process).
+type counterFencer struct{ n atomic.Uint64 }
+
+func (f *counterFencer) Token(context.Context, string) (uint64, error) { return f.n.Add(1), nil }
+
+func withFencer(f ledger.Fencer) func(*ledger.Config) {
+	return func(c *ledger.Config) { c.Fencer = f }
+}
+
+// testFirstEffectFenced: with a Fencer the token must be checked at a fire
+// mark made after it was taken, so the first effect keeps three writes: a
+// claim in state claimed (nothing fired), the fire mark carrying the token,
+// the outcome.
+func testFirstEffectFenced(t *testing.T, e *env) {
+	l := e.ledger(withFencer(&counterFencer{}))
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	var claim *ledger.Record
+	e.store.onCreate(func(r *ledger.Record, won bool, _ error) error {
+		if won {
+			claim = r.Clone()
+		}
+		return nil
+	})
+	var seen *ledger.Record
+	var before int64
+	e.resetRT()
+	r := mustDo(t, l, eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		seen, before = e.get(key), e.store.calls.Load()
+		if c.Fence != 1 {
+			t.Errorf("call fence %d, want 1", c.Fence)
+		}
+		return e.prov.Call(ctx, c.ProviderKey, "charge")
+	})
+	e.checkRT("fenced first effect", 3, 3+1) // +1: the read inside fn
+	if claim == nil || claim.State != ledger.StateClaimed || claim.Attempts[0].Fired || claim.Fence != 0 {
+		t.Fatalf("fenced claim %+v; want claimed, not fired, no fence", claim)
+	}
+	if before != 2 || seen.State != ledger.StateFiring || seen.Fence != 1 || !seen.Attempts[0].Fired {
+		t.Fatalf("fn after %d store calls on %+v; want 2 (claim, fire mark), firing with fence 1", before, seen)
+	}
+	if r.Replayed || e.prov.Effects() != 1 {
+		t.Fatalf("%+v effects %d", r, e.prov.Effects())
 	}
 }
 
@@ -106,14 +219,15 @@ func testDuplicate(t *testing.T, e *env) {
 // minute for an owner in flight, executor i doing effect(i) with fn; it
 // asserts that every one succeeded with executor 0's value and returns how
 // many fired rather than replayed.
-func (e *env) raceDo(t *testing.T, n int, effect func(i int) ledger.Effect, fn ledger.Func) (fired int) {
+func (e *env) raceDo(t *testing.T, n int, effect func(i int) ledger.Effect, fn ledger.Func, mod ...func(*ledger.Config)) (fired int) {
 	t.Helper()
 	var wg sync.WaitGroup
 	res := make([]ledger.Result, n)
 	errs := make([]error, n)
 	start := make(chan struct{})
+	mod = append([]func(*ledger.Config){func(c *ledger.Config) { c.Wait, c.PollInterval = 60*time.Second, 5*time.Millisecond }}, mod...)
 	for i := range n {
-		l := e.ledger(func(c *ledger.Config) { c.Wait, c.PollInterval = 60*time.Second, 5*time.Millisecond })
+		l := e.ledger(mod...)
 		eff := effect(i)
 		wg.Add(1)
 		go func() {
@@ -147,6 +261,22 @@ func testRace32(t *testing.T, e *env) {
 		my.RunID = e.runID()
 		return my
 	}, e.charge(&calls))
+	if fired != 1 || calls.Load() != 1 || e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+		t.Fatalf("fired=%d fn calls=%d provider effects=%d requests=%d; want all 1", fired, calls.Load(), e.prov.Effects(), e.prov.Requests())
+	}
+}
+
+// testRace16Fenced: the three-write path under a Fencer (claim, fire mark
+// with a token, outcome) is as exclusive as the fused claim: 16 executors
+// sharing one fence owner, one fire.
+func testRace16Fenced(t *testing.T, e *env) {
+	eff := e.effect()
+	var calls atomic.Int64
+	fired := e.raceDo(t, 16, func(int) ledger.Effect {
+		my := eff
+		my.RunID = e.runID()
+		return my
+	}, e.charge(&calls), withFencer(&counterFencer{}))
 	if fired != 1 || calls.Load() != 1 || e.prov.Effects() != 1 || e.prov.Requests() != 1 {
 		t.Fatalf("fired=%d fn calls=%d provider effects=%d requests=%d; want all 1", fired, calls.Load(), e.prov.Effects(), e.prov.Requests())
 	}
@@ -191,14 +321,105 @@ func testCrashAfterProviderCall(t *testing.T, e *env) {
 	}
 }
 
-func testCrashBeforeFire(t *testing.T, e *env) {
+// testCrashAfterClaim: without a Fencer the claim is the point of no
+// return. An executor that dies right after its claim reached the store
+// never called the provider, but no other executor can know that: the
+// attempt is in flight while its lease runs, then reclaimed as escaped (it
+// may have fired), and the next attempt sends the same provider key, so the
+// effect is performed once.
+func testCrashAfterClaim(t *testing.T, e *env) {
 	l := e.ledger()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	e.store.failAfterClaim(errCrash)
+	var calls atomic.Int64
+	if _, err := l.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, errCrash) || calls.Load() != 0 {
+		t.Fatalf("Do that dies after its claim: %v, calls %d; want the error and no fire", err, calls.Load())
+	}
+	if rec := e.get(key); rec.State != ledger.StateFiring || !rec.Attempts[0].Fired {
+		t.Fatalf("record after the crash %+v; want firing, attempt fired", rec)
+	}
+	if _, err := e.ledger().Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) || calls.Load() != 0 {
+		t.Fatalf("Do during the lease: %v calls %d; want ErrInFlight", err, calls.Load())
+	}
+	e.clock.Advance(31 * time.Second)
+	r := mustDo(t, e.ledger(), eff, e.charge(&calls))
+	if r.Replayed || r.Attempt != 2 || calls.Load() != 1 || e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+		t.Fatalf("reclaim %+v calls=%d effects=%d requests=%d; want attempt 2 fired once", r, calls.Load(), e.prov.Effects(), e.prov.Requests())
+	}
+	if k := e.prov.Keys(); k[0] != eff.Identity.ProviderKey || r.ProviderKey != eff.Identity.ProviderKey {
+		t.Fatalf("provider key %v, result %q; want %q", k, r.ProviderKey, eff.Identity.ProviderKey)
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v; want [escaped completed] (the claim was the point of no return)", got)
+	}
+	m := e.metrics.String()
+	if !strings.Contains(m, ledger.MetricReclaims) || !strings.Contains(m, ledger.MetricEscaped) {
+		t.Fatalf("missing reclaim/escaped metrics: %s", m)
+	}
+	if d := mustDo(t, e.ledger(), eff, e.charge(&calls)); !d.Replayed || calls.Load() != 1 {
+		t.Fatalf("duplicate %+v calls %d", d, calls.Load())
+	}
+}
+
+// testCancelledAfterClaim: an executor whose context ends right after its
+// claim knows it did not call the effect function, with or without a
+// Fencer: it gives the claim back (attempt released, no fire time; 2 store
+// calls: claim, release) and the next Do fires at once.
+func testCancelledAfterClaim(t *testing.T, e *env) {
+	for _, fenced := range []bool{false, true} {
+		var mod []func(*ledger.Config)
+		if fenced {
+			mod = append(mod, withFencer(&counterFencer{}))
+		}
+		l := e.ledger(mod...)
+		eff := e.effect()
+		key := effectKey(eff.Identity)
+		ctx, cancel := context.WithCancel(context.Background())
+		e.store.onCreate(func(_ *ledger.Record, won bool, _ error) error {
+			if won {
+				cancel()
+			}
+			return nil
+		})
+		var calls atomic.Int64
+		effects := e.prov.Effects()
+		e.resetRT()
+		_, err := l.Do(ctx, eff, e.charge(&calls))
+		e.store.onCreate(nil)
+		cancel()
+		if !errors.Is(err, context.Canceled) || calls.Load() != 0 {
+			t.Fatalf("fenced=%t: Do cancelled after its claim: %v calls %d; want context.Canceled and no fire", fenced, err, calls.Load())
+		}
+		e.checkRT(fmt.Sprintf("fenced=%t: claim, then release", fenced), 2, 2)
+		rec := e.get(key)
+		if a := rec.Attempts[0]; rec.State != ledger.StateReleased || len(rec.Attempts) != 1 || a.State != ledger.AttemptReleased || a.Fired || !a.FiredAt.IsZero() {
+			t.Fatalf("fenced=%t: record %+v attempts %+v; want released, attempt released without a fire time", fenced, rec, rec.Attempts)
+		}
+		r := mustDo(t, l, eff, e.charge(&calls)) // no clock advance: released is claimable at once
+		if r.Attempt != 2 || r.Replayed || calls.Load() != 1 || e.prov.Effects() != effects+1 {
+			t.Fatalf("fenced=%t: next Do %+v calls %d", fenced, r, calls.Load())
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased, ledger.AttemptCompleted}) {
+			t.Fatalf("fenced=%t: attempts %v; want [released completed]", fenced, got)
+		}
+	}
+}
+
+// testCrashBeforeFire: with a Fencer the claim is not the point of no
+// return; an executor that dies before its fire mark (here: the fire-mark
+// write fails) never fired, and the reclaim shows it released.
+func testCrashBeforeFire(t *testing.T, e *env) {
+	l := e.ledger(withFencer(&counterFencer{}))
 	eff := e.effect()
 	key := effectKey(eff.Identity)
 	e.store.failOnce(ledger.StateFiring, errCrash)
 	var calls atomic.Int64
 	if _, err := l.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, errCrash) || calls.Load() != 0 {
 		t.Fatalf("Do with a failed fire mark: %v, calls %d; want the error and no fire", err, calls.Load())
+	}
+	if rec := e.get(key); rec.State != ledger.StateClaimed || rec.Attempts[0].Fired {
+		t.Fatalf("record %+v; want claimed, not fired", rec)
 	}
 	e.clock.Advance(31 * time.Second)
 	r := mustDo(t, l, eff, e.charge(&calls))

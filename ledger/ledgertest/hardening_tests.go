@@ -441,8 +441,9 @@ func testWitnessAttemptOtherRun(t *testing.T, e *env) {
 	}
 	e.resetRT()
 	rb := mustDo(t, l, ledger.Effect{Identity: id, RunID: runB, NodeID: "compensate"}, e.charge(nil))
-	// failed claim, run reference, reclaim, fire mark, outcome
-	e.checkRT("reclaim by another run", 5, 4+e.h.DuplicateRoundTrips)
+	// failed claim, run reference, reclaim (written firing: no Fencer),
+	// outcome
+	e.checkRT("reclaim by another run", 4, 3+e.h.DuplicateRoundTrips)
 	if rb.Attempt != 2 || rb.Replayed {
 		t.Fatalf("B: %+v", rb)
 	}
@@ -487,7 +488,7 @@ func testWitnessDuplicate(t *testing.T, e *env) {
 	var calls atomic.Int64
 	e.resetRT()
 	mustDo(t, l, ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, e.charge(&calls))
-	e.checkRT("first effect", 3, 3)
+	e.checkRT("first effect", 2, 2)
 	e.resetRT()
 	r2 := mustDo(t, l, ledger.Effect{Identity: id, RunID: run2, NodeID: "compensate"}, e.charge(&calls))
 	e.checkRT("duplicate from another run with WitnessDuplicates", 2, e.h.DuplicateRoundTrips+1)

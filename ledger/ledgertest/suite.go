@@ -82,13 +82,44 @@ type hookStore struct {
 	mu            sync.Mutex
 	beforeReplace func(next *ledger.Record) error
 	afterReplace  func(next *ledger.Record, want ledger.Expect, ok bool, err error)
+	afterCreate   func(rec *ledger.Record, won bool, err error) error
 	refErr        error
 	refs          atomic.Int64
 }
 
 func (s *hookStore) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
 	s.calls.Add(1)
-	return s.Store.Create(ctx, r, now)
+	won, cur, err := s.Store.Create(ctx, r, now)
+	s.mu.Lock()
+	after := s.afterCreate
+	s.mu.Unlock()
+	if after != nil {
+		if herr := after(r, won, err); herr != nil {
+			return false, nil, herr
+		}
+	}
+	return won, cur, err
+}
+
+// onCreate calls fn after every Create with the record written and the
+// result; an error from fn replaces the result (the claim was applied, the
+// executor never learns it: a crash right after the claim).
+func (s *hookStore) onCreate(fn func(rec *ledger.Record, won bool, err error) error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.afterCreate = fn
+}
+
+// failAfterClaim makes the next Create that wins apply and then fail with
+// err, as an executor that dies right after its claim reached the store.
+func (s *hookStore) failAfterClaim(err error) {
+	var done atomic.Bool
+	s.onCreate(func(_ *ledger.Record, won bool, _ error) error {
+		if won && done.CompareAndSwap(false, true) {
+			return err
+		}
+		return nil
+	})
 }
 
 func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
@@ -125,15 +156,23 @@ func (s *hookStore) AddRunRef(ctx context.Context, key, run string, exp time.Tim
 }
 
 // onRenewal calls fn after every heartbeat renewal (a Replace of a firing
-// record expecting firing) with its result.
+// record expecting firing, by the same owner and attempt: a fused reclaim
+// also writes firing over firing, but for a new owner) with its result.
 func (s *hookStore) onRenewal(fn func(ok bool, err error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.afterReplace = func(n *ledger.Record, w ledger.Expect, ok bool, err error) {
-		if n.State == ledger.StateFiring && w.State == ledger.StateFiring {
+		if isRenewal(n, w) {
 			fn(ok, err)
 		}
 	}
+}
+
+// isRenewal reports whether a Replace of next expecting want is a heartbeat
+// renewal.
+func isRenewal(next *ledger.Record, want ledger.Expect) bool {
+	return next.State == ledger.StateFiring && want.State == ledger.StateFiring &&
+		next.Owner == want.Owner && next.Attempt == want.Attempt
 }
 
 func (s *hookStore) setRefErr(err error) {

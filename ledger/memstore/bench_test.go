@@ -11,7 +11,8 @@ import (
 
 func ok(context.Context, ledger.Call) ([]byte, error) { return []byte("ok"), nil }
 
-// BenchmarkDoFirst measures a first effect (claim, fire mark, outcome).
+// BenchmarkDoFirst measures a first effect (claim, which is also the fire
+// mark without a Fencer, and outcome).
 func BenchmarkDoFirst(b *testing.B) {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
 	ctx := context.Background()
