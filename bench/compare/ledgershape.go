@@ -20,8 +20,8 @@ import (
 // UpdateItems carrying only what the fire mark changes. Same condition in
 // every shape (owner, attempt, state, retention).
 const (
-	shapeLedgerClaim = "ledger claim PutItem (whole compact record)"
-	shapeLedgerPut   = "ledger fire mark: whole-record conditional PutItem (Store.Replace)"
+	shapeLedgerClaim = "ledger claim PutItem (whole compact record; without a Fencer also the fire mark)"
+	shapeLedgerPut   = "ledger fire mark with a Fencer / outcome: whole-record conditional PutItem (Store.Replace)"
 	shapeLedgerRow   = "ledger fire mark: UpdateItem, 4 SET + the packed attribute"
 	shapeLedgerFew   = "ledger fire mark: UpdateItem, 4 SET, no packed attribute (not enough)"
 )
