@@ -357,13 +357,17 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		}
 		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamMaxRetries, cp
 	}
-	// Every request that may write, and every batch a poller handled,
-	// wakes the idle pollers: an idle stack polls each stream every few
-	// seconds, yet a new run starts at once.
+	// Every request that may write, every batch a poller handled and every
+	// ResumeDue pass that executed runs wakes the idle pollers: an idle
+	// stack polls each stream every devIdlePoll, yet a new run starts at
+	// once.
 	wake := newWaker(len(pollers))
 	for i, p := range pollers {
 		p.wake, p.kick = wake[i], wake.kick
 	}
+
+	res := newResumer(exec.ResumeDue, execfn.DefaultResumeBatch)
+	res.resumed, exec.Parked = wake.kick, res.parked
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -372,23 +376,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		wg.Add(1)
 		go func() { defer wg.Done(); p.run(runCtx) }()
 	}
-	// Parked runs (an effect's next attempt scheduled for later): every
-	// second, the executor runs those that are due, as the deployed
-	// function's minute schedule does.
+	// Parked runs (an effect's next attempt scheduled for later): the
+	// executor runs those that are due, as the deployed function's minute
+	// schedule does, at each wake time it reports and at least every
+	// devIdleResume (resumer).
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				_, _ = exec.ResumeDue(runCtx)
-			}
-		}
-	}()
+	go func() { defer wg.Done(); res.run(runCtx) }()
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}

@@ -45,8 +45,9 @@
 //     Retry-After, a backoff: *ledger.RetryLaterError) parks the run: its
 //     wake time is written to the run record (RunStore.Schedule) and the
 //     invocation ends, nothing sleeps. ResumeDue (the function's minute
-//     schedule, or `idemkit dev`'s ticker) executes the parked runs that
-//     are due. The schedule is durable in both the effect record (no
+//     schedule, or `idemkit dev` at each wake time its executor reports,
+//     Executor.Parked, and at least every 30 s) executes the parked runs
+//     that are due. The schedule is durable in both the effect record (no
 //     attempt fires before it, whoever calls) and the run record, so an
 //     executor that crashes between attempts loses nothing: the run stays
 //     parked (or its stream record is retried) and the next pass resumes
@@ -98,6 +99,13 @@ type Executor struct {
 	// Sleep waits on the last try (see LastTryMargin). Default: a timer
 	// honouring ctx. Tests inject one that advances their clock.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Parked, when set, is called with a run's wake time each time this
+	// executor has parked the run (its Schedule write succeeded), so a
+	// scheduler driving ResumeDue can pass when a run is due instead of
+	// polling (`idemkit dev`). It must not block. The schedule itself is
+	// the run record's: a run parked by another process, or whose call was
+	// lost, is still due there.
+	Parked func(wakeAt time.Time)
 }
 
 const (
@@ -352,6 +360,9 @@ func (x *Executor) park(ctx context.Context, runID string, later *ledger.RetryLa
 	}
 	x.log().InfoContext(ctx, "executor: run parked until its next effect attempt", slog.String("run_id", runID),
 		slog.Time("wake_at", later.At), slog.Int("attempt", later.Attempt), slog.Int("max_attempts", later.MaxAttempts))
+	if x.Parked != nil {
+		x.Parked(later.At)
+	}
 	return nil
 }
 
