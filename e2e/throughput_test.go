@@ -30,8 +30,13 @@ import (
 // (the goal is at least one half); the DynamoDB calls the dev stack makes
 // per run (API, executor and stream pollers, counted by a proxy between
 // idemkit dev and moto, over the load window and the drain after it), the
-// mean time moto took to answer each operation, and the calls per second
-// while idle (before the load). Run: make bench-dev, or
+// mean time moto took to answer each operation, their product summed over
+// the operations (engine-ms/run: the engine time one run costs, executor
+// included; idemkit dev reaches moto one request at a time, so
+// 1000/engine-ms/run is the rate it can sustain, while runs/s, counted over
+// the load window alone, may exceed it by the executor work left for the
+// drain), and the calls per second while idle (before the load). Run: make
+// bench-dev, or
 // go test -run '^$' -bench DevThroughput -benchtime 1x ./e2e/
 func BenchmarkDevThroughput(b *testing.B) {
 	const clients, window = 32, 10 * time.Second
@@ -147,12 +152,15 @@ func BenchmarkDevThroughput(b *testing.B) {
 	b.ReportMetric(runs/puts, "ratio")
 	b.ReportMetric(idle, "idle-calls/s")
 	var total int64
+	var engine float64
 	for op, n := range perRun {
 		total += n
+		engine += float64(n) * proxy.meanMs(op)
 		b.ReportMetric(float64(n)/float64(posted.Load()), op+"/run")
 		b.ReportMetric(proxy.meanMs(op), op+"-ms")
 	}
 	b.ReportMetric(float64(total)/float64(posted.Load()), "calls/run")
+	b.ReportMetric(engine/float64(posted.Load()), "engine-ms/run")
 	b.ReportMetric(0, "ns/op")
 }
 

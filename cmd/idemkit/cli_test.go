@@ -20,7 +20,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		flags []string // the flags the command must define (and its usage line name)
 	}{
 		{nil, nil},
-		{[]string{"dev"}, []string{"addr", "emulator", "dynamodb-endpoint", "table-prefix", "api-key", "request-timeout", "idempotency-wait", "allow-loopback-webhooks", "policy", "conformance-seams"}},
+		{[]string{"dev"}, []string{"addr", "emulator", "dynamodb-endpoint", "table-prefix", "api-key", "request-timeout", "idempotency-wait", "authorizer-ttl", "allow-loopback-webhooks", "policy", "conformance-seams"}},
 		{[]string{"tables"}, nil},
 		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
 		{[]string{"apikey"}, nil},

@@ -82,7 +82,8 @@ func (f settingFlag) IsBoolFlag() bool   { return f.s.BoolFlag }
 
 const devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator dynamodb-local|moto|dynalite]
        [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
-       [--request-timeout D] [--idempotency-wait D] [--allow-loopback-webhooks]
+       [--request-timeout D] [--idempotency-wait D] [--authorizer-ttl D]
+       [--allow-loopback-webhooks]
        [--policy openwop|commerce|erp] [--conformance-seams]`
 
 const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
@@ -98,6 +99,12 @@ WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
 theirs, and the tables and endpoint are always the ones dev uses.
 DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
 defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5.
+
+Like the deployed HTTP API (template.yaml ReauthorizeEvery), the gateway
+keeps each authorizer decision, grant or refusal, per Authorization value
+for --authorizer-ttl: a key changed or removed in the api-keys table while
+dev runs keeps its old decision that long. --authorizer-ttl 0 asks the
+authorizer (one api-keys read) on every request.
 
 examples:
   idemkit dev
@@ -153,6 +160,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
+	reauth, err := deployedReauthorizeEvery()
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		return 1
+	}
+	authTTL := fs.Duration("authorizer-ttl", reauth, "how long the gateway keeps an authorizer decision (grant or refusal) per Authorization value, as API Gateway does (the default is template.yaml's ReauthorizeEvery); 0 asks the authorizer on every request")
 	var keys apiKeyFlag
 	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
@@ -179,6 +192,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
 		return 2
 	}
+	if *authTTL < 0 {
+		fmt.Fprintln(stderr, "idemkit dev: --authorizer-ttl must not be negative")
+		return 2
+	}
 	if *reqTimeout <= 0 {
 		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
 		return 2
@@ -199,7 +216,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, settings: settings, getenv: os.Getenv, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout}
+	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, settings: settings, getenv: os.Getenv, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout, authTTL: *authTTL}
 	if err := dev(ctx, o, stdout, logger); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
@@ -221,6 +238,9 @@ type devOptions struct {
 	idemWait time.Duration
 	// timeout is each request's deadline (0: DefaultRequestTimeout).
 	timeout time.Duration
+	// authTTL is how long the gateway keeps an authorizer decision (0:
+	// none kept).
+	authTTL time.Duration
 }
 
 func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
@@ -338,13 +358,17 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		}
 		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamMaxRetries, cp
 	}
-	// Every request that may write, and every batch a poller handled,
-	// wakes the idle pollers: an idle stack polls each stream every few
-	// seconds, yet a new run starts at once.
+	// Every request that may write, every batch a poller handled and every
+	// ResumeDue pass that executed runs wakes the idle pollers: an idle
+	// stack polls each stream every devIdlePoll, yet a new run starts at
+	// once.
 	wake := newWaker(len(pollers))
 	for i, p := range pollers {
 		p.wake, p.kick = wake[i], wake.kick
 	}
+
+	res := newResumer(exec.ResumeDue, execfn.DefaultResumeBatch)
+	res.resumed, exec.Parked = wake.kick, res.parked
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -353,27 +377,16 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		wg.Add(1)
 		go func() { defer wg.Done(); p.run(runCtx) }()
 	}
-	// Parked runs (an effect's next attempt scheduled for later): every
-	// second, the executor runs those that are due, as the deployed
-	// function's minute schedule does.
+	// Parked runs (an effect's next attempt scheduled for later): the
+	// executor runs those that are due, as the deployed function's minute
+	// schedule does, at each wake time it reports and at least every
+	// devIdleResume (resumer).
 	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-t.C:
-				_, _ = exec.ResumeDue(runCtx)
-			}
-		}
-	}()
+	go func() { defer wg.Done(); res.run(runCtx) }()
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, seams: sm, timeout: o.timeout, wrote: wake.kick},
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.authTTL), seams: sm, timeout: o.timeout, wrote: wake.kick},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }, ConnContext: rawconn.ConnContext}
 	serveErr := make(chan error, 1)

@@ -36,6 +36,10 @@ import (
 type gateway struct {
 	api  *apifn.Handler
 	auth *authfn.Handler
+	// authCache, when set, keeps the authorizer's decisions per
+	// Authorization value as API Gateway does (template.yaml
+	// ReauthorizeEvery); nil asks the authorizer on every request.
+	authCache *authCache
 	// seams, when set (`idemkit dev --conformance-seams`), serves the
 	// conformance seams profile under /conformance/seams/, authenticated
 	// like the run routes. Nil: that path space is the api's 404.
@@ -106,8 +110,10 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// API Gateway presents it (header names lower-cased, repeated
 		// headers joined with ","), so a request the deployed stack refuses
 		// (e.g. two Authorization headers) is refused here too; its context
-		// is passed on exactly as API Gateway passes it.
-		res, err := g.auth.Handle(ctx, events.APIGatewayV2CustomAuthorizerV2Request{
+		// is passed on exactly as API Gateway passes it. Its decision is
+		// kept per Authorization value for the authorizer TTL, as API
+		// Gateway keeps it (authCache).
+		res, err := g.authCache.authorize(ctx, g.auth, events.APIGatewayV2CustomAuthorizerV2Request{
 			Version: "2.0", Type: "REQUEST", RouteKey: ev.RouteKey, RawPath: rawPath, RawQueryString: ev.RawQueryString,
 			Headers: ev.Headers, IdentitySource: identitySource(ev.Headers), RequestContext: ev.RequestContext,
 		})

@@ -51,9 +51,13 @@ type poller struct {
 
 // devIdlePoll is the longest wait between two polls of an idle stream, and
 // devIdleDescribe how often an idle poller looks for new shards (2 s while
-// records flow).
+// records flow). Records the stack writes itself do not wait for either:
+// the write wakes the pollers (poller.wake), and after a wake-up the
+// backoff starts again from the poll interval (100 ms, doubling), so a
+// record the engine shows a moment late is read a moment later. Only a
+// record some other process writes waits up to devIdlePoll.
 const (
-	devIdlePoll     = 5 * time.Second
+	devIdlePoll     = 30 * time.Second
 	devIdleDescribe = 30 * time.Second
 )
 
@@ -133,8 +137,9 @@ func (p *poller) run(ctx context.Context) {
 			continue
 		}
 		// Idle: back off to at most idleMax between polls, so idle streams
-		// cost the emulator well under one request per second; a wake-up
-		// (a request to the stack, a batch handled) polls at once.
+		// cost the emulator about one request per stream per idleMax; a
+		// wake-up (a request to the stack, a batch handled, a resume pass)
+		// polls at once.
 		t := time.NewTimer(idle)
 		select {
 		case <-ctx.Done():

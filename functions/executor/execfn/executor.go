@@ -5,8 +5,11 @@
 //   - Only INSERT records start runs; MODIFY and REMOVE are ignored, so the
 //     executor's own status writes never retrigger it.
 //   - Duplicate stream deliveries and batch retries are harmless: a run is
-//     re-read from the store and skipped once terminal (or cancelled), and
-//     its nodes' effects go through ledger.Do, so a node re-executed on
+//     started only by the compare-and-set pending -> running, whose answer
+//     is the run as stored (an INSERT record's image stands in for a read:
+//     a new run costs the runs table its two transitions and nothing else),
+//     a run found terminal (or cancelled) is skipped, and its nodes'
+//     effects go through ledger.Do, so a node re-executed on
 //     resume (from its start; activity identity v2, which keeps its effect identities
 //     stable) gets the recorded outcome and fires nothing again.
 //   - Status changes are compare-and-set on the current status: a cancel
@@ -42,8 +45,9 @@
 //     Retry-After, a backoff: *ledger.RetryLaterError) parks the run: its
 //     wake time is written to the run record (RunStore.Schedule) and the
 //     invocation ends, nothing sleeps. ResumeDue (the function's minute
-//     schedule, or `idemkit dev`'s ticker) executes the parked runs that
-//     are due. The schedule is durable in both the effect record (no
+//     schedule, or `idemkit dev` at each wake time its executor reports,
+//     Executor.Parked, and at least every 30 s) executes the parked runs
+//     that are due. The schedule is durable in both the effect record (no
 //     attempt fires before it, whoever calls) and the run record, so an
 //     executor that crashes between attempts loses nothing: the run stays
 //     parked (or its stream record is retried) and the next pass resumes
@@ -95,6 +99,13 @@ type Executor struct {
 	// Sleep waits on the last try (see LastTryMargin). Default: a timer
 	// honouring ctx. Tests inject one that advances their clock.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Parked, when set, is called with a run's wake time each time this
+	// executor has parked the run (its Schedule write succeeded), so a
+	// scheduler driving ResumeDue can pass when a run is due instead of
+	// polling (`idemkit dev`). It must not block. The schedule itself is
+	// the run record's: a run parked by another process, or whose call was
+	// lost, is still due there.
+	Parked func(wakeAt time.Time)
 }
 
 const (
@@ -159,7 +170,7 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 		if !ok {
 			continue
 		}
-		if err := x.Execute(ctx, run.ID); err != nil {
+		if err := x.start(ctx, run); err != nil {
 			if x.giveUp(ctx, run.ID, err) {
 				continue
 			}
@@ -268,18 +279,49 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 		return nil // duplicate delivery of a finished (or cancelled) run
 	}
 	if run.Status == runs.StatusPending {
-		run, err = x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", x.now())
-		switch {
-		case errors.Is(err, runs.ErrStatusConflict):
-			if run.Status != runs.StatusRunning {
-				return nil // cancelled (or finished) meanwhile
-			}
-			// Another delivery started it; resume: nodes re-execute from
-			// their start and the ledger dedups their effects.
-		case err != nil:
-			return err
-		}
+		return x.begin(ctx, runID)
 	}
+	return x.proceed(ctx, run)
+}
+
+// start executes the run an INSERT record announced. The record's image is
+// the run as created, so for a pending run the read Execute begins with
+// would only confirm what the image says: start goes straight to the
+// compare-and-set pending -> running (begin), whose answer is
+// authoritative either way (the run as written, or the run as stored when
+// the status was no longer pending). Any other image status is re-read
+// (Execute).
+func (x *Executor) start(ctx context.Context, image runs.Run) error {
+	if image.Status != runs.StatusPending {
+		return x.Execute(ctx, image.ID)
+	}
+	return x.begin(ctx, image.ID)
+}
+
+// begin moves a pending run to running and executes it. When the run was
+// no longer pending: another delivery started it (running) and it is
+// resumed (nodes re-execute from their start and the ledger dedups their
+// effects); it finished or was cancelled meanwhile, or no longer exists
+// (past retention), and nothing is done.
+func (x *Executor) begin(ctx context.Context, runID string) error {
+	run, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", x.now())
+	switch {
+	case errors.Is(err, runs.ErrRunNotFound):
+		return nil
+	case errors.Is(err, runs.ErrStatusConflict):
+		if run.Status != runs.StatusRunning {
+			return nil // cancelled (or finished) meanwhile
+		}
+	case err != nil:
+		return err
+	}
+	return x.proceed(ctx, run)
+}
+
+// proceed runs a started run's nodes and records how they ended: parked
+// until its effect's next attempt, completed, or failed.
+func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
+	runID := run.ID
 	nodeErr := x.runNodes(ctx, run)
 	var later *ledger.RetryLaterError
 	switch {
@@ -318,6 +360,9 @@ func (x *Executor) park(ctx context.Context, runID string, later *ledger.RetryLa
 	}
 	x.log().InfoContext(ctx, "executor: run parked until its next effect attempt", slog.String("run_id", runID),
 		slog.Time("wake_at", later.At), slog.Int("attempt", later.Attempt), slog.Int("max_attempts", later.MaxAttempts))
+	if x.Parked != nil {
+		x.Parked(later.At)
+	}
 	return nil
 }
 

@@ -201,6 +201,8 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 			clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
 			rx := faultrx.New(faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany("30"), faultrx.OK)})
 			first := newFaultStack(t, e, clk, runsTbl, effTbl)
+			var noted []time.Time // Executor.Parked
+			first.x.Parked = func(at time.Time) { noted = append(noted, at) }
 			run := first.newRun(t, rx.URL())
 			t0 := clk.Now()
 			if parked {
@@ -217,6 +219,7 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 			}
 			// A new executor.
 			second := newFaultStack(t, e, clk, runsTbl, effTbl)
+			second.x.Parked = first.x.Parked
 			if !parked {
 				clk.Set(t0.Add(5 * time.Second))
 				if retry := second.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)}); retry != nil || rx.Count() != 1 {
@@ -226,6 +229,9 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 			r := second.run(t, run.ID)
 			if r.Wake.At.Sub(t0) < 30*time.Second {
 				t.Fatalf("parked=%v: run wakes at %s, %s after the 429 asked for 30 s", parked, r.Wake.At, r.Wake.At.Sub(t0))
+			}
+			if len(noted) != 1 || !noted[0].Truncate(time.Millisecond).Equal(r.Wake.At) {
+				t.Fatalf("parked=%v: Executor.Parked got %v, want the run's wake time %s once", parked, noted, r.Wake.At)
 			}
 			clk.Set(t0.Add(29 * time.Second))
 			if n, _ := second.x.ResumeDue(ctx); n != 0 || rx.Count() != 1 {

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakePasses is a resumer's pass function recording when it ran, answering
+// what the test sets, optionally held until released.
+type fakePasses struct {
+	mu   sync.Mutex
+	at   []time.Time
+	n    int
+	err  error
+	hold chan struct{} // when set, a pass waits for it to close
+}
+
+func (f *fakePasses) pass(ctx context.Context) (int, error) {
+	f.mu.Lock()
+	f.at = append(f.at, time.Now())
+	n, err, hold := f.n, f.err, f.hold
+	f.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+	}
+	return n, err
+}
+
+func (f *fakePasses) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.at)
+}
+
+func (f *fakePasses) passAt(i int) time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.at[i]
+}
+
+func (f *fakePasses) set(n int, err error, hold chan struct{}) {
+	f.mu.Lock()
+	f.n, f.err, f.hold = n, err, hold
+	f.mu.Unlock()
+}
+
+// waitPasses waits until f has made want passes (at most d).
+func (f *fakePasses) waitPasses(t *testing.T, want int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for f.count() < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d passes after %s, want %d", f.count(), d, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestResumerPassesAtWakeTimes: `idemkit dev` runs ResumeDue at start-up,
+// at the wake time of each run its executor parks (each of several, none
+// forgotten, also one noted while a pass is under way), a retry interval
+// after a pass that failed or found a full batch, and otherwise only every
+// idle interval: an idle stack no longer queries the runs table every
+// second, and a parked run is resumed at its wake time.
+func TestResumerPassesAtWakeTimes(t *testing.T) {
+	f := &fakePasses{}
+	r := newResumer(f.pass, 10)
+	r.idle, r.retry = time.Hour, 150*time.Millisecond
+	var resumed atomic.Int32
+	r.resumed = func() { resumed.Add(1) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.run(ctx); close(done) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	quiet := func(what string) {
+		t.Helper()
+		n := f.count()
+		time.Sleep(300 * time.Millisecond)
+		if f.count() != n {
+			t.Fatalf("%s: %d passes without a wake time", what, f.count()-n)
+		}
+	}
+
+	f.waitPasses(t, 1, 2*time.Second) // start-up
+	quiet("idle after start-up")
+
+	// Two parked runs: a pass at each wake time, not before.
+	t0 := time.Now()
+	w1, w2 := t0.Add(200*time.Millisecond), t0.Add(400*time.Millisecond)
+	r.parked(w2)
+	r.parked(w1)
+	f.waitPasses(t, 3, 3*time.Second)
+	if p1, p2 := f.passAt(1), f.passAt(2); p1.Before(w1) || p2.Before(w2) || p2.Sub(w2) > time.Second {
+		t.Fatalf("passes at +%s and +%s, want at +200ms and +400ms", p1.Sub(t0), p2.Sub(t0))
+	}
+	quiet("after the wake times")
+
+	// A wake time already past, noted while a pass is under way (that
+	// pass's query may have missed the run): another pass follows at once.
+	hold := make(chan struct{})
+	f.set(0, nil, hold)
+	r.parked(time.Now())
+	f.waitPasses(t, 4, 2*time.Second)
+	r.parked(time.Now().Add(-time.Second))
+	f.set(0, nil, nil)
+	close(hold)
+	f.waitPasses(t, 5, 2*time.Second)
+	quiet("after the late notice")
+
+	// A failing pass (a due run stays parked) is retried after the retry
+	// interval, and so is a full batch, which also wakes the pollers.
+	f.set(0, errors.New("store down"), nil)
+	n := f.count()
+	r.parked(time.Now())
+	f.waitPasses(t, n+3, 2*time.Second)
+	if gap := f.passAt(n + 2).Sub(f.passAt(n + 1)); gap < r.retry {
+		t.Fatalf("a failed pass was retried after %s, want %s", gap, r.retry)
+	}
+	if resumed.Load() != 0 {
+		t.Fatal("a pass that executed nothing woke the pollers")
+	}
+	f.set(10, nil, nil)
+	f.waitPasses(t, f.count()+2, 2*time.Second)
+	if resumed.Load() == 0 {
+		t.Fatal("a pass that executed runs did not wake the pollers")
+	}
+	f.set(0, nil, nil)
+	time.Sleep(200 * time.Millisecond)
+	quiet("after a pass that found nothing")
+}
