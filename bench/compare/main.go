@@ -41,7 +41,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/tables"
 )
@@ -155,10 +154,7 @@ func benchEngine(o options, kind string, rep *report) error {
 		return err
 	}
 	defer srv.Stop()
-	// idemkit's client is configured as the kit's functions configure
-	// theirs (idemdynamo.ResolveEndpointOnce); the floor writes through the
-	// same client.
-	client := emulator.Client(srv.Endpoint, idemdynamo.ResolveEndpointOnce)
+	client := emulator.Client(srv.Endpoint)
 	ts, err := createTables(ctx, client, "")
 	if err != nil {
 		return err
@@ -237,7 +233,7 @@ func benchEngine(o options, kind string, rep *report) error {
 	if err != nil {
 		return err
 	}
-	gs2, err := newGoSystem(emulator.Client(rec.url, idemdynamo.ResolveEndpointOnce), ts2.idem, ts2.effects, ts2.floor, body)
+	gs2, err := newGoSystem(emulator.Client(rec.url), ts2.idem, ts2.effects, ts2.floor, body)
 	if err != nil {
 		return err
 	}
@@ -304,26 +300,25 @@ func benchEngine(o options, kind string, rep *report) error {
 		cp.replay = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		cp.profile = prof
 		// The same first executions and floor writes through a client
-		// with the SDK's defaults (the endpoint rules evaluated on every
-		// call), on the same tables.
-		sdk, err := newGoSystem(emulator.Client(srv.Endpoint), ts.idem, ts.effects, ts.floor, body)
+		// with leanOptions, on the same tables.
+		lean, err := newGoSystem(emulator.Client(srv.Endpoint, leanOptions(srv.Endpoint)), ts.idem, ts.effects, ts.floor, body)
 		if err != nil {
 			return err
 		}
-		if _, err := sdk.run(caseFloor, 100, fmt.Sprintf("bench-%s-sdk-warm-", kind)); err != nil {
+		if _, err := lean.run(caseFloor, 100, fmt.Sprintf("bench-%s-lean-warm-", kind)); err != nil {
 			return err
 		}
 		runtime.GC()
 		c0 = cpuTime()
-		if _, err := sdk.run(caseFirst, o.cpuN, fmt.Sprintf("bench-%s-sdk-first-", kind)); err != nil {
+		if _, err := lean.run(caseFirst, o.cpuN, fmt.Sprintf("bench-%s-lean-first-", kind)); err != nil {
 			return err
 		}
-		cp.sdkFirst = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
+		cp.leanFirst = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		c0 = cpuTime()
-		if _, err := sdk.run(caseFloor, o.cpuN, fmt.Sprintf("bench-%s-sdk-floor-", kind)); err != nil {
+		if _, err := lean.run(caseFloor, o.cpuN, fmt.Sprintf("bench-%s-lean-floor-", kind)); err != nil {
 			return err
 		}
-		cp.sdkFloor = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
+		cp.leanFloor = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		rep.cpu = append(rep.cpu, cp)
 	}
 

@@ -52,7 +52,7 @@ type splitResult struct {
 type cpuResult struct {
 	engine               string
 	first, replay, floor float64
-	sdkFirst, sdkFloor   float64 // the same through a client with the SDK defaults
+	leanFirst, leanFloor float64 // the same with leanOptions
 	profile              string
 }
 
@@ -152,7 +152,7 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintln(w)
 
 	if len(rep.cpu) > 0 {
-		tableHead(w, "Client CPU per request (user+system of the Go process; moto is excluded because its serializing proxy runs in-process)", "engine", "idemkit first execution µs", "idemkit replay µs", "Go PutItem floor µs", "SDK default client: first execution / floor µs", "Powertools first execution µs (Node process)", "JS PutItem floor µs", "profile")
+		tableHead(w, "Client CPU per request (user+system of the Go process; moto is excluded because its serializing proxy runs in-process)", "engine", "idemkit first execution µs", "idemkit replay µs", "Go PutItem floor µs", "lean client: first execution / floor µs", "Powertools first execution µs (Node process)", "JS PutItem floor µs", "profile")
 		for _, cp := range rep.cpu {
 			var pf, pfl string = "—", "—"
 			for _, r := range rep.latency {
@@ -161,7 +161,7 @@ func (rep *report) print(w io.Writer) {
 					pfl = fmtUS(r.cpu[sysPowertools+"/"+caseFloor] / float64(len(r.us[sysPowertools+"/"+caseFloor])))
 				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s | %s | %s |\n", cp.engine, fmtUS(cp.first), fmtUS(cp.replay), fmtUS(cp.floor), fmtUS(cp.sdkFirst), fmtUS(cp.sdkFloor), pf, pfl, cp.profile)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s | %s | %s |\n", cp.engine, fmtUS(cp.first), fmtUS(cp.replay), fmtUS(cp.floor), fmtUS(cp.leanFirst), fmtUS(cp.leanFloor), pf, pfl, cp.profile)
 		}
 		fmt.Fprintln(w)
 	}

@@ -33,7 +33,6 @@ import (
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/rawconn"
@@ -278,7 +277,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.endpoint))
 		}
 	}
-	client := emulator.Client(endpoint, watchStore, idemdynamo.ResolveEndpointOnce)
+	client := emulator.Client(endpoint, watchStore)
 	names, err := createTables(ctx, client, o.prefix)
 	if err != nil {
 		return err

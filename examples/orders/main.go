@@ -44,7 +44,7 @@ func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error)
 		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
 		}
-	}, dynamostore.ResolveEndpointOnce) // endpoint rules evaluated once, not per call
+	})
 	store, err := dynamostore.New(dynamostore.Config{Client: client, Table: os.Getenv("IDEMPOTENCY_TABLE")})
 	if err != nil {
 		return nil, nil, err

@@ -7,14 +7,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 )
 
 // NewDynamoClient returns a DynamoDB client from the default AWS
 // configuration (the Lambda role), with endpoint as BaseEndpoint when set
-// (DYNAMODB_ENDPOINT, e.g. LocalStack). The endpoint is resolved once
-// (idem/dynamostore.ResolveEndpointOnce), not on every call.
+// (DYNAMODB_ENDPOINT, e.g. LocalStack).
 func NewDynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -24,5 +21,5 @@ func NewDynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, er
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 		}
-	}, idemdynamo.ResolveEndpointOnce), nil
+	}), nil
 }
