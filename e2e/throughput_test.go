@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,27 +24,35 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-// BenchmarkDevThroughput measures `idemkit dev` on moto with 32 concurrent
-// clients each posting new-key runs (POST /runs, conformance-noop) for
-// 10 s, and, on the same moto process, the raw rate of conditional PutItems
-// from 32 concurrent clients. Reported: runs/s, putitems/s and their ratio
-// (the goal is at least one half); the DynamoDB calls the dev stack makes
-// per run (API, executor and stream pollers, counted by a proxy between
-// idemkit dev and moto, over the load window and the drain after it), the
-// mean time moto took to answer each operation, their product summed over
-// the operations (engine-ms/run: the engine time one run costs, executor
-// included; idemkit dev reaches moto one request at a time, so
-// 1000/engine-ms/run is the rate it can sustain, while runs/s, counted over
-// the load window alone, may exceed it by the executor work left for the
-// drain), and the calls per second while idle (before the load). Run: make
-// bench-dev, or
+// BenchmarkDevThroughput measures `idemkit dev` with 32 concurrent clients
+// each posting new-key runs (POST /runs, conformance-noop) for 10 s, and, on
+// the same engine process, the raw rate of conditional PutItems from 32
+// concurrent clients, on two engines: moto (which answers one request at a
+// time, behind its serializing proxy) and AWS's DynamoDB Local (dev's
+// default engine when java is on PATH). Reported per engine: runs/s,
+// putitems/s and their ratio (the goal is at least one half); the DynamoDB
+// calls the dev stack makes per run (API, executor and stream pollers,
+// counted by a proxy between idemkit dev and the engine, over the load
+// window and the drain after it), the mean time the engine took to answer
+// each operation, their product summed over the operations (engine-ms/run:
+// the engine time one run costs, executor included; on moto, reached one
+// request at a time, 1000/engine-ms/run is the rate dev can sustain, while
+// runs/s, counted over the load window alone, may exceed it by the executor
+// work left for the drain), and the calls per second while idle (before the
+// load). Run: make bench-dev, or
 // go test -run '^$' -bench DevThroughput -benchtime 1x ./e2e/
 func BenchmarkDevThroughput(b *testing.B) {
+	for _, kind := range []string{emulator.Moto, emulator.DynamoDBLocal} {
+		b.Run(kind, func(b *testing.B) { devThroughput(b, kind) })
+	}
+}
+
+func devThroughput(b *testing.B, kind string) {
 	const clients, window = 32, 10 * time.Second
 	ctx := context.Background()
-	srv, err := emulator.Start(ctx, emulator.Moto, emulator.Options{})
+	srv, err := emulator.Start(ctx, kind, emulator.Options{ToolsDir: filepath.Join(shared.ModuleRoot(), "tools"), SharedDB: true})
 	if err != nil && strings.Contains(err.Error(), "not on PATH") {
-		testutil.Unavailable(b, "moto: %v", err)
+		testutil.Unavailable(b, "%s: %v", kind, err)
 	}
 	if err != nil {
 		b.Fatal(err)
@@ -97,7 +106,7 @@ func BenchmarkDevThroughput(b *testing.B) {
 	}
 	hc := &http.Client{Timeout: 30 * time.Second}
 	nonce := time.Now().UnixNano()
-	// Idle: what the stack asks of moto with no request coming in (the
+	// Idle: what the stack asks of the engine with no request coming in (the
 	// stream pollers' backoff, the parked-run schedule), after start-up.
 	time.Sleep(5 * time.Second)
 	idle0, idleT := proxy.total(), time.Now()
