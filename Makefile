@@ -124,10 +124,10 @@ bench: tools
 bench-compare: tools bench/powertools/node_modules/.package-lock.json
 	$(GO) run ./bench/compare $(ARGS)
 
-## bench-dev: `idemkit dev` throughput on moto, 32 clients posting new-key
-## runs, against the raw conditional-PutItem rate of the same moto at the
-## same concurrency; also DynamoDB calls per run and per idle second
-## (docs/PERFORMANCE.md).
+## bench-dev: `idemkit dev` throughput on moto and on DynamoDB Local, 32
+## clients posting new-key runs, against the raw conditional-PutItem rate of
+## the same engine at the same concurrency; also DynamoDB calls per run and
+## per idle second (docs/PERFORMANCE.md).
 bench-dev: tools
 	$(GO) test -run '^$$' -bench DevThroughput -benchtime 1x -timeout 20m ./e2e/
 
