@@ -604,11 +604,11 @@ func TestErrorCode(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	openwop := regexp.MustCompile(`^[A-Za-z0-9._~-]{22,128}$`)
-	seed003 := regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
+	erpGrammar := regexp.MustCompile(`^[A-Za-z0-9._:-]{8,128}$`)
 	seen := map[string]bool{}
 	for range 1000 {
 		for _, k := range []string{NewKey(), NewCompactKey()} {
-			if !openwop.MatchString(k) || !seed003.MatchString(k) || seen[k] {
+			if !openwop.MatchString(k) || !erpGrammar.MatchString(k) || seen[k] {
 				t.Fatalf("key %q", k)
 			}
 			seen[k] = true
@@ -618,7 +618,7 @@ func TestKeys(t *testing.T) {
 		t.Fatal("NewKey is not a canonical UUIDv4")
 	}
 	a, b := DeriveKey("checkout", "cart_1"), DeriveKey("checkout", "cart_1")
-	if a != b || len(a) != 43 || !openwop.MatchString(a) || !seed003.MatchString(a) {
+	if a != b || len(a) != 43 || !openwop.MatchString(a) || !erpGrammar.MatchString(a) {
 		t.Fatalf("DeriveKey %q %q", a, b)
 	}
 	if DeriveKey("checkout", "cart_1") == DeriveKey("checkout", "cart_2") ||

@@ -61,27 +61,6 @@ func TestConformPassesACorrectServer(t *testing.T) {
 	}
 }
 
-// An older spelling of --profile erp is still accepted: it passes a server
-// following the ERP policy and fails one following the OpenWOP default
-// policy.
-func TestConformProfileERPAlias(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		server string
-		code   int
-	}{{conformtest.ERP, 0}, {conformtest.OpenWOP, 1}} {
-		srv := conformtest.HTTPTest(conformtest.New(tc.server, conformtest.Breaks{}))
-		scope, _ := conformProfileFlags(conformtest.ERP)
-		args := append([]string{"--api-key", conformtest.APIKey1, "--profile", "seed003"}, conformFastFlags...)
-		code, out, errOut := conformAt(t, append(append(args, scope...), srv.URL)...)
-		srv.Close()
-		if code != tc.code || (tc.code == 0 && conformLastLine(out) != "16 passed, 0 failed") ||
-			(tc.code == 1 && !strings.Contains(out, "FAIL key-grammar: ")) {
-			t.Errorf("server %s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.server, code, out, errOut)
-		}
-	}
-}
-
 // Each policy's checker fails a server that breaks one rule of it, naming
 // the rule.
 func TestConformFailsABrokenServerPerProfile(t *testing.T) {

@@ -26,9 +26,6 @@ const (
 	// Idempotency-Replayed: true|false, the key echoed, X-Request-ID and
 	// Idempotency-Original-Request-ID, and 409 with Retry-After.
 	ProfileERP Profile = "erp"
-	// profileERPOldName is an older spelling of ProfileERP, still accepted
-	// from scripts; validation maps it to ProfileERP.
-	profileERPOldName Profile = "seed003"
 	// ProfileCommerce checks the commerce policy: a key is any string of up
 	// to 255 characters (non-ASCII allowed, a comma never splits it), scoped
 	// by the credential's namespace and calling worker; it binds the
@@ -45,7 +42,7 @@ func scopeParts(p Profile) []string {
 	switch p {
 	case ProfileCommerce:
 		return []string{ScopeNamespace, ScopeWorker}
-	case ProfileERP, profileERPOldName:
+	case ProfileERP:
 		return []string{ScopeClient, ScopeCompany, ScopeOrganization}
 	}
 	return nil
@@ -270,8 +267,6 @@ func (c Config) resolve() (*resolved, error) {
 	case "":
 		c.Profile = ProfileOpenWOP
 	case ProfileOpenWOP, ProfileERP, ProfileCommerce:
-	case profileERPOldName:
-		c.Profile = ProfileERP
 	default:
 		return nil, fmt.Errorf("%w: profile %q (want openwop, commerce or erp)", ErrConfig, c.Profile)
 	}

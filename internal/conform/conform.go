@@ -41,7 +41,7 @@ func ScenariosFor(p Profile) []Scenario {
 	switch p {
 	case ProfileCommerce:
 		return commerceScenarios()
-	case ProfileERP, profileERPOldName:
+	case ProfileERP:
 		return erpScenarios()
 	case ProfileOpenWOP:
 		return openWOPScenarios()

@@ -26,7 +26,7 @@ func scopeKeys(p Profile) map[string]string {
 	switch p {
 	case ProfileCommerce:
 		return map[string]string{ScopeNamespace: conformtest.APIKeyNamespace2, ScopeWorker: conformtest.APIKeyWorker2}
-	case ProfileERP, profileERPOldName:
+	case ProfileERP:
 		return map[string]string{ScopeClient: conformtest.APIKeyClient2, ScopeCompany: conformtest.APIKeyCompany2,
 			ScopeOrganization: conformtest.APIKeyOrganization2}
 	}
