@@ -57,4 +57,3 @@ func TestWorkerRejectsABadLease(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
-
