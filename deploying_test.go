@@ -1,0 +1,94 @@
+package idemkit_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+// deployDoc returns docs/DEPLOYING.md.
+func deployDoc(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("docs/DEPLOYING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The SAM template for a user's own function (docs/idempotency-table.yaml,
+// shown verbatim in docs/DEPLOYING.md) and the ledger worker's
+// (docs/effects-table.yaml) pass cfn-lint and the SAM translator with the
+// function checks of scripts/check_snippet.py (provided.al2023 with
+// BuildMethod go1.x, a Timeout that agrees with the lease, no wildcard in
+// IAM), the checks `make test` runs in sam-check; the API function has an
+// HttpApi event and the consumer an SQS one.
+func TestUserFunctionSnippetPassesSAMChecks(t *testing.T) {
+	snippets := []string{"docs/idempotency-table.yaml", "docs/effects-table.yaml"}
+	doc := deployDoc(t)
+	for _, s := range snippets {
+		b, err := os.ReadFile(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(doc, "```yaml\n"+string(b)+"```\n") {
+			t.Errorf("docs/DEPLOYING.md does not show %s verbatim in a yaml block", s)
+		}
+	}
+	var tmpl struct {
+		Resources map[string]struct {
+			Properties struct {
+				Events map[string]struct {
+					Type string `yaml:"Type"`
+				} `yaml:"Events"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	b, _ := os.ReadFile(snippets[0])
+	if err := yaml.Unmarshal([]byte(strings.NewReplacer("!Ref ", "", "!GetAtt ", "").Replace(string(b))), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	for fn, want := range map[string]string{"OrdersFunction": "HttpApi", "ShipOrdersFunction": "SQS"} {
+		var got []string
+		for _, e := range tmpl.Resources[fn].Properties.Events {
+			got = append(got, e.Type)
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s: events %v, want one %s event", fn, got, want)
+		}
+	}
+	if _, err := exec.LookPath("cfn-lint"); err != nil {
+		testutil.Unavailable(t, "cfn-lint is not installed: %v", err)
+	}
+	for _, c := range [][]string{
+		append([]string{"cfn-lint"}, snippets...),
+		append([]string{"python3", "scripts/check_snippet.py"}, snippets...),
+	} {
+		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+		t.Logf("%s:\n%s", strings.Join(c, " "), out)
+	}
+}
+
+// The deploy guide's worker code compiles as pasted: its one Go block is
+// examples/refunds/main.go, character for character.
+func TestDeployDocWorkerCodeIsCompiled(t *testing.T) {
+	src, err := os.ReadFile("examples/refunds/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := deployDoc(t)
+	if n := strings.Count(doc, "```go\n"); n != 1 {
+		t.Fatalf("docs/DEPLOYING.md has %d Go blocks, want 1", n)
+	}
+	if !strings.Contains(doc, "```go\n"+string(src)+"```\n") {
+		t.Fatal("docs/DEPLOYING.md's Go block is not examples/refunds/main.go as it stands")
+	}
+}

@@ -1,0 +1,108 @@
+// Command refunds is an AWS Lambda SQS worker that uses ledger on one
+// DynamoDB table: each refund a message asks for reaches the payment
+// provider once in effect, however often SQS delivers the message and
+// wherever an invocation crashes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+)
+
+func main() {
+	l, err := newLedger(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	lambda.Start(func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+		return handle(ctx, l, ev), nil
+	})
+}
+
+// newLedger builds the ledger on the table named by EFFECTS_TABLE, with the
+// claim lease EFFECT_LEASE_SECONDS (default ledger.DefaultLease, 5 minutes;
+// keep it below the function's Timeout).
+func newLedger(ctx context.Context) (*ledger.Ledger, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
+			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
+		}
+	})
+	store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: os.Getenv("EFFECTS_TABLE")})
+	if err != nil {
+		return nil, err
+	}
+	lease := ledger.DefaultLease
+	if v := os.Getenv("EFFECT_LEASE_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("EFFECT_LEASE_SECONDS=%q: want whole seconds, at least 1", v)
+		}
+		lease = time.Duration(n) * time.Second
+	}
+	return ledger.New(ledger.Config{Store: store, Lease: lease})
+}
+
+// handle makes each message's refund; only the messages whose refund did
+// not complete go back to SQS (ReportBatchItemFailures).
+func handle(ctx context.Context, l *ledger.Ledger, ev events.SQSEvent) events.SQSEventResponse {
+	var resp events.SQSEventResponse
+	for _, m := range ev.Records {
+		if err := refundOnce(ctx, l, m); err != nil {
+			log.Printf("message %s: %v", m.MessageId, err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp
+}
+
+// refundOnce keys the refund on its business identity (tenant, operation,
+// order): a redelivered message, or a second message for the same order,
+// gets the recorded outcome and sends nothing.
+func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) error {
+	var in struct {
+		Tenant string `json:"tenant"`
+		Order  string `json:"order"`
+		Amount int    `json:"amount"`
+	}
+	if err := json.Unmarshal([]byte(m.Body), &in); err != nil {
+		return err
+	}
+	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: in.Tenant, Operation: "refund", Key: in.Order})
+	if err != nil {
+		return err
+	}
+	r, err := l.Do(ctx, ledger.Effect{Identity: id}, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		// here: POST /refunds to the provider with "Idempotency-Key: " + c.ProviderKey;
+		// return ledger.NotSent(err) if it surely did not arrive, ledger.Uncertain(err) if it may have
+		refunds.Add(1)
+		return []byte(fmt.Sprintf(`{"refund":"re_%s","amount":%d}`, in.Order, in.Amount)), nil
+	})
+	if err != nil {
+		return err
+	}
+	log.Printf("order %s: %s (replayed %v)", in.Order, r.Value, r.Replayed)
+	return nil
+}
+
+// refunds counts the provider calls (for the local try-out).
+var refunds atomic.Int64

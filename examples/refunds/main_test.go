@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func TestMain(m *testing.M) { dynamotest.Main(m) }
+
+// The deploy guide's worker on every test emulator: a batch delivered
+// twice, with a second message for an order already refunded, calls the
+// provider once per order and reports no failure.
+func TestWorkerRefundsEachOrderOnce(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		t.Setenv("DYNAMODB_ENDPOINT", e.Endpoint)
+		t.Setenv("EFFECTS_TABLE", e.CreateTable(t, "EffectsTable"))
+		t.Setenv("EFFECT_LEASE_SECONDS", "60")
+		t.Setenv("AWS_REGION", e.Region)
+		t.Setenv("AWS_ACCESS_KEY_ID", "idemkit")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "idemkit")
+		ctx := context.Background()
+		l, err := newLedger(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := fmt.Sprintf("order-%d", time.Now().UnixNano())
+		batch := events.SQSEvent{Records: []events.SQSMessage{
+			{MessageId: "m-1", Body: `{"tenant":"acme","order":"` + order + `-a","amount":5}`},
+			{MessageId: "m-2", Body: `{"tenant":"acme","order":"` + order + `-b","amount":7}`},
+			{MessageId: "m-3", Body: `{"tenant":"acme","order":"` + order + `-a","amount":5}`},
+		}}
+		before := refunds.Load()
+		for range 2 { // the second delivery is SQS redelivering the batch
+			if resp := handle(ctx, l, batch); len(resp.BatchItemFailures) != 0 {
+				t.Fatalf("failures: %v", resp.BatchItemFailures)
+			}
+		}
+		if n := refunds.Load() - before; n != 2 {
+			t.Fatalf("the provider was called %d times for 2 orders", n)
+		}
+	})
+}
+
+// A bad value of EFFECT_LEASE_SECONDS stops start-up naming the variable.
+func TestWorkerRejectsABadLease(t *testing.T) {
+	t.Setenv("EFFECTS_TABLE", "effects")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("EFFECT_LEASE_SECONDS", "1m")
+	if _, err := newLedger(context.Background()); err == nil || !strings.Contains(err.Error(), "EFFECT_LEASE_SECONDS") {
+		t.Fatalf("err = %v", err)
+	}
+}

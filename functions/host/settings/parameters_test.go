@@ -1,0 +1,151 @@
+package settings
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+)
+
+// parametersHead opens README.md's table of template.yaml's SAM parameters,
+// in the configuration reference after the variables' table.
+const parametersHead = "| SAM parameter | default | sets | meaning |\n"
+
+// Every Parameters key of template.yaml is in README.md's configuration
+// reference, in the SAM parameters table rendered from the template: its
+// default, the variables it sets (on which functions) and its description
+// (go test ./functions/host/settings -run TestEverySAMParameterIsInTheConfigurationTable -update-readme
+// rewrites it).
+func TestEverySAMParameterIsInTheConfigurationTable(t *testing.T) {
+	b, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	want, names := parametersTable(t)
+	i := strings.Index(readme, parametersHead)
+	if i < 0 {
+		t.Fatal("README.md has no SAM parameters table (" + strings.TrimSpace(parametersHead) + ")")
+	}
+	j := i + strings.Index(readme[i:], "\n\n") + 1
+	if *updateReadme {
+		if err := os.WriteFile("../../../README.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got := readme[i:j]
+	for _, n := range names {
+		if !strings.Contains(got, "| `"+n+"` |") {
+			t.Errorf("template.yaml parameter %s is not in README.md's configuration table", n)
+		}
+	}
+	if got != want {
+		t.Fatalf("README.md's SAM parameters table differs from template.yaml (go test ./functions/host/settings -run TestEverySAMParameterIsInTheConfigurationTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
+	}
+}
+
+// parametersTable renders the SAM parameters table from template.yaml, in
+// the template's order, and returns the parameter names.
+func parametersTable(t *testing.T) (string, []string) {
+	t.Helper()
+	var doc struct {
+		Parameters yaml.Node `yaml:"Parameters"`
+		Resources  map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Environment struct {
+					Variables map[string]yaml.Node `yaml:"Variables"`
+				} `yaml:"Environment"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	// sets[param][variable] = the functions whose variable refers to param.
+	sets := map[string]map[string][]string{}
+	for id, r := range doc.Resources {
+		if r.Type != "AWS::Serverless::Function" {
+			continue
+		}
+		fn := strings.TrimSuffix(id, "Function")
+		for v, n := range r.Properties.Environment.Variables {
+			for _, p := range refs(&n) {
+				if sets[p] == nil {
+					sets[p] = map[string][]string{}
+				}
+				if !slices.Contains(sets[p][v], fn) {
+					sets[p][v] = append(sets[p][v], fn)
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	b.WriteString(parametersHead + "| --- | --- | --- | --- |\n")
+	var names []string
+	ps := doc.Parameters.Content
+	for k := 0; k+1 < len(ps); k += 2 {
+		name := ps[k].Value
+		names = append(names, name)
+		var p struct {
+			Default     yaml.Node `yaml:"Default"`
+			Description string    `yaml:"Description"`
+		}
+		if err := ps[k+1].Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		def := "`" + p.Default.Value + "`"
+		if p.Default.Value == "" {
+			def = "empty"
+		}
+		var vars []string
+		for v, fns := range sets[name] {
+			slices.Sort(fns)
+			vars = append(vars, "`"+v+"` ("+strings.Join(fns, ", ")+")")
+		}
+		slices.Sort(vars)
+		set := strings.Join(vars, ", ")
+		if set == "" {
+			set = "the stack's resources"
+		}
+		desc := strings.Join(strings.Fields(p.Description), " ")
+		desc = strings.ReplaceAll(desc, "|", "\\|")
+		b.WriteString("| `" + name + "` | " + def + " | " + set + " | " + desc + " |\n")
+	}
+	return b.String(), names
+}
+
+// refs returns the parameters a template value refers to: !Ref P, and
+// ${P} inside !Sub, anywhere within (through !If and the like).
+func refs(n *yaml.Node) []string {
+	var out []string
+	if n.Kind == yaml.ScalarNode {
+		switch n.Tag {
+		case "!Ref":
+			out = append(out, n.Value)
+		case "!Sub":
+			s := n.Value
+			for {
+				i := strings.Index(s, "${")
+				if i < 0 {
+					break
+				}
+				j := strings.Index(s[i:], "}")
+				if j < 0 {
+					break
+				}
+				out = append(out, s[i+2:i+j])
+				s = s[i+j:]
+			}
+		}
+	}
+	for _, c := range n.Content {
+		out = append(out, refs(c)...)
+	}
+	return out
+}
