@@ -385,9 +385,11 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.authTTL), seams: sm, timeout: o.timeout, wrote: wake.kick},
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.authTTL), seams: sm, timeout: o.timeout, wrote: wake.kick, policy: k.Guard.Config().Policy},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
-		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }, ConnContext: rawconn.ConnContext}
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	// Each request gets its own header block as received (devraw.go).
+	rawconn.Configure(srv)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
 	if pollers == nil {

@@ -49,6 +49,10 @@ type gateway struct {
 	// wrote, when set, is called after every request other than GET and
 	// HEAD (it may have written a record the stream pollers should see).
 	wrote func()
+	// policy is Layer 1's policy, whose envelope and headers the
+	// gateway's own refusals of bad input use (writePolicyError). Zero:
+	// the OpenWOP envelope, no policy headers.
+	policy idem.Policy
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -66,12 +70,25 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
 	storeDown := func() bool { return watch.failed.Load() || ctx.Err() != nil && r.Context().Err() == nil }
 
+	// Bad input the gateway itself refuses, before the body, the
+	// authorizer or the api (devraw.go).
+	rawPath := r.URL.EscapedPath()
+	rawKeys, haveRaw, refuse := rawHeaders(r)
+	if refuse != nil {
+		g.writePolicyError(w, refuse, reqID)
+		return
+	}
+	if e, allow := methodRefusal(r.Method, rawPath); e != nil {
+		w.Header().Set("Allow", allow)
+		g.writePolicyError(w, e, reqID)
+		return
+	}
+
 	body, err := io.ReadAll(io.LimitReader(r.Body, apifn.MaxBodyBytes+1))
 	if err != nil {
 		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))
 		return
 	}
-	rawPath := r.URL.EscapedPath()
 	ev := events.APIGatewayV2HTTPRequest{
 		Version:        "2.0",
 		RouteKey:       "$default",
@@ -88,8 +105,8 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// The key as received, whitespace kept, repeated headers joined with
 	// commas, as API Gateway's HTTP API passes it (devraw.go).
-	if vs, ok := rawHeader(r, idem.HeaderKey); ok && len(vs) > 0 {
-		ev.Headers[strings.ToLower(idem.HeaderKey)] = strings.Join(vs, ",")
+	if haveRaw && len(rawKeys) > 0 {
+		ev.Headers[strings.ToLower(idem.HeaderKey)] = strings.Join(rawKeys, ",")
 	}
 	if utf8.Valid(body) {
 		ev.Body = string(body)

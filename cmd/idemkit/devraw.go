@@ -1,10 +1,14 @@
 package main
 
 import (
-	"bytes"
+	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/rawconn"
 )
 
@@ -13,44 +17,84 @@ import (
 // around a header value: Go's HTTP server trims it before any handler runs,
 // and without the raw value the ERP policy's "leading or trailing
 // whitespace is rejected" rule could not hold behind `idemkit dev`.
-// net/http has no hook for the raw header lines, so the connection keeps
-// what it read of the current request and the gateway reads the key's lines
-// from there.
+// net/http has no hook for the raw header lines, so the server is
+// configured with rawconn: each request gets the header block of exactly
+// that request (never a pipelined request's, never bytes of a body), and a
+// request whose block is not known is refused, never served under a
+// guessed key.
 
-// What the connection keeps is bounded (rawconn.MaxBytes, the oldest bytes
-// dropped first): a header block that no longer fits is not found, and the
-// gateway uses the value net/http parsed.
+// reasonFolded is the details.reason of a refused folded Idempotency-Key
+// (beside the Layer-1 reasons: whitespace, charset, ...).
+const reasonFolded = "folded"
 
-// rawHeader returns the values of the header name in r's header block as
-// received (only the one space after the colon removed), and drops what was
-// read up to the end of that block. ok is false when r was not read through
-// a rawconn.Conn or its header block is not in what the connection kept.
-func rawHeader(r *http.Request, name string) (values []string, ok bool) {
-	c, isRaw := rawconn.FromContext(r.Context())
-	if !isRaw {
-		return nil, false
+// rawHeaders reads r's header block as received (rawconn) and returns the
+// Idempotency-Key values as received (ok false: r was not served through
+// rawconn, use the values net/http parsed), or the refusal of r: its block
+// is not known (400, the connection is closed after the answer), or its
+// Idempotency-Key or Authorization is folded onto another line (obsolete
+// line folding, refused with 400 as RFC 9112 allows, under every policy:
+// net/http would join the lines into a value the client never sent).
+func rawHeaders(r *http.Request) (keys []string, ok bool, refuse *apierr.Error) {
+	head, err := rawconn.HeadOf(r.Context())
+	switch {
+	case errors.Is(err, rawconn.ErrNotRaw):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, apierr.New(http.StatusBadRequest, apierr.CodeValidation,
+			"the request's header lines could not be read as received (malformed or oversized framing on this connection)")
 	}
-	line := []byte(r.Method + " " + r.RequestURI + " " + r.Proto + "\r\n")
-	c.Use(func(buf []byte) int {
-		// The last request line like r's is r's: what follows the previous
-		// header block (that request's body) comes before it.
-		start := bytes.LastIndex(buf, line)
-		if start < 0 {
-			return 0
-		}
-		block := buf[start+len(line):]
-		end := bytes.Index(block, []byte("\r\n\r\n"))
-		if end < 0 {
-			return 0
-		}
-		for _, l := range bytes.Split(block[:end], []byte("\r\n")) {
-			k, v, found := bytes.Cut(l, []byte(":"))
-			if found && strings.EqualFold(string(k), name) {
-				values = append(values, string(bytes.TrimPrefix(v, []byte(" "))))
+	if _, err := head.Values("Authorization"); err != nil {
+		return nil, false, apierr.New(http.StatusBadRequest, apierr.CodeValidation,
+			"the Authorization header is folded across lines (obsolete line folding is refused)").
+			WithDetails(map[string]any{"field": "Authorization"})
+	}
+	keys, err = head.Values(idem.HeaderKey)
+	if err != nil {
+		return nil, false, apierr.New(http.StatusBadRequest, apierr.CodeIdempotencyKeyInvalid,
+			"The Idempotency-Key header is invalid (%s).", reasonFolded).
+			WithDetails(map[string]any{"reason": reasonFolded})
+	}
+	return keys, true, nil
+}
+
+// methodRefusal is the 405 of a request whose method is not in upper case
+// on a known path: methods are case-sensitive (RFC 9110 section 9.1), so
+// `post /runs` is no route's method, and it is answered as such, before
+// any credential check (never a credential error for a valid credential).
+// nil for an upper-case method or an unknown path (the api's 404).
+func methodRefusal(method, rawPath string) (e *apierr.Error, allow string) {
+	if method == strings.ToUpper(method) {
+		return nil, ""
+	}
+	_, allow, _, ok := apifn.MatchRoute(strings.ToUpper(method), rawPath)
+	if !ok {
+		return nil, ""
+	}
+	return apierr.New(http.StatusMethodNotAllowed, apifn.CodeMethodNotAllowed, "method not allowed (methods are case-sensitive); allowed: %s", allow), allow
+}
+
+// writePolicyError answers e the way Layer 1 answers a request it refuses
+// before any key is valid: the policy's error envelope (under the ERP
+// policy with request_id) and the policy's headers for an answer without a
+// key (under the ERP policy X-Request-ID), requestID the request's id.
+func (g *gateway) writePolicyError(w http.ResponseWriter, e *apierr.Error, requestID string) {
+	body := g.policy.ErrorBody
+	if body == nil {
+		body = idem.OpenWOPErrorBody
+	}
+	if g.policy.Headers != nil {
+		h := map[string][]string{}
+		g.policy.Headers(h, idem.Answer{RequestID: requestID})
+		for k, vs := range h {
+			for _, v := range vs {
+				w.Header().Add(k, v)
 			}
 		}
-		ok = true
-		return start + len(line) + end + 4
-	})
-	return values, ok
+	}
+	for k, v := range e.Headers() {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("OpenWOP-Version", settings.ProtocolVersion)
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body(idem.ErrorInfo{Status: e.Status, Code: e.Code, Message: e.Message, Details: e.Details, RequestID: requestID}))
 }

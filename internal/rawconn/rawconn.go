@@ -1,20 +1,43 @@
-// Package rawconn keeps the raw bytes read from each connection of an HTTP
-// server, for the handlers that need what net/http does not hand them (a
-// header value as received, whitespace kept).
+// Package rawconn hands each request of an HTTP/1.1 server the header
+// block it was read with, as received (a header value with its whitespace,
+// a folded line), which net/http does not hand its handlers.
 //
-// Serve with a Listener and ConnContext; a handler reaches the request's
-// Conn with FromContext.
+// Guarantee: the Head a handler gets (HeadOf) is the header block of
+// exactly the request it is serving, never one of another request on the
+// same connection (a pipelined one) nor bytes of a body that look like
+// one. The connection (Conn) follows the request boundaries as it is read —
+// each header block queued, each body skipped by its Content-Length or
+// chunked framing as net/http frames it — and every request served
+// (Handler) takes the next block, in order, checked against the request
+// line and framing net/http parsed. When the framing cannot be followed
+// (malformed, over a bound) or a check fails, no block is guessed: HeadOf
+// is ErrUntracked for that request and every later one on the connection,
+// which is closed after the answer.
+//
+// Serve with a Listener and Configure (or ConnContext and Handler by hand,
+// with http.Server.DisableGeneralOptionsHandler so that "OPTIONS *"
+// reaches the handler too).
 package rawconn
 
 import (
 	"context"
+	"errors"
 	"net"
+	"net/http"
 	"sync"
 )
 
-// MaxBytes bounds what a Conn keeps: when more was read, the oldest bytes
-// are dropped first.
-const MaxBytes = 64 << 10
+// ErrNotRaw: the request was not served through a Listener and Handler.
+var ErrNotRaw = errors.New("rawconn: the request was not served through a rawconn Listener and Handler")
+
+// ErrUntracked: the request's header block as received is not known — its
+// connection's framing could not be followed (malformed, over a bound), or
+// the block did not match the request net/http parsed.
+var ErrUntracked = errors.New("rawconn: the request's header block as received is not known")
+
+// ErrFolded: a header value is folded onto a following line (obsolete line
+// folding, RFC 9112 section 5.2).
+var ErrFolded = errors.New("rawconn: a header value is folded across lines")
 
 // Listener wraps each accepted connection in a Conn.
 type Listener struct{ net.Listener }
@@ -47,34 +70,105 @@ func FromContext(ctx context.Context) (c *Conn, ok bool) {
 	return c, ok
 }
 
-// Conn is a connection that keeps the last MaxBytes bytes read from it.
-// It is safe for concurrent use.
-type Conn struct {
-	net.Conn
-	mu  sync.Mutex
-	buf []byte
+// Configure makes srv hand its handler each request's Head: ConnContext
+// (after srv's own), Handler around srv.Handler (nil: http.DefaultServeMux)
+// and DisableGeneralOptionsHandler, so that every request reaches the
+// handler. Serve it on a Listener.
+func Configure(srv *http.Server) {
+	prev := srv.ConnContext
+	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if prev != nil {
+			ctx = prev(ctx, c)
+		}
+		return ConnContext(ctx, c)
+	}
+	srv.Handler = Handler(srv.Handler)
+	srv.DisableGeneralOptionsHandler = true
 }
 
-// Read reads from the connection and keeps what it read.
+// Conn is a connection that follows the requests read from it and keeps
+// the header block of each until it is served (Next). It is safe for
+// concurrent use.
+type Conn struct {
+	net.Conn
+	mu sync.Mutex
+	t  tracker
+}
+
+// Read reads from the connection and tracks what it read.
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.mu.Lock()
-		c.buf = append(c.buf, p[:n]...)
-		if over := len(c.buf) - MaxBytes; over > 0 {
-			c.buf = append(c.buf[:0], c.buf[over:]...)
-		}
+		c.t.feed(p[:n])
 		c.mu.Unlock()
 	}
 	return n, err
 }
 
-// Use calls f with the bytes kept, oldest first, while no Read changes
-// them, and then drops the first drop of them (drop is clamped to
-// 0..len(kept)). f must not keep kept after it returns.
-func (c *Conn) Use(f func(kept []byte) (drop int)) {
+// Next removes and returns the header block of the oldest request read
+// from c and not yet taken: ErrUntracked when there is none (the framing
+// was lost before it).
+func (c *Conn) Next() (*Head, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	drop := min(max(f(c.buf), 0), len(c.buf))
-	c.buf = append(c.buf[:0], c.buf[drop:]...)
+	h, ok := c.t.next()
+	if !ok {
+		c.t.lose()
+		return nil, ErrUntracked
+	}
+	return h, nil
+}
+
+// untrack stops the tracking of c for good (a block did not match its
+// request: the order can no longer be trusted).
+func (c *Conn) untrack() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t.lose()
+	for ok := true; ok; _, ok = c.t.next() {
+	}
+}
+
+type headKey struct{}
+
+type headResult struct {
+	head *Head
+	err  error
+}
+
+// Handler serves h with each request's Head (HeadOf): every request takes
+// the next header block of its Conn, exactly once and in order, before h
+// runs, whatever h does with it. A request whose block is not known
+// (ErrUntracked) is answered with "Connection: close", so that no later
+// request of that connection is served without its block.
+func Handler(h http.Handler) http.Handler {
+	if h == nil {
+		h = http.DefaultServeMux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res := headResult{err: ErrNotRaw}
+		if c, ok := FromContext(r.Context()); ok {
+			res.head, res.err = c.Next()
+			if res.err == nil && !res.head.matches(r) {
+				c.untrack()
+				res = headResult{err: ErrUntracked}
+			}
+			if res.err != nil {
+				w.Header().Set("Connection", "close")
+			}
+		}
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), headKey{}, res)))
+	})
+}
+
+// HeadOf is the header block of the request whose Context ctx is, as
+// received: ErrNotRaw when it was not served through a Listener and
+// Handler, ErrUntracked when it is not known.
+func HeadOf(ctx context.Context) (*Head, error) {
+	res, ok := ctx.Value(headKey{}).(headResult)
+	if !ok {
+		return nil, ErrNotRaw
+	}
+	return res.head, res.err
 }

@@ -220,9 +220,16 @@ func write(w http.ResponseWriter, status int, body []byte) {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	q := &req{w: w, r: r, id: "req-" + randID(), rawWS: rawKeyWhitespace(r)}
+	ws, untracked := rawKey(r)
+	q := &req{w: w, r: r, id: "req-" + randID(), rawWS: ws}
 	if s.profile == ERP {
 		w.Header().Set("X-Request-ID", q.id)
+	}
+	if untracked {
+		// The request's header block as received is not known: refused
+		// rather than served under a guessed key.
+		s.fail(q, 400, "validation_error", "the request's header block could not be read as received", nil)
+		return
 	}
 	if r.Method == http.MethodPost && r.URL.Path == TestRoutePath {
 		s.testRoute(q)
