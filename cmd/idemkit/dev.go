@@ -478,22 +478,31 @@ func streamEngines() string {
 }
 
 // devToolsDir is the directory holding the npm-installed engines dev
-// starts: $IDEMKIT_TOOLS when set; else tools/ of the source tree this
-// binary was built from, when it exists with the engines installed and the
-// same pins as the binary (a checkout after `make tools`); else "", which
-// makes internal/emulator install the pins embedded in the binary into the
+// starts: $IDEMKIT_TOOLS when set; else a checkout's tools/ with the
+// engines installed and the same pins as this binary (`make tools`): that
+// of the source tree the binary was built from, else the first found
+// upwards from the working directory; else "", which makes
+// internal/emulator install the pins embedded in the binary into the
 // user's cache directory on first use (a binary built with `go install`,
 // or copied elsewhere, run from any directory).
 func devToolsDir() string {
 	if d := os.Getenv("IDEMKIT_TOOLS"); d != "" {
 		return d
 	}
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return ""
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if d := filepath.Join(filepath.Dir(file), "..", "..", "tools"); emulator.Installed(d) {
+			return d
+		}
 	}
-	if d := filepath.Join(filepath.Dir(file), "..", "..", "tools"); filepath.IsAbs(d) && emulator.Installed(d) {
-		return d
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if t := filepath.Join(d, "tools"); emulator.Installed(t) {
+				return t
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
 	}
 	return ""
 }
