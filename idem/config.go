@@ -142,10 +142,18 @@ type Config struct {
 	HTTPOperation func(*http.Request) string
 
 	// Logger receives JSON log lines (with request_id). Default slog JSON to
-	// os.Stderr at Info. Keys appear only as keyhash.Log values: error texts
-	// of handlers and stores are logged with every occurrence of the raw key
-	// replaced by its hash.
+	// os.Stderr at Info. Keys appear only as keyed hashes ("kh:…", see
+	// KeyHashSecret): error texts of handlers and stores are logged with
+	// every occurrence of the raw key replaced by its hash.
 	Logger *slog.Logger
+
+	// KeyHashSecret keys the hashes that stand for idempotency keys in the
+	// logs. Set the same secret on every instance (IDEMPOTENCY_KEY_HASH_SECRET)
+	// and one key hashes the same everywhere, so a poison message or a
+	// retried request can be followed across Lambda instances; the hash
+	// still cannot be reversed without the secret. Default "": a random
+	// salt per process (hashes correlate within one process only).
+	KeyHashSecret string
 
 	// Metrics receives the counters (see Metrics). Default nil (no
 	// metrics); Lambda functions pass emf.New(os.Stdout, namespace).

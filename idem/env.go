@@ -16,6 +16,9 @@ const (
 	EnvRetentionHours = "IDEMPOTENCY_RETENTION_HOURS"          // hours; 0 or "forever" = never expire
 	EnvTable          = "IDEMPOTENCY_TABLE"                    // DynamoDB table name
 	EnvPolicy         = "IDEMPOTENCY_POLICY"                   // openwop (default) | commerce | erp
+	// EnvKeyHashSecret keys the log hashes of idempotency keys
+	// (Config.KeyHashSecret); default unset, a random salt per process.
+	EnvKeyHashSecret = "IDEMPOTENCY_KEY_HASH_SECRET"
 )
 
 // Env is the configuration read from the environment in Lambda.
@@ -38,6 +41,9 @@ type Env struct {
 	// erp; PolicyNamed). Unset leaves the zero Policy, which is Config's
 	// default (PolicyOpenWOP); PolicyName reports the name either way.
 	Policy Policy
+	// KeyHashSecret: IDEMPOTENCY_KEY_HASH_SECRET (Config.KeyHashSecret).
+	// Default "": a random salt per process.
+	KeyHashSecret string
 }
 
 // PolicyName is the name of the policy e selects: Policy.Name, or
@@ -102,6 +108,7 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 		}
 	}
 	e.Table = strings.TrimSpace(getenv(EnvTable))
+	e.KeyHashSecret = getenv(EnvKeyHashSecret)
 	if v := strings.TrimSpace(getenv(EnvPolicy)); v != "" {
 		pol, err := PolicyNamed(v)
 		if err != nil {
@@ -128,5 +135,8 @@ func (e Env) Apply(c *Config) {
 	}
 	if e.Policy.Name != "" {
 		c.Policy = e.Policy
+	}
+	if e.KeyHashSecret != "" {
+		c.KeyHashSecret = e.KeyHashSecret
 	}
 }

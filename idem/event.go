@@ -212,6 +212,9 @@ func runEvent[In, Out any](ctx context.Context, g *Guard, cfg *EventConfig[In], 
 	case apierr.CodeIdempotencyInFlight:
 		return zero, ErrInFlight
 	}
+	if t.claimErr != nil {
+		return zero, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.claimErr)
+	}
 	return zero, ErrStoreUnavailable
 }
 

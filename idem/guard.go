@@ -45,6 +45,8 @@ import (
 type Guard struct {
 	cfg Config
 	log *slog.Logger
+	// hash renders a key for the logs (Config.KeyHashSecret).
+	hash func(string) string
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -53,7 +55,7 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger}, nil
+	return &Guard{cfg: c, log: c.Logger, hash: keyhash.New(c.KeyHashSecret).Log}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -168,7 +170,7 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 	resp, err := safeCall(ctx, run)
 	if err != nil {
 		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
-			slog.String("request_id", in.requestID), slog.String("error", redact(err.Error(), in.keyValues)))
+			slog.String("request_id", in.requestID), slog.String("error", g.redact(err.Error(), in.keyValues)))
 		return g.errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."), in.requestID)
 	}
 	return resp
@@ -285,10 +287,10 @@ func (g *Guard) classify(resp *Response) (Disposition, State) {
 // redact replaces every occurrence of the raw keys in s (an error text that
 // may quote the request) with their keyed log hash, so a raw key never
 // reaches the logs.
-func redact(s string, keys []string) string {
+func (g *Guard) redact(s string, keys []string) string {
 	for _, k := range keys {
 		if k != "" && strings.Contains(s, k) {
-			s = strings.ReplaceAll(s, k, keyhash.Log(k))
+			s = strings.ReplaceAll(s, k, g.hash(k))
 		}
 	}
 	return s

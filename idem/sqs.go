@@ -8,7 +8,6 @@ import (
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // SQSConfig configures SQS. Only Operation is required.
@@ -89,11 +88,9 @@ func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) er
 		failed := make([]bool, len(ev.Records))
 		one := func(i int) bool {
 			m := ev.Records[i]
-			if _, err := run(ctx, m); err != nil {
+			if _, err := run(context.WithValue(ctx, adapterLogsFailuresKey{}, true), m); err != nil {
 				failed[i] = true
-				g.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: SQS record failed; reported for redelivery",
-					slog.String("operation", cfg.Operation), slog.String("message_id_hash", keyhash.Log(m.MessageId)),
-					slog.String("error", redact(err.Error(), []string{m.MessageId})))
+				g.logRecordFailure(ctx, cfg.Operation, m, key, err)
 				return false
 			}
 			return true
@@ -138,6 +135,46 @@ func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) er
 		}
 		return resp, nil
 	}, nil
+}
+
+// adapterLogsFailuresKey marks a context whose adapter logs each failed
+// record once itself: the txn then skips its own line about the failure.
+type adapterLogsFailuresKey struct{}
+
+// logRecordFailure is the one log line of a failed SQS record: the message
+// id as it is (SQS assigns it; it is not a caller secret), the key as its
+// hash (Config.KeyHashSecret) unless the key is the message id itself, the
+// operation, the outcome and the error with the key redacted.
+func (g *Guard) logRecordFailure(ctx context.Context, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
+	attrs := []slog.Attr{slog.String("operation", op), slog.String("message_id", m.MessageId)}
+	var secret []string
+	if k, kerr := key(m); kerr == nil && k != "" {
+		attrs = append(attrs, slog.String("key_hash", g.hash(k)))
+		if k != m.MessageId {
+			secret = []string{k}
+		}
+	}
+	attrs = append(attrs, slog.String("outcome", recordOutcome(err)), slog.String("error", g.redact(err.Error(), secret)))
+	g.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: SQS record failed; reported for redelivery", attrs...)
+}
+
+// recordOutcome names why a record failed (the "outcome" log attribute).
+func recordOutcome(err error) string {
+	switch {
+	case errors.Is(err, ErrInFlight):
+		return OutcomeInFlight
+	case errors.Is(err, ErrPayloadMismatch):
+		return OutcomeMismatch
+	case errors.Is(err, ErrStoreUnavailable):
+		return "store-unavailable"
+	case errors.Is(err, ErrLeaseLost):
+		return "lease-lost"
+	case errors.Is(err, ErrNotCommitted):
+		return "not-committed"
+	case errors.Is(err, ErrNoEventKey):
+		return "no-key"
+	}
+	return "handler-error"
 }
 
 func isFIFO(ev events.SQSEvent) bool {

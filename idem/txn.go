@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
-	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // ErrLeaseLost is the cause (context.Cause) with which a handler's context
@@ -44,13 +43,16 @@ type txn struct {
 	// async is the request's wait mode (Policy.InFlight.ModeHeader):
 	// a duplicate of a pending request is answered at once.
 	async bool
+	// claimErr is the store's error when the claim failed (Event returns
+	// it under ErrStoreUnavailable).
+	claimErr error
 }
 
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
 	return append([]slog.Attr{
 		slog.String("request_id", t.in.requestID),
 		slog.String("operation", t.op),
-		slog.String("key_hash", keyhash.Log(t.key)),
+		slog.String("key_hash", t.g.hash(t.key)),
 	}, extra...)
 }
 
@@ -59,6 +61,16 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 		return
 	}
 	t.g.log.LogAttrs(ctx, level, msg, t.attrs(extra...)...)
+}
+
+// logFailure logs a line about an outcome that fails the request (claim
+// error, mismatch, in flight, handler error), unless an adapter that logs
+// each failed record itself, once, runs this one (SQS: adapterLogsFailures).
+func (t *txn) logFailure(ctx context.Context, level slog.Level, msg string, extra ...slog.Attr) {
+	if ctx.Value(adapterLogsFailuresKey{}) != nil {
+		return
+	}
+	t.logf(ctx, level, msg, extra...)
 }
 
 // render turns a handler's (or the stored) response into this request's
@@ -77,7 +89,7 @@ func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response
 // errText is err's text with the raw key replaced by its log hash: a
 // handler or store error may quote the request, the logs never carry the key.
 func (t *txn) errText(err error) slog.Attr {
-	return slog.String("error", redact(err.Error(), append([]string{t.key}, t.in.keyValues...)))
+	return slog.String("error", t.g.redact(err.Error(), append([]string{t.key}, t.in.keyValues...)))
 }
 
 // fail answers with the Guard's own error e, rendered by the policy.
@@ -212,7 +224,8 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		res, err := store.Claim(ctx, rec, now)
 		if err != nil {
-			t.logf(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
+			t.claimErr = err
+			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
 			return t.fail(internalError())
 		}
 		if res.Decision == Claimed || res.Decision == Reclaimed {
@@ -232,7 +245,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			return t.replay(ctx, &cur)
 		case actMismatch:
 			g.count(MetricClaimOutcomes, OutcomeMismatch)
-			t.logf(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
+			t.logFailure(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
 			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
 				"The Idempotency-Key has already been used with a different request payload."))
 		case actInFlight:
@@ -240,7 +253,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				return t.pending(ctx, &cur)
 			}
 			g.count(MetricClaimOutcomes, OutcomeInFlight)
-			t.logf(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
+			t.logFailure(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
 				"A request with this Idempotency-Key is still being processed."))
 			resp.Headers[HeaderRetryAfter] = []string{strconv.Itoa(g.retryAfter(&cur, g.cfg.Now()))}
@@ -390,7 +403,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	wctx := context.WithoutCancel(ctx)
 	now := g.cfg.Now()
 	if err != nil {
-		t.logf(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
+		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
 			t.errText(err), slog.Int("attempt", rec.Attempt))
 		t.release(wctx, now)
 		return t.fail(internalError())

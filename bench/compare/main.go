@@ -259,9 +259,10 @@ func benchEngine(o options, kind string, rep *report) error {
 	rep.split = append(rep.split, sp)
 
 	// CPU pass: Go client CPU per first execution and per floor PutItem.
-	// moto's serializing proxy runs inside this process (internal/emulator),
-	// so its CPU would be counted: measured on the other engines only.
-	if kind != emulator.Moto {
+	// The serializing proxy of an engine reached through it (moto) runs
+	// inside this process (internal/emulator), so its CPU would be
+	// counted: measured on the other engines only.
+	if eng, _ := emulator.Lookup(kind); !eng.Caps.Serialize {
 		cp := cpuResult{engine: kind}
 		prof := filepath.Join(o.outDir, kind+"-first-execution.pprof")
 		f, err := os.Create(prof)

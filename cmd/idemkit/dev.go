@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -79,7 +78,9 @@ func (f settingFlag) String() string {
 func (f settingFlag) Set(v string) error { f.vals[f.s.Name] = v; return nil }
 func (f settingFlag) IsBoolFlag() bool   { return f.s.BoolFlag }
 
-const devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator dynamodb-local|moto|dynalite]
+// devUsageLine is dev's usage; the engine names come from the engine table
+// (internal/emulator).
+var devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator ` + emulator.KindList("|", "|") + `]
        [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
        [--request-timeout D] [--idempotency-wait D] [--authorizer-ttl D]
        [--allow-loopback-webhooks]
@@ -147,7 +148,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	setUsage(fs, devUsageLine, devAbout)
 	addr := fs.String("addr", DefaultDevAddr, "address the HTTP API listens on")
-	engine := fs.String("emulator", "", "DynamoDB engine to start: dynamodb-local (AWS's DynamoDB Local; needs java), moto or dynalite (no streams: runs are stored, not executed) (default dynamodb-local when java is on PATH, else moto)")
+	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
 	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
 	reqTimeout := fs.Duration("request-timeout", DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
@@ -182,8 +183,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
 		return 2
 	}
-	if *engine != "" && !slices.Contains(emulator.Kinds, *engine) {
-		fmt.Fprintf(stderr, "idemkit dev: --emulator %q: want one of %s\n", *engine, strings.Join(emulator.Kinds, ", "))
+	if _, err := emulator.Lookup(*engine); *engine != "" && err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: --emulator: %v\n", err)
 		return 2
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
@@ -215,7 +216,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	o := devOptions{addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, settings: settings, getenv: os.Getenv, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout, authTTL: *authTTL}
+	o := devOptions{progress: stderr, addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, settings: settings, getenv: os.Getenv, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout, authTTL: *authTTL}
 	if err := dev(ctx, o, stdout, logger); err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
@@ -240,6 +241,9 @@ type devOptions struct {
 	// authTTL is how long the gateway keeps an authorizer decision (0:
 	// none kept).
 	authTTL time.Duration
+	// progress receives the line announcing a first-use install of the
+	// engines into the user's cache directory (nil: none).
+	progress io.Writer
 }
 
 func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
@@ -251,16 +255,19 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	defer ln.Close()
 
 	endpoint, engine := o.endpoint, o.engine
+	// streams: the engine has DynamoDB Streams (the engine table's
+	// capability; an external endpoint is assumed to).
+	streams := true
 	if endpoint == "" {
 		if engine == "" {
 			engine = emulator.DefaultDevKind()
 		}
-		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(), SharedDB: true})
+		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(), Progress: o.progress, SharedDB: true})
 		if err != nil {
 			return err
 		}
 		defer m.Stop()
-		endpoint = m.Endpoint
+		endpoint, streams = m.Endpoint, m.Engine.Caps.Streams
 		logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
 	} else {
 		engine = "external"
@@ -338,9 +345,9 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		{name: "effects", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 		{name: "idempotency", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
-	if engine == emulator.Dynalite {
-		// dynalite has no DynamoDB Streams: nothing can drive the
-		// executor and auditor.
+	if !streams {
+		// No DynamoDB Streams (dynalite): nothing can drive the executor
+		// and auditor.
 		pollers = nil
 	}
 	var cp checkpoints
@@ -393,7 +400,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
 	if pollers == nil {
-		fmt.Fprintln(stdout, "idemkit dev: dynalite has no DynamoDB Streams: runs are stored but never executed (use --emulator dynamodb-local or moto for the executor and auditor)")
+		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: runs are stored but never executed (use --emulator %s for the executor and auditor)\n", engineName(engine), streamEngines())
 	}
 	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
 	if k0, _, ok := strings.Cut(o.keys[0], "="); ok {
@@ -448,37 +455,58 @@ func supportsTransactions(ctx context.Context, c *dynamodb.Client, table string)
 	return err == nil || !tables.IsUnsupported(err)
 }
 
-// engineName is how the ready line names the DynamoDB engine.
+// engineName is how the ready line names the DynamoDB engine: its Label in
+// the engine table, "DynamoDB" for an external endpoint.
 func engineName(kind string) string {
-	switch kind {
-	case emulator.DynamoDBLocal:
-		return "DynamoDB Local"
-	case emulator.Moto, emulator.Dynalite:
-		return kind
+	if e, err := emulator.Lookup(kind); err == nil {
+		return e.Label
 	}
 	return "DynamoDB"
 }
 
-// devToolsDir is the directory whose package-lock.json pins the npm-installed
-// engines: $IDEMKIT_TOOLS, else tools/ of the first directory upwards from
-// the working directory that has tools/package.json, else tools/ of the
-// source tree this binary was built from.
+// streamEngines names the engines of the engine table that have DynamoDB
+// Streams ("dynamodb-local or moto").
+func streamEngines() string {
+	var names []string
+	for _, e := range emulator.Engines() {
+		if e.Caps.Streams {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// devToolsDir is the directory holding the npm-installed engines dev
+// starts: $IDEMKIT_TOOLS when set; else a checkout's tools/ with the
+// engines installed and the same pins as this binary (`make tools`): that
+// of the source tree the binary was built from, else the first found
+// upwards from the working directory; else "", which makes
+// internal/emulator install the pins embedded in the binary into the
+// user's cache directory on first use (a binary built with `go install`,
+// or copied elsewhere, run from any directory).
 func devToolsDir() string {
 	if d := os.Getenv("IDEMKIT_TOOLS"); d != "" {
 		return d
 	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if d := filepath.Join(filepath.Dir(file), "..", "..", "tools"); emulator.Installed(d) {
+			return d
+		}
+	}
 	if wd, err := os.Getwd(); err == nil {
 		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "tools", "package.json")); err == nil {
-				return filepath.Join(d, "tools")
+			if t := filepath.Join(d, "tools"); emulator.Installed(t) {
+				return t
 			}
 			if filepath.Dir(d) == d {
 				break
 			}
 		}
 	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "tools")
+	return ""
 }
 
 // newUUID returns a random (version 4) UUID, a valid Idempotency-Key.

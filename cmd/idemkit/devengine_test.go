@@ -73,3 +73,26 @@ func (s *syncWriter) Write(b []byte) (int, error) {
 	defer s.mu.Unlock()
 	return s.w.Write(b)
 }
+
+// TestDevEngineHelpAndErrorsComeFromTheEngineTable: `idemkit dev -h` names
+// every engine of the engine table (usage line and --emulator help), and an
+// --emulator that is not in it is a usage error listing them, before
+// anything starts.
+func TestDevEngineHelpAndErrorsComeFromTheEngineTable(t *testing.T) {
+	var out, errOut strings.Builder
+	if c := run(context.Background(), []string{"dev", "-h"}, &out, &errOut); c != 0 {
+		t.Fatalf("dev -h: exit %d: %s", c, errOut.String())
+	}
+	help := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"--emulator " + emulator.KindList("|", "|"), strings.Join(strings.Fields(emulator.FlagHelp()), " ")} {
+		if !strings.Contains(help, want) {
+			t.Errorf("dev -h lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	errOut.Reset()
+	if c := run(context.Background(), []string{"dev", "--emulator", "dynamo-local", "--addr", testutil.FreeAddr(t)}, &out, &errOut); c != 2 ||
+		!strings.Contains(errOut.String(), "unknown emulator kind") || !strings.Contains(errOut.String(), emulator.KindList(", ", " or ")) {
+		t.Fatalf("exit %d, stderr %q", c, errOut.String())
+	}
+}

@@ -61,8 +61,9 @@
 //
 // # Capabilities (verified empirically: DynamoDB Local 1.11.478, moto 5.2.1, dynalite 4.0.0)
 //
-// TestCapabilities re-checks these on every run with Probe; the behaviours
-// beyond capabilities are in docs/engines.md.
+// The values come from internal/emulator's engine table (one row per
+// engine); TestCapabilities re-checks them on every run with Probe; the
+// behaviours beyond capabilities are in docs/engines.md.
 //
 //	                                    dynamodb-local  moto   dynalite
 //	TransactWriteItems                   yes             yes    no  (UnknownOperationException)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,4 +239,33 @@ func TestConditionalWritesAreAtomic(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fatalTB records Fatalf and Skipf instead of ending the test.
+type fatalTB struct {
+	testing.TB
+	fatal, skipped string
+}
+
+func (f *fatalTB) Helper()                        {}
+func (f *fatalTB) Fatalf(format string, a ...any) { f.fatal = fmt.Sprintf(format, a...); panic(f) }
+func (f *fatalTB) Skipf(format string, a ...any)  { f.skipped = fmt.Sprintf(format, a...); panic(f) }
+
+// TestUnknownKindFailsTheTest: a kind that is not in the engine table (a
+// typo in DYNAMOTEST_KINDS) fails the test, even outside CI, instead of
+// skipping it or starting another engine.
+func TestUnknownKindFailsTheTest(t *testing.T) {
+	t.Setenv("CI", "")
+	f := &fatalTB{TB: t}
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != any(f) {
+				panic(r)
+			}
+		}()
+		dynamotest.Start(f, "dynamo-local")
+	}()
+	if f.skipped != "" || !strings.Contains(f.fatal, "unknown emulator kind") {
+		t.Fatalf("fatal %q, skipped %q", f.fatal, f.skipped)
+	}
 }

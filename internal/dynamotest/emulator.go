@@ -46,11 +46,10 @@ type Capabilities struct {
 	TTL bool
 }
 
-// staticCaps are the verified capabilities of the emulators started here.
-var staticCaps = map[string]Capabilities{
-	Moto:          {Transactions: true, ReturnValuesOnConditionCheckFailure: true, Streams: true, TTL: true},
-	Dynalite:      {},
-	DynamoDBLocal: {Transactions: true, Streams: true, TTL: true},
+// capsOf are the capabilities the engine table records for eng.
+func capsOf(eng emulator.Engine) Capabilities {
+	c := eng.Caps
+	return Capabilities{Transactions: c.Transactions, ReturnValuesOnConditionCheckFailure: c.ReturnsOldOnConditionFailure, Streams: c.Streams, TTL: c.TTL}
 }
 
 // Emulator is a running DynamoDB-compatible server. Emulators are shared by
@@ -64,10 +63,11 @@ type Emulator struct {
 	// one independent set of tables per region on a single server: use
 	// InRegion to simulate two regions.
 	Region string
-	// Caps are the features the server implements.
+	// Caps are the features the server implements: the engine table's
+	// (internal/emulator) for a started engine, probed for an external one.
 	Caps Capabilities
-	// DeletesExpired is true for DynamoDB Local, which (like DynamoDB)
-	// deletes items whose TTL attribute lies in the past. The suites drive
+	// DeletesExpired is the engine table's Caps.DeletesExpired (true for
+	// DynamoDB Local, which, like DynamoDB, deletes items whose TTL attribute lies in the past. The suites drive
 	// fake clocks set days or months before the wall clock, so their items
 	// would vanish under them: CreateTable leaves TTL disabled there (the
 	// stores never rely on the deletion; they compare expiry on read).
@@ -86,7 +86,8 @@ func (e *Emulator) InRegion(region string) *Emulator {
 
 // Kinds returns the emulator kinds tests should run against: {"external"}
 // when DYNAMODB_ENDPOINT is set, else the kinds listed in DYNAMOTEST_KINDS
-// (comma-separated), else {"dynamodb-local", "moto", "dynalite"}.
+// (comma-separated), else every engine of internal/emulator's engine table
+// (emulator.Kinds: dynamodb-local, moto, dynalite).
 func Kinds() []string {
 	if os.Getenv("DYNAMODB_ENDPOINT") != "" {
 		return []string{External}
@@ -144,10 +145,15 @@ func Streams(c Capabilities) bool { return c.Streams }
 
 // Start returns the process-wide emulator of kind, starting it on first use
 // (concurrent callers wait for one start). If it cannot be started the test
-// fails under CI=true and is skipped otherwise, with the reason.
+// fails under CI=true and is skipped otherwise, with the reason. A kind that
+// is not in the engine table (a typo in DYNAMOTEST_KINDS) always fails the
+// test: skipping would pass a suite that ran nothing.
 func Start(t testing.TB, kind string) *Emulator {
 	t.Helper()
 	e, err := get(kind)
+	if errors.Is(err, emulator.ErrUnknownEngine) {
+		t.Fatalf("dynamotest: %v", err)
+	}
 	if err != nil {
 		testutil.Unavailable(t, "dynamotest: %s emulator unavailable: %v", kind, err)
 	}
@@ -226,15 +232,16 @@ func launch(kind string) (*Emulator, *emulator.Server, error) {
 		}
 		e.Caps = caps
 		return e, nil, nil
-	case Moto, Dynalite, DynamoDBLocal:
-	default:
-		return nil, nil, fmt.Errorf("unknown emulator kind %q (want dynamodb-local, moto, dynalite or external)", kind)
+	}
+	eng, err := emulator.Lookup(kind)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (or %s with DYNAMODB_ENDPOINT)", err, External)
 	}
 	srv, err := emulator.Start(context.Background(), kind, emulator.Options{ToolsDir: filepath.Join(RepoRoot(), "tools"), SharedDB: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: DefaultRegion, Caps: staticCaps[kind], DeletesExpired: kind == DynamoDBLocal}, srv, nil
+	return &Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: DefaultRegion, Caps: capsOf(eng), DeletesExpired: eng.Caps.DeletesExpired}, srv, nil
 }
 
 // RepoRoot is the module root (the directory holding go.mod).

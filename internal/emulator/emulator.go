@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -11,25 +12,6 @@ import (
 
 	"github.com/idemkit/idemkit/internal/emulator/proc"
 )
-
-// Emulator kinds accepted by Start.
-const (
-	Moto          = "moto"
-	Dynalite      = "dynalite"
-	DynamoDBLocal = "dynamodb-local"
-)
-
-// Kinds are the emulator kinds Start accepts, in the order tests run them.
-var Kinds = []string{DynamoDBLocal, Moto, Dynalite}
-
-func known(kind string) bool {
-	for _, k := range Kinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
-}
 
 // readyTimeout bounds one start attempt's wait for ListTables to answer.
 const readyTimeout = 90 * time.Second
@@ -40,9 +22,16 @@ const stopGrace = 2 * time.Second
 // Options configure Start.
 type Options struct {
 	// ToolsDir is the directory whose package.json/package-lock.json pin
-	// dynalite and DynamoDB Local (the repository's tools/). Required for
-	// Dynalite and DynamoDBLocal, unused for Moto. Default: none.
+	// dynalite and DynamoDB Local (the repository's tools/); they are
+	// installed there with `npm ci` if missing. Unused for Moto. Default
+	// "": the engines pinned by the lockfile embedded in this binary,
+	// installed on first use into the user's cache directory
+	// (CacheToolsDir).
 	ToolsDir string
+	// Progress receives one line before a first-use install into the
+	// user's cache directory starts (it takes a while). Default: nil, no
+	// line.
+	Progress io.Writer
 	// SharedDB starts DynamoDB Local with -sharedDb: one set of tables
 	// whatever the credentials and region of a request (as moto and
 	// dynalite behave for credentials), so any client reaches the same
@@ -53,29 +42,35 @@ type Options struct {
 
 // Server is a running emulator. Stop it with Stop.
 type Server struct {
-	// Kind is Moto, Dynalite or DynamoDBLocal.
+	// Kind is the engine's Name (Moto, Dynalite or DynamoDBLocal).
 	Kind string
+	// Engine is the engine's row of the engine table.
+	Engine Engine
 	// Endpoint is the base URL clients use, e.g. http://127.0.0.1:40123.
-	// For moto it is the serializing proxy (see the package doc).
+	// For an engine whose Caps.Serialize is set (moto) it is the
+	// serializing proxy (see the package doc).
 	Endpoint string
-	// Backend is the emulator's own listening URL: Endpoint, except for
-	// moto, where it bypasses the serializing proxy (tests of that
-	// bypass use it; nothing else should).
+	// Backend is the emulator's own listening URL: Endpoint, except behind
+	// the serializing proxy, which it bypasses (tests of that bypass use
+	// it; nothing else should).
 	Backend string
 
-	proc  *proc.Process
-	out   *proc.Buffer
-	proxy *serializer
-	once  sync.Once
+	proc    *proc.Process
+	out     *proc.Buffer
+	proxy   *serializer
+	cleanup func()
+	once    sync.Once
 }
 
-// Start starts an emulator of kind on a free loopback port and returns
-// once it answers ListTables (bounded by ctx and 90 s per attempt; a port
+// Start starts the engine named kind (a row of the engine table; any other
+// name is an error matching ErrUnknownEngine) on a free loopback port and
+// returns once it answers ListTables (bounded by ctx and 90 s per attempt; a port
 // lost to another process is retried on a new one, 3 attempts). On error
 // nothing it started is left running.
 func Start(ctx context.Context, kind string, o Options) (*Server, error) {
-	if !known(kind) {
-		return nil, fmt.Errorf("unknown emulator kind %q (want dynamodb-local, moto or dynalite)", kind)
+	eng, err := Lookup(kind)
+	if err != nil {
+		return nil, err
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -83,24 +78,24 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		cmd, jarDir, err := command(ctx, kind, port, o)
+		cmd, cleanup, err := eng.command(ctx, port, o)
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Kind: kind, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), out: &proc.Buffer{Max: 8 << 10}}
+		s := &Server{Kind: kind, Engine: eng, Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), out: &proc.Buffer{Max: 8 << 10}, cleanup: cleanup}
 		cmd.Stdout, cmd.Stderr = s.out, s.out
-		if kind == DynamoDBLocal {
-			cmd.Dir = jarDir
-		}
 		cmd.WaitDelay = stopGrace
 		if s.proc, err = proc.Start(cmd); err != nil {
+			if cleanup != nil {
+				cleanup()
+			}
 			return nil, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, readyTimeout)
 		s.Backend = s.Endpoint
 		err = WaitReady(rctx, Client(s.Endpoint), s.proc.Done())
 		cancel()
-		if err == nil && kind == Moto {
+		if err == nil && eng.Caps.Serialize {
 			var ep string
 			if s.proxy, ep, err = startSerializer(s.Endpoint); err == nil {
 				s.Endpoint = ep
@@ -138,44 +133,6 @@ func DefaultDevKind() string {
 	return Moto
 }
 
-// command returns the emulator command line for kind listening on port,
-// and for DynamoDBLocal the directory it must run in.
-func command(ctx context.Context, kind string, port int, o Options) (*exec.Cmd, string, error) {
-	p := strconv.Itoa(port)
-	switch kind {
-	case Moto:
-		bin, err := exec.LookPath("moto_server")
-		if err != nil {
-			return nil, "", fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'): %w", err)
-		}
-		return exec.Command(bin, "-H", "127.0.0.1", "-p", p), "", nil
-	case DynamoDBLocal:
-		java, err := exec.LookPath("java")
-		if err != nil {
-			return nil, "", fmt.Errorf("%w: %w", ErrNoJava, err)
-		}
-		dir, err := dynamoDBLocalDir(ctx, o.ToolsDir)
-		if err != nil {
-			return nil, "", err
-		}
-		// -XX:+UseSerialGC and -XX:TieredStopAtLevel=1: one GC thread and
-		// the quick compiler only. Measured on two busy cores: ready in
-		// 3.3 s on 1.3 s of CPU, against 6.0 s on 2.0 s of CPU without.
-		args := []string{"-Djava.library.path=DynamoDBLocal_lib", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-			"-jar", "DynamoDBLocal.jar", "-inMemory", "-port", p}
-		if o.SharedDB {
-			args = append(args, "-sharedDb")
-		}
-		return exec.Command(java, args...), dir, nil
-	}
-	bin, err := dynaliteBin(ctx, o.ToolsDir)
-	if err != nil {
-		return nil, "", err
-	}
-	return exec.Command(bin, "--host", "127.0.0.1", "--port", p,
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"), "", nil
-}
-
 // PID is the emulator's process id (it leads its own process group).
 func (s *Server) PID() int { return s.proc.PID() }
 
@@ -183,11 +140,16 @@ func (s *Server) PID() int { return s.proc.PID() }
 func (s *Server) Output() string { return s.out.String() }
 
 // Stop stops the proxy and the emulator's process group (SIGTERM, then
-// SIGKILL after 2 s) and returns once the emulator has exited. Safe to call
-// more than once.
+// SIGKILL after 2 s), returns once the emulator has exited, and removes
+// what its start prepared. Safe to call more than once.
 func (s *Server) Stop() {
 	s.once.Do(func() {
 		s.proxy.close()
-		s.proc.Stop(stopGrace)
+		if s.proc != nil {
+			s.proc.Stop(stopGrace)
+		}
+		if s.cleanup != nil {
+			s.cleanup()
+		}
 	})
 }

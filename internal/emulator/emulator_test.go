@@ -60,20 +60,32 @@ func TestSerializerForwardsOneAtATime(t *testing.T) {
 	}
 }
 
+// TestStartUnknownKind: a name that is not in the engine table is an error
+// matching ErrUnknownEngine that lists the known names; nothing starts.
 func TestStartUnknownKind(t *testing.T) {
-	if _, err := Start(context.Background(), "cassandra", Options{}); err == nil || !strings.Contains(err.Error(), "unknown emulator kind") {
+	_, err := Start(context.Background(), "cassandra", Options{})
+	if !errors.Is(err, ErrUnknownEngine) || !strings.Contains(err.Error(), KindList(", ", " or ")) {
 		t.Fatalf("got %v", err)
+	}
+	if _, err := Lookup(""); !errors.Is(err, ErrUnknownEngine) {
+		t.Fatalf("Lookup(\"\"): %v", err)
 	}
 }
 
-func TestNPMEmulatorsNeedToolsDir(t *testing.T) {
-	for _, kind := range []string{Dynalite, DynamoDBLocal} {
-		if kind == DynamoDBLocal && !HasJava() {
-			continue // the java check comes first
-		}
-		if _, err := Start(context.Background(), kind, Options{}); err == nil || !strings.Contains(err.Error(), "ToolsDir") {
-			t.Fatalf("%s: got %v", kind, err)
-		}
+// TestNPMEnginesWithoutToolsDirInstallIntoTheUserCache: without ToolsDir
+// the npm-installed engines come from the user's cache directory; with no
+// npm to install them the error says so and no cache entry is left.
+func TestNPMEnginesWithoutToolsDirInstallIntoTheUserCache(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("PATH", t.TempDir()) // no npm
+	_, err := Start(context.Background(), Dynalite, Options{})
+	if err == nil || !strings.Contains(err.Error(), "npm is not on PATH") {
+		t.Fatalf("got %v", err)
+	}
+	if entries, _ := filepath.Glob(filepath.Join(cache, "idemkit", "engines", PinsHash()+"*")); len(entries) != 1 || !strings.HasSuffix(entries[0], ".lock") {
+		t.Fatalf("cache after a failed install: %v, want the lock file only", entries)
 	}
 }
 
@@ -111,8 +123,8 @@ func TestStartAndStop(t *testing.T) {
 			if s.Kind != kind || s.PID() <= 0 || !strings.HasPrefix(s.Endpoint, "http://127.0.0.1:") {
 				t.Fatalf("%+v pid %d", s, s.PID())
 			}
-			if (s.proxy != nil) != (kind == Moto) {
-				t.Fatalf("proxy %v for %s: moto, and only moto, is reached through the serializer", s.proxy, kind)
+			if (s.proxy != nil) != s.Engine.Caps.Serialize {
+				t.Fatalf("proxy %v for %s: exactly the engines whose Caps.Serialize is set are reached through the serializer", s.proxy, kind)
 			}
 			if _, err := Client(s.Endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
 				t.Fatal(err)
