@@ -96,17 +96,18 @@ func TestHostDoesNotImportTheCLI(t *testing.T) {
 
 // hostConcerns are the reference host's packages by concern and the host
 // packages each may depend on (directly or not): the run store, the API
-// keys and the stream records depend on no other host package, the webhook
-// effect on the runs it delivers for, the settings on the webhook policy
-// they configure; only the wiring (kit) puts them together, and nothing
+// keys, the stream records and the ERP policy's work-order contract depend
+// on no other host package, the webhook effect on the runs it delivers for,
+// the settings on the webhook policy they configure; only the wiring (kit) puts them together, and nothing
 // below it depends on it or on a function.
 var hostConcerns = map[string][]string{
-	"functions/host/runs":     nil,
-	"functions/host/apikeys":  nil,
-	"functions/host/stream":   nil,
-	"functions/host/webhook":  {"functions/host/runs"},
-	"functions/host/settings": {"functions/host/webhook", "functions/host/runs"},
-	"functions/host/kit":      {"functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+	"functions/host/runs":      nil,
+	"functions/host/apikeys":   nil,
+	"functions/host/stream":    nil,
+	"functions/host/workorder": nil,
+	"functions/host/webhook":   {"functions/host/runs"},
+	"functions/host/settings":  {"functions/host/webhook", "functions/host/runs"},
+	"functions/host/kit":       {"functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/functions/host/settings"
-	"github.com/idemkit/idemkit/internal/conflictaudit"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger/fence"
 )
