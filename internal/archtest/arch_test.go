@@ -5,8 +5,10 @@
 // below them) never depend on the reference host (functions/...) or the CLI
 // (cmd/...); the reference host never depends on the CLI; the host's
 // packages by concern (functions/host/...) depend only on the concerns they
-// build on, never on the wiring (functions/host/kit) or a function; and only
-// the wiring reads the process environment.
+// build on, never on the wiring (functions/host/kit) or a function; only
+// the wiring reads the process environment; internal/... is the ground
+// floor, importing no library, host or tool package; and between the
+// top-level packages every import runs down the layers (layers_test.go).
 package archtest
 
 import (
