@@ -4,10 +4,10 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/configerr"
 )
 
 // Defaults and bounds of Config.
@@ -128,22 +128,28 @@ type Ledger struct {
 	cfg Config
 }
 
-// New validates cfg, applies defaults and returns a Ledger.
+// ErrConfig is matched (errors.Is) by every error New returns: one error
+// listing every problem of the Config.
+var ErrConfig = errors.New("ledger: invalid config")
+
+// New validates cfg, applies defaults and returns a Ledger, or an error
+// listing every problem of cfg (matching ErrConfig).
 func New(cfg Config) (*Ledger, error) {
+	var p configerr.List
 	if cfg.Store == nil {
-		return nil, errors.New("ledger: Config.Store is required")
+		p.Addf("Config.Store is required")
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
 	if cfg.Lease < time.Second {
-		return nil, fmt.Errorf("ledger: Config.Lease %s is below 1s", cfg.Lease)
+		p.Addf("Config.Lease %s is below 1s", cfg.Lease)
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = MinRetention
 	}
 	if cfg.Retention < MinRetention {
-		return nil, fmt.Errorf("ledger: Config.Retention %s is below the 14-day minimum", cfg.Retention)
+		p.Addf("Config.Retention %s is below the 14-day minimum", cfg.Retention)
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWait
@@ -155,19 +161,22 @@ func New(cfg Config) (*Ledger, error) {
 		cfg.Heartbeat = cfg.Lease / 3
 	}
 	if cfg.Heartbeat >= cfg.Lease {
-		return nil, fmt.Errorf("ledger: Config.Heartbeat %s is not below Config.Lease %s", cfg.Heartbeat, cfg.Lease)
+		p.Addf("Config.Heartbeat %s is not below Config.Lease %s", cfg.Heartbeat, cfg.Lease)
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	if cfg.MaxAttempts < 1 || cfg.MaxAttempts > MaxMaxAttempts {
-		return nil, fmt.Errorf("ledger: Config.MaxAttempts %d is outside 1..%d", cfg.MaxAttempts, MaxMaxAttempts)
+		p.Addf("Config.MaxAttempts %d is outside 1..%d", cfg.MaxAttempts, MaxMaxAttempts)
 	}
 	if cfg.MaxValueBytes == 0 {
 		cfg.MaxValueBytes = DefaultMaxValueBytes
 	}
 	if cfg.MaxValueBytes < 1 || cfg.MaxValueBytes > MaxMaxValueBytes {
-		return nil, fmt.Errorf("ledger: Config.MaxValueBytes %d is outside 1..%d", cfg.MaxValueBytes, MaxMaxValueBytes)
+		p.Addf("Config.MaxValueBytes %d is outside 1..%d", cfg.MaxValueBytes, MaxMaxValueBytes)
+	}
+	if err := p.Err("ledger", ErrConfig); err != nil {
+		return nil, err
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}

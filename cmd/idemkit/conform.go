@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/idemkit/idemkit/internal/conform"
+	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform"
 )
 
 const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|commerce|erp] URL

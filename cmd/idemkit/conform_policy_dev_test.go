@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/conform"
+	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
@@ -48,7 +48,7 @@ var conformPolicyAliases = map[string]string{"client": "clientId", "company": "c
 // every scenario against `idemkit dev --policy commerce`, and
 // `--profile erp` every scenario against `idemkit dev --policy erp` (that
 // they fail against a server that breaks any one rule is
-// TestBrokenServerFailsTheMatchingScenario in internal/conform). Each dev
+// TestBrokenServerFailsTheMatchingScenario in cmd/idemkit/internal/conform). Each dev
 // runs on its own tables of the engine; the API keys are created with
 // `idemkit apikey create --attr`, the base key and, per scope part, one that
 // differs from it in that part only. It runs on every engine with streams.

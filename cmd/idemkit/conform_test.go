@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/idemkit/idemkit/internal/conform/conformtest"
+	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform/conformtest"
 )
 
 // conformFastFlags are the flags that make the in-flight scenario quick against the

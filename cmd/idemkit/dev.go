@@ -41,18 +41,10 @@ import (
 // DefaultDevAddr is `idemkit dev --addr`'s default.
 const DefaultDevAddr = "127.0.0.1:3000"
 
-// devStreamRetries is how often `idemkit dev`'s stream pollers retry a
-// failing batch before dropping it (the event source mapping's
-// MaximumRetryAttempts) unless STREAM_MAX_RETRIES says otherwise.
-const devStreamRetries = 5
-
-// devDefaults are `idemkit dev`'s own defaults, beneath the environment: a
-// short effect lease (a crashed attempt is retried within seconds) and
-// devStreamRetries stream retries.
-var devDefaults = map[string]string{
-	hostsettings.EnvEffectLease:      "30",
-	hostsettings.EnvStreamMaxRetries: fmt.Sprint(devStreamRetries),
-}
+// devDefaults are `idemkit dev`'s own defaults, beneath the environment,
+// stated in the settings table (settings.Setting.Dev): a short effect lease
+// (a crashed attempt is retried within seconds) and fewer stream retries.
+var devDefaults = hostsettings.DevDefaults()
 
 // devSettings reads `idemkit dev`'s settings.Env the one way the functions do
 // (settings.LoadEnv): the values dev decides itself (own: the tables it created,
@@ -155,7 +147,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	settings := map[string]string{}
 	for _, s := range hostsettings.Settings {
 		if s.Flag != "" {
-			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.FlagUsage)
+			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.Usage())
 		}
 	}
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
@@ -335,7 +327,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 
 	sc := emulator.StreamsClient(endpoint)
 	// The pollers retry a failing batch STREAM_MAX_RETRIES times (dev's
-	// default devStreamRetries), like the event source mapping's
+	// own default: the setting's Dev), like the event source mapping's
 	// MaximumRetryAttempts: the executor's last try ends the run failed
 	// instead of stranding it "running".
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}

@@ -57,9 +57,14 @@ var ErrContention = errors.New("dynamostore: claim did not settle under contenti
 
 const maxClaimRounds = 8
 
-// New returns a Store for cfg.
+// ErrConfig is matched (errors.Is) by every error New returns for an
+// invalid Config; the error lists every missing field.
+var ErrConfig = errors.New("dynamostore: invalid config")
+
+// New returns a Store for cfg, or an error naming every missing field
+// (matching ErrConfig).
 func New(cfg Config) (*Store, error) {
-	if err := storeconfig.Check("dynamostore", cfg.Client, cfg.Table); err != nil {
+	if err := storeconfig.Check("dynamostore", ErrConfig, cfg.Client, cfg.Table); err != nil {
 		return nil, err
 	}
 	return &Store{c: cfg.Client, table: aws.String(cfg.Table)}, nil

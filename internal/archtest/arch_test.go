@@ -5,8 +5,10 @@
 // below them) never depend on the reference host (functions/...) or the CLI
 // (cmd/...); the reference host never depends on the CLI; the host's
 // packages by concern (functions/host/...) depend only on the concerns they
-// build on, never on the wiring (functions/host/kit) or a function; and only
-// the wiring reads the process environment.
+// build on, never on the wiring (functions/host/kit) or a function; only
+// the wiring reads the process environment; internal/... is the ground
+// floor, importing no library, host or tool package; and between the
+// top-level packages every import runs down the layers (layers_test.go).
 package archtest
 
 import (
@@ -96,17 +98,18 @@ func TestHostDoesNotImportTheCLI(t *testing.T) {
 
 // hostConcerns are the reference host's packages by concern and the host
 // packages each may depend on (directly or not): the run store, the API
-// keys and the stream records depend on no other host package, the webhook
-// effect on the runs it delivers for, the settings on the webhook policy
-// they configure; only the wiring (kit) puts them together, and nothing
+// keys, the stream records and the ERP policy's work-order contract depend
+// on no other host package, the webhook effect on the runs it delivers for,
+// the settings on the webhook policy they configure; only the wiring (kit) puts them together, and nothing
 // below it depends on it or on a function.
 var hostConcerns = map[string][]string{
-	"functions/host/runs":     nil,
-	"functions/host/apikeys":  nil,
-	"functions/host/stream":   nil,
-	"functions/host/webhook":  {"functions/host/runs"},
-	"functions/host/settings": {"functions/host/webhook", "functions/host/runs"},
-	"functions/host/kit":      {"functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+	"functions/host/runs":      nil,
+	"functions/host/apikeys":   nil,
+	"functions/host/stream":    nil,
+	"functions/host/workorder": nil,
+	"functions/host/webhook":   {"functions/host/runs"},
+	"functions/host/settings":  {"functions/host/webhook", "functions/host/runs"},
+	"functions/host/kit":       {"functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {

@@ -3,18 +3,20 @@
 // one wording of "this field is required" for all of them.
 package storeconfig
 
-import "errors"
+import "github.com/idemkit/idemkit/internal/configerr"
 
-// Check returns nil when client is set and table is not empty, else an
-// error "<pkg>: Config.Client is required" or "<pkg>: Config.Table is
-// required" for the first missing field (Client first). client is the
-// Config's Client field as is: only a nil interface counts as missing.
-func Check(pkg string, client any, table string) error {
+// Check returns nil when client is set and table is not empty, else a
+// *configerr.Error listing every missing field ("<pkg>: Config.Client is
+// required; Config.Table is required", Client first) that matches sentinel
+// (the store package's ErrConfig) with errors.Is. client is the Config's
+// Client field as is: only a nil interface counts as missing.
+func Check(pkg string, sentinel error, client any, table string) error {
+	var l configerr.List
 	if client == nil {
-		return errors.New(pkg + ": Config.Client is required")
+		l.Addf("Config.Client is required")
 	}
 	if table == "" {
-		return errors.New(pkg + ": Config.Table is required")
+		l.Addf("Config.Table is required")
 	}
-	return nil
+	return l.Err(pkg, sentinel)
 }

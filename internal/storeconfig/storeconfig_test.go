@@ -1,6 +1,11 @@
 package storeconfig
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
+
+var errConfig = errors.New("pkg: invalid config")
 
 func TestCheck(t *testing.T) {
 	var nilClient interface{ M() }
@@ -10,15 +15,15 @@ func TestCheck(t *testing.T) {
 		want   string
 	}{
 		{nilClient, "t", "pkg: Config.Client is required"},
-		{nil, "", "pkg: Config.Client is required"},
+		{nil, "", "pkg: Config.Client is required; Config.Table is required"},
 		{struct{}{}, "", "pkg: Config.Table is required"},
 		{struct{}{}, "t", ""},
 	} {
-		err := Check("pkg", c.client, c.table)
+		err := Check("pkg", errConfig, c.client, c.table)
 		if got := ""; err != nil {
 			got = err.Error()
-			if got != c.want {
-				t.Errorf("Check(%v, %q) = %q, want %q", c.client, c.table, got, c.want)
+			if got != c.want || !errors.Is(err, errConfig) {
+				t.Errorf("Check(%v, %q) = %q (errors.Is ErrConfig: %v), want %q", c.client, c.table, got, errors.Is(err, errConfig), c.want)
 			}
 		} else if c.want != "" {
 			t.Errorf("Check(%v, %q) = nil, want %q", c.client, c.table, c.want)

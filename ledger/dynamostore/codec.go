@@ -24,7 +24,7 @@ var ErrNotRecord = errors.New("dynamostore: item is not a ledger record")
 // expiresAtMs is.
 //
 // It is the one decoder of the item shape: code reading the table or its
-// stream outside this package (e.g. internal/conflictaudit's stream auditor)
+// stream outside this package (e.g. functions/auditor/conflictaudit's stream auditor)
 // uses it instead of mirroring attribute names.
 func DecodeRecord(av map[string]types.AttributeValue) (*ledger.Record, error) {
 	if len(av) == 0 {

@@ -1,6 +1,7 @@
 package dynamostore_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -34,5 +35,15 @@ func TestNewValidatesConfig(t *testing.T) {
 	}
 	if _, err := dynamostore.New(dynamostore.Config{Client: client, Table: "t"}); err != nil {
 		t.Errorf("New(complete Config) = %v", err)
+	}
+}
+
+// New with neither a Client nor a Table reports both, in one error that
+// matches ErrConfig.
+func TestNewReportsEveryConfigProblem(t *testing.T) {
+	_, err := dynamostore.New(dynamostore.Config{})
+	want := "dynamostore: Config.Client is required; Config.Table is required"
+	if err == nil || err.Error() != want || !errors.Is(err, dynamostore.ErrConfig) {
+		t.Fatalf("New(Config{}) = %v (errors.Is ErrConfig: %v), want %q", err, errors.Is(err, dynamostore.ErrConfig), want)
 	}
 }

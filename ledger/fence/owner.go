@@ -3,9 +3,9 @@ package fence
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -43,16 +43,25 @@ type Owner struct {
 
 var _ ledger.Fencer = (*Owner)(nil)
 
-// New validates cfg, applies defaults and returns an Owner.
+// ErrConfig is matched (errors.Is) by every error New returns: one error
+// listing every problem of the Config.
+var ErrConfig = errors.New("fence: invalid config")
+
+// New validates cfg, applies defaults and returns an Owner, or an error
+// listing every problem of cfg (matching ErrConfig).
 func New(cfg Config) (*Owner, error) {
+	var p configerr.List
 	if cfg.Store == nil {
-		return nil, errors.New("fence: Config.Store is required")
+		p.Addf("Config.Store is required")
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = DefaultRetention
 	}
 	if cfg.Retention < ledger.MinRetention {
-		return nil, fmt.Errorf("fence: Config.Retention %s is below the ledger's 14-day minimum", cfg.Retention)
+		p.Addf("Config.Retention %s is below the ledger's 14-day minimum", cfg.Retention)
+	}
+	if err := p.Err("fence", ErrConfig); err != nil {
+		return nil, err
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -50,6 +50,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -116,10 +117,25 @@ type Handler struct {
 	guarded map[string]idem.HTTPAPIHandler
 }
 
-// New validates cfg and returns a Handler.
+// ErrConfig is matched (errors.Is) by every error New returns: one error
+// listing every problem of the Config.
+var ErrConfig = errors.New("apifn: invalid config")
+
+// New validates cfg and returns a Handler, or an error listing every
+// problem of cfg (matching ErrConfig).
 func New(cfg Config) (*Handler, error) {
-	if cfg.Runs == nil || cfg.Guard == nil || cfg.Ledger == nil {
-		return nil, errors.New("apifn: Runs, Guard and Ledger are required")
+	var p configerr.List
+	if cfg.Runs == nil {
+		p.Addf("Config.Runs is required")
+	}
+	if cfg.Guard == nil {
+		p.Addf("Config.Guard is required")
+	}
+	if cfg.Ledger == nil {
+		p.Addf("Config.Ledger is required")
+	}
+	if err := p.Err("apifn", ErrConfig); err != nil {
+		return nil, err
 	}
 	if cfg.CrossRegion == "" {
 		cfg.CrossRegion = settings.CrossRegionSingle

@@ -11,10 +11,10 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/header"
-	"github.com/idemkit/idemkit/internal/workorder"
 )
 
 // OpTestWorkOrder is the operation id of the ERP policy's public

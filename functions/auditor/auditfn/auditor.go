@@ -17,7 +17,7 @@
 //     image does not continue the old image's history, which in an MREC
 //     global table is how a write from another region that overwrote this
 //     region's claim (last-writer-wins) shows up in this region's stream.
-//     Each one is recorded by internal/conflictaudit as a conflict event
+//     Each one is recorded by functions/auditor/conflictaudit as a conflict event
 //     (winner, loser, strategy, reason, opaque effect reference: no content,
 //     no key) and counted in openwop.idempotency.cross_region_conflicts_total
 //     with the bounded dimensions strategy, kind and region. Images are
@@ -43,8 +43,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/functions/host/stream"
-	"github.com/idemkit/idemkit/internal/conflictaudit"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"

@@ -1,12 +1,13 @@
 package auditfn
 
 import (
-	"fmt"
+	"errors"
 	"log/slog"
 	"strings"
 
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/functions/host/settings"
-	"github.com/idemkit/idemkit/internal/conflictaudit"
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger/fence"
 )
@@ -27,27 +28,31 @@ const EnvRegion = "AWS_REGION"
 //     the conflict audit is on (Lambda always sets it).
 //
 // metrics and logger are used as given (nil metrics: none; nil logger:
-// slog.Default()).
+// slog.Default()). An error lists every problem and matches ErrConfig.
 func NewFromEnv(getenv func(string) string, metrics *emf.Recorder, logger *slog.Logger) (*Auditor, error) {
 	a := &Auditor{Metrics: metrics, Logger: logger}
+	var p configerr.List
 	posture := fence.CrossRegion(strings.TrimSpace(getenv(settings.EnvCrossRegion)))
 	if posture == "" {
 		posture = fence.SingleRegion
 	}
-	if !posture.Valid() {
-		return nil, fmt.Errorf("auditfn: %s=%q: want single-region, reconciled-records or fenced-effects", settings.EnvCrossRegion, posture)
-	}
-	if posture == fence.SingleRegion {
-		return a, nil
-	}
 	region := strings.TrimSpace(getenv(EnvRegion))
-	if region == "" {
-		return nil, fmt.Errorf("auditfn: %s=%s needs %s (the region whose stream is audited)", settings.EnvCrossRegion, posture, EnvRegion)
+	switch {
+	case !posture.Valid():
+		p.Addf("%s=%q: want single-region, reconciled-records or fenced-effects", settings.EnvCrossRegion, posture)
+	case posture == fence.SingleRegion:
+	case region == "":
+		p.Addf("%s=%s needs %s (the region whose stream is audited)", settings.EnvCrossRegion, posture, EnvRegion)
+	default:
+		c, err := conflictaudit.New(conflictaudit.Config{Strategy: posture, Region: region, Metrics: metrics, Log: a.log()})
+		p.Wrap(err)
+		a.Conflicts = c
 	}
-	c, err := conflictaudit.New(conflictaudit.Config{Strategy: posture, Region: region, Metrics: metrics, Log: a.log()})
-	if err != nil {
+	if err := p.Err("auditfn", ErrConfig); err != nil {
 		return nil, err
 	}
-	a.Conflicts = c
 	return a, nil
 }
+
+// ErrConfig is matched (errors.Is) by every error NewFromEnv returns.
+var ErrConfig = errors.New("auditfn: invalid config")

@@ -7,6 +7,7 @@
 package kit
 
 import (
+	"errors"
 	"time"
 
 	"log/slog"
@@ -19,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
@@ -49,7 +51,21 @@ type Parts struct {
 	GuardWait time.Duration
 }
 
-// NewKit builds the parts of the kit that p selects over client.
+// ErrConfig is matched (errors.Is) by every error NewKit returns. It wraps
+// the error of the package that found the problem, so settings.ErrConfig
+// (a missing table), idem.ErrConfig, ledger.ErrConfig, fence.ErrConfig or a
+// store's ErrConfig matches too; each of those lists every problem it found.
+var ErrConfig = errors.New("kit: invalid config")
+
+// configError wraps err (not nil) as NewKit's error.
+func configError(err error) error {
+	var p configerr.List
+	p.Wrap(err)
+	return p.Err("kit", ErrConfig)
+}
+
+// NewKit builds the parts of the kit that p selects over client, or
+// returns an error matching ErrConfig.
 func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Logger, metrics *emf.Recorder) (*Kit, error) {
 	if logger == nil {
 		logger = slog.Default()
@@ -69,7 +85,7 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 		need = append(need, settings.EnvEffectsTable)
 	}
 	if err := env.Require(need...); err != nil {
-		return nil, err
+		return nil, configError(err)
 	}
 	// Layer 1's client: under fenced-effects the home region's replica owns
 	// every Layer-1 record (IDEMPOTENCY_TABLE_REGION), so a replay into
@@ -89,20 +105,20 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 	if p.Guard {
 		st, err := idemdynamo.New(idemdynamo.Config{Client: idemClient, Table: env.Idem.Table})
 		if err != nil {
-			return nil, err
+			return nil, configError(err)
 		}
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
 		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.GuardWait}
 		env.Idem.Apply(&cfg)
 		if k.Guard, err = idem.New(cfg); err != nil {
-			return nil, err
+			return nil, configError(err)
 		}
 	}
 	if p.Ledger {
 		effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: env.EffectsTable})
 		if err != nil {
-			return nil, err
+			return nil, configError(err)
 		}
 		lc := ledger.Config{Store: effects,
 			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}
@@ -113,18 +129,18 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 			// region) first.
 			fs, err := fencedynamo.New(fencedynamo.Config{Client: FenceClient(client, env.FenceTableRegion), Table: env.FenceTable})
 			if err != nil {
-				return nil, err
+				return nil, configError(err)
 			}
 			o, err := fence.New(fence.Config{Store: fs,
 				Region: client.Options().Region, Metrics: metrics})
 			if err != nil {
-				return nil, err
+				return nil, configError(err)
 			}
 			owner, lc.Fencer = o, o
 		}
 		l, err := ledger.New(lc)
 		if err != nil {
-			return nil, err
+			return nil, configError(err)
 		}
 		k.Ledger = l
 		k.Webhook = &webhook.Webhook{Ledger: l, Policy: env.Webhook, MaxTries: env.WebhookMaxTries, Budget: env.WebhookBudget}

@@ -1,44 +1,46 @@
 package settings
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/configerr"
 )
 
-// Environment variables of the functions (template.yaml sets them).
+// Environment variables of the functions (template.yaml sets them). Each
+// one's default and range are stated once, in its Settings entry.
 const (
 	EnvRunsTable        = "RUNS_TABLE"                   // RunsTable name (api, executor)
 	EnvEffectsTable     = "EFFECTS_TABLE"                // EffectsTable name (api, executor)
 	EnvAPIKeysTable     = "API_KEYS_TABLE"               // ApiKeysTable name (authorizer)
 	EnvFenceTable       = "FENCE_TABLE"                  // FenceTable name (executor, fenced-effects only)
-	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region); default: the function's region
-	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease, default 300
-	envEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention, default and minimum 14
-	EnvCrossRegion      = "CROSS_REGION"                 // single-region (default) | reconciled-records | fenced-effects
+	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region)
+	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease
+	envEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention
+	EnvCrossRegion      = "CROSS_REGION"                 // cross-region posture
 	envWebhookAllowlist = "WEBHOOK_ALLOWLIST"            // comma-separated hosts, "*.example.com" for subdomains
-	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK"       // true|false, default false
-	envWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"        // true|false, default false
-	envWebhookMaxTries  = "WEBHOOK_MAX_TRIES"            // 1..500, default 20
-	envWebhookBudget    = "WEBHOOK_RETRY_BUDGET_SECONDS" // 60..604800, default 3600
+	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK"       // admit loopback webhook destinations
+	envWebhookPrivate   = "WEBHOOK_ALLOW_PRIVATE"        // admit RFC 1918 webhook destinations
+	envWebhookMaxTries  = "WEBHOOK_MAX_TRIES"            // the webhook attempt cap
+	envWebhookBudget    = "WEBHOOK_RETRY_BUDGET_SECONDS" // the webhook retry time budget
 	EnvDynamoDBEndpoint = "DYNAMODB_ENDPOINT"            // optional endpoint override (LocalStack)
-	envMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace, default "idemkit"
-	envTransactional    = "RUNS_TRANSACTIONAL"           // true|false, default true: see DynamoRuns.Transactional
-	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts, default 10
+	envMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace
+	envTransactional    = "RUNS_TRANSACTIONAL"           // see DynamoRuns.Transactional
+	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts
 )
 
 // Multi-region environment variables (api function, fenced-effects).
 const (
-	EnvIdempotencyTableRegion = "IDEMPOTENCY_TABLE_REGION" // IdempotencyTable's home region (fenced-effects only); default FENCE_TABLE_REGION
-	EnvReplicationLagBound    = "REPLICATION_LAG_BOUND_MS" // multiRegion.replicationLagBoundMs, 0..60000, default 2000
+	EnvIdempotencyTableRegion = "IDEMPOTENCY_TABLE_REGION" // IdempotencyTable's home region (fenced-effects only)
+	EnvReplicationLagBound    = "REPLICATION_LAG_BOUND_MS" // multiRegion.replicationLagBoundMs
 )
 
 // Env is the functions' configuration, read from the environment by
 // LoadEnv (the Settings table, settings.go, lists every variable). Every
-// field documents its variable and default.
+// field documents its variable; its default and range are its Settings
+// entry's (defaults() is Env with every entry's Default).
 type Env struct {
 	// Idem is Layer 1's IDEMPOTENCY_* configuration (idem.LoadEnv); its
 	// Table is IDEMPOTENCY_TABLE, its Policy IDEMPOTENCY_POLICY (the
@@ -71,28 +73,27 @@ type Env struct {
 	// FenceTableRegion under fenced-effects (so a fenced deployment is always
 	// home-pinned), else "".
 	IdempotencyTableRegion string
-	// ReplicationLagBoundMs: REPLICATION_LAG_BOUND_MS (0..60000), advertised
+	// ReplicationLagBoundMs: REPLICATION_LAG_BOUND_MS, advertised
 	// as capabilities idempotency.multiRegion.replicationLagBoundMs under
 	// fenced-effects (see CapabilitiesDoc for what it does and does not
-	// bound). Default DefaultReplicationLagBoundMs (2000, the template's
+	// bound). Default DefaultReplicationLagBoundMs (the template's
 	// default).
 	ReplicationLagBoundMs int
-	// EffectLease: EFFECT_LEASE_SECONDS (1..3600). Default ledger.DefaultLease
-	// (300 s).
+	// EffectLease: EFFECT_LEASE_SECONDS. Default ledger.DefaultLease.
 	EffectLease time.Duration
-	// EffectRetention: EFFECT_RETENTION_DAYS, at least 14. Default
-	// ledger.MinRetention (14 days).
+	// EffectRetention: EFFECT_RETENTION_DAYS. Default and minimum
+	// ledger.MinRetention.
 	EffectRetention time.Duration
 	// CrossRegion: CROSS_REGION. Default "single-region".
 	CrossRegion string
 	// Webhook: WEBHOOK_ALLOWLIST, WEBHOOK_ALLOW_LOOPBACK, WEBHOOK_ALLOW_PRIVATE.
 	// Default: any public host.
 	Webhook webhook.WebhookPolicy
-	// WebhookMaxTries: WEBHOOK_MAX_TRIES (1..500), the webhook workflow's
-	// attempt cap. Default 0: DefaultWebhookMaxTries.
+	// WebhookMaxTries: WEBHOOK_MAX_TRIES, the webhook workflow's attempt
+	// cap. Default webhook.DefaultMaxTries.
 	WebhookMaxTries int
-	// WebhookBudget: WEBHOOK_RETRY_BUDGET_SECONDS (60..604800), the webhook
-	// workflow's retry time budget. Default 0: DefaultWebhookBudget (1 h).
+	// WebhookBudget: WEBHOOK_RETRY_BUDGET_SECONDS, the webhook workflow's
+	// retry time budget. Default webhook.DefaultBudget.
 	WebhookBudget time.Duration
 	// Transactional: RUNS_TRANSACTIONAL. Default true (createRun writes its
 	// run in the Layer-1 completion transaction). kit.NewKit does not use a
@@ -103,15 +104,15 @@ type Env struct {
 	DynamoDBEndpoint string
 	// MetricsNamespace: METRICS_NAMESPACE. Default "idemkit".
 	MetricsNamespace string
-	// StreamMaxRetries: STREAM_MAX_RETRIES (0..10000), the runs stream
+	// StreamMaxRetries: STREAM_MAX_RETRIES, the runs stream
 	// mapping's MaximumRetryAttempts (template.yaml passes its
 	// StreamMaxRetries parameter). The executor ends a run failed on the
-	// stream's last try, 1 + StreamMaxRetries. Default 10 (the template's
-	// default).
+	// stream's last try, 1 + StreamMaxRetries.
 	StreamMaxRetries int
 }
 
-// Require reports the named tables that are empty.
+// Require reports the named tables that are empty, in one error matching
+// ErrConfig.
 func (e Env) Require(names ...string) error {
 	var missing []string
 	for _, n := range names {
@@ -132,8 +133,9 @@ func (e Env) Require(names ...string) error {
 			missing = append(missing, n)
 		}
 	}
+	var p configerr.List
 	if len(missing) > 0 {
-		return fmt.Errorf("host: missing environment: %s", strings.Join(missing, ", "))
+		p.Addf("missing environment: %s", strings.Join(missing, ", "))
 	}
-	return nil
+	return p.Err("host", ErrConfig)
 }

@@ -7,25 +7,43 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/ledger"
 )
 
 // Setting is one configuration variable of the reference host. Settings is
-// the one table of them: LoadEnv reads and validates every variable it
-// lists, `idemkit dev` derives its setting flags from it (Flag), and tests
+// the one table of them and the one place a setting's default and range
+// are stated: LoadEnv starts from the defaults (defaults) and refuses a
+// value outside the range, `idemkit dev` derives its setting flags, their
+// help and its own defaults from it (Flag, Usage, DevDefaults), and tests
 // hold README.md's configuration table and every function's Environment in
-// template.yaml to it. A new setting is one entry here (plus its Env field
-// and a test).
+// template.yaml to it (TestSettingDefaultsAndRangesStatedOnce ties the
+// stated defaults and ranges to what LoadEnv does). A new setting is one
+// entry here (plus its Env field and a test).
 type Setting struct {
 	// Name is the environment variable.
 	Name string
-	// Default is the documented default and Doc the meaning: README.md's
-	// configuration table is rendered from them (TestReadmeSettingsTable;
+	// Default is the value an unset variable has, written as the variable
+	// would be ("300", "true", "single-region"): LoadEnv starts from it and
+	// README.md shows it. "" when unset is no value (DefaultDoc says what).
+	Default string
+	// DefaultDoc, if set, is README.md's default cell instead of Default
+	// (Markdown: "the function's region").
+	DefaultDoc string
+	// Min and Max are the range of a whole-number setting (Max > 0; Max
+	// unbounded prints as "≥ Min"): LoadEnv refuses a value outside it.
+	Min, Max int
+	// Note is added to README.md's default cell ("template: 60").
+	Note string
+	// Dev is `idemkit dev`'s own default, beneath the environment ("":
+	// Default).
+	Dev string
+	// Doc is the meaning (Markdown, one line). README.md's configuration
+	// table is rendered from Settings (TestReadmeSettingsTable;
 	// go test ./functions/host/settings -run TestReadmeSettingsTable -update-readme
 	// rewrites it).
-	Default string
-	// Doc is the meaning (Markdown, one line).
 	Doc string
 	// Functions are the template.yaml functions whose Environment sets the
 	// variable ("Api" for ApiFunction, ...). Tests check both ways.
@@ -34,42 +52,52 @@ type Setting struct {
 	// BoolFlag makes it a flag without a value (present: "true").
 	Flag     string
 	BoolFlag bool
-	// FlagUsage is the flag's help text.
+	// FlagUsage is the flag's help text; Usage adds the default.
 	FlagUsage string
 	// Layer1 marks a variable read by idem.LoadEnv into Env.Idem (library
-	// users read it the same way); set is nil for those.
+	// users read it the same way); set is nil for those, and their Default,
+	// Min and Max state idem's (the test holds them to idem.LoadEnv).
 	Layer1 bool
-	// set parses a non-empty, trimmed value into e; its error says what is
-	// wanted ("want ...").
+	// Unit is what a whole-number entry counts ("whole seconds"), for the
+	// error naming its range.
+	Unit string
+	// num assigns a whole-number entry's value, once parse has checked it
+	// is within Min..Max; set parses any other non-empty, trimmed value
+	// into e, its error saying what is wanted ("want ..."). Both are nil
+	// for Layer 1's entries.
+	num func(e *Env, n int)
 	set func(e *Env, v string) error
 }
 
+// unbounded is the Max of a whole-number setting with no upper bound.
+const unbounded = 1<<31 - 1
+
 // Settings lists every variable LoadEnv reads, in README.md's order.
 var Settings = []Setting{
-	{Name: idem.EnvTable, Default: "—", Doc: "Layer-1 table", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvPolicy, Default: "`openwop`", Doc: "the idempotency policy: `openwop` \\| `commerce` \\| `erp` ([choosing it](#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
+	{Name: idem.EnvTable, DefaultDoc: "—", Doc: "Layer-1 table", Functions: []string{"Api"}, Layer1: true},
+	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: `openwop` \\| `commerce` \\| `erp` ([choosing it](#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
 		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: openwop, commerce or erp (overrides IDEMPOTENCY_POLICY)"},
-	{Name: idem.EnvEnabled, Default: "`true`", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
-	{Name: idem.EnvRequired, Default: "`false`", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
-	{Name: idem.EnvLeaseSeconds, Default: "`300` (30..3600)", Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvRetentionHours, Default: "the policy's: `24` (OpenWOP), `720` (ERP), forever (commerce)", Doc: "record retention; `0`/`forever` = never expire; OpenWOP rejects a finite value below 24", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvKeyHashSecret, Default: "unset: a random salt per process", Doc: "secret keying the hashes (`kh:…`) that stand for idempotency keys in Layer 1's logs: the same secret on every instance hashes one key alike, so a failing key or SQS message can be followed across instances (template: `KeyHashSecret`, NoEcho)", Functions: []string{"Api"}, Layer1: true},
-	{Name: EnvRunsTable, Default: "—", Doc: "runs table", Functions: []string{"Api", "Executor"}, set: str(func(e *Env) *string { return &e.RunsTable })},
-	{Name: EnvEffectsTable, Default: "—", Doc: "effects table (the Layer-2 ledger)", Functions: []string{"Api", "Executor", "Sweeper"}, set: str(func(e *Env) *string { return &e.EffectsTable })},
-	{Name: EnvAPIKeysTable, Default: "—", Doc: "API keys table (the authorizer's)", Functions: []string{"Authorizer"}, set: str(func(e *Env) *string { return &e.APIKeysTable })},
-	{Name: EnvFenceTable, Default: "—", Doc: "fence table (`fenced-effects`)", Functions: []string{"Api", "Executor"}, set: str(func(e *Env) *string { return &e.FenceTable })},
-	{Name: EnvEffectLease, Default: "`300` (1..3600; template: 60)", Doc: "ledger claim lease (renewed by heartbeat every lease/3)", Functions: []string{"Api", "Executor"},
-		set: whole(1, 3600, "whole seconds 1..3600", func(e *Env, n int) { e.EffectLease = time.Duration(n) * time.Second })},
-	{Name: envEffectRetention, Default: "`14` (≥ 14)", Doc: "ledger retention", Functions: []string{"Api", "Executor"},
-		set: whole(14, 1<<31-1, "whole days, at least 14", func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour })},
-	{Name: EnvCrossRegion, Default: "`single-region`", Doc: "`single-region` \\| `reconciled-records` \\| `fenced-effects` (advertised in `GET /.well-known/openwop`)", Functions: []string{"Api", "Executor", "Auditor"}, set: func(e *Env, v string) error {
+	{Name: idem.EnvEnabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
+	{Name: idem.EnvRequired, Default: "false", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
+	{Name: idem.EnvLeaseSeconds, Default: seconds(idem.DefaultLease), Min: int(idem.MinLease / time.Second), Max: int(idem.MaxLease / time.Second), Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
+	{Name: idem.EnvRetentionHours, DefaultDoc: "the policy's: `24` (OpenWOP), `720` (ERP), forever (commerce)", Doc: "record retention; `0`/`forever` = never expire; OpenWOP rejects a finite value below 24", Functions: []string{"Api"}, Layer1: true},
+	{Name: idem.EnvKeyHashSecret, DefaultDoc: "unset: a random salt per process", Doc: "secret keying the hashes (`kh:…`) that stand for idempotency keys in Layer 1's logs: the same secret on every instance hashes one key alike, so a failing key or SQS message can be followed across instances (template: `KeyHashSecret`, NoEcho)", Functions: []string{"Api"}, Layer1: true},
+	{Name: EnvRunsTable, DefaultDoc: "—", Doc: "runs table", Functions: []string{"Api", "Executor"}, set: str(func(e *Env) *string { return &e.RunsTable })},
+	{Name: EnvEffectsTable, DefaultDoc: "—", Doc: "effects table (the Layer-2 ledger)", Functions: []string{"Api", "Executor", "Sweeper"}, set: str(func(e *Env) *string { return &e.EffectsTable })},
+	{Name: EnvAPIKeysTable, DefaultDoc: "—", Doc: "API keys table (the authorizer's)", Functions: []string{"Authorizer"}, set: str(func(e *Env) *string { return &e.APIKeysTable })},
+	{Name: EnvFenceTable, DefaultDoc: "—", Doc: "fence table (`fenced-effects`)", Functions: []string{"Api", "Executor"}, set: str(func(e *Env) *string { return &e.FenceTable })},
+	{Name: EnvEffectLease, Default: seconds(ledger.DefaultLease), Min: 1, Max: 3600, Note: "template: 60", Dev: "30", Doc: "ledger claim lease (renewed by heartbeat every lease/3)", Functions: []string{"Api", "Executor"},
+		Unit: "whole seconds", num: func(e *Env, n int) { e.EffectLease = time.Duration(n) * time.Second }},
+	{Name: envEffectRetention, Default: strconv.Itoa(int(ledger.MinRetention / (24 * time.Hour))), Min: int(ledger.MinRetention / (24 * time.Hour)), Max: unbounded, Doc: "ledger retention", Functions: []string{"Api", "Executor"},
+		Unit: "whole days", num: func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour }},
+	{Name: EnvCrossRegion, Default: CrossRegionSingle, Doc: "`single-region` \\| `reconciled-records` \\| `fenced-effects` (advertised in `GET /.well-known/openwop`)", Functions: []string{"Api", "Executor", "Auditor"}, set: func(e *Env, v string) error {
 		e.CrossRegion = v
 		if !validCrossRegion(v) {
 			return errors.New("want single-region, reconciled-records or fenced-effects")
 		}
 		return nil
 	}},
-	{Name: envWebhookAllowlist, Default: "empty (any public host)", Doc: "comma-separated hosts / `*.domain` for the webhook workflow", Functions: []string{"Api", "Executor"}, set: func(e *Env, v string) error {
+	{Name: envWebhookAllowlist, DefaultDoc: "empty (any public host)", Doc: "comma-separated hosts / `*.domain` for the webhook workflow", Functions: []string{"Api", "Executor"}, set: func(e *Env, v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
 				e.Webhook.Allow = append(e.Webhook.Allow, h)
@@ -77,68 +105,125 @@ var Settings = []Setting{
 		}
 		return nil
 	}},
-	{Name: EnvWebhookLoopback, Default: "`false`", Doc: "admit loopback webhook destinations (`idemkit dev --allow-loopback-webhooks`)", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowLoopback }),
+	{Name: EnvWebhookLoopback, Default: "false", Doc: "admit loopback webhook destinations (`idemkit dev --allow-loopback-webhooks`)", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowLoopback }),
 		Flag: "allow-loopback-webhooks", BoolFlag: true, FlagUsage: "let the webhook workflow call loopback addresses (127.0.0.1, ::1, localhost)"},
-	{Name: envWebhookPrivate, Default: "`false`", Doc: "admit RFC 1918 webhook destinations", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowPrivate })},
-	{Name: envWebhookMaxTries, Default: "`20` (1..500)", Doc: "the webhook workflow's attempt cap per delivery",
-		set: whole(1, ledger.MaxMaxAttempts, fmt.Sprintf("a whole number 1..%d", ledger.MaxMaxAttempts), func(e *Env, n int) { e.WebhookMaxTries = n })},
-	{Name: envWebhookBudget, Default: "`3600` (60..604800)", Doc: "the webhook workflow's retry time budget: no try starts later than this after the first",
-		set: whole(60, 604800, "whole seconds 60..604800", func(e *Env, n int) { e.WebhookBudget = time.Duration(n) * time.Second })},
-	{Name: EnvFenceTableRegion, Default: "the function's region", Doc: "home region of the fence table (replica-region stacks call it there)", Functions: []string{"Api", "Executor"},
+	{Name: envWebhookPrivate, Default: "false", Doc: "admit RFC 1918 webhook destinations", set: boolean(func(e *Env) *bool { return &e.Webhook.AllowPrivate })},
+	{Name: envWebhookMaxTries, Default: strconv.Itoa(webhook.DefaultMaxTries), Min: 1, Max: ledger.MaxMaxAttempts, Doc: "the webhook workflow's attempt cap per delivery",
+		Unit: "a whole number", num: func(e *Env, n int) { e.WebhookMaxTries = n }},
+	{Name: envWebhookBudget, Default: seconds(webhook.DefaultBudget), Min: 60, Max: 604800, Doc: "the webhook workflow's retry time budget: no try starts later than this after the first",
+		Unit: "whole seconds", num: func(e *Env, n int) { e.WebhookBudget = time.Duration(n) * time.Second }},
+	{Name: EnvFenceTableRegion, DefaultDoc: "the function's region", Doc: "home region of the fence table (replica-region stacks call it there)", Functions: []string{"Api", "Executor"},
 		set: region(func(e *Env) *string { return &e.FenceTableRegion })},
-	{Name: EnvIdempotencyTableRegion, Default: "`FENCE_TABLE_REGION` under `fenced-effects`, else unset", Doc: "home region whose idempotency-table replica decides every Layer-1 record (`fenced-effects` only)", Functions: []string{"Api"},
+	{Name: EnvIdempotencyTableRegion, DefaultDoc: "`FENCE_TABLE_REGION` under `fenced-effects`, else unset", Doc: "home region whose idempotency-table replica decides every Layer-1 record (`fenced-effects` only)", Functions: []string{"Api"},
 		set: region(func(e *Env) *string { return &e.IdempotencyTableRegion })},
-	{Name: EnvReplicationLagBound, Default: "`2000` (0..60000)", Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
-		set: whole(0, maxReplicationLagBoundMs, fmt.Sprintf("whole milliseconds 0..%d", maxReplicationLagBoundMs), func(e *Env, n int) { e.ReplicationLagBoundMs = n })},
-	{Name: EnvStreamMaxRetries, Default: "`10` (0..10000; `idemkit dev`: 5)", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run)", Functions: []string{"Executor"},
-		set: whole(0, 10000, "a whole number 0..10000", func(e *Env, n int) { e.StreamMaxRetries = n })},
-	{Name: envTransactional, Default: "`true`", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
-	{Name: EnvDynamoDBEndpoint, Default: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},
-	{Name: envMetricsNS, Default: "`idemkit`", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
+	{Name: EnvReplicationLagBound, Default: strconv.Itoa(DefaultReplicationLagBoundMs), Min: 0, Max: maxReplicationLagBoundMs, Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
+		Unit: "whole milliseconds", num: func(e *Env, n int) { e.ReplicationLagBoundMs = n }},
+	{Name: EnvStreamMaxRetries, Default: "10", Min: 0, Max: 10000, Dev: "5", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run)", Functions: []string{"Executor"},
+		Unit: "a whole number", num: func(e *Env, n int) { e.StreamMaxRetries = n }},
+	{Name: envTransactional, Default: "true", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
+	{Name: EnvDynamoDBEndpoint, DefaultDoc: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},
+	{Name: envMetricsNS, Default: "idemkit", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
 }
 
-// defaults is Env before any variable is read: every field's stated default.
+// defaults is Env before any variable is read: every entry's Default,
+// parsed as LoadEnv parses a value (Layer 1's are idem.LoadEnv's).
 func defaults() Env {
-	return Env{
-		Idem:                  idem.Env{Enabled: true},
-		EffectLease:           ledger.DefaultLease,
-		EffectRetention:       ledger.MinRetention,
-		CrossRegion:           CrossRegionSingle,
-		Transactional:         true,
-		MetricsNamespace:      "idemkit",
-		StreamMaxRetries:      10,
-		ReplicationLagBoundMs: DefaultReplicationLagBoundMs,
+	e := Env{Idem: idem.Env{Enabled: true}}
+	for _, s := range Settings {
+		if s.parses() && s.Default != "" {
+			if err := s.parse(&e, s.Default); err != nil {
+				panic(fmt.Sprintf("settings: %s: Default %q: %v", s.Name, s.Default, err))
+			}
+		}
 	}
+	return e
 }
+
+// DevDefaults are `idemkit dev`'s own defaults, beneath the environment:
+// every entry's Dev, by variable.
+func DevDefaults() map[string]string {
+	m := map[string]string{}
+	for _, s := range Settings {
+		if s.Dev != "" {
+			m[s.Name] = s.Dev
+		}
+	}
+	return m
+}
+
+// Usage is the `idemkit dev` flag's help: FlagUsage and the default the
+// flag overrides (under `idemkit dev`, Dev before Default).
+func (s Setting) Usage() string {
+	d := s.Dev
+	if d == "" {
+		d = s.Default
+	}
+	if d == "" || s.BoolFlag && d == "false" {
+		return s.FlagUsage
+	}
+	return s.FlagUsage + " (default " + d + ")"
+}
+
+// defaultCell is README.md's default cell: the default, the range, the
+// note and `idemkit dev`'s own default.
+func (s Setting) defaultCell() string {
+	d := s.DefaultDoc
+	if d == "" {
+		d = "`" + s.Default + "`"
+	}
+	var more []string
+	switch {
+	case s.Max == unbounded:
+		more = append(more, fmt.Sprintf("≥ %d", s.Min))
+	case s.Max > 0:
+		more = append(more, fmt.Sprintf("%d..%d", s.Min, s.Max))
+	}
+	if s.Note != "" {
+		more = append(more, s.Note)
+	}
+	if s.Dev != "" {
+		more = append(more, "`idemkit dev`: "+s.Dev)
+	}
+	if len(more) > 0 {
+		d += " (" + strings.Join(more, "; ") + ")"
+	}
+	return d
+}
+
+// seconds writes d as whole seconds.
+func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 
 // LoadEnv reads Env through getenv (os.Getenv in Lambda; Layered for
 // overrides on top of it): the Layer-1 variables through idem.LoadEnv, then
 // every other entry of Settings, then the checks between settings. It
-// reports every bad value at once, each naming its variable.
+// reports every bad value at once, each naming its variable, in one error
+// that matches ErrConfig; Layer 1's *idem.ConfigError is wrapped, so
+// errors.Is(err, idem.ErrConfig) holds too.
 func LoadEnv(getenv func(string) string) (Env, error) {
 	e := defaults()
-	var p []string
+	var p configerr.List
 	ie, err := idem.LoadEnv(getenv)
-	if err != nil {
-		p = append(p, err.Error())
-	}
+	p.Wrap(err)
 	e.Idem = ie
 	for _, s := range Settings {
-		if s.set == nil {
+		if !s.parses() {
 			continue
 		}
 		if v := strings.TrimSpace(getenv(s.Name)); v != "" {
-			if err := s.set(&e, v); err != nil {
-				p = append(p, fmt.Sprintf("%s=%q: %v", s.Name, v, err))
+			if err := s.parse(&e, v); err != nil {
+				p.Addf("%s=%q: %v", s.Name, v, err)
 			}
 		}
 	}
-	p = append(p, e.between()...)
-	if len(p) > 0 {
-		return e, errors.New("host: invalid environment: " + strings.Join(p, "; "))
+	for _, b := range e.between() {
+		p.Addf("%s", b)
 	}
-	return e, nil
+	return e, p.Err("host: invalid environment", ErrConfig)
 }
+
+// ErrConfig is matched (errors.Is) by every error LoadEnv and Env.Require
+// return.
+var ErrConfig = errors.New("host: invalid environment")
 
 // between checks the settings that depend on one another and fills
 // IdempotencyTableRegion's default.
@@ -197,15 +282,25 @@ func boolean(field func(*Env) *bool) func(*Env, string) error {
 	}
 }
 
-func whole(lo, hi int, want string, assign func(*Env, int)) func(*Env, string) error {
-	return func(e *Env, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < lo || n > hi {
-			return errors.New("want " + want)
-		}
-		assign(e, n)
-		return nil
+// parses reports whether LoadEnv parses the variable itself (every entry
+// but Layer 1's).
+func (s Setting) parses() bool { return s.set != nil || s.num != nil }
+
+// parse parses a non-empty, trimmed value into e: a whole-number entry
+// within Min..Max, any other through set.
+func (s Setting) parse(e *Env, v string) error {
+	if s.num == nil {
+		return s.set(e, v)
 	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < s.Min || n > s.Max {
+		if s.Max == unbounded {
+			return fmt.Errorf("want %s, at least %d", s.Unit, s.Min)
+		}
+		return fmt.Errorf("want %s %d..%d", s.Unit, s.Min, s.Max)
+	}
+	s.num(e, n)
+	return nil
 }
 
 func region(field func(*Env) *string) func(*Env, string) error {
@@ -224,7 +319,7 @@ func settingsTable() string {
 	var b strings.Builder
 	b.WriteString("| variable | default | meaning |\n| --- | --- | --- |\n")
 	for _, s := range Settings {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, s.Default, s.Doc)
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, s.defaultCell(), s.Doc)
 	}
 	return b.String()
 }

@@ -47,7 +47,7 @@ func TestSettingsAreWhatLoadEnvReads(t *testing.T) {
 		t.Fatalf("LoadEnv reads %v;\nSettings lists %v", got, want)
 	}
 	for _, s := range Settings {
-		if s.Layer1 != (s.set == nil) || s.Layer1 != strings.HasPrefix(s.Name, "IDEMPOTENCY_") && s.Name != EnvIdempotencyTableRegion {
+		if s.Layer1 == s.parses() || s.Layer1 != strings.HasPrefix(s.Name, "IDEMPOTENCY_") && s.Name != EnvIdempotencyTableRegion {
 			t.Errorf("%s: Layer1 %v, parser %v", s.Name, s.Layer1, s.set != nil)
 		}
 		if (s.Flag == "") != (s.FlagUsage == "") || s.BoolFlag && s.Flag == "" {

@@ -321,10 +321,10 @@ type Webhook struct {
 	// Timeout bounds one try. Default 10 s.
 	Timeout time.Duration
 	// MaxTries caps the tries per delivery (ledger.Retry.MaxAttempts).
-	// Default defaultWebhookMaxTries (20). Env WEBHOOK_MAX_TRIES.
+	// Default DefaultMaxTries (20). Env WEBHOOK_MAX_TRIES.
 	MaxTries int
 	// Budget is the time after the first try past which no try starts
-	// (ledger.Retry.Budget). Default defaultWebhookBudget (1 h); at least
+	// (ledger.Retry.Budget). Default DefaultBudget (1 h); at least
 	// 15 minutes is advised for real providers. Env
 	// WEBHOOK_RETRY_BUDGET_SECONDS.
 	Budget time.Duration
@@ -363,10 +363,10 @@ func (w *Webhook) fill() {
 		w.Client = w.Policy.HTTPClient(w.Timeout)
 	}
 	if w.MaxTries <= 0 {
-		w.MaxTries = defaultWebhookMaxTries
+		w.MaxTries = DefaultMaxTries
 	}
 	if w.Budget <= 0 {
-		w.Budget = defaultWebhookBudget
+		w.Budget = DefaultBudget
 	}
 	if w.Backoff <= 0 {
 		w.Backoff = time.Second
@@ -384,10 +384,10 @@ func (w *Webhook) fill() {
 
 // Defaults of the webhook's retry schedule.
 const (
-	// defaultWebhookMaxTries is Webhook.MaxTries' default.
-	defaultWebhookMaxTries = 20
-	// defaultWebhookBudget is Webhook.Budget's default.
-	defaultWebhookBudget = time.Hour
+	// DefaultMaxTries is Webhook.MaxTries' default.
+	DefaultMaxTries = 20
+	// DefaultBudget is Webhook.Budget's default.
+	DefaultBudget = time.Hour
 )
 
 // ErrRetriesExhausted is returned (joined with the ledger's

@@ -1,8 +1,6 @@
 package sweepfn
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -10,6 +8,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
@@ -31,10 +30,26 @@ import (
 // them). IDEMPOTENCY_TABLE under a policy whose retention is Forever
 // (IDEMPOTENCY_POLICY=commerce without IDEMPOTENCY_RETENTION_HOURS, or
 // IDEMPOTENCY_RETENTION_HOURS=forever) is refused: nothing may delete such a
-// record. Margin, Now: defaults. metrics and logger are used as given.
+// record. Margin, Now: defaults. metrics and logger are used as given. An
+// error lists every problem and matches ErrConfig.
 func NewFromEnv(env settings.Env, client *dynamodb.Client, metrics *emf.Recorder, logger *slog.Logger) (*Handler, error) {
+	var p configerr.List
 	if client == nil {
-		return nil, errors.New("sweepfn: no DynamoDB client")
+		p.Addf("no DynamoDB client")
+	}
+	if env.EffectsTable == "" && env.FenceTable == "" && env.Idem.Table == "" {
+		p.Addf("set at least one of %s, %s, %s", settings.EnvEffectsTable, settings.EnvFenceTable, idem.EnvTable)
+	}
+	if env.Idem.Table != "" && env.Idem.EffectiveRetention() == idem.Forever {
+		// Under a policy that keeps records forever (the commerce policy,
+		// or IDEMPOTENCY_RETENTION_HOURS=forever) no Layer-1 record may be
+		// deleted, not even one written with an expiry under an earlier
+		// policy: refuse rather than sweep.
+		p.Addf("%s is set but the %s policy keeps Layer-1 records forever: the sweeper never deletes them (unset %s)",
+			idem.EnvTable, env.Idem.PolicyName(), idem.EnvTable)
+	}
+	if err := p.Err("sweepfn", ErrConfig); err != nil {
+		return nil, err
 	}
 	h := &Handler{Metrics: metrics, Logger: logger}
 	if env.EffectsTable != "" {
@@ -45,20 +60,9 @@ func NewFromEnv(env settings.Env, client *dynamodb.Client, metrics *emf.Recorder
 		h.Targets = append(h.Targets, Target{Label: TableFence,
 			Sweeper: &sweeper.Sweeper{API: kit.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable}})
 	}
-	if env.Idem.Table != "" && env.Idem.EffectiveRetention() == idem.Forever {
-		// Under a policy that keeps records forever (the commerce policy,
-		// or IDEMPOTENCY_RETENTION_HOURS=forever) no Layer-1 record may be
-		// deleted, not even one written with an expiry under an earlier
-		// policy: refuse rather than sweep.
-		return nil, fmt.Errorf("sweepfn: %s is set but the %s policy keeps Layer-1 records forever: the sweeper never deletes them (unset %s)",
-			idem.EnvTable, env.Idem.PolicyName(), idem.EnvTable)
-	}
 	if env.Idem.Table != "" {
 		h.Targets = append(h.Targets, Target{Label: TableIdempotency,
 			Sweeper: &sweeper.Sweeper{API: kit.HomeClient(client, env.IdempotencyTableRegion), Table: env.Idem.Table}})
-	}
-	if len(h.Targets) == 0 {
-		return nil, errors.New("sweepfn: set at least one of " + settings.EnvEffectsTable + ", " + settings.EnvFenceTable + ", " + idem.EnvTable)
 	}
 	return h, h.Validate()
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
@@ -105,25 +106,31 @@ type Report struct {
 	Tables []TableReport `json:"tables"`
 }
 
-// Validate reports a configuration the handler cannot run.
+// ErrConfig is matched (errors.Is) by every error NewFromEnv and Validate
+// return: one error listing every problem.
+var ErrConfig = errors.New("sweepfn: invalid config")
+
+// Validate reports a configuration the handler cannot run: one error
+// listing every problem (matching ErrConfig).
 func (h *Handler) Validate() error {
+	var p configerr.List
 	if len(h.Targets) == 0 {
-		return errors.New("sweepfn: no table to sweep")
+		p.Addf("no table to sweep")
 	}
 	seen := map[string]bool{}
 	for _, t := range h.Targets {
 		switch {
 		case t.Label == "" || t.Sweeper == nil || t.Sweeper.API == nil || t.Sweeper.Table == "":
-			return fmt.Errorf("sweepfn: target %q needs a label and a Sweeper with API and Table", t.Label)
+			p.Addf("target %q needs a label and a Sweeper with API and Table", t.Label)
 		case seen[t.Label]:
-			return fmt.Errorf("sweepfn: table %q listed twice", t.Label)
+			p.Addf("table %q listed twice", t.Label)
 		}
 		seen[t.Label] = true
 	}
 	if h.Margin < 0 {
-		return fmt.Errorf("sweepfn: negative Margin %v", h.Margin)
+		p.Addf("negative Margin %v", h.Margin)
 	}
-	return nil
+	return p.Err("sweepfn", ErrConfig)
 }
 
 // Handle is the Lambda entry point for the scheduled (EventBridge) event;

@@ -56,9 +56,14 @@ type Config struct {
 	Table string
 }
 
-// New returns a Store for cfg, or an error naming the missing field.
+// ErrConfig is matched (errors.Is) by every error New returns for an
+// invalid Config; the error lists every missing field.
+var ErrConfig = errors.New("fence/dynamostore: invalid config")
+
+// New returns a Store for cfg, or an error naming every missing field
+// (matching ErrConfig).
 func New(cfg Config) (*Store, error) {
-	if err := storeconfig.Check("fence/dynamostore", cfg.Client, cfg.Table); err != nil {
+	if err := storeconfig.Check("fence/dynamostore", ErrConfig, cfg.Client, cfg.Table); err != nil {
 		return nil, err
 	}
 	return &Store{api: cfg.Client, table: cfg.Table}, nil

@@ -28,6 +28,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"
@@ -138,10 +139,18 @@ type Auditor struct {
 	cfg Config
 }
 
-// New validates cfg and returns an Auditor.
+// ErrConfig is matched (errors.Is) by every error New returns.
+var ErrConfig = errors.New("conflictaudit: invalid config")
+
+// New validates cfg and returns an Auditor, or an error listing every
+// problem of cfg (matching ErrConfig).
 func New(cfg Config) (*Auditor, error) {
+	var p configerr.List
 	if cfg.Strategy != fence.ReconciledRecords && cfg.Strategy != fence.FencedEffects {
-		return nil, errors.New("conflictaudit: Config.Strategy must be reconciled-records or fenced-effects")
+		p.Addf("Config.Strategy must be reconciled-records or fenced-effects")
+	}
+	if err := p.Err("conflictaudit", ErrConfig); err != nil {
+		return nil, err
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.NewJSONHandler(io.Discard, nil))

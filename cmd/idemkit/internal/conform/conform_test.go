@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/internal/conform/conformtest"
+	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform/conformtest"
 )
 
 type breaks = conformtest.Breaks

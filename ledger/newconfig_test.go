@@ -1,0 +1,19 @@
+package ledger_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// New reports every problem of a Config at once, in one error that
+// matches ErrConfig.
+func TestNewReportsEveryConfigProblem(t *testing.T) {
+	_, err := ledger.New(ledger.Config{Lease: time.Millisecond, MaxAttempts: ledger.MaxMaxAttempts + 1})
+	want := "ledger: Config.Store is required; Config.Lease 1ms is below 1s; Config.MaxAttempts 501 is outside 1..500"
+	if err == nil || err.Error() != want || !errors.Is(err, ledger.ErrConfig) {
+		t.Fatalf("New = %v (errors.Is ErrConfig: %v), want %q", err, errors.Is(err, ledger.ErrConfig), want)
+	}
+}
