@@ -79,11 +79,11 @@ func (f settingFlag) String() string {
 func (f settingFlag) Set(v string) error { f.vals[f.s.Name] = v; return nil }
 func (f settingFlag) IsBoolFlag() bool   { return f.s.BoolFlag }
 
-const devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator dynamodb-local|moto|dynalite]
+var devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator dynamodb-local|moto|dynalite]
        [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
        [--request-timeout D] [--idempotency-wait D] [--authorizer-ttl D]
        [--allow-loopback-webhooks]
-       [--policy openwop|commerce|erp] [--conformance-seams]`
+       [--policy ` + strings.Join(idem.PolicyNames(), "|") + `] [--conformance-seams]`
 
 const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
 --dynamodb-endpoint is given), the tables of template.yaml, the HTTP
