@@ -262,7 +262,8 @@ func admits(modes []string) (string, bool) {
 // Tenancy is GET /runs/{runId}'s: another tenant's runId is 403
 // id_tenant_mismatch (in the router, before any read) and an unknown run
 // 404; a Last-Event-ID past the end of the log yields an empty stream.
-func (h *Handler) events(ctx context.Context, ev events.APIGatewayV2HTTPRequest, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
+func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	ev, runID, tenant := c.ev, c.runID(), c.tenant
 	q, e := parseStreamQuery(ev)
 	if e != nil {
 		return errResp(e), nil
