@@ -103,12 +103,25 @@ type Config struct {
 	// Default: the runs store's own (runs.InboxOf: the RunsTable inbox of
 	// a DynamoRuns), else an in-memory one.
 	Inbox runs.Inbox
+	// ForkRetention is how long after its creation a run can be forked;
+	// an older source is refused 422 fork_point_invalid. Default
+	// DefaultForkRetention (the ledger's minimum retention, 14 days).
+	ForkRetention time.Duration
+	// ReplayFixtures advertises the graph fixtures with a side-effecting
+	// node (settings.WithReplayFixtures): set only where the executor has a
+	// fixture destination for them (`idemkit dev`). Default false.
+	ReplayFixtures bool
+	// Build identifies this build in the effect-seam manifest
+	// (host.build, kind "commit"). Default: the binary's VCS revision,
+	// else "unknown".
+	Build string
 }
 
 // Handler serves the API. Safe for concurrent use.
 type Handler struct {
 	cfg    Config
 	caps   []byte
+	seams  []byte
 	tenant idem.TenantSource
 }
 
@@ -131,6 +144,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.ConformanceSeams {
 		capOpts = append(capOpts, settings.WithConformanceSeams())
 	}
+	if cfg.ReplayFixtures {
+		capOpts = append(capOpts, settings.WithReplayFixtures())
+	}
 	caps, err := settings.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
 	if err != nil {
 		return nil, err
@@ -147,7 +163,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Inbox == nil {
 		cfg.Inbox = runs.InboxOf(cfg.Runs)
 	}
-	return &Handler{cfg: cfg, caps: caps, tenant: cfg.Guard.Config().Tenant}, nil
+	seams, err := settings.EffectSeamManifest(cfg.Build)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{cfg: cfg, caps: caps, seams: seams, tenant: cfg.Guard.Config().Tenant}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).

@@ -84,6 +84,11 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkBodySize, serve: (*Handler).discardInboxEntry},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
+	{Method: http.MethodGet, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
+	// Replay and fork (fork.go): a new run from the source's event log,
+	// under the fork request's own key.
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
+	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
 	// The ERP policy's public format-validation route: no credential, no
 	// Idempotency-Key, no idempotency record (workorder.go).
@@ -174,8 +179,8 @@ func readParams(pattern string, segs map[string][]string, tenant string) (params
 func (r Route) Scope(params map[string]string) string {
 	segs := strings.Split(r.Pattern, "/")
 	for i, s := range segs {
-		if name, ok := paramName(s); ok {
-			segs[i] = params[name]
+		if name, suffix, ok := paramSuffix(s); ok {
+			segs[i] = params[name] + suffix
 		}
 	}
 	return r.Method + " " + strings.Join(segs, "/")
@@ -277,10 +282,19 @@ func patterns() []string {
 }
 
 func paramName(seg string) (string, bool) {
-	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
-		return seg[1 : len(seg)-1], true
+	name, _, ok := paramSuffix(seg)
+	return name, ok
+}
+
+// paramSuffix splits a parameter segment into its name and the literal
+// that follows it in the same segment ("{runId}:fork": "runId", ":fork";
+// the OpenWOP custom-method form).
+func paramSuffix(seg string) (name, suffix string, ok bool) {
+	end := strings.IndexByte(seg, '}')
+	if len(seg) > 2 && seg[0] == '{' && end > 1 {
+		return seg[1:end], seg[end+1:], true
 	}
-	return "", false
+	return "", "", false
 }
 
 // matchPattern matches path segments against a pattern: literals exactly,
@@ -302,7 +316,7 @@ func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 	params := map[string][]string{}
 	i := 0
 	for _, s := range pat {
-		name, isParam := paramName(s)
+		name, suffix, isParam := paramSuffix(s)
 		if !isParam {
 			if segs[i] != s {
 				return nil, false
@@ -314,8 +328,41 @@ func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 		if segs[i] == "" {
 			return nil, false
 		}
-		params[name] = segs[i : i+take]
+		got := append([]string(nil), segs[i:i+take]...)
+		last := got[len(got)-1]
+		if suffix != "" {
+			// A parameter with a literal suffix: the last segment ends
+			// with it, and what precedes it is the (last part of the)
+			// value.
+			if len(last) <= len(suffix) || !strings.HasSuffix(last, suffix) {
+				return nil, false
+			}
+			got[len(got)-1] = strings.TrimSuffix(last, suffix)
+		} else if strings.Contains(last, ":") && hasSuffixedRoute(pat, s) {
+			return nil, false
+		}
+		params[name] = got
 		i += take
 	}
 	return params, true
+}
+
+// hasSuffixedRoute reports whether a route's pattern shaped like pat puts
+// a literal suffix after the parameter segment s (so "/runs/x:fork" is the
+// fork route, never getRun of a runId "x:fork").
+func hasSuffixedRoute(pat []string, s string) bool {
+	for _, r := range Routes {
+		rp := strings.Split(strings.TrimPrefix(r.Pattern, "/"), "/")
+		if len(rp) != len(pat) {
+			continue
+		}
+		for i := range rp {
+			if pat[i] == s {
+				if _, suffix, ok := paramSuffix(rp[i]); ok && suffix != "" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
