@@ -53,7 +53,7 @@ const (
 type CapabilityOption func(*capOptions)
 
 type capOptions struct {
-	lagBoundMs int
+	lagBoundMs     int
 	seams          bool
 	policy         string
 	replayFixtures bool
