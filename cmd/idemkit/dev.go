@@ -344,7 +344,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// MaximumRetryAttempts: the executor's last try ends the run failed
 	// instead of stranding it "running".
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1,
-		Fixture: fixtureHook, FixtureURL: fixture.url}
+		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.seams}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},

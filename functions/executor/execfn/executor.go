@@ -112,6 +112,10 @@ type Executor struct {
 	// FixtureURL such a node fails.
 	Fixture    *webhook.Webhook
 	FixtureURL string
+	// NoopEffect runs conformance-noop as webhook.NoopEffectGraph: one
+	// side-effecting node posting to FixtureURL. Default false: a noop run
+	// has no nodes. Only `idemkit dev --conformance-seams` sets it.
+	NoopEffect bool
 }
 
 const (
@@ -448,6 +452,9 @@ func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg
 func (x *Executor) runNodes(ctx context.Context, run runs.Run) error {
 	if g, ok := webhook.GraphOf(run.WorkflowID); ok {
 		return x.runGraph(ctx, run, g)
+	}
+	if x.NoopEffect && run.WorkflowID == webhook.WorkflowNoop {
+		return x.runGraph(ctx, run, webhook.NoopEffectGraph)
 	}
 	switch run.WorkflowID {
 	case webhook.WorkflowWebhook:

@@ -138,3 +138,10 @@ func parseGraphInputs(req *CreateRequest, g Graph, inputs map[string]json.RawMes
 	}
 	return nil
 }
+
+// NoopEffectGraph is conformance-noop as an executor with
+// execfn.Executor.NoopEffect runs it: one side-effecting node, so the
+// effect ledger of a noop run has a row to read (`idemkit dev
+// --conformance-seams`, where the suite reads the ledger keying and the
+// effect ids from a noop run).
+var NoopEffectGraph = Graph{Nodes: []Node{{"effect", TypeSideEffect}}, Next: map[string]string{}, MaxLoopback: 1}
