@@ -65,95 +65,13 @@ func lambdaBody(r *Response) (string, bool) {
 	return string(r.Body), false
 }
 
-// HTTPAPIOption configures one HTTPAPI adapter.
-type HTTPAPIOption func(*httpAPIOptions)
-
-type httpAPIOptions struct {
-	operation func(context.Context, events.APIGatewayV2HTTPRequest) string
-}
-
-// WithOperation names each request's operation explicitly: op's answer
-// replaces the event's routeKey as the routed operation (mapped through
-// Config.Operations, then part of the record scope). Use it when the
-// handler routes by itself behind a catch-all ($default) route: op sees the
-// context the adapter is called with, so a router can pass the operation it
-// matched there. The operation then determines the route, so the raw path is
-// not part of the request fingerprint (as for any routeKey but $default).
-// An empty answer falls back to the routeKey.
-func WithOperation(op func(context.Context, events.APIGatewayV2HTTPRequest) string) HTTPAPIOption {
-	return func(o *httpAPIOptions) { o.operation = op }
-}
-
-// HTTPAPI wraps an HTTP API (payload 2.0) handler. The operation is the
-// event's routeKey, or WithOperation's answer (mapped through
-// Config.Operations); the tenant comes from
-// Config.Tenant (HTTPAPI panics when it is unset: a wiring error reported
-// at start-up). The wrapped handler never returns an error: handler errors
-// and panics become a 500 envelope and leave the record retryable.
-// Response cookies (the Cookies field) are passed through on the first
-// response and never cached.
-func (g *Guard) HTTPAPI(h HTTPAPIHandler, opts ...HTTPAPIOption) HTTPAPIHandler {
+// HTTPAPI wraps an HTTP API (payload 2.0) handler: every request runs
+// through Do with the event's routeKey as its operation. HTTPAPI panics
+// when Config.Tenant is unset (a wiring error reported at start-up).
+func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 	g.requireTenant("HTTPAPI")
-	var o httpAPIOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		routeKey := ev.RouteKey
-		if o.operation != nil {
-			if op := o.operation(ctx, ev); op != "" {
-				routeKey = op
-			}
-		}
-		in := request{
-			method:      ev.RequestContext.HTTP.Method,
-			operation:   routeKey,
-			tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
-			credential:  func(name string) string { return g.cfg.Tenant.credentialV2(&ev.RequestContext, name) },
-			keyValues:   header.Values(ev.Headers, HeaderKey),
-			contentType: header.First(ev.Headers, "Content-Type"),
-			accept:      header.First(ev.Headers, "Accept"),
-			requestID:   ev.RequestContext.RequestID,
-			parts: requestParts{
-				params: paramPairs(ev.PathParameters),
-				header: func(name string) []string { return header.Values(ev.Headers, name) },
-			},
-		}
-		if routeKey == "$default" {
-			// The catch-all route does not determine the path.
-			if in.parts.path = ev.RawPath; in.parts.path == "" {
-				in.parts.path = ev.RequestContext.HTTP.Path
-			}
-		}
-		if ev.RawQueryString != "" {
-			in.parts.query = parseQuery(ev.RawQueryString)
-		} else {
-			in.parts.query = singleQuery(ev.QueryStringParameters)
-		}
-		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
-		var cookies []string
-		resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {
-			out, err := h(ctx, ev)
-			if err != nil {
-				return nil, err
-			}
-			cookies = out.Cookies
-			return fromLambda(out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
-		})
-		out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
-		out.Body, out.IsBase64Encoded = lambdaBody(resp)
-		out.Headers = make(map[string]string, len(resp.Headers))
-		for k, vs := range resp.Headers {
-			if k == base64Marker {
-				continue
-			}
-			if k == "Set-Cookie" {
-				out.Cookies = append(out.Cookies, vs...)
-				continue
-			}
-			out.Headers[k] = strings.Join(vs, ",")
-		}
-		return out, nil
+		return g.Do(ctx, Request{Event: ev}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) { return h(ctx, ev) })
 	}
 }
 

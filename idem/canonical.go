@@ -126,22 +126,6 @@ func CanonicalDefault(c CanonicalRequest) ([]byte, error) {
 	return canonicalJSON(map[string]any{"contract_version": c.ContractVersion, "request": c.Request})
 }
 
-// CanonicalERP is the ERP policy's CanonicalFunc: the RFC 8785 form of
-// {"company_id", "organization_id", "contract_version", "request"} — the
-// resolved company and organisation (the tenant), the endpoint contract
-// version and the normalised contract — and nothing the policy excludes
-// (request id, timestamps, Authorization, tokens, remote IP, User-Agent,
-// Accept never reach it; the client, the method and the route separate
-// records through the scope instead).
-func CanonicalERP(c CanonicalRequest) ([]byte, error) {
-	return canonicalJSON(map[string]any{
-		"company_id":       c.Scope.Credential[CredentialCompany],
-		"organization_id":  c.Scope.Credential[CredentialOrganization],
-		"contract_version": c.ContractVersion,
-		"request":          c.Request,
-	})
-}
-
 // canonicalJSON is the RFC 8785 form of v (marshalled by encoding/json).
 func canonicalJSON(v any) ([]byte, error) {
 	b, err := json.Marshal(v)

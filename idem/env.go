@@ -15,7 +15,7 @@ const (
 	EnvLeaseSeconds   = "IDEMPOTENCY_PROCESSING_LEASE_SECONDS" // 30..3600, default 300
 	EnvRetentionHours = "IDEMPOTENCY_RETENTION_HOURS"          // hours; 0 or "forever" = never expire
 	EnvTable          = "IDEMPOTENCY_TABLE"                    // DynamoDB table name
-	EnvPolicy         = "IDEMPOTENCY_POLICY"                   // openwop (default) | commerce | erp
+	EnvPolicy         = "IDEMPOTENCY_POLICY"                   // one of PolicyNames(), default openwop
 	// EnvKeyHashSecret keys the log hashes of idempotency keys
 	// (Config.KeyHashSecret); default unset, a random salt per process.
 	EnvKeyHashSecret = "IDEMPOTENCY_KEY_HASH_SECRET"
@@ -112,7 +112,7 @@ func LoadEnv(getenv func(string) string) (Env, error) {
 	if v := strings.TrimSpace(getenv(EnvPolicy)); v != "" {
 		pol, err := PolicyNamed(v)
 		if err != nil {
-			p = append(p, fmt.Sprintf("%s=%q: want one of %s", EnvPolicy, v, strings.Join(PolicyNames, ", ")))
+			p = append(p, fmt.Sprintf("%s=%q: want one of %s", EnvPolicy, v, strings.Join(PolicyNames(), ", ")))
 		} else {
 			e.Policy = pol
 		}

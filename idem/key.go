@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 )
 
@@ -69,43 +68,6 @@ func Chars(specs ...string) func(rune) bool {
 		return false
 	}
 }
-
-var (
-	// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy):
-	// ^[A-Za-z0-9._~-]{22,128}$.
-	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._~-")}
-	// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
-	// (case-sensitive; leading or trailing whitespace rejected where the
-	// adapter sees the raw header: API Gateway events, not net/http, whose
-	// server trims it — so neither behind `idemkit dev`, whose gateway is a
-	// net/http server).
-	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._:-")}
-	// KeyCommerce is the commerce platform's policy: any string of 1..255
-	// characters, counted as Unicode code points of valid UTF-8 (so "é" is
-	// one character and a non-ASCII key is accepted as sent). A comma is an
-	// ordinary character of the key and never splits it; inner spaces are
-	// part of it too. Refused (400 idempotency_key_invalid): a value that is
-	// not valid UTF-8 and any control character, C0 (tab included), DEL or
-	// C1 (details.reason "charset": HTTP cannot carry them in a header
-	// field, Go's HTTP server refuses the request); leading or trailing
-	// whitespace (reason "whitespace", where the adapter sees the raw
-	// header: HTTP strips it in transit, so " k" and "k" would otherwise be
-	// one key on one path and two on another).
-	//
-	// Repeated headers, per adapter: the net/http middleware and the REST
-	// adapter see every header (multiValueHeaders) and refuse two
-	// Idempotency-Key headers (reason "multiple"); an HTTP API (payload 2.0)
-	// event carries one value per name, API Gateway joining repeated
-	// headers with a comma, so two headers there arrive as one
-	// comma-joined value, which this grammar reads as one key containing a
-	// comma: a client sends the header once. The SQS and event adapters
-	// take the key from Config.Key, never from a header.
-	KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, Runes: true, Allow: commerceKeyChar}
-)
-
-// commerceKeyChar is KeyCommerce's Allow: every code point but the
-// control characters (C0, DEL, C1).
-func commerceKeyChar(r rune) bool { return !unicode.IsControl(r) }
 
 // problems lists what is wrong with p, each starting with the field
 // (".MaxLen ...").

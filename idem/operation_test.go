@@ -10,29 +10,23 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
-type opKey struct{}
-
-// TestHTTPAPIWithOperation: a router behind the catch-all route names the
-// operation explicitly. The operation scopes the record (one key on two
+// TestDoNamesTheOperation: a router behind the catch-all route names the
+// operation of each call explicitly (Request.Operation). The operation scopes the record (one key on two
 // operations runs twice), the raw path is not fingerprinted (two spellings
 // of one resource replay), and the event reaches the handler unchanged.
-func TestHTTPAPIWithOperation(t *testing.T) {
+func TestDoNamesTheOperation(t *testing.T) {
 	e := newEnv(t, nil)
 	var calls atomic.Int32
 	var seen []string
-	h := e.guard.HTTPAPI(func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		calls.Add(1)
-		seen = append(seen, ev.RouteKey)
-		return events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{"ok":true}`}, nil
-	}, idem.WithOperation(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) string {
-		op, _ := ctx.Value(opKey{}).(string)
-		return op
-	}))
 	call := func(op, path string) events.APIGatewayV2HTTPResponse {
 		t.Helper()
 		ev := v2event("POST", "$default", testKey, `{}`)
 		ev.RawPath = path
-		r, err := h(context.WithValue(context.Background(), opKey{}, op), ev)
+		r, err := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op}, func(context.Context) (events.APIGatewayV2HTTPResponse, error) {
+			calls.Add(1)
+			seen = append(seen, ev.RouteKey)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{"ok":true}`}, nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

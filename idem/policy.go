@@ -169,10 +169,6 @@ type InFlightAnswer struct {
 	ModeHeader string
 }
 
-// HeaderMode is the request header of a call's wait mode under the
-// commerce policy (InFlightAnswer.ModeHeader).
-const HeaderMode = "Idempotency-Mode"
-
 // The values of InFlightAnswer.ModeHeader.
 const (
 	// ModeSync waits for a pending first request up to the call's budget.
@@ -198,15 +194,8 @@ type ErrorInfo struct {
 	RequestID string
 }
 
-// Response header names set by the presets.
-const (
-	HeaderOpenWOPReplay     = "Openwop-Idempotent-Replay" // canonical form of OpenWOP-Idempotent-Replay
-	HeaderReplayed          = "Idempotency-Replayed"
-	HeaderOriginalRequestID = "Idempotency-Original-Request-Id"
-	HeaderRequestID         = "X-Request-Id"
-	HeaderIdempotentReplay  = "Idempotent-Replayed"
-	HeaderRetryAfter        = "Retry-After"
-)
+// HeaderRetryAfter is the header of the in-flight answer's poll interval.
+const HeaderRetryAfter = "Retry-After"
 
 // Validate reports every bad field of p as a *ConfigError whose problems
 // name the field ("Policy.Key.MaxLen ..."), or nil.
@@ -276,22 +265,4 @@ func (p Policy) isZero() bool {
 		len(p.Scope.Credential) == 0 && !p.Scope.Operation && p.Cache == nil && p.Retention == 0 &&
 		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil &&
 		p.RequestIDMember == ""
-}
-
-// PolicyNames lists the names PolicyNamed accepts, the default first.
-var PolicyNames = []string{"openwop", "commerce", "erp"}
-
-// PolicyNamed returns the preset named name (openwop, commerce or erp; case
-// and surrounding spaces ignored; "" is openwop), for configuration such as
-// IDEMPOTENCY_POLICY. An unknown name is a *ConfigError listing the names.
-func PolicyNamed(name string) (Policy, error) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "", "openwop":
-		return PolicyOpenWOP, nil
-	case "commerce":
-		return PolicyCommerce, nil
-	case "erp":
-		return PolicyERP, nil
-	}
-	return Policy{}, &ConfigError{Problems: []string{fmt.Sprintf("policy %q is unknown: want one of %s", name, strings.Join(PolicyNames, ", "))}}
 }

@@ -179,7 +179,7 @@ func TestInvalidPolicyNamesTheField(t *testing.T) {
 
 // Configuration names a preset: openwop, commerce or erp.
 func TestPolicyNamedFindsThePresets(t *testing.T) {
-	for _, name := range idem.PolicyNames {
+	for _, name := range idem.PolicyNames() {
 		p, err := idem.PolicyNamed(strings.ToUpper(name))
 		if err != nil || p.Name != name {
 			t.Fatalf("%s: %v %q", name, err, p.Name)

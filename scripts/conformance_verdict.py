@@ -49,6 +49,10 @@ FIXTURE_LIMITS = [
 # partial-witness note.
 REQUIRED = [
     ("seams", "v2-effect-identity-business-key.test.ts", "same provider key"),
+    ("seams", "v2-effect-seam-manifest.test.ts", "every row is guarded"),
+    ("seams", "v2-effect-seam-no-refire.test.ts", "no re-fire on replay"),
+    ("seams", "v2-replay-suppression-ordinal.test.ts", "its own ordinal"),
+    ("seams", "v2-effect-ledger-keying.test.ts", "every row is keyed"),
     ("in-flight", "v2-idempotency-in-flight.test.ts", "each loser"),
     ("in-flight", "v2-idempotency-in-flight.test.ts", "exactly one run"),
 ]

@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform"
 )
 
-const conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile openwop|commerce|erp] URL
+var conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile ` + conform.ProfileList("|") + `] URL
        [--scope-key PART=KEY]... [--other-route 'POST /runs/{id}/cancel'] [--fail-body JSON]
        [--test-route 'POST /api/v1/inbound/work-orders/test'] [--test-body JSON] [--mode-header NAME]
        [--slow-body JSON] [--invalid-body JSON] [--get PATH] [--timeout D] [--stagger D]`

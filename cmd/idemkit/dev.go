@@ -31,6 +31,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -76,7 +77,7 @@ var devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator ` + emulator.Kind
        [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
        [--request-timeout D] [--idempotency-wait D] [--authorizer-ttl D]
        [--allow-loopback-webhooks]
-       [--policy openwop|commerce|erp] [--conformance-seams]`
+       [--policy ` + strings.Join(idem.PolicyNames(), "|") + `] [--conformance-seams]`
 
 const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
 --dynamodb-endpoint is given), the tables of template.yaml, the HTTP
@@ -295,7 +296,8 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		return err
 	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams})
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams,
+		ReplayFixtures: true})
 	if err != nil {
 		return err
 	}
@@ -324,13 +326,24 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		k.Webhook.Client.Transport = f
 		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f}
 	}
+	// The graph fixtures' side-effecting nodes post to dev's own loopback
+	// fixture destination when their run names no inputs.url.
+	fixture, err := startFixtureReceiver(ctx)
+	if err != nil {
+		return err
+	}
+	if sm != nil {
+		sm.fixtureURL = fixture.url
+	}
+	fixtureHook := &webhook.Webhook{Ledger: k.Ledger, Policy: webhook.WebhookPolicy{AllowLoopback: true}}
 
 	sc := emulator.StreamsClient(endpoint)
 	// The pollers retry a failing batch STREAM_MAX_RETRIES times (dev's
 	// own default: the setting's Dev), like the event source mapping's
 	// MaximumRetryAttempts: the executor's last try ends the run failed
 	// instead of stranding it "running".
-	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1,
+		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.seams}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},

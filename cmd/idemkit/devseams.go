@@ -83,6 +83,8 @@ type seams struct {
 	runs   runs.RunStore
 	policy webhook.WebhookPolicy
 	force  *forcedRetry
+	// fixtureURL is the host's fixture destination (fixtureReceiver).
+	fixtureURL string
 }
 
 // isSeamPath reports whether a raw path is in the seams' path space.
@@ -92,6 +94,10 @@ func isSeamPath(rawPath string) bool { return strings.HasPrefix(rawPath, seamsPr
 // effect-retry seam, or 404 not_found for a seam idemkit does not serve, or
 // 405 for another method.
 func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant string, body []byte) {
+	if rawPath == seamFireEffect && r.Method == http.MethodPost {
+		s.fire(w, r, tenant, body)
+		return
+	}
 	if rawPath != seamEffectRetry {
 		writeEnvelope(w, apierr.New(http.StatusNotFound, apierr.CodeNotFound, "not found"))
 		return

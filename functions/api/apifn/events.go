@@ -56,8 +56,10 @@ const maxBufferMs = 5000
 // RunEvent is one RunEventDoc (run-event.schema.json): the closed v2 event
 // envelope. Sequence is the one ordering field (first event 0).
 type RunEvent struct {
-	EventID       string `json:"eventId"`
-	RunID         string `json:"runId"`
+	EventID string `json:"eventId"`
+	RunID   string `json:"runId"`
+	// NodeID is set on node-scoped events (node.*).
+	NodeID        string `json:"nodeId,omitempty"`
 	Type          string `json:"type"`
 	Payload       any    `json:"payload"`
 	Timestamp     string `json:"timestamp"`
@@ -84,8 +86,12 @@ type RunEvent struct {
 // A terminal status is final (transitions are compare-and-set), so event 1
 // never changes once it exists. eventId is a stable digest of (runId,
 // sequence): the same event has the same id on every read.
+//
+// A run with a node graph (Run.Log) has its node events between the two,
+// in the order recorded; a fork starts with its inherited history (see
+// logEvents). The terminal event follows the last of them.
 func RunEvents(r runs.Run) []RunEvent {
-	evs := []RunEvent{newRunEvent(r, 0, EventRunStarted, r.CreatedAt, map[string]any{"workflowId": r.WorkflowID})}
+	evs, next := logEvents(r)
 	if !r.Status.Terminal() {
 		return evs
 	}
@@ -103,7 +109,7 @@ func RunEvents(r runs.Run) []RunEvent {
 	default: // runs.StatusCancelled
 		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
 	}
-	return append(evs, newRunEvent(r, 1, typ, r.UpdatedAt, payload))
+	return append(evs, newRunEvent(r, next, typ, r.UpdatedAt, payload))
 }
 
 func newRunEvent(r runs.Run, seq int64, typ string, at time.Time, payload any) RunEvent {
@@ -262,7 +268,8 @@ func admits(modes []string) (string, bool) {
 // Tenancy is GET /runs/{runId}'s: another tenant's runId is 403
 // id_tenant_mismatch (in the router, before any read) and an unknown run
 // 404; a Last-Event-ID past the end of the log yields an empty stream.
-func (h *Handler) events(ctx context.Context, ev events.APIGatewayV2HTTPRequest, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
+func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	ev, runID, tenant := c.ev, c.runID(), c.tenant
 	q, e := parseStreamQuery(ev)
 	if e != nil {
 		return errResp(e), nil

@@ -500,8 +500,9 @@ func TestEventsTenancy(t *testing.T) {
 			t.Fatalf("%s: %d %s", p, resp.StatusCode, resp.Body)
 		}
 	}
-	if resp, _ := f.do(t, eventsReq("/runs/"+runs.ProjectID(r.ID)+"/events/poll", "acme", "", "")); resp.StatusCode != 404 {
-		t.Fatalf("events/poll: %d", resp.StatusCode)
+	// The long-poll fallback is served (pollRunEvents), tenant-bound like the stream.
+	if resp, g := f.do(t, eventsReq("/runs/"+runs.ProjectID(r.ID)+"/events/poll", "acme", "", "")); resp.StatusCode != 200 || g["runId"] != r.ID {
+		t.Fatalf("events/poll: %d %s", resp.StatusCode, resp.Body)
 	}
 }
 

@@ -35,7 +35,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -105,16 +104,26 @@ type Config struct {
 	// Default: the runs store's own (runs.InboxOf: the RunsTable inbox of
 	// a DynamoRuns), else an in-memory one.
 	Inbox runs.Inbox
+	// ForkRetention is how long after its creation a run can be forked;
+	// an older source is refused 422 fork_point_invalid. Default
+	// DefaultForkRetention (the ledger's minimum retention, 14 days).
+	ForkRetention time.Duration
+	// ReplayFixtures advertises the graph fixtures with a side-effecting
+	// node (settings.WithReplayFixtures): set only where the executor has a
+	// fixture destination for them (`idemkit dev`). Default false.
+	ReplayFixtures bool
+	// Build identifies this build in the effect-seam manifest
+	// (host.build, kind "commit"). Default: the binary's VCS revision,
+	// else "unknown".
+	Build string
 }
 
 // Handler serves the API. Safe for concurrent use.
 type Handler struct {
 	cfg    Config
 	caps   []byte
+	seams  []byte
 	tenant idem.TenantSource
-	// guarded holds each idempotent route's serve function under Layer 1,
-	// by method and pattern.
-	guarded map[string]idem.HTTPAPIHandler
 }
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
@@ -137,6 +146,9 @@ func New(cfg Config) (*Handler, error) {
 	if err := p.Err("apifn", ErrConfig); err != nil {
 		return nil, err
 	}
+	if gc := cfg.Guard.Config(); gc.Tenant.Kind == idem.TenantUnset && !gc.Disabled && gc.Unauthenticated != idem.AnonymousTenant {
+		return nil, errors.New("apifn: the Guard needs Config.Tenant (the authorizer context's tenant)")
+	}
 	if cfg.CrossRegion == "" {
 		cfg.CrossRegion = settings.CrossRegionSingle
 	}
@@ -147,6 +159,9 @@ func New(cfg Config) (*Handler, error) {
 	}
 	if cfg.ConformanceSeams {
 		capOpts = append(capOpts, settings.WithConformanceSeams())
+	}
+	if cfg.ReplayFixtures {
+		capOpts = append(capOpts, settings.WithReplayFixtures())
 	}
 	caps, err := settings.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
 	if err != nil {
@@ -164,22 +179,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Inbox == nil {
 		cfg.Inbox = runs.InboxOf(cfg.Runs)
 	}
-	h := &Handler{cfg: cfg, caps: caps, tenant: cfg.Guard.Config().Tenant}
-	h.guarded = map[string]idem.HTTPAPIHandler{}
-	for _, r := range Routes {
-		if !r.Idempotent {
-			continue
-		}
-		// Under Layer 1 the event is all the handler gets: the tenant is
-		// the credential's again and the runId the one route() bound.
-		h.guarded[r.Method+" "+r.Pattern] = cfg.Guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-			tenant, _ := h.authed(ev)
-			runID, _ := ctx.Value(runIDKey{}).(string)
-			entryID, _ := ctx.Value(entryIDKey{}).(string)
-			return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID, entryID: entryID})
-		}, idem.WithOperation(operationOf))
+	seams, err := settings.EffectSeamManifest(cfg.Build)
+	if err != nil {
+		return nil, err
 	}
-	return h, nil
+	return &Handler{cfg: cfg, caps: caps, seams: seams, tenant: cfg.Guard.Config().Tenant}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -215,8 +219,10 @@ func notAllowed(allow string) events.APIGatewayV2HTTPResponse {
 	return r
 }
 
-func notFound() events.APIGatewayV2HTTPResponse {
-	return errResp(apierr.New(http.StatusNotFound, apierr.CodeNotFound, "not found"))
+func notFound() events.APIGatewayV2HTTPResponse { return errResp(notFoundErr()) }
+
+func notFoundErr() *apierr.Error {
+	return apierr.New(http.StatusNotFound, apierr.CodeNotFound, "not found")
 }
 
 // route dispatches on the raw path (still percent-encoded, so `%2F` inside a
@@ -232,54 +238,43 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 		return notFound(), nil
 	case !found:
 		return notAllowed(allow), nil
-	case m.Route.Public:
-		return h.dispatch(ctx, ev, m.Route, "", "")
 	}
-	tenant, ok := h.authed(ev)
-	if !ok {
-		return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
-	}
-	if segs, hasEntry := m.Params["id"]; hasEntry {
-		// An inbox entry id is one segment of InboxEntryID's shape; any
-		// other names no entry.
-		if len(segs) != 1 || !runs.ValidInboxEntryID(segs[0]) {
-			return notFound(), nil
+	tenant := ""
+	if !m.Route.Public {
+		var ok bool
+		if tenant, ok = h.authed(ev); !ok {
+			return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
 		}
-		return h.dispatch(context.WithValue(ctx, entryIDKey{}, segs[0]), ev, m.Route, tenant, "")
 	}
-	idSegs, hasRun := m.Params["runId"]
-	if !hasRun {
-		return h.dispatch(ctx, ev, m.Route, tenant, "")
+	params, scope, e := readParams(m.Route.Pattern, m.Params, tenant)
+	if e != nil {
+		return errResp(e), nil
 	}
-	runID, err := runs.DecodePathID(idSegs...)
-	if err != nil {
-		return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "runId is not a tenant-bound <tenantId>/<opaque> id (project it as ~2F or %%2F)").
-			WithDetails(map[string]any{"field": "runId"})), nil
-	}
-	if runs.RunTenant(runID) != tenant {
-		return errResp(apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant")), nil
-	}
-	return h.dispatch(withRunID(ctx, runID), ev, m.Route, tenant, runID)
+	return h.dispatch(ctx, m.Route, call{ev: ev, tenant: tenant, params: params}, scope)
 }
 
-// dispatch serves a matched, authenticated (unless public) request. An
-// idempotent route runs under Layer 1 with its operation passed explicitly
-// (Route.Scope); the event itself is never rewritten.
-func (h *Handler) dispatch(ctx context.Context, ev events.APIGatewayV2HTTPRequest, r Route, tenant, runID string) (events.APIGatewayV2HTTPResponse, error) {
+// dispatch serves a matched, authenticated (unless public) request whose
+// path parameters are read. An idempotent route runs under Layer 1 with its
+// operation passed explicitly (Route.Scope of the parameters' scope
+// values); the event itself is never rewritten.
+func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (events.APIGatewayV2HTTPResponse, error) {
 	if r.check != nil {
-		if e := r.check(ev); e != nil {
+		if e := r.check(c.ev); e != nil {
 			return errResp(e), nil
 		}
 	}
-	entryID, _ := ctx.Value(entryIDKey{}).(string)
 	if !r.Idempotent {
-		return r.serve(h, ctx, call{ev: ev, tenant: tenant, runID: runID, entryID: entryID})
+		return r.serve(h, ctx, c)
 	}
-	guarded, ok := h.guarded[r.Method+" "+r.Pattern]
-	if !ok {
-		return events.APIGatewayV2HTTPResponse{}, fmt.Errorf("apifn: idempotent route %s %s is not wired", r.Method, r.Pattern)
-	}
-	return guarded(withOperation(ctx, r.Scope(map[string]string{"runId": runs.ProjectID(runID), "id": entryID})), ev)
+	return h.cfg.Guard.Do(ctx, idem.Request{Event: c.ev, Operation: r.Scope(scope)}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+		return r.serve(h, ctx, c)
+	})
+}
+
+// capabilities serves the discovery document (GET /.well-known/openwop).
+func (h *Handler) capabilities(_ context.Context, _ call) (events.APIGatewayV2HTTPResponse, error) {
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
+		Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
 }
 
 // authed returns the authenticated tenant from the authorizer context.
@@ -319,27 +314,6 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 		}
 	}
 	return nil
-}
-
-type runIDKey struct{}
-
-type entryIDKey struct{}
-
-type operationKey struct{}
-
-// withOperation passes an idempotent route's Layer-1 operation to the
-// adapter (idem.WithOperation(operationOf)).
-func withOperation(ctx context.Context, op string) context.Context {
-	return context.WithValue(ctx, operationKey{}, op)
-}
-
-func operationOf(ctx context.Context, _ events.APIGatewayV2HTTPRequest) string {
-	op, _ := ctx.Value(operationKey{}).(string)
-	return op
-}
-
-func withRunID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, runIDKey{}, id)
 }
 
 func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {

@@ -144,7 +144,7 @@ func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTT
 // in what the write decides on, the entry stays (updated) and the answer is
 // the 409 with the new fix.
 func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID)
+	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID())
 	if errors.Is(err, runs.ErrInboxEntryNotFound) {
 		return notFound(), nil
 	}
@@ -182,12 +182,12 @@ const CodeInboxOperationUnknown = "idemkit.inbox_operation_unknown"
 // waiting write is dropped, never run; 200 {"id", "status": "discarded"},
 // 404 when the caller's inbox has no such entry.
 func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	err := h.cfg.Inbox.Remove(ctx, c.tenant, c.entryID)
+	err := h.cfg.Inbox.Remove(ctx, c.tenant, c.entryID())
 	if errors.Is(err, runs.ErrInboxEntryNotFound) {
 		return notFound(), nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return jsonResp(http.StatusOK, map[string]any{"id": c.entryID, "status": "discarded"})
+	return jsonResp(http.StatusOK, map[string]any{"id": c.entryID(), "status": "discarded"})
 }

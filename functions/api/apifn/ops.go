@@ -18,8 +18,8 @@ import (
 
 // createRun runs under the Layer-1 claim. A run is written only for a 201:
 // validation errors and conformance-unavailable's 503 create nothing.
-func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	tenant, _ := h.authed(ev)
+func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	ev, tenant := c.ev, c.tenant
 	body := []byte(ev.Body)
 	if ev.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(ev.Body)
@@ -70,27 +70,25 @@ func (h *Handler) createRun(ctx context.Context, ev events.APIGatewayV2HTTPReque
 // cancelRun runs under the Layer-1 claim (scoped to the one run). A
 // request with Idempotency-Decided-Version is an offline-decided cancel,
 // checked against the run's changes since that version (inbox.go).
-func (h *Handler) cancelRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	runID, _ := ctx.Value(runIDKey{}).(string)
-	tenant, _ := h.authed(ev)
-	decided, present, err := decidedVersion(ev)
+func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	decided, present, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, tenant, runID, decided, present, "")
+	resp, _, err := h.cancel(ctx, c.tenant, c.runID(), decided, present, "")
 	return resp, err
 }
 
 // getRun returns the run's snapshot.
-func (h *Handler) getRun(ctx context.Context, ev events.APIGatewayV2HTTPRequest, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
-	r, err := h.cfg.Runs.Get(ctx, runID)
-	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
+func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	r, err := h.cfg.Runs.Get(ctx, c.runID())
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != c.tenant) {
 		return notFound(), nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return jsonResp(http.StatusOK, h.snapshot(ev, r))
+	return jsonResp(http.StatusOK, h.snapshot(c.ev, r))
 }
 
 // ExtensionRun is the key of the host's own snapshot state under
@@ -167,7 +165,8 @@ func failureMessage(r runs.Run) string {
 }
 
 // effects serves the Layer-2 witness (effect-ledger-projection.schema.json).
-func (h *Handler) effects(ctx context.Context, runID, tenant string) (events.APIGatewayV2HTTPResponse, error) {
+func (h *Handler) effects(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	runID, tenant := c.runID(), c.tenant
 	r, err := h.cfg.Runs.Get(ctx, runID)
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 		return notFound(), nil

@@ -24,7 +24,7 @@ const CodeRunNotFailed = "idemkit.run_not_failed"
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	prev, err := h.cfg.Runs.Get(ctx, c.runID)
+	prev, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
 		return notFound(), nil
 	}

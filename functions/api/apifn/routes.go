@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -38,8 +39,9 @@ type Route struct {
 	// body's size and media type).
 	check func(events.APIGatewayV2HTTPRequest) *apierr.Error
 	// serve answers the route, under Layer 1 when Idempotent. It runs
-	// after the credential (unless Public) and the runId's tenant binding
-	// are checked: c carries the caller's tenant and the decoded runId.
+	// after the credential (unless Public) is checked and every path
+	// parameter is read (pathParams): c carries the caller's tenant and
+	// the parameters' values.
 	serve func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error)
 }
 
@@ -47,69 +49,126 @@ type Route struct {
 type call struct {
 	ev     events.APIGatewayV2HTTPRequest
 	tenant string // the credential's tenant ("" on a public route)
-	runID  string // the decoded {runId}, bound to tenant ("" when none)
-	// entryID is the {id} of an inbox route: one raw path segment ("" when
-	// none; never a runId).
-	entryID string
+	// params holds each path parameter's value, by the name the pattern
+	// gives it (pathParams says how a value is read).
+	params map[string]string
 }
+
+// runID is the decoded {runId}, bound to the caller's tenant ("" when the
+// route has none).
+func (c call) runID() string { return c.params[paramRunID] }
+
+// entryID is the {id} of an inbox route ("" when none; never a runId).
+func (c call) entryID() string { return c.params[paramEntryID] }
 
 // Routes is the run API. Adding a route is one row here (with its serve
-// function) plus its HttpApi event in template.yaml, which
-// TestRoutesMatchTemplate requires, and a test of the handler.
+// method) plus its HttpApi event in template.yaml, which
+// TestRoutesMatchTemplate requires, and a test of the handler; a new
+// {param} name in its pattern reaches serve as c.params[name] with no other
+// edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody,
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.createRun(ctx, c.ev)
-		}},
-	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: serveGetRun},
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun},
+	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
-	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: serveGetRun},
+	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// The body is not read, but Layer 1 digests it: it is bounded as
 	// createRun's (any media type is accepted).
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkBodySize,
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.cancelRun(ctx, c.ev)
-		}},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkBodySize, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by retryOf,
 	// under the retry request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize,
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.retryRun(ctx, c)
-		}},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
-	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox",
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.listInbox(ctx, c)
-		}},
-	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkBodySize,
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.resubmitInboxEntry(ctx, c)
-		}},
-	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkBodySize,
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.discardInboxEntry(ctx, c)
-		}},
-	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects",
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.effects(ctx, c.runID, c.tenant)
-		}},
-	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents",
-		serve: func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-			return h.events(ctx, c.ev, c.runID, c.tenant)
-		}},
-	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true,
-		serve: func(h *Handler, _ context.Context, _ call) (events.APIGatewayV2HTTPResponse, error) {
-			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
-				Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
-		}},
+	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkBodySize, serve: (*Handler).resubmitInboxEntry},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkBodySize, serve: (*Handler).discardInboxEntry},
+	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
+	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
+	{Method: http.MethodGet, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
+	// Replay and fork (fork.go): a new run from the source's event log,
+	// under the fork request's own key.
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
+	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
+	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
 	// The ERP policy's public format-validation route: no credential, no
 	// Idempotency-Key, no idempotency record (workorder.go).
-	{Method: http.MethodPost, Pattern: TestWorkOrderPath, Op: OpTestWorkOrder, Public: true, check: checkBodySize, serve: serveTestWorkOrder},
+	{Method: http.MethodPost, Pattern: TestWorkOrderPath, Op: OpTestWorkOrder, Public: true, check: checkBodySize, serve: (*Handler).testWorkOrder},
 }
 
-func serveGetRun(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	return h.getRun(ctx, c.ev, c.runID, c.tenant)
+// The path parameters that are more than one raw segment.
+const (
+	paramRunID   = "runId"
+	paramEntryID = "id"
+)
+
+// pathParam reads a path parameter from its raw segments (two for a split
+// runId) and the caller's tenant: value is what serve gets, scope what the
+// parameter contributes to the Layer-1 operation (Route.Scope); e, when
+// not nil, is the answer and nothing is served.
+type pathParam func(segs []string, tenant string) (value, scope string, e *apierr.Error)
+
+// pathParams says how a parameter named in a pattern is read, by name. A
+// name not listed is one raw (still percent-encoded) segment, its own
+// value and scope (rawParam), so a route with a new parameter needs no
+// entry here unless the value has a grammar to check.
+var pathParams = map[string]pathParam{
+	// A runId is decoded (~2F or %2F projections, or its split form) and
+	// must be bound to the caller's tenant: another tenant's run is 403
+	// before any read. Its scope is its canonical projection.
+	paramRunID: func(segs []string, tenant string) (string, string, *apierr.Error) {
+		runID, err := runs.DecodePathID(segs...)
+		if err != nil {
+			return "", "", apierr.New(http.StatusBadRequest, apierr.CodeValidation, "runId is not a tenant-bound <tenantId>/<opaque> id (project it as ~2F or %%2F)").
+				WithDetails(map[string]any{"field": "runId"})
+		}
+		if runs.RunTenant(runID) != tenant {
+			return "", "", apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant")
+		}
+		return runID, runs.ProjectID(runID), nil
+	},
+	// An inbox entry id is one segment of InboxEntryID's shape; any other
+	// names no entry.
+	paramEntryID: func(segs []string, _ string) (string, string, *apierr.Error) {
+		if len(segs) != 1 || !runs.ValidInboxEntryID(segs[0]) {
+			return "", "", notFoundErr()
+		}
+		return segs[0], segs[0], nil
+	},
+}
+
+// rawParam reads a parameter pathParams does not list: exactly one raw
+// segment.
+func rawParam(segs []string, _ string) (string, string, *apierr.Error) {
+	if len(segs) != 1 {
+		return "", "", notFoundErr()
+	}
+	return segs[0], segs[0], nil
+}
+
+// readParams reads every path parameter of the matched route, in pattern
+// order, so the first refused one (left to right) is the answer. scope
+// holds each one's contribution to Route.Scope.
+func readParams(pattern string, segs map[string][]string, tenant string) (params, scope map[string]string, e *apierr.Error) {
+	if len(segs) == 0 {
+		return nil, nil, nil
+	}
+	params, scope = make(map[string]string, len(segs)), make(map[string]string, len(segs))
+	for _, s := range strings.Split(pattern, "/") {
+		name, ok := paramName(s)
+		if !ok {
+			continue
+		}
+		read, listed := pathParams[name]
+		if !listed {
+			read = rawParam
+		}
+		v, sc, e := read(segs[name], tenant)
+		if e != nil {
+			return nil, nil, e
+		}
+		params[name], scope[name] = v, sc
+	}
+	return params, scope, nil
 }
 
 // Scope is the Layer-1 operation of an idempotent route: the method and the
@@ -120,8 +179,8 @@ func serveGetRun(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HT
 func (r Route) Scope(params map[string]string) string {
 	segs := strings.Split(r.Pattern, "/")
 	for i, s := range segs {
-		if name, ok := paramName(s); ok {
-			segs[i] = params[name]
+		if name, suffix, ok := paramSuffix(s); ok {
+			segs[i] = params[name] + suffix
 		}
 	}
 	return r.Method + " " + strings.Join(segs, "/")
@@ -223,10 +282,19 @@ func patterns() []string {
 }
 
 func paramName(seg string) (string, bool) {
-	if len(seg) > 2 && seg[0] == '{' && seg[len(seg)-1] == '}' {
-		return seg[1 : len(seg)-1], true
+	name, _, ok := paramSuffix(seg)
+	return name, ok
+}
+
+// paramSuffix splits a parameter segment into its name and the literal
+// that follows it in the same segment ("{runId}:fork": "runId", ":fork";
+// the OpenWOP custom-method form).
+func paramSuffix(seg string) (name, suffix string, ok bool) {
+	end := strings.IndexByte(seg, '}')
+	if len(seg) > 2 && seg[0] == '{' && end > 1 {
+		return seg[1:end], seg[end+1:], true
 	}
-	return "", false
+	return "", "", false
 }
 
 // matchPattern matches path segments against a pattern: literals exactly,
@@ -248,7 +316,7 @@ func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 	params := map[string][]string{}
 	i := 0
 	for _, s := range pat {
-		name, isParam := paramName(s)
+		name, suffix, isParam := paramSuffix(s)
 		if !isParam {
 			if segs[i] != s {
 				return nil, false
@@ -260,8 +328,41 @@ func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 		if segs[i] == "" {
 			return nil, false
 		}
-		params[name] = segs[i : i+take]
+		got := append([]string(nil), segs[i:i+take]...)
+		last := got[len(got)-1]
+		if suffix != "" {
+			// A parameter with a literal suffix: the last segment ends
+			// with it, and what precedes it is the (last part of the)
+			// value.
+			if len(last) <= len(suffix) || !strings.HasSuffix(last, suffix) {
+				return nil, false
+			}
+			got[len(got)-1] = strings.TrimSuffix(last, suffix)
+		} else if strings.Contains(last, ":") && hasSuffixedRoute(pat, s) {
+			return nil, false
+		}
+		params[name] = got
 		i += take
 	}
 	return params, true
+}
+
+// hasSuffixedRoute reports whether a route's pattern shaped like pat puts
+// a literal suffix after the parameter segment s (so "/runs/x:fork" is the
+// fork route, never getRun of a runId "x:fork").
+func hasSuffixedRoute(pat []string, s string) bool {
+	for _, r := range Routes {
+		rp := strings.Split(strings.TrimPrefix(r.Pattern, "/"), "/")
+		if len(rp) != len(pat) {
+			continue
+		}
+		for i := range rp {
+			if pat[i] == s {
+				if _, suffix, ok := paramSuffix(rp[i]); ok && suffix != "" {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

@@ -27,13 +27,13 @@ const OpTestWorkOrder = "testInboundWorkOrder"
 // it), and answers whether the body is a valid inbound work order.
 const TestWorkOrderPath = "/api/v1/inbound/work-orders/test"
 
-// serveTestWorkOrder decodes, normalises and validates an inbound work order
+// testWorkOrder decodes, normalises and validates an inbound work order
 // (JSON, or XML as application/xml or text/xml) and answers 200
 // {"valid":true,"work_order_number","projects"} — rendered as XML when the
 // Accept header prefers it — or the envelope: 400 validation_error (naming
 // the field in details.field), 415 unsupported_media_type. It reads nothing
 // and writes nothing.
-func serveTestWorkOrder(_ *Handler, _ context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+func (h *Handler) testWorkOrder(_ context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	body := []byte(c.ev.Body)
 	if c.ev.IsBase64Encoded {
 		b, err := base64.StdEncoding.DecodeString(c.ev.Body)

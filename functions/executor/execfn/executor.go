@@ -106,6 +106,16 @@ type Executor struct {
 	// the run record's: a run parked by another process, or whose call was
 	// lost, is still due there.
 	Parked func(wakeAt time.Time)
+	// Fixture delivers a side-effecting node of a graph workflow that names
+	// no inputs.url, to FixtureURL (the host's own fixture destination,
+	// e.g. `idemkit dev`'s loopback receiver). Default nil: Webhook. With no
+	// FixtureURL such a node fails.
+	Fixture    *webhook.Webhook
+	FixtureURL string
+	// NoopEffect runs conformance-noop as webhook.NoopEffectGraph: one
+	// side-effecting node posting to FixtureURL. Default false: a noop run
+	// has no nodes. Only `idemkit dev --conformance-seams` sets it.
+	NoopEffect bool
 }
 
 const (
@@ -327,6 +337,8 @@ func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	switch {
 	case errors.As(nodeErr, &later):
 		return x.park(ctx, runID, later)
+	case errors.Is(nodeErr, errRunEnded):
+		return nil // cancelled meanwhile: nothing more to record
 	case nodeErr == nil:
 		return x.finish(ctx, runID, runs.StatusCompleted, "")
 	case permanent(nodeErr):
@@ -343,7 +355,8 @@ func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 // recipe stamps this kit does not compute (its identities are never
 // recomputed under another recipe).
 func permanent(err error) bool {
-	return errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, webhook.ErrRetriesExhausted) ||
+	var nf *NodeFailedError
+	return errors.As(err, &nf) || errors.Is(err, ledger.ErrEffectFailed) || errors.Is(err, webhook.ErrRetriesExhausted) ||
 		errors.Is(err, ledger.ErrInvalidIdentity) || errors.Is(err, ledger.ErrMismatch) ||
 		errors.Is(err, ledger.ErrUnsupportedRecipe) || errors.Is(err, ledger.ErrAttemptsExhausted)
 }
@@ -437,10 +450,19 @@ func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg
 
 // runNodes executes the workflow's nodes in order, each from its start.
 func (x *Executor) runNodes(ctx context.Context, run runs.Run) error {
+	if g, ok := webhook.GraphOf(run.WorkflowID); ok {
+		return x.runGraph(ctx, run, g)
+	}
+	if x.NoopEffect && run.WorkflowID == webhook.WorkflowNoop {
+		return x.runGraph(ctx, run, webhook.NoopEffectGraph)
+	}
 	switch run.WorkflowID {
 	case webhook.WorkflowWebhook:
 		if x.Webhook == nil {
 			return errors.New("executor: no webhook deliverer configured")
+		}
+		if run.IsReplay() {
+			return x.replayWebhook(ctx, run)
 		}
 		res, err := x.Webhook.Deliver(ctx, run)
 		if err == nil {

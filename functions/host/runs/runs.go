@@ -89,6 +89,13 @@ type Run struct {
 	// History is the run's version log: element i holds the tracked fields
 	// version i+1 set (FieldStatus, ...). Version == History.Current().
 	History idem.VersionLog `json:"history,omitempty"`
+	// Log is the run's node event log (node.started, node.completed,
+	// node.failed), appended by the executor (LogStore.AppendLog); empty
+	// for a run whose workflow has no node graph (see fork.go, nodelog.go).
+	Log []LogEvent `json:"log,omitempty"`
+	// Fork is set on a run created by forkRun: its source, mode, fromSeq
+	// and inherited history. Nil for any other run. Fixed at creation.
+	Fork *Fork `json:"fork,omitempty"`
 	ledger.RecipeStamps
 }
 

@@ -111,6 +111,7 @@ func runItem(r Run) map[string]types.AttributeValue {
 		l = append(l, versionAV(v))
 	}
 	m[runAttrHistory] = &types.AttributeValueMemberL{Value: l}
+	forkItem(m, r)
 	return m
 }
 
@@ -200,6 +201,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	if in := s(runAttrInputs); in != "" {
 		r.Inputs = []byte(in)
 	}
+	forkFromItem(m, &r)
 	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix)
 }
 

@@ -53,9 +53,10 @@ const (
 type CapabilityOption func(*capOptions)
 
 type capOptions struct {
-	lagBoundMs int
-	seams      bool
-	policy     string
+	lagBoundMs     int
+	seams          bool
+	policy         string
+	replayFixtures bool
 }
 
 // ExtensionIdempotency is the discovery extension (the schema's
@@ -200,6 +201,10 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 	}
 	if o.seams {
 		doc["conformance"] = map[string]any{"seamsProfile": SeamsProfile}
+	}
+	doc["replay"] = replayFamily()
+	if o.replayFixtures {
+		doc["fixtures"] = append(append([]string(nil), fixtures...), replayFixtures...)
 	}
 	return json.Marshal(doc)
 }

@@ -75,8 +75,8 @@ const unbounded = 1<<31 - 1
 // Settings lists every variable LoadEnv reads, in README.md's order.
 var Settings = []Setting{
 	{Name: idem.EnvTable, DefaultDoc: "—", Doc: "Layer-1 table", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: `openwop` \\| `commerce` \\| `erp` ([choosing it](#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
-		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: openwop, commerce or erp (overrides IDEMPOTENCY_POLICY)"},
+	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
+		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: " + orList(idem.PolicyNames()) + " (overrides IDEMPOTENCY_POLICY)"},
 	{Name: idem.EnvEnabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
 	{Name: idem.EnvRequired, Default: "false", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
 	{Name: idem.EnvLeaseSeconds, Default: seconds(idem.DefaultLease), Min: int(idem.MinLease / time.Second), Max: int(idem.MaxLease / time.Second), Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
@@ -322,4 +322,22 @@ func settingsTable() string {
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.Name, s.defaultCell(), s.Doc)
 	}
 	return b.String()
+}
+
+// policyChoices renders the preset policy names (idem.PolicyNames), each
+// between quote, joined by sep.
+func policyChoices(quote, sep string) string {
+	names := idem.PolicyNames()
+	for i, n := range names {
+		names[i] = quote + n + quote
+	}
+	return strings.Join(names, sep)
+}
+
+// orList renders names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

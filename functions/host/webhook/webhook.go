@@ -244,10 +244,13 @@ func WebhookIdentity(run runs.Run) (ledger.Identity, error) {
 	if err != nil {
 		return ledger.Identity{}, fmt.Errorf("%w: %w", ledger.ErrInvalidIdentity, err)
 	}
+	// A fork's new deliveries use the host's selected recipes; any other
+	// run's, its own stamps (runs.Run.EffectStamps).
+	stamps := run.EffectStamps()
 	if bk == "" {
-		return run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
+		return stamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
 	}
-	if err := run.RecipeStamps.Validate(); err != nil {
+	if err := stamps.Validate(); err != nil {
 		return ledger.Identity{}, err
 	}
 	return ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation: WebhookOperation, Key: bk})
@@ -423,12 +426,23 @@ func (w *Webhook) Deliver(ctx context.Context, run runs.Run) (ledger.Result, err
 		}
 		eff.RequestDigest, eff.SemanticRecipe = d, webhookRequestRecipe
 	}
+	return w.deliver(ctx, SeamWebhookDeliver, eff, dest, payload)
+}
+
+// deliver runs one delivery effect through the ledger, behind the named
+// seam: under a replay it claims and sends nothing (runs.CheckSeam), and
+// the effect function itself is guarded (runs.GuardSeam) as the last line.
+func (w *Webhook) deliver(ctx context.Context, seam string, eff ledger.Effect, dest string, payload json.RawMessage) (ledger.Result, error) {
+	if err := runs.CheckSeam(ctx, seam); err != nil {
+		return ledger.Result{}, err
+	}
 	var fn ledger.Func = func(ctx context.Context, call ledger.Call) ([]byte, error) {
 		return w.try(ctx, dest, payload, call.ProviderKey)
 	}
 	if w.Wrap != nil {
 		fn = w.Wrap(fn)
 	}
+	fn = runs.GuardSeam(seam, fn)
 	for idle := 0; ; {
 		res, err := w.Ledger.Do(ctx, eff, fn)
 		if errors.Is(err, ledger.ErrAttemptsExhausted) {

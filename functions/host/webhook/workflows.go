@@ -45,7 +45,7 @@ const maxDelayMs = 10000
 const CodeRunnerUnavailable = "runner_unavailable"
 
 // Workflows lists the built-in workflow ids.
-var Workflows = []string{WorkflowNoop, WorkflowDelay, WorkflowUnavailable, WorkflowWebhook}
+var Workflows = []string{WorkflowNoop, WorkflowDelay, WorkflowUnavailable, WorkflowWebhook, WorkflowReplayOrdinalLoop, WorkflowReplaySideEffect}
 
 // CreateRequest is a validated createRun body.
 type CreateRequest struct {
@@ -87,7 +87,7 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 		known = known || w == req.WorkflowID
 	}
 	if !known {
-		return req, validation("workflowId", "unknown workflowId; built-in workflows: conformance-noop, conformance-delay, conformance-unavailable, webhook")
+		return req, validation("workflowId", "unknown workflowId; built-in workflows: "+strings.Join(Workflows, ", "))
 	}
 	inputs := map[string]json.RawMessage{}
 	req.Inputs = json.RawMessage("{}")
@@ -96,6 +96,12 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 			return req, validation("inputs", "inputs must be a JSON object")
 		}
 		req.Inputs = in
+	}
+	if g, ok := GraphOf(req.WorkflowID); ok {
+		if e := parseGraphInputs(&req, g, inputs, policy); e != nil {
+			return req, e
+		}
+		return req, nil
 	}
 	switch req.WorkflowID {
 	case WorkflowDelay:

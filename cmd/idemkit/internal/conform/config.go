@@ -36,6 +36,20 @@ const (
 	ProfileCommerce Profile = "commerce"
 )
 
+// Profiles lists the rule sets the checker has, the default first: each is
+// named after the idem preset policy it checks (idem.PolicyNames). The
+// --profile help and the unknown-profile error derive from this list.
+var Profiles = []Profile{ProfileOpenWOP, ProfileCommerce, ProfileERP}
+
+// ProfileList renders Profiles joined by sep ("openwop|commerce|erp").
+func ProfileList(sep string) string {
+	names := make([]string, len(Profiles))
+	for i, p := range Profiles {
+		names[i] = string(p)
+	}
+	return strings.Join(names, sep)
+}
+
 // scopeParts lists the scope parts of a profile's credential that
 // Config.ScopeKeys may name.
 func scopeParts(p Profile) []string {
@@ -266,9 +280,10 @@ func (c Config) resolve() (*resolved, error) {
 	switch c.Profile {
 	case "":
 		c.Profile = ProfileOpenWOP
-	case ProfileOpenWOP, ProfileERP, ProfileCommerce:
 	default:
-		return nil, fmt.Errorf("%w: profile %q (want openwop, commerce or erp)", ErrConfig, c.Profile)
+		if !slices.Contains(Profiles, c.Profile) {
+			return nil, fmt.Errorf("%w: profile %q (want one of %s)", ErrConfig, c.Profile, ProfileList(", "))
+		}
 	}
 	if k, ok := c.ScopeKeys["organisation"]; ok { // the British spelling names the same part
 		norm := maps.Clone(c.ScopeKeys)

@@ -3,77 +3,11 @@ package idem
 import (
 	"bytes"
 	"encoding/json"
-
-	"github.com/idemkit/idemkit/internal/apierr"
 )
 
-// Credential names of the ERP policy's scope (Policy.Scope.Credential):
-// authorizer context keys (or JWT claims, or names passed to
-// Config.HTTPCredential) carrying the calling client (the authenticated
-// principal), and the company and organisation it acts for (the tenant the
-// canonical request hash includes).
-const (
-	CredentialClient       = "clientId"
-	CredentialCompany      = "companyId"
-	CredentialOrganization = "organizationId"
-)
-
-// The ERP policy's error codes: the "error" member of the Guard's own
-// envelopes under PolicyERP, in place of the OpenWOP registry code.
-const (
-	// CodeERPRequestInProgress is 409 while another request owns an active
-	// processing lease on the key (OpenWOP idempotency_in_flight).
-	CodeERPRequestInProgress = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
-	// CodeERPKeyConflict is 409 for the same scope and key with a different
-	// canonical payload (OpenWOP idempotency_key_mismatch).
-	CodeERPKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
-)
-
-// MessageERPKeyConflict is the ERP policy's text of CodeERPKeyConflict.
-const MessageERPKeyConflict = "The Idempotency-Key has already been used with a different request payload."
-
-// RequestIDMember is the envelope member the ERP policy sets to the current
-// attempt's request id (Policy.RequestIDMember).
-const RequestIDMember = "request_id"
-
-// erpCodes maps the OpenWOP registry codes the ERP policy has codes of its
-// own for to those codes, with the policy's text where it prescribes one.
-var erpCodes = map[string]struct{ code, message string }{
-	apierr.CodeIdempotencyInFlight:    {code: CodeERPRequestInProgress},
-	apierr.CodeIdempotencyKeyMismatch: {code: CodeERPKeyConflict, message: MessageERPKeyConflict},
-}
-
-// erpEnvelope is the ERP policy's error envelope, in member order.
-type erpEnvelope struct {
-	Error     string         `json:"error"`
-	Message   string         `json:"message"`
-	Details   map[string]any `json:"details,omitempty"`
-	RequestID string         `json:"request_id"`
-}
-
-// ERPErrorBody is PolicyERP's Policy.ErrorBody: the envelope
-// {error, message, details?, request_id}. error is the ERP policy's own
-// code where it defines one (IDEMPOTENCY_REQUEST_IN_PROGRESS for
-// idempotency_in_flight, IDEMPOTENCY_KEY_CONFLICT with its prescribed
-// message for idempotency_key_mismatch) and the OpenWOP registry code
-// otherwise (the policy defines no code for an invalid or missing key, an
-// unauthenticated request or a refused body); request_id is always the
-// current attempt's request id.
-func ERPErrorBody(e ErrorInfo) []byte {
-	env := erpEnvelope{Error: e.Code, Message: e.Message, Details: e.Details, RequestID: e.RequestID}
-	if c, ok := erpCodes[e.Code]; ok {
-		env.Error = c.code
-		if c.message != "" {
-			env.Message = c.message
-		}
-	}
-	b, err := json.Marshal(env)
-	if err != nil { // details that do not marshal: the envelope without them
-		env.Details = nil
-		b, _ = json.Marshal(env)
-	}
-	return b
-}
+// The request-id stamp: a policy with a RequestIDMember (the ERP policy's
+// request_id) has every answer built from a handler's response carry the
+// current request's id in that JSON member, replays included.
 
 // stampRequestID returns resp with the top-level member Policy.RequestIDMember
 // of its JSON object body set to requestID, when the policy names a member

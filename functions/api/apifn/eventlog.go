@@ -1,0 +1,56 @@
+package apifn
+
+import (
+	"encoding/json"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+)
+
+// logEvents returns a run's events before its terminal one, and the
+// sequence the terminal event takes:
+//
+//   - a fork with fromSeq > 0 starts with its fixed history: the source's
+//     events with sequence < fromSeq, byte for byte as the source serves
+//     them (eventId, type, nodeId, payload, timestamp and sequence), under
+//     the fork's runId; any other run with run.started at sequence 0;
+//   - then the run's own node events (Run.Log), one sequence each, in the
+//     order the executor recorded them.
+func logEvents(r runs.Run) ([]RunEvent, int64) {
+	var evs []RunEvent
+	var next int64
+	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
+		for _, e := range r.Fork.Inherited {
+			evs = append(evs, RunEvent{EventID: e.EventID, RunID: r.ID, NodeID: e.NodeID, Type: e.Type,
+				Payload: e.Payload, Timestamp: e.Timestamp, Sequence: e.Sequence, SchemaVersion: 1})
+			next = e.Sequence + 1
+		}
+	} else {
+		evs = append(evs, newRunEvent(r, 0, EventRunStarted, r.CreatedAt, map[string]any{"workflowId": r.WorkflowID}))
+		next = 1
+	}
+	for _, e := range r.Log {
+		ev := newRunEvent(r, next, e.Type, e.At, json.RawMessage(e.Payload))
+		ev.NodeID = e.NodeID
+		evs = append(evs, ev)
+		next++
+	}
+	return evs, next
+}
+
+// inherit returns the events of src with sequence < fromSeq as a fork
+// keeps them.
+func inherit(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
+	var out []runs.InheritedEvent
+	for _, e := range RunEvents(src) {
+		if e.Sequence >= fromSeq {
+			break
+		}
+		p, err := json.Marshal(e.Payload)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, runs.InheritedEvent{EventID: e.EventID, Sequence: e.Sequence, Type: e.Type, NodeID: e.NodeID,
+			Timestamp: e.Timestamp, Payload: p})
+	}
+	return out, nil
+}

@@ -1,0 +1,172 @@
+package apifn
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// CodeForkPointInvalid is the registry code (422) of a fromSeq the source
+// log does not hold, one past its terminal event, or whose range is past
+// retention.
+const CodeForkPointInvalid = "fork_point_invalid"
+
+// DefaultForkRetention is how long after its creation a run can be forked
+// (Config.ForkRetention's default): the Layer-2 records a replay resolves
+// from are kept ledger.MinRetention (14 days) after their last write, so a
+// run younger than that still has every record it wrote.
+const DefaultForkRetention = ledger.MinRetention
+
+// maxSeq bounds fromSeq (the JSON integers every client reads exactly).
+const maxSeq = 1<<53 - 1
+
+// forkRequest is a validated forkRun body.
+type forkRequest struct {
+	mode    runs.ForkMode
+	fromSeq int64
+	hasSeq  bool
+	overlay json.RawMessage
+}
+
+// parseFork validates a forkRun body: {mode: replay|branch, fromSeq?,
+// runOptionsOverlay?}, nothing else. fromSeq is required for branch and
+// defaults to 0 for replay; runOptionsOverlay is branch-only (a non-empty
+// one on a replay is 400).
+func parseFork(body []byte) (forkRequest, *apierr.Error) {
+	var req forkRequest
+	var raw map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&raw); err != nil || raw == nil || dec.More() {
+		return req, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object {mode, fromSeq?, runOptionsOverlay?}")
+	}
+	for k := range raw {
+		if k != "mode" && k != "fromSeq" && k != "runOptionsOverlay" {
+			return req, validation(k, "unknown field; the body is {mode, fromSeq?, runOptionsOverlay?}")
+		}
+	}
+	var mode string
+	if m, ok := raw["mode"]; !ok || json.Unmarshal(m, &mode) != nil || (mode != string(runs.ForkReplay) && mode != string(runs.ForkBranch)) {
+		return req, validation("mode", "mode is required: replay or branch")
+	}
+	req.mode = runs.ForkMode(mode)
+	if s, ok := raw["fromSeq"]; ok {
+		var n json.Number
+		d := json.NewDecoder(bytes.NewReader(s))
+		d.UseNumber()
+		if len(s) == 0 || s[0] == '"' || d.Decode(&n) != nil {
+			return req, validation("fromSeq", "fromSeq must be a non-negative integer sequence")
+		}
+		i, err := n.Int64()
+		if err != nil || i < 0 || i > maxSeq {
+			return req, validation("fromSeq", "fromSeq is out of range: a non-negative integer sequence")
+		}
+		req.fromSeq, req.hasSeq = i, true
+	}
+	if req.mode == runs.ForkBranch && !req.hasSeq {
+		return req, validation("fromSeq", "fromSeq is required for a branch (the branch point)")
+	}
+	if o, ok := raw["runOptionsOverlay"]; ok && string(o) != "null" {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(o, &m) != nil || m == nil {
+			return req, validation("runOptionsOverlay", "runOptionsOverlay must be an object")
+		}
+		if req.mode == runs.ForkReplay && len(m) > 0 {
+			return req, validation("runOptionsOverlay", "runOptionsOverlay is branch-only: a replay takes none")
+		}
+		if len(m) > 0 {
+			req.overlay = o
+		}
+	}
+	return req, nil
+}
+
+func validation(field, msg string) *apierr.Error {
+	return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "%s: %s", field, msg).WithDetails(map[string]any{"field": field})
+}
+
+// forkRun serves POST /runs/{runId}:fork under the Layer-1 claim of the
+// fork request's own key: a new run of the source's workflow and inputs
+// whose fixed history is the source's events with sequence < fromSeq
+// (copied into the fork, runs.Fork.Inherited), answered 201 {runId,
+// sourceRunId, fromSeq, mode, status, eventsUrl}. Every execution of one
+// key names the same fork (runs.ClaimRunID), so a retried fork request
+// never creates a second run. The fork inherits the source's recipe
+// stamps (Run.RecipeStamps: recorded history is resolved under the recipes
+// it was recorded with) and records the host's current ones for new branch
+// work (runs.Fork.BranchStamps).
+//
+// Refusals: a body outside the grammar, a branch without fromSeq or a
+// replay with an overlay, 400; a source the caller cannot see, 404; a
+// fromSeq the source log does not hold (past its last event; for a
+// finished source, past its terminal event), or a source older than the
+// fork retention (Config.ForkRetention), 422 fork_point_invalid with
+// details {sourceRunId, fromSeq, boundary}.
+func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	body := []byte(c.ev.Body)
+	if c.ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(c.ev.Body)
+		if err != nil {
+			return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")), nil
+		}
+		body = b
+	}
+	req, e := parseFork(body)
+	if e != nil {
+		return errResp(e), nil
+	}
+	src, err := h.cfg.Runs.Get(ctx, c.runID())
+	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && src.Tenant != c.tenant) {
+		return notFound(), nil
+	}
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	log := RunEvents(src)
+	last := log[len(log)-1].Sequence
+	if req.fromSeq > last {
+		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
+			"fromSeq %d is not in the source run's log (its last event is %d)", req.fromSeq, last).
+			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": last})), nil
+	}
+	retention := h.cfg.ForkRetention
+	if retention <= 0 {
+		retention = DefaultForkRetention
+	}
+	if boundary := src.CreatedAt.Add(retention); h.cfg.Now().After(boundary) {
+		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
+			"the source run's recorded history is past the fork retention (%s)", retention).
+			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)})), nil
+	}
+	inherited, err := inherit(src, req.fromSeq)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	run := runs.NewRun(c.tenant, src.WorkflowID, src.Inputs, h.cfg.Now())
+	run.RecipeStamps = src.RecipeStamps
+	run.Fork = &runs.Fork{SourceRunID: src.ID, Mode: req.mode, FromSeq: req.fromSeq, Inherited: inherited,
+		BranchStamps: ledger.CurrentRecipes(), Overlay: req.overlay}
+	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
+		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
+	}); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	base := h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
+	resp, err := jsonResp(http.StatusCreated, map[string]any{
+		"runId": run.ID, "sourceRunId": src.ID, "fromSeq": req.fromSeq, "mode": req.mode,
+		"status": run.Status, "eventsUrl": base + "/events",
+	})
+	if err == nil {
+		resp.Headers["Location"] = base
+	}
+	return resp, err
+}

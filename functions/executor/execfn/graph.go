@@ -1,0 +1,241 @@
+package execfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// CodeReplaySourceMissing is the node.failed error code of a replay fork's
+// side-effecting node whose source execution recorded no outcome.
+const CodeReplaySourceMissing = "replay_source_missing"
+
+// codeNodeFailed is the vendor node.failed code of a node whose effect
+// ended in a recorded failure.
+const codeNodeFailed = "idemkit.node_failed"
+
+// Markers of how a side-effecting node's outcome came about, carried on its
+// node.completed payload (the payloads' x- extension seat), so an operator
+// reads a branch's re-fire as a re-fire and never as suppression.
+const (
+	effectPerformed = "performed"
+	effectResolved  = "resolved-from-source"
+	effectRefired   = "branch-refired"
+	payloadEffect   = "x-idemkit-effect"
+)
+
+// NodeFailedError ends a graph run failed after its node.failed event was
+// recorded: Code is the event's error code (CodeReplaySourceMissing for a
+// replay without a recorded source outcome).
+type NodeFailedError struct {
+	NodeID, Code, Message string
+}
+
+func (e *NodeFailedError) Error() string {
+	return fmt.Sprintf("node %s failed: %s: %s", e.NodeID, e.Code, e.Message)
+}
+
+// errRunEnded stops a graph walk whose run is no longer running
+// (cancelled meanwhile): nothing more is executed or recorded.
+var errRunEnded = errors.New("executor: the run ended meanwhile")
+
+// step is one event of a run's history as the walk folds it.
+type step struct{ typ, nodeID string }
+
+// history is the run's node events in order: a fork's inherited events,
+// then its own log.
+func history(run runs.Run) []step {
+	var out []step
+	if run.Fork != nil {
+		for _, e := range run.Fork.Inherited {
+			if e.NodeID != "" {
+				out = append(out, step{e.Type, e.NodeID})
+			}
+		}
+	}
+	for _, e := range run.Log {
+		out = append(out, step{e.Type, e.NodeID})
+	}
+	return out
+}
+
+// runGraph executes a graph workflow from where its history stands. The
+// walk is deterministic (Graph: Nodes[0], then each node's outgoing edge,
+// a node executing at most MaxLoopback times), so folding the recorded
+// events (a fork's inherited prefix included) finds the next execution:
+// a node whose node.completed is recorded is not executed again; one
+// started but not ended is executed again from its start (its effect
+// keeps its identity, so the ledger answers from the record). Each
+// execution of a node has its own ordinal n: one more than the node's
+// node.completed and node.failed events before it. A side-effecting node
+// of a replay fork is resolved from the source's n-th execution
+// (ledger.Ledger.Replay, keyed (sourceRunId, nodeId, n)), never performed,
+// and fails closed (replay_source_missing) without one; the whole
+// execution of a replay runs under runs.WithReplay, so every effect seam
+// denies too.
+func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) error {
+	logs, ok := x.Runs.(runs.LogStore)
+	if !ok {
+		return errors.New("executor: the run store keeps no node log")
+	}
+	if run.IsReplay() {
+		ctx = runs.WithReplay(ctx)
+	}
+	in := webhook.ReadGraphInputs(g, run.Inputs)
+	hist := history(run)
+	appendEv := func(typ, nodeID string, payload map[string]any) error {
+		b, err := json.Marshal(payload)
+		if err != nil {
+			return err
+		}
+		r, err := logs.AppendLog(ctx, run.ID, []runs.LogEvent{{Type: typ, NodeID: nodeID, At: x.now().UTC(), Payload: b}}, x.now())
+		if errors.Is(err, runs.ErrStatusConflict) || errors.Is(err, runs.ErrRunNotFound) {
+			return errRunEnded
+		}
+		if err == nil {
+			run.Log = r.Log
+		}
+		return err
+	}
+	visits, terminals := map[string]int{}, map[string]int{}
+	i := 0
+	for cur := g.Nodes[0].ID; cur != ""; cur = g.Next[cur] {
+		node, ok := g.Node(cur)
+		if !ok || visits[cur] >= g.MaxLoopback {
+			break
+		}
+		visits[cur]++
+		started := i < len(hist) && hist[i] == step{runs.EventNodeStarted, cur}
+		if started {
+			i++
+		}
+		if i < len(hist) && hist[i].nodeID == cur && (hist[i].typ == runs.EventNodeCompleted || hist[i].typ == runs.EventNodeFailed) {
+			terminals[cur]++
+			if hist[i].typ == runs.EventNodeFailed {
+				return &NodeFailedError{NodeID: cur, Code: codeNodeFailed, Message: "recorded as failed"}
+			}
+			i++
+			continue
+		}
+		n := terminals[cur] + 1
+		if !started {
+			if err := appendEv(runs.EventNodeStarted, cur, map[string]any{"nodeId": cur, "typeId": node.TypeID}); err != nil {
+				return err
+			}
+		}
+		out, err := x.execNode(ctx, run, node, n, in)
+		var nf *NodeFailedError
+		if errors.As(err, &nf) {
+			if aerr := appendEv(runs.EventNodeFailed, cur, map[string]any{"nodeId": cur,
+				"error": map[string]any{"code": nf.Code, "message": nf.Message}}); aerr != nil {
+				return aerr
+			}
+			return nf
+		}
+		if err != nil {
+			return err // transient or parked: the execution is repeated from its start
+		}
+		payload := map[string]any{"nodeId": cur, "outputs": map[string]any{}}
+		if out != "" {
+			payload[payloadEffect] = out
+		}
+		if err := appendEv(runs.EventNodeCompleted, cur, payload); err != nil {
+			return err
+		}
+		terminals[cur]++
+	}
+	return nil
+}
+
+// execNode performs one execution (ordinal n) of node. For a
+// side-effecting node it returns how the outcome came about.
+func (x *Executor) execNode(ctx context.Context, run runs.Run, node webhook.Node, n int, in webhook.GraphInputs) (string, error) {
+	switch node.TypeID {
+	case webhook.TypeNoop:
+		return "", nil
+	case webhook.TypeDelay, webhook.TypeHold:
+		// Pure: re-executes live in a replay.
+		return "", x.sleep(ctx, time.Duration(in.DelayMs)*time.Millisecond)
+	case webhook.TypeSideEffect:
+		return x.sideEffect(ctx, run, node, n, in)
+	}
+	return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: "unknown node type " + node.TypeID}
+}
+
+// sideEffect is one execution of a side-effecting node.
+func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.Node, n int, in webhook.GraphInputs) (string, error) {
+	if x.Webhook == nil {
+		return "", errors.New("executor: no webhook deliverer configured")
+	}
+	ordinal := uint64(n - 1)
+	if run.IsReplay() {
+		src, err := webhook.NodeIdentity(run.RecipeStamps, run.Tenant, run.Fork.SourceRunID, node.ID, ordinal)
+		if err != nil {
+			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: err.Error()}
+		}
+		return effectResolved, x.resolve(ctx, run, node.ID, n, src)
+	}
+	w, dest := x.Webhook, in.URL
+	if dest == "" {
+		w, dest = x.Fixture, x.FixtureURL
+		if w == nil {
+			w = x.Webhook
+		}
+		if dest == "" {
+			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: "no inputs.url and no fixture destination configured"}
+		}
+	}
+	payload, _ := json.Marshal(map[string]any{"runId": run.ID, "nodeId": node.ID, "execution": n})
+	res, err := w.DeliverNode(ctx, run, node.ID, ordinal, dest, payload)
+	if err != nil {
+		if permanent(err) {
+			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: truncate(err.Error())}
+		}
+		return "", err
+	}
+	x.log().InfoContext(ctx, "executor: side effect", slog.String("run_id", run.ID), slog.String("node_id", node.ID),
+		slog.Int("execution", n), slog.Bool("replayed", res.Replayed))
+	if run.Fork != nil {
+		return effectRefired, nil
+	}
+	return effectPerformed, nil
+}
+
+// resolve answers a replay fork's side-effecting node from the source's
+// record of the same execution: nil for a recorded success; a
+// *NodeFailedError (replay_source_missing) when the source recorded no
+// outcome, or (the recorded failure) when it recorded a failure.
+func (x *Executor) resolve(ctx context.Context, run runs.Run, nodeID string, n int, src ledger.Identity) error {
+	_, err := x.Webhook.Ledger.Replay(ctx, src)
+	switch {
+	case errors.Is(err, ledger.ErrReplaySourceMissing):
+		x.log().InfoContext(ctx, "executor: replay source missing, node failed closed", slog.String("run_id", run.ID),
+			slog.String("node_id", nodeID), slog.Int("execution", n))
+		return &NodeFailedError{NodeID: nodeID, Code: CodeReplaySourceMissing,
+			Message: fmt.Sprintf("the source run %s recorded no outcome for execution %d of node %s; the effect is not performed", run.Fork.SourceRunID, n, nodeID)}
+	case errors.Is(err, ledger.ErrEffectFailed):
+		return &NodeFailedError{NodeID: nodeID, Code: codeNodeFailed, Message: truncate(err.Error())}
+	}
+	return err
+}
+
+// replayWebhook resolves a replay fork of a webhook run: its one delivery
+// (execution 1 of NodeDeliver) is answered from the source's record of it,
+// never sent; without one the run fails closed (replay_source_missing).
+func (x *Executor) replayWebhook(ctx context.Context, run runs.Run) error {
+	ctx = runs.WithReplay(ctx)
+	src := run
+	src.ID, src.Fork = run.Fork.SourceRunID, nil
+	id, err := webhook.WebhookIdentity(src)
+	if err != nil {
+		return err
+	}
+	return x.resolve(ctx, run, webhook.NodeDeliver, 1, id)
+}

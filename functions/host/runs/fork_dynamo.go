@@ -1,0 +1,105 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The RunsTable attributes of a fork and of a node log: fork is the JSON
+// text of Run.Fork (written once by Create); log is a list of the JSON
+// texts of Run.Log's events (appended by AppendLog).
+const (
+	runAttrFork = "fork"
+	runAttrLog  = "log"
+)
+
+// forkItem adds r's fork and node log to its item.
+func forkItem(m map[string]types.AttributeValue, r Run) {
+	if r.Fork != nil {
+		if b, err := json.Marshal(r.Fork); err == nil {
+			m[runAttrFork] = sAV(string(b))
+		}
+	}
+	if len(r.Log) > 0 {
+		m[runAttrLog] = logAV(r.Log)
+	}
+}
+
+func logAV(evs []LogEvent) types.AttributeValue {
+	l := make([]types.AttributeValue, 0, len(evs))
+	for _, e := range evs {
+		b, err := json.Marshal(e)
+		if err != nil {
+			continue
+		}
+		l = append(l, sAV(string(b)))
+	}
+	return &types.AttributeValueMemberL{Value: l}
+}
+
+// forkFromItem reads the fork and node log of an item into r.
+func forkFromItem(m map[string]types.AttributeValue, r *Run) {
+	if v, ok := m[runAttrFork].(*types.AttributeValueMemberS); ok {
+		var f Fork
+		if json.Unmarshal([]byte(v.Value), &f) == nil {
+			r.Fork = &f
+		}
+	}
+	if l, ok := m[runAttrLog].(*types.AttributeValueMemberL); ok {
+		for _, x := range l.Value {
+			if sv, ok := x.(*types.AttributeValueMemberS); ok {
+				var e LogEvent
+				if json.Unmarshal([]byte(sv.Value), &e) == nil {
+					r.Log = append(r.Log, e)
+				}
+			}
+		}
+	}
+}
+
+var _ LogStore = (*DynamoRuns)(nil)
+
+// AppendLog implements LogStore: one UpdateItem (list_append to log, SET
+// updatedAt) conditional on status = running, returning the run (ALL_NEW;
+// the old item with the conflict).
+func (d *DynamoRuns) AppendLog(ctx context.Context, id string, evs []LogEvent, now time.Time) (Run, error) {
+	empty := &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	upd := expression.Set(expression.Name(runAttrLog), expression.ListAppend(
+		expression.IfNotExists(expression.Name(runAttrLog), expression.Value(empty)), expression.Value(logAV(evs)))).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning))))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return Run{}, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		cur, ok := RunFromItem(ccf.Item)
+		if !ok {
+			if cur, err = d.Get(ctx, id); err != nil {
+				return Run{}, err
+			}
+		}
+		return cur, ErrStatusConflict
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("host: append run log: %w", err)
+	}
+	r, _ := RunFromItem(out.Attributes)
+	return r, nil
+}

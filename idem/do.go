@@ -1,0 +1,107 @@
+package idem
+
+import (
+	"context"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/header"
+)
+
+// Request is one API Gateway HTTP API (payload format 2.0) request for
+// Guard.Do.
+type Request struct {
+	// Event is the request as API Gateway delivered it. Do never rewrites
+	// it.
+	Event events.APIGatewayV2HTTPRequest
+
+	// Operation is the routed operation the request is scoped and
+	// fingerprinted by, mapped through Config.Operations. Set it when the
+	// handler routes by itself behind the catch-all ($default) route, to
+	// the operation its router matched; the operation then determines the
+	// route, so the raw path is not part of the request fingerprint (as
+	// for any routeKey but $default). Default "": the event's routeKey.
+	Operation string
+}
+
+// Do runs fn for one request under the Layer-1 protocol: the per-request
+// verb the HTTPAPI adapter wraps. The tenant comes from Config.Tenant (the
+// authorizer context, never the body); the key, the fingerprint and the
+// record are as for HTTPAPI.
+//
+// Guarantees (per scope, while the record is retained; see Guard): of any
+// number of concurrent or sequential calls with the same scope and
+// digest, fn runs to a final outcome at most once, as long as it finishes
+// within its lease, and every other call gets that response replayed
+// byte-exactly, marked by the policy's headers; a different digest is 409
+// idempotency_key_mismatch and fn does not run. fn receives a context that
+// carries the claim (FromContext, Transact). A request that is not guarded
+// (a safe method, no key where none is required, a skipped route,
+// idempotency disabled) runs fn directly.
+//
+// Store round trips: a first execution costs two (claim, complete); a
+// replay one; a request that is not guarded none.
+//
+// Do never returns an error: an error or panic of fn becomes a 500
+// envelope and leaves the record retryable, so the result can be returned
+// from a Lambda handler as it is. Response cookies (the Cookies field) are
+// passed through on the first response and never cached. Do panics when
+// Config.Tenant is unset, as HTTPAPI does (a wiring error).
+func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
+	g.requireTenant("Do")
+	ev := &req.Event
+	routeKey := ev.RouteKey
+	if req.Operation != "" {
+		routeKey = req.Operation
+	}
+	in := request{
+		method:      ev.RequestContext.HTTP.Method,
+		operation:   routeKey,
+		tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
+		credential:  func(name string) string { return g.cfg.Tenant.credentialV2(&ev.RequestContext, name) },
+		keyValues:   header.Values(ev.Headers, HeaderKey),
+		contentType: header.First(ev.Headers, "Content-Type"),
+		accept:      header.First(ev.Headers, "Accept"),
+		requestID:   ev.RequestContext.RequestID,
+		parts: requestParts{
+			params: paramPairs(ev.PathParameters),
+			header: func(name string) []string { return header.Values(ev.Headers, name) },
+		},
+	}
+	if routeKey == "$default" {
+		// The catch-all route does not determine the path.
+		if in.parts.path = ev.RawPath; in.parts.path == "" {
+			in.parts.path = ev.RequestContext.HTTP.Path
+		}
+	}
+	if ev.RawQueryString != "" {
+		in.parts.query = parseQuery(ev.RawQueryString)
+	} else {
+		in.parts.query = singleQuery(ev.QueryStringParameters)
+	}
+	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+	var cookies []string
+	resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {
+		out, err := fn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cookies = out.Cookies
+		return fromLambda(out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+	})
+	out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
+	out.Body, out.IsBase64Encoded = lambdaBody(resp)
+	out.Headers = make(map[string]string, len(resp.Headers))
+	for k, vs := range resp.Headers {
+		if k == base64Marker {
+			continue
+		}
+		if k == "Set-Cookie" {
+			out.Cookies = append(out.Cookies, vs...)
+			continue
+		}
+		out.Headers[k] = strings.Join(vs, ",")
+	}
+	return out, nil
+}

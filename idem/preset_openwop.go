@@ -1,0 +1,60 @@
+package idem
+
+import (
+	"time"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// The OpenWOP default policy (the OpenWOP v2 core spec): its key grammar,
+// cache rule, replay header and error body. It is Config's default.
+
+// PolicyOpenWOP is the OpenWOP default policy, Config's default: key
+// ^[A-Za-z0-9._~-]{22,128}$ (KeyOpenWOP); scope tenant + operation + key;
+// 2xx and final 4xx replayed, 429/5xx retried, 400
+// idempotency_key_invalid/validation_error, 401 and 403 forgotten
+// (CacheOpenWOP); retention 24 h, the spec's minimum; replays carry
+// "OpenWOP-Idempotent-Replay: true"; in-flight Retry-After 1 s while the
+// owner is alive, the seconds until its lease can be reclaimed when it
+// looks dead; the OpenWOP error envelope (OpenWOPErrorBody).
+var PolicyOpenWOP = Policy{
+	Name:         "openwop",
+	Key:          KeyOpenWOP,
+	Scope:        ScopeParts{Operation: true},
+	Cache:        CacheOpenWOP,
+	Retention:    24 * time.Hour,
+	MinRetention: 24 * time.Hour,
+	Headers:      replayHeader(HeaderOpenWOPReplay),
+	InFlight:     InFlightAnswer{RetryAfter: time.Second},
+}
+
+// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy):
+// ^[A-Za-z0-9._~-]{22,128}$.
+var KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._~-")}
+
+// HeaderOpenWOPReplay marks a replay under the OpenWOP default policy
+// (the canonical form of OpenWOP-Idempotent-Replay).
+const HeaderOpenWOPReplay = "Openwop-Idempotent-Replay"
+
+// CacheOpenWOP is the OpenWOP default's Policy.Cache: 429 and 5xx are
+// retried (never replayed); 401, 403 and a 400 whose envelope code is
+// idempotency_key_invalid or validation_error are forgotten (the request was
+// rejected before any work); every other outcome — 1xx..3xx and the other
+// 4xx — is replayed.
+func CacheOpenWOP(status int, code string) Disposition {
+	switch {
+	case status == 429 || status >= 500:
+		return Retry
+	case status == 401 || status == 403:
+		return Forget
+	case status == 400 && (code == apierr.CodeIdempotencyKeyInvalid || code == apierr.CodeValidation):
+		return Forget
+	}
+	return Replay
+}
+
+// OpenWOPErrorBody is the default Policy.ErrorBody: the OpenWOP envelope
+// {error, message, details?} with the registry code.
+func OpenWOPErrorBody(e ErrorInfo) []byte {
+	return (&apierr.Error{Code: e.Code, Message: e.Message, Details: e.Details}).Body()
+}
