@@ -51,7 +51,7 @@ func coldFns() []*coldFn {
 // sets (and nothing of this machine's: a variable such as AWS_CA_BUNDLE
 // makes loading the AWS config parse a certificate bundle, which no
 // function on Lambda does), static credentials, moto's endpoint and tables.
-func coldEnv(b *testing.B, fns []*coldFn) []string {
+func coldEnv(b testing.TB, fns []*coldFn) []string {
 	e := dynamotest.Start(b, dynamotest.Moto)
 	dir := b.TempDir()
 	for _, f := range fns {
@@ -76,7 +76,7 @@ func coldEnv(b *testing.B, fns []*coldFn) []string {
 // and the process's output.
 // The invocation is sent as soon as the RIE listens (a refused connection
 // is retried at once) and blocks until the runtime, initialised, answers.
-func coldStart(b *testing.B, rie string, env []string, f *coldFn) (time.Time, time.Duration, string) {
+func coldStart(b testing.TB, rie string, env []string, f *coldFn, then ...func(invoke func(event string) string)) (time.Time, time.Duration, string) {
 	b.Helper()
 	addr, apiAddr := testutil.FreeAddr(b), testutil.FreeAddr(b)
 	url := "http://" + addr + "/2015-03-31/functions/function/invocations"
@@ -96,12 +96,57 @@ func coldStart(b *testing.B, rie string, env []string, f *coldFn) (time.Time, ti
 			if rerr != nil || !bytes.Contains(body, []byte(f.want)) {
 				b.Fatalf("%s: first invocation: HTTP %d %s (%v)", f.name, resp.StatusCode, body, rerr)
 			}
+			for _, next := range then {
+				next(func(event string) string {
+					r, err := client.Post(url, "application/json", strings.NewReader(event))
+					if err != nil {
+						b.Fatalf("%s: invoke: %v", f.name, err)
+					}
+					defer r.Body.Close()
+					out, _ := io.ReadAll(r.Body)
+					return string(out)
+				})
+			}
 			return started, took, p.Log.String()
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) || p.Exited() || time.Now().After(deadline) {
 			b.Fatalf("%s did not answer under the RIE: %v\n%s", f.name, err, p.Log.String())
 		}
 		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// TestFunctionsAnswerTheirFirstInvocationUnderRIE: with the start-up work
+// deferred to first use (the identifier matchers, the log-hash salt) each
+// function, built for release and started under the RIE in a Lambda-like
+// environment, answers its first invocation; the authorizer, wired from
+// the start-up package alone, then reads its table: an unknown key is
+// Unauthorized, not a key-store failure.
+func TestFunctionsAnswerTheirFirstInvocationUnderRIE(t *testing.T) {
+	rie := rieBinary(t)
+	fns := coldFns()
+	env := coldEnv(t, fns)
+	for _, f := range fns {
+		var then []func(func(string) string)
+		if f.name == "authorizer" {
+			then = append(then, func(invoke func(string) string) {
+				out := invoke(`{"version":"2.0","type":"REQUEST","headers":{"authorization":"Bearer unknown-key-0123456789"}}`)
+				if !strings.Contains(out, "Unauthorized") || strings.Contains(out, "unavailable") {
+					t.Fatalf("authorizer, unknown key: %s", out)
+				}
+			})
+		}
+		if f.name == "api" {
+			then = append(then, func(invoke func(string) string) {
+				// A client mistake after the cold start: the envelope, not a 500.
+				out := invoke(`{"version":"2.0","routeKey":"POST /runs","rawPath":"/runs","body":"{","headers":{"content-type":"application/json","idempotency-key":"cold-0123456789abcdef0123"},` +
+					`"requestContext":{"domainName":"api.example.com","requestId":"cold-2","authorizer":{"lambda":{"tenantId":"acme"}},"http":{"method":"POST","path":"/runs"}}}`)
+				if !strings.Contains(out, `"statusCode":400`) {
+					t.Fatalf("api, malformed body: %s", out)
+				}
+			})
+		}
+		coldStart(t, rie, env, f, then...)
 	}
 }
 
