@@ -107,6 +107,11 @@ func coldStart(b testing.TB, rie string, env []string, f *coldFn, then ...func(i
 					return string(out)
 				})
 			}
+			// The RIE forwards the function's stderr on its own time: a
+			// traced start waits for the last mark to arrive.
+			for traced(env) && !strings.Contains(p.Log.String(), "idemkit-init-trace wiring") && time.Since(started) < 30*time.Second {
+				time.Sleep(time.Millisecond)
+			}
 			return started, took, p.Log.String()
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) || p.Exited() || time.Now().After(deadline) {
@@ -148,6 +153,15 @@ func TestFunctionsAnswerTheirFirstInvocationUnderRIE(t *testing.T) {
 		}
 		coldStart(t, rie, env, f, then...)
 	}
+}
+
+func traced(env []string) bool {
+	for _, v := range env {
+		if v == "IDEMKIT_INIT_TRACE=1" {
+			return true
+		}
+	}
+	return false
 }
 
 func median(ds []time.Duration) time.Duration {
