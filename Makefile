@@ -26,7 +26,7 @@ SOAK         := ^(TestRedTeam)
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare bench-dev clean model conformance
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare bench-dev bench-cold clean model conformance
 
 all: test
 
@@ -130,6 +130,15 @@ bench-compare: tools bench/powertools/node_modules/.package-lock.json
 ## per idle second (docs/PERFORMANCE.md).
 bench-dev: tools
 	$(GO) test -run '^$$' -bench DevThroughput -benchtime 1x -timeout 20m ./e2e/
+
+## bench-cold: cold starts under the pinned Lambda RIE, from starting the
+## RIE to the first answered invocation: the api, executor and authorizer
+## functions alternated with a bare aws-lambda-go handler (medians and the
+## ratio to bare), then where each one's init time goes, and the stripped
+## linux/arm64 binary sizes (docs/PERFORMANCE.md). More rounds with
+## make bench-cold ARGS='-cold.rounds=24'
+bench-cold: tools
+	$(GO) test -run '^$$' -bench 'ColdStart|LambdaBinarySizes' -benchtime 1x -timeout 30m ./e2e/ -args $(ARGS)
 
 bench/powertools/node_modules/.package-lock.json: bench/powertools/package.json bench/powertools/package-lock.json
 	npm ci --prefix bench/powertools --no-audit --no-fund --loglevel=error

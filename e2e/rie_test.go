@@ -133,17 +133,3 @@ func TestAPIBootstrapUnderRIE(t *testing.T) {
 		t.Fatalf("other tenant: %d %s", o.StatusCode, o.Body)
 	}
 }
-
-// BenchmarkAPIInitUnderRIE measures the api function's cold start under the
-// RIE: from starting the RIE to the first answered invocation (process
-// start, Go runtime and AWS config init, handler wiring, first request).
-func BenchmarkAPIInitUnderRIE(b *testing.B) {
-	var total time.Duration
-	for i := 0; i < b.N; i++ {
-		f, started := startRIE(b)
-		f.waitUp(b)
-		total += time.Since(started)
-		f.proc.Stop()
-	}
-	b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/cold-start")
-}

@@ -2,29 +2,97 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
+	"strings"
 	"testing"
+
+	"github.com/idemkit/idemkit/internal/shared"
 )
+
+var lambdaFns = []string{"api", "authorizer", "executor", "auditor", "sweeper"}
 
 // BenchmarkLambdaBinarySizes reports the size of each function's bootstrap
 // as SAM builds it for provided.al2023 (linux/arm64, -trimpath,
-// -ldflags='-s -w', CGO_ENABLED=0). Sizes do not depend on b.N.
+// -ldflags='-s -w', CGO_ENABLED=0), and as it would be with the
+// aws-lambda-go build tag lambda.norpc (<fn>-norpc-MiB: without the RPC
+// mode of the retired go1.x runtime, whose net/rpc links encoding/gob and
+// html/template), with the number of packages each links (<fn>-deps).
+// Sizes do not depend on b.N.
 func BenchmarkLambdaBinarySizes(b *testing.B) {
 	dir := b.TempDir()
-	for _, fn := range []string{"api", "authorizer", "executor", "auditor", "sweeper"} {
+	for _, fn := range lambdaFns {
 		p := build(b, dir, fn, "functions/"+fn, "linux", "arm64")
 		st, err := os.Stat(p)
 		must(b, err)
 		b.ReportMetric(float64(st.Size())/(1<<20), fn+"-MiB")
+		p = buildTags(b, dir, fn+"-norpc", "functions/"+fn, "lambda.norpc")
+		st, err = os.Stat(p)
+		must(b, err)
+		b.ReportMetric(float64(st.Size())/(1<<20), fn+"-norpc-MiB")
+		b.ReportMetric(float64(len(linkedPackages(b, "functions/"+fn))), fn+"-deps")
 	}
 	for i := 0; i < b.N; i++ {
 	}
+}
+
+// buildTags is build for linux/arm64 with the release flags and tags.
+func buildTags(t testing.TB, dir, name, pkg, tags string) string {
+	t.Helper()
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", tags, "-o", dir+"/"+name, "./"+pkg)
+	cmd.Dir = shared.ModuleRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return dir + "/" + name
+}
+
+// linkedPackages lists the packages pkg links for linux/arm64 (go list -deps).
+func linkedPackages(t testing.TB, pkg string) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "./"+pkg)
+	cmd.Dir = shared.ModuleRoot()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
 }
 
 // TestLambdaBinariesBuild builds every function for SAM's target
 // (linux/arm64) with the release flags.
 func TestLambdaBinariesBuild(t *testing.T) {
 	dir := t.TempDir()
-	for _, fn := range []string{"api", "authorizer", "executor", "auditor", "sweeper"} {
+	for _, fn := range lambdaFns {
 		build(t, dir, fn, "functions/"+fn, "linux", "arm64")
+	}
+}
+
+// TestAuthorizerLinksOnlyWhatItCalls: the authorizer answers with one
+// api-keys table read, so it links neither the protocol packages (Layer 1,
+// the ledger and their stores), nor the settings table, the wiring, the
+// runs or the webhook effect, nor a YAML parser or the embedded template;
+// the functions that use no template parse none either.
+func TestAuthorizerLinksOnlyWhatItCalls(t *testing.T) {
+	const m = "github.com/idemkit/idemkit"
+	forbidden := map[string][]string{
+		"authorizer": {m, m + "/idem", m + "/idem/dynamostore", m + "/ledger", m + "/ledger/dynamostore", m + "/ledger/fence",
+			m + "/functions/host/settings", m + "/functions/host/kit", m + "/functions/host/runs", m + "/functions/host/webhook",
+			m + "/internal/emf", "gopkg.in/yaml.v3", "go.yaml.in/yaml/v3", "sigs.k8s.io/yaml"},
+	}
+	for _, fn := range []string{"api", "executor", "sweeper", "auditor"} {
+		forbidden[fn] = []string{m, "gopkg.in/yaml.v3", "go.yaml.in/yaml/v3", "sigs.k8s.io/yaml"}
+	}
+	for fn, bad := range forbidden {
+		deps := map[string]bool{}
+		for _, d := range linkedPackages(t, "functions/"+fn) {
+			deps[d] = true
+		}
+		for _, b := range bad {
+			if deps[b] {
+				t.Errorf("the %s function links %s", fn, b)
+			}
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -14,16 +13,42 @@ import (
 	"github.com/idemkit/idemkit/internal/ids"
 )
 
-var (
-	// invocationRe bounds Effect.InvocationID: printable, no NUL or
+// The bounds of Do's free-form fields, as grammars (TestFieldMatchersAgree
+// holds each matcher below equal to its grammar; byte loops rather than
+// compiled regular expressions, which cost every process's start).
+const (
+	// invocationGrammar bounds Effect.InvocationID: printable, no NUL or
 	// whitespace, at most 128 characters (every attempt keeps it in the
 	// record item).
-	invocationRe = regexp.MustCompile(`^[A-Za-z0-9._~:/-]{1,128}$`)
-	// digestRe bounds Effect.RequestDigest (hex, base64 or "alg:value").
-	digestRe = regexp.MustCompile(`^[A-Za-z0-9._~:+/=-]{1,128}$`)
-	// recipeRe bounds recipe stamps.
-	recipeRe = regexp.MustCompile(`^[A-Za-z0-9._~:-]{1,64}$`)
+	invocationGrammar = `^[A-Za-z0-9._~:/-]{1,128}$`
+	// digestGrammar bounds Effect.RequestDigest (hex, base64 or "alg:value").
+	digestGrammar = `^[A-Za-z0-9._~:+/=-]{1,128}$`
+	// recipeGrammar bounds recipe stamps.
+	recipeGrammar = `^[A-Za-z0-9._~:-]{1,64}$`
 )
+
+func validInvocation(s string) bool { return fieldRun(s, ":/", 128) }
+func validDigest(s string) bool     { return fieldRun(s, ":+/=", 128) }
+func validRecipe(s string) bool     { return fieldRun(s, ":", 64) }
+
+// fieldRun reports whether s is 1 to max bytes of [A-Za-z0-9._~-] and the
+// bytes of extra.
+func fieldRun(s, extra string, max int) bool {
+	if len(s) < 1 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '.', c == '_', c == '~', c == '-':
+		case strings.IndexByte(extra, c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // maxRounds bounds Do's claim/reclaim loop (apart from bounded waiting), so a
 // pathological store or clock can never spin it forever.
@@ -89,13 +114,13 @@ func (e *Effect) validate() error {
 	if e.NodeID != "" && !ids.ValidNodeID(e.NodeID) {
 		return fmt.Errorf("%w: nodeId does not match the nodeId grammar", ErrInvalidIdentity)
 	}
-	if e.InvocationID != "" && !invocationRe.MatchString(e.InvocationID) {
+	if e.InvocationID != "" && !validInvocation(e.InvocationID) {
 		return fmt.Errorf("%w: invocationId outside ^[A-Za-z0-9._~:/-]{1,128}$", ErrInvalidIdentity)
 	}
 	if (e.RequestDigest == "") != (e.SemanticRecipe == "") {
 		return fmt.Errorf("%w: RequestDigest and SemanticRecipe go together", ErrInvalidIdentity)
 	}
-	if e.RequestDigest != "" && (!digestRe.MatchString(e.RequestDigest) || !recipeRe.MatchString(e.SemanticRecipe)) {
+	if e.RequestDigest != "" && (!validDigest(e.RequestDigest) || !validRecipe(e.SemanticRecipe)) {
 		return fmt.Errorf("%w: RequestDigest or SemanticRecipe outside its grammar", ErrInvalidIdentity)
 	}
 	return nil

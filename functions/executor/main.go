@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/executor/execfn"
+	"github.com/idemkit/idemkit/functions/host/boot"
 	"github.com/idemkit/idemkit/functions/host/kit"
 )
 
@@ -16,5 +17,6 @@ func main() {
 	// The stream delivers a failing run 1 + STREAM_MAX_RETRIES times; the
 	// last try ends the run failed rather than stranding it "running".
 	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
+	boot.Trace("wiring")
 	lambda.Start(x.HandleInvoke)
 }

@@ -7,6 +7,7 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
+	"github.com/idemkit/idemkit/functions/host/boot"
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 )
@@ -15,5 +16,6 @@ func main() {
 	env, client, metrics, logger := kit.Boot("sweeper")
 	h, err := sweepfn.NewFromEnv(env, client, metrics, logger)
 	kit.Must(logger, "sweeper", "configuration", err)
+	boot.Trace("wiring")
 	lambda.Start(h.Handle)
 }

@@ -98,18 +98,20 @@ func TestHostDoesNotImportTheCLI(t *testing.T) {
 
 // hostConcerns are the reference host's packages by concern and the host
 // packages each may depend on (directly or not): the run store, the API
-// keys, the stream records and the ERP policy's work-order contract depend
-// on no other host package, the webhook effect on the runs it delivers for,
-// the settings on the webhook policy they configure; only the wiring (kit) puts them together, and nothing
-// below it depends on it or on a function.
+// keys, the stream records, the ERP policy's work-order contract and the
+// start-up (boot) depend on no other host package, the webhook effect on the
+// runs it delivers for, the settings on the webhook policy they configure;
+// only the wiring (kit) puts them together, and nothing below it depends on
+// it or on a function.
 var hostConcerns = map[string][]string{
 	"functions/host/runs":      nil,
 	"functions/host/apikeys":   nil,
 	"functions/host/stream":    nil,
 	"functions/host/workorder": nil,
+	"functions/host/boot":      nil,
 	"functions/host/webhook":   {"functions/host/runs"},
 	"functions/host/settings":  {"functions/host/webhook", "functions/host/runs"},
-	"functions/host/kit":       {"functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+	"functions/host/kit":       {"functions/host/boot", "functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {
@@ -156,7 +158,8 @@ func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {
 }
 
 // TestOnlyTheWiringReadsTheEnvironment: among the reference host's non-test
-// files only functions/host/kit reads the process environment (os.Getenv,
+// files only functions/host/kit and the start-up it builds on,
+// functions/host/boot, read the process environment (os.Getenv,
 // os.LookupEnv, os.Environ); everything else is given a getenv or a
 // settings.Env, so tests and `idemkit dev` configure it the same way.
 func TestOnlyTheWiringReadsTheEnvironment(t *testing.T) {
@@ -166,7 +169,7 @@ func TestOnlyTheWiringReadsTheEnvironment(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		if filepath.ToSlash(filepath.Dir(rel)) == "functions/host/kit" {
+		if d := filepath.ToSlash(filepath.Dir(rel)); d == "functions/host/kit" || d == "functions/host/boot" {
 			return nil
 		}
 		fset := token.NewFileSet()
@@ -194,7 +197,7 @@ func TestOnlyTheWiringReadsTheEnvironment(t *testing.T) {
 			if x, ok := sel.X.(*ast.Ident); ok && x.Name == osName {
 				switch sel.Sel.Name {
 				case "Getenv", "LookupEnv", "Environ":
-					t.Errorf("%s: os.%s: only functions/host/kit reads the environment (take a getenv or a settings.Env)", fset.Position(sel.Pos()), sel.Sel.Name)
+					t.Errorf("%s: os.%s: only functions/host/kit and functions/host/boot read the environment (take a getenv or a settings.Env)", fset.Position(sel.Pos()), sel.Sel.Name)
 				}
 			}
 			return true

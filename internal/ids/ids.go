@@ -5,8 +5,6 @@
 // written here once; the ledger and the reference host validate through it.
 package ids
 
-import "regexp"
-
 // The grammars, as regular expressions (quoted in error messages).
 const (
 	// TenantGrammar is the tenantId grammar.
@@ -19,27 +17,65 @@ const (
 	KeyGrammar = `^[A-Za-z0-9._~-]{22,128}$`
 )
 
-var (
-	tenantRe      = regexp.MustCompile(TenantGrammar)
-	tenantBoundRe = regexp.MustCompile(TenantBoundGrammar)
-	nodeRe        = regexp.MustCompile(NodeGrammar)
-	keyRe         = regexp.MustCompile(KeyGrammar)
-)
+// The grammars are checked by the byte matchers below, not by compiled
+// regular expressions: compiling the four (their bounded repetitions make
+// large programs) cost every function's start about a millisecond and
+// half a megabyte before main. TestMatchersAgreeWithTheGrammars holds each
+// matcher equal to its grammar.
 
 // ValidTenant reports whether t matches the tenantId grammar.
-func ValidTenant(t string) bool { return tenantRe.MatchString(t) }
+func ValidTenant(t string) bool { return tenant(t) }
 
 // ValidRunID reports whether id matches the tenant-bound runId grammar
 // `<tenantId>/<opaque>` (an opaque part of 16 to 128 characters).
-func ValidRunID(id string) bool { return tenantBoundRe.MatchString(id) }
+func ValidRunID(id string) bool { return tenantBound(id) }
 
 // ValidEffectID reports whether id matches the tenant-bound effectId
 // grammar, the same as the runId's.
-func ValidEffectID(id string) bool { return tenantBoundRe.MatchString(id) }
+func ValidEffectID(id string) bool { return tenantBound(id) }
 
 // ValidNodeID reports whether id matches the nodeId grammar.
-func ValidNodeID(id string) bool { return nodeRe.MatchString(id) }
+func ValidNodeID(id string) bool { return run(id, true, 1, 128) }
 
 // ValidKey reports whether k matches the OpenWOP Idempotency-Key grammar
 // (KeyGrammar), which the provider keys the ledger derives follow as well.
-func ValidKey(k string) bool { return keyRe.MatchString(k) }
+func ValidKey(k string) bool { return run(k, false, 22, 128) }
+
+// tenant matches TenantGrammar: an optional "anon:" and 1 to 128 of
+// [A-Za-z0-9._~-] (no ':', so the prefix is never part of the run).
+func tenant(t string) bool {
+	if len(t) >= 5 && t[:5] == "anon:" {
+		t = t[5:]
+	}
+	return run(t, false, 1, 128)
+}
+
+// tenantBound matches TenantBoundGrammar: a tenantId, "/", and 16 to 128 of
+// [A-Za-z0-9._~-] (no '/' in either part, so the first '/' splits them).
+func tenantBound(id string) bool {
+	for i := 0; i < len(id); i++ {
+		if id[i] == '/' {
+			return tenant(id[:i]) && run(id[i+1:], false, 16, 128)
+		}
+	}
+	return false
+}
+
+// run reports whether s is min to max bytes of [A-Za-z0-9._~-], and ':'
+// too when colon.
+func run(s string, colon bool, min, max int) bool {
+	if len(s) < min || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
+			c == '.', c == '_', c == '~', c == '-':
+		case c == ':' && colon:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -13,25 +13,30 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"sync"
 )
 
-var salt = func() []byte {
+// salt is drawn from crypto/rand at the first Log, not at package init:
+// the first read of the system's randomness is a start-up cost every
+// process linking this package paid before main. sync.OnceValue makes the
+// draw happen once, whichever goroutines ask first.
+var salt = sync.OnceValue(func() []byte {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		panic("keyhash: no randomness: " + err.Error())
 	}
 	return b
-}()
+})
 
-// Hasher hashes secrets for logs under one key. The zero value is not
-// usable; use New.
+// Hasher hashes secrets for logs under one key. The zero value hashes under
+// the per-process salt, as Log does.
 type Hasher struct{ key []byte }
 
 // New returns a Hasher keyed by secret, or by the per-process random salt
 // (as Log) when secret is "".
 func New(secret string) *Hasher {
 	if secret == "" {
-		return &Hasher{key: salt}
+		return &Hasher{}
 	}
 	// Domain-separated, so the log hash never equals an HMAC the operator's
 	// secret may key elsewhere.
@@ -42,11 +47,15 @@ func New(secret string) *Hasher {
 
 // Log returns the 12-hex-character keyed hash of s, prefixed "kh:".
 func (h *Hasher) Log(s string) string {
-	m := hmac.New(sha256.New, h.key)
+	key := h.key
+	if key == nil {
+		key = salt()
+	}
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(s))
 	return "kh:" + hex.EncodeToString(m.Sum(nil)[:6])
 }
 
 // Log returns the 12-hex-character hash of s under the per-process salt,
 // prefixed "kh:".
-func Log(s string) string { return (&Hasher{key: salt}).Log(s) }
+func Log(s string) string { return (&Hasher{}).Log(s) }

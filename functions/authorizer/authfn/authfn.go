@@ -23,7 +23,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/apikeys"
-	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/internal/ids"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
@@ -88,7 +88,7 @@ func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string)
 		log.ErrorContext(ctx, "authorizer: key store failed", slog.String("key_hash", keyhash.Log(key)), slog.String("error", err.Error()))
 		return apikeys.Credential{}, errors.New("authorizer: key store unavailable")
 	}
-	if !ok || !runs.ValidTenant(c.Tenant) {
+	if !ok || !ids.ValidTenant(c.Tenant) {
 		log.InfoContext(ctx, "authorizer: unknown key", slog.String("key_hash", keyhash.Log(key)))
 		return apikeys.Credential{}, ErrUnauthorized
 	}

@@ -1,0 +1,61 @@
+// Package boot is the start-up every function's main shares: the JSON
+// logger on stderr, Must, the process environment (Getenv), the DynamoDB
+// client from the default AWS configuration, and the init trace (Trace). It
+// depends on no other host package, so a function that needs only a client
+// and a table name (the authorizer) links none of the protocol packages
+// (idem, ledger) nor the settings table; kit builds on it. With kit it is
+// one of the two packages of the host that read the process environment.
+package boot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+// Logger returns the functions' logger: JSON lines on stderr.
+func Logger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stderr, nil)) }
+
+// Must ends the process with a logged error when err is not nil (name: the
+// function, stage: what failed), which Lambda reports as an init error.
+func Must(logger *slog.Logger, name, stage string, err error) {
+	if err != nil {
+		logger.Error(name+": "+stage, slog.String("error", err.Error()))
+		os.Exit(1)
+	}
+}
+
+// Getenv reads the process environment. The start-up is the one place the
+// functions read it (internal/archtest holds them to that); everything else
+// is given a getenv or a settings.Env.
+func Getenv(name string) string { return os.Getenv(name) }
+
+// DynamoClient returns a DynamoDB client from the default AWS configuration
+// (the Lambda role's credentials and region from the environment, shared
+// config files, the full default credential chain), with endpoint as
+// BaseEndpoint when set (DYNAMODB_ENDPOINT, e.g. LocalStack). Loading the
+// configuration reads no network: credentials are resolved at the first
+// call that signs a request. With an endpoint the SDK's response checksum
+// validation is off: DynamoDB Local sends a wrong CRC32 header with every
+// error response (every replay), and the SDK would log a checksum warning
+// for each; the check guards the wire to AWS.
+func DynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("host: AWS config: %w", err)
+	}
+	Trace("aws-config")
+	c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+			o.DisableValidateResponseChecksum = true
+		}
+	})
+	Trace("sdk-client")
+	return c, nil
+}
