@@ -54,9 +54,9 @@ type Harness struct {
 }
 
 type config struct {
-	clock      func() time.Time
-	goroutines int
-	keys       int
+	clock       func() time.Time
+	goroutines  int
+	keys        int
 	tx          *TxWrites
 	large       bool
 	unavailable func(t *testing.T) idem.Store
