@@ -119,4 +119,12 @@ func TestWiringMistakeIsAServerConfigurationError(t *testing.T) {
 	if strings.Contains(strings.ToLower(w.Body.String()), "retry it") {
 		t.Fatalf("a configuration error invites a retry: %s", w.Body)
 	}
+
+	// An HTTP API event without a routeKey (and no WithOperation): the same.
+	e := newEnv(t, nil)
+	hh := &handler{}
+	r := e.call(hh, v2event("POST", "", testKey, `{}`))
+	if code, _ := envelope(t, r.Body); r.StatusCode != 500 || code != idem.CodeServerConfiguration || hh.Calls() != 0 {
+		t.Fatalf("HTTP API without a route key: %d %s (handler ran %d times)", r.StatusCode, r.Body, hh.Calls())
+	}
 }
