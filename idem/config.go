@@ -98,7 +98,9 @@ type Config struct {
 	// not be written leaves the record claimed, so a retry with the same key
 	// gets what the lease and fence rules give (in flight while the lease
 	// lives, the replay if the completion landed after all, a reclaim once
-	// the lease has ended). Default DefaultStoreTimeout (10 s); must be >= 0.
+	// the lease has ended); one that carried Transact writes, none of which
+	// committed unless the completion did, is released (fenced) so that a
+	// retry runs again. Default DefaultStoreTimeout (10 s); must be >= 0.
 	// Outside Lambda, keep it (plus the handler's time) below the server's
 	// WriteTimeout so that the 503 reaches the client.
 	StoreTimeout time.Duration

@@ -433,10 +433,21 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	case err == nil:
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	case storeUnavailable(err):
-		// The outcome may or may not have been written: the record stays
-		// claimed and the lease and fence rules decide what a retry sees.
+		// The outcome may or may not have been written. Without
+		// transactional writes the handler's effects happened: the record
+		// stays claimed and the lease and fence rules decide what a retry
+		// sees (in flight, or the replay if the completion landed). With
+		// them, nothing of the handler's writes committed unless the
+		// completion did: the record is released (fenced, so a completion
+		// that landed is kept) and a retry runs again. Either way a 503.
 		t.writeFailed(ctx, "complete", err)
-		t.unrecorded = len(writes) == 0
+		if len(writes) > 0 {
+			rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+			t.release(rctx, now)
+			rcancel()
+		} else {
+			t.unrecorded = true
+		}
 		return t.unavailable()
 	case errors.Is(err, ErrFenced):
 		t.writeFailed(ctx, "complete", err)

@@ -29,9 +29,10 @@ const stallKey = "idk_stall_tenant_0a1b2c3d4e5f6789"
 // transaction). The completion is bounded by the request timeout, so the
 // client gets 503 idemkit.store_unavailable with Retry-After and the error
 // envelope, written well before the server's write timeout: never a hang
-// or a dropped connection. Once the engine resumes (SIGCONT), a retry with
-// the same Idempotency-Key sees what the lease rules say: in flight, or the
-// replay of the one run.
+// or a dropped connection. Once the engine resumes (SIGCONT), retries with
+// the same Idempotency-Key see what the lease and fence rules say (in
+// flight, the replay, or a new execution when the uncommitted transaction
+// was released) and end in one run, replayed from then on.
 func TestDevStalledStoreNeverHangsARequest(t *testing.T) {
 	for _, kind := range []string{dynamotest.DynamoDBLocal, dynamotest.Moto} {
 		t.Run(kind, func(t *testing.T) { testDevStalledStore(t, kind) })
@@ -117,14 +118,25 @@ func testDevStalledStore(t *testing.T, kind string) {
 	}
 	resume()
 
-	r, m, err = post(key)
-	if err != nil {
-		t.Fatal(err)
+	// Retries until a 201: in flight (409, Retry-After) while the lease
+	// lives if the completion's fate is open; a replay if it landed; a new
+	// execution if it was released (its transaction, the run included,
+	// never committed). Then every retry replays that one run.
+	var runID any
+	for tries := 0; runID == nil; tries++ {
+		r, m, err = post(key)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case r.StatusCode == 201:
+			runID = m["runId"]
+		case tries < 60 && r.StatusCode == 409 && m["error"] == "idempotency_in_flight" && r.Header.Get("Retry-After") != "":
+			time.Sleep(500 * time.Millisecond)
+		default:
+			t.Fatalf("retry %d after the engine resumed: %d %v", tries, r.StatusCode, m)
+		}
 	}
-	switch {
-	case r.StatusCode == 409 && m["error"] == "idempotency_in_flight" && r.Header.Get("Retry-After") != "":
-	case r.StatusCode == 201 && r.Header.Get("OpenWOP-Idempotent-Replay") == "true":
-	default:
-		t.Fatalf("retry after the engine resumed: %d %v", r.StatusCode, m)
+	if r, m, err = post(key); err != nil || r.StatusCode != 201 || m["runId"] != runID || r.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay: %v %v, want run %v replayed", err, m, runID)
 	}
 }
