@@ -76,9 +76,34 @@ type Config struct {
 	// negative value disables waiting.
 	Wait time.Duration
 
-	// WaitMargin is kept free before the context deadline to write the 409.
-	// Default 250 ms.
+	// WaitMargin is kept free before the context deadline to write the 409,
+	// and to write the 503 of a store call that did not answer (see
+	// StoreTimeout). Default 250 ms.
 	WaitMargin time.Duration
+
+	// StoreTimeout bounds every store call made for a request: the claim,
+	// the polls of a duplicate's wait, the heartbeat's renewals and the
+	// completion, release or delete after the handler. Each call's deadline
+	// is the earliest of StoreTimeout from its start, the request context's
+	// deadline (the Lambda deadline, `idemkit dev`'s request timeout) less
+	// WaitMargin, and, for the writes after the claim, the end of the
+	// claim's lease; never less than 100 ms. The completion, release and
+	// delete run without the request's cancellation (a client that hangs up
+	// loses no outcome) but under this bound.
+	//
+	// Guarantee: a store that stalls or cannot be reached never holds a
+	// request past that bound. The request is answered 503
+	// idemkit.store_unavailable (CodeStoreUnavailable) with Retry-After in
+	// the policy's error body, and nothing is lost: a completion that could
+	// not be written leaves the record claimed, so a retry with the same key
+	// gets what the lease and fence rules give (in flight while the lease
+	// lives, the replay if the completion landed after all, a reclaim once
+	// the lease has ended); one that carried Transact writes, none of which
+	// committed unless the completion did, is released (fenced) so that a
+	// retry runs again. Default DefaultStoreTimeout (10 s); must be >= 0.
+	// Outside Lambda, keep it (plus the handler's time) below the server's
+	// WriteTimeout so that the 503 reaches the client.
+	StoreTimeout time.Duration
 
 	// InFlightRetryAfter is the Retry-After of a 409 idempotency_in_flight
 	// while the request's owner is alive — it claimed or renewed its lease
@@ -273,6 +298,11 @@ func (c Config) withDefaults() (Config, error) {
 		c.WaitMargin = 250 * time.Millisecond
 	} else if c.WaitMargin < 0 {
 		p = append(p, "WaitMargin must be >= 0")
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	} else if c.StoreTimeout < 0 {
+		p = append(p, "StoreTimeout must be >= 0")
 	}
 	if tp := c.Tenant.problem(c.HTTPTenant != nil); tp != "" {
 		p = append(p, tp)

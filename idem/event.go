@@ -29,7 +29,10 @@ var (
 	ErrInFlight = errors.New("idem: an invocation with this idempotency key is still running")
 	// ErrStoreUnavailable: the idempotency store could not be reached to
 	// claim the key (the error is logged, with keys hashed). The function
-	// did not run; retry the event.
+	// did not run; retry the event. Stores wrap it too, in the errors of
+	// calls that were throttled, got a 5xx, could not connect or got no
+	// answer in time; the HTTP adapters answer those 503
+	// idemkit.store_unavailable with Retry-After (CodeStoreUnavailable).
 	ErrStoreUnavailable = errors.New("idem: idempotency store unavailable")
 	// ErrNotCommitted: fn returned a value but the completion transaction,
 	// with the writes registered through Transact, failed (a write's own
@@ -192,8 +195,10 @@ func runEvent[In, Out any](ctx context.Context, g *Guard, cfg *EventConfig[In], 
 	switch {
 	case ran && fnErr != nil:
 		return zero, fnErr
-	case ran && result != nil && resp.Status == 200:
-		return out, nil // recorded, or (store failure after the fact) true but unrecorded
+	case ran && result != nil && (resp.Status == 200 || t.unrecorded):
+		// Recorded, or (the store failed or stalled after the fact) true
+		// but unrecorded: fn's effects happened once, so its result stands.
+		return out, nil
 	case ran && result != nil && resp.Status == 409:
 		// The completion was fenced: the lease was taken over while fn ran.
 		return zero, ErrLeaseLost

@@ -19,8 +19,16 @@ const MaxRequestBytes = 6 << 20
 
 // Middleware wraps a net/http handler (for aws-lambda-go-api-proxy and
 // container users). The routed operation comes from Config.HTTPOperation,
-// else the ServeMux pattern (Request.Pattern, set when the middleware wraps
-// a handler registered on a ServeMux); the raw path is never used. The
+// else the ServeMux pattern: the pattern the wrapped *http.ServeMux (or any
+// router with its Handler(*http.Request) (http.Handler, string) method)
+// routes the request to, when next is one, with that pattern's path values;
+// otherwise Request.Pattern, set when the middleware wraps a handler
+// registered on a ServeMux. The raw path is never used. A request the
+// wrapped mux routes to no pattern (its 404, 405 or redirect) passes
+// straight through. A keyed request for which no operation can be found at
+// all (a handler on no ServeMux pattern, no HTTPOperation) is answered 500
+// idemkit.server_configuration_error (CodeServerConfiguration): a wiring
+// mistake, not retryable by the caller. The
 // tenant comes from Config.HTTPTenant (Middleware panics without one, unless
 // Config.Tenant is SingleTenant). Requests under idempotency have their
 // response buffered (to cache it); all others stream straight through.
@@ -36,21 +44,41 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 }
 
 // Handle wraps next for one route whose canonical operation id is
-// operation.
+// operation. It panics when operation is empty (a wiring mistake reported
+// at start-up; use Middleware to take the operation from the ServeMux).
 func (g *Guard) Handle(operation string, next http.Handler) http.Handler {
+	if operation == "" {
+		panic("idem: Guard.Handle needs a non-empty operation id (or use Guard.Middleware, which takes the operation from the ServeMux pattern or Config.HTTPOperation)")
+	}
 	return g.handle(operation, next)
 }
 
 func (g *Guard) handle(operation string, next http.Handler) http.Handler {
+	if next == nil {
+		panic("idem: Guard.Middleware/Handle need a handler to wrap")
+	}
 	g.requireTenant("net/http")
+	var mux *muxRoutes
+	if router, ok := next.(patternRouter); ok && operation == "" && g.cfg.HTTPOperation == nil {
+		mux = &muxRoutes{router: router}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		keys := r.Header.Values(HeaderKey)
+		pattern, pathValue := r.Pattern, r.PathValue
+		if mux != nil && pattern == "" && mutating(r.Method) && !g.cfg.Disabled {
+			p, values, ok := mux.resolve(r)
+			if !ok {
+				next.ServeHTTP(w, r) // the mux's own answer
+				return
+			}
+			pattern, pathValue = p, values
+		}
 		op := operation
 		if op == "" {
 			if g.cfg.HTTPOperation != nil {
 				op = g.cfg.HTTPOperation(r)
 			} else {
-				op = r.Pattern
+				op = pattern
 			}
 		}
 		// Fast path: nothing to guard, stream straight through.
@@ -79,13 +107,13 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 				header: r.Header.Values,
 			},
 		}
-		if patternPath(r.Pattern) {
+		if patternPath(pattern) {
 			in.parts.path = r.URL.EscapedPath()
 		}
-		if names := patternParams(r.Pattern); len(names) > 0 {
+		if names := patternParams(pattern); len(names) > 0 {
 			m := make(map[string]string, len(names))
 			for _, n := range names {
-				m[n] = r.PathValue(n)
+				m[n] = pathValue(n)
 			}
 			in.parts.params = paramPairs(m)
 		}

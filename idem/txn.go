@@ -46,6 +46,14 @@ type txn struct {
 	// claimErr is the store's error when the claim failed (Event returns
 	// it under ErrStoreUnavailable).
 	claimErr error
+	// leaseEnd is the wall-clock end of the claim's lease as last written
+	// (claim or heartbeat renewal): the limit of the writes after the claim
+	// (Guard.storeCtx).
+	leaseEnd time.Time
+	// unrecorded is set when the handler's outcome (without transactional
+	// writes) could not be written because the store was unavailable: the
+	// answer is a 503, the outcome stands unrecorded.
+	unrecorded bool
 }
 
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
@@ -132,8 +140,8 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		scopeTenant = credentialScope(scopeTenant, parts, values)
 	}
 	if t.op == "" {
-		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (configure HTTPOperation or register the handler on a ServeMux pattern)")
-		return t.fail(internalError())
+		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (register the handler on a ServeMux pattern, wrap the ServeMux, or set Config.HTTPOperation)")
+		return t.fail(misconfigured("no routed operation for this request"))
 	}
 	if in.bodyErr != nil {
 		return t.fail(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
@@ -222,12 +230,19 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			// Kept for archive beside the digest, never compared.
 			RawBodySHA256: RawBodySHA256(t.in.body),
 		}
-		res, err := store.Claim(ctx, rec, now)
+		cctx, cancel := g.storeCtx(ctx, false, time.Time{})
+		started := time.Now()
+		res, err := store.Claim(cctx, rec, now)
+		cancel()
 		if err != nil {
 			t.claimErr = err
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
+			if storeUnavailable(err) {
+				return t.unavailable()
+			}
 			return t.fail(internalError())
 		}
+		t.leaseEnd = started.Add(lease)
 		if res.Decision == Claimed || res.Decision == Reclaimed {
 			return t.execute(ctx, res, renew, run)
 		}
@@ -347,7 +362,9 @@ func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action,
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.cfg.Now()
-		r, found, err := t.g.cfg.Store.Get(ctx, t.id, now)
+		gctx, cancel := t.g.storeCtx(ctx, false, until)
+		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
+		cancel()
 		if err != nil {
 			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
 			continue
@@ -400,7 +417,11 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	if hb != nil {
 		hb.stop()
 	}
-	wctx := context.WithoutCancel(ctx)
+	// The writes after the claim run without the request's cancellation,
+	// each bounded (Guard.storeCtx) by the request's deadline, the lease
+	// and Config.StoreTimeout.
+	wctx, cancel := g.storeCtx(ctx, true, t.leaseEnd)
+	defer cancel()
 	now := g.cfg.Now()
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
@@ -424,6 +445,23 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	switch {
 	case err == nil:
 		return t.decorate(t.render(resp), false, rec.RequestID)
+	case storeUnavailable(err):
+		// The outcome may or may not have been written. Without
+		// transactional writes the handler's effects happened: the record
+		// stays claimed and the lease and fence rules decide what a retry
+		// sees (in flight, or the replay if the completion landed). With
+		// them, nothing of the handler's writes committed unless the
+		// completion did: the record is released (fenced, so a completion
+		// that landed is kept) and a retry runs again. Either way a 503.
+		t.writeFailed(ctx, "complete", err)
+		if len(writes) > 0 {
+			rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+			t.release(rctx, now)
+			rcancel()
+		} else {
+			t.unrecorded = true
+		}
+		return t.unavailable()
 	case errors.Is(err, ErrFenced):
 		t.writeFailed(ctx, "complete", err)
 		r := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
@@ -482,7 +520,13 @@ func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) 
 		}
 		now := t.g.cfg.Now()
 		lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
-		err := t.g.cfg.Store.Renew(context.WithoutCancel(ctx), t.id, t.owner, now.Add(lease), now)
+		rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
+		started := time.Now()
+		err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
+		rcancel()
+		if err == nil {
+			t.leaseEnd = started.Add(lease)
+		}
 		if errors.Is(err, ErrFenced) {
 			t.writeFailed(ctx, "renew", err)
 			cancel(ErrLeaseLost)

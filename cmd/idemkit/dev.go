@@ -397,6 +397,10 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}
+	// WriteTimeout leaves 30 s beyond the request timeout: every store call
+	// of a request, the Layer-1 completion included, ends by the request's
+	// deadline less the Guard's margin (idem.Config.StoreTimeout), so even a
+	// stalled store's 503 is written long before the connection is cut.
 	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.authTTL), seams: sm, timeout: o.timeout, wrote: wake.kick, policy: k.Guard.Config().Policy},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}

@@ -11,13 +11,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
 // CodeStoreUnavailable is the (vendor) error code of `idemkit dev`'s 503
 // when its DynamoDB store did not answer a request's calls in time or
-// could not be reached.
-const CodeStoreUnavailable = "idemkit.store_unavailable"
+// could not be reached: the Guard's own (idem.CodeStoreUnavailable).
+const CodeStoreUnavailable = idem.CodeStoreUnavailable
 
 // storeRetryAfter is the Retry-After (seconds) of a store_unavailable 503.
 const storeRetryAfter = 2

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -64,6 +65,13 @@ func TestConformance(t *testing.T) {
 		table := e.CreateTable(t, "IdempotencyTable")
 		c := e.Client()
 		h := idemtest.Harness{NewStore: func(t *testing.T) idem.Store { return newStore(t, c, table) }}
+		// Unavailable: every attempt of every call throttled, after the
+		// SDK's retries (fast ones).
+		h.Unavailable = func(t *testing.T) idem.Store {
+			f := dynamotest.NewFaults()
+			f.FailNext(dynamotest.AnyOp, math.MaxInt32, dynamotest.Throttle())
+			return newStore(t, e.Client(dynamotest.FastRetries, f.Middleware()), table)
+		}
 		if e.Caps.Transactions {
 			biz := e.CreateTable(t, "RunsTable")
 			h.TxWrites = &idemtest.TxWrites{

@@ -38,6 +38,11 @@ type Config struct {
 
 // Store is the DynamoDB idem.Store. It is safe for concurrent use and holds
 // no state besides its configuration.
+//
+// Errors of calls that could not use DynamoDB — throttled, a 5xx, a
+// connection refused or lost, no answer within the context's deadline —
+// match idem.ErrStoreUnavailable (errors.Is), so the Guard answers them
+// 503 with Retry-After; the SDK's own error stays in the chain.
 type Store struct {
 	c     API
 	table *string
@@ -67,7 +72,7 @@ func New(cfg Config) (*Store, error) {
 	if err := storeconfig.Check("dynamostore", ErrConfig, cfg.Client, cfg.Table); err != nil {
 		return nil, err
 	}
-	return &Store{c: cfg.Client, table: aws.String(cfg.Table)}, nil
+	return &Store{c: classified{cfg.Client}, table: aws.String(cfg.Table)}, nil
 }
 
 // Conditions. Expiry is part of every one of them: DynamoDB TTL deletes

@@ -42,14 +42,24 @@ type Harness struct {
 	WithoutLargeResponses bool
 	// TxWrites, if set, enables the transactional-completion tests.
 	TxWrites *TxWrites
+	// Unavailable, if set, returns a store over the same backend that
+	// cannot use it: every call is throttled, refused or answered 5xx (for
+	// dynamostore, a client whose every attempt fails by fault injection).
+	// The suite then checks that every method's error matches
+	// idem.ErrStoreUnavailable, and that a call whose context deadline has
+	// passed fails as unavailable too, so the Guard answers 503 with
+	// Retry-After. Default nil: the test is reported as skipped (a store
+	// that is never unavailable, such as memstore).
+	Unavailable func(t *testing.T) idem.Store
 }
 
 type config struct {
-	clock      func() time.Time
-	goroutines int
-	keys       int
-	tx         *TxWrites
-	large      bool
+	clock       func() time.Time
+	goroutines  int
+	keys        int
+	tx          *TxWrites
+	large       bool
+	unavailable func(t *testing.T) idem.Store
 }
 
 // TxWrites lets the suite exercise Outcome.Writes, which are store-specific.
@@ -66,7 +76,7 @@ func Run(t *testing.T, h Harness) {
 	if h.NewStore == nil {
 		t.Fatal("idemtest: Harness.NewStore is required")
 	}
-	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites}
+	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites, unavailable: h.Unavailable}
 	if c.clock == nil {
 		c.clock = time.Now
 	}
@@ -109,6 +119,7 @@ func Run(t *testing.T, h Harness) {
 	if s.cfg.tx != nil { // stores without transactions prove their typed refusal in UnsupportedWrite
 		t.Run("TxWrites", s.txWrites)
 	}
+	t.Run("UnavailableStoreErrors", s.unavailableStore)
 	t.Run("ConcurrentClaims", s.concurrentClaims)
 	t.Run("ConcurrentReclaim", s.concurrentReclaim)
 	t.Run("ConcurrentCompleteVsReclaim", s.concurrentCompleteVsReclaim)

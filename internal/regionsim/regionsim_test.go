@@ -623,7 +623,8 @@ func TestLayer1HomePinnedReplayWithinLag(t *testing.T) {
 // fenced-effects, Layer 1 pinned to the home region (eu), during a
 // partition that cuts us off from eu (replication stopped, us's requests
 // to eu refused): a key eu already answered, and a brand-new key, both
-// fail closed in us with a retryable 500 internal_error, the handler does
+// fail closed in us with 503 idemkit.store_unavailable and Retry-After (the
+// home region's store cannot be reached; retrying is safe), the handler does
 // not run, and nothing is written to us's own replica. After healing, the
 // first key replays eu's response in us and the new key runs once.
 func TestLayer1HomePinnedPartitionFailsClosed(t *testing.T) {
@@ -640,8 +641,8 @@ func TestLayer1HomePinnedPartitionFailsClosed(t *testing.T) {
 	const fresh = "3f2504e0-4f89-41d3-9a0c-0305e82c3301"
 	for _, key := range []string{key1, fresh} {
 		resp, b := w.postKey(us, key)
-		if resp.StatusCode != http.StatusInternalServerError || !strings.Contains(b, `"error":"internal_error"`) || isReplay(resp) {
-			t.Fatalf("us during the partition: %d %s; want a retryable 500 internal_error", resp.StatusCode, b)
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(b, `"error":"idemkit.store_unavailable"`) || resp.Header.Get("Retry-After") == "" || isReplay(resp) {
+			t.Fatalf("us during the partition: %d %s; want 503 idemkit.store_unavailable with Retry-After", resp.StatusCode, b)
 		}
 		if resp.Header.Get("OpenWOP-Idempotent-Replay") != "" {
 			t.Fatal("a fail-closed answer carries the replay marker")

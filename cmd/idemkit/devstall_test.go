@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+const stallKey = "idk_stall_tenant_0a1b2c3d4e5f6789"
+
+// TestDevStalledStoreNeverHangsARequest: `idemkit dev` on DynamoDB Local
+// and on moto, its engine stopped (SIGSTOP) at the moment a POST /runs
+// writes its completion (the Layer-1 outcome and the run in one
+// transaction). The completion is bounded by the request timeout, so the
+// client gets 503 idemkit.store_unavailable with Retry-After and the error
+// envelope, written well before the server's write timeout: never a hang
+// or a dropped connection. Once the engine resumes (SIGCONT), retries with
+// the same Idempotency-Key see what the lease and fence rules say (in
+// flight, the replay, or a new execution when the uncommitted transaction
+// was released) and end in one run, replayed from then on.
+func TestDevStalledStoreNeverHangsARequest(t *testing.T) {
+	for _, kind := range []string{dynamotest.DynamoDBLocal, dynamotest.Moto} {
+		t.Run(kind, func(t *testing.T) { testDevStalledStore(t, kind) })
+	}
+}
+
+func testDevStalledStore(t *testing.T, kind string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	srv, err := emulator.Start(ctx, kind, emulator.Options{ToolsDir: filepath.Join(dynamotest.RepoRoot(), "tools"), SharedDB: true})
+	if err != nil {
+		testutil.Unavailable(t, "%s unavailable: %v", kind, err)
+	}
+	var mu sync.Mutex
+	armed, stopped := false, false
+	resume := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			_ = syscall.Kill(-srv.PID(), syscall.SIGCONT)
+			stopped = false
+		}
+	}
+	t.Cleanup(func() { resume(); srv.Stop() })
+
+	// Between dev and its engine: once armed, the first transaction (the
+	// completion of createRun) stops the engine before it is sent on.
+	target, _ := url.Parse(srv.Endpoint)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+			mu.Lock()
+			if armed && !stopped {
+				if err := syscall.Kill(-srv.PID(), syscall.SIGSTOP); err != nil {
+					t.Error(err)
+				}
+				armed, stopped = false, true
+			}
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+
+	_, base := startDevInProcess(t, "--dynamodb-endpoint", proxy.URL, "--request-timeout", "4s", "--api-key", stallKey+"=stall-tenant")
+	post := func(key string) (*http.Response, map[string]any, error) {
+		req, _ := http.NewRequest("POST", base+"/runs", strings.NewReader(`{"workflowId":"conformance-noop"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+stallKey)
+		req.Header.Set(idem.HeaderKey, key)
+		c := &http.Client{Timeout: time.Minute} // far beyond the bound under test
+		resp, err := c.Do(req)
+		if err != nil {
+			return nil, nil, err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return resp, m, nil
+	}
+	// A healthy request first (the engine warm).
+	if r, m, err := post("stall-warm-0123456789abcdef"); err != nil || r.StatusCode != 201 {
+		t.Fatalf("warm-up: %v %v", err, m)
+	}
+
+	mu.Lock()
+	armed = true
+	mu.Unlock()
+	key := "stall-key-0123456789abcdef"
+	r, m, err := post(key)
+	if err != nil {
+		t.Fatalf("no HTTP answer while the engine was stopped during the completion: %v", err)
+	}
+	mu.Lock()
+	hit := stopped
+	mu.Unlock()
+	if !hit {
+		t.Fatalf("the completion was not a transaction: %d %v", r.StatusCode, m)
+	}
+	if r.StatusCode != 503 || m["error"] != idem.CodeStoreUnavailable || m["message"] == "" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("stalled completion: %d %v (Retry-After %q); want 503 %s with Retry-After", r.StatusCode, m, r.Header.Get("Retry-After"), idem.CodeStoreUnavailable)
+	}
+	resume()
+
+	// Retries until a 201: in flight (409, Retry-After) while the lease
+	// lives if the completion's fate is open; a replay if it landed; a new
+	// execution if it was released (its transaction, the run included,
+	// never committed). Then every retry replays that one run.
+	var runID any
+	for tries := 0; runID == nil; tries++ {
+		r, m, err = post(key)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case r.StatusCode == 201:
+			runID = m["runId"]
+		case tries < 60 && r.StatusCode == 409 && m["error"] == "idempotency_in_flight" && r.Header.Get("Retry-After") != "":
+			time.Sleep(500 * time.Millisecond)
+		default:
+			t.Fatalf("retry %d after the engine resumed: %d %v", tries, r.StatusCode, m)
+		}
+	}
+	if r, m, err = post(key); err != nil || r.StatusCode != 201 || m["runId"] != runID || r.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay: %v %v, want run %v replayed", err, m, runID)
+	}
+}

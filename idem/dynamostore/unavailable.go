@@ -1,0 +1,94 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// unavailable returns err wrapped with idem.ErrStoreUnavailable when it
+// means DynamoDB could not be used (after the SDK's own retries): the call
+// was throttled, got a 5xx, could not connect or lost its connection, or
+// ran out of its context's deadline. Every other error (a failed
+// condition, a cancelled transaction, a validation error, the caller
+// hanging up) is returned as it is.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, idem.ErrStoreUnavailable) {
+		return err
+	}
+	if isUnavailable(err) {
+		return fmt.Errorf("%w: %w", idem.ErrStoreUnavailable, err)
+	}
+	return err
+}
+
+func isUnavailable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		if _, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]; ok {
+			return true
+		}
+		switch ae.ErrorCode() {
+		case "InternalServerError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException":
+			return true
+		}
+	}
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		// 0: no response at all.
+		if code := re.HTTPStatusCode(); code == 0 || code >= 500 {
+			return true
+		}
+		return false
+	}
+	if ae != nil {
+		return ae.ErrorFault() == smithy.FaultServer
+	}
+	return retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary
+}
+
+// classified is the API the store calls: cfg.Client with the errors of
+// calls that could not use DynamoDB wrapped with idem.ErrStoreUnavailable
+// (unavailable). It makes no call of its own.
+type classified struct{ c API }
+
+func (k classified) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := k.c.GetItem(ctx, in, o...)
+	return out, unavailable(err)
+}
+
+func (k classified) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	out, err := k.c.PutItem(ctx, in, o...)
+	return out, unavailable(err)
+}
+
+func (k classified) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, o ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	out, err := k.c.UpdateItem(ctx, in, o...)
+	return out, unavailable(err)
+}
+
+func (k classified) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	out, err := k.c.DeleteItem(ctx, in, o...)
+	return out, unavailable(err)
+}
+
+func (k classified) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := k.c.BatchGetItem(ctx, in, o...)
+	return out, unavailable(err)
+}
+
+func (k classified) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	out, err := k.c.TransactWriteItems(ctx, in, o...)
+	return out, unavailable(err)
+}

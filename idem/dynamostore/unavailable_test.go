@@ -1,0 +1,177 @@
+package dynamostore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+// want503 checks the store-unavailable answer: 503, the envelope with
+// idemkit.store_unavailable, and Retry-After.
+func want503(t *testing.T, r events.APIGatewayV2HTTPResponse) {
+	t.Helper()
+	var env struct {
+		Error, Message string
+	}
+	_ = json.Unmarshal([]byte(r.Body), &env)
+	if r.StatusCode != 503 || env.Error != idem.CodeStoreUnavailable || env.Message == "" || r.Headers["Retry-After"] == "" {
+		t.Fatalf("%d %v %s; want 503 %s with Retry-After", r.StatusCode, r.Headers, r.Body, idem.CodeStoreUnavailable)
+	}
+}
+
+func unavailableGuard(t *testing.T, s idem.Store) *idem.Guard {
+	t.Helper()
+	g, err := idem.New(idem.Config{
+		Tenant: idem.AuthorizerKey("tenantId"),
+		Store:  s,
+		Wait:   -1, // a duplicate is answered at once
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// TestStoreThrottled503RetryAfter: on every engine, DynamoDB throttling or
+// a 5xx (injected on every attempt, after the SDK's retries) gets the
+// client 503 idemkit.store_unavailable with Retry-After in the envelope: at
+// the claim the handler does not run and a retry once the store is back
+// runs it once; at the completion the record stays claimed, so a retry is
+// in flight, never a second execution. A store that refuses connections
+// is unavailable too.
+func TestStoreThrottled503RetryAfter(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		for _, c := range []struct {
+			name   string
+			inject func()
+			ran    int32
+		}{
+			{"ThrottledClaim", func() { v.f.FailNext(dynamotest.AnyOp, 1000, dynamotest.Throttle()) }, 0},
+			{"ClaimInternalServerError", func() { v.f.FailNext(dynamotest.AnyOp, 1000, dynamotest.InternalServerError()) }, 0},
+			{"ThrottledCompletion", func() { v.f.PassNext("PutItem", 1); v.f.FailNext(dynamotest.AnyOp, 1000, dynamotest.Throttle()) }, 1},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				g := unavailableGuard(t, v.s)
+				h := &countingHandler{}
+				ev := guardEvent(newKey(), `{"a":1}`)
+				c.inject()
+				want503(t, call(t, g.HTTPAPI(h.serve), ev))
+				v.f.Clear()
+				if h.runs.Load() != c.ran {
+					t.Fatalf("handler ran %d times, want %d", h.runs.Load(), c.ran)
+				}
+				r := call(t, g.HTTPAPI(h.serve), ev)
+				switch {
+				case c.ran == 0 && r.StatusCode == 201:
+				case c.ran == 1 && r.StatusCode == 409 && r.Headers["Retry-After"] != "":
+				default:
+					t.Fatalf("retry: %d %s", r.StatusCode, r.Body)
+				}
+				if h.runs.Load() != 1 {
+					t.Fatalf("handler ran %d times", h.runs.Load())
+				}
+			})
+		}
+		t.Run("ConnectionRefused", func(t *testing.T) {
+			addr := testutil.FreeAddr(t) // nothing listens there
+			down := newStore(t, emulator.Client("http://"+addr, dynamotest.FastRetries), v.table)
+			if _, err := down.Claim(ctxT(t), pending(newID(), "o1", v.now), v.now); !errors.Is(err, idem.ErrStoreUnavailable) {
+				t.Fatalf("Claim on a refused connection: %v", err)
+			}
+			want503(t, call(t, unavailableGuard(t, down).HTTPAPI((&countingHandler{}).serve), guardEvent(newKey(), `{}`)))
+		})
+	})
+}
+
+// pausableEngines are the engines the stalled-store test stops: DynamoDB
+// Local (AWS's own engine) and moto.
+var pausableEngines = []string{dynamotest.DynamoDBLocal, dynamotest.Moto}
+
+// TestStalledStoreCompletionAnswers503: on DynamoDB Local and moto, the
+// engine is stopped (SIGSTOP) while a request completes: the handler stops
+// it just before it returns its 201. The completion is bounded by the
+// request's deadline, so the client gets 503 idemkit.store_unavailable
+// with Retry-After, not a hang. Once the engine resumes (SIGCONT), a retry
+// with the same key sees what the lease rules say: in flight (the
+// completion was lost; the lease is still live) or the replay (the engine
+// applied it after all), and the handler never runs twice.
+func TestStalledStoreCompletionAnswers503(t *testing.T) {
+	for _, kind := range pausableEngines {
+		t.Run(kind, func(t *testing.T) {
+			if !want(kind) {
+				t.Skipf("%s not in DYNAMOTEST_KINDS", kind)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			srv, err := emulator.Start(ctx, kind, emulator.Options{ToolsDir: filepath.Join(dynamotest.RepoRoot(), "tools"), SharedDB: true})
+			if err != nil {
+				testutil.Unavailable(t, "%s unavailable: %v", kind, err)
+			}
+			stopped := false
+			resume := func() {
+				if stopped {
+					_ = syscall.Kill(-srv.PID(), syscall.SIGCONT)
+					stopped = false
+				}
+			}
+			t.Cleanup(func() { resume(); srv.Stop() })
+			// The engine's own process, not the shared one: other tests keep
+			// theirs.
+			e := &dynamotest.Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: dynamotest.DefaultRegion, DeletesExpired: kind == dynamotest.DynamoDBLocal}
+			table := e.CreateTable(t, "IdempotencyTable")
+			s := newStore(t, e.Client(), table)
+			g := unavailableGuard(t, s)
+			h := &countingHandler{before: func(context.Context, int32) {
+				if err := syscall.Kill(-srv.PID(), syscall.SIGSTOP); err != nil {
+					t.Error(err)
+				}
+				stopped = true
+			}}
+			ev := guardEvent(newKey(), `{"a":1}`)
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second) // the request's deadline
+			r, err := g.HTTPAPI(h.serve)(rctx, ev)
+			rcancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want503(t, r)
+			resume()
+			h.before = nil
+			retry := call(t, g.HTTPAPI(h.serve), ev)
+			switch {
+			case retry.StatusCode == 409 && retry.Headers["Retry-After"] != "":
+			case retry.StatusCode == 201 && retry.Headers["Openwop-Idempotent-Replay"] == "true":
+			default:
+				t.Fatalf("retry after the engine resumed: %d %v %s", retry.StatusCode, retry.Headers, retry.Body)
+			}
+			if n := h.runs.Load(); n != 1 {
+				t.Fatalf("handler ran %d times", n)
+			}
+		})
+	}
+}
+
+// want reports whether kind is among the kinds this run tests.
+func want(kind string) bool {
+	for _, k := range dynamotest.Kinds() {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,130 @@
+package idem_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+func muxGuard(t *testing.T) *idem.Guard {
+	t.Helper()
+	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("acme"), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func post(h http.Handler, path, key, body string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// TestMiddlewareAroundServeMuxResolvesThePattern: guard.Middleware(mux)
+// takes each request's operation from the pattern the mux routes it to,
+// with that pattern's path values in the fingerprint: a retry replays, the
+// same key on another order of the same pattern is a mismatch, the same key
+// on another pattern is its own request, and requests the mux answers
+// itself (404, 405) pass straight through.
+func TestMiddlewareAroundServeMuxResolvesThePattern(t *testing.T) {
+	var runs atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /orders/{id}/pay", func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		_, _ = w.Write([]byte(`{"order":"` + r.PathValue("id") + `","payment":` + itoa(int(n)) + `}`))
+	})
+	mux.HandleFunc("POST /refunds", func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.WriteHeader(202)
+	})
+	h := muxGuard(t).Middleware(mux)
+
+	first := post(h, "/orders/7/pay", testKey, `{"amount":5}`)
+	if first.Code != 201 || first.Body.String() != `{"order":"7","payment":1}` {
+		t.Fatalf("first: %d %s", first.Code, first.Body)
+	}
+	retry := post(h, "/orders/7/pay", testKey, `{"amount":5}`)
+	if retry.Code != 201 || retry.Body.String() != first.Body.String() || retry.Header().Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("retry: %d %v %s", retry.Code, retry.Header(), retry.Body)
+	}
+	if other := post(h, "/orders/8/pay", testKey, `{"amount":5}`); other.Code != 409 {
+		t.Fatalf("same key, other order: %d %s", other.Code, other.Body)
+	}
+	if refund := post(h, "/refunds", testKey, `{"amount":5}`); refund.Code != 202 {
+		t.Fatalf("same key, other operation: %d %s", refund.Code, refund.Body)
+	}
+	if n := runs.Load(); n != 2 {
+		t.Fatalf("handlers ran %d times, want 2", n)
+	}
+	if w := post(h, "/nowhere", testKey, `{}`); w.Code != 404 {
+		t.Fatalf("unrouted: %d %s", w.Code, w.Body)
+	}
+	req := httptest.NewRequest("PUT", "/refunds", nil)
+	req.Header.Set("Idempotency-Key", testKey)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 405 {
+		t.Fatalf("wrong method: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestMiddlewareWithoutOperationFailsAtWrap: a wiring that can never yield
+// an operation fails when the handler is wrapped, with a message that says
+// what to configure: Handle with an empty operation id, or nothing to wrap.
+func TestMiddlewareWithoutOperationFailsAtWrap(t *testing.T) {
+	g := muxGuard(t)
+	for name, wrap := range map[string]func(){
+		"Handle without operation": func() { g.Handle("", http.NotFoundHandler()) },
+		"Middleware(nil)":          func() { g.Middleware(nil) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				p := recover()
+				msg, _ := p.(string)
+				if !strings.Contains(msg, "idem:") || !(strings.Contains(msg, "operation") || strings.Contains(msg, "handler")) {
+					t.Fatalf("panic %v; want a wiring error naming what to configure", p)
+				}
+			}()
+			wrap()
+		})
+	}
+}
+
+// TestWiringMistakeIsAServerConfigurationError: a handler wrapped by
+// Middleware but reached without any pattern (not registered on a
+// ServeMux, no HTTPOperation) cannot be guarded: the keyed request is
+// answered 500 idemkit.server_configuration_error, whose message does not
+// invite the caller to retry, and the handler does not run.
+func TestWiringMistakeIsAServerConfigurationError(t *testing.T) {
+	ran := false
+	h := muxGuard(t).Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true }))
+	w := post(h, "/orders", testKey, `{}`)
+	code, _ := envelope(t, w.Body.String())
+	if w.Code != 500 || code != idem.CodeServerConfiguration || ran {
+		t.Fatalf("%d %s (handler ran: %v)", w.Code, w.Body, ran)
+	}
+	if strings.Contains(strings.ToLower(w.Body.String()), "retry it") {
+		t.Fatalf("a configuration error invites a retry: %s", w.Body)
+	}
+
+	// An HTTP API event without a routeKey (and no WithOperation): the same.
+	e := newEnv(t, nil)
+	hh := &handler{}
+	r := e.call(hh, v2event("POST", "", testKey, `{}`))
+	if code, _ := envelope(t, r.Body); r.StatusCode != 500 || code != idem.CodeServerConfiguration || hh.Calls() != 0 {
+		t.Fatalf("HTTP API without a route key: %d %s (handler ran %d times)", r.StatusCode, r.Body, hh.Calls())
+	}
+}

@@ -1,0 +1,61 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strconv"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// Error codes the Guard answers with when the request itself is fine but
+// the server cannot serve it. The OpenWOP error registry has no code for
+// either, so they are idemkit's own (vendor codes, "idemkit." prefix).
+const (
+	// CodeStoreUnavailable is the code of a 503 answered when the
+	// idempotency store could not be used in time: it was throttled,
+	// answered a 5xx, refused or dropped the connection, or did not answer
+	// within the store call's bound (Config.StoreTimeout). The answer
+	// carries Retry-After; retrying with the same Idempotency-Key is safe.
+	CodeStoreUnavailable = "idemkit.store_unavailable"
+
+	// CodeServerConfiguration is the code of a 500 answered when the Guard
+	// is wired so that it cannot serve the request (no routed operation:
+	// the handler is neither registered on a ServeMux pattern nor wraps a
+	// ServeMux, and Config.HTTPOperation is unset). Retrying does not help;
+	// the operator has to fix the configuration.
+	CodeServerConfiguration = "idemkit.server_configuration_error"
+)
+
+// Store implementations signal unavailability by wrapping
+// ErrStoreUnavailable (declared beside the event errors): a call that was
+// throttled, got a 5xx, could not connect or got no answer within its
+// context's deadline. idem/dynamostore does so for every DynamoDB call;
+// a store of your own should too, so that clients get a 503 with
+// Retry-After rather than a 500.
+
+// storeUnavailable reports whether err, returned by a Store call, means
+// the store could not be used (as opposed to an answer such as ErrFenced):
+// it wraps ErrStoreUnavailable, or the call ran out of its deadline.
+func storeUnavailable(err error) bool {
+	return errors.Is(err, ErrStoreUnavailable) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// unavailable is the Guard's answer when the store cannot be used: 503
+// CodeStoreUnavailable with Retry-After (Config.InFlightRetryAfter, whole
+// seconds), in the policy's error body.
+func (t *txn) unavailable() *Response {
+	r := t.fail(apierr.New(503, CodeStoreUnavailable,
+		"The idempotency store is unavailable; retry the request with the same Idempotency-Key after the Retry-After delay."))
+	r.Headers[HeaderRetryAfter] = []string{strconv.Itoa(int(math.Ceil(t.g.cfg.InFlightRetryAfter.Seconds())))}
+	return r
+}
+
+// misconfigured is the Guard's answer to a request it cannot serve because
+// of how it is wired: 500 CodeServerConfiguration, not retryable by the
+// caller.
+func misconfigured(what string) *apierr.Error {
+	return apierr.New(500, CodeServerConfiguration,
+		"The server is misconfigured (%s); retrying will not help.", what)
+}
