@@ -219,8 +219,9 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 
 // dispatch serves a matched, authenticated (unless public) request whose
 // path parameters are read. An idempotent route runs under Layer 1 with its
-// operation passed explicitly (Route.Scope of the parameters' scope
-// values); the event itself is never rewritten.
+// operation passed explicitly (Route.Scope, the route template) and the
+// parameters' canonical values as its path parameters (in the request
+// fingerprint); the event itself is never rewritten.
 func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (events.APIGatewayV2HTTPResponse, error) {
 	if r.check != nil {
 		if e := r.check(c.ev); e != nil {
@@ -230,7 +231,7 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 	if !r.Idempotent {
 		return r.serve(h, ctx, c)
 	}
-	return h.cfg.Guard.Do(ctx, idem.Request{Event: c.ev, Operation: r.Scope(scope)}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+	return h.cfg.Guard.Do(ctx, idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
 		return r.serve(h, ctx, c)
 	})
 }

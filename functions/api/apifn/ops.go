@@ -67,7 +67,8 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	return resp, err
 }
 
-// cancelRun runs under the Layer-1 claim (scoped to the one run). A
+// cancelRun runs under the Layer-1 claim (scoped to the route, the run id
+// in the request fingerprint). A
 // request with Idempotency-Decided-Version is an offline-decided cancel,
 // checked against the run's changes since that version (inbox.go).
 func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {

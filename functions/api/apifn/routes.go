@@ -40,7 +40,7 @@ type Route struct {
 	check func(events.APIGatewayV2HTTPRequest) *apierr.Error
 	// serve answers the route, under Layer 1 when Idempotent. It runs
 	// after the credential (unless Public) is checked and every path
-	// parameter is read (pathParams): c carries the caller's tenant and
+		// parameter is read (pathParams): c carries the caller's tenant and
 	// the parameters' values.
 	serve func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error)
 }
@@ -98,7 +98,8 @@ const (
 
 // pathParam reads a path parameter from its raw segments (two for a split
 // runId) and the caller's tenant: value is what serve gets, scope what the
-// parameter contributes to the Layer-1 operation (Route.Scope); e, when
+// parameter contributes to the Layer-1 request fingerprint
+// (idem.Request.Params); e, when
 // not nil, is the answer and nothing is served.
 type pathParam func(segs []string, tenant string) (value, scope string, e *apierr.Error)
 
@@ -142,7 +143,7 @@ func rawParam(segs []string, _ string) (string, string, *apierr.Error) {
 
 // readParams reads every path parameter of the matched route, in pattern
 // order, so the first refused one (left to right) is the answer. scope
-// holds each one's contribution to Route.Scope.
+// holds each one's contribution to the Layer-1 request fingerprint.
 func readParams(pattern string, segs map[string][]string, tenant string) (params, scope map[string]string, e *apierr.Error) {
 	if len(segs) == 0 {
 		return nil, nil, nil
@@ -167,19 +168,13 @@ func readParams(pattern string, segs map[string][]string, tenant string) (params
 }
 
 // Scope is the Layer-1 operation of an idempotent route: the method and the
-// pattern with each parameter replaced by its canonical value (params, by
-// name), so a key is scoped to one resource's operation: one key reused on
-// two runs' cancel never replays the first run's answer for the second.
-// createRun's is "POST /runs" (OpCreateRun).
-func (r Route) Scope(params map[string]string) string {
-	segs := strings.Split(r.Pattern, "/")
-	for i, s := range segs {
-		if name, ok := paramName(s); ok {
-			segs[i] = params[name]
-		}
-	}
-	return r.Method + " " + strings.Join(segs, "/")
-}
+// pattern, the route template ("POST /runs/{runId}/cancel"), as the library
+// scopes a routed request. Its path parameters are not in the operation but
+// in the request fingerprint (idem.Request.Params, each parameter's
+// canonical value), so one key is one record per route: reused on another
+// run's cancel it is 409 idempotency_key_mismatch, never a second
+// execution. createRun's is "POST /runs" (OpCreateRun).
+func (r Route) Scope() string { return r.Method + " " + r.Pattern }
 
 // Match is the route a request reached.
 type Match struct {
