@@ -40,7 +40,7 @@ type Route struct {
 	check func(events.APIGatewayV2HTTPRequest) *apierr.Error
 	// serve answers the route, under Layer 1 when Idempotent. It runs
 	// after the credential (unless Public) is checked and every path
-		// parameter is read (pathParams): c carries the caller's tenant and
+	// parameter is read (pathParams): c carries the caller's tenant and
 	// the parameters' values.
 	serve func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error)
 }
