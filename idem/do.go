@@ -33,6 +33,12 @@ type Request struct {
 	// idempotency_key_mismatch, never a second execution. Default nil: the
 	// event's PathParameters.
 	Params map[string]string
+
+	// Object loads the object a key's first execution on this route
+	// created, for a policy whose replays render it (Policy.Replay
+	// ReplayObject: the commerce policy's Action). Default nil: replays
+	// render the stored response.
+	Object ObjectLoader
 }
 
 // Do runs fn for one request under the Layer-1 protocol: the per-request
@@ -74,6 +80,7 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		contentType: header.First(ev.Headers, "Content-Type"),
 		accept:      header.First(ev.Headers, "Accept"),
 		requestID:   ev.RequestContext.RequestID,
+		object:      req.Object,
 		parts: requestParts{
 			params: paramPairs(ev.PathParameters),
 			header: func(name string) []string { return header.Values(ev.Headers, name) },
