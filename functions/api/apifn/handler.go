@@ -231,7 +231,13 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 	if !r.Idempotent {
 		return r.serve(h, ctx, c)
 	}
-	return h.cfg.Guard.Do(ctx, idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+	req := idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}
+	if r.object != nil {
+		req.Object = func(ctx context.Context, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error) {
+			return r.object(h, ctx, c, first, stored)
+		}
+	}
+	return h.cfg.Guard.Do(ctx, req, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
 		return r.serve(h, ctx, c)
 	})
 }

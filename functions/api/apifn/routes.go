@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -43,6 +44,10 @@ type Route struct {
 	// parameter is read (pathParams): c carries the caller's tenant and
 	// the parameters' values.
 	serve func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error)
+	// object, when set, loads the object a key's first execution on this
+	// route created (idem.Request.Object): a policy whose replays render
+	// the object (idem.ReplayObject) answers it as it is now.
+	object func(h *Handler, ctx context.Context, c call, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error)
 }
 
 // call is one authenticated request as a route's serve function sees it.
@@ -67,16 +72,16 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun},
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun, object: (*Handler).runObject},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// The body is not read, but Layer 1 digests it: it is bounded as
 	// createRun's (any media type is accepted).
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkBodySize, serve: (*Handler).cancelRun},
-	// A new run of a failed run's workflow and inputs, linked by retryOf,
+	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun, object: (*Handler).runObject},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
 	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
