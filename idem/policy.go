@@ -88,6 +88,11 @@ type Policy struct {
 	// current state of the object the key's first execution created
 	// (ReplayObject). Default ReplayResponse.
 	Replay ReplayRender
+
+	// RequestIDHeader names a response header that carries the current
+	// request's id on every answer of a host under the policy, the ones
+	// produced outside Layer 1 included (StampRequestID). Default "": none.
+	RequestIDHeader string
 }
 
 // ScopeParts says which parts of a request, besides the key and the
@@ -273,5 +278,5 @@ func (p Policy) isZero() bool {
 	return p.Name == "" && p.Key.Allow == nil && p.Key.MinLen == 0 && p.Key.MaxLen == 0 &&
 		len(p.Scope.Credential) == 0 && !p.Scope.Operation && p.Cache == nil && p.Retention == 0 &&
 		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil &&
-		p.RequestIDMember == "" && p.Replay == ReplayResponse
+		p.RequestIDMember == "" && p.Replay == ReplayResponse && p.RequestIDHeader == ""
 }

@@ -158,6 +158,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error", slog.String("error", err.Error()), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 	}
+	resp = h.stamp(resp, ev.RequestContext.RequestID)
 	if resp.Headers == nil {
 		resp.Headers = map[string]string{}
 	}

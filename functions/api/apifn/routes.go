@@ -90,6 +90,9 @@ var Routes = []Route{
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
+	// The ERP policy's live work-order route, under Layer 1 with the
+	// work-order contract (workorder.go).
+	{Method: http.MethodPost, Pattern: LiveWorkOrderPath, Op: OpLiveWorkOrder, Idempotent: true, check: checkBodySize, serve: (*Handler).liveWorkOrder},
 	// The ERP policy's public format-validation route: no credential, no
 	// Idempotency-Key, no idempotency record (workorder.go).
 	{Method: http.MethodPost, Pattern: TestWorkOrderPath, Op: OpTestWorkOrder, Public: true, check: checkBodySize, serve: (*Handler).testWorkOrder},
