@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -113,5 +115,91 @@ func TestDevCommerceReplayIsTheRunAsItIsNow(t *testing.T) {
 	if r.StatusCode != 202 || m["runId"] != id2 || m["statusUrl"] == nil || m["requestId"] != nil || r.Header.Get("Retry-After") == "" ||
 		r.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("async replay of a running run: %d %v %v", r.StatusCode, r.Header, m)
+	}
+}
+
+// erpDo sends one request to `idemkit dev --policy erp` and returns its
+// status, headers and body.
+func erpDo(t *testing.T, method, url, ct, body string, hdr ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct != "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// TestDevERPLiveWorkOrderRoute: behind `idemkit dev --policy erp` POST
+// /api/v1/inbound/work-orders is served under Idempotency-Key with the
+// work-order contract: a JSON original and the same work order in XML under
+// one key replay (Idempotency-Replayed: true), a replay with Accept:
+// application/xml answers in XML, and the deterministic 409
+// NO_PROJECT_PROCESSED is stored and replayed; every answer's request_id is
+// its own X-Request-ID.
+func TestDevERPLiveWorkOrderRoute(t *testing.T) {
+	url, key := startPolicyDev(t, "erp")
+	auth := []string{"Authorization", testutil.Bearer(key)}
+	const js = `{"work_order_number":" WO-77 ","projects":[{"code":"p1","name":"Pump","quantity":3}]}`
+	const xmlBody = `<work_order><work_order_number>WO-77</work_order_number><projects><project><code>P1</code><name>Pump</name><quantity>3</quantity></project></projects></work_order>`
+	first, b := erpDo(t, "POST", url+"/api/v1/inbound/work-orders", "application/json", js, append(auth, "Idempotency-Key", "ERP-WO-77-000001")...)
+	var m map[string]any
+	_ = json.Unmarshal([]byte(b), &m)
+	if first.StatusCode != 201 || first.Header.Get("Idempotency-Replayed") != "false" || m["request_id"] != first.Header.Get("X-Request-Id") || m["work_order_number"] != "WO-77" {
+		t.Fatalf("first: %d %v %s", first.StatusCode, first.Header, b)
+	}
+	r, b := erpDo(t, "POST", url+"/api/v1/inbound/work-orders", "application/xml", xmlBody, append(auth, "Idempotency-Key", "ERP-WO-77-000001", "Accept", "application/xml")...)
+	if r.StatusCode != 201 || r.Header.Get("Idempotency-Replayed") != "true" || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/xml") ||
+		!strings.Contains(b, "<request_id>"+r.Header.Get("X-Request-Id")+"</request_id>") || r.Header.Get("X-Request-Id") == first.Header.Get("X-Request-Id") {
+		t.Fatalf("XML replay of a JSON original: %d %v %s", r.StatusCode, r.Header, b)
+	}
+	const none = `{"work_order_number":"WO-78","projects":[{"code":"p9","name":"Too many","quantity":20000}]}`
+	for i, want := range []string{"false", "true"} {
+		r, b := erpDo(t, "POST", url+"/api/v1/inbound/work-orders", "application/json", none, append(auth, "Idempotency-Key", "ERP-WO-78-000001")...)
+		_ = json.Unmarshal([]byte(b), &m)
+		if r.StatusCode != 409 || m["error"] != "NO_PROJECT_PROCESSED" || r.Header.Get("Idempotency-Replayed") != want || m["request_id"] != r.Header.Get("X-Request-Id") {
+			t.Fatalf("NO_PROJECT_PROCESSED %d: %d %v %s", i+1, r.StatusCode, r.Header, b)
+		}
+	}
+}
+
+// TestDevERPEveryAnswerCarriesRequestID: under `idemkit dev --policy erp`
+// every answer carries X-Request-ID and every error envelope its
+// request_id, equal to it: the gateway's 401 without a credential, 404,
+// 405, 413, 415, a malformed run id and a 403 tenant mismatch.
+func TestDevERPEveryAnswerCarriesRequestID(t *testing.T) {
+	url, key := startPolicyDev(t, "erp")
+	auth := []string{"Authorization", testutil.Bearer(key)}
+	big := strings.Repeat("x", 300<<10)
+	for _, c := range []struct {
+		name, method, path, ct, body string
+		hdr                          []string
+		status                       int
+	}{
+		{"401 without a credential", "POST", "/runs", "application/json", `{}`, nil, 401},
+		{"404", "GET", "/nowhere", "", "", auth, 404},
+		{"405", "DELETE", "/runs", "", "", auth, 405},
+		{"413", "POST", "/runs", "application/json", big, auth, 413},
+		{"415", "POST", "/runs", "text/plain", "x", auth, 415},
+		{"malformed run id", "GET", "/runs/not-a-run-id", "", "", auth, 400},
+		{"403 tenant mismatch", "GET", "/runs/globex~2Fabcdefghijklmnopqrstuv", "", "", auth, 403},
+	} {
+		r, b := erpDo(t, c.method, url+c.path, c.ct, c.body, c.hdr...)
+		var m map[string]any
+		_ = json.Unmarshal([]byte(b), &m)
+		if r.StatusCode != c.status || r.Header.Get("X-Request-Id") == "" || m["request_id"] != r.Header.Get("X-Request-Id") {
+			t.Errorf("%s: %d %v %s", c.name, r.StatusCode, r.Header, b)
+		}
 	}
 }
