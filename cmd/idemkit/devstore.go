@@ -64,14 +64,8 @@ func watchStore(o *dynamodb.Options) {
 }
 
 // writeStoreUnavailable answers 503 with the error envelope and
-// Retry-After.
-func writeStoreUnavailable(w http.ResponseWriter) {
-	w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
-	writeEnvelope(w, storeUnavailableErr())
-}
-
-// writeStoreUnavailable is writeStoreUnavailable as the api handler answers
-// it to the request reqID (gateway.writeEnvelope).
+// Retry-After, as the api handler answers it to the request reqID
+// (gateway.writeEnvelope).
 func (g *gateway) writeStoreUnavailable(w http.ResponseWriter, reqID string) {
 	w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
 	g.writeEnvelope(w, reqID, storeUnavailableErr())
