@@ -171,8 +171,9 @@ type DecidedRecord func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 // (under a Guard: a retryable failure, so the same-key retry checks again).
 type OnStale func(ctx context.Context, ev events.APIGatewayV2HTTPRequest, e *StaleDecisionError) error
 
-// HTTPAPI wraps an HTTP API handler with the check. A request without
-// HeaderDecidedVersion runs h unchecked. Otherwise: a malformed header or a
+// HTTPAPI wraps an HTTP API handler with the check. The decided version is
+// read from HeaderDecidedVersion or If-Match (ParseDecided); a request with
+// neither runs h unchecked. Otherwise: a malformed header or a
 // version the record never had is 400 validation_error (details.field is
 // the header), a record the caller's scope does not have is 404 not_found,
 // a stale decision is 409 CodeStaleDecision with the fix in details (after
@@ -181,7 +182,7 @@ type OnStale func(ctx context.Context, ev events.APIGatewayV2HTTPRequest, e *Sta
 // duplicates with the same key.
 func (d Decided) HTTPAPI(record DecidedRecord, onStale OnStale, h HTTPAPIHandler) HTTPAPIHandler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		decided, present, err := ParseDecidedVersion(header.Values(ev.Headers, HeaderDecidedVersion))
+		decided, present, err := ParseDecided(header.Values(ev.Headers, HeaderDecidedVersion), header.Values(ev.Headers, HeaderIfMatch))
 		if !present {
 			return h(ctx, ev)
 		}
@@ -222,6 +223,10 @@ func DecidedInvalid(err error) (status int, headers map[string]string, body []by
 }
 
 func decidedInvalid(err error) *apierr.Error {
+	if errors.Is(err, ErrIfMatchInvalid) {
+		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The %s header must be one strong entity tag of the record's version (its ETag), agreeing with %s when both are sent.", HeaderIfMatch, HeaderDecidedVersion).
+			WithDetails(map[string]any{"field": HeaderIfMatch})
+	}
 	msg := "The " + HeaderDecidedVersion + " header must be a decimal version of 1 or more."
 	if errors.Is(err, ErrVersionAhead) {
 		msg = "The " + HeaderDecidedVersion + " header names a version the record never had."

@@ -23,6 +23,22 @@ type Request struct {
 	// route, so the raw path is not part of the request fingerprint (as
 	// for any routeKey but $default). Default "": the event's routeKey.
 	Operation string
+
+	// Params are the concrete path parameters of Operation, by name: part
+	// of the request fingerprint, never of the scope. A handler that routes
+	// by itself sets Operation to the route template ("POST
+	// /runs/{runId}/cancel") and Params to its values, as API Gateway does
+	// for a declared route, so one key is one record per route and the
+	// same key on another resource of that route is 409
+	// idempotency_key_mismatch, never a second execution. Default nil: the
+	// event's PathParameters.
+	Params map[string]string
+
+	// Object loads the object a key's first execution on this route
+	// created, for a policy whose replays render it (Policy.Replay
+	// ReplayObject: the commerce policy's Action). Default nil: replays
+	// render the stored response.
+	Object ObjectLoader
 }
 
 // Do runs fn for one request under the Layer-1 protocol: the per-request
@@ -64,10 +80,14 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		contentType: header.First(ev.Headers, "Content-Type"),
 		accept:      header.First(ev.Headers, "Accept"),
 		requestID:   ev.RequestContext.RequestID,
+		object:      req.Object,
 		parts: requestParts{
 			params: paramPairs(ev.PathParameters),
 			header: func(name string) []string { return header.Values(ev.Headers, name) },
 		},
+	}
+	if req.Params != nil {
+		in.parts.params = paramPairs(req.Params)
 	}
 	if routeKey == "$default" {
 		// The catch-all route does not determine the path.

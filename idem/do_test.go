@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,5 +114,39 @@ func TestDoRunsParallelDuplicatesOnce(t *testing.T) {
 	}
 	if got := cs.n.Load() - before; got != 1 {
 		t.Fatalf("a replay cost %d round trips, want 1", got)
+	}
+}
+
+// TestDoScopesByRouteTemplateWithParamsInFingerprint: a handler that
+// routes by itself passes the route template as the operation and the path
+// parameters as values; one key is one record per route, so the same key
+// on another resource of the route (another run's cancel) is 409
+// idempotency_key_mismatch and fn does not run again, while the same key on
+// the same resource replays.
+func TestDoScopesByRouteTemplateWithParamsInFingerprint(t *testing.T) {
+	e := newEnv(t, nil)
+	var runs atomic.Int32
+	fn := func(context.Context) (events.APIGatewayV2HTTPResponse, error) {
+		runs.Add(1)
+		return events.APIGatewayV2HTTPResponse{StatusCode: 200, Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"ok":true}`}, nil
+	}
+	const op = "POST /runs/{runId}/cancel"
+	do := func(run string) events.APIGatewayV2HTTPResponse {
+		ev := v2event("POST", "$default", testKey, `{}`)
+		ev.RawPath = "/runs/" + run + "/cancel"
+		r, err := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op, Params: map[string]string{"runId": run}}, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := do("acme~2Fr1"); r.StatusCode != 200 || runs.Load() != 1 {
+		t.Fatalf("first: %d, %d runs", r.StatusCode, runs.Load())
+	}
+	if r := do("acme~2Fr2"); r.StatusCode != 409 || !strings.Contains(r.Body, "idempotency_key_mismatch") || runs.Load() != 1 {
+		t.Fatalf("same key on another run: %d %s, %d runs (want 409 idempotency_key_mismatch, nothing run)", r.StatusCode, r.Body, runs.Load())
+	}
+	if r := do("acme~2Fr1"); r.StatusCode != 200 || r.Headers[idem.HeaderOpenWOPReplay] != "true" || runs.Load() != 1 {
+		t.Fatalf("same key, same run: %d %v, %d runs (want a replay)", r.StatusCode, r.Headers, runs.Load())
 	}
 }

@@ -76,6 +76,9 @@ type request struct {
 	// credential reads a credential value named in Policy.Scope.Credential
 	// ("" = absent); nil when the adapter has none.
 	credential func(name string) string
+	// object loads the route's object for ReplayObject (Request.Object);
+	// nil when the adapter or the route has none.
+	object ObjectLoader
 }
 
 // handlerFunc runs the wrapped handler and returns its response.

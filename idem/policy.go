@@ -82,6 +82,17 @@ type Policy struct {
 	// attempt's id; the rest of the body is kept byte for byte and the
 	// stored response is the handler's. Default "": bodies as stored.
 	RequestIDMember string
+
+	// Replay says what a replay renders: the stored response
+	// (ReplayResponse) or, on a route that loads it (Request.Object), the
+	// current state of the object the key's first execution created
+	// (ReplayObject). Default ReplayResponse.
+	Replay ReplayRender
+
+	// RequestIDHeader names a response header that carries the current
+	// request's id on every answer of a host under the policy, the ones
+	// produced outside Layer 1 included (StampRequestID). Default "": none.
+	RequestIDHeader string
 }
 
 // ScopeParts says which parts of a request, besides the key and the
@@ -233,6 +244,9 @@ func (p Policy) problems() []string {
 	if p.MinRetention < 0 {
 		out = append(out, "Policy.MinRetention must be >= 0")
 	}
+	if p.Replay != ReplayResponse && p.Replay != ReplayObject {
+		out = append(out, fmt.Sprintf("Policy.Replay %d is not ReplayResponse or ReplayObject", p.Replay))
+	}
 	if ra := p.InFlight.RetryAfter; ra < time.Second || ra > time.Minute {
 		out = append(out, fmt.Sprintf("Policy.InFlight.RetryAfter %s is outside 1s..1m", ra))
 	}
@@ -264,5 +278,5 @@ func (p Policy) isZero() bool {
 	return p.Name == "" && p.Key.Allow == nil && p.Key.MinLen == 0 && p.Key.MaxLen == 0 &&
 		len(p.Scope.Credential) == 0 && !p.Scope.Operation && p.Cache == nil && p.Retention == 0 &&
 		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil &&
-		p.RequestIDMember == ""
+		p.RequestIDMember == "" && p.Replay == ReplayResponse && p.RequestIDHeader == ""
 }

@@ -27,7 +27,12 @@ import (
 // as its Idempotency-Mode header says (HeaderMode: sync waits up to its
 // budget, async gets the pending action at once); in-flight
 // Retry-After as PolicyOpenWOP; the OpenWOP envelope, with the
-// policy's code for a mismatch (commerceErrorBody).
+// policy's code for a mismatch (commerceErrorBody). A key binds one
+// Action, not one HTTP response (Replay ReplayObject): on a route that
+// loads the object its first execution created (Request.Object), a
+// replay answers that Action as it is now — settled, in its final
+// status; still pending, waited on as Idempotency-Mode says and then
+// answered 202 with Retry-After — and elsewhere the stored response.
 var PolicyCommerce = Policy{
 	Name:      "commerce",
 	Key:       KeyCommerce,
@@ -37,6 +42,7 @@ var PolicyCommerce = Policy{
 	Headers:   replayHeader(HeaderIdempotentReplay),
 	InFlight:  InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
 	ErrorBody: commerceErrorBody,
+	Replay:    ReplayObject,
 }
 
 // KeyCommerce is the commerce platform's policy: any string of 1..255

@@ -25,7 +25,9 @@ import (
 // envelopes carry the ERP service's own codes and the current attempt's
 // request_id (ERPErrorBody), and a handler's JSON body with a top-level
 // request_id carries the current attempt's on every answer, replays
-// included (RequestIDMember); on a route with a Contract the digest
+// included (RequestIDMember); every answer of a host, the ones outside
+// Layer 1 included, carries X-Request-ID and every envelope its request_id
+// (RequestIDHeader, StampRequestID); on a route with a Contract the digest
 // hashes what CanonicalERP picks.
 var PolicyERP = Policy{
 	Name: "erp",
@@ -41,6 +43,7 @@ var PolicyERP = Policy{
 	Canonical:       CanonicalERP,
 	ErrorBody:       ERPErrorBody,
 	RequestIDMember: RequestIDMember,
+	RequestIDHeader: HeaderRequestID,
 }
 
 // KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -

@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"encoding/json"
+	"net/textproto"
 )
 
 // The request-id stamp: a policy with a RequestIDMember (the ERP policy's
@@ -16,7 +17,36 @@ import (
 // itself. The rest
 // of the body is kept byte for byte, and resp is never modified.
 func (g *Guard) stampRequestID(resp *Response, requestID string) *Response {
-	name := g.cfg.Policy.RequestIDMember
+	return stampMember(g.cfg.Policy.RequestIDMember, resp, requestID)
+}
+
+// StampRequestID returns resp as every answer of a host under p carries
+// the current request's id, not only the answers the Guard builds: the
+// header p.RequestIDHeader set to requestID, and the JSON member
+// p.RequestIDMember set as the Guard sets it (an error envelope without it
+// gains it). A host calls it on the answers produced outside Layer 1 — its
+// 401 without a credential, 404, 405, 413, 415, a malformed path
+// parameter, a tenant mismatch — so that under the ERP policy every answer
+// carries X-Request-ID and every envelope its request_id, equal to it. A
+// policy that names neither (or an empty requestID) returns resp itself;
+// resp is never modified.
+func (p Policy) StampRequestID(resp *Response, requestID string) *Response {
+	if resp == nil || requestID == "" || p.RequestIDHeader == "" && p.RequestIDMember == "" {
+		return resp
+	}
+	out := stampMember(p.RequestIDMember, resp, requestID)
+	if p.RequestIDHeader == "" {
+		return out
+	}
+	h := make(map[string][]string, len(out.Headers)+1)
+	for k, v := range out.Headers {
+		h[k] = v
+	}
+	h[textproto.CanonicalMIMEHeaderKey(p.RequestIDHeader)] = []string{requestID}
+	return &Response{Status: out.Status, Headers: h, Body: out.Body}
+}
+
+func stampMember(name string, resp *Response, requestID string) *Response {
 	if name == "" || resp == nil || requestID == "" || len(resp.Body) == 0 {
 		return resp
 	}

@@ -257,6 +257,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		act, cur := t.inspect(ctx, cur, until)
 		switch act {
 		case actReplay:
+			if resp, ok := t.replayObject(ctx, &cur, cur.Response, until); ok {
+				t.g.count(MetricClaimOutcomes, OutcomeReplay)
+				t.logf(ctx, slog.LevelDebug, "idempotency: replay (object)", slog.String("outcome", OutcomeReplay), slog.Int("attempt", cur.Attempt))
+				return resp
+			}
 			return t.replay(ctx, &cur)
 		case actMismatch:
 			g.count(MetricClaimOutcomes, OutcomeMismatch)
@@ -308,6 +313,9 @@ func (t *txn) readMode() *apierr.Error {
 func (t *txn) pending(ctx context.Context, rec *Record) *Response {
 	t.g.count(MetricClaimOutcomes, OutcomeInFlight)
 	t.logf(ctx, slog.LevelInfo, "idempotency: pending (async)", slog.String("outcome", OutcomeInFlight))
+	if resp, ok := t.replayObject(ctx, rec, nil, time.Now()); ok {
+		return resp
+	}
 	body, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.RequestID})
 	resp := &Response{Status: 202, Body: body, Headers: map[string][]string{
 		"Content-Type":   {"application/json"},

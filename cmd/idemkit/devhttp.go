@@ -86,7 +86,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	body, err := io.ReadAll(io.LimitReader(r.Body, apifn.MaxBodyBytes+1))
 	if err != nil {
-		writeEnvelope(w, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))
+		g.writeEnvelope(w, reqID, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))
 		return
 	}
 	ev := events.APIGatewayV2HTTPRequest{
@@ -136,13 +136,13 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		switch {
 		case errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized:
-			writeEnvelope(w, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
+			g.writeEnvelope(w, reqID, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
 			return
 		case err != nil && storeDown():
-			writeStoreUnavailable(w)
+			g.writeStoreUnavailable(w, reqID)
 			return
 		case err != nil:
-			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "authorizer failed"))
+			g.writeEnvelope(w, reqID, apierr.New(http.StatusInternalServerError, "internal_error", "authorizer failed"))
 			return
 		}
 		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: res.Context}
@@ -154,17 +154,17 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := g.api.Handle(ctx, ev)
 	if (err != nil || resp.StatusCode == http.StatusInternalServerError) && storeDown() {
-		writeStoreUnavailable(w)
+		g.writeStoreUnavailable(w, reqID)
 		return
 	}
 	if err != nil {
-		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
+		g.writeEnvelope(w, reqID, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 		return
 	}
 	out := []byte(resp.Body)
 	if resp.IsBase64Encoded {
 		if out, err = base64.StdEncoding.DecodeString(resp.Body); err != nil {
-			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "bad response encoding"))
+			g.writeEnvelope(w, reqID, apierr.New(http.StatusInternalServerError, "internal_error", "bad response encoding"))
 			return
 		}
 	}
@@ -197,6 +197,19 @@ func identitySource(h map[string]string) []string {
 		return []string{v}
 	}
 	return nil
+}
+
+// writeEnvelope answers the envelope e to the request reqID as the api
+// handler answers it (marked with the request id where the policy says so:
+// under the ERP policy X-Request-ID and request_id).
+func (g *gateway) writeEnvelope(w http.ResponseWriter, reqID string, e *apierr.Error) {
+	resp := g.api.ErrorAnswer(e, reqID)
+	for k, v := range resp.Headers {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("OpenWOP-Version", settings.ProtocolVersion)
+	w.WriteHeader(resp.StatusCode)
+	_, _ = w.Write([]byte(resp.Body))
 }
 
 func writeEnvelope(w http.ResponseWriter, e *apierr.Error) {

@@ -65,9 +65,15 @@ func watchStore(o *dynamodb.Options) {
 }
 
 // writeStoreUnavailable answers 503 with the error envelope and
-// Retry-After.
-func writeStoreUnavailable(w http.ResponseWriter) {
+// Retry-After, as the api handler answers it to the request reqID
+// (gateway.writeEnvelope).
+func (g *gateway) writeStoreUnavailable(w http.ResponseWriter, reqID string) {
 	w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
-	writeEnvelope(w, apierr.New(http.StatusServiceUnavailable, CodeStoreUnavailable,
-		"the data store did not answer in time; retry after %d s with the same Idempotency-Key", storeRetryAfter))
+	g.writeEnvelope(w, reqID, storeUnavailableErr())
+}
+
+// storeUnavailableErr is the 503 envelope (Retry-After is set beside it).
+func storeUnavailableErr() *apierr.Error {
+	return apierr.New(http.StatusServiceUnavailable, CodeStoreUnavailable,
+		"the data store did not answer in time; retry after %d s with the same Idempotency-Key", storeRetryAfter)
 }

@@ -111,7 +111,7 @@ var hostConcerns = map[string][]string{
 	"functions/host/boot":      nil,
 	"functions/host/webhook":   {"functions/host/runs"},
 	"functions/host/settings":  {"functions/host/webhook", "functions/host/runs"},
-	"functions/host/kit":       {"functions/host/boot", "functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+	"functions/host/kit":       {"functions/host/boot", "functions/host/workorder", "functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {

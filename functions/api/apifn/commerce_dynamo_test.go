@@ -108,8 +108,12 @@ func TestCommerceRetryStartsNewRunLinkedToFailedRun(t *testing.T) {
 		if got.RetryOf != failed.ID || got.WorkflowID != failed.WorkflowID || string(got.Inputs) != string(failed.Inputs) || got.Tenant != "acme" {
 			t.Fatalf("new run %+v", got)
 		}
-		again, m2 := c.f.do(t, commerceReq("POST", path, "retry order 7 ✓"))
-		if again.StatusCode != 201 || m2["runId"] != newID || again.Headers["Idempotent-Replayed"] != "true" {
+		// The replay is the new run, still pending (nothing executes it
+		// here): with Idempotency-Mode async, the pending Action at once.
+		replay := commerceReq("POST", path, "retry order 7 ✓")
+		replay.Headers["idempotency-mode"] = "async"
+		again, m2 := c.f.do(t, replay)
+		if again.StatusCode != 202 || m2["runId"] != newID || again.Headers["Idempotent-Replayed"] != "true" {
 			t.Fatalf("same retry key: %d %s %v", again.StatusCode, again.Body, again.Headers)
 		}
 		live := c.run(t, runs.StatusRunning)

@@ -194,6 +194,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error", slog.String("error", err.Error()), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 	}
+	resp = h.stamp(resp, ev.RequestContext.RequestID)
 	if resp.Headers == nil {
 		resp.Headers = map[string]string{}
 	}
@@ -255,8 +256,9 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 
 // dispatch serves a matched, authenticated (unless public) request whose
 // path parameters are read. An idempotent route runs under Layer 1 with its
-// operation passed explicitly (Route.Scope of the parameters' scope
-// values); the event itself is never rewritten.
+// operation passed explicitly (Route.Scope, the route template) and the
+// parameters' canonical values as its path parameters (in the request
+// fingerprint); the event itself is never rewritten.
 func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (events.APIGatewayV2HTTPResponse, error) {
 	if r.check != nil {
 		if e := r.check(c.ev); e != nil {
@@ -266,7 +268,13 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 	if !r.Idempotent {
 		return r.serve(h, ctx, c)
 	}
-	return h.cfg.Guard.Do(ctx, idem.Request{Event: c.ev, Operation: r.Scope(scope)}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+	req := idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}
+	if r.object != nil {
+		req.Object = func(ctx context.Context, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error) {
+			return r.object(h, ctx, c, first, stored)
+		}
+	}
+	return h.cfg.Guard.Do(ctx, req, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
 		return r.serve(h, ctx, c)
 	})
 }

@@ -338,15 +338,30 @@ func TestCancelRun(t *testing.T) {
 	if r, _ := f.do(t, ev("POST", path, "acme", "", "")); r.StatusCode != 200 {
 		t.Fatalf("cancel of a cancelled run: %d", r.StatusCode)
 	}
-	// The same key on another run is another scope: it cancels that run.
+}
+
+// TestOneKeyOnTwoRunsCancelIsKeyMismatch: the host's Layer-1 scope is the
+// route, as in the library: the operation is the route template and the
+// run id is in the request fingerprint, so one key reused on another run's
+// cancel is 409 idempotency_key_mismatch and that run is not cancelled.
+func TestOneKeyOnTwoRunsCancelIsKeyMismatch(t *testing.T) {
+	f := newFixture(t)
+	_, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
 	_, m2 := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
-	id2 := m2["runId"].(string)
-	if _, err := f.runs.Transition(context.Background(), id2, []runs.Status{runs.StatusPending}, runs.StatusCompleted, "", time.Now()); err != nil {
-		t.Fatal(err)
+	id, id2 := m["runId"].(string), m2["runId"].(string)
+	if r, c := f.do(t, ev("POST", "/runs/"+runs.ProjectID(id)+"/cancel", "acme", key1, `{}`)); r.StatusCode != 200 || c["status"] != "cancelled" {
+		t.Fatalf("first cancel: %d %v", r.StatusCode, c)
 	}
-	r3, c3 := f.do(t, ev("POST", "/runs/"+runs.ProjectID(id2)+"/cancel", "acme", key1, `{"reason":"x"}`))
-	if r3.StatusCode != 409 || c3["error"] != "run_terminal" || header.First(r3.Headers, "OpenWOP-Idempotent-Replay") != "" {
-		t.Fatalf("%d %v", r3.StatusCode, c3)
+	r, c := f.do(t, ev("POST", "/runs/"+runs.ProjectID(id2)+"/cancel", "acme", key1, `{}`))
+	if r.StatusCode != 409 || c["error"] != "idempotency_key_mismatch" {
+		t.Fatalf("same key on another run's cancel: %d %v, want 409 idempotency_key_mismatch", r.StatusCode, c)
+	}
+	if st, _ := f.runs.Get(context.Background(), id2); st.Status != runs.StatusPending {
+		t.Fatalf("the second run was cancelled by a reused key: %s", st.Status)
+	}
+	if r, _ := f.do(t, ev("POST", "/runs/"+runs.ProjectID(id)+"/cancel", "acme", key1, `{}`)); r.StatusCode != 200 ||
+		header.First(r.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("same key, same run: %d %v (want a replay)", r.StatusCode, r.Headers)
 	}
 }
 

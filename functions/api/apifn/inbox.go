@@ -31,16 +31,20 @@ var cancelInputs = []string{runs.FieldStatus}
 // OpCancelRun is the inbox entry operation of a refused cancel.
 const OpCancelRun = "cancelRun"
 
-// decidedVersion reads the request's Idempotency-Decided-Version (all
-// values, any letter case).
+// decidedVersion reads the version the request's write was decided
+// against: its Idempotency-Decided-Version or its If-Match (the run's
+// ETag), all values, any letter case (idem.ParseDecided).
 func decidedVersion(ev events.APIGatewayV2HTTPRequest) (int64, bool, error) {
-	var vs []string
+	var vs, ms []string
 	for k, v := range ev.Headers {
-		if strings.EqualFold(k, idem.HeaderDecidedVersion) {
+		switch {
+		case strings.EqualFold(k, idem.HeaderDecidedVersion):
 			vs = append(vs, v)
+		case strings.EqualFold(k, idem.HeaderIfMatch):
+			ms = append(ms, v)
 		}
 	}
-	return idem.ParseDecidedVersion(vs)
+	return idem.ParseDecided(vs, ms)
 }
 
 func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
@@ -53,7 +57,7 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 // the run only from the status it checked; a stale decision is kept in the
 // inbox as entryID (a new id under the request's claim when "") and
 // answered 409 with the fix, stale true.
-func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, decided int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	if hasDecided {
@@ -64,7 +68,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, false, err
 		}
-		if resp, stale, done, err := h.checkDecided(ctx, r, decided, entryID); done || err != nil {
+		if resp, stale, done, err := h.checkDecided(ctx, r, caller, decided, entryID); done || err != nil {
 			return resp, stale, err
 		}
 		// Nothing the cancel decides on changed: move the run only from the
@@ -85,7 +89,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 		if hasDecided {
 			// The status moved between the check and the write: check again
 			// against the run as it is now.
-			if resp, stale, done, err := h.checkDecided(ctx, r, decided, entryID); done || err != nil {
+			if resp, stale, done, err := h.checkDecided(ctx, r, caller, decided, entryID); done || err != nil {
 				return resp, stale, err
 			}
 		}
@@ -101,7 +105,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 
 // checkDecided answers (done) a decided version the run never had (400) or
 // one whose later changes touch cancelInputs (409, kept in the inbox).
-func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
 	changes, err := r.ChangesSince(decided)
 	if errors.Is(err, idem.ErrVersionAhead) {
 		return decidedInvalid(err), false, true, nil
@@ -118,7 +122,7 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, e
 		entryID = runs.InboxEntryID(claim, claimed)
 	}
 	se := &idem.StaleDecisionError{RecordID: r.ID, Decided: decided, Current: r.Version, Changes: touched, InboxID: entryID}
-	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Operation: OpCancelRun, RecordID: r.ID,
+	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
 		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Now()}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
@@ -129,9 +133,16 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, e
 // listInbox serves GET /inbox: the caller's waiting writes, oldest first,
 // as {"entries": [...]}.
 func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	es, err := h.cfg.Inbox.List(ctx, c.tenant)
+	all, err := h.cfg.Inbox.List(ctx, c.tenant)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	caller := h.callerOf(c.ev)
+	es := make([]runs.InboxEntry, 0, len(all))
+	for _, e := range all {
+		if e.Caller == caller {
+			es = append(es, e)
+		}
 	}
 	return jsonResp(http.StatusOK, map[string]any{"entries": es})
 }
@@ -144,8 +155,9 @@ func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTT
 // in what the write decides on, the entry stays (updated) and the answer is
 // the 409 with the new fix.
 func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	caller := h.callerOf(c.ev)
 	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID())
-	if errors.Is(err, runs.ErrInboxEntryNotFound) {
+	if errors.Is(err, runs.ErrInboxEntryNotFound) || err == nil && e.Caller != caller {
 		return notFound(), nil
 	}
 	if err != nil {
@@ -161,7 +173,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	if e.Operation != OpCancelRun {
 		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
 	}
-	resp, stale, err := h.cancel(ctx, c.tenant, e.RecordID, decided, true, e.ID)
+	resp, stale, err := h.cancel(ctx, c.tenant, caller, e.RecordID, decided, true, e.ID)
 	if err != nil || stale {
 		return resp, err
 	}
@@ -182,6 +194,17 @@ const CodeInboxOperationUnknown = "idemkit.inbox_operation_unknown"
 // waiting write is dropped, never run; 200 {"id", "status": "discarded"},
 // 404 when the caller's inbox has no such entry.
 func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
+	if caller := h.callerOf(c.ev); caller != "" {
+		// Only the caller that queued the write finds it (one more read,
+		// under a policy whose caller is more than the tenant).
+		e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID())
+		if errors.Is(err, runs.ErrInboxEntryNotFound) || err == nil && e.Caller != caller {
+			return notFound(), nil
+		}
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+	}
 	err := h.cfg.Inbox.Remove(ctx, c.tenant, c.entryID())
 	if errors.Is(err, runs.ErrInboxEntryNotFound) {
 		return notFound(), nil

@@ -14,8 +14,9 @@ import (
 // TestNewPathParameterIsOneRouteRow: a route with a path parameter no
 // other route has ({widgetId}) is one row in Routes. Its value reaches the
 // serve method as c.params["widgetId"] with no edit in dispatch or
-// pathParams, and, on an idempotent route, scopes the Layer-1 record: one
-// key replays on the same widget and runs again on another.
+// pathParams, and, on an idempotent route, is in the Layer-1 request
+// fingerprint (the record is scoped by the route): one key replays on the
+// same widget and is 409 idempotency_key_mismatch on another.
 func TestNewPathParameterIsOneRouteRow(t *testing.T) {
 	var runsCount atomic.Int32
 	saved := Routes
@@ -41,9 +42,13 @@ func TestNewPathParameterIsOneRouteRow(t *testing.T) {
 		r.Headers["Openwop-Idempotent-Replay"] != "true" || runsCount.Load() != 1 {
 		t.Fatalf("same key, same widget: %d %v, %d runs (want a replay)", r.StatusCode, r.Headers, runsCount.Load())
 	}
-	if r, body := f.do(t, ev("POST", "/widgets/w-2/polish", "acme", key, `{}`)); r.StatusCode != http.StatusOK ||
+	if r, body := f.do(t, ev("POST", "/widgets/w-2/polish", "acme", key, `{}`)); r.StatusCode != http.StatusConflict ||
+		body["error"] != "idempotency_key_mismatch" || runsCount.Load() != 1 {
+		t.Fatalf("same key, another widget: %d %v, %d runs (want 409 idempotency_key_mismatch)", r.StatusCode, body, runsCount.Load())
+	}
+	if r, body := f.do(t, ev("POST", "/widgets/w-2/polish", "acme", key+"-2", `{}`)); r.StatusCode != http.StatusOK ||
 		body["widget"] != "w-2" || runsCount.Load() != 2 {
-		t.Fatalf("same key, another widget: %d %v, %d runs (want a second execution)", r.StatusCode, body, runsCount.Load())
+		t.Fatalf("another key, another widget: %d %v, %d runs (want a second execution)", r.StatusCode, body, runsCount.Load())
 	}
 	if r, _ := f.do(t, ev("POST", "/widgets/w-1/polish", "", key, `{}`)); r.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("no credential: %d, want 401", r.StatusCode)

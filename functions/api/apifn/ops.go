@@ -57,17 +57,15 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 		h.cfg.Logger.InfoContext(ctx, "api: run created by an earlier execution of this request", slog.String("run_id", run.ID),
 			slog.Int("attempt", claim.Attempt))
 	}
-	base := h.baseURL(ev) + "/runs/" + runs.ProjectID(run.ID)
-	resp, err := jsonResp(http.StatusCreated, map[string]any{
-		"runId": run.ID, "status": run.Status, "eventsUrl": base + "/events", "statusUrl": base,
-	})
+	resp, err := jsonResp(http.StatusCreated, h.runAction(ev, run))
 	if err == nil {
-		resp.Headers["Location"] = base
+		resp.Headers["Location"] = h.baseURL(ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
 }
 
-// cancelRun runs under the Layer-1 claim (scoped to the one run). A
+// cancelRun runs under the Layer-1 claim (scoped to the route, the run id
+// in the request fingerprint). A
 // request with Idempotency-Decided-Version is an offline-decided cancel,
 // checked against the run's changes since that version (inbox.go).
 func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
@@ -75,7 +73,7 @@ func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, c.tenant, c.runID(), decided, present, "")
+	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), decided, present, "")
 	return resp, err
 }
 
@@ -88,7 +86,11 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return jsonResp(http.StatusOK, h.snapshot(c.ev, r))
+	resp, err := jsonResp(http.StatusOK, h.snapshot(c.ev, r))
+	if err == nil {
+		resp.Headers["ETag"] = runETag(r.Version)
+	}
+	return resp, err
 }
 
 // ExtensionRun is the key of the host's own snapshot state under
@@ -98,7 +100,9 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 // with; for a run with transient failures, failures and lastError (named
 // recoveredFailures and lastRecoveredError once the run completed); and, for
 // a parked run, retry: nextAttemptAt, attempt, maxAttempts and budgetEndsAt
-// of the effect it waits for.
+// of the effect it waits for; version, the run's version (also the strong
+// ETag of GET /runs/{runId}); and for a retry, on and its alias retryOf,
+// the failed run it retries.
 const ExtensionRun = "idemkit.run"
 
 // EventLogSchemaVersion is RunSnapshot.eventLogSchemaVersion: the event-log
@@ -129,6 +133,14 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[st
 		// Executions left to the stream's retries, and the latest reason:
 		// a run retried toward its last try is visible while "running".
 		ext["failures"], ext["lastError"] = r.Failures, r.LastError
+	}
+	// The version a client decides an offline write against (the ETag of
+	// GET /runs/{runId}, If-Match or Idempotency-Decided-Version).
+	ext["version"] = r.Version
+	if r.RetryOf != "" {
+		// A retry is linked to the failed run it retries by on (alias
+		// retryOf), on every read.
+		ext[MemberOn], ext[MemberRetryOf] = r.RetryOf, r.RetryOf
 	}
 	if !r.Wake.IsZero() && !r.Status.Terminal() {
 		// Parked: its effect's next attempt is scheduled (a provider's

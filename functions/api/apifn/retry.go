@@ -18,8 +18,8 @@ const CodeRunNotFailed = "idemkit.run_not_failed"
 
 // retryRun serves POST /runs/{runId}/retry under the Layer-1 claim of the
 // retry request's own key: a new pending run of the failed run's workflow
-// and inputs, linked to it by retryOf, answered 201 as createRun's (plus
-// retryOf). A failed action's key replays its failure; this is how the
+// and inputs, linked to it by on (and its alias retryOf), answered 201 as
+// createRun's (runAction). A failed action's key replays its failure; this is how the
 // work runs again. Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
@@ -41,12 +41,9 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	base := h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
-	resp, err := jsonResp(http.StatusCreated, map[string]any{
-		"runId": run.ID, "status": run.Status, "retryOf": prev.ID, "eventsUrl": base + "/events", "statusUrl": base,
-	})
+	resp, err := jsonResp(http.StatusCreated, h.runAction(c.ev, run))
 	if err == nil {
-		resp.Headers["Location"] = base
+		resp.Headers["Location"] = h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -43,6 +44,10 @@ type Route struct {
 	// parameter is read (pathParams): c carries the caller's tenant and
 	// the parameters' values.
 	serve func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error)
+	// object, when set, loads the object a key's first execution on this
+	// route created (idem.Request.Object): a policy whose replays render
+	// the object (idem.ReplayObject) answers it as it is now.
+	object func(h *Handler, ctx context.Context, c call, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error)
 }
 
 // call is one authenticated request as a route's serve function sees it.
@@ -67,16 +72,16 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun},
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun, object: (*Handler).runObject},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// The body is not read, but Layer 1 digests it: it is bounded as
 	// createRun's (any media type is accepted).
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkBodySize, serve: (*Handler).cancelRun},
-	// A new run of a failed run's workflow and inputs, linked by retryOf,
+	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun, object: (*Handler).runObject},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
 	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
@@ -90,6 +95,9 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
+	// The ERP policy's live work-order route, under Layer 1 with the
+	// work-order contract (workorder.go).
+	{Method: http.MethodPost, Pattern: LiveWorkOrderPath, Op: OpLiveWorkOrder, Idempotent: true, check: checkBodySize, serve: (*Handler).liveWorkOrder},
 	// The ERP policy's public format-validation route: no credential, no
 	// Idempotency-Key, no idempotency record (workorder.go).
 	{Method: http.MethodPost, Pattern: TestWorkOrderPath, Op: OpTestWorkOrder, Public: true, check: checkBodySize, serve: (*Handler).testWorkOrder},
@@ -103,7 +111,8 @@ const (
 
 // pathParam reads a path parameter from its raw segments (two for a split
 // runId) and the caller's tenant: value is what serve gets, scope what the
-// parameter contributes to the Layer-1 operation (Route.Scope); e, when
+// parameter contributes to the Layer-1 request fingerprint
+// (idem.Request.Params); e, when
 // not nil, is the answer and nothing is served.
 type pathParam func(segs []string, tenant string) (value, scope string, e *apierr.Error)
 
@@ -147,7 +156,7 @@ func rawParam(segs []string, _ string) (string, string, *apierr.Error) {
 
 // readParams reads every path parameter of the matched route, in pattern
 // order, so the first refused one (left to right) is the answer. scope
-// holds each one's contribution to Route.Scope.
+// holds each one's contribution to the Layer-1 request fingerprint.
 func readParams(pattern string, segs map[string][]string, tenant string) (params, scope map[string]string, e *apierr.Error) {
 	if len(segs) == 0 {
 		return nil, nil, nil
@@ -172,19 +181,13 @@ func readParams(pattern string, segs map[string][]string, tenant string) (params
 }
 
 // Scope is the Layer-1 operation of an idempotent route: the method and the
-// pattern with each parameter replaced by its canonical value (params, by
-// name), so a key is scoped to one resource's operation: one key reused on
-// two runs' cancel never replays the first run's answer for the second.
-// createRun's is "POST /runs" (OpCreateRun).
-func (r Route) Scope(params map[string]string) string {
-	segs := strings.Split(r.Pattern, "/")
-	for i, s := range segs {
-		if name, suffix, ok := paramSuffix(s); ok {
-			segs[i] = params[name] + suffix
-		}
-	}
-	return r.Method + " " + strings.Join(segs, "/")
-}
+// pattern, the route template ("POST /runs/{runId}/cancel"), as the library
+// scopes a routed request. Its path parameters are not in the operation but
+// in the request fingerprint (idem.Request.Params, each parameter's
+// canonical value), so one key is one record per route: reused on another
+// run's cancel it is 409 idempotency_key_mismatch, never a second
+// execution. createRun's is "POST /runs" (OpCreateRun).
+func (r Route) Scope() string { return r.Method + " " + r.Pattern }
 
 // Match is the route a request reached.
 type Match struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/configerr"
@@ -109,7 +110,10 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 		}
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
-		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.GuardWait}
+		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.GuardWait,
+			// The live work-order route's canonical request hash and its
+			// per-Accept rendering (the ERP policy's work-order contract).
+			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}}
 		env.Idem.Apply(&cfg)
 		if k.Guard, err = idem.New(cfg); err != nil {
 			return nil, configError(err)

@@ -27,6 +27,11 @@ type InboxEntry struct {
 	ID string `json:"id"`
 	// Tenant is the caller's tenant (from the credential).
 	Tenant string `json:"tenant"`
+	// Caller is the caller within the tenant the write belongs to, an
+	// opaque hash of the credential parts the Layer-1 policy scopes keys
+	// by (the commerce policy's namespace and worker); "" when the policy
+	// scopes by the tenant alone. Only that caller finds the entry.
+	Caller string `json:"caller,omitempty"`
 	// Operation is the refused write's operation id (the reference host's:
 	// "cancelRun"); RecordID the record it writes (a runId).
 	Operation string `json:"operation"`

@@ -34,6 +34,10 @@ type answer struct {
 	body       []byte
 	code       string // error code of an envelope body
 	sent, done time.Time
+	// object: under the profile, a replay names the object the key created
+	// as it is now (the commerce policy's Action), so two answers are the
+	// same when they name the same resource with the same status.
+	object bool
 }
 
 func (a *answer) String() string {
@@ -54,6 +58,11 @@ func (a *answer) marker(r rules) string {
 
 // sameAs reports a byte-identical status and body.
 func (a *answer) sameAs(b *answer) bool {
+	if a.object && b.object && a.status == b.status {
+		if id := resourceID(a.body); id != "" && id == resourceID(b.body) {
+			return true
+		}
+	}
 	return a.status == b.status && bytes.Equal(a.body, b.body)
 }
 
@@ -93,7 +102,7 @@ func (e *env) do(ctx context.Context, c call) (*answer, error) {
 	case c.tenant < len(e.cfg.APIKeys):
 		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKeys[c.tenant])
 	}
-	a := &answer{sent: time.Now()}
+	a := &answer{sent: time.Now(), object: e.rules.replayObject}
 	resp, err := e.cfg.HTTP.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", c.method, c.path, err)

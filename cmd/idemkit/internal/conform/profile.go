@@ -30,6 +30,10 @@ type rules struct {
 	// inFlightNoWait: a duplicate of a request in progress is answered 409 at
 	// once, never held for the first one's answer (ERP policy).
 	inFlightNoWait bool
+	// replayObject: a replay is the object the key created as it is now
+	// (same resource, same status, its current body), not the first body
+	// byte for byte (the commerce policy: a key binds one Action).
+	replayObject bool
 }
 
 // The ERP policy's codes and messages.
@@ -65,6 +69,7 @@ func rulesFor(p Profile) rules {
 			validationStatuses: []int{400},
 			mismatchCodes:      []string{commerceMismatch},
 			inFlightCodes:      nil,
+			replayObject:       true,
 		}
 	}
 	return rules{

@@ -1,0 +1,80 @@
+package apifn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// The object a run-creating key names: under a policy whose replays render
+// the object the key created (idem.ReplayObject, the commerce policy's
+// Action), a replay of createRun or retryRun answers the run as it is now,
+// in the shape of the first answer (runAction). The route declares how its
+// object is loaded (Route.object); the policy decides whether a replay
+// renders it.
+
+// runObject is createRun's and retryRun's Route.object: the run the key's
+// first execution created (runs.ClaimRunID of its claim, the id
+// createClaimedRun gave it), rendered as runAction. A stored answer other
+// than 201 created no run: nothing to render (the stored answer replays).
+// While the first execution still runs (stored nil) the run may not be
+// written yet: it is the pending Action of that id.
+func (h *Handler) runObject(ctx context.Context, c call, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error) {
+	if stored != nil && stored.Status != http.StatusCreated || first.OriginalRequestID == "" {
+		return idem.ObjectState{}, nil
+	}
+	id := runs.ClaimRunID(c.tenant, first.ID, first.OriginalRequestID)
+	r, err := h.cfg.Runs.Get(ctx, id)
+	switch {
+	case errors.Is(err, runs.ErrRunNotFound) && stored == nil:
+		r = runs.Run{ID: id, Tenant: c.tenant, Status: runs.StatusPending}
+	case errors.Is(err, runs.ErrRunNotFound):
+		return idem.ObjectState{}, nil
+	case err != nil:
+		return idem.ObjectState{}, err
+	case r.Tenant != c.tenant:
+		return idem.ObjectState{}, nil
+	}
+	b, err := json.Marshal(h.runAction(c.ev, r))
+	if err != nil {
+		return idem.ObjectState{}, err
+	}
+	return idem.ObjectState{Settled: r.Status.Terminal(), Response: &idem.Response{Status: http.StatusCreated,
+		Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: b}}, nil
+}
+
+// runAction is the answer of createRun and retryRun for run r: runId,
+// status, eventsUrl and statusUrl; for a retry the failed run it retries,
+// as on (the link's name) and retryOf (its alias); once the run ended,
+// completedAt, and for a failed run its error {code, message}.
+func (h *Handler) runAction(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[string]any {
+	base := h.baseURL(ev) + "/runs/" + runs.ProjectID(r.ID)
+	out := map[string]any{"runId": r.ID, "status": r.Status, "eventsUrl": base + "/events", "statusUrl": base}
+	if r.RetryOf != "" {
+		out[MemberOn], out[MemberRetryOf] = r.RetryOf, r.RetryOf
+	}
+	if r.Status.Terminal() && !r.UpdatedAt.IsZero() {
+		out["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
+	}
+	if r.Status == runs.StatusFailed {
+		out["error"] = map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}
+	}
+	return out
+}
+
+// The members linking a retry to the failed run it retries: on (the
+// commerce platform's name of the link) and retryOf, its alias.
+const (
+	MemberOn      = "on"
+	MemberRetryOf = "retryOf"
+)
+
+// runETag is the strong ETag of a run's version (idem.VersionETag).
+func runETag(v int64) string { return idem.VersionETag(v) }
