@@ -1,6 +1,7 @@
 // Command orders is an AWS Lambda function that uses idem on one DynamoDB
-// table: an idempotent HTTP API handler (POST /orders) and an idempotent SQS
-// consumer (ORDERS_HANDLER=sqs).
+// table: an idempotent HTTP API handler (POST /orders), an idempotent SQS
+// consumer (ORDERS_HANDLER=sqs), and the same POST /orders served by
+// net/http (ORDERS_HANDLER=http, see mux.go).
 package main
 
 import (
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
+	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -23,7 +25,15 @@ import (
 )
 
 func main() {
-	createOrder, shipOrders, err := handlers(context.Background())
+	ctx := context.Background()
+	if os.Getenv("ORDERS_HANDLER") == "http" { // net/http, e.g. in a container: POST /orders on $PORT
+		guard, err := newGuard(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Fatal(http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), newMux(guard)))
+	}
+	createOrder, shipOrders, err := handlers(ctx)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,11 +44,26 @@ func main() {
 	}
 }
 
-// handlers builds both handlers on the table named by IDEMPOTENCY_TABLE.
+// handlers builds the HTTP API handler and the SQS consumer.
 func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
+	guard, err := newGuard(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	// Each message once, keyed by its MessageId; only failed messages are
+	// reported back to SQS (ReportBatchItemFailures).
+	consumer, err := idem.SQS(guard, idem.SQSConfig{Operation: "ship-order"}, shipOrder)
+	if err != nil {
+		return nil, nil, err
+	}
+	return guard.HTTPAPI(placeOrder), consumer, nil
+}
+
+// newGuard builds the guard on the table named by IDEMPOTENCY_TABLE.
+func newGuard(ctx context.Context) (*idem.Guard, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, err
 	}
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
@@ -51,11 +76,11 @@ func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error)
 	})
 	store, err := dynamostore.New(dynamostore.Config{Client: client, Table: os.Getenv("IDEMPOTENCY_TABLE")})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	env, err := idem.LoadEnv(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	guardConfig := idem.Config{
 		Store: store,
@@ -65,17 +90,7 @@ func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error)
 		Tenant: idem.SingleTenant("orders"),
 	}
 	env.Apply(&guardConfig)
-	guard, err := idem.New(guardConfig)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Each message once, keyed by its MessageId; only failed messages are
-	// reported back to SQS (ReportBatchItemFailures).
-	consumer, err := idem.SQS(guard, idem.SQSConfig{Operation: "ship-order"}, shipOrder)
-	if err != nil {
-		return nil, nil, err
-	}
-	return guard.HTTPAPI(placeOrder), consumer, nil
+	return idem.New(guardConfig)
 }
 
 // placeOrder runs once per Idempotency-Key: a retry gets this response
