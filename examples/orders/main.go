@@ -1,7 +1,6 @@
 // Command orders is an AWS Lambda function that uses idem on one DynamoDB
 // table: an idempotent HTTP API handler (POST /orders), an idempotent SQS
-// consumer (ORDERS_HANDLER=sqs), and the same POST /orders served by
-// net/http (ORDERS_HANDLER=http, see mux.go).
+// consumer (ORDERS_HANDLER=sqs); mux.go serves POST /orders with net/http.
 package main
 
 import (
@@ -9,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log"
-	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
@@ -25,15 +23,7 @@ import (
 )
 
 func main() {
-	ctx := context.Background()
-	if os.Getenv("ORDERS_HANDLER") == "http" { // net/http, e.g. in a container: POST /orders on $PORT
-		guard, err := newGuard(ctx)
-		if err != nil {
-			log.Fatal(err)
-		}
-		log.Fatal(http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), newMux(guard)))
-	}
-	createOrder, shipOrders, err := handlers(ctx)
+	createOrder, shipOrders, err := handlers(context.Background())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -68,9 +58,8 @@ func newGuard(ctx context.Context) (*idem.Guard, error) {
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
-			// DynamoDB Local sends a wrong CRC32 header with every error
-			// response (every replay): the SDK would log a checksum
-			// warning for each one. The check guards the wire to AWS.
+			// DynamoDB Local's error responses (every replay) carry a wrong
+			// CRC32: no SDK checksum warning for each. AWS keeps the check.
 			o.DisableValidateResponseChecksum = true
 		}
 	})

@@ -23,8 +23,9 @@ func TestTryLocally(t *testing.T) {
 	}
 	ctx := context.Background()
 	createOrder, shipOrders, err := handlers(ctx)
-	if err != nil {
-		t.Fatal(err)
+	guard, err2 := newGuard(ctx)
+	if err != nil || err2 != nil {
+		t.Fatal(err, err2)
 	}
 	key := fmt.Sprintf("try-%d-local", time.Now().UnixNano()) // 22..128 of A-Z a-z 0-9 . _ ~ -
 	t.Run("API Gateway", func(t *testing.T) {
@@ -36,20 +37,13 @@ func TestTryLocally(t *testing.T) {
 		}
 		for i := range 2 {
 			resp, err := createOrder(ctx, ev)
-			if err != nil {
-				t.Fatal(err)
-			}
 			t.Logf("POST /orders: %d %s replay=%q", resp.StatusCode, resp.Body, resp.Headers["Openwop-Idempotent-Replay"])
-			if resp.StatusCode != 201 || (i == 1) != (resp.Headers["Openwop-Idempotent-Replay"] == "true") {
-				t.Fatalf("attempt %d: %d %v", i+1, resp.StatusCode, resp.Headers)
+			if err != nil || resp.StatusCode != 201 || (i == 1) != (resp.Headers["Openwop-Idempotent-Replay"] == "true") {
+				t.Fatalf("attempt %d: %v %v", i+1, err, resp.Headers)
 			}
 		}
 	})
 	t.Run("net/http", func(t *testing.T) {
-		guard, err := newGuard(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		srv := httptest.NewServer(newMux(guard))
 		defer srv.Close()
 		for i := range 2 {
@@ -60,9 +54,9 @@ func TestTryLocally(t *testing.T) {
 				t.Fatal(err)
 			}
 			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			t.Logf("net/http POST /orders: %d %s replay=%q", resp.StatusCode, strings.TrimSpace(string(body)), resp.Header.Get("Openwop-Idempotent-Replay"))
-			if resp.StatusCode != 201 || (i == 1) != (resp.Header.Get("Openwop-Idempotent-Replay") == "true") {
+			replay := resp.Header.Get("Openwop-Idempotent-Replay")
+			t.Logf("net/http POST /orders: %d %s replay=%q", resp.StatusCode, strings.TrimSpace(string(body)), replay)
+			if resp.StatusCode != 201 || (i == 1) != (replay == "true") {
 				t.Fatalf("attempt %d: %d %s", i+1, resp.StatusCode, body)
 			}
 		}
