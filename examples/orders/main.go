@@ -1,6 +1,6 @@
 // Command orders is an AWS Lambda function that uses idem on one DynamoDB
-// table: an idempotent HTTP API handler (POST /orders) and an idempotent SQS
-// consumer (ORDERS_HANDLER=sqs).
+// table: an idempotent HTTP API handler (POST /orders), an idempotent SQS
+// consumer (ORDERS_HANDLER=sqs); mux.go serves POST /orders with net/http.
 package main
 
 import (
@@ -34,38 +34,9 @@ func main() {
 	}
 }
 
-// handlers builds both handlers on the table named by IDEMPOTENCY_TABLE.
+// handlers builds the HTTP API handler and the SQS consumer.
 func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error) {
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
-			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
-			// DynamoDB Local sends a wrong CRC32 header with every error
-			// response (every replay): the SDK would log a checksum
-			// warning for each one. The check guards the wire to AWS.
-			o.DisableValidateResponseChecksum = true
-		}
-	})
-	store, err := dynamostore.New(dynamostore.Config{Client: client, Table: os.Getenv("IDEMPOTENCY_TABLE")})
-	if err != nil {
-		return nil, nil, err
-	}
-	env, err := idem.LoadEnv(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
-	if err != nil {
-		return nil, nil, err
-	}
-	guardConfig := idem.Config{
-		Store: store,
-		// Required. No authorizer in front of this function, so one tenant;
-		// behind one: idem.AuthorizerKey("tenantId"), idem.JWTClaim("sub")
-		// or idem.IAMPrincipal().
-		Tenant: idem.SingleTenant("orders"),
-	}
-	env.Apply(&guardConfig)
-	guard, err := idem.New(guardConfig)
+	guard, err := newGuard(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,6 +47,39 @@ func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error)
 		return nil, nil, err
 	}
 	return guard.HTTPAPI(placeOrder), consumer, nil
+}
+
+// newGuard builds the guard on the table named by IDEMPOTENCY_TABLE.
+func newGuard(ctx context.Context) (*idem.Guard, error) {
+	cfg, err := config.LoadDefaultConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
+			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
+			// DynamoDB Local's error responses (every replay) carry a wrong
+			// CRC32: no SDK checksum warning for each. AWS keeps the check.
+			o.DisableValidateResponseChecksum = true
+		}
+	})
+	store, err := dynamostore.New(dynamostore.Config{Client: client, Table: os.Getenv("IDEMPOTENCY_TABLE")})
+	if err != nil {
+		return nil, err
+	}
+	env, err := idem.LoadEnv(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
+	if err != nil {
+		return nil, err
+	}
+	guardConfig := idem.Config{
+		Store: store,
+		// Required. No authorizer in front of this function, so one tenant;
+		// behind one: idem.AuthorizerKey("tenantId"), idem.JWTClaim("sub")
+		// or idem.IAMPrincipal().
+		Tenant: idem.SingleTenant("orders"),
+	}
+	env.Apply(&guardConfig)
+	return idem.New(guardConfig)
 }
 
 // placeOrder runs once per Idempotency-Key: a retry gets this response

@@ -45,6 +45,9 @@ func newLedger(ctx context.Context) (*ledger.Ledger, error) {
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
 			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
+			// DynamoDB Local sends a wrong CRC32 header with its error
+			// responses: the SDK would log a checksum warning for each.
+			o.DisableValidateResponseChecksum = true
 		}
 	})
 	store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: os.Getenv("EFFECTS_TABLE")})

@@ -57,3 +57,17 @@ func TestWorkerRejectsABadLease(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// The README's TestTryCrash on every test emulator, with a one-second lease
+// so the crashed claim expires within the redelivery's wait.
+func TestTryCrashOnEmulators(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		t.Setenv("DYNAMODB_ENDPOINT", e.Endpoint)
+		t.Setenv("EFFECTS_TABLE", e.CreateTable(t, "EffectsTable"))
+		t.Setenv("EFFECT_LEASE_SECONDS", "1")
+		t.Setenv("AWS_REGION", e.Region)
+		t.Setenv("AWS_ACCESS_KEY_ID", "idemkit")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "idemkit")
+		TestTryCrash(t)
+	})
+}

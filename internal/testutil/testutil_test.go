@@ -65,3 +65,18 @@ func TestStart(t *testing.T) {
 		t.Fatal("Stop returned before the process exited")
 	}
 }
+
+// Shown output matches the real output line by line, in order, "…" standing
+// for any text; a drifted line does not match.
+func TestMatchShown(t *testing.T) {
+	got := "a 1\nnoise\nPASS x: two credentials\nend 3 s\n"
+	if err := testutil.MatchShown("a …\nPASS x: two credentials\nend … s\n", got); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.MatchShown("PASS x: two tenants\n", got); err == nil {
+		t.Fatal("a drifted line matched")
+	}
+	if err := testutil.MatchShown("end 3 s\na 1\n", got); err == nil {
+		t.Fatal("lines out of order matched")
+	}
+}

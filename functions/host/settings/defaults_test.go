@@ -17,7 +17,7 @@ import (
 // a whole-number setting accepts exactly Min..Max and its error names the
 // range, `idemkit dev`'s own defaults (DevDefaults) are entries' Dev values
 // LoadEnv accepts, and a flag's help states the default it overrides.
-// README.md's table is rendered from the same entries
+// docs/CONFIGURATION.md's table is rendered from the same entries
 // (TestReadmeSettingsTable).
 func TestSettingDefaultsAndRangesStatedOnce(t *testing.T) {
 	load := func(m map[string]string) (Env, error) { return LoadEnv(Values(m)) }

@@ -11,17 +11,17 @@ import (
 	"github.com/idemkit/idemkit"
 )
 
-// parametersHead opens README.md's table of template.yaml's SAM parameters,
+// parametersHead opens docs/CONFIGURATION.md's table of template.yaml's SAM parameters,
 // in the configuration reference after the variables' table.
 const parametersHead = "| SAM parameter | default | sets | meaning |\n"
 
-// Every Parameters key of template.yaml is in README.md's configuration
+// Every Parameters key of template.yaml is in docs/CONFIGURATION.md's configuration
 // reference, in the SAM parameters table rendered from the template: its
 // default, the variables it sets (on which functions) and its description
 // (go test ./functions/host/settings -run TestEverySAMParameterIsInTheConfigurationTable -update-readme
 // rewrites it).
 func TestEverySAMParameterIsInTheConfigurationTable(t *testing.T) {
-	b, err := os.ReadFile("../../../README.md")
+	b, err := os.ReadFile("../../../docs/CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +29,11 @@ func TestEverySAMParameterIsInTheConfigurationTable(t *testing.T) {
 	want, names := parametersTable(t)
 	i := strings.Index(readme, parametersHead)
 	if i < 0 {
-		t.Fatal("README.md has no SAM parameters table (" + strings.TrimSpace(parametersHead) + ")")
+		t.Fatal("docs/CONFIGURATION.md has no SAM parameters table (" + strings.TrimSpace(parametersHead) + ")")
 	}
 	j := i + strings.Index(readme[i:], "\n\n") + 1
 	if *updateReadme {
-		if err := os.WriteFile("../../../README.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
+		if err := os.WriteFile("../../../docs/CONFIGURATION.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -41,11 +41,11 @@ func TestEverySAMParameterIsInTheConfigurationTable(t *testing.T) {
 	got := readme[i:j]
 	for _, n := range names {
 		if !strings.Contains(got, "| `"+n+"` |") {
-			t.Errorf("template.yaml parameter %s is not in README.md's configuration table", n)
+			t.Errorf("template.yaml parameter %s is not in docs/CONFIGURATION.md's configuration table", n)
 		}
 	}
 	if got != want {
-		t.Fatalf("README.md's SAM parameters table differs from template.yaml (go test ./functions/host/settings -run TestEverySAMParameterIsInTheConfigurationTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
+		t.Fatalf("docs/CONFIGURATION.md's SAM parameters table differs from template.yaml (go test ./functions/host/settings -run TestEverySAMParameterIsInTheConfigurationTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
 	}
 }
 

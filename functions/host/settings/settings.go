@@ -18,7 +18,7 @@ import (
 // are stated: LoadEnv starts from the defaults (defaults) and refuses a
 // value outside the range, `idemkit dev` derives its setting flags, their
 // help and its own defaults from it (Flag, Usage, DevDefaults), and tests
-// hold README.md's configuration table and every function's Environment in
+// hold docs/CONFIGURATION.md's configuration table and every function's Environment in
 // template.yaml to it (TestSettingDefaultsAndRangesStatedOnce ties the
 // stated defaults and ranges to what LoadEnv does). A new setting is one
 // entry here (plus its Env field and a test).
@@ -27,20 +27,20 @@ type Setting struct {
 	Name string
 	// Default is the value an unset variable has, written as the variable
 	// would be ("300", "true", "single-region"): LoadEnv starts from it and
-	// README.md shows it. "" when unset is no value (DefaultDoc says what).
+	// docs/CONFIGURATION.md shows it. "" when unset is no value (DefaultDoc says what).
 	Default string
-	// DefaultDoc, if set, is README.md's default cell instead of Default
+	// DefaultDoc, if set, is docs/CONFIGURATION.md's default cell instead of Default
 	// (Markdown: "the function's region").
 	DefaultDoc string
 	// Min and Max are the range of a whole-number setting (Max > 0; Max
 	// unbounded prints as "≥ Min"): LoadEnv refuses a value outside it.
 	Min, Max int
-	// Note is added to README.md's default cell ("template: 60").
+	// Note is added to docs/CONFIGURATION.md's default cell ("template: 60").
 	Note string
 	// Dev is `idemkit dev`'s own default, beneath the environment ("":
 	// Default).
 	Dev string
-	// Doc is the meaning (Markdown, one line). README.md's configuration
+	// Doc is the meaning (Markdown, one line). docs/CONFIGURATION.md's configuration
 	// table is rendered from Settings (TestReadmeSettingsTable;
 	// go test ./functions/host/settings -run TestReadmeSettingsTable -update-readme
 	// rewrites it).
@@ -72,10 +72,10 @@ type Setting struct {
 // unbounded is the Max of a whole-number setting with no upper bound.
 const unbounded = 1<<31 - 1
 
-// Settings lists every variable LoadEnv reads, in README.md's order.
+// Settings lists every variable LoadEnv reads, in docs/CONFIGURATION.md's order.
 var Settings = []Setting{
 	{Name: idem.EnvTable, DefaultDoc: "—", Doc: "Layer-1 table", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
+	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](POLICIES.md#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
 		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: " + orList(idem.PolicyNames()) + " (overrides IDEMPOTENCY_POLICY)"},
 	{Name: idem.EnvEnabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
 	{Name: idem.EnvRequired, Default: "false", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
@@ -164,7 +164,7 @@ func (s Setting) Usage() string {
 	return s.FlagUsage + " (default " + d + ")"
 }
 
-// defaultCell is README.md's default cell: the default, the range, the
+// defaultCell is docs/CONFIGURATION.md's default cell: the default, the range, the
 // note and `idemkit dev`'s own default.
 func (s Setting) defaultCell() string {
 	d := s.DefaultDoc
@@ -313,7 +313,7 @@ func region(field func(*Env) *string) func(*Env, string) error {
 	}
 }
 
-// settingsTable renders Settings as README.md's configuration table
+// settingsTable renders Settings as docs/CONFIGURATION.md's configuration table
 // (Markdown: variable, default, meaning).
 func settingsTable() string {
 	var b strings.Builder

@@ -14,7 +14,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
-var updateReadme = flag.Bool("update-readme", false, "rewrite README.md's configuration table from Settings")
+var updateReadme = flag.Bool("update-readme", false, "rewrite docs/CONFIGURATION.md's configuration table from Settings")
 
 // readNames returns every variable LoadEnv asks getenv for.
 func readNames(t *testing.T) []string {
@@ -56,11 +56,11 @@ func TestSettingsAreWhatLoadEnvReads(t *testing.T) {
 	}
 }
 
-// README.md's configuration table is rendered from Settings: every variable
+// docs/CONFIGURATION.md's configuration table is rendered from Settings: every variable
 // it documents is read by LoadEnv, with the default and meaning stated
 // once, in Settings.
 func TestReadmeSettingsTable(t *testing.T) {
-	b, err := os.ReadFile("../../../README.md")
+	b, err := os.ReadFile("../../../docs/CONFIGURATION.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,18 +68,18 @@ func TestReadmeSettingsTable(t *testing.T) {
 	const head = "| variable | default | meaning |\n"
 	i := strings.Index(readme, head)
 	if i < 0 {
-		t.Fatal("README.md has no configuration table")
+		t.Fatal("docs/CONFIGURATION.md has no configuration table")
 	}
 	j := i + strings.Index(readme[i:], "\n\n") + 1
 	want := settingsTable()
 	if *updateReadme {
-		if err := os.WriteFile("../../../README.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
+		if err := os.WriteFile("../../../docs/CONFIGURATION.md", []byte(readme[:i]+want+readme[j:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
 	if got := readme[i:j]; got != want {
-		t.Fatalf("README.md's configuration table differs from Settings (go test ./functions/host/settings -run TestReadmeSettingsTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
+		t.Fatalf("docs/CONFIGURATION.md's configuration table differs from Settings (go test ./functions/host/settings -run TestReadmeSettingsTable -update-readme rewrites it); want:\n%s\ngot:\n%s", want, got)
 	}
 }
 
