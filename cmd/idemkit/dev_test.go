@@ -107,7 +107,7 @@ func TestDevFlagsAndDemoKeys(t *testing.T) {
 			t.Errorf("dev -h lacks %s:\n%s", f, usage.String())
 		}
 	}
-	if devstack.DefaultDevAddr != "127.0.0.1:3000" || !strings.Contains(usage.String(), `(default "127.0.0.1:3000")`) {
+	if devstack.DefaultAddr != "127.0.0.1:3000" || !strings.Contains(usage.String(), `(default "127.0.0.1:3000")`) {
 		t.Errorf("--addr default: %s", usage.String())
 	}
 

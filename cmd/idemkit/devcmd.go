@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/idemkit/idemkit/functions/devstack"
-	"github.com/idemkit/idemkit/functions/host/runs"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
@@ -70,9 +69,8 @@ type apiKeyFlag []string
 
 func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
 func (a *apiKeyFlag) Set(v string) error {
-	key, tenant, ok := strings.Cut(v, "=")
-	if !ok || strings.TrimSpace(key) == "" || !runs.ValidTenant(tenant) {
-		return errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
+	if err := devstack.CheckAPIKey(v); err != nil {
+		return err
 	}
 	*a = append(*a, v)
 	return nil
@@ -81,7 +79,7 @@ func (a *apiKeyFlag) Set(v string) error {
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	setUsage(fs, devUsageLine, devAbout)
-	addr := fs.String("addr", devstack.DefaultDevAddr, "address the HTTP API listens on")
+	addr := fs.String("addr", devstack.DefaultAddr, "address the HTTP API listens on")
 	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
 	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
@@ -121,7 +119,6 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkit dev: --emulator: %v\n", err)
 		return 2
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	if *idemWait < 0 {
 		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
 		return 2
@@ -134,18 +131,24 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
 		return 2
 	}
-	// A bad setting stops start-up before anything is started.
-	if err := devstack.CheckSettings(*prefix, settings, os.Getenv); err != nil {
+	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
+		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
+	s, err := devstack.Start(ctx, o)
+	if errors.Is(err, devstack.ErrConfig) {
+		// A bad setting stops start-up before anything is started.
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		for _, s := range hostsettings.Settings {
-			if _, set := settings[s.Name]; set {
+			if _, set := settings[s.Name]; set && errors.Is(err, hostsettings.ErrConfig) {
 				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)
 			}
 		}
 		return 2
 	}
-	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL}
-	if err := devstack.Run(ctx, o, stdout, logger); err != nil {
+	if err == nil {
+		<-s.Done()
+		err = s.Stop()
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 		return 1
 	}

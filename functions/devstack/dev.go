@@ -36,9 +36,6 @@ import (
 	"github.com/idemkit/idemkit/internal/tables"
 )
 
-// DefaultDevAddr is `idemkit dev --addr`'s default.
-const DefaultDevAddr = "127.0.0.1:3000"
-
 // devDefaults are `idemkit dev`'s own defaults, beneath the environment,
 // stated in the settings table (settings.Setting.Dev): a short effect lease
 // (a crashed attempt is retried within seconds) and fewer stream retries.
@@ -72,31 +69,9 @@ func putDevKey(ctx context.Context, ks apikeys.KeyStore, key string, c apikeys.C
 	return ks.PutKey(ctx, key, c.Tenant)
 }
 
-// Options configures Run.
-type Options struct {
-	Addr, Engine, Endpoint, TablePrefix string
-	// Settings are the setting flags' values by variable name (--policy:
-	// IDEMPOTENCY_POLICY, --allow-loopback-webhooks: WEBHOOK_ALLOW_LOOPBACK).
-	Settings map[string]string
-	// Getenv reads the environment (os.Getenv); nil reads none.
-	Getenv  func(string) string
-	APIKeys []string
-	// ConformanceSeams serves and advertises the conformance seams profile.
-	ConformanceSeams bool
-	// IdempotencyWait is Layer 1's duplicate wait budget (0: idem's default).
-	IdempotencyWait time.Duration
-	// RequestTimeout is each request's deadline (0: DefaultRequestTimeout).
-	RequestTimeout time.Duration
-	// AuthorizerTTL is how long the gateway keeps an authorizer decision (0:
-	// none kept).
-	AuthorizerTTL time.Duration
-	// Progress receives the line announcing a first-use install of the
-	// engines into the user's cache directory (nil: none).
-	Progress io.Writer
-}
-
-// Run runs the stack until ctx ends.
-func Run(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger) error {
+// dev runs the stack of s until ctx ends: once it serves, it records what
+// s reports and closes ready.
+func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, s *Stack, ready chan<- struct{}) error {
 	start := time.Now()
 	ln, err := net.Listen("tcp", o.Addr) // fail fast on a taken port
 	if err != nil {
@@ -191,9 +166,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger) 
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
-		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
-		{name: "effects", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
-		{name: "idempotency", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "runs", table: env.RunsTable, handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
+		{name: "effects", table: env.EffectsTable, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "idempotency", table: env.Idem.Table, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
 	if !streams {
 		// No DynamoDB Streams (dynalite): nothing can drive the executor
@@ -206,9 +181,8 @@ func Run(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger) 
 			return err
 		}
 	}
-	for i, p := range pollers {
-		table := []string{env.RunsTable, env.EffectsTable, env.Idem.Table}[i]
-		arn, err := tables.StreamARN(ctx, client, table)
+	for _, p := range pollers {
+		arn, err := tables.StreamARN(ctx, client, p.table)
 		if err != nil {
 			return err
 		}
@@ -257,6 +231,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger) 
 		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
 	}
 
+	s.url, s.endpoint, s.keys, s.tables = "http://"+ln.Addr().String(), endpoint, o.APIKeys, names
+	close(ready)
+
 	var result error
 	select {
 	case <-ctx.Done():
@@ -272,9 +249,9 @@ func Run(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger) 
 	return result
 }
 
-// CheckSettings reports a bad setting before anything is started (the
+// checkSettings reports a bad setting before anything is started (the
 // tables stand in for the ones dev creates).
-func CheckSettings(prefix string, settings map[string]string, getenv func(string) string) error {
+func checkSettings(prefix string, settings map[string]string, getenv func(string) string) error {
 	placeholders := map[string]string{}
 	for _, id := range []string{"IdempotencyTable", "RunsTable", "EffectsTable", "ApiKeysTable", "FenceTable"} {
 		placeholders[id] = prefix + id
