@@ -18,19 +18,6 @@ import (
 // ("idemkit-RunsTable").
 const DefaultTablePrefix = tables.DefaultPrefix
 
-const tablesUsage = `usage: idemkit tables COMMAND [flags]
-
-Manage the DynamoDB tables of template.yaml outside AWS.
-
-commands:
-  create   create the tables at an endpoint (an emulator or LocalStack)
-
-example:
-  idemkit tables create --endpoint http://127.0.0.1:8000
-
-Run 'idemkit tables create -h' for its flags.
-`
-
 const tablesCreateAbout = `Creates the DynamoDB tables of template.yaml (idempotency, effects, runs,
 fence, api-keys) at an endpoint, each named PREFIX + its logical ID, and
 prints "LogicalID<TAB>name" per table. A table that already exists is kept.
@@ -42,7 +29,7 @@ examples:
 
 // runTables dispatches `idemkit tables SUBCOMMAND`.
 func runTables(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return dispatch(ctx, "tables", tablesUsage, map[string]command{"create": runTablesCreate}, args, stdout, stderr)
+	return tablesCommands.dispatch(ctx, args, stdout, stderr)
 }
 
 func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -99,3 +86,15 @@ var tableIDs = map[string]string{
 
 // tableNames lists the short names --only accepts.
 func tableNames() []string { return []string{"idempotency", "effects", "runs", "fence", "api-keys"} }
+
+// tablesCommands are the commands of `idemkit tables`.
+var tablesCommands = commandList{
+	group: "tables",
+	about: "Manage the DynamoDB tables of template.yaml outside AWS.",
+	entries: []entry{
+		{"create", "create the tables at an endpoint (an emulator or LocalStack)", runTablesCreate},
+	},
+	examples: []string{
+		"idemkit tables create --endpoint http://127.0.0.1:8000",
+	},
+}
