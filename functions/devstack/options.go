@@ -1,6 +1,7 @@
 package devstack
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -33,7 +34,7 @@ type Options struct {
 	// one request at a time). Default "": start Engine.
 	Endpoint string
 	// TablePrefix names the tables: prefix + logical ID (default
-	// tables.DefaultPrefix, "idemkit-").
+	// "idemkit-", the same as `idemkit tables create`).
 	TablePrefix string
 	// Settings are values of the settings table's variables by name
 	// (settings.Settings; --policy sets IDEMPOTENCY_POLICY), over Getenv.
@@ -119,6 +120,9 @@ func (o Options) withDefaults() (Options, error) {
 	l.Wrap(checkSettings(o.TablePrefix, o.Settings, o.Getenv))
 	return o, l.Err("devstack", ErrConfig)
 }
+
+// errAPIKey is CheckAPIKey's answer to a malformed seeded key.
+var errAPIKey = errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
 
 // CheckAPIKey checks one seeded key, "KEY=TENANT" (Options.APIKeys,
 // `idemkit dev --api-key`): a non-blank key and an OpenWOP tenantId.

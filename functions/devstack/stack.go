@@ -12,8 +12,6 @@ import (
 // settings.ErrConfig.
 var ErrConfig = errors.New("devstack: invalid options")
 
-var errAPIKey = errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
-
 // Stack is a running local stack: started by Start, ended by Stop (or by
 // the end of Start's context).
 type Stack struct {
