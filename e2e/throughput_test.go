@@ -19,14 +19,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/functions/devstack"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/shared"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-// BenchmarkDevThroughput measures `idemkit dev` with 32 concurrent clients
-// each posting new-key runs (POST /runs, conformance-noop) for 10 s, and, on
-// the same engine process, the raw rate of conditional PutItems from 32
+// BenchmarkDevThroughput measures the dev stack (devstack.Start, what
+// `idemkit dev` runs, in-process) with 32 concurrent clients each posting
+// new-key runs (POST /runs, conformance-noop) for 10 s, and, on the same
+// engine process, the raw rate of conditional PutItems from 32
 // concurrent clients, on two engines: moto (which answers one request at a
 // time, behind its serializing proxy) and AWS's DynamoDB Local (dev's
 // default engine when java is on PATH). Reported per engine: runs/s,
@@ -61,17 +63,15 @@ func devThroughput(b *testing.B, kind string) {
 	if _, err := os.Stat(shared.ModuleRoot()); err != nil {
 		b.Fatal(err)
 	}
-	bin := buildHost(b, b.TempDir(), "idemkit", "cmd/idemkit")
-	addr := testutil.FreeAddr(b)
+	// The stack runs in this process (devstack.Start, what `idemkit dev`
+	// runs), in front of a proxy that counts its calls to the engine.
 	proxy := newCallCounter(b, srv.Endpoint)
-	p := start(b, os.Environ(), bin, "dev", "--addr", addr, "--dynamodb-endpoint", proxy.URL, "--api-key", devKey+"=e2e-tenant")
-	url := "http://" + addr
-	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	err = testutil.WaitHTTP(wctx, url+"/.well-known/openwop", p.Done())
-	cancel()
+	stack, err := devstack.Start(ctx, devstack.Options{Addr: "127.0.0.1:0", Endpoint: proxy.URL, APIKeys: []string{devKey + "=e2e-tenant"}, Getenv: os.Getenv})
 	if err != nil {
-		b.Fatalf("idemkit dev not ready: %v\n%s", err, p.Log.String())
+		b.Fatalf("the dev stack did not start: %v", err)
 	}
+	defer stack.Stop()
+	url := stack.URL()
 
 	// The same concurrency, the same engine: raw conditional PutItems.
 	c := emulator.Client(srv.Endpoint)

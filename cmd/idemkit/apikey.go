@@ -14,19 +14,6 @@ import (
 	"github.com/idemkit/idemkit/internal/ids"
 )
 
-const apikeyUsage = `usage: idemkit apikey COMMAND [flags]
-
-Manage the API keys the authorizer accepts.
-
-commands:
-  create   mint an API key for a tenant and store its hash
-
-example:
-  idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
-
-Run 'idemkit apikey create -h' for its flags.
-`
-
 const apikeyCreateAbout = `Mints a new API key for a tenant, stores its SHA-256 hash in the api-keys
 table and prints the key once on stdout; the key itself is not stored.
 
@@ -65,7 +52,7 @@ func (a attrFlag) Set(v string) error {
 
 // runAPIKey dispatches `idemkit apikey SUBCOMMAND`.
 func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return dispatch(ctx, "apikey", apikeyUsage, map[string]command{"create": runAPIKeyCreate}, args, stdout, stderr)
+	return apikeyCommands.dispatch(ctx, args, stdout, stderr)
 }
 
 func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -105,4 +92,16 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	// The key is shown once; only its SHA-256 hash is stored.
 	fmt.Fprintln(stdout, key)
 	return 0
+}
+
+// apikeyCommands are the commands of `idemkit apikey`.
+var apikeyCommands = commandList{
+	group: "apikey",
+	about: "Manage the API keys the authorizer accepts.",
+	entries: []entry{
+		{"create", "mint an API key for a tenant and store its hash", runAPIKeyCreate},
+	},
+	examples: []string{
+		"idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000",
+	},
 }

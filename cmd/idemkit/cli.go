@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // Every command follows one convention: `-h`/`--help` prints the command's
@@ -79,21 +80,80 @@ func isHelp(arg string) bool {
 // command is one subcommand's entry point.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
-// dispatch runs the subcommand of `idemkit NAME` that args name. With no
-// subcommand, or an unknown one, it prints the usage on stderr and returns
-// 2; with -h/--help/help it prints the usage on stdout and returns 0.
-func dispatch(ctx context.Context, name, usage string, cmds map[string]command, args []string, stdout, stderr io.Writer) int {
+// entry is one command of a commandList: line is how the usage lists it
+// (its name, the first word, then what it takes), summary what it does.
+type entry struct {
+	line, summary string
+	run           command
+}
+
+// name is the word that selects the command.
+func (e entry) name() string { return strings.Fields(e.line)[0] }
+
+// commandList is `idemkit [GROUP] COMMAND`, written once: its usage and its
+// dispatch both derive from it.
+type commandList struct {
+	// group is the group's name ("tables"); "" for idemkit itself.
+	group string
+	// about is the description under the usage line ("" for none).
+	about    string
+	entries  []entry
+	examples []string
+}
+
+// prog is the command line the list dispatches ("idemkit tables").
+func (l commandList) prog() string { return strings.TrimSpace("idemkit " + l.group) }
+
+// usage renders the list's usage: usage line, description, the commands,
+// the examples, and where each command's own help is.
+func (l commandList) usage() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "usage: %s COMMAND [flags]\n\n", l.prog())
+	if l.about != "" {
+		fmt.Fprintf(&b, "%s\n\n", l.about)
+	}
+	w := 0
+	for _, e := range l.entries {
+		w = max(w, len(e.line))
+	}
+	b.WriteString("commands:\n")
+	for _, e := range l.entries {
+		fmt.Fprintf(&b, "  %-*s%s\n", w+3, e.line, e.summary)
+	}
+	if len(l.examples) == 1 {
+		b.WriteString("\nexample:\n")
+	} else {
+		b.WriteString("\nexamples:\n")
+	}
+	for _, x := range l.examples {
+		fmt.Fprintf(&b, "  %s\n", x)
+	}
+	if len(l.entries) == 1 {
+		fmt.Fprintf(&b, "\nRun '%s %s -h' for its flags.\n", l.prog(), l.entries[0].name())
+	} else {
+		fmt.Fprintf(&b, "\nRun '%s COMMAND -h' for the flags and examples of a command.\n", l.prog())
+	}
+	return b.String()
+}
+
+// dispatch runs the command that args name. With no command, or an unknown
+// one, it prints the usage on stderr and returns 2; with -h/--help/help it
+// prints the usage on stdout and returns 0.
+func (l commandList) dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0:
 	case isHelp(args[0]):
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, l.usage())
 		return 0
-	case cmds[args[0]] != nil:
-		return cmds[args[0]](ctx, args[1:], stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "idemkit %s: unknown command %q\n\n", name, args[0])
+		for _, e := range l.entries {
+			if e.name() == args[0] {
+				return e.run(ctx, args[1:], stdout, stderr)
+			}
+		}
+		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", l.prog(), args[0])
 	}
-	fmt.Fprint(stderr, usage)
+	fmt.Fprint(stderr, l.usage())
 	return 2
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"regexp"
 	"runtime/debug"
 	"strings"
@@ -116,5 +117,38 @@ func TestConformRequiresAPIKey(t *testing.T) {
 	code := run(context.Background(), []string{"conform", "http://127.0.0.1:9"}, &out, &errb)
 	if code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "idemkit conform: --api-key KEY is required") {
 		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+}
+
+// TestUsageIsDerivedFromTheCommandList: each command list (idemkit's and
+// every group's) is the one place its commands are written: its usage
+// lists every entry with its summary, and each entry's name dispatches to
+// it; a command added to a list is listed and dispatched with no other
+// edit.
+func TestUsageIsDerivedFromTheCommandList(t *testing.T) {
+	for _, l := range []commandList{commands, tablesCommands, apikeyCommands, effectsCommands} {
+		u := l.usage()
+		for _, e := range l.entries {
+			if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(e.line) + ` +` + regexp.QuoteMeta(e.summary) + `$`).MatchString(u) {
+				t.Errorf("%s usage does not list %q - %q:\n%s", l.prog(), e.line, e.summary, u)
+			}
+			var out, errb bytes.Buffer
+			if code := l.dispatch(context.Background(), []string{e.name(), "-h"}, &out, &errb); code != 0 ||
+				!strings.HasPrefix(out.String(), "usage: "+l.prog()+" "+e.name()) {
+				t.Errorf("%s %s -h: exit %d, %q", l.prog(), e.name(), code, out.String())
+			}
+		}
+	}
+	called := false
+	l := commands
+	l.entries = append(append([]entry{}, commands.entries...), entry{"frobnicate THING", "a new command", func(context.Context, []string, io.Writer, io.Writer) int {
+		called = true
+		return 0
+	}})
+	if !strings.Contains(l.usage(), "  frobnicate THING   a new command\n") {
+		t.Fatalf("a new entry is not listed:\n%s", l.usage())
+	}
+	if code := l.dispatch(context.Background(), []string{"frobnicate"}, io.Discard, io.Discard); code != 0 || !called {
+		t.Fatalf("a new entry is not dispatched: exit %d, called %v", code, called)
 	}
 }

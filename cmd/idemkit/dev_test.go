@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/functions/devstack"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
@@ -106,7 +107,7 @@ func TestDevFlagsAndDemoKeys(t *testing.T) {
 			t.Errorf("dev -h lacks %s:\n%s", f, usage.String())
 		}
 	}
-	if DefaultDevAddr != "127.0.0.1:3000" || !strings.Contains(usage.String(), `(default "127.0.0.1:3000")`) {
+	if devstack.DefaultAddr != "127.0.0.1:3000" || !strings.Contains(usage.String(), `(default "127.0.0.1:3000")`) {
 		t.Errorf("--addr default: %s", usage.String())
 	}
 

@@ -22,30 +22,8 @@ import (
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 )
 
-const effectsUsage = `usage: idemkit effects COMMAND [flags]
-
-Settle effects that escaped: an attempt passed its point of no return (the
-request may have reached the provider) and nobody recorded what happened.
-
-commands:
-  list --state escaped [--run ID]              list effects (by state, by run)
-  show EFFECT                                  show an effect and all its attempts
-  resolve EFFECT --as delivered|not-delivered  record what an operator found out
-
-examples:
-  idemkit effects list --state escaped --endpoint http://127.0.0.1:8000
-  idemkit effects show EFFECT --endpoint http://127.0.0.1:8000
-  idemkit effects resolve EFFECT --as not-delivered --note "no charge in the console"
-
-Run 'idemkit effects COMMAND -h' for the flags and examples of a command.
-`
-
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return dispatch(ctx, "effects", effectsUsage, map[string]command{
-		"list":    runEffectsList,
-		"show":    runEffectsShow,
-		"resolve": runEffectsResolve,
-	}, args, stdout, stderr)
+	return effectsCommands.dispatch(ctx, args, stdout, stderr)
 }
 
 // storeFlags are the flags every effects command takes to reach the
@@ -454,4 +432,21 @@ func printJSON(stdout, stderr io.Writer, v any) int {
 		return 1
 	}
 	return 0
+}
+
+// effectsCommands are the commands of `idemkit effects`.
+var effectsCommands = commandList{
+	group: "effects",
+	about: "Settle effects that escaped: an attempt passed its point of no return (the\n" +
+		"request may have reached the provider) and nobody recorded what happened.",
+	entries: []entry{
+		{"list --state escaped [--run ID]", "list effects (by state, by run)", runEffectsList},
+		{"show EFFECT", "show an effect and all its attempts", runEffectsShow},
+		{"resolve EFFECT --as delivered|not-delivered", "record what an operator found out", runEffectsResolve},
+	},
+	examples: []string{
+		"idemkit effects list --state escaped --endpoint http://127.0.0.1:8000",
+		"idemkit effects show EFFECT --endpoint http://127.0.0.1:8000",
+		"idemkit effects resolve EFFECT --as not-delivered --note \"no charge in the console\"",
+	},
 }

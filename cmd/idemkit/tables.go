@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/tables"
@@ -20,20 +16,7 @@ import (
 
 // DefaultTablePrefix names local tables: prefix + logical ID
 // ("idemkit-RunsTable").
-const DefaultTablePrefix = "idemkit-"
-
-const tablesUsage = `usage: idemkit tables COMMAND [flags]
-
-Manage the DynamoDB tables of template.yaml outside AWS.
-
-commands:
-  create   create the tables at an endpoint (an emulator or LocalStack)
-
-example:
-  idemkit tables create --endpoint http://127.0.0.1:8000
-
-Run 'idemkit tables create -h' for its flags.
-`
+const DefaultTablePrefix = tables.DefaultPrefix
 
 const tablesCreateAbout = `Creates the DynamoDB tables of template.yaml (idempotency, effects, runs,
 fence, api-keys) at an endpoint, each named PREFIX + its logical ID, and
@@ -46,7 +29,7 @@ examples:
 
 // runTables dispatches `idemkit tables SUBCOMMAND`.
 func runTables(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return dispatch(ctx, "tables", tablesUsage, map[string]command{"create": runTablesCreate}, args, stdout, stderr)
+	return tablesCommands.dispatch(ctx, args, stdout, stderr)
 }
 
 func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -76,7 +59,7 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return 2
 	}
 	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
-	names, err := createTablesOf(ctx, c, *prefix, only)
+	names, err := tables.Ensure(ctx, c, *prefix, only)
 	ids := make([]string, 0, len(names))
 	for id := range names {
 		ids = append(ids, id)
@@ -92,13 +75,6 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	return 0
 }
 
-// createTables creates every DynamoDB resource of the embedded template as
-// prefix+logicalID; a table that already exists is kept. It returns
-// logicalID -> table name.
-func createTables(ctx context.Context, c *dynamodb.Client, prefix string) (map[string]string, error) {
-	return createTablesOf(ctx, c, prefix, nil)
-}
-
 // tableIDs maps the names --only accepts (short names and logical IDs) to
 // the template's logical IDs.
 var tableIDs = map[string]string{
@@ -111,45 +87,14 @@ var tableIDs = map[string]string{
 // tableNames lists the short names --only accepts.
 func tableNames() []string { return []string{"idempotency", "effects", "runs", "fence", "api-keys"} }
 
-// createTablesOf is createTables for the logical IDs in only (all when
-// only is empty).
-func createTablesOf(ctx context.Context, c *dynamodb.Client, prefix string, only []string) (map[string]string, error) {
-	defs, err := tables.Embedded()
-	if err != nil {
-		return nil, err
-	}
-	names := map[string]string{}
-	ids := make([]string, 0, len(defs))
-	for id := range defs {
-		if len(only) == 0 || slices.Contains(only, id) {
-			ids = append(ids, id)
-		}
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		name := prefix + id
-		if _, err := tables.CreateDef(ctx, c, defs[id], name); err != nil {
-			var inUse *types.ResourceInUseException
-			if !errors.As(err, &inUse) {
-				return names, err
-			}
-			if _, err := tables.WaitActive(ctx, c, name); err != nil {
-				return names, err
-			}
-		}
-		names[id] = name
-	}
-	return names, nil
-}
-
-// streamARN returns the latest stream ARN of a table.
-func streamARN(ctx context.Context, c *dynamodb.Client, table string) (string, error) {
-	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		return "", err
-	}
-	if out.Table.LatestStreamArn == nil {
-		return "", fmt.Errorf("table %s has no stream", table)
-	}
-	return *out.Table.LatestStreamArn, nil
+// tablesCommands are the commands of `idemkit tables`.
+var tablesCommands = commandList{
+	group: "tables",
+	about: "Manage the DynamoDB tables of template.yaml outside AWS.",
+	entries: []entry{
+		{"create", "create the tables at an endpoint (an emulator or LocalStack)", runTablesCreate},
+	},
+	examples: []string{
+		"idemkit tables create --endpoint http://127.0.0.1:8000",
+	},
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
@@ -241,7 +242,7 @@ func TestDevWireSchemas(t *testing.T) {
 	c.do("POST", "/.well-known/openwop", "/.well-known/openwop", "", "")
 
 	// createRun.
-	key := "wire-" + newUUID()
+	key := "wire-" + client.NewKey()
 	first := c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Idempotency-Key", key)
 	replay := c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Idempotency-Key", key)
 	if first.status != 201 || replay.status != 201 || replay.header.Get("OpenWOP-Idempotent-Replay") != "true" || replay.json["runId"] != first.json["runId"] {
@@ -268,7 +269,7 @@ func TestDevWireSchemas(t *testing.T) {
 	// An in-flight duplicate: 409 idempotency_in_flight. Two same-key
 	// requests 300 ms apart; the winner holds conformance-delay for 2 s and
 	// the loser's wait budget is 300 ms, so whichever loses is refused.
-	slowKey := "wire-" + newUUID()
+	slowKey := "wire-" + client.NewKey()
 	slowBody := `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`
 	slow := make(chan wireResp, 2)
 	for range 2 {
@@ -312,7 +313,7 @@ func TestDevWireSchemas(t *testing.T) {
 	if delayed.status != 201 {
 		t.Fatalf("webhook run: %d %s", delayed.status, delayed.body)
 	}
-	ck := "wire-" + newUUID()
+	ck := "wire-" + client.NewKey()
 	cp := "/runs/" + runs.ProjectID(delayed.json["runId"].(string)) + "/cancel"
 	c1 := c.do("POST", "/runs/{runId}/cancel", cp, keyA, "", "Idempotency-Key", ck)
 	c.do("POST", "/runs/{runId}/cancel", cp, keyA, "", "Idempotency-Key", ck)

@@ -3,7 +3,8 @@
 // depends on the AWS SDK, so only the dynamostore packages, the functions and
 // the CLI do; the library packages (idem, ledger, client, emf and everything
 // below them) never depend on the reference host (functions/...) or the CLI
-// (cmd/...); the reference host never depends on the CLI; the host's
+// (cmd/...); the reference host never depends on the CLI, and the deployed
+// functions never on the local stack (functions/devstack); the host's
 // packages by concern (functions/host/...) depend only on the concerns they
 // build on, never on the wiring (functions/host/kit) or a function; only
 // the wiring reads the process environment; internal/... is the ground
@@ -94,6 +95,16 @@ func TestLibraryPackagesDoNotImportTheHostOrTheCLI(t *testing.T) {
 
 func TestHostDoesNotImportTheCLI(t *testing.T) {
 	forbid(t, "the reference host must not depend on the CLI", []string{"./functions/..."}, "cmd")
+}
+
+// TestDeployedFunctionsDoNotImportTheDevStack: the local stack
+// (functions/devstack: emulators, the gateway, the conformance seams) is
+// built on the host, never the other way round, so none of it ships in a
+// Lambda binary.
+func TestDeployedFunctionsDoNotImportTheDevStack(t *testing.T) {
+	forbid(t, "the deployed functions must not depend on the local stack",
+		[]string{"./functions/api/...", "./functions/authorizer/...", "./functions/executor/...", "./functions/auditor/...",
+			"./functions/sweeper/...", "./functions/host/...", "./functions/securitytest/..."}, "functions/devstack")
 }
 
 // hostConcerns are the reference host's packages by concern and the host

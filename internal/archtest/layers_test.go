@@ -23,8 +23,9 @@ import (
 //     CLI code.
 //   - 2: the libraries users import: idem, ledger, client, emf. None of
 //     them imports another.
-//   - 3: what is built on the libraries: the reference host (functions) and
-//     the examples.
+//   - 3: what is built on the libraries: the reference host (functions,
+//     with its local stack functions/devstack, which the CLI's dev command,
+//     the benchmarks and the end-to-end tests start) and the examples.
 //   - 4: the tools at the top: the CLI (cmd), the benchmarks (bench), the
 //     end-to-end tests (e2e).
 var layers = [][]string{

@@ -51,7 +51,7 @@ func TestEngineEmptyStringAttribute(t *testing.T) {
 // iterators (and to those they led to) after the first writes; this plain
 // sequence does not provoke it, so the test logs what the engine did and
 // asserts what the dev poller's recovery relies on: a fresh TRIM_HORIZON
-// iterator reads the record on every engine (cmd/idemkit devstream.go takes
+// iterator reads the record on every engine (functions/devstack devstream.go takes
 // one, or one after its checkpoint, on that error).
 func TestEngineStreamIteratorOnEmptyShard(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -181,4 +182,56 @@ func IsUnsupported(err error) bool {
 		return true
 	}
 	return false
+}
+
+// DefaultPrefix names local tables: prefix + logical ID
+// ("idemkit-RunsTable"), the default of `idemkit tables create --prefix`
+// and of `idemkit dev --table-prefix`.
+const DefaultPrefix = "idemkit-"
+
+// Ensure creates the DynamoDB resources of the embedded template.yaml whose
+// logical IDs are in only (all of them when only is empty), naming each
+// prefix+logicalID; a table that already exists is kept (and waited for
+// until ACTIVE). It returns logicalID -> table name for every table created
+// or kept, also on error.
+func Ensure(ctx context.Context, client API, prefix string, only []string) (map[string]string, error) {
+	defs, err := Embedded()
+	if err != nil {
+		return nil, err
+	}
+	names := map[string]string{}
+	ids := make([]string, 0, len(defs))
+	for id := range defs {
+		if len(only) == 0 || slices.Contains(only, id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		name := prefix + id
+		if _, err := CreateDef(ctx, client, defs[id], name); err != nil {
+			var inUse *types.ResourceInUseException
+			if !errors.As(err, &inUse) {
+				return names, err
+			}
+			if _, err := WaitActive(ctx, client, name); err != nil {
+				return names, err
+			}
+		}
+		names[id] = name
+	}
+	return names, nil
+}
+
+// StreamARN returns the latest stream ARN of a table; a table without a
+// stream is an error.
+func StreamARN(ctx context.Context, client API, table string) (string, error) {
+	out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		return "", err
+	}
+	if out.Table.LatestStreamArn == nil {
+		return "", fmt.Errorf("table %s has no stream", table)
+	}
+	return *out.Table.LatestStreamArn, nil
 }

@@ -88,3 +88,41 @@ func TestTTLUnsupportedIsReported(t *testing.T) {
 		}
 	})
 }
+
+// TestEnsureKeepsExistingTables: Ensure creates only the tables asked for
+// (all without a list), keeps a table that already exists instead of
+// failing, and reports every table by logical ID; StreamARN names a
+// table's stream and refuses a table without one.
+func TestEnsureKeepsExistingTables(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c := e.Client()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		prefix := "ensure-" + hex.EncodeToString(b[:]) + "-"
+		var created map[string]string
+		t.Cleanup(func() {
+			for _, n := range created {
+				_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(n)})
+			}
+		})
+		one, err := tables.Ensure(ctx, c, prefix, []string{"RunsTable"})
+		created = one
+		if err != nil || len(one) != 1 || one["RunsTable"] != prefix+"RunsTable" {
+			t.Fatalf("Ensure RunsTable: %v %v", one, err)
+		}
+		all, err := tables.Ensure(ctx, c, prefix, nil)
+		created = all
+		defs, _ := tables.Embedded()
+		if err != nil || len(all) != len(defs) || all["RunsTable"] != one["RunsTable"] {
+			t.Fatalf("Ensure all over an existing RunsTable: %v %v", all, err)
+		}
+		if arn, err := tables.StreamARN(ctx, c, all["RunsTable"]); err != nil || arn == "" {
+			t.Fatalf("StreamARN(RunsTable) = %q, %v", arn, err)
+		}
+		if _, err := tables.StreamARN(ctx, c, all["ApiKeysTable"]); err == nil {
+			t.Fatal("StreamARN of a table without a stream succeeded")
+		}
+	})
+}

@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -94,10 +94,10 @@ func yamlField(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
-// deployedReauthorizeEvery is how long the deployed HTTP API keeps an
+// DeployedReauthorizeEvery is how long the deployed HTTP API keeps an
 // authorizer decision: template.yaml's ReauthorizeEvery, the default of
 // `idemkit dev --authorizer-ttl`.
-func deployedReauthorizeEvery() (time.Duration, error) {
+func DeployedReauthorizeEvery() (time.Duration, error) {
 	a, err := parseTemplateAuthorizer(idemkit.Template)
 	return a.ReauthorizeEvery, err
 }

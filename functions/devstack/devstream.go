@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -29,6 +29,7 @@ type poller struct {
 	name       string
 	sc         *dynamodbstreams.Client
 	arn        string
+	table      string // whose stream the poller reads
 	handle     batchFunc
 	log        *slog.Logger
 	interval   time.Duration

@@ -1,10 +1,9 @@
-package main
+package devstack
 
 import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,7 +27,6 @@ import (
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/kit"
-	"github.com/idemkit/idemkit/functions/host/runs"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
@@ -38,9 +36,6 @@ import (
 	"github.com/idemkit/idemkit/internal/rawconn"
 	"github.com/idemkit/idemkit/internal/tables"
 )
-
-// DefaultDevAddr is `idemkit dev --addr`'s default.
-const DefaultDevAddr = "127.0.0.1:3000"
 
 // devDefaults are `idemkit dev`'s own defaults, beneath the environment,
 // stated in the settings table (settings.Setting.Dev): a short effect lease
@@ -54,56 +49,6 @@ var devDefaults = hostsettings.DevDefaults()
 func devSettings(own, flags map[string]string, getenv func(string) string) (hostsettings.Env, error) {
 	return hostsettings.LoadEnv(hostsettings.Layered(hostsettings.Values(own), hostsettings.Values(flags), getenv, hostsettings.Values(devDefaults)))
 }
-
-// settingFlag is a `idemkit dev` flag that overrides one settings.Settings
-// variable (settings.Setting.Flag).
-type settingFlag struct {
-	s    hostsettings.Setting
-	vals map[string]string
-}
-
-func (f settingFlag) String() string {
-	if f.vals == nil {
-		return ""
-	}
-	return f.vals[f.s.Name]
-}
-func (f settingFlag) Set(v string) error { f.vals[f.s.Name] = v; return nil }
-func (f settingFlag) IsBoolFlag() bool   { return f.s.BoolFlag }
-
-// devUsageLine is dev's usage; the engine names come from the engine table
-// (internal/emulator).
-var devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator ` + emulator.KindList("|", "|") + `]
-       [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
-       [--request-timeout D] [--idempotency-wait D] [--authorizer-ttl D]
-       [--allow-loopback-webhooks]
-       [--policy ` + strings.Join(idem.PolicyNames(), "|") + `] [--conformance-seams]`
-
-const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
---dynamodb-endpoint is given), the tables of template.yaml, the HTTP
-API on --addr through the same authorizer and api handler code that Lambda
-runs, and the executor and auditor driven by polling the tables' streams.
-Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
-and everything it started.
-
-It reads the configuration variables the functions read (README.md,
-"Configuration reference"; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
-WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
-theirs, and the tables and endpoint are always the ones dev uses.
-DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
-defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5.
-
-Like the deployed HTTP API (template.yaml ReauthorizeEvery), the gateway
-keeps each authorizer decision, grant or refusal, per Authorization value
-for --authorizer-ttl: a key changed or removed in the api-keys table while
-dev runs keeps its old decision that long. --authorizer-ttl 0 asks the
-authorizer (one api-keys read) on every request.
-
-examples:
-  idemkit dev
-  idemkit dev --emulator moto --addr 127.0.0.1:3001
-  idemkit dev --dynamodb-endpoint http://127.0.0.1:8000 --api-key k-acme-0123456789=acme
-`
 
 // demoCredential is a demo key's credential: tenant t with the attributes
 // both shipped policies scope keys by (the commerce policy: namespace and
@@ -125,129 +70,17 @@ func putDevKey(ctx context.Context, ks apikeys.KeyStore, key string, c apikeys.C
 	return ks.PutKey(ctx, key, c.Tenant)
 }
 
-type apiKeyFlag []string
-
-func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
-func (a *apiKeyFlag) Set(v string) error {
-	key, tenant, ok := strings.Cut(v, "=")
-	if !ok || strings.TrimSpace(key) == "" || !runs.ValidTenant(tenant) {
-		return errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
-	}
-	*a = append(*a, v)
-	return nil
-}
-
-func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	setUsage(fs, devUsageLine, devAbout)
-	addr := fs.String("addr", DefaultDevAddr, "address the HTTP API listens on")
-	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
-	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
-	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
-	reqTimeout := fs.Duration("request-timeout", DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
-	settings := map[string]string{}
-	for _, s := range hostsettings.Settings {
-		if s.Flag != "" {
-			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.Usage())
-		}
-	}
-	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
-	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
-	reauth, err := deployedReauthorizeEvery()
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
-		return 1
-	}
-	authTTL := fs.Duration("authorizer-ttl", reauth, "how long the gateway keeps an authorizer decision (grant or refusal) per Authorization value, as API Gateway does (the default is template.yaml's ReauthorizeEvery); 0 asks the authorizer on every request")
-	var keys apiKeyFlag
-	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
-	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
-	if done {
-		return code
-	}
-	if len(pos) > 0 {
-		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", pos)
-		return 2
-	}
-	if *endpoint == "" && *engine == "" {
-		*endpoint = strings.TrimSpace(os.Getenv(hostsettings.EnvDynamoDBEndpoint))
-	}
-	if *engine != "" && *endpoint != "" {
-		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
-		return 2
-	}
-	if _, err := emulator.Lookup(*engine); *engine != "" && err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: --emulator: %v\n", err)
-		return 2
-	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil))
-	if *idemWait < 0 {
-		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
-		return 2
-	}
-	if *authTTL < 0 {
-		fmt.Fprintln(stderr, "idemkit dev: --authorizer-ttl must not be negative")
-		return 2
-	}
-	if *reqTimeout <= 0 {
-		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
-		return 2
-	}
-	// A bad setting stops start-up before anything is started (the tables
-	// stand in for the ones dev creates).
-	placeholders := map[string]string{}
-	for _, id := range []string{"IdempotencyTable", "RunsTable", "EffectsTable", "ApiKeysTable", "FenceTable"} {
-		placeholders[id] = *prefix + id
-	}
-	own := devOwn(placeholders, "http://127.0.0.1")
-	if _, err := devSettings(own, settings, os.Getenv); err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
-		for _, s := range hostsettings.Settings {
-			if _, set := settings[s.Name]; set {
-				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)
-			}
-		}
-		return 2
-	}
-	o := devOptions{progress: stderr, addr: *addr, engine: *engine, endpoint: *endpoint, prefix: *prefix, settings: settings, getenv: os.Getenv, keys: keys, seams: *seams, idemWait: *idemWait, timeout: *reqTimeout, authTTL: *authTTL}
-	if err := dev(ctx, o, stdout, logger); err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
-		return 1
-	}
-	return 0
-}
-
-type devOptions struct {
-	addr, engine, endpoint, prefix string
-	// settings are the setting flags' values by variable name (--policy:
-	// IDEMPOTENCY_POLICY, --allow-loopback-webhooks: WEBHOOK_ALLOW_LOOPBACK).
-	settings map[string]string
-	// getenv reads the environment (os.Getenv); nil reads none.
-	getenv func(string) string
-	keys   []string
-	// seams serves and advertises the conformance seams profile.
-	seams bool
-	// idemWait is Layer 1's duplicate wait budget (0: idem's default).
-	idemWait time.Duration
-	// timeout is each request's deadline (0: DefaultRequestTimeout).
-	timeout time.Duration
-	// authTTL is how long the gateway keeps an authorizer decision (0:
-	// none kept).
-	authTTL time.Duration
-	// progress receives the line announcing a first-use install of the
-	// engines into the user's cache directory (nil: none).
-	progress io.Writer
-}
-
-func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
+// dev runs the stack of s until ctx ends: once it serves, it records what
+// s reports and closes ready.
+func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, s *Stack, ready chan<- struct{}) error {
 	start := time.Now()
-	ln, err := net.Listen("tcp", o.addr) // fail fast on a taken port
+	ln, err := net.Listen("tcp", o.Addr) // fail fast on a taken port
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
 
-	endpoint, engine := o.endpoint, o.engine
+	endpoint, engine := o.Endpoint, o.Engine
 	// streams: the engine has DynamoDB Streams (the engine table's
 	// capability; an external endpoint is assumed to).
 	streams := true
@@ -255,7 +88,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		if engine == "" {
 			engine = emulator.DefaultDevKind()
 		}
-		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(), Progress: o.progress, SharedDB: true})
+		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
 		if err != nil {
 			return err
 		}
@@ -274,16 +107,16 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 			}
 			defer ser.Close()
 			engine, endpoint = emulator.Moto, ser.Endpoint
-			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.endpoint))
+			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.Endpoint))
 		}
 	}
 	client := emulator.Client(endpoint, watchStore)
-	names, err := createTables(ctx, client, o.prefix)
+	names, err := tables.Ensure(ctx, client, o.TablePrefix, nil)
 	if err != nil {
 		return err
 	}
 
-	env, err := devSettings(devOwn(names, endpoint), o.settings, o.getenv)
+	env, err := devSettings(devOwn(names, endpoint), o.Settings, o.Getenv)
 	if err != nil {
 		return err
 	}
@@ -291,26 +124,26 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// conditional PutItem whatever RUNS_TRANSACTIONAL says.
 	env.Transactional = env.Transactional && supportsTransactions(ctx, client, env.RunsTable)
 	metrics := emf.New(io.Discard, env.MetricsNamespace)
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, GuardWait: o.idemWait}, logger, metrics)
+	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, GuardWait: o.IdempotencyWait}, logger, metrics)
 	if err != nil {
 		return err
 	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams,
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.ConformanceSeams,
 		ReplayFixtures: true})
 	if err != nil {
 		return err
 	}
-	if len(o.keys) == 0 {
+	if len(o.APIKeys) == 0 {
 		for _, t := range []string{"demo-a", "demo-b"} {
 			key := apikeys.NewAPIKey()
-			o.keys = append(o.keys, key+"="+t)
+			o.APIKeys = append(o.APIKeys, key+"="+t)
 			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
 		}
 	}
 	// Every seeded key, minted or given with --api-key, carries the demo
 	// credential attributes, so it works under every --policy.
-	for _, kv := range o.keys {
+	for _, kv := range o.APIKeys {
 		key, tenant, _ := strings.Cut(kv, "=")
 		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, apikeys.ErrKeyExists) {
 			return err
@@ -318,7 +151,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 
 	var sm *seams
-	if o.seams {
+	if o.ConformanceSeams {
 		// The webhook client's transport forces the effect-retry seam's
 		// transport retry; every other delivery passes through unchanged.
 		k.Webhook.Client = env.Webhook.HTTPClient(10 * time.Second)
@@ -343,12 +176,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// MaximumRetryAttempts: the executor's last try ends the run failed
 	// instead of stranding it "running".
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1,
-		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.seams}
+		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.ConformanceSeams}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
-		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
-		{name: "effects", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
-		{name: "idempotency", handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "runs", table: env.RunsTable, handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
+		{name: "effects", table: env.EffectsTable, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "idempotency", table: env.Idem.Table, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
 	if !streams {
 		// No DynamoDB Streams (dynalite): nothing can drive the executor
@@ -357,13 +190,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 	var cp checkpoints
 	if pollers != nil {
-		if cp, err = newDynamoCheckpoints(ctx, client, o.prefix+checkpointTableSuffix); err != nil {
+		if cp, err = newDynamoCheckpoints(ctx, client, o.TablePrefix+checkpointTableSuffix); err != nil {
 			return err
 		}
 	}
-	for i, p := range pollers {
-		table := []string{env.RunsTable, env.EffectsTable, env.Idem.Table}[i]
-		arn, err := streamARN(ctx, client, table)
+	for _, p := range pollers {
+		arn, err := tables.StreamARN(ctx, client, p.table)
 		if err != nil {
 			return err
 		}
@@ -394,15 +226,15 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// devIdleResume (resumer).
 	wg.Add(1)
 	go func() { defer wg.Done(); res.run(runCtx) }()
-	if o.timeout <= 0 {
-		o.timeout = DefaultRequestTimeout
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
 	}
 	// WriteTimeout leaves 30 s beyond the request timeout: every store call
 	// of a request, the Layer-1 completion included, ends by the request's
 	// deadline less the Guard's margin (idem.Config.StoreTimeout), so even a
 	// stalled store's 503 is written long before the connection is cut.
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.authTTL), seams: sm, timeout: o.timeout, wrote: wake.kick, policy: k.Guard.Config().Policy},
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.timeout + 30*time.Second,
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.AuthorizerTTL), seams: sm, timeout: o.RequestTimeout, wrote: wake.kick, policy: k.Guard.Config().Policy},
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.RequestTimeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	// Each request gets its own header block as received (devraw.go).
 	rawconn.Configure(srv)
@@ -412,9 +244,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: runs are stored but never executed (use --emulator %s for the executor and auditor)\n", engineName(engine), streamEngines())
 	}
 	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
-	if k0, _, ok := strings.Cut(o.keys[0], "="); ok {
+	if k0, _, ok := strings.Cut(o.APIKeys[0], "="); ok {
 		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
 	}
+
+	s.url, s.endpoint, s.keys, s.tables = "http://"+ln.Addr().String(), endpoint, o.APIKeys, names
+	close(ready)
 
 	var result error
 	select {
@@ -429,6 +264,18 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	cancel()
 	wg.Wait()
 	return result
+}
+
+// checkSettings reports a bad setting before anything is started (the
+// tables stand in for the ones dev creates).
+func checkSettings(prefix string, settings map[string]string, getenv func(string) string) error {
+	placeholders := map[string]string{}
+	for _, id := range []string{"IdempotencyTable", "RunsTable", "EffectsTable", "ApiKeysTable", "FenceTable"} {
+		placeholders[id] = prefix + id
+	}
+	own := devOwn(placeholders, "http://127.0.0.1")
+	_, err := devSettings(own, settings, getenv)
+	return err
 }
 
 // devOwn are the settings `idemkit dev` decides itself, over any
@@ -496,9 +343,9 @@ func streamEngines() string {
 // internal/emulator install the pins embedded in the binary into the
 // user's cache directory on first use (a binary built with `go install`,
 // or copied elsewhere, run from any directory).
-func devToolsDir() string {
-	if d := os.Getenv("IDEMKIT_TOOLS"); d != "" {
-		return d
+func devToolsDir(getenv func(string) string) string {
+	if getenv != nil && getenv("IDEMKIT_TOOLS") != "" {
+		return getenv("IDEMKIT_TOOLS")
 	}
 	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
 		if d := filepath.Join(filepath.Dir(file), "..", "..", "tools"); emulator.Installed(d) {

@@ -1,7 +1,6 @@
-package main
+package devstack
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,14 +12,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	idemkit "github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
-	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
 // TestTemplateAuthorizer: dev's authorizer TTL default is the deployed HTTP
@@ -36,19 +31,12 @@ func TestTemplateAuthorizer(t *testing.T) {
 	if a.ReauthorizeEvery != 300*time.Second || len(a.Headers) != 1 || a.Headers[0] != "Authorization" {
 		t.Fatalf("template authorizer %+v, want Headers [Authorization], ReauthorizeEvery 5m", a)
 	}
-	if d, err := deployedReauthorizeEvery(); err != nil || d != a.ReauthorizeEvery {
-		t.Fatalf("deployedReauthorizeEvery = %s, %v", d, err)
+	if d, err := DeployedReauthorizeEvery(); err != nil || d != a.ReauthorizeEvery {
+		t.Fatalf("DeployedReauthorizeEvery = %s, %v", d, err)
 	}
 	h := map[string]string{strings.ToLower(a.Headers[0]): "Bearer x"}
 	if got := identitySource(h); len(got) != 1 || got[0] != "Bearer x" {
 		t.Fatalf("identitySource(%v) = %v: dev does not read the template's identity header", h, got)
-	}
-	var usage bytes.Buffer
-	if code := run(context.Background(), []string{"dev", "-h"}, &usage, io.Discard); code != 0 || !strings.Contains(usage.String(), "-authorizer-ttl") || !strings.Contains(usage.String(), "(default 5m0s)") {
-		t.Fatalf("dev -h (exit %d) does not show --authorizer-ttl defaulting to 5m0s:\n%s", code, usage.String())
-	}
-	if code := run(context.Background(), []string{"dev", "--authorizer-ttl", "-1s"}, io.Discard, io.Discard); code != 2 {
-		t.Fatalf("--authorizer-ttl -1s: exit %d, want 2", code)
 	}
 
 	api := func(identity string) string {
@@ -237,37 +225,4 @@ func TestAuthCache(t *testing.T) {
 	c = nil
 	ask("no cache", "Bearer "+key, "acme", 1)
 	ask("no cache, again", "Bearer "+key, "acme", 1)
-}
-
-// TestDevAuthorizerTTL: `idemkit dev` keeps an authorizer decision for the
-// template's ReauthorizeEvery by default, so a key removed from the
-// api-keys table while dev runs is still granted (as deployed), and with
-// --authorizer-ttl 0 the removal refuses the very next request.
-func TestDevAuthorizerTTL(t *testing.T) {
-	e := dynamotest.Start(t, dynamotest.Moto)
-	prefix := fmt.Sprintf("authttl%d-", time.Now().UnixNano())
-	c := e.Client()
-	table := prefix + "ApiKeysTable"
-	for _, ttl := range []string{"", "0"} {
-		args := []string{"--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", "idk_authttl_seed_0123456789=acme"}
-		if ttl != "" {
-			args = append(args, "--authorizer-ttl", ttl)
-		}
-		_, url := startDevInProcess(t, args...)
-		key := apikeys.NewAPIKey()
-		if err := (&apikeys.DynamoKeys{Client: c, Table: table}).PutKey(context.Background(), key, "acme"); err != nil {
-			t.Fatal(err)
-		}
-		if code, m := devCall(t, "POST", url+"/runs", key, `{"workflowId":"conformance-noop"}`); code != 201 {
-			t.Fatalf("ttl %q: a new key: %d %v", ttl, code, m)
-		}
-		if _, err := c.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(table),
-			Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: apikeys.HashKey(key)}}}); err != nil {
-			t.Fatal(err)
-		}
-		code, m := devCall(t, "POST", url+"/runs", key, `{"workflowId":"conformance-noop"}`)
-		if want := map[string]int{"": 201, "0": 401}[ttl]; code != want {
-			t.Fatalf("--authorizer-ttl %q: the removed key got %d %v, want %d", ttl, code, m, want)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package main
+package devstack
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/tables"
 )
 
 // TestPollerResumesFromCheckpoint: the dev stream poller keeps a checkpoint
@@ -27,7 +28,7 @@ func TestPollerResumesFromCheckpoint(t *testing.T) {
 		defer cancel()
 		c := e.Client()
 		table := e.CreateTable(t, "RunsTable")
-		arn, err := streamARN(ctx, c, table)
+		arn, err := tables.StreamARN(ctx, c, table)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,7 +117,7 @@ func TestPollerWakesWhenKicked(t *testing.T) {
 		defer cancel()
 		c := e.Client()
 		table := e.CreateTable(t, "RunsTable")
-		arn, err := streamARN(ctx, c, table)
+		arn, err := tables.StreamARN(ctx, c, table)
 		if err != nil {
 			t.Fatal(err)
 		}

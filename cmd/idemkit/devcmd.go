@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/idemkit/idemkit/functions/devstack"
+	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/emulator"
+)
+
+// settingFlag is a `idemkit dev` flag that overrides one settings.Settings
+// variable (settings.Setting.Flag).
+type settingFlag struct {
+	s    hostsettings.Setting
+	vals map[string]string
+}
+
+func (f settingFlag) String() string {
+	if f.vals == nil {
+		return ""
+	}
+	return f.vals[f.s.Name]
+}
+func (f settingFlag) Set(v string) error { f.vals[f.s.Name] = v; return nil }
+func (f settingFlag) IsBoolFlag() bool   { return f.s.BoolFlag }
+
+// devUsageLine is dev's usage; the engine names come from the engine table
+// (internal/emulator).
+var devUsageLine = `idemkit dev [--addr HOST:PORT] [--emulator ` + emulator.KindList("|", "|") + `]
+       [--dynamodb-endpoint URL] [--table-prefix P] [--api-key KEY=TENANT]...
+       [--request-timeout D] [--idempotency-wait D] [--authorizer-ttl D]
+       [--allow-loopback-webhooks]
+       [--policy ` + strings.Join(idem.PolicyNames(), "|") + `] [--conformance-seams]`
+
+const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emulator, unless
+--dynamodb-endpoint is given), the tables of template.yaml, the HTTP
+API on --addr through the same authorizer and api handler code that Lambda
+runs, and the executor and auditor driven by polling the tables' streams.
+Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
+and everything it started.
+
+It reads the configuration variables the functions read (README.md,
+"Configuration reference"; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
+WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
+theirs, and the tables and endpoint are always the ones dev uses.
+DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
+defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5.
+
+Like the deployed HTTP API (template.yaml ReauthorizeEvery), the gateway
+keeps each authorizer decision, grant or refusal, per Authorization value
+for --authorizer-ttl: a key changed or removed in the api-keys table while
+dev runs keeps its old decision that long. --authorizer-ttl 0 asks the
+authorizer (one api-keys read) on every request.
+
+examples:
+  idemkit dev
+  idemkit dev --emulator moto --addr 127.0.0.1:3001
+  idemkit dev --dynamodb-endpoint http://127.0.0.1:8000 --api-key k-acme-0123456789=acme
+`
+
+type apiKeyFlag []string
+
+func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
+func (a *apiKeyFlag) Set(v string) error {
+	if err := devstack.CheckAPIKey(v); err != nil {
+		return err
+	}
+	*a = append(*a, v)
+	return nil
+}
+
+func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	setUsage(fs, devUsageLine, devAbout)
+	addr := fs.String("addr", devstack.DefaultAddr, "address the HTTP API listens on")
+	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
+	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
+	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
+	reqTimeout := fs.Duration("request-timeout", devstack.DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
+	settings := map[string]string{}
+	for _, s := range hostsettings.Settings {
+		if s.Flag != "" {
+			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.Usage())
+		}
+	}
+	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
+	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
+	reauth, err := devstack.DeployedReauthorizeEvery()
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		return 1
+	}
+	authTTL := fs.Duration("authorizer-ttl", reauth, "how long the gateway keeps an authorizer decision (grant or refusal) per Authorization value, as API Gateway does (the default is template.yaml's ReauthorizeEvery); 0 asks the authorizer on every request")
+	var keys apiKeyFlag
+	fs.Var(&keys, "api-key", "seed an API key, KEY=TENANT (repeatable; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", pos)
+		return 2
+	}
+	if *endpoint == "" && *engine == "" {
+		*endpoint = strings.TrimSpace(os.Getenv(hostsettings.EnvDynamoDBEndpoint))
+	}
+	if *engine != "" && *endpoint != "" {
+		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
+		return 2
+	}
+	if _, err := emulator.Lookup(*engine); *engine != "" && err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: --emulator: %v\n", err)
+		return 2
+	}
+	if *idemWait < 0 {
+		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
+		return 2
+	}
+	if *authTTL < 0 {
+		fmt.Fprintln(stderr, "idemkit dev: --authorizer-ttl must not be negative")
+		return 2
+	}
+	if *reqTimeout <= 0 {
+		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
+		return 2
+	}
+	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
+		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
+	s, err := devstack.Start(ctx, o)
+	if errors.Is(err, devstack.ErrConfig) {
+		// A bad setting stops start-up before anything is started.
+		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		for _, s := range hostsettings.Settings {
+			if _, set := settings[s.Name]; set && errors.Is(err, hostsettings.ErrConfig) {
+				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)
+			}
+		}
+		return 2
+	}
+	if err == nil {
+		<-s.Done()
+		err = s.Stop()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		return 1
+	}
+	return 0
+}

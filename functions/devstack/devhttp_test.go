@@ -1,0 +1,68 @@
+package devstack
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/internal/testutil"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// TestGateway: the dev server's net/http <-> payload 2.0 translation runs
+// the authorizer on the run routes only and keeps %2F inside a path id.
+func TestGateway(t *testing.T) {
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
+	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := apikeys.NewMemKeys()
+	_ = keys.PutKey(context.Background(), "k1", "acme")
+	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	defer srv.Close()
+	do := func(method, path, auth, key, body string) (*http.Response, map[string]any) {
+		return testutil.DoJSON(t, method, srv.URL+path, body,
+			"Authorization", testutil.Bearer(auth), "Idempotency-Key", key, "Content-Type", "application/json")
+	}
+	if r, m := do("POST", "/runs", "", "", `{"workflowId":"conformance-noop"}`); r.StatusCode != 401 || m["error"] != "unauthenticated" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	if r, m := do("POST", "/runs", "wrong", "", `{"workflowId":"conformance-noop"}`); r.StatusCode != 401 || m["error"] != "unauthenticated" {
+		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	key := "gw-0123456789abcdefghijkl"
+	r1, m1 := do("POST", "/runs", "k1", key, `{"workflowId":"conformance-noop"}`)
+	r2, _ := do("POST", "/runs", "k1", key, `{"workflowId":"conformance-noop"}`)
+	if r1.StatusCode != 201 || r2.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("%d %v / %v", r1.StatusCode, m1, r2.Header)
+	}
+	id := m1["runId"].(string)
+	if r, m := do("GET", "/runs/"+strings.Replace(id, "/", "%2F", 1), "k1", "", ""); r.StatusCode != 200 || m["runId"] != id {
+		t.Fatalf("%%2F form: %d %v", r.StatusCode, m)
+	}
+	if r, m := do("DELETE", "/runs/"+strings.Replace(id, "/", "~2F", 1), "", "", ""); r.StatusCode != 405 || r.Header.Get("Allow") != "GET" || m["error"] != apifn.CodeMethodNotAllowed {
+		t.Fatalf("405: %d %v", r.StatusCode, m)
+	}
+	if r, _ := do("GET", "/.well-known/openwop", "", "", ""); r.StatusCode != 200 {
+		t.Fatalf("capabilities %d", r.StatusCode)
+	}
+	if r, m := do("GET", "/elsewhere", "", "", ""); r.StatusCode != 404 || m["error"] != "not_found" {
+		t.Fatalf("404: %d %v", r.StatusCode, m)
+	}
+}

@@ -1,0 +1,135 @@
+package devstack
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/internal/configerr"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+// DefaultAddr is the address the HTTP API listens on when Options.Addr is
+// empty (`idemkit dev --addr`'s default).
+const DefaultAddr = "127.0.0.1:3000"
+
+// Options configures Start. The zero value is a working stack: a DynamoDB
+// engine started on this machine, the tables of template.yaml named
+// DefaultPrefix + logical ID, the HTTP API on DefaultAddr, two demo keys,
+// no environment read, nothing printed or logged.
+type Options struct {
+	// Addr is the address the HTTP API listens on (default DefaultAddr;
+	// "127.0.0.1:0" picks a free port, see Stack.URL).
+	Addr string
+	// Engine is the DynamoDB engine to start, a name of the engine table
+	// (internal/emulator: "dynamodb-local", "moto", "dynalite"). Default:
+	// dynamodb-local when java is on PATH, else moto. It excludes Endpoint.
+	Engine string
+	// Endpoint is a DynamoDB endpoint to use instead of starting an engine
+	// (tables are created if missing; a moto server is detected and reached
+	// one request at a time). Default "": start Engine.
+	Endpoint string
+	// TablePrefix names the tables: prefix + logical ID (default
+	// "idemkit-", the same as `idemkit tables create`).
+	TablePrefix string
+	// Settings are values of the settings table's variables by name
+	// (settings.Settings; --policy sets IDEMPOTENCY_POLICY), over Getenv.
+	// Default none.
+	Settings map[string]string
+	// Getenv reads the environment the functions read (os.Getenv for the
+	// CLI), beneath Settings and over dev's own defaults; it also names
+	// the engines' directory (IDEMKIT_TOOLS). Default nil: none is read.
+	Getenv func(string) string
+	// APIKeys are the API keys seeded into the api-keys table, each
+	// "KEY=TENANT"; every one carries the credential attributes every policy
+	// scopes keys by, derived from TENANT. Default: two demo keys are minted
+	// (Stack.APIKeys lists them; Stdout shows them).
+	APIKeys []string
+	// ConformanceSeams serves and advertises the OpenWOP conformance seams
+	// profile (for running the conformance suite, never in production).
+	// Default false.
+	ConformanceSeams bool
+	// IdempotencyWait is how long a duplicate of an in-flight request
+	// waits for its outcome (default 0: Layer 1's default, 5 s).
+	IdempotencyWait time.Duration
+	// RequestTimeout is each API request's deadline, store calls included
+	// (default 0: DefaultRequestTimeout).
+	RequestTimeout time.Duration
+	// AuthorizerTTL is how long the gateway keeps an authorizer decision per
+	// Authorization value, as API Gateway does (default 0: none kept, every
+	// request asks the authorizer; the CLI's default is the deployed
+	// ReauthorizeEvery, DeployedReauthorizeEvery).
+	AuthorizerTTL time.Duration
+	// Stdout receives what `idemkit dev` prints for its user: the demo keys,
+	// the ready line, a curl to try (default nil: nothing).
+	Stdout io.Writer
+	// Logger receives the stack's JSON logs (default nil: none).
+	Logger *slog.Logger
+	// Progress receives the line announcing a first-use install of the
+	// engines into the user's cache directory (default nil: none).
+	Progress io.Writer
+}
+
+// withDefaults returns o with every default applied, or the ErrConfig
+// error naming every problem of o.
+func (o Options) withDefaults() (Options, error) {
+	var l configerr.List
+	if o.Engine != "" && o.Endpoint != "" {
+		l.Addf("Options.Engine and Options.Endpoint exclude each other")
+	}
+	if o.Engine != "" {
+		if _, err := emulator.Lookup(o.Engine); err != nil {
+			l.Wrap(err)
+		}
+	}
+	if o.IdempotencyWait < 0 {
+		l.Addf("Options.IdempotencyWait must not be negative")
+	}
+	if o.RequestTimeout < 0 {
+		l.Addf("Options.RequestTimeout must not be negative")
+	}
+	if o.AuthorizerTTL < 0 {
+		l.Addf("Options.AuthorizerTTL must not be negative")
+	}
+	for _, kv := range o.APIKeys {
+		if err := CheckAPIKey(kv); err != nil {
+			l.Addf("Options.APIKeys: %v", err)
+		}
+	}
+	if o.Addr == "" {
+		o.Addr = DefaultAddr
+	}
+	if o.TablePrefix == "" {
+		o.TablePrefix = tables.DefaultPrefix
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.APIKeys = append([]string(nil), o.APIKeys...)
+	// A bad setting stops start-up before anything is started.
+	l.Wrap(checkSettings(o.TablePrefix, o.Settings, o.Getenv))
+	return o, l.Err("devstack", ErrConfig)
+}
+
+// errAPIKey is CheckAPIKey's answer to a malformed seeded key.
+var errAPIKey = errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
+
+// CheckAPIKey checks one seeded key, "KEY=TENANT" (Options.APIKeys,
+// `idemkit dev --api-key`): a non-blank key and an OpenWOP tenantId.
+func CheckAPIKey(kv string) error {
+	key, tenant, ok := strings.Cut(kv, "=")
+	if !ok || strings.TrimSpace(key) == "" || !runs.ValidTenant(tenant) {
+		return errAPIKey
+	}
+	return nil
+}
