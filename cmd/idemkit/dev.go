@@ -47,12 +47,18 @@ const DefaultDevAddr = "127.0.0.1:3000"
 // MaximumRetryAttempts) unless STREAM_MAX_RETRIES says otherwise.
 const devStreamRetries = 5
 
+// devRunStale is how long a live run goes without progress before `idemkit
+// dev`'s stale-run pass drives it, unless RUN_STALE_SECONDS says otherwise.
+const devRunStale = 60 * time.Second
+
 // devDefaults are `idemkit dev`'s own defaults, beneath the environment: a
-// short effect lease (a crashed attempt is retried within seconds) and
-// devStreamRetries stream retries.
+// short effect lease (a crashed attempt is retried within seconds),
+// devStreamRetries counted failures before a run is failed, and a short
+// stale-run bound (devRunStale).
 var devDefaults = map[string]string{
 	hostsettings.EnvEffectLease:      "30",
 	hostsettings.EnvStreamMaxRetries: fmt.Sprint(devStreamRetries),
+	hostsettings.EnvRunStale:         fmt.Sprint(int(devRunStale / time.Second)),
 }
 
 // devSettings reads `idemkit dev`'s settings.Env the one way the functions do
@@ -97,7 +103,12 @@ It reads the configuration variables the functions read (README.md,
 WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
 theirs, and the tables and endpoint are always the ones dev uses.
 DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
-defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5.
+defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5, RUN_STALE_SECONDS=60.
+The stream pollers retry a failing record with backoff for
+STREAM_RETRY_SECONDS (default 900) before dropping it, and never move their
+checkpoint past a record still being retried; a pending or running run
+without progress for RUN_STALE_SECONDS is claimed and driven to its end, so
+every acknowledged run settles once the store is back.
 
 Like the deployed HTTP API (template.yaml ReauthorizeEvery), the gateway
 keeps each authorizer decision, grant or refusal, per Authorization value
@@ -327,10 +338,10 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	}
 
 	sc := emulator.StreamsClient(endpoint)
-	// The pollers retry a failing batch STREAM_MAX_RETRIES times (dev's
-	// default devStreamRetries), like the event source mapping's
-	// MaximumRetryAttempts: the executor's last try ends the run failed
-	// instead of stranding it "running".
+	// The executor counts each failed execution on its run and fails the
+	// run at the STREAM_MAX_RETRIES+1-th (dev's default devStreamRetries);
+	// the pollers retry for STREAM_RETRY_SECONDS whatever the count, so an
+	// outage of the store (no failure can be counted) loses nothing.
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
@@ -355,7 +366,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		if err != nil {
 			return err
 		}
-		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamMaxRetries, cp
+		p.sc, p.arn, p.log, p.interval, p.retryFor, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamRetry, cp
 	}
 	// Every request that may write, every batch a poller handled and every
 	// ResumeDue pass that executed runs wakes the idle pollers: an idle

@@ -28,6 +28,8 @@ const (
 	envMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace, default "idemkit"
 	envTransactional    = "RUNS_TRANSACTIONAL"           // true|false, default true: see DynamoRuns.Transactional
 	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts, default 10
+	EnvStreamRetry      = "STREAM_RETRY_SECONDS"         // idemkit dev: how long a stream poller retries a failing record, default 900
+	EnvRunStale         = "RUN_STALE_SECONDS"            // executor: a live run without progress this long is resumed, default 900
 )
 
 // Multi-region environment variables (api function, fenced-effects).
@@ -109,6 +111,16 @@ type Env struct {
 	// stream's last try, 1 + StreamMaxRetries. Default 10 (the template's
 	// default).
 	StreamMaxRetries int
+	// StreamRetry: STREAM_RETRY_SECONDS (1..86400), how long `idemkit
+	// dev`'s stream pollers retry a failing record (with backoff, however
+	// many tries that takes) before dropping it. Default 15 minutes.
+	StreamRetry time.Duration
+	// RunStale: RUN_STALE_SECONDS (1..86400), how long a pending or
+	// running, unparked run may go without progress (updatedAt) before the
+	// executor's stale-run pass claims and drives it (ResumeStale). It must
+	// exceed the longest healthy execution: the template's default is the
+	// Lambda maximum, 900 s. Default 15 minutes (`idemkit dev`: 60 s).
+	RunStale time.Duration
 }
 
 // Require reports the named tables that are empty.

@@ -91,6 +91,10 @@ var Settings = []Setting{
 		set: whole(0, maxReplicationLagBoundMs, fmt.Sprintf("whole milliseconds 0..%d", maxReplicationLagBoundMs), func(e *Env, n int) { e.ReplicationLagBoundMs = n })},
 	{Name: EnvStreamMaxRetries, Default: "`10` (0..10000; `idemkit dev`: 5)", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run)", Functions: []string{"Executor"},
 		set: whole(0, 10000, "a whole number 0..10000", func(e *Env, n int) { e.StreamMaxRetries = n })},
+	{Name: EnvStreamRetry, Default: "`900` (1..86400)", Doc: "how long `idemkit dev`'s stream pollers retry a failing record, with backoff, before dropping it (the stale-run pass still drives its run)",
+		set: whole(1, 86400, "whole seconds 1..86400", func(e *Env, n int) { e.StreamRetry = time.Duration(n) * time.Second })},
+	{Name: EnvRunStale, Default: "`900` (1..86400; `idemkit dev`: 60)", Doc: "a pending or running run without progress this long is claimed and driven by the executor's stale-run pass (every minute; must exceed the longest healthy execution)", Functions: []string{"Executor"},
+		set: whole(1, 86400, "whole seconds 1..86400", func(e *Env, n int) { e.RunStale = time.Duration(n) * time.Second })},
 	{Name: envTransactional, Default: "`true`", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
 	{Name: EnvDynamoDBEndpoint, Default: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},
 	{Name: envMetricsNS, Default: "`idemkit`", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
@@ -106,6 +110,8 @@ func defaults() Env {
 		Transactional:         true,
 		MetricsNamespace:      "idemkit",
 		StreamMaxRetries:      10,
+		StreamRetry:           15 * time.Minute,
+		RunStale:              15 * time.Minute,
 		ReplicationLagBoundMs: DefaultReplicationLagBoundMs,
 	}
 }
