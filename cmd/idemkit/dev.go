@@ -342,7 +342,7 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// run at the STREAM_MAX_RETRIES+1-th (dev's default devStreamRetries);
 	// the pollers retry for STREAM_RETRY_SECONDS whatever the count, so an
 	// outage of the store (no failure can be counted) loses nothing.
-	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
@@ -377,8 +377,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 		p.wake, p.kick = wake[i], wake.kick
 	}
 
-	res := newResumer(exec.ResumeDue, execfn.DefaultResumeBatch)
+	// Each pass also drives the runs without progress for RUN_STALE_SECONDS
+	// (a stream delivery lost or given up), and passes at least every half
+	// of that bound: an acknowledged run settles once the store is back.
+	res := newResumer(devResumePass(exec), execfn.DefaultResumeBatch)
 	res.resumed, exec.Parked = wake.kick, res.parked
+	res.idle = min(devIdleResume, max(env.RunStale/2, time.Second))
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -15,6 +15,6 @@ func main() {
 	kit.Must(logger, "executor", "wiring", err)
 	// The stream delivers a failing run 1 + STREAM_MAX_RETRIES times; the
 	// last try ends the run failed rather than stranding it "running".
-	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
+	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale}
 	lambda.Start(x.HandleInvoke)
 }
