@@ -89,8 +89,8 @@ type Receiver struct {
 	mu        sync.Mutex
 	strangers []string
 	got       []Delivery
-	addrs map[string]bool
-	hang  chan struct{}
+	addrs     map[string]bool
+	hang      chan struct{}
 }
 
 // Options configure New.
