@@ -251,10 +251,14 @@ type devOptions struct {
 	// authTTL is how long the gateway keeps an authorizer decision (0:
 	// none kept).
 	authTTL time.Duration
+	// statusEvery is how often the status line is printed (0:
+	// devStatusEvery).
+	statusEvery time.Duration
 }
 
 func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logger) error {
 	start := time.Now()
+	stdout = &syncWriter{w: stdout}
 	ln, err := net.Listen("tcp", o.addr) // fail fast on a taken port
 	if err != nil {
 		return err
@@ -342,7 +346,10 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// run at the STREAM_MAX_RETRIES+1-th (dev's default devStreamRetries);
 	// the pollers retry for STREAM_RETRY_SECONDS whatever the count, so an
 	// outage of the store (no failure can be counted) loses nothing.
-	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale}
+	// The executor's start lag goes to the EMF recorder and to the status
+	// line dev prints every devStatusEvery while runs are started.
+	lag := &lagStatus{next: metrics}
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale, Metrics: lag}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
@@ -397,6 +404,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// devIdleResume (resumer).
 	wg.Add(1)
 	go func() { defer wg.Done(); res.run(runCtx) }()
+	statusEvery := o.statusEvery
+	if statusEvery <= 0 {
+		statusEvery = devStatusEvery
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); lag.run(runCtx, stdout, statusEvery) }()
 	if o.timeout <= 0 {
 		o.timeout = DefaultRequestTimeout
 	}

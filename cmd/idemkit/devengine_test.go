@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"io"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -61,15 +59,3 @@ func TestDevDetectsMotoEndpoint(t *testing.T) {
 	}
 }
 
-// syncWriter serializes writes to w (the dev server logs from several
-// goroutines).
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
-}

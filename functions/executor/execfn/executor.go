@@ -117,7 +117,23 @@ type Executor struct {
 	// it is, the ledger still fires each effect once and every status
 	// change is a compare-and-set). Default 0: DefaultStaleAfter.
 	StaleAfter time.Duration
+	// Metrics receives the executor's start lag (MetricStartLag) each time
+	// a run is started. Default nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives the executor's measurements (bounded dimensions only,
+// never tenants or ids). *emf.Recorder implements it. Implementations must
+// be safe for concurrent use.
+type Metrics interface {
+	Milliseconds(name string, ms float64, dims map[string]string)
+}
+
+// MetricStartLag is how long a run waited between its creation (createdAt)
+// and its start (the compare-and-set pending -> running), in milliseconds:
+// how far execution lags behind creation. Dimension "trigger": "stream"
+// (its stream record) or "stale" (the stale-run pass).
+const MetricStartLag = "idemkit.executor.start_lag"
 
 const (
 	// defaultLastTryMargin is LastTryMargin's default.
@@ -309,6 +325,22 @@ func (x *Executor) start(ctx context.Context, image runs.Run) error {
 	return x.begin(ctx, image.ID)
 }
 
+// triggerKey carries the start lag's "trigger" dimension on ctx.
+type triggerKey struct{}
+
+// started reports a run's start lag (MetricStartLag).
+func (x *Executor) started(ctx context.Context, run runs.Run) {
+	if x.Metrics == nil || run.CreatedAt.IsZero() {
+		return
+	}
+	trigger, _ := ctx.Value(triggerKey{}).(string)
+	if trigger == "" {
+		trigger = "stream"
+	}
+	lag := max(x.now().Sub(run.CreatedAt), 0)
+	x.Metrics.Milliseconds(MetricStartLag, float64(lag.Milliseconds()), map[string]string{"trigger": trigger})
+}
+
 // begin moves a pending run to running and executes it. When the run was
 // no longer pending: another delivery started it (running) and it is
 // resumed (nodes re-execute from their start and the ledger dedups their
@@ -325,6 +357,8 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 		}
 	case err != nil:
 		return err
+	default:
+		x.started(ctx, run)
 	}
 	return x.proceed(ctx, run)
 }
@@ -445,7 +479,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		n++
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
 			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
-		if err := x.start(ctx, run); err != nil && !x.giveUp(ctx, id, err) {
+		if err := x.start(context.WithValue(ctx, triggerKey{}, "stale"), run); err != nil && !x.giveUp(ctx, id, err) {
 			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {
 				first = err
