@@ -58,4 +58,3 @@ func TestDevDetectsMotoEndpoint(t *testing.T) {
 		})
 	}
 }
-
