@@ -89,7 +89,7 @@ var Settings = []Setting{
 		set: region(func(e *Env) *string { return &e.IdempotencyTableRegion })},
 	{Name: EnvReplicationLagBound, Default: "`2000` (0..60000)", Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
 		set: whole(0, maxReplicationLagBoundMs, fmt.Sprintf("whole milliseconds 0..%d", maxReplicationLagBoundMs), func(e *Env, n int) { e.ReplicationLagBoundMs = n })},
-	{Name: EnvStreamMaxRetries, Default: "`10` (0..10000; `idemkit dev`: 5)", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run)", Functions: []string{"Executor"},
+	{Name: EnvStreamMaxRetries, Default: "`10` (0..10000; `idemkit dev`: 5)", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run). `idemkit dev` counts only the failures it could record on the run, and retries for `STREAM_RETRY_SECONDS` whatever the count", Functions: []string{"Executor"},
 		set: whole(0, 10000, "a whole number 0..10000", func(e *Env, n int) { e.StreamMaxRetries = n })},
 	{Name: EnvStreamRetry, Default: "`900` (1..86400)", Doc: "how long `idemkit dev`'s stream pollers retry a failing record, with backoff, before dropping it (the stale-run pass still drives its run)",
 		set: whole(1, 86400, "whole seconds 1..86400", func(e *Env, n int) { e.StreamRetry = time.Duration(n) * time.Second })},
