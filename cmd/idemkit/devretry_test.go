@@ -123,7 +123,8 @@ func (r *pollerRig) await(what string, cond func() bool) {
 // event source mapping's count would have dropped it after 5) is retried
 // with backoff until it is handled, because its retry time (a minute) has
 // not run out; a record that keeps failing is dropped only once it has
-// been failing for the whole retry time, whatever the number of tries.
+// been failing for the whole retry time, whatever the number of tries,
+// and the record behind it (in the same batch or not) is handed over.
 func TestStreamRetriesAreBoundedByTimeNotCount(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
 		r := newPollerRig(t, e)

@@ -26,8 +26,9 @@ type batchFunc func(ctx context.Context, recs []stream.StreamRecord) (retry []st
 // retried with backoff (doubling from 200 ms, at most backoffMax) for as
 // long as its first record has been failing for less than retryFor, however
 // many tries that takes, so a store outage shorter than retryFor loses
-// nothing. Only then is the tail dropped (logged as sent to the on-failure
-// destination; the stale-run resumer still drives its runs). While a record
+// nothing. Only then is that one record dropped (logged as sent to the
+// on-failure destination; the stale-run pass still drives its run), and
+// the records behind it are handed over. While a record
 // is being retried the checkpoint stays before it: a restarted poller reads
 // it again. An iterator the engine no longer honours (expired, past trimmed
 // data, or lost with a restarted engine) is replaced by a new one at the
@@ -338,9 +339,14 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 		retryFor = devStreamRetryFor
 	}
 	if failing := p.clock().Sub(st.failingSince); failing >= retryFor {
-		p.log.Error("dev: stream batch still failing after the retry time; sent to the on-failure destination",
-			slog.String("stream", p.name), slog.Int("records", len(st.pending)), slog.Int("tries", st.retries), slog.Duration("failing_for", failing))
-		p.handled(ctx, id, st)
+		// Only the record that kept failing is dropped: the records
+		// behind it, never tried meanwhile, are handed over next.
+		p.log.Error("dev: stream record still failing after the retry time; sent to the on-failure destination",
+			slog.String("stream", p.name), slog.String("event_id", first), slog.Int("tries", st.retries), slog.Duration("failing_for", failing))
+		st.pending, st.retries, st.failing = st.pending[1:], 0, ""
+		if len(st.pending) == 0 {
+			p.handled(ctx, id, st)
+		}
 		return true
 	}
 	backoffMax := p.backoffMax
