@@ -47,12 +47,17 @@ runs, and the executor and auditor driven by polling the tables' streams.
 Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
 and everything it started.
 
-It reads the configuration variables the functions read (README.md,
-"Configuration reference"; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
+It reads the configuration variables the functions read
+(docs/CONFIGURATION.md; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
 WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
 theirs, and the tables and endpoint are always the ones dev uses.
 DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
-defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5.
+defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5, RUN_STALE_SECONDS=60.
+The stream pollers retry a failing record with backoff for
+STREAM_RETRY_SECONDS (default 900) before dropping it, and never move their
+checkpoint past a record still being retried; a pending or running run
+without progress for RUN_STALE_SECONDS is claimed and driven to its end, so
+every acknowledged run settles once the store is back.
 
 Like the deployed HTTP API (template.yaml ReauthorizeEvery), the gateway
 keeps each authorizer decision, grant or refusal, per Authorization value

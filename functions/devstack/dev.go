@@ -74,6 +74,7 @@ func putDevKey(ctx context.Context, ks apikeys.KeyStore, key string, c apikeys.C
 // s reports and closes ready.
 func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, s *Stack, ready chan<- struct{}) error {
 	start := time.Now()
+	stdout = &syncWriter{w: stdout}
 	ln, err := net.Listen("tcp", o.Addr) // fail fast on a taken port
 	if err != nil {
 		return err
@@ -171,11 +172,14 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	fixtureHook := &webhook.Webhook{Ledger: k.Ledger, Policy: webhook.WebhookPolicy{AllowLoopback: true}}
 
 	sc := emulator.StreamsClient(endpoint)
-	// The pollers retry a failing batch STREAM_MAX_RETRIES times (dev's
-	// own default: the setting's Dev), like the event source mapping's
-	// MaximumRetryAttempts: the executor's last try ends the run failed
-	// instead of stranding it "running".
-	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1,
+	// The executor counts each failed execution on its run and fails the
+	// run at the STREAM_MAX_RETRIES+1-th (dev's own default: the setting's
+	// Dev); the pollers retry for STREAM_RETRY_SECONDS whatever the count,
+	// so an outage of the store (no failure can be counted) loses nothing.
+	// The executor's start lag goes to the EMF recorder and to the status
+	// line dev prints every devStatusEvery while runs are started.
+	lag := &lagStatus{next: metrics}
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale, Metrics: lag,
 		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.ConformanceSeams}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
@@ -199,7 +203,7 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 		if err != nil {
 			return err
 		}
-		p.sc, p.arn, p.log, p.interval, p.maxRetries, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamMaxRetries, cp
+		p.sc, p.arn, p.log, p.interval, p.retryFor, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamRetry, cp
 	}
 	// Every request that may write, every batch a poller handled and every
 	// ResumeDue pass that executed runs wakes the idle pollers: an idle
@@ -210,8 +214,12 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 		p.wake, p.kick = wake[i], wake.kick
 	}
 
-	res := newResumer(exec.ResumeDue, execfn.DefaultResumeBatch)
+	// Each pass also drives the runs without progress for RUN_STALE_SECONDS
+	// (a stream delivery lost or given up), and passes at least every half
+	// of that bound: an acknowledged run settles once the store is back.
+	res := newResumer(devResumePass(exec), execfn.DefaultResumeBatch)
 	res.resumed, exec.Parked = wake.kick, res.parked
+	res.idle = min(devIdleResume, max(env.RunStale/2, time.Second))
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -226,6 +234,8 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	// devIdleResume (resumer).
 	wg.Add(1)
 	go func() { defer wg.Done(); res.run(runCtx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); lag.run(runCtx, stdout, devStatusEvery) }()
 	if o.RequestTimeout <= 0 {
 		o.RequestTimeout = DefaultRequestTimeout
 	}

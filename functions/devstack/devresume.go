@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/idemkit/idemkit/functions/executor/execfn"
 )
 
 // devIdleResume is the longest `idemkit dev` goes without a ResumeDue pass,
@@ -13,6 +15,21 @@ const (
 	devIdleResume  = 30 * time.Second
 	devResumeRetry = time.Second
 )
+
+// devResumePass is one pass of `idemkit dev`'s resumer: the parked runs
+// that are due (ResumeDue), then the live runs without progress past the
+// executor's StaleAfter (ResumeStale). It reports how many runs both
+// executed and the first error.
+func devResumePass(x *execfn.Executor) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		n, err := x.ResumeDue(ctx)
+		m, serr := x.ResumeStale(ctx)
+		if err == nil {
+			err = serr
+		}
+		return n + m, err
+	}
+}
 
 // resumer drives the executor's ResumeDue (parked runs whose wake time has
 // come) in `idemkit dev`, as the deployed function's minute schedule does,

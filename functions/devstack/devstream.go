@@ -20,21 +20,37 @@ type batchFunc func(ctx context.Context, recs []stream.StreamRecord) (retry []st
 // poller drives a handler from a table's stream the way a Lambda event
 // source mapping does: per shard, in order, from the shard's checkpoint
 // (the last sequence number whose batch was handled or dropped), or from
-// TRIM_HORIZON for a shard without one; a failed batch tail is retried with
-// backoff up to maxRetries times and then dropped (logged as sent to the
-// on-failure destination). An iterator the engine no longer honours
-// (expired, or past trimmed data) is replaced by a new one at the
+// TRIM_HORIZON for a shard without one.
+//
+// Retries are bounded by time, not by a count: a failed batch tail is
+// retried with backoff (doubling from 200 ms, at most backoffMax) for as
+// long as its first record has been failing for less than retryFor, however
+// many tries that takes, so a store outage shorter than retryFor loses
+// nothing. Only then is that one record dropped (logged as sent to the
+// on-failure destination; the stale-run pass still drives its run), and
+// the records behind it are handed over. While a record
+// is being retried the checkpoint stays before it: a restarted poller reads
+// it again. An iterator the engine no longer honours (expired, past trimmed
+// data, or lost with a restarted engine) is replaced by a new one at the
 // checkpoint.
 type poller struct {
-	name       string
-	sc         *dynamodbstreams.Client
-	arn        string
-	table      string // whose stream the poller reads
-	handle     batchFunc
-	log        *slog.Logger
-	interval   time.Duration
-	maxRetries int
-	filter     func(stream.StreamRecord) bool
+	name     string
+	sc       *dynamodbstreams.Client
+	arn      string
+	table    string // whose stream the poller reads
+	handle   batchFunc
+	log      *slog.Logger
+	interval time.Duration
+	// retryFor is how long a failing record is retried before it is
+	// dropped (STREAM_RETRY_SECONDS; 0: devStreamRetryFor).
+	retryFor time.Duration
+	// backoffMax caps the backoff between two tries (0: 5 s).
+	backoffMax time.Duration
+	// now and sleep are the retry clock (nil: time.Now and a timer
+	// honouring ctx); tests inject a manual one.
+	now    func() time.Time
+	sleep  func(ctx context.Context, d time.Duration)
+	filter func(stream.StreamRecord) bool
 	// cp keeps the per-shard checkpoints; nil keeps none (every start
 	// reads from TRIM_HORIZON).
 	cp checkpoints
@@ -92,8 +108,36 @@ type shardState struct {
 	batchEnd string
 	// checkpoint is the last sequence number handled ("" for none).
 	checkpoint string
-	retries    int
-	done       bool
+	// retries counts the tries of the failing tail that starts at
+	// failing (an event id), first failed at failingSince.
+	retries      int
+	failing      string
+	failingSince time.Time
+	done         bool
+}
+
+// devStreamRetryFor is how long `idemkit dev`'s pollers retry a failing
+// record unless STREAM_RETRY_SECONDS says otherwise.
+const devStreamRetryFor = 15 * time.Minute
+
+func (p *poller) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
+
+func (p *poller) wait(ctx context.Context, d time.Duration) {
+	if p.sleep != nil {
+		p.sleep(ctx, d)
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func (p *poller) run(ctx context.Context) {
@@ -203,7 +247,7 @@ func (p *poller) acquire(ctx context.Context, id string, st *shardState) error {
 
 // handled records that everything up to st.batchEnd is handled.
 func (p *poller) handled(ctx context.Context, id string, st *shardState) {
-	st.pending, st.retries = nil, 0
+	st.pending, st.retries, st.failing = nil, 0, ""
 	if st.batchEnd == "" || st.batchEnd == st.checkpoint {
 		return
 	}
@@ -246,6 +290,11 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 			}
 			if ctx.Err() == nil {
 				p.log.Warn("dev: get records", slog.String("stream", p.name), slog.String("shard", id), slog.String("error", err.Error()))
+				// The engine may have restarted and forgotten the
+				// iterator: take a new one at the checkpoint (nothing
+				// is pending, so the checkpoint is where reading
+				// stands).
+				st.needIter = true
 			}
 			return false
 		}
@@ -263,7 +312,7 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 				st.pending = append(st.pending, sr)
 			}
 		}
-		st.retries = 0
+		st.retries, st.failing = 0, ""
 		if len(st.pending) == 0 {
 			p.handled(ctx, id, st)
 			return false
@@ -281,17 +330,30 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 			break
 		}
 	}
+	if st.failing != first {
+		// A new head of the failing tail: its retry time starts now.
+		st.failing, st.failingSince, st.retries = first, p.clock(), 0
+	}
 	st.retries++
-	if st.retries > p.maxRetries {
-		p.log.Error("dev: stream batch failed after retries; sent to the on-failure destination",
-			slog.String("stream", p.name), slog.Int("records", len(st.pending)))
-		p.handled(ctx, id, st)
+	retryFor := p.retryFor
+	if retryFor <= 0 {
+		retryFor = devStreamRetryFor
+	}
+	if failing := p.clock().Sub(st.failingSince); failing >= retryFor {
+		// Only the record that kept failing is dropped: the records
+		// behind it, never tried meanwhile, are handed over next.
+		p.log.Error("dev: stream record still failing after the retry time; sent to the on-failure destination",
+			slog.String("stream", p.name), slog.String("event_id", first), slog.Int("tries", st.retries), slog.Duration("failing_for", failing))
+		st.pending, st.retries, st.failing = st.pending[1:], 0, ""
+		if len(st.pending) == 0 {
+			p.handled(ctx, id, st)
+		}
 		return true
 	}
-	backoff := min(time.Duration(1<<min(st.retries, 6))*100*time.Millisecond, 5*time.Second)
-	select {
-	case <-ctx.Done():
-	case <-time.After(backoff):
+	backoffMax := p.backoffMax
+	if backoffMax <= 0 {
+		backoffMax = 5 * time.Second
 	}
+	p.wait(ctx, min(time.Duration(1<<min(st.retries, 10))*100*time.Millisecond, backoffMax))
 	return true
 }

@@ -52,7 +52,7 @@ func TestPollerResumesFromCheckpoint(t *testing.T) {
 			seen := map[string]int{}
 			var got []string
 			p := &poller{name: "runs", sc: e.StreamsClient(), arn: arn, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				interval: 20 * time.Millisecond, maxRetries: 1, cp: cps,
+				interval: 20 * time.Millisecond, cp: cps,
 				handle: func(_ context.Context, recs []stream.StreamRecord) []string {
 					mu.Lock()
 					defer mu.Unlock()
@@ -130,7 +130,7 @@ func TestPollerWakesWhenKicked(t *testing.T) {
 		handed := make(chan string, 16)
 		w := newWaker(1)
 		p := &poller{name: "runs", sc: e.StreamsClient(), arn: arn, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			interval: time.Hour, idleMax: time.Hour, maxRetries: 1, wake: w[0], kick: w.kick,
+			interval: time.Hour, idleMax: time.Hour, wake: w[0], kick: w.kick,
 			handle: func(_ context.Context, recs []stream.StreamRecord) []string {
 				for _, r := range recs {
 					if v, ok := r.Keys["pk"].(*types.AttributeValueMemberS); ok {

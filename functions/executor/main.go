@@ -15,8 +15,10 @@ func main() {
 	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Ledger: true}, logger, metrics)
 	kit.Must(logger, "executor", "wiring", err)
 	// The stream delivers a failing run 1 + STREAM_MAX_RETRIES times; the
-	// last try ends the run failed rather than stranding it "running".
-	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1}
+	// last try ends the run failed rather than stranding it "running", and
+	// the schedule's stale-run pass drives a run whose delivery was lost.
+	// Each start's lag behind its creation is an EMF metric.
+	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale, Metrics: metrics}
 	boot.Trace("wiring")
 	lambda.Start(x.HandleInvoke)
 }

@@ -30,6 +30,16 @@ func New(w io.Writer, namespace string) *Recorder {
 
 // Count emits a Count metric named name with value n and bounded dimensions.
 func (r *Recorder) Count(name string, n float64, dims map[string]string) {
+	r.emit(name, "Count", n, dims)
+}
+
+// Milliseconds emits a Milliseconds metric (a duration, e.g. a lag) named
+// name with value ms and bounded dimensions.
+func (r *Recorder) Milliseconds(name string, ms float64, dims map[string]string) {
+	r.emit(name, "Milliseconds", ms, dims)
+}
+
+func (r *Recorder) emit(name, unit string, n float64, dims map[string]string) {
 	if r == nil || r.w == nil {
 		return
 	}
@@ -44,7 +54,7 @@ func (r *Recorder) Count(name string, n float64, dims map[string]string) {
 			"CloudWatchMetrics": []any{map[string]any{
 				"Namespace":  r.namespace,
 				"Dimensions": [][]string{keys},
-				"Metrics":    []any{map[string]string{"Name": name, "Unit": "Count"}},
+				"Metrics":    []any{map[string]string{"Name": name, "Unit": unit}},
 			}},
 		},
 		name: n,

@@ -38,6 +38,15 @@ type Options struct {
 	// tables. Without it DynamoDB Local keeps one set per access key and
 	// region (tests simulate regions that way). Default: false.
 	SharedDB bool
+	// DBPath makes DynamoDB Local keep its tables in files under this
+	// directory (-dbPath) instead of in memory (-inMemory), so a restart
+	// on the same directory finds them again (crash tests). Unused by moto
+	// and dynalite. Default "": in memory.
+	DBPath string
+	// Port is the loopback port to listen on (a restart on the same
+	// endpoint); a port that cannot be had is an error, not retried on
+	// another. Default 0: a free port.
+	Port int
 }
 
 // Server is a running emulator. Stop it with Stop.
@@ -63,7 +72,7 @@ type Server struct {
 }
 
 // Start starts the engine named kind (a row of the engine table; any other
-// name is an error matching ErrUnknownEngine) on a free loopback port and
+// name is an error matching ErrUnknownEngine) on a free loopback port (Options.Port: that one, tried once) and
 // returns once it answers ListTables (bounded by ctx and 90 s per attempt; a port
 // lost to another process is retried on a new one, 3 attempts). On error
 // nothing it started is left running.
@@ -74,9 +83,11 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		port, err := proc.FreePort()
-		if err != nil {
-			return nil, err
+		port, err := o.Port, error(nil)
+		if port == 0 {
+			if port, err = proc.FreePort(); err != nil {
+				return nil, err
+			}
 		}
 		cmd, cleanup, err := eng.command(ctx, port, o)
 		if err != nil {
@@ -106,7 +117,7 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 		}
 		s.Stop()
 		lastErr = fmt.Errorf("%s did not become ready: %v; output: %s", kind, err, s.out.String())
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || o.Port != 0 {
 			break
 		}
 	}

@@ -7,7 +7,11 @@
 //
 // Deliveries counts what reached the receiver, independently of the sender,
 // so a test can compare it with what the sender recorded (the effects
-// witness).
+// witness). It counts only its own test's requests: URL carries a path
+// token fresh for each receiver, and a request without it (another test's,
+// reaching a loopback port that test had freed) is answered 404, not
+// counted, and reported (Strangers, and Options.T's Errorf when set) with
+// its method, path and headers, credentials masked and keys hashed.
 package faultrx
 
 import (
@@ -16,7 +20,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"testing"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/stranger"
 )
 
 // Fault is how the receiver answers one delivery.
@@ -76,10 +83,14 @@ type Receiver struct {
 	// response, so a keep-alive sender finds it dead at its next request.
 	closeIdle bool
 
-	mu    sync.Mutex
-	got   []Delivery
-	addrs map[string]bool
-	hang  chan struct{}
+	token string
+	t     testing.TB
+
+	mu        sync.Mutex
+	strangers []string
+	got       []Delivery
+	addrs     map[string]bool
+	hang      chan struct{}
 }
 
 // Options configure New.
@@ -89,11 +100,14 @@ type Options struct {
 	// CloseIdle closes each keep-alive connection once its response is
 	// written and it turns idle, between one request and the next.
 	CloseIdle bool
+	// T, when set, is told of every request not sent to URL (t.Errorf).
+	// Default nil: such requests are only listed by Strangers.
+	T testing.TB
 }
 
 // New starts a receiver. Close it when done.
 func New(o Options) *Receiver {
-	r := &Receiver{plan: o.Plan, closeIdle: o.CloseIdle, addrs: map[string]bool{}, hang: make(chan struct{})}
+	r := &Receiver{plan: o.Plan, closeIdle: o.CloseIdle, addrs: map[string]bool{}, hang: make(chan struct{}), token: stranger.Token(), t: o.T}
 	if r.plan == nil {
 		r.plan = func(int) Fault { return OK }
 	}
@@ -121,8 +135,16 @@ func Sequence(fs ...Fault) func(int) Fault {
 	}
 }
 
-// URL is the receiver's base URL.
-func (r *Receiver) URL() string { return r.srv.URL }
+// URL is the receiver's base URL (its path token included): deliveries go
+// to it or to paths under it.
+func (r *Receiver) URL() string { return r.srv.URL + r.token }
+
+// Strangers describes every request received that was not sent to URL.
+func (r *Receiver) Strangers() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.strangers...)
+}
 
 // Close stops the receiver (and releases hanging requests).
 func (r *Receiver) Close() {
@@ -152,6 +174,17 @@ func (r *Receiver) Count() int {
 }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
+	if !stranger.Own(req, r.token) {
+		d := stranger.Describe(req)
+		r.mu.Lock()
+		r.strangers = append(r.strangers, d)
+		r.mu.Unlock()
+		if r.t != nil {
+			r.t.Errorf("faultrx: the receiver of %s received a request not sent by its test (not counted): %s", r.t.Name(), d)
+		}
+		http.NotFound(w, req)
+		return
+	}
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		return // not a delivery: the body never arrived whole

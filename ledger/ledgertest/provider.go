@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/ids"
+	"github.com/idemkit/idemkit/internal/stranger"
 )
 
 // Provider is a counting fake external provider that honours
@@ -18,7 +19,15 @@ import (
 // with a key performs an effect (counted) and its response is replayed to
 // every later request with the same key. It rejects a missing key or one
 // outside the OpenWOP grammar with 400. Safe for concurrent use.
+//
+// It counts only its own test's requests: Call sends them under a path
+// token fresh for each Provider, and a request without it (another test's,
+// reaching a loopback port that test had freed and this one reused) is
+// answered 404, not counted, and reported with t.Errorf (method, path and
+// headers, credentials masked and keys hashed).
 type Provider struct {
+	t        testing.TB
+	token    string
 	srv      *httptest.Server
 	mu       sync.Mutex
 	byKey    map[string]string
@@ -29,13 +38,18 @@ type Provider struct {
 
 // NewProvider starts a Provider, closed when t ends.
 func NewProvider(t testing.TB) *Provider {
-	p := &Provider{byKey: map[string]string{}}
+	p := &Provider{t: t, token: stranger.Token(), byKey: map[string]string{}}
 	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(p.srv.Close)
 	return p
 }
 
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
+	if !stranger.Own(r, p.token) {
+		p.t.Errorf("ledgertest: the provider of %s received a request not sent by its test (not counted): %s", p.t.Name(), stranger.Describe(r))
+		http.NotFound(w, r)
+		return
+	}
 	key := r.Header.Get("Idempotency-Key")
 	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
@@ -60,7 +74,7 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 // Call sends body with Idempotency-Key: key and returns the provider's
 // response (the same for every call with that key).
 func (p *Provider) Call(ctx context.Context, key, body string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.srv.URL+"/effects", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.srv.URL+p.token+"/effects", strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}

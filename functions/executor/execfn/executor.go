@@ -52,6 +52,10 @@
 //     executor that crashes between attempts loses nothing: the run stays
 //     parked (or its stream record is retried) and the next pass resumes
 //     it on time.
+//   - No acknowledged run is stranded by a lost stream delivery: the
+//     schedule's ResumeStale pass claims (compare-and-set) every live,
+//     unparked run without progress for StaleAfter and drives it to a
+//     terminal status, counting its failures like stream tries.
 package execfn
 
 import (
@@ -116,7 +120,30 @@ type Executor struct {
 	// side-effecting node posting to FixtureURL. Default false: a noop run
 	// has no nodes. Only `idemkit dev --conformance-seams` sets it.
 	NoopEffect bool
+	// StaleAfter is how long a live (pending or running), unparked run may
+	// go without progress before ResumeStale claims and drives it (the
+	// functions set it from RUN_STALE_SECONDS). It must exceed the longest
+	// healthy execution, so a live executor is rarely overtaken (and when
+	// it is, the ledger still fires each effect once and every status
+	// change is a compare-and-set). Default 0: DefaultStaleAfter.
+	StaleAfter time.Duration
+	// Metrics receives the executor's start lag (MetricStartLag) each time
+	// a run is started. Default nil: none.
+	Metrics Metrics
 }
+
+// Metrics receives the executor's measurements (bounded dimensions only,
+// never tenants or ids). *emf.Recorder implements it. Implementations must
+// be safe for concurrent use.
+type Metrics interface {
+	Milliseconds(name string, ms float64, dims map[string]string)
+}
+
+// MetricStartLag is how long a run waited between its creation (createdAt)
+// and its start (the compare-and-set pending -> running), in milliseconds:
+// how far execution lags behind creation. Dimension "trigger": "stream"
+// (its stream record) or "stale" (the stale-run pass).
+const MetricStartLag = "idemkit.executor.start_lag"
 
 const (
 	// defaultLastTryMargin is LastTryMargin's default.
@@ -308,6 +335,22 @@ func (x *Executor) start(ctx context.Context, image runs.Run) error {
 	return x.begin(ctx, image.ID)
 }
 
+// triggerKey carries the start lag's "trigger" dimension on ctx.
+type triggerKey struct{}
+
+// started reports a run's start lag (MetricStartLag).
+func (x *Executor) started(ctx context.Context, run runs.Run) {
+	if x.Metrics == nil || run.CreatedAt.IsZero() {
+		return
+	}
+	trigger, _ := ctx.Value(triggerKey{}).(string)
+	if trigger == "" {
+		trigger = "stream"
+	}
+	lag := max(x.now().Sub(run.CreatedAt), 0)
+	x.Metrics.Milliseconds(MetricStartLag, float64(lag.Milliseconds()), map[string]string{"trigger": trigger})
+}
+
 // begin moves a pending run to running and executes it. When the run was
 // no longer pending: another delivery started it (running) and it is
 // resumed (nodes re-execute from their start and the ledger dedups their
@@ -324,6 +367,8 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 		}
 	case err != nil:
 		return err
+	default:
+		x.started(ctx, run)
 	}
 	return x.proceed(ctx, run)
 }
@@ -404,6 +449,59 @@ func (x *Executor) ResumeDue(ctx context.Context) (int, error) {
 	return len(ids), first
 }
 
+// DefaultStaleAfter is StaleAfter's default: Lambda's longest invocation.
+const DefaultStaleAfter = 15 * time.Minute
+
+// ResumeStale drives the runs whose creation was acknowledged but whose
+// stream delivery was lost or given up (a store outage longer than the
+// stream's retries, a crash between reading a record and handling it): it
+// lists the live, unparked runs without progress for StaleAfter
+// (RunStore.Stale, up to DefaultResumeBatch), claims each with a
+// compare-and-set (RunStore.Claim: a run another resumer or an executor
+// moved meanwhile is skipped), and executes it exactly as a stream delivery
+// would: a pending run through the compare-and-set pending -> running, a
+// running one resumed from its nodes' start (the ledger returns recorded
+// effects, fires nothing twice). A failing execution is counted on the run
+// like a stream try (the MaxAttempts-th ends it failed), so a stranded run
+// always reaches a terminal status. It returns how many runs it claimed and
+// the first error.
+func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
+	after := x.StaleAfter
+	if after <= 0 {
+		after = DefaultStaleAfter
+	}
+	now := x.now()
+	before := now.Add(-after)
+	ids, err := x.Runs.Stale(ctx, before, DefaultResumeBatch)
+	if err != nil {
+		return 0, err
+	}
+	var first error
+	n := 0
+	for _, id := range ids {
+		run, err := x.Runs.Claim(ctx, id, before, x.now())
+		switch {
+		case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
+			continue // progressed, parked, ended or claimed meanwhile
+		case err != nil:
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		n++
+		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
+			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
+		if err := x.start(context.WithValue(ctx, triggerKey{}, "stale"), run); err != nil && !x.giveUp(ctx, id, err) {
+			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return n, first
+}
+
 // ResumeEvent is the input of the function's schedule (template.yaml
 // ResumeDue: {"resumeDue": true}).
 type ResumeEvent struct {
@@ -411,7 +509,8 @@ type ResumeEvent struct {
 }
 
 // HandleInvoke is the Lambda handler of both triggers: the runs stream (a
-// DynamoDB event, see HandleLambda) and the minute schedule (ResumeEvent).
+// DynamoDB event, see HandleLambda) and the minute schedule (ResumeEvent:
+// a ResumeDue pass, then a ResumeStale pass).
 func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, error) {
 	var probe struct {
 		Records   json.RawMessage `json:"Records"`
@@ -423,10 +522,15 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 	if probe.ResumeDue && len(probe.Records) == 0 {
 		n, err := x.ResumeDue(ctx)
 		x.log().InfoContext(ctx, "executor: resumed due runs", slog.Int("runs", n))
-		// A run that stays parked is retried at the next pass: not a
-		// failure of the schedule's invocation.
+		// A run that stays parked (or live) is retried at the next pass:
+		// not a failure of the schedule's invocation.
 		_ = err
-		return map[string]int{"resumed": n}, nil
+		stale, err := x.ResumeStale(ctx)
+		if err != nil {
+			x.log().WarnContext(ctx, "executor: stale-run pass", slog.String("error", err.Error()))
+		}
+		x.log().InfoContext(ctx, "executor: resumed stale runs", slog.Int("runs", stale))
+		return map[string]int{"resumed": n, "stale": stale}, nil
 	}
 	var ev events.DynamoDBEvent
 	if err := json.Unmarshal(raw, &ev); err != nil {

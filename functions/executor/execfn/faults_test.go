@@ -130,7 +130,9 @@ func TestFaultInjectedReceiverMatchesWitness(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
 				s := newFaultStack(t, e, clk, runsTbl, effTbl)
-				rx := faultrx.New(tc.opts)
+				opts := tc.opts
+				opts.T = t
+				rx := faultrx.New(opts)
 				defer rx.Close()
 				run := s.newRun(t, rx.URL())
 				if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
@@ -199,7 +201,7 @@ func TestCrashBetweenAttemptsResumesOnSchedule(t *testing.T) {
 		ctx := context.Background()
 		for _, parked := range []bool{true, false} {
 			clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-			rx := faultrx.New(faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany("30"), faultrx.OK)})
+			rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Sequence(faultrx.TooMany("30"), faultrx.OK)})
 			first := newFaultStack(t, e, clk, runsTbl, effTbl)
 			var noted []time.Time // Executor.Parked
 			first.x.Parked = func(at time.Time) { noted = append(noted, at) }

@@ -26,7 +26,7 @@ func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rx := faultrx.New(faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany(clk.Now().Add(90*time.Second).Format(http.TimeFormat)), faultrx.OK)})
+	rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Sequence(faultrx.TooMany(clk.Now().Add(90*time.Second).Format(http.TimeFormat)), faultrx.OK)})
 	defer rx.Close()
 	runs := hostruns.NewMemRuns()
 	x := &Executor{Runs: runs, Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),

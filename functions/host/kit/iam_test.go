@@ -240,7 +240,7 @@ func TestRoleGrantsParse(t *testing.T) {
 	want := map[string][]string{
 		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable"},
 		"AuthorizerRole": {"ApiKeysTable"},
-		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "EffectsTable", "FenceTable"},
+		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable"},
 		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream"},
 		"SweeperRole":    {"EffectsTable"},
 	}

@@ -106,10 +106,13 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The minute schedule's pass over parked runs.
+	if _, err := x.ResumeStale(ctx); err != nil { // the schedule's stale-run pass
+		t.Fatal(err)
+	}
 	if _, err := x.ResumeDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "EffectsTable", "FenceTable")
+	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable")
 
 	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
 		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != semantic.RecipeV2 {

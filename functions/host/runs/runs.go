@@ -189,6 +189,22 @@ type RunStore interface {
 	// before now, earliest first. It may be eventually consistent (a GSI):
 	// the caller re-reads each run.
 	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
+	// Stale returns up to limit ids of live (pending or running) runs
+	// whose updatedAt is at or before before: runs that made no progress
+	// since, whose stream delivery may have been lost (stale.go). It may be
+	// eventually consistent (a GSI) and may list parked runs: the caller
+	// claims each run (Claim), which re-checks everything.
+	Stale(ctx context.Context, before time.Time, limit int) ([]string, error)
+	// Claim takes a stale run for one execution: a compare-and-set that
+	// moves updatedAt to now only if the run is live, not parked and its
+	// updatedAt is still at or before before. It returns the run as stored
+	// afterwards. Because the claim itself is progress, a second claimer
+	// (another resumer) holding the same view gets ErrStatusConflict, and
+	// so does one whose run moved meanwhile (a live executor's transition,
+	// a failure noted, a park, an end); the run is not claimable again
+	// until it has been without progress for the bound once more.
+	// ErrRunNotFound when there is no run.
+	Claim(ctx context.Context, id string, before, now time.Time) (Run, error)
 }
 
 // MemRuns is an in-memory RunStore (tests, examples, embedding), safe for

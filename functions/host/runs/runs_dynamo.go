@@ -27,6 +27,7 @@ type DynamoAPI interface {
 // DynamoRuns is the RunsTable RunStore (partition key pk = runId).
 //
 // Item: pk, tenant, workflowId, inputs (JSON text), status, error,
+// liveShard (on live runs only: the byLive index, see stale.go),
 // createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
 // retryOf (a retry's failed run), version and history (the version log: a
 // list with one map per version, field -> JSON text of the value set; every
@@ -69,8 +70,9 @@ const (
 	runAttrWakeMax = "wakeMaxAttempts"
 	runAttrWakeDL  = "wakeDeadline"
 	runAttrRetryOf = "retryOf"
-	runAttrVersion = "version" // N: the run's version (Run.Version)
-	runAttrHistory = "history" // L of M{field: S(JSON value)}: the version log
+	runAttrVersion = "version"   // N: the run's version (Run.Version)
+	runAttrHistory = "history"   // L of M{field: S(JSON value)}: the version log
+	runAttrLive    = "liveShard" // "live#N" on live runs: the sparse byLive index's key
 	wakeShard      = "due"
 )
 
@@ -104,6 +106,9 @@ func runItem(r Run) map[string]types.AttributeValue {
 	}
 	if r.RetryOf != "" {
 		m[runAttrRetryOf] = sAV(r.RetryOf)
+	}
+	if !r.Status.Terminal() {
+		m[runAttrLive] = sAV(liveShardOf(r.ID))
 	}
 	m[runAttrVersion] = nAV(r.Version)
 	l := make([]types.AttributeValue, 0, len(r.History))
@@ -277,7 +282,7 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 		upd = upd.Set(expression.Name(runAttrError), expression.Value(errMsg))
 	}
 	if to.Terminal() {
-		upd = upd.Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
+		upd = upd.Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
 			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
 	}
 	upd = newVersion(upd, terminalVersion(to, errMsg))

@@ -29,6 +29,8 @@ const (
 	envMetricsNS        = "METRICS_NAMESPACE"            // EMF namespace
 	envTransactional    = "RUNS_TRANSACTIONAL"           // see DynamoRuns.Transactional
 	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts
+	EnvStreamRetry      = "STREAM_RETRY_SECONDS"         // idemkit dev: how long a stream poller retries a failing record
+	EnvRunStale         = "RUN_STALE_SECONDS"            // executor: a live run without progress this long is resumed
 )
 
 // Multi-region environment variables (api function, fenced-effects).
@@ -109,6 +111,16 @@ type Env struct {
 	// StreamMaxRetries parameter). The executor ends a run failed on the
 	// stream's last try, 1 + StreamMaxRetries.
 	StreamMaxRetries int
+	// StreamRetry: STREAM_RETRY_SECONDS (1..86400), how long `idemkit
+	// dev`'s stream pollers retry a failing record (with backoff, however
+	// many tries that takes) before dropping it. Default 15 minutes.
+	StreamRetry time.Duration
+	// RunStale: RUN_STALE_SECONDS (1..86400), how long a pending or
+	// running, unparked run may go without progress (updatedAt) before the
+	// executor's stale-run pass claims and drives it (ResumeStale). It must
+	// exceed the longest healthy execution: the template's default is the
+	// Lambda maximum, 900 s. Default 15 minutes (`idemkit dev`: 60 s).
+	RunStale time.Duration
 }
 
 // Require reports the named tables that are empty, in one error matching

@@ -23,7 +23,7 @@ import (
 // to; the test proves the receiver reproduces it.
 func TestReceiverReproducesTransparentResend(t *testing.T) {
 	for _, fault := range []faultrx.Fault{faultrx.ResetAfterBody, faultrx.CloseAfterBody} {
-		rx := faultrx.New(faultrx.Options{Plan: faultrx.Sequence(faultrx.Status503, fault, faultrx.OK)})
+		rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Sequence(faultrx.Status503, fault, faultrx.OK)})
 		c := &http.Client{Transport: &http.Transport{}}
 		for i := 0; i < 2; i++ {
 			req, _ := http.NewRequest(http.MethodPost, rx.URL(), bytes.NewReader([]byte(`{}`)))
@@ -57,7 +57,7 @@ func TestWebhookNeverResendsBehindTheLedger(t *testing.T) {
 		for cname, client := range clients {
 			for _, closeIdle := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/closeIdle=%v", fname, cname, closeIdle), func(t *testing.T) {
-					rx := faultrx.New(faultrx.Options{Plan: faultrx.Sequence(faultrx.Status503, fault, faultrx.OK), CloseIdle: closeIdle})
+					rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Sequence(faultrx.Status503, fault, faultrx.OK), CloseIdle: closeIdle})
 					defer rx.Close()
 					l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
 					if err != nil {

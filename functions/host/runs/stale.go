@@ -1,0 +1,162 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Stale runs: a run whose creation was acknowledged is driven by the runs
+// stream, but a delivery can be lost (a poller or event source mapping that
+// gave up during a store outage, a crash between reading and handling).
+// Every live run therefore stays findable by its last progress: the sparse
+// byLive index of RunsTable holds exactly the pending and running runs
+// (liveShard is written by Create and removed by every terminal
+// Transition), sorted by updatedAt, which every write of the run's
+// progress moves (Transition, NoteFailure, Schedule, Claim). A pass over
+// it (execfn.Executor.ResumeStale) finds the runs without progress for
+// longer than a bound and claims each with a compare-and-set on updatedAt
+// (Claim) before executing it, so two resumers never both take a run, and
+// every status change stays the executor's compare-and-set; a node that
+// runs again meanwhile gets its effect's recorded outcome from the ledger.
+//
+// Runs stored before the index existed carry no liveShard and are not
+// found.
+
+// indexByLive is the RunsTable GSI serving Stale: partition liveShard
+// (liveShards values "live#0".., present only on live runs), sort
+// updatedAt.
+const indexByLive = "byLive"
+
+// liveShards spreads the live runs over this many index partitions (one
+// Query each per pass), so a busy table's creates do not all land on one.
+const liveShards = 4
+
+// liveShardOf is the byLive partition of run id.
+func liveShardOf(id string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	return "live#" + strconv.Itoa(int(h.Sum32()%liveShards))
+}
+
+// Stale implements RunStore.
+func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var stale []Run
+	for _, r := range m.runs {
+		if !r.Status.Terminal() && !r.UpdatedAt.After(before) {
+			stale = append(stale, r)
+		}
+	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].UpdatedAt.Before(stale[j].UpdatedAt) })
+	ids := make([]string, 0, len(stale))
+	for _, r := range stale {
+		if limit > 0 && len(ids) >= limit {
+			break
+		}
+		ids = append(ids, r.ID)
+	}
+	return ids, nil
+}
+
+// Claim implements RunStore.
+func (m *MemRuns) Claim(_ context.Context, id string, before, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if r.Status.Terminal() || !r.Wake.IsZero() || r.UpdatedAt.After(before) {
+		return r, ErrStatusConflict
+	}
+	r.UpdatedAt = now.UTC()
+	m.runs[id] = r
+	return r, nil
+}
+
+// Stale implements RunStore: one Query of the byLive index per shard
+// (liveShard = s AND updatedAt <= before), oldest first within a shard.
+// Client must also implement QueryAPI (a *dynamodb.Client does).
+func (d *DynamoRuns) Stale(ctx context.Context, before time.Time, limit int) ([]string, error) {
+	q, ok := d.Client.(QueryAPI)
+	if !ok {
+		return nil, errors.New("host: the runs client cannot Query")
+	}
+	var ids []string
+	for s := 0; s < liveShards && (limit <= 0 || len(ids) < limit); s++ {
+		kc := expression.Key(runAttrLive).Equal(expression.Value("live#" + strconv.Itoa(s))).
+			And(expression.Key(runAttrUpdated).LessThanEqual(expression.Value(before.UnixMilli())))
+		expr, err := expression.NewBuilder().WithKeyCondition(kc).Build()
+		if err != nil {
+			return nil, err
+		}
+		in := &dynamodb.QueryInput{
+			TableName: aws.String(d.Table), IndexName: aws.String(indexByLive),
+			KeyConditionExpression: expr.KeyCondition(), ExpressionAttributeNames: expr.Names(),
+			ExpressionAttributeValues: expr.Values(),
+		}
+		if limit > 0 {
+			in.Limit = aws.Int32(int32(limit - len(ids)))
+		}
+		out, err := q.Query(ctx, in)
+		if err != nil {
+			return nil, fmt.Errorf("host: stale runs: %w", err)
+		}
+		for _, it := range out.Items {
+			if v, ok := it[runAttrPK].(*types.AttributeValueMemberS); ok {
+				ids = append(ids, v.Value)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// Claim implements RunStore: one UpdateItem (SET updatedAt) conditional on
+// the run existing, being pending or running, not parked (no wakeShard)
+// and updatedAt <= before. It changes no tracked field, so the run's
+// version stays.
+func (d *DynamoRuns) Claim(ctx context.Context, id string, before, now time.Time) (Run, error) {
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live).
+		And(expression.AttributeNotExists(expression.Name(runAttrWake))).
+		And(expression.Name(runAttrUpdated).LessThanEqual(expression.Value(before.UnixMilli())))
+	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return Run{}, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if cur, ok := RunFromItem(ccf.Item); ok {
+			return cur, ErrStatusConflict
+		}
+		cur, gerr := d.Get(ctx, id)
+		if gerr != nil {
+			return Run{}, gerr
+		}
+		return cur, ErrStatusConflict
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("host: claim stale run: %w", err)
+	}
+	r, _ := RunFromItem(out.Attributes)
+	return r, nil
+}
