@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/shared"
@@ -406,7 +407,7 @@ func TestUncachedHandlerOutcomesLeaveStoreEmpty(t *testing.T) {
 				RequestContext: events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"tenantId": testTenant}}}); err != nil {
 				t.Fatal(err)
 			}
-			g, _ := idem.New(idem.Config{Store: e.store, Now: e.clock.Now, Logger: e.guard.Config().Logger,
+			g, _ := idem.New(idem.Config{Store: e.store, Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}}, Logger: e.guard.Config().Logger,
 				HTTPTenant: func(*http.Request) (string, bool) { return testTenant, true }})
 			hh := g.Handle("POST /runs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(c.status)

@@ -3,24 +3,29 @@ package idem
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
 // are then written without a TTL attribute.
 const Forever time.Duration = -1
 
-// Lease bounds (the ERP policy): IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600.
+// Config's defaults and bounds. The lease bounds are the ERP policy's
+// (IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600).
 const (
-	MinLease     = 30 * time.Second
-	MaxLease     = 3600 * time.Second
-	DefaultLease = 300 * time.Second
+	MinLease          = 30 * time.Second
+	MaxLease          = 3600 * time.Second
+	DefaultLease      = 300 * time.Second
+	DefaultLeaseSkew  = 10 * time.Second
+	DefaultWait       = 5 * time.Second
+	DefaultWaitMargin = 250 * time.Millisecond
 )
 
 // Config configures a Guard. Every field documents its default; New
@@ -60,7 +65,7 @@ type Config struct {
 	Heartbeat time.Duration
 
 	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
-	// between Lambda hosts. Default 10 s; must be >= 0.
+	// between Lambda hosts. Default DefaultLeaseSkew (10 s); must be >= 0.
 	LeaseSkew time.Duration
 
 	// Retention is how long a record is kept after its last write. Default
@@ -72,12 +77,12 @@ type Config struct {
 
 	// Wait bounds how long a duplicate waits for the winner's final outcome
 	// before answering 409 idempotency_in_flight. The context deadline (the
-	// Lambda deadline) bounds it as well, less WaitMargin. Default 5 s; a
-	// negative value disables waiting.
+	// Lambda deadline) bounds it as well, less WaitMargin. Default
+	// DefaultWait (5 s); a negative value disables waiting.
 	Wait time.Duration
 
 	// WaitMargin is kept free before the context deadline to write the 409.
-	// Default 250 ms.
+	// Default DefaultWaitMargin (250 ms).
 	WaitMargin time.Duration
 
 	// InFlightRetryAfter is the Retry-After of a 409 idempotency_in_flight
@@ -151,11 +156,8 @@ type Config struct {
 	// metrics); Lambda functions pass emf.New(os.Stdout, namespace).
 	Metrics Metrics
 
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-
-	// NewOwner returns a fresh lease owner token. Default 128 random bits.
-	NewOwner func() string
+	// Test holds the hooks only tests set (the clock). Default zero.
+	Test TestConfig
 }
 
 // Route is a per-operation option set.
@@ -239,7 +241,7 @@ func (c Config) withDefaults() (Config, error) {
 		p = append(p, fmt.Sprintf("Heartbeat %s must be positive and below Lease %s", c.Heartbeat, c.Lease))
 	}
 	if c.LeaseSkew == 0 {
-		c.LeaseSkew = 10 * time.Second
+		c.LeaseSkew = DefaultLeaseSkew
 	} else if c.LeaseSkew < 0 {
 		p = append(p, "LeaseSkew must be >= 0")
 	}
@@ -253,7 +255,7 @@ func (c Config) withDefaults() (Config, error) {
 		p = append(p, fmt.Sprintf("Retention %s is below the %s policy's minimum of %s", c.Retention, c.Policy.Name, c.Policy.minRetention()))
 	}
 	if c.Wait == 0 {
-		c.Wait = 5 * time.Second
+		c.Wait = DefaultWait
 	}
 	switch {
 	case c.InFlightRetryAfter == 0:
@@ -262,7 +264,7 @@ func (c Config) withDefaults() (Config, error) {
 		p = append(p, fmt.Sprintf("InFlightRetryAfter %s is outside 1s..1m", c.InFlightRetryAfter))
 	}
 	if c.WaitMargin == 0 {
-		c.WaitMargin = 250 * time.Millisecond
+		c.WaitMargin = DefaultWaitMargin
 	} else if c.WaitMargin < 0 {
 		p = append(p, "WaitMargin must be >= 0")
 	}
@@ -317,19 +319,13 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
+		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.NewOwner == nil {
-		c.NewOwner = newOwnerToken
+	if c.Test.Clock == nil {
+		c.Test.Clock = clock.System{}
 	}
 	if len(p) > 0 {
 		return c, &ConfigError{Problems: p}
 	}
 	return c, nil
 }
-
-// stderr is where the default logger writes (a variable for tests).
-var stderr io.Writer = os.Stderr

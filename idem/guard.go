@@ -43,8 +43,9 @@ import (
 // Store round trips: a first execution costs two (claim, complete); a replay
 // costs one (the failed claim returns the record).
 type Guard struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -53,7 +54,7 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger}, nil
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).

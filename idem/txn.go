@@ -9,11 +9,9 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
-	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
@@ -194,11 +192,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
-	t.owner = g.cfg.NewOwner()
-	var until time.Time
+	t.owner = newOwnerToken()
+	var budget time.Duration
 	waiting := false
 	for {
-		now := g.cfg.Now()
+		now := g.clock.Now()
 		rec := Record{
 			ID:           t.id,
 			Digest:       t.digest,
@@ -220,13 +218,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		cur := res.Record
 		if !waiting {
-			until = g.waitUntil(ctx)
-			if t.async {
-				until = time.Now()
+			if !t.async {
+				budget = g.waitBudget(ctx)
 			}
 			waiting = true
 		}
-		act, cur := t.inspect(ctx, cur, until)
+		act, cur := t.inspect(ctx, cur, &budget)
 		switch act {
 		case actReplay:
 			return t.replay(ctx, &cur)
@@ -243,7 +240,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			t.logf(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
 				"A request with this Idempotency-Key is still being processed."))
-			resp.Headers[HeaderRetryAfter] = []string{strconv.Itoa(g.retryAfter(&cur, g.cfg.Now()))}
+			resp.Headers[HeaderRetryAfter] = []string{strconv.Itoa(g.retryAfter(&cur, g.clock.Now()))}
 			return resp
 		}
 		// actClaim: the record went away or became reclaimable; claim again.
@@ -283,7 +280,7 @@ func (t *txn) pending(ctx context.Context, rec *Record) *Response {
 	body, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.RequestID})
 	resp := &Response{Status: 202, Body: body, Headers: map[string][]string{
 		"Content-Type":   {"application/json"},
-		HeaderRetryAfter: {strconv.Itoa(t.g.retryAfter(rec, t.g.cfg.Now()))},
+		HeaderRetryAfter: {strconv.Itoa(t.g.retryAfter(rec, t.g.clock.Now()))},
 	}}
 	return t.decorate(resp, true, rec.RequestID)
 }
@@ -297,24 +294,25 @@ const (
 	actClaim
 )
 
-// waitUntil returns the wall-clock end of a duplicate's wait.
-func (g *Guard) waitUntil(ctx context.Context) time.Time {
-	now := time.Now()
+// waitBudget returns how long a duplicate may wait for the first
+// request's outcome: Config.Wait, bounded by the context's deadline (wall
+// time) less WaitMargin; 0 when it does not wait.
+func (g *Guard) waitBudget(ctx context.Context) time.Duration {
 	if g.cfg.Wait < 0 || g.cfg.Policy.InFlight.NoWait {
-		return now
+		return 0
 	}
-	until := now.Add(g.cfg.Wait)
+	b := g.cfg.Wait
 	if dl, ok := ctx.Deadline(); ok {
-		if d := dl.Add(-g.cfg.WaitMargin); d.Before(until) {
-			until = d
-		}
+		b = min(b, time.Until(dl)-g.cfg.WaitMargin)
 	}
-	return until
+	return max(b, 0)
 }
 
 // inspect decides what to do with an existing record, polling the store
-// with bounded backoff while it is pending and live, until the wait ends.
-func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action, Record) {
+// with bounded backoff while it is pending and live, until the wait budget
+// is spent: the time slept on the Guard's clock, and never past the
+// context's deadline less WaitMargin.
+func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (action, Record) {
 	backoff := 20 * time.Millisecond
 	for {
 		if cur.Digest != t.digest {
@@ -323,17 +321,21 @@ func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action,
 		if cur.State.Final() {
 			return actReplay, cur
 		}
-		rem := time.Until(until)
+		rem := *budget
+		if dl, ok := ctx.Deadline(); ok {
+			rem = min(rem, time.Until(dl)-t.g.cfg.WaitMargin)
+		}
 		if rem <= 0 {
 			return actInFlight, cur
 		}
 		d := min(backoff, rem)
-		d = d/2 + rand.N(d/2+1)
-		if clock.Sleep(ctx, d) != nil {
+		d = max(d/2+rand.N(d/2+1), 1) // never 0: the budget always shrinks
+		*budget -= d
+		if t.g.clock.Sleep(ctx, d) != nil {
 			return actInFlight, cur
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
-		now := t.g.cfg.Now()
+		now := t.g.clock.Now()
 		r, found, err := t.g.cfg.Store.Get(ctx, t.id, now)
 		if err != nil {
 			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
@@ -388,7 +390,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		hb.stop()
 	}
 	wctx := context.WithoutCancel(ctx)
-	now := g.cfg.Now()
+	now := g.clock.Now()
 	if err != nil {
 		t.logf(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
 			t.errText(err), slog.Int("attempt", rec.Attempt))
@@ -448,46 +450,52 @@ func (t *txn) release(ctx context.Context, now time.Time) {
 	}
 }
 
-// heartbeat renews the lease every Heartbeat while the handler runs.
+// heartbeat renews the lease every Heartbeat (on the Guard's clock's
+// ticker) while the handler runs.
 type heartbeat struct {
-	mu      sync.Mutex
-	stopped bool
-	timer   *time.Timer
-	cancel  context.CancelCauseFunc
+	done   chan struct{} // closed by stop
+	exited chan struct{} // closed when the renewing goroutine returns
+	cancel context.CancelCauseFunc
 }
 
 func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	hb := &heartbeat{cancel: cancel}
-	every := t.g.cfg.Heartbeat
-	hb.mu.Lock()
-	hb.timer = time.AfterFunc(every, func() {
-		hb.mu.Lock()
-		defer hb.mu.Unlock()
-		if hb.stopped {
-			return
+	hb := &heartbeat{done: make(chan struct{}), exited: make(chan struct{}), cancel: cancel}
+	ticks, stopTicks := t.g.clock.NewTicker(t.g.cfg.Heartbeat)
+	go func() {
+		defer close(hb.exited)
+		defer stopTicks()
+		for {
+			select {
+			case <-hb.done:
+				return
+			case <-ticks:
+			}
+			select {
+			case <-hb.done: // stopped while the tick was pending
+				return
+			default:
+			}
+			now := t.g.clock.Now()
+			lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
+			err := t.g.cfg.Store.Renew(context.WithoutCancel(ctx), t.id, t.owner, now.Add(lease), now)
+			if errors.Is(err, ErrFenced) {
+				t.writeFailed(ctx, "renew", err)
+				cancel(ErrLeaseLost)
+				return
+			}
+			if err != nil {
+				t.writeFailed(ctx, "renew", err)
+			}
 		}
-		now := t.g.cfg.Now()
-		lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
-		err := t.g.cfg.Store.Renew(context.WithoutCancel(ctx), t.id, t.owner, now.Add(lease), now)
-		if errors.Is(err, ErrFenced) {
-			t.writeFailed(ctx, "renew", err)
-			cancel(ErrLeaseLost)
-			return
-		}
-		if err != nil {
-			t.writeFailed(ctx, "renew", err)
-		}
-		hb.timer.Reset(every)
-	})
-	hb.mu.Unlock()
+	}()
 	return hctx, hb
 }
 
+// stop ends the renewals; a renewal under way finishes first, so none
+// starts after stop returns.
 func (hb *heartbeat) stop() {
-	hb.mu.Lock()
-	hb.stopped = true
-	hb.timer.Stop()
-	hb.mu.Unlock()
+	close(hb.done)
+	<-hb.exited
 	hb.cancel(nil)
 }

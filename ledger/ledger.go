@@ -116,6 +116,12 @@ type Config struct {
 	// Metrics receives the counters (see the Metric… names), for example an
 	// *emf.Recorder. Default nil: no metrics.
 	Metrics Metrics
+	// Test holds the hooks only tests set. Default zero.
+	Test TestConfig
+}
+
+// TestConfig holds a Ledger's hooks for tests; production leaves it zero.
+type TestConfig struct {
 	// Jitter randomizes a retry backoff d (see Retry). Default: "equal
 	// jitter", d/2 plus a uniform random part of d/2. Tests inject a
 	// deterministic one.
@@ -172,8 +178,8 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
 	}
-	if cfg.Jitter == nil {
-		cfg.Jitter = equalJitter
+	if cfg.Test.Jitter == nil {
+		cfg.Test.Jitter = equalJitter
 	}
 	return &Ledger{cfg: cfg}, nil
 }

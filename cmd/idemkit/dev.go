@@ -291,12 +291,12 @@ func dev(ctx context.Context, o devOptions, stdout io.Writer, logger *slog.Logge
 	// conditional PutItem whatever RUNS_TRANSACTIONAL says.
 	env.Transactional = env.Transactional && supportsTransactions(ctx, client, env.RunsTable)
 	metrics := emf.New(io.Discard, env.MetricsNamespace)
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, GuardWait: o.idemWait}, logger, metrics)
+	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, Test: kit.TestParts{GuardWait: o.idemWait}}, logger, metrics)
 	if err != nil {
 		return err
 	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.seams})
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, Test: apifn.TestConfig{ConformanceSeams: o.seams}})
 	if err != nil {
 		return err
 	}

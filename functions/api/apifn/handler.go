@@ -83,19 +83,9 @@ type Config struct {
 	// Default 0: settings.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
 	// not expressible here; no real replication meets it).
 	ReplicationLagBoundMs int
-	// ConformanceSeams advertises the conformance seams profile
-	// (conformance.seamsProfile) in the capabilities document. Set only by
-	// `idemkit dev --conformance-seams`, which serves the seams; the api
-	// function of the deployed stack never sets it (it has no environment
-	// variable), so the stack neither serves nor advertises them.
-	ConformanceSeams bool
 	// BaseURL prefixes eventsUrl/statusUrl. Default "https://" + the
 	// request's domain name.
 	BaseURL string
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
-	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger receives error logs. Default slog.Default().
 	Logger *slog.Logger
 	// Inbox keeps the offline writes refused as decided against a stale
@@ -103,6 +93,23 @@ type Config struct {
 	// Default: the runs store's own (runs.InboxOf: the RunsTable inbox of
 	// a DynamoRuns), else an in-memory one.
 	Inbox runs.Inbox
+	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
+	Test TestConfig
+}
+
+// TestConfig holds a Handler's hooks for tests and development; the api
+// function of the deployed stack leaves it zero.
+type TestConfig struct {
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// ConformanceSeams advertises the conformance seams profile
+	// (conformance.seamsProfile) in the capabilities document. Set only by
+	// `idemkit dev --conformance-seams`, which serves the seams; the api
+	// function of the deployed stack never sets it (it has no environment
+	// variable), so the stack neither serves nor advertises them.
+	ConformanceSeams bool
 }
 
 // Handler serves the API. Safe for concurrent use.
@@ -128,18 +135,18 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.ReplicationLagBoundMs > 0 {
 		capOpts = append(capOpts, settings.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
 	}
-	if cfg.ConformanceSeams {
+	if cfg.Test.ConformanceSeams {
 		capOpts = append(capOpts, settings.WithConformanceSeams())
 	}
 	caps, err := settings.CapabilitiesDoc(cfg.CrossRegion, capOpts...)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Test.Now == nil {
+		cfg.Test.Now = time.Now
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = clock.Sleep
+	if cfg.Test.Sleep == nil {
+		cfg.Test.Sleep = clock.Sleep
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -74,7 +74,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Now())
+	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Test.Now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
@@ -119,7 +119,7 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, e
 	}
 	se := &idem.StaleDecisionError{RecordID: r.ID, Decided: decided, Current: r.Version, Changes: touched, InboxID: entryID}
 	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Now()}); err != nil {
+		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
 	st, hd, body := se.Envelope()
