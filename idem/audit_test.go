@@ -738,17 +738,17 @@ func TestTenantResolutionREST(t *testing.T) {
 	}{
 		{"authorizer key", idem.AuthorizerKey("org"), events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": "o1"}}, "o1"},
 		{"authorizer key, number", idem.AuthorizerKey("org"), events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": float64(42)}}, "42"},
-		{"jwt claim (any)", idem.TenantSource{Kind: idem.TenantJWTClaim, Name: "custom:tenant"},
+		{"jwt claim (any)", idem.JWTClaim("custom:tenant"),
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"claims": map[string]any{"custom:tenant": "c1"}}}, "c1"},
-		{"jwt claim (string map)", idem.TenantSource{Kind: idem.TenantJWTClaim},
+		{"jwt claim (string map)", idem.JWTClaim(""),
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"claims": map[string]string{"tenantId": "c2"}}}, "c2"},
-		{"jwt claim missing", idem.TenantSource{Kind: idem.TenantJWTClaim},
+		{"jwt claim missing", idem.JWTClaim(""),
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"tenantId": "not-a-claim"}}, ""},
-		{"iam user arn", idem.TenantSource{Kind: idem.TenantIAMPrincipal},
+		{"iam user arn", idem.IAMPrincipal(),
 			events.APIGatewayProxyRequestContext{Identity: events.APIGatewayRequestIdentity{UserArn: "arn:aws:iam::1:user/u", Caller: "AIDA"}}, "arn:aws:iam::1:user/u"},
-		{"iam caller", idem.TenantSource{Kind: idem.TenantIAMPrincipal},
+		{"iam caller", idem.IAMPrincipal(),
 			events.APIGatewayProxyRequestContext{Identity: events.APIGatewayRequestIdentity{Caller: "AIDA:session"}}, "AIDA:session"},
-		{"iam absent", idem.TenantSource{Kind: idem.TenantIAMPrincipal}, events.APIGatewayProxyRequestContext{}, ""},
+		{"iam absent", idem.IAMPrincipal(), events.APIGatewayProxyRequestContext{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = c.src; cfg.BodyTenantField = "tenantId" })

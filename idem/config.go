@@ -1,7 +1,6 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -13,19 +12,49 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
-// are then written without a TTL attribute.
-const Forever time.Duration = -1
-
-// Config's defaults and bounds. The lease bounds are the ERP policy's
+// Config's defaults and bounds, the request and response size limits, and
+// the reserved keyspaces. The lease bounds are the ERP policy's
 // (IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600).
 const (
+	// Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
+	// are then written without a TTL attribute.
+	Forever time.Duration = -1
+
+	// Config's defaults and bounds. The lease bounds are the ERP policy's
+	// (IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600).
+
 	MinLease          = 30 * time.Second
 	MaxLease          = 3600 * time.Second
 	DefaultLease      = 300 * time.Second
 	DefaultLeaseSkew  = 10 * time.Second
 	DefaultWait       = 5 * time.Second
 	DefaultWaitMargin = 250 * time.Millisecond
+
+	// MaxRequestBytes is the largest request body the net/http middleware reads
+	// (Lambda's 6 MB payload limit); a larger body is answered
+	// 413 payload_too_large.
+	MaxRequestBytes = 6 << 20
+
+	// MaxResponseBytes is the largest response body every Store must store and
+	// replay byte-exactly: Lambda's 6 MB synchronous payload limit.
+	MaxResponseBytes = 6 << 20
+
+	// AnonymousTenantID is the tenant of unauthenticated requests under
+	// AnonymousTenant. Authenticated tenants are scoped as "tenant:"+id, so the
+	// two never collide.
+	AnonymousTenantID = "anon:"
+
+	// Keyspace separation: host-generated keys never share the caller's keyspace.
+	//
+	// Every Layer-1 record ID is CallerPrefix followed by the unpadded base64url
+	// SHA-256 of a domain-separated, length-prefixed encoding of (tenant,
+	// operation, key). The caller controls only the key, which is hashed, so no
+	// caller-supplied key can produce an ID outside this shape, and every Store
+	// refuses (ErrInvalidRecord) to claim an ID that is not IsCallerID. Host
+	// generated identifiers (locks, fire-once slots, effect identities) are never
+	// stored in the Layer-1 store at all: they live in the ledger's tables. A
+	// caller key therefore cannot name, claim or suppress a host lock.
+	CallerPrefix = "caller:v1:"
 )
 
 // Config configures a Guard. Every field documents its default; New
@@ -198,20 +227,12 @@ const (
 	AnonymousTenant
 )
 
-// AnonymousTenantID is the tenant of unauthenticated requests under
-// AnonymousTenant. Authenticated tenants are scoped as "tenant:"+id, so the
-// two never collide.
-const AnonymousTenantID = "anon:"
-
 // ConfigError lists every problem New found in a Config.
 type ConfigError struct{ Problems []string }
 
 func (e *ConfigError) Error() string {
 	return "idem: invalid config: " + strings.Join(e.Problems, "; ")
 }
-
-// ErrConfig is matched (errors.Is) by every *ConfigError.
-var ErrConfig = errors.New("idem: invalid config")
 
 // Is makes errors.Is(err, ErrConfig) true.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
@@ -227,7 +248,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	p = append(p, c.Policy.problems()...)
 	if len(c.Policy.Scope.Credential) > 0 && c.HTTPCredential == nil &&
-		c.Tenant.Kind != TenantAuthorizerKey && c.Tenant.Kind != TenantJWTClaim && c.Tenant.Kind != TenantSingle {
+		c.Tenant.Kind != tenantAuthorizerKey && c.Tenant.Kind != tenantJWTClaim && c.Tenant.Kind != tenantSingle {
 		p = append(p, "Policy.Scope.Credential needs a credential to read: Tenant idem.AuthorizerKey or idem.JWTClaim, or HTTPCredential (or idem.SingleTenant: no authentication, every part anonymous)")
 	}
 	if c.Lease == 0 {
@@ -270,7 +291,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if tp := c.Tenant.problem(c.HTTPTenant != nil); tp != "" {
 		p = append(p, tp)
-	} else if c.Tenant.Kind == TenantSingle && c.HTTPTenant == nil {
+	} else if c.Tenant.Kind == tenantSingle && c.HTTPTenant == nil {
 		single := c.Tenant.Name
 		c.HTTPTenant = func(*http.Request) (string, bool) { return single, true }
 	}

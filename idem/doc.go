@@ -68,5 +68,5 @@
 // registry has no "missing key" code). PolicyERP's envelope carries the ERP
 // service's own codes in its error member (IDEMPOTENCY_REQUEST_IN_PROGRESS,
 // IDEMPOTENCY_KEY_CONFLICT) and the current attempt's request_id
-// (ERPErrorBody).
+// (PolicyERP).
 package idem

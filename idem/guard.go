@@ -93,7 +93,7 @@ func mutating(method string) bool {
 func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
 	body := g.cfg.Policy.ErrorBody
 	if body == nil {
-		body = OpenWOPErrorBody
+		body = openWOPErrorBody
 	}
 	return &Response{
 		Status:  e.Status,
@@ -128,7 +128,7 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	if route.Skip {
 		return g.plain(ctx, in, run)
 	}
-	key, present, err := ParseKey(in.keyValues, g.cfg.Policy.Key)
+	key, present, err := parseKey(in.keyValues, g.cfg.Policy.Key)
 	if err != nil {
 		var ke *KeyError
 		errors.As(err, &ke)
@@ -177,10 +177,6 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 
 // errPanic wraps a recovered handler panic.
 var errPanic = errors.New("idem: handler panicked")
-
-// ErrBadStatus is returned for a handler response whose status is not
-// 100..599.
-var ErrBadStatus = errors.New("idem: handler returned an invalid status")
 
 func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) {
 	defer func() {

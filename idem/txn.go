@@ -15,11 +15,6 @@ import (
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
-// ErrLeaseLost is the cause (context.Cause) with which a handler's context
-// is cancelled when its heartbeat finds the lease reclaimed by another
-// invocation. Whatever the handler then returns is not recorded.
-var ErrLeaseLost = errors.New("idem: lease lost to another invocation")
-
 // txn is one keyed request going through the protocol.
 type txn struct {
 	g      *Guard
@@ -103,7 +98,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if parts := g.cfg.Policy.Scope.Credential; len(parts) > 0 {
 		// Without authentication (a single-tenant function, or an anonymous
 		// request) an absent part is the anonymous, empty one.
-		anonymous := in.tenant == "" || g.cfg.Tenant.Kind == TenantSingle
+		anonymous := in.tenant == "" || g.cfg.Tenant.Kind == tenantSingle
 		values := make([]string, len(parts))
 		t.credential = make(map[string]string, len(parts))
 		for i, name := range parts {
@@ -138,7 +133,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			if n == nil {
 				n = g.cfg.Normalize
 			}
-			d, err := DigestJSON(in.body, n)
+			d, err := digestJSON(in.body, n)
 			if err != nil {
 				return t.fail(invalidJSON(in.body, err))
 			}
@@ -151,10 +146,10 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 				}
 			}
 		} else {
-			t.digest = DigestBytes(nil)
+			t.digest = digestBytes(nil)
 		}
 	} else {
-		t.digest = DigestBytes(in.body)
+		t.digest = digestBytes(in.body)
 	}
 	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
 	if e := t.readMode(); e != nil {

@@ -124,7 +124,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Runs == nil || cfg.Guard == nil || cfg.Ledger == nil {
 		return nil, errors.New("apifn: Runs, Guard and Ledger are required")
 	}
-	if gc := cfg.Guard.Config(); gc.Tenant.Kind == idem.TenantUnset && !gc.Disabled && gc.Unauthenticated != idem.AnonymousTenant {
+	if gc := cfg.Guard.Config(); !gc.Tenant.IsSet() && !gc.Disabled && gc.Unauthenticated != idem.AnonymousTenant {
 		return nil, errors.New("apifn: the Guard needs Config.Tenant (the authorizer context's tenant)")
 	}
 	if cfg.CrossRegion == "" {

@@ -10,14 +10,15 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
 // Offline-queued writes. A client that queued a write offline sends it
 // later with its Idempotency-Key and the version of the record it decided
-// against (idem.HeaderDecidedVersion). cancelRun runs it only when the
+// against (decided.Header). cancelRun runs it only when the
 // run's changes since that version touch none of its declared inputs
-// (cancelInputs); otherwise it answers 409 idem.CodeStaleDecision with the
+// (cancelInputs); otherwise it answers 409 decided.CodeStale with the
 // changed fields (old and new values) and the version to decide against
 // now, and keeps the write in the caller's inbox, where it waits to be
 // decided again: GET /inbox lists it, POST /inbox/{id}/resubmit runs it
@@ -36,15 +37,15 @@ const OpCancelRun = "cancelRun"
 func decidedVersion(ev events.APIGatewayV2HTTPRequest) (int64, bool, error) {
 	var vs []string
 	for k, v := range ev.Headers {
-		if strings.EqualFold(k, idem.HeaderDecidedVersion) {
+		if strings.EqualFold(k, decided.Header) {
 			vs = append(vs, v)
 		}
 	}
-	return idem.ParseDecidedVersion(vs)
+	return decided.ParseVersion(vs)
 }
 
 func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
-	st, hd, body := idem.DecidedInvalid(err)
+	st, hd, body := decided.Invalid(err)
 	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}
 }
 
@@ -53,7 +54,7 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 // the run only from the status it checked; a stale decision is kept in the
 // inbox as entryID (a new id under the request's claim when "") and
 // answered 409 with the fix, stale true.
-func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+func (h *Handler) cancel(ctx context.Context, tenant, runID string, version int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	if hasDecided {
@@ -64,7 +65,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, false, err
 		}
-		if resp, stale, done, err := h.checkDecided(ctx, r, decided, entryID); done || err != nil {
+		if resp, stale, done, err := h.checkDecided(ctx, r, version, entryID); done || err != nil {
 			return resp, stale, err
 		}
 		// Nothing the cancel decides on changed: move the run only from the
@@ -85,7 +86,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 		if hasDecided {
 			// The status moved between the check and the write: check again
 			// against the run as it is now.
-			if resp, stale, done, err := h.checkDecided(ctx, r, decided, entryID); done || err != nil {
+			if resp, stale, done, err := h.checkDecided(ctx, r, version, entryID); done || err != nil {
 				return resp, stale, err
 			}
 		}
@@ -101,15 +102,15 @@ func (h *Handler) cancel(ctx context.Context, tenant, runID string, decided int6
 
 // checkDecided answers (done) a decided version the run never had (400) or
 // one whose later changes touch cancelInputs (409, kept in the inbox).
-func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
-	changes, err := r.ChangesSince(decided)
-	if errors.Is(err, idem.ErrVersionAhead) {
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, version int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+	changes, err := r.ChangesSince(version)
+	if errors.Is(err, decided.ErrVersionAhead) {
 		return decidedInvalid(err), false, true, nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
-	touched := idem.Touching(changes, cancelInputs)
+	touched := decided.Touching(changes, cancelInputs)
 	if len(touched) == 0 {
 		return events.APIGatewayV2HTTPResponse{}, false, false, nil
 	}
@@ -117,9 +118,9 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, decided int64, e
 		claim, claimed := idem.FromContext(ctx)
 		entryID = runs.InboxEntryID(claim, claimed)
 	}
-	se := &idem.StaleDecisionError{RecordID: r.ID, Decided: decided, Current: r.Version, Changes: touched, InboxID: entryID}
+	se := &decided.StaleError{RecordID: r.ID, Decided: version, Current: r.Version, Changes: touched, InboxID: entryID}
 	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}); err != nil {
+		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
 	st, hd, body := se.Envelope()
@@ -151,17 +152,17 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	decided, present, err := decidedVersion(c.ev)
+	version, present, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
 	if !present {
-		decided = e.CurrentVersion
+		version = e.CurrentVersion
 	}
 	if e.Operation != OpCancelRun {
 		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
 	}
-	resp, stale, err := h.cancel(ctx, c.tenant, e.RecordID, decided, true, e.ID)
+	resp, stale, err := h.cancel(ctx, c.tenant, e.RecordID, version, true, e.ID)
 	if err != nil || stale {
 		return resp, err
 	}

@@ -71,11 +71,11 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 // request with Idempotency-Decided-Version is an offline-decided cancel,
 // checked against the run's changes since that version (inbox.go).
 func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	decided, present, err := decidedVersion(c.ev)
+	version, present, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, c.tenant, c.runID(), decided, present, "")
+	resp, _, err := h.cancel(ctx, c.tenant, c.runID(), version, present, "")
 	return resp, err
 }
 
