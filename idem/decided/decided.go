@@ -14,8 +14,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/header"
 )
 

@@ -67,10 +67,10 @@ func TestOfflineDecisionRefusedWithAFixWhenAnInputChanged(t *testing.T) {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 		Details struct {
-			RecordID       string             `json:"recordId"`
-			DecidedVersion int64              `json:"decidedVersion"`
-			CurrentVersion int64              `json:"currentVersion"`
-			InboxID        string             `json:"inboxId"`
+			RecordID       string                `json:"recordId"`
+			DecidedVersion int64                 `json:"decidedVersion"`
+			CurrentVersion int64                 `json:"currentVersion"`
+			InboxID        string                `json:"inboxId"`
 			Changes        []decided.FieldChange `json:"changes"`
 		} `json:"details"`
 	}

@@ -35,8 +35,8 @@ type InboxEntry struct {
 	// DecidedVersion is the version the write was decided against;
 	// CurrentVersion the record's version when it was refused, the one to
 	// decide against now; Changes the changed inputs then and now.
-	DecidedVersion int64              `json:"decidedVersion"`
-	CurrentVersion int64              `json:"currentVersion"`
+	DecidedVersion int64                 `json:"decidedVersion"`
+	CurrentVersion int64                 `json:"currentVersion"`
 	Changes        []decided.FieldChange `json:"changes"`
 	// CreatedAt is when the write was refused (the latest refusal, for an
 	// entry resubmitted and refused again).
