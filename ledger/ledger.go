@@ -10,7 +10,7 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// Defaults and bounds of Config.
+// Defaults and bounds of Config and Retry.
 const (
 	// DefaultLease is the default claim lease.
 	DefaultLease = 5 * time.Minute
@@ -32,6 +32,12 @@ const (
 	// MaxMaxValueBytes is the largest accepted Config.MaxValueBytes: the
 	// record, attempts included, must stay within DynamoDB's 400 KB item.
 	MaxMaxValueBytes = 300 << 10
+
+	// Defaults of Retry.
+	// DefaultRetryBase is Retry.Base's default: the first backoff.
+	DefaultRetryBase = time.Second
+	// DefaultRetryMax is Retry.Max's default: the backoff cap.
+	DefaultRetryMax = 5 * time.Minute
 )
 
 // Metric names (EMF, bounded dimensions only: "kind", "keying").
