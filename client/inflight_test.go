@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
@@ -76,7 +77,7 @@ func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
 			free := func() { once.Do(func() { close(release) }) }
 			clk.fire = func() { free(); <-firstDone }
 			g, err := idem.New(idem.Config{
-				Store: memstore.New(), Now: clk.Now, Wait: -1, Policy: p,
+				Store: memstore.New(), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1, Policy: p,
 				Tenant: idem.SingleTenant("shop"), Logger: slog.New(slog.DiscardHandler),
 			})
 			if err != nil {

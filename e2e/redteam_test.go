@@ -35,6 +35,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/testutil"
@@ -123,7 +124,7 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 	s.effTable = e.CreateTable(t, "EffectsTable")
 	st, err := idemdynamo.New(idemdynamo.Config{Client: s.client, Table: idemTable})
 	must(t, err)
-	s.guard, err = idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: s.logger, BodyTenantField: "tenantId", Now: s.clock.Now,
+	s.guard, err = idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: s.logger, BodyTenantField: "tenantId", Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: s.clock.Now}},
 		Wait: 300 * time.Millisecond})
 	must(t, err)
 	runsClient := s.client
@@ -134,8 +135,8 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 	nop := func(context.Context, time.Duration) error { return nil }
 	s.sleep.Store(&nop)
 	s.api, err = apifn.New(apifn.Config{Runs: s.runs, Guard: s.guard, Ledger: s.newLedger(t, e.Client()),
-		Webhook: webhook.WebhookPolicy{AllowLoopback: true}, Now: s.clock.Now, Logger: s.logger,
-		Sleep: func(ctx context.Context, d time.Duration) error { return (*s.sleep.Load())(ctx, d) }})
+		Webhook: webhook.WebhookPolicy{AllowLoopback: true}, Logger: s.logger,
+		Test: apifn.TestConfig{Now: s.clock.Now, Sleep: func(ctx context.Context, d time.Duration) error { return (*s.sleep.Load())(ctx, d) }}})
 	must(t, err)
 	return s
 }

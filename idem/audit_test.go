@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/shared"
@@ -406,7 +407,7 @@ func TestUncachedHandlerOutcomesLeaveStoreEmpty(t *testing.T) {
 				RequestContext: events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"tenantId": testTenant}}}); err != nil {
 				t.Fatal(err)
 			}
-			g, _ := idem.New(idem.Config{Store: e.store, Now: e.clock.Now, Logger: e.guard.Config().Logger,
+			g, _ := idem.New(idem.Config{Store: e.store, Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}}, Logger: e.guard.Config().Logger,
 				HTTPTenant: func(*http.Request) (string, bool) { return testTenant, true }})
 			hh := g.Handle("POST /runs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(c.status)
@@ -737,17 +738,17 @@ func TestTenantResolutionREST(t *testing.T) {
 	}{
 		{"authorizer key", idem.AuthorizerKey("org"), events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": "o1"}}, "o1"},
 		{"authorizer key, number", idem.AuthorizerKey("org"), events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"org": float64(42)}}, "42"},
-		{"jwt claim (any)", idem.TenantSource{Kind: idem.TenantJWTClaim, Name: "custom:tenant"},
+		{"jwt claim (any)", idem.JWTClaim("custom:tenant"),
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"claims": map[string]any{"custom:tenant": "c1"}}}, "c1"},
-		{"jwt claim (string map)", idem.TenantSource{Kind: idem.TenantJWTClaim},
+		{"jwt claim (string map)", idem.JWTClaim(""),
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"claims": map[string]string{"tenantId": "c2"}}}, "c2"},
-		{"jwt claim missing", idem.TenantSource{Kind: idem.TenantJWTClaim},
+		{"jwt claim missing", idem.JWTClaim(""),
 			events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"tenantId": "not-a-claim"}}, ""},
-		{"iam user arn", idem.TenantSource{Kind: idem.TenantIAMPrincipal},
+		{"iam user arn", idem.IAMPrincipal(),
 			events.APIGatewayProxyRequestContext{Identity: events.APIGatewayRequestIdentity{UserArn: "arn:aws:iam::1:user/u", Caller: "AIDA"}}, "arn:aws:iam::1:user/u"},
-		{"iam caller", idem.TenantSource{Kind: idem.TenantIAMPrincipal},
+		{"iam caller", idem.IAMPrincipal(),
 			events.APIGatewayProxyRequestContext{Identity: events.APIGatewayRequestIdentity{Caller: "AIDA:session"}}, "AIDA:session"},
-		{"iam absent", idem.TenantSource{Kind: idem.TenantIAMPrincipal}, events.APIGatewayProxyRequestContext{}, ""},
+		{"iam absent", idem.IAMPrincipal(), events.APIGatewayProxyRequestContext{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = c.src; cfg.BodyTenantField = "tenantId" })

@@ -12,15 +12,10 @@ import (
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
-// RecipeCanonical stamps the digest of a request on a route with a
-// Contract: SHA-256 over the bytes the policy's CanonicalFunc returns for the
-// decoded, normalised and validated request and its resolved scope.
-const RecipeCanonical = "canonical-sha256-v1"
-
 // Contract is a route's request contract. On a route that has one, a keyed
 // request's digest is its canonical request hash, taken after decode,
 // normalisation, validation and tenant resolution: Decode turns the body
-// into the normalised, validated request, and the policy's CanonicalFunc
+// into the normalised, validated request, and the policy's Canonical
 // picks what of it and of the resolved scope is hashed. Two bodies that
 // decode to the same request — the same work order sent as JSON and as
 // XML, or with other spacing or member order — share a digest and replay
@@ -61,10 +56,6 @@ func (c *Contract) validate() error {
 	return nil
 }
 
-// ErrUnsupportedMediaType is returned (wrapped) by a Contract.Decode that
-// does not take the body's media type: 415 unsupported_media_type.
-var ErrUnsupportedMediaType = errors.New("idem: unsupported media type")
-
 // ValidationError is a body a Contract refuses: 400 validation_error with
 // details.field set to Field (when not empty).
 type ValidationError struct {
@@ -83,7 +74,7 @@ func (e *ValidationError) Error() string {
 }
 
 // ResolvedScope is the scope of a request as the Guard resolved it from the
-// credential and the route: what a CanonicalFunc may hash besides the
+// credential and the route: what a Policy.Canonical may hash besides the
 // request.
 type ResolvedScope struct {
 	// Tenant is the authenticated tenant (Config.Tenant), or "" for an
@@ -100,7 +91,7 @@ type ResolvedScope struct {
 	Operation string
 }
 
-// CanonicalRequest is what a CanonicalFunc hashes from.
+// CanonicalRequest is what a Policy.Canonical hashes from.
 type CanonicalRequest struct {
 	// Request is the decoded, normalised, validated request
 	// (Contract.Decode's value).
@@ -111,14 +102,10 @@ type CanonicalRequest struct {
 	Scope ResolvedScope
 }
 
-// CanonicalFunc returns the canonical bytes of a request, which the Guard
-// hashes (SHA-256, RecipeCanonical) into the record's digest. It must be
-// deterministic and include everything that makes two requests different
-// work, and nothing else (no request id, timestamp, credential secret,
-// remote address, User-Agent or Accept).
-type CanonicalFunc func(CanonicalRequest) ([]byte, error)
+// canonicalFunc is the type of Policy.Canonical.
+type canonicalFunc = func(CanonicalRequest) ([]byte, error)
 
-// CanonicalDefault is the CanonicalFunc of a policy that names none: the
+// CanonicalDefault is the Policy.Canonical of a policy that names none: the
 // RFC 8785 form of {"contract_version", "request"}. The tenant and the
 // operation are not in it because they already separate records (the
 // scope), and the method and route are in the request fingerprint.
@@ -149,9 +136,9 @@ func mediaType(ct string) string {
 }
 
 // contractDigest decodes the body under contract c, hashes it with the
-// policy's CanonicalFunc and returns the RecipeCanonical digest and the
+// policy's Canonical and returns the RecipeCanonical digest and the
 // decoded request; a refused body is the error answer to give.
-func contractDigest(c *Contract, canon CanonicalFunc, in *request, scope ResolvedScope) (string, any, *apierr.Error) {
+func contractDigest(c *Contract, canon canonicalFunc, in *request, scope ResolvedScope) (string, any, *apierr.Error) {
 	req, err := c.Decode(mediaType(in.contentType), in.body)
 	if err != nil {
 		var ve *ValidationError
@@ -199,8 +186,8 @@ func render(route Route, resp *Response, accept string) *Response {
 	return out
 }
 
-// canonicalFunc returns the policy's CanonicalFunc.
-func (g *Guard) canonicalFunc() CanonicalFunc {
+// canonicalFunc returns the policy's Canonical.
+func (g *Guard) canonicalFunc() canonicalFunc {
 	if g.cfg.Policy.Canonical != nil {
 		return g.cfg.Policy.Canonical
 	}

@@ -1,26 +1,60 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
-// are then written without a TTL attribute.
-const Forever time.Duration = -1
-
-// Lease bounds (the ERP policy): IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600.
+// Config's defaults and bounds, the request and response size limits, and
+// the reserved keyspaces. The lease bounds are the ERP policy's
+// (IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600).
 const (
-	MinLease     = 30 * time.Second
-	MaxLease     = 3600 * time.Second
-	DefaultLease = 300 * time.Second
+	// Forever is the Retention value meaning "never expire" (the commerce platform's policy). Records
+	// are then written without a TTL attribute.
+	Forever time.Duration = -1
+
+	// Config's defaults and bounds. The lease bounds are the ERP policy's
+	// (IDEMPOTENCY_PROCESSING_LEASE_SECONDS is 30..3600).
+
+	MinLease          = 30 * time.Second
+	MaxLease          = 3600 * time.Second
+	DefaultLease      = 300 * time.Second
+	DefaultLeaseSkew  = 10 * time.Second
+	DefaultWait       = 5 * time.Second
+	DefaultWaitMargin = 250 * time.Millisecond
+
+	// MaxRequestBytes is the largest request body the net/http middleware reads
+	// (Lambda's 6 MB payload limit); a larger body is answered
+	// 413 payload_too_large.
+	MaxRequestBytes = 6 << 20
+
+	// MaxResponseBytes is the largest response body every Store must store and
+	// replay byte-exactly: Lambda's 6 MB synchronous payload limit.
+	MaxResponseBytes = 6 << 20
+
+	// AnonymousTenantID is the tenant of unauthenticated requests under
+	// AnonymousTenant. Authenticated tenants are scoped as "tenant:"+id, so the
+	// two never collide.
+	AnonymousTenantID = "anon:"
+
+	// Keyspace separation: host-generated keys never share the caller's keyspace.
+	//
+	// Every Layer-1 record ID is CallerPrefix followed by the unpadded base64url
+	// SHA-256 of a domain-separated, length-prefixed encoding of (tenant,
+	// operation, key). The caller controls only the key, which is hashed, so no
+	// caller-supplied key can produce an ID outside this shape, and every Store
+	// refuses (ErrInvalidRecord) to claim an ID that is not IsCallerID. Host
+	// generated identifiers (locks, fire-once slots, effect identities) are never
+	// stored in the Layer-1 store at all: they live in the ledger's tables. A
+	// caller key therefore cannot name, claim or suppress a host lock.
+	CallerPrefix = "caller:v1:"
 )
 
 // Config configures a Guard. Every field documents its default; New
@@ -60,7 +94,7 @@ type Config struct {
 	Heartbeat time.Duration
 
 	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
-	// between Lambda hosts. Default 10 s; must be >= 0.
+	// between Lambda hosts. Default DefaultLeaseSkew (10 s); must be >= 0.
 	LeaseSkew time.Duration
 
 	// Retention is how long a record is kept after its last write. Default
@@ -72,13 +106,13 @@ type Config struct {
 
 	// Wait bounds how long a duplicate waits for the winner's final outcome
 	// before answering 409 idempotency_in_flight. The context deadline (the
-	// Lambda deadline) bounds it as well, less WaitMargin. Default 5 s; a
-	// negative value disables waiting.
+	// Lambda deadline) bounds it as well, less WaitMargin. Default
+	// DefaultWait (5 s); a negative value disables waiting.
 	Wait time.Duration
 
 	// WaitMargin is kept free before the context deadline to write the 409,
 	// and to write the 503 of a store call that did not answer (see
-	// StoreTimeout). Default 250 ms.
+	// StoreTimeout). Default DefaultWaitMargin (250 ms).
 	WaitMargin time.Duration
 
 	// StoreTimeout bounds every store call made for a request: the claim,
@@ -184,11 +218,8 @@ type Config struct {
 	// metrics); Lambda functions pass emf.New(os.Stdout, namespace).
 	Metrics Metrics
 
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-
-	// NewOwner returns a fresh lease owner token. Default 128 random bits.
-	NewOwner func() string
+	// Test holds the hooks only tests set (the clock). Default zero.
+	Test TestConfig
 }
 
 // Route is a per-operation option set.
@@ -229,20 +260,12 @@ const (
 	AnonymousTenant
 )
 
-// AnonymousTenantID is the tenant of unauthenticated requests under
-// AnonymousTenant. Authenticated tenants are scoped as "tenant:"+id, so the
-// two never collide.
-const AnonymousTenantID = "anon:"
-
 // ConfigError lists every problem New found in a Config.
 type ConfigError struct{ Problems []string }
 
 func (e *ConfigError) Error() string {
 	return "idem: invalid config: " + strings.Join(e.Problems, "; ")
 }
-
-// ErrConfig is matched (errors.Is) by every *ConfigError.
-var ErrConfig = errors.New("idem: invalid config")
 
 // Is makes errors.Is(err, ErrConfig) true.
 func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
@@ -258,7 +281,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	p = append(p, c.Policy.problems()...)
 	if len(c.Policy.Scope.Credential) > 0 && c.HTTPCredential == nil &&
-		c.Tenant.Kind != TenantAuthorizerKey && c.Tenant.Kind != TenantJWTClaim && c.Tenant.Kind != TenantSingle {
+		c.Tenant.Kind != tenantAuthorizerKey && c.Tenant.Kind != tenantJWTClaim && c.Tenant.Kind != tenantSingle {
 		p = append(p, "Policy.Scope.Credential needs a credential to read: Tenant idem.AuthorizerKey or idem.JWTClaim, or HTTPCredential (or idem.SingleTenant: no authentication, every part anonymous)")
 	}
 	if c.Lease == 0 {
@@ -272,7 +295,7 @@ func (c Config) withDefaults() (Config, error) {
 		p = append(p, fmt.Sprintf("Heartbeat %s must be positive and below Lease %s", c.Heartbeat, c.Lease))
 	}
 	if c.LeaseSkew == 0 {
-		c.LeaseSkew = 10 * time.Second
+		c.LeaseSkew = DefaultLeaseSkew
 	} else if c.LeaseSkew < 0 {
 		p = append(p, "LeaseSkew must be >= 0")
 	}
@@ -286,7 +309,7 @@ func (c Config) withDefaults() (Config, error) {
 		p = append(p, fmt.Sprintf("Retention %s is below the %s policy's minimum of %s", c.Retention, c.Policy.Name, c.Policy.minRetention()))
 	}
 	if c.Wait == 0 {
-		c.Wait = 5 * time.Second
+		c.Wait = DefaultWait
 	}
 	switch {
 	case c.InFlightRetryAfter == 0:
@@ -295,7 +318,7 @@ func (c Config) withDefaults() (Config, error) {
 		p = append(p, fmt.Sprintf("InFlightRetryAfter %s is outside 1s..1m", c.InFlightRetryAfter))
 	}
 	if c.WaitMargin == 0 {
-		c.WaitMargin = 250 * time.Millisecond
+		c.WaitMargin = DefaultWaitMargin
 	} else if c.WaitMargin < 0 {
 		p = append(p, "WaitMargin must be >= 0")
 	}
@@ -306,7 +329,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if tp := c.Tenant.problem(c.HTTPTenant != nil); tp != "" {
 		p = append(p, tp)
-	} else if c.Tenant.Kind == TenantSingle && c.HTTPTenant == nil {
+	} else if c.Tenant.Kind == tenantSingle && c.HTTPTenant == nil {
 		single := c.Tenant.Name
 		c.HTTPTenant = func(*http.Request) (string, bool) { return single, true }
 	}
@@ -355,19 +378,13 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
+		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.NewOwner == nil {
-		c.NewOwner = newOwnerToken
+	if c.Test.Clock == nil {
+		c.Test.Clock = clock.System{}
 	}
 	if len(p) > 0 {
 		return c, &ConfigError{Problems: p}
 	}
 	return c, nil
 }
-
-// stderr is where the default logger writes (a variable for tests).
-var stderr io.Writer = os.Stderr

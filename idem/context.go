@@ -2,14 +2,8 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"sync"
 )
-
-// ErrNoClaim is returned by Transact when the request is not running under
-// an idempotency claim (no key, a skipped route, a safe method, or
-// idempotency disabled). The handler must then write on its own.
-var ErrNoClaim = errors.New("idem: no idempotency claim in context")
 
 // ClaimInfo describes the claim a handler runs under.
 type ClaimInfo struct {

@@ -15,24 +15,46 @@ import (
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
-// Digest recipes. A digest is "<recipe>:<base64url(SHA-256)>", so two digests
-// computed by different recipes never compare equal.
+// The recipes a record's digest is stamped with (Record.Digest is
+// "<recipe>:<hex>"): a new recipe never equals an old one.
 const (
+	// Digest recipes. A digest is "<recipe>:<base64url(SHA-256)>", so two digests
+	// computed by different recipes never compare equal.
+
 	// RecipeJCS hashes the RFC 8785 (JCS) canonical form of a JSON body.
 	RecipeJCS = "jcs-sha256-v1"
 	// RecipeBytes hashes a non-JSON body as bytes (after base64 decoding of
 	// an API Gateway base64 body).
 	RecipeBytes = "bytes-sha256-v1"
-)
 
-// ErrInvalidJSON is returned (wrapped, with the JCS error) for a body on a
-// JSON route that is not strict RFC 8785 input: a syntax error, a duplicate
-// key, a lone surrogate, invalid UTF-8, an out-of-range number, or a number
-// that no double holds exactly (jcs.ErrInexactNumber: RFC 8785 writes every
-// number as a double, so 12345678901234567890 and 12345678901234567891
-// would hash equal). The middleware answers it 400 validation_error, naming
-// the member of an inexact number, and caches nothing.
-var ErrInvalidJSON = errors.New("idem: request body is not valid JSON")
+	// RecipeRequest stamps the request fingerprint stored as a record's Digest.
+	// It hashes everything that selects or changes the work:
+	//
+	//   - the method and the operation id (the routed operation — HTTP API
+	//     routeKey, REST method + resource, or the ServeMux pattern — after
+	//     Operations mapping, so routes mapped to one operation id stay one
+	//     operation);
+	//   - the concrete path parameters, sorted by name;
+	//   - the request path, only where the route does not determine it: the
+	//     HTTP API $default route, a ServeMux pattern that matches a subtree
+	//     (ends in "/"), and net/http requests with no pattern at all;
+	//   - the query string, canonicalised: names and values percent-decoded
+	//     ('+' is a space), pairs sorted by name, the values of a repeated name
+	//     kept in the order they arrived;
+	//   - the headers the route declares in Route.Headers (names
+	//     case-insensitive, values in order), and no other header;
+	//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes).
+	//
+	// Every part is length-prefixed and counted, so two requests that differ in
+	// any part never share a fingerprint: the same key on a different request is
+	// 409 idempotency_key_mismatch, never a replay.
+	RecipeRequest = "request-sha256-v1"
+
+	// RecipeCanonical stamps the digest of a request on a route with a
+	// Contract: SHA-256 over the bytes the policy's canonicalFunc returns for the
+	// decoded, normalised and validated request and its resolved scope.
+	RecipeCanonical = "canonical-sha256-v1"
+)
 
 // Normalizer is a normalisation hook for JSON bodies (the ERP policy: payloads
 // that are semantically equal after normalisation hash equal; named fields
@@ -81,18 +103,18 @@ func RawBodySHA256(body []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DigestBytes returns the RecipeBytes digest of body.
-func DigestBytes(body []byte) string {
+// digestBytes returns the RecipeBytes digest of body.
+func digestBytes(body []byte) string {
 	return stamp(RecipeBytes, sha256.Sum256(body))
 }
 
-// DigestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
+// digestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
 // canonical form, after the normaliser n if not nil. The recipe is RecipeJCS,
 // or RecipeJCS+"+"+n.Name. Invalid input fails with an error matching
 // ErrInvalidJSON (and the jcs sentinel), including a number whose canonical
 // form would change its value: two bodies that differ never share a
 // digest unless a normaliser makes them equal.
-func DigestJSON(body []byte, n *Normalizer) (string, error) {
+func digestJSON(body []byte, n *Normalizer) (string, error) {
 	if n == nil {
 		sum, err := jcs.Sum256Exact(body)
 		if err != nil {
@@ -172,7 +194,7 @@ func isJSONType(ct string) bool {
 	return strings.EqualFold(ct, "application/json") || (len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json"))
 }
 
-// invalidJSON is the 400 validation_error for a body DigestJSON refused. A
+// invalidJSON is the 400 validation_error for a body digestJSON refused. A
 // number that no double holds (exactly, or at all) is named by its JSON
 // Pointer in the message and in details.field.
 func invalidJSON(body []byte, err error) *apierr.Error {

@@ -3,45 +3,12 @@ package idem
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/internal/apierr"
-)
-
-// Errors of event handlers wrapped by Event and SQS, matched with errors.Is.
-var (
-	// ErrNoEventKey: EventConfig.Key returned an empty key. The function did
-	// not run and nothing was written; the event should fail (and be
-	// retried or dead-lettered) rather than run without deduplication.
-	ErrNoEventKey = errors.New("idem: event has no idempotency key")
-	// ErrPayloadMismatch: the key was already used by an event with a
-	// different payload (the HTTP adapters' 409 idempotency_key_mismatch).
-	// The function did not run and the recorded outcome is untouched.
-	ErrPayloadMismatch = errors.New("idem: idempotency key already used with a different payload")
-	// ErrInFlight: another invocation holds a live claim on the key and did
-	// not finish within Config.Wait (the HTTP adapters' 409
-	// idempotency_in_flight). The function did not run; retry the event
-	// later.
-	ErrInFlight = errors.New("idem: an invocation with this idempotency key is still running")
-	// ErrStoreUnavailable: the idempotency store could not be reached to
-	// claim the key (the error is logged, with keys hashed). The function
-	// did not run; retry the event. Stores wrap it too, in the errors of
-	// calls that were throttled, got a 5xx, could not connect or got no
-	// answer in time; the HTTP adapters answer those 503
-	// idemkit.store_unavailable with Retry-After (CodeStoreUnavailable).
-	ErrStoreUnavailable = errors.New("idem: idempotency store unavailable")
-	// ErrNotCommitted: fn returned a value but the completion transaction,
-	// with the writes registered through Transact, failed (a write's own
-	// condition, or the store): nothing was committed and the record is left
-	// retryable. Retry the event.
-	ErrNotCommitted = errors.New("idem: the event's outcome and its transactional writes were not committed")
-	// ErrEventPanic wraps a panic of the wrapped function, which is treated
-	// as an error: the record is left retryable.
-	ErrEventPanic = errors.New("idem: event handler panicked")
 )
 
 // EventConfig configures Event for events of type In.
@@ -146,7 +113,7 @@ func runEvent[In, Out any](ctx context.Context, g *Guard, cfg *EventConfig[In], 
 	tenant := ""
 	if cfg.Tenant != nil {
 		tenant = cfg.Tenant(ev)
-	} else if g.cfg.Tenant.Kind == TenantSingle {
+	} else if g.cfg.Tenant.Kind == tenantSingle {
 		tenant = g.cfg.Tenant.Name
 	}
 	requestID := ""
@@ -159,7 +126,7 @@ func runEvent[In, Out any](ctx context.Context, g *Guard, cfg *EventConfig[In], 
 		key:    key,
 		op:     cfg.Operation,
 		id:     ScopeID(eventTenantPrefix+tenant, cfg.Operation, key),
-		digest: DigestBytes(payload),
+		digest: digestBytes(payload),
 	}
 
 	// The claim, lease, heartbeat, wait, replay and fenced completion are

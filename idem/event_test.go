@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
@@ -28,7 +29,7 @@ type receipt struct {
 
 func eventGuard(t *testing.T, e *env) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Now: e.clock.Now,
+	g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}},
 		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +442,7 @@ func TestSQSCrashMidBatch(t *testing.T) {
 	crash := &crashStore{Store: e.store}
 	runs := map[string]int{}
 	mk := func(st idem.Store) idem.SQSHandler {
-		g, err := idem.New(idem.Config{Store: st, Tenant: idem.SingleTenant("shop"), Now: e.clock.Now, Wait: -1,
+		g, err := idem.New(idem.Config{Store: st, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}}, Wait: -1,
 			Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
 		if err != nil {
 			t.Fatal(err)

@@ -88,3 +88,34 @@ func ExampleLoadEnv() {
 	// Output:
 	// true true 2m0s 720h0m0s idem <nil>
 }
+
+// A handler that routes by itself behind the catch-all route runs each
+// request under the Guard with the operation it matched: the operation
+// scopes the record, so one key on two orders' cancel runs twice.
+func ExampleGuard_Do() {
+	g, _ := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	runs := 0
+	cancel := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest, order string) (events.APIGatewayV2HTTPResponse, error) {
+		return g.Do(ctx, idem.Request{Event: ev, Operation: "POST /orders/" + order + "/cancel"}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+			runs++
+			return events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: `{"cancelled":"` + order + `"}`}, nil
+		})
+	}
+	ev := events.APIGatewayV2HTTPRequest{
+		RouteKey: "$default",
+		Headers:  map[string]string{"idempotency-key": "cancel-0001-abcdefghijklmnop"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{
+			HTTP:       events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "POST"},
+			Authorizer: &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}},
+		},
+	}
+	a, _ := cancel(context.Background(), ev, "o1")
+	again, _ := cancel(context.Background(), ev, "o1")
+	b, _ := cancel(context.Background(), ev, "o2")
+	fmt.Println(a.Body, again.Headers["Openwop-Idempotent-Replay"], b.Body)
+	fmt.Println("handler runs:", runs)
+	// Output:
+	// {"cancelled":"o1"} true {"cancelled":"o2"}
+	// handler runs: 2
+}

@@ -7,3 +7,10 @@ func RegisterPreset(p Policy) (restore func()) {
 	presets = append(presets[:len(presets):len(presets)], p)
 	return func() { presets = saved }
 }
+
+// The digest and key parsers, for the package's tests and benchmarks.
+var (
+	DigestBytes = digestBytes
+	DigestJSON  = digestJSON
+	ParseKey    = parseKey
+)

@@ -11,29 +11,6 @@ import (
 	"strings"
 )
 
-// RecipeRequest stamps the request fingerprint stored as a record's Digest.
-// It hashes everything that selects or changes the work:
-//
-//   - the method and the operation id (the routed operation — HTTP API
-//     routeKey, REST method + resource, or the ServeMux pattern — after
-//     Operations mapping, so routes mapped to one operation id stay one
-//     operation);
-//   - the concrete path parameters, sorted by name;
-//   - the request path, only where the route does not determine it: the
-//     HTTP API $default route, a ServeMux pattern that matches a subtree
-//     (ends in "/"), and net/http requests with no pattern at all;
-//   - the query string, canonicalised: names and values percent-decoded
-//     ('+' is a space), pairs sorted by name, the values of a repeated name
-//     kept in the order they arrived;
-//   - the headers the route declares in Route.Headers (names
-//     case-insensitive, values in order), and no other header;
-//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes).
-//
-// Every part is length-prefixed and counted, so two requests that differ in
-// any part never share a fingerprint: the same key on a different request is
-// 409 idempotency_key_mismatch, never a replay.
-const RecipeRequest = "request-sha256-v1"
-
 // fingerprintDomain separates request fingerprints from every other hash.
 const fingerprintDomain = "idemkit/idem/request/v1"
 

@@ -43,8 +43,9 @@ import (
 // Store round trips: a first execution costs two (claim, complete); a replay
 // costs one (the failed claim returns the record).
 type Guard struct {
-	cfg Config
-	log *slog.Logger
+	cfg   Config
+	log   *slog.Logger
+	clock Clock
 	// hash renders a key for the logs (Config.KeyHashSecret).
 	hash func(string) string
 }
@@ -55,7 +56,7 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger, hash: keyhash.New(c.KeyHashSecret).Log}, nil
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -97,7 +98,7 @@ func mutating(method string) bool {
 func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
 	body := g.cfg.Policy.ErrorBody
 	if body == nil {
-		body = OpenWOPErrorBody
+		body = openWOPErrorBody
 	}
 	return &Response{
 		Status:  e.Status,
@@ -132,7 +133,7 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	if route.Skip {
 		return g.plain(ctx, in, run)
 	}
-	key, present, err := ParseKey(in.keyValues, g.cfg.Policy.Key)
+	key, present, err := parseKey(in.keyValues, g.cfg.Policy.Key)
 	if err != nil {
 		var ke *KeyError
 		errors.As(err, &ke)
@@ -181,10 +182,6 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 
 // errPanic wraps a recovered handler panic.
 var errPanic = errors.New("idem: handler panicked")
-
-// ErrBadStatus is returned for a handler response whose status is not
-// 100..599.
-var ErrBadStatus = errors.New("idem: handler returned an invalid status")
 
 func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) {
 	defer func() {

@@ -307,7 +307,7 @@ func TestTenantResolution(t *testing.T) {
 		}
 	})
 	t.Run("jwt claim", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Tenant = idem.TenantSource{Kind: idem.TenantJWTClaim, Name: "org"} })
+		e := newEnv(t, func(c *idem.Config) { c.Tenant = idem.JWTClaim("org") })
 		h := &handler{}
 		ev := v2event("POST", "POST /runs", testKey, `{}`)
 		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{
@@ -320,7 +320,7 @@ func TestTenantResolution(t *testing.T) {
 		}
 	})
 	t.Run("iam principal", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Tenant = idem.TenantSource{Kind: idem.TenantIAMPrincipal} })
+		e := newEnv(t, func(c *idem.Config) { c.Tenant = idem.IAMPrincipal() })
 		h := &handler{}
 		ev := v2event("POST", "POST /runs", testKey, `{}`)
 		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{

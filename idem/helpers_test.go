@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
@@ -65,7 +66,7 @@ func newEnv(t *testing.T, mod func(*idem.Config)) *env {
 	cfg := idem.Config{
 		Store:  e.store,
 		Tenant: idem.AuthorizerKey("tenantId"),
-		Now:    e.clock.Now,
+		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}},
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Wait:   -1,
 	}

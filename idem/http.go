@@ -12,11 +12,6 @@ import (
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
-// MaxRequestBytes is the largest request body the net/http middleware reads
-// (Lambda's 6 MB payload limit); a larger body is answered
-// 413 payload_too_large.
-const MaxRequestBytes = 6 << 20
-
 // Middleware wraps a net/http handler (for aws-lambda-go-api-proxy and
 // container users). The routed operation comes from Config.HTTPOperation,
 // else the ServeMux pattern: the pattern the wrapped *http.ServeMux (or any

@@ -1,14 +1,35 @@
 package idem
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 )
 
-// HeaderKey is the request header carrying the caller's idempotency key.
-const HeaderKey = "Idempotency-Key"
+// The names and values of the wire: the request headers the Guard reads,
+// Retry-After, the key-rejection reasons (KeyError.Reason and the error
+// envelope's details.reason) and the wait modes.
+const (
+	// HeaderKey is the request header carrying the caller's idempotency key.
+	HeaderKey = "Idempotency-Key"
+
+	// HeaderRetryAfter is the header of the in-flight answer's poll interval.
+	HeaderRetryAfter = "Retry-After"
+
+	// Key-rejection reasons, reported in KeyError.Reason and in the error
+	// envelope's details.reason.
+	ReasonMissing    = "missing"    // no key and the route requires one
+	ReasonMultiple   = "multiple"   // more than one header, or a comma-joined value
+	ReasonWhitespace = "whitespace" // leading or trailing whitespace
+	ReasonLength     = "length"     // outside MinLen..MaxLen
+	ReasonCharset    = "charset"    // a byte outside the allowed set
+
+	// The values of InFlightAnswer.ModeHeader.
+	// ModeSync waits for a pending first request up to the call's budget.
+	ModeSync = "sync"
+	// ModeAsync is answered at once with the pending action (202).
+	ModeAsync = "async"
+)
 
 // KeyPolicy is a key grammar: a length range and a predicate on the
 // characters. A value outside it is answered 400 idempotency_key_invalid.
@@ -85,19 +106,6 @@ func (p KeyPolicy) problems() []string {
 	return out
 }
 
-// Key-rejection reasons, reported in KeyError.Reason and in the error
-// envelope's details.reason.
-const (
-	ReasonMissing    = "missing"    // no key and the route requires one
-	ReasonMultiple   = "multiple"   // more than one header, or a comma-joined value
-	ReasonWhitespace = "whitespace" // leading or trailing whitespace
-	ReasonLength     = "length"     // outside MinLen..MaxLen
-	ReasonCharset    = "charset"    // a byte outside the allowed set
-)
-
-// ErrKeyInvalid is matched (errors.Is) by every *KeyError.
-var ErrKeyInvalid = errors.New("idem: invalid Idempotency-Key")
-
 // KeyError is a rejected Idempotency-Key. It never contains the key itself.
 type KeyError struct {
 	Reason string // one of the Reason constants
@@ -147,12 +155,12 @@ func (p KeyPolicy) Validate(v string) error {
 	return nil
 }
 
-// ParseKey extracts the key from the values of every Idempotency-Key header
+// parseKey extracts the key from the values of every Idempotency-Key header
 // the request carried (in any letter case). No value gives present == false.
 // More than one value, or one comma-joined value (how proxies and API Gateway
 // fold duplicate headers), is a *KeyError with ReasonMultiple. An empty value
 // counts as a present, invalid key.
-func ParseKey(values []string, p KeyPolicy) (key string, present bool, err error) {
+func parseKey(values []string, p KeyPolicy) (key string, present bool, err error) {
 	switch len(values) {
 	case 0:
 		return "", false, nil

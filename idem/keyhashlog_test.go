@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 )
 
 // sqsLogLines runs one SQS record whose handler fails under a Guard with
@@ -19,7 +20,7 @@ import (
 func sqsLogLines(t *testing.T, secret string, key func(events.SQSMessage) (string, error), m events.SQSMessage) []map[string]any {
 	t.Helper()
 	e := newEnv(t, nil)
-	g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Now: e.clock.Now, KeyHashSecret: secret,
+	g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}}, KeyHashSecret: secret,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -115,7 +115,7 @@ func (t *txn) objectAnswer(st ObjectState, rec *Record, stored *Response) *Respo
 	}
 	if !st.Settled {
 		out.Status = 202
-		out.Headers[HeaderRetryAfter] = []string{strconv.Itoa(t.g.retryAfter(rec, t.g.cfg.Now()))}
+		out.Headers[HeaderRetryAfter] = []string{strconv.Itoa(t.g.retryAfter(rec, t.g.clock.Now()))}
 	}
 	return t.decorate(t.render(out), true, rec.RequestID)
 }

@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 )
 
-// Metric names (CloudWatch EMF, via internal/emf). Dimensions are bounded:
-// MetricClaimOutcomes carries only Outcome.
+// The metric names (Metrics.Count) and the outcomes of
+// MetricClaimOutcomes.
 const (
+	// Metric names (CloudWatch EMF, via internal/emf). Dimensions are bounded:
+	// MetricClaimOutcomes carries only Outcome.
+
 	// MetricClaimOutcomes counts claim outcomes, dimension Outcome: one of
 	// OutcomeClaimed, OutcomeReclaimed, OutcomeReplay, OutcomeInFlight,
 	// OutcomeMismatch.
@@ -23,11 +26,10 @@ const (
 	// fence verdict openwop.idempotency.stale_fence_rejections_total, which
 	// only the effect fence emits (ledger.MetricStaleFence).
 	MetricLeaseLostWrites = "idemkit.idempotency.lease_lost_writes_total"
-)
 
-// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
-// "outcome" log attribute).
-const (
+	// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
+	// "outcome" log attribute).
+
 	OutcomeClaimed   = "claimed"
 	OutcomeReclaimed = "reclaimed"
 	OutcomeReplay    = "replay"

@@ -65,13 +65,18 @@ type Policy struct {
 	InFlight InFlightAnswer
 
 	// Canonical picks what is hashed for the digest of a request on a
-	// route with a Contract: the decoded, validated request and its
-	// resolved scope. Default nil: CanonicalDefault.
-	Canonical CanonicalFunc
+	// route with a Contract: it returns the canonical bytes of the
+	// decoded, validated request and its resolved scope, which the Guard
+	// hashes (SHA-256, RecipeCanonical) into the record's digest. It must
+	// be deterministic and include everything that makes two requests
+	// different work, and nothing else (no request id, timestamp,
+	// credential secret, remote address, User-Agent or Accept). Default
+	// nil: CanonicalDefault.
+	Canonical func(CanonicalRequest) ([]byte, error)
 
 	// ErrorBody renders the body of every error answer the Guard writes
 	// itself (not the handler's). Default nil: the OpenWOP envelope
-	// {error, message, details?} (OpenWOPErrorBody).
+	// {error, message, details?} with the registry code.
 	ErrorBody func(ErrorInfo) []byte
 
 	// RequestIDMember names a top-level member of JSON object bodies that
@@ -180,14 +185,6 @@ type InFlightAnswer struct {
 	ModeHeader string
 }
 
-// The values of InFlightAnswer.ModeHeader.
-const (
-	// ModeSync waits for a pending first request up to the call's budget.
-	ModeSync = "sync"
-	// ModeAsync is answered at once with the pending action (202).
-	ModeAsync = "async"
-)
-
 // ErrorInfo is an error answer written by the Guard, for Policy.ErrorBody.
 type ErrorInfo struct {
 	// Status is the HTTP status.
@@ -204,9 +201,6 @@ type ErrorInfo struct {
 	// RequestID is this request's id.
 	RequestID string
 }
-
-// HeaderRetryAfter is the header of the in-flight answer's poll interval.
-const HeaderRetryAfter = "Retry-After"
 
 // Validate reports every bad field of p as a *ConfigError whose problems
 // name the field ("Policy.Key.MaxLen ..."), or nil.

@@ -9,63 +9,64 @@ import (
 
 // The commerce platform's policy: its key grammar, scope, cache rule,
 // replay and wait-mode headers and error body.
+var (
+	// PolicyCommerce is the commerce platform's policy: a key is any
+	// string of 1..255 characters (KeyCommerce); it belongs to one
+	// namespace and one calling worker, both read from the credential
+	// (Scope.Credential CredentialNamespace, CredentialWorker: authorizer
+	// context keys or JWT claims, never the request), beside the tenant;
+	// the operation is not in the scope but in the fingerprint, so the same
+	// key on a different operation or input is 409 with the policy's own
+	// code CodeIdempotencyMismatch and nothing runs; a request rejected at
+	// the door (400, 401, 403, 429) records nothing, and every other
+	// outcome, a 5xx included, is final and replayed as it was
+	// (its Cache: a failed action replays as failed, the key never
+	// runs again); records held forever (no expiry attribute, so neither
+	// TTL nor the sweeper ever deletes one); replays carry
+	// "Idempotent-Replayed: true"; a duplicate of a pending request waits
+	// as its Idempotency-Mode header says (HeaderMode: sync waits up to its
+	// budget, async gets the pending action at once); in-flight
+	// Retry-After as PolicyOpenWOP; the OpenWOP envelope, with the
+	// policy's code for a mismatch (commerceErrorBody). A key binds one
+	// Action, not one HTTP response (Replay ReplayObject): on a route that
+	// loads the object its first execution created (Request.Object), a
+	// replay answers that Action as it is now — settled, in its final
+	// status; still pending, waited on as Idempotency-Mode says and then
+	// answered 202 with Retry-After — and elsewhere the stored response.
+	PolicyCommerce = Policy{
+		Name:      "commerce",
+		Key:       KeyCommerce,
+		Scope:     ScopeParts{Credential: []string{CredentialNamespace, CredentialWorker}},
+		Cache:     cacheCommerce,
+		Retention: Forever,
+		Headers:   replayHeader(HeaderIdempotentReplay),
+		InFlight:  InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
+		ErrorBody: commerceErrorBody,
+		Replay:    ReplayObject,
+	}
 
-// PolicyCommerce is the commerce platform's policy: a key is any
-// string of 1..255 characters (KeyCommerce); it belongs to one
-// namespace and one calling worker, both read from the credential
-// (Scope.Credential CredentialNamespace, CredentialWorker: authorizer
-// context keys or JWT claims, never the request), beside the tenant;
-// the operation is not in the scope but in the fingerprint, so the same
-// key on a different operation or input is 409 with the policy's own
-// code CodeIdempotencyMismatch and nothing runs; a request rejected at
-// the door (400, 401, 403, 429) records nothing, and every other
-// outcome, a 5xx included, is final and replayed as it was
-// (CacheCommerce: a failed action replays as failed, the key never
-// runs again); records held forever (no expiry attribute, so neither
-// TTL nor the sweeper ever deletes one); replays carry
-// "Idempotent-Replayed: true"; a duplicate of a pending request waits
-// as its Idempotency-Mode header says (HeaderMode: sync waits up to its
-// budget, async gets the pending action at once); in-flight
-// Retry-After as PolicyOpenWOP; the OpenWOP envelope, with the
-// policy's code for a mismatch (commerceErrorBody). A key binds one
-// Action, not one HTTP response (Replay ReplayObject): on a route that
-// loads the object its first execution created (Request.Object), a
-// replay answers that Action as it is now — settled, in its final
-// status; still pending, waited on as Idempotency-Mode says and then
-// answered 202 with Retry-After — and elsewhere the stored response.
-var PolicyCommerce = Policy{
-	Name:      "commerce",
-	Key:       KeyCommerce,
-	Scope:     ScopeParts{Credential: []string{CredentialNamespace, CredentialWorker}},
-	Cache:     CacheCommerce,
-	Retention: Forever,
-	Headers:   replayHeader(HeaderIdempotentReplay),
-	InFlight:  InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
-	ErrorBody: commerceErrorBody,
-	Replay:    ReplayObject,
-}
-
-// KeyCommerce is the commerce platform's policy: any string of 1..255
-// characters, counted as Unicode code points of valid UTF-8 (so "é" is
-// one character and a non-ASCII key is accepted as sent). A comma is an
-// ordinary character of the key and never splits it; inner spaces are
-// part of it too. Refused (400 idempotency_key_invalid): a value that is
-// not valid UTF-8 and any control character, C0 (tab included), DEL or
-// C1 (details.reason "charset": HTTP cannot carry them in a header
-// field, Go's HTTP server refuses the request); leading or trailing
-// whitespace (reason "whitespace", where the adapter sees the raw
-// header: HTTP strips it in transit, so " k" and "k" would otherwise be
-// one key on one path and two on another).
-//
-// Repeated headers, per adapter: the net/http middleware and the REST
-// adapter see every header (multiValueHeaders) and refuse two
-// Idempotency-Key headers (reason "multiple"); an HTTP API (payload 2.0)
-// event carries one value per name, API Gateway joining repeated
-// headers with a comma, so two headers there arrive as one
-// comma-joined value, which this grammar reads as one key containing a
-// comma: a client sends the header once. The SQS and event adapters
-// take the key from Config.Key, never from a header.
-var KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, Runes: true, Allow: commerceKeyChar}
+	// KeyCommerce is the commerce platform's policy: any string of 1..255
+	// characters, counted as Unicode code points of valid UTF-8 (so "é" is
+	// one character and a non-ASCII key is accepted as sent). A comma is an
+	// ordinary character of the key and never splits it; inner spaces are
+	// part of it too. Refused (400 idempotency_key_invalid): a value that is
+	// not valid UTF-8 and any control character, C0 (tab included), DEL or
+	// C1 (details.reason "charset": HTTP cannot carry them in a header
+	// field, Go's HTTP server refuses the request); leading or trailing
+	// whitespace (reason "whitespace", where the adapter sees the raw
+	// header: HTTP strips it in transit, so " k" and "k" would otherwise be
+	// one key on one path and two on another).
+	//
+	// Repeated headers, per adapter: the net/http middleware and the REST
+	// adapter see every header (multiValueHeaders) and refuse two
+	// Idempotency-Key headers (reason "multiple"); an HTTP API (payload 2.0)
+	// event carries one value per name, API Gateway joining repeated
+	// headers with a comma, so two headers there arrive as one
+	// comma-joined value, which this grammar reads as one key containing a
+	// comma: a client sends the header once. The SQS and event adapters
+	// take the key from Config.Key, never from a header.
+	KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, Runes: true, Allow: commerceKeyChar}
+)
 
 // commerceKeyChar is KeyCommerce's Allow: every code point but the
 // control characters (C0, DEL, C1).
@@ -85,13 +86,13 @@ const (
 	CodeIdempotencyMismatch = "idempotency-mismatch"
 )
 
-// CacheCommerce is the commerce policy's Policy.Cache: a request rejected
+// cacheCommerce is the commerce policy's Policy.Cache: a request rejected
 // at the door, 400, 401, 403 or 429, records nothing (Forget), so the same
 // key later runs fresh; every other outcome, 1xx..3xx, the other 4xx and
 // every 5xx, is final and replayed (a failed action replays as failed).
 // A handler error or panic (no response) still leaves the record retryable,
 // as under every policy.
-func CacheCommerce(status int, _ string) Disposition {
+func cacheCommerce(status int, _ string) Disposition {
 	switch status {
 	case 400, 401, 403, 429:
 		return Forget
@@ -111,5 +112,5 @@ func commerceErrorBody(e ErrorInfo) []byte {
 		d["openwopCode"] = e.Code
 		e.Code, e.Details = CodeIdempotencyMismatch, d
 	}
-	return OpenWOPErrorBody(e)
+	return openWOPErrorBody(e)
 }

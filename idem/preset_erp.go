@@ -9,56 +9,56 @@ import (
 
 // The ERP service's policy: its key grammar, scope, headers, in-flight
 // answer, error body, request-id member and canonical form.
+var (
+	// PolicyERP is the ERP service's policy: key 8..128 of
+	// A-Z a-z 0-9 . _ : - (KeyERP); scope tenant + client + company +
+	// organisation from the credential (CredentialClient, CredentialCompany,
+	// CredentialOrganization; empty, the anonymous client, when
+	// authentication is disabled: SingleTenant, or an anonymous request under
+	// AnonymousTenant) + method and route + key; outcomes cached as
+	// PolicyOpenWOP (5xx and handler errors retryable, deterministic business
+	// answers replayed); retention 720 h; every guarded response carries
+	// "Idempotency-Replayed: true|false", the key echoed in
+	// "Idempotency-Key", "Idempotency-Original-Request-ID" and
+	// "X-Request-ID"; a duplicate of a pending request is answered at once
+	// (never held) and in-flight answers always carry "Retry-After: 2"; error
+	// envelopes carry the ERP service's own codes and the current attempt's
+	// request_id ({error, message, details?, request_id}: error is
+	// IDEMPOTENCY_REQUEST_IN_PROGRESS for idempotency_in_flight,
+	// IDEMPOTENCY_KEY_CONFLICT with MessageERPKeyConflict for
+	// idempotency_key_mismatch, the OpenWOP registry code otherwise), and a handler's JSON body with a top-level
+	// request_id carries the current attempt's on every answer, replays
+	// included (RequestIDMember); every answer of a host, the ones outside
+	// Layer 1 included, carries X-Request-ID and every envelope its request_id
+	// (RequestIDHeader, StampRequestID); on a route with a Contract the digest
+	// hashes the RFC 8785 form of {"company_id", "organization_id",
+	// "contract_version", "request"} (its Canonical: the client, the method
+	// and the route separate records through the scope instead, and no
+	// request id, timestamp, credential, remote IP, User-Agent or Accept
+	// reaches it).
+	PolicyERP = Policy{
+		Name: "erp",
+		Key:  KeyERP,
+		Scope: ScopeParts{
+			Credential: []string{CredentialClient, CredentialCompany, CredentialOrganization},
+			Operation:  true,
+		},
+		Cache:           cacheOpenWOP,
+		Retention:       720 * time.Hour,
+		Headers:         erpHeaders,
+		InFlight:        InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true, NoWait: true},
+		Canonical:       canonicalERP,
+		ErrorBody:       erpErrorBody,
+		RequestIDMember: RequestIDMember,
+		RequestIDHeader: HeaderRequestID,
+	}
 
-// PolicyERP is the ERP service's policy: key 8..128 of
-// A-Z a-z 0-9 . _ : - (KeyERP); scope tenant + client + company +
-// organisation from the credential (CredentialClient, CredentialCompany,
-// CredentialOrganization; empty, the anonymous client, when
-// authentication is disabled: SingleTenant, or an anonymous request under
-// AnonymousTenant) + method and route + key; outcomes cached as
-// PolicyOpenWOP (5xx and handler errors retryable, deterministic business
-// answers replayed); retention 720 h; every guarded response carries
-// "Idempotency-Replayed: true|false", the key echoed in
-// "Idempotency-Key", "Idempotency-Original-Request-ID" and
-// "X-Request-ID"; a duplicate of a pending request is answered at once
-// (never held) and in-flight answers always carry "Retry-After: 2"; error
-// envelopes carry the ERP service's own codes and the current attempt's
-// request_id (ERPErrorBody), and a handler's JSON body with a top-level
-// request_id carries the current attempt's on every answer, replays
-// included (RequestIDMember); every answer of a host, the ones outside
-// Layer 1 included, carries X-Request-ID and every envelope its request_id
-// (RequestIDHeader, StampRequestID); on a route with a Contract the digest
-// hashes what CanonicalERP picks.
-var PolicyERP = Policy{
-	Name: "erp",
-	Key:  KeyERP,
-	Scope: ScopeParts{
-		Credential: []string{CredentialClient, CredentialCompany, CredentialOrganization},
-		Operation:  true,
-	},
-	Cache:           CacheOpenWOP,
-	Retention:       720 * time.Hour,
-	Headers:         erpHeaders,
-	InFlight:        InFlightAnswer{RetryAfter: 2 * time.Second, Fixed: true, NoWait: true},
-	Canonical:       CanonicalERP,
-	ErrorBody:       ERPErrorBody,
-	RequestIDMember: RequestIDMember,
-	RequestIDHeader: HeaderRequestID,
-}
-
-// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
-// (case-sensitive; leading or trailing whitespace rejected where the
-// adapter sees the raw header: API Gateway events, not net/http, whose
-// server trims it — so neither behind `idemkit dev`, whose gateway is a
-// net/http server).
-var KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._:-")}
-
-// Response headers the ERP policy sets on every guarded response
-// (erpHeaders), beside the key echoed in HeaderKey.
-const (
-	HeaderReplayed          = "Idempotency-Replayed"
-	HeaderOriginalRequestID = "Idempotency-Original-Request-Id"
-	HeaderRequestID         = "X-Request-Id"
+	// KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
+	// (case-sensitive; leading or trailing whitespace rejected where the
+	// adapter sees the raw header: API Gateway events and `idemkit dev`'s
+	// gateway, which hands each request its own header lines as received;
+	// not behind the plain net/http middleware, whose server trims it).
+	KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._:-")}
 )
 
 func erpHeaders(h map[string][]string, a Answer) {
@@ -80,35 +80,6 @@ func erpHeaders(h map[string][]string, a Answer) {
 	}
 }
 
-// Credential names of the ERP policy's scope (Policy.Scope.Credential):
-// authorizer context keys (or JWT claims, or names passed to
-// Config.HTTPCredential) carrying the calling client (the authenticated
-// principal), and the company and organisation it acts for (the tenant the
-// canonical request hash includes).
-const (
-	CredentialClient       = "clientId"
-	CredentialCompany      = "companyId"
-	CredentialOrganization = "organizationId"
-)
-
-// The ERP policy's error codes: the "error" member of the Guard's own
-// envelopes under PolicyERP, in place of the OpenWOP registry code.
-const (
-	// CodeERPRequestInProgress is 409 while another request owns an active
-	// processing lease on the key (OpenWOP idempotency_in_flight).
-	CodeERPRequestInProgress = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
-	// CodeERPKeyConflict is 409 for the same scope and key with a different
-	// canonical payload (OpenWOP idempotency_key_mismatch).
-	CodeERPKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
-)
-
-// MessageERPKeyConflict is the ERP policy's text of CodeERPKeyConflict.
-const MessageERPKeyConflict = "The Idempotency-Key has already been used with a different request payload."
-
-// RequestIDMember is the envelope member the ERP policy sets to the current
-// attempt's request id (Policy.RequestIDMember).
-const RequestIDMember = "request_id"
-
 // erpCodes maps the OpenWOP registry codes the ERP policy has codes of its
 // own for to those codes, with the policy's text where it prescribes one.
 var erpCodes = map[string]struct{ code, message string }{
@@ -124,7 +95,7 @@ type erpEnvelope struct {
 	RequestID string         `json:"request_id"`
 }
 
-// ERPErrorBody is PolicyERP's Policy.ErrorBody: the envelope
+// erpErrorBody is PolicyERP's Policy.ErrorBody: the envelope
 // {error, message, details?, request_id}. error is the ERP policy's own
 // code where it defines one (IDEMPOTENCY_REQUEST_IN_PROGRESS for
 // idempotency_in_flight, IDEMPOTENCY_KEY_CONFLICT with its prescribed
@@ -132,7 +103,7 @@ type erpEnvelope struct {
 // otherwise (the policy defines no code for an invalid or missing key, an
 // unauthenticated request or a refused body); request_id is always the
 // current attempt's request id.
-func ERPErrorBody(e ErrorInfo) []byte {
+func erpErrorBody(e ErrorInfo) []byte {
 	env := erpEnvelope{Error: e.Code, Message: e.Message, Details: e.Details, RequestID: e.RequestID}
 	if c, ok := erpCodes[e.Code]; ok {
 		env.Error = c.code
@@ -148,14 +119,14 @@ func ERPErrorBody(e ErrorInfo) []byte {
 	return b
 }
 
-// CanonicalERP is the ERP policy's CanonicalFunc: the RFC 8785 form of
+// canonicalERP is the ERP policy's Policy.Canonical: the RFC 8785 form of
 // {"company_id", "organization_id", "contract_version", "request"} — the
 // resolved company and organisation (the tenant), the endpoint contract
 // version and the normalised contract — and nothing the policy excludes
 // (request id, timestamps, Authorization, tokens, remote IP, User-Agent,
 // Accept never reach it; the client, the method and the route separate
 // records through the scope instead).
-func CanonicalERP(c CanonicalRequest) ([]byte, error) {
+func canonicalERP(c CanonicalRequest) ([]byte, error) {
 	return canonicalJSON(map[string]any{
 		"company_id":       c.Scope.Credential[CredentialCompany],
 		"organization_id":  c.Scope.Credential[CredentialOrganization],
@@ -163,3 +134,42 @@ func CanonicalERP(c CanonicalRequest) ([]byte, error) {
 		"request":          c.Request,
 	})
 }
+
+// The ERP policy's names: its response headers, the credential values that
+// scope a key, its error codes and their prescribed text, and the
+// request-id member.
+const (
+	// Response headers the ERP policy sets on every guarded response
+	// (erpHeaders), beside the key echoed in HeaderKey.
+
+	HeaderReplayed          = "Idempotency-Replayed"
+	HeaderOriginalRequestID = "Idempotency-Original-Request-Id"
+	HeaderRequestID         = "X-Request-Id"
+
+	// Credential names of the ERP policy's scope (Policy.Scope.Credential):
+	// authorizer context keys (or JWT claims, or names passed to
+	// Config.HTTPCredential) carrying the calling client (the authenticated
+	// principal), and the company and organisation it acts for (the tenant the
+	// canonical request hash includes).
+
+	CredentialClient       = "clientId"
+	CredentialCompany      = "companyId"
+	CredentialOrganization = "organizationId"
+
+	// The ERP policy's error codes: the "error" member of the Guard's own
+	// envelopes under PolicyERP, in place of the OpenWOP registry code.
+
+	// CodeERPRequestInProgress is 409 while another request owns an active
+	// processing lease on the key (OpenWOP idempotency_in_flight).
+	CodeERPRequestInProgress = "IDEMPOTENCY_REQUEST_IN_PROGRESS"
+	// CodeERPKeyConflict is 409 for the same scope and key with a different
+	// canonical payload (OpenWOP idempotency_key_mismatch).
+	CodeERPKeyConflict = "IDEMPOTENCY_KEY_CONFLICT"
+
+	// MessageERPKeyConflict is the ERP policy's text of CodeERPKeyConflict.
+	MessageERPKeyConflict = "The Idempotency-Key has already been used with a different request payload."
+
+	// RequestIDMember is the envelope member the ERP policy sets to the current
+	// attempt's request id (Policy.RequestIDMember).
+	RequestIDMember = "request_id"
+)

@@ -17,7 +17,7 @@ import (
 // neither the client (a scope part, not the payload) nor anything else of
 // the scope.
 func TestCanonicalERPHashesTenantContractAndVersionOnly(t *testing.T) {
-	b, err := idem.CanonicalERP(idem.CanonicalRequest{
+	b, err := idem.PolicyERP.Canonical(idem.CanonicalRequest{
 		Request:         map[string]any{"work_order_number": "WO-1", "projects": []any{map[string]any{"code": "P-1", "quantity": 2}}},
 		ContractVersion: "inbound-work-orders/v1",
 		Scope: idem.ResolvedScope{Tenant: "acme", Method: "POST", Operation: "POST /api/v1/inbound/work-orders",

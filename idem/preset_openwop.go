@@ -8,40 +8,42 @@ import (
 
 // The OpenWOP default policy (the OpenWOP v2 core spec): its key grammar,
 // cache rule, replay header and error body. It is Config's default.
+var (
+	// PolicyOpenWOP is the OpenWOP default policy, Config's default: key
+	// ^[A-Za-z0-9._~-]{22,128}$ (KeyOpenWOP); scope tenant + operation + key;
+	// 2xx and final 4xx replayed, 429/5xx retried, 400
+	// idempotency_key_invalid/validation_error, 401 and 403 forgotten
+	// (its Cache; a 400 is forgotten by its envelope code); retention 24 h, the spec's minimum; replays carry
+	// "OpenWOP-Idempotent-Replay: true"; in-flight Retry-After 1 s while the
+	// owner is alive, the seconds until its lease can be reclaimed when it
+	// looks dead; the OpenWOP error envelope {error, message, details?}
+	// with the registry code (ErrorBody nil, the default).
+	PolicyOpenWOP = Policy{
+		Name:         "openwop",
+		Key:          KeyOpenWOP,
+		Scope:        ScopeParts{Operation: true},
+		Cache:        cacheOpenWOP,
+		Retention:    24 * time.Hour,
+		MinRetention: 24 * time.Hour,
+		Headers:      replayHeader(HeaderOpenWOPReplay),
+		InFlight:     InFlightAnswer{RetryAfter: time.Second},
+	}
 
-// PolicyOpenWOP is the OpenWOP default policy, Config's default: key
-// ^[A-Za-z0-9._~-]{22,128}$ (KeyOpenWOP); scope tenant + operation + key;
-// 2xx and final 4xx replayed, 429/5xx retried, 400
-// idempotency_key_invalid/validation_error, 401 and 403 forgotten
-// (CacheOpenWOP); retention 24 h, the spec's minimum; replays carry
-// "OpenWOP-Idempotent-Replay: true"; in-flight Retry-After 1 s while the
-// owner is alive, the seconds until its lease can be reclaimed when it
-// looks dead; the OpenWOP error envelope (OpenWOPErrorBody).
-var PolicyOpenWOP = Policy{
-	Name:         "openwop",
-	Key:          KeyOpenWOP,
-	Scope:        ScopeParts{Operation: true},
-	Cache:        CacheOpenWOP,
-	Retention:    24 * time.Hour,
-	MinRetention: 24 * time.Hour,
-	Headers:      replayHeader(HeaderOpenWOPReplay),
-	InFlight:     InFlightAnswer{RetryAfter: time.Second},
-}
-
-// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy):
-// ^[A-Za-z0-9._~-]{22,128}$.
-var KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._~-")}
+	// KeyOpenWOP is the OpenWOP v2 grammar (the OpenWOP default policy):
+	// ^[A-Za-z0-9._~-]{22,128}$.
+	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._~-")}
+)
 
 // HeaderOpenWOPReplay marks a replay under the OpenWOP default policy
 // (the canonical form of OpenWOP-Idempotent-Replay).
 const HeaderOpenWOPReplay = "Openwop-Idempotent-Replay"
 
-// CacheOpenWOP is the OpenWOP default's Policy.Cache: 429 and 5xx are
+// cacheOpenWOP is the OpenWOP default's Policy.Cache: 429 and 5xx are
 // retried (never replayed); 401, 403 and a 400 whose envelope code is
 // idempotency_key_invalid or validation_error are forgotten (the request was
 // rejected before any work); every other outcome — 1xx..3xx and the other
 // 4xx — is replayed.
-func CacheOpenWOP(status int, code string) Disposition {
+func cacheOpenWOP(status int, code string) Disposition {
 	switch {
 	case status == 429 || status >= 500:
 		return Retry
@@ -53,8 +55,8 @@ func CacheOpenWOP(status int, code string) Disposition {
 	return Replay
 }
 
-// OpenWOPErrorBody is the default Policy.ErrorBody: the OpenWOP envelope
+// openWOPErrorBody is the default Policy.ErrorBody: the OpenWOP envelope
 // {error, message, details?} with the registry code.
-func OpenWOPErrorBody(e ErrorInfo) []byte {
+func openWOPErrorBody(e ErrorInfo) []byte {
 	return (&apierr.Error{Code: e.Code, Message: e.Message, Details: e.Details}).Body()
 }

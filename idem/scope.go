@@ -8,18 +8,6 @@ import (
 	"strings"
 )
 
-// Keyspace separation: host-generated keys never share the caller's keyspace.
-//
-// Every Layer-1 record ID is CallerPrefix followed by the unpadded base64url
-// SHA-256 of a domain-separated, length-prefixed encoding of (tenant,
-// operation, key). The caller controls only the key, which is hashed, so no
-// caller-supplied key can produce an ID outside this shape, and every Store
-// refuses (ErrInvalidRecord) to claim an ID that is not IsCallerID. Host
-// generated identifiers (locks, fire-once slots, effect identities) are never
-// stored in the Layer-1 store at all: they live in the ledger's tables. A
-// caller key therefore cannot name, claim or suppress a host lock.
-const CallerPrefix = "caller:v1:"
-
 // scopeDomain separates Layer-1 scope hashes from every other hash idemkit
 // computes.
 const scopeDomain = "idemkit/idem/caller-scope/v1"

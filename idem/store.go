@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -239,27 +238,3 @@ type Store interface {
 	// record returns found == false.
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
 }
-
-// Store errors, matched with errors.Is.
-var (
-	// ErrFenced: a write after the claim was rejected because the caller no
-	// longer owns the record (reclaimed, completed, deleted, or expired).
-	// Nothing was written.
-	ErrFenced = errors.New("idem: fenced: not the record's owner")
-	// ErrWriteConflict: a business write in Outcome.Writes failed its own
-	// condition; the transaction was cancelled and nothing was written.
-	ErrWriteConflict = errors.New("idem: transactional write condition failed")
-	// ErrUnsupportedWrite: Outcome.Writes holds a value the store cannot
-	// apply. Nothing was written.
-	ErrUnsupportedWrite = errors.New("idem: unsupported transactional write")
-	// ErrTooLarge: the response exceeds what the store can hold (at least
-	// MaxResponseBytes is always accepted).
-	ErrTooLarge = errors.New("idem: response too large to store")
-	// ErrInvalidRecord: the record passed to Claim is malformed (empty ID,
-	// digest or owner, a non-caller-keyspace ID, ...).
-	ErrInvalidRecord = errors.New("idem: invalid record")
-)
-
-// MaxResponseBytes is the largest response body every Store must store and
-// replay byte-exactly: Lambda's 6 MB synchronous payload limit.
-const MaxResponseBytes = 6 << 20

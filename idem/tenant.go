@@ -7,63 +7,67 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// TenantKind says where the authenticated tenant comes from. The zero value
+// tenantKind says where the authenticated tenant comes from (TenantSource.Kind). The zero value
 // is no choice at all: New rejects a Config whose Tenant was not set (unless
 // HTTPTenant is), so a guard never silently answers every keyed request
 // 401 unauthenticated.
-type TenantKind int
+type tenantKind int
 
 const (
-	// TenantUnset is the zero value: no tenant source chosen. New rejects it
+	// tenantUnset is the zero value: no tenant source chosen. New rejects it
 	// with a ConfigError naming the options.
-	TenantUnset TenantKind = iota
-	// TenantAuthorizerKey reads a Lambda authorizer context key:
+	tenantUnset tenantKind = iota
+	// tenantAuthorizerKey reads a Lambda authorizer context key:
 	// RequestContext.Authorizer.Lambda[Name] (HTTP API) or
 	// RequestContext.Authorizer[Name] (REST). See AuthorizerKey.
-	TenantAuthorizerKey
-	// TenantJWTClaim reads a JWT claim: RequestContext.Authorizer.JWT.Claims
+	tenantAuthorizerKey
+	// tenantJWTClaim reads a JWT claim: RequestContext.Authorizer.JWT.Claims
 	// (HTTP API) or RequestContext.Authorizer["claims"] (REST, Cognito). See
 	// JWTClaim.
-	TenantJWTClaim
-	// TenantIAMPrincipal uses the IAM caller: the user ARN (or, without one,
+	tenantJWTClaim
+	// tenantIAMPrincipal uses the IAM caller: the user ARN (or, without one,
 	// the caller id) of a SigV4-signed request. See IAMPrincipal.
-	TenantIAMPrincipal
-	// TenantSingle puts every request in one tenant, Name: for a function
+	tenantIAMPrincipal
+	// tenantSingle puts every request in one tenant, Name: for a function
 	// that has no authorizer and serves a single tenant. Every caller then
 	// shares one keyspace (a key is scoped by operation and key only). See
 	// SingleTenant.
-	TenantSingle
+	tenantSingle
 )
 
+// IsSet reports whether s names a tenant source (Kind is not the zero
+// value, which New rejects unless Config.HTTPTenant is set).
+func (s TenantSource) IsSet() bool { return s.Kind != tenantUnset }
+
 // TenantSource configures tenant resolution. The tenant always comes from
-// the credential (or, for TenantSingle, from the configuration), never from
+// the credential (or, for tenantSingle, from the configuration), never from
 // the body. Build one with AuthorizerKey, JWTClaim, IAMPrincipal or
 // SingleTenant.
 type TenantSource struct {
 	// Kind is where the tenant is read. Required: the zero value
-	// (TenantUnset) is rejected by New unless Config.HTTPTenant is set.
-	Kind TenantKind
+	// (tenantUnset) is rejected by New unless Config.HTTPTenant is set.
+	Kind tenantKind
 	// Name is the authorizer context key or JWT claim (default "tenantId"),
-	// or, for TenantSingle, the tenant itself (required).
+	// or, for tenantSingle, the tenant itself (required).
 	Name string
 }
 
 // AuthorizerKey reads the tenant from the Lambda authorizer context key name
 // (the reference host's authorizer sets "tenantId").
 func AuthorizerKey(name string) TenantSource {
-	return TenantSource{Kind: TenantAuthorizerKey, Name: name}
+	return TenantSource{Kind: tenantAuthorizerKey, Name: name}
 }
 
 // JWTClaim reads the tenant from the JWT claim name (a JWT or Cognito
 // authorizer), e.g. "sub" or "custom:tenant".
 func JWTClaim(name string) TenantSource {
-	return TenantSource{Kind: TenantJWTClaim, Name: name}
+	return TenantSource{Kind: tenantJWTClaim, Name: name}
 }
 
 // IAMPrincipal uses the IAM caller of a SigV4-signed request (IAM
 // authorization) as the tenant.
 func IAMPrincipal() TenantSource {
-	return TenantSource{Kind: TenantIAMPrincipal}
+	return TenantSource{Kind: tenantIAMPrincipal}
 }
 
 // SingleTenant puts every request, from any adapter, in the one tenant
@@ -72,7 +76,7 @@ func IAMPrincipal() TenantSource {
 // callers are one party (or the function's own infrastructure, such as a
 // queue).
 func SingleTenant(tenant string) TenantSource {
-	return TenantSource{Kind: TenantSingle, Name: tenant}
+	return TenantSource{Kind: tenantSingle, Name: tenant}
 }
 
 // tenantChoices is the ConfigError text naming the options.
@@ -91,12 +95,12 @@ func (s TenantSource) name() string {
 // problem returns the ConfigError text for s, or "".
 func (s TenantSource) problem(httpTenant bool) string {
 	switch s.Kind {
-	case TenantUnset:
+	case tenantUnset:
 		if !httpTenant {
 			return tenantChoices
 		}
-	case TenantAuthorizerKey, TenantJWTClaim, TenantIAMPrincipal:
-	case TenantSingle:
+	case tenantAuthorizerKey, tenantJWTClaim, tenantIAMPrincipal:
+	case tenantSingle:
 		if s.Name == "" {
 			return `Tenant: idem.SingleTenant needs a non-empty tenant name, e.g. idem.SingleTenant("my-service")`
 		}
@@ -126,7 +130,7 @@ func scalar(v any) string {
 
 // TenantV2 resolves the tenant of an HTTP API (payload 2.0) request.
 func (s TenantSource) TenantV2(rc *events.APIGatewayV2HTTPRequestContext) string {
-	if s.Kind == TenantSingle {
+	if s.Kind == tenantSingle {
 		return s.Name
 	}
 	a := rc.Authorizer
@@ -134,13 +138,13 @@ func (s TenantSource) TenantV2(rc *events.APIGatewayV2HTTPRequestContext) string
 		return ""
 	}
 	switch s.Kind {
-	case TenantAuthorizerKey:
+	case tenantAuthorizerKey:
 		return scalar(a.Lambda[s.name()])
-	case TenantJWTClaim:
+	case tenantJWTClaim:
 		if a.JWT != nil {
 			return a.JWT.Claims[s.name()]
 		}
-	case TenantIAMPrincipal:
+	case tenantIAMPrincipal:
 		if a.IAM != nil {
 			if a.IAM.UserARN != "" {
 				return a.IAM.UserARN
@@ -154,18 +158,18 @@ func (s TenantSource) TenantV2(rc *events.APIGatewayV2HTTPRequestContext) string
 // TenantV1 resolves the tenant of a REST API (v1 proxy) request.
 func (s TenantSource) TenantV1(rc *events.APIGatewayProxyRequestContext) string {
 	switch s.Kind {
-	case TenantSingle:
+	case tenantSingle:
 		return s.Name
-	case TenantAuthorizerKey:
+	case tenantAuthorizerKey:
 		return scalar(rc.Authorizer[s.name()])
-	case TenantJWTClaim:
+	case tenantJWTClaim:
 		switch c := rc.Authorizer["claims"].(type) {
 		case map[string]any:
 			return scalar(c[s.name()])
 		case map[string]string:
 			return c[s.name()]
 		}
-	case TenantIAMPrincipal:
+	case tenantIAMPrincipal:
 		if rc.Identity.UserArn != "" {
 			return rc.Identity.UserArn
 		}
@@ -188,7 +192,7 @@ func (g *Guard) requireTenant(adapter string) {
 			panic("idem: Guard.Middleware/Handle need a tenant source for net/http requests: set Config.HTTPTenant, or Config.Tenant to idem.SingleTenant(...)")
 		}
 	default:
-		if g.cfg.Tenant.Kind == TenantUnset {
+		if g.cfg.Tenant.Kind == tenantUnset {
 			panic("idem: Guard." + adapter + " needs Config.Tenant: " + tenantChoices)
 		}
 	}
@@ -196,7 +200,7 @@ func (g *Guard) requireTenant(adapter string) {
 
 // credentialV2 reads the credential value name (Policy.Scope.Credential)
 // from an HTTP API request: an authorizer context key under
-// TenantAuthorizerKey, a JWT claim under TenantJWTClaim, else "".
+// tenantAuthorizerKey, a JWT claim under tenantJWTClaim, else "".
 func (s TenantSource) credentialV2(rc *events.APIGatewayV2HTTPRequestContext, name string) string {
 	return TenantSource{Kind: s.Kind, Name: name}.credential(func(t TenantSource) string { return t.TenantV2(rc) })
 }
@@ -208,7 +212,7 @@ func (s TenantSource) credentialV1(rc *events.APIGatewayProxyRequestContext, nam
 
 func (s TenantSource) credential(read func(TenantSource) string) string {
 	switch s.Kind {
-	case TenantAuthorizerKey, TenantJWTClaim:
+	case tenantAuthorizerKey, tenantJWTClaim:
 		return read(s)
 	}
 	return ""

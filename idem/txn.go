@@ -9,17 +9,10 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
-	"github.com/idemkit/idemkit/internal/clock"
 )
-
-// ErrLeaseLost is the cause (context.Cause) with which a handler's context
-// is cancelled when its heartbeat finds the lease reclaimed by another
-// invocation. Whatever the handler then returns is not recorded.
-var ErrLeaseLost = errors.New("idem: lease lost to another invocation")
 
 // txn is one keyed request going through the protocol.
 type txn struct {
@@ -125,7 +118,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if parts := g.cfg.Policy.Scope.Credential; len(parts) > 0 {
 		// Without authentication (a single-tenant function, or an anonymous
 		// request) an absent part is the anonymous, empty one.
-		anonymous := in.tenant == "" || g.cfg.Tenant.Kind == TenantSingle
+		anonymous := in.tenant == "" || g.cfg.Tenant.Kind == tenantSingle
 		values := make([]string, len(parts))
 		t.credential = make(map[string]string, len(parts))
 		for i, name := range parts {
@@ -160,7 +153,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			if n == nil {
 				n = g.cfg.Normalize
 			}
-			d, err := DigestJSON(in.body, n)
+			d, err := digestJSON(in.body, n)
 			if err != nil {
 				return t.fail(invalidJSON(in.body, err))
 			}
@@ -173,10 +166,10 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 				}
 			}
 		} else {
-			t.digest = DigestBytes(nil)
+			t.digest = digestBytes(nil)
 		}
 	} else {
-		t.digest = DigestBytes(in.body)
+		t.digest = digestBytes(in.body)
 	}
 	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
 	if e := t.readMode(); e != nil {
@@ -214,11 +207,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
-	t.owner = g.cfg.NewOwner()
-	var until time.Time
+	t.owner = newOwnerToken()
+	var budget time.Duration
 	waiting := false
 	for {
-		now := g.cfg.Now()
+		now := g.clock.Now()
 		rec := Record{
 			ID:           t.id,
 			Digest:       t.digest,
@@ -248,16 +241,15 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		cur := res.Record
 		if !waiting {
-			until = g.waitUntil(ctx)
-			if t.async {
-				until = time.Now()
+			if !t.async {
+				budget = g.waitBudget(ctx)
 			}
 			waiting = true
 		}
-		act, cur := t.inspect(ctx, cur, until)
+		act, cur := t.inspect(ctx, cur, &budget)
 		switch act {
 		case actReplay:
-			if resp, ok := t.replayObject(ctx, &cur, cur.Response, until); ok {
+			if resp, ok := t.replayObject(ctx, &cur, cur.Response, time.Now().Add(budget)); ok {
 				t.g.count(MetricClaimOutcomes, OutcomeReplay)
 				t.logf(ctx, slog.LevelDebug, "idempotency: replay (object)", slog.String("outcome", OutcomeReplay), slog.Int("attempt", cur.Attempt))
 				return resp
@@ -276,7 +268,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
 				"A request with this Idempotency-Key is still being processed."))
-			resp.Headers[HeaderRetryAfter] = []string{strconv.Itoa(g.retryAfter(&cur, g.cfg.Now()))}
+			resp.Headers[HeaderRetryAfter] = []string{strconv.Itoa(g.retryAfter(&cur, g.clock.Now()))}
 			return resp
 		}
 		// actClaim: the record went away or became reclaimable; claim again.
@@ -319,7 +311,7 @@ func (t *txn) pending(ctx context.Context, rec *Record) *Response {
 	body, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.RequestID})
 	resp := &Response{Status: 202, Body: body, Headers: map[string][]string{
 		"Content-Type":   {"application/json"},
-		HeaderRetryAfter: {strconv.Itoa(t.g.retryAfter(rec, t.g.cfg.Now()))},
+		HeaderRetryAfter: {strconv.Itoa(t.g.retryAfter(rec, t.g.clock.Now()))},
 	}}
 	return t.decorate(resp, true, rec.RequestID)
 }
@@ -333,24 +325,25 @@ const (
 	actClaim
 )
 
-// waitUntil returns the wall-clock end of a duplicate's wait.
-func (g *Guard) waitUntil(ctx context.Context) time.Time {
-	now := time.Now()
+// waitBudget returns how long a duplicate may wait for the first
+// request's outcome: Config.Wait, bounded by the context's deadline (wall
+// time) less WaitMargin; 0 when it does not wait.
+func (g *Guard) waitBudget(ctx context.Context) time.Duration {
 	if g.cfg.Wait < 0 || g.cfg.Policy.InFlight.NoWait {
-		return now
+		return 0
 	}
-	until := now.Add(g.cfg.Wait)
+	b := g.cfg.Wait
 	if dl, ok := ctx.Deadline(); ok {
-		if d := dl.Add(-g.cfg.WaitMargin); d.Before(until) {
-			until = d
-		}
+		b = min(b, time.Until(dl)-g.cfg.WaitMargin)
 	}
-	return until
+	return max(b, 0)
 }
 
 // inspect decides what to do with an existing record, polling the store
-// with bounded backoff while it is pending and live, until the wait ends.
-func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action, Record) {
+// with bounded backoff while it is pending and live, until the wait budget
+// is spent: the time slept on the Guard's clock, and never past the
+// context's deadline less WaitMargin.
+func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (action, Record) {
 	backoff := 20 * time.Millisecond
 	for {
 		if cur.Digest != t.digest {
@@ -359,18 +352,22 @@ func (t *txn) inspect(ctx context.Context, cur Record, until time.Time) (action,
 		if cur.State.Final() {
 			return actReplay, cur
 		}
-		rem := time.Until(until)
+		rem := *budget
+		if dl, ok := ctx.Deadline(); ok {
+			rem = min(rem, time.Until(dl)-t.g.cfg.WaitMargin)
+		}
 		if rem <= 0 {
 			return actInFlight, cur
 		}
 		d := min(backoff, rem)
-		d = d/2 + rand.N(d/2+1)
-		if clock.Sleep(ctx, d) != nil {
+		d = max(d/2+rand.N(d/2+1), 1) // never 0: the budget always shrinks
+		*budget -= d
+		if t.g.clock.Sleep(ctx, d) != nil {
 			return actInFlight, cur
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
-		now := t.g.cfg.Now()
-		gctx, cancel := t.g.storeCtx(ctx, false, until)
+		now := t.g.clock.Now()
+		gctx, cancel := t.g.storeCtx(ctx, false, time.Now().Add(*budget)) // the poll ends with the wait
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		cancel()
 		if err != nil {
@@ -430,7 +427,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	// and Config.StoreTimeout.
 	wctx, cancel := g.storeCtx(ctx, true, t.leaseEnd)
 	defer cancel()
-	now := g.cfg.Now()
+	now := g.clock.Now()
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
 			t.errText(err), slog.Int("attempt", rec.Attempt))
@@ -507,52 +504,58 @@ func (t *txn) release(ctx context.Context, now time.Time) {
 	}
 }
 
-// heartbeat renews the lease every Heartbeat while the handler runs.
+// heartbeat renews the lease every Heartbeat (on the Guard's clock's
+// ticker) while the handler runs.
 type heartbeat struct {
-	mu      sync.Mutex
-	stopped bool
-	timer   *time.Timer
-	cancel  context.CancelCauseFunc
+	done   chan struct{} // closed by stop
+	exited chan struct{} // closed when the renewing goroutine returns
+	cancel context.CancelCauseFunc
 }
 
 func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	hb := &heartbeat{cancel: cancel}
-	every := t.g.cfg.Heartbeat
-	hb.mu.Lock()
-	hb.timer = time.AfterFunc(every, func() {
-		hb.mu.Lock()
-		defer hb.mu.Unlock()
-		if hb.stopped {
-			return
+	hb := &heartbeat{done: make(chan struct{}), exited: make(chan struct{}), cancel: cancel}
+	ticks, stopTicks := t.g.clock.NewTicker(t.g.cfg.Heartbeat)
+	go func() {
+		defer close(hb.exited)
+		defer stopTicks()
+		for {
+			select {
+			case <-hb.done:
+				return
+			case <-ticks:
+			}
+			select {
+			case <-hb.done: // stopped while the tick was pending
+				return
+			default:
+			}
+			now := t.g.clock.Now()
+			lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
+			rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
+			started := time.Now()
+			err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
+			rcancel()
+			if err == nil {
+				t.leaseEnd = started.Add(lease)
+			}
+			if errors.Is(err, ErrFenced) {
+				t.writeFailed(ctx, "renew", err)
+				cancel(ErrLeaseLost)
+				return
+			}
+			if err != nil {
+				t.writeFailed(ctx, "renew", err)
+			}
 		}
-		now := t.g.cfg.Now()
-		lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
-		rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
-		started := time.Now()
-		err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
-		rcancel()
-		if err == nil {
-			t.leaseEnd = started.Add(lease)
-		}
-		if errors.Is(err, ErrFenced) {
-			t.writeFailed(ctx, "renew", err)
-			cancel(ErrLeaseLost)
-			return
-		}
-		if err != nil {
-			t.writeFailed(ctx, "renew", err)
-		}
-		hb.timer.Reset(every)
-	})
-	hb.mu.Unlock()
+	}()
 	return hctx, hb
 }
 
+// stop ends the renewals; a renewal under way finishes first, so none
+// starts after stop returns.
 func (hb *heartbeat) stop() {
-	hb.mu.Lock()
-	hb.stopped = true
-	hb.timer.Stop()
-	hb.mu.Unlock()
+	close(hb.done)
+	<-hb.exited
 	hb.cancel(nil)
 }

@@ -670,7 +670,7 @@ func (l *Ledger) schedule(eff Effect, done *Record, now time.Time, ferr error) e
 	}
 	var next time.Time
 	if eff.Retry != nil {
-		next = now.Add(eff.Retry.backoff(done.Attempt, l.cfg.Jitter))
+		next = now.Add(eff.Retry.backoff(done.Attempt, l.cfg.Test.Jitter))
 	}
 	if hasAsked && asked.After(next) {
 		next = asked

@@ -6,6 +6,8 @@ import (
 	"time"
 )
 
+// The sentinel errors, matched with errors.Is; each typed error matches
+// its sentinel too.
 var (
 	// ErrInFlight is matched by *InFlightError: a live claim is held by
 	// another executor and did not finish within the bounded wait.
@@ -36,6 +38,26 @@ var (
 	// becomes escaped, nothing is recorded, and a later Do retries with the
 	// same provider key. Wrap it (see Uncertain).
 	ErrUncertain = errors.New("ledger: effect outcome uncertain")
+	// ErrInvalidIdentity is matched (errors.Is) by every identity input error.
+	ErrInvalidIdentity = errors.New("ledger: invalid effect identity input")
+	// ErrUnsupportedRecipe is returned when a recipe stamp names a recipe this
+	// version of the kit does not compute (e.g. a v1 history): the caller must
+	// use the recorded identities and digests as they are, never recompute them
+	// under another recipe (recipe stamps).
+	ErrUnsupportedRecipe = errors.New("ledger: unsupported recipe")
+	// ErrNoScan: ListEffects without a run on a store that is not a Scanner.
+	ErrNoScan = errors.New("ledger: this store cannot list every effect; give a run")
+	// ErrRetryLater is matched by *RetryLaterError.
+	ErrRetryLater = errors.New("ledger: effect retry scheduled")
+	// Errors of Resolve.
+	// ErrEffectNotFound: no live effect record has this id.
+	ErrEffectNotFound = errors.New("ledger: effect not found")
+	// ErrNotEscaped: the effect is not escaped (it has an outcome, is in
+	// flight, or never fired), so there is nothing for an operator to settle.
+	ErrNotEscaped = errors.New("ledger: effect is not escaped")
+	// ErrChanged: the effect changed since it was shown (its Rev differs);
+	// show it again and decide on what it is now.
+	ErrChanged = errors.New("ledger: effect changed since it was shown")
 )
 
 // NotSent wraps err so that Do releases the attempt (see ErrNotSent).

@@ -3,7 +3,6 @@ package ledger
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -37,9 +36,6 @@ const (
 	// the effectId (see Identity.ProviderKey).
 	ProviderKeyRecipe = "idemkit-provider-key-v1"
 )
-
-// ErrInvalidIdentity is matched (errors.Is) by every identity input error.
-var ErrInvalidIdentity = errors.New("ledger: invalid effect identity input")
 
 // Identity is an effect's stable identity. It never contains the attempt.
 type Identity struct {

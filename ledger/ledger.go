@@ -10,7 +10,7 @@ import (
 	"github.com/idemkit/idemkit/internal/configerr"
 )
 
-// Defaults and bounds of Config.
+// Defaults and bounds of Config and Retry.
 const (
 	// DefaultLease is the default claim lease.
 	DefaultLease = 5 * time.Minute
@@ -32,6 +32,12 @@ const (
 	// MaxMaxValueBytes is the largest accepted Config.MaxValueBytes: the
 	// record, attempts included, must stay within DynamoDB's 400 KB item.
 	MaxMaxValueBytes = 300 << 10
+
+	// Defaults of Retry.
+	// DefaultRetryBase is Retry.Base's default: the first backoff.
+	DefaultRetryBase = time.Second
+	// DefaultRetryMax is Retry.Max's default: the backoff cap.
+	DefaultRetryMax = 5 * time.Minute
 )
 
 // Metric names (EMF, bounded dimensions only: "kind", "keying").
@@ -116,6 +122,12 @@ type Config struct {
 	// Metrics receives the counters (see the Metric… names), for example an
 	// *emf.Recorder. Default nil: no metrics.
 	Metrics Metrics
+	// Test holds the hooks only tests set. Default zero.
+	Test TestConfig
+}
+
+// TestConfig holds a Ledger's hooks for tests; production leaves it zero.
+type TestConfig struct {
 	// Jitter randomizes a retry backoff d (see Retry). Default: "equal
 	// jitter", d/2 plus a uniform random part of d/2. Tests inject a
 	// deterministic one.
@@ -181,8 +193,8 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.System{}
 	}
-	if cfg.Jitter == nil {
-		cfg.Jitter = equalJitter
+	if cfg.Test.Jitter == nil {
+		cfg.Test.Jitter = equalJitter
 	}
 	return &Ledger{cfg: cfg}, nil
 }

@@ -1,17 +1,10 @@
 package ledger
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
-
-// ErrUnsupportedRecipe is returned when a recipe stamp names a recipe this
-// version of the kit does not compute (e.g. a v1 history): the caller must
-// use the recorded identities and digests as they are, never recompute them
-// under another recipe (recipe stamps).
-var ErrUnsupportedRecipe = errors.New("ledger: unsupported recipe")
 
 // RecipeStamps are the recipe stamps a run records: the
 // activity identity recipe and the semantic request recipe its effects use.

@@ -117,9 +117,6 @@ type Scanner interface {
 	Scan(ctx context.Context, fn func(*Record) bool) error
 }
 
-// ErrNoScan: ListEffects without a run on a store that is not a Scanner.
-var ErrNoScan = errors.New("ledger: this store cannot list every effect; give a run")
-
 // Filter selects effects for ListEffects.
 type Filter struct {
 	// State keeps effects in this state ("" : any).
@@ -181,18 +178,6 @@ func (l *Ledger) ShowEffect(ctx context.Context, effectID string) (EffectView, e
 	}
 	return l.View(r, l.now()), nil
 }
-
-// Errors of Resolve.
-var (
-	// ErrEffectNotFound: no live effect record has this id.
-	ErrEffectNotFound = errors.New("ledger: effect not found")
-	// ErrNotEscaped: the effect is not escaped (it has an outcome, is in
-	// flight, or never fired), so there is nothing for an operator to settle.
-	ErrNotEscaped = errors.New("ledger: effect is not escaped")
-	// ErrChanged: the effect changed since it was shown (its Rev differs);
-	// show it again and decide on what it is now.
-	ErrChanged = errors.New("ledger: effect changed since it was shown")
-)
 
 // Settlement is what an operator found out about an escaped effect.
 type Settlement string

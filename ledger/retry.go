@@ -7,14 +7,6 @@ import (
 	"time"
 )
 
-// Defaults of Retry.
-const (
-	// DefaultRetryBase is Retry.Base's default: the first backoff.
-	DefaultRetryBase = time.Second
-	// DefaultRetryMax is Retry.Max's default: the backoff cap.
-	DefaultRetryMax = 5 * time.Minute
-)
-
 // Retry is an effect's retry schedule. Its attempt cap and time budget are
 // recorded on the effect record when the record is created (Record.MaxAttempts,
 // Record.Deadline), so every executor and every entry point applies the same
@@ -82,9 +74,6 @@ func equalJitter(d time.Duration) time.Duration {
 	h := d / 2
 	return h + rand.N(h+1)
 }
-
-// ErrRetryLater is matched by *RetryLaterError.
-var ErrRetryLater = errors.New("ledger: effect retry scheduled")
 
 // RetryLaterError says the effect has no outcome yet and its next attempt is
 // due at At (Record.NotBefore): the caller comes back then (e.g. schedules

@@ -125,12 +125,12 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	// conditional PutItem whatever RUNS_TRANSACTIONAL says.
 	env.Transactional = env.Transactional && supportsTransactions(ctx, client, env.RunsTable)
 	metrics := emf.New(io.Discard, env.MetricsNamespace)
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, GuardWait: o.IdempotencyWait}, logger, metrics)
+	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true, Test: kit.TestParts{GuardWait: o.IdempotencyWait}}, logger, metrics)
 	if err != nil {
 		return err
 	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, ConformanceSeams: o.ConformanceSeams,
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, Test: apifn.TestConfig{ConformanceSeams: o.ConformanceSeams},
 		ReplayFixtures: true})
 	if err != nil {
 		return err

@@ -79,8 +79,8 @@ func methodRefusal(method, rawPath string) (e *apierr.Error, allow string) {
 // key (under the ERP policy X-Request-ID), requestID the request's id.
 func (g *gateway) writePolicyError(w http.ResponseWriter, e *apierr.Error, requestID string) {
 	body := g.policy.ErrorBody
-	if body == nil {
-		body = idem.OpenWOPErrorBody
+	if body == nil { // the OpenWOP default: the envelope itself
+		body = func(idem.ErrorInfo) []byte { return e.Body() }
 	}
 	if g.policy.Headers != nil {
 		h := map[string][]string{}

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
@@ -27,7 +28,7 @@ func commerceGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.
 		Policy: idem.PolicyCommerce,
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  st,
-		Now:    clk.Now,
+		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
 		Wait:   -1,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}

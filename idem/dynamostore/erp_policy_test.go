@@ -485,7 +485,7 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 			mu.Lock()
 			seen = append(seen, c)
 			mu.Unlock()
-			return idem.CanonicalERP(c)
+			return idem.PolicyERP.Canonical(c)
 		}
 		g := workOrderGuard(t, st, clk, func(c *idem.Config) { c.Policy = p })
 		key := erpKey()
@@ -513,7 +513,7 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 				t.Fatalf("hook call %d received %+v", i, c)
 			}
 		}
-		b, err := idem.CanonicalERP(seen[0])
+		b, err := idem.PolicyERP.Canonical(seen[0])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -37,7 +38,7 @@ func erpGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Confi
 		Policy: idem.PolicyERP,
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  st,
-		Now:    clk.Now,
+		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
 		Wait:   -1,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	}

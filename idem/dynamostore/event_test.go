@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -86,7 +87,7 @@ func (s *killable) Release(ctx context.Context, id, owner string, now time.Time)
 
 func sqsGuard(t *testing.T, st idem.Store, clk *guardClock, wait time.Duration) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(idem.Config{Store: st, Tenant: idem.SingleTenant("shop"), Now: clk.Now, Wait: wait,
+	g, err := idem.New(idem.Config{Store: st, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}}, Wait: wait,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

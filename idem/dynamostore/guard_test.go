@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -81,7 +82,7 @@ func newGuard(t *testing.T, v *env, clk *guardClock) *idem.Guard {
 	g, err := idem.New(idem.Config{
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  v.s,
-		Now:    clk.Now,
+		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
 		Wait:   20 * time.Second,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})

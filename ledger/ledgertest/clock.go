@@ -50,35 +50,9 @@ func (c *Clock) NewTicker(d time.Duration) (<-chan time.Time, func()) {
 	return clock.System{}.NewTicker(d)
 }
 
-// ClockFuncs is a ledger.Clock made of functions, for a test that replaces
-// one part of the clock: a nil field is the system clock's (time.Now, a
-// real sleep honouring ctx, a time.Ticker).
-type ClockFuncs struct {
-	NowFunc       func() time.Time
-	SleepFunc     func(ctx context.Context, d time.Duration) error
-	NewTickerFunc func(d time.Duration) (ticks <-chan time.Time, stop func())
-}
-
-// Now calls NowFunc, or time.Now.
-func (f ClockFuncs) Now() time.Time {
-	if f.NowFunc != nil {
-		return f.NowFunc()
-	}
-	return time.Now()
-}
-
-// Sleep calls SleepFunc, or sleeps for real.
-func (f ClockFuncs) Sleep(ctx context.Context, d time.Duration) error {
-	if f.SleepFunc != nil {
-		return f.SleepFunc(ctx, d)
-	}
-	return clock.Sleep(ctx, d)
-}
-
-// NewTicker calls NewTickerFunc, or starts a time.Ticker.
-func (f ClockFuncs) NewTicker(d time.Duration) (<-chan time.Time, func()) {
-	if f.NewTickerFunc != nil {
-		return f.NewTickerFunc(d)
-	}
-	return clock.System{}.NewTicker(d)
-}
+// ClockFuncs is a ledger.Clock (and an idem.Clock: the two have one
+// shape) made of functions, for a test that replaces one part of the
+// clock: a nil field is the system clock's (time.Now, a real sleep
+// honouring ctx, a time.Ticker). Its fields are NowFunc, SleepFunc and
+// NewTickerFunc.
+type ClockFuncs = clock.Funcs

@@ -35,7 +35,7 @@ func noJitter(d time.Duration) time.Duration { return d }
 // schedule lives in the record: any executor (a fresh Ledger, as after a
 // crash) calling before then fires nothing and learns the time.
 func testRetryAfterHonoured(t *testing.T, e *env) {
-	l := e.ledger(func(c *ledger.Config) { c.Jitter = noJitter })
+	l := e.ledger(func(c *ledger.Config) { c.Test.Jitter = noJitter })
 	eff := e.effect()
 	eff.Retry = &ledger.Retry{MaxAttempts: 5, Budget: 15 * time.Minute}
 	t0 := e.clock.Now().UTC().Truncate(time.Millisecond)
@@ -75,7 +75,7 @@ func testRetryAfterHonoured(t *testing.T, e *env) {
 // attempt cap and the time budget both end the retries with
 // *AttemptsExhaustedError, and the last attempt stays escaped.
 func testBackoffCapAndBudget(t *testing.T, e *env) {
-	l := e.ledger(func(c *ledger.Config) { c.Jitter = noJitter })
+	l := e.ledger(func(c *ledger.Config) { c.Test.Jitter = noJitter })
 	fail := func(ctx context.Context, c ledger.Call) ([]byte, error) {
 		_, _ = e.prov.Call(ctx, c.ProviderKey, "charge")
 		return nil, ledger.Uncertain(errors.New("503"))

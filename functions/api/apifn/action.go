@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 )
 
 // The object a run-creating key names: under a policy whose replays render
@@ -76,5 +77,5 @@ const (
 	MemberRetryOf = "retryOf"
 )
 
-// runETag is the strong ETag of a run's version (idem.VersionETag).
-func runETag(v int64) string { return idem.VersionETag(v) }
+// runETag is the strong ETag of a run's version (decided.VersionETag).
+func runETag(v int64) string { return decided.VersionETag(v) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -111,7 +112,7 @@ func TestCommerceRunReadCarriesVersionAndIfMatchIsTheDecidedVersion(t *testing.T
 		stale.Headers["if-match"] = `"1"`
 		r, m := c.f.do(t, stale)
 		d, _ := m["details"].(map[string]any)
-		if r.StatusCode != 409 || m["error"] != idem.CodeStaleDecision || d["currentVersion"] != 2.0 || d["inboxId"] == nil {
+		if r.StatusCode != 409 || m["error"] != decided.CodeStale || d["currentVersion"] != 2.0 || d["inboxId"] == nil {
 			t.Fatalf("If-Match of a stale version: %d %s", r.StatusCode, r.Body)
 		}
 		bad := commerceReq("POST", "/runs/"+runs.ProjectID(run.ID)+"/cancel", "offline cancel weak")

@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
@@ -182,7 +183,7 @@ func TestCommerceOfflineCancelRefusedWithFixWhenStatusChanged(t *testing.T) {
 		r, m := c.f.do(t, decidedCancel(run.ID, 1, "offline cancel 2"))
 		d, _ := m["details"].(map[string]any)
 		changes, _ := d["changes"].([]any)
-		if r.StatusCode != 409 || m["error"] != idem.CodeStaleDecision || d["currentVersion"] != 2.0 || d["decidedVersion"] != 1.0 || len(changes) != 1 {
+		if r.StatusCode != 409 || m["error"] != decided.CodeStale || d["currentVersion"] != 2.0 || d["decidedVersion"] != 1.0 || len(changes) != 1 {
 			t.Fatalf("stale cancel: %d %s", r.StatusCode, r.Body)
 		}
 		ch := changes[0].(map[string]any)
@@ -245,7 +246,7 @@ func TestCommerceInboxResubmitAndDiscard(t *testing.T) {
 		}
 		r, m = c.f.do(t, commerceReq("POST", "/inbox/"+idb+"/resubmit", "resubmit b"))
 		d, _ := m["details"].(map[string]any)
-		if r.StatusCode != 409 || m["error"] != idem.CodeStaleDecision || d["currentVersion"] != 3.0 || d["inboxId"] != idb {
+		if r.StatusCode != 409 || m["error"] != decided.CodeStale || d["currentVersion"] != 3.0 || d["inboxId"] != idb {
 			t.Fatalf("resubmit after another change: %d %s", r.StatusCode, r.Body)
 		}
 		es := c.inbox(t)

@@ -142,7 +142,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if retention <= 0 {
 		retention = DefaultForkRetention
 	}
-	if boundary := src.CreatedAt.Add(retention); h.cfg.Now().After(boundary) {
+	if boundary := src.CreatedAt.Add(retention); h.cfg.Test.Now().After(boundary) {
 		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
 			"the source run's recorded history is past the fork retention (%s)", retention).
 			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)})), nil
@@ -151,7 +151,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	run := runs.NewRun(c.tenant, src.WorkflowID, src.Inputs, h.cfg.Now())
+	run := runs.NewRun(c.tenant, src.WorkflowID, src.Inputs, h.cfg.Test.Now())
 	run.RecipeStamps = src.RecipeStamps
 	run.Fork = &runs.Fork{SourceRunID: src.ID, Mode: req.mode, FromSeq: req.fromSeq, Inherited: inherited,
 		BranchStamps: ledger.CurrentRecipes(), Overlay: req.overlay}

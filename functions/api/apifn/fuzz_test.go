@@ -38,7 +38,7 @@ func FuzzHandle(f *testing.F) {
 	}
 	runs := hostruns.NewMemRuns()
 	h, err := New(Config{Runs: runs, Guard: g, Ledger: l, Logger: discard(),
-		Sleep: func(context.Context, time.Duration) error { return nil }})
+		Test: TestConfig{Sleep: func(context.Context, time.Duration) error { return nil }}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -84,19 +84,9 @@ type Config struct {
 	// Default 0: settings.DefaultReplicationLagBoundMs (a declared bound of 0 ms is
 	// not expressible here; no real replication meets it).
 	ReplicationLagBoundMs int
-	// ConformanceSeams advertises the conformance seams profile
-	// (conformance.seamsProfile) in the capabilities document. Set only by
-	// `idemkit dev --conformance-seams`, which serves the seams; the api
-	// function of the deployed stack never sets it (it has no environment
-	// variable), so the stack neither serves nor advertises them.
-	ConformanceSeams bool
 	// BaseURL prefixes eventsUrl/statusUrl. Default "https://" + the
 	// request's domain name.
 	BaseURL string
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
-	Sleep func(ctx context.Context, d time.Duration) error
 	// Logger receives error logs. Default slog.Default().
 	Logger *slog.Logger
 	// Inbox keeps the offline writes refused as decided against a stale
@@ -116,6 +106,23 @@ type Config struct {
 	// (host.build, kind "commit"). Default: the binary's VCS revision,
 	// else "unknown".
 	Build string
+	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
+	Test TestConfig
+}
+
+// TestConfig holds a Handler's hooks for tests and development; the api
+// function of the deployed stack leaves it zero.
+type TestConfig struct {
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// ConformanceSeams advertises the conformance seams profile
+	// (conformance.seamsProfile) in the capabilities document. Set only by
+	// `idemkit dev --conformance-seams`, which serves the seams; the api
+	// function of the deployed stack never sets it (it has no environment
+	// variable), so the stack neither serves nor advertises them.
+	ConformanceSeams bool
 }
 
 // Handler serves the API. Safe for concurrent use.
@@ -146,7 +153,7 @@ func New(cfg Config) (*Handler, error) {
 	if err := p.Err("apifn", ErrConfig); err != nil {
 		return nil, err
 	}
-	if gc := cfg.Guard.Config(); gc.Tenant.Kind == idem.TenantUnset && !gc.Disabled && gc.Unauthenticated != idem.AnonymousTenant {
+	if gc := cfg.Guard.Config(); !gc.Tenant.IsSet() && !gc.Disabled && gc.Unauthenticated != idem.AnonymousTenant {
 		return nil, errors.New("apifn: the Guard needs Config.Tenant (the authorizer context's tenant)")
 	}
 	if cfg.CrossRegion == "" {
@@ -157,7 +164,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.ReplicationLagBoundMs > 0 {
 		capOpts = append(capOpts, settings.WithReplicationLagBound(cfg.ReplicationLagBoundMs))
 	}
-	if cfg.ConformanceSeams {
+	if cfg.Test.ConformanceSeams {
 		capOpts = append(capOpts, settings.WithConformanceSeams())
 	}
 	if cfg.ReplayFixtures {
@@ -167,11 +174,11 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Test.Now == nil {
+		cfg.Test.Now = time.Now
 	}
-	if cfg.Sleep == nil {
-		cfg.Sleep = clock.Sleep
+	if cfg.Test.Sleep == nil {
+		cfg.Test.Sleep = clock.Sleep
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -39,10 +39,10 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{runs: runs.NewMemRuns(), ledger: l, slept: make(chan time.Duration, 100)}
 	f.h, err = New(Config{Runs: f.runs, Guard: g, Ledger: l, Logger: discard(),
-		Sleep: func(ctx context.Context, d time.Duration) error {
+		Test: TestConfig{Sleep: func(ctx context.Context, d time.Duration) error {
 			f.slept <- d
 			return nil
-		}})
+		}}})
 	if err != nil {
 		t.Fatal(err)
 	}

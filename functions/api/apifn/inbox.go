@@ -10,14 +10,15 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
 // Offline-queued writes. A client that queued a write offline sends it
 // later with its Idempotency-Key and the version of the record it decided
-// against (idem.HeaderDecidedVersion). cancelRun runs it only when the
+// against (decided.Header). cancelRun runs it only when the
 // run's changes since that version touch none of its declared inputs
-// (cancelInputs); otherwise it answers 409 idem.CodeStaleDecision with the
+// (cancelInputs); otherwise it answers 409 decided.CodeStale with the
 // changed fields (old and new values) and the version to decide against
 // now, and keeps the write in the caller's inbox, where it waits to be
 // decided again: GET /inbox lists it, POST /inbox/{id}/resubmit runs it
@@ -38,17 +39,17 @@ func decidedVersion(ev events.APIGatewayV2HTTPRequest) (int64, bool, error) {
 	var vs, ms []string
 	for k, v := range ev.Headers {
 		switch {
-		case strings.EqualFold(k, idem.HeaderDecidedVersion):
+		case strings.EqualFold(k, decided.Header):
 			vs = append(vs, v)
-		case strings.EqualFold(k, idem.HeaderIfMatch):
+		case strings.EqualFold(k, decided.HeaderIfMatch):
 			ms = append(ms, v)
 		}
 	}
-	return idem.ParseDecided(vs, ms)
+	return decided.Parse(vs, ms)
 }
 
 func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
-	st, hd, body := idem.DecidedInvalid(err)
+	st, hd, body := decided.Invalid(err)
 	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}
 }
 
@@ -57,7 +58,7 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 // the run only from the status it checked; a stale decision is kept in the
 // inbox as entryID (a new id under the request's claim when "") and
 // answered 409 with the fix, stale true.
-func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, decided int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, version int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	if hasDecided {
@@ -68,7 +69,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, deci
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, false, err
 		}
-		if resp, stale, done, err := h.checkDecided(ctx, r, caller, decided, entryID); done || err != nil {
+		if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, entryID); done || err != nil {
 			return resp, stale, err
 		}
 		// Nothing the cancel decides on changed: move the run only from the
@@ -78,7 +79,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, deci
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Now())
+	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Test.Now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
@@ -89,7 +90,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, deci
 		if hasDecided {
 			// The status moved between the check and the write: check again
 			// against the run as it is now.
-			if resp, stale, done, err := h.checkDecided(ctx, r, caller, decided, entryID); done || err != nil {
+			if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, entryID); done || err != nil {
 				return resp, stale, err
 			}
 		}
@@ -105,15 +106,15 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, deci
 
 // checkDecided answers (done) a decided version the run never had (400) or
 // one whose later changes touch cancelInputs (409, kept in the inbox).
-func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, decided int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
-	changes, err := r.ChangesSince(decided)
-	if errors.Is(err, idem.ErrVersionAhead) {
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, version int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+	changes, err := r.ChangesSince(version)
+	if errors.Is(err, decided.ErrVersionAhead) {
 		return decidedInvalid(err), false, true, nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
-	touched := idem.Touching(changes, cancelInputs)
+	touched := decided.Touching(changes, cancelInputs)
 	if len(touched) == 0 {
 		return events.APIGatewayV2HTTPResponse{}, false, false, nil
 	}
@@ -121,9 +122,9 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, d
 		claim, claimed := idem.FromContext(ctx)
 		entryID = runs.InboxEntryID(claim, claimed)
 	}
-	se := &idem.StaleDecisionError{RecordID: r.ID, Decided: decided, Current: r.Version, Changes: touched, InboxID: entryID}
+	se := &decided.StaleError{RecordID: r.ID, Decided: version, Current: r.Version, Changes: touched, InboxID: entryID}
 	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: decided, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Now()}); err != nil {
+		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
 	st, hd, body := se.Envelope()
@@ -163,17 +164,17 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	decided, present, err := decidedVersion(c.ev)
+	version, present, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
 	if !present {
-		decided = e.CurrentVersion
+		version = e.CurrentVersion
 	}
 	if e.Operation != OpCancelRun {
 		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
 	}
-	resp, stale, err := h.cancel(ctx, c.tenant, caller, e.RecordID, decided, true, e.ID)
+	resp, stale, err := h.cancel(ctx, c.tenant, caller, e.RecordID, version, true, e.ID)
 	if err != nil || stale {
 		return resp, err
 	}

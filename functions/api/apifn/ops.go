@@ -38,13 +38,13 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 		r.Headers["Retry-After"] = "1"
 		return r, nil
 	case webhook.WorkflowDelay:
-		if err := h.cfg.Sleep(ctx, time.Duration(req.DelayMs)*time.Millisecond); err != nil {
+		if err := h.cfg.Test.Sleep(ctx, time.Duration(req.DelayMs)*time.Millisecond); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
 	// NewRun stamps the run with the kit's current recipes (recipe stamps):
 	// its effects are identified under these stamps for its whole life.
-	run := runs.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Now())
+	run := runs.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Test.Now())
 	// Every execution of this idempotency record names the same run
 	// (createClaimedRun).
 	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev runs.Run) bool {
@@ -69,11 +69,11 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 // request with Idempotency-Decided-Version is an offline-decided cancel,
 // checked against the run's changes since that version (inbox.go).
 func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	decided, present, err := decidedVersion(c.ev)
+	version, present, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), decided, present, "")
+	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), version, present, "")
 	return resp, err
 }
 

@@ -57,7 +57,7 @@ func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, ef
 		t.Fatal(err)
 	}
 	l, err := ledger.New(ledger.Config{Store: st, Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1,
-		Jitter: func(d time.Duration) time.Duration { return d }})
+		Test: ledger.TestConfig{Jitter: func(d time.Duration) time.Duration { return d }}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,9 +46,17 @@ type Kit struct {
 // Parts selects what NewKit builds (each needs its table in Env).
 type Parts struct {
 	Runs, Keys, Guard, Ledger bool
+	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
+	Test TestParts
+}
+
+// TestParts holds NewKit's hooks for tests and development; the Lambda
+// functions leave it zero.
+type TestParts struct {
 	// GuardWait is Layer 1's duplicate wait budget (idem.Config.Wait): how
 	// long a duplicate of an in-flight request waits for its final outcome
-	// before the 409 idempotency_in_flight. Default 0: idem's default.
+	// before the 409 idempotency_in_flight (`idemkit dev
+	// --idempotency-wait`). Default 0: idem's default.
 	GuardWait time.Duration
 }
 
@@ -110,7 +118,7 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 		}
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
-		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.GuardWait,
+		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.Test.GuardWait,
 			// The live work-order route's canonical request hash and its
 			// per-Accept rendering (the ERP policy's work-order contract).
 			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}}

@@ -2,6 +2,6 @@
 // lifecycle (Status, Run, NewRun), the RunStore in memory (MemRuns) and on
 // DynamoDB (DynamoRuns, RunsTable), the tenant-bound runId grammar and its
 // path projection (NewRunID, ClaimRunID, ProjectID, DecodePathID), a run's
-// version history (idem.History) and the per-tenant inbox of refused
+// version history (decided.History) and the per-tenant inbox of refused
 // offline writes (Inbox).
 package runs

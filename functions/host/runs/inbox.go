@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 )
 
 // itemPrefix starts the pk of every RunsTable item that is not a run (a
@@ -20,7 +21,7 @@ const itemPrefix = "#"
 
 // InboxEntry is a write refused because the record changed, since the
 // version it was decided against, in what the write decides on
-// (idem.StaleDecisionError): it waits in its caller's inbox to be decided
+// (decided.StaleError): it waits in its caller's inbox to be decided
 // again (resubmitted against a newer version, or discarded).
 type InboxEntry struct {
 	// ID names the entry in its tenant's inbox (22 base64url characters).
@@ -39,9 +40,9 @@ type InboxEntry struct {
 	// DecidedVersion is the version the write was decided against;
 	// CurrentVersion the record's version when it was refused, the one to
 	// decide against now; Changes the changed inputs then and now.
-	DecidedVersion int64              `json:"decidedVersion"`
-	CurrentVersion int64              `json:"currentVersion"`
-	Changes        []idem.FieldChange `json:"changes"`
+	DecidedVersion int64                 `json:"decidedVersion"`
+	CurrentVersion int64                 `json:"currentVersion"`
+	Changes        []decided.FieldChange `json:"changes"`
 	// CreatedAt is when the write was refused (the latest refusal, for an
 	// entry resubmitted and refused again).
 	CreatedAt time.Time `json:"createdAt"`

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
-	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 )
 
 // The fields of a run its version log (Run.History) tracks: every store
@@ -51,26 +51,26 @@ func terminalVersion(to Status, errMsg string) map[string]json.RawMessage {
 
 // appendVersion returns l with v appended, never sharing l's array (runs
 // handed out by MemRuns keep the log they were read with).
-func appendVersion(l idem.VersionLog, v map[string]json.RawMessage) idem.VersionLog {
-	out := make(idem.VersionLog, len(l), len(l)+1)
+func appendVersion(l decided.VersionLog, v map[string]json.RawMessage) decided.VersionLog {
+	out := make(decided.VersionLog, len(l), len(l)+1)
 	copy(out, l)
 	return append(out, v)
 }
 
-// runHistory is the runs store's idem.History: a run's changes since a
+// runHistory is the runs store's decided.History: a run's changes since a
 // version, read from its version log with one Get. The scope is the
-// caller's tenant; another tenant's run reads as idem.ErrRecordNotFound.
+// caller's tenant; another tenant's run reads as decided.ErrRecordNotFound.
 type runHistory struct {
 	Runs RunStore
 }
 
-var _ idem.History = runHistory{}
+var _ decided.History = runHistory{}
 
-// ChangesSince implements idem.History.
-func (h runHistory) ChangesSince(ctx context.Context, tenant, runID string, v int64) ([]idem.FieldChange, int64, error) {
+// ChangesSince implements decided.History.
+func (h runHistory) ChangesSince(ctx context.Context, tenant, runID string, v int64) ([]decided.FieldChange, int64, error) {
 	r, err := h.Runs.Get(ctx, runID)
 	if errors.Is(err, ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
-		return nil, 0, idem.ErrRecordNotFound
+		return nil, 0, decided.ErrRecordNotFound
 	}
 	if err != nil {
 		return nil, 0, err
@@ -80,8 +80,8 @@ func (h runHistory) ChangesSince(ctx context.Context, tenant, runID string, v in
 }
 
 // ChangesSince returns the run's changes since version v (see
-// idem.VersionLog.Since): idem.ErrVersionAhead for a version the run never
+// decided.VersionLog.Since): decided.ErrVersionAhead for a version the run never
 // had.
-func (r Run) ChangesSince(v int64) ([]idem.FieldChange, error) {
+func (r Run) ChangesSince(v int64) ([]decided.FieldChange, error) {
 	return r.History.Since(v)
 }

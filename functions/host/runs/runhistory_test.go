@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -59,7 +60,7 @@ func runVersionsSuite(t *testing.T, runs RunStore) {
 	if err != nil || cur != 5 {
 		t.Fatalf("since 2: %d %v", cur, err)
 	}
-	byField := map[string]idem.FieldChange{}
+	byField := map[string]decided.FieldChange{}
 	for _, c := range cs {
 		byField[c.Field] = c
 	}
@@ -86,13 +87,13 @@ func runVersionsSuite(t *testing.T, runs RunStore) {
 		}
 	}
 	// Another tenant, an unknown run, a version the run never had.
-	if _, _, err := h.ChangesSince(ctx, "globex", r.ID, 1); !errors.Is(err, idem.ErrRecordNotFound) {
+	if _, _, err := h.ChangesSince(ctx, "globex", r.ID, 1); !errors.Is(err, decided.ErrRecordNotFound) {
 		t.Fatalf("another tenant: %v", err)
 	}
-	if _, _, err := h.ChangesSince(ctx, "acme", NewRunID("acme"), 1); !errors.Is(err, idem.ErrRecordNotFound) {
+	if _, _, err := h.ChangesSince(ctx, "acme", NewRunID("acme"), 1); !errors.Is(err, decided.ErrRecordNotFound) {
 		t.Fatalf("unknown run: %v", err)
 	}
-	if _, _, err := h.ChangesSince(ctx, "acme", r.ID, 6); !errors.Is(err, idem.ErrVersionAhead) {
+	if _, _, err := h.ChangesSince(ctx, "acme", r.ID, 6); !errors.Is(err, decided.ErrVersionAhead) {
 		t.Fatalf("future version: %v", err)
 	}
 }
@@ -112,7 +113,7 @@ func inboxSuite(t *testing.T, in Inbox) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	a1 := InboxEntry{ID: InboxEntryID(idem.ClaimInfo{ID: "c1", OriginalRequestID: "r1"}, true), Tenant: "acme", Operation: "cancelRun",
 		RecordID: "acme/runrunrunrunrunrun1", DecidedVersion: 1, CurrentVersion: 3, CreatedAt: now,
-		Changes: []idem.FieldChange{{Field: "status", Old: json.RawMessage(`"pending"`), New: json.RawMessage(`"running"`), Version: 3}}}
+		Changes: []decided.FieldChange{{Field: "status", Old: json.RawMessage(`"pending"`), New: json.RawMessage(`"running"`), Version: 3}}}
 	a2 := a1
 	a2.ID, a2.CreatedAt = InboxEntryID(idem.ClaimInfo{}, false), now.Add(time.Second)
 	g1 := a1

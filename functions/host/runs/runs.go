@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -82,13 +82,13 @@ type Run struct {
 	RetryOf string `json:"retryOf,omitempty"`
 	// Version is the run's version: 1 at creation, +1 for every store write
 	// that changes a tracked field (status, error, lastError, wake). It is
-	// what a client decides a write against (idem.HeaderDecidedVersion).
+	// what a client decides a write against (decided.Header).
 	// A run stored before versions were kept reads as 0 until its next
 	// change.
 	Version int64 `json:"version"`
 	// History is the run's version log: element i holds the tracked fields
 	// version i+1 set (FieldStatus, ...). Version == History.Current().
-	History idem.VersionLog `json:"history,omitempty"`
+	History decided.VersionLog `json:"history,omitempty"`
 	// Log is the run's node event log (node.started, node.completed,
 	// node.failed), appended by the executor (LogStore.AppendLog); empty
 	// for a run whose workflow has no node graph (see fork.go, nodelog.go).
@@ -120,14 +120,14 @@ func NewRun(tenant, workflowID string, inputs json.RawMessage, now time.Time) Ru
 	now = now.UTC()
 	return Run{ID: NewRunID(tenant), Tenant: tenant, WorkflowID: workflowID, Inputs: inputs,
 		Status: StatusPending, CreatedAt: now, UpdatedAt: now, RecipeStamps: ledger.CurrentRecipes(),
-		Version: 1, History: idem.VersionLog{version(FieldStatus, StatusPending)}}
+		Version: 1, History: decided.VersionLog{version(FieldStatus, StatusPending)}}
 }
 
 // withFirstVersion returns r as Create stores it: a run given without a
 // version log starts at version 1, logging its status.
 func withFirstVersion(r Run) Run {
 	if len(r.History) == 0 {
-		r.History = idem.VersionLog{version(FieldStatus, r.Status)}
+		r.History = decided.VersionLog{version(FieldStatus, r.Status)}
 	}
 	r.Version = r.History.Current()
 	return r

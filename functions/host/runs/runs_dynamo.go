@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 )
 
 // DynamoAPI is the subset of *dynamodb.Client the host stores use.
@@ -130,12 +131,12 @@ func versionAV(v map[string]json.RawMessage) types.AttributeValue {
 }
 
 // historyFromAV decodes the version log (nil when absent).
-func historyFromAV(av types.AttributeValue) idem.VersionLog {
+func historyFromAV(av types.AttributeValue) decided.VersionLog {
 	l, ok := av.(*types.AttributeValueMemberL)
 	if !ok {
 		return nil
 	}
-	out := make(idem.VersionLog, 0, len(l.Value))
+	out := make(decided.VersionLog, 0, len(l.Value))
 	for _, e := range l.Value {
 		v := map[string]json.RawMessage{}
 		if m, ok := e.(*types.AttributeValueMemberM); ok {

@@ -1,4 +1,4 @@
-package idem
+package decided
 
 import (
 	"errors"
@@ -8,30 +8,30 @@ import (
 
 // The record's version as an entity tag: a client that read a record with
 // its strong ETag (VersionETag) may send the version it decided a write
-// against as If-Match (RFC 9110) instead of HeaderDecidedVersion; the write
+// against as If-Match (RFC 9110) instead of Header; the write
 // is checked the same way, and a stale decision refused with the same 409
-// CodeStaleDecision and fix.
+// CodeStale and fix.
 
 // HeaderIfMatch is the RFC 9110 precondition header carrying the version
 // a write was decided against, as the record's strong ETag.
 const HeaderIfMatch = "If-Match"
 
-// ErrIfMatchInvalid is returned by ParseDecided for an If-Match that is not
+// ErrIfMatchInvalid is returned by Parse for an If-Match that is not
 // one strong entity tag of a version (VersionETag), or that names another
-// version than HeaderDecidedVersion.
-var ErrIfMatchInvalid = errors.New("idem: If-Match is not one strong entity tag of a version of 1 or more")
+// version than Header.
+var ErrIfMatchInvalid = errors.New("decided: If-Match is not one strong entity tag of a version of 1 or more")
 
 // VersionETag is the strong entity tag of version v: the decimal version
 // in double quotes ("7").
 func VersionETag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
 
-// ParseDecided reads the version a write was decided against from the
-// values of HeaderDecidedVersion and of If-Match: either may carry it (a
+// Parse reads the version a write was decided against from the
+// values of Header and of If-Match: either may carry it (a
 // request with both is checked only when they agree). "*" in If-Match
 // names no version (any current record matches). present is false when
 // neither names one: the write is not checked.
-func ParseDecided(decided, ifMatch []string) (version int64, present bool, err error) {
-	v, present, err := ParseDecidedVersion(decided)
+func Parse(decided, ifMatch []string) (version int64, present bool, err error) {
+	v, present, err := ParseVersion(decided)
 	if err != nil {
 		return 0, true, err
 	}
@@ -45,7 +45,7 @@ func ParseDecided(decided, ifMatch []string) (version int64, present bool, err e
 	if len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
 		return 0, true, ErrIfMatchInvalid // a weak tag (W/"…") or a list never matches strongly
 	}
-	m, _, err := ParseDecidedVersion([]string{tag[1 : len(tag)-1]})
+	m, _, err := ParseVersion([]string{tag[1 : len(tag)-1]})
 	if err != nil || present && m != v {
 		return 0, true, ErrIfMatchInvalid
 	}

@@ -1,4 +1,4 @@
-package idem_test
+package decided_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
-	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
@@ -29,7 +29,7 @@ func TestOfflineDecisionRunsWhenOnlyUnrelatedFieldsChanged(t *testing.T) {
 	if _, err := h.Write("acme", "o1", map[string]any{"note": "gift wrap"}); err != nil {
 		t.Fatal(err)
 	}
-	d := idem.Decided{History: h, Inputs: []string{"status"}}
+	d := decided.Checker{History: h, Inputs: []string{"status"}}
 	cur, err := d.Check(context.Background(), "acme", "o1", 1)
 	if err != nil || cur != 2 {
 		t.Fatalf("Check = %d, %v; want 2, nil", cur, err)
@@ -47,9 +47,9 @@ func TestOfflineDecisionRefusedWithAFixWhenAnInputChanged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := idem.Decided{History: h, Inputs: []string{"status", "price"}}
+	d := decided.Checker{History: h, Inputs: []string{"status", "price"}}
 	cur, err := d.Check(context.Background(), "acme", "o1", 1)
-	var stale *idem.StaleDecisionError
+	var stale *decided.StaleError
 	if !errors.As(err, &stale) || cur != 4 {
 		t.Fatalf("Check = %d, %v; want a StaleDecisionError at version 4", cur, err)
 	}
@@ -67,17 +67,17 @@ func TestOfflineDecisionRefusedWithAFixWhenAnInputChanged(t *testing.T) {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 		Details struct {
-			RecordID       string             `json:"recordId"`
-			DecidedVersion int64              `json:"decidedVersion"`
-			CurrentVersion int64              `json:"currentVersion"`
-			InboxID        string             `json:"inboxId"`
-			Changes        []idem.FieldChange `json:"changes"`
+			RecordID       string                `json:"recordId"`
+			DecidedVersion int64                 `json:"decidedVersion"`
+			CurrentVersion int64                 `json:"currentVersion"`
+			InboxID        string                `json:"inboxId"`
+			Changes        []decided.FieldChange `json:"changes"`
 		} `json:"details"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
 		t.Fatal(err)
 	}
-	if status != http.StatusConflict || hdr["Content-Type"] != "application/json" || env.Error != idem.CodeStaleDecision ||
+	if status != http.StatusConflict || hdr["Content-Type"] != "application/json" || env.Error != decided.CodeStale ||
 		env.Details.CurrentVersion != 4 || env.Details.DecidedVersion != 1 || env.Details.InboxID != "ib1" ||
 		len(env.Details.Changes) != 1 || string(env.Details.Changes[0].Old) != `"open"` || env.Message == "" {
 		t.Fatalf("envelope %d %v %s", status, hdr, body)
@@ -92,8 +92,8 @@ func TestOfflineDecisionInputChangedBackStillRefused(t *testing.T) {
 	h := history(t)
 	_, _ = h.Write("acme", "o1", map[string]any{"status": "paid"})
 	_, _ = h.Write("acme", "o1", map[string]any{"status": "open"})
-	_, err := idem.Decided{History: h, Inputs: []string{"status"}}.Check(context.Background(), "acme", "o1", 1)
-	var stale *idem.StaleDecisionError
+	_, err := decided.Checker{History: h, Inputs: []string{"status"}}.Check(context.Background(), "acme", "o1", 1)
+	var stale *decided.StaleError
 	if !errors.As(err, &stale) || string(stale.Changes[0].Old) != `"open"` || string(stale.Changes[0].New) != `"open"` {
 		t.Fatalf("a touched input is a change even when its value came back: %v", err)
 	}
@@ -101,30 +101,30 @@ func TestOfflineDecisionInputChangedBackStillRefused(t *testing.T) {
 
 func TestOfflineDecisionUnknownRecordOrVersion(t *testing.T) {
 	h := history(t)
-	d := idem.Decided{History: h, Inputs: []string{"status"}}
+	d := decided.Checker{History: h, Inputs: []string{"status"}}
 	ctx := context.Background()
-	if _, err := d.Check(ctx, "globex", "o1", 1); !errors.Is(err, idem.ErrRecordNotFound) {
+	if _, err := d.Check(ctx, "globex", "o1", 1); !errors.Is(err, decided.ErrRecordNotFound) {
 		t.Fatalf("another scope's record: %v", err)
 	}
 	for _, v := range []int64{0, -1, 2} {
-		if _, err := d.Check(ctx, "acme", "o1", v); !errors.Is(err, idem.ErrVersionAhead) {
+		if _, err := d.Check(ctx, "acme", "o1", v); !errors.Is(err, decided.ErrVersionAhead) {
 			t.Fatalf("version %d: %v", v, err)
 		}
 	}
-	if _, err := (idem.Decided{History: h}).Check(ctx, "acme", "o1", 1); err == nil {
+	if _, err := (decided.Checker{History: h}).Check(ctx, "acme", "o1", 1); err == nil {
 		t.Fatal("a check without inputs must be refused")
 	}
 }
 
 func TestParseDecidedVersion(t *testing.T) {
-	if _, present, err := idem.ParseDecidedVersion(nil); present || err != nil {
+	if _, present, err := decided.ParseVersion(nil); present || err != nil {
 		t.Fatal("absent header")
 	}
-	if v, present, err := idem.ParseDecidedVersion([]string{"42"}); v != 42 || !present || err != nil {
+	if v, present, err := decided.ParseVersion([]string{"42"}); v != 42 || !present || err != nil {
 		t.Fatalf("42: %d %v %v", v, present, err)
 	}
 	for _, bad := range [][]string{{""}, {"0"}, {"007"}, {"-1"}, {"+1"}, {" 1"}, {"1.0"}, {"1e3"}, {"1234567890123456"}, {"1", "2"}, {"٣"}} {
-		if _, present, err := idem.ParseDecidedVersion(bad); !present || !errors.Is(err, idem.ErrDecidedVersionInvalid) {
+		if _, present, err := decided.ParseVersion(bad); !present || !errors.Is(err, decided.ErrVersionInvalid) {
 			t.Fatalf("%q accepted", bad)
 		}
 	}
@@ -142,11 +142,11 @@ func TestDecidedMiddleware(t *testing.T) {
 		return events.APIGatewayV2HTTPResponse{StatusCode: 200}, nil
 	}
 	kept := 0
-	wrapped := idem.Decided{History: h, Inputs: []string{"status"}}.HTTPAPI(
+	wrapped := decided.Checker{History: h, Inputs: []string{"status"}}.HTTPAPI(
 		func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (string, string, bool) {
 			return ev.RequestContext.AccountID, "o1", true
 		},
-		func(_ context.Context, _ events.APIGatewayV2HTTPRequest, e *idem.StaleDecisionError) error {
+		func(_ context.Context, _ events.APIGatewayV2HTTPRequest, e *decided.StaleError) error {
 			kept++
 			e.InboxID = "kept-1"
 			return nil
@@ -172,7 +172,7 @@ func TestDecidedMiddleware(t *testing.T) {
 	r := call("acme", "1")
 	var env map[string]any
 	_ = json.Unmarshal([]byte(r.Body), &env)
-	if r.StatusCode != 409 || ran != 2 || kept != 1 || env["error"] != idem.CodeStaleDecision ||
+	if r.StatusCode != 409 || ran != 2 || kept != 1 || env["error"] != decided.CodeStale ||
 		env["details"].(map[string]any)["inboxId"] != "kept-1" {
 		t.Fatalf("stale: %d %s (ran %d, kept %d)", r.StatusCode, r.Body, ran, kept)
 	}

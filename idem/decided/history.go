@@ -1,9 +1,8 @@
-package idem
+package decided
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sort"
 )
 
@@ -38,15 +37,6 @@ type FieldChange struct {
 type History interface {
 	ChangesSince(ctx context.Context, scope, recordID string, version int64) (changes []FieldChange, current int64, err error)
 }
-
-// ErrRecordNotFound is returned by a History when the caller's scope has no
-// record with the id.
-var ErrRecordNotFound = errors.New("idem: record not found")
-
-// ErrVersionAhead is returned by a History (and the offline-decision check)
-// when the decided version is one the record never had: below 1 or above
-// its current version.
-var ErrVersionAhead = errors.New("idem: decided version is not a version of the record")
 
 // Touching returns the changes that touch one of inputs (the operation's
 // declared inputs), in the order of inputs; a field is matched by exact

@@ -1,0 +1,91 @@
+package idem
+
+import "errors"
+
+// The sentinel errors, matched with errors.Is. Typed errors (*ConfigError,
+// *KeyError, *ValidationError) match their sentinel
+// too.
+var (
+	// ErrConfig is matched (errors.Is) by every *ConfigError.
+	ErrConfig = errors.New("idem: invalid config")
+
+	// ErrKeyInvalid is matched (errors.Is) by every *KeyError.
+	ErrKeyInvalid = errors.New("idem: invalid Idempotency-Key")
+
+	// ErrNoClaim is returned by Transact when the request is not running under
+	// an idempotency claim (no key, a skipped route, a safe method, or
+	// idempotency disabled). The handler must then write on its own.
+	ErrNoClaim = errors.New("idem: no idempotency claim in context")
+
+	// ErrBadStatus is returned for a handler response whose status is not
+	// 100..599.
+	ErrBadStatus = errors.New("idem: handler returned an invalid status")
+
+	// ErrLeaseLost is the cause (context.Cause) with which a handler's context
+	// is cancelled when its heartbeat finds the lease reclaimed by another
+	// invocation. Whatever the handler then returns is not recorded.
+	ErrLeaseLost = errors.New("idem: lease lost to another invocation")
+
+	// ErrInvalidJSON is returned (wrapped, with the JCS error) for a body on a
+	// JSON route that is not strict RFC 8785 input: a syntax error, a duplicate
+	// key, a lone surrogate, invalid UTF-8, an out-of-range number, or a number
+	// that no double holds exactly (jcs.ErrInexactNumber: RFC 8785 writes every
+	// number as a double, so 12345678901234567890 and 12345678901234567891
+	// would hash equal). The middleware answers it 400 validation_error, naming
+	// the member of an inexact number, and caches nothing.
+	ErrInvalidJSON = errors.New("idem: request body is not valid JSON")
+
+	// ErrUnsupportedMediaType is returned (wrapped) by a Contract.Decode that
+	// does not take the body's media type: 415 unsupported_media_type.
+	ErrUnsupportedMediaType = errors.New("idem: unsupported media type")
+
+	// Store errors, matched with errors.Is.
+
+	// ErrFenced: a write after the claim was rejected because the caller no
+	// longer owns the record (reclaimed, completed, deleted, or expired).
+	// Nothing was written.
+	ErrFenced = errors.New("idem: fenced: not the record's owner")
+	// ErrWriteConflict: a business write in Outcome.Writes failed its own
+	// condition; the transaction was cancelled and nothing was written.
+	ErrWriteConflict = errors.New("idem: transactional write condition failed")
+	// ErrUnsupportedWrite: Outcome.Writes holds a value the store cannot
+	// apply. Nothing was written.
+	ErrUnsupportedWrite = errors.New("idem: unsupported transactional write")
+	// ErrTooLarge: the response exceeds what the store can hold (at least
+	// MaxResponseBytes is always accepted).
+	ErrTooLarge = errors.New("idem: response too large to store")
+	// ErrInvalidRecord: the record passed to Claim is malformed (empty ID,
+	// digest or owner, a non-caller-keyspace ID, ...).
+	ErrInvalidRecord = errors.New("idem: invalid record")
+
+	// Errors of event handlers wrapped by Event and SQS, matched with errors.Is.
+
+	// ErrNoEventKey: EventConfig.Key returned an empty key. The function did
+	// not run and nothing was written; the event should fail (and be
+	// retried or dead-lettered) rather than run without deduplication.
+	ErrNoEventKey = errors.New("idem: event has no idempotency key")
+	// ErrPayloadMismatch: the key was already used by an event with a
+	// different payload (the HTTP adapters' 409 idempotency_key_mismatch).
+	// The function did not run and the recorded outcome is untouched.
+	ErrPayloadMismatch = errors.New("idem: idempotency key already used with a different payload")
+	// ErrInFlight: another invocation holds a live claim on the key and did
+	// not finish within Config.Wait (the HTTP adapters' 409
+	// idempotency_in_flight). The function did not run; retry the event
+	// later.
+	ErrInFlight = errors.New("idem: an invocation with this idempotency key is still running")
+	// ErrStoreUnavailable: the idempotency store could not be reached to
+	// claim the key (the error is logged, with keys hashed). The function
+	// did not run; retry the event. Stores wrap it too, in the errors of
+	// calls that were throttled, got a 5xx, could not connect or got no
+	// answer in time; the HTTP adapters answer those 503
+	// idemkit.store_unavailable with Retry-After (CodeStoreUnavailable).
+	ErrStoreUnavailable = errors.New("idem: idempotency store unavailable")
+	// ErrNotCommitted: fn returned a value but the completion transaction,
+	// with the writes registered through Transact, failed (a write's own
+	// condition, or the store): nothing was committed and the record is left
+	// retryable. Retry the event.
+	ErrNotCommitted = errors.New("idem: the event's outcome and its transactional writes were not committed")
+	// ErrEventPanic wraps a panic of the wrapped function, which is treated
+	// as an error: the record is left retryable.
+	ErrEventPanic = errors.New("idem: event handler panicked")
+)
