@@ -3,13 +3,9 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -76,30 +72,5 @@ func (d *DynamoRuns) AppendLog(ctx context.Context, id string, evs []LogEvent, n
 		expression.IfNotExists(expression.Name(runAttrLog), expression.Value(empty)), expression.Value(logAV(evs)))).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning))))
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return Run{}, err
-	}
-	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		cur, ok := RunFromItem(ccf.Item)
-		if !ok {
-			if cur, err = d.Get(ctx, id); err != nil {
-				return Run{}, err
-			}
-		}
-		return cur, ErrStatusConflict
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("host: append run log: %w", err)
-	}
-	r, _ := RunFromItem(out.Attributes)
-	return r, nil
+	return d.updateRun(ctx, id, cond, upd, "append run log")
 }

@@ -287,32 +287,7 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
 	}
 	upd = newVersion(upd, terminalVersion(to, errMsg))
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return Run{}, err
-	}
-	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		cur, ok := RunFromItem(ccf.Item)
-		if !ok {
-			if cur, err = d.Get(ctx, id); err != nil {
-				return Run{}, err
-			}
-		}
-		return cur, ErrStatusConflict
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("host: update run: %w", err)
-	}
-	r, _ := RunFromItem(out.Attributes)
-	return r, nil
+	return d.updateRun(ctx, id, cond, upd, "update run")
 }
 
 // NoteFailure implements RunStore: one UpdateItem (ADD failures 1, SET
@@ -435,4 +410,39 @@ func (d *DynamoRuns) Due(ctx context.Context, now time.Time, limit int) ([]strin
 		}
 	}
 	return ids, nil
+}
+
+// updateRun is the one conditional UpdateItem of a run's transitions
+// (Transition, AppendLog, Claim): upd applied when cond holds, the run
+// after it returned (ALL_NEW). When cond does not hold it returns the run
+// as it is with ErrStatusConflict: the item the failed condition returned
+// (ALL_OLD), or, on an engine that returns none, a consistent read. what
+// names the write in other errors.
+func (d *DynamoRuns) updateRun(ctx context.Context, id string, cond expression.ConditionBuilder, upd expression.UpdateBuilder, what string) (Run, error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return Run{}, err
+	}
+	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
+		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		cur, ok := RunFromItem(ccf.Item)
+		if !ok {
+			if cur, err = d.Get(ctx, id); err != nil {
+				return Run{}, err
+			}
+		}
+		return cur, ErrStatusConflict
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("host: %s: %w", what, err)
+	}
+	r, _ := RunFromItem(out.Attributes)
+	return r, nil
 }

@@ -132,31 +132,5 @@ func (d *DynamoRuns) Claim(ctx context.Context, id string, before, now time.Time
 		And(expression.AttributeNotExists(expression.Name(runAttrWake))).
 		And(expression.Name(runAttrUpdated).LessThanEqual(expression.Value(before.UnixMilli())))
 	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
-	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
-	if err != nil {
-		return Run{}, err
-	}
-	out, err := d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
-		ConditionExpression: expr.Condition(), UpdateExpression: expr.Update(),
-		ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		if cur, ok := RunFromItem(ccf.Item); ok {
-			return cur, ErrStatusConflict
-		}
-		cur, gerr := d.Get(ctx, id)
-		if gerr != nil {
-			return Run{}, gerr
-		}
-		return cur, ErrStatusConflict
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("host: claim stale run: %w", err)
-	}
-	r, _ := RunFromItem(out.Attributes)
-	return r, nil
+	return d.updateRun(ctx, id, cond, upd, "claim stale run")
 }
