@@ -40,9 +40,6 @@ type Fork struct {
 	// the recorded history (a replay resolves the source's effects under the
 	// recipes they were recorded with).
 	BranchStamps ledger.RecipeStamps `json:"branchStamps"`
-	// Overlay is the branch's runOptionsOverlay as received (nil for a
-	// replay, which refuses one).
-	Overlay json.RawMessage `json:"runOptionsOverlay,omitempty"`
 }
 
 // InheritedEvent is one event of a fork's fixed history, as the source
