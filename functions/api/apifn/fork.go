@@ -106,8 +106,10 @@ func validation(field, msg string) *apierr.Error {
 // key names the same fork (runs.ClaimRunID), so a retried fork request
 // never creates a second run. The fork inherits the source's recipe
 // stamps (Run.RecipeStamps: recorded history is resolved under the recipes
-// it was recorded with) and records the host's current ones for new branch
-// work (runs.Fork.BranchStamps).
+// it was recorded with), records the host's current ones for new branch
+// work (runs.Fork.BranchStamps), and its ancestry (runs.NewFork), so a
+// fork of a fork resolves each recorded execution from the run that
+// recorded it, under that run's stamps (runs.Run.RecordOf).
 //
 // Refusals: a body outside the grammar, a branch without fromSeq, or a
 // non-empty overlay (runOptionsOverlay: this host applies none), 400; a source the caller cannot see, 404; a
@@ -155,10 +157,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	run := runs.NewRun(c.tenant, src.WorkflowID, src.Inputs, h.cfg.Now())
-	run.RecipeStamps = src.RecipeStamps
-	run.Fork = &runs.Fork{SourceRunID: src.ID, Mode: req.mode, FromSeq: req.fromSeq, Inherited: inherited,
-		BranchStamps: ledger.CurrentRecipes()}
+	run := runs.NewFork(src, req.mode, req.fromSeq, inherited, h.cfg.Now())
 	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
 	}); err != nil {

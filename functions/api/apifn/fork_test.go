@@ -317,3 +317,40 @@ func TestEffectSeamManifestMatchesItsSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestForkOfAForkKeepsTheRecordedHistory: a fork of a fork serves the
+// fixed history the first fork inherited byte for byte, keeps the
+// original's recipe stamps for it, and records its ancestry (the first
+// fork, then the original) so each recorded execution is resolved under
+// the stamps it was recorded with.
+func TestForkOfAForkKeepsTheRecordedHistory(t *testing.T) {
+	f := newFixture(t)
+	src := sourceRun(t, f, "acme", runs.StatusCompleted)
+	_, m1 := f.fork(t, src.ID, "k-fork-of-fork-first-00001", `{"mode":"branch","fromSeq":5}`)
+	first, _ := m1["runId"].(string)
+	r2, m2 := f.fork(t, first, "k-fork-of-fork-second-0001", `{"mode":"replay","fromSeq":3}`)
+	if r2.StatusCode != 201 {
+		t.Fatalf("%d %s", r2.StatusCode, r2.Body)
+	}
+	second, _ := m2["runId"].(string)
+	srcEvs, got := rawEvents(t, f, src.ID), rawEvents(t, f, second)
+	srcRunID, _ := json.Marshal(src.ID)
+	secondRunID, _ := json.Marshal(second)
+	if len(got) != 3 {
+		t.Fatalf("%d events, want the 3 of the prefix", len(got))
+	}
+	for i := range got {
+		if want := bytes.Replace(srcEvs[i], srcRunID, secondRunID, 1); !bytes.Equal(got[i], want) {
+			t.Fatalf("event %d:\n fork of fork %s\n original     %s", i, got[i], srcEvs[i])
+		}
+	}
+	run, err := f.runs.Get(context.Background(), second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := run.Fork.Ancestry
+	if run.RecipeStamps != src.RecipeStamps || len(a) != 2 || a[0].RunID != first || a[0].Mode != runs.ForkBranch ||
+		a[0].Inherited["effect"] != 1 || a[1].RunID != src.ID || a[1].Mode != "" {
+		t.Fatalf("stamps %+v, ancestry %+v", run.RecipeStamps, a)
+	}
+}

@@ -176,7 +176,8 @@ func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.No
 	}
 	ordinal := uint64(n - 1)
 	if run.IsReplay() {
-		src, err := webhook.NodeIdentity(run.RecipeStamps, run.Tenant, run.Fork.SourceRunID, node.ID, ordinal)
+		recID, stamps := run.RecordOf(node.ID, n)
+		src, err := webhook.NodeIdentity(stamps, run.Tenant, recID, node.ID, ordinal)
 		if err != nil {
 			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: err.Error()}
 		}
@@ -232,7 +233,8 @@ func (x *Executor) resolve(ctx context.Context, run runs.Run, nodeID string, n i
 func (x *Executor) replayWebhook(ctx context.Context, run runs.Run) error {
 	ctx = runs.WithReplay(ctx)
 	src := run
-	src.ID, src.Fork = run.Fork.SourceRunID, nil
+	src.ID, src.RecipeStamps = run.RecordOf(webhook.NodeDeliver, 1)
+	src.Fork = nil
 	id, err := webhook.WebhookIdentity(src)
 	if err != nil {
 		return err
