@@ -221,7 +221,7 @@ func TestReplayForkOfABranchResolvesEachExecutionFromTheRunThatRecordedIt(t *tes
 			t.Fatalf("source: %s, %d deliveries", src.Status, len(rc.seen()))
 		}
 		// Events: 0 run.started, 1-2 start, 3-4 effect (execution 1),
-		// 5-6 hold, 7-8 effect (execution 2), 9 run.completed.
+		// 5-6 wait, 7-8 effect (execution 2), 9-10 wait, 11 run.completed.
 		br := s.execute(t, s.forkFrom(t, src, runs.ForkBranch, 5).ID)
 		if got := effectOutcomes(br); br.Status != runs.StatusCompleted || got[effectRefired] != 1 || len(rc.seen()) != 3 {
 			t.Fatalf("branch: %s %s, effect %v, %d deliveries; want one re-fire", br.Status, br.Error, got, len(rc.seen()))
