@@ -158,6 +158,12 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	run := runs.NewFork(src, req.mode, req.fromSeq, inherited, h.cfg.Now())
+	if req.mode == runs.ForkReplay {
+		if run.Fork.Recorded, err = recorded(src, req.fromSeq); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		run.Fork.SourceComplete = src.Status.Terminal()
+	}
 	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
 	}); err != nil {

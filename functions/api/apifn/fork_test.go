@@ -189,6 +189,25 @@ func TestForkRunDefaultsAndCreatedBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A replay keeps the source's node events from fromSeq to compare
+		// its re-execution with (divergence); a branch none.
+		wantRec := 0
+		if c.mode == "replay" {
+			wantRec = 8 - max(int(c.fromSeq), 1) + 1 // node events at 1..8
+		}
+		if len(fork.Fork.Recorded) != wantRec || fork.Fork.SourceComplete != (c.mode == "replay") {
+			t.Fatalf("%s: %d recorded events (complete %v), want %d", c.body, len(fork.Fork.Recorded), fork.Fork.SourceComplete, wantRec)
+		}
+		if wantRec > 0 {
+			var first struct {
+				EventID string `json:"eventId"`
+			}
+			srcEvs := rawEvents(t, f, src.ID)
+			_ = json.Unmarshal(srcEvs[fork.Fork.Recorded[0].Sequence], &first)
+			if fork.Fork.Recorded[0].EventID != first.EventID {
+				t.Fatalf("%s: recorded event id %s, the source serves %s", c.body, fork.Fork.Recorded[0].EventID, first.EventID)
+			}
+		}
 		if fork.WorkflowID != src.WorkflowID || !bytes.Equal(fork.Inputs, src.Inputs) || fork.Fork == nil ||
 			fork.Fork.SourceRunID != src.ID || string(fork.Fork.Mode) != c.mode || float64(fork.Fork.FromSeq) != c.fromSeq {
 			t.Fatalf("%s: fork %+v", c.body, fork)

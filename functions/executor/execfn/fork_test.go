@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 )
@@ -69,6 +71,15 @@ func (s *forkStack) forkFrom(t *testing.T, src runs.Run, mode runs.ForkMode, fro
 		}
 	}
 	f := runs.NewFork(src, mode, fromSeq, inherited, time.Now())
+	if mode == runs.ForkReplay {
+		for _, e := range log {
+			if e.Sequence >= fromSeq && e.NodeID != "" {
+				e.EventID = fmt.Sprintf("source-event-%016d", e.Sequence)
+				f.Fork.Recorded = append(f.Fork.Recorded, e)
+			}
+		}
+		f.Fork.SourceComplete = src.Status.Terminal()
+	}
 	if err := s.runs.Create(context.Background(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +286,78 @@ func TestReplayForkOfAForkUsesTheRecordedStamps(t *testing.T) {
 		rep = s.execute(t, rep.ID)
 		if got := effectOutcomes(rep); rep.Status != runs.StatusCompleted || got[effectResolved] != 1 || len(rc.seen()) != 1 {
 			t.Fatalf("replay of the branch: %s %s, effect %v, %d deliveries", rep.Status, rep.Error, got, len(rc.seen()))
+		}
+	})
+}
+
+// TestReplayForkRecordsDivergence: a replay whose re-executed node events
+// differ from the source's records replay.diverged right after each
+// (payload valid against its schema) and continues: an output that
+// differs is "output"; the side-effecting node that fails closed where the
+// source completed is "type-mismatch". A faithful replay records none
+// (TestGraphRunRoundTrips counts its events).
+func TestReplayForkRecordsDivergence(t *testing.T) {
+	o := wireschema.Load(t)
+	sch, err := o.Schema("run-event-payloads.schema.json#/$defs/replayDiverged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		s := newForkStack(t, e)
+		rc := newReceiver(t)
+		s.x.FixtureURL = rc.srv.URL + "/fixture"
+		ctx := context.Background()
+		// A source recorded elsewhere (no ledger record of its effect):
+		// start completed with an output this code does not produce.
+		src := runs.NewRun("acme", webhook.WorkflowReplayOrdinalLoop, json.RawMessage(`{"delayMs":1}`), time.Now())
+		if err := s.runs.Create(ctx, src); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		ev := func(typ, node, payload string) runs.LogEvent {
+			return runs.LogEvent{Type: typ, NodeID: node, At: time.Now(), Payload: json.RawMessage(payload)}
+		}
+		if _, err := s.runs.AppendLog(ctx, src.ID, []runs.LogEvent{
+			ev(runs.EventNodeStarted, "start", `{"nodeId":"start","typeId":"core.noop"}`),
+			ev(runs.EventNodeCompleted, "start", `{"nodeId":"start","outputs":{"x":1}}`),
+			ev(runs.EventNodeStarted, "effect", `{"nodeId":"effect","typeId":"core.conformance.side-effect"}`),
+			ev(runs.EventNodeCompleted, "effect", `{"nodeId":"effect","outputs":{},"x-idemkit-effect":"performed"}`),
+		}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		src, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep := s.execute(t, s.forkFrom(t, src, runs.ForkReplay, 1).ID)
+		if rep.Status != runs.StatusFailed || len(rc.seen()) != 0 {
+			t.Fatalf("replay: %s (%s), %d deliveries; want failed closed, nothing sent", rep.Status, rep.Error, len(rc.seen()))
+		}
+		var got []runs.ReplayDiverged
+		for i, le := range rep.Log {
+			if le.Type != runs.EventReplayDiverged {
+				continue
+			}
+			if err := wireschema.Validate(sch, le.Payload); err != nil {
+				t.Fatalf("replay.diverged payload %s: %v", le.Payload, err)
+			}
+			var d runs.ReplayDiverged
+			if err := json.Unmarshal(le.Payload, &d); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 || rep.Log[i-1].Type != d.DivergencePoint || d.AtSequence != rep.LogBase()+int64(i-1) {
+				t.Fatalf("replay.diverged %+v does not follow its diverging event (log %d)", d, i)
+			}
+			got = append(got, d)
+		}
+		want := []runs.ReplayDiverged{
+			{SourceRunID: src.ID, AtSequence: 2, OriginalEventID: fmt.Sprintf("source-event-%016d", 2), DivergenceKind: runs.DivergedOutput, DivergencePoint: runs.EventNodeCompleted},
+			{SourceRunID: src.ID, AtSequence: 5, OriginalEventID: fmt.Sprintf("source-event-%016d", 4), DivergenceKind: runs.DivergedTypeMismatch, DivergencePoint: runs.EventNodeFailed},
+		}
+		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("divergences %+v, want %+v", got, want)
 		}
 	})
 }

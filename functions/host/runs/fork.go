@@ -49,6 +49,14 @@ type Fork struct {
 	// created before the chain was kept: RecordOf then reads the source
 	// under the fork's own RecipeStamps.
 	Ancestry []Ancestor `json:"ancestry,omitempty"`
+	// Recorded holds the source's node events with sequence >= FromSeq as
+	// the source served them when the fork was created (its terminal run
+	// event excluded): what a replay's re-execution is compared with to
+	// detect divergence (Divergence). SourceComplete reports whether the
+	// source was terminal then, so its recorded events were all it would
+	// ever have.
+	Recorded       []InheritedEvent `json:"recorded,omitempty"`
+	SourceComplete bool             `json:"sourceComplete,omitempty"`
 }
 
 // Ancestor is one run of a fork's ancestry, as RecordOf reads it.
