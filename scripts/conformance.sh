@@ -13,9 +13,9 @@
 #
 # Each lane prints the suite summarizer's output (one line per test, a
 # per-file table, `N passed, M failed`); scripts/conformance_verdict.py then
-# fails the target on any failure, any skip it cannot explain (v1-only
-# scenario, a capability family idemkit does not implement, or the one
-# fixture limit it names), or a required scenario not witnessed in full.
+# fails the target on any failure, any skip it cannot explain (a v1-only
+# scenario, or a capability family idemkit does not advertise), or a
+# required scenario not witnessed in full.
 #
 # The suite folder may be read-only: it is copied to a temporary folder and
 # `npm install`ed there. Without the suite: a failure under CI=true, else a

@@ -10,11 +10,15 @@ followed by `-> <detail>`, and last `N passed, M failed`. The verdict fails
 
   - any lane reports a failure (M > 0, or an executed-fail line);
   - any test was not executed and its reason is not one of the explained
-    families below (an unexplained skip);
-  - a scenario idemkit must witness in full did not: the business-key
-    scenario (the provider sees the ledger's key on a forced transport retry)
-    in the "seams" lane, and the in-flight loser leg with its 409 branch run
-    (not a partial witness) in the "in-flight" lane.
+    families below (an unexplained skip: a scenario registered for major 1
+    only, or a capability family idemkit does not advertise);
+  - a scenario idemkit must witness in full did not: in the "seams" lane the
+    business-key scenario (the provider sees the ledger's key on a forced
+    transport retry), the effect-seam manifest, no re-fire on replay, the
+    replay's per-ordinal suppression and the effect-ledger keying of real
+    rows (the conformance fixtures issue an effect under
+    --conformance-seams); in the "in-flight" lane the in-flight loser leg
+    with its 409 branch run (not a partial witness).
 
 It prints every skip with its explanation, then one line per lane and a total.
 """
@@ -27,22 +31,12 @@ LINE = re.compile(r"^(executed-pass|executed-fail|inapplicable|skipped|blocked)\
 DETAIL = re.compile(r"^\s+-> (.*)$")
 TOTAL = re.compile(r"^(\d+) passed, (\d+) failed")
 
-# Capability families idemkit does not implement, recognised by the reason
-# the scenario itself records.
+# Capability families idemkit does not advertise, recognised by the reason
+# the scenario itself records. (idemkit advertises replay: a skip naming the
+# replay family is unexplained.)
 FAMILIES = [
-    ("replay family not advertised", "replay/fork is not implemented by idemkit"),
     ("webhooks family not advertised", "webhook subscriptions are not implemented by idemkit"),
     ("interrupt family not advertised", "interrupts are not implemented by idemkit"),
-]
-
-# A scenario whose own fixture cannot reach the leg it skips: the suite reads
-# the effect ledger of a conformance-noop run, and a noop run issues no
-# effect. The per-row keying it would check is witnessed by the business-key
-# scenario (seams lane), which must pass in full.
-FIXTURE_LIMITS = [
-    ("v2-effect-ledger-keying.test.ts", "the noop fixture issued no external effect",
-     "the suite's conformance-noop fixture issues no effect, so the per-row keying leg has no row to read "
-     "(effect rows are witnessed in full by v2-effect-identity-business-key)"),
 ]
 
 # (lane, file, test substring) that must be an executed pass with no
@@ -83,9 +77,6 @@ def explain(t, majors):
         return "v1-only scenario (registered for target major %s; a v2 host is measured at major 2)" % "/".join(map(str, lanes))
     for needle, why in FAMILIES:
         if needle in t["detail"]:
-            return why
-    for file, needle, why in FIXTURE_LIMITS:
-        if t["file"] == file and needle in t["detail"]:
             return why
     return None
 

@@ -17,17 +17,15 @@ import (
 //     order the executor recorded them.
 func logEvents(r runs.Run) ([]RunEvent, int64) {
 	var evs []RunEvent
-	var next int64
 	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
 		for _, e := range r.Fork.Inherited {
 			evs = append(evs, RunEvent{EventID: e.EventID, RunID: r.ID, NodeID: e.NodeID, Type: e.Type,
 				Payload: e.Payload, Timestamp: e.Timestamp, Sequence: e.Sequence, SchemaVersion: 1})
-			next = e.Sequence + 1
 		}
 	} else {
 		evs = append(evs, newRunEvent(r, 0, EventRunStarted, r.CreatedAt, map[string]any{"workflowId": r.WorkflowID}))
-		next = 1
 	}
+	next := r.LogBase()
 	for _, e := range r.Log {
 		ev := newRunEvent(r, next, e.Type, e.At, json.RawMessage(e.Payload))
 		ev.NodeID = e.NodeID
@@ -40,10 +38,21 @@ func logEvents(r runs.Run) ([]RunEvent, int64) {
 // inherit returns the events of src with sequence < fromSeq as a fork
 // keeps them.
 func inherit(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
+	return keep(src, func(e RunEvent) bool { return e.Sequence < fromSeq })
+}
+
+// recorded returns the node events of src with sequence >= fromSeq as a
+// replay fork compares its re-execution with them (runs.Fork.Recorded).
+func recorded(src runs.Run, fromSeq int64) ([]runs.InheritedEvent, error) {
+	return keep(src, func(e RunEvent) bool { return e.Sequence >= fromSeq && e.NodeID != "" })
+}
+
+// keep returns the events of src that in admits, as a fork keeps them.
+func keep(src runs.Run, in func(RunEvent) bool) ([]runs.InheritedEvent, error) {
 	var out []runs.InheritedEvent
 	for _, e := range RunEvents(src) {
-		if e.Sequence >= fromSeq {
-			break
+		if !in(e) {
+			continue
 		}
 		p, err := json.Marshal(e.Payload)
 		if err != nil {

@@ -35,13 +35,16 @@ type forkRequest struct {
 	mode    runs.ForkMode
 	fromSeq int64
 	hasSeq  bool
-	overlay json.RawMessage
 }
 
 // parseFork validates a forkRun body: {mode: replay|branch, fromSeq?,
 // runOptionsOverlay?}, nothing else. fromSeq is required for branch and
-// defaults to 0 for replay; runOptionsOverlay is branch-only (a non-empty
-// one on a replay is 400).
+// defaults to 0 for replay. runOptionsOverlay is branch-only (a non-empty
+// one on a replay is 400), and this host refuses a non-empty one on a
+// branch too (400): its workflows read no run options (configurable, tags,
+// metadata), so an overlay could not change the branch, and accepting it
+// would tell the caller it had. An absent, null or empty overlay is
+// accepted in both modes.
 func parseFork(body []byte) (forkRequest, *apierr.Error) {
 	var req forkRequest
 	var raw map[string]json.RawMessage
@@ -84,7 +87,8 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 			return req, validation("runOptionsOverlay", "runOptionsOverlay is branch-only: a replay takes none")
 		}
 		if len(m) > 0 {
-			req.overlay = o
+			return req, validation("runOptionsOverlay", "this host's workflows read no run options (configurable, tags, metadata), "+
+				"so a branch cannot apply an overlay: it re-executes the source's workflow and inputs; send none or {}")
 		}
 	}
 	return req, nil
@@ -102,11 +106,13 @@ func validation(field, msg string) *apierr.Error {
 // key names the same fork (runs.ClaimRunID), so a retried fork request
 // never creates a second run. The fork inherits the source's recipe
 // stamps (Run.RecipeStamps: recorded history is resolved under the recipes
-// it was recorded with) and records the host's current ones for new branch
-// work (runs.Fork.BranchStamps).
+// it was recorded with), records the host's current ones for new branch
+// work (runs.Fork.BranchStamps), and its ancestry (runs.NewFork), so a
+// fork of a fork resolves each recorded execution from the run that
+// recorded it, under that run's stamps (runs.Run.RecordOf).
 //
-// Refusals: a body outside the grammar, a branch without fromSeq or a
-// replay with an overlay, 400; a source the caller cannot see, 404; a
+// Refusals: a body outside the grammar, a branch without fromSeq, or a
+// non-empty overlay (runOptionsOverlay: this host applies none), 400; a source the caller cannot see, 404; a
 // fromSeq the source log does not hold (past its last event; for a
 // finished source, past its terminal event), or a source older than the
 // fork retention (Config.ForkRetention), 422 fork_point_invalid with
@@ -151,10 +157,13 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	run := runs.NewRun(c.tenant, src.WorkflowID, src.Inputs, h.cfg.Test.Now())
-	run.RecipeStamps = src.RecipeStamps
-	run.Fork = &runs.Fork{SourceRunID: src.ID, Mode: req.mode, FromSeq: req.fromSeq, Inherited: inherited,
-		BranchStamps: ledger.CurrentRecipes(), Overlay: req.overlay}
+	run := runs.NewFork(src, req.mode, req.fromSeq, inherited, h.cfg.Test.Now())
+	if req.mode == runs.ForkReplay {
+		if run.Fork.Recorded, err = recorded(src, req.fromSeq); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		run.Fork.SourceComplete = src.Status.Terminal()
+	}
 	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
 	}); err != nil {

@@ -25,6 +25,12 @@ type Route struct {
 	// segments are otherwise all matched: a runId may arrive in its split
 	// form, <tenant>/<opaque>.
 	Pattern string
+	// Gateway is the path template.yaml declares for the route when API
+	// Gateway's HTTP API cannot express Pattern: it takes a path variable
+	// only as a whole segment, so the custom-method form "/runs/{runId}:fork"
+	// is declared "/runs/{runId}" (the segment "<runId>:fork" is one
+	// variable there) and the handler matches the suffix. "" means Pattern.
+	Gateway string
 	// Op is the operation id, as the OpenAPI document names it
 	// ("createRun").
 	Op string
@@ -50,6 +56,15 @@ type Route struct {
 	object func(h *Handler, ctx context.Context, c call, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error)
 }
 
+// GatewayPath is the path template.yaml declares for r: Gateway, or
+// Pattern when that is empty.
+func (r Route) GatewayPath() string {
+	if r.Gateway != "" {
+		return r.Gateway
+	}
+	return r.Pattern
+}
+
 // call is one authenticated request as a route's serve function sees it.
 type call struct {
 	ev     events.APIGatewayV2HTTPRequest
@@ -67,7 +82,7 @@ func (c call) runID() string { return c.params[paramRunID] }
 func (c call) entryID() string { return c.params[paramEntryID] }
 
 // Routes is the run API. Adding a route is one row here (with its serve
-// method) plus its HttpApi event in template.yaml, which
+// method) plus its HttpApi event in template.yaml (at its GatewayPath), which
 // TestRoutesMatchTemplate requires, and a test of the handler; a new
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
@@ -92,7 +107,7 @@ var Routes = []Route{
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
 	// Replay and fork (fork.go): a new run from the source's event log,
 	// under the fork request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
 	// The ERP policy's live work-order route, under Layer 1 with the

@@ -3,6 +3,7 @@ package apifn
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -70,7 +71,7 @@ func TestRoutesMatchTemplate(t *testing.T) {
 	}
 	seen := map[key]bool{}
 	for _, r := range Routes {
-		k := key{r.Method, r.Pattern}
+		k := key{r.Method, r.GatewayPath()}
 		if seen[k] {
 			t.Errorf("route %s %s listed twice", r.Method, r.Pattern)
 		}
@@ -118,6 +119,10 @@ func TestRouteMatching(t *testing.T) {
 		{"HEAD", "/runs/acme~2Fr1/effects", "getRunEffects", "", true, true, false, []string{"acme~2Fr1"}},
 		{"POST", "/runs/acme/r1/cancel", "cancelRun", "", true, true, true, []string{"acme", "r1"}},
 		{"GET", "/runs/acme~2Fr1/cancel", "", "POST", false, true, false, nil},
+		{"POST", "/runs/acme~2Fr1:fork", "forkRun", "", true, true, true, []string{"acme~2Fr1"}},
+		{"POST", "/runs/acme/r1:fork", "forkRun", "", true, true, true, []string{"acme", "r1"}},
+		{"GET", "/runs/acme~2Fr1:fork", "", "POST", false, true, false, nil},
+		{"POST", "/runs/acme~2Fr1", "", "GET", false, true, false, nil},
 		{"DELETE", "/runs/acme~2Fr1", "", "GET", false, true, false, nil},
 		{"GET", "/.well-known/openwop", "getCapabilities", "", true, true, false, nil},
 		{"HEAD", "/.well-known/openwop", "getCapabilities", "", true, true, false, nil},
@@ -143,5 +148,67 @@ func TestRouteMatching(t *testing.T) {
 	}
 	if got := Routes[0].Scope(); got != OpCreateRun {
 		t.Errorf("createRun scope %q, want %q", got, OpCreateRun)
+	}
+}
+
+// TestTemplatePathsAreHTTPAPIPaths: every HttpApi event path in
+// template.yaml is one API Gateway's HTTP API accepts: each segment is a
+// literal ([A-Za-z0-9._~:-]) or a whole-segment path variable ({name}, or
+// a greedy {name+} as the last segment). A variable sharing its segment
+// with a literal (the OpenWOP custom-method form "{runId}:fork") is refused
+// by API Gateway at deployment ("one or more path parts appear to be
+// invalid") although cfn-lint and the SAM translator pass it, so such a
+// route is declared by its gateway path (Route.Gateway) and the handler
+// matches the rest.
+func TestTemplatePathsAreHTTPAPIPaths(t *testing.T) {
+	var tpl struct {
+		Resources map[string]struct {
+			Properties struct {
+				Events map[string]struct {
+					Type       string `yaml:"Type"`
+					Properties struct {
+						Path string `yaml:"Path"`
+					} `yaml:"Properties"`
+				} `yaml:"Events"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(idemkit.Template, &tpl); err != nil {
+		t.Fatal(err)
+	}
+	literal := func(s string) bool {
+		for _, c := range s {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._~:-", c)) {
+				return false
+			}
+		}
+		return s != ""
+	}
+	checked := 0
+	for fn, res := range tpl.Resources {
+		for name, e := range res.Properties.Events {
+			if e.Type != "HttpApi" || e.Properties.Path == "$default" {
+				continue
+			}
+			checked++
+			segs := strings.Split(strings.TrimPrefix(e.Properties.Path, "/"), "/")
+			for i, s := range segs {
+				v, isVar := strings.CutPrefix(s, "{")
+				if isVar {
+					v, isVar = strings.CutSuffix(v, "}")
+					v = strings.TrimSuffix(v, "+")
+					if !isVar || !literal(v) || strings.ContainsAny(v, "{}:") || (strings.HasSuffix(s, "+}") && i != len(segs)-1) {
+						t.Errorf("%s event %s: path %s: segment %q is not a whole-segment path variable", fn, name, e.Properties.Path, s)
+					}
+					continue
+				}
+				if !literal(s) {
+					t.Errorf("%s event %s: path %s: segment %q is neither a literal nor a whole-segment path variable", fn, name, e.Properties.Path, s)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no HttpApi event found in template.yaml")
 	}
 }

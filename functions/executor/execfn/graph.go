@@ -61,7 +61,9 @@ func history(run runs.Run) []step {
 		}
 	}
 	for _, e := range run.Log {
-		out = append(out, step{e.Type, e.NodeID})
+		if e.NodeID != "" { // not a replay.diverged event
+			out = append(out, step{e.Type, e.NodeID})
+		}
 	}
 	return out
 }
@@ -79,7 +81,9 @@ func history(run runs.Run) []step {
 // (ledger.Ledger.Replay, keyed (sourceRunId, nodeId, n)), never performed,
 // and fails closed (replay_source_missing) without one; the whole
 // execution of a replay runs under runs.WithReplay, so every effect seam
-// denies too.
+// denies too. A replay's node event that differs from the source's at the
+// same place (runs.Run.Divergence) is followed, in the same write, by a
+// replay.diverged event, and the replay continues.
 func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) error {
 	logs, ok := x.Runs.(runs.LogStore)
 	if !ok {
@@ -95,7 +99,20 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 		if err != nil {
 			return err
 		}
-		r, err := logs.AppendLog(ctx, run.ID, []runs.LogEvent{{Type: typ, NodeID: nodeID, At: x.now().UTC(), Payload: b}}, x.now())
+		evs := []runs.LogEvent{{Type: typ, NodeID: nodeID, At: x.now().UTC(), Payload: b}}
+		if d := run.Divergence(evs[0]); d != nil {
+			// Recorded with the diverging event, in the same write; the
+			// replay continues.
+			db, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			evs = append(evs, runs.LogEvent{Type: runs.EventReplayDiverged, At: evs[0].At, Payload: db})
+			x.log().InfoContext(ctx, "executor: replay diverged from the source", slog.String("run_id", run.ID),
+				slog.String("source_run_id", d.SourceRunID), slog.Int64("at_sequence", d.AtSequence),
+				slog.String("divergence_kind", d.DivergenceKind), slog.Bool("openwop.replay.diverged", true))
+		}
+		r, err := logs.AppendLog(ctx, run.ID, evs, x.now())
 		if errors.Is(err, runs.ErrStatusConflict) || errors.Is(err, runs.ErrRunNotFound) {
 			return errRunEnded
 		}
@@ -176,7 +193,8 @@ func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.No
 	}
 	ordinal := uint64(n - 1)
 	if run.IsReplay() {
-		src, err := webhook.NodeIdentity(run.RecipeStamps, run.Tenant, run.Fork.SourceRunID, node.ID, ordinal)
+		recID, stamps := run.RecordOf(node.ID, n)
+		src, err := webhook.NodeIdentity(stamps, run.Tenant, recID, node.ID, ordinal)
 		if err != nil {
 			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: err.Error()}
 		}
@@ -232,7 +250,8 @@ func (x *Executor) resolve(ctx context.Context, run runs.Run, nodeID string, n i
 func (x *Executor) replayWebhook(ctx context.Context, run runs.Run) error {
 	ctx = runs.WithReplay(ctx)
 	src := run
-	src.ID, src.Fork = run.Fork.SourceRunID, nil
+	src.ID, src.RecipeStamps = run.RecordOf(webhook.NodeDeliver, 1)
+	src.Fork = nil
 	id, err := webhook.WebhookIdentity(src)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package execfn
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"testing"
@@ -13,7 +14,10 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 )
 
 // TestNewRunRoundTrips: the executor starts a run its INSERT record
@@ -117,6 +121,98 @@ func TestNewRunRoundTrips(t *testing.T) {
 		gone.NewImage["pk"] = &types.AttributeValueMemberS{Value: runs.NewRunID("acme")}
 		if retry := x.HandleRecords(ctx, []stream.StreamRecord{gone}); len(retry) != 0 {
 			t.Fatalf("missing run: retry %v", retry)
+		}
+	})
+}
+
+// TestGraphRunRoundTrips: a run with a node graph costs the runs table its
+// two transitions plus one UpdateItem per node event (AppendLog: each
+// node.started and node.completed is one conditional write, no read), and
+// the effects table the ledger's own round trips per side-effecting
+// execution. A replay fork of it costs the runs table the same, and the
+// effects table exactly one GetItem per side-effecting execution
+// (ledger.Ledger.Replay: one consistent read, no write).
+func TestGraphRunRoundTrips(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		runsCnt, fxCnt := dynamotest.NewCounter(), dynamotest.NewCounter()
+		rc := e.Client(dynamotest.FastRetries, runsCnt.Middleware())
+		tbl := e.CreateTable(t, "RunsTable")
+		store := &runs.DynamoRuns{Client: rc, Table: tbl}
+		st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: e.Client(dynamotest.FastRetries, fxCnt.Middleware()), Table: e.CreateTable(t, "EffectsTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ledger.New(ledger.Config{Store: st, Wait: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv := newReceiver(t)
+		x := &Executor{Runs: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Webhook:    &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
+			FixtureURL: recv.srv.URL + "/fixture",
+			Sleep:      func(context.Context, time.Duration) error { return nil }}
+		record := func(t *testing.T, r runs.Run) stream.StreamRecord {
+			t.Helper()
+			if err := store.Create(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			out, err := rc.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), ConsistentRead: aws.Bool(true),
+				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: r.ID}}})
+			if err != nil || out.Item == nil {
+				t.Fatalf("read the new run: %v", err)
+			}
+			return stream.StreamRecord{EventID: "ev-" + r.ID, EventName: "INSERT", NewImage: out.Item}
+		}
+		// The looped fixture: start, effect, wait, effect, wait: 5
+		// executions, 10 node events, 2 side-effecting executions.
+		const nodeEvents, effects = 10, 2
+		// effectTrips is what one side-effecting execution costs the
+		// effects table: the ledger's claim and its completion, two PutItem.
+		const effectTrips = 2
+		// run executes r from its INSERT record and returns it with the
+		// round trips of that execution (runs table, effects table).
+		type trips struct {
+			n   int
+			ops map[string]int
+		}
+		var runsTrips, fxTrips trips
+		run := func(t *testing.T, r runs.Run) runs.Run {
+			t.Helper()
+			rec := record(t, r)
+			runsCnt.Reset()
+			fxCnt.Reset()
+			if retry := x.HandleRecords(ctx, []stream.StreamRecord{rec}); len(retry) != 0 {
+				t.Fatalf("retry %v", retry)
+			}
+			runsTrips, fxTrips = trips{runsCnt.Total(), runsCnt.Ops()}, trips{fxCnt.Total(), fxCnt.Ops()}
+			got, err := store.Get(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		src := run(t, runs.NewRun("acme", webhook.WorkflowReplayOrdinalLoop, json.RawMessage(`{"delayMs":1}`), time.Now()))
+		if src.Status != runs.StatusCompleted || len(src.Log) != nodeEvents {
+			t.Fatalf("source %s with %d node events", src.Status, len(src.Log))
+		}
+		if n, ops := runsTrips.n, runsTrips.ops; n != 2+nodeEvents || ops["UpdateItem"] != 2+nodeEvents {
+			t.Fatalf("the runs table: %d round trips (%v), want 2 transitions + %d node events, all UpdateItem", n, ops, nodeEvents)
+		}
+		if n, ops := fxTrips.n, fxTrips.ops; n != effectTrips*effects || ops["PutItem"] != n {
+			t.Fatalf("the effects table: %d round trips (%v) for %d effects, want %d each", n, ops, effects, effectTrips)
+		}
+
+		rep := runs.NewFork(src, runs.ForkReplay, 0, nil, time.Now())
+		rep = run(t, rep)
+		if rep.Status != runs.StatusCompleted || len(rep.Log) != nodeEvents {
+			t.Fatalf("replay fork %s (%s) with %d node events", rep.Status, rep.Error, len(rep.Log))
+		}
+		if n, ops := runsTrips.n, runsTrips.ops; n != 2+nodeEvents || ops["UpdateItem"] != 2+nodeEvents {
+			t.Fatalf("replay fork, the runs table: %d round trips (%v), want %d UpdateItem", n, ops, 2+nodeEvents)
+		}
+		if n, ops := fxTrips.n, fxTrips.ops; n != effects || ops["GetItem"] != effects {
+			t.Fatalf("replay fork, the effects table: %d round trips (%v), want %d GetItem (one read per execution, no write)", n, ops, effects)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -40,9 +41,96 @@ type Fork struct {
 	// the recorded history (a replay resolves the source's effects under the
 	// recipes they were recorded with).
 	BranchStamps ledger.RecipeStamps `json:"branchStamps"`
-	// Overlay is the branch's runOptionsOverlay as received (nil for a
-	// replay, which refuses one).
-	Overlay json.RawMessage `json:"runOptionsOverlay,omitempty"`
+	// Ancestry is the chain of runs the fork's recorded history comes
+	// from, nearest first: the source, then the source's source, back to
+	// the run that is no fork. A replay resolves each execution it
+	// re-executes from the run of this chain that recorded it, under the
+	// stamps that run identified it with (RecordOf). Empty on a fork
+	// created before the chain was kept: RecordOf then reads the source
+	// under the fork's own RecipeStamps.
+	Ancestry []Ancestor `json:"ancestry,omitempty"`
+	// Recorded holds the source's node events with sequence >= FromSeq as
+	// the source served them when the fork was created (its terminal run
+	// event excluded): what a replay's re-execution is compared with to
+	// detect divergence (Divergence). SourceComplete reports whether the
+	// source was terminal then, so its recorded events were all it would
+	// ever have.
+	Recorded       []InheritedEvent `json:"recorded,omitempty"`
+	SourceComplete bool             `json:"sourceComplete,omitempty"`
+}
+
+// Ancestor is one run of a fork's ancestry, as RecordOf reads it.
+type Ancestor struct {
+	// RunID is the run.
+	RunID string `json:"runId"`
+	// Mode is its fork mode; "" for a run that is no fork.
+	Mode ForkMode `json:"mode,omitempty"`
+	// Stamps are the recipe stamps its own executions' effects were
+	// identified with (Run.EffectStamps): a branch's BranchStamps, any other
+	// run's RecipeStamps.
+	Stamps ledger.RecipeStamps `json:"stamps"`
+	// Inherited counts, per node, the terminal events (node.completed,
+	// node.failed) in its inherited prefix: the node's executions 1..k that
+	// it did not execute itself but took from its own source.
+	Inherited map[string]int `json:"inherited,omitempty"`
+}
+
+// NewFork returns a new pending fork of src in mode from fromSeq, with the
+// source's events before fromSeq (inherited, as the events API serves
+// them): the source's workflow, inputs and tenant; the source's recipe
+// stamps (RecipeStamps: the recorded history it is rooted in) and the
+// host's current ones for its own new effects (BranchStamps); and its
+// ancestry (src, then src's own ancestry), so every recorded execution is
+// resolved under the stamps it was recorded with (RecordOf).
+func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, now time.Time) Run {
+	f := NewRun(src.Tenant, src.WorkflowID, src.Inputs, now)
+	f.RecipeStamps = src.RecipeStamps
+	a := Ancestor{RunID: src.ID, Stamps: src.EffectStamps()}
+	ancestry := []Ancestor{a}
+	if src.Fork != nil {
+		a.Mode = src.Fork.Mode
+		for _, e := range src.Fork.Inherited {
+			if e.NodeID != "" && (e.Type == EventNodeCompleted || e.Type == EventNodeFailed) {
+				if a.Inherited == nil {
+					a.Inherited = map[string]int{}
+				}
+				a.Inherited[e.NodeID]++
+			}
+		}
+		ancestry = append([]Ancestor{a}, src.Fork.Ancestry...)
+	}
+	f.Fork = &Fork{SourceRunID: src.ID, Mode: mode, FromSeq: fromSeq, Inherited: inherited,
+		BranchStamps: ledger.CurrentRecipes(), Ancestry: ancestry}
+	return f
+}
+
+// RecordOf returns the run whose ledger record holds execution n (from 1)
+// of nodeID as a replay fork r re-executes it, and the recipe stamps that
+// run identified the execution's effect with (recipe stamps: recorded
+// history is resolved under the stamps it was recorded with, never the
+// host's current ones). It walks r's ancestry from the source: a replay
+// ancestor executed nothing itself (its executions were resolved from its
+// own source), and a branch ancestor took executions 1..Inherited[nodeID]
+// from its source; the first ancestor that performed the execution is the
+// answer. Ordinals agree along the chain, since each fork's inherited
+// prefix counts toward its ordinals. A fork without ancestry answers its
+// source under its own RecipeStamps.
+func (r Run) RecordOf(nodeID string, n int) (runID string, stamps ledger.RecipeStamps) {
+	if r.Fork == nil {
+		return r.ID, r.EffectStamps()
+	}
+	if len(r.Fork.Ancestry) == 0 {
+		return r.Fork.SourceRunID, r.RecipeStamps
+	}
+	for _, a := range r.Fork.Ancestry {
+		if a.Mode == "" || (a.Mode == ForkBranch && n > a.Inherited[nodeID]) {
+			return a.RunID, a.Stamps
+		}
+	}
+	// The chain ends at a fork created before ancestry was kept: its
+	// record is the nearest one known (a miss fails the node closed).
+	last := r.Fork.Ancestry[len(r.Fork.Ancestry)-1]
+	return last.RunID, last.Stamps
 }
 
 // InheritedEvent is one event of a fork's fixed history, as the source

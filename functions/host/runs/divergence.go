@@ -1,0 +1,121 @@
+package runs
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+)
+
+// EventReplayDiverged is the run event a replay fork records right after a
+// re-executed node event that differs from the source's event at the same
+// place of the log (replay divergence). The replay continues.
+const EventReplayDiverged = "replay.diverged"
+
+// Divergence kinds (the replay.diverged payload's divergenceKind).
+const (
+	// DivergedOutput: same event type and node, another payload.
+	DivergedOutput = "output"
+	// DivergedTypeMismatch: another event type or node at that place.
+	DivergedTypeMismatch = "type-mismatch"
+	// DivergedExtra: the source, complete, recorded no event there.
+	DivergedExtra = "extra"
+)
+
+// ReplayDiverged is the payload of a replay.diverged event
+// (run-event-payloads.schema.json replayDiverged, a closed object).
+type ReplayDiverged struct {
+	SourceRunID string `json:"sourceRunId"`
+	// AtSequence is the sequence of the diverging event in the fork's log.
+	AtSequence int64 `json:"atSequence"`
+	// OriginalEventID is the source's event at that place ("" for extra).
+	OriginalEventID string `json:"originalEventId,omitempty"`
+	DivergenceKind  string `json:"divergenceKind"`
+	// DivergencePoint is the type of the fork's diverging event.
+	DivergencePoint string `json:"divergencePoint"`
+}
+
+// LogBase is the sequence of the first event of r's own node log (Log[0]):
+// after a fork's inherited prefix, else after run.started at 0. The events
+// API numbers the log the same way.
+func (r Run) LogBase() int64 {
+	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
+		return r.Fork.Inherited[len(r.Fork.Inherited)-1].Sequence + 1
+	}
+	return 1
+}
+
+// Divergence compares ev, the node event a replay fork r is about to append
+// to its log, with the source's event at the same place, and returns the
+// replay.diverged payload when they differ (nil when they agree, when r is
+// no replay, or when the source had not recorded that far and was still
+// running when the fork was created: there is nothing to differ from).
+//
+// Places are counted in node events only: ev is the fork's k-th own node
+// event (its replay.diverged events not counted) and is compared with the
+// source's k-th recorded node event from fromSeq, so one divergence does
+// not shift every later comparison. Run-scoped fields (eventId, runId,
+// timestamp) are not compared, nor the payload's x- extension members
+// (this host's note of how an outcome came about: a replay resolves what
+// the source performed).
+func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
+	if !r.IsReplay() || !nodeEvent(ev.Type) {
+		return nil
+	}
+	k := 0
+	for _, e := range r.Log {
+		if nodeEvent(e.Type) {
+			k++
+		}
+	}
+	seq := r.LogBase() + int64(len(r.Log))
+	var rec []InheritedEvent
+	for _, e := range r.Fork.Recorded {
+		if nodeEvent(e.Type) {
+			rec = append(rec, e)
+		}
+	}
+	d := &ReplayDiverged{SourceRunID: r.Fork.SourceRunID, AtSequence: seq, DivergencePoint: ev.Type}
+	if k >= len(rec) {
+		if !r.Fork.SourceComplete {
+			return nil
+		}
+		d.DivergenceKind = DivergedExtra
+		return d
+	}
+	src := rec[k]
+	d.OriginalEventID = src.EventID
+	switch {
+	case src.Type != ev.Type || src.NodeID != ev.NodeID:
+		d.DivergenceKind = DivergedTypeMismatch
+	case !samePayload(src.Payload, ev.Payload):
+		d.DivergenceKind = DivergedOutput
+	default:
+		return nil
+	}
+	return d
+}
+
+func nodeEvent(typ string) bool {
+	return typ == EventNodeStarted || typ == EventNodeCompleted || typ == EventNodeFailed
+}
+
+// samePayload compares two JSON payloads as values, without their
+// top-level x- extension members.
+func samePayload(a, b json.RawMessage) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var ma, mb map[string]any
+	if json.Unmarshal(a, &ma) != nil || json.Unmarshal(b, &mb) != nil {
+		return false
+	}
+	for _, m := range []map[string]any{ma, mb} {
+		for k := range m {
+			if strings.HasPrefix(k, "x-") {
+				delete(m, k)
+			}
+		}
+	}
+	return reflect.DeepEqual(ma, mb)
+}
