@@ -100,19 +100,9 @@ func (s *seams) fire(w http.ResponseWriter, r *http.Request, tenant string, body
 		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), seamRunTimeout)
-	defer cancel()
-	for {
-		cur, err := s.runs.Get(ctx, run.ID)
-		if err == nil && cur.Status.Terminal() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "the seam's run did not end within %s", seamRunTimeout))
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
+	if !s.awaitRunEnd(r.Context(), run.ID) {
+		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "the seam's run did not end within %s", seamRunTimeout))
+		return
 	}
 	out, _ := json.Marshal(map[string]string{"runId": run.ID})
 	w.Header().Set("Content-Type", "application/json")

@@ -151,20 +151,10 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 	// The executor (driven by the runs stream, as for any run) delivers the
 	// effect; the seam answers once the run has ended, so the ledger read
 	// that follows sees both attempts.
-	ctx, cancel := context.WithTimeout(r.Context(), seamRunTimeout)
-	defer cancel()
-	for {
-		cur, err := s.runs.Get(ctx, run.ID)
-		if err == nil && cur.Status.Terminal() {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			s.force.take(id.ProviderKey)
-			writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "the seam's run did not end within %s", seamRunTimeout))
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
+	if !s.awaitRunEnd(r.Context(), run.ID) {
+		s.force.take(id.ProviderKey)
+		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "the seam's run did not end within %s", seamRunTimeout))
+		return
 	}
 	out, _ := json.Marshal(map[string]string{"runId": run.ID, "effectId": id.EffectID})
 	w.Header().Set("Content-Type", "application/json")
@@ -176,4 +166,23 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 func absoluteURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && u.Scheme != "" && u.Host != ""
+}
+
+// awaitRunEnd polls the run every 50 ms until it has ended (true), or
+// seamRunTimeout or ctx runs out (false): a seam answers once the run it
+// started has ended, so what the suite reads next sees all of it.
+func (s *seams) awaitRunEnd(ctx context.Context, id string) bool {
+	ctx, cancel := context.WithTimeout(ctx, seamRunTimeout)
+	defer cancel()
+	for {
+		cur, err := s.runs.Get(ctx, id)
+		if err == nil && cur.Status.Terminal() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
