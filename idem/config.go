@@ -246,6 +246,31 @@ type Route struct {
 	// case-insensitively; Idempotency-Key cannot be listed. Default nil: no
 	// header is part of the fingerprint.
 	Headers []string
+	// DeriveKey, if set, derives the route's idempotency key from the
+	// request, for APIs whose callers send no Idempotency-Key: body is the
+	// decoded request body, header returns a request header's values (name
+	// in any letter case). A typical DeriveKey returns a member of the body
+	// (an order id) or a header the API already has (a message id).
+	//
+	// Available only under a policy with Policy.DerivedKeys (New refuses it
+	// otherwise with a *ConfigError). A derived key has the guarantees of a
+	// caller's key — the same tenant, credential and operation scope, the
+	// same request digest (the same derived key with a different request is
+	// 409 idempotency_key_mismatch), the same claim, wait and replay — in a
+	// keyspace of its own: a derived key never meets a caller's
+	// Idempotency-Key of the same value. It is not checked against
+	// Policy.Key (it never travels in the header), is never logged or
+	// echoed in a response header, and Config.Required does not apply.
+	//
+	// On such a route a request that carries an Idempotency-Key is answered
+	// 400 idempotency_key_invalid (details.reason "not_accepted") and runs
+	// nothing: the derived key is the route's one identity of a request,
+	// so one business event cannot run once per keyspace. An empty key or
+	// an error from DeriveKey (the request lacks the value) is 400
+	// validation_error (details.reason "missing") and records nothing; the
+	// error's text is never shown or logged. Default nil: the key is the
+	// caller's Idempotency-Key header.
+	DeriveKey func(body []byte, header func(name string) []string) (string, error)
 }
 
 // UnauthenticatedPolicy decides what happens to requests with no tenant.
@@ -365,6 +390,9 @@ func (c Config) withDefaults() (Config, error) {
 			case strings.EqualFold(h, HeaderKey):
 				p = append(p, fmt.Sprintf("Routes[%q].Headers: %s is the scope, not part of the fingerprint", op, HeaderKey))
 			}
+		}
+		if r.DeriveKey != nil && !c.Policy.DerivedKeys {
+			p = append(p, fmt.Sprintf("Routes[%q].DeriveKey: the %s policy requires the caller's %s header (Policy.DerivedKeys is false)", op, c.Policy.Name, HeaderKey))
 		}
 		r.Headers = canonicalHeaders(r.Headers)
 		routes[op] = r

@@ -133,6 +133,9 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	if route.Skip {
 		return g.plain(ctx, in, run)
 	}
+	if route.DeriveKey != nil {
+		return g.serveDerived(ctx, in, op, route, run)
+	}
 	key, present, err := parseKey(in.keyValues, g.cfg.Policy.Key)
 	if err != nil {
 		var ke *KeyError

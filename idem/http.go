@@ -81,7 +81,7 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if len(keys) == 0 && !g.cfg.Required && g.cfg.Routes[g.operation(op)].Contract == nil {
+		if len(keys) == 0 && !g.cfg.Required && g.cfg.Routes[g.operation(op)].Contract == nil && g.cfg.Routes[g.operation(op)].DeriveKey == nil {
 			// Guarded route, no key: no deduplication, but the policy's
 			// headers (the ERP policy: on every response) are set up front.
 			if g.cfg.Policy.Headers != nil {

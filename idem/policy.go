@@ -98,6 +98,15 @@ type Policy struct {
 	// request's id on every answer of a host under the policy, the ones
 	// produced outside Layer 1 included (StampRequestID). Default "": none.
 	RequestIDHeader string
+
+	// DerivedKeys allows routes whose key is derived from the request
+	// (Route.DeriveKey) instead of read from the caller's Idempotency-Key
+	// header. Default false, as in every preset: the OpenWOP and ERP
+	// policies require the header, and under the commerce policy the
+	// caller's SDK sends a key with every durable call and a call without
+	// one stores nothing. Set it on a policy of your own for an API whose
+	// callers send no key.
+	DerivedKeys bool
 }
 
 // ScopeParts says which parts of a request, besides the key and the
@@ -272,5 +281,5 @@ func (p Policy) isZero() bool {
 	return p.Name == "" && p.Key.Allow == nil && p.Key.MinLen == 0 && p.Key.MaxLen == 0 &&
 		len(p.Scope.Credential) == 0 && !p.Scope.Operation && p.Cache == nil && p.Retention == 0 &&
 		p.MinRetention == 0 && p.Headers == nil && p.InFlight == (InFlightAnswer{}) && p.Canonical == nil && p.ErrorBody == nil &&
-		p.RequestIDMember == "" && p.Replay == ReplayResponse && p.RequestIDHeader == ""
+		p.RequestIDMember == "" && p.Replay == ReplayResponse && p.RequestIDHeader == "" && !p.DerivedKeys
 }

@@ -24,6 +24,9 @@ type txn struct {
 	digest string
 	owner  string
 	route  Route
+	// derived says the key came from Route.DeriveKey: the scope is the
+	// derived keyspace and the key is never echoed.
+	derived bool
 	// credential holds the values of the policy's credential parts
 	// (Policy.Scope.Credential), by name; nil when it names none.
 	credential map[string]string
@@ -84,7 +87,11 @@ func (t *txn) render(resp *Response) *Response {
 
 // decorate adds the policy's headers.
 func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response {
-	return t.g.decorate(resp, t.in, t.key, replay, originalID)
+	key := t.key
+	if t.derived {
+		key = "" // the caller sent none; a derived key is never echoed
+	}
+	return t.g.decorate(resp, t.in, key, replay, originalID)
 }
 
 // errText is err's text with the raw key replaced by its log hash: a
@@ -131,6 +138,9 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			t.credential[name] = values[i]
 		}
 		scopeTenant = credentialScope(scopeTenant, parts, values)
+	}
+	if t.derived {
+		scopeTenant = derivedScopePrefix + scopeTenant
 	}
 	if t.op == "" {
 		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (register the handler on a ServeMux pattern, wrap the ServeMux, or set Config.HTTPOperation)")
