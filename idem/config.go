@@ -30,6 +30,11 @@ const (
 	DefaultWait       = 5 * time.Second
 	DefaultWaitMargin = 250 * time.Millisecond
 
+	// DefaultStoreTimeout is Config.StoreTimeout's default: the longest one
+	// store call made for a request may take when nothing nearer (the
+	// request's deadline, the claim's lease) bounds it.
+	DefaultStoreTimeout = 10 * time.Second
+
 	// MaxRequestBytes is the largest request body the net/http middleware reads
 	// (Lambda's 6 MB payload limit); a larger body is answered
 	// 413 payload_too_large.

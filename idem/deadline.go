@@ -5,11 +5,6 @@ import (
 	"time"
 )
 
-// DefaultStoreTimeout is Config.StoreTimeout's default: the longest one
-// store call made for a request may take when nothing nearer (the
-// request's deadline, the claim's lease) bounds it.
-const DefaultStoreTimeout = 10 * time.Second
-
 // minStoreCall is the least time a store call is given even when the
 // request's deadline (less WaitMargin) or the lease has already passed: a
 // completion after a handler that used up the request's time is still

@@ -95,10 +95,10 @@ func stamp(recipe string, sum [sha256.Size]byte) string {
 	return string(out)
 }
 
-// RawBodySHA256 returns the lowercase hex SHA-256 of a raw request body, as
+// rawBodySHA256 returns the lowercase hex SHA-256 of a raw request body, as
 // stored beside the digest in Record.RawBodySHA256 (the ERP policy's
 // raw_body_sha256, kept for archive only).
-func RawBodySHA256(body []byte) string {
+func rawBodySHA256(body []byte) string {
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:])
 }

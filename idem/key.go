@@ -8,7 +8,7 @@ import (
 
 // The names and values of the wire: the request headers the Guard reads,
 // Retry-After, the key-rejection reasons (KeyError.Reason and the error
-// envelope's details.reason) and the wait modes.
+// envelope's details.reason), the wait modes and idemkit's own error codes.
 const (
 	// HeaderKey is the request header carrying the caller's idempotency key.
 	HeaderKey = "Idempotency-Key"
@@ -29,6 +29,24 @@ const (
 	ModeSync = "sync"
 	// ModeAsync is answered at once with the pending action (202).
 	ModeAsync = "async"
+
+	// Error codes the Guard answers with when the request itself is fine
+	// but the server cannot serve it. The OpenWOP error registry has no code
+	// for either, so they are idemkit's own (vendor codes, "idemkit." prefix).
+
+	// CodeStoreUnavailable is the code of a 503 answered when the
+	// idempotency store could not be used in time: it was throttled,
+	// answered a 5xx, refused or dropped the connection, or did not answer
+	// within the store call's bound (Config.StoreTimeout). The answer
+	// carries Retry-After; retrying with the same Idempotency-Key is safe.
+	CodeStoreUnavailable = "idemkit.store_unavailable"
+
+	// CodeServerConfiguration is the code of a 500 answered when the Guard
+	// is wired so that it cannot serve the request (no routed operation:
+	// the handler is neither registered on a ServeMux pattern nor wraps a
+	// ServeMux, and Config.HTTPOperation is unset). Retrying does not help;
+	// the operator has to fix the configuration.
+	CodeServerConfiguration = "idemkit.server_configuration_error"
 )
 
 // KeyPolicy is a key grammar: a length range and a predicate on the

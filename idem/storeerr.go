@@ -9,25 +9,6 @@ import (
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
-// Error codes the Guard answers with when the request itself is fine but
-// the server cannot serve it. The OpenWOP error registry has no code for
-// either, so they are idemkit's own (vendor codes, "idemkit." prefix).
-const (
-	// CodeStoreUnavailable is the code of a 503 answered when the
-	// idempotency store could not be used in time: it was throttled,
-	// answered a 5xx, refused or dropped the connection, or did not answer
-	// within the store call's bound (Config.StoreTimeout). The answer
-	// carries Retry-After; retrying with the same Idempotency-Key is safe.
-	CodeStoreUnavailable = "idemkit.store_unavailable"
-
-	// CodeServerConfiguration is the code of a 500 answered when the Guard
-	// is wired so that it cannot serve the request (no routed operation:
-	// the handler is neither registered on a ServeMux pattern nor wraps a
-	// ServeMux, and Config.HTTPOperation is unset). Retrying does not help;
-	// the operator has to fix the configuration.
-	CodeServerConfiguration = "idemkit.server_configuration_error"
-)
-
 // Store implementations signal unavailability by wrapping
 // ErrStoreUnavailable (declared beside the event errors): a call that was
 // throttled, got a 5xx, could not connect or got no answer within its

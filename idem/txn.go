@@ -231,7 +231,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
 			// Kept for archive beside the digest, never compared.
-			RawBodySHA256: RawBodySHA256(t.in.body),
+			RawBodySHA256: rawBodySHA256(t.in.body),
 		}
 		cctx, cancel := g.storeCtx(ctx, false, time.Time{})
 		started := time.Now()

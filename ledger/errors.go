@@ -58,6 +58,15 @@ var (
 	// ErrChanged: the effect changed since it was shown (its Rev differs);
 	// show it again and decide on what it is now.
 	ErrChanged = errors.New("ledger: effect changed since it was shown")
+	// ErrReplaySourceMissing is returned by Replay when the source run
+	// recorded no terminal outcome for the effect: no record, or a record
+	// still claimed, firing, escaped or released; it is matched by
+	// *ReplaySourceMissingError. The caller fails the node closed (the
+	// OpenWOP error code replay_source_missing) and performs nothing.
+	ErrReplaySourceMissing = errors.New("ledger: replay source missing")
+	// ErrConfig is matched (errors.Is) by every error New returns: one
+	// error listing every problem of the Config.
+	ErrConfig = errors.New("ledger: invalid config")
 )
 
 // NotSent wraps err so that Do releases the attempt (see ErrNotSent).

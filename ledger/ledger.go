@@ -3,14 +3,13 @@ package ledger
 import (
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 )
 
-// Defaults and bounds of Config and Retry.
+// Defaults and bounds of Config and Retry, and the metric names.
 const (
 	// DefaultLease is the default claim lease.
 	DefaultLease = 5 * time.Minute
@@ -38,10 +37,9 @@ const (
 	DefaultRetryBase = time.Second
 	// DefaultRetryMax is Retry.Max's default: the backoff cap.
 	DefaultRetryMax = 5 * time.Minute
-)
 
-// Metric names (EMF, bounded dimensions only: "kind", "keying").
-const (
+	// Metric names (EMF, bounded dimensions only: "kind", "keying").
+
 	// MetricSuppressions counts duplicates answered from the record without
 	// firing (OpenWOP observability vocabulary).
 	MetricSuppressions = "openwop.replay.effect_suppressions_total"
@@ -139,10 +137,6 @@ type TestConfig struct {
 type Ledger struct {
 	cfg Config
 }
-
-// ErrConfig is matched (errors.Is) by every error New returns: one error
-// listing every problem of the Config.
-var ErrConfig = errors.New("ledger: invalid config")
 
 // New validates cfg, applies defaults and returns a Ledger, or an error
 // listing every problem of cfg (matching ErrConfig).

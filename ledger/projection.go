@@ -102,16 +102,14 @@ func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) 
 	return project(runID, live, false, l.cfg.MaxAttempts), nil
 }
 
-// Project builds the projection of runID from records (pure; rows ordered by
+// project builds the projection of runID from records (pure; rows ordered by
 // time, then effectId, then attempt): every attempt of each effect record
 // that runID created or made an attempt at. Host slots and other records are
 // skipped (Witness, which lists exactly the records the run references, also
 // keeps records reached by a suppressed duplicate). The recorded effectId and
-// keying are used as is: a reader never recomputes an identity.
-func Project(runID string, recs []*Record) Projection {
-	return project(runID, recs, true, DefaultMaxAttempts)
-}
-
+// keying are used as is: a reader never recomputes an identity. With
+// filter false every record is projected; capDefault is the attempt cap of a
+// record that states none.
 func project(runID string, recs []*Record, filter bool, capDefault int) Projection {
 	p := Projection{RunID: runID, Effects: []WitnessRow{}}
 	type row struct {

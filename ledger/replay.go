@@ -2,15 +2,8 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
-
-// ErrReplaySourceMissing is returned by Replay when the source run recorded
-// no terminal outcome for the effect: no record, or a record still claimed,
-// firing, escaped or released. The caller fails the node closed (the
-// OpenWOP error code replay_source_missing) and performs nothing.
-var ErrReplaySourceMissing = errors.New("ledger: replay source missing")
 
 // ReplaySourceMissingError is ErrReplaySourceMissing with the effect id of
 // the source execution that has no recorded outcome.

@@ -555,8 +555,8 @@ func TestERPRawBodySHA256BesideCanonicalHashAcrossFormats(t *testing.T) {
 			t.Fatalf("XML: %d %v %s, want a replay", r.StatusCode, r.Headers, r.Body)
 		}
 		rec := st.last(t, clk.Now())
-		if rec.Digest == "" || rec.RawBodySHA256 != idem.RawBodySHA256([]byte(woJSON)) ||
-			rec.RawBodySHA256 == idem.RawBodySHA256([]byte(woXML)) {
+		if rec.Digest == "" || rec.RawBodySHA256 != rawSHA256([]byte(woJSON)) ||
+			rec.RawBodySHA256 == rawSHA256([]byte(woXML)) {
 			t.Fatalf("digest %q raw %q, want the canonical hash and the JSON body's raw SHA-256", rec.Digest, rec.RawBodySHA256)
 		}
 		if raw := v.raw(t, rec.ID); raw["rawBodySha256"] == nil {

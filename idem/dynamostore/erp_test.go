@@ -276,7 +276,7 @@ func TestERPRawBodySHA256StoredBesideCanonicalHash(t *testing.T) {
 			t.Fatalf("base64 body: %d %s", r.StatusCode, r.Body)
 		}
 		rec2 := st.last(t, clk.Now())
-		if want := idem.RawBodySHA256([]byte(`{"a":1}`)); rec2.RawBodySHA256 != want {
+		if want := rawSHA256([]byte(`{"a":1}`)); rec2.RawBodySHA256 != want {
 			t.Fatalf("base64 body raw_body_sha256 = %q, want %q", rec2.RawBodySHA256, want)
 		}
 	})
@@ -616,4 +616,11 @@ func TestERPFailedRetryable(t *testing.T) {
 			t.Fatalf("attempts %v, want [1 2 3]", attempts)
 		}
 	})
+}
+
+// rawSHA256 is the lowercase hex SHA-256 of a raw body: what a record's
+// RawBodySHA256 holds (the ERP policy's raw_body_sha256).
+func rawSHA256(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:])
 }
