@@ -48,9 +48,10 @@ var PolicyERP = Policy{
 
 // KeyERP is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
 // (case-sensitive; leading or trailing whitespace rejected where the
-// adapter sees the raw header: API Gateway events, not net/http, whose
-// server trims it — so neither behind `idemkit dev`, whose gateway is a
-// net/http server).
+// adapter sees the raw header: API Gateway events, and `idemkit dev`,
+// whose gateway hands the handler each request's header block as received;
+// not a plain net/http server, which trims the value before any handler
+// runs).
 var KeyERP = KeyPolicy{Name: "erp", MinLen: 8, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._:-")}
 
 // Response headers the ERP policy sets on every guarded response
