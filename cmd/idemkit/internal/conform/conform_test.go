@@ -174,6 +174,7 @@ var breakCases = []struct {
 	{"in-flight Retry-After: 1", breaks{InFlightRetryAfterOne: true}, one("in-flight", e)},
 	{"the test route needs a credential", breaks{TestRouteNeedsAuth: true}, one("test-route", e)},
 	{"the test route acquires and replays", breaks{TestRouteIdempotent: true}, one("test-route", e)},
+	{"gateway answers without a request id", breaks{GatewayNoRequestID: true}, one("request-id-everywhere", e)},
 }
 
 // Each break must fail exactly the matching scenario(s) of each profile it

@@ -29,6 +29,7 @@ func erpScenarios() []Scenario {
 		{"test-route", "the test route is public, needs no key and never acquires or replays", testRoute},
 		{"get-ignores-key", "GET does not honour Idempotency-Key", getIgnoresKey},
 		{"validation-not-cached", "a 400 validation error is not cached", validationNotCached},
+		{"request-id-everywhere", "every answer carries X-Request-ID and every error envelope the same request_id: 401, 404, 405, 415 too", requestIDEverywhere},
 	}
 }
 

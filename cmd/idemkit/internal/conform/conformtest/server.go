@@ -72,6 +72,7 @@ type Breaks struct {
 	InFlightRetryAfterOne    bool // the in-flight 409 says Retry-After: 1 instead of 2
 	TestRouteNeedsAuth       bool // the test route requires a credential
 	TestRouteIdempotent      bool // the test route goes through the idempotency layer
+	GatewayNoRequestID       bool // the 401, 404, 405 and 415 made before any route runs carry no X-Request-ID nor request_id
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409. The
@@ -104,6 +105,9 @@ const ModeHeader = "Idempotency-Mode"
 
 // TestRoutePath is the ERP policy's public format-validation route (POST).
 const TestRoutePath = "/api/v1/inbound/work-orders/test"
+
+// WorkOrderPath is the ERP policy's live work-order route (POST).
+const WorkOrderPath = "/api/v1/inbound/work-orders"
 
 // The ERP policy's conflict message.
 const erpConflictMessage = "The Idempotency-Key has already been used with a different request payload."
@@ -242,7 +246,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.records["door\x00"+k] = &refRecord{done: true, status: 401, body: envelopeBody("unauthenticated", "no or unknown API key", nil)}
 			s.mu.Unlock()
 		}
-		s.fail(q, 401, "unauthenticated", "no or unknown API key", nil)
+		s.gatewayFail(q, 401, "unauthenticated", "no or unknown API key")
+		return
+	}
+	if st, code, msg := s.gateway(r); st != 0 {
+		s.gatewayFail(q, st, code, msg)
 		return
 	}
 	if s.brk.SharedTenants {
@@ -267,7 +275,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st, b := s.getRun(r, cred.tenant, body)
 		s.respond(q, st, b)
 	default:
-		s.fail(q, 404, "not_found", "no such route", nil)
+		s.gatewayFail(q, 404, "not_found", "no such route")
+	}
+}
+
+// gateway is what the gateway answers before any route runs: 405 for a
+// known path with another method, 415 for a POST body that is not JSON
+// (nor XML on the ERP policy's work-order route); 0 when the route runs.
+func (s *Server) gateway(r *http.Request) (status int, code, msg string) {
+	p := r.URL.Path
+	known := p == "/runs" || strings.HasPrefix(p, "/runs/") || p == WorkOrderPath
+	if known && r.Method != http.MethodPost && r.Method != http.MethodGet || (p == "/runs" || p == WorkOrderPath) && r.Method == http.MethodGet {
+		return 405, "method_not_allowed", "method not allowed on this route"
+	}
+	if r.Method == http.MethodPost && r.ContentLength != 0 {
+		ct := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]))
+		if ct != "application/json" && ct != "" && !(p == WorkOrderPath && (ct == "application/xml" || ct == "text/xml")) {
+			return 415, "unsupported_media_type", "the body must be application/json"
+		}
+	}
+	return 0, "", ""
+}
+
+// gatewayFail is an answer of the gateway (401, 404, 405, 415): under the
+// ERP policy with its X-Request-ID and request_id, unless broken.
+func (s *Server) gatewayFail(q *req, status int, code, msg string) {
+	switch {
+	case s.profile != ERP:
+		s.fail(q, status, code, msg, nil)
+	case s.brk.GatewayNoRequestID:
+		q.w.Header().Del("X-Request-ID")
+		write(q.w, status, envelopeBody(code, msg, nil))
+	default: // the gateway's own envelope (NoEnvelopeRequestID breaks Layer 1's)
+		b, _ := json.Marshal(map[string]any{"error": code, "message": msg, "request_id": q.id})
+		write(q.w, status, b)
 	}
 }
 
