@@ -21,6 +21,8 @@ func commerceScenarios() []Scenario {
 		{"operation-mismatch", "the same key on another operation gets 409 idempotency-mismatch and nothing runs", operationMismatch},
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
 		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
+		{"pending-action", "an async duplicate of a pending request is that pending Action (its id, not a bare acknowledgement)", pendingAction},
+		{"settled-replay", "a replay after the Action settled is that Action in its final status, not the answer recorded at creation", settledReplay},
 		{"rejected-at-door", "a request rejected at the door (400, 401) records nothing", rejectedAtDoor},
 		{"failure-replayed", "a failed action, 5xx included, is stored and replayed as failed", failureReplayed},
 		{"get-ignores-key", "GET does not honour Idempotency-Key", getIgnoresKey},

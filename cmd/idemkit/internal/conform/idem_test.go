@@ -187,6 +187,13 @@ func TestIdemGuardPasses(t *testing.T) {
 				if tc.profile == ProfileERP && r.Scenario == "request-id-everywhere" {
 					continue
 				}
+				// The commerce Action as it is now is rendered from the object a
+				// route declares it creates (idem.Request.Object, the host's
+				// run routes); this bare handler declares none, so its replays
+				// are the stored answers (idemkit dev passes both).
+				if tc.profile == ProfileCommerce && (r.Scenario == "settled-replay" || r.Scenario == "pending-action") {
+					continue
+				}
 				if r.Status != Pass {
 					t.Fatalf("idem.Guard:\n%s", dump(rs))
 				}

@@ -8,6 +8,7 @@
 package conformtest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -59,6 +60,8 @@ type Breaks struct {
 	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
 	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
 	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
+	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
+	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -134,6 +137,7 @@ type refRun struct {
 }
 
 type refRecord struct {
+	runID  string // commerce: the Action (run) the key's execution creates, named at the claim
 	op     string // the operation the key is bound to
 	digest string
 	done   bool
@@ -518,11 +522,15 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			s.respond(q, st, b)
 			return
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
-			reqID := rec.reqID
+			reqID, runID := rec.reqID, rec.runID
 			s.mu.Unlock()
 			s.mark(w, true)
 			w.Header().Set("Retry-After", "1")
 			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
+			if runID != "" && !s.brk.AsyncBareRequestID {
+				// The pending Action: its run, as it is (not written yet).
+				b = s.action(runID, "pending")
+			}
 			s.respond(q, 202, b)
 			return
 		case !rec.done && s.brk.WaitInFlight:
@@ -559,6 +567,11 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			s.fail(q, 409, code, "same key in progress", details)
 			return
 		}
+		body := rec.body
+		if run := s.runs[rec.runID]; s.profile == Commerce && rec.status == 201 && run != nil && !s.brk.ReplayStoredBody {
+			// The commerce policy: a replay is the Action as it is now.
+			body = s.action(rec.runID, run.status)
+		}
 		s.mu.Unlock()
 		s.mark(w, true)
 		if s.profile == ERP {
@@ -567,14 +580,17 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				w.Header().Set("X-Request-ID", rec.reqID)
 			}
 		}
-		s.respond(q, rec.status, rec.body)
+		s.respond(q, rec.status, body)
 		return
 	}
 	rec = &refRecord{op: op, digest: d, reqID: q.id}
+	if s.profile == Commerce {
+		rec.runID = "run-" + randID()
+	}
 	s.records[rk] = rec
 	s.mu.Unlock()
 
-	st, b := h(r, q.cred.tenant, body)
+	st, b := h(r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)), q.cred.tenant, body)
 
 	s.mu.Lock()
 	if s.cached(st) {
@@ -627,10 +643,21 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 	s.mu.Lock()
 	s.execs++
 	id := fmt.Sprintf("run-%d-%s", s.execs, randID())
+	if rec, ok := r.Context().Value(recordKey{}).(*refRecord); ok && rec.runID != "" {
+		id = rec.runID // the Action the claim named
+	}
 	s.runs[id] = &refRun{tenant: tenant, status: "pending"}
 	s.mu.Unlock()
-	b, _ := json.Marshal(map[string]string{"runId": id, "status": "pending", "eventsUrl": "/runs/" + id + "/events"})
-	return 201, b
+	return 201, s.action(id, "pending")
+}
+
+// recordKey carries a request's record to its handler.
+type recordKey struct{}
+
+// action is createRun's answer for run id in status st.
+func (s *Server) action(id, st string) []byte {
+	b, _ := json.Marshal(map[string]string{"runId": id, "status": st, "eventsUrl": "/runs/" + id + "/events"})
+	return b
 }
 
 func (s *Server) getRun(r *http.Request, tenant string, body []byte) (int, []byte) {
