@@ -125,7 +125,7 @@ var breakCases = []struct {
 	b    breaks
 	want want
 }{
-	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "settled-replay", "failure-replayed"}, e: {"replay-marker"}}},
+	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict"}}},
 	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
@@ -177,6 +177,8 @@ var breakCases = []struct {
 	{"the test route needs a credential", breaks{TestRouteNeedsAuth: true}, one("test-route", e)},
 	{"the test route acquires and replays", breaks{TestRouteIdempotent: true}, one("test-route", e)},
 	{"gateway answers without a request id", breaks{GatewayNoRequestID: true}, one("request-id-everywhere", e)},
+	{"the work-order hash is the raw body", breaks{WorkOrderRawDigest: true}, one("live-route", e)},
+	{"a work-order replay ignores the Accept", breaks{WorkOrderIgnoresAccept: true}, one("xml-replay", e)},
 }
 
 // Each break must fail exactly the matching scenario(s) of each profile it

@@ -76,6 +76,8 @@ type Breaks struct {
 	TestRouteNeedsAuth       bool // the test route requires a credential
 	TestRouteIdempotent      bool // the test route goes through the idempotency layer
 	GatewayNoRequestID       bool // the 401, 404, 405 and 415 made before any route runs carry no X-Request-ID nor request_id
+	WorkOrderRawDigest       bool // the work-order route hashes the raw body: the same work order in XML conflicts with its JSON original
+	WorkOrderIgnoresAccept   bool // a work-order replay answers JSON whatever the Accept
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409. The
@@ -190,6 +192,9 @@ type req struct {
 	id    string // the attempt id (X-Request-ID under the ERP policy)
 	cred  credential
 	rawWS bool // the raw Idempotency-Key header had surrounding whitespace
+	// workOrder: the ERP policy's live work-order route (canonical hash,
+	// answers rendered for the Accept).
+	workOrder bool
 }
 
 // fail writes an error envelope.
@@ -200,6 +205,9 @@ func (s *Server) fail(q *req, status int, code, msg string, details map[string]a
 // respond writes an answer; under the ERP policy an error envelope gets the
 // current attempt's request_id (also on a replay).
 func (s *Server) respond(q *req, status int, body []byte) {
+	if q.workOrder && s.renderWorkOrder(q, status, body) {
+		return
+	}
 	if s.profile == ERP && status >= 400 && !s.brk.NoEnvelopeRequestID {
 		var m map[string]any
 		if json.Unmarshal(body, &m) == nil && m["error"] != nil {
@@ -264,6 +272,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/runs":
 		s.idempotent(q, s.createRun)
+	case s.profile == ERP && r.Method == http.MethodPost && r.URL.Path == WorkOrderPath:
+		q.workOrder = true
+		s.idempotent(q, s.workOrder)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/cancel"):
 		s.idempotent(q, s.cancelRun)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/runs/"):
@@ -476,6 +487,9 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		w.Header().Set("Idempotency-Key", key)
 	}
 	d := Digest(body)
+	if q.workOrder {
+		d = s.workOrderDigest(r, body)
+	}
 	scope, op := s.scope(q)
 	rk := scope + "\x00" + key
 	s.mu.Lock()
