@@ -22,6 +22,8 @@ func commerceScenarios() []Scenario {
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
 		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
 		{"pending-action", "an async duplicate of a pending request is that pending Action (its id, not a bare acknowledgement)", pendingAction},
+		{"if-match-stale", "GET carries a strong ETag; a write with If-Match of a version the Action moved on from is refused (409), the current one is not", ifMatchStale},
+		{"inbox-private", "a write refused as stale waits in the caller's inbox; another worker can neither list nor discard it (404)", inboxPrivate},
 		{"settled-replay", "a replay after the Action settled is that Action in its final status, not the answer recorded at creation", settledReplay},
 		{"rejected-at-door", "a request rejected at the door (400, 401) records nothing", rejectedAtDoor},
 		{"failure-replayed", "a failed action, 5xx included, is stored and replayed as failed", failureReplayed},

@@ -163,6 +163,8 @@ var breakCases = []struct {
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
 	{"an async duplicate gets a bare request id", breaks{AsyncBareRequestID: true}, one("pending-action", c)},
+	{"If-Match of the current version refused too", breaks{IfMatchRefusesCurrent: true}, one("if-match-stale", c)},
+	{"the inbox is the namespace's", breaks{InboxTenantWide: true}, one("inbox-private", c)},
 
 	// The ERP policy.
 	{"whitespace around the key ignored", breaks{AcceptKeyWhitespace: true}, one("key-whitespace", e)},

@@ -62,6 +62,8 @@ type Breaks struct {
 	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
 	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
 	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
+	IfMatchRefusesCurrent bool // a write with any If-Match is refused as stale, the current version's too
+	InboxTenantWide       bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -132,10 +134,12 @@ type Server struct {
 	records map[string]*refRecord
 	runs    map[string]*refRun
 	execs   int // createRun executions
+	inbox   []*inboxEntry
 }
 
 type refRun struct {
 	tenant, status string
+	version        int // 1 at creation, +1 per change (GET's ETag)
 }
 
 type refRecord struct {
@@ -269,6 +273,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cred.tenant = "shared"
 	}
 	q.cred = cred
+	q.r = r.WithContext(context.WithValue(r.Context(), credKey{}, cred))
+	r = q.r
+	if s.profile == Commerce && s.inboxRoute(q) {
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/runs":
 		s.idempotent(q, s.createRun)
@@ -278,6 +287,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/cancel"):
 		s.idempotent(q, s.cancelRun)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/runs/"):
+		s.mu.Lock()
+		if run := s.runs[strings.TrimPrefix(r.URL.Path, "/runs/")]; run != nil && run.tenant == cred.tenant {
+			w.Header().Set("ETag", etag(run.version))
+		}
+		s.mu.Unlock()
 		if s.brk.GetHonoursKey {
 			s.idempotent(q, s.getRun)
 			return
@@ -660,7 +674,7 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 	if rec, ok := r.Context().Value(recordKey{}).(*refRecord); ok && rec.runID != "" {
 		id = rec.runID // the Action the claim named
 	}
-	s.runs[id] = &refRun{tenant: tenant, status: "pending"}
+	s.runs[id] = &refRun{tenant: tenant, status: "pending", version: 1}
 	s.mu.Unlock()
 	return 201, s.action(id, "pending")
 }
@@ -697,6 +711,15 @@ func (s *Server) cancelRun(r *http.Request, tenant string, body []byte) (int, []
 	run, ok := s.runs[id]
 	if !ok || run.tenant != tenant {
 		return 404, envelopeBody("not_found", "no such run", nil)
+	}
+	if st, b, stale := s.staleCancel(r, run); stale {
+		return st, b
+	}
+	if s.profile == Commerce && run.status == "cancelled" {
+		return 409, envelopeBody("run_terminal", "the run has ended", nil)
+	}
+	if run.status != "cancelled" {
+		run.version++
 	}
 	run.status = "cancelled"
 	b, _ := json.Marshal(map[string]string{"runId": id, "status": run.status})
