@@ -20,7 +20,9 @@ import (
 // before any handler (the Middleware included) sees it, so a key sent as
 // " ERP-WO-20260807-000001 " reaches the Guard as the valid key and is
 // accepted. The API Gateway adapters see the raw value and reject it
-// (TestERPKeyWhitespaceRejectedOnRawHeader, on every engine).
+// (TestERPKeyWhitespaceRejectedOnRawHeader, on every engine), and so does
+// `idemkit dev`, whose gateway reads the raw header block
+// (TestDevERPKeyWhitespaceRejectedAsReceived).
 func TestERPKeyWhitespaceInvisibleToNetHTTP(t *testing.T) {
 	st := memstore.New()
 	g, err := idem.New(idem.Config{

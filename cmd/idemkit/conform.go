@@ -30,15 +30,22 @@ profiles:
             idempotency-mismatch, on --other-route too); Idempotent-Replayed;
             a duplicate of a pending request waits (sync) or, sent with
             'Idempotency-Mode: async' (--mode-header), gets the pending action
-            at once; rejections at the door record nothing; a failed action
-            (--fail-body) is replayed as failed. --scope-key namespace=KEY and
-            worker=KEY enable scope-namespace and scope-worker
+            at once, as the pending Action itself; a replay after the Action
+            settled is the Action in its final status; GET's strong ETag and
+            If-Match of a stale version refused; the refused write waits in
+            the caller's own inbox; rejections at the door record nothing; a
+            failed action (--fail-body) is replayed as failed. --scope-key
+            namespace=KEY and worker=KEY enable scope-namespace, scope-worker
+            and inbox-private
   erp       the ERP policy: keys 8..128 of A-Z a-z 0-9 . _ : -, whitespace and
             duplicate headers rejected, ERP error codes and envelope (request_id),
             409 with Retry-After: 2, X-Request-ID, key echo,
             Idempotency-Replayed, Idempotency-Original-Request-ID, a 5xx retried
             (failed_retryable), the key scoped by route (--other-route) and the
-            public --test-route. --scope-key client=KEY, company=KEY and
+            public --test-route; the live work-order route with JSON and XML
+            bodies of one work order replaying each other, in XML for
+            'Accept: application/xml'; X-Request-ID and request_id on 401,
+            404, 405 and 415 too. --scope-key client=KEY, company=KEY and
             organization=KEY enable scope-client, scope-company and
             scope-organization
 

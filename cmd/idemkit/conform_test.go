@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform"
 	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform/conformtest"
 )
 
@@ -35,10 +36,10 @@ func conformLastLine(s string) string {
 func conformProfileFlags(p string) ([]string, int) {
 	switch p {
 	case conformtest.Commerce:
-		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, 12
+		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, len(conform.ScenariosFor(conform.ProfileCommerce))
 	case conformtest.ERP:
 		return []string{"--scope-key", "client=" + conformtest.APIKeyClient2, "--scope-key", "company=" + conformtest.APIKeyCompany2,
-			"--scope-key", "organization=" + conformtest.APIKeyOrganization2}, 16
+			"--scope-key", "organization=" + conformtest.APIKeyOrganization2}, len(conform.ScenariosFor(conform.ProfileERP))
 	}
 	return nil, 7
 }

@@ -14,12 +14,12 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-// startPolicyDev starts `idemkit dev --policy policy` (in process) on
-// DynamoDB Local, with one API key for tenant acme, and returns its URL and
-// the key.
-func startPolicyDev(t *testing.T, policy string, extra ...string) (url, key string) {
+// startPolicyDev starts `idemkit dev --policy policy` (in process) on e,
+// with one API key for tenant acme, and returns its URL and the key. The
+// tests of the policy objects run on every engine with streams (DynamoDB
+// Local and moto), as idemkit dev does.
+func startPolicyDev(t *testing.T, e *dynamotest.Emulator, policy string, extra ...string) (url, key string) {
 	t.Helper()
-	e := dynamotest.Start(t, dynamotest.DynamoDBLocal)
 	prefix := fmt.Sprintf("pol%s%d-", policy, time.Now().UnixNano())
 	key = "idk_policyobj_" + policy + "_0123456789"
 	args := append([]string{"--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", key + "=acme", "--policy", policy}, extra...)
@@ -35,7 +35,11 @@ func projected(id string) string { return strings.Replace(id, "/", "~2F", 1) }
 // library: one key reused on a second run's cancel is 409
 // idempotency_key_mismatch and the second run is not cancelled.
 func TestDevOneKeyOnTwoRunsCancelIsKeyMismatch(t *testing.T) {
-	url, key := startPolicyDev(t, "openwop")
+	dynamotest.ForEachWith(t, dynamotest.Streams, devOneKeyOnTwoRunsCancelIsKeyMismatch)
+}
+
+func devOneKeyOnTwoRunsCancelIsKeyMismatch(t *testing.T, e *dynamotest.Emulator) {
+	url, key := startPolicyDev(t, e, "openwop")
 	auth := []string{"Authorization", testutil.Bearer(key)}
 	var ids []string
 	for range 2 {
@@ -68,6 +72,10 @@ func TestDevOneKeyOnTwoRunsCancelIsKeyMismatch(t *testing.T) {
 // Action at once (202, Retry-After, runId and links); a GET of the run
 // carries its version as a strong ETag.
 func TestDevCommerceReplayIsTheRunAsItIsNow(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Streams, devCommerceReplayIsTheRunAsItIsNow)
+}
+
+func devCommerceReplayIsTheRunAsItIsNow(t *testing.T, e *dynamotest.Emulator) {
 	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
 	defer refuse.Close()
 	hold := make(chan struct{})
@@ -79,7 +87,7 @@ func TestDevCommerceReplayIsTheRunAsItIsNow(t *testing.T) {
 	}))
 	defer slow.Close()
 	defer close(hold)
-	url, key := startPolicyDev(t, "commerce", "--allow-loopback-webhooks")
+	url, key := startPolicyDev(t, e, "commerce", "--allow-loopback-webhooks")
 	post := func(ik, mode, body string) (*http.Response, map[string]any) {
 		return testutil.DoJSON(t, "POST", url+"/runs", body, "Authorization", testutil.Bearer(key), "Idempotency-Key", ik, "Idempotency-Mode", mode)
 	}
@@ -149,7 +157,11 @@ func erpDo(t *testing.T, method, url, ct, body string, hdr ...string) (*http.Res
 // NO_PROJECT_PROCESSED is stored and replayed; every answer's request_id is
 // its own X-Request-ID.
 func TestDevERPLiveWorkOrderRoute(t *testing.T) {
-	url, key := startPolicyDev(t, "erp")
+	dynamotest.ForEachWith(t, dynamotest.Streams, devERPLiveWorkOrderRoute)
+}
+
+func devERPLiveWorkOrderRoute(t *testing.T, e *dynamotest.Emulator) {
+	url, key := startPolicyDev(t, e, "erp")
 	auth := []string{"Authorization", testutil.Bearer(key)}
 	const js = `{"work_order_number":" WO-77 ","projects":[{"code":"p1","name":"Pump","quantity":3}]}`
 	const xmlBody = `<work_order><work_order_number>WO-77</work_order_number><projects><project><code>P1</code><name>Pump</name><quantity>3</quantity></project></projects></work_order>`
@@ -179,7 +191,11 @@ func TestDevERPLiveWorkOrderRoute(t *testing.T) {
 // request_id, equal to it: the gateway's 401 without a credential, 404,
 // 405, 413, 415, a malformed run id and a 403 tenant mismatch.
 func TestDevERPEveryAnswerCarriesRequestID(t *testing.T) {
-	url, key := startPolicyDev(t, "erp")
+	dynamotest.ForEachWith(t, dynamotest.Streams, devERPEveryAnswerCarriesRequestID)
+}
+
+func devERPEveryAnswerCarriesRequestID(t *testing.T, e *dynamotest.Emulator) {
+	url, key := startPolicyDev(t, e, "erp")
 	auth := []string{"Authorization", testutil.Bearer(key)}
 	big := strings.Repeat("x", 300<<10)
 	for _, c := range []struct {
@@ -201,5 +217,52 @@ func TestDevERPEveryAnswerCarriesRequestID(t *testing.T) {
 		if r.StatusCode != c.status || r.Header.Get("X-Request-Id") == "" || m["request_id"] != r.Header.Get("X-Request-Id") {
 			t.Errorf("%s: %d %v %s", c.name, r.StatusCode, r.Header, b)
 		}
+	}
+}
+
+// TestDevCommerceFailedRunListsItsRetries: behind `idemkit dev --policy
+// commerce` (the run written inside the Layer-1 completion transaction) a
+// run that failed is retried by POST /runs/{runId}/retry: the new run is
+// linked to it by on on the retry's answer and on every read of the new
+// run, and every read of the failed run lists it among its retries.
+func TestDevCommerceFailedRunListsItsRetries(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Streams, devCommerceFailedRunListsItsRetries)
+}
+
+func devCommerceFailedRunListsItsRetries(t *testing.T, e *dynamotest.Emulator) {
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
+	defer refuse.Close()
+	url, key := startPolicyDev(t, e, "commerce", "--allow-loopback-webhooks")
+	auth := []string{"Authorization", testutil.Bearer(key)}
+	_, m := testutil.DoJSON(t, "POST", url+"/runs", `{"workflowId":"webhook","inputs":{"url":"`+refuse.URL+`/hook","payload":{"order":44}}}`,
+		append(auth, "Idempotency-Key", "checkout cart 44")...)
+	id, _ := m["runId"].(string)
+	if id == "" {
+		t.Fatalf("createRun: %v", m)
+	}
+	ext := func(s map[string]any) map[string]any {
+		x, _ := s["extensions"].(map[string]any)
+		r, _ := x["idemkit.run"].(map[string]any)
+		return r
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, s := testutil.DoJSON(t, "GET", url+"/runs/"+projected(id), "", auth...); s["status"] == "failed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not fail")
+		}
+	}
+	r, m := testutil.DoJSON(t, "POST", url+"/runs/"+projected(id)+"/retry", `{}`, append(auth, "Idempotency-Key", "retry cart 44")...)
+	retry, _ := m["runId"].(string)
+	if r.StatusCode != 201 || m["on"] != id || retry == "" {
+		t.Fatalf("retry: %d %v", r.StatusCode, m)
+	}
+	if _, s := testutil.DoJSON(t, "GET", url+"/runs/"+projected(retry), "", auth...); ext(s)["on"] != id {
+		t.Fatalf("GET of the retry: %v", s)
+	}
+	_, s := testutil.DoJSON(t, "GET", url+"/runs/"+projected(id), "", auth...)
+	if rs, _ := ext(s)["retries"].([]any); len(rs) != 1 || rs[0] != retry {
+		t.Fatalf("the failed run's retries: %v, want [%s]", ext(s), retry)
 	}
 }

@@ -1,10 +1,13 @@
 // Command auditor is the effects/idempotency-streams Lambda function
 // (bootstrap for provided.al2023): wiring only; the handler is
 // functions/auditor/auditfn. CROSS_REGION (reconciled-records or
-// fenced-effects) turns on the cross-region conflict audit (auditfn.NewFromEnv).
+// fenced-effects) turns on the cross-region conflict audit (auditfn.NewFromEnv);
+// under reconciled-records a Layer-1 conflict's winner is written back into
+// this region's IDEMPOTENCY_TABLE replica (auditfn.TableRestorer).
 package main
 
 import (
+	"context"
 	"log/slog"
 	"os"
 
@@ -12,6 +15,8 @@ import (
 
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
@@ -21,6 +26,14 @@ func main() {
 	if err != nil {
 		logger.Error("auditor: configuration", slog.String("error", err.Error()))
 		os.Exit(1)
+	}
+	if table := kit.Getenv(idem.EnvTable); a.Conflicts != nil && table != "" && kit.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
+		db, err := kit.NewDynamoClient(context.Background(), kit.Getenv(settings.EnvDynamoDBEndpoint))
+		if err != nil {
+			logger.Error("auditor: DynamoDB client", slog.String("error", err.Error()))
+			os.Exit(1)
+		}
+		a.Restore = auditfn.TableRestorer{Client: db, Table: table}
 	}
 	lambda.Start(a.HandleLambda)
 }

@@ -714,9 +714,11 @@ func TestLayer1ReplayIntoSecondRegion(t *testing.T) {
 // what it does NOT guarantee across regions, and why that posture does not
 // advertise multiRegion. The same key replayed into the second region
 // before the first region's record has replicated — within the lag, or
-// during a partition — starts new work there. On healing the records
-// converge last-writer-wins, so both regions then replay ONE of the two
-// responses, and it need not be the one the first caller received.
+// during a partition — starts new work there. On healing the replication
+// alone converges last-writer-wins, so both regions then replay ONE of the
+// two responses, and it need not be the one the first caller received (the
+// conflict auditor makes it the lower run's:
+// TestLayer1PartitionConvergesOnLowestRunID).
 // (fenced-effects pins Layer 1 to the home region instead:
 // TestLayer1HomePinnedReplayWithinLag.)
 func TestLayer1ReplayWithinLagStartsNewWork(t *testing.T) {

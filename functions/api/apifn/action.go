@@ -71,10 +71,12 @@ func (h *Handler) runAction(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[s
 }
 
 // The members linking a retry to the failed run it retries: on (the
-// commerce platform's name of the link) and retryOf, its alias.
+// commerce platform's name of the link) and retryOf, its alias, on the
+// retry; retries, on the failed run, the runs started from it.
 const (
 	MemberOn      = "on"
 	MemberRetryOf = "retryOf"
+	MemberRetries = "retries"
 )
 
 // runETag is the strong ETag of a run's version (decided.VersionETag).

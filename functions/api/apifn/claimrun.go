@@ -17,7 +17,8 @@ import (
 // execution whose completion was lost, whose lease was reclaimed, or whose
 // run write's response was lost, is re-executed by the retry: it finds the
 // run it created and answers for it instead of creating a second one (and a
-// second set of effects). That run is accepted when ours says it is this
+// second set of effects); a retry found so is listed among its failed
+// run's retries again (a set: once). That run is accepted when ours says it is this
 // request's (existed is true); otherwise the answer is an error. The claim
 // is returned for the caller's log.
 func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, ours func(prev runs.Run) bool) (claim idem.ClaimInfo, existed bool, err error) {
@@ -36,6 +37,13 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, ours func
 		}
 		if !ours(prev) {
 			return claim, false, fmt.Errorf("apifn: run %s exists for another request", run.ID)
+		}
+		if run.RetryOf != "" {
+			// The execution that created it may have stopped before
+			// listing it among the failed run's retries.
+			if err := h.cfg.Runs.LinkRetry(ctx, run.RetryOf, run.ID); err != nil {
+				return claim, false, err
+			}
 		}
 		return claim, true, nil
 	}

@@ -5,6 +5,7 @@ package apifn
 
 import (
 	"context"
+	"sort"
 	"testing"
 	"time"
 
@@ -163,6 +164,90 @@ func TestCommerceInboxIsTheCallersNotTheTenants(t *testing.T) {
 		}
 		if r, m := c.f.do(t, commerceReq("POST", "/inbox/"+id+"/discard", "discard by checkout")); r.StatusCode != 200 || m["status"] != "discarded" {
 			t.Fatalf("discard by the queuing worker: %d %s", r.StatusCode, r.Body)
+		}
+	})
+}
+
+// TestCommerceFailedRunListsItsRetries: every GET /runs/{runId} of a failed
+// run lists the runs Action.retry started from it
+// (extensions["idemkit.run"].retries, oldest id order irrelevant: a set,
+// served sorted), each once however often its retry key is replayed; the
+// link is written inside the retry's creation: a retry's first execution
+// costs the Layer-1 claim and completion, the read of the failed run, the
+// new run's write and the link (5 round trips), and a run that was never
+// retried lists none.
+func TestCommerceFailedRunListsItsRetries(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := newCommerceHost(t, e)
+		failed := c.run(t, runs.StatusFailed)
+		g, s := c.f.do(t, commerceReq("GET", "/runs/"+runs.ProjectID(failed.ID), ""))
+		if g.StatusCode != 200 || runExt(s)[MemberRetries] != nil {
+			t.Fatalf("a run never retried lists retries: %d %s", g.StatusCode, g.Body)
+		}
+		path := "/runs/" + runs.ProjectID(failed.ID) + "/retry"
+		var want []string
+		for _, key := range []string{"retry order 9 a", "retry order 9 b"} {
+			c.cnt.Reset()
+			r, m := c.f.do(t, commerceReq("POST", path, key))
+			if r.StatusCode != 201 {
+				t.Fatalf("retry: %d %s", r.StatusCode, r.Body)
+			}
+			if n := c.cnt.Total(); n != 5 {
+				t.Fatalf("a retry's first execution took %d round trips %v, want 5", n, c.cnt.Ops())
+			}
+			want = append(want, m["runId"].(string))
+			replay := commerceReq("POST", path, key)
+			replay.Headers["idempotency-mode"] = "async"
+			if r, _ := c.f.do(t, replay); r.StatusCode != 202 {
+				t.Fatalf("replay of the retry: %d %s", r.StatusCode, r.Body)
+			}
+		}
+		sort.Strings(want)
+		g, s = c.f.do(t, commerceReq("GET", "/runs/"+runs.ProjectID(failed.ID), ""))
+		got, _ := runExt(s)[MemberRetries].([]any)
+		if g.StatusCode != 200 || len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+			t.Fatalf("the failed run's retries: %d %s, want %v", g.StatusCode, g.Body, want)
+		}
+		if v := runExt(s)["version"]; v != float64(failed.Version) {
+			t.Fatalf("listing a retry changed the failed run's version: %v, want %d", v, failed.Version)
+		}
+	})
+}
+
+// TestCommerceReplayOfRunCreatingKeyReadsTheRunOnce: under the commerce
+// policy a replay of createRun or retryRun costs the Layer-1 replay (one
+// round trip, two where a failed condition returns no item) plus one read
+// of the run the key created: the round trips docs/PERFORMANCE.md states.
+func TestCommerceReplayOfRunCreatingKeyReadsTheRunOnce(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := newCommerceHost(t, e)
+		layer1 := 1
+		if !e.Caps.ReturnValuesOnConditionCheckFailure {
+			layer1 = 2
+		}
+		_, m := c.f.do(t, commerceCreate("checkout cart 51", ""))
+		id, _ := m["runId"].(string)
+		if _, err := c.runs.Transition(context.Background(), id, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		c.cnt.Reset()
+		if r, _ := c.f.do(t, commerceCreate("checkout cart 51", "")); r.StatusCode != 201 || r.Headers[idem.HeaderIdempotentReplay] != "true" {
+			t.Fatalf("replay of createRun: %d %s", r.StatusCode, r.Body)
+		}
+		if n, ops := c.cnt.Total(), c.cnt.Ops(); n != layer1+1 || ops["GetItem"] < 1 {
+			t.Fatalf("replay of createRun took %d round trips %v, want %d", n, ops, layer1+1)
+		}
+		path := "/runs/" + runs.ProjectID(id) + "/retry"
+		_, m = c.f.do(t, commerceReq("POST", path, "retry cart 51"))
+		if _, err := c.runs.Transition(context.Background(), m["runId"].(string), []runs.Status{runs.StatusPending}, runs.StatusCompleted, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		c.cnt.Reset()
+		if r, m := c.f.do(t, commerceReq("POST", path, "retry cart 51")); r.StatusCode != 201 || m["status"] != "completed" {
+			t.Fatalf("replay of retryRun: %d %s", r.StatusCode, r.Body)
+		}
+		if n, ops := c.cnt.Total(), c.cnt.Ops(); n != layer1+1 {
+			t.Fatalf("replay of retryRun took %d round trips %v, want %d", n, ops, layer1+1)
 		}
 	})
 }

@@ -101,8 +101,9 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 // recoveredFailures and lastRecoveredError once the run completed); and, for
 // a parked run, retry: nextAttemptAt, attempt, maxAttempts and budgetEndsAt
 // of the effect it waits for; version, the run's version (also the strong
-// ETag of GET /runs/{runId}); and for a retry, on and its alias retryOf,
-// the failed run it retries.
+// ETag of GET /runs/{runId}); for a retry, on and its alias retryOf,
+// the failed run it retries; and for a retried failed run, retries, the
+// runs started from it (sorted ids).
 const ExtensionRun = "idemkit.run"
 
 // EventLogSchemaVersion is RunSnapshot.eventLogSchemaVersion: the event-log
@@ -141,6 +142,10 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[st
 		// A retry is linked to the failed run it retries by on (alias
 		// retryOf), on every read.
 		ext[MemberOn], ext[MemberRetryOf] = r.RetryOf, r.RetryOf
+	}
+	if len(r.Retries) > 0 {
+		// A failed run lists the runs Action.retry started from it.
+		ext[MemberRetries] = r.Retries
 	}
 	if !r.Wake.IsZero() && !r.Status.Terminal() {
 		// Parked: its effect's next attempt is scheduled (a provider's

@@ -22,7 +22,14 @@
 //     no key) and counted in openwop.idempotency.cross_region_conflicts_total
 //     with the bounded dimensions strategy, kind and region. Images are
 //     decoded with ledger/dynamostore.DecodeRecord, the Store's own decoder;
-//     run-reference items are skipped.
+//     run-reference items are skipped. On the idempotency table, a MODIFY
+//     whose old and new images are two claims that each created a run is a
+//     Layer-1 conflict (one key, two runs, one per region): recorded the same
+//     way (kind "key": winner and loser run ids, strategy, the rule
+//     lexicographic-min-run-id, the record as a keyhash), and, with Restore,
+//     resolved: where this region holds the higher run, the lower one's image
+//     is written back, so both regions converge on the lower run id whatever
+//     order the writes replicated in (conflictaudit.DetectKey).
 //
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
 // dimension "table" (effects | idempotency), except the conflict counter
@@ -30,8 +37,9 @@
 // keyhash.Log values (the provider idempotency key is a public derivative of
 // the effect id, ledger.ProviderKeyFor), with the run that created the
 // effect record for correlation; conflict events carry effect ids only as
-// keyhash.Log values too. The auditor only reads stream records: it never writes, so a
-// retried batch at worst counts (and records a conflict) twice.
+// keyhash.Log values too. The auditor only reads stream records, except for
+// that one conditional restore of a Layer-1 winner, so a retried batch at worst counts (and
+// records a conflict) twice.
 package auditfn
 
 import (
@@ -39,6 +47,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -68,8 +77,12 @@ const (
 type Counts struct {
 	Reclaims, Escaped, TTLExpiredPending map[string]int // by table
 	// Conflicts is the number of cross-region conflict events recorded
-	// (effects table; always 0 without Auditor.Conflicts).
+	// (effects and idempotency tables; always 0 without Auditor.Conflicts).
 	Conflicts int
+	// Restored is the number of Layer-1 conflict winners written back
+	// (Auditor.Restore); RestoreErr the first restore that failed.
+	Restored   int
+	RestoreErr error
 }
 
 func newCounts() Counts {
@@ -87,6 +100,13 @@ type Auditor struct {
 	// when the deployment is multi-region (NewFromEnv does). Default nil:
 	// single-region, where one table cannot conflict with itself.
 	Conflicts *conflictaudit.Auditor
+	// Restore, if set (with Conflicts), writes a Layer-1 conflict's winner
+	// (the record naming the lower run id) back into this region's replica
+	// where replication left the loser (see conflictaudit.KeyConflict).
+	// Default nil: Layer-1 conflicts are recorded, not resolved.
+	Restore KeyRestorer
+	// Now is the clock a record's retention is judged by. Default time.Now.
+	Now func() time.Time
 }
 
 func (a *Auditor) log() *slog.Logger {
@@ -107,8 +127,10 @@ func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (ev
 		}
 		recs = append(recs, sr)
 	}
-	a.Audit(ctx, recs)
-	return events.DynamoDBEventResponse{}, nil
+	// A failed restore fails the batch, so the stream delivers it again
+	// (a conflict is then recorded twice; the restore is conditional).
+	c := a.Audit(ctx, recs)
+	return events.DynamoDBEventResponse{}, c.RestoreErr
 }
 
 // Audit counts, logs and emits metrics for recs, returning the counts.
@@ -234,6 +256,11 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 	}
 	switch r.EventName {
 	case "MODIFY":
+		if a.Conflicts != nil {
+			if err := a.keyConflict(ctx, r, c); err != nil && c.RestoreErr == nil {
+				c.RestoreErr = err
+			}
+		}
 		oldState := str(r.OldImage, "state")
 		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && oldState == "pending" {
 			c.Reclaims[TableIdempotency]++

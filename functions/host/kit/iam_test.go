@@ -241,7 +241,7 @@ func TestRoleGrantsParse(t *testing.T) {
 		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable"},
 		"AuthorizerRole": {"ApiKeysTable"},
 		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable"},
-		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream"},
+		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable"},
 		"SweeperRole":    {"EffectsTable"},
 	}
 	for role, tables := range want {
@@ -265,9 +265,13 @@ func TestRoleGrantsParse(t *testing.T) {
 		}
 	}
 	// The write paths are where over-granting would hurt: the authorizer
-	// and the auditor write nothing.
+	// writes nothing, and the auditor only the conditional PutItem that
+	// restores a Layer-1 conflict's winner (reconciled-records only).
 	for _, role := range []string{"AuthorizerRole", "AuditorRole"} {
 		for k := range roleGrants(t, role) {
+			if role == "AuditorRole" && k == "dynamodb:PutItem IdempotencyTable" {
+				continue
+			}
 			for _, w := range []string{"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"} {
 				if strings.Contains(k, ":"+w+" ") {
 					t.Errorf("%s may write: %s", role, k)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -80,6 +81,11 @@ type Run struct {
 	// RetryOf is the failed run this run retries (POST /runs/{runId}/retry);
 	// "" for a run created by createRun. Fixed at creation.
 	RetryOf string `json:"retryOf,omitempty"`
+	// Retries are the runs started from this failed run by
+	// POST /runs/{runId}/retry (their RetryOf is this run's id), sorted: a
+	// set, each retry once. Written by the retry's Create (or LinkRetry),
+	// never by a tracked change: listing a retry leaves Version alone.
+	Retries []string `json:"retries,omitempty"`
 	// Version is the run's version: 1 at creation, +1 for every store write
 	// that changes a tracked field (status, error, lastError, wake). It is
 	// what a client decides a write against (decided.Header).
@@ -161,8 +167,14 @@ type RunStore interface {
 	// Create inserts r if no run has its id (ErrRunExists otherwise). A run
 	// without both recipe stamps, or whose id is not a runId of its
 	// tenant, is refused (an error wrapping ledger.ErrUnsupportedRecipe
-	// for missing stamps) and nothing is written.
+	// for missing stamps) and nothing is written. A retry (r.RetryOf set)
+	// is listed among the failed run's Retries by the same call, as
+	// LinkRetry does; a Create that finds the id taken lists nothing.
 	Create(ctx context.Context, r Run) error
+	// LinkRetry lists retryID among the Retries of run failedID (a set:
+	// listing it again changes nothing; the failed run's Version is left
+	// alone). A missing failed run is not an error: nothing is written.
+	LinkRetry(ctx context.Context, failedID, retryID string) error
 	// Get returns the run, or ErrRunNotFound.
 	Get(ctx context.Context, id string) (Run, error)
 	// Transition moves the run to status `to` (with errMsg) only if its
@@ -233,12 +245,36 @@ func (m *MemRuns) Create(_ context.Context, r Run) error {
 	}
 	r = withFirstVersion(r)
 	m.runs[r.ID] = r
+	if r.RetryOf != "" {
+		m.linkRetryLocked(r.RetryOf, r.ID)
+	}
 	cb := m.OnInsert
 	m.mu.Unlock()
 	if cb != nil {
 		cb(r)
 	}
 	return nil
+}
+
+// LinkRetry implements RunStore.
+func (m *MemRuns) LinkRetry(_ context.Context, failedID, retryID string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.linkRetryLocked(failedID, retryID)
+	return nil
+}
+
+func (m *MemRuns) linkRetryLocked(failedID, retryID string) {
+	f, ok := m.runs[failedID]
+	if !ok {
+		return
+	}
+	i := sort.SearchStrings(f.Retries, retryID)
+	if i < len(f.Retries) && f.Retries[i] == retryID {
+		return
+	}
+	f.Retries = append(slices.Clone(f.Retries[:i]), append([]string{retryID}, f.Retries[i:]...)...)
+	m.runs[failedID] = f
 }
 
 // Get implements RunStore.

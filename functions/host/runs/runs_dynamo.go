@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,8 @@ type DynamoAPI interface {
 // Item: pk, tenant, workflowId, inputs (JSON text), status, error,
 // liveShard (on live runs only: the byLive index, see stale.go),
 // createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
-// retryOf (a retry's failed run), version and history (the version log: a
+// retryOf (a retry's failed run), retries (a string set: the runs retrying
+// a failed run), version and history (the version log: a
 // list with one map per version, field -> JSON text of the value set; every
 // update adds 1 to version and appends its map in the same UpdateItem),
 // activityIdentityRecipe and
@@ -71,6 +73,7 @@ const (
 	runAttrWakeMax = "wakeMaxAttempts"
 	runAttrWakeDL  = "wakeDeadline"
 	runAttrRetryOf = "retryOf"
+	runAttrRetries = "retries"   // SS: the runs retrying this failed run (Run.Retries)
 	runAttrVersion = "version"   // N: the run's version (Run.Version)
 	runAttrHistory = "history"   // L of M{field: S(JSON value)}: the version log
 	runAttrLive    = "liveShard" // "live#N" on live runs: the sparse byLive index's key
@@ -187,6 +190,9 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
 	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
 	r.LastError, r.RetryOf = s(runAttrLastErr), s(runAttrRetryOf)
+	if v, ok := m[runAttrRetries].(*types.AttributeValueMemberSS); ok {
+		r.Retries = slices.Sorted(slices.Values(v.Value))
+	}
 	if v, ok := m[runAttrVersion].(*types.AttributeValueMemberN); ok {
 		r.Version, _ = strconv.ParseInt(v.Value, 10, 64)
 	}
@@ -213,7 +219,9 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 
 // Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
 // or, when Transactional and under a claim, the same Put inside the
-// completion transaction.
+// completion transaction. A retry's link to its failed run (LinkRetry's
+// UpdateItem) goes in the same transaction, or follows the PutItem (one
+// more round trip) when there is none.
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
@@ -224,10 +232,20 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	}
 	item := runItem(withFirstVersion(r))
 	if d.Transactional {
-		err := idem.Transact(ctx, types.TransactWriteItem{Put: &types.Put{
+		writes := []any{types.TransactWriteItem{Put: &types.Put{
 			TableName: aws.String(d.Table), Item: item,
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
-		}})
+		}}}
+		if r.RetryOf != "" {
+			u, err := d.linkRetryUpdate(r.RetryOf, r.ID)
+			if err != nil {
+				return err
+			}
+			writes = append(writes, types.TransactWriteItem{Update: &types.Update{TableName: u.TableName, Key: u.Key,
+				UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
+				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues}})
+		}
+		err := idem.Transact(ctx, writes...)
 		if err == nil {
 			return nil
 		}
@@ -239,7 +257,42 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 		TableName: aws.String(d.Table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
-	return conditionalWrite(err, ErrRunExists, "put run")
+	if err := conditionalWrite(err, ErrRunExists, "put run"); err != nil {
+		return err
+	}
+	if r.RetryOf != "" {
+		return d.LinkRetry(ctx, r.RetryOf, r.ID)
+	}
+	return nil
+}
+
+// linkRetryUpdate is LinkRetry's write: ADD retryID to the failed run's
+// retries set, on an existing item only.
+func (d *DynamoRuns) linkRetryUpdate(failedID, retryID string) (*dynamodb.UpdateItemInput, error) {
+	ex, err := expression.NewBuilder().
+		WithUpdate(expression.Add(expression.Name(runAttrRetries), expression.Value(&types.AttributeValueMemberSS{Value: []string{retryID}}))).
+		WithCondition(expression.AttributeExists(expression.Name(runAttrPK))).Build()
+	if err != nil {
+		return nil, err
+	}
+	return &dynamodb.UpdateItemInput{TableName: aws.String(d.Table), Key: map[string]types.AttributeValue{runAttrPK: sAV(failedID)},
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()}, nil
+}
+
+// LinkRetry implements RunStore: one UpdateItem adding retryID to the
+// failed run's retries string set (ADD: idempotent), conditional on the
+// run's existence so a vanished run is not recreated as a bare item.
+func (d *DynamoRuns) LinkRetry(ctx context.Context, failedID, retryID string) error {
+	in, err := d.linkRetryUpdate(failedID, retryID)
+	if err != nil {
+		return err
+	}
+	_, err = d.Client.UpdateItem(ctx, in)
+	if err := conditionalWrite(err, ErrRunNotFound, "link retry"); err != nil && !errors.Is(err, ErrRunNotFound) {
+		return err
+	}
+	return nil
 }
 
 // Get implements RunStore (one strongly consistent GetItem).

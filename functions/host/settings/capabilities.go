@@ -61,9 +61,22 @@ type capOptions struct {
 
 // ExtensionIdempotency is the discovery extension (the schema's
 // `<org>.<name>` seat under extensions; the idempotency family itself is
-// closed) stating the active idempotency policy: {"policy": NAME}, NAME one
-// of idem.PolicyNames (IDEMPOTENCY_POLICY, `idemkit dev --policy`).
+// closed) stating the active idempotency policy: {"policy": NAME,
+// "replayOmitsHeaders": ["Set-Cookie"], "replayOmitsHeadersReason": ...},
+// NAME one of idem.PolicyNames (IDEMPOTENCY_POLICY, `idemkit dev
+// --policy`). replayOmitsHeaders is the one deviation, under every policy,
+// from "a replay is the first answer's status, headers and body"
+// (ReplayOmitsHeadersReason says why).
 const ExtensionIdempotency = "idemkit.idempotency"
+
+// ReplayOmitsHeaders are the response headers Layer 1 never stores and so
+// never replays (idem's cacheable copy of a response drops them).
+var ReplayOmitsHeaders = []string{"Set-Cookie"}
+
+// ReplayOmitsHeadersReason is why, as discovery states it.
+const ReplayOmitsHeadersReason = "Set-Cookie is never cached: a cookie is a credential or session state issued to the caller " +
+	"that received the first answer; replaying it would hand that cookie to whoever sends the key again and " +
+	"re-issue a cookie whose lifetime has moved on. The first answer carries it; a replay carries every other header."
 
 // WithIdempotencyPolicy advertises the active idempotency policy by name
 // (extensions["idemkit.idempotency"].policy). Default "openwop", the
@@ -196,7 +209,8 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 		"implementation":   map[string]any{"name": "idemkit"},
 		"fixtures":         fixtures,
 		"extensions": map[string]any{extensionWorkflows: map[string]any{"builtIn": webhook.Workflows},
-			ExtensionIdempotency: map[string]any{"policy": o.policy}},
+			ExtensionIdempotency: map[string]any{"policy": o.policy,
+				"replayOmitsHeaders": ReplayOmitsHeaders, "replayOmitsHeadersReason": ReplayOmitsHeadersReason}},
 		"idempotency": family,
 	}
 	if o.seams {

@@ -258,3 +258,31 @@ func TestCapabilitiesAdvertiseConfiguredLagBound(t *testing.T) {
 		t.Fatalf("configured lag bound not advertised: %s", body)
 	}
 }
+
+// TestDiscoveryStatesSetCookieIsNeverCached: discovery's idemkit
+// extension states the one deviation from "a replay is the status, headers
+// and body of the first answer" — Set-Cookie is never stored nor replayed —
+// with its reason, under every policy, and the document stays valid
+// against the closed v2 discovery schema.
+func TestDiscoveryStatesSetCookieIsNeverCached(t *testing.T) {
+	sch := capsSchema(t)
+	for _, policy := range idem.PolicyNames() {
+		doc, err := settings.CapabilitiesDoc(settings.CrossRegionSingle, settings.WithIdempotencyPolicy(policy))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idempotencyFamily(t, sch, doc)
+		var d struct {
+			Extensions map[string]map[string]any `json:"extensions"`
+		}
+		if err := json.Unmarshal(doc, &d); err != nil {
+			t.Fatal(err)
+		}
+		ext := d.Extensions[settings.ExtensionIdempotency]
+		hs, _ := ext["replayOmitsHeaders"].([]any)
+		reason, _ := ext["replayOmitsHeadersReason"].(string)
+		if ext["policy"] != policy || len(hs) != 1 || hs[0] != "Set-Cookie" || !strings.Contains(reason, "cookie") {
+			t.Fatalf("%s: extensions[%q] = %v", policy, settings.ExtensionIdempotency, ext)
+		}
+	}
+}

@@ -74,7 +74,7 @@ const unbounded = 1<<31 - 1
 
 // Settings lists every variable LoadEnv reads, in docs/CONFIGURATION.md's order.
 var Settings = []Setting{
-	{Name: idem.EnvTable, DefaultDoc: "—", Doc: "Layer-1 table", Functions: []string{"Api"}, Layer1: true},
+	{Name: idem.EnvTable, DefaultDoc: "—", Doc: "Layer-1 table (the auditor writes a Layer-1 conflict's winner back into it under `reconciled-records`)", Functions: []string{"Api", "Auditor"}, Layer1: true},
 	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](POLICIES.md#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
 		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: " + orList(idem.PolicyNames()) + " (overrides IDEMPOTENCY_POLICY)"},
 	{Name: idem.EnvEnabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},

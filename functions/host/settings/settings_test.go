@@ -158,7 +158,7 @@ func TestLoadEnvPolicy(t *testing.T) {
 		t.Fatalf("erp: %+v %v", e.Idem.Policy.Name, err)
 	}
 	doc, err := e.CapabilitiesDoc()
-	if err != nil || !strings.Contains(string(doc), `"idemkit.idempotency":{"policy":"erp"}`) {
+	if err != nil || !strings.Contains(string(doc), `"idemkit.idempotency":{"policy":"erp",`) {
 		t.Fatalf("discovery: %s %v", doc, err)
 	}
 	_, err = LoadEnv(Values(map[string]string{idem.EnvPolicy: "sap"}))

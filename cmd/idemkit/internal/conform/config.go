@@ -163,6 +163,13 @@ type Config struct {
 	// TestBody is the body sent to TestRoute. Default Body.
 	TestBody string
 
+	// WorkOrderRoute is the ERP policy's live work-order route, "METHOD
+	// /path", to which the live-route and xml-replay scenarios send work
+	// orders ({"work_order_number", "projects": [{"code", "name",
+	// "quantity"}]}) in JSON and in XML under a key. Default
+	// DefaultWorkOrderRoute.
+	WorkOrderRoute string
+
 	// ModeHeader is the request header by which a caller of the commerce
 	// policy says how a duplicate of a pending request waits ("sync" or
 	// "async"). Default DefaultModeHeader.
@@ -190,6 +197,8 @@ type resolved struct {
 	method, path           string
 	otherMethod, otherPath string // OtherRoute
 	testMethod, testPath   string // TestRoute
+	workOrderMethod        string // WorkOrderRoute
+	workOrderPath          string
 }
 
 // splitRoute parses "METHOD /path" (a mutating method).
@@ -237,6 +246,13 @@ func (c Config) resolve() (*resolved, error) {
 		c.TestRoute = DefaultTestRoute
 	}
 	testMethod, testPath, err := splitRoute("test route", c.TestRoute)
+	if err != nil {
+		return nil, err
+	}
+	if c.WorkOrderRoute == "" {
+		c.WorkOrderRoute = DefaultWorkOrderRoute
+	}
+	woMethod, woPath, err := splitRoute("work-order route", c.WorkOrderRoute)
 	if err != nil {
 		return nil, err
 	}
@@ -317,5 +333,6 @@ func (c Config) resolve() (*resolved, error) {
 		}}
 	}
 	return &resolved{Config: c, method: method, path: path,
-		otherMethod: otherMethod, otherPath: otherPath, testMethod: testMethod, testPath: testPath}, nil
+		otherMethod: otherMethod, otherPath: otherPath, testMethod: testMethod, testPath: testPath,
+		workOrderMethod: woMethod, workOrderPath: woPath}, nil
 }

@@ -125,10 +125,10 @@ var breakCases = []struct {
 	b    breaks
 	want want
 }{
-	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "failure-replayed"}, e: {"replay-marker"}}},
+	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict"}}},
-	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async"}, e: {"in-flight"}}},
+	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
 	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, one("in-flight", o, c, e)},
 	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, one("in-flight", o, c, e)},
 	{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, one("in-flight", o)},
@@ -148,7 +148,7 @@ var breakCases = []struct {
 	{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
 	{"waiting in flight (correct, not under the ERP policy)", breaks{WaitInFlight: true}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true},
-		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "failure-replayed"}}},
+		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "settled-replay", "failure-replayed"}}},
 
 	// The commerce policy.
 	{"a comma splits the key", breaks{SplitComma: true}, one("key-comma", c)},
@@ -158,9 +158,13 @@ var breakCases = []struct {
 	{"scope without the worker", breaks{ScopeWithoutWorker: true}, one("scope-worker", c)},
 	{"failures forgotten", breaks{ForgetFailures: true}, one("failure-replayed", c)},
 	{"a 401 recorded", breaks{RecordUnauthenticated: true}, one("rejected-at-door", c)},
-	{"the wait mode ignored", breaks{AsyncIgnored: true}, one("in-flight-async", c)},
+	{"the wait mode ignored", breaks{AsyncIgnored: true}, want{c: {"in-flight-async", "pending-action"}}},
 	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
+	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
+	{"an async duplicate gets a bare request id", breaks{AsyncBareRequestID: true}, one("pending-action", c)},
+	{"If-Match of the current version refused too", breaks{IfMatchRefusesCurrent: true}, one("if-match-stale", c)},
+	{"the inbox is the namespace's", breaks{InboxTenantWide: true}, one("inbox-private", c)},
 
 	// The ERP policy.
 	{"whitespace around the key ignored", breaks{AcceptKeyWhitespace: true}, one("key-whitespace", e)},
@@ -174,6 +178,9 @@ var breakCases = []struct {
 	{"in-flight Retry-After: 1", breaks{InFlightRetryAfterOne: true}, one("in-flight", e)},
 	{"the test route needs a credential", breaks{TestRouteNeedsAuth: true}, one("test-route", e)},
 	{"the test route acquires and replays", breaks{TestRouteIdempotent: true}, one("test-route", e)},
+	{"gateway answers without a request id", breaks{GatewayNoRequestID: true}, one("request-id-everywhere", e)},
+	{"the work-order hash is the raw body", breaks{WorkOrderRawDigest: true}, one("live-route", e)},
+	{"a work-order replay ignores the Accept", breaks{WorkOrderIgnoresAccept: true}, one("xml-replay", e)},
 }
 
 // Each break must fail exactly the matching scenario(s) of each profile it

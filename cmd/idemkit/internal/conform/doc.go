@@ -19,7 +19,11 @@
 // allowed), key-comma, replay-marker (Idempotent-Replayed), input-mismatch
 // and operation-mismatch (409 idempotency-mismatch), in-flight (sync: waits
 // or is told to come back), in-flight-async (the pending action at once),
-// rejected-at-door (400 and 401 record nothing), failure-replayed (a 5xx is
+// pending-action (that answer is the pending Action, its id), settled-replay
+// (a replay after the Action settled is the Action in its final status),
+// if-match-stale (GET's strong ETag; If-Match of a stale version refused,
+// the current one not), inbox-private (the refused write is in the caller's
+// inbox only: another worker gets 404), rejected-at-door (400 and 401 record nothing), failure-replayed (a 5xx is
 // stored and replayed as failed), get-ignores-key, scope-namespace,
 // scope-worker. That keys are held forever is not checkable from outside.
 //
@@ -27,7 +31,10 @@
 // replay-marker, response-headers, payload-conflict, error-envelope,
 // in-flight (409 IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After: 2, never
 // held), scope-route, scope-client, scope-company, scope-organization,
-// failed-retryable, test-route, get-ignores-key, validation-not-cached.
+// failed-retryable, test-route, get-ignores-key, validation-not-cached,
+// live-route (JSON and XML bodies of one work order under one key replay),
+// xml-replay (a JSON original replayed in XML for Accept: application/xml),
+// request-id-everywhere (X-Request-ID and request_id on 401, 404, 405, 415).
 //
 // A scope-PART scenario needs a credential that differs from the first API
 // key in that part only (Config.ScopeKeys); without it it is skipped.

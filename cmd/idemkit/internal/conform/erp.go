@@ -29,6 +29,9 @@ func erpScenarios() []Scenario {
 		{"test-route", "the test route is public, needs no key and never acquires or replays", testRoute},
 		{"get-ignores-key", "GET does not honour Idempotency-Key", getIgnoresKey},
 		{"validation-not-cached", "a 400 validation error is not cached", validationNotCached},
+		{"live-route", "the live work-order route is served: a JSON work order and the same work order in XML under one key replay", liveRoute},
+		{"xml-replay", "a JSON original replayed with Accept: application/xml answers in XML", xmlReplay},
+		{"request-id-everywhere", "every answer carries X-Request-ID and every error envelope the same request_id: 401, 404, 405, 415 too", requestIDEverywhere},
 	}
 }
 

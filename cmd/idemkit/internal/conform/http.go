@@ -88,6 +88,7 @@ func (e *env) do(ctx context.Context, c call) (*answer, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	for name, vs := range c.header {
+		req.Header.Del(name) // a call's own header replaces a default (Content-Type, Accept)
 		for _, v := range vs {
 			req.Header.Add(name, v)
 		}

@@ -8,6 +8,7 @@
 package conformtest
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -59,6 +60,10 @@ type Breaks struct {
 	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
 	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
 	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
+	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
+	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
+	IfMatchRefusesCurrent bool // a write with any If-Match is refused as stale, the current version's too
+	InboxTenantWide       bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -72,6 +77,9 @@ type Breaks struct {
 	InFlightRetryAfterOne    bool // the in-flight 409 says Retry-After: 1 instead of 2
 	TestRouteNeedsAuth       bool // the test route requires a credential
 	TestRouteIdempotent      bool // the test route goes through the idempotency layer
+	GatewayNoRequestID       bool // the 401, 404, 405 and 415 made before any route runs carry no X-Request-ID nor request_id
+	WorkOrderRawDigest       bool // the work-order route hashes the raw body: the same work order in XML conflicts with its JSON original
+	WorkOrderIgnoresAccept   bool // a work-order replay answers JSON whatever the Accept
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409. The
@@ -105,6 +113,9 @@ const ModeHeader = "Idempotency-Mode"
 // TestRoutePath is the ERP policy's public format-validation route (POST).
 const TestRoutePath = "/api/v1/inbound/work-orders/test"
 
+// WorkOrderPath is the ERP policy's live work-order route (POST).
+const WorkOrderPath = "/api/v1/inbound/work-orders"
+
 // The ERP policy's conflict message.
 const erpConflictMessage = "The Idempotency-Key has already been used with a different request payload."
 
@@ -123,13 +134,16 @@ type Server struct {
 	records map[string]*refRecord
 	runs    map[string]*refRun
 	execs   int // createRun executions
+	inbox   []*inboxEntry
 }
 
 type refRun struct {
 	tenant, status string
+	version        int // 1 at creation, +1 per change (GET's ETag)
 }
 
 type refRecord struct {
+	runID  string // commerce: the Action (run) the key's execution creates, named at the claim
 	op     string // the operation the key is bound to
 	digest string
 	done   bool
@@ -182,6 +196,9 @@ type req struct {
 	id    string // the attempt id (X-Request-ID under the ERP policy)
 	cred  credential
 	rawWS bool // the raw Idempotency-Key header had surrounding whitespace
+	// workOrder: the ERP policy's live work-order route (canonical hash,
+	// answers rendered for the Accept).
+	workOrder bool
 }
 
 // fail writes an error envelope.
@@ -192,6 +209,9 @@ func (s *Server) fail(q *req, status int, code, msg string, details map[string]a
 // respond writes an answer; under the ERP policy an error envelope gets the
 // current attempt's request_id (also on a replay).
 func (s *Server) respond(q *req, status int, body []byte) {
+	if q.workOrder && s.renderWorkOrder(q, status, body) {
+		return
+	}
 	if s.profile == ERP && status >= 400 && !s.brk.NoEnvelopeRequestID {
 		var m map[string]any
 		if json.Unmarshal(body, &m) == nil && m["error"] != nil {
@@ -242,19 +262,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.records["door\x00"+k] = &refRecord{done: true, status: 401, body: envelopeBody("unauthenticated", "no or unknown API key", nil)}
 			s.mu.Unlock()
 		}
-		s.fail(q, 401, "unauthenticated", "no or unknown API key", nil)
+		s.gatewayFail(q, 401, "unauthenticated", "no or unknown API key")
+		return
+	}
+	if st, code, msg := s.gateway(r); st != 0 {
+		s.gatewayFail(q, st, code, msg)
 		return
 	}
 	if s.brk.SharedTenants {
 		cred.tenant = "shared"
 	}
 	q.cred = cred
+	q.r = r.WithContext(context.WithValue(r.Context(), credKey{}, cred))
+	r = q.r
+	if s.profile == Commerce && s.inboxRoute(q) {
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/runs":
 		s.idempotent(q, s.createRun)
+	case s.profile == ERP && r.Method == http.MethodPost && r.URL.Path == WorkOrderPath:
+		q.workOrder = true
+		s.idempotent(q, s.workOrder)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/cancel"):
 		s.idempotent(q, s.cancelRun)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/runs/"):
+		s.mu.Lock()
+		if run := s.runs[strings.TrimPrefix(r.URL.Path, "/runs/")]; run != nil && run.tenant == cred.tenant {
+			w.Header().Set("ETag", etag(run.version))
+		}
+		s.mu.Unlock()
 		if s.brk.GetHonoursKey {
 			s.idempotent(q, s.getRun)
 			return
@@ -267,7 +304,40 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		st, b := s.getRun(r, cred.tenant, body)
 		s.respond(q, st, b)
 	default:
-		s.fail(q, 404, "not_found", "no such route", nil)
+		s.gatewayFail(q, 404, "not_found", "no such route")
+	}
+}
+
+// gateway is what the gateway answers before any route runs: 405 for a
+// known path with another method, 415 for a POST body that is not JSON
+// (nor XML on the ERP policy's work-order route); 0 when the route runs.
+func (s *Server) gateway(r *http.Request) (status int, code, msg string) {
+	p := r.URL.Path
+	known := p == "/runs" || strings.HasPrefix(p, "/runs/") || p == WorkOrderPath
+	if known && r.Method != http.MethodPost && r.Method != http.MethodGet || (p == "/runs" || p == WorkOrderPath) && r.Method == http.MethodGet {
+		return 405, "method_not_allowed", "method not allowed on this route"
+	}
+	if r.Method == http.MethodPost && r.ContentLength != 0 {
+		ct := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]))
+		if ct != "application/json" && ct != "" && !(p == WorkOrderPath && (ct == "application/xml" || ct == "text/xml")) {
+			return 415, "unsupported_media_type", "the body must be application/json"
+		}
+	}
+	return 0, "", ""
+}
+
+// gatewayFail is an answer of the gateway (401, 404, 405, 415): under the
+// ERP policy with its X-Request-ID and request_id, unless broken.
+func (s *Server) gatewayFail(q *req, status int, code, msg string) {
+	switch {
+	case s.profile != ERP:
+		s.fail(q, status, code, msg, nil)
+	case s.brk.GatewayNoRequestID:
+		q.w.Header().Del("X-Request-ID")
+		write(q.w, status, envelopeBody(code, msg, nil))
+	default: // the gateway's own envelope (NoEnvelopeRequestID breaks Layer 1's)
+		b, _ := json.Marshal(map[string]any{"error": code, "message": msg, "request_id": q.id})
+		write(q.w, status, b)
 	}
 }
 
@@ -431,6 +501,9 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		w.Header().Set("Idempotency-Key", key)
 	}
 	d := Digest(body)
+	if q.workOrder {
+		d = s.workOrderDigest(r, body)
+	}
 	scope, op := s.scope(q)
 	rk := scope + "\x00" + key
 	s.mu.Lock()
@@ -477,11 +550,15 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			s.respond(q, st, b)
 			return
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
-			reqID := rec.reqID
+			reqID, runID := rec.reqID, rec.runID
 			s.mu.Unlock()
 			s.mark(w, true)
 			w.Header().Set("Retry-After", "1")
 			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
+			if runID != "" && !s.brk.AsyncBareRequestID {
+				// The pending Action: its run, as it is (not written yet).
+				b = s.action(runID, "pending")
+			}
 			s.respond(q, 202, b)
 			return
 		case !rec.done && s.brk.WaitInFlight:
@@ -518,6 +595,11 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			s.fail(q, 409, code, "same key in progress", details)
 			return
 		}
+		body := rec.body
+		if run := s.runs[rec.runID]; s.profile == Commerce && rec.status == 201 && run != nil && !s.brk.ReplayStoredBody {
+			// The commerce policy: a replay is the Action as it is now.
+			body = s.action(rec.runID, run.status)
+		}
 		s.mu.Unlock()
 		s.mark(w, true)
 		if s.profile == ERP {
@@ -526,14 +608,17 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				w.Header().Set("X-Request-ID", rec.reqID)
 			}
 		}
-		s.respond(q, rec.status, rec.body)
+		s.respond(q, rec.status, body)
 		return
 	}
 	rec = &refRecord{op: op, digest: d, reqID: q.id}
+	if s.profile == Commerce {
+		rec.runID = "run-" + randID()
+	}
 	s.records[rk] = rec
 	s.mu.Unlock()
 
-	st, b := h(r, q.cred.tenant, body)
+	st, b := h(r.WithContext(context.WithValue(r.Context(), recordKey{}, rec)), q.cred.tenant, body)
 
 	s.mu.Lock()
 	if s.cached(st) {
@@ -586,10 +671,21 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 	s.mu.Lock()
 	s.execs++
 	id := fmt.Sprintf("run-%d-%s", s.execs, randID())
-	s.runs[id] = &refRun{tenant: tenant, status: "pending"}
+	if rec, ok := r.Context().Value(recordKey{}).(*refRecord); ok && rec.runID != "" {
+		id = rec.runID // the Action the claim named
+	}
+	s.runs[id] = &refRun{tenant: tenant, status: "pending", version: 1}
 	s.mu.Unlock()
-	b, _ := json.Marshal(map[string]string{"runId": id, "status": "pending", "eventsUrl": "/runs/" + id + "/events"})
-	return 201, b
+	return 201, s.action(id, "pending")
+}
+
+// recordKey carries a request's record to its handler.
+type recordKey struct{}
+
+// action is createRun's answer for run id in status st.
+func (s *Server) action(id, st string) []byte {
+	b, _ := json.Marshal(map[string]string{"runId": id, "status": st, "eventsUrl": "/runs/" + id + "/events"})
+	return b
 }
 
 func (s *Server) getRun(r *http.Request, tenant string, body []byte) (int, []byte) {
@@ -615,6 +711,15 @@ func (s *Server) cancelRun(r *http.Request, tenant string, body []byte) (int, []
 	run, ok := s.runs[id]
 	if !ok || run.tenant != tenant {
 		return 404, envelopeBody("not_found", "no such run", nil)
+	}
+	if st, b, stale := s.staleCancel(r, run); stale {
+		return st, b
+	}
+	if s.profile == Commerce && run.status == "cancelled" {
+		return 409, envelopeBody("run_terminal", "the run has ended", nil)
+	}
+	if run.status != "cancelled" {
+		run.version++
 	}
 	run.status = "cancelled"
 	b, _ := json.Marshal(map[string]string{"runId": id, "status": run.status})

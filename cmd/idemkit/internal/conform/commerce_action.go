@@ -1,0 +1,117 @@
+package conform
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/client"
+)
+
+// The commerce policy's Action: a key binds one Action, and every answer
+// about it is that Action as it is now.
+
+// settled reports a final status of an Action.
+func settled(s string) bool {
+	return s == "completed" || s == "failed" || cancelled(s)
+}
+
+// settledReplay: once the Action a key created has settled (the checker
+// settles it through OtherRoute, by default its cancel, under a key of its
+// own, and waits for a final status on GetPath), a replay of the key is
+// that Action in its final status: the same resource, the status GET
+// reads, marked as a replay — never the pending answer recorded at
+// creation.
+func settledReplay(ctx context.Context, e *env) Result {
+	k := client.NewKey()
+	_, id, r, ok := e.create(ctx, k, "the created answer names no runId or id: nothing to read")
+	if !ok {
+		return r
+	}
+	if _, err := e.do(ctx, call{method: e.cfg.otherMethod, path: e.otherPath(id), keys: []string{client.NewKey()}, body: "{}"}); err != nil {
+		return failErr(err)
+	}
+	getPath := strings.ReplaceAll(e.cfg.GetPath, "{id}", url.PathEscape(id))
+	final := ""
+	for deadline := time.Now().Add(e.cfg.Timeout); final == ""; {
+		g, err := e.do(ctx, call{method: http.MethodGet, path: getPath})
+		if err != nil {
+			return failErr(err)
+		}
+		if st := status(g.body); g.is2xx() && settled(st) {
+			final = st
+			break
+		}
+		if time.Now().After(deadline) {
+			return fail("the Action did not settle within %v after %s %s (GET reads %s %q)", e.cfg.Timeout, e.cfg.otherMethod, e.cfg.otherPath, g, status(g.body))
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return failErr(ctx.Err())
+		}
+	}
+	a, err := e.post(ctx, k, e.cfg.Body, 0)
+	if err != nil {
+		return failErr(err)
+	}
+	switch {
+	case !a.is2xx():
+		return fail("a replay of a settled Action got %s, want 2xx", a)
+	case a.marker(e.rules) != "true":
+		return fail("a replay of a settled Action lacks %s: true", e.rules.replayHeader)
+	case resourceID(a.body) != id:
+		return fail("a replay of a settled Action names %q, want the Action %q", resourceID(a.body), id)
+	case status(a.body) != final:
+		return fail("a replay of an Action now %q answers status %q: the answer recorded at creation, not the Action in its final status", final, status(a.body))
+	}
+	return pass("the replay is the Action in its final status (%s)", final)
+}
+
+// pendingAction: an async duplicate (ModeHeader: async) of a request still
+// running is the pending Action itself: a 2xx naming the same resource as
+// the first request's answer, in a status that is not final — not a bare
+// request id.
+func pendingAction(ctx context.Context, e *env) Result {
+	k := client.NewKey()
+	type res struct {
+		a   *answer
+		err error
+	}
+	first := make(chan res, 1)
+	go func() {
+		a, err := e.post(ctx, k, e.cfg.SlowBody, 0)
+		first <- res{a, err}
+	}()
+	select {
+	case <-time.After(e.cfg.Stagger):
+	case <-ctx.Done():
+	}
+	d, err := e.do(ctx, call{method: e.cfg.method, path: e.cfg.path, keys: []string{k}, body: e.cfg.SlowBody,
+		header: http.Header{e.cfg.ModeHeader: {"async"}}})
+	f := <-first
+	switch {
+	case err != nil:
+		return failErr(err)
+	case f.err != nil:
+		return failErr(f.err)
+	case !f.a.is2xx():
+		return fail("the first request got %s, want 2xx", f.a)
+	case d.sent.After(f.a.done):
+		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", f.a.done.Sub(f.a.sent).Round(time.Millisecond))
+	case !d.is2xx():
+		return fail("an async duplicate of a pending request got %s, want the pending Action (2xx)", d)
+	}
+	id, want := resourceID(d.body), resourceID(f.a.body)
+	switch {
+	case id == "":
+		return fail("an async duplicate's answer names no runId or id: a bare acknowledgement, not the pending Action %q", want)
+	case id != want:
+		return fail("an async duplicate names %q, the first request's Action is %q", id, want)
+	case settled(status(d.body)):
+		return fail("an async duplicate answered the Action settled (%q) while the first request still ran", status(d.body))
+	}
+	return pass("the async duplicate is the pending Action %s (%s)", id, status(d.body))
+}

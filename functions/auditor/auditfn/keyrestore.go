@@ -1,0 +1,123 @@
+package auditfn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/keyhash"
+)
+
+// KeyRestorer writes a Layer-1 conflict's winner back into this region's
+// replica of the idempotency table (see conflictaudit.KeyConflict): winner
+// is the record's image naming the lower run, ifRequestID the request id
+// of the image the replica holds now (the loser). A replica that moved on
+// since (another image) is left alone: its own stream change decides again.
+type KeyRestorer interface {
+	Restore(ctx context.Context, winner map[string]types.AttributeValue, ifRequestID string) error
+}
+
+// PutItemAPI is the DynamoDB operation TableRestorer uses.
+type PutItemAPI interface {
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+}
+
+// TableRestorer is the KeyRestorer of one region's IdempotencyTable
+// replica: one PutItem of the winner's image, conditional on the item's
+// requestId still being the loser's. It needs dynamodb:PutItem on the
+// table (the template grants it to the auditor under reconciled-records
+// only).
+type TableRestorer struct {
+	// Client is the region's DynamoDB client. Required.
+	Client PutItemAPI
+	// Table is the IdempotencyTable name. Required.
+	Table string
+}
+
+// attrRequestID is the request id attribute of a Layer-1 record item, named
+// once here for the restore's condition (decoding goes through
+// idemdynamo.DecodeItem).
+const attrRequestID = "requestId"
+
+// Restore implements KeyRestorer.
+func (r TableRestorer) Restore(ctx context.Context, winner map[string]types.AttributeValue, ifRequestID string) error {
+	cond, err := expression.NewBuilder().WithCondition(
+		expression.Name(attrRequestID).Equal(expression.Value(ifRequestID))).Build()
+	if err != nil {
+		return err
+	}
+	_, err = r.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("auditfn: restore the Layer-1 record: %w", err)
+	}
+	return nil
+}
+
+// keyRecord is a Layer-1 image as the conflict audit sees it: its run is
+// the runId member of a stored 201 JSON answer (createRun's and
+// retryRun's), "" for any other record.
+func keyRecord(rec idem.Record, now time.Time) conflictaudit.KeyRecord {
+	k := conflictaudit.KeyRecord{Record: rec.ID, RequestID: rec.RequestID, Expired: rec.Expired(now), Pending: rec.State == idem.StatePending}
+	if r := rec.Response; r != nil && r.Status == http.StatusCreated {
+		var body struct {
+			RunID string `json:"runId"`
+		}
+		if json.Unmarshal(r.Body, &body) == nil {
+			k.Run = body.RunID
+		}
+	}
+	return k
+}
+
+// keyConflict audits one MODIFY of the idempotency table for a Layer-1
+// conflict and, where this region holds the loser (or a rival claim whose
+// run is not known yet: conflictaudit.HoldKey), restores the old image. It
+// returns a restore error (the batch is then retried).
+func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Counts) error {
+	oldRec, err1 := idemdynamo.DecodeItem(r.OldImage)
+	curRec, err2 := idemdynamo.DecodeItem(r.NewImage)
+	if err1 != nil || err2 != nil {
+		return nil
+	}
+	now := a.now()
+	old, cur := keyRecord(oldRec, now), keyRecord(curRec, now)
+	kc := a.Conflicts.ObserveKey(old, cur)
+	if kc != nil {
+		c.Conflicts++
+	}
+	if (kc == nil || !kc.Restore) && !conflictaudit.HoldKey(old, cur) || a.Restore == nil {
+		return nil
+	}
+	if err := a.Restore.Restore(ctx, r.OldImage, curRec.RequestID); err != nil {
+		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(oldRec.ID)),
+			slog.String("error", err.Error()))
+		return err
+	}
+	c.Restored++
+	return nil
+}
+
+func (a *Auditor) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}

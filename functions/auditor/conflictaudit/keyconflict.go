@@ -1,0 +1,136 @@
+package conflictaudit
+
+import (
+	"log/slog"
+
+	"github.com/idemkit/idemkit/internal/keyhash"
+)
+
+// Layer-1 conflicts: one Idempotency-Key that created two runs, one in each
+// region. Under reconciled-records each region claims a key on its local
+// replica of the idempotency table, so a key sent to both regions within
+// the replication lag or during a partition runs in both, and each region
+// records the run it created. DynamoDB's own replication then keeps the
+// later write, a time-ordered rule the OpenWOP partition rule removes
+// (under a partition there is no shared clock). The survivor is instead
+// the record naming the lexicographically lowest run id
+// (PartitionRecoveryLexMin): deterministic and the same whichever write
+// arrived last. The change that shows the conflict is a MODIFY of a record
+// whose old and new images name different runs: a region whose own record
+// was overwritten by the other region's. Where the survivor is the OLD
+// image (the lower run lost to replication), the region restores it, and
+// that write replicates to the other region as the newest one; where it is
+// the new image, nothing is written. Replication may deliver the other
+// region's claim before its completion: a record that named a run
+// overwritten by another claim still pending (its run not known yet) is
+// held, restored as it was (HoldKey), without an event; the restore reaches
+// the other region as the newest write, where the two runs are compared in
+// full. Each region thus writes back only a record naming a lower run than
+// the one it overwrote, or one whose rival named none yet, so the two
+// regions end on the lowest run id whatever the order of the writes.
+
+// PartitionRecoveryLexMin is the rule a Layer-1 conflict is resolved by:
+// the lower runId wins (the OpenWOP partitionRecoveryStrategy value).
+const PartitionRecoveryLexMin = "lexicographic-min-run-id"
+
+// KindKey is the Kind of a Layer-1 conflict (effect and slot are Layer 2's).
+const KindKey = "key"
+
+// ReasonTwoRuns is the Reason of a Layer-1 conflict.
+const ReasonTwoRuns = "one-key-two-runs"
+
+// KeyRecord is one image of a Layer-1 record as the auditor sees it.
+type KeyRecord struct {
+	// Record is the record id (idem.ScopeID: a hash, never the raw key).
+	Record string
+	// RequestID is the id of the request that first claimed the record:
+	// two images with different ones are two independent claims.
+	RequestID string
+	// Run is the run the key's execution created (the runId of its stored
+	// answer); "" when it created none or is not known (still pending).
+	Run string
+	// Expired is true when the record's retention had ended: a record
+	// created again after it is a new key's, not a conflict.
+	Expired bool
+	// Pending is true while the claim's execution has not completed.
+	Pending bool
+}
+
+// KeyParty is one side of a Layer-1 conflict: the run it created.
+type KeyParty struct {
+	// Run is the run id (an opaque identifier; no content).
+	Run string `json:"run"`
+}
+
+// KeyConflict is one Layer-1 conflict event.
+type KeyConflict struct {
+	// Event is always "cross_region_conflict".
+	Event string `json:"event"`
+	// Strategy is the deployment's posture (reconciled-records).
+	Strategy string `json:"strategy"`
+	// Region is where the conflict was observed.
+	Region string `json:"region"`
+	// Kind is always KindKey.
+	Kind string `json:"kind"`
+	// Record is the opaque record reference (keyhash.Log of its id).
+	Record string `json:"record"`
+	// Winner is the run the record converges on (the lower run id), Loser
+	// the other one.
+	Winner KeyParty `json:"winner"`
+	Loser  KeyParty `json:"loser"`
+	// Reason is always ReasonTwoRuns.
+	Reason string `json:"reason"`
+	// Resolution is the rule applied: PartitionRecoveryLexMin.
+	Resolution string `json:"resolution"`
+	// Restore is true when the winner is the old image: this region writes
+	// it back (the new image, the loser, came from replication).
+	Restore bool `json:"restore"`
+}
+
+// DetectKey returns the Layer-1 conflict between a record's old and new
+// images, or nil when the change is not one: the same claim's own
+// transitions (same RequestID), a record re-created after its retention,
+// an image naming no run, or the same run.
+func DetectKey(old, cur KeyRecord) *KeyConflict {
+	if old.Record == "" || old.Record != cur.Record || old.RequestID == cur.RequestID || old.Expired ||
+		old.Run == "" || cur.Run == "" || old.Run == cur.Run {
+		return nil
+	}
+	c := &KeyConflict{Event: "cross_region_conflict", Kind: KindKey, Record: old.Record,
+		Winner: KeyParty{Run: cur.Run}, Loser: KeyParty{Run: old.Run}, Reason: ReasonTwoRuns, Resolution: PartitionRecoveryLexMin}
+	if old.Run < cur.Run {
+		c.Winner, c.Loser, c.Restore = c.Loser, c.Winner, true
+	}
+	return c
+}
+
+// HoldKey reports whether a record's old image, naming a run, was
+// overwritten by another region's claim still pending (no run known yet):
+// the old image is then restored as it was, so the runs are compared once
+// the other claim's run is known (in the region that receives the
+// restore). Not a conflict event: the loser is not known yet.
+func HoldKey(old, cur KeyRecord) bool {
+	return old.Record != "" && old.Record == cur.Record && old.RequestID != cur.RequestID && !old.Expired &&
+		old.Run != "" && cur.Run == "" && cur.Pending
+}
+
+// ObserveKey audits one change of a Layer-1 record. A conflict is logged,
+// counted (MetricConflicts, kind "key") and returned; otherwise nil. The
+// record id appears only as keyhash.Log.
+func (a *Auditor) ObserveKey(old, cur KeyRecord) *KeyConflict {
+	c := DetectKey(old, cur)
+	if c == nil {
+		return nil
+	}
+	c.Strategy, c.Region, c.Record = string(a.cfg.Strategy), a.cfg.Region, keyhash.Log(c.Record)
+	dims := map[string]string{"strategy": c.Strategy, "kind": c.Kind}
+	if a.cfg.Region != "" {
+		dims["region"] = a.cfg.Region
+	}
+	a.cfg.Metrics.Count(MetricConflicts, 1, dims)
+	a.cfg.Log.Warn("cross_region_conflict",
+		slog.String("strategy", c.Strategy), slog.String("region", c.Region), slog.String("kind", c.Kind),
+		slog.String("record", c.Record), slog.String("reason", c.Reason), slog.String("resolution", c.Resolution),
+		slog.Any("winner", c.Winner), slog.Any("loser", c.Loser), slog.Bool("restore", c.Restore))
+	return c
+}

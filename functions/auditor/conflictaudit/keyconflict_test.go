@@ -1,0 +1,56 @@
+package conflictaudit
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/ledger/fence"
+)
+
+// TestKeyConflictWinnerIsTheLowestRunIDWhateverTheOrder: a Layer-1 record
+// whose old and new images are two claims that each created a run is a
+// conflict whose winner is the lower run id, the same whichever image
+// replication delivered last; only where the old image is the winner is it
+// restored. A claim's own transitions, a record created again after its
+// retention, and images without a run are no conflict; a run overwritten
+// by a rival claim still pending is held (HoldKey). The event names the
+// record only by a keyhash and carries the runs, the strategy and the
+// rule, no content.
+func TestKeyConflictWinnerIsTheLowestRunIDWhateverTheOrder(t *testing.T) {
+	lo := KeyRecord{Record: "caller:v1:abc", RequestID: "req-1", Run: "acme/AAAA"}
+	hi := KeyRecord{Record: "caller:v1:abc", RequestID: "req-2", Run: "acme/BBBB"}
+	for _, c := range []struct {
+		old, cur KeyRecord
+		restore  bool
+	}{{lo, hi, true}, {hi, lo, false}} {
+		k := DetectKey(c.old, c.cur)
+		if k == nil || k.Winner.Run != lo.Run || k.Loser.Run != hi.Run || k.Restore != c.restore || k.Resolution != PartitionRecoveryLexMin {
+			t.Fatalf("DetectKey(%v, %v) = %+v", c.old, c.cur, k)
+		}
+	}
+	same := hi
+	same.RequestID = lo.RequestID
+	expired := lo
+	expired.Expired = true
+	pending := KeyRecord{Record: hi.Record, RequestID: hi.RequestID, Pending: true}
+	for _, c := range [][2]KeyRecord{{lo, same}, {expired, hi}, {lo, pending}, {pending, lo}} {
+		if k := DetectKey(c[0], c[1]); k != nil {
+			t.Fatalf("DetectKey(%v, %v) = %+v, want none", c[0], c[1], k)
+		}
+	}
+	if !HoldKey(lo, pending) || HoldKey(pending, lo) || HoldKey(lo, hi) || HoldKey(expired, pending) {
+		t.Fatal("HoldKey: want exactly a run overwritten by a rival claim still pending")
+	}
+	var logs bytes.Buffer
+	a, err := New(Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1", Log: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := a.ObserveKey(lo, hi)
+	if k == nil || k.Strategy != string(fence.ReconciledRecords) || k.Region != "eu-west-1" || k.Kind != KindKey || k.Record == lo.Record ||
+		strings.Contains(logs.String(), lo.Record) || strings.Contains(logs.String(), "req-1") || !strings.Contains(logs.String(), `"winner":{"run":"acme/AAAA"}`) {
+		t.Fatalf("event %+v, log %s", k, logs.String())
+	}
+}
