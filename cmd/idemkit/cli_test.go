@@ -26,7 +26,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
 		{[]string{"apikey"}, nil},
 		{[]string{"apikey", "create"}, []string{"tenant", "attr", "endpoint", "table", "region"}},
-		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "scope-key", "other-route", "fail-body", "test-route", "test-body", "mode-header",
+		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "scope-key", "other-route", "fail-body", "failed-run-body", "retry-route", "test-route", "test-body", "mode-header",
 			"slow-body", "invalid-body", "get", "timeout", "stagger"}},
 		{[]string{"effects"}, nil},
 		{[]string{"effects", "list"}, []string{"state", "run", "limit", "endpoint", "table", "region", "json"}},

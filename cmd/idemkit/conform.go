@@ -13,6 +13,7 @@ import (
 
 var conformUsageLine = `idemkit conform [--api-key KEY]... [--route 'POST /runs'] [--body JSON] [--profile ` + conform.ProfileList("|") + `] URL
        [--scope-key PART=KEY]... [--other-route 'POST /runs/{id}/cancel'] [--fail-body JSON]
+       [--failed-run-body JSON] [--retry-route 'POST /runs/{id}/retry']
        [--test-route 'POST /api/v1/inbound/work-orders/test'] [--test-body JSON] [--mode-header NAME]
        [--slow-body JSON] [--invalid-body JSON] [--get PATH] [--timeout D] [--stagger D]`
 
@@ -31,7 +32,9 @@ profiles:
             a duplicate of a pending request waits (sync) or, sent with
             'Idempotency-Mode: async' (--mode-header), gets the pending action
             at once, as the pending Action itself; a replay after the Action
-            settled is the Action in its final status; GET's strong ETag and
+            settled is the Action in its final status; with --failed-run-body
+            a failed one too, and --retry-route links the retry by on; GET's
+            strong ETag and
             If-Match of a stale version refused; the refused write waits in
             the caller's own inbox; rejections at the door record nothing; a
             failed action (--fail-body) is replayed as failed. --scope-key
@@ -95,6 +98,8 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return nil
 	})
 	fs.StringVar(&cfg.OtherRoute, "other-route", "", "a second mutating route on the created resource, {id} standing for its runId/id (commerce: the key is bound to its operation; erp: scoped by route); default: POST + the route's path + /{id}/cancel")
+	fs.StringVar(&cfg.FailedRunBody, "failed-run-body", "", "commerce: a valid body whose Action is created and then fails (replayed as failed; retried by --retry-route, linked by on); default none: retry-on-link is skipped")
+	fs.StringVar(&cfg.RetryRoute, "retry-route", "", "commerce: Action.retry of a failed Action, 'METHOD /path' with {id}; default POST <route>/{id}/retry")
 	fs.StringVar(&cfg.FailBody, "fail-body", "", "a valid body whose action fails with a 5xx (commerce: replayed as failed; erp: retried); default: "+conform.DefaultFailBody+" with the default body, else the failure scenario is skipped")
 	fs.StringVar(&cfg.TestRoute, "test-route", conform.DefaultTestRoute, "erp: the public format-validation route, 'METHOD /path'")
 	fs.StringVar(&cfg.TestBody, "test-body", "", "erp: the body sent to --test-route; default: --body")

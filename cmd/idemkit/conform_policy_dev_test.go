@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
@@ -70,7 +72,11 @@ func TestConformPoliciesAgainstIdemkitDev(t *testing.T) {
 func conformPolicyAgainstDev(t *testing.T, bin string, e *dynamotest.Emulator, policy string) {
 	prefix := fmt.Sprintf("conform-%s-%d-", policy, time.Now().UnixNano())
 	addr := testutil.FreeAddr(t)
-	p := testutil.Start(t, exec.Command(bin, "dev", "--policy", policy, "--addr", addr,
+	// A webhook receiver that refuses every delivery: the commerce
+	// profile's --failed-run-body is a run that fails after its 201.
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadRequest) }))
+	defer refuse.Close()
+	p := testutil.Start(t, exec.Command(bin, "dev", "--policy", policy, "--addr", addr, "--allow-loopback-webhooks",
 		"--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix,
 		"--api-key", "idk_conform_unused_"+policy+"_0123456789=conform-unused"), 30*time.Second)
 	url := "http://" + addr
@@ -94,6 +100,9 @@ func conformPolicyAgainstDev(t *testing.T, bin string, e *dynamotest.Emulator, p
 		return strings.TrimSpace(out.String())
 	}
 	args := []string{"--profile", policy, "--api-key", create(conformPolicyBase)}
+	if policy == "commerce" {
+		args = append(args, "--failed-run-body", `{"workflowId":"webhook","inputs":{"url":"`+refuse.URL+`/hook","payload":{"order":1}}}`)
+	}
 	for _, c := range conformPolicyParts[policy] {
 		attrs := map[string]string{}
 		for k, v := range conformPolicyBase {

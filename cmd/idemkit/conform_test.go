@@ -36,7 +36,8 @@ func conformLastLine(s string) string {
 func conformProfileFlags(p string) ([]string, int) {
 	switch p {
 	case conformtest.Commerce:
-		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2}, len(conform.ScenariosFor(conform.ProfileCommerce))
+		return []string{"--scope-key", "namespace=" + conformtest.APIKeyNamespace2, "--scope-key", "worker=" + conformtest.APIKeyWorker2,
+			"--failed-run-body", `{"workflowId":"` + conformtest.FailsLaterWorkflow + `","inputs":{}}`}, len(conform.ScenariosFor(conform.ProfileCommerce))
 	case conformtest.ERP:
 		return []string{"--scope-key", "client=" + conformtest.APIKeyClient2, "--scope-key", "company=" + conformtest.APIKeyCompany2,
 			"--scope-key", "organization=" + conformtest.APIKeyOrganization2}, len(conform.ScenariosFor(conform.ProfileERP))

@@ -22,6 +22,7 @@ func commerceScenarios() []Scenario {
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
 		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
 		{"pending-action", "an async duplicate of a pending request is that pending Action (its id, not a bare acknowledgement)", pendingAction},
+		{"retry-on-link", "Action.retry of a failed Action starts a new one linked to it by on, on the answer and on every read", retryOnLink},
 		{"if-match-stale", "GET carries a strong ETag; a write with If-Match of a version the Action moved on from is refused (409), the current one is not", ifMatchStale},
 		{"inbox-private", "a write refused as stale waits in the caller's inbox; another worker can neither list nor discard it (404)", inboxPrivate},
 		{"settled-replay", "a replay after the Action settled is that Action in its final status, not the answer recorded at creation", settledReplay},

@@ -23,7 +23,8 @@ func settled(s string) bool {
 // own, and waits for a final status on GetPath), a replay of the key is
 // that Action in its final status: the same resource, the status GET
 // reads, marked as a replay — never the pending answer recorded at
-// creation.
+// creation. With FailedRunBody, an Action that failed after its creation
+// replays as failed.
 func settledReplay(ctx context.Context, e *env) Result {
 	k := client.NewKey()
 	_, id, r, ok := e.create(ctx, k, "the created answer names no runId or id: nothing to read")
@@ -67,7 +68,10 @@ func settledReplay(ctx context.Context, e *env) Result {
 	case status(a.body) != final:
 		return fail("a replay of an Action now %q answers status %q: the answer recorded at creation, not the Action in its final status", final, status(a.body))
 	}
-	return pass("the replay is the Action in its final status (%s)", final)
+	if r, ok := failedReplay(ctx, e); !ok {
+		return r
+	}
+	return pass("the replay is the Action in its final status (%s; a failed one too, with --failed-run-body)", final)
 }
 
 // pendingAction: an async duplicate (ModeHeader: async) of a request still

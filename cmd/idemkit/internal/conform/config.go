@@ -155,6 +155,18 @@ type Config struct {
 	// the failure scenarios are skipped.
 	FailBody string
 
+	// FailedRunBody is a valid request for Route whose Action is created
+	// and then fails (the commerce policy: a replay is that Action failed,
+	// and RetryRoute starts a new one linked by on). Default none: the
+	// retry-on-link scenario is skipped (idemkit dev: a webhook run to a
+	// receiver that refuses it, with --allow-loopback-webhooks).
+	FailedRunBody string
+
+	// RetryRoute is the commerce policy's Action.retry, "METHOD /path" with
+	// "{id}" standing for the failed Action's id. Default "POST " + Route's
+	// path + "/{id}/retry".
+	RetryRoute string
+
 	// TestRoute is the ERP policy's public format-validation route,
 	// "METHOD /path": no credential, no key needed, no record. Default
 	// DefaultTestRoute.
@@ -199,6 +211,7 @@ type resolved struct {
 	testMethod, testPath   string // TestRoute
 	workOrderMethod        string // WorkOrderRoute
 	workOrderPath          string
+	retryMethod, retryPath string // RetryRoute
 }
 
 // splitRoute parses "METHOD /path" (a mutating method).
@@ -246,6 +259,13 @@ func (c Config) resolve() (*resolved, error) {
 		c.TestRoute = DefaultTestRoute
 	}
 	testMethod, testPath, err := splitRoute("test route", c.TestRoute)
+	if err != nil {
+		return nil, err
+	}
+	if c.RetryRoute == "" {
+		c.RetryRoute = "POST " + strings.TrimRight(path, "/") + "/{id}/retry"
+	}
+	retryMethod, retryPath, err := splitRoute("retry route", c.RetryRoute)
 	if err != nil {
 		return nil, err
 	}
@@ -334,5 +354,5 @@ func (c Config) resolve() (*resolved, error) {
 	}
 	return &resolved{Config: c, method: method, path: path,
 		otherMethod: otherMethod, otherPath: otherPath, testMethod: testMethod, testPath: testPath,
-		workOrderMethod: woMethod, workOrderPath: woPath}, nil
+		workOrderMethod: woMethod, workOrderPath: woPath, retryMethod: retryMethod, retryPath: retryPath}, nil
 }

@@ -44,9 +44,10 @@ func run(t *testing.T, p Profile, b breaks, keys ...string) []Result {
 		BaseURL: srv.URL, APIKeys: keys, Profile: p, ScopeKeys: scopeKeys(p),
 		// The conformance-delay fixture of the reference server, slow enough to
 		// overlap its duplicates on a loaded machine.
-		SlowBody: `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`,
-		Stagger:  150 * time.Millisecond,
-		Timeout:  20 * time.Second,
+		SlowBody:      `{"workflowId":"conformance-delay","inputs":{"delayMs":1000}}`,
+		Stagger:       150 * time.Millisecond,
+		Timeout:       20 * time.Second,
+		FailedRunBody: `{"workflowId":"` + conformtest.FailsLaterWorkflow + `","inputs":{}}`,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +164,7 @@ var breakCases = []struct {
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
 	{"an async duplicate gets a bare request id", breaks{AsyncBareRequestID: true}, one("pending-action", c)},
+	{"a retry not linked by on", breaks{RetryUnlinked: true}, one("retry-on-link", c)},
 	{"If-Match of the current version refused too", breaks{IfMatchRefusesCurrent: true}, one("if-match-stale", c)},
 	{"the inbox is the namespace's", breaks{InboxTenantWide: true}, one("inbox-private", c)},
 

@@ -20,7 +20,9 @@
 // and operation-mismatch (409 idempotency-mismatch), in-flight (sync: waits
 // or is told to come back), in-flight-async (the pending action at once),
 // pending-action (that answer is the pending Action, its id), settled-replay
-// (a replay after the Action settled is the Action in its final status),
+// (a replay after the Action settled is the Action in its final status, a
+// failed one included with Config.FailedRunBody), retry-on-link (Action.retry
+// links the new Action to the failed one by on; needs FailedRunBody),
 // if-match-stale (GET's strong ETag; If-Match of a stale version refused,
 // the current one not), inbox-private (the refused write is in the caller's
 // inbox only: another worker gets 404), rejected-at-door (400 and 401 record nothing), failure-replayed (a 5xx is

@@ -62,6 +62,7 @@ type Breaks struct {
 	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
 	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
 	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
+	RetryUnlinked         bool // a retry's new run is not linked to the failed one by on
 	IfMatchRefusesCurrent bool // a write with any If-Match is refused as stale, the current version's too
 	InboxTenantWide       bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
 
@@ -139,7 +140,8 @@ type Server struct {
 
 type refRun struct {
 	tenant, status string
-	version        int // 1 at creation, +1 per change (GET's ETag)
+	on             string // the failed run a retry retries
+	version        int    // 1 at creation, +1 per change (GET's ETag)
 }
 
 type refRecord struct {
@@ -284,6 +286,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case s.profile == ERP && r.Method == http.MethodPost && r.URL.Path == WorkOrderPath:
 		q.workOrder = true
 		s.idempotent(q, s.workOrder)
+	case s.profile == Commerce && r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/retry"):
+		s.idempotent(q, s.retryRun)
 	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/cancel"):
 		s.idempotent(q, s.cancelRun)
 	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/runs/"):
@@ -658,7 +662,10 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 	if s.brk.AcceptInvalidBody && wf == "" {
 		wf = "conformance-noop"
 	}
+	failsLater := false
 	switch wf {
+	case FailsLaterWorkflow:
+		failsLater = true
 	case "conformance-noop":
 	case "conformance-delay":
 		ms, _ := inputs["delayMs"].(float64)
@@ -675,8 +682,46 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 		id = rec.runID // the Action the claim named
 	}
 	s.runs[id] = &refRun{tenant: tenant, status: "pending", version: 1}
+	if failsLater {
+		// It fails once created: its answer is the pending run.
+		s.runs[id].status, s.runs[id].version = "failed", 2
+	}
 	s.mu.Unlock()
 	return 201, s.action(id, "pending")
+}
+
+// FailsLaterWorkflow is the reference server's workflow whose run is
+// created (201, pending) and then fails.
+const FailsLaterWorkflow = "conformance-fails-later"
+
+// retryRun is Action.retry: a new pending run linked to the failed one by
+// on (commerce).
+func (s *Server) retryRun(r *http.Request, tenant string, _ []byte) (int, []byte) {
+	prev := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/runs/"), "/retry")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run, ok := s.runs[prev]
+	if !ok || run.tenant != tenant {
+		return 404, envelopeBody("not_found", "no such run", nil)
+	}
+	if run.status != "failed" {
+		return 409, envelopeBody("run_not_failed", "only a failed run is retried", nil)
+	}
+	id := "run-" + randID()
+	if rec, ok := r.Context().Value(recordKey{}).(*refRecord); ok && rec.runID != "" {
+		id = rec.runID
+	}
+	n := &refRun{tenant: tenant, status: "pending", version: 1}
+	if !s.brk.RetryUnlinked {
+		n.on = prev
+	}
+	s.runs[id] = n
+	m := map[string]string{"runId": id, "status": "pending"}
+	if n.on != "" {
+		m["on"] = n.on
+	}
+	b, _ := json.Marshal(m)
+	return 201, b
 }
 
 // recordKey carries a request's record to its handler.
@@ -692,15 +737,19 @@ func (s *Server) getRun(r *http.Request, tenant string, body []byte) (int, []byt
 	id := strings.TrimPrefix(r.URL.Path, "/runs/")
 	s.mu.Lock()
 	run, ok := s.runs[id]
-	var st string
+	var st, on string
 	if ok {
-		st = run.status
+		st, on = run.status, run.on
 	}
 	s.mu.Unlock()
 	if !ok || run.tenant != tenant {
 		return 404, envelopeBody("not_found", "no such run", nil)
 	}
-	b, _ := json.Marshal(map[string]string{"runId": id, "status": st})
+	m := map[string]string{"runId": id, "status": st}
+	if on != "" {
+		m["on"] = on
+	}
+	b, _ := json.Marshal(m)
 	return 200, b
 }
 
