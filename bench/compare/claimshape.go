@@ -64,7 +64,9 @@ const (
 func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValue) {
 	now := time.Now()
 	nowMs := now.UnixMilli()
-	num := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)} }
+	num := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	bin := func(n int) types.AttributeValue { return &types.AttributeValueMemberB{Value: make([]byte, n)} }
 	digest := "openwop-request-v1:sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
