@@ -52,6 +52,7 @@ type options struct {
 	split     int
 	cpuN      int
 	exprN     int
+	claimN    int
 	outDir    string
 	tools     string
 	peerDir   string
@@ -67,6 +68,7 @@ func main() {
 	flag.IntVar(&o.split, "split", 20, "requests per case in the split/capacity pass")
 	flag.IntVar(&o.cpuN, "cpu", 1000, "first executions in the CPU pass")
 	flag.IntVar(&o.exprN, "expr", 200, "writes per shape and round in the write-shape pass (0: skip)")
+	flag.IntVar(&o.claimN, "claim", 200, "writes per shape and round in the claim-shape pass (0: skip)")
 	flag.StringVar(&o.outDir, "out", filepath.Join(os.TempDir(), "idemkit-bench"), "directory for CPU profiles")
 	flag.StringVar(&o.tools, "tools", "tools", "directory pinning dynalite and DynamoDB Local")
 	flag.StringVar(&o.peerDir, "powertools", "bench/powertools", "directory of the Powertools runner")
@@ -110,12 +112,22 @@ func run(o options) error {
 }
 
 func createKeyTable(ctx context.Context, c *dynamodb.Client, name, key string) error {
-	_, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{
+	return createStreamTable(ctx, c, name, key, "")
+}
+
+// createStreamTable creates a table keyed by key with a stream of the given
+// view type ("": none).
+func createStreamTable(ctx context.Context, c *dynamodb.Client, name, key string, view types.StreamViewType) error {
+	in := &dynamodb.CreateTableInput{
 		TableName:            aws.String(name),
 		BillingMode:          types.BillingModePayPerRequest,
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(key), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(key), KeyType: types.KeyTypeHash}},
-	})
+	}
+	if view != "" {
+		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: view}
+	}
+	_, err := c.CreateTable(ctx, in)
 	if err != nil {
 		return err
 	}
@@ -341,6 +353,38 @@ func benchEngine(o options, kind string, rep *report) error {
 			p50[k] = v
 		}
 		rep.expr = append(rep.expr, exprResult{engine: kind, p50: p50})
+	}
+
+	// Claim-shape pass: a Layer-1 claim and a ledger duplicate taken apart
+	// (stream and TTL, condition, attribute count, bytes, returned item).
+	if o.claimN > 0 {
+		ts4, err := createTables(ctx, client, "claim")
+		if err != nil {
+			return err
+		}
+		ct := claimTables{idem: ts4.idem, effects: ts4.effects, plain: "plainclaim", floor: ts4.floor, streamOnly: "streamclaim", ttlOnly: "ttlclaim",
+			streamNew: "streamnewclaim", streamKeys: "streamkeysclaim"}
+		for t, view := range map[string]types.StreamViewType{ct.plain: "", ct.ttlOnly: "", ct.streamOnly: types.StreamViewTypeNewAndOldImages,
+			ct.streamNew: types.StreamViewTypeNewImage, ct.streamKeys: types.StreamViewTypeKeysOnly} {
+			if err := createStreamTable(ctx, client, t, "pk", view); err != nil {
+				return err
+			}
+		}
+		// Where the engine has no TTL (dynalite) the TTL-only table is a
+		// plain one; the row says so by matching the plain table's.
+		if _, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{TableName: aws.String(ct.ttlOnly),
+			TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String("expiresAt"), Enabled: aws.Bool(true)}}); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: no TTL on the TTL-only table: %v\n", kind, err)
+		}
+		gs4, err := newGoSystem(client, ts4.idem, ts4.effects, ts4.floor, body)
+		if err != nil {
+			return err
+		}
+		p50, err := claimShapeCost(ctx, client, ct, gs4, o.claimN, o.rounds)
+		if err != nil {
+			return err
+		}
+		rep.claim = append(rep.claim, exprResult{engine: kind, p50: p50})
 	}
 	return nil
 }

@@ -62,6 +62,7 @@ type report struct {
 	split          []*splitResult
 	cpu            []cpuResult
 	expr           []exprResult
+	claim          []exprResult
 }
 
 type exprResult struct {
@@ -175,6 +176,16 @@ func (rep *report) print(w io.Writer) {
 			}
 			names = append(names, ledgerShapeNames...)
 			for _, nm := range names {
+				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", e.engine, nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if len(rep.claim) > 0 {
+		tableHead(w, "Claim shapes: a Layer-1 claim and a ledger duplicate taken apart, every shape on a fresh key, interleaved request by request (Go SDK, p50 µs, × the plain PutItem floor measured alongside)", "engine", "write", "p50 µs", "× floor")
+		for _, e := range rep.claim {
+			floor := e.p50[shapeFloor]
+			for _, nm := range claimShapeNames {
 				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", e.engine, nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
 			}
 		}
