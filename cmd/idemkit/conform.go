@@ -34,9 +34,8 @@ profiles:
             at once, as the pending Action itself; a replay after the Action
             settled is the Action in its final status; with --failed-run-body
             a failed one too, and --retry-route links the retry by on; GET's
-            strong ETag and
-            If-Match of a stale version refused; the refused write waits in
-            the caller's own inbox; rejections at the door record nothing; a
+            strong ETag and If-Match of a stale version refused; the refused
+            write waits in the caller's own inbox; rejections at the door record nothing; a
             failed action (--fail-body) is replayed as failed. --scope-key
             namespace=KEY and worker=KEY enable scope-namespace, scope-worker
             and inbox-private
