@@ -1,28 +1,17 @@
 package main
 
 import (
-	"flag"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // TestMain deselects the README's by-hand TestTryLocally when no
 // DYNAMODB_ENDPOINT is given (it would only skip): in the repository the
 // same function runs on every test emulator through TestTryLocallyOnEmulators.
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if os.Getenv("DYNAMODB_ENDPOINT") == "" {
-		// Added to any -skip pattern already given (make test passes one).
-		switch prev := flag.Lookup("test.skip").Value.String(); {
-		case prev == "":
-			_ = flag.Set("test.skip", "^TestTryLocally$")
-		case !strings.Contains(prev, "/"):
-			_ = flag.Set("test.skip", prev+"|^TestTryLocally$")
-		}
-	}
+	testutil.DeselectByHand("TestTryLocally")
 	dynamotest.Main(m)
 }
 

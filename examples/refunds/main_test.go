@@ -10,9 +10,16 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+// TestMain deselects the README's by-hand TestTryCrash when no
+// DYNAMODB_ENDPOINT is given (it would only skip): in the repository the
+// same function runs on every test emulator through TestTryCrashOnEmulators.
+func TestMain(m *testing.M) {
+	testutil.DeselectByHand("TestTryCrash")
+	dynamotest.Main(m)
+}
 
 // The deploy guide's worker on every test emulator: a batch delivered
 // twice, with a second message for an order already refunded, calls the

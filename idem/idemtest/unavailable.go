@@ -15,9 +15,6 @@ import (
 // unavailable (idem.ErrStoreUnavailable or context.DeadlineExceeded), so
 // the Guard answers such requests 503 with Retry-After.
 func (s *suite) unavailableStore(t *testing.T) {
-	if s.cfg.unavailable == nil {
-		t.Skip("Harness.Unavailable is not set: the store is never unavailable (or cannot be made so)")
-	}
 	healthy, now := s.start(t)
 	id := newID(t)
 	claim(t, healthy, pending(id, digestA, "owner-1", now), now, idem.Claimed)
