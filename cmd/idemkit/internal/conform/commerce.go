@@ -167,14 +167,43 @@ func status(body []byte) string {
 // answer.
 func inFlightAsync(ctx context.Context, e *env) Result {
 	k := client.NewKey()
+	first, d, r, ok := slowThenAsync(ctx, e, k)
+	if !ok {
+		return r
+	}
+	switch {
+	case d.sent.After(first.done):
+		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+	case d.is2xx() && d.sameAs(first):
+		return fail("an async duplicate (%s: async) got the first request's final answer: it waited instead of getting the pending action", e.cfg.ModeHeader)
+	case !d.done.Before(first.done):
+		return fail("an async duplicate (%s: async) was answered %s only after the first request finished: it waited", e.cfg.ModeHeader, d)
+	}
+	if !d.is2xx() {
+		return fail("an async duplicate (%s: async) of a pending request got %s, want the pending action (2xx)", e.cfg.ModeHeader, d)
+	}
+	if id := resourceID(d.body); id != "" && id != resourceID(first.body) {
+		return fail("an async duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(first.body))
+	}
+	if r, ok := e.postSame(ctx, k, e.cfg.SlowBody, first, "a repeat after the first request finished got %s, want its cached answer"); !ok {
+		return r
+	}
+	return pass("the async duplicate got %s at once; ran once", d)
+}
+
+// slowThenAsync sends the slow body under key k and, after the stagger and
+// while the first request may still run, the same request in async mode
+// (ModeHeader: async). It returns both answers, or the failed Result when
+// either could not be sent or the first was not a 2xx.
+func slowThenAsync(ctx context.Context, e *env, k string) (first, dup *answer, r Result, ok bool) {
 	type res struct {
 		a   *answer
 		err error
 	}
-	first := make(chan res, 1)
+	firstc := make(chan res, 1)
 	go func() {
 		a, err := e.post(ctx, k, e.cfg.SlowBody, 0)
-		first <- res{a, err}
+		firstc <- res{a, err}
 	}()
 	select {
 	case <-time.After(e.cfg.Stagger):
@@ -182,31 +211,14 @@ func inFlightAsync(ctx context.Context, e *env) Result {
 	}
 	d, err := e.do(ctx, call{method: e.cfg.method, path: e.cfg.path, keys: []string{k}, body: e.cfg.SlowBody,
 		header: http.Header{e.cfg.ModeHeader: {"async"}}})
-	f := <-first
+	f := <-firstc
 	switch {
 	case err != nil:
-		return failErr(err)
+		return nil, nil, failErr(err), false
 	case f.err != nil:
-		return failErr(f.err)
+		return nil, nil, failErr(f.err), false
 	case !f.a.is2xx():
-		return fail("the first request got %s, want 2xx", f.a)
+		return nil, nil, fail("the first request got %s, want 2xx", f.a), false
 	}
-	switch {
-	case d.sent.After(f.a.done):
-		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", f.a.done.Sub(f.a.sent).Round(time.Millisecond))
-	case d.is2xx() && d.sameAs(f.a):
-		return fail("an async duplicate (%s: async) got the first request's final answer: it waited instead of getting the pending action", e.cfg.ModeHeader)
-	case !d.done.Before(f.a.done):
-		return fail("an async duplicate (%s: async) was answered %s only after the first request finished: it waited", e.cfg.ModeHeader, d)
-	}
-	if !d.is2xx() {
-		return fail("an async duplicate (%s: async) of a pending request got %s, want the pending action (2xx)", e.cfg.ModeHeader, d)
-	}
-	if id := resourceID(d.body); id != "" && id != resourceID(f.a.body) {
-		return fail("an async duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(f.a.body))
-	}
-	if r, ok := e.postSame(ctx, k, e.cfg.SlowBody, f.a, "a repeat after the first request finished got %s, want its cached answer"); !ok {
-		return r
-	}
-	return pass("the async duplicate got %s at once; ran once", d)
+	return f.a, d, Result{}, true
 }

@@ -79,36 +79,17 @@ func settledReplay(ctx context.Context, e *env) Result {
 // the first request's answer, in a status that is not final — not a bare
 // request id.
 func pendingAction(ctx context.Context, e *env) Result {
-	k := client.NewKey()
-	type res struct {
-		a   *answer
-		err error
+	first, d, r, ok := slowThenAsync(ctx, e, client.NewKey())
+	if !ok {
+		return r
 	}
-	first := make(chan res, 1)
-	go func() {
-		a, err := e.post(ctx, k, e.cfg.SlowBody, 0)
-		first <- res{a, err}
-	}()
-	select {
-	case <-time.After(e.cfg.Stagger):
-	case <-ctx.Done():
-	}
-	d, err := e.do(ctx, call{method: e.cfg.method, path: e.cfg.path, keys: []string{k}, body: e.cfg.SlowBody,
-		header: http.Header{e.cfg.ModeHeader: {"async"}}})
-	f := <-first
 	switch {
-	case err != nil:
-		return failErr(err)
-	case f.err != nil:
-		return failErr(f.err)
-	case !f.a.is2xx():
-		return fail("the first request got %s, want 2xx", f.a)
-	case d.sent.After(f.a.done):
-		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", f.a.done.Sub(f.a.sent).Round(time.Millisecond))
+	case d.sent.After(first.done):
+		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
 	case !d.is2xx():
 		return fail("an async duplicate of a pending request got %s, want the pending Action (2xx)", d)
 	}
-	id, want := resourceID(d.body), resourceID(f.a.body)
+	id, want := resourceID(d.body), resourceID(first.body)
 	switch {
 	case id == "":
 		return fail("an async duplicate's answer names no runId or id: a bare acknowledgement, not the pending Action %q", want)
