@@ -78,7 +78,8 @@ func coldEnv(b testing.TB, fns []*coldFn) []string {
 // is retried at once) and blocks until the runtime, initialised, answers.
 func coldStart(b testing.TB, rie string, env []string, f *coldFn, then ...func(invoke func(event string) string)) (time.Time, time.Duration, string) {
 	b.Helper()
-	addr, apiAddr := testutil.FreeAddr(b), testutil.FreeAddr(b)
+	ports := testutil.FreeAddrs(b, 2)
+	addr, apiAddr := ports[0], ports[1]
 	url := "http://" + addr + "/2015-03-31/functions/function/invocations"
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	cmd := exec.Command(rie, "--runtime-interface-emulator-address", addr, "--runtime-api-address", apiAddr, "--log-level", "error", f.boot)

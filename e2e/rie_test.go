@@ -34,7 +34,8 @@ func startRIE(t testing.TB) (*rieFunction, time.Time) {
 	rie := rieBinary(t)
 	dir := t.TempDir()
 	boot := buildHost(t, dir, "bootstrap", "functions/api")
-	addr, apiAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	ports := testutil.FreeAddrs(t, 2)
+	addr, apiAddr := ports[0], ports[1]
 	env := append(os.Environ(),
 		"AWS_ACCESS_KEY_ID=idemkit", "AWS_SECRET_ACCESS_KEY=idemkit", "AWS_REGION="+e.Region, "AWS_EC2_METADATA_DISABLED=true",
 		"DYNAMODB_ENDPOINT="+e.Endpoint,

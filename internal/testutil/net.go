@@ -22,6 +22,24 @@ func FreeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
+// FreeAddrs returns n distinct 127.0.0.1:PORT addresses that were free a
+// moment ago: every port is held until all n are chosen, so two servers
+// started side by side (the RIE and its runtime API) never draw the same
+// port, as two calls to FreeAddr can.
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	addrs := make([]string, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addrs = append(addrs, l.Addr().String())
+	}
+	return addrs
+}
+
 // WaitHTTP polls GET url every 50 ms until it answers 200 (nil), ctx ends,
 // or exited closes (proc.ErrExited; nil never closes).
 func WaitHTTP(ctx context.Context, url string, exited <-chan struct{}) error {
