@@ -12,33 +12,42 @@ import (
 var lambdaFns = []string{"api", "authorizer", "executor", "auditor", "sweeper"}
 
 // BenchmarkLambdaBinarySizes reports the size of each function's bootstrap
-// as SAM builds it for provided.al2023 (linux/arm64, -trimpath,
-// -ldflags='-s -w', CGO_ENABLED=0), and as it would be with the
-// aws-lambda-go build tag lambda.norpc (<fn>-norpc-MiB: without the RPC
-// mode of the retired go1.x runtime, whose net/rpc links encoding/gob and
-// html/template), with the number of packages each links (<fn>-deps).
-// Sizes do not depend on b.N.
+// for provided.al2023 on linux/arm64, CGO_ENABLED=0, three ways:
+//   - <fn>-sam-MiB: as `sam build` makes it from template.yaml (the go1.x
+//     builder runs `go build -trimpath -o bootstrap` with TrimGoPath and
+//     no linker flags: symbols and DWARF are kept);
+//   - <fn>-MiB: stripped (-trimpath -ldflags='-s -w');
+//   - <fn>-norpc-MiB: stripped and with the aws-lambda-go build tag
+//     lambda.norpc (without the RPC mode of the retired go1.x runtime, whose
+//     net/rpc links encoding/gob and html/template).
+//
+// A `sam build` run with GOFLAGS='-ldflags=-s -tags=lambda.norpc' in its
+// environment (the builder passes its environment to go build) makes the
+// last. <fn>-deps is the number of packages each links. Sizes do not
+// depend on b.N.
 func BenchmarkLambdaBinarySizes(b *testing.B) {
 	dir := b.TempDir()
 	for _, fn := range lambdaFns {
-		p := build(b, dir, fn, "functions/"+fn, "linux", "arm64")
-		st, err := os.Stat(p)
-		must(b, err)
-		b.ReportMetric(float64(st.Size())/(1<<20), fn+"-MiB")
-		p = buildTags(b, dir, fn+"-norpc", "functions/"+fn, "lambda.norpc")
-		st, err = os.Stat(p)
-		must(b, err)
-		b.ReportMetric(float64(st.Size())/(1<<20), fn+"-norpc-MiB")
+		report := func(metric, path string) {
+			st, err := os.Stat(path)
+			must(b, err)
+			b.ReportMetric(float64(st.Size())/(1<<20), metric)
+		}
+		report(fn+"-sam-MiB", buildFlags(b, dir, fn+"-sam", "functions/"+fn, "-trimpath"))
+		report(fn+"-MiB", build(b, dir, fn, "functions/"+fn, "linux", "arm64"))
+		report(fn+"-norpc-MiB", buildFlags(b, dir, fn+"-norpc", "functions/"+fn, "-trimpath", "-ldflags=-s -w", "-tags", "lambda.norpc"))
 		b.ReportMetric(float64(len(linkedPackages(b, "functions/"+fn))), fn+"-deps")
 	}
 	for i := 0; i < b.N; i++ {
 	}
 }
 
-// buildTags is build for linux/arm64 with the release flags and tags.
-func buildTags(t testing.TB, dir, name, pkg, tags string) string {
+// buildFlags builds pkg for linux/arm64 without cgo with the given go build
+// flags.
+func buildFlags(t testing.TB, dir, name, pkg string, flags ...string) string {
 	t.Helper()
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", tags, "-o", dir+"/"+name, "./"+pkg)
+	args := append(append([]string{"build"}, flags...), "-o", dir+"/"+name, "./"+pkg)
+	cmd := exec.Command("go", args...)
 	cmd.Dir = shared.ModuleRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
 	if out, err := cmd.CombinedOutput(); err != nil {
