@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"net/http"
@@ -706,7 +707,7 @@ func TestRedTeamComposition(t *testing.T) {
 		var fired atomic.Int32
 		for _, k := range []string{rtKey(), rtKey()} {
 			_, m := s.post(t, "acme", k, `{"workflowId":"conformance-noop","inputs":{"order":7}}`)
-			id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "order.confirm", Key: "order-7"})
+			id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "order.confirm", Key: "order-7"})
 			must(t, err)
 			l := s.newLedger(t, s.e.Client())
 			_, err = l.Do(context.Background(), ledger.Effect{Identity: id, RunID: m["runId"].(string), NodeID: "confirm"},
@@ -1083,7 +1084,7 @@ func TestRedTeamBusinessKey(t *testing.T) {
 		if req, effects := rv.stats(); req != 1 || effects != 1 {
 			t.Fatalf("one business event: %d provider requests, %d effects", req, effects)
 		}
-		want, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: webhook.WebhookOperation, Key: "order-77/confirm"})
+		want, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: webhook.WebhookOperation, Key: "order-77/confirm"})
 		must(t, err)
 		rv.mu.Lock()
 		n := rv.effects[want.ProviderKey]
@@ -1099,7 +1100,7 @@ func TestRedTeamBusinessKey(t *testing.T) {
 			p, err := s.newLedger(t, s.e.Client()).Witness(context.Background(), id)
 			must(t, err)
 			for _, row := range p.Effects {
-				if row.EffectID != want.EffectID || row.Keying != ledger.KeyingBusinessIdentity || row.State != ledger.AttemptCompleted {
+				if row.EffectID != want.EffectID || row.Keying != identity.KeyingBusinessIdentity || row.State != ledger.AttemptCompleted {
 					t.Fatalf("run %s: witness row %+v", id, row)
 				}
 			}

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func checkCallerID(t testing.TB, id string) {
 //     from firing, exactly once.
 func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 	ctx := context.Background()
-	slot := ledger.Slot{Job: "schedule-fire:nightly-report", Slot: "2026-09-18T00:00:00Z"}
+	slot := identity.Slot{Job: "schedule-fire:nightly-report", Slot: "2026-09-18T00:00:00Z"}
 	slotKey, err := slot.Key()
 	if err != nil || !strings.HasPrefix(slotKey, "host#") {
 		t.Fatalf("slot key %q, %v", slotKey, err)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"slices"
 	"strings"
 	"time"
@@ -56,9 +57,9 @@ const maxRounds = 32
 
 // Effect is one effect to run through Do.
 type Effect struct {
-	// Identity is the effect's identity (ActivityIdentity or
-	// BusinessIdentity). Required.
-	Identity Identity
+	// Identity is the effect's identity (identity.FromActivity or
+	// identity.FromBusiness). Required.
+	Identity identity.Identity
 	// RunID is the run making this attempt (tenant-bound runId grammar, same
 	// tenant as Identity). Optional: empty for an effect reached outside a
 	// run. The run that creates the record is its witness index; another
@@ -97,7 +98,7 @@ type Effect struct {
 }
 
 func (e *Effect) validate() error {
-	if err := validIdentity(e.Identity); err != nil {
+	if err := e.Identity.Validate(); err != nil {
 		return err
 	}
 	if e.RunID != "" {
@@ -316,7 +317,7 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 		}
 		switch cur.State {
 		case StateCompleted:
-			l.count(MetricSuppressions, KindEffect, cur.Keying)
+			l.count(MetricSuppressions, identity.KindEffect, cur.Keying)
 			if l.cfg.WitnessDuplicates && needsRunRef(cur, eff.RunID) {
 				if err := st.AddRunRef(ctx, key, eff.RunID, now.Add(l.cfg.Retention)); err != nil {
 					return Result{}, fmt.Errorf("ledger: run reference of %s: %w", cur.EffectID, err)
@@ -371,10 +372,10 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 		}
 		if ok {
 			if cur.State != StateReleased {
-				l.count(MetricReclaims, KindEffect, cur.Keying)
+				l.count(MetricReclaims, identity.KindEffect, cur.Keying)
 			}
 			if escaped {
-				l.count(MetricEscaped, KindEffect, cur.Keying)
+				l.count(MetricEscaped, identity.KindEffect, cur.Keying)
 			}
 			return l.fire(ctx, eff, next, fn)
 		}
@@ -386,7 +387,7 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 func checkMatch(cur *Record, eff Effect) error {
 	field := ""
 	switch {
-	case cur.Kind != KindEffect:
+	case cur.Kind != identity.KindEffect:
 		field = "kind"
 	case cur.IdentityRecipe != eff.Identity.Recipe:
 		field = "identityRecipe"
@@ -435,7 +436,7 @@ func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *
 	}
 	rec := &Record{
 		MaxAttempts: capN, Deadline: deadline,
-		Key: key, Kind: KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
+		Key: key, Kind: identity.KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
 		Keying: id.Keying, IdentityRecipe: id.Recipe,
 		SemanticRecipe: eff.SemanticRecipe, RequestDigest: eff.RequestDigest,
 		ProviderKey: id.ProviderKey, RunID: eff.RunID,
@@ -539,9 +540,9 @@ func (l *Ledger) exhausted(ctx context.Context, cur *Record, now time.Time) (don
 		if !ok {
 			return false, nil
 		}
-		l.count(MetricReclaims, KindEffect, cur.Keying)
+		l.count(MetricReclaims, identity.KindEffect, cur.Keying)
 		if escaped {
-			l.count(MetricEscaped, KindEffect, cur.Keying)
+			l.count(MetricEscaped, identity.KindEffect, cur.Keying)
 		}
 		cur = next
 	}
@@ -591,7 +592,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		if !ok {
 			if next.Fence > 0 && cur != nil && cur.Fence > next.Fence {
 				// Still the owner, but fenced out: give the claim back unfired.
-				l.count(MetricStaleFence, KindEffect, rec.Keying)
+				l.count(MetricStaleFence, identity.KindEffect, rec.Keying)
 				l.release(rec)
 				return res, ErrStaleFence
 			}
@@ -630,7 +631,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		retErr = l.schedule(eff, done, now, ferr)
 	case errors.Is(ferr, ErrUncertain):
 		done.State, a.State = StateReleased, AttemptEscaped
-		l.count(MetricEscaped, KindEffect, rec.Keying)
+		l.count(MetricEscaped, identity.KindEffect, rec.Keying)
 		retErr = l.schedule(eff, done, now, ferr)
 	default:
 		msg := ferr.Error()

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 func TestEffectValidation(t *testing.T) {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
-	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: "k"})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: "k"})
 	noop := func(context.Context, ledger.Call) ([]byte, error) { return nil, nil }
 	bad := map[string]ledger.Effect{
 		"run of another tenant":  {Identity: id, RunID: "globex/run-0000000000000001", NodeID: "n"},
@@ -31,12 +32,12 @@ func TestEffectValidation(t *testing.T) {
 		"NUL in recipe":          {Identity: id, RequestDigest: "ab", SemanticRecipe: "v2\x00"},
 		"NUL in runId":           {Identity: id, RunID: "acme/run-000000000000000\x00", NodeID: "n"},
 		"zero identity":          {},
-		"effectId of another tenant": {Identity: func() ledger.Identity {
+		"effectId of another tenant": {Identity: func() identity.Identity {
 			x := id
 			x.Tenant = "globex"
 			return x
 		}()},
-		"bad provider key": {Identity: func() ledger.Identity {
+		"bad provider key": {Identity: func() identity.Identity {
 			x := id
 			x.ProviderKey = "short"
 			return x
@@ -59,16 +60,16 @@ func TestProject(t *testing.T) {
 	at := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	run := "acme/run-0000000000000001"
 	recs := []*ledger.Record{
-		{Kind: ledger.KindEffect, EffectID: "acme/bbbbbbbbbbbbbbbbbbbb", Keying: ledger.KeyingBusinessIdentity, ProviderKey: "pk", RunID: run,
+		{Kind: identity.KindEffect, EffectID: "acme/bbbbbbbbbbbbbbbbbbbb", Keying: identity.KeyingBusinessIdentity, ProviderKey: "pk", RunID: run,
 			Attempts: []ledger.Attempt{
 				{N: 1, State: ledger.AttemptEscaped, At: at.Add(2 * time.Second), NodeID: "refund", RunID: run},
 				{N: 2, State: ledger.AttemptCompleted, At: at.Add(3 * time.Second), RunID: "acme/run-0000000000000002", NodeID: "comp"},
 				{N: 3, State: ledger.AttemptClaimed, At: at.Add(4 * time.Second)},
 			}},
-		{Kind: ledger.KindEffect, EffectID: "acme/aaaaaaaaaaaaaaaaaaaa", Keying: ledger.KeyingActivityRecipe, RunID: run,
+		{Kind: identity.KindEffect, EffectID: "acme/aaaaaaaaaaaaaaaaaaaa", Keying: identity.KeyingActivityRecipe, RunID: run,
 			Attempts: []ledger.Attempt{{N: 1, State: ledger.AttemptCompleted, At: at, NodeID: "llm", InvocationID: "inv"}}},
-		{Kind: ledger.KindSlot, RunID: run, Attempts: []ledger.Attempt{{N: 1, At: at}}},
-		{Kind: ledger.KindEffect, EffectID: "acme/cccccccccccccccccccc", RunID: "acme/run-0000000000000009", Attempts: []ledger.Attempt{{N: 1, At: at}}},
+		{Kind: identity.KindSlot, RunID: run, Attempts: []ledger.Attempt{{N: 1, At: at}}},
+		{Kind: identity.KindEffect, EffectID: "acme/cccccccccccccccccccc", RunID: "acme/run-0000000000000009", Attempts: []ledger.Attempt{{N: 1, At: at}}},
 	}
 	p := ledger.Project(run, recs)
 	if len(p.Effects) != 4 {
@@ -90,7 +91,7 @@ func TestProject(t *testing.T) {
 func TestProjectAttemptedByRun(t *testing.T) {
 	at := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	runA, runB := "acme/run-000000000000000a", "acme/run-000000000000000b"
-	rec := &ledger.Record{Kind: ledger.KindEffect, EffectID: "acme/bbbbbbbbbbbbbbbbbbbb", Keying: ledger.KeyingBusinessIdentity, RunID: runA,
+	rec := &ledger.Record{Kind: identity.KindEffect, EffectID: "acme/bbbbbbbbbbbbbbbbbbbb", Keying: identity.KeyingBusinessIdentity, RunID: runA,
 		Attempts: []ledger.Attempt{
 			{N: 1, State: ledger.AttemptReleased, At: at, RunID: runA, NodeID: "refund"},
 			{N: 2, State: ledger.AttemptCompleted, At: at.Add(time.Second), RunID: runB, NodeID: "comp"},
@@ -109,13 +110,13 @@ func TestProjectAttemptedByRun(t *testing.T) {
 // fields) are rejected, and shifting a byte across the boundary changes the
 // key.
 func TestSlotKeyFields(t *testing.T) {
-	for _, s := range []ledger.Slot{{Job: "a\x00b", Slot: "1"}, {Job: "a", Slot: "1\x00"}, {Job: "", Slot: "1"}, {Job: "a", Slot: ""}} {
+	for _, s := range []identity.Slot{{Job: "a\x00b", Slot: "1"}, {Job: "a", Slot: "1\x00"}, {Job: "", Slot: "1"}, {Job: "a", Slot: ""}} {
 		if _, err := s.Key(); !errors.Is(err, ledger.ErrInvalidIdentity) {
 			t.Errorf("%q: %v", s, err)
 		}
 	}
-	a, _ := ledger.Slot{Job: "ab", Slot: "c"}.Key()
-	b, _ := ledger.Slot{Job: "a", Slot: "bc"}.Key()
+	a, _ := identity.Slot{Job: "ab", Slot: "c"}.Key()
+	b, _ := identity.Slot{Job: "a", Slot: "bc"}.Key()
 	if a == b || !strings.HasPrefix(a, "host#") {
 		t.Fatalf("slot keys %q %q", a, b)
 	}

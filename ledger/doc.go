@@ -2,8 +2,8 @@
 // exactly-once in effect (OpenWOP v2 core "Idempotency" Layer 2, with OpenWOP effect identity, replay and split-brain safety).
 //
 // An effect has a stable identity, computed once per logical activity and
-// never from the attempt: its business identity (BusinessIdentity, the rule)
-// or the activity recipe v2 (ActivityIdentity, the fallback). Ledger.Do is a
+// never from the attempt (package ledger/identity computes it): its business identity (identity.FromBusiness, the rule)
+// or the activity recipe v2 (identity.FromActivity, the fallback). Ledger.Do is a
 // durable, cross-process singleflight over that identity:
 //
 //  1. claim: an insert-if-absent of the effect record; of any number of
@@ -41,7 +41,7 @@
 // Ledger.DoStream is Do for a streamed response body: the body goes to the
 // caller's writer and is never cached; the request digest, the final outcome
 // and the body's SHA-256 and length are recorded. Runs stamp their recipes
-// (RecipeStamps, CurrentRecipes) and derive identities through them, so a
+// (identity.Stamps, identity.CurrentStamps) and derive identities through them, so a
 // recorded identity is never recomputed under another recipe.
 //
 // The witness (Ledger.Witness, GET /runs/{runId}/effects) lists every effect
@@ -53,7 +53,7 @@
 // (in memory) and dynamostore (DynamoDB) implement it and both pass the one
 // conformance suite in ledgertest. This package never imports the AWS SDK.
 //
-// The package also holds fire-once slots for the host's own work (Slot,
+// The package also holds fire-once slots for the host's own work (identity.Slot,
 // Ledger.FireOnce): never released on failure, and kept in a keyspace that
 // no caller Idempotency-Key can reach.
 package ledger

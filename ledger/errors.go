@@ -3,6 +3,7 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 )
 
@@ -39,12 +40,12 @@ var (
 	// same provider key. Wrap it (see Uncertain).
 	ErrUncertain = errors.New("ledger: effect outcome uncertain")
 	// ErrInvalidIdentity is matched (errors.Is) by every identity input error.
-	ErrInvalidIdentity = errors.New("ledger: invalid effect identity input")
+	ErrInvalidIdentity = identity.ErrInvalid
 	// ErrUnsupportedRecipe is returned when a recipe stamp names a recipe this
 	// version of the kit does not compute (e.g. a v1 history): the caller must
 	// use the recorded identities and digests as they are, never recompute them
 	// under another recipe (recipe stamps).
-	ErrUnsupportedRecipe = errors.New("ledger: unsupported recipe")
+	ErrUnsupportedRecipe = identity.ErrUnsupportedRecipe
 	// ErrNoScan: ListEffects without a run on a store that is not a Scanner.
 	ErrNoScan = errors.New("ledger: this store cannot list every effect; give a run")
 	// ErrRetryLater is matched by *RetryLaterError.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 // which fires once.
 func ExampleLedger_Do() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
-	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
 
 	fired := 0
 	refund := func(ctx context.Context, c ledger.Call) ([]byte, error) {
@@ -42,38 +43,16 @@ func ExampleLedger_Do() {
 	// fired: 1
 }
 
-// The two keying modes: a business identity (the rule) and the activity
-// recipe v2 (the fallback). Both are tenant-bound and never include the
-// attempt; the provider receives a derivative key.
-func ExampleBusinessIdentity() {
-	b, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
-	fmt.Println(b.Keying, b.Recipe)
-	fmt.Println(b.EffectID)
-	fmt.Println(b.ProviderKey)
-
-	a, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: "acme/run-0000000000000001", NodeID: "charge", Ordinal: 0, Provider: "stripe"})
-	fmt.Println(a.Keying, a.Recipe)
-	fmt.Println(a.EffectID)
-	fmt.Println(a.ProviderKey)
-	// Output:
-	// business-identity idemkit-business-v1
-	// acme/pGIYPHL1HJFO3JoC7eS89ekYztypzqLTm5B8qlEFsv4
-	// idemkit-tgau-1poQfZn5YXVBf-5i4UUw8medFxVqaumzAn9vA8
-	// activity-recipe openwop-activity-v2
-	// acme/tZtGV4rSkZzPlZtCAmu-BbhLM6wtGrbMGwlo7Mlco74
-	// idemkit-8M_4P8hhB-_Og4OvPmDJcgYeucFl2hN9NjwmzFNRtqg
-}
-
 // The activity recipe for an LLM call: each logical call of a node has its
 // own ordinal; the semantic request digest guards the identity against a
 // different request being answered with this one's outcome.
-func ExampleActivityIdentity() {
+func Example_activityIdentity() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
 	run := "acme/run-0000000000000001"
 	req := semantic.Request{Provider: "example", Model: "model-1",
 		Messages: []semantic.Message{{Role: "user", Content: "hello"}}}
 	digest, _ := semantic.DigestV2(req)
-	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "summarise", Ordinal: 0, Provider: "example"})
+	id, _ := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: run, NodeID: "summarise", Ordinal: 0, Provider: "example"})
 	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "summarise", RequestDigest: digest, SemanticRecipe: semantic.RecipeV2}
 
 	call := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("Hi!"), nil }
@@ -93,7 +72,7 @@ func ExampleActivityIdentity() {
 // A scheduled job's slot fires once, and is not released when the job fails.
 func ExampleLedger_FireOnce() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
-	slot := ledger.Slot{Job: "nightly-report", Slot: time.Date(2026, 9, 18, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)}
+	slot := identity.Slot{Job: "nightly-report", Slot: time.Date(2026, 9, 18, 0, 0, 0, 0, time.UTC).Format(time.RFC3339)}
 	job := func(context.Context) error { return errors.New("mail server down") }
 
 	r1, err := l.FireOnce(context.Background(), slot, job)
@@ -111,7 +90,7 @@ func ExampleLedger_FireOnce() {
 func ExampleLedger_Witness() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New(), WitnessDuplicates: true,
 		Clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))})
-	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
 	refund := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("re_42"), nil }
 	ctx := context.Background()
 	run1, run2 := "acme/run-0000000000000001", "acme/run-0000000000000002"
@@ -135,7 +114,7 @@ func ExampleLedger_Witness() {
 func ExampleLedger_DoStream() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
 	run := "acme/run-0000000000000001"
-	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "chat", Ordinal: 0, Provider: "example"})
+	id, _ := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: run, NodeID: "chat", Ordinal: 0, Provider: "example"})
 	digest, _ := semantic.DigestV2(semantic.Request{Provider: "example", Model: "model-1",
 		Messages: []semantic.Message{{Role: "user", Content: "hello"}}})
 	eff := ledger.Effect{Identity: id, RunID: run, NodeID: "chat", RequestDigest: digest, SemanticRecipe: semantic.RecipeV2}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -83,17 +84,17 @@ func TestMintedEffectIDsValidateAgainstIDsSchema(t *testing.T) {
 	if err := json.Unmarshal(b, &v); err != nil {
 		t.Fatal(err)
 	}
-	var ids []ledger.Identity
+	var ids []identity.Identity
 	for _, a := range v.Activity {
 		ord, _ := strconv.ParseUint(a.Ordinal, 10, 64)
-		id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: a.Tenant, RunID: a.RunID, NodeID: a.NodeID, Ordinal: ord, Provider: a.ProviderKey})
+		id, err := identity.FromActivity(identity.Activity{Tenant: a.Tenant, RunID: a.RunID, NodeID: a.NodeID, Ordinal: ord, Provider: a.ProviderKey})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
 	for _, c := range v.Business {
-		id, err := ledger.BusinessIdentity(ledger.Business{Tenant: c.Tenant, Operation: c.Operation, Key: c.Key})
+		id, err := identity.FromBusiness(identity.Business{Tenant: c.Tenant, Operation: c.Operation, Key: c.Key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,12 +106,12 @@ func TestMintedEffectIDsValidateAgainstIDsSchema(t *testing.T) {
 		if rng.IntN(4) == 0 {
 			tenant = "anon:" + tenant
 		}
-		a, err := ledger.ActivityIdentity(ledger.Activity{Tenant: tenant, RunID: tenant + "/" + randFrom(rng, "ab/:\u00e9 \t", 1, 40),
+		a, err := identity.FromActivity(identity.Activity{Tenant: tenant, RunID: tenant + "/" + randFrom(rng, "ab/:\u00e9 \t", 1, 40),
 			NodeID: randFrom(rng, "ab:\u4e16\n", 1, 20), Ordinal: rng.Uint64(), Provider: randFrom(rng, "ab:/ ", 0, 10)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bi, err := ledger.BusinessIdentity(ledger.Business{Tenant: tenant, Operation: randFrom(rng, "ab./ ", 1, 20), Key: randFrom(rng, "ab/:\u00e9", 1, 300)})
+		bi, err := identity.FromBusiness(identity.Business{Tenant: tenant, Operation: randFrom(rng, "ab./ ", 1, 20), Key: randFrom(rng, "ab/:\u00e9", 1, 300)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +153,7 @@ func TestDoIDGrammarsAgreeWithIDsSchema(t *testing.T) {
 		corpus = append(corpus, randFrom(rng, "aZ09._~-/:\u00e9 ", 0, 40), "acme/"+randFrom(rng, "aZ09._~-/:", 10, 20),
 			randFrom(rng, "aZ~-", 0, 3)+"/"+randFrom(rng, "aZ09._~-", 14, 18))
 	}
-	base, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: "k"})
+	base, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: "k"})
 	accepted := func(eff ledger.Effect) bool {
 		_, err := l.Do(context.Background(), eff, noop)
 		if err != nil && !errors.Is(err, ledger.ErrInvalidIdentity) {
@@ -164,7 +165,7 @@ func TestDoIDGrammarsAgreeWithIDsSchema(t *testing.T) {
 		// As an effectId (hand-built, e.g. read back from a record).
 		id := base
 		id.EffectID, id.Tenant = s, strings.SplitN(s, "/", 2)[0]
-		id.ProviderKey = ledger.ProviderKeyFor(s)
+		id.ProviderKey = identity.ProviderKey(s)
 		if got, want := accepted(ledger.Effect{Identity: id}), schemaOK(t, "effectId", s); got != want {
 			t.Errorf("effectId %q: Do accepts %v, ids.schema.json %v", s, got, want)
 		}
@@ -209,13 +210,13 @@ type activityKey struct {
 func TestDistinctInvocationsDistinctIdentities(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	seen := map[string]string{}
-	check := func(id ledger.Identity, logical string) {
+	check := func(id identity.Identity, logical string) {
 		t.Helper()
 		if prev, ok := seen[id.EffectID]; ok && prev != logical {
 			t.Fatalf("%s and %s share effectId %s", prev, logical, id.EffectID)
 		}
 		seen[id.EffectID] = logical
-		if id2 := ledger.ProviderKeyFor(id.EffectID); id2 != id.ProviderKey {
+		if id2 := identity.ProviderKey(id.EffectID); id2 != id.ProviderKey {
 			t.Fatalf("provider key is not a function of the effectId")
 		}
 	}
@@ -223,13 +224,13 @@ func TestDistinctInvocationsDistinctIdentities(t *testing.T) {
 	for range 30000 {
 		tenant := tenants[rng.IntN(len(tenants))]
 		a := activityKey{tenant, tenant + "/" + randFrom(rng, "a1/", 0, 3), randFrom(rng, "a1:", 1, 3), uint64(rng.IntN(13)), randFrom(rng, "a1", 0, 3)}
-		id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: a.tenant, RunID: a.run, NodeID: a.node, Ordinal: a.ord, Provider: a.prov})
+		id, err := identity.FromActivity(identity.Activity{Tenant: a.tenant, RunID: a.run, NodeID: a.node, Ordinal: a.ord, Provider: a.prov})
 		if err != nil {
 			t.Fatal(err)
 		}
 		check(id, fmt.Sprintf("activity%q", []string{a.tenant, a.run, a.node, strconv.FormatUint(a.ord, 10), a.prov}))
 		op, key := randFrom(rng, "a1/", 1, 3), randFrom(rng, "a1/", 1, 4)
-		bid, err := ledger.BusinessIdentity(ledger.Business{Tenant: tenant, Operation: op, Key: key})
+		bid, err := identity.FromBusiness(identity.Business{Tenant: tenant, Operation: op, Key: key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -249,10 +250,10 @@ func FuzzDistinctActivitiesDistinctIdentities(f *testing.F) {
 	f.Add("t", "t/a", "b", uint64(0), "", "tt", "t/a", "b", uint64(0), "")
 	f.Add("anon:t", "r", "n", uint64(7), "x", "anon:t", "r", "n", uint64(7), "x")
 	f.Fuzz(func(t *testing.T, t1, r1, n1 string, o1 uint64, p1, t2, r2, n2 string, o2 uint64, p2 string) {
-		a := ledger.Activity{Tenant: t1, RunID: r1, NodeID: n1, Ordinal: o1, Provider: p1}
-		b := ledger.Activity{Tenant: t2, RunID: r2, NodeID: n2, Ordinal: o2, Provider: p2}
-		ia, errA := ledger.ActivityIdentity(a)
-		ib, errB := ledger.ActivityIdentity(b)
+		a := identity.Activity{Tenant: t1, RunID: r1, NodeID: n1, Ordinal: o1, Provider: p1}
+		b := identity.Activity{Tenant: t2, RunID: r2, NodeID: n2, Ordinal: o2, Provider: p2}
+		ia, errA := identity.FromActivity(a)
+		ib, errB := identity.FromActivity(b)
 		if errA != nil || errB != nil {
 			for _, s := range []string{t1, r1, n1, p1} {
 				if errA == nil && strings.IndexByte(s, 0) >= 0 {
@@ -273,10 +274,10 @@ func FuzzDistinctBusinessDistinctIdentities(f *testing.F) {
 	f.Add("t", "ab", "c", "t", "a", "bc")
 	f.Add("t", "a", "b", "tt", "a", "b")
 	f.Fuzz(func(t *testing.T, t1, o1, k1, t2, o2, k2 string) {
-		a := ledger.Business{Tenant: t1, Operation: o1, Key: k1}
-		b := ledger.Business{Tenant: t2, Operation: o2, Key: k2}
-		ia, errA := ledger.BusinessIdentity(a)
-		ib, errB := ledger.BusinessIdentity(b)
+		a := identity.Business{Tenant: t1, Operation: o1, Key: k1}
+		b := identity.Business{Tenant: t2, Operation: o2, Key: k2}
+		ia, errA := identity.FromBusiness(a)
+		ib, errB := identity.FromBusiness(b)
 		if errA != nil || errB != nil {
 			return
 		}
@@ -299,14 +300,14 @@ func TestIdentityInputsExcludeAttemptRunNodeOrdinal(t *testing.T) {
 		}
 		return out
 	}
-	for _, f := range fields(ledger.Activity{}) {
+	for _, f := range fields(identity.Activity{}) {
 		for _, bad := range []string{"attempt", "retry", "try"} {
 			if strings.Contains(f, bad) {
 				t.Errorf("Activity.%s: the attempt must not take part in the identity", f)
 			}
 		}
 	}
-	for _, f := range fields(ledger.Business{}) {
+	for _, f := range fields(identity.Business{}) {
 		for _, bad := range []string{"attempt", "retry", "try", "run", "node", "ordinal", "invocation"} {
 			if strings.Contains(f, bad) {
 				t.Errorf("Business.%s: a business identity contains no run, node, ordinal or attempt", f)
@@ -315,13 +316,13 @@ func TestIdentityInputsExcludeAttemptRunNodeOrdinal(t *testing.T) {
 	}
 	// The business identity is tenant-bound: the same operation and key
 	// under another tenant is another effect, prefixed by that tenant.
-	a, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "o-1"})
-	b, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "globex", Operation: "refund", Key: "o-1"})
+	a, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "o-1"})
+	b, _ := identity.FromBusiness(identity.Business{Tenant: "globex", Operation: "refund", Key: "o-1"})
 	if a.EffectID == b.EffectID || a.ProviderKey == b.ProviderKey || !strings.HasPrefix(a.EffectID, "acme/") || !strings.HasPrefix(b.EffectID, "globex/") {
 		t.Fatalf("business identity not tenant-bound: %s %s", a.EffectID, b.EffectID)
 	}
 	// Nor does the provider key: it is derived from the effectId alone.
-	if ledger.ProviderKeyFor(a.EffectID) != a.ProviderKey {
+	if identity.ProviderKey(a.EffectID) != a.ProviderKey {
 		t.Fatal("provider key depends on more than the effectId")
 	}
 }

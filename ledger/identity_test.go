@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"os"
 	"regexp"
 	"strconv"
@@ -44,7 +45,7 @@ func TestIdentityGoldenVectors(t *testing.T) {
 	effectRe := regexp.MustCompile(`^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`)
 	keyRe := regexp.MustCompile(`^[A-Za-z0-9._~-]{22,128}$`)
 	seen := map[string]bool{}
-	check := func(id ledger.Identity, wantID, wantKey string) {
+	check := func(id identity.Identity, wantID, wantKey string) {
 		t.Helper()
 		if id.EffectID != wantID || id.ProviderKey != wantKey {
 			t.Errorf("got %s / %s, want %s / %s", id.EffectID, id.ProviderKey, wantID, wantKey)
@@ -62,22 +63,22 @@ func TestIdentityGoldenVectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: a.Tenant, RunID: a.RunID, NodeID: a.NodeID, Ordinal: ord, Provider: a.ProviderKey})
+		id, err := identity.FromActivity(identity.Activity{Tenant: a.Tenant, RunID: a.RunID, NodeID: a.NodeID, Ordinal: ord, Provider: a.ProviderKey})
 		if err != nil {
 			t.Fatalf("%+v: %v", a, err)
 		}
 		check(id, a.EffectID, a.IdempotencyKey)
-		if id.InvocationID != a.InvocationID || id.Keying != ledger.KeyingActivityRecipe || id.Recipe != ledger.ActivityIdentityRecipe {
+		if id.InvocationID != a.InvocationID || id.Keying != identity.KeyingActivityRecipe || id.Recipe != identity.ActivityRecipe {
 			t.Errorf("%+v: %+v", a, id)
 		}
 	}
 	for _, c := range v.Business {
-		id, err := ledger.BusinessIdentity(ledger.Business{Tenant: c.Tenant, Operation: c.Operation, Key: c.Key})
+		id, err := identity.FromBusiness(identity.Business{Tenant: c.Tenant, Operation: c.Operation, Key: c.Key})
 		if err != nil {
 			t.Fatalf("%+v: %v", c, err)
 		}
 		check(id, c.EffectID, c.IdempotencyKey)
-		if id.Keying != ledger.KeyingBusinessIdentity || id.Recipe != ledger.BusinessIdentityRecipe || id.InvocationID != "" {
+		if id.Keying != identity.KeyingBusinessIdentity || id.Recipe != identity.BusinessRecipe || id.InvocationID != "" {
 			t.Errorf("%+v: %+v", c, id)
 		}
 	}
@@ -86,9 +87,9 @@ func TestIdentityGoldenVectors(t *testing.T) {
 		switch r.Recipe {
 		case "activity-recipe":
 			ord, _ := strconv.ParseUint(r.Ordinal, 10, 64)
-			_, err = ledger.ActivityIdentity(ledger.Activity{Tenant: r.Tenant, RunID: r.RunID, NodeID: r.NodeID, Ordinal: ord, Provider: r.ProviderKey})
+			_, err = identity.FromActivity(identity.Activity{Tenant: r.Tenant, RunID: r.RunID, NodeID: r.NodeID, Ordinal: ord, Provider: r.ProviderKey})
 		case "business-identity":
-			_, err = ledger.BusinessIdentity(ledger.Business{Tenant: r.Tenant, Operation: r.Operation, Key: r.Key})
+			_, err = identity.FromBusiness(identity.Business{Tenant: r.Tenant, Operation: r.Operation, Key: r.Key})
 		default:
 			t.Fatalf("unknown recipe %q", r.Recipe)
 		}
@@ -101,21 +102,21 @@ func TestIdentityGoldenVectors(t *testing.T) {
 // NUL separators make field boundaries unambiguous: moving a byte across a
 // boundary changes the identity.
 func TestIdentityFieldBoundaries(t *testing.T) {
-	a, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "t", RunID: "t/ab", NodeID: "c", Ordinal: 1, Provider: "p"})
-	b, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "t", RunID: "t/a", NodeID: "bc", Ordinal: 1, Provider: "p"})
-	c, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "t", RunID: "t/ab", NodeID: "c", Ordinal: 11, Provider: ""})
-	d, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "t", RunID: "t/ab", NodeID: "c", Ordinal: 1, Provider: "1p"})
+	a, _ := identity.FromActivity(identity.Activity{Tenant: "t", RunID: "t/ab", NodeID: "c", Ordinal: 1, Provider: "p"})
+	b, _ := identity.FromActivity(identity.Activity{Tenant: "t", RunID: "t/a", NodeID: "bc", Ordinal: 1, Provider: "p"})
+	c, _ := identity.FromActivity(identity.Activity{Tenant: "t", RunID: "t/ab", NodeID: "c", Ordinal: 11, Provider: ""})
+	d, _ := identity.FromActivity(identity.Activity{Tenant: "t", RunID: "t/ab", NodeID: "c", Ordinal: 1, Provider: "1p"})
 	ids := map[string]bool{a.EffectID: true, b.EffectID: true, c.EffectID: true, d.EffectID: true}
 	if len(ids) != 4 {
 		t.Fatal("field boundaries collide")
 	}
-	x, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "t", Operation: "ab", Key: "c"})
-	y, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "t", Operation: "a", Key: "bc"})
+	x, _ := identity.FromBusiness(identity.Business{Tenant: "t", Operation: "ab", Key: "c"})
+	y, _ := identity.FromBusiness(identity.Business{Tenant: "t", Operation: "a", Key: "bc"})
 	if x.EffectID == y.EffectID {
 		t.Fatal("business field boundaries collide")
 	}
-	if ledger.ProviderKeyFor(x.EffectID) != x.ProviderKey {
-		t.Fatal("ProviderKeyFor disagrees")
+	if identity.ProviderKey(x.EffectID) != x.ProviderKey {
+		t.Fatal("ProviderKey disagrees")
 	}
 }
 
@@ -138,7 +139,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestCurrentRecipes(t *testing.T) {
-	r := ledger.CurrentRecipes()
+	r := identity.CurrentStamps()
 	b, _ := json.Marshal(r)
 	if string(b) != `{"activityIdentityRecipe":"openwop-activity-v2","semanticRequestRecipe":"openwop-semantic-request-v2"}` {
 		t.Fatal(string(b))

@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
@@ -201,7 +202,7 @@ func newToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-func (l *Ledger) count(name string, k Kind, keying Keying) {
+func (l *Ledger) count(name string, k identity.Kind, keying identity.Keying) {
 	if l.cfg.Metrics == nil {
 		return
 	}

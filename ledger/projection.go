@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"sort"
 	"time"
 )
@@ -15,16 +16,16 @@ type Projection struct {
 
 // WitnessRow is one attempt at one effect. It carries no provider payload and
 // no credential: ProviderKey is the derived idempotency key (see
-// Identity.ProviderKey), exactly what the provider received as
+// Identity.ProviderKey in ledger/identity), exactly what the provider received as
 // Idempotency-Key.
 type WitnessRow struct {
-	EffectID     string       `json:"effectId"`
-	NodeID       string       `json:"nodeId"`
-	Attempt      int          `json:"attempt"`
-	InvocationID string       `json:"invocationId,omitempty"`
-	Keying       Keying       `json:"keying"`
-	ProviderKey  string       `json:"providerKey,omitempty"`
-	State        AttemptState `json:"state"`
+	EffectID     string          `json:"effectId"`
+	NodeID       string          `json:"nodeId"`
+	Attempt      int             `json:"attempt"`
+	InvocationID string          `json:"invocationId,omitempty"`
+	Keying       identity.Keying `json:"keying"`
+	ProviderKey  string          `json:"providerKey,omitempty"`
+	State        AttemptState    `json:"state"`
 	// At is the attempt's time: when it fired for an escaped attempt (the
 	// moment the request may have reached the provider, never when the
 	// attempt was found stalled), when it ended for a completed or released
@@ -118,7 +119,7 @@ func project(runID string, recs []*Record, filter bool, capDefault int) Projecti
 	}
 	var rows []row
 	for _, r := range recs {
-		if r.Kind != KindEffect || filter && r.RunID != runID && needsRunRef(r, runID) {
+		if r.Kind != identity.KindEffect || filter && r.RunID != runID && needsRunRef(r, runID) {
 			continue
 		}
 		capN := r.MaxAttempts

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"github.com/idemkit/idemkit/ledger/identity"
 	"slices"
 	"time"
 )
@@ -46,16 +47,6 @@ const (
 	// unknown: it may have reached the provider. The next attempt reuses the
 	// same provider key, so a deduplicating provider collapses both.
 	AttemptEscaped AttemptState = "escaped"
-)
-
-// Kind tells effect records from host slot records.
-type Kind string
-
-const (
-	// KindEffect is a Layer-2 effect record (key "effect#" + effectId).
-	KindEffect Kind = "effect"
-	// KindSlot is a host fire-once slot (key "host#" + hash), see Slot.
-	KindSlot Kind = "slot"
 )
 
 // Attempt is one attempt at an effect: one witness row.
@@ -116,13 +107,13 @@ type Record struct {
 	// slot. The two domains can never collide (an effectId has no '#').
 	Key string
 	// Kind is effect or slot.
-	Kind Kind
+	Kind identity.Kind
 	// EffectID is the effect's identity (empty for slots).
 	EffectID string
 	// Tenant is the effect's tenant.
 	Tenant string
 	// Keying and IdentityRecipe stamp how EffectID was made.
-	Keying         Keying
+	Keying         identity.Keying
 	IdentityRecipe string
 	// SemanticRecipe and RequestDigest are the request's semantic digest and
 	// its recipe stamp (both may be empty).

@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 // ReplaySourceMissingError is ErrReplaySourceMissing with the effect id of
@@ -39,8 +40,8 @@ func (e *ReplaySourceMissingError) Is(target error) bool { return target == ErrR
 // outcome (no record, past its retention, or claimed, firing, escaped or
 // released) is *ReplaySourceMissingError: the caller fails closed and never
 // substitutes a synthesized or empty success.
-func (l *Ledger) Replay(ctx context.Context, source Identity) (Result, error) {
-	if err := validIdentity(source); err != nil {
+func (l *Ledger) Replay(ctx context.Context, source identity.Identity) (Result, error) {
+	if err := source.Validate(); err != nil {
 		return Result{}, err
 	}
 	rec, err := l.Lookup(ctx, source.EffectID)

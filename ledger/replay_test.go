@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"testing"
 
 	"github.com/idemkit/idemkit/ledger"
@@ -20,8 +21,8 @@ func TestReplayResolvesTheSourcesOrdinalAndNeverFires(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := "acme/run-0000000000000001"
-	ident := func(ordinal uint64) ledger.Identity {
-		id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: src, NodeID: "effect", Ordinal: ordinal, Provider: "p"})
+	ident := func(ordinal uint64) identity.Identity {
+		id, err := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: src, NodeID: "effect", Ordinal: ordinal, Provider: "p"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func TestReplayResolvesTheSourcesOrdinalAndNeverFires(t *testing.T) {
 func TestReplayOfARecordedFailureIsTheFailure(t *testing.T) {
 	ctx := context.Background()
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
-	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: "k"})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: "k"})
 	_, _ = l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) { return nil, errors.New("declined") })
 	if _, err := l.Replay(ctx, id); !errors.Is(err, ledger.ErrEffectFailed) {
 		t.Fatalf("Replay of a failure = %v; want *FailedError", err)

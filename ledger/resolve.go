@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"sort"
 	"strconv"
 	"strings"
@@ -38,7 +39,7 @@ const (
 // EffectView is an operator's view of one effect record.
 type EffectView struct {
 	EffectID, ProviderKey, RunID string
-	Keying                       Keying
+	Keying                       identity.Keying
 	State                        EffectState
 	// Attempt is the number of attempts made, MaxAttempts the cap.
 	Attempt, MaxAttempts int
@@ -134,7 +135,7 @@ func (l *Ledger) ListEffects(ctx context.Context, f Filter) ([]EffectView, error
 	now := l.now()
 	var out []EffectView
 	keep := func(r *Record) bool {
-		if r.Kind != KindEffect || !r.Live(now) {
+		if r.Kind != identity.KindEffect || !r.Live(now) {
 			return true
 		}
 		v := l.View(r, now)
@@ -173,7 +174,7 @@ func (l *Ledger) ShowEffect(ctx context.Context, effectID string) (EffectView, e
 	if err != nil {
 		return EffectView{}, err
 	}
-	if r == nil || r.Kind != KindEffect {
+	if r == nil || r.Kind != identity.KindEffect {
 		return EffectView{}, ErrEffectNotFound
 	}
 	return l.View(r, l.now()), nil
@@ -243,7 +244,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	if err != nil {
 		return EffectView{}, err
 	}
-	if cur == nil || cur.Kind != KindEffect {
+	if cur == nil || cur.Kind != identity.KindEffect {
 		return EffectView{}, ErrEffectNotFound
 	}
 	now := l.now()

@@ -4,38 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
-
-// Slot names a fire-once slot of the host's own work, e.g. a scheduled job's
-// run for one time slot (keyspace separation of host-generated identifiers).
-//
-// Slots live under the "host#" key domain of the ledger store. They never
-// share a keyspace with caller Idempotency-Keys: Layer 1 keeps those in its
-// own table under hashed (tenant, operation, key) scopes, and nothing in this
-// package derives a store key from a caller-supplied key; inside the ledger
-// store, effect keys are "effect#" + effectId and an effectId has no '#'.
-// So no caller can name, claim or suppress a slot.
-type Slot struct {
-	// Job names the host's job, e.g. "schedule-fire:nightly-report".
-	// Required, no NUL.
-	Job string
-	// Slot names the occurrence, e.g. "2026-09-18T00:00:00Z". Required, no
-	// NUL.
-	Slot string
-}
-
-// Key returns the slot's store key:
-//
-//	"host#" || base64url-nopad(sha256("idemkit:host-slot:v1\0" || job || "\0" || slot))
-func (s Slot) Key() (string, error) {
-	if err := checkField("job", s.Job, true); err != nil {
-		return "", err
-	}
-	if err := checkField("slot", s.Slot, true); err != nil {
-		return "", err
-	}
-	return "host#" + hashOpaque("idemkit:host-slot:v1", s.Job, s.Slot), nil
-}
 
 // SlotResult says what FireOnce did.
 type SlotResult struct {
@@ -57,7 +27,7 @@ type SlotResult struct {
 // lease expiry, because releasing it would let another instance re-fire work
 // the first may have half-performed. A losing call is a value (Fired false),
 // not an error. fn's error is returned to the caller that ran it.
-func (l *Ledger) FireOnce(ctx context.Context, slot Slot, fn func(ctx context.Context) error) (SlotResult, error) {
+func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx context.Context) error) (SlotResult, error) {
 	key, err := slot.Key()
 	if err != nil {
 		return SlotResult{}, err
@@ -68,7 +38,7 @@ func (l *Ledger) FireOnce(ctx context.Context, slot Slot, fn func(ctx context.Co
 	st := l.cfg.Store
 	now := l.now()
 	rec := &Record{
-		Key: key, Kind: KindSlot, State: StateClaimed, Owner: newToken(), Attempt: 1,
+		Key: key, Kind: identity.KindSlot, State: StateClaimed, Owner: newToken(), Attempt: 1,
 		LeaseUntil: now.Add(l.cfg.Lease),
 		Attempts:   []Attempt{{N: 1, State: AttemptClaimed, At: now, Fired: true}},
 		CreatedAt:  now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Retention),
@@ -86,10 +56,10 @@ func (l *Ledger) FireOnce(ctx context.Context, slot Slot, fn func(ctx context.Co
 		if cur == nil {
 			return SlotResult{}, fmt.Errorf("ledger: slot %s lost but unreadable", key)
 		}
-		if cur.Kind != KindSlot {
+		if cur.Kind != identity.KindSlot {
 			return SlotResult{}, &MismatchError{Field: "kind"}
 		}
-		l.count(MetricSuppressions, KindSlot, "")
+		l.count(MetricSuppressions, identity.KindSlot, "")
 		r := SlotResult{State: cur.State}
 		if cur.Outcome != nil {
 			r.OK, r.Error = cur.Outcome.OK, cur.Outcome.Error

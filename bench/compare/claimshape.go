@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strconv"
 	"strings"
 	"time"
@@ -278,7 +279,7 @@ func claimShapeCost(ctx context.Context, c *dynamodb.Client, t claimTables, gs *
 					}
 				case shapeLedgerDuplicate:
 					run := "acme/run-" + id[len("caller:v1:"):]
-					ident, err := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "charge", Ordinal: 1, Provider: "stripe"})
+					ident, err := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: run, NodeID: "charge", Ordinal: 1, Provider: "stripe"})
 					if err != nil {
 						return nil, err
 					}
@@ -309,8 +310,8 @@ func claimShapeCost(ctx context.Context, c *dynamodb.Client, t claimTables, gs *
 func claimShapeEffect(id string) (map[string]types.AttributeValue, error) {
 	now := time.Now()
 	run := "acme/run-" + id
-	return ledgerdynamo.EncodeRecord(&ledger.Record{Key: "effect#acme/" + id, Kind: ledger.KindEffect, EffectID: "acme/" + id, Tenant: "acme",
-		Keying: ledger.KeyingActivityRecipe, IdentityRecipe: ledger.ActivityIdentityRecipe,
+	return ledgerdynamo.EncodeRecord(&ledger.Record{Key: "effect#acme/" + id, Kind: identity.KindEffect, EffectID: "acme/" + id, Tenant: "acme",
+		Keying: identity.KeyingActivityRecipe, IdentityRecipe: identity.ActivityRecipe,
 		ProviderKey: "idemkit-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB", RunID: run,
 		State: ledger.StateCompleted, Owner: "0123456789abcdef0123456789abcdef", Attempt: 1,
 		Attempts:  []ledger.Attempt{{N: 1, State: ledger.AttemptCompleted, At: now, RunID: run, NodeID: "charge", InvocationID: "inv-0123456789", Fired: true, FiredAt: now}},

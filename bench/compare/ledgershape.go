@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strconv"
 	"time"
 
@@ -40,8 +41,8 @@ func ledgerShapeCost(ctx context.Context, c *dynamodb.Client, table string, n, r
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	record := func(id string) *ledger.Record {
 		run := "acme/run-" + id
-		return &ledger.Record{Key: "effect#acme/" + id, Kind: ledger.KindEffect, EffectID: "acme/" + id, Tenant: "acme",
-			Keying: ledger.KeyingActivityRecipe, IdentityRecipe: ledger.ActivityIdentityRecipe,
+		return &ledger.Record{Key: "effect#acme/" + id, Kind: identity.KindEffect, EffectID: "acme/" + id, Tenant: "acme",
+			Keying: identity.KeyingActivityRecipe, IdentityRecipe: identity.ActivityRecipe,
 			ProviderKey: "idemkit-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB", RunID: run,
 			State: ledger.StateClaimed, Owner: "0123456789abcdef0123456789abcdef", Attempt: 1, LeaseUntil: now.Add(time.Minute),
 			Attempts:  []ledger.Attempt{{N: 1, State: ledger.AttemptClaimed, At: now, RunID: run, NodeID: "charge", InvocationID: "inv-0123456789"}},

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"strconv"
@@ -138,7 +139,7 @@ func (s *goSystem) one(c string, i int, prefix string) error {
 		var eff ledger.Effect
 		if c == caseLedger {
 			run := "acme/run-" + prefix + fmt.Sprintf("-%08d", i)
-			id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run, NodeID: "charge", Ordinal: 1, Provider: "stripe"})
+			id, err := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: run, NodeID: "charge", Ordinal: 1, Provider: "stripe"})
 			if err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 			t.Fatal(err)
 		}
 		run := "acme/run-0123456789abcdef"
-		id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: "order-42-" + e.Kind})
+		id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-42-" + e.Kind})
 		eff := ledger.Effect{Identity: id, RunID: run, NodeID: "charge"}
 		func() {
 			defer func() { _ = recover() }()

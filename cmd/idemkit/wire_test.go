@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"net"
 	"net/http"
@@ -25,7 +26,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
-	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
@@ -383,7 +383,7 @@ func TestDevWireSchemas(t *testing.T) {
 		"workflowId": &types.AttributeValueMemberS{Value: "conformance-noop"}, "status": &types.AttributeValueMemberS{Value: "succeeded"},
 		"createdAt":              &types.AttributeValueMemberN{Value: strconv.FormatInt(now.UnixMilli(), 10)},
 		"updatedAt":              &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Add(time.Second).UnixMilli(), 10)},
-		"activityIdentityRecipe": &types.AttributeValueMemberS{Value: ledger.ActivityIdentityRecipe},
+		"activityIdentityRecipe": &types.AttributeValueMemberS{Value: identity.ActivityRecipe},
 		"semanticRequestRecipe":  &types.AttributeValueMemberS{Value: semantic.RecipeV2},
 	}}); err != nil {
 		t.Fatal(err)

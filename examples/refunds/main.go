@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"log"
 	"os"
 	"strconv"
@@ -90,7 +91,7 @@ func refundOnce(ctx context.Context, l *ledger.Ledger, m events.SQSMessage) erro
 	if err := json.Unmarshal([]byte(m.Body), &in); err != nil {
 		return err
 	}
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: in.Tenant, Operation: "refund", Key: in.Order})
+	id, err := identity.FromBusiness(identity.Business{Tenant: in.Tenant, Operation: "refund", Key: in.Order})
 	if err != nil {
 		return err
 	}

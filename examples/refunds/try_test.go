@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"os"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestTryCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: fmt.Sprintf("order-%d", time.Now().UnixNano())})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: fmt.Sprintf("order-%d", time.Now().UnixNano())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ var protocolPackages = []string{
 	"./idem", "./idem/memstore", "./idem/idemtest",
 	"./ledger", "./ledger/memstore", "./ledger/ledgertest",
 	"./ledger/fence", "./ledger/fence/memstore", "./ledger/fence/fencetest",
-	"./ledger/semantic", "./internal/jcs", "./internal/ids", "./internal/clock", "./emf",
+	"./ledger/semantic", "./ledger/identity", "./internal/jcs", "./internal/ids", "./internal/clock", "./emf",
 }
 
 func TestProtocolPackagesDoNotImportTheAWSSDK(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"net"
@@ -250,7 +251,7 @@ func (w *twoRegions) count(metric string) int {
 }
 
 func business(t *testing.T, key string) ledger.Effect {
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: key})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

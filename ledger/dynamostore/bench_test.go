@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strconv"
 	"testing"
 
@@ -25,14 +26,14 @@ func BenchmarkDo(b *testing.B) {
 		ctx := context.Background()
 		b.Run(kind+"/first", func(b *testing.B) {
 			for i := 0; b.Loop(); i++ {
-				id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "bench", Key: kind + strconv.Itoa(i)})
+				id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "bench", Key: kind + strconv.Itoa(i)})
 				if _, err := l.Do(ctx, ledger.Effect{Identity: id}, ok); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run(kind+"/duplicate", func(b *testing.B) {
-			id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "bench", Key: kind + "-dup"})
+			id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "bench", Key: kind + "-dup"})
 			eff := ledger.Effect{Identity: id}
 			if _, err := l.Do(ctx, eff, ok); err != nil {
 				b.Fatal(err)

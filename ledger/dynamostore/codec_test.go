@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"reflect"
 	"strconv"
 	"testing"
@@ -25,8 +26,8 @@ import (
 func fullRecord() *ledger.Record {
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 123e6, time.UTC)
 	return &ledger.Record{
-		Key: "effect#acme/AAAAAAAAAAAAAAAAAAAAAA", Kind: ledger.KindEffect, EffectID: "acme/AAAAAAAAAAAAAAAAAAAAAA", Tenant: "acme",
-		Keying: ledger.KeyingActivityRecipe, IdentityRecipe: ledger.ActivityIdentityRecipe,
+		Key: "effect#acme/AAAAAAAAAAAAAAAAAAAAAA", Kind: identity.KindEffect, EffectID: "acme/AAAAAAAAAAAAAAAAAAAAAA", Tenant: "acme",
+		Keying: identity.KeyingActivityRecipe, IdentityRecipe: identity.ActivityRecipe,
 		SemanticRecipe: semantic.RecipeV2, RequestDigest: "d1",
 		ProviderKey: "idemkit-BBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB", RunID: "acme/run-0000000000000001",
 		State: ledger.StateCompleted, Owner: "tok", Attempt: 2, LeaseUntil: t0.Add(time.Minute), Fence: 7,

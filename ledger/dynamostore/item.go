@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
@@ -125,8 +126,8 @@ func toItem(r *ledger.Record) item {
 
 func (it *item) record() *ledger.Record {
 	r := &ledger.Record{
-		Key: it.PK, Kind: ledger.Kind(it.Kind), EffectID: it.EffectID, Tenant: it.Tenant,
-		Keying: ledger.Keying(it.Keying), IdentityRecipe: it.IdentityRecipe, SemanticRecipe: it.SemanticRecipe,
+		Key: it.PK, Kind: identity.Kind(it.Kind), EffectID: it.EffectID, Tenant: it.Tenant,
+		Keying: identity.Keying(it.Keying), IdentityRecipe: it.IdentityRecipe, SemanticRecipe: it.SemanticRecipe,
 		RequestDigest: it.RequestDigest, ProviderKey: it.ProviderKey, RunID: it.RunKey,
 		State: ledger.State(it.State), Owner: it.Owner, Attempt: it.Attempt, LeaseUntil: fromMs(it.LeaseUntil),
 		Fence: it.Fence, CreatedAt: fromMs(it.CreatedAt), UpdatedAt: fromMs(it.UpdatedAt), ExpiresAt: fromMs(it.ExpiresAtMs),

@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -55,7 +56,7 @@ func TestCompactLayout(t *testing.T) {
 		t.Fatalf("round trip without fence and run: %+v %v", got, err)
 	}
 	// A record with no attempts and no outcome (a slot) round-trips too.
-	slot := &ledger.Record{Key: "host#abc", Kind: ledger.KindSlot, State: ledger.StateClaimed, Owner: "o", Attempt: 0,
+	slot := &ledger.Record{Key: "host#abc", Kind: identity.KindSlot, State: ledger.StateClaimed, Owner: "o", Attempt: 0,
 		LeaseUntil: time.UnixMilli(5).UTC(), CreatedAt: time.UnixMilli(1).UTC(), UpdatedAt: time.UnixMilli(2).UTC(), ExpiresAt: time.UnixMilli(9).UTC()}
 	av, _ = dynamostore.EncodeRecord(slot)
 	if got, err := dynamostore.DecodeRecord(av); err != nil || !reflect.DeepEqual(got, slot) {
@@ -210,11 +211,11 @@ func TestCompactLayoutRoundTripProperty(t *testing.T) {
 	}
 	for i := 0; i < 2000; i++ {
 		r := base.Clone()
-		r.Kind = ledger.Kind(pick("effect", "slot", "other", ""))
+		r.Kind = identity.Kind(pick("effect", "slot", "other", ""))
 		r.EffectID = pick(base.EffectID, "acme/other", "", "no-slash")
 		r.Tenant = pick("acme", "other", "")
-		r.Keying = ledger.Keying(pick(string(ledger.KeyingActivityRecipe), string(ledger.KeyingBusinessIdentity), "x"))
-		r.IdentityRecipe = pick(ledger.ActivityIdentityRecipe, ledger.BusinessIdentityRecipe, "", "v9")
+		r.Keying = identity.Keying(pick(string(identity.KeyingActivityRecipe), string(identity.KeyingBusinessIdentity), "x"))
+		r.IdentityRecipe = pick(identity.ActivityRecipe, identity.BusinessRecipe, "", "v9")
 		r.SemanticRecipe = pick("", "openwop-semantic-request-v2", "s")
 		r.RunID = pick("", base.RunID, "acme/run-0000000000000009")
 		r.MaxAttempts = rng.IntN(5)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strconv"
 	"strings"
 	"time"
@@ -142,9 +143,9 @@ func pack(r *ledger.Record) []byte {
 // The well-known values a packed string may name instead of spelling out.
 // Append only: a value's position is part of the stored encoding.
 var (
-	kinds           = [...]string{string(ledger.KindEffect), string(ledger.KindSlot)}
-	keyings         = [...]string{string(ledger.KeyingActivityRecipe), string(ledger.KeyingBusinessIdentity)}
-	recipes         = [...]string{ledger.ActivityIdentityRecipe, ledger.BusinessIdentityRecipe}
+	kinds           = [...]string{string(identity.KindEffect), string(identity.KindSlot)}
+	keyings         = [...]string{string(identity.KeyingActivityRecipe), string(identity.KeyingBusinessIdentity)}
+	recipes         = [...]string{identity.ActivityRecipe, identity.BusinessRecipe}
 	semanticRecipes = [...]string{semantic.RecipeV2}
 	attemptStates   = [...]string{string(ledger.AttemptClaimed), string(ledger.AttemptCompleted),
 		string(ledger.AttemptReleased), string(ledger.AttemptEscaped)}
@@ -351,10 +352,10 @@ func unpack(b []byte, r *ledger.Record) error {
 	}
 	x := &reader{b: b[1:]}
 	k := refsOf(r)
-	r.Kind = ledger.Kind(x.ref(kinds[:]...))
+	r.Kind = identity.Kind(x.ref(kinds[:]...))
 	r.EffectID = x.ref(k.effectID)
 	r.Tenant = x.ref(tenantOf(r.EffectID))
-	r.Keying = ledger.Keying(x.ref(keyings[:]...))
+	r.Keying = identity.Keying(x.ref(keyings[:]...))
 	r.IdentityRecipe = x.ref(recipes[:]...)
 	r.SemanticRecipe = x.ref(semanticRecipes[:]...)
 	r.RequestDigest, r.ProviderKey = x.ref(), x.ref()

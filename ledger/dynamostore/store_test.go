@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"slices"
 	"testing"
 	"time"
@@ -55,7 +56,7 @@ func newEnv(t *testing.T, e *dynamotest.Emulator) *env {
 }
 
 func business(t *testing.T, key string) ledger.Effect {
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: key})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

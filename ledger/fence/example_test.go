@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/fence"
@@ -21,7 +22,7 @@ func Example() {
 		calls++ // the provider would receive c.ProviderKey as Idempotency-Key
 		return []byte("re_123"), nil
 	}
-	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-42"})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-42"})
 	for _, region := range []string{"eu-west-1", "us-east-1"} {
 		owner, _ := fence.New(fence.Config{Store: fences, Region: region})
 		l, _ := ledger.New(ledger.Config{Store: memstore.New(), Fencer: owner, Wait: -1})

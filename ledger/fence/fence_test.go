@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"sync"
 	"testing"
@@ -65,7 +66,7 @@ func (w *world) staleCount() int {
 }
 
 func effect(t *testing.T, key string) ledger.Effect {
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: key})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/configerr"
@@ -104,7 +105,7 @@ func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
 		return err
 	}
 	if !ok {
-		dims := map[string]string{"kind": string(ledger.KindEffect)}
+		dims := map[string]string{"kind": string(identity.KindEffect)}
 		if o.cfg.Region != "" {
 			dims["region"] = o.cfg.Region
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"slices"
 	"strings"
@@ -76,7 +77,7 @@ func testFirstEffect(t *testing.T, e *env) {
 	if rec.State != ledger.StateCompleted || rec.Outcome == nil || !rec.Outcome.OK || !bytes.Equal(rec.Outcome.Value, r.Value) {
 		t.Fatalf("record %+v", rec)
 	}
-	if rec.IdentityRecipe != ledger.BusinessIdentityRecipe || rec.Keying != ledger.KeyingBusinessIdentity {
+	if rec.IdentityRecipe != identity.BusinessRecipe || rec.Keying != identity.KeyingBusinessIdentity {
 		t.Fatalf("recipe stamps %q %q", rec.IdentityRecipe, rec.Keying)
 	}
 	if got := e.prov.Keys(); len(got) != 1 || got[0] != rec.ProviderKey || got[0] != eff.Identity.ProviderKey {
@@ -492,7 +493,7 @@ func testActivityOrdinals(t *testing.T, e *env) {
 		t.Fatalf("calls=%d effects=%d ids %s %s replay=%v", calls.Load(), e.prov.Effects(), r0.EffectID, r1.EffectID, again.Replayed)
 	}
 	rec := e.get(effectKey(eff(0).Identity))
-	if rec.IdentityRecipe != ledger.ActivityIdentityRecipe || rec.Keying != ledger.KeyingActivityRecipe ||
+	if rec.IdentityRecipe != identity.ActivityRecipe || rec.Keying != identity.KeyingActivityRecipe ||
 		rec.Attempts[0].InvocationID != eff(0).Identity.InvocationID {
 		t.Fatalf("stamps %q %q inv %q", rec.IdentityRecipe, rec.Keying, rec.Attempts[0].InvocationID)
 	}

@@ -3,6 +3,7 @@ package ledgertest
 import (
 	"context"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,7 @@ func (e *env) sample(key string, now time.Time) *ledger.Record {
 	id := e.business("sample", key)
 	run := e.runID()
 	return &ledger.Record{
-		Key: "effect#" + id.EffectID, Kind: ledger.KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
+		Key: "effect#" + id.EffectID, Kind: identity.KindEffect, EffectID: id.EffectID, Tenant: id.Tenant,
 		Keying: id.Keying, IdentityRecipe: id.Recipe, SemanticRecipe: "openwop-semantic-request-v2",
 		RequestDigest: "0f3a", ProviderKey: id.ProviderKey, RunID: run,
 		State: ledger.StateClaimed, Owner: "owner-1", Attempt: 1, LeaseUntil: now.Add(30 * time.Second),
@@ -222,7 +223,7 @@ func testListByRun(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.FireOnce(ctx, ledger.Slot{Job: "job", Slot: runA}, func(context.Context) error { return nil }); err != nil {
+	if _, err := l.FireOnce(ctx, identity.Slot{Job: "job", Slot: runA}, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, func() string {
@@ -234,7 +235,7 @@ func testListByRun(t *testing.T, e *env) {
 			return fmt.Sprintf("ListByRun(runA) returned %d records, want 2", len(recs))
 		}
 		for _, r := range recs {
-			if r.RunID != runA || r.Kind != ledger.KindEffect {
+			if r.RunID != runA || r.Kind != identity.KindEffect {
 				t.Fatalf("ListByRun(runA) returned %+v", r)
 			}
 		}

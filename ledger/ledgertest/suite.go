@@ -16,6 +16,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,18 +258,18 @@ func (e *env) ledger(mod ...func(*ledger.Config)) *ledger.Ledger {
 
 func (e *env) runID() string { return e.tenant + "/run-" + rnd(10) }
 
-func (e *env) business(op, key string) ledger.Identity {
+func (e *env) business(op, key string) identity.Identity {
 	e.t.Helper()
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: e.tenant, Operation: op, Key: key})
+	id, err := identity.FromBusiness(identity.Business{Tenant: e.tenant, Operation: op, Key: key})
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	return id
 }
 
-func (e *env) activity(run, node string, ord uint64) ledger.Identity {
+func (e *env) activity(run, node string, ord uint64) identity.Identity {
 	e.t.Helper()
-	id, err := ledger.ActivityIdentity(ledger.Activity{Tenant: e.tenant, RunID: run, NodeID: node, Ordinal: ord, Provider: "fake"})
+	id, err := identity.FromActivity(identity.Activity{Tenant: e.tenant, RunID: run, NodeID: node, Ordinal: ord, Provider: "fake"})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -300,7 +301,7 @@ func (e *env) get(key string) *ledger.Record {
 	return r
 }
 
-func effectKey(id ledger.Identity) string { return "effect#" + id.EffectID }
+func effectKey(id identity.Identity) string { return "effect#" + id.EffectID }
 
 func (e *env) resetRT() {
 	e.store.calls.Store(0)

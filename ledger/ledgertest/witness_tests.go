@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"os"
 	"strings"
 	"sync"
@@ -127,7 +128,7 @@ func testWitness(t *testing.T, e *env) {
 		if !keys[r.ProviderKey] && r.NodeID != "slow" {
 			t.Fatalf("row providerKey %q was never sent to the provider", r.ProviderKey)
 		}
-		if r.Keying == ledger.KeyingActivityRecipe && r.InvocationID == "" {
+		if r.Keying == identity.KeyingActivityRecipe && r.InvocationID == "" {
 			t.Fatalf("activity row without invocationId: %+v", r)
 		}
 	}
@@ -153,7 +154,7 @@ var slotTests = []test{
 
 func testSlotFireOnce(t *testing.T, e *env) {
 	l := e.ledger()
-	slot := ledger.Slot{Job: "schedule-fire:nightly-" + rnd(4), Slot: "2026-09-18T00:00:00Z"}
+	slot := identity.Slot{Job: "schedule-fire:nightly-" + rnd(4), Slot: "2026-09-18T00:00:00Z"}
 	calls := 0
 	fn := func(context.Context) error { calls++; return nil }
 	e.resetRT()
@@ -175,7 +176,7 @@ func testSlotNeverReleased(t *testing.T, e *env) {
 	ctx := context.Background()
 	calls := 0
 	boom := errors.New("job failed half-way")
-	failing := ledger.Slot{Job: "job-" + rnd(4), Slot: "1"}
+	failing := identity.Slot{Job: "job-" + rnd(4), Slot: "1"}
 	if r, err := l.FireOnce(ctx, failing, func(context.Context) error { calls++; return boom }); !errors.Is(err, boom) || !r.Fired || r.OK {
 		t.Fatalf("failing FireOnce %+v %v", r, err)
 	}
@@ -185,7 +186,7 @@ func testSlotNeverReleased(t *testing.T, e *env) {
 		t.Fatalf("FireOnce after a failure %+v %v calls %d; want not fired, failure recorded", r, err, calls)
 	}
 	// A firer that dies before recording keeps the slot forever, lease or not.
-	crashed := ledger.Slot{Job: "job-" + rnd(4), Slot: "1"}
+	crashed := identity.Slot{Job: "job-" + rnd(4), Slot: "1"}
 	e.store.failOnce(ledger.StateCompleted, errCrash)
 	if _, err := l.FireOnce(ctx, crashed, func(context.Context) error { calls++; return nil }); !errors.Is(err, errCrash) {
 		t.Fatalf("crashed FireOnce %v", err)
@@ -204,7 +205,7 @@ func testSlotKeyspace(t *testing.T, e *env) {
 	// A slot and an effect built from the very same strings are different
 	// records; both fire.
 	job, occ := "schedule-fire:job-"+rnd(4), "slot-1"
-	slot := ledger.Slot{Job: job, Slot: occ}
+	slot := identity.Slot{Job: job, Slot: occ}
 	key, err := slot.Key()
 	if err != nil || !strings.HasPrefix(key, "host#") {
 		t.Fatalf("slot key %q %v", key, err)

@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strconv"
 	"testing"
 
@@ -18,7 +19,7 @@ func BenchmarkDoFirst(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: strconv.Itoa(i)})
+		id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: strconv.Itoa(i)})
 		if _, err := l.Do(ctx, ledger.Effect{Identity: id}, ok); err != nil {
 			b.Fatal(err)
 		}
@@ -29,7 +30,7 @@ func BenchmarkDoFirst(b *testing.B) {
 func BenchmarkDoDuplicate(b *testing.B) {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
 	ctx := context.Background()
-	id, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "op", Key: "dup"})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: "dup"})
 	eff := ledger.Effect{Identity: id}
 	if _, err := l.Do(ctx, eff, ok); err != nil {
 		b.Fatal(err)

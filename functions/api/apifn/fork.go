@@ -105,7 +105,7 @@ func validation(field, msg string) *apierr.Error {
 // sourceRunId, fromSeq, mode, status, eventsUrl}. Every execution of one
 // key names the same fork (runs.ClaimRunID), so a retried fork request
 // never creates a second run. The fork inherits the source's recipe
-// stamps (Run.RecipeStamps: recorded history is resolved under the recipes
+// stamps (Run.Stamps: recorded history is resolved under the recipes
 // it was recorded with), records the host's current ones for new branch
 // work (runs.Fork.BranchStamps), and its ancestry (runs.NewFork), so a
 // fork of a fork resolves each recorded execution from the run that

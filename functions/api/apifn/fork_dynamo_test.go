@@ -102,7 +102,7 @@ func TestForkRunDynamo(t *testing.T) {
 			t.Fatal(err)
 		}
 		if fork.Fork == nil || len(fork.Fork.Inherited) != 3 || len(fork.Fork.Ancestry) != 1 || fork.Fork.Ancestry[0].RunID != src.ID ||
-			len(fork.Fork.Recorded) != 4 || !fork.Fork.SourceComplete || fork.RecipeStamps != src.RecipeStamps {
+			len(fork.Fork.Recorded) != 4 || !fork.Fork.SourceComplete || fork.Stamps != src.Stamps {
 			t.Fatalf("fork as stored: %+v", fork.Fork)
 		}
 		srcEvs, got := rawEvents(t, f, src.ID), rawEvents(t, f, id)

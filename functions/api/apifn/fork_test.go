@@ -368,8 +368,8 @@ func TestForkOfAForkKeepsTheRecordedHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := run.Fork.Ancestry
-	if run.RecipeStamps != src.RecipeStamps || len(a) != 2 || a[0].RunID != first || a[0].Mode != runs.ForkBranch ||
+	if run.Stamps != src.Stamps || len(a) != 2 || a[0].RunID != first || a[0].Mode != runs.ForkBranch ||
 		a[0].Inherited["effect"] != 1 || a[1].RunID != src.ID || a[1].Mode != "" {
-		t.Fatalf("stamps %+v, ancestry %+v", run.RecipeStamps, a)
+		t.Fatalf("stamps %+v, ancestry %+v", run.Stamps, a)
 	}
 }

@@ -3,6 +3,7 @@ package apifn
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"sync"
 	"testing"
@@ -148,10 +149,10 @@ func TestCreateRunReplay(t *testing.T) {
 	id, _ := m1["runId"].(string)
 	// The run records the recipe stamps it was created with, and getRun
 	// shows them (RFC 0150 §E).
-	if stored, err := f.runs.Get(context.Background(), id); err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
+	if stored, err := f.runs.Get(context.Background(), id); err != nil || stored.Stamps != identity.CurrentStamps() {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
-	if _, g := f.do(t, ev("GET", "/runs/"+runs.ProjectID(id), "acme", "", "")); runExt(g)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+	if _, g := f.do(t, ev("GET", "/runs/"+runs.ProjectID(id), "acme", "", "")); runExt(g)["activityIdentityRecipe"] != identity.ActivityRecipe ||
 		runExt(g)["semanticRequestRecipe"] != semantic.RecipeV2 {
 		t.Fatalf("getRun %v", g)
 	}

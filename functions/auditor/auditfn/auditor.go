@@ -35,7 +35,7 @@
 // dimension "table" (effects | idempotency), except the conflict counter
 // above. Log lines carry effect ids and Layer-1 record ids only as
 // keyhash.Log values (the provider idempotency key is a public derivative of
-// the effect id, ledger.ProviderKeyFor), with the run that created the
+// the effect id, identity.ProviderKey), with the run that created the
 // effect record for correlation; conflict events carry effect ids only as
 // keyhash.Log values too. The auditor only reads stream records, except for
 // that one conditional restore of a Layer-1 winner, so a retried batch at worst counts (and

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"strings"
@@ -156,13 +157,13 @@ func TestNewFromEnv(t *testing.T) {
 // and an opaque effect reference, no content and no key; the metric has
 // only bounded dimensions.
 func TestHandleLambdaRecordsCrossRegionConflict(t *testing.T) {
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-7731"})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-7731"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	rec := func(owner string, created time.Time, st ledger.State, att ledger.AttemptState, out *ledger.Outcome) *ledger.Record {
-		return &ledger.Record{Key: "effect#" + id.EffectID, Kind: ledger.KindEffect, EffectID: id.EffectID, Tenant: "acme",
+		return &ledger.Record{Key: "effect#" + id.EffectID, Kind: identity.KindEffect, EffectID: id.EffectID, Tenant: "acme",
 			Keying: id.Keying, ProviderKey: id.ProviderKey, State: st, Owner: owner, Attempt: 1,
 			LeaseUntil: created.Add(time.Minute), CreatedAt: created, UpdatedAt: created.Add(5 * time.Millisecond),
 			ExpiresAt: created.Add(ledger.MinRetention), Outcome: out,
@@ -308,7 +309,7 @@ func TestHandleLambdaTwoRegionPartition(t *testing.T) {
 	call := func(ctx context.Context, c ledger.Call) ([]byte, error) {
 		return prov.Call(ctx, c.ProviderKey, "refund 10 EUR")
 	}
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "refund", Key: "order-42"})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-42"})
 	if err != nil {
 		t.Fatal(err)
 	}

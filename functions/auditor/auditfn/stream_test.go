@@ -3,6 +3,7 @@ package auditfn
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"sync"
@@ -48,7 +49,7 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 		t.Fatal(err)
 	}
 	runID := runs.NewRunID("acme")
-	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: runID, NodeID: "n", Provider: "p"})
+	id, _ := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: runID, NodeID: "n", Provider: "p"})
 	eff := ledger.Effect{Identity: id, RunID: runID, NodeID: "n"}
 	// 1: the provider call's outcome is unknown -> escaped.
 	if _, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {

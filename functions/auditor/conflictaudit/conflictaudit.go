@@ -25,6 +25,7 @@ package conflictaudit
 
 import (
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 
@@ -102,7 +103,7 @@ func Detect(old, cur *ledger.Record) *Conflict {
 	}
 	kind := string(cur.Kind)
 	if kind == "" {
-		kind = string(ledger.KindEffect)
+		kind = string(identity.KindEffect)
 	}
 	return &Conflict{Event: "cross_region_conflict", Kind: kind, Effect: cur.EffectID,
 		Winner: party(cur), Loser: party(old), Reason: reason}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"log/slog"
 	"strings"
 	"sync"
@@ -52,7 +53,7 @@ func (r *recording) add(old, cur *ledger.Record) {
 }
 
 func business(t *testing.T, key string) ledger.Effect {
-	id, err := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: "charge", Key: key})
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: key})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestLegitimateTransitionsAreNotConflicts(t *testing.T) {
 }
 
 func claim(owner string, attempt int, created time.Time, fired bool) *ledger.Record {
-	r := &ledger.Record{Key: "effect#acme/x", Kind: ledger.KindEffect, EffectID: "acme/x", State: ledger.StateClaimed,
+	r := &ledger.Record{Key: "effect#acme/x", Kind: identity.KindEffect, EffectID: "acme/x", State: ledger.StateClaimed,
 		Owner: owner, Attempt: attempt, CreatedAt: created, ExpiresAt: created.Add(ledger.MinRetention)}
 	for n := 1; n <= attempt; n++ {
 		r.Attempts = append(r.Attempts, ledger.Attempt{N: n, State: ledger.AttemptClaimed, Fired: fired && n == attempt})

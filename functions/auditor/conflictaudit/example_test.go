@@ -2,6 +2,7 @@ package conflictaudit_test
 
 import (
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
@@ -14,7 +15,7 @@ import (
 func ExampleDetect() {
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	rec := func(owner string, created time.Time) *ledger.Record {
-		return &ledger.Record{Key: "effect#acme/x", Kind: ledger.KindEffect, EffectID: "acme/x",
+		return &ledger.Record{Key: "effect#acme/x", Kind: identity.KindEffect, EffectID: "acme/x",
 			State: ledger.StateFiring, Owner: owner, Attempt: 1, CreatedAt: created,
 			ExpiresAt: created.Add(ledger.MinRetention),
 			Attempts:  []ledger.Attempt{{N: 1, State: ledger.AttemptClaimed, Fired: true}}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"sync"
@@ -87,7 +88,7 @@ func TestBusinessKeyDeliversOnce(t *testing.T) {
 			}
 			b.execute(t, runs...)
 			keys := b.rc.seen()
-			want, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: webhook.WebhookOperation, Key: "order-7"})
+			want, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: webhook.WebhookOperation, Key: "order-7"})
 			if len(keys) != 1 || keys[0] != want.ProviderKey {
 				t.Fatalf("provider saw %q, want one request keyed %s", keys, want.ProviderKey)
 			}
@@ -107,7 +108,7 @@ func TestBusinessKeyDeliversOnce(t *testing.T) {
 					}
 				case 1:
 					row := p.Effects[0]
-					if row.EffectID != want.EffectID || row.Keying != ledger.KeyingBusinessIdentity || row.State != ledger.AttemptCompleted ||
+					if row.EffectID != want.EffectID || row.Keying != identity.KeyingBusinessIdentity || row.State != ledger.AttemptCompleted ||
 						row.ProviderKey != want.ProviderKey || row.Attempt != 1 {
 						t.Fatalf("run %s: witness row %+v", r.ID, row)
 					}
@@ -160,12 +161,12 @@ func TestBusinessKeyScope(t *testing.T) {
 	plain := (&fixture{runs: b.runs, l: b.l}).webhookRun(t, b.rc.srv.URL+"/hook")
 	b.execute(t, plain)
 	p, _ := b.l.Witness(context.Background(), plain.ID)
-	if len(p.Effects) != 1 || p.Effects[0].Keying != ledger.KeyingActivityRecipe {
+	if len(p.Effects) != 1 || p.Effects[0].Keying != identity.KeyingActivityRecipe {
 		t.Fatalf("plain run witness %+v", p.Effects)
 	}
 }
 
-func mustIdentity(t *testing.T, r hostruns.Run) ledger.Identity {
+func mustIdentity(t *testing.T, r hostruns.Run) identity.Identity {
 	t.Helper()
 	id, err := webhook.WebhookIdentity(r)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"net"
@@ -237,7 +238,7 @@ func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
 		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, rc.srv.URL)
-	id, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: webhook.NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	id, _ := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: run.ID, NodeID: webhook.NodeDeliver, Ordinal: 0, Provider: "webhook"})
 	crash := errors.New("crash")
 	func() {
 		defer func() { _ = recover() }()
@@ -324,18 +325,18 @@ func (failingRuns) Get(context.Context, string) (hostruns.Run, error) {
 // would be read.
 type stampedRuns struct {
 	*hostruns.MemRuns
-	stamps ledger.RecipeStamps
+	stamps identity.Stamps
 }
 
 func (s stampedRuns) Get(ctx context.Context, id string) (hostruns.Run, error) {
 	r, err := s.MemRuns.Get(ctx, id)
-	r.RecipeStamps = s.stamps
+	r.Stamps = s.stamps
 	return r, err
 }
 
 func (s stampedRuns) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
 	r, err := s.MemRuns.Transition(ctx, id, from, to, msg, now)
-	r.RecipeStamps = s.stamps
+	r.Stamps = s.stamps
 	return r, err
 }
 
@@ -345,7 +346,7 @@ func (s stampedRuns) Transition(ctx context.Context, id string, from []hostruns.
 // the current recipe: nothing is sent, no effect record is written, and the
 // run ends failed with the reason; the witness stays empty.
 func TestRunStampsDriveIdentity(t *testing.T) {
-	for _, stamps := range []ledger.RecipeStamps{
+	for _, stamps := range []identity.Stamps{
 		{ActivityIdentityRecipe: "openwop-activity-v1", SemanticRequestRecipe: "openwop-semantic-request-v1"},
 		{},
 	} {
@@ -373,7 +374,7 @@ func TestRunStampsDriveIdentity(t *testing.T) {
 	defer srv.Close()
 	run := f.webhookRun(t, srv.URL)
 	f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)})
-	want, _ := run.RecipeStamps.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: run.ID, NodeID: webhook.NodeDeliver, Ordinal: 0, Provider: "webhook"})
+	want, _ := run.Stamps.ActivityIdentity(identity.Activity{Tenant: "acme", RunID: run.ID, NodeID: webhook.NodeDeliver, Ordinal: 0, Provider: "webhook"})
 	p, _ := f.l.Witness(context.Background(), run.ID)
 	if len(p.Effects) != 1 || p.Effects[0].EffectID != want.EffectID || f.status(t, run.ID) != hostruns.StatusCompleted {
 		t.Fatalf("witness %+v, want effect %s", p.Effects, want.EffectID)

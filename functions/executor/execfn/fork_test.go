@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"testing"
@@ -183,8 +184,8 @@ func TestReplayForkAfterACrashResolvesCompletedNodesFromTheRecord(t *testing.T) 
 		if w, err := s.l.Witness(context.Background(), rep.ID); err != nil || len(w.Effects) != 0 {
 			t.Fatalf("replay fork witness: %+v, %v", w, err)
 		}
-		if r.RecipeStamps != src.RecipeStamps || r.Fork.BranchStamps != ledger.CurrentRecipes() {
-			t.Fatalf("stamps: fork %+v branch %+v, source %+v", r.RecipeStamps, r.Fork.BranchStamps, src.RecipeStamps)
+		if r.Stamps != src.Stamps || r.Fork.BranchStamps != identity.CurrentStamps() {
+			t.Fatalf("stamps: fork %+v branch %+v, source %+v", r.Stamps, r.Fork.BranchStamps, src.Stamps)
 		}
 	})
 }
@@ -268,20 +269,20 @@ func TestReplayForkOfAForkUsesTheRecordedStamps(t *testing.T) {
 		s := newForkStack(t, e)
 		rc := newReceiver(t)
 		s.x.FixtureURL = rc.srv.URL + "/fixture"
-		old := ledger.RecipeStamps{ActivityIdentityRecipe: "openwop-activity-v1", SemanticRequestRecipe: "openwop-semantic-request-v1"}
+		old := identity.Stamps{ActivityIdentityRecipe: "openwop-activity-v1", SemanticRequestRecipe: "openwop-semantic-request-v1"}
 		src := runs.NewRun("acme", webhook.WorkflowReplaySideEffect, json.RawMessage(`{"delayMs":1}`), time.Now())
-		src.RecipeStamps = old
+		src.Stamps = old
 		src.Status = runs.StatusCompleted // recorded elsewhere: run.started, run.completed
 		if err := s.runs.Create(context.Background(), src); err != nil {
 			t.Fatal(err)
 		}
 		br := s.execute(t, s.forkFrom(t, src, runs.ForkBranch, 1).ID)
-		if br.Status != runs.StatusCompleted || br.RecipeStamps != old || br.Fork.BranchStamps != ledger.CurrentRecipes() || len(rc.seen()) != 1 {
-			t.Fatalf("branch: %s %s, stamps %+v / %+v, %d deliveries", br.Status, br.Error, br.RecipeStamps, br.Fork.BranchStamps, len(rc.seen()))
+		if br.Status != runs.StatusCompleted || br.Stamps != old || br.Fork.BranchStamps != identity.CurrentStamps() || len(rc.seen()) != 1 {
+			t.Fatalf("branch: %s %s, stamps %+v / %+v, %d deliveries", br.Status, br.Error, br.Stamps, br.Fork.BranchStamps, len(rc.seen()))
 		}
 		rep := s.forkFrom(t, br, runs.ForkReplay, 1)
-		if rep.RecipeStamps != old || len(rep.Fork.Ancestry) != 2 || rep.Fork.Ancestry[0].Stamps != ledger.CurrentRecipes() || rep.Fork.Ancestry[1].Stamps != old {
-			t.Fatalf("replay stamps %+v, ancestry %+v", rep.RecipeStamps, rep.Fork.Ancestry)
+		if rep.Stamps != old || len(rep.Fork.Ancestry) != 2 || rep.Fork.Ancestry[0].Stamps != identity.CurrentStamps() || rep.Fork.Ancestry[1].Stamps != old {
+			t.Fatalf("replay stamps %+v, ancestry %+v", rep.Stamps, rep.Fork.Ancestry)
 		}
 		rep = s.execute(t, rep.ID)
 		if got := effectOutcomes(rep); rep.Status != runs.StatusCompleted || got[effectResolved] != 1 || len(rc.seen()) != 1 {

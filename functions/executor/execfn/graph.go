@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"log/slog"
 	"time"
 
@@ -230,7 +231,7 @@ func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.No
 // record of the same execution: nil for a recorded success; a
 // *NodeFailedError (replay_source_missing) when the source recorded no
 // outcome, or (the recorded failure) when it recorded a failure.
-func (x *Executor) resolve(ctx context.Context, run runs.Run, nodeID string, n int, src ledger.Identity) error {
+func (x *Executor) resolve(ctx context.Context, run runs.Run, nodeID string, n int, src identity.Identity) error {
 	_, err := x.Webhook.Ledger.Replay(ctx, src)
 	switch {
 	case errors.Is(err, ledger.ErrReplaySourceMissing):
@@ -250,7 +251,7 @@ func (x *Executor) resolve(ctx context.Context, run runs.Run, nodeID string, n i
 func (x *Executor) replayWebhook(ctx context.Context, run runs.Run) error {
 	ctx = runs.WithReplay(ctx)
 	src := run
-	src.ID, src.RecipeStamps = run.RecordOf(webhook.NodeDeliver, 1)
+	src.ID, src.Stamps = run.RecordOf(webhook.NodeDeliver, 1)
 	src.Fork = nil
 	id, err := webhook.WebhookIdentity(src)
 	if err != nil {

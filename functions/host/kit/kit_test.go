@@ -3,6 +3,7 @@ package kit_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,7 +25,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
 
@@ -114,7 +114,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	}
 	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable")
 
-	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != ledger.ActivityIdentityRecipe ||
+	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != identity.ActivityRecipe ||
 		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != semantic.RecipeV2 {
 		t.Fatalf("run %v: want completed with its recipe stamps", st)
 	}
@@ -122,7 +122,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	// transaction), and the effect was recorded under the identity they
 	// compute.
 	stored, err := k.Runs.Get(ctx, id)
-	if err != nil || stored.RecipeStamps != ledger.CurrentRecipes() {
+	if err != nil || stored.Stamps != identity.CurrentStamps() {
 		t.Fatalf("stored run %+v %v", stored, err)
 	}
 	wantID, _ := webhook.WebhookIdentity(stored)

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"net/http"
 	"sync"
 	"testing"
@@ -42,8 +43,8 @@ func TestDynamoRuns(t *testing.T) {
 			t.Fatalf("%+v %v", got, err)
 		}
 		// The recipe stamps are stored with the run and read back as written.
-		if got.RecipeStamps != ledger.CurrentRecipes() {
-			t.Fatalf("stamps %+v, want %+v", got.RecipeStamps, ledger.CurrentRecipes())
+		if got.Stamps != identity.CurrentStamps() {
+			t.Fatalf("stamps %+v, want %+v", got.Stamps, identity.CurrentStamps())
 		}
 		if n := cnt.Total(); n != 3 {
 			t.Fatalf("create+create+get took %d round trips, want 3 (%v)", n, cnt.Ops())
@@ -51,7 +52,7 @@ func TestDynamoRuns(t *testing.T) {
 		// A run without stamps is refused before any round trip.
 		cnt.Reset()
 		unstamped := r
-		unstamped.ID, unstamped.RecipeStamps = NewRunID("acme"), ledger.RecipeStamps{}
+		unstamped.ID, unstamped.Stamps = NewRunID("acme"), identity.Stamps{}
 		if err := runs.Create(ctx, unstamped); !errors.Is(err, ledger.ErrUnsupportedRecipe) || cnt.Total() != 0 {
 			t.Fatalf("unstamped create: %v after %d round trips", err, cnt.Total())
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 // ForkMode is a fork's mode (forkRun `mode`).
@@ -37,10 +37,10 @@ type Fork struct {
 	Inherited []InheritedEvent `json:"inherited,omitempty"`
 	// BranchStamps are the host's selected recipes at fork time: the
 	// identities of the fork's NEW effects (branch work) are derived under
-	// them. The fork's own Run.RecipeStamps are the source's, inherited for
+	// them. The fork's own Run.Stamps are the source's, inherited for
 	// the recorded history (a replay resolves the source's effects under the
 	// recipes they were recorded with).
-	BranchStamps ledger.RecipeStamps `json:"branchStamps"`
+	BranchStamps identity.Stamps `json:"branchStamps"`
 	// Ancestry is the chain of runs the fork's recorded history comes
 	// from, nearest first: the source, then the source's source, back to
 	// the run that is no fork. A replay resolves each execution it
@@ -68,7 +68,7 @@ type Ancestor struct {
 	// Stamps are the recipe stamps its own executions' effects were
 	// identified with (Run.EffectStamps): a branch's BranchStamps, any other
 	// run's RecipeStamps.
-	Stamps ledger.RecipeStamps `json:"stamps"`
+	Stamps identity.Stamps `json:"stamps"`
 	// Inherited counts, per node, the terminal events (node.completed,
 	// node.failed) in its inherited prefix: the node's executions 1..k that
 	// it did not execute itself but took from its own source.
@@ -78,13 +78,13 @@ type Ancestor struct {
 // NewFork returns a new pending fork of src in mode from fromSeq, with the
 // source's events before fromSeq (inherited, as the events API serves
 // them): the source's workflow, inputs and tenant; the source's recipe
-// stamps (RecipeStamps: the recorded history it is rooted in) and the
+// stamps (Stamps: the recorded history it is rooted in) and the
 // host's current ones for its own new effects (BranchStamps); and its
 // ancestry (src, then src's own ancestry), so every recorded execution is
 // resolved under the stamps it was recorded with (RecordOf).
 func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, now time.Time) Run {
 	f := NewRun(src.Tenant, src.WorkflowID, src.Inputs, now)
-	f.RecipeStamps = src.RecipeStamps
+	f.Stamps = src.Stamps
 	a := Ancestor{RunID: src.ID, Stamps: src.EffectStamps()}
 	ancestry := []Ancestor{a}
 	if src.Fork != nil {
@@ -100,7 +100,7 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 		ancestry = append([]Ancestor{a}, src.Fork.Ancestry...)
 	}
 	f.Fork = &Fork{SourceRunID: src.ID, Mode: mode, FromSeq: fromSeq, Inherited: inherited,
-		BranchStamps: ledger.CurrentRecipes(), Ancestry: ancestry}
+		BranchStamps: identity.CurrentStamps(), Ancestry: ancestry}
 	return f
 }
 
@@ -115,12 +115,12 @@ func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, 
 // answer. Ordinals agree along the chain, since each fork's inherited
 // prefix counts toward its ordinals. A fork without ancestry answers its
 // source under its own RecipeStamps.
-func (r Run) RecordOf(nodeID string, n int) (runID string, stamps ledger.RecipeStamps) {
+func (r Run) RecordOf(nodeID string, n int) (runID string, stamps identity.Stamps) {
 	if r.Fork == nil {
 		return r.ID, r.EffectStamps()
 	}
 	if len(r.Fork.Ancestry) == 0 {
-		return r.Fork.SourceRunID, r.RecipeStamps
+		return r.Fork.SourceRunID, r.Stamps
 	}
 	for _, a := range r.Fork.Ancestry {
 		if a.Mode == "" || (a.Mode == ForkBranch && n > a.Inherited[nodeID]) {
@@ -149,9 +149,9 @@ func (r Run) IsReplay() bool { return r.Fork != nil && r.Fork.Mode == ForkReplay
 
 // EffectStamps are the recipe stamps the run's NEW effects are identified
 // with: a fork's BranchStamps, any other run's own stamps.
-func (r Run) EffectStamps() ledger.RecipeStamps {
+func (r Run) EffectStamps() identity.Stamps {
 	if r.Fork != nil && r.Fork.BranchStamps.Validate() == nil {
 		return r.Fork.BranchStamps
 	}
-	return r.RecipeStamps
+	return r.Stamps
 }

@@ -1,10 +1,9 @@
 package runs
 
 import (
+	"github.com/idemkit/idemkit/ledger/identity"
 	"testing"
 	"time"
-
-	"github.com/idemkit/idemkit/ledger"
 )
 
 // TestRecordOfWalksTheAncestry: a replay of a replay of a branch of an
@@ -13,9 +12,9 @@ import (
 // the ones it inherited from the original.
 func TestRecordOfWalksTheAncestry(t *testing.T) {
 	now := time.Now()
-	old := ledger.RecipeStamps{ActivityIdentityRecipe: "a-v1", SemanticRequestRecipe: "s-v1"}
+	old := identity.Stamps{ActivityIdentityRecipe: "a-v1", SemanticRequestRecipe: "s-v1"}
 	orig := NewRun("acme", "wf", nil, now)
-	orig.RecipeStamps = old
+	orig.Stamps = old
 	// The branch inherited two executions of n1 and none of n2.
 	branch := NewFork(orig, ForkBranch, 6, []InheritedEvent{
 		{Sequence: 0, Type: "run.started"},
@@ -25,12 +24,12 @@ func TestRecordOfWalksTheAncestry(t *testing.T) {
 	}, now)
 	rep1 := NewFork(branch, ForkReplay, 0, nil, now)
 	rep2 := NewFork(rep1, ForkReplay, 0, nil, now)
-	cur := ledger.CurrentRecipes()
+	cur := identity.CurrentStamps()
 	for _, c := range []struct {
 		node   string
 		n      int
 		run    string
-		stamps ledger.RecipeStamps
+		stamps identity.Stamps
 	}{
 		{"n1", 1, orig.ID, old},
 		{"n1", 2, orig.ID, old},
@@ -43,14 +42,14 @@ func TestRecordOfWalksTheAncestry(t *testing.T) {
 			}
 		}
 	}
-	if rep2.RecipeStamps != old || len(rep2.Fork.Ancestry) != 3 || rep2.Fork.Ancestry[2].RunID != orig.ID {
-		t.Fatalf("rep2 stamps %+v ancestry %+v", rep2.RecipeStamps, rep2.Fork.Ancestry)
+	if rep2.Stamps != old || len(rep2.Fork.Ancestry) != 3 || rep2.Fork.Ancestry[2].RunID != orig.ID {
+		t.Fatalf("rep2 stamps %+v ancestry %+v", rep2.Stamps, rep2.Fork.Ancestry)
 	}
 	// A fork recorded before ancestry was kept reads its source under its
 	// own stamps.
 	legacy := rep1
 	legacy.Fork = &Fork{SourceRunID: branch.ID, Mode: ForkReplay}
-	if id, st := legacy.RecordOf("n1", 1); id != branch.ID || st != legacy.RecipeStamps {
+	if id, st := legacy.RecordOf("n1", 1); id != branch.ID || st != legacy.Stamps {
 		t.Fatalf("legacy fork: %s %+v", id, st)
 	}
 }

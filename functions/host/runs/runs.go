@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem/decided"
-	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 // Status is a run's lifecycle status.
@@ -53,7 +53,7 @@ func (s Status) Terminal() bool {
 //
 // Every run records the recipe stamps it was created with:
 // activityIdentityRecipe and semanticRequestRecipe (the embedded
-// ledger.RecipeStamps, set from ledger.CurrentRecipes() by NewRun). The
+// identity.Stamps, set from identity.CurrentStamps() by NewRun). The
 // executor derives the run's effect identities through these stamps
 // (RecipeStamps.ActivityIdentity), never through the kit's current recipe,
 // so a kit upgrade cannot silently re-key a run's recorded effects: a run
@@ -102,7 +102,7 @@ type Run struct {
 	// Fork is set on a run created by forkRun: its source, mode, fromSeq
 	// and inherited history. Nil for any other run. Fixed at creation.
 	Fork *Fork `json:"fork,omitempty"`
-	ledger.RecipeStamps
+	identity.Stamps
 }
 
 // Wake is why and until when a run is parked: its effect's next attempt.
@@ -121,11 +121,11 @@ func (w Wake) IsZero() bool { return w.At.IsZero() }
 
 // NewRun returns a new pending run of workflowID for tenant with a fresh
 // runId (NewRunID), stamped with the kit's current recipes
-// (ledger.CurrentRecipes) and created/updated at now (UTC), at version 1.
+// (identity.CurrentStamps) and created/updated at now (UTC), at version 1.
 func NewRun(tenant, workflowID string, inputs json.RawMessage, now time.Time) Run {
 	now = now.UTC()
 	return Run{ID: NewRunID(tenant), Tenant: tenant, WorkflowID: workflowID, Inputs: inputs,
-		Status: StatusPending, CreatedAt: now, UpdatedAt: now, RecipeStamps: ledger.CurrentRecipes(),
+		Status: StatusPending, CreatedAt: now, UpdatedAt: now, Stamps: identity.CurrentStamps(),
 		Version: 1, History: decided.VersionLog{version(FieldStatus, StatusPending)}}
 }
 
@@ -145,7 +145,7 @@ func checkNew(r Run) error {
 	if !ValidRunID(r.ID) || RunTenant(r.ID) != r.Tenant {
 		return fmt.Errorf("host: run id %q is not a runId of tenant %q", r.ID, r.Tenant)
 	}
-	if err := r.RecipeStamps.Validate(); err != nil {
+	if err := r.Stamps.Validate(); err != nil {
 		return fmt.Errorf("host: run %s: %w", r.ID, err)
 	}
 	return nil

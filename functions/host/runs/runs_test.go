@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,7 @@ func TestRunIDProjection(t *testing.T) {
 func TestRecipeStamps(t *testing.T) {
 	ctx := context.Background()
 	r := NewRun("acme", "webhook", []byte(`{"url":"https://example.com/"}`), time.Now())
-	if r.RecipeStamps != ledger.CurrentRecipes() || r.ActivityIdentityRecipe != "openwop-activity-v2" ||
+	if r.Stamps != identity.CurrentStamps() || r.ActivityIdentityRecipe != "openwop-activity-v2" ||
 		r.SemanticRequestRecipe != "openwop-semantic-request-v2" || r.Status != StatusPending || RunTenant(r.ID) != "acme" {
 		t.Fatalf("%+v", r)
 	}
@@ -57,14 +58,14 @@ func TestRecipeStamps(t *testing.T) {
 	}
 	m := NewMemRuns()
 	for _, bad := range []Run{
-		func() Run { x := r; x.RecipeStamps = ledger.RecipeStamps{}; return x }(),
+		func() Run { x := r; x.Stamps = identity.Stamps{}; return x }(),
 		func() Run { x := r; x.SemanticRequestRecipe = ""; return x }(),
 	} {
 		if err := m.Create(ctx, bad); !errors.Is(err, ledger.ErrUnsupportedRecipe) {
 			t.Fatalf("unstamped run stored: %v", err)
 		}
 	}
-	if err := m.Create(ctx, Run{ID: "globex/abcdefghijklmnopqr", Tenant: "acme", RecipeStamps: ledger.CurrentRecipes()}); err == nil {
+	if err := m.Create(ctx, Run{ID: "globex/abcdefghijklmnopqr", Tenant: "acme", Stamps: identity.CurrentStamps()}); err == nil {
 		t.Fatal("a runId of another tenant was stored")
 	}
 	if m.Len() != 0 {
@@ -76,7 +77,7 @@ func TestRecipeStamps(t *testing.T) {
 	got, _ := m.Get(ctx, r.ID)
 	// A stream image / item round trip keeps the stamps.
 	back, ok := RunFromItem(runItem(got))
-	if !ok || back.RecipeStamps != got.RecipeStamps {
+	if !ok || back.Stamps != got.Stamps {
 		t.Fatalf("%+v", back)
 	}
 }

@@ -3,6 +3,7 @@ package webhook
 import (
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"testing"
 	"time"
@@ -60,20 +61,20 @@ func TestWebhookIdentityKeying(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := ledger.BusinessIdentity(ledger.Business{Tenant: "acme", Operation: WebhookOperation, Key: "order-7"})
+	want, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: WebhookOperation, Key: "order-7"})
 	ib, _ := WebhookIdentity(b)
 	iother, _ := WebhookIdentity(other)
-	if ia != want || ib != want || ia.Keying != ledger.KeyingBusinessIdentity || iother.EffectID == ia.EffectID || iother.ProviderKey == ia.ProviderKey {
+	if ia != want || ib != want || ia.Keying != identity.KeyingBusinessIdentity || iother.EffectID == ia.EffectID || iother.ProviderKey == ia.ProviderKey {
 		t.Fatalf("identities %+v %+v %+v, want %+v", ia, ib, iother, want)
 	}
 	plain := runs.NewRun("acme", WorkflowWebhook, json.RawMessage(`{"url":"https://example.com/h"}`), time.Now())
-	if ip, err := WebhookIdentity(plain); err != nil || ip.Keying != ledger.KeyingActivityRecipe {
+	if ip, err := WebhookIdentity(plain); err != nil || ip.Keying != identity.KeyingActivityRecipe {
 		t.Fatal(ip, err)
 	}
 	// A business-keyed run still needs its stamps; a bad stored key is an
 	// invalid identity.
 	unstamped := a
-	unstamped.RecipeStamps = ledger.RecipeStamps{}
+	unstamped.Stamps = identity.Stamps{}
 	if _, err := WebhookIdentity(unstamped); !errors.Is(err, ledger.ErrUnsupportedRecipe) {
 		t.Fatalf("unstamped: %v", err)
 	}

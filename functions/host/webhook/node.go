@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/ledger/identity"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/ledger"
@@ -29,8 +30,8 @@ const sideEffectProvider = "conformance.side-effect"
 // over (tenant, runID, nodeID, ordinal, provider). A replay passes the
 // SOURCE run's id and stamps, so the outcome it resolves is keyed on
 // (sourceRunId, nodeId, n).
-func NodeIdentity(stamps ledger.RecipeStamps, tenant, runID, nodeID string, ordinal uint64) (ledger.Identity, error) {
-	return stamps.ActivityIdentity(ledger.Activity{Tenant: tenant, RunID: runID, NodeID: nodeID, Ordinal: ordinal, Provider: sideEffectProvider})
+func NodeIdentity(stamps identity.Stamps, tenant, runID, nodeID string, ordinal uint64) (identity.Identity, error) {
+	return stamps.ActivityIdentity(identity.Activity{Tenant: tenant, RunID: runID, NodeID: nodeID, Ordinal: ordinal, Provider: sideEffectProvider})
 }
 
 // DeliverNode performs one execution of a side-effecting node of run: a

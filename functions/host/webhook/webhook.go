@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"net"
 	"net/http"
@@ -223,15 +224,15 @@ const webhookProvider = "webhook"
 //
 // Without inputs.businessKey: the activity identity over (tenant, runId,
 // NodeDeliver, ordinal 0, webhookProvider), computed under the recipe the
-// run is STAMPED with (run.RecipeStamps.ActivityIdentity), never the kit's
+// run is STAMPED with (run.Stamps.ActivityIdentity), never the kit's
 // current one. A run without stamps, or stamped with a recipe this kit does
 // not compute, gets an error wrapping ledger.ErrUnsupportedRecipe (recipe
 // stamps: a recorded identity is never recomputed under another recipe).
 //
 // With inputs.businessKey: the business identity
-// ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation:
+// identity.FromBusiness(identity.Business{Tenant: run.Tenant, Operation:
 // WebhookOperation, Key: businessKey}) (keying "business-identity", recipe
-// ledger.BusinessIdentityRecipe, recorded on the effect record), which does
+// identity.BusinessRecipe, recorded on the effect record), which does
 // not depend on the run: every run of the tenant carrying that business key
 // (e.g. two createRun calls with two Idempotency-Keys for one business
 // event) resolves to ONE effect and one provider key. The run must still
@@ -239,21 +240,21 @@ const webhookProvider = "webhook"
 // offers no stamp-driven business derivation, so the business recipe is
 // the kit's (v1, the only one). An invalid stored businessKey gets an error
 // wrapping ledger.ErrInvalidIdentity.
-func WebhookIdentity(run runs.Run) (ledger.Identity, error) {
+func WebhookIdentity(run runs.Run) (identity.Identity, error) {
 	bk, err := webhookBusinessKey(run.Inputs)
 	if err != nil {
-		return ledger.Identity{}, fmt.Errorf("%w: %w", ledger.ErrInvalidIdentity, err)
+		return identity.Identity{}, fmt.Errorf("%w: %w", ledger.ErrInvalidIdentity, err)
 	}
 	// A fork's new deliveries use the host's selected recipes; any other
 	// run's, its own stamps (runs.Run.EffectStamps).
 	stamps := run.EffectStamps()
 	if bk == "" {
-		return stamps.ActivityIdentity(ledger.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
+		return stamps.ActivityIdentity(identity.Activity{Tenant: run.Tenant, RunID: run.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
 	}
 	if err := stamps.Validate(); err != nil {
-		return ledger.Identity{}, err
+		return identity.Identity{}, err
 	}
-	return ledger.BusinessIdentity(ledger.Business{Tenant: run.Tenant, Operation: WebhookOperation, Key: bk})
+	return identity.FromBusiness(identity.Business{Tenant: run.Tenant, Operation: WebhookOperation, Key: bk})
 }
 
 // webhookRequestRecipe is the recipe stamp of the webhook request digest
@@ -419,7 +420,7 @@ func (w *Webhook) Deliver(ctx context.Context, run runs.Run) (ledger.Result, err
 	}
 	eff := ledger.Effect{Identity: id, RunID: run.ID, NodeID: NodeDeliver,
 		Retry: &ledger.Retry{MaxAttempts: w.MaxTries, Budget: w.Budget, Base: w.Backoff, Max: w.MaxBackoff}}
-	if id.Keying == ledger.KeyingBusinessIdentity {
+	if id.Keying == identity.KeyingBusinessIdentity {
 		d, err := webhookDigest(dest, payload)
 		if err != nil {
 			return ledger.Result{}, &ledger.FailedError{Message: "webhook inputs: " + err.Error(), Cause: err}

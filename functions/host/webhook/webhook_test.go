@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"net/netip"
 	"testing"
 	"time"
@@ -74,8 +75,8 @@ func TestWebhookIdentityUnderTheRunsStamp(t *testing.T) {
 	}
 	got, _ := m.Get(ctx, r.ID)
 	id, err := WebhookIdentity(got)
-	want, _ := ledger.ActivityIdentity(ledger.Activity{Tenant: "acme", RunID: r.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
-	if err != nil || id != want || id.Recipe != ledger.ActivityIdentityRecipe {
+	want, _ := identity.FromActivity(identity.Activity{Tenant: "acme", RunID: r.ID, NodeID: NodeDeliver, Ordinal: 0, Provider: webhookProvider})
+	if err != nil || id != want || id.Recipe != identity.ActivityRecipe {
 		t.Fatalf("%+v %v, want %+v", id, err, want)
 	}
 	for _, stamp := range []string{"openwop-activity-v1", ""} {

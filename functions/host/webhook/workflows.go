@@ -32,7 +32,7 @@ const (
 const NodeDeliver = "deliver"
 
 // WebhookOperation is the business operation of a webhook effect keyed on
-// inputs.businessKey (ledger.Business.Operation).
+// inputs.businessKey (identity.Business.Operation).
 const WebhookOperation = "webhook"
 
 // maxBusinessKeyBytes bounds the webhook workflow's inputs.businessKey.

@@ -1,14 +1,18 @@
-package ledger
+package identity
 
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/idemkit/idemkit/internal/ids"
 )
+
+// ErrInvalid is matched (errors.Is) by every identity input error.
+var ErrInvalid = errors.New("ledger: invalid effect identity input")
 
 // Keying says how an effect identity was derived; the values are the
 // OpenWOP witness vocabulary (`keying`).
@@ -24,14 +28,14 @@ const (
 )
 
 // Identity recipe stamps. Every ledger record carries the recipe that made its
-// identity, and runs stamp ActivityIdentityRecipe (recipe stamps). A reader never
+// identity, and runs stamp ActivityRecipe (see Stamps). A reader never
 // recomputes a recorded identity with another recipe: it uses the recorded
 // effectId as is.
 const (
-	// ActivityIdentityRecipe is the logical effect identity v2 (activity identity v2).
-	ActivityIdentityRecipe = "openwop-activity-v2"
-	// BusinessIdentityRecipe is idemkit's business identity recipe, v1.
-	BusinessIdentityRecipe = "idemkit-business-v1"
+	// ActivityRecipe is the logical effect identity v2 (activity identity v2).
+	ActivityRecipe = "openwop-activity-v2"
+	// BusinessRecipe is idemkit's business identity recipe, v1.
+	BusinessRecipe = "idemkit-business-v1"
 	// ProviderKeyRecipe is the derivation of the provider idempotency key from
 	// the effectId (see Identity.ProviderKey).
 	ProviderKeyRecipe = "idemkit-provider-key-v1"
@@ -46,8 +50,8 @@ type Identity struct {
 	Tenant string
 	// Keying says which recipe made EffectID.
 	Keying Keying
-	// Recipe is the identity recipe stamp (ActivityIdentityRecipe or
-	// BusinessIdentityRecipe).
+	// Recipe is the identity recipe stamp (ActivityRecipe or
+	// BusinessRecipe).
 	Recipe string
 	// InvocationID is the activity identity v2 logicalInvocationId for the activity
 	// recipe (the opaque part of EffectID); empty for a business identity.
@@ -96,10 +100,10 @@ type Business struct {
 
 func checkField(name, v string, required bool) error {
 	if required && v == "" {
-		return fmt.Errorf("%w: %s is empty", ErrInvalidIdentity, name)
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, name)
 	}
 	if strings.IndexByte(v, 0) >= 0 {
-		return fmt.Errorf("%w: %s contains NUL", ErrInvalidIdentity, name)
+		return fmt.Errorf("%w: %s contains NUL", ErrInvalid, name)
 	}
 	return nil
 }
@@ -109,13 +113,13 @@ func checkTenant(t string) error {
 		return err
 	}
 	if !ids.ValidTenant(t) {
-		return fmt.Errorf("%w: tenant does not match the tenantId grammar", ErrInvalidIdentity)
+		return fmt.Errorf("%w: tenant does not match the tenantId grammar", ErrInvalid)
 	}
 	if strings.IndexByte(t, '~') >= 0 {
 		// ids.schema.json (the OpenWOP id path projection): a host must not mint a
 		// tenant-bound id containing '~', the path projection's escape
 		// marker; an effectId is tenant + "/" + opaque.
-		return fmt.Errorf("%w: tenant contains '~' (no tenant-bound id containing '~' may be minted)", ErrInvalidIdentity)
+		return fmt.Errorf("%w: tenant contains '~' (no tenant-bound id containing '~' may be minted)", ErrInvalid)
 	}
 	return nil
 }
@@ -131,7 +135,7 @@ func hashOpaque(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
 
-// ActivityIdentity computes the activity recipe v2 (activity identity v2):
+// FromActivity computes the activity recipe v2 (activity identity v2):
 //
 //	base64url(sha256("openwop:activity:v2\0" || tenant || "\0" || runId ||
 //	  "\0" || nodeId || "\0" || ordinal || "\0" || providerKey))
@@ -139,7 +143,7 @@ func hashOpaque(parts ...string) string {
 // with the ordinal as a decimal string and base64url without padding. A NUL
 // inside any field is rejected (it would make two inputs collide), as is an
 // empty tenant, run or node. The result's EffectID is tenant + "/" + the hash.
-func ActivityIdentity(a Activity) (Identity, error) {
+func FromActivity(a Activity) (Identity, error) {
 	if err := checkTenant(a.Tenant); err != nil {
 		return Identity{}, err
 	}
@@ -153,17 +157,17 @@ func ActivityIdentity(a Activity) (Identity, error) {
 	}
 	opaque := hashOpaque("openwop:activity:v2", a.Tenant, a.RunID, a.NodeID,
 		strconv.FormatUint(a.Ordinal, 10), a.Provider)
-	return newIdentity(a.Tenant, opaque, KeyingActivityRecipe, ActivityIdentityRecipe, opaque), nil
+	return newIdentity(a.Tenant, opaque, KeyingActivityRecipe, ActivityRecipe, opaque), nil
 }
 
-// BusinessIdentity computes a business identity (recipe idemkit-business-v1):
+// FromBusiness computes a business identity (recipe idemkit-business-v1):
 //
 //	base64url(sha256("idemkit:business:v1\0" || tenant || "\0" || operation || "\0" || key))
 //
 // base64url without padding; NUL inside any field and empty fields are
 // rejected. Two runs, or a run and an API entry point, reaching the same
 // (tenant, operation, key) get the same identity and so fire once.
-func BusinessIdentity(b Business) (Identity, error) {
+func FromBusiness(b Business) (Identity, error) {
 	if err := checkTenant(b.Tenant); err != nil {
 		return Identity{}, err
 	}
@@ -174,37 +178,39 @@ func BusinessIdentity(b Business) (Identity, error) {
 		return Identity{}, err
 	}
 	opaque := hashOpaque("idemkit:business:v1", b.Tenant, b.Operation, b.Key)
-	return newIdentity(b.Tenant, opaque, KeyingBusinessIdentity, BusinessIdentityRecipe, ""), nil
+	return newIdentity(b.Tenant, opaque, KeyingBusinessIdentity, BusinessRecipe, ""), nil
 }
 
 func newIdentity(tenant, opaque string, k Keying, recipe, inv string) Identity {
 	id := tenant + "/" + opaque
-	return Identity{EffectID: id, Tenant: tenant, Keying: k, Recipe: recipe, InvocationID: inv, ProviderKey: ProviderKeyFor(id)}
+	return Identity{EffectID: id, Tenant: tenant, Keying: k, Recipe: recipe, InvocationID: inv, ProviderKey: ProviderKey(id)}
 }
 
-// ProviderKeyFor returns the provider idempotency key of an effectId (see
+// ProviderKey returns the provider idempotency key of an effectId (see
 // Identity.ProviderKey). It depends on the effectId only.
-func ProviderKeyFor(effectID string) string {
+func ProviderKey(effectID string) string {
 	return "idemkit-" + hashOpaque("idemkit:provider-key:v1", effectID)
 }
 
-// validIdentity checks an Identity handed to Do (it may have been built by
-// hand, e.g. from a recorded effectId).
-func validIdentity(id Identity) error {
+// Validate checks an Identity built by hand (e.g. from a recorded
+// effectId): the effectId grammar, its binding to Tenant, a known Keying, a
+// recipe stamp, and a provider key in the OpenWOP key grammar. A failure
+// matches ErrInvalid.
+func (id Identity) Validate() error {
 	if !ids.ValidEffectID(id.EffectID) {
-		return fmt.Errorf("%w: effectId does not match <tenant>/<opaque>", ErrInvalidIdentity)
+		return fmt.Errorf("%w: effectId does not match <tenant>/<opaque>", ErrInvalid)
 	}
 	if !strings.HasPrefix(id.EffectID, id.Tenant+"/") {
-		return fmt.Errorf("%w: effectId is not bound to tenant", ErrInvalidIdentity)
+		return fmt.Errorf("%w: effectId is not bound to tenant", ErrInvalid)
 	}
 	if id.Keying != KeyingBusinessIdentity && id.Keying != KeyingActivityRecipe {
-		return fmt.Errorf("%w: unknown keying %q", ErrInvalidIdentity, id.Keying)
+		return fmt.Errorf("%w: unknown keying %q", ErrInvalid, id.Keying)
 	}
 	if id.Recipe == "" {
-		return fmt.Errorf("%w: identity recipe stamp is empty", ErrInvalidIdentity)
+		return fmt.Errorf("%w: identity recipe stamp is empty", ErrInvalid)
 	}
 	if !ids.ValidKey(id.ProviderKey) {
-		return fmt.Errorf("%w: provider key outside %s", ErrInvalidIdentity, ids.KeyGrammar)
+		return fmt.Errorf("%w: provider key outside %s", ErrInvalid, ids.KeyGrammar)
 	}
 	return nil
 }
