@@ -27,4 +27,3 @@ func Example() {
 	// acme/tZtGV4rSkZzPlZtCAmu-BbhLM6wtGrbMGwlo7Mlco74
 	// idemkit-8M_4P8hhB-_Og4OvPmDJcgYeucFl2hN9NjwmzFNRtqg
 }
-
