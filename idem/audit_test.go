@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -1008,8 +1010,8 @@ func TestConfigErrorsAreClear(t *testing.T) {
 		Tenant:          idem.TenantSource{Kind: 9},
 		Unauthenticated: idem.UnauthenticatedPolicy(5),
 		Operations:      map[string]string{"POST /runs": ""},
-		Normalize:       &idem.Normalizer{Name: "bad name"},
-		Routes:          map[string]idem.Route{"POST /x": {Normalize: &idem.Normalizer{}}},
+		Normalize:       &canon.Normalizer{Name: "bad name"},
+		Routes:          map[string]idem.Route{"POST /x": {Normalize: &canon.Normalizer{}}},
 	})
 	var ce *idem.ConfigError
 	if !errors.As(err, &ce) || !errors.Is(err, idem.ErrConfig) {
@@ -1032,9 +1034,9 @@ func TestConfigErrorsAreClear(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "below the openwop policy's minimum of 24h0m0s") {
 		t.Fatalf("OpenWOP retention below 24h: %v", err)
 	}
-	// The environment path (seed 003 variables) feeds the same validation.
-	env, err := idem.LoadEnv(func(k string) string {
-		return map[string]string{idem.EnvLeaseSeconds: "3601", idem.EnvRequired: "maybe"}[k]
+	// The environment path (the IDEMPOTENCY_* variables) feeds the same validation.
+	env, err := idemenv.Load(func(k string) string {
+		return map[string]string{idemenv.LeaseSeconds: "3601", idemenv.Required: "maybe"}[k]
 	})
 	if err == nil || !strings.Contains(err.Error(), "IDEMPOTENCY_PROCESSING_LEASE_SECONDS=3601: must be 30..3600") ||
 		!strings.Contains(err.Error(), `IDEMPOTENCY_REQUIRED="maybe"`) {

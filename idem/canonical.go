@@ -3,13 +3,12 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/canon"
 	"mime"
 	"strings"
 
 	"github.com/idemkit/idemkit/internal/apierr"
-	"github.com/idemkit/idemkit/internal/jcs"
 )
 
 // Contract is a route's request contract. On a route that has one, a keyed
@@ -32,7 +31,7 @@ type Contract struct {
 	// encoding/json can marshal. It runs before the claim, so a refused body
 	// records nothing: ErrUnsupportedMediaType (wrapped) is answered
 	// 415 unsupported_media_type; any other error 400 validation_error,
-	// naming the field of a *ValidationError. Required.
+	// naming the field of a *canon.ValidationError. Required.
 	Decode func(mediaType string, body []byte) (any, error)
 
 	// Render, if set, renders a response of this route for the request's
@@ -56,72 +55,6 @@ func (c *Contract) validate() error {
 	return nil
 }
 
-// ValidationError is a body a Contract refuses: 400 validation_error with
-// details.field set to Field (when not empty).
-type ValidationError struct {
-	// Field names the refused member (a JSON Pointer such as
-	// "/projects/0/code"), or "".
-	Field string
-	// Message says what is wrong, for the caller.
-	Message string
-}
-
-func (e *ValidationError) Error() string {
-	if e.Field == "" {
-		return e.Message
-	}
-	return e.Field + ": " + e.Message
-}
-
-// ResolvedScope is the scope of a request as the Guard resolved it from the
-// credential and the route: what a Policy.Canonical may hash besides the
-// request.
-type ResolvedScope struct {
-	// Tenant is the authenticated tenant (Config.Tenant), or "" for an
-	// anonymous request (Unauthenticated AnonymousTenant).
-	Tenant string
-	// Credential holds the further credential values the policy scopes keys
-	// by (Policy.Scope.Credential; under the ERP policy the client, the
-	// company and the organisation), by name; "" for a part an anonymous
-	// request does not carry.
-	Credential map[string]string
-	// Method is the HTTP method.
-	Method string
-	// Operation is the canonical operation id (after Config.Operations).
-	Operation string
-}
-
-// CanonicalRequest is what a Policy.Canonical hashes from.
-type CanonicalRequest struct {
-	// Request is the decoded, normalised, validated request
-	// (Contract.Decode's value).
-	Request any
-	// ContractVersion is the route's Contract.Version.
-	ContractVersion string
-	// Scope is the resolved scope.
-	Scope ResolvedScope
-}
-
-// canonicalFunc is the type of Policy.Canonical.
-type canonicalFunc = func(CanonicalRequest) ([]byte, error)
-
-// CanonicalDefault is the Policy.Canonical of a policy that names none: the
-// RFC 8785 form of {"contract_version", "request"}. The tenant and the
-// operation are not in it because they already separate records (the
-// scope), and the method and route are in the request fingerprint.
-func CanonicalDefault(c CanonicalRequest) ([]byte, error) {
-	return canonicalJSON(map[string]any{"contract_version": c.ContractVersion, "request": c.Request})
-}
-
-// canonicalJSON is the RFC 8785 form of v (marshalled by encoding/json).
-func canonicalJSON(v any) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return jcs.CanonicalizeExact(b)
-}
-
 // mediaType returns the lower-cased media type of a Content-Type ("" when
 // absent or unparsable).
 func mediaType(ct string) string {
@@ -138,10 +71,10 @@ func mediaType(ct string) string {
 // contractDigest decodes the body under contract c, hashes it with the
 // policy's Canonical and returns the RecipeCanonical digest and the
 // decoded request; a refused body is the error answer to give.
-func contractDigest(c *Contract, canon canonicalFunc, in *request, scope ResolvedScope) (string, any, *apierr.Error) {
+func contractDigest(c *Contract, form func(canon.Request) ([]byte, error), in *request, scope canon.Scope) (string, any, *apierr.Error) {
 	req, err := c.Decode(mediaType(in.contentType), in.body)
 	if err != nil {
-		var ve *ValidationError
+		var ve *canon.ValidationError
 		switch {
 		case errors.Is(err, ErrUnsupportedMediaType):
 			return "", nil, apierr.New(415, apierr.CodeUnsupportedMediaType, "The request body's media type is not accepted on this route.")
@@ -153,10 +86,10 @@ func contractDigest(c *Contract, canon canonicalFunc, in *request, scope Resolve
 		}
 		return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid.")
 	}
-	if canon == nil {
-		canon = CanonicalDefault
+	if form == nil {
+		form = canon.Default
 	}
-	b, err := canon(CanonicalRequest{Request: req, ContractVersion: c.Version, Scope: scope})
+	b, err := form(canon.Request{Request: req, ContractVersion: c.Version, Scope: scope})
 	if err != nil {
 		return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid: %s", err.Error())
 	}
@@ -186,10 +119,10 @@ func render(route Route, resp *Response, accept string) *Response {
 	return out
 }
 
-// canonicalFunc returns the policy's Canonical.
-func (g *Guard) canonicalFunc() canonicalFunc {
+// func(canon.Request) ([]byte, error) returns the policy's Canonical.
+func (g *Guard) canonicalFunc() func(canon.Request) ([]byte, error) {
 	if g.cfg.Policy.Canonical != nil {
 		return g.cfg.Policy.Canonical
 	}
-	return CanonicalDefault
+	return canon.Default
 }

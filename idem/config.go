@@ -2,6 +2,7 @@ package idem
 
 import (
 	"fmt"
+	"github.com/idemkit/idemkit/idem/canon"
 	"log/slog"
 	"net/http"
 	"os"
@@ -48,18 +49,6 @@ const (
 	// AnonymousTenant. Authenticated tenants are scoped as "tenant:"+id, so the
 	// two never collide.
 	AnonymousTenantID = "anon:"
-
-	// Keyspace separation: host-generated keys never share the caller's keyspace.
-	//
-	// Every Layer-1 record ID is CallerPrefix followed by the unpadded base64url
-	// SHA-256 of a domain-separated, length-prefixed encoding of (tenant,
-	// operation, key). The caller controls only the key, which is hashed, so no
-	// caller-supplied key can produce an ID outside this shape, and every Store
-	// refuses (ErrInvalidRecord) to claim an ID that is not IsCallerID. Host
-	// generated identifiers (locks, fire-once slots, effect identities) are never
-	// stored in the Layer-1 store at all: they live in the ledger's tables. A
-	// caller key therefore cannot name, claim or suppress a host lock.
-	CallerPrefix = "caller:v1:"
 )
 
 // Config configures a Guard. Every field documents its default; New
@@ -198,7 +187,7 @@ type Config struct {
 
 	// Normalize is the default normalisation hook for JSON bodies. Default
 	// nil (RFC 8785 canonical form only).
-	Normalize *Normalizer
+	Normalize *canon.Normalizer
 
 	// HTTPOperation resolves the routed operation for the net/http
 	// middleware. Default: the request's ServeMux pattern (Request.Pattern).
@@ -237,7 +226,7 @@ type Route struct {
 	// false (the Content-Type decides).
 	JSON bool
 	// Normalize overrides Config.Normalize for this route. Default nil.
-	Normalize *Normalizer
+	Normalize *canon.Normalizer
 	// Contract, if set, is the route's request contract: a keyed request's
 	// digest is then its canonical request hash (decoded, normalised,
 	// validated, with the resolved scope; see Contract), and responses are
@@ -384,7 +373,7 @@ func (c Config) withDefaults() (Config, error) {
 			}
 		}
 		if r.Normalize != nil {
-			if err := r.Normalize.validate(); err != nil {
+			if err := r.Normalize.Validate(); err != nil {
 				p = append(p, fmt.Sprintf("Routes[%q].Normalize: %v", op, err))
 			}
 		}
@@ -406,7 +395,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Routes = routes
 	}
 	if c.Normalize != nil {
-		if err := c.Normalize.validate(); err != nil {
+		if err := c.Normalize.Validate(); err != nil {
 			p = append(p, "Normalize: "+err.Error())
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -193,7 +194,7 @@ func TestDerivedKeyNeverSharesTheCallersKeyspace(t *testing.T) {
 		t.Fatalf("caller after derived: %d %v, %d runs, want 4", back.StatusCode, back.Headers, h.Calls())
 	}
 	// The caller's record is where ScopeID puts it; the derived one is not.
-	if _, found, _ := e.store.Get(context.Background(), idem.ScopeID("tenant:"+testTenant, derivedRoute, testKey), e.clock.Now()); !found {
+	if _, found, _ := e.store.Get(context.Background(), keyspace.ID("tenant:"+testTenant, derivedRoute, testKey), e.clock.Now()); !found {
 		t.Fatal("the caller's record is not at its ScopeID")
 	}
 	if n := e.store.Len(); n != 4 {

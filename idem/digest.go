@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/canon"
 	"strconv"
 	"strings"
 
@@ -51,41 +52,10 @@ const (
 	RecipeRequest = "request-sha256-v1"
 
 	// RecipeCanonical stamps the digest of a request on a route with a
-	// Contract: SHA-256 over the bytes the policy's canonicalFunc returns for the
+	// Contract: SHA-256 over the bytes the policy's func(canon.Request) ([]byte, error) returns for the
 	// decoded, normalised and validated request and its resolved scope.
 	RecipeCanonical = "canonical-sha256-v1"
 )
-
-// Normalizer is a normalisation hook for JSON bodies (the ERP policy: payloads
-// that are semantically equal after normalisation hash equal; named fields
-// are excluded). Its Name is stamped into the digest recipe, so changing the
-// normalisation means changing the Name.
-type Normalizer struct {
-	// Name identifies the normalisation in the digest recipe. Required; it
-	// may contain only A-Z a-z 0-9 . _ -.
-	Name string
-	// Exclude lists members removed before hashing: a bare name is a
-	// top-level member; a value starting with "/" is an RFC 6901 JSON
-	// Pointer ("/meta/requestId"). Missing members are ignored.
-	Exclude []string
-	// Func, if set, transforms the decoded body after exclusions. It
-	// receives encoding/json values with numbers as json.Number and returns
-	// the value to canonicalise.
-	Func func(v any) (any, error)
-}
-
-func (n *Normalizer) validate() error {
-	if n.Name == "" {
-		return errors.New("missing Name (required)")
-	}
-	for i := 0; i < len(n.Name); i++ {
-		c := n.Name[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("invalid Name %q: only A-Z a-z 0-9 . _ - allowed", n.Name)
-		}
-	}
-	return nil
-}
 
 func stamp(recipe string, sum [sha256.Size]byte) string {
 	var b [64 + 43]byte
@@ -114,7 +84,7 @@ func digestBytes(body []byte) string {
 // ErrInvalidJSON (and the jcs sentinel), including a number whose canonical
 // form would change its value: two bodies that differ never share a
 // digest unless a normaliser makes them equal.
-func digestJSON(body []byte, n *Normalizer) (string, error) {
+func digestJSON(body []byte, n *canon.Normalizer) (string, error) {
 	if n == nil {
 		sum, err := jcs.Sum256Exact(body)
 		if err != nil {
@@ -122,11 +92,11 @@ func digestJSON(body []byte, n *Normalizer) (string, error) {
 		}
 		return stamp(RecipeJCS, sum), nil
 	}
-	canon, err := jcs.CanonicalizeExact(body)
+	form, err := jcs.CanonicalizeExact(body)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(canon))
+	dec := json.NewDecoder(bytes.NewReader(form))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {

@@ -31,13 +31,13 @@
 //
 // # Scope
 //
-// A record is keyed by ScopeID(tenant, operation, key) — the authenticated
+// A record is keyed by keyspace.ID(tenant, operation, key) — the authenticated
 // tenant (from the authorizer context, never the body) with the policy's
 // credential parts (Policy.Scope.Credential), the routed operation (HTTP API
 // routeKey, REST method+resource, or a mapped operation id; never the raw
 // path) unless the policy leaves it out, and the caller's key. The raw key
 // is never stored or logged (logs carry keyhash.Log values). Caller scopes
-// live in their own keyspace (CallerPrefix); host-generated locks never
+// live in their own keyspace (keyspace.CallerPrefix); host-generated locks never
 // enter the Layer-1 store, and stores refuse IDs outside the caller
 // keyspace, so no caller key can name, claim or suppress a host lock
 // (keyspace separation).
@@ -49,7 +49,7 @@
 // parameters, the canonical query string (decoded, sorted by name, repeated
 // names kept in order), the headers a route declares (Route.Headers) and
 // the body digest — SHA-256 over the RFC 8785 (JCS) canonical form of a
-// JSON body (RecipeJCS, optionally with a Normalizer) or over the bytes of
+// JSON body (RecipeJCS, optionally with a canon.Normalizer) or over the bytes of
 // any other body (RecipeBytes). The same key on a different order, query or
 // body is 409 idempotency_key_mismatch, never a replay. On a route with a
 // Contract the body part is the canonical request hash (RecipeCanonical).

@@ -3,7 +3,7 @@ package idem
 import "errors"
 
 // The sentinel errors, matched with errors.Is. Typed errors (*ConfigError,
-// *KeyError, *ValidationError) match their sentinel
+// *KeyError, *canon.ValidationError) match their sentinel
 // too.
 var (
 	// ErrConfig is matched (errors.Is) by every *ConfigError.

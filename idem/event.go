@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -125,7 +126,7 @@ func runEvent[In, Out any](ctx context.Context, g *Guard, cfg *EventConfig[In], 
 		in:     &request{method: "EVENT", operation: cfg.Operation, keyValues: []string{key}, requestID: requestID},
 		key:    key,
 		op:     cfg.Operation,
-		id:     ScopeID(eventTenantPrefix+tenant, cfg.Operation, key),
+		id:     keyspace.ID(eventTenantPrefix+tenant, cfg.Operation, key),
 		digest: digestBytes(payload),
 	}
 

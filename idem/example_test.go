@@ -80,15 +80,6 @@ func ExampleTransact() {
 	// qty=1 true
 }
 
-// LoadEnv reads the seed-003 environment variables.
-func ExampleLoadEnv() {
-	vars := map[string]string{"IDEMPOTENCY_REQUIRED": "true", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "120", "IDEMPOTENCY_RETENTION_HOURS": "720", "IDEMPOTENCY_TABLE": "idem"}
-	env, err := idem.LoadEnv(func(k string) string { return vars[k] })
-	fmt.Println(env.Enabled, env.Required, env.Lease, env.Retention, env.Table, err)
-	// Output:
-	// true true 2m0s 720h0m0s idem <nil>
-}
-
 // A handler that routes by itself behind the catch-all route runs each
 // request under the Guard with the operation it matched: the operation
 // scopes the record, so one key on two orders' cancel runs twice.

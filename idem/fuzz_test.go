@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/canon"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -56,15 +57,15 @@ func FuzzDigest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		canon, err := jcs.Canonicalize(body)
+		form, err := jcs.Canonicalize(body)
 		if err != nil {
 			t.Fatalf("digest accepted what JCS rejects: %v", err)
 		}
-		d2, err := idem.DigestJSON(canon, nil)
+		d2, err := idem.DigestJSON(form, nil)
 		if err != nil || d2 != d {
 			t.Fatalf("canonical form hashes differently: %s vs %s (%v)", d, d2, err)
 		}
-		n := &idem.Normalizer{Name: "fuzz", Exclude: []string{"a", "/b/c", "/d/0/e"}}
+		n := &canon.Normalizer{Name: "fuzz", Exclude: []string{"a", "/b/c", "/d/0/e"}}
 		if _, err := idem.DigestJSON(body, n); err != nil {
 			t.Fatalf("normaliser failed on valid JSON: %v", err)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/idemenv"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"net/http"
 	"strings"
 	"sync"
@@ -160,7 +162,7 @@ func TestOutcomeClassification(t *testing.T) {
 	}
 }
 
-func scopeID(tenant, op, key string) string { return idem.ScopeID("tenant:"+tenant, op, key) }
+func scopeID(tenant, op, key string) string { return keyspace.ID("tenant:"+tenant, op, key) }
 
 func TestRetryableThenFinalReplacesRecord(t *testing.T) {
 	e := newEnv(t, nil)
@@ -718,7 +720,7 @@ func TestEnv(t *testing.T) {
 		"IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "60", "IDEMPOTENCY_RETENTION_HOURS": "forever",
 		"IDEMPOTENCY_TABLE": "idem-table",
 	}
-	e, err := idem.LoadEnv(func(k string) string { return vars[k] })
+	e, err := idemenv.Load(func(k string) string { return vars[k] })
 	if err != nil || !e.Enabled || !e.Required || e.Lease != time.Minute || e.Retention != idem.Forever || e.Table != "idem-table" {
 		t.Fatalf("%+v %v", e, err)
 	}
@@ -728,7 +730,7 @@ func TestEnv(t *testing.T) {
 		t.Fatalf("apply: %+v", c)
 	}
 	bad := map[string]string{"IDEMPOTENCY_ENABLED": "yes please", "IDEMPOTENCY_PROCESSING_LEASE_SECONDS": "5", "IDEMPOTENCY_RETENTION_HOURS": "-3"}
-	_, err = idem.LoadEnv(func(k string) string { return bad[k] })
+	_, err = idemenv.Load(func(k string) string { return bad[k] })
 	var ce *idem.ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 3 {
 		t.Fatalf("bad env: %v", err)
@@ -738,7 +740,7 @@ func TestEnv(t *testing.T) {
 			t.Fatalf("problem does not name its variable: %q", p)
 		}
 	}
-	d, _ := idem.LoadEnv(func(string) string { return "" })
+	d, _ := idemenv.Load(func(string) string { return "" })
 	if !d.Enabled || d.Required || d.Lease != 0 || d.Retention != 0 {
 		t.Fatalf("defaults: %+v", d)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"log/slog"
 	"strings"
 	"testing"
@@ -100,8 +101,8 @@ func TestKeyHashSecretHashesAKeyAlikeInEveryGuard(t *testing.T) {
 	if d := hash(""); d == a {
 		t.Fatalf("no secret hashed like the secret: %s", d)
 	}
-	env, err := idem.LoadEnv(func(k string) string {
-		if k == idem.EnvKeyHashSecret {
+	env, err := idemenv.Load(func(k string) string {
+		if k == idemenv.KeyHashSecret {
 			return "shared-secret"
 		}
 		return ""

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/ledger/identity"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ var hostDomains = []string{"host#", "effect#"}
 // a host identifier.
 func checkCallerID(t testing.TB, id string) {
 	t.Helper()
-	if !idem.IsCallerID(id) || !strings.HasPrefix(id, idem.CallerPrefix) {
+	if !keyspace.IsCaller(id) || !strings.HasPrefix(id, keyspace.CallerPrefix) {
 		t.Fatalf("ScopeID produced %q outside the caller keyspace", id)
 	}
 	for _, d := range hostDomains {
@@ -57,14 +58,14 @@ func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 	adversarial := []string{
 		slotKey, hash, "host#" + hash, "effect#" + hash, slot.Job, slot.Slot,
 		slot.Job + ":" + slot.Slot, "schedule-fire:job-1:slot-7",
-		idem.CallerPrefix + hash, // a forged caller-looking string is still hashed
+		keyspace.CallerPrefix + hash, // a forged caller-looking string is still hashed
 	}
 
 	// 1. Name.
 	for _, k := range adversarial {
 		for _, tenant := range []string{"tenant:t", idem.AnonymousTenantID, "", "host#"} {
 			for _, op := range []string{"POST /runs", "", "host#"} {
-				id := idem.ScopeID(tenant, op, k)
+				id := keyspace.ID(tenant, op, k)
 				checkCallerID(t, id)
 				if id == slotKey || strings.Contains(id, hash) || strings.Contains(id, k) {
 					t.Fatalf("ScopeID(%q, %q, %q) = %q names the host key", tenant, op, k, id)
@@ -72,7 +73,7 @@ func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 			}
 		}
 	}
-	if idem.IsCallerID(slotKey) || idem.IsCallerID("effect#"+hash) {
+	if keyspace.IsCaller(slotKey) || keyspace.IsCaller("effect#"+hash) {
 		t.Fatal("a ledger key passes IsCallerID")
 	}
 
@@ -80,7 +81,7 @@ func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 	// check: idemtest's CallerKeyspaceOnly).
 	st := memstore.New()
 	now := newClock().Now()
-	for _, id := range []string{slotKey, "effect#" + hash, hash, idem.CallerPrefix + "x"} {
+	for _, id := range []string{slotKey, "effect#" + hash, hash, keyspace.CallerPrefix + "x"} {
 		_, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d", Owner: "o", State: idem.StatePending, LeaseExpires: now.Add(1e9)}, now)
 		if !errors.Is(err, idem.ErrInvalidRecord) {
 			t.Fatalf("Layer-1 store accepted host id %q: %v", id, err)
@@ -127,15 +128,15 @@ func FuzzScopeID(f *testing.F) {
 	f.Add("anon:", "POST /runs", "host#abc", "host#")
 	f.Add("a", "bc", "d", "ab")
 	f.Fuzz(func(t *testing.T, tenant, op, key, other string) {
-		id := idem.ScopeID(tenant, op, key)
+		id := keyspace.ID(tenant, op, key)
 		checkCallerID(t, id)
-		if other != tenant && idem.ScopeID(other, op, key) == id {
+		if other != tenant && keyspace.ID(other, op, key) == id {
 			t.Fatalf("tenants %q and %q share a scope", tenant, other)
 		}
-		if other != key && idem.ScopeID(tenant, op, other) == id {
+		if other != key && keyspace.ID(tenant, op, other) == id {
 			t.Fatalf("keys %q and %q share a scope", key, other)
 		}
-		if tenant+op != "" && idem.ScopeID("", tenant+op, key) == id && tenant != "" {
+		if tenant+op != "" && keyspace.ID("", tenant+op, key) == id && tenant != "" {
 			t.Fatalf("tenant/operation boundary is ambiguous")
 		}
 	})

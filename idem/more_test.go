@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -117,7 +119,7 @@ func TestDigestRejectsAndNormalises(t *testing.T) {
 	if idem.DigestBytes([]byte("x")) == a || !strings.HasPrefix(idem.DigestBytes(nil), idem.RecipeBytes+":") {
 		t.Fatalf("bytes recipe not stamped")
 	}
-	n := &idem.Normalizer{Name: "erp-v1", Exclude: []string{"request_id", "/meta/timestamp"}, Func: func(v any) (any, error) {
+	n := &canon.Normalizer{Name: "erp-v1", Exclude: []string{"request_id", "/meta/timestamp"}, Func: func(v any) (any, error) {
 		m := v.(map[string]any)
 		if s, ok := m["code"].(string); ok {
 			m["code"] = strings.ToUpper(strings.TrimSpace(s))
@@ -144,8 +146,8 @@ func TestCallerKeyspaceCannotReachHostLocks(t *testing.T) {
 	// prefixed ID that is never the lock name...
 	for _, lock := range hostLocks {
 		for _, tenant := range []string{"tenant:t", "anon:"} {
-			id := idem.ScopeID(tenant, "POST /runs", lock)
-			if !idem.IsCallerID(id) || strings.Contains(id, lock) {
+			id := keyspace.ID(tenant, "POST /runs", lock)
+			if !keyspace.IsCaller(id) || strings.Contains(id, lock) {
 				t.Fatalf("ScopeID(%q) = %q", lock, id)
 			}
 		}
@@ -157,7 +159,7 @@ func TestCallerKeyspaceCannotReachHostLocks(t *testing.T) {
 		}
 	}
 	// ScopeID is injective over its parts (length-prefixed).
-	if idem.ScopeID("a", "bc", "d") == idem.ScopeID("ab", "c", "d") {
+	if keyspace.ID("a", "bc", "d") == keyspace.ID("ab", "c", "d") {
 		t.Fatalf("scope parts are ambiguous")
 	}
 }

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"errors"
+	"github.com/idemkit/idemkit/idem/canon"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func TestExactNumbersAccepted(t *testing.T) {
 		if !errors.Is(err, idem.ErrInvalidJSON) || !errors.Is(err, jcs.ErrInexactNumber) {
 			t.Fatalf("%s: err = %v, want ErrInvalidJSON and ErrInexactNumber", body, err)
 		}
-		_, err = idem.DigestJSON([]byte(body), &idem.Normalizer{Name: "n"})
+		_, err = idem.DigestJSON([]byte(body), &canon.Normalizer{Name: "n"})
 		if !errors.Is(err, jcs.ErrInexactNumber) {
 			t.Fatalf("%s with a normaliser: err = %v", body, err)
 		}

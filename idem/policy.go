@@ -2,6 +2,7 @@ package idem
 
 import (
 	"fmt"
+	"github.com/idemkit/idemkit/idem/canon"
 	"strings"
 	"time"
 )
@@ -71,8 +72,8 @@ type Policy struct {
 	// be deterministic and include everything that makes two requests
 	// different work, and nothing else (no request id, timestamp,
 	// credential secret, remote address, User-Agent or Accept). Default
-	// nil: CanonicalDefault.
-	Canonical func(CanonicalRequest) ([]byte, error)
+	// nil: canon.Default.
+	Canonical func(canon.Request) ([]byte, error)
 
 	// ErrorBody renders the body of every error answer the Guard writes
 	// itself (not the handler's). Default nil: the OpenWOP envelope

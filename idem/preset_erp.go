@@ -2,6 +2,7 @@ package idem
 
 import (
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/canon"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -126,8 +127,8 @@ func erpErrorBody(e ErrorInfo) []byte {
 // (request id, timestamps, Authorization, tokens, remote IP, User-Agent,
 // Accept never reach it; the client, the method and the route separate
 // records through the scope instead).
-func canonicalERP(c CanonicalRequest) ([]byte, error) {
-	return canonicalJSON(map[string]any{
+func canonicalERP(c canon.Request) ([]byte, error) {
+	return canon.Marshal(map[string]any{
 		"company_id":       c.Scope.Credential[CredentialCompany],
 		"organization_id":  c.Scope.Credential[CredentialOrganization],
 		"contract_version": c.ContractVersion,

@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,10 +19,10 @@ import (
 // neither the client (a scope part, not the payload) nor anything else of
 // the scope.
 func TestCanonicalERPHashesTenantContractAndVersionOnly(t *testing.T) {
-	b, err := idem.PolicyERP.Canonical(idem.CanonicalRequest{
+	b, err := idem.PolicyERP.Canonical(canon.Request{
 		Request:         map[string]any{"work_order_number": "WO-1", "projects": []any{map[string]any{"code": "P-1", "quantity": 2}}},
 		ContractVersion: "inbound-work-orders/v1",
-		Scope: idem.ResolvedScope{Tenant: "acme", Method: "POST", Operation: "POST /api/v1/inbound/work-orders",
+		Scope: canon.Scope{Tenant: "acme", Method: "POST", Operation: "POST /api/v1/inbound/work-orders",
 			Credential: map[string]string{idem.CredentialClient: "client-1", idem.CredentialCompany: "C100", idem.CredentialOrganization: "ORG-1"}},
 	})
 	if err != nil {
@@ -98,7 +100,7 @@ func TestERPRequestIDMemberOnlyTopLevelJSON(t *testing.T) {
 // value outside the range is refused naming the variable.
 func TestERPLeaseSecondsBounds30To3600Default300(t *testing.T) {
 	lease := func(v string) (time.Duration, error) {
-		env, err := idem.LoadEnv(func(k string) string { return map[string]string{idem.EnvLeaseSeconds: v}[k] })
+		env, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.LeaseSeconds: v}[k] })
 		if err != nil {
 			return 0, err
 		}
@@ -112,12 +114,12 @@ func TestERPLeaseSecondsBounds30To3600Default300(t *testing.T) {
 	}
 	for v, want := range map[string]time.Duration{"": 300 * time.Second, "30": 30 * time.Second, "3600": time.Hour, "300": 300 * time.Second} {
 		if got, err := lease(v); err != nil || got != want {
-			t.Fatalf("%s=%q: %s %v, want %s", idem.EnvLeaseSeconds, v, got, err, want)
+			t.Fatalf("%s=%q: %s %v, want %s", idemenv.LeaseSeconds, v, got, err, want)
 		}
 	}
 	for _, v := range []string{"29", "3601", "0", "-5", "1.5"} {
-		if _, err := lease(v); err == nil || !strings.Contains(err.Error(), idem.EnvLeaseSeconds) {
-			t.Fatalf("%s=%q accepted: %v", idem.EnvLeaseSeconds, v, err)
+		if _, err := lease(v); err == nil || !strings.Contains(err.Error(), idemenv.LeaseSeconds) {
+			t.Fatalf("%s=%q accepted: %v", idemenv.LeaseSeconds, v, err)
 		}
 	}
 }

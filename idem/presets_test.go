@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"slices"
 	"strings"
 	"testing"
@@ -28,8 +29,8 @@ func TestFourthPresetIsOneRegistryRow(t *testing.T) {
 	if err != nil || got.Name != "partner" || got.Key.Name != "partner" || got.Retention != 48*time.Hour {
 		t.Fatalf("PolicyNamed(partner) = %+v, %v", got.Name, err)
 	}
-	env, err := idem.LoadEnv(func(k string) string {
-		if k == idem.EnvPolicy {
+	env, err := idemenv.Load(func(k string) string {
+		if k == idemenv.Policy {
 			return "partner"
 		}
 		return ""

@@ -48,10 +48,10 @@ type Response struct {
 // Record is one Layer-1 idempotency record.
 //
 // ID is the partition key: a hash of (tenant, operation, key) in the caller
-// keyspace (see ScopeID); the raw key is never stored. Times are stored with at
+// keyspace (see keyspace.ID); the raw key is never stored. Times are stored with at
 // least millisecond precision; a zero Expires means the record never expires.
 type Record struct {
-	ID           string    // ScopeID(tenant, operation, key); never the raw key
+	ID           string    // keyspace.ID(tenant, operation, key); never the raw key
 	Digest       string    // request digest, stamped with its recipe (see Digest)
 	State        State     // lifecycle state
 	Owner        string    // lease owner token of the current (or last) claim

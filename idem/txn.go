@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -150,7 +152,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		return t.fail(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
 	}
 	if c := route.Contract; c != nil {
-		d, req, e := contractDigest(c, g.canonicalFunc(), in, ResolvedScope{
+		d, req, e := contractDigest(c, g.canonicalFunc(), in, canon.Scope{
 			Tenant: in.tenant, Method: in.method, Operation: t.op, Credential: t.credential,
 		})
 		if e != nil {
@@ -189,7 +191,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
 	}
-	t.id = ScopeID(scopeTenant, scopeOp, t.key)
+	t.id = keyspace.ID(scopeTenant, scopeOp, t.key)
 	return t.claim(ctx, run)
 }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"log"
 	"os"
 	"sync/atomic"
@@ -67,7 +68,7 @@ func newGuard(ctx context.Context) (*idem.Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	env, err := idem.LoadEnv(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
+	env, err := idemenv.Load(os.Getenv) // IDEMPOTENCY_ENABLED, _REQUIRED, _PROCESSING_LEASE_SECONDS, _RETENTION_HOURS
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"log/slog"
 	"os"
 
@@ -16,7 +17,6 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
@@ -27,7 +27,7 @@ func main() {
 		logger.Error("auditor: configuration", slog.String("error", err.Error()))
 		os.Exit(1)
 	}
-	if table := kit.Getenv(idem.EnvTable); a.Conflicts != nil && table != "" && kit.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
+	if table := kit.Getenv(idemenv.Table); a.Conflicts != nil && table != "" && kit.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
 		db, err := kit.NewDynamoClient(context.Background(), kit.Getenv(settings.EnvDynamoDBEndpoint))
 		if err != nil {
 			logger.Error("auditor: DynamoDB client", slog.String("error", err.Error()))

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"io"
 	"log/slog"
 	"net"
@@ -293,7 +294,7 @@ func checkSettings(prefix string, settings map[string]string, getenv func(string
 // and the endpoint it reaches.
 func devOwn(names map[string]string, endpoint string) map[string]string {
 	return map[string]string{
-		idem.EnvTable:                    names["IdempotencyTable"],
+		idemenv.Table:                    names["IdempotencyTable"],
 		hostsettings.EnvRunsTable:        names["RunsTable"],
 		hostsettings.EnvEffectsTable:     names["EffectsTable"],
 		hostsettings.EnvAPIKeysTable:     names["ApiKeysTable"],

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"io"
 	"log/slog"
 	"net/http"
@@ -382,7 +383,7 @@ func TestNoSecretInLogsMetricsOrErrors(t *testing.T) {
 				stream.StreamRecord{EventName: "REMOVE", PrincipalID: stream.TTLPrincipal, IdentityType: "Service", OldImage: encode(t, &stalled)})
 		}
 	}
-	pk := idem.ScopeID(tenant, apifn.OpCreateRun, idemKey)
+	pk := keyspace.ID(tenant, apifn.OpCreateRun, idemKey)
 	pending := map[string]types.AttributeValue{"pk": s(pk), "state": s("pending"), "attempt": n("1")}
 	again := map[string]types.AttributeValue{"pk": s(pk), "state": s("pending"), "attempt": n("2")}
 	changes = append(changes, stream.StreamRecord{EventName: "MODIFY", OldImage: pending, NewImage: again},

@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/keyspace"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -19,10 +20,10 @@ var ErrNotRecord = errors.New("dynamostore: not a Layer-1 record")
 // inline (the layout of every response up to the inline limit); it is nil
 // for a pending record and for a response stored in chunks, which only a
 // read of the chunk items reassembles. The record holds no raw key (its ID
-// is idem.ScopeID's hash).
+// is keyspace.ID's hash).
 func DecodeItem(m map[string]types.AttributeValue) (idem.Record, error) {
 	st, ok := decode(m)
-	if !ok || !idem.IsCallerID(st.rec.ID) {
+	if !ok || !keyspace.IsCaller(st.rec.ID) {
 		return idem.Record{}, ErrNotRecord
 	}
 	rec := st.rec

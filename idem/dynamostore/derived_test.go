@@ -6,6 +6,7 @@ package dynamostore_test
 
 import (
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"io"
 	"log/slog"
 	"sync"
@@ -120,7 +121,7 @@ func TestDerivedKeyNeverSharesTheCallersKeyspace(t *testing.T) {
 		if a.StatusCode != 201 || b.StatusCode != 201 || b.Headers["Openwop-Idempotent-Replay"] != "" || h.runs.Load() != 2 {
 			t.Fatalf("caller key %d, derived key of the same value %d %v: %d runs, want 2", a.StatusCode, b.StatusCode, b.Headers, h.runs.Load())
 		}
-		rec, found, err := v.s.Get(ctxT(t), idem.ScopeID("tenant:acme", "POST /runs", key), v.now)
+		rec, found, err := v.s.Get(ctxT(t), keyspace.ID("tenant:acme", "POST /runs", key), v.now)
 		if err != nil || !found || rec.State != idem.StateCompleted {
 			t.Fatalf("the caller's record: %+v %v %v", rec, found, err)
 		}

@@ -8,6 +8,8 @@ package dynamostore_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -441,7 +443,7 @@ func TestERPRetentionDefault720Hours(t *testing.T) {
 		v := setup(t, e)
 		clk := &guardClock{now: v.now}
 		st := spy(v.s)
-		env, err := idem.LoadEnv(func(k string) string { return map[string]string{idem.EnvRetentionHours: "48"}[k] })
+		env, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.RetentionHours: "48"}[k] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -479,9 +481,9 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 		clk := &guardClock{now: v.now}
 		st := spy(v.s)
 		var mu sync.Mutex
-		var seen []idem.CanonicalRequest
+		var seen []canon.Request
 		p := idem.PolicyERP
-		p.Canonical = func(c idem.CanonicalRequest) ([]byte, error) {
+		p.Canonical = func(c canon.Request) ([]byte, error) {
 			mu.Lock()
 			seen = append(seen, c)
 			mu.Unlock()
@@ -525,7 +527,7 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 		// every work order alike makes another work order under the key a
 		// replay.
 		same := idem.PolicyERP
-		same.Canonical = func(idem.CanonicalRequest) ([]byte, error) { return []byte("one"), nil }
+		same.Canonical = func(canon.Request) ([]byte, error) { return []byte("one"), nil }
 		g2 := workOrderGuard(t, st, clk, func(c *idem.Config) { c.Policy = same })
 		h := &woHandler{}
 		key2 := erpKey()

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"io"
 	"log/slog"
 	"strconv"
@@ -357,7 +358,7 @@ func TestGuardSlowFirstInvocationIsFenced(t *testing.T) {
 				if r.Body != `{"who":"fast"}` || r.Headers[idem.HeaderOpenWOPReplay] != "true" || fast.runs.Load() != 1 {
 					t.Fatalf("record lost the second response: %+v", r)
 				}
-				rec, ok, err := v.s.Get(ctxT(t), idem.ScopeID("tenant:acme", "POST /runs", key), clk.Now())
+				rec, ok, err := v.s.Get(ctxT(t), keyspace.ID("tenant:acme", "POST /runs", key), clk.Now())
 				if err != nil || !ok || rec.Attempt != 2 || rec.State != idem.StateCompleted {
 					t.Fatalf("record %+v %v %v", rec, ok, err)
 				}

@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"strconv"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // Item attributes of a Layer-1 record (IdempotencyTable, partition key pk).
-// The raw Idempotency-Key is never stored: pk is idem.ScopeID's hash.
+// The raw Idempotency-Key is never stored: pk is keyspace.ID's hash.
 const (
 	attrPK        = "pk"            // S: record ID (caller:v1:<hash>) or chunk key
 	attrDigest    = "digest"        // S: request digest
@@ -37,11 +38,11 @@ const (
 var responseAttrs = []string{attrStatus, attrBlob, attrEnc, attrSha, attrLen, attrChunks, attrNonce}
 
 // chunkPrefix starts the key of chunk items. Claim refuses every ID that is
-// not idem.IsCallerID, so no caller can name a chunk item.
+// not keyspace.IsCaller, so no caller can name a chunk item.
 const chunkPrefix = "chunk:v1:"
 
 func chunkKey(id, nonce string, i int) string {
-	return chunkPrefix + id[len(idem.CallerPrefix):] + ":" + nonce + ":" + strconv.Itoa(i)
+	return chunkPrefix + id[len(keyspace.CallerPrefix):] + ":" + nonce + ":" + strconv.Itoa(i)
 }
 
 func avS(s string) types.AttributeValue { return &types.AttributeValueMemberS{Value: s} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -168,7 +169,7 @@ func (s *Store) current(ctx context.Context, id string, returned map[string]type
 // recognises its own owner token in the stored record and reports the claim
 // as won, never as a duplicate.
 func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
-	if !idem.IsCallerID(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
+	if !keyspace.IsCaller(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
 		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
 			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
 	}
@@ -325,7 +326,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 		return err
 	}
 	id, owner := claim.ID, claim.Owner
-	if !idem.IsCallerID(id) || owner == "" {
+	if !keyspace.IsCaller(id) || owner == "" {
 		return idem.ErrFenced
 	}
 	if err := claim.ValidateClaim(); err != nil {
@@ -486,7 +487,7 @@ func (s *Store) updateIf(ctx context.Context, what string, u *types.Update, sent
 // ownedExpr builds the ownership condition of a write to id by owner (with
 // the update u, if any); a non-caller id or an empty owner is ErrFenced.
 func ownedExpr(id, owner string, now time.Time, u *expression.UpdateBuilder) (expression.Expression, error) {
-	if !idem.IsCallerID(id) || owner == "" {
+	if !keyspace.IsCaller(id) || owner == "" {
 		return expression.Expression{}, idem.ErrFenced
 	}
 	b := expression.NewBuilder().WithCondition(owned(owner, now.UnixMilli()))
@@ -544,7 +545,7 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 // Get implements idem.Store: one strongly consistent GetItem (plus one
 // BatchGetItem for a chunked response).
 func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
-	if !idem.IsCallerID(id) {
+	if !keyspace.IsCaller(id) {
 		return idem.Record{}, false, nil
 	}
 	st, ok, err := s.current(ctx, id, nil)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,7 +33,7 @@ func rnd(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func newID() string { return idem.ScopeID("tenant", "POST /runs", "key-"+rnd(16)) }
+func newID() string { return keyspace.ID("tenant", "POST /runs", "key-"+rnd(16)) }
 
 func pending(id, owner string, now time.Time) idem.Record {
 	return idem.Record{ID: id, Digest: digest, State: idem.StatePending, Owner: owner,
@@ -234,7 +235,7 @@ func TestStoredItem(t *testing.T) {
 			t.Fatal(err)
 		}
 		nonce := v.raw(t, id2)["respNonce"].(*types.AttributeValueMemberS).Value
-		ck := "chunk:v1:" + strings.TrimPrefix(id2, idem.CallerPrefix) + ":" + nonce + ":0"
+		ck := "chunk:v1:" + strings.TrimPrefix(id2, keyspace.CallerPrefix) + ":" + nonce + ":0"
 		if n, ok := v.raw(t, ck)["expiresAt"].(*types.AttributeValueMemberN); !ok || n.Value != itoa(want) {
 			t.Fatalf("chunk expiresAt = %v", n)
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"reflect"
 	"sync"
 	"sync/atomic"
@@ -53,7 +54,7 @@ func randHex(n int) string {
 
 // newID returns a fresh caller-keyspace record id.
 func newID(t *testing.T) string {
-	return idem.ScopeID("tenant-"+randHex(4), "POST /runs", "key-"+randHex(16))
+	return keyspace.ID("tenant-"+randHex(4), "POST /runs", "key-"+randHex(16))
 }
 
 func pending(id, digest, owner string, now time.Time) idem.Record {
@@ -686,10 +687,10 @@ func (s *suite) callerKeyspace(t *testing.T) {
 		"",
 		"schedule-fire:job-1:slot-7",
 		"lock:scheduler",
-		idem.CallerPrefix,
-		idem.CallerPrefix + "schedule-fire:job-1:slot-7",
-		"host:" + idem.ScopeID("t", "op", "k"),
-		idem.ScopeID("t", "op", "k") + "x",
+		keyspace.CallerPrefix,
+		keyspace.CallerPrefix + "schedule-fire:job-1:slot-7",
+		"host:" + keyspace.ID("t", "op", "k"),
+		keyspace.ID("t", "op", "k") + "x",
 	} {
 		rec := pending(id, digestA, "owner", now)
 		_, err := st.Claim(ctx, rec, now)

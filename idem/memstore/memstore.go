@@ -10,6 +10,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"sync"
 	"time"
 
@@ -139,7 +140,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	if err := ctx.Err(); err != nil {
 		return idem.ClaimResult{}, err
 	}
-	if !idem.IsCallerID(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
+	if !keyspace.IsCaller(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
 		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
 			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
 	}
@@ -189,7 +190,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 		}
 	}
 	id, owner := claim.ID, claim.Owner
-	if idem.IsCallerID(id) && owner != "" { // otherwise ownedWrite fences it, as dynamostore does
+	if keyspace.IsCaller(id) && owner != "" { // otherwise ownedWrite fences it, as dynamostore does
 		if err := claim.ValidateClaim(); err != nil {
 			return err
 		}

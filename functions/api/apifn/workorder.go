@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/canon"
 	"mime"
 	"net/http"
 	"strings"
@@ -70,7 +71,7 @@ func decodeWorkOrder(ev events.APIGatewayV2HTTPRequest, v any, ok bool) (workord
 	}
 	wo, err := workorder.From(v, ok, mt, body)
 	if err != nil {
-		var ve *idem.ValidationError
+		var ve *canon.ValidationError
 		switch {
 		case errors.Is(err, idem.ErrUnsupportedMediaType):
 			return wo, apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType,

@@ -41,7 +41,7 @@ const ReasonTwoRuns = "one-key-two-runs"
 
 // KeyRecord is one image of a Layer-1 record as the auditor sees it.
 type KeyRecord struct {
-	// Record is the record id (idem.ScopeID: a hash, never the raw key).
+	// Record is the record id (keyspace.ID: a hash, never the raw key).
 	Record string
 	// RequestID is the id of the request that first claimed the record:
 	// two images with different ones are two independent claims.

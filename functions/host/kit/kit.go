@@ -8,6 +8,7 @@ package kit
 
 import (
 	"errors"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"time"
 
 	"log/slog"
@@ -88,7 +89,7 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 		need = append(need, settings.EnvAPIKeysTable)
 	}
 	if p.Guard {
-		need = append(need, idem.EnvTable)
+		need = append(need, idemenv.Table)
 	}
 	if p.Ledger {
 		need = append(need, settings.EnvEffectsTable)

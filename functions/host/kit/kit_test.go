@@ -3,6 +3,7 @@ package kit_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
 	"log/slog"
@@ -23,7 +24,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
@@ -36,7 +36,7 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 func TestWiringAndLeastPrivilege(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	env := settings.Env{
-		Idem:          idem.Env{Enabled: true, Table: e.CreateTable(t, "IdempotencyTable")},
+		Idem:          idemenv.Env{Enabled: true, Table: e.CreateTable(t, "IdempotencyTable")},
 		RunsTable:     e.CreateTable(t, "RunsTable"),
 		EffectsTable:  e.CreateTable(t, "EffectsTable"),
 		APIKeysTable:  e.CreateTable(t, "ApiKeysTable"),

@@ -1,13 +1,13 @@
 package kit_test
 
 import (
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
-	"github.com/idemkit/idemkit/idem"
 )
 
 // The policy IDEMPOTENCY_POLICY names reaches Layer 1 (idem.Config.Policy)
@@ -16,7 +16,7 @@ import (
 func TestNewKitPolicyFromEnv(t *testing.T) {
 	c := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
 	for set, want := range map[string]string{"": "openwop", "openwop": "openwop", "commerce": "commerce", "erp": "erp"} {
-		env, err := settings.LoadEnv(settings.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: set}))
+		env, err := settings.LoadEnv(settings.Values(map[string]string{idemenv.Table: "I", idemenv.Policy: set}))
 		if err != nil {
 			t.Fatal(err)
 		}

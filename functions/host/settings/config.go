@@ -1,11 +1,11 @@
 package settings
 
 import (
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"strings"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/webhook"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/configerr"
 )
 
@@ -44,10 +44,10 @@ const (
 // field documents its variable; its default and range are its Settings
 // entry's (defaults() is Env with every entry's Default).
 type Env struct {
-	// Idem is Layer 1's IDEMPOTENCY_* configuration (idem.LoadEnv); its
+	// Idem is Layer 1's IDEMPOTENCY_* configuration (idemenv.Load); its
 	// Table is IDEMPOTENCY_TABLE, its Policy IDEMPOTENCY_POLICY (the
 	// policy kit.NewKit gives Layer 1 and discovery advertises).
-	Idem idem.Env
+	Idem idemenv.Env
 	// RunsTable: RUNS_TABLE. Default "".
 	RunsTable string
 	// EffectsTable: EFFECTS_TABLE. Default "".
@@ -136,7 +136,7 @@ func (e Env) Require(names ...string) error {
 			v = e.EffectsTable
 		case EnvAPIKeysTable:
 			v = e.APIKeysTable
-		case idem.EnvTable:
+		case idemenv.Table:
 			v = e.Idem.Table
 		case EnvFenceTable:
 			v = e.FenceTable

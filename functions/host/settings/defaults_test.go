@@ -13,7 +13,7 @@ import (
 
 // Each setting states its default and range once, in its Settings entry,
 // and that entry is what the code does: an unset variable reads as its
-// Default (LoadEnv starts from defaults(), Layer 1's from idem.LoadEnv),
+// Default (LoadEnv starts from defaults(), Layer 1's from idemenv.Load),
 // a whole-number setting accepts exactly Min..Max and its error names the
 // range, `idemkit dev`'s own defaults (DevDefaults) are entries' Dev values
 // LoadEnv accepts, and a flag's help states the default it overrides.

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"errors"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"strings"
 	"testing"
 
@@ -12,7 +13,7 @@ import (
 // ErrConfig, and wraps Layer 1's error instead of flattening it:
 // errors.Is(err, idem.ErrConfig) and errors.As to *idem.ConfigError hold.
 func TestLoadEnvWrapsLayer1ConfigError(t *testing.T) {
-	_, err := LoadEnv(Values(map[string]string{idem.EnvPolicy: "nope", EnvStreamMaxRetries: "-1"}))
+	_, err := LoadEnv(Values(map[string]string{idemenv.Policy: "nope", EnvStreamMaxRetries: "-1"}))
 	if err == nil || !errors.Is(err, ErrConfig) || !errors.Is(err, idem.ErrConfig) {
 		t.Fatalf("LoadEnv = %v (errors.Is settings.ErrConfig: %v, idem.ErrConfig: %v)", err, errors.Is(err, ErrConfig), errors.Is(err, idem.ErrConfig))
 	}

@@ -3,6 +3,7 @@ package settings
 import (
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"strconv"
 	"strings"
 	"time"
@@ -54,9 +55,9 @@ type Setting struct {
 	BoolFlag bool
 	// FlagUsage is the flag's help text; Usage adds the default.
 	FlagUsage string
-	// Layer1 marks a variable read by idem.LoadEnv into Env.Idem (library
+	// Layer1 marks a variable read by idemenv.Load into Env.Idem (library
 	// users read it the same way); set is nil for those, and their Default,
-	// Min and Max state idem's (the test holds them to idem.LoadEnv).
+	// Min and Max state idem's (the test holds them to idemenv.Load).
 	Layer1 bool
 	// Unit is what a whole-number entry counts ("whole seconds"), for the
 	// error naming its range.
@@ -74,14 +75,14 @@ const unbounded = 1<<31 - 1
 
 // Settings lists every variable LoadEnv reads, in docs/CONFIGURATION.md's order.
 var Settings = []Setting{
-	{Name: idem.EnvTable, DefaultDoc: "—", Doc: "Layer-1 table (the auditor writes a Layer-1 conflict's winner back into it under `reconciled-records`)", Functions: []string{"Api", "Auditor"}, Layer1: true},
-	{Name: idem.EnvPolicy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](POLICIES.md#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
+	{Name: idemenv.Table, DefaultDoc: "—", Doc: "Layer-1 table (the auditor writes a Layer-1 conflict's winner back into it under `reconciled-records`)", Functions: []string{"Api", "Auditor"}, Layer1: true},
+	{Name: idemenv.Policy, Default: "openwop", Doc: "the idempotency policy: " + policyChoices("`", " \\| ") + " ([choosing it](POLICIES.md#choosing-the-idempotency-policy)); advertised in `GET /.well-known/openwop` as `extensions[\"idemkit.idempotency\"].policy` (`idemkit dev --policy`)", Functions: []string{"Api"}, Layer1: true,
 		Flag: "policy", FlagUsage: "the idempotency policy `NAME`: " + orList(idem.PolicyNames()) + " (overrides IDEMPOTENCY_POLICY)"},
-	{Name: idem.EnvEnabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
-	{Name: idem.EnvRequired, Default: "false", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
-	{Name: idem.EnvLeaseSeconds, Default: seconds(idem.DefaultLease), Min: int(idem.MinLease / time.Second), Max: int(idem.MaxLease / time.Second), Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvRetentionHours, DefaultDoc: "the policy's: `24` (OpenWOP), `720` (ERP), forever (commerce)", Doc: "record retention; `0`/`forever` = never expire; OpenWOP rejects a finite value below 24", Functions: []string{"Api"}, Layer1: true},
-	{Name: idem.EnvKeyHashSecret, DefaultDoc: "unset: a random salt per process", Doc: "secret keying the hashes (`kh:…`) that stand for idempotency keys in Layer 1's logs: the same secret on every instance hashes one key alike, so a failing key or SQS message can be followed across instances (template: `KeyHashSecret`, NoEcho)", Functions: []string{"Api"}, Layer1: true},
+	{Name: idemenv.Enabled, Default: "true", Doc: "Layer 1 on (off: handlers run directly, no headers)", Layer1: true},
+	{Name: idemenv.Required, Default: "false", Doc: "a missing key on a mutating route is `400 idempotency_key_invalid`, `details.reason = \"missing\"` (the registry has no \"missing key\" code)", Layer1: true},
+	{Name: idemenv.LeaseSeconds, Default: seconds(idem.DefaultLease), Min: int(idem.MinLease / time.Second), Max: int(idem.MaxLease / time.Second), Doc: "Layer-1 lease, renewed by a heartbeat; inside Lambda capped by the remaining time + 10 s (no heartbeat needed when the cap applies)", Functions: []string{"Api"}, Layer1: true},
+	{Name: idemenv.RetentionHours, DefaultDoc: "the policy's: `24` (OpenWOP), `720` (ERP), forever (commerce)", Doc: "record retention; `0`/`forever` = never expire; OpenWOP rejects a finite value below 24", Functions: []string{"Api"}, Layer1: true},
+	{Name: idemenv.KeyHashSecret, DefaultDoc: "unset: a random salt per process", Doc: "secret keying the hashes (`kh:…`) that stand for idempotency keys in Layer 1's logs: the same secret on every instance hashes one key alike, so a failing key or SQS message can be followed across instances (template: `KeyHashSecret`, NoEcho)", Functions: []string{"Api"}, Layer1: true},
 	{Name: EnvRunsTable, DefaultDoc: "—", Doc: "runs table", Functions: []string{"Api", "Executor"}, set: str(func(e *Env) *string { return &e.RunsTable })},
 	{Name: EnvEffectsTable, DefaultDoc: "—", Doc: "effects table (the Layer-2 ledger)", Functions: []string{"Api", "Executor", "Sweeper"}, set: str(func(e *Env) *string { return &e.EffectsTable })},
 	{Name: EnvAPIKeysTable, DefaultDoc: "—", Doc: "API keys table (the authorizer's)", Functions: []string{"Authorizer"}, set: str(func(e *Env) *string { return &e.APIKeysTable })},
@@ -130,9 +131,9 @@ var Settings = []Setting{
 }
 
 // defaults is Env before any variable is read: every entry's Default,
-// parsed as LoadEnv parses a value (Layer 1's are idem.LoadEnv's).
+// parsed as LoadEnv parses a value (Layer 1's are idemenv.Load's).
 func defaults() Env {
-	e := Env{Idem: idem.Env{Enabled: true}}
+	e := Env{Idem: idemenv.Env{Enabled: true}}
 	for _, s := range Settings {
 		if s.parses() && s.Default != "" {
 			if err := s.parse(&e, s.Default); err != nil {
@@ -198,7 +199,7 @@ func (s Setting) defaultCell() string {
 func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second)) }
 
 // LoadEnv reads Env through getenv (os.Getenv in Lambda; Layered for
-// overrides on top of it): the Layer-1 variables through idem.LoadEnv, then
+// overrides on top of it): the Layer-1 variables through idemenv.Load, then
 // every other entry of Settings, then the checks between settings. It
 // reports every bad value at once, each naming its variable, in one error
 // that matches ErrConfig; Layer 1's *idem.ConfigError is wrapped, so
@@ -206,7 +207,7 @@ func seconds(d time.Duration) string { return strconv.Itoa(int(d / time.Second))
 func LoadEnv(getenv func(string) string) (Env, error) {
 	e := defaults()
 	var p configerr.List
-	ie, err := idem.LoadEnv(getenv)
+	ie, err := idemenv.Load(getenv)
 	p.Wrap(err)
 	e.Idem = ie
 	for _, s := range Settings {

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"flag"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"os"
 	"slices"
 	"sort"
@@ -11,7 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit"
-	"github.com/idemkit/idemkit/idem"
 )
 
 var updateReadme = flag.Bool("update-readme", false, "rewrite docs/CONFIGURATION.md's configuration table from Settings")
@@ -41,7 +41,7 @@ func settingNames() []string {
 }
 
 // Every entry of Settings is read by LoadEnv (the Layer-1 ones through
-// idem.LoadEnv), and LoadEnv reads nothing that is not an entry.
+// idemenv.Load), and LoadEnv reads nothing that is not an entry.
 func TestSettingsAreWhatLoadEnvReads(t *testing.T) {
 	if got, want := readNames(t), settingNames(); !slices.Equal(got, want) {
 		t.Fatalf("LoadEnv reads %v;\nSettings lists %v", got, want)
@@ -140,8 +140,8 @@ func TestTemplateEnvironmentIsSettings(t *testing.T) {
 			t.Errorf("%s: Settings says %v set it, template.yaml sets it nowhere", s.Name, s.Functions)
 		}
 	}
-	if !slices.Contains(inTemplate[idem.EnvPolicy], "Api") {
-		t.Errorf("template.yaml does not give the api function %s", idem.EnvPolicy)
+	if !slices.Contains(inTemplate[idemenv.Policy], "Api") {
+		t.Errorf("template.yaml does not give the api function %s", idemenv.Policy)
 	}
 }
 
@@ -153,7 +153,7 @@ func TestLoadEnvPolicy(t *testing.T) {
 	if err != nil || e.Idem.PolicyName() != "openwop" {
 		t.Fatalf("default: %q %v", e.Idem.PolicyName(), err)
 	}
-	e, err = LoadEnv(Values(map[string]string{idem.EnvPolicy: "erp"}))
+	e, err = LoadEnv(Values(map[string]string{idemenv.Policy: "erp"}))
 	if err != nil || e.Idem.Policy.Name != "erp" {
 		t.Fatalf("erp: %+v %v", e.Idem.Policy.Name, err)
 	}
@@ -161,7 +161,7 @@ func TestLoadEnvPolicy(t *testing.T) {
 	if err != nil || !strings.Contains(string(doc), `"idemkit.idempotency":{"policy":"erp",`) {
 		t.Fatalf("discovery: %s %v", doc, err)
 	}
-	_, err = LoadEnv(Values(map[string]string{idem.EnvPolicy: "sap"}))
+	_, err = LoadEnv(Values(map[string]string{idemenv.Policy: "sap"}))
 	for _, s := range []string{"IDEMPOTENCY_POLICY", `"sap"`, "openwop, commerce, erp"} {
 		if err == nil || !strings.Contains(err.Error(), s) {
 			t.Errorf("bad policy: %v lacks %s", err, s)

@@ -11,6 +11,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/canon"
 	"io"
 	"strings"
 
@@ -59,14 +60,14 @@ func Decode(mediaType string, body []byte) (any, error) {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&w); err != nil {
-			return nil, &idem.ValidationError{Message: "not a work order in JSON: " + err.Error()}
+			return nil, &canon.ValidationError{Message: "not a work order in JSON: " + err.Error()}
 		}
 		if _, err := dec.Token(); err != io.EOF {
-			return nil, &idem.ValidationError{Message: "more than one JSON value"}
+			return nil, &canon.ValidationError{Message: "more than one JSON value"}
 		}
 	case "application/xml", "text/xml":
 		if err := xml.Unmarshal(body, &w); err != nil {
-			return nil, &idem.ValidationError{Message: "not a work order in XML: " + err.Error()}
+			return nil, &canon.ValidationError{Message: "not a work order in XML: " + err.Error()}
 		}
 	default:
 		return nil, fmt.Errorf("%w: %s", idem.ErrUnsupportedMediaType, mediaType)
@@ -86,17 +87,17 @@ func Decode(mediaType string, body []byte) (any, error) {
 
 func (w WorkOrder) validate() error {
 	if w.Number == "" {
-		return &idem.ValidationError{Field: "/work_order_number", Message: "work_order_number is required"}
+		return &canon.ValidationError{Field: "/work_order_number", Message: "work_order_number is required"}
 	}
 	if len(w.Projects) == 0 {
-		return &idem.ValidationError{Field: "/projects", Message: "at least one project is required"}
+		return &canon.ValidationError{Field: "/projects", Message: "at least one project is required"}
 	}
 	for i, p := range w.Projects {
 		switch {
 		case p.Code == "":
-			return &idem.ValidationError{Field: fmt.Sprintf("/projects/%d/code", i), Message: "code is required"}
+			return &canon.ValidationError{Field: fmt.Sprintf("/projects/%d/code", i), Message: "code is required"}
 		case p.Quantity <= 0:
-			return &idem.ValidationError{Field: fmt.Sprintf("/projects/%d/quantity", i), Message: "quantity must be positive"}
+			return &canon.ValidationError{Field: fmt.Sprintf("/projects/%d/quantity", i), Message: "quantity must be positive"}
 		}
 	}
 	return nil

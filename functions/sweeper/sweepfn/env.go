@@ -1,6 +1,7 @@
 package sweepfn
 
 import (
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"log/slog"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -38,7 +39,7 @@ func NewFromEnv(env settings.Env, client *dynamodb.Client, metrics *emf.Recorder
 		p.Addf("no DynamoDB client")
 	}
 	if env.EffectsTable == "" && env.FenceTable == "" && env.Idem.Table == "" {
-		p.Addf("set at least one of %s, %s, %s", settings.EnvEffectsTable, settings.EnvFenceTable, idem.EnvTable)
+		p.Addf("set at least one of %s, %s, %s", settings.EnvEffectsTable, settings.EnvFenceTable, idemenv.Table)
 	}
 	if env.Idem.Table != "" && env.Idem.EffectiveRetention() == idem.Forever {
 		// Under a policy that keeps records forever (the commerce policy,
@@ -46,7 +47,7 @@ func NewFromEnv(env settings.Env, client *dynamodb.Client, metrics *emf.Recorder
 		// deleted, not even one written with an expiry under an earlier
 		// policy: refuse rather than sweep.
 		p.Addf("%s is set but the %s policy keeps Layer-1 records forever: the sweeper never deletes them (unset %s)",
-			idem.EnvTable, env.Idem.PolicyName(), idem.EnvTable)
+			idemenv.Table, env.Idem.PolicyName(), idemenv.Table)
 	}
 	if err := p.Err("sweepfn", ErrConfig); err != nil {
 		return nil, err

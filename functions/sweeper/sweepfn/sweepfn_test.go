@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -20,7 +21,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/sweeper"
@@ -109,7 +109,7 @@ func newTables(t *testing.T, e *dynamotest.Emulator) tables {
 }
 
 func (tb tables) env() settings.Env {
-	return settings.Env{EffectsTable: tb.effects, FenceTable: tb.fence, Idem: idem.Env{Table: tb.idem}}
+	return settings.Env{EffectsTable: tb.effects, FenceTable: tb.fence, Idem: idemenv.Env{Table: tb.idem}}
 }
 
 // The function, wired from the environment as main.go does and invoked
@@ -281,7 +281,7 @@ func TestNewFromEnv(t *testing.T) {
 	if err != nil || len(h.Targets) != 1 || h.Targets[0].Label != "effects" || strings.Join(h.Targets[0].Sweeper.KeyAttrs, ",") != "pk,sk" {
 		t.Fatalf("%+v %v", h, err)
 	}
-	h, err = sweepfn.NewFromEnv(settings.Env{EffectsTable: "E", FenceTable: "F", FenceTableRegion: "eu-west-1", Idem: idem.Env{Table: "I"}}, c, nil, nil)
+	h, err = sweepfn.NewFromEnv(settings.Env{EffectsTable: "E", FenceTable: "F", FenceTableRegion: "eu-west-1", Idem: idemenv.Env{Table: "I"}}, c, nil, nil)
 	if err != nil || len(h.Targets) != 3 || h.Targets[1].Sweeper.Table != "F" || h.Targets[2].Label != "idempotency" {
 		t.Fatalf("%+v %v", h, err)
 	}
@@ -301,20 +301,20 @@ func TestNewFromEnv(t *testing.T) {
 func TestNewFromEnvRefusesForeverRetention(t *testing.T) {
 	c := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
 	for _, vars := range []map[string]string{
-		{idem.EnvTable: "I", idem.EnvPolicy: "commerce"},
-		{idem.EnvTable: "I", idem.EnvRetentionHours: "forever"},
-		{idem.EnvTable: "I", idem.EnvPolicy: "erp", idem.EnvRetentionHours: "0"},
+		{idemenv.Table: "I", idemenv.Policy: "commerce"},
+		{idemenv.Table: "I", idemenv.RetentionHours: "forever"},
+		{idemenv.Table: "I", idemenv.Policy: "erp", idemenv.RetentionHours: "0"},
 	} {
 		env, err := settings.LoadEnv(settings.Values(vars))
 		if err != nil {
 			t.Fatal(err)
 		}
 		h, err := sweepfn.NewFromEnv(env, c, nil, nil)
-		if err == nil || !strings.Contains(err.Error(), idem.EnvTable) || !strings.Contains(err.Error(), env.Idem.PolicyName()) {
+		if err == nil || !strings.Contains(err.Error(), idemenv.Table) || !strings.Contains(err.Error(), env.Idem.PolicyName()) {
 			t.Fatalf("%v: %+v %v", vars, h, err)
 		}
 	}
-	env, err := settings.LoadEnv(settings.Values(map[string]string{idem.EnvTable: "I", idem.EnvPolicy: "commerce", idem.EnvRetentionHours: "48"}))
+	env, err := settings.LoadEnv(settings.Values(map[string]string{idemenv.Table: "I", idemenv.Policy: "commerce", idemenv.RetentionHours: "48"}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package idem_test
+package idemenv_test
 
 import (
 	"errors"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"strings"
 	"testing"
 
@@ -14,7 +15,7 @@ import (
 // naming the variable and every allowed value.
 func TestEnvPolicy(t *testing.T) {
 	for name, want := range map[string]string{"": "openwop", "openwop": "openwop", " Commerce ": "commerce", "erp": "erp"} {
-		e, err := idem.LoadEnv(func(k string) string { return map[string]string{idem.EnvPolicy: name}[k] })
+		e, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.Policy: name}[k] })
 		if err != nil || e.PolicyName() != want {
 			t.Fatalf("%q: %q %v", name, e.PolicyName(), err)
 		}
@@ -24,7 +25,7 @@ func TestEnvPolicy(t *testing.T) {
 			t.Fatalf("%q: Apply set Policy %q", name, c.Policy.Name)
 		}
 	}
-	_, err := idem.LoadEnv(func(k string) string { return map[string]string{idem.EnvPolicy: "strict"}[k] })
+	_, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.Policy: "strict"}[k] })
 	var ce *idem.ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 1 {
 		t.Fatalf("bad policy: %v", err)
@@ -35,12 +36,12 @@ func TestEnvPolicy(t *testing.T) {
 		}
 	}
 	// The commerce policy keeps records forever unless a retention is set.
-	e, _ := idem.LoadEnv(func(k string) string { return map[string]string{idem.EnvPolicy: "commerce"}[k] })
+	e, _ := idemenv.Load(func(k string) string { return map[string]string{idemenv.Policy: "commerce"}[k] })
 	if e.EffectiveRetention() != idem.Forever {
 		t.Fatalf("commerce retention %s", e.EffectiveRetention())
 	}
-	e, _ = idem.LoadEnv(func(k string) string {
-		return map[string]string{idem.EnvPolicy: "commerce", idem.EnvRetentionHours: "48"}[k]
+	e, _ = idemenv.Load(func(k string) string {
+		return map[string]string{idemenv.Policy: "commerce", idemenv.RetentionHours: "48"}[k]
 	})
 	if e.EffectiveRetention().Hours() != 48 {
 		t.Fatalf("commerce with 48 h: %s", e.EffectiveRetention())

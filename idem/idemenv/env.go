@@ -1,0 +1,156 @@
+// Package idemenv reads Layer 1's settings from the process environment,
+// the way a Lambda function is configured:
+//
+//	env, err := idemenv.Load(os.Getenv)
+//	if err != nil {
+//		return err // every bad variable at once, matching idem.ErrConfig
+//	}
+//	cfg := idem.Config{Store: store, Tenant: idem.IAMPrincipal()}
+//	env.Apply(&cfg)
+//	guard, err := idem.New(cfg)
+//
+// Unset variables leave idem.Config's defaults in place.
+package idemenv
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Environment variables read by Load (the names of the ERP service's policy,
+// and IDEMPOTENCY_POLICY, which picks one of the three published policies).
+const (
+	Enabled        = "IDEMPOTENCY_ENABLED"                  // true|false, default true
+	Required       = "IDEMPOTENCY_REQUIRED"                 // true|false, default false
+	LeaseSeconds   = "IDEMPOTENCY_PROCESSING_LEASE_SECONDS" // 30..3600, default 300
+	RetentionHours = "IDEMPOTENCY_RETENTION_HOURS"          // hours; 0 or "forever" = never expire
+	Table          = "IDEMPOTENCY_TABLE"                    // DynamoDB table name
+	Policy         = "IDEMPOTENCY_POLICY"                   // one of idem.PolicyNames(), default openwop
+	// KeyHashSecret keys the log hashes of idempotency keys
+	// (idem.Config.KeyHashSecret); default unset, a random salt per process.
+	KeyHashSecret = "IDEMPOTENCY_KEY_HASH_SECRET"
+)
+
+// Env is the configuration read from the environment in Lambda.
+type Env struct {
+	// Enabled: IDEMPOTENCY_ENABLED, default true.
+	Enabled bool
+	// Required: IDEMPOTENCY_REQUIRED, default false.
+	Required bool
+	// Lease: IDEMPOTENCY_PROCESSING_LEASE_SECONDS (30..3600), default 0
+	// meaning idem.Config's default (300 s).
+	Lease time.Duration
+	// Retention: IDEMPOTENCY_RETENTION_HOURS. Unset leaves 0 (the profile's
+	// default: 24 h OpenWOP, 720 h ERP, forever Commerce); "0" or "forever"
+	// gives idem.Forever (no expiry, no TTL attribute).
+	Retention time.Duration
+	// Table: IDEMPOTENCY_TABLE, the DynamoDB table (used by dynamostore).
+	// Default "".
+	Table string
+	// Policy: IDEMPOTENCY_POLICY, one of idem.PolicyNames (openwop, commerce,
+	// erp; idem.PolicyNamed). Unset leaves the zero idem.Policy, which is idem.Config's
+	// default (idem.PolicyOpenWOP); PolicyName reports the name either way.
+	Policy idem.Policy
+	// KeyHashSecret: IDEMPOTENCY_KEY_HASH_SECRET (idem.Config.KeyHashSecret).
+	// Default "": a random salt per process.
+	KeyHashSecret string
+}
+
+// PolicyName is the name of the policy e selects: Policy.Name, or
+// "openwop" (idem.Config's default) when IDEMPOTENCY_POLICY is unset.
+func (e Env) PolicyName() string {
+	if e.Policy.Name == "" {
+		return idem.PolicyOpenWOP.Name
+	}
+	return e.Policy.Name
+}
+
+// EffectiveRetention is how long e keeps a record after its last write:
+// Retention when set, else the policy's default (idem.Forever for no expiry).
+func (e Env) EffectiveRetention() time.Duration {
+	if e.Retention != 0 {
+		return e.Retention
+	}
+	if e.Policy.Name == "" {
+		return idem.PolicyOpenWOP.Retention
+	}
+	return e.Policy.Retention
+}
+
+// Load reads the IDEMPOTENCY_* variables through getenv (os.Getenv in
+// production) and validates them, reporting every bad value at once as a
+// *idem.ConfigError naming the variable.
+func Load(getenv func(string) string) (Env, error) {
+	e := Env{Enabled: true}
+	var p []string
+	parseBool := func(name string, dst *bool) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return
+		}
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			p = append(p, fmt.Sprintf("%s=%q: want true or false", name, v))
+			return
+		}
+		*dst = b
+	}
+	parseBool(Enabled, &e.Enabled)
+	parseBool(Required, &e.Required)
+	if v := strings.TrimSpace(getenv(LeaseSeconds)); v != "" {
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			p = append(p, fmt.Sprintf("%s=%q: want whole seconds", LeaseSeconds, v))
+		case time.Duration(n)*time.Second < idem.MinLease || time.Duration(n)*time.Second > idem.MaxLease:
+			p = append(p, fmt.Sprintf("%s=%d: must be 30..3600", LeaseSeconds, n))
+		default:
+			e.Lease = time.Duration(n) * time.Second
+		}
+	}
+	if v := strings.TrimSpace(getenv(RetentionHours)); v != "" {
+		if strings.EqualFold(v, "forever") || v == "0" {
+			e.Retention = idem.Forever
+		} else if n, err := strconv.Atoi(v); err != nil || n < 0 {
+			p = append(p, fmt.Sprintf("%s=%q: want whole hours, 0 or \"forever\"", RetentionHours, v))
+		} else {
+			e.Retention = time.Duration(n) * time.Hour
+		}
+	}
+	e.Table = strings.TrimSpace(getenv(Table))
+	e.KeyHashSecret = getenv(KeyHashSecret)
+	if v := strings.TrimSpace(getenv(Policy)); v != "" {
+		pol, err := idem.PolicyNamed(v)
+		if err != nil {
+			p = append(p, fmt.Sprintf("%s=%q: want one of %s", Policy, v, strings.Join(idem.PolicyNames(), ", ")))
+		} else {
+			e.Policy = pol
+		}
+	}
+	if len(p) > 0 {
+		return e, &idem.ConfigError{Problems: p}
+	}
+	return e, nil
+}
+
+// Apply copies the environment's settings into c (Table is for the store).
+func (e Env) Apply(c *idem.Config) {
+	c.Disabled = !e.Enabled
+	c.Required = e.Required
+	if e.Lease != 0 {
+		c.Lease = e.Lease
+	}
+	if e.Retention != 0 {
+		c.Retention = e.Retention
+	}
+	if e.Policy.Name != "" {
+		c.Policy = e.Policy
+	}
+	if e.KeyHashSecret != "" {
+		c.KeyHashSecret = e.KeyHashSecret
+	}
+}

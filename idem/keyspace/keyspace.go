@@ -1,0 +1,64 @@
+// Package keyspace maps a caller's Idempotency-Key to the Layer-1 record ID
+// it may claim, and tells those IDs from every other.
+//
+// Host-generated keys never share the caller's keyspace. Every Layer-1
+// record ID is CallerPrefix followed by the unpadded base64url SHA-256 of a
+// domain-separated, length-prefixed encoding of (tenant, operation, key).
+// The caller controls only the key, which is hashed, so no caller-supplied
+// key can produce an ID outside this shape, and every Store refuses
+// (idem.ErrInvalidRecord) to claim an ID that is not IsCaller. Host
+// generated identifiers (locks, fire-once slots, effect identities) are
+// never stored in the Layer-1 store at all: they live in the ledger's
+// tables. A caller key therefore cannot name, claim or suppress a host lock.
+package keyspace
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"strings"
+)
+
+// CallerPrefix starts every Layer-1 record ID.
+const CallerPrefix = "caller:v1:"
+
+// scopeDomain separates Layer-1 scope hashes from every other hash idemkit
+// computes.
+const scopeDomain = "idemkit/idem/caller-scope/v1"
+
+const scopeHashLen = 43 // base64url(sha256) without padding
+
+// ID returns the record ID for (tenant, operation, key). It is
+// injective over its inputs (each part is length-prefixed) and never
+// contains the raw key.
+func ID(tenant, operation, key string) string {
+	h := sha256.New()
+	var n [8]byte
+	h.Write([]byte(scopeDomain))
+	for _, p := range [...]string{tenant, operation, key} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		h.Write([]byte(p))
+	}
+	var sum [sha256.Size]byte
+	return CallerPrefix + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))
+}
+
+// IsCaller reports whether id has the shape of an ID result: the
+// caller-keyspace prefix followed by exactly one base64url SHA-256. Stores
+// use it to refuse any other ID.
+func IsCaller(id string) bool {
+	rest, ok := strings.CutPrefix(id, CallerPrefix)
+	if !ok || len(rest) != scopeHashLen {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	// The last character of a 32-byte base64url value encodes 4 bits of
+	// data and 2 zero bits.
+	return strings.IndexByte("AEIMQUYcgkosw048", rest[scopeHashLen-1]) >= 0
+}
