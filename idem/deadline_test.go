@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/event"
 	"io"
 	"log/slog"
 	"net/http"
@@ -309,7 +310,7 @@ func TestStalledStoreCompletionAnswers503Middleware(t *testing.T) {
 		s := newStallStore("Complete")
 		g := stallGuard(t, s, func(c *idem.Config) { c.Tenant = idem.SingleTenant("t") })
 		runs := 0
-		fn, err := idem.Event(g, idem.EventConfig[string]{Operation: "charge", Key: func(k string) (string, error) { return k, nil }},
+		fn, err := event.Func(g, event.Config[string]{Operation: "charge", Key: func(k string) (string, error) { return k, nil }},
 			func(ctx context.Context, in string) (string, error) { runs++; return "charged " + in, nil })
 		if err != nil {
 			t.Fatal(err)

@@ -1,6 +1,7 @@
 // Package idem is Layer 1 of idemkit: request idempotency for AWS Lambda APIs
 // behind API Gateway, keyed by the Idempotency-Key header. Build a Guard with
-// New, then wrap a handler with HTTPAPI (or REST, Middleware, Event, SQS):
+// New, then wrap a handler with HTTPAPI (or REST, Middleware; idem/event for
+// SQS and any other event):
 //
 //	store, err := dynamostore.New(dynamostore.Config{Client: ddb, Table: "idempotency"})
 //	// ...
@@ -18,7 +19,8 @@
 // net/http adapters) and never imports the AWS SDK; records live behind the
 // small Store interface (idem/memstore, idem/dynamostore), proven by one
 // conformance suite (idem/idemtest). The offline-decision check is
-// idem/decided.
+// idem/decided; record IDs are idem/keyspace's, the canonical form of a
+// request on a route with a Contract is idem/canon's.
 //
 // # Policy
 //
@@ -27,7 +29,7 @@
 // in-flight answer and the error body — is one Policy value
 // (Config.Policy): PolicyOpenWOP (the default), PolicyCommerce, PolicyERP,
 // or a value of your own. PolicyNamed picks a preset by name
-// (IDEMPOTENCY_POLICY, LoadEnv).
+// (IDEMPOTENCY_POLICY, read by idem/idemenv).
 //
 // # Scope
 //
@@ -83,11 +85,13 @@
 //
 // # Events
 //
-// Event applies the same claim, lease, fencing and replay to any
-// func(ctx, In) (Out, error), keyed by a function of the event (a returned
-// value is cached, an error never is); SQS runs each message of a batch
-// once and reports only the failed ones in BatchItemFailures. Event scopes
-// never share a keyspace with HTTP requests.
+// Guard.Once applies the same claim, lease, fencing and replay to one unit
+// of work that is not an HTTP request (a returned value is cached, an error
+// never is). Package idem/event builds the Lambda adapters on it: event.Func
+// wraps any func(ctx, In) (Out, error), keyed by a function of the event;
+// event.SQS runs each message of a batch once and reports only the failed
+// ones in BatchItemFailures. Work scopes never share a keyspace with HTTP
+// requests.
 //
 // # Error codes
 //

@@ -58,9 +58,10 @@ var (
 	// digest or owner, a non-caller-keyspace ID, ...).
 	ErrInvalidRecord = errors.New("idem: invalid record")
 
-	// Errors of event handlers wrapped by Event and SQS, matched with errors.Is.
+	// Errors of work run by Guard.Once (and so by the idem/event adapters),
+	// matched with errors.Is.
 
-	// ErrNoEventKey: EventConfig.Key returned an empty key. The function did
+	// ErrNoEventKey: the work's key (Work.Key, event.Config.Key) is empty. The function did
 	// not run and nothing was written; the event should fail (and be
 	// retried or dead-lettered) rather than run without deduplication.
 	ErrNoEventKey = errors.New("idem: event has no idempotency key")

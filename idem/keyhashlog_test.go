@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/idemkit/idemkit/idem/event"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"log/slog"
 	"strings"
@@ -26,7 +27,7 @@ func sqsLogLines(t *testing.T, secret string, key func(events.SQSMessage) (strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := idem.SQS(g, idem.SQSConfig{Operation: "ship", Key: key}, func(context.Context, events.SQSMessage) error {
+	h, err := event.SQS(g, event.SQSConfig{Operation: "ship", Key: key}, func(context.Context, events.SQSMessage) error {
 		return errors.New("downstream refused " + m.Body)
 	})
 	if err != nil {

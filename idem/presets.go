@@ -7,7 +7,7 @@ import (
 
 // presets is the registry of the policies the library ships, the default
 // first: each lives in its own file (preset_<name>.go). PolicyNames,
-// PolicyNamed, LoadEnv (IDEMPOTENCY_POLICY) and every flag help and usage
+// PolicyNamed, idemenv.Load (IDEMPOTENCY_POLICY) and every flag help and usage
 // string that names the policies derive from this one list, so a new
 // preset is one new file plus one row here.
 var presets = []Policy{

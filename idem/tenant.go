@@ -39,6 +39,12 @@ const (
 // value, which New rejects unless Config.HTTPTenant is set).
 func (s TenantSource) IsSet() bool { return s.Kind != tenantUnset }
 
+// Single returns the configured tenant of a SingleTenant source, and false
+// for every other source.
+func (s TenantSource) Single() (tenant string, ok bool) {
+	return s.Name, s.Kind == tenantSingle
+}
+
 // TenantSource configures tenant resolution. The tenant always comes from
 // the credential (or, for tenantSingle, from the configuration), never from
 // the body. Build one with AuthorizerKey, JWTClaim, IAMPrincipal or

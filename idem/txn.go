@@ -41,7 +41,7 @@ type txn struct {
 	// async is the request's wait mode (Policy.InFlight.ModeHeader):
 	// a duplicate of a pending request is answered at once.
 	async bool
-	// claimErr is the store's error when the claim failed (Event returns
+	// claimErr is the store's error when the claim failed (Once returns
 	// it under ErrStoreUnavailable).
 	claimErr error
 	// leaseEnd is the wall-clock end of the claim's lease as last written

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/event"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"log"
 	"os"
@@ -36,14 +37,14 @@ func main() {
 }
 
 // handlers builds the HTTP API handler and the SQS consumer.
-func handlers(ctx context.Context) (idem.HTTPAPIHandler, idem.SQSHandler, error) {
+func handlers(ctx context.Context) (idem.HTTPAPIHandler, event.SQSHandler, error) {
 	guard, err := newGuard(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
 	// Each message once, keyed by its MessageId; only failed messages are
 	// reported back to SQS (ReportBatchItemFailures).
-	consumer, err := idem.SQS(guard, idem.SQSConfig{Operation: "ship-order"}, shipOrder)
+	consumer, err := event.SQS(guard, event.SQSConfig{Operation: "ship-order"}, shipOrder)
 	if err != nil {
 		return nil, nil, err
 	}

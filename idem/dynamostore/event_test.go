@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/event"
 	"io"
 	"log/slog"
 	"strings"
@@ -107,7 +108,7 @@ func TestSQSOnDynamoDB(t *testing.T) {
 			var runs sqsRuns
 			var flaky atomic.Bool
 			flaky.Store(true)
-			h, err := idem.SQS(sqsGuard(t, v.s, clk, 5*time.Second), idem.SQSConfig{Operation: "ship-" + rnd(4), Concurrency: 3},
+			h, err := event.SQS(sqsGuard(t, v.s, clk, 5*time.Second), event.SQSConfig{Operation: "ship-" + rnd(4), Concurrency: 3},
 				func(ctx context.Context, m events.SQSMessage) error {
 					runs.add(m.MessageId)
 					if m.MessageId == "m-4" && flaky.Load() {
@@ -158,7 +159,7 @@ func TestSQSOnDynamoDB(t *testing.T) {
 		})
 		t.Run("ParallelDuplicateBatches", func(t *testing.T) {
 			var runs sqsRuns
-			h, _ := idem.SQS(sqsGuard(t, v.s, clk, 20*time.Second), idem.SQSConfig{Operation: "ship-" + rnd(4), Concurrency: 4},
+			h, _ := event.SQS(sqsGuard(t, v.s, clk, 20*time.Second), event.SQSConfig{Operation: "ship-" + rnd(4), Concurrency: 4},
 				func(ctx context.Context, m events.SQSMessage) error {
 					runs.add(m.MessageId)
 					time.Sleep(30 * time.Millisecond)
@@ -196,8 +197,8 @@ func TestSQSCrashMidBatchOnDynamoDB(t *testing.T) {
 		}
 		op := "ship-" + rnd(4)
 		var runs sqsRuns
-		consumer := func(st idem.Store, die func()) idem.SQSHandler {
-			h, err := idem.SQS(sqsGuard(t, st, clk, -1), idem.SQSConfig{Operation: op}, func(ctx context.Context, m events.SQSMessage) error {
+		consumer := func(st idem.Store, die func()) event.SQSHandler {
+			h, err := event.SQS(sqsGuard(t, st, clk, -1), event.SQSConfig{Operation: op}, func(ctx context.Context, m events.SQSMessage) error {
 				runs.add(m.MessageId)
 				if biz != "" {
 					if err := idem.Transact(ctx, businessPut(biz, op+"/"+m.MessageId)); err != nil {

@@ -26,7 +26,7 @@ import (
 )
 
 var protocolPackages = []string{
-	"./idem", "./idem/memstore", "./idem/idemtest",
+	"./idem", "./idem/memstore", "./idem/idemtest", "./idem/event", "./idem/idemenv", "./idem/keyspace", "./idem/canon",
 	"./ledger", "./ledger/memstore", "./ledger/ledgertest",
 	"./ledger/fence", "./ledger/fence/memstore", "./ledger/fence/fencetest",
 	"./ledger/semantic", "./ledger/identity", "./internal/jcs", "./internal/ids", "./internal/clock", "./emf",

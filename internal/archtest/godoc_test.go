@@ -9,13 +9,12 @@ import (
 )
 
 // goDocShortBudget is the most lines `go doc -short` may print for each
-// library package: what a user scans to find the entry points. It only
-// ever goes down; a package that grows past it groups related names,
-// unexports what users never need, or moves a concept to a subpackage.
-// The goal is 60 lines for idem and 45 for ledger; these are the counts
-// reached so far, held so they cannot grow back.
+// library package: what a user scans to find the entry points. A package
+// that would grow past it groups related names, unexports what users never
+// need, or moves a concept to a subpackage of its own (as idem/event,
+// idem/idemenv, idem/keyspace, idem/canon and ledger/identity are).
 var goDocShortBudget = map[string]int{
-	"./idem":   74,
+	"./idem":   60,
 	"./ledger": 44,
 }
 

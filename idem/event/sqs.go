@@ -1,4 +1,4 @@
-package idem
+package event
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/idem"
 )
 
 // SQSConfig configures SQS. Only Operation is required.
@@ -22,7 +23,7 @@ type SQSConfig struct {
 	Key func(events.SQSMessage) (string, error)
 
 	// Payload returns the bytes hashed under the key (a different payload
-	// under a used key fails the record with ErrPayloadMismatch). Default:
+	// under a used key fails the record with idem.ErrPayloadMismatch). Default:
 	// the Body.
 	Payload func(events.SQSMessage) ([]byte, error)
 
@@ -47,15 +48,15 @@ type SQSConfig struct {
 type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse, error)
 
 // SQS returns the handler of an SQS batch that runs fn once per message key
-// (Event's guarantees, per record) and reports only the records that failed
+// (Func's guarantees, per record) and reports only the records that failed
 // in BatchItemFailures, so SQS redelivers those alone:
 //
 //   - A record whose key already completed (a redelivered batch, a message
 //     processed by a crashed invocation that recorded it) is acknowledged
 //     without running fn.
 //   - A record whose fn returns an error or panics, whose key is in flight
-//     in another invocation (ErrInFlight), whose payload does not match
-//     (ErrPayloadMismatch), or whose claim failed is reported as a failure;
+//     in another invocation (idem.ErrInFlight), whose payload does not match
+//     (idem.ErrPayloadMismatch), or whose claim failed is reported as a failure;
 //     the others are acknowledged.
 //   - In a FIFO queue, processing stops at the first failure and every
 //     record from it on is reported, unprocessed, so the message groups keep
@@ -65,7 +66,7 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 // The handler itself never returns an error, so one bad record never makes
 // SQS redeliver the whole batch. The event source mapping must report batch
 // item failures, or SQS treats the empty error as success for every record.
-func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) error) (SQSHandler, error) {
+func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) error) (SQSHandler, error) {
 	key := cfg.Key
 	if key == nil {
 		key = func(m events.SQSMessage) (string, error) { return m.MessageId, nil }
@@ -74,23 +75,24 @@ func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) er
 	if cfg.Concurrency < 0 {
 		p = append(p, "SQSConfig.Concurrency must be >= 0")
 	}
-	run, err := Event(g, EventConfig[events.SQSMessage]{Operation: cfg.Operation, Key: key, Payload: cfg.Payload, Tenant: cfg.Tenant},
-		func(ctx context.Context, m events.SQSMessage) (struct{}, error) { return struct{}{}, fn(ctx, m) })
-	var ce *ConfigError
+	ecfg := Config[events.SQSMessage]{Operation: cfg.Operation, Key: key, Payload: cfg.Payload, Tenant: cfg.Tenant}
+	unit := func(ctx context.Context, m events.SQSMessage) (struct{}, error) { return struct{}{}, fn(ctx, m) }
+	_, err := Func(g, ecfg, unit)
+	var ce *idem.ConfigError
 	if errors.As(err, &ce) {
 		p = append(ce.Problems, p...)
 	}
 	if len(p) > 0 {
-		return nil, &ConfigError{Problems: p}
+		return nil, &idem.ConfigError{Problems: p}
 	}
 	conc := max(cfg.Concurrency, 1)
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
 		one := func(i int) bool {
 			m := ev.Records[i]
-			if _, err := run(context.WithValue(ctx, adapterLogsFailuresKey{}, true), m); err != nil {
+			if _, err := run(ctx, g, &ecfg, m, unit, true); err != nil {
 				failed[i] = true
-				g.logRecordFailure(ctx, cfg.Operation, m, key, err)
+				logRecordFailure(ctx, g, cfg.Operation, m, key, err)
 				return false
 			}
 			return true
@@ -137,41 +139,33 @@ func SQS(g *Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessage) er
 	}, nil
 }
 
-// adapterLogsFailuresKey marks a context whose adapter logs each failed
-// record once itself: the txn then skips its own line about the failure.
-type adapterLogsFailuresKey struct{}
-
 // logRecordFailure is the one log line of a failed SQS record: the message
 // id as it is (SQS assigns it; it is not a caller secret), the key as its
-// hash (Config.KeyHashSecret) unless the key is the message id itself, the
-// operation, the outcome and the error with the key redacted.
-func (g *Guard) logRecordFailure(ctx context.Context, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
-	attrs := []slog.Attr{slog.String("operation", op), slog.String("message_id", m.MessageId)}
-	var secret []string
-	if k, kerr := key(m); kerr == nil && k != "" {
-		attrs = append(attrs, slog.String("key_hash", g.hash(k)))
-		if k != m.MessageId {
-			secret = []string{k}
-		}
+// hash (idem.Config.KeyHashSecret), never as it is unless it is the message
+// id itself, the operation, the outcome and the error with the key redacted.
+func logRecordFailure(ctx context.Context, g *idem.Guard, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
+	k, kerr := key(m)
+	if kerr != nil {
+		k = ""
 	}
-	attrs = append(attrs, slog.String("outcome", recordOutcome(err)), slog.String("error", g.redact(err.Error(), secret)))
-	g.log.LogAttrs(ctx, slog.LevelWarn, "idempotency: SQS record failed; reported for redelivery", attrs...)
+	g.LogFailure(ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
+		slog.String("message_id", m.MessageId))
 }
 
 // recordOutcome names why a record failed (the "outcome" log attribute).
 func recordOutcome(err error) string {
 	switch {
-	case errors.Is(err, ErrInFlight):
-		return OutcomeInFlight
-	case errors.Is(err, ErrPayloadMismatch):
-		return OutcomeMismatch
-	case errors.Is(err, ErrStoreUnavailable):
+	case errors.Is(err, idem.ErrInFlight):
+		return idem.OutcomeInFlight
+	case errors.Is(err, idem.ErrPayloadMismatch):
+		return idem.OutcomeMismatch
+	case errors.Is(err, idem.ErrStoreUnavailable):
 		return "store-unavailable"
-	case errors.Is(err, ErrLeaseLost):
+	case errors.Is(err, idem.ErrLeaseLost):
 		return "lease-lost"
-	case errors.Is(err, ErrNotCommitted):
+	case errors.Is(err, idem.ErrNotCommitted):
 		return "not-committed"
-	case errors.Is(err, ErrNoEventKey):
+	case errors.Is(err, idem.ErrNoEventKey):
 		return "no-key"
 	}
 	return "handler-error"

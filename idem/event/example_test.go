@@ -1,9 +1,10 @@
-package idem_test
+package event_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/event"
 	"io"
 	"log/slog"
 
@@ -15,7 +16,7 @@ import (
 // Event makes any event handler idempotent: here an EventBridge-style
 // event keyed by its id. The value is cached and replayed to every later
 // delivery; an error is never cached.
-func ExampleEvent() {
+func ExampleFunc() {
 	g, err := idem.New(idem.Config{
 		Store:  memstore.New(), // dynamostore.New(...) in production
 		Tenant: idem.SingleTenant("billing"),
@@ -32,7 +33,7 @@ func ExampleEvent() {
 		Charge string `json:"charge"`
 	}
 	charges := 0
-	charge, err := idem.Event(g, idem.EventConfig[Invoice]{
+	charge, err := event.Func(g, event.Config[Invoice]{
 		Operation: "charge-invoice",
 		Key:       func(in Invoice) (string, error) { return in.ID, nil },
 	}, func(ctx context.Context, in Invoice) (Receipt, error) {
@@ -69,7 +70,7 @@ func ExampleSQS() {
 		panic(err)
 	}
 	down := true
-	handler, err := idem.SQS(g, idem.SQSConfig{Operation: "ship-order"}, func(ctx context.Context, m events.SQSMessage) error {
+	handler, err := event.SQS(g, event.SQSConfig{Operation: "ship-order"}, func(ctx context.Context, m events.SQSMessage) error {
 		if m.MessageId == "m-2" && down {
 			return errors.New("carrier API unavailable")
 		}

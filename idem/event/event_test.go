@@ -1,9 +1,10 @@
-package idem_test
+package event_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/idemkit/idemkit/idem/event"
 	"log/slog"
 	"strings"
 	"sync"
@@ -47,7 +48,7 @@ func TestEventOutcomeCaching(t *testing.T) {
 	g := eventGuard(t, e)
 	var runs atomic.Int32
 	fail := true
-	charge, err := idem.Event(g, idem.EventConfig[order]{Operation: "charge", Key: orderKey},
+	charge, err := event.Func(g, event.Config[order]{Operation: "charge", Key: orderKey},
 		func(ctx context.Context, o order) (receipt, error) {
 			n := runs.Add(1)
 			if _, ok := idem.FromContext(ctx); !ok {
@@ -81,7 +82,7 @@ func TestEventOutcomeCaching(t *testing.T) {
 	if _, err := charge(ctx, order{}); err != nil {
 		t.Fatalf("key order/ is a key: %v", err)
 	}
-	noKey, _ := idem.Event(g, idem.EventConfig[order]{Operation: "charge", Key: func(order) (string, error) { return "", nil }},
+	noKey, _ := event.Func(g, event.Config[order]{Operation: "charge", Key: func(order) (string, error) { return "", nil }},
 		func(context.Context, order) (receipt, error) { t.Fatal("ran without a key"); return receipt{}, nil })
 	if _, err := noKey(ctx, o); !errors.Is(err, idem.ErrNoEventKey) {
 		t.Fatalf("no key: %v", err)
@@ -99,7 +100,7 @@ func TestEventPanicIsRetryable(t *testing.T) {
 	e := newEnv(t, nil)
 	g := eventGuard(t, e)
 	var runs atomic.Int32
-	f, _ := idem.Event(g, idem.EventConfig[order]{Operation: "ship", Key: orderKey}, func(context.Context, order) (int, error) {
+	f, _ := event.Func(g, event.Config[order]{Operation: "ship", Key: orderKey}, func(context.Context, order) (int, error) {
 		if runs.Add(1) == 1 {
 			panic("boom")
 		}
@@ -119,7 +120,7 @@ func TestEventParallelDuplicates(t *testing.T) {
 	e := newEnv(t, nil)
 	g := eventGuard(t, e)
 	var runs atomic.Int32
-	f, _ := idem.Event(g, idem.EventConfig[order]{Operation: "charge", Key: orderKey}, func(ctx context.Context, o order) (receipt, error) {
+	f, _ := event.Func(g, event.Config[order]{Operation: "charge", Key: orderKey}, func(ctx context.Context, o order) (receipt, error) {
 		n := runs.Add(1)
 		time.Sleep(30 * time.Millisecond)
 		return receipt{OrderID: o.ID, Execution: n}, nil
@@ -148,7 +149,7 @@ func TestEventInFlightAndExpiredLease(t *testing.T) {
 	var runs atomic.Int32
 	release := make(chan struct{})
 	started := make(chan struct{})
-	f, _ := idem.Event(e.guard, idem.EventConfig[order]{Operation: "charge", Key: orderKey, Tenant: func(order) string { return "t1" }},
+	f, _ := event.Func(e.guard, event.Config[order]{Operation: "charge", Key: orderKey, Tenant: func(order) string { return "t1" }},
 		func(ctx context.Context, o order) (int32, error) {
 			n := runs.Add(1)
 			if n == 1 {
@@ -180,7 +181,7 @@ func TestEventFencedCompletion(t *testing.T) {
 	e := newEnv(t, nil)
 	var runs atomic.Int32
 	var f func(context.Context, order) (int32, error)
-	f, _ = idem.Event(e.guard, idem.EventConfig[order]{Operation: "charge", Key: orderKey},
+	f, _ = event.Func(e.guard, event.Config[order]{Operation: "charge", Key: orderKey},
 		func(ctx context.Context, o order) (int32, error) {
 			n := runs.Add(1)
 			if n == 1 {
@@ -200,7 +201,7 @@ func TestEventFencedCompletion(t *testing.T) {
 func TestEventTransact(t *testing.T) {
 	e := newEnv(t, nil)
 	g := eventGuard(t, e)
-	f, _ := idem.Event(g, idem.EventConfig[order]{Operation: "book", Key: orderKey}, func(ctx context.Context, o order) (string, error) {
+	f, _ := event.Func(g, event.Config[order]{Operation: "book", Key: orderKey}, func(ctx context.Context, o order) (string, error) {
 		return "booked", idem.Transact(ctx, memstore.Write{Key: "booking#" + o.ID, Value: []byte("1"), IfAbsent: true})
 	})
 	for range 3 {
@@ -212,7 +213,7 @@ func TestEventTransact(t *testing.T) {
 		t.Fatalf("business write: %q %v", v, ok)
 	}
 	// A write whose own condition fails commits nothing: retryable.
-	g2, _ := idem.Event(g, idem.EventConfig[order]{Operation: "book-again", Key: orderKey}, func(ctx context.Context, o order) (string, error) {
+	g2, _ := event.Func(g, event.Config[order]{Operation: "book-again", Key: orderKey}, func(ctx context.Context, o order) (string, error) {
 		return "booked", idem.Transact(ctx, memstore.Write{Key: "booking#" + o.ID, Value: []byte("2"), IfAbsent: true})
 	})
 	if _, err := g2(context.Background(), order{ID: "5"}); !errors.Is(err, idem.ErrNotCommitted) {
@@ -226,7 +227,7 @@ func TestEventScopes(t *testing.T) {
 	g := eventGuard(t, e)
 	var runs atomic.Int32
 	mk := func(op string, tenant func(order) string) func(context.Context, order) (int32, error) {
-		f, err := idem.Event(g, idem.EventConfig[order]{Operation: op, Key: orderKey, Tenant: tenant},
+		f, err := event.Func(g, event.Config[order]{Operation: op, Key: orderKey, Tenant: tenant},
 			func(context.Context, order) (int32, error) { return runs.Add(1), nil })
 		if err != nil {
 			t.Fatal(err)
@@ -247,17 +248,17 @@ func TestEventScopes(t *testing.T) {
 
 func TestEventConfigAndDisabled(t *testing.T) {
 	e := newEnv(t, nil)
-	_, err := idem.Event[order, int](e.guard, idem.EventConfig[order]{}, nil)
+	_, err := event.Func[order, int](e.guard, event.Config[order]{}, nil)
 	var ce *idem.ConfigError
 	if !errors.As(err, &ce) || len(ce.Problems) != 3 {
 		t.Fatalf("config: %v", err)
 	}
-	if _, err := idem.SQS(e.guard, idem.SQSConfig{Concurrency: -1}, func(context.Context, events.SQSMessage) error { return nil }); !errors.As(err, &ce) || len(ce.Problems) != 2 {
+	if _, err := event.SQS(e.guard, event.SQSConfig{Concurrency: -1}, func(context.Context, events.SQSMessage) error { return nil }); !errors.As(err, &ce) || len(ce.Problems) != 2 {
 		t.Fatalf("SQS config: %v", err)
 	}
 	off := newEnv(t, func(c *idem.Config) { c.Disabled = true })
 	runs := 0
-	f, _ := idem.Event(off.guard, idem.EventConfig[order]{Operation: "x", Key: orderKey}, func(context.Context, order) (int, error) { runs++; return runs, nil })
+	f, _ := event.Func(off.guard, event.Config[order]{Operation: "x", Key: orderKey}, func(context.Context, order) (int, error) { runs++; return runs, nil })
 	f(context.Background(), order{ID: "1"})
 	f(context.Background(), order{ID: "1"})
 	if runs != 2 {
@@ -292,7 +293,7 @@ func TestSQSRedeliveredBatch(t *testing.T) {
 			var mu sync.Mutex
 			runs := map[string]int{}
 			flaky := map[string]bool{"m-2": true, "m-4": true}
-			h, err := idem.SQS(g, idem.SQSConfig{Operation: "ship", Concurrency: conc}, func(ctx context.Context, m events.SQSMessage) error {
+			h, err := event.SQS(g, event.SQSConfig{Operation: "ship", Concurrency: conc}, func(ctx context.Context, m events.SQSMessage) error {
 				mu.Lock()
 				defer mu.Unlock()
 				runs[m.MessageId]++
@@ -333,7 +334,7 @@ func TestSQSParallelDuplicateBatches(t *testing.T) {
 	e := newEnv(t, nil)
 	g := eventGuard(t, e)
 	var runs sync.Map
-	h, _ := idem.SQS(g, idem.SQSConfig{Operation: "ship", Concurrency: 3}, func(ctx context.Context, m events.SQSMessage) error {
+	h, _ := event.SQS(g, event.SQSConfig{Operation: "ship", Concurrency: 3}, func(ctx context.Context, m events.SQSMessage) error {
 		n, _ := runs.LoadOrStore(m.MessageId, new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
 		time.Sleep(20 * time.Millisecond)
@@ -363,7 +364,7 @@ func TestSQSFIFOStopsAtFirstFailure(t *testing.T) {
 	e := newEnv(t, nil)
 	g := eventGuard(t, e)
 	var seen []string
-	h, _ := idem.SQS(g, idem.SQSConfig{Operation: "ship", Concurrency: 8}, func(ctx context.Context, m events.SQSMessage) error {
+	h, _ := event.SQS(g, event.SQSConfig{Operation: "ship", Concurrency: 8}, func(ctx context.Context, m events.SQSMessage) error {
 		seen = append(seen, m.MessageId)
 		if m.MessageId == "m-2" {
 			return errors.New("not yet")
@@ -382,7 +383,7 @@ func TestSQSFIFOSkipGroupOnError(t *testing.T) {
 	e := newEnv(t, nil)
 	g := eventGuard(t, e)
 	var seen []string
-	h, _ := idem.SQS(g, idem.SQSConfig{Operation: "ship", SkipGroupOnError: true}, func(ctx context.Context, m events.SQSMessage) error {
+	h, _ := event.SQS(g, event.SQSConfig{Operation: "ship", SkipGroupOnError: true}, func(ctx context.Context, m events.SQSMessage) error {
 		seen = append(seen, m.MessageId)
 		if m.MessageId == "m-2" {
 			return errors.New("not yet")
@@ -441,13 +442,13 @@ func TestSQSCrashMidBatch(t *testing.T) {
 	e := newEnv(t, nil)
 	crash := &crashStore{Store: e.store}
 	runs := map[string]int{}
-	mk := func(st idem.Store) idem.SQSHandler {
+	mk := func(st idem.Store) event.SQSHandler {
 		g, err := idem.New(idem.Config{Store: st, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}}, Wait: -1,
 			Logger: slog.New(slog.NewJSONHandler(e.logs, nil))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := idem.SQS(g, idem.SQSConfig{Operation: "ship"}, func(ctx context.Context, m events.SQSMessage) error {
+		h, err := event.SQS(g, event.SQSConfig{Operation: "ship"}, func(ctx context.Context, m events.SQSMessage) error {
 			runs[m.MessageId]++
 			if err := idem.Transact(ctx, memstore.Write{Key: "shipment#" + m.MessageId, Value: []byte(m.Body), IfAbsent: true}); err != nil {
 				return err

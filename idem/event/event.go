@@ -1,0 +1,170 @@
+// Package event makes Lambda handlers of any event type idempotent with an
+// idem.Guard: Func wraps a function of any event (EventBridge, DynamoDB or
+// Kinesis stream records, Step Functions tasks, direct invocations), SQS
+// wraps an SQS batch handler that reports only its failed records.
+//
+//	guard, _ := idem.New(idem.Config{Store: store, Tenant: idem.SingleTenant("shop")})
+//	consumer, _ := event.SQS(guard, event.SQSConfig{Operation: "ship-order"}, shipOrder)
+//	lambda.Start(consumer)
+//
+// Both run over Guard.Once, so they keep the guarantees of the HTTP
+// adapters: a key's work runs to a recorded value at most once, errors are
+// never cached, and every write after the claim is fenced. Event scopes
+// never share a keyspace with HTTP requests.
+package event
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Config configures Func for events of type In.
+type Config[In any] struct {
+	// Operation names what the function does ("charge-order"): it scopes
+	// keys as a route does for HTTP. Required.
+	Operation string
+
+	// Key returns the idempotency key of an event: the same for every
+	// delivery of one logical event, e.g. an SQS message id, an EventBridge
+	// event id, or a business id from the body ("order-42/refund"). Any
+	// string; only its hash is stored. Required. An empty key fails the
+	// event with idem.ErrNoEventKey; the function does not run.
+	Key func(In) (string, error)
+
+	// Payload returns the bytes that identify the request under its key,
+	// hashed as they are (idem.RecipeBytes): the same key with a different
+	// payload fails with idem.ErrPayloadMismatch. It must be equal on every
+	// delivery of one event, so it must leave out delivery metadata.
+	// Default: the message body for events.SQSMessage, the JSON encoding of
+	// the event for any other type.
+	Payload func(In) ([]byte, error)
+
+	// Tenant returns the tenant that scopes the key, so that two tenants'
+	// equal keys never meet. Default: the Guard's SingleTenant name, or ""
+	// (one keyspace per operation). Event scopes never share a keyspace
+	// with HTTP requests.
+	Tenant func(In) string
+}
+
+// Func wraps fn, a function of any event type (SQS, EventBridge, DynamoDB
+// or Kinesis stream records, Step Functions tasks, direct invocations), so
+// that it runs once per key, with the guarantees of the HTTP adapters:
+//
+//   - Of any number of concurrent or later deliveries with the same key and
+//     payload, fn runs to a returned value at most once, as long as it
+//     finishes within its lease (idem.Config.Lease renewed by a heartbeat;
+//     inside Lambda capped by the remaining time plus idem.Config.LeaseSkew);
+//     every other delivery gets that value back (decoded from its
+//     JSON encoding) without running fn.
+//   - An error (or panic) of fn is never cached: it is returned, the record
+//     is left retryable and the next delivery runs fn again.
+//   - A delivery that arrives while another holds the claim waits for its
+//     outcome (idem.Config.Wait, bounded by the context deadline), else fails
+//     with idem.ErrInFlight.
+//   - The same key with a different payload fails with idem.ErrPayloadMismatch.
+//   - Every write after the claim is fenced on the claim's owner token: an
+//     invocation whose lease was taken over cannot record its value (it gets
+//     idem.ErrLeaseLost), and writes registered with idem.Transact commit in the same
+//     transaction as the completion, or not at all.
+//
+// Out must survive a JSON round trip, since a replay returns the decoded
+// cached value. Store round trips are those of the HTTP adapters: two for a
+// first execution, one for a replay. With idem.Config.Disabled, fn runs directly.
+//
+// Func is a thin layer over Guard.Once: it derives the key, payload and
+// tenant from the event and maps the recorded JSON value back to Out.
+func Func[In, Out any](g *idem.Guard, cfg Config[In], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, error), error) {
+	var p []string
+	if g == nil {
+		p = append(p, "event.Func needs a Guard (idem.New)")
+	}
+	if strings.TrimSpace(cfg.Operation) == "" {
+		p = append(p, "event.Config.Operation is required (it names the work, e.g. \"charge-order\")")
+	}
+	if cfg.Key == nil {
+		p = append(p, "event.Config.Key is required (a function returning the event's idempotency key)")
+	}
+	if fn == nil {
+		p = append(p, "event.Func needs a function to wrap")
+	}
+	if len(p) > 0 {
+		return nil, &idem.ConfigError{Problems: p}
+	}
+	return func(ctx context.Context, ev In) (Out, error) {
+		return run(ctx, g, &cfg, ev, fn, false)
+	}, nil
+}
+
+func run[In, Out any](ctx context.Context, g *idem.Guard, cfg *Config[In], ev In, fn func(context.Context, In) (Out, error), logsFailures bool) (Out, error) {
+	var zero Out
+	gc := g.Config()
+	if gc.Disabled {
+		return fn(ctx, ev)
+	}
+	key, err := cfg.Key(ev)
+	if err != nil {
+		return zero, fmt.Errorf("idem: event key: %w", err)
+	}
+	if key == "" {
+		return zero, idem.ErrNoEventKey
+	}
+	var payload []byte
+	if cfg.Payload != nil {
+		payload, err = cfg.Payload(ev)
+	} else {
+		payload, err = defaultPayload(ev)
+	}
+	if err != nil {
+		return zero, fmt.Errorf("idem: event payload: %w", err)
+	}
+	tenant := ""
+	if cfg.Tenant != nil {
+		tenant = cfg.Tenant(ev)
+	} else if single, ok := gc.Tenant.Single(); ok {
+		tenant = single
+	}
+	var out Out
+	value, ran, err := g.Once(ctx, idem.Work{
+		Operation: cfg.Operation, Key: key, Tenant: tenant, Payload: payload, LogsFailures: logsFailures,
+		Run: func(ctx context.Context) ([]byte, error) {
+			var err error
+			out, err = fn(ctx, ev)
+			if err != nil {
+				return nil, err
+			}
+			body, err := json.Marshal(out)
+			if err != nil {
+				return nil, fmt.Errorf("idem: event result cannot be cached (JSON): %w", err)
+			}
+			return body, nil
+		},
+	})
+	switch {
+	case err != nil:
+		return zero, err
+	case ran:
+		return out, nil
+	}
+	var cached Out
+	if err := json.Unmarshal(value, &cached); err != nil {
+		return zero, fmt.Errorf("idem: cached event result does not decode into %T: %w", cached, err)
+	}
+	return cached, nil
+}
+
+// defaultPayload is the body of an SQS message (its attributes change
+// between deliveries), else the JSON encoding of the event.
+func defaultPayload(ev any) ([]byte, error) {
+	switch m := ev.(type) {
+	case events.SQSMessage:
+		return []byte(m.Body), nil
+	case *events.SQSMessage:
+		return []byte(m.Body), nil
+	}
+	return json.Marshal(ev)
+}

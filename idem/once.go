@@ -1,0 +1,171 @@
+package idem
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// Work is one unit of work that Guard.Once runs at most once per key: the
+// primitive under the Lambda event adapters (package idem/event), for any
+// work that is not an HTTP request.
+type Work struct {
+	// Operation names what the work does ("charge-order"): it scopes Key
+	// as a route does for HTTP. Required.
+	Operation string
+	// Key is the idempotency key: the same for every delivery of one
+	// logical piece of work. Any string; only its hash is stored. Required:
+	// an empty key is ErrNoEventKey and Run does not run.
+	Key string
+	// Tenant scopes Key, so that two tenants' equal keys never meet. ""
+	// is one keyspace per operation. Work scopes never share a keyspace
+	// with HTTP requests.
+	Tenant string
+	// Payload identifies the work under its key, hashed as it is
+	// (RecipeBytes): the same key with a different payload fails with
+	// ErrPayloadMismatch.
+	Payload []byte
+	// Run does the work and returns its value (JSON, since a replay hands
+	// it to callers that decode it), which is recorded and replayed. An
+	// error or a panic is never recorded. Required.
+	Run func(ctx context.Context) ([]byte, error)
+	// LogsFailures says the caller logs each failure itself, once (the SQS
+	// adapter, per record): Once then writes no log line of its own about
+	// a failed outcome. Default false.
+	LogsFailures bool
+}
+
+// workTenantPrefix separates work scopes from HTTP scopes ("tenant:",
+// "anon:"): a work key can never replay or block an HTTP request.
+const workTenantPrefix = "event:"
+
+// Once runs w.Run at most once per (Tenant, Operation, Key), with the
+// guarantees of the HTTP adapters:
+//
+//   - Of any number of concurrent or later calls with the same key and
+//     payload, Run runs to a returned value at most once, as long as it
+//     finishes within its lease (Config.Lease renewed by a heartbeat;
+//     inside Lambda capped by the remaining time plus Config.LeaseSkew);
+//     every other call gets that value back without running it, and ran
+//     false.
+//   - An error (or panic, as an error wrapping ErrEventPanic) of Run is
+//     never cached: it is returned with ran true, the record is left
+//     retryable and the next call runs Run again.
+//   - A call that arrives while another holds the claim waits for its
+//     outcome (Config.Wait, bounded by the context deadline), else fails
+//     with ErrInFlight.
+//   - The same key with a different payload fails with ErrPayloadMismatch.
+//   - Every write after the claim is fenced on the claim's owner token: a
+//     call whose lease was taken over cannot record its value (it gets
+//     ErrLeaseLost), and writes registered with Transact commit in the same
+//     transaction as the completion, or not at all (else ErrNotCommitted).
+//   - A store that cannot be used is ErrStoreUnavailable. When the store
+//     fails after Run succeeded, Run's value stands (its effects happened
+//     once) and is returned with ran true.
+//
+// Store round trips are those of the HTTP adapters: two for a first
+// execution, one for a replay. With Config.Disabled, Run runs directly.
+func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err error) {
+	if w.Run == nil {
+		return nil, false, &ConfigError{Problems: []string{"Work.Run is required"}}
+	}
+	if g.cfg.Disabled {
+		v, err := w.Run(ctx)
+		return v, true, err
+	}
+	if w.Key == "" {
+		return nil, false, ErrNoEventKey
+	}
+	requestID := ""
+	if lc, ok := lambdacontext.FromContext(ctx); ok {
+		requestID = lc.AwsRequestID
+	}
+	if w.LogsFailures {
+		ctx = context.WithValue(ctx, adapterLogsFailuresKey{}, true)
+	}
+	t := &txn{
+		g:      g,
+		in:     &request{method: "EVENT", operation: w.Operation, keyValues: []string{w.Key}, requestID: requestID},
+		key:    w.Key,
+		op:     w.Operation,
+		id:     keyspace.ID(workTenantPrefix+w.Tenant, w.Operation, w.Key),
+		digest: digestBytes(w.Payload),
+	}
+
+	// The claim, lease, heartbeat, wait, replay and fenced completion are
+	// the HTTP adapters' own (txn.claim): Run's outcome travels as a
+	// response (a value as a 200 JSON body, which is cached; an error as a
+	// 500, which is not), and the adapter's answer is mapped back.
+	var (
+		runErr error
+		result *Response
+	)
+	resp := t.claim(ctx, func(ctx context.Context) (_ *Response, err error) {
+		ran = true
+		defer func() {
+			if r := recover(); r != nil {
+				runErr = fmt.Errorf("%w: %v", ErrEventPanic, r)
+				err = runErr
+			}
+		}()
+		body, err := w.Run(ctx)
+		if err != nil {
+			runErr = err
+			return nil, err
+		}
+		result = &Response{Status: 200, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: body}
+		return result, nil
+	})
+	switch {
+	case ran && runErr != nil:
+		return nil, true, runErr
+	case ran && result != nil && (resp.Status == 200 || t.unrecorded):
+		// Recorded, or (the store failed or stalled after the fact) true
+		// but unrecorded: Run's effects happened once, so its value stands.
+		return result.Body, true, nil
+	case ran && result != nil && resp.Status == 409:
+		// The completion was fenced: the lease was taken over while Run ran.
+		return nil, true, ErrLeaseLost
+	case ran && result != nil:
+		return nil, true, ErrNotCommitted
+	case resp.Status == 200:
+		return resp.Body, false, nil
+	}
+	switch t.failCode {
+	case apierr.CodeIdempotencyKeyMismatch:
+		return nil, false, ErrPayloadMismatch
+	case apierr.CodeIdempotencyInFlight:
+		return nil, false, ErrInFlight
+	}
+	if t.claimErr != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.claimErr)
+	}
+	return nil, false, ErrStoreUnavailable
+}
+
+// adapterLogsFailuresKey marks a context whose adapter logs each failure
+// once itself (Work.LogsFailures): the txn then skips its own line.
+type adapterLogsFailuresKey struct{}
+
+// LogFailure writes the one warning line of a failed unit of work that its
+// adapter reports (Work.LogsFailures): msg, the operation, the key as its
+// keyed hash (Config.KeyHashSecret) unless public (a key the platform
+// assigned, such as an SQS message id, which is no caller secret), the
+// outcome, attrs, and err's text with every occurrence of a secret key
+// replaced by its hash. The key itself never reaches the log.
+func (g *Guard) LogFailure(ctx context.Context, msg, operation, key string, public bool, outcome string, err error, attrs ...slog.Attr) {
+	line := append([]slog.Attr{slog.String("operation", operation)}, attrs...)
+	var secret []string
+	if key != "" {
+		line = append(line, slog.String("key_hash", g.hash(key)))
+		if !public {
+			secret = []string{key}
+		}
+	}
+	line = append(line, slog.String("outcome", outcome), slog.String("error", g.redact(err.Error(), secret)))
+	g.log.LogAttrs(ctx, slog.LevelWarn, msg, line...)
+}
