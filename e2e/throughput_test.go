@@ -64,9 +64,16 @@ func devThroughput(b *testing.B, kind string) {
 		b.Fatal(err)
 	}
 	// The stack runs in this process (devstack.Start, what `idemkit dev`
-	// runs), in front of a proxy that counts its calls to the engine.
+	// runs), in front of a proxy that counts its calls to the engine, with
+	// the CLI's defaults: the gateway keeps an authorizer decision for the
+	// deployed ReauthorizeEvery, as `idemkit dev` and API Gateway do.
 	proxy := newCallCounter(b, srv.Endpoint)
-	stack, err := devstack.Start(ctx, devstack.Options{Addr: "127.0.0.1:0", Endpoint: proxy.URL, APIKeys: []string{devKey + "=e2e-tenant"}, Getenv: os.Getenv})
+	reauth, err := devstack.DeployedReauthorizeEvery()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stack, err := devstack.Start(ctx, devstack.Options{Addr: "127.0.0.1:0", Endpoint: proxy.URL, APIKeys: []string{devKey + "=e2e-tenant"}, Getenv: os.Getenv,
+		AuthorizerTTL: reauth})
 	if err != nil {
 		b.Fatalf("the dev stack did not start: %v", err)
 	}
