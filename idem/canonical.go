@@ -69,7 +69,7 @@ func mediaType(ct string) string {
 }
 
 // contractDigest decodes the body under contract c, hashes it with the
-// policy's Canonical and returns the RecipeCanonical digest and the
+// policy's Canonical and returns the canon.RecipeCanonical digest and the
 // decoded request; a refused body is the error answer to give.
 func contractDigest(c *Contract, form func(canon.Request) ([]byte, error), in *request, scope canon.Scope) (string, any, *apierr.Error) {
 	req, err := c.Decode(mediaType(in.contentType), in.body)
@@ -93,7 +93,7 @@ func contractDigest(c *Contract, form func(canon.Request) ([]byte, error), in *r
 	if err != nil {
 		return "", nil, apierr.New(400, apierr.CodeValidation, "The request body is invalid: %s", err.Error())
 	}
-	return stamp(RecipeCanonical, sha256.Sum256(b)), req, nil
+	return stamp(canon.RecipeCanonical, sha256.Sum256(b)), req, nil
 }
 
 // decodedKey carries the decoded request to the handler.

@@ -16,47 +16,6 @@ import (
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
-// The recipes a record's digest is stamped with (Record.Digest is
-// "<recipe>:<hex>"): a new recipe never equals an old one.
-const (
-	// Digest recipes. A digest is "<recipe>:<base64url(SHA-256)>", so two digests
-	// computed by different recipes never compare equal.
-
-	// RecipeJCS hashes the RFC 8785 (JCS) canonical form of a JSON body.
-	RecipeJCS = "jcs-sha256-v1"
-	// RecipeBytes hashes a non-JSON body as bytes (after base64 decoding of
-	// an API Gateway base64 body).
-	RecipeBytes = "bytes-sha256-v1"
-
-	// RecipeRequest stamps the request fingerprint stored as a record's Digest.
-	// It hashes everything that selects or changes the work:
-	//
-	//   - the method and the operation id (the routed operation — HTTP API
-	//     routeKey, REST method + resource, or the ServeMux pattern — after
-	//     Operations mapping, so routes mapped to one operation id stay one
-	//     operation);
-	//   - the concrete path parameters, sorted by name;
-	//   - the request path, only where the route does not determine it: the
-	//     HTTP API $default route, a ServeMux pattern that matches a subtree
-	//     (ends in "/"), and net/http requests with no pattern at all;
-	//   - the query string, canonicalised: names and values percent-decoded
-	//     ('+' is a space), pairs sorted by name, the values of a repeated name
-	//     kept in the order they arrived;
-	//   - the headers the route declares in Route.Headers (names
-	//     case-insensitive, values in order), and no other header;
-	//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes).
-	//
-	// Every part is length-prefixed and counted, so two requests that differ in
-	// any part never share a fingerprint: the same key on a different request is
-	// 409 idempotency_key_mismatch, never a replay.
-	RecipeRequest = "request-sha256-v1"
-
-	// RecipeCanonical stamps the digest of a request on a route with a
-	// Contract: SHA-256 over the bytes the policy's func(canon.Request) ([]byte, error) returns for the
-	// decoded, normalised and validated request and its resolved scope.
-	RecipeCanonical = "canonical-sha256-v1"
-)
-
 func stamp(recipe string, sum [sha256.Size]byte) string {
 	var b [64 + 43]byte
 	out := append(b[:0], recipe...)
@@ -73,14 +32,14 @@ func rawBodySHA256(body []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// digestBytes returns the RecipeBytes digest of body.
+// digestBytes returns the canon.RecipeBytes digest of body.
 func digestBytes(body []byte) string {
-	return stamp(RecipeBytes, sha256.Sum256(body))
+	return stamp(canon.RecipeBytes, sha256.Sum256(body))
 }
 
 // digestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
-// canonical form, after the normaliser n if not nil. The recipe is RecipeJCS,
-// or RecipeJCS+"+"+n.Name. Invalid input fails with an error matching
+// canonical form, after the normaliser n if not nil. The recipe is
+// canon.RecipeJCS, or canon.RecipeJCS+"+"+n.Name. Invalid input fails with an error matching
 // ErrInvalidJSON (and the jcs sentinel), including a number whose canonical
 // form would change its value: two bodies that differ never share a
 // digest unless a normaliser makes them equal.
@@ -90,7 +49,7 @@ func digestJSON(body []byte, n *canon.Normalizer) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 		}
-		return stamp(RecipeJCS, sum), nil
+		return stamp(canon.RecipeJCS, sum), nil
 	}
 	form, err := jcs.CanonicalizeExact(body)
 	if err != nil {
@@ -114,7 +73,7 @@ func digestJSON(body []byte, n *canon.Normalizer) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: normaliser %s output: %w", ErrInvalidJSON, n.Name, err)
 	}
-	return stamp(RecipeJCS+"+"+n.Name, sha256.Sum256(out)), nil
+	return stamp(canon.RecipeJCS+"+"+n.Name, sha256.Sum256(out)), nil
 }
 
 // exclude removes the member named by path (a top-level name or a JSON

@@ -46,15 +46,16 @@
 //
 // # Digest
 //
-// The request fingerprint (RecipeRequest) covers everything that selects or
-// changes the work: the method, the operation, the concrete path
+// The request fingerprint (canon.RecipeRequest) covers everything that
+// selects or changes the work: the method, the operation, the concrete path
 // parameters, the canonical query string (decoded, sorted by name, repeated
-// names kept in order), the headers a route declares (Route.Headers) and
-// the body digest — SHA-256 over the RFC 8785 (JCS) canonical form of a
-// JSON body (RecipeJCS, optionally with a canon.Normalizer) or over the bytes of
-// any other body (RecipeBytes). The same key on a different order, query or
-// body is 409 idempotency_key_mismatch, never a replay. On a route with a
-// Contract the body part is the canonical request hash (RecipeCanonical).
+// names kept in order), the headers a route declares (Route.Headers) and the
+// body digest — SHA-256 over the RFC 8785 (JCS) canonical form of a JSON
+// body (canon.RecipeJCS, optionally with a canon.Normalizer) or over the
+// bytes of any other body (canon.RecipeBytes). The same key on a different
+// order, query or body is 409 idempotency_key_mismatch, never a replay. On a
+// route with a Contract the body part is the canonical request hash
+// (canon.RecipeCanonical).
 //
 // # Decision on arrival
 //

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/idemkit/idemkit/idem/canon"
 )
 
 // fingerprintDomain separates request fingerprints from every other hash.
@@ -95,7 +97,7 @@ func sortPairs(p []pair) {
 	sort.SliceStable(p, func(i, j int) bool { return p[i].name < p[j].name })
 }
 
-// fingerprint computes the request fingerprint (RecipeRequest) of in under
+// fingerprint computes the request fingerprint (canon.RecipeRequest) of in under
 // the operation id op, given its body digest and the headers its route
 // declares.
 func fingerprint(in *request, op, bodyDigest string, headers []string) string {
@@ -134,7 +136,7 @@ func fingerprint(in *request, op, bodyDigest string, headers []string) string {
 	}
 	writeStr(h, bodyDigest)
 	var sum [sha256.Size]byte
-	return stamp(RecipeRequest, [sha256.Size]byte(h.Sum(sum[:0])))
+	return stamp(canon.RecipeRequest, [sha256.Size]byte(h.Sum(sum[:0])))
 }
 
 func writeStr(h hash.Hash, s string) {

@@ -7,11 +7,15 @@ import (
 )
 
 // The names and values of the wire: the request headers the Guard reads,
-// Retry-After, the key-rejection reasons (KeyError.Reason and the error
+// the OpenWOP default policy's replay header, Retry-After, the key-rejection reasons (KeyError.Reason and the error
 // envelope's details.reason), the wait modes and idemkit's own error codes.
 const (
 	// HeaderKey is the request header carrying the caller's idempotency key.
 	HeaderKey = "Idempotency-Key"
+
+	// HeaderOpenWOPReplay marks a replay under the OpenWOP default policy
+	// (the canonical form of OpenWOP-Idempotent-Replay).
+	HeaderOpenWOPReplay = "Openwop-Idempotent-Replay"
 
 	// HeaderRetryAfter is the header of the in-flight answer's poll interval.
 	HeaderRetryAfter = "Retry-After"

@@ -61,10 +61,10 @@ func TestDigestRFC8785Reference(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		sum := sha256.Sum256(bytes.TrimRight(want, "\n"))
-		if exp := idem.RecipeJCS + ":" + base64.RawURLEncoding.EncodeToString(sum[:]); got != exp {
+		if exp := canon.RecipeJCS + ":" + base64.RawURLEncoding.EncodeToString(sum[:]); got != exp {
 			// output files may or may not carry a trailing newline
 			sum = sha256.Sum256(want)
-			if exp2 := idem.RecipeJCS + ":" + base64.RawURLEncoding.EncodeToString(sum[:]); got != exp2 {
+			if exp2 := canon.RecipeJCS + ":" + base64.RawURLEncoding.EncodeToString(sum[:]); got != exp2 {
 				t.Fatalf("%s: digest %s, want %s", name, got, exp)
 			}
 		}
@@ -92,7 +92,7 @@ func TestDigestGoldenCanonicalVectors(t *testing.T) {
 			t.Fatalf("%s: %v", v.ID, err)
 		}
 		want, _ := hex.DecodeString(v.Digest)
-		if got != idem.RecipeJCS+":"+base64.RawURLEncoding.EncodeToString(want) {
+		if got != canon.RecipeJCS+":"+base64.RawURLEncoding.EncodeToString(want) {
 			t.Fatalf("%s: digest %s, want sha256 %s", v.ID, got, v.Digest)
 		}
 	}
@@ -113,10 +113,10 @@ func TestDigestRejectsAndNormalises(t *testing.T) {
 	}
 	a, _ := idem.DigestJSON([]byte(`{"b":[1.0,2],"a":"\u00e9"}`), nil)
 	b, _ := idem.DigestJSON([]byte("{ \"a\" : \"é\", \"b\" : [1, 2e0] }"), nil)
-	if a != b || !strings.HasPrefix(a, idem.RecipeJCS+":") {
+	if a != b || !strings.HasPrefix(a, canon.RecipeJCS+":") {
 		t.Fatalf("semantically equal JSON hashes differ: %s %s", a, b)
 	}
-	if idem.DigestBytes([]byte("x")) == a || !strings.HasPrefix(idem.DigestBytes(nil), idem.RecipeBytes+":") {
+	if idem.DigestBytes([]byte("x")) == a || !strings.HasPrefix(idem.DigestBytes(nil), canon.RecipeBytes+":") {
 		t.Fatalf("bytes recipe not stamped")
 	}
 	n := &canon.Normalizer{Name: "erp-v1", Exclude: []string{"request_id", "/meta/timestamp"}, Func: func(v any) (any, error) {
@@ -132,7 +132,7 @@ func TestDigestRejectsAndNormalises(t *testing.T) {
 	}
 	y, _ := idem.DigestJSON([]byte(`{"meta":{"v":2,"timestamp":99},"code":"WO-1","request_id":"r2"}`), n)
 	z, _ := idem.DigestJSON([]byte(`{"meta":{"v":3},"code":"WO-1"}`), n)
-	if x != y || x == z || !strings.HasPrefix(x, idem.RecipeJCS+"+erp-v1:") {
+	if x != y || x == z || !strings.HasPrefix(x, canon.RecipeJCS+"+erp-v1:") {
 		t.Fatalf("normaliser: %s %s %s", x, y, z)
 	}
 }

@@ -26,7 +26,7 @@ type Work struct {
 	// with HTTP requests.
 	Tenant string
 	// Payload identifies the work under its key, hashed as it is
-	// (RecipeBytes): the same key with a different payload fails with
+	// (canon.RecipeBytes): the same key with a different payload fails with
 	// ErrPayloadMismatch.
 	Payload []byte
 	// Run does the work and returns its value (JSON, since a replay hands

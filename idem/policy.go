@@ -68,7 +68,7 @@ type Policy struct {
 	// Canonical picks what is hashed for the digest of a request on a
 	// route with a Contract: it returns the canonical bytes of the
 	// decoded, validated request and its resolved scope, which the Guard
-	// hashes (SHA-256, RecipeCanonical) into the record's digest. It must
+	// hashes (SHA-256, canon.RecipeCanonical) into the record's digest. It must
 	// be deterministic and include everything that makes two requests
 	// different work, and nothing else (no request id, timestamp,
 	// credential secret, remote address, User-Agent or Accept). Default

@@ -34,10 +34,6 @@ var (
 	KeyOpenWOP = KeyPolicy{Name: "openwop", MinLen: 22, MaxLen: 128, Allow: Chars("A-Z", "a-z", "0-9", "._~-")}
 )
 
-// HeaderOpenWOPReplay marks a replay under the OpenWOP default policy
-// (the canonical form of OpenWOP-Idempotent-Replay).
-const HeaderOpenWOPReplay = "Openwop-Idempotent-Replay"
-
 // cacheOpenWOP is the OpenWOP default's Policy.Cache: 429 and 5xx are
 // retried (never replayed); 401, 403 and a 400 whose envelope code is
 // idempotency_key_invalid or validation_error are forgotten (the request was

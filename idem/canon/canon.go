@@ -1,8 +1,9 @@
 // Package canon is the canonical form of a request on a route with a
 // Contract: the decoded request and the scope the Guard resolved for it
 // (Request, Scope), the default canonical form a policy hashes (Default),
-// the refusal a Contract's Decode returns (ValidationError), and the
-// normalisation hook for JSON bodies (Normalizer).
+// the refusal a Contract's Decode returns (ValidationError), the
+// normalisation hook for JSON bodies (Normalizer), and the recipes a digest
+// is stamped with (RecipeJCS, RecipeBytes, RecipeRequest, RecipeCanonical).
 //
 // Two requests whose canonical forms are equal byte for byte have equal
 // digests and so replay one another under the same key; any difference in
@@ -17,6 +18,48 @@ import (
 	"fmt"
 
 	"github.com/idemkit/idemkit/internal/jcs"
+)
+
+// The recipes a record's digest is stamped with (idem.Record.Digest is
+// "<recipe>:<base64url(SHA-256)>"), so two digests computed by different
+// recipes never compare equal, and a new recipe never equals an old one.
+const (
+	// RecipeJCS hashes the RFC 8785 (JCS) canonical form of a JSON body.
+	// With a Normalizer the recipe is RecipeJCS+"+"+Normalizer.Name.
+	RecipeJCS = "jcs-sha256-v1"
+
+	// RecipeBytes hashes a non-JSON body as bytes (after base64 decoding of
+	// an API Gateway base64 body).
+	RecipeBytes = "bytes-sha256-v1"
+
+	// RecipeRequest stamps the request fingerprint stored as a record's Digest.
+	// It hashes everything that selects or changes the work:
+	//
+	//   - the method and the operation id (the routed operation — HTTP API
+	//     routeKey, REST method + resource, or the ServeMux pattern — after
+	//     idem.Config.Operations mapping, so routes mapped to one operation
+	//     id stay one operation);
+	//   - the concrete path parameters, sorted by name;
+	//   - the request path, only where the route does not determine it: the
+	//     HTTP API $default route, a ServeMux pattern that matches a subtree
+	//     (ends in "/"), and net/http requests with no pattern at all;
+	//   - the query string, canonicalised: names and values percent-decoded
+	//     ('+' is a space), pairs sorted by name, the values of a repeated name
+	//     kept in the order they arrived;
+	//   - the headers the route declares in idem.Route.Headers (names
+	//     case-insensitive, values in order), and no other header;
+	//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes).
+	//
+	// Every part is length-prefixed and counted, so two requests that differ in
+	// any part never share a fingerprint: the same key on a different request is
+	// 409 idempotency_key_mismatch, never a replay.
+	RecipeRequest = "request-sha256-v1"
+
+	// RecipeCanonical stamps the digest of a request on a route with an
+	// idem.Contract: SHA-256 over the bytes the policy's Canonical (Default
+	// unless it names one) returns for the decoded, normalised and
+	// validated Request and its resolved Scope.
+	RecipeCanonical = "canonical-sha256-v1"
 )
 
 // ValidationError is a body a Contract refuses: 400 validation_error with

@@ -540,7 +540,7 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 
 // TestERPRawBodySHA256BesideCanonicalHashAcrossFormats: a work order sent as
 // JSON and replayed as the same work order in XML shares the canonical hash
-// (RecipeCanonical), while the record keeps the raw SHA-256 of the body that
+// (canon.RecipeCanonical), while the record keeps the raw SHA-256 of the body that
 // ran (the JSON one) for archive only.
 func TestERPRawBodySHA256BesideCanonicalHashAcrossFormats(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {

@@ -37,7 +37,7 @@ type Config[In any] struct {
 	Key func(In) (string, error)
 
 	// Payload returns the bytes that identify the request under its key,
-	// hashed as they are (idem.RecipeBytes): the same key with a different
+	// hashed as they are (canon.RecipeBytes): the same key with a different
 	// payload fails with idem.ErrPayloadMismatch. It must be equal on every
 	// delivery of one event, so it must leave out delivery metadata.
 	// Default: the message body for events.SQSMessage, the JSON encoding of
