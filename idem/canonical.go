@@ -119,7 +119,7 @@ func render(route Route, resp *Response, accept string) *Response {
 	return out
 }
 
-// func(canon.Request) ([]byte, error) returns the policy's Canonical.
+// canonicalFunc returns the policy's Canonical, or canon.Default when it names none.
 func (g *Guard) canonicalFunc() func(canon.Request) ([]byte, error) {
 	if g.cfg.Policy.Canonical != nil {
 		return g.cfg.Policy.Canonical
