@@ -252,7 +252,7 @@ func TestContextDeadlineEndsHungAttempt(t *testing.T) {
 	}
 }
 
-// Seed 003 marks every answer: "Idempotency-Replayed: false" on a first
+// The ERP policy marks every answer: "Idempotency-Replayed: false" on a first
 // execution is not a replay.
 func TestReplayMarkerFalseIsFresh(t *testing.T) {
 	for _, tc := range []struct {

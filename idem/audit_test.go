@@ -1,7 +1,7 @@
 package idem_test
 
 // Tests added by the Layer-1 audit (see CHECKLIST.md): each one pins a
-// requirement of issue 2 that was implemented but not, or not fully, proven.
+// Layer-1 requirement that was implemented but not, or not fully, proven.
 
 import (
 	"context"
@@ -583,7 +583,7 @@ func TestReplayByteExact(t *testing.T) {
 	}
 }
 
-// Seed 003: Idempotency-Replayed true|false, the key echoed,
+// The ERP policy: Idempotency-Replayed true|false, the key echoed,
 // Idempotency-Original-Request-ID and X-Request-ID on EVERY response of a
 // guarded route — first executions, replays, requests without a key, and
 // every error answer. An invalid key is never echoed. The opt-out route and
