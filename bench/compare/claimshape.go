@@ -60,6 +60,8 @@ const (
 	shapeDupAsSent       = "ledger duplicate as sent: failed conditional PutItem, ALL_OLD, effects table"
 	shapeDupNoOld        = "ledger duplicate without ALL_OLD, effects table"
 	shapeDupFloor        = "failed conditional PutItem of the floor item (attribute_not_exists), plain table"
+	shapeDupPlainTable   = "ledger duplicate without ALL_OLD, on a table without stream, TTL or index (key pk only)"
+	shapeDupSmallEffects = "failed conditional PutItem of a 3-attribute item (pk, sk, v), effects table"
 )
 
 func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValue) {
@@ -110,9 +112,13 @@ func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValu
 		return map[string]types.AttributeValue{"pk": str(id), "v": str("x")}
 	}
 	// dup writes a completed effect record (untimed), then the duplicate's claim.
-	dup := func(allOld bool) func(ctx context.Context, c *dynamodb.Client, t claimTables, id string) error {
+	dup := func(allOld, plainTable bool) func(ctx context.Context, c *dynamodb.Client, t claimTables, id string) error {
 		return func(ctx context.Context, c *dynamodb.Client, t claimTables, id string) error {
-			in := &dynamodb.PutItemInput{TableName: aws.String(t.effects),
+			table := t.effects
+			if plainTable {
+				table = t.plain
+			}
+			in := &dynamodb.PutItemInput{TableName: aws.String(table),
 				ConditionExpression:       aws.String("attribute_not_exists(#k) OR #e <= :n"),
 				ExpressionAttributeNames:  map[string]string{"#k": "pk", "#e": "expiresAtMs"},
 				ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(nowMs)}}
@@ -225,8 +231,19 @@ func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValu
 			}
 			return cond(ctx, c, t.idem, short, "e")
 		}},
-		{shapeDupAsSent, dup(true)},
-		{shapeDupNoOld, dup(false)},
+		{shapeDupAsSent, dup(true, false)},
+		{shapeDupNoOld, dup(false, false)},
+		{shapeDupPlainTable, dup(false, true)},
+		{shapeDupSmallEffects, func(ctx context.Context, c *dynamodb.Client, t claimTables, id string) error {
+			_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.effects), Item: smallEffect(id),
+				ConditionExpression:       aws.String("attribute_not_exists(#k) OR #e <= :n"),
+				ExpressionAttributeNames:  map[string]string{"#k": "pk", "#e": "expiresAtMs"},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":n": num(nowMs)}})
+			if !isConditionFailed(err) {
+				return fmt.Errorf("want a failed condition, got %v", err)
+			}
+			return nil
+		}},
 		{shapeDupFloor, func(ctx context.Context, c *dynamodb.Client, t claimTables, id string) error {
 			_, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.plain), Item: floorItem(id),
 				ConditionExpression: aws.String("attribute_not_exists(#k)"), ExpressionAttributeNames: map[string]string{"#k": "pk"}})
@@ -265,12 +282,20 @@ func claimShapeCost(ctx context.Context, c *dynamodb.Client, t claimTables, gs *
 				s := shapes[(i+j)%len(shapes)]
 				id := fmt.Sprintf("caller:v1:claimshape-r%d-%06d-%02d-AAAAAAAAAAAAAAAAAAAAAAAA", r, i, (i+j)%len(shapes))
 				switch s.name {
-				case shapeDupAsSent, shapeDupNoOld:
+				case shapeDupAsSent, shapeDupNoOld, shapeDupPlainTable:
 					item, err := claimShapeEffect(id)
 					if err != nil {
 						return nil, err
 					}
-					if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.effects), Item: item}); err != nil {
+					table := t.effects
+					if s.name == shapeDupPlainTable {
+						table = t.plain
+					}
+					if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+						return nil, err
+					}
+				case shapeDupSmallEffects:
+					if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(t.effects), Item: smallEffect(id)}); err != nil {
 						return nil, err
 					}
 				case shapeCompleteAsSent, shapeCompleteFewer, shapeCompleteOwner, shapeCompleteNoCond:
@@ -319,10 +344,18 @@ func claimShapeEffect(id string) (map[string]types.AttributeValue, error) {
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(24 * time.Hour)})
 }
 
+// smallEffect is a stored effects-table item with the key and one short
+// attribute only: what a failed claim on the effects table costs without
+// the record's attributes.
+func smallEffect(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "effect#acme/" + id},
+		"sk": &types.AttributeValueMemberS{Value: "r"}, "v": &types.AttributeValueMemberS{Value: "x"}}
+}
+
 // claimShapeNames lists the claim-shape pass's rows in report order.
 var claimShapeNames = []string{shapeFloor, shapeFirstExecution, shapeLedgerDuplicate, shapeClaimAsSent, shapeClaimPlainTable, shapeClaimStreamOnly, shapeClaimStreamNew, shapeClaimStreamKeys, shapeClaimTTLOnly, shapeClaimNoCond, shapeClaimPlainPut,
 	shapeSameBytes, shapeFloorCond, shapeClaimPacked, shapeClaimShort, shapeClaimNoNames, shapeClaimNotExists,
-	shapeCompleteAsSent, shapeCompleteFewer, shapeCompleteOwner, shapeCompleteNoCond, shapeDupAsSent, shapeDupNoOld, shapeDupFloor}
+	shapeCompleteAsSent, shapeCompleteFewer, shapeCompleteOwner, shapeCompleteNoCond, shapeDupAsSent, shapeDupNoOld, shapeDupPlainTable, shapeDupSmallEffects, shapeDupFloor}
 
 // isConditionFailed reports whether err is DynamoDB's failed condition.
 func isConditionFailed(err error) bool {
