@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -109,4 +110,34 @@ func ExampleGuard_Do() {
 	// Output:
 	// {"cancelled":"o1"} true {"cancelled":"o2"}
 	// handler runs: 2
+}
+
+// Once runs one unit of work per key: an error is never recorded, so the
+// next call runs the work again; a recorded value is handed back to every
+// later call without running it.
+func ExampleGuard_Once() {
+	g, _ := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("shop"),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	runs := 0
+	charge := idem.Work{Operation: "charge-order", Key: "order-42", Payload: []byte(`{"amount":1200}`),
+		Run: func(context.Context) ([]byte, error) {
+			runs++
+			if runs == 1 {
+				return nil, fmt.Errorf("card network timeout")
+			}
+			return []byte(`{"charge":"ch_1"}`), nil
+		}}
+	for range 3 {
+		v, ran, err := g.Once(context.Background(), charge)
+		fmt.Printf("value=%s ran=%v err=%v\n", v, ran, err)
+	}
+	other := charge
+	other.Payload = []byte(`{"amount":9900}`)
+	_, _, err := g.Once(context.Background(), other)
+	fmt.Println(errors.Is(err, idem.ErrPayloadMismatch), "runs:", runs)
+	// Output:
+	// value= ran=true err=card network timeout
+	// value={"charge":"ch_1"} ran=true err=<nil>
+	// value={"charge":"ch_1"} ran=false err=<nil>
+	// true runs: 2
 }
