@@ -1,8 +1,9 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
+	"github.com/idemkit/idemkit/internal/testutil"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"log/slog"
 	"sync"
 	"testing"
@@ -15,42 +16,12 @@ import (
 )
 
 // clock is an injected, manually advanced clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
+type clock = ledgertest.Clock
 
-func newClock() *clock { return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
+func newClock() *clock { return ledgertest.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)) }
 
 // syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 type env struct {
 	t     *testing.T

@@ -1,11 +1,11 @@
 package securitytest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"io"
 	"log/slog"
 	"net/http"
@@ -66,22 +66,7 @@ var invalidKeys = []string{
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.SyncBuffer
 
 // failingKeys is a key store that is down.
 type failingKeys struct{ apikeys.KeyStore }
