@@ -79,6 +79,30 @@ type Config[In any] struct {
 // Func is a thin layer over Guard.Once: it derives the key, payload and
 // tenant from the event and maps the recorded JSON value back to Out.
 func Func[In, Out any](g *idem.Guard, cfg Config[In], fn func(context.Context, In) (Out, error)) (func(context.Context, In) (Out, error), error) {
+	a, p := newAdapter(g, cfg, fn, false)
+	if len(p) > 0 {
+		return nil, &idem.ConfigError{Problems: p}
+	}
+	return a.run, nil
+}
+
+// adapter is one wrapped function: its Config, and what it reads of the
+// Guard's configuration, which never changes after idem.New, read once.
+type adapter[In, Out any] struct {
+	g   *idem.Guard
+	cfg Config[In]
+	fn  func(context.Context, In) (Out, error)
+	// disabled is the Guard's Config.Disabled; single its SingleTenant
+	// name, the default tenant when cfg.Tenant is nil.
+	disabled bool
+	single   string
+	// logsFailures: the caller logs each failed event itself (SQS).
+	logsFailures bool
+}
+
+// newAdapter checks cfg and fn and returns the adapter with every problem
+// found.
+func newAdapter[In, Out any](g *idem.Guard, cfg Config[In], fn func(context.Context, In) (Out, error), logsFailures bool) (*adapter[In, Out], []string) {
 	var p []string
 	if g == nil {
 		p = append(p, "event.Func needs a Guard (idem.New)")
@@ -93,20 +117,19 @@ func Func[In, Out any](g *idem.Guard, cfg Config[In], fn func(context.Context, I
 		p = append(p, "event.Func needs a function to wrap")
 	}
 	if len(p) > 0 {
-		return nil, &idem.ConfigError{Problems: p}
+		return nil, p
 	}
-	return func(ctx context.Context, ev In) (Out, error) {
-		return run(ctx, g, &cfg, ev, fn, false)
-	}, nil
+	gc := g.Config()
+	single, _ := gc.Tenant.Single()
+	return &adapter[In, Out]{g: g, cfg: cfg, fn: fn, disabled: gc.Disabled, single: single, logsFailures: logsFailures}, nil
 }
 
-func run[In, Out any](ctx context.Context, g *idem.Guard, cfg *Config[In], ev In, fn func(context.Context, In) (Out, error), logsFailures bool) (Out, error) {
+func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 	var zero Out
-	gc := g.Config()
-	if gc.Disabled {
-		return fn(ctx, ev)
+	if a.disabled {
+		return a.fn(ctx, ev)
 	}
-	key, err := cfg.Key(ev)
+	key, err := a.cfg.Key(ev)
 	if err != nil {
 		return zero, fmt.Errorf("idem: event key: %w", err)
 	}
@@ -114,26 +137,24 @@ func run[In, Out any](ctx context.Context, g *idem.Guard, cfg *Config[In], ev In
 		return zero, idem.ErrNoEventKey
 	}
 	var payload []byte
-	if cfg.Payload != nil {
-		payload, err = cfg.Payload(ev)
+	if a.cfg.Payload != nil {
+		payload, err = a.cfg.Payload(ev)
 	} else {
 		payload, err = defaultPayload(ev)
 	}
 	if err != nil {
 		return zero, fmt.Errorf("idem: event payload: %w", err)
 	}
-	tenant := ""
-	if cfg.Tenant != nil {
-		tenant = cfg.Tenant(ev)
-	} else if single, ok := gc.Tenant.Single(); ok {
-		tenant = single
+	tenant := a.single
+	if a.cfg.Tenant != nil {
+		tenant = a.cfg.Tenant(ev)
 	}
 	var out Out
-	value, ran, err := g.Once(ctx, idem.Work{
-		Operation: cfg.Operation, Key: key, Tenant: tenant, Payload: payload, LogsFailures: logsFailures,
+	value, ran, err := a.g.Once(ctx, idem.Work{
+		Operation: a.cfg.Operation, Key: key, Tenant: tenant, Payload: payload, LogsFailures: a.logsFailures,
 		Run: func(ctx context.Context) ([]byte, error) {
 			var err error
-			out, err = fn(ctx, ev)
+			out, err = a.fn(ctx, ev)
 			if err != nil {
 				return nil, err
 			}

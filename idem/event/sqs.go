@@ -77,12 +77,8 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 	}
 	ecfg := Config[events.SQSMessage]{Operation: cfg.Operation, Key: key, Payload: cfg.Payload, Tenant: cfg.Tenant}
 	unit := func(ctx context.Context, m events.SQSMessage) (struct{}, error) { return struct{}{}, fn(ctx, m) }
-	_, err := Func(g, ecfg, unit)
-	var ce *idem.ConfigError
-	if errors.As(err, &ce) {
-		p = append(ce.Problems, p...)
-	}
-	if len(p) > 0 {
+	a, problems := newAdapter(g, ecfg, unit, true)
+	if p = append(problems, p...); len(p) > 0 {
 		return nil, &idem.ConfigError{Problems: p}
 	}
 	conc := max(cfg.Concurrency, 1)
@@ -90,7 +86,7 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 		failed := make([]bool, len(ev.Records))
 		one := func(i int) bool {
 			m := ev.Records[i]
-			if _, err := run(ctx, g, &ecfg, m, unit, true); err != nil {
+			if _, err := a.run(ctx, m); err != nil {
 				failed[i] = true
 				logRecordFailure(ctx, g, cfg.Operation, m, key, err)
 				return false
