@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 var lambdaFns = []string{"api", "authorizer", "executor", "auditor", "sweeper"}
@@ -46,14 +47,11 @@ func BenchmarkLambdaBinarySizes(b *testing.B) {
 // flags.
 func buildFlags(t testing.TB, dir, name, pkg string, flags ...string) string {
 	t.Helper()
-	args := append(append([]string{"build"}, flags...), "-o", dir+"/"+name, "./"+pkg)
-	cmd := exec.Command("go", args...)
-	cmd.Dir = shared.ModuleRoot()
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	out, err := testutil.Build(dir, name, pkg, flags, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=arm64"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return dir + "/" + name
+	return out
 }
 
 // linkedPackages lists the packages pkg links for linux/arm64 (go list -deps).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
@@ -15,11 +14,7 @@ import (
 // FreeAddr returns a 127.0.0.1:PORT address that was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	port, err := proc.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	return FreeAddrs(t, 1)[0]
 }
 
 // FreeAddrs returns n distinct 127.0.0.1:PORT addresses that were free a
