@@ -206,9 +206,13 @@ type Store interface {
 	// ignored) if no live record exists under rec.ID (Claimed), or takes over
 	// a live record that is Reclaimable(rec.Digest, now) (Reclaimed:
 	// Attempt+1, RequestID of the first claim kept, RawBodySHA256 the
-	// reclaimer's). Otherwise it returns Exists and the live record.
+	// reclaimer's). Otherwise it returns Exists and the live record; when
+	// the live record's digest is not rec.Digest (a mismatch, answered
+	// without a response) a store may leave its Response nil rather than
+	// read a response stored beside the record.
 	// A replay (Exists) costs one round trip where the backend can return the
-	// old item on a failed conditional write.
+	// old item on a failed conditional write (plus a read of a response
+	// stored beside the record, where the store does that).
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
 	// Complete writes the outcome of claim, together with out.Writes in one

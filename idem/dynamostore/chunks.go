@@ -38,13 +38,17 @@ func (r *responseRef) matches(st stored) bool {
 	return bytes.Equal(st.sha, r.sha) && st.length == r.length && st.chunks == r.chunks && st.nonce == r.nonce
 }
 
-// storeResponse packs resp; a blob too large for the record item is written
-// as chunk items first (plain PutItems under a key no one else can produce:
-// it embeds a fresh 128-bit nonce), carrying the record's retention.
-func (s *Store) storeResponse(ctx context.Context, id string, resp *idem.Response, expires time.Time) (*responseRef, error) {
+// storeResponse packs resp. It is stored inline when the completed record
+// item of claim (in state, with retention expires) holding it stays within
+// recordItemMax; otherwise the blob is written beside the record, as chunk
+// items (plain PutItems under a key no one else can produce: it embeds a
+// fresh 128-bit nonce) carrying the record's retention, before the
+// completion that references them.
+func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem.State, resp *idem.Response, expires time.Time) (*responseRef, error) {
+	id := claim.ID
 	blob, enc := pack(resp)
-	if len(blob) < inlineMax {
-		return &responseRef{inline: tagInline(blob, enc)}, nil
+	if inline := tagInline(blob, enc); fitsInline(claim, state, expires, inline) {
+		return &responseRef{inline: inline}, nil
 	}
 	sum := sha256.Sum256(blob)
 	ref := &responseRef{status: resp.Status, enc: enc, sha: sum[:], length: len(blob)}

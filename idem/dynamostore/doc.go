@@ -36,17 +36,36 @@
 //     store never degrades to non-atomic writes.
 //   - Responses up to idem.MaxResponseBytes (6 MB) are stored and replayed
 //     byte-exactly: status, headers (values and order) and body are
-//     serialised into one blob, deflated when that helps, stored inline up
-//     to 350 KB (one attribute, resp, whose first byte names the encoding),
-//     otherwise split into 350 KB chunk items written (in parallel) before
-//     the completion under a key unique to that completion and referenced by
-//     it; the reference is fenced like the rest of the completion, a fenced
-//     completion deletes its chunks, and chunk items carry the record's TTL.
-//     Reading a chunked response adds one BatchGetItem (repeated for
-//     unprocessed keys); its length and SHA-256 are verified. Records written
-//     by earlier versions (inline blob with respEnc, respLen and respSha
-//     attributes) are read as before.
+//     serialised into one blob, deflated when that helps. The record item
+//     stays within one write unit (1 KB by DynamoDB's item size): a blob
+//     that fits beside the record's own attributes (about 600 bytes) is
+//     stored inline (one attribute, resp, whose first byte names the
+//     encoding); a larger one is split into chunk items of up to 350 KB
+//     written (in parallel) before the completion under a key unique to
+//     that completion and referenced by it; the reference is fenced like
+//     the rest of the completion, a fenced completion deletes its chunks,
+//     and chunk items carry the record's TTL. Reading a chunked response
+//     adds one strongly consistent BatchGetItem (repeated for unprocessed
+//     keys); its length and SHA-256 are verified. Records written by
+//     earlier versions (a blob of up to 350 KB inline, tagged, or with
+//     respEnc, respLen and respSha attributes) are read as before; records
+//     written by this version are read by earlier ones too (they already
+//     read chunked responses).
 //
+// # What a request is billed
+//
+// DynamoDB bills a write by item size even when its condition fails, and
+// AWS's guide has stated which item two ways (the existing item; the larger
+// of the existing and the new item). Because the record item stays within
+// 1 KB, under either reading: a replay, an in-flight answer and a mismatch
+// are one write unit (the failed claim), a replay plus one consistent read
+// unit per started 4 KB of each chunk item holding a response above about
+// 600 bytes (one more call: the trade for not paying the response's size
+// on every retry); a first execution two write units plus the response's
+// own chunk items, once. A mismatch never reads the response. The units
+// are pinned per case and size by TestCostPerCaseAndSize, and
+// docs/PERFORMANCE.md has the table with prices.
+
 // # Item weight
 //
 // The claim is one PutItem of the pending item. A completion is one PutItem

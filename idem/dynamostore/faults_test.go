@@ -272,11 +272,12 @@ func TestTransactionalCompletion(t *testing.T) {
 }
 
 // chunksOf is the number of chunk items an incompressible body of size
-// bytes is stored in (0: inline): 350 KB each, the blob a few bytes longer
-// than the body. Sizes in these tests are far from a chunk boundary.
+// bytes is stored in (0: inline, within the record's 1 KB): 350 KB each,
+// the blob a few bytes longer than the body. Sizes in these tests are far
+// from a chunk boundary and from the inline limit.
 func chunksOf(size int) int {
 	const chunk = 350 << 10
-	if size+64 < chunk {
+	if size < 512 {
 		return 0
 	}
 	return (size + 64 + chunk - 1) / chunk

@@ -17,7 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/itemsize"
 )
 
 // TestCompletedItemIsLean: a completed record with an inline response holds
@@ -249,4 +251,33 @@ func TestPreviousLayoutIsRead(t *testing.T) {
 func s(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 func n(v int64) types.AttributeValue {
 	return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+}
+
+// TestRunAnswerStaysInline: a run API's 201 (runId, status and two URLs on
+// an API Gateway host) is stored inside the record item, so a stream
+// consumer (the multi-region conflict audit reads the runId of a stored
+// 201 through DecodeItem) still sees it, while the item stays within one
+// write unit.
+func TestRunAnswerStaysInline(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		id := newID()
+		base := "https://a1b2c3d4e5.execute-api.eu-central-1.amazonaws.com/runs/run_01JDXKQ7V3ZB8Y6R4N2M0P9Q8T"
+		body := `{"eventsUrl":"` + base + `/events","runId":"tenant-a/run_01JDXKQ7V3ZB8Y6R4N2M0P9Q8T","status":"accepted","statusUrl":"` + base + `"}`
+		r := pending(id, "owner-"+rnd(16), v.now)
+		r.RequestID = "b7c6f0a2-3d7e-4c2b-9f1e-5a8d2c4e6f10"
+		r.RawBodySHA256 = rnd(32)
+		v.claim(t, r, v.now, idem.Claimed)
+		if err := v.s.Complete(ctxT(t), v.rec(id, r.Owner), done(body, v.now), v.now); err != nil {
+			t.Fatal(err)
+		}
+		item := v.raw(t, id)
+		got, err := dynamostore.DecodeItem(item)
+		if err != nil || got.Response == nil || string(got.Response.Body) != body {
+			t.Fatalf("DecodeItem: %v, response %+v", err, got.Response)
+		}
+		if n := itemsize.Of(item); n > itemsize.WriteUnit {
+			t.Fatalf("record item is %d bytes, want at most %d", n, itemsize.WriteUnit)
+		}
+	})
 }

@@ -8,18 +8,21 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/itemsize"
 )
 
 // Stored response encoding.
 //
 // A response is serialised into one byte-exact blob (format v1 below), then
-// deflated (compress/flate, BestSpeed) when that makes it smaller. A blob up
-// to inlineMax bytes is stored in the record item itself; a larger one is
-// split into chunk items of at most chunkSize bytes, written before the
-// completion, and referenced from the record (nonce, count, length and
-// SHA-256 of the blob, checked on read).
+// deflated (compress/flate, BestSpeed) when that makes it smaller. A blob
+// is stored in the record item itself only while the item stays within
+// recordItemMax (fitsInline); a larger one is split into chunk items of at
+// most chunkSize bytes, written before the completion, and referenced from
+// the record (nonce, count, length and SHA-256 of the blob, checked on
+// read).
 //
 // Format v1: byte 1, uvarint status, uvarint header count, per header (in
 // sorted key order) uvarint key length, key, uvarint value count, per value
@@ -31,10 +34,17 @@ const (
 	encRaw   = "raw"
 	encFlate = "flate"
 
-	// inlineMax is the largest blob stored inside the record item; the rest
-	// of the item (keys, digest, owner, times) stays far below the 400 KB
-	// item limit.
-	inlineMax = 350 << 10
+	// recordItemMax bounds the completed record item (DynamoDB's item size,
+	// internal/itemsize): one write unit. Every conditional write against
+	// the record — the claim of a replay, of an in-flight answer, of a
+	// mismatch, and the completion — is then billed one write unit under
+	// either reading of AWS's rule (the existing item's size, or the larger
+	// of the existing and the new item), whatever the response's size. A
+	// response whose blob does not fit beside the record's own attributes
+	// (about 600 bytes of blob for a typical record) is stored in chunk
+	// items beside it and read, on a replay only, by one consistent
+	// BatchGetItem.
+	recordItemMax = itemsize.WriteUnit
 	// chunkSize is the payload of one chunk item.
 	chunkSize = 350 << 10
 	// compressMin: blobs shorter than this are stored raw.
@@ -205,4 +215,12 @@ func split(blob []byte) [][]byte {
 		blob = blob[chunkSize:]
 	}
 	return append(out, blob)
+}
+
+// fitsInline reports whether the completed record item of claim, in state
+// with retention expires, holding the inline blob stays within
+// recordItemMax.
+func fitsInline(claim idem.Record, state idem.State, expires time.Time, inline []byte) bool {
+	base := itemsize.Of(completedItem(claim, state, expires, nil))
+	return base+len(attrBlob)+len(inline) <= recordItemMax
 }

@@ -203,7 +203,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 			return s.ownClaim(cur.stored), nil
 		}
 		if !cur.rec.Reclaimable(rec.Digest, now) {
-			return s.exists(ctx, cur.stored)
+			return s.exists(ctx, cur.stored, rec.Digest)
 		}
 		st, won, err := s.reclaim(ctx, rec, cur.rec, nowMs)
 		if err != nil {
@@ -236,7 +236,16 @@ func (s *Store) ownClaim(st stored) idem.ClaimResult {
 	return idem.ClaimResult{Decision: d, Record: st.rec}
 }
 
-func (s *Store) exists(ctx context.Context, st stored) (idem.ClaimResult, error) {
+// exists is the Exists answer for the live record st. Its response is read
+// only when the claim's digest is the record's (a replay); a mismatch is
+// answered without it, so it costs no read of a response stored beside the
+// record.
+func (s *Store) exists(ctx context.Context, st stored, digest string) (idem.ClaimResult, error) {
+	if st.rec.Digest != digest {
+		rec := st.rec
+		rec.Response = nil
+		return idem.ClaimResult{Decision: idem.Exists, Record: rec}, nil
+	}
 	rec, err := s.withResponse(ctx, st)
 	if err != nil {
 		return idem.ClaimResult{}, err
@@ -336,7 +345,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 
 	var ref *responseRef
 	if out.State.Final() {
-		ref, err = s.storeResponse(ctx, id, out.Response, expires)
+		ref, err = s.storeResponse(ctx, claim, out.State, out.Response, expires)
 		if err != nil {
 			return err
 		}
