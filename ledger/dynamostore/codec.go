@@ -12,14 +12,17 @@ import (
 
 // ErrNotRecord is returned by DecodeRecord for an item of the effects table
 // that is not a ledger record: a run reference (sk "run#<runId>", see
-// Store.AddRunRef). Stream consumers skip such items.
+// Store.AddRunRef) or a recorded value kept beside its record. Stream
+// consumers skip such items.
 var ErrNotRecord = errors.New("dynamostore: item is not a ledger record")
 
 // DecodeRecord decodes one item of the effects table, as read with GetItem
 // or carried in a DynamoDB stream image (NewImage / OldImage), into the
 // ledger record the Store wrote. An empty or nil item (the missing image of
 // an INSERT or a REMOVE) decodes to (nil, nil). A run-reference item gives
-// ErrNotRecord. Times come back in UTC with the millisecond precision the
+// ErrNotRecord, and so does the item of a recorded value kept beside its
+// record (sk "value#…"); such a record decodes with its Outcome.Value nil
+// (the image does not hold it; Store.Get reads it). Times come back in UTC with the millisecond precision the
 // store keeps; the TTL attribute expiresAt (seconds) is not read back,
 // expiresAtMs is.
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/itemsize"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -246,4 +247,90 @@ func TestCompactLayoutRoundTripProperty(t *testing.T) {
 			t.Fatalf("round trip %d\n got %+v %v\nwant %+v", i, got, err, r)
 		}
 	}
+}
+
+// A recorded value that would take the record past one write unit is kept
+// in an item of its own beside it: the record stays within 1 KB and names
+// the value item; the value item carries the record's retention, is not in
+// the byRun index (no runKey) and is no record (DecodeRecord, Scan and the
+// stream auditor skip it); Get, ListByRun and Scan return the value.
+func TestValueBesideTheRecord(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		client := e.Client()
+		table := e.CreateTable(t, "EffectsTable")
+		st := newStore(t, client, table)
+		l, err := ledger.New(ledger.Config{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		value := make([]byte, 3000)
+		_, _ = rand.NewChaCha8([32]byte{'v'}).Read(value)
+		eff := business(t, "beside-1")
+		r, err := l.Do(context.Background(), eff, func(context.Context, ledger.Call) ([]byte, error) { return value, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := "effect#" + r.EffectID
+		out, err := client.Query(context.Background(), &dynamodb.QueryInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+			KeyConditionExpression:    aws.String("pk = :k"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: key}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var record, beside map[string]types.AttributeValue
+		for _, it := range out.Items {
+			if it["sk"].(*types.AttributeValueMemberS).Value == "record" {
+				record = it
+			} else if it["v"] != nil {
+				beside = it
+			}
+		}
+		if record == nil || beside == nil {
+			t.Fatalf("items %v", out.Items)
+		}
+		if n := itemsize.Of(record); n > itemsize.WriteUnit {
+			t.Errorf("record item %d bytes, want at most %d", n, itemsize.WriteUnit)
+		}
+		if _, ok := beside["runKey"]; ok {
+			t.Error("value item is in the byRun index")
+		}
+		for _, a := range []string{"expiresAt", "expiresAtMs"} {
+			if !reflect.DeepEqual(beside[a], record[a]) {
+				t.Errorf("value item %s %v, record's %v", a, beside[a], record[a])
+			}
+		}
+		if _, err := dynamostore.DecodeRecord(beside); !errors.Is(err, dynamostore.ErrNotRecord) {
+			t.Errorf("DecodeRecord(value item) = %v, want ErrNotRecord", err)
+		}
+		if got, err := dynamostore.DecodeRecord(record); err != nil || got.Outcome == nil || got.Outcome.Value != nil {
+			t.Errorf("DecodeRecord(record): %v; the image holds no value", err)
+		}
+		got, err := st.Get(context.Background(), key)
+		if err != nil || got == nil || !slices.Equal(got.Outcome.Value, value) {
+			t.Fatalf("Get: %v", err)
+		}
+		list, err := st.ListByRun(context.Background(), eff.RunID)
+		if err != nil || len(list) != 1 || !slices.Equal(list[0].Outcome.Value, value) {
+			t.Fatalf("ListByRun: %d records, %v", len(list), err)
+		}
+		n := 0
+		if err := st.Scan(context.Background(), func(r *ledger.Record) bool {
+			n++
+			if !slices.Equal(r.Outcome.Value, value) {
+				t.Error("Scan: value differs")
+			}
+			return true
+		}); err != nil || n != 1 {
+			t.Fatalf("Scan: %d records, %v", n, err)
+		}
+		// A value item that went missing is an error, never a success
+		// replayed without its value.
+		if _, err := client.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": beside["pk"], "sk": beside["sk"]}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Get(context.Background(), key); err == nil {
+			t.Fatal("Get with the value item gone: no error")
+		}
+	})
 }

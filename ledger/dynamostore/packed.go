@@ -238,6 +238,9 @@ func decodeItem(av map[string]types.AttributeValue) (r *ledger.Record, ok bool, 
 		}
 	}
 	r.Attempt, r.LeaseUntil, r.ExpiresAt = int(attempt), fromMs(lease), fromMs(exp)
+	if beside := len(d.Value) > 0 && d.Value[0] == packedVersionBeside; beside != (valueRefOf(av) != "") {
+		return nil, true, fmt.Errorf("%w: value reference and version disagree", errPacked)
+	}
 	if err := unpack(d.Value, r); err != nil {
 		return nil, true, err
 	}
@@ -347,7 +350,7 @@ func (x *reader) time(base int64) time.Time {
 }
 
 func unpack(b []byte, r *ledger.Record) error {
-	if len(b) == 0 || b[0] != packedVersion {
+	if len(b) == 0 || b[0] != packedVersion && b[0] != packedVersionBeside {
 		return fmt.Errorf("%w: unknown version", errPacked)
 	}
 	x := &reader{b: b[1:]}

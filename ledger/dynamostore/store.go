@@ -18,6 +18,15 @@
 // written in the previous layout (one attribute per field) are still read,
 // and the next write to one stores the compact layout.
 //
+// Item weight: a record item stays within one write unit (1 KB). A
+// success's recorded value that would take it past that is kept in an item
+// of its own beside the record (beside.go), written before the record write
+// that references it and read with one consistent GetItem when the record is
+// returned; so a duplicate's failed claim is billed one write unit whatever
+// the value's size (under either reading of AWS's rule: the existing item's
+// size, or the larger of the existing and the new item), plus the value's
+// read. A record with many attempt rows can still outgrow 1 KB.
+//
 // Round trips: a claim is one PutItem (attribute_not_exists or past
 // retention) with ReturnValuesOnConditionCheckFailure=ALL_OLD, so a duplicate
 // costs one round trip (two where the server does not return the old item:
@@ -111,7 +120,12 @@ func (s *Store) key(k string) map[string]types.AttributeValue {
 }
 
 func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names map[string]string, values map[string]types.AttributeValue) (bool, *ledger.Record, error) {
-	av := encodeItem(r)
+	av, value := encodeWrite(r)
+	if value != nil {
+		if err := s.putValue(ctx, value); err != nil {
+			return false, nil, err
+		}
+	}
 	_, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(s.table), Item: av,
 		ConditionExpression:                 cond,
@@ -126,23 +140,29 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names m
 	if !errors.As(err, &ccf) {
 		return false, nil, fmt.Errorf("dynamostore: PutItem: %w", err)
 	}
-	var cur *ledger.Record
-	if len(ccf.Item) > 0 {
-		if cur, err = decode(ccf.Item); err != nil {
+	item := ccf.Item
+	if len(item) == 0 {
+		if item, err = s.getItem(ctx, r.Key); err != nil {
 			return false, nil, err
 		}
-	} else if cur, err = s.Get(ctx, r.Key); err != nil {
-		return false, nil, err
+	}
+	var cur *ledger.Record
+	if len(item) > 0 {
+		if cur, err = decode(item); err != nil {
+			return false, nil, err
+		}
 	}
 	// Our own write, applied by an attempt whose response was lost: the
 	// stored item is exactly the one this call sent (it carries this
 	// executor's unique owner token, so another owner's record — every
 	// duplicate — is told apart without decoding what was sent).
-	if cur == nil || cur.Owner != r.Owner {
-		return false, cur, nil
+	if cur != nil && cur.Owner == r.Owner && valueRefOf(item) == valueRefOf(av) {
+		if sent, err := decode(av); err == nil && reflect.DeepEqual(sent, cur) {
+			return true, nil, nil
+		}
 	}
-	if sent, err := decode(av); err == nil && reflect.DeepEqual(sent, cur) {
-		return true, nil, nil
+	if err := s.fill(ctx, cur, item); err != nil {
+		return false, nil, err
 	}
 	return false, cur, nil
 }
@@ -203,18 +223,32 @@ func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Ex
 	return s.put(ctx, next, condReplace[i], namesReplace[i], v)
 }
 
-// Get implements ledger.Store with a strongly consistent GetItem.
+// Get implements ledger.Store with a strongly consistent GetItem (and one
+// more for a recorded value kept beside the record).
 func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	item, err := s.getItem(ctx, key)
+	if err != nil || len(item) == 0 {
+		return nil, err
+	}
+	r, err := decode(item)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.fill(ctx, r, item); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// getItem reads the record item of key consistently (nil when absent).
+func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dynamostore: GetItem: %w", err)
 	}
-	if len(out.Item) == 0 {
-		return nil, nil
-	}
-	return decode(out.Item)
+	return out.Item, nil
 }
 
 // AddRunRef implements ledger.Store: one unconditional PutItem of a
@@ -328,6 +362,9 @@ func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
 		for _, av := range page.Items {
 			r, err := decode(av)
 			if err != nil {
+				return err
+			}
+			if err := s.fill(ctx, r, av); err != nil {
 				return err
 			}
 			if !fn(r) {
