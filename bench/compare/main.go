@@ -56,6 +56,8 @@ type options struct {
 	outDir    string
 	tools     string
 	peerDir   string
+	costSizes []int
+	costOnly  bool
 }
 
 func main() {
@@ -72,7 +74,14 @@ func main() {
 	flag.StringVar(&o.outDir, "out", filepath.Join(os.TempDir(), "idemkit-bench"), "directory for CPU profiles")
 	flag.StringVar(&o.tools, "tools", "tools", "directory pinning dynalite and DynamoDB Local")
 	flag.StringVar(&o.peerDir, "powertools", "bench/powertools", "directory of the Powertools runner")
+	costSizes := flag.String("cost", "200,4096,40960,358400,2097152", "response sizes (bytes) of the cost pass, comma-separated (\"\": skip it)")
+	flag.BoolVar(&o.costOnly, "cost-only", false, "run the cost pass only (no latency, split, CPU or shape passes)")
 	flag.Parse()
+	var err error
+	if o.costSizes, err = parseSizes(*costSizes); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare: -cost:", err)
+		os.Exit(2)
+	}
 	o.engines = strings.Split(engines, ",")
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
@@ -99,6 +108,9 @@ func run(o options) error {
 		return err
 	}
 	rep := &report{}
+	if o.costOnly {
+		o.rounds, o.n, o.warmup = 0, 0, 0
+	}
 	rep.header = fmt.Sprintf("%d CPUs (GOMAXPROCS %d), %s/%s, %s; load average at start %s; %d rounds × %d requests per block, ABBA, warm-up %d",
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), loadavg(), o.rounds, o.n, o.warmup)
 	for _, kind := range o.engines {
@@ -181,6 +193,17 @@ func benchEngine(o options, kind string, rep *report) error {
 		return err
 	}
 	defer pt.stop()
+	if len(o.costSizes) > 0 {
+		fmt.Fprintf(os.Stderr, "%s: cost pass (load average %s)\n", kind, loadavg())
+		cr, err := costPass(ctx, kind, srv, client, pt, o.costSizes)
+		if err != nil {
+			return fmt.Errorf("cost pass: %w", err)
+		}
+		rep.cost = append(rep.cost, cr)
+	}
+	if o.costOnly {
+		return nil
+	}
 	if err := pt.init(srv.Endpoint, ts.peer, ts.floor, body); err != nil {
 		return err
 	}

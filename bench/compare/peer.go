@@ -47,6 +47,9 @@ type peerAnswer struct {
 	Error string    `json:"error"`
 	US    []float64 `json:"us"`
 	CPUUs float64   `json:"cpuUs"`
+	// Outcome of a single request ("one", "release"): "ok" or the error's
+	// name.
+	Outcome string `json:"outcome"`
 }
 
 func (p *peer) call(cmd map[string]any) (peerAnswer, error) {
@@ -71,6 +74,31 @@ func (p *peer) call(cmd map[string]any) (peerAnswer, error) {
 func (p *peer) init(endpoint, table, floorTable, body string) error {
 	_, err := p.call(map[string]any{"op": "init", "endpoint": endpoint, "table": table, "floorTable": floorTable, "body": body})
 	return err
+}
+
+// initCost points the runner at table, with the handler answering respBody.
+func (p *peer) initCost(endpoint, table, floorTable, body, respBody string) error {
+	_, err := p.call(map[string]any{"op": "init", "endpoint": endpoint, "table": table, "floorTable": floorTable, "body": body, "respBody": respBody})
+	return err
+}
+
+// one sends one request with key and body and returns its outcome.
+func (p *peer) one(key, body string) (string, error) {
+	a, err := p.call(map[string]any{"op": "one", "key": key, "body": body})
+	return a.Outcome, err
+}
+
+// hold starts a request with key and returns once it is inside the
+// handler, where it waits for release.
+func (p *peer) hold(key string) error {
+	_, err := p.call(map[string]any{"op": "hold", "key": key})
+	return err
+}
+
+// release lets the held request finish and returns its outcome.
+func (p *peer) release() (string, error) {
+	a, err := p.call(map[string]any{"op": "release"})
+	return a.Outcome, err
 }
 
 // run runs n sequential requests of case c and returns their latencies (µs)

@@ -18,6 +18,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/itemsize"
 )
 
 // recorder is a loopback proxy in front of an engine that records every
@@ -50,9 +52,13 @@ type call struct {
 	Condition string
 	Failed    string  // error type, e.g. ConditionalCheckFailedException
 	EngineCU  float64 // -1: the engine did not report capacity
-	SizeCU    float64 // computed from item sizes (writes: WCU incl. GSI copies; reads: RCU)
-	GSICU     float64 // the part of SizeCU paid for index copies
-	ItemBytes int     // item size after the call (writes) or read
+	SizeCU    float64 // computed from item sizes (writes: WCU incl. GSI copies, the larger of the item before and after; reads: RCU)
+	// ExistingCU is SizeCU under the other reading of AWS's rule for a
+	// write whose condition fails: billed for the existing item's size
+	// (at least one unit); for any other call, SizeCU.
+	ExistingCU float64
+	GSICU      float64 // the part of SizeCU paid for index copies
+	ItemBytes  int     // item size after the call (writes) or read
 }
 
 func startRecorder(upstream string, api *dynamodb.Client) (*recorder, error) {
@@ -144,6 +150,10 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		after := r.item(table, key)
 		c.ItemBytes = itemSize(after)
 		c.SizeCU, c.GSICU = r.writeCU(table, in, before, after)
+		c.ExistingCU = c.SizeCU
+		if c.Failed == "ConditionalCheckFailedException" {
+			c.ExistingCU = float64(itemsize.WriteUnits(itemSize(before)))
+		}
 	case op == "GetItem":
 		if item, ok := out["Item"].(map[string]any); ok {
 			c.ItemBytes = jsonItemSize(item)
@@ -153,6 +163,30 @@ func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			rcu /= 2
 		}
 		c.SizeCU = rcu
+	case op == "BatchGetItem":
+		// Per item returned, started 4 KB (consistent) or half that.
+		resps, _ := out["Responses"].(map[string]any)
+		reqs, _ := in["RequestItems"].(map[string]any)
+		for t, items := range resps {
+			consistent := false
+			if ka, ok := reqs[t].(map[string]any); ok {
+				consistent, _ = ka["ConsistentRead"].(bool)
+			}
+			list, _ := items.([]any)
+			for _, it := range list {
+				m, _ := it.(map[string]any)
+				n := jsonItemSize(m)
+				c.ItemBytes = max(c.ItemBytes, n)
+				u := float64(itemsize.ReadUnits(n))
+				if !consistent {
+					u /= 2
+				}
+				c.SizeCU += u
+			}
+		}
+	}
+	if c.ExistingCU == 0 {
+		c.ExistingCU = c.SizeCU
 	}
 	r.mu.Lock()
 	r.calls[r.tag] = append(r.calls[r.tag], c)
@@ -306,64 +340,10 @@ func projected(d *types.TableDescription, g types.GlobalSecondaryIndexDescriptio
 	return p
 }
 
-// itemSize is DynamoDB's item size: per attribute, the name's length plus
-// the value's size (strings and binaries their length, numbers about one
-// byte per two significant digits plus one, 1 for BOOL and NULL, 3 plus
-// the elements for lists and maps, plus 1 per element).
-func itemSize(m map[string]types.AttributeValue) int {
-	n := 0
-	for k, v := range m {
-		n += len(k) + avSize(v)
-	}
-	return n
-}
+// itemSize is DynamoDB's item size (internal/itemsize).
+func itemSize(m map[string]types.AttributeValue) int { return itemsize.Of(m) }
 
-func avSize(v types.AttributeValue) int {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return len(v.Value)
-	case *types.AttributeValueMemberN:
-		return numSize(v.Value)
-	case *types.AttributeValueMemberB:
-		return len(v.Value)
-	case *types.AttributeValueMemberBOOL, *types.AttributeValueMemberNULL:
-		return 1
-	case *types.AttributeValueMemberSS:
-		return sizeSum(v.Value, func(s string) int { return len(s) })
-	case *types.AttributeValueMemberNS:
-		return sizeSum(v.Value, numSize)
-	case *types.AttributeValueMemberBS:
-		return sizeSum(v.Value, func(b []byte) int { return len(b) })
-	case *types.AttributeValueMemberL:
-		return 3 + sizeSum(v.Value, func(e types.AttributeValue) int { return avSize(e) + 1 })
-	case *types.AttributeValueMemberM:
-		n := 3
-		for k, e := range v.Value {
-			n += len(k) + avSize(e) + 1
-		}
-		return n
-	}
-	return 0
-}
-
-// sizeSum is the sum of size over the elements of a set or list.
-func sizeSum[E any](xs []E, size func(E) int) int {
-	n := 0
-	for _, x := range xs {
-		n += size(x)
-	}
-	return n
-}
-
-func numSize(s string) int {
-	d := 0
-	for _, c := range s {
-		if c >= '0' && c <= '9' {
-			d++
-		}
-	}
-	return (d+1)/2 + 1
-}
+func numSize(s string) int { return itemsize.Number(s) }
 
 // jsonItemSize is itemSize for an item in the wire (JSON) form.
 func jsonItemSize(m map[string]any) int {

@@ -63,6 +63,7 @@ type report struct {
 	cpu            []cpuResult
 	expr           []exprResult
 	claim          []exprResult
+	cost           []*costResult
 }
 
 type exprResult struct {
@@ -96,6 +97,13 @@ func cell(r *results, sys, c string) string {
 
 func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "Machine: %s\n\n", rep.header)
+	for _, c := range rep.cost {
+		c.print(w)
+	}
+	if len(rep.latency) == 0 {
+		fmt.Fprintf(w, "Machine: %s\n", rep.footer)
+		return
+	}
 	tableHead(w, "Latency: p50 µs (× the system's own plain PutItem floor on the same engine)", "engine", "case", "idemkit p50 µs (× floor)", "Powertools p50 µs (× floor)", "idemkit p90 µs", "Powertools p90 µs")
 	for _, r := range rep.latency {
 		for _, c := range []struct{ c, name string }{

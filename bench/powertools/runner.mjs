@@ -11,13 +11,22 @@
 //   {"op":"run","case":"floor"|"first"|"replay","n":N,"prefix":P}
 //       -> {"us":[...]}  one latency (µs) per request; "first" remembers
 //          its keys, "replay" re-sends them (same key, same body)
+//   {"op":"one","key":K,"body":B}
+//       -> {"outcome":"ok"|<error name>}  one request with key K and body B
+//          (the cost pass: a replay, a mismatch, an in-flight answer)
+//   {"op":"hold","key":K} -> {"ok":true} once a request with key K is
+//          inside the handler, which then waits for "release"
+//   {"op":"release"} -> {"outcome":...} of the held request
 //   {"op":"quit"}
+// init takes an optional "respBody": the body the handler answers (the
+// cost pass's response sizes); without it a small JSON run answer.
 import { createInterface } from 'node:readline';
 import { DynamoDBClient, PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { makeIdempotent, IdempotencyConfig } from '@aws-lambda-powertools/idempotency';
 import { DynamoDBPersistenceLayer } from '@aws-lambda-powertools/idempotency/dynamodb';
 
-let client, handler, floorTable, body;
+let client, handler, floorTable, body, respBody;
+let held = null; // {release, done}: the request "hold" started
 let keys = [];
 
 const lambdaContext = () => ({
@@ -33,7 +42,7 @@ const lambdaContext = () => ({
   done() {}, fail() {}, succeed() {},
 });
 
-const event = (key) => ({
+const event = (key, reqBody = body) => ({
   version: '2.0',
   routeKey: 'POST /runs',
   rawPath: '/runs',
@@ -45,7 +54,7 @@ const event = (key) => ({
     http: { method: 'POST', path: '/runs' },
     authorizer: { lambda: { tenantId: 'tenant-a' } },
   },
-  body,
+  body: reqBody,
   isBase64Encoded: false,
 });
 
@@ -57,6 +66,7 @@ function init(cmd) {
   });
   floorTable = cmd.floorTable;
   body = cmd.body;
+  respBody = cmd.respBody;
   const persistenceStore = new DynamoDBPersistenceLayer({ tableName: cmd.table, awsSdkV3Client: client });
   // The key is the Idempotency-Key header; the body is validated on replay
   // (a different body under the same key is rejected), as idemkit does.
@@ -65,11 +75,18 @@ function init(cmd) {
     payloadValidationJmesPath: 'body',
     throwOnNoIdempotencyKey: true,
   });
-  handler = makeIdempotent(async (ev) => ({
-    statusCode: 201,
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ runId: 'run_' + ev.requestContext.requestId, status: 'accepted' }),
-  }), { persistenceStore, config });
+  handler = makeIdempotent(async (ev) => {
+    if (held && held.key === ev.headers['idempotency-key'] && !held.entered) {
+      held.entered = true;
+      held.inside();
+      await held.wait;
+    }
+    return {
+      statusCode: 201,
+      headers: { 'content-type': 'application/json' },
+      body: respBody ?? JSON.stringify({ runId: 'run_' + ev.requestContext.requestId, status: 'accepted' }),
+    };
+  }, { persistenceStore, config });
 }
 
 async function run(cmd) {
@@ -98,6 +115,19 @@ async function run(cmd) {
   return us;
 }
 
+// one sends one request; its outcome is "ok" for a 201, else the error's
+// name (IdempotencyValidationError for a mismatch,
+// IdempotencyAlreadyInProgressError in flight, a persistence error when the
+// record cannot be stored).
+async function one(key, reqBody) {
+  try {
+    const out = await handler(event(key, reqBody ?? body), lambdaContext());
+    return out.statusCode === 201 ? 'ok' : 'status ' + out.statusCode;
+  } catch (err) {
+    return (err && err.name) || String(err);
+  }
+}
+
 const rl = createInterface({ input: process.stdin });
 for await (const line of rl) {
   if (!line.trim()) continue;
@@ -111,6 +141,21 @@ for await (const line of rl) {
       const us = await run(cmd);
       const c = process.cpuUsage(c0);
       process.stdout.write(JSON.stringify({ us, cpuUs: c.user + c.system }) + '\n');
+    } else if (cmd.op === 'one') {
+      process.stdout.write(JSON.stringify({ outcome: await one(cmd.key, cmd.body) }) + '\n');
+    } else if (cmd.op === 'hold') {
+      let inside, release;
+      const entered = new Promise((r) => { inside = r; });
+      held = { key: cmd.key, entered: false, inside, wait: new Promise((r) => { release = r; }) };
+      held.release = release;
+      held.done = one(cmd.key, body);
+      await entered;
+      process.stdout.write(JSON.stringify({ ok: true }) + '\n');
+    } else if (cmd.op === 'release') {
+      held.release();
+      const outcome = await held.done;
+      held = null;
+      process.stdout.write(JSON.stringify({ outcome }) + '\n');
     } else if (cmd.op === 'quit') {
       break;
     } else {
