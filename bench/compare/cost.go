@@ -189,7 +189,11 @@ func costPass(ctx context.Context, kind string, srv *emulator.Server, client *dy
 		cs.holdKey, cs.entered, cs.released = hk, make(chan struct{}), make(chan struct{})
 		done := make(chan string, 1)
 		go func() { done <- cs.request(hk, body, 201) }()
-		<-cs.entered
+		select {
+		case <-cs.entered:
+		case out := <-done:
+			return nil, fmt.Errorf("idemkit held request answered before its handler ran: %s", out)
+		}
 		rec.setTag(sysIdemkit + "/" + costInFlight)
 		add(sysIdemkit, costInFlight, cs.request(hk, body, 409))
 		close(cs.released)
