@@ -118,9 +118,12 @@ bench: tools
 
 ## bench-compare: idemkit side by side with Powertools for AWS Lambda
 ## (TypeScript, pinned in bench/powertools) on the same emulator processes:
-## latency ratios to each SDK's PutItem floor, capacity units, a per-call
-## split and client CPU (docs/PERFORMANCE.md). Flags with ARGS, e.g.
+## the cost pass (calls, capacity units under both readings of AWS's rule
+## and the price per million, by response size), latency ratios to each
+## SDK's PutItem floor, a per-call split and client CPU
+## (docs/PERFORMANCE.md). Flags with ARGS, e.g.
 ## make bench-compare ARGS='-n 500 -engines dynalite'
+## make bench-compare ARGS='-cost-only'
 bench-compare: tools bench/powertools/node_modules/.package-lock.json
 	$(GO) run ./bench/compare $(ARGS)
 
