@@ -281,3 +281,38 @@ func TestRunAnswerStaysInline(t *testing.T) {
 		}
 	})
 }
+
+// TestLargeInlineRecordOfThePreviousVersionIsRead: the version before the
+// record was held within 1 KB stored responses up to 350 KB inline (the
+// tagged blob in resp alone); such records are replayed byte-exactly, in
+// the same calls as before (the record carries the response), until they
+// expire.
+func TestLargeInlineRecordOfThePreviousVersionIsRead(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		b := body(40 << 10)
+		blob := append([]byte{1, 0xc9, 0x01, 0}, b...) // format v1, raw: status 201, no header
+		id := newID()
+		exp := v.now.Add(keep)
+		item := map[string]types.AttributeValue{
+			"pk": s(id), "digest": s(digest), "state": s("completed"), "owner": s("old-owner"),
+			"attempt": n(1), "requestId": s("req-old"), "expiresAtMs": n(exp.UnixMilli()), "expiresAt": n(exp.Unix() + 1),
+			"resp": &types.AttributeValueMemberB{Value: blob},
+		}
+		if _, err := v.e.Client().PutItem(ctxT(t), &dynamodb.PutItemInput{TableName: aws.String(v.table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		v.cnt.Reset()
+		rec := v.claim(t, pending(id, "o2", v.now), v.now, idem.Exists)
+		if rec.Response == nil || rec.Response.Status != 201 || !bytes.Equal(rec.Response.Body, b) {
+			t.Fatal("previous-version inline record not replayed byte-exactly")
+		}
+		want := 1
+		if !e.Caps.ReturnValuesOnConditionCheckFailure {
+			want = 2
+		}
+		if got := v.cnt.Total(); got != want {
+			t.Errorf("replay: %d round trips %v, want %d", got, v.cnt.Ops(), want)
+		}
+	})
+}
