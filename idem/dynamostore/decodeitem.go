@@ -17,9 +17,10 @@ var ErrNotRecord = errors.New("dynamostore: not a Layer-1 record")
 // DecodeItem decodes one IdempotencyTable item, such as a stream image, with
 // the store's own decoder (stream consumers never mirror attribute names).
 // The record's Response is set for a final record whose response is stored
-// inline (the layout of every response up to the inline limit); it is nil
-// for a pending record and for a response stored in chunks, which only a
-// read of the chunk items reassembles. The record holds no raw key (its ID
+// inline (one whose stored form fits in the record item's 1 KB beside the
+// record's own attributes, about 600 bytes: a run API's 201 does); it is
+// nil for a pending record and for a response stored in chunk items
+// beside the record, which only a read of the chunk items reassembles. The record holds no raw key (its ID
 // is keyspace.ID's hash).
 func DecodeItem(m map[string]types.AttributeValue) (idem.Record, error) {
 	st, ok := decode(m)
