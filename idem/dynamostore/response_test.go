@@ -5,9 +5,12 @@ import (
 	"crypto/rand"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/itemsize"
 )
 
 func TestPackRoundTrip(t *testing.T) {
@@ -87,6 +90,35 @@ func TestInlineTag(t *testing.T) {
 	for _, b := range [][]byte{nil, {0}, {3, 1, 2}, {tagFlate, 0xff}} {
 		if _, err := unpackInline(b); !errors.Is(err, errCorrupt) {
 			t.Errorf("%x: err = %v", b, err)
+		}
+	}
+}
+
+// TestInlineBoundIsOneWriteUnit: a response is stored inline exactly while
+// the completed record item holding it stays within 1 KB by DynamoDB's item
+// size (one write unit), whatever the record's own attributes weigh.
+func TestInlineBoundIsOneWriteUnit(t *testing.T) {
+	now := time.Unix(1_764_720_000, 0)
+	claim := idem.Record{ID: "caller:v1:" + strings.Repeat("h", 43), Digest: "jcs-sha256:" + strings.Repeat("d", 64),
+		State: idem.StatePending, Owner: strings.Repeat("o", 32), Attempt: 1, RequestID: strings.Repeat("r", 36),
+		RawBodySHA256: strings.Repeat("s", 64), Expires: now.Add(24 * time.Hour)}
+	base := itemsize.Of(completedItem(claim, idem.StateCompleted, claim.Expires, nil)) + len(attrBlob)
+	room := recordItemMax - base
+	t.Logf("a typical completed record leaves %d bytes of the 1 KB for the inline response", room)
+	if room < 400 {
+		t.Fatalf("a typical record leaves %d bytes for an inline response, want at least 400", room)
+	}
+	for _, c := range []struct {
+		n    int
+		want bool
+	}{{room, true}, {room + 1, false}} {
+		inline := make([]byte, c.n)
+		if got := fitsInline(claim, idem.StateCompleted, claim.Expires, inline); got != c.want {
+			t.Errorf("%d-byte inline blob: fits %t, want %t", c.n, got, c.want)
+		}
+		item := completedItem(claim, idem.StateCompleted, claim.Expires, &responseRef{inline: inline})
+		if n := itemsize.Of(item); c.want && n != recordItemMax || !c.want && n != recordItemMax+1 {
+			t.Errorf("%d-byte inline blob: item %d bytes", c.n, n)
 		}
 	}
 }
