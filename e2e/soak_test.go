@@ -51,6 +51,10 @@ import (
 // `make test`; `make soak DURATION=60m` runs the hour). SOAK_HISTORY, when
 // set, is a file the history is written to (JSON lines).
 
+// verdictMark makes `make test`'s summary repeat a log line (the
+// testsummary's VerdictMark).
+const verdictMark = "idemkit-verdict: "
+
 const (
 	soakKey    = "idk_soak_tenant_0123456789abcdef"
 	soakTenant = "soak"
@@ -93,7 +97,7 @@ func TestSoakMutant(t *testing.T) {
 	if rep.lin.Verdict != porcupine.Illegal {
 		t.Fatalf("the mutant passed the checker: %s", rep.lin)
 	}
-	t.Logf("the mutant is caught: %s", rep.lin)
+	t.Logf(verdictMark+"the mutant (a mismatch answered with a replay) is caught: %s", rep.lin)
 }
 
 type soakPlan struct {
@@ -451,9 +455,9 @@ chaos:
 		must(t, st.rec.WriteJSONL(f))
 		must(t, f.Close())
 	}
-	t.Logf("soak: %s of load, %d requests sent, %d keyed attempts on %d keys; faults: %d dev kills, %d engine pauses, %d engine kills, proxy %d delays, %d dropped answers, %d throttles of %d requests",
+	t.Logf(verdictMark+"soak: %s of load, %d requests sent, %d keyed attempts on %d keys; faults: %d dev kills, %d engine pauses, %d engine kills, proxy %d delays, %d dropped answers, %d throttles of %d requests",
 		plan.duration, st.sent.Load(), rep.lin.Attempts, rep.lin.Keys, devKills, enginePauses, engineKills, faults.Delays, faults.Drops, faults.Throttles, faults.Requests)
-	t.Logf("soak: %s", rep.lin)
+	t.Logf(verdictMark+"soak: %s", rep.lin)
 	if plan.probes {
 		return rep // the mutant lane reads only the verdict
 	}
@@ -476,11 +480,14 @@ chaos:
 		}
 	}
 
-	// At most one run per key.
+	// At most one run per key (a fork or a retry copies its source's
+	// inputs: those are the source's runs, not the key's).
 	perKey := map[string]int{}
 	for _, it := range scanAll(ctx, t, client, "soak-RunsTable") {
 		in, _ := it["inputs"].(*types.AttributeValueMemberS)
-		if in == nil {
+		_, fork := it["fork"]
+		_, retry := it["retryOf"]
+		if in == nil || fork || retry {
 			continue
 		}
 		var m map[string]any
@@ -538,7 +545,7 @@ chaos:
 		}
 	}
 	rv.mu.Unlock()
-	t.Logf("soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d violations",
+	t.Logf(verdictMark+"soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d violations",
 		len(ids), len(hooks), deliveries, len(perKey), len(rep.violations))
 	return rep
 }
