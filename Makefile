@@ -22,6 +22,10 @@ CHECKS       := fmt-check vet staticcheck sam-check localstack-check model confo
 # `make test` runs them too, in parallel with everything else.
 SOAK_PKGS    := ./e2e/...
 SOAK         := ^(TestRedTeam)
+# DURATION: how long `make soak` drives the checked soak (TestSoak: mixed
+# load against idemkit dev under chaos, its history checked for
+# linearizability). `make test` runs it for SOAK_DURATION's default, 60 s.
+DURATION     ?= 10m
 
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
@@ -56,10 +60,11 @@ test: tools $(TESTSUM)
 	else echo "soak tests ($(SOAK) in $(SOAK_PKGS)) not run here: make soak (CI runs them)"; fi; \
 	$(TESTSUM) report -dir $(SUMMARY_DIR)
 
-## soak: the long soak and red-team runs (SOAK), on their own.
+## soak: the long red-team runs (SOAK) and the checked soak for DURATION
+## (make soak DURATION=60m runs the hour), on their own.
 soak: tools $(TESTSUM)
 	@rm -rf $(SUMMARY_DIR)-soak; \
-	$(TESTSUM) gotest -dir $(SUMMARY_DIR)-soak -name soak -- $(GO) test -json $(GOTEST_FLAGS) -run '$(SOAK)' $(SOAK_PKGS); \
+	SOAK_DURATION=$(DURATION) $(TESTSUM) gotest -dir $(SUMMARY_DIR)-soak -name soak -- $(GO) test -json -race -count=1 -timeout 0 -run '$(SOAK)|^TestSoak$$' $(SOAK_PKGS); \
 	$(TESTSUM) report -dir $(SUMMARY_DIR)-soak
 
 $(TESTSUM): $(wildcard internal/testsummary/*.go)

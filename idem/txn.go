@@ -358,7 +358,7 @@ func (g *Guard) waitBudget(ctx context.Context) time.Duration {
 func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (action, Record) {
 	backoff := 20 * time.Millisecond
 	for {
-		if cur.Digest != t.digest {
+		if cur.Digest != t.digest && !mutantReplayMismatch {
 			return actMismatch, cur
 		}
 		if cur.State.Final() {

@@ -82,6 +82,9 @@ func (c *collector) add(e event) {
 			return
 		}
 		c.buf[key] = append(c.buf[key], e.Output)
+		if i := strings.Index(e.Output, VerdictMark); i >= 0 {
+			c.res.Verdicts = append(c.res.Verdicts, e.Test+": "+strings.TrimSpace(e.Output[i+len(VerdictMark):]))
+		}
 		return
 	}
 	if e.Test == "" {

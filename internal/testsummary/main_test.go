@@ -18,6 +18,7 @@ var fixture = map[string]string{
 import "testing"
 
 func TestPass(t *testing.T) {
+	t.Logf("idemkit-verdict: linearizability: Ok (3 keys)")
 	t.Run("sub", func(t *testing.T) {})
 }
 
@@ -87,7 +88,8 @@ func TestSummaryCountsAndReasons(t *testing.T) {
 		t.Errorf("last line %q\n%s", last, got)
 	}
 	for _, want := range []string{
-		"example.com/fx/a TestSkip: a_test.go:11: emulator unavailable: moto_server is not on PATH",
+		"verdicts:\n  TestPass: linearizability: Ok (3 keys)\n",
+		"example.com/fx/a TestSkip: a_test.go:12: emulator unavailable: moto_server is not on PATH",
 		"  example.com/fx/a TestFail\n",
 		"  example.com/fx/b (package failed; see its output above)",
 		"  step model\n",

@@ -34,7 +34,15 @@ type GoResult struct {
 	Failed   []string `json:"failed"`
 	Skipped  []Skip   `json:"skipped"`
 	Packages int      `json:"packages"`
+	// Verdicts are the lines tests logged behind VerdictMark (a soak's
+	// checker verdicts), printed in the summary whatever the tests' result.
+	Verdicts []string `json:"verdicts,omitempty"`
 }
+
+// VerdictMark starts a test's log line that the summary repeats: a test
+// logs t.Logf(VerdictMark+"...") for a figure a reader of `make test`
+// should see even when the test passes.
+const VerdictMark = "idemkit-verdict: "
 
 // Skip is a skipped test and why.
 type Skip struct {

@@ -33,6 +33,7 @@ func report(dir string, stdout, stderr io.Writer) int {
 	var passed, skipped, steps, goTests int
 	var failed []string
 	var skips []Skip
+	var verdicts []string
 	var slowest []Timed
 	fmt.Fprintln(stdout, "\n==== summary ====")
 	for _, r := range recs {
@@ -57,6 +58,7 @@ func report(dir string, stdout, stderr io.Writer) int {
 		skipped += len(g.Skipped)
 		failed = append(failed, g.Failed...)
 		skips = append(skips, g.Skipped...)
+		verdicts = append(verdicts, g.Verdicts...)
 		slowest = append(slowest, r.Slowest...)
 		if r.Exit != 0 && len(g.Failed) == 0 {
 			failed = append(failed, "step "+r.Name+" (exited non-zero with no failed test)")
@@ -69,6 +71,12 @@ func report(dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "slowest tests:")
 		for _, s := range slowest[:min(len(slowest), 8)] {
 			fmt.Fprintf(stdout, "  %6.1fs %s\n", s.Seconds, s.Test)
+		}
+	}
+	if len(verdicts) > 0 {
+		fmt.Fprintln(stdout, "verdicts:")
+		for _, v := range verdicts {
+			fmt.Fprintf(stdout, "  %s\n", v)
 		}
 	}
 	if len(skips) > 0 {

@@ -13,3 +13,10 @@ func TestConformance(t *testing.T) {
 		NewStore: func(*testing.T) ledger.Store { return memstore.New() },
 	})
 }
+
+// TestCrashMatrix: the ledger's crash-point matrix on the memory store.
+func TestCrashMatrix(t *testing.T) {
+	ledgertest.RunCrashMatrix(t, ledgertest.Harness{
+		NewStore: func(*testing.T) ledger.Store { return memstore.New() },
+	})
+}

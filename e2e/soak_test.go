@@ -1,0 +1,597 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/emulator/proc"
+	"github.com/idemkit/idemkit/internal/shared"
+	"github.com/idemkit/idemkit/internal/soak"
+	"github.com/idemkit/idemkit/internal/testutil"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+)
+
+// The soak: mixed load against `idemkit dev` on DynamoDB Local (on disk)
+// while a chaos loop kills dev (SIGKILL), pauses and kills the engine, and
+// a fault proxy between dev and the engine delays requests, drops answers
+// after the write applied, and throttles. Every keyed attempt is recorded
+// and the history is checked per key for linearizability (internal/soak),
+// then the tables are checked after recovery:
+//   - at most one run per key;
+//   - every run id a 2xx named exists and is terminal after recovery;
+//   - every webhook delivery beyond the first under a provider key is
+//     matched by an escaped attempt in the effects witness;
+//   - every 5xx is a 503 with Retry-After.
+//
+// SOAK_DURATION sets the load's length (default 60 s: the short lane in
+// `make test`; `make soak DURATION=60m` runs the hour). SOAK_HISTORY, when
+// set, is a file the history is written to (JSON lines).
+
+// verdictMark makes `make test`'s summary repeat a log line (the
+// testsummary's VerdictMark).
+const verdictMark = "idemkit-verdict: "
+
+const (
+	soakKey    = "idk_soak_tenant_0123456789abcdef"
+	soakTenant = "soak"
+	// soakRequestTimeout is dev's --request-timeout: with it, an abandoned
+	// claim's lease is capped at this plus the lease skew.
+	soakRequestTimeout = 10 * time.Second
+)
+
+func soakDuration(t *testing.T) time.Duration {
+	s := os.Getenv("SOAK_DURATION")
+	if s == "" {
+		return 60 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		t.Fatalf("SOAK_DURATION=%q: %v", s, err)
+	}
+	return d
+}
+
+// TestSoak is the checked soak with chaos.
+func TestSoak(t *testing.T) {
+	rep := runSoak(t, soakPlan{duration: soakDuration(t), chaos: true, clients: 6})
+	if rep.lin.Verdict != porcupine.Ok {
+		for _, k := range rep.lin.Illegal {
+			t.Errorf("key %s is not linearizable:\n%s", k, rep.lin.Explain[k])
+		}
+		t.Fatalf("%s", rep.lin)
+	}
+	if len(rep.violations) > 0 {
+		t.Fatalf("%d table or answer violations:\n%s", len(rep.violations), strings.Join(rep.violations, "\n"))
+	}
+}
+
+// TestSoakMutant proves the checker bites: dev built with a mutation that
+// replays a key's answer to another payload (the digest comparison
+// skipped) must make the linearizability check report Illegal.
+func TestSoakMutant(t *testing.T) {
+	rep := runSoak(t, soakPlan{duration: 15 * time.Second, clients: 4, tags: "idemkit_mutant_replay_mismatch", probes: true})
+	if rep.lin.Verdict != porcupine.Illegal {
+		t.Fatalf("the mutant passed the checker: %s", rep.lin)
+	}
+	t.Logf(verdictMark+"the mutant (a mismatch answered with a replay) is caught: %s", rep.lin)
+}
+
+type soakPlan struct {
+	duration time.Duration
+	chaos    bool
+	clients  int
+	// tags builds dev with these build tags (a mutant).
+	tags string
+	// probes makes every client alternate new keys and mismatch probes
+	// (the mutant lane).
+	probes bool
+}
+
+type soakReport struct {
+	lin        soak.Report
+	violations []string
+}
+
+// soakEngine is DynamoDB Local on disk, restartable on its data and port.
+type soakEngine struct {
+	t *testing.T
+	o emulator.Options
+	s *emulator.Server
+}
+
+func (e *soakEngine) start(ctx context.Context) {
+	e.t.Helper()
+	s, err := emulator.Start(ctx, emulator.DynamoDBLocal, e.o)
+	if err != nil {
+		testutil.Unavailable(e.t, "DynamoDB Local unavailable: %v", err)
+	}
+	e.s = s
+}
+
+// soakDev is a restartable `idemkit dev` on a fixed address.
+type soakDev struct {
+	t        *testing.T
+	bin      string
+	addr     string
+	endpoint string
+	mu       sync.Mutex
+	p        *testutil.Process
+}
+
+func (d *soakDev) start(ctx context.Context) {
+	d.t.Helper()
+	env := append(os.Environ(), "RUN_STALE_SECONDS=5", "STREAM_RETRY_SECONDS=30")
+	p := start(d.t, env, d.bin, "dev", "--addr", d.addr, "--dynamodb-endpoint", d.endpoint,
+		"--table-prefix", "soak-", "--request-timeout", soakRequestTimeout.String(),
+		"--allow-loopback-webhooks", "--api-key", soakKey+"="+soakTenant)
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := testutil.WaitHTTP(rctx, "http://"+d.addr+"/.well-known/openwop", p.Done()); err != nil {
+		d.t.Fatalf("idemkit dev not ready: %v\n%s", err, p.Log.String())
+	}
+	d.mu.Lock()
+	d.p = p
+	d.mu.Unlock()
+}
+
+// kill is kill -9 of dev's process group.
+func (d *soakDev) kill() {
+	d.mu.Lock()
+	p := d.p
+	d.mu.Unlock()
+	_ = syscall.Kill(-p.PID(), syscall.SIGKILL)
+	<-p.Done()
+}
+
+// soakReceiver is a webhook provider that counts deliveries per
+// Idempotency-Key (the provider key).
+type soakReceiver struct {
+	*httptest.Server
+	mu sync.Mutex
+	by map[string]int
+}
+
+func newSoakReceiver(t *testing.T) *soakReceiver {
+	rv := &soakReceiver{by: map[string]int{}}
+	rv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		rv.mu.Lock()
+		rv.by[r.Header.Get("Idempotency-Key")]++
+		rv.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(rv.Close)
+	return rv
+}
+
+// soakKeyed is a key a client used and the body it first sent under it.
+type soakKeyed struct {
+	key, body string
+	webhook   bool
+}
+
+// soakState is what the clients share.
+type soakState struct {
+	rec    *soak.Recorder
+	url    string
+	hook   string
+	client *http.Client
+
+	mu      sync.Mutex
+	keys    []soakKeyed
+	runs    map[string]bool // run ids named by a 2xx of POST /runs
+	webhook map[string]bool // those of webhook runs
+	bad     []string        // answer violations (a 5xx that is not a 503 with Retry-After)
+	sent    atomic.Int64
+}
+
+func soakID() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// post sends one keyed request and records it when keyed is set; it
+// returns the answer's decoded body (nil without an answer).
+func (s *soakState) post(client int, path, key, body string, keyed bool) map[string]any {
+	req, err := http.NewRequest("POST", s.url+path, strings.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Authorization", testutil.Bearer(soakKey))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	a := soak.Attempt{Client: client, Key: path + " " + key, Body: soak.Digest([]byte(body)), Start: s.rec.Now()}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil // never sent: dev is down
+		}
+		a.GaveUp = s.rec.Now()
+		s.sent.Add(1)
+		if keyed {
+			s.rec.Add(a)
+		}
+		return nil
+	}
+	b, rerr := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	s.sent.Add(1)
+	if rerr != nil {
+		a.GaveUp = s.rec.Now()
+		if keyed {
+			s.rec.Add(a)
+		}
+		return nil
+	}
+	a.End, a.Answered, a.Status, a.Answer = s.rec.Now(), true, resp.StatusCode, soak.Digest(b)
+	a.Replayed = resp.Header.Get("OpenWOP-Idempotent-Replay") == "true"
+	m := map[string]any{}
+	_ = json.Unmarshal(b, &m)
+	a.Code, _ = m["error"].(string)
+	a.RunID, _ = m["runId"].(string)
+	if resp.StatusCode >= 500 && (resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "") {
+		s.mu.Lock()
+		s.bad = append(s.bad, fmt.Sprintf("POST %s: %d %s (Retry-After %q)", path, resp.StatusCode, b, resp.Header.Get("Retry-After")))
+		s.mu.Unlock()
+	}
+	if keyed {
+		s.rec.Add(a)
+	}
+	return m
+}
+
+// createRun posts body under key and notes the run a 2xx names.
+func (s *soakState) createRun(client int, key, body string, webhook bool) {
+	m := s.post(client, "/runs", key, body, true)
+	if id, ok := m["runId"].(string); ok && id != "" {
+		s.mu.Lock()
+		s.runs[id] = true
+		if webhook {
+			s.webhook[id] = true
+		}
+		s.mu.Unlock()
+	}
+}
+
+func (s *soakState) pick(r *mrand.Rand) (soakKeyed, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.keys) == 0 {
+		return soakKeyed{}, false
+	}
+	return s.keys[r.IntN(len(s.keys))], true
+}
+
+func (s *soakState) pickRun(r *mrand.Rand) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.runs { // map order is random enough
+		if r.IntN(4) == 0 {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+func (s *soakState) remember(k soakKeyed) {
+	s.mu.Lock()
+	s.keys = append(s.keys, k)
+	s.mu.Unlock()
+}
+
+// step is one client action of the mixed load.
+func (s *soakState) step(client int, r *mrand.Rand, probes bool) {
+	noop := func(k string, v int) string {
+		return fmt.Sprintf(`{"workflowId":"conformance-noop","inputs":{"soak":%q,"v":%d}}`, k, v)
+	}
+	x := r.IntN(100)
+	if probes {
+		x = []int{0, 60}[r.IntN(2)]
+	}
+	switch {
+	case x < 30: // a new key
+		k := "soak-" + soakID()
+		b := noop(k, 0)
+		s.remember(soakKeyed{key: k, body: b})
+		s.createRun(client, k, b, false)
+	case x < 45: // a replay of a key already used
+		if k, ok := s.pick(r); ok {
+			s.createRun(client, k.key, k.body, k.webhook)
+		}
+	case x < 55: // racing same-key clients
+		k := "soak-" + soakID()
+		b := noop(k, 0)
+		s.remember(soakKeyed{key: k, body: b})
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.createRun(1000+client*10+i, k, b, false) }()
+		}
+		wg.Wait()
+	case x < 70: // a mismatch probe: the key with another body
+		if k, ok := s.pick(r); ok {
+			s.createRun(client, k.key, strings.Replace(k.body, `"v":0`, `"v":1`, 1), k.webhook)
+		}
+	case x < 80: // a webhook run (a provider effect)
+		k := "soak-" + soakID()
+		b := fmt.Sprintf(`{"workflowId":"webhook","inputs":{"url":%q,"payload":{"soak":%q,"v":0}}}`, s.hook, k)
+		s.remember(soakKeyed{key: k, body: b, webhook: true})
+		s.createRun(client, k, b, true)
+	case x < 90: // a cancel of some run
+		if id, ok := s.pickRun(r); ok {
+			s.post(client, "/runs/"+strings.ReplaceAll(id, "/", "~2F")+"/cancel", "soak-c-"+soakID(), `{}`, false)
+		}
+	default: // a fork of some run
+		if id, ok := s.pickRun(r); ok {
+			s.post(client, "/runs/"+strings.ReplaceAll(id, "/", "~2F")+":fork", "soak-f-"+soakID(), `{"mode":"replay"}`, false)
+		}
+	}
+}
+
+func runSoak(t *testing.T, plan soakPlan) soakReport {
+	if _, err := os.Stat(shared.ModuleRoot()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), plan.duration+15*time.Minute)
+	defer cancel()
+
+	port, err := proc.FreePort()
+	must(t, err)
+	eng := &soakEngine{t: t, o: emulator.Options{ToolsDir: filepath.Join(shared.ModuleRoot(), "tools"), DBPath: t.TempDir(), Port: port, SharedDB: true}}
+	eng.start(ctx)
+	defer func() {
+		_ = syscall.Kill(-eng.s.PID(), syscall.SIGCONT)
+		eng.s.Stop()
+	}()
+	px, err := soak.NewProxy(eng.s.Endpoint)
+	must(t, err)
+	defer px.Close()
+
+	dir := t.TempDir()
+	flags := []string{"-trimpath"}
+	if plan.tags != "" {
+		flags = append(flags, "-tags="+plan.tags)
+	}
+	bin, err := testutil.Build(dir, "idemkit", "cmd/idemkit", flags, []string{"CGO_ENABLED=0"})
+	must(t, err)
+	dev := &soakDev{t: t, bin: bin, addr: testutil.FreeAddr(t), endpoint: px.URL}
+	dev.start(ctx)
+	rv := newSoakReceiver(t)
+
+	st := &soakState{rec: soak.NewRecorder(), url: "http://" + dev.addr, hook: rv.URL + "/hook",
+		client: &http.Client{Timeout: 30 * time.Second}, runs: map[string]bool{}, webhook: map[string]bool{}}
+
+	// The load.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range plan.clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), uint64(c)))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st.step(c, r, plan.probes)
+			}
+		}()
+	}
+
+	// The chaos.
+	var devKills, enginePauses, engineKills int
+	if plan.chaos {
+		px.SetFaults(soak.Faults{Delay: 0.05, MaxDelay: 300 * time.Millisecond, Drop: 0.02, Throttle: 0.02})
+	}
+	r := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 99))
+	deadline := time.After(plan.duration)
+chaos:
+	for {
+		select {
+		case <-deadline:
+			break chaos
+		case <-time.After(time.Duration(3000+r.IntN(4000)) * time.Millisecond):
+		}
+		if !plan.chaos {
+			continue
+		}
+		switch r.IntN(3) {
+		case 0:
+			devKills++
+			dev.kill()
+			time.Sleep(time.Duration(200+r.IntN(1000)) * time.Millisecond)
+			dev.start(ctx)
+		case 1:
+			enginePauses++
+			_ = syscall.Kill(-eng.s.PID(), syscall.SIGSTOP)
+			time.Sleep(time.Duration(500+r.IntN(2500)) * time.Millisecond)
+			_ = syscall.Kill(-eng.s.PID(), syscall.SIGCONT)
+		case 2:
+			engineKills++
+			_ = syscall.Kill(-eng.s.PID(), syscall.SIGKILL)
+			eng.s.Stop()
+			time.Sleep(time.Duration(200+r.IntN(1000)) * time.Millisecond)
+			eng.start(ctx)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	px.SetFaults(soak.Faults{})
+	faults := px.Counts()
+
+	rep := soakReport{}
+	rep.lin = soak.Check(st.rec.Attempts(), soak.Options{Horizon: soakRequestTimeout + 40*time.Second})
+	if p := os.Getenv("SOAK_HISTORY"); p != "" {
+		f, err := os.Create(p)
+		must(t, err)
+		must(t, st.rec.WriteJSONL(f))
+		must(t, f.Close())
+	}
+	t.Logf(verdictMark+"soak: %s of load, %d requests sent, %d keyed attempts on %d keys; faults: %d dev kills, %d engine pauses, %d engine kills, proxy %d delays, %d dropped answers, %d throttles of %d requests",
+		plan.duration, st.sent.Load(), rep.lin.Attempts, rep.lin.Keys, devKills, enginePauses, engineKills, faults.Delays, faults.Drops, faults.Throttles, faults.Requests)
+	t.Logf(verdictMark+"soak: %s", rep.lin)
+	if plan.probes {
+		return rep // the mutant lane reads only the verdict
+	}
+
+	// Recovery: every run a 2xx named settles.
+	rep.violations = append(rep.violations, st.bad...)
+	st.mu.Lock()
+	ids := make([]string, 0, len(st.runs))
+	for id := range st.runs {
+		ids = append(ids, id)
+	}
+	st.mu.Unlock()
+	client := emulator.Client(eng.s.Endpoint)
+	settled := waitSettled(ctx, t, client, "soak-RunsTable", ids, 5*time.Minute)
+	for _, id := range ids {
+		if s, ok := settled[id]; !ok {
+			rep.violations = append(rep.violations, fmt.Sprintf("run %s was answered 2xx and does not exist", id))
+		} else if !terminal(s) {
+			rep.violations = append(rep.violations, fmt.Sprintf("run %s is %s after recovery", id, s))
+		}
+	}
+
+	// At most one run per key (a fork or a retry copies its source's
+	// inputs: those are the source's runs, not the key's).
+	perKey := map[string]int{}
+	for _, it := range scanAll(ctx, t, client, "soak-RunsTable") {
+		in, _ := it["inputs"].(*types.AttributeValueMemberS)
+		_, fork := it["fork"]
+		_, retry := it["retryOf"]
+		if in == nil || fork || retry {
+			continue
+		}
+		var m map[string]any
+		_ = json.Unmarshal([]byte(in.Value), &m)
+		k, _ := m["soak"].(string)
+		if p, ok := m["payload"].(map[string]any); ok && k == "" {
+			k, _ = p["soak"].(string)
+		}
+		if k != "" {
+			perKey[k]++
+		}
+	}
+	for k, n := range perKey {
+		if n > 1 {
+			rep.violations = append(rep.violations, fmt.Sprintf("key %s has %d runs", k, n))
+		}
+	}
+
+	// Every delivery beyond the first under a provider key is an escaped
+	// attempt in the witness.
+	st.mu.Lock()
+	hooks := make([]string, 0, len(st.webhook))
+	for id := range st.webhook {
+		hooks = append(hooks, id)
+	}
+	st.mu.Unlock()
+	lst, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: "soak-EffectsTable"})
+	must(t, err)
+	l, err := ledger.New(ledger.Config{Store: lst})
+	must(t, err)
+	escaped, known := map[string]int{}, map[string]bool{}
+	for _, id := range hooks {
+		vs, err := l.ListEffects(ctx, ledger.Filter{RunID: id, Limit: 100})
+		must(t, err)
+		for _, v := range vs {
+			rec, err := l.Lookup(ctx, v.EffectID)
+			must(t, err)
+			known[rec.ProviderKey] = true
+			for _, a := range rec.Attempts {
+				if a.State == ledger.AttemptEscaped {
+					escaped[rec.ProviderKey]++
+				}
+			}
+		}
+	}
+	rv.mu.Lock()
+	deliveries := 0
+	for pk, n := range rv.by {
+		deliveries += n
+		switch {
+		case !known[pk]:
+			rep.violations = append(rep.violations, fmt.Sprintf("%d deliveries under a provider key no acknowledged run's witness holds", n))
+		case n-1 > escaped[pk]:
+			rep.violations = append(rep.violations, fmt.Sprintf("provider key %s: %d deliveries, %d escaped attempts", soak.Digest([]byte(pk)), n, escaped[pk]))
+		}
+	}
+	rv.mu.Unlock()
+	t.Logf(verdictMark+"soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d violations",
+		len(ids), len(hooks), deliveries, len(perKey), len(rep.violations))
+	return rep
+}
+
+func terminal(s string) bool { return s == "completed" || s == "failed" || s == "cancelled" }
+
+// waitSettled reads the runs' statuses from the table until every one is
+// terminal or wait is over.
+func waitSettled(ctx context.Context, t *testing.T, c *dynamodb.Client, table string, ids []string, wait time.Duration) map[string]string {
+	t.Helper()
+	end := time.Now().Add(wait)
+	for {
+		st := map[string]string{}
+		for _, it := range scanAll(ctx, t, c, table) {
+			pk, _ := it["pk"].(*types.AttributeValueMemberS)
+			s, _ := it["status"].(*types.AttributeValueMemberS)
+			if pk != nil && s != nil {
+				st[pk.Value] = s.Value
+			}
+		}
+		done := true
+		for _, id := range ids {
+			if !terminal(st[id]) {
+				done = false
+				break
+			}
+		}
+		if done || time.Now().After(end) {
+			return st
+		}
+		select {
+		case <-ctx.Done():
+			return st
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func scanAll(ctx context.Context, t *testing.T, c *dynamodb.Client, table string) []map[string]types.AttributeValue {
+	t.Helper()
+	var out []map[string]types.AttributeValue
+	p := dynamodb.NewScanPaginator(c, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		must(t, err)
+		out = append(out, page.Items...)
+	}
+	return out
+}

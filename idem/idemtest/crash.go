@@ -1,0 +1,330 @@
+package idemtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/clock"
+)
+
+// Crash points of Layer 1, each injected by name: the simulated process
+// dies there (its goroutine stops and none of its later store calls reach
+// the store, as if it had been killed).
+const (
+	// CrashAfterClaim: the claim is written, the handler has not run.
+	CrashAfterClaim = "after-claim"
+	// CrashAfterHandler: the handler did its work (registered its
+	// transactional writes) and the process dies before it returns.
+	CrashAfterHandler = "after-handler"
+	// CrashBeforeCompletion: the handler returned; the completion is never
+	// sent.
+	CrashBeforeCompletion = "before-completion"
+	// CrashDuringCompletion: the completion is applied; the process dies
+	// before it hears the answer.
+	CrashDuringCompletion = "during-completion"
+	// CrashDuringRelease: the handler failed retryably; the release is
+	// applied and the process dies before it hears the answer.
+	CrashDuringRelease = "during-release"
+)
+
+// CrashPoints lists the crash points in the order of a request's steps.
+var CrashPoints = []string{CrashAfterClaim, CrashAfterHandler, CrashBeforeCompletion, CrashDuringCompletion, CrashDuringRelease}
+
+// Crash phases: which attempt of the request dies.
+const (
+	// PhaseFirst: the first attempt dies.
+	PhaseFirst = "first-attempt"
+	// PhaseRetry: the first attempt fails retryably (the record is left
+	// retryable) and the retry dies.
+	PhaseRetry = "retry"
+	// PhaseTakeover: the first attempt dies holding its claim, its lease
+	// runs out, and the process that takes the claim over dies.
+	PhaseTakeover = "takeover"
+)
+
+// CrashPhases lists the phases.
+var CrashPhases = []string{PhaseFirst, PhaseRetry, PhaseTakeover}
+
+// errCrashed is what a dead process's calls return once the test ends.
+var errCrashed = errors.New("idemtest: the process crashed")
+
+// dyingStore is one simulated process's view of the store: at its crash
+// point the process dies, and from then on none of its calls reach the
+// store (each blocks until the test ends).
+type dyingStore struct {
+	idem.Store
+	point string
+	dead  chan struct{}
+	once  sync.Once
+	end   <-chan struct{}
+}
+
+func newDying(s idem.Store, point string, end <-chan struct{}) *dyingStore {
+	return &dyingStore{Store: s, point: point, dead: make(chan struct{}), end: end}
+}
+
+// die kills the process: the calling goroutine stops until the test ends.
+func (d *dyingStore) die() error {
+	d.once.Do(func() { close(d.dead) })
+	<-d.end
+	return errCrashed
+}
+
+func (d *dyingStore) isDead() bool {
+	select {
+	case <-d.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+func (d *dyingStore) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	if d.isDead() {
+		return idem.ClaimResult{}, d.die()
+	}
+	r, err := d.Store.Claim(ctx, rec, now)
+	if err == nil && d.point == CrashAfterClaim && r.Decision != idem.Exists {
+		return idem.ClaimResult{}, d.die()
+	}
+	return r, err
+}
+
+func (d *dyingStore) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
+	if d.isDead() || d.point == CrashBeforeCompletion {
+		return d.die()
+	}
+	err := d.Store.Complete(ctx, claim, out, now)
+	if d.point == CrashDuringCompletion {
+		return d.die()
+	}
+	return err
+}
+
+func (d *dyingStore) Release(ctx context.Context, id, owner string, now time.Time) error {
+	if d.isDead() {
+		return d.die()
+	}
+	err := d.Store.Release(ctx, id, owner, now)
+	if d.point == CrashDuringRelease {
+		return d.die()
+	}
+	return err
+}
+
+func (d *dyingStore) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
+	if d.isDead() {
+		return d.die()
+	}
+	return d.Store.Renew(ctx, id, owner, leaseExpires, now)
+}
+
+func (d *dyingStore) Delete(ctx context.Context, id, owner string, now time.Time) error {
+	if d.isDead() {
+		return d.die()
+	}
+	return d.Store.Delete(ctx, id, owner, now)
+}
+
+func (d *dyingStore) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
+	if d.isDead() {
+		return idem.Record{}, false, d.die()
+	}
+	return d.Store.Get(ctx, id, now)
+}
+
+// manualClock is the matrix's clock: Now moves only when advanced; Sleep
+// advances it (a waiting duplicate's poll never sleeps for real); the
+// heartbeat ticker is the system's, whose period (a third of the lease)
+// never elapses in a test.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (c *manualClock) funcs() clock.Funcs {
+	return clock.Funcs{NowFunc: c.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.Advance(d)
+		return nil
+	}}
+}
+
+// crashLease is the matrix's claim lease (idem.MinLease).
+const crashLease = idem.MinLease
+
+// RunCrashMatrix runs Layer 1's crash-point matrix against h's store:
+// every crash point (CrashPoints) in every phase (CrashPhases), each
+// injected by name, followed by recovery (the lease runs out on the
+// injected clock and a healthy process retries until it gets the final
+// answer) and a replay. It asserts:
+//
+//   - with transactional writes (h.TxWrites), the work commits exactly
+//     once at every point: a process that dies before its completion
+//     commits nothing, and one that dies after it leaves the answer a
+//     retry replays;
+//   - without them, the work's side effect happens once at every point
+//     but two: a process that dies after the handler did its work and
+//     before the completion landed (after-handler, before-completion)
+//     cannot be told from one that never ran, so the takeover runs the
+//     handler again (a second side effect). That is Layer 1's documented
+//     limit; the ledger (Layer 2) or transactional writes close it;
+//   - the final answer is recorded once and replayed byte for byte, and
+//     never to a call whose process died.
+func RunCrashMatrix(t *testing.T, h Harness) {
+	if h.NewStore == nil {
+		t.Fatal("idemtest: Harness.NewStore is required")
+	}
+	for _, phase := range CrashPhases {
+		for _, point := range CrashPoints {
+			t.Run(phase+"/"+point, func(t *testing.T) { crashCase(t, h, phase, point) })
+		}
+	}
+}
+
+func crashCase(t *testing.T, h Harness, phase, point string) {
+	store := h.NewStore(t)
+	end := make(chan struct{})
+	var dead sync.WaitGroup
+	t.Cleanup(func() { close(end); dead.Wait() })
+	now := time.Now
+	if h.Now != nil {
+		now = h.Now
+	}
+	clk := &manualClock{t: now().UTC()}
+	key := fmt.Sprintf("crash-%s-%s-%d", phase, point, clk.Now().UnixNano())
+
+	var executions, committedNoTx atomic.Int32
+	var names []string
+	var namesMu sync.Mutex
+	// work is the request's handler in one process: it does the work (a
+	// transactional write named after its execution, or a side effect
+	// counted at once without transactions), then dies if told to.
+	work := func(d *dyingStore, fail bool) func(ctx context.Context) ([]byte, error) {
+		return func(ctx context.Context) ([]byte, error) {
+			n := executions.Add(1)
+			if fail {
+				return nil, errors.New("a retryable failure")
+			}
+			if h.TxWrites != nil {
+				name := fmt.Sprintf("%s-exec-%d", key, n)
+				namesMu.Lock()
+				names = append(names, name)
+				namesMu.Unlock()
+				if err := idem.Transact(ctx, h.TxWrites.Put(t, store, name)); err != nil {
+					return nil, err
+				}
+			} else {
+				committedNoTx.Add(1)
+			}
+			if d != nil && d.point == CrashAfterHandler {
+				return nil, d.die()
+			}
+			return fmt.Appendf(nil, `{"execution":%d}`, n), nil
+		}
+	}
+	process := func(s idem.Store) *idem.Guard {
+		g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Test:   idem.TestConfig{Clock: clk.funcs()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	call := func(g *idem.Guard, run func(context.Context) ([]byte, error)) ([]byte, bool, error) {
+		return g.Once(context.Background(), idem.Work{Operation: "crash-matrix", Key: key, Payload: []byte(`{"order":42}`), Run: run})
+	}
+	// crash runs one process that dies at point, and returns once it has.
+	crash := func(point string) {
+		d := newDying(store, point, end)
+		g := process(d)
+		dead.Add(1)
+		go func() {
+			defer dead.Done()
+			_, _, _ = call(g, work(d, point == CrashDuringRelease))
+		}()
+		select {
+		case <-d.dead:
+		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
+			t.Fatalf("the process never reached its crash point %s", point)
+		}
+	}
+
+	switch phase {
+	case PhaseRetry:
+		if _, ran, err := call(process(store), work(nil, true)); err == nil || !ran {
+			t.Fatalf("the first attempt's retryable failure: ran=%t err=%v", ran, err)
+		}
+	case PhaseTakeover:
+		crash(CrashAfterClaim)
+		clk.Advance(crashLease + time.Minute)
+	}
+	crash(point)
+
+	// Recovery: a healthy process retries; an in-flight answer means a
+	// dead process's lease is still running, which the clock ends.
+	var first []byte
+	for try := 0; ; try++ {
+		v, ran, err := call(process(store), work(nil, false))
+		if err == nil {
+			if !ran && point != CrashDuringCompletion {
+				t.Fatalf("recovery replayed %s: no attempt completed before it", v)
+			}
+			first = v
+			break
+		}
+		if try == 5 || !errors.Is(err, idem.ErrInFlight) {
+			t.Fatalf("recovery try %d: %v", try, err)
+		}
+		clk.Advance(crashLease + time.Minute)
+	}
+	v, ran, err := call(process(store), work(nil, false))
+	if err != nil || ran || string(v) != string(first) {
+		t.Fatalf("the replay after recovery: %s ran=%t err=%v, want %s replayed", v, ran, err, first)
+	}
+
+	if h.TxWrites != nil {
+		committed := 0
+		namesMu.Lock()
+		for _, n := range names {
+			if h.TxWrites.Exists(t, store, n) {
+				committed++
+			}
+		}
+		namesMu.Unlock()
+		if committed != 1 {
+			t.Fatalf("%d executions committed (of %d run), want exactly 1", committed, executions.Load())
+		}
+		return
+	}
+	want := int32(1)
+	if point == CrashAfterHandler || point == CrashBeforeCompletion {
+		want = 2 // Layer 1's documented limit without transactional writes
+	}
+	if got := committedNoTx.Load(); got != want {
+		t.Fatalf("%d side effects, want %d", got, want)
+	}
+}
