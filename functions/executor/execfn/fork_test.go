@@ -314,13 +314,14 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 		if err := s.runs.Create(ctx, src); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
+		running, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
 		ev := func(typ, node, payload string) runs.LogEvent {
 			return runs.LogEvent{Type: typ, NodeID: node, At: time.Now(), Payload: json.RawMessage(payload)}
 		}
-		if _, err := s.runs.AppendLog(ctx, src.ID, []runs.LogEvent{
+		if _, err := s.runs.AppendLog(ctx, src.ID, running.Fence(), []runs.LogEvent{
 			ev(runs.EventNodeStarted, "start", `{"nodeId":"start","typeId":"core.noop"}`),
 			ev(runs.EventNodeCompleted, "start", `{"nodeId":"start","outputs":{"x":1}}`),
 			ev(runs.EventNodeStarted, "effect", `{"nodeId":"effect","typeId":"core.conformance.side-effect"}`),
@@ -328,7 +329,7 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 		}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		src, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
+		src, err = s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -44,7 +44,9 @@ func (e *NodeFailedError) Error() string {
 }
 
 // errRunEnded stops a graph walk whose run is no longer running
-// (cancelled meanwhile): nothing more is executed or recorded.
+// (cancelled meanwhile) or no longer this execution's (taken over by
+// another: its node-log appends are fenced): nothing more is executed or
+// recorded.
 var errRunEnded = errors.New("executor: the run ended meanwhile")
 
 // step is one event of a run's history as the walk folds it.
@@ -113,8 +115,10 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 				slog.String("source_run_id", d.SourceRunID), slog.Int64("at_sequence", d.AtSequence),
 				slog.String("divergence_kind", d.DivergenceKind), slog.Bool("openwop.replay.diverged", true))
 		}
-		r, err := logs.AppendLog(ctx, run.ID, evs, x.now())
+		r, err := logs.AppendLog(ctx, run.ID, run.Fence(), evs, x.now())
 		if errors.Is(err, runs.ErrStatusConflict) || errors.Is(err, runs.ErrRunNotFound) {
+			// Ended meanwhile, or taken by another execution (this one's
+			// claim is fenced): nothing more is written.
 			return errRunEnded
 		}
 		if err == nil {
