@@ -81,7 +81,7 @@ func (d *DynamoRuns) AppendLog(ctx context.Context, id string, f Fence, evs []Lo
 		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning)))).
 		And(epochIs(f.Epoch)).And(at)
 	r, err := d.updateRun(ctx, id, cond, upd, "append run log")
-	if errors.Is(err, ErrStatusConflict) && appendApplied(r, f, len(evs)) {
+	if errors.Is(err, ErrStatusConflict) && appendApplied(r, f, evs) {
 		return r, nil
 	}
 	return r, err

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -43,9 +44,9 @@ type LogStore interface {
 	// still f.Epoch (an execution taken over by another writes nothing)
 	// and its log still ends at f.At (no event is appended twice). It
 	// returns the run as stored afterwards. An append found already
-	// applied (a retry after a lost answer: the log ends at f.At+len(evs)
-	// under the same epoch, which only the appender writes) returns the
-	// run and no error. ErrStatusConflict (with the current run) when the
+	// applied (a retry after a lost answer: under the same epoch, which
+	// only the appender writes, the log ends at f.At+len(evs) with evs)
+	// returns the run and no error. ErrStatusConflict (with the current run) when the
 	// run is not running (cancelled meanwhile) or was taken by another
 	// execution: the executor stops; ErrRunNotFound when there is none.
 	AppendLog(ctx context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error)
@@ -53,11 +54,31 @@ type LogStore interface {
 
 var _ LogStore = (*MemRuns)(nil)
 
-// appendApplied reports whether cur, found by a refused append of n events
-// under f, already holds that append: the same epoch, still running, the
-// log f.At+n long.
-func appendApplied(cur Run, f Fence, n int) bool {
-	return cur.Status == StatusRunning && cur.Epoch == f.Epoch && len(cur.Log) == f.At+n
+// appendApplied reports whether cur, found by a refused append of evs
+// under f, already holds that append: the same epoch, still running, and
+// the log f.At+len(evs) long ending with evs.
+func appendApplied(cur Run, f Fence, evs []LogEvent) bool {
+	if cur.Status != StatusRunning || cur.Epoch != f.Epoch || len(cur.Log) != f.At+len(evs) {
+		return false
+	}
+	for i, ev := range evs {
+		if !sameEvent(cur.Log[f.At+i], ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameEvent compares two node events as stored (payloads compacted).
+func sameEvent(a, b LogEvent) bool {
+	if a.Type != b.Type || a.NodeID != b.NodeID || !a.At.Equal(b.At) {
+		return false
+	}
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a.Payload) != nil || json.Compact(&cb, b.Payload) != nil {
+		return bytes.Equal(a.Payload, b.Payload)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // AppendLog implements LogStore.
@@ -69,7 +90,7 @@ func (m *MemRuns) AppendLog(_ context.Context, id string, f Fence, evs []LogEven
 		return Run{}, ErrRunNotFound
 	}
 	if r.Status != StatusRunning || r.Epoch != f.Epoch || len(r.Log) != f.At {
-		if appendApplied(r, f, len(evs)) {
+		if appendApplied(r, f, evs) {
 			return r, nil
 		}
 		return r, ErrStatusConflict
