@@ -24,6 +24,16 @@ type LogEvent struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+// LogBase is the sequence of the first event of r's own node log (Log[0]):
+// after a fork's inherited prefix, else after run.started at 0. The events
+// API numbers the log the same way.
+func (r Run) LogBase() int64 {
+	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
+		return r.Fork.Inherited[len(r.Fork.Inherited)-1].Sequence + 1
+	}
+	return 1
+}
+
 // Fence is what an append to a run's node log is conditional on: the
 // claim epoch the appender holds (Run.Epoch) and the length of the log it
 // extends.
