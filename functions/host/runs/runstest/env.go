@@ -16,6 +16,15 @@ type env struct {
 	ctx    context.Context
 	now    time.Time
 	racers int
+	// loseNext is Harness.LoseNextAnswer.
+	loseNext func(op string)
+}
+
+// lose arms the loss of the next answer of op, when the harness can.
+func (e *env) lose(op string) {
+	if e.loseNext != nil {
+		e.loseNext(op)
+	}
 }
 
 // at returns the suite's time d after its origin.

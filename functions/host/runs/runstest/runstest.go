@@ -77,6 +77,14 @@ type Harness struct {
 	NewStore func(t *testing.T) Store
 	// Racers is how many goroutines each racing case starts. Default 16.
 	Racers int
+	// LoseNextAnswer, if set, makes the next backend call of op (the
+	// store's write of the method under test: "PutItem", "UpdateItem")
+	// apply and lose its answer, as a network does (for DynamoRuns, a
+	// fault injected after send that the SDK retries). Each lost-answer
+	// case arms it before its first call, whose answer it then only
+	// requires to be consistent, and checks the caller's retry and the
+	// state. Default nil: the first call's answer is simply discarded.
+	LoseNextAnswer func(op string)
 }
 
 // Run runs the whole suite, one subtest per case.
@@ -89,7 +97,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers})
+			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer})
 		})
 	}
 }

@@ -16,9 +16,20 @@ func TestMemRuns(t *testing.T) {
 
 func TestDynamoRuns(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		c := e.Client(dynamotest.FastRetries)
-		runstest.Run(t, runstest.Harness{NewStore: func(t *testing.T) runstest.Store {
-			return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-		}})
+		faults := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, faults.Middleware())
+		runstest.Run(t, runstest.Harness{
+			NewStore: func(t *testing.T) runstest.Store {
+				faults.Clear()
+				t.Cleanup(func() {
+					if n := faults.Pending(); n != 0 {
+						t.Errorf("%d armed lost answers never happened", n)
+					}
+				})
+				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+			},
+			// The write applies, its response is lost, the SDK retries.
+			LoseNextAnswer: func(op string) { faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) },
+		})
 	})
 }
