@@ -18,6 +18,9 @@ type env struct {
 	racers int
 	// loseNext is Harness.LoseNextAnswer.
 	loseNext func(op string)
+	// trips and resetTrips are Harness.RoundTrips and ResetRoundTrips.
+	trips      func() int
+	resetTrips func()
 }
 
 // lose arms the loss of the next answer of op, when the harness can.

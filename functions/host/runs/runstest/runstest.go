@@ -54,6 +54,9 @@
 //     adopted) only the holder of the latest epoch appends; a lost answer's
 //     retry is answered as applied and the events are there once; an
 //     execution overtaken by Claim appends nothing.
+//   - RoundTrips: with a backend counter, every claim write that succeeds
+//     (Transition, Claim, Adopt, Renew, AppendLog) and a Get cost one round
+//     trip each.
 package runstest
 
 import (
@@ -85,6 +88,13 @@ type Harness struct {
 	// requires to be consistent, and checks the caller's retry and the
 	// state. Default nil: the first call's answer is simply discarded.
 	LoseNextAnswer func(op string)
+	// RoundTrips, if set, returns the backend round trips made since the
+	// last ResetRoundTrips (a dynamotest.Counter's Total); the suite then
+	// holds each claim write to its budget: a Transition, Claim, Adopt,
+	// Renew (the heartbeat) and AppendLog that succeed cost one round trip
+	// each, and a Get one.
+	RoundTrips      func() int
+	ResetRoundTrips func()
 }
 
 // Run runs the whole suite, one subtest per case.
@@ -97,7 +107,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer})
+			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer, trips: h.RoundTrips, resetTrips: h.ResetRoundTrips})
 		})
 	}
 }
@@ -143,4 +153,5 @@ var cases = []testCase{
 	{"AppendLog/Race", appendRace},
 	{"AppendLog/LostAnswer", appendLostAnswer},
 	{"AppendLog/OvertakenByClaim", appendOvertaken},
+	{"RoundTrips/OneWriteEach", roundTrips},
 }

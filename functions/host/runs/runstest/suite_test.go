@@ -16,8 +16,8 @@ func TestMemRuns(t *testing.T) {
 
 func TestDynamoRuns(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		faults := dynamotest.NewFaults()
-		c := e.Client(dynamotest.FastRetries, faults.Middleware())
+		faults, counter := dynamotest.NewFaults(), dynamotest.NewCounter()
+		c := e.Client(dynamotest.FastRetries, counter.Middleware(), faults.Middleware())
 		runstest.Run(t, runstest.Harness{
 			NewStore: func(t *testing.T) runstest.Store {
 				faults.Clear()
@@ -29,7 +29,9 @@ func TestDynamoRuns(t *testing.T) {
 				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 			},
 			// The write applies, its response is lost, the SDK retries.
-			LoseNextAnswer: func(op string) { faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) },
+			LoseNextAnswer:  func(op string) { faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) },
+			RoundTrips:      counter.Total,
+			ResetRoundTrips: counter.Reset,
 		})
 	})
 }
