@@ -76,11 +76,12 @@ func (x *Executor) startHeartbeat(ctx context.Context, run runs.Run) (context.Co
 	return hctx, hb
 }
 
-// stop ends the renewals (a renewal under way finishes first, so none
-// starts after stop returns) and reports whether the claim was lost.
+// stop ends the renewals (a renewal under way is cancelled, so a stalled
+// store never holds the execution here, and none starts after stop
+// returns) and reports whether the claim was lost.
 func (hb *runHeartbeat) stop() (lost bool) {
 	close(hb.done)
-	<-hb.exited
 	hb.cancel()
+	<-hb.exited
 	return hb.lost.Load()
 }

@@ -312,3 +312,43 @@ func TestOverlappingExecutionsWriteOneLog(t *testing.T) {
 		}
 	})
 }
+
+// stalledRenew is a store whose heartbeat renewal hangs until its context
+// ends (a stalled store), reporting when it started.
+type stalledRenew struct {
+	logStore
+	stalled chan struct{}
+}
+
+func (s *stalledRenew) Renew(ctx context.Context, _ string, _ int64, _ time.Time) (runs.Run, error) {
+	s.stalled <- struct{}{}
+	<-ctx.Done()
+	return runs.Run{}, ctx.Err()
+}
+
+// TestStalledRenewalDoesNotHoldTheRun: a heartbeat renewal stuck in a
+// stalled store does not keep the execution from finishing once its nodes
+// are done: the renewal is cancelled and the run completes.
+func TestStalledRenewalDoesNotHoldTheRun(t *testing.T) {
+	ctx := context.Background()
+	s := newOvertakeStack(t, runs.NewMemRuns())
+	g, tk := newGate(), &gatedTicker{ch: make(chan time.Time)}
+	x := s.executor(g, tk)
+	st := &stalledRenew{logStore: s.store, stalled: make(chan struct{}, 1)}
+	x.Runs = st
+	r := s.slowRun(t)
+	done := make(chan error, 1)
+	go func() { done <- x.Execute(ctx, r.ID) }()
+	<-g.entered
+	if !tk.tick(t) {
+		t.Fatal("the driving executor runs no heartbeat")
+	}
+	<-st.stalled
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.store.Get(ctx, r.ID); got.Status != runs.StatusCompleted {
+		t.Fatalf("run %s, want completed", got.Status)
+	}
+}
