@@ -2,6 +2,7 @@ package runstest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -31,6 +32,60 @@ func staleLists(t *testing.T, e *env) {
 	}
 	if ids, err := e.st.Stale(e.ctx, before, 1); err != nil || len(ids) != 1 {
 		t.Fatalf("stale with limit 1: %v %v", ids, err)
+	}
+}
+
+// staleRace: resumers passing at once (each lists the stale runs, then
+// claims every one listed) take each run exactly once.
+func staleRace(t *testing.T, e *env) {
+	ids := map[string]int{}
+	for i := 0; i < 6; i++ {
+		ids[e.running(t, 0).ID] = 0
+	}
+	claimed := make([][]string, e.racers)
+	for _, err := range e.race(func(i int) error {
+		listed, err := e.st.Stale(e.ctx, e.at(0), 0)
+		if err != nil {
+			return err
+		}
+		for _, id := range listed {
+			_, err := e.st.Claim(e.ctx, id, e.at(0), e.at(window))
+			switch {
+			case err == nil:
+				claimed[i] = append(claimed[i], id)
+			case !errors.Is(err, runs.ErrStatusConflict):
+				return err
+			}
+		}
+		return nil
+	}) {
+		if err != nil {
+			t.Fatalf("racing pass: %v", err)
+		}
+	}
+	for _, c := range claimed {
+		for _, id := range c {
+			ids[id]++
+		}
+	}
+	for id, n := range ids {
+		if n != 1 {
+			t.Fatalf("run %s claimed %d times by racing passes, want once (%v)", id, n, ids)
+		}
+	}
+}
+
+// staleLostAnswer: the listing's answer was lost; listing again answers
+// the same runs (a read changes nothing).
+func staleLostAnswer(t *testing.T, e *env) {
+	a, b := e.running(t, 0), e.newRun(t, 0)
+	e.lose("Query")
+	if _, err := e.st.Stale(e.ctx, e.at(0), 0); err != nil {
+		t.Logf("the listing whose answer was lost: %v", err)
+	}
+	ids, err := e.st.Stale(e.ctx, e.at(0), 0)
+	if err != nil || len(ids) != 2 || !slices.Contains(ids, a.ID) || !slices.Contains(ids, b.ID) {
+		t.Fatalf("listing again: %v %v, want both runs", ids, err)
 	}
 }
 

@@ -36,7 +36,9 @@
 //     first, up to the limit; an ended run is ErrStatusConflict; a lost
 //     answer's retry leaves one wake.
 //   - Stale, Claim: Stale lists live runs without progress since the bound,
-//     never ended ones; Claim takes such a run (updatedAt now, epoch + 1)
+//     never ended ones, and listing again after a lost answer lists the
+//     same; resumers passing at once take each listed run once; Claim
+//     takes such a run (updatedAt now, epoch + 1)
 //     and refuses one with progress since, a parked one, an ended one; of
 //     racing claimers exactly one wins; a lost answer's retry is
 //     ErrStatusConflict (the claim is progress) and the run is claimable
@@ -140,6 +142,8 @@ var cases = []testCase{
 	{"Schedule/Due", scheduleDue},
 	{"Schedule/LostAnswer", scheduleLostAnswer},
 	{"Stale/Lists", staleLists},
+	{"Stale/Race", staleRace},
+	{"Stale/LostAnswer", staleLostAnswer},
 	{"Claim/CompareAndSet", claimCAS},
 	{"Claim/Race", claimRace},
 	{"Claim/LostAnswer", claimLostAnswer},
