@@ -110,19 +110,22 @@ func TestDeployedFunctionsDoNotImportTheDevStack(t *testing.T) {
 // hostConcerns are the reference host's packages by concern and the host
 // packages each may depend on (directly or not): the run store, the API
 // keys, the stream records, the ERP policy's work-order contract and the
-// start-up (boot) depend on no other host package, the webhook effect on the
-// runs it delivers for, the settings on the webhook policy they configure;
+// start-up (boot) depend on no other host package, the run store's
+// conformance suite (runstest) and replay divergence on the run store, the
+// webhook effect on the runs it delivers for, the settings on the webhook policy they configure;
 // only the wiring (kit) puts them together, and nothing below it depends on
 // it or on a function.
 var hostConcerns = map[string][]string{
-	"functions/host/runs":      nil,
-	"functions/host/apikeys":   nil,
-	"functions/host/stream":    nil,
-	"functions/host/workorder": nil,
-	"functions/host/boot":      nil,
-	"functions/host/webhook":   {"functions/host/runs"},
-	"functions/host/settings":  {"functions/host/webhook", "functions/host/runs"},
-	"functions/host/kit":       {"functions/host/boot", "functions/host/workorder", "functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+	"functions/host/runs":            nil,
+	"functions/host/runs/runstest":   {"functions/host/runs"},
+	"functions/host/runs/divergence": {"functions/host/runs"},
+	"functions/host/apikeys":         nil,
+	"functions/host/stream":          nil,
+	"functions/host/workorder":       nil,
+	"functions/host/boot":            nil,
+	"functions/host/webhook":         {"functions/host/runs"},
+	"functions/host/settings":        {"functions/host/webhook", "functions/host/runs"},
+	"functions/host/kit":             {"functions/host/boot", "functions/host/workorder", "functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {

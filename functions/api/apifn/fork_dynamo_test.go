@@ -51,7 +51,8 @@ func TestForkRunDynamo(t *testing.T) {
 		if err := store.Create(ctx, src); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", now); err != nil {
+		running, err := store.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", now)
+		if err != nil {
 			t.Fatal(err)
 		}
 		var log []runs.LogEvent
@@ -59,7 +60,7 @@ func TestForkRunDynamo(t *testing.T) {
 			log = append(log, runs.LogEvent{Type: runs.EventNodeStarted, NodeID: n, At: now, Payload: json.RawMessage(`{"nodeId":"` + n + `"}`)},
 				runs.LogEvent{Type: runs.EventNodeCompleted, NodeID: n, At: now, Payload: json.RawMessage(`{"nodeId":"` + n + `","outputs":{}}`)})
 		}
-		if _, err := store.AppendLog(ctx, src.ID, log, now); err != nil {
+		if _, err := store.AppendLog(ctx, src.ID, running.Fence(), log, now); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := store.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", now.Add(time.Second)); err != nil {

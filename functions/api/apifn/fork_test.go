@@ -27,7 +27,8 @@ func sourceRun(t *testing.T, f *fixture, tenant string, status runs.Status) runs
 	if err := f.runs.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.runs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", now); err != nil {
+	running, err := f.runs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", now)
+	if err != nil {
 		t.Fatal(err)
 	}
 	var evs []runs.LogEvent
@@ -37,7 +38,7 @@ func sourceRun(t *testing.T, f *fixture, tenant string, status runs.Status) runs
 			runs.LogEvent{Type: runs.EventNodeStarted, NodeID: node, At: at, Payload: json.RawMessage(`{"nodeId":"` + node + `","typeId":"x"}`)},
 			runs.LogEvent{Type: runs.EventNodeCompleted, NodeID: node, At: at, Payload: json.RawMessage(`{"nodeId":"` + node + `","outputs":{},"x-idemkit-effect":"<performed & kept>"}`)})
 	}
-	if _, err := f.runs.AppendLog(ctx, r.ID, evs, now); err != nil {
+	if _, err := f.runs.AppendLog(ctx, r.ID, running.Fence(), evs, now); err != nil {
 		t.Fatal(err)
 	}
 	if status != runs.StatusRunning {

@@ -56,6 +56,16 @@
 //     schedule's ResumeStale pass claims (compare-and-set) every live,
 //     unparked run without progress for StaleAfter and drives it to a
 //     terminal status, counting its failures like stream tries.
+//   - A live run is never overtaken: the execution driving a run holds a
+//     claim on it (the run's claim epoch, taken by the transition to
+//     running, the stale-run claim, or RunStore.Adopt when it resumes a
+//     running run) and renews it every Heartbeat while its nodes run, so
+//     a slow node of any length keeps its run out of the stale-run pass
+//     while its executor lives. Every node-log append is a compare-and-set
+//     on that claim and on the log's length, so an execution another took
+//     over (its executor paused past StaleAfter, or two deliveries
+//     overlapping) writes nothing more and stops: the node log never holds
+//     an event twice.
 package execfn
 
 import (
@@ -122,11 +132,20 @@ type Executor struct {
 	NoopEffect bool
 	// StaleAfter is how long a live (pending or running), unparked run may
 	// go without progress before ResumeStale claims and drives it (the
-	// functions set it from RUN_STALE_SECONDS). It must exceed the longest
-	// healthy execution, so a live executor is rarely overtaken (and when
-	// it is, the ledger still fires each effect once and every status
-	// change is a compare-and-set). Default 0: DefaultStaleAfter.
+	// functions set it from RUN_STALE_SECONDS). An executor driving a run
+	// renews its claim every Heartbeat, so a slow node of any length is
+	// never overtaken while its executor lives; only a run whose executor
+	// stopped renewing for StaleAfter is taken, and the execution it
+	// overtakes (if it still runs) is fenced: its node-log appends and
+	// renewals are refused. Default 0: DefaultStaleAfter.
 	StaleAfter time.Duration
+	// Heartbeat is how often an executor driving a run renews its claim on
+	// it (RunStore.Renew), so the stale-run pass never takes a run whose
+	// executor lives, however long a node runs. Default 0: StaleAfter/3.
+	Heartbeat time.Duration
+	// NewTicker starts the heartbeat's ticker. Default: a time.Ticker.
+	// Tests inject a manual one.
+	NewTicker func(d time.Duration) (ticks <-chan time.Time, stop func())
 	// Metrics receives the executor's start lag (MetricStartLag) each time
 	// a run is started. Default nil: none.
 	Metrics Metrics
@@ -318,6 +337,21 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 	if run.Status == runs.StatusPending {
 		return x.begin(ctx, runID)
 	}
+	return x.adopt(ctx, runID)
+}
+
+// adopt takes a running run for this execution (RunStore.Adopt: a new
+// claim epoch, so an execution of it still under way elsewhere is fenced
+// and writes nothing more) and resumes it. A run that ended meanwhile, or
+// no longer exists, is left alone.
+func (x *Executor) adopt(ctx context.Context, runID string) error {
+	run, err := x.Runs.Adopt(ctx, runID, x.now())
+	switch {
+	case errors.Is(err, runs.ErrRunNotFound), errors.Is(err, runs.ErrStatusConflict):
+		return nil
+	case err != nil:
+		return err
+	}
 	return x.proceed(ctx, run)
 }
 
@@ -351,9 +385,10 @@ func (x *Executor) started(ctx context.Context, run runs.Run) {
 	x.Metrics.Milliseconds(MetricStartLag, float64(lag.Milliseconds()), map[string]string{"trigger": trigger})
 }
 
-// begin moves a pending run to running and executes it. When the run was
-// no longer pending: another delivery started it (running) and it is
-// resumed (nodes re-execute from their start and the ledger dedups their
+// begin moves a pending run to running (taking it for this execution: a
+// new claim epoch) and executes it. When the run was no longer pending:
+// another delivery started it (running) and it is adopted and resumed
+// (nodes re-execute from their start and the ledger dedups their
 // effects); it finished or was cancelled meanwhile, or no longer exists
 // (past retention), and nothing is done.
 func (x *Executor) begin(ctx context.Context, runID string) error {
@@ -365,6 +400,7 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 		if run.Status != runs.StatusRunning {
 			return nil // cancelled (or finished) meanwhile
 		}
+		return x.adopt(ctx, runID)
 	case err != nil:
 		return err
 	default:
@@ -373,11 +409,19 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 	return x.proceed(ctx, run)
 }
 
-// proceed runs a started run's nodes and records how they ended: parked
-// until its effect's next attempt, completed, or failed.
+// proceed runs a started run's nodes under its claim (run.Epoch, renewed
+// by a heartbeat while they run) and records how they ended: parked until
+// its effect's next attempt, completed, or failed. An execution whose
+// claim another took (the heartbeat or a node-log append refused) stops
+// and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	runID := run.ID
-	nodeErr := x.runNodes(ctx, run)
+	hctx, hb := x.startHeartbeat(ctx, run)
+	nodeErr := x.runNodes(hctx, run)
+	if hb.stop() {
+		x.log().WarnContext(ctx, "executor: run taken by another execution, this one stops", slog.String("run_id", runID))
+		return nil
+	}
 	var later *ledger.RetryLaterError
 	switch {
 	case errors.As(nodeErr, &later):
@@ -492,7 +536,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		n++
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
 			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
-		if err := x.start(context.WithValue(ctx, triggerKey{}, "stale"), run); err != nil && !x.giveUp(ctx, id, err) {
+		if err := x.resume(context.WithValue(ctx, triggerKey{}, "stale"), run); err != nil && !x.giveUp(ctx, id, err) {
 			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {
 				first = err
@@ -500,6 +544,16 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		}
 	}
 	return n, first
+}
+
+// resume executes a run the stale-run pass claimed: a pending one through
+// the compare-and-set pending -> running, a running one from its nodes'
+// start under the claim's epoch.
+func (x *Executor) resume(ctx context.Context, claimed runs.Run) error {
+	if claimed.Status == runs.StatusPending {
+		return x.begin(ctx, claimed.ID)
+	}
+	return x.proceed(ctx, claimed)
 }
 
 // ResumeEvent is the input of the function's schedule (template.yaml

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/runs/divergence"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
@@ -314,13 +315,14 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 		if err := s.runs.Create(ctx, src); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
+		running, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now())
+		if err != nil {
 			t.Fatal(err)
 		}
 		ev := func(typ, node, payload string) runs.LogEvent {
 			return runs.LogEvent{Type: typ, NodeID: node, At: time.Now(), Payload: json.RawMessage(payload)}
 		}
-		if _, err := s.runs.AppendLog(ctx, src.ID, []runs.LogEvent{
+		if _, err := s.runs.AppendLog(ctx, src.ID, running.Fence(), []runs.LogEvent{
 			ev(runs.EventNodeStarted, "start", `{"nodeId":"start","typeId":"core.noop"}`),
 			ev(runs.EventNodeCompleted, "start", `{"nodeId":"start","outputs":{"x":1}}`),
 			ev(runs.EventNodeStarted, "effect", `{"nodeId":"effect","typeId":"core.conformance.side-effect"}`),
@@ -328,7 +330,7 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 		}, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		src, err := s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
+		src, err = s.runs.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,15 +338,15 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 		if rep.Status != runs.StatusFailed || len(rc.seen()) != 0 {
 			t.Fatalf("replay: %s (%s), %d deliveries; want failed closed, nothing sent", rep.Status, rep.Error, len(rc.seen()))
 		}
-		var got []runs.ReplayDiverged
+		var got []divergence.Diverged
 		for i, le := range rep.Log {
-			if le.Type != runs.EventReplayDiverged {
+			if le.Type != divergence.Event {
 				continue
 			}
 			if err := wireschema.Validate(sch, le.Payload); err != nil {
 				t.Fatalf("replay.diverged payload %s: %v", le.Payload, err)
 			}
-			var d runs.ReplayDiverged
+			var d divergence.Diverged
 			if err := json.Unmarshal(le.Payload, &d); err != nil {
 				t.Fatal(err)
 			}
@@ -353,9 +355,9 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 			}
 			got = append(got, d)
 		}
-		want := []runs.ReplayDiverged{
-			{SourceRunID: src.ID, AtSequence: 2, OriginalEventID: fmt.Sprintf("source-event-%016d", 2), DivergenceKind: runs.DivergedOutput, DivergencePoint: runs.EventNodeCompleted},
-			{SourceRunID: src.ID, AtSequence: 5, OriginalEventID: fmt.Sprintf("source-event-%016d", 4), DivergenceKind: runs.DivergedTypeMismatch, DivergencePoint: runs.EventNodeFailed},
+		want := []divergence.Diverged{
+			{SourceRunID: src.ID, AtSequence: 2, OriginalEventID: fmt.Sprintf("source-event-%016d", 2), DivergenceKind: divergence.Output, DivergencePoint: runs.EventNodeCompleted},
+			{SourceRunID: src.ID, AtSequence: 5, OriginalEventID: fmt.Sprintf("source-event-%016d", 4), DivergenceKind: divergence.TypeMismatch, DivergencePoint: runs.EventNodeFailed},
 		}
 		if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 			t.Fatalf("divergences %+v, want %+v", got, want)

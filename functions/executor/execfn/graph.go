@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/runs/divergence"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -44,7 +45,9 @@ func (e *NodeFailedError) Error() string {
 }
 
 // errRunEnded stops a graph walk whose run is no longer running
-// (cancelled meanwhile): nothing more is executed or recorded.
+// (cancelled meanwhile) or no longer this execution's (taken over by
+// another: its node-log appends are fenced): nothing more is executed or
+// recorded.
 var errRunEnded = errors.New("executor: the run ended meanwhile")
 
 // step is one event of a run's history as the walk folds it.
@@ -83,7 +86,7 @@ func history(run runs.Run) []step {
 // and fails closed (replay_source_missing) without one; the whole
 // execution of a replay runs under runs.WithReplay, so every effect seam
 // denies too. A replay's node event that differs from the source's at the
-// same place (runs.Run.Divergence) is followed, in the same write, by a
+// same place (divergence.Of) is followed, in the same write, by a
 // replay.diverged event, and the replay continues.
 func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) error {
 	logs, ok := x.Runs.(runs.LogStore)
@@ -101,20 +104,22 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 			return err
 		}
 		evs := []runs.LogEvent{{Type: typ, NodeID: nodeID, At: x.now().UTC(), Payload: b}}
-		if d := run.Divergence(evs[0]); d != nil {
+		if d := divergence.Of(run, evs[0]); d != nil {
 			// Recorded with the diverging event, in the same write; the
 			// replay continues.
 			db, err := json.Marshal(d)
 			if err != nil {
 				return err
 			}
-			evs = append(evs, runs.LogEvent{Type: runs.EventReplayDiverged, At: evs[0].At, Payload: db})
+			evs = append(evs, runs.LogEvent{Type: divergence.Event, At: evs[0].At, Payload: db})
 			x.log().InfoContext(ctx, "executor: replay diverged from the source", slog.String("run_id", run.ID),
 				slog.String("source_run_id", d.SourceRunID), slog.Int64("at_sequence", d.AtSequence),
 				slog.String("divergence_kind", d.DivergenceKind), slog.Bool("openwop.replay.diverged", true))
 		}
-		r, err := logs.AppendLog(ctx, run.ID, evs, x.now())
+		r, err := logs.AppendLog(ctx, run.ID, run.Fence(), evs, x.now())
 		if errors.Is(err, runs.ErrStatusConflict) || errors.Is(err, runs.ErrRunNotFound) {
+			// Ended meanwhile, or taken by another execution (this one's
+			// claim is fenced): nothing more is written.
 			return errRunEnded
 		}
 		if err == nil {

@@ -1,7 +1,14 @@
-// Package runs owns the reference host's runs: the run record and its
-// lifecycle (Status, Run, NewRun), the RunStore in memory (MemRuns) and on
-// DynamoDB (DynamoRuns, RunsTable), the tenant-bound runId grammar and its
-// path projection (NewRunID, ClaimRunID, ProjectID, DecodePathID), a run's
-// version history (decided.History) and the per-tenant inbox of refused
-// offline writes (Inbox).
+// Package runs owns the reference host's run record and its store: the run
+// and its lifecycle (Status, Run, NewRun), with what the record carries (its
+// version history, decided.History; its node log, LogStore; its fork origin
+// and ancestry, Fork, NewFork, RecordOf; the executor's claim on it, Epoch,
+// Renew, Adopt, Claim, and the node-log Fence), the RunStore in memory
+// (MemRuns) and on DynamoDB (DynamoRuns, RunsTable), and the tenant-bound
+// runId grammar and its path projection (NewRunID, ClaimRunID, ProjectID,
+// DecodePathID). The per-tenant inbox of refused offline writes (Inbox)
+// shares the runs table.
+//
+// Every RunStore passes the conformance suite in runs/runstest; replay
+// divergence (comparing a replay's events with its source's) is its own
+// package, runs/divergence.
 package runs

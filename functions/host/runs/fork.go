@@ -52,9 +52,9 @@ type Fork struct {
 	// Recorded holds the source's node events with sequence >= FromSeq as
 	// the source served them when the fork was created (its terminal run
 	// event excluded): what a replay's re-execution is compared with to
-	// detect divergence (Divergence). SourceComplete reports whether the
-	// source was terminal then, so its recorded events were all it would
-	// ever have.
+	// detect divergence (package divergence). SourceComplete reports
+	// whether the source was terminal then, so its recorded events were
+	// all it would ever have.
 	Recorded       []InheritedEvent `json:"recorded,omitempty"`
 	SourceComplete bool             `json:"sourceComplete,omitempty"`
 }

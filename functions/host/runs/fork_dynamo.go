@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -64,13 +65,24 @@ func forkFromItem(m map[string]types.AttributeValue, r *Run) {
 var _ LogStore = (*DynamoRuns)(nil)
 
 // AppendLog implements LogStore: one UpdateItem (list_append to log, SET
-// updatedAt) conditional on status = running, returning the run (ALL_NEW;
-// the old item with the conflict).
-func (d *DynamoRuns) AppendLog(ctx context.Context, id string, evs []LogEvent, now time.Time) (Run, error) {
+// updatedAt) conditional on status = running, claimEpoch = f.Epoch and the
+// log's size = f.At, returning the run (ALL_NEW; the old item with the
+// conflict, from which an append already applied is recognised).
+func (d *DynamoRuns) AppendLog(ctx context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error) {
 	empty := &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
 	upd := expression.Set(expression.Name(runAttrLog), expression.ListAppend(
 		expression.IfNotExists(expression.Name(runAttrLog), expression.Value(empty)), expression.Value(logAV(evs)))).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
-	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning))))
-	return d.updateRun(ctx, id, cond, upd, "append run log")
+	at := expression.Name(runAttrLog).Size().Equal(expression.Value(f.At))
+	if f.At == 0 {
+		at = expression.AttributeNotExists(expression.Name(runAttrLog)).Or(at)
+	}
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).
+		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning)))).
+		And(epochIs(f.Epoch)).And(at)
+	r, err := d.updateRun(ctx, id, cond, upd, "append run log")
+	if errors.Is(err, ErrStatusConflict) && appendApplied(r, f, evs) {
+		return r, nil
+	}
+	return r, err
 }

@@ -53,31 +53,3 @@ func TestRecordOfWalksTheAncestry(t *testing.T) {
 		t.Fatalf("legacy fork: %s %+v", id, st)
 	}
 }
-
-// TestDivergenceComparesNodeEventsInOrder: events agree when only their
-// x- members differ; past the source's recorded events a complete source
-// makes the fork's event "extra" and a source still running at fork time
-// makes no comparison; a branch is never compared.
-func TestDivergenceComparesNodeEventsInOrder(t *testing.T) {
-	src := NewRun("acme", "wf", nil, time.Now())
-	rep := NewFork(src, ForkReplay, 1, []InheritedEvent{{Sequence: 0, Type: "run.started"}}, time.Now())
-	rep.Fork.Recorded = []InheritedEvent{{EventID: "e1", Sequence: 1, Type: EventNodeCompleted, NodeID: "n", Payload: []byte(`{"nodeId":"n","x-idemkit-effect":"performed"}`)}}
-	ev := LogEvent{Type: EventNodeCompleted, NodeID: "n", Payload: []byte(`{"x-idemkit-effect":"resolved-from-source","nodeId":"n"}`)}
-	if d := rep.Divergence(ev); d != nil {
-		t.Fatalf("x- members compared: %+v", d)
-	}
-	rep.Log = []LogEvent{ev, {Type: EventReplayDiverged, Payload: []byte(`{}`)}}
-	next := LogEvent{Type: EventNodeStarted, NodeID: "m", Payload: []byte(`{}`)}
-	if d := rep.Divergence(next); d != nil {
-		t.Fatalf("a source still running at fork time: %+v", d)
-	}
-	rep.Fork.SourceComplete = true
-	if d := rep.Divergence(next); d == nil || d.DivergenceKind != DivergedExtra || d.AtSequence != 3 || d.OriginalEventID != "" {
-		t.Fatalf("past a complete source: %+v", d)
-	}
-	br := rep
-	br.Fork = &Fork{Mode: ForkBranch, Recorded: rep.Fork.Recorded, SourceComplete: true}
-	if d := br.Divergence(next); d != nil {
-		t.Fatalf("a branch compared: %+v", d)
-	}
-}

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -23,28 +24,85 @@ type LogEvent struct {
 	Payload json.RawMessage `json:"payload"`
 }
 
+// LogBase is the sequence of the first event of r's own node log (Log[0]):
+// after a fork's inherited prefix, else after run.started at 0. The events
+// API numbers the log the same way.
+func (r Run) LogBase() int64 {
+	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
+		return r.Fork.Inherited[len(r.Fork.Inherited)-1].Sequence + 1
+	}
+	return 1
+}
+
+// Fence is what an append to a run's node log is conditional on: the
+// claim epoch the appender holds (Run.Epoch) and the length of the log it
+// extends.
+type Fence struct {
+	Epoch int64
+	At    int
+}
+
+// Fence returns the fence of an append to r as the caller holds it: r's
+// claim epoch and the end of its node log.
+func (r Run) Fence() Fence { return Fence{Epoch: r.Epoch, At: len(r.Log)} }
+
 // LogStore appends to a run's node log. MemRuns and DynamoRuns implement
 // it; the executor needs it only for workflows with a node graph.
 type LogStore interface {
-	// AppendLog appends evs to the run's node log in one write, only while
-	// the run is running, and returns the run as stored afterwards.
-	// ErrStatusConflict (with the current run) when the run is not
-	// running (cancelled meanwhile: the executor stops); ErrRunNotFound
-	// when there is none.
-	AppendLog(ctx context.Context, id string, evs []LogEvent, now time.Time) (Run, error)
+	// AppendLog appends evs to the run's node log in one write, a
+	// compare-and-set: only while the run is running, its claim epoch is
+	// still f.Epoch (an execution taken over by another writes nothing)
+	// and its log still ends at f.At (no event is appended twice). It
+	// returns the run as stored afterwards. An append found already
+	// applied (a retry after a lost answer: under the same epoch, which
+	// only the appender writes, the log ends at f.At+len(evs) with evs)
+	// returns the run and no error. ErrStatusConflict (with the current run) when the
+	// run is not running (cancelled meanwhile) or was taken by another
+	// execution: the executor stops; ErrRunNotFound when there is none.
+	AppendLog(ctx context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error)
 }
 
 var _ LogStore = (*MemRuns)(nil)
 
+// appendApplied reports whether cur, found by a refused append of evs
+// under f, already holds that append: the same epoch, still running, and
+// the log f.At+len(evs) long ending with evs.
+func appendApplied(cur Run, f Fence, evs []LogEvent) bool {
+	if cur.Status != StatusRunning || cur.Epoch != f.Epoch || len(cur.Log) != f.At+len(evs) {
+		return false
+	}
+	for i, ev := range evs {
+		if !sameEvent(cur.Log[f.At+i], ev) {
+			return false
+		}
+	}
+	return true
+}
+
+// sameEvent compares two node events as stored (payloads compacted).
+func sameEvent(a, b LogEvent) bool {
+	if a.Type != b.Type || a.NodeID != b.NodeID || !a.At.Equal(b.At) {
+		return false
+	}
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, a.Payload) != nil || json.Compact(&cb, b.Payload) != nil {
+		return bytes.Equal(a.Payload, b.Payload)
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
+}
+
 // AppendLog implements LogStore.
-func (m *MemRuns) AppendLog(_ context.Context, id string, evs []LogEvent, now time.Time) (Run, error) {
+func (m *MemRuns) AppendLog(_ context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.runs[id]
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if r.Status != StatusRunning {
+	if r.Status != StatusRunning || r.Epoch != f.Epoch || len(r.Log) != f.At {
+		if appendApplied(r, f, evs) {
+			return r, nil
+		}
 		return r, ErrStatusConflict
 	}
 	r.Log = append(slices.Clone(r.Log), evs...)

@@ -99,6 +99,13 @@ type Run struct {
 	// node.failed), appended by the executor (LogStore.AppendLog); empty
 	// for a run whose workflow has no node graph (see fork.go, nodelog.go).
 	Log []LogEvent `json:"log,omitempty"`
+	// Epoch is the executor claim's fencing token: each taking of the run
+	// for an execution (a Transition to running, Claim, Adopt) adds 1, and
+	// the taker holds the run while Epoch is still its own: it renews the
+	// claim (Renew) and appends to the node log (AppendLog) only under it,
+	// so an execution taken over by another writes nothing more. 0 on a run
+	// never taken. Not a tracked field: Version is left alone.
+	Epoch int64 `json:"claimEpoch,omitempty"`
 	// Fork is set on a run created by forkRun: its source, mode, fromSeq
 	// and inherited history. Nil for any other run. Fixed at creation.
 	Fork *Fork `json:"fork,omitempty"`
@@ -179,7 +186,8 @@ type RunStore interface {
 	Get(ctx context.Context, id string) (Run, error)
 	// Transition moves the run to status `to` (with errMsg) only if its
 	// current status is one of from: a compare-and-set, so two executors or
-	// a cancel racing an executor never both win. It returns the run as
+	// a cancel racing an executor never both win. A transition to running
+	// takes the run for the caller's execution (Epoch + 1). It returns the run as
 	// stored afterwards; ErrStatusConflict (with the current run) when the
 	// status was not in from; ErrRunNotFound when there is no run.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
@@ -216,7 +224,29 @@ type RunStore interface {
 	// a failure noted, a park, an end); the run is not claimable again
 	// until it has been without progress for the bound once more.
 	// ErrRunNotFound when there is no run.
+	//
+	// The claim also takes the run for the claimer's execution: Epoch + 1
+	// (see Run.Epoch), so an execution it overtakes is fenced.
 	Claim(ctx context.Context, id string, before, now time.Time) (Run, error)
+	// Adopt takes a live (pending or running) run for a new execution of
+	// it whoever held it: Epoch + 1 and updatedAt = now, whatever the
+	// run's last progress. It is how an execution that is not the
+	// stale-run pass's (a duplicate or retried stream delivery, a parked
+	// run's resume) resumes a running run: an execution still under way is
+	// fenced from then on and writes nothing more. It returns the run as
+	// stored afterwards; ErrStatusConflict (with the current run) when the
+	// run has ended; ErrRunNotFound when there is none. Every call takes
+	// the run anew: a retry after a lost answer holds a later epoch.
+	Adopt(ctx context.Context, id string, now time.Time) (Run, error)
+	// Renew is the heartbeat of the execution holding the run's claim
+	// epoch: a compare-and-set that moves updatedAt to now only if the run
+	// is live and its Epoch is still epoch, so the stale-run pass (Stale,
+	// Claim) never takes a run whose executor lives, however long a node
+	// runs. It returns the run as stored afterwards; ErrStatusConflict
+	// (with the current run) when the run was taken by another execution
+	// or has ended: the caller stops; ErrRunNotFound when there is none.
+	// Renewing again (a retry after a lost answer) is harmless.
+	Renew(ctx context.Context, id string, epoch int64, now time.Time) (Run, error)
 }
 
 // MemRuns is an in-memory RunStore (tests, examples, embedding), safe for
@@ -300,6 +330,9 @@ func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Sta
 		return r, ErrStatusConflict
 	}
 	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
+	if to == StatusRunning {
+		r.Epoch++
+	}
 	if to.Terminal() {
 		r.Wake = Wake{}
 	}

@@ -32,7 +32,7 @@ type DynamoAPI interface {
 // liveShard (on live runs only: the byLive index, see stale.go),
 // createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
 // retryOf (a retry's failed run), retries (a string set: the runs retrying
-// a failed run), version and history (the version log: a
+// a failed run), claimEpoch (Run.Epoch, absent on a run never taken), version and history (the version log: a
 // list with one map per version, field -> JSON text of the value set; every
 // update adds 1 to version and appends its map in the same UpdateItem),
 // activityIdentityRecipe and
@@ -73,10 +73,11 @@ const (
 	runAttrWakeMax = "wakeMaxAttempts"
 	runAttrWakeDL  = "wakeDeadline"
 	runAttrRetryOf = "retryOf"
-	runAttrRetries = "retries"   // SS: the runs retrying this failed run (Run.Retries)
-	runAttrVersion = "version"   // N: the run's version (Run.Version)
-	runAttrHistory = "history"   // L of M{field: S(JSON value)}: the version log
-	runAttrLive    = "liveShard" // "live#N" on live runs: the sparse byLive index's key
+	runAttrRetries = "retries"    // SS: the runs retrying this failed run (Run.Retries)
+	runAttrVersion = "version"    // N: the run's version (Run.Version)
+	runAttrHistory = "history"    // L of M{field: S(JSON value)}: the version log
+	runAttrLive    = "liveShard"  // "live#N" on live runs: the sparse byLive index's key
+	runAttrEpoch   = "claimEpoch" // N: the executor claim's fencing token (Run.Epoch)
 	wakeShard      = "due"
 )
 
@@ -115,6 +116,9 @@ func runItem(r Run) map[string]types.AttributeValue {
 		m[runAttrLive] = sAV(liveShardOf(r.ID))
 	}
 	m[runAttrVersion] = nAV(r.Version)
+	if r.Epoch != 0 {
+		m[runAttrEpoch] = nAV(r.Epoch)
+	}
 	l := make([]types.AttributeValue, 0, len(r.History))
 	for _, v := range r.History {
 		l = append(l, versionAV(v))
@@ -195,6 +199,9 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	}
 	if v, ok := m[runAttrVersion].(*types.AttributeValueMemberN); ok {
 		r.Version, _ = strconv.ParseInt(v.Value, 10, 64)
+	}
+	if v, ok := m[runAttrEpoch].(*types.AttributeValueMemberN); ok {
+		r.Epoch, _ = strconv.ParseInt(v.Value, 10, 64)
 	}
 	r.History = historyFromAV(m[runAttrHistory])
 	r.Wake.At, r.Wake.Deadline = n(runAttrWakeAt), n(runAttrWakeDL)
@@ -334,6 +341,9 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
 	if errMsg != "" {
 		upd = upd.Set(expression.Name(runAttrError), expression.Value(errMsg))
+	}
+	if to == StatusRunning {
+		upd = upd.Add(expression.Name(runAttrEpoch), expression.Value(1))
 	}
 	if to.Terminal() {
 		upd = upd.Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).

@@ -81,6 +81,40 @@ func (m *MemRuns) Claim(_ context.Context, id string, before, now time.Time) (Ru
 		return r, ErrStatusConflict
 	}
 	r.UpdatedAt = now.UTC()
+	r.Epoch++
+	m.runs[id] = r
+	return r, nil
+}
+
+// Adopt implements RunStore.
+func (m *MemRuns) Adopt(_ context.Context, id string, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if r.Status.Terminal() {
+		return r, ErrStatusConflict
+	}
+	r.UpdatedAt = now.UTC()
+	r.Epoch++
+	m.runs[id] = r
+	return r, nil
+}
+
+// Renew implements RunStore.
+func (m *MemRuns) Renew(_ context.Context, id string, epoch int64, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.runs[id]
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if r.Status.Terminal() || r.Epoch != epoch {
+		return r, ErrStatusConflict
+	}
+	r.UpdatedAt = now.UTC()
 	m.runs[id] = r
 	return r, nil
 }
@@ -122,15 +156,46 @@ func (d *DynamoRuns) Stale(ctx context.Context, before time.Time, limit int) ([]
 	return ids, nil
 }
 
-// Claim implements RunStore: one UpdateItem (SET updatedAt) conditional on
-// the run existing, being pending or running, not parked (no wakeShard)
-// and updatedAt <= before. It changes no tracked field, so the run's
-// version stays.
+// Claim implements RunStore: one UpdateItem (SET updatedAt, ADD
+// claimEpoch 1) conditional on the run existing, being pending or running,
+// not parked (no wakeShard) and updatedAt <= before. It changes no tracked
+// field, so the run's version stays.
 func (d *DynamoRuns) Claim(ctx context.Context, id string, before, now time.Time) (Run, error) {
-	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
-	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live).
+	cond := liveRun().
 		And(expression.AttributeNotExists(expression.Name(runAttrWake))).
 		And(expression.Name(runAttrUpdated).LessThanEqual(expression.Value(before.UnixMilli())))
-	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
+		Add(expression.Name(runAttrEpoch), expression.Value(1))
 	return d.updateRun(ctx, id, cond, upd, "claim stale run")
+}
+
+// Adopt implements RunStore: one UpdateItem (SET updatedAt, ADD
+// claimEpoch 1) conditional on the run existing and being live.
+func (d *DynamoRuns) Adopt(ctx context.Context, id string, now time.Time) (Run, error) {
+	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
+		Add(expression.Name(runAttrEpoch), expression.Value(1))
+	return d.updateRun(ctx, id, liveRun(), upd, "adopt run")
+}
+
+// Renew implements RunStore: one UpdateItem (SET updatedAt) conditional on
+// the run existing, being live and its claimEpoch being epoch.
+func (d *DynamoRuns) Renew(ctx context.Context, id string, epoch int64, now time.Time) (Run, error) {
+	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	return d.updateRun(ctx, id, liveRun().And(epochIs(epoch)), upd, "renew run claim")
+}
+
+// liveRun is the condition that the run exists and is pending or running.
+func liveRun() expression.ConditionBuilder {
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	return expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+}
+
+// epochIs is the condition that the run's claim epoch is epoch (a run
+// never taken has none, which reads as 0).
+func epochIs(epoch int64) expression.ConditionBuilder {
+	is := expression.Name(runAttrEpoch).Equal(expression.Value(epoch))
+	if epoch == 0 {
+		return expression.AttributeNotExists(expression.Name(runAttrEpoch)).Or(is)
+	}
+	return is
 }

@@ -117,9 +117,10 @@ type Env struct {
 	StreamRetry time.Duration
 	// RunStale: RUN_STALE_SECONDS (1..86400), how long a pending or
 	// running, unparked run may go without progress (updatedAt) before the
-	// executor's stale-run pass claims and drives it (ResumeStale). It must
-	// exceed the longest healthy execution: the template's default is the
-	// Lambda maximum, 900 s. Default 15 minutes (`idemkit dev`: 60 s).
+	// executor's stale-run pass claims and drives it (ResumeStale). An
+	// executor driving a run renews its claim every third of it (a
+	// heartbeat), so a slow node is never overtaken while its executor
+	// lives. Default 15 minutes (`idemkit dev`: 60 s).
 	RunStale time.Duration
 }
 

@@ -123,7 +123,7 @@ var Settings = []Setting{
 		Unit: "a whole number", num: func(e *Env, n int) { e.StreamMaxRetries = n }},
 	{Name: EnvStreamRetry, Default: "900", Min: 1, Max: 86400, Doc: "how long `idemkit dev`'s stream pollers retry a failing record, with backoff, before dropping it (the stale-run pass still drives its run)",
 		Unit: "whole seconds", num: func(e *Env, n int) { e.StreamRetry = time.Duration(n) * time.Second }},
-	{Name: EnvRunStale, Default: "900", Min: 1, Max: 86400, Dev: "60", Doc: "a pending or running run without progress this long is claimed and driven by the executor's stale-run pass (every minute; must exceed the longest healthy execution)", Functions: []string{"Executor"},
+	{Name: EnvRunStale, Default: "900", Min: 1, Max: 86400, Dev: "60", Doc: "a pending or running run without progress this long is claimed and driven by the executor's stale-run pass (every minute); an executor driving a run renews its claim every third of this, so a slow node is never overtaken while its executor lives", Functions: []string{"Executor"},
 		Unit: "whole seconds", num: func(e *Env, n int) { e.RunStale = time.Duration(n) * time.Second }},
 	{Name: envTransactional, Default: "true", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
 	{Name: EnvDynamoDBEndpoint, DefaultDoc: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},

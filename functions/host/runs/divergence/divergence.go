@@ -1,30 +1,36 @@
-package runs
+// Package divergence is replay divergence: how a replay fork's re-executed
+// node event is compared with the source's event at the same place of the
+// log, and the replay.diverged event that records a difference (the
+// replay continues).
+package divergence
 
 import (
 	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
 )
 
-// EventReplayDiverged is the run event a replay fork records right after a
-// re-executed node event that differs from the source's event at the same
-// place of the log (replay divergence). The replay continues.
-const EventReplayDiverged = "replay.diverged"
+// Event is the run event a replay fork records right after a re-executed
+// node event that differs from the source's event at the same place of the
+// log. The replay continues.
+const Event = "replay.diverged"
 
 // Divergence kinds (the replay.diverged payload's divergenceKind).
 const (
-	// DivergedOutput: same event type and node, another payload.
-	DivergedOutput = "output"
-	// DivergedTypeMismatch: another event type or node at that place.
-	DivergedTypeMismatch = "type-mismatch"
-	// DivergedExtra: the source, complete, recorded no event there.
-	DivergedExtra = "extra"
+	// Output: same event type and node, another payload.
+	Output = "output"
+	// TypeMismatch: another event type or node at that place.
+	TypeMismatch = "type-mismatch"
+	// Extra: the source, complete, recorded no event there.
+	Extra = "extra"
 )
 
-// ReplayDiverged is the payload of a replay.diverged event
+// Diverged is the payload of a replay.diverged event
 // (run-event-payloads.schema.json replayDiverged, a closed object).
-type ReplayDiverged struct {
+type Diverged struct {
 	SourceRunID string `json:"sourceRunId"`
 	// AtSequence is the sequence of the diverging event in the fork's log.
 	AtSequence int64 `json:"atSequence"`
@@ -35,17 +41,7 @@ type ReplayDiverged struct {
 	DivergencePoint string `json:"divergencePoint"`
 }
 
-// LogBase is the sequence of the first event of r's own node log (Log[0]):
-// after a fork's inherited prefix, else after run.started at 0. The events
-// API numbers the log the same way.
-func (r Run) LogBase() int64 {
-	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
-		return r.Fork.Inherited[len(r.Fork.Inherited)-1].Sequence + 1
-	}
-	return 1
-}
-
-// Divergence compares ev, the node event a replay fork r is about to append
+// Of compares ev, the node event a replay fork r is about to append
 // to its log, with the source's event at the same place, and returns the
 // replay.diverged payload when they differ (nil when they agree, when r is
 // no replay, or when the source had not recorded that far and was still
@@ -58,7 +54,7 @@ func (r Run) LogBase() int64 {
 // timestamp) are not compared, nor the payload's x- extension members
 // (this host's note of how an outcome came about: a replay resolves what
 // the source performed).
-func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
+func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 	if !r.IsReplay() || !nodeEvent(ev.Type) {
 		return nil
 	}
@@ -69,27 +65,27 @@ func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
 		}
 	}
 	seq := r.LogBase() + int64(len(r.Log))
-	var rec []InheritedEvent
+	var rec []runs.InheritedEvent
 	for _, e := range r.Fork.Recorded {
 		if nodeEvent(e.Type) {
 			rec = append(rec, e)
 		}
 	}
-	d := &ReplayDiverged{SourceRunID: r.Fork.SourceRunID, AtSequence: seq, DivergencePoint: ev.Type}
+	d := &Diverged{SourceRunID: r.Fork.SourceRunID, AtSequence: seq, DivergencePoint: ev.Type}
 	if k >= len(rec) {
 		if !r.Fork.SourceComplete {
 			return nil
 		}
-		d.DivergenceKind = DivergedExtra
+		d.DivergenceKind = Extra
 		return d
 	}
 	src := rec[k]
 	d.OriginalEventID = src.EventID
 	switch {
 	case src.Type != ev.Type || src.NodeID != ev.NodeID:
-		d.DivergenceKind = DivergedTypeMismatch
+		d.DivergenceKind = TypeMismatch
 	case !samePayload(src.Payload, ev.Payload):
-		d.DivergenceKind = DivergedOutput
+		d.DivergenceKind = Output
 	default:
 		return nil
 	}
@@ -97,7 +93,7 @@ func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
 }
 
 func nodeEvent(typ string) bool {
-	return typ == EventNodeStarted || typ == EventNodeCompleted || typ == EventNodeFailed
+	return typ == runs.EventNodeStarted || typ == runs.EventNodeCompleted || typ == runs.EventNodeFailed
 }
 
 // samePayload compares two JSON payloads as values, without their

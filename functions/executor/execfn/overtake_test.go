@@ -1,0 +1,356 @@
+package execfn
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// A live run is overtaken: the tests below hold a slow node open by a gate
+// (never a sleep), move an injected clock far past the stale window and
+// tick the heartbeat by hand.
+
+// logStore is a run store that keeps node logs (both stores are).
+type logStore interface {
+	runs.RunStore
+	runs.LogStore
+}
+
+// renewSignal reports each heartbeat renewal once it is written.
+type renewSignal struct {
+	logStore
+	renewed chan error
+}
+
+func (s *renewSignal) Renew(ctx context.Context, id string, epoch int64, now time.Time) (runs.Run, error) {
+	r, err := s.logStore.Renew(ctx, id, epoch, now)
+	s.renewed <- err
+	return r, err
+}
+
+// gatedTicker is a manual heartbeat ticker: it ticks only when told to.
+type gatedTicker struct{ ch chan time.Time }
+
+func (g *gatedTicker) New(time.Duration) (<-chan time.Time, func()) { return g.ch, func() {} }
+
+// tick hands one tick to the heartbeat, which is waiting for it from the
+// moment its execution started. The bound only keeps a missing heartbeat
+// from hanging the test; it is far beyond any scheduling delay, so no
+// verdict of a heartbeat that exists depends on the machine's speed.
+func (g *gatedTicker) tick(t *testing.T) bool {
+	t.Helper()
+	select {
+	case g.ch <- time.Time{}:
+		return true
+	case <-time.After(2 * time.Minute):
+		return false
+	}
+}
+
+// gate holds a hold node open: the executor's Sleep reports that it
+// entered and waits for release (or its context).
+type gate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func newGate() *gate { return &gate{entered: make(chan struct{}, 8), release: make(chan struct{})} }
+
+func (g *gate) sleep(ctx context.Context, _ time.Duration) error {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// overtakeStack is two executors on one run store and one injected clock.
+type overtakeStack struct {
+	store logStore
+	sig   *renewSignal
+	clk   *clock
+	rc    *receiver
+	l     *ledger.Ledger
+}
+
+// forEachRunStore runs fn over the memory store and DynamoRuns on every
+// emulator.
+func forEachRunStore(t *testing.T, fn func(t *testing.T, store logStore)) {
+	t.Run("memory", func(t *testing.T) { fn(t, runs.NewMemRuns()) })
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		fn(t, &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")})
+	})
+}
+
+func newOvertakeStack(t *testing.T, store logStore) *overtakeStack {
+	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &overtakeStack{store: store, sig: &renewSignal{logStore: store, renewed: make(chan error, 64)}, clk: clk, rc: newReceiver(t), l: l}
+}
+
+// executor returns an executor of the stack whose hold nodes wait on g and
+// whose heartbeat ticks on tk, stale after 5 s (RUN_STALE_SECONDS=5).
+func (s *overtakeStack) executor(g *gate, tk *gatedTicker) *Executor {
+	return &Executor{Runs: s.sig, Now: s.clk.Now, StaleAfter: 5 * time.Second, Sleep: g.sleep, NewTicker: tk.New,
+		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Webhook: &webhook.Webhook{Ledger: s.l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Now: s.clk.Now}}
+}
+
+// slowRun creates a wait -> effect run whose wait outlasts the stale
+// window by a lot (20 s at RUN_STALE_SECONDS=5; the gate decides).
+func (s *overtakeStack) slowRun(t *testing.T) runs.Run {
+	t.Helper()
+	in, _ := json.Marshal(map[string]any{"delayMs": 20000, "url": s.rc.srv.URL + "/hook"})
+	r := runs.NewRun("acme", webhook.WorkflowReplaySideEffect, in, s.clk.Now())
+	if err := s.store.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// wantLog fails unless the run's node log is exactly want (type@node).
+func wantLog(t *testing.T, r runs.Run, want ...string) {
+	t.Helper()
+	var got []string
+	for _, e := range r.Log {
+		got = append(got, e.Type+"@"+e.NodeID)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("node log %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("node log %v, want %v", got, want)
+		}
+	}
+}
+
+var cleanLog = []string{"node.started@wait", "node.completed@wait", "node.started@effect", "node.completed@effect"}
+
+// TestLiveRunIsNotOvertaken: an executor holding a node open for eight
+// stale windows (on the injected clock) renews its claim on every tick of
+// its heartbeat, and a stale-run pass after each step takes nothing. The
+// run then completes with one event of each kind per node and one
+// delivery. On memory and every emulator.
+func TestLiveRunIsNotOvertaken(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		ctx := context.Background()
+		s := newOvertakeStack(t, store)
+		g1, tk1 := newGate(), &gatedTicker{ch: make(chan time.Time)}
+		x1 := s.executor(g1, tk1)
+		open := newGate()
+		close(open.release)
+		x2 := s.executor(open, &gatedTicker{ch: make(chan time.Time)}) // another process's resumer
+		r := s.slowRun(t)
+		t0 := s.clk.Now()
+		done := make(chan error, 1)
+		go func() { done <- x1.Execute(ctx, r.ID) }()
+		<-g1.entered
+
+		for step := 1; step <= 16; step++ {
+			// Half a stale window passes, then the heartbeat ticks.
+			s.clk.Set(t0.Add(time.Duration(step) * 2500 * time.Millisecond))
+			if !tk1.tick(t) {
+				t.Errorf("step %d: the driving executor runs no heartbeat", step)
+			} else if err := <-s.sig.renewed; err != nil {
+				t.Fatalf("step %d: renewal: %v", step, err)
+			}
+			if n, err := x2.ResumeStale(ctx); err != nil || n != 0 {
+				close(g1.release)
+				<-done
+				t.Fatalf("step %d (+%s): the stale pass took %d live runs (%v), want none", step, s.clk.Now().Sub(t0), n, err)
+			}
+		}
+		close(g1.release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		got, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.StatusCompleted {
+			t.Fatalf("run %s, want completed", got.Status)
+		}
+		wantLog(t, got, cleanLog...)
+		if n := len(s.rc.seen()); n != 1 {
+			t.Fatalf("%d deliveries, want 1", n)
+		}
+	})
+}
+
+// TestDeadExecutorIsOvertakenAndFenced: an executor whose heartbeat stops
+// (a process paused or dead mid-node) loses the run to the stale-run pass
+// once its claim has lapsed; when it wakes, its node-log append is refused
+// (fenced by the claim), so it writes nothing, sends nothing and stops,
+// and the node log holds no duplicate event. The resumer completes the
+// run. On memory and every emulator.
+func TestDeadExecutorIsOvertakenAndFenced(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		ctx := context.Background()
+		s := newOvertakeStack(t, store)
+		g1, g2 := newGate(), newGate()
+		x1 := s.executor(g1, &gatedTicker{ch: make(chan time.Time)}) // its heartbeat never ticks: it is dead
+		x2 := s.executor(g2, &gatedTicker{ch: make(chan time.Time)})
+		r := s.slowRun(t)
+		t0 := s.clk.Now()
+		done1 := make(chan error, 1)
+		go func() { done1 <- x1.Execute(ctx, r.ID) }()
+		<-g1.entered
+
+		// Just inside the window the pass takes nothing.
+		s.clk.Set(t0.Add(4 * time.Second))
+		if n, err := x2.ResumeStale(ctx); err != nil || n != 0 {
+			t.Fatalf("inside the window: the pass took %d runs (%v)", n, err)
+		}
+		// The claim lapses: the pass takes the run, and its execution
+		// holds the wait node open too.
+		s.clk.Set(t0.Add(6 * time.Second))
+		type pass struct {
+			n   int
+			err error
+		}
+		done2 := make(chan pass, 1)
+		go func() { n, err := x2.ResumeStale(ctx); done2 <- pass{n, err} }()
+		<-g2.entered
+
+		// The overtaken executor wakes: its append is refused.
+		close(g1.release)
+		if err := <-done1; err != nil {
+			t.Fatalf("the overtaken executor: %v", err)
+		}
+		cur, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLog(t, cur, "node.started@wait")
+		if cur.Status != runs.StatusRunning {
+			t.Fatalf("after the overtaken executor stopped: %s, want running", cur.Status)
+		}
+		if n := len(s.rc.seen()); n != 0 {
+			t.Fatalf("the overtaken executor delivered %d times", n)
+		}
+
+		close(g2.release)
+		if p := <-done2; p.err != nil || p.n != 1 {
+			t.Fatalf("the pass took %d runs (%v), want 1", p.n, p.err)
+		}
+		got, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.StatusCompleted {
+			t.Fatalf("run %s, want completed", got.Status)
+		}
+		wantLog(t, got, cleanLog...)
+		if n := len(s.rc.seen()); n != 1 {
+			t.Fatalf("%d deliveries, want 1", n)
+		}
+	})
+}
+
+// TestOverlappingExecutionsWriteOneLog: two executions of one running run
+// at once (a parked run's resume racing a duplicate delivery) never both
+// write its node log: the later one takes the claim, the earlier one's
+// appends are refused (it writes nothing, sends nothing and stops), and
+// the log has one event of each kind per node. On memory and every
+// emulator.
+func TestOverlappingExecutionsWriteOneLog(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		ctx := context.Background()
+		s := newOvertakeStack(t, store)
+		g1, g2 := newGate(), newGate()
+		x1 := s.executor(g1, &gatedTicker{ch: make(chan time.Time)})
+		x2 := s.executor(g2, &gatedTicker{ch: make(chan time.Time)})
+		r := s.slowRun(t)
+		done1, done2 := make(chan error, 1), make(chan error, 1)
+		go func() { done1 <- x1.Execute(ctx, r.ID) }()
+		<-g1.entered
+		go func() { done2 <- x2.Execute(ctx, r.ID) }()
+		<-g2.entered
+
+		close(g1.release)
+		if err := <-done1; err != nil {
+			t.Fatalf("the earlier execution: %v", err)
+		}
+		cur, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantLog(t, cur, "node.started@wait")
+		if n := len(s.rc.seen()); n != 0 {
+			t.Fatalf("the overtaken execution delivered %d times", n)
+		}
+
+		close(g2.release)
+		if err := <-done2; err != nil {
+			t.Fatalf("the later execution: %v", err)
+		}
+		got, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.StatusCompleted {
+			t.Fatalf("run %s, want completed", got.Status)
+		}
+		wantLog(t, got, cleanLog...)
+		if n := len(s.rc.seen()); n != 1 {
+			t.Fatalf("%d deliveries, want 1", n)
+		}
+	})
+}
+
+// stalledRenew is a store whose heartbeat renewal hangs until its context
+// ends (a stalled store), reporting when it started.
+type stalledRenew struct {
+	logStore
+	stalled chan struct{}
+}
+
+func (s *stalledRenew) Renew(ctx context.Context, _ string, _ int64, _ time.Time) (runs.Run, error) {
+	s.stalled <- struct{}{}
+	<-ctx.Done()
+	return runs.Run{}, ctx.Err()
+}
+
+// TestStalledRenewalDoesNotHoldTheRun: a heartbeat renewal stuck in a
+// stalled store does not keep the execution from finishing once its nodes
+// are done: the renewal is cancelled and the run completes.
+func TestStalledRenewalDoesNotHoldTheRun(t *testing.T) {
+	ctx := context.Background()
+	s := newOvertakeStack(t, runs.NewMemRuns())
+	g, tk := newGate(), &gatedTicker{ch: make(chan time.Time)}
+	x := s.executor(g, tk)
+	st := &stalledRenew{logStore: s.store, stalled: make(chan struct{}, 1)}
+	x.Runs = st
+	r := s.slowRun(t)
+	done := make(chan error, 1)
+	go func() { done <- x.Execute(ctx, r.ID) }()
+	<-g.entered
+	if !tk.tick(t) {
+		t.Fatal("the driving executor runs no heartbeat")
+	}
+	<-st.stalled
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.store.Get(ctx, r.ID); got.Status != runs.StatusCompleted {
+		t.Fatalf("run %s, want completed", got.Status)
+	}
+}

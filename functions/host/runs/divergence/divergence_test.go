@@ -1,0 +1,36 @@
+package divergence
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+)
+
+// TestDivergenceComparesNodeEventsInOrder: events agree when only their
+// x- members differ; past the source's recorded events a complete source
+// makes the fork's event "extra" and a source still running at fork time
+// makes no comparison; a branch is never compared.
+func TestDivergenceComparesNodeEventsInOrder(t *testing.T) {
+	src := runs.NewRun("acme", "wf", nil, time.Now())
+	rep := runs.NewFork(src, runs.ForkReplay, 1, []runs.InheritedEvent{{Sequence: 0, Type: "run.started"}}, time.Now())
+	rep.Fork.Recorded = []runs.InheritedEvent{{EventID: "e1", Sequence: 1, Type: runs.EventNodeCompleted, NodeID: "n", Payload: []byte(`{"nodeId":"n","x-idemkit-effect":"performed"}`)}}
+	ev := runs.LogEvent{Type: runs.EventNodeCompleted, NodeID: "n", Payload: []byte(`{"x-idemkit-effect":"resolved-from-source","nodeId":"n"}`)}
+	if d := Of(rep, ev); d != nil {
+		t.Fatalf("x- members compared: %+v", d)
+	}
+	rep.Log = []runs.LogEvent{ev, {Type: Event, Payload: []byte(`{}`)}}
+	next := runs.LogEvent{Type: runs.EventNodeStarted, NodeID: "m", Payload: []byte(`{}`)}
+	if d := Of(rep, next); d != nil {
+		t.Fatalf("a source still running at fork time: %+v", d)
+	}
+	rep.Fork.SourceComplete = true
+	if d := Of(rep, next); d == nil || d.DivergenceKind != Extra || d.AtSequence != 3 || d.OriginalEventID != "" {
+		t.Fatalf("past a complete source: %+v", d)
+	}
+	br := rep
+	br.Fork = &runs.Fork{Mode: runs.ForkBranch, Recorded: rep.Fork.Recorded, SourceComplete: true}
+	if d := Of(br, next); d != nil {
+		t.Fatalf("a branch compared: %+v", d)
+	}
+}

@@ -1,0 +1,58 @@
+package runstest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/runs/runstest"
+)
+
+// brokenClaim is the memory store with its Claim deliberately broken: it
+// takes any live, unparked run, whatever progress the run made since the
+// bound (the stale-run pass would overtake every live executor).
+type brokenClaim struct{ *runs.MemRuns }
+
+func (b brokenClaim) Claim(ctx context.Context, id string, _, now time.Time) (runs.Run, error) {
+	r, err := b.Get(ctx, id)
+	if err != nil {
+		return r, err
+	}
+	if !r.Wake.IsZero() {
+		return r, runs.ErrStatusConflict
+	}
+	return b.Adopt(ctx, id, now)
+}
+
+// brokenClaimEnv makes TestSuiteCatchesBrokenClaim the suite's run over
+// brokenClaim, in the child process the test starts.
+const brokenClaimEnv = "RUNSTEST_BROKEN_CLAIM"
+
+// TestSuiteCatchesBrokenClaim: the suite bites. Run over the memory store
+// with a broken Claim (in a child process of this test binary, so the
+// expected failures stay there), it fails, and it is the Claim cases that
+// fail.
+func TestSuiteCatchesBrokenClaim(t *testing.T) {
+	if os.Getenv(brokenClaimEnv) == "1" {
+		runstest.Run(t, runstest.Harness{NewStore: func(*testing.T) runstest.Store { return brokenClaim{runs.NewMemRuns()} }})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteCatchesBrokenClaim$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), brokenClaimEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed a store whose Claim ignores the run's progress:\n%s", out)
+	}
+	for _, c := range []string{"Claim/CompareAndSet", "Claim/Race", "Claim/LostAnswer", "Renew/CompareAndSet", "Renew/RaceWithClaim"} {
+		if !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesBrokenClaim/"+c+" ") {
+			t.Errorf("case %s did not fail over the broken Claim", c)
+		}
+	}
+	if t.Failed() {
+		t.Logf("child output:\n%s", out)
+	}
+}

@@ -1,0 +1,43 @@
+package runstest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+)
+
+// roundTrips holds each claim write that succeeds, and a read, to one
+// backend round trip (skipped, saying so, without a counter).
+func roundTrips(t *testing.T, e *env) {
+	if e.trips == nil || e.resetTrips == nil {
+		t.Skip("the harness counts no backend round trips")
+	}
+	r := e.newRun(t, 0)
+	var cur runs.Run
+	for _, step := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"Transition", func() (err error) {
+			cur, err = e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", e.now)
+			return err
+		}},
+		{"AppendLog", func() (err error) {
+			cur, err = e.st.AppendLog(e.ctx, r.ID, cur.Fence(), []runs.LogEvent{e.ev(runs.EventNodeStarted, "a", 0)}, e.now)
+			return err
+		}},
+		{"Renew", func() (err error) { cur, err = e.st.Renew(e.ctx, r.ID, cur.Epoch, e.at(time.Second)); return err }},
+		{"Claim", func() (err error) { cur, err = e.st.Claim(e.ctx, r.ID, e.at(time.Second), e.at(2*window)); return err }},
+		{"Adopt", func() (err error) { cur, err = e.st.Adopt(e.ctx, r.ID, e.at(3*window)); return err }},
+		{"Get", func() (err error) { cur, err = e.st.Get(e.ctx, r.ID); return err }},
+	} {
+		e.resetTrips()
+		if err := step.fn(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if n := e.trips(); n != 1 {
+			t.Errorf("%s took %d round trips, want 1", step.name, n)
+		}
+	}
+}

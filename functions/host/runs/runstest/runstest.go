@@ -1,0 +1,161 @@
+// Package runstest is the conformance suite every run store (runs.RunStore
+// with runs.LogStore) must pass. The same suite runs over runs.MemRuns and,
+// through internal/dynamotest, over runs.DynamoRuns on DynamoDB Local, moto
+// and dynalite, so the memory store every executor and API test trusts is
+// held equal to the table the functions use.
+//
+// A store package runs it from a test:
+//
+//	func TestConformance(t *testing.T) {
+//		runstest.Run(t, runstest.Harness{NewStore: func(t *testing.T) runstest.Store { return runs.NewMemRuns() }})
+//	}
+//
+// The suite passes every time explicitly (stores never read a clock) and
+// never sleeps. Its cases, by method:
+//
+//   - Create: a run reads back as written (version 1, epoch 0); an id taken
+//     is ErrRunExists and changes nothing; a run without stamps or with
+//     another tenant's id is refused and writes nothing; of racing creates
+//     of one id exactly one wins; a lost answer's retry is ErrRunExists and
+//     the run is there once.
+//   - LinkRetry: a retry's Create lists it among the failed run's Retries
+//     (a set, version left alone); LinkRetry again changes nothing; a
+//     missing failed run is not an error.
+//   - Get: ErrRunNotFound for no run.
+//   - Transition: a compare-and-set on the status, returning the run as
+//     stored (a version per change; a transition to running takes the run:
+//     epoch + 1; a terminal one clears the wake and leaves Stale); a status
+//     not in from is ErrStatusConflict with the current run; of racing
+//     transitions exactly one wins; a lost answer's retry is
+//     ErrStatusConflict with the run already at the target, one version
+//     added.
+//   - NoteFailure: counts atomically under racing callers; an ended run is
+//     ErrStatusConflict and unchanged; a lost answer's retry counts again
+//     (a count may be high, never low).
+//   - Schedule, Due: a parked run is due from its wake time, earliest
+//     first, up to the limit; an ended run is ErrStatusConflict; a lost
+//     answer's retry leaves one wake.
+//   - Stale, Claim: Stale lists live runs without progress since the bound,
+//     never ended ones, and listing again after a lost answer lists the
+//     same; resumers passing at once take each listed run once; Claim
+//     takes such a run (updatedAt now, epoch + 1)
+//     and refuses one with progress since, a parked one, an ended one; of
+//     racing claimers exactly one wins; a lost answer's retry is
+//     ErrStatusConflict (the claim is progress) and the run is claimable
+//     again only after the bound.
+//   - Adopt: each call takes the run anew (epoch + 1), racing adopters each
+//     get their own epoch; an ended run is ErrStatusConflict; a lost
+//     answer's retry holds a later epoch and the earlier is fenced.
+//   - Renew: under the current epoch it moves updatedAt and keeps the run
+//     out of Stale; under an earlier epoch, or on an ended run, it is
+//     ErrStatusConflict; a renewal racing a stale claim: exactly one of
+//     them wins; a lost answer's retry succeeds again.
+//   - AppendLog: appends under the fence (epoch and log length) only while
+//     running; another epoch, another length or another status is
+//     ErrStatusConflict and appends nothing; of racing executions (each
+//     adopted) only the holder of the latest epoch appends; a lost answer's
+//     retry is answered as applied and the events are there once; an
+//     execution overtaken by Claim appends nothing.
+//   - RoundTrips: with a backend counter, every claim write that succeeds
+//     (Transition, Claim, Adopt, Renew, AppendLog) and a Get cost one round
+//     trip each.
+package runstest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+)
+
+// Store is what the suite tests: a run store with a node log.
+type Store interface {
+	runs.RunStore
+	runs.LogStore
+}
+
+// Harness is what a store package hands the suite.
+type Harness struct {
+	// NewStore returns an empty store (or one no other test writes to).
+	// Called once per case. Required.
+	NewStore func(t *testing.T) Store
+	// Racers is how many goroutines each racing case starts. Default 16.
+	Racers int
+	// LoseNextAnswer, if set, makes the next backend call of op (the
+	// store's write of the method under test: "PutItem", "UpdateItem")
+	// apply and lose its answer, as a network does (for DynamoRuns, a
+	// fault injected after send that the SDK retries). Each lost-answer
+	// case arms it before its first call, whose answer it then only
+	// requires to be consistent, and checks the caller's retry and the
+	// state. Default nil: the first call's answer is simply discarded.
+	LoseNextAnswer func(op string)
+	// RoundTrips, if set, returns the backend round trips made since the
+	// last ResetRoundTrips (a dynamotest.Counter's Total); the suite then
+	// holds each claim write to its budget: a Transition, Claim, Adopt,
+	// Renew (the heartbeat) and AppendLog that succeed cost one round trip
+	// each, and a Get one.
+	RoundTrips      func() int
+	ResetRoundTrips func()
+}
+
+// Run runs the whole suite, one subtest per case.
+func Run(t *testing.T, h Harness) {
+	if h.NewStore == nil {
+		t.Fatal("runstest: Harness.NewStore is required")
+	}
+	if h.Racers <= 0 {
+		h.Racers = 16
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer, trips: h.RoundTrips, resetTrips: h.ResetRoundTrips})
+		})
+	}
+}
+
+// base is the suite's clock origin (whole milliseconds, as a table keeps
+// times).
+var base = time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+
+type testCase struct {
+	name string
+	fn   func(t *testing.T, e *env)
+}
+
+// cases lists every case, grouped by method (see the package doc).
+var cases = []testCase{
+	{"Create/ReadsBack", createReadsBack},
+	{"Create/Exists", createExists},
+	{"Create/Refused", createRefused},
+	{"Create/Race", createRace},
+	{"Create/LostAnswer", createLostAnswer},
+	{"LinkRetry/Set", linkRetrySet},
+	{"Get/NotFound", getNotFound},
+	{"Transition/CompareAndSet", transitionCAS},
+	{"Transition/Terminal", transitionTerminal},
+	{"Transition/Race", transitionRace},
+	{"Transition/LostAnswer", transitionLostAnswer},
+	{"NoteFailure/Counts", noteFailureCounts},
+	{"NoteFailure/Race", noteFailureRace},
+	{"NoteFailure/LostAnswer", noteFailureLostAnswer},
+	{"Schedule/Due", scheduleDue},
+	{"Schedule/LostAnswer", scheduleLostAnswer},
+	{"Stale/Lists", staleLists},
+	{"Stale/Race", staleRace},
+	{"Stale/LostAnswer", staleLostAnswer},
+	{"Claim/CompareAndSet", claimCAS},
+	{"Claim/Race", claimRace},
+	{"Claim/LostAnswer", claimLostAnswer},
+	{"Adopt/TakesAnew", adoptTakesAnew},
+	{"Adopt/Race", adoptRace},
+	{"Adopt/LostAnswer", adoptLostAnswer},
+	{"Renew/CompareAndSet", renewCAS},
+	{"Renew/RaceWithClaim", renewRaceWithClaim},
+	{"Renew/LostAnswer", renewLostAnswer},
+	{"AppendLog/Fenced", appendFenced},
+	{"AppendLog/Race", appendRace},
+	{"AppendLog/LostAnswer", appendLostAnswer},
+	{"AppendLog/OvertakenByClaim", appendOvertaken},
+	{"RoundTrips/OneWriteEach", roundTrips},
+}
