@@ -3,6 +3,8 @@ package apifn
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -109,4 +111,50 @@ func TestWorkOrderRouteRefusesUndefinedBodiesUnderEveryPolicy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestERPXMLErrorAnswerKeepsItsHeadersOnLambda: as the deployed api
+// function answers it (the payload 2.0 response API Gateway relays as is),
+// the work-order route's deterministic 409 NO_PROJECT_PROCESSED asked for
+// with Accept: application/xml is XML with X-Request-ID, the key echoed,
+// Idempotency-Replayed and the original request id, on the first answer
+// and on the replay, on every engine.
+func TestERPXMLErrorAnswerKeepsItsHeadersOnLambda(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := e.Client(dynamotest.FastRetries)
+		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := idem.New(idem.Config{Store: st, Policy: idem.PolicyERP, Tenant: idem.AuthorizerKey("tenantId"), Logger: discard(),
+			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
+		h, err := New(Config{Runs: &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}, Guard: g, Ledger: l, Logger: discard()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const none = `{"work_order_number":"WO-79","projects":[{"code":"p9","quantity":20000}]}`
+		var firstID string
+		for i, want := range []string{"false", "true"} {
+			req := liveWorkOrderReq("ERP-WO-79-000001", "application/json", none)
+			req.RequestContext.RequestID = fmt.Sprintf("req-lambda-%d", i)
+			req.Headers["accept"] = "application/xml"
+			r, err := h.Handle(context.Background(), req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				firstID = req.RequestContext.RequestID
+			}
+			if r.StatusCode != 409 || header.First(r.Headers, "Content-Type") != "application/xml" || !strings.Contains(r.Body, "<error>NO_PROJECT_PROCESSED</error>") ||
+				header.First(r.Headers, idem.HeaderRequestID) != req.RequestContext.RequestID || !strings.Contains(r.Body, "<request_id>"+req.RequestContext.RequestID+"</request_id>") ||
+				header.First(r.Headers, idem.HeaderKey) != "ERP-WO-79-000001" || header.First(r.Headers, idem.HeaderReplayed) != want ||
+				header.First(r.Headers, idem.HeaderOriginalRequestID) != firstID {
+				t.Fatalf("answer %d: %d %v %s", i+1, r.StatusCode, r.Headers, r.Body)
+			}
+		}
+	})
 }
