@@ -126,12 +126,12 @@ var breakCases = []struct {
 	b    breaks
 	want want
 }{
-	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay"}}},
+	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "sync-pending-action", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict"}}},
-	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
-	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, one("in-flight", o, c, e)},
-	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, one("in-flight", o, c, e)},
+	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
+	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action"}, e: {"in-flight"}}},
+	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action"}, e: {"in-flight"}}},
 	{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, one("in-flight", o)},
 	{"GET honours the key", breaks{GetHonoursKey: true}, one("get-ignores-key", o, c, e)},
 	{"tenants share records", breaks{SharedTenants: true}, one("tenant-isolation", o)},
@@ -159,7 +159,8 @@ var breakCases = []struct {
 	{"scope without the worker", breaks{ScopeWithoutWorker: true}, one("scope-worker", c)},
 	{"failures forgotten", breaks{ForgetFailures: true}, one("failure-replayed", c)},
 	{"a 401 recorded", breaks{RecordUnauthenticated: true}, one("rejected-at-door", c)},
-	{"the wait mode ignored", breaks{AsyncIgnored: true}, want{c: {"in-flight-async", "pending-action"}}},
+	{"the wait mode ignored", breaks{AsyncIgnored: true}, want{c: {"in-flight", "sync-pending-action", "in-flight-async", "pending-action"}}},
+	{"a sync duplicate past its wait gets 409, not the pending Action", breaks{SyncInFlightConflict: true}, want{c: {"in-flight", "sync-pending-action"}}},
 	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},

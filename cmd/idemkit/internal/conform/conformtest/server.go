@@ -58,7 +58,8 @@ type Breaks struct {
 	ScopeWithoutWorker    bool // records are keyed without the calling worker
 	ForgetFailures        bool // a 5xx is not stored (retried, as under the OpenWOP default)
 	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
-	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
+	AsyncIgnored          bool // the wait-mode header is ignored: a duplicate in flight, async too, gets 409 idempotency_in_flight
+	SyncInFlightConflict  bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
 	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
 	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
 	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
@@ -577,6 +578,25 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				s.fail(q, 409, s.code("inflight"), "same key in progress", nil)
 				return
 			}
+		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && !s.brk.SyncInFlightConflict:
+			// The commerce policy: a sync duplicate whose wait ended (this
+			// server waits for none) is answered the pending Action too.
+			reqID, runID := rec.reqID, rec.runID
+			s.mu.Unlock()
+			s.mark(w, true)
+			switch {
+			case s.brk.InFlightNoRetryAfter:
+			case s.brk.InFlightLeaseRetry:
+				w.Header().Set("Retry-After", "295")
+			default:
+				w.Header().Set("Retry-After", "1")
+			}
+			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
+			if runID != "" && !s.brk.AsyncBareRequestID {
+				b = s.action(runID, "pending")
+			}
+			s.respond(q, 202, b)
+			return
 		case !rec.done:
 			s.mu.Unlock()
 			switch {
