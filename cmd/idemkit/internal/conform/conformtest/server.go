@@ -82,6 +82,14 @@ type Breaks struct {
 	GatewayNoRequestID       bool // the 401, 404, 405 and 415 made before any route runs carry no X-Request-ID nor request_id
 	WorkOrderRawDigest       bool // the work-order route hashes the raw body: the same work order in XML conflicts with its JSON original
 	WorkOrderIgnoresAccept   bool // a work-order replay answers JSON whatever the Accept
+	WorkOrderLenient         bool // the work-order contract reads leniently: invalid UTF-8, unknown, duplicate and other-case members, Unicode case folding
+	XMLErrorEnveloped        bool // a work-order error answered in XML is replaced by a JSON envelope without its request id, key echo and replay headers
+
+	// APIGatewayAuthorizer is a mode, not a break: the 401 without a
+	// credential is API Gateway's own, as behind the deployed stack's HTTP
+	// API and its Lambda authorizer: {"message":"Unauthorized"} with an
+	// apigw-requestid header, no X-Request-ID and no envelope.
+	APIGatewayAuthorizer bool
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409. The
@@ -335,6 +343,10 @@ func (s *Server) gateway(r *http.Request) (status int, code, msg string) {
 // ERP policy with its X-Request-ID and request_id, unless broken.
 func (s *Server) gatewayFail(q *req, status int, code, msg string) {
 	switch {
+	case status == http.StatusUnauthorized && s.brk.APIGatewayAuthorizer:
+		q.w.Header().Del("X-Request-ID")
+		q.w.Header().Set("Apigw-Requestid", "Z"+q.id)
+		write(q.w, status, []byte(`{"message":"Unauthorized"}`))
 	case s.profile != ERP:
 		s.fail(q, status, code, msg, nil)
 	case s.brk.GatewayNoRequestID:
@@ -507,6 +519,13 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	}
 	d := Digest(body)
 	if q.workOrder {
+		// The contract is read before any claim: a body it refuses is a
+		// 400 that records nothing (not under the lenient break, whose
+		// handler refuses it after the claim).
+		if _, ok := s.decodeWorkOrder(r, body); !ok && !s.brk.WorkOrderLenient {
+			s.fail(q, 400, "VALIDATION_ERROR", "not a work order", nil)
+			return
+		}
 		d = s.workOrderDigest(r, body)
 	}
 	scope, op := s.scope(q)
