@@ -31,7 +31,7 @@ func upperASCII(s string) string {
 	return string(b)
 }
 
-// maxQuantity bounds a quantity's digits so it fits an int on every platform.
+// maxQuantityDigits bounds a quantity's digits so it fits an int on every platform.
 const maxQuantityDigits = 9
 
 // parseQuantity reads a quantity written as JSON writes an integer:
