@@ -5,8 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"github.com/idemkit/idemkit/idem/canon"
-	"mime"
-	"strings"
 
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -26,7 +24,10 @@ type Contract struct {
 	Version string
 
 	// Decode decodes a body of the given media type (the Content-Type's
-	// media type, lower-cased, without parameters; "" when there is none),
+	// media type, lower-cased, without parameters; "" when there is none;
+	// the body is UTF-8: a Content-Type naming another charset, or one that
+	// cannot be parsed, is refused 400 validation_error before Decode runs,
+	// see canon.MediaType),
 	// normalises and validates it, and returns the request as a value
 	// encoding/json can marshal. It runs before the claim, so a refused body
 	// records nothing: ErrUnsupportedMediaType (wrapped) is answered
@@ -55,24 +56,15 @@ func (c *Contract) validate() error {
 	return nil
 }
 
-// mediaType returns the lower-cased media type of a Content-Type ("" when
-// absent or unparsable).
-func mediaType(ct string) string {
-	if ct == "" {
-		return ""
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
-	}
-	return mt
-}
-
 // contractDigest decodes the body under contract c, hashes it with the
 // policy's Canonical and returns the canon.RecipeCanonical digest and the
 // decoded request; a refused body is the error answer to give.
 func contractDigest(c *Contract, form func(canon.Request) ([]byte, error), in *request, scope canon.Scope) (string, any, *apierr.Error) {
-	req, err := c.Decode(mediaType(in.contentType), in.body)
+	mt, err := canon.MediaType(in.contentType)
+	var req any
+	if err == nil {
+		req, err = c.Decode(mt, in.body)
+	}
 	if err != nil {
 		var ve *canon.ValidationError
 		switch {

@@ -39,6 +39,9 @@ type Work struct {
 	LogsFailures bool
 }
 
+// methodEvent is the method of a Guard.Once unit of work.
+const methodEvent = "EVENT"
+
 // workTenantPrefix separates work scopes from HTTP scopes ("tenant:",
 // "anon:"): a work key can never replay or block an HTTP request.
 const workTenantPrefix = "event:"
@@ -89,7 +92,7 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	}
 	t := &txn{
 		g:      g,
-		in:     &request{method: "EVENT", operation: w.Operation, keyValues: []string{w.Key}, requestID: requestID},
+		in:     &request{method: methodEvent, operation: w.Operation, keyValues: []string{w.Key}, requestID: requestID},
 		key:    w.Key,
 		op:     w.Operation,
 		id:     keyspace.ID(workTenantPrefix+w.Tenant, w.Operation, w.Key),

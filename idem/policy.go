@@ -183,11 +183,12 @@ type InFlightAnswer struct {
 	// policy: HeaderMode, "Idempotency-Mode"). Its values, in any letter
 	// case: ModeSync (also the answer when the header is absent) waits for
 	// the first request's outcome up to the call's budget (Config.Wait,
-	// capped by the request's deadline less Config.WaitMargin), then gets
-	// the in-flight answer; ModeAsync is answered at once, without waiting,
+	// capped by the request's deadline less Config.WaitMargin), then is
+	// answered as ModeAsync is (Guard.Once, which has no response to give,
+	// returns ErrInFlight); ModeAsync is answered at once, without waiting,
 	// with 202 Accepted, Retry-After, the policy's replay headers and the
-	// pending action {"status": "pending", "requestId": <the first
-	// request's id>}. Any other value, or the header repeated, is 400
+	// pending action (the route's object where it loads one, else
+	// {"status": "pending", "requestId": <the first request's id>}). Any other value, or the header repeated, is 400
 	// validation_error (details.field names the header) and records
 	// nothing. The mode is not part of the request fingerprint: it says
 	// how to wait, not what to do. Default "": every duplicate waits as

@@ -273,7 +273,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
 				"The Idempotency-Key has already been used with a different request payload."))
 		case actInFlight:
-			if t.async {
+			if t.async || t.pendingAfterBudget() {
 				return t.pending(ctx, &cur)
 			}
 			g.count(MetricClaimOutcomes, OutcomeInFlight)
@@ -311,12 +311,23 @@ func (t *txn) readMode() *apierr.Error {
 		WithDetails(map[string]any{"field": name})
 }
 
-// pending answers an async duplicate of a pending request at once: 202
+// pendingAfterBudget reports whether a sync duplicate whose wait budget
+// ended with the first request still executing is answered with the
+// pending action, as an async one is at once: under a policy with a wait
+// mode (Policy.InFlight.ModeHeader, the commerce policy, whose pending
+// Action is answered as its mode says), on every adapter that answers with
+// a response. Guard.Once, which has none to give, returns ErrInFlight.
+func (t *txn) pendingAfterBudget() bool {
+	return t.g.cfg.Policy.InFlight.ModeHeader != "" && t.in.method != methodEvent
+}
+
+// pending answers an async duplicate of a pending request at once, and a
+// sync one whose budget ended (pendingAfterBudget): 202
 // Accepted with the pending action and Retry-After, marked by the policy's
 // replay headers (the answer is the first request's action, nothing new ran).
 func (t *txn) pending(ctx context.Context, rec *Record) *Response {
 	t.g.count(MetricClaimOutcomes, OutcomeInFlight)
-	t.logf(ctx, slog.LevelInfo, "idempotency: pending (async)", slog.String("outcome", OutcomeInFlight))
+	t.logf(ctx, slog.LevelInfo, "idempotency: pending", slog.String("outcome", OutcomeInFlight))
 	if resp, ok := t.replayObject(ctx, rec, nil, time.Now()); ok {
 		return resp
 	}

@@ -97,7 +97,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
-	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
+	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (under the commerce policy: the pending action, 202 with Retry-After) (default 0: the idem default, 5s)")
 	reauth, err := devstack.DeployedReauthorizeEvery()
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)

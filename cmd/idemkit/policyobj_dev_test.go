@@ -186,6 +186,37 @@ func devERPLiveWorkOrderRoute(t *testing.T, e *dynamotest.Emulator) {
 	}
 }
 
+// TestDevERPXMLErrorAnswerPassesThroughTheGateway: behind `idemkit dev
+// --policy erp` the work-order route's deterministic 409
+// NO_PROJECT_PROCESSED asked for with Accept: application/xml reaches the
+// caller as the handler wrote it, on the first answer and on every replay:
+// XML, with X-Request-ID, the key echoed, Idempotency-Replayed and the
+// original request id, the request id inside the body, and the connection
+// kept open — never replaced by the gateway's own envelope.
+func TestDevERPXMLErrorAnswerPassesThroughTheGateway(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Streams, devERPXMLErrorAnswerPassesThroughTheGateway)
+}
+
+func devERPXMLErrorAnswerPassesThroughTheGateway(t *testing.T, e *dynamotest.Emulator) {
+	url, key := startPolicyDev(t, e, "erp")
+	const none = `{"work_order_number":"WO-79","projects":[{"code":"p9","name":"Too many","quantity":20000}]}`
+	var firstID string
+	for i, want := range []string{"false", "true", "true"} {
+		r, b := erpDo(t, "POST", url+"/api/v1/inbound/work-orders", "application/json", none,
+			"Authorization", testutil.Bearer(key), "Idempotency-Key", "ERP-WO-79-000001", "Accept", "application/xml")
+		id := r.Header.Get("X-Request-Id")
+		if i == 0 {
+			firstID = id
+		}
+		if r.StatusCode != 409 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/xml") || r.Close ||
+			!strings.Contains(b, "<error>NO_PROJECT_PROCESSED</error>") || id == "" || !strings.Contains(b, "<request_id>"+id+"</request_id>") ||
+			r.Header.Get("Idempotency-Key") != "ERP-WO-79-000001" || r.Header.Get("Idempotency-Replayed") != want ||
+			r.Header.Get("Idempotency-Original-Request-Id") != firstID {
+			t.Fatalf("answer %d: %d %v %s (close %v)", i+1, r.StatusCode, r.Header, b, r.Close)
+		}
+	}
+}
+
 // TestDevERPEveryAnswerCarriesRequestID: under `idemkit dev --policy erp`
 // every answer carries X-Request-ID and every error envelope its
 // request_id, equal to it: the gateway's 401 without a credential, 404,

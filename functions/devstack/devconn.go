@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -29,11 +30,15 @@ const (
 // error envelope {error, message} as application/json, like every other
 // error of the host, instead of net/http's plain text.
 //
-// How: net/http writes such a response to the connection in one Write,
-// as a status line >= 400 whose headers carry no application/json
-// Content-Type (every response the gateway produces has one, or is 2xx/3xx
-// event stream or JSON); the wrapper replaces exactly such a write with the
-// envelope of the same status. Everything else passes through untouched.
+// How: net/http's own refusals are recognised by what net/http writes, and
+// nothing else is touched: a refusal before any handler runs is one Write
+// of a status line >= 400 whose head is exactly net/http's fixed
+// "Content-Type: text/plain; charset=utf-8" and "Connection: close" (a
+// handler's response always has a Date header); an unmet Expect is a 417
+// whose head is only Connection, Date and "Content-Length: 0" (the gateway
+// never answers 417). Everything a handler wrote — an XML error answer,
+// a bodiless error, any status, with its X-Request-ID, key echo and replay
+// headers — passes through byte for byte.
 type envelopeListener struct{ net.Listener }
 
 func (l envelopeListener) Accept() (net.Conn, error) {
@@ -70,8 +75,7 @@ func envelopeFor(p []byte) ([]byte, bool) {
 	if end < 0 {
 		return nil, false
 	}
-	head := bytes.ToLower(p[:end])
-	if bytes.Contains(head, []byte("\r\ncontent-type: application/json")) {
+	if !refusedByNetHTTP(status, p[:end]) {
 		return nil, false
 	}
 	var e *apierr.Error
@@ -93,4 +97,25 @@ func envelopeFor(p []byte) ([]byte, bool) {
 		status, http.StatusText(status), len(body), settings.ProtocolVersion)
 	b.Write(body)
 	return b.Bytes(), true
+}
+
+// refusedByNetHTTP reports whether head (the status line and headers, no
+// final blank line) is a refusal net/http wrote by itself: its fixed head
+// before any handler runs, or its bodiless 417 to an unmet Expect.
+func refusedByNetHTTP(status int, head []byte) bool {
+	lines := strings.Split(string(head), "\r\n")[1:]
+	if len(lines) == 2 && lines[0] == "Content-Type: text/plain; charset=utf-8" && lines[1] == "Connection: close" {
+		return true
+	}
+	if status != http.StatusExpectationFailed || len(lines) != 3 {
+		return false
+	}
+	seen := 0
+	for _, l := range lines {
+		switch {
+		case l == "Connection: close", l == "Content-Length: 0", strings.HasPrefix(l, "Date: "):
+			seen++
+		}
+	}
+	return seen == 3
 }

@@ -1,7 +1,8 @@
 // Package canon is the canonical form of a request on a route with a
 // Contract: the decoded request and the scope the Guard resolved for it
 // (Request, Scope), the default canonical form a policy hashes (Default),
-// the refusal a Contract's Decode returns (ValidationError), the
+// the refusal a Contract's Decode returns (ValidationError), the media type
+// of a body, which is UTF-8 (MediaType), the
 // normalisation hook for JSON bodies (Normalizer), and the recipes a digest
 // is stamped with (RecipeJCS, RecipeBytes, RecipeRequest, RecipeCanonical).
 //

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/idemkit/idemkit/idem/canon"
-	"mime"
 	"net/http"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -61,15 +59,11 @@ func decodeWorkOrder(ev events.APIGatewayV2HTTPRequest, v any, ok bool) (workord
 		}
 		body = b
 	}
-	mt := ""
-	if ct := header.First(ev.Headers, "Content-Type"); ct != "" {
-		if m, _, err := mime.ParseMediaType(ct); err == nil {
-			mt = m
-		} else {
-			mt = strings.ToLower(strings.TrimSpace(strings.Split(ct, ";")[0]))
-		}
+	var wo workorder.WorkOrder
+	mt, err := canon.MediaType(header.First(ev.Headers, "Content-Type"))
+	if err == nil {
+		wo, err = workorder.From(v, ok, mt, body)
 	}
-	wo, err := workorder.From(v, ok, mt, body)
 	if err != nil {
 		var ve *canon.ValidationError
 		switch {

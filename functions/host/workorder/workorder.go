@@ -6,16 +6,12 @@
 package workorder
 
 import (
-	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"github.com/idemkit/idemkit/idem/canon"
-	"io"
-	"strings"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/canon"
 )
 
 // Routes of the ERP service's inbound work orders: the live route (under
@@ -51,33 +47,33 @@ func Contract() *idem.Contract {
 	return &idem.Contract{Version: Version, Decode: Decode, Render: Render}
 }
 
-// Decode decodes a work order of mediaType, normalises it (surrounding
-// whitespace trimmed, project codes upper-cased) and validates it.
+// Decode decodes a work order of mediaType, normalises it and validates
+// it. It reads strictly (decodeJSON, decodeXML): what the contract does not
+// define is a *canon.ValidationError, in JSON and XML alike, so two
+// different work orders never decode to one value and share a canonical
+// hash. It normalises only what docs/POLICIES.md states as equivalent:
+// surrounding ASCII white space (space, tab, CR, LF) trimmed from every
+// string, project codes upper-cased by ASCII rules only. The body is
+// UTF-8; a charset parameter is checked by the caller (canon.MediaType).
 func Decode(mediaType string, body []byte) (any, error) {
 	var w WorkOrder
+	var err error
 	switch mediaType {
 	case "", "application/json":
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&w); err != nil {
-			return nil, &canon.ValidationError{Message: "not a work order in JSON: " + err.Error()}
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, &canon.ValidationError{Message: "more than one JSON value"}
-		}
+		w, err = decodeJSON(body)
 	case "application/xml", "text/xml":
-		if err := xml.Unmarshal(body, &w); err != nil {
-			return nil, &canon.ValidationError{Message: "not a work order in XML: " + err.Error()}
-		}
+		w, err = decodeXML(body)
 	default:
 		return nil, fmt.Errorf("%w: %s", idem.ErrUnsupportedMediaType, mediaType)
 	}
-	w.XMLName = xml.Name{}
-	w.Number = strings.TrimSpace(w.Number)
+	if err != nil {
+		return nil, err
+	}
+	w.Number = trim(w.Number)
 	for i := range w.Projects {
 		p := &w.Projects[i]
-		p.Code = strings.ToUpper(strings.TrimSpace(p.Code))
-		p.Name = strings.TrimSpace(p.Name)
+		p.Code = upperASCII(trim(p.Code))
+		p.Name = trim(p.Name)
 	}
 	if err := w.validate(); err != nil {
 		return nil, err

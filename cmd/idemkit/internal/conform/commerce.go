@@ -20,6 +20,7 @@ func commerceScenarios() []Scenario {
 		{"input-mismatch", "the same key with another input gets 409 idempotency-mismatch, never the cached body", mismatch},
 		{"operation-mismatch", "the same key on another operation gets 409 idempotency-mismatch and nothing runs", operationMismatch},
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
+		{"sync-pending-action", "a sync duplicate still unanswered when its wait budget ends gets the pending Action with Retry-After, never 409", syncPendingAction},
 		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
 		{"pending-action", "an async duplicate of a pending request is that pending Action (its id, not a bare acknowledgement)", pendingAction},
 		{"retry-on-link", "Action.retry of a failed Action starts a new one linked to it by on, on the answer and on every read", retryOnLink},
@@ -196,6 +197,11 @@ func inFlightAsync(ctx context.Context, e *env) Result {
 // (ModeHeader: async). It returns both answers, or the failed Result when
 // either could not be sent or the first was not a 2xx.
 func slowThenAsync(ctx context.Context, e *env, k string) (first, dup *answer, r Result, ok bool) {
+	return slowThenMode(ctx, e, k, "async")
+}
+
+// slowThenMode is slowThenAsync with the duplicate sent in the given mode.
+func slowThenMode(ctx context.Context, e *env, k, mode string) (first, dup *answer, r Result, ok bool) {
 	type res struct {
 		a   *answer
 		err error
@@ -210,7 +216,7 @@ func slowThenAsync(ctx context.Context, e *env, k string) (first, dup *answer, r
 	case <-ctx.Done():
 	}
 	d, err := e.do(ctx, call{method: e.cfg.method, path: e.cfg.path, keys: []string{k}, body: e.cfg.SlowBody,
-		header: http.Header{e.cfg.ModeHeader: {"async"}}})
+		header: http.Header{e.cfg.ModeHeader: {mode}}})
 	f := <-firstc
 	switch {
 	case err != nil:

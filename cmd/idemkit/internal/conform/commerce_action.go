@@ -100,3 +100,38 @@ func pendingAction(ctx context.Context, e *env) Result {
 	}
 	return pass("the async duplicate is the pending Action %s (%s)", id, status(d.body))
 }
+
+// syncPendingAction: a duplicate sent with ModeHeader: sync while a slow
+// request runs, and not answered with the first request's answer (its wait
+// budget ended first), is the pending action: 202 with Retry-After and the
+// replay marker, naming no other resource than the first request's; never
+// 409 in flight. A duplicate whose budget outlasted the first request gets
+// the first's answer, which passes too, saying the answer past the budget
+// was not exercised (a slower --slow-body, or a shorter wait budget such as
+// idemkit dev --idempotency-wait, exercises it).
+func syncPendingAction(ctx context.Context, e *env) Result {
+	first, d, r, ok := slowThenMode(ctx, e, client.NewKey(), "sync")
+	if !ok {
+		return r
+	}
+	switch {
+	case d.sent.After(first.done):
+		return skip("the first request finished in %v, before the sync duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+	case d.is2xx() && d.sameAs(first):
+		return pass("the sync duplicate waited within its budget and got the first's answer (%v); the answer past the budget is not exercised: a slower --slow-body or a shorter wait budget (idemkit dev --idempotency-wait) shows it",
+			first.done.Sub(first.sent).Round(time.Millisecond))
+	case d.status == http.StatusConflict:
+		return fail("a sync duplicate whose wait budget ended got %s, want the pending Action (202 with Retry-After)", d)
+	case d.status != http.StatusAccepted:
+		return fail("a sync duplicate of a request in progress got %s, want the pending Action (202 with Retry-After) or, within its budget, the first's answer", d)
+	case d.marker(e.rules) != "true":
+		return fail("the pending Action answered to a sync duplicate lacks %s: true", e.rules.replayHeader)
+	}
+	if ra, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now()); !ok || ra > maxLiveRetryAfter {
+		return fail("the pending Action answered to a sync duplicate has Retry-After %q, want a poll interval of at most %s", d.header.Get("Retry-After"), maxLiveRetryAfter)
+	}
+	if id := resourceID(d.body); id != "" && id != resourceID(first.body) {
+		return fail("a sync duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(first.body))
+	}
+	return pass("the sync duplicate got the pending action %s with Retry-After %s", d, d.header.Get("Retry-After"))
+}

@@ -126,23 +126,23 @@ var breakCases = []struct {
 	b    breaks
 	want want
 }{
-	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay"}}},
+	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "sync-pending-action", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay", "xml-error-answer"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
-	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict"}}},
-	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
-	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, one("in-flight", o, c, e)},
-	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, one("in-flight", o, c, e)},
+	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict", "work-order-strict"}}},
+	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
+	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action"}, e: {"in-flight"}}},
+	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action"}, e: {"in-flight"}}},
 	{"in-flight retry timing in details", breaks{InFlightRetryDetails: true}, one("in-flight", o)},
 	{"GET honours the key", breaks{GetHonoursKey: true}, one("get-ignores-key", o, c, e)},
 	{"tenants share records", breaks{SharedTenants: true}, one("tenant-isolation", o)},
 	{"validation errors cached", breaks{CacheValidation: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
 	{"bad keys accepted", breaks{AcceptBadKeys: true}, one("key-grammar", o, c, e)},
-	{"key not echoed", breaks{NoKeyEcho: true}, one("response-headers", e)},
+	{"key not echoed", breaks{NoKeyEcho: true}, want{e: {"response-headers", "xml-error-answer"}}},
 	{"valid keys rejected", breaks{RejectValidKeys: true}, one("key-grammar", o, c, e)},
 	{"duplicate key headers accepted", breaks{AcceptDuplicateKeys: true}, one("duplicate-keys", e)},
 	{"replay re-runs the request", breaks{ReplayReruns: true}, want{o: {"replay-marker", "mismatch", "in-flight", "tenant-isolation"}}},
 	{"first execution marked as a replay", breaks{MarkFirstAsReplay: true}, want{o: {"replay-marker", "in-flight", "tenant-isolation", "validation-not-cached"}}},
-	{"replay keeps the first X-Request-ID", breaks{StaleRequestID: true}, one("response-headers", e)},
+	{"replay keeps the first X-Request-ID", breaks{StaleRequestID: true}, want{e: {"response-headers", "xml-error-answer"}}},
 	{"mismatch with another code", breaks{MismatchWrongCode: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"in-flight with another code", breaks{InFlightWrongCode: true}, one("in-flight", o, e)},
 	{"GET validates the key", breaks{GetValidatesKey: true}, one("get-ignores-key", o, c, e)},
@@ -159,7 +159,8 @@ var breakCases = []struct {
 	{"scope without the worker", breaks{ScopeWithoutWorker: true}, one("scope-worker", c)},
 	{"failures forgotten", breaks{ForgetFailures: true}, one("failure-replayed", c)},
 	{"a 401 recorded", breaks{RecordUnauthenticated: true}, one("rejected-at-door", c)},
-	{"the wait mode ignored", breaks{AsyncIgnored: true}, want{c: {"in-flight-async", "pending-action"}}},
+	{"the wait mode ignored", breaks{AsyncIgnored: true}, want{c: {"in-flight", "sync-pending-action", "in-flight-async", "pending-action"}}},
+	{"a sync duplicate past its wait gets 409, not the pending Action", breaks{SyncInFlightConflict: true}, want{c: {"in-flight", "sync-pending-action"}}},
 	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
@@ -182,7 +183,9 @@ var breakCases = []struct {
 	{"the test route acquires and replays", breaks{TestRouteIdempotent: true}, one("test-route", e)},
 	{"gateway answers without a request id", breaks{GatewayNoRequestID: true}, one("request-id-everywhere", e)},
 	{"the work-order hash is the raw body", breaks{WorkOrderRawDigest: true}, one("live-route", e)},
-	{"a work-order replay ignores the Accept", breaks{WorkOrderIgnoresAccept: true}, one("xml-replay", e)},
+	{"a work-order replay ignores the Accept", breaks{WorkOrderIgnoresAccept: true}, want{e: {"xml-replay", "xml-error-answer"}}},
+	{"the work-order contract read leniently", breaks{WorkOrderLenient: true}, one("work-order-strict", e)},
+	{"an XML error answer replaced by an envelope", breaks{XMLErrorEnveloped: true}, one("xml-error-answer", e)},
 }
 
 // Each break must fail exactly the matching scenario(s) of each profile it
@@ -355,5 +358,33 @@ func TestDefaultClientDoesNotFollowRedirects(t *testing.T) {
 	a, err := e.post(context.Background(), "", DefaultBody, 0)
 	if err != nil || a.status != http.StatusSeeOther {
 		t.Fatalf("answer %v, err %v: want the 303 itself", a, err)
+	}
+}
+
+// TestRequestIDEverywhereSaysWhichUnauthorizedItMeasured: the ERP
+// profile's request-id-everywhere says which 401 it measured: the host's
+// own (checked for X-Request-ID and request_id like the 404, 405 and 415),
+// or API Gateway's own answer from its Lambda authorizer, as the deployed
+// stack gives it (no host request id can be on it; reported, not failed).
+// A host 401 without the request id still fails (GatewayNoRequestID).
+func TestRequestIDEverywhereSaysWhichUnauthorizedItMeasured(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		b      breaks
+		status Status
+		says   string
+	}{
+		{"the host's 401", breaks{}, Pass, "measured the host's own 401"},
+		{"API Gateway's 401", breaks{APIGatewayAuthorizer: true}, Pass, "measured API Gateway's own 401"},
+		{"a host 401 without a request id", breaks{GatewayNoRequestID: true}, Fail, "no X-Request-ID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for _, r := range run(t, ProfileERP, tc.b) {
+				if r.Scenario == "request-id-everywhere" && (r.Status != tc.status || !strings.Contains(r.Detail, tc.says)) {
+					t.Fatalf("request-id-everywhere: %s %s, want %s saying %q", r.Status, r.Detail, tc.status, tc.says)
+				}
+			}
+		})
 	}
 }

@@ -18,7 +18,10 @@
 // The commerce policy's: key-grammar (1..255 characters, non-ASCII
 // allowed), key-comma, replay-marker (Idempotent-Replayed), input-mismatch
 // and operation-mismatch (409 idempotency-mismatch), in-flight (sync: waits
-// or is told to come back), in-flight-async (the pending action at once),
+// or is told to come back with the pending action, never 409),
+// sync-pending-action (a sync duplicate past its wait budget gets the
+// pending action, 202 with Retry-After), in-flight-async (the pending
+// action at once),
 // pending-action (that answer is the pending Action, its id), settled-replay
 // (a replay after the Action settled is the Action in its final status, a
 // failed one included with Config.FailedRunBody), retry-on-link (Action.retry
@@ -36,7 +39,13 @@
 // failed-retryable, test-route, get-ignores-key, validation-not-cached,
 // live-route (JSON and XML bodies of one work order under one key replay),
 // xml-replay (a JSON original replayed in XML for Accept: application/xml),
-// request-id-everywhere (X-Request-ID and request_id on 401, 404, 405, 415).
+// work-order-strict (what the contract does not define is a 400, never
+// another work order's replay; codes upper-cased by ASCII rules only),
+// xml-error-answer (the route's refusal in XML keeps its request id, key
+// echo and replay headers),
+// request-id-everywhere (X-Request-ID and request_id on 401, 404, 405, 415;
+// it says whether the 401 was the host's own or API Gateway's, whose
+// authorizer answers before the function runs).
 //
 // A scope-PART scenario needs a credential that differs from the first API
 // key in that part only (Config.ScopeKeys); without it it is skipped.

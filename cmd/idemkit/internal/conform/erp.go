@@ -31,6 +31,8 @@ func erpScenarios() []Scenario {
 		{"validation-not-cached", "a 400 validation error is not cached", validationNotCached},
 		{"live-route", "the live work-order route is served: a JSON work order and the same work order in XML under one key replay", liveRoute},
 		{"xml-replay", "a JSON original replayed with Accept: application/xml answers in XML", xmlReplay},
+		{"work-order-strict", "a work order body the contract does not define gets 400 in JSON and XML alike, never another's replay; codes are upper-cased by ASCII rules only", workOrderStrict},
+		{"xml-error-answer", "the route's business refusal asked for in XML keeps X-Request-ID, the key echo, Idempotency-Replayed and the original request id, first and on replay", xmlErrorAnswer},
 		{"request-id-everywhere", "every answer carries X-Request-ID and every error envelope the same request_id: 401, 404, 405, 415 too", requestIDEverywhere},
 	}
 }

@@ -30,6 +30,11 @@ type rules struct {
 	// inFlightNoWait: a duplicate of a request in progress is answered 409 at
 	// once, never held for the first one's answer (ERP policy).
 	inFlightNoWait bool
+	// inFlightPending: a duplicate of a request in progress that is not held
+	// until its answer gets the pending action — 202 with Retry-After —
+	// never 409 in flight (the commerce policy: a pending Action is answered
+	// as its mode says, sync once its wait budget ends).
+	inFlightPending bool
 	// replayObject: a replay is the object the key created as it is now
 	// (same resource, same status, its current body), not the first body
 	// byte for byte (the commerce policy: a key binds one Action).
@@ -69,6 +74,7 @@ func rulesFor(p Profile) rules {
 			validationStatuses: []int{400},
 			mismatchCodes:      []string{commerceMismatch},
 			inFlightCodes:      nil,
+			inFlightPending:    true,
 			replayObject:       true,
 		}
 	}

@@ -178,6 +178,15 @@ func inFlight(ctx context.Context, e *env) Result {
 	n409 := 0
 	for _, d := range all {
 		switch {
+		case e.rules.inFlightPending && d.status == http.StatusConflict:
+			return fail("a duplicate of a request in progress got %s: this policy answers the pending action (202 with Retry-After) once a sync duplicate's wait ends, never 409", d)
+		case e.rules.inFlightPending && d.status == http.StatusAccepted:
+			ra, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now())
+			if !ok || ra > maxLiveRetryAfter {
+				return fail("a duplicate got the pending action (202) with Retry-After %q, want a poll interval of at most %s", d.header.Get("Retry-After"), maxLiveRetryAfter)
+			}
+			n409++ // told to come back
+			continue
 		case d.status == http.StatusConflict && oneOf(d.code, e.rules.inFlightCodes):
 			ra, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now())
 			if !ok {
@@ -256,7 +265,11 @@ func inFlight(ctx context.Context, e *env) Result {
 	if !after.sameAs(winner) {
 		return fail("a repeat after the group finished got %s, want the winner's cached answer", after)
 	}
-	return pass("%d duplicate(s) in flight: %d got 409 with Retry-After, %d waited for the winner's answer; ran once", overlapped, n409, len(done)-1)
+	told := "409"
+	if e.rules.inFlightPending {
+		told = "the pending action (202)"
+	}
+	return pass("%d duplicate(s) in flight: %d got %s with Retry-After, %d waited for the winner's answer; ran once", overlapped, n409, told, len(done)-1)
 }
 
 // retryTiming returns a details member that looks like retry timing

@@ -58,7 +58,8 @@ type Breaks struct {
 	ScopeWithoutWorker    bool // records are keyed without the calling worker
 	ForgetFailures        bool // a 5xx is not stored (retried, as under the OpenWOP default)
 	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
-	AsyncIgnored          bool // the wait-mode header is ignored: an async duplicate is answered as a sync one
+	AsyncIgnored          bool // the wait-mode header is ignored: a duplicate in flight, async too, gets 409 idempotency_in_flight
+	SyncInFlightConflict  bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
 	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
 	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
 	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
@@ -81,6 +82,14 @@ type Breaks struct {
 	GatewayNoRequestID       bool // the 401, 404, 405 and 415 made before any route runs carry no X-Request-ID nor request_id
 	WorkOrderRawDigest       bool // the work-order route hashes the raw body: the same work order in XML conflicts with its JSON original
 	WorkOrderIgnoresAccept   bool // a work-order replay answers JSON whatever the Accept
+	WorkOrderLenient         bool // the work-order contract reads leniently: invalid UTF-8, unknown, duplicate and other-case members, Unicode case folding
+	XMLErrorEnveloped        bool // a work-order error answered in XML is replaced by a JSON envelope without its request id, key echo and replay headers
+
+	// APIGatewayAuthorizer is a mode, not a break: the 401 without a
+	// credential is API Gateway's own, as behind the deployed stack's HTTP
+	// API and its Lambda authorizer: {"message":"Unauthorized"} with an
+	// apigw-requestid header, no X-Request-ID and no envelope.
+	APIGatewayAuthorizer bool
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409. The
@@ -334,6 +343,10 @@ func (s *Server) gateway(r *http.Request) (status int, code, msg string) {
 // ERP policy with its X-Request-ID and request_id, unless broken.
 func (s *Server) gatewayFail(q *req, status int, code, msg string) {
 	switch {
+	case status == http.StatusUnauthorized && s.brk.APIGatewayAuthorizer:
+		q.w.Header().Del("X-Request-ID")
+		q.w.Header().Set("Apigw-Requestid", "Z"+q.id)
+		write(q.w, status, []byte(`{"message":"Unauthorized"}`))
 	case s.profile != ERP:
 		s.fail(q, status, code, msg, nil)
 	case s.brk.GatewayNoRequestID:
@@ -506,6 +519,13 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	}
 	d := Digest(body)
 	if q.workOrder {
+		// The contract is read before any claim: a body it refuses is a
+		// 400 that records nothing (not under the lenient break, whose
+		// handler refuses it after the claim).
+		if _, ok := s.decodeWorkOrder(r, body); !ok && !s.brk.WorkOrderLenient {
+			s.fail(q, 400, "VALIDATION_ERROR", "not a work order", nil)
+			return
+		}
 		d = s.workOrderDigest(r, body)
 	}
 	scope, op := s.scope(q)
@@ -577,6 +597,25 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				s.fail(q, 409, s.code("inflight"), "same key in progress", nil)
 				return
 			}
+		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && !s.brk.SyncInFlightConflict:
+			// The commerce policy: a sync duplicate whose wait ended (this
+			// server waits for none) is answered the pending Action too.
+			reqID, runID := rec.reqID, rec.runID
+			s.mu.Unlock()
+			s.mark(w, true)
+			switch {
+			case s.brk.InFlightNoRetryAfter:
+			case s.brk.InFlightLeaseRetry:
+				w.Header().Set("Retry-After", "295")
+			default:
+				w.Header().Set("Retry-After", "1")
+			}
+			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
+			if runID != "" && !s.brk.AsyncBareRequestID {
+				b = s.action(runID, "pending")
+			}
+			s.respond(q, 202, b)
+			return
 		case !rec.done:
 			s.mu.Unlock()
 			switch {

@@ -8,6 +8,9 @@ import (
 	"encoding/xml"
 	"net/http"
 	"strings"
+
+	"github.com/idemkit/idemkit/functions/host/workorder"
+	"github.com/idemkit/idemkit/idem/canon"
 )
 
 // The ERP policy's live work-order route: JSON or XML bodies decoded and
@@ -25,8 +28,39 @@ type workOrderBody struct {
 	} `json:"projects" xml:"projects>project"`
 }
 
-// decodeWorkOrder decodes and normalises a work order of r's media type.
-func decodeWorkOrder(r *http.Request, body []byte) (*workOrderBody, bool) {
+// decodeWorkOrder decodes and normalises a work order of r's media type:
+// strictly, as the ERP policy's contract reads one (the host's own
+// decoder: whatever the contract does not define is refused), or, under
+// the WorkOrderLenient break, leniently (invalid UTF-8 read as U+FFFD,
+// unknown, duplicate and other-case members and elements accepted, codes
+// upper-cased by Unicode rules).
+func (s *Server) decodeWorkOrder(r *http.Request, body []byte) (*workOrderBody, bool) {
+	if s.brk.WorkOrderLenient {
+		return decodeWorkOrderLeniently(r, body)
+	}
+	mt, err := canon.MediaType(r.Header.Get("Content-Type"))
+	if err != nil {
+		return nil, false
+	}
+	v, err := workorder.Decode(mt, body)
+	if err != nil {
+		return nil, false
+	}
+	wo := v.(workorder.WorkOrder)
+	var w workOrderBody
+	w.Number = wo.Number
+	for _, p := range wo.Projects {
+		w.Projects = append(w.Projects, struct {
+			Code     string `json:"code" xml:"code"`
+			Name     string `json:"name" xml:"name"`
+			Quantity int    `json:"quantity" xml:"quantity"`
+		}{p.Code, p.Name, p.Quantity})
+	}
+	return &w, true
+}
+
+// decodeWorkOrderLeniently is the WorkOrderLenient break's decoder.
+func decodeWorkOrderLeniently(r *http.Request, body []byte) (*workOrderBody, bool) {
 	var w workOrderBody
 	ct := strings.ToLower(strings.TrimSpace(strings.Split(r.Header.Get("Content-Type"), ";")[0]))
 	var err error
@@ -51,7 +85,7 @@ func decodeWorkOrder(r *http.Request, body []byte) (*workOrderBody, bool) {
 // order (raw bytes under the WorkOrderRawDigest break, or when it does not
 // decode).
 func (s *Server) workOrderDigest(r *http.Request, body []byte) string {
-	w, ok := decodeWorkOrder(r, body)
+	w, ok := s.decodeWorkOrder(r, body)
 	if !ok || s.brk.WorkOrderRawDigest {
 		h := sha256.Sum256(body)
 		return hex.EncodeToString(h[:])
@@ -64,13 +98,32 @@ func (s *Server) workOrderDigest(r *http.Request, body []byte) string {
 // workOrder serves the live route: 201 with the normalised work order's
 // number, 400 for a body that is not a work order.
 func (s *Server) workOrder(r *http.Request, _ string, body []byte) (int, []byte) {
-	w, ok := decodeWorkOrder(r, body)
+	w, ok := s.decodeWorkOrder(r, body)
 	if !ok {
 		return 400, envelopeBody("VALIDATION_ERROR", "not a work order", nil)
 	}
-	b, _ := json.Marshal(map[string]any{"work_order_number": w.Number, "projects_processed": len(w.Projects)})
+	processed := 0
+	for _, p := range w.Projects {
+		if p.Quantity <= MaxProjectQuantity {
+			processed++
+		}
+	}
+	if processed == 0 {
+		// The reference host's deterministic business answer: stored and
+		// replayed like any final answer.
+		return 409, envelopeBody(NoProjectProcessed, "no project of the work order was processed", nil)
+	}
+	b, _ := json.Marshal(map[string]any{"work_order_number": w.Number, "projects_processed": processed})
 	return 201, b
 }
+
+// The reference host's work-order rule: a project above MaxProjectQuantity
+// is skipped; a work order none of whose projects is processed is a
+// deterministic 409 NoProjectProcessed.
+const (
+	MaxProjectQuantity = 10000
+	NoProjectProcessed = "NO_PROJECT_PROCESSED"
+)
 
 // renderWorkOrder writes a work-order answer in XML when r's Accept asks
 // for it (not under the WorkOrderIgnoresAccept break); ok is false when
@@ -96,6 +149,16 @@ func (s *Server) renderWorkOrder(q *req, status int, body []byte) bool {
 		}
 	}
 	b.WriteString("</work_order_result>")
+	if status >= 400 && s.brk.XMLErrorEnveloped {
+		// The break: a non-JSON error is replaced by a gateway envelope,
+		// its headers dropped.
+		for _, h := range []string{"X-Request-ID", "Idempotency-Key", "Idempotency-Replayed", "Idempotency-Original-Request-ID"} {
+			q.w.Header().Del(h)
+		}
+		q.w.Header().Set("Connection", "close")
+		write(q.w, status, []byte(`{"error":"idemkit.http_refused","message":"refused"}`))
+		return true
+	}
 	q.w.Header().Set("Content-Type", "application/xml")
 	q.w.WriteHeader(status)
 	_, _ = q.w.Write(b.Bytes())

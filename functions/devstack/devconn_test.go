@@ -1,0 +1,104 @@
+package devstack
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// serveEnveloped serves h behind the dev server's envelopeListener and
+// returns its address.
+func serveEnveloped(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(envelopeListener{ln}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// rawRoundTrip writes raw to addr and reads one response.
+func rawRoundTrip(t *testing.T, addr, raw string) (*http.Response, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	r, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return r, string(b)
+}
+
+// TestEnvelopeOnlyNetHTTPsOwnRefusals: the dev server's connection wrapper
+// replaces only the refusals net/http writes by itself (recognised by what
+// net/http writes: its fixed text/plain head before any handler runs, or
+// its bodiless 417) with the JSON envelope; everything a handler wrote —
+// an XML error answer of any status with its X-Request-ID, key echo,
+// replay marker and original request id, a bodiless error, a text/plain
+// error — passes through byte for byte, and the connection stays open.
+func TestEnvelopeOnlyNetHTTPsOwnRefusals(t *testing.T) {
+	const xmlBody = `<?xml version="1.0" encoding="UTF-8"?>` + "\n<response><error>NO_PROJECT_PROCESSED</error><request_id>req-2</request_id></response>"
+	addr := serveEnveloped(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/xml":
+			w.Header().Set("Content-Type", "application/xml")
+			w.Header().Set("X-Request-Id", "req-2")
+			w.Header().Set("Idempotency-Key", "ERP-WO-1-000001")
+			w.Header().Set("Idempotency-Replayed", "true")
+			w.Header().Set("Idempotency-Original-Request-Id", "req-1")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = io.WriteString(w, xmlBody)
+		case "/empty":
+			w.Header().Set("X-Request-Id", "req-3")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case "/text":
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Connection", "close")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, "plain refusal")
+		}
+	}))
+	r, b := rawRoundTrip(t, addr, "POST /xml HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+	if r.StatusCode != 409 || b != xmlBody || r.Header.Get("Content-Type") != "application/xml" || r.Header.Get("X-Request-Id") != "req-2" ||
+		r.Header.Get("Idempotency-Key") != "ERP-WO-1-000001" || r.Header.Get("Idempotency-Replayed") != "true" ||
+		r.Header.Get("Idempotency-Original-Request-Id") != "req-1" || r.Close {
+		t.Fatalf("the handler's XML 409: %d %v %q (close %v)", r.StatusCode, r.Header, b, r.Close)
+	}
+	if r, b := rawRoundTrip(t, addr, "GET /empty HTTP/1.1\r\nHost: x\r\n\r\n"); r.StatusCode != 503 || b != "" || r.Header.Get("X-Request-Id") != "req-3" || r.Close {
+		t.Fatalf("the handler's bodiless 503: %d %v %q", r.StatusCode, r.Header, b)
+	}
+	if r, b := rawRoundTrip(t, addr, "GET /text HTTP/1.1\r\nHost: x\r\n\r\n"); r.StatusCode != 400 || b != "plain refusal" {
+		t.Fatalf("the handler's text/plain 400: %d %v %q", r.StatusCode, r.Header, b)
+	}
+	for name, c := range map[string]struct {
+		raw    string
+		status int
+		code   string
+	}{
+		"NUL in a header":  {"GET /xml HTTP/1.1\r\nHost: x\r\nX-Nul: a\x00b\r\n\r\n", 400, "validation_error"},
+		"no Host":          {"GET /xml HTTP/1.1\r\n\r\n", 400, "validation_error"},
+		"bad path escape":  {"GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n", 400, "validation_error"},
+		"huge header":      {"GET /xml HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 2<<20) + "\r\n\r\n", 431, codeHeadersTooLarge},
+		"unknown encoding": {"POST /xml HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, codeTransferEncodingUnsup},
+		"unmet Expect":     {"POST /xml HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}", 417, codeExpectationFailed},
+	} {
+		r, b := rawRoundTrip(t, addr, c.raw)
+		if r.StatusCode != c.status || r.Header.Get("Content-Type") != "application/json" || !strings.Contains(b, `"error":"`+c.code+`"`) {
+			t.Errorf("%s: %d %v %q, want the %d envelope %s", name, r.StatusCode, r.Header, b, c.status, c.code)
+		}
+	}
+}
