@@ -30,7 +30,7 @@ var libraryRoots = []string{"idem", "ledger", "client"}
 var exportedBudget = map[string]int{
 	"client":                   53,
 	"idem":                     276,
-	"idem/canon":               24,
+	"idem/canon":               25,
 	"idem/decided":             38,
 	"idem/dynamostore":         24,
 	"idem/event":               15,
