@@ -201,6 +201,13 @@ func New(cfg Config) (*Handler, error) {
 // It never returns an error: failures are envelopes.
 func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := h.route(ctx, ev)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller hung up (its context cancelled, not timed out): not
+		// an internal error, nor the store's.
+		h.cfg.Logger.InfoContext(ctx, "api: the client closed the request", slog.String("request_id", ev.RequestContext.RequestID))
+		resp, err = errResp(apierr.New(idem.StatusClientClosed, idem.CodeClientClosed,
+			"The client closed the request before it was answered; retry it with the same Idempotency-Key.")), nil
+	}
 	if err != nil {
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error", slog.String("error", err.Error()), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
