@@ -25,7 +25,12 @@ func TestConformance(t *testing.T) {
 				}
 				return s
 			},
-			LoseNextResponse: func(t *testing.T) { faults.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost()) },
+			LoseNextResponse: func(t *testing.T) {
+				if faults.Pending() != 0 {
+					t.Fatal("the previous lost response was never injected")
+				}
+				faults.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
+			},
 		})
 	})
 }
