@@ -258,6 +258,12 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 		if _, err := h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitted, by, h.cfg.Test.Now()); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
+		return resp, nil
+	}
+	// Refused for this request's own fault (a decided version the run
+	// never had): nothing ran; the entry waits again.
+	if err := h.cfg.Inbox.Keep(ctx, e, by); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	return resp, nil
 }

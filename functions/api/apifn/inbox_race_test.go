@@ -299,3 +299,28 @@ func TestInboxDecisionRetriedAfterLostAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestInboxResubmissionRefusedForItsOwnFaultLeavesTheEntryWaiting: a
+// resubmission refused for its own fault (400: a decided version the run
+// never had) runs nothing and hands the entry back: it is listed and a
+// discard wins it.
+func TestInboxResubmissionRefusedForItsOwnFaultLeavesTheEntryWaiting(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs := inboxHost(t, e, nil)
+		run, id := waitingCancel(t, f, rs, "queued ahead")
+		req := commerceReq("POST", "/inbox/"+id+"/resubmit", "resubmit ahead")
+		req.Headers["idempotency-decided-version"] = "99"
+		if r, _ := f.do(t, req); r.StatusCode != 400 {
+			t.Fatalf("a version ahead: %d %s", r.StatusCode, r.Body)
+		}
+		if es := listInbox(t, f); len(es) != 1 {
+			t.Fatalf("the entry after the refused resubmission: %v", es)
+		}
+		if r, m := f.do(t, commerceReq("POST", "/inbox/"+id+"/discard", "discard after ahead")); r.StatusCode != 200 || m["status"] != "discarded" {
+			t.Fatalf("the discard: %d %s", r.StatusCode, r.Body)
+		}
+		if st := runStatus(t, rs, run.ID); st != runs.StatusRunning {
+			t.Fatalf("the run is %s", st)
+		}
+	})
+}
