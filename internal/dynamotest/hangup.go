@@ -65,3 +65,45 @@ func (h *HangUp) Middleware() func(*dynamodb.Options) {
 		})
 	}
 }
+
+// AwaitHangUp makes the next call of op (e.g. "PutItem", or AnyOp) of the
+// clients it is installed in (Middleware) wait, before it is sent, until
+// its context ends: the request's client hanging up (or its deadline)
+// is what lets it go on, to fail with the context's error. Safe for
+// concurrent use.
+type AwaitHangUp struct {
+	mu sync.Mutex
+	op string
+}
+
+// Arm makes the next call of op wait for its context to end; "" disarms.
+func (a *AwaitHangUp) Arm(op string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.op = op
+}
+
+func (a *AwaitHangUp) take(op string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.op == "" || a.op != op && a.op != AnyOp {
+		return false
+	}
+	a.op = ""
+	return true
+}
+
+// Middleware returns the client option that installs it.
+func (a *AwaitHangUp) Middleware() func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("dynamotest.AwaitHangUp",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					if a.take(middleware.GetOperationName(ctx)) {
+						<-ctx.Done()
+					}
+					return next.HandleFinalize(ctx, in)
+				}), middleware.After)
+		})
+	}
+}
