@@ -51,6 +51,18 @@ const (
 	// ServeMux, and Config.HTTPOperation is unset). Retrying does not help;
 	// the operator has to fix the configuration.
 	CodeServerConfiguration = "idemkit.server_configuration_error"
+
+	// CodeClientClosed is the code of the answer to a request whose client
+	// hung up before the Guard could answer (the request's context was
+	// cancelled, not timed out: that is CodeStoreUnavailable): status
+	// StatusClientClosed, no Retry-After, never recorded. The store is not
+	// blamed, and the key's record is released (or was never written), so
+	// a retry with the same Idempotency-Key runs at once. The Guard counts
+	// it (MetricClientCancelled) and logs it at info.
+	CodeClientClosed = "idemkit.client_closed_request"
+	// StatusClientClosed is the HTTP status of CodeClientClosed: 499, the
+	// "client closed request" status proxies log for a hang-up.
+	StatusClientClosed = 499
 )
 
 // KeyPolicy is a key grammar: a length range and a predicate on the

@@ -26,6 +26,12 @@ const (
 	// fence verdict openwop.idempotency.stale_fence_rejections_total, which
 	// only the effect fence emits (ledger.MetricStaleFence).
 	MetricLeaseLostWrites = "idemkit.idempotency.lease_lost_writes_total"
+	// MetricClientCancelled counts requests whose client hung up (their
+	// context cancelled) before the Guard answered: while the key was
+	// claimed or waited on, or while the handler ran and failed for it.
+	// They are answered CodeClientClosed, never counted as the store's
+	// failure.
+	MetricClientCancelled = "idemkit.idempotency.client_cancelled_total"
 
 	// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
 	// "outcome" log attribute).

@@ -69,6 +69,9 @@ const workTenantPrefix = "event:"
 //   - A store that cannot be used is ErrStoreUnavailable. When the store
 //     fails after Run succeeded, Run's value stands (its effects happened
 //     once) and is returned with ran true.
+//   - A call whose ctx is cancelled (not timed out) while the key is
+//     claimed or waited on fails with context.Canceled, never
+//     ErrStoreUnavailable; the claim is released.
 //
 // Store round trips are those of the HTTP adapters: two for a first
 // execution, one for a replay. With Config.Disabled, Run runs directly.
@@ -143,6 +146,9 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 		return nil, false, ErrPayloadMismatch
 	case apierr.CodeIdempotencyInFlight:
 		return nil, false, ErrInFlight
+	}
+	if t.failCode == CodeClientClosed {
+		return nil, false, context.Canceled
 	}
 	if t.claimErr != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.claimErr)

@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"strconv"
 
@@ -39,4 +40,22 @@ func (t *txn) unavailable() *Response {
 func misconfigured(what string) *apierr.Error {
 	return apierr.New(500, CodeServerConfiguration,
 		"The server is misconfigured (%s); retrying will not help.", what)
+}
+
+// clientGone reports whether err, from a store call or the handler, came
+// of the client hanging up: the request's context ctx was cancelled (not
+// timed out: a deadline is the store's or the function's, and stays
+// storeUnavailable's).
+func clientGone(ctx context.Context, err error) bool {
+	return err != nil && errors.Is(ctx.Err(), context.Canceled)
+}
+
+// clientClosed is the Guard's answer to a request whose client hung up:
+// StatusClientClosed CodeClientClosed, counted (MetricClientCancelled) and
+// logged at info with the stage it was in; never the store's 503.
+func (t *txn) clientClosed(ctx context.Context, stage string) *Response {
+	t.g.count(MetricClientCancelled, "")
+	t.logf(ctx, slog.LevelInfo, "idempotency: client cancelled", slog.String("stage", stage))
+	return t.fail(apierr.New(StatusClientClosed, CodeClientClosed,
+		"The client closed the request before it was answered; retry it with the same Idempotency-Key."))
 }

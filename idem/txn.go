@@ -241,6 +241,16 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		cancel()
 		if err != nil {
 			t.claimErr = err
+			if clientGone(ctx, err) {
+				// The claim may have landed: give it back, so that the
+				// client's retry runs at once.
+				rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+				if rerr := store.Release(rctx, t.id, t.owner, g.clock.Now()); rerr != nil {
+					t.logf(ctx, slog.LevelDebug, "idempotency: nothing to release after the client cancelled", t.errText(rerr))
+				}
+				rcancel()
+				return t.clientClosed(ctx, "claim")
+			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
 			if storeUnavailable(err) {
 				return t.unavailable()
@@ -275,6 +285,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		case actInFlight:
 			if t.async || t.pendingAfterBudget() {
 				return t.pending(ctx, &cur)
+			}
+			if errors.Is(ctx.Err(), context.Canceled) {
+				// The duplicate's client hung up while it waited.
+				return t.clientClosed(ctx, "wait")
 			}
 			g.count(MetricClaimOutcomes, OutcomeInFlight)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
@@ -394,7 +408,9 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		cancel()
 		if err != nil {
-			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
+			if !clientGone(ctx, err) {
+				t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
+			}
 			continue
 		}
 		if !found || (r.Digest == t.digest && r.Reclaimable(t.digest, now)) {
@@ -451,6 +467,10 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	wctx, cancel := g.storeCtx(ctx, true, t.leaseEnd)
 	defer cancel()
 	now := g.clock.Now()
+	if err != nil && clientGone(ctx, err) {
+		t.release(wctx, now)
+		return t.clientClosed(ctx, "handler")
+	}
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
 			t.errText(err), slog.Int("attempt", rec.Attempt))

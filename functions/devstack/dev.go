@@ -244,7 +244,7 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	// of a request, the Layer-1 completion included, ends by the request's
 	// deadline less the Guard's margin (idem.Config.StoreTimeout), so even a
 	// stalled store's 503 is written long before the connection is cut.
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.AuthorizerTTL), seams: sm, timeout: o.RequestTimeout, wrote: wake.kick, policy: k.Guard.Config().Policy},
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.AuthorizerTTL), seams: sm, timeout: o.RequestTimeout, wrote: wake.kick, policy: k.Guard.Config().Policy, log: logger},
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.RequestTimeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	// Each request gets its own header block as received (devraw.go).

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -32,7 +33,9 @@ import (
 // default DefaultRequestTimeout) with a Lambda context, so the idempotency
 // lease is the remaining time plus skew, as deployed. When the store does
 // not answer within it, or cannot be reached, the answer is 503
-// idemkit.store_unavailable with Retry-After instead of a 500.
+// idemkit.store_unavailable with Retry-After instead of a 500. A client
+// that hangs up is not a store outage: its request is answered 499
+// idemkit.client_closed_request and logged as a hang-up (clientClosed).
 type gateway struct {
 	api  *apifn.Handler
 	auth *authfn.Handler
@@ -53,6 +56,9 @@ type gateway struct {
 	// gateway's own refusals of bad input use (writePolicyError). Zero:
 	// the OpenWOP envelope, no policy headers.
 	policy idem.Policy
+	// log receives the gateway's own lines (a client that hung up). Nil:
+	// slog.Default().
+	log *slog.Logger
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -138,6 +144,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized:
 			g.writeEnvelope(w, reqID, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
 			return
+		case err != nil && r.Context().Err() != nil:
+			g.clientClosed(w, r, reqID)
+			return
 		case err != nil && storeDown():
 			g.writeStoreUnavailable(w, reqID)
 			return
@@ -153,6 +162,13 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	resp, err := g.api.Handle(ctx, ev)
+	if r.Context().Err() != nil && (err != nil || resp.StatusCode >= http.StatusInternalServerError || resp.StatusCode == idem.StatusClientClosed) {
+		// The failure is the client's hang-up, not the store's: an answer
+		// the handler made before it noticed still goes out (a client that
+		// only half-closed reads it).
+		g.clientClosed(w, r, reqID)
+		return
+	}
 	if (err != nil || resp.StatusCode == http.StatusInternalServerError) && storeDown() {
 		g.writeStoreUnavailable(w, reqID)
 		return
@@ -183,6 +199,21 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(out)
 	}
+}
+
+// clientClosed answers a request whose client hung up before its answer
+// (its context cancelled): logged at info as what it is, answered the
+// policy's 499 idemkit.client_closed_request (a client that only
+// half-closed reads it; one that left reads nothing), never the store's
+// 503. Layer 1 counts it (idem.MetricClientCancelled) on its routes.
+func (g *gateway) clientClosed(w http.ResponseWriter, r *http.Request, reqID string) {
+	log := g.log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Info("dev: the client closed the request", slog.String("method", r.Method), slog.String("requestId", reqID))
+	g.writePolicyError(w, apierr.New(idem.StatusClientClosed, idem.CodeClientClosed,
+		"The client closed the request before it was answered; retry it with the same Idempotency-Key."), reqID)
 }
 
 // DefaultRequestTimeout is `idemkit dev --request-timeout`'s default: the

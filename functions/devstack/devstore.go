@@ -38,8 +38,12 @@ func withStoreWatch(ctx context.Context) (context.Context, *storeWatch) {
 
 // storeUnavailable reports whether err, returned by a DynamoDB call after
 // the SDK's retries, means the store could not be used (rather than that
-// it answered no).
+// it answered no, or that the request was cancelled).
 func storeUnavailable(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		// The request's client hung up: the store did nothing wrong.
+		return false
+	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		// 0: no response at all (refused, reset, deadline).

@@ -12,7 +12,7 @@ import (
 
 // TestStoreUnavailable: a call that got no answer (refused, reset,
 // deadline) or a 5xx means the store is unavailable; an answer such as a
-// failed condition (400) does not.
+// failed condition (400) or the request's cancellation does not.
 func TestStoreUnavailable(t *testing.T) {
 	respErr := func(status int) error {
 		var resp *smithyhttp.Response
@@ -33,6 +33,7 @@ func TestStoreUnavailable(t *testing.T) {
 		{respErr(500), true},
 		{respErr(503), true},
 		{context.DeadlineExceeded, true},
+		{context.Canceled, false}, // the client hung up
 		{errors.New("dial tcp: connection refused"), true},
 	} {
 		if got := storeUnavailable(c.err); got != c.want {

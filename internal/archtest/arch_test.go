@@ -126,6 +126,11 @@ var hostConcerns = map[string][]string{
 	"functions/host/webhook":         {"functions/host/runs"},
 	"functions/host/settings":        {"functions/host/webhook", "functions/host/runs"},
 	"functions/host/kit":             {"functions/host/boot", "functions/host/workorder", "functions/host/settings", "functions/host/webhook", "functions/host/runs", "functions/host/apikeys", "functions/host/stream"},
+
+	// The inbox of offline decisions depends on no other host package;
+	// its conformance suite on the inbox alone.
+	"functions/host/inbox":           nil,
+	"functions/host/inbox/inboxtest": {"functions/host/inbox"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {

@@ -43,6 +43,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"
@@ -91,9 +92,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Inbox keeps the offline writes refused as decided against a stale
 	// version (GET /inbox, POST /inbox/{id}/resubmit and /discard).
-	// Default: the runs store's own (runs.InboxOf: the RunsTable inbox of
-	// a DynamoRuns), else an in-memory one.
-	Inbox runs.Inbox
+	// Default: beside the runs (the RunsTable inbox, inbox.Dynamo, of a
+	// *runs.DynamoRuns), else an in-memory one (inbox.Mem), each with
+	// inbox.DefaultRetention.
+	Inbox inbox.Store
 	// ForkRetention is how long after its creation a run can be forked;
 	// an older source is refused 422 fork_point_invalid. Default
 	// DefaultForkRetention (the ledger's minimum retention, 14 days).
@@ -184,7 +186,9 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Inbox == nil {
-		cfg.Inbox = runs.InboxOf(cfg.Runs)
+		if cfg.Inbox, err = defaultInbox(cfg.Runs); err != nil {
+			return nil, err
+		}
 	}
 	seams, err := settings.EffectSeamManifest(cfg.Build)
 	if err != nil {
@@ -197,6 +201,13 @@ func New(cfg Config) (*Handler, error) {
 // It never returns an error: failures are envelopes.
 func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := h.route(ctx, ev)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		// The caller hung up (its context cancelled, not timed out): not
+		// an internal error, nor the store's.
+		h.cfg.Logger.InfoContext(ctx, "api: the client closed the request", slog.String("request_id", ev.RequestContext.RequestID))
+		resp, err = errResp(apierr.New(idem.StatusClientClosed, idem.CodeClientClosed,
+			"The client closed the request before it was answered; retry it with the same Idempotency-Key.")), nil
+	}
 	if err != nil {
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error", slog.String("error", err.Error()), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
@@ -25,6 +26,16 @@ import (
 // again (decided against the version the refusal named, or the
 // Idempotency-Decided-Version the resubmission carries), POST
 // /inbox/{id}/discard drops it.
+//
+// A discard and a resubmission of one entry are decided by compare-and-set
+// on the entry (inbox.Store.Decide): exactly one wins. A discard that won
+// means the write never runs: a resubmission after it is 404 (the entry is
+// gone). A resubmission that won holds the entry while the write runs:
+// any other decision is 409 CodeInboxEntryDecided with details {id, state}
+// ("resubmitting", "resubmitted"). Each decision is named after its
+// Layer-1 record (inbox.DecisionBy), so a retry with the same
+// Idempotency-Key whose first answer was lost (a 5xx after the decision
+// landed) finds its own decision and answers as the first would have.
 
 // cancelInputs are cancelRun's declared inputs: what a cancel decides on.
 var cancelInputs = []string{runs.FieldStatus}
@@ -53,12 +64,17 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 	return events.APIGatewayV2HTTPResponse{StatusCode: st, Headers: hd, Body: string(body)}
 }
 
+// resubmission is the inbox entry a cancel runs for: id, held by the
+// decision by (both "" for a cancel sent directly, whose refusal keeps a
+// new entry).
+type resubmission struct{ id, by string }
+
 // cancel moves the tenant's run to cancelled. With a decided version, it
 // first checks the run's changes since then against cancelInputs and moves
 // the run only from the status it checked; a stale decision is kept in the
-// inbox as entryID (a new id under the request's claim when "") and
-// answered 409 with the fix, stale true.
-func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, version int64, hasDecided bool, entryID string) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+// inbox (as rs.id, handed back by rs.by; a new id under the request's
+// claim when rs.id is "") and answered 409 with the fix, stale true.
+func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, version int64, hasDecided bool, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	if hasDecided {
@@ -69,7 +85,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, false, err
 		}
-		if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, entryID); done || err != nil {
+		if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, rs); done || err != nil {
 			return resp, stale, err
 		}
 		// Nothing the cancel decides on changed: move the run only from the
@@ -90,7 +106,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 		if hasDecided {
 			// The status moved between the check and the write: check again
 			// against the run as it is now.
-			if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, entryID); done || err != nil {
+			if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, rs); done || err != nil {
 				return resp, stale, err
 			}
 		}
@@ -105,8 +121,11 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 }
 
 // checkDecided answers (done) a decided version the run never had (400) or
-// one whose later changes touch cancelInputs (409, kept in the inbox).
-func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, version int64, entryID string) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+// one whose later changes touch cancelInputs (409, kept in the inbox). A
+// refusal whose entry another decision already decided (a first
+// submission re-run after its entry was discarded or resubmitted) is
+// answered without an inbox entry: nothing waits any more.
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, version int64, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
 	changes, err := r.ChangesSince(version)
 	if errors.Is(err, decided.ErrVersionAhead) {
 		return decidedInvalid(err), false, true, nil
@@ -118,13 +137,18 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, v
 	if len(touched) == 0 {
 		return events.APIGatewayV2HTTPResponse{}, false, false, nil
 	}
+	entryID := rs.id
 	if entryID == "" {
 		claim, claimed := idem.FromContext(ctx)
-		entryID = runs.InboxEntryID(claim, claimed)
+		entryID = inbox.EntryID(claim, claimed)
 	}
 	se := &decided.StaleError{RecordID: r.ID, Decided: version, Current: r.Version, Changes: touched, InboxID: entryID}
-	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}); err != nil {
+	err = h.cfg.Inbox.Keep(ctx, inbox.Entry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
+		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}, rs.by)
+	switch {
+	case errors.Is(err, inbox.ErrDecided):
+		se.InboxID = ""
+	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
 	st, hd, body := se.Envelope()
@@ -132,14 +156,14 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, v
 }
 
 // listInbox serves GET /inbox: the caller's waiting writes, oldest first,
-// as {"entries": [...]}.
+// as {"entries": [...]} (an entry a resubmission holds is still listed).
 func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	all, err := h.cfg.Inbox.List(ctx, c.tenant)
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	caller := h.callerOf(c.ev)
-	es := make([]runs.InboxEntry, 0, len(all))
+	es := make([]inbox.Entry, 0, len(all))
 	for _, e := range all {
 		if e.Caller == caller {
 			es = append(es, e)
@@ -148,17 +172,45 @@ func (h *Handler) listInbox(ctx context.Context, c call) (events.APIGatewayV2HTT
 	return jsonResp(http.StatusOK, map[string]any{"entries": es})
 }
 
+// defaultInbox is Config.Inbox's default: the RunsTable inbox beside a
+// *runs.DynamoRuns, else an in-memory one.
+func defaultInbox(rs runs.RunStore) (inbox.Store, error) {
+	if d, ok := rs.(*runs.DynamoRuns); ok {
+		return inbox.NewDynamo(inbox.DynamoConfig{Client: d.Client, Table: d.Table})
+	}
+	return inbox.NewMem(inbox.Config{}), nil
+}
+
+// decisionBy names the request's decision on an inbox entry (its Layer-1
+// record's, inbox.DecisionBy).
+func decisionBy(ctx context.Context) string {
+	claim, claimed := idem.FromContext(ctx)
+	return inbox.DecisionBy(claim, claimed)
+}
+
+// lostDecision answers a decision that lost the entry to another: 404 when
+// the entry was discarded (it is gone), else 409 CodeInboxEntryDecided
+// naming what holds or decided it.
+func lostDecision(e inbox.Entry) events.APIGatewayV2HTTPResponse {
+	if e.State == inbox.Discarded {
+		return notFound()
+	}
+	return errResp(apierr.New(http.StatusConflict, CodeInboxEntryDecided, "the waiting write was already decided by another request: it is %s", e.State).
+		WithDetails(map[string]any{"id": e.ID, "state": string(e.State)}))
+}
+
 // resubmitInboxEntry serves POST /inbox/{id}/resubmit under its own key:
 // the waiting write runs again, decided against the request's
 // Idempotency-Decided-Version or, without one, the version its refusal
-// named. When the check passes the write runs (its own answer is the
-// response) and the entry leaves the inbox; when the record changed again
-// in what the write decides on, the entry stays (updated) and the answer is
-// the 409 with the new fix.
+// named. The resubmission first takes the entry (compare-and-set: waiting
+// to resubmitting); when the check passes the write runs (its own answer is
+// the response) and the entry leaves the inbox (resubmitted); when the
+// record changed again in what the write decides on, the entry is handed
+// back (waiting, updated) and the answer is the 409 with the new fix.
 func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	caller := h.callerOf(c.ev)
 	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID())
-	if errors.Is(err, runs.ErrInboxEntryNotFound) || err == nil && e.Caller != caller {
+	if errors.Is(err, inbox.ErrNotFound) || err == nil && (e.Caller != caller || e.State == inbox.Discarded) {
 		return notFound(), nil
 	}
 	if err != nil {
@@ -174,43 +226,112 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	if e.Operation != OpCancelRun {
 		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
 	}
-	resp, stale, err := h.cancel(ctx, c.tenant, caller, e.RecordID, version, true, e.ID)
-	if err != nil || stale {
-		return resp, err
+	by := decisionBy(ctx)
+	// A retry of this very resubmission (its first answer lost): the take
+	// may have landed, and the write with it.
+	retry := e.By == by
+	if e, err = h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitting, by, h.cfg.Test.Now()); err != nil {
+		var de *inbox.DecidedError
+		if errors.As(err, &de) {
+			return lostDecision(de.Entry), nil
+		}
+		if errors.Is(err, inbox.ErrNotFound) {
+			return notFound(), nil
+		}
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	resp, done, err := h.ranBefore(ctx, c.tenant, e, retry)
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if !done {
+		var stale bool
+		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, version, true, resubmission{id: e.ID, by: by})
+		if err != nil || stale {
+			// Refused again: handed back (cancel kept it waiting), or left
+			// held for this resubmission's retry.
+			return resp, err
+		}
 	}
 	if resp.StatusCode < 400 || resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusNotFound {
 		// Decided again and run (or moot: the run ended or is gone).
-		if err := h.cfg.Inbox.Remove(ctx, c.tenant, e.ID); err != nil && !errors.Is(err, runs.ErrInboxEntryNotFound) {
+		if _, err := h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitted, by, h.cfg.Test.Now()); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
+		return resp, nil
+	}
+	// Refused for this request's own fault (a decided version the run
+	// never had): nothing ran; the entry waits again.
+	if err := h.cfg.Inbox.Keep(ctx, e, by); err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	return resp, nil
+}
+
+// ranBefore answers (done) a retried resubmission whose write may already
+// have run: once its entry is resubmitted, or while it still holds the
+// entry and the run is cancelled (its write landed, the finish did not),
+// the answer is the run's as the write left it: 200 cancelled, 404 gone,
+// or 409 run_terminal. A resubmitted entry's write never runs again. A
+// first resubmission is never done here: its write runs and is checked.
+func (h *Handler) ranBefore(ctx context.Context, tenant string, e inbox.Entry, retry bool) (events.APIGatewayV2HTTPResponse, bool, error) {
+	if !retry && e.State != inbox.Resubmitted {
+		return events.APIGatewayV2HTTPResponse{}, false, nil
+	}
+	r, err := h.cfg.Runs.Get(ctx, e.RecordID)
+	switch {
+	case errors.Is(err, runs.ErrRunNotFound) || err == nil && r.Tenant != tenant:
+		return notFound(), true, nil
+	case err != nil:
+		return events.APIGatewayV2HTTPResponse{}, true, err
+	case r.Status == runs.StatusCancelled:
+		resp, err := jsonResp(http.StatusOK, map[string]any{"runId": r.ID, "status": runs.StatusCancelled})
+		return resp, true, err
+	case e.State != inbox.Resubmitted:
+		return events.APIGatewayV2HTTPResponse{}, false, nil
+	case r.Status.Terminal():
+		return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), true, nil
+	}
+	return lostDecision(e), true, nil
 }
 
 // CodeInboxOperationUnknown is the vendor error code (HTTP 409) of a
 // resubmitted write whose operation this host does not run.
 const CodeInboxOperationUnknown = "idemkit.inbox_operation_unknown"
 
+// CodeInboxEntryDecided is the vendor error code (HTTP 409) of a discard or
+// resubmission of an inbox entry that another request already decided:
+// details {id, state}, state "resubmitting" (another resubmission holds it
+// while its write runs) or "resubmitted" (its write was run). A discard
+// that lost to another discard is 404: the entry is gone.
+const CodeInboxEntryDecided = "idemkit.inbox_entry_decided"
+
 // discardInboxEntry serves POST /inbox/{id}/discard under its own key: the
-// waiting write is dropped, never run; 200 {"id", "status": "discarded"},
-// 404 when the caller's inbox has no such entry.
+// waiting write is dropped, never run (compare-and-set: waiting to
+// discarded); 200 {"id", "status": "discarded"}, also to a retry of the
+// same discard; 404 when the caller's inbox has no such entry (or it was
+// discarded by another request); 409 CodeInboxEntryDecided when a
+// resubmission holds or ran it.
 func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	if caller := h.callerOf(c.ev); caller != "" {
 		// Only the caller that queued the write finds it (one more read,
 		// under a policy whose caller is more than the tenant).
 		e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID())
-		if errors.Is(err, runs.ErrInboxEntryNotFound) || err == nil && e.Caller != caller {
+		if errors.Is(err, inbox.ErrNotFound) || err == nil && e.Caller != caller {
 			return notFound(), nil
 		}
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
-	err := h.cfg.Inbox.Remove(ctx, c.tenant, c.entryID())
-	if errors.Is(err, runs.ErrInboxEntryNotFound) {
+	_, err := h.cfg.Inbox.Decide(ctx, c.tenant, c.entryID(), inbox.Discarded, decisionBy(ctx), h.cfg.Test.Now())
+	var de *inbox.DecidedError
+	switch {
+	case errors.As(err, &de):
+		return lostDecision(de.Entry), nil
+	case errors.Is(err, inbox.ErrNotFound):
 		return notFound(), nil
-	}
-	if err != nil {
+	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	return jsonResp(http.StatusOK, map[string]any{"id": c.entryID(), "status": "discarded"})

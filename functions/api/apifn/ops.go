@@ -73,7 +73,7 @@ func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), version, present, "")
+	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), version, present, resubmission{})
 	return resp, err
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -150,10 +151,10 @@ var pathParams = map[string]pathParam{
 		}
 		return runID, runs.ProjectID(runID), nil
 	},
-	// An inbox entry id is one segment of InboxEntryID's shape; any other
+	// An inbox entry id is one segment of inbox.EntryID's shape; any other
 	// names no entry.
 	paramEntryID: func(segs []string, _ string) (string, string, *apierr.Error) {
-		if len(segs) != 1 || !runs.ValidInboxEntryID(segs[0]) {
+		if len(segs) != 1 || !inbox.ValidEntryID(segs[0]) {
 			return "", "", notFoundErr()
 		}
 		return segs[0], segs[0], nil

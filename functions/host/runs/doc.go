@@ -5,8 +5,8 @@
 // Renew, Adopt, Claim, and the node-log Fence), the RunStore in memory
 // (MemRuns) and on DynamoDB (DynamoRuns, RunsTable), and the tenant-bound
 // runId grammar and its path projection (NewRunID, ClaimRunID, ProjectID,
-// DecodePathID). The per-tenant inbox of refused offline writes (Inbox)
-// shares the runs table.
+// DecodePathID). The caller's inbox of refused offline writes, kept in the
+// same table, is functions/host/inbox.
 //
 // Every RunStore passes the conformance suite in runs/runstest; replay
 // divergence (comparing a replay's events with its source's) is its own

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -103,64 +102,5 @@ func TestRunVersionsAndHistoryMemory(t *testing.T) { runVersionsSuite(t, NewMemR
 func TestRunVersionsAndHistoryDynamo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		runVersionsSuite(t, &DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")})
-	})
-}
-
-// inboxSuite proves an Inbox keeps refused writes per tenant: kept once per
-// id, listed oldest first, never shown or removed across tenants.
-func inboxSuite(t *testing.T, in Inbox) {
-	ctx := context.Background()
-	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	a1 := InboxEntry{ID: InboxEntryID(idem.ClaimInfo{ID: "c1", OriginalRequestID: "r1"}, true), Tenant: "acme", Operation: "cancelRun",
-		RecordID: "acme/runrunrunrunrunrun1", DecidedVersion: 1, CurrentVersion: 3, CreatedAt: now,
-		Changes: []decided.FieldChange{{Field: "status", Old: json.RawMessage(`"pending"`), New: json.RawMessage(`"running"`), Version: 3}}}
-	a2 := a1
-	a2.ID, a2.CreatedAt = InboxEntryID(idem.ClaimInfo{}, false), now.Add(time.Second)
-	g1 := a1
-	g1.Tenant = "globex"
-	for _, e := range []InboxEntry{a2, a1, a1, g1} {
-		if err := in.Keep(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := in.List(ctx, "acme")
-	if err != nil || len(l) != 2 || l[0].ID != a1.ID || l[1].ID != a2.ID || string(l[0].Changes[0].New) != `"running"` || !l[0].CreatedAt.Equal(now) {
-		t.Fatalf("acme's inbox: %+v %v", l, err)
-	}
-	if l, _ := in.List(ctx, "initech"); len(l) != 0 {
-		t.Fatalf("an empty inbox: %+v", l)
-	}
-	if e, err := in.Get(ctx, "acme", a2.ID); err != nil || e.ID != a2.ID {
-		t.Fatal(e, err)
-	}
-	if _, err := in.Get(ctx, "globex", a2.ID); !errors.Is(err, ErrInboxEntryNotFound) {
-		t.Fatalf("another tenant's entry: %v", err)
-	}
-	if err := in.Remove(ctx, "globex", a2.ID); !errors.Is(err, ErrInboxEntryNotFound) {
-		t.Fatalf("another tenant removed it: %v", err)
-	}
-	if err := in.Remove(ctx, "acme", a1.ID); err != nil {
-		t.Fatal(err)
-	}
-	if err := in.Remove(ctx, "acme", a1.ID); !errors.Is(err, ErrInboxEntryNotFound) {
-		t.Fatalf("removed twice: %v", err)
-	}
-	if l, _ := in.List(ctx, "acme"); len(l) != 1 || l[0].ID != a2.ID {
-		t.Fatalf("after remove: %+v", l)
-	}
-	if l, _ := in.List(ctx, "globex"); len(l) != 1 || l[0].ID != a1.ID {
-		t.Fatalf("globex's own entry: %+v", l)
-	}
-	if !ValidInboxEntryID(a1.ID) || ValidInboxEntryID("../x") || ValidInboxEntryID("") {
-		t.Fatal("ValidInboxEntryID")
-	}
-}
-
-func TestInboxMemory(t *testing.T) { inboxSuite(t, newMemInbox()) }
-
-func TestInboxDynamo(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		table := e.CreateTable(t, "RunsTable")
-		inboxSuite(t, &dynamoInbox{Client: e.Client(dynamotest.FastRetries), Table: table})
 	})
 }

@@ -256,8 +256,6 @@ type MemRuns struct {
 	runs map[string]Run
 	// OnInsert, if set, is called (outside the lock) after each Create.
 	OnInsert func(Run)
-	// inbox is the inbox InboxOf returns for this store.
-	inbox *memInbox
 }
 
 // NewMemRuns returns an empty MemRuns.

@@ -1,0 +1,277 @@
+package inbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/storeconfig"
+)
+
+// DynamoAPI is the part of the DynamoDB client Dynamo uses.
+type DynamoAPI interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	UpdateItem(context.Context, *dynamodb.UpdateItemInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+}
+
+// DynamoConfig configures a Dynamo.
+type DynamoConfig struct {
+	// Client is the DynamoDB client. Required.
+	Client DynamoAPI
+	// Table is the RunsTable name (the inbox shares the runs' table).
+	// Required.
+	Table string
+	// Config holds what both stores share (Retention).
+	Config
+}
+
+// ErrConfig matches the error NewDynamo returns for an invalid DynamoConfig.
+var ErrConfig = errors.New("inbox: invalid config")
+
+// Dynamo is the RunsTable Store: one item per tenant, pk
+// "#inbox/<tenant>" (a pk starting with "#" is never a runId, and the run
+// store's readers skip such items), with per entry "e_<id>" (the entry as
+// JSON text) and, once decided, "s_<id>" (its State; absent: waiting),
+// "b_<id>" (the decision's by) and "t_<id>" (DecidedAt, Unix ms). Keep and
+// a winning Decide are one conditional UpdateItem (a Decide that forgets
+// old final entries one more); List and Get a strongly consistent GetItem;
+// a Decide or Keep whose condition failed reads the item once to say what
+// happened. An item holds up to 400 KB, about a thousand waiting or
+// recently decided writes; a Keep beyond that fails (a 500, left to the
+// same-key retry).
+type Dynamo struct {
+	cfg DynamoConfig
+}
+
+// NewDynamo returns a Dynamo; every problem of cfg is reported at once, in
+// one error matching ErrConfig.
+func NewDynamo(cfg DynamoConfig) (*Dynamo, error) {
+	if err := storeconfig.Check("inbox", ErrConfig, cfg.Client, cfg.Table); err != nil {
+		return nil, err
+	}
+	return &Dynamo{cfg: cfg}, nil
+}
+
+const (
+	attrPK      = "pk"
+	entryPrefix = "e_"
+	statePrefix = "s_"
+	byPrefix    = "b_"
+	atPrefix    = "t_"
+)
+
+func key(tenant string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: "#inbox/" + tenant}}
+}
+
+// Keep implements Store (SET e_<id>, REMOVE its decision; conditional on
+// the entry waiting or held by by).
+func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
+	e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Millisecond)
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	s := expression.Name(statePrefix + e.ID)
+	cond := expression.AttributeNotExists(s)
+	if by != "" {
+		cond = cond.Or(expression.Name(statePrefix + e.ID).Equal(expression.Value(string(Resubmitting))).
+			And(expression.Name(byPrefix + e.ID).Equal(expression.Value(by))))
+	}
+	upd := expression.Set(expression.Name(entryPrefix+e.ID), expression.Value(string(b))).
+		Remove(s).Remove(expression.Name(byPrefix + e.ID)).Remove(expression.Name(atPrefix + e.ID))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.cfg.Table), Key: key(e.Tenant), UpdateExpression: expr.Update(),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+	if failedCondition(err) {
+		cur, gerr := d.Get(ctx, e.Tenant, e.ID)
+		if gerr != nil {
+			return gerr
+		}
+		return &DecidedError{Entry: cur}
+	}
+	if err != nil {
+		return fmt.Errorf("inbox: keep entry: %w", err)
+	}
+	return nil
+}
+
+func (d *Dynamo) item(ctx context.Context, tenant string) (map[string]types.AttributeValue, error) {
+	out, err := d.cfg.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(d.cfg.Table), Key: key(tenant), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return nil, fmt.Errorf("inbox: read inbox: %w", err)
+	}
+	return out.Item, nil
+}
+
+// decode returns the entry id of item it, with its decision; false when it
+// holds none of tenant's.
+func decode(it map[string]types.AttributeValue, tenant, id string) (Entry, bool) {
+	s, ok := it[entryPrefix+id].(*types.AttributeValueMemberS)
+	if !ok {
+		return Entry{}, false
+	}
+	var e Entry
+	if json.Unmarshal([]byte(s.Value), &e) != nil || e.Tenant != tenant || e.ID != id {
+		return Entry{}, false
+	}
+	e.State = Waiting
+	if v, ok := it[statePrefix+id].(*types.AttributeValueMemberS); ok {
+		e.State = State(v.Value)
+	}
+	if v, ok := it[byPrefix+id].(*types.AttributeValueMemberS); ok {
+		e.By = v.Value
+	}
+	if v, ok := it[atPrefix+id].(*types.AttributeValueMemberN); ok {
+		if ms, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			e.DecidedAt = time.UnixMilli(ms).UTC()
+		}
+	}
+	return e, true
+}
+
+// entries returns every entry of item it that is tenant's.
+func entries(it map[string]types.AttributeValue, tenant string) []Entry {
+	out := []Entry{}
+	for k := range it {
+		if id, ok := strings.CutPrefix(k, entryPrefix); ok {
+			if e, ok := decode(it, tenant, id); ok {
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// List implements Store.
+func (d *Dynamo) List(ctx context.Context, tenant string) ([]Entry, error) {
+	it, err := d.item(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	out := []Entry{}
+	for _, e := range entries(it, tenant) {
+		if e.State.Listed() {
+			out = append(out, e)
+		}
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+// Get implements Store.
+func (d *Dynamo) Get(ctx context.Context, tenant, id string) (Entry, error) {
+	it, err := d.item(ctx, tenant)
+	if err != nil {
+		return Entry{}, err
+	}
+	e, ok := decode(it, tenant, id)
+	if !ok {
+		return Entry{}, ErrNotFound
+	}
+	return e, nil
+}
+
+// Decide implements Store: one UpdateItem whose condition is the
+// compare-and-set (allowed), returning the item; then, when it holds final
+// entries older than the retention, one UpdateItem forgetting them.
+func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by string, now time.Time) (Entry, error) {
+	if err := checkDecision(to, by); err != nil {
+		return Entry{}, err
+	}
+	s, b := expression.Name(statePrefix+id), expression.Name(byPrefix+id)
+	var cond expression.ConditionBuilder
+	if to == Resubmitted {
+		cond = s.Equal(expression.Value(string(Resubmitting))).And(b.Equal(expression.Value(by)))
+	} else {
+		cond = expression.AttributeExists(expression.Name(entryPrefix + id)).And(expression.AttributeNotExists(s))
+	}
+	at := now.UTC().Truncate(time.Millisecond)
+	upd := expression.Set(s, expression.Value(string(to))).Set(b, expression.Value(by)).
+		Set(expression.Name(atPrefix+id), expression.Value(at.UnixMilli()))
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return Entry{}, err
+	}
+	out, err := d.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.cfg.Table), Key: key(tenant), UpdateExpression: expr.Update(),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if failedCondition(err) {
+		cur, gerr := d.Get(ctx, tenant, id)
+		switch {
+		case gerr != nil:
+			return Entry{}, gerr
+		case again(cur, to, by):
+			return cur, nil
+		}
+		return Entry{}, &DecidedError{Entry: cur}
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("inbox: decide entry: %w", err)
+	}
+	e, ok := decode(out.Attributes, tenant, id)
+	if !ok {
+		return Entry{}, fmt.Errorf("inbox: decide entry: the item holds no entry %s after the write", id)
+	}
+	d.forget(ctx, tenant, out.Attributes, now)
+	return e, nil
+}
+
+// forget removes the final entries of item it decided Retention before
+// now. Best effort: a failure leaves them for the next decision.
+func (d *Dynamo) forget(ctx context.Context, tenant string, it map[string]types.AttributeValue, now time.Time) {
+	cutoff := now.Add(-d.cfg.retention())
+	var upd expression.UpdateBuilder
+	var cond expression.ConditionBuilder
+	n := 0
+	for _, e := range entries(it, tenant) {
+		if !e.State.Final() || !e.DecidedAt.Before(cutoff) {
+			continue
+		}
+		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix} {
+			upd = upd.Remove(expression.Name(p + e.ID))
+		}
+		// Only the decision seen: nothing else removed.
+		c := expression.Name(statePrefix + e.ID).Equal(expression.Value(string(e.State))).
+			And(expression.Name(atPrefix + e.ID).Equal(expression.Value(e.DecidedAt.UnixMilli())))
+		if n == 0 {
+			cond = c
+		} else {
+			cond = cond.And(c)
+		}
+		n++
+	}
+	if n == 0 {
+		return
+	}
+	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
+	if err != nil {
+		return
+	}
+	_, _ = d.cfg.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(d.cfg.Table), Key: key(tenant), UpdateExpression: expr.Update(),
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+	})
+}
+
+// failedCondition reports whether err is a failed condition.
+func failedCondition(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}

@@ -1,0 +1,94 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Store keeps refused offline writes per tenant and decides each entry by
+// compare-and-set. Its consumer is the api handler (apifn); Mem and Dynamo
+// implement it, and inboxtest.Run holds them to the same contract. A Store
+// never reads a clock: the caller passes now.
+type Store interface {
+	// Keep stores e in e.Tenant's inbox as waiting, replacing an entry
+	// with its id that is waiting (the same refused write refused again
+	// keeps one entry) or that the resubmission by holds (a resubmission
+	// refused again hands the entry back, updated). An entry decided, or
+	// held by another resubmission, is left as it is: a *DecidedError.
+	// by is "" for a write refused on its first submission.
+	Keep(ctx context.Context, e Entry, by string) error
+	// List returns the tenant's listed entries (State.Listed: waiting and
+	// resubmitting), oldest first; strongly consistent: an entry kept
+	// before List is in it.
+	List(ctx context.Context, tenant string) ([]Entry, error)
+	// Get returns one of the tenant's entries in whatever state it is
+	// (until a final one is forgotten, Config.Retention after its
+	// decision), or ErrNotFound.
+	Get(ctx context.Context, tenant, id string) (Entry, error)
+	// Decide moves one of the tenant's entries to to (Resubmitting,
+	// Resubmitted or Discarded) for the decision by (non-empty), a
+	// compare-and-set: Resubmitting and Discarded only from Waiting,
+	// Resubmitted only from Resubmitting held by by. Of any number of
+	// decisions racing on one waiting entry exactly one wins. A decision
+	// already by's (its retry: the entry is in to, or to is Resubmitting
+	// and the entry is Resubmitted, by by) succeeds again and changes
+	// nothing. It returns the entry as stored afterwards; ErrNotFound when
+	// there is none, a *DecidedError (ErrDecided) carrying the entry when
+	// another decision holds or decided it. now stamps DecidedAt and
+	// forgets the tenant's final entries decided Config.Retention before.
+	Decide(ctx context.Context, tenant, id string, to State, by string, now time.Time) (Entry, error)
+}
+
+// Config is what both stores share.
+type Config struct {
+	// Retention is how long a final entry (discarded or resubmitted) is
+	// remembered after its decision, so that a retry of the decision whose
+	// answer was lost, and a decision that lost the race, are told what
+	// happened; afterwards its id is unknown (404). Set it at least as long
+	// as clients retry one Idempotency-Key. Default DefaultRetention.
+	Retention time.Duration
+}
+
+// DefaultRetention is Config.Retention's default: 24 hours.
+const DefaultRetention = 24 * time.Hour
+
+func (c Config) retention() time.Duration {
+	if c.Retention <= 0 {
+		return DefaultRetention
+	}
+	return c.Retention
+}
+
+// errBadDecision is returned by Decide for a to it does not decide to or
+// an empty by (a programming error).
+var errBadDecision = errors.New("inbox: Decide needs to in {resubmitting, resubmitted, discarded} and a non-empty by")
+
+func checkDecision(to State, by string) error {
+	if by == "" || (to != Resubmitting && to != Resubmitted && to != Discarded) {
+		return errBadDecision
+	}
+	return nil
+}
+
+// again reports whether cur is already the decision to by by (a retry).
+func again(cur Entry, to State, by string) bool {
+	return cur.By == by && (cur.State == to || to == Resubmitting && cur.State == Resubmitted)
+}
+
+// allowed reports whether an entry in cur may move to to for by: the
+// compare both stores make (Dynamo as a condition expression).
+func allowed(cur Entry, to State, by string) bool {
+	switch to {
+	case Resubmitting, Discarded:
+		return cur.State == Waiting
+	case Resubmitted:
+		return cur.State == Resubmitting && cur.By == by
+	}
+	return false
+}
+
+// keepable reports whether Keep may replace cur for by.
+func keepable(cur Entry, by string) bool {
+	return cur.State == Waiting || by != "" && cur.State == Resubmitting && cur.By == by
+}

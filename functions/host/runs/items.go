@@ -1,0 +1,7 @@
+package runs
+
+// itemPrefix starts the pk of every RunsTable item that is not a run (a
+// caller's inbox, functions/host/inbox): "#" is outside the runId grammar,
+// so no runId is one, and RunFromItem (the executor's stream reader)
+// skips them.
+const itemPrefix = "#"
