@@ -26,6 +26,10 @@ const (
 	// fence verdict openwop.idempotency.stale_fence_rejections_total, which
 	// only the effect fence emits (ledger.MetricStaleFence).
 	MetricLeaseLostWrites = "idemkit.idempotency.lease_lost_writes_total"
+	// MetricStoreMisconfigured counts requests refused because the store
+	// answered ErrStoreMisconfigured (a missing table, another key schema):
+	// every such request, while the log says it once per Guard.
+	MetricStoreMisconfigured = "idemkit.idempotency.store_misconfigured_total"
 
 	// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
 	// "outcome" log attribute).

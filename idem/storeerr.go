@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math"
 	"strconv"
 
@@ -39,4 +40,22 @@ func (t *txn) unavailable() *Response {
 func misconfigured(what string) *apierr.Error {
 	return apierr.New(500, CodeServerConfiguration,
 		"The server is misconfigured (%s); retrying will not help.", what)
+}
+
+// storeMisconfigured is the Guard's answer when the store says its table
+// is missing or has another key schema (ErrStoreMisconfigured): every such
+// request is counted (MetricStoreMisconfigured) and answered 500
+// CodeServerConfiguration without Retry-After, since a retry with the same
+// key meets the same table; the error and what to fix are logged once per
+// Guard, not once per request.
+func (t *txn) storeMisconfigured(ctx context.Context, err error) *Response {
+	t.g.count(MetricStoreMisconfigured, "")
+	if t.g.storeWarned.CompareAndSwap(false, true) {
+		t.g.log.LogAttrs(ctx, slog.LevelError,
+			"idempotency: the store's table is missing or has another key schema; every keyed request is refused until it is fixed: "+
+				"point the store at the table created from template.yaml's IdempotencyTable (IDEMPOTENCY_TABLE), or create it "+
+				"(idemkit tables create), and run idemkit doctor to see how the deployed table differs",
+			t.attrs(t.errText(err))...)
+	}
+	return t.fail(misconfigured("the idempotency store's table is missing or has another key schema"))
 }

@@ -241,6 +241,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		cancel()
 		if err != nil {
 			t.claimErr = err
+			if errors.Is(err, ErrStoreMisconfigured) {
+				return t.storeMisconfigured(ctx, err)
+			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
 			if storeUnavailable(err) {
 				return t.unavailable()
