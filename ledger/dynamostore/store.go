@@ -124,7 +124,7 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names m
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return false, nil, fmt.Errorf("dynamostore: PutItem: %w", err)
+		return false, nil, s.classify("PutItem", err)
 	}
 	var cur *ledger.Record
 	if len(ccf.Item) > 0 {
@@ -209,7 +209,7 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: GetItem: %w", err)
+		return nil, s.classify("GetItem", err)
 	}
 	if len(out.Item) == 0 {
 		return nil, nil
@@ -228,7 +228,7 @@ func (s *Store) AddRunRef(ctx context.Context, key, runID string, expiresAt time
 		return fmt.Errorf("dynamostore: encode: %w", err)
 	}
 	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
-		return fmt.Errorf("dynamostore: PutItem run reference: %w", err)
+		return s.classify("PutItem run reference", err)
 	}
 	return nil
 }
@@ -252,7 +252,7 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("dynamostore: Query %s: %w", IndexByRun, err)
+			return nil, s.classify("Query "+IndexByRun, err)
 		}
 		for _, av := range page.Items {
 			pk, ok := av["pk"].(*types.AttributeValueMemberS)
@@ -323,7 +323,7 @@ func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("dynamostore: Scan: %w", err)
+			return s.classify("Scan", err)
 		}
 		for _, av := range page.Items {
 			r, err := decode(av)
