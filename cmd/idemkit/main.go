@@ -22,6 +22,7 @@ var commands = commandList{
 	entries: []entry{
 		{"dev", "run the whole stack locally (emulator, tables, API, executor, auditor)", runDev},
 		{"tables create", "create the DynamoDB tables of template.yaml at an endpoint", runTables},
+		{"doctor", "compare deployed tables with template.yaml (keys, indexes, stream, TTL, PITR) and say what differs", runDoctor},
 		{"apikey create", "mint an API key for a tenant and store its hash", runAPIKey},
 		{"conform", "check the Layer-1 (Idempotency-Key) behaviour of an API", runConform},
 		{"effects", "list, show and resolve effects that escaped (list --state escaped, show, resolve)", runEffects},
@@ -32,6 +33,7 @@ var commands = commandList{
 	examples: []string{
 		"idemkit dev",
 		"idemkit tables create --endpoint http://127.0.0.1:8000",
+		"idemkit doctor --table IdempotencyTable=orders-idempotency",
 		"idemkit conform --api-key KEY1 --api-key KEY2 http://127.0.0.1:3000",
 		"idemkit effects list --state escaped --endpoint http://127.0.0.1:8000",
 	},
