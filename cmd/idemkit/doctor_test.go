@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 			t.Fatalf("tables create: %d %s", code, errb.String())
 		}
 		t.Cleanup(func() {
-			for _, id := range []string{"IdempotencyTable", "EffectsTable", "IdempotencyTable-plain"} {
+			for _, id := range []string{"IdempotencyTable", "EffectsTable", "IdempotencyTable-plain", "IdempotencyTable-snippet"} {
 				_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(prefix + id)})
 			}
 		})
@@ -68,6 +70,25 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 			!strings.Contains(s, "  - stream: missing (template NEW_AND_OLD_IMAGES") ||
 			!strings.Contains(s, "  - TTL: disabled (template: attribute expiresAt") {
 			t.Fatalf("table without TTL and stream: exit %d\n%s", code, s)
+		}
+
+		// A table deployed from the snippet docs/DEPLOYING.md shows (no
+		// stream) matches that snippet.
+		snippet := filepath.Join(dynamotest.RepoRoot(), "docs", "idempotency-table.yaml")
+		sb, err := os.ReadFile(snippet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdefs, err := tables.Defs(sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tables.CreateDef(ctx, c, sdefs["IdempotencyTable"], prefix+"IdempotencyTable-snippet"); err != nil {
+			t.Fatal(err)
+		}
+		code, s = doctor("--template", snippet, "--only", "idempotency", "--table", "idempotency="+prefix+"IdempotencyTable-snippet")
+		if code != 0 || !strings.Contains(s, "\tok\n") {
+			t.Fatalf("table from the snippet, against the snippet: exit %d\n%s", code, s)
 		}
 	})
 }
