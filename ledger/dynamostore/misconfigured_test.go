@@ -67,7 +67,9 @@ func TestMisconfiguredEffectsTable(t *testing.T) {
 					BillingMode:          types.BillingModePayPerRequest}); err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { _, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
+				t.Cleanup(func() {
+					_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+				})
 				return name
 			}},
 		} {
