@@ -231,7 +231,7 @@ func TestRouterAdaptersInFreshModules(t *testing.T) {
 				}
 			}
 			main := strings.NewReplacer("IMPORTS", a.imports, "ROUTER", a.router, "PROXY", a.proxy).Replace(routerMain)
-					mod := testutil.FreshModule(t, testutil.Module{
+			mod := testutil.FreshModule(t, testutil.Module{
 				Path: "example.com/orders", Online: true,
 				Files: map[string]string{"main.go": main, "main_test.go": routerMainTest},
 				Replace: map[string]string{
