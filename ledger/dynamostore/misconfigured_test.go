@@ -17,6 +17,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 func randHex() string {
@@ -49,8 +50,8 @@ func (m *countMetrics) get(name string) float64 {
 // TestMisconfiguredEffectsTable: on every engine, a ledger whose effects
 // table does not exist, or was created with another key schema (keyed on
 // id, where the store writes pk and sk), fires nothing and
-// returns ErrStoreMisconfigured on every Do, counts each one and logs the
-// problem and its fix once.
+// returns ErrStoreMisconfigured on every Do and FireOnce, counts each one
+// and logs the problem and its fix once.
 func TestMisconfiguredEffectsTable(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		c := e.Client(dynamotest.FastRetries)
@@ -91,11 +92,18 @@ func TestMisconfiguredEffectsTable(t *testing.T) {
 						t.Fatalf("Do %d: %v; want ErrStoreMisconfigured", i, err)
 					}
 				}
+				_, err = l.FireOnce(context.Background(), identity.Slot{Job: "nightly", Slot: "2026-12-03"}, func(context.Context) error {
+					calls++
+					return nil
+				})
+				if !errors.Is(err, ledger.ErrStoreMisconfigured) {
+					t.Fatalf("FireOnce: %v; want ErrStoreMisconfigured", err)
+				}
 				if calls != 0 {
 					t.Fatalf("the effect fired %d times", calls)
 				}
-				if got := m.get(ledger.MetricStoreMisconfigured); got != 3 {
-					t.Errorf("%s = %v, want 3", ledger.MetricStoreMisconfigured, got)
+				if got := m.get(ledger.MetricStoreMisconfigured); got != 4 {
+					t.Errorf("%s = %v, want 4", ledger.MetricStoreMisconfigured, got)
 				}
 				if n := strings.Count(logs.String(), "idemkit doctor"); n != 1 || !strings.Contains(logs.String(), "EffectsTable") {
 					t.Errorf("the fix is logged %d times (want once, naming EffectsTable):\n%s", n, logs.String())
