@@ -1,7 +1,6 @@
 package idemkit_test
 
 import (
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -222,14 +221,8 @@ func TestRouterAdaptersInFreshModules(t *testing.T) {
 	for _, a := range routerAdapters {
 		t.Run(a.name, func(t *testing.T) {
 			dir := filepath.Join(root, a.dir)
-			for _, args := range [][]string{{"vet", "./..."}, {"test", "-race", "-count=1", "./..."}} {
-				cmd := exec.Command("go", args...)
-				cmd.Dir = dir
-				cmd.Env = testutil.GoEnv(true)
-				if out, err := cmd.CombinedOutput(); err != nil {
-					t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), a.dir, err, out)
-				}
-			}
+			testutil.GoIn(t, dir, true, "vet", "./...")
+			testutil.GoIn(t, dir, true, "test", "-race", "-count=1", "./...")
 			main := strings.NewReplacer("IMPORTS", a.imports, "ROUTER", a.router, "PROXY", a.proxy).Replace(routerMain)
 			mod := testutil.FreshModule(t, testutil.Module{
 				Path: "example.com/orders", Online: true,
@@ -239,17 +232,10 @@ func TestRouterAdaptersInFreshModules(t *testing.T) {
 					"github.com/idemkit/idemkit/" + a.dir: dir,
 				},
 			})
-			for _, args := range [][]string{{"vet", "./..."}, {"build", "-o", filepath.Join(t.TempDir(), "bootstrap"), "."}, {"test", "-count=1", "-run", "TestRoutedOnce", "-v", "."}} {
-				cmd := exec.Command("go", args...)
-				cmd.Dir = mod
-				cmd.Env = testutil.GoEnv(true)
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					t.Fatalf("go %s in the fresh module: %v\n%s\n--- main.go:\n%s", strings.Join(args, " "), err, out, main)
-				}
-				if args[0] == "test" && !strings.Contains(string(out), "ran once; replayed; another order refused") {
-					t.Fatalf("the fresh module's test did not run:\n%s", out)
-				}
+			testutil.GoIn(t, mod, true, "vet", "./...")
+			testutil.GoIn(t, mod, true, "build", "-o", filepath.Join(t.TempDir(), "bootstrap"), ".")
+			if out := testutil.GoIn(t, mod, true, "test", "-count=1", "-run", "TestRoutedOnce", "-v", "."); !strings.Contains(out, "ran once; replayed; another order refused") {
+				t.Fatalf("the fresh module's test did not run:\n%s\n--- main.go:\n%s", out, main)
 			}
 		})
 	}

@@ -86,3 +86,22 @@ func unreachable(out string) bool {
 	}
 	return false
 }
+
+// GoIn runs `go args...` in dir with GoEnv(online) and returns its
+// combined output, failing the test when it fails; online, a failure to
+// reach the module proxy is Unavailable instead (it fails under CI=true,
+// else skips).
+func GoIn(t testing.TB, dir string, online bool, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = GoEnv(online)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		if online && unreachable(string(out)) {
+			Unavailable(t, "go %s in %s cannot reach the module proxy: %s", strings.Join(args, " "), dir, out)
+		}
+		t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
+	}
+	return string(out)
+}
