@@ -1,7 +1,8 @@
 // Command idemkit is idemkit's local and operator CLI: `idemkit dev` runs
 // the whole stack on this machine (functions/devstack), and the operator
-// commands create tables, mint API keys, check an API's Layer-1 behaviour
-// and settle effects that escaped.
+// commands create tables, compare deployed tables with template.yaml
+// (doctor), mint API keys, check an API's Layer-1 behaviour and settle
+// effects that escaped.
 //
 // Run `idemkit help` for the commands (listed once, in commands) and
 // `idemkit COMMAND -h` for a command's flags and examples; help exits 0, a
