@@ -92,3 +92,39 @@ func TestDeployDocWorkerCodeIsCompiled(t *testing.T) {
 		t.Fatal("docs/DEPLOYING.md's Go block is not examples/refunds/main.go as it stands")
 	}
 }
+
+// The SQS consumer's queue in docs/idempotency-table.yaml has a dead-letter
+// queue: a message that fails on every delivery (a payload that differs
+// from the one recorded under its key) stops after maxReceiveCount
+// receives instead of looping, and the dead-letter queue keeps it longer
+// than the queue did.
+func TestSQSSnippetHasDeadLetterQueue(t *testing.T) {
+	b, err := os.ReadFile("docs/idempotency-table.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tmpl struct {
+		Resources map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				MessageRetentionPeriod int `yaml:"MessageRetentionPeriod"`
+				RedrivePolicy          *struct {
+					DeadLetterTargetArn string `yaml:"deadLetterTargetArn"`
+					MaxReceiveCount     int    `yaml:"maxReceiveCount"`
+				} `yaml:"RedrivePolicy"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal([]byte(strings.NewReplacer("!Ref ", "", "!GetAtt ", "").Replace(string(b))), &tmpl); err != nil {
+		t.Fatal(err)
+	}
+	q := tmpl.Resources["OrdersQueue"].Properties
+	if q.RedrivePolicy == nil || q.RedrivePolicy.MaxReceiveCount < 1 {
+		t.Fatalf("OrdersQueue has no RedrivePolicy with a maxReceiveCount")
+	}
+	dlq, _, _ := strings.Cut(q.RedrivePolicy.DeadLetterTargetArn, ".")
+	d, ok := tmpl.Resources[dlq]
+	if !ok || d.Type != "AWS::SQS::Queue" || d.Properties.MessageRetentionPeriod < 1209600 {
+		t.Fatalf("the dead-letter queue %q is not a queue keeping messages 14 days: %+v", dlq, d)
+	}
+}

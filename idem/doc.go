@@ -12,7 +12,10 @@
 // A retried request is answered from its record, byte for byte, and the
 // handler runs to a final outcome at most once per scope (see Guard for the
 // guarantees and their round trips). Guard.Do is the same protocol for one
-// request at a time, for a handler that routes by itself.
+// request at a time, for a handler that routes by itself. A chi,
+// gorilla/mux, gin or echo router takes the middleware of its adapter,
+// each a module of its own (idem/router/idemchi, idemmux, idemgin,
+// idemecho), built on Guard.Routed.
 //
 // The package holds protocol logic only (keys, scope, digest, record
 // states, decisions, response classification and the API Gateway v1/v2 and

@@ -81,6 +81,16 @@ var (
 	// answer in time; the HTTP adapters answer those 503
 	// idemkit.store_unavailable with Retry-After (CodeStoreUnavailable).
 	ErrStoreUnavailable = errors.New("idem: idempotency store unavailable")
+	// ErrStoreMisconfigured: the store's table is missing or was created
+	// with another key schema: a wiring mistake, not an outage, so
+	// retrying will not help. The function did not run. Stores wrap it
+	// (idem/dynamostore does, on a ResourceNotFoundException or a
+	// ValidationException about the key); the Guard logs it once with what
+	// to fix, counts MetricStoreMisconfigured and the HTTP adapters answer
+	// 500 idemkit.server_configuration_error (CodeServerConfiguration),
+	// without Retry-After. `idemkit doctor` shows how a deployed table
+	// differs from template.yaml.
+	ErrStoreMisconfigured = errors.New("idem: idempotency store misconfigured")
 	// ErrNotCommitted: fn returned a value but the completion transaction,
 	// with the writes registered through Transact, failed (a write's own
 	// condition, or the store): nothing was committed and the record is left

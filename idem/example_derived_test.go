@@ -67,3 +67,23 @@ func ExampleRoute_deriveKey() {
 	// 409
 	// charges: 1
 }
+
+// The derived-key mode in a function's Config, as the README's "In your
+// function" shows it: a webhook route keyed by the sender's own event id,
+// under the OpenWOP policy with derived keys on (in code, or with
+// IDEMPOTENCY_DERIVED_KEYS=true read by idemenv). A caller's
+// Idempotency-Key routes are unchanged.
+func ExampleRoute_deriveKeyInConfig() {
+	policy := idem.PolicyOpenWOP
+	policy.DerivedKeys = true // or IDEMPOTENCY_DERIVED_KEYS=true, applied by idemenv.Env.Apply
+	guard, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("orders"), Policy: policy,
+		Routes: map[string]idem.Route{"POST /payment-events": {
+			DeriveKey: func(body []byte, _ func(string) []string) (string, error) {
+				var ev struct{ EventID string } // the sender's own id: a resend is a replay
+				err := json.Unmarshal(body, &ev)
+				return ev.EventID, err
+			},
+		}}})
+	fmt.Println(guard != nil, err)
+	// Output: true <nil>
+}

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/textproto"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -48,6 +49,9 @@ type Guard struct {
 	clock Clock
 	// hash renders a key for the logs (Config.KeyHashSecret).
 	hash func(string) string
+	// storeWarned is set once the store's misconfiguration has been
+	// logged (storeMisconfigured).
+	storeWarned atomic.Bool
 }
 
 // New validates cfg, fills in defaults and returns a Guard.

@@ -35,7 +35,26 @@ import (
 // (400 idempotency_key_invalid, details.reason "whitespace"). Repeated
 // Idempotency-Key headers are rejected here as there.
 func (g *Guard) Middleware(next http.Handler) http.Handler {
-	return g.handle("", next)
+	return g.handle("", next, nil)
+}
+
+// Routed is Middleware for a router that routes requests itself and that
+// this package cannot ask: route says which route serves a request, as
+// the operation (the method and the router's own pattern, "POST
+// /orders/{id}") and the values of that pattern's path parameters, which
+// the fingerprint covers as it does a ServeMux pattern's; ok false means
+// no route serves the request (the router answers it: 404, 405), and the
+// request passes straight through, unguarded. Config.HTTPOperation, when
+// set, still names the operation. The adapters in idem/router (chi,
+// gorilla/mux, gin, echo; each its own module) are built on it; use one
+// of them with those routers, since their middlewares run before the
+// router tells the pattern (chi's Use) or outside net/http (gin, echo).
+// It panics when route or next is nil: a wiring mistake.
+func (g *Guard) Routed(route func(r *http.Request) (operation string, params map[string]string, ok bool), next http.Handler) http.Handler {
+	if route == nil {
+		panic("idem: Guard.Routed needs the function that says which route serves a request")
+	}
+	return g.handle("", next, route)
 }
 
 // Handle wraps next for one route whose canonical operation id is
@@ -45,21 +64,30 @@ func (g *Guard) Handle(operation string, next http.Handler) http.Handler {
 	if operation == "" {
 		panic("idem: Guard.Handle needs a non-empty operation id (or use Guard.Middleware, which takes the operation from the ServeMux pattern or Config.HTTPOperation)")
 	}
-	return g.handle(operation, next)
+	return g.handle(operation, next, nil)
 }
 
-func (g *Guard) handle(operation string, next http.Handler) http.Handler {
+func (g *Guard) handle(operation string, next http.Handler, route func(*http.Request) (string, map[string]string, bool)) http.Handler {
 	if next == nil {
 		panic("idem: Guard.Middleware/Handle need a handler to wrap")
 	}
 	g.requireTenant("net/http")
 	var mux *muxRoutes
-	if router, ok := next.(patternRouter); ok && operation == "" && g.cfg.HTTPOperation == nil {
+	if router, ok := next.(patternRouter); ok && operation == "" && route == nil && g.cfg.HTTPOperation == nil {
 		mux = &muxRoutes{router: router}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		keys := r.Header.Values(HeaderKey)
 		pattern, pathValue := r.Pattern, r.PathValue
+		var routedParams map[string]string
+		if route != nil && mutating(r.Method) && !g.cfg.Disabled {
+			p, params, ok := route(r)
+			if !ok || p == "" {
+				next.ServeHTTP(w, r) // the router's own answer
+				return
+			}
+			pattern, routedParams = p, params
+		}
 		if mux != nil && pattern == "" && mutating(r.Method) && !g.cfg.Disabled {
 			p, values, ok := mux.resolve(r)
 			if !ok {
@@ -102,10 +130,14 @@ func (g *Guard) handle(operation string, next http.Handler) http.Handler {
 				header: r.Header.Values,
 			},
 		}
-		if patternPath(pattern) {
+		if route != nil {
+			// The router's own pattern syntax: its parameters as it gave
+			// them, a wildcard's rest among them.
+			in.parts.params = paramPairs(routedParams)
+		} else if patternPath(pattern) {
 			in.parts.path = r.URL.EscapedPath()
 		}
-		if names := patternParams(pattern); len(names) > 0 {
+		if names := patternParams(pattern); route == nil && len(names) > 0 {
 			m := make(map[string]string, len(names))
 			for _, n := range names {
 				m[n] = pathValue(n)

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -126,5 +127,63 @@ func TestWiringMistakeIsAServerConfigurationError(t *testing.T) {
 	r := e.call(hh, v2event("POST", "", testKey, `{}`))
 	if code, _ := envelope(t, r.Body); r.StatusCode != 500 || code != idem.CodeServerConfiguration || hh.Calls() != 0 {
 		t.Fatalf("HTTP API without a route key: %d %s (handler ran %d times)", r.StatusCode, r.Body, hh.Calls())
+	}
+}
+
+// TestRoutedTakesTheRoutersOperationAndParams: Guard.Routed serves a
+// router that says which route serves a request: the operation is the
+// router's pattern (Config.Routes keys it: a skipped route runs every
+// time), the pattern's path parameters are in the fingerprint (the same
+// key on another order is a mismatch, on the same order a replay), and a
+// request no route serves passes straight through to the router's own
+// answer, unguarded.
+func TestRoutedTakesTheRoutersOperationAndParams(t *testing.T) {
+	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("t"), Logger: discardLogger(),
+		Routes: map[string]idem.Route{"POST /audit/:id": {Skip: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	route := func(r *http.Request) (string, map[string]string, bool) {
+		for _, prefix := range []string{"/orders/", "/audit/"} {
+			if id, ok := strings.CutPrefix(r.URL.Path, prefix); ok {
+				return r.Method + " " + prefix + ":id", map[string]string{"id": id}, true
+			}
+		}
+		return "", nil, false
+	}
+	h := g.Routed(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := route(r); !ok {
+			http.NotFound(w, r)
+			return
+		}
+		runs++
+		w.WriteHeader(201)
+		_, _ = w.Write([]byte(`{"run":` + strconv.Itoa(runs) + `}`))
+	}))
+	do := func(path, key string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, strings.NewReader(`{"a":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	const key = "routed-key-000000000000000000001"
+	if r := do("/orders/1", key); r.Code != 201 {
+		t.Fatalf("first: %d %s", r.Code, r.Body)
+	}
+	if r := do("/orders/1", key); r.Code != 201 || r.Body.String() != `{"run":1}` || runs != 1 {
+		t.Fatalf("same order, same key: %d %v runs %d", r.Code, r.Header(), runs)
+	}
+	if r := do("/orders/2", key); r.Code != 409 || !strings.Contains(r.Body.String(), "idempotency_key_mismatch") || runs != 1 {
+		t.Fatalf("another order, same key: %d %s runs %d", r.Code, r.Body, runs)
+	}
+	if r := do("/other", key+"2"); r.Code != 404 || runs != 1 {
+		t.Fatalf("no route: %d %s", r.Code, r.Body)
+	}
+	do("/audit/1", key+"3")
+	if r := do("/audit/1", key+"3"); r.Code != 201 || runs != 3 {
+		t.Fatalf("the skipped route by its router pattern: %d runs %d, want it run twice", r.Code, runs)
 	}
 }

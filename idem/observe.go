@@ -32,6 +32,10 @@ const (
 	// They are answered CodeClientClosed, never counted as the store's
 	// failure.
 	MetricClientCancelled = "idemkit.idempotency.client_cancelled_total"
+	// MetricStoreMisconfigured counts requests refused because the store
+	// answered ErrStoreMisconfigured (a missing table, another key schema):
+	// every such request, while the log says it once per Guard.
+	MetricStoreMisconfigured = "idemkit.idempotency.store_misconfigured_total"
 
 	// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
 	// "outcome" log attribute).

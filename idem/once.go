@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
@@ -66,6 +67,9 @@ const workTenantPrefix = "event:"
 //     call whose lease was taken over cannot record its value (it gets
 //     ErrLeaseLost), and writes registered with Transact commit in the same
 //     transaction as the completion, or not at all (else ErrNotCommitted).
+//   - A store whose table is missing or has another key schema is
+//     ErrStoreMisconfigured (not ErrStoreUnavailable: retrying will not
+//     help).
 //   - A store that cannot be used is ErrStoreUnavailable. When the store
 //     fails after Run succeeded, Run's value stands (its effects happened
 //     once) and is returned with ran true.
@@ -149,6 +153,9 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	}
 	if t.failCode == CodeClientClosed {
 		return nil, false, context.Canceled
+	}
+	if errors.Is(t.claimErr, ErrStoreMisconfigured) {
+		return nil, false, t.claimErr // not retryable: never ErrStoreUnavailable
 	}
 	if t.claimErr != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.claimErr)

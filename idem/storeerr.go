@@ -59,3 +59,21 @@ func (t *txn) clientClosed(ctx context.Context, stage string) *Response {
 	return t.fail(apierr.New(StatusClientClosed, CodeClientClosed,
 		"The client closed the request before it was answered; retry it with the same Idempotency-Key."))
 }
+
+// storeMisconfigured is the Guard's answer when the store says its table
+// is missing or has another key schema (ErrStoreMisconfigured): every such
+// request is counted (MetricStoreMisconfigured) and answered 500
+// CodeServerConfiguration without Retry-After, since a retry with the same
+// key meets the same table; the error and what to fix are logged once per
+// Guard, not once per request.
+func (t *txn) storeMisconfigured(ctx context.Context, err error) *Response {
+	t.g.count(MetricStoreMisconfigured, "")
+	if t.g.storeWarned.CompareAndSwap(false, true) {
+		t.g.log.LogAttrs(ctx, slog.LevelError,
+			"idempotency: the store's table is missing or has another key schema; every keyed request is refused until it is fixed: "+
+				"point the store at the table created from template.yaml's IdempotencyTable (IDEMPOTENCY_TABLE), or create it "+
+				"(idemkit tables create), and run idemkit doctor to see how the deployed table differs",
+			t.attrs(t.errText(err))...)
+	}
+	return t.fail(misconfigured("the idempotency store's table is missing or has another key schema"))
+}

@@ -145,7 +145,8 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		scopeTenant = derivedScopePrefix + scopeTenant
 	}
 	if t.op == "" {
-		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (register the handler on a ServeMux pattern, wrap the ServeMux, or set Config.HTTPOperation)")
+		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (register the handler on a ServeMux pattern, wrap the ServeMux, or set Config.HTTPOperation; "+
+			"with chi, gorilla/mux, gin or echo use the middleware of idem/router/idemchi, idemmux, idemgin or idemecho: chi runs Use middlewares before routing, and none of them sets the request's pattern)")
 		return t.fail(misconfigured("no routed operation for this request"))
 	}
 	if in.bodyErr != nil {
@@ -241,6 +242,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		cancel()
 		if err != nil {
 			t.claimErr = err
+			if errors.Is(err, ErrStoreMisconfigured) {
+				return t.storeMisconfigured(ctx, err)
+			}
 			if clientGone(ctx, err) {
 				// The claim may have landed: give it back, so that the
 				// client's retry runs at once.

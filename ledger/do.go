@@ -265,6 +265,11 @@ type produced struct {
 type effectFunc func(ctx context.Context, call Call) (produced, error)
 
 func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, error) {
+	r, err := l.attempt(ctx, eff, fn)
+	return r, l.storeChecked(ctx, err)
+}
+
+func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (Result, error) {
 	if err := eff.validate(); err != nil {
 		return Result{}, err
 	}

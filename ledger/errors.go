@@ -65,6 +65,14 @@ var (
 	// *ReplaySourceMissingError. The caller fails the node closed (the
 	// OpenWOP error code replay_source_missing) and performs nothing.
 	ErrReplaySourceMissing = errors.New("ledger: replay source missing")
+	// ErrStoreMisconfigured: the store's table is missing or was created
+	// with another key schema, a wiring mistake that retrying will not fix.
+	// Nothing fired. Stores wrap it (ledger/dynamostore does, on a
+	// ResourceNotFoundException or a ValidationException about the key);
+	// the Ledger counts MetricStoreMisconfigured and logs it once with what
+	// to fix. `idemkit doctor` shows how a deployed table differs from
+	// template.yaml.
+	ErrStoreMisconfigured = errors.New("ledger: effects store misconfigured")
 	// ErrConfig is matched (errors.Is) by every error New returns: one
 	// error listing every problem of the Config.
 	ErrConfig = errors.New("ledger: invalid config")

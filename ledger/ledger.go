@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"github.com/idemkit/idemkit/ledger/identity"
+	"log/slog"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
@@ -50,6 +53,9 @@ const (
 	MetricStaleFence = "openwop.idempotency.stale_fence_rejections_total"
 	// MetricEscaped counts attempts that became escaped.
 	MetricEscaped = "idemkit.ledger.escaped_total"
+	// MetricStoreMisconfigured counts calls refused because the store
+	// answered ErrStoreMisconfigured (a missing table, another key schema).
+	MetricStoreMisconfigured = "idemkit.ledger.store_misconfigured_total"
 )
 
 // Config configures a Ledger. Validated by New.
@@ -121,6 +127,10 @@ type Config struct {
 	// Metrics receives the counters (see the Metric… names), for example an
 	// *emf.Recorder. Default nil: no metrics.
 	Metrics Metrics
+	// Logger receives the one line the Ledger logs itself: that its store's
+	// table is missing or has another key schema (ErrStoreMisconfigured),
+	// once. Default: slog JSON lines on stderr.
+	Logger *slog.Logger
 	// Test holds the hooks only tests set. Default zero.
 	Test TestConfig
 }
@@ -137,6 +147,8 @@ type TestConfig struct {
 // concurrent use.
 type Ledger struct {
 	cfg Config
+	// storeWarned is set once ErrStoreMisconfigured has been logged.
+	storeWarned atomic.Bool
 }
 
 // New validates cfg, applies defaults and returns a Ledger, or an error
@@ -160,6 +172,9 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPollInterval

@@ -45,12 +45,12 @@ func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx c
 	}
 	won, cur, err := st.Create(ctx, rec, now)
 	if err != nil {
-		return SlotResult{}, err
+		return SlotResult{}, l.storeChecked(ctx, err)
 	}
 	if !won {
 		if cur == nil {
 			if cur, err = st.Get(ctx, key); err != nil {
-				return SlotResult{}, err
+				return SlotResult{}, l.storeChecked(ctx, err)
 			}
 		}
 		if cur == nil {

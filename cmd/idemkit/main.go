@@ -1,7 +1,8 @@
 // Command idemkit is idemkit's local and operator CLI: `idemkit dev` runs
 // the whole stack on this machine (functions/devstack), and the operator
-// commands create tables, mint API keys, check an API's Layer-1 behaviour
-// and settle effects that escaped.
+// commands create tables, compare deployed tables with template.yaml
+// (doctor), mint API keys, check an API's Layer-1 behaviour and settle
+// effects that escaped.
 //
 // Run `idemkit help` for the commands (listed once, in commands) and
 // `idemkit COMMAND -h` for a command's flags and examples; help exits 0, a
@@ -22,6 +23,7 @@ var commands = commandList{
 	entries: []entry{
 		{"dev", "run the whole stack locally (emulator, tables, API, executor, auditor)", runDev},
 		{"tables create", "create the DynamoDB tables of template.yaml at an endpoint", runTables},
+		{"doctor", "compare deployed tables with template.yaml (keys, indexes, stream, TTL, PITR) and say what differs", runDoctor},
 		{"apikey create", "mint an API key for a tenant and store its hash", runAPIKey},
 		{"conform", "check the Layer-1 (Idempotency-Key) behaviour of an API", runConform},
 		{"effects", "list, show and resolve effects that escaped (list --state escaped, show, resolve)", runEffects},
@@ -32,6 +34,7 @@ var commands = commandList{
 	examples: []string{
 		"idemkit dev",
 		"idemkit tables create --endpoint http://127.0.0.1:8000",
+		"idemkit doctor --table IdempotencyTable=orders-idempotency",
 		"idemkit conform --api-key KEY1 --api-key KEY2 http://127.0.0.1:3000",
 		"idemkit effects list --state escaped --endpoint http://127.0.0.1:8000",
 	},

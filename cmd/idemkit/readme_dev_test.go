@@ -148,33 +148,11 @@ func anchorOf(heading string) string {
 // mod tidy (offline, so with -e).
 func freshModule(t *testing.T, root, module string, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	for name, data := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, args := range [][]string{
-		{"mod", "init", module},
-		{"mod", "edit", "-require=github.com/idemkit/idemkit@v0.0.0", "-replace=github.com/idemkit/idemkit=" + root},
-		// -e: offline, tidy cannot fetch the test-only dependencies of
-		// dependencies (which no build here needs); a user online runs
-		// the README's plain `go mod tidy`.
-		{"mod", "tidy", "-e"},
-	} {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = dir
-		cmd.Env = goEnv()
-		if res, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s in the fresh module: %v\n%s", strings.Join(args, " "), err, res)
-		}
-	}
-	return dir
+	return testutil.FreshModule(t, testutil.Module{Path: module, Files: files,
+		Replace: map[string]string{"github.com/idemkit/idemkit": root}})
 }
 
-func goEnv(extra ...string) []string {
-	return append(os.Environ(), append([]string{"GOWORK=off", "GOFLAGS=-mod=mod", "GOTOOLCHAIN=local", "GOPROXY=off", "GONOSUMDB=*"}, extra...)...)
-}
+func goEnv(extra ...string) []string { return testutil.GoEnv(false, extra...) }
 
 // goTestIn runs `go test -run NAME -v` in dir, as the README says; it
 // returns the output, failing the test when go test fails.

@@ -58,11 +58,9 @@ func newGuard(ctx context.Context) (*idem.Guard, error) {
 		return nil, err
 	}
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" {
-			o.BaseEndpoint = aws.String(ep) // idemkit dev's emulator, LocalStack, DynamoDB Local
-			// DynamoDB Local's error responses (every replay) carry a wrong
-			// CRC32: no SDK checksum warning for each. AWS keeps the check.
-			o.DisableValidateResponseChecksum = true
+		if ep := os.Getenv("DYNAMODB_ENDPOINT"); ep != "" { // idemkit dev's engine, LocalStack
+			o.BaseEndpoint = aws.String(ep)
+			o.DisableValidateResponseChecksum = true // DynamoDB Local's error CRC32s are wrong
 		}
 	})
 	store, err := dynamostore.New(dynamostore.Config{Client: client, Table: os.Getenv("IDEMPOTENCY_TABLE")})
@@ -75,9 +73,8 @@ func newGuard(ctx context.Context) (*idem.Guard, error) {
 	}
 	guardConfig := idem.Config{
 		Store: store,
-		// Required. No authorizer in front of this function, so one tenant;
-		// behind one: idem.AuthorizerKey("tenantId"), idem.JWTClaim("sub")
-		// or idem.IAMPrincipal().
+		// Required. No authorizer in front of this function, so one tenant; behind
+		// one: idem.AuthorizerKey("tenantId"), JWTClaim("sub") or IAMPrincipal().
 		Tenant: idem.SingleTenant("orders"),
 	}
 	env.Apply(&guardConfig)

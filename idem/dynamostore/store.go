@@ -73,7 +73,7 @@ func New(cfg Config) (*Store, error) {
 	if err := storeconfig.Check("dynamostore", ErrConfig, cfg.Client, cfg.Table); err != nil {
 		return nil, err
 	}
-	return &Store{c: classified{cfg.Client}, table: aws.String(cfg.Table)}, nil
+	return &Store{c: classified{c: cfg.Client, table: cfg.Table}, table: aws.String(cfg.Table)}, nil
 }
 
 // Conditions. Expiry is part of every one of them: DynamoDB TTL deletes

@@ -2,10 +2,12 @@ package event_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/idemkit/idemkit/idem/event"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -489,5 +491,73 @@ func TestSQSCrashMidBatch(t *testing.T) {
 		if v, ok := e.store.Item("shipment#m-" + id); !ok || string(v) != `{"id":"`+id+`"}` {
 			t.Fatalf("shipment m-%s: %q %v", id, v, ok)
 		}
+	}
+}
+
+// A producer that re-sends a message with the key taken from its body
+// but a new timestamp: with the whole body as the payload, the new
+// message (its own MessageId) fails as a mismatch on every delivery, so
+// the queue's redrive policy moves it to the dead-letter queue. Its
+// failure is logged once, with its message id, saying so, however often
+// it is redelivered. With the payload leaving the delivery metadata out
+// (SQSConfig.Payload), the re-send is the duplicate it is: acknowledged,
+// not run again.
+func TestSQSPayloadMismatchLoggedOnceAndGoesToTheDLQ(t *testing.T) {
+	keyOf := func(m events.SQSMessage) (string, error) {
+		var b struct{ Order string }
+		err := json.Unmarshal([]byte(m.Body), &b)
+		return "order-" + b.Order, err
+	}
+	msg := func(id, body, receives string) events.SQSEvent {
+		return events.SQSEvent{Records: []events.SQSMessage{{MessageId: id, Body: body, EventSourceARN: "arn:aws:sqs:us-east-1:1:orders",
+			Attributes: map[string]string{"ApproximateReceiveCount": receives}}}}
+	}
+	for _, withPayload := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Payload=%v", withPayload), func(t *testing.T) {
+			e := newEnv(t, nil)
+			g := eventGuard(t, e)
+			cfg := event.SQSConfig{Operation: "ship", Key: keyOf}
+			if withPayload {
+				cfg.Payload = func(m events.SQSMessage) ([]byte, error) {
+					var b struct {
+						Order string `json:"order"`
+						Qty   int    `json:"qty"`
+					}
+					err := json.Unmarshal([]byte(m.Body), &b)
+					return []byte(b.Order + "/" + strconv.Itoa(b.Qty)), err // sentAt left out
+				}
+			}
+			runs := 0
+			h, err := event.SQS(g, cfg, func(context.Context, events.SQSMessage) error { runs++; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := h(context.Background(), msg("m-1", `{"order":"42","qty":1,"sentAt":"10:00:00"}`, "1")); len(r.BatchItemFailures) != 0 || runs != 1 {
+				t.Fatalf("first message: %q runs %d", failedIDs(r), runs)
+			}
+			for receive := 1; receive <= 3; receive++ {
+				r, _ := h(context.Background(), msg("m-resent", `{"order":"42","qty":1,"sentAt":"10:05:00"}`, strconv.Itoa(receive)))
+				if withPayload && (len(r.BatchItemFailures) != 0 || runs != 1) {
+					t.Fatalf("re-send, delivery %d: %q runs %d; want a duplicate, acknowledged", receive, failedIDs(r), runs)
+				}
+				if !withPayload && (failedIDs(r) != "m-resent" || runs != 1) {
+					t.Fatalf("re-send, delivery %d: %q runs %d; want a failure, nothing run", receive, failedIDs(r), runs)
+				}
+			}
+			lines := 0
+			for _, l := range strings.Split(e.logs.String(), "\n") {
+				if strings.Contains(l, `"outcome":"mismatch"`) && strings.Contains(l, "SQS") {
+					lines++
+					for _, want := range []string{`"message_id":"m-resent"`, "dead-letter queue", "maxReceiveCount", "SQSConfig.Payload"} {
+						if !strings.Contains(l, want) {
+							t.Errorf("the mismatch line does not say %s: %s", want, l)
+						}
+					}
+				}
+			}
+			if want := map[bool]int{false: 1, true: 0}[withPayload]; lines != want {
+				t.Fatalf("%d mismatch lines, want %d:\n%s", lines, want, e.logs.String())
+			}
+		})
 	}
 }

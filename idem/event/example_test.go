@@ -2,6 +2,7 @@ package event_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"github.com/idemkit/idemkit/idem/event"
@@ -94,4 +95,65 @@ func ExampleSQS() {
 	// failed: [{m-2}]
 	// shipped order-2
 	// failed: []
+}
+
+// A queue whose producer puts the order id in the body and may send the
+// same order twice, each time with a new sentAt. The key is the order id;
+// the payload is the order's business fields only, so the second send is
+// the duplicate it is (acknowledged, not shipped again) rather than a
+// mismatch that fails on every delivery until it reaches the dead-letter
+// queue. Another quantity under the same order id is a real mismatch.
+func ExampleSQS_payload() {
+	g, err := idem.New(idem.Config{
+		Store:  memstore.New(), // dynamostore.New(...) in production
+		Tenant: idem.SingleTenant("shop"),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		panic(err)
+	}
+	type order struct {
+		ID     string `json:"orderId"`
+		Qty    int    `json:"qty"`
+		SentAt string `json:"sentAt"` // delivery metadata: not part of the payload
+	}
+	decode := func(m events.SQSMessage) (order, error) {
+		var o order
+		err := json.Unmarshal([]byte(m.Body), &o)
+		return o, err
+	}
+	shipped := 0
+	ship, err := event.SQS(g, event.SQSConfig{
+		Operation: "ship-order",
+		Key: func(m events.SQSMessage) (string, error) {
+			o, err := decode(m)
+			return o.ID, err
+		},
+		Payload: func(m events.SQSMessage) ([]byte, error) {
+			o, err := decode(m)
+			o.SentAt = "" // leave delivery metadata out
+			b, _ := json.Marshal(o)
+			return b, err
+		},
+	}, func(ctx context.Context, m events.SQSMessage) error {
+		shipped++
+		return nil
+	})
+	if err != nil {
+		panic(err)
+	}
+	for i, body := range []string{
+		`{"orderId":"ord-7","qty":1,"sentAt":"10:00:00"}`,
+		`{"orderId":"ord-7","qty":1,"sentAt":"10:05:00"}`, // re-sent: a duplicate
+		`{"orderId":"ord-7","qty":3,"sentAt":"10:06:00"}`, // another order under the id: a mismatch
+	} {
+		resp, _ := ship(context.Background(), events.SQSEvent{Records: []events.SQSMessage{{MessageId: fmt.Sprint("m-", i), Body: body}}})
+		fmt.Println(body, "failed:", len(resp.BatchItemFailures))
+	}
+	fmt.Println("shipped:", shipped)
+	// Output:
+	// {"orderId":"ord-7","qty":1,"sentAt":"10:00:00"} failed: 0
+	// {"orderId":"ord-7","qty":1,"sentAt":"10:05:00"} failed: 0
+	// {"orderId":"ord-7","qty":3,"sentAt":"10:06:00"} failed: 1
+	// shipped: 1
 }

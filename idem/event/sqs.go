@@ -23,8 +23,13 @@ type SQSConfig struct {
 	Key func(events.SQSMessage) (string, error)
 
 	// Payload returns the bytes hashed under the key (a different payload
-	// under a used key fails the record with idem.ErrPayloadMismatch). Default:
-	// the Body.
+	// under a used key fails the record with idem.ErrPayloadMismatch, on
+	// every delivery, until the queue's redrive policy moves it to the
+	// dead-letter queue). Default: the Body. With Key taken from the body,
+	// return the business fields only and leave delivery metadata out (a
+	// send timestamp, a trace id): a producer that re-sends the same order
+	// with a new timestamp then sends a duplicate, not a mismatch
+	// (ExampleSQS_payload).
 	Payload func(events.SQSMessage) ([]byte, error)
 
 	// Tenant scopes the keys. Default: the Guard's SingleTenant name, or "".
@@ -82,13 +87,18 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 		return nil, &idem.ConfigError{Problems: p}
 	}
 	conc := max(cfg.Concurrency, 1)
+	mismatched := &seenIDs{}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
 		one := func(i int) bool {
 			m := ev.Records[i]
 			if _, err := a.run(ctx, m); err != nil {
 				failed[i] = true
-				logRecordFailure(ctx, g, cfg.Operation, m, key, err)
+				if !errors.Is(err, idem.ErrPayloadMismatch) {
+					logRecordFailure(ctx, g, cfg.Operation, m, key, err)
+				} else if mismatched.add(m.MessageId) {
+					logMismatch(ctx, g, cfg.Operation, m, key, err)
+				}
 				return false
 			}
 			return true
@@ -146,6 +156,53 @@ func logRecordFailure(ctx context.Context, g *idem.Guard, op string, m events.SQ
 	}
 	g.LogFailure(ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
 		slog.String("message_id", m.MessageId))
+}
+
+// logMismatch is the one log line of a message whose payload differs from
+// the one recorded under its key (idem.ErrPayloadMismatch): it fails the
+// same way on every delivery, so it is logged once per message id (per
+// handler instance), saying that it goes to the dead-letter queue.
+func logMismatch(ctx context.Context, g *idem.Guard, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
+	k, kerr := key(m)
+	if kerr != nil {
+		k = ""
+	}
+	g.LogFailure(ctx, "idempotency: SQS message's payload differs from the one recorded under its key; "+
+		"it fails the same way on every delivery, until the queue's redrive policy (maxReceiveCount) moves it to the dead-letter queue. "+
+		"A producer that re-sends with new delivery metadata (a timestamp, a trace id) needs SQSConfig.Payload to leave it out; "+
+		"logged once for this message",
+		op, k, k == m.MessageId, recordOutcome(err), err,
+		slog.String("message_id", m.MessageId), slog.String("receive_count", m.Attributes["ApproximateReceiveCount"]))
+}
+
+// seenIDs remembers the message ids already logged as mismatched, the last
+// maxSeenIDs of them (a redelivery comes back within the queue's
+// maxReceiveCount deliveries, each a visibility timeout apart).
+type seenIDs struct {
+	mu    sync.Mutex
+	ids   map[string]bool
+	order []string
+}
+
+const maxSeenIDs = 4096
+
+// add reports whether id was not remembered yet, and remembers it.
+func (s *seenIDs) add(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids[id] {
+		return false
+	}
+	if s.ids == nil {
+		s.ids = map[string]bool{}
+	}
+	if len(s.order) >= maxSeenIDs {
+		delete(s.ids, s.order[0])
+		s.order = s.order[1:]
+	}
+	s.ids[id] = true
+	s.order = append(s.order, id)
+	return true
 }
 
 // recordOutcome names why a record failed (the "outcome" log attribute).

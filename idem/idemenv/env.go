@@ -33,6 +33,24 @@ const (
 	// KeyHashSecret keys the log hashes of idempotency keys
 	// (idem.Config.KeyHashSecret); default unset, a random salt per process.
 	KeyHashSecret = "IDEMPOTENCY_KEY_HASH_SECRET"
+	// StoreTimeoutMS bounds each store call of a request
+	// (idem.Config.StoreTimeout): 100..60000 milliseconds, default 10000.
+	StoreTimeoutMS = "IDEMPOTENCY_STORE_TIMEOUT_MS"
+	// WaitMS is how long a duplicate waits for the first request's outcome
+	// (idem.Config.Wait): 0..60000 milliseconds, 0 = answer at once,
+	// default 5000.
+	WaitMS = "IDEMPOTENCY_WAIT_MS"
+	// DerivedKeys turns on the derived-key mode for the chosen policy
+	// (idem.Policy.DerivedKeys: routes whose key is derived from the
+	// request): true|false, default the policy's own (false in every
+	// preset).
+	DerivedKeys = "IDEMPOTENCY_DERIVED_KEYS"
+)
+
+// The ranges of the millisecond variables.
+const (
+	minStoreTimeout = 100 * time.Millisecond
+	maxMillis       = 60000
 )
 
 // Env is the configuration read from the environment in Lambda.
@@ -58,6 +76,16 @@ type Env struct {
 	// KeyHashSecret: IDEMPOTENCY_KEY_HASH_SECRET (idem.Config.KeyHashSecret).
 	// Default "": a random salt per process.
 	KeyHashSecret string
+	// StoreTimeout: IDEMPOTENCY_STORE_TIMEOUT_MS (100..60000 ms). Default 0
+	// meaning idem.Config's default (idem.DefaultStoreTimeout, 10 s).
+	StoreTimeout time.Duration
+	// Wait: IDEMPOTENCY_WAIT_MS (0..60000 ms), as idem.Config.Wait: "0"
+	// gives a negative value (a duplicate is answered at once). Default 0
+	// meaning idem.Config's default (idem.DefaultWait, 5 s).
+	Wait time.Duration
+	// DerivedKeys: IDEMPOTENCY_DERIVED_KEYS. Default false: the policy's
+	// own Policy.DerivedKeys (false in every preset); true turns it on.
+	DerivedKeys bool
 }
 
 // PolicyName is the name of the policy e selects: Policy.Name, or
@@ -121,6 +149,32 @@ func Load(getenv func(string) string) (Env, error) {
 			e.Retention = time.Duration(n) * time.Hour
 		}
 	}
+	millis := func(name string, lo time.Duration) (time.Duration, bool) {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.Atoi(v)
+		switch {
+		case err != nil:
+			p = append(p, fmt.Sprintf("%s=%q: want whole milliseconds, %d..%d", name, v, lo.Milliseconds(), maxMillis))
+		case time.Duration(n)*time.Millisecond < lo || n > maxMillis:
+			p = append(p, fmt.Sprintf("%s=%q: whole milliseconds, must be %d..%d", name, v, lo.Milliseconds(), maxMillis))
+		default:
+			return time.Duration(n) * time.Millisecond, true
+		}
+		return 0, false
+	}
+	if d, ok := millis(StoreTimeoutMS, minStoreTimeout); ok {
+		e.StoreTimeout = d
+	}
+	if d, ok := millis(WaitMS, 0); ok {
+		e.Wait = d
+		if d == 0 {
+			e.Wait = -1 // as idem.Config.Wait: no wait
+		}
+	}
+	parseBool(DerivedKeys, &e.DerivedKeys)
 	e.Table = strings.TrimSpace(getenv(Table))
 	e.KeyHashSecret = getenv(KeyHashSecret)
 	if v := strings.TrimSpace(getenv(Policy)); v != "" {
@@ -152,5 +206,17 @@ func (e Env) Apply(c *idem.Config) {
 	}
 	if e.KeyHashSecret != "" {
 		c.KeyHashSecret = e.KeyHashSecret
+	}
+	if e.StoreTimeout != 0 {
+		c.StoreTimeout = e.StoreTimeout
+	}
+	if e.Wait != 0 {
+		c.Wait = e.Wait
+	}
+	if e.DerivedKeys {
+		if c.Policy.Name == "" {
+			c.Policy = idem.PolicyOpenWOP // Config's default, made explicit to change it
+		}
+		c.Policy.DerivedKeys = true
 	}
 }

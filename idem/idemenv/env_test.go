@@ -5,8 +5,10 @@ import (
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
 )
 
 // IDEMPOTENCY_POLICY picks one of the three published policies by name
@@ -45,5 +47,87 @@ func TestEnvPolicy(t *testing.T) {
 	})
 	if e.EffectiveRetention().Hours() != 48 {
 		t.Fatalf("commerce with 48 h: %s", e.EffectiveRetention())
+	}
+}
+
+// The store timeout, the wait budget and the derived-key mode are set
+// from the environment like the other settings: unset leaves idem.Config's
+// defaults (10 s, 5 s, the policy's own: off in every preset); a value is
+// what the Guard runs with; "0" ms of wait means a duplicate does not wait;
+// derived keys turn on for the chosen policy (its other rules unchanged),
+// so a DeriveKey route is accepted by idem.New.
+func TestEnvStoreTimeoutWaitAndDerivedKeys(t *testing.T) {
+	guard := func(env map[string]string, routes map[string]idem.Route) (idem.Config, error) {
+		e, err := idemenv.Load(func(k string) string { return env[k] })
+		if err != nil {
+			return idem.Config{}, err
+		}
+		c := idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("t"), Routes: routes}
+		e.Apply(&c)
+		g, err := idem.New(c)
+		if err != nil {
+			return idem.Config{}, err
+		}
+		return g.Config(), nil
+	}
+	c, err := guard(nil, nil)
+	if err != nil || c.StoreTimeout != idem.DefaultStoreTimeout || c.Wait != idem.DefaultWait || c.Policy.DerivedKeys {
+		t.Fatalf("unset: store timeout %s, wait %s, derived keys %v, %v", c.StoreTimeout, c.Wait, c.Policy.DerivedKeys, err)
+	}
+	c, err = guard(map[string]string{idemenv.StoreTimeoutMS: "2500", idemenv.WaitMS: " 750 "}, nil)
+	if err != nil || c.StoreTimeout != 2500*time.Millisecond || c.Wait != 750*time.Millisecond {
+		t.Fatalf("set: store timeout %s, wait %s, %v", c.StoreTimeout, c.Wait, err)
+	}
+	c, err = guard(map[string]string{idemenv.WaitMS: "0"}, nil)
+	if err != nil || c.Wait >= 0 {
+		t.Fatalf("%s=0: wait %s (want no wait, a negative Config.Wait), %v", idemenv.WaitMS, c.Wait, err)
+	}
+	derive := map[string]idem.Route{"POST /orders": {DeriveKey: func([]byte, func(string) []string) (string, error) { return "k", nil }}}
+	if _, err := guard(nil, derive); !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("a DeriveKey route without derived keys: %v", err)
+	}
+	for _, pol := range []string{"", "erp"} {
+		c, err = guard(map[string]string{idemenv.DerivedKeys: "true", idemenv.Policy: pol}, derive)
+		want := idem.PolicyOpenWOP
+		if pol == "erp" {
+			want = idem.PolicyERP
+		}
+		if err != nil || !c.Policy.DerivedKeys || c.Policy.Name != want.Name || c.Retention != want.Retention {
+			t.Fatalf("%s=true under %q: policy %q derived %v retention %s, %v", idemenv.DerivedKeys, pol, c.Policy.Name, c.Policy.DerivedKeys, c.Retention, err)
+		}
+	}
+}
+
+// A bad value of each new variable is refused at start-up, every one at
+// once, each problem naming its variable and what it wants.
+func TestEnvBadStoreTimeoutWaitAndDerivedKeys(t *testing.T) {
+	env := map[string]string{
+		idemenv.StoreTimeoutMS: "10s",
+		idemenv.WaitMS:         "-1",
+		idemenv.DerivedKeys:    "sometimes",
+	}
+	_, err := idemenv.Load(func(k string) string { return env[k] })
+	var ce *idem.ConfigError
+	if !errors.As(err, &ce) || len(ce.Problems) != 3 || !errors.Is(err, idem.ErrConfig) {
+		t.Fatalf("%v", err)
+	}
+	for i, want := range [][]string{
+		{idemenv.StoreTimeoutMS, `"10s"`, "milliseconds", "100..60000"},
+		{idemenv.WaitMS, `"-1"`, "milliseconds", "0..60000"},
+		{idemenv.DerivedKeys, `"sometimes"`, "true or false"},
+	} {
+		for _, s := range want {
+			if !strings.Contains(ce.Problems[i], s) {
+				t.Errorf("problem %q does not say %s", ce.Problems[i], s)
+			}
+		}
+	}
+	for _, v := range []string{"99", "60001"} {
+		if _, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.StoreTimeoutMS: v}[k] }); err == nil {
+			t.Errorf("%s=%s accepted", idemenv.StoreTimeoutMS, v)
+		}
+	}
+	if _, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.WaitMS: "60001"}[k] }); err == nil {
+		t.Errorf("%s=60001 accepted", idemenv.WaitMS)
 	}
 }

@@ -96,7 +96,8 @@ func CreateAll(ctx context.Context, client API, prefix string) (map[string]strin
 }
 
 // CreateDef creates the table d under tableName, waits until it is ACTIVE
-// and applies TTL. Creating a table that already exists is an error.
+// and applies TTL and point-in-time recovery (where the endpoint implements
+// them). Creating a table that already exists is an error.
 func CreateDef(ctx context.Context, client API, d Def, tableName string) (Result, error) {
 	res := Result{TableName: tableName}
 	if _, err := client.CreateTable(ctx, d.CreateTableInput(tableName)); err != nil {
@@ -126,7 +127,24 @@ func CreateDef(ctx context.Context, client API, d Def, tableName string) (Result
 			return res, fmt.Errorf("tables: enable TTL on %s: %w", tableName, err)
 		}
 	}
+	if pc, ok := client.(pitrAPI); ok && d.PointInTimeRecovery {
+		_, err := pc.UpdateContinuousBackups(ctx, &dynamodb.UpdateContinuousBackupsInput{
+			TableName:                        aws.String(tableName),
+			PointInTimeRecoverySpecification: &types.PointInTimeRecoverySpecification{PointInTimeRecoveryEnabled: aws.Bool(true)},
+		})
+		if err != nil && !IsUnsupported(err) {
+			return res, fmt.Errorf("tables: enable point-in-time recovery on %s: %w", tableName, err)
+		}
+	}
 	return res, nil
+}
+
+// pitrAPI is the call CreateDef makes, when the client has it, to enable
+// point-in-time recovery as the template does (an endpoint that does not
+// implement it, DynamoDB Local or dynalite, is not an error), so that
+// Check finds a table it created like the template.
+type pitrAPI interface {
+	UpdateContinuousBackups(context.Context, *dynamodb.UpdateContinuousBackupsInput, ...func(*dynamodb.Options)) (*dynamodb.UpdateContinuousBackupsOutput, error)
 }
 
 // WaitActive polls DescribeTable until the table and all its indexes are

@@ -8,9 +8,10 @@
 // ProvisionedThroughput, default 5/5), StreamSpecification (top-level for a
 // GlobalTable, where it has no StreamEnabled flag) and
 // TimeToLiveSpecification (applied with UpdateTimeToLive after creation).
-// Replication (Replicas), point-in-time recovery, SSE, tags, deletion
-// protection, contributor insights and TableName are ignored: local tables get
-// the name the caller chooses.
+// Replication (Replicas), SSE, tags, deletion protection, contributor
+// insights and TableName are ignored: local tables get the name the caller
+// chooses. Point-in-time recovery is read (Def.PointInTimeRecovery, which
+// Check compares with a deployed table) but not applied locally.
 //
 // CloudFormation intrinsics in both spellings (!Ref / {"Ref": ...}) are
 // evaluated with parameter defaults and fixed pseudo parameters (region
@@ -62,6 +63,10 @@ type Def struct {
 	StreamViewType types.StreamViewType
 	// TTLAttribute is the TTL attribute name, "" when TTL is not enabled.
 	TTLAttribute string
+	// PointInTimeRecovery says the table (for a GlobalTable, its replica in
+	// the template's region) has point-in-time recovery enabled. Local
+	// creation ignores it; Check compares it.
+	PointInTimeRecovery bool
 }
 
 // CreateTableInput returns the CreateTable request for this definition,
@@ -244,6 +249,23 @@ func parseDef(r *resolver, id, typ string, res map[string]any) (Def, error) {
 				return d, errors.New("StreamSpecification without StreamViewType")
 			}
 		}
+	}
+
+	if typ == "AWS::DynamoDB::GlobalTable" {
+		// Each replica on its own: the other regions' entries may need
+		// intrinsics that cannot be evaluated locally (Fn::Split).
+		for _, e := range list(props["Replicas"]) {
+			rv, err := r.resolve(e)
+			if m := mapOf(rv); err == nil && str(m["Region"]) == r.pseudo["AWS::Region"] {
+				d.PointInTimeRecovery = boolOf(mapOf(m["PointInTimeRecoverySpecification"])["PointInTimeRecoveryEnabled"])
+			}
+		}
+	} else {
+		pitr, err := get("PointInTimeRecoverySpecification")
+		if err != nil {
+			return d, err
+		}
+		d.PointInTimeRecovery = boolOf(mapOf(pitr)["PointInTimeRecoveryEnabled"])
 	}
 
 	ttl, err := get("TimeToLiveSpecification")

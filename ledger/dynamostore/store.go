@@ -138,7 +138,7 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names m
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
-		return false, nil, fmt.Errorf("dynamostore: PutItem: %w", err)
+		return false, nil, s.classify("PutItem", err)
 	}
 	item := ccf.Item
 	if len(item) == 0 {
@@ -246,7 +246,7 @@ func (s *Store) getItem(ctx context.Context, key string) (map[string]types.Attri
 		TableName: aws.String(s.table), Key: s.key(key), ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dynamostore: GetItem: %w", err)
+		return nil, s.classify("GetItem", err)
 	}
 	return out.Item, nil
 }
@@ -262,7 +262,7 @@ func (s *Store) AddRunRef(ctx context.Context, key, runID string, expiresAt time
 		return fmt.Errorf("dynamostore: encode: %w", err)
 	}
 	if _, err := s.api.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av}); err != nil {
-		return fmt.Errorf("dynamostore: PutItem run reference: %w", err)
+		return s.classify("PutItem run reference", err)
 	}
 	return nil
 }
@@ -286,7 +286,7 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("dynamostore: Query %s: %w", IndexByRun, err)
+			return nil, s.classify("Query "+IndexByRun, err)
 		}
 		for _, av := range page.Items {
 			pk, ok := av["pk"].(*types.AttributeValueMemberS)
@@ -357,7 +357,7 @@ func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("dynamostore: Scan: %w", err)
+			return s.classify("Scan", err)
 		}
 		for _, av := range page.Items {
 			r, err := decode(av)

@@ -133,7 +133,7 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 		if err != nil {
 			return nil, configError(err)
 		}
-		lc := ledger.Config{Store: effects,
+		lc := ledger.Config{Store: effects, Logger: logger,
 			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}
 		var owner *fence.Owner
 		if env.CrossRegion == settings.CrossRegionFenced {

@@ -106,5 +106,6 @@ func layer1(t *testing.T, e Env) string {
 		t.Fatalf("idem.New: %v", err)
 	}
 	r := g.Config()
-	return fmt.Sprintf("policy %s, disabled %v, required %v, lease %s, retention %s", r.Policy.Name, r.Disabled, r.Required, r.Lease, r.Retention)
+	return fmt.Sprintf("policy %s, disabled %v, required %v, lease %s, retention %s, store timeout %s, wait %s, derived keys %v",
+		r.Policy.Name, r.Disabled, r.Required, r.Lease, r.Retention, r.StoreTimeout, r.Wait, r.Policy.DerivedKeys)
 }

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem/idemenv"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+const doctorAbout = `Compares deployed DynamoDB tables with template.yaml's (the one built into
+this binary, or --template FILE): the key schema, the secondary indexes, the
+stream, the TTL attribute and point-in-time recovery, and says what differs.
+Prints "LogicalID<TAB>name<TAB>ok|differs|missing|not checked" per table, then
+one indented line per difference ("  - ...") and per property the endpoint
+cannot report ("  ? ..."). Exits 0 when every table checked matches, 1 when
+one is missing or differs.
+
+Each table's name is --table LogicalID=NAME, else its function's variable
+(IDEMPOTENCY_TABLE, EFFECTS_TABLE, RUNS_TABLE, FENCE_TABLE, API_KEYS_TABLE),
+else, with --endpoint, PREFIX + its logical ID. Without --endpoint it reaches
+AWS with the default configuration and checks the tables it has names for.
+It only describes tables (dynamodb:DescribeTable, DescribeTimeToLive,
+DescribeContinuousBackups).
+
+examples:
+  idemkit doctor --endpoint http://127.0.0.1:8000
+  idemkit doctor --table IdempotencyTable=orders-idempotency --region eu-west-1
+  IDEMPOTENCY_TABLE=orders-idempotency EFFECTS_TABLE=orders-effects idemkit doctor
+`
+
+// tableEnv names, per logical ID, the variable that holds the table's name
+// in the functions that use it.
+var tableEnv = map[string]string{
+	"IdempotencyTable": idemenv.Table,
+	"EffectsTable":     settings.EnvEffectsTable,
+	"RunsTable":        settings.EnvRunsTable,
+	"FenceTable":       settings.EnvFenceTable,
+	"ApiKeysTable":     settings.EnvAPIKeysTable,
+}
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
+	setUsage(fs, "idemkit doctor [--endpoint URL] [--table LogicalID=NAME]... [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R] [--template FILE]", doctorAbout)
+	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); default: AWS, from the default configuration")
+	prefix := fs.String("prefix", DefaultTablePrefix, "with --endpoint, a table without a name is PREFIX + its logical ID")
+	region := fs.String("region", "", "region (default: the configured one; "+emulator.Region+" with --endpoint)")
+	template := fs.String("template", "", "compare with this SAM/CloudFormation template instead of the built-in template.yaml")
+	names := map[string]string{}
+	fs.Func("table", "the deployed name of a table, LogicalID=NAME or short=NAME (repeatable), e.g. IdempotencyTable=orders-idem", func(v string) error {
+		k, n, ok := strings.Cut(v, "=")
+		id, known := tableIDs[strings.TrimSpace(k)]
+		if !ok || !known || strings.TrimSpace(n) == "" {
+			return fmt.Errorf("want LogicalID=NAME with LogicalID one of %s", strings.Join(tableNames(), ", "))
+		}
+		names[id] = strings.TrimSpace(n)
+		return nil
+	})
+	var only []string
+	fs.Func("only", "check only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", "), func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			id, ok := tableIDs[strings.TrimSpace(n)]
+			if !ok {
+				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
+			}
+			only = append(only, id)
+		}
+		return nil
+	})
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		fmt.Fprintln(stderr, "idemkit doctor: takes no arguments")
+		return 2
+	}
+	tmplRegion := *region
+	if tmplRegion == "" {
+		tmplRegion = tables.DefaultRegion
+	}
+	var defs map[string]tables.Def
+	var err error
+	if *template != "" {
+		b, rerr := os.ReadFile(*template)
+		if rerr != nil {
+			fmt.Fprintf(stderr, "idemkit doctor: %v\n", rerr)
+			return 1
+		}
+		defs, err = tables.DefsInRegion(b, tmplRegion)
+	} else {
+		defs, err = tables.Embedded()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
+		return 1
+	}
+	ids := only
+	if len(ids) == 0 {
+		for id := range defs {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	var c *dynamodb.Client
+	if *endpoint != "" {
+		c = emulator.Client(*endpoint, func(o *dynamodb.Options) {
+			if *region != "" {
+				o.Region = *region
+			}
+		})
+	} else {
+		if c, err = kit.NewDynamoClient(ctx, ""); err != nil {
+			fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
+			return 1
+		}
+		if *region != "" {
+			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *region })
+		}
+	}
+	checked, failed := 0, false
+	for _, id := range ids {
+		d, ok := defs[id]
+		if !ok {
+			fmt.Fprintf(stderr, "idemkit doctor: the template has no table %s\n", id)
+			failed = true
+			continue
+		}
+		name := names[id]
+		if name == "" && tableEnv[id] != "" {
+			name = os.Getenv(tableEnv[id])
+		}
+		if name == "" && *endpoint != "" {
+			name = *prefix + id
+		}
+		if name == "" {
+			fmt.Fprintf(stdout, "%s\t-\tnot checked\n  ? no name: give --table %s=NAME or $%s\n", id, id, tableEnv[id])
+			continue
+		}
+		checked++
+		r, err := tables.Check(ctx, c, d, name)
+		switch {
+		case err != nil:
+			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)
+			fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
+			failed = true
+			continue
+		case r.Missing:
+			fmt.Fprintf(stdout, "%s\t%s\tmissing\n  - no table of this name in this region (renamed, deleted or never created: fix the name the function is given, or create it from the template)\n", id, name)
+			failed = true
+			continue
+		case r.OK():
+			fmt.Fprintf(stdout, "%s\t%s\tok\n", id, name)
+		default:
+			fmt.Fprintf(stdout, "%s\t%s\tdiffers\n", id, name)
+			failed = true
+		}
+		for _, d := range r.Differences {
+			fmt.Fprintf(stdout, "  - %s\n", d)
+		}
+		for _, u := range r.Unchecked {
+			fmt.Fprintf(stdout, "  ? %s\n", u)
+		}
+	}
+	if checked == 0 {
+		fmt.Fprintln(stderr, "idemkit doctor: no table to check: give --endpoint, --table LogicalID=NAME or the tables' variables")
+		return 2
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+// TestDoctorFindsRenamedTableMissingTTLAndStream: on DynamoDB Local and
+// moto, `idemkit doctor --endpoint` passes the tables `idemkit tables
+// create` made, and fails (exit 1), saying what differs, for a renamed
+// table, a table without its TTL and one without its stream.
+func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		c := e.Client()
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		prefix := "doctor-" + hex.EncodeToString(b[:]) + "-"
+		doctor := func(args ...string) (int, string) {
+			var out, errb bytes.Buffer
+			code := run(ctx, append([]string{"doctor", "--endpoint", e.Endpoint, "--region", e.Region, "--prefix", prefix}, args...), &out, &errb)
+			return code, out.String() + errb.String()
+		}
+		var out, errb bytes.Buffer
+		if code := run(ctx, []string{"tables", "create", "--endpoint", e.Endpoint, "--region", e.Region, "--prefix", prefix, "--only", "idempotency,effects"}, &out, &errb); code != 0 {
+			t.Fatalf("tables create: %d %s", code, errb.String())
+		}
+		t.Cleanup(func() {
+			for _, id := range []string{"IdempotencyTable", "EffectsTable", "IdempotencyTable-plain", "IdempotencyTable-snippet"} {
+				_, _ = c.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(prefix + id)})
+			}
+		})
+		if code, s := doctor("--only", "idempotency,effects"); code != 0 ||
+			!strings.Contains(s, "IdempotencyTable\t"+prefix+"IdempotencyTable\tok\n") || !strings.Contains(s, "EffectsTable\t"+prefix+"EffectsTable\tok\n") {
+			t.Fatalf("the tables as created: exit %d\n%s", code, s)
+		}
+
+		// Renamed: the function is given a name no table has.
+		code, s := doctor("--table", "IdempotencyTable="+prefix+"Idempotency")
+		if code != 1 || !strings.Contains(s, "IdempotencyTable\t"+prefix+"Idempotency\tmissing\n") {
+			t.Fatalf("renamed table: exit %d\n%s", code, s)
+		}
+
+		// A table created without TTL and without stream.
+		defs, err := tables.Embedded()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain := defs["IdempotencyTable"]
+		plain.TTLAttribute, plain.StreamViewType = "", ""
+		if _, err := tables.CreateDef(ctx, c, plain, prefix+"IdempotencyTable-plain"); err != nil {
+			t.Fatal(err)
+		}
+		code, s = doctor("--table", "idempotency="+prefix+"IdempotencyTable-plain", "--only", "idempotency")
+		if code != 1 || !strings.Contains(s, "\tdiffers\n") ||
+			!strings.Contains(s, "  - stream: missing (template NEW_AND_OLD_IMAGES") ||
+			!strings.Contains(s, "  - TTL: disabled (template: attribute expiresAt") {
+			t.Fatalf("table without TTL and stream: exit %d\n%s", code, s)
+		}
+
+		// A table deployed from the snippet docs/DEPLOYING.md shows (no
+		// stream) matches that snippet.
+		snippet := filepath.Join(dynamotest.RepoRoot(), "docs", "idempotency-table.yaml")
+		sb, err := os.ReadFile(snippet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sdefs, err := tables.Defs(sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tables.CreateDef(ctx, c, sdefs["IdempotencyTable"], prefix+"IdempotencyTable-snippet"); err != nil {
+			t.Fatal(err)
+		}
+		code, s = doctor("--template", snippet, "--only", "idempotency", "--table", "idempotency="+prefix+"IdempotencyTable-snippet")
+		if code != 0 || !strings.Contains(s, "\tok\n") {
+			t.Fatalf("table from the snippet, against the snippet: exit %d\n%s", code, s)
+		}
+	})
+}

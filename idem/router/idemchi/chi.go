@@ -1,0 +1,78 @@
+// Package idemchi puts a chi router's routes under idempotency: the
+// routed operation of each request is the chi pattern that serves it
+// ("POST /orders/{id}"), and the values of the pattern's path parameters
+// are in the request's fingerprint.
+//
+//	r := chi.NewRouter()
+//	r.Use(idemchi.Middleware(guard, r))
+//	r.Post("/orders/{id}", createOrder)
+//
+// guard.Middleware alone cannot serve a chi router: chi runs the
+// middlewares given to Use before it routes the request, so no pattern is
+// known yet and every keyed request would be answered 500
+// idemkit.server_configuration_error. This middleware asks the router
+// itself (chi's Find) which pattern will serve the request. It is a module
+// of its own, so that a program using chi links no other router.
+package idemchi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Middleware returns the middleware that guards the routes of r, the
+// router whose Use it is given to: the top router, whose sub-routers
+// (Route, Mount) it covers too, or, if the top router has none, a
+// sub-router inside Route or Mount, whose patterns then carry the mount's
+// prefix; never both, or the request is claimed twice. A
+// request's operation is its method and the full chi pattern that serves
+// it, the pattern's path parameters (a "*" wildcard's rest among them)
+// are in the fingerprint, and a request no route serves (chi's 404 or
+// 405) passes straight through. Config.Routes is keyed by that operation.
+// It panics when guard or r is nil: a wiring mistake, reported at
+// start-up.
+func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler {
+	if guard == nil || r == nil {
+		panic("idemchi: Middleware(guard, r) needs the Guard and the chi router whose Use it is given to: r.Use(idemchi.Middleware(guard, r))")
+	}
+	route := func(req *http.Request) (string, map[string]string, bool) {
+		outer := chi.RouteContext(req.Context())
+		path, prefix := req.URL.RawPath, ""
+		if path == "" {
+			path = req.URL.Path
+		}
+		params := map[string]string{}
+		if outer != nil && outer.RoutePath != "" {
+			// Inside a mounted sub-router: the rest of the path, under
+			// the pattern that mounted it.
+			path = outer.RoutePath
+			prefix = strings.TrimSuffix(outer.RoutePattern(), "/*")
+			for i, k := range outer.URLParams.Keys {
+				if k != "*" {
+					params[k] = outer.URLParams.Values[i]
+				}
+			}
+		}
+		if path == "" {
+			path = "/"
+		}
+		rctx := chi.NewRouteContext()
+		pattern := r.Find(rctx, req.Method, path)
+		if pattern == "" {
+			return "", nil, false
+		}
+		for i, k := range rctx.URLParams.Keys {
+			// A mount's "*" holds the rest of the path the sub-router
+			// routed; only a route's own trailing "*" is a parameter.
+			if k != "*" || strings.HasSuffix(pattern, "*") {
+				params[k] = rctx.URLParams.Values[i]
+			}
+		}
+		return req.Method + " " + prefix + pattern, params, true
+	}
+	return func(next http.Handler) http.Handler { return guard.Routed(route, next) }
+}

@@ -1,0 +1,108 @@
+// Package idemecho puts an echo server's routes under idempotency: the
+// routed operation of each request is the echo route that serves it
+// ("POST /orders/:id", echo's Context.Path), and the values of the
+// route's parameters are in the request's fingerprint.
+//
+//	e := echo.New()
+//	e.Use(idemecho.Middleware(guard))
+//	e.POST("/orders/:id", createOrder)
+//
+// echo's handlers are not net/http handlers, so guard.Middleware cannot be
+// given to echo's Use. It is a module of its own, so that a program using
+// echo links no other router.
+package idemecho
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Middleware returns the echo middleware that guards the routes of the
+// server or group whose Use it is given to (Use, not Pre: echo has routed
+// the request when Use's middlewares run): a request's operation is its
+// method and echo's path of the route (a group's prefix included), the
+// route's parameters are in the fingerprint, and a request no route
+// serves passes straight through. The handler runs inside the claim with
+// its response buffered, so that it can be recorded and replayed; a
+// replay runs nothing. A handler's error is rendered there by the echo
+// server's HTTPErrorHandler (so a 5xx is answered, and not recorded) and
+// not returned to the middlewares before this one. Config.Routes is keyed
+// by that operation. It panics when guard is nil: a wiring mistake,
+// reported at start-up.
+func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
+	if guard == nil {
+		panic("idemecho: Middleware(guard) needs the Guard: e.Use(idemecho.Middleware(guard))")
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			path := c.Path()
+			if path == "" { // no route: echo answers it
+				return next(c)
+			}
+			route := func(r *http.Request) (string, map[string]string, bool) {
+				names, values := c.ParamNames(), c.ParamValues()
+				params := make(map[string]string, len(names))
+				for i, n := range names {
+					if i < len(values) {
+						params[n] = values[i]
+					}
+				}
+				return r.Method + " " + path, params, true
+			}
+			res := c.Response()
+			outer := res.Writer
+			sw := &statusWriter{ResponseWriter: outer}
+			guard.Routed(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				c.SetRequest(r)
+				res.Writer, res.Status, res.Size, res.Committed = w, 0, 0, false
+				if err := next(c); err != nil {
+					c.Error(err)
+				}
+				res.Writer = outer
+			})).ServeHTTP(sw, c.Request())
+			res.Writer = outer
+			if sw.status != 0 {
+				res.Status, res.Size, res.Committed = sw.status, sw.size, true
+			}
+			return nil
+		}
+	}
+}
+
+// statusWriter is echo's own ResponseWriter, noting the status and size
+// of what is written to it (the Guard's answer, or the handler's when the
+// Guard passes the request through).
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	size   int64
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.size += int64(n)
+	return n, err
+}
+
+// Flush flushes echo's writer (a guarded response is sent whole).
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach echo's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,134 @@
+// Package idemgin puts a gin engine's routes under idempotency: the
+// routed operation of each request is the gin route that serves it
+// ("POST /orders/:id", gin's FullPath), and the values of the route's
+// parameters are in the request's fingerprint.
+//
+//	r := gin.New()
+//	r.Use(idemgin.Middleware(guard))
+//	r.POST("/orders/:id", createOrder)
+//
+// gin's handlers are not net/http handlers, so guard.Middleware cannot be
+// given to gin's Use. It is a module of its own, so that a program using
+// gin links no other router.
+package idemgin
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// Middleware returns the gin middleware that guards the routes of the
+// engine or group whose Use it is given to: a request's operation is its
+// method and gin's full path of the route (a group's prefix included),
+// the route's parameters are in the fingerprint, and a request no route
+// serves (gin's 404 or 405) passes straight through. The handlers after it
+// run inside the claim with their response buffered, so that it can be
+// recorded and replayed; a replay runs none of them. Config.Routes is
+// keyed by that operation. It panics when guard is nil: a wiring mistake,
+// reported at start-up.
+func Middleware(guard *idem.Guard) gin.HandlerFunc {
+	if guard == nil {
+		panic("idemgin: Middleware(guard) needs the Guard: r.Use(idemgin.Middleware(guard))")
+	}
+	return func(c *gin.Context) {
+		full := c.FullPath()
+		if full == "" { // no route: gin answers it
+			c.Next()
+			return
+		}
+		route := func(r *http.Request) (string, map[string]string, bool) {
+			params := make(map[string]string, len(c.Params))
+			for _, p := range c.Params {
+				params[p.Key] = p.Value
+			}
+			return r.Method + " " + full, params, true
+		}
+		outer := c.Writer
+		guard.Routed(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c.Request = r
+			bw := &writer{ResponseWriter: w, size: -1}
+			c.Writer = bw
+			c.Next()
+			bw.WriteHeaderNow() // a status without a body
+			c.Writer = outer
+		})).ServeHTTP(outer, c.Request)
+		c.Abort() // the handlers ran inside the claim, or a replay answered for them
+	}
+}
+
+// writer is the gin.ResponseWriter the handlers write to inside the
+// claim: it writes through to the Guard's ResponseWriter, which buffers
+// the response to record it (or, on a request the Guard passes through,
+// gin's own writer).
+type writer struct {
+	http.ResponseWriter
+	status int
+	size   int // -1 until the header is written
+}
+
+var _ gin.ResponseWriter = (*writer)(nil)
+
+func (w *writer) WriteHeader(code int) {
+	if code > 0 && w.size == -1 {
+		w.status = code
+	}
+}
+
+func (w *writer) WriteHeaderNow() {
+	if w.size == -1 {
+		w.size = 0
+		w.ResponseWriter.WriteHeader(w.Status())
+	}
+}
+
+func (w *writer) Write(b []byte) (int, error) {
+	w.WriteHeaderNow()
+	n, err := w.ResponseWriter.Write(b)
+	w.size += n
+	return n, err
+}
+
+func (w *writer) WriteString(s string) (int, error) { return w.Write([]byte(s)) }
+
+func (w *writer) Status() int {
+	if w.status == 0 {
+		return http.StatusOK
+	}
+	return w.status
+}
+
+func (w *writer) Size() int     { return w.size }
+func (w *writer) Written() bool { return w.size != -1 }
+
+// Hijack is refused on a buffered response (a guarded request's); a
+// request the Guard passes through reaches gin's own writer.
+func (w *writer) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if h, ok := w.ResponseWriter.(http.Hijacker); ok {
+		return h.Hijack()
+	}
+	return nil, nil, errors.New("idemgin: a response under idempotency is buffered and cannot be hijacked")
+}
+
+// Flush flushes gin's own writer; a buffered response is sent whole.
+func (w *writer) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// CloseNotify is gin's deprecated notification; it never fires here (use
+// the request's context).
+func (w *writer) CloseNotify() <-chan bool { return make(chan bool) }
+
+func (w *writer) Pusher() http.Pusher {
+	if p, ok := w.ResponseWriter.(http.Pusher); ok {
+		return p
+	}
+	return nil
+}

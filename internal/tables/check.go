@@ -1,0 +1,190 @@
+package tables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// CheckAPI is the part of *dynamodb.Client that Check uses: describe calls
+// only, so a read-only role can run it.
+type CheckAPI interface {
+	DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	DescribeTimeToLive(context.Context, *dynamodb.DescribeTimeToLiveInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTimeToLiveOutput, error)
+	DescribeContinuousBackups(context.Context, *dynamodb.DescribeContinuousBackupsInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeContinuousBackupsOutput, error)
+}
+
+// Report is what Check found about one deployed table.
+type Report struct {
+	// LogicalID is the template resource the table is compared with.
+	LogicalID string
+	// TableName is the deployed table's name.
+	TableName string
+	// Missing says no table of that name exists (renamed, deleted, never
+	// created, or another region or account).
+	Missing bool
+	// Differences lists, one line each, what the deployed table does not
+	// have that the template gives it; empty when it matches.
+	Differences []string
+	// Unchecked lists what the endpoint could not report (an emulator that
+	// does not implement DescribeContinuousBackups); not a difference.
+	Unchecked []string
+}
+
+// OK reports whether the table exists and nothing differs.
+func (r Report) OK() bool { return !r.Missing && len(r.Differences) == 0 }
+
+// Check compares the deployed table name with the template's definition d:
+// the key schema and key attribute types, each secondary index (keys,
+// projection), the stream and its view type, the TTL attribute and
+// point-in-time recovery. Extra indexes on the deployed table are not
+// differences. A missing table is a Report with Missing set, not an
+// error; an error is a call that failed otherwise (credentials, network).
+func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) {
+	r := Report{LogicalID: d.LogicalID, TableName: name}
+	out, err := c.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	var nf *types.ResourceNotFoundException
+	if errors.As(err, &nf) {
+		r.Missing = true
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("tables: describe %s: %w", name, err)
+	}
+	t := out.Table
+	gotTypes := attrTypes(t.AttributeDefinitions)
+	wantTypes := attrTypes(d.AttributeDefinitions)
+	differ := func(format string, a ...any) { r.Differences = append(r.Differences, fmt.Sprintf(format, a...)) }
+
+	if want, got := keysString(d.KeySchema, wantTypes), keysString(t.KeySchema, gotTypes); want != got {
+		differ("key schema: template %s, deployed %s", want, got)
+	}
+	deployedGSI := map[string]string{}
+	for _, g := range t.GlobalSecondaryIndexes {
+		deployedGSI[aws.ToString(g.IndexName)] = indexString(g.KeySchema, gotTypes, g.Projection)
+	}
+	for _, g := range d.GlobalSecondaryIndexes {
+		want := indexString(g.KeySchema, wantTypes, g.Projection)
+		got, ok := deployedGSI[aws.ToString(g.IndexName)]
+		switch {
+		case !ok:
+			differ("global secondary index %s: missing (template %s)", aws.ToString(g.IndexName), want)
+		case got != want:
+			differ("global secondary index %s: template %s, deployed %s", aws.ToString(g.IndexName), want, got)
+		}
+	}
+	deployedLSI := map[string]string{}
+	for _, l := range t.LocalSecondaryIndexes {
+		deployedLSI[aws.ToString(l.IndexName)] = indexString(l.KeySchema, gotTypes, l.Projection)
+	}
+	for _, l := range d.LocalSecondaryIndexes {
+		want := indexString(l.KeySchema, wantTypes, l.Projection)
+		got, ok := deployedLSI[aws.ToString(l.IndexName)]
+		switch {
+		case !ok:
+			differ("local secondary index %s: missing (template %s)", aws.ToString(l.IndexName), want)
+		case got != want:
+			differ("local secondary index %s: template %s, deployed %s", aws.ToString(l.IndexName), want, got)
+		}
+	}
+
+	var view types.StreamViewType
+	if s := t.StreamSpecification; s != nil && aws.ToBool(s.StreamEnabled) {
+		view = s.StreamViewType
+	}
+	switch {
+	case d.StreamViewType != "" && view == "":
+		differ("stream: missing (template %s; the functions that read it never run)", d.StreamViewType)
+	case d.StreamViewType != "" && view != d.StreamViewType:
+		differ("stream: template %s, deployed %s", d.StreamViewType, view)
+	case d.StreamViewType == "" && view != "":
+		differ("stream: template none, deployed %s", view)
+	}
+
+	ttl, err := c.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
+	switch {
+	case IsUnsupported(err):
+		r.Unchecked = append(r.Unchecked, "TTL: the endpoint does not implement DescribeTimeToLive")
+	case err != nil:
+		return r, fmt.Errorf("tables: describe TTL of %s: %w", name, err)
+	default:
+		got := ""
+		if desc := ttl.TimeToLiveDescription; desc != nil &&
+			(desc.TimeToLiveStatus == types.TimeToLiveStatusEnabled || desc.TimeToLiveStatus == types.TimeToLiveStatusEnabling) {
+			got = aws.ToString(desc.AttributeName)
+		}
+		switch {
+		case d.TTLAttribute != "" && got == "":
+			differ("TTL: disabled (template: attribute %s; expired records are never deleted)", d.TTLAttribute)
+		case d.TTLAttribute != got:
+			differ("TTL: template %s, deployed %s", orNone(d.TTLAttribute), orNone(got))
+		}
+	}
+
+	cb, err := c.DescribeContinuousBackups(ctx, &dynamodb.DescribeContinuousBackupsInput{TableName: aws.String(name)})
+	switch {
+	case IsUnsupported(err):
+		r.Unchecked = append(r.Unchecked, "point-in-time recovery: the endpoint does not implement DescribeContinuousBackups")
+	case err != nil:
+		return r, fmt.Errorf("tables: describe continuous backups of %s: %w", name, err)
+	default:
+		on := false
+		if desc := cb.ContinuousBackupsDescription; desc != nil && desc.PointInTimeRecoveryDescription != nil {
+			on = desc.PointInTimeRecoveryDescription.PointInTimeRecoveryStatus == types.PointInTimeRecoveryStatusEnabled
+		}
+		if d.PointInTimeRecovery && !on {
+			differ("point-in-time recovery: disabled (template: enabled)")
+		}
+	}
+	return r, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func attrTypes(defs []types.AttributeDefinition) map[string]types.ScalarAttributeType {
+	m := map[string]types.ScalarAttributeType{}
+	for _, a := range defs {
+		m[aws.ToString(a.AttributeName)] = a.AttributeType
+	}
+	return m
+}
+
+// keysString renders a key schema as "pk S (HASH), sk S (RANGE)".
+func keysString(ks []types.KeySchemaElement, attr map[string]types.ScalarAttributeType) string {
+	ks = slices.Clone(ks)
+	sort.SliceStable(ks, func(i, j int) bool { return ks[i].KeyType == types.KeyTypeHash && ks[j].KeyType != types.KeyTypeHash })
+	parts := make([]string, len(ks))
+	for i, k := range ks {
+		parts[i] = fmt.Sprintf("%s %s (%s)", aws.ToString(k.AttributeName), attr[aws.ToString(k.AttributeName)], k.KeyType)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// indexString renders an index's keys and projection.
+func indexString(ks []types.KeySchemaElement, attr map[string]types.ScalarAttributeType, p *types.Projection) string {
+	proj := types.ProjectionTypeAll
+	var extra []string
+	if p != nil {
+		if p.ProjectionType != "" {
+			proj = p.ProjectionType
+		}
+		extra = slices.Sorted(slices.Values(p.NonKeyAttributes))
+	}
+	s := keysString(ks, attr) + ", projection " + string(proj)
+	if len(extra) > 0 {
+		s += " " + strings.Join(extra, " ")
+	}
+	return s
+}
