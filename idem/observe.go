@@ -26,6 +26,15 @@ const (
 	// fence verdict openwop.idempotency.stale_fence_rejections_total, which
 	// only the effect fence emits (ledger.MetricStaleFence).
 	MetricLeaseLostWrites = "idemkit.idempotency.lease_lost_writes_total"
+	// MetricStoreUnavailable counts requests answered 503
+	// CodeStoreUnavailable because the store could not be used (throttled,
+	// a 5xx, unreachable, or no answer within Config.StoreTimeout), at the
+	// claim or at the completion. No dimensions. A steady rate means
+	// callers are being turned away: look at the store, not the callers.
+	MetricStoreUnavailable = "idemkit.idempotency.store_unavailable_total"
+
+	// DimOutcome is MetricClaimOutcomes' one dimension.
+	DimOutcome = "Outcome"
 
 	// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
 	// "outcome" log attribute).
@@ -43,7 +52,7 @@ func (g *Guard) count(name string, outcome string) {
 	}
 	var dims map[string]string
 	if outcome != "" {
-		dims = map[string]string{"Outcome": outcome}
+		dims = map[string]string{DimOutcome: outcome}
 	}
 	g.cfg.Metrics.Count(name, 1, dims)
 }
