@@ -5,8 +5,9 @@
    without network access (managed policies are never looked up: the
    template attaches none).
 2. Least privilege in the transformed template: no IAM statement has a "*"
-   (or service:*) action or a "*" resource, no role carries managed policies,
-   and every function has its own role.
+   (or service:*) action or a "*" resource (except the X-Ray write actions,
+   which take no resource), no role carries managed policies, and every
+   function has its own role.
 3. The five functions are provided.al2023 / arm64 with BuildMethod go1.x,
    the stream mappings bisect on error with a bounded retry count and an
    on-failure destination.
@@ -55,6 +56,16 @@ def leaves(v):
             yield from leaves(x)
 
 
+# X-Ray's write actions support no resource-level permission: the one
+# statement allowed a "*" resource is exactly these, under XRayTracing Active.
+XRAY_WRITE = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def xray_only(statement):
+    acts = as_list(statement.get("Action", []))
+    return bool(acts) and all(isinstance(a, str) and a in XRAY_WRITE for a in acts)
+
+
 def main(path):
     # Offline: the translator asks boto for the region and partition.
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -101,7 +112,7 @@ def main(path):
                         if isinstance(a, str) and (a == "*" or a.endswith(":*")):
                             problems.append(f"{lid}: wildcard action {a}")
                     for res_ in leaves(s.get("Resource", [])):
-                        if res_ == "*":
+                        if res_ == "*" and not xray_only(s):
                             problems.append(f"{lid}: wildcard resource")
         if t == "AWS::Lambda::Function":
             role = json.dumps(props.get("Role"))
