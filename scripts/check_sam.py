@@ -14,6 +14,12 @@
 4. The retention sweeper (SweeperFunction) exists exactly when the effects
    table is MRSC (Condition StrongEffects), runs on a schedule, and its role
    may only Scan and DeleteItem (no other DynamoDB action).
+5. Operations: every table is kept on stack delete and replacement (Retain);
+   every function logs JSON into its own declared log group (retention
+   LogRetentionDays) and traces by the XRayTracing switch; every alarm
+   notifies AlarmTopicArn when it is given and has no action otherwise.
+   Which metrics the alarms watch is checked against the code by
+   alarms_test.go.
 
 The transform keeps every resource with its Condition, so the checks cover
 both EffectsConsistency variants at once; internal/regionsim's
@@ -119,6 +125,23 @@ def main(path):
             if role in roles:
                 problems.append(f"{lid} shares a role with {roles[role]}")
             roles[role] = lid
+        if t.startswith("AWS::DynamoDB::") and (r.get("DeletionPolicy") != "Retain" or r.get("UpdateReplacePolicy") != "Retain"):
+            problems.append(f"{lid}: a table that holds records needs DeletionPolicy and UpdateReplacePolicy Retain")
+        if t == "AWS::Lambda::Function":
+            lc = props.get("LoggingConfig", {})
+            group = lc.get("LogGroup", {}).get("Ref") if isinstance(lc.get("LogGroup"), dict) else None
+            if lc.get("LogFormat") != "JSON" or resources.get(group, {}).get("Type") != "AWS::Logs::LogGroup":
+                problems.append(f"{lid}: want LoggingConfig LogFormat JSON into a log group of the stack")
+            elif resources[group]["Properties"].get("RetentionInDays") != {"Ref": "LogRetentionDays"}:
+                problems.append(f"{group}: want RetentionInDays from LogRetentionDays")
+            elif resources[group].get("Condition") != r.get("Condition"):
+                problems.append(f"{group}: want the Condition of {lid}")
+            if props.get("TracingConfig", {}).get("Mode") != {"Fn::If": ["XRayActive", "Active", "PassThrough"]}:
+                problems.append(f"{lid}: want TracingConfig Mode from the XRayTracing switch")
+        if t == "AWS::CloudWatch::Alarm":
+            for a in ("AlarmActions", "OKActions"):
+                if props.get(a) != {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}:
+                    problems.append(f"{lid}: {a} must notify AlarmTopicArn when given, nothing otherwise")
         if t == "AWS::Lambda::EventSourceMapping":
             if not props.get("BisectBatchOnFunctionError"):
                 problems.append(f"{lid}: no BisectBatchOnFunctionError")
