@@ -2,6 +2,7 @@ package idem
 
 import (
 	"encoding/json"
+	"log/slog"
 )
 
 // The metric names (Metrics.Count) and the outcomes of
@@ -45,6 +46,24 @@ const (
 	OutcomeInFlight  = "in-flight"
 	OutcomeMismatch  = "mismatch"
 )
+
+// The outcomes only log lines carry (the "outcome" attribute of a line
+// about a request that failed before or after its claim).
+const (
+	logOutcomeError            = "error"
+	logOutcomeStoreUnavailable = "store-unavailable"
+	logOutcomeHandlerError     = "handler-error"
+	logOutcomeLeaseLost        = "lease-lost"
+	logOutcomeMisconfigured    = "misconfigured"
+)
+
+// storeOutcome is the "outcome" of a line about a failed store call.
+func storeOutcome(err error) slog.Attr {
+	if storeUnavailable(err) {
+		return slog.String("outcome", logOutcomeStoreUnavailable)
+	}
+	return slog.String("outcome", logOutcomeError)
+}
 
 func (g *Guard) count(name string, outcome string) {
 	if g.cfg.Metrics == nil {
