@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
@@ -48,6 +50,8 @@ type Guard struct {
 	clock Clock
 	// hash renders a key for the logs (Config.KeyHashSecret).
 	hash func(string) string
+	// tracer records the spans (Config.TracerProvider).
+	tracer trace.Tracer
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -56,7 +60,7 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log}, nil
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider)}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).

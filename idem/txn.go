@@ -259,10 +259,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			// Kept for archive beside the digest, never compared.
 			RawBodySHA256: rawBodySHA256(t.in.body),
 		}
-		cctx, cancel := g.storeCtx(ctx, false, time.Time{})
+		sctx, span := t.span(ctx, spanClaim)
+		cctx, cancel := g.storeCtx(sctx, false, time.Time{})
 		started := time.Now()
 		res, err := store.Claim(cctx, rec, now)
 		cancel()
+		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {
 			t.claimErr = err
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
@@ -286,6 +288,8 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		switch act {
 		case actReplay:
 			if resp, ok := t.replayObject(ctx, &cur, cur.Response, time.Now().Add(budget)); ok {
+				_, span := t.span(ctx, spanReplay)
+				t.endSpan(span, OutcomeReplay, nil)
 				t.claimOutcome(OutcomeReplay)
 				t.logf(ctx, slog.LevelDebug, "idempotency: replay (object)", slog.String("outcome", OutcomeReplay), slog.Int("attempt", cur.Attempt))
 				return resp
@@ -418,6 +422,8 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 }
 
 func (t *txn) replay(ctx context.Context, rec *Record) *Response {
+	_, span := t.span(ctx, spanReplay)
+	defer t.endSpan(span, OutcomeReplay, nil)
 	t.claimOutcome(OutcomeReplay)
 	t.logf(ctx, slog.LevelDebug, "idempotency: replay", slog.String("outcome", OutcomeReplay), slog.Int("attempt", rec.Attempt))
 	c := rec.Response
@@ -482,7 +488,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 	writes := cs.takeWrites()
-	err = g.cfg.Store.Complete(wctx, rec, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	sctx, span := t.span(wctx, spanComplete)
+	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:
 		return t.decorate(t.render(resp), false, rec.RequestID)

@@ -6,6 +6,8 @@ import (
 	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 )
@@ -121,6 +123,11 @@ type Config struct {
 	// Metrics receives the counters (see the Metric… names), for example an
 	// *emf.Recorder. Default nil: no metrics.
 	Metrics Metrics
+	// TracerProvider receives a span per claim, provider call and record
+	// (OpenTelemetry API; each with the keying, the attempt and the
+	// outcome, never the effect id). Default nil: no spans (a no-op). To
+	// use the provider installed globally, pass otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 	// Test holds the hooks only tests set. Default zero.
 	Test TestConfig
 }
@@ -136,7 +143,8 @@ type TestConfig struct {
 // Ledger runs effects exactly-once in effect over a Store. Safe for
 // concurrent use.
 type Ledger struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 }
 
 // New validates cfg, applies defaults and returns a Ledger, or an error
@@ -191,7 +199,7 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.Test.Jitter == nil {
 		cfg.Test.Jitter = equalJitter
 	}
-	return &Ledger{cfg: cfg}, nil
+	return &Ledger{cfg: cfg, tracer: tracer(cfg.TracerProvider)}, nil
 }
 
 func newToken() string {
