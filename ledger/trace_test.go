@@ -36,7 +36,9 @@ func TestLedgerTracesClaimProviderCallRecord(t *testing.T) {
 		t.Fatalf("duplicate: %+v %v", res, err)
 	}
 	lost, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-2"})
-	unknown := func(context.Context, ledger.Call) ([]byte, error) { return nil, ledger.Uncertain(errors.New("timeout")) }
+	unknown := func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout"))
+	}
 	if _, err := l.Do(ctx, ledger.Effect{Identity: lost}, unknown); err == nil {
 		t.Fatal("an uncertain attempt returned no error")
 	}
