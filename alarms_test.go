@@ -1051,3 +1051,53 @@ func TestEveryMetricEmitterIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunbookHasALinePerAlarm: docs/DEPLOYING.md's "what pages you, and
+// what to do" has exactly one row per alarm of template.yaml, by its name,
+// each alarm's description points there, and the escaped-effects row says
+// how to settle one with `idemkit effects`.
+func TestRunbookHasALinePerAlarm(t *testing.T) {
+	doc := deployDoc(t)
+	const head = "## The reference stack: what pages you, and what to do\n"
+	i := strings.Index(doc, head)
+	if i < 0 {
+		t.Fatalf("docs/DEPLOYING.md has no section %q", strings.TrimSpace(head))
+	}
+	section := doc[i+len(head):]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		if m := regexp.MustCompile("^\\| `STACK-([a-z0-9-]+)` \\|").FindStringSubmatch(line); m != nil {
+			if _, dup := rows[m[1]]; dup {
+				t.Errorf("two runbook rows for %s", m[1])
+			}
+			rows[m[1]] = line
+		}
+	}
+	tp := parseTemplate(t, idemkit.Template)
+	alarms := tp.typesOf("AWS::CloudWatch::Alarm")
+	for _, id := range alarms {
+		p := get(tp.resources[id], "Properties")
+		name := get(p, "AlarmName")
+		if name == nil || name.Tag != "!Sub" || !strings.HasPrefix(name.Value, "${AWS::StackName}-") {
+			t.Errorf("%s: AlarmName is not !Sub \"${AWS::StackName}-…\"", id)
+			continue
+		}
+		short := strings.TrimPrefix(name.Value, "${AWS::StackName}-")
+		if rows[short] == "" {
+			t.Errorf("%s (%s) has no runbook row in docs/DEPLOYING.md", id, short)
+		}
+		delete(rows, short)
+		if d := get(p, "AlarmDescription"); d == nil || !strings.Contains(d.Value, "docs/DEPLOYING.md") {
+			t.Errorf("%s: the description does not point to the runbook", id)
+		}
+	}
+	for short := range rows {
+		t.Errorf("runbook row STACK-%s names no alarm of template.yaml", short)
+	}
+	if !strings.Contains(section, "idemkit effects resolve EFFECT --as delivered") || !strings.Contains(section, "idemkit effects list --state escaped") {
+		t.Error("the runbook does not say how to settle an escaped effect with idemkit effects")
+	}
+}
