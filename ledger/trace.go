@@ -59,7 +59,9 @@ func (s *span) end(attempt int, outcome string, err error) {
 	}
 	s.s.SetAttributes(attribute.String(attrOutcome, outcome))
 	if err != nil && outcome == "error" {
-		s.s.SetStatus(codes.Error, err.Error())
+		// The error's text may name the effect: the status says only what
+		// failed (the logs of the caller carry the rest).
+		s.s.SetStatus(codes.Error, "ledger: the call failed")
 	}
 	s.s.End()
 }

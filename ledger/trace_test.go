@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger"
@@ -64,4 +65,27 @@ func TestLedgerTracesClaimProviderCallRecord(t *testing.T) {
 	if !slices.Equal(got, expect) {
 		t.Fatalf("spans\n %v\nwant\n %v", got, expect)
 	}
+
+	// A store that fails: the claim's span is an error, and its status
+	// does not name the effect.
+	down := &testutil.Spans{}
+	l, err = ledger.New(ledger.Config{Store: failingStore{memstore.New()}, TracerProvider: down, Heartbeat: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, ok); err == nil {
+		t.Fatal("a failing store returned no error")
+	}
+	ended := down.Ended()
+	if len(ended) != 1 || ended[0].Name != "idemkit.ledger.claim" || !ended[0].Error || ended[0].Attrs["idemkit.outcome"] != "error" ||
+		strings.Contains(ended[0].Status, id.EffectID) {
+		t.Fatalf("failing store: spans %+v, want one failed claim span without the effect id", ended)
+	}
+}
+
+// failingStore fails every claim the way an unreachable store does.
+type failingStore struct{ ledger.Store }
+
+func (failingStore) Create(context.Context, *ledger.Record, time.Time) (bool, *ledger.Record, error) {
+	return false, nil, errors.New("store unreachable")
 }

@@ -75,7 +75,7 @@ func (r *recSpan) SetAttributes(kv ...attribute.KeyValue) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range kv {
-		r.rec.Attrs[string(a.Key)] = a.Value.Emit()
+		r.rec.Attrs[string(a.Key)] = a.Value.String()
 	}
 }
 
