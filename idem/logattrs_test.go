@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/testutil"
@@ -46,6 +47,12 @@ func TestEveryLogLineCarriesRequestOperationKeyHashOutcome(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+		},
+		"a failed unit of work an adapter reports": func(t *testing.T, logs *testutil.SyncBuffer) {
+			e := newEnv(t, func(c *idem.Config) { c.Logger = debug(logs) })
+			ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
+			e.guard.LogFailure(ctx, "idempotency: record failed", "orders", testKey, false, idem.OutcomeMismatch, idem.ErrPayloadMismatch)
+			e.guard.LogFailure(ctx, "idempotency: record failed", "orders", "msg-1", true, idem.OutcomeInFlight, idem.ErrInFlight)
 		},
 		"lease lost": func(t *testing.T, logs *testutil.SyncBuffer) {
 			e := newEnv(t, func(c *idem.Config) { c.Logger = debug(logs) })
