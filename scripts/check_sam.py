@@ -7,7 +7,8 @@
 2. Least privilege in the transformed template: no IAM statement has a "*"
    (or service:*) action or a "*" resource (except the X-Ray write actions,
    which take no resource), no role carries managed policies, and every
-   function has its own role.
+   function has its own role; no role may create log groups (the stack
+   declares each function's).
 3. The five functions are provided.al2023 / arm64 with BuildMethod go1.x,
    the stream mappings bisect on error with a bounded retry count and an
    on-failure destination.
@@ -117,6 +118,8 @@ def main(path):
                     for a in as_list(s.get("Action", [])):
                         if isinstance(a, str) and (a == "*" or a.endswith(":*")):
                             problems.append(f"{lid}: wildcard action {a}")
+                        if a == "logs:CreateLogGroup":
+                            problems.append(f"{lid}: logs:CreateLogGroup (the stack declares every function's log group)")
                     for res_ in leaves(s.get("Resource", [])):
                         if res_ == "*" and not xray_only(s):
                             problems.append(f"{lid}: wildcard resource")
