@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
@@ -211,6 +213,12 @@ type Config struct {
 	// Metrics receives the counters (see Metrics). Default nil (no
 	// metrics); Lambda functions pass emf.New(os.Stdout, namespace).
 	Metrics Metrics
+
+	// TracerProvider receives a span per claim, completion and replay of
+	// a keyed request (OpenTelemetry API; each with the operation, the
+	// key's hash and the outcome). Default nil: no spans (a no-op). To use
+	// the provider installed globally, pass otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 
 	// Test holds the hooks only tests set (the clock). Default zero.
 	Test TestConfig

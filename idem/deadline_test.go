@@ -16,6 +16,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/emf"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
@@ -353,6 +354,31 @@ func TestStoreThrottled503RetryAfter(t *testing.T) {
 			t.Fatalf("%d %s", r.StatusCode, r.Body)
 		}
 	})
+}
+
+// TestStoreUnavailableIsCounted: every 503 store_unavailable answer, at
+// the claim or at the completion, is counted once in
+// idem.MetricStoreUnavailable with no dimensions (the alarm on the rate
+// watches exactly that); another store failure (a 500) is not.
+func TestStoreUnavailableIsCounted(t *testing.T) {
+	count := func(t *testing.T, op string, storeErr error) (int, string) {
+		var metrics syncBuffer
+		s := newStallStore(op)
+		s.unavailable = storeErr
+		g := stallGuard(t, s, func(c *idem.Config) { c.Metrics = emf.New(&metrics, "idemkit") })
+		if _, err := g.HTTPAPI((&handler{}).v2)(context.Background(), v2event("POST", "POST /runs", testKey, `{}`)); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(metrics.String(), `"`+idem.MetricStoreUnavailable+`":1}`), metrics.String()
+	}
+	for _, op := range []string{"Claim", "Complete"} {
+		if n, out := count(t, op, fmt.Errorf("%w: throttled", idem.ErrStoreUnavailable)); n != 1 {
+			t.Errorf("503 at %s: %s counted %d times, want 1:\n%s", op, idem.MetricStoreUnavailable, n, out)
+		}
+	}
+	if n, out := count(t, "Claim", errors.New("some other store failure")); n != 0 {
+		t.Errorf("a 500 counted as store unavailable:\n%s", out)
+	}
 }
 
 // TestStoreTimeoutConfig: StoreTimeout defaults to DefaultStoreTimeout and

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
@@ -52,6 +54,8 @@ type Guard struct {
 	// storeWarned is set once the store's misconfiguration has been
 	// logged (storeMisconfigured).
 	storeWarned atomic.Bool
+	// tracer records the spans (Config.TracerProvider).
+	tracer trace.Tracer
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -60,7 +64,7 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log}, nil
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider)}, nil
 }
 
 // Config returns the effective configuration (defaults filled in).

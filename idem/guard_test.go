@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemkit/idemkit/emf"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
@@ -459,7 +460,8 @@ func TestSlowFirstInvocationIsFenced(t *testing.T) {
 		status int
 	}{{"late completion", 201}, {"late delete", 403}, {"late release", 503}} {
 		t.Run(late.name, func(t *testing.T) {
-			e := newEnv(t, nil)
+			var metrics syncBuffer
+			e := newEnv(t, func(c *idem.Config) { c.Metrics = emf.New(&metrics, "idemkit") })
 			release := make(chan struct{})
 			started := make(chan struct{})
 			slow := &handler{block: release, status: late.status, body: `{"who":"slow"}`, before: func(context.Context) { close(started) }}
@@ -493,6 +495,11 @@ func TestSlowFirstInvocationIsFenced(t *testing.T) {
 			}
 			if !strings.Contains(e.logs.String(), "fenced write rejected") {
 				t.Fatalf("fence rejection not logged")
+			}
+			// The rejected write is counted once in the lease-lost counter,
+			// with no dimensions (the alarm on it watches exactly that).
+			if n := strings.Count(metrics.String(), `"`+idem.MetricLeaseLostWrites+`":1}`); n != 1 {
+				t.Fatalf("%s counted %d times, want 1:\n%s", idem.MetricLeaseLostWrites, n, metrics.String())
 			}
 		})
 	}

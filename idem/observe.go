@@ -2,6 +2,7 @@ package idem
 
 import (
 	"encoding/json"
+	"log/slog"
 )
 
 // The metric names (Metrics.Count) and the outcomes of
@@ -36,6 +37,15 @@ const (
 	// answered ErrStoreMisconfigured (a missing table, another key schema):
 	// every such request, while the log says it once per Guard.
 	MetricStoreMisconfigured = "idemkit.idempotency.store_misconfigured_total"
+	// MetricStoreUnavailable counts requests answered 503
+	// CodeStoreUnavailable because the store could not be used (throttled,
+	// a 5xx, unreachable, or no answer within Config.StoreTimeout), at the
+	// claim or at the completion. No dimensions. A steady rate means
+	// callers are being turned away: look at the store, not the callers.
+	MetricStoreUnavailable = "idemkit.idempotency.store_unavailable_total"
+
+	// DimOutcome is MetricClaimOutcomes' one dimension.
+	DimOutcome = "Outcome"
 
 	// Claim outcomes (the Outcome dimension of MetricClaimOutcomes, and the
 	// "outcome" log attribute).
@@ -47,13 +57,31 @@ const (
 	OutcomeMismatch  = "mismatch"
 )
 
+// The outcomes only log lines carry (the "outcome" attribute of a line
+// about a request that failed before or after its claim).
+const (
+	logOutcomeError            = "error"
+	logOutcomeStoreUnavailable = "store-unavailable"
+	logOutcomeHandlerError     = "handler-error"
+	logOutcomeLeaseLost        = "lease-lost"
+	logOutcomeMisconfigured    = "misconfigured"
+)
+
+// storeOutcome is the "outcome" of a line about a failed store call.
+func storeOutcome(err error) slog.Attr {
+	if storeUnavailable(err) {
+		return slog.String("outcome", logOutcomeStoreUnavailable)
+	}
+	return slog.String("outcome", logOutcomeError)
+}
+
 func (g *Guard) count(name string, outcome string) {
 	if g.cfg.Metrics == nil {
 		return
 	}
 	var dims map[string]string
 	if outcome != "" {
-		dims = map[string]string{"Outcome": outcome}
+		dims = map[string]string{DimOutcome: outcome}
 	}
 	g.cfg.Metrics.Count(name, 1, dims)
 }

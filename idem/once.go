@@ -168,13 +168,18 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 type adapterLogsFailuresKey struct{}
 
 // LogFailure writes the one warning line of a failed unit of work that its
-// adapter reports (Work.LogsFailures): msg, the operation, the key as its
+// adapter reports (Work.LogsFailures): msg, the operation, the Lambda
+// request id (when ctx is an invocation's), the key as its
 // keyed hash (Config.KeyHashSecret) unless public (a key the platform
 // assigned, such as an SQS message id, which is no caller secret), the
 // outcome, attrs, and err's text with every occurrence of a secret key
 // replaced by its hash. The key itself never reaches the log.
 func (g *Guard) LogFailure(ctx context.Context, msg, operation, key string, public bool, outcome string, err error, attrs ...slog.Attr) {
-	line := append([]slog.Attr{slog.String("operation", operation)}, attrs...)
+	line := []slog.Attr{slog.String("operation", operation)}
+	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
+		line = append(line, slog.String("request_id", lc.AwsRequestID))
+	}
+	line = append(line, attrs...)
 	var secret []string
 	if key != "" {
 		line = append(line, slog.String("key_hash", g.hash(key)))

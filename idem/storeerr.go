@@ -26,8 +26,9 @@ func storeUnavailable(err error) bool {
 
 // unavailable is the Guard's answer when the store cannot be used: 503
 // CodeStoreUnavailable with Retry-After (Config.InFlightRetryAfter, whole
-// seconds), in the policy's error body.
+// seconds), in the policy's error body; counted in MetricStoreUnavailable.
 func (t *txn) unavailable() *Response {
+	t.g.count(MetricStoreUnavailable, "")
 	r := t.fail(apierr.New(503, CodeStoreUnavailable,
 		"The idempotency store is unavailable; retry the request with the same Idempotency-Key after the Retry-After delay."))
 	r.Headers[HeaderRetryAfter] = []string{strconv.Itoa(int(math.Ceil(t.g.cfg.InFlightRetryAfter.Seconds())))}

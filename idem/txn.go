@@ -38,6 +38,9 @@ type txn struct {
 	// failCode is the registry code of the last error the Guard answered
 	// itself (fail), whatever body the policy rendered for it.
 	failCode string
+	// outcome is the claim's outcome (OutcomeClaimed, …) once known: the
+	// "outcome" of a log line that names none of its own.
+	outcome string
 	// async is the request's wait mode (Policy.InFlight.ModeHeader):
 	// a duplicate of a pending request is answered at once.
 	async bool
@@ -54,12 +57,32 @@ type txn struct {
 	unrecorded bool
 }
 
+// attrs are a log line's attributes: every line of a keyed request carries
+// the request id, the operation, the key's hash and an outcome (the line's
+// own, or the claim's, or logOutcomeError before the claim).
 func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
-	return append([]slog.Attr{
+	out := append([]slog.Attr{
 		slog.String("request_id", t.in.requestID),
 		slog.String("operation", t.op),
 		slog.String("key_hash", t.g.hash(t.key)),
 	}, extra...)
+	for _, a := range extra {
+		if a.Key == "outcome" {
+			return out
+		}
+	}
+	o := t.outcome
+	if o == "" {
+		o = logOutcomeError
+	}
+	return append(out, slog.String("outcome", o))
+}
+
+// claimOutcome counts the claim's outcome (MetricClaimOutcomes) and keeps
+// it for the request's later log lines.
+func (t *txn) claimOutcome(o string) {
+	t.outcome = o
+	t.g.count(MetricClaimOutcomes, o)
 }
 
 func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...slog.Attr) {
@@ -146,7 +169,8 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	}
 	if t.op == "" {
 		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (register the handler on a ServeMux pattern, wrap the ServeMux, or set Config.HTTPOperation; "+
-			"with chi, gorilla/mux, gin or echo use the middleware of idem/router/idemchi, idemmux, idemgin or idemecho: chi runs Use middlewares before routing, and none of them sets the request's pattern)")
+			"with chi, gorilla/mux, gin or echo use the middleware of idem/router/idemchi, idemmux, idemgin or idemecho: chi runs Use middlewares before routing, and none of them sets the request's pattern)",
+			slog.String("outcome", logOutcomeMisconfigured))
 		return t.fail(misconfigured("no routed operation for this request"))
 	}
 	if in.bodyErr != nil {
@@ -236,10 +260,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			// Kept for archive beside the digest, never compared.
 			RawBodySHA256: rawBodySHA256(t.in.body),
 		}
-		cctx, cancel := g.storeCtx(ctx, false, time.Time{})
+		sctx, span := t.span(ctx, spanClaim)
+		cctx, cancel := g.storeCtx(sctx, false, time.Time{})
 		started := time.Now()
 		res, err := store.Claim(cctx, rec, now)
 		cancel()
+		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {
 			t.claimErr = err
 			if errors.Is(err, ErrStoreMisconfigured) {
@@ -255,7 +281,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				rcancel()
 				return t.clientClosed(ctx, "claim")
 			}
-			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err))
+			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
 			if storeUnavailable(err) {
 				return t.unavailable()
 			}
@@ -276,13 +302,15 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		switch act {
 		case actReplay:
 			if resp, ok := t.replayObject(ctx, &cur, cur.Response, time.Now().Add(budget)); ok {
-				t.g.count(MetricClaimOutcomes, OutcomeReplay)
+				_, span := t.span(ctx, spanReplay)
+				t.endSpan(span, OutcomeReplay, nil)
+				t.claimOutcome(OutcomeReplay)
 				t.logf(ctx, slog.LevelDebug, "idempotency: replay (object)", slog.String("outcome", OutcomeReplay), slog.Int("attempt", cur.Attempt))
 				return resp
 			}
 			return t.replay(ctx, &cur)
 		case actMismatch:
-			g.count(MetricClaimOutcomes, OutcomeMismatch)
+			t.claimOutcome(OutcomeMismatch)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
 			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
 				"The Idempotency-Key has already been used with a different request payload."))
@@ -294,7 +322,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				// The duplicate's client hung up while it waited.
 				return t.clientClosed(ctx, "wait")
 			}
-			g.count(MetricClaimOutcomes, OutcomeInFlight)
+			t.claimOutcome(OutcomeInFlight)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
 				"A request with this Idempotency-Key is still being processed."))
@@ -344,7 +372,7 @@ func (t *txn) pendingAfterBudget() bool {
 // Accepted with the pending action and Retry-After, marked by the policy's
 // replay headers (the answer is the first request's action, nothing new ran).
 func (t *txn) pending(ctx context.Context, rec *Record) *Response {
-	t.g.count(MetricClaimOutcomes, OutcomeInFlight)
+	t.claimOutcome(OutcomeInFlight)
 	t.logf(ctx, slog.LevelInfo, "idempotency: pending", slog.String("outcome", OutcomeInFlight))
 	if resp, ok := t.replayObject(ctx, rec, nil, time.Now()); ok {
 		return resp
@@ -425,7 +453,9 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 }
 
 func (t *txn) replay(ctx context.Context, rec *Record) *Response {
-	t.g.count(MetricClaimOutcomes, OutcomeReplay)
+	_, span := t.span(ctx, spanReplay)
+	defer t.endSpan(span, OutcomeReplay, nil)
+	t.claimOutcome(OutcomeReplay)
 	t.logf(ctx, slog.LevelDebug, "idempotency: replay", slog.String("outcome", OutcomeReplay), slog.Int("attempt", rec.Attempt))
 	c := rec.Response
 	if c == nil { // a final record always has a response; never a panic
@@ -443,13 +473,13 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	rec := res.Record
 	reclaimed := res.Decision == Reclaimed
 	if reclaimed {
-		g.count(MetricClaimOutcomes, OutcomeReclaimed)
+		t.claimOutcome(OutcomeReclaimed)
 		if res.LeaseExpired {
 			g.count(MetricReclaims, "")
 		}
 		t.logf(ctx, slog.LevelInfo, "idempotency: reclaimed", slog.String("outcome", OutcomeReclaimed), slog.Int("attempt", rec.Attempt))
 	} else {
-		g.count(MetricClaimOutcomes, OutcomeClaimed)
+		t.claimOutcome(OutcomeClaimed)
 		t.logf(ctx, slog.LevelDebug, "idempotency: claimed", slog.String("outcome", OutcomeClaimed))
 	}
 	cs := &claimState{info: ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}}
@@ -477,7 +507,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	}
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
-			t.errText(err), slog.Int("attempt", rec.Attempt))
+			t.errText(err), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
 		t.release(wctx, now)
 		return t.fail(internalError())
 	}
@@ -493,7 +523,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 	writes := cs.takeWrites()
-	err = g.cfg.Store.Complete(wctx, rec, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	sctx, span := t.span(wctx, spanComplete)
+	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:
 		return t.decorate(t.render(resp), false, rec.RequestID)
@@ -539,10 +571,10 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 func (t *txn) writeFailed(ctx context.Context, op string, err error) {
 	if errors.Is(err, ErrFenced) {
 		t.g.count(MetricLeaseLostWrites, "")
-		t.logf(ctx, slog.LevelWarn, "idempotency: fenced write rejected (lease lost)", slog.String("write", op))
+		t.logf(ctx, slog.LevelWarn, "idempotency: fenced write rejected (lease lost)", slog.String("write", op), slog.String("outcome", logOutcomeLeaseLost))
 		return
 	}
-	t.logf(ctx, slog.LevelError, "idempotency: store write failed", slog.String("write", op), t.errText(err))
+	t.logf(ctx, slog.LevelError, "idempotency: store write failed", slog.String("write", op), t.errText(err), storeOutcome(err))
 }
 
 func (t *txn) release(ctx context.Context, now time.Time) {

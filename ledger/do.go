@@ -269,13 +269,18 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 	return r, l.storeChecked(ctx, err)
 }
 
-func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (Result, error) {
+func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Result, err error) {
 	if err := eff.validate(); err != nil {
 		return Result{}, err
 	}
 	if err := eff.Retry.validate(l.cfg.MaxAttempts); err != nil {
 		return Result{}, err
 	}
+	// The claim's span covers the decision; the provider call and the
+	// record have their own, under the caller's span (parent).
+	parent := ctx
+	ctx, claim := l.span(ctx, spanClaim, eff)
+	defer func() { claim.end(res.Attempt, answerOutcome(res, err), err) }()
 	st := l.cfg.Store
 	key := effectKey(eff.Identity.EffectID)
 	token := newToken()
@@ -306,7 +311,8 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (Result
 				return Result{}, err
 			}
 			if won {
-				return l.fire(ctx, eff, rec, fn)
+				claim.end(rec.Attempt, outcomeClaimedSpan, nil)
+				return l.fire(parent, eff, rec, fn)
 			}
 			if c == nil {
 				if c, err = st.Get(ctx, key); err != nil {
@@ -382,7 +388,8 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (Result
 			if escaped {
 				l.count(MetricEscaped, identity.KindEffect, cur.Keying)
 			}
-			return l.fire(ctx, eff, next, fn)
+			claim.end(next.Attempt, outcomeReclaimedSpan, nil)
+			return l.fire(parent, eff, next, fn)
 		}
 		cur = c
 	}
@@ -605,7 +612,9 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		}
 	}
 
+	_, call := l.span(ctx, spanProvider, eff)
 	out, ferr := l.run(ctx, next, fn)
+	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
 	val := out.value
 	if eff.Streamed {
 		res.BodyDigest, res.BodySize = out.bodyDigest, out.bodySize
@@ -653,13 +662,17 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	done.ExpiresAt = l.extend(done.ExpiresAt, now)
 	// The outcome is recorded even if ctx was cancelled while fn ran.
 	own.State = StateFiring
+	_, record := l.span(ctx, spanRecord, eff)
 	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, own, now)
-	if err != nil {
+	switch {
+	case err != nil:
+		record.end(done.Attempt, "error", err)
 		return res, errors.Join(fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err), retErr)
-	}
-	if !ok {
+	case !ok:
+		record.end(done.Attempt, "lease-lost", nil)
 		return res, errors.Join(ErrLeaseLost, retErr)
 	}
+	record.end(done.Attempt, string(a.State), nil)
 	return res, retErr
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 )
@@ -131,6 +133,11 @@ type Config struct {
 	// table is missing or has another key schema (ErrStoreMisconfigured),
 	// once. Default: slog JSON lines on stderr.
 	Logger *slog.Logger
+	// TracerProvider receives a span per claim, provider call and record
+	// (OpenTelemetry API; each with the keying, the attempt and the
+	// outcome, never the effect id). Default nil: no spans (a no-op). To
+	// use the provider installed globally, pass otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
 	// Test holds the hooks only tests set. Default zero.
 	Test TestConfig
 }
@@ -146,7 +153,8 @@ type TestConfig struct {
 // Ledger runs effects exactly-once in effect over a Store. Safe for
 // concurrent use.
 type Ledger struct {
-	cfg Config
+	cfg    Config
+	tracer trace.Tracer
 	// storeWarned is set once ErrStoreMisconfigured has been logged.
 	storeWarned atomic.Bool
 }
@@ -206,7 +214,7 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.Test.Jitter == nil {
 		cfg.Test.Jitter = equalJitter
 	}
-	return &Ledger{cfg: cfg}, nil
+	return &Ledger{cfg: cfg, tracer: tracer(cfg.TracerProvider)}, nil
 }
 
 func newToken() string {

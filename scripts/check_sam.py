@@ -5,14 +5,22 @@
    without network access (managed policies are never looked up: the
    template attaches none).
 2. Least privilege in the transformed template: no IAM statement has a "*"
-   (or service:*) action or a "*" resource, no role carries managed policies,
-   and every function has its own role.
+   (or service:*) action or a "*" resource (except the X-Ray write actions,
+   which take no resource), no role carries managed policies, and every
+   function has its own role; no role may create log groups (the stack
+   declares each function's).
 3. The five functions are provided.al2023 / arm64 with BuildMethod go1.x,
    the stream mappings bisect on error with a bounded retry count and an
    on-failure destination.
 4. The retention sweeper (SweeperFunction) exists exactly when the effects
    table is MRSC (Condition StrongEffects), runs on a schedule, and its role
    may only Scan and DeleteItem (no other DynamoDB action).
+5. Operations: every table is kept on stack delete and replacement (Retain);
+   every function logs JSON into its own declared log group (retention
+   LogRetentionDays) and traces by the XRayTracing switch; every alarm
+   notifies AlarmTopicArn when it is given and has no action otherwise.
+   Which metrics the alarms watch is checked against the code by
+   alarms_test.go.
 
 The transform keeps every resource with its Condition, so the checks cover
 both EffectsConsistency variants at once; internal/regionsim's
@@ -53,6 +61,16 @@ def leaves(v):
     elif isinstance(v, dict):
         for x in v.values():
             yield from leaves(x)
+
+
+# X-Ray's write actions support no resource-level permission: the one
+# statement allowed a "*" resource is exactly these, under XRayTracing Active.
+XRAY_WRITE = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def xray_only(statement):
+    acts = as_list(statement.get("Action", []))
+    return bool(acts) and all(isinstance(a, str) and a in XRAY_WRITE for a in acts)
 
 
 def main(path):
@@ -100,14 +118,33 @@ def main(path):
                     for a in as_list(s.get("Action", [])):
                         if isinstance(a, str) and (a == "*" or a.endswith(":*")):
                             problems.append(f"{lid}: wildcard action {a}")
+                        if a == "logs:CreateLogGroup":
+                            problems.append(f"{lid}: logs:CreateLogGroup (the stack declares every function's log group)")
                     for res_ in leaves(s.get("Resource", [])):
-                        if res_ == "*":
+                        if res_ == "*" and not xray_only(s):
                             problems.append(f"{lid}: wildcard resource")
         if t == "AWS::Lambda::Function":
             role = json.dumps(props.get("Role"))
             if role in roles:
                 problems.append(f"{lid} shares a role with {roles[role]}")
             roles[role] = lid
+        if t.startswith("AWS::DynamoDB::") and (r.get("DeletionPolicy") != "Retain" or r.get("UpdateReplacePolicy") != "Retain"):
+            problems.append(f"{lid}: a table that holds records needs DeletionPolicy and UpdateReplacePolicy Retain")
+        if t == "AWS::Lambda::Function":
+            lc = props.get("LoggingConfig", {})
+            group = lc.get("LogGroup", {}).get("Ref") if isinstance(lc.get("LogGroup"), dict) else None
+            if lc.get("LogFormat") != "JSON" or resources.get(group, {}).get("Type") != "AWS::Logs::LogGroup":
+                problems.append(f"{lid}: want LoggingConfig LogFormat JSON into a log group of the stack")
+            elif resources[group]["Properties"].get("RetentionInDays") != {"Ref": "LogRetentionDays"}:
+                problems.append(f"{group}: want RetentionInDays from LogRetentionDays")
+            elif resources[group].get("Condition") != r.get("Condition"):
+                problems.append(f"{group}: want the Condition of {lid}")
+            if props.get("TracingConfig", {}).get("Mode") != {"Fn::If": ["XRayActive", "Active", "PassThrough"]}:
+                problems.append(f"{lid}: want TracingConfig Mode from the XRayTracing switch")
+        if t == "AWS::CloudWatch::Alarm":
+            for a in ("AlarmActions", "OKActions"):
+                if props.get(a) != {"Fn::If": ["HasAlarmTopic", [{"Ref": "AlarmTopicArn"}], {"Ref": "AWS::NoValue"}]}:
+                    problems.append(f"{lid}: {a} must notify AlarmTopicArn when given, nothing otherwise")
         if t == "AWS::Lambda::EventSourceMapping":
             if not props.get("BisectBatchOnFunctionError"):
                 problems.append(f"{lid}: no BisectBatchOnFunctionError")

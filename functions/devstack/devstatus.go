@@ -46,6 +46,13 @@ func (s *lagStatus) Milliseconds(name string, ms float64, dims map[string]string
 	s.mu.Unlock()
 }
 
+// Count passes the executor's counters (MetricStaleRuns) on.
+func (s *lagStatus) Count(name string, n float64, dims map[string]string) {
+	if s.next != nil {
+		s.next.Count(name, n, dims)
+	}
+}
+
 // line returns the status line of the runs started since the last call
 // over the interval every, and false when none was started.
 func (s *lagStatus) line(every time.Duration) (string, bool) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,14 +33,39 @@ func want503(t *testing.T, r events.APIGatewayV2HTTPResponse) {
 	}
 }
 
-func unavailableGuard(t *testing.T, s idem.Store) *idem.Guard {
+// counts is an idem.Metrics that counts by metric name.
+type counts struct {
+	mu sync.Mutex
+	n  map[string]float64
+}
+
+func (c *counts) Count(name string, n float64, _ map[string]string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]float64{}
+	}
+	c.n[name] += n
+}
+
+func (c *counts) get(name string) float64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[name]
+}
+
+func unavailableGuard(t *testing.T, s idem.Store, metrics ...idem.Metrics) *idem.Guard {
 	t.Helper()
-	g, err := idem.New(idem.Config{
+	cfg := idem.Config{
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  s,
 		Wait:   -1, // a duplicate is answered at once
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-	})
+	}
+	if len(metrics) > 0 {
+		cfg.Metrics = metrics[0]
+	}
+	g, err := idem.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +77,9 @@ func unavailableGuard(t *testing.T, s idem.Store) *idem.Guard {
 // client 503 idemkit.store_unavailable with Retry-After in the envelope: at
 // the claim the handler does not run and a retry once the store is back
 // runs it once; at the completion the record stays claimed, so a retry is
-// in flight, never a second execution. A store that refuses connections
-// is unavailable too.
+// in flight, never a second execution. Each 503 is counted once in
+// idem.MetricStoreUnavailable (the store-unavailable alarm's metric). A
+// store that refuses connections is unavailable too.
 func TestStoreThrottled503RetryAfter(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
@@ -66,12 +93,16 @@ func TestStoreThrottled503RetryAfter(t *testing.T) {
 			{"ThrottledCompletion", func() { v.f.PassNext("PutItem", 1); v.f.FailNext(dynamotest.AnyOp, 1000, dynamotest.Throttle()) }, 1},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				g := unavailableGuard(t, v.s)
+				m := &counts{}
+				g := unavailableGuard(t, v.s, m)
 				h := &countingHandler{}
 				ev := guardEvent(newKey(), `{"a":1}`)
 				c.inject()
 				want503(t, call(t, g.HTTPAPI(h.serve), ev))
 				v.f.Clear()
+				if n := m.get(idem.MetricStoreUnavailable); n != 1 {
+					t.Fatalf("%s counted %v times, want 1", idem.MetricStoreUnavailable, n)
+				}
 				if h.runs.Load() != c.ran {
 					t.Fatalf("handler ran %d times, want %d", h.runs.Load(), c.ran)
 				}
@@ -84,6 +115,9 @@ func TestStoreThrottled503RetryAfter(t *testing.T) {
 				}
 				if h.runs.Load() != 1 {
 					t.Fatalf("handler ran %d times", h.runs.Load())
+				}
+				if n := m.get(idem.MetricStoreUnavailable); n != 1 {
+					t.Fatalf("after the retry, %s counted %v times, want 1", idem.MetricStoreUnavailable, n)
 				}
 			})
 		}

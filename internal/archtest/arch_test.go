@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -225,5 +226,40 @@ func TestOnlyTheWiringReadsTheEnvironment(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTracingIsTheOpenTelemetryAPIOnly: the libraries and the deployed
+// functions link the OpenTelemetry trace API and nothing else of
+// OpenTelemetry (no SDK, no exporter, no global provider package): a span
+// is a no-op unless the user passes a TracerProvider. The tests' recording
+// provider (internal/testutil) is linked by no library or function either.
+func TestTracingIsTheOpenTelemetryAPIOnly(t *testing.T) {
+	api := []string{"go.opentelemetry.io/otel/trace", "go.opentelemetry.io/otel/attribute", "go.opentelemetry.io/otel/codes",
+		"go.opentelemetry.io/otel/semconv/"}
+	for _, p := range []string{"./idem/...", "./ledger/...", "./emf/...", "./client/...", "./functions/api", "./functions/authorizer",
+		"./functions/executor", "./functions/auditor", "./functions/sweeper"} {
+		cmd := exec.Command("go", "list", "-deps", p)
+		cmd.Dir = shared.ModuleRoot()
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", p, err, out)
+		}
+		linked := false
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == module+"internal/testutil" && !strings.HasSuffix(p, "test") {
+				t.Errorf("%s links internal/testutil", p)
+			}
+			if !strings.HasPrefix(dep, "go.opentelemetry.io/") {
+				continue
+			}
+			linked = true
+			if !slices.ContainsFunc(api, func(a string) bool { return dep == a || strings.HasPrefix(dep, a) || strings.HasPrefix(dep, a+"/") }) {
+				t.Errorf("%s links %s: only the OpenTelemetry trace API may be linked", p, dep)
+			}
+		}
+		if !linked && (strings.HasPrefix(p, "./idem") || strings.HasPrefix(p, "./ledger")) {
+			t.Errorf("%s does not link the OpenTelemetry trace API (the spans are gone?)", p)
+		}
 	}
 }

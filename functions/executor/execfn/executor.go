@@ -147,7 +147,8 @@ type Executor struct {
 	// Tests inject a manual one.
 	NewTicker func(d time.Duration) (ticks <-chan time.Time, stop func())
 	// Metrics receives the executor's start lag (MetricStartLag) each time
-	// a run is started. Default nil: none.
+	// a run is started, and a count (MetricStaleRuns) for each stale run
+	// the stale-run pass claims. Default nil: none.
 	Metrics Metrics
 }
 
@@ -156,13 +157,31 @@ type Executor struct {
 // be safe for concurrent use.
 type Metrics interface {
 	Milliseconds(name string, ms float64, dims map[string]string)
+	Count(name string, n float64, dims map[string]string)
 }
 
-// MetricStartLag is how long a run waited between its creation (createdAt)
-// and its start (the compare-and-set pending -> running), in milliseconds:
-// how far execution lags behind creation. Dimension "trigger": "stream"
-// (its stream record) or "stale" (the stale-run pass).
-const MetricStartLag = "idemkit.executor.start_lag"
+// The executor's metrics (CloudWatch EMF, namespace METRICS_NAMESPACE).
+const (
+	// MetricStartLag is how long a run waited between its creation
+	// (createdAt) and its start (the compare-and-set pending -> running), in
+	// milliseconds: how far execution lags behind creation. Dimension
+	// DimTrigger: TriggerStream (its stream record) or TriggerStale (the
+	// stale-run pass).
+	MetricStartLag = "idemkit.executor.start_lag"
+	// MetricStaleRuns counts the live runs the stale-run pass (ResumeStale)
+	// claimed because they had made no progress for StaleAfter
+	// (RUN_STALE_SECONDS): each is a run whose stream delivery was lost or
+	// given up, or whose executor died. No dimensions. Any is worth a look:
+	// the pass drives them to an end, but they ran late.
+	MetricStaleRuns = "idemkit.executor.stale_runs_total"
+
+	// DimTrigger is MetricStartLag's one dimension: what started the run.
+	DimTrigger = "trigger"
+	// TriggerStream: the run's stream record (its INSERT).
+	TriggerStream = "stream"
+	// TriggerStale: the stale-run pass.
+	TriggerStale = "stale"
+)
 
 const (
 	// defaultLastTryMargin is LastTryMargin's default.
@@ -379,10 +398,10 @@ func (x *Executor) started(ctx context.Context, run runs.Run) {
 	}
 	trigger, _ := ctx.Value(triggerKey{}).(string)
 	if trigger == "" {
-		trigger = "stream"
+		trigger = TriggerStream
 	}
 	lag := max(x.now().Sub(run.CreatedAt), 0)
-	x.Metrics.Milliseconds(MetricStartLag, float64(lag.Milliseconds()), map[string]string{"trigger": trigger})
+	x.Metrics.Milliseconds(MetricStartLag, float64(lag.Milliseconds()), map[string]string{DimTrigger: trigger})
 }
 
 // begin moves a pending run to running (taking it for this execution: a
@@ -534,9 +553,12 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			continue
 		}
 		n++
+		if x.Metrics != nil {
+			x.Metrics.Count(MetricStaleRuns, 1, nil)
+		}
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
 			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
-		if err := x.resume(context.WithValue(ctx, triggerKey{}, "stale"), run); err != nil && !x.giveUp(ctx, id, err) {
+		if err := x.resume(context.WithValue(ctx, triggerKey{}, TriggerStale), run); err != nil && !x.giveUp(ctx, id, err) {
 			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {
 				first = err

@@ -2,12 +2,16 @@ package execfn
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // TestResumerDrivesStaleRuns: runs whose creation was acknowledged but
@@ -23,6 +27,8 @@ func TestResumerDrivesStaleRuns(t *testing.T) {
 		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
 		s := newFaultStack(t, e, clk, e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable"))
 		s.x.StaleAfter = 10 * time.Minute
+		var metrics testutil.SyncBuffer
+		s.x.Metrics = emf.New(&metrics, "idemkit")
 		rc := newReceiver(t)
 		t0 := clk.Now()
 
@@ -76,6 +82,30 @@ func TestResumerDrivesStaleRuns(t *testing.T) {
 		}
 		if got := len(rc.seen()); got != 2 {
 			t.Errorf("receiver saw %d deliveries, want 2 (one per stale run)", got)
+		}
+		// Each claimed stale run is counted once (no dimensions); the one
+		// that was still pending starts now, its start lag reported under
+		// the trigger "stale" (the crashed one had started before).
+		stale, lags := 0, 0
+		for _, line := range strings.Split(strings.TrimSpace(metrics.String()), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("metric line %q: %v", line, err)
+			}
+			switch {
+			case rec[MetricStaleRuns] != nil:
+				stale += int(rec[MetricStaleRuns].(float64))
+				if len(rec) != 2 { // _aws and the value
+					t.Errorf("%s carries dimensions: %s", MetricStaleRuns, line)
+				}
+			case rec[MetricStartLag] != nil:
+				if rec[DimTrigger] == TriggerStale {
+					lags++
+				}
+			}
+		}
+		if stale != 2 || lags != 1 {
+			t.Errorf("metrics: %d stale runs counted and %d start lags with trigger %q, want 2 and 1:\n%s", stale, lags, TriggerStale, metrics.String())
 		}
 		for id, want := range map[string]runs.Status{young.ID: runs.StatusPending, parked.ID: runs.StatusPending, done.ID: runs.StatusCancelled} {
 			if r := s.run(t, id); r.Status != want {

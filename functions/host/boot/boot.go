@@ -18,9 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
-// Logger returns the functions' logger: JSON lines on stderr.
-func Logger() *slog.Logger { return slog.New(slog.NewJSONHandler(os.Stderr, nil)) }
-
 // Must ends the process with a logged error when err is not nil (name: the
 // function, stage: what failed), which Lambda reports as an init error.
 func Must(logger *slog.Logger, name, stage string, err error) {

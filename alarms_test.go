@@ -1,0 +1,1103 @@
+package idemkit_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/functions/auditor/auditfn"
+	"github.com/idemkit/idemkit/functions/executor/execfn"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/ledger"
+)
+
+// The packages whose code emits EMF metrics (through a Metrics interface
+// that *emf.Recorder implements), relative to the module root.
+// TestEveryMetricEmitterIsRead fails when a package outside this list
+// declares a Metric… constant, so a new emitter cannot be missed.
+var emitterDirs = []string{
+	"idem",
+	"ledger",
+	"ledger/fence",
+	"functions/auditor/auditfn",
+	"functions/auditor/conflictaudit",
+	"functions/executor/execfn",
+	"functions/sweeper/sweepfn",
+}
+
+// valueDirs hold constants an emitter uses as dimension values (the ledger's
+// "kind" is an identity.Kind).
+var valueDirs = []string{"ledger/identity"}
+
+const modulePath = "github.com/idemkit/idemkit/"
+
+// emitted is what the code writes: for each metric name, the dimension
+// name sets it is written with (each sorted and comma-joined; "" for none),
+// and every string constant of the emitting packages (the dimension values
+// an alarm may name).
+type emitted struct {
+	dims   map[string]map[string]bool
+	values map[string]bool
+}
+
+// readEmitted reads the metrics the code emits from the code itself: every
+// call NAME(metric, n, dims) of a method Count or Milliseconds in the
+// non-test files of emitterDirs, the metric resolved through the package's
+// constants (or, in a helper that takes the name as a parameter, through
+// the helper's callers; or the keys of the map literal a range loop walks),
+// the dimension names from the map literal passed, or from the literals
+// assigned to the dims variable plus the keys set on it (each optional).
+func readEmitted(t *testing.T, root string) emitted {
+	t.Helper()
+	fset := token.NewFileSet()
+	files := map[string][]*ast.File{}
+	consts := map[string]map[string]string{} // dir -> const name -> value
+	for _, dir := range append(slices.Clone(emitterDirs), valueDirs...) {
+		matches, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		consts[dir] = map[string]string{}
+		for _, m := range matches {
+			if strings.HasSuffix(m, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, m, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[dir] = append(files[dir], f)
+		}
+	}
+	// Constants: string literals, or another package's constant (resolved
+	// once that package's are known: a few passes).
+	for range 3 {
+		for dir, fs := range files {
+			for _, f := range fs {
+				for _, d := range f.Decls {
+					g, ok := d.(*ast.GenDecl)
+					if !ok || g.Tok != token.CONST {
+						continue
+					}
+					for _, s := range g.Specs {
+						vs := s.(*ast.ValueSpec)
+						for i, n := range vs.Names {
+							if i < len(vs.Values) {
+								if v, ok := constValue(f, dir, vs.Values[i], consts); ok {
+									consts[dir][n.Name] = v
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	out := emitted{dims: map[string]map[string]bool{}, values: map[string]bool{}}
+	for _, m := range consts {
+		for _, v := range m {
+			out.values[v] = true
+		}
+	}
+	for _, dir := range emitterDirs {
+		for _, f := range files[dir] {
+			for _, d := range f.Decls {
+				fd, ok := d.(*ast.FuncDecl)
+				if !ok || fd.Body == nil {
+					continue
+				}
+				ast.Inspect(fd.Body, func(n ast.Node) bool {
+					call, ok := n.(*ast.CallExpr)
+					if !ok || len(call.Args) != 3 {
+						return true
+					}
+					sel, ok := call.Fun.(*ast.SelectorExpr)
+					if !ok || (sel.Sel.Name != "Count" && sel.Sel.Name != "Milliseconds") {
+						return true
+					}
+					pos := fset.Position(call.Pos())
+					for _, nc := range metricNames(t, pos, f, dir, fd, call.Args[0], files[dir], consts) {
+						if out.dims[nc.name] == nil {
+							out.dims[nc.name] = map[string]bool{}
+						}
+						for _, s := range dimSets(t, pos, f, dir, fd, call.Args[2], nc.args, consts) {
+							out.dims[nc.name][s] = true
+						}
+					}
+					return true
+				})
+			}
+		}
+	}
+	return out
+}
+
+// constValue resolves e to a string constant: a literal, a constant of the
+// package, or pkg.Name of another read package.
+func constValue(f *ast.File, dir string, e ast.Expr, consts map[string]map[string]string) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind == token.STRING {
+			v, err := strconv.Unquote(e.Value)
+			return v, err == nil
+		}
+	case *ast.Ident:
+		v, ok := consts[dir][e.Name]
+		return v, ok
+	case *ast.CallExpr: // a conversion: string(identity.KindEffect), Kind("x")
+		if len(e.Args) == 1 {
+			return constValue(f, dir, e.Args[0], consts)
+		}
+	case *ast.SelectorExpr:
+		pkg, ok := e.X.(*ast.Ident)
+		if !ok {
+			return "", false
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			name := p[strings.LastIndex(p, "/")+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			if name == pkg.Name && strings.HasPrefix(p, modulePath) {
+				v, ok := consts[strings.TrimPrefix(p, modulePath)][e.Sel.Name]
+				return v, ok
+			}
+		}
+	}
+	return "", false
+}
+
+// nameCall is a metric name an emitting call writes and, when the call is
+// in a helper that takes the name as a parameter, the helper caller's
+// arguments by parameter name (resolved in the caller's file).
+type nameCall struct {
+	name string
+	args map[string]string // parameter -> the caller's constant argument ("" included)
+}
+
+// metricNames resolves the metric name argument of an emitting call.
+func metricNames(t *testing.T, pos token.Position, f *ast.File, dir string, fd *ast.FuncDecl, arg ast.Expr, pkg []*ast.File, consts map[string]map[string]string) []nameCall {
+	t.Helper()
+	if v, ok := constValue(f, dir, arg, consts); ok {
+		return []nameCall{{name: v}}
+	}
+	id, ok := arg.(*ast.Ident)
+	if !ok {
+		t.Fatalf("%s: metric name %s: not a constant (teach readEmitted)", pos, exprString(arg))
+	}
+	// A parameter of a helper: the names its callers pass.
+	var params []string
+	for _, field := range fd.Type.Params.List {
+		for _, n := range field.Names {
+			params = append(params, n.Name)
+		}
+	}
+	for idx, pname := range params {
+		{
+			if pname == id.Name {
+				var out []nameCall
+				for _, pf := range pkg {
+					ast.Inspect(pf, func(n ast.Node) bool {
+						c, ok := n.(*ast.CallExpr)
+						if !ok || len(c.Args) <= idx {
+							return true
+						}
+						var callee string
+						switch fn := c.Fun.(type) {
+						case *ast.SelectorExpr:
+							callee = fn.Sel.Name
+						case *ast.Ident:
+							callee = fn.Name
+						}
+						if callee != fd.Name.Name {
+							return true
+						}
+						v, ok := constValue(pf, dir, c.Args[idx], consts)
+						if !ok {
+							t.Fatalf("%s: %s(%s, …): not a constant metric name", fset(pf), callee, exprString(c.Args[idx]))
+						}
+						nc := nameCall{name: v, args: map[string]string{}}
+						for i, a := range c.Args {
+							if i < len(params) {
+								if v, ok := constValue(pf, dir, a, consts); ok {
+									nc.args[params[i]] = v
+								}
+							}
+						}
+						out = append(out, nc)
+						return true
+					})
+				}
+				if len(out) == 0 {
+					t.Fatalf("%s: %s's metric name parameter %s: no caller", pos, fd.Name.Name, id.Name)
+				}
+				return out
+			}
+		}
+	}
+	// The key of a range over a map literal.
+	var out []nameCall
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		r, ok := n.(*ast.RangeStmt)
+		if !ok {
+			return true
+		}
+		if k, ok := r.Key.(*ast.Ident); ok && k.Name == id.Name {
+			if lit, ok := r.X.(*ast.CompositeLit); ok {
+				for _, el := range lit.Elts {
+					if v, ok := constValue(f, dir, el.(*ast.KeyValueExpr).Key, consts); ok {
+						out = append(out, nameCall{name: v})
+					}
+				}
+			}
+		}
+		return true
+	})
+	if len(out) == 0 {
+		t.Fatalf("%s: metric name %s: not resolved (teach readEmitted)", pos, id.Name)
+	}
+	return out
+}
+
+func fset(f *ast.File) string { return f.Name.Name }
+
+// dimSets resolves the dimensions argument of an emitting call to the
+// dimension name sets it may carry. A map literal assigned to the dims
+// variable under `if p != ""`, p a parameter of a helper, is assigned only
+// for the callers (args) that pass p something other than "" (and the
+// variable stays nil for those that pass ""); a key set on it with
+// dims[k] = … may or may not be there.
+func dimSets(t *testing.T, pos token.Position, f *ast.File, dir string, fd *ast.FuncDecl, arg ast.Expr, args map[string]string, consts map[string]map[string]string) []string {
+	t.Helper()
+	keys := func(lit *ast.CompositeLit) []string {
+		var ks []string
+		for _, el := range lit.Elts {
+			kv, ok := el.(*ast.KeyValueExpr)
+			if !ok {
+				t.Fatalf("%s: dimensions literal without keys", pos)
+			}
+			k, ok := constValue(f, dir, kv.Key, consts)
+			if !ok {
+				t.Fatalf("%s: dimension name %s: not a constant", pos, exprString(kv.Key))
+			}
+			ks = append(ks, k)
+		}
+		return ks
+	}
+	switch a := arg.(type) {
+	case *ast.Ident:
+		if a.Name == "nil" {
+			return []string{""}
+		}
+		var bases [][]string
+		var optional []string
+		declaredNil, skipped := false, false
+		var stack []ast.Node
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if n == nil {
+				stack = stack[:len(stack)-1]
+				return true
+			}
+			stack = append(stack, n)
+			switch s := n.(type) {
+			case *ast.ValueSpec: // var dims map[string]string
+				for i, nm := range s.Names {
+					if nm.Name == a.Name && i >= len(s.Values) {
+						declaredNil = true
+					}
+				}
+			case *ast.AssignStmt:
+				for i, lhs := range s.Lhs {
+					switch l := lhs.(type) {
+					case *ast.Ident:
+						if l.Name == a.Name && i < len(s.Rhs) {
+							lit, ok := s.Rhs[i].(*ast.CompositeLit)
+							if !ok {
+								t.Fatalf("%s: dimensions %s assigned from %s (teach readEmitted)", pos, a.Name, exprString(s.Rhs[i]))
+							}
+							if p := nonEmptyGuard(stack); p != "" && args != nil {
+								if v, ok := args[p]; ok && v == "" {
+									skipped = true // this caller passes "": not assigned
+									continue
+								}
+							}
+							bases = append(bases, keys(lit))
+						}
+					case *ast.IndexExpr:
+						if x, ok := l.X.(*ast.Ident); ok && x.Name == a.Name {
+							k, ok := constValue(f, dir, l.Index, consts)
+							if !ok {
+								t.Fatalf("%s: dimension name %s: not a constant", pos, exprString(l.Index))
+							}
+							optional = append(optional, k)
+						}
+					}
+				}
+			}
+			return true
+		})
+		if declaredNil && (len(bases) == 0 || skipped || args == nil) {
+			bases = append(bases, nil)
+		}
+		if len(bases) == 0 {
+			t.Fatalf("%s: dimensions %s: no map literal found (teach readEmitted)", pos, a.Name)
+		}
+		var out []string
+		for _, b := range bases {
+			for mask := 0; mask < 1<<len(optional); mask++ {
+				set := slices.Clone(b)
+				for i, k := range optional {
+					if mask&(1<<i) != 0 {
+						set = append(set, k)
+					}
+				}
+				out = append(out, dimKey(set))
+			}
+		}
+		return out
+	case *ast.CompositeLit:
+		return []string{dimKey(keys(a))}
+	}
+	t.Fatalf("%s: dimensions %s (teach readEmitted)", pos, exprString(arg))
+	return nil
+}
+
+// nonEmptyGuard returns p when the innermost if around the last node of
+// stack is `if p != ""`, else "".
+func nonEmptyGuard(stack []ast.Node) string {
+	for i := len(stack) - 1; i >= 0; i-- {
+		if is, ok := stack[i].(*ast.IfStmt); ok {
+			if b, ok := is.Cond.(*ast.BinaryExpr); ok && b.Op == token.NEQ {
+				if x, ok := b.X.(*ast.Ident); ok {
+					if y, ok := b.Y.(*ast.BasicLit); ok && y.Value == `""` {
+						return x.Name
+					}
+				}
+			}
+			return ""
+		}
+	}
+	return ""
+}
+
+// dimKey is a dimension name set: sorted, deduplicated, comma-joined.
+func dimKey(names []string) string {
+	s := slices.Clone(names)
+	sort.Strings(s)
+	return strings.Join(slices.Compact(s), ",")
+}
+
+func exprString(e ast.Expr) string { return fmt.Sprintf("%T", e) }
+
+// metricRef is one metric an alarm or the dashboard watches.
+type metricRef struct {
+	where, namespace, name string
+	dims                   []dimRef
+	search                 bool // a SEARCH expression: its schema is the dimension names
+}
+
+type dimRef struct {
+	name  string
+	value *yaml.Node // a template node (scalar or intrinsic); nil in a SEARCH schema
+	text  string     // a dashboard value: literal, or "${X}" naming a resource or variable
+}
+
+// tmpl is template.yaml, parsed.
+type tmpl struct {
+	root       *yaml.Node
+	resources  map[string]*yaml.Node
+	types      map[string]string
+	params     map[string]*yaml.Node
+	conditions map[string]*yaml.Node
+}
+
+func get(n *yaml.Node, key string) *yaml.Node {
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
+			}
+		}
+	}
+	return nil
+}
+
+func mapping(n *yaml.Node) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			out[n.Content[i].Value] = n.Content[i+1]
+		}
+	}
+	return out
+}
+
+func parseTemplate(t *testing.T, b []byte) tmpl {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	root := doc.Content[0]
+	tp := tmpl{root: root, resources: mapping(get(root, "Resources")), types: map[string]string{},
+		params: mapping(get(root, "Parameters")), conditions: mapping(get(root, "Conditions"))}
+	for id, r := range tp.resources {
+		tp.types[id] = get(r, "Type").Value
+	}
+	return tp
+}
+
+// refs returns the logical ids and parameters n refers to (!Ref X,
+// !GetAtt X.Attr, ${X} and ${X.Attr} in a !Sub), through !If branches.
+func refs(n *yaml.Node) []string {
+	var out []string
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		switch {
+		case n.Kind == yaml.ScalarNode && n.Tag == "!Ref":
+			out = append(out, n.Value)
+		case n.Kind == yaml.ScalarNode && n.Tag == "!GetAtt":
+			out = append(out, n.Value)
+		case n.Kind == yaml.ScalarNode && n.Tag == "!Sub":
+			for _, m := range subVarRe.FindAllStringSubmatch(n.Value, -1) {
+				out = append(out, m[1])
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	return out
+}
+
+var subVarRe = regexp.MustCompile(`\$\{([A-Za-z0-9:.]+)\}`)
+
+// metricRefs returns every metric the template's alarms and its dashboard
+// watch.
+func (tp tmpl) metricRefs(t *testing.T) []metricRef {
+	t.Helper()
+	var out []metricRef
+	fromStat := func(where string, m *yaml.Node) metricRef {
+		r := metricRef{where: where, namespace: get(m, "Namespace").Value, name: get(m, "MetricName").Value}
+		if ds := get(m, "Dimensions"); ds != nil {
+			for _, d := range ds.Content {
+				r.dims = append(r.dims, dimRef{name: get(d, "Name").Value, value: get(d, "Value")})
+			}
+		}
+		return r
+	}
+	for id, r := range tp.resources {
+		p := get(r, "Properties")
+		switch tp.types[id] {
+		case "AWS::CloudWatch::Alarm":
+			if get(p, "MetricName") != nil {
+				out = append(out, fromStat(id, p))
+			}
+			if ms := get(p, "Metrics"); ms != nil {
+				for _, q := range ms.Content {
+					if st := get(q, "MetricStat"); st != nil {
+						out = append(out, fromStat(id+"/"+get(q, "Id").Value, get(st, "Metric")))
+					}
+				}
+			}
+		case "AWS::CloudWatch::Dashboard":
+			out = append(out, dashboardRefs(t, id, get(p, "DashboardBody"))...)
+		}
+	}
+	return out
+}
+
+var searchRe = regexp.MustCompile(`^SEARCH\('\{([^}]*)\} MetricName="([^"]+)"', '\w+', \d+\)$`)
+
+// dashboardRefs reads the metrics of a DashboardBody (a !Sub of a JSON
+// document, or [document, variables]).
+func dashboardRefs(t *testing.T, id string, body *yaml.Node) []metricRef {
+	t.Helper()
+	src := body
+	if body.Kind == yaml.SequenceNode {
+		src = body.Content[0]
+	}
+	var doc struct {
+		Widgets []struct {
+			Properties struct {
+				Title   string  `json:"title"`
+				Metrics [][]any `json:"metrics"`
+			} `json:"properties"`
+		} `json:"widgets"`
+	}
+	if err := json.Unmarshal([]byte(src.Value), &doc); err != nil {
+		t.Fatalf("%s: DashboardBody is not JSON: %v", id, err)
+	}
+	var out []metricRef
+	for _, w := range doc.Widgets {
+		for _, m := range w.Properties.Metrics {
+			where := id + " " + strconv.Quote(w.Properties.Title)
+			if len(m) > 0 {
+				if obj, ok := m[0].(map[string]any); ok {
+					expr, _ := obj["expression"].(string)
+					sm := searchRe.FindStringSubmatch(expr)
+					if sm == nil {
+						t.Fatalf("%s: expression %q is not a SEARCH of one metric name", where, expr)
+					}
+					schema := strings.Split(sm[1], ",")
+					r := metricRef{where: where, namespace: schema[0], name: sm[2], search: true}
+					for _, d := range schema[1:] {
+						r.dims = append(r.dims, dimRef{name: d})
+					}
+					out = append(out, r)
+					continue
+				}
+			}
+			var parts []string
+			for _, x := range m {
+				if s, ok := x.(string); ok {
+					parts = append(parts, s)
+				}
+			}
+			if len(parts) < 2 || len(parts)%2 != 0 {
+				t.Fatalf("%s: metric %v: want [namespace, name, dimension, value, …, {options}]", where, m)
+			}
+			r := metricRef{where: where, namespace: parts[0], name: parts[1]}
+			for i := 2; i < len(parts); i += 2 {
+				r.dims = append(r.dims, dimRef{name: parts[i], text: parts[i+1]})
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// metricsNamespace is the namespace the functions' EMF lines are written
+// under: the METRICS_NAMESPACE setting's default, unless template.yaml sets
+// it, which it must then set alike on every function that does.
+func metricsNamespace(t *testing.T, tp tmpl) string {
+	t.Helper()
+	ns := ""
+	for _, s := range settings.Settings {
+		if s.Name == "METRICS_NAMESPACE" {
+			ns = s.Default
+		}
+	}
+	if ns == "" {
+		t.Fatal("no METRICS_NAMESPACE setting with a default")
+	}
+	for id, r := range tp.resources {
+		if v := get(get(get(get(r, "Properties"), "Environment"), "Variables"), "METRICS_NAMESPACE"); v != nil && v.Value != ns {
+			t.Errorf("%s sets METRICS_NAMESPACE %q; the alarms and the other functions use %q", id, v.Value, ns)
+		}
+	}
+	return ns
+}
+
+// checkMetricRefs returns what is wrong with the metrics the template's
+// alarms and dashboard watch: an idemkit metric the code does not emit
+// with exactly those dimension names (or a dimension value it never
+// writes), or an AWS metric without the dimensions of the stack's own
+// resources.
+func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
+	t.Helper()
+	var problems []string
+	bad := func(r metricRef, format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("%s: %s %s: ", r.where, r.namespace, r.name)+fmt.Sprintf(format, args...))
+	}
+	grants := tp.tableGrants()
+	for _, r := range tp.metricRefs(t) {
+		names := map[string]dimRef{}
+		var dn []string
+		for _, d := range r.dims {
+			names[d.name] = d
+			dn = append(dn, d.name)
+		}
+		switch r.namespace {
+		case ns:
+			sets, ok := em.dims[r.name]
+			if !ok {
+				bad(r, "no code emits this metric")
+				continue
+			}
+			if !sets[dimKey(dn)] {
+				bad(r, "dimensions [%s]; the code emits it with %v", dimKey(dn), keys(sets))
+			}
+			for _, d := range r.dims {
+				v := d.text
+				if d.value != nil {
+					v = d.value.Value
+					if d.value.Kind != yaml.ScalarNode || d.value.Tag != "!!str" {
+						bad(r, "dimension %s: want a literal value", d.name)
+						continue
+					}
+				}
+				if !r.search && !em.values[v] {
+					bad(r, "dimension %s=%q: no constant of the emitting code has this value", d.name, v)
+				}
+			}
+		case "AWS/Lambda":
+			fn := names["FunctionName"]
+			if len(r.dims) != 1 || fn.name == "" {
+				bad(r, "want the one dimension FunctionName")
+				continue
+			}
+			for _, id := range tp.dimTargets(fn) {
+				if tp.types[id] != "AWS::Serverless::Function" {
+					bad(r, "FunctionName refers to %s, not a function of the stack", id)
+				} else if r.name == "IteratorAge" && !tp.hasStreamEvent(id) {
+					bad(r, "%s reads no stream", id)
+				}
+			}
+		case "AWS/DynamoDB":
+			table := names["TableName"]
+			want := []string{"TableName"}
+			if r.name == "SystemErrors" || r.name == "SuccessfulRequestLatency" {
+				want = []string{"Operation", "TableName"}
+			}
+			if dimKey(dn) != dimKey(want) {
+				bad(r, "dimensions [%s], want [%s]", dimKey(dn), dimKey(want))
+				continue
+			}
+			targets := tp.dimTargets(table)
+			if len(targets) == 0 {
+				bad(r, "TableName names no table of the stack")
+			}
+			for _, id := range targets {
+				if !strings.HasPrefix(tp.types[id], "AWS::DynamoDB::") {
+					bad(r, "TableName refers to %s, not a table of the stack", id)
+				}
+				if op, ok := names["Operation"]; ok {
+					o := op.text
+					if op.value != nil {
+						o = op.value.Value
+					}
+					if !grants[id]["dynamodb:"+o] && !(strings.HasPrefix(o, "Transact") && grants[id]["dynamodb:PutItem"]) {
+						bad(r, "Operation %s: no role may call it on %s", o, id)
+					}
+				}
+			}
+		case "AWS/SQS":
+			q := names["QueueName"]
+			if len(r.dims) != 1 || q.name == "" {
+				bad(r, "want the one dimension QueueName")
+				continue
+			}
+			for _, id := range tp.dimTargets(q) {
+				if tp.types[id] != "AWS::SQS::Queue" {
+					bad(r, "QueueName refers to %s, not a queue of the stack", id)
+				}
+			}
+		default:
+			bad(r, "namespace %q is neither the functions' (%q) nor one of AWS/Lambda, AWS/DynamoDB, AWS/SQS", r.namespace, ns)
+		}
+	}
+	return problems
+}
+
+func keys(m map[string]bool) []string {
+	var out []string
+	for k := range m {
+		out = append(out, "["+k+"]")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// dimTargets returns the logical ids a dimension value names: a !Ref or
+// !GetAtt of a resource, an Existing<Id> parameter standing for resource
+// <Id> in a replica-region stack, or a dashboard's ${X} (a resource, a
+// resource attribute, or a !Sub variable defined as such).
+func (tp tmpl) dimTargets(d dimRef) []string {
+	var names []string
+	if d.value != nil {
+		names = refs(d.value)
+	} else if m := subVarRe.FindStringSubmatch(d.text); m != nil {
+		names = []string{m[1]}
+	}
+	var out []string
+	for _, n := range names {
+		id, _, _ := strings.Cut(n, ".")
+		if v := tp.dashboardVar(id); v != nil {
+			for _, x := range refs(v) {
+				x, _, _ = strings.Cut(x, ".")
+				out = append(out, tp.resolveExisting(x))
+			}
+			continue
+		}
+		out = append(out, tp.resolveExisting(id))
+	}
+	return out
+}
+
+func (tp tmpl) resolveExisting(id string) string {
+	if _, ok := tp.params[id]; ok && strings.HasPrefix(id, "Existing") {
+		return strings.TrimPrefix(id, "Existing")
+	}
+	return id
+}
+
+// dashboardVar returns a !Sub variable of a dashboard body.
+func (tp tmpl) dashboardVar(name string) *yaml.Node {
+	for id, r := range tp.resources {
+		if tp.types[id] != "AWS::CloudWatch::Dashboard" {
+			continue
+		}
+		if b := get(get(r, "Properties"), "DashboardBody"); b.Kind == yaml.SequenceNode && len(b.Content) == 2 {
+			if v := get(b.Content[1], name); v != nil {
+				return v
+			}
+		}
+	}
+	return nil
+}
+
+func (tp tmpl) hasStreamEvent(fn string) bool {
+	for _, ev := range mapping(get(get(tp.resources[fn], "Properties"), "Events")) {
+		if get(ev, "Type").Value == "DynamoDB" {
+			return true
+		}
+	}
+	return false
+}
+
+// tableGrants returns, for each table's logical id, the actions some IAM
+// statement of the template allows on it (or on its index or stream).
+func (tp tmpl) tableGrants() map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		if act, res := get(n, "Action"), get(n, "Resource"); act != nil && res != nil {
+			var actions []string
+			if act.Kind == yaml.SequenceNode {
+				for _, a := range act.Content {
+					actions = append(actions, a.Value)
+				}
+			} else {
+				actions = []string{act.Value}
+			}
+			for _, x := range refs(res) {
+				id, _, _ := strings.Cut(x, ".")
+				id = tp.resolveExisting(id)
+				if out[id] == nil {
+					out[id] = map[string]bool{}
+				}
+				for _, a := range actions {
+					out[id][a] = true
+				}
+			}
+			// !Sub "…:table/${ExistingX}…" names the table through its parameter.
+			return
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(tp.root)
+	return out
+}
+
+// TestAlarmsWatchWhatTheCodeEmits: every metric an alarm or the dashboard
+// of template.yaml watches in the functions' namespace is one the code
+// emits, with exactly the dimension names it is emitted with and a
+// dimension value the code writes; every AWS metric names the stack's own
+// function, table (with an operation some role performs on it) or queue.
+// The metric names and dimensions are read from the emitting code itself
+// (readEmitted), so an alarm can never watch a metric nobody writes.
+func TestAlarmsWatchWhatTheCodeEmits(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	em := readEmitted(t, ".")
+	ns := metricsNamespace(t, tp)
+	for _, p := range checkMetricRefs(t, tp, em, ns) {
+		t.Error(p)
+	}
+	if n := len(tp.metricRefs(t)); n < 40 {
+		t.Fatalf("only %d metrics watched: the template's alarms or dashboard were not read", n)
+	}
+}
+
+// TestAlarmCheckCatchesAMetricNobodyWrites: the check above fails for a
+// misspelt metric name, a dimension the code does not emit, a dimension
+// value nobody writes, a function or table that is not the stack's, and an
+// operation no role performs.
+func TestAlarmCheckCatchesAMetricNobodyWrites(t *testing.T) {
+	em := readEmitted(t, ".")
+	for _, c := range []struct{ name, old, new, want string }{
+		{"misspelt name", "MetricName: idemkit.audit.escaped_total", "MetricName: idemkit.audit.escaped", "no code emits"},
+		{"extra dimension", "        - {Name: table, Value: effects}\n", "        - {Name: table, Value: effects}\n        - {Name: kind, Value: effect}\n", "dimensions [kind,table]"},
+		{"unwritten value", "{Name: trigger, Value: stream}", "{Name: trigger, Value: streams}", `trigger="streams"`},
+		{"dimension a helper adds for other callers", `["idemkit", "idemkit.idempotency.store_unavailable_total", {`, `["idemkit", "idemkit.idempotency.store_unavailable_total", "Outcome", "claimed", {`, "dimensions [Outcome]"},
+		{"dashboard dimension", `"Outcome", "replay"`, `"outcome", "replay"`, "dimensions [outcome]"},
+		{"dashboard search schema", "{idemkit,kind,region,strategy}", "{idemkit,kind,strategy,tenant}", "dimensions [kind,strategy,tenant]"},
+		{"not a function", "Value: !Ref ExecutorFunction}", "Value: !Ref ExecutorRole}", "not a function"},
+		{"not a table", "{Name: TableName, Value: !Ref RunsTable}", "{Name: TableName, Value: !Ref StreamFailureQueue}", "not a table"},
+		{"operation no role performs", "{Name: Operation, Value: GetItem}", "{Name: Operation, Value: Scan}", "Operation Scan"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := string(idemkit.Template)
+			if !strings.Contains(src, c.old) {
+				t.Fatalf("template.yaml has no %q to break", c.old)
+			}
+			tp := parseTemplate(t, []byte(strings.Replace(src, c.old, c.new, 1)))
+			problems := checkMetricRefs(t, tp, em, metricsNamespace(t, tp))
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, c.want) }) {
+				t.Fatalf("broken template passed (want a problem containing %q); problems: %q", c.want, problems)
+			}
+		})
+	}
+}
+
+// TestAlarmsCoverWhatBreaksThePromise: there is an alarm on an effect left
+// escaped, on stale runs, on the executor's start lag, on the 503
+// store_unavailable and lease-lost counters (names from the code), on the
+// failure queue of every stream mapping, on the iterator age of every
+// function that reads a stream, on the throttles and system errors of
+// every table, and on the errors of every function. Each notifies the
+// AlarmTopicArn topic when one is given and has no action otherwise, and
+// its threshold is a template parameter with a default. The dashboard
+// shows claims, replays, in-flight answers, mismatches, conflicts, fence
+// rejections, store latency, escaped effects and executor lag.
+func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	refsByAlarm := map[string][]metricRef{}
+	var dashboard []metricRef
+	for _, r := range tp.metricRefs(t) {
+		id, _, _ := strings.Cut(r.where, "/")
+		id, _, _ = strings.Cut(id, " ")
+		if tp.types[id] == "AWS::CloudWatch::Dashboard" {
+			dashboard = append(dashboard, r)
+		} else {
+			refsByAlarm[id] = append(refsByAlarm[id], r)
+		}
+	}
+	alarmOn := func(ns, name string, target string) bool {
+		for _, rs := range refsByAlarm {
+			for _, r := range rs {
+				if r.namespace != ns || r.name != name {
+					continue
+				}
+				if target == "" {
+					return true
+				}
+				for _, d := range r.dims {
+					if slices.Contains(tp.dimTargets(d), target) {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	ns := metricsNamespace(t, tp)
+	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites} {
+		if !alarmOn(ns, m, "") {
+			t.Errorf("no alarm on %s", m)
+		}
+	}
+	for id, typ := range tp.types {
+		switch {
+		case typ == "AWS::Serverless::Function":
+			if !alarmOn("AWS/Lambda", "Errors", id) {
+				t.Errorf("no Errors alarm on %s", id)
+			}
+			if tp.hasStreamEvent(id) && !alarmOn("AWS/Lambda", "IteratorAge", id) {
+				t.Errorf("no IteratorAge alarm on %s, which reads a stream", id)
+			}
+			for _, ev := range mapping(get(get(tp.resources[id], "Properties"), "Events")) {
+				if dest := get(get(get(get(ev, "Properties"), "DestinationConfig"), "OnFailure"), "Destination"); dest != nil {
+					for _, q := range refs(dest) {
+						q, _, _ = strings.Cut(q, ".")
+						if !alarmOn("AWS/SQS", "ApproximateNumberOfMessagesVisible", q) {
+							t.Errorf("no alarm on the failure queue %s of %s", q, id)
+						}
+					}
+				}
+			}
+		case strings.HasPrefix(typ, "AWS::DynamoDB::"):
+			for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents", "SystemErrors"} {
+				if !alarmOn("AWS/DynamoDB", m, id) {
+					t.Errorf("no %s alarm on %s", m, id)
+				}
+			}
+		}
+	}
+	for id, typ := range tp.types {
+		if typ != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		r := tp.resources[id]
+		if cond := get(r, "Condition"); cond != nil {
+			// An alarm on a conditional resource shares its condition.
+			for _, mr := range refsByAlarm[id] {
+				for _, d := range mr.dims {
+					for _, x := range tp.dimTargets(d) {
+						if c := get(tp.resources[x], "Condition"); c != nil && c.Value != cond.Value {
+							t.Errorf("%s: Condition %s, but %s has %s", id, cond.Value, x, c.Value)
+						}
+					}
+				}
+			}
+		}
+		p := get(r, "Properties")
+		for _, a := range []string{"AlarmActions", "OKActions"} {
+			v := get(p, a)
+			if v == nil || v.Tag != "!If" || v.Content[0].Value != "HasAlarmTopic" || len(refs(v.Content[1])) != 1 ||
+				refs(v.Content[1])[0] != "AlarmTopicArn" || v.Content[2].Value != "AWS::NoValue" {
+				t.Errorf("%s: %s, want !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]", id, a)
+			}
+		}
+		th := get(p, "Threshold")
+		if th == nil || th.Tag != "!Ref" || get(tp.params[th.Value], "Default") == nil {
+			t.Errorf("%s: Threshold is not a parameter with a default", id)
+		}
+	}
+	if c := tp.conditions["HasAlarmTopic"]; c == nil || !strings.Contains(fmt.Sprint(refs(c)), "AlarmTopicArn") {
+		t.Errorf("no HasAlarmTopic condition on AlarmTopicArn")
+	}
+	if d := get(tp.params["AlarmTopicArn"], "Default"); d == nil || d.Value != "" {
+		t.Errorf("AlarmTopicArn must be optional (default empty)")
+	}
+	onDashboard := func(ns, name, dim, value string) bool {
+		for _, r := range dashboard {
+			if r.namespace == ns && r.name == name {
+				if dim == "" {
+					return true
+				}
+				for _, d := range r.dims {
+					if d.name == dim && d.text == value {
+						return true
+					}
+				}
+			}
+		}
+		return false
+	}
+	for _, o := range []string{idem.OutcomeClaimed, idem.OutcomeReplay, idem.OutcomeInFlight, idem.OutcomeMismatch} {
+		if !onDashboard(ns, idem.MetricClaimOutcomes, idem.DimOutcome, o) {
+			t.Errorf("dashboard: no %s %s=%s", idem.MetricClaimOutcomes, idem.DimOutcome, o)
+		}
+	}
+	for _, m := range []string{ledger.MetricStaleFence, auditfn.MetricEscaped, execfn.MetricStartLag, "openwop.idempotency.cross_region_conflicts_total"} {
+		if !onDashboard(ns, m, "", "") {
+			t.Errorf("dashboard: no %s", m)
+		}
+	}
+	if !onDashboard("AWS/DynamoDB", "SuccessfulRequestLatency", "", "") {
+		t.Errorf("dashboard: no store latency")
+	}
+	if n := len(tp.typesOf("AWS::CloudWatch::Dashboard")); n != 1 {
+		t.Errorf("%d dashboards, want one", n)
+	}
+}
+
+func (tp tmpl) typesOf(typ string) []string {
+	var out []string
+	for id, x := range tp.types {
+		if x == typ {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// TestEveryMetricEmitterIsRead: a package that declares a Metric…
+// constant is one readEmitted reads (emitterDirs), so the alarm check sees
+// every metric the code writes.
+func TestEveryMetricEmitterIsRead(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n == "node_modules" || n == "testdata" || (strings.HasPrefix(n, ".") && path != ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			g, ok := decl.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, s := range g.Specs {
+				for _, n := range s.(*ast.ValueSpec).Names {
+					if strings.HasPrefix(n.Name, "Metric") && !slices.Contains(emitterDirs, filepath.ToSlash(filepath.Dir(path))) {
+						t.Errorf("%s declares %s but %s is not in emitterDirs (alarms_test.go)", path, n.Name, filepath.Dir(path))
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRunbookHasALinePerAlarm: docs/DEPLOYING.md's "what pages you, and
+// what to do" has exactly one row per alarm of template.yaml, by its name,
+// each alarm's description points there, and the escaped-effects row says
+// how to settle one with `idemkit effects`.
+func TestRunbookHasALinePerAlarm(t *testing.T) {
+	doc := deployDoc(t)
+	const head = "## The reference stack: what pages you, and what to do\n"
+	i := strings.Index(doc, head)
+	if i < 0 {
+		t.Fatalf("docs/DEPLOYING.md has no section %q", strings.TrimSpace(head))
+	}
+	section := doc[i+len(head):]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		if m := regexp.MustCompile("^\\| `STACK-([a-z0-9-]+)` \\|").FindStringSubmatch(line); m != nil {
+			if _, dup := rows[m[1]]; dup {
+				t.Errorf("two runbook rows for %s", m[1])
+			}
+			rows[m[1]] = line
+		}
+	}
+	tp := parseTemplate(t, idemkit.Template)
+	alarms := tp.typesOf("AWS::CloudWatch::Alarm")
+	for _, id := range alarms {
+		p := get(tp.resources[id], "Properties")
+		name := get(p, "AlarmName")
+		if name == nil || name.Tag != "!Sub" || !strings.HasPrefix(name.Value, "${AWS::StackName}-") {
+			t.Errorf("%s: AlarmName is not !Sub \"${AWS::StackName}-…\"", id)
+			continue
+		}
+		short := strings.TrimPrefix(name.Value, "${AWS::StackName}-")
+		if rows[short] == "" {
+			t.Errorf("%s (%s) has no runbook row in docs/DEPLOYING.md", id, short)
+		}
+		delete(rows, short)
+		if d := get(p, "AlarmDescription"); d == nil || !strings.Contains(d.Value, "docs/DEPLOYING.md") {
+			t.Errorf("%s: the description does not point to the runbook", id)
+		}
+	}
+	for short := range rows {
+		t.Errorf("runbook row STACK-%s names no alarm of template.yaml", short)
+	}
+	if !strings.Contains(section, "idemkit effects resolve EFFECT --as delivered") || !strings.Contains(section, "idemkit effects list --state escaped") {
+		t.Error("the runbook does not say how to settle an escaped effect with idemkit effects")
+	}
+}
