@@ -108,6 +108,7 @@ func BenchmarkDigestJSON1MB(b *testing.B) {
 	body := body1MB()
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
+	b.ResetTimer() // building the body is not part of the digest
 	for i := 0; i < b.N; i++ {
 		if _, err := idem.DigestJSON(body, nil); err != nil {
 			b.Fatal(err)
@@ -119,6 +120,7 @@ func BenchmarkDigestJSON1MB(b *testing.B) {
 func BenchmarkDigestBytes1MB(b *testing.B) {
 	body := body1MB()
 	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		idem.DigestBytes(body)
 	}

@@ -2,10 +2,10 @@ package jcs
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"reflect"
 	"sync"
 )
@@ -43,11 +43,6 @@ func CanonicalizeExact(data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// Sum256Exact is Sum256 with the number check of CanonicalizeExact.
-func Sum256Exact(data []byte) ([sha256.Size]byte, error) {
-	return sum256(data, true)
-}
-
 func appendMode(dst, data []byte, exact bool) ([]byte, error) {
 	s := statePool.Get().(*state)
 	s.data = data
@@ -62,27 +57,6 @@ func appendMode(dst, data []byte, exact bool) ([]byte, error) {
 		return out[:n], err
 	}
 	return out, nil
-}
-
-// Sum256 returns the SHA-256 of the canonical form of data, the Layer-1
-// request-body fingerprint. It reuses pooled buffers, so it does not
-// allocate in the steady state.
-func Sum256(data []byte) ([sha256.Size]byte, error) {
-	return sum256(data, false)
-}
-
-func sum256(data []byte, exact bool) ([sha256.Size]byte, error) {
-	bp := bufPool.Get().(*[]byte)
-	out, err := appendMode((*bp)[:0], data, exact)
-	var sum [sha256.Size]byte
-	if err == nil {
-		sum = sha256.Sum256(out)
-	}
-	if cap(out) <= maxPooledBuf {
-		*bp = out[:0]
-		bufPool.Put(bp)
-	}
-	return sum, err
 }
 
 // Marshal returns the canonical form of v as encoding/json would encode it:
@@ -109,38 +83,50 @@ func Marshal(v any) ([]byte, error) {
 	return Canonicalize(buf.Bytes())
 }
 
-const maxPooledBuf = 4 << 20
+// maxPooledBuf is the largest scratch buffer kept for reuse: room for the
+// 6 MB request payload that AWS Lambda accepts, so that digesting any body a
+// function can receive does not allocate in the steady state.
+const maxPooledBuf = 8 << 20
 
-var (
-	statePool = sync.Pool{New: func() any { return new(state) }}
-	bufPool   = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-)
+var statePool = sync.Pool{New: func() any { return new(state) }}
 
-// member is one object member while its object is being written: the
-// unescaped name is keys[kOff:kEnd]; the canonical `"name":value` text is
-// dst[start:end] (no comma); at is the name's offset in the input.
+// member is one object member while its object is being written: its
+// unescaped name is data[kOff:kEnd] (the name as written, when it has no
+// escapes) or keys[kOff:kEnd] (when esc is set); the canonical
+// `"name":value` text is dst[start:end] (no comma); at is the name's offset
+// in the input.
 type member struct {
 	kOff, kEnd int
 	start, end int
 	at         int
+	esc        bool
 }
 
 // state is one canonicalisation in progress. Its scratch slices (keys,
-// members, scratch) are stacks shared by all nesting levels and are kept
-// across calls through statePool.
+// members, scratch, buf) are stacks shared by all nesting levels and are
+// kept across calls through statePool, so a call allocates nothing once
+// they have grown to the size of the inputs it sees.
 type state struct {
 	data    []byte
 	exact   bool // reject numbers whose canonical form changes their value
 	pos     int
 	dst     []byte
 	depth   int
-	keys    []byte   // unescaped member names of the open objects
+	objects int      // objects open around pos
+	keys    []byte   // unescaped member names that held escapes
 	members []member // members of the open objects
 	scratch []byte   // reorder buffer for one object at a time
+
+	// Digest mode (Sum256): canonical text that no open object can still
+	// reorder is written to h and dropped from dst as it completes.
+	hashing bool
+	h       hash.Hash
+	buf     []byte // dst's backing array in digest mode
+	sum     [32]byte
 }
 
 func (s *state) reset() {
-	s.data, s.dst, s.pos, s.depth, s.exact = nil, nil, 0, 0, false
+	s.data, s.dst, s.pos, s.depth, s.objects, s.exact, s.hashing = nil, nil, 0, 0, 0, false, false
 	s.keys = s.keys[:0]
 	s.members = s.members[:0]
 	s.scratch = s.scratch[:0]
@@ -152,6 +138,9 @@ func (s *state) reset() {
 	}
 	if cap(s.members) > maxPooledBuf/32 {
 		s.members = nil
+	}
+	if cap(s.buf) > maxPooledBuf {
+		s.buf = nil
 	}
 }
 
@@ -169,6 +158,7 @@ func (s *state) run() error {
 	if err := s.value(); err != nil {
 		return err
 	}
+	s.flush()
 	s.ws()
 	if s.pos != len(s.data) {
 		return s.syntax(s.pos, "unexpected data after top-level value")
@@ -200,7 +190,7 @@ func (s *state) value() error {
 	case '[':
 		return s.array()
 	case '"':
-		return s.str(false)
+		return s.str(nil)
 	case 't':
 		return s.literal("true")
 	case 'f':
@@ -267,6 +257,9 @@ func (s *state) array() error {
 		case ',':
 			s.pos++
 			s.dst = append(s.dst, ',')
+			if s.hashing && s.objects == 0 && len(s.dst) >= flushSize {
+				s.flush()
+			}
 		case ']':
 			s.pos++
 			s.dst = append(s.dst, ']')
@@ -290,16 +283,16 @@ func (s *state) object() error {
 	if s.closeIf('}') {
 		return nil
 	}
+	s.objects++
 	for {
 		s.ws()
 		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
 			return s.syntax(s.pos, "expected string for object member name")
 		}
-		m := member{kOff: len(s.keys), start: len(s.dst), at: s.pos}
-		if err := s.str(true); err != nil {
+		m := member{start: len(s.dst), at: s.pos}
+		if err := s.str(&m); err != nil {
 			return err
 		}
-		m.kEnd = len(s.keys)
 		s.ws()
 		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
 			return s.syntax(s.pos, "expected ':' after object member name")
@@ -330,7 +323,7 @@ func (s *state) object() error {
 	if err := s.order(body, s.members[mBase:]); err != nil {
 		return err
 	}
-	s.dst = append(s.dst, '}')
+	s.objects--
 	s.members = s.members[:mBase]
 	s.keys = s.keys[:kBase]
 	s.depth--

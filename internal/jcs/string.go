@@ -1,6 +1,9 @@
 package jcs
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // plain[c] is true for the ASCII bytes that stand for themselves both in a
 // JSON string and in its JCS form: printable, not '"', not '\\'.
@@ -12,27 +15,27 @@ var plain = func() (t [256]bool) {
 }()
 
 // str parses the JSON string at s.pos (the opening quote) and appends its
-// JCS form to s.dst. When key is set it also appends the unescaped UTF-8
-// text to s.keys, for sorting and duplicate detection.
+// JCS form to s.dst. For a member name (m not nil) it records in m where
+// the unescaped name is: in the input itself when the name has no escapes,
+// else appended to s.keys.
 //
 // Fast path: a string without escapes whose UTF-8 is valid is already
-// canonical and is copied in one piece.
-func (s *state) str(key bool) error {
+// canonical and is copied in one piece; printable ASCII is skipped eight
+// bytes at a time.
+func (s *state) str(m *member) error {
 	d := s.data
 	start := s.pos + 1
 	i := start
 	for {
-		for i < len(d) && plain[d[i]] {
-			i++
-		}
+		i = plainRun(d, i)
 		if i >= len(d) {
 			return s.syntax(len(d), "unterminated string")
 		}
 		c := d[i]
 		if c == '"' {
 			s.dst = append(s.dst, d[start-1:i+1]...)
-			if key {
-				s.keys = append(s.keys, d[start:i]...)
+			if m != nil {
+				m.kOff, m.kEnd = start, i
 			}
 			s.pos = i + 1
 			return nil
@@ -48,14 +51,15 @@ func (s *state) str(key bool) error {
 	}
 	// Slow path: flush the verbatim prefix, then go token by token.
 	s.dst = append(s.dst, d[start-1:i]...)
+	key := m != nil
 	if key {
+		m.esc = true
+		m.kOff = len(s.keys)
 		s.keys = append(s.keys, d[start:i]...)
 	}
 	for {
 		run := i
-		for i < len(d) && plain[d[i]] {
-			i++
-		}
+		i = plainRun(d, i)
 		if i > run {
 			s.dst = append(s.dst, d[run:i]...)
 			if key {
@@ -69,6 +73,9 @@ func (s *state) str(key bool) error {
 		switch {
 		case c == '"':
 			s.dst = append(s.dst, '"')
+			if key {
+				m.kEnd = len(s.keys)
+			}
 			s.pos = i + 1
 			return nil
 		case c == '\\':
@@ -95,6 +102,33 @@ func (s *state) str(key bool) error {
 			i += size
 		}
 	}
+}
+
+const (
+	lsb = 0x0101010101010101 // the low bit of every byte of a word
+	msb = 0x8080808080808080 // the high bit of every byte of a word
+)
+
+// plainRun returns the offset of the first byte at or after i that is not
+// plain (see plain), or len(d). It tests eight bytes per step: a word is
+// all plain when no byte has its high bit set, is below 0x20, or equals
+// '"' or '\\' (the usual "has a zero byte" bit trick, which is exact as a
+// yes/no answer).
+func plainRun(d []byte, i int) int {
+	for i+8 <= len(d) {
+		w := binary.LittleEndian.Uint64(d[i:])
+		q := w ^ (lsb * '"')
+		b := w ^ (lsb * '\\')
+		special := w | ((w - lsb*0x20) &^ w) | ((q - lsb) &^ q) | ((b - lsb) &^ b)
+		if special&msb != 0 {
+			break
+		}
+		i += 8
+	}
+	for i < len(d) && plain[d[i]] {
+		i++
+	}
+	return i
 }
 
 // simpleEscapes maps the byte after a backslash to the rune the escape
