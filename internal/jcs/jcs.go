@@ -168,6 +168,13 @@ func (s *state) run() error {
 
 // ws skips JSON whitespace (space, tab, LF, CR).
 func (s *state) ws() {
+	if s.pos < len(s.data) && s.data[s.pos] > ' ' {
+		return // compact JSON: no whitespace here (inlined)
+	}
+	s.skipWS()
+}
+
+func (s *state) skipWS() {
 	d, i := s.data, s.pos
 	for i < len(d) {
 		switch d[i] {

@@ -12,25 +12,33 @@ import (
 // in place, in sorted order, for the outermost object in digest mode, or
 // copied aside and written back in order.
 func (s *state) order(body int, ms []member) error {
+	// Insertion sort of the member records, which also finds duplicate
+	// names: n-1 comparisons for members that arrived sorted, plus one per
+	// inversion otherwise (objects are small; larger ones use pdqsort).
 	sorted := true
-	for i := 1; i < len(ms); i++ {
-		c := CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i]))
-		if c == 0 {
-			return s.fail(ms[i].at, ErrDuplicateKey)
+	if len(ms) > 12 {
+		var dup bool
+		if sorted, dup = s.sortLarge(ms); dup {
+			return s.duplicate(ms)
 		}
-		if c > 0 {
-			sorted = false
+	} else {
+		for i := 1; i < len(ms); i++ {
+			for j := i; j > 0; j-- {
+				c := CompareUTF16(s.key(&ms[j-1]), s.key(&ms[j]))
+				if c == 0 {
+					return s.duplicate(ms)
+				}
+				if c < 0 {
+					break
+				}
+				ms[j-1], ms[j] = ms[j], ms[j-1]
+				sorted = false
+			}
 		}
 	}
 	if sorted {
 		s.dst = append(s.dst, '}')
 		return nil
-	}
-	s.sortMembers(ms)
-	for i := 1; i < len(ms); i++ {
-		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
-			return s.fail(max(ms[i-1].at, ms[i].at), ErrDuplicateKey)
-		}
 	}
 	if s.hashing && s.objects == 1 {
 		// Nothing before this object, and no member, can move any more.
@@ -56,18 +64,48 @@ func (s *state) order(body int, ms []member) error {
 	return nil
 }
 
-// sortMembers sorts ms by name: insertion sort for the small objects of
-// typical requests, pdqsort beyond.
-func (s *state) sortMembers(ms []member) {
-	if len(ms) > 12 {
-		slices.SortFunc(ms, func(a, b member) int { return CompareUTF16(s.key(&a), s.key(&b)) })
-		return
-	}
+// sortLarge sorts the members of an object of more than a dozen members.
+// It reports whether they were already sorted, and whether two share a
+// name.
+func (s *state) sortLarge(ms []member) (sorted, dup bool) {
+	sorted = true
 	for i := 1; i < len(ms); i++ {
-		for j := i; j > 0 && CompareUTF16(s.key(&ms[j-1]), s.key(&ms[j])) > 0; j-- {
-			ms[j-1], ms[j] = ms[j], ms[j-1]
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) >= 0 {
+			sorted = false
+			break
 		}
 	}
+	if sorted {
+		return true, false
+	}
+	slices.SortFunc(ms, func(a, b member) int { return CompareUTF16(s.key(&a), s.key(&b)) })
+	for i := 1; i < len(ms); i++ {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// duplicate returns the ErrDuplicateKey error for an object with two
+// members of the same name (ms in any order), at the offset the package
+// has always reported: the later of the first two members adjacent in
+// input order that share a name, or, when no two adjacent ones do, the
+// later of the first two equal neighbours after sorting.
+func (s *state) duplicate(ms []member) error {
+	slices.SortFunc(ms, func(a, b member) int { return a.at - b.at }) // input order
+	for i := 1; i < len(ms); i++ {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
+			return s.fail(ms[i].at, ErrDuplicateKey)
+		}
+	}
+	slices.SortFunc(ms, func(a, b member) int { return CompareUTF16(s.key(&a), s.key(&b)) })
+	for i := 1; i < len(ms); i++ {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
+			return s.fail(max(ms[i-1].at, ms[i].at), ErrDuplicateKey)
+		}
+	}
+	return s.fail(ms[0].at, ErrDuplicateKey) // not reached: ms holds a duplicate
 }
 
 // key returns m's unescaped name.
