@@ -49,10 +49,10 @@ func appendES(dst []byte, f float64) []byte {
 	return dst
 }
 
-// number parses the JSON number at s.pos and appends its canonical form.
-func (s *state) number() error {
+// number parses the JSON number at d[start], appends its canonical form to
+// dst, and returns dst and the offset after the number.
+func (s *state) number(dst []byte, start int) ([]byte, int, error) {
 	d := s.data
-	start := s.pos
 	i := start
 	if i < len(d) && d[i] == '-' {
 		i++
@@ -67,7 +67,7 @@ func (s *state) number() error {
 			i++
 		}
 	default:
-		return s.syntax(i, "invalid number: expected digit")
+		return dst, i, s.syntax(i, "invalid number: expected digit")
 	}
 	intDigits := i - intStart
 	simple := true
@@ -77,7 +77,7 @@ func (s *state) number() error {
 		dot = i
 		i++
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return s.syntax(i, "invalid number: expected digit after decimal point")
+			return dst, i, s.syntax(i, "invalid number: expected digit after decimal point")
 		}
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 			i++
@@ -92,46 +92,44 @@ func (s *state) number() error {
 			i++
 		}
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return s.syntax(i, "invalid number: expected digit in exponent")
+			return dst, i, s.syntax(i, "invalid number: expected digit in exponent")
 		}
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 			i++
 		}
 	}
-	s.pos = i
 	lit := d[start:i]
 	// Fast path: an integer literal of at most 15 digits is exactly
 	// representable (< 2^53) and ECMAScript writes it back unchanged,
 	// except -0.
 	if simple && intDigits <= 15 {
 		if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
-			s.dst = append(s.dst, '0')
-			return nil
+			return append(dst, '0'), i, nil
 		}
-		s.dst = append(s.dst, lit...)
-		return nil
+		return append(dst, lit...), i, nil
 	}
-	if dot >= 0 && !hasExp && s.shortDecimal(lit, intStart-start, dot-start) {
-		return nil
+	if dot >= 0 && !hasExp {
+		if out, ok := shortDecimal(dst, lit, intStart-start, dot-start); ok {
+			return out, i, nil
+		}
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) {
 		// The grammar was checked above, so the only failure is overflow.
-		return s.fail(start, ErrNumber)
+		return dst, i, s.fail(start, ErrNumber)
 	}
-	n := len(s.dst)
-	s.dst = appendES(s.dst, f)
-	if s.exact && !sameDecimal(lit, s.dst[n:]) {
-		s.dst = s.dst[:n]
-		return s.fail(start, ErrInexactNumber)
+	n := len(dst)
+	dst = appendES(dst, f)
+	if s.exact && !sameDecimal(lit, dst[n:]) {
+		return dst[:n], i, s.fail(start, ErrInexactNumber)
 	}
-	return nil
+	return dst, i, nil
 }
 
-// shortDecimal writes the canonical form of lit, a number literal with a
-// fraction and no exponent whose integer part is lit[intStart:dot], when
-// it has at most 15 significant digits and a magnitude of 1e-6 or more (or
-// is zero), and reports whether it did.
+// shortDecimal appends the canonical form of lit, a number literal with a
+// fraction and no exponent whose integer part is lit[intStart:dot], to dst
+// when it has at most 15 significant digits and a magnitude of 1e-6 or
+// more (or is zero), and reports whether it did.
 //
 // Such a literal needs no float conversion: every decimal of up to 15
 // significant digits round-trips through the nearest double (DBL_DIG), so
@@ -141,7 +139,7 @@ func (s *state) number() error {
 // [1e-6, 1e21): the literal without trailing fraction zeros (and without
 // the point when none remain). The value is unchanged, so the exact check
 // of CanonicalizeExact holds too.
-func (s *state) shortDecimal(lit []byte, intStart, dot int) bool {
+func shortDecimal(dst, lit []byte, intStart, dot int) ([]byte, bool) {
 	intPart := lit[intStart:dot]
 	frac := lit[dot+1:]
 	for len(frac) > 0 && frac[len(frac)-1] == '0' {
@@ -149,25 +147,22 @@ func (s *state) shortDecimal(lit []byte, intStart, dot int) bool {
 	}
 	if len(intPart) == 1 && intPart[0] == '0' {
 		if len(frac) == 0 { // 0.0, -0.000
-			s.dst = append(s.dst, '0')
-			return true
+			return append(dst, '0'), true
 		}
 		zeros := 0
 		for frac[zeros] == '0' {
 			zeros++
 		}
 		if zeros > 5 || len(frac)-zeros > 15 {
-			return false // below 1e-6 (exponent form), or too many digits
+			return dst, false // below 1e-6 (exponent form), or too many digits
 		}
 	} else if len(intPart)+len(frac) > 15 {
-		return false
+		return dst, false
 	}
 	if len(frac) == 0 {
-		s.dst = append(s.dst, lit[:dot]...) // sign and integer part
-		return true
+		return append(dst, lit[:dot]...), true // sign and integer part
 	}
-	s.dst = append(s.dst, lit[:dot+1+len(frac)]...)
-	return true
+	return append(dst, lit[:dot+1+len(frac)]...), true
 }
 
 // sameDecimal reports whether two JSON number literals have the same

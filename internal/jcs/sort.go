@@ -4,14 +4,14 @@ import (
 	"slices"
 )
 
-// order finishes one object whose members are written to s.dst[body:],
+// order finishes one object whose members are written to dst[body:],
 // separated by commas: it rejects duplicate names and writes the members in
 // JCS order followed by '}'. Members that arrived sorted (the common case
 // for machine-written JSON) stay where they are. Otherwise only the small
 // member records are sorted; the members' text is then moved once: hashed
 // in place, in sorted order, for the outermost object in digest mode, or
 // copied aside and written back in order.
-func (s *state) order(body int, ms []member) error {
+func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 	// Insertion sort of the member records, which also finds duplicate
 	// names: n-1 comparisons for members that arrived sorted, plus one per
 	// inversion otherwise (objects are small; larger ones use pdqsort).
@@ -19,14 +19,14 @@ func (s *state) order(body int, ms []member) error {
 	if len(ms) > 12 {
 		var dup bool
 		if sorted, dup = s.sortLarge(ms); dup {
-			return s.duplicate(ms)
+			return dst, s.duplicate(ms)
 		}
 	} else {
 		for i := 1; i < len(ms); i++ {
 			for j := i; j > 0; j-- {
 				c := CompareUTF16(s.key(&ms[j-1]), s.key(&ms[j]))
 				if c == 0 {
-					return s.duplicate(ms)
+					return dst, s.duplicate(ms)
 				}
 				if c < 0 {
 					break
@@ -37,31 +37,28 @@ func (s *state) order(body int, ms []member) error {
 		}
 	}
 	if sorted {
-		s.dst = append(s.dst, '}')
-		return nil
+		return append(dst, '}'), nil
 	}
 	if s.hashing && s.objects == 1 {
 		// Nothing before this object, and no member, can move any more.
-		s.h.Write(s.dst[:body])
+		s.h.Write(dst[:body])
 		for i, m := range ms {
 			if i > 0 {
 				s.h.Write(comma)
 			}
-			s.h.Write(s.dst[m.start:m.end])
+			s.h.Write(dst[m.start:m.end])
 		}
-		s.dst = append(s.dst[:0], '}')
-		return nil
+		return append(dst[:0], '}'), nil
 	}
-	s.scratch = append(s.scratch[:0], s.dst[body:]...)
-	s.dst = s.dst[:body]
+	s.scratch = append(s.scratch[:0], dst[body:]...)
+	dst = dst[:body]
 	for i, m := range ms {
 		if i > 0 {
-			s.dst = append(s.dst, ',')
+			dst = append(dst, ',')
 		}
-		s.dst = append(s.dst, s.scratch[m.start-body:m.end-body]...)
+		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
 	}
-	s.dst = append(s.dst, '}')
-	return nil
+	return append(dst, '}'), nil
 }
 
 // sortLarge sorts the members of an object of more than a dozen members.

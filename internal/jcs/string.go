@@ -14,43 +14,54 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// str parses the JSON string at s.pos (the opening quote) and appends its
-// JCS form to s.dst. For a member name (m not nil) it records in m where
-// the unescaped name is: in the input itself when the name has no escapes,
-// else appended to s.keys.
+// str parses the JSON string at d[pos] (the opening quote), appends its
+// JCS form to dst and returns dst and the offset after the string. For a
+// member name (m not nil) it records in m where the unescaped name is: in
+// the input itself when the name has no escapes, else appended to s.keys.
 //
 // Fast path: a string without escapes whose UTF-8 is valid is already
 // canonical and is copied in one piece; printable ASCII is skipped eight
 // bytes at a time.
-func (s *state) str(m *member) error {
+func (s *state) str(dst []byte, pos int, m *member) ([]byte, int, error) {
 	d := s.data
-	start := s.pos + 1
-	i := start
+	start := pos + 1
+	i := plainRun(d, start)
+	if i < len(d) && d[i] == '"' {
+		if m != nil {
+			m.kOff, m.kEnd = start, i
+		}
+		return append(dst, d[pos:i+1]...), i + 1, nil
+	}
+	return s.strRest(dst, m, start, i)
+}
+
+// strRest continues str at d[i], the first byte that is not plain: the
+// string holds non-ASCII text, an escape, a control character, or ends
+// early.
+func (s *state) strRest(dst []byte, m *member, start, i int) ([]byte, int, error) {
+	d := s.data
 	for {
-		i = plainRun(d, i)
 		if i >= len(d) {
-			return s.syntax(len(d), "unterminated string")
+			return dst, i, s.syntax(len(d), "unterminated string")
 		}
 		c := d[i]
 		if c == '"' {
-			s.dst = append(s.dst, d[start-1:i+1]...)
 			if m != nil {
 				m.kOff, m.kEnd = start, i
 			}
-			s.pos = i + 1
-			return nil
+			return append(dst, d[start-1:i+1]...), i + 1, nil
 		}
 		if c < utf8.RuneSelf {
 			break // '\\' or a control character
 		}
 		r, size := utf8.DecodeRune(d[i:])
 		if r == utf8.RuneError && size == 1 {
-			return s.fail(i, ErrInvalidUTF8)
+			return dst, i, s.fail(i, ErrInvalidUTF8)
 		}
-		i += size
+		i = plainRun(d, i+size)
 	}
 	// Slow path: flush the verbatim prefix, then go token by token.
-	s.dst = append(s.dst, d[start-1:i]...)
+	dst = append(dst, d[start-1:i]...)
 	key := m != nil
 	if key {
 		m.esc = true
@@ -61,41 +72,39 @@ func (s *state) str(m *member) error {
 		run := i
 		i = plainRun(d, i)
 		if i > run {
-			s.dst = append(s.dst, d[run:i]...)
+			dst = append(dst, d[run:i]...)
 			if key {
 				s.keys = append(s.keys, d[run:i]...)
 			}
 		}
 		if i >= len(d) {
-			return s.syntax(len(d), "unterminated string")
+			return dst, i, s.syntax(len(d), "unterminated string")
 		}
 		c := d[i]
 		switch {
 		case c == '"':
-			s.dst = append(s.dst, '"')
 			if key {
 				m.kEnd = len(s.keys)
 			}
-			s.pos = i + 1
-			return nil
+			return append(dst, '"'), i + 1, nil
 		case c == '\\':
 			r, next, err := s.escape(i)
 			if err != nil {
-				return err
+				return dst, i, err
 			}
-			s.dst = appendRune(s.dst, r)
+			dst = appendRune(dst, r)
 			if key {
 				s.keys = utf8.AppendRune(s.keys, r)
 			}
 			i = next
 		case c < 0x20:
-			return s.syntax(i, "control character in string (must be escaped)")
+			return dst, i, s.syntax(i, "control character in string (must be escaped)")
 		default:
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size == 1 {
-				return s.fail(i, ErrInvalidUTF8)
+				return dst, i, s.fail(i, ErrInvalidUTF8)
 			}
-			s.dst = append(s.dst, d[i:i+size]...)
+			dst = append(dst, d[i:i+size]...)
 			if key {
 				s.keys = append(s.keys, d[i:i+size]...)
 			}

@@ -39,7 +39,6 @@ func sum256(data []byte, exact bool) ([sha256.Size]byte, error) {
 	err := s.run()
 	var sum [sha256.Size]byte
 	if err == nil {
-		s.flush()
 		s.h.Sum(s.sum[:0])
 		sum = s.sum
 	}
@@ -49,12 +48,11 @@ func sum256(data []byte, exact bool) ([sha256.Size]byte, error) {
 	return sum, err
 }
 
-// flush hands the text in dst to the hash and empties dst. Only valid in
-// digest mode with no object open (nothing in dst can still move).
-func (s *state) flush() {
-	if s.hashing && len(s.dst) > 0 {
-		s.h.Write(s.dst)
-		s.dst = s.dst[:0]
+// flush hands dst to the hash in digest mode (the caller then empties
+// it). Only valid with no object open: nothing in dst can still move.
+func (s *state) flush(dst []byte) {
+	if s.hashing && len(dst) > 0 {
+		s.h.Write(dst)
 	}
 }
 
