@@ -18,10 +18,15 @@ import (
 
 func stamp(recipe string, sum [sha256.Size]byte) string {
 	var b [64 + 43]byte
-	out := append(b[:0], recipe...)
-	out = append(out, ':')
-	out = base64.RawURLEncoding.AppendEncode(out, sum[:])
-	return string(out)
+	return string(appendStamp(b[:0], recipe, sum))
+}
+
+// appendStamp appends recipe + ":" + base64url(sum), the form of every
+// digest, to dst.
+func appendStamp(dst []byte, recipe string, sum [sha256.Size]byte) []byte {
+	dst = append(dst, recipe...)
+	dst = append(dst, ':')
+	return base64.RawURLEncoding.AppendEncode(dst, sum[:])
 }
 
 // rawBodySHA256 returns the lowercase hex SHA-256 of a raw request body, as
@@ -29,12 +34,19 @@ func stamp(recipe string, sum [sha256.Size]byte) string {
 // raw_body_sha256, kept for archive only).
 func rawBodySHA256(body []byte) string {
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:])
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // digestBytes returns the canon.RecipeBytes digest of body.
 func digestBytes(body []byte) string {
 	return stamp(canon.RecipeBytes, sha256.Sum256(body))
+}
+
+// appendDigestBytes appends digestBytes(body) to dst.
+func appendDigestBytes(dst, body []byte) []byte {
+	return appendStamp(dst, canon.RecipeBytes, sha256.Sum256(body))
 }
 
 // digestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
@@ -44,13 +56,33 @@ func digestBytes(body []byte) string {
 // form would change its value: two bodies that differ never share a
 // digest unless a normaliser makes them equal.
 func digestJSON(body []byte, n *canon.Normalizer) (string, error) {
+	var b [64 + 43]byte
+	out, err := appendDigestJSON(b[:0], body, n)
+	if err != nil {
+		return "", err
+	}
+	return string(out), nil
+}
+
+// appendDigestJSON appends digestJSON(body, n) to dst; on error it returns
+// dst unchanged.
+func appendDigestJSON(dst, body []byte, n *canon.Normalizer) ([]byte, error) {
 	if n == nil {
 		sum, err := jcs.Sum256Exact(body)
 		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+			return dst, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 		}
-		return stamp(canon.RecipeJCS, sum), nil
+		return appendStamp(dst, canon.RecipeJCS, sum), nil
 	}
+	d, err := normalizedDigest(body, n)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, d...), nil
+}
+
+// normalizedDigest is digestJSON for a body with a normaliser.
+func normalizedDigest(body []byte, n *canon.Normalizer) (string, error) {
 	form, err := jcs.CanonicalizeExact(body)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidJSON, err)

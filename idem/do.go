@@ -66,26 +66,22 @@ type Request struct {
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
 	g.requireTenant("Do")
-	ev := &req.Event
+	in := &request{v2Event: req.Event} // one allocation: event, request, transaction
+	ev := &in.v2Event
 	routeKey := ev.RouteKey
 	if req.Operation != "" {
 		routeKey = req.Operation
 	}
-	in := request{
-		method:      ev.RequestContext.HTTP.Method,
-		operation:   routeKey,
-		tenant:      g.cfg.Tenant.TenantV2(&ev.RequestContext),
-		credential:  func(name string) string { return g.cfg.Tenant.credentialV2(&ev.RequestContext, name) },
-		keyValues:   header.Values(ev.Headers, HeaderKey),
-		contentType: header.First(ev.Headers, "Content-Type"),
-		accept:      header.First(ev.Headers, "Accept"),
-		requestID:   ev.RequestContext.RequestID,
-		object:      req.Object,
-		parts: requestParts{
-			params: paramPairs(ev.PathParameters),
-			header: func(name string) []string { return header.Values(ev.Headers, name) },
-		},
-	}
+	in.method = ev.RequestContext.HTTP.Method
+	in.operation = routeKey
+	in.tenant = g.cfg.Tenant.TenantV2(&ev.RequestContext)
+	in.v2, in.v2Tenant = ev, &g.cfg.Tenant
+	in.contentType = header.First(ev.Headers, "Content-Type")
+	in.accept = header.First(ev.Headers, "Accept")
+	in.requestID = ev.RequestContext.RequestID
+	in.object = req.Object
+	in.parts.params = paramPairs(ev.PathParameters)
+	in.keyValues = header.AppendValues(in.keyBuf[:0], ev.Headers, HeaderKey)
 	if req.Params != nil {
 		in.parts.params = paramPairs(req.Params)
 	}
@@ -102,7 +98,7 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 	}
 	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
 	var cookies []string
-	resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {
+	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 		out, err := fn(ctx)
 		if err != nil {
 			return nil, err

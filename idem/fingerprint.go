@@ -3,12 +3,12 @@ package idem
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 	"net/textproto"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/idemkit/idemkit/idem/canon"
 )
@@ -100,57 +100,62 @@ func sortPairs(p []pair) {
 // fingerprint computes the request fingerprint (canon.RecipeRequest) of in under
 // the operation id op, given its body digest and the headers its route
 // declares.
-func fingerprint(in *request, op, bodyDigest string, headers []string) string {
-	h := sha256.New()
-	h.Write([]byte(fingerprintDomain))
-	writeStr(h, in.method)
-	writeStr(h, op)
+func fingerprint(in *request, op string, bodyDigest []byte, headers []string) string {
+	bp := msgPool.Get().(*[]byte)
+	m := append((*bp)[:0], fingerprintDomain...)
+	m = appendStr(m, in.method)
+	m = appendStr(m, op)
 	p := &in.parts
-	writeTag(h, 'p', len(p.params))
+	m = appendTag(m, 'p', len(p.params))
 	for _, kv := range p.params {
-		writeStr(h, kv.name)
-		writeStr(h, kv.value)
+		m = appendStr(m, kv.name)
+		m = appendStr(m, kv.value)
 	}
-	writeStr(h, p.path)
-	writeTag(h, 'q', len(p.query))
+	m = appendStr(m, p.path)
+	m = appendTag(m, 'q', len(p.query))
 	for _, kv := range p.query {
 		if kv.raw {
-			writeTag(h, 'u', 0)
+			m = appendTag(m, 'u', 0)
 		} else {
-			writeTag(h, 'd', 0)
+			m = appendTag(m, 'd', 0)
 		}
-		writeStr(h, kv.name)
-		writeStr(h, kv.value)
+		m = appendStr(m, kv.name)
+		m = appendStr(m, kv.value)
 	}
-	writeTag(h, 'h', len(headers))
+	m = appendTag(m, 'h', len(headers))
 	for _, name := range headers {
-		var vs []string
-		if p.header != nil {
-			vs = p.header(name)
-		}
-		writeStr(h, name)
-		writeTag(h, 'v', len(vs))
+		vs := in.headerValues(name)
+		m = appendStr(m, name)
+		m = appendTag(m, 'v', len(vs))
 		for _, v := range vs {
-			writeStr(h, v)
+			m = appendStr(m, v)
 		}
 	}
-	writeStr(h, bodyDigest)
-	var sum [sha256.Size]byte
-	return stamp(canon.RecipeRequest, [sha256.Size]byte(h.Sum(sum[:0])))
+	m = appendStr(m, bodyDigest)
+	sum := sha256.Sum256(m)
+	if cap(m) <= maxPooledMsg {
+		*bp = m[:0]
+		msgPool.Put(bp)
+	}
+	return stamp(canon.RecipeRequest, sum)
 }
 
-func writeStr(h hash.Hash, s string) {
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-	h.Write(n[:])
-	h.Write([]byte(s))
+// The fingerprint message is built in a pooled buffer and hashed once: the
+// same bytes as writing each part to a running hash, without allocating.
+const maxPooledMsg = 64 << 10
+
+var msgPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendStr appends s with its length as 8 bytes, big-endian, in front.
+func appendStr[T ~string | ~[]byte](m []byte, s T) []byte {
+	m = binary.BigEndian.AppendUint64(m, uint64(len(s)))
+	return append(m, s...)
 }
 
-func writeTag(h hash.Hash, tag byte, n int) {
-	var b [9]byte
-	b[0] = tag
-	binary.BigEndian.PutUint64(b[1:], uint64(n))
-	h.Write(b[:])
+// appendTag appends a tag byte and the count n as 8 bytes, big-endian.
+func appendTag(m []byte, tag byte, n int) []byte {
+	m = append(m, tag)
+	return binary.BigEndian.AppendUint64(m, uint64(n))
 }
 
 // canonicalHeaders returns the declared header names in canonical form,

@@ -13,10 +13,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
@@ -85,9 +87,45 @@ type request struct {
 	// credential reads a credential value named in Policy.Scope.Credential
 	// ("" = absent); nil when the adapter has none.
 	credential func(name string) string
+	// v2, when set, is the HTTP API event this request was read from, and
+	// v2Tenant the Guard's tenant source: credentials and headers are then
+	// read from it directly (credentialValue, headerValues), which saves
+	// Do two closures per request.
+	v2       *events.APIGatewayV2HTTPRequest
+	v2Tenant *TenantSource
+	keyBuf   [1]string // backing array of keyValues for the usual single key header
+	v2Event  events.APIGatewayV2HTTPRequest
+	// txn is the storage of the request's transaction (serve).
+	txn txn
 	// object loads the route's object for ReplayObject (Request.Object);
 	// nil when the adapter or the route has none.
 	object ObjectLoader
+}
+
+// credentialValue returns the credential value named name ("" = absent).
+func (in *request) credentialValue(name string) string {
+	switch {
+	case in.v2 != nil:
+		return in.v2Tenant.credentialV2(&in.v2.RequestContext, name)
+	case in.credential != nil:
+		return in.credential(name)
+	}
+	return ""
+}
+
+// hasHeaders reports whether the request's headers can be read.
+func (in *request) hasHeaders() bool { return in.v2 != nil || in.parts.header != nil }
+
+// headerValues returns the values of the request header name (nil when
+// the headers cannot be read).
+func (in *request) headerValues(name string) []string {
+	switch {
+	case in.v2 != nil:
+		return header.Values(in.v2.Headers, name)
+	case in.parts.header != nil:
+		return in.parts.header(name)
+	}
+	return nil
 }
 
 // handlerFunc runs the wrapped handler and returns its response.
@@ -120,7 +158,9 @@ func newOwnerToken() string {
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("idem: no randomness: " + err.Error())
 	}
-	return hex.EncodeToString(b[:])
+	var out [32]byte
+	hex.Encode(out[:], b[:])
+	return string(out[:])
 }
 
 // operation maps a routed operation to its canonical id.
@@ -160,7 +200,8 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 		}
 		return g.decorate(render(route, g.stampRequestID(g.plain(ctx, in, run), in.requestID), in.accept), in, "", false, "")
 	}
-	t := &txn{g: g, in: in, key: key, op: op, route: route}
+	t := &in.txn // allocated with the request
+	*t = txn{g: g, in: in, key: key, op: op, route: route}
 	return t.run(ctx, route, run)
 }
 

@@ -51,6 +51,8 @@ type txn struct {
 	// (claim or heartbeat renewal): the limit of the writes after the claim
 	// (Guard.storeCtx).
 	leaseEnd time.Time
+	// replayed is the storage of the replay's response (replay).
+	replayed Response
 	// unrecorded is set when the handler's outcome (without transactional
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
@@ -138,10 +140,12 @@ func internalError() *apierr.Error {
 func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	g := t.g
 	in := t.in
-	var scopeTenant string
+	// The tenant's scope is scopePrefix+scopeTenant (kept apart, so that
+	// the usual case does not build the string).
+	var scopePrefix, scopeTenant string
 	switch {
 	case in.tenant != "":
-		scopeTenant = "tenant:" + in.tenant
+		scopePrefix, scopeTenant = "tenant:", in.tenant
 	case g.cfg.Unauthenticated == AnonymousTenant:
 		scopeTenant = AnonymousTenantID
 	default:
@@ -154,18 +158,16 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		values := make([]string, len(parts))
 		t.credential = make(map[string]string, len(parts))
 		for i, name := range parts {
-			if in.credential != nil {
-				values[i] = in.credential(name)
-			}
+			values[i] = in.credentialValue(name)
 			if values[i] == "" && !anonymous {
 				return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 			}
 			t.credential[name] = values[i]
 		}
-		scopeTenant = credentialScope(scopeTenant, parts, values)
+		scopePrefix, scopeTenant = "", credentialScope(scopePrefix+scopeTenant, parts, values)
 	}
 	if t.derived {
-		scopeTenant = derivedScopePrefix + scopeTenant
+		scopePrefix, scopeTenant = "", derivedScopePrefix+scopePrefix+scopeTenant
 	}
 	if t.op == "" {
 		t.logf(ctx, slog.LevelError, "idempotency: no routed operation for request (register the handler on a ServeMux pattern, wrap the ServeMux, or set Config.HTTPOperation; "+
@@ -176,6 +178,9 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if in.bodyErr != nil {
 		return t.fail(apierr.New(400, apierr.CodeValidation, "The request body could not be decoded."))
 	}
+	// The body digest goes into the fingerprint from a stack buffer.
+	var db [64 + 43]byte
+	bodyDigest := db[:0]
 	if c := route.Contract; c != nil {
 		d, req, e := contractDigest(c, g.canonicalFunc(), in, canon.Scope{
 			Tenant: in.tenant, Method: in.method, Operation: t.op, Credential: t.credential,
@@ -183,18 +188,17 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		if e != nil {
 			return t.fail(e)
 		}
-		t.digest, t.decoded = d, req
+		bodyDigest, t.decoded = append(bodyDigest, d...), req
 	} else if route.JSON || isJSONType(in.contentType) {
 		if len(in.body) > 0 {
 			n := route.Normalize
 			if n == nil {
 				n = g.cfg.Normalize
 			}
-			d, err := digestJSON(in.body, n)
-			if err != nil {
+			var err error
+			if bodyDigest, err = appendDigestJSON(bodyDigest, in.body, n); err != nil {
 				return t.fail(invalidJSON(in.body, err))
 			}
-			t.digest = d
 			if f := g.cfg.BodyTenantField; f != "" {
 				if bt, ok := bodyTenant(in.body, f); ok && bt != in.tenant {
 					return t.fail(apierr.New(403, apierr.CodeForbidden,
@@ -203,12 +207,12 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 				}
 			}
 		} else {
-			t.digest = digestBytes(nil)
+			bodyDigest = appendDigestBytes(bodyDigest, nil)
 		}
 	} else {
-		t.digest = digestBytes(in.body)
+		bodyDigest = appendDigestBytes(bodyDigest, in.body)
 	}
-	t.digest = fingerprint(in, t.op, t.digest, route.Headers)
+	t.digest = fingerprint(in, t.op, bodyDigest, route.Headers)
 	if e := t.readMode(); e != nil {
 		return t.fail(e)
 	}
@@ -216,7 +220,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
 	}
-	t.id = keyspace.ID(scopeTenant, scopeOp, t.key)
+	t.id = keyspace.IDPrefixed(scopePrefix, scopeTenant, scopeOp, t.key)
 	return t.claim(ctx, run)
 }
 
@@ -337,10 +341,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 // bad value is a 400 validation_error.
 func (t *txn) readMode() *apierr.Error {
 	name := t.g.cfg.Policy.InFlight.ModeHeader
-	if name == "" || t.in.parts.header == nil {
+	if name == "" || !t.in.hasHeaders() {
 		return nil
 	}
-	vs := t.in.parts.header(name)
+	vs := t.in.headerValues(name)
 	if len(vs) == 0 {
 		return nil
 	}
@@ -461,7 +465,8 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	if c == nil { // a final record always has a response; never a panic
 		return t.fail(internalError())
 	}
-	out := &Response{Status: c.Status, Body: c.Body, Headers: make(map[string][]string, len(c.Headers)+4)}
+	out := &t.replayed // allocated with the transaction
+	*out = Response{Status: c.Status, Body: c.Body, Headers: make(map[string][]string, len(c.Headers)+4)}
 	for k, v := range c.Headers {
 		out.Headers[k] = v
 	}

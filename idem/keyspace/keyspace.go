@@ -32,16 +32,23 @@ const scopeHashLen = 43 // base64url(sha256) without padding
 // injective over its inputs (each part is length-prefixed) and never
 // contains the raw key.
 func ID(tenant, operation, key string) string {
-	h := sha256.New()
-	var n [8]byte
-	h.Write([]byte(scopeDomain))
-	for _, p := range [...]string{tenant, operation, key} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
-		h.Write(n[:])
-		h.Write([]byte(p))
+	return IDPrefixed("", tenant, operation, key)
+}
+
+// IDPrefixed is ID(tenantPrefix+tenant, operation, key), computed without
+// building the concatenation.
+func IDPrefixed(tenantPrefix, tenant, operation, key string) string {
+	var buf [256]byte // a message that does not fit moves to the heap
+	m := append(buf[:0], scopeDomain...)
+	m = binary.BigEndian.AppendUint64(m, uint64(len(tenantPrefix)+len(tenant)))
+	m = append(append(m, tenantPrefix...), tenant...)
+	for _, p := range [...]string{operation, key} {
+		m = binary.BigEndian.AppendUint64(m, uint64(len(p)))
+		m = append(m, p...)
 	}
-	var sum [sha256.Size]byte
-	return CallerPrefix + base64.RawURLEncoding.EncodeToString(h.Sum(sum[:0]))
+	sum := sha256.Sum256(m)
+	var out [len(CallerPrefix) + scopeHashLen]byte
+	return string(base64.RawURLEncoding.AppendEncode(append(out[:0], CallerPrefix...), sum[:]))
 }
 
 // IsCaller reports whether id has the shape of an ID result: the

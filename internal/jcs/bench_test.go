@@ -1,7 +1,9 @@
 package jcs
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"testing"
 )
 
@@ -43,6 +45,77 @@ func BenchmarkCanonicalizeSmall(b *testing.B) {
 	for b.Loop() {
 		var err error
 		if buf, err = Append(buf[:0], in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// rowsBody returns about size bytes of compact JSON made of many small
+// objects with unsorted members, short strings with an escape, fractions
+// and small integers: the body of idem's BenchmarkDigestJSON1MB, the
+// token-dense end of request bodies.
+func rowsBody(size int) []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"rows":[`)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"id":%d,"name":"row \u00e9 %d","v":[1.5,2,"x"],"ok":true}`, i, i)
+	}
+	b.WriteString(`]}`)
+	return b.Bytes()
+}
+
+// BenchmarkDigestRows1MB: Sum256Exact (idem's body digest) on rowsBody.
+func BenchmarkDigestRows1MB(b *testing.B) {
+	in := rowsBody(1 << 20)
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Sum256Exact(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAppendRows1MB: the canonicaliser alone (no hash) on rowsBody,
+// into a reused buffer.
+func BenchmarkAppendRows1MB(b *testing.B) {
+	in := rowsBody(1 << 20)
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	buf := make([]byte, 0, len(in))
+	for b.Loop() {
+		var err error
+		if buf, err = Append(buf[:0], in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// body1KB is idem's 1 KB replay benchmark body: an array of small
+// objects with unsorted members and escaped non-ASCII.
+func body1KB() []byte {
+	var b bytes.Buffer
+	b.WriteString(`{"workflow":"wf_01HZX","input":{"items":[`)
+	for i := 0; b.Len() < 1000; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"sku":"SKU-%04d","qty":%d,"note":"caf\u00e9 <&>"}`, i, i%7)
+	}
+	b.WriteString(`]}}`)
+	return b.Bytes()
+}
+
+// BenchmarkDigest1KB: Sum256Exact on idem's 1 KB benchmark body.
+func BenchmarkDigest1KB(b *testing.B) {
+	in := body1KB()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Sum256Exact(in); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -56,12 +56,22 @@
 // untyped fmt errors (callers could only match them by string), offers no
 // append-style API, and is slow for a per-request digest: on the 1 MB body of
 // BenchmarkCanonicalize1MB it made 385,000 allocations (16 MB) and ran at
-// 31 MB/s, below the 50 MB/s Layer-1 budget before hashing. This package is a
-// single-pass parser and writer: one output allocation per call (none with
-// Append into a reused buffer or with Sum256), object members reordered in
-// place only when they arrive unsorted; it runs at about 180 MB/s on the
-// same body and agreed with gowebpki/jcs byte for byte in differential
-// fuzzing wherever both accepted the input.
+// 31 MB/s, below the 50 MB/s Layer-1 budget before hashing.
+//
+// This package is a single-pass parser and writer with no intermediate
+// tree. Printable ASCII in strings is scanned eight bytes at a time; a
+// fraction of up to 15 significant digits is written without a float
+// conversion (it is its own shortest round-trip form); member names
+// without escapes are compared where they lie in the input; members are
+// reordered by sorting small records of offsets, and their text is moved
+// once, only when they arrived unsorted. Sum256 streams into the hash:
+// text outside every object is hashed as it completes, and the outermost
+// object's members are hashed in sorted order where they were written.
+// All scratch space is pooled, so a digest allocates nothing in the steady
+// state, whatever the size of the body. It agrees byte for byte, errors
+// included, with the previous implementation (kept for differential tests)
+// and agreed with gowebpki/jcs in differential fuzzing wherever both
+// accepted the input. docs/PERFORMANCE.md has the figures.
 //
 // # Guarantees
 //

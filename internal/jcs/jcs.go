@@ -2,10 +2,10 @@ package jcs
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"reflect"
 	"sync"
 )
@@ -43,11 +43,6 @@ func CanonicalizeExact(data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// Sum256Exact is Sum256 with the number check of CanonicalizeExact.
-func Sum256Exact(data []byte) ([sha256.Size]byte, error) {
-	return sum256(data, true)
-}
-
 func appendMode(dst, data []byte, exact bool) ([]byte, error) {
 	s := statePool.Get().(*state)
 	s.data = data
@@ -62,27 +57,6 @@ func appendMode(dst, data []byte, exact bool) ([]byte, error) {
 		return out[:n], err
 	}
 	return out, nil
-}
-
-// Sum256 returns the SHA-256 of the canonical form of data, the Layer-1
-// request-body fingerprint. It reuses pooled buffers, so it does not
-// allocate in the steady state.
-func Sum256(data []byte) ([sha256.Size]byte, error) {
-	return sum256(data, false)
-}
-
-func sum256(data []byte, exact bool) ([sha256.Size]byte, error) {
-	bp := bufPool.Get().(*[]byte)
-	out, err := appendMode((*bp)[:0], data, exact)
-	var sum [sha256.Size]byte
-	if err == nil {
-		sum = sha256.Sum256(out)
-	}
-	if cap(out) <= maxPooledBuf {
-		*bp = out[:0]
-		bufPool.Put(bp)
-	}
-	return sum, err
 }
 
 // Marshal returns the canonical form of v as encoding/json would encode it:
@@ -109,38 +83,49 @@ func Marshal(v any) ([]byte, error) {
 	return Canonicalize(buf.Bytes())
 }
 
-const maxPooledBuf = 4 << 20
+// maxPooledBuf is the largest scratch buffer kept for reuse: room for the
+// 6 MB request payload that AWS Lambda accepts, so that digesting any body a
+// function can receive does not allocate in the steady state.
+const maxPooledBuf = 8 << 20
 
-var (
-	statePool = sync.Pool{New: func() any { return new(state) }}
-	bufPool   = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
-)
+var statePool = sync.Pool{New: func() any { return new(state) }}
 
-// member is one object member while its object is being written: the
-// unescaped name is keys[kOff:kEnd]; the canonical `"name":value` text is
-// dst[start:end] (no comma); at is the name's offset in the input.
+// member is one object member while its object is being written: its
+// unescaped name is data[kOff:kEnd] (the name as written, when it has no
+// escapes) or keys[kOff:kEnd] (when esc is set); the canonical
+// `"name":value` text is dst[start:end] (no comma); at is the name's offset
+// in the input.
 type member struct {
 	kOff, kEnd int
 	start, end int
 	at         int
+	esc        bool
 }
 
 // state is one canonicalisation in progress. Its scratch slices (keys,
-// members, scratch) are stacks shared by all nesting levels and are kept
-// across calls through statePool.
+// members, scratch, buf) are stacks shared by all nesting levels and are
+// kept across calls through statePool, so a call allocates nothing once
+// they have grown to the size of the inputs it sees.
 type state struct {
 	data    []byte
 	exact   bool // reject numbers whose canonical form changes their value
-	pos     int
 	dst     []byte
-	depth   int
-	keys    []byte   // unescaped member names of the open objects
+	objects int      // objects open at the current offset
+	keys    []byte   // unescaped member names that held escapes
 	members []member // members of the open objects
 	scratch []byte   // reorder buffer for one object at a time
+	frames  []frame  // open arrays and objects (run)
+
+	// Digest mode (Sum256): canonical text that no open object can still
+	// reorder is written to h and dropped from dst as it completes.
+	hashing bool
+	h       hash.Hash
+	buf     []byte // dst's backing array in digest mode
+	sum     [32]byte
 }
 
 func (s *state) reset() {
-	s.data, s.dst, s.pos, s.depth, s.exact = nil, nil, 0, 0, false
+	s.data, s.dst, s.objects, s.exact, s.hashing = nil, nil, 0, false, false
 	s.keys = s.keys[:0]
 	s.members = s.members[:0]
 	s.scratch = s.scratch[:0]
@@ -153,6 +138,12 @@ func (s *state) reset() {
 	if cap(s.members) > maxPooledBuf/32 {
 		s.members = nil
 	}
+	if cap(s.frames) > MaxDepth {
+		s.frames = nil
+	}
+	if cap(s.buf) > maxPooledBuf {
+		s.buf = nil
+	}
 }
 
 func (s *state) syntax(at int, msg string) error {
@@ -163,176 +154,177 @@ func (s *state) fail(at int, err error) error {
 	return &Error{Offset: int64(at), Err: err}
 }
 
-// run parses exactly one value surrounded by optional whitespace.
+// frame is one open array or object while run reads its contents. For an
+// object, body is the offset in dst after its '{', and mBase and kBase the
+// heights of s.members and s.keys when it opened.
+type frame struct {
+	object       bool
+	body         int
+	mBase, kBase int
+}
+
+// skipWS returns the offset of the first byte at or after i that is not
+// JSON whitespace (space, tab, LF, CR).
+func skipWS(d []byte, i int) int {
+	for i < len(d) && d[i] <= ' ' && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// run parses exactly one value surrounded by optional whitespace and
+// appends its canonical form to s.dst. It is one loop over the input with
+// an explicit stack of open containers (s.frames), not a recursive
+// descent: the input offset and the output stay in registers from token to
+// token.
 func (s *state) run() error {
-	s.ws()
-	if err := s.value(); err != nil {
-		return err
-	}
-	s.ws()
-	if s.pos != len(s.data) {
-		return s.syntax(s.pos, "unexpected data after top-level value")
-	}
-	return nil
+	dst, err := s.parse(s.dst)
+	s.dst = dst
+	return err
 }
 
-// ws skips JSON whitespace (space, tab, LF, CR).
-func (s *state) ws() {
-	d, i := s.data, s.pos
-	for i < len(d) {
-		switch d[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-			continue
-		}
-		break
-	}
-	s.pos = i
-}
+func (s *state) parse(dst []byte) ([]byte, error) {
+	d := s.data
+	i := skipWS(d, 0)
+	var err error
+	frames := s.frames[:0]
+	defer func() { s.frames = frames[:0] }()
 
-func (s *state) value() error {
-	if s.pos >= len(s.data) {
-		return s.syntax(s.pos, "unexpected end of input")
+value: // a value starts at d[i]
+	if i >= len(d) {
+		return dst, s.syntax(i, "unexpected end of input")
 	}
-	switch c := s.data[s.pos]; c {
-	case '{':
-		return s.object()
-	case '[':
-		return s.array()
+	switch c := d[i]; c {
 	case '"':
-		return s.str(false)
+		if dst, i, err = s.str(dst, i, nil); err != nil {
+			return dst, err
+		}
+	case '{':
+		if len(frames) >= MaxDepth {
+			return dst, s.fail(i, ErrTooDeep)
+		}
+		dst = append(dst, '{')
+		i = skipWS(d, i+1)
+		if i < len(d) && d[i] == '}' {
+			dst = append(dst, '}')
+			i++
+			break
+		}
+		frames = append(frames, frame{object: true, body: len(dst), mBase: len(s.members), kBase: len(s.keys)})
+		s.objects++
+		goto member
+	case '[':
+		if len(frames) >= MaxDepth {
+			return dst, s.fail(i, ErrTooDeep)
+		}
+		dst = append(dst, '[')
+		i = skipWS(d, i+1)
+		if i < len(d) && d[i] == ']' {
+			dst = append(dst, ']')
+			i++
+			break
+		}
+		frames = append(frames, frame{})
+		goto value
 	case 't':
-		return s.literal("true")
+		if dst, i, err = s.literal(dst, i, "true"); err != nil {
+			return dst, err
+		}
 	case 'f':
-		return s.literal("false")
+		if dst, i, err = s.literal(dst, i, "false"); err != nil {
+			return dst, err
+		}
 	case 'n':
-		return s.literal("null")
+		if dst, i, err = s.literal(dst, i, "null"); err != nil {
+			return dst, err
+		}
 	default:
-		if c == '-' || (c >= '0' && c <= '9') {
-			return s.number()
+		if c != '-' && (c < '0' || c > '9') {
+			return dst, s.syntax(i, fmt.Sprintf("invalid character %q looking for beginning of value", c))
 		}
-		return s.syntax(s.pos, fmt.Sprintf("invalid character %q looking for beginning of value", c))
+		if dst, i, err = s.number(dst, i); err != nil {
+			return dst, err
+		}
 	}
+
+after: // a value ended before d[i]
+	if len(frames) == 0 {
+		s.flush(dst)
+		if s.hashing {
+			dst = dst[:0]
+		}
+		if i = skipWS(d, i); i != len(d) {
+			return dst, s.syntax(i, "unexpected data after top-level value")
+		}
+		return dst, nil
+	}
+	i = skipWS(d, i)
+	if f := &frames[len(frames)-1]; f.object {
+		// The member being read is the last in s.members: the members of
+		// any object inside its value are gone again.
+		s.members[len(s.members)-1].end = len(dst)
+		if i >= len(d) {
+			return dst, s.syntax(i, "unexpected end of input in object")
+		}
+		if d[i] == ',' {
+			dst = append(dst, ',')
+			i++
+			goto member
+		}
+		if d[i] != '}' {
+			return dst, s.syntax(i, "expected ',' or '}' after object member")
+		}
+		i++
+		if dst, err = s.order(dst, f.body, s.members[f.mBase:]); err != nil {
+			return dst, err
+		}
+		s.objects--
+		s.members = s.members[:f.mBase]
+		s.keys = s.keys[:f.kBase]
+		frames = frames[:len(frames)-1]
+		goto after
+	}
+	if i >= len(d) {
+		return dst, s.syntax(i, "unexpected end of input in array")
+	}
+	switch d[i] {
+	case ',':
+		dst = append(dst, ',')
+		if s.hashing && s.objects == 0 && len(dst) >= flushSize {
+			s.flush(dst)
+			dst = dst[:0]
+		}
+		i = skipWS(d, i+1)
+		goto value
+	case ']':
+		dst = append(dst, ']')
+		i++
+		frames = frames[:len(frames)-1]
+		goto after
+	}
+	return dst, s.syntax(i, "expected ',' or ']' after array element")
+
+member: // an object member's name is expected at or after d[i]
+	i = skipWS(d, i)
+	if i >= len(d) || d[i] != '"' {
+		return dst, s.syntax(i, "expected string for object member name")
+	}
+	s.members = append(s.members, member{start: len(dst), at: i})
+	if dst, i, err = s.str(dst, i, &s.members[len(s.members)-1]); err != nil {
+		return dst, err
+	}
+	i = skipWS(d, i)
+	if i >= len(d) || d[i] != ':' {
+		return dst, s.syntax(i, "expected ':' after object member name")
+	}
+	dst = append(dst, ':')
+	i = skipWS(d, i+1)
+	goto value
 }
 
-func (s *state) literal(lit string) error {
-	if !bytes.HasPrefix(s.data[s.pos:], []byte(lit)) {
-		return s.syntax(s.pos, "invalid literal, expected "+lit)
+func (s *state) literal(dst []byte, i int, lit string) ([]byte, int, error) {
+	if !bytes.HasPrefix(s.data[i:], []byte(lit)) {
+		return dst, i, s.syntax(i, "invalid literal, expected "+lit)
 	}
-	s.dst = append(s.dst, lit...)
-	s.pos += len(lit)
-	return nil
-}
-
-func (s *state) enter() error {
-	s.depth++
-	if s.depth > MaxDepth {
-		return s.fail(s.pos, ErrTooDeep)
-	}
-	return nil
-}
-
-// closeIf consumes c, the end of the array or object being read, when it
-// is next, and reports whether it was.
-func (s *state) closeIf(c byte) bool {
-	if s.pos >= len(s.data) || s.data[s.pos] != c {
-		return false
-	}
-	s.pos++
-	s.dst = append(s.dst, c)
-	s.depth--
-	return true
-}
-
-func (s *state) array() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	s.pos++ // '['
-	s.dst = append(s.dst, '[')
-	s.ws()
-	if s.closeIf(']') {
-		return nil
-	}
-	for {
-		s.ws()
-		if err := s.value(); err != nil {
-			return err
-		}
-		s.ws()
-		if s.pos >= len(s.data) {
-			return s.syntax(s.pos, "unexpected end of input in array")
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-			s.dst = append(s.dst, ',')
-		case ']':
-			s.pos++
-			s.dst = append(s.dst, ']')
-			s.depth--
-			return nil
-		default:
-			return s.syntax(s.pos, "expected ',' or ']' after array element")
-		}
-	}
-}
-
-func (s *state) object() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	s.pos++ // '{'
-	s.dst = append(s.dst, '{')
-	body := len(s.dst)
-	mBase, kBase := len(s.members), len(s.keys)
-	s.ws()
-	if s.closeIf('}') {
-		return nil
-	}
-	for {
-		s.ws()
-		if s.pos >= len(s.data) || s.data[s.pos] != '"' {
-			return s.syntax(s.pos, "expected string for object member name")
-		}
-		m := member{kOff: len(s.keys), start: len(s.dst), at: s.pos}
-		if err := s.str(true); err != nil {
-			return err
-		}
-		m.kEnd = len(s.keys)
-		s.ws()
-		if s.pos >= len(s.data) || s.data[s.pos] != ':' {
-			return s.syntax(s.pos, "expected ':' after object member name")
-		}
-		s.pos++
-		s.dst = append(s.dst, ':')
-		s.ws()
-		if err := s.value(); err != nil {
-			return err
-		}
-		m.end = len(s.dst)
-		s.members = append(s.members, m)
-		s.ws()
-		if s.pos >= len(s.data) {
-			return s.syntax(s.pos, "unexpected end of input in object")
-		}
-		if s.data[s.pos] == ',' {
-			s.pos++
-			s.dst = append(s.dst, ',')
-			continue
-		}
-		if s.data[s.pos] != '}' {
-			return s.syntax(s.pos, "expected ',' or '}' after object member")
-		}
-		s.pos++
-		break
-	}
-	if err := s.order(body, s.members[mBase:]); err != nil {
-		return err
-	}
-	s.dst = append(s.dst, '}')
-	s.members = s.members[:mBase]
-	s.keys = s.keys[:kBase]
-	s.depth--
-	return nil
+	return append(dst, lit...), i + len(lit), nil
 }

@@ -49,10 +49,10 @@ func appendES(dst []byte, f float64) []byte {
 	return dst
 }
 
-// number parses the JSON number at s.pos and appends its canonical form.
-func (s *state) number() error {
+// number parses the JSON number at d[start], appends its canonical form to
+// dst, and returns dst and the offset after the number.
+func (s *state) number(dst []byte, start int) ([]byte, int, error) {
 	d := s.data
-	start := s.pos
 	i := start
 	if i < len(d) && d[i] == '-' {
 		i++
@@ -67,90 +67,165 @@ func (s *state) number() error {
 			i++
 		}
 	default:
-		return s.syntax(i, "invalid number: expected digit")
+		return dst, i, s.syntax(i, "invalid number: expected digit")
 	}
 	intDigits := i - intStart
 	simple := true
+	dot := -1
 	if i < len(d) && d[i] == '.' {
 		simple = false
+		dot = i
 		i++
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return s.syntax(i, "invalid number: expected digit after decimal point")
+			return dst, i, s.syntax(i, "invalid number: expected digit after decimal point")
 		}
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 			i++
 		}
 	}
+	hasExp := false
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
 		simple = false
+		hasExp = true
 		i++
 		if i < len(d) && (d[i] == '+' || d[i] == '-') {
 			i++
 		}
 		if i >= len(d) || d[i] < '0' || d[i] > '9' {
-			return s.syntax(i, "invalid number: expected digit in exponent")
+			return dst, i, s.syntax(i, "invalid number: expected digit in exponent")
 		}
 		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
 			i++
 		}
 	}
-	s.pos = i
 	lit := d[start:i]
 	// Fast path: an integer literal of at most 15 digits is exactly
 	// representable (< 2^53) and ECMAScript writes it back unchanged,
 	// except -0.
 	if simple && intDigits <= 15 {
 		if len(lit) == 2 && lit[0] == '-' && lit[1] == '0' {
-			s.dst = append(s.dst, '0')
-			return nil
+			return append(dst, '0'), i, nil
 		}
-		s.dst = append(s.dst, lit...)
-		return nil
+		return append(dst, lit...), i, nil
+	}
+	if dot >= 0 && !hasExp {
+		if out, ok := shortDecimal(dst, lit, intStart-start, dot-start); ok {
+			return out, i, nil
+		}
 	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) {
 		// The grammar was checked above, so the only failure is overflow.
-		return s.fail(start, ErrNumber)
+		return dst, i, s.fail(start, ErrNumber)
 	}
-	n := len(s.dst)
-	s.dst = appendES(s.dst, f)
-	if s.exact && !sameDecimal(lit, s.dst[n:]) {
-		s.dst = s.dst[:n]
-		return s.fail(start, ErrInexactNumber)
+	n := len(dst)
+	dst = appendES(dst, f)
+	if s.exact && !sameDecimal(lit, dst[n:]) {
+		return dst[:n], i, s.fail(start, ErrInexactNumber)
 	}
-	return nil
+	return dst, i, nil
+}
+
+// shortDecimal appends the canonical form of lit, a number literal with a
+// fraction and no exponent whose integer part is lit[intStart:dot], to dst
+// when it has at most 15 significant digits and a magnitude of 1e-6 or
+// more (or is zero), and reports whether it did.
+//
+// Such a literal needs no float conversion: every decimal of up to 15
+// significant digits round-trips through the nearest double (DBL_DIG), so
+// two of them never share a double, and the shortest digit string that
+// identifies the double is therefore the literal's own significant digits.
+// ECMAScript writes those digits positionally for magnitudes in
+// [1e-6, 1e21): the literal without trailing fraction zeros (and without
+// the point when none remain). The value is unchanged, so the exact check
+// of CanonicalizeExact holds too.
+func shortDecimal(dst, lit []byte, intStart, dot int) ([]byte, bool) {
+	intPart := lit[intStart:dot]
+	frac := lit[dot+1:]
+	for len(frac) > 0 && frac[len(frac)-1] == '0' {
+		frac = frac[:len(frac)-1]
+	}
+	if len(intPart) == 1 && intPart[0] == '0' {
+		if len(frac) == 0 { // 0.0, -0.000
+			return append(dst, '0'), true
+		}
+		zeros := 0
+		for frac[zeros] == '0' {
+			zeros++
+		}
+		if zeros > 5 || len(frac)-zeros > 15 {
+			return dst, false // below 1e-6 (exponent form), or too many digits
+		}
+	} else if len(intPart)+len(frac) > 15 {
+		return dst, false
+	}
+	if len(frac) == 0 {
+		return append(dst, lit[:dot]...), true // sign and integer part
+	}
+	return append(dst, lit[:dot+1+len(frac)]...), true
 }
 
 // sameDecimal reports whether two JSON number literals have the same
 // decimal value.
 func sameDecimal(a, b []byte) bool {
-	an, ad, ae := decimal(a)
-	bn, bd, be := decimal(b)
-	if ad == "" || bd == "" {
-		return ad == bd // zero, whatever its sign
+	an, af, al, ae := decimal(a)
+	bn, bf, bl, be := decimal(b)
+	if af < 0 || bf < 0 {
+		return af < 0 && bf < 0 // zero, whatever its sign
 	}
-	return an == bn && ad == bd && ae == be
+	if an != bn || ae != be {
+		return false
+	}
+	i, j := af, bf
+	for {
+		if a[i] == '.' {
+			i++
+		}
+		if b[j] == '.' {
+			j++
+		}
+		if a[i] != b[j] {
+			return false
+		}
+		if i == al || j == bl {
+			return i == al && j == bl
+		}
+		i++
+		j++
+	}
 }
 
-// decimal splits a JSON number literal into its sign, its significant
-// digits (no leading or trailing zeros; "" for zero) and the exponent e of
-// its value 0.digits × 10^e. The exponent saturates far outside any value
-// an input that fits in memory can bring back into range.
-func decimal(lit []byte) (neg bool, digits string, exp int64) {
+// decimal locates the significant digits of a JSON number literal: they
+// are lit[first:last+1] with the decimal point, if it falls between them,
+// skipped (first is -1 for zero). exp is the exponent e of the value
+// 0.digits × 10^e; it saturates far outside any value an input that fits
+// in memory can bring back into range.
+func decimal(lit []byte) (neg bool, first, last int, exp int64) {
 	i := 0
 	if i < len(lit) && lit[i] == '-' {
 		neg = true
 		i++
 	}
-	var ds []byte
-	var intLen int64
+	first, last = -1, -1
+	var intLen, lead int64
+	digit := func(i int) {
+		switch {
+		case lit[i] != '0':
+			if first < 0 {
+				first = i
+			}
+			last = i
+		case first < 0:
+			lead++
+		}
+	}
 	for ; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
-		ds = append(ds, lit[i])
+		digit(i)
 		intLen++
 	}
 	if i < len(lit) && lit[i] == '.' {
 		for i++; i < len(lit) && lit[i] >= '0' && lit[i] <= '9'; i++ {
-			ds = append(ds, lit[i])
+			digit(i)
 		}
 	}
 	var e int64
@@ -171,15 +246,5 @@ func decimal(lit []byte) (neg bool, digits string, exp int64) {
 			e = -e
 		}
 	}
-	exp = intLen + e
-	lead := 0
-	for lead < len(ds) && ds[lead] == '0' {
-		lead++
-	}
-	exp -= int64(lead)
-	ds = ds[lead:]
-	for len(ds) > 0 && ds[len(ds)-1] == '0' {
-		ds = ds[:len(ds)-1]
-	}
-	return neg, string(ds), exp
+	return neg, first, last, intLen + e - lead
 }

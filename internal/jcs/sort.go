@@ -1,48 +1,136 @@
 package jcs
 
 import (
-	"cmp"
 	"slices"
-	"unicode/utf8"
 )
 
-// order puts the members of one object, already written to s.dst[body:]
-// separated by commas, into JCS order, and rejects duplicate names. Members
-// that arrived sorted (the common case for machine-written JSON) are left
-// where they are; otherwise the object's text is copied aside once and
-// written back in sorted order.
-func (s *state) order(body int, ms []member) error {
+// order finishes one object whose members are written to dst[body:],
+// separated by commas: it rejects duplicate names and writes the members in
+// JCS order followed by '}'. Members that arrived sorted (the common case
+// for machine-written JSON) stay where they are. Otherwise only the small
+// member records are sorted; the members' text is then moved once: hashed
+// in place, in sorted order, for the outermost object in digest mode, or
+// copied aside and written back in order.
+func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
+	// Insertion sort of the member records, which also finds duplicate
+	// names: n-1 comparisons for members that arrived sorted, plus one per
+	// inversion otherwise (objects are small; larger ones use pdqsort).
 	sorted := true
-	for i := 1; i < len(ms); i++ {
-		c := CompareUTF16(s.key(ms[i-1]), s.key(ms[i]))
-		if c == 0 {
-			return s.fail(ms[i].at, ErrDuplicateKey)
+	if len(ms) > 12 {
+		var dup bool
+		if sorted, dup = s.sortLarge(ms); dup {
+			return dst, s.duplicate(ms)
 		}
-		if c > 0 {
-			sorted = false
+	} else {
+		for i := 1; i < len(ms); i++ {
+			for j := i; j > 0; j-- {
+				c := CompareUTF16(s.key(&ms[j-1]), s.key(&ms[j]))
+				if c == 0 {
+					return dst, s.duplicate(ms)
+				}
+				if c < 0 {
+					break
+				}
+				ms[j-1], ms[j] = ms[j], ms[j-1]
+				sorted = false
+			}
 		}
 	}
 	if sorted {
-		return nil
+		return append(dst, '}'), nil
 	}
-	slices.SortFunc(ms, func(a, b member) int { return CompareUTF16(s.key(a), s.key(b)) })
+	if s.hashing && s.objects == 1 {
+		// Nothing before this object, and no member, can move any more.
+		s.h.Write(dst[:body])
+		for i, m := range ms {
+			if i > 0 {
+				s.h.Write(comma)
+			}
+			s.h.Write(dst[m.start:m.end])
+		}
+		return append(dst[:0], '}'), nil
+	}
+	s.scratch = append(s.scratch[:0], dst[body:]...)
+	dst = dst[:body]
+	for i, m := range ms {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
+	}
+	return append(dst, '}'), nil
+}
+
+// sortLarge sorts the members of an object of more than a dozen members.
+// It reports whether they were already sorted, and whether two share a
+// name.
+func (s *state) sortLarge(ms []member) (sorted, dup bool) {
+	sorted = true
 	for i := 1; i < len(ms); i++ {
-		if CompareUTF16(s.key(ms[i-1]), s.key(ms[i])) == 0 {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) >= 0 {
+			sorted = false
+			break
+		}
+	}
+	if sorted {
+		return true, false
+	}
+	slices.SortFunc(ms, func(a, b member) int { return CompareUTF16(s.key(&a), s.key(&b)) })
+	for i := 1; i < len(ms); i++ {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
+			return false, true
+		}
+	}
+	return false, false
+}
+
+// duplicate returns the ErrDuplicateKey error for an object with two
+// members of the same name (ms in any order), at the offset the package
+// has always reported: the later of the first two members adjacent in
+// input order that share a name, or, when no two adjacent ones do, the
+// later of the first two equal neighbours after sorting.
+func (s *state) duplicate(ms []member) error {
+	slices.SortFunc(ms, func(a, b member) int { return a.at - b.at }) // input order
+	for i := 1; i < len(ms); i++ {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
+			return s.fail(ms[i].at, ErrDuplicateKey)
+		}
+	}
+	slices.SortFunc(ms, func(a, b member) int { return CompareUTF16(s.key(&a), s.key(&b)) })
+	for i := 1; i < len(ms); i++ {
+		if CompareUTF16(s.key(&ms[i-1]), s.key(&ms[i])) == 0 {
 			return s.fail(max(ms[i-1].at, ms[i].at), ErrDuplicateKey)
 		}
 	}
-	s.scratch = append(s.scratch[:0], s.dst[body:]...)
-	s.dst = s.dst[:body]
-	for i, m := range ms {
-		if i > 0 {
-			s.dst = append(s.dst, ',')
-		}
-		s.dst = append(s.dst, s.scratch[m.start-body:m.end-body]...)
-	}
-	return nil
+	return s.fail(ms[0].at, ErrDuplicateKey) // not reached: ms holds a duplicate
 }
 
-func (s *state) key(m member) []byte { return s.keys[m.kOff:m.kEnd] }
+// key returns m's unescaped name.
+func (s *state) key(m *member) []byte {
+	if m.esc {
+		return s.keys[m.kOff:m.kEnd]
+	}
+	return s.data[m.kOff:m.kEnd]
+}
+
+// utf16Rank maps each byte to its rank in an order under which comparing
+// UTF-8 text byte by byte orders it as UTF-16 code units: bytes keep their
+// order, except that the lead bytes of supplementary-plane characters
+// (0xF0 and up; a surrogate pair in UTF-16, 0xD800..0xDBFF first) rank
+// below the lead bytes 0xEE and 0xEF of U+E000..U+FFFF.
+var utf16Rank = func() (r [256]byte) {
+	for c := range 256 {
+		switch {
+		case c < 0xEE:
+			r[c] = byte(c)
+		case c >= 0xF0:
+			r[c] = byte(c - 2)
+		default: // 0xEE, 0xEF
+			r[c] = byte(c + 0x10)
+		}
+	}
+	return r
+}()
 
 // CompareUTF16 compares two UTF-8 strings as sequences of UTF-16 code
 // units, the member order of RFC 8785 §3.2.3 (and of JavaScript's default
@@ -50,43 +138,27 @@ func (s *state) key(m member) []byte { return s.keys[m.kOff:m.kEnd] }
 // character (U+10000 and above, a surrogate pair in UTF-16) meets one of
 // U+E000..U+FFFF: the pair sorts first. It returns -1, 0 or +1. For invalid
 // UTF-8 the order is still total and deterministic, but unspecified.
+//
+// At the first byte where two valid UTF-8 strings differ, either both
+// bytes continue characters with the same lead byte (the characters have
+// the same length and byte order is code point order is code unit order),
+// or both are lead bytes, which order their characters' first code units
+// as utf16Rank orders them. So one table lookup per string decides.
 func CompareUTF16[T ~string | ~[]byte](a, b T) int {
 	n := min(len(a), len(b))
-	i := 0
-	for i < n && a[i] == b[i] {
-		i++
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			if utf16Rank[a[i]] < utf16Rank[b[i]] {
+				return -1
+			}
+			return 1
+		}
 	}
-	if i == n {
-		return cmp.Compare(len(a), len(b))
+	switch {
+	case len(a) < len(b):
+		return -1
+	case len(a) > len(b):
+		return 1
 	}
-	// Back up to the start of the character holding the first difference;
-	// the prefix is shared, so it starts at the same offset in both.
-	j := i
-	for j > 0 && i-j < 3 && a[j]&0xC0 == 0x80 {
-		j--
-	}
-	ua, oka := utf16Units(a, j)
-	ub, okb := utf16Units(b, j)
-	if !oka || !okb {
-		return cmp.Compare(a[i], b[i]) // invalid UTF-8: byte order
-	}
-	return cmp.Compare(ua, ub)
-}
-
-// utf16Units decodes the character at s[i:] and packs its UTF-16 encoding
-// into a number that orders like the code-unit sequence: a BMP character is
-// (unit << 16), a supplementary one is (high << 16 | low). ok is false when
-// s[i:] does not start with a valid UTF-8 sequence.
-func utf16Units[T ~string | ~[]byte](s T, i int) (units uint32, ok bool) {
-	var buf [utf8.UTFMax]byte
-	k := copy(buf[:], s[i:min(len(s), i+utf8.UTFMax)])
-	r, size := utf8.DecodeRune(buf[:k])
-	if r == utf8.RuneError && size <= 1 {
-		return 0, false
-	}
-	if r < 0x10000 {
-		return uint32(r) << 16, true
-	}
-	r -= 0x10000
-	return uint32(0xD800+(r>>10))<<16 | uint32(0xDC00+(r&0x3FF)), true
+	return 0
 }

@@ -1,6 +1,9 @@
 package jcs
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // plain[c] is true for the ASCII bytes that stand for themselves both in a
 // JSON string and in its JCS form: printable, not '"', not '\\'.
@@ -11,90 +14,130 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// str parses the JSON string at s.pos (the opening quote) and appends its
-// JCS form to s.dst. When key is set it also appends the unescaped UTF-8
-// text to s.keys, for sorting and duplicate detection.
+// str parses the JSON string at d[pos] (the opening quote), appends its
+// JCS form to dst and returns dst and the offset after the string. For a
+// member name (m not nil) it records in m where the unescaped name is: in
+// the input itself when the name has no escapes, else appended to s.keys.
 //
 // Fast path: a string without escapes whose UTF-8 is valid is already
-// canonical and is copied in one piece.
-func (s *state) str(key bool) error {
+// canonical and is copied in one piece; printable ASCII is skipped eight
+// bytes at a time.
+func (s *state) str(dst []byte, pos int, m *member) ([]byte, int, error) {
 	d := s.data
-	start := s.pos + 1
-	i := start
-	for {
-		for i < len(d) && plain[d[i]] {
-			i++
+	start := pos + 1
+	i := plainRun(d, start)
+	if i < len(d) && d[i] == '"' {
+		if m != nil {
+			m.kOff, m.kEnd = start, i
 		}
+		return append(dst, d[pos:i+1]...), i + 1, nil
+	}
+	return s.strRest(dst, m, start, i)
+}
+
+// strRest continues str at d[i], the first byte that is not plain: the
+// string holds non-ASCII text, an escape, a control character, or ends
+// early.
+func (s *state) strRest(dst []byte, m *member, start, i int) ([]byte, int, error) {
+	d := s.data
+	for {
 		if i >= len(d) {
-			return s.syntax(len(d), "unterminated string")
+			return dst, i, s.syntax(len(d), "unterminated string")
 		}
 		c := d[i]
 		if c == '"' {
-			s.dst = append(s.dst, d[start-1:i+1]...)
-			if key {
-				s.keys = append(s.keys, d[start:i]...)
+			if m != nil {
+				m.kOff, m.kEnd = start, i
 			}
-			s.pos = i + 1
-			return nil
+			return append(dst, d[start-1:i+1]...), i + 1, nil
 		}
 		if c < utf8.RuneSelf {
 			break // '\\' or a control character
 		}
 		r, size := utf8.DecodeRune(d[i:])
 		if r == utf8.RuneError && size == 1 {
-			return s.fail(i, ErrInvalidUTF8)
+			return dst, i, s.fail(i, ErrInvalidUTF8)
 		}
-		i += size
+		i = plainRun(d, i+size)
 	}
 	// Slow path: flush the verbatim prefix, then go token by token.
-	s.dst = append(s.dst, d[start-1:i]...)
+	dst = append(dst, d[start-1:i]...)
+	key := m != nil
 	if key {
+		m.esc = true
+		m.kOff = len(s.keys)
 		s.keys = append(s.keys, d[start:i]...)
 	}
 	for {
 		run := i
-		for i < len(d) && plain[d[i]] {
-			i++
-		}
+		i = plainRun(d, i)
 		if i > run {
-			s.dst = append(s.dst, d[run:i]...)
+			dst = append(dst, d[run:i]...)
 			if key {
 				s.keys = append(s.keys, d[run:i]...)
 			}
 		}
 		if i >= len(d) {
-			return s.syntax(len(d), "unterminated string")
+			return dst, i, s.syntax(len(d), "unterminated string")
 		}
 		c := d[i]
 		switch {
 		case c == '"':
-			s.dst = append(s.dst, '"')
-			s.pos = i + 1
-			return nil
+			if key {
+				m.kEnd = len(s.keys)
+			}
+			return append(dst, '"'), i + 1, nil
 		case c == '\\':
 			r, next, err := s.escape(i)
 			if err != nil {
-				return err
+				return dst, i, err
 			}
-			s.dst = appendRune(s.dst, r)
+			dst = appendRune(dst, r)
 			if key {
 				s.keys = utf8.AppendRune(s.keys, r)
 			}
 			i = next
 		case c < 0x20:
-			return s.syntax(i, "control character in string (must be escaped)")
+			return dst, i, s.syntax(i, "control character in string (must be escaped)")
 		default:
 			r, size := utf8.DecodeRune(d[i:])
 			if r == utf8.RuneError && size == 1 {
-				return s.fail(i, ErrInvalidUTF8)
+				return dst, i, s.fail(i, ErrInvalidUTF8)
 			}
-			s.dst = append(s.dst, d[i:i+size]...)
+			dst = append(dst, d[i:i+size]...)
 			if key {
 				s.keys = append(s.keys, d[i:i+size]...)
 			}
 			i += size
 		}
 	}
+}
+
+const (
+	lsb = 0x0101010101010101 // the low bit of every byte of a word
+	msb = 0x8080808080808080 // the high bit of every byte of a word
+)
+
+// plainRun returns the offset of the first byte at or after i that is not
+// plain (see plain), or len(d). It tests eight bytes per step: a word is
+// all plain when no byte has its high bit set, is below 0x20, or equals
+// '"' or '\\' (the usual "has a zero byte" bit trick, which is exact as a
+// yes/no answer).
+func plainRun(d []byte, i int) int {
+	for i+8 <= len(d) {
+		w := binary.LittleEndian.Uint64(d[i:])
+		q := w ^ (lsb * '"')
+		b := w ^ (lsb * '\\')
+		special := w | ((w - lsb*0x20) &^ w) | ((q - lsb) &^ q) | ((b - lsb) &^ b)
+		if special&msb != 0 {
+			break
+		}
+		i += 8
+	}
+	for i < len(d) && plain[d[i]] {
+		i++
+	}
+	return i
 }
 
 // simpleEscapes maps the byte after a backslash to the rune the escape
