@@ -26,16 +26,23 @@ const (
 	attrOutcome   = "idemkit.outcome"
 )
 
-// tracer returns the Guard's tracer: Config.TracerProvider's, or a no-op.
+// tracer returns the Guard's tracer: Config.TracerProvider's, or nil
+// without one (span then costs nothing: no attribute, no key hash).
 func tracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		tp = noop.NewTracerProvider()
+		return nil
 	}
 	return tp.Tracer(tracerName)
 }
 
+// noSpan is the span of a Guard without a TracerProvider.
+var noSpan trace.Span = noop.Span{}
+
 // span starts a span of the request's.
 func (t *txn) span(ctx context.Context, name string) (context.Context, trace.Span) {
+	if t.g.tracer == nil {
+		return ctx, noSpan
+	}
 	return t.g.tracer.Start(ctx, name, trace.WithAttributes(
 		attribute.String(attrOperation, t.op),
 		attribute.String(attrKeyHash, t.g.hash(t.key)),
@@ -45,6 +52,10 @@ func (t *txn) span(ctx context.Context, name string) (context.Context, trace.Spa
 // endSpan ends span with the outcome and, for a failed call, its error
 // (the text redacted like a log line's).
 func (t *txn) endSpan(span trace.Span, outcome string, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	if outcome != "" {
 		span.SetAttributes(attribute.String(attrOutcome, outcome))
 	}

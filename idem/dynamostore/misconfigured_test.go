@@ -18,13 +18,13 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-// countMetrics counts Metrics.Count calls by name.
-type countMetrics struct {
+// misconfiguredMetrics counts Metrics.Count calls by name.
+type misconfiguredMetrics struct {
 	mu sync.Mutex
 	n  map[string]float64
 }
 
-func (m *countMetrics) Count(name string, n float64, _ map[string]string) {
+func (m *misconfiguredMetrics) Count(name string, n float64, _ map[string]string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.n == nil {
@@ -33,7 +33,7 @@ func (m *countMetrics) Count(name string, n float64, _ map[string]string) {
 	m.n[name] += n
 }
 
-func (m *countMetrics) get(name string) float64 {
+func (m *misconfiguredMetrics) get(name string) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.n[name]
@@ -75,7 +75,7 @@ func TestMisconfiguredTableIsAServerConfigurationError(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				s := newStore(t, e.Client(dynamotest.FastRetries), c.table(t))
 				var logs testutil.SyncBuffer
-				m := &countMetrics{}
+				m := &misconfiguredMetrics{}
 				g, err := idem.New(idem.Config{
 					Tenant:  idem.AuthorizerKey("tenantId"),
 					Store:   s,

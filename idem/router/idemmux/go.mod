@@ -7,7 +7,12 @@ require (
 	github.com/idemkit/idemkit v0.0.0
 )
 
-require github.com/aws/aws-lambda-go v1.55.1 // indirect
+require (
+	github.com/aws/aws-lambda-go v1.55.1 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+)
 
 // Developed in the idemkit repository: the idem package is the checkout's.
 // A module using this adapter requires both and, until idemkit is
