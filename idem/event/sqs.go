@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/failurelog"
 )
 
 // SQSConfig configures SQS. Only Operation is required.
@@ -144,7 +145,7 @@ func logRecordFailure(ctx context.Context, g *idem.Guard, op string, m events.SQ
 	if kerr != nil {
 		k = ""
 	}
-	g.LogFailure(ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
+	failurelog.Write(g, ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
 		slog.String("message_id", m.MessageId))
 }
 
