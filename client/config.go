@@ -3,12 +3,12 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/configerr"
 )
 
 // Config configures a Transport. The zero value is usable: every field's
@@ -92,25 +92,30 @@ var DefaultReplayHeaders = []string{"OpenWOP-Idempotent-Replay", "Idempotency-Re
 // DefaultInFlightCodes are the retryable 409 codes recognised by default.
 var DefaultInFlightCodes = []string{"idempotency_in_flight", "IDEMPOTENCY_REQUEST_IN_PROGRESS"}
 
-// ErrConfig is wrapped by the error Validate returns.
+// ErrConfig is matched (errors.Is) by every error Validate returns.
 var ErrConfig = errors.New("client: invalid config")
 
-// Validate reports a field that is out of range. Zero values are valid (they
-// select the defaults).
+// Validate reports every field that is out of range, all in one error
+// ("client: invalid config: p1; p2", matching ErrConfig). Zero values are
+// valid (they select the defaults).
 func (c Config) Validate() error {
-	switch {
-	case c.MaxAttempts < 0:
-		return fmt.Errorf("%w: MaxAttempts %d < 0", ErrConfig, c.MaxAttempts)
-	case c.MaxElapsed < 0:
-		return fmt.Errorf("%w: MaxElapsed %v < 0", ErrConfig, c.MaxElapsed)
-	case c.BaseDelay < 0:
-		return fmt.Errorf("%w: BaseDelay %v < 0", ErrConfig, c.BaseDelay)
-	case c.MaxDelay < 0:
-		return fmt.Errorf("%w: MaxDelay %v < 0", ErrConfig, c.MaxDelay)
-	case c.BaseDelay > 0 && c.MaxDelay > 0 && c.MaxDelay < c.BaseDelay:
-		return fmt.Errorf("%w: MaxDelay %v < BaseDelay %v", ErrConfig, c.MaxDelay, c.BaseDelay)
+	var l configerr.List
+	if c.MaxAttempts < 0 {
+		l.Addf("MaxAttempts %d < 0", c.MaxAttempts)
 	}
-	return nil
+	if c.MaxElapsed < 0 {
+		l.Addf("MaxElapsed %v < 0", c.MaxElapsed)
+	}
+	if c.BaseDelay < 0 {
+		l.Addf("BaseDelay %v < 0", c.BaseDelay)
+	}
+	if c.MaxDelay < 0 {
+		l.Addf("MaxDelay %v < 0", c.MaxDelay)
+	}
+	if c.BaseDelay > 0 && c.MaxDelay > 0 && c.MaxDelay < c.BaseDelay {
+		l.Addf("MaxDelay %v < BaseDelay %v", c.MaxDelay, c.BaseDelay)
+	}
+	return l.Err(ErrConfig.Error(), ErrConfig)
 }
 
 // withDefaults returns c with every zero field set to its default.

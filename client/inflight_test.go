@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // stepClock is a fake clock that the client's Sleep advances; crossing at
@@ -68,7 +69,7 @@ func (r *retryAfters) RoundTrip(req *http.Request) (*http.Response, error) {
 // a replay; the request ran once. Time is the injected clock: no real
 // 8-second wait.
 func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
-	for _, p := range []idem.Policy{idem.PolicyOpenWOP, idem.PolicyERP} {
+	for _, p := range []idem.Policy{idem.PolicyOpenWOP, erp.Policy} {
 		t.Run(p.Name, func(t *testing.T) {
 			start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 			release, started, firstDone := make(chan struct{}), make(chan struct{}), make(chan struct{})

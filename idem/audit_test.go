@@ -25,6 +25,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/shared"
 )
@@ -432,7 +433,7 @@ func TestSafeMethodsIgnoreKeyAllAdapters(t *testing.T) {
 		t.Run(m, func(t *testing.T) {
 			e := newEnv(t, func(c *idem.Config) {
 				c.Required = true
-				c.Policy = idem.PolicyERP
+				c.Policy = erp.Policy
 				c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
 			})
 			calls := 0
@@ -443,7 +444,7 @@ func TestSafeMethodsIgnoreKeyAllAdapters(t *testing.T) {
 			r, _ := w(context.Background(), events.APIGatewayProxyRequest{HTTPMethod: m, Resource: "/runs",
 				MultiValueHeaders: map[string][]string{"Idempotency-Key": {"bad key", "second"}},
 				RequestContext:    events.APIGatewayProxyRequestContext{Authorizer: map[string]any{"tenantId": testTenant}}})
-			if r.StatusCode != 200 || r.Headers[idem.HeaderReplayed] != "" {
+			if r.StatusCode != 200 || r.Headers[erp.HeaderReplayed] != "" {
 				t.Fatalf("REST %s: %+v", m, r)
 			}
 			hh := e.guard.Handle(m+" /runs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -455,7 +456,7 @@ func TestSafeMethodsIgnoreKeyAllAdapters(t *testing.T) {
 			req.Header.Add("Idempotency-Key", testKey)
 			rec := httptest.NewRecorder()
 			hh.ServeHTTP(rec, req)
-			if rec.Code != 200 || rec.Header().Get(idem.HeaderReplayed) != "" {
+			if rec.Code != 200 || rec.Header().Get(erp.HeaderReplayed) != "" {
 				t.Fatalf("net/http %s: %d %v", m, rec.Code, rec.Header())
 			}
 			v := e.call(&handler{status: 200}, v2event(m, m+" /runs", "x,y", ""))
@@ -593,7 +594,7 @@ func TestERPHeadersOnEveryResponse(t *testing.T) {
 	const route = "POST /api/v1/inbound/work-orders"
 	newERP := func(t *testing.T, mod func(c *idem.Config)) *env {
 		return newEnv(t, func(c *idem.Config) {
-			c.Policy = idem.PolicyERP
+			c.Policy = erp.Policy
 			c.Wait = -1
 			c.BodyTenantField = "tenantId"
 			c.Routes = map[string]idem.Route{"POST /api/v1/inbound/work-orders/test": {Skip: true}}
@@ -660,7 +661,7 @@ func TestERPHeadersOnEveryResponse(t *testing.T) {
 		if a.status != 409 || a.headers.Get("Retry-After") != "2" {
 			t.Fatalf("ERP in-flight: %+v", a)
 		}
-		if code, _ := envelope(t, a.body); code != idem.CodeERPRequestInProgress {
+		if code, _ := envelope(t, a.body); code != erp.CodeRequestInProgress {
 			t.Fatalf("ERP in-flight code %q", code)
 		}
 
@@ -1047,12 +1048,12 @@ func TestConfigErrorsAreClear(t *testing.T) {
 // Disabled (IDEMPOTENCY_ENABLED=false) runs every request straight through:
 // no validation, no record, no header.
 func TestDisabled(t *testing.T) {
-	e := newEnv(t, func(c *idem.Config) { c.Disabled = true; c.Required = true; c.Policy = idem.PolicyERP })
+	e := newEnv(t, func(c *idem.Config) { c.Disabled = true; c.Required = true; c.Policy = erp.Policy })
 	h := &handler{}
 	r1 := e.call(h, v2event("POST", "POST /runs", "bad key!", `{}`))
 	r2 := e.call(h, v2event("POST", "POST /runs", testKey, `{}`))
 	r3 := e.call(h, v2event("POST", "POST /runs", testKey, `{}`))
-	if h.Calls() != 3 || e.store.TotalCalls() != 0 || r1.StatusCode != 201 || r2.Headers[idem.HeaderReplayed] != "" || r3.Body == r2.Body {
+	if h.Calls() != 3 || e.store.TotalCalls() != 0 || r1.StatusCode != 201 || r2.Headers[erp.HeaderReplayed] != "" || r3.Body == r2.Body {
 		t.Fatalf("disabled guard interfered: calls %d store %v", h.Calls(), e.store.Calls())
 	}
 }

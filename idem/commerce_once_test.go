@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 )
 
 // TestCommerceOnceDuplicatePastItsWaitIsErrInFlight: under the commerce
@@ -14,7 +15,7 @@ import (
 // first still runs (no wait budget) fails with ErrInFlight, as under every
 // policy, and runs nothing.
 func TestCommerceOnceDuplicatePastItsWaitIsErrInFlight(t *testing.T) {
-	e := newEnv(t, func(c *idem.Config) { c.Policy, c.Wait = idem.PolicyCommerce, -1 })
+	e := newEnv(t, func(c *idem.Config) { c.Policy, c.Wait = commerce.Policy, -1 })
 	entered, release := make(chan struct{}), make(chan struct{})
 	w := idem.Work{Tenant: "acme", Operation: "charge", Key: "order 7", Payload: []byte(`{"n":7}`)}
 	first := make(chan error, 1)

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 )
 
 // TestCommerceKeyIsAnyStringUpTo255Characters: under the commerce policy a
@@ -20,7 +21,7 @@ import (
 // repeated headers are refused wherever the adapter sees them (net/http,
 // REST), while an HTTP API's comma-joined value is read as one key.
 func TestCommerceKeyIsAnyStringUpTo255Characters(t *testing.T) {
-	kp := idem.PolicyCommerce.Key
+	kp := commerce.Policy.Key
 	for key, want := range map[string]string{
 		"x":                      "",
 		"cart:123":               "",
@@ -49,7 +50,7 @@ func TestCommerceKeyIsAnyStringUpTo255Characters(t *testing.T) {
 	}
 
 	e := newEnv(t, func(c *idem.Config) {
-		c.Policy = idem.PolicyCommerce
+		c.Policy = commerce.Policy
 		c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
 		c.HTTPCredential = func(r *http.Request, name string) string { return "v-" + name }
 	})

@@ -95,7 +95,7 @@ type Config struct {
 
 	// Retention is how long a record is kept after its last write. Default
 	// Policy.Retention (24 h for PolicyOpenWOP, the OpenWOP v2 core spec's
-	// minimum; 720 h for PolicyERP; Forever for PolicyCommerce). Forever
+	// minimum; 720 h for erp.Policy; Forever for commerce.Policy). Forever
 	// means no expiry. A finite value below Policy.MinRetention (24 h for
 	// PolicyOpenWOP, else one second) is rejected.
 	Retention time.Duration
@@ -142,7 +142,7 @@ type Config struct {
 	// (no lease write for longer), Retry-After is the time until its lease
 	// can be reclaimed instead (at least InFlightRetryAfter). Rounded up to
 	// whole seconds; 1 s..60 s. Default Policy.InFlight.RetryAfter (1 s;
-	// 2 s under PolicyERP, whose in-flight answers always carry it:
+	// 2 s under erp.Policy, whose in-flight answers always carry it:
 	// Policy.InFlight.Fixed).
 	InFlightRetryAfter time.Duration
 

@@ -15,6 +15,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // derivedPolicy is the OpenWOP policy with derived keys allowed.
@@ -150,7 +152,7 @@ func TestDerivedKeyReplaysWithoutHeader(t *testing.T) {
 }
 
 func TestDerivedKeyRefusedUnderOpenWOP(t *testing.T) {
-	for _, p := range []idem.Policy{{}, idem.PolicyOpenWOP, idem.PolicyCommerce, idem.PolicyERP} {
+	for _, p := range []idem.Policy{{}, idem.PolicyOpenWOP, commerce.Policy, erp.Policy} {
 		_, err := idem.New(idem.Config{
 			Store:  newEnv(t, nil).store,
 			Tenant: idem.AuthorizerKey("tenantId"),

@@ -30,9 +30,11 @@
 // Everything that differs between idempotency policies — key grammar, scope
 // parts, which outcomes are cached, retention, response headers, the
 // in-flight answer and the error body — is one Policy value
-// (Config.Policy): PolicyOpenWOP (the default), PolicyCommerce, PolicyERP,
-// or a value of your own. PolicyNamed picks a preset by name
-// (IDEMPOTENCY_POLICY, read by idem/idemenv).
+// (Config.Policy): PolicyOpenWOP (the default), the commerce platform's
+// commerce.Policy (package idem/policy/commerce), the ERP service's
+// erp.Policy (package idem/policy/erp), or a value of your own.
+// PolicyNamed picks a preset by name (IDEMPOTENCY_POLICY, read by
+// idem/idemenv); a preset package registers its policy when imported.
 //
 // # Scope
 //
@@ -69,15 +71,15 @@
 // retryable-failure → atomic reclaim (Attempt+1) and run; different digest
 // → 409 idempotency_key_mismatch.
 //
-// A policy with InFlight.ModeHeader (the commerce policy: HeaderMode,
+// A policy with InFlight.ModeHeader (the commerce policy: commerce.HeaderMode,
 // "Idempotency-Mode") lets the caller say how a duplicate of a pending
 // request waits: "sync" (the default) as above, within its budget; "async"
 // is answered at once with 202 Accepted and the pending action
-// {"status": "pending", "requestId": ...}. PolicyCommerce also scopes a key
+// {"status": "pending", "requestId": ...}. commerce.Policy also scopes a key
 // by the credential's namespace and worker (not by the operation, which is
 // in the fingerprint: 409 idempotency-mismatch), records nothing for a
 // 400, 401, 403 or 429, replays every other outcome (a failed action
-// replays as failed) and keeps records forever. See KeyCommerce for how
+// replays as failed) and keeps records forever. See commerce.Key for how
 // its keys, and repeated headers on each adapter, are read.
 //
 // # Tenant
@@ -103,7 +105,7 @@
 // OpenWOP registry code (the default is the OpenWOP envelope). A missing
 // key on a Required route is 400 idempotency_key_invalid with details
 // {"reason":"missing"} (the registry has no "missing key" code).
-// PolicyERP's envelope carries the ERP service's own codes in its error
+// erp.Policy's envelope carries the ERP service's own codes in its error
 // member (IDEMPOTENCY_REQUEST_IN_PROGRESS, IDEMPOTENCY_KEY_CONFLICT) and the
 // current attempt's request_id.
 package idem

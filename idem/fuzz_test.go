@@ -10,6 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/jcs"
 )
 
@@ -18,7 +20,7 @@ import (
 func FuzzParseKey(f *testing.F) {
 	f.Add(testKey)
 	f.Fuzz(func(t *testing.T, s string) {
-		for _, p := range []idem.KeyPolicy{idem.KeyOpenWOP, idem.KeyERP, idem.KeyCommerce} {
+		for _, p := range []idem.KeyPolicy{idem.KeyOpenWOP, erp.Key, commerce.Key} {
 			key, present, err := idem.ParseKey([]string{s}, p)
 			if !present {
 				t.Fatalf("one value reported absent")

@@ -17,6 +17,8 @@ import (
 	"github.com/idemkit/idemkit/emf"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 func envelope(t *testing.T, body string) (code string, details map[string]any) {
@@ -270,7 +272,7 @@ func TestSafeMethodsIgnoreKey(t *testing.T) {
 func TestRouteOptOut(t *testing.T) {
 	e := newEnv(t, func(c *idem.Config) {
 		c.Required = true
-		c.Policy = idem.PolicyERP
+		c.Policy = erp.Policy
 		c.Routes = map[string]idem.Route{"POST /api/v1/inbound/work-orders/test": {Skip: true}}
 	})
 	h := &handler{status: 200}
@@ -590,7 +592,7 @@ func TestRetention(t *testing.T) {
 
 func TestPresetPolicyHeaders(t *testing.T) {
 	t.Run("erp", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
+		e := newEnv(t, func(c *idem.Config) { c.Policy = erp.Policy })
 		h := &handler{}
 		key := "ERP-WO-20260807-000001"
 		ev := v2event("POST", "POST /api/v1/inbound/work-orders", key, `{}`)
@@ -608,7 +610,7 @@ func TestPresetPolicyHeaders(t *testing.T) {
 		}
 		r := e.call(h, v2event("POST", "POST /api/v1/inbound/work-orders", key, `{"other":1}`))
 		code, details := envelope(t, r.Body)
-		if code != idem.CodeERPKeyConflict || details != nil || r.Headers["Idempotency-Replayed"] != "false" {
+		if code != erp.CodeKeyConflict || details != nil || r.Headers["Idempotency-Replayed"] != "false" {
 			t.Fatalf("erp mismatch: %+v", r)
 		}
 		if r := e.call(h, v2event("POST", "POST /x", "has space inside", `{}`)); r.StatusCode != 400 {
@@ -616,7 +618,7 @@ func TestPresetPolicyHeaders(t *testing.T) {
 		}
 	})
 	t.Run("commerce", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyCommerce })
+		e := newEnv(t, func(c *idem.Config) { c.Policy = commerce.Policy })
 		h := &handler{}
 		ev := commerceEvent("POST", "POST /orders", "cart:123", `{}`)
 		e.call(h, ev)
@@ -716,7 +718,7 @@ func TestConfigValidation(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, idem.ErrConfig) || len(ce.Problems) != 4 {
 		t.Fatalf("err = %v", err)
 	}
-	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: idem.PolicyERP, Retention: time.Hour}); err != nil {
+	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: erp.Policy, Retention: time.Hour}); err != nil {
 		t.Fatalf("ERP allows short retention: %v", err)
 	}
 }

@@ -67,8 +67,8 @@ const (
 
 // KeyPolicy is a key grammar: a length range and a predicate on the
 // characters. A value outside it is answered 400 idempotency_key_invalid.
-// Build one with a literal and Chars (or any predicate); KeyOpenWOP, KeyERP
-// and KeyCommerce are the presets' grammars.
+// Build one with a literal and Chars (or any predicate); KeyOpenWOP, erp.Key
+// and commerce.Key are the presets' grammars.
 type KeyPolicy struct {
 	// Name identifies the grammar in errors (KeyError.Policy).
 	Name string

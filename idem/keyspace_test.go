@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
@@ -93,7 +94,7 @@ func TestCallerKeyspaceCannotNameClaimOrSuppressHostSlots(t *testing.T) {
 
 	// 3. Suppress: callers send every adversarial key (those the grammar
 	// accepts) through the Guard and complete; the slot still fires once.
-	e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyCommerce }) // the loosest grammar
+	e := newEnv(t, func(c *idem.Config) { c.Policy = commerce.Policy }) // the loosest grammar
 	h := &handler{}
 	accepted := 0
 	for _, k := range adversarial {

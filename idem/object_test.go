@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 )
 
 // action is a test object whose status a test moves.
@@ -37,7 +38,7 @@ func (a *action) load(_ context.Context, first idem.ClaimInfo, _ *idem.Response)
 }
 
 func commerceGuard(t *testing.T, wait time.Duration) *env {
-	return newEnv(t, func(c *idem.Config) { c.Policy, c.Wait = idem.PolicyCommerce, wait })
+	return newEnv(t, func(c *idem.Config) { c.Policy, c.Wait = commerce.Policy, wait })
 }
 
 func doAction(t *testing.T, e *env, a *action, mode string, runs *atomic.Int32) (events.APIGatewayV2HTTPResponse, map[string]any) {
@@ -73,7 +74,7 @@ func TestCommerceReplayRendersTheActionInItsFinalStatus(t *testing.T) {
 	}
 	a.set("failed")
 	r, m := doAction(t, e, a, "", &runs)
-	if r.StatusCode != 201 || m["status"] != "failed" || r.Headers[idem.HeaderIdempotentReplay] != "true" ||
+	if r.StatusCode != 201 || m["status"] != "failed" || r.Headers[commerce.HeaderIdempotentReplay] != "true" ||
 		r.Headers["Location"] != "/actions/a-1" || runs.Load() != 1 {
 		t.Fatalf("replay of a failed action: %d %v %v, %d runs (want 201, status failed, replayed, one run)", r.StatusCode, r.Headers, m, runs.Load())
 	}
@@ -101,7 +102,7 @@ func TestCommercePendingActionWaitsAsItsModeSays(t *testing.T) {
 	doAction(t, e, a, "", &runs)
 	r, m := doAction(t, e, a, "async", &runs)
 	if r.StatusCode != 202 || m["status"] != "pending" || m["actionId"] != "a-1" || r.Headers["Retry-After"] == "" ||
-		r.Headers[idem.HeaderIdempotentReplay] != "true" {
+		r.Headers[commerce.HeaderIdempotentReplay] != "true" {
 		t.Fatalf("async replay of a pending action: %d %v %v", r.StatusCode, r.Headers, m)
 	}
 	a.settleAfter = a.loads.Load() + 3

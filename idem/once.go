@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemkit/idemkit/idem/internal/failurelog"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -34,10 +35,6 @@ type Work struct {
 	// it to callers that decode it), which is recorded and replayed. An
 	// error or a panic is never recorded. Required.
 	Run func(ctx context.Context) ([]byte, error)
-	// LogsFailures says the caller logs each failure itself, once (the SQS
-	// adapter, per record): Once then writes no log line of its own about
-	// a failed outcome. Default false.
-	LogsFailures bool
 }
 
 // methodEvent is the method of a Guard.Once unit of work.
@@ -94,9 +91,6 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
 		requestID = lc.AwsRequestID
 	}
-	if w.LogsFailures {
-		ctx = context.WithValue(ctx, adapterLogsFailuresKey{}, true)
-	}
 	t := &txn{
 		g:      g,
 		in:     &request{method: methodEvent, operation: w.Operation, keyValues: []string{w.Key}, requestID: requestID},
@@ -104,6 +98,8 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 		op:     w.Operation,
 		id:     keyspace.ID(workTenantPrefix+w.Tenant, w.Operation, w.Key),
 		digest: digestBytes(w.Payload),
+		// The adapter (idem/event's SQS) may log each failure itself.
+		adapterLogs: failurelog.Logged(ctx),
 	}
 
 	// The claim, lease, heartbeat, wait, replay and fenced completion are
@@ -163,18 +159,22 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	return nil, false, ErrStoreUnavailable
 }
 
-// adapterLogsFailuresKey marks a context whose adapter logs each failure
-// once itself (Work.LogsFailures): the txn then skips its own line.
-type adapterLogsFailuresKey struct{}
+// logFailure is failurelog.Write for a *Guard: the one warning line of a
+// failed unit of work that its adapter reports (failurelog.Adapter).
+func init() {
+	failurelog.Write = func(guard any, ctx context.Context, msg, operation, key string, public bool, outcome string, err error, attrs ...slog.Attr) {
+		guard.(*Guard).logFailure(ctx, msg, operation, key, public, outcome, err, attrs...)
+	}
+}
 
-// LogFailure writes the one warning line of a failed unit of work that its
-// adapter reports (Work.LogsFailures): msg, the operation, the Lambda
+// logFailure writes the one warning line of a failed unit of work that its
+// adapter reports (failurelog.Adapter): msg, the operation, the Lambda
 // request id (when ctx is an invocation's), the key as its
 // keyed hash (Config.KeyHashSecret) unless public (a key the platform
 // assigned, such as an SQS message id, which is no caller secret), the
 // outcome, attrs, and err's text with every occurrence of a secret key
 // replaced by its hash. The key itself never reaches the log.
-func (g *Guard) LogFailure(ctx context.Context, msg, operation, key string, public bool, outcome string, err error, attrs ...slog.Attr) {
+func (g *Guard) logFailure(ctx context.Context, msg, operation, key string, public bool, outcome string, err error, attrs ...slog.Attr) {
 	line := []slog.Attr{slog.String("operation", operation)}
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		line = append(line, slog.String("request_id", lc.AwsRequestID))

@@ -13,9 +13,10 @@ import (
 // and the error body. The protocol itself (claim, lease, fencing, wait,
 // replay) is the same under every policy.
 //
-// Three presets are exported: PolicyOpenWOP (the default), PolicyCommerce
-// (the commerce platform's policy) and PolicyERP (the ERP service's
-// policy); PolicyNamed looks one up by name. A policy of your own is one
+// Three presets ship: PolicyOpenWOP (the default), commerce.Policy (the
+// commerce platform's policy, package idem/policy/commerce) and erp.Policy
+// (the ERP service's policy, package idem/policy/erp); PolicyNamed looks
+// one up by name. A policy of your own is one
 // value:
 //
 //	p := idem.PolicyOpenWOP
@@ -180,7 +181,7 @@ type InFlightAnswer struct {
 	NoWait bool
 	// ModeHeader, when set, names the request header by which a caller
 	// says how a duplicate of a still-pending request waits (the commerce
-	// policy: HeaderMode, "Idempotency-Mode"). Its values, in any letter
+	// policy: commerce.HeaderMode, "Idempotency-Mode"). Its values, in any letter
 	// case: ModeSync (also the answer when the header is absent) waits for
 	// the first request's outcome up to the call's budget (Config.Wait,
 	// capped by the request's deadline less Config.WaitMargin), then is

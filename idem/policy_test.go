@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // partnerPolicy is a fourth policy, defined here and nowhere in the
@@ -170,7 +172,7 @@ func TestInvalidPolicyNamesTheField(t *testing.T) {
 	if _, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("svc"), Policy: partnerPolicy}); err != nil {
 		t.Fatalf("credential parts under SingleTenant (no authentication): %v", err)
 	}
-	for _, preset := range []idem.Policy{idem.PolicyOpenWOP, idem.PolicyCommerce, idem.PolicyERP, partnerPolicy} {
+	for _, preset := range []idem.Policy{idem.PolicyOpenWOP, commerce.Policy, erp.Policy, partnerPolicy} {
 		if err := preset.Validate(); err != nil {
 			t.Errorf("%s: %v", preset.Name, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // TestCanonicalERPHashesTenantContractAndVersionOnly: the ERP policy's
@@ -19,11 +20,11 @@ import (
 // neither the client (a scope part, not the payload) nor anything else of
 // the scope.
 func TestCanonicalERPHashesTenantContractAndVersionOnly(t *testing.T) {
-	b, err := idem.PolicyERP.Canonical(canon.Request{
+	b, err := erp.Policy.Canonical(canon.Request{
 		Request:         map[string]any{"work_order_number": "WO-1", "projects": []any{map[string]any{"code": "P-1", "quantity": 2}}},
 		ContractVersion: "inbound-work-orders/v1",
 		Scope: canon.Scope{Tenant: "acme", Method: "POST", Operation: "POST /api/v1/inbound/work-orders",
-			Credential: map[string]string{idem.CredentialClient: "client-1", idem.CredentialCompany: "C100", idem.CredentialOrganization: "ORG-1"}},
+			Credential: map[string]string{erp.CredentialClient: "client-1", erp.CredentialCompany: "C100", erp.CredentialOrganization: "ORG-1"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -46,12 +47,12 @@ func TestERPErrorBodyCodesAndRequestID(t *testing.T) {
 		code, message, wantCode, wantMessage string
 		details                              map[string]any
 	}{
-		{"idempotency_in_flight", "A request with this Idempotency-Key is still being processed.", idem.CodeERPRequestInProgress, "A request with this Idempotency-Key is still being processed.", nil},
-		{"idempotency_key_mismatch", "anything", idem.CodeERPKeyConflict, "The Idempotency-Key has already been used with a different request payload.", nil},
+		{"idempotency_in_flight", "A request with this Idempotency-Key is still being processed.", erp.CodeRequestInProgress, "A request with this Idempotency-Key is still being processed.", nil},
+		{"idempotency_key_mismatch", "anything", erp.CodeKeyConflict, "The Idempotency-Key has already been used with a different request payload.", nil},
 		{"idempotency_key_invalid", "The Idempotency-Key header is invalid (length).", "idempotency_key_invalid", "The Idempotency-Key header is invalid (length).", map[string]any{"reason": "length"}},
 		{"unauthenticated", "Authentication is required.", "unauthenticated", "Authentication is required.", nil},
 	} {
-		body := idem.PolicyERP.ErrorBody(idem.ErrorInfo{Status: 409, Code: c.code, Message: c.message, Details: c.details, RequestID: "req-7"})
+		body := erp.Policy.ErrorBody(idem.ErrorInfo{Status: 409, Code: c.code, Message: c.message, Details: c.details, RequestID: "req-7"})
 		var got map[string]any
 		if err := json.Unmarshal(body, &got); err != nil {
 			t.Fatal(err)
@@ -69,7 +70,7 @@ func TestERPErrorBodyCodesAndRequestID(t *testing.T) {
 // only a top-level request_id member of a JSON object body; a nested one, a
 // body without one, and a body that is not JSON are replayed as stored.
 func TestERPRequestIDMemberOnlyTopLevelJSON(t *testing.T) {
-	e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
+	e := newEnv(t, func(c *idem.Config) { c.Policy = erp.Policy })
 	for i, c := range []struct {
 		body, contentType string
 		stamped           bool
@@ -104,7 +105,7 @@ func TestERPLeaseSecondsBounds30To3600Default300(t *testing.T) {
 		if err != nil {
 			return 0, err
 		}
-		cfg := idem.Config{Store: newEnv(t, nil).store, Tenant: idem.AuthorizerKey("tenantId"), Policy: idem.PolicyERP}
+		cfg := idem.Config{Store: newEnv(t, nil).store, Tenant: idem.AuthorizerKey("tenantId"), Policy: erp.Policy}
 		env.Apply(&cfg)
 		g, err := idem.New(cfg)
 		if err != nil {
@@ -129,7 +130,7 @@ func TestERPLeaseSecondsBounds30To3600Default300(t *testing.T) {
 // company and organisation are the anonymous ones: a keyed request runs once
 // and replays.
 func TestERPNetHTTPSingleTenantNeedsNoCredential(t *testing.T) {
-	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Policy: idem.PolicyERP, Tenant: idem.SingleTenant("erp")})
+	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Policy: erp.Policy, Tenant: idem.SingleTenant("erp")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestERPNetHTTPSingleTenantNeedsNoCredential(t *testing.T) {
 		if w.Code != 201 {
 			t.Fatalf("%d %s", w.Code, w.Body)
 		}
-		replayed = append(replayed, w.Header().Get(idem.HeaderReplayed))
+		replayed = append(replayed, w.Header().Get(erp.HeaderReplayed))
 	}
 	if runs != 1 || replayed[0] != "false" || replayed[1] != "true" {
 		t.Fatalf("runs %d, replayed %v; want one run and a replay", runs, replayed)
@@ -161,7 +162,7 @@ func TestERPNetHTTPSingleTenantNeedsNoCredential(t *testing.T) {
 // is replayed), not only the Guard's. A success body without request_id is
 // left as the handler wrote it.
 func TestERPEveryEnvelopeCarriesRequestID(t *testing.T) {
-	e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
+	e := newEnv(t, func(c *idem.Config) { c.Policy = erp.Policy })
 	for i, c := range []struct {
 		status  int
 		body    string
@@ -196,13 +197,13 @@ func TestERPEveryEnvelopeCarriesRequestID(t *testing.T) {
 // without the member keeps its bytes; the OpenWOP default adds nothing.
 func TestERPStampRequestIDMarksEveryHostAnswer(t *testing.T) {
 	nf := &idem.Response{Status: 404, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"not_found","message":"not found"}`)}
-	got := idem.PolicyERP.StampRequestID(nf, "req-9")
+	got := erp.Policy.StampRequestID(nf, "req-9")
 	var m map[string]any
-	if err := json.Unmarshal(got.Body, &m); err != nil || m["request_id"] != "req-9" || got.Headers[idem.HeaderRequestID][0] != "req-9" {
+	if err := json.Unmarshal(got.Body, &m); err != nil || m["request_id"] != "req-9" || got.Headers[erp.HeaderRequestID][0] != "req-9" {
 		t.Fatalf("404 under ERP: %v %s", got.Headers, got.Body)
 	}
 	ok := &idem.Response{Status: 200, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}`)}
-	if got := idem.PolicyERP.StampRequestID(ok, "req-9"); string(got.Body) != `{"a":1}` || got.Headers[idem.HeaderRequestID][0] != "req-9" {
+	if got := erp.Policy.StampRequestID(ok, "req-9"); string(got.Body) != `{"a":1}` || got.Headers[erp.HeaderRequestID][0] != "req-9" {
 		t.Fatalf("200 under ERP: %v %s", got.Headers, got.Body)
 	}
 	if got := idem.PolicyOpenWOP.StampRequestID(nf, "req-9"); got != nf {

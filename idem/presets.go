@@ -5,15 +5,34 @@ import (
 	"strings"
 )
 
-// presets is the registry of the policies the library ships, the default
-// first: each lives in its own file (preset_<name>.go). PolicyNames,
-// PolicyNamed, idemenv.Load (IDEMPOTENCY_POLICY) and every flag help and usage
-// string that names the policies derive from this one list, so a new
-// preset is one new file plus one row here.
+// presets is the registry of the named policies, the default first: the
+// OpenWOP default (preset_openwop.go) is built in, and every other preset
+// the library ships lives in its own package that adds itself here when it
+// is initialised (RegisterPolicy): idem/policy/commerce, idem/policy/erp.
+// PolicyNames, PolicyNamed, idemenv.Load (IDEMPOTENCY_POLICY) and every flag
+// help and usage string that names the policies derive from this one list,
+// so a new preset is one new package calling RegisterPolicy.
 var presets = []Policy{
 	PolicyOpenWOP,
-	PolicyCommerce,
-	PolicyERP,
+}
+
+// RegisterPolicy adds p to the registry PolicyNames and PolicyNamed read,
+// after the policies already registered. A preset package calls it from
+// its init function, so importing the package (idem/policy/commerce,
+// idem/policy/erp; idem/idemenv imports both) makes its policy nameable.
+// It panics, as a program that cannot start correctly, when p has no
+// Name or its name is taken.
+func RegisterPolicy(p Policy) {
+	n := strings.ToLower(strings.TrimSpace(p.Name))
+	if n == "" || n != p.Name {
+		panic(fmt.Sprintf("idem: RegisterPolicy: name %q is not a lower-case name", p.Name))
+	}
+	for _, q := range presets {
+		if q.Name == n {
+			panic(fmt.Sprintf("idem: RegisterPolicy: policy %q is already registered", n))
+		}
+	}
+	presets = append(presets, p)
 }
 
 // PolicyNames lists the names PolicyNamed accepts, the default first.
@@ -26,7 +45,8 @@ func PolicyNames() []string {
 }
 
 // PolicyNamed returns the preset named name (one of PolicyNames: openwop,
-// commerce or erp; case and surrounding spaces ignored; "" is the default,
+// and commerce and erp once their packages are imported; case and
+// surrounding spaces ignored; "" is the default,
 // openwop), for configuration such as IDEMPOTENCY_POLICY. An unknown name
 // is a *ConfigError listing the names.
 func PolicyNamed(name string) (Policy, error) {

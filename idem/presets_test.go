@@ -11,9 +11,10 @@ import (
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
-// A fourth preset is one file holding its Policy value plus one row in the
-// registry (idem/presets.go): PolicyNames, PolicyNamed and LoadEnv pick it
-// up with no other edit.
+// A fourth preset is one package holding its Policy value and adding it to
+// the registry (idem.RegisterPolicy, as idem/policy/commerce and
+// idem/policy/erp do): PolicyNames, PolicyNamed and LoadEnv pick it up with
+// no other edit.
 func TestFourthPresetIsOneRegistryRow(t *testing.T) {
 	partner := idem.PolicyOpenWOP
 	partner.Name = "partner"
@@ -52,5 +53,28 @@ func TestFourthPresetIsOneRegistryRow(t *testing.T) {
 	restore()
 	if _, err := idem.PolicyNamed("partner"); err == nil {
 		t.Fatal("the preset is still named after its row was removed")
+	}
+}
+
+// TestRegisterPolicyRefusesATakenOrEmptyName: a preset package that would
+// shadow another's name, or register one PolicyNamed could never find,
+// stops the program at start-up instead of answering under the wrong
+// policy; the registry is left as it was.
+func TestRegisterPolicyRefusesATakenOrEmptyName(t *testing.T) {
+	before := idem.PolicyNames()
+	for _, name := range []string{"erp", "openwop", "", "Partner"} {
+		p := idem.PolicyOpenWOP
+		p.Name = name
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("RegisterPolicy(%q) did not panic", name)
+				}
+			}()
+			idem.RegisterPolicy(p)
+		}()
+	}
+	if after := idem.PolicyNames(); !slices.Equal(before, after) {
+		t.Fatalf("PolicyNames() = %v after refused registrations, want %v", after, before)
 	}
 }

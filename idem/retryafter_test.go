@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // inFlightRetryAfter starts a request that blocks, lets between run while it
@@ -29,7 +30,7 @@ func inFlightRetryAfter(t *testing.T, e *env, ctx context.Context, between func(
 	r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, `{}`))
 	close(release)
 	<-done
-	if code, _ := envelope(t, r.Body); r.StatusCode != 409 || code != "idempotency_in_flight" && code != idem.CodeERPRequestInProgress {
+	if code, _ := envelope(t, r.Body); r.StatusCode != 409 || code != "idempotency_in_flight" && code != erp.CodeRequestInProgress {
 		t.Fatalf("duplicate: %+v", r)
 	}
 	return r.Headers["Retry-After"]
@@ -76,7 +77,7 @@ func TestRetryAfterLiveOwnerIsShort(t *testing.T) {
 		}
 	})
 	t.Run("ERP policy", func(t *testing.T) {
-		e := newEnv(t, func(c *idem.Config) { c.Policy = idem.PolicyERP })
+		e := newEnv(t, func(c *idem.Config) { c.Policy = erp.Policy })
 		if ra := inFlightRetryAfter(t, e, context.Background(), func() { e.clock.Advance(250 * time.Second) }); ra != "2" {
 			t.Fatalf("ERP Retry-After %q, want 2", ra)
 		}
@@ -90,7 +91,7 @@ func TestInFlightRetryAfterValidated(t *testing.T) {
 			t.Fatalf("InFlightRetryAfter %s accepted: %v", d, err)
 		}
 	}
-	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Tenant: idem.SingleTenant("t"), Policy: idem.PolicyERP})
+	g, err := idem.New(idem.Config{Store: newEnv(t, nil).store, Tenant: idem.SingleTenant("t"), Policy: erp.Policy})
 	if err != nil || g.Config().InFlightRetryAfter != 2*time.Second {
 		t.Fatalf("ERP default: %v %v", g.Config().InFlightRetryAfter, err)
 	}

@@ -57,6 +57,9 @@ type txn struct {
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
 	unrecorded bool
+	// adapterLogs is set when the adapter running this unit of work logs
+	// each failure itself, once (failurelog.Adapter): logFailure is silent.
+	adapterLogs bool
 }
 
 // attrs are a log line's attributes: every line of a keyed request carries
@@ -96,9 +99,9 @@ func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...s
 
 // logFailure logs a line about an outcome that fails the request (claim
 // error, mismatch, in flight, handler error), unless an adapter that logs
-// each failed record itself, once, runs this one (SQS: adapterLogsFailures).
+// each failed record itself, once, runs this one (SQS: adapterLogs).
 func (t *txn) logFailure(ctx context.Context, level slog.Level, msg string, extra ...slog.Attr) {
-	if ctx.Value(adapterLogsFailuresKey{}) != nil {
+	if t.adapterLogs {
 		return
 	}
 	t.logf(ctx, level, msg, extra...)

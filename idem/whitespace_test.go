@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // TestERPKeyWhitespaceInvisibleToNetHTTP documents where the ERP policy's
@@ -26,7 +27,7 @@ import (
 func TestERPKeyWhitespaceInvisibleToNetHTTP(t *testing.T) {
 	st := memstore.New()
 	g, err := idem.New(idem.Config{
-		Store: st, Policy: idem.PolicyERP, Tenant: idem.SingleTenant("erp"),
+		Store: st, Policy: erp.Policy, Tenant: idem.SingleTenant("erp"),
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {

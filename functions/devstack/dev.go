@@ -31,7 +31,7 @@ import (
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
-	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/rawconn"
@@ -58,7 +58,7 @@ func devSettings(own, flags map[string]string, getenv func(string) string) (host
 func demoCredential(t string) apikeys.Credential {
 	return apikeys.Credential{Tenant: t, Attrs: map[string]string{
 		"namespace": t + "-ns", "worker": "demo-worker",
-		idem.CredentialClient: t + "-client", idem.CredentialCompany: t + "-company", idem.CredentialOrganization: t + "-org",
+		erp.CredentialClient: t + "-client", erp.CredentialCompany: t + "-company", erp.CredentialOrganization: t + "-org",
 	}}
 }
 

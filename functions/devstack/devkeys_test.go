@@ -5,7 +5,8 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/host/apikeys"
-	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // TestDevDemoKeysCarryPolicyAttributes: the demo keys idemkit dev mints
@@ -17,7 +18,7 @@ func TestDevDemoKeysCarryPolicyAttributes(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range append(append([]string{}, idem.PolicyCommerce.Scope.Credential...), idem.PolicyERP.Scope.Credential...) {
+	for _, n := range append(append([]string{}, commerce.Policy.Scope.Credential...), erp.Policy.Scope.Credential...) {
 		if c.Attrs[n] == "" {
 			t.Errorf("demo key lacks %s", n)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -36,12 +37,12 @@ func TestCommerceSyncDuplicatePastItsBudgetGetsThePendingAction(t *testing.T) {
 			for _, mode := range []string{"", "sync", "async"} {
 				ev := commerceEvent("ns-1", "checkout", "POST /orders", key, `{"cart":1}`)
 				if mode != "" {
-					ev.Headers[idem.HeaderMode] = mode
+					ev.Headers[commerce.HeaderMode] = mode
 				}
 				r := call(t, w, ev)
 				var m map[string]any
 				_ = json.Unmarshal([]byte(r.Body), &m)
-				if r.StatusCode != 202 || r.Headers[idem.HeaderRetryAfter] == "" || r.Headers[idem.HeaderIdempotentReplay] != "true" ||
+				if r.StatusCode != 202 || r.Headers[idem.HeaderRetryAfter] == "" || r.Headers[commerce.HeaderIdempotentReplay] != "true" ||
 					m["status"] != "pending" || m["requestId"] != firstEv.RequestContext.RequestID {
 					t.Fatalf("wait %v, mode %q, the first still executing: %d %v %s; want 202, the pending Action with Retry-After", wait, mode, r.StatusCode, r.Headers, r.Body)
 				}
@@ -50,7 +51,7 @@ func TestCommerceSyncDuplicatePastItsBudgetGetsThePendingAction(t *testing.T) {
 			if r := <-first; r.StatusCode != 201 {
 				t.Fatalf("first: %d %s", r.StatusCode, r.Body)
 			}
-			if r := call(t, w, commerceEvent("ns-1", "checkout", "POST /orders", key, `{"cart":1}`)); r.StatusCode != 201 || r.Headers[idem.HeaderIdempotentReplay] != "true" {
+			if r := call(t, w, commerceEvent("ns-1", "checkout", "POST /orders", key, `{"cart":1}`)); r.StatusCode != 201 || r.Headers[commerce.HeaderIdempotentReplay] != "true" {
 				t.Fatalf("after the first finished: %d %v %s, want its answer replayed", r.StatusCode, r.Headers, r.Body)
 			}
 			if n := h.runs.Load(); n != 1 {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
@@ -25,7 +26,7 @@ import (
 func commerceGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Config)) *idem.Guard {
 	t.Helper()
 	cfg := idem.Config{
-		Policy: idem.PolicyCommerce,
+		Policy: commerce.Policy,
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  st,
 		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
@@ -133,7 +134,7 @@ func TestCommerceKeyBindsOperationAndInput(t *testing.T) {
 		} {
 			r := call(t, w, ev)
 			code, details := envelopeCode(t, r.Body)
-			if r.StatusCode != 409 || code != idem.CodeIdempotencyMismatch || details["openwopCode"] != "idempotency_key_mismatch" {
+			if r.StatusCode != 409 || code != commerce.CodeIdempotencyMismatch || details["openwopCode"] != "idempotency_key_mismatch" {
 				t.Fatalf("another %s: %d %s", name, r.StatusCode, r.Body)
 			}
 			if r.Headers["Idempotent-Replayed"] != "" {
@@ -184,7 +185,7 @@ func TestCommerceSyncDuplicateWaitsForPendingAction(t *testing.T) {
 		for _, mode := range []string{"", "SYNC"} {
 			ev := commerceEvent("ns-1", "checkout", "POST /orders", key, `{"cart":1}`)
 			if mode != "" {
-				ev.Headers[idem.HeaderMode] = mode
+				ev.Headers[commerce.HeaderMode] = mode
 			}
 			c := make(chan events.APIGatewayV2HTTPResponse, 1)
 			go func() { c <- call(t, w, ev) }()
@@ -264,7 +265,7 @@ func TestCommerceAsyncDuplicateGetsPendingAction(t *testing.T) {
 		bad.Headers["Idempotency-Mode"] = "later"
 		v.cnt.Reset()
 		r = call(t, w, bad)
-		if code, d := envelopeCode(t, r.Body); r.StatusCode != 400 || code != "validation_error" || d["field"] != idem.HeaderMode || v.cnt.Total() != 0 {
+		if code, d := envelopeCode(t, r.Body); r.StatusCode != 400 || code != "validation_error" || d["field"] != commerce.HeaderMode || v.cnt.Total() != 0 {
 			t.Fatalf("bad mode: %d %s, %d round trips", r.StatusCode, r.Body, v.cnt.Total())
 		}
 		if h.runs.Load() != 1 {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -57,7 +57,7 @@ func TestERPDifferentWorkOrderNeverReplaysAnother(t *testing.T) {
 				r := call(t, g.HTTPAPI(h.serve), workOrderEvent(k, c.ct, c.body))
 				var env map[string]any
 				_ = json.Unmarshal([]byte(r.Body), &env)
-				if r.StatusCode != 400 || env["error"] != "validation_error" || r.Headers[idem.HeaderReplayed] == "true" {
+				if r.StatusCode != 400 || env["error"] != "validation_error" || r.Headers[erp.HeaderReplayed] == "true" {
 					t.Errorf("%s: %d %v %s, want 400 validation_error and no replay", c.name, r.StatusCode, r.Headers, r.Body)
 				}
 			}
@@ -75,7 +75,7 @@ func TestERPDifferentWorkOrderNeverReplaysAnother(t *testing.T) {
 			if r := call(t, g.HTTPAPI(h.serve), workOrderEvent(k, "application/json", body(pair[0]))); r.StatusCode != 201 {
 				t.Fatalf("code %q: %d %s", pair[0], r.StatusCode, r.Body)
 			}
-			if r := call(t, g.HTTPAPI(h.serve), workOrderEvent(k, "application/json", body(pair[1]))); r.StatusCode != 409 || r.Headers[idem.HeaderReplayed] == "true" {
+			if r := call(t, g.HTTPAPI(h.serve), workOrderEvent(k, "application/json", body(pair[1]))); r.StatusCode != 409 || r.Headers[erp.HeaderReplayed] == "true" {
 				t.Errorf("code %q after %q under one key: %d %v %s, want 409 IDEMPOTENCY_KEY_CONFLICT", pair[1], pair[0], r.StatusCode, r.Headers, r.Body)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -44,7 +45,7 @@ func erpError(t *testing.T, r events.APIGatewayV2HTTPResponse) erpEnvelope {
 // organisation ("" deletes the part).
 func withCredential(ev events.APIGatewayV2HTTPRequest, client, company, org string) events.APIGatewayV2HTTPRequest {
 	ctx := map[string]any{"tenantId": "acme"}
-	for k, v := range map[string]string{idem.CredentialClient: client, idem.CredentialCompany: company, idem.CredentialOrganization: org} {
+	for k, v := range map[string]string{erp.CredentialClient: client, erp.CredentialCompany: company, erp.CredentialOrganization: org} {
 		if v != "" {
 			ctx[k] = v
 		}
@@ -68,7 +69,7 @@ func TestERPScopeClientCompanyOrganisationMethodRouteKey(t *testing.T) {
 		base := func() events.APIGatewayV2HTTPRequest {
 			return withCredential(guardEvent(key, `{"n":1}`), "client-1", "C100", "ORG-1")
 		}
-		if r := call(t, g.HTTPAPI(h.serve), base()); r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "false" {
+		if r := call(t, g.HTTPAPI(h.serve), base()); r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "false" {
 			t.Fatalf("first: %d %v %s", r.StatusCode, r.Headers, r.Body)
 		}
 		put := base()
@@ -86,11 +87,11 @@ func TestERPScopeClientCompanyOrganisationMethodRouteKey(t *testing.T) {
 		} {
 			before := h.runs.Load()
 			r := call(t, g.HTTPAPI(h.serve), ev)
-			if r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "false" || h.runs.Load() != before+1 {
+			if r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "false" || h.runs.Load() != before+1 {
 				t.Fatalf("%s, same key: %d %v %s; want an independent first execution", name, r.StatusCode, r.Headers, r.Body)
 			}
 		}
-		if r := call(t, g.HTTPAPI(h.serve), base()); r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "true" {
+		if r := call(t, g.HTTPAPI(h.serve), base()); r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "true" {
 			t.Fatalf("same scope again: %d %v, want a replay", r.StatusCode, r.Headers)
 		}
 		if n := h.runs.Load(); n != 6 {
@@ -148,12 +149,12 @@ func TestERPAnonymousClientWhenAuthDisabled(t *testing.T) {
 			}
 			first := call(t, g.HTTPAPI(h.serve), ev())
 			again := call(t, g.HTTPAPI(h.serve), ev())
-			if first.StatusCode != 201 || again.StatusCode != 201 || again.Headers[idem.HeaderReplayed] != "true" || h.runs.Load() != 1 {
+			if first.StatusCode != 201 || again.StatusCode != 201 || again.Headers[erp.HeaderReplayed] != "true" || h.runs.Load() != 1 {
 				t.Fatalf("%s: %d, %d %v; %d executions, want one and a replay", name, first.StatusCode, again.StatusCode, again.Headers, h.runs.Load())
 			}
 			// An authenticated caller's same key is another scope.
 			if name == "AnonymousTenant" {
-				if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":1}`)); r.Headers[idem.HeaderReplayed] != "false" || h.runs.Load() != 2 {
+				if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":1}`)); r.Headers[erp.HeaderReplayed] != "false" || h.runs.Load() != 2 {
 					t.Fatalf("authenticated caller, anonymous caller's key: %d %v", r.StatusCode, r.Headers)
 				}
 			}
@@ -200,7 +201,7 @@ func TestERPKeyGrammar8To128(t *testing.T) {
 			"erp-wo-" + strings.ToLower(suffix) + "x", // lower case
 			"ERP-WO-" + strings.ToLower(suffix) + "X", // the same key with other letter case
 		} {
-			if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{}`)); r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "false" || r.Headers[idem.HeaderKey] != key {
+			if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{}`)); r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "false" || r.Headers[idem.HeaderKey] != key {
 				t.Fatalf("key %q: %d %v %s, want a first execution echoing it", key, r.StatusCode, r.Headers, r.Body)
 			}
 		}
@@ -239,8 +240,8 @@ func TestERPInProgressEnvelope(t *testing.T) {
 		close(release)
 		wg.Wait()
 		env := erpError(t, r)
-		if r.StatusCode != 409 || env.Error != idem.CodeERPRequestInProgress || r.Headers[idem.HeaderRetryAfter] != "2" ||
-			env.RequestID == nil || *env.RequestID != ev.RequestContext.RequestID || r.Headers[idem.HeaderRequestID] != ev.RequestContext.RequestID {
+		if r.StatusCode != 409 || env.Error != erp.CodeRequestInProgress || r.Headers[idem.HeaderRetryAfter] != "2" ||
+			env.RequestID == nil || *env.RequestID != ev.RequestContext.RequestID || r.Headers[erp.HeaderRequestID] != ev.RequestContext.RequestID {
 			t.Fatalf("in progress: %d %v %s", r.StatusCode, r.Headers, r.Body)
 		}
 		if env.Details != nil || strings.Contains(r.Body, "idempotency_in_flight") {
@@ -270,7 +271,7 @@ func TestERPKeyConflictEnvelope(t *testing.T) {
 		ev := guardEvent(key, `{"n":2}`)
 		r := call(t, g.HTTPAPI(h.serve), ev)
 		env := erpError(t, r)
-		if r.StatusCode != 409 || env.Error != idem.CodeERPKeyConflict ||
+		if r.StatusCode != 409 || env.Error != erp.CodeKeyConflict ||
 			env.Message != "The Idempotency-Key has already been used with a different request payload." ||
 			env.RequestID == nil || *env.RequestID != ev.RequestContext.RequestID || env.Details != nil {
 			t.Fatalf("conflict: %d %s", r.StatusCode, r.Body)
@@ -324,13 +325,13 @@ func TestERPEnvelopeRequestIDIsCurrentAttempt(t *testing.T) {
 		second := call(t, g.HTTPAPI(handler), ev2)
 		want := `{"error":"NO_PROJECT_PROCESSED",  "request_id": "` + ev2.RequestContext.RequestID + `", "message":"No project was processed."}`
 		if first.StatusCode != 409 || !strings.Contains(first.Body, ev1.RequestContext.RequestID) ||
-			second.StatusCode != 409 || second.Headers[idem.HeaderReplayed] != "true" || second.Body != want {
+			second.StatusCode != 409 || second.Headers[erp.HeaderReplayed] != "true" || second.Body != want {
 			t.Fatalf("replayed envelope:\n first %d %s\nsecond %d %v %s\n  want %s", first.StatusCode, first.Body, second.StatusCode, second.Headers, second.Body, want)
 		}
 		ev3 := workOrderEvent(key, "application/xml", woXML)
 		ev3.Headers["accept"] = "application/xml"
 		third := call(t, g.HTTPAPI(handler), ev3)
-		if third.Headers[idem.HeaderReplayed] != "true" || !strings.Contains(third.Body, "<request_id>"+ev3.RequestContext.RequestID+"</request_id>") {
+		if third.Headers[erp.HeaderReplayed] != "true" || !strings.Contains(third.Body, "<request_id>"+ev3.RequestContext.RequestID+"</request_id>") {
 			t.Fatalf("replay as XML: %v %s, want request_id %s", third.Headers, third.Body, ev3.RequestContext.RequestID)
 		}
 		if rec := st.last(t, clk.Now()); rec.Response == nil || !strings.Contains(string(rec.Response.Body), ev1.RequestContext.RequestID) {
@@ -363,7 +364,7 @@ func TestERPResponseHeadersFirstAndReplay(t *testing.T) {
 			id, orig, repl string
 		}{{"first", first, id1, id1, "false"}, {"replay", replay, id2, id1, "true"}} {
 			h := c.r.Headers
-			if h[idem.HeaderRequestID] != c.id || h[idem.HeaderOriginalRequestID] != c.orig || h[idem.HeaderKey] != key || h[idem.HeaderReplayed] != c.repl {
+			if h[erp.HeaderRequestID] != c.id || h[erp.HeaderOriginalRequestID] != c.orig || h[idem.HeaderKey] != key || h[erp.HeaderReplayed] != c.repl {
 				t.Fatalf("%s: headers %v; want X-Request-ID %s, original %s, replayed %s", c.name, h, c.id, c.orig, c.repl)
 			}
 		}
@@ -407,20 +408,20 @@ func TestERPLeaseExpiryMatchingHashTakesOwnership(t *testing.T) {
 			stalled, _ = g.HTTPAPI(h.serve)(ctxT(t), ev1)
 		}()
 		<-started
-		if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":1}`)); r.StatusCode != 409 || erpError(t, r).Error != idem.CodeERPRequestInProgress {
+		if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":1}`)); r.StatusCode != 409 || erpError(t, r).Error != erp.CodeRequestInProgress {
 			t.Fatalf("lease active: %d %s, want in progress", r.StatusCode, r.Body)
 		}
 		clk.Advance(31 * time.Second)
-		if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":2}`)); r.StatusCode != 409 || erpError(t, r).Error != idem.CodeERPKeyConflict {
+		if r := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":2}`)); r.StatusCode != 409 || erpError(t, r).Error != erp.CodeKeyConflict {
 			t.Fatalf("lease expired, other hash: %d %s, want a conflict", r.StatusCode, r.Body)
 		}
 		retry := call(t, g.HTTPAPI(h.serve), guardEvent(key, `{"n":1}`))
-		if retry.StatusCode != 201 || retry.Headers[idem.HeaderReplayed] != "false" || retry.Headers[idem.HeaderOriginalRequestID] != ev1.RequestContext.RequestID {
+		if retry.StatusCode != 201 || retry.Headers[erp.HeaderReplayed] != "false" || retry.Headers[erp.HeaderOriginalRequestID] != ev1.RequestContext.RequestID {
 			t.Fatalf("lease expired, same hash: %d %v %s, want it to take ownership", retry.StatusCode, retry.Headers, retry.Body)
 		}
 		close(release)
 		wg.Wait()
-		if stalled.StatusCode != 409 || erpError(t, stalled).Error != idem.CodeERPRequestInProgress {
+		if stalled.StatusCode != 409 || erpError(t, stalled).Error != erp.CodeRequestInProgress {
 			t.Fatalf("stalled owner after the takeover: %d %s, want its completion fenced", stalled.StatusCode, stalled.Body)
 		}
 		rec := st.last(t, clk.Now())
@@ -482,12 +483,12 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 		st := spy(v.s)
 		var mu sync.Mutex
 		var seen []canon.Request
-		p := idem.PolicyERP
+		p := erp.Policy
 		p.Canonical = func(c canon.Request) ([]byte, error) {
 			mu.Lock()
 			seen = append(seen, c)
 			mu.Unlock()
-			return idem.PolicyERP.Canonical(c)
+			return erp.Policy.Canonical(c)
 		}
 		g := workOrderGuard(t, st, clk, func(c *idem.Config) { c.Policy = p })
 		key := erpKey()
@@ -510,12 +511,12 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 			s := c.Scope
 			if !ok || wo.Number != "WO-1" || len(wo.Projects) != 2 || wo.Projects[0].Code != "P-1" || wo.Projects[1].Name != "Valve" ||
 				c.ContractVersion != workorder.Version || s.Tenant != "acme" || s.Method != "POST" || s.Operation != workorder.RouteLive ||
-				s.Credential[idem.CredentialClient] != "erp-client" || s.Credential[idem.CredentialCompany] != "C100" ||
-				s.Credential[idem.CredentialOrganization] != "ORG-1" || len(s.Credential) != 3 {
+				s.Credential[erp.CredentialClient] != "erp-client" || s.Credential[erp.CredentialCompany] != "C100" ||
+				s.Credential[erp.CredentialOrganization] != "ORG-1" || len(s.Credential) != 3 {
 				t.Fatalf("hook call %d received %+v", i, c)
 			}
 		}
-		b, err := idem.PolicyERP.Canonical(seen[0])
+		b, err := erp.Policy.Canonical(seen[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,13 +527,13 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 		// What the hook returns is what is compared: a hook that hashes
 		// every work order alike makes another work order under the key a
 		// replay.
-		same := idem.PolicyERP
+		same := erp.Policy
 		same.Canonical = func(canon.Request) ([]byte, error) { return []byte("one"), nil }
 		g2 := workOrderGuard(t, st, clk, func(c *idem.Config) { c.Policy = same })
 		h := &woHandler{}
 		key2 := erpKey()
 		call(t, g2.HTTPAPI(h.serve), workOrderEvent(key2, "application/json", woJSON))
-		if r := call(t, g2.HTTPAPI(h.serve), workOrderEvent(key2, "application/xml", woXMLOther)); r.Headers[idem.HeaderReplayed] != "true" || h.runs.Load() != 1 {
+		if r := call(t, g2.HTTPAPI(h.serve), workOrderEvent(key2, "application/xml", woXMLOther)); r.Headers[erp.HeaderReplayed] != "true" || h.runs.Load() != 1 {
 			t.Fatalf("hook hashing alike, other work order: %d %v %s, want a replay", r.StatusCode, r.Headers, r.Body)
 		}
 	})
@@ -553,7 +554,7 @@ func TestERPRawBodySHA256BesideCanonicalHashAcrossFormats(t *testing.T) {
 		if r := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "application/json", woJSON)); r.StatusCode != 201 {
 			t.Fatalf("JSON: %d %s", r.StatusCode, r.Body)
 		}
-		if r := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "application/xml", woXML)); r.Headers[idem.HeaderReplayed] != "true" {
+		if r := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "application/xml", woXML)); r.Headers[erp.HeaderReplayed] != "true" {
 			t.Fatalf("XML: %d %v %s, want a replay", r.StatusCode, r.Headers, r.Body)
 		}
 		rec := st.last(t, clk.Now())
@@ -614,7 +615,7 @@ func TestERPInProgressAnsweredAtOnce(t *testing.T) {
 			t.Fatal("the duplicate was answered after the first request ended")
 		default:
 		}
-		if env := erpError(t, r); r.StatusCode != 409 || env.Error != idem.CodeERPRequestInProgress || r.Headers[idem.HeaderRetryAfter] != "2" {
+		if env := erpError(t, r); r.StatusCode != 409 || env.Error != erp.CodeRequestInProgress || r.Headers[idem.HeaderRetryAfter] != "2" {
 			t.Fatalf("in progress: %d %v %s", r.StatusCode, r.Headers, r.Body)
 		}
 	})

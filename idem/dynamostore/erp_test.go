@@ -24,6 +24,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -35,7 +36,7 @@ func erpKey() string { return "ERP-WO-" + strings.ToUpper(rnd(4)) + ":" + rnd(4)
 func erpGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Config)) *idem.Guard {
 	t.Helper()
 	cfg := idem.Config{
-		Policy: idem.PolicyERP,
+		Policy: erp.Policy,
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  st,
 		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
@@ -264,7 +265,7 @@ func TestERPRawBodySHA256StoredBesideCanonicalHash(t *testing.T) {
 			t.Fatalf("stored item has no rawBodySha256 attribute: %s", names(raw))
 		}
 		r := call(t, g.HTTPAPI(h.serve), guardEvent(key, second))
-		if r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "true" || h.runs.Load() != 1 {
+		if r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "true" || h.runs.Load() != 1 {
 			t.Fatalf("same canonical body, other bytes: %d %v, %d executions; want a replay", r.StatusCode, r.Headers, h.runs.Load())
 		}
 
@@ -365,7 +366,7 @@ func TestERPCanonicalHashJSONAndXMLEqual(t *testing.T) {
 			t.Fatalf("JSON work order: %d %s (decoded handed to the handler %d times)", first.StatusCode, first.Body, h.decoded.Load())
 		}
 		xmlReq := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "application/xml; charset=utf-8", woXML))
-		if xmlReq.StatusCode != 201 || xmlReq.Headers[idem.HeaderReplayed] != "true" || xmlReq.Body != first.Body {
+		if xmlReq.StatusCode != 201 || xmlReq.Headers[erp.HeaderReplayed] != "true" || xmlReq.Body != first.Body {
 			t.Fatalf("the same work order in XML: %d %v %s, want the JSON original's answer replayed", xmlReq.StatusCode, xmlReq.Headers, xmlReq.Body)
 		}
 		other := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "text/xml", woXMLOther))
@@ -404,14 +405,14 @@ func TestERPReplayRenderedPerAccept(t *testing.T) {
 			Projects  int      `xml:"projects"`
 			Execution int      `xml:"execution"`
 		}
-		if x.StatusCode != 201 || x.Headers[idem.HeaderReplayed] != "true" || x.Headers["Content-Type"] != "application/xml" ||
+		if x.StatusCode != 201 || x.Headers[erp.HeaderReplayed] != "true" || x.Headers["Content-Type"] != "application/xml" ||
 			xml.Unmarshal([]byte(x.Body), &got) != nil || got.Number != "WO-1" || got.Projects != 2 || got.Execution != 1 {
 			t.Fatalf("replay with Accept: application/xml: %d %v %s", x.StatusCode, x.Headers, x.Body)
 		}
 		ev = workOrderEvent(key, "application/xml", woXML)
 		ev.Headers["accept"] = "application/json;q=0.9, application/xml;q=0.1"
 		j := call(t, g.HTTPAPI(h.serve), ev)
-		if j.StatusCode != 201 || j.Body != first.Body || j.Headers[idem.HeaderReplayed] != "true" {
+		if j.StatusCode != 201 || j.Body != first.Body || j.Headers[erp.HeaderReplayed] != "true" {
 			t.Fatalf("XML request preferring JSON: %d %v %s, want the JSON original", j.StatusCode, j.Headers, j.Body)
 		}
 		if n := h.runs.Load(); n != 1 {
@@ -448,7 +449,7 @@ func TestERPCanonicalHashAfterValidation(t *testing.T) {
 		if n := v.cnt.Total(); n != 0 || h.runs.Load() != 0 {
 			t.Fatalf("refused bodies: %d round trips, %d executions; want 0, 0", n, h.runs.Load())
 		}
-		if ok := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "application/json", woJSON)); ok.StatusCode != 201 || ok.Headers[idem.HeaderReplayed] != "false" {
+		if ok := call(t, g.HTTPAPI(h.serve), workOrderEvent(key, "application/json", woJSON)); ok.StatusCode != 201 || ok.Headers[erp.HeaderReplayed] != "false" {
 			t.Fatalf("valid work order after refused ones: %d %v", ok.StatusCode, ok.Headers)
 		}
 	})
@@ -503,7 +504,7 @@ func TestERPCanonicalHashExcludesRequestMetadata(t *testing.T) {
 		ev2.RequestContext.HTTP.SourceIP = "10.9.9.9"
 		ev2.RequestContext.TimeEpoch = 2
 		clk.Advance(time.Minute)
-		if r := call(t, g.HTTPAPI(h.serve), ev2); r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "true" {
+		if r := call(t, g.HTTPAPI(h.serve), ev2); r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "true" {
 			t.Fatalf("retry differing in request metadata only: %d %v %s, want a replay", r.StatusCode, r.Headers, r.Body)
 		}
 		if n := h.runs.Load(); n != 1 {
@@ -531,7 +532,7 @@ func TestERPTestRouteNeverTouchesStore(t *testing.T) {
 			}
 			for range 2 {
 				r := call(t, g.HTTPAPI(h.serve), ev)
-				if r.StatusCode != 201 || r.Headers[idem.HeaderReplayed] != "" || r.Headers[idem.HeaderKey] != "" {
+				if r.StatusCode != 201 || r.Headers[erp.HeaderReplayed] != "" || r.Headers[idem.HeaderKey] != "" {
 					t.Fatalf("test route with key %q: %d %v %s", key, r.StatusCode, r.Headers, r.Body)
 				}
 			}
@@ -590,8 +591,8 @@ func TestERPFailedRetryable(t *testing.T) {
 		}
 		// Only the same hash may take a failed record over.
 		other := workOrderEvent(key, "application/xml", woXMLOther)
-		if r := call(t, g.HTTPAPI(handler), other); r.StatusCode != 409 || !strings.Contains(r.Body, idem.CodeERPKeyConflict) {
-			t.Fatalf("another payload on the failed record: %d %s, want %s", r.StatusCode, r.Body, idem.CodeERPKeyConflict)
+		if r := call(t, g.HTTPAPI(handler), other); r.StatusCode != 409 || !strings.Contains(r.Body, erp.CodeKeyConflict) {
+			t.Fatalf("another payload on the failed record: %d %s, want %s", r.StatusCode, r.Body, erp.CodeKeyConflict)
 		}
 		if r := call(t, g.HTTPAPI(handler), ev()); r.StatusCode != 500 {
 			t.Fatalf("second (database unavailable): %d", r.StatusCode)
@@ -600,14 +601,14 @@ func TestERPFailedRetryable(t *testing.T) {
 			t.Fatalf("after a handler error the record is %s, want %s", rec.State, idem.StateRetryableFailure)
 		}
 		third := call(t, g.HTTPAPI(handler), ev())
-		if third.StatusCode != 409 || !strings.Contains(third.Body, "NO_PROJECT_PROCESSED") || third.Headers[idem.HeaderReplayed] != "false" {
+		if third.StatusCode != 409 || !strings.Contains(third.Body, "NO_PROJECT_PROCESSED") || third.Headers[erp.HeaderReplayed] != "false" {
 			t.Fatalf("third: %d %s", third.StatusCode, third.Body)
 		}
 		fourth := call(t, g.HTTPAPI(handler), ev())
 		// The replay is the stored answer, its envelope's request_id the
 		// current attempt's (every ERP envelope carries it).
-		want := strings.Replace(third.Body, third.Headers[idem.HeaderRequestID], fourth.Headers[idem.HeaderRequestID], 1)
-		if fourth.StatusCode != 409 || fourth.Body != want || !strings.Contains(want, `"request_id"`) || fourth.Headers[idem.HeaderReplayed] != "true" {
+		want := strings.Replace(third.Body, third.Headers[erp.HeaderRequestID], fourth.Headers[erp.HeaderRequestID], 1)
+		if fourth.StatusCode != 409 || fourth.Body != want || !strings.Contains(want, `"request_id"`) || fourth.Headers[erp.HeaderReplayed] != "true" {
 			t.Fatalf("the deterministic 409 was not replayed: %d %v %s", fourth.StatusCode, fourth.Headers, fourth.Body)
 		}
 		mu.Lock()

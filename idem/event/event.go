@@ -21,6 +21,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/failurelog"
 )
 
 // Config configures Func for events of type In.
@@ -150,8 +151,11 @@ func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 		tenant = a.cfg.Tenant(ev)
 	}
 	var out Out
+	if a.logsFailures {
+		ctx = failurelog.Adapter(ctx)
+	}
 	value, ran, err := a.g.Once(ctx, idem.Work{
-		Operation: a.cfg.Operation, Key: key, Tenant: tenant, Payload: payload, LogsFailures: a.logsFailures,
+		Operation: a.cfg.Operation, Key: key, Tenant: tenant, Payload: payload,
 		Run: func(ctx context.Context) ([]byte, error) {
 			var err error
 			out, err = a.fn(ctx, ev)

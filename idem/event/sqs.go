@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/failurelog"
 )
 
 // SQSConfig configures SQS. Only Operation is required.
@@ -154,7 +155,7 @@ func logRecordFailure(ctx context.Context, g *idem.Guard, op string, m events.SQ
 	if kerr != nil {
 		k = ""
 	}
-	g.LogFailure(ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
+	failurelog.Write(g, ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
 		slog.String("message_id", m.MessageId))
 }
 
@@ -167,7 +168,7 @@ func logMismatch(ctx context.Context, g *idem.Guard, op string, m events.SQSMess
 	if kerr != nil {
 		k = ""
 	}
-	g.LogFailure(ctx, "idempotency: SQS message's payload differs from the one recorded under its key; "+
+	failurelog.Write(g, ctx, "idempotency: SQS message's payload differs from the one recorded under its key; "+
 		"it fails the same way on every delivery, until the queue's redrive policy (maxReceiveCount) moves it to the dead-letter queue. "+
 		"A producer that re-sends with new delivery metadata (a timestamp, a trace id) needs SQSConfig.Payload to leave it out; "+
 		"logged once for this message",

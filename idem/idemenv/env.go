@@ -19,6 +19,9 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	// The presets IDEMPOTENCY_POLICY names, registered when imported.
+	_ "github.com/idemkit/idemkit/idem/policy/commerce"
+	_ "github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // Environment variables read by Load (the names of the ERP service's policy,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // IDEMPOTENCY_POLICY picks one of the three published policies by name
@@ -90,7 +91,7 @@ func TestEnvStoreTimeoutWaitAndDerivedKeys(t *testing.T) {
 		c, err = guard(map[string]string{idemenv.DerivedKeys: "true", idemenv.Policy: pol}, derive)
 		want := idem.PolicyOpenWOP
 		if pol == "erp" {
-			want = idem.PolicyERP
+			want = erp.Policy
 		}
 		if err != nil || !c.Policy.DerivedKeys || c.Policy.Name != want.Name || c.Retention != want.Retention {
 			t.Fatalf("%s=true under %q: policy %q derived %v retention %s, %v", idemenv.DerivedKeys, pol, c.Policy.Name, c.Policy.DerivedKeys, c.Retention, err)

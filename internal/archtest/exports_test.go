@@ -29,16 +29,18 @@ var libraryRoots = []string{"idem", "ledger", "client"}
 // row here.
 var exportedBudget = map[string]int{
 	"client":                   53,
-	"idem":                     279,
+	"idem":                     265,
 	"idem/canon":               25,
 	"idem/decided":             38,
 	"idem/dynamostore":         24,
 	"idem/event":               15,
-	"idem/idemenv":             19,
+	"idem/idemenv":             25,
 	"idem/idemtest":            24,
-	"idem/keyspace":            3,
+	"idem/keyspace":            4,
 	"idem/memstore":            22,
-	"ledger":                   271,
+	"idem/policy/commerce":     7,
+	"idem/policy/erp":          12,
+	"ledger":                   275,
 	"ledger/dynamostore":       27,
 	"ledger/fence":             45,
 	"ledger/fence/dynamostore": 14,
@@ -170,22 +172,26 @@ func libraryExports(root string) (map[string]int, error) {
 // dir (see exportedBudget); -1 when dir holds no non-test Go file of a
 // non-main package.
 func exportedIdentifiers(dir string) (int, error) {
-	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.SkipObjectResolution)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0, err
 	}
+	fset := token.NewFileSet()
 	n, found := 0, false
-	for name, pkg := range pkgs {
-		if name == "main" {
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			return 0, err
+		}
+		if f.Name.Name == "main" {
 			continue
 		}
 		found = true
-		for _, f := range pkg.Files {
-			n += fileExports(f)
-		}
+		n += fileExports(f)
 	}
 	if !found {
 		return -1, nil

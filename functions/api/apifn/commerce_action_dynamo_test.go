@@ -12,8 +12,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -47,7 +47,7 @@ func TestCommerceReplayOfSettledRunIsTheRunInItsFinalStatus(t *testing.T) {
 		r, m := c.f.do(t, commerceCreate("checkout cart 42", ""))
 		errm, _ := m["error"].(map[string]any)
 		if r.StatusCode != 201 || m["runId"] != id || m["status"] != "failed" || errm["message"] != "the webhook answered 400" ||
-			r.Headers[idem.HeaderIdempotentReplay] != "true" || r.Headers["Location"] != first.Headers["Location"] || m["statusUrl"] == nil {
+			r.Headers[commerce.HeaderIdempotentReplay] != "true" || r.Headers["Location"] != first.Headers["Location"] || m["statusUrl"] == nil {
 			t.Fatalf("replay of a failed run: %d %v %s", r.StatusCode, r.Headers, r.Body)
 		}
 	})
@@ -64,7 +64,7 @@ func TestCommerceAsyncReplayOfPendingRunIsThePendingAction(t *testing.T) {
 		id, _ := m["runId"].(string)
 		r, m := c.f.do(t, commerceCreate("checkout cart 43", "async"))
 		if r.StatusCode != 202 || m["runId"] != id || m["status"] != "pending" || m["statusUrl"] == nil || m["requestId"] != nil ||
-			r.Headers["Retry-After"] == "" || r.Headers[idem.HeaderIdempotentReplay] != "true" {
+			r.Headers["Retry-After"] == "" || r.Headers[commerce.HeaderIdempotentReplay] != "true" {
 			t.Fatalf("async replay of a pending run: %d %v %s", r.StatusCode, r.Headers, r.Body)
 		}
 	})
@@ -231,7 +231,7 @@ func TestCommerceReplayOfRunCreatingKeyReadsTheRunOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.cnt.Reset()
-		if r, _ := c.f.do(t, commerceCreate("checkout cart 51", "")); r.StatusCode != 201 || r.Headers[idem.HeaderIdempotentReplay] != "true" {
+		if r, _ := c.f.do(t, commerceCreate("checkout cart 51", "")); r.StatusCode != 201 || r.Headers[commerce.HeaderIdempotentReplay] != "true" {
 			t.Fatalf("replay of createRun: %d %s", r.StatusCode, r.Body)
 		}
 		if n, ops := c.cnt.Total(), c.cnt.Ops(); n != layer1+1 || ops["GetItem"] < 1 {

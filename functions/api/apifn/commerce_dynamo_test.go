@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
@@ -40,7 +41,7 @@ func newCommerceHost(t *testing.T, e *dynamotest.Emulator) *commerceHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := idem.New(idem.Config{Policy: idem.PolicyCommerce, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
+	g, err := idem.New(idem.Config{Policy: commerce.Policy, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

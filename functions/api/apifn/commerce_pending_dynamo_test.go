@@ -11,6 +11,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
@@ -49,7 +50,7 @@ func TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction(t *testing.T
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := idem.New(idem.Config{Policy: idem.PolicyCommerce, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Wait: wait, Logger: discard()})
+			g, err := idem.New(idem.Config{Policy: commerce.Policy, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Wait: wait, Logger: discard()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +69,7 @@ func TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction(t *testing.T
 			var bad string
 			for _, mode := range []string{"", "sync"} {
 				r, m := f.do(t, commerceCreate(key, mode))
-				if r.StatusCode != 202 || r.Headers["Retry-After"] == "" || r.Headers[idem.HeaderIdempotentReplay] != "true" || m["status"] != "pending" {
+				if r.StatusCode != 202 || r.Headers["Retry-After"] == "" || r.Headers[commerce.HeaderIdempotentReplay] != "true" || m["status"] != "pending" {
 					bad = mode
 					t.Errorf("wait %v, mode %q, the create still executing: %d %v %s; want 202, the pending Action with Retry-After", wait, mode, r.StatusCode, r.Headers, r.Body)
 				}
@@ -81,7 +82,7 @@ func TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction(t *testing.T
 			// The run (no executor here) is still pending: the replay is
 			// that pending Action, the one run the first request created.
 			r, m := f.do(t, commerceCreate(key, ""))
-			if r.StatusCode != 202 || r.Headers[idem.HeaderIdempotentReplay] != "true" || m["runId"] == nil || m["status"] != "pending" {
+			if r.StatusCode != 202 || r.Headers[commerce.HeaderIdempotentReplay] != "true" || m["runId"] == nil || m["status"] != "pending" {
 				t.Fatalf("after the create finished: %d %v %s, want the pending run replayed", r.StatusCode, r.Headers, r.Body)
 			}
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
@@ -39,7 +40,7 @@ func inboxHost(t *testing.T, e *dynamotest.Emulator, cfg func(*Config)) (*fixtur
 			t.Fatal(err)
 		}
 	}
-	g, err := idem.New(idem.Config{Policy: idem.PolicyCommerce, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
+	g, err := idem.New(idem.Config{Policy: commerce.Policy, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

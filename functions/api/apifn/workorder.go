@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/header"
 )
@@ -106,7 +107,7 @@ const CodeNoProjectProcessed = "NO_PROJECT_PROCESSED"
 // "skipped_projects"}, or, when no project is processed, 409
 // NO_PROJECT_PROCESSED with the skipped codes in details; request_id is
 // the current attempt's on every answer (the ERP policy's
-// RequestIDMember), XML when the request's Accept prefers it.
+// erp.RequestIDMember), XML when the request's Accept prefers it.
 func (h *Handler) liveWorkOrder(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	v, ok := idem.DecodedRequest(ctx)
 	wo, e := decodeWorkOrder(c.ev, v, ok)
@@ -125,6 +126,6 @@ func (h *Handler) liveWorkOrder(ctx context.Context, c call) (events.APIGatewayV
 		return errResp(apierr.New(http.StatusConflict, CodeNoProjectProcessed, "no project of work order %s was processed", wo.Number).
 			WithDetails(map[string]any{"skipped_projects": skipped})), nil
 	}
-	return jsonResp(http.StatusCreated, map[string]any{idem.RequestIDMember: c.ev.RequestContext.RequestID,
+	return jsonResp(http.StatusCreated, map[string]any{erp.RequestIDMember: c.ev.RequestContext.RequestID,
 		"work_order_number": wo.Number, "processed_projects": processed, "skipped_projects": skipped})
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
@@ -56,7 +58,7 @@ func TestWorkOrderRouteRefusesUndefinedBodiesUnderEveryPolicy(t *testing.T) {
 		{"XML foreign namespace", "text/xml", `<work_order xmlns="urn:x"><work_order_number>WO-7</work_order_number><projects>` + px + `</projects></work_order>`},
 		{"XML element inside a scalar", "application/xml", `<work_order><work_order_number>WO-<b>7</b></work_order_number><projects>` + px + `</projects></work_order>`},
 	}
-	for _, p := range []idem.Policy{idem.PolicyOpenWOP, idem.PolicyCommerce, idem.PolicyERP} {
+	for _, p := range []idem.Policy{idem.PolicyOpenWOP, commerce.Policy, erp.Policy} {
 		t.Run(p.Name, func(t *testing.T) {
 			dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 				c := e.Client(dynamotest.FastRetries)
@@ -88,7 +90,7 @@ func TestWorkOrderRouteRefusesUndefinedBodiesUnderEveryPolicy(t *testing.T) {
 					return r, m
 				}
 				replayed := func(r events.APIGatewayV2HTTPResponse) bool {
-					return header.First(r.Headers, idem.HeaderReplayed) == "true" || header.First(r.Headers, "Idempotent-Replayed") == "true" ||
+					return header.First(r.Headers, erp.HeaderReplayed) == "true" || header.First(r.Headers, "Idempotent-Replayed") == "true" ||
 						header.First(r.Headers, "OpenWOP-Idempotent-Replay") == "true"
 				}
 				key := "WO-KEY-" + apikeys.NewAPIKey()[:20]
@@ -126,7 +128,7 @@ func TestERPXMLErrorAnswerKeepsItsHeadersOnLambda(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := idem.New(idem.Config{Store: st, Policy: idem.PolicyERP, Tenant: idem.AuthorizerKey("tenantId"), Logger: discard(),
+		g, err := idem.New(idem.Config{Store: st, Policy: erp.Policy, Tenant: idem.AuthorizerKey("tenantId"), Logger: discard(),
 			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}})
 		if err != nil {
 			t.Fatal(err)
@@ -150,9 +152,9 @@ func TestERPXMLErrorAnswerKeepsItsHeadersOnLambda(t *testing.T) {
 				firstID = req.RequestContext.RequestID
 			}
 			if r.StatusCode != 409 || header.First(r.Headers, "Content-Type") != "application/xml" || !strings.Contains(r.Body, "<error>NO_PROJECT_PROCESSED</error>") ||
-				header.First(r.Headers, idem.HeaderRequestID) != req.RequestContext.RequestID || !strings.Contains(r.Body, "<request_id>"+req.RequestContext.RequestID+"</request_id>") ||
-				header.First(r.Headers, idem.HeaderKey) != "ERP-WO-79-000001" || header.First(r.Headers, idem.HeaderReplayed) != want ||
-				header.First(r.Headers, idem.HeaderOriginalRequestID) != firstID {
+				header.First(r.Headers, erp.HeaderRequestID) != req.RequestContext.RequestID || !strings.Contains(r.Body, "<request_id>"+req.RequestContext.RequestID+"</request_id>") ||
+				header.First(r.Headers, idem.HeaderKey) != "ERP-WO-79-000001" || header.First(r.Headers, erp.HeaderReplayed) != want ||
+				header.First(r.Headers, erp.HeaderOriginalRequestID) != firstID {
 				t.Fatalf("answer %d: %d %v %s", i+1, r.StatusCode, r.Headers, r.Body)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
@@ -58,7 +59,7 @@ func TestERPTestRoutePublicNeverTouchesStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := idem.New(idem.Config{Store: st, Policy: idem.PolicyERP, Required: true, Tenant: idem.AuthorizerKey("tenantId"), Logger: discard()})
+		g, err := idem.New(idem.Config{Store: st, Policy: erp.Policy, Required: true, Tenant: idem.AuthorizerKey("tenantId"), Logger: discard()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,14 +95,14 @@ func TestERPTestRoutePublicNeverTouchesStore(t *testing.T) {
 				if r.StatusCode != 200 || m["valid"] != true || m["work_order_number"] != "WO-1" || m["projects"] != float64(1) {
 					t.Fatalf("%s: %d %s", name, r.StatusCode, r.Body)
 				}
-				for _, hd := range []string{idem.HeaderReplayed, idem.HeaderKey, idem.HeaderOriginalRequestID} {
+				for _, hd := range []string{erp.HeaderReplayed, idem.HeaderKey, erp.HeaderOriginalRequestID} {
 					if r.Headers[hd] != "" {
 						t.Fatalf("%s: idempotency header %s on the test route: %v", name, hd, r.Headers)
 					}
 				}
 				// Every answer under the ERP policy carries its request id.
-				if r.Headers[idem.HeaderRequestID] != "req-test-route" {
-					t.Fatalf("%s: X-Request-ID %q on the test route", name, r.Headers[idem.HeaderRequestID])
+				if r.Headers[erp.HeaderRequestID] != "req-test-route" {
+					t.Fatalf("%s: X-Request-ID %q on the test route", name, r.Headers[erp.HeaderRequestID])
 				}
 			}
 		}

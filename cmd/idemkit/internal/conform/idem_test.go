@@ -15,6 +15,8 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // idemAPIKeys are idemAPI's API keys, each a tenant and credential
@@ -154,10 +156,10 @@ func TestIdemGuardPasses(t *testing.T) {
 	}{
 		{"openwop/wait", idem.PolicyOpenWOP, ProfileOpenWOP, 0},
 		{"openwop/409", idem.PolicyOpenWOP, ProfileOpenWOP, -1},
-		{"commerce/wait", idem.PolicyCommerce, ProfileCommerce, 0},
-		{"commerce/409", idem.PolicyCommerce, ProfileCommerce, -1},
+		{"commerce/wait", commerce.Policy, ProfileCommerce, 0},
+		{"commerce/409", commerce.Policy, ProfileCommerce, -1},
 		// The ERP policy answers a duplicate in progress 409 at once.
-		{"erp/409", idem.PolicyERP, ProfileERP, -1},
+		{"erp/409", erp.Policy, ProfileERP, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,17 +1,25 @@
-package idem
+// Package commerce is the commerce platform's idempotency policy, a preset
+// of package idem: Policy (its key grammar Key, scope, cache rule, replay
+// and wait-mode headers and error body) and the names it defines.
+// Importing the package registers the policy under the name "commerce"
+// (idem.PolicyNamed, IDEMPOTENCY_POLICY=commerce).
+package commerce
 
 import (
 	"time"
 	"unicode"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
+
+func init() { idem.RegisterPolicy(Policy) }
 
 // The commerce platform's policy: its key grammar, scope, cache rule,
 // replay and wait-mode headers and error body.
 var (
-	// PolicyCommerce is the commerce platform's policy: a key is any
-	// string of 1..255 characters (KeyCommerce); it belongs to one
+	// Policy is the commerce platform's policy: a key is any
+	// string of 1..255 characters (Key); it belongs to one
 	// namespace and one calling worker, both read from the credential
 	// (Scope.Credential CredentialNamespace, CredentialWorker: authorizer
 	// context keys or JWT claims, never the request), beside the tenant;
@@ -26,26 +34,26 @@ var (
 	// "Idempotent-Replayed: true"; a duplicate of a pending request waits
 	// as its Idempotency-Mode header says (HeaderMode: sync waits up to its
 	// budget, async gets the pending action at once); in-flight
-	// Retry-After as PolicyOpenWOP; the OpenWOP envelope, with the
+	// Retry-After as idem.PolicyOpenWOP; the OpenWOP envelope, with the
 	// policy's code for a mismatch (commerceErrorBody). A key binds one
-	// Action, not one HTTP response (Replay ReplayObject): on a route that
-	// loads the object its first execution created (Request.Object), a
+	// Action, not one HTTP response (Replay idem.ReplayObject): on a route that
+	// loads the object its first execution created (idem.Request.Object), a
 	// replay answers that Action as it is now — settled, in its final
 	// status; still pending, waited on as Idempotency-Mode says and then
 	// answered 202 with Retry-After — and elsewhere the stored response.
-	PolicyCommerce = Policy{
+	Policy = idem.Policy{
 		Name:      "commerce",
-		Key:       KeyCommerce,
-		Scope:     ScopeParts{Credential: []string{CredentialNamespace, CredentialWorker}},
+		Key:       Key,
+		Scope:     idem.ScopeParts{Credential: []string{CredentialNamespace, CredentialWorker}},
 		Cache:     cacheCommerce,
-		Retention: Forever,
-		Headers:   replayHeader(HeaderIdempotentReplay),
-		InFlight:  InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
+		Retention: idem.Forever,
+		Headers:   replayHeader,
+		InFlight:  idem.InFlightAnswer{RetryAfter: time.Second, ModeHeader: HeaderMode},
 		ErrorBody: commerceErrorBody,
-		Replay:    ReplayObject,
+		Replay:    idem.ReplayObject,
 	}
 
-	// KeyCommerce is the commerce platform's policy: any string of 1..255
+	// Key is the commerce platform's policy: any string of 1..255
 	// characters, counted as Unicode code points of valid UTF-8 (so "é" is
 	// one character and a non-ASCII key is accepted as sent). A comma is an
 	// ordinary character of the key and never splits it; inner spaces are
@@ -64,18 +72,18 @@ var (
 	// headers with a comma, so two headers there arrive as one
 	// comma-joined value, which this grammar reads as one key containing a
 	// comma: a client sends the header once. The SQS and event adapters
-	// take the key from Config.Key, never from a header.
-	KeyCommerce = KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, Runes: true, Allow: commerceKeyChar}
+	// take the key from event.Config.Key, never from a header.
+	Key = idem.KeyPolicy{Name: "commerce", MinLen: 1, MaxLen: 255, Runes: true, Allow: commerceKeyChar}
 )
 
-// commerceKeyChar is KeyCommerce's Allow: every code point but the
+// commerceKeyChar is Key's Allow: every code point but the
 // control characters (C0, DEL, C1).
 func commerceKeyChar(r rune) bool { return !unicode.IsControl(r) }
 
 // The commerce policy's names: the credential values that scope a key
-// (PolicyCommerce.Scope.Credential: authorizer context keys or JWT claims
+// (Policy.Scope.Credential: authorizer context keys or JWT claims
 // set from the caller's credential, never from the request), its replay
-// header, its wait-mode request header (InFlightAnswer.ModeHeader) and its
+// header, its wait-mode request header (idem.InFlightAnswer.ModeHeader) and its
 // code for a key reused on a different operation or input (HTTP 409; the
 // OpenWOP default's idempotency_key_mismatch).
 const (
@@ -86,24 +94,24 @@ const (
 	CodeIdempotencyMismatch = "idempotency-mismatch"
 )
 
-// cacheCommerce is the commerce policy's Policy.Cache: a request rejected
-// at the door, 400, 401, 403 or 429, records nothing (Forget), so the same
+// cacheCommerce is the commerce policy's idem.Policy.Cache: a request rejected
+// at the door, 400, 401, 403 or 429, records nothing (idem.Forget), so the same
 // key later runs fresh; every other outcome, 1xx..3xx, the other 4xx and
 // every 5xx, is final and replayed (a failed action replays as failed).
 // A handler error or panic (no response) still leaves the record retryable,
 // as under every policy.
-func cacheCommerce(status int, _ string) Disposition {
+func cacheCommerce(status int, _ string) idem.Disposition {
 	switch status {
 	case 400, 401, 403, 429:
-		return Forget
+		return idem.Forget
 	}
-	return Replay
+	return idem.Replay
 }
 
 // commerceErrorBody is the OpenWOP envelope with the commerce policy's code
 // for a mismatch (CodeIdempotencyMismatch; the registry code it stands for
 // in details.openwopCode); every other answer keeps its registry code.
-func commerceErrorBody(e ErrorInfo) []byte {
+func commerceErrorBody(e idem.ErrorInfo) []byte {
 	if e.Code == apierr.CodeIdempotencyKeyMismatch {
 		d := make(map[string]any, len(e.Details)+1)
 		for k, v := range e.Details {
@@ -112,5 +120,14 @@ func commerceErrorBody(e ErrorInfo) []byte {
 		d["openwopCode"] = e.Code
 		e.Code, e.Details = CodeIdempotencyMismatch, d
 	}
-	return openWOPErrorBody(e)
+	return (&apierr.Error{Code: e.Code, Message: e.Message, Details: e.Details}).Body()
+}
+
+// replayHeader is Policy's Headers: a replay carries
+// "Idempotent-Replayed: true" (HeaderIdempotentReplay), and no other
+// answer gains a header.
+func replayHeader(h map[string][]string, a idem.Answer) {
+	if a.Replay {
+		h[HeaderIdempotentReplay] = []string{"true"}
+	}
 }
