@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"path/filepath"
 	"strings"
@@ -226,10 +227,18 @@ func (s *soakState) post(client int, path, key, body string, keyed bool) map[str
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	a := soak.Attempt{Client: client, Key: path + " " + key, Body: soak.Digest([]byte(body)), Start: s.rec.Now()}
+	// wrote is set once the request was written to a connection: net/http
+	// retries a request with an Idempotency-Key on a fresh connection when
+	// a reused one broke, so a dial error can follow a write that dev
+	// received and acted on. Only a request never written is "never sent".
+	var wrote atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) },
+	}))
 	resp, err := s.client.Do(req)
 	if err != nil {
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
+		if !wrote.Load() && errors.As(err, &op) && op.Op == "dial" {
 			return nil // never sent: dev is down
 		}
 		a.GaveUp = s.rec.Now()
