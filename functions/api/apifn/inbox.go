@@ -79,7 +79,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Test.Now())
+	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.clock.Now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
@@ -124,7 +124,7 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, v
 	}
 	se := &decided.StaleError{RecordID: r.ID, Decided: version, Current: r.Version, Changes: touched, InboxID: entryID}
 	if err := h.cfg.Inbox.Keep(ctx, runs.InboxEntry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}); err != nil {
+		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.clock.Now()}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
 	st, hd, body := se.Envelope()

@@ -425,7 +425,7 @@ func TestLastTryFailsRun(t *testing.T) {
 	// is the run given up.
 	var waits atomic.Int32
 	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 3,
-		Sleep:   func(context.Context, time.Duration) error { waits.Add(1); return nil },
+		Test:    TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { waits.Add(1); return nil }}},
 		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, srv.URL)

@@ -29,8 +29,8 @@ func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Sequence(faultrx.TooMany(clk.Now().Add(90*time.Second).Format(http.TimeFormat)), faultrx.OK)})
 	defer rx.Close()
 	runs := hostruns.NewMemRuns()
-	x := &Executor{Runs: runs, Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Now: clk.Now}}
+	x := &Executor{Runs: runs, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}}
 	in, _ := json.Marshal(map[string]any{"url": rx.URL(), "payload": 1})
 	run := hostruns.NewRun("acme", webhook.WorkflowWebhook, in, clk.Now())
 	if err := runs.Create(context.Background(), run); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestResumerDrivesStaleRuns: runs whose creation was acknowledged but
@@ -99,7 +100,7 @@ func TestStaleRunFailuresAreCounted(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Now().UTC()}
 	mem := runs.NewMemRuns()
-	x := &Executor{Runs: mem, Now: clk.Now, StaleAfter: time.Minute, MaxAttempts: 2}
+	x := &Executor{Runs: mem, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, StaleAfter: time.Minute, MaxAttempts: 2}
 	r := runs.NewRun("acme", "webhook", []byte(`{"url":"http://127.0.0.1:1/x"}`), clk.Now())
 	if err := mem.Create(ctx, r); err != nil {
 		t.Fatal(err)
