@@ -147,7 +147,7 @@ func (s *rtStack) newLedger(t *testing.T, api ledgerdynamo.API) *ledger.Ledger {
 	t.Helper()
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: api, Table: s.effTable})
 	must(t, err)
-	l, err := ledger.New(ledger.Config{Store: st, Lease: s.effLeases, Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now},
+	l, err := ledger.New(ledger.Config{Store: st, Lease: s.effLeases, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now}},
 		Wait: time.Second, PollInterval: 20 * time.Millisecond, Heartbeat: -1})
 	must(t, err)
 	return l

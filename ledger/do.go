@@ -336,7 +336,7 @@ func (l *Ledger) do(ctx context.Context, eff Effect, fn effectFunc) (Result, err
 					return Result{}, &InFlightError{EffectID: cur.EffectID, RetryAfter: max(time.Second, cur.LeaseUntil.Sub(now).Round(time.Second))}
 				}
 				polls++
-				if err := l.cfg.Clock.Sleep(ctx, l.cfg.PollInterval); err != nil {
+				if err := l.cfg.Test.Clock.Sleep(ctx, l.cfg.PollInterval); err != nil {
 					return Result{}, err
 				}
 				if err := reread(); err != nil {

@@ -38,7 +38,7 @@ var exportedBudget = map[string]int{
 	"idem/idemtest":            24,
 	"idem/keyspace":            3,
 	"idem/memstore":            22,
-	"ledger":                   271,
+	"ledger":                   272,
 	"ledger/dynamostore":       27,
 	"ledger/fence":             45,
 	"ledger/fence/dynamostore": 14,

@@ -195,7 +195,7 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 	}}
 	const lease = 5 * time.Minute
 	executor := func(s ledger.Store) *ledger.Ledger {
-		l, err := ledger.New(ledger.Config{Store: s, Lease: lease, Clock: funcs})
+		l, err := ledger.New(ledger.Config{Store: s, Lease: lease, Test: ledger.TestConfig{Clock: funcs}})
 		if err != nil {
 			t.Fatal(err)
 		}

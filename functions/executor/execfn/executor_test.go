@@ -228,7 +228,7 @@ func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: 200 * time.Millisecond})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock}}, Wait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,8 @@ func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, ef
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Config{Store: st, Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1,
-		Test: ledger.TestConfig{Jitter: func(d time.Duration) time.Duration { return d }}})
+	l, err := ledger.New(ledger.Config{Store: st, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Jitter: func(d time.Duration) time.Duration { return d }}})
 	if err != nil {
 		t.Fatal(err)
 	}

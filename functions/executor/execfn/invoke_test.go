@@ -22,7 +22,7 @@ import (
 // {"resumeDue": true} resumes it once due; before then it sends nothing.
 func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Test: ledger.TestConfig{Jitter: func(d time.Duration) time.Duration { return d }}})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Jitter: func(d time.Duration) time.Duration { return d }}})
 	if err != nil {
 		t.Fatal(err)
 	}

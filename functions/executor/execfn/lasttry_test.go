@@ -59,7 +59,7 @@ func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 	t.Helper()
 	c := &crashedFixture{clock: &fakeClock{t: time.Now().UTC()}, runs: runs.NewMemRuns(), rc: newReceiver(t)}
 	var err error
-	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now}, Wait: ledgerWait,
+	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now}}, Wait: ledgerWait,
 		PollInterval: 5 * time.Millisecond, Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)

@@ -96,7 +96,7 @@ func forEachRunStore(t *testing.T, fn func(t *testing.T, store logStore)) {
 
 func newOvertakeStack(t *testing.T, store logStore) *overtakeStack {
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
