@@ -137,7 +137,7 @@ func newRTStack(t *testing.T, e *dynamotest.Emulator, transactional bool) *rtSta
 	s.sleep.Store(&nop)
 	s.api, err = apifn.New(apifn.Config{Runs: s.runs, Guard: s.guard, Ledger: s.newLedger(t, e.Client()),
 		Webhook: webhook.WebhookPolicy{AllowLoopback: true}, Logger: s.logger,
-		Test: apifn.TestConfig{Now: s.clock.Now, Sleep: func(ctx context.Context, d time.Duration) error { return (*s.sleep.Load())(ctx, d) }}})
+		Test: apifn.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now, SleepFunc: func(ctx context.Context, d time.Duration) error { return (*s.sleep.Load())(ctx, d) }}}})
 	must(t, err)
 	return s
 }
@@ -147,7 +147,7 @@ func (s *rtStack) newLedger(t *testing.T, api ledgerdynamo.API) *ledger.Ledger {
 	t.Helper()
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: api, Table: s.effTable})
 	must(t, err)
-	l, err := ledger.New(ledger.Config{Store: st, Lease: s.effLeases, Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now},
+	l, err := ledger.New(ledger.Config{Store: st, Lease: s.effLeases, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now}},
 		Wait: time.Second, PollInterval: 20 * time.Millisecond, Heartbeat: -1})
 	must(t, err)
 	return l
@@ -159,7 +159,7 @@ func (s *rtStack) newExecutor(t *testing.T, api ledgerdynamo.API) *execfn.Execut
 	wh := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, MaxTries: 3,
 		Backoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond}
 	return &execfn.Executor{Runs: &runs.DynamoRuns{Client: s.e.Client(), Table: s.runsTable}, Webhook: wh,
-		Now: s.clock.Now, Logger: s.logger}
+		Test: execfn.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: s.clock.Now}}, Logger: s.logger}
 }
 
 func (s *rtStack) post(t *testing.T, tenant, key, body string) (events.APIGatewayV2HTTPResponse, map[string]any) {
@@ -986,7 +986,7 @@ func TestRedTeamGiveUpWhileInFlight(t *testing.T) {
 		var waits atomic.Int32
 		lastTry := func(x *execfn.Executor) *execfn.Executor {
 			x.MaxAttempts = 3
-			x.Sleep = func(_ context.Context, d time.Duration) error { waits.Add(1); s.clock.Add(d); return nil }
+			x.Test.Clock = ledgertest.ClockFuncs{NowFunc: s.clock.Now, SleepFunc: func(_ context.Context, d time.Duration) error { waits.Add(1); s.clock.Add(d); return nil }}
 			return x
 		}
 		crashed := lastTry(s.newExecutor(t, &crashAPI{API: e.Client(), n: putsBeforeOutcome}))

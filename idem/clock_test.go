@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -79,5 +81,47 @@ func TestGuardClockGovernsWaitsAndHeartbeat(t *testing.T) {
 	close(release)
 	if r := <-done; r.StatusCode != 201 {
 		t.Fatalf("first request: %d", r.StatusCode)
+	}
+}
+
+// TestGuardClockGovernsTheCommerceReplayWait: the wait of a sync replay on
+// an Action still pending (the commerce policy) sleeps on the Guard's
+// clock and is measured on it: with a Sleep that returns at once, the
+// replay spends its whole Wait on the clock's Sleep, never more, and
+// answers the pending Action 202 with Retry-After without any real wait.
+func TestGuardClockGovernsTheCommerceReplayWait(t *testing.T) {
+	var mu sync.Mutex
+	var slept time.Duration
+	sleeps := 0
+	const wait = 2 * time.Second
+	e := newEnv(t, func(c *idem.Config) {
+		c.Policy, c.Wait = commerce.Policy, wait
+		c.Test.Clock = idemtest.ClockFuncs{
+			NowFunc: c.Test.Clock.Now,
+			SleepFunc: func(ctx context.Context, d time.Duration) error {
+				mu.Lock()
+				slept += d
+				sleeps++
+				mu.Unlock()
+				return ctx.Err()
+			},
+		}
+	})
+	a := &action{status: "pending"}
+	var runs atomic.Int32
+	if r, _ := doAction(t, e, a, "", &runs); r.StatusCode != 201 {
+		t.Fatalf("first: %d %s", r.StatusCode, r.Body)
+	}
+	r, m := doAction(t, e, a, "sync", &runs)
+	if r.StatusCode != 202 || m["status"] != "pending" || r.Headers["Retry-After"] == "" {
+		t.Fatalf("sync replay of a pending action past its Wait: %d %v %v, want 202 pending with Retry-After", r.StatusCode, r.Headers, m)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if sleeps < 2 || slept > wait || slept < wait/2 {
+		t.Errorf("the replay slept %s in %d sleeps on the clock, want its Wait (%s) spent on it", slept, sleeps, wait)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d runs, want 1", runs.Load())
 	}
 }

@@ -3,6 +3,8 @@ package idem
 import (
 	"context"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // minStoreCall is the least time a store call is given even when the
@@ -27,7 +29,7 @@ const minStoreCall = 100 * time.Millisecond
 // by then makes the call fail with context.DeadlineExceeded, which the
 // Guard answers 503 CodeStoreUnavailable with Retry-After.
 func (g *Guard) storeCtx(ctx context.Context, detach bool, limit time.Time) (context.Context, context.CancelFunc) {
-	now := time.Now()
+	now := clock.Wall()
 	dl := now.Add(g.cfg.StoreTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		if d = d.Add(-g.cfg.WaitMargin); d.Before(dl) {

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
@@ -262,8 +263,8 @@ func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) 
 // Lambda, each renewal capped again.
 func (g *Guard) leaseFor(ctx context.Context) (time.Duration, bool) {
 	if _, ok := lambdacontext.FromContext(ctx); ok {
-		if dl, ok := ctx.Deadline(); ok {
-			if capped := time.Until(dl) + g.cfg.LeaseSkew; capped < g.cfg.Lease {
+		if left, ok := clock.Remaining(ctx); ok {
+			if capped := left + g.cfg.LeaseSkew; capped < g.cfg.Lease {
 				return max(capped, 0), false
 			}
 		}

@@ -62,9 +62,11 @@ type ObjectState struct {
 
 // replayObject answers a replay (stored != nil) or an async duplicate of a
 // pending record (stored == nil) from the route's object, waiting on an
-// unsettled one until until; ok is false when the object renders nothing
-// and the caller answers as for a stored response.
-func (t *txn) replayObject(ctx context.Context, rec *Record, stored *Response, until time.Time) (*Response, bool) {
+// unsettled one for up to budget: the time slept on the Guard's clock, and
+// never past the context's deadline less WaitMargin (as inspect waits); ok
+// is false when the object renders nothing and the caller answers as for a
+// stored response.
+func (t *txn) replayObject(ctx context.Context, rec *Record, stored *Response, budget time.Duration) (*Response, bool) {
 	load := t.in.object
 	if t.g.cfg.Policy.Replay != ReplayObject || load == nil {
 		return nil, false
@@ -80,13 +82,17 @@ func (t *txn) replayObject(ctx context.Context, rec *Record, stored *Response, u
 		if st.Response == nil {
 			return nil, false
 		}
-		rem := time.Until(until)
+		rem := budget
+		if left, ok := clock.Remaining(ctx); ok {
+			rem = min(rem, left-t.g.cfg.WaitMargin)
+		}
 		if st.Settled || rem <= 0 {
 			return t.objectAnswer(st, rec, stored), true
 		}
 		d := min(backoff, rem)
-		d = d/2 + rand.N(d/2+1)
-		if clock.Sleep(ctx, d) != nil {
+		d = max(d/2+rand.N(d/2+1), 1) // never 0: the budget always shrinks
+		budget -= d
+		if t.g.clock.Sleep(ctx, d) != nil {
 			return t.objectAnswer(st, rec, stored), true
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // txn is one keyed request going through the protocol.
@@ -269,7 +270,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		sctx, span := t.span(ctx, spanClaim)
 		cctx, cancel := g.storeCtx(sctx, false, time.Time{})
-		started := time.Now()
+		started := clock.Wall()
 		res, err := store.Claim(cctx, rec, now)
 		cancel()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
@@ -308,7 +309,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		act, cur := t.inspect(ctx, cur, &budget)
 		switch act {
 		case actReplay:
-			if resp, ok := t.replayObject(ctx, &cur, cur.Response, time.Now().Add(budget)); ok {
+			if resp, ok := t.replayObject(ctx, &cur, cur.Response, budget); ok {
 				_, span := t.span(ctx, spanReplay)
 				t.endSpan(span, OutcomeReplay, nil)
 				t.claimOutcome(OutcomeReplay)
@@ -381,7 +382,7 @@ func (t *txn) pendingAfterBudget() bool {
 func (t *txn) pending(ctx context.Context, rec *Record) *Response {
 	t.claimOutcome(OutcomeInFlight)
 	t.logf(ctx, slog.LevelInfo, "idempotency: pending", slog.String("outcome", OutcomeInFlight))
-	if resp, ok := t.replayObject(ctx, rec, nil, time.Now()); ok {
+	if resp, ok := t.replayObject(ctx, rec, nil, 0); ok {
 		return resp
 	}
 	body, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.RequestID})
@@ -409,8 +410,8 @@ func (g *Guard) waitBudget(ctx context.Context) time.Duration {
 		return 0
 	}
 	b := g.cfg.Wait
-	if dl, ok := ctx.Deadline(); ok {
-		b = min(b, time.Until(dl)-g.cfg.WaitMargin)
+	if left, ok := clock.Remaining(ctx); ok {
+		b = min(b, left-g.cfg.WaitMargin)
 	}
 	return max(b, 0)
 }
@@ -429,8 +430,8 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 			return actReplay, cur
 		}
 		rem := *budget
-		if dl, ok := ctx.Deadline(); ok {
-			rem = min(rem, time.Until(dl)-t.g.cfg.WaitMargin)
+		if left, ok := clock.Remaining(ctx); ok {
+			rem = min(rem, left-t.g.cfg.WaitMargin)
 		}
 		if rem <= 0 {
 			return actInFlight, cur
@@ -443,7 +444,7 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.clock.Now()
-		gctx, cancel := t.g.storeCtx(ctx, false, time.Now().Add(*budget)) // the poll ends with the wait
+		gctx, cancel := t.g.storeCtx(ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		cancel()
 		if err != nil {
@@ -620,7 +621,7 @@ func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) 
 			now := t.g.clock.Now()
 			lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
 			rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
-			started := time.Now()
+			started := clock.Wall()
 			err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 			rcancel()
 			if err == nil {

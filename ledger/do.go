@@ -347,7 +347,7 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 					return Result{}, &InFlightError{EffectID: cur.EffectID, RetryAfter: max(time.Second, cur.LeaseUntil.Sub(now).Round(time.Second))}
 				}
 				polls++
-				if err := l.cfg.Clock.Sleep(ctx, l.cfg.PollInterval); err != nil {
+				if err := l.cfg.Test.Clock.Sleep(ctx, l.cfg.PollInterval); err != nil {
 					return Result{}, err
 				}
 				if err := reread(); err != nil {

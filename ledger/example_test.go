@@ -89,7 +89,7 @@ func ExampleLedger_FireOnce() {
 // the same row, with no extra row for the suppressed duplicate.
 func ExampleLedger_Witness() {
 	l, _ := ledger.New(ledger.Config{Store: memstore.New(), WitnessDuplicates: true,
-		Clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))})
+		Test: ledger.TestConfig{Clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))}})
 	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-123/refund-1"})
 	refund := func(ctx context.Context, c ledger.Call) ([]byte, error) { return []byte("re_42"), nil }
 	ctx := context.Background()

@@ -29,7 +29,7 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (produced,
 // flight, which is harmless: a renewal changes only the lease, the update
 // time and the retention) and waits for it.
 func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.CancelCauseFunc) (stop func()) {
-	ticks, stopTicker := l.cfg.Clock.NewTicker(l.cfg.Heartbeat)
+	ticks, stopTicker := l.cfg.Test.Clock.NewTicker(l.cfg.Heartbeat)
 	quit, done := make(chan struct{}), make(chan struct{})
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	want := Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: StateFiring}

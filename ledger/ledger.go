@@ -117,8 +117,11 @@ type Config struct {
 	// PollInterval is the re-read interval while waiting. Default
 	// DefaultPollInterval (100ms).
 	PollInterval time.Duration
-	// Clock tells the time, paces the waits for a live claim and ticks the
-	// heartbeats (see Clock). Default: the system clock.
+	// Clock is Test.Clock under its former name, read by New when
+	// Test.Clock is nil. Default nil.
+	//
+	// Deprecated: set Test.Clock; a production Ledger keeps the system
+	// clock.
 	Clock Clock
 	// Fencer, if set, supplies a fencing token checked on the fire mark (see
 	// Fencer), which is then a write of its own between the claim and the
@@ -144,6 +147,9 @@ type Config struct {
 
 // TestConfig holds a Ledger's hooks for tests; production leaves it zero.
 type TestConfig struct {
+	// Clock tells the time, paces the waits for a live claim and ticks the
+	// heartbeats (see Clock). Read once, by New. Default: the system clock.
+	Clock Clock
 	// Jitter randomizes a retry backoff d (see Retry). Default: "equal
 	// jitter", d/2 plus a uniform random part of d/2. Tests inject a
 	// deterministic one.
@@ -208,9 +214,13 @@ func New(cfg Config) (*Ledger, error) {
 	if err := p.Err("ledger", ErrConfig); err != nil {
 		return nil, err
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = clock.System{}
+	if cfg.Test.Clock == nil {
+		cfg.Test.Clock = cfg.Clock
 	}
+	if cfg.Test.Clock == nil {
+		cfg.Test.Clock = clock.System{}
+	}
+
 	if cfg.Test.Jitter == nil {
 		cfg.Test.Jitter = equalJitter
 	}
@@ -238,4 +248,4 @@ func (l *Ledger) count(name string, k identity.Kind, keying identity.Keying) {
 
 // now returns the clock truncated to milliseconds, the precision the stores
 // keep, so a record read back compares equal to the one written.
-func (l *Ledger) now() time.Time { return l.cfg.Clock.Now().UTC().Truncate(time.Millisecond) }
+func (l *Ledger) now() time.Time { return l.cfg.Test.Clock.Now().UTC().Truncate(time.Millisecond) }

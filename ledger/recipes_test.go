@@ -60,7 +60,7 @@ func TestRunStampsUseTheRunsRecipe(t *testing.T) {
 func TestReaderNeverRecomputesARecordedIdentity(t *testing.T) {
 	now := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	st := memstore.New()
-	l, err := ledger.New(ledger.Config{Store: st, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return now }}})
+	l, err := ledger.New(ledger.Config{Store: st, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return now }}}})
 	if err != nil {
 		t.Fatal(err)
 	}

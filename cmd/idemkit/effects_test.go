@@ -32,7 +32,7 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		}
 		past := time.Now().Add(-time.Hour)
 		// An executor an hour ago: fired, then died (lease 1 minute).
-		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return past }}})
+		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return past }}}})
 		if err != nil {
 			t.Fatal(err)
 		}

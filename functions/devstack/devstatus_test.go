@@ -11,6 +11,7 @@ import (
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestDevStatusShowsExecutorLag: a run started 90 s after its creation is
@@ -27,7 +28,7 @@ func TestDevStatusShowsExecutorLag(t *testing.T) {
 	}
 	var metrics bytes.Buffer
 	lag := &lagStatus{next: emf.New(&metrics, "idemkit")}
-	x := &execfn.Executor{Runs: mem, Metrics: lag, Now: func() time.Time { return created.Add(90 * time.Second) }}
+	x := &execfn.Executor{Runs: mem, Metrics: lag, Test: execfn.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return created.Add(90 * time.Second) }}}}
 	if err := x.Execute(ctx, r.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	end := make(chan struct{})
 	var dead sync.WaitGroup
 	t.Cleanup(func() { close(end); dead.Wait() })
-	now := time.Now
+	now := clock.System{}.Now
 	if h.Now != nil {
 		now = h.Now
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // Harness is what a store package hands the suite.
@@ -30,7 +31,7 @@ type Harness struct {
 	// subtest. Required.
 	NewStore func(t *testing.T) idem.Store
 	// Now is the suite's base clock, read once per test; the suite advances
-	// time virtually from there. Default time.Now.
+	// time virtually from there. Default the system clock.
 	Now func() time.Time
 	// Goroutines and Keys size the concurrency test. Default 32 goroutines
 	// x 100 keys; the contract is at least that, so only lower them for a
@@ -78,7 +79,7 @@ func Run(t *testing.T, h Harness) {
 	}
 	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites, unavailable: h.Unavailable}
 	if c.clock == nil {
-		c.clock = time.Now
+		c.clock = clock.System{}.Now
 	}
 	if c.goroutines == 0 {
 		c.goroutines = 32

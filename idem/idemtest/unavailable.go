@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // unavailableStore: every method of a store that cannot use its backend
@@ -37,7 +38,7 @@ func (s *suite) unavailableStore(t *testing.T) {
 
 	// A healthy store called after its deadline: unavailable, never a
 	// fenced or lost answer.
-	past, cancel := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	past, cancel := context.WithDeadline(ctx, clock.Wall().Add(-time.Second))
 	defer cancel()
 	if _, err := healthy.Claim(past, pending(newID(t), digestA, "owner-3", now), now); err != nil &&
 		!errors.Is(err, idem.ErrStoreUnavailable) && !errors.Is(err, context.DeadlineExceeded) {

@@ -29,3 +29,19 @@ func TestSystemTicks(t *testing.T) {
 	defer stop()
 	<-ticks
 }
+
+func TestRemaining(t *testing.T) {
+	if _, ok := Remaining(context.Background()); ok {
+		t.Fatal("Remaining of a context without a deadline reports one")
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), Wall().Add(-time.Second))
+	defer cancel()
+	if d, ok := Remaining(ctx); !ok || d >= 0 {
+		t.Fatalf("Remaining of a passed deadline: %s %v, want a negative duration", d, ok)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if d, ok := Remaining(ctx); !ok || d <= 0 || d > time.Hour {
+		t.Fatalf("Remaining of an hour's deadline: %s %v", d, ok)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // The deployable wiring of a replica-region (us) function under
@@ -109,7 +110,7 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Webhook.Sleep = func(context.Context, time.Duration) error { return nil }
+	k.Webhook.Test.Clock = ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { return nil }}
 	if _, err := k.Webhook.Deliver(ctx(t), run); err != nil {
 		t.Fatalf("deliver: %v", err)
 	}

@@ -217,7 +217,7 @@ func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Led
 		t.Fatal(err)
 	}
 	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second,
-		Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}, Fencer: f, Metrics: w.rec})
+		Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: f, Metrics: w.rec})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -178,7 +178,7 @@ func TestStoredItemsAndOperations(t *testing.T) {
 		table := e.CreateTable(t, "EffectsTable")
 		st := newStore(t, client, table)
 		clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
-		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,7 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 		v := newEnv(t, e)
 		rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
 		tk := ledgertest.NewTicker()
-		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}})
+		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestFireMarkResponsesLost(t *testing.T) {
 						v.faults.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
 					}
 				}}
-				cfg := ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now}}
+				cfg := ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now}}}
 				if fenced {
 					cfg.Fencer = &counterFencer{}
 				}

@@ -107,7 +107,7 @@ func TestDeployDocLedgerIAMActionsAreTheStoreCalls(t *testing.T) {
 		}
 		clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
 		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, WitnessDuplicates: true,
-			Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
+			Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -48,7 +48,7 @@ func newEnv(t *testing.T, e *dynamotest.Emulator) *env {
 	client := e.Client(f.Middleware(), dynamotest.FastRetries)
 	st := newStore(t, client, e.CreateTable(t, "EffectsTable"))
 	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
-	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (w *world) region(t *testing.T, name string, fencer func(*fence.Owner) ledg
 		f = fencer(owner)
 	}
 	st := memstore.New()
-	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}, Fencer: f, Metrics: w.rec})
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: f, Metrics: w.rec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestPartitionUnfencedFiresTwice(t *testing.T) {
 	eff := effect(t, "order-2")
 	var ls []*ledger.Ledger
 	for range 2 {
-		l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}})
+		l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +229,7 @@ func TestLeaseExpiryStalledOwner(t *testing.T) {
 	release, stalled := make(chan struct{}), make(chan struct{})
 	shared := memstore.New()
 	mk := func(f ledger.Fencer) *ledger.Ledger {
-		l, err := ledger.New(ledger.Config{Store: shared, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}, Fencer: f})
+		l, err := ledger.New(ledger.Config{Store: shared, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: f})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,7 +320,7 @@ func TestUnreachableFenceNeverFires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}, Fencer: owner})
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/idemkit/idemkit/ledger/identity"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -29,7 +30,7 @@ type Config struct {
 	// must be at least the ledger's Config.Retention. Default
 	// DefaultRetention (15 days); minimum ledger.MinRetention.
 	Retention time.Duration
-	// Now is the clock. Default time.Now.
+	// Now is the clock. Default the system clock.
 	Now func() time.Time
 	// Metrics receives MetricStaleFence (for example an *emf.Recorder).
 	// Default nil: no metrics.
@@ -65,7 +66,7 @@ func New(cfg Config) (*Owner, error) {
 		return nil, err
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = clock.System{}.Now
 	}
 	return &Owner{cfg: cfg}, nil
 }

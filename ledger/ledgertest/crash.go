@@ -185,7 +185,7 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 	end := make(chan struct{})
 	var dead sync.WaitGroup
 	t.Cleanup(func() { close(end); dead.Wait() })
-	clk := NewClock(time.Now().UTC().Truncate(time.Millisecond))
+	clk := NewClock(clock.System{}.Now().UTC().Truncate(time.Millisecond))
 	funcs := clock.Funcs{NowFunc: clk.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -195,7 +195,7 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 	}}
 	const lease = 5 * time.Minute
 	executor := func(s ledger.Store) *ledger.Ledger {
-		l, err := ledger.New(ledger.Config{Store: s, Lease: lease, Clock: funcs})
+		l, err := ledger.New(ledger.Config{Store: s, Lease: lease, Test: ledger.TestConfig{Clock: funcs}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -632,7 +632,7 @@ func testBoundedWait(t *testing.T, e *env) {
 	sleeps := 0
 	waiter := e.ledger(func(c *ledger.Config) {
 		c.Wait, c.PollInterval = 10*time.Second, time.Second
-		c.Clock = ClockFuncs{NowFunc: e.clock.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
+		c.Test.Clock = ClockFuncs{NowFunc: e.clock.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
 			sleeps++
 			once.Do(func() { close(release); held = <-done })
 			return nil
@@ -650,7 +650,7 @@ func testBoundedWait(t *testing.T, e *env) {
 	polls := 0
 	bounded := e.ledger(func(c *ledger.Config) {
 		c.Wait, c.PollInterval = 3*time.Second, time.Second
-		c.Clock = ClockFuncs{NowFunc: e.clock.Now, SleepFunc: func(context.Context, time.Duration) error { polls++; return nil }}
+		c.Test.Clock = ClockFuncs{NowFunc: e.clock.Now, SleepFunc: func(context.Context, time.Duration) error { polls++; return nil }}
 	})
 	if _, err := bounded.Do(context.Background(), eff2, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) || polls != 3 {
 		t.Fatalf("bounded wait: %v after %d polls; want ErrInFlight after 3", err, polls)

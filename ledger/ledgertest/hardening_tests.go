@@ -74,7 +74,7 @@ func recv[T any](t *testing.T, ch <-chan T, what string) T {
 func (e *env) heartbeating(every time.Duration) (*ledger.Ledger, *Ticker) {
 	tk := NewTicker()
 	return e.ledger(func(c *ledger.Config) {
-		c.Heartbeat, c.Clock = every, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+		c.Heartbeat, c.Test.Clock = every, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
 	}), tk
 }
 
@@ -616,7 +616,7 @@ func testClockSkew(t *testing.T, e *env) {
 	skewed := func(d time.Duration) *ledger.Ledger {
 		return e.ledger(func(c *ledger.Config) {
 			c.Heartbeat = -1
-			c.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
+			c.Test.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
 		})
 	}
 	started, done := e.fireUntilLost(a, eff, "late")

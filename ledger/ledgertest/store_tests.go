@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -252,7 +253,7 @@ func eventually(t *testing.T, check func() string) {
 		if msg = check(); msg == "" {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		_ = clock.Sleep(context.Background(), 100*time.Millisecond)
 	}
 	t.Fatal(msg)
 }

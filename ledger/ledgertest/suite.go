@@ -245,7 +245,7 @@ func (e *env) ctx() context.Context {
 // never wait (tests opt in), manual clock, metrics captured.
 func (e *env) ledger(mod ...func(*ledger.Config)) *ledger.Ledger {
 	e.t.Helper()
-	cfg := ledger.Config{Store: e.store, Lease: 30 * time.Second, Wait: -1, Clock: e.clock, Metrics: e.rec}
+	cfg := ledger.Config{Store: e.store, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: e.clock}, Metrics: e.rec}
 	for _, m := range mod {
 		m(&cfg)
 	}

@@ -148,7 +148,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if retention <= 0 {
 		retention = DefaultForkRetention
 	}
-	if boundary := src.CreatedAt.Add(retention); h.cfg.Test.Now().After(boundary) {
+	if boundary := src.CreatedAt.Add(retention); h.clock.Now().After(boundary) {
 		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
 			"the source run's recorded history is past the fork retention (%s)", retention).
 			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)})), nil
@@ -157,7 +157,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	run := runs.NewFork(src, req.mode, req.fromSeq, inherited, h.cfg.Test.Now())
+	run := runs.NewFork(src, req.mode, req.fromSeq, inherited, h.clock.Now())
 	if req.mode == runs.ForkReplay {
 		if run.Fork.Recorded, err = recorded(src, req.fromSeq); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err

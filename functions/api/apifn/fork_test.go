@@ -14,6 +14,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/wireschema"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // sourceRun stores a run of the looped fixture that executed its nodes
@@ -138,7 +139,7 @@ func TestForkRunRefusals(t *testing.T) {
 func TestForkRunPastRetentionIsRefused(t *testing.T) {
 	f := newFixture(t)
 	src := sourceRun(t, f, "acme", runs.StatusCompleted)
-	f.h.cfg.Test.Now = func() time.Time { return src.CreatedAt.Add(DefaultForkRetention + time.Minute) }
+	f.h.clock = ledgertest.ClockFuncs{NowFunc: func() time.Time { return src.CreatedAt.Add(DefaultForkRetention + time.Minute) }, SleepFunc: f.h.clock.Sleep}
 	r, m := f.fork(t, src.ID, "k-past-retention-000000001", `{"mode":"replay","fromSeq":3}`)
 	d, _ := m["details"].(map[string]any)
 	if r.StatusCode != 422 || m["error"] != CodeForkPointInvalid || d["sourceRunId"] != src.ID || d["fromSeq"] != 3.0 || d["boundary"] == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
@@ -38,7 +39,7 @@ func FuzzHandle(f *testing.F) {
 	}
 	runs := hostruns.NewMemRuns()
 	h, err := New(Config{Runs: runs, Guard: g, Ledger: l, Logger: discard(),
-		Test: TestConfig{Sleep: func(context.Context, time.Duration) error { return nil }}})
+		Test: TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { return nil }}}})
 	if err != nil {
 		f.Fatal(err)
 	}

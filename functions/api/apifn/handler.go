@@ -115,10 +115,10 @@ type Config struct {
 // TestConfig holds a Handler's hooks for tests and development; the api
 // function of the deployed stack leaves it zero.
 type TestConfig struct {
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
-	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
-	Sleep func(ctx context.Context, d time.Duration) error
+	// Clock is the Handler's clock: run and inbox times (Now) and
+	// conformance-delay's pause (Sleep). Read once, by New. Default the
+	// system clock. (The Guard and the ledger keep their own clocks.)
+	Clock ledger.Clock
 	// ConformanceSeams advertises the conformance seams profile
 	// (conformance.seamsProfile) in the capabilities document. Set only by
 	// `idemkit dev --conformance-seams`, which serves the seams; the api
@@ -130,6 +130,7 @@ type TestConfig struct {
 // Handler serves the API. Safe for concurrent use.
 type Handler struct {
 	cfg    Config
+	clock  ledger.Clock
 	caps   []byte
 	seams  []byte
 	tenant idem.TenantSource
@@ -176,11 +177,9 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Test.Now == nil {
-		cfg.Test.Now = time.Now
-	}
-	if cfg.Test.Sleep == nil {
-		cfg.Test.Sleep = clock.Sleep
+	clk := cfg.Test.Clock
+	if clk == nil {
+		clk = clock.System{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -194,7 +193,7 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, caps: caps, seams: seams, tenant: cfg.Guard.Config().Tenant}, nil
+	return &Handler{cfg: cfg, clock: clk, caps: caps, seams: seams, tenant: cfg.Guard.Config().Tenant}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).

@@ -17,6 +17,7 @@ import (
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
@@ -40,10 +41,10 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f := &fixture{runs: runs.NewMemRuns(), ledger: l, slept: make(chan time.Duration, 100)}
 	f.h, err = New(Config{Runs: f.runs, Guard: g, Ledger: l, Logger: discard(),
-		Test: TestConfig{Sleep: func(ctx context.Context, d time.Duration) error {
+		Test: TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(ctx context.Context, d time.Duration) error {
 			f.slept <- d
 			return nil
-		}}})
+		}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -95,7 +95,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.cfg.Test.Now())
+	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.clock.Now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
@@ -144,7 +144,7 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, v
 	}
 	se := &decided.StaleError{RecordID: r.ID, Decided: version, Current: r.Version, Changes: touched, InboxID: entryID}
 	err = h.cfg.Inbox.Keep(ctx, inbox.Entry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.cfg.Test.Now()}, rs.by)
+		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.clock.Now()}, rs.by)
 	switch {
 	case errors.Is(err, inbox.ErrDecided):
 		se.InboxID = ""
@@ -230,7 +230,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	// A retry of this very resubmission (its first answer lost): the take
 	// may have landed, and the write with it.
 	retry := e.By == by
-	if e, err = h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitting, by, h.cfg.Test.Now()); err != nil {
+	if e, err = h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitting, by, h.clock.Now()); err != nil {
 		var de *inbox.DecidedError
 		if errors.As(err, &de) {
 			return lostDecision(de.Entry), nil
@@ -255,7 +255,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	}
 	if resp.StatusCode < 400 || resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusNotFound {
 		// Decided again and run (or moot: the run ended or is gone).
-		if _, err := h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitted, by, h.cfg.Test.Now()); err != nil {
+		if _, err := h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Resubmitted, by, h.clock.Now()); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		return resp, nil
@@ -324,7 +324,7 @@ func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGate
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
-	_, err := h.cfg.Inbox.Decide(ctx, c.tenant, c.entryID(), inbox.Discarded, decisionBy(ctx), h.cfg.Test.Now())
+	_, err := h.cfg.Inbox.Decide(ctx, c.tenant, c.entryID(), inbox.Discarded, decisionBy(ctx), h.clock.Now())
 	var de *inbox.DecidedError
 	switch {
 	case errors.As(err, &de):

@@ -38,13 +38,13 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 		r.Headers["Retry-After"] = "1"
 		return r, nil
 	case webhook.WorkflowDelay:
-		if err := h.cfg.Test.Sleep(ctx, time.Duration(req.DelayMs)*time.Millisecond); err != nil {
+		if err := h.clock.Sleep(ctx, time.Duration(req.DelayMs)*time.Millisecond); err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 	}
 	// NewRun stamps the run with the kit's current recipes (recipe stamps):
 	// its effects are identified under these stamps for its whole life.
-	run := runs.NewRun(tenant, req.WorkflowID, req.Inputs, h.cfg.Test.Now())
+	run := runs.NewRun(tenant, req.WorkflowID, req.Inputs, h.clock.Now())
 	// Every execution of this idempotency record names the same run
 	// (createClaimedRun).
 	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev runs.Run) bool {

@@ -34,7 +34,7 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	if prev.Status != runs.StatusFailed {
 		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
 	}
-	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.cfg.Test.Now())
+	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
 	run.RetryOf = prev.ID
 	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.RetryOf == prev.ID

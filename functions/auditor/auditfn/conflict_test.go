@@ -279,7 +279,7 @@ func TestHandleLambdaTwoRegionPartition(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
 		if err != nil {
 			t.Fatal(err)
 		}

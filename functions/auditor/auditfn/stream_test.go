@@ -44,7 +44,7 @@ func testAuditRealStream(t *testing.T, e *dynamotest.Emulator) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Config{Store: st, Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: -1})
+	l, err := ledger.New(ledger.Config{Store: st, Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock}}, Wait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func business(t *testing.T, key string) ledger.Effect {
 func TestLegitimateTransitionsAreNotConflicts(t *testing.T) {
 	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
 	st := &recording{Store: memstore.New()}
-	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}})
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,8 +92,6 @@ type Executor struct {
 	Runs runs.RunStore
 	// Webhook delivers the webhook node. Required for webhook runs.
 	Webhook *webhook.Webhook
-	// Now is the clock. Default time.Now.
-	Now func() time.Time
 	// Logger receives one line per run decision. Default slog.Default().
 	Logger *slog.Logger
 	// MaxAttempts is how many times the stream delivers a failing run's
@@ -110,9 +108,6 @@ type Executor struct {
 	// RetryAfter + 1 s + LastTryMargin fits before the deadline. It should
 	// cover one delivery (the webhook's tries). Default 30 s.
 	LastTryMargin time.Duration
-	// Sleep waits on the last try (see LastTryMargin). Default: a timer
-	// honouring ctx. Tests inject one that advances their clock.
-	Sleep func(ctx context.Context, d time.Duration) error
 	// Parked, when set, is called with a run's wake time each time this
 	// executor has parked the run (its Schedule write succeeded), so a
 	// scheduler driving ResumeDue can pass when a run is due instead of
@@ -143,13 +138,22 @@ type Executor struct {
 	// it (RunStore.Renew), so the stale-run pass never takes a run whose
 	// executor lives, however long a node runs. Default 0: StaleAfter/3.
 	Heartbeat time.Duration
-	// NewTicker starts the heartbeat's ticker. Default: a time.Ticker.
-	// Tests inject a manual one.
-	NewTicker func(d time.Duration) (ticks <-chan time.Time, stop func())
 	// Metrics receives the executor's start lag (MetricStartLag) each time
 	// a run is started, and a count (MetricStaleRuns) for each stale run
 	// the stale-run pass claims. Default nil: none.
 	Metrics Metrics
+	// Test holds the hooks only tests set. Default zero.
+	Test TestConfig
+}
+
+// TestConfig holds an Executor's hooks for tests; production leaves it
+// zero.
+type TestConfig struct {
+	// Clock is the executor's clock: run times (Now), the last try's wait
+	// and the delay node (Sleep), the claim heartbeat's ticker
+	// (NewTicker). Default the system clock. (The ledger and the webhook
+	// client keep their own clocks.)
+	Clock ledger.Clock
 }
 
 // Metrics receives the executor's measurements (bounded dimensions only,
@@ -194,19 +198,17 @@ const (
 	retryAfterSlack = time.Second
 )
 
-func (x *Executor) sleep(ctx context.Context, d time.Duration) error {
-	if x.Sleep != nil {
-		return x.Sleep(ctx, d)
+// clock is Test.Clock, or the system clock.
+func (x *Executor) clock() ledger.Clock {
+	if x.Test.Clock != nil {
+		return x.Test.Clock
 	}
-	return sysclock.Sleep(ctx, d)
+	return sysclock.System{}
 }
 
-func (x *Executor) now() time.Time {
-	if x.Now != nil {
-		return x.Now()
-	}
-	return time.Now()
-}
+func (x *Executor) sleep(ctx context.Context, d time.Duration) error { return x.clock().Sleep(ctx, d) }
+
+func (x *Executor) now() time.Time { return x.clock().Now() }
 
 func (x *Executor) log() *slog.Logger {
 	if x.Logger != nil {
@@ -311,12 +313,12 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 	}
 	wait := inf.RetryAfter + retryAfterSlack
 	budget := noDeadlineBudget
-	if dl, ok := ctx.Deadline(); ok {
+	if left, ok := sysclock.Remaining(ctx); ok {
 		margin := x.LastTryMargin
 		if margin <= 0 {
 			margin = defaultLastTryMargin
 		}
-		budget = time.Until(dl) - margin
+		budget = left - margin
 	}
 	if wait > budget {
 		x.log().WarnContext(ctx, "executor: last try cannot wait out the in-flight effect", slog.String("run_id", runID),

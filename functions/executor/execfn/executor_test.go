@@ -228,7 +228,7 @@ func TestCrashAfterFireResumesWithSameKey(t *testing.T) {
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: clock}, Wait: 200 * time.Millisecond})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock}}, Wait: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,7 +425,7 @@ func TestLastTryFailsRun(t *testing.T) {
 	// is the run given up.
 	var waits atomic.Int32
 	x := &Executor{Runs: runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 3,
-		Sleep:   func(context.Context, time.Duration) error { waits.Add(1); return nil },
+		Test:    TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { waits.Add(1); return nil }}},
 		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 	f := &fixture{runs: runs, l: l, x: x}
 	run := f.webhookRun(t, srv.URL)

@@ -56,15 +56,15 @@ func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, ef
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := ledger.New(ledger.Config{Store: st, Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1,
-		Test: ledger.TestConfig{Jitter: func(d time.Duration) time.Duration { return d }}})
+	l, err := ledger.New(ledger.Config{Store: st, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Jitter: func(d time.Duration) time.Duration { return d }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	runs := &runs.DynamoRuns{Client: c, Table: runsTbl}
 	w := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Timeout: 300 * time.Millisecond,
-		MaxTries: faultMaxTries, Budget: 15 * time.Minute, Backoff: time.Second, MaxBackoff: 10 * time.Second, Now: clk.Now}
-	x := &Executor{Runs: runs, Webhook: w, Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		MaxTries: faultMaxTries, Budget: 15 * time.Minute, Backoff: time.Second, MaxBackoff: 10 * time.Second, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}
+	x := &Executor{Runs: runs, Webhook: w, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	return &faultStack{runs: runs, l: l, x: x, clk: clk, effTbl: effTbl, e: e}
 }
 

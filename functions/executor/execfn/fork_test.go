@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 type forkStack struct {
@@ -39,7 +40,7 @@ func newForkStack(t *testing.T, e *dynamotest.Emulator) *forkStack {
 	rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 	w := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}
 	x := &Executor{Runs: rs, Webhook: w, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Sleep: func(context.Context, time.Duration) error { return nil }}
+		Test: TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { return nil }}}}
 	return &forkStack{runs: rs, l: l, x: x}
 }
 
@@ -147,7 +148,7 @@ func TestReplayForkAfterACrashResolvesCompletedNodesFromTheRecord(t *testing.T) 
 		rc := newReceiver(t)
 		s.x.FixtureURL = rc.srv.URL + "/fixture"
 		crash := errors.New("crash inside the wait")
-		s.x.Sleep = func(context.Context, time.Duration) error { return crash }
+		s.x.Test.Clock = ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { return crash }}
 		src := runs.NewRun("acme", webhook.WorkflowReplayOrdinalLoop, json.RawMessage(`{"delayMs":10}`), time.Now())
 		if err := s.runs.Create(context.Background(), src); err != nil {
 			t.Fatal(err)
@@ -155,7 +156,7 @@ func TestReplayForkAfterACrashResolvesCompletedNodesFromTheRecord(t *testing.T) 
 		if r := s.execute(t, src.ID); r.Status != runs.StatusRunning || len(rc.seen()) != 1 {
 			t.Fatalf("source: %s with %d deliveries; want running (crashed) after one", r.Status, len(rc.seen()))
 		}
-		s.x.Sleep = func(context.Context, time.Duration) error { return nil }
+		s.x.Test.Clock = ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { return nil }}
 		rep := s.fork(t, src, runs.ForkReplay)
 		r := s.execute(t, rep.ID)
 		if r.Status != runs.StatusFailed || len(rc.seen()) != 1 {

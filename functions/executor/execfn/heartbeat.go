@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
-	sysclock "github.com/idemkit/idemkit/internal/clock"
 )
 
 // runHeartbeat renews an execution's claim on its run (RunStore.Renew
@@ -43,11 +42,7 @@ func (x *Executor) heartbeatEvery() time.Duration {
 func (x *Executor) startHeartbeat(ctx context.Context, run runs.Run) (context.Context, *runHeartbeat) {
 	hctx, cancel := context.WithCancel(ctx)
 	hb := &runHeartbeat{done: make(chan struct{}), exited: make(chan struct{}), cancel: cancel}
-	newTicker := x.NewTicker
-	if newTicker == nil {
-		newTicker = sysclock.System{}.NewTicker
-	}
-	ticks, stopTicks := newTicker(x.heartbeatEvery())
+	ticks, stopTicks := x.clock().NewTicker(x.heartbeatEvery())
 	go func() {
 		defer close(hb.exited)
 		defer stopTicks()

@@ -22,15 +22,15 @@ import (
 // {"resumeDue": true} resumes it once due; before then it sends nothing.
 func TestHandleInvokeDispatchesStreamAndSchedule(t *testing.T) {
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Test: ledger.TestConfig{Jitter: func(d time.Duration) time.Duration { return d }}})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Jitter: func(d time.Duration) time.Duration { return d }}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Sequence(faultrx.TooMany(clk.Now().Add(90*time.Second).Format(http.TimeFormat)), faultrx.OK)})
 	defer rx.Close()
 	runs := hostruns.NewMemRuns()
-	x := &Executor{Runs: runs, Now: clk.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Now: clk.Now}}
+	x := &Executor{Runs: runs, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}}
 	in, _ := json.Marshal(map[string]any{"url": rx.URL(), "payload": 1})
 	run := hostruns.NewRun("acme", webhook.WorkflowWebhook, in, clk.Now())
 	if err := runs.Create(context.Background(), run); err != nil {

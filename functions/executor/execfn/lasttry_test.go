@@ -59,7 +59,7 @@ func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 	t.Helper()
 	c := &crashedFixture{clock: &fakeClock{t: time.Now().UTC()}, runs: runs.NewMemRuns(), rc: newReceiver(t)}
 	var err error
-	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now}, Wait: ledgerWait,
+	c.l, err = ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now}}, Wait: ledgerWait,
 		PollInterval: 5 * time.Millisecond, Heartbeat: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +86,8 @@ func newCrashedFixture(t *testing.T, ledgerWait time.Duration) *crashedFixture {
 }
 
 func (c *crashedFixture) executor(maxAttempts int) *Executor {
-	return &Executor{Runs: c.runs, Now: c.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: maxAttempts,
-		Sleep:   c.clock.sleeper(&c.waits, &c.mu),
+	return &Executor{Runs: c.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: maxAttempts,
+		Test:    TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.clock.Now, SleepFunc: c.clock.sleeper(&c.waits, &c.mu)}},
 		Webhook: &webhook.Webhook{Ledger: c.l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond}}
 }
 
@@ -195,7 +195,7 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 		c := newCrashedFixture(t, -1)
 		ctx, cancel := context.WithCancel(context.Background())
 		x := c.executor(1)
-		x.Sleep = func(context.Context, time.Duration) error { cancel(); return context.Canceled }
+		x.Test.Clock = ledgertest.ClockFuncs{NowFunc: c.clock.Now, SleepFunc: func(context.Context, time.Duration) error { cancel(); return context.Canceled }}
 		if retry := x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", c.run)}); retry != nil {
 			t.Fatalf("retry %v", retry)
 		}
@@ -210,7 +210,7 @@ func TestLastTryWaitFitsDeadline(t *testing.T) {
 		f := newFixture(t)
 		var waits atomic.Int32
 		f.x.MaxAttempts = 1
-		f.x.Sleep = func(context.Context, time.Duration) error { waits.Add(1); return nil }
+		f.x.Test.Clock = ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { waits.Add(1); return nil }}
 		run := f.webhookRun(t, "https://example.invalid/hook")
 		if !f.x.giveUp(context.Background(), run.ID, errors.New("store unavailable")) {
 			t.Fatal("last try left to the stream")
@@ -245,7 +245,7 @@ func TestLastTryConcurrentWaiters(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			x := c.executor(1)
-			x.Sleep = sleep
+			x.Test.Clock = ledgertest.ClockFuncs{NowFunc: c.clock.Now, SleepFunc: sleep}
 			x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", c.run)})
 		}()
 	}

@@ -96,7 +96,7 @@ func forEachRunStore(t *testing.T, fn func(t *testing.T, store logStore)) {
 
 func newOvertakeStack(t *testing.T, store logStore) *overtakeStack {
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}, Wait: -1})
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,9 +106,9 @@ func newOvertakeStack(t *testing.T, store logStore) *overtakeStack {
 // executor returns an executor of the stack whose hold nodes wait on g and
 // whose heartbeat ticks on tk, stale after 5 s (RUN_STALE_SECONDS=5).
 func (s *overtakeStack) executor(g *gate, tk *gatedTicker) *Executor {
-	return &Executor{Runs: s.sig, Now: s.clk.Now, StaleAfter: 5 * time.Second, Sleep: g.sleep, NewTicker: tk.New,
+	return &Executor{Runs: s.sig, StaleAfter: 5 * time.Second, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: s.clk.Now, SleepFunc: g.sleep, NewTickerFunc: tk.New}},
 		Logger:  slog.New(slog.NewJSONHandler(io.Discard, nil)),
-		Webhook: &webhook.Webhook{Ledger: s.l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Now: s.clk.Now}}
+		Webhook: &webhook.Webhook{Ledger: s.l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: s.clk.Now}}}}
 }
 
 // slowRun creates a wait -> effect run whose wait outlasts the stale

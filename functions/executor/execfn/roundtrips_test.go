@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestNewRunRoundTrips: the executor starts a run its INSERT record
@@ -151,7 +152,7 @@ func TestGraphRunRoundTrips(t *testing.T) {
 		x := &Executor{Runs: store, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Webhook:    &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond},
 			FixtureURL: recv.srv.URL + "/fixture",
-			Sleep:      func(context.Context, time.Duration) error { return nil }}
+			Test:       TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(context.Context, time.Duration) error { return nil }}}}
 		record := func(t *testing.T, r runs.Run) stream.StreamRecord {
 			t.Helper()
 			if err := store.Create(ctx, r); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/testutil"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestResumerDrivesStaleRuns: runs whose creation was acknowledged but
@@ -129,7 +130,7 @@ func TestStaleRunFailuresAreCounted(t *testing.T) {
 	ctx := context.Background()
 	clk := &fakeClock{t: time.Now().UTC()}
 	mem := runs.NewMemRuns()
-	x := &Executor{Runs: mem, Now: clk.Now, StaleAfter: time.Minute, MaxAttempts: 2}
+	x := &Executor{Runs: mem, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, StaleAfter: time.Minute, MaxAttempts: 2}
 	r := runs.NewRun("acme", "webhook", []byte(`{"url":"http://127.0.0.1:1/x"}`), clk.Now())
 	if err := mem.Create(ctx, r); err != nil {
 		t.Fatal(err)

@@ -3,7 +3,8 @@ package boot
 import (
 	"os"
 	"strconv"
-	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // EnvInitTrace is the variable that, set to 1, makes a function write where
@@ -30,7 +31,7 @@ func Trace(phase string) {
 	b = append(b, "idemkit-init-trace "...)
 	b = append(b, phase...)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, time.Now().UnixNano(), 10)
+	b = strconv.AppendInt(b, clock.Wall().UnixNano(), 10) // a timestamp the trace reader compares across processes
 	b = append(b, '\n')
 	_, _ = os.Stderr.Write(b)
 }

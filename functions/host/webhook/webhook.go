@@ -343,14 +343,11 @@ type Webhook struct {
 	// nothing). Default 0: never wait; the caller parks the run. Meant for
 	// embedding and tests, not for Lambda.
 	WaitInline time.Duration
-	// Sleep waits inline (WaitInline). Default: a timer honouring ctx.
-	Sleep func(ctx context.Context, d time.Duration) error
-	// Now is the clock used to read Retry-After dates and to time inline
-	// waits. Default time.Now. (The ledger keeps its own clock.)
-	Now func() time.Time
 	// Wrap, if set, wraps the effect function (fence.Owner.Guard under
 	// fenced-effects). Default nil.
 	Wrap func(ledger.Func) ledger.Func
+	// Test holds the hooks only tests set. Default zero.
+	Test TestConfig
 
 	once sync.Once
 }
@@ -378,12 +375,17 @@ func (w *Webhook) fill() {
 	if w.MaxBackoff <= 0 {
 		w.MaxBackoff = 5 * time.Minute
 	}
-	if w.Now == nil {
-		w.Now = time.Now
+	if w.Test.Clock == nil {
+		w.Test.Clock = clock.System{}
 	}
-	if w.Sleep == nil {
-		w.Sleep = clock.Sleep
-	}
+}
+
+// TestConfig holds a Webhook's hooks for tests; production leaves it zero.
+type TestConfig struct {
+	// Clock reads Retry-After dates (Now) and paces and times the inline
+	// waits (WaitInline: Now and Sleep). Read once, at the first Deliver.
+	// Default the system clock. (The ledger keeps its own clock.)
+	Clock ledger.Clock
 }
 
 // Defaults of the webhook's retry schedule.
@@ -456,13 +458,13 @@ func (w *Webhook) deliver(ctx context.Context, seam string, eff ledger.Effect, d
 		if later.Cause == nil {
 			idle++ // nothing fired: not due yet
 		}
-		wait := later.At.Sub(w.Now()) + time.Millisecond // the ledger keeps milliseconds
+		wait := later.At.Sub(w.Test.Clock.Now()) + time.Millisecond // the ledger keeps milliseconds
 		if wait > w.WaitInline || idle > 3 {
 			// Not due inline, or still not due after waiting (the
 			// ledger's clock disagrees): the caller parks the run.
 			return res, err
 		}
-		if err := w.Sleep(ctx, max(wait, 0)); err != nil {
+		if err := w.Test.Clock.Sleep(ctx, max(wait, 0)); err != nil {
 			return res, err
 		}
 	}
@@ -548,7 +550,7 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		err := ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
-		if at, ok := retryAfter(resp.Header.Get("Retry-After"), w.Now()); ok &&
+		if at, ok := retryAfter(resp.Header.Get("Retry-After"), w.Test.Clock.Now()); ok &&
 			(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
 			// Back-pressure: the next try no earlier than asked.
 			return nil, ledger.RetryAt(err, at)
