@@ -43,8 +43,8 @@ func TestReplayAllocations(t *testing.T) {
 	}
 	bare := v2event("POST", "POST /runs", "", body1KB())
 	plain := testing.AllocsPerRun(200, func() { h(ctx, bare) })
-	if plain > 12 {
-		t.Errorf("no key: %v allocs, want <= 12", plain)
+	if plain > 10 {
+		t.Errorf("no key: %v allocs, want <= 10", plain)
 	}
 	t.Logf("replay %v allocs, no key %v", replay, plain)
 }
@@ -52,8 +52,8 @@ func TestReplayAllocations(t *testing.T) {
 // The first execution's allocation ceilings (see
 // TestFirstExecutionAllocations).
 const (
-	firstExecutionAllocs         = 46
-	firstExecutionInLambdaAllocs = 36
+	firstExecutionAllocs         = 40
+	firstExecutionInLambdaAllocs = 32
 )
 
 // TestFirstExecutionAllocations pins the in-process cost of a first
