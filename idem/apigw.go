@@ -30,9 +30,13 @@ func decodeBody(body string, b64 bool) ([]byte, error) {
 	return base64.StdEncoding.DecodeString(body)
 }
 
-// fromLambda converts a handler's API Gateway response to a Response.
-func fromLambda(status int, single map[string]string, multi map[string][]string, body string, b64 bool) (*Response, error) {
-	r := &Response{Status: status, Headers: make(map[string][]string, len(single)+len(multi)+1)}
+// fromLambda converts a handler's API Gateway response to a Response,
+// written into r (overwritten; the request's storage) and returned. The
+// one-value headers take their value slices from vals' spare capacity
+// while it lasts (each a full slice expression, so appending to one
+// copies), then from the heap.
+func fromLambda(r *Response, vals []string, status int, single map[string]string, multi map[string][]string, body string, b64 bool) (*Response, error) {
+	*r = Response{Status: status, Headers: make(map[string][]string, len(single)+len(multi)+1)}
 	for k, vs := range multi {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
 		r.Headers[ck] = append(r.Headers[ck], vs...)
@@ -42,7 +46,13 @@ func fromLambda(status int, single map[string]string, multi map[string][]string,
 		if _, dup := multi[k]; dup {
 			continue // API Gateway: multiValueHeaders win for the same name
 		}
-		r.Headers[ck] = append(r.Headers[ck], v)
+		if prev, ok := r.Headers[ck]; !ok && len(vals) < cap(vals) {
+			vals = append(vals, v)
+			n := len(vals)
+			r.Headers[ck] = vals[n-1 : n : n]
+		} else {
+			r.Headers[ck] = append(prev, v)
+		}
 	}
 	if b64 {
 		raw, err := base64.StdEncoding.DecodeString(body)
@@ -131,7 +141,7 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			if err != nil {
 				return nil, err
 			}
-			return fromLambda(out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+			return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 		})
 		out := events.APIGatewayProxyResponse{StatusCode: resp.Status}
 		out.Body, out.IsBase64Encoded = lambdaBody(resp)

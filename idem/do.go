@@ -104,7 +104,7 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 			return nil, err
 		}
 		cookies = out.Cookies
-		return fromLambda(out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+		return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 	})
 	out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
 	out.Body, out.IsBase64Encoded = lambdaBody(resp)

@@ -95,7 +95,11 @@ type request struct {
 	v2       *events.APIGatewayV2HTTPRequest
 	v2Tenant *TenantSource
 	keyBuf   [1]string // backing array of keyValues for the usual single key header
-	v2Event  events.APIGatewayV2HTTPRequest
+	// handled and handledVals are the storage of the handler's response
+	// as converted by fromLambda, and of its first one-value headers.
+	handled     Response
+	handledVals [4]string
+	v2Event     events.APIGatewayV2HTTPRequest
 	// txn is the storage of the request's transaction (serve).
 	txn txn
 	// object loads the route's object for ReplayObject (Request.Object);
@@ -300,10 +304,11 @@ func (g *Guard) ownerAlive(rec *Record, now time.Time) bool {
 	return !rec.Renewed.IsZero() && now.Sub(rec.Renewed) < 2*g.cfg.Heartbeat
 }
 
-// cacheable returns the copy of resp that is stored: every header except
-// Set-Cookie, names canonicalised.
-func cacheable(resp *Response) *Response {
-	c := &Response{Status: resp.Status, Body: resp.Body}
+// cacheableInto writes into c (overwritten) the copy of resp that is
+// stored, every header except Set-Cookie, names canonicalised, and returns
+// c.
+func cacheableInto(c, resp *Response) *Response {
+	*c = Response{Status: resp.Status, Body: resp.Body}
 	if len(resp.Headers) > 0 {
 		c.Headers = make(map[string][]string, len(resp.Headers))
 		for k, v := range resp.Headers {

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -54,6 +55,15 @@ type txn struct {
 	leaseEnd time.Time
 	// replayed is the storage of the replay's response (replay).
 	replayed Response
+	// cached is the storage of the copy of the handler's response handed
+	// to Store.Complete (execute).
+	cached Response
+	// cs is the storage of the claim state the handler's context
+	// carries (execute).
+	cs claimState
+	// hb is the storage of the lease heartbeat (execute, outside a Lambda
+	// invocation that ends before the lease).
+	hb heartbeat
 	// unrecorded is set when the handler's outcome (without transactional
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
@@ -491,7 +501,8 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		t.claimOutcome(OutcomeClaimed)
 		t.logf(ctx, slog.LevelDebug, "idempotency: claimed", slog.String("outcome", OutcomeClaimed))
 	}
-	cs := &claimState{info: ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}}
+	cs := &t.cs // allocated with the transaction
+	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
 	hctx := context.WithValue(ctx, claimKey{}, cs)
 	if t.decoded != nil {
 		hctx = context.WithValue(hctx, decodedKey{}, t.decoded)
@@ -533,7 +544,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	}
 	writes := cs.takeWrites()
 	sctx, span := t.span(wctx, spanComplete)
-	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheable(resp), Expires: g.expires(now), Writes: writes}, now)
+	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheableInto(&t.cached, resp), Expires: g.expires(now), Writes: writes}, now)
 	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:
@@ -593,19 +604,22 @@ func (t *txn) release(ctx context.Context, now time.Time) {
 }
 
 // heartbeat renews the lease every Heartbeat (on the Guard's clock's
-// ticker) while the handler runs.
+// ticker) while the handler runs. It lives in the txn (one per request), so
+// starting it allocates only its channel, context, ticker and goroutine.
 type heartbeat struct {
-	done   chan struct{} // closed by stop
-	exited chan struct{} // closed when the renewing goroutine returns
+	done   chan struct{}  // closed by stop
+	exited sync.WaitGroup // done when the renewing goroutine returns
 	cancel context.CancelCauseFunc
 }
 
 func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
 	hctx, cancel := context.WithCancelCause(ctx)
-	hb := &heartbeat{done: make(chan struct{}), exited: make(chan struct{}), cancel: cancel}
+	hb := &t.hb // allocated with the transaction
+	hb.done, hb.cancel = make(chan struct{}), cancel
 	ticks, stopTicks := t.g.clock.NewTicker(t.g.cfg.Heartbeat)
+	hb.exited.Add(1)
 	go func() {
-		defer close(hb.exited)
+		defer hb.exited.Done()
 		defer stopTicks()
 		for {
 			select {
@@ -644,6 +658,6 @@ func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) 
 // starts after stop returns.
 func (hb *heartbeat) stop() {
 	close(hb.done)
-	<-hb.exited
+	hb.exited.Wait()
 	hb.cancel(nil)
 }
