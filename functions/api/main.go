@@ -6,17 +6,14 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/host/boot"
 	"github.com/idemkit/idemkit/functions/host/kit"
 )
 
 func main() {
-	env, client, metrics, logger := kit.Boot("api")
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Guard: true, Ledger: true}, logger, metrics)
-	kit.Must(logger, "api", "wiring", err)
-	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, Logger: logger})
-	kit.Must(logger, "api", "handler", err)
-	boot.Trace("wiring")
+	s := kit.Boot("api")
+	k := s.Kit(kit.Parts{Runs: true, Guard: true, Ledger: true})
+	h, err := apifn.New(apifn.ConfigFromKit(k))
+	s.Must("handler", err)
+	s.Wired()
 	lambda.Start(h.Handle)
 }

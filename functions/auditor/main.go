@@ -8,8 +8,6 @@ package main
 
 import (
 	"context"
-	"github.com/idemkit/idemkit/idem/idemenv"
-	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -17,23 +15,21 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
 func main() {
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	a, err := auditfn.NewFromEnv(kit.Getenv, emf.New(os.Stdout, kit.Getenv("METRICS_NAMESPACE")), logger)
-	if err != nil {
-		logger.Error("auditor: configuration", slog.String("error", err.Error()))
-		os.Exit(1)
-	}
-	if table := kit.Getenv(idemenv.Table); a.Conflicts != nil && table != "" && kit.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
-		db, err := kit.NewDynamoClient(context.Background(), kit.Getenv(settings.EnvDynamoDBEndpoint))
-		if err != nil {
-			logger.Error("auditor: DynamoDB client", slog.String("error", err.Error()))
-			os.Exit(1)
-		}
+	// The auditor reads its few variables itself (auditfn.NewFromEnv), so
+	// it begins without the settings or a client.
+	s := kit.Begin("auditor")
+	a, err := auditfn.NewFromEnv(s.Getenv, emf.New(os.Stdout, s.Getenv("METRICS_NAMESPACE")), s.Logger)
+	s.Must("configuration", err)
+	if table := s.Getenv(idemenv.Table); a.Conflicts != nil && table != "" && s.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
+		db, err := kit.NewDynamoClient(context.Background(), s.Getenv(settings.EnvDynamoDBEndpoint))
+		s.Must("DynamoDB client", err)
 		a.Restore = auditfn.TableRestorer{Client: db, Table: table}
 	}
+	s.Wired()
 	lambda.Start(a.HandleLambda)
 }

@@ -3,8 +3,28 @@ package devstack
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"slices"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/auditor/auditfn"
+	"github.com/idemkit/idemkit/functions/executor/execfn"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/kit"
+	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/idem/policy/erp"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/tables"
 )
 
 // ErrConfig is matched (errors.Is) by Start's error when Options are not
@@ -80,4 +100,151 @@ func (s *Stack) Stop() error {
 	s.cancel()
 	<-s.done
 	return s.err
+}
+
+// stack is the local stack wired over one engine's tables, ready to serve
+// (serve): the kit, the api handler and the gateway's conformance seams,
+// the seeded keys, the executor and auditor behind the stream pollers, and
+// the parked-run resumer.
+type stack struct {
+	o       Options // with the seeded keys (APIKeys) filled in
+	stdout  io.Writer
+	logger  *slog.Logger
+	eng     *devEngine
+	k       *kit.Kit
+	api     *apifn.Handler
+	sm      *seams
+	pollers []*poller
+	wake    waker
+	res     *resumer
+	lag     *lagStatus
+}
+
+// newStack wires the stack over client and env, its API served at baseURL:
+// the kit, the api handler, the seeded keys, the conformance seams and the
+// fixture destination, and the executor and auditor driven by the stream
+// pollers and the resumer. Nothing runs until serve.
+func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, baseURL string, client *dynamodb.Client, eng *devEngine, env hostsettings.Env) (*stack, error) {
+	endpoint, streams := eng.endpoint, eng.streams
+	metrics := emf.New(io.Discard, env.MetricsNamespace)
+	k, err := kit.NewKit(kit.Config{Env: env, Client: client, Parts: kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true}, Logger: logger, Metrics: metrics,
+		Test: kit.TestConfig{GuardWait: o.IdempotencyWait}})
+	if err != nil {
+		return nil, err
+	}
+	// The api function's Config, and what only dev has: its own base URL,
+	// the conformance seams and the replay fixtures' destination.
+	ac := apifn.ConfigFromKit(k)
+	ac.BaseURL, ac.Test, ac.ReplayFixtures = baseURL, apifn.TestConfig{ConformanceSeams: o.ConformanceSeams}, true
+	api, err := apifn.New(ac)
+	if err != nil {
+		return nil, err
+	}
+	if len(o.APIKeys) == 0 {
+		for _, t := range []string{"demo-a", "demo-b"} {
+			key := apikeys.NewAPIKey()
+			o.APIKeys = append(o.APIKeys, key+"="+t)
+			fmt.Fprintf(stdout, "demo API key for tenant %s: %s\n", t, key)
+		}
+	}
+	// Every seeded key, minted or given with --api-key, carries the demo
+	// credential attributes, so it works under every --policy.
+	for _, kv := range o.APIKeys {
+		key, tenant, _ := strings.Cut(kv, "=")
+		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, apikeys.ErrKeyExists) {
+			return nil, err
+		}
+	}
+
+	var sm *seams
+	if o.ConformanceSeams {
+		// The webhook client's transport forces the effect-retry seam's
+		// transport retry; every other delivery passes through unchanged.
+		k.Webhook.Client = env.Webhook.HTTPClient(10 * time.Second)
+		f := &forcedRetry{base: k.Webhook.Client.Transport, armed: map[string]bool{}}
+		k.Webhook.Client.Transport = f
+		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f}
+	}
+	// The graph fixtures' side-effecting nodes post to dev's own loopback
+	// fixture destination when their run names no inputs.url.
+	fixture, err := startFixtureReceiver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sm != nil {
+		sm.fixtureURL = fixture.url
+	}
+	fixtureHook := &webhook.Webhook{Ledger: k.Ledger, Policy: webhook.WebhookPolicy{AllowLoopback: true}}
+
+	sc := emulator.StreamsClient(endpoint)
+	// The executor counts each failed execution on its run and fails the
+	// run at the STREAM_MAX_RETRIES+1-th (dev's own default: the setting's
+	// Dev); the pollers retry for STREAM_RETRY_SECONDS whatever the count,
+	// so an outage of the store (no failure can be counted) loses nothing.
+	// The executor's start lag goes to the EMF recorder and to the status
+	// line dev prints every devStatusEvery while runs are started.
+	lag := &lagStatus{next: metrics}
+	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale, Metrics: lag,
+		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.ConformanceSeams}
+	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
+	pollers := []*poller{
+		{name: "runs", table: env.RunsTable, handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
+		{name: "effects", table: env.EffectsTable, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "idempotency", table: env.Idem.Table, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+	}
+	if !streams {
+		// No DynamoDB Streams (dynalite): nothing can drive the executor
+		// and auditor.
+		pollers = nil
+	}
+	var cp checkpoints
+	if pollers != nil {
+		if cp, err = newDynamoCheckpoints(ctx, client, o.TablePrefix+checkpointTableSuffix); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range pollers {
+		arn, err := tables.StreamARN(ctx, client, p.table)
+		if err != nil {
+			return nil, err
+		}
+		p.sc, p.arn, p.log, p.interval, p.retryFor, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamRetry, cp
+	}
+	// Every request that may write, every batch a poller handled and every
+	// ResumeDue pass that executed runs wakes the idle pollers: an idle
+	// stack polls each stream every devIdlePoll, yet a new run starts at
+	// once.
+	wake := newWaker(len(pollers))
+	for i, p := range pollers {
+		p.wake, p.kick = wake[i], wake.kick
+	}
+
+	// Each pass also drives the runs without progress for RUN_STALE_SECONDS
+	// (a stream delivery lost or given up), and passes at least every half
+	// of that bound: an acknowledged run settles once the store is back.
+	res := newResumer(devResumePass(exec), execfn.DefaultResumeBatch)
+	res.resumed, exec.Parked = wake.kick, res.parked
+	res.idle = min(devIdleResume, max(env.RunStale/2, time.Second))
+
+	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, wake: wake, res: res, lag: lag}, nil
+}
+
+// demoCredential is a demo key's credential: tenant t with the attributes
+// both shipped policies scope keys by (the commerce policy: namespace and
+// worker; the ERP policy: clientId, companyId and organizationId), so every
+// policy runs against the demo keys.
+func demoCredential(t string) apikeys.Credential {
+	return apikeys.Credential{Tenant: t, Attrs: map[string]string{
+		"namespace": t + "-ns", "worker": "demo-worker",
+		erp.CredentialClient: t + "-client", erp.CredentialCompany: t + "-company", erp.CredentialOrganization: t + "-org",
+	}}
+}
+
+// putDevKey stores a key with its attributes where the key store keeps
+// them (every host key store does), else its tenant alone.
+func putDevKey(ctx context.Context, ks apikeys.KeyStore, key string, c apikeys.Credential) error {
+	if cs, ok := ks.(apikeys.CredentialStore); ok {
+		return cs.PutCredential(ctx, key, c)
+	}
+	return ks.PutKey(ctx, key, c.Tenant)
 }

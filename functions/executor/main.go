@@ -6,19 +6,17 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/executor/execfn"
-	"github.com/idemkit/idemkit/functions/host/boot"
 	"github.com/idemkit/idemkit/functions/host/kit"
 )
 
 func main() {
-	env, client, metrics, logger := kit.Boot("executor")
-	k, err := kit.NewKit(env, client, kit.Parts{Runs: true, Ledger: true}, logger, metrics)
-	kit.Must(logger, "executor", "wiring", err)
+	s := kit.Boot("executor")
+	k := s.Kit(kit.Parts{Runs: true, Ledger: true})
 	// The stream delivers a failing run 1 + STREAM_MAX_RETRIES times; the
 	// last try ends the run failed rather than stranding it "running", and
 	// the schedule's stale-run pass drives a run whose delivery was lost.
 	// Each start's lag behind its creation is an EMF metric.
-	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale, Metrics: metrics}
-	boot.Trace("wiring")
+	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: s.Logger, MaxAttempts: s.Env.StreamMaxRetries + 1, StaleAfter: s.Env.RunStale, Metrics: s.Metrics}
+	s.Wired()
 	lambda.Start(x.HandleInvoke)
 }

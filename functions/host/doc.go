@@ -13,12 +13,12 @@
 //   - settings: the one settings table, Env and LoadEnv, and the
 //     capabilities (discovery) document derived from them;
 //   - stream: DynamoDB stream records, from Lambda or from the streams API;
-//   - boot: the start-up every main shares (logger, Must, Getenv, the
-//     DynamoDB client from the default AWS configuration, the init trace),
-//     depending on no other host package: the authorizer starts from it
-//     alone;
-//   - kit: the wiring: the home- and fence-region clients, the functions'
-//     start-up (Boot, over boot) and the stores, Layer 1, Layer 2 and the
-//     webhook effect built from one Env. Only kit and boot read the process
-//     environment.
+//   - boot: the ground of the start-up (logger, Must, Getenv, the DynamoDB
+//     client from the default AWS configuration, the init trace), depending
+//     on no other host package; its users are kit and the authorizer, which
+//     starts from it alone for its cold start;
+//   - kit: the start-up every other main goes through (Boot and Begin,
+//     giving a Start) and the wiring: the home- and fence-region clients
+//     and the stores, Layer 1, Layer 2 and the webhook effect built from
+//     one Env (NewKit). Only kit and boot read the process environment.
 package host

@@ -7,15 +7,14 @@ package main
 import (
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/idemkit/idemkit/functions/host/boot"
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 )
 
 func main() {
-	env, client, metrics, logger := kit.Boot("sweeper")
-	h, err := sweepfn.NewFromEnv(env, client, metrics, logger)
-	kit.Must(logger, "sweeper", "configuration", err)
-	boot.Trace("wiring")
+	s := kit.Boot("sweeper")
+	h, err := sweepfn.NewFromEnv(s.Env, s.Client, s.Metrics, s.Logger)
+	s.Must("configuration", err)
+	s.Wired()
 	lambda.Start(h.Handle)
 }

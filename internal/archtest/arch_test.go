@@ -177,6 +177,21 @@ func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {
 	}
 }
 
+// TestOnlyKitAndTheAuthorizerStartFromBoot: functions/host/boot is the
+// ground of the start-up. kit builds every main's start-up on it, and the
+// authorizer starts from it alone (for its cold start: no settings, no
+// protocol packages); every other package goes through kit, so there is
+// one start-up room and one ground beneath it.
+func TestOnlyKitAndTheAuthorizerStartFromBoot(t *testing.T) {
+	const boot = module + "functions/host/boot"
+	allowed := map[string]bool{module + "functions/host/kit": true, module + "functions/authorizer": true}
+	for pkg, ims := range imports(t) {
+		if slices.Contains(ims, boot) && !allowed[pkg] {
+			t.Errorf("%s imports functions/host/boot: start through functions/host/kit (only kit and the authorizer start from boot)", pkg)
+		}
+	}
+}
+
 // TestOnlyTheWiringReadsTheEnvironment: among the reference host's non-test
 // files only functions/host/kit and the start-up it builds on,
 // functions/host/boot, read the process environment (os.Getenv,

@@ -49,7 +49,7 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 		t.Fatal(err)
 	}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	k, err := kit.NewKit(env, replica.Client(), kit.Parts{Runs: true, Guard: true, Ledger: true}, logger, nil)
+	k, err := kit.NewKit(kit.Config{Env: env, Client: replica.Client(), Parts: kit.Parts{Runs: true, Guard: true, Ledger: true}, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

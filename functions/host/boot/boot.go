@@ -1,10 +1,12 @@
-// Package boot is the start-up every function's main shares: the JSON
+// Package boot is the ground the functions' start-up stands on: the JSON
 // logger on stderr, Must, the process environment (Getenv), the DynamoDB
 // client from the default AWS configuration, and the init trace (Trace). It
 // depends on no other host package, so a function that needs only a client
-// and a table name (the authorizer) links none of the protocol packages
-// (idem, ledger) nor the settings table; kit builds on it. With kit it is
-// one of the two packages of the host that read the process environment.
+// and a table name links none of the protocol packages (idem, ledger) nor
+// the settings table. It has two users: kit, the start-up every other main
+// goes through (kit.Boot, kit.Begin), and the authorizer, which starts from
+// boot alone for its cold start. With kit it is one of the two packages of
+// the host that read the process environment.
 package boot
 
 import (

@@ -10,7 +10,9 @@ import (
 
 // NewDynamoClient returns a DynamoDB client from the default AWS
 // configuration (the Lambda role), with endpoint as BaseEndpoint when set
-// (DYNAMODB_ENDPOINT, e.g. LocalStack): boot.DynamoClient.
+// (DYNAMODB_ENDPOINT, e.g. LocalStack). It is boot's client (see
+// boot.DynamoClient for the checksum and endpoint details), the one every
+// main but the authorizer's and the CLI reach it by.
 func NewDynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	return boot.DynamoClient(ctx, endpoint)
 }

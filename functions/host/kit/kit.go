@@ -1,9 +1,13 @@
-// Package kit wires the reference host from its environment: the functions'
-// start-up (Boot, Must), the DynamoDB client (NewDynamoClient) and its home-
-// and fence-region variants (HomeClient, FenceClient), and the stores,
-// Layer 1, Layer 2 and the webhook effect over one DynamoDB client (NewKit).
-// It is the one package of the host that reads the process environment
-// (Boot, Getenv).
+// Package kit is the host's start-up and wiring, the one room every
+// function's main starts in (the authorizer excepted, which starts from
+// boot alone for its cold start): Boot (the logger, the settings read from
+// the process environment, the DynamoDB client, the EMF recorder) and
+// Begin (the same without the settings or the client, for a function that
+// reads only a few variables), the region variants of the client
+// (HomeClient, FenceClient), and the stores, Layer 1, Layer 2 and the
+// webhook effect over one DynamoDB client (NewKit). It builds on boot, the
+// ground both it and the authorizer start from, and it is, with boot, the
+// one package of the host that reads the process environment.
 package kit
 
 import (
@@ -44,16 +48,35 @@ type Kit struct {
 	Metrics *emf.Recorder
 }
 
-// Parts selects what NewKit builds (each needs its table in Env).
+// Parts selects what NewKit builds (each needs its table in Config.Env).
 type Parts struct {
 	Runs, Keys, Guard, Ledger bool
-	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
-	Test TestParts
 }
 
-// TestParts holds NewKit's hooks for tests and development; the Lambda
+// Config configures NewKit: what it builds (Parts) and everything it is
+// built from.
+type Config struct {
+	// Env is the settings the kit is built from (settings.LoadEnv; Boot
+	// reads it). Each part Parts selects needs its table in it. Required.
+	Env settings.Env
+	// Client is the DynamoDB client every store of the kit uses (Boot
+	// builds it). Required when Parts selects anything.
+	Client *dynamodb.Client
+	// Parts selects what NewKit builds. Default: nothing but Env, Logger
+	// and Metrics.
+	Parts Parts
+	// Logger receives the kit's logs (Layer 1's, the ledger's). Default
+	// nil: slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the kit's EMF metrics. Default nil: none.
+	Metrics *emf.Recorder
+	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
+	Test TestConfig
+}
+
+// TestConfig holds NewKit's hooks for tests and development; the Lambda
 // functions leave it zero.
-type TestParts struct {
+type TestConfig struct {
 	// GuardWait is Layer 1's duplicate wait budget (idem.Config.Wait): how
 	// long a duplicate of an in-flight request waits for its final outcome
 	// before the 409 idempotency_in_flight (`idemkit dev
@@ -74,9 +97,10 @@ func configError(err error) error {
 	return p.Err("kit", ErrConfig)
 }
 
-// NewKit builds the parts of the kit that p selects over client, or
-// returns an error matching ErrConfig.
-func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Logger, metrics *emf.Recorder) (*Kit, error) {
+// NewKit builds the parts of the kit that c.Parts selects over c.Client,
+// or returns an error matching ErrConfig.
+func NewKit(c Config) (*Kit, error) {
+	env, client, p, logger, metrics := c.Env, c.Client, c.Parts, c.Logger, c.Metrics
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -119,7 +143,7 @@ func NewKit(env settings.Env, client *dynamodb.Client, p Parts, logger *slog.Log
 		}
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
-		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: p.Test.GuardWait,
+		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: c.Test.GuardWait,
 			// The live work-order route's canonical request hash and its
 			// per-Accept rendering (the ERP policy's work-order contract).
 			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}}

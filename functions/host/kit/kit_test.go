@@ -62,7 +62,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 
 	// api
 	apiCnt, apiUse := dynamotest.NewCounter(), newTableUse(logical)
-	k, err := kit.NewKit(env, e.Client(apiCnt.Middleware(), apiUse.Middleware()), kit.Parts{Runs: true, Guard: true, Ledger: true}, quiet, nil)
+	k, err := kit.NewKit(kit.Config{Env: env, Client: e.Client(apiCnt.Middleware(), apiUse.Middleware()), Parts: kit.Parts{Runs: true, Guard: true, Ledger: true}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 
 	// executor (runs the webhook node through the ledger)
 	exUse := newTableUse(logical)
-	xk, err := kit.NewKit(env, e.Client(exUse.Middleware()), kit.Parts{Runs: true, Ledger: true}, quiet, nil)
+	xk, err := kit.NewKit(kit.Config{Env: env, Client: e.Client(exUse.Middleware()), Parts: kit.Parts{Runs: true, Ledger: true}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestFencedEffects(t *testing.T) {
 		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour,
 	}
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	k, err := kit.NewKit(env, e.Client(), kit.Parts{Runs: true, Ledger: true}, quiet, nil)
+	k, err := kit.NewKit(kit.Config{Env: env, Client: e.Client(), Parts: kit.Parts{Runs: true, Ledger: true}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 		CrossRegion: settings.CrossRegionSingle, Webhook: webhook.WebhookPolicy{AllowLoopback: true},
 		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour}
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	k, err := kit.NewKit(env, e.Client(dynamotest.FastRetries, faults.Middleware()), kit.Parts{Runs: true, Ledger: true}, quiet, nil)
+	k, err := kit.NewKit(kit.Config{Env: env, Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Parts: kit.Parts{Runs: true, Ledger: true}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

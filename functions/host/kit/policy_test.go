@@ -20,7 +20,7 @@ func TestNewKitPolicyFromEnv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := kit.NewKit(env, c, kit.Parts{Guard: true}, nil, nil)
+		k, err := kit.NewKit(kit.Config{Env: env, Client: c, Parts: kit.Parts{Guard: true}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,14 @@
+package apifn
+
+import "github.com/idemkit/idemkit/functions/host/kit"
+
+// ConfigFromKit is the Config the api function runs with over the wired
+// host k (kit.NewKit with the runs, Layer 1 and the ledger): its stores,
+// Layer 1 and Layer 2, the webhook destination policy, the advertised
+// cross-region posture and replication lag bound from k.Env, and k's
+// logger. The api function's main and `idemkit dev` both build theirs
+// here; dev then sets what only it has (BaseURL, ReplayFixtures, Test).
+func ConfigFromKit(k *kit.Kit) Config {
+	return Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: k.Env.Webhook,
+		CrossRegion: k.Env.CrossRegion, ReplicationLagBoundMs: k.Env.ReplicationLagBoundMs, Logger: k.Logger}
+}

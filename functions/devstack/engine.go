@@ -1,0 +1,117 @@
+package devstack
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/idemkit/idemkit/internal/emulator"
+)
+
+// devEngine is the DynamoDB engine the stack runs on: one dev started, or
+// the endpoint Options.Endpoint gives (behind a serializing proxy when it
+// is a moto server).
+type devEngine struct {
+	// engine names it: a name of the engine table, or "external".
+	engine string
+	// endpoint is where the stack reaches it.
+	endpoint string
+	// streams: the engine has DynamoDB Streams (the engine table's
+	// capability; an external endpoint is assumed to).
+	streams bool
+	// stop stops what startEngine started (the engine, or the proxy).
+	stop func()
+}
+
+// startEngine starts the DynamoDB engine of o, or reaches o.Endpoint.
+func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngine, error) {
+	stop := func() {}
+	endpoint, engine := o.Endpoint, o.Engine
+	// streams: the engine has DynamoDB Streams (the engine table's
+	// capability; an external endpoint is assumed to).
+	streams := true
+	if endpoint == "" {
+		if engine == "" {
+			engine = emulator.DefaultDevKind()
+		}
+		m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
+		if err != nil {
+			return nil, err
+		}
+		stop = m.Stop
+		endpoint, streams = m.Endpoint, m.Engine.Caps.Streams
+		logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
+	} else {
+		engine = "external"
+		if emulator.IsMoto(ctx, endpoint) {
+			// moto checks a condition and applies the write in separate
+			// steps: reached directly, concurrent lease renewals and
+			// outcome writes interleave. Serialize this process's calls.
+			ser, err := emulator.Serialize(endpoint)
+			if err != nil {
+				return nil, err
+			}
+			stop = ser.Close
+			engine, endpoint = emulator.Moto, ser.Endpoint
+			logger.Info("dev: --dynamodb-endpoint is a moto server; reaching it one request at a time", slog.String("endpoint", o.Endpoint))
+		}
+	}
+	return &devEngine{engine: engine, endpoint: endpoint, streams: streams, stop: stop}, nil
+}
+
+// engineName is how the ready line names the DynamoDB engine: its Label in
+// the engine table, "DynamoDB" for an external endpoint.
+func engineName(kind string) string {
+	if e, err := emulator.Lookup(kind); err == nil {
+		return e.Label
+	}
+	return "DynamoDB"
+}
+
+// streamEngines names the engines of the engine table that have DynamoDB
+// Streams ("dynamodb-local or moto").
+func streamEngines() string {
+	var names []string
+	for _, e := range emulator.Engines() {
+		if e.Caps.Streams {
+			names = append(names, e.Name)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// devToolsDir is the directory holding the npm-installed engines dev
+// starts: $IDEMKIT_TOOLS when set; else a checkout's tools/ with the
+// engines installed and the same pins as this binary (`make tools`): that
+// of the source tree the binary was built from, else the first found
+// upwards from the working directory; else "", which makes
+// internal/emulator install the pins embedded in the binary into the
+// user's cache directory on first use (a binary built with `go install`,
+// or copied elsewhere, run from any directory).
+func devToolsDir(getenv func(string) string) string {
+	if getenv != nil && getenv("IDEMKIT_TOOLS") != "" {
+		return getenv("IDEMKIT_TOOLS")
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		if d := filepath.Join(filepath.Dir(file), "..", "..", "tools"); emulator.Installed(d) {
+			return d
+		}
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			if t := filepath.Join(d, "tools"); emulator.Installed(t) {
+				return t
+			}
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,85 @@
+package devstack
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
+	"github.com/idemkit/idemkit/internal/rawconn"
+)
+
+// serve runs st until ctx ends or serving fails: the stream pollers, the
+// resumer and the status line, and the HTTP API on ln through the gateway.
+// Once it serves, it prints the ready lines and calls served (start: when
+// dev began, for the ready line's time). It stops everything it started
+// before it returns the HTTP server's error, else nil.
+func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, served func()) error {
+	o, stdout, logger, k, api, sm, pollers, wake, res, lag := st.o, st.stdout, st.logger, st.k, st.api, st.sm, st.pollers, st.wake, st.res, st.lag
+	engine, endpoint := st.eng.engine, st.eng.endpoint
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range pollers {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.run(runCtx) }()
+	}
+	// Parked runs (an effect's next attempt scheduled for later): the
+	// executor runs those that are due, as the deployed function's minute
+	// schedule does, at each wake time it reports and at least every
+	// devIdleResume (resumer).
+	wg.Add(1)
+	go func() { defer wg.Done(); res.run(runCtx) }()
+	wg.Add(1)
+	go func() { defer wg.Done(); lag.run(runCtx, stdout, devStatusEvery) }()
+	if o.RequestTimeout <= 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	// WriteTimeout leaves 30 s beyond the request timeout: every store call
+	// of a request, the Layer-1 completion included, ends by the request's
+	// deadline less the Guard's margin (idem.Config.StoreTimeout), so even a
+	// stalled store's 503 is written long before the connection is cut.
+	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.AuthorizerTTL), seams: sm, timeout: o.RequestTimeout, wrote: wake.kick, policy: k.Guard.Config().Policy, log: logger},
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.RequestTimeout + 30*time.Second,
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
+	// Each request gets its own header block as received (devraw.go).
+	rawconn.Configure(srv)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
+	if pollers == nil {
+		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: runs are stored but never executed (use --emulator %s for the executor and auditor)\n", engineName(engine), streamEngines())
+	}
+	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
+	if k0, _, ok := strings.Cut(o.APIKeys[0], "="); ok {
+		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
+	}
+
+	served()
+
+	var result error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		result = err
+	}
+	logger.Info("dev: shutting down")
+	shCtx, shCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_ = srv.Shutdown(shCtx)
+	shCancel()
+	cancel()
+	wg.Wait()
+	return result
+}
+
+// newUUID returns a random (version 4) UUID, a valid Idempotency-Key.
+func newUUID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
