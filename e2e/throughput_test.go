@@ -40,8 +40,8 @@ import (
 // (which answers one request at a time, behind its serializing proxy) and
 // AWS's DynamoDB Local (dev's default engine when java is on PATH).
 //
-// Four shapes are timed, each for devWindow, interleaved in two rounds, the
-// second in reverse order (ABCD, DCBA), so that a change in the machine's
+// Five shapes are timed, each for devWindow, interleaved in two rounds, the
+// second in reverse order (ABCDE, EDCBA), so that a change in the machine's
 // load falls on all of them alike:
 //   - dev: POST /runs through the stack (the executor's work left after the
 //     window is drained before the next shape starts);
@@ -51,6 +51,10 @@ import (
 //     captured by the counting proxy in a warm-up, with fresh keys) over
 //     plain HTTP: the ceiling of a stack that keeps "the run exists if and
 //     only if the 201 that names it was recorded";
+//   - pair+exec: the same pair followed by the executor's two UpdateItems of
+//     the run (pending → running → completed), sampled and replayed alike:
+//     what a run costs the engine without the stream reads, the shard
+//     discovery and the checkpoints that deliver it to the executor;
 //   - raw-http: one conditional PutItem per request over the same plain HTTP;
 //   - raw: one conditional PutItem per request through the Go SDK, the
 //     goal's denominator.
@@ -61,7 +65,8 @@ import (
 // average at the start of each round; the engine process's own CPU time
 // (user and system, its whole process group) per unit of each shape
 // (engine-cpu-ms/raw per PutItem, /pair per pair, /dev per run, its drain
-// included): what bounds the rates where the engine is CPU-bound, and less
+// included; /dev-net without the engine's idle CPU over the drain): what
+// bounds the rates where the engine is CPU-bound, and less
 // moved by other work on the machine than the rates; the DynamoDB calls the
 // dev stack made per run (API, executor and stream pollers, counted by a proxy between
 // idemkit dev and the engine, over the dev windows and their drains), the
@@ -160,9 +165,12 @@ func devThroughput(b *testing.B, kind string) {
 	// Idle: what the stack asks of the engine with no request coming in (the
 	// stream pollers' backoff, the parked-run schedule), after start-up.
 	time.Sleep(5 * time.Second)
-	idle0, idleT := proxy.total(), time.Now()
+	idle0, idleT, idleCPU := proxy.total(), time.Now(), groupCPU(srv.PID())
 	time.Sleep(10 * time.Second)
 	idle := float64(proxy.total()-idle0) / time.Since(idleT).Seconds()
+	// The engine's CPU per second of an idle stack (its own housekeeping
+	// and the stack's idle polls), taken off a dev run's drain.
+	idleCPUms := float64((groupCPU(srv.PID()) - idleCPU).Milliseconds()) / time.Since(idleT).Seconds()
 	// drain lets the executor finish the runs just posted (its calls are
 	// part of a run's cost): the stack is idle again when the count stops
 	// moving.
@@ -197,11 +205,12 @@ func devThroughput(b *testing.B, kind string) {
 		}
 	}
 	// Warm-up, not counted: the engine's first transactions, the clients'
-	// connections, and the sample of the call pair the proxy keeps.
+	// connections, and the sample of the calls the proxy keeps (the
+	// executor's, made after the POSTs, included).
 	proxy.sampling.Store(true)
 	run(2*time.Second, post("warm"))
-	proxy.sampling.Store(false)
 	drain()
+	proxy.sampling.Store(false)
 	pair, err := proxy.pair()
 	if err != nil {
 		b.Fatal(err)
@@ -216,12 +225,19 @@ func devThroughput(b *testing.B, kind string) {
 	if err := pair.retarget(pairTables); err != nil {
 		b.Fatal(err)
 	}
+	if len(pair.exec) != 2 {
+		b.Fatalf("the executor sent %d UpdateItems for the sampled run, not its two transitions", len(pair.exec))
+	}
 	pairTimes := &opTimes{}
 	shapes := map[string]func(w int, i int64) error{
 		"dev": post("dev"),
 		"pair": func(w int, i int64) error {
 			fresh := fmt.Sprintf("%d%02d%08d", nonce, w, i)
-			return pair.send(ctx, hc, srv.Endpoint, fresh, pairTimes)
+			return pair.send(ctx, hc, srv.Endpoint, fresh, false, pairTimes)
+		},
+		"pair+exec": func(w int, i int64) error {
+			fresh := fmt.Sprintf("%d%02d%08d", nonce, w, i)
+			return pair.send(ctx, hc, srv.Endpoint, fresh, true, nil)
 		},
 		"raw-http": func(w int, i int64) error {
 			return rawPut(ctx, hc, srv.Endpoint, pair.auth, table, fmt.Sprintf("h-%d-%02d-%08d", nonce, w, i))
@@ -240,13 +256,15 @@ func devThroughput(b *testing.B, kind string) {
 		},
 	}
 	run(time.Second, shapes["pair"])
+	run(time.Second, shapes["pair+exec"])
 	run(time.Second, shapes["raw-http"])
 	run(time.Second, shapes["raw"])
-	order := []string{"raw", "raw-http", "pair", "dev"}
+	order := []string{"raw", "raw-http", "pair", "pair+exec", "dev"}
 	rate := map[string][]float64{}
 	// The engine's own CPU per unit of each shape (a dev run's includes
 	// its drain): what bounds the rates when the engine is CPU-bound.
 	cpuMs, units := map[string]float64{}, map[string]float64{}
+	var drainIdle float64
 	perRun := map[string]int64{}
 	posted.Store(0)
 	b.ResetTimer()
@@ -265,7 +283,9 @@ func devThroughput(b *testing.B, kind string) {
 			rate[name] = append(rate[name], run(devWindow, shapes[name]))
 			units[name] += rate[name][r] * time.Since(t0).Seconds()
 			if name == "dev" {
+				d0 := time.Now()
 				drain()
+				drainIdle += idleCPUms * time.Since(d0).Seconds()
 				for op, n := range proxy.since(before) {
 					perRun[op] += n
 				}
@@ -284,6 +304,7 @@ func devThroughput(b *testing.B, kind string) {
 	b.ReportMetric(runs/puts, "ratio")
 	b.ReportMetric(pairs/puts, "pair-ratio")
 	b.ReportMetric(runs/pairs, "of-pair")
+	b.ReportMetric(mean(rate["pair+exec"])/puts, "pair+exec-ratio")
 	for r := 0; r < 2; r++ {
 		b.ReportMetric(rate["dev"][r]/rate["raw"][r], fmt.Sprintf("ratio-r%d", r+1))
 		b.ReportMetric(rate["pair"][r]/rate["raw"][r], fmt.Sprintf("pair-ratio-r%d", r+1))
@@ -292,6 +313,8 @@ func devThroughput(b *testing.B, kind string) {
 	for _, name := range order {
 		b.ReportMetric(cpuMs[name]/units[name], "engine-cpu-ms/"+name)
 	}
+	b.ReportMetric((cpuMs["dev"]-drainIdle)/units["dev"], "engine-cpu-ms/dev-net")
+	b.ReportMetric(idleCPUms, "engine-cpu-ms/s-idle")
 	b.ReportMetric(idle, "idle-calls/s")
 	var total int64
 	var engine float64
@@ -360,11 +383,14 @@ type callCounter struct {
 	ops  map[string]int64
 	busy map[string]time.Duration // summed time to answer, by operation
 	// sampling, while set, keeps the request bodies of PutItem (the last
-	// 256) and of the first TransactWriteItems, for pair.
+	// 256 before the first TransactWriteItems), of the first
+	// TransactWriteItems, and of the UpdateItems that name the run it
+	// created, for pair.
 	sampling atomic.Bool
 	puts     [][]byte
 	twi      []byte
 	header   http.Header
+	updates  [][]byte
 }
 
 func newCallCounter(b *testing.B, target string) *callCounter {
@@ -379,7 +405,7 @@ func newCallCounter(b *testing.B, target string) *callCounter {
 		if i := strings.LastIndexByte(op, '.'); i >= 0 {
 			op = op[i+1:]
 		}
-		if c.sampling.Load() && (op == "PutItem" || op == "TransactWriteItems") {
+		if c.sampling.Load() && (op == "PutItem" || op == "TransactWriteItems" || op == "UpdateItem") {
 			body, err := io.ReadAll(r.Body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusBadGateway)
@@ -391,6 +417,8 @@ func newCallCounter(b *testing.B, target string) *callCounter {
 				c.puts = append(c.puts[max(0, len(c.puts)-255):], body)
 			} else if op == "TransactWriteItems" && c.twi == nil {
 				c.twi, c.header = body, r.Header.Clone()
+			} else if op == "UpdateItem" && c.twi != nil {
+				c.updates = append(c.updates, body)
 			}
 			c.mu.Unlock()
 		}
@@ -450,9 +478,12 @@ func (c *callCounter) total() int64 {
 // keys of the items they write.
 type devPair struct {
 	claim, twi []byte
-	keys       []string // the items' pk values, longest first
-	auth       string   // the Authorization header dev sent
-	token      string   // the transaction's ClientRequestToken
+	// exec are the executor's UpdateItems of the run the pair created
+	// (pending → running → completed), in the order sent.
+	exec  [][]byte
+	keys  []string // the items' pk values, longest first
+	auth  string   // the Authorization header dev sent
+	token string   // the transaction's ClientRequestToken
 }
 
 // pair returns the call pair sampled while sampling was set: the first
@@ -495,6 +526,12 @@ func (c *callCounter) pair() (*devPair, error) {
 	if p.claim == nil {
 		return nil, fmt.Errorf("no claim PutItem of %s was sampled", p.keys[0])
 	}
+	run, _ := json.Marshal(p.keys[1])
+	for _, body := range c.updates {
+		if bytes.Contains(body, run) {
+			p.exec = append(p.exec, body)
+		}
+	}
 	sort.Slice(p.keys, func(i, j int) bool { return len(p.keys[i]) > len(p.keys[j]) })
 	return p, nil
 }
@@ -530,18 +567,29 @@ func (p *devPair) retarget(names map[string]string) error {
 		from, _ := json.Marshal(name)
 		quoted, _ := json.Marshal(to)
 		p.claim, p.twi = bytes.ReplaceAll(p.claim, from, quoted), bytes.ReplaceAll(p.twi, from, quoted)
+		for i := range p.exec {
+			p.exec[i] = bytes.ReplaceAll(p.exec[i], from, quoted)
+		}
 	}
 	return nil
 }
 
-// send replays the pair at endpoint with every item key made unique by
-// fresh, and records each call's time to answer in t.
-func (p *devPair) send(ctx context.Context, hc *http.Client, endpoint, fresh string, t *opTimes) error {
+// send replays the pair (with exec, the executor's UpdateItems after it)
+// at endpoint with every item key made unique by fresh, and records each
+// call's time to answer in t.
+func (p *devPair) send(ctx context.Context, hc *http.Client, endpoint, fresh string, exec bool, t *opTimes) error {
 	claim, twi := p.claim, p.twi
+	var ups [][]byte
+	if exec {
+		ups = append(ups, p.exec...)
+	}
 	for i, k := range p.keys {
 		from, _ := json.Marshal(k)
 		to, _ := json.Marshal(fmt.Sprintf("%s~%d~%s", k, i, fresh))
 		claim, twi = bytes.ReplaceAll(claim, from, to), bytes.ReplaceAll(twi, from, to)
+		for j := range ups {
+			ups[j] = bytes.ReplaceAll(ups[j], from, to)
+		}
 	}
 	if p.token != "" {
 		// A new transaction: the engine answers a token it has seen
@@ -559,7 +607,14 @@ func (p *devPair) send(ctx context.Context, hc *http.Client, endpoint, fresh str
 		if err := sendRaw(ctx, hc, endpoint, p.auth, call.op, call.body); err != nil {
 			return err
 		}
-		t.add(i, time.Since(t0))
+		if t != nil {
+			t.add(i, time.Since(t0))
+		}
+	}
+	for _, body := range ups {
+		if err := sendRaw(ctx, hc, endpoint, p.auth, "UpdateItem", body); err != nil {
+			return err
+		}
 	}
 	return nil
 }
