@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -70,7 +71,10 @@ import (
 // work on the machine than the rates do; the DynamoDB calls the dev stack
 // made per run (API, executor and stream pollers, counted by a proxy
 // between idemkit dev and the engine over the dev windows and their
-// drains), the mean time the engine took to answer each operation, their
+// drains), also by table (PutItem@IdempotencyTable is the claim,
+// PutItem@DevStreamCheckpoints a poller's checkpoint, GetRecords@RunsTable
+// the executor's stream reads), the mean time the engine took to answer
+// each operation, their
 // product summed (engine-ms/run: on moto, reached one request at a time,
 // 1000/engine-ms/run is the rate dev can sustain), and the pair's own mean
 // times; the POSTs answered 503 with Retry-After per run (503/run: the store
@@ -276,7 +280,7 @@ func devThroughput(b *testing.B, kind string) {
 	// its drain): what bounds the rates when the engine is CPU-bound.
 	cpuMs, units := map[string]float64{}, map[string]float64{}
 	var drainIdle float64
-	perRun := map[string]int64{}
+	perRun, perTable := map[string]int64{}, map[string]int64{}
 	posted.Store(0)
 	unavailable.Store(0)
 	b.ResetTimer()
@@ -287,9 +291,9 @@ func devThroughput(b *testing.B, kind string) {
 			if r == 1 {
 				name = order[len(order)-1-i]
 			}
-			var before map[string]int64
+			var before, beforeT map[string]int64
 			if name == "dev" {
-				before = proxy.snapshot()
+				before, beforeT = proxy.snapshot(), proxy.tableSnapshot()
 			}
 			cpu0, t0 := groupCPU(srv.PID()), time.Now()
 			rate[name] = append(rate[name], run(devWindow, shapes[name]))
@@ -300,6 +304,9 @@ func devThroughput(b *testing.B, kind string) {
 				drainIdle += idleCPUms * time.Since(d0).Seconds()
 				for op, n := range proxy.since(before) {
 					perRun[op] += n
+				}
+				for at, n := range proxy.tableSnapshot() {
+					perTable[at] += n - beforeT[at]
 				}
 			}
 			cpuMs[name] += float64((groupCPU(srv.PID()) - cpu0).Milliseconds())
@@ -337,6 +344,11 @@ func devThroughput(b *testing.B, kind string) {
 		b.ReportMetric(proxy.meanMs(op), op+"-ms")
 	}
 	b.ReportMetric(float64(total)/float64(posted.Load()), "calls/run")
+	for at, n := range perTable {
+		if n > 0 {
+			b.ReportMetric(float64(n)/float64(posted.Load()), at+"/run")
+		}
+	}
 	b.ReportMetric(float64(unavailable.Load())/float64(posted.Load()), "503/run")
 	b.ReportMetric(engine/float64(posted.Load()), "engine-ms/run")
 	b.ReportMetric(pairTimes.meanMs(0), "pair-PutItem-ms")
@@ -399,6 +411,10 @@ type callCounter struct {
 	mu   sync.Mutex
 	ops  map[string]int64
 	busy map[string]time.Duration // summed time to answer, by operation
+	// byTable counts calls by operation and table ("PutItem@IdempotencyTable":
+	// the first table a call names, or whose stream it reads, less dev's
+	// "idemkit-" prefix), which tells the claim from a checkpoint write.
+	byTable map[string]int64
 	// sampling, while set, keeps the request bodies of PutItem (the last
 	// 256 before the first TransactWriteItems), of the first
 	// TransactWriteItems, and of the UpdateItems that name the run it
@@ -415,20 +431,21 @@ func newCallCounter(b *testing.B, target string) *callCounter {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &callCounter{ops: map[string]int64{}, busy: map[string]time.Duration{}}
+	c := &callCounter{ops: map[string]int64{}, busy: map[string]time.Duration{}, byTable: map[string]int64{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.Header.Get("X-Amz-Target")
 		if i := strings.LastIndexByte(op, '.'); i >= 0 {
 			op = op[i+1:]
 		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		at := op + "@" + tableOf(body)
 		if c.sampling.Load() && (op == "PutItem" || op == "TransactWriteItems" || op == "UpdateItem") {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusBadGateway)
-				return
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			c.mu.Lock()
 			if op == "PutItem" && c.twi == nil {
 				c.puts = append(c.puts[max(0, len(c.puts)-255):], body)
@@ -445,6 +462,7 @@ func newCallCounter(b *testing.B, target string) *callCounter {
 		c.mu.Lock()
 		c.ops[op]++
 		c.busy[op] += d
+		c.byTable[at]++
 		c.mu.Unlock()
 	}))
 	b.Cleanup(c.Close)
@@ -459,6 +477,37 @@ func (c *callCounter) snapshot() map[string]int64 {
 		m[k] = v
 	}
 	return m
+}
+
+func (c *callCounter) tableSnapshot() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int64, len(c.byTable))
+	for k, v := range c.byTable {
+		m[k] = v
+	}
+	return m
+}
+
+// tableNamed and streamNamed match the table a DynamoDB or DynamoDB Streams
+// request names: its (first) TableName, else the table in a stream ARN
+// (StreamArn, or the ARN in a shard iterator where the engine puts one).
+var (
+	tableNamed  = regexp.MustCompile(`"TableName":"([^"]+)"`)
+	streamNamed = regexp.MustCompile(`:table/([^/"]+)/stream`)
+)
+
+// tableOf returns the table body names, without dev's "idemkit-" prefix
+// ("?" for none).
+func tableOf(body []byte) string {
+	m := tableNamed.FindSubmatch(body)
+	if m == nil {
+		m = streamNamed.FindSubmatch(body)
+	}
+	if m == nil {
+		return "?"
+	}
+	return strings.TrimPrefix(string(m[1]), "idemkit-")
 }
 
 func (c *callCounter) since(before map[string]int64) map[string]int64 {
