@@ -133,9 +133,12 @@ bench-compare: tools bench/powertools/node_modules/.package-lock.json
 	$(GO) run ./bench/compare $(ARGS)
 
 ## bench-dev: `idemkit dev` throughput on moto and on DynamoDB Local, 32
-## clients posting new-key runs, against the raw conditional-PutItem rate of
-## the same engine at the same concurrency; also DynamoDB calls per run and
-## per idle second (docs/PERFORMANCE.md).
+## clients posting new-key runs, interleaved with the raw conditional-PutItem
+## rate of the same engine at the same concurrency and with the exact claim
+## and completion calls dev sends (alone, and with the executor's two
+## transitions); also the engine's CPU per unit of each, the load average
+## per round, and DynamoDB calls per run and per idle second
+## (docs/PERFORMANCE.md).
 bench-dev: tools
 	$(GO) test -run '^$$' -bench DevThroughput -benchtime 1x -timeout 20m ./e2e/
 

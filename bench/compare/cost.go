@@ -333,8 +333,10 @@ func opsSummary(ops []string) string {
 	return strings.Join(parts, ", ")
 }
 
-func (r *costResult) print(w io.Writer) {
-	tableHead(w, fmt.Sprintf("Cost per request on %s, by response size (an order-like JSON document; the ledger records it as the effect's value up to its default 64 KiB cap): DynamoDB calls; write units (WCU) and strongly consistent read units (RCU) as the engine reports them (— where it reports none) and as computed from item sizes (\"one write capacity unit represents one write per second for an item up to 1 KB\", \"one read capacity unit represents one strongly consistent read per second ... for an item up to 4 KB\"), a write billed for the existing item's size when its condition fails (existing) or for the larger of the existing and the new item (larger); the largest item touched; USD per million requests (%s)", r.engine, priceSource),
+// print writes the table; engine names the engine as the title shows it
+// (with the pass's load average).
+func (r *costResult) print(w io.Writer, engine string) {
+	tableHead(w, fmt.Sprintf("Cost per request on %s, by response size (an order-like JSON document; the ledger records it as the effect's value up to its default 64 KiB cap): DynamoDB calls; write units (WCU) and strongly consistent read units (RCU) as the engine reports them (— where it reports none) and as computed from item sizes (\"one write capacity unit represents one write per second for an item up to 1 KB\", \"one read capacity unit represents one strongly consistent read per second ... for an item up to 4 KB\"), a write billed for the existing item's size when its condition fails (existing) or for the larger of the existing and the new item (larger); the largest item touched; USD per million requests (%s)", engine, priceSource),
 		"size", "case", "system", "calls", "engine WCU / RCU", "WCU existing / larger", "RCU", "largest item (bytes)", "USD per million, existing / larger")
 	rows := append([]costRow(nil), r.rows...)
 	idx := map[string]int{}

@@ -91,6 +91,14 @@ func main() {
 
 func engineKinds() []string { return emulator.Kinds }
 
+// load1 returns the 1-minute load average ("?" where /proc has none).
+func load1() string {
+	if f := strings.Fields(loadavg()); len(f) > 0 && f[0] != "unknown" {
+		return f[0]
+	}
+	return "?"
+}
+
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -195,10 +203,12 @@ func benchEngine(o options, kind string, rep *report) error {
 	defer pt.stop()
 	if len(o.costSizes) > 0 {
 		fmt.Fprintf(os.Stderr, "%s: cost pass (load average %s)\n", kind, loadavg())
+		l0 := load1()
 		cr, err := costPass(ctx, kind, srv, client, pt, o.costSizes)
 		if err != nil {
 			return fmt.Errorf("cost pass: %w", err)
 		}
+		rep.setLoad(passCost, kind, l0+" → "+load1())
 		rep.cost = append(rep.cost, cr)
 	}
 	if o.costOnly {
@@ -244,7 +254,9 @@ func benchEngine(o options, kind string, rep *report) error {
 	if err := block(sysPowertools, 99, o.warmup, false); err != nil {
 		return err
 	}
+	var rounds []string
 	for r := 0; r < o.rounds; r++ {
+		rounds = append(rounds, load1())
 		order := []string{sysIdemkit, sysPowertools}
 		if r%2 == 1 {
 			order = []string{sysPowertools, sysIdemkit}
@@ -257,6 +269,7 @@ func benchEngine(o options, kind string, rep *report) error {
 		}
 	}
 	rep.latency = append(rep.latency, res)
+	rep.setLoad(passLatency, kind, strings.Join(append(rounds, load1()), " → "))
 
 	// Split/capacity pass through the recording proxy, on fresh tables.
 	rec, err := startRecorder(srv.Endpoint, client)
@@ -275,6 +288,7 @@ func benchEngine(o options, kind string, rep *report) error {
 	if err := pt.init(rec.url, ts2.peer, ts2.floor, body); err != nil {
 		return err
 	}
+	l0 := load1()
 	sp := &splitResult{engine: kind, calls: map[string][]call{}}
 	for _, c := range goCases {
 		rec.setTag(sysIdemkit + "/" + c)
@@ -292,12 +306,14 @@ func benchEngine(o options, kind string, rep *report) error {
 	}
 	sp.n = o.split
 	rep.split = append(rep.split, sp)
+	rep.setLoad(passSplit, kind, l0+" → "+load1())
 
 	// CPU pass: Go client CPU per first execution and per floor PutItem.
 	// The serializing proxy of an engine reached through it (moto) runs
 	// inside this process (internal/emulator), so its CPU would be
 	// counted: measured on the other engines only.
 	if eng, _ := emulator.Lookup(kind); !eng.Caps.Serialize {
+		l0 := load1()
 		cp := cpuResult{engine: kind}
 		prof := filepath.Join(o.outDir, kind+"-first-execution.pprof")
 		f, err := os.Create(prof)
@@ -356,10 +372,12 @@ func benchEngine(o options, kind string, rep *report) error {
 		}
 		cp.leanFloor = float64((cpuTime() - c0).Microseconds()) / float64(o.cpuN)
 		rep.cpu = append(rep.cpu, cp)
+		rep.setLoad(passCPU, kind, l0+" → "+load1())
 	}
 
 	// Write-shape pass: one completion written in several shapes.
 	if o.exprN > 0 {
+		l0 := load1()
 		ts3, err := createTables(ctx, client, "expr")
 		if err != nil {
 			return err
@@ -376,11 +394,13 @@ func benchEngine(o options, kind string, rep *report) error {
 			p50[k] = v
 		}
 		rep.expr = append(rep.expr, exprResult{engine: kind, p50: p50})
+		rep.setLoad(passExpr, kind, l0+" → "+load1())
 	}
 
 	// Claim-shape pass: a Layer-1 claim and a ledger duplicate taken apart
 	// (stream and TTL, condition, attribute count, bytes, returned item).
 	if o.claimN > 0 {
+		l0 := load1()
 		ts4, err := createTables(ctx, client, "claim")
 		if err != nil {
 			return err
@@ -408,6 +428,7 @@ func benchEngine(o options, kind string, rep *report) error {
 			return err
 		}
 		rep.claim = append(rep.claim, exprResult{engine: kind, p50: p50})
+		rep.setLoad(passClaim, kind, l0+" → "+load1())
 	}
 	return nil
 }

@@ -58,12 +58,41 @@ type cpuResult struct {
 
 type report struct {
 	header, footer string
-	latency        []*results
-	split          []*splitResult
-	cpu            []cpuResult
-	expr           []exprResult
-	claim          []exprResult
-	cost           []*costResult
+	// loads holds the 1-minute load average over each pass of each engine
+	// (pass/engine -> "start → end"; the latency pass's at the start of
+	// every round and at its end), printed beside the pass's figures.
+	loads   map[string]string
+	latency []*results
+	split   []*splitResult
+	cpu     []cpuResult
+	expr    []exprResult
+	claim   []exprResult
+	cost    []*costResult
+}
+
+// The passes whose load average the report prints beside their figures.
+const (
+	passCost    = "cost"
+	passLatency = "latency"
+	passSplit   = "split"
+	passCPU     = "cpu"
+	passExpr    = "expr"
+	passClaim   = "claim"
+)
+
+func (rep *report) setLoad(pass, engine, load string) {
+	if rep.loads == nil {
+		rep.loads = map[string]string{}
+	}
+	rep.loads[pass+"/"+engine] = load
+}
+
+// eng names an engine with the load average over one of its passes.
+func (rep *report) eng(pass, engine string) string {
+	if l, ok := rep.loads[pass+"/"+engine]; ok {
+		return engine + " (load " + l + ")"
+	}
+	return engine
 }
 
 type exprResult struct {
@@ -98,7 +127,7 @@ func cell(r *results, sys, c string) string {
 func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "Machine: %s\n\n", rep.header)
 	for _, c := range rep.cost {
-		c.print(w)
+		c.print(w, rep.eng(passCost, c.engine))
 	}
 	if len(rep.latency) == 0 {
 		fmt.Fprintf(w, "Machine: %s\n", rep.footer)
@@ -114,7 +143,7 @@ func (rep *report) print(w io.Writer) {
 			if c.c == caseFloor {
 				ip, pp = fmtUS(r.p50(sysIdemkit, c.c))+" (Go SDK)", fmtUS(r.p50(sysPowertools, c.c))+" (JS SDK)"
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", r.engine, c.name, ip, pp,
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", rep.eng(passLatency, r.engine), c.name, ip, pp,
 				fmtUS(pct(r.us[sysIdemkit+"/"+c.c], 90)), fmtUS(pct(r.us[sysPowertools+"/"+c.c], 90)))
 		}
 	}
@@ -140,7 +169,7 @@ func (rep *report) print(w io.Writer) {
 			if engN > 0 {
 				engS = fmt.Sprintf("%.2f", eng/n)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s | %.2f (%.2f) | %d |\n", sp.engine, sys, c, float64(len(cs))/n, engS, size/n, gsi/n, item)
+			fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s | %.2f (%.2f) | %d |\n", rep.eng(passSplit, sp.engine), sys, c, float64(len(cs))/n, engS, size/n, gsi/n, item)
 		}
 	}
 	fmt.Fprintln(w)
@@ -153,7 +182,7 @@ func (rep *report) print(w io.Writer) {
 				continue
 			}
 			for i, g := range groupCalls(sp.calls[key], sp.n) {
-				fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %d | %d | %.2f | %.2f | `%s` | `%s` |\n", sp.engine, sys, c, i+1, g.Op,
+				fmt.Fprintf(w, "| %s | %s | %s | %d | %s | %s | %d | %d | %.2f | %.2f | `%s` | `%s` |\n", rep.eng(passSplit, sp.engine), sys, c, i+1, g.Op,
 					orOK(g.Failed), g.ReqBytes, g.RespBytes, float64(g.Engine.Microseconds())/1e3, g.SizeCU, oneLine(g.Attrs), oneLine(g.Condition))
 			}
 		}
@@ -170,7 +199,7 @@ func (rep *report) print(w io.Writer) {
 					pfl = fmtUS(r.cpu[sysPowertools+"/"+caseFloor] / float64(len(r.us[sysPowertools+"/"+caseFloor])))
 				}
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s | %s | %s |\n", cp.engine, fmtUS(cp.first), fmtUS(cp.replay), fmtUS(cp.floor), fmtUS(cp.leanFirst), fmtUS(cp.leanFloor), pf, pfl, cp.profile)
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s / %s | %s | %s | %s |\n", rep.eng(passCPU, cp.engine), fmtUS(cp.first), fmtUS(cp.replay), fmtUS(cp.floor), fmtUS(cp.leanFirst), fmtUS(cp.leanFloor), pf, pfl, cp.profile)
 		}
 		fmt.Fprintln(w)
 	}
@@ -184,7 +213,7 @@ func (rep *report) print(w io.Writer) {
 			}
 			names = append(names, ledgerShapeNames...)
 			for _, nm := range names {
-				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", e.engine, nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
+				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", rep.eng(passExpr, e.engine), nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
 			}
 		}
 		fmt.Fprintln(w)
@@ -194,7 +223,7 @@ func (rep *report) print(w io.Writer) {
 		for _, e := range rep.claim {
 			floor := e.p50[shapeFloor]
 			for _, nm := range claimShapeNames {
-				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", e.engine, nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
+				fmt.Fprintf(w, "| %s | %s | %s | %.2f× |\n", rep.eng(passClaim, e.engine), nm, fmtUS(e.p50[nm]), e.p50[nm]/floor)
 			}
 		}
 		fmt.Fprintln(w)
