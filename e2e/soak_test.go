@@ -85,8 +85,9 @@ func TestSoak(t *testing.T) {
 		}
 		t.Fatalf("%s", rep.lin)
 	}
-	if len(rep.violations) > 0 {
-		t.Fatalf("%d table or answer violations:\n%s", len(rep.violations), strings.Join(rep.violations, "\n"))
+	if n := len(rep.violations); n > 0 {
+		shown := rep.violations[:min(n, 40)]
+		t.Fatalf("%d table or answer violations (the first %d):\n%s", n, len(shown), strings.Join(shown, "\n"))
 	}
 }
 
