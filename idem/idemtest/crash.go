@@ -13,6 +13,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/crashpoint"
 )
 
 // Crash points of Layer 1, each injected by name: the simulated process
@@ -38,105 +39,78 @@ const (
 // CrashPoints lists the crash points in the order of a request's steps.
 var CrashPoints = []string{CrashAfterClaim, CrashAfterHandler, CrashBeforeCompletion, CrashDuringCompletion, CrashDuringRelease}
 
-// Crash phases: which attempt of the request dies.
+// Crash phases (see package crashpoint): which attempt dies.
 const (
-	// PhaseFirst: the first attempt dies.
-	PhaseFirst = "first-attempt"
-	// PhaseRetry: the first attempt fails retryably (the record is left
-	// retryable) and the retry dies.
-	PhaseRetry = "retry"
-	// PhaseTakeover: the first attempt dies holding its claim, its lease
-	// runs out, and the process that takes the claim over dies.
-	PhaseTakeover = "takeover"
+	PhaseFirst    = crashpoint.PhaseFirst
+	PhaseRetry    = crashpoint.PhaseRetry
+	PhaseTakeover = crashpoint.PhaseTakeover
 )
 
 // CrashPhases lists the phases.
-var CrashPhases = []string{PhaseFirst, PhaseRetry, PhaseTakeover}
-
-// errCrashed is what a dead process's calls return once the test ends.
-var errCrashed = errors.New("idemtest: the process crashed")
+var CrashPhases = crashpoint.Phases
 
 // dyingStore is one simulated process's view of the store: at its crash
 // point the process dies, and from then on none of its calls reach the
 // store (each blocks until the test ends).
 type dyingStore struct {
 	idem.Store
-	point string
-	dead  chan struct{}
-	once  sync.Once
-	end   <-chan struct{}
+	*crashpoint.Process
 }
 
 func newDying(s idem.Store, point string, end <-chan struct{}) *dyingStore {
-	return &dyingStore{Store: s, point: point, dead: make(chan struct{}), end: end}
-}
-
-// die kills the process: the calling goroutine stops until the test ends.
-func (d *dyingStore) die() error {
-	d.once.Do(func() { close(d.dead) })
-	<-d.end
-	return errCrashed
-}
-
-func (d *dyingStore) isDead() bool {
-	select {
-	case <-d.dead:
-		return true
-	default:
-		return false
-	}
+	return &dyingStore{Store: s, Process: crashpoint.New(point, end)}
 }
 
 func (d *dyingStore) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
-	if d.isDead() {
-		return idem.ClaimResult{}, d.die()
+	if d.Dead() {
+		return idem.ClaimResult{}, d.Die()
 	}
 	r, err := d.Store.Claim(ctx, rec, now)
-	if err == nil && d.point == CrashAfterClaim && r.Decision != idem.Exists {
-		return idem.ClaimResult{}, d.die()
+	if err == nil && d.Point == CrashAfterClaim && r.Decision != idem.Exists {
+		return idem.ClaimResult{}, d.Die()
 	}
 	return r, err
 }
 
 func (d *dyingStore) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
-	if d.isDead() || d.point == CrashBeforeCompletion {
-		return d.die()
+	if d.Dead() || d.Point == CrashBeforeCompletion {
+		return d.Die()
 	}
 	err := d.Store.Complete(ctx, claim, out, now)
-	if d.point == CrashDuringCompletion {
-		return d.die()
+	if d.Point == CrashDuringCompletion {
+		return d.Die()
 	}
 	return err
 }
 
 func (d *dyingStore) Release(ctx context.Context, id, owner string, now time.Time) error {
-	if d.isDead() {
-		return d.die()
+	if d.Dead() {
+		return d.Die()
 	}
 	err := d.Store.Release(ctx, id, owner, now)
-	if d.point == CrashDuringRelease {
-		return d.die()
+	if d.Point == CrashDuringRelease {
+		return d.Die()
 	}
 	return err
 }
 
 func (d *dyingStore) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
-	if d.isDead() {
-		return d.die()
+	if d.Dead() {
+		return d.Die()
 	}
 	return d.Store.Renew(ctx, id, owner, leaseExpires, now)
 }
 
 func (d *dyingStore) Delete(ctx context.Context, id, owner string, now time.Time) error {
-	if d.isDead() {
-		return d.die()
+	if d.Dead() {
+		return d.Die()
 	}
 	return d.Store.Delete(ctx, id, owner, now)
 }
 
 func (d *dyingStore) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
-	if d.isDead() {
-		return idem.Record{}, false, d.die()
+	if d.Dead() {
+		return idem.Record{}, false, d.Die()
 	}
 	return d.Store.Get(ctx, id, now)
 }
@@ -239,8 +213,8 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 			} else {
 				committedNoTx.Add(1)
 			}
-			if d != nil && d.point == CrashAfterHandler {
-				return nil, d.die()
+			if d != nil && d.Point == CrashAfterHandler {
+				return nil, d.Die()
 			}
 			return fmt.Appendf(nil, `{"execution":%d}`, n), nil
 		}
@@ -267,7 +241,7 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 			_, _, _ = call(g, work(d, point == CrashDuringRelease))
 		}()
 		select {
-		case <-d.dead:
+		case <-d.Died():
 		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
 			t.Fatalf("the process never reached its crash point %s", point)
 		}

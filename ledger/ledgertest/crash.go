@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/crashpoint"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/identity"
 )
@@ -37,95 +38,70 @@ const (
 // CrashPoints lists the crash points in the order of an effect's steps.
 var CrashPoints = []string{CrashAfterClaim, CrashAfterProvider, CrashBeforeCompletion, CrashDuringCompletion, CrashDuringRelease}
 
-// Crash phases: which attempt dies.
+// Crash phases (see package crashpoint): which attempt dies.
 const (
-	// PhaseFirst: the first attempt dies.
-	PhaseFirst = "first-attempt"
-	// PhaseRetry: the first attempt is released (not sent) and the retry
-	// dies.
-	PhaseRetry = "retry"
-	// PhaseTakeover: the first attempt dies holding its claim, its lease
-	// runs out, and the executor that takes it over dies.
-	PhaseTakeover = "takeover"
+	PhaseFirst    = crashpoint.PhaseFirst
+	PhaseRetry    = crashpoint.PhaseRetry
+	PhaseTakeover = crashpoint.PhaseTakeover
 )
 
 // CrashPhases lists the phases.
-var CrashPhases = []string{PhaseFirst, PhaseRetry, PhaseTakeover}
-
-var errCrashed = errors.New("ledgertest: the executor crashed")
+var CrashPhases = crashpoint.Phases
 
 // dyingStore is one simulated executor's view of the store.
 type dyingStore struct {
 	ledger.Store
-	point string
-	dead  chan struct{}
-	once  sync.Once
-	end   <-chan struct{}
-}
-
-func (d *dyingStore) die() error {
-	d.once.Do(func() { close(d.dead) })
-	<-d.end
-	return errCrashed
-}
-
-func (d *dyingStore) isDead() bool {
-	select {
-	case <-d.dead:
-		return true
-	default:
-		return false
-	}
+	*crashpoint.Process
 }
 
 func (d *dyingStore) Create(ctx context.Context, rec *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
-	if d.isDead() {
-		return false, nil, d.die()
+	if d.Dead() {
+		return false, nil, d.Die()
 	}
 	won, cur, err := d.Store.Create(ctx, rec, now)
-	if err == nil && won && d.point == CrashAfterClaim {
-		return false, nil, d.die()
+	if err == nil && won && d.Point == CrashAfterClaim {
+		return false, nil, d.Die()
 	}
 	return won, cur, err
 }
 
 func (d *dyingStore) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
-	if d.isDead() {
-		return false, nil, d.die()
+	if d.Dead() {
+		return false, nil, d.Die()
 	}
 	completion := next.State == ledger.StateCompleted
-	if completion && d.point == CrashBeforeCompletion {
-		return false, nil, d.die()
+	if completion && d.Point == CrashBeforeCompletion {
+		return false, nil, d.Die()
 	}
 	ok, cur, err := d.Store.Replace(ctx, next, want, now)
 	if err == nil && ok {
 		reclaim := next.Attempt == want.Attempt+1
-		if (reclaim && d.point == CrashAfterClaim) ||
-			(completion && d.point == CrashDuringCompletion) ||
-			(next.State == ledger.StateReleased && d.point == CrashDuringRelease) {
-			return false, nil, d.die()
+		if (reclaim && d.Point == CrashAfterClaim) ||
+			(completion && d.Point == CrashDuringCompletion) ||
+			(next.State == ledger.StateReleased && d.Point == CrashDuringRelease) {
+			return false, nil, d.Die()
 		}
 	}
 	return ok, cur, err
 }
 
 func (d *dyingStore) Get(ctx context.Context, key string) (*ledger.Record, error) {
-	if d.isDead() {
-		return nil, d.die()
+	if d.Dead() {
+		return nil, d.Die()
 	}
 	return d.Store.Get(ctx, key)
 }
 
 func (d *dyingStore) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
-	if d.isDead() {
-		return nil, d.die()
+	if d.Dead() {
+		return nil, d.Die()
 	}
 	return d.Store.ListByRun(ctx, runID)
 }
 
 func (d *dyingStore) AddRunRef(ctx context.Context, key, runID string, expiresAt time.Time) error {
-	if d.isDead() {
-		return d.die()
+	if d.Dead() {
+		return d.Die()
 	}
 	return d.Store.AddRunRef(ctx, key, runID, expiresAt)
 }
@@ -217,14 +193,14 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 				return nil, ledger.NotSent(errors.New("connection refused"))
 			}
 			v := p.deliver(c.ProviderKey)
-			if d != nil && d.point == CrashAfterProvider {
-				return nil, d.die()
+			if d != nil && d.Point == CrashAfterProvider {
+				return nil, d.Die()
 			}
 			return v, nil
 		}
 	}
 	crash := func(point string) {
-		d := &dyingStore{Store: store, point: point, dead: make(chan struct{}), end: end}
+		d := &dyingStore{Store: store, Process: crashpoint.New(point, end)}
 		l := executor(d)
 		dead.Add(1)
 		go func() {
@@ -232,7 +208,7 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 			_, _ = l.Do(context.Background(), eff, fn(d, point == CrashDuringRelease))
 		}()
 		select {
-		case <-d.dead:
+		case <-d.Died():
 		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
 			t.Fatalf("the executor never reached its crash point %s", point)
 		}
