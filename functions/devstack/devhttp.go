@@ -78,6 +78,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writePolicyError(w, refuse, reqID)
 		return
 	}
+	// A major this host does not serve, on every route (the seams too).
+	if e := apifn.VersionRefusal(r.Header.Values(apifn.HeaderVersion)); e != nil {
+		g.writeEnvelope(w, reqID, e)
+		return
+	}
 	if e, allow := methodRefusal(r.Method, rawPath); e != nil {
 		w.Header().Set("Allow", allow)
 		g.writePolicyError(w, e, reqID)

@@ -13,7 +13,9 @@
 // GET /.well-known/openwop (getCapabilities, no credential) and POST
 // /api/v1/inbound/work-orders/test (the ERP policy's format-validation
 // route: no credential, no Idempotency-Key, never an idempotency record).
-// Any other path is
+// A request whose OpenWOP-Version names a major this host does not
+// serve is 406 protocol_version_unsupported on every route, before
+// anything else (VersionRefusal). Any other path is
 // 404 not_found and a known path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header. Errors use the envelope {error, message, details?}.
@@ -236,6 +238,9 @@ func notFoundErr() *apierr.Error {
 // route dispatches on the raw path (still percent-encoded, so `%2F` inside a
 // runId is not a separator) and the method, through Routes.
 func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if e := versionRefusal(ev.Headers); e != nil {
+		return errResp(e), nil
+	}
 	path := ev.RawPath
 	if path == "" {
 		path = ev.RequestContext.HTTP.Path
