@@ -99,6 +99,14 @@ func (c *wireClient) check(method, template string, r wireResp) {
 		}
 		return
 	}
+	if template != "" {
+		if bodiless, err := c.o.Bodiless(method, template, r.status); err == nil && bodiless {
+			if len(r.body) != 0 {
+				c.t.Errorf("%s %s %d answered a body the contract lists none for: %q", method, template, r.status, r.body)
+			}
+			return
+		}
+	}
 	ct := r.header.Get("Content-Type")
 	if strings.HasPrefix(ct, "text/event-stream") {
 		c.checkSSE(template, r)
@@ -300,6 +308,31 @@ func TestDevWireSchemas(t *testing.T) {
 	if r := c.do("HEAD", "/runs/{runId}", p, keyB, ""); r.status != 403 {
 		t.Fatalf("HEAD by another tenant: %d", r.status)
 	}
+	// A conditional read: the current ETag (or its weak form) gets 304
+	// with no body and the ETag; another tag gets the snapshot.
+	for _, inm := range []string{snap.header.Get("ETag"), "W/" + snap.header.Get("ETag"), "*"} {
+		if r := c.do("GET", "/runs/{runId}", p, keyA, "", "If-None-Match", inm); r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != snap.header.Get("ETag") {
+			t.Fatalf("If-None-Match %s: %d %v %q", inm, r.status, r.header, r.body)
+		}
+	}
+	if r := c.do("GET", "/runs/{runId}", p, keyA, "", "If-None-Match", `"other"`); r.status != 200 || r.json["runId"] != id {
+		t.Fatalf("a non-matching If-None-Match: %d %s", r.status, r.body)
+	}
+	// A major this host does not serve: 406 on every route, the envelope
+	// listing what it serves.
+	for _, v := range []string{"1", "9"} {
+		for _, rt := range [][3]string{{"GET", "/.well-known/openwop", "/.well-known/openwop"}, {"POST", "/runs", "/runs"}, {"GET", "/runs/{runId}", p}} {
+			body := ""
+			if rt[0] == "POST" {
+				body = `{"workflowId":"conformance-noop"}`
+			}
+			r := c.do(rt[0], rt[1], rt[2], keyA, body, "OpenWOP-Version", v)
+			d, _ := r.json["details"].(map[string]any)
+			if pv, _ := d["protocolVersions"].([]any); r.status != 406 || r.json["error"] != "protocol_version_unsupported" || len(pv) != 1 || pv[0] != settings.ProtocolVersion {
+				t.Fatalf("OpenWOP-Version %s on %s %s: %d %s", v, rt[0], rt[1], r.status, r.body)
+			}
+		}
+	}
 	c.do("GET", "/runs/{runId}", p, "", "")
 	c.do("GET", "/runs/{runId}", p, keyB, "")
 	c.do("GET", "/runs/{runId}", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz", keyA, "")
@@ -403,6 +436,7 @@ func TestDevWireSchemas(t *testing.T) {
 	for _, want := range []string{
 		"GET /.well-known/openwop 200", "POST /runs 201", "POST /runs 400", "POST /runs 401", "POST /runs 409",
 		"POST /runs 413", "POST /runs 415", "POST /runs 503", "GET /runs 405", "GET /runs/{runId} 200", "HEAD /runs/{runId} 200",
+		"GET /runs/{runId} 304", "GET /runs/{runId} 406", "GET /.well-known/openwop 406", "POST /runs 406",
 		"GET /runs/{runId} 400", "GET /runs/{runId} 401", "GET /runs/{runId} 403", "GET /runs/{runId} 404", "DELETE /runs/{runId} 405",
 		"POST /runs/{runId}/cancel 200", "POST /runs/{runId}/cancel 409", "POST /runs/{runId}/cancel 404",
 		"GET /runs/{runId}/effects 200", "GET /runs/{runId}/effects 404", "GET /runs/{runId}/events 200", "GET /runs/{runId}/events 400",
