@@ -58,6 +58,11 @@ func (r Run) LogBase() int64 {
 // timestamp) are not compared, nor the payload's x- extension members
 // (this host's note of how an outcome came about: a replay resolves what
 // the source performed).
+//
+// A fork whose prefix leaves a node open (RestartedNode) re-executes that
+// node from its start, so its first own node event is a fresh node.started
+// the source's log from fromSeq has no counterpart for: it is not
+// compared, and not counted as a place.
 func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
 	if !r.IsReplay() || !nodeEvent(ev.Type) {
 		return nil
@@ -66,6 +71,14 @@ func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
 	for _, e := range r.Log {
 		if nodeEvent(e.Type) {
 			k++
+		}
+	}
+	if open := r.RestartedNode(); open != "" {
+		if k == 0 && ev.Type == EventNodeStarted && ev.NodeID == open {
+			return nil
+		}
+		if typ, node := r.firstOwnNodeEvent(); k > 0 && typ == EventNodeStarted && node == open {
+			k--
 		}
 	}
 	seq := r.LogBase() + int64(len(r.Log))
@@ -94,6 +107,40 @@ func (r Run) Divergence(ev LogEvent) *ReplayDiverged {
 		return nil
 	}
 	return d
+}
+
+// RestartedNode is the node a fork's inherited prefix leaves open: the
+// prefix's last node event is that node's node.started, so fromSeq falls
+// inside its execution. The fork re-executes it from its start and records
+// a fresh node.started for it first (the prefix boundary is exclusive: the
+// source's event at fromSeq is re-executed, never carried over). "" when
+// r is no fork or its prefix leaves no node open.
+func (r Run) RestartedNode() string {
+	if r.Fork == nil {
+		return ""
+	}
+	for i := len(r.Fork.Inherited) - 1; i >= 0; i-- {
+		e := r.Fork.Inherited[i]
+		if !nodeEvent(e.Type) {
+			continue
+		}
+		if e.Type == EventNodeStarted {
+			return e.NodeID
+		}
+		return ""
+	}
+	return ""
+}
+
+// firstOwnNodeEvent is the type and node of r's first own node event
+// ("" when none).
+func (r Run) firstOwnNodeEvent() (typ, nodeID string) {
+	for _, e := range r.Log {
+		if nodeEvent(e.Type) {
+			return e.Type, e.NodeID
+		}
+	}
+	return "", ""
 }
 
 func nodeEvent(typ string) bool {
