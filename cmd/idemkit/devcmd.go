@@ -139,6 +139,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
+	if *seams {
+		switch os.Getenv(envSupervised) {
+		case "":
+			// The durability seam's kill modes need a process that
+			// restarts this one: become it.
+			return superviseDev(ctx, fs, o, stdout, stderr)
+		case "1":
+			o.Restart = supervisedRestart()
+		}
+	}
 	s, err := devstack.Start(ctx, o)
 	if errors.Is(err, devstack.ErrConfig) {
 		// A bad setting stops start-up before anything is started.

@@ -221,6 +221,15 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	res := newResumer(devResumePass(exec), execfn.DefaultResumeBatch)
 	res.resumed, exec.Parked = wake.kick, res.parked
 	res.idle = min(devIdleResume, max(env.RunStale/2, time.Second))
+	if sm != nil {
+		// The durability seam holds, releases and kills through the
+		// executor's hooks; a run this process finds running, last updated
+		// before it started, was interrupted by the previous process and
+		// is recorded as restored.
+		sm.dur = &durability{runs: k.Runs, policy: env.Webhook, execute: exec.Execute, restart: o.Restart,
+			staleAfter: env.RunStale, resumeEvery: res.idle, held: map[string]bool{}, killAt: map[string]bool{}}
+		exec.Test = execfn.TestHooks{Booted: start, Held: sm.dur.Held, NodeStarted: sm.dur.NodeStarted}
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -275,6 +284,23 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	cancel()
 	wg.Wait()
 	return result
+}
+
+// StartEngine starts the DynamoDB engine o names (Options.Engine, default
+// as Start chooses) on its own, for a process that runs one stack after
+// another on it: the restart supervisor of `idemkit dev
+// --conformance-seams`, whose stacks reach it as Options.Endpoint. It
+// returns the engine's endpoint and the function that stops it.
+func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), err error) {
+	engine := o.Engine
+	if engine == "" {
+		engine = emulator.DefaultDevKind()
+	}
+	m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
+	if err != nil {
+		return "", nil, err
+	}
+	return m.Endpoint, m.Stop, nil
 }
 
 // checkSettings reports a bad setting before anything is started (the

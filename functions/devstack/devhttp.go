@@ -126,7 +126,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: srcIP, UserAgent: r.UserAgent(),
 		},
 	}
-	seam := g.seams != nil && isSeamPath(rawPath)
+	seam := g.seams != nil && (isSeamPath(rawPath) || isDurabilityPath(rawPath))
 	if seam || apifn.Authorized(r.Method, rawPath) {
 		// The authorizer function's own Lambda handler, on the request as
 		// API Gateway presents it (header names lower-cased, repeated

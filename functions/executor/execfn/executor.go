@@ -130,6 +130,53 @@ type Executor struct {
 	// Metrics receives the executor's start lag (MetricStartLag) each time
 	// a run is started. Default nil: none.
 	Metrics Metrics
+	// Test holds the hooks only `idemkit dev` and tests set. Default zero.
+	Test TestHooks
+}
+
+// TestHooks are an Executor's hooks for `idemkit dev` (its durability seam
+// under --conformance-seams) and tests; the deployed function leaves them
+// zero.
+type TestHooks struct {
+	// Booted is when this executor's process started. A running run last
+	// updated before it was being driven by an earlier process (killed or
+	// restarted), so when this executor resumes it, it first records
+	// workflow.restored in the run's log. Default zero: only the stale-run
+	// pass records it (a deployed environment has concurrent peers, so
+	// its own start says nothing about another's death).
+	Booted time.Time
+	// Held, when it reports true for a run, keeps the executor from
+	// starting it: the stream record is retried later without counting a
+	// failure (the durability seam's accepted-but-undispatched work).
+	// Default nil.
+	Held func(runID string) bool
+	// NodeStarted, when set, is called once a node.started of a run is
+	// recorded (the durability seam kills the process there). Default nil.
+	NodeStarted func(runID, nodeID string)
+}
+
+// errHeld is Execute's answer for a run TestHooks.Held holds.
+var errHeld = errors.New("executor: the run is held by a test hook")
+
+// EventWorkflowRestored is the run event recorded when a run whose
+// execution was interrupted (its executor stopped without ending it) is
+// resumed by another: by the stale-run pass, or by an executor that
+// started after the run's last update (TestHooks.Booted).
+const EventWorkflowRestored = "workflow.restored"
+
+// restore records workflow.restored in a running run's log before it is
+// resumed, and returns the run as stored afterwards.
+func (x *Executor) restore(ctx context.Context, run runs.Run) (runs.Run, error) {
+	logs, ok := x.Runs.(runs.LogStore)
+	if !ok || run.Status != runs.StatusRunning {
+		return run, nil
+	}
+	r, err := logs.AppendLog(ctx, run.ID, []runs.LogEvent{{Type: EventWorkflowRestored, At: x.now().UTC(), Payload: json.RawMessage(`{}`)}}, x.now())
+	if err != nil {
+		return run, err
+	}
+	x.log().InfoContext(ctx, "executor: resuming an interrupted run", slog.String("run_id", run.ID))
+	return r, nil
 }
 
 // Metrics receives the executor's measurements (bounded dimensions only,
@@ -208,6 +255,12 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 			continue
 		}
 		if err := x.start(ctx, run); err != nil {
+			if errors.Is(err, errHeld) {
+				for _, rest := range recs[i:] {
+					retry = append(retry, rest.EventID)
+				}
+				return retry
+			}
 			if x.giveUp(ctx, run.ID, err) {
 				continue
 			}
@@ -357,6 +410,9 @@ func (x *Executor) started(ctx context.Context, run runs.Run) {
 // effects); it finished or was cancelled meanwhile, or no longer exists
 // (past retention), and nothing is done.
 func (x *Executor) begin(ctx context.Context, runID string) error {
+	if x.Test.Held != nil && x.Test.Held(runID) {
+		return errHeld
+	}
 	run, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", x.now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
@@ -377,6 +433,14 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 // until its effect's next attempt, completed, or failed.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	runID := run.ID
+	if !x.Test.Booted.IsZero() && run.Status == runs.StatusRunning && run.UpdatedAt.Before(x.Test.Booted) {
+		var err error
+		if run, err = x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
+			return nil // ended meanwhile
+		} else if err != nil {
+			return err
+		}
+	}
 	nodeErr := x.runNodes(ctx, run)
 	var later *ledger.RetryLaterError
 	switch {
@@ -492,6 +556,12 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		n++
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
 			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
+		if run.Status == runs.StatusRunning {
+			// Its execution was interrupted: the log says it was resumed.
+			if r, err := x.restore(ctx, run); err == nil {
+				run = r
+			}
+		}
 		if err := x.start(context.WithValue(ctx, triggerKey{}, "stale"), run); err != nil && !x.giveUp(ctx, id, err) {
 			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {

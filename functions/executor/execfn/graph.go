@@ -162,6 +162,9 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 			if err := appendEv(runs.EventNodeStarted, cur, map[string]any{"nodeId": cur, "typeId": node.TypeID}); err != nil {
 				return err
 			}
+			if x.Test.NodeStarted != nil {
+				x.Test.NodeStarted(run.ID, cur)
+			}
 		}
 		out, err := x.execNode(ctx, run, node, n, in)
 		var nf *NodeFailedError
