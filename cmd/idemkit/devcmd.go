@@ -96,7 +96,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.Usage())
 		}
 	}
-	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
+	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry), the seams-only fixtures (conformance-multi-node, conformance-cancellable, conformance-failure) and the durability seam (/host/durability/kill, /host/durability/bound; dev then runs as its own restart supervisor, the stack in a child process it starts again when the seam kills it); for running the conformance suite, never in production")
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (default 0: the idem default, 5s)")
 	reauth, err := devstack.DeployedReauthorizeEvery()
 	if err != nil {

@@ -132,7 +132,8 @@ func TestDevDurabilitySeamKillsAndRestarts(t *testing.T) {
 }
 
 // TestDevDurabilitySeamOnlyUnderTheSeams: without --conformance-seams the
-// durability seam's paths are the api's 404; with it but no restart
+// durability seam's and the idempotency hold's paths are the api's 404
+// (the hold refuses a malformed body 400 with it); with it but no restart
 // supervisor (idemkit dev in this process) the kill modes answer 409
 // idemkit.durability_unsupervised and kill nothing, while
 // duplicate-delivery, which kills nothing, is served.
@@ -144,11 +145,19 @@ func TestDevDurabilitySeamOnlyUnderTheSeams(t *testing.T) {
 			t.Fatalf("%s without the seams: %d", path, r.StatusCode)
 		}
 	}
+	if r, _ := testutil.DoJSON(t, "POST", plain+"/conformance/seams/sample/test/idempotency/hold", `{"key":"k","holdMs":1000}`, "Authorization", testutil.Bearer(key)); r.StatusCode != 404 {
+		t.Fatalf("the idempotency hold without the seams: %d", r.StatusCode)
+	}
 	_, base := startDevInProcess(t, "--emulator", "moto", "--api-key", key+"=acme", "--conformance-seams")
 	for _, mode := range []string{"after-accept", "during-execution"} {
 		r, m := testutil.DoJSON(t, "POST", base+"/host/durability/kill", `{"mode":"`+mode+`"}`, "Authorization", testutil.Bearer(key))
 		if r.StatusCode != 409 || m["error"] != "idemkit.durability_unsupervised" {
 			t.Fatalf("%s unsupervised: %d %v", mode, r.StatusCode, m)
+		}
+	}
+	for _, b := range []string{`{}`, `{"key":"k"}`, `{"key":"","holdMs":1}`, `{"key":"k","holdMs":60001}`, `{"key":"k","holdMs":1,"x":1}`} {
+		if r, m := testutil.DoJSON(t, "POST", base+"/conformance/seams/sample/test/idempotency/hold", b, "Authorization", testutil.Bearer(key)); r.StatusCode != 400 || m["error"] != "validation_error" {
+			t.Fatalf("idempotency hold %s: %d %v", b, r.StatusCode, m)
 		}
 	}
 	if r, _ := testutil.DoJSON(t, "GET", base+"/.well-known/openwop", ""); r.StatusCode != 200 {

@@ -25,6 +25,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
@@ -274,22 +275,36 @@ func TestDevWireSchemas(t *testing.T) {
 	c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Content-Type", "text/plain")
 	c.do("GET", "/runs", "/runs", keyA, "")
 
-	// An in-flight duplicate: 409 idempotency_in_flight. Two same-key
-	// requests 300 ms apart; the winner holds conformance-delay for 2 s and
-	// the loser's wait budget is 300 ms, so whichever loses is refused.
+	// An in-flight duplicate: 409 idempotency_in_flight. The seams'
+	// idempotency hold (a dev with --conformance-seams on the same engine)
+	// keeps whichever of two same-key creates claims first in flight until
+	// the other has been answered (its wait budget is 300 ms), and is then
+	// released: no timing decides which answer each gets.
+	_, hbase := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix+"hold-", "--idempotency-wait", "300ms",
+		"--api-key", keyA+"=acme", "--conformance-seams")
+	hc := &wireClient{t: t, o: o, base: hbase, seen: map[string]bool{}}
 	slowKey := "wire-" + client.NewKey()
-	slowBody := `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`
+	hold := func(ms int) {
+		if r, _ := testutil.DoJSON(t, "POST", hbase+"/conformance/seams/sample/test/idempotency/hold", fmt.Sprintf(`{"key":%q,"holdMs":%d}`, slowKey, ms),
+			"Authorization", testutil.Bearer(keyA)); r.StatusCode != 200 {
+			t.Fatalf("hold %d: %d", ms, r.StatusCode)
+		}
+	}
+	hold(60000)
 	slow := make(chan wireResp, 2)
 	for range 2 {
-		go func() { slow <- c.do("POST", "/runs", "/runs", keyA, slowBody, "Idempotency-Key", slowKey) }()
-		time.Sleep(300 * time.Millisecond)
+		go func() {
+			slow <- hc.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Idempotency-Key", slowKey)
+		}()
 	}
-	a, b := <-slow, <-slow
-	if a.status == 201 {
-		a, b = b, a
-	}
+	a := <-slow
+	hold(0)
+	b := <-slow
 	if a.status != 409 || a.json["error"] != "idempotency_in_flight" || b.status != 201 {
 		t.Fatalf("no in-flight refusal: %d %s / %d %s", a.status, a.body, b.status, b.body)
+	}
+	for k := range hc.seen {
+		c.seen[k] = true
 	}
 
 	// getRun and its errors.

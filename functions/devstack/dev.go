@@ -130,8 +130,14 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
+	apiTest := apifn.TestConfig{ConformanceSeams: o.ConformanceSeams}
+	var idemHolds *holds
+	if o.ConformanceSeams {
+		idemHolds = &holds{armed: map[string]*hold{}, taking: map[string]*hold{}}
+		apiTest.Hold = idemHolds.wait
+	}
 	api, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
-		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, Test: apifn.TestConfig{ConformanceSeams: o.ConformanceSeams},
+		CrossRegion: env.CrossRegion, ReplicationLagBoundMs: env.ReplicationLagBoundMs, BaseURL: "http://" + ln.Addr().String(), Logger: logger, Test: apiTest,
 		ReplayFixtures: true})
 	if err != nil {
 		return err
@@ -159,7 +165,7 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 		k.Webhook.Client = env.Webhook.HTTPClient(10 * time.Second)
 		f := &forcedRetry{base: k.Webhook.Client.Transport, armed: map[string]bool{}}
 		k.Webhook.Client.Transport = f
-		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f}
+		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f, holds: idemHolds}
 	}
 	// The graph fixtures' side-effecting nodes post to dev's own loopback
 	// fixture destination when their run names no inputs.url.

@@ -119,6 +119,12 @@ type TestConfig struct {
 	Now func() time.Time
 	// Sleep holds conformance-delay's answer. Default: a timer honouring ctx.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Hold, when set, is called by createRun under the Layer-1 claim of its
+	// Idempotency-Key, before the run is created, and holds the answer as
+	// long as it blocks: `idemkit dev --conformance-seams`'s idempotency
+	// hold seam, which keeps a same-key create in flight for as long as a
+	// test needs (never a sleep race). Default nil: no hold.
+	Hold func(ctx context.Context, tenant, key string) error
 	// ConformanceSeams advertises the conformance seams profile
 	// (conformance.seamsProfile) in the capabilities document. Set only by
 	// `idemkit dev --conformance-seams`, which serves the seams; the api

@@ -14,7 +14,9 @@ import (
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // createRun runs under the Layer-1 claim. A run is written only for a 201:
@@ -37,6 +39,11 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	}
 	if e != nil {
 		return errResp(e), nil
+	}
+	if h.cfg.Test.Hold != nil {
+		if err := h.cfg.Test.Hold(ctx, tenant, header.First(ev.Headers, idem.HeaderKey)); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
 	}
 	switch req.WorkflowID {
 	case webhook.WorkflowUnavailable:
