@@ -17,6 +17,7 @@ import (
 // (no ConformanceSeams): createRun refuses them 400 validation_error and
 // creates nothing, and discovery's fixtures[] does not list them. Wired as
 // `idemkit dev --conformance-seams` wires it, they are listed and created.
+// Either way the api handler serves no seam path (durability, hold): 404.
 func TestSeamFixturesOnlyUnderTheSeams(t *testing.T) {
 	for _, seams := range []bool{false, true} {
 		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
@@ -47,6 +48,15 @@ func TestSeamFixturesOnlyUnderTheSeams(t *testing.T) {
 				t.Errorf("deployed wiring created %s: %d %s", wf, r.StatusCode, r.Body)
 			case seams && r.StatusCode != 201:
 				t.Errorf("seams wiring refused %s: %d %s", wf, r.StatusCode, r.Body)
+			}
+		}
+		// The seams themselves are never the api handler's: only idemkit
+		// dev's gateway serves them, under the flag.
+		for _, path := range []string{"/host/durability/kill", "/host/durability/bound", "/conformance/seams/sample/test/idempotency/hold"} {
+			for _, m := range []string{"GET", "POST"} {
+				if r, _ := f.do(t, ev(m, path, "acme", "", `{}`)); r.StatusCode != 404 {
+					t.Errorf("seams %v: %s %s answered %d", seams, m, path, r.StatusCode)
+				}
 			}
 		}
 		if n := store.Len(); (n != 0) == !seams {
