@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -67,6 +68,24 @@ func TestDevDurabilitySeamKillsAndRestarts(t *testing.T) {
 	if cls["class"] == "" || sum != cls["bound"].(float64) || sum <= 0 {
 		t.Fatalf("declared bound: %v", b)
 	}
+	// read GETs path; ok is false when the process went away under the
+	// request (the seam kills it when it chooses; the supervisor restarts it).
+	read := func(path string) (status int, m map[string]any, ok bool) {
+		req, err := http.NewRequest("GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", testutil.Bearer(key))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil, false
+		}
+		defer resp.Body.Close()
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			return 0, nil, false
+		}
+		return resp.StatusCode, m, true
+	}
 	// final waits for the run's terminal status (through restarts) and
 	// returns its log's event types.
 	final := func(runID string) []string {
@@ -74,19 +93,25 @@ func TestDevDurabilitySeamKillsAndRestarts(t *testing.T) {
 		path := "/runs/" + url.PathEscape(runID)
 		for deadline := time.Now().Add(3 * time.Minute); ; {
 			up()
-			r, m := do("GET", path, "")
-			if r.StatusCode == 200 && (m["status"] == "completed" || m["status"] == "failed" || m["status"] == "cancelled") {
+			st, m, ok := read(path)
+			if ok && st == 200 && (m["status"] == "completed" || m["status"] == "failed" || m["status"] == "cancelled") {
 				if m["status"] != "completed" {
 					t.Fatalf("run %s: %v", runID, m)
 				}
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("run %s not terminal: %d %v\n%s", runID, r.StatusCode, m, p.Log.String())
+				t.Fatalf("run %s not terminal: %d %v\n%s", runID, st, m, p.Log.String())
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
-		_, m := do("GET", path+"/events/poll?timeout=1", "")
+		var m map[string]any
+		for ok := false; !ok; {
+			up()
+			var st int
+			st, m, ok = read(path + "/events/poll?timeout=1")
+			ok = ok && st == 200
+		}
 		var out []string
 		for _, e := range m["events"].([]any) {
 			ev := e.(map[string]any)
