@@ -61,12 +61,19 @@ var conformInFlightLine = regexp.MustCompile(`(?m)^PASS in-flight: (\d+) duplica
 // must have run (it SKIPs when no duplicate overlapped the first request):
 // with its defaults, the conformance-delay fixture holds the first request
 // long enough, and idemkit dev's duplicates wait (bounded) for the winner.
-// A second run with a first request slower than the server's wait bound (5 s)
-// checks the other branch: the duplicates get 409 idempotency_in_flight with
-// Retry-After.
+// A second run with a first request (10 s) far slower than the server's wait
+// bound (a dev of its own with --idempotency-wait 1s) checks the other branch:
+// the duplicates get 409 idempotency_in_flight with Retry-After. The 9 s
+// between the two is the margin a loaded machine has to get the duplicates
+// there (the default 5 s wait and an 8 s body left 3 s, which a loaded
+// machine once used up: every duplicate waited for the winner instead).
 func conformAgainstDev(t *testing.T, url string) {
 	run := func(t *testing.T, want string, args ...string) (dups, got409, waited int) {
 		t.Helper()
+		url := url
+		if len(args) > 0 && strings.HasPrefix(args[0], "http://") {
+			url, args = args[0], args[1:]
+		}
 		var out, errOut bytes.Buffer
 		code := runConform(context.Background(), append(args, url), &out, &errOut)
 		t.Logf("idemkit conform %s:\n%s%s", strings.Join(append(args, url), " "), out.String(), errOut.String())
@@ -89,8 +96,11 @@ func conformAgainstDev(t *testing.T, url string) {
 		run(t, "7 passed, 0 failed", "--api-key", conformDevKeys[0], "--api-key", conformDevKeys[1])
 	})
 	t.Run("in-flight 409", func(t *testing.T) {
-		_, got409, _ := run(t, "6 passed, 0 failed", "--api-key", conformDevKeys[0],
-			"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":8000}}`)
+		e := dynamotest.Start(t, dynamotest.Moto)
+		_, short := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", fmt.Sprintf("cwait%d-", time.Now().UnixNano()),
+			"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--idempotency-wait", "1s")
+		_, got409, _ := run(t, "6 passed, 0 failed", short, "--api-key", conformDevKeys[0],
+			"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":10000}}`)
 		if got409 == 0 {
 			t.Fatal("no duplicate got 409 idempotency_in_flight although the first request outlasted the server's wait")
 		}
