@@ -168,7 +168,8 @@ func clientAgainstDev(t *testing.T, url string) {
 	})
 
 	// The first request answers after 8 s, longer than the server holds a
-	// duplicate (5 s): the duplicate gets 409 in flight with a short
+	// duplicate (1 s here, so the duplicate has 7 s to get there on a
+	// loaded machine): the duplicate gets 409 in flight with a short
 	// Retry-After (the first request's owner is alive), polls again within
 	// the client's default budget and receives the first request's answer.
 	// The seams' idempotency hold (a dev with --conformance-seams) keeps
@@ -182,7 +183,7 @@ func clientAgainstDev(t *testing.T, url string) {
 		}
 		e := dynamotest.Start(t, dynamotest.Moto)
 		_, hurl := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", fmt.Sprintf("chold%d-", time.Now().UnixNano()),
-			"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--conformance-seams")
+			"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--conformance-seams", "--idempotency-wait", "1s")
 		key := client.NewKey()
 		if r, _ := testutil.DoJSON(t, "POST", hurl+"/conformance/seams/sample/test/idempotency/hold", fmt.Sprintf(`{"key":%q,"holdMs":8000}`, key),
 			"Authorization", testutil.Bearer(conformDevKeys[0])); r.StatusCode != 200 {
