@@ -188,7 +188,8 @@ func (d *durability) serve(w http.ResponseWriter, r *http.Request, rawPath, tena
 // kill stages after-accept or during-execution: the run is created held
 // (the executor does not start it), the answer is written, and then the
 // process is killed: at once (after-accept), or at the run's first
-// node.started once it is released to the executor (during-execution).
+// node.started once it is released to the runs stream's delivery
+// (during-execution).
 func (d *durability) kill(w http.ResponseWriter, r *http.Request, tenant, mode, workflowID string) {
 	if d.restart == nil {
 		writeEnvelope(w, apierr.New(http.StatusConflict, codeUnsupervised, "no restart supervisor runs this stack: a killed process would not come back (idemkit dev --conformance-seams runs one)"))
@@ -226,11 +227,13 @@ func (d *durability) kill(w http.ResponseWriter, r *http.Request, tenant, mode, 
 		}()
 		return
 	}
+	// Released to the runs stream's own delivery (retried while held):
+	// one executor drives it to its first node.started, where the process
+	// dies.
 	d.mu.Lock()
 	d.killAt[run.ID] = true
 	delete(d.held, run.ID)
 	d.mu.Unlock()
-	go func() { _ = d.execute(context.Background(), run.ID) }()
 }
 
 // duplicate stages duplicate-delivery: one webhook run whose one effect
