@@ -84,8 +84,15 @@ func isDurabilityPath(rawPath string) bool {
 	return rawPath == durabilityKill || rawPath == durabilityBound
 }
 
-// Held is the executor's TestHooks.Held.
-func (d *durability) Held(runID string) bool {
+// seamStart marks the context of the one start the seam makes itself.
+type seamStart struct{}
+
+// Held is the executor's TestHooks.Held: a held run is started by no one
+// but the seam (its own start carries seamStart).
+func (d *durability) Held(ctx context.Context, runID string) bool {
+	if id, _ := ctx.Value(seamStart{}).(string); id == runID {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.held[runID]
@@ -188,8 +195,7 @@ func (d *durability) serve(w http.ResponseWriter, r *http.Request, rawPath, tena
 // kill stages after-accept or during-execution: the run is created held
 // (the executor does not start it), the answer is written, and then the
 // process is killed: at once (after-accept), or at the run's first
-// node.started once it is released to the runs stream's delivery
-// (during-execution).
+// node.started of the one start the seam makes itself (during-execution).
 func (d *durability) kill(w http.ResponseWriter, r *http.Request, tenant, mode, workflowID string) {
 	if d.restart == nil {
 		writeEnvelope(w, apierr.New(http.StatusConflict, codeUnsupervised, "no restart supervisor runs this stack: a killed process would not come back (idemkit dev --conformance-seams runs one)"))
@@ -227,13 +233,13 @@ func (d *durability) kill(w http.ResponseWriter, r *http.Request, tenant, mode, 
 		}()
 		return
 	}
-	// Released to the runs stream's own delivery (retried while held):
-	// one executor drives it to its first node.started, where the process
-	// dies.
+	// The seam starts it itself, the only start the hold lets through (the
+	// runs stream's delivery stays held), so one executor drives it to its
+	// first node.started, where the process dies.
 	d.mu.Lock()
 	d.killAt[run.ID] = true
-	delete(d.held, run.ID)
 	d.mu.Unlock()
+	go func() { _ = d.execute(context.WithValue(context.Background(), seamStart{}, run.ID), run.ID) }()
 }
 
 // duplicate stages duplicate-delivery: one webhook run whose one effect

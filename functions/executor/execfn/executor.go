@@ -145,11 +145,11 @@ type TestHooks struct {
 	// pass records it (a deployed environment has concurrent peers, so
 	// its own start says nothing about another's death).
 	Booted time.Time
-	// Held, when it reports true for a run, keeps the executor from
-	// starting it: the stream record is retried later without counting a
-	// failure (the durability seam's accepted-but-undispatched work).
-	// Default nil.
-	Held func(runID string) bool
+	// Held, when it reports true for a run (ctx is the start's: a hook
+	// may let its own start through), keeps the executor from starting
+	// it: the stream record is retried later without counting a failure
+	// (the durability seam's accepted-but-undispatched work). Default nil.
+	Held func(ctx context.Context, runID string) bool
 	// NodeStarted, when set, is called once a node.started of a run is
 	// recorded (the durability seam kills the process there). Default nil.
 	NodeStarted func(runID, nodeID string)
@@ -410,7 +410,7 @@ func (x *Executor) started(ctx context.Context, run runs.Run) {
 // effects); it finished or was cancelled meanwhile, or no longer exists
 // (past retention), and nothing is done.
 func (x *Executor) begin(ctx context.Context, runID string) error {
-	if x.Test.Held != nil && x.Test.Held(runID) {
+	if x.Test.Held != nil && x.Test.Held(ctx, runID) {
 		return errHeld
 	}
 	run, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", x.now())

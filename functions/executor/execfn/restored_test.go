@@ -85,7 +85,7 @@ func TestInterruptedRunIsRecordedAsRestored(t *testing.T) {
 		if err := s.runs.Create(ctx, held); err != nil {
 			t.Fatal(err)
 		}
-		s.x.Test.Held = func(id string) bool { return id == held.ID }
+		s.x.Test.Held = func(_ context.Context, id string) bool { return id == held.ID }
 		if retry := s.x.HandleRecords(ctx, []stream.StreamRecord{insert("held-1", held)}); len(retry) != 1 || retry[0] != "held-1" {
 			t.Fatalf("a held run's record: retry %v", retry)
 		}
