@@ -111,9 +111,11 @@ gotest:
 model:
 	sh model/check.sh
 
-## conformance: the public OpenWOP conformance suite (../shared/openwop-conformance)
-## against idemkit dev; prints its `N passed, M failed` lines and fails on a
-## failure or a skip scripts/conformance_verdict.py cannot explain.
+## conformance: the public OpenWOP conformance suite, its wider copy
+## (../shared/openwop-conformance-wide), against idemkit dev in three lanes
+## (default, --conformance-seams, a short in-flight wait); prints its
+## `N passed, M failed` lines and fails on a failure or a skip
+## scripts/conformance_verdict.py cannot explain.
 conformance:
 	bash scripts/conformance.sh
 

@@ -203,11 +203,11 @@ type soakState struct {
 	hook   string
 	client *http.Client
 
-	mu      sync.Mutex
-	keys    []soakKeyed
-	runs    map[string]bool // run ids named by a 2xx of POST /runs
-	bad     []string        // answer violations (a 5xx that is not a 503 with Retry-After)
-	sent    atomic.Int64
+	mu   sync.Mutex
+	keys []soakKeyed
+	runs map[string]bool // run ids named by a 2xx of POST /runs
+	bad  []string        // answer violations (a 5xx that is not a 503 with Retry-After)
+	sent atomic.Int64
 }
 
 func soakID() string {

@@ -19,6 +19,7 @@ import (
 	"github.com/idemkit/idemkit/emf"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // stallStore is a memstore whose chosen calls stall as a stopped store
@@ -190,7 +191,11 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 		t.Run(map[bool]string{false: "lost", true: "landed"}[applied], func(t *testing.T) {
 			s := newStallStore("Complete")
 			s.applied = applied
-			g := stallGuard(t, s, nil)
+			// The Guard's clock stands still, so the first attempt's lease
+			// never lapses before the retry however slowly this machine
+			// gets there (a lapsed lease would make the retry a second
+			// execution); the stall is the request's real deadline.
+			g := stallGuard(t, s, func(c *idem.Config) { c.Test.Clock = ledgertest.NewClock(time.Now()) })
 			h := &handler{}
 			ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
 			r := answerWithin(t, func() events.APIGatewayV2HTTPResponse {

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# make conformance: the public OpenWOP conformance suite (idempotency
-# scenarios, ../shared/openwop-conformance) against `idemkit dev`, target
-# major 2, in two lanes:
+# make conformance: the public OpenWOP conformance suite (the wider copy:
+# idempotency, wire/envelope, run-lifecycle and durability scenarios,
+# ../shared/openwop-conformance-wide) against `idemkit dev`, target major 2,
+# in three lanes:
 #
-#   seams      every scenario, dev with --conformance-seams (the seams
-#              profile the effect scenarios need) and two tenants;
+#   default    every scenario, dev as a user starts it (no seams) and two
+#              tenants;
+#   seams      every scenario, dev with --conformance-seams: the seams
+#              profile the effect scenarios need, the seams-only fixtures
+#              (conformance-multi-node, -cancellable, -failure) and the
+#              durability seam (/host/durability/kill, dev then being its own
+#              restart supervisor, so the kill rows see a real process death);
 #   in-flight  v2-idempotency-in-flight alone, dev with a 200 ms Layer-1 wait
 #              budget, so losers of the same-key race are refused 409
 #              idempotency_in_flight while the winner holds conformance-delay
@@ -14,16 +20,17 @@
 # Each lane prints the suite summarizer's output (one line per test, a
 # per-file table, `N passed, M failed`); scripts/conformance_verdict.py then
 # fails the target on any failure, any skip it cannot explain (a v1-only
-# scenario, or a capability family idemkit does not advertise), or a
-# required scenario not witnessed in full.
+# scenario, a family idemkit does not offer, or in the default lane an
+# exercise only the seams offer), or a required scenario not witnessed in
+# full.
 #
 # The suite folder may be read-only: it is copied to a temporary folder and
 # `npm install`ed there. Without the suite: a failure under CI=true, else a
-# skip with a message. Env: OWC_SUITE (default ../shared/openwop-conformance),
+# skip with a message. Env: OWC_SUITE (default ../shared/openwop-conformance-wide),
 # OWC_KEEP=1 keeps the temporary folder.
 set -uo pipefail
 proj=$(cd "$(dirname "$0")/.." && pwd)
-suite_root=${OWC_SUITE:-$proj/../shared/openwop-conformance}
+suite_root=${OWC_SUITE:-$proj/../shared/openwop-conformance-wide}
 if [ ! -f "$suite_root/conformance/package.json" ]; then
   msg="conformance: suite not found at $suite_root (the ../shared folder beside the clone)"
   if [ "${CI:-}" = true ]; then echo "$msg" >&2; exit 1; fi
@@ -48,6 +55,8 @@ freeport() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0))
 
 (cd "$proj" && go build -o "$work/idemkit" ./cmd/idemkit) || { echo "conformance: cmd/idemkit does not build" >&2; exit 1; }
 cp -r "$suite_root/conformance" "$work/conformance" && cp -r "$suite_root/schemas" "$work/schemas" && chmod -R u+w "$work"
+# spec/v2 data files the wider families read at SCHEMAS_DIR/../spec/v2.
+if [ -d "$suite_root/spec" ]; then cp -r "$suite_root/spec" "$work/spec" && chmod -R u+w "$work/spec"; fi
 if ! (cd "$work/conformance" && npm install --no-audit --no-fund --loglevel=error) >"$work/npm.log" 2>&1; then
   tail -20 "$work/npm.log" >&2; echo "conformance: npm install failed" >&2; exit 1
 fi
@@ -88,7 +97,8 @@ lane() {
   node "$work/conformance/local/summarize.mjs" "$work/$name.jsonl" "$work/$name.vitest.json" | tee "$work/$name.out"
 }
 
+lane default --
 lane seams --conformance-seams --
 lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts
 python3 "$proj/scripts/conformance_verdict.py" "$work/conformance/scenario-majors.json" \
-  "seams=$work/seams.out" "in-flight=$work/in-flight.out"
+  "default=$work/default.out" "seams=$work/seams.out" "in-flight=$work/in-flight.out"

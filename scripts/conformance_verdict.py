@@ -10,15 +10,19 @@ followed by `-> <detail>`, and last `N passed, M failed`. The verdict fails
 
   - any lane reports a failure (M > 0, or an executed-fail line);
   - any test was not executed and its reason is not one of the explained
-    families below (an unexplained skip: a scenario registered for major 1
-    only, or a capability family idemkit does not advertise);
+    ones below (a scenario registered for major 1 only, a family or surface
+    idemkit does not offer, or in the lane without --conformance-seams an
+    exercise only the seams offer);
   - a scenario idemkit must witness in full did not: in the "seams" lane the
     business-key scenario (the provider sees the ledger's key on a forced
     transport retry), the effect-seam manifest, no re-fire on replay, the
     replay's per-ordinal suppression and the effect-ledger keying of real
     rows (the conformance fixtures issue an effect under
-    --conformance-seams); in the "in-flight" lane the in-flight loser leg
-    with its 409 branch run (not a partial witness).
+    --conformance-seams), the five durability rows, the terminal event
+    under duplicate delivery, the fork prefix and the running-run cancel;
+    in both the "default" and "seams" lanes the version-header refusal and
+    every leg of the conditional snapshot read; in the "in-flight" lane the
+    in-flight loser leg with its 409 branch run (not a partial witness).
 
 It prints every skip with its explanation, then one line per lane and a total.
 """
@@ -31,12 +35,35 @@ LINE = re.compile(r"^(executed-pass|executed-fail|inapplicable|skipped|blocked)\
 DETAIL = re.compile(r"^\s+-> (.*)$")
 TOTAL = re.compile(r"^(\d+) passed, (\d+) failed")
 
-# Capability families idemkit does not advertise, recognised by the reason
-# the scenario itself records. (idemkit advertises replay: a skip naming the
-# replay family is unexplained.)
+# Skips explained by the reason the scenario itself records: a family or
+# surface idemkit does not offer (in every lane), or a seams-only exercise
+# skipped in the lane without --conformance-seams (lanes=("default",)): the
+# REQUIRED rows below hold the seams lane to running it. (idemkit
+# advertises replay: a skip naming the replay family is unexplained.)
+# Each row: (substring of the recorded reason, explanation, lanes or None).
 FAMILIES = [
-    ("webhooks family not advertised", "webhook subscriptions are not implemented by idemkit"),
-    ("interrupt family not advertised", "interrupts are not implemented by idemkit"),
+    ("webhooks family not advertised", "webhook subscriptions are not implemented by idemkit", None),
+    ("/webhooks is not mounted on this host", "webhook subscriptions are not implemented by idemkit", None),
+    ("interrupt family not advertised", "interrupts are not implemented by idemkit", None),
+    ("runList family not advertised", "the run list (GET /runs) is not implemented by idemkit", None),
+    ("ancestryEndpointSupported not advertised", "run ancestry (getRunAncestry) is not implemented by idemkit", None),
+    ("does not serve that origin cross-origin", "CORS: idemkit serves no browser origin cross-origin", None),
+    ("one major only", "idemkit serves one major (2): there is no second major to compare", None),
+    ("one major or none", "idemkit serves one major (2): there is no second major to compare", None),
+    ("is served under /v1 either", "idemkit serves one major (2) and nothing under /v1", None),
+    ("no 429 rate_limited response was observed", "idemkit has no rate limit of its own: no probe of the suite meets a 429", None),
+    ("spec/v2/declaration.json is not present in this layout",
+     "the shared suite copy holds no spec/v2/declaration.json (its SOURCES.md says why)", None),
+    ("seams profile not advertised", "a seams-profile scenario: the seams lane runs it", ("default",)),
+    ("the noop fixture issued no external effect",
+     "without the seams conformance-noop issues no effect; the seams lane's noop has one", ("default",)),
+    ("no RFC 0158 durability seam at /host/durability/kill (HTTP 404)",
+     "the durability seam is served only under --conformance-seams: the seams lane runs it", ("default",)),
+    ("no RFC 0158 durability test hook at /host/durability/kill (HTTP 404)",
+     "the durability seam is served only under --conformance-seams: the seams lane runs it", ("default",)),
+    ("conformance-failure fixture not advertised", "a seams-only fixture: the seams lane runs it", ("default",)),
+    ("conformance-cancellable fixture not advertised", "a seams-only fixture: the seams lane runs it", ("default",)),
+    ("conformance-multi-node fixture not advertised", "a seams-only fixture: the seams lane runs it", ("default",)),
 ]
 
 # (lane, file, test substring) that must be an executed pass with no
@@ -47,9 +74,26 @@ REQUIRED = [
     ("seams", "v2-effect-seam-no-refire.test.ts", "no re-fire on replay"),
     ("seams", "v2-replay-suppression-ordinal.test.ts", "its own ordinal"),
     ("seams", "v2-effect-ledger-keying.test.ts", "every row is keyed"),
+    ("seams", "v2-durability-recovery.test.ts", "survives a kill before dispatch"),
+    ("seams", "v2-durability-recovery.test.ts", "real process death"),
+    ("seams", "v2-durability-recovery.test.ts", "delivered twice fires each effect exactly once"),
+    ("seams", "v2-durability-recovery.test.ts", "bound is derived"),
+    ("seams", "v2-durability-recovery.test.ts", "deterministically failing work"),
+    ("seams", "v2-terminal-event-once.test.ts", "work delivered twice"),
+    ("seams", "v2-run-fork-prefix.test.ts", "inherits exactly [0, fromSeq)"),
+    ("seams", "v2-run-cancel.test.ts", "cancelling a running run"),
     ("in-flight", "v2-idempotency-in-flight.test.ts", "each loser"),
     ("in-flight", "v2-idempotency-in-flight.test.ts", "exactly one run"),
 ]
+for lane in ("default", "seams"):
+    REQUIRED += [
+        (lane, "v2-version-header-honored.test.ts", "honored or refused"),
+        (lane, "v2-run-snapshot-etag.test.ts", "matching If-None-Match receives 304"),
+        (lane, "v2-run-snapshot-etag.test.ts", "evaluated as RFC 9110 defines it"),
+        (lane, "v2-run-snapshot-etag.test.ts", "304 carries the ETag and the Vary"),
+        (lane, "v2-run-snapshot-etag.test.ts", "no-cache does not suppress"),
+        (lane, "v2-run-snapshot-etag.test.ts", "does not exist gets the unconditional status"),
+    ]
 
 
 def parse(path):
@@ -71,12 +115,12 @@ def parse(path):
     return tests, total
 
 
-def explain(t, majors):
+def explain(t, majors, lane):
     lanes = majors.get(t["file"])
     if lanes is not None and 2 not in lanes:
         return "v1-only scenario (registered for target major %s; a v2 host is measured at major 2)" % "/".join(map(str, lanes))
-    for needle, why in FAMILIES:
-        if needle in t["detail"]:
+    for needle, why, only in FAMILIES:
+        if needle in t["detail"] and (only is None or lane in only):
             return why
     return None
 
@@ -112,7 +156,7 @@ def main(argv):
         for t in tests:
             if t["disposition"] in ("executed-pass", "executed-fail"):
                 continue
-            why = explain(t, majors)
+            why = explain(t, majors, lane)
             if why is None:
                 ok = False
                 print("UNEXPLAINED SKIP [%s] %s :: %s\n        %s: %s" % (lane, t["file"], t["test"], t["disposition"], t["detail"]))

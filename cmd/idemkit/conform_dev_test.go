@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"github.com/idemkit/idemkit/internal/dynamotest"
 	"io"
 	"net/http"
 	"os/exec"
@@ -59,12 +61,19 @@ var conformInFlightLine = regexp.MustCompile(`(?m)^PASS in-flight: (\d+) duplica
 // must have run (it SKIPs when no duplicate overlapped the first request):
 // with its defaults, the conformance-delay fixture holds the first request
 // long enough, and idemkit dev's duplicates wait (bounded) for the winner.
-// A second run with a first request slower than the server's wait bound (5 s)
-// checks the other branch: the duplicates get 409 idempotency_in_flight with
-// Retry-After.
+// A second run with a first request (10 s) far slower than the server's wait
+// bound (a dev of its own with --idempotency-wait 1s) checks the other branch:
+// the duplicates get 409 idempotency_in_flight with Retry-After. The 9 s
+// between the two is the margin a loaded machine has to get the duplicates
+// there (the default 5 s wait and an 8 s body left 3 s, which a loaded
+// machine once used up: every duplicate waited for the winner instead).
 func conformAgainstDev(t *testing.T, url string) {
 	run := func(t *testing.T, want string, args ...string) (dups, got409, waited int) {
 		t.Helper()
+		url := url
+		if len(args) > 0 && strings.HasPrefix(args[0], "http://") {
+			url, args = args[0], args[1:]
+		}
 		var out, errOut bytes.Buffer
 		code := runConform(context.Background(), append(args, url), &out, &errOut)
 		t.Logf("idemkit conform %s:\n%s%s", strings.Join(append(args, url), " "), out.String(), errOut.String())
@@ -87,8 +96,11 @@ func conformAgainstDev(t *testing.T, url string) {
 		run(t, "7 passed, 0 failed", "--api-key", conformDevKeys[0], "--api-key", conformDevKeys[1])
 	})
 	t.Run("in-flight 409", func(t *testing.T) {
-		_, got409, _ := run(t, "6 passed, 0 failed", "--api-key", conformDevKeys[0],
-			"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":8000}}`)
+		e := dynamotest.Start(t, dynamotest.Moto)
+		_, short := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", fmt.Sprintf("cwait%d-", time.Now().UnixNano()),
+			"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--idempotency-wait", "1s")
+		_, got409, _ := run(t, "6 passed, 0 failed", short, "--api-key", conformDevKeys[0],
+			"--slow-body", `{"workflowId":"conformance-delay","inputs":{"delayMs":10000}}`)
 		if got409 == 0 {
 			t.Fatal("no duplicate got 409 idempotency_in_flight although the first request outlasted the server's wait")
 		}
@@ -156,37 +168,52 @@ func clientAgainstDev(t *testing.T, url string) {
 	})
 
 	// The first request answers after 8 s, longer than the server holds a
-	// duplicate (5 s): the duplicate gets 409 in flight with a short
+	// duplicate (1 s here, so the duplicate has 7 s to get there on a
+	// loaded machine): the duplicate gets 409 in flight with a short
 	// Retry-After (the first request's owner is alive), polls again within
 	// the client's default budget and receives the first request's answer.
+	// The seams' idempotency hold (a dev with --conformance-seams) keeps
+	// whichever of the two same-key creates claims first in flight for the
+	// 8 s; both are sent at once, so which one wins is decided by the
+	// server, not by a sleep, and the checks hold for either.
 	t.Run("first request answers after 8 s within the default budget", func(t *testing.T) {
 		c1, err := client.New(client.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx := client.WithKey(context.Background(), client.NewKey())
-		body := `{"workflowId":"conformance-delay","inputs":{"delayMs":8000}}`
+		e := dynamotest.Start(t, dynamotest.Moto)
+		_, hurl := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", fmt.Sprintf("chold%d-", time.Now().UnixNano()),
+			"--api-key", conformDevKeys[0]+"=conform-tenant-a", "--conformance-seams", "--idempotency-wait", "1s")
+		key := client.NewKey()
+		if r, _ := testutil.DoJSON(t, "POST", hurl+"/conformance/seams/sample/test/idempotency/hold", fmt.Sprintf(`{"key":%q,"holdMs":8000}`, key),
+			"Authorization", testutil.Bearer(conformDevKeys[0])); r.StatusCode != 200 {
+			t.Fatalf("hold: %d", r.StatusCode)
+		}
+		ctx := client.WithKey(context.Background(), key)
 		type res struct {
 			r   *client.Response
 			m   map[string]any
 			err error
 		}
-		first := make(chan res, 1)
-		go func() {
-			r, m, err := conformDevPost(ctx, c1, url, body)
-			first <- res{r, m, err}
-		}()
-		time.Sleep(300 * time.Millisecond)
-		r2, m2, err := conformDevPost(ctx, c1, url, body)
-		if err != nil {
-			t.Fatal(err)
+		both := make(chan res, 2)
+		for range 2 {
+			go func() {
+				r, m, err := conformDevPost(ctx, c1, hurl, `{"workflowId":"conformance-noop","inputs":{}}`)
+				both <- res{r, m, err}
+			}()
 		}
-		f := <-first
-		if f.err != nil || f.r.StatusCode != 201 || f.r.Replayed {
-			t.Fatalf("first: %v %+v", f.err, f.r)
+		f, d := <-both, <-both
+		if f.err != nil || d.err != nil {
+			t.Fatalf("errors: %v / %v", f.err, d.err)
 		}
-		if r2.StatusCode != 201 || !r2.Replayed || m2["runId"] == nil || m2["runId"] != f.m["runId"] || r2.Attempts < 2 {
-			t.Fatalf("duplicate: %d %v %+v (first %v)", r2.StatusCode, m2, r2.Result, f.m)
+		if f.r.Replayed {
+			f, d = d, f
+		}
+		if f.r.StatusCode != 201 || f.r.Replayed || f.r.Attempts != 1 {
+			t.Fatalf("first: %+v", f.r)
+		}
+		if d.r.StatusCode != 201 || !d.r.Replayed || d.m["runId"] == nil || d.m["runId"] != f.m["runId"] || d.r.Attempts < 2 {
+			t.Fatalf("duplicate: %d %v %+v (first %v)", d.r.StatusCode, d.m, d.r.Result, f.m)
 		}
 	})
 

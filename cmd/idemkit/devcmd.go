@@ -96,7 +96,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fs.Var(settingFlag{s: s, vals: settings}, s.Flag, s.Usage())
 		}
 	}
-	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry); for running the conformance suite, never in production")
+	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry), the seams-only fixtures (conformance-multi-node, conformance-cancellable, conformance-failure) and the durability seam (/host/durability/kill, /host/durability/bound; dev then runs as its own restart supervisor, the stack in a child process it starts again when the seam kills it); for running the conformance suite, never in production")
 	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (under the commerce policy: the pending action, 202 with Retry-After) (default 0: the idem default, 5s)")
 	reauth, err := devstack.DeployedReauthorizeEvery()
 	if err != nil {
@@ -139,6 +139,16 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
+	if *seams {
+		switch os.Getenv(envSupervised) {
+		case "":
+			// The durability seam's kill modes need a process that
+			// restarts this one: become it.
+			return superviseDev(ctx, fs, o, stdout, stderr)
+		case "1":
+			o.Restart = supervisedRestart()
+		}
+	}
 	s, err := devstack.Start(ctx, o)
 	if errors.Is(err, devstack.ErrConfig) {
 		// A bad setting stops start-up before anything is started.

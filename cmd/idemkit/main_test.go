@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,12 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-func TestMain(m *testing.M) { dynamotest.Main(m) }
+// TestMain runs `idemkit dev --conformance-seams` in the test process, with
+// no restart supervisor (devsuper.go), so its in-process tests serve it.
+func TestMain(m *testing.M) {
+	os.Setenv(envSupervised, "0")
+	dynamotest.Main(m)
+}
 
 func TestDispatchUsage(t *testing.T) {
 	for _, c := range []struct {

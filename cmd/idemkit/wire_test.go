@@ -25,6 +25,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger/semantic"
 )
@@ -98,6 +99,14 @@ func (c *wireClient) check(method, template string, r wireResp) {
 			c.t.Errorf("HEAD %s answered a body: %q", template, r.body)
 		}
 		return
+	}
+	if template != "" {
+		if bodiless, err := c.o.Bodiless(method, template, r.status); err == nil && bodiless {
+			if len(r.body) != 0 {
+				c.t.Errorf("%s %s %d answered a body the contract lists none for: %q", method, template, r.status, r.body)
+			}
+			return
+		}
 	}
 	ct := r.header.Get("Content-Type")
 	if strings.HasPrefix(ct, "text/event-stream") {
@@ -266,22 +275,36 @@ func TestDevWireSchemas(t *testing.T) {
 	c.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Content-Type", "text/plain")
 	c.do("GET", "/runs", "/runs", keyA, "")
 
-	// An in-flight duplicate: 409 idempotency_in_flight. Two same-key
-	// requests 300 ms apart; the winner holds conformance-delay for 2 s and
-	// the loser's wait budget is 300 ms, so whichever loses is refused.
+	// An in-flight duplicate: 409 idempotency_in_flight. The seams'
+	// idempotency hold (a dev with --conformance-seams on the same engine)
+	// keeps whichever of two same-key creates claims first in flight until
+	// the other has been answered (its wait budget is 300 ms), and is then
+	// released: no timing decides which answer each gets.
+	_, hbase := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix+"hold-", "--idempotency-wait", "300ms",
+		"--api-key", keyA+"=acme", "--conformance-seams")
+	hc := &wireClient{t: t, o: o, base: hbase, seen: map[string]bool{}}
 	slowKey := "wire-" + client.NewKey()
-	slowBody := `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`
+	hold := func(ms int) {
+		if r, _ := testutil.DoJSON(t, "POST", hbase+"/conformance/seams/sample/test/idempotency/hold", fmt.Sprintf(`{"key":%q,"holdMs":%d}`, slowKey, ms),
+			"Authorization", testutil.Bearer(keyA)); r.StatusCode != 200 {
+			t.Fatalf("hold %d: %d", ms, r.StatusCode)
+		}
+	}
+	hold(60000)
 	slow := make(chan wireResp, 2)
 	for range 2 {
-		go func() { slow <- c.do("POST", "/runs", "/runs", keyA, slowBody, "Idempotency-Key", slowKey) }()
-		time.Sleep(300 * time.Millisecond)
+		go func() {
+			slow <- hc.do("POST", "/runs", "/runs", keyA, `{"workflowId":"conformance-noop"}`, "Idempotency-Key", slowKey)
+		}()
 	}
-	a, b := <-slow, <-slow
-	if a.status == 201 {
-		a, b = b, a
-	}
+	a := <-slow
+	hold(0)
+	b := <-slow
 	if a.status != 409 || a.json["error"] != "idempotency_in_flight" || b.status != 201 {
 		t.Fatalf("no in-flight refusal: %d %s / %d %s", a.status, a.body, b.status, b.body)
+	}
+	for k := range hc.seen {
+		c.seen[k] = true
 	}
 
 	// getRun and its errors.
@@ -299,6 +322,31 @@ func TestDevWireSchemas(t *testing.T) {
 	}
 	if r := c.do("HEAD", "/runs/{runId}", p, keyB, ""); r.status != 403 {
 		t.Fatalf("HEAD by another tenant: %d", r.status)
+	}
+	// A conditional read: the current ETag (or its weak form) gets 304
+	// with no body and the ETag; another tag gets the snapshot.
+	for _, inm := range []string{snap.header.Get("ETag"), "W/" + snap.header.Get("ETag"), "*"} {
+		if r := c.do("GET", "/runs/{runId}", p, keyA, "", "If-None-Match", inm); r.status != 304 || len(r.body) != 0 || r.header.Get("ETag") != snap.header.Get("ETag") {
+			t.Fatalf("If-None-Match %s: %d %v %q", inm, r.status, r.header, r.body)
+		}
+	}
+	if r := c.do("GET", "/runs/{runId}", p, keyA, "", "If-None-Match", `"other"`); r.status != 200 || r.json["runId"] != id {
+		t.Fatalf("a non-matching If-None-Match: %d %s", r.status, r.body)
+	}
+	// A major this host does not serve: 406 on every route, the envelope
+	// listing what it serves.
+	for _, v := range []string{"1", "9"} {
+		for _, rt := range [][3]string{{"GET", "/.well-known/openwop", "/.well-known/openwop"}, {"POST", "/runs", "/runs"}, {"GET", "/runs/{runId}", p}} {
+			body := ""
+			if rt[0] == "POST" {
+				body = `{"workflowId":"conformance-noop"}`
+			}
+			r := c.do(rt[0], rt[1], rt[2], keyA, body, "OpenWOP-Version", v)
+			d, _ := r.json["details"].(map[string]any)
+			if pv, _ := d["protocolVersions"].([]any); r.status != 406 || r.json["error"] != "protocol_version_unsupported" || len(pv) != 1 || pv[0] != settings.ProtocolVersion {
+				t.Fatalf("OpenWOP-Version %s on %s %s: %d %s", v, rt[0], rt[1], r.status, r.body)
+			}
+		}
 	}
 	c.do("GET", "/runs/{runId}", p, "", "")
 	c.do("GET", "/runs/{runId}", p, keyB, "")
@@ -403,6 +451,7 @@ func TestDevWireSchemas(t *testing.T) {
 	for _, want := range []string{
 		"GET /.well-known/openwop 200", "POST /runs 201", "POST /runs 400", "POST /runs 401", "POST /runs 409",
 		"POST /runs 413", "POST /runs 415", "POST /runs 503", "GET /runs 405", "GET /runs/{runId} 200", "HEAD /runs/{runId} 200",
+		"GET /runs/{runId} 304", "GET /runs/{runId} 406", "GET /.well-known/openwop 406", "POST /runs 406",
 		"GET /runs/{runId} 400", "GET /runs/{runId} 401", "GET /runs/{runId} 403", "GET /runs/{runId} 404", "DELETE /runs/{runId} 405",
 		"POST /runs/{runId}/cancel 200", "POST /runs/{runId}/cancel 409", "POST /runs/{runId}/cancel 404",
 		"GET /runs/{runId}/effects 200", "GET /runs/{runId}/effects 404", "GET /runs/{runId}/events 200", "GET /runs/{runId}/events 400",

@@ -84,6 +84,11 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writePolicyError(w, refuse, reqID)
 		return
 	}
+	// A major this host does not serve, on every route (the seams too).
+	if e := apifn.VersionRefusal(r.Header.Values(apifn.HeaderVersion)); e != nil {
+		g.writeEnvelope(w, reqID, e)
+		return
+	}
 	if e, allow := methodRefusal(r.Method, rawPath); e != nil {
 		w.Header().Set("Allow", allow)
 		g.writePolicyError(w, e, reqID)
@@ -127,7 +132,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Method: r.Method, Path: r.URL.Path, Protocol: r.Proto, SourceIP: srcIP, UserAgent: r.UserAgent(),
 		},
 	}
-	seam := g.seams != nil && isSeamPath(rawPath)
+	seam := g.seams != nil && (isSeamPath(rawPath) || isDurabilityPath(rawPath))
 	if seam || apifn.Authorized(r.Method, rawPath) {
 		// The authorizer function's own Lambda handler, on the request as
 		// API Gateway presents it (header names lower-cased, repeated

@@ -51,10 +51,12 @@ func (f *fakePasses) set(n int, err error, hold chan struct{}) {
 	f.mu.Unlock()
 }
 
-// waitPasses waits until f has made want passes (at most d).
+// waitPasses waits until f has made want passes. d is the pass's expected
+// time; the bound is a minute at least, since a pass that must come may
+// come late on a loaded machine and must not fail the test for it.
 func (f *fakePasses) waitPasses(t *testing.T, want int, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	deadline := time.Now().Add(max(d, time.Minute))
 	for f.count() < want {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d passes after %s, want %d", f.count(), d, want)
@@ -94,14 +96,25 @@ func TestResumerPassesAtWakeTimes(t *testing.T) {
 	f.waitPasses(t, 1, 2*time.Second) // start-up
 	quiet("idle after start-up")
 
-	// Two parked runs: a pass at each wake time, not before.
+	// Two parked runs: a pass at each wake time, never before it, none
+	// forgotten. On a loaded machine one late pass may come after both
+	// wake times and serve both runs; so the check is that some pass comes
+	// at or after the later one, and that none came before the earlier.
 	t0 := time.Now()
 	w1, w2 := t0.Add(200*time.Millisecond), t0.Add(400*time.Millisecond)
+	before := f.count()
 	r.parked(w2)
 	r.parked(w1)
-	f.waitPasses(t, 3, 3*time.Second)
-	if p1, p2 := f.passAt(1), f.passAt(2); p1.Before(w1) || p2.Before(w2) || p2.Sub(w2) > time.Second {
-		t.Fatalf("passes at +%s and +%s, want at +200ms and +400ms", p1.Sub(t0), p2.Sub(t0))
+	for deadline := time.Now().Add(time.Minute); f.count() == before || f.passAt(f.count()-1).Before(w2); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no pass at or after the later wake time (+400ms) in a minute: %d passes", f.count()-before)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for i := before; i < f.count(); i++ {
+		if f.passAt(i).Before(w1) {
+			t.Fatalf("a pass at +%s, before the first wake time (+200ms)", f.passAt(i).Sub(t0))
+		}
 	}
 	quiet("after the wake times")
 
@@ -109,12 +122,13 @@ func TestResumerPassesAtWakeTimes(t *testing.T) {
 	// pass's query may have missed the run): another pass follows at once.
 	hold := make(chan struct{})
 	f.set(0, nil, hold)
+	m := f.count()
 	r.parked(time.Now())
-	f.waitPasses(t, 4, 2*time.Second)
+	f.waitPasses(t, m+1, 2*time.Second)
 	r.parked(time.Now().Add(-time.Second))
 	f.set(0, nil, nil)
 	close(hold)
-	f.waitPasses(t, 5, 2*time.Second)
+	f.waitPasses(t, m+2, 2*time.Second)
 	quiet("after the late notice")
 
 	// A failing pass (a due run stays parked) is retried after the retry

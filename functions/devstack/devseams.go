@@ -85,6 +85,10 @@ type seams struct {
 	force  *forcedRetry
 	// fixtureURL is the host's fixture destination (fixtureReceiver).
 	fixtureURL string
+	// dur is the durability seam (devdurability.go).
+	dur *durability
+	// holds are the idempotency holds (devhold.go).
+	holds *holds
 }
 
 // isSeamPath reports whether a raw path is in the seams' path space.
@@ -94,6 +98,14 @@ func isSeamPath(rawPath string) bool { return strings.HasPrefix(rawPath, seamsPr
 // effect-retry seam, or 404 not_found for a seam idemkit does not serve, or
 // 405 for another method.
 func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant string, body []byte) {
+	if rawPath == seamIdemHold {
+		s.holds.serve(w, r, tenant, body)
+		return
+	}
+	if isDurabilityPath(rawPath) && s.dur != nil {
+		s.dur.serve(w, r, rawPath, tenant, body)
+		return
+	}
 	if rawPath == seamFireEffect && r.Method == http.MethodPost {
 		s.fire(w, r, tenant, body)
 		return

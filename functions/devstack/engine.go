@@ -115,3 +115,20 @@ func devToolsDir(getenv func(string) string) string {
 	}
 	return ""
 }
+
+// StartEngine starts the DynamoDB engine o names (Options.Engine, default
+// as Start chooses) on its own, for a process that runs one stack after
+// another on it: the restart supervisor of `idemkit dev
+// --conformance-seams`, whose stacks reach it as Options.Endpoint. It
+// returns the engine's endpoint and the function that stops it.
+func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), err error) {
+	engine := o.Engine
+	if engine == "" {
+		engine = emulator.DefaultDevKind()
+	}
+	m, err := emulator.StartDev(ctx, engine, emulator.Options{ToolsDir: devToolsDir(o.Getenv), Progress: o.Progress, SharedDB: true})
+	if err != nil {
+		return "", nil, err
+	}
+	return m.Endpoint, m.Stop, nil
+}

@@ -53,6 +53,10 @@ type Options struct {
 	// profile (for running the conformance suite, never in production).
 	// Default false.
 	ConformanceSeams bool
+	// Restart is the restart supervisor this stack runs under, which the
+	// durability seam's kill modes need (only with ConformanceSeams).
+	// Default nil: those modes answer 409 idemkit.durability_unsupervised.
+	Restart *Restart
 	// IdempotencyWait is how long a duplicate of an in-flight request
 	// waits for its outcome (default 0: Layer 1's default, 5 s).
 	IdempotencyWait time.Duration

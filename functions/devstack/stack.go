@@ -134,8 +134,16 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	}
 	// The api function's Config, and what only dev has: its own base URL,
 	// the conformance seams and the replay fixtures' destination.
+	booted := time.Now()
 	ac := apifn.ConfigFromKit(k)
 	ac.BaseURL, ac.Test, ac.ReplayFixtures = baseURL, apifn.TestConfig{ConformanceSeams: o.ConformanceSeams}, true
+	var idemHolds *holds
+	if o.ConformanceSeams {
+		// The idempotency hold seam keeps a same-key create in flight
+		// under its claim for as long as a test needs.
+		idemHolds = &holds{armed: map[string]*hold{}, taking: map[string]*hold{}}
+		ac.Test.Hold = idemHolds.wait
+	}
 	api, err := apifn.New(ac)
 	if err != nil {
 		return nil, err
@@ -163,7 +171,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 		k.Webhook.Client = env.Webhook.HTTPClient(10 * time.Second)
 		f := &forcedRetry{base: k.Webhook.Client.Transport, armed: map[string]bool{}}
 		k.Webhook.Client.Transport = f
-		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f}
+		sm = &seams{runs: k.Runs, policy: env.Webhook, force: f, holds: idemHolds}
 	}
 	// The graph fixtures' side-effecting nodes post to dev's own loopback
 	// fixture destination when their run names no inputs.url.
@@ -225,6 +233,15 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	res := newResumer(devResumePass(exec), execfn.DefaultResumeBatch)
 	res.resumed, exec.Parked = wake.kick, res.parked
 	res.idle = min(devIdleResume, max(env.RunStale/2, time.Second))
+	if sm != nil {
+		// The durability seam holds, releases and kills through the
+		// executor's hooks; a run this process finds running, last updated
+		// before it started, was interrupted by the previous process and
+		// is recorded as restored.
+		sm.dur = &durability{runs: k.Runs, policy: env.Webhook, execute: exec.Execute, restart: o.Restart,
+			staleAfter: env.RunStale, resumeEvery: res.idle, held: map[string]bool{}, killAt: map[string]bool{}}
+		exec.Test.Booted, exec.Test.Held, exec.Test.NodeStarted = booted, sm.dur.Held, sm.dur.NodeStarted
+	}
 
 	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, wake: wake, res: res, lag: lag}, nil
 }

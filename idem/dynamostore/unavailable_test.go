@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/testutil"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // want503 checks the store-unavailable answer: 503, the envelope with
@@ -169,17 +170,35 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 			e := &dynamotest.Emulator{Kind: kind, Endpoint: srv.Endpoint, Region: dynamotest.DefaultRegion, DeletesExpired: kind == dynamotest.DynamoDBLocal}
 			table := e.CreateTable(t, "IdempotencyTable")
 			s := newStore(t, e.Client(), table)
-			g := unavailableGuard(t, s)
+			// The Guard's clock stands still: the first attempt's lease can
+			// never lapse before the retry, however slowly this machine
+			// gets from the stall to the retry, so the retry meets the
+			// claim (or its landed outcome), never an expired lease it
+			// would execute again. The stall itself is real: the request's
+			// deadline, on the wall clock.
+			g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: s, Wait: -1,
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), Test: idem.TestConfig{Clock: ledgertest.NewClock(time.Now())}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The request's deadline starts when the handler does, so the
+			// claim before it never races the deadline however slow the
+			// engine's first calls are on a loaded machine (a claim that
+			// ran out of time was a 503 too, and the retry then a first
+			// execution, not the replay or in-flight answer checked below).
+			rctx := newArmedCtx(ctx)
 			h := &countingHandler{before: func(context.Context, int32) {
 				if err := syscall.Kill(-srv.PID(), syscall.SIGSTOP); err != nil {
 					t.Error(err)
 				}
 				stopped = true
+				rctx.arm(5 * time.Second)
 			}}
 			ev := guardEvent(newKey(), `{"a":1}`)
-			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second) // the request's deadline
 			r, err := g.HTTPAPI(h.serve)(rctx, ev)
-			rcancel()
+			if h.runs.Load() != 1 {
+				t.Fatalf("the handler ran %d times before the stall", h.runs.Load())
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,4 +227,53 @@ func want(kind string) bool {
 		}
 	}
 	return false
+}
+
+// armedCtx is a request context whose deadline is set when arm is called
+// (the handler starts), beneath its parent's.
+type armedCtx struct {
+	context.Context
+	mu       sync.Mutex
+	deadline time.Time
+	done     chan struct{}
+	err      error
+}
+
+func newArmedCtx(parent context.Context) *armedCtx {
+	c := &armedCtx{Context: parent, done: make(chan struct{})}
+	context.AfterFunc(parent, func() { c.end(parent.Err()) })
+	return c
+}
+
+func (c *armedCtx) arm(d time.Duration) {
+	c.mu.Lock()
+	c.deadline = time.Now().Add(d)
+	c.mu.Unlock()
+	time.AfterFunc(d, func() { c.end(context.DeadlineExceeded) })
+}
+
+func (c *armedCtx) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
+	}
+}
+
+func (c *armedCtx) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.deadline.IsZero() {
+		return c.Context.Deadline()
+	}
+	return c.deadline, true
+}
+
+func (c *armedCtx) Done() <-chan struct{} { return c.done }
+
+func (c *armedCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }

@@ -246,6 +246,24 @@ func (o *Oracle) Response(method, path string, status int) (*jsonschema.Schema, 
 	return s, "openapi.yaml " + loc, err
 }
 
+// Bodiless reports whether the OpenAPI document lists status for (method,
+// path template) as a response with no body (the 304 of a conditional GET):
+// such an answer must carry no bytes at all. An error when the route or the
+// status is not listed.
+func (o *Oracle) Bodiless(method, path string, status int) (bool, error) {
+	paths, _ := o.api["paths"].(map[string]any)
+	item, _ := paths[path].(map[string]any)
+	op, _ := item[strings.ToLower(method)].(map[string]any)
+	resps, _ := op["responses"].(map[string]any)
+	r, ok := resps[strconv.Itoa(status)].(map[string]any)
+	if !ok {
+		return false, fmt.Errorf("openapi.yaml lists no %d for %s %s", status, method, path)
+	}
+	_, ref := r["$ref"]
+	_, content := r["content"]
+	return !ref && !content, nil
+}
+
 func (o *Oracle) errorSchema() (*jsonschema.Schema, string, error) {
 	s, err := o.compile(openAPIURL + "#/components/schemas/Error")
 	return s, "openapi.yaml #/components/schemas/Error", err

@@ -26,6 +26,10 @@ func TestOracleRefuses(t *testing.T) {
 		{"POST", "/runs", 409, `{"error":"idempotency_in_flight","message":"m"}`, `{"error":"idempotency_in_flight","message":"m","retryAfter":1}`},
 		{"GET", "/runs/{runId}", 405, `{"error":"idemkit.method_not_allowed","message":"m"}`, `{"error":"openwop.nope","message":"m"}`},
 		{"GET", "/runs/{runId}", 404, `{"error":"not_found","message":"m"}`, `not found`},
+		{"GET", "/.well-known/openwop", 406, `{"error":"protocol_version_unsupported","message":"m","details":{"protocolVersions":["2.21"]}}`,
+			`{"error":"protocol_version_unsupported","message":"m","protocolVersions":["2.21"]}`},
+		{"POST", "/runs", 406, `{"error":"protocol_version_unsupported","message":"m","details":{"protocolVersions":["2.21"]}}`,
+			`{"error":"protocol_version_unsupported"}`},
 	} {
 		s, where, err := o.Response(tc.method, tc.path, tc.status)
 		if err != nil {
@@ -37,6 +41,16 @@ func TestOracleRefuses(t *testing.T) {
 		if wireschema.Validate(s, []byte(tc.bad)) == nil {
 			t.Errorf("%s: accepted %s", where, tc.bad)
 		}
+	}
+	// A conditional GET's 304 is listed with no body; a 200 is not bodiless.
+	if b, err := o.Bodiless(http.MethodGet, "/runs/{runId}", http.StatusNotModified); err != nil || !b {
+		t.Errorf("GET /runs/{runId} 304: bodiless %v, %v", b, err)
+	}
+	if b, err := o.Bodiless(http.MethodGet, "/runs/{runId}", http.StatusOK); err != nil || b {
+		t.Errorf("GET /runs/{runId} 200: bodiless %v, %v", b, err)
+	}
+	if _, err := o.Bodiless(http.MethodPost, "/runs", http.StatusNotModified); err == nil {
+		t.Error("POST /runs 304 is not in the contract, yet Bodiless accepted it")
 	}
 	if _, _, err := o.Response(http.MethodGet, "/nope", 200); err == nil {
 		t.Error("unknown path accepted")

@@ -13,7 +13,9 @@
 // GET /.well-known/openwop (getCapabilities, no credential) and POST
 // /api/v1/inbound/work-orders/test (the ERP policy's format-validation
 // route: no credential, no Idempotency-Key, never an idempotency record).
-// Any other path is
+// A request whose OpenWOP-Version names a major this host does not
+// serve is 406 protocol_version_unsupported on every route, before
+// anything else (VersionRefusal). Any other path is
 // 404 not_found and a known path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header. Errors use the envelope {error, message, details?}.
@@ -119,6 +121,12 @@ type TestConfig struct {
 	// conformance-delay's pause (Sleep). Read once, by New. Default the
 	// system clock. (The Guard and the ledger keep their own clocks.)
 	Clock ledger.Clock
+	// Hold, when set, is called by createRun under the Layer-1 claim of its
+	// Idempotency-Key, before the run is created, and holds the answer as
+	// long as it blocks: `idemkit dev --conformance-seams`'s idempotency
+	// hold seam, which keeps a same-key create in flight for as long as a
+	// test needs (never a sleep race). Default nil: no hold.
+	Hold func(ctx context.Context, tenant, key string) error
 	// ConformanceSeams advertises the conformance seams profile
 	// (conformance.seamsProfile) in the capabilities document. Set only by
 	// `idemkit dev --conformance-seams`, which serves the seams; the api
@@ -246,6 +254,9 @@ func notFoundErr() *apierr.Error {
 // route dispatches on the raw path (still percent-encoded, so `%2F` inside a
 // runId is not a separator) and the method, through Routes.
 func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	if e := versionRefusal(ev.Headers); e != nil {
+		return errResp(e), nil
+	}
 	path := ev.RawPath
 	if path == "" {
 		path = ev.RequestContext.HTTP.Path

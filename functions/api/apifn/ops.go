@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -13,7 +14,9 @@ import (
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // createRun runs under the Layer-1 claim. A run is written only for a 201:
@@ -29,8 +32,18 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 		body = b
 	}
 	req, e := webhook.ParseCreate(body, &h.cfg.Webhook)
+	if e == nil && webhook.SeamWorkflow(req.WorkflowID) && !h.cfg.Test.ConformanceSeams {
+		// A seams-only fixture is unknown to a host without the seams.
+		e = apierr.New(http.StatusBadRequest, apierr.CodeValidation, "unknown workflowId; built-in workflows: %s",
+			strings.Join(webhook.Workflows, ", ")).WithDetails(map[string]any{"field": "workflowId"})
+	}
 	if e != nil {
 		return errResp(e), nil
+	}
+	if h.cfg.Test.Hold != nil {
+		if err := h.cfg.Test.Hold(ctx, tenant, header.First(ev.Headers, idem.HeaderKey)); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
 	}
 	switch req.WorkflowID {
 	case webhook.WorkflowUnavailable:
@@ -77,7 +90,9 @@ func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	return resp, err
 }
 
-// getRun returns the run's snapshot.
+// getRun returns the run's snapshot with its strong ETag (the run's
+// version), or 304 with no body when If-None-Match matches it
+// (notModified).
 func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	r, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != c.tenant) {
@@ -86,9 +101,14 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
+	etag := runETag(r.Version)
+	if notModified(c.ev.Headers, etag) {
+		return notModifiedResp(etag, varyRun), nil
+	}
 	resp, err := jsonResp(http.StatusOK, h.snapshot(c.ev, r))
 	if err == nil {
-		resp.Headers["ETag"] = runETag(r.Version)
+		resp.Headers["ETag"] = etag
+		resp.Headers["Vary"] = varyRun
 	}
 	return resp, err
 }

@@ -142,18 +142,58 @@ type Executor struct {
 	// a run is started, and a count (MetricStaleRuns) for each stale run
 	// the stale-run pass claims. Default nil: none.
 	Metrics Metrics
-	// Test holds the hooks only tests set. Default zero.
+	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
 	Test TestConfig
 }
 
-// TestConfig holds an Executor's hooks for tests; production leaves it
-// zero.
+// TestConfig holds an Executor's hooks for tests and for `idemkit dev`
+// (its durability seam under --conformance-seams); the deployed function
+// leaves it zero.
 type TestConfig struct {
 	// Clock is the executor's clock: run times (Now), the last try's wait
 	// and the delay node (Sleep), the claim heartbeat's ticker
 	// (NewTicker). Default the system clock. (The ledger and the webhook
 	// client keep their own clocks.)
 	Clock ledger.Clock
+	// Booted is when this executor's process started. A running run last
+	// updated before it was being driven by an earlier process (killed or
+	// restarted), so when this executor resumes it, it first records
+	// workflow.restored in the run's log. Default zero: only the stale-run
+	// pass records it (a deployed environment has concurrent peers, so
+	// its own start says nothing about another's death).
+	Booted time.Time
+	// Held, when it reports true for a run (ctx is the start's: a hook
+	// may let its own start through), keeps the executor from starting
+	// it: the stream record is retried later without counting a failure
+	// (the durability seam's accepted-but-undispatched work). Default nil.
+	Held func(ctx context.Context, runID string) bool
+	// NodeStarted, when set, is called once a node.started of a run is
+	// recorded (the durability seam kills the process there). Default nil.
+	NodeStarted func(runID, nodeID string)
+}
+
+// errHeld is Execute's answer for a run TestConfig.Held holds.
+var errHeld = errors.New("executor: the run is held by a test hook")
+
+// EventWorkflowRestored is the run event recorded when a run whose
+// execution was interrupted (its executor stopped without ending it) is
+// resumed by another: by the stale-run pass, or by an executor that
+// started after the run's last update (TestConfig.Booted).
+const EventWorkflowRestored = "workflow.restored"
+
+// restore records workflow.restored in a running run's log before it is
+// resumed, and returns the run as stored afterwards.
+func (x *Executor) restore(ctx context.Context, run runs.Run) (runs.Run, error) {
+	logs, ok := x.Runs.(runs.LogStore)
+	if !ok || run.Status != runs.StatusRunning {
+		return run, nil
+	}
+	r, err := logs.AppendLog(ctx, run.ID, run.Fence(), []runs.LogEvent{{Type: EventWorkflowRestored, At: x.now().UTC(), Payload: json.RawMessage(`{}`)}}, x.now())
+	if err != nil {
+		return run, err
+	}
+	x.log().InfoContext(ctx, "executor: resuming an interrupted run", slog.String("run_id", run.ID))
+	return r, nil
 }
 
 // Metrics receives the executor's measurements (bounded dimensions only,
@@ -248,6 +288,12 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 			continue
 		}
 		if err := x.start(ctx, run); err != nil {
+			if errors.Is(err, errHeld) {
+				for _, rest := range recs[i:] {
+					retry = append(retry, rest.EventID)
+				}
+				return retry
+			}
 			if x.giveUp(ctx, run.ID, err) {
 				continue
 			}
@@ -413,6 +459,9 @@ func (x *Executor) started(ctx context.Context, run runs.Run) {
 // effects); it finished or was cancelled meanwhile, or no longer exists
 // (past retention), and nothing is done.
 func (x *Executor) begin(ctx context.Context, runID string) error {
+	if x.Test.Held != nil && x.Test.Held(ctx, runID) {
+		return errHeld
+	}
 	run, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", x.now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
@@ -437,6 +486,14 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 // and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	runID := run.ID
+	if !x.Test.Booted.IsZero() && run.Status == runs.StatusRunning && run.UpdatedAt.Before(x.Test.Booted) {
+		var err error
+		if run, err = x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
+			return nil // ended meanwhile
+		} else if err != nil {
+			return err
+		}
+	}
 	hctx, hb := x.startHeartbeat(ctx, run)
 	nodeErr := x.runNodes(hctx, run)
 	if hb.stop() {
@@ -560,6 +617,12 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		}
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
 			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
+		if run.Status == runs.StatusRunning {
+			// Its execution was interrupted: the log says it was resumed.
+			if r, err := x.restore(ctx, run); err == nil {
+				run = r
+			}
+		}
 		if err := x.resume(context.WithValue(ctx, triggerKey{}, TriggerStale), run); err != nil && !x.giveUp(ctx, id, err) {
 			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {

@@ -365,3 +365,52 @@ func TestReplayForkRecordsDivergence(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayForkInsideANodeRestartsIt: the prefix boundary is exclusive. A
+// replay fork of conformance-multi-node (a -> b -> c) from the sequence of
+// node a's node.completed inherits a's node.started as fixed history and
+// re-executes a from its start: its first own event, at fromSeq, is a
+// fresh node.started a, never the source's node.completed carried over;
+// the rest of its log matches the source's event for event, so no
+// replay.diverged is recorded. A fork from just after a's completion starts
+// at b. Both on the emulators. (Before the fix the fork's event at fromSeq
+// was node.completed a.)
+func TestReplayForkInsideANodeRestartsIt(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		s := newForkStack(t, e)
+		src := runs.NewRun("acme", webhook.WorkflowMultiNode, json.RawMessage(`{}`), time.Now())
+		if err := s.runs.Create(context.Background(), src); err != nil {
+			t.Fatal(err)
+		}
+		src = s.execute(t, src.ID)
+		if src.Status != runs.StatusCompleted || len(src.Log) != 6 {
+			t.Fatalf("source: %s, log %+v", src.Status, src.Log)
+		}
+		// Sequences: 0 run.started, 1 node.started a, 2 node.completed a,
+		// 3 node.started b, ...
+		for _, c := range []struct {
+			fromSeq int64
+			want    string
+		}{{2, "node.started a"}, {3, "node.started b"}} {
+			f := s.execute(t, s.forkFrom(t, src, runs.ForkReplay, c.fromSeq).ID)
+			if f.Status != runs.StatusCompleted || len(f.Log) == 0 {
+				t.Fatalf("fork from %d: %s %s", c.fromSeq, f.Status, f.Error)
+			}
+			if got := f.Log[0].Type + " " + f.Log[0].NodeID; got != c.want || f.LogBase() != c.fromSeq {
+				t.Fatalf("fork from %d: the event at fromSeq (%d) is %q, want %q", c.fromSeq, f.LogBase(), got, c.want)
+			}
+			want := 6 - int(c.fromSeq-1)
+			if c.fromSeq == 2 {
+				want++ // a's start is inherited and recorded afresh
+			}
+			if len(f.Log) != want {
+				t.Fatalf("fork from %d: %d own events, want %d: %+v", c.fromSeq, len(f.Log), want, f.Log)
+			}
+			for _, ev := range f.Log {
+				if ev.Type == divergence.Event {
+					t.Fatalf("fork from %d diverged: %s", c.fromSeq, ev.Payload)
+				}
+			}
+		}
+	})
+}

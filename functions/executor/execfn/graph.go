@@ -127,6 +127,11 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 		}
 		return err
 	}
+	// A fork whose prefix ends inside a node's execution restarts that
+	// node with a fresh node.started (runs.Run.RestartedNode): the
+	// inherited start is fixed history, the execution is not.
+	inheritedSteps := len(history(runs.Run{Fork: run.Fork}))
+	restartPending := false
 	visits, terminals := map[string]int{}, map[string]int{}
 	i := 0
 	for cur := g.Nodes[0].ID; cur != ""; cur = g.Next[cur] {
@@ -138,6 +143,15 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 		started := i < len(hist) && hist[i] == step{runs.EventNodeStarted, cur}
 		if started {
 			i++
+			if i == inheritedSteps && run.RestartedNode() == cur {
+				// The open node of the prefix: its fresh start is recorded
+				// unless an earlier execution of this fork already did.
+				if i < len(hist) && hist[i] == (step{runs.EventNodeStarted, cur}) {
+					i++
+				} else {
+					restartPending = true
+				}
+			}
 		}
 		if i < len(hist) && hist[i].nodeID == cur && (hist[i].typ == runs.EventNodeCompleted || hist[i].typ == runs.EventNodeFailed) {
 			terminals[cur]++
@@ -148,9 +162,13 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 			continue
 		}
 		n := terminals[cur] + 1
-		if !started {
+		if !started || restartPending {
+			restartPending = false
 			if err := appendEv(runs.EventNodeStarted, cur, map[string]any{"nodeId": cur, "typeId": node.TypeID}); err != nil {
 				return err
+			}
+			if x.Test.NodeStarted != nil {
+				x.Test.NodeStarted(run.ID, cur)
 			}
 		}
 		out, err := x.execNode(ctx, run, node, n, in)
@@ -188,6 +206,8 @@ func (x *Executor) execNode(ctx context.Context, run runs.Run, node webhook.Node
 		return "", x.sleep(ctx, time.Duration(in.DelayMs)*time.Millisecond)
 	case webhook.TypeSideEffect:
 		return x.sideEffect(ctx, run, node, n, in)
+	case webhook.TypeFail:
+		return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: "the node fails on every execution (conformance-failure)"}
 	}
 	return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: "unknown node type " + node.TypeID}
 }

@@ -155,3 +155,26 @@ func (r Run) EffectStamps() identity.Stamps {
 	}
 	return r.Stamps
 }
+
+// RestartedNode is the node a fork's inherited prefix leaves open: the
+// prefix's last node event is that node's node.started, so fromSeq falls
+// inside its execution. The fork re-executes it from its start and records
+// a fresh node.started for it first (the prefix boundary is exclusive: the
+// source's event at fromSeq is re-executed, never carried over). "" when
+// r is no fork or its prefix leaves no node open.
+func (r Run) RestartedNode() string {
+	if r.Fork == nil {
+		return ""
+	}
+	for i := len(r.Fork.Inherited) - 1; i >= 0; i-- {
+		e := r.Fork.Inherited[i]
+		if e.Type != EventNodeStarted && e.Type != EventNodeCompleted && e.Type != EventNodeFailed {
+			continue
+		}
+		if e.Type == EventNodeStarted {
+			return e.NodeID
+		}
+		return ""
+	}
+	return ""
+}

@@ -217,9 +217,15 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 		doc["conformance"] = map[string]any{"seamsProfile": SeamsProfile}
 	}
 	doc["replay"] = replayFamily()
+	advertised := append([]string(nil), fixtures...)
 	if o.replayFixtures {
-		doc["fixtures"] = append(append([]string(nil), fixtures...), replayFixtures...)
+		advertised = append(advertised, replayFixtures...)
 	}
+	if o.seams {
+		// The seams-only fixtures: created only where the seams are served.
+		advertised = append(advertised, webhook.SeamWorkflows...)
+	}
+	doc["fixtures"] = advertised
 	return json.Marshal(doc)
 }
 

@@ -82,7 +82,7 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 	if !ok || json.Unmarshal(wf, &req.WorkflowID) != nil || req.WorkflowID == "" {
 		return req, validation("workflowId", "workflowId is required and must be a non-empty string")
 	}
-	known := false
+	known := SeamWorkflow(req.WorkflowID) // refused by the api unless the seams are on
 	for _, w := range Workflows {
 		known = known || w == req.WorkflowID
 	}

@@ -54,6 +54,11 @@ type Diverged struct {
 // timestamp) are not compared, nor the payload's x- extension members
 // (this host's note of how an outcome came about: a replay resolves what
 // the source performed).
+//
+// A fork whose prefix leaves a node open (RestartedNode) re-executes that
+// node from its start, so its first own node event is a fresh node.started
+// the source's log from fromSeq has no counterpart for: it is not
+// compared, and not counted as a place.
 func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 	if !r.IsReplay() || !nodeEvent(ev.Type) {
 		return nil
@@ -62,6 +67,14 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 	for _, e := range r.Log {
 		if nodeEvent(e.Type) {
 			k++
+		}
+	}
+	if open := r.RestartedNode(); open != "" {
+		if k == 0 && ev.Type == runs.EventNodeStarted && ev.NodeID == open {
+			return nil
+		}
+		if typ, node := firstOwnNodeEvent(r); k > 0 && typ == runs.EventNodeStarted && node == open {
+			k--
 		}
 	}
 	seq := r.LogBase() + int64(len(r.Log))
@@ -90,6 +103,17 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 		return nil
 	}
 	return d
+}
+
+// firstOwnNodeEvent is the type and node of r's first own node event
+// ("" when none).
+func firstOwnNodeEvent(r runs.Run) (typ, nodeID string) {
+	for _, e := range r.Log {
+		if nodeEvent(e.Type) {
+			return e.Type, e.NodeID
+		}
+	}
+	return "", ""
 }
 
 func nodeEvent(typ string) bool {
