@@ -77,23 +77,8 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := g.httpRoute(r, operation, mux, route)
-		if !ok {
-			next.ServeHTTP(w, r) // the router's own answer
-			return
-		}
-		// Fast path: nothing to guard, stream straight through.
-		op := g.operation(rt.operation)
-		if g.cfg.Disabled || !mutating(r.Method) || g.cfg.Routes[op].Skip {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if len(r.Header.Values(HeaderKey)) == 0 && !g.cfg.Required && g.cfg.Routes[op].Contract == nil && g.cfg.Routes[op].DeriveKey == nil {
-			// Guarded route, no key: no deduplication, but the policy's
-			// headers (the ERP policy: on every response) are set up front.
-			if g.cfg.Policy.Headers != nil {
-				g.cfg.Policy.Headers(w.Header(), Answer{RequestID: httpRequestID(r)})
-			}
-			next.ServeHTTP(w, r)
+		if !ok || !g.buffers(w, r, rt.operation) {
+			next.ServeHTTP(w, r) // the router's own answer, or nothing to guard
 			return
 		}
 		in := fromHTTP(r, rt, g.cfg.HTTPTenant, g.cfg.HTTPCredential)
@@ -101,18 +86,44 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			writeResponse(w, g.decorate(g.errorResponse(e, in.requestID), in, "", false, ""))
 			return
 		}
-		writeResponse(w, g.serve(r.Context(), in, func(ctx context.Context) (*Response, error) {
-			rec := &recorder{header: make(http.Header)}
-			r2 := r.WithContext(ctx)
-			r2.Body = io.NopCloser(bytes.NewReader(in.body))
-			r2.ContentLength = int64(len(in.body))
-			next.ServeHTTP(rec, r2)
-			if rec.status == 0 {
-				rec.status = http.StatusOK
-			}
-			return &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}, nil
-		}))
+		writeResponse(w, g.serve(r.Context(), in, recorded(next, r, in.body)))
 	})
+}
+
+// buffers reports whether the net/http adapter runs r, routed to the
+// operation routed, under the protocol, its response buffered. Any other
+// request streams straight through: a safe method, a skipped route, a
+// disabled Guard, and a request without a key on a route that neither
+// requires, derives nor decodes one, which gets the policy's headers (the
+// ERP policy: on every response) up front, on w.
+func (g *Guard) buffers(w http.ResponseWriter, r *http.Request, routed string) bool {
+	route := g.cfg.Routes[g.operation(routed)]
+	if g.cfg.Disabled || !mutating(r.Method) || route.Skip {
+		return false
+	}
+	if len(r.Header.Values(HeaderKey)) > 0 || g.cfg.Required || route.Contract != nil || route.DeriveKey != nil {
+		return true
+	}
+	if g.cfg.Policy.Headers != nil {
+		g.cfg.Policy.Headers(w.Header(), Answer{RequestID: httpRequestID(r)})
+	}
+	return false
+}
+
+// recorded runs next for r, with body as its body, and returns the
+// response it wrote.
+func recorded(next http.Handler, r *http.Request, body []byte) handlerFunc {
+	return func(ctx context.Context) (*Response, error) {
+		rec := &recorder{header: make(http.Header)}
+		r2 := r.WithContext(ctx)
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		r2.ContentLength = int64(len(body))
+		next.ServeHTTP(rec, r2)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		return &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}, nil
+	}
 }
 
 // httpRoute finds the route of r: the operation given (Handle), else
