@@ -5,11 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/textproto"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/idemkit/idemkit/internal/header"
 )
 
 // HTTPAPIHandler is an API Gateway HTTP API (payload format 2.0) handler.
@@ -91,76 +88,14 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 func (g *Guard) REST(h RESTHandler) RESTHandler {
 	g.requireTenant("REST")
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
-		in := request{
-			method: ev.HTTPMethod,
-			tenant: g.cfg.Tenant.TenantV1(&ev.RequestContext),
-			credential: func(name string) string {
-				return g.cfg.Tenant.credentialV1(&ev.RequestContext, name)
-			},
-			requestID: ev.RequestContext.RequestID,
-			parts: requestParts{
-				params: paramPairs(ev.PathParameters),
-				header: func(name string) []string {
-					if vs := header.ValuesMulti(ev.MultiValueHeaders, name); len(vs) > 0 {
-						return vs
-					}
-					return header.Values(ev.Headers, name)
-				},
-			},
-		}
-		// multiValueQueryStringParameters carries every value of a repeated
-		// name, in order (queryStringParameters only the last one).
-		if len(ev.MultiValueQueryStringParameters) > 0 {
-			in.parts.query = multiQuery(ev.MultiValueQueryStringParameters)
-		} else {
-			in.parts.query = singleQuery(ev.QueryStringParameters)
-		}
-		if ev.Resource != "" {
-			in.operation = ev.HTTPMethod + " " + ev.Resource
-		}
-		// multiValueHeaders carries every value of a repeated header (headers
-		// only the last one), so it is authoritative when it has the header.
-		in.keyValues = header.ValuesMulti(ev.MultiValueHeaders, HeaderKey)
-		if len(in.keyValues) == 0 {
-			in.keyValues = header.Values(ev.Headers, HeaderKey)
-		}
-		if ct := header.ValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
-			in.contentType = ct[0]
-		}
-		if in.contentType == "" {
-			in.contentType = header.First(ev.Headers, "Content-Type")
-		}
-		if a := header.ValuesMulti(ev.MultiValueHeaders, "Accept"); len(a) > 0 {
-			in.accept = strings.Join(a, ",")
-		} else {
-			in.accept = header.First(ev.Headers, "Accept")
-		}
-		in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
-		resp := g.serve(ctx, &in, func(ctx context.Context) (*Response, error) {
+		in := fromV1(&ev, &g.cfg.Tenant)
+		resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 			out, err := h(ctx, ev)
 			if err != nil {
 				return nil, err
 			}
 			return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 		})
-		out := events.APIGatewayProxyResponse{StatusCode: resp.Status}
-		out.Body, out.IsBase64Encoded = lambdaBody(resp)
-		for k, vs := range resp.Headers {
-			if k == base64Marker {
-				continue
-			}
-			if len(vs) == 1 {
-				if out.Headers == nil {
-					out.Headers = make(map[string]string, len(resp.Headers))
-				}
-				out.Headers[k] = vs[0]
-				continue
-			}
-			if out.MultiValueHeaders == nil {
-				out.MultiValueHeaders = make(map[string][]string)
-			}
-			out.MultiValueHeaders[k] = vs
-		}
-		return out, nil
+		return toV1(resp), nil
 	}
 }

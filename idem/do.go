@@ -2,11 +2,8 @@ package idem
 
 import (
 	"context"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
-
-	"github.com/idemkit/idemkit/internal/header"
 )
 
 // Request is one API Gateway HTTP API (payload format 2.0) request for
@@ -66,37 +63,8 @@ type Request struct {
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
 	g.requireTenant("Do")
-	in := &request{v2Event: req.Event} // one allocation: event, request, transaction
-	ev := &in.v2Event
-	routeKey := ev.RouteKey
-	if req.Operation != "" {
-		routeKey = req.Operation
-	}
-	in.method = ev.RequestContext.HTTP.Method
-	in.operation = routeKey
-	in.tenant = g.cfg.Tenant.TenantV2(&ev.RequestContext)
-	in.v2, in.v2Tenant = ev, &g.cfg.Tenant
-	in.contentType = header.First(ev.Headers, "Content-Type")
-	in.accept = header.First(ev.Headers, "Accept")
-	in.requestID = ev.RequestContext.RequestID
-	in.object = req.Object
-	in.parts.params = paramPairs(ev.PathParameters)
-	in.keyValues = header.AppendValues(in.keyBuf[:0], ev.Headers, HeaderKey)
-	if req.Params != nil {
-		in.parts.params = paramPairs(req.Params)
-	}
-	if routeKey == "$default" {
-		// The catch-all route does not determine the path.
-		if in.parts.path = ev.RawPath; in.parts.path == "" {
-			in.parts.path = ev.RequestContext.HTTP.Path
-		}
-	}
-	if ev.RawQueryString != "" {
-		in.parts.query = parseQuery(ev.RawQueryString)
-	} else {
-		in.parts.query = singleQuery(ev.QueryStringParameters)
-	}
-	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+	in := &request{} // one allocation: event, request, transaction
+	fromV2(in, req, &g.cfg.Tenant)
 	var cookies []string
 	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 		out, err := fn(ctx)
@@ -106,18 +74,5 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		cookies = out.Cookies
 		return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 	})
-	out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
-	out.Body, out.IsBase64Encoded = lambdaBody(resp)
-	out.Headers = make(map[string]string, len(resp.Headers))
-	for k, vs := range resp.Headers {
-		if k == base64Marker {
-			continue
-		}
-		if k == "Set-Cookie" {
-			out.Cookies = append(out.Cookies, vs...)
-			continue
-		}
-		out.Headers[k] = strings.Join(vs, ",")
-	}
-	return out, nil
+	return toV2(resp, cookies), nil
 }

@@ -151,11 +151,14 @@ func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
 	if body == nil {
 		body = openWOPErrorBody
 	}
-	return &Response{
+	// An envelope the policy's ErrorBody renders without the policy's
+	// request-id member gains it, as a host's own envelopes do
+	// (StampRequestID).
+	return stampMember(g.cfg.Policy.RequestIDMember, &Response{
 		Status:  e.Status,
 		Headers: map[string][]string{"Content-Type": {"application/json"}},
 		Body:    body(ErrorInfo{Status: e.Status, Code: e.Code, Message: e.Message, Details: e.Details, RequestID: requestID}),
-	}
+	}, requestID)
 }
 
 func newOwnerToken() string {
@@ -212,15 +215,24 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 
 // decorate adds the policy's headers to a response of a guarded request
 // (mutating, not opted out, idempotency enabled): key is the valid key, or
-// "" when the request had none or an invalid one (never echoed).
+// "" when the request had none or an invalid one (never echoed). The
+// policy's request-id header (Policy.RequestIDHeader) carries the current
+// request's id, so the Guard's answers need no marking by the host.
 func (g *Guard) decorate(resp *Response, in *request, key string, replay bool, originalID string) *Response {
-	if g.cfg.Policy.Headers == nil {
+	p := &g.cfg.Policy
+	stampHeader := p.RequestIDHeader != "" && in.requestID != ""
+	if p.Headers == nil && !stampHeader {
 		return resp
 	}
 	if resp.Headers == nil {
 		resp.Headers = make(map[string][]string, 4)
 	}
-	g.cfg.Policy.Headers(resp.Headers, Answer{Replay: replay, Key: key, RequestID: in.requestID, OriginalRequestID: originalID})
+	if p.Headers != nil {
+		p.Headers(resp.Headers, Answer{Replay: replay, Key: key, RequestID: in.requestID, OriginalRequestID: originalID})
+	}
+	if stampHeader {
+		setRequestIDHeader(resp.Headers, p.RequestIDHeader, in.requestID)
+	}
 	return resp
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -77,105 +76,107 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 		mux = &muxRoutes{router: router}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		keys := r.Header.Values(HeaderKey)
-		pattern, pathValue := r.Pattern, r.PathValue
-		var routedParams map[string]string
-		if route != nil && mutating(r.Method) && !g.cfg.Disabled {
-			p, params, ok := route(r)
-			if !ok || p == "" {
-				next.ServeHTTP(w, r) // the router's own answer
-				return
-			}
-			pattern, routedParams = p, params
-		}
-		if mux != nil && pattern == "" && mutating(r.Method) && !g.cfg.Disabled {
-			p, values, ok := mux.resolve(r)
-			if !ok {
-				next.ServeHTTP(w, r) // the mux's own answer
-				return
-			}
-			pattern, pathValue = p, values
-		}
-		op := operation
-		if op == "" {
-			if g.cfg.HTTPOperation != nil {
-				op = g.cfg.HTTPOperation(r)
-			} else {
-				op = pattern
-			}
-		}
-		// Fast path: nothing to guard, stream straight through.
-		if g.cfg.Disabled || !mutating(r.Method) || g.cfg.Routes[g.operation(op)].Skip {
-			next.ServeHTTP(w, r)
+		rt, ok := g.httpRoute(r, operation, mux, route)
+		if !ok || !g.buffers(w, r, rt.operation) {
+			next.ServeHTTP(w, r) // the router's own answer, or nothing to guard
 			return
 		}
-		if len(keys) == 0 && !g.cfg.Required && g.cfg.Routes[g.operation(op)].Contract == nil && g.cfg.Routes[g.operation(op)].DeriveKey == nil {
-			// Guarded route, no key: no deduplication, but the policy's
-			// headers (the ERP policy: on every response) are set up front.
-			if g.cfg.Policy.Headers != nil {
-				g.cfg.Policy.Headers(w.Header(), Answer{RequestID: httpRequestID(r)})
-			}
-			next.ServeHTTP(w, r)
+		in := fromHTTP(r, rt, g.cfg.HTTPTenant, g.cfg.HTTPCredential)
+		if e := readBody(r, in); e != nil {
+			writeResponse(w, g.decorate(g.errorResponse(e, in.requestID), in, "", false, ""))
 			return
 		}
-		in := request{
-			method:      r.Method,
-			operation:   op,
-			keyValues:   keys,
-			contentType: r.Header.Get("Content-Type"),
-			accept:      strings.Join(r.Header.Values("Accept"), ","),
-			requestID:   httpRequestID(r),
-			parts: requestParts{
-				query:  parseQuery(r.URL.RawQuery),
-				header: r.Header.Values,
-			},
-		}
-		if route != nil {
-			// The router's own pattern syntax: its parameters as it gave
-			// them, a wildcard's rest among them.
-			in.parts.params = paramPairs(routedParams)
-		} else if patternPath(pattern) {
-			in.parts.path = r.URL.EscapedPath()
-		}
-		if names := patternParams(pattern); route == nil && len(names) > 0 {
-			m := make(map[string]string, len(names))
-			for _, n := range names {
-				m[n] = pathValue(n)
-			}
-			in.parts.params = paramPairs(m)
-		}
-		if g.cfg.HTTPTenant != nil {
-			in.tenant, _ = g.cfg.HTTPTenant(r)
-		}
-		if g.cfg.HTTPCredential != nil {
-			in.credential = func(name string) string { return g.cfg.HTTPCredential(r, name) }
-		}
-		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
-			_ = r.Body.Close()
-			if err != nil {
-				writeResponse(w, g.decorate(g.errorResponse(apierr.New(400, apierr.CodeValidation, "The request body could not be read."), in.requestID), &in, "", false, ""))
-				return
-			}
-			if len(body) > MaxRequestBytes {
-				writeResponse(w, g.decorate(g.errorResponse(apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes), in.requestID), &in, "", false, ""))
-				return
-			}
-			in.body = body
-		}
-		resp := g.serve(r.Context(), &in, func(ctx context.Context) (*Response, error) {
-			rec := &recorder{header: make(http.Header)}
-			r2 := r.WithContext(ctx)
-			r2.Body = io.NopCloser(bytes.NewReader(in.body))
-			r2.ContentLength = int64(len(in.body))
-			next.ServeHTTP(rec, r2)
-			if rec.status == 0 {
-				rec.status = http.StatusOK
-			}
-			return &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}, nil
-		})
-		writeResponse(w, resp)
+		writeResponse(w, g.serve(r.Context(), in, recorded(next, r, in.body)))
 	})
+}
+
+// buffers reports whether the net/http adapter runs r, routed to the
+// operation routed, under the protocol, its response buffered. Any other
+// request streams straight through: a safe method, a skipped route, a
+// disabled Guard, and a request without a key on a route that neither
+// requires, derives nor decodes one, which gets the policy's headers (the
+// ERP policy: on every response) up front, on w.
+func (g *Guard) buffers(w http.ResponseWriter, r *http.Request, routed string) bool {
+	route := g.cfg.Routes[g.operation(routed)]
+	if g.cfg.Disabled || !mutating(r.Method) || route.Skip {
+		return false
+	}
+	if len(r.Header.Values(HeaderKey)) > 0 || g.cfg.Required || route.Contract != nil || route.DeriveKey != nil {
+		return true
+	}
+	if g.cfg.Policy.Headers != nil {
+		g.cfg.Policy.Headers(w.Header(), Answer{RequestID: httpRequestID(r)})
+	}
+	return false
+}
+
+// recorded runs next for r, with body as its body, and returns the
+// response it wrote.
+func recorded(next http.Handler, r *http.Request, body []byte) handlerFunc {
+	return func(ctx context.Context) (*Response, error) {
+		rec := &recorder{header: make(http.Header)}
+		r2 := r.WithContext(ctx)
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		r2.ContentLength = int64(len(body))
+		next.ServeHTTP(rec, r2)
+		if rec.status == 0 {
+			rec.status = http.StatusOK
+		}
+		return &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}, nil
+	}
+}
+
+// httpRoute finds the route of r: the operation given (Handle), else
+// the one route says (Routed), else the wrapped mux's pattern
+// (Middleware over a ServeMux), else r.Pattern; Config.HTTPOperation,
+// when set, names the operation. ok is false when route or the mux says
+// no route serves r: the request is theirs to answer. Safe methods and a
+// disabled Guard are never asked about.
+func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, route func(*http.Request) (string, map[string]string, bool)) (rt httpRoute, ok bool) {
+	rt = httpRoute{pattern: r.Pattern, pathValue: r.PathValue}
+	asks := mutating(r.Method) && !g.cfg.Disabled
+	if route != nil && asks {
+		p, params, ok := route(r)
+		if !ok || p == "" {
+			return rt, false
+		}
+		rt.pattern, rt.params, rt.routed = p, params, true
+	}
+	if mux != nil && rt.pattern == "" && asks {
+		p, values, ok := mux.resolve(r)
+		if !ok {
+			return rt, false
+		}
+		rt.pattern, rt.pathValue = p, values
+	}
+	switch {
+	case operation != "":
+		rt.operation = operation
+	case g.cfg.HTTPOperation != nil:
+		rt.operation = g.cfg.HTTPOperation(r)
+	default:
+		rt.operation = rt.pattern
+	}
+	return rt, true
+}
+
+// readBody reads r's body into in, up to MaxRequestBytes: a body that
+// cannot be read is 400 validation_error, a larger one 413
+// payload_too_large.
+func readBody(r *http.Request, in *request) *apierr.Error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxRequestBytes+1))
+	_ = r.Body.Close()
+	if err != nil {
+		return apierr.New(400, apierr.CodeValidation, "The request body could not be read.")
+	}
+	if len(body) > MaxRequestBytes {
+		return apierr.New(413, apierr.CodePayloadTooLarge, "The request body exceeds %d bytes.", MaxRequestBytes)
+	}
+	in.body = body
+	return nil
 }
 
 func httpRequestID(r *http.Request) string {

@@ -97,8 +97,11 @@ type Policy struct {
 	Replay ReplayRender
 
 	// RequestIDHeader names a response header that carries the current
-	// request's id on every answer of a host under the policy, the ones
-	// produced outside Layer 1 included (StampRequestID). Default "": none.
+	// request's id on every answer of a host under the policy: the Guard
+	// sets it on every answer it builds for a guarded request (and every
+	// error envelope it writes gains RequestIDMember), and a host marks
+	// the answers it produces outside Layer 1 with StampRequestID.
+	// Default "": none.
 	RequestIDHeader string
 
 	// DerivedKeys allows routes whose key is derived from the request

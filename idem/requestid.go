@@ -42,8 +42,18 @@ func (p Policy) StampRequestID(resp *Response, requestID string) *Response {
 	for k, v := range out.Headers {
 		h[k] = v
 	}
-	h[textproto.CanonicalMIMEHeaderKey(p.RequestIDHeader)] = []string{requestID}
+	setRequestIDHeader(h, p.RequestIDHeader, requestID)
 	return &Response{Status: out.Status, Headers: h, Body: out.Body}
+}
+
+// setRequestIDHeader sets the header name (canonicalised) of h to
+// requestID, unless it holds that one value already.
+func setRequestIDHeader(h map[string][]string, name, requestID string) {
+	ck := textproto.CanonicalMIMEHeaderKey(name)
+	if vs := h[ck]; len(vs) == 1 && vs[0] == requestID {
+		return
+	}
+	h[ck] = []string{requestID}
 }
 
 func stampMember(name string, resp *Response, requestID string) *Response {

@@ -41,6 +41,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -207,7 +208,7 @@ func New(cfg Config) (*Handler, error) {
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
 // It never returns an error: failures are envelopes.
 func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-	resp, err := h.route(ctx, ev)
+	resp, layer1, err := h.route(ctx, ev)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		// The caller hung up (its context cancelled, not timed out): not
 		// an internal error, nor the store's.
@@ -219,7 +220,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error", slog.String("error", err.Error()), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 	}
-	resp = h.stamp(resp, ev.RequestContext.RequestID)
+	if !layer1 || err != nil {
+		// An answer Layer 1 built carries the request id already.
+		resp = h.stamp(resp, ev.RequestContext.RequestID)
+	}
 	if resp.Headers == nil {
 		resp.Headers = map[string]string{}
 	}
@@ -252,10 +256,11 @@ func notFoundErr() *apierr.Error {
 }
 
 // route dispatches on the raw path (still percent-encoded, so `%2F` inside a
-// runId is not a separator) and the method, through Routes.
-func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+// runId is not a separator) and the method, through Routes. layer1 says
+// that Layer 1 built the answer (dispatch).
+func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (_ events.APIGatewayV2HTTPResponse, layer1 bool, _ error) {
 	if e := versionRefusal(ev.Headers); e != nil {
-		return errResp(e), nil
+		return errResp(e), false, nil
 	}
 	path := ev.RawPath
 	if path == "" {
@@ -264,20 +269,20 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	m, allow, found, ok := MatchRoute(strings.ToUpper(ev.RequestContext.HTTP.Method), path)
 	switch {
 	case !ok:
-		return notFound(), nil
+		return notFound(), false, nil
 	case !found:
-		return notAllowed(allow), nil
+		return notAllowed(allow), false, nil
 	}
 	tenant := ""
 	if !m.Route.Public {
 		var ok bool
 		if tenant, ok = h.authed(ev); !ok {
-			return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), nil
+			return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), false, nil
 		}
 	}
 	params, scope, e := readParams(m.Route.Pattern, m.Params, tenant)
 	if e != nil {
-		return errResp(e), nil
+		return errResp(e), false, nil
 	}
 	return h.dispatch(ctx, m.Route, call{ev: ev, tenant: tenant, params: params}, scope)
 }
@@ -286,15 +291,20 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 // path parameters are read. An idempotent route runs under Layer 1 with its
 // operation passed explicitly (Route.Scope, the route template) and the
 // parameters' canonical values as its path parameters (in the request
-// fingerprint); the event itself is never rewritten.
-func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (events.APIGatewayV2HTTPResponse, error) {
+// fingerprint); the event itself is never rewritten. layer1 says that
+// Layer 1 built the answer: it ran the request under the protocol, or
+// answered it without the handler (a replay, a conflict, an invalid key).
+// An answer of the handler that ran outside a claim (a disabled Guard, a
+// skipped route, no key) is the host's, as is every other route's.
+func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (_ events.APIGatewayV2HTTPResponse, layer1 bool, _ error) {
 	if r.check != nil {
 		if e := r.check(c.ev); e != nil {
-			return errResp(e), nil
+			return errResp(e), false, nil
 		}
 	}
 	if !r.Idempotent {
-		return r.serve(h, ctx, c)
+		resp, err := r.serve(h, ctx, c)
+		return resp, false, err
 	}
 	req := idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}
 	if r.object != nil {
@@ -302,9 +312,14 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 			return r.object(h, ctx, c, first, stored)
 		}
 	}
-	return h.cfg.Guard.Do(ctx, req, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+	var unclaimed atomic.Bool
+	resp, err := h.cfg.Guard.Do(ctx, req, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+		if _, claimed := idem.FromContext(ctx); !claimed {
+			unclaimed.Store(true)
+		}
 		return r.serve(h, ctx, c)
 	})
+	return resp, !unclaimed.Load(), err
 }
 
 // capabilities serves the discovery document (GET /.well-known/openwop).

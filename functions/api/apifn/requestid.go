@@ -10,14 +10,16 @@ import (
 // The request id on every answer. Under a policy that marks answers with
 // the current request's id (idem.Policy.RequestIDHeader and
 // RequestIDMember: the ERP policy's X-Request-ID and request_id), every
-// answer of the handler carries it, not only those Layer 1 builds: a 404,
-// a 405, a 413, a 415, a malformed runId, a 403 tenant mismatch, a success
-// body; and `idemkit dev`'s gateway marks its own answers in front of the
+// answer of the handler carries it. Layer 1 marks the answers it builds
+// (Handler.dispatch says which); the handler marks only its own: a 404, a
+// 405, a 413, a 415, a malformed runId, a 403 tenant mismatch, a route
+// outside Layer 1, a success body of a handler that ran outside a claim;
+// and `idemkit dev`'s gateway marks its own answers in front of the
 // handler (its 401 without a credential) the same way (ErrorAnswer).
 
-// stamp returns resp marked with requestID as the Layer-1 policy says
-// (idem.Policy.StampRequestID); resp itself under a policy that marks
-// nothing.
+// stamp returns resp, an answer the host built outside Layer 1, marked
+// with requestID as the Layer-1 policy says (idem.Policy.StampRequestID);
+// resp itself under a policy that marks nothing.
 func (h *Handler) stamp(resp events.APIGatewayV2HTTPResponse, requestID string) events.APIGatewayV2HTTPResponse {
 	p := h.cfg.Guard.Config().Policy
 	if requestID == "" || p.RequestIDHeader == "" && p.RequestIDMember == "" {

@@ -1,0 +1,189 @@
+package idem
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/header"
+)
+
+// The front door: each adapter translates what it receives into the
+// neutral request (fromV2, fromV1, fromHTTP), hands it to the one core
+// verb (Guard.serve) and translates the answer back (toV2, toV1,
+// writeResponse). The translators are pure: they read their input and
+// the Guard's tenant source, and run nothing.
+
+// fromV2 reads an HTTP API (payload 2.0) request into in. The event is
+// copied into in, never rewritten; req.Operation and req.Params, when
+// set, replace the event's routeKey and path parameters.
+func fromV2(in *request, req Request, tenant *TenantSource) {
+	in.v2Event = req.Event
+	ev := &in.v2Event
+	routeKey := ev.RouteKey
+	if req.Operation != "" {
+		routeKey = req.Operation
+	}
+	in.method = ev.RequestContext.HTTP.Method
+	in.operation = routeKey
+	in.tenant = tenant.TenantV2(&ev.RequestContext)
+	in.v2, in.v2Tenant = ev, tenant
+	in.contentType = header.First(ev.Headers, "Content-Type")
+	in.accept = header.First(ev.Headers, "Accept")
+	in.requestID = ev.RequestContext.RequestID
+	in.object = req.Object
+	in.parts.params = paramPairs(ev.PathParameters)
+	in.keyValues = header.AppendValues(in.keyBuf[:0], ev.Headers, HeaderKey)
+	if req.Params != nil {
+		in.parts.params = paramPairs(req.Params)
+	}
+	if routeKey == "$default" {
+		// The catch-all route does not determine the path.
+		if in.parts.path = ev.RawPath; in.parts.path == "" {
+			in.parts.path = ev.RequestContext.HTTP.Path
+		}
+	}
+	if ev.RawQueryString != "" {
+		in.parts.query = parseQuery(ev.RawQueryString)
+	} else {
+		in.parts.query = singleQuery(ev.QueryStringParameters)
+	}
+	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+}
+
+// fromV1 reads a REST API (v1 proxy integration) request. The operation
+// is httpMethod + " " + resource (the resource template, never the path).
+// multiValueHeaders and multiValueQueryStringParameters carry every value
+// of a repeated name, in order (headers and queryStringParameters only
+// the last one), so they are authoritative where they have the name.
+func fromV1(ev *events.APIGatewayProxyRequest, tenant *TenantSource) *request {
+	values := func(name string) []string {
+		if vs := header.ValuesMulti(ev.MultiValueHeaders, name); len(vs) > 0 {
+			return vs
+		}
+		return header.Values(ev.Headers, name)
+	}
+	in := &request{
+		method:     ev.HTTPMethod,
+		tenant:     tenant.TenantV1(&ev.RequestContext),
+		credential: func(name string) string { return tenant.credentialV1(&ev.RequestContext, name) },
+		requestID:  ev.RequestContext.RequestID,
+		keyValues:  values(HeaderKey),
+		parts:      requestParts{params: paramPairs(ev.PathParameters), header: values},
+	}
+	if len(ev.MultiValueQueryStringParameters) > 0 {
+		in.parts.query = multiQuery(ev.MultiValueQueryStringParameters)
+	} else {
+		in.parts.query = singleQuery(ev.QueryStringParameters)
+	}
+	if ev.Resource != "" {
+		in.operation = ev.HTTPMethod + " " + ev.Resource
+	}
+	if ct := header.ValuesMulti(ev.MultiValueHeaders, "Content-Type"); len(ct) > 0 {
+		in.contentType = ct[0]
+	}
+	if in.contentType == "" {
+		in.contentType = header.First(ev.Headers, "Content-Type")
+	}
+	if a := header.ValuesMulti(ev.MultiValueHeaders, "Accept"); len(a) > 0 {
+		in.accept = strings.Join(a, ",")
+	} else {
+		in.accept = header.First(ev.Headers, "Accept")
+	}
+	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+	return in
+}
+
+// httpRoute is what the net/http adapter found out about the route of a
+// request: the routed operation, and the path parameters either as the
+// router gave them (routed, from Guard.Routed) or as the ServeMux pattern
+// names them, read through pathValue.
+type httpRoute struct {
+	operation string
+	pattern   string
+	pathValue func(string) string
+	routed    bool
+	params    map[string]string
+}
+
+// fromHTTP reads a net/http request, all but its body, into a neutral
+// request for the route rt. tenant and credential are
+// Config.HTTPTenant and Config.HTTPCredential (either may be nil).
+func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string, bool), credential func(*http.Request, string) string) *request {
+	in := &request{
+		method:      r.Method,
+		operation:   rt.operation,
+		keyValues:   r.Header.Values(HeaderKey),
+		contentType: r.Header.Get("Content-Type"),
+		accept:      strings.Join(r.Header.Values("Accept"), ","),
+		requestID:   httpRequestID(r),
+		parts:       requestParts{query: parseQuery(r.URL.RawQuery), header: r.Header.Values},
+	}
+	switch names := patternParams(rt.pattern); {
+	case rt.routed:
+		// The router's own pattern syntax: its parameters as it gave
+		// them, a wildcard's rest among them.
+		in.parts.params = paramPairs(rt.params)
+	case len(names) > 0:
+		m := make(map[string]string, len(names))
+		for _, n := range names {
+			m[n] = rt.pathValue(n)
+		}
+		in.parts.params = paramPairs(m)
+	}
+	if !rt.routed && patternPath(rt.pattern) {
+		in.parts.path = r.URL.EscapedPath()
+	}
+	if tenant != nil {
+		in.tenant, _ = tenant(r)
+	}
+	if credential != nil {
+		in.credential = func(name string) string { return credential(r, name) }
+	}
+	return in
+}
+
+// toV2 renders an answer as an HTTP API (payload 2.0) response: repeated
+// headers joined with commas, Set-Cookie as cookies after the handler's
+// own (cookies).
+func toV2(resp *Response, cookies []string) events.APIGatewayV2HTTPResponse {
+	out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
+	out.Body, out.IsBase64Encoded = lambdaBody(resp)
+	out.Headers = make(map[string]string, len(resp.Headers))
+	for k, vs := range resp.Headers {
+		if k == base64Marker {
+			continue
+		}
+		if k == "Set-Cookie" {
+			out.Cookies = append(out.Cookies, vs...)
+			continue
+		}
+		out.Headers[k] = strings.Join(vs, ",")
+	}
+	return out
+}
+
+// toV1 renders an answer as a REST API (v1 proxy) response: a header of
+// one value in Headers, a repeated one in MultiValueHeaders.
+func toV1(resp *Response) events.APIGatewayProxyResponse {
+	out := events.APIGatewayProxyResponse{StatusCode: resp.Status}
+	out.Body, out.IsBase64Encoded = lambdaBody(resp)
+	for k, vs := range resp.Headers {
+		if k == base64Marker {
+			continue
+		}
+		if len(vs) == 1 {
+			if out.Headers == nil {
+				out.Headers = make(map[string]string, len(resp.Headers))
+			}
+			out.Headers[k] = vs[0]
+			continue
+		}
+		if out.MultiValueHeaders == nil {
+			out.MultiValueHeaders = make(map[string][]string)
+		}
+		out.MultiValueHeaders[k] = vs
+	}
+	return out
+}
