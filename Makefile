@@ -16,7 +16,7 @@ TESTSUM      := $(BIN)/testsummary
 SUMMARY_DIR  := $(BIN)/test-summary
 # CHECKS: the check steps of `make test`, each reported as one line of the
 # summary (add a target here to have it run and counted).
-CHECKS       := fmt-check vet staticcheck sam-check localstack-check model conformance
+CHECKS       := fmt-check vet staticcheck sam-check localstack-check model conformance allocs
 # SOAK: the long soak and red-team tests (a `go test -run` pattern over
 # SOAK_PKGS). `make test` skips them; `make soak` runs them; under CI=true
 # `make test` runs them too, in parallel with everything else.
@@ -30,7 +30,7 @@ DURATION     ?= 10m
 export GOBIN := $(BIN)
 export PATH  := $(BIN):$(PATH)
 
-.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare bench-dev bench-cold clean model conformance
+.PHONY: all run test tools lint fmt-check vet staticcheck sam-check localstack-check gotest soak bench bench-compare bench-dev bench-cold clean model conformance allocs
 
 all: test
 
@@ -110,6 +110,13 @@ gotest:
 ## ones must fail (model/check.sh).
 model:
 	sh model/check.sh
+
+## allocs: the allocation pins (a 1 KB replay and first execution, the
+## JCS digest's allocations that do not grow with the body), without the
+## race detector, which drops sync.Pool items at random and so skips them
+## in the Go tests' run.
+allocs:
+	$(GO) test -count=1 -run 'Allocations|AllocationsDoNotGrow' ./idem/ ./internal/jcs/
 
 ## conformance: the public OpenWOP conformance suite, its wider copy
 ## (../shared/openwop-conformance-wide), against idemkit dev in three lanes
