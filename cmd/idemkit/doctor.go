@@ -66,17 +66,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		names[id] = strings.TrimSpace(n)
 		return nil
 	})
-	var only []string
-	fs.Func("only", "check only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", "), func(v string) error {
-		for _, n := range strings.Split(v, ",") {
-			id, ok := tableIDs[strings.TrimSpace(n)]
-			if !ok {
-				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
-			}
-			only = append(only, id)
-		}
-		return nil
-	})
+	only := onlyFlag(fs, "check only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", "))
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -105,7 +95,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
 		return 1
 	}
-	ids := only
+	ids := *only
 	if len(ids) == 0 {
 		for id := range defs {
 			ids = append(ids, id)

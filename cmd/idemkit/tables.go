@@ -38,18 +38,8 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); required")
 	prefix := fs.String("prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
 	region := fs.String("region", emulator.Region, "region sent to the endpoint")
-	var only []string
-	fs.Func("only", "create only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", ")+
-		"; e.g. --only idempotency for the idem library alone", func(v string) error {
-		for _, n := range strings.Split(v, ",") {
-			id, ok := tableIDs[strings.TrimSpace(n)]
-			if !ok {
-				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
-			}
-			only = append(only, id)
-		}
-		return nil
-	})
+	only := onlyFlag(fs, "create only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", ")+
+		"; e.g. --only idempotency for the idem library alone")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -59,7 +49,7 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return 2
 	}
 	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
-	names, err := tables.Ensure(ctx, c, *prefix, only)
+	names, err := tables.Ensure(ctx, c, *prefix, *only)
 	ids := make([]string, 0, len(names))
 	for id := range names {
 		ids = append(ids, id)
@@ -97,4 +87,21 @@ var tablesCommands = commandList{
 	examples: []string{
 		"idemkit tables create --endpoint http://127.0.0.1:8000",
 	},
+}
+
+// onlyFlag adds --only to fs (usage as given): table names, comma-separated
+// and repeatable, collected as their logical IDs.
+func onlyFlag(fs *flag.FlagSet, usage string) *[]string {
+	var only []string
+	fs.Func("only", usage, func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			id, ok := tableIDs[strings.TrimSpace(n)]
+			if !ok {
+				return fmt.Errorf("unknown table %q (one of %s)", strings.TrimSpace(n), strings.Join(tableNames(), ", "))
+			}
+			only = append(only, id)
+		}
+		return nil
+	})
+	return &only
 }
