@@ -412,12 +412,29 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 // and writes nothing more) and resumes it. A run that ended meanwhile, or
 // no longer exists, is left alone.
 func (x *Executor) adopt(ctx context.Context, runID string) error {
+	// Under TestConfig.Booted (idemkit dev), a running run last updated
+	// before this process started was interrupted by the previous one: it
+	// is recorded as restored once adopted (adopting moves its update
+	// time, so the run is read before).
+	interrupted := false
+	if !x.Test.Booted.IsZero() {
+		if before, err := x.Runs.Get(ctx, runID); err == nil && before.Status == runs.StatusRunning && before.UpdatedAt.Before(x.Test.Booted) {
+			interrupted = true
+		}
+	}
 	run, err := x.Runs.Adopt(ctx, runID, x.now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound), errors.Is(err, runs.ErrStatusConflict):
 		return nil
 	case err != nil:
 		return err
+	}
+	if interrupted {
+		if run, err = x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
+			return nil // ended or taken meanwhile
+		} else if err != nil {
+			return err
+		}
 	}
 	return x.proceed(ctx, run)
 }
@@ -486,14 +503,6 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 // and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	runID := run.ID
-	if !x.Test.Booted.IsZero() && run.Status == runs.StatusRunning && run.UpdatedAt.Before(x.Test.Booted) {
-		var err error
-		if run, err = x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
-			return nil // ended meanwhile
-		} else if err != nil {
-			return err
-		}
-	}
 	hctx, hb := x.startHeartbeat(ctx, run)
 	nodeErr := x.runNodes(hctx, run)
 	if hb.stop() {
