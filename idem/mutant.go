@@ -2,9 +2,11 @@
 
 package idem
 
-// mutantReplayMismatch is false in every real build. The soak's mutation
-// lane builds with the tag idemkit_mutant_replay_mismatch, which sets it:
-// a request whose payload differs from the record's is then answered with
-// the record's replay instead of 409 idempotency_key_mismatch, a broken
-// build the soak's linearizability check must report as Illegal.
-const mutantReplayMismatch = false
+import "context"
+
+// mutantRecord is the soak's mutation point, inert in every real build: a
+// request whose payload differs from the record's is a mismatch. The soak's
+// mutation lane builds with the tag idemkit_mutant_replay_mismatch, whose
+// mutantRecord answers it with the record's replay instead (a broken build
+// the soak's linearizability check must report as Illegal).
+func mutantRecord(context.Context, *txn, Record) (Record, bool) { return Record{}, false }

@@ -433,8 +433,12 @@ func (g *Guard) waitBudget(ctx context.Context) time.Duration {
 func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (action, Record) {
 	backoff := 20 * time.Millisecond
 	for {
-		if cur.Digest != t.digest && !mutantReplayMismatch {
-			return actMismatch, cur
+		if cur.Digest != t.digest {
+			full, replay := mutantRecord(ctx, t, cur)
+			if !replay {
+				return actMismatch, cur
+			}
+			cur = full
 		}
 		if cur.State.Final() {
 			return actReplay, cur
