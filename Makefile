@@ -16,7 +16,11 @@ TESTSUM      := $(BIN)/testsummary
 SUMMARY_DIR  := $(BIN)/test-summary
 # CHECKS: the check steps of `make test`, each reported as one line of the
 # summary (add a target here to have it run and counted).
-CHECKS       := fmt-check vet staticcheck sam-check localstack-check model conformance allocs
+CHECKS       := fmt-check vet staticcheck sam-check localstack-check model allocs
+# LATE_CHECKS: check steps run after the Go tests and the soak run have
+# ended, on a quieter machine: the conformance suite's scenarios wait for
+# runs to settle within their own fixed time limits.
+LATE_CHECKS  := conformance
 # SOAK: the long soak and red-team tests (a `go test -run` pattern over
 # SOAK_PKGS). `make test` skips them; `make soak` runs them; under CI=true
 # `make test` runs them too, in parallel with everything else.
@@ -46,7 +50,8 @@ run:
 ## tests' counts, every skipped test with its reason, every failure, and the
 ## closing line `N passed, M failed, K skipped` (internal/testsummary).
 ## The check steps (one after another) and, under CI=true, the soak run go
-## in parallel with the Go tests; their output is printed after the tests'.
+## in parallel with the Go tests; their output is printed after the tests';
+## then the late check steps (LATE_CHECKS) run.
 test: tools $(TESTSUM)
 	@rm -rf $(SUMMARY_DIR); mkdir -p $(SUMMARY_DIR); \
 	if [ "$$CI" = true ]; then \
@@ -58,6 +63,8 @@ test: tools $(TESTSUM)
 	wait $$checks; echo "---- check steps output ($(CHECKS))"; cat $(SUMMARY_DIR)/checks.log; \
 	if [ -n "$$soak" ]; then wait $$soak; echo "---- soak output"; cat $(SUMMARY_DIR)/soak.log; \
 	else echo "soak tests ($(SOAK) in $(SOAK_PKGS)) not run here: make soak (CI runs them)"; fi; \
+	echo "---- late check steps ($(LATE_CHECKS))"; \
+	for c in $(LATE_CHECKS); do $(TESTSUM) step -dir $(SUMMARY_DIR) -name $$c -- $(MAKE) --no-print-directory $$c; done; \
 	$(TESTSUM) report -dir $(SUMMARY_DIR)
 
 ## soak: the long red-team runs (SOAK) and the checked soak for DURATION
