@@ -120,8 +120,8 @@ model:
 
 ## allocs: the allocation pins (a 1 KB replay and first execution, the
 ## JCS digest's allocations that do not grow with the body), without the
-## race detector, which drops sync.Pool items at random and so skips them
-## in the Go tests' run.
+## race detector, which drops sync.Pool items at random (the files are
+## built without it only, so the Go tests' run under -race has none).
 allocs:
 	$(GO) test -count=1 -run 'Allocations|AllocationsDoNotGrow' ./idem/ ./internal/jcs/
 

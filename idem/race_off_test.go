@@ -1,5 +1,0 @@
-//go:build !race
-
-package idem_test
-
-const raceEnabled = false
