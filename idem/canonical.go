@@ -91,9 +91,12 @@ func contractDigest(c *Contract, form func(canon.Request) ([]byte, error), in *r
 // decodedKey carries the decoded request to the handler.
 type decodedKey struct{}
 
-// DecodedRequest returns the request Contract.Decode produced for the
-// request the handler runs for (keyed requests on a route with a Contract),
-// so the handler does not decode the body again.
+// DecodedRequest returns, in a handler, the request its route's
+// Contract.Decode produced (decoded, normalised and validated, the value
+// the canonical request hash was taken of), so the handler does not decode
+// the body again; ok is false outside a claim on a route with a Contract
+// (a route without one, a skipped route, a request that runs without a
+// key).
 func DecodedRequest(ctx context.Context) (any, bool) {
 	v := ctx.Value(decodedKey{})
 	return v, v != nil

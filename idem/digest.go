@@ -145,16 +145,6 @@ func exclude(v any, path string) any {
 	return v
 }
 
-// isJSONType reports whether a Content-Type names JSON
-// (application/json or any +json suffix).
-func isJSONType(ct string) bool {
-	if i := strings.IndexByte(ct, ';'); i >= 0 {
-		ct = ct[:i]
-	}
-	ct = strings.TrimSpace(ct)
-	return strings.EqualFold(ct, "application/json") || (len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json"))
-}
-
 // invalidJSON is the 400 validation_error for a body digestJSON refused. A
 // number that no double holds (exactly, or at all) is named by its JSON
 // Pointer in the message and in details.field.

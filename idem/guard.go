@@ -152,8 +152,7 @@ func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
 		body = openWOPErrorBody
 	}
 	// An envelope the policy's ErrorBody renders without the policy's
-	// request-id member gains it, as a host's own envelopes do
-	// (StampRequestID).
+	// request-id member gains it, as a host's own envelopes do.
 	return stampMember(g.cfg.Policy.RequestIDMember, &Response{
 		Status:  e.Status,
 		Headers: map[string][]string{"Content-Type": {"application/json"}},

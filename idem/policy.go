@@ -99,9 +99,9 @@ type Policy struct {
 	// RequestIDHeader names a response header that carries the current
 	// request's id on every answer of a host under the policy: the Guard
 	// sets it on every answer it builds for a guarded request (and every
-	// error envelope it writes gains RequestIDMember), and a host marks
-	// the answers it produces outside Layer 1 with StampRequestID.
-	// Default "": none.
+	// error envelope it writes gains RequestIDMember); a host marks the
+	// answers it produces outside Layer 1 the same way (the reference
+	// host's api handler does). Default "": none.
 	RequestIDHeader string
 
 	// DerivedKeys allows routes whose key is derived from the request

@@ -190,23 +190,3 @@ func TestERPEveryEnvelopeCarriesRequestID(t *testing.T) {
 		}
 	}
 }
-
-// TestERPStampRequestIDMarksEveryHostAnswer: under the ERP policy an answer
-// produced outside Layer 1 (a 404 envelope) gets X-Request-ID and its
-// envelope request_id, equal to the current request's id; a success body
-// without the member keeps its bytes; the OpenWOP default adds nothing.
-func TestERPStampRequestIDMarksEveryHostAnswer(t *testing.T) {
-	nf := &idem.Response{Status: 404, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"not_found","message":"not found"}`)}
-	got := erp.Policy.StampRequestID(nf, "req-9")
-	var m map[string]any
-	if err := json.Unmarshal(got.Body, &m); err != nil || m["request_id"] != "req-9" || got.Headers[erp.HeaderRequestID][0] != "req-9" {
-		t.Fatalf("404 under ERP: %v %s", got.Headers, got.Body)
-	}
-	ok := &idem.Response{Status: 200, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(`{"a":1}`)}
-	if got := erp.Policy.StampRequestID(ok, "req-9"); string(got.Body) != `{"a":1}` || got.Headers[erp.HeaderRequestID][0] != "req-9" {
-		t.Fatalf("200 under ERP: %v %s", got.Headers, got.Body)
-	}
-	if got := idem.PolicyOpenWOP.StampRequestID(nf, "req-9"); got != nf {
-		t.Fatalf("the OpenWOP default stamped %v %s", got.Headers, got.Body)
-	}
-}

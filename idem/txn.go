@@ -16,6 +16,7 @@ import (
 
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // txn is one keyed request going through the protocol.
@@ -203,7 +204,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			return t.fail(e)
 		}
 		bodyDigest, t.decoded = append(bodyDigest, d...), req
-	} else if route.JSON || isJSONType(in.contentType) {
+	} else if route.JSON || header.IsJSON(in.contentType) {
 		if len(in.body) > 0 {
 			n := route.Normalize
 			if n == nil {

@@ -1,5 +1,6 @@
 // Package header reads API Gateway header maps, whose names arrive in any
-// case: every lookup matches names case-insensitively.
+// case: every lookup matches names case-insensitively; and what a
+// Content-Type value names (IsJSON).
 package header
 
 import "strings"
@@ -48,4 +49,14 @@ func First(h map[string]string, name string) string {
 		}
 	}
 	return ""
+}
+
+// IsJSON reports whether the Content-Type value ct names JSON
+// (application/json or any +json suffix, in any case, parameters ignored).
+func IsJSON(ct string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	ct = strings.TrimSpace(ct)
+	return strings.EqualFold(ct, "application/json") || (len(ct) > 5 && strings.EqualFold(ct[len(ct)-5:], "+json"))
 }

@@ -24,3 +24,20 @@ func TestNamesMatchInAnyCase(t *testing.T) {
 		t.Fatalf("ValuesMulti = %v", multi)
 	}
 }
+
+func TestIsJSON(t *testing.T) {
+	for ct, want := range map[string]bool{
+		"application/json":                true,
+		"Application/JSON; charset=utf-8": true,
+		" application/problem+json ":      true,
+		"application/vnd.api+JSON":        true,
+		"+json":                           false,
+		"text/plain":                      false,
+		"application/jsonl":               false,
+		"":                                false,
+	} {
+		if got := IsJSON(ct); got != want {
+			t.Errorf("IsJSON(%q) = %v, want %v", ct, got, want)
+		}
+	}
+}

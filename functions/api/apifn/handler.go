@@ -143,6 +143,7 @@ type Handler struct {
 	caps   []byte
 	seams  []byte
 	tenant idem.TenantSource
+	marks  requestIDMarks
 }
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
@@ -202,7 +203,9 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, clock: clk, caps: caps, seams: seams, tenant: cfg.Guard.Config().Tenant}, nil
+	gc := cfg.Guard.Config()
+	return &Handler{cfg: cfg, clock: clk, caps: caps, seams: seams, tenant: gc.Tenant,
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember)}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).

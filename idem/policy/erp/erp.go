@@ -39,7 +39,7 @@ var (
 	// request_id carries the current attempt's on every answer, replays
 	// included (RequestIDMember); every answer of a host, the ones outside
 	// Layer 1 included, carries X-Request-ID and every envelope its request_id
-	// (idem.Policy.RequestIDHeader, idem.Policy.StampRequestID); on a route with a Contract the digest
+	// (idem.Policy.RequestIDHeader and RequestIDMember); on a route with a Contract the digest
 	// hashes the RFC 8785 form of {"company_id", "organization_id",
 	// "contract_version", "request"} (its Canonical: the client, the method
 	// and the route separate records through the scope instead, and no
