@@ -57,10 +57,6 @@ type dyingStore struct {
 	*crashpoint.Process
 }
 
-func newDying(s idem.Store, point string, end <-chan struct{}) *dyingStore {
-	return &dyingStore{Store: s, Process: crashpoint.New(point, end)}
-}
-
 func (d *dyingStore) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
 	if d.Dead() {
 		return idem.ClaimResult{}, d.Die()
@@ -180,9 +176,7 @@ func RunCrashMatrix(t *testing.T, h Harness) {
 
 func crashCase(t *testing.T, h Harness, phase, point string) {
 	store := h.NewStore(t)
-	end := make(chan struct{})
-	var dead sync.WaitGroup
-	t.Cleanup(func() { close(end); dead.Wait() })
+	procs := crashpoint.NewGroup(t)
 	now := clock.System{}.Now
 	if h.Now != nil {
 		now = h.Now
@@ -233,18 +227,11 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	}
 	// crash runs one process that dies at point, and returns once it has.
 	crash := func(point string) {
-		d := newDying(store, point, end)
-		g := process(d)
-		dead.Add(1)
-		go func() {
-			defer dead.Done()
-			_, _, _ = call(g, work(d, point == CrashDuringRelease))
-		}()
-		select {
-		case <-d.Died():
-		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
-			t.Fatalf("the process never reached its crash point %s", point)
-		}
+		procs.Crash(point, func(p *crashpoint.Process) func() {
+			d := &dyingStore{Store: store, Process: p}
+			g := process(d)
+			return func() { _, _, _ = call(g, work(d, point == CrashDuringRelease)) }
+		})
 	}
 
 	switch phase {
