@@ -111,37 +111,6 @@ func (d *dyingStore) Get(ctx context.Context, id string, now time.Time) (idem.Re
 	return d.Store.Get(ctx, id, now)
 }
 
-// manualClock is the matrix's clock: Now moves only when advanced; Sleep
-// advances it (a waiting duplicate's poll never sleeps for real); the
-// heartbeat ticker is the system's, whose period (a third of the lease)
-// never elapses in a test.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *manualClock) funcs() clock.Funcs {
-	return clock.Funcs{NowFunc: c.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		c.Advance(d)
-		return nil
-	}}
-}
-
 // crashLease is the matrix's claim lease (idem.MinLease).
 const crashLease = idem.MinLease
 
@@ -181,7 +150,11 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	if h.Now != nil {
 		now = h.Now
 	}
-	clk := &manualClock{t: now().UTC()}
+	// The matrix's clock: Now moves only when advanced; Sleep advances it
+	// (a waiting duplicate's poll never sleeps for real); the heartbeat
+	// ticker is the system's, whose period (a third of the lease) never
+	// elapses in a test.
+	clk := clock.NewManual(now().UTC())
 	key := fmt.Sprintf("crash-%s-%s-%d", phase, point, clk.Now().UnixNano())
 
 	var executions, committedNoTx atomic.Int32
@@ -216,7 +189,7 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	process := func(s idem.Store) *idem.Guard {
 		g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Test:   idem.TestConfig{Clock: clk.funcs()}})
+			Test:   idem.TestConfig{Clock: clk.SleepAdvances()}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,3 +96,32 @@ func TestEachTickDoneWinsOverAPendingTick(t *testing.T) {
 		}
 	}
 }
+
+func TestManualMovesOnlyWhenTold(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := NewManual(t0)
+	if !m.Now().Equal(t0) {
+		t.Fatalf("Now %v, want %v", m.Now(), t0)
+	}
+	m.Advance(time.Minute)
+	m.Set(t0) // never backwards
+	if want := t0.Add(time.Minute); !m.Now().Equal(want) {
+		t.Fatalf("after Advance and a Set backwards: %v, want %v", m.Now(), want)
+	}
+	m.Set(t0.Add(time.Hour))
+	f := m.SleepAdvances()
+	if err := f.Sleep(context.Background(), 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if want := t0.Add(3 * time.Hour); !f.Now().Equal(want) || !m.Now().Equal(want) {
+		t.Fatalf("after Set and an advancing Sleep: %v, want %v", m.Now(), want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := f.Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an advancing Sleep on a cancelled context: %v", err)
+	}
+	if want := t0.Add(3 * time.Hour); !m.Now().Equal(want) {
+		t.Fatalf("a cancelled Sleep moved the clock to %v", m.Now())
+	}
+}

@@ -160,13 +160,7 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 	store := h.NewStore(t)
 	procs := crashpoint.NewGroup(t)
 	clk := NewClock(clock.System{}.Now().UTC().Truncate(time.Millisecond))
-	funcs := clock.Funcs{NowFunc: clk.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		clk.Advance(d)
-		return nil
-	}}
+	funcs := clk.SleepAdvances()
 	const lease = 5 * time.Minute
 	executor := func(s ledger.Store) *ledger.Ledger {
 		l, err := ledger.New(ledger.Config{Store: s, Lease: lease, Test: ledger.TestConfig{Clock: funcs}})
