@@ -6,6 +6,7 @@
 package routertest
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -117,4 +118,27 @@ func FailureIsNotRecorded(t *testing.T, r Routes, fail *bool) {
 	if r2 := Post(r.Handler, "/orders/9", r.Key+"busy", `{}`); r2.Code != 201 || r.Runs.Load() != 2 {
 		t.Fatalf("the retry after a 503: %d %s runs %d; want it run again", r2.Code, r2.Body, r.Runs.Load())
 	}
+}
+
+// PlainMiddlewareIsAConfigurationError checks that h, a router given
+// guard.Middleware where the router does not hand it the route, answers a
+// keyed POST /orders/1 500 idemkit.server_configuration_error and runs
+// nothing (ran: set by the route's handler).
+func PlainMiddlewareIsAConfigurationError(t *testing.T, h http.Handler, key string, ran *bool) {
+	t.Helper()
+	if rec := Post(h, "/orders/1", key, `{}`); rec.Code != 500 || !strings.Contains(rec.Body.String(), idem.CodeServerConfiguration) || *ran {
+		t.Fatalf("%d %s (ran %v)", rec.Code, rec.Body, *ran)
+	}
+}
+
+// PanicsNamingTheWiring checks that wire (a Middleware call missing what
+// it needs) panics with a message that shows the right wiring.
+func PanicsNamingTheWiring(t *testing.T, wiring string, wire func()) {
+	t.Helper()
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), wiring) {
+			t.Fatalf("panic %v; want one naming the wiring %s", p, wiring)
+		}
+	}()
+	wire()
 }

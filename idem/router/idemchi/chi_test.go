@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -66,18 +65,11 @@ func TestPlainMiddlewareOnUseIsAConfigurationError(t *testing.T) {
 	r := chi.NewRouter()
 	r.Use(g.Middleware)
 	r.Post("/orders/{id}", func(w http.ResponseWriter, _ *http.Request) { ran = true; w.WriteHeader(201) })
-	if rec := routertest.Post(r, "/orders/1", key, `{}`); rec.Code != 500 || !strings.Contains(rec.Body.String(), idem.CodeServerConfiguration) || ran {
-		t.Fatalf("%d %s (ran %v)", rec.Code, rec.Body, ran)
-	}
+	routertest.PlainMiddlewareIsAConfigurationError(t, r, key, &ran)
 }
 
 func TestMiddlewareNeedsTheRouter(t *testing.T) {
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "r.Use(idemchi.Middleware(guard, r))") {
-			t.Fatalf("panic %v; want one naming the wiring", p)
-		}
-	}()
-	idemchi.Middleware(routertest.Guard(t, nil), nil)
+	routertest.PanicsNamingTheWiring(t, "r.Use(idemchi.Middleware(guard, r))", func() { idemchi.Middleware(routertest.Guard(t, nil), nil) })
 }
 
 // A chi router under idempotency: the second request with the same key

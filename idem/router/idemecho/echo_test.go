@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -48,12 +47,7 @@ func TestGuardsEachRoute(t *testing.T) {
 }
 
 func TestMiddlewareNeedsTheGuard(t *testing.T) {
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "e.Use(idemecho.Middleware(guard))") {
-			t.Fatalf("panic %v; want one naming the wiring", p)
-		}
-	}()
-	idemecho.Middleware(nil)
+	routertest.PanicsNamingTheWiring(t, "e.Use(idemecho.Middleware(guard))", func() { idemecho.Middleware(nil) })
 }
 
 // An echo server under idempotency: the second request with the same key

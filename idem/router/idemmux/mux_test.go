@@ -5,7 +5,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -61,18 +60,11 @@ func TestPlainMiddlewareIsAConfigurationError(t *testing.T) {
 	r := mux.NewRouter()
 	r.Use(g.Middleware)
 	r.HandleFunc("/orders/{id}", func(w http.ResponseWriter, _ *http.Request) { ran = true; w.WriteHeader(201) }).Methods("POST")
-	if rec := routertest.Post(r, "/orders/1", key, `{}`); rec.Code != 500 || !strings.Contains(rec.Body.String(), idem.CodeServerConfiguration) || ran {
-		t.Fatalf("%d %s (ran %v)", rec.Code, rec.Body, ran)
-	}
+	routertest.PlainMiddlewareIsAConfigurationError(t, r, key, &ran)
 }
 
 func TestMiddlewareNeedsTheRouter(t *testing.T) {
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "r.Use(idemmux.Middleware(guard, r))") {
-			t.Fatalf("panic %v; want one naming the wiring", p)
-		}
-	}()
-	idemmux.Middleware(routertest.Guard(t, nil), nil)
+	routertest.PanicsNamingTheWiring(t, "r.Use(idemmux.Middleware(guard, r))", func() { idemmux.Middleware(routertest.Guard(t, nil), nil) })
 }
 
 // A gorilla/mux router under idempotency: the second request with the
