@@ -51,10 +51,6 @@ func (e *Emulator) wrongKeyTable(t testing.TB) string {
 		BillingMode:          types.BillingModePayPerRequest}); err != nil {
 		t.Fatalf("dynamotest: %s: %v", e.Kind, err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
-	})
+	deleteAtEnd(t, c, name)
 	return name
 }
