@@ -624,6 +624,25 @@ func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
 			names[d.name] = d
 			dn = append(dn, d.name)
 		}
+		// onlyDimension checks that dim is r's one dimension and that the
+		// resources it names are of type typ (what says which), and
+		// returns the ones that are.
+		onlyDimension := func(r metricRef, dim, typ, what string) []string {
+			d := names[dim]
+			if len(r.dims) != 1 || d.name == "" {
+				bad(r, "want the one dimension %s", dim)
+				return nil
+			}
+			var ids []string
+			for _, id := range tp.dimTargets(d) {
+				if tp.types[id] != typ {
+					bad(r, "%s refers to %s, not %s of the stack", dim, id, what)
+				} else {
+					ids = append(ids, id)
+				}
+			}
+			return ids
+		}
 		switch r.namespace {
 		case ns:
 			sets, ok := em.dims[r.name]
@@ -648,15 +667,8 @@ func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
 				}
 			}
 		case "AWS/Lambda":
-			fn := names["FunctionName"]
-			if len(r.dims) != 1 || fn.name == "" {
-				bad(r, "want the one dimension FunctionName")
-				continue
-			}
-			for _, id := range tp.dimTargets(fn) {
-				if tp.types[id] != "AWS::Serverless::Function" {
-					bad(r, "FunctionName refers to %s, not a function of the stack", id)
-				} else if r.name == "IteratorAge" && !tp.hasStreamEvent(id) {
+			for _, id := range onlyDimension(r, "FunctionName", "AWS::Serverless::Function", "a function") {
+				if r.name == "IteratorAge" && !tp.hasStreamEvent(id) {
 					bad(r, "%s reads no stream", id)
 				}
 			}
@@ -689,16 +701,7 @@ func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
 				}
 			}
 		case "AWS/SQS":
-			q := names["QueueName"]
-			if len(r.dims) != 1 || q.name == "" {
-				bad(r, "want the one dimension QueueName")
-				continue
-			}
-			for _, id := range tp.dimTargets(q) {
-				if tp.types[id] != "AWS::SQS::Queue" {
-					bad(r, "QueueName refers to %s, not a queue of the stack", id)
-				}
-			}
+			onlyDimension(r, "QueueName", "AWS::SQS::Queue", "a queue")
 		default:
 			bad(r, "namespace %q is neither the functions' (%q) nor one of AWS/Lambda, AWS/DynamoDB, AWS/SQS", r.namespace, ns)
 		}

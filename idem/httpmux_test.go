@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/routertest"
 	"github.com/idemkit/idemkit/idem/memstore"
 )
 
@@ -21,16 +22,8 @@ func muxGuard(t *testing.T) *idem.Guard {
 	return g
 }
 
-func post(h http.Handler, path, key, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest("POST", path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
-	return w
-}
+// post sends a JSON POST with the Idempotency-Key key (none when empty).
+var post = routertest.Post
 
 // TestMiddlewareAroundServeMuxResolvesThePattern: guard.Middleware(mux)
 // takes each request's operation from the pattern the mux routes it to,

@@ -626,17 +626,7 @@ func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) 
 	go func() {
 		defer hb.exited.Done()
 		defer stopTicks()
-		for {
-			select {
-			case <-hb.done:
-				return
-			case <-ticks:
-			}
-			select {
-			case <-hb.done: // stopped while the tick was pending
-				return
-			default:
-			}
+		clock.EachTick(hb.done, ticks, func() bool {
 			now := t.g.clock.Now()
 			lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
 			rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
@@ -649,12 +639,13 @@ func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) 
 			if errors.Is(err, ErrFenced) {
 				t.writeFailed(ctx, "renew", err)
 				cancel(ErrLeaseLost)
-				return
+				return false
 			}
 			if err != nil {
 				t.writeFailed(ctx, "renew", err)
 			}
-		}
+			return true
+		})
 	}()
 	return hctx, hb
 }

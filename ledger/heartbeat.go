@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"sync"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // run calls fn for the attempt rec (just written with its fire mark) while a
@@ -37,17 +39,7 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 		defer close(done)
 		defer stopTicker()
 		cur := rec
-		for {
-			select {
-			case <-quit:
-				return
-			case <-ticks:
-			}
-			select {
-			case <-quit:
-				return
-			default:
-			}
+		clock.EachTick(quit, ticks, func() bool {
 			now := l.now()
 			next := cur.Clone()
 			next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
@@ -58,11 +50,12 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 				// Transient (or stopping): try again at the next tick.
 			case !ok:
 				lost(ErrLeaseLost)
-				return
+				return false
 			default:
 				cur = next
 			}
-		}
+			return true
+		})
 	}()
 	var once sync.Once
 	return func() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"os"
 	"sort"
@@ -15,10 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/ledger"
-	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/identity"
 )
 
@@ -99,20 +96,7 @@ type costSystem struct {
 }
 
 func newCostSystem(client *dynamodb.Client, idemTable, effectsTable string) (*costSystem, error) {
-	st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: idemTable})
-	if err != nil {
-		return nil, err
-	}
-	g, err := idem.New(idem.Config{Store: st, Tenant: idem.AuthorizerKey("tenantId"), Wait: -1,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		return nil, err
-	}
-	effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: effectsTable})
-	if err != nil {
-		return nil, err
-	}
-	l, err := ledger.New(ledger.Config{Store: effects})
+	g, l, err := newKit(client, idemTable, effectsTable, -1)
 	if err != nil {
 		return nil, err
 	}

@@ -36,6 +36,30 @@ func requestBody() string {
 	return b.String()
 }
 
+// newKit builds the Guard (the tenant from the authorizer's tenantId, logs
+// discarded, wait as its Config.Wait: 0 the default, -1 no waiting) and
+// the ledger that the measured systems run, on client's tables.
+func newKit(client *dynamodb.Client, idemTable, effectsTable string, wait time.Duration) (*idem.Guard, *ledger.Ledger, error) {
+	st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: idemTable})
+	if err != nil {
+		return nil, nil, err
+	}
+	g, err := idem.New(idem.Config{Store: st, Tenant: idem.AuthorizerKey("tenantId"), Wait: wait,
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		return nil, nil, err
+	}
+	effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: effectsTable})
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := ledger.New(ledger.Config{Store: effects})
+	if err != nil {
+		return nil, nil, err
+	}
+	return g, l, nil
+}
+
 // goSystem is idemkit's side: Layer 1 through the HTTP API (payload 2.0)
 // adapter, the ledger's Do, and a plain PutItem floor, all on one client.
 type goSystem struct {
@@ -49,19 +73,7 @@ type goSystem struct {
 }
 
 func newGoSystem(client *dynamodb.Client, idemTable, effectsTable, floorTable, body string) (*goSystem, error) {
-	st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: idemTable})
-	if err != nil {
-		return nil, err
-	}
-	g, err := idem.New(idem.Config{Store: st, Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		return nil, err
-	}
-	effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: effectsTable})
-	if err != nil {
-		return nil, err
-	}
-	l, err := ledger.New(ledger.Config{Store: effects})
+	g, l, err := newKit(client, idemTable, effectsTable, 0)
 	if err != nil {
 		return nil, err
 	}

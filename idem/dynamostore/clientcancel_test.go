@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,27 +15,6 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
-
-// countMetrics records idem.Metrics counts by name.
-type countMetrics struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (m *countMetrics) Count(name string, n float64, _ map[string]string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.n == nil {
-		m.n = map[string]int{}
-	}
-	m.n[name] += int(n)
-}
-
-func (m *countMetrics) get(name string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.n[name]
-}
 
 // TestClientHangUpIsNotAStoreOutage: on every engine, a client that hangs
 // up while the Guard claims its key (the request's context cancelled in
@@ -64,7 +42,7 @@ func TestClientHangUpIsNotAStoreOutage(t *testing.T) {
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				var logs testutil.SyncBuffer
-				m := &countMetrics{}
+				m := &testutil.Counts{}
 				g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: s, Wait: -1, Metrics: m,
 					Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 				if err != nil {
@@ -94,8 +72,8 @@ func TestClientHangUpIsNotAStoreOutage(t *testing.T) {
 				if r.StatusCode != idem.StatusClientClosed || env.Error != idem.CodeClientClosed || r.Headers["Retry-After"] != "" {
 					t.Fatalf("the hung-up request: %d %v %s; want %d %s", r.StatusCode, r.Headers, r.Body, idem.StatusClientClosed, idem.CodeClientClosed)
 				}
-				if n := m.get(idem.MetricClientCancelled); n != 1 {
-					t.Fatalf("%s counted %d times", idem.MetricClientCancelled, n)
+				if n := m.Get(idem.MetricClientCancelled); n != 1 {
+					t.Fatalf("%s counted %v times", idem.MetricClientCancelled, n)
 				}
 				out := logs.String()
 				if !strings.Contains(out, `"msg":"idempotency: client cancelled"`) || strings.Contains(out, `"level":"ERROR"`) {
@@ -120,7 +98,7 @@ func TestClientHangUpIsNotAStoreOutage(t *testing.T) {
 		// is untouched and its answer is the replay.
 		t.Run("WhileWaiting", func(t *testing.T) {
 			var logs testutil.SyncBuffer
-			m := &countMetrics{}
+			m := &testutil.Counts{}
 			ctx, cancel := context.WithCancel(ctxT(t))
 			defer cancel()
 			guard := func(wait time.Duration, sleep func(context.Context, time.Duration) error) *idem.Guard {
@@ -161,8 +139,8 @@ func TestClientHangUpIsNotAStoreOutage(t *testing.T) {
 			if r, _ := first.HTTPAPI(handler)(ctxT(t), ev); r.StatusCode != 201 || !replayed(r.Headers) {
 				t.Fatalf("the replay: %d %v", r.StatusCode, r.Headers)
 			}
-			if n := m.get(idem.MetricClientCancelled); n != 1 || !strings.Contains(logs.String(), `"stage":"wait"`) || strings.Contains(logs.String(), `"level":"ERROR"`) {
-				t.Fatalf("counted %d; logs:\n%s", n, logs.String())
+			if n := m.Get(idem.MetricClientCancelled); n != 1 || !strings.Contains(logs.String(), `"stage":"wait"`) || strings.Contains(logs.String(), `"level":"ERROR"`) {
+				t.Fatalf("counted %v; logs:\n%s", n, logs.String())
 			}
 		})
 	})

@@ -6,54 +6,12 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
-
-// misconfiguredMetrics counts Metrics.Count calls by name.
-type misconfiguredMetrics struct {
-	mu sync.Mutex
-	n  map[string]float64
-}
-
-func (m *misconfiguredMetrics) Count(name string, n float64, _ map[string]string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.n == nil {
-		m.n = map[string]float64{}
-	}
-	m.n[name] += n
-}
-
-func (m *misconfiguredMetrics) get(name string) float64 {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.n[name]
-}
-
-// wrongKeyTable creates a table keyed on "id" (the store writes "pk") and
-// deletes it when the test ends.
-func wrongKeyTable(t *testing.T, e *dynamotest.Emulator) string {
-	t.Helper()
-	c := e.Client()
-	name := "WrongKeys-" + rnd(8)
-	if _, err := c.CreateTable(ctxT(t), &dynamodb.CreateTableInput{TableName: aws.String(name),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("id"), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("id"), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = c.DeleteTable(ctxT(t), &dynamodb.DeleteTableInput{TableName: aws.String(name)}) })
-	return name
-}
 
 // TestMisconfiguredTableIsAServerConfigurationError: on every engine, a
 // Guard whose table does not exist, or was created with another key
@@ -65,17 +23,11 @@ func wrongKeyTable(t *testing.T, e *dynamotest.Emulator) string {
 // would retry forever).
 func TestMisconfiguredTableIsAServerConfigurationError(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		for _, c := range []struct {
-			name  string
-			table func(t *testing.T) string
-		}{
-			{"MissingTable", func(*testing.T) string { return "NoSuchTable-" + rnd(8) }},
-			{"WrongKeySchema", func(t *testing.T) string { return wrongKeyTable(t, e) }},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				s := newStore(t, e.Client(dynamotest.FastRetries), c.table(t))
+		for _, c := range e.Misconfigured() {
+			t.Run(c.Name, func(t *testing.T) {
+				s := newStore(t, e.Client(dynamotest.FastRetries), c.Table(t))
 				var logs testutil.SyncBuffer
-				m := &misconfiguredMetrics{}
+				m := &testutil.Counts{}
 				g, err := idem.New(idem.Config{
 					Tenant:  idem.AuthorizerKey("tenantId"),
 					Store:   s,
@@ -101,7 +53,7 @@ func TestMisconfiguredTableIsAServerConfigurationError(t *testing.T) {
 				if h.runs.Load() != 0 {
 					t.Fatalf("handler ran %d times", h.runs.Load())
 				}
-				if got := m.get(idem.MetricStoreMisconfigured); got != 3 {
+				if got := m.Get(idem.MetricStoreMisconfigured); got != 3 {
 					t.Errorf("%s = %v, want 3", idem.MetricStoreMisconfigured, got)
 				}
 				if n := strings.Count(logs.String(), "idemkit doctor"); n != 1 {

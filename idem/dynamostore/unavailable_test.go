@@ -34,27 +34,6 @@ func want503(t *testing.T, r events.APIGatewayV2HTTPResponse) {
 	}
 }
 
-// counts is an idem.Metrics that counts by metric name.
-type counts struct {
-	mu sync.Mutex
-	n  map[string]float64
-}
-
-func (c *counts) Count(name string, n float64, _ map[string]string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]float64{}
-	}
-	c.n[name] += n
-}
-
-func (c *counts) get(name string) float64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n[name]
-}
-
 func unavailableGuard(t *testing.T, s idem.Store, metrics ...idem.Metrics) *idem.Guard {
 	t.Helper()
 	cfg := idem.Config{
@@ -94,14 +73,14 @@ func TestStoreThrottled503RetryAfter(t *testing.T) {
 			{"ThrottledCompletion", func() { v.f.PassNext("PutItem", 1); v.f.FailNext(dynamotest.AnyOp, 1000, dynamotest.Throttle()) }, 1},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				m := &counts{}
+				m := &testutil.Counts{}
 				g := unavailableGuard(t, v.s, m)
 				h := &countingHandler{}
 				ev := guardEvent(newKey(), `{"a":1}`)
 				c.inject()
 				want503(t, call(t, g.HTTPAPI(h.serve), ev))
 				v.f.Clear()
-				if n := m.get(idem.MetricStoreUnavailable); n != 1 {
+				if n := m.Get(idem.MetricStoreUnavailable); n != 1 {
 					t.Fatalf("%s counted %v times, want 1", idem.MetricStoreUnavailable, n)
 				}
 				if h.runs.Load() != c.ran {
@@ -117,7 +96,7 @@ func TestStoreThrottled503RetryAfter(t *testing.T) {
 				if h.runs.Load() != 1 {
 					t.Fatalf("handler ran %d times", h.runs.Load())
 				}
-				if n := m.get(idem.MetricStoreUnavailable); n != 1 {
+				if n := m.Get(idem.MetricStoreUnavailable); n != 1 {
 					t.Fatalf("after the retry, %s counted %v times, want 1", idem.MetricStoreUnavailable, n)
 				}
 			})

@@ -57,10 +57,6 @@ type dyingStore struct {
 	*crashpoint.Process
 }
 
-func newDying(s idem.Store, point string, end <-chan struct{}) *dyingStore {
-	return &dyingStore{Store: s, Process: crashpoint.New(point, end)}
-}
-
 func (d *dyingStore) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
 	if d.Dead() {
 		return idem.ClaimResult{}, d.Die()
@@ -115,37 +111,6 @@ func (d *dyingStore) Get(ctx context.Context, id string, now time.Time) (idem.Re
 	return d.Store.Get(ctx, id, now)
 }
 
-// manualClock is the matrix's clock: Now moves only when advanced; Sleep
-// advances it (a waiting duplicate's poll never sleeps for real); the
-// heartbeat ticker is the system's, whose period (a third of the lease)
-// never elapses in a test.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *manualClock) funcs() clock.Funcs {
-	return clock.Funcs{NowFunc: c.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		c.Advance(d)
-		return nil
-	}}
-}
-
 // crashLease is the matrix's claim lease (idem.MinLease).
 const crashLease = idem.MinLease
 
@@ -180,14 +145,16 @@ func RunCrashMatrix(t *testing.T, h Harness) {
 
 func crashCase(t *testing.T, h Harness, phase, point string) {
 	store := h.NewStore(t)
-	end := make(chan struct{})
-	var dead sync.WaitGroup
-	t.Cleanup(func() { close(end); dead.Wait() })
+	procs := crashpoint.NewGroup(t)
 	now := clock.System{}.Now
 	if h.Now != nil {
 		now = h.Now
 	}
-	clk := &manualClock{t: now().UTC()}
+	// The matrix's clock: Now moves only when advanced; Sleep advances it
+	// (a waiting duplicate's poll never sleeps for real); the heartbeat
+	// ticker is the system's, whose period (a third of the lease) never
+	// elapses in a test.
+	clk := clock.NewManual(now().UTC())
 	key := fmt.Sprintf("crash-%s-%s-%d", phase, point, clk.Now().UnixNano())
 
 	var executions, committedNoTx atomic.Int32
@@ -222,7 +189,7 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	process := func(s idem.Store) *idem.Guard {
 		g, err := idem.New(idem.Config{Store: s, Tenant: idem.SingleTenant("crash"), Lease: crashLease, Wait: -1,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			Test:   idem.TestConfig{Clock: clk.funcs()}})
+			Test:   idem.TestConfig{Clock: clk.SleepAdvances()}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -233,18 +200,11 @@ func crashCase(t *testing.T, h Harness, phase, point string) {
 	}
 	// crash runs one process that dies at point, and returns once it has.
 	crash := func(point string) {
-		d := newDying(store, point, end)
-		g := process(d)
-		dead.Add(1)
-		go func() {
-			defer dead.Done()
-			_, _, _ = call(g, work(d, point == CrashDuringRelease))
-		}()
-		select {
-		case <-d.Died():
-		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
-			t.Fatalf("the process never reached its crash point %s", point)
-		}
+		procs.Crash(point, func(p *crashpoint.Process) func() {
+			d := &dyingStore{Store: store, Process: p}
+			g := process(d)
+			return func() { _, _, _ = call(g, work(d, point == CrashDuringRelease)) }
+		})
 	}
 
 	switch phase {

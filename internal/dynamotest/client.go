@@ -72,10 +72,15 @@ func (e *Emulator) CreateTable(t testing.TB, logicalID string) string {
 	if _, err := tables.CreateDef(ctx, c, def, name); err != nil {
 		t.Fatalf("dynamotest: %s: %v", e.Kind, err)
 	}
+	deleteAtEnd(t, c, name)
+	return name
+}
+
+// deleteAtEnd deletes the table name when the test ends.
+func deleteAtEnd(t testing.TB, c *dynamodb.Client, name string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		_, _ = c.DeleteTable(ctx, &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
-	return name
 }

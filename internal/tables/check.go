@@ -66,34 +66,21 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 	if want, got := keysString(d.KeySchema, wantTypes), keysString(t.KeySchema, gotTypes); want != got {
 		differ("key schema: template %s, deployed %s", want, got)
 	}
-	deployedGSI := map[string]string{}
-	for _, g := range t.GlobalSecondaryIndexes {
-		deployedGSI[aws.ToString(g.IndexName)] = indexString(g.KeySchema, gotTypes, g.Projection)
-	}
-	for _, g := range d.GlobalSecondaryIndexes {
-		want := indexString(g.KeySchema, wantTypes, g.Projection)
-		got, ok := deployedGSI[aws.ToString(g.IndexName)]
-		switch {
-		case !ok:
-			differ("global secondary index %s: missing (template %s)", aws.ToString(g.IndexName), want)
-		case got != want:
-			differ("global secondary index %s: template %s, deployed %s", aws.ToString(g.IndexName), want, got)
-		}
-	}
-	deployedLSI := map[string]string{}
-	for _, l := range t.LocalSecondaryIndexes {
-		deployedLSI[aws.ToString(l.IndexName)] = indexString(l.KeySchema, gotTypes, l.Projection)
-	}
-	for _, l := range d.LocalSecondaryIndexes {
-		want := indexString(l.KeySchema, wantTypes, l.Projection)
-		got, ok := deployedLSI[aws.ToString(l.IndexName)]
-		switch {
-		case !ok:
-			differ("local secondary index %s: missing (template %s)", aws.ToString(l.IndexName), want)
-		case got != want:
-			differ("local secondary index %s: template %s, deployed %s", aws.ToString(l.IndexName), want, got)
-		}
-	}
+	type keys = []types.KeySchemaElement
+	differIndexes(differ, "global secondary index",
+		indexStrings(d.GlobalSecondaryIndexes, wantTypes, func(g types.GlobalSecondaryIndex) (*string, keys, *types.Projection) {
+			return g.IndexName, g.KeySchema, g.Projection
+		}),
+		indexStrings(t.GlobalSecondaryIndexes, gotTypes, func(g types.GlobalSecondaryIndexDescription) (*string, keys, *types.Projection) {
+			return g.IndexName, g.KeySchema, g.Projection
+		}))
+	differIndexes(differ, "local secondary index",
+		indexStrings(d.LocalSecondaryIndexes, wantTypes, func(l types.LocalSecondaryIndex) (*string, keys, *types.Projection) {
+			return l.IndexName, l.KeySchema, l.Projection
+		}),
+		indexStrings(t.LocalSecondaryIndexes, gotTypes, func(l types.LocalSecondaryIndexDescription) (*string, keys, *types.Projection) {
+			return l.IndexName, l.KeySchema, l.Projection
+		}))
 
 	var view types.StreamViewType
 	if s := t.StreamSpecification; s != nil && aws.ToBool(s.StreamEnabled) {
@@ -170,6 +157,40 @@ func keysString(ks []types.KeySchemaElement, attr map[string]types.ScalarAttribu
 		parts[i] = fmt.Sprintf("%s %s (%s)", aws.ToString(k.AttributeName), attr[aws.ToString(k.AttributeName)], k.KeyType)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// namedIndex is an index's name and its indexString.
+type namedIndex struct{ name, desc string }
+
+// indexStrings renders each index of list (a template's or a deployed
+// table's, global or local) in list's order; parts returns an index's
+// name, key schema and projection.
+func indexStrings[I any](list []I, attr map[string]types.ScalarAttributeType, parts func(I) (*string, []types.KeySchemaElement, *types.Projection)) []namedIndex {
+	out := make([]namedIndex, len(list))
+	for i, x := range list {
+		name, ks, p := parts(x)
+		out[i] = namedIndex{aws.ToString(name), indexString(ks, attr, p)}
+	}
+	return out
+}
+
+// differIndexes reports, in the template's order, each template index of
+// kind the deployed table lacks or has with other keys or projection.
+// Extra deployed indexes are not differences.
+func differIndexes(differ func(format string, a ...any), kind string, template, deployed []namedIndex) {
+	got := make(map[string]string, len(deployed))
+	for _, x := range deployed {
+		got[x.name] = x.desc
+	}
+	for _, want := range template {
+		have, ok := got[want.name]
+		switch {
+		case !ok:
+			differ("%s %s: missing (template %s)", kind, want.name, want.desc)
+		case have != want.desc:
+			differ("%s %s: template %s, deployed %s", kind, want.name, want.desc, have)
+		}
+	}
 }
 
 // indexString renders an index's keys and projection.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -78,5 +79,25 @@ func TestMatchShown(t *testing.T) {
 	}
 	if err := testutil.MatchShown("end 3 s\na 1\n", got); err == nil {
 		t.Fatal("lines out of order matched")
+	}
+}
+
+func TestCountsAddsUpByName(t *testing.T) {
+	var c testutil.Counts
+	if got := c.Get("a"); got != 0 {
+		t.Fatalf("an empty Counts reads %v", got)
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.Count("a", 1, map[string]string{"d": "x"})
+			c.Count("b", 0.5, nil)
+		}()
+	}
+	wg.Wait()
+	if a, b := c.Get("a"), c.Get("b"); a != 8 || b != 4 {
+		t.Fatalf("a = %v, b = %v; want 8 and 4", a, b)
 	}
 }

@@ -158,17 +158,9 @@ func RunCrashMatrix(t *testing.T, h Harness) {
 
 func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 	store := h.NewStore(t)
-	end := make(chan struct{})
-	var dead sync.WaitGroup
-	t.Cleanup(func() { close(end); dead.Wait() })
+	procs := crashpoint.NewGroup(t)
 	clk := NewClock(clock.System{}.Now().UTC().Truncate(time.Millisecond))
-	funcs := clock.Funcs{NowFunc: clk.Now, SleepFunc: func(ctx context.Context, d time.Duration) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		clk.Advance(d)
-		return nil
-	}}
+	funcs := clk.SleepAdvances()
 	const lease = 5 * time.Minute
 	executor := func(s ledger.Store) *ledger.Ledger {
 		l, err := ledger.New(ledger.Config{Store: s, Lease: lease, Test: ledger.TestConfig{Clock: funcs}})
@@ -200,18 +192,11 @@ func crashCase(t *testing.T, h Harness, honours bool, phase, point string) {
 		}
 	}
 	crash := func(point string) {
-		d := &dyingStore{Store: store, Process: crashpoint.New(point, end)}
-		l := executor(d)
-		dead.Add(1)
-		go func() {
-			defer dead.Done()
-			_, _ = l.Do(context.Background(), eff, fn(d, point == CrashDuringRelease))
-		}()
-		select {
-		case <-d.Died():
-		case <-time.After(time.Minute): // a safety net against a hung test, not a verdict on speed
-			t.Fatalf("the executor never reached its crash point %s", point)
-		}
+		procs.Crash(point, func(p *crashpoint.Process) func() {
+			d := &dyingStore{Store: store, Process: p}
+			l := executor(d)
+			return func() { _, _ = l.Do(context.Background(), eff, fn(d, point == CrashDuringRelease)) }
+		})
 	}
 
 	switch phase {

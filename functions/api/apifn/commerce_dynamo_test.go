@@ -20,8 +20,6 @@ import (
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 type commerceHost struct {
@@ -41,19 +39,7 @@ func newCommerceHost(t *testing.T, e *dynamotest.Emulator) *commerceHost {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := idem.New(idem.Config{Policy: commerce.Policy, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{ledger: l}
-	if f.h, err = New(Config{Runs: runs, Guard: g, Ledger: l, Logger: discard()}); err != nil {
-		t.Fatal(err)
-	}
-	return &commerceHost{f: f, runs: runs, cnt: cnt}
+	return &commerceHost{f: hostOf(t, runs, idem.Config{Policy: commerce.Policy, Store: st}, nil), runs: runs, cnt: cnt}
 }
 
 // commerceReq is a request of acme's checkout worker in namespace shop (the

@@ -13,8 +13,6 @@ import (
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // slowRuns holds the first Create until released: a createRun still
@@ -50,15 +48,7 @@ func TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction(t *testing.T
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := idem.New(idem.Config{Policy: commerce.Policy, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Wait: wait, Logger: discard()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-			f := &fixture{ledger: l}
-			if f.h, err = New(Config{Runs: rs, Guard: g, Ledger: l, Logger: discard()}); err != nil {
-				t.Fatal(err)
-			}
+			f := hostOf(t, rs, idem.Config{Policy: commerce.Policy, Store: st, Wait: wait}, nil)
 			key := []string{"checkout cart 50", "checkout cart 51"}[i]
 			first := make(chan events.APIGatewayV2HTTPResponse, 1)
 			go func() {

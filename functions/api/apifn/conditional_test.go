@@ -11,10 +11,7 @@ import (
 	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestUnlistedMajorIsRefused406OnEveryRoute: a request whose
@@ -69,18 +66,7 @@ func TestRunSnapshotIfNoneMatch(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
 		store := &hostruns.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")}
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := &fixture{ledger: l}
-		if f.h, err = New(Config{Runs: store, Guard: g, Ledger: l, Logger: discard()}); err != nil {
-			t.Fatal(err)
-		}
+		f := hostOf(t, store, idem.Config{}, nil)
 		created := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 		run := hostruns.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), created)
 		if err := store.Create(ctx, run); err != nil {

@@ -9,10 +9,7 @@ import (
 
 	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 func TestMain(m *testing.M) { dynamotest.Main(m) }
@@ -29,18 +26,7 @@ func TestEventsDynamo(t *testing.T) {
 		faults := dynamotest.NewFaults()
 		runs := &hostruns.DynamoRuns{Client: e.Client(dynamotest.FastRetries, cnt.Middleware(), faults.Middleware()),
 			Table: e.CreateTable(t, "RunsTable")}
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := &fixture{ledger: l}
-		if f.h, err = New(Config{Runs: runs, Guard: g, Ledger: l, Logger: discard()}); err != nil {
-			t.Fatal(err)
-		}
+		f := hostOf(t, runs, idem.Config{}, nil)
 		created := time.Date(2026, 3, 1, 12, 0, 0, 123456789, time.UTC)
 		r := hostruns.NewRun("acme", "conformance-noop", json.RawMessage(`{"secret":"s3cr3t"}`), created)
 		if err := runs.Create(ctx, r); err != nil {

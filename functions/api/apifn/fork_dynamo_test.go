@@ -11,8 +11,6 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestForkRunDynamo: forkRun on RunsTable and IdempotencyTable on the
@@ -33,18 +31,7 @@ func TestForkRunDynamo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := &fixture{ledger: l}
-		if f.h, err = New(Config{Runs: store, Guard: g, Ledger: l, Logger: discard()}); err != nil {
-			t.Fatal(err)
-		}
+		f := hostOf(t, store, idem.Config{Store: st}, nil)
 		// The source: the looped fixture's recorded log, completed.
 		now := time.Now().UTC()
 		src := runs.NewRun("acme", "conformance-replay-ordinal-loop", json.RawMessage(`{"delayMs":1}`), now)

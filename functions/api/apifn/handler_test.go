@@ -29,9 +29,35 @@ type fixture struct {
 	slept  chan time.Duration
 }
 
+// newFixture is the api handler over runs in memory whose sleeps are
+// reported on f.slept, never slept.
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
+	return hostOf(t, runs.NewMemRuns(), idem.Config{}, func(f *fixture, c *Config) {
+		f.slept = make(chan time.Duration, 100)
+		c.Test = TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(ctx context.Context, d time.Duration) error {
+			f.slept <- d
+			return nil
+		}}}
+	})
+}
+
+// hostOf is the api handler over rs (f.runs too when rs is in memory). Its
+// Guard is idem.New(gc), with the authorizer's tenantId, the memory store
+// and a discarded log where gc leaves them unset; its ledger is in memory.
+// adjust, if set, changes f and the handler's Config before New.
+func hostOf(t *testing.T, rs runs.RunStore, gc idem.Config, adjust func(f *fixture, c *Config)) *fixture {
+	t.Helper()
+	if gc.Tenant == (idem.TenantSource{}) {
+		gc.Tenant = idem.AuthorizerKey("tenantId")
+	}
+	if gc.Store == nil {
+		gc.Store = idemmem.New()
+	}
+	if gc.Logger == nil {
+		gc.Logger = discard()
+	}
+	g, err := idem.New(gc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +65,13 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{runs: runs.NewMemRuns(), ledger: l, slept: make(chan time.Duration, 100)}
-	f.h, err = New(Config{Runs: f.runs, Guard: g, Ledger: l, Logger: discard(),
-		Test: TestConfig{Clock: ledgertest.ClockFuncs{SleepFunc: func(ctx context.Context, d time.Duration) error {
-			f.slept <- d
-			return nil
-		}}}})
-	if err != nil {
+	f := &fixture{ledger: l}
+	f.runs, _ = rs.(*runs.MemRuns)
+	c := Config{Runs: rs, Guard: g, Ledger: l, Logger: discard()}
+	if adjust != nil {
+		adjust(f, &c)
+	}
+	if f.h, err = New(c); err != nil {
 		t.Fatal(err)
 	}
 	return f

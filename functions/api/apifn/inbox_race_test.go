@@ -21,8 +21,6 @@ import (
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // inboxHost is the api handler under the commerce policy, its runs, inbox
@@ -40,23 +38,11 @@ func inboxHost(t *testing.T, e *dynamotest.Emulator, cfg func(*Config)) (*fixtur
 			t.Fatal(err)
 		}
 	}
-	g, err := idem.New(idem.Config{Policy: commerce.Policy, Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := Config{Runs: rs, Guard: g, Ledger: l, Logger: discard()}
-	if cfg != nil {
-		cfg(&c)
-	}
-	f := &fixture{ledger: l}
-	if f.h, err = New(c); err != nil {
-		t.Fatal(err)
-	}
-	return f, rs
+	return hostOf(t, rs, idem.Config{Policy: commerce.Policy, Store: st}, func(_ *fixture, c *Config) {
+		if cfg != nil {
+			cfg(c)
+		}
+	}), rs
 }
 
 // onEveryBackend runs fn on memory and on every emulator.

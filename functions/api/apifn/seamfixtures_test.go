@@ -6,9 +6,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestSeamFixturesOnlyUnderTheSeams: the seams-only fixtures
@@ -20,19 +17,8 @@ import (
 // Either way the api handler serves no seam path (durability, hold): 404.
 func TestSeamFixturesOnlyUnderTheSeams(t *testing.T) {
 	for _, seams := range []bool{false, true} {
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
 		store := runs.NewMemRuns()
-		f := &fixture{runs: store, ledger: l}
-		if f.h, err = New(Config{Runs: store, Guard: g, Ledger: l, Logger: discard(), Test: TestConfig{ConformanceSeams: seams}}); err != nil {
-			t.Fatal(err)
-		}
+		f := hostOf(t, store, idem.Config{}, func(_ *fixture, c *Config) { c.Test.ConformanceSeams = seams })
 		_, caps := f.do(t, ev("GET", "/.well-known/openwop", "", "", ""))
 		listed := map[string]bool{}
 		for _, x := range caps["fixtures"].([]any) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	sysclock "github.com/idemkit/idemkit/internal/clock"
 )
 
 // runHeartbeat renews an execution's claim on its run (RunStore.Renew
@@ -46,27 +47,18 @@ func (x *Executor) startHeartbeat(ctx context.Context, run runs.Run) (context.Co
 	go func() {
 		defer close(hb.exited)
 		defer stopTicks()
-		for {
-			select {
-			case <-hb.done:
-				return
-			case <-ticks:
-			}
-			select {
-			case <-hb.done: // stopped while the tick was pending
-				return
-			default:
-			}
+		sysclock.EachTick(hb.done, ticks, func() bool {
 			_, err := x.Runs.Renew(hctx, run.ID, run.Epoch, x.now())
 			switch {
 			case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
 				hb.lost.Store(true)
 				cancel()
-				return
+				return false
 			case err != nil && hctx.Err() == nil:
 				x.log().WarnContext(ctx, "executor: run claim renewal failed", slog.String("run_id", run.ID), slog.String("error", err.Error()))
 			}
-		}
+			return true
+		})
 	}()
 	return hctx, hb
 }

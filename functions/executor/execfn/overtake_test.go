@@ -140,6 +140,23 @@ func wantLog(t *testing.T, r runs.Run, want ...string) {
 	}
 }
 
+// wantRun fails unless run id is in status, its node log is log
+// (type@node) and the receiver has had deliveries deliveries so far.
+func (s *overtakeStack) wantRun(t *testing.T, id string, status runs.Status, deliveries int, log ...string) {
+	t.Helper()
+	got, err := s.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != status {
+		t.Fatalf("run %s, want %s", got.Status, status)
+	}
+	wantLog(t, got, log...)
+	if n := len(s.rc.seen()); n != deliveries {
+		t.Fatalf("%d deliveries, want %d", n, deliveries)
+	}
+}
+
 var cleanLog = []string{"node.started@wait", "node.completed@wait", "node.started@effect", "node.completed@effect"}
 
 // TestLiveRunIsNotOvertaken: an executor holding a node open for eight
@@ -180,17 +197,7 @@ func TestLiveRunIsNotOvertaken(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		got, err := store.Get(ctx, r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != runs.StatusCompleted {
-			t.Fatalf("run %s, want completed", got.Status)
-		}
-		wantLog(t, got, cleanLog...)
-		if n := len(s.rc.seen()); n != 1 {
-			t.Fatalf("%d deliveries, want 1", n)
-		}
+		s.wantRun(t, r.ID, runs.StatusCompleted, 1, cleanLog...)
 	})
 }
 
@@ -234,35 +241,16 @@ func TestDeadExecutorIsOvertakenAndFenced(t *testing.T) {
 		if err := <-done1; err != nil {
 			t.Fatalf("the overtaken executor: %v", err)
 		}
-		cur, err := store.Get(ctx, r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The pass that took the run over recorded that it was restored
-		// (workflow.restored); the overtaken executor added nothing.
-		wantLog(t, cur, "node.started@wait", "workflow.restored@")
-		if cur.Status != runs.StatusRunning {
-			t.Fatalf("after the overtaken executor stopped: %s, want running", cur.Status)
-		}
-		if n := len(s.rc.seen()); n != 0 {
-			t.Fatalf("the overtaken executor delivered %d times", n)
-		}
+		// (workflow.restored); the overtaken executor added nothing and
+		// delivered nothing.
+		s.wantRun(t, r.ID, runs.StatusRunning, 0, "node.started@wait", "workflow.restored@")
 
 		close(g2.release)
 		if p := <-done2; p.err != nil || p.n != 1 {
 			t.Fatalf("the pass took %d runs (%v), want 1", p.n, p.err)
 		}
-		got, err := store.Get(ctx, r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != runs.StatusCompleted {
-			t.Fatalf("run %s, want completed", got.Status)
-		}
-		wantLog(t, got, append([]string{cleanLog[0], "workflow.restored@"}, cleanLog[1:]...)...)
-		if n := len(s.rc.seen()); n != 1 {
-			t.Fatalf("%d deliveries, want 1", n)
-		}
+		s.wantRun(t, r.ID, runs.StatusCompleted, 1, append([]string{cleanLog[0], "workflow.restored@"}, cleanLog[1:]...)...)
 	})
 }
 
@@ -290,30 +278,15 @@ func TestOverlappingExecutionsWriteOneLog(t *testing.T) {
 		if err := <-done1; err != nil {
 			t.Fatalf("the earlier execution: %v", err)
 		}
-		cur, err := store.Get(ctx, r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantLog(t, cur, "node.started@wait")
-		if n := len(s.rc.seen()); n != 0 {
-			t.Fatalf("the overtaken execution delivered %d times", n)
-		}
+		// The overtaken execution wrote nothing and delivered nothing; the
+		// later one holds the run.
+		s.wantRun(t, r.ID, runs.StatusRunning, 0, "node.started@wait")
 
 		close(g2.release)
 		if err := <-done2; err != nil {
 			t.Fatalf("the later execution: %v", err)
 		}
-		got, err := store.Get(ctx, r.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Status != runs.StatusCompleted {
-			t.Fatalf("run %s, want completed", got.Status)
-		}
-		wantLog(t, got, cleanLog...)
-		if n := len(s.rc.seen()); n != 1 {
-			t.Fatalf("%d deliveries, want 1", n)
-		}
+		s.wantRun(t, r.ID, runs.StatusCompleted, 1, cleanLog...)
 	})
 }
 

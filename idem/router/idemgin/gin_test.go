@@ -13,30 +13,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/routertest"
 	"github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/idem/router/idemgin"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
-
-func newGuard(t testing.TB, routes map[string]idem.Route) *idem.Guard {
-	t.Helper()
-	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("shop"), Routes: routes,
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
-func post(h http.Handler, path, key, body string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest("POST", path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(idem.HeaderKey, key)
-	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, req)
-	return rec
-}
 
 const key = "gin-key-00000000000000000000001"
 
@@ -57,58 +39,29 @@ func TestGuardsEachRoute(t *testing.T) {
 		}
 		c.JSON(201, gin.H{"order": c.Param("id"), "run": n})
 	}
-	g := newGuard(t, map[string]idem.Route{"POST /shops/:shop/audit/:id": {Skip: true}})
+	g := routertest.Guard(t, map[string]idem.Route{"POST /shops/:shop/audit/:id": {Skip: true}})
 	r := gin.New()
 	r.Use(idemgin.Middleware(g), func(c *gin.Context) { after.Add(1); c.Next() })
 	r.POST("/orders/:id", handler)
 	shops := r.Group("/shops/:shop")
 	shops.POST("/orders/:id", handler)
 	shops.POST("/audit/:id", handler)
-	for _, base := range []string{"/orders/", "/shops/s1/orders/"} {
-		runs.Store(0)
-		after.Store(0)
-		k := key + strings.ReplaceAll(base, "/", "-")
-		first, again := post(r, base+"1", k, `{"qty":1}`), post(r, base+"1", k, `{"qty":1}`)
-		if first.Code != 201 || again.Code != 201 || again.Body.String() != first.Body.String() || runs.Load() != 1 || after.Load() != 1 {
-			t.Fatalf("%s: %d %s then %d %s, runs %d (after %d); want one run and its replay", base, first.Code, first.Body, again.Code, again.Body, runs.Load(), after.Load())
-		}
-		if !strings.Contains(first.Header().Get("Content-Type"), "application/json") {
-			t.Fatalf("%s: Content-Type %q", base, first.Header().Get("Content-Type"))
-		}
-		if other := post(r, base+"2", k, `{"qty":1}`); other.Code != 409 || runs.Load() != 1 {
-			t.Fatalf("%s: another order under the same key: %d %s", base, other.Code, other.Body)
-		}
-	}
-	if other := post(r, "/shops/s2/orders/1", key+"-shops-s1-orders-", `{"qty":1}`); other.Code != 409 {
-		t.Fatalf("another shop under the same key: %d %s", other.Code, other.Body)
-	}
-	if nf := post(r, "/nowhere", key+"nf", `{}`); nf.Code != 404 {
-		t.Fatalf("no route: %d %s", nf.Code, nf.Body)
-	}
-	runs.Store(0)
-	post(r, "/shops/s1/audit/1", key+"audit", `{}`)
-	post(r, "/shops/s1/audit/1", key+"audit", `{}`)
-	if runs.Load() != 2 {
-		t.Fatalf("the route skipped by its full path ran %d times, want 2", runs.Load())
-	}
-	runs.Store(0)
-	fail = true
-	if r1 := post(r, "/orders/9", key+"busy", `{}`); r1.Code != 503 {
-		t.Fatalf("handler's 503: %d %s", r1.Code, r1.Body)
-	}
-	fail = false
-	if r2 := post(r, "/orders/9", key+"busy", `{}`); r2.Code != 201 || runs.Load() != 2 {
-		t.Fatalf("the retry after a 503: %d %s runs %d; want it run again", r2.Code, r2.Body, runs.Load())
-	}
+	routes := routertest.Routes{Handler: r, Key: key, Runs: &runs,
+		Replayed: func(t *testing.T, base string, first *httptest.ResponseRecorder) {
+			if after.Load() != 1 {
+				t.Fatalf("%s: the middleware after the guard ran %d times for a run and its replay, want once", base, after.Load())
+			}
+			after.Store(0)
+			if !strings.Contains(first.Header().Get("Content-Type"), "application/json") {
+				t.Fatalf("%s: Content-Type %q", base, first.Header().Get("Content-Type"))
+			}
+		}}
+	routertest.GuardsEachRoute(t, routes)
+	routertest.FailureIsNotRecorded(t, routes, &fail)
 }
 
 func TestMiddlewareNeedsTheGuard(t *testing.T) {
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(fmt.Sprint(p), "r.Use(idemgin.Middleware(guard))") {
-			t.Fatalf("panic %v; want one naming the wiring", p)
-		}
-	}()
-	idemgin.Middleware(nil)
+	routertest.PanicsNamingTheWiring(t, "r.Use(idemgin.Middleware(guard))", func() { idemgin.Middleware(nil) })
 }
 
 // A gin engine under idempotency: the second request with the same key
@@ -125,7 +78,7 @@ func ExampleMiddleware() {
 		c.JSON(http.StatusCreated, gin.H{"order": c.Param("id")})
 	})
 	for _, path := range []string{"/orders/7", "/orders/7", "/orders/8"} {
-		rec := post(r, path, "example-key-000000000000000001", `{"qty":1}`)
+		rec := routertest.Post(r, path, "example-key-000000000000000001", `{"qty":1}`)
 		fmt.Println(path, rec.Code, rec.Body.String())
 	}
 	fmt.Println("runs:", runs)
