@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -64,6 +63,11 @@ type txn struct {
 	// hb is the storage of the lease heartbeat (execute, outside a Lambda
 	// invocation that ends before the lease).
 	hb heartbeat
+	// calls are the storage of the contexts of the request's first store
+	// calls made on its goroutine (claim, completion), taken in turn by
+	// callSlot; later ones are allocated.
+	calls  [2]callCtx
+	ncalls int
 	// unrecorded is set when the handler's outcome (without transactional
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
@@ -279,10 +283,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			RawBodySHA256: rawBodySHA256(t.in.body),
 		}
 		sctx, span := t.span(ctx, spanClaim)
-		cctx, cancel := g.storeCtx(sctx, false, time.Time{})
+		cctx := g.storeCtx(t.callSlot(), sctx, false, time.Time{})
 		started := clock.Wall()
 		res, err := store.Claim(cctx, rec, now)
-		cancel()
+		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {
 			t.claimErr = err
@@ -292,11 +296,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			if clientGone(ctx, err) {
 				// The claim may have landed: give it back, so that the
 				// client's retry runs at once.
-				rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+				rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 				if rerr := store.Release(rctx, t.id, t.owner, g.clock.Now()); rerr != nil {
 					t.logf(ctx, slog.LevelDebug, "idempotency: nothing to release after the client cancelled", t.errText(rerr))
 				}
-				rcancel()
+				rctx.release()
 				return t.clientClosed(ctx, "claim")
 			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
@@ -458,9 +462,9 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.clock.Now()
-		gctx, cancel := t.g.storeCtx(ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
+		gctx := t.g.storeCtx(t.callSlot(), ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
-		cancel()
+		gctx.release()
 		if err != nil {
 			if !clientGone(ctx, err) {
 				t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
@@ -522,8 +526,8 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	// The writes after the claim run without the request's cancellation,
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
-	wctx, cancel := g.storeCtx(ctx, true, t.leaseEnd)
-	defer cancel()
+	wctx := g.storeCtx(t.callSlot(), ctx, true, t.leaseEnd)
+	defer wctx.release()
 	now := g.clock.Now()
 	if err != nil && clientGone(ctx, err) {
 		t.release(wctx, now)
@@ -563,9 +567,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		// that landed is kept) and a retry runs again. Either way a 503.
 		t.writeFailed(ctx, "complete", err)
 		if len(writes) > 0 {
-			rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+			rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 			t.release(rctx, now)
-			rcancel()
+			rctx.release()
 		} else {
 			t.unrecorded = true
 		}
@@ -607,61 +611,13 @@ func (t *txn) release(ctx context.Context, now time.Time) {
 	}
 }
 
-// heartbeat renews the lease every Heartbeat (on the Guard's clock's
-// ticker) while the handler runs. It lives in the txn (one per request), so
-// starting it allocates only its channel, context, ticker and goroutine.
-type heartbeat struct {
-	done   chan struct{}  // closed by stop
-	exited sync.WaitGroup // done when the renewing goroutine returns
-	cancel context.CancelCauseFunc
-}
-
-func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
-	hctx, cancel := context.WithCancelCause(ctx)
-	hb := &t.hb // allocated with the transaction
-	hb.done, hb.cancel = make(chan struct{}), cancel
-	ticks, stopTicks := t.g.clock.NewTicker(t.g.cfg.Heartbeat)
-	hb.exited.Add(1)
-	go func() {
-		defer hb.exited.Done()
-		defer stopTicks()
-		for {
-			select {
-			case <-hb.done:
-				return
-			case <-ticks:
-			}
-			select {
-			case <-hb.done: // stopped while the tick was pending
-				return
-			default:
-			}
-			now := t.g.clock.Now()
-			lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
-			rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
-			started := clock.Wall()
-			err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
-			rcancel()
-			if err == nil {
-				t.leaseEnd = started.Add(lease)
-			}
-			if errors.Is(err, ErrFenced) {
-				t.writeFailed(ctx, "renew", err)
-				cancel(ErrLeaseLost)
-				return
-			}
-			if err != nil {
-				t.writeFailed(ctx, "renew", err)
-			}
-		}
-	}()
-	return hctx, hb
-}
-
-// stop ends the renewals; a renewal under way finishes first, so none
-// starts after stop returns.
-func (hb *heartbeat) stop() {
-	close(hb.done)
-	hb.exited.Wait()
-	hb.cancel(nil)
+// callSlot returns the storage of the next store call's context (see
+// txn.calls), or nil when it is used up (Guard.storeCtx allocates one).
+// Only the request's own goroutine calls it: no two calls share a slot.
+func (t *txn) callSlot() *callCtx {
+	if t.ncalls == len(t.calls) {
+		return nil
+	}
+	t.ncalls++
+	return &t.calls[t.ncalls-1]
 }
