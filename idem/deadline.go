@@ -44,31 +44,29 @@ func (g *Guard) storeCtx(c *callCtx, ctx context.Context, detach bool, limit tim
 	if floor := now.Add(minStoreCall); dl.Before(floor) {
 		dl = floor
 	}
-	if detach {
-		ctx = context.WithoutCancel(ctx)
-	}
 	if c == nil {
 		c = new(callCtx)
 	}
-	*c = callCtx{parent: ctx, deadline: dl}
+	*c = callCtx{parent: ctx, detach: detach, deadline: dl}
 	return c
 }
 
 // callCtx is the context of one store call (Guard.storeCtx): ctx's values
-// and cancellation with the call's deadline. It is what
-// context.WithDeadline(parent, deadline) returns, made only when first
-// needed: a store that reads Done (or Err once the call has ended: the
-// deadline passed, the parent cancelled, or release called) gets that
-// context's channel, error and cause from then on; until then a call that
-// only reads Err, Deadline and Value (the in-memory store) starts no
-// timer and allocates nothing. A callCtx is used for one call and not
-// reused while a store may still hold it.
+// and (unless detached) cancellation, with the call's deadline. It is the
+// context context.WithDeadline(parent, deadline) returns (parent
+// context.WithoutCancel(ctx) when detached), made only when first needed:
+// a store that reads Done or Value, or Err once the call has ended (the
+// deadline passed, the parent cancelled, or release called), gets that
+// context's channel, values, error and cause from then on. A call that
+// reads only Err and Deadline while it is live (the in-memory store)
+// starts no timer and allocates nothing. A callCtx serves one call.
 type callCtx struct {
 	parent   context.Context
+	detach   bool
 	deadline time.Time
 
 	mu       sync.Mutex
-	real     context.Context    // context.WithDeadline(parent, deadline), once made
+	real     context.Context    // the context.WithDeadline context, once made
 	stop     context.CancelFunc // real's cancel
 	released bool               // release was called
 }
@@ -79,7 +77,11 @@ func (c *callCtx) made() context.Context {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.real == nil {
-		c.real, c.stop = context.WithDeadline(c.parent, c.deadline)
+		p := c.parent
+		if c.detach {
+			p = context.WithoutCancel(p)
+		}
+		c.real, c.stop = context.WithDeadline(p, c.deadline)
 		if c.released {
 			c.stop()
 		}
@@ -108,19 +110,17 @@ func (c *callCtx) Err() error {
 	if real != nil {
 		return real.Err()
 	}
-	if !released && c.parent.Err() == nil && clock.Wall().Before(c.deadline) {
+	if !released && (c.detach || c.parent.Err() == nil) && clock.Wall().Before(c.deadline) {
 		return nil
 	}
 	return c.made().Err()
 }
 
-// Value implements context.Context.
-func (c *callCtx) Value(key any) any {
-	if real, _ := c.current(); real != nil {
-		return real.Value(key)
-	}
-	return c.parent.Value(key)
-}
+// Value implements context.Context. It makes the context.WithDeadline
+// context, so that what the context package finds through Value (the
+// cause of context.Cause, the parent of a derived context) is that
+// context's.
+func (c *callCtx) Value(key any) any { return c.made().Value(key) }
 
 // release ends the call: the context is cancelled (context.Canceled) unless
 // it ended before.

@@ -79,7 +79,7 @@ func TestCallCtxIsContextWithDeadline(t *testing.T) {
 					t.Fatalf("parent cancelled: Err %v, cause %v", c.Err(), context.Cause(c))
 				}
 				<-c.Done()
-				if err := detached.Err(); err != nil || detached.Value(ctxKey{}) != "v" {
+				if err := detached.Err(); err != nil || context.Cause(detached) != nil || detached.Value(ctxKey{}) != "v" {
 					t.Fatalf("detached call: Err %v after the parent's cancellation, value %v", err, detached.Value(ctxKey{}))
 				}
 				select {

@@ -25,10 +25,10 @@ type timerClock interface {
 // timerClock starting it allocates only the handler's cancellable context
 // and one timer; on another clock, the clock's ticker and a goroutine.
 type heartbeat struct {
-	t      *txn
-	ctx    context.Context // the handler's context before the cancellation (its values)
-	cancel context.CancelCauseFunc
-	every  time.Duration
+	t     *txn
+	ctx   *claimValues // the handler's context without the lease's cancellation
+	lease *leaseCtx    // the handler's context
+	every time.Duration
 
 	// On a timerClock: mu is held through each renewal, so that stop
 	// waits for a renewal under way; after stop none starts.
@@ -42,13 +42,15 @@ type heartbeat struct {
 	exited sync.WaitGroup // done when the renewing goroutine returns
 }
 
-// startHeartbeat starts the heartbeat of the handler whose context is
-// ctx, and returns the handler's context (cancelled with ErrLeaseLost
-// when the lease is lost) and the heartbeat to stop when it returns.
-func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
-	hctx, cancel := context.WithCancelCause(ctx)
+// startHeartbeat starts the heartbeat of the handler whose context
+// without the lease is ctx, and returns the handler's context (cancelled
+// with ErrLeaseLost when the lease is lost, and when the heartbeat stops)
+// and the heartbeat to stop when the handler returns.
+func (t *txn) startHeartbeat(ctx *claimValues) (context.Context, *heartbeat) {
+	t.lease = leaseCtx{parent: ctx}
+	hctx := &t.lease
 	hb := &t.hb // allocated with the transaction
-	*hb = heartbeat{t: t, ctx: ctx, cancel: cancel, every: t.g.cfg.Heartbeat}
+	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat}
 	if tc, ok := t.g.clock.(timerClock); ok {
 		hb.mu.Lock()
 		defer hb.mu.Unlock()
@@ -129,7 +131,7 @@ func (hb *heartbeat) renew() bool {
 	}
 	if errors.Is(err, ErrFenced) {
 		t.writeFailed(hb.ctx, "renew", err)
-		hb.cancel(ErrLeaseLost)
+		hb.lease.end(ErrLeaseLost)
 		return false
 	}
 	if err != nil {
@@ -150,5 +152,5 @@ func (hb *heartbeat) stop() {
 		close(hb.done)
 		hb.exited.Wait()
 	}
-	hb.cancel(nil)
+	hb.lease.end(nil)
 }

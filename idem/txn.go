@@ -60,6 +60,11 @@ type txn struct {
 	// cs is the storage of the claim state the handler's context
 	// carries (execute).
 	cs claimState
+	// values and lease are the storage of the handler's context: the
+	// claim's values, and the lease's cancellation while a heartbeat runs
+	// (execute).
+	values claimValues
+	lease  leaseCtx
 	// hb is the storage of the lease heartbeat (execute, outside a Lambda
 	// invocation that ends before the lease).
 	hb heartbeat
@@ -511,13 +516,11 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	}
 	cs := &t.cs // allocated with the transaction
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
-	hctx := context.WithValue(ctx, claimKey{}, cs)
-	if t.decoded != nil {
-		hctx = context.WithValue(hctx, decodedKey{}, t.decoded)
-	}
+	t.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
+	hctx := context.Context(&t.values)
 	var hb *heartbeat
 	if renew {
-		hctx, hb = t.startHeartbeat(hctx)
+		hctx, hb = t.startHeartbeat(&t.values)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {
