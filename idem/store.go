@@ -224,6 +224,9 @@ type Store interface {
 	// (it carries every attribute the claim stored) instead of updating it
 	// in place. A claim without digest, state pending or attempt is
 	// ErrInvalidRecord (Record.ValidateClaim); nothing is written.
+	// out.Response (its header map, value slices and body) is the caller's
+	// again once Complete returns: a store copies what it keeps, and the
+	// Guard adds its headers to the same map for its answer.
 	Complete(ctx context.Context, claim Record, out Outcome, now time.Time) error
 
 	// Release marks the claim owned by owner retryable-failure (a handler

@@ -663,6 +663,25 @@ func (s *suite) responseShapes(t *testing.T) {
 	}, Body: []byte(`{"a":"\u00e9"}`)})
 }
 
+// completeKeepsNoReference: the outcome's response is the caller's once
+// Complete returns (the Guard then adds its headers to the same header
+// map for the answer): changing its headers and body afterwards changes
+// neither the replay nor the stored record.
+func (s *suite) completeKeepsNoReference(t *testing.T) {
+	st, now, id := s.startClaimed(t)
+	const body = `{"id":"run_1"}`
+	r := resp(201, body)
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}, now)
+	r.Headers["Openwop-Idempotent-Replay"] = []string{"true"}
+	r.Headers["Content-Type"][0] = "text/plain"
+	r.Headers["X-Multi"] = append(r.Headers["X-Multi"], "c")
+	r.Body[0] = '['
+	r.Status = 500
+	want := resp(201, body)
+	wantReplay(t, st, id, "owner-2", now, want)
+	equalResponse(t, mustGet(t, st, id, now).Response, want)
+}
+
 func (s *suite) largeResponses(t *testing.T) {
 	st, now := s.start(t)
 	random := make([]byte, idem.MaxResponseBytes)
