@@ -52,8 +52,6 @@ type txn struct {
 	// (claim or heartbeat renewal): the limit of the writes after the claim
 	// (Guard.storeCtx).
 	leaseEnd time.Time
-	// replayed is the storage of the replay's response (replay).
-	replayed Response
 	// cached is the storage of the copy of the handler's response handed
 	// to Store.Complete (execute).
 	cached Response
@@ -492,12 +490,9 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	if c == nil { // a final record always has a response; never a panic
 		return t.fail(internalError())
 	}
-	out := &t.replayed // allocated with the transaction
-	*out = Response{Status: c.Status, Body: c.Body, Headers: make(map[string][]string, len(c.Headers)+4)}
-	for k, v := range c.Headers {
-		out.Headers[k] = v
-	}
-	return t.decorate(t.render(out), true, rec.RequestID)
+	// The record is the caller's (Store.Claim, Store.Get): its response
+	// takes the policy's headers in place.
+	return t.decorate(t.render(c), true, rec.RequestID)
 }
 
 func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {

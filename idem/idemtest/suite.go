@@ -682,6 +682,32 @@ func (s *suite) completeKeepsNoReference(t *testing.T) {
 	equalResponse(t, mustGet(t, st, id, now).Response, want)
 }
 
+// returnedRecordsAreTheCallers: a record Claim (Exists) or Get returns is
+// the caller's (the Guard adds its headers to a replayed response in
+// place): changing its response changes neither a later replay nor a
+// later read.
+func (s *suite) returnedRecordsAreTheCallers(t *testing.T) {
+	st, now, id := s.startClaimed(t)
+	const body = `{"id":"run_1"}`
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(201, body), Expires: now.Add(keep)}, now)
+	want := resp(201, body)
+	spoil := func(r *idem.Response) {
+		if r == nil {
+			t.Fatal("no response")
+		}
+		r.Headers["Openwop-Idempotent-Replay"] = []string{"true"}
+		r.Headers["Content-Type"][0] = "text/plain"
+		r.Body[0] = '['
+		r.Status = 500
+	}
+	spoil(claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Exists).Response)
+	g := mustGet(t, st, id, now)
+	equalResponse(t, g.Response, want)
+	spoil(g.Response)
+	wantReplay(t, st, id, "owner-3", now, want)
+	equalResponse(t, mustGet(t, st, id, now).Response, want)
+}
+
 func (s *suite) largeResponses(t *testing.T) {
 	st, now := s.start(t)
 	random := make([]byte, idem.MaxResponseBytes)
