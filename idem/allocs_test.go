@@ -23,8 +23,9 @@ import (
 // TestReplayAllocations pins the in-process cost of a replay: a 1 KB JSON
 // request replayed from the in-memory store through HTTPAPI (header
 // parsing, key scope hash, JCS body digest, fingerprint, claim, record
-// copy, response building) makes at most 20 heap allocations, the response
-// itself included. The bare adapter path without a key is pinned too.
+// copy, response building) makes at most 14 heap allocations, the response
+// and the in-memory store's copy of the record included. The bare adapter
+// path without a key is pinned too.
 func TestReplayAllocations(t *testing.T) {
 	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
@@ -41,22 +42,24 @@ func TestReplayAllocations(t *testing.T) {
 			t.Fatalf("replay: %d %v", r.StatusCode, r.Headers)
 		}
 	})
-	if replay > 20 {
-		t.Errorf("1 KB replay: %v allocs, want <= 20", replay)
+	if replay > replayAllocs {
+		t.Errorf("1 KB replay: %v allocs, want <= %d", replay, replayAllocs)
 	}
 	bare := v2event("POST", "POST /runs", "", body1KB())
 	plain := testing.AllocsPerRun(200, func() { h(ctx, bare) })
-	if plain > 10 {
-		t.Errorf("no key: %v allocs, want <= 10", plain)
+	if plain > noKeyAllocs {
+		t.Errorf("no key: %v allocs, want <= %d", plain, noKeyAllocs)
 	}
 	t.Logf("replay %v allocs, no key %v", replay, plain)
 }
 
-// The first execution's allocation ceilings (see
-// TestFirstExecutionAllocations).
+// The allocation ceilings of TestReplayAllocations and
+// TestFirstExecutionAllocations.
 const (
-	firstExecutionAllocs         = 40
-	firstExecutionInLambdaAllocs = 32
+	replayAllocs                 = 14
+	noKeyAllocs                  = 9
+	firstExecutionAllocs         = 20
+	firstExecutionInLambdaAllocs = 18
 )
 
 // TestFirstExecutionAllocations pins the in-process cost of a first

@@ -64,10 +64,15 @@ func fromLambda(r *Response, vals []string, status int, single map[string]string
 	return r, nil
 }
 
-// lambdaBody renders a Response body for an API Gateway response.
-func lambdaBody(r *Response) (string, bool) {
+// lambdaBody renders a Response body for an API Gateway response. text
+// is the body the handler returned as text ("" when none): when the
+// response's body still has its bytes, it is that string, not a copy.
+func lambdaBody(r *Response, text string) (string, bool) {
 	if _, ok := r.Headers[base64Marker]; ok {
 		return base64.StdEncoding.EncodeToString(r.Body), true
+	}
+	if string(r.Body) == text {
+		return text, false
 	}
 	return string(r.Body), false
 }
@@ -89,13 +94,17 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 	g.requireTenant("REST")
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		in := fromV1(&ev, &g.cfg.Tenant)
+		var text string
 		resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 			out, err := h(ctx, ev)
 			if err != nil {
 				return nil, err
 			}
+			if !out.IsBase64Encoded {
+				text = out.Body
+			}
 			return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 		})
-		return toV1(resp), nil
+		return toV1(resp, text), nil
 	}
 }

@@ -7,7 +7,9 @@ import (
 
 // Clock is the Guard's one source of time: record and lease times, the
 // wait of a duplicate for the first request's outcome and its poll
-// backoff (Sleep), and the lease heartbeat (NewTicker). It has the shape
+// backoff (Sleep), and the lease heartbeat (NewTicker; the system clock,
+// and idemtest.ClockFuncs without a NewTickerFunc, pace it with one timer
+// re-armed at the ticker's cadence instead). It has the shape
 // of ledger.Clock, so one test clock drives both layers. The default is
 // the system clock; only a test sets another (TestConfig.Clock). The
 // context's deadline (the Lambda deadline) is wall time by nature and is

@@ -66,13 +66,17 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 	in := &request{} // one allocation: event, request, transaction
 	fromV2(in, req, &g.cfg.Tenant)
 	var cookies []string
+	var text string // the handler's body, when text
 	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 		out, err := fn(ctx)
 		if err != nil {
 			return nil, err
 		}
 		cookies = out.Cookies
+		if !out.IsBase64Encoded {
+			text = out.Body
+		}
 		return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 	})
-	return toV2(resp, cookies), nil
+	return toV2(resp, cookies, text), nil
 }

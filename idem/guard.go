@@ -315,11 +315,18 @@ func (g *Guard) ownerAlive(rec *Record, now time.Time) bool {
 	return !rec.Renewed.IsZero() && now.Sub(rec.Renewed) < 2*g.cfg.Heartbeat
 }
 
-// cacheableInto writes into c (overwritten) the copy of resp that is
-// stored, every header except Set-Cookie, names canonicalised, and returns
-// c.
+// cacheableInto writes into c (overwritten) the response that is stored
+// for resp, every header except Set-Cookie, names canonicalised, and
+// returns c. c shares resp's body, and resp's header map when it has
+// nothing to change (no Set-Cookie, canonical names: the API Gateway
+// adapters' responses), else holds a copy: the store copies what it keeps
+// (Store.Complete) before the answer's headers are added to resp.
 func cacheableInto(c, resp *Response) *Response {
 	*c = Response{Status: resp.Status, Body: resp.Body}
+	if len(resp.Headers) > 0 && cacheableAsIs(resp.Headers) {
+		c.Headers = resp.Headers
+		return c
+	}
 	if len(resp.Headers) > 0 {
 		c.Headers = make(map[string][]string, len(resp.Headers))
 		for k, v := range resp.Headers {
@@ -331,6 +338,17 @@ func cacheableInto(c, resp *Response) *Response {
 		}
 	}
 	return c
+}
+
+// cacheableAsIs reports whether h is stored as it is: no Set-Cookie, every
+// name canonical.
+func cacheableAsIs(h map[string][]string) bool {
+	for k := range h {
+		if k == "Set-Cookie" || textproto.CanonicalMIMEHeaderKey(k) != k {
+			return false
+		}
+	}
+	return true
 }
 
 // classify maps a handler response to its record transition under the

@@ -213,6 +213,9 @@ type Store interface {
 	// A replay (Exists) costs one round trip where the backend can return the
 	// old item on a failed conditional write (plus a read of a response
 	// stored beside the record, where the store does that).
+	// The record returned (its response's header map, value slices and
+	// body included) is the caller's: the store keeps no reference to it,
+	// and the Guard adds its headers to a replayed response in place.
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
 	// Complete writes the outcome of claim, together with out.Writes in one
@@ -224,6 +227,9 @@ type Store interface {
 	// (it carries every attribute the claim stored) instead of updating it
 	// in place. A claim without digest, state pending or attempt is
 	// ErrInvalidRecord (Record.ValidateClaim); nothing is written.
+	// out.Response (its header map, value slices and body) is the caller's
+	// again once Complete returns: a store copies what it keeps, and the
+	// Guard adds its headers to the same map for its answer.
 	Complete(ctx context.Context, claim Record, out Outcome, now time.Time) error
 
 	// Release marks the claim owned by owner retryable-failure (a handler
@@ -239,6 +245,7 @@ type Store interface {
 	Delete(ctx context.Context, id, owner string, now time.Time) error
 
 	// Get reads the record with strong consistency. An absent or expired
-	// record returns found == false.
+	// record returns found == false. The record returned is the caller's,
+	// as Claim's.
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
 }

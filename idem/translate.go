@@ -146,10 +146,10 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 
 // toV2 renders an answer as an HTTP API (payload 2.0) response: repeated
 // headers joined with commas, Set-Cookie as cookies after the handler's
-// own (cookies).
-func toV2(resp *Response, cookies []string) events.APIGatewayV2HTTPResponse {
+// own (cookies). text is the handler's text body, if any (lambdaBody).
+func toV2(resp *Response, cookies []string, text string) events.APIGatewayV2HTTPResponse {
 	out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
-	out.Body, out.IsBase64Encoded = lambdaBody(resp)
+	out.Body, out.IsBase64Encoded = lambdaBody(resp, text)
 	out.Headers = make(map[string]string, len(resp.Headers))
 	for k, vs := range resp.Headers {
 		if k == base64Marker {
@@ -165,10 +165,11 @@ func toV2(resp *Response, cookies []string) events.APIGatewayV2HTTPResponse {
 }
 
 // toV1 renders an answer as a REST API (v1 proxy) response: a header of
-// one value in Headers, a repeated one in MultiValueHeaders.
-func toV1(resp *Response) events.APIGatewayProxyResponse {
+// one value in Headers, a repeated one in MultiValueHeaders. text is the
+// handler's text body, if any (lambdaBody).
+func toV1(resp *Response, text string) events.APIGatewayProxyResponse {
 	out := events.APIGatewayProxyResponse{StatusCode: resp.Status}
-	out.Body, out.IsBase64Encoded = lambdaBody(resp)
+	out.Body, out.IsBase64Encoded = lambdaBody(resp, text)
 	for k, vs := range resp.Headers {
 		if k == base64Marker {
 			continue

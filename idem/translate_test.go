@@ -220,13 +220,13 @@ func TestFromHTTP(t *testing.T) {
 func TestToV2AndToV1(t *testing.T) {
 	resp := &Response{Status: 201, Body: []byte("hi"), Headers: map[string][]string{
 		"Content-Type": {"text/plain"}, "Vary": {"A", "B"}, "Set-Cookie": {"c=2"}, base64Marker: {"1"}}}
-	v2 := toV2(resp, []string{"c=1"})
+	v2 := toV2(resp, []string{"c=1"}, "hi")
 	want2 := events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: "aGk=", IsBase64Encoded: true, Cookies: []string{"c=1", "c=2"},
 		Headers: map[string]string{"Content-Type": "text/plain", "Vary": "A,B"}}
 	if !reflect.DeepEqual(v2, want2) {
 		t.Errorf("toV2: got %+v, want %+v", v2, want2)
 	}
-	v1 := toV1(resp)
+	v1 := toV1(resp, "hi")
 	want1 := events.APIGatewayProxyResponse{StatusCode: 201, Body: "aGk=", IsBase64Encoded: true,
 		Headers:           map[string]string{"Content-Type": "text/plain"},
 		MultiValueHeaders: map[string][]string{"Vary": {"A", "B"}, "Set-Cookie": {"c=2"}}}
@@ -236,7 +236,18 @@ func TestToV2AndToV1(t *testing.T) {
 	if !reflect.DeepEqual(v1, want1) {
 		t.Errorf("toV1: got %+v, want %+v", v1, want1)
 	}
-	if got := toV1(&Response{Status: 204}); got.Headers != nil || got.MultiValueHeaders != nil {
+	if got := toV1(&Response{Status: 204}, ""); got.Headers != nil || got.MultiValueHeaders != nil {
 		t.Errorf("toV1 of a response without headers: %+v", got)
+	}
+	// The handler's text body is the answer's when the response still has
+	// its bytes, and never when they changed (a body stamped afterwards).
+	for _, c := range []struct{ body, text string }{{"same", "same"}, {`{"requestId":"r2"}`, `{"requestId":"r1"}`}, {"", "gone"}, {"new", ""}} {
+		r := &Response{Status: 200, Body: []byte(c.body)}
+		if v2 := toV2(r, nil, c.text); v2.Body != c.body || v2.IsBase64Encoded {
+			t.Errorf("toV2 of body %q with the handler's %q: %q", c.body, c.text, v2.Body)
+		}
+		if v1 := toV1(r, c.text); v1.Body != c.body || v1.IsBase64Encoded {
+			t.Errorf("toV1 of body %q with the handler's %q: %q", c.body, c.text, v1.Body)
+		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -54,17 +53,25 @@ type txn struct {
 	// (claim or heartbeat renewal): the limit of the writes after the claim
 	// (Guard.storeCtx).
 	leaseEnd time.Time
-	// replayed is the storage of the replay's response (replay).
-	replayed Response
 	// cached is the storage of the copy of the handler's response handed
 	// to Store.Complete (execute).
 	cached Response
 	// cs is the storage of the claim state the handler's context
 	// carries (execute).
 	cs claimState
+	// values and lease are the storage of the handler's context: the
+	// claim's values, and the lease's cancellation while a heartbeat runs
+	// (execute).
+	values claimValues
+	lease  leaseCtx
 	// hb is the storage of the lease heartbeat (execute, outside a Lambda
 	// invocation that ends before the lease).
 	hb heartbeat
+	// calls are the storage of the contexts of the request's first store
+	// calls made on its goroutine (claim, completion), taken in turn by
+	// callSlot; later ones are allocated.
+	calls  [2]callCtx
+	ncalls int
 	// unrecorded is set when the handler's outcome (without transactional
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
@@ -280,10 +287,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			RawBodySHA256: rawBodySHA256(t.in.body),
 		}
 		sctx, span := t.span(ctx, spanClaim)
-		cctx, cancel := g.storeCtx(sctx, false, time.Time{})
+		cctx := g.storeCtx(t.callSlot(), sctx, false, time.Time{})
 		started := clock.Wall()
 		res, err := store.Claim(cctx, rec, now)
-		cancel()
+		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {
 			t.claimErr = err
@@ -293,11 +300,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			if clientGone(ctx, err) {
 				// The claim may have landed: give it back, so that the
 				// client's retry runs at once.
-				rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+				rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 				if rerr := store.Release(rctx, t.id, t.owner, g.clock.Now()); rerr != nil {
 					t.logf(ctx, slog.LevelDebug, "idempotency: nothing to release after the client cancelled", t.errText(rerr))
 				}
-				rcancel()
+				rctx.release()
 				return t.clientClosed(ctx, "claim")
 			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
@@ -459,9 +466,9 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.clock.Now()
-		gctx, cancel := t.g.storeCtx(ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
+		gctx := t.g.storeCtx(t.callSlot(), ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
-		cancel()
+		gctx.release()
 		if err != nil {
 			if !clientGone(ctx, err) {
 				t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
@@ -484,12 +491,9 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	if c == nil { // a final record always has a response; never a panic
 		return t.fail(internalError())
 	}
-	out := &t.replayed // allocated with the transaction
-	*out = Response{Status: c.Status, Body: c.Body, Headers: make(map[string][]string, len(c.Headers)+4)}
-	for k, v := range c.Headers {
-		out.Headers[k] = v
-	}
-	return t.decorate(t.render(out), true, rec.RequestID)
+	// The record is the caller's (Store.Claim, Store.Get): its response
+	// takes the policy's headers in place.
+	return t.decorate(t.render(c), true, rec.RequestID)
 }
 
 func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {
@@ -508,13 +512,11 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	}
 	cs := &t.cs // allocated with the transaction
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
-	hctx := context.WithValue(ctx, claimKey{}, cs)
-	if t.decoded != nil {
-		hctx = context.WithValue(hctx, decodedKey{}, t.decoded)
-	}
+	t.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
+	hctx := context.Context(&t.values)
 	var hb *heartbeat
 	if renew {
-		hctx, hb = t.startHeartbeat(hctx)
+		hctx, hb = t.startHeartbeat(&t.values)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {
@@ -523,8 +525,8 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	// The writes after the claim run without the request's cancellation,
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
-	wctx, cancel := g.storeCtx(ctx, true, t.leaseEnd)
-	defer cancel()
+	wctx := g.storeCtx(t.callSlot(), ctx, true, t.leaseEnd)
+	defer wctx.release()
 	now := g.clock.Now()
 	if err != nil && clientGone(ctx, err) {
 		t.release(wctx, now)
@@ -564,9 +566,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		// that landed is kept) and a retry runs again. Either way a 503.
 		t.writeFailed(ctx, "complete", err)
 		if len(writes) > 0 {
-			rctx, rcancel := g.storeCtx(ctx, true, time.Time{})
+			rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 			t.release(rctx, now)
-			rcancel()
+			rctx.release()
 		} else {
 			t.unrecorded = true
 		}
@@ -608,52 +610,13 @@ func (t *txn) release(ctx context.Context, now time.Time) {
 	}
 }
 
-// heartbeat renews the lease every Heartbeat (on the Guard's clock's
-// ticker) while the handler runs. It lives in the txn (one per request), so
-// starting it allocates only its channel, context, ticker and goroutine.
-type heartbeat struct {
-	done   chan struct{}  // closed by stop
-	exited sync.WaitGroup // done when the renewing goroutine returns
-	cancel context.CancelCauseFunc
-}
-
-func (t *txn) startHeartbeat(ctx context.Context) (context.Context, *heartbeat) {
-	hctx, cancel := context.WithCancelCause(ctx)
-	hb := &t.hb // allocated with the transaction
-	hb.done, hb.cancel = make(chan struct{}), cancel
-	ticks, stopTicks := t.g.clock.NewTicker(t.g.cfg.Heartbeat)
-	hb.exited.Add(1)
-	go func() {
-		defer hb.exited.Done()
-		defer stopTicks()
-		clock.EachTick(hb.done, ticks, func() bool {
-			now := t.g.clock.Now()
-			lease, _ := t.g.leaseFor(ctx) // inside Lambda, capped by what is left of the invocation
-			rctx, rcancel := t.g.storeCtx(ctx, true, time.Time{})
-			started := clock.Wall()
-			err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
-			rcancel()
-			if err == nil {
-				t.leaseEnd = started.Add(lease)
-			}
-			if errors.Is(err, ErrFenced) {
-				t.writeFailed(ctx, "renew", err)
-				cancel(ErrLeaseLost)
-				return false
-			}
-			if err != nil {
-				t.writeFailed(ctx, "renew", err)
-			}
-			return true
-		})
-	}()
-	return hctx, hb
-}
-
-// stop ends the renewals; a renewal under way finishes first, so none
-// starts after stop returns.
-func (hb *heartbeat) stop() {
-	close(hb.done)
-	hb.exited.Wait()
-	hb.cancel(nil)
+// callSlot returns the storage of the next store call's context (see
+// txn.calls), or nil when it is used up (Guard.storeCtx allocates one).
+// Only the request's own goroutine calls it: no two calls share a slot.
+func (t *txn) callSlot() *callCtx {
+	if t.ncalls == len(t.calls) {
+		return nil
+	}
+	t.ncalls++
+	return &t.calls[t.ncalls-1]
 }

@@ -111,6 +111,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("CompleteKeepsTheClaimedRecord", s.completeKeepsClaim)
 	t.Run("CompleteNeedsTheClaimedRecord", s.completeNeedsClaim)
 	t.Run("ResponseShapes", s.responseShapes)
+	t.Run("CompleteKeepsNoReference", s.completeKeepsNoReference)
+	t.Run("ReturnedRecordsAreTheCallers", s.returnedRecordsAreTheCallers)
 	t.Run("RawBodySHA256", s.rawBodySHA256)
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it
 		t.Run("LargeResponses", s.largeResponses)

@@ -663,6 +663,51 @@ func (s *suite) responseShapes(t *testing.T) {
 	}, Body: []byte(`{"a":"\u00e9"}`)})
 }
 
+// completeKeepsNoReference: the outcome's response is the caller's once
+// Complete returns (the Guard then adds its headers to the same header
+// map for the answer): changing its headers and body afterwards changes
+// neither the replay nor the stored record.
+func (s *suite) completeKeepsNoReference(t *testing.T) {
+	st, now, id := s.startClaimed(t)
+	const body = `{"id":"run_1"}`
+	r := resp(201, body)
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}, now)
+	r.Headers["Openwop-Idempotent-Replay"] = []string{"true"}
+	r.Headers["Content-Type"][0] = "text/plain"
+	r.Headers["X-Multi"] = append(r.Headers["X-Multi"], "c")
+	r.Body[0] = '['
+	r.Status = 500
+	want := resp(201, body)
+	wantReplay(t, st, id, "owner-2", now, want)
+	equalResponse(t, mustGet(t, st, id, now).Response, want)
+}
+
+// returnedRecordsAreTheCallers: a record Claim (Exists) or Get returns is
+// the caller's (the Guard adds its headers to a replayed response in
+// place): changing its response changes neither a later replay nor a
+// later read.
+func (s *suite) returnedRecordsAreTheCallers(t *testing.T) {
+	st, now, id := s.startClaimed(t)
+	const body = `{"id":"run_1"}`
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: resp(201, body), Expires: now.Add(keep)}, now)
+	want := resp(201, body)
+	spoil := func(r *idem.Response) {
+		if r == nil {
+			t.Fatal("no response")
+		}
+		r.Headers["Openwop-Idempotent-Replay"] = []string{"true"}
+		r.Headers["Content-Type"][0] = "text/plain"
+		r.Body[0] = '['
+		r.Status = 500
+	}
+	spoil(claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Exists).Response)
+	g := mustGet(t, st, id, now)
+	equalResponse(t, g.Response, want)
+	spoil(g.Response)
+	wantReplay(t, st, id, "owner-3", now, want)
+	equalResponse(t, mustGet(t, st, id, now).Response, want)
+}
+
 func (s *suite) largeResponses(t *testing.T) {
 	st, now := s.start(t)
 	random := make([]byte, idem.MaxResponseBytes)

@@ -39,3 +39,7 @@ func (System) NewTicker(d time.Duration) (<-chan time.Time, func()) {
 	t := time.NewTicker(d)
 	return t.C, t.Stop
 }
+
+// AfterFunc calls f in its own goroutine after d and returns its timer
+// (time.AfterFunc).
+func (System) AfterFunc(d time.Duration, f func()) *time.Timer { return time.AfterFunc(d, f) }

@@ -39,3 +39,12 @@ func (f Funcs) NewTicker(d time.Duration) (<-chan time.Time, func()) {
 	}
 	return System{}.NewTicker(d)
 }
+
+// AfterFunc is the system clock's (time.AfterFunc) when NewTickerFunc is
+// nil, else nil: the test's ticker paces what the caller would have timed.
+func (f Funcs) AfterFunc(d time.Duration, fn func()) *time.Timer {
+	if f.NewTickerFunc != nil {
+		return nil
+	}
+	return System{}.AfterFunc(d, fn)
+}

@@ -1,0 +1,156 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/clock"
+)
+
+// timerClock is a Clock that can also run a function after a pause (the
+// system clock, and idemtest.ClockFuncs without a NewTickerFunc): the
+// heartbeat then runs on one timer, armed when the handler starts and
+// re-armed after each renewal, instead of a ticker and a goroutine started
+// up front; the renewals are the same. AfterFunc returns nil when the
+// clock's ticker must pace the heartbeat (a test's ticker).
+type timerClock interface {
+	AfterFunc(d time.Duration, f func()) *time.Timer
+}
+
+// heartbeat renews the lease every Heartbeat (on the Guard's clock) while
+// the handler runs, and cancels the handler's context with ErrLeaseLost
+// when a renewal is fenced. It lives in the txn (one per request): on a
+// timerClock starting it allocates only the handler's cancellable context
+// and one timer; on another clock, the clock's ticker and a goroutine.
+type heartbeat struct {
+	t     *txn
+	ctx   *claimValues // the handler's context without the lease's cancellation
+	lease *leaseCtx    // the handler's context
+	every time.Duration
+
+	// On a timerClock: mu is held through each renewal, so that stop
+	// waits for a renewal under way; after stop none starts.
+	mu      sync.Mutex
+	stopped bool
+	timer   *time.Timer
+	due     time.Time // when the renewal the timer is armed for is due (wall time)
+
+	// On another clock: the ticker's goroutine.
+	done   chan struct{}  // closed by stop
+	exited sync.WaitGroup // done when the renewing goroutine returns
+}
+
+// startHeartbeat starts the heartbeat of the handler whose context
+// without the lease is ctx, and returns the handler's context (cancelled
+// with ErrLeaseLost when the lease is lost, and when the heartbeat stops)
+// and the heartbeat to stop when the handler returns.
+func (t *txn) startHeartbeat(ctx *claimValues) (context.Context, *heartbeat) {
+	t.lease = leaseCtx{parent: ctx}
+	hctx := &t.lease
+	hb := &t.hb // allocated with the transaction
+	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat}
+	if tc, ok := t.g.clock.(timerClock); ok {
+		hb.mu.Lock()
+		defer hb.mu.Unlock()
+		hb.due = clock.Wall().Add(hb.every)
+		if hb.timer = tc.AfterFunc(hb.every, hb.beat); hb.timer != nil {
+			return hctx, hb
+		}
+	}
+	hb.done = make(chan struct{})
+	ticks, stopTicks := t.g.clock.NewTicker(hb.every)
+	hb.exited.Add(1)
+	go func() {
+		defer hb.exited.Done()
+		defer stopTicks()
+		for {
+			select {
+			case <-hb.done:
+				return
+			case <-ticks:
+			}
+			select {
+			case <-hb.done: // stopped while the tick was pending
+				return
+			default:
+			}
+			if !hb.renew() {
+				return
+			}
+		}
+	}()
+	return hctx, hb
+}
+
+// beat is one tick of the timer: it renews the lease and re-arms the
+// timer for the next tick, as a time.Ticker of period every started with
+// the heartbeat would deliver it: at the next multiple of the period, or at
+// once when the renewal outlasted it (the ticks it outlasted beyond that one
+// are dropped).
+func (hb *heartbeat) beat() {
+	hb.mu.Lock()
+	defer hb.mu.Unlock()
+	if hb.stopped || !hb.renew() {
+		return
+	}
+	var wait time.Duration
+	hb.due, wait = nextTick(hb.due, clock.Wall(), hb.every)
+	hb.timer.Reset(wait)
+}
+
+// nextTick returns, for a ticker of period every whose last tick was due
+// at due and delivered up to now, when its next tick is due and how long
+// from now it is delivered: at due+every, or at once (wait 0) when now is
+// past that, the tick then counted as due at the last multiple of every
+// not after now (the ticks in between are dropped, as a time.Ticker drops
+// them for a slow reader).
+func nextTick(due, now time.Time, every time.Duration) (time.Time, time.Duration) {
+	due = due.Add(every)
+	late := now.Sub(due)
+	if late < 0 {
+		return due, -late
+	}
+	return due.Add(late / every * every), 0
+}
+
+// renew renews the lease once; false when the lease was lost (a fenced
+// renewal: the handler's context is cancelled with ErrLeaseLost, and no
+// renewal follows).
+func (hb *heartbeat) renew() bool {
+	t := hb.t
+	now := t.g.clock.Now()
+	lease, _ := t.g.leaseFor(hb.ctx)                     // inside Lambda, capped by what is left of the invocation
+	rctx := t.g.storeCtx(nil, hb.ctx, true, time.Time{}) // off the request's goroutine: its own
+	started := clock.Wall()
+	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
+	rctx.release()
+	if err == nil {
+		t.leaseEnd = started.Add(lease)
+	}
+	if errors.Is(err, ErrFenced) {
+		t.writeFailed(hb.ctx, "renew", err)
+		hb.lease.end(ErrLeaseLost)
+		return false
+	}
+	if err != nil {
+		t.writeFailed(hb.ctx, "renew", err)
+	}
+	return true
+}
+
+// stop ends the renewals; a renewal under way finishes first, so none
+// starts after stop returns.
+func (hb *heartbeat) stop() {
+	if hb.done == nil {
+		hb.mu.Lock()
+		hb.stopped = true
+		hb.timer.Stop()
+		hb.mu.Unlock()
+	} else {
+		close(hb.done)
+		hb.exited.Wait()
+	}
+	hb.lease.end(nil)
+}
