@@ -65,21 +65,7 @@ func (t *txn) startHeartbeat(ctx *claimValues) (context.Context, *heartbeat) {
 	go func() {
 		defer hb.exited.Done()
 		defer stopTicks()
-		for {
-			select {
-			case <-hb.done:
-				return
-			case <-ticks:
-			}
-			select {
-			case <-hb.done: // stopped while the tick was pending
-				return
-			default:
-			}
-			if !hb.renew() {
-				return
-			}
-		}
+		clock.EachTick(hb.done, ticks, hb.renew)
 	}()
 	return hctx, hb
 }
