@@ -30,7 +30,7 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	defer eng.stop()
 	// tw wakes a table's stream poller after the stack wrote to it.
 	tw := newTableWaker()
-	client := emulator.Client(eng.endpoint, watchStore, tw.option)
+	client := emulator.Client(eng.endpoint, watchStore, tw.option, keepConns)
 	names, env, err := devTables(ctx, client, o, eng.endpoint)
 	if err != nil {
 		return err
