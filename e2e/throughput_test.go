@@ -62,8 +62,12 @@ import (
 //
 // Reported per engine: runs/s, putitems/s and ratio (dev ÷ raw: the goal is
 // at least one half), pairs/s, pair-ratio (pair ÷ raw: what the contract's
-// two calls allow) and of-pair (dev ÷ pair), each also per round; the load
-// average at the start of each round; the engine process's own CPU time
+// two calls allow) and of-pair (dev ÷ pair), each also per round;
+// runs/s-settled and ratio-settled (also per round), the dev window's runs
+// over the time from the window's start until the executor's last
+// transition of them was answered (the window rate counts a run at its
+// 201, and the transitions the executor has not made by the window's end
+// are made in the drain); the load average at the start of each round; the engine process's own CPU time
 // (user and system, its whole process group) per unit of each shape
 // (engine-cpu-ms/raw per PutItem, /pair per pair, /dev per run, its drain
 // included; /dev-net without the engine's idle CPU over the drain), which
