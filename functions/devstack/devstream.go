@@ -185,8 +185,8 @@ func (p *poller) run(ctx context.Context) {
 		}
 		// Idle: back off to at most idleMax between polls, so idle streams
 		// cost the emulator about one request per stream per idleMax; a
-		// wake-up (a request to the stack, a batch handled, a resume pass)
-		// polls at once.
+		// wake-up (a write of the stack to this table, a resume pass that
+		// executed runs) polls after the gathering pause.
 		t := time.NewTimer(idle)
 		select {
 		case <-ctx.Done():
