@@ -62,8 +62,12 @@ import (
 //
 // Reported per engine: runs/s, putitems/s and ratio (dev ÷ raw: the goal is
 // at least one half), pairs/s, pair-ratio (pair ÷ raw: what the contract's
-// two calls allow) and of-pair (dev ÷ pair), each also per round; the load
-// average at the start of each round; the engine process's own CPU time
+// two calls allow) and of-pair (dev ÷ pair), each also per round;
+// runs/s-settled and ratio-settled (also per round), the dev window's runs
+// over the time from the window's start until the executor's last
+// transition of them was answered (the window rate counts a run at its
+// 201, and the transitions the executor has not made by the window's end
+// are made in the drain); the load average at the start of each round; the engine process's own CPU time
 // (user and system, its whole process group) per unit of each shape
 // (engine-cpu-ms/raw per PutItem, /pair per pair, /dev per run, its drain
 // included; /dev-net without the engine's idle CPU over the drain), which
@@ -280,6 +284,7 @@ func devThroughput(b *testing.B, kind string) {
 	// its drain): what bounds the rates when the engine is CPU-bound.
 	cpuMs, units := map[string]float64{}, map[string]float64{}
 	var drainIdle float64
+	var settled []float64 // dev's runs per second until the executor had completed them, per round
 	perRun, perTable := map[string]int64{}, map[string]int64{}
 	posted.Store(0)
 	unavailable.Store(0)
@@ -292,8 +297,9 @@ func devThroughput(b *testing.B, kind string) {
 				name = order[len(order)-1-i]
 			}
 			var before, beforeT map[string]int64
+			var posted0 int64
 			if name == "dev" {
-				before, beforeT = proxy.snapshot(), proxy.tableSnapshot()
+				before, beforeT, posted0 = proxy.snapshot(), proxy.tableSnapshot(), posted.Load()
 			}
 			cpu0, t0 := groupCPU(srv.PID()), time.Now()
 			rate[name] = append(rate[name], run(devWindow, shapes[name]))
@@ -301,6 +307,9 @@ func devThroughput(b *testing.B, kind string) {
 			if name == "dev" {
 				d0 := time.Now()
 				drain()
+				// Settled: the window's runs over the time until the
+				// executor's last transition of them was answered.
+				settled = append(settled, float64(posted.Load()-posted0)/proxy.lastAt("UpdateItem@RunsTable").Sub(t0).Seconds())
 				drainIdle += idleCPUms * time.Since(d0).Seconds()
 				for op, n := range proxy.since(before) {
 					perRun[op] += n
@@ -324,8 +333,11 @@ func devThroughput(b *testing.B, kind string) {
 	b.ReportMetric(pairs/puts, "pair-ratio")
 	b.ReportMetric(runs/pairs, "of-pair")
 	b.ReportMetric(mean(rate["pair+exec"])/puts, "pair+exec-ratio")
+	b.ReportMetric(mean(settled), "runs/s-settled")
+	b.ReportMetric(mean(settled)/puts, "ratio-settled")
 	for r := 0; r < 2; r++ {
 		b.ReportMetric(rate["dev"][r]/rate["raw"][r], fmt.Sprintf("ratio-r%d", r+1))
+		b.ReportMetric(settled[r]/rate["raw"][r], fmt.Sprintf("ratio-settled-r%d", r+1))
 		b.ReportMetric(rate["pair"][r]/rate["raw"][r], fmt.Sprintf("pair-ratio-r%d", r+1))
 		b.ReportMetric(rate["raw-http"][r]/rate["raw"][r], fmt.Sprintf("http-ratio-r%d", r+1))
 	}
@@ -411,6 +423,9 @@ type callCounter struct {
 	mu   sync.Mutex
 	ops  map[string]int64
 	busy map[string]time.Duration // summed time to answer, by operation
+	// last is when the engine last answered a call, by operation and
+	// table (as byTable).
+	last map[string]time.Time
 	// byTable counts calls by operation and table ("PutItem@IdempotencyTable":
 	// the first table a call names, or whose stream it reads, less dev's
 	// "idemkit-" prefix), which tells the claim from a checkpoint write.
@@ -431,8 +446,16 @@ func newCallCounter(b *testing.B, target string) *callCounter {
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := &callCounter{ops: map[string]int64{}, busy: map[string]time.Duration{}, byTable: map[string]int64{}}
+	c := &callCounter{ops: map[string]int64{}, busy: map[string]time.Duration{}, byTable: map[string]int64{}, last: map[string]time.Time{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	// The proxy must not add cost of its own to dev's calls: net/http's
+	// default transport keeps 2 idle connections per host, so with dev's
+	// 32 clients and its executor calling at once almost every call
+	// forwarded had the engine accept a new connection (the pair and raw
+	// shapes, which do not pass the proxy, keep theirs).
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 256
+	rp.Transport = tr
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.Header.Get("X-Amz-Target")
 		if i := strings.LastIndexByte(op, '.'); i >= 0 {
@@ -463,10 +486,18 @@ func newCallCounter(b *testing.B, target string) *callCounter {
 		c.ops[op]++
 		c.busy[op] += d
 		c.byTable[at]++
+		c.last[at] = t0.Add(d)
 		c.mu.Unlock()
 	}))
 	b.Cleanup(c.Close)
 	return c
+}
+
+// lastAt is when the engine last answered a call at ("UpdateItem@RunsTable").
+func (c *callCounter) lastAt(at string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last[at]
 }
 
 func (c *callCounter) snapshot() map[string]int64 {

@@ -28,12 +28,14 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 		return err
 	}
 	defer eng.stop()
-	client := emulator.Client(eng.endpoint, watchStore)
+	// tw wakes a table's stream poller after the stack wrote to it.
+	tw := newTableWaker()
+	client := emulator.Client(eng.endpoint, watchStore, tw.option, keepConns)
 	names, env, err := devTables(ctx, client, o, eng.endpoint)
 	if err != nil {
 		return err
 	}
-	st, err := newStack(ctx, o, stdout, logger, "http://"+ln.Addr().String(), client, eng, env)
+	st, err := newStack(ctx, o, stdout, logger, "http://"+ln.Addr().String(), client, tw, eng, env)
 	if err != nil {
 		return err
 	}

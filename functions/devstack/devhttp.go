@@ -49,9 +49,6 @@ type gateway struct {
 	seams *seams
 	// timeout is each request's deadline (0: DefaultRequestTimeout).
 	timeout time.Duration
-	// wrote, when set, is called after every request other than GET and
-	// HEAD (it may have written a record the stream pollers should see).
-	wrote func()
 	// policy is Layer 1's policy, whose envelope and headers the
 	// gateway's own refusals of bad input use (writePolicyError). Zero:
 	// the OpenWOP envelope, no policy headers.
@@ -68,9 +65,6 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	if g.wrote != nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		defer g.wrote()
-	}
 	ctx, watch := withStoreWatch(ctx)
 	reqID := requestID()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})

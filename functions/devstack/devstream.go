@@ -57,20 +57,20 @@ type poller struct {
 	// idleMax bounds the idle backoff between polls (0: devIdlePoll).
 	idleMax time.Duration
 	// wake, when set, ends an idle wait: `idemkit dev` signals it after
-	// every request that may have written and after every batch a poller
-	// handled (see waker), so an idle stack polls rarely and still picks
-	// up new records without waiting out its backoff (the poll follows the
-	// wake-up after devPollGather).
+	// every write of the stack to this poller's table (tableWaker) and
+	// after every resume pass that executed runs (waker), so an idle stack
+	// polls rarely and still picks up new records without waiting out its
+	// backoff (the poll follows the wake-up after the gathering pause).
 	wake <-chan struct{}
-	// kick, when set, is called after a batch was handled (its handler may
-	// have written to the other streams' tables).
-	kick func()
+	// gather is how long records gather after a wake-up or a handled batch
+	// before the next poll (0: devPollGather).
+	gather time.Duration
 }
 
 // devIdlePoll is the longest wait between two polls of an idle stream, and
 // devIdleDescribe how often an idle poller looks for new shards (2 s while
 // records flow). Records the stack writes itself do not wait for either:
-// the write wakes the pollers (poller.wake), and after a wake-up the
+// the write wakes its table's poller (poller.wake), and after a wake-up the
 // backoff starts again from the poll interval (100 ms, doubling), so a
 // record the engine shows a moment late is read a moment later. Only a
 // record some other process writes waits up to devIdlePoll.
@@ -80,7 +80,8 @@ const (
 )
 
 // waker wakes every idle poller (non-blocking; a wake-up already pending is
-// enough).
+// enough): a resume pass that executed runs sends it. The stack's own
+// writes wake only the pollers of the tables they wrote (tableWaker).
 type waker []chan struct{}
 
 func newWaker(n int) waker {
@@ -177,18 +178,15 @@ func (p *poller) run(ctx context.Context) {
 		}
 		if busy {
 			idle, lastBusy = p.interval, time.Now()
-			if p.kick != nil {
-				p.kick()
-			}
-			if !gather(ctx) {
+			if !p.pause(ctx) {
 				return
 			}
 			continue
 		}
 		// Idle: back off to at most idleMax between polls, so idle streams
 		// cost the emulator about one request per stream per idleMax; a
-		// wake-up (a request to the stack, a batch handled, a resume pass)
-		// polls at once.
+		// wake-up (a write of the stack to this table, a resume pass that
+		// executed runs) polls after the gathering pause.
 		t := time.NewTimer(idle)
 		select {
 		case <-ctx.Done():
@@ -199,7 +197,7 @@ func (p *poller) run(ctx context.Context) {
 		case <-p.wake:
 			t.Stop()
 			idle = p.interval
-			if !gather(ctx) {
+			if !p.pause(ctx) {
 				return
 			}
 		}
@@ -207,17 +205,30 @@ func (p *poller) run(ctx context.Context) {
 }
 
 // devPollGather is how long a poller lets records gather after a wake-up
-// or a handled batch before it polls again: under load every request wakes
-// every poller, and without the pause each poll returned about one record
+// or a handled batch before it polls again: under load the stack writes
+// all the time, and without the pause each poll returned about one record
 // (0.9 GetRecords and 0.3 checkpoint writes per run at 32 clients on
 // DynamoDB Local); with it the records written meanwhile come in one
 // GetRecords and one batch (0.35-0.45 and 0.13; docs/PERFORMANCE.md). It
 // delays a run's start by at most this much.
-const devPollGather = 50 * time.Millisecond
+//
+// devAuditGather is the pause of the pollers that feed only the auditor
+// (the idempotency and effects streams), whose records start nothing:
+// 250 ms, the rate at which Lambda's event source mapping polls a shard
+// (four times a second), so dev reads those streams no more often than
+// the deployed auditor's mappings do.
+const (
+	devPollGather  = 50 * time.Millisecond
+	devAuditGather = 250 * time.Millisecond
+)
 
-// gather waits devPollGather; false when ctx ended first.
-func gather(ctx context.Context) bool {
-	t := time.NewTimer(devPollGather)
+// pause waits the poller's gathering pause; false when ctx ended first.
+func (p *poller) pause(ctx context.Context) bool {
+	d := p.gather
+	if d <= 0 {
+		d = devPollGather
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -109,8 +109,8 @@ func TestPollerResumesFromCheckpoint(t *testing.T) {
 
 // TestPollerWakesWhenKicked: an idle poller backs off (here to an hour, far
 // past the test's deadline), yet a wake-up — what `idemkit dev` sends after
-// every request that may write — has it poll at once and hand over the new
-// record.
+// every write of the stack to the poller's table — has it poll at once and
+// hand over the new record.
 func TestPollerWakesWhenKicked(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -130,7 +130,7 @@ func TestPollerWakesWhenKicked(t *testing.T) {
 		handed := make(chan string, 16)
 		w := newWaker(1)
 		p := &poller{name: "runs", sc: e.StreamsClient(), arn: arn, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			interval: time.Hour, idleMax: time.Hour, wake: w[0], kick: w.kick,
+			interval: time.Hour, idleMax: time.Hour, wake: w[0],
 			handle: func(_ context.Context, recs []stream.StreamRecord) []string {
 				for _, r := range recs {
 					if v, ok := r.Keys["pk"].(*types.AttributeValueMemberS); ok {

@@ -20,7 +20,7 @@ import (
 // dev began, for the ready line's time). It stops everything it started
 // before it returns the HTTP server's error, else nil.
 func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, served func()) error {
-	o, stdout, logger, k, api, sm, pollers, wake, res, lag := st.o, st.stdout, st.logger, st.k, st.api, st.sm, st.pollers, st.wake, st.res, st.lag
+	o, stdout, logger, pollers, res, lag := st.o, st.stdout, st.logger, st.pollers, st.res, st.lag
 	engine, endpoint := st.eng.engine, st.eng.endpoint
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -44,7 +44,7 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	// of a request, the Layer-1 completion included, ends by the request's
 	// deadline less the Guard's margin (idem.Config.StoreTimeout), so even a
 	// stalled store's 503 is written long before the connection is cut.
-	srv := &http.Server{Handler: &gateway{api: api, auth: &authfn.Handler{Keys: k.Keys, Logger: logger}, authCache: newAuthCache(o.AuthorizerTTL), seams: sm, timeout: o.RequestTimeout, wrote: wake.kick, policy: k.Guard.Config().Policy, log: logger},
+	srv := &http.Server{Handler: st.gateway(o.RequestTimeout),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.RequestTimeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
 	// Each request gets its own header block as received (devraw.go).
@@ -74,6 +74,14 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	cancel()
 	wg.Wait()
 	return result
+}
+
+// gateway is the stack's HTTP front, each request's deadline timeout: the
+// authorizer (its decisions kept for Options.AuthorizerTTL), the api, the
+// conformance seams when on, the policy's envelope for refused input.
+func (st *stack) gateway(timeout time.Duration) *gateway {
+	return &gateway{api: st.api, auth: &authfn.Handler{Keys: st.k.Keys, Logger: st.logger}, authCache: newAuthCache(st.o.AuthorizerTTL), seams: st.sm,
+		timeout: timeout, policy: st.k.Guard.Config().Policy, log: st.logger}
 }
 
 // newUUID returns a random (version 4) UUID, a valid Idempotency-Key.

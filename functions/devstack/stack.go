@@ -115,16 +115,16 @@ type stack struct {
 	api     *apifn.Handler
 	sm      *seams
 	pollers []*poller
-	wake    waker
 	res     *resumer
 	lag     *lagStatus
 }
 
-// newStack wires the stack over client and env, its API served at baseURL:
+// newStack wires the stack over client (whose writes tw reports) and env,
+// its API served at baseURL:
 // the kit, the api handler, the seeded keys, the conformance seams and the
 // fixture destination, and the executor and auditor driven by the stream
 // pollers and the resumer. Nothing runs until serve.
-func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, baseURL string, client *dynamodb.Client, eng *devEngine, env hostsettings.Env) (*stack, error) {
+func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, baseURL string, client *dynamodb.Client, tw *tableWaker, eng *devEngine, env hostsettings.Env) (*stack, error) {
 	endpoint, streams := eng.endpoint, eng.streams
 	metrics := emf.New(io.Discard, env.MetricsNamespace)
 	k, err := kit.NewKit(kit.Config{Env: env, Client: client, Parts: kit.Parts{Runs: true, Keys: true, Guard: true, Ledger: true}, Logger: logger, Metrics: metrics,
@@ -197,8 +197,10 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
 	pollers := []*poller{
 		{name: "runs", table: env.RunsTable, handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
-		{name: "effects", table: env.EffectsTable, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
-		{name: "idempotency", table: env.Idem.Table, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		// The auditor's streams start nothing: they are read at the
+		// deployed mappings' polling rate (devAuditGather).
+		{name: "effects", table: env.EffectsTable, gather: devAuditGather, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
+		{name: "idempotency", table: env.Idem.Table, gather: devAuditGather, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
 	if !streams {
 		// No DynamoDB Streams (dynalite): nothing can drive the executor
@@ -218,13 +220,16 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 		}
 		p.sc, p.arn, p.log, p.interval, p.retryFor, p.cp = sc, arn, logger, 100*time.Millisecond, env.StreamRetry, cp
 	}
-	// Every request that may write, every batch a poller handled and every
-	// ResumeDue pass that executed runs wakes the idle pollers: an idle
-	// stack polls each stream every devIdlePoll, yet a new run starts at
-	// once.
+	// Every write of the stack (the api's, the executor's, the seams')
+	// wakes the poller of the table it wrote, and every ResumeDue pass
+	// that executed runs wakes them all: an idle stack polls each stream
+	// every devIdlePoll, yet a new run starts at once, and a stream no
+	// write touched (the effects stream of runs that record no effect) is
+	// not polled for nothing.
 	wake := newWaker(len(pollers))
 	for i, p := range pollers {
-		p.wake, p.kick = wake[i], wake.kick
+		p.wake = wake[i]
+		tw.register(p.table, wake[i])
 	}
 
 	// Each pass also drives the runs without progress for RUN_STALE_SECONDS
@@ -243,7 +248,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 		exec.Test.Booted, exec.Test.Held, exec.Test.NodeStarted = booted, sm.dur.Held, sm.dur.NodeStarted
 	}
 
-	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, wake: wake, res: res, lag: lag}, nil
+	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, res: res, lag: lag}, nil
 }
 
 // demoCredential is a demo key's credential: tenant t with the attributes
