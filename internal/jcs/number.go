@@ -49,6 +49,53 @@ func appendES(dst []byte, f float64) []byte {
 	return dst
 }
 
+// numberVerbatim reports whether the JSON number at d[i] is its own
+// canonical form, and if so returns the offset after it: an integer of at
+// most 15 digits (exactly a double, written back as it is; not -0), or a
+// fraction without exponent that shortDecimal would write back unchanged
+// (no trailing zero, at most 15 significant digits, at least 1e-6). Any
+// other number, and anything that is not a number, is left to number.
+func numberVerbatim(d []byte, i int) (int, bool) {
+	j := i
+	if d[j] == '-' {
+		j++
+	}
+	k := j
+	for k < len(d) && d[k]-'0' < 10 {
+		k++
+	}
+	n := k - j
+	if n == 0 || n > 15 || d[j] == '0' && n > 1 {
+		return 0, false
+	}
+	if k < len(d) && d[k] == '.' {
+		f := k + 1
+		e := f
+		for e < len(d) && d[e]-'0' < 10 {
+			e++
+		}
+		if e == f || d[e-1] == '0' || e < len(d) && d[e]|0x20 == 'e' {
+			return 0, false
+		}
+		if d[j] == '0' {
+			z := f
+			for d[z] == '0' {
+				z++
+			}
+			if z-f > 5 || e-z > 15 {
+				return 0, false
+			}
+		} else if n+e-f > 15 {
+			return 0, false
+		}
+		return e, true
+	}
+	if k < len(d) && d[k]|0x20 == 'e' || d[j] == '0' && j != i {
+		return 0, false
+	}
+	return k, true
+}
+
 // number parses the JSON number at d[start], appends its canonical form to
 // dst, and returns dst and the offset after the number.
 func (s *state) number(dst []byte, start int) ([]byte, int, error) {

@@ -4,14 +4,21 @@ import (
 	"slices"
 )
 
-// order finishes one object whose members are written to dst[body:],
-// separated by commas: it rejects duplicate names and writes the members in
-// JCS order followed by '}'. Members that arrived sorted (the common case
-// for machine-written JSON) stay where they are. Otherwise only the small
-// member records are sorted; the members' text is then moved once: hashed
-// in place, in sorted order, for the outermost object in digest mode, or
-// copied aside and written back in order.
-func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
+// order finishes one object whose members are written to the canonical
+// text from offset body on, separated by commas: the text is dst followed
+// by pending (input not yet copied). It rejects duplicate names and puts
+// the members in JCS order. Members that arrived sorted (the common case
+// for machine-written JSON) stay where they are and order returns dst
+// unchanged with moved false. Otherwise only the small member records are
+// sorted and the members' text is moved once, and order returns moved true
+// with the object's text, up to its '}' (not included), in dst:
+//
+//   - an object whose text is all pending (it was canonical apart from
+//     its order) is copied from the input member by member, in order;
+//   - the outermost object in digest mode is hashed in place, in sorted
+//     order, and dropped (nothing before it or in it can move any more);
+//   - otherwise the text is copied aside and written back in order.
+func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool, error) {
 	// Insertion sort of the member records, which also finds duplicate
 	// names: n-1 comparisons for members that arrived sorted, plus one per
 	// inversion otherwise (objects are small; larger ones use pdqsort).
@@ -19,14 +26,22 @@ func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 	if len(ms) > 12 {
 		var dup bool
 		if sorted, dup = s.sortLarge(ms); dup {
-			return dst, s.duplicate(ms)
+			return dst, false, s.duplicate(ms)
 		}
 	} else {
 		for i := 1; i < len(ms); i++ {
 			for j := i; j > 0; j-- {
-				c := CompareUTF16(s.key(&ms[j-1]), s.key(&ms[j]))
+				a, b := &ms[j-1], &ms[j]
+				ka, kb := s.data[a.kOff:a.kEnd], s.data[b.kOff:b.kEnd]
+				if a.esc {
+					ka = s.keys[a.kOff:a.kEnd]
+				}
+				if b.esc {
+					kb = s.keys[b.kOff:b.kEnd]
+				}
+				c := CompareUTF16(ka, kb)
 				if c == 0 {
-					return dst, s.duplicate(ms)
+					return dst, false, s.duplicate(ms)
 				}
 				if c < 0 {
 					break
@@ -37,10 +52,20 @@ func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 		}
 	}
 	if sorted {
-		return append(dst, '}'), nil
+		return dst, false, nil
 	}
+	if n := len(dst); body >= n {
+		dst = append(dst, pending[:body-n]...)
+		for i, m := range ms {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, pending[m.start-n:m.end-n]...)
+		}
+		return dst, true, nil
+	}
+	dst = append(dst, pending...)
 	if s.hashing && s.objects == 1 {
-		// Nothing before this object, and no member, can move any more.
 		s.h.Write(dst[:body])
 		for i, m := range ms {
 			if i > 0 {
@@ -48,7 +73,7 @@ func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 			}
 			s.h.Write(dst[m.start:m.end])
 		}
-		return append(dst[:0], '}'), nil
+		return dst[:0], true, nil
 	}
 	s.scratch = append(s.scratch[:0], dst[body:]...)
 	dst = dst[:body]
@@ -58,7 +83,7 @@ func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 		}
 		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
 	}
-	return append(dst, '}'), nil
+	return dst, true, nil
 }
 
 // sortLarge sorts the members of an object of more than a dozen members.
