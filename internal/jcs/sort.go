@@ -1,6 +1,7 @@
 package jcs
 
 import (
+	"encoding/binary"
 	"slices"
 )
 
@@ -19,35 +20,49 @@ import (
 //     order, and dropped (nothing before it or in it can move any more);
 //   - otherwise the text is copied aside and written back in order.
 func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool, error) {
-	// Insertion sort of the member records, which also finds duplicate
-	// names: n-1 comparisons for members that arrived sorted, plus one per
-	// inversion otherwise (objects are small; larger ones use pdqsort).
+	// Insertion sort, which also finds duplicate names: n-1 comparisons
+	// for members that arrived sorted, plus one per inversion otherwise
+	// (objects are small; larger ones use pdqsort). It sorts the names'
+	// first eight bytes as integers, in an order that agrees with
+	// CompareUTF16, with the members' indexes, and compares whole names
+	// only where those are equal: sorting the member records themselves
+	// cost a fifth of the run on objects of eight unsorted members.
 	sorted := true
-	if len(ms) > 12 {
+	if len(ms) > maxSmallObject {
 		var dup bool
 		if sorted, dup = s.sortLarge(ms); dup {
 			return dst, false, s.duplicate(ms)
 		}
 	} else {
+		var pre [maxSmallObject]uint64
+		var idx [maxSmallObject]uint8
+		for k := range ms {
+			pre[k], idx[k] = s.prefix(&ms[k]), uint8(k)
+		}
 		for i := 1; i < len(ms); i++ {
 			for j := i; j > 0; j-- {
-				a, b := &ms[j-1], &ms[j]
-				ka, kb := s.data[a.kOff:a.kEnd], s.data[b.kOff:b.kEnd]
-				if a.esc {
-					ka = s.keys[a.kOff:a.kEnd]
-				}
-				if b.esc {
-					kb = s.keys[b.kOff:b.kEnd]
-				}
-				c := CompareUTF16(ka, kb)
-				if c == 0 {
-					return dst, false, s.duplicate(ms)
-				}
-				if c < 0 {
+				if pre[j-1] < pre[j] {
 					break
 				}
-				ms[j-1], ms[j] = ms[j], ms[j-1]
+				if pre[j-1] == pre[j] {
+					c := CompareUTF16(s.key(&ms[idx[j-1]]), s.key(&ms[idx[j]]))
+					if c == 0 {
+						return dst, false, s.duplicate(ms)
+					}
+					if c < 0 {
+						break
+					}
+				}
+				pre[j-1], pre[j] = pre[j], pre[j-1]
+				idx[j-1], idx[j] = idx[j], idx[j-1]
 				sorted = false
+			}
+		}
+		if !sorted {
+			var tmp [maxSmallObject]member
+			copy(tmp[:], ms)
+			for k := range ms {
+				ms[k] = tmp[idx[k]]
 			}
 		}
 	}
@@ -84,6 +99,34 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
 	}
 	return dst, true, nil
+}
+
+// maxSmallObject is the most members order sorts by insertion.
+const maxSmallObject = 12
+
+// keyPrefix returns the first eight bytes of name as an integer (zeros
+// past its end), each byte replaced by its utf16Rank, so that two names
+// whose prefixes differ compare as their prefixes do under CompareUTF16.
+func keyPrefix(name []byte) uint64 {
+	n := min(len(name), 8)
+	var p uint64
+	for _, c := range name[:n] {
+		p = p<<8 | uint64(utf16Rank[c])
+	}
+	return p << (8 * (8 - n))
+}
+
+// prefix is keyPrefix of m's name, read as one word where the name lies
+// in the input and the eight bytes from its start are all ASCII (which
+// rank as themselves).
+func (s *state) prefix(m *member) uint64 {
+	if !m.esc && m.kOff+8 <= len(s.data) {
+		n := min(m.kEnd-m.kOff, 8)
+		if p := binary.BigEndian.Uint64(s.data[m.kOff:]) & (^uint64(0) << (8 * (8 - n))); p&msb == 0 {
+			return p
+		}
+	}
+	return keyPrefix(s.key(m))
 }
 
 // sortLarge sorts the members of an object of more than a dozen members.
