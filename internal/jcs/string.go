@@ -31,6 +31,10 @@ func (s *state) strVerbatim(i int) (int, bool, error) {
 		if c < utf8.RuneSelf {
 			return i, false, nil // '\\' or a control character
 		}
+		if c >= 0xC2 && c <= 0xDF && i+1 < len(d) && d[i+1]&0xC0 == 0x80 {
+			i = plainRun(d, i+2) // a valid two-byte sequence (Latin, Greek, Cyrillic ...)
+			continue
+		}
 		r, size := utf8.DecodeRune(d[i:])
 		if r == utf8.RuneError && size == 1 {
 			return i, false, s.fail(i, ErrInvalidUTF8)
