@@ -2,8 +2,8 @@ package jcs
 
 import (
 	"bytes"
-	"errors"
 	"crypto/sha256"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
