@@ -59,10 +59,23 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 			}
 		}
 		if !sorted {
-			var tmp [maxSmallObject]member
-			copy(tmp[:], ms)
+			// ms[k] = ms[idx[k]] for every k, in place, cycle by cycle.
+			var done uint16
 			for k := range ms {
-				ms[k] = tmp[idx[k]]
+				if done&(1<<k) != 0 || int(idx[k]) == k {
+					continue
+				}
+				t, j := ms[k], k
+				for {
+					from := int(idx[j])
+					done |= 1 << j
+					if from == k {
+						ms[j] = t
+						break
+					}
+					ms[j] = ms[from]
+					j = from
+				}
 			}
 		}
 	}
