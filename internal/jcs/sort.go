@@ -1,7 +1,6 @@
 package jcs
 
 import (
-	"encoding/binary"
 	"slices"
 )
 
@@ -37,7 +36,7 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 		var pre [maxSmallObject]uint64
 		var idx [maxSmallObject]uint8
 		for k := range ms {
-			pre[k], idx[k] = s.prefix(&ms[k]), uint8(k)
+			pre[k], idx[k] = ms[k].pre, uint8(k)
 		}
 		for i := 1; i < len(ms); i++ {
 			for j := i; j > 0; j-- {
@@ -127,19 +126,6 @@ func keyPrefix(name []byte) uint64 {
 		p = p<<8 | uint64(utf16Rank[c])
 	}
 	return p << (8 * (8 - n))
-}
-
-// prefix is keyPrefix of m's name, read as one word where the name lies
-// in the input and the eight bytes from its start are all ASCII (which
-// rank as themselves).
-func (s *state) prefix(m *member) uint64 {
-	if !m.esc && m.kOff+8 <= len(s.data) {
-		n := min(m.kEnd-m.kOff, 8)
-		if p := binary.BigEndian.Uint64(s.data[m.kOff:]) & (^uint64(0) << (8 * (8 - n))); p&msb == 0 {
-			return p
-		}
-	}
-	return keyPrefix(s.key(m))
 }
 
 // sortLarge sorts the members of an object of more than a dozen members.
