@@ -231,11 +231,9 @@ value: // a value starts at d[i]
 			i = j
 			break
 		}
-		dst = append(dst, d[run:i]...)
-		if dst, i, err = s.strRest(dst, nil, i+1, j); err != nil {
+		if dst, run, i, err = s.strEscaped(dst, run, j); err != nil {
 			return s.end(dst, frames, ms, err)
 		}
-		run = i
 	case c-'0' < 10 || c == '-':
 		// An integer of at most 15 digits, the common case, inline.
 		j := i

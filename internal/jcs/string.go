@@ -44,6 +44,46 @@ func (s *state) strVerbatim(i int) (int, bool, error) {
 	return i, false, nil
 }
 
+// strEscaped finishes a string value (not a member name) at d[i], its
+// first escape or control character, keeping the pending run of the parse
+// loop (see parse): an escape that is its own JCS form (\" \\ \b \f \n
+// \r \t) stays in the run; any other ends it, and its JCS form is
+// written to dst. It returns dst, the new start of the run and the offset
+// after the string, or the error strRest would report.
+func (s *state) strEscaped(dst []byte, run, i int) ([]byte, int, int, error) {
+	d := s.data
+	for {
+		if i >= len(d) {
+			return dst, run, i, s.syntax(len(d), "unterminated string")
+		}
+		c := d[i]
+		switch {
+		case c == '"':
+			return dst, run, i + 1, nil
+		case c == '\\':
+			if i+1 < len(d) && d[i+1] != '/' && d[i+1] != 'u' && simpleEscapes[d[i+1]] != 0 {
+				i = plainRun(d, i+2)
+				continue
+			}
+			r, next, err := s.escape(i)
+			if err != nil {
+				return dst, run, i, err
+			}
+			dst = appendRune(append(dst, d[run:i]...), r)
+			run = next
+			i = plainRun(d, next)
+		case c < 0x20:
+			return dst, run, i, s.syntax(i, "control character in string (must be escaped)")
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, run, i, s.fail(i, ErrInvalidUTF8)
+			}
+			i = plainRun(d, i+size)
+		}
+	}
+}
+
 // strRest appends the JCS form of the string whose text starts at
 // d[start] (after the opening quote) to dst, and returns dst and the
 // offset after the string; d[i] is the first byte that is not plain. For
