@@ -96,8 +96,9 @@ var statePool = sync.Pool{New: func() any { return new(state) }}
 // member is one object member while its object is being written: its
 // unescaped name is data[kOff:kEnd] (the name as written, when it has no
 // escapes) or keys[kOff:kEnd] (when esc is set); the canonical
-// `"name":value` text is dst[start:end] (no comma); at is the name's offset
-// in the input.
+// `"name":value` text is [start, end) of the canonical text (no comma; an
+// offset in dst followed by the pending input, see parse); at is the
+// name's offset in the input.
 type member struct {
 	kOff, kEnd int
 	start, end int
@@ -159,8 +160,9 @@ func (s *state) fail(at int, err error) error {
 }
 
 // frame is one open array or object while run reads its contents. For an
-// object, body is the offset in dst after its '{', and mBase and kBase the
-// heights of s.members and s.keys when it opened.
+// object, body is the offset in the canonical text after its '{', and
+// mBase and kBase the heights of the member stack and s.keys when it
+// opened.
 type frame struct {
 	object       bool
 	body         int
@@ -177,10 +179,10 @@ func skipWS(d []byte, i int) int {
 }
 
 // run parses exactly one value surrounded by optional whitespace and
-// appends its canonical form to s.dst. It is one loop over the input with
-// an explicit stack of open containers (s.frames), not a recursive
-// descent: the input offset and the output stay in registers from token to
-// token.
+// appends its canonical form to s.dst (in digest mode: hashes it). It is
+// one loop over the input with an explicit stack of open containers, not a
+// recursive descent: the input offset and the output stay in registers
+// from token to token.
 func (s *state) run() error {
 	dst, err := s.parse(s.dst)
 	s.dst = dst
