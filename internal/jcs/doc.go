@@ -59,15 +59,21 @@
 // 31 MB/s, below the 50 MB/s Layer-1 budget before hashing.
 //
 // This package is a single-pass parser and writer with no intermediate
-// tree. Printable ASCII in strings is scanned eight bytes at a time; a
-// fraction of up to 15 significant digits is written without a float
-// conversion (it is its own shortest round-trip form); member names
-// without escapes are compared where they lie in the input; members are
-// reordered by sorting small records of offsets, and their text is moved
-// once, only when they arrived unsorted. Sum256 streams into the hash:
-// text outside every object is hashed as it completes, and the outermost
-// object's members are hashed in sorted order where they were written.
-// All scratch space is pooled, so a digest allocates nothing in the steady
+// tree. Input that is already canonical is not copied token by token: it
+// is copied in one piece when something that is not canonical follows it
+// (whitespace, an escape, a number to rewrite, an object to reorder), and
+// Sum256 hashes input that is canonical throughout as it is, without a
+// copy. Printable ASCII in strings is scanned eight bytes at a time;
+// integers of up to 15 digits, and fractions and exponent forms of up to
+// 15 significant digits in the positional range, are written without a
+// float conversion (they are their own shortest round-trip form); member
+// names without escapes are compared where they lie in the input, by
+// their first eight bytes first; members are reordered by sorting small
+// records of offsets, and their text is moved once, only when they
+// arrived unsorted. Sum256 streams into the hash: text outside every
+// object is hashed as it completes, and the outermost object's members
+// are hashed in sorted order where they were written. All scratch space
+// is pooled, so a digest allocates nothing in the steady
 // state, whatever the size of the body. It agrees byte for byte, errors
 // included, with the previous implementation (kept for differential tests)
 // and agreed with gowebpki/jcs in differential fuzzing wherever both

@@ -49,6 +49,53 @@ func appendES(dst []byte, f float64) []byte {
 	return dst
 }
 
+// numberVerbatim reports whether the JSON number at d[i] is its own
+// canonical form, and if so returns the offset after it: an integer of at
+// most 15 digits (exactly a double, written back as it is; not -0), or a
+// fraction without exponent that shortDecimal would write back unchanged
+// (no trailing zero, at most 15 significant digits, at least 1e-6). Any
+// other number, and anything that is not a number, is left to number.
+func numberVerbatim(d []byte, i int) (int, bool) {
+	j := i
+	if d[j] == '-' {
+		j++
+	}
+	k := j
+	for k < len(d) && d[k]-'0' < 10 {
+		k++
+	}
+	n := k - j
+	if n == 0 || n > 15 || d[j] == '0' && n > 1 {
+		return 0, false
+	}
+	if k < len(d) && d[k] == '.' {
+		f := k + 1
+		e := f
+		for e < len(d) && d[e]-'0' < 10 {
+			e++
+		}
+		if e == f || d[e-1] == '0' || e < len(d) && d[e]|0x20 == 'e' {
+			return 0, false
+		}
+		if d[j] == '0' {
+			z := f
+			for d[z] == '0' {
+				z++
+			}
+			if z-f > 5 || e-z > 15 {
+				return 0, false
+			}
+		} else if n+e-f > 15 {
+			return 0, false
+		}
+		return e, true
+	}
+	if k < len(d) && d[k]|0x20 == 'e' || d[j] == '0' && j != i {
+		return 0, false
+	}
+	return k, true
+}
+
 // number parses the JSON number at d[start], appends its canonical form to
 // dst, and returns dst and the offset after the number.
 func (s *state) number(dst []byte, start int) ([]byte, int, error) {
@@ -113,6 +160,11 @@ func (s *state) number(dst []byte, start int) ([]byte, int, error) {
 			return out, i, nil
 		}
 	}
+	if hasExp {
+		if out, ok := shortExponent(dst, lit, intStart-start); ok {
+			return out, i, nil
+		}
+	}
 	f, err := strconv.ParseFloat(string(lit), 64)
 	if err != nil || math.IsInf(f, 0) {
 		// The grammar was checked above, so the only failure is overflow.
@@ -163,6 +215,105 @@ func shortDecimal(dst, lit []byte, intStart, dot int) ([]byte, bool) {
 		return append(dst, lit[:dot]...), true // sign and integer part
 	}
 	return append(dst, lit[:dot+1+len(frac)]...), true
+}
+
+// shortExponent appends the canonical form of lit, a number literal with
+// an exponent whose digits start at lit[intStart], to dst when it has at
+// most 15 significant digits and a magnitude in [1e-6, 1e21) (or is zero),
+// and reports whether it did. By the argument of shortDecimal those digits
+// are the shortest that identify the double, so ECMAScript writes them
+// positionally: "1e-3" is 0.001, "2.5E2" is 250, "1e20" is
+// 100000000000000000000. The value is unchanged.
+func shortExponent(dst, lit []byte, intStart int) ([]byte, bool) {
+	var digits [15]byte
+	k := 0     // significant digits kept
+	zeros := 0 // zeros seen after the last kept digit
+	point := 0 // digits before the point, counted from the first significant one
+	seen := false
+	intPart := true
+	i := intStart
+	for ; i < len(lit); i++ {
+		c := lit[i]
+		if c == '.' {
+			intPart = false
+			continue
+		}
+		if c == 'e' || c == 'E' {
+			break
+		}
+		if c == '0' && !seen {
+			if !intPart {
+				point--
+			}
+			continue
+		}
+		seen = true
+		if intPart {
+			point++
+		}
+		if c == '0' {
+			zeros++
+			continue
+		}
+		if k+zeros+1 > len(digits) {
+			return dst, false
+		}
+		for ; zeros > 0; zeros-- {
+			digits[k] = '0'
+			k++
+		}
+		digits[k] = c
+		k++
+	}
+	if !seen {
+		return append(dst, '0'), true // zero, whatever its sign and exponent
+	}
+	i++ // 'e' or 'E'
+	neg := false
+	if lit[i] == '+' || lit[i] == '-' {
+		neg = lit[i] == '-'
+		i++
+	}
+	for i < len(lit)-1 && lit[i] == '0' {
+		i++
+	}
+	if len(lit)-i > 3 {
+		return dst, false
+	}
+	exp := 0
+	for ; i < len(lit); i++ {
+		exp = exp*10 + int(lit[i]-'0')
+	}
+	if neg {
+		exp = -exp
+	}
+	// The value is 0.digits × 10^p: its first significant digit is in the
+	// place 10^(p-1), and 1e-6 <= |value| < 1e21 when -5 <= p <= 21.
+	p := point + exp
+	if p < -5 || p > 21 {
+		return dst, false
+	}
+	if lit[0] == '-' {
+		dst = append(dst, '-')
+	}
+	switch {
+	case p >= k:
+		dst = append(dst, digits[:k]...)
+		for range p - k {
+			dst = append(dst, '0')
+		}
+	case p > 0:
+		dst = append(dst, digits[:p]...)
+		dst = append(dst, '.')
+		dst = append(dst, digits[p:k]...)
+	default:
+		dst = append(dst, '0', '.')
+		for range -p {
+			dst = append(dst, '0')
+		}
+		dst = append(dst, digits[:k]...)
+	}
+	return dst, true
 }
 
 // sameDecimal reports whether two JSON number literals have the same

@@ -3,6 +3,7 @@ package jcs
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -219,6 +220,61 @@ func TestShortDecimal(t *testing.T) {
 		for range 1 + r.IntN(17) {
 			s.WriteByte(byte('0' + r.IntN(10)))
 		}
+		check(s.String())
+	}
+}
+
+// TestShortExponent checks the float-free path for literals with an
+// exponent and at most 15 significant digits against parse-then-format,
+// across the positional range's bounds (1e-6 and 1e-7, 1e20 and 1e21),
+// 15 and 16 digits, zeros and leading and trailing zeros.
+func TestShortExponent(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 6))
+	check := func(lit string) {
+		t.Helper()
+		got, err := Canonicalize([]byte(lit))
+		f, perr := strconv.ParseFloat(lit, 64)
+		if err != nil || perr != nil {
+			t.Fatalf("%s: %v %v", lit, err, perr)
+		}
+		if want := appendES(nil, f); string(got) != string(want) {
+			t.Fatalf("Canonicalize(%s) = %s, want %s", lit, got, want)
+		}
+		exact, err := CanonicalizeExact([]byte(lit))
+		if sameDecimal([]byte(lit), got) {
+			if err != nil || string(exact) != string(got) {
+				t.Fatalf("CanonicalizeExact(%s) = %s, %v; want %s", lit, exact, err, got)
+			}
+		} else if !errors.Is(err, ErrInexactNumber) {
+			t.Fatalf("CanonicalizeExact(%s) = %s, %v; want ErrInexactNumber", lit, exact, err)
+		}
+	}
+	for _, lit := range []string{"1e-3", "1E-3", "-1e-3", "1e-6", "1e-7", "1e20", "1e21", "1e+20", "1E+21", "0e5", "-0e-5", "0.0e10",
+		"0.00012e2", "12.5e-1", "123456789012345e6", "123456789012345e7", "1234567890123456e0", "1.5e0", "100e-2", "1000e-9",
+		"0.000001e0", "0.0000001e0", "10e-7", "9.99999999999999e20", "25e-8", "1e00000000000000000001", "1e-0000000000000000007"} {
+		check(lit)
+	}
+	for range 200000 {
+		var s strings.Builder
+		if r.IntN(2) == 0 {
+			s.WriteByte('-')
+		}
+		if r.IntN(4) == 0 {
+			s.WriteString("0")
+		} else {
+			s.WriteByte(byte('1' + r.IntN(9)))
+			for range r.IntN(16) {
+				s.WriteByte(byte('0' + r.IntN(10)))
+			}
+		}
+		if r.IntN(2) == 0 {
+			s.WriteByte('.')
+			for range 1 + r.IntN(17) {
+				s.WriteByte(byte('0' + r.IntN(10)))
+			}
+		}
+		s.WriteString([]string{"e", "E", "e+", "e-", "E-"}[r.IntN(5)])
+		s.WriteString(strconv.Itoa(r.IntN(30)))
 		check(s.String())
 	}
 }

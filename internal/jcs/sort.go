@@ -4,43 +4,95 @@ import (
 	"slices"
 )
 
-// order finishes one object whose members are written to dst[body:],
-// separated by commas: it rejects duplicate names and writes the members in
-// JCS order followed by '}'. Members that arrived sorted (the common case
-// for machine-written JSON) stay where they are. Otherwise only the small
-// member records are sorted; the members' text is then moved once: hashed
-// in place, in sorted order, for the outermost object in digest mode, or
-// copied aside and written back in order.
-func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
-	// Insertion sort of the member records, which also finds duplicate
-	// names: n-1 comparisons for members that arrived sorted, plus one per
-	// inversion otherwise (objects are small; larger ones use pdqsort).
+// order finishes one object whose members are written to the canonical
+// text from offset body on, separated by commas: the text is dst followed
+// by pending (input not yet copied). It rejects duplicate names and puts
+// the members in JCS order. Members that arrived sorted (the common case
+// for machine-written JSON) stay where they are and order returns dst
+// unchanged with moved false. Otherwise only the small member records are
+// sorted and the members' text is moved once, and order returns moved true
+// with the object's text, up to its '}' (not included), in dst:
+//
+//   - an object whose text is all pending (it was canonical apart from
+//     its order) is copied from the input member by member, in order;
+//   - the outermost object in digest mode is hashed in place, in sorted
+//     order, and dropped (nothing before it or in it can move any more);
+//   - otherwise the text is copied aside and written back in order.
+func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool, error) {
+	// Insertion sort, which also finds duplicate names: n-1 comparisons
+	// for members that arrived sorted, plus one per inversion otherwise
+	// (objects are small; larger ones use pdqsort). It sorts the names'
+	// first eight bytes as integers, in an order that agrees with
+	// CompareUTF16, with the members' indexes, and compares whole names
+	// only where those are equal: sorting the member records themselves
+	// cost a fifth of the run on objects of eight unsorted members.
 	sorted := true
-	if len(ms) > 12 {
+	if len(ms) > maxSmallObject {
 		var dup bool
 		if sorted, dup = s.sortLarge(ms); dup {
-			return dst, s.duplicate(ms)
+			return dst, false, s.duplicate(ms)
 		}
 	} else {
+		var pre [maxSmallObject]uint64
+		var idx [maxSmallObject]uint8
+		for k := range ms {
+			pre[k], idx[k] = ms[k].pre, uint8(k)
+		}
 		for i := 1; i < len(ms); i++ {
 			for j := i; j > 0; j-- {
-				c := CompareUTF16(s.key(&ms[j-1]), s.key(&ms[j]))
-				if c == 0 {
-					return dst, s.duplicate(ms)
-				}
-				if c < 0 {
+				if pre[j-1] < pre[j] {
 					break
 				}
-				ms[j-1], ms[j] = ms[j], ms[j-1]
+				if pre[j-1] == pre[j] {
+					c := CompareUTF16(s.key(&ms[idx[j-1]]), s.key(&ms[idx[j]]))
+					if c == 0 {
+						return dst, false, s.duplicate(ms)
+					}
+					if c < 0 {
+						break
+					}
+				}
+				pre[j-1], pre[j] = pre[j], pre[j-1]
+				idx[j-1], idx[j] = idx[j], idx[j-1]
 				sorted = false
+			}
+		}
+		if !sorted {
+			// ms[k] = ms[idx[k]] for every k, in place, cycle by cycle.
+			var done uint16
+			for k := range ms {
+				if done&(1<<k) != 0 || int(idx[k]) == k {
+					continue
+				}
+				t, j := ms[k], k
+				for {
+					from := int(idx[j])
+					done |= 1 << j
+					if from == k {
+						ms[j] = t
+						break
+					}
+					ms[j] = ms[from]
+					j = from
+				}
 			}
 		}
 	}
 	if sorted {
-		return append(dst, '}'), nil
+		return dst, false, nil
 	}
+	if n := len(dst); body >= n {
+		dst = append(dst, pending[:body-n]...)
+		for i, m := range ms {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, pending[m.start-n:m.end-n]...)
+		}
+		return dst, true, nil
+	}
+	dst = append(dst, pending...)
 	if s.hashing && s.objects == 1 {
-		// Nothing before this object, and no member, can move any more.
 		s.h.Write(dst[:body])
 		for i, m := range ms {
 			if i > 0 {
@@ -48,7 +100,7 @@ func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 			}
 			s.h.Write(dst[m.start:m.end])
 		}
-		return append(dst[:0], '}'), nil
+		return dst[:0], true, nil
 	}
 	s.scratch = append(s.scratch[:0], dst[body:]...)
 	dst = dst[:body]
@@ -58,7 +110,22 @@ func (s *state) order(dst []byte, body int, ms []member) ([]byte, error) {
 		}
 		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
 	}
-	return append(dst, '}'), nil
+	return dst, true, nil
+}
+
+// maxSmallObject is the most members order sorts by insertion.
+const maxSmallObject = 12
+
+// keyPrefix returns the first eight bytes of name as an integer (zeros
+// past its end), each byte replaced by its utf16Rank, so that two names
+// whose prefixes differ compare as their prefixes do under CompareUTF16.
+func keyPrefix(name []byte) uint64 {
+	n := min(len(name), 8)
+	var p uint64
+	for _, c := range name[:n] {
+		p = p<<8 | uint64(utf16Rank[c])
+	}
+	return p << (8 * (8 - n))
 }
 
 // sortLarge sorts the members of an object of more than a dozen members.

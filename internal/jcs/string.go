@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -14,30 +15,81 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// str parses the JSON string at d[pos] (the opening quote), appends its
-// JCS form to dst and returns dst and the offset after the string. For a
-// member name (m not nil) it records in m where the unescaped name is: in
-// the input itself when the name has no escapes, else appended to s.keys.
-//
-// Fast path: a string without escapes whose UTF-8 is valid is already
-// canonical and is copied in one piece; printable ASCII is skipped eight
-// bytes at a time.
-func (s *state) str(dst []byte, pos int, m *member) ([]byte, int, error) {
+// strVerbatim continues reading the string whose first byte that is not
+// plain (see plain) is d[i]. When the string is valid UTF-8 without
+// escapes or control characters, it is its own JCS form: strVerbatim
+// returns the offset after its closing quote and true. Otherwise it
+// returns the offset of the first backslash or control character (or
+// len(d)) and false, for strRest to take over, or ErrInvalidUTF8.
+func (s *state) strVerbatim(i int) (int, bool, error) {
 	d := s.data
-	start := pos + 1
-	i := plainRun(d, start)
-	if i < len(d) && d[i] == '"' {
-		if m != nil {
-			m.kOff, m.kEnd = start, i
+	for i < len(d) {
+		c := d[i]
+		if c == '"' {
+			return i + 1, true, nil
 		}
-		return append(dst, d[pos:i+1]...), i + 1, nil
+		if c < utf8.RuneSelf {
+			return i, false, nil // '\\' or a control character
+		}
+		if c >= 0xC2 && c <= 0xDF && i+1 < len(d) && d[i+1]&0xC0 == 0x80 {
+			i = plainRun(d, i+2) // a valid two-byte sequence (Latin, Greek, Cyrillic ...)
+			continue
+		}
+		r, size := utf8.DecodeRune(d[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i, false, s.fail(i, ErrInvalidUTF8)
+		}
+		i = plainRun(d, i+size)
 	}
-	return s.strRest(dst, m, start, i)
+	return i, false, nil
 }
 
-// strRest continues str at d[i], the first byte that is not plain: the
-// string holds non-ASCII text, an escape, a control character, or ends
-// early.
+// strEscaped finishes a string value (not a member name) at d[i], its
+// first escape or control character, keeping the pending run of the parse
+// loop (see parse): an escape that is its own JCS form (\" \\ \b \f \n
+// \r \t) stays in the run; any other ends it, and its JCS form is
+// written to dst. It returns dst, the new start of the run and the offset
+// after the string, or the error strRest would report.
+func (s *state) strEscaped(dst []byte, run, i int) ([]byte, int, int, error) {
+	d := s.data
+	for {
+		if i >= len(d) {
+			return dst, run, i, s.syntax(len(d), "unterminated string")
+		}
+		c := d[i]
+		switch {
+		case c == '"':
+			return dst, run, i + 1, nil
+		case c == '\\':
+			if i+1 < len(d) && d[i+1] != '/' && d[i+1] != 'u' && simpleEscapes[d[i+1]] != 0 {
+				i = plainRun(d, i+2)
+				continue
+			}
+			r, next, err := s.escape(i)
+			if err != nil {
+				return dst, run, i, err
+			}
+			dst = appendRune(append(dst, d[run:i]...), r)
+			run = next
+			i = plainRun(d, next)
+		case c < 0x20:
+			return dst, run, i, s.syntax(i, "control character in string (must be escaped)")
+		default:
+			r, size := utf8.DecodeRune(d[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, run, i, s.fail(i, ErrInvalidUTF8)
+			}
+			i = plainRun(d, i+size)
+		}
+	}
+}
+
+// strRest appends the JCS form of the string whose text starts at
+// d[start] (after the opening quote) to dst, and returns dst and the
+// offset after the string; d[i] is the first byte that is not plain. For
+// a member name (m not nil) it records in m where the unescaped name is:
+// in the input itself when the name has no escapes, else appended to
+// s.keys.
 func (s *state) strRest(dst []byte, m *member, start, i int) ([]byte, int, error) {
 	d := s.data
 	for {
@@ -119,18 +171,15 @@ const (
 )
 
 // plainRun returns the offset of the first byte at or after i that is not
-// plain (see plain), or len(d). It tests eight bytes per step: a word is
-// all plain when no byte has its high bit set, is below 0x20, or equals
-// '"' or '\\' (the usual "has a zero byte" bit trick, which is exact as a
-// yes/no answer).
+// plain (see plain), or len(d). It tests eight bytes per step: a byte is
+// not plain when its high bit is set, it is below 0x20, or it equals '"' or
+// '\\' (the usual "has a zero byte" bit trick). A borrow can only mark a
+// byte above one that is itself not plain, so the lowest marked byte is
+// the answer.
 func plainRun(d []byte, i int) int {
 	for i+8 <= len(d) {
-		w := binary.LittleEndian.Uint64(d[i:])
-		q := w ^ (lsb * '"')
-		b := w ^ (lsb * '\\')
-		special := w | ((w - lsb*0x20) &^ w) | ((q - lsb) &^ q) | ((b - lsb) &^ b)
-		if special&msb != 0 {
-			break
+		if special := notPlain(binary.LittleEndian.Uint64(d[i:])); special != 0 {
+			return i + bits.TrailingZeros64(special)>>3
 		}
 		i += 8
 	}
@@ -138,6 +187,14 @@ func plainRun(d []byte, i int) int {
 		i++
 	}
 	return i
+}
+
+// notPlain marks the high bit of every byte of w (little-endian) that is
+// not plain, and possibly of bytes above the lowest one marked.
+func notPlain(w uint64) uint64 {
+	q := w ^ (lsb * '"')
+	b := w ^ (lsb * '\\')
+	return (w | ((w - lsb*0x20) &^ w) | ((q - lsb) &^ q) | ((b - lsb) &^ b)) & msb
 }
 
 // simpleEscapes maps the byte after a backslash to the rune the escape
