@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -25,7 +26,7 @@ func TestCommerceSyncDuplicatePastItsBudgetGetsThePendingAction(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, wait := range []time.Duration{-1, 30 * time.Millisecond} {
 			v := setup(t, e)
-			clk := &guardClock{now: v.now}
+			clk := clock.NewManual(v.now)
 			g := commerceGuard(t, v.s, clk, func(c *idem.Config) { c.Wait = wait })
 			h := newBlocking()
 			w := g.HTTPAPI(h.serve)

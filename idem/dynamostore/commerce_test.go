@@ -18,12 +18,13 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
 
 // commerceGuard is a Guard under the commerce policy on st.
-func commerceGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Config)) *idem.Guard {
+func commerceGuard(t *testing.T, st idem.Store, clk *clock.Manual, mod func(*idem.Config)) *idem.Guard {
 	t.Helper()
 	cfg := idem.Config{
 		Policy: commerce.Policy,
@@ -81,7 +82,7 @@ func envelopeCode(t *testing.T, body string) (string, map[string]any) {
 func TestCommerceKeyScopedByNamespaceAndWorker(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := commerceGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		w := g.HTTPAPI(h.serve)
@@ -120,7 +121,7 @@ func TestCommerceKeyScopedByNamespaceAndWorker(t *testing.T) {
 func TestCommerceKeyBindsOperationAndInput(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := commerceGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		w := g.HTTPAPI(h.serve)
@@ -172,7 +173,7 @@ func newBlocking() *blocking {
 func TestCommerceSyncDuplicateWaitsForPendingAction(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := &claimSignal{Store: v.s, claimed: make(chan struct{}, 8)}
 		g := commerceGuard(t, st, clk, func(c *idem.Config) { c.Wait = time.Minute })
 		h := newBlocking()
@@ -236,7 +237,7 @@ func checkSyncReplay(t *testing.T, r events.APIGatewayV2HTTPResponse) {
 func TestCommerceAsyncDuplicateGetsPendingAction(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := commerceGuard(t, v.s, clk, func(c *idem.Config) { c.Wait = time.Hour })
 		h := newBlocking()
 		w := g.HTTPAPI(h.serve)
@@ -280,7 +281,7 @@ func TestCommerceAsyncDuplicateGetsPendingAction(t *testing.T) {
 func TestCommerceRejectedAtTheDoorRecordsNothing(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		for _, status := range []int{400, 401, 403, 429} {
 			st := spy(v.s)
 			g := commerceGuard(t, st, clk, nil)
@@ -310,7 +311,7 @@ func TestCommerceRejectedAtTheDoorRecordsNothing(t *testing.T) {
 func TestCommerceFailedActionReplaysAsFailed(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := commerceGuard(t, v.s, clk, nil)
 		for _, status := range []int{500, 503, 422} {
 			h := &countingHandler{status: status}
@@ -340,7 +341,7 @@ func TestCommerceFailedActionReplaysAsFailed(t *testing.T) {
 func TestCommerceKeysKeptForever(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := commerceGuard(t, st, clk, nil)
 		if g.Config().Retention != idem.Forever {

@@ -16,12 +16,13 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
 // derivedGuard is a Guard on st under the OpenWOP policy with derived keys
 // allowed; derive, when set, is the key of "POST /runs".
-func derivedGuard(t *testing.T, st idem.Store, clk *guardClock, derive bool) *idem.Guard {
+func derivedGuard(t *testing.T, st idem.Store, clk *clock.Manual, derive bool) *idem.Guard {
 	t.Helper()
 	p := idem.PolicyOpenWOP
 	p.Name = "derived"
@@ -59,7 +60,7 @@ func derivedEvent(body string) events.APIGatewayV2HTTPRequest {
 func TestDerivedKeyReplaysWithoutHeader(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		g := derivedGuard(t, v.s, &guardClock{now: v.now}, true)
+		g := derivedGuard(t, v.s, clock.NewManual(v.now), true)
 		h := &countingHandler{}
 		w := g.HTTPAPI(h.serve)
 		body := `{"order":"ord-` + rnd(8) + `"}`
@@ -110,7 +111,7 @@ func TestDerivedKeyReplaysWithoutHeader(t *testing.T) {
 func TestDerivedKeyNeverSharesTheCallersKeyspace(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		h := &countingHandler{}
 		derived := derivedGuard(t, v.s, clk, true).HTTPAPI(h.serve)
 		caller := derivedGuard(t, v.s, clk, false).HTTPAPI(h.serve)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/idem/policy/erp"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -43,7 +44,7 @@ func TestERPDifferentWorkOrderNeverReplaysAnother(t *testing.T) {
 	}
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := workOrderGuard(t, v.s, clk, nil)
 		h := &woHandler{}
 		key := erpKey()

@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/policy/erp"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -62,7 +63,7 @@ func withCredential(ev events.APIGatewayV2HTTPRequest, client, company, org stri
 func TestERPScopeClientCompanyOrganisationMethodRouteKey(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		key := erpKey()
@@ -107,7 +108,7 @@ func TestERPScopeClientCompanyOrganisationMethodRouteKey(t *testing.T) {
 func TestERPScopeNeedsEveryCredentialPart(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		v.cnt.Reset()
@@ -136,7 +137,7 @@ func TestERPScopeNeedsEveryCredentialPart(t *testing.T) {
 func TestERPAnonymousClientWhenAuthDisabled(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		single := erpGuard(t, v.s, clk, func(c *idem.Config) { c.Tenant = idem.SingleTenant("erp") })
 		anon := erpGuard(t, v.s, clk, func(c *idem.Config) { c.Unauthenticated = idem.AnonymousTenant })
 		for name, g := range map[string]*idem.Guard{"SingleTenant": single, "AnonymousTenant": anon} {
@@ -171,7 +172,7 @@ func TestERPAnonymousClientWhenAuthDisabled(t *testing.T) {
 func TestERPKeyGrammar8To128(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		v.cnt.Reset()
@@ -218,7 +219,7 @@ func TestERPKeyGrammar8To128(t *testing.T) {
 func TestERPInProgressEnvelope(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		key := erpKey()
 		release, started := make(chan struct{}), make(chan struct{})
@@ -261,7 +262,7 @@ func TestERPInProgressEnvelope(t *testing.T) {
 func TestERPKeyConflictEnvelope(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		key := erpKey()
@@ -292,7 +293,7 @@ func TestERPKeyConflictEnvelope(t *testing.T) {
 func TestERPEnvelopeRequestIDIsCurrentAttempt(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := workOrderGuard(t, st, clk, func(c *idem.Config) { c.Required = true })
 		for name, ev := range map[string]events.APIGatewayV2HTTPRequest{
@@ -351,7 +352,7 @@ func TestERPEnvelopeRequestIDIsCurrentAttempt(t *testing.T) {
 func TestERPResponseHeadersFirstAndReplay(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		key := erpKey()
@@ -382,7 +383,7 @@ func TestERPResponseHeadersFirstAndReplay(t *testing.T) {
 func TestERPLeaseExpiryMatchingHashTakesOwnership(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := erpGuard(t, st, clk, func(c *idem.Config) { c.Lease = 30 * time.Second })
 		key := erpKey()
@@ -442,7 +443,7 @@ func TestERPLeaseExpiryMatchingHashTakesOwnership(t *testing.T) {
 func TestERPRetentionDefault720Hours(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		env, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.RetentionHours: "48"}[k] })
 		if err != nil {
@@ -479,7 +480,7 @@ func TestERPRetentionDefault720Hours(t *testing.T) {
 func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		var mu sync.Mutex
 		var seen []canon.Request
@@ -546,7 +547,7 @@ func TestERPCanonicalHookReceivesDecodedRequestAndResolvedScope(t *testing.T) {
 func TestERPRawBodySHA256BesideCanonicalHashAcrossFormats(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := workOrderGuard(t, st, clk, nil)
 		h := &woHandler{}
@@ -581,7 +582,7 @@ func TestERPRawBodySHA256BesideCanonicalHashAcrossFormats(t *testing.T) {
 func TestERPInProgressAnsweredAtOnce(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		gets := &getCounter{Store: v.s}
 		g := erpGuard(t, gets, clk, func(c *idem.Config) { c.Wait = time.Hour })
 		key := erpKey()

@@ -25,6 +25,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/idem/policy/erp"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -33,7 +34,7 @@ import (
 func erpKey() string { return "ERP-WO-" + strings.ToUpper(rnd(4)) + ":" + rnd(4) }
 
 // erpGuard is a Guard under the ERP policy on v's store.
-func erpGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Config)) *idem.Guard {
+func erpGuard(t *testing.T, st idem.Store, clk *clock.Manual, mod func(*idem.Config)) *idem.Guard {
 	t.Helper()
 	cfg := idem.Config{
 		Policy: erp.Policy,
@@ -99,7 +100,7 @@ func (s *spyStore) last(t *testing.T, now time.Time) idem.Record {
 func TestERPLeaseHonouredInsideLambda(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := erpGuard(t, st, clk, func(c *idem.Config) {
 			c.Lease = 60 * time.Second
@@ -161,7 +162,7 @@ func TestERPLeaseHonouredInsideLambda(t *testing.T) {
 func TestERPKeyWhitespaceRejectedOnRawHeader(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		key := erpKey()
@@ -207,7 +208,7 @@ func TestERPKeyWhitespaceRejectedOnRawHeader(t *testing.T) {
 func TestERPDuplicateKeyHeadersRejected(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := erpGuard(t, v.s, clk, nil)
 		h := &countingHandler{}
 		k1, k2 := erpKey(), erpKey()
@@ -245,7 +246,7 @@ func TestERPDuplicateKeyHeadersRejected(t *testing.T) {
 func TestERPRawBodySHA256StoredBesideCanonicalHash(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := erpGuard(t, st, clk, nil)
 		h := &countingHandler{}
@@ -309,7 +310,7 @@ const (
 
 // workOrderGuard is an ERP guard with the work-order contract on the live
 // route and the test route opted out.
-func workOrderGuard(t *testing.T, st idem.Store, clk *guardClock, mod func(*idem.Config)) *idem.Guard {
+func workOrderGuard(t *testing.T, st idem.Store, clk *clock.Manual, mod func(*idem.Config)) *idem.Guard {
 	return erpGuard(t, st, clk, func(c *idem.Config) {
 		c.Routes = map[string]idem.Route{
 			workorder.RouteLive: {Contract: workorder.Contract()},
@@ -357,7 +358,7 @@ func (h *woHandler) serve(ctx context.Context, ev events.APIGatewayV2HTTPRequest
 func TestERPCanonicalHashJSONAndXMLEqual(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := workOrderGuard(t, v.s, clk, nil)
 		h := &woHandler{}
 		key := erpKey()
@@ -386,7 +387,7 @@ func TestERPCanonicalHashJSONAndXMLEqual(t *testing.T) {
 func TestERPReplayRenderedPerAccept(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := workOrderGuard(t, v.s, clk, nil)
 		h := &woHandler{}
 		key := erpKey()
@@ -433,7 +434,7 @@ func TestERPReplayRenderedPerAccept(t *testing.T) {
 func TestERPCanonicalHashAfterValidation(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := workOrderGuard(t, v.s, clk, nil)
 		h := &woHandler{}
 		key := erpKey()
@@ -461,7 +462,7 @@ func TestERPCanonicalHashAfterValidation(t *testing.T) {
 func TestERPCanonicalHashIncludesContractVersion(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		h := &woHandler{}
 		key := erpKey()
 		g1 := workOrderGuard(t, v.s, clk, nil)
@@ -483,7 +484,7 @@ func TestERPCanonicalHashIncludesContractVersion(t *testing.T) {
 func TestERPCanonicalHashExcludesRequestMetadata(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := workOrderGuard(t, v.s, clk, nil)
 		h := &woHandler{}
 		key := erpKey()
@@ -520,7 +521,7 @@ func TestERPCanonicalHashExcludesRequestMetadata(t *testing.T) {
 func TestERPTestRouteNeverTouchesStore(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		g := workOrderGuard(t, v.s, clk, func(c *idem.Config) { c.Required = true })
 		h := &woHandler{}
 		v.cnt.Reset()
@@ -561,7 +562,7 @@ func TestERPTestRouteNeverTouchesStore(t *testing.T) {
 func TestERPFailedRetryable(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: v.now}
+		clk := clock.NewManual(v.now)
 		st := spy(v.s)
 		g := workOrderGuard(t, st, clk, nil)
 		key := erpKey()

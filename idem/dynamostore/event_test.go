@@ -17,6 +17,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -86,7 +87,7 @@ func (s *killable) Release(ctx context.Context, id, owner string, now time.Time)
 	return s.Store.Release(ctx, id, owner, now)
 }
 
-func sqsGuard(t *testing.T, st idem.Store, clk *guardClock, wait time.Duration) *idem.Guard {
+func sqsGuard(t *testing.T, st idem.Store, clk *clock.Manual, wait time.Duration) *idem.Guard {
 	t.Helper()
 	g, err := idem.New(idem.Config{Store: st, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}}, Wait: wait,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
@@ -103,7 +104,7 @@ func sqsGuard(t *testing.T, st idem.Store, clk *guardClock, wait time.Duration) 
 func TestSQSOnDynamoDB(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: time.Now()}
+		clk := clock.NewManual(time.Now())
 		t.Run("RedeliveredBatch", func(t *testing.T) {
 			var runs sqsRuns
 			var flaky atomic.Bool
@@ -190,7 +191,7 @@ func TestSQSOnDynamoDB(t *testing.T) {
 func TestSQSCrashMidBatchOnDynamoDB(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: time.Now()}
+		clk := clock.NewManual(time.Now())
 		biz := ""
 		if e.Caps.Transactions {
 			biz = e.CreateTable(t, "RunsTable")

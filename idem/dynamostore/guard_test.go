@@ -18,27 +18,9 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
-
-// guardClock is an injected clock for the Guard (dynamostore never reads a
-// clock; it receives the Guard's now).
-type guardClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *guardClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *guardClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // countingHandler counts executions; its body names the execution.
 type countingHandler struct {
@@ -78,7 +60,7 @@ func guardEvent(key, body string) events.APIGatewayV2HTTPRequest {
 
 func newKey() string { return "key-" + rnd(12) } // 28 chars, OpenWOP grammar
 
-func newGuard(t *testing.T, v *env, clk *guardClock) *idem.Guard {
+func newGuard(t *testing.T, v *env, clk *clock.Manual) *idem.Guard {
 	t.Helper()
 	g, err := idem.New(idem.Config{
 		Tenant: idem.AuthorizerKey("tenantId"),
@@ -109,7 +91,7 @@ func call(t *testing.T, w idem.HTTPAPIHandler, ev events.APIGatewayV2HTTPRequest
 func TestGuardSDKRetriesNeverExecuteTwice(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		clk := &guardClock{now: time.Now()}
+		clk := clock.NewManual(time.Now())
 		g := newGuard(t, v, clk)
 
 		for _, c := range []struct {
@@ -266,7 +248,7 @@ func TestGuardFencedTransactionalCompletion(t *testing.T) {
 			// guard answers it with a retryable 500 (checked here).
 			v := setup(t, e)
 			biz := e.CreateTable(t, "RunsTable")
-			g := newGuard(t, v, &guardClock{now: time.Now()})
+			g := newGuard(t, v, clock.NewManual(time.Now()))
 			w := g.HTTPAPI((&countingHandler{before: func(ctx context.Context, _ int32) {
 				_ = idem.Transact(ctx, businessPut(biz, "run-x"))
 			}}).serve)
@@ -277,7 +259,7 @@ func TestGuardFencedTransactionalCompletion(t *testing.T) {
 		}
 		v := setup(t, e)
 		biz := e.CreateTable(t, "RunsTable")
-		clk := &guardClock{now: time.Now()}
+		clk := clock.NewManual(time.Now())
 		g := newGuard(t, v, clk)
 		key := newKey()
 		release, started := make(chan struct{}), make(chan struct{})
@@ -327,7 +309,7 @@ func TestGuardSlowFirstInvocationIsFenced(t *testing.T) {
 		v := setup(t, e)
 		for _, late := range []int{201, 403, 503} {
 			t.Run(strconv.Itoa(late), func(t *testing.T) {
-				clk := &guardClock{now: time.Now()}
+				clk := clock.NewManual(time.Now())
 				g := newGuard(t, v, clk)
 				key := newKey()
 				release, started := make(chan struct{}), make(chan struct{})
