@@ -70,7 +70,7 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 	eng := &settleEngine{t: t, kind: c.kind, o: o}
 	eng.start(ctx)
 	defer func() {
-		_ = syscall.Kill(-eng.s.PID(), syscall.SIGCONT)
+		_ = eng.s.Resume()
 		eng.s.Stop()
 	}()
 
@@ -155,9 +155,11 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 			time.Sleep(c.outage)
 			eng.start(ctx)
 		} else {
-			must(t, syscall.Kill(-pid, syscall.SIGSTOP))
+			// The outage's length is the fault's shape, not a verdict:
+			// every acknowledged run must settle whatever it is.
+			must(t, eng.s.Pause(ctx))
 			time.Sleep(c.outage)
-			must(t, syscall.Kill(-pid, syscall.SIGCONT))
+			must(t, eng.s.Resume())
 		}
 	}
 	waitMore(count() + 2*c.clients) // the store is back: creation works again

@@ -1062,7 +1062,7 @@ func TestDisabled(t *testing.T) {
 // other request gets the winner's response as a replay.
 func TestConcurrentDuplicatesMiddleware(t *testing.T) {
 	e := newEnv(t, func(c *idem.Config) {
-		c.Wait = 10 * time.Second
+		c.Wait = time.Minute // a hang guard: duplicates wait for the winner however slow the machine
 		c.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
 	})
 	var mu sync.Mutex

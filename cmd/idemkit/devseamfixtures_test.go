@@ -97,7 +97,7 @@ func TestDevSeamFixtures(t *testing.T) {
 	}
 
 	cp := create(`{"workflowId":"conformance-cancellable","inputs":{"delayMs":60000}}`)
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(2 * time.Minute); ; { // a hang guard
 		r := c.do("GET", "/runs/{runId}", cp, key, "")
 		if r.json["status"] == "running" {
 			break

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -52,24 +51,27 @@ func testDevStalledStore(t *testing.T, kind string) {
 		mu.Lock()
 		defer mu.Unlock()
 		if stopped {
-			_ = syscall.Kill(-srv.PID(), syscall.SIGCONT)
+			_ = srv.Resume()
 			stopped = false
 		}
 	}
 	t.Cleanup(func() { resume(); srv.Stop() })
 
 	// Between dev and its engine: once armed, the first transaction (the
-	// completion of createRun) stops the engine before it is sent on.
+	// completion of createRun) stops the engine before it is sent on, and
+	// is sent on only once every thread of the engine has stopped (Pause
+	// waits for that state; a bare SIGSTOP returns while a thread of the
+	// engine may still run and answer it).
 	target, _ := url.Parse(srv.Endpoint)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
 			mu.Lock()
 			if armed && !stopped {
-				if err := syscall.Kill(-srv.PID(), syscall.SIGSTOP); err != nil {
+				armed, stopped = false, true
+				if err := srv.Pause(ctx); err != nil {
 					t.Error(err)
 				}
-				armed, stopped = false, true
 			}
 			mu.Unlock()
 		}
@@ -121,8 +123,12 @@ func testDevStalledStore(t *testing.T, kind string) {
 	// Retries until a 201: in flight (409, Retry-After) while the lease
 	// lives if the completion's fate is open; a replay if it landed; a new
 	// execution if it was released (its transaction, the run included,
-	// never committed). Then every retry replays that one run.
+	// never committed). Then every retry replays that one run. The lease
+	// ends on dev's wall clock, so the in-flight answers last as long as
+	// it does: the ceiling is a hang guard, far beyond any lease dev
+	// gives a 4 s request.
 	var runID any
+	hang := time.Now().Add(2 * time.Minute)
 	for tries := 0; runID == nil; tries++ {
 		r, m, err = post(key)
 		switch {
@@ -130,7 +136,7 @@ func testDevStalledStore(t *testing.T, kind string) {
 			t.Fatal(err)
 		case r.StatusCode == 201:
 			runID = m["runId"]
-		case tries < 60 && r.StatusCode == 409 && m["error"] == "idempotency_in_flight" && r.Header.Get("Retry-After") != "":
+		case time.Now().Before(hang) && r.StatusCode == 409 && m["error"] == "idempotency_in_flight" && r.Header.Get("Retry-After") != "":
 			time.Sleep(500 * time.Millisecond)
 		default:
 			t.Fatalf("retry %d after the engine resumed: %d %v", tries, r.StatusCode, m)

@@ -97,7 +97,7 @@ func devCommerceReplayIsTheRunAsItIsNow(t *testing.T, e *dynamotest.Emulator) {
 	if first.StatusCode != 201 || id == "" {
 		t.Fatalf("createRun: %d %v", first.StatusCode, m)
 	}
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		g, s := testutil.DoJSON(t, "GET", url+"/runs/"+projected(id), "", "Authorization", testutil.Bearer(key))
 		if g.Header.Get("ETag") == "" || !strings.HasPrefix(g.Header.Get("ETag"), `"`) {
@@ -276,7 +276,7 @@ func devCommerceFailedRunListsItsRetries(t *testing.T, e *dynamotest.Emulator) {
 		r, _ := x["idemkit.run"].(map[string]any)
 		return r
 	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		if _, s := testutil.DoJSON(t, "GET", url+"/runs/"+projected(id), "", auth...); s["status"] == "failed" {
 			break
 		}

@@ -466,7 +466,7 @@ func TestDevWireSchemas(t *testing.T) {
 // waitTerminal polls getRun (each answer schema-checked) until the run ends.
 func waitTerminal(t *testing.T, c *wireClient, p, key string) wireResp {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang guard, not a speed limit
 	for {
 		r := c.do("GET", "/runs/{runId}", p, key, "")
 		if s, _ := r.json["status"].(string); runs.Status(s).Terminal() {

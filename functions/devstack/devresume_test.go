@@ -17,6 +17,11 @@ type fakePasses struct {
 	n    int
 	err  error
 	hold chan struct{} // when set, a pass waits for it to close
+	// returned counts the passes that have returned; lastN and lastErr
+	// are what the last of them answered.
+	returned int
+	lastN    int
+	lastErr  error
 }
 
 func (f *fakePasses) pass(ctx context.Context) (int, error) {
@@ -30,7 +35,20 @@ func (f *fakePasses) pass(ctx context.Context) (int, error) {
 		case <-ctx.Done():
 		}
 	}
+	f.mu.Lock()
+	f.returned++
+	f.lastN, f.lastErr = n, err
+	f.mu.Unlock()
 	return n, err
+}
+
+// idle reports whether no pass is under way and the last one found
+// nothing and did not fail (so the resumer's next pass is its idle
+// interval away, unless a wake time is pending).
+func (f *fakePasses) idle() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.returned == len(f.at) && f.lastN == 0 && f.lastErr == nil
 }
 
 func (f *fakePasses) count() int {
@@ -84,8 +102,23 @@ func TestResumerPassesAtWakeTimes(t *testing.T) {
 		cancel()
 		<-done
 	}()
+	// quiet first waits, by state, until the resumer has nothing left to
+	// do (no pass under way, the last found nothing, every wake time
+	// served: a pass that began before a wake time leaves it pending even
+	// when its recorded start is after it); then no pass may follow.
 	quiet := func(what string) {
 		t.Helper()
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+			r.mu.Lock()
+			pending := len(r.wakes)
+			r.mu.Unlock()
+			if pending == 0 && f.idle() {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the resumer never went idle (%d wake times pending)", what, pending)
+			}
+		}
 		n := f.count()
 		time.Sleep(300 * time.Millisecond)
 		if f.count() != n {
@@ -149,6 +182,5 @@ func TestResumerPassesAtWakeTimes(t *testing.T) {
 		t.Fatal("a pass that executed runs did not wake the pollers")
 	}
 	f.set(0, nil, nil)
-	time.Sleep(200 * time.Millisecond)
 	quiet("after a pass that found nothing")
 }

@@ -66,7 +66,10 @@ func newGuard(t *testing.T, v *env, clk *clock.Manual) *idem.Guard {
 		Tenant: idem.AuthorizerKey("tenantId"),
 		Store:  v.s,
 		Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}},
-		Wait:   20 * time.Second,
+		// A duplicate waits for the winner: the budget is a hang guard, far
+		// beyond any engine's answer on a loaded machine, so that no
+		// duplicate is refused in flight because the machine is slow.
+		Wait:   2 * time.Minute,
 		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 	})
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,9 +116,9 @@ func TestStoreThrottled503RetryAfter(t *testing.T) {
 var pausableEngines = []string{dynamotest.DynamoDBLocal, dynamotest.Moto}
 
 // TestStalledStoreCompletionAnswers503: on DynamoDB Local and moto, the
-// engine is stopped (SIGSTOP) while a request completes: the handler stops
-// it just before it returns its 201. The completion is bounded by the
-// request's deadline, so the client gets 503 idemkit.store_unavailable
+// engine is stopped (SIGSTOP, every thread of it) while a request
+// completes: the handler stops it just before it returns its 201. The
+// completion is bounded by the request's deadline, so the client gets 503 idemkit.store_unavailable
 // with Retry-After, not a hang. Once the engine resumes (SIGCONT), a retry
 // with the same key sees what the lease rules say: in flight (the
 // completion was lost; the lease is still live) or the replay (the engine
@@ -139,7 +138,7 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 			stopped := false
 			resume := func() {
 				if stopped {
-					_ = syscall.Kill(-srv.PID(), syscall.SIGCONT)
+					_ = srv.Resume()
 					stopped = false
 				}
 			}
@@ -166,11 +165,15 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 			// ran out of time was a 503 too, and the retry then a first
 			// execution, not the replay or in-flight answer checked below).
 			rctx := newArmedCtx(ctx)
+			// The engine is stopped before the handler returns, and the
+			// completion is sent only once every thread of it has stopped
+			// (Pause waits for that state): a bare SIGSTOP returns while a
+			// thread of the engine may still run and answer the completion.
 			h := &countingHandler{before: func(context.Context, int32) {
-				if err := syscall.Kill(-srv.PID(), syscall.SIGSTOP); err != nil {
+				stopped = true
+				if err := srv.Pause(ctx); err != nil {
 					t.Error(err)
 				}
-				stopped = true
 				rctx.arm(5 * time.Second)
 			}}
 			ev := guardEvent(newKey(), `{"a":1}`)

@@ -33,7 +33,7 @@ type receipt struct {
 func eventGuard(t *testing.T, e *env) *idem.Guard {
 	t.Helper()
 	g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}},
-		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Wait: 5 * time.Second})
+		Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Wait: time.Minute}) // a hang guard: duplicates wait for the winner however slow the machine
 	if err != nil {
 		t.Fatal(err)
 	}
