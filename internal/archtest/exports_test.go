@@ -47,7 +47,7 @@ var exportedBudget = map[string]int{
 	"ledger/fence/fencetest":   5,
 	"ledger/fence/memstore":    6,
 	"ledger/identity":          43,
-	"ledger/ledgertest":        40,
+	"ledger/ledgertest":        35,
 	"ledger/memstore":          8,
 	"ledger/semantic":          29,
 }
