@@ -2,9 +2,7 @@ package devstack
 
 import (
 	"bufio"
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,16 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host/apikeys"
-	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestClientHalfCloseIsNotAStoreOutage: over a real connection, on
@@ -36,26 +27,9 @@ import (
 func TestClientHalfCloseIsNotAStoreOutage(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		a := &dynamotest.AwaitHangUp{}
-		c := e.Client(dynamotest.FastRetries, watchStore, a.Middleware())
-		rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs testutil.SyncBuffer
-		logger := slog.New(slog.NewJSONHandler(&logs, nil))
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Wait: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-		api, err := apifn.New(apifn.Config{Runs: rs, Guard: g, Ledger: l, BaseURL: "http://dev", Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys := apikeys.NewMemKeys()
-		_ = keys.PutKey(context.Background(), "k1", "acme")
-		srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: logger}, log: logger, timeout: time.Minute})
+		gw, logs := hangUpGateway(t, e, a.Middleware())
+		gw.timeout = time.Minute
+		srv := httptest.NewServer(gw)
 		defer srv.Close()
 
 		const key = "halfclose-0123456789abcdef"

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
@@ -42,26 +43,7 @@ func (w *writes) Write(b []byte) (int, error) {
 func TestClientHangUpIsNotAStoreOutage(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		h := &dynamotest.HangUp{}
-		c := e.Client(dynamotest.FastRetries, watchStore, h.Middleware())
-		rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs testutil.SyncBuffer
-		logger := slog.New(slog.NewJSONHandler(&logs, nil))
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Wait: -1})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-		api, err := apifn.New(apifn.Config{Runs: rs, Guard: g, Ledger: l, BaseURL: "http://dev", Logger: logger})
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys := apikeys.NewMemKeys()
-		_ = keys.PutKey(context.Background(), "k1", "acme")
-		gw := &gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: logger}, log: logger}
+		gw, logs := hangUpGateway(t, e, h.Middleware())
 		serve := func(ctx context.Context, method, path, key, body string) *writes {
 			r := httptest.NewRequest(method, path, strings.NewReader(body)).WithContext(ctx)
 			r.Header.Set("Authorization", "Bearer k1")
@@ -113,4 +95,32 @@ func TestClientHangUpIsNotAStoreOutage(t *testing.T) {
 			})
 		}
 	})
+}
+
+// hangUpGateway is dev's gateway over the api handler on e's tables, its
+// DynamoDB client wrapped in mw (a hang-up injector) with fast retries and
+// the store watch, the Guard answering duplicates at once (Wait -1), the
+// key k1 naming tenant acme, and every log line in the returned buffer.
+func hangUpGateway(t *testing.T, e *dynamotest.Emulator, mw func(*dynamodb.Options)) (*gateway, *testutil.SyncBuffer) {
+	t.Helper()
+	c := e.Client(dynamotest.FastRetries, watchStore, mw)
+	rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+	st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testutil.SyncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, nil))
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Wait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
+	api, err := apifn.New(apifn.Config{Runs: rs, Guard: g, Ledger: l, BaseURL: "http://dev", Logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := apikeys.NewMemKeys()
+	_ = keys.PutKey(context.Background(), "k1", "acme")
+	return &gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: logger}, log: logger}, logs
 }
