@@ -7,9 +7,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestEveryAnswerCarriesThePolicysRequestID: under a policy that names a
@@ -26,18 +23,7 @@ func TestEveryAnswerCarriesThePolicysRequestID(t *testing.T) {
 	p.RequestIDHeader = "X-Trace-Id"
 	p.RequestIDMember = "trace_id"
 	for _, disabled := range []bool{false, true} {
-		g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard(), Policy: p, Disabled: disabled})
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := New(Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, Logger: discard()})
-		if err != nil {
-			t.Fatal(err)
-		}
+		h := hostOf(t, runs.NewMemRuns(), idem.Config{Policy: p, Disabled: disabled}, nil).h
 		check := func(name string, status int, envelope bool, method, path, tenant, key, body string) map[string]any {
 			t.Helper()
 			e := ev(method, path, tenant, key, body)

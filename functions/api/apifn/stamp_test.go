@@ -11,29 +11,14 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/apierr"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // policyHandler is a Handler whose Guard runs under policy p.
 func policyHandler(t *testing.T, p idem.Policy) *Handler {
 	t.Helper()
-	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: discard(), Policy: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(ledger.Config{Store: ledgermem.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, Logger: discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return h
+	return hostOf(t, runs.NewMemRuns(), idem.Config{Policy: p}, nil).h
 }
 
 // TestERPHostStampMarksEveryHostAnswer: under the ERP policy an answer
