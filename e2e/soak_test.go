@@ -205,8 +205,8 @@ type soakState struct {
 
 	mu   sync.Mutex
 	keys []soakKeyed
-	runs map[string]bool // run ids named by a 2xx of POST /runs
-	bad  []string        // answer violations (a 5xx that is not a 503 with Retry-After)
+	runs map[string]time.Time // run ids named by a 2xx of POST /runs, and when the first such answer was read
+	bad  []string             // answer violations (a 5xx that is not a 503 with Retry-After)
 	sent atomic.Int64
 }
 
@@ -279,8 +279,11 @@ func (s *soakState) post(client int, path, key, body string, keyed bool) map[str
 func (s *soakState) createRun(client int, key, body string) {
 	m := s.post(client, "/runs", key, body, true)
 	if id, ok := m["runId"].(string); ok && id != "" {
+		at := time.Now()
 		s.mu.Lock()
-		s.runs[id] = true
+		if _, seen := s.runs[id]; !seen {
+			s.runs[id] = at
+		}
 		s.mu.Unlock()
 	}
 }
@@ -391,7 +394,7 @@ func runSoak(t *testing.T, plan soakPlan) soakReport {
 	rv := newSoakReceiver(t)
 
 	st := &soakState{rec: soak.NewRecorder(), url: "http://" + dev.addr, hook: rv.URL + "/hook",
-		client: &http.Client{Timeout: 30 * time.Second}, runs: map[string]bool{}}
+		client: &http.Client{Timeout: 30 * time.Second}, runs: map[string]time.Time{}}
 
 	// The load.
 	stop := make(chan struct{})
@@ -414,6 +417,7 @@ func runSoak(t *testing.T, plan soakPlan) soakReport {
 
 	// The chaos.
 	var devKills, enginePauses, engineKills int
+	var killedAt []time.Time // when the engine was SIGKILLed
 	if plan.chaos {
 		px.SetFaults(soak.Faults{Delay: 0.05, MaxDelay: 300 * time.Millisecond, Drop: 0.02, Throttle: 0.02})
 	}
@@ -442,6 +446,7 @@ chaos:
 			_ = syscall.Kill(-eng.s.PID(), syscall.SIGCONT)
 		case 2:
 			engineKills++
+			killedAt = append(killedAt, time.Now())
 			_ = syscall.Kill(-eng.s.PID(), syscall.SIGKILL)
 			eng.s.Stop()
 			time.Sleep(time.Duration(200+r.IntN(1000)) * time.Millisecond)
@@ -478,9 +483,20 @@ chaos:
 	st.mu.Unlock()
 	client := emulator.Client(eng.s.Endpoint)
 	settled := waitSettled(ctx, t, client, "soak-RunsTable", ids, 3*time.Minute)
+	lostByEngine := 0
 	for _, id := range ids {
 		if s, ok := settled[id]; !ok {
-			rep.violations = append(rep.violations, fmt.Sprintf("run %s was answered 2xx and does not exist", id))
+			// DynamoDB Local on disk may lose a write it acknowledged just
+			// before a SIGKILL (docs/engines.md): such a run is counted as
+			// the engine's loss; any other missing run is a violation.
+			st.mu.Lock()
+			at := st.runs[id]
+			st.mu.Unlock()
+			if ackedJustBeforeKill(at, killedAt) {
+				lostByEngine++
+				continue
+			}
+			rep.violations = append(rep.violations, fmt.Sprintf("run %s was answered 2xx at %s and does not exist (no engine kill within %s of it)", id, at.Format(time.StampMilli), killLossWindow))
 		} else if !terminal(s) {
 			rep.violations = append(rep.violations, fmt.Sprintf("run %s is %s after recovery", id, s))
 		}
@@ -552,8 +568,8 @@ chaos:
 		}
 	}
 	rv.mu.Unlock()
-	t.Logf(verdictMark+"soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d violations",
-		len(ids), len(hooks), deliveries, len(perKey), len(rep.violations))
+	t.Logf(verdictMark+"soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d lost by the engine (acknowledged within %s before one of its %d SIGKILLs: docs/engines.md); %d violations",
+		len(ids), len(hooks), deliveries, len(perKey), lostByEngine, killLossWindow, len(killedAt), len(rep.violations))
 	return rep
 }
 
