@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/storeconfig"
 )
 
@@ -31,33 +28,8 @@ func unavailable(err error) error {
 	return err
 }
 
-func isUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		if _, ok := retry.DefaultThrottleErrorCodes[ae.ErrorCode()]; ok {
-			return true
-		}
-		switch ae.ErrorCode() {
-		case "InternalServerError", "ServiceUnavailable", "RequestTimeout", "RequestTimeoutException":
-			return true
-		}
-	}
-	var re *awshttp.ResponseError
-	if errors.As(err, &re) {
-		// 0: no response at all.
-		if code := re.HTTPStatusCode(); code == 0 || code >= 500 {
-			return true
-		}
-		return false
-	}
-	if ae != nil {
-		return ae.ErrorFault() == smithy.FaultServer
-	}
-	return retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary
-}
+// isUnavailable is awserr.Unavailable (shared with the host's stores).
+func isUnavailable(err error) bool { return awserr.Unavailable(err) }
 
 // misconfigured returns err wrapped with idem.ErrStoreMisconfigured when
 // it says a table is missing or has another key schema

@@ -73,11 +73,13 @@ func TestEventsDynamo(t *testing.T) {
 		if s := f.stream(t, eventsReq(path, "acme", "", "")); len(s.Frames) != 2 || faults.Pending() != 0 {
 			t.Fatalf("after a throttle: %+v", s)
 		}
-		// A read that fails for good: 500 internal_error, no run data.
+		// A read that fails past the SDK's retries (DynamoDB's 500s): the
+		// store is out of reach, 503 idemkit.store_unavailable with
+		// Retry-After (as Layer 1 answers), no run data.
 		faults.FailNext("GetItem", 5, dynamotest.InternalServerError())
 		resp, m := f.do(t, eventsReq(path, "acme", "", ""))
 		faults.Clear()
-		if resp.StatusCode != 500 || m["error"] != "internal_error" || strings.Contains(resp.Body, "data:") ||
+		if resp.StatusCode != 503 || m["error"] != idem.CodeStoreUnavailable || resp.Headers[idem.HeaderRetryAfter] == "" || strings.Contains(resp.Body, "data:") ||
 			strings.Contains(resp.Body, r.ID[len("acme/"):]) || resp.Headers["Content-Type"] != "application/json" {
 			t.Fatalf("failed read: %d %v %s", resp.StatusCode, resp.Headers, resp.Body)
 		}

@@ -306,7 +306,7 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		}
 	}
 	if !r.Idempotent {
-		resp, err := r.serve(h, ctx, c)
+		resp, err := h.serve(ctx, r, c)
 		return resp, false, err
 	}
 	req := idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}
@@ -320,7 +320,7 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		if _, claimed := idem.FromContext(ctx); !claimed {
 			unclaimed.Store(true)
 		}
-		return r.serve(h, ctx, c)
+		return h.serve(ctx, r, c)
 	})
 	return resp, !unclaimed.Load(), err
 }

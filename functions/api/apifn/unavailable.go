@@ -1,0 +1,42 @@
+package apifn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/awserr"
+)
+
+// serve runs route r's handler. An error that says one of the host's
+// stores (the runs, inbox or effects table on DynamoDB) could not be used — throttled
+// past the SDK's retries, a 5xx, no connection, no answer in time — is
+// answered 503 idemkit.store_unavailable with Retry-After, as Layer 1
+// answers its own store's outage, never a 500: the request did not fail,
+// the store was briefly out of reach, and a retry with the same key is
+// safe (a 5xx answer leaves the key's record retryable).
+func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGatewayV2HTTPResponse, error) {
+	resp, err := r.serve(h, ctx, c)
+	if err == nil || errors.Is(ctx.Err(), context.Canceled) || !storeDown(err) {
+		return resp, err
+	}
+	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", slog.String("error", err.Error()),
+		slog.String("request_id", c.ev.RequestContext.RequestID))
+	e := apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable,
+		"A store is unavailable; retry the request with the same Idempotency-Key after the Retry-After delay.")
+	out := errResp(e)
+	out.Headers[idem.HeaderRetryAfter] = strconv.Itoa(int(math.Max(1, math.Ceil(h.cfg.Guard.Config().InFlightRetryAfter.Seconds()))))
+	return out, nil
+}
+
+// storeDown reports whether err says a store could not be used.
+func storeDown(err error) bool {
+	return awserr.Unavailable(err) || errors.Is(err, idem.ErrStoreUnavailable)
+}
