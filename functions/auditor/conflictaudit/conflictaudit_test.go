@@ -155,12 +155,12 @@ func TestEventIsContentFreeAndCounted(t *testing.T) {
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	old, cur := claim("owner-token-eu", 1, t0, true), claim("owner-token-us", 1, t0, true)
 	old.ProviderKey, cur.ProviderKey = "idemkit-secret-provider-key", "idemkit-secret-provider-key"
-	old.Outcome = &ledger.Outcome{OK: true, Value: []byte("card 4242")}
+	old.Outcome = &ledger.Outcome{OK: true, Value: []byte("card 4111111111111111")}
 	c := a.Observe(old, cur)
 	if c == nil || c.Strategy != fence.FencedEffects || c.Region != "eu-west-1" {
 		t.Fatalf("conflict = %+v", c)
 	}
-	for _, secret := range []string{"acme/x", "owner-token", "secret-provider-key", "4242"} {
+	for _, secret := range []string{"acme/x", "owner-token", "secret-provider-key", "4111111111111111"} {
 		if strings.Contains(logs.String(), secret) || strings.Contains(metrics.String(), secret) {
 			t.Fatalf("%q leaked:\n%s\n%s", secret, logs.String(), metrics.String())
 		}
