@@ -35,6 +35,8 @@ type stallStore struct {
 	// unavailable, when set, is the error of the chosen calls instead of a
 	// stall (a throttled or unreachable store).
 	unavailable error
+	// claimed, when set, is called after each Claim returned.
+	claimed func()
 }
 
 func newStallStore(ops ...string) *stallStore {
@@ -72,7 +74,14 @@ func (s *stallStore) Claim(ctx context.Context, rec idem.Record, now time.Time) 
 	if err := s.hold(ctx, "Claim"); err != nil {
 		return idem.ClaimResult{}, err
 	}
-	return s.Store.Claim(ctx, rec, now)
+	res, err := s.Store.Claim(ctx, rec, now)
+	s.mu.Lock()
+	claimed := s.claimed
+	s.mu.Unlock()
+	if claimed != nil {
+		claimed()
+	}
+	return res, err
 }
 
 func (s *stallStore) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
@@ -134,12 +143,77 @@ func answerWithin[T any](t *testing.T, call func() T) T {
 	}
 }
 
-// requestCtx is a request's context with its deadline (the Lambda deadline,
-// a server's request timeout).
-func requestCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+// requestDeadline is the request's deadline in the stall tests, from the
+// moment the test arms it.
+const requestDeadline = 2 * time.Second
+
+// reqCtx is a request's context with its deadline (the Lambda deadline, a
+// server's request timeout), set when the test arms it: requestDeadline
+// from then on. Before that the deadline is ten minutes away, a hang guard
+// that only ends a failing test. A test arms it once the work before the
+// stalled call is done (the handler runs), so that the deadline bounds the
+// stall and never races the claim or the handler on a slow machine: the
+// stalled call's bound is computed from the deadline when the call starts,
+// after the arming.
+type reqCtx struct {
+	context.Context // values only
+	mu              sync.Mutex
+	deadline        time.Time
+	timer           *time.Timer
+	done            chan struct{}
+	err             error
+}
+
+func newReqCtx(t *testing.T) *reqCtx {
+	c := &reqCtx{Context: context.Background(), done: make(chan struct{})}
+	c.set(10 * time.Minute)
+	t.Cleanup(func() { c.end(context.Canceled) })
+	return c
+}
+
+// armed returns a request context armed at once: the first store call is
+// the stalled one, with no work before it.
+func armed(t *testing.T) *reqCtx {
+	c := newReqCtx(t)
+	c.arm()
+	return c
+}
+
+// arm sets the deadline requestDeadline from now.
+func (c *reqCtx) arm() { c.set(requestDeadline) }
+
+func (c *reqCtx) set(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.deadline = time.Now().Add(d)
+	c.timer = time.AfterFunc(d, func() { c.end(context.DeadlineExceeded) })
+}
+
+func (c *reqCtx) end(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.timer.Stop()
+	if c.err == nil {
+		c.err = err
+		close(c.done)
+	}
+}
+
+func (c *reqCtx) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, true
+}
+
+func (c *reqCtx) Done() <-chan struct{} { return c.done }
+
+func (c *reqCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
 }
 
 func stallGuard(t *testing.T, s idem.Store, mod func(*idem.Config)) *idem.Guard {
@@ -196,10 +270,13 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 			// gets there (a lapsed lease would make the retry a second
 			// execution); the stall is the request's real deadline.
 			g := stallGuard(t, s, func(c *idem.Config) { c.Test.Clock = ledgertest.NewClock(time.Now()) })
-			h := &handler{}
+			// The request's deadline is armed when the handler runs: it
+			// bounds the stalled completion, never the claim before it.
+			rctx := newReqCtx(t)
+			h := &handler{before: func(context.Context) { rctx.arm() }}
 			ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
 			r := answerWithin(t, func() events.APIGatewayV2HTTPResponse {
-				r, err := g.HTTPAPI(h.v2)(requestCtx(t), ev)
+				r, err := g.HTTPAPI(h.v2)(rctx, ev)
 				if err != nil {
 					t.Error(err)
 				}
@@ -207,7 +284,10 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 			})
 			want503(t, r.StatusCode, v2Header(r), r.Body)
 			s.heal()
-			retry, _ := g.HTTPAPI(h.v2)(requestCtx(t), ev)
+			h.before = nil
+			// The retry meets a healed store: nothing stalls, so its
+			// deadline is never armed (no race with this machine's speed).
+			retry, _ := g.HTTPAPI(h.v2)(newReqCtx(t), ev)
 			switch {
 			case !applied && retry.StatusCode == 409 && strings.Contains(retry.Body, "idempotency_in_flight") && retry.Headers["Retry-After"] != "":
 			case applied && retry.StatusCode == 201 && v2Header(retry).Get("OpenWOP-Idempotent-Replay") == "true":
@@ -228,16 +308,23 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 // poll of a waiting duplicate answers 409 in flight, and a stalled
 // heartbeat renewal does not hold the request once the handler is done.
 func TestStalledStoreNeverHoldsARequest(t *testing.T) {
-	call := func(t *testing.T, g *idem.Guard, h *handler, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
+	// call answers ev under rctx: a test arms its deadline where the work
+	// before the stalled call is done.
+	call := func(t *testing.T, g *idem.Guard, h *handler, rctx *reqCtx, ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPResponse {
 		return answerWithin(t, func() events.APIGatewayV2HTTPResponse {
-			r, _ := g.HTTPAPI(h.v2)(requestCtx(t), ev)
+			r, _ := g.HTTPAPI(h.v2)(rctx, ev)
 			return r
 		})
+	}
+	// armedByHandler is a handler that arms rctx's deadline when it runs
+	// (the stalled call comes after it).
+	armedByHandler := func(rctx *reqCtx, status int, body string) *handler {
+		return &handler{status: status, body: body, before: func(context.Context) { rctx.arm() }}
 	}
 	t.Run("Claim", func(t *testing.T) {
 		s := newStallStore("Claim")
 		h := &handler{}
-		r := call(t, stallGuard(t, s, nil), h, v2event("POST", "POST /runs", testKey, `{}`))
+		r := call(t, stallGuard(t, s, nil), h, armed(t), v2event("POST", "POST /runs", testKey, `{}`))
 		want503(t, r.StatusCode, v2Header(r), r.Body)
 		if h.Calls() != 0 {
 			t.Fatal("the handler ran without a claim")
@@ -245,33 +332,37 @@ func TestStalledStoreNeverHoldsARequest(t *testing.T) {
 	})
 	t.Run("Release", func(t *testing.T) {
 		s := newStallStore("Release")
-		h := &handler{status: 500, body: `{"error":"internal_error","message":"x"}`}
-		if r := call(t, stallGuard(t, s, nil), h, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 500 {
+		rctx := newReqCtx(t)
+		h := armedByHandler(rctx, 500, `{"error":"internal_error","message":"x"}`)
+		if r := call(t, stallGuard(t, s, nil), h, rctx, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 500 {
 			t.Fatalf("status %d", r.StatusCode)
 		}
 	})
 	t.Run("Delete", func(t *testing.T) {
 		s := newStallStore("Delete")
-		h := &handler{status: 400, body: `{"error":"validation_error","message":"x"}`}
-		if r := call(t, stallGuard(t, s, nil), h, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 400 {
+		rctx := newReqCtx(t)
+		h := armedByHandler(rctx, 400, `{"error":"validation_error","message":"x"}`)
+		if r := call(t, stallGuard(t, s, nil), h, rctx, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 400 {
 			t.Fatalf("status %d", r.StatusCode)
 		}
 	})
 	t.Run("Poll", func(t *testing.T) {
 		s := newStallStore()
 		g := stallGuard(t, s, func(c *idem.Config) { c.Wait = time.Minute })
-		block := make(chan struct{})
-		h := &handler{block: block}
+		block, running := make(chan struct{}), make(chan struct{})
+		h := &handler{block: block, before: func(context.Context) { close(running) }}
 		ev := v2event("POST", "POST /runs", testKey, `{}`)
 		first := make(chan events.APIGatewayV2HTTPResponse, 1)
 		go func() { r, _ := g.HTTPAPI(h.v2)(context.Background(), ev); first <- r }()
-		for h.Calls() == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		<-running
+		// The duplicate's deadline is armed once its claim found the
+		// first request pending: it bounds the wait and the stalled poll.
+		rctx := newReqCtx(t)
 		s.mu.Lock()
 		s.stall["Get"] = true
+		s.claimed = rctx.arm
 		s.mu.Unlock()
-		dup := call(t, g, h, ev)
+		dup := call(t, g, h, rctx, ev)
 		if dup.StatusCode != 409 || !strings.Contains(dup.Body, "idempotency_in_flight") {
 			t.Fatalf("duplicate: %d %s", dup.StatusCode, dup.Body)
 		}
@@ -283,8 +374,9 @@ func TestStalledStoreNeverHoldsARequest(t *testing.T) {
 	t.Run("Renew", func(t *testing.T) {
 		s := newStallStore("Renew")
 		g := stallGuard(t, s, func(c *idem.Config) { c.Heartbeat = 20 * time.Millisecond })
-		h := &handler{before: func(context.Context) { <-s.stalled }} // runs until a renewal stalls
-		if r := call(t, g, h, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 201 {
+		rctx := newReqCtx(t)
+		h := &handler{before: func(context.Context) { rctx.arm(); <-s.stalled }} // runs until a renewal stalls
+		if r := call(t, g, h, rctx, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 201 {
 			t.Fatalf("status %d %s", r.StatusCode, r.Body)
 		}
 	})
@@ -299,12 +391,14 @@ func TestStalledStoreCompletionAnswers503Middleware(t *testing.T) {
 	t.Run("net/http", func(t *testing.T) {
 		s := newStallStore("Complete")
 		g := stallGuard(t, s, func(c *idem.Config) { c.Tenant = idem.SingleTenant("t") })
+		rctx := newReqCtx(t) // armed when the handler runs: it bounds the stalled completion
 		mux := http.NewServeMux()
 		mux.Handle("POST /orders", g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rctx.arm()
 			w.WriteHeader(201)
 		})))
 		w := answerWithin(t, func() *httptest.ResponseRecorder {
-			req := httptest.NewRequestWithContext(requestCtx(t), "POST", "/orders", strings.NewReader(`{}`))
+			req := httptest.NewRequestWithContext(rctx, "POST", "/orders", strings.NewReader(`{}`))
 			req.Header.Set("Idempotency-Key", testKey)
 			w := httptest.NewRecorder()
 			mux.ServeHTTP(w, req)
@@ -316,8 +410,9 @@ func TestStalledStoreCompletionAnswers503Middleware(t *testing.T) {
 		s := newStallStore("Complete")
 		g := stallGuard(t, s, func(c *idem.Config) { c.Tenant = idem.SingleTenant("t") })
 		runs := 0
+		rctx := newReqCtx(t) // armed when the function runs: it bounds the stalled completion
 		fn, err := event.Func(g, event.Config[string]{Operation: "charge", Key: func(k string) (string, error) { return k, nil }},
-			func(ctx context.Context, in string) (string, error) { runs++; return "charged " + in, nil })
+			func(ctx context.Context, in string) (string, error) { rctx.arm(); runs++; return "charged " + in, nil })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,7 +420,7 @@ func TestStalledStoreCompletionAnswers503Middleware(t *testing.T) {
 			out string
 			err error
 		}
-		got := answerWithin(t, func() res { o, err := fn(requestCtx(t), "order-1"); return res{o, err} })
+		got := answerWithin(t, func() res { o, err := fn(rctx, "order-1"); return res{o, err} })
 		if got.err != nil || got.out != "charged order-1" || runs != 1 {
 			t.Fatalf("event: %q %v, %d runs", got.out, got.err, runs)
 		}
