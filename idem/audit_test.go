@@ -697,11 +697,24 @@ func TestERPHeadersOnEveryResponse(t *testing.T) {
 
 // A duplicate's wait is bounded by the context (Lambda) deadline less
 // WaitMargin, even when Wait is far longer: it answers 409
-// idempotency_in_flight before the deadline.
+// idempotency_in_flight before the deadline. The time the wait spends is
+// the Guard clock's Sleep, and each Sleep moves the request's deadline
+// nearer by what it slept (shiftingDeadline): to the Guard, time passes
+// towards the deadline as it sleeps, with no real wait and nothing that
+// races this machine's speed.
 func TestWaitBoundedByLambdaDeadline(t *testing.T) {
+	const margin = 700 * time.Millisecond
+	dctx := &shiftingDeadline{Context: lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "dup"})}
 	e := newEnv(t, func(c *idem.Config) {
 		c.Wait = time.Hour
-		c.WaitMargin = 700 * time.Millisecond
+		c.WaitMargin = margin
+		c.Test.Clock = idemtest.ClockFuncs{
+			NowFunc: c.Test.Clock.Now,
+			SleepFunc: func(ctx context.Context, d time.Duration) error {
+				dctx.shift(d) // only the duplicate sleeps
+				return ctx.Err()
+			},
+		}
 	})
 	release, started := make(chan struct{}), make(chan struct{})
 	done := make(chan struct{})
@@ -711,16 +724,17 @@ func TestWaitBoundedByLambdaDeadline(t *testing.T) {
 	}()
 	defer func() { close(release); <-done }()
 	<-started
-	ctx := lambdacontext.NewContext(context.Background(), &lambdacontext.LambdaContext{AwsRequestID: "dup"})
-	ctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
-	defer cancel()
+	// Two minutes to the deadline: a sleep of the wait takes at most
+	// 500 ms of it, so the duplicate polls a few hundred times.
+	const left = 2 * time.Minute
+	dctx.set(time.Now().Add(left))
 	dup := &handler{}
-	r, err := e.guard.HTTPAPI(dup.v2)(ctx, v2event("POST", "POST /runs", testKey, `{}`))
+	r, err := e.guard.HTTPAPI(dup.v2)(dctx, v2event("POST", "POST /runs", testKey, `{}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctx.Err() != nil {
-		t.Fatalf("answered only after the Lambda deadline (%v)", ctx.Err())
+	if rem := dctx.remaining(); rem <= 0 {
+		t.Fatalf("answered only after the Lambda deadline (%s past it)", -rem)
 	}
 	if code, _ := envelope(t, r.Body); r.StatusCode != 409 || code != "idempotency_in_flight" || r.Headers["Retry-After"] == "" || dup.Calls() != 0 {
 		t.Fatalf("%+v", r)
@@ -728,6 +742,53 @@ func TestWaitBoundedByLambdaDeadline(t *testing.T) {
 	if e.store.Calls()["Get"] == 0 {
 		t.Fatalf("the duplicate did not wait (no poll)")
 	}
+	// It waited up to the deadline less the margin, never beyond: what it
+	// slept is at most that, and at least half of it (the rest is real
+	// time this test took, far less than a minute unless it hangs).
+	if slept := dctx.shifted(); slept > left-margin || slept < (left-margin)/2 {
+		t.Fatalf("the duplicate slept %s of the %s left before the deadline less the margin (%s)", slept, left, margin)
+	}
+}
+
+// shiftingDeadline is a request context whose deadline moves nearer by
+// shift: a wait that sleeps on a clock that does not sleep for real still
+// sees its deadline come.
+type shiftingDeadline struct {
+	context.Context
+	mu       sync.Mutex
+	deadline time.Time
+	total    time.Duration // shifted in all
+}
+
+func (c *shiftingDeadline) set(d time.Time) {
+	c.mu.Lock()
+	c.deadline = d
+	c.mu.Unlock()
+}
+
+func (c *shiftingDeadline) shift(d time.Duration) {
+	c.mu.Lock()
+	c.deadline = c.deadline.Add(-d)
+	c.total += d
+	c.mu.Unlock()
+}
+
+func (c *shiftingDeadline) shifted() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+func (c *shiftingDeadline) remaining() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Until(c.deadline)
+}
+
+func (c *shiftingDeadline) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deadline, !c.deadline.IsZero()
 }
 
 // The tenant comes from the REST (v1) authorizer too: a Lambda authorizer
