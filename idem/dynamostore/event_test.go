@@ -160,7 +160,9 @@ func TestSQSOnDynamoDB(t *testing.T) {
 		})
 		t.Run("ParallelDuplicateBatches", func(t *testing.T) {
 			var runs sqsRuns
-			h, _ := event.SQS(sqsGuard(t, v.s, clk, 20*time.Second), event.SQSConfig{Operation: "ship-" + rnd(4), Concurrency: 4},
+			// The duplicates' wait is a hang guard (as newGuard's): no
+			// message is refused in flight because the machine is slow.
+			h, _ := event.SQS(sqsGuard(t, v.s, clk, 2*time.Minute), event.SQSConfig{Operation: "ship-" + rnd(4), Concurrency: 4},
 				func(ctx context.Context, m events.SQSMessage) error {
 					runs.add(m.MessageId)
 					time.Sleep(30 * time.Millisecond)
