@@ -65,8 +65,12 @@ type missingVerdict struct {
 // String is the verdict as a report line.
 func (v missingVerdict) String() string {
 	kill := "no engine SIGKILL after its request was sent"
-	if !v.Kill.IsZero() {
-		kill = fmt.Sprintf("the next engine SIGKILL %s after its 201 was read", v.Gap.Round(time.Millisecond))
+	switch {
+	case v.Kill.IsZero():
+	case v.Gap >= 0:
+		kill = fmt.Sprintf("the first engine SIGKILL after its request came %s after its 201 was read", v.Gap.Round(time.Millisecond))
+	default:
+		kill = fmt.Sprintf("the first engine SIGKILL after its request came %s before its 201 was read", (-v.Gap).Round(time.Millisecond))
 	}
 	return kill + "; Layer-1 record " + v.Record
 }

@@ -226,7 +226,7 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 			// SIGKILL after it can lose it (docs/engines.md records the
 			// evidence). Logged, not failed: it is the engine's, not
 			// idemkit's, and the whole transaction is gone.
-			t.Logf("the engine lost %d of %d acknowledged runs (a SIGKILL after each one's request, its whole transaction missing; largest gap from a 201 to the kill %s: docs/engines.md):\n%s",
+			t.Logf("the engine lost %d of %d acknowledged runs (a SIGKILL after each one's request, its whole transaction missing; largest gap from a 201 to that kill %s, negative when the kill came first: docs/engines.md):\n%s",
 				len(lost), len(ids), maxGap.Round(time.Millisecond), strings.Join(lost, "\n"))
 		}
 		if len(violations) > 0 {

@@ -583,7 +583,7 @@ chaos:
 		}
 	}
 	rv.mu.Unlock()
-	t.Logf(verdictMark+"soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d lost by the engine (a run missing whose whole transaction is missing, with one of the %d engine SIGKILLs after its request; largest gap from such a 201 to that kill %s: docs/engines.md); %d violations",
+	t.Logf(verdictMark+"soak: tables: %d acknowledged runs (%d webhook runs, %d deliveries), %d keys with a run; %d lost by the engine (a run missing whose whole transaction is missing, with one of the %d engine SIGKILLs after its request; largest gap from such a 201 to that kill %s, negative when the kill came first: docs/engines.md); %d violations",
 		len(ids), len(hooks), deliveries, len(perKey), len(lost), len(killedAt), maxGap.Round(time.Millisecond), len(rep.violations))
 	return rep
 }
