@@ -20,11 +20,16 @@ type RESTHandler func(context.Context, events.APIGatewayProxyRequest) (events.AP
 // same way. Adapters strip it from every response they return.
 const base64Marker = "Idemkit-Body-Base64"
 
-func decodeBody(body string, b64 bool) ([]byte, error) {
+// decodeBody returns the bytes of an API Gateway request body: a text
+// body's own bytes, viewed in place (bodyView), or a base64 body decoded.
+// view reports the former: those bytes are the event's string, so they
+// are read and never written (request.body).
+func decodeBody(body string, b64 bool) (b []byte, view bool, err error) {
 	if !b64 {
-		return []byte(body), nil
+		return bodyView(body), true, nil
 	}
-	return base64.StdEncoding.DecodeString(body)
+	b, err = base64.StdEncoding.DecodeString(body)
+	return b, false, err
 }
 
 // fromLambda converts a handler's API Gateway response to a Response,

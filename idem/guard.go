@@ -81,10 +81,14 @@ type request struct {
 	keyValues   []string
 	contentType string
 	accept      string // the Accept header (Contract.Render)
-	body        []byte
-	bodyErr     error // body could not be decoded (bad base64)
-	requestID   string
-	parts       requestParts // path parameters, query, headers (fingerprint)
+	// body is the request body, only ever read: with bodyView set it is
+	// the event's string itself (an API Gateway text body, not copied), so
+	// code outside this package gets it through userBody.
+	body      []byte
+	bodyView  bool
+	bodyErr   error // body could not be decoded (bad base64)
+	requestID string
+	parts     requestParts // path parameters, query, headers (fingerprint)
 	// credential reads a credential value named in Policy.Scope.Credential
 	// ("" = absent); nil when the adapter has none.
 	credential func(name string) string

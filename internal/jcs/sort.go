@@ -93,6 +93,7 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 	}
 	dst = append(dst, pending...)
 	if s.hashing && s.objects == 1 {
+		s.same = false // the members are hashed in another order
 		s.h.Write(dst[:body])
 		for i, m := range ms {
 			if i > 0 {
