@@ -70,7 +70,8 @@ func fromLambda(r *Response, vals []string, status int, single map[string]string
 }
 
 // lambdaBody renders a Response body for an API Gateway response. text
-// is the body the handler returned as text ("" when none): when the
+// is the body the handler returned as text, or a replay's stored body
+// viewed as a string (request.replayText), "" when none: when the
 // response's body still has its bytes, it is that string, not a copy.
 func lambdaBody(r *Response, text string) (string, bool) {
 	if _, ok := r.Headers[base64Marker]; ok {
@@ -110,6 +111,9 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			}
 			return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 		})
+		if text == "" {
+			text = in.replayText
+		}
 		return toV1(resp, text), nil
 	}
 }

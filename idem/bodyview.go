@@ -2,6 +2,9 @@ package idem
 
 import "unsafe"
 
+// A request body that arrives as a string, and a replayed response body
+// that leaves as one, are not copied between string and bytes.
+//
 // An API Gateway text body arrives as a string. The protocol only reads
 // the body (its digest, its canonical form, the raw body's hash, a
 // tenant member), so the request views the string's bytes in place
@@ -24,4 +27,16 @@ func (in *request) userBody() []byte {
 	b := make([]byte, len(in.body))
 	copy(b, in.body)
 	return b
+}
+
+// A replayed response's body is the bytes of the record the store
+// returned, which are the caller's (Store.Claim, Store.Get) and written by
+// nobody once the replay is answered; the API Gateway adapters return
+// them as the response's body string (request.replayText) instead of
+// copying them, as they reuse a handler's own body string.
+
+// bodyString returns b as a string without copying it. b must never be
+// written again.
+func bodyString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

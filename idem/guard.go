@@ -103,7 +103,11 @@ type request struct {
 	// as converted by fromLambda, and of its first one-value headers.
 	handled     Response
 	handledVals [4]string
-	v2Event     events.APIGatewayV2HTTPRequest
+	// replayText is a replay's answer body viewed as a string (bodyString),
+	// when that body is still the bytes of the record the store returned:
+	// the adapters' response body without a copy (txn.replay).
+	replayText string
+	v2Event    events.APIGatewayV2HTTPRequest
 	// txn is the storage of the request's transaction (serve).
 	txn txn
 	// object loads the route's object for ReplayObject (Request.Object);

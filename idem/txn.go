@@ -516,8 +516,14 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 		return t.fail(internalError())
 	}
 	// The record is the caller's (Store.Claim, Store.Get): its response
-	// takes the policy's headers in place.
-	return t.decorate(t.render(c), true, rec.RequestID)
+	// takes the policy's headers in place, and its body, when the answer
+	// still has those bytes, becomes the adapter's body string uncopied.
+	stored := c.Body
+	resp := t.decorate(t.render(c), true, rec.RequestID)
+	if len(stored) > 0 && len(resp.Body) == len(stored) && &resp.Body[0] == &stored[0] {
+		t.in.replayText = bodyString(resp.Body)
+	}
+	return resp
 }
 
 func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {
