@@ -23,7 +23,7 @@ import (
 // TestReplayAllocations pins the in-process cost of a replay: a 1 KB JSON
 // request replayed from the in-memory store through HTTPAPI (header
 // parsing, key scope hash, JCS body digest, fingerprint, claim, record
-// copy, response building) makes at most 14 heap allocations, the response
+// copy, response building) makes at most 12 heap allocations, the response
 // and the in-memory store's copy of the record included. The bare adapter
 // path without a key is pinned too.
 func TestReplayAllocations(t *testing.T) {
@@ -56,10 +56,10 @@ func TestReplayAllocations(t *testing.T) {
 // The allocation ceilings of TestReplayAllocations and
 // TestFirstExecutionAllocations.
 const (
-	replayAllocs                 = 14
-	noKeyAllocs                  = 9
-	firstExecutionAllocs         = 20
-	firstExecutionInLambdaAllocs = 18
+	replayAllocs                 = 12
+	noKeyAllocs                  = 8
+	firstExecutionAllocs         = 19
+	firstExecutionInLambdaAllocs = 17
 )
 
 // TestFirstExecutionAllocations pins the in-process cost of a first

@@ -20,11 +20,16 @@ type RESTHandler func(context.Context, events.APIGatewayProxyRequest) (events.AP
 // same way. Adapters strip it from every response they return.
 const base64Marker = "Idemkit-Body-Base64"
 
-func decodeBody(body string, b64 bool) ([]byte, error) {
+// decodeBody returns the bytes of an API Gateway request body: a text
+// body's own bytes, viewed in place (bodyView), or a base64 body decoded.
+// view reports the former: those bytes are the event's string, so they
+// are read and never written (request.body).
+func decodeBody(body string, b64 bool) (b []byte, view bool, err error) {
 	if !b64 {
-		return []byte(body), nil
+		return bodyView(body), true, nil
 	}
-	return base64.StdEncoding.DecodeString(body)
+	b, err = base64.StdEncoding.DecodeString(body)
+	return b, false, err
 }
 
 // fromLambda converts a handler's API Gateway response to a Response,
@@ -65,7 +70,8 @@ func fromLambda(r *Response, vals []string, status int, single map[string]string
 }
 
 // lambdaBody renders a Response body for an API Gateway response. text
-// is the body the handler returned as text ("" when none): when the
+// is the body the handler returned as text, or a replay's stored body
+// viewed as a string (request.replayText), "" when none: when the
 // response's body still has its bytes, it is that string, not a copy.
 func lambdaBody(r *Response, text string) (string, bool) {
 	if _, ok := r.Headers[base64Marker]; ok {
@@ -105,6 +111,9 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			}
 			return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 		})
+		if text == "" {
+			text = in.replayText
+		}
 		return toV1(resp, text), nil
 	}
 }

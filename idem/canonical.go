@@ -63,7 +63,7 @@ func contractDigest(c *Contract, form func(canon.Request) ([]byte, error), in *r
 	mt, err := canon.MediaType(in.contentType)
 	var req any
 	if err == nil {
-		req, err = c.Decode(mt, in.body)
+		req, err = c.Decode(mt, in.userBody())
 	}
 	if err != nil {
 		var ve *canon.ValidationError

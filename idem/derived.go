@@ -27,7 +27,7 @@ func (g *Guard) serveDerived(ctx context.Context, in *request, op string, route 
 			"The request body could not be decoded."), in.requestID), in, "", false, "")
 	}
 	header := in.headerValues
-	key, err := route.DeriveKey(in.body, header)
+	key, err := route.DeriveKey(in.userBody(), header)
 	if err != nil || key == "" {
 		// The function's error may quote the request: it is neither shown
 		// nor logged.

@@ -29,11 +29,10 @@ func appendStamp(dst []byte, recipe string, sum [sha256.Size]byte) []byte {
 	return base64.RawURLEncoding.AppendEncode(dst, sum[:])
 }
 
-// rawBodySHA256 returns the lowercase hex SHA-256 of a raw request body, as
-// stored beside the digest in Record.RawBodySHA256 (the ERP policy's
-// raw_body_sha256, kept for archive only).
-func rawBodySHA256(body []byte) string {
-	sum := sha256.Sum256(body)
+// rawBodySHA256 returns the lowercase hex form of sum, the SHA-256 of a
+// raw request body, as stored beside the digest in Record.RawBodySHA256
+// (the ERP policy's raw_body_sha256, kept for archive only).
+func rawBodySHA256(sum *[sha256.Size]byte) string {
 	var out [2 * sha256.Size]byte
 	hex.Encode(out[:], sum[:])
 	return string(out[:])
@@ -44,11 +43,6 @@ func digestBytes(body []byte) string {
 	return stamp(canon.RecipeBytes, sha256.Sum256(body))
 }
 
-// appendDigestBytes appends digestBytes(body) to dst.
-func appendDigestBytes(dst, body []byte) []byte {
-	return appendStamp(dst, canon.RecipeBytes, sha256.Sum256(body))
-}
-
 // digestJSON returns the digest of a JSON body: SHA-256 over its RFC 8785
 // canonical form, after the normaliser n if not nil. The recipe is
 // canon.RecipeJCS, or canon.RecipeJCS+"+"+n.Name. Invalid input fails with an error matching
@@ -57,7 +51,7 @@ func appendDigestBytes(dst, body []byte) []byte {
 // digest unless a normaliser makes them equal.
 func digestJSON(body []byte, n *canon.Normalizer) (string, error) {
 	var b [64 + 43]byte
-	out, err := appendDigestJSON(b[:0], body, n)
+	out, _, err := appendDigestJSON(b[:0], body, n, nil)
 	if err != nil {
 		return "", err
 	}
@@ -65,20 +59,26 @@ func digestJSON(body []byte, n *canon.Normalizer) (string, error) {
 }
 
 // appendDigestJSON appends digestJSON(body, n) to dst; on error it returns
-// dst unchanged.
-func appendDigestJSON(dst, body []byte, n *canon.Normalizer) ([]byte, error) {
+// dst unchanged. When the digest's hash is the SHA-256 of body itself (no
+// normaliser, and body is its own canonical form) and raw is not nil, it
+// stores that hash in *raw and returns true: the raw body's hash without
+// a second pass over the body.
+func appendDigestJSON(dst, body []byte, n *canon.Normalizer, raw *[sha256.Size]byte) ([]byte, bool, error) {
 	if n == nil {
-		sum, err := jcs.Sum256Exact(body)
+		sum, canonical, err := jcs.Sum256ExactCanonical(body)
 		if err != nil {
-			return dst, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
+			return dst, false, fmt.Errorf("%w: %w", ErrInvalidJSON, err)
 		}
-		return appendStamp(dst, canon.RecipeJCS, sum), nil
+		if canonical && raw != nil {
+			*raw = sum
+		}
+		return appendStamp(dst, canon.RecipeJCS, sum), canonical && raw != nil, nil
 	}
 	d, err := normalizedDigest(body, n)
 	if err != nil {
-		return dst, err
+		return dst, false, err
 	}
-	return append(dst, d...), nil
+	return append(dst, d...), false, nil
 }
 
 // normalizedDigest is digestJSON for a body with a normaliser.

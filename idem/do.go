@@ -78,5 +78,8 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		}
 		return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
 	})
+	if text == "" {
+		text = in.replayText
+	}
 	return toV2(resp, cookies, text), nil
 }

@@ -81,10 +81,14 @@ type request struct {
 	keyValues   []string
 	contentType string
 	accept      string // the Accept header (Contract.Render)
-	body        []byte
-	bodyErr     error // body could not be decoded (bad base64)
-	requestID   string
-	parts       requestParts // path parameters, query, headers (fingerprint)
+	// body is the request body, only ever read: with bodyView set it is
+	// the event's string itself (an API Gateway text body, not copied), so
+	// code outside this package gets it through userBody.
+	body      []byte
+	bodyView  bool
+	bodyErr   error // body could not be decoded (bad base64)
+	requestID string
+	parts     requestParts // path parameters, query, headers (fingerprint)
 	// credential reads a credential value named in Policy.Scope.Credential
 	// ("" = absent); nil when the adapter has none.
 	credential func(name string) string
@@ -99,7 +103,11 @@ type request struct {
 	// as converted by fromLambda, and of its first one-value headers.
 	handled     Response
 	handledVals [4]string
-	v2Event     events.APIGatewayV2HTTPRequest
+	// replayText is a replay's answer body viewed as a string (bodyString),
+	// when that body is still the bytes of the record the store returned:
+	// the adapters' response body without a copy (txn.replay).
+	replayText string
+	v2Event    events.APIGatewayV2HTTPRequest
 	// txn is the storage of the request's transaction (serve).
 	txn txn
 	// object loads the route's object for ReplayObject (Request.Object);
@@ -179,6 +187,7 @@ func (g *Guard) operation(routed string) string {
 }
 
 // serve runs the protocol for one request and always returns a response.
+// in is new: each adapter makes one per request.
 func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Response {
 	if g.cfg.Disabled || !mutating(in.method) {
 		return g.plain(ctx, in, run)
@@ -207,8 +216,12 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 		}
 		return g.decorate(render(route, g.stampRequestID(g.plain(ctx, in, run), in.requestID), in.accept), in, "", false, "")
 	}
-	t := &in.txn // allocated with the request
-	*t = txn{g: g, in: in, key: key, op: op, route: route}
+	// The transaction is allocated with the request, which is new and so
+	// zero: its fields are set one by one, not copied in whole from a
+	// literal (800 bytes, under the collector's write barrier while it
+	// marks).
+	t := &in.txn
+	t.g, t.in, t.key, t.op, t.route = g, in, key, op, route
 	return t.run(ctx, route, run)
 }
 

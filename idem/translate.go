@@ -29,12 +29,10 @@ func fromV2(in *request, req Request, tenant *TenantSource) {
 	in.operation = routeKey
 	in.tenant = tenant.TenantV2(&ev.RequestContext)
 	in.v2, in.v2Tenant = ev, tenant
-	in.contentType = header.First(ev.Headers, "Content-Type")
-	in.accept = header.First(ev.Headers, "Accept")
+	in.contentType, in.accept, in.keyValues = v2Headers(ev.Headers, in.keyBuf[:0])
 	in.requestID = ev.RequestContext.RequestID
 	in.object = req.Object
 	in.parts.params = paramPairs(ev.PathParameters)
-	in.keyValues = header.AppendValues(in.keyBuf[:0], ev.Headers, HeaderKey)
 	if req.Params != nil {
 		in.parts.params = paramPairs(req.Params)
 	}
@@ -49,7 +47,26 @@ func fromV2(in *request, req Request, tenant *TenantSource) {
 	} else {
 		in.parts.query = singleQuery(ev.QueryStringParameters)
 	}
-	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+	in.body, in.bodyView, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+}
+
+// v2Headers reads the headers every request needs in one pass over an
+// HTTP API event's headers (names in any case): the first Content-Type
+// and Accept it meets, as header.First, and every Idempotency-Key value,
+// appended to keys, as header.Values.
+func v2Headers(h map[string]string, keys []string) (contentType, accept string, _ []string) {
+	var haveType, haveAccept bool
+	for k, v := range h {
+		switch {
+		case strings.EqualFold(k, HeaderKey):
+			keys = append(keys, v)
+		case !haveType && strings.EqualFold(k, "Content-Type"):
+			contentType, haveType = v, true
+		case !haveAccept && strings.EqualFold(k, "Accept"):
+			accept, haveAccept = v, true
+		}
+	}
+	return contentType, accept, keys
 }
 
 // fromV1 reads a REST API (v1 proxy integration) request. The operation
@@ -91,7 +108,7 @@ func fromV1(ev *events.APIGatewayProxyRequest, tenant *TenantSource) *request {
 	} else {
 		in.accept = header.First(ev.Headers, "Accept")
 	}
-	in.body, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
+	in.body, in.bodyView, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
 	return in
 }
 

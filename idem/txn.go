@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"github.com/idemkit/idemkit/idem/canon"
@@ -76,6 +77,10 @@ type txn struct {
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
 	unrecorded bool
+	// rawSum is the SHA-256 of the request body once rawKnown
+	// (rawBodySHA256).
+	rawSum   [32]byte
+	rawKnown bool
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
@@ -218,7 +223,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 				n = g.cfg.Normalize
 			}
 			var err error
-			if bodyDigest, err = appendDigestJSON(bodyDigest, in.body, n); err != nil {
+			if bodyDigest, t.rawKnown, err = appendDigestJSON(bodyDigest, in.body, n, &t.rawSum); err != nil {
 				return t.fail(invalidJSON(in.body, err))
 			}
 			if f := g.cfg.BodyTenantField; f != "" {
@@ -229,10 +234,10 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 				}
 			}
 		} else {
-			bodyDigest = appendDigestBytes(bodyDigest, nil)
+			bodyDigest = t.appendDigestBytes(bodyDigest)
 		}
 	} else {
-		bodyDigest = appendDigestBytes(bodyDigest, in.body)
+		bodyDigest = t.appendDigestBytes(bodyDigest)
 	}
 	t.digest = fingerprint(in, t.op, bodyDigest, route.Headers)
 	if e := t.readMode(); e != nil {
@@ -244,6 +249,24 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	}
 	t.id = keyspace.IDPrefixed(scopePrefix, scopeTenant, scopeOp, t.key)
 	return t.claim(ctx, run)
+}
+
+// appendDigestBytes appends the canon.RecipeBytes digest of the request
+// body to dst. Its hash is the raw body's (rawBodySHA256).
+func (t *txn) appendDigestBytes(dst []byte) []byte {
+	t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
+	return appendStamp(dst, canon.RecipeBytes, t.rawSum)
+}
+
+// rawBodySHA256 returns the hex SHA-256 of the request body for
+// Record.RawBodySHA256: the body digest's own hash when that was taken of
+// the body's bytes as they are (a body that is not JSON, an empty one, a
+// JSON body already in canonical form), else hashed now.
+func (t *txn) rawBodySHA256() string {
+	if !t.rawKnown {
+		t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
+	}
+	return rawBodySHA256(&t.rawSum)
 }
 
 // bodyTenant returns the top-level member field of a JSON object body.
@@ -271,6 +294,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
 	t.owner = newOwnerToken()
+	raw := t.rawBodySHA256()
 	var budget time.Duration
 	waiting := false
 	for {
@@ -284,7 +308,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
 			// Kept for archive beside the digest, never compared.
-			RawBodySHA256: rawBodySHA256(t.in.body),
+			RawBodySHA256: raw,
 		}
 		sctx, span := t.span(ctx, spanClaim)
 		cctx := g.storeCtx(t.callSlot(), sctx, false, time.Time{})
@@ -492,8 +516,14 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 		return t.fail(internalError())
 	}
 	// The record is the caller's (Store.Claim, Store.Get): its response
-	// takes the policy's headers in place.
-	return t.decorate(t.render(c), true, rec.RequestID)
+	// takes the policy's headers in place, and its body, when the answer
+	// still has those bytes, becomes the adapter's body string uncopied.
+	stored := c.Body
+	resp := t.decorate(t.render(c), true, rec.RequestID)
+	if len(stored) > 0 && len(resp.Body) == len(stored) && &resp.Body[0] == &stored[0] {
+		t.in.replayText = bodyString(resp.Body)
+	}
+	return resp
 }
 
 func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {

@@ -54,3 +54,32 @@ func TestIDDoesNotAllocateBeyondItsResult(t *testing.T) {
 		t.Errorf("IDPrefixed: %v allocs, want 1 (the result)", a)
 	}
 }
+
+// TestIsCallerEveryCharacter: IsCaller accepts exactly the IDs whose
+// hash part is base64url with the zero bits a 32-byte value leaves in
+// its last character, checked against a decoding (every byte value at
+// every position of an ID, and every length around the right one).
+func TestIsCallerEveryCharacter(t *testing.T) {
+	reference := func(id string) bool {
+		if len(id) < len(CallerPrefix) || id[:len(CallerPrefix)] != CallerPrefix {
+			return false
+		}
+		b, err := base64.RawURLEncoding.Strict().DecodeString(id[len(CallerPrefix):])
+		return err == nil && len(b) == sha256.Size
+	}
+	id := ID("tenant:acme", "POST /runs", "k_0000000000000000000001")
+	for i := 0; i < len(id); i++ {
+		for c := 0; c < 256; c++ {
+			in := id[:i] + string([]byte{byte(c)}) + id[i+1:]
+			if got, want := IsCaller(in), reference(in); got != want {
+				t.Fatalf("IsCaller(%q) = %v, want %v", in, got, want)
+			}
+		}
+	}
+	for n := len(id) - 2; n <= len(id)+2; n++ {
+		in := (id + "AAAA")[:n]
+		if got, want := IsCaller(in), reference(in); got != want {
+			t.Fatalf("IsCaller(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -16,17 +16,6 @@ func Values(h map[string]string, name string) []string {
 	return out
 }
 
-// AppendValues appends the values of every header named name in h to dst
-// and returns the extended slice: Values into a caller's buffer.
-func AppendValues(dst []string, h map[string]string, name string) []string {
-	for k, v := range h {
-		if strings.EqualFold(k, name) {
-			dst = append(dst, v)
-		}
-	}
-	return dst
-}
-
 // ValuesMulti returns the values of every header named name in a
 // multi-value header map.
 func ValuesMulti(h map[string][]string, name string) []string {

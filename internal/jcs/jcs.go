@@ -127,6 +127,10 @@ type state struct {
 	h       hash.Hash
 	buf     []byte // dst's backing array in digest mode
 	sum     [32]byte
+	// same and hashed: everything hashed so far is data[:hashed] itself
+	// (track), so far as same is true.
+	same   bool
+	hashed int
 }
 
 func (s *state) reset() {

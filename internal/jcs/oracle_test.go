@@ -15,7 +15,8 @@ import (
 // sameAsOracle fails t unless this package and the reference implementation
 // (the previous byte-at-a-time canonicaliser, kept in internal/oracle) agree
 // on in: the same canonical bytes, or the same error (message, sentinel and
-// offset), for Canonicalize, CanonicalizeExact, Sum256 and Sum256Exact.
+// offset), for Canonicalize, CanonicalizeExact, Sum256, Sum256Exact and
+// Sum256ExactCanonical, which says canonical only of its canonical form.
 func sameAsOracle(t *testing.T, in []byte) {
 	t.Helper()
 	for _, exact := range []bool{false, true} {
@@ -39,6 +40,13 @@ func sameAsOracle(t *testing.T, in []byte) {
 		}
 		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) || (err == nil && sum != sha256.Sum256(want)) {
 			t.Fatalf("Sum256 exact=%v input %q: %x, %v; want sha256 of %q, %v", exact, in, sum, err, want, werr)
+		}
+		if exact {
+			// Reported canonical only when the input is its canonical form.
+			csum, canonical, cerr := Sum256ExactCanonical(in)
+			if (cerr == nil) != (werr == nil) || (cerr == nil && csum != sum) || (canonical && !bytes.Equal(in, want)) {
+				t.Fatalf("Sum256ExactCanonical input %q: %x, %v, %v; want %x, canonical form %q, %v", in, csum, canonical, cerr, sum, want, werr)
+			}
 		}
 	}
 }

@@ -27,6 +27,10 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 	// only where those are equal: sorting the member records themselves
 	// cost a fifth of the run on objects of eight unsorted members.
 	sorted := true
+	// perm is the sorted order of a small object's members (ms[perm[k]]
+	// is the k-th), nil when ms itself is in order.
+	var perm []uint8
+	var idx [maxSmallObject]uint8
 	if len(ms) > maxSmallObject {
 		var dup bool
 		if sorted, dup = s.sortLarge(ms); dup {
@@ -34,7 +38,6 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 		}
 	} else {
 		var pre [maxSmallObject]uint64
-		var idx [maxSmallObject]uint8
 		for k := range ms {
 			pre[k], idx[k] = ms[k].pre, uint8(k)
 		}
@@ -57,60 +60,57 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 				sorted = false
 			}
 		}
-		if !sorted {
-			// ms[k] = ms[idx[k]] for every k, in place, cycle by cycle.
-			var done uint16
-			for k := range ms {
-				if done&(1<<k) != 0 || int(idx[k]) == k {
-					continue
-				}
-				t, j := ms[k], k
-				for {
-					from := int(idx[j])
-					done |= 1 << j
-					if from == k {
-						ms[j] = t
-						break
-					}
-					ms[j] = ms[from]
-					j = from
-				}
-			}
-		}
+		// The members are written in the order of idx, not moved there:
+		// copying the records read them with wide loads just after the
+		// parse wrote them field by field, which stalled (see pushMember).
+		perm = idx[:len(ms)]
 	}
 	if sorted {
 		return dst, false, nil
 	}
 	if n := len(dst); body >= n {
 		dst = append(dst, pending[:body-n]...)
-		for i, m := range ms {
-			if i > 0 {
+		for k := range ms {
+			if k > 0 {
 				dst = append(dst, ',')
 			}
+			m := memberAt(ms, perm, k)
 			dst = append(dst, pending[m.start-n:m.end-n]...)
 		}
 		return dst, true, nil
 	}
 	dst = append(dst, pending...)
 	if s.hashing && s.objects == 1 {
+		s.same = false // the members are hashed in another order
 		s.h.Write(dst[:body])
-		for i, m := range ms {
-			if i > 0 {
+		for k := range ms {
+			if k > 0 {
 				s.h.Write(comma)
 			}
+			m := memberAt(ms, perm, k)
 			s.h.Write(dst[m.start:m.end])
 		}
 		return dst[:0], true, nil
 	}
 	s.scratch = append(s.scratch[:0], dst[body:]...)
 	dst = dst[:body]
-	for i, m := range ms {
-		if i > 0 {
+	for k := range ms {
+		if k > 0 {
 			dst = append(dst, ',')
 		}
+		m := memberAt(ms, perm, k)
 		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
 	}
 	return dst, true, nil
+}
+
+// memberAt returns the k-th member of ms in the order perm (ms's own
+// order when perm is nil).
+func memberAt(ms []member, perm []uint8, k int) *member {
+	if perm != nil {
+		return &ms[perm[k]]
+	}
+	return &ms[k]
 }
 
 // maxSmallObject is the most members order sorts by insertion.
