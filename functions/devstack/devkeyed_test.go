@@ -123,7 +123,11 @@ func TestRunsPollerKeepsOrderPerRunAndRunsRunsConcurrently(t *testing.T) {
 		defer stop()
 
 		r.insert("slow", 1)
-		<-blocked
+		select {
+		case <-blocked:
+		case <-r.ctx.Done():
+			t.Fatal("never: the slow run's first record handed over")
+		}
 		r.insert("slow", 2)
 		const runs, records = 12, 3
 		for n := 1; n <= records; n++ {
@@ -292,7 +296,11 @@ func TestRunsPollerCheckpointNeverPassesAnUnhandledRecord(t *testing.T) {
 		r.insert("stuck", 1)
 		r.insert("interrupted", 1)
 		r.insert("later", 1)
-		<-inHandler
+		select {
+		case <-inHandler:
+		case <-r.ctx.Done():
+			t.Fatal("never: the interrupted record handed over")
+		}
 		r.await("the later record handled and the stuck one tried 10 times", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
