@@ -20,7 +20,10 @@ type batchFunc func(ctx context.Context, recs []stream.StreamRecord) (retry []st
 // poller drives a handler from a table's stream the way a Lambda event
 // source mapping does: per shard, in order, from the shard's checkpoint
 // (the last sequence number whose batch was handled or dropped), or from
-// TRIM_HORIZON for a shard without one.
+// TRIM_HORIZON for a shard without one. A keyed poller (parallel > 0, the
+// runs stream's) hands one record per call, several at once, in order per
+// partition key (devkeyed.go); what follows describes a batch poller, and
+// holds for a keyed one per record and its key's later records.
 //
 // Retries are bounded by time, not by a count: a failed batch tail is
 // retried with backoff (doubling from 200 ms, at most backoffMax) for as
@@ -119,6 +122,8 @@ type shardState struct {
 	batchEnd string
 	// checkpoint is the last sequence number handled ("" for none).
 	checkpoint string
+	// checkpointAt is when a keyed poller last wrote the checkpoint.
+	checkpointAt time.Time
 	// retries counts the tries of the failing tail that starts at
 	// failing (an event id), first failed at failingSince.
 	retries      int
@@ -206,7 +211,7 @@ func (p *poller) run(ctx context.Context) {
 		}
 		if busy {
 			idle, lastBusy = p.interval, time.Now()
-			if !p.pause(ctx) {
+			if !p.pause(ctx, shards) {
 				return
 			}
 			continue
@@ -225,7 +230,7 @@ func (p *poller) run(ctx context.Context) {
 		case <-p.wake:
 			t.Stop()
 			idle = p.interval
-			if !p.pause(ctx) {
+			if !p.pause(ctx, shards) {
 				return
 			}
 		case <-progress:
@@ -253,11 +258,18 @@ const (
 	devAuditGather = 250 * time.Millisecond
 )
 
-// pause waits the poller's gathering pause; false when ctx ended first.
-func (p *poller) pause(ctx context.Context) bool {
+// pause waits the poller's gathering pause (a keyed poller whose handlers
+// are running: devKeyedBusyGather); false when ctx ended first.
+func (p *poller) pause(ctx context.Context, shards map[string]*shardState) bool {
 	d := p.gather
 	if d <= 0 {
 		d = devPollGather
+	}
+	for _, st := range shards {
+		if st.keyed != nil && !st.keyed.idle() {
+			d = max(d, devKeyedBusyGather)
+			break
+		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
