@@ -20,7 +20,10 @@ type batchFunc func(ctx context.Context, recs []stream.StreamRecord) (retry []st
 // poller drives a handler from a table's stream the way a Lambda event
 // source mapping does: per shard, in order, from the shard's checkpoint
 // (the last sequence number whose batch was handled or dropped), or from
-// TRIM_HORIZON for a shard without one.
+// TRIM_HORIZON for a shard without one. A keyed poller (parallel > 0, the
+// runs stream's) hands one record per call, several at once, in order per
+// partition key (devkeyed.go); what follows describes a batch poller, and
+// holds for a keyed one per record and its key's later records.
 //
 // Retries are bounded by time, not by a count: a failed batch tail is
 // retried with backoff (doubling from 200 ms, at most backoffMax) for as
@@ -65,6 +68,15 @@ type poller struct {
 	// gather is how long records gather after a wake-up or a handled batch
 	// before the next poll (0: devPollGather).
 	gather time.Duration
+	// parallel, when above 0, makes the poller keyed (devkeyed.go): handle
+	// is called with one record at a time, up to parallel at once per
+	// shard, in order per partition key (the record's keyAttr), as the
+	// deployed executor's mapping (BatchSize 1, ParallelizationFactor)
+	// does. 0: one batch at a time, in order, as the auditor's mappings
+	// (BatchSize 100) do.
+	parallel int
+	// keyAttr names the table's partition key attribute (keyed pollers).
+	keyAttr string
 }
 
 // devIdlePoll is the longest wait between two polls of an idle stream, and
@@ -110,12 +122,17 @@ type shardState struct {
 	batchEnd string
 	// checkpoint is the last sequence number handled ("" for none).
 	checkpoint string
+	// checkpointAt is when a keyed poller last wrote the checkpoint.
+	checkpointAt time.Time
 	// retries counts the tries of the failing tail that starts at
 	// failing (an event id), first failed at failingSince.
 	retries      int
 	failing      string
 	failingSince time.Time
 	done         bool
+	// keyed is a keyed poller's state of the shard (nil for a batch
+	// poller).
+	keyed *keyedShard
 }
 
 // devStreamRetryFor is how long `idemkit dev`'s pollers retry a failing
@@ -144,6 +161,22 @@ func (p *poller) wait(ctx context.Context, d time.Duration) {
 
 func (p *poller) run(ctx context.Context) {
 	shards := map[string]*shardState{}
+	// A keyed poller's handlers run on goroutines of their own: the
+	// poller returns once they have stopped (a record ctx interrupted
+	// stays undone, before the checkpoint), and their progress (a shard
+	// whose records all ended, a full window with room again) ends an
+	// idle wait.
+	var progress chan struct{}
+	if p.parallel > 0 {
+		progress = make(chan struct{}, 1)
+		defer func() {
+			for _, st := range shards {
+				if st.keyed != nil {
+					st.keyed.wg.Wait()
+				}
+			}
+		}()
+	}
 	var lastDescribe, lastBusy time.Time
 	idle := p.interval
 	idleMax := p.idleMax
@@ -157,7 +190,7 @@ func (p *poller) run(ctx context.Context) {
 		}
 		if time.Since(lastDescribe) > every {
 			lastDescribe = time.Now()
-			if err := p.discover(ctx, shards); err != nil && ctx.Err() == nil {
+			if err := p.discover(ctx, shards, progress); err != nil && ctx.Err() == nil {
 				p.log.Warn("dev: describe stream", slog.String("stream", p.name), slog.String("error", err.Error()))
 			}
 		}
@@ -178,7 +211,7 @@ func (p *poller) run(ctx context.Context) {
 		}
 		if busy {
 			idle, lastBusy = p.interval, time.Now()
-			if !p.pause(ctx) {
+			if !p.pause(ctx, shards) {
 				return
 			}
 			continue
@@ -197,9 +230,12 @@ func (p *poller) run(ctx context.Context) {
 		case <-p.wake:
 			t.Stop()
 			idle = p.interval
-			if !p.pause(ctx) {
+			if !p.pause(ctx, shards) {
 				return
 			}
+		case <-progress:
+			t.Stop()
+			idle = p.interval
 		}
 	}
 }
@@ -222,11 +258,18 @@ const (
 	devAuditGather = 250 * time.Millisecond
 )
 
-// pause waits the poller's gathering pause; false when ctx ended first.
-func (p *poller) pause(ctx context.Context) bool {
+// pause waits the poller's gathering pause (a keyed poller whose handlers
+// are running: devKeyedBusyGather); false when ctx ended first.
+func (p *poller) pause(ctx context.Context, shards map[string]*shardState) bool {
 	d := p.gather
 	if d <= 0 {
 		d = devPollGather
+	}
+	for _, st := range shards {
+		if st.keyed != nil && !st.keyed.idle() {
+			d = max(d, devKeyedBusyGather)
+			break
+		}
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -238,7 +281,7 @@ func (p *poller) pause(ctx context.Context) bool {
 	}
 }
 
-func (p *poller) discover(ctx context.Context, shards map[string]*shardState) error {
+func (p *poller) discover(ctx context.Context, shards map[string]*shardState, progress chan<- struct{}) error {
 	var start *string
 	for {
 		out, err := p.sc.DescribeStream(ctx, &dynamodbstreams.DescribeStreamInput{StreamArn: aws.String(p.arn), ExclusiveStartShardId: start})
@@ -250,6 +293,9 @@ func (p *poller) discover(ctx context.Context, shards map[string]*shardState) er
 				continue
 			}
 			st := &shardState{needIter: true}
+			if p.parallel > 0 {
+				st.keyed = newKeyedShard(p.parallel, progress)
+			}
 			if p.cp != nil {
 				seq, err := p.cp.get(ctx, p.arn, *s.ShardId)
 				if err != nil {
@@ -272,9 +318,15 @@ func (p *poller) discover(ctx context.Context, shards map[string]*shardState) er
 // acquire gets st a shard iterator after its checkpoint, or at
 // TRIM_HORIZON without one.
 func (p *poller) acquire(ctx context.Context, id string, st *shardState) error {
+	return p.acquireAfter(ctx, id, st, st.checkpoint)
+}
+
+// acquireAfter gets st a shard iterator after the sequence number seq, or
+// at TRIM_HORIZON for "".
+func (p *poller) acquireAfter(ctx context.Context, id string, st *shardState, seq string) error {
 	in := &dynamodbstreams.GetShardIteratorInput{StreamArn: aws.String(p.arn), ShardId: aws.String(id), ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon}
-	if st.checkpoint != "" {
-		in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(st.checkpoint)
+	if seq != "" {
+		in.ShardIteratorType, in.SequenceNumber = streamtypes.ShardIteratorTypeAfterSequenceNumber, aws.String(seq)
 	}
 	it, err := p.sc.GetShardIterator(ctx, in)
 	if err != nil {
@@ -302,6 +354,9 @@ func (p *poller) handled(ctx context.Context, id string, st *shardState) {
 
 // step processes one batch of a shard; it reports whether there was work.
 func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
+	if st.keyed != nil {
+		return p.stepKeyed(ctx, id, st)
+	}
 	if len(st.pending) == 0 {
 		if st.needIter {
 			if err := p.acquire(ctx, id, st); err != nil {
@@ -374,11 +429,7 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 		st.failing, st.failingSince, st.retries = first, p.clock(), 0
 	}
 	st.retries++
-	retryFor := p.retryFor
-	if retryFor <= 0 {
-		retryFor = devStreamRetryFor
-	}
-	if failing := p.clock().Sub(st.failingSince); failing >= retryFor {
+	if failing := p.clock().Sub(st.failingSince); failing >= p.retryTime() {
 		// Only the record that kept failing is dropped: the records
 		// behind it, never tried meanwhile, are handed over next.
 		p.log.Error("dev: stream record still failing after the retry time; sent to the on-failure destination",
@@ -389,10 +440,24 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 		}
 		return true
 	}
+	p.wait(ctx, p.backoff(st.retries))
+	return true
+}
+
+// retryTime is how long a failing record is retried before it is dropped.
+func (p *poller) retryTime() time.Duration {
+	if p.retryFor <= 0 {
+		return devStreamRetryFor
+	}
+	return p.retryFor
+}
+
+// backoff is the wait before the try after the tries-th failure: doubling
+// from 200 ms, at most backoffMax (0: 5 s).
+func (p *poller) backoff(tries int) time.Duration {
 	backoffMax := p.backoffMax
 	if backoffMax <= 0 {
 		backoffMax = 5 * time.Second
 	}
-	p.wait(ctx, min(time.Duration(1<<min(st.retries, 10))*100*time.Millisecond, backoffMax))
-	return true
+	return min(time.Duration(1<<min(tries, 10))*100*time.Millisecond, backoffMax)
 }

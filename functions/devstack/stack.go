@@ -195,8 +195,12 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	exec := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: logger, MaxAttempts: env.StreamMaxRetries + 1, StaleAfter: env.RunStale, Metrics: lag,
 		Fixture: fixtureHook, FixtureURL: fixture.url, NoopEffect: o.ConformanceSeams}
 	aud := &auditfn.Auditor{Metrics: emf.New(io.Discard, "idemkit"), Logger: logger}
+	runsPoller, err := newRunsPoller(env.RunsTable, exec.HandleRecords)
+	if err != nil {
+		return nil, err
+	}
 	pollers := []*poller{
-		{name: "runs", table: env.RunsTable, handle: exec.HandleRecords, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" }},
+		runsPoller,
 		// The auditor's streams start nothing: they are read at the
 		// deployed mappings' polling rate (devAuditGather).
 		{name: "effects", table: env.EffectsTable, gather: devAuditGather, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
@@ -249,6 +253,20 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	}
 
 	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, res: res, lag: lag}, nil
+}
+
+// newRunsPoller is the poller of the runs table's stream, which drives the
+// executor (handle) as its deployed event source mapping does (BatchSize
+// 1, ParallelizationFactor 10): new runs only (INSERT records), one record
+// per call, up to devStreamParallel at once, in order per run (the table's
+// partition key). The stack fills in the stream and the retry settings.
+func newRunsPoller(table string, handle batchFunc) (*poller, error) {
+	key, err := templateHashKey("RunsTable")
+	if err != nil {
+		return nil, err
+	}
+	return &poller{name: "runs", table: table, handle: handle, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" },
+		parallel: devStreamParallel, keyAttr: key}, nil
 }
 
 // demoCredential is a demo key's credential: tenant t with the attributes
