@@ -211,6 +211,7 @@ value: // a value starts at d[i]
 	case c == '"':
 		// A string of plain bytes, or of valid UTF-8 without escapes, is
 		// its own canonical form.
+		// Scanned inline, as a member name is: through one shared call the digest took ~3 % more CPU.
 		j := i + 1
 		if j+8 <= len(d) {
 			if m := notPlain(binary.LittleEndian.Uint64(d[j:])); m != 0 {
@@ -391,7 +392,7 @@ member: // an object member's name is expected at or after d[i]
 	if i >= len(d) || d[i] != '"' {
 		return s.end(dst, frames, ms, s.syntax(i, "expected string for object member name"))
 	}
-	j := i + 1
+	j := i + 1 // scanned inline, as a string value (see there)
 	if j+8 <= len(d) {
 		if m := notPlain(binary.LittleEndian.Uint64(d[j:])); m != 0 {
 			j += bits.TrailingZeros64(m) >> 3
