@@ -261,7 +261,7 @@ value: // a value starts at d[i]
 			return s.end(dst, frames, ms, err)
 		}
 		run = i
-	case c == '{':
+	case c == '{' || c == '[':
 		if len(frames) >= MaxDepth {
 			return s.end(dst, frames, ms, s.fail(i, ErrTooDeep))
 		}
@@ -271,29 +271,17 @@ value: // a value starts at d[i]
 			i = skipWS(d, i)
 			run = i
 		}
-		if i < len(d) && d[i] == '}' {
+		if i < len(d) && d[i] == c+2 { // empty: '{'+2 is '}', '['+2 is ']'
 			i++
 			break
+		}
+		if c == '[' {
+			frames = pushFrame(frames, false, 0, 0, 0)
+			goto value
 		}
 		frames = pushFrame(frames, true, len(dst)+i-run, len(ms), len(s.keys))
 		s.objects++
 		goto member
-	case c == '[':
-		if len(frames) >= MaxDepth {
-			return s.end(dst, frames, ms, s.fail(i, ErrTooDeep))
-		}
-		i++
-		if i < len(d) && d[i] <= ' ' {
-			dst = append(dst, d[run:i]...)
-			i = skipWS(d, i)
-			run = i
-		}
-		if i < len(d) && d[i] == ']' {
-			i++
-			break
-		}
-		frames = pushFrame(frames, false, 0, 0, 0)
-		goto value
 	case c == 't':
 		if len(d)-i < 4 || string(d[i:i+4]) != "true" {
 			return s.end(dst, frames, ms, s.syntax(i, "invalid literal, expected true"))
