@@ -21,9 +21,10 @@ type timerClock interface {
 
 // heartbeat renews the lease every Heartbeat (on the Guard's clock) while
 // the handler runs, and cancels the handler's context with ErrLeaseLost
-// when a renewal is fenced. It lives in the txn (one per request): on a
-// timerClock starting it allocates only the handler's cancellable context
-// and one timer; on another clock, the clock's ticker and a goroutine.
+// when a renewal is fenced. It lives in the txn (one per request), as does
+// the handler's cancellable context (leaseCtx, made only when the handler
+// needs it): on a timerClock starting it allocates only one timer and its
+// callback; on another clock, the clock's ticker and a goroutine.
 type heartbeat struct {
 	t     *txn
 	ctx   *claimValues // the handler's context without the lease's cancellation

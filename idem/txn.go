@@ -54,8 +54,8 @@ type txn struct {
 	// (claim or heartbeat renewal): the limit of the writes after the claim
 	// (Guard.storeCtx).
 	leaseEnd time.Time
-	// cached is the storage of the copy of the handler's response handed
-	// to Store.Complete (execute).
+	// cached is the storage of the response handed to Store.Complete
+	// (execute): the handler's, less what is not stored (cacheableInto).
 	cached Response
 	// cs is the storage of the claim state the handler's context
 	// carries (execute).

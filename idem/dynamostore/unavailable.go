@@ -22,14 +22,11 @@ func unavailable(err error) error {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, idem.ErrStoreUnavailable) || errors.Is(err, idem.ErrStoreMisconfigured) {
 		return err
 	}
-	if isUnavailable(err) {
+	if awserr.Unavailable(err) {
 		return fmt.Errorf("%w: %w", idem.ErrStoreUnavailable, err)
 	}
 	return err
 }
-
-// isUnavailable is awserr.Unavailable (shared with the host's stores).
-func isUnavailable(err error) bool { return awserr.Unavailable(err) }
 
 // misconfigured returns err wrapped with idem.ErrStoreMisconfigured when
 // it says a table is missing or has another key schema

@@ -52,9 +52,7 @@ func FastRetries(o *dynamodb.Options) {
 // table when the test ends. It returns the table name.
 func (e *Emulator) CreateTable(t testing.TB, logicalID string) string {
 	t.Helper()
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := logicalID + "-" + hex.EncodeToString(b[:])
+	name := uniqueName(logicalID)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := e.Client()
@@ -74,6 +72,14 @@ func (e *Emulator) CreateTable(t testing.TB, logicalID string) string {
 	}
 	deleteAtEnd(t, c, name)
 	return name
+}
+
+// uniqueName returns prefix, a dash and twelve random hex digits: a table
+// name no other test uses.
+func uniqueName(prefix string) string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return prefix + "-" + hex.EncodeToString(b[:])
 }
 
 // deleteAtEnd deletes the table name when the test ends.

@@ -2,8 +2,6 @@ package dynamotest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
@@ -26,15 +24,9 @@ type Misconfigured struct {
 // the module writes, and deleted when the test ends.
 func (e *Emulator) Misconfigured() []Misconfigured {
 	return []Misconfigured{
-		{"MissingTable", func(testing.TB) string { return "NoSuchTable-" + randomSuffix() }},
+		{"MissingTable", func(testing.TB) string { return uniqueName("NoSuchTable") }},
 		{"WrongKeySchema", e.wrongKeyTable},
 	}
-}
-
-func randomSuffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // wrongKeyTable creates a table keyed on "id" and deletes it when the test
@@ -42,7 +34,7 @@ func randomSuffix() string {
 func (e *Emulator) wrongKeyTable(t testing.TB) string {
 	t.Helper()
 	c := e.Client()
-	name := "WrongKeys-" + randomSuffix()
+	name := uniqueName("WrongKeys")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := c.CreateTable(ctx, &dynamodb.CreateTableInput{TableName: aws.String(name),

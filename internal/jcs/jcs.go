@@ -215,6 +215,7 @@ value: // a value starts at d[i]
 	case c == '"':
 		// A string of plain bytes, or of valid UTF-8 without escapes, is
 		// its own canonical form.
+		// Scanned inline, as a member name is: through one shared call the digest took ~3 % more CPU.
 		j := i + 1
 		if j+8 <= len(d) {
 			if m := notPlain(binary.LittleEndian.Uint64(d[j:])); m != 0 {
@@ -264,7 +265,7 @@ value: // a value starts at d[i]
 			return s.end(dst, frames, ms, err)
 		}
 		run = i
-	case c == '{':
+	case c == '{' || c == '[':
 		if len(frames) >= MaxDepth {
 			return s.end(dst, frames, ms, s.fail(i, ErrTooDeep))
 		}
@@ -274,29 +275,17 @@ value: // a value starts at d[i]
 			i = skipWS(d, i)
 			run = i
 		}
-		if i < len(d) && d[i] == '}' {
+		if i < len(d) && d[i] == c+2 { // empty: '{'+2 is '}', '['+2 is ']'
 			i++
 			break
+		}
+		if c == '[' {
+			frames = pushFrame(frames, false, 0, 0, 0)
+			goto value
 		}
 		frames = pushFrame(frames, true, len(dst)+i-run, len(ms), len(s.keys))
 		s.objects++
 		goto member
-	case c == '[':
-		if len(frames) >= MaxDepth {
-			return s.end(dst, frames, ms, s.fail(i, ErrTooDeep))
-		}
-		i++
-		if i < len(d) && d[i] <= ' ' {
-			dst = append(dst, d[run:i]...)
-			i = skipWS(d, i)
-			run = i
-		}
-		if i < len(d) && d[i] == ']' {
-			i++
-			break
-		}
-		frames = pushFrame(frames, false, 0, 0, 0)
-		goto value
 	case c == 't':
 		if len(d)-i < 4 || string(d[i:i+4]) != "true" {
 			return s.end(dst, frames, ms, s.syntax(i, "invalid literal, expected true"))
@@ -395,7 +384,7 @@ member: // an object member's name is expected at or after d[i]
 	if i >= len(d) || d[i] != '"' {
 		return s.end(dst, frames, ms, s.syntax(i, "expected string for object member name"))
 	}
-	j := i + 1
+	j := i + 1 // scanned inline, as a string value (see there)
 	if j+8 <= len(d) {
 		if m := notPlain(binary.LittleEndian.Uint64(d[j:])); m != 0 {
 			j += bits.TrailingZeros64(m) >> 3

@@ -16,12 +16,14 @@ import (
 )
 
 // serve runs route r's handler. An error that says one of the host's
-// stores (the runs, inbox or effects table on DynamoDB) could not be used — throttled
-// past the SDK's retries, a 5xx, no connection, no answer in time — is
-// answered 503 idemkit.store_unavailable with Retry-After, as Layer 1
-// answers its own store's outage, never a 500: the request did not fail,
-// the store was briefly out of reach, and a retry with the same key is
-// safe (a 5xx answer leaves the key's record retryable).
+// stores (the runs, inbox or effects table on DynamoDB) could not be used
+// — throttled past the SDK's retries, a 5xx, no connection, no answer in
+// time — is answered 503 idemkit.store_unavailable with Retry-After, as
+// Layer 1 answers its own store's outage, never a 500: the request did
+// not fail, the store was briefly out of reach, and a retry with the same
+// key is safe (a 5xx answer leaves the key's record retryable). The error
+// of a request whose client hung up (its context cancelled) is returned
+// as it is.
 func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := r.serve(h, ctx, c)
 	if err == nil || errors.Is(ctx.Err(), context.Canceled) || !storeDown(err) {
