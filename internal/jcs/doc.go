@@ -70,8 +70,9 @@
 // names without escapes are compared where they lie in the input, by
 // their first eight bytes first; members are reordered by sorting small
 // records of offsets, and their text is moved once, only when they
-// arrived unsorted. Sum256 streams into the hash: text outside every
-// object is hashed as it completes, and the outermost object's members
+// arrived unsorted, and only from the first member out of place on.
+// Sum256 streams into the hash: text outside every object is hashed as
+// it completes, and the outermost object's members
 // are hashed in sorted order where they were written. All scratch space
 // is pooled, so a digest allocates nothing in the steady
 // state, whatever the size of the body. It agrees byte for byte, errors

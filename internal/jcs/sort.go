@@ -11,13 +11,14 @@ import (
 // for machine-written JSON) stay where they are and order returns dst
 // unchanged with moved false. Otherwise only the small member records are
 // sorted and the members' text is moved once, and order returns moved true
-// with the object's text, up to its '}' (not included), in dst:
+// with the object's text, up to its '}' (not included), in dst. Members
+// before the first one out of place stay where they are; of the rest:
 //
-//   - an object whose text is all pending (it was canonical apart from
-//     its order) is copied from the input member by member, in order;
+//   - when their text is all pending (canonical apart from its order) it
+//     is copied from the input member by member, in order;
 //   - the outermost object in digest mode is hashed in place, in sorted
 //     order, and dropped (nothing before it or in it can move any more);
-//   - otherwise the text is copied aside and written back in order.
+//   - otherwise their text is copied aside and written back in order.
 func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool, error) {
 	// Insertion sort, which also finds duplicate names: n-1 comparisons
 	// for members that arrived sorted, plus one per inversion otherwise
@@ -68,10 +69,20 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 	if sorted {
 		return dst, false, nil
 	}
-	if n := len(dst); body >= n {
-		dst = append(dst, pending[:body-n]...)
-		for k := range ms {
-			if k > 0 {
+	// Members before the first one out of place (k0) stay where they are,
+	// the comma after them included: only the rest, from offset from on,
+	// is written again.
+	k0, from := 0, body
+	if perm != nil {
+		for perm[k0] == uint8(k0) {
+			k0++
+		}
+		from = ms[k0].start
+	}
+	if n := len(dst); from >= n {
+		dst = append(dst, pending[:from-n]...)
+		for k := k0; k < len(ms); k++ {
+			if k > k0 {
 				dst = append(dst, ',')
 			}
 			m := memberAt(ms, perm, k)
@@ -92,14 +103,14 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 		}
 		return dst[:0], true, nil
 	}
-	s.scratch = append(s.scratch[:0], dst[body:]...)
-	dst = dst[:body]
-	for k := range ms {
-		if k > 0 {
+	s.scratch = append(s.scratch[:0], dst[from:]...)
+	dst = dst[:from]
+	for k := k0; k < len(ms); k++ {
+		if k > k0 {
 			dst = append(dst, ',')
 		}
 		m := memberAt(ms, perm, k)
-		dst = append(dst, s.scratch[m.start-body:m.end-body]...)
+		dst = append(dst, s.scratch[m.start-from:m.end-from]...)
 	}
 	return dst, true, nil
 }

@@ -6,7 +6,11 @@ import (
 
 // flushSize is how much canonical text digest mode lets accumulate, outside
 // every object, before it hands it to the hash: large enough that the hash
-// sees long writes, small enough to stay in cache.
+// sees long writes, small enough to stay in cache. Text inside the
+// outermost object waits for its '}': hashing it before then, while the
+// member names so far are in order (restarting the digest when a later
+// one is not), was measured and gained nothing on 1 MB and 6 MB bodies
+// (the canonical text of a body this size stays in the L2 cache).
 const flushSize = 32 << 10
 
 // Sum256 returns the SHA-256 of the canonical form of data, the Layer-1
