@@ -61,7 +61,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
 	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
-	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (emulator/LocalStack); default: AWS, with the default credential chain")
+	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
 	attrs := attrFlag{}

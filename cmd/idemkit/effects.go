@@ -38,7 +38,7 @@ const storeFlagsLine = "[--endpoint URL] [--table NAME] [--region R] [--json]"
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
-		endpoint: fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
+		endpoint: endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
 		table:    fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
 		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
 		json:     fs.Bool("json", false, "print JSON instead of text"),
