@@ -19,14 +19,16 @@ table and prints the key once on stdout; the key itself is not stored.
 
 --attr NAME=VALUE (repeatable) gives the key credential attributes: the
 authorizer passes each to the api function in its context beside the
-tenant, where a policy scopes idempotency keys by them (the commerce
-policy: namespace and worker; the ERP policy: client, company and
-organisation). A name is 1..64 of a-z A-Z 0-9 _ starting with a letter
-(not tenantId); a value 1..256 characters without control characters.
+tenant, where a policy scopes idempotency keys by them under these exact
+names (the commerce policy: namespace and worker; the ERP policy: clientId,
+companyId and organizationId; a key without them is refused 401 there).
+A name is 1..64 of a-z A-Z 0-9 _ starting with a letter (not tenantId); a
+value 1..256 characters without control characters.
 
 examples:
   idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
   idemkit apikey create --tenant acme --attr namespace=shop --attr worker=checkout --endpoint http://127.0.0.1:8000
+  idemkit apikey create --tenant acme --attr clientId=c1 --attr companyId=co1 --attr organizationId=o1 --endpoint http://127.0.0.1:8000
   idemkit apikey create --tenant acme --table prod-ApiKeysTable --region eu-west-1
 `
 
@@ -59,7 +61,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
 	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
 	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
-	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (emulator/LocalStack); default: AWS, with the default credential chain")
+	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
 	attrs := attrFlag{}

@@ -158,14 +158,15 @@ func (l commandList) dispatch(ctx context.Context, args []string, stdout, stderr
 }
 
 // parseOneArg is parseFlags (flags and arguments interspersed) for a command
-// that takes exactly one argument: any other count prints the usage and is
-// a usage error (exit 2).
-func parseOneArg(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (arg string, code int, done bool) {
+// that takes exactly one argument, named name in its usage line: any other
+// count says so, prints the usage and is a usage error (exit 2).
+func parseOneArg(fs *flag.FlagSet, name string, args []string, stdout, stderr io.Writer) (arg string, code int, done bool) {
 	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return "", code, true
 	}
 	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "idemkit %s: want exactly one %s, got %d arguments\n", fs.Name(), name, len(pos))
 		fs.Usage()
 		return "", 2, true
 	}

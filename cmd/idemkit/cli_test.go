@@ -153,3 +153,18 @@ func TestUsageIsDerivedFromTheCommandList(t *testing.T) {
 		t.Fatalf("a new entry is not dispatched: exit %d, called %v", code, called)
 	}
 }
+
+// TestOneArgumentCommandsSayWhatIsMissing: a command that takes exactly one
+// argument, given none or two, says so on its first line of stderr (then
+// its usage) and exits 2, as the other commands' usage errors do.
+func TestOneArgumentCommandsSayWhatIsMissing(t *testing.T) {
+	for _, args := range [][]string{{"effects", "show"}, {"effects", "show", "a", "b"}, {"effects", "resolve", "--as", "delivered"}, {"effects", "resolve", "a", "b", "--as", "delivered"}} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		first, _, _ := strings.Cut(errb.String(), "\n")
+		want := "idemkit " + args[0] + " " + args[1] + ": want exactly one EFFECT"
+		if code != 2 || out.Len() != 0 || !strings.HasPrefix(first, want) || !strings.Contains(errb.String(), "usage: idemkit "+args[0]+" "+args[1]) {
+			t.Errorf("idemkit %q: exit %d stdout %q stderr %q, want exit 2 and a first line starting %q, then the usage", args, code, out.String(), errb.String(), want)
+		}
+	}
+}

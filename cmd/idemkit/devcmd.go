@@ -87,8 +87,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	setUsage(fs, devUsageLine, devAbout)
 	addr := fs.String("addr", devstack.DefaultAddr, "address the HTTP API listens on")
 	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
-	endpoint := fs.String("dynamodb-endpoint", "", "use this DynamoDB endpoint instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
-	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix")
+	endpoint := endpointFlag(fs, "dynamodb-endpoint", "use this DynamoDB endpoint `URL` instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
+	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
 	reqTimeout := fs.Duration("request-timeout", devstack.DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
 	settings := map[string]string{}
 	for _, s := range hostsettings.Settings {
@@ -116,6 +116,10 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *endpoint == "" && *engine == "" {
 		*endpoint = strings.TrimSpace(os.Getenv(hostsettings.EnvDynamoDBEndpoint))
+		if err := checkEndpoint(*endpoint); err != nil {
+			fmt.Fprintf(stderr, "idemkit dev: %s %q: %v\n", hostsettings.EnvDynamoDBEndpoint, *endpoint, err)
+			return 2
+		}
 	}
 	if *engine != "" && *endpoint != "" {
 		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")

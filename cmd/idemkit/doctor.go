@@ -52,7 +52,7 @@ var tableEnv = map[string]string{
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	setUsage(fs, "idemkit doctor [--endpoint URL] [--table LogicalID=NAME]... [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R] [--template FILE]", doctorAbout)
-	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); default: AWS, from the default configuration")
+	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator or LocalStack); default: AWS, from the default configuration")
 	prefix := fs.String("prefix", DefaultTablePrefix, "with --endpoint, a table without a name is PREFIX + its logical ID")
 	region := fs.String("region", "", "region (default: the configured one; "+emulator.Region+" with --endpoint)")
 	template := fs.String("template", "", "compare with this SAM/CloudFormation template instead of the built-in template.yaml")

@@ -38,7 +38,7 @@ const storeFlagsLine = "[--endpoint URL] [--table NAME] [--region R] [--json]"
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
-		endpoint: fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
+		endpoint: endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
 		table:    fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
 		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
 		json:     fs.Bool("json", false, "print JSON instead of text"),
@@ -127,7 +127,7 @@ refused if the effect changed since you last showed it.
 example:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
 `)
-	arg, code, done := parseOneArg(fs, args, stdout, stderr)
+	arg, code, done := parseOneArg(fs, "EFFECT", args, stdout, stderr)
 	if done {
 		return code
 	}
@@ -177,7 +177,7 @@ examples:
   idemkit effects resolve acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --as delivered \
       --note "charge ch_123 found in the provider console" --endpoint http://127.0.0.1:8000
 `)
-	arg, code, done := parseOneArg(fs, args, stdout, stderr)
+	arg, code, done := parseOneArg(fs, "EFFECT", args, stdout, stderr)
 	if done {
 		return code
 	}

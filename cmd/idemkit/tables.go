@@ -35,7 +35,7 @@ func runTables(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("tables create", flag.ContinueOnError)
 	setUsage(fs, "idemkit tables create --endpoint URL [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R]", tablesCreateAbout)
-	endpoint := fs.String("endpoint", "", "DynamoDB endpoint URL (an emulator or LocalStack); required")
+	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator or LocalStack); required")
 	prefix := fs.String("prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
 	region := fs.String("region", emulator.Region, "region sent to the endpoint")
 	only := onlyFlag(fs, "create only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", ")+

@@ -450,7 +450,7 @@ func TestDevWireSchemas(t *testing.T) {
 	// Every route and outcome above was reached (so the list stays honest).
 	for _, want := range []string{
 		"GET /.well-known/openwop 200", "POST /runs 201", "POST /runs 400", "POST /runs 401", "POST /runs 409",
-		"POST /runs 413", "POST /runs 415", "POST /runs 503", "GET /runs 405", "GET /runs/{runId} 200", "HEAD /runs/{runId} 200",
+		"POST /runs 413", "POST /runs 415", "POST /runs 503", "GET /runs 404", "GET /runs/{runId} 200", "HEAD /runs/{runId} 200",
 		"GET /runs/{runId} 304", "GET /runs/{runId} 406", "GET /.well-known/openwop 406", "POST /runs 406",
 		"GET /runs/{runId} 400", "GET /runs/{runId} 401", "GET /runs/{runId} 403", "GET /runs/{runId} 404", "DELETE /runs/{runId} 405",
 		"POST /runs/{runId}/cancel 200", "POST /runs/{runId}/cancel 409", "POST /runs/{runId}/cancel 404",

@@ -7,8 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/idemkit/idemkit/idem/event"
-	"github.com/idemkit/idemkit/idem/idemenv"
 	"log"
 	"os"
 	"sync/atomic"
@@ -22,6 +20,8 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/event"
+	"github.com/idemkit/idemkit/idem/idemenv"
 )
 
 func main() {

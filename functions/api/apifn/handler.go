@@ -16,7 +16,9 @@
 // A request whose OpenWOP-Version names a major this host does not
 // serve is 406 protocol_version_unsupported on every route, before
 // anything else (VersionRefusal). Any other path is
-// 404 not_found and a known path with another method is 405 (vendor code
+// 404 not_found, as is an operation of the OpenWOP run surface this host
+// does not advertise (GET /runs, listRuns; unadvertisedOps), and a known
+// path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header. Errors use the envelope {error, message, details?}.
 //
@@ -269,9 +271,10 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if path == "" {
 		path = ev.RequestContext.HTTP.Path
 	}
-	m, allow, found, ok := MatchRoute(strings.ToUpper(ev.RequestContext.HTTP.Method), path)
+	method := strings.ToUpper(ev.RequestContext.HTTP.Method)
+	m, allow, found, ok := MatchRoute(method, path)
 	switch {
-	case !ok:
+	case !ok, !found && unadvertised(method, path):
 		return notFound(), false, nil
 	case !found:
 		return notAllowed(allow), false, nil

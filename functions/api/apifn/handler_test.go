@@ -118,7 +118,7 @@ func TestRoutingErrors(t *testing.T) {
 		{"GET", "/nope", 404, "not_found", ""},
 		{"GET", "/runs/a/b/c/d", 404, "not_found", ""},
 		{"DELETE", "/runs", 405, CodeMethodNotAllowed, "POST"},
-		{"GET", "/runs", 405, CodeMethodNotAllowed, "POST"},
+		{"GET", "/runs", 404, "not_found", ""}, // listRuns, unadvertised (runs.md: 404)
 		{"POST", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET"},
 		{"GET", "/runs/acme~2Fabcdefghijklmnopqr/cancel", 405, CodeMethodNotAllowed, "POST"},
 		{"PUT", "/runs/acme~2Fabcdefghijklmnopqr/effects", 405, CodeMethodNotAllowed, "GET"},

@@ -319,7 +319,7 @@ func paramSuffix(seg string) (name, suffix string, ok bool) {
 // matchPattern matches path segments against a pattern: literals exactly,
 // a parameter one segment, or two when the path has one segment more than
 // the pattern (and the pattern has one parameter); its first segment is
-// never empty.
+// never empty, nor, of two, a whole runId by itself (wholeRunID).
 func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 	pat := strings.Split(strings.TrimPrefix(pattern, "/"), "/")
 	extra := len(segs) - len(pat)
@@ -348,6 +348,13 @@ func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 			return nil, false
 		}
 		got := append([]string(nil), segs[i:i+take]...)
+		if take == 2 && wholeRunID(got[0]) {
+			// The split form carries a runId's tenant in its first
+			// segment; a first segment that is a whole runId on its own
+			// ("acme~2Fr1/annotations") names a sub-resource of that run
+			// this host does not serve: no route.
+			return nil, false
+		}
 		last := got[len(got)-1]
 		if suffix != "" {
 			// A parameter with a literal suffix: the last segment ends
@@ -384,4 +391,11 @@ func hasSuffixedRoute(pat []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// wholeRunID reports whether one raw path segment is, by itself, a complete
+// tenant-bound runId (projected with ~2F or %2F).
+func wholeRunID(seg string) bool {
+	_, err := runs.DecodePathID(seg)
+	return err == nil
 }

@@ -13,10 +13,14 @@ import (
 // another tenant changes nothing; the run belongs to the authorizer's
 // tenant, and an authorizer context without a valid tenant (absent, empty,
 // not a string, outside the tenantId grammar, another key) is 401 on every
-// run route, for every method the route takes.
+// run route, for every method the route takes. A body member the createRun
+// body does not define ("tenant") is refused and creates nothing.
 func TestTenantComesOnlyFromTheCredential(t *testing.T) {
 	f := newFixture(t)
-	e := ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop","tenantId":"globex","tenant":"globex","inputs":{"tenantId":"globex"}}`)
+	if r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","tenantId":"globex","tenant":"globex"}`)); r.StatusCode != 400 || m["error"] != "validation_error" || f.runs.Len() != 0 {
+		t.Fatalf("createRun with a tenant member: %d %v, %d runs", r.StatusCode, m, f.runs.Len())
+	}
+	e := ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop","tenantId":"globex","inputs":{"tenantId":"globex","tenant":"globex"}}`)
 	e.Headers["x-tenant-id"], e.Headers["tenantid"], e.RawQueryString = "globex", "globex", "tenantId=globex"
 	r, m := f.do(t, e)
 	if r.StatusCode != 201 {

@@ -68,8 +68,10 @@ func validation(field, msg string) *apierr.Error {
 }
 
 // ParseCreate validates a createRun body against the built-in workflows and
-// the webhook policy. Errors are 400 validation_error (or 400
-// webhook_url_rejected for a destination the policy refuses).
+// the webhook policy. The body is closed: a member outside the createRun
+// and RunOptions fields is refused (checkCreateMembers). Errors are 400
+// validation_error (or 400 webhook_url_rejected for a destination the
+// policy refuses).
 func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Error) {
 	var req CreateRequest
 	var raw map[string]json.RawMessage
@@ -77,6 +79,9 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 	dec.UseNumber()
 	if err := dec.Decode(&raw); err != nil || raw == nil || dec.More() {
 		return req, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object")
+	}
+	if e := checkCreateMembers(raw); e != nil {
+		return req, e
 	}
 	wf, ok := raw["workflowId"]
 	if !ok || json.Unmarshal(wf, &req.WorkflowID) != nil || req.WorkflowID == "" {

@@ -1,0 +1,64 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// createMembers are the members of a createRun body: the createRun fields
+// and the RunOptions fields of the OpenWOP v2 OpenAPI document, whose
+// composition closes the body (unevaluatedProperties: false). The host
+// acts on workflowId and inputs; the body's tenantId is checked against the
+// credential's tenant before the body is parsed (idem.Config.BodyTenantField).
+var createMembers = []string{
+	"workflowId", "inputs", "residency", "tenantId", "scopeId", "callbackUrl",
+	"mode", "evalSuiteRef", "agentId",
+	"configurable", "tags", "metadata",
+}
+
+// Limits of RunOptions.tags: a tag's format is never refused, its count
+// and length are.
+const (
+	maxTags     = 100
+	maxTagChars = 256
+)
+
+// checkCreateMembers refuses a createRun body with a member outside
+// createMembers (400 validation_error, details.field naming the first such
+// member in sorted order), and tags or metadata of the wrong shape: tags
+// an array of at most maxTags strings of at most maxTagChars characters
+// each, metadata an object.
+func checkCreateMembers(raw map[string]json.RawMessage) *apierr.Error {
+	var unknown []string
+	for name := range raw {
+		if !slices.Contains(createMembers, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return validation(unknown[0], fmt.Sprintf("unknown member %q: the createRun body is closed (workflowId, inputs, residency, tenantId, scopeId, callbackUrl, mode, evalSuiteRef, agentId, configurable, tags, metadata)", unknown[0]))
+	}
+	if t, ok := raw["tags"]; ok {
+		var tags []string
+		if json.Unmarshal(t, &tags) != nil || tags == nil || len(tags) > maxTags {
+			return validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
+		}
+		for _, tag := range tags {
+			if utf8.RuneCountInString(tag) > maxTagChars {
+				return validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
+			}
+		}
+	}
+	if m, ok := raw["metadata"]; ok {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(m, &obj) != nil || obj == nil {
+			return validation("metadata", "metadata must be a JSON object")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,64 @@
+package webhook
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestParseCreateBodyIsClosed: the createRun body is closed (the v2
+// OpenAPI document's unevaluatedProperties: false over the createRun fields
+// and RunOptions): a member outside them is 400 validation_error naming it
+// in details.field, while every member the schema lists is accepted.
+func TestParseCreateBodyIsClosed(t *testing.T) {
+	p := &WebhookPolicy{}
+	for _, b := range []string{
+		`{"workflowId":"conformance-noop","zzz":5}`,
+		`{"workflowID":"conformance-noop"}`,
+		`{"workflowId":"conformance-noop","inputs":{},"input":{}}`,
+		`{"workflowId":"conformance-noop","runOptions":{}}`,
+	} {
+		_, e := ParseCreate([]byte(b), p)
+		if e == nil || e.Status != 400 || e.Code != "validation_error" {
+			t.Errorf("%s: %v, want 400 validation_error", b, e)
+			continue
+		}
+		if f, _ := e.Details["field"].(string); f == "" || !strings.Contains(b, `"`+f+`"`) || f == "workflowId" || f == "inputs" {
+			t.Errorf("%s: details.field %q, want the unknown member", b, f)
+		}
+	}
+	for _, b := range []string{
+		`{"workflowId":"conformance-noop"}`,
+		`{"workflowId":"conformance-noop","inputs":{},"scopeId":"s","residency":{},"callbackUrl":"https://example.com/cb",` +
+			`"configurable":{"version":1},"tags":["a","b"],"metadata":{"k":"v"}}`,
+		`{"workflowId":"conformance-noop","tags":[]}`,
+		`{"workflowId":"conformance-noop","tags":["` + strings.Repeat("é", 256) + `"]}`,
+		`{"workflowId":"conformance-noop","tags":["` + strings.Repeat("t,", 50) + `"]}`,
+		`{"workflowId":"conformance-noop","tags":[` + strings.Repeat(`"t",`, 99) + `"t"]}`,
+	} {
+		if _, e := ParseCreate([]byte(b), p); e != nil {
+			t.Errorf("%.120s: %v, want accepted", b, e)
+		}
+	}
+}
+
+// TestParseCreateTagsLimits: tags is an array of strings, at most 100 of at
+// most 256 characters each; over the limits, or not an array of strings,
+// 400 validation_error with details.field "tags" (a tag's format is never
+// refused). metadata is an object.
+func TestParseCreateTagsLimits(t *testing.T) {
+	p := &WebhookPolicy{}
+	for _, c := range []struct{ body, field string }{
+		{`{"workflowId":"conformance-noop","tags":[` + strings.Repeat(`"t",`, 100) + `"t"]}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":["` + strings.Repeat("é", 257) + `"]}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":"a"}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":[1]}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":null}`, "tags"},
+		{`{"workflowId":"conformance-noop","metadata":[]}`, "metadata"},
+		{`{"workflowId":"conformance-noop","metadata":"x"}`, "metadata"},
+	} {
+		_, e := ParseCreate([]byte(c.body), p)
+		if e == nil || e.Status != 400 || e.Code != "validation_error" || e.Details["field"] != c.field {
+			t.Errorf("%.120s: %v, want 400 validation_error on %s", c.body, e, c.field)
+		}
+	}
+}
