@@ -173,8 +173,9 @@ type Config struct {
 
 	// BodyTenantField names a top-level member of JSON bodies holding a
 	// tenant. When present and different from the credential's tenant the
-	// request is answered 403 forbidden and no record is written. Default ""
-	// (no check).
+	// request, with or without an Idempotency-Key, is answered 403
+	// forbidden (details.reason "tenant_mismatch"), the handler does not
+	// run and no record is written. Default "" (no check).
 	BodyTenantField string
 
 	// Operations maps a routed operation (HTTP API routeKey such as

@@ -214,6 +214,11 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 				"The Idempotency-Key header is required on this operation.").
 				WithDetails(map[string]any{"reason": ReasonMissing}), in.requestID), in, "", false, "")
 		}
+		if in.bodyErr == nil && (route.JSON || header.IsJSON(in.contentType)) && g.bodyTenantDiffers(in) {
+			// Not deduplicated, but the body still names another tenant:
+			// the answer a keyed request gets, and the handler does not run.
+			return g.decorate(g.errorResponse(errTenantMismatch(), in.requestID), in, "", false, "")
+		}
 		return g.decorate(render(route, g.stampRequestID(g.plain(ctx, in, run), in.requestID), in.accept), in, "", false, "")
 	}
 	// The transaction is allocated with the request, which is new and so

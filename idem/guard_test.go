@@ -346,6 +346,23 @@ func TestTenantResolution(t *testing.T) {
 			t.Fatalf("matching body tenant rejected: %+v", r)
 		}
 	})
+	// Without an Idempotency-Key the request is not deduplicated, but the
+	// body's tenant is still not the caller's: the same 403, and the
+	// handler does not run.
+	t.Run("body tenant mismatch without a key is 403 too", func(t *testing.T) {
+		e := newEnv(t, func(c *idem.Config) { c.BodyTenantField = "tenantId" })
+		h := &handler{}
+		r := e.call(h, v2event("POST", "POST /runs", "", `{"tenantId":"tenant-b"}`))
+		if code, details := envelope(t, r.Body); r.StatusCode != 403 || code != "forbidden" || details["reason"] != "tenant_mismatch" || h.Calls() != 0 || e.store.Len() != 0 {
+			t.Fatalf("%+v calls=%d", r, h.Calls())
+		}
+		if r := e.call(h, v2event("POST", "POST /runs", "", `{"tenantId":"tenant-a"}`)); r.StatusCode != 201 || h.Calls() != 1 {
+			t.Fatalf("matching body tenant rejected: %+v", r)
+		}
+		if r := e.call(h, v2event("POST", "POST /runs", "", `{"a":1}`)); r.StatusCode != 201 || h.Calls() != 2 {
+			t.Fatalf("body without a tenant rejected: %+v", r)
+		}
+	})
 }
 
 func TestInvalidJSONIsValidationError(t *testing.T) {

@@ -226,12 +226,8 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			if bodyDigest, t.rawKnown, err = appendDigestJSON(bodyDigest, in.body, n, &t.rawSum); err != nil {
 				return t.fail(invalidJSON(in.body, err))
 			}
-			if f := g.cfg.BodyTenantField; f != "" {
-				if bt, ok := bodyTenant(in.body, f); ok && bt != in.tenant {
-					return t.fail(apierr.New(403, apierr.CodeForbidden,
-						"The tenant in the request body is not the authenticated tenant.").
-						WithDetails(map[string]any{"reason": "tenant_mismatch"}))
-				}
+			if g.bodyTenantDiffers(in) {
+				return t.fail(errTenantMismatch())
 			}
 		} else {
 			bodyDigest = t.appendDigestBytes(bodyDigest)
@@ -267,6 +263,24 @@ func (t *txn) rawBodySHA256() string {
 		t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
 	}
 	return rawBodySHA256(&t.rawSum)
+}
+
+// bodyTenantDiffers reports whether the JSON body names, in
+// Config.BodyTenantField, a tenant other than the credential's.
+func (g *Guard) bodyTenantDiffers(in *request) bool {
+	f := g.cfg.BodyTenantField
+	if f == "" || len(in.body) == 0 {
+		return false
+	}
+	bt, ok := bodyTenant(in.body, f)
+	return ok && bt != in.tenant
+}
+
+// errTenantMismatch is the answer to a body naming another tenant.
+func errTenantMismatch() *apierr.Error {
+	return apierr.New(403, apierr.CodeForbidden,
+		"The tenant in the request body is not the authenticated tenant.").
+		WithDetails(map[string]any{"reason": "tenant_mismatch"})
 }
 
 // bodyTenant returns the top-level member field of a JSON object body.
