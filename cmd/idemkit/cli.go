@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -131,17 +132,20 @@ func (l commandList) usage() string {
 	if len(l.entries) == 1 {
 		fmt.Fprintf(&b, "\nRun '%s %s -h' for its flags.\n", l.prog(), l.entries[0].name())
 	} else {
-		fmt.Fprintf(&b, "\nRun '%s COMMAND -h' for the flags and examples of a command.\n", l.prog())
+		fmt.Fprintf(&b, "\nRun '%s COMMAND -h' (or '%s help COMMAND') for the flags and examples of a command.\n", l.prog(), l.prog())
 	}
 	return b.String()
 }
 
 // dispatch runs the command that args name. With no command, or an unknown
 // one, it prints the usage on stderr and returns 2; with -h/--help/help it
-// prints the usage on stdout and returns 0.
+// prints the usage on stdout and returns 0. "help COMMAND [SUBCOMMAND]" is
+// "COMMAND [SUBCOMMAND] -h".
 func (l commandList) dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0:
+	case args[0] == "help" && len(args) > 1:
+		return l.dispatch(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr)
 	case isHelp(args[0]):
 		fmt.Fprint(stdout, l.usage())
 		return 0

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,23 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 		if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--attr", bad, "--endpoint", e.Endpoint}, &out, &errb); code != 2 {
 			t.Fatalf("--attr %s: exit %d", bad, code)
 		}
+	}
+}
+
+// TestHelpCommand: "idemkit help COMMAND [SUBCOMMAND]" prints what
+// "COMMAND [SUBCOMMAND] -h" prints, on stdout with exit 0; help for an
+// unknown command is a usage error.
+func TestHelpCommand(t *testing.T) {
+	for _, c := range [][]string{{"dev"}, {"tables"}, {"tables", "create"}, {"apikey", "create"}, {"effects", "show"}} {
+		var want, wantErr, got, gotErr bytes.Buffer
+		wc := run(context.Background(), append(slices.Clone(c), "-h"), &want, &wantErr)
+		gc := run(context.Background(), append([]string{"help"}, c...), &got, &gotErr)
+		if wc != 0 || gc != 0 || got.String() != want.String() || got.Len() == 0 || gotErr.Len() != 0 {
+			t.Errorf("idemkit help %v: exit %d, %d bytes (stderr %q); %v -h: exit %d, %d bytes", c, gc, got.Len(), gotErr.String(), c, wc, want.Len())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"help", "nope"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), `unknown command "nope"`) {
+		t.Errorf("idemkit help nope: exit %d, stderr %q", code, errb.String())
 	}
 }
