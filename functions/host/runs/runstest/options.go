@@ -49,7 +49,7 @@ func createKeepsOptions(t *testing.T, e *env) {
 	if _, err := e.st.NoteFailure(e.ctx, r.ID, "transient", e.at(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.st.Schedule(e.ctx, r.ID, runs.Wake{At: e.at(3*time.Second), Attempt: 1, MaxAttempts: 3}, e.at(2*time.Second)); err != nil {
+	if err := e.st.Schedule(e.ctx, r.ID, runs.Wake{At: e.at(3 * time.Second), Attempt: 1, MaxAttempts: 3}, e.at(2*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", e.at(4*time.Second)); err != nil {
