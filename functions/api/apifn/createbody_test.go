@@ -1,8 +1,10 @@
 package apifn
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/runs/runstest"
@@ -136,5 +138,32 @@ func TestLargestBodyFitsTheRunItem(t *testing.T) {
 	}
 	if r, m := f.do(t, ev("POST", "/runs", "acme", "k-over-0123456789abcdefghij", `{"workflowId":"conformance-noop","metadata":{"p":"x`+pad+`"}}`)); r.StatusCode != 413 || m["error"] != "payload_too_large" || f.runs.Len() != 1 {
 		t.Fatalf("a body one byte over: %d %v, %d runs", r.StatusCode, m, f.runs.Len())
+	}
+}
+
+// TestRetryInheritsRunOptions: POST /runs/{runId}/retry starts a new run of
+// the failed run's workflow and inputs under its RunOptions, which its
+// snapshot carries unchanged.
+func TestRetryInheritsRunOptions(t *testing.T) {
+	f := newFixture(t)
+	members := []string{`"configurable":{"version":1,"run":{"runTimeoutMs":5}}`, `"tags":["a"]`, `"metadata":{"k":[1.50]}`}
+	opts := strings.Join(members, ",")
+	r, m := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-noop",`+opts+`}`))
+	if r.StatusCode != 201 {
+		t.Fatalf("create: %d %v", r.StatusCode, m)
+	}
+	id := m["runId"].(string)
+	if _, err := f.runs.Transition(context.Background(), id, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r, m = f.do(t, ev("POST", "/runs/"+runs.ProjectID(id)+"/retry", "acme", "k-retry-0123456789abcdefghij", ""))
+	if r.StatusCode != 201 {
+		t.Fatalf("retry: %d %v", r.StatusCode, m)
+	}
+	snap, _ := f.do(t, ev("GET", "/runs/"+runs.ProjectID(m["runId"].(string)), "acme", "", ""))
+	for _, want := range members {
+		if !strings.Contains(snap.Body, want) {
+			t.Errorf("the retry's snapshot lacks %s:\n%s", want, snap.Body)
+		}
 	}
 }

@@ -34,3 +34,16 @@ func TestLargestRunItemFits(t *testing.T) {
 		t.Fatalf("the largest run item is %d bytes: less than 64 KiB below DynamoDB's %d", size, maxItemBytes)
 	}
 }
+
+// TestForkInheritsRunOptions: a fork is a run of its source's workflow and
+// inputs under its source's RunOptions (an overlay, which this host
+// refuses non-empty, would be applied over them).
+func TestForkInheritsRunOptions(t *testing.T) {
+	now := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	src := NewRun("acme", "webhook", nil, now)
+	src.Options = Options{Configurable: json.RawMessage(`{"version":1}`), Tags: json.RawMessage(`["a"]`), Metadata: json.RawMessage(`{"k":1}`)}
+	f := NewFork(src, ForkReplay, 0, nil, now)
+	if string(f.Options.Configurable) != `{"version":1}` || string(f.Options.Tags) != `["a"]` || string(f.Options.Metadata) != `{"k":1}` {
+		t.Fatalf("the fork's options: %+v", f.Options)
+	}
+}
