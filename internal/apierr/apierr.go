@@ -15,6 +15,8 @@ const (
 	CodeValidation             = "validation_error"         // 400
 	CodeUnauthenticated        = "unauthenticated"          // 401
 	CodeForbidden              = "forbidden"                // 403
+	CodeCredentialForbidden    = "credential_forbidden"     // 403
+	CodeMockProviderForbidden  = "mock_provider_forbidden"  // 403
 	CodeIDTenantMismatch       = "id_tenant_mismatch"       // 403
 	CodeNotFound               = "not_found"                // 404
 	CodeIdempotencyInFlight    = "idempotency_in_flight"    // 409

@@ -289,7 +289,7 @@ func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 	}
 	last := evs[len(evs)-1].Sequence
 	if q.modes[0] == ModeValues {
-		snap, err := json.Marshal(h.snapshot(ev, r))
+		snap, err := snapshotJSON(h.snapshot(ev, r))
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}

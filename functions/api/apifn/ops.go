@@ -1,8 +1,10 @@
 package apifn
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -58,6 +60,9 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	// NewRun stamps the run with the kit's current recipes (recipe stamps):
 	// its effects are identified under these stamps for its whole life.
 	run := runs.NewRun(tenant, req.WorkflowID, req.Inputs, h.clock.Now())
+	// The body's RunOptions, persisted on the run at creation and never
+	// changed after it.
+	run.Options = req.Options
 	// Every execution of this idempotency record names the same run
 	// (createClaimedRun).
 	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev runs.Run) bool {
@@ -105,12 +110,12 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 	if notModified(c.ev.Headers, etag) {
 		return notModifiedResp(etag, varyRun), nil
 	}
-	resp, err := jsonResp(http.StatusOK, h.snapshot(c.ev, r))
-	if err == nil {
-		resp.Headers["ETag"] = etag
-		resp.Headers["Vary"] = varyRun
+	b, err := snapshotJSON(h.snapshot(c.ev, r))
+	if err != nil {
+		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	return resp, err
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(b),
+		Headers: map[string]string{"Content-Type": "application/json", "ETag": etag, "Vary": varyRun}}, nil
 }
 
 // ExtensionRun is the key of the host's own snapshot state under
@@ -137,7 +142,10 @@ const EventLogSchemaVersion = 3
 // is the run's tenant and the subject its API key authenticates
 // (apikeys.OwnerSubject). startedAt is the time createRun accepted the run;
 // completedAt, on a terminal run only, the time of its terminal transition.
-// A failed run carries error {code: idemkit.run_failed, message}.
+// A failed run carries error {code: idemkit.run_failed, message}. A run
+// created with RunOptions carries each of configurable, tags and metadata
+// it was given, the JSON value as persisted (runs.Options); a run created
+// without one has no such field.
 func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[string]any {
 	ext := map[string]any{
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
@@ -190,7 +198,25 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[st
 	if r.Status == runs.StatusFailed {
 		snap["error"] = map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}
 	}
+	for name, v := range map[string]json.RawMessage{"configurable": r.Options.Configurable, "tags": r.Options.Tags, "metadata": r.Options.Metadata} {
+		if v != nil {
+			snap[name] = v
+		}
+	}
 	return snap
+}
+
+// snapshotJSON encodes a run snapshot without escaping <, > and & in
+// strings, so that the RunOptions it carries surface as persisted, byte for
+// byte.
+func snapshotJSON(snap map[string]any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(snap); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // failureMessage is a failed run's recorded error, or a generic one.

@@ -77,7 +77,7 @@ type Ancestor struct {
 
 // NewFork returns a new pending fork of src in mode from fromSeq, with the
 // source's events before fromSeq (inherited, as the events API serves
-// them): the source's workflow, inputs and tenant; the source's recipe
+// them): the source's workflow, inputs, RunOptions and tenant; the source's recipe
 // stamps (Stamps: the recorded history it is rooted in) and the
 // host's current ones for its own new effects (BranchStamps); and its
 // ancestry (src, then src's own ancestry), so every recorded execution is
@@ -85,6 +85,7 @@ type Ancestor struct {
 func NewFork(src Run, mode ForkMode, fromSeq int64, inherited []InheritedEvent, now time.Time) Run {
 	f := NewRun(src.Tenant, src.WorkflowID, src.Inputs, now)
 	f.Stamps = src.Stamps
+	f.Options = src.Options
 	a := Ancestor{RunID: src.ID, Stamps: src.EffectStamps()}
 	ancestry := []Ancestor{a}
 	if src.Fork != nil {

@@ -109,6 +109,10 @@ type Run struct {
 	// Fork is set on a run created by forkRun: its source, mode, fromSeq
 	// and inherited history. Nil for any other run. Fixed at creation.
 	Fork *Fork `json:"fork,omitempty"`
+	// Options are the run's RunOptions (configurable, tags, metadata) as
+	// createRun received them; zero for a run created without them. Fixed
+	// at creation.
+	Options Options `json:"runOptions,omitzero"`
 	identity.Stamps
 }
 

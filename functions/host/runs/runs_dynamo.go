@@ -37,6 +37,8 @@ type DynamoAPI interface {
 // update adds 1 to version and appends its map in the same UpdateItem),
 // activityIdentityRecipe and
 // semanticRequestRecipe (the run's recipe stamps, written once by Create and
+// never updated), configurable, tags and metadata (the run's RunOptions,
+// JSON text, each present only when given; written once by Create and
 // never updated).
 type DynamoRuns struct {
 	// Client is the DynamoDB client. Required.
@@ -73,11 +75,14 @@ const (
 	runAttrWakeMax = "wakeMaxAttempts"
 	runAttrWakeDL  = "wakeDeadline"
 	runAttrRetryOf = "retryOf"
-	runAttrRetries = "retries"    // SS: the runs retrying this failed run (Run.Retries)
-	runAttrVersion = "version"    // N: the run's version (Run.Version)
-	runAttrHistory = "history"    // L of M{field: S(JSON value)}: the version log
-	runAttrLive    = "liveShard"  // "live#N" on live runs: the sparse byLive index's key
-	runAttrEpoch   = "claimEpoch" // N: the executor claim's fencing token (Run.Epoch)
+	runAttrRetries = "retries"      // SS: the runs retrying this failed run (Run.Retries)
+	runAttrVersion = "version"      // N: the run's version (Run.Version)
+	runAttrHistory = "history"      // L of M{field: S(JSON value)}: the version log
+	runAttrLive    = "liveShard"    // "live#N" on live runs: the sparse byLive index's key
+	runAttrEpoch   = "claimEpoch"   // N: the executor claim's fencing token (Run.Epoch)
+	runAttrConfig  = "configurable" // S: RunOptions.configurable, JSON text (Run.Options)
+	runAttrTags    = "tags"         // S: RunOptions.tags, JSON text
+	runAttrMeta    = "metadata"     // S: RunOptions.metadata, JSON text
 	wakeShard      = "due"
 )
 
@@ -109,6 +114,7 @@ func runItem(r Run) map[string]types.AttributeValue {
 	if r.Error != "" {
 		m[runAttrError] = sAV(r.Error)
 	}
+	optionsItem(m, r.Options)
 	if r.RetryOf != "" {
 		m[runAttrRetryOf] = sAV(r.RetryOf)
 	}
@@ -126,6 +132,27 @@ func runItem(r Run) map[string]types.AttributeValue {
 	m[runAttrHistory] = &types.AttributeValueMemberL{Value: l}
 	forkItem(m, r)
 	return m
+}
+
+// optionsItem adds the run's RunOptions to its item: each given value as
+// JSON text.
+func optionsItem(m map[string]types.AttributeValue, o Options) {
+	for name, v := range map[string]json.RawMessage{runAttrConfig: o.Configurable, runAttrTags: o.Tags, runAttrMeta: o.Metadata} {
+		if len(v) > 0 {
+			m[name] = sAV(string(v))
+		}
+	}
+}
+
+// optionsFromItem reads the run's RunOptions back (nil for each absent).
+func optionsFromItem(m map[string]types.AttributeValue) Options {
+	get := func(name string) json.RawMessage {
+		if v, ok := m[name].(*types.AttributeValueMemberS); ok && v.Value != "" {
+			return json.RawMessage(v.Value)
+		}
+		return nil
+	}
+	return Options{Configurable: get(runAttrConfig), Tags: get(runAttrTags), Metadata: get(runAttrMeta)}
 }
 
 // versionAV encodes one version of the log: M{field: S(JSON value)}.
@@ -220,6 +247,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	if in := s(runAttrInputs); in != "" {
 		r.Inputs = []byte(in)
 	}
+	r.Options = optionsFromItem(m)
 	forkFromItem(m, &r)
 	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix)
 }

@@ -1,11 +1,13 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"unicode/utf8"
 
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -29,10 +31,13 @@ const (
 
 // checkCreateMembers refuses a createRun body with a member outside
 // createMembers (400 validation_error, details.field naming the first such
-// member in sorted order), and tags or metadata of the wrong shape: tags
-// an array of at most maxTags strings of at most maxTagChars characters
-// each, metadata an object.
-func checkCreateMembers(raw map[string]json.RawMessage) *apierr.Error {
+// member in sorted order), and RunOptions of the wrong shape: tags an
+// array of at most maxTags strings of at most maxTagChars characters each,
+// metadata an object, configurable as checkConfigurable says; each not
+// valid UTF-8 is refused too. It returns the RunOptions to persist on the
+// run, each compacted.
+func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.Error) {
+	var opts runs.Options
 	var unknown []string
 	for name := range raw {
 		if !slices.Contains(createMembers, name) {
@@ -41,24 +46,46 @@ func checkCreateMembers(raw map[string]json.RawMessage) *apierr.Error {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return validation(unknown[0], fmt.Sprintf("unknown member %q: the createRun body is closed (workflowId, inputs, residency, tenantId, scopeId, callbackUrl, mode, evalSuiteRef, agentId, configurable, tags, metadata)", unknown[0]))
+		return opts, validation(unknown[0], fmt.Sprintf("unknown member %q: the createRun body is closed (workflowId, inputs, residency, tenantId, scopeId, callbackUrl, mode, evalSuiteRef, agentId, configurable, tags, metadata)", unknown[0]))
 	}
 	if t, ok := raw["tags"]; ok {
 		var tags []string
 		if json.Unmarshal(t, &tags) != nil || tags == nil || len(tags) > maxTags {
-			return validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
+			return opts, validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
 		}
 		for _, tag := range tags {
 			if utf8.RuneCountInString(tag) > maxTagChars {
-				return validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
+				return opts, validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
 			}
 		}
 	}
 	if m, ok := raw["metadata"]; ok {
 		var obj map[string]json.RawMessage
 		if json.Unmarshal(m, &obj) != nil || obj == nil {
-			return validation("metadata", "metadata must be a JSON object")
+			return opts, validation("metadata", "metadata must be a JSON object")
 		}
 	}
-	return nil
+	if c, ok := raw["configurable"]; ok {
+		if e := checkConfigurable(c); e != nil {
+			return opts, e
+		}
+	}
+	for _, o := range []struct {
+		name string
+		to   *json.RawMessage
+	}{{"configurable", &opts.Configurable}, {"tags", &opts.Tags}, {"metadata", &opts.Metadata}} {
+		v, ok := raw[o.name]
+		if !ok {
+			continue
+		}
+		if !utf8.Valid(v) {
+			return opts, validation(o.name, o.name+" must be valid UTF-8")
+		}
+		var b bytes.Buffer
+		if err := json.Compact(&b, v); err != nil {
+			return opts, validation(o.name, o.name+" must be valid JSON")
+		}
+		*o.to = b.Bytes()
+	}
+	return opts, nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -61,6 +62,10 @@ type CreateRequest struct {
 	// BusinessKey is the webhook workflow's optional inputs.businessKey
 	// ("" when absent).
 	BusinessKey string
+	// Options are the body's RunOptions (configurable, tags, metadata),
+	// validated and compacted, to be persisted on the run; zero when the
+	// body has none.
+	Options runs.Options
 }
 
 func validation(field, msg string) *apierr.Error {
@@ -80,9 +85,11 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 	if err := dec.Decode(&raw); err != nil || raw == nil || dec.More() {
 		return req, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object")
 	}
-	if e := checkCreateMembers(raw); e != nil {
+	opts, e := checkCreateMembers(raw)
+	if e != nil {
 		return req, e
 	}
+	req.Options = opts
 	wf, ok := raw["workflowId"]
 	if !ok || json.Unmarshal(wf, &req.WorkflowID) != nil || req.WorkflowID == "" {
 		return req, validation("workflowId", "workflowId is required and must be a non-empty string")

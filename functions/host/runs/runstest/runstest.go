@@ -17,7 +17,11 @@
 //     is ErrRunExists and changes nothing; a run without stamps or with
 //     another tenant's id is refused and writes nothing; of racing creates
 //     of one id exactly one wins; a lost answer's retry is ErrRunExists and
-//     the run is there once.
+//     the run is there once; a run's RunOptions (configurable, tags,
+//     metadata) read back byte for byte and no later write changes them,
+//     a run without them has none; metadata filling the largest body the
+//     host accepts (LargestBody) is stored and the run's later writes
+//     still fit.
 //   - LinkRetry: a retry's Create lists it among the failed run's Retries
 //     (a set, version left alone); LinkRetry again changes nothing; a
 //     missing failed run is not an error.
@@ -133,6 +137,8 @@ var cases = []testCase{
 	{"Create/Refused", createRefused},
 	{"Create/Race", createRace},
 	{"Create/LostAnswer", createLostAnswer},
+	{"Create/KeepsOptions", createKeepsOptions},
+	{"Create/LargestOptions", createLargestOptions},
 	{"LinkRetry/Set", linkRetrySet},
 	{"Get/NotFound", getNotFound},
 	{"Transition/CompareAndSet", transitionCAS},
