@@ -92,12 +92,14 @@ type request struct {
 	// credential reads a credential value named in Policy.Scope.Credential
 	// ("" = absent); nil when the adapter has none.
 	credential func(name string) string
-	// v2, when set, is the HTTP API event this request was read from, and
-	// v2Tenant the Guard's tenant source: credentials and headers are then
-	// read from it directly (credentialValue, headerValues), which saves
-	// Do two closures per request.
-	v2       *events.APIGatewayV2HTTPRequest
-	v2Tenant *TenantSource
+	// v2Tenant, when set, is the Guard's tenant source for an HTTP API
+	// request, and v2Headers and v2Auth that event's headers and
+	// authorizer: credentials and headers are then read from them
+	// directly (credentialValue, headerValues), which saves Do two
+	// closures per request and a copy of the event.
+	v2Tenant  *TenantSource
+	v2Headers map[string]string
+	v2Auth    *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
 	keyBuf   [1]string // backing array of keyValues for the usual single key header
 	// handled and handledVals are the storage of the handler's response
 	// as converted by fromLambda, and of its first one-value headers.
@@ -107,7 +109,6 @@ type request struct {
 	// when that body is still the bytes of the record the store returned:
 	// the adapters' response body without a copy (txn.replay).
 	replayText string
-	v2Event    events.APIGatewayV2HTTPRequest
 	// txn is the storage of the request's transaction (serve).
 	txn txn
 	// object loads the route's object for ReplayObject (Request.Object);
@@ -118,8 +119,8 @@ type request struct {
 // credentialValue returns the credential value named name ("" = absent).
 func (in *request) credentialValue(name string) string {
 	switch {
-	case in.v2 != nil:
-		return in.v2Tenant.credentialV2(&in.v2.RequestContext, name)
+	case in.v2Tenant != nil:
+		return in.v2Tenant.credentialV2(in.v2Auth, name)
 	case in.credential != nil:
 		return in.credential(name)
 	}
@@ -127,14 +128,14 @@ func (in *request) credentialValue(name string) string {
 }
 
 // hasHeaders reports whether the request's headers can be read.
-func (in *request) hasHeaders() bool { return in.v2 != nil || in.parts.header != nil }
+func (in *request) hasHeaders() bool { return in.v2Tenant != nil || in.parts.header != nil }
 
 // headerValues returns the values of the request header name (nil when
 // the headers cannot be read).
 func (in *request) headerValues(name string) []string {
 	switch {
-	case in.v2 != nil:
-		return header.Values(in.v2.Headers, name)
+	case in.v2Tenant != nil:
+		return header.Values(in.v2Headers, name)
 	case in.parts.header != nil:
 		return in.parts.header(name)
 	}
