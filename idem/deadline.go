@@ -31,7 +31,13 @@ const minStoreCall = 100 * time.Millisecond
 // by then makes the call fail with context.DeadlineExceeded, which the
 // Guard answers 503 CodeStoreUnavailable with Retry-After.
 func (g *Guard) storeCtx(c *callCtx, ctx context.Context, detach bool, limit time.Time) *callCtx {
-	now := clock.Wall()
+	return g.storeCtxAt(c, ctx, detach, limit, clock.Wall())
+}
+
+// storeCtxAt is storeCtx with the wall time now read by the caller (the
+// same reading as the record's time when the Guard's clock is the
+// system clock: Guard.wallAt).
+func (g *Guard) storeCtxAt(c *callCtx, ctx context.Context, detach bool, limit, now time.Time) *callCtx {
 	dl := now.Add(g.cfg.StoreTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		if d = d.Add(-g.cfg.WaitMargin); d.Before(dl) {
@@ -110,7 +116,10 @@ func (c *callCtx) Err() error {
 	if real != nil {
 		return real.Err()
 	}
-	if !released && (c.detach || c.parent.Err() == nil) && clock.Wall().Before(c.deadline) {
+	// time.Until reads only the monotonic clock when the deadline has a
+	// monotonic reading (every deadline storeCtx computes from a reading
+	// of the system clock); it is clock.Wall().Before(c.deadline).
+	if !released && (c.detach || c.parent.Err() == nil) && time.Until(c.deadline) > 0 {
 		return nil
 	}
 	return c.made().Err()

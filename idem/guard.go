@@ -59,6 +59,9 @@ type Guard struct {
 	storeWarned atomic.Bool
 	// tracer records the spans (Config.TracerProvider).
 	tracer trace.Tracer
+	// systemClock is set when the Guard's clock is the system clock, whose
+	// Now is the wall clock's reading (wallAt).
+	systemClock bool
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -67,7 +70,19 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider)}, nil
+	_, system := c.Test.Clock.(clock.System)
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), systemClock: system}, nil
+}
+
+// wallAt returns the wall time at now, a reading of the Guard's clock just
+// taken: now itself when that clock is the system clock (one reading
+// serves a record's times and a store call's deadline), else a reading of
+// the wall clock (a test's clock is not the wall's).
+func (g *Guard) wallAt(now time.Time) time.Time {
+	if g.systemClock {
+		return now
+	}
+	return clock.Wall()
 }
 
 // Config returns the effective configuration (defaults filled in).

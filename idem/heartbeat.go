@@ -109,8 +109,8 @@ func (hb *heartbeat) renew() bool {
 	t := hb.t
 	now := t.g.clock.Now()
 	lease, _ := t.g.leaseFor(hb.ctx)                     // inside Lambda, capped by what is left of the invocation
-	rctx := t.g.storeCtx(nil, hb.ctx, true, time.Time{}) // off the request's goroutine: its own
-	started := clock.Wall()
+	started := t.g.wallAt(now)
+	rctx := t.g.storeCtxAt(nil, hb.ctx, true, time.Time{}, started) // off the request's goroutine: its own
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 	rctx.release()
 	if err == nil {

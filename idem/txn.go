@@ -311,8 +311,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			RawBodySHA256: raw,
 		}
 		sctx, span := t.span(ctx, spanClaim)
-		cctx := g.storeCtx(t.callSlot(), sctx, false, time.Time{})
-		started := clock.Wall()
+		// started is when the claim was sent (wall time): the lease is
+		// counted from it.
+		started := g.wallAt(now)
+		cctx := g.storeCtxAt(t.callSlot(), sctx, false, time.Time{}, started)
 		res, err := store.Claim(cctx, rec, now)
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
@@ -490,7 +492,8 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.clock.Now()
-		gctx := t.g.storeCtx(t.callSlot(), ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
+		wall := t.g.wallAt(now)
+		gctx := t.g.storeCtxAt(t.callSlot(), ctx, false, wall.Add(*budget), wall) // the poll ends with the wait
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		gctx.release()
 		if err != nil {
@@ -555,9 +558,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	// The writes after the claim run without the request's cancellation,
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
-	wctx := g.storeCtx(t.callSlot(), ctx, true, t.leaseEnd)
-	defer wctx.release()
 	now := g.clock.Now()
+	wctx := g.storeCtxAt(t.callSlot(), ctx, true, t.leaseEnd, g.wallAt(now))
+	defer wctx.release()
 	if err != nil && clientGone(ctx, err) {
 		t.release(wctx, now)
 		return t.clientClosed(ctx, "handler")
