@@ -59,6 +59,8 @@ type Guard struct {
 	storeWarned atomic.Bool
 	// tracer records the spans (Config.TracerProvider).
 	tracer trace.Tracer
+	// lazy is the store when it is a LazyClaimer, else nil.
+	lazy LazyClaimer
 	// systemClock is set when the Guard's clock is the system clock, whose
 	// Now is the wall clock's reading (wallAt).
 	systemClock bool
@@ -71,7 +73,8 @@ func New(cfg Config) (*Guard, error) {
 		return nil, err
 	}
 	_, system := c.Test.Clock.(clock.System)
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), systemClock: system}, nil
+	lazy, _ := c.Store.(LazyClaimer)
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), lazy: lazy, systemClock: system}, nil
 }
 
 // wallAt returns the wall time at now, a reading of the Guard's clock just
@@ -115,7 +118,7 @@ type request struct {
 	v2Tenant  *TenantSource
 	v2Headers map[string]string
 	v2Auth    *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
-	keyBuf   [1]string // backing array of keyValues for the usual single key header
+	keyBuf    [1]string // backing array of keyValues for the usual single key header
 	// handled and handledVals are the storage of the handler's response
 	// as converted by fromLambda, and of its first one-value headers.
 	handled     Response

@@ -108,7 +108,7 @@ func nextTick(due, now time.Time, every time.Duration) (time.Time, time.Duration
 func (hb *heartbeat) renew() bool {
 	t := hb.t
 	now := t.g.clock.Now()
-	lease, _ := t.g.leaseFor(hb.ctx)                     // inside Lambda, capped by what is left of the invocation
+	lease, _ := t.g.leaseFor(hb.ctx) // inside Lambda, capped by what is left of the invocation
 	started := t.g.wallAt(now)
 	rctx := t.g.storeCtxAt(nil, hb.ctx, true, time.Time{}, started) // off the request's goroutine: its own
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)

@@ -5,10 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/memstore"
 )
 
 // TestRawBodySHA256IsTheBodysOwnHash: the record's RawBodySHA256 is the
@@ -55,4 +61,90 @@ func TestRawBodySHA256IsTheBodysOwnHash(t *testing.T) {
 			}
 		})
 	}
+}
+
+// plainStore hides a store's optional extensions (idem.LazyClaimer): the
+// Guard sees only idem.Store. claims records the RawBodySHA256 of every
+// record Claim was given.
+type plainStore struct {
+	idem.Store
+	mu     sync.Mutex
+	claims []string
+}
+
+func (p *plainStore) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	p.mu.Lock()
+	p.claims = append(p.claims, rec.RawBodySHA256)
+	p.mu.Unlock()
+	return p.Store.Claim(ctx, rec, now)
+}
+
+// lazySpy is a LazyClaimer over the memory store that records, for every
+// ClaimLazy, its decision and whether the raw body's hash was asked for.
+type lazySpy struct {
+	*memstore.Store
+	mu    sync.Mutex
+	calls []string
+}
+
+type askedSource struct {
+	idem.RawBodySource
+	asked bool
+}
+
+func (a *askedSource) RawBodySHA256() string {
+	a.asked = true
+	return a.RawBodySource.RawBodySHA256()
+}
+
+func (l *lazySpy) ClaimLazy(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
+	src := &askedSource{RawBodySource: raw}
+	res, err := l.Store.ClaimLazy(ctx, rec, src, now)
+	l.mu.Lock()
+	l.calls = append(l.calls, fmt.Sprintf("%v asked=%t", res.Decision, src.asked))
+	l.mu.Unlock()
+	return res, err
+}
+
+// TestReplayDoesNotHashTheRawBody: with a store that takes the raw body's
+// hash only when a claim writes (idem.LazyClaimer, the memory store) the
+// Guard leaves the hash to it: the first execution's claim asks for it and
+// stores the body's own hash, a replay and a mismatch do not ask (nothing
+// is written). A store without the extension is given the hash in every
+// claim's record, replays included, as before. The answers are the same.
+func TestReplayDoesNotHashTheRawBody(t *testing.T) {
+	const body = `{"b":1, "a":"caf\u00e9"}` // not canonical: its digest hashes other bytes
+	sum := sha256.Sum256([]byte(body))
+	want := hex.EncodeToString(sum[:])
+	run := func(t *testing.T, st idem.Store) []string {
+		e := newEnv(t, func(c *idem.Config) { c.Store = st })
+		var bodies []string
+		for _, b := range []string{body, body, `{"b":2}`} {
+			r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, b))
+			bodies = append(bodies, fmt.Sprint(r.StatusCode, " ", r.Headers["Openwop-Idempotent-Replay"]))
+		}
+		rec, found, err := st.Get(context.Background(), scopeID(testTenant, "POST /runs", testKey), e.clock.Now())
+		if err != nil || !found || rec.RawBodySHA256 != want {
+			t.Fatalf("record: found %v, %v, RawBodySHA256 %q, want %q", found, err, rec.RawBodySHA256, want)
+		}
+		return bodies
+	}
+	spy := &lazySpy{Store: memstore.New()}
+	lazyAnswers := run(t, spy)
+	if got := strings.Join(spy.calls, "; "); got != "claimed asked=true; exists asked=false; exists asked=false" {
+		t.Errorf("ClaimLazy calls: %s", got)
+	}
+	plain := &plainStore{Store: memstore.New()}
+	plainAnswers := run(t, plain)
+	if got := strings.Join(plain.claims, " "); got != strings.Join([]string{want, want, rawOf(`{"b":2}`)}, " ") {
+		t.Errorf("Claim records' RawBodySHA256: %s", got)
+	}
+	if !reflect.DeepEqual(lazyAnswers, plainAnswers) || lazyAnswers[0] != "201 " || lazyAnswers[1] != "201 true" || lazyAnswers[2] != "409 " {
+		t.Errorf("answers: lazy %q, plain %q", lazyAnswers, plainAnswers)
+	}
+}
+
+func rawOf(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(sum[:])
 }

@@ -77,10 +77,11 @@ type txn struct {
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
 	unrecorded bool
-	// rawSum is the SHA-256 of the request body once rawKnown
-	// (rawBodySHA256).
+	// rawSum is the SHA-256 of the request body once rawKnown, and rawHex
+	// its hex once made (RawBodySHA256).
 	rawSum   [32]byte
 	rawKnown bool
+	rawHex   string
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
@@ -258,15 +259,20 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 	return appendStamp(dst, canon.RecipeBytes, t.rawSum)
 }
 
-// rawBodySHA256 returns the hex SHA-256 of the request body for
+// RawBodySHA256 returns the hex SHA-256 of the request body for
 // Record.RawBodySHA256: the body digest's own hash when that was taken of
 // the body's bytes as they are (a body that is not JSON, an empty one, a
-// JSON body already in canonical form), else hashed now.
-func (t *txn) rawBodySHA256() string {
-	if !t.rawKnown {
-		t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
+// JSON body already in canonical form), else hashed now, on first use. A
+// txn is the RawBodySource of its claims (LazyClaimer): a store that
+// decides a claim before it writes asks for it only when it writes.
+func (t *txn) RawBodySHA256() string {
+	if t.rawHex == "" {
+		if !t.rawKnown {
+			t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
+		}
+		t.rawHex = rawBodySHA256(&t.rawSum)
 	}
-	return rawBodySHA256(&t.rawSum)
+	return t.rawHex
 }
 
 // bodyTenant returns the top-level member field of a JSON object body.
@@ -294,7 +300,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
 	t.owner = newOwnerToken()
-	raw := t.rawBodySHA256()
+	lazy := g.lazy
 	var budget time.Duration
 	waiting := false
 	for {
@@ -307,15 +313,22 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			LeaseExpires: now.Add(lease),
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
-			// Kept for archive beside the digest, never compared.
-			RawBodySHA256: raw,
 		}
 		sctx, span := t.span(ctx, spanClaim)
 		// started is when the claim was sent (wall time): the lease is
 		// counted from it.
 		started := g.wallAt(now)
 		cctx := g.storeCtxAt(t.callSlot(), sctx, false, time.Time{}, started)
-		res, err := store.Claim(cctx, rec, now)
+		var res ClaimResult
+		var err error
+		if lazy != nil {
+			// The raw body's hash (kept for archive beside the digest, never
+			// compared) is taken only when the claim writes the record.
+			res, err = lazy.ClaimLazy(cctx, rec, t, now)
+		} else {
+			rec.RawBodySHA256 = t.RawBodySHA256() // for archive beside the digest, never compared
+			res, err = store.Claim(cctx, rec, now)
+		}
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {

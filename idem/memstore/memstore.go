@@ -25,7 +25,10 @@ type Store struct {
 	calls map[string]int
 }
 
-var _ idem.Store = (*Store)(nil)
+var (
+	_ idem.Store       = (*Store)(nil)
+	_ idem.LazyClaimer = (*Store)(nil)
+)
 
 // New returns an empty Store.
 func New() *Store {
@@ -153,6 +156,24 @@ func msec(t time.Time) time.Time {
 
 // Claim implements idem.Store.
 func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	return s.claim(ctx, rec, nil, now)
+}
+
+// ClaimLazy implements idem.LazyClaimer: Claim, with rec.RawBodySHA256
+// taken from raw, which is called only when the claim writes rec. It is
+// called outside the store's lock (hashing a large body does not hold up
+// other calls); the claim is then decided again under the lock. A
+// ClaimLazy counts as a "Claim" call (Calls).
+func (s *Store) ClaimLazy(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
+	if raw == nil {
+		return idem.ClaimResult{}, fmt.Errorf("%w: ClaimLazy without a raw body source", idem.ErrInvalidRecord)
+	}
+	return s.claim(ctx, rec, raw, now)
+}
+
+// claim is Claim and ClaimLazy: with raw nil, rec.RawBodySHA256 is the
+// claim's; else raw gives it when the claim writes rec.
+func (s *Store) claim(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return idem.ClaimResult{}, err
 	}
@@ -163,6 +184,15 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
+	if raw != nil {
+		if old, ok := s.live(rec.ID, now); !ok || old.Reclaimable(rec.Digest, now) {
+			// The claim writes rec (unless another call changes the
+			// record meanwhile: the decision below is taken again).
+			s.mu.Unlock()
+			rec.RawBodySHA256 = raw.RawBodySHA256()
+			s.mu.Lock()
+		}
+	}
 	rec.Response = nil
 	rec.LeaseExpires = msec(rec.LeaseExpires)
 	rec.Renewed = msec(now)
