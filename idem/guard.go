@@ -59,7 +59,8 @@ type Guard struct {
 	storeWarned atomic.Bool
 	// tracer records the spans (Config.TracerProvider).
 	tracer trace.Tracer
-	// lazy is the store when it is a LazyClaimer, else nil.
+	// lazy is the store when the Guard calls its ClaimLazy (lazyClaimer),
+	// else nil.
 	lazy LazyClaimer
 	// systemClock is set when the Guard's clock is the system clock, whose
 	// Now is the wall clock's reading (wallAt).
@@ -73,7 +74,7 @@ func New(cfg Config) (*Guard, error) {
 		return nil, err
 	}
 	_, system := c.Test.Clock.(clock.System)
-	lazy, _ := c.Store.(LazyClaimer)
+	lazy := lazyClaimer(c.Store)
 	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), lazy: lazy, systemClock: system}, nil
 }
 

@@ -63,11 +63,12 @@ func TestRawBodySHA256IsTheBodysOwnHash(t *testing.T) {
 	}
 }
 
-// plainStore hides a store's optional extensions (idem.LazyClaimer): the
-// Guard sees only idem.Store. claims records the RawBodySHA256 of every
-// record Claim was given.
+// plainStore is a wrapper of the memory store that makes its own Claim:
+// it inherits the memory store's ClaimLazy, which the Guard must not call
+// for it (idem.LazyClaimer). claims records the RawBodySHA256 of every
+// record its Claim was given.
 type plainStore struct {
-	idem.Store
+	*memstore.Store
 	mu     sync.Mutex
 	claims []string
 }
@@ -97,6 +98,8 @@ func (a *askedSource) RawBodySHA256() string {
 	return a.RawBodySource.RawBodySHA256()
 }
 
+func (l *lazySpy) LazyClaims() idem.Store { return l }
+
 func (l *lazySpy) ClaimLazy(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
 	src := &askedSource{RawBodySource: raw}
 	res, err := l.Store.ClaimLazy(ctx, rec, src, now)
@@ -110,8 +113,9 @@ func (l *lazySpy) ClaimLazy(ctx context.Context, rec idem.Record, raw idem.RawBo
 // hash only when a claim writes (idem.LazyClaimer, the memory store) the
 // Guard leaves the hash to it: the first execution's claim asks for it and
 // stores the body's own hash, a replay and a mismatch do not ask (nothing
-// is written). A store without the extension is given the hash in every
-// claim's record, replays included, as before. The answers are the same.
+// is written). A store without the extension, or a wrapper that embeds
+// one and makes its own Claim, is given the hash in every claim's record,
+// replays included, as before. The answers are the same.
 func TestReplayDoesNotHashTheRawBody(t *testing.T) {
 	const body = `{"b":1, "a":"caf\u00e9"}` // not canonical: its digest hashes other bytes
 	sum := sha256.Sum256([]byte(body))

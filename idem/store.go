@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"time"
 )
 
@@ -258,9 +259,27 @@ type Store interface {
 // only when it writes rec (Claimed or Reclaimed), so a replay or any other
 // Exists answer does not hash the request body for a record it never
 // writes. Decisions, stored records, round trips and errors are Claim's.
-// The Guard calls ClaimLazy instead of Claim when its store has it.
+//
+// The Guard calls ClaimLazy instead of Claim when its Config.Store is a
+// LazyClaimer whose LazyClaims returns that store itself. A wrapper that
+// embeds a LazyClaimer inherits its ClaimLazy and LazyClaims, which name
+// the embedded store, not the wrapper: the Guard then calls the wrapper's
+// Claim, so a wrapper that makes its own Claim is never bypassed.
 type LazyClaimer interface {
 	ClaimLazy(ctx context.Context, rec Record, raw RawBodySource, now time.Time) (ClaimResult, error)
+	// LazyClaims returns the store whose claims ClaimLazy makes (the
+	// receiver itself).
+	LazyClaims() Store
+}
+
+// lazyClaimer returns s as a LazyClaimer when the Guard may call its
+// ClaimLazy for its Claim (see LazyClaimer), else nil.
+func lazyClaimer(s Store) LazyClaimer {
+	lc, ok := s.(LazyClaimer)
+	if !ok || !reflect.TypeOf(s).Comparable() || lc.LazyClaims() != s {
+		return nil
+	}
+	return lc
 }
 
 // RawBodySource gives a claim's Record.RawBodySHA256 to a LazyClaimer.

@@ -171,6 +171,9 @@ func (s *Store) ClaimLazy(ctx context.Context, rec idem.Record, raw idem.RawBody
 	return s.claim(ctx, rec, raw, now)
 }
 
+// LazyClaims implements idem.LazyClaimer: s.
+func (s *Store) LazyClaims() idem.Store { return s }
+
 // claim is Claim and ClaimLazy: with raw nil, rec.RawBodySHA256 is the
 // claim's; else raw gives it when the claim writes rec.
 func (s *Store) claim(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
