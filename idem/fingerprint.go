@@ -101,6 +101,11 @@ func sortPairs(p []pair) {
 // the operation id op, given its body digest and the headers its route
 // declares.
 func fingerprint(in *request, op string, bodyDigest []byte, headers []string) string {
+	return stamp(canon.RecipeRequest, fingerprintSum(in, op, bodyDigest, headers))
+}
+
+// fingerprintSum is the hash fingerprint stamps.
+func fingerprintSum(in *request, op string, bodyDigest []byte, headers []string) [sha256.Size]byte {
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
 	m = appendStr(m, in.method)
@@ -137,7 +142,7 @@ func fingerprint(in *request, op string, bodyDigest []byte, headers []string) st
 		*bp = m[:0]
 		msgPool.Put(bp)
 	}
-	return stamp(canon.RecipeRequest, sum)
+	return sum
 }
 
 // The fingerprint message is built in a pooled buffer and hashed once: the

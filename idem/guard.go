@@ -189,13 +189,20 @@ func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
 }
 
 func newOwnerToken() string {
-	var b [16]byte
+	var out [ownerTokenLen]byte
+	return string(appendOwnerToken(out[:0]))
+}
+
+// ownerTokenLen is the length of an owner token: 16 random bytes in hex.
+const ownerTokenLen = 32
+
+// appendOwnerToken appends a new owner token to dst.
+func appendOwnerToken(dst []byte) []byte {
+	var b [ownerTokenLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("idem: no randomness: " + err.Error())
 	}
-	var out [32]byte
-	hex.Encode(out[:], b[:])
-	return string(out[:])
+	return hex.AppendEncode(dst, b[:])
 }
 
 // operation maps a routed operation to its canonical id.

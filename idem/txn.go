@@ -54,24 +54,14 @@ type txn struct {
 	// (claim or heartbeat renewal): the limit of the writes after the claim
 	// (Guard.storeCtx).
 	leaseEnd time.Time
-	// cached is the storage of the response handed to Store.Complete
-	// (execute): the handler's, less what is not stored (cacheableInto).
-	cached Response
-	// cs is the storage of the claim state the handler's context
-	// carries (execute).
-	cs claimState
-	// values and lease are the storage of the handler's context: the
-	// claim's values, and the lease's cancellation while a heartbeat runs
-	// (execute).
-	values claimValues
-	lease  leaseCtx
-	// hb is the storage of the lease heartbeat (execute, outside a Lambda
-	// invocation that ends before the lease).
-	hb heartbeat
-	// calls are the storage of the contexts of the request's first store
-	// calls made on its goroutine (claim, completion), taken in turn by
-	// callSlot; later ones are allocated.
-	calls  [2]callCtx
+	// x is the storage of what executing the handler takes (execute),
+	// allocated once the request has its claim: a replay, a mismatch or
+	// an in-flight answer does not carry it.
+	x *execution
+	// calls are the storage of the context of the request's first store
+	// call made on its goroutine (the claim), taken by callSlot; later ones
+	// are allocated, but for the completion's (execution.call).
+	calls  [1]callCtx
 	ncalls int
 	// unrecorded is set when the handler's outcome (without transactional
 	// writes) could not be written because the store was unavailable: the
@@ -85,6 +75,27 @@ type txn struct {
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
+}
+
+// execution is the storage of a claimed request's execution (execute):
+// one allocation for the handler's context, its claim state, the lease
+// heartbeat, the completion's store call and the response it stores.
+type execution struct {
+	// cached is the storage of the response handed to Store.Complete:
+	// the handler's, less what is not stored (cacheableInto).
+	cached Response
+	// cs is the storage of the claim state the handler's context
+	// carries.
+	cs claimState
+	// values and lease are the storage of the handler's context: the
+	// claim's values, and the lease's cancellation while a heartbeat runs.
+	values claimValues
+	lease  leaseCtx
+	// hb is the storage of the lease heartbeat (outside a Lambda
+	// invocation that ends before the lease).
+	hb heartbeat
+	// call is the storage of the context of the completion's store call.
+	call callCtx
 }
 
 // attrs are a log line's attributes: every line of a keyed request carries
@@ -240,7 +251,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	} else {
 		bodyDigest = t.appendDigestBytes(bodyDigest)
 	}
-	t.digest = fingerprint(in, t.op, bodyDigest, route.Headers)
+	fp := fingerprintSum(in, t.op, bodyDigest, route.Headers)
 	if e := t.readMode(); e != nil {
 		return t.fail(e)
 	}
@@ -248,7 +259,15 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
 	}
-	t.id = keyspace.IDPrefixed(scopePrefix, scopeTenant, scopeOp, t.key)
+	// The fingerprint (fingerprint), the record ID and the claim's owner
+	// token are cut from one string: one allocation for the three.
+	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
+	m := appendStamp(b[:0], canon.RecipeRequest, fp)
+	nd := len(m)
+	m = keyspace.AppendIDPrefixed(m, scopePrefix, scopeTenant, scopeOp, t.key)
+	ni := len(m)
+	s := string(appendOwnerToken(m))
+	t.digest, t.id, t.owner = s[:nd], s[nd:ni], s[ni:]
 	return t.claim(ctx, run)
 }
 
@@ -299,7 +318,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
-	t.owner = newOwnerToken()
+	if t.owner == "" {
+		t.owner = newOwnerToken()
+	}
 	lazy := g.lazy
 	var budget time.Duration
 	waiting := false
@@ -556,13 +577,15 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		t.claimOutcome(OutcomeClaimed)
 		t.logf(ctx, slog.LevelDebug, "idempotency: claimed", slog.String("outcome", OutcomeClaimed))
 	}
-	cs := &t.cs // allocated with the transaction
+	x := new(execution)
+	t.x = x
+	cs := &x.cs
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
-	t.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
-	hctx := context.Context(&t.values)
+	x.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
+	hctx := context.Context(&x.values)
 	var hb *heartbeat
 	if renew {
-		hctx, hb = t.startHeartbeat(&t.values)
+		hctx, hb = t.startHeartbeat(&x.values)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {
@@ -572,7 +595,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
 	now := g.clock.Now()
-	wctx := g.storeCtxAt(t.callSlot(), ctx, true, t.leaseEnd, g.wallAt(now))
+	wctx := g.storeCtxAt(&x.call, ctx, true, t.leaseEnd, g.wallAt(now))
 	defer wctx.release()
 	if err != nil && clientGone(ctx, err) {
 		t.release(wctx, now)
@@ -597,7 +620,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	}
 	writes := cs.takeWrites()
 	sctx, span := t.span(wctx, spanComplete)
-	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheableInto(&t.cached, resp), Expires: g.expires(now), Writes: writes}, now)
+	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheableInto(&x.cached, resp), Expires: g.expires(now), Writes: writes}, now)
 	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:

@@ -38,6 +38,13 @@ func ID(tenant, operation, key string) string {
 // IDPrefixed is ID(tenantPrefix+tenant, operation, key), computed without
 // building the concatenation.
 func IDPrefixed(tenantPrefix, tenant, operation, key string) string {
+	var out [len(CallerPrefix) + scopeHashLen]byte
+	return string(AppendIDPrefixed(out[:0], tenantPrefix, tenant, operation, key))
+}
+
+// AppendIDPrefixed appends IDPrefixed(tenantPrefix, tenant, operation, key)
+// to dst.
+func AppendIDPrefixed(dst []byte, tenantPrefix, tenant, operation, key string) []byte {
 	var buf [256]byte // a message that does not fit moves to the heap
 	m := append(buf[:0], scopeDomain...)
 	m = binary.BigEndian.AppendUint64(m, uint64(len(tenantPrefix)+len(tenant)))
@@ -47,8 +54,7 @@ func IDPrefixed(tenantPrefix, tenant, operation, key string) string {
 		m = append(m, p...)
 	}
 	sum := sha256.Sum256(m)
-	var out [len(CallerPrefix) + scopeHashLen]byte
-	return string(base64.RawURLEncoding.AppendEncode(append(out[:0], CallerPrefix...), sum[:]))
+	return base64.RawURLEncoding.AppendEncode(append(dst, CallerPrefix...), sum[:])
 }
 
 // IsCaller reports whether id has the shape of an ID result: the
