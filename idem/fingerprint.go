@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/idemkit/idemkit/idem/canon"
 )
 
 // fingerprintDomain separates request fingerprints from every other hash.
@@ -97,14 +96,10 @@ func sortPairs(p []pair) {
 	sort.SliceStable(p, func(i, j int) bool { return p[i].name < p[j].name })
 }
 
-// fingerprint computes the request fingerprint (canon.RecipeRequest) of in under
+// fingerprintSum computes the hash of the request fingerprint of in under
 // the operation id op, given its body digest and the headers its route
-// declares.
-func fingerprint(in *request, op string, bodyDigest []byte, headers []string) string {
-	return stamp(canon.RecipeRequest, fingerprintSum(in, op, bodyDigest, headers))
-}
-
-// fingerprintSum is the hash fingerprint stamps.
+// declares; the fingerprint is that hash stamped with canon.RecipeRequest
+// (appendStamp).
 func fingerprintSum(in *request, op string, bodyDigest []byte, headers []string) [sha256.Size]byte {
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
