@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/idem/internal/lazyraw"
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
@@ -70,6 +71,9 @@ type callCtx struct {
 	parent   context.Context
 	detach   bool
 	deadline time.Time
+	// rawCall is the claim's lazyraw handshake (a claim's call only),
+	// returned by Value for lazyraw.Key without making the context.
+	rawCall *lazyraw.Call
 
 	mu       sync.Mutex
 	real     context.Context    // the context.WithDeadline context, once made
@@ -116,10 +120,7 @@ func (c *callCtx) Err() error {
 	if real != nil {
 		return real.Err()
 	}
-	// time.Until reads only the monotonic clock when the deadline has a
-	// monotonic reading (every deadline storeCtx computes from a reading
-	// of the system clock); it is clock.Wall().Before(c.deadline).
-	if !released && (c.detach || c.parent.Err() == nil) && time.Until(c.deadline) > 0 {
+	if !released && (c.detach || c.parent.Err() == nil) && clock.Before(c.deadline) {
 		return nil
 	}
 	return c.made().Err()
@@ -129,7 +130,12 @@ func (c *callCtx) Err() error {
 // context, so that what the context package finds through Value (the
 // cause of context.Cause, the parent of a derived context) is that
 // context's.
-func (c *callCtx) Value(key any) any { return c.made().Value(key) }
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(lazyraw.Key); ok && c.rawCall != nil {
+		return c.rawCall
+	}
+	return c.made().Value(key)
+}
 
 // release ends the call: the context is cancelled (context.Canceled) unless
 // it ended before.

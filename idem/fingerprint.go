@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
 )
 
 // fingerprintDomain separates request fingerprints from every other hash.

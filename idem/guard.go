@@ -59,9 +59,10 @@ type Guard struct {
 	storeWarned atomic.Bool
 	// tracer records the spans (Config.TracerProvider).
 	tracer trace.Tracer
-	// lazy is the store when the Guard calls its ClaimLazy (lazyClaimer),
-	// else nil.
-	lazy LazyClaimer
+	// lazyRaw is set once the store showed that it takes a claim's raw
+	// body hash only when the claim writes (lazyraw): claims then leave it
+	// to the store.
+	lazyRaw atomic.Bool
 	// systemClock is set when the Guard's clock is the system clock, whose
 	// Now is the wall clock's reading (wallAt).
 	systemClock bool
@@ -74,8 +75,7 @@ func New(cfg Config) (*Guard, error) {
 		return nil, err
 	}
 	_, system := c.Test.Clock.(clock.System)
-	lazy := lazyClaimer(c.Store)
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), lazy: lazy, systemClock: system}, nil
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), systemClock: system}, nil
 }
 
 // wallAt returns the wall time at now, a reading of the Guard's clock just

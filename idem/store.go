@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 )
 
@@ -249,43 +248,4 @@ type Store interface {
 	// record returns found == false. The record returned is the caller's,
 	// as Claim's.
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
-}
-
-// LazyClaimer is an optional extension of Store for a store that decides a
-// claim before it writes anything (the in-memory store; a DynamoDB claim is
-// one conditional write that carries the whole record, so dynamostore has
-// none). ClaimLazy is Claim, with the claim's RawBodySHA256 taken from
-// raw instead of rec: the store calls raw.RawBodySHA256 at most once, and
-// only when it writes rec (Claimed or Reclaimed), so a replay or any other
-// Exists answer does not hash the request body for a record it never
-// writes. Decisions, stored records, round trips and errors are Claim's.
-//
-// The Guard calls ClaimLazy instead of Claim when its Config.Store is a
-// LazyClaimer whose LazyClaims returns that store itself. A wrapper that
-// embeds a LazyClaimer inherits its ClaimLazy and LazyClaims, which name
-// the embedded store, not the wrapper: the Guard then calls the wrapper's
-// Claim, so a wrapper that makes its own Claim is never bypassed.
-type LazyClaimer interface {
-	ClaimLazy(ctx context.Context, rec Record, raw RawBodySource, now time.Time) (ClaimResult, error)
-	// LazyClaims returns the store whose claims ClaimLazy makes (the
-	// receiver itself).
-	LazyClaims() Store
-}
-
-// lazyClaimer returns s as a LazyClaimer when the Guard may call its
-// ClaimLazy for its Claim (see LazyClaimer), else nil.
-func lazyClaimer(s Store) LazyClaimer {
-	lc, ok := s.(LazyClaimer)
-	if !ok || !reflect.TypeOf(s).Comparable() || lc.LazyClaims() != s {
-		return nil
-	}
-	return lc
-}
-
-// RawBodySource gives a claim's Record.RawBodySHA256 to a LazyClaimer.
-type RawBodySource interface {
-	// RawBodySHA256 returns the lowercase hex SHA-256 of the claim's raw
-	// request body ("" for none). The first call may hash the body. A
-	// store calls it before ClaimLazy returns, never after.
-	RawBodySHA256() string
 }

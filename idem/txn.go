@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/internal/lazyraw"
+	"github.com/idemkit/idemkit/idem/internal/scopeid"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"log/slog"
 	"math"
@@ -72,6 +74,9 @@ type txn struct {
 	rawSum   [32]byte
 	rawKnown bool
 	rawHex   string
+	// rawCall is the storage of the lazyraw handshake of the claim under
+	// way.
+	rawCall lazyraw.Call
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
@@ -264,7 +269,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
 	m := appendStamp(b[:0], canon.RecipeRequest, fp)
 	nd := len(m)
-	m = keyspace.AppendIDPrefixed(m, scopePrefix, scopeTenant, scopeOp, t.key)
+	m = scopeid.Append(m, scopePrefix, scopeTenant, scopeOp, t.key) // keyspace.IDPrefixed
 	ni := len(m)
 	s := string(appendOwnerToken(m))
 	t.digest, t.id, t.owner = s[:nd], s[nd:ni], s[ni:]
@@ -282,8 +287,8 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 // Record.RawBodySHA256: the body digest's own hash when that was taken of
 // the body's bytes as they are (a body that is not JSON, an empty one, a
 // JSON body already in canonical form), else hashed now, on first use. A
-// txn is the RawBodySource of its claims (LazyClaimer): a store that
-// decides a claim before it writes asks for it only when it writes.
+// txn is the lazyraw.Source of its claims: a store that decides a claim
+// before it writes asks for it only when it writes.
 func (t *txn) RawBodySHA256() string {
 	if t.rawHex == "" {
 		if !t.rawKnown {
@@ -321,7 +326,6 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	if t.owner == "" {
 		t.owner = newOwnerToken()
 	}
-	lazy := g.lazy
 	var budget time.Duration
 	waiting := false
 	for {
@@ -340,15 +344,18 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		// counted from it.
 		started := g.wallAt(now)
 		cctx := g.storeCtxAt(t.callSlot(), sctx, false, time.Time{}, started)
-		var res ClaimResult
-		var err error
-		if lazy != nil {
-			// The raw body's hash (kept for archive beside the digest, never
-			// compared) is taken only when the claim writes the record.
-			res, err = lazy.ClaimLazy(cctx, rec, t, now)
-		} else {
-			rec.RawBodySHA256 = t.RawBodySHA256() // for archive beside the digest, never compared
-			res, err = store.Claim(cctx, rec, now)
+		// The raw body's hash is kept for archive beside the digest, never
+		// compared. A store that showed it takes it only for a claim that
+		// writes (lazyraw) is left to ask for it; any other is given it.
+		lazy := g.lazyRaw.Load()
+		t.rawCall = lazyraw.Call{Lazy: lazy, Raw: t}
+		if !lazy {
+			rec.RawBodySHA256 = t.RawBodySHA256()
+		}
+		cctx.rawCall = &t.rawCall
+		res, err := store.Claim(cctx, rec, now)
+		if !lazy && t.rawCall.Store != nil && t.rawCall.Store == any(store) {
+			g.lazyRaw.Store(true) // the store itself, not a wrapper that may make its own Claim
 		}
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)

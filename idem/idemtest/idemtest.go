@@ -87,35 +87,8 @@ func Run(t *testing.T, h Harness) {
 	if c.keys == 0 {
 		c.keys = 100
 	}
-	s := &suite{cfg: c}
-	s.newStore = func(t *testing.T) idem.Store {
-		st := h.NewStore(t)
-		if _, ok := st.(idem.LazyClaimer); ok {
-			s.lazy.Store(true)
-		}
-		return st
-	}
-	s.run(t)
-	if s.lazy.Load() {
-		// The store is an idem.LazyClaimer: every case again, each Claim
-		// made through ClaimLazy (lazyStore), which must decide and store
-		// exactly as Claim, and ask for the raw body's hash only to write it.
-		t.Run("ClaimLazy", func(t *testing.T) {
-			lc := *c
-			lc.tx = nil // the harness's TxWrites read its own store type
-			lc.unavailable = nil
-			ls := &suite{cfg: &lc, newStore: func(t *testing.T) idem.Store {
-				st := h.NewStore(t)
-				return lazyStore{Store: st, lazy: st.(idem.LazyClaimer)}
-			}}
-			ls.run(t)
-			t.Run("AsksForTheRawBodyHashOnlyToWriteIt", ls.claimLazyAsks)
-		})
-	}
-}
-
-// run runs every case of the suite.
-func (s *suite) run(t *testing.T) {
+	newStore := h.NewStore
+	s := &suite{cfg: c, newStore: newStore}
 	t.Run("ClaimAbsent", s.claimAbsent)
 	t.Run("PendingLiveIsInFlight", s.pendingLive)
 	t.Run("DigestMismatch", s.mismatch)

@@ -21,8 +21,6 @@ import (
 type suite struct {
 	cfg      *config
 	newStore func(t *testing.T) idem.Store
-	// lazy is set once a store the suite made is an idem.LazyClaimer.
-	lazy atomic.Bool
 }
 
 const (

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/lazyraw"
 )
 
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
@@ -25,10 +26,7 @@ type Store struct {
 	calls map[string]int
 }
 
-var (
-	_ idem.Store       = (*Store)(nil)
-	_ idem.LazyClaimer = (*Store)(nil)
-)
+var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
@@ -154,29 +152,11 @@ func msec(t time.Time) time.Time {
 	return t.Truncate(time.Millisecond)
 }
 
-// Claim implements idem.Store.
+// Claim implements idem.Store. Called by a Guard, it takes the claim's
+// raw body hash only when it writes the record (idem/internal/lazyraw): it
+// is hashed outside the store's lock (a large body does not hold up other
+// calls), and the claim is then decided again under the lock.
 func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
-	return s.claim(ctx, rec, nil, now)
-}
-
-// ClaimLazy implements idem.LazyClaimer: Claim, with rec.RawBodySHA256
-// taken from raw, which is called only when the claim writes rec. It is
-// called outside the store's lock (hashing a large body does not hold up
-// other calls); the claim is then decided again under the lock. A
-// ClaimLazy counts as a "Claim" call (Calls).
-func (s *Store) ClaimLazy(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
-	if raw == nil {
-		return idem.ClaimResult{}, fmt.Errorf("%w: ClaimLazy without a raw body source", idem.ErrInvalidRecord)
-	}
-	return s.claim(ctx, rec, raw, now)
-}
-
-// LazyClaims implements idem.LazyClaimer: s.
-func (s *Store) LazyClaims() idem.Store { return s }
-
-// claim is Claim and ClaimLazy: with raw nil, rec.RawBodySHA256 is the
-// claim's; else raw gives it when the claim writes rec.
-func (s *Store) claim(ctx context.Context, rec idem.Record, raw idem.RawBodySource, now time.Time) (idem.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return idem.ClaimResult{}, err
 	}
@@ -184,15 +164,17 @@ func (s *Store) claim(ctx context.Context, rec idem.Record, raw idem.RawBodySour
 		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
 			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
 	}
+	c := lazyraw.From(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
-	if raw != nil {
-		if old, ok := s.live(rec.ID, now); !ok || old.Reclaimable(rec.Digest, now) {
+	if c != nil {
+		c.Store = s
+		if old, ok := s.live(rec.ID, now); c.Lazy && (!ok || old.Reclaimable(rec.Digest, now)) {
 			// The claim writes rec (unless another call changes the
 			// record meanwhile: the decision below is taken again).
 			s.mu.Unlock()
-			rec.RawBodySHA256 = raw.RawBodySHA256()
+			rec.RawBodySHA256 = c.Raw.RawBodySHA256()
 			s.mu.Lock()
 		}
 	}
