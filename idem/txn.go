@@ -326,6 +326,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	if t.owner == "" {
 		t.owner = newOwnerToken()
 	}
+	// The claims' lazyraw handshake, set once for all of them (a store may
+	// still read it after a claim returned).
+	t.rawCall.Lazy, t.rawCall.Raw = g.lazyRaw.Load(), t
 	var budget time.Duration
 	waiting := false
 	for {
@@ -347,14 +350,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		// The raw body's hash is kept for archive beside the digest, never
 		// compared. A store that showed it takes it only for a claim that
 		// writes (lazyraw) is left to ask for it; any other is given it.
-		lazy := g.lazyRaw.Load()
-		t.rawCall = lazyraw.Call{Lazy: lazy, Raw: t}
-		if !lazy {
+		if !t.rawCall.Lazy {
 			rec.RawBodySHA256 = t.RawBodySHA256()
 		}
 		cctx.rawCall = &t.rawCall
 		res, err := store.Claim(cctx, rec, now)
-		if !lazy && t.rawCall.Store != nil && t.rawCall.Store == any(store) {
+		if !t.rawCall.Lazy && t.rawCall.AnsweredBy(store) {
 			g.lazyRaw.Store(true) // the store itself, not a wrapper that may make its own Claim
 		}
 		cctx.release()

@@ -20,6 +20,9 @@ import (
 
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
+	// token answers the Guard's lazy raw-hash handshake as this store
+	// (idem/internal/lazyraw).
+	token lazyraw.Token
 	mu    sync.Mutex
 	recs  map[string]idem.Record
 	items map[string][]byte
@@ -30,7 +33,9 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string]idem.Record{}, items: map[string][]byte{}, calls: map[string]int{}}
+	s := &Store{recs: map[string]idem.Record{}, items: map[string][]byte{}, calls: map[string]int{}}
+	s.token.Store = s
+	return s
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -169,7 +174,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
 	if c != nil {
-		c.Store = s
+		c.Answer(&s.token)
 		if old, ok := s.live(rec.ID, now); c.Lazy && (!ok || old.Reclaimable(rec.Digest, now)) {
 			// The claim writes rec (unless another call changes the
 			// record meanwhile: the decision below is taken again).
