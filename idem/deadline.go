@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/idem/internal/lazyraw"
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
@@ -31,7 +32,13 @@ const minStoreCall = 100 * time.Millisecond
 // by then makes the call fail with context.DeadlineExceeded, which the
 // Guard answers 503 CodeStoreUnavailable with Retry-After.
 func (g *Guard) storeCtx(c *callCtx, ctx context.Context, detach bool, limit time.Time) *callCtx {
-	now := clock.Wall()
+	return g.storeCtxAt(c, ctx, detach, limit, clock.Wall())
+}
+
+// storeCtxAt is storeCtx with the wall time now read by the caller (the
+// same reading as the record's time when the Guard's clock is the
+// system clock: Guard.wallAt).
+func (g *Guard) storeCtxAt(c *callCtx, ctx context.Context, detach bool, limit, now time.Time) *callCtx {
 	dl := now.Add(g.cfg.StoreTimeout)
 	if d, ok := ctx.Deadline(); ok {
 		if d = d.Add(-g.cfg.WaitMargin); d.Before(dl) {
@@ -64,6 +71,9 @@ type callCtx struct {
 	parent   context.Context
 	detach   bool
 	deadline time.Time
+	// rawCall is the claim's lazyraw handshake (a claim's call only),
+	// returned by Value for lazyraw.Key without making the context.
+	rawCall *lazyraw.Call
 
 	mu       sync.Mutex
 	real     context.Context    // the context.WithDeadline context, once made
@@ -110,7 +120,7 @@ func (c *callCtx) Err() error {
 	if real != nil {
 		return real.Err()
 	}
-	if !released && (c.detach || c.parent.Err() == nil) && clock.Wall().Before(c.deadline) {
+	if !released && (c.detach || c.parent.Err() == nil) && clock.Before(c.deadline) {
 		return nil
 	}
 	return c.made().Err()
@@ -120,7 +130,12 @@ func (c *callCtx) Err() error {
 // context, so that what the context package finds through Value (the
 // cause of context.Cause, the parent of a derived context) is that
 // context's.
-func (c *callCtx) Value(key any) any { return c.made().Value(key) }
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(lazyraw.Key); ok && c.rawCall != nil {
+		return c.rawCall
+	}
+	return c.made().Value(key)
+}
 
 // release ends the call: the context is cancelled (context.Canceled) unless
 // it ended before.

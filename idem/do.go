@@ -63,8 +63,8 @@ type Request struct {
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
 	g.requireTenant("Do")
-	in := &request{} // one allocation: event, request, transaction
-	fromV2(in, req, &g.cfg.Tenant)
+	in := &request{} // one allocation: request and transaction
+	fromV2(in, &req, &g.cfg.Tenant)
 	var cookies []string
 	var text string // the handler's body, when text
 	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/idemkit/idemkit/idem/canon"
 )
 
 // fingerprintDomain separates request fingerprints from every other hash.
@@ -97,10 +95,11 @@ func sortPairs(p []pair) {
 	sort.SliceStable(p, func(i, j int) bool { return p[i].name < p[j].name })
 }
 
-// fingerprint computes the request fingerprint (canon.RecipeRequest) of in under
+// fingerprintSum computes the hash of the request fingerprint of in under
 // the operation id op, given its body digest and the headers its route
-// declares.
-func fingerprint(in *request, op string, bodyDigest []byte, headers []string) string {
+// declares; the fingerprint is that hash stamped with canon.RecipeRequest
+// (appendStamp).
+func fingerprintSum(in *request, op string, bodyDigest []byte, headers []string) [sha256.Size]byte {
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
 	m = appendStr(m, in.method)
@@ -137,7 +136,7 @@ func fingerprint(in *request, op string, bodyDigest []byte, headers []string) st
 		*bp = m[:0]
 		msgPool.Put(bp)
 	}
-	return stamp(canon.RecipeRequest, sum)
+	return sum
 }
 
 // The fingerprint message is built in a pooled buffer and hashed once: the

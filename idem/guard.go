@@ -59,6 +59,13 @@ type Guard struct {
 	storeWarned atomic.Bool
 	// tracer records the spans (Config.TracerProvider).
 	tracer trace.Tracer
+	// lazyRaw is set once the store showed that it takes a claim's raw
+	// body hash only when the claim writes (lazyraw): claims then leave it
+	// to the store.
+	lazyRaw atomic.Bool
+	// systemClock is set when the Guard's clock is the system clock, whose
+	// Now is the wall clock's reading (wallAt).
+	systemClock bool
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -67,7 +74,19 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider)}, nil
+	_, system := c.Test.Clock.(clock.System)
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), systemClock: system}, nil
+}
+
+// wallAt returns the wall time at now, a reading of the Guard's clock just
+// taken: now itself when that clock is the system clock (one reading
+// serves a record's times and a store call's deadline), else a reading of
+// the wall clock (a test's clock is not the wall's).
+func (g *Guard) wallAt(now time.Time) time.Time {
+	if g.systemClock {
+		return now
+	}
+	return clock.Wall()
 }
 
 // Config returns the effective configuration (defaults filled in).
@@ -92,13 +111,15 @@ type request struct {
 	// credential reads a credential value named in Policy.Scope.Credential
 	// ("" = absent); nil when the adapter has none.
 	credential func(name string) string
-	// v2, when set, is the HTTP API event this request was read from, and
-	// v2Tenant the Guard's tenant source: credentials and headers are then
-	// read from it directly (credentialValue, headerValues), which saves
-	// Do two closures per request.
-	v2       *events.APIGatewayV2HTTPRequest
-	v2Tenant *TenantSource
-	keyBuf   [1]string // backing array of keyValues for the usual single key header
+	// v2Tenant, when set, is the Guard's tenant source for an HTTP API
+	// request, and v2Headers and v2Auth that event's headers and
+	// authorizer: credentials and headers are then read from them
+	// directly (credentialValue, headerValues), which saves Do two
+	// closures per request and a copy of the event.
+	v2Tenant  *TenantSource
+	v2Headers map[string]string
+	v2Auth    *events.APIGatewayV2HTTPRequestContextAuthorizerDescription
+	keyBuf    [1]string // backing array of keyValues for the usual single key header
 	// handled and handledVals are the storage of the handler's response
 	// as converted by fromLambda, and of its first one-value headers.
 	handled     Response
@@ -107,7 +128,6 @@ type request struct {
 	// when that body is still the bytes of the record the store returned:
 	// the adapters' response body without a copy (txn.replay).
 	replayText string
-	v2Event    events.APIGatewayV2HTTPRequest
 	// txn is the storage of the request's transaction (serve).
 	txn txn
 	// object loads the route's object for ReplayObject (Request.Object);
@@ -118,8 +138,8 @@ type request struct {
 // credentialValue returns the credential value named name ("" = absent).
 func (in *request) credentialValue(name string) string {
 	switch {
-	case in.v2 != nil:
-		return in.v2Tenant.credentialV2(&in.v2.RequestContext, name)
+	case in.v2Tenant != nil:
+		return in.v2Tenant.credentialV2(in.v2Auth, name)
 	case in.credential != nil:
 		return in.credential(name)
 	}
@@ -127,14 +147,14 @@ func (in *request) credentialValue(name string) string {
 }
 
 // hasHeaders reports whether the request's headers can be read.
-func (in *request) hasHeaders() bool { return in.v2 != nil || in.parts.header != nil }
+func (in *request) hasHeaders() bool { return in.v2Tenant != nil || in.parts.header != nil }
 
 // headerValues returns the values of the request header name (nil when
 // the headers cannot be read).
 func (in *request) headerValues(name string) []string {
 	switch {
-	case in.v2 != nil:
-		return header.Values(in.v2.Headers, name)
+	case in.v2Tenant != nil:
+		return header.Values(in.v2Headers, name)
 	case in.parts.header != nil:
 		return in.parts.header(name)
 	}
@@ -169,13 +189,20 @@ func (g *Guard) errorResponse(e *apierr.Error, requestID string) *Response {
 }
 
 func newOwnerToken() string {
-	var b [16]byte
+	var out [ownerTokenLen]byte
+	return string(appendOwnerToken(out[:0]))
+}
+
+// ownerTokenLen is the length of an owner token: 16 random bytes in hex.
+const ownerTokenLen = 32
+
+// appendOwnerToken appends a new owner token to dst.
+func appendOwnerToken(dst []byte) []byte {
+	var b [ownerTokenLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("idem: no randomness: " + err.Error())
 	}
-	var out [32]byte
-	hex.Encode(out[:], b[:])
-	return string(out[:])
+	return hex.AppendEncode(dst, b[:])
 }
 
 // operation maps a routed operation to its canonical id.

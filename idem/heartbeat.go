@@ -21,9 +21,9 @@ type timerClock interface {
 
 // heartbeat renews the lease every Heartbeat (on the Guard's clock) while
 // the handler runs, and cancels the handler's context with ErrLeaseLost
-// when a renewal is fenced. It lives in the txn (one per request), as does
-// the handler's cancellable context (leaseCtx, made only when the handler
-// needs it): on a timerClock starting it allocates only one timer and its
+// when a renewal is fenced. It lives in the request's execution (one per
+// claimed request), as does the handler's cancellable context (leaseCtx,
+// made only when the handler needs it): on a timerClock starting it allocates only one timer and its
 // callback; on another clock, the clock's ticker and a goroutine.
 type heartbeat struct {
 	t     *txn
@@ -48,9 +48,10 @@ type heartbeat struct {
 // with ErrLeaseLost when the lease is lost, and when the heartbeat stops)
 // and the heartbeat to stop when the handler returns.
 func (t *txn) startHeartbeat(ctx *claimValues) (context.Context, *heartbeat) {
-	t.lease = leaseCtx{parent: ctx}
-	hctx := &t.lease
-	hb := &t.hb // allocated with the transaction
+	x := t.x
+	x.lease = leaseCtx{parent: ctx}
+	hctx := &x.lease
+	hb := &x.hb // allocated with the execution
 	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat}
 	if tc, ok := t.g.clock.(timerClock); ok {
 		hb.mu.Lock()
@@ -108,9 +109,9 @@ func nextTick(due, now time.Time, every time.Duration) (time.Time, time.Duration
 func (hb *heartbeat) renew() bool {
 	t := hb.t
 	now := t.g.clock.Now()
-	lease, _ := t.g.leaseFor(hb.ctx)                     // inside Lambda, capped by what is left of the invocation
-	rctx := t.g.storeCtx(nil, hb.ctx, true, time.Time{}) // off the request's goroutine: its own
-	started := clock.Wall()
+	lease, _ := t.g.leaseFor(hb.ctx) // inside Lambda, capped by what is left of the invocation
+	started := t.g.wallAt(now)
+	rctx := t.g.storeCtxAt(nil, hb.ctx, true, time.Time{}, started) // off the request's goroutine: its own
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 	rctx.release()
 	if err == nil {

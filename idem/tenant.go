@@ -136,10 +136,14 @@ func scalar(v any) string {
 
 // TenantV2 resolves the tenant of an HTTP API (payload 2.0) request.
 func (s TenantSource) TenantV2(rc *events.APIGatewayV2HTTPRequestContext) string {
+	return s.tenantV2(rc.Authorizer)
+}
+
+// tenantV2 is TenantV2 from the request context's authorizer a.
+func (s TenantSource) tenantV2(a *events.APIGatewayV2HTTPRequestContextAuthorizerDescription) string {
 	if s.Kind == tenantSingle {
 		return s.Name
 	}
-	a := rc.Authorizer
 	if a == nil {
 		return ""
 	}
@@ -206,9 +210,10 @@ func (g *Guard) requireTenant(adapter string) {
 
 // credentialV2 reads the credential value name (Policy.Scope.Credential)
 // from an HTTP API request: an authorizer context key under
-// tenantAuthorizerKey, a JWT claim under tenantJWTClaim, else "".
-func (s TenantSource) credentialV2(rc *events.APIGatewayV2HTTPRequestContext, name string) string {
-	return TenantSource{Kind: s.Kind, Name: name}.credential(func(t TenantSource) string { return t.TenantV2(rc) })
+// tenantAuthorizerKey, a JWT claim under tenantJWTClaim, else "": a is the
+// request context's authorizer.
+func (s TenantSource) credentialV2(a *events.APIGatewayV2HTTPRequestContextAuthorizerDescription, name string) string {
+	return TenantSource{Kind: s.Kind, Name: name}.credential(func(t TenantSource) string { return t.tenantV2(a) })
 }
 
 // credentialV1 is credentialV2 for a REST API request.

@@ -16,11 +16,12 @@ import (
 // the Guard's tenant source, and run nothing.
 
 // fromV2 reads an HTTP API (payload 2.0) request into in. The event is
-// copied into in, never rewritten; req.Operation and req.Params, when
-// set, replace the event's routeKey and path parameters.
-func fromV2(in *request, req Request, tenant *TenantSource) {
-	in.v2Event = req.Event
-	ev := &in.v2Event
+// read, never rewritten, and not copied: in keeps its strings, its header
+// map and its authorizer, which is all it reads later (credentialValue,
+// headerValues). req.Operation and req.Params, when set, replace the
+// event's routeKey and path parameters.
+func fromV2(in *request, req *Request, tenant *TenantSource) {
+	ev := &req.Event
 	routeKey := ev.RouteKey
 	if req.Operation != "" {
 		routeKey = req.Operation
@@ -28,7 +29,7 @@ func fromV2(in *request, req Request, tenant *TenantSource) {
 	in.method = ev.RequestContext.HTTP.Method
 	in.operation = routeKey
 	in.tenant = tenant.TenantV2(&ev.RequestContext)
-	in.v2, in.v2Tenant = ev, tenant
+	in.v2Tenant, in.v2Headers, in.v2Auth = tenant, ev.Headers, ev.RequestContext.Authorizer
 	in.contentType, in.accept, in.keyValues = v2Headers(ev.Headers, in.keyBuf[:0])
 	in.requestID = ev.RequestContext.RequestID
 	in.object = req.Object

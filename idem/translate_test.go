@@ -102,7 +102,7 @@ func TestFromV2(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var in request
 			before := c.req.Event.RouteKey
-			fromV2(&in, c.req, &tenant)
+			fromV2(&in, &c.req, &tenant)
 			if got := view(&in); !reflect.DeepEqual(got, c.want) {
 				t.Errorf("got  %+v\nwant %+v", got, c.want)
 			}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/internal/lazyraw"
+	"github.com/idemkit/idemkit/idem/internal/scopeid"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"log/slog"
 	"math"
@@ -54,36 +56,51 @@ type txn struct {
 	// (claim or heartbeat renewal): the limit of the writes after the claim
 	// (Guard.storeCtx).
 	leaseEnd time.Time
-	// cached is the storage of the response handed to Store.Complete
-	// (execute): the handler's, less what is not stored (cacheableInto).
-	cached Response
-	// cs is the storage of the claim state the handler's context
-	// carries (execute).
-	cs claimState
-	// values and lease are the storage of the handler's context: the
-	// claim's values, and the lease's cancellation while a heartbeat runs
-	// (execute).
-	values claimValues
-	lease  leaseCtx
-	// hb is the storage of the lease heartbeat (execute, outside a Lambda
-	// invocation that ends before the lease).
-	hb heartbeat
-	// calls are the storage of the contexts of the request's first store
-	// calls made on its goroutine (claim, completion), taken in turn by
-	// callSlot; later ones are allocated.
-	calls  [2]callCtx
+	// x is the storage of what executing the handler takes (execute),
+	// allocated once the request has its claim: a replay, a mismatch or
+	// an in-flight answer does not carry it.
+	x *execution
+	// calls are the storage of the context of the request's first store
+	// call made on its goroutine (the claim), taken by callSlot; later ones
+	// are allocated, but for the completion's (execution.call).
+	calls  [1]callCtx
 	ncalls int
 	// unrecorded is set when the handler's outcome (without transactional
 	// writes) could not be written because the store was unavailable: the
 	// answer is a 503, the outcome stands unrecorded.
 	unrecorded bool
-	// rawSum is the SHA-256 of the request body once rawKnown
-	// (rawBodySHA256).
+	// rawSum is the SHA-256 of the request body once rawKnown, and rawHex
+	// its hex once made (RawBodySHA256).
 	rawSum   [32]byte
 	rawKnown bool
+	rawHex   string
+	// rawCall is the storage of the lazyraw handshake of the claim under
+	// way.
+	rawCall lazyraw.Call
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
+}
+
+// execution is the storage of a claimed request's execution (execute):
+// one allocation for the handler's context, its claim state, the lease
+// heartbeat, the completion's store call and the response it stores.
+type execution struct {
+	// cached is the storage of the response handed to Store.Complete:
+	// the handler's, less what is not stored (cacheableInto).
+	cached Response
+	// cs is the storage of the claim state the handler's context
+	// carries.
+	cs claimState
+	// values and lease are the storage of the handler's context: the
+	// claim's values, and the lease's cancellation while a heartbeat runs.
+	values claimValues
+	lease  leaseCtx
+	// hb is the storage of the lease heartbeat (outside a Lambda
+	// invocation that ends before the lease).
+	hb heartbeat
+	// call is the storage of the context of the completion's store call.
+	call callCtx
 }
 
 // attrs are a log line's attributes: every line of a keyed request carries
@@ -235,7 +252,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	} else {
 		bodyDigest = t.appendDigestBytes(bodyDigest)
 	}
-	t.digest = fingerprint(in, t.op, bodyDigest, route.Headers)
+	fp := fingerprintSum(in, t.op, bodyDigest, route.Headers)
 	if e := t.readMode(); e != nil {
 		return t.fail(e)
 	}
@@ -243,7 +260,15 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
 	}
-	t.id = keyspace.IDPrefixed(scopePrefix, scopeTenant, scopeOp, t.key)
+	// The fingerprint (fingerprint), the record ID and the claim's owner
+	// token are cut from one string: one allocation for the three.
+	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
+	m := appendStamp(b[:0], canon.RecipeRequest, fp)
+	nd := len(m)
+	m = scopeid.Append(m, scopePrefix, scopeTenant, scopeOp, t.key) // keyspace.IDPrefixed
+	ni := len(m)
+	s := string(appendOwnerToken(m))
+	t.digest, t.id, t.owner = s[:nd], s[nd:ni], s[ni:]
 	return t.claim(ctx, run)
 }
 
@@ -254,15 +279,20 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 	return appendStamp(dst, canon.RecipeBytes, t.rawSum)
 }
 
-// rawBodySHA256 returns the hex SHA-256 of the request body for
+// RawBodySHA256 returns the hex SHA-256 of the request body for
 // Record.RawBodySHA256: the body digest's own hash when that was taken of
 // the body's bytes as they are (a body that is not JSON, an empty one, a
-// JSON body already in canonical form), else hashed now.
-func (t *txn) rawBodySHA256() string {
-	if !t.rawKnown {
-		t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
+// JSON body already in canonical form), else hashed now, on first use. A
+// txn is the lazyraw.Source of its claims: a store that decides a claim
+// before it writes asks for it only when it writes.
+func (t *txn) RawBodySHA256() string {
+	if t.rawHex == "" {
+		if !t.rawKnown {
+			t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
+		}
+		t.rawHex = rawBodySHA256(&t.rawSum)
 	}
-	return rawBodySHA256(&t.rawSum)
+	return t.rawHex
 }
 
 // bodyTenantDiffers reports whether the JSON body names, in
@@ -307,8 +337,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
-	t.owner = newOwnerToken()
-	raw := t.rawBodySHA256()
+	if t.owner == "" {
+		t.owner = newOwnerToken()
+	}
+	// The claims' lazyraw handshake, set once for all of them (a store may
+	// still read it after a claim returned).
+	t.rawCall.Lazy, t.rawCall.Raw = g.lazyRaw.Load(), t
 	var budget time.Duration
 	waiting := false
 	for {
@@ -321,13 +355,23 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			LeaseExpires: now.Add(lease),
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
-			// Kept for archive beside the digest, never compared.
-			RawBodySHA256: raw,
 		}
 		sctx, span := t.span(ctx, spanClaim)
-		cctx := g.storeCtx(t.callSlot(), sctx, false, time.Time{})
-		started := clock.Wall()
+		// started is when the claim was sent (wall time): the lease is
+		// counted from it.
+		started := g.wallAt(now)
+		cctx := g.storeCtxAt(t.callSlot(), sctx, false, time.Time{}, started)
+		// The raw body's hash is kept for archive beside the digest, never
+		// compared. A store that showed it takes it only for a claim that
+		// writes (lazyraw) is left to ask for it; any other is given it.
+		if !t.rawCall.Lazy {
+			rec.RawBodySHA256 = t.RawBodySHA256()
+		}
+		cctx.rawCall = &t.rawCall
 		res, err := store.Claim(cctx, rec, now)
+		if !t.rawCall.Lazy && t.rawCall.AnsweredBy(store) {
+			g.lazyRaw.Store(true) // the store itself, not a wrapper that may make its own Claim
+		}
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {
@@ -504,7 +548,8 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 		now := t.g.clock.Now()
-		gctx := t.g.storeCtx(t.callSlot(), ctx, false, clock.Wall().Add(*budget)) // the poll ends with the wait
+		wall := t.g.wallAt(now)
+		gctx := t.g.storeCtxAt(t.callSlot(), ctx, false, wall.Add(*budget), wall) // the poll ends with the wait
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		gctx.release()
 		if err != nil {
@@ -554,13 +599,15 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		t.claimOutcome(OutcomeClaimed)
 		t.logf(ctx, slog.LevelDebug, "idempotency: claimed", slog.String("outcome", OutcomeClaimed))
 	}
-	cs := &t.cs // allocated with the transaction
+	x := new(execution)
+	t.x = x
+	cs := &x.cs
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
-	t.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
-	hctx := context.Context(&t.values)
+	x.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
+	hctx := context.Context(&x.values)
 	var hb *heartbeat
 	if renew {
-		hctx, hb = t.startHeartbeat(&t.values)
+		hctx, hb = t.startHeartbeat(&x.values)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {
@@ -569,9 +616,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	// The writes after the claim run without the request's cancellation,
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
-	wctx := g.storeCtx(t.callSlot(), ctx, true, t.leaseEnd)
-	defer wctx.release()
 	now := g.clock.Now()
+	wctx := g.storeCtxAt(&x.call, ctx, true, t.leaseEnd, g.wallAt(now))
+	defer wctx.release()
 	if err != nil && clientGone(ctx, err) {
 		t.release(wctx, now)
 		return t.clientClosed(ctx, "handler")
@@ -595,7 +642,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	}
 	writes := cs.takeWrites()
 	sctx, span := t.span(wctx, spanComplete)
-	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheableInto(&t.cached, resp), Expires: g.expires(now), Writes: writes}, now)
+	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheableInto(&x.cached, resp), Expires: g.expires(now), Writes: writes}, now)
 	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:

@@ -13,20 +13,19 @@
 package keyspace
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
 	"strings"
+
+	"github.com/idemkit/idemkit/idem/internal/scopeid"
 )
 
 // CallerPrefix starts every Layer-1 record ID.
-const CallerPrefix = "caller:v1:"
+const CallerPrefix = scopeid.CallerPrefix
 
 // scopeDomain separates Layer-1 scope hashes from every other hash idemkit
 // computes.
-const scopeDomain = "idemkit/idem/caller-scope/v1"
+const scopeDomain = scopeid.Domain
 
-const scopeHashLen = 43 // base64url(sha256) without padding
+const scopeHashLen = scopeid.HashLen // base64url(sha256) without padding
 
 // ID returns the record ID for (tenant, operation, key). It is
 // injective over its inputs (each part is length-prefixed) and never
@@ -38,17 +37,8 @@ func ID(tenant, operation, key string) string {
 // IDPrefixed is ID(tenantPrefix+tenant, operation, key), computed without
 // building the concatenation.
 func IDPrefixed(tenantPrefix, tenant, operation, key string) string {
-	var buf [256]byte // a message that does not fit moves to the heap
-	m := append(buf[:0], scopeDomain...)
-	m = binary.BigEndian.AppendUint64(m, uint64(len(tenantPrefix)+len(tenant)))
-	m = append(append(m, tenantPrefix...), tenant...)
-	for _, p := range [...]string{operation, key} {
-		m = binary.BigEndian.AppendUint64(m, uint64(len(p)))
-		m = append(m, p...)
-	}
-	sum := sha256.Sum256(m)
 	var out [len(CallerPrefix) + scopeHashLen]byte
-	return string(base64.RawURLEncoding.AppendEncode(append(out[:0], CallerPrefix...), sum[:]))
+	return string(scopeid.Append(out[:0], tenantPrefix, tenant, operation, key))
 }
 
 // IsCaller reports whether id has the shape of an ID result: the

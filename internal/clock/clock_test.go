@@ -125,3 +125,24 @@ func TestManualMovesOnlyWhenTold(t *testing.T) {
 		t.Fatalf("a cancelled Sleep moved the clock to %v", m.Now())
 	}
 }
+
+// TestBefore: Before is Wall().Before(deadline), for a deadline with a
+// monotonic reading and for one without (Round(0) strips it, as a deadline
+// read from a wall-clock epoch has none).
+func TestBefore(t *testing.T) {
+	now := Wall()
+	for _, c := range []struct {
+		deadline time.Time
+		want     bool
+	}{
+		{now.Add(time.Hour), true},
+		{now.Add(time.Hour).Round(0), true},
+		{now.Add(-time.Hour), false},
+		{now.Add(-time.Hour).Round(0), false},
+		{now, false},
+	} {
+		if got := Before(c.deadline); got != c.want {
+			t.Errorf("Before(%v) = %v, want %v", c.deadline, got, c.want)
+		}
+	}
+}
