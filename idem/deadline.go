@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/idemkit/idemkit/idem/internal/lazyraw"
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
@@ -71,9 +70,6 @@ type callCtx struct {
 	parent   context.Context
 	detach   bool
 	deadline time.Time
-	// rawCall is the claim's lazyraw handshake (a claim's call only),
-	// returned by Value for lazyraw.Key without making the context.
-	rawCall *lazyraw.Call
 
 	mu       sync.Mutex
 	real     context.Context    // the context.WithDeadline context, once made
@@ -131,9 +127,6 @@ func (c *callCtx) Err() error {
 // cause of context.Cause, the parent of a derived context) is that
 // context's.
 func (c *callCtx) Value(key any) any {
-	if _, ok := key.(lazyraw.Key); ok && c.rawCall != nil {
-		return c.rawCall
-	}
 	return c.made().Value(key)
 }
 

@@ -59,10 +59,6 @@ type Guard struct {
 	storeWarned atomic.Bool
 	// tracer records the spans (Config.TracerProvider).
 	tracer trace.Tracer
-	// lazyRaw is set once the store showed that it takes a claim's raw
-	// body hash only when the claim writes (lazyraw): claims then leave it
-	// to the store.
-	lazyRaw atomic.Bool
 	// systemClock is set when the Guard's clock is the system clock, whose
 	// Now is the wall clock's reading (wallAt).
 	systemClock bool

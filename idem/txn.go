@@ -5,16 +5,16 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
-	"github.com/idemkit/idemkit/idem/canon"
-	"github.com/idemkit/idemkit/idem/internal/lazyraw"
-	"github.com/idemkit/idemkit/idem/internal/scopeid"
-	"github.com/idemkit/idemkit/idem/keyspace"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/internal/scopeid"
+	"github.com/idemkit/idemkit/idem/keyspace"
 
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
@@ -74,9 +74,6 @@ type txn struct {
 	rawSum   [32]byte
 	rawKnown bool
 	rawHex   string
-	// rawCall is the storage of the lazyraw handshake of the claim under
-	// way.
-	rawCall lazyraw.Call
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
@@ -282,10 +279,8 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 // RawBodySHA256 returns the hex SHA-256 of the request body for
 // Record.RawBodySHA256: the body digest's own hash when that was taken of
 // the body's bytes as they are (a body that is not JSON, an empty one, a
-// JSON body already in canonical form), else hashed now, on first use. A
-// txn is the lazyraw.Source of its claims: a store that decides a claim
-// before it writes asks for it only when it writes.
-func (t *txn) RawBodySHA256() string {
+// JSON body already in canonical form), else hashed now, on first use.
+func (t *txn) rawBodySHA256() string {
 	if t.rawHex == "" {
 		if !t.rawKnown {
 			t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
@@ -340,9 +335,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	if t.owner == "" {
 		t.owner = newOwnerToken()
 	}
-	// The claims' lazyraw handshake, set once for all of them (a store may
-	// still read it after a claim returned).
-	t.rawCall.Lazy, t.rawCall.Raw = g.lazyRaw.Load(), t
+	// The raw body's hash is kept for archive beside the digest, never
+	// compared; every claim carries it (a claim that finds the record
+	// writes nothing, but the store decides that, not the Guard).
+	raw := t.rawBodySHA256()
 	var budget time.Duration
 	waiting := false
 	for {
@@ -355,23 +351,15 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			LeaseExpires: now.Add(lease),
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
+			// Kept for archive beside the digest, never compared.
+			RawBodySHA256: raw,
 		}
 		sctx, span := t.span(ctx, spanClaim)
 		// started is when the claim was sent (wall time): the lease is
 		// counted from it.
 		started := g.wallAt(now)
 		cctx := g.storeCtxAt(t.callSlot(), sctx, false, time.Time{}, started)
-		// The raw body's hash is kept for archive beside the digest, never
-		// compared. A store that showed it takes it only for a claim that
-		// writes (lazyraw) is left to ask for it; any other is given it.
-		if !t.rawCall.Lazy {
-			rec.RawBodySHA256 = t.RawBodySHA256()
-		}
-		cctx.rawCall = &t.rawCall
 		res, err := store.Claim(cctx, rec, now)
-		if !t.rawCall.Lazy && t.rawCall.AnsweredBy(store) {
-			g.lazyRaw.Store(true) // the store itself, not a wrapper that may make its own Claim
-		}
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {

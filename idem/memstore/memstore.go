@@ -15,14 +15,10 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
-	"github.com/idemkit/idemkit/idem/internal/lazyraw"
 )
 
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
-	// token answers the Guard's lazy raw-hash handshake as this store
-	// (idem/internal/lazyraw).
-	token lazyraw.Token
 	mu    sync.Mutex
 	recs  map[string]idem.Record
 	items map[string][]byte
@@ -33,9 +29,7 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	s := &Store{recs: map[string]idem.Record{}, items: map[string][]byte{}, calls: map[string]int{}}
-	s.token.Store = s
-	return s
+	return &Store{recs: map[string]idem.Record{}, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -157,10 +151,7 @@ func msec(t time.Time) time.Time {
 	return t.Truncate(time.Millisecond)
 }
 
-// Claim implements idem.Store. Called by a Guard, it takes the claim's
-// raw body hash only when it writes the record (idem/internal/lazyraw): it
-// is hashed outside the store's lock (a large body does not hold up other
-// calls), and the claim is then decided again under the lock.
+// Claim implements idem.Store.
 func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
 	if err := ctx.Err(); err != nil {
 		return idem.ClaimResult{}, err
@@ -169,20 +160,9 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
 			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
 	}
-	c := lazyraw.From(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
-	if c != nil {
-		c.Answer(&s.token)
-		if old, ok := s.live(rec.ID, now); c.Lazy && (!ok || old.Reclaimable(rec.Digest, now)) {
-			// The claim writes rec (unless another call changes the
-			// record meanwhile: the decision below is taken again).
-			s.mu.Unlock()
-			rec.RawBodySHA256 = c.Raw.RawBodySHA256()
-			s.mu.Lock()
-		}
-	}
 	rec.Response = nil
 	rec.LeaseExpires = msec(rec.LeaseExpires)
 	rec.Renewed = msec(now)
