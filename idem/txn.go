@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -257,15 +258,21 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
 	}
-	// The fingerprint (fingerprint), the record ID and the claim's owner
-	// token are cut from one string: one allocation for the three.
-	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
+	// The fingerprint (fingerprint), the record ID, the claim's owner
+	// token and the raw body's hex hash (rawBodySHA256) are cut from one
+	// string: one allocation for the four.
+	if !t.rawKnown {
+		t.rawSum, t.rawKnown = sha256.Sum256(in.body), true
+	}
+	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen + 2*sha256.Size]byte
 	m := appendStamp(b[:0], canon.RecipeRequest, fp)
 	nd := len(m)
 	m = scopeid.Append(m, scopePrefix, scopeTenant, scopeOp, t.key) // keyspace.IDPrefixed
 	ni := len(m)
-	s := string(appendOwnerToken(m))
-	t.digest, t.id, t.owner = s[:nd], s[nd:ni], s[ni:]
+	m = appendOwnerToken(m)
+	no := len(m)
+	s := string(hex.AppendEncode(m, t.rawSum[:]))
+	t.digest, t.id, t.owner, t.rawHex = s[:nd], s[nd:ni], s[ni:no], s[no:]
 	return t.claim(ctx, run)
 }
 
@@ -276,7 +283,7 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 	return appendStamp(dst, canon.RecipeBytes, t.rawSum)
 }
 
-// RawBodySHA256 returns the hex SHA-256 of the request body for
+// rawBodySHA256 returns the hex SHA-256 of the request body for
 // Record.RawBodySHA256: the body digest's own hash when that was taken of
 // the body's bytes as they are (a body that is not JSON, an empty one, a
 // JSON body already in canonical form), else hashed now, on first use.
