@@ -126,9 +126,7 @@ func (c *callCtx) Err() error {
 // context, so that what the context package finds through Value (the
 // cause of context.Cause, the parent of a derived context) is that
 // context's.
-func (c *callCtx) Value(key any) any {
-	return c.made().Value(key)
-}
+func (c *callCtx) Value(key any) any { return c.made().Value(key) }
 
 // release ends the call: the context is cancelled (context.Canceled) unless
 // it ended before.

@@ -3,7 +3,6 @@ package webhook
 import (
 	"encoding/json"
 	"fmt"
-	"iter"
 	"maps"
 	"math/big"
 	"net/http"
@@ -128,10 +127,10 @@ func (r rule) check(path string, v json.RawMessage) *apierr.Error {
 		if jsonType(v) != "object" || json.Unmarshal(v, &obj) != nil {
 			return bad("an object")
 		}
-		keys := slices.Sorted(mapKeys(obj))
+		keys := slices.Sorted(maps.Keys(obj))
 		for _, k := range keys {
 			if _, ok := r.props[k]; !ok {
-				return validation(path+"."+k, fmt.Sprintf("unknown key %q in %s: it is closed (%s)", k, path, strings.Join(slices.Sorted(mapKeys(r.props)), ", ")))
+				return validation(path+"."+k, fmt.Sprintf("unknown key %q in %s: it is closed (%s)", k, path, strings.Join(slices.Sorted(maps.Keys(r.props)), ", ")))
 			}
 		}
 		if _, ok := r.props["version"]; ok {
@@ -192,7 +191,7 @@ func (r rule) check(path string, v json.RawMessage) *apierr.Error {
 		if jsonType(v) != "object" || json.Unmarshal(v, &m) != nil {
 			return bad("an object of <org>: {…}")
 		}
-		for _, org := range slices.Sorted(mapKeys(m)) {
+		for _, org := range slices.Sorted(maps.Keys(m)) {
 			if !orgKey.MatchString(org) {
 				return validation(path+"."+org, fmt.Sprintf("%s.%s: an extensions key is a registered org (lower-case words joined by -)", path, org))
 			}
@@ -211,9 +210,6 @@ func numberOf(v json.RawMessage) (*big.Rat, bool) {
 	}
 	return new(big.Rat).SetString(string(v))
 }
-
-// mapKeys are m's keys.
-func mapKeys[V any](m map[string]V) iter.Seq[string] { return maps.Keys(m) }
 
 // checkConfigurable validates RunOptions.configurable: first its shape
 // (configurableRule: 400 validation_error, details.field the dotted path

@@ -50,13 +50,12 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 	}
 	if t, ok := raw["tags"]; ok {
 		var tags []string
-		if json.Unmarshal(t, &tags) != nil || tags == nil || len(tags) > maxTags {
-			return opts, validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
+		ok := json.Unmarshal(t, &tags) == nil && tags != nil && len(tags) <= maxTags
+		for i := 0; ok && i < len(tags); i++ {
+			ok = utf8.RuneCountInString(tags[i]) <= maxTagChars
 		}
-		for _, tag := range tags {
-			if utf8.RuneCountInString(tag) > maxTagChars {
-				return opts, validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
-			}
+		if !ok {
+			return opts, validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))
 		}
 	}
 	if m, ok := raw["metadata"]; ok {
