@@ -245,7 +245,7 @@ func (p *poller) run(ctx context.Context) {
 // all the time, and without the pause each poll returned about one record
 // (0.9 GetRecords and 0.3 checkpoint writes per run at 32 clients on
 // DynamoDB Local); with it the records written meanwhile come in one
-// GetRecords and one batch (0.35-0.45 and 0.13; docs/PERFORMANCE.md). It
+// GetRecords and one batch (0.35-0.45 and 0.13; docs/performance-history.md). It
 // delays a run's start by at most this much.
 //
 // devAuditGather is the pause of the pollers that feed only the auditor

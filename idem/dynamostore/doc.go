@@ -74,8 +74,9 @@
 // idem.Store.Complete receives) with the outcome's state, retention and
 // response: on the emulators a conditional PutItem of the item costs less
 // than an UpdateItem of a few of its attributes. Nothing is written that no
-// decision reads (the lease and the owner's liveness are dropped). See docs/PERFORMANCE.md for what each call
-// costs on the emulators and in capacity units.
+// decision reads (the lease and the owner's liveness are dropped). See
+// docs/PERFORMANCE.md for what each call costs in capacity units, and
+// docs/performance-history.md for what each write shape costs the emulators.
 //
 // # SDK retries
 //

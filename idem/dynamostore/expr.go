@@ -15,7 +15,7 @@ import (
 // and the builder's output (every operand parenthesised, attribute_not_exists
 // inside an OR) is what the emulators spend most of a write on parsing — on
 // dynalite a completion with the builder's condition took three times a
-// plain PutItem, with this one about 1.2 times (docs/PERFORMANCE.md). The
+// plain PutItem, with this one about 1.2 times (docs/performance-history.md). The
 // rarer writes (reclaim, release, renew, delete) still use the builder.
 //
 // The name maps are shared and never modified (the SDK only reads them).
@@ -35,7 +35,7 @@ var (
 	// namesOwned names the attributes condOwned reads. A completion is a
 	// whole-item PutItem under condOwned (completedItem): on the emulators
 	// a conditional PutItem of the completed record costs less than an
-	// UpdateItem setting its few attributes (docs/PERFORMANCE.md).
+	// UpdateItem setting its few attributes (docs/performance-history.md).
 	namesOwned = map[string]string{"#o": attrOwner, "#s": attrState, "#e": attrExpMs}
 
 	avPending = avS(string(idem.StatePending))

@@ -26,7 +26,7 @@ import (
 // what it costs the engine to parse, store and compare grows with the
 // attribute count: the previous layout, with every attempt a map of up to
 // ten attributes, sent 19-20 top-level attributes and a nested list
-// (docs/PERFORMANCE.md).
+// (docs/performance-history.md).
 //
 // The condition attributes keep the names of the previous layout, so a
 // record written in it is read (decodeLegacy) and fenced by the same

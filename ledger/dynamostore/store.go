@@ -169,7 +169,7 @@ func (s *Store) put(ctx context.Context, r *ledger.Record, cond *string, names m
 
 // Conditions, written once and flat: the expression builder's output
 // (every operand parenthesised, nested ANDs) is what the emulators spent
-// most of a ledger write parsing (docs/PERFORMANCE.md). The name maps are
+// most of a ledger write parsing (docs/performance-history.md). The name maps are
 // shared and only read.
 var (
 	condCreate  = aws.String("attribute_not_exists(#k) OR #e <= :n")
