@@ -17,6 +17,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/internal/wireschema"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
@@ -75,13 +76,21 @@ func (s *capStack) get(t *testing.T, id string) runs.Run {
 	return r
 }
 
-// capEvents returns the payloads of a run's cap.breached events.
+// capEvents returns the payloads of a run's cap.breached events, each
+// checked against the closed capBreached payload schema.
 func capEvents(t *testing.T, r runs.Run) []map[string]any {
 	t.Helper()
+	sch, err := wireschema.Load(t).Schema("run-event-payloads.schema.json#/$defs/capBreached")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []map[string]any
 	for _, ev := range r.Log {
 		if ev.Type != runs.EventCapBreached {
 			continue
+		}
+		if err := wireschema.Validate(sch, ev.Payload); err != nil {
+			t.Fatalf("cap.breached payload %s against capBreached: %v", ev.Payload, err)
 		}
 		var p map[string]any
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {
