@@ -15,9 +15,9 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
-	"github.com/idemkit/idemkit/internal/wireschema"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
