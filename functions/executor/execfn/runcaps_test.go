@@ -390,3 +390,29 @@ func TestRetriedNodeSeesTheSameConfigurable(t *testing.T) {
 		}
 	})
 }
+
+// TestLostDeliveryPastItsDeadlineIsTimedOut: runs whose stream delivery
+// was lost (one pending, one left running by a crashed executor) and
+// whose runTimeoutMs has passed are ended by the stale-run pass that
+// finds them: failed run_timeout, one cap.breached each, no node run.
+func TestLostDeliveryPastItsDeadlineIsTimedOut(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		s := newCapStack(t, store)
+		s.x.StaleAfter = time.Minute
+		pending := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+		crashed := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+		if _, err := store.Transition(context.Background(), crashed.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", s.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		s.clk.Set(pending.CreatedAt.Add(2 * time.Minute))
+		if n, err := s.x.ResumeStale(context.Background()); err != nil || n != 2 {
+			t.Fatalf("stale pass: %d (%v), want 2", n, err)
+		}
+		for _, id := range []string{pending.ID, crashed.ID} {
+			got := s.get(t, id)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || len(nodeEvents(got)) != 0 {
+				t.Fatalf("run %s (%s), %d cap.breached, node events %v; want failed run_timeout, none run", got.Status, got.ErrorCode, len(capEvents(t, got)), nodeEvents(got))
+			}
+		}
+	})
+}

@@ -69,8 +69,8 @@
 //     a lost answer's retry is ErrStatusConflict with the run failed
 //     under the code, the event there once.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
-//     (Transition, Claim, Adopt, Renew, AppendLog) and a Get cost one round
-//     trip each.
+//     (Transition, Claim, Adopt, Renew, AppendLog, Breach) and a Get cost
+//     one round trip each.
 package runstest
 
 import (
