@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -40,4 +41,18 @@ func TestDeadlineIsCreatedAtPlusTheTimeout(t *testing.T) {
 	if want := time.Date(2026, 9, 18, 12, 0, 1, 1_000_000, time.UTC); !r.Deadline().Equal(want) {
 		t.Fatalf("deadline %v, want %v", r.Deadline(), want)
 	}
+}
+
+// A run's caps come from its configurable's run section; its deadline is
+// its creation time plus runTimeoutMs.
+func ExampleOptions_Caps() {
+	created := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	r := NewRun("acme", "conformance-cancellable", nil, created)
+	r.Options.Configurable = json.RawMessage(`{"version":1,"run":{"runTimeoutMs":1500,"maxLoopIterations":3}}`)
+	c := r.Options.Caps()
+	fmt.Println(c.RunTimeout, c.MaxLoopIterations, c.RecursionLimit)
+	fmt.Println(r.Deadline().Format(time.RFC3339Nano))
+	// Output:
+	// 1.5s 3 0
+	// 2026-09-18T12:00:01.5Z
 }
