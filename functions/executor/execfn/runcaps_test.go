@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -412,6 +413,63 @@ func TestLostDeliveryPastItsDeadlineIsTimedOut(t *testing.T) {
 			got := s.get(t, id)
 			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || len(nodeEvents(got)) != 0 {
 				t.Fatalf("run %s (%s), %d cap.breached, node events %v; want failed run_timeout, none run", got.Status, got.ErrorCode, len(capEvents(t, got)), nodeEvents(got))
+			}
+		}
+	})
+}
+
+// TestRunTimeoutUnderInjectedFaults: the end on a timeout survives the
+// runs table's faults, on every emulator. Its write applied and its answer
+// lost (the SDK's retry then fails its condition): the executor takes the
+// conflict for the end it wrote, the run is failed run_timeout with one
+// cap.breached and one terminal version. Its write throttled past the
+// SDK's retries: the execution fails, nothing is written, and the next
+// delivery ends the run, once.
+func TestRunTimeoutUnderInjectedFaults(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		faults := dynamotest.NewFaults()
+		store := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		ctx := context.Background()
+		for _, c := range []struct {
+			name   string
+			arm    func()
+			failed bool // the first execution reports an error
+		}{
+			{"answer lost", func() { faults.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost()) }, false},
+			{"throttled", func() { faults.FailNext("UpdateItem", 20, dynamotest.Throttle()) }, true},
+		} {
+			s := newCapStack(t, store)
+			run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+			if _, err := store.Transition(ctx, run.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", s.clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			s.clk.Set(run.CreatedAt.Add(2 * time.Second))
+			faults.PassNext("UpdateItem", 1) // the execution's Adopt
+			c.arm()
+			before := faults.Fired()
+			err := s.x.Execute(ctx, run.ID)
+			fired := faults.Fired() - before
+			faults.Clear()
+			if fired == 0 {
+				t.Fatalf("%s: no fault reached the end's write", c.name)
+			}
+			if (err != nil) != c.failed {
+				t.Fatalf("%s: the first execution returned %v", c.name, err)
+			}
+			if c.failed {
+				if mid := s.get(t, run.ID); mid.Status != runs.StatusRunning || len(capEvents(t, mid)) != 0 {
+					t.Fatalf("%s: after the refused write the run is %s with %d cap.breached", c.name, mid.Status, len(capEvents(t, mid)))
+				}
+				if err := s.x.Execute(ctx, run.ID); err != nil {
+					t.Fatalf("%s: the next delivery: %v", c.name, err)
+				}
+			}
+			if err := s.x.Execute(ctx, run.ID); err != nil { // one more duplicate
+				t.Fatal(err)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || terminalVersions(got) != 1 {
+				t.Fatalf("%s: run %s (%s), %d cap.breached, %d terminal versions; want failed run_timeout once", c.name, got.Status, got.ErrorCode, len(capEvents(t, got)), terminalVersions(got))
 			}
 		}
 	})
