@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -89,5 +90,72 @@ func TestDevWireRunOptions(t *testing.T) {
 	bs := waitTerminal(t, c, "/runs/"+runs.ProjectID(big.json["runId"].(string)), keyA)
 	if !strings.Contains(string(bs.body), `"metadata":{"p":"`+pad+`"}`) {
 		t.Errorf("the largest metadata did not read back (%d bytes of snapshot)", len(bs.body))
+	}
+}
+
+// TestDevWireRunCaps: through `idemkit dev` on a real engine, a run whose
+// configurable.run.runTimeoutMs (1000) passes while its hold node waits
+// (30 s) ends failed with run_timeout, and a loop run with
+// maxLoopIterations 1 ends failed with loop_limit_exceeded before its
+// loop's second iteration; each snapshot, poll answer and events stream
+// (debug and values modes) validates against the closed v2 schemas, the
+// snapshot's error code is the registry code, and the log holds one
+// cap.breached (payload valid against capBreached, its kind run-duration
+// or loop-iterations) right before run.failed.
+func TestDevWireRunCaps(t *testing.T) {
+	o := wireschema.Load(t)
+	capSch, err := o.Schema("run-event-payloads.schema.json#/$defs/capBreached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := dynamotest.Start(t, dynamotest.Moto)
+	prefix := fmt.Sprintf("wirecaps%d-", time.Now().UnixNano())
+	const keyA = "idk_wire-a-0123456789abcdef"
+	_, base := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", keyA+"=acme")
+	c := &wireClient{t: t, o: o, base: base, seen: map[string]bool{}}
+
+	for _, cc := range []struct {
+		body, code, kind string
+	}{
+		{`{"workflowId":"conformance-replay-side-effect","inputs":{"delayMs":30000},"configurable":{"version":1,"run":{"runTimeoutMs":1000}}}`, "run_timeout", "run-duration"},
+		{`{"workflowId":"conformance-replay-ordinal-loop","inputs":{"delayMs":0},"configurable":{"version":1,"run":{"maxLoopIterations":1}}}`, "loop_limit_exceeded", "loop-iterations"},
+	} {
+		created := c.do("POST", "/runs", "/runs", keyA, cc.body, "Idempotency-Key", "wire-"+client.NewKey())
+		if created.status != 201 {
+			t.Fatalf("create %s: %d %s", cc.body, created.status, created.body)
+		}
+		p := "/runs/" + runs.ProjectID(created.json["runId"].(string))
+		snap := waitTerminal(t, c, p, keyA)
+		if e, _ := snap.json["error"].(map[string]any); snap.json["status"] != "failed" || e["code"] != cc.code {
+			t.Fatalf("%s: snapshot %s", cc.code, snap.body)
+		}
+		poll := c.do("GET", "/runs/{runId}/events/poll", p+"/events/poll?timeout=1", keyA, "")
+		var body struct {
+			Events []struct {
+				Type    string          `json:"type"`
+				Payload json.RawMessage `json:"payload"`
+			} `json:"events"`
+		}
+		if err := json.Unmarshal(poll.body, &body); err != nil || len(body.Events) < 2 {
+			t.Fatalf("%s: poll %d %s", cc.code, poll.status, poll.body)
+		}
+		n := len(body.Events)
+		last, breach := body.Events[n-1], body.Events[n-2]
+		if last.Type != "run.failed" || breach.Type != "cap.breached" || !strings.Contains(string(last.Payload), `"code":"`+cc.code+`"`) {
+			t.Fatalf("%s: the log ends %s %s, %s", cc.code, breach.Type, last.Type, last.Payload)
+		}
+		if err := wireschema.Validate(capSch, breach.Payload); err != nil || !strings.Contains(string(breach.Payload), `"kind":"`+cc.kind+`"`) {
+			t.Fatalf("%s: cap.breached %s: %v", cc.code, breach.Payload, err)
+		}
+		for i := 0; i < n-2; i++ {
+			if body.Events[i].Type == "cap.breached" {
+				t.Fatalf("%s: two cap.breached events: %s", cc.code, poll.body)
+			}
+		}
+		for _, mode := range []string{"debug", "values"} {
+			if r := c.do("GET", "/runs/{runId}/events", p+"/events?streamMode="+mode, keyA, ""); r.status != 200 {
+				t.Errorf("%s: %s stream %d %s", cc.code, mode, r.status, r.body)
+			}
+		}
 	}
 }

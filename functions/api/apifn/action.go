@@ -65,7 +65,7 @@ func (h *Handler) runAction(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[s
 		out["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
 	}
 	if r.Status == runs.StatusFailed {
-		out["error"] = map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}
+		out["error"] = map[string]any{"code": failureCode(r), "message": failureMessage(r)}
 	}
 	return out
 }

@@ -79,16 +79,19 @@ type RunEvent struct {
 //     the run up (pending -> running) is not recorded and has no event.
 //   - sequence 1, once the run is terminal and only then: run.completed
 //     (payload {outputs: {}, durationMs}: this host records no workflow
-//     outputs), run.failed ({error: {code: idemkit.run_failed, message},
-//     durationMs}) or run.cancelled ({durationMs}), at updatedAt, the time
-//     of the terminal transition. durationMs is updatedAt - createdAt.
+//     outputs), run.failed ({error: {code, message}, durationMs}: code
+//     run_timeout or loop_limit_exceeded for a run a breached cap ended,
+//     else idemkit.run_failed) or run.cancelled ({durationMs}), at
+//     updatedAt, the time of the terminal transition. durationMs is
+//     updatedAt - createdAt.
 //
 // A terminal status is final (transitions are compare-and-set), so event 1
 // never changes once it exists. eventId is a stable digest of (runId,
 // sequence): the same event has the same id on every read.
 //
 // A run with a node graph (Run.Log) has its node events between the two,
-// in the order recorded; a fork starts with its inherited history (see
+// in the order recorded, and a run a breached cap ended has its
+// cap.breached event last among them; a fork starts with its inherited history (see
 // logEvents). The terminal event follows the last of them.
 func RunEvents(r runs.Run) []RunEvent {
 	evs, next := logEvents(r)
@@ -105,7 +108,7 @@ func RunEvents(r runs.Run) []RunEvent {
 	case runs.StatusCompleted:
 		typ, payload = EventRunCompleted, map[string]any{"outputs": map[string]any{}, "durationMs": dur}
 	case runs.StatusFailed:
-		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}, "durationMs": dur}
+		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": failureCode(r), "message": failureMessage(r)}, "durationMs": dur}
 	default: // runs.StatusCancelled
 		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
 	}

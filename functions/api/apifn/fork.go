@@ -41,10 +41,10 @@ type forkRequest struct {
 // runOptionsOverlay?}, nothing else. fromSeq is required for branch and
 // defaults to 0 for replay. runOptionsOverlay is branch-only (a non-empty
 // one on a replay is 400), and this host refuses a non-empty one on a
-// branch too (400): its workflows read no run options (configurable, tags,
-// metadata), so an overlay could not change the branch, and accepting it
-// would tell the caller it had. An absent, null or empty overlay is
-// accepted in both modes.
+// branch too (400): it applies no overlay (a fork keeps its source's run
+// options: configurable, tags, metadata), and accepting one would tell
+// the caller it had. An absent, null or empty overlay is accepted in both
+// modes.
 func parseFork(body []byte) (forkRequest, *apierr.Error) {
 	var req forkRequest
 	var raw map[string]json.RawMessage
@@ -87,8 +87,8 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 			return req, validation("runOptionsOverlay", "runOptionsOverlay is branch-only: a replay takes none")
 		}
 		if len(m) > 0 {
-			return req, validation("runOptionsOverlay", "this host's workflows read no run options (configurable, tags, metadata), "+
-				"so a branch cannot apply an overlay: it re-executes the source's workflow and inputs; send none or {}")
+			return req, validation("runOptionsOverlay", "this host applies no runOptionsOverlay: a branch keeps its source's run options "+
+				"(configurable, tags, metadata) and re-executes the source's workflow and inputs; send none or {}")
 		}
 	}
 	return req, nil

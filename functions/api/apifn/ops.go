@@ -142,7 +142,9 @@ const EventLogSchemaVersion = 3
 // is the run's tenant and the subject its API key authenticates
 // (apikeys.OwnerSubject). startedAt is the time createRun accepted the run;
 // completedAt, on a terminal run only, the time of its terminal transition.
-// A failed run carries error {code: idemkit.run_failed, message}. A run
+// A failed run carries error {code, message}: code run_timeout or
+// loop_limit_exceeded when a breached cap of its configurable ended it,
+// else idemkit.run_failed. A run
 // created with RunOptions carries each of configurable, tags and metadata
 // it was given, the JSON value as persisted (runs.Options); a run created
 // without one has no such field.
@@ -196,7 +198,7 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[st
 		snap["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
 	}
 	if r.Status == runs.StatusFailed {
-		snap["error"] = map[string]any{"code": CodeRunFailed, "message": failureMessage(r)}
+		snap["error"] = map[string]any{"code": failureCode(r), "message": failureMessage(r)}
 	}
 	for name, v := range map[string]json.RawMessage{"configurable": r.Options.Configurable, "tags": r.Options.Tags, "metadata": r.Options.Metadata} {
 		if v != nil {
@@ -220,6 +222,16 @@ func snapshotJSON(snap map[string]any) ([]byte, error) {
 }
 
 // failureMessage is a failed run's recorded error, or a generic one.
+// failureCode is a failed run's error code: the registry code it ended
+// with (run_timeout, loop_limit_exceeded: runs.Run.ErrorCode), else the
+// host's own CodeRunFailed.
+func failureCode(r runs.Run) string {
+	if r.ErrorCode != "" {
+		return r.ErrorCode
+	}
+	return CodeRunFailed
+}
+
 func failureMessage(r runs.Run) string {
 	if r.Error != "" {
 		return r.Error

@@ -503,6 +503,9 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 // and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	runID := run.ID
+	if b := x.overdue(run, ""); b != nil {
+		return x.breach(ctx, runID, b) // past its runTimeoutMs: no node starts
+	}
 	hctx, hb := x.startHeartbeat(ctx, run)
 	nodeErr := x.runNodes(hctx, run)
 	if hb.stop() {
@@ -510,9 +513,16 @@ func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 		return nil
 	}
 	var later *ledger.RetryLaterError
+	var capped *capBreach
+	if nodeErr == nil || permanent(nodeErr) {
+		// A run that would end after its deadline ends timed out.
+		capped = x.overdue(run, "")
+	}
 	switch {
+	case capped != nil, errors.As(nodeErr, &capped):
+		return x.breach(ctx, runID, capped)
 	case errors.As(nodeErr, &later):
-		return x.park(ctx, runID, later)
+		return x.park(ctx, run, later)
 	case errors.Is(nodeErr, errRunEnded):
 		return nil // cancelled meanwhile: nothing more to record
 	case nodeErr == nil:
@@ -538,9 +548,11 @@ func permanent(err error) bool {
 }
 
 // park schedules the run to be executed again when its effect's next
-// attempt is due.
-func (x *Executor) park(ctx context.Context, runID string, later *ledger.RetryLaterError) error {
-	err := x.Runs.Schedule(ctx, runID, runs.Wake{At: later.At, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
+// attempt is due, or at the run's deadline (runTimeoutMs) when that comes
+// first: the resume then ends it timed out.
+func (x *Executor) park(ctx context.Context, run runs.Run, later *ledger.RetryLaterError) error {
+	runID, wakeAt := run.ID, wakeBy(run, later.At)
+	err := x.Runs.Schedule(ctx, runID, runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
 	switch {
 	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
 		return nil // ended meanwhile (e.g. cancelled)
@@ -548,9 +560,9 @@ func (x *Executor) park(ctx context.Context, runID string, later *ledger.RetryLa
 		return err
 	}
 	x.log().InfoContext(ctx, "executor: run parked until its next effect attempt", slog.String("run_id", runID),
-		slog.Time("wake_at", later.At), slog.Int("attempt", later.Attempt), slog.Int("max_attempts", later.MaxAttempts))
+		slog.Time("wake_at", wakeAt), slog.Int("attempt", later.Attempt), slog.Int("max_attempts", later.MaxAttempts))
 	if x.Parked != nil {
-		x.Parked(later.At)
+		x.Parked(wakeAt)
 	}
 	return nil
 }

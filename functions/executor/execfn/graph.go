@@ -1,6 +1,7 @@
 package execfn
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -133,6 +134,7 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 	inheritedSteps := len(history(runs.Run{Fork: run.Fork}))
 	restartPending := false
 	visits, terminals := map[string]int{}, map[string]int{}
+	loopHead := g.LoopHead()
 	i := 0
 	for cur := g.Nodes[0].ID; cur != ""; cur = g.Next[cur] {
 		node, ok := g.Node(cur)
@@ -162,6 +164,17 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 			continue
 		}
 		n := terminals[cur] + 1
+		// The run's caps, before the node executes: its runTimeoutMs,
+		// and its maxLoopIterations when the node heads the loop (each
+		// execution of the head is one iteration).
+		if b := x.overdue(run, ""); b != nil {
+			return b
+		}
+		if cur == loopHead {
+			if b := loopBreach(run, cur, visits[cur]); b != nil {
+				return b
+			}
+		}
 		if !started || restartPending {
 			restartPending = false
 			if err := appendEv(runs.EventNodeStarted, cur, map[string]any{"nodeId": cur, "typeId": node.TypeID}); err != nil {
@@ -202,8 +215,9 @@ func (x *Executor) execNode(ctx context.Context, run runs.Run, node webhook.Node
 	case webhook.TypeNoop:
 		return "", nil
 	case webhook.TypeDelay, webhook.TypeHold:
-		// Pure: re-executes live in a replay.
-		return "", x.sleep(ctx, time.Duration(in.DelayMs)*time.Millisecond)
+		// Pure: re-executes live in a replay. The wait ends at the run's
+		// deadline when that comes first (a run-duration breach).
+		return "", x.hold(ctx, run, node.ID, time.Duration(in.DelayMs)*time.Millisecond)
 	case webhook.TypeSideEffect:
 		return x.sideEffect(ctx, run, node, n, in)
 	case webhook.TypeFail:
@@ -236,7 +250,10 @@ func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.No
 			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: "no inputs.url and no fixture destination configured"}
 		}
 	}
-	payload, _ := json.Marshal(map[string]any{"runId": run.ID, "nodeId": node.ID, "execution": n})
+	payload, err := nodePayload(run, node.ID, n)
+	if err != nil {
+		return "", err
+	}
 	res, err := w.DeliverNode(ctx, run, node.ID, ordinal, dest, payload)
 	if err != nil {
 		if permanent(err) {
@@ -250,6 +267,25 @@ func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.No
 		return effectRefired, nil
 	}
 	return effectPerformed, nil
+}
+
+// nodePayload is what one execution (ordinal n) of a side-effecting node
+// delivers: {runId, nodeId, execution}, and the run's configurable, the
+// bytes persisted at create exactly (runs.Options), when it has one. The
+// run's configurable never changes after creation, so every attempt of a
+// node, whichever execution or process makes it, carries the same bytes.
+func nodePayload(run runs.Run, nodeID string, n int) (json.RawMessage, error) {
+	p := map[string]any{"runId": run.ID, "nodeId": nodeID, "execution": n}
+	if len(run.Options.Configurable) > 0 {
+		p["configurable"] = run.Options.Configurable
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the configurable's bytes as persisted
+	if err := enc.Encode(p); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 // resolve answers a replay fork's side-effecting node from the source's

@@ -7,8 +7,10 @@ import "encoding/json"
 // whitespace between tokens dropped, every other byte kept, so numbers,
 // escapes and key order are as the caller wrote them), nil when the body
 // had none. Create writes them once; no other write of a run store changes
-// them, so configurable never changes after creation. The engine consumes
-// none of them for an execution decision.
+// them, so configurable never changes after creation. The executor acts on
+// configurable's run section (Caps: the run timeout, the loop iterations)
+// and hands every execution of a node the same configurable bytes; tags
+// and metadata it never consumes for an execution decision.
 type Options struct {
 	// Configurable is RunOptions.configurable (configurable.schema.json),
 	// validated at create.

@@ -67,8 +67,12 @@ type Run struct {
 	Inputs     json.RawMessage `json:"inputs,omitempty"`
 	Status     Status          `json:"status"`
 	Error      string          `json:"error,omitempty"`
-	CreatedAt  time.Time       `json:"createdAt"`
-	UpdatedAt  time.Time       `json:"updatedAt"`
+	// ErrorCode is the registry code a failed run ended with, set only by
+	// Breach (run_timeout, loop_limit_exceeded); "" for every other end,
+	// which the API reports under the host's own failure code.
+	ErrorCode string    `json:"errorCode,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
 	// Failures counts the executions of the run that failed transiently and
 	// were left to the stream's retries (RunStore.NoteFailure); LastError is
 	// the latest one's error. Zero and "" for a run that never failed.
@@ -251,6 +255,19 @@ type RunStore interface {
 	// or has ended: the caller stops; ErrRunNotFound when there is none.
 	// Renewing again (a retry after a lost answer) is harmless.
 	Renew(ctx context.Context, id string, epoch int64, now time.Time) (Run, error)
+	// Breach ends a live (pending or running) run failed because one of
+	// its caps was breached (its run timeout, its loop iterations), in one
+	// compare-and-set write: ev (the cap.breached event, EventCapBreached)
+	// appended to its node log, the status failed with errMsg and the
+	// registry code (Run.ErrorCode), the wake cleared. Whoever holds the
+	// run's claim: an execution still under way is refused its next
+	// node-log append and stops. So of executors racing past a deadline
+	// exactly one records the breach and the end, and a run that ended
+	// first (completed, failed, cancelled) is never failed after:
+	// ErrStatusConflict with the run as it is. A retry after a lost answer
+	// finds the run failed with code (ErrStatusConflict). ErrRunNotFound
+	// when there is no run.
+	Breach(ctx context.Context, id string, ev LogEvent, code, errMsg string, now time.Time) (Run, error)
 }
 
 // MemRuns is an in-memory RunStore (tests, examples, embedding), safe for

@@ -29,6 +29,7 @@ type DynamoAPI interface {
 // DynamoRuns is the RunsTable RunStore (partition key pk = runId).
 //
 // Item: pk, tenant, workflowId, inputs (JSON text), status, error,
+// errorCode (Breach),
 // liveShard (on live runs only: the byLive index, see stale.go),
 // createdAt and updatedAt (Unix ms), failures and lastError (NoteFailure),
 // retryOf (a retry's failed run), retries (a string set: the runs retrying
@@ -63,6 +64,7 @@ const (
 	runAttrInputs  = "inputs"
 	runAttrStatus  = "status"
 	runAttrError   = "error"
+	runAttrErrCode = "errorCode" // S: Run.ErrorCode, set only by Breach
 	runAttrCreated = "createdAt"
 	runAttrUpdated = "updatedAt"
 	runAttrFails   = "failures"
@@ -113,6 +115,9 @@ func runItem(r Run) map[string]types.AttributeValue {
 	}
 	if r.Error != "" {
 		m[runAttrError] = sAV(r.Error)
+	}
+	if r.ErrorCode != "" {
+		m[runAttrErrCode] = sAV(r.ErrorCode)
 	}
 	optionsItem(m, r.Options)
 	if r.RetryOf != "" {
@@ -220,7 +225,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	r := Run{ID: s(runAttrPK), Tenant: s(runAttrTenant), WorkflowID: s(runAttrWF), Status: ParseStatus(s(runAttrStatus)),
 		Error: s(runAttrError), CreatedAt: n(runAttrCreated), UpdatedAt: n(runAttrUpdated)}
 	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
-	r.LastError, r.RetryOf = s(runAttrLastErr), s(runAttrRetryOf)
+	r.LastError, r.RetryOf, r.ErrorCode = s(runAttrLastErr), s(runAttrRetryOf), s(runAttrErrCode)
 	if v, ok := m[runAttrRetries].(*types.AttributeValueMemberSS); ok {
 		r.Retries = slices.Sorted(slices.Values(v.Value))
 	}

@@ -85,6 +85,21 @@ var graphs = map[string]Graph{
 	},
 }
 
+// LoopHead returns the node the walk's loop starts at: the first node the
+// walk (Nodes[0], then each node's outgoing edge) reaches a second time;
+// "" for a graph without a loop. Each execution of it is one iteration of
+// the loop, the count configurable.run.maxLoopIterations bounds.
+func (g Graph) LoopHead() string {
+	seen := map[string]bool{}
+	for cur := g.Nodes[0].ID; cur != ""; cur = g.Next[cur] {
+		if seen[cur] {
+			return cur
+		}
+		seen[cur] = true
+	}
+	return ""
+}
+
 // GraphOf returns the node graph of a built-in workflow (false for a
 // workflow without one).
 func GraphOf(workflowID string) (Graph, bool) {

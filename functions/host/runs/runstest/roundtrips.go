@@ -10,8 +10,8 @@ import (
 // roundTripsCase is run only with a backend counter (Harness.RoundTrips).
 const roundTripsCase = "RoundTrips/OneWriteEach"
 
-// roundTrips holds each claim write that succeeds, and a read, to one
-// backend round trip.
+// roundTrips holds each claim write that succeeds (the end on a breached
+// cap among them), and a read, to one backend round trip.
 func roundTrips(t *testing.T, e *env) {
 	r := e.newRun(t, 0)
 	var cur runs.Run
@@ -31,6 +31,10 @@ func roundTrips(t *testing.T, e *env) {
 		{"Claim", func() (err error) { cur, err = e.st.Claim(e.ctx, r.ID, e.at(time.Second), e.at(2*window)); return err }},
 		{"Adopt", func() (err error) { cur, err = e.st.Adopt(e.ctx, r.ID, e.at(3*window)); return err }},
 		{"Get", func() (err error) { cur, err = e.st.Get(e.ctx, r.ID); return err }},
+		{"Breach", func() (err error) {
+			cur, err = e.st.Breach(e.ctx, r.ID, e.breachEv(3*window), "run_timeout", "timeout", e.at(3*window))
+			return err
+		}},
 	} {
 		e.resetTrips()
 		if err := step.fn(); err != nil {

@@ -60,9 +60,17 @@
 //     adopted) only the holder of the latest epoch appends; a lost answer's
 //     retry is answered as applied and the events are there once; an
 //     execution overtaken by Claim appends nothing.
+//   - Breach: a pending or running run ends failed with the code and
+//     message, the cap.breached event after its node log, the wake
+//     cleared, out of Due and Stale, and the execution that held it is
+//     refused its next append; a run that ended first is
+//     ErrStatusConflict and unchanged; of breaches racing a completion
+//     exactly one write wins and the log holds at most one cap.breached;
+//     a lost answer's retry is ErrStatusConflict with the run failed
+//     under the code, the event there once.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
-//     (Transition, Claim, Adopt, Renew, AppendLog) and a Get cost one round
-//     trip each.
+//     (Transition, Claim, Adopt, Renew, AppendLog, Breach) and a Get cost
+//     one round trip each.
 package runstest
 
 import (
@@ -166,5 +174,8 @@ var cases = []testCase{
 	{"AppendLog/Race", appendRace},
 	{"AppendLog/LostAnswer", appendLostAnswer},
 	{"AppendLog/OvertakenByClaim", appendOvertaken},
+	{"Breach/Ends", breachEnds},
+	{"Breach/Race", breachRace},
+	{"Breach/LostAnswer", breachLostAnswer},
 	{roundTripsCase, roundTrips},
 }
