@@ -139,8 +139,9 @@ type Executor struct {
 	// executor lives, however long a node runs. Default 0: StaleAfter/3.
 	Heartbeat time.Duration
 	// Metrics receives the executor's start lag (MetricStartLag) each time
-	// a run is started, and a count (MetricStaleRuns) for each stale run
-	// the stale-run pass claims. Default nil: none.
+	// a run is started, a count (MetricStaleRuns) for each stale run the
+	// stale-run pass claims, and a count (MetricCapsBreached) for each run
+	// ended on a breached cap. Default nil: none.
 	Metrics Metrics
 	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
 	Test TestConfig
@@ -218,6 +219,13 @@ const (
 	// given up, or whose executor died. No dimensions. Any is worth a look:
 	// the pass drives them to an end, but they ran late.
 	MetricStaleRuns = "idemkit.executor.stale_runs_total"
+	// MetricCapsBreached counts the runs the executor ended failed because
+	// they breached one of their own caps (configurable.run): dimension
+	// DimKind, KindRunDuration (run_timeout) or KindLoopIterations
+	// (loop_limit_exceeded). Counted once per run, by the execution whose
+	// write ended it. The caller set the cap, so this is not an operator's
+	// alarm; a rise is worth telling the callers.
+	MetricCapsBreached = "idemkit.executor.caps_breached_total"
 
 	// DimTrigger is MetricStartLag's one dimension: what started the run.
 	DimTrigger = "trigger"
@@ -225,6 +233,8 @@ const (
 	TriggerStream = "stream"
 	// TriggerStale: the stale-run pass.
 	TriggerStale = "stale"
+	// DimKind is MetricCapsBreached's one dimension: the cap.breached kind.
+	DimKind = "kind"
 )
 
 const (

@@ -73,7 +73,7 @@ func loopBreach(run runs.Run, head string, iteration int) *capBreach {
 		return nil
 	}
 	return &capBreach{kind: KindLoopIterations, code: CodeLoopLimitExceeded, limit: limit, observed: int64(iteration), nodeID: head,
-		msg: fmt.Sprintf("the run would enter its loop (node %s) a %d. time; its maxLoopIterations is %d", head, iteration, limit)}
+		msg: fmt.Sprintf("the run would start iteration %d of its loop (node %s); its maxLoopIterations is %d", iteration, head, limit)}
 }
 
 // breach ends the run failed with b: its cap.breached event and the
@@ -100,6 +100,9 @@ func (x *Executor) breach(ctx context.Context, runID string, b *capBreach) error
 		return nil
 	case err != nil:
 		return err
+	}
+	if x.Metrics != nil {
+		x.Metrics.Count(MetricCapsBreached, 1, map[string]string{DimKind: b.kind})
 	}
 	x.log().InfoContext(ctx, "executor: run failed on a breached cap", slog.String("run_id", runID),
 		slog.String("cap", b.kind), slog.String("code", b.code), slog.Int64("limit", b.limit), slog.Int64("observed", b.observed))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,8 @@ import (
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/internal/wireschema"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -135,6 +138,8 @@ const timeout1s = `{"version":1,"run":{"runTimeoutMs":1000}}`
 func TestRunTimeoutEndsTheRunOnce(t *testing.T) {
 	forEachRunStore(t, func(t *testing.T, store logStore) {
 		s := newCapStack(t, store)
+		var metrics testutil.SyncBuffer
+		s.x.Metrics = emf.New(&metrics, "idemkit")
 		run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
 		s.clk.Set(run.CreatedAt.Add(1500 * time.Millisecond))
 		image := run
@@ -173,7 +178,30 @@ func TestRunTimeoutEndsTheRunOnce(t *testing.T) {
 		if evs := nodeEvents(got); len(evs) != 0 {
 			t.Fatalf("node events %v of a run past its deadline before any node", evs)
 		}
+		// Counted once, by the execution whose write ended the run.
+		if n := capsBreached(t, metrics.String(), KindRunDuration); n != 1 {
+			t.Fatalf("%s{kind=%s} counted %d times, want 1:\n%s", MetricCapsBreached, KindRunDuration, n, metrics.String())
+		}
 	})
+}
+
+// capsBreached sums MetricCapsBreached of kind over EMF lines.
+func capsBreached(t *testing.T, lines, kind string) int {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(lines), "\n") {
+		if line == "" {
+			continue
+		}
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		if v, ok := rec[MetricCapsBreached].(float64); ok && rec[DimKind] == kind {
+			n += int(v)
+		}
+	}
+	return n
 }
 
 type errRetry []string
@@ -297,6 +325,8 @@ func TestLoopIterationsBreach(t *testing.T) {
 			deliveries int
 		}{{1, runs.StatusFailed, 1}, {2, runs.StatusCompleted, 2}} {
 			s := newCapStack(t, store)
+			var metrics testutil.SyncBuffer
+			s.x.Metrics = emf.New(&metrics, "idemkit")
 			rc := newReceiver(t)
 			in, _ := json.Marshal(map[string]any{"url": rc.srv.URL + "/hook", "delayMs": 0})
 			conf, _ := json.Marshal(map[string]any{"version": 1, "run": map[string]any{"maxLoopIterations": c.max}})
@@ -309,6 +339,9 @@ func TestLoopIterationsBreach(t *testing.T) {
 				t.Fatalf("maxLoopIterations %d: run %s (%s), %d deliveries; want %s, %d", c.max, got.Status, got.ErrorCode, len(rc.seen()), c.status, c.deliveries)
 			}
 			caps := capEvents(t, got)
+			if n, want := capsBreached(t, metrics.String(), KindLoopIterations), len(caps); n != want {
+				t.Fatalf("%s{kind=%s} counted %d times, want %d", MetricCapsBreached, KindLoopIterations, n, want)
+			}
 			if c.status == runs.StatusCompleted {
 				if len(caps) != 0 {
 					t.Fatalf("cap.breached %v of a run within its loop iterations", caps)
