@@ -164,6 +164,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
 	rec.Response = nil
+	rec.RawBodySHA256 = "" // written by the write that ends the attempt
 	rec.LeaseExpires = msec(rec.LeaseExpires)
 	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
@@ -176,6 +177,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	case old.Reclaimable(rec.Digest, now):
 		rec.Attempt = old.Attempt + 1
 		rec.RequestID = old.RequestID
+		rec.RawBodySHA256 = old.RawBodySHA256 // the last ended attempt's, until this one ends
 		s.recs[rec.ID] = rec
 		return idem.ClaimResult{Decision: idem.Reclaimed, Record: clone(rec), LeaseExpired: old.State == idem.StatePending}, nil
 	default:
@@ -185,8 +187,9 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 
 // Complete implements idem.Store. Outcome.Writes must be Write or *Write
 // values; they are applied atomically with the completion. The completed
-// record is the stored one with the outcome applied (claim is checked, not
-// copied: it is what Claim returned, so it holds the same attributes).
+// record is the stored one with the outcome and claim.RawBodySHA256 applied
+// (claim is checked, not copied: it is what Claim returned, so it holds the
+// same attributes).
 func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -212,6 +215,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 		}
 	}
 	return s.ownedWrite(ctx, "Complete", id, owner, now, func(r idem.Record) error {
+		r.RawBodySHA256 = claim.RawBodySHA256
 		return s.complete(id, r, out, writes)
 	})
 }
@@ -243,9 +247,11 @@ func (s *Store) complete(id string, r idem.Record, out idem.Outcome, writes []Wr
 }
 
 // Release implements idem.Store.
-func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
-	return s.ownedWrite(ctx, "Release", id, owner, now, func(r idem.Record) error {
+func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) error {
+	id := claim.ID
+	return s.ownedWrite(ctx, "Release", id, claim.Owner, now, func(r idem.Record) error {
 		r.State = idem.StateRetryableFailure
+		r.RawBodySHA256 = claim.RawBodySHA256
 		r.LeaseExpires = time.Time{}
 		r.Renewed = time.Time{}
 		r.Response = nil
