@@ -380,10 +380,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			if clientGone(ctx, err) {
 				// The claim may have landed: give it back, so that the
-				// client's retry runs at once. Nothing of it ran: the
-				// release stores no raw body hash.
+				// client's retry runs at once. The release carries this
+				// request's raw body hash, as every write ending an
+				// attempt does (a rare path: the hash is taken here).
 				rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
-				if rerr := store.Release(rctx, Record{ID: t.id, Owner: t.owner}, g.clock.Now()); rerr != nil {
+				if rerr := store.Release(rctx, Record{ID: t.id, Owner: t.owner, RawBodySHA256: t.rawBodySHA256()}, g.clock.Now()); rerr != nil {
 					t.logf(ctx, slog.LevelDebug, "idempotency: nothing to release after the client cancelled", t.errText(rerr))
 				}
 				rctx.release()
