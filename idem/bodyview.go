@@ -35,6 +35,10 @@ func (in *request) userBody() []byte {
 // them as the response's body string (request.replayText) instead of
 // copying them, as they reuse a handler's own body string.
 
+// The digest, the record ID, the owner token and the raw body's hex hash
+// of a keyed request are views of one buffer (txn.names), each part
+// written once before it is viewed.
+
 // bodyString returns b as a string without copying it. b must never be
 // written again.
 func bodyString(b []byte) string {

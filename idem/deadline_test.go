@@ -106,11 +106,11 @@ func (s *stallStore) Complete(ctx context.Context, claim idem.Record, out idem.O
 	return s.Store.Complete(ctx, claim, out, now)
 }
 
-func (s *stallStore) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (s *stallStore) Release(ctx context.Context, claim idem.Record, now time.Time) error {
 	if err := s.hold(ctx, "Release"); err != nil {
 		return err
 	}
-	return s.Store.Release(ctx, id, owner, now)
+	return s.Store.Release(ctx, claim, now)
 }
 
 func (s *stallStore) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {

@@ -27,9 +27,9 @@ func (s *countingStore) Complete(ctx context.Context, claim idem.Record, out ide
 	s.n.Add(1)
 	return s.Store.Complete(ctx, claim, out, now)
 }
-func (s *countingStore) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (s *countingStore) Release(ctx context.Context, claim idem.Record, now time.Time) error {
 	s.n.Add(1)
-	return s.Store.Release(ctx, id, owner, now)
+	return s.Store.Release(ctx, claim, now)
 }
 func (s *countingStore) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
 	s.n.Add(1)

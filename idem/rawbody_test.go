@@ -5,7 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"reflect"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/canon"
@@ -54,5 +58,85 @@ func TestRawBodySHA256IsTheBodysOwnHash(t *testing.T) {
 				t.Fatalf("RawBodySHA256 = %q, want %q", rec.RawBodySHA256, want)
 			}
 		})
+	}
+}
+
+// rawSpy records the raw body hash every store call of the Guard carries.
+type rawSpy struct {
+	idem.Store
+	mu    sync.Mutex
+	calls []string // "Claim <hash>", "Complete <hash>", "Release <hash>"
+}
+
+func (s *rawSpy) note(call, raw string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls = append(s.calls, call+" "+raw)
+}
+
+func (s *rawSpy) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	s.note("Claim", rec.RawBodySHA256)
+	return s.Store.Claim(ctx, rec, now)
+}
+
+func (s *rawSpy) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
+	s.note("Complete", claim.RawBodySHA256)
+	return s.Store.Complete(ctx, claim, out, now)
+}
+
+func (s *rawSpy) Release(ctx context.Context, claim idem.Record, now time.Time) error {
+	s.note("Release", claim.RawBodySHA256)
+	return s.Store.Release(ctx, claim, now)
+}
+
+func (s *rawSpy) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+// TestClaimCarriesNoRawBodyHash: the Guard's claim carries no raw body
+// hash, so a replay, an in-flight answer and a mismatch never need one;
+// the writes that end an attempt carry the hash of the body whose attempt
+// ran: the completion, and the release of a handler error (whose retry,
+// sent in other bytes of the same canonical request, replaces it).
+func TestClaimCarriesNoRawBodyHash(t *testing.T) {
+	spy := &rawSpy{}
+	e := newEnv(t, func(c *idem.Config) { spy.Store = c.Store; c.Store = spy })
+	hash := func(b string) string { s := sha256.Sum256([]byte(b)); return hex.EncodeToString(s[:]) }
+	want := func(what string, calls ...string) {
+		t.Helper()
+		if got := spy.take(); !reflect.DeepEqual(got, calls) {
+			t.Fatalf("%s: store calls %q, want %q", what, got, calls)
+		}
+	}
+	first, second := `{"b":1, "a":2}`, `{"a":2,"b":1}` // one canonical request in two encodings
+
+	failing := &handler{err: errors.New("boom")}
+	if r := e.call(failing, v2event("POST", "POST /runs", testKey, first)); r.StatusCode != 500 {
+		t.Fatalf("failing handler: %d %s", r.StatusCode, r.Body)
+	}
+	want("handler error", "Claim ", "Release "+hash(first))
+
+	if r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, second)); r.StatusCode != 201 {
+		t.Fatalf("retry: %d %s", r.StatusCode, r.Body)
+	}
+	want("retry", "Claim ", "Complete "+hash(second))
+
+	if r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, first)); r.StatusCode != 201 || r.Headers["Openwop-Idempotent-Replay"] != "true" {
+		t.Fatalf("replay: %d %v", r.StatusCode, r.Headers)
+	}
+	want("replay", "Claim ")
+
+	if r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, `{"a":3}`)); r.StatusCode != 409 {
+		t.Fatalf("mismatch: %d %s", r.StatusCode, r.Body)
+	}
+	want("mismatch", "Claim ")
+
+	rec, found, err := e.store.Get(context.Background(), scopeID(testTenant, "POST /runs", testKey), e.clock.Now())
+	if err != nil || !found || rec.RawBodySHA256 != hash(second) {
+		t.Fatalf("record: %+v, %v, %v; want the raw body hash of the attempt that completed", rec, found, err)
 	}
 }

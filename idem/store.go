@@ -60,12 +60,18 @@ type Record struct {
 	Attempt      int       // 1 on first claim, +1 on every reclaim
 	RequestID    string    // request id of the invocation that first claimed the record
 	// RawBodySHA256 is the lowercase hex SHA-256 of the raw request body of
-	// the claim that last took the record (the first claim, or the reclaim
-	// whose attempt then ran), exactly as received (after base64 decoding of
-	// an API Gateway base64 body). It is kept for archive beside Digest and
-	// never compared: two requests whose bodies differ in bytes but not in
-	// their canonical form (JSON and XML of one work order) share a Digest
-	// and replay each other. "" when the caller set none.
+	// the last attempt that ended, exactly as received (after base64
+	// decoding of an API Gateway base64 body). The owner's write that ends
+	// an attempt stores it (Store.Complete and Store.Release, from the
+	// claim record the owner hands them); a claim never writes it, so a
+	// replay, an in-flight answer or a mismatch never hashes the body
+	// again. A record freshly claimed carries none; a reclaimed one keeps
+	// the hash of the attempt before it until its own attempt ends (an
+	// owner that crashed wrote none). It is kept for archive beside Digest
+	// and never compared: two requests whose bodies differ in bytes but
+	// not in their canonical form (JSON and XML of one work order) share a
+	// Digest and replay each other. "" when the ending attempt's caller
+	// set none (and then a previous attempt's is removed).
 	RawBodySHA256 string
 	Response      *Response // final response; set only when State.Final()
 	Expires       time.Time // retention end (TTL); zero = never
@@ -196,17 +202,23 @@ func (o Outcome) Validate() error {
 // to now, and Complete and Release clear it, so a reader can tell an owner
 // that still renews its lease (alive) from one that stopped (looks dead).
 //
+// Raw body hash: a claim writes none, so that a replay, an in-flight
+// answer and a mismatch never hash the raw body; Complete and Release
+// store the RawBodySHA256 of the claim record the owner hands them, the
+// hash of the attempt that ended (see Record.RawBodySHA256).
+//
 // Fencing: every write after the claim (Complete, Release, Renew, Delete)
 // is conditional on the record existing, not expired at now, being pending,
 // and holding the caller's owner token. Otherwise it writes nothing and
 // returns ErrFenced.
 type Store interface {
 	// Claim writes rec (State pending, with Owner, LeaseExpires, RequestID,
-	// Digest, RawBodySHA256, Expires set by the caller; Attempt and Response
-	// ignored) if no live record exists under rec.ID (Claimed), or takes over
-	// a live record that is Reclaimable(rec.Digest, now) (Reclaimed:
-	// Attempt+1, RequestID of the first claim kept, RawBodySHA256 the
-	// reclaimer's). Otherwise it returns Exists and the live record; when
+	// Digest, Expires set by the caller; Attempt, RawBodySHA256 and
+	// Response ignored) if no live record exists under rec.ID (Claimed:
+	// no RawBodySHA256), or takes over a live record that is
+	// Reclaimable(rec.Digest, now) (Reclaimed: Attempt+1, RequestID of the
+	// first claim and RawBodySHA256 of the last attempt that ended kept).
+	// Otherwise it returns Exists and the live record; when
 	// the live record's digest is not rec.Digest (a mismatch, answered
 	// without a response) a store may leave its Response nil rather than
 	// read a response stored beside the record.
@@ -219,7 +231,9 @@ type Store interface {
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
 	// Complete writes the outcome of claim, together with out.Writes in one
-	// transaction. The lease is cleared.
+	// transaction. The lease is cleared, and claim.RawBodySHA256 (set by
+	// the caller after the claim: the raw body hash of the attempt that
+	// ran) is stored as the record's ("" stores none).
 	//
 	// claim is the Record Claim returned (Claimed or Reclaimed) to the
 	// caller: claim.ID and claim.Owner are the fence, and a store may
@@ -232,9 +246,12 @@ type Store interface {
 	// Guard adds its headers to the same map for its answer.
 	Complete(ctx context.Context, claim Record, out Outcome, now time.Time) error
 
-	// Release marks the claim owned by owner retryable-failure (a handler
-	// error or panic), so a same-key retry reclaims it.
-	Release(ctx context.Context, id, owner string, now time.Time) error
+	// Release marks the claim retryable-failure (a handler error or
+	// panic), so a same-key retry reclaims it. claim.ID and claim.Owner are
+	// the fence, as for Complete; claim.RawBodySHA256 (the raw body hash of
+	// the attempt that ran, set by the caller) is stored as the record's
+	// ("" stores none). Nothing else of claim is read.
+	Release(ctx context.Context, claim Record, now time.Time) error
 
 	// Renew extends the lease of the claim owned by owner to leaseExpires
 	// and sets Renewed to now (heartbeat).

@@ -75,6 +75,10 @@ type txn struct {
 	rawSum   [32]byte
 	rawKnown bool
 	rawHex   string
+	// names is the one buffer the digest, the record ID and the owner
+	// token are views of (run), with room after them for rawHex: written
+	// once each, never again once viewed.
+	names []byte
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
@@ -259,20 +263,19 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		scopeOp = t.op
 	}
 	// The fingerprint (fingerprint), the record ID, the claim's owner
-	// token and the raw body's hex hash (rawBodySHA256) are cut from one
-	// string: one allocation for the four.
-	if !t.rawKnown {
-		t.rawSum, t.rawKnown = sha256.Sum256(in.body), true
-	}
-	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen + 2*sha256.Size]byte
+	// token and, once an attempt runs, the raw body's hex hash
+	// (rawBodySHA256) are views of one buffer: one allocation for the
+	// four. The raw body's hash is not taken here: only the attempt that
+	// runs stores it, a replay never hashes the body again.
+	const room = 2 * sha256.Size
+	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
 	m := appendStamp(b[:0], canon.RecipeRequest, fp)
 	nd := len(m)
 	m = scopeid.Append(m, scopePrefix, scopeTenant, scopeOp, t.key) // keyspace.IDPrefixed
 	ni := len(m)
 	m = appendOwnerToken(m)
-	no := len(m)
-	s := string(hex.AppendEncode(m, t.rawSum[:]))
-	t.digest, t.id, t.owner, t.rawHex = s[:nd], s[nd:ni], s[ni:no], s[no:]
+	t.names = append(make([]byte, 0, len(m)+room), m...)
+	t.digest, t.id, t.owner = bodyString(t.names[:nd]), bodyString(t.names[nd:ni]), bodyString(t.names[ni:])
 	return t.claim(ctx, run)
 }
 
@@ -284,15 +287,22 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 }
 
 // rawBodySHA256 returns the hex SHA-256 of the request body for
-// Record.RawBodySHA256: the body digest's own hash when that was taken of
-// the body's bytes as they are (a body that is not JSON, an empty one, a
-// JSON body already in canonical form), else hashed now, on first use.
+// Record.RawBodySHA256, which the writes ending a claimed attempt store
+// (Store.Complete, Store.Release): the body digest's own hash when that
+// was taken of the body's bytes as they are (a body that is not JSON, an
+// empty one, a JSON body already in canonical form), else hashed now, on
+// first use, after the claim (never on a replay).
 func (t *txn) rawBodySHA256() string {
 	if t.rawHex == "" {
 		if !t.rawKnown {
 			t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true
 		}
-		t.rawHex = rawBodySHA256(&t.rawSum)
+		if free := t.names[len(t.names):]; cap(free) >= 2*sha256.Size {
+			// The room run left after the names: written once, here.
+			t.rawHex = bodyString(hex.AppendEncode(free, t.rawSum[:]))
+		} else {
+			t.rawHex = rawBodySHA256(&t.rawSum)
+		}
 	}
 	return t.rawHex
 }
@@ -342,10 +352,6 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	if t.owner == "" {
 		t.owner = newOwnerToken()
 	}
-	// The raw body's hash is kept for archive beside the digest, never
-	// compared; every claim carries it (a claim that finds the record
-	// writes nothing, but the store decides that, not the Guard).
-	raw := t.rawBodySHA256()
 	var budget time.Duration
 	waiting := false
 	for {
@@ -358,8 +364,6 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			LeaseExpires: now.Add(lease),
 			RequestID:    t.in.requestID,
 			Expires:      g.expires(now),
-			// Kept for archive beside the digest, never compared.
-			RawBodySHA256: raw,
 		}
 		sctx, span := t.span(ctx, spanClaim)
 		// started is when the claim was sent (wall time): the lease is
@@ -376,9 +380,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			if clientGone(ctx, err) {
 				// The claim may have landed: give it back, so that the
-				// client's retry runs at once.
+				// client's retry runs at once. The release carries this
+				// request's raw body hash, as every write ending an
+				// attempt does (a rare path: the hash is taken here).
 				rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
-				if rerr := store.Release(rctx, t.id, t.owner, g.clock.Now()); rerr != nil {
+				if rerr := store.Release(rctx, Record{ID: t.id, Owner: t.owner, RawBodySHA256: t.rawBodySHA256()}, g.clock.Now()); rerr != nil {
 					t.logf(ctx, slog.LevelDebug, "idempotency: nothing to release after the client cancelled", t.errText(rerr))
 				}
 				rctx.release()
@@ -583,6 +589,9 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {
 	g := t.g
 	rec := res.Record
+	// The writes that end this attempt (completion, release) store its
+	// raw body's hash, taken before the handler sees the body.
+	rec.RawBodySHA256 = t.rawBodySHA256()
 	reclaimed := res.Decision == Reclaimed
 	if reclaimed {
 		t.claimOutcome(OutcomeReclaimed)
@@ -615,19 +624,19 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	wctx := g.storeCtxAt(&x.call, ctx, true, t.leaseEnd, g.wallAt(now))
 	defer wctx.release()
 	if err != nil && clientGone(ctx, err) {
-		t.release(wctx, now)
+		t.release(wctx, rec, now)
 		return t.clientClosed(ctx, "handler")
 	}
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
 			t.errText(err), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
-		t.release(wctx, now)
+		t.release(wctx, rec, now)
 		return t.fail(internalError())
 	}
 	cls, state := g.classify(resp)
 	switch cls {
 	case Retry:
-		t.release(wctx, now)
+		t.release(wctx, rec, now)
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	case Forget:
 		if err := g.cfg.Store.Delete(wctx, t.id, t.owner, now); err != nil {
@@ -653,7 +662,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		t.writeFailed(ctx, "complete", err)
 		if len(writes) > 0 {
 			rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
-			t.release(rctx, now)
+			t.release(rctx, rec, now)
 			rctx.release()
 		} else {
 			t.unrecorded = true
@@ -667,7 +676,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		return r
 	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
 		t.writeFailed(ctx, "complete", err)
-		t.release(wctx, now)
+		t.release(wctx, rec, now)
 		return t.fail(internalError())
 	default:
 		// The handler's effects happened but the outcome was not recorded
@@ -675,7 +684,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 		// can so a retry is not blocked, and return the true response.
 		t.writeFailed(ctx, "complete", err)
 		if errors.Is(err, ErrTooLarge) {
-			t.release(wctx, now)
+			t.release(wctx, rec, now)
 		}
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
@@ -690,8 +699,10 @@ func (t *txn) writeFailed(ctx context.Context, op string, err error) {
 	t.logf(ctx, slog.LevelError, "idempotency: store write failed", slog.String("write", op), t.errText(err), storeOutcome(err))
 }
 
-func (t *txn) release(ctx context.Context, now time.Time) {
-	if err := t.g.cfg.Store.Release(ctx, t.id, t.owner, now); err != nil {
+// release gives back the claim rec (Store.Release): the record is left
+// retryable, with the attempt's raw body hash.
+func (t *txn) release(ctx context.Context, rec Record, now time.Time) {
+	if err := t.g.cfg.Store.Release(ctx, rec, now); err != nil {
 		t.writeFailed(ctx, "release", err)
 	}
 }

@@ -37,7 +37,7 @@ type claimTables struct{ idem, effects, plain, floor, streamOnly, ttlOnly, strea
 // Names of the claim-shape pass's rows, in report order.
 const (
 	shapeFloor           = "plain PutItem floor (2 attributes, 28 bytes)"
-	shapeClaimAsSent     = "claim as sent: 11 attributes, condition, idemkit table (stream, TTL)"
+	shapeClaimAsSent     = "claim as sent: 10 attributes, condition, idemkit table (stream, TTL)"
 	shapeClaimPlainTable = "claim as sent, on a table without stream or TTL"
 	shapeClaimStreamOnly = "claim as sent, on a table with the stream (NEW_AND_OLD_IMAGES) and no TTL"
 	shapeClaimStreamNew  = "claim as sent, on a table with a NEW_IMAGE stream"
@@ -48,7 +48,7 @@ const (
 	shapeSameBytes       = "2 attributes of the claim's bytes, no condition, plain table (a plain put of the same size)"
 	shapeFloorCond       = "floor item with the claim's condition, plain table"
 	shapeClaimPacked     = "claim, 7 attributes (the rest packed in one binary), condition, idemkit table"
-	shapeClaimShort      = "claim, 11 one-letter attribute names, condition, idemkit table"
+	shapeClaimShort      = "claim, 10 one-letter attribute names, condition, idemkit table"
 	shapeClaimNoNames    = "claim, same condition without attribute names (attribute_not_exists(pk) OR expiresAtMs <= :n)"
 	shapeClaimNotExists  = "claim, attribute_not_exists(pk) only (no reclaim of an expired record: not enough)"
 	shapeCompleteAsSent  = "completion as sent: whole item, #o = :o AND #s = :p AND NOT #e <= :n, idemkit table"
@@ -73,12 +73,11 @@ func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValu
 	str := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	bin := func(n int) types.AttributeValue { return &types.AttributeValueMemberB{Value: make([]byte, n)} }
 	digest := "openwop-request-v1:sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-	rawSha := "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 	claimItem := func(id string) map[string]types.AttributeValue {
 		return map[string]types.AttributeValue{
 			"pk": str(id), "digest": str(digest), "state": str("pending"), "owner": str("0123456789abcdef0123456789abcdef"),
 			"leaseAt": num(nowMs + 30_000), "renewedAt": num(nowMs), "attempt": num(1), "requestId": str("req-abcdefgh-1234"),
-			"rawBodySha256": str(rawSha), "expiresAtMs": num(nowMs + 86_400_000), "expiresAt": num(nowMs/1000 + 86_401),
+			"expiresAtMs": num(nowMs + 86_400_000), "expiresAt": num(nowMs/1000 + 86_401),
 		}
 	}
 	size := func(m map[string]types.AttributeValue) int {
@@ -214,8 +213,8 @@ func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValu
 		}},
 		{shapeClaimPacked, func(ctx context.Context, c *dynamodb.Client, t claimTables, id string) error {
 			m := claimItem(id)
-			packed := len(digest) + len(rawSha) + 17 + 8 + 8
-			for _, k := range []string{"digest", "leaseAt", "renewedAt", "requestId", "rawBodySha256"} {
+			packed := len(digest) + 17 + 8 + 8
+			for _, k := range []string{"digest", "leaseAt", "renewedAt", "requestId"} {
 				delete(m, k)
 			}
 			m["d"] = bin(packed)
@@ -225,7 +224,7 @@ func claimShapes() ([]claimShape, func(id string) map[string]types.AttributeValu
 			m := claimItem(id)
 			short := map[string]types.AttributeValue{"pk": m["pk"], "expiresAt": m["expiresAt"]}
 			letters := map[string]string{"digest": "g", "state": "s", "owner": "o", "leaseAt": "l", "renewedAt": "w",
-				"attempt": "a", "requestId": "q", "rawBodySha256": "b", "expiresAtMs": "e"}
+				"attempt": "a", "requestId": "q", "expiresAtMs": "e"}
 			for k, l := range letters {
 				short[l] = m[k]
 			}

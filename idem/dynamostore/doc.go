@@ -68,7 +68,12 @@
 
 // # Item weight
 //
-// The claim is one PutItem of the pending item. A completion is one PutItem
+// The claim is one PutItem of the pending item, which carries no raw-body
+// hash (rawBodySha256): the write that ends the attempt stores it (the
+// completion's item, or the release's UpdateItem), so a failed claim (a
+// replay, an in-flight answer, a mismatch) sends none and the Guard never
+// hashes the raw body for one; a reclaim leaves the previous attempt's in
+// place until its own attempt ends. A completion is one PutItem
 // of the whole completed item, under a flat precomputed condition (owner,
 // pending, unexpired), built from the record Claim returned (which
 // idem.Store.Complete receives) with the outcome's state, retention and

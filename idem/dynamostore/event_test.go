@@ -80,11 +80,11 @@ func (s *killable) Complete(ctx context.Context, claim idem.Record, o idem.Outco
 	}
 	return s.Store.Complete(ctx, claim, o, now)
 }
-func (s *killable) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (s *killable) Release(ctx context.Context, claim idem.Record, now time.Time) error {
 	if s.dead.Load() {
 		return errDead
 	}
-	return s.Store.Release(ctx, id, owner, now)
+	return s.Store.Release(ctx, claim, now)
 }
 
 func sqsGuard(t *testing.T, st idem.Store, clk *clock.Manual, wait time.Duration) *idem.Guard {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/aws/smithy-go"
@@ -71,7 +72,7 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 		t.Run("ReclaimAppliedResponseLost", func(t *testing.T) {
 			id := newID()
 			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
-			if err := v.s.Release(ctxT(t), id, "o1", now); err != nil {
+			if err := v.s.Release(ctxT(t), v.rec(id, "o1"), now); err != nil {
 				t.Fatal(err)
 			}
 			v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
@@ -111,11 +112,16 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			id := newID()
 			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
 			v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
-			if err := v.s.Release(ctxT(t), id, "o1", now); err != nil {
+			rel := v.rec(id, "o1")
+			rel.RawBodySHA256 = strings.Repeat("c", 64) // the released attempt's, recognised on the retry
+			if err := v.s.Release(ctxT(t), rel, now); err != nil {
 				t.Fatalf("Release: %v", err)
 			}
+			if got, _, _ := v.s.Get(ctxT(t), id, now); got.State != idem.StateRetryableFailure || got.RawBodySHA256 != rel.RawBodySHA256 {
+				t.Fatalf("released: %+v", got)
+			}
 			// A genuine second Release (one request) is fenced.
-			if err := v.s.Release(ctxT(t), id, "o1", now); !errors.Is(err, idem.ErrFenced) {
+			if err := v.s.Release(ctxT(t), rel, now); !errors.Is(err, idem.ErrFenced) {
 				t.Fatalf("second Release: %v", err)
 			}
 			v.claim(t, pending(id, "o2", now), now, idem.Reclaimed)
@@ -143,7 +149,7 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 				t.Fatalf("stale Complete: %v", err)
 			}
 			v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
-			if err := v.s.Release(ctxT(t), id, "slow", at); !errors.Is(err, idem.ErrFenced) {
+			if err := v.s.Release(ctxT(t), v.rec(id, "slow"), at); !errors.Is(err, idem.ErrFenced) {
 				t.Fatalf("stale Release: %v", err)
 			}
 			got, _, _ := v.s.Get(ctxT(t), id, at)

@@ -21,7 +21,7 @@ const (
 	attrRenewed   = "renewedAt"     // N: when the owner last wrote its lease, Unix ms (read while pending only)
 	attrAttempt   = "attempt"       // N: 1 on first claim, +1 per reclaim
 	attrRequestID = "requestId"     // S: request id of the first claim
-	attrRawBody   = "rawBodySha256" // S: hex SHA-256 of the raw request body of the last claim (archive only)
+	attrRawBody   = "rawBodySha256" // S: hex SHA-256 of the raw request body of the last attempt that ended (archive only; written by the completion or release, never by the claim)
 	attrExpMs     = "expiresAtMs"   // N: retention end, Unix ms; absent = never
 	attrTTL       = "expiresAt"     // N: retention end, Unix s (rounded up): the table's TTL attribute
 	attrStatus    = "status"        // N: cached HTTP status, chunked responses (informational; the blob is authoritative)
@@ -145,9 +145,10 @@ func decode(m map[string]types.AttributeValue) (stored, bool) {
 	return s, true
 }
 
-// pendingItem is the item a fresh claim writes.
+// pendingItem is the item a fresh claim writes (no raw-body hash: Claim
+// clears it, the completion or release writes it).
 func pendingItem(rec idem.Record) map[string]types.AttributeValue {
-	m := recordItem(rec, idem.StatePending, 1, rec.Expires, 11)
+	m := recordItem(rec, idem.StatePending, 1, rec.Expires, 10)
 	m[attrLease] = avN(rec.LeaseExpires.UnixMilli())
 	m[attrRenewed] = avN(rec.Renewed.UnixMilli())
 	return m
@@ -155,9 +156,11 @@ func pendingItem(rec idem.Record) map[string]types.AttributeValue {
 
 // completedItem is the whole item a completion writes in place of the
 // pending one: the attributes the claim stored, taken from claim (the
-// record Claim returned: id, digest, owner, attempt, first request id,
-// raw-body hash), with the outcome's state and retention and, for a final
-// state, the response (the inline blob, or the reference to its chunks).
+// record Claim returned: id, digest, owner, attempt, first request id),
+// the raw-body hash of the attempt that ran (set on claim by the caller;
+// absent when it set none), with the outcome's state and retention and,
+// for a final state, the response (the inline blob, or the reference to
+// its chunks).
 // The lease and the owner's liveness (leaseAt, renewedAt) are not written:
 // they mean something only while pending.
 func completedItem(claim idem.Record, state idem.State, expires time.Time, ref *responseRef) map[string]types.AttributeValue {

@@ -59,11 +59,12 @@ func TestCompletedItemIsLean(t *testing.T) {
 // pending item it replaces (after a fresh claim, after a lease reclaim and
 // a renewal, with a chunked response, and inside a transaction where the
 // engine has them), every attribute the claim stored is kept byte for byte
-// (pk, digest, owner, attempt, requestId, rawBodySha256: what replays,
-// audits and the stream auditor read), the completion sets state,
-// retention (expiresAtMs and the TTL attribute expiresAt the sweeper and
-// DynamoDB's TTL read) and the response, and removes only leaseAt and
-// renewedAt.
+// (pk, digest, owner, attempt, requestId: what replays, audits and the
+// stream auditor read), the completion sets state, retention (expiresAtMs
+// and the TTL attribute expiresAt the sweeper and DynamoDB's TTL read),
+// the raw body hash of the attempt that ran (rawBodySha256, which no
+// claim writes, whatever it carries) and the response, and removes only
+// leaseAt and renewedAt.
 func TestCompletionKeepsTheClaimedItem(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
@@ -94,19 +95,25 @@ func TestCompletionKeepsTheClaimedItem(t *testing.T) {
 				id := newID()
 				now := v.now
 				first := pending(id, "o1", now)
-				first.RawBodySHA256 = strings.Repeat("a", 64)
+				first.RawBodySHA256 = strings.Repeat("a", 64) // a claim carrying one writes none
 				claimed := v.claim(t, first, now, idem.Claimed)
+				raw := strings.Repeat("a", 64)
 				if tc.reclaim {
 					now = now.Add(lease)
 					second := pending(id, "o2", now)
 					second.RawBodySHA256 = strings.Repeat("b", 64)
 					claimed = v.claim(t, second, now, idem.Reclaimed)
+					raw = strings.Repeat("b", 64)
 					now = now.Add(time.Second)
 					if err := v.s.Renew(ctxT(t), id, "o2", now.Add(lease), now); err != nil {
 						t.Fatal(err)
 					}
 				}
 				before := v.raw(t, id)
+				if before["rawBodySha256"] != nil || claimed.RawBodySHA256 != "" {
+					t.Fatalf("the claim wrote a raw body hash: %v, %q", before["rawBodySha256"], claimed.RawBodySHA256)
+				}
+				claimed.RawBodySHA256 = raw // the attempt's, as the Guard hands it to the completion
 				out := idem.Outcome{State: tc.state, Expires: now.Add(2 * keep)}
 				if tc.state.Final() {
 					out.Response = &idem.Response{Status: 201, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: tc.body}
@@ -118,14 +125,16 @@ func TestCompletionKeepsTheClaimedItem(t *testing.T) {
 					t.Fatal(err)
 				}
 				after := v.raw(t, id)
-				for _, k := range []string{"pk", "digest", "owner", "attempt", "requestId", "rawBodySha256"} {
+				for _, k := range []string{"pk", "digest", "owner", "attempt", "requestId"} {
 					if before[k] == nil || !reflect.DeepEqual(before[k], after[k]) {
 						t.Errorf("%s: pending %v, completed %v", k, before[k], after[k])
 					}
 				}
+				if got, ok := after["rawBodySha256"].(*types.AttributeValueMemberS); !ok || got.Value != raw {
+					t.Errorf("rawBodySha256 = %v, want the attempt's %s", after["rawBodySha256"], raw)
+				}
 				if tc.reclaim && (getN(t, after, "attempt") != 2 || after["owner"].(*types.AttributeValueMemberS).Value != "o2" ||
-					after["requestId"].(*types.AttributeValueMemberS).Value != "req-o1" ||
-					after["rawBodySha256"].(*types.AttributeValueMemberS).Value != strings.Repeat("b", 64)) {
+					after["requestId"].(*types.AttributeValueMemberS).Value != "req-o1") {
 					t.Errorf("reclaimed item: %v", after)
 				}
 				if got := after["state"].(*types.AttributeValueMemberS).Value; got != string(tc.state) {
@@ -151,8 +160,8 @@ func TestCompletionKeepsTheClaimedItem(t *testing.T) {
 				}
 				sort.Strings(added)
 				sort.Strings(removed)
-				if got := strings.Join(added, ","); got != tc.response {
-					t.Errorf("attributes added by the completion = %q, want %q", got, tc.response)
+				if got, want := strings.Join(added, ","), strings.TrimSuffix("rawBodySha256,"+tc.response, ","); got != want {
+					t.Errorf("attributes added by the completion = %q, want %q", got, want)
 				}
 				if got := strings.Join(removed, ","); got != "leaseAt,renewedAt" {
 					t.Errorf("attributes removed by the completion = %q, want leaseAt,renewedAt", got)
@@ -266,12 +275,16 @@ func TestRunAnswerStaysInline(t *testing.T) {
 		body := `{"eventsUrl":"` + base + `/events","runId":"tenant-a/run_01JDXKQ7V3ZB8Y6R4N2M0P9Q8T","status":"accepted","statusUrl":"` + base + `"}`
 		r := pending(id, "owner-"+rnd(16), v.now)
 		r.RequestID = "b7c6f0a2-3d7e-4c2b-9f1e-5a8d2c4e6f10"
-		r.RawBodySHA256 = rnd(32)
 		v.claim(t, r, v.now, idem.Claimed)
-		if err := v.s.Complete(ctxT(t), v.rec(id, r.Owner), done(body, v.now), v.now); err != nil {
+		c := v.rec(id, r.Owner)
+		c.RawBodySHA256 = rnd(32) // the attempt's, as the Guard hands it to the completion
+		if err := v.s.Complete(ctxT(t), c, done(body, v.now), v.now); err != nil {
 			t.Fatal(err)
 		}
 		item := v.raw(t, id)
+		if item["rawBodySha256"] == nil {
+			t.Fatalf("completed item has no raw body hash: %s", names(item))
+		}
 		got, err := dynamostore.DecodeItem(item)
 		if err != nil || got.Response == nil || string(got.Response.Body) != body {
 			t.Fatalf("DecodeItem: %v, response %+v", err, got.Response)

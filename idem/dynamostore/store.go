@@ -174,6 +174,10 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
 	}
 	rec.Response = nil
+	// The raw body's hash is written by the write that ends the attempt
+	// (Complete, Release), never by the claim: the pending item carries
+	// none, and a reclaim keeps the previous attempt's.
+	rec.RawBodySHA256 = ""
 	rec.LeaseExpires = msec(rec.LeaseExpires)
 	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
@@ -213,6 +217,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 			r := rec
 			r.Attempt = cur.rec.Attempt + 1
 			r.RequestID = cur.rec.RequestID
+			r.RawBodySHA256 = cur.rec.RawBodySHA256
 			return idem.ClaimResult{Decision: idem.Reclaimed, Record: r, LeaseExpired: cur.rec.State == idem.StatePending}, nil
 		}
 		cur = st // lost the compare-and-set: decide again on what is there now
@@ -294,11 +299,6 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 		Set(expression.Name(attrLease), expression.Value(rec.LeaseExpires.UnixMilli())).
 		Set(expression.Name(attrRenewed), expression.Value(rec.Renewed.UnixMilli())).
 		Set(expression.Name(attrAttempt), expression.Value(old.Attempt+1))
-	if rec.RawBodySHA256 != "" {
-		u = u.Set(expression.Name(attrRawBody), expression.Value(rec.RawBodySHA256))
-	} else {
-		u = u.Remove(expression.Name(attrRawBody))
-	}
 	u = removeResponse(setExpiry(u, rec.Expires))
 	expr, err := expression.NewBuilder().WithCondition(reclaimable(old, rec.Digest, nowMs)).WithUpdate(u).Build()
 	if err != nil {
@@ -447,12 +447,20 @@ func transactItems(ws []any) ([]types.TransactWriteItem, error) {
 	return out, nil
 }
 
-// Release implements idem.Store: one UpdateItem conditional on ownership.
-func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
+// Release implements idem.Store: one UpdateItem conditional on ownership,
+// setting the released attempt's raw body hash (removing the attribute
+// when claim carries none).
+func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) error {
+	id, owner, raw := claim.ID, claim.Owner, claim.RawBodySHA256
 	u := removeResponse(expression.Set(expression.Name(attrState), expression.Value(string(idem.StateRetryableFailure))).
 		Remove(expression.Name(attrLease)).Remove(expression.Name(attrRenewed)))
+	if raw != "" {
+		u = u.Set(expression.Name(attrRawBody), expression.Value(raw))
+	} else {
+		u = u.Remove(expression.Name(attrRawBody))
+	}
 	return s.ownedUpdate(ctx, "release", id, owner, now, u, func(st stored) bool {
-		return st.rec.Owner == owner && st.rec.State == idem.StateRetryableFailure
+		return st.rec.Owner == owner && st.rec.State == idem.StateRetryableFailure && st.rec.RawBodySHA256 == raw
 	})
 }
 

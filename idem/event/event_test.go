@@ -423,11 +423,11 @@ func (s *crashStore) Complete(ctx context.Context, claim idem.Record, o idem.Out
 	}
 	return s.Store.Complete(ctx, claim, o, now)
 }
-func (s *crashStore) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (s *crashStore) Release(ctx context.Context, claim idem.Record, now time.Time) error {
 	if s.dead.Load() {
 		return errDead
 	}
-	return s.Store.Release(ctx, id, owner, now)
+	return s.Store.Release(ctx, claim, now)
 }
 func (s *crashStore) Delete(ctx context.Context, id, owner string, now time.Time) error {
 	if s.dead.Load() {

@@ -79,11 +79,11 @@ func (d *dyingStore) Complete(ctx context.Context, claim idem.Record, out idem.O
 	return err
 }
 
-func (d *dyingStore) Release(ctx context.Context, id, owner string, now time.Time) error {
+func (d *dyingStore) Release(ctx context.Context, claim idem.Record, now time.Time) error {
 	if d.Dead() {
 		return d.Die()
 	}
-	err := d.Store.Release(ctx, id, owner, now)
+	err := d.Store.Release(ctx, claim, now)
 	if d.Point == CrashDuringRelease {
 		return d.Die()
 	}

@@ -70,9 +70,11 @@ func pending(id, digest, owner string, now time.Time) idem.Record {
 	}
 }
 
-// rawBody is the raw-body hash the claim of owner carries: each owner's
-// request had different bytes (the same digest stands for one canonical
-// request in two encodings).
+// rawBody is the raw-body hash of owner's attempt: each owner's request
+// had different bytes (the same digest stands for one canonical request in
+// two encodings). The claim carries it too (pending), and a store ignores
+// it there: only the writes that end the attempt (Complete, Release) store
+// it.
 func rawBody(owner string) string {
 	sum := sha256.Sum256([]byte("raw body of " + owner))
 	return hex.EncodeToString(sum[:])
@@ -154,11 +156,26 @@ func claimReclaim(t *testing.T, st idem.Store, rec idem.Record, now time.Time, l
 	return res.Record
 }
 
+// complete completes the claim of id by owner as the Guard does: with the
+// record the claim returned, carrying the raw body hash of owner's
+// attempt.
 func complete(t *testing.T, st idem.Store, id, owner string, out idem.Outcome, now time.Time) {
 	t.Helper()
-	if err := st.Complete(ctx, claimed(t, id, owner), out, now); err != nil {
+	c := claimed(t, id, owner)
+	c.RawBodySHA256 = rawBody(owner)
+	if err := st.Complete(ctx, c, out, now); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
+}
+
+// attempt is what owner hands Release for its claim of id, as the Guard
+// does: the record its claim returned (or, for an owner that never
+// claimed id, the one such a claim at now would have returned), carrying
+// the raw body hash of owner's attempt.
+func attempt(id, owner string, now time.Time) idem.Record {
+	r := claimedOrNot(id, owner, now)
+	r.RawBodySHA256 = rawBody(owner)
+	return r
 }
 
 func get(t *testing.T, st idem.Store, id string, now time.Time) (idem.Record, bool) {
@@ -239,6 +256,7 @@ func (s *suite) claimAbsent(t *testing.T) {
 	got := claim(t, st, rec, now, idem.Claimed)
 	want := rec
 	want.Attempt = 1
+	want.RawBodySHA256 = "" // a claim writes none, whatever it carries
 	checkRecord(t, got, want)
 	if got.Response != nil {
 		t.Fatalf("pending record has a response")
@@ -313,6 +331,7 @@ func (s *suite) leaseExpiredReclaim(t *testing.T) {
 	want := rec
 	want.Attempt = 2
 	want.RequestID = "req-owner-1" // the first request id is kept
+	want.RawBodySHA256 = ""        // owner-1's attempt never ended: no raw body hash
 	checkRecord(t, got, want)
 	checkRecord(t, mustGet(t, st, id, at), want)
 	// And again: attempt 3.
@@ -357,13 +376,13 @@ func (s *suite) retryableReclaim(t *testing.T) {
 
 func (s *suite) releaseReclaim(t *testing.T) {
 	st, now, id := s.startClaimed(t)
-	if err := st.Release(ctx, id, "owner-1", now); err != nil {
+	if err := st.Release(ctx, attempt(id, "owner-1", now), now); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	if g := mustGet(t, st, id, now); g.State != idem.StateRetryableFailure {
 		t.Fatalf("after release: %s", summary(g))
 	}
-	wantFenced(t, "second Release", st.Release(ctx, id, "owner-1", now))
+	wantFenced(t, "second Release", st.Release(ctx, attempt(id, "owner-1", now), now))
 	got := claimReclaim(t, st, pending(id, digestA, "owner-2", now), now, false)
 	if got.Attempt != 2 {
 		t.Fatalf("attempt = %d, want 2", got.Attempt)
@@ -382,7 +401,7 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 
 	out := idem.Outcome{State: idem.StateCompleted, Response: resp(201, "slow"), Expires: at.Add(keep)}
 	wantFenced(t, "stale Complete while reclaimed", st.Complete(ctx, claimed(t, id, "slow"), out, at))
-	wantFenced(t, "stale Release while reclaimed", st.Release(ctx, id, "slow", at))
+	wantFenced(t, "stale Release while reclaimed", st.Release(ctx, attempt(id, "slow", at), at))
 	wantFenced(t, "stale Renew while reclaimed", st.Renew(ctx, id, "slow", at.Add(time.Hour), at))
 	wantFenced(t, "stale Delete while reclaimed", st.Delete(ctx, id, "slow", at))
 	if g := mustGet(t, st, id, at); g.Owner != "fast" || g.State != idem.StatePending {
@@ -395,7 +414,7 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 	late := at.Add(time.Second)
 	wantFenced(t, "late Complete", st.Complete(ctx, claimed(t, id, "slow"), out, late))
 	wantFenced(t, "late Delete", st.Delete(ctx, id, "slow", late))
-	wantFenced(t, "late Release", st.Release(ctx, id, "slow", late))
+	wantFenced(t, "late Release", st.Release(ctx, attempt(id, "slow", late), late))
 	wantReplay(t, st, id, "third", late, resp(201, "fast"))
 }
 
@@ -405,7 +424,7 @@ func (s *suite) fencedAfterFinal(t *testing.T) {
 	// Even the owner cannot write again once the outcome is final.
 	wantFenced(t, "second Complete", st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(200, "two"), Expires: now.Add(keep)}, now))
 	wantFenced(t, "Renew after final", st.Renew(ctx, id, "owner-1", now.Add(time.Hour), now))
-	wantFenced(t, "Release after final", st.Release(ctx, id, "owner-1", now))
+	wantFenced(t, "Release after final", st.Release(ctx, attempt(id, "owner-1", now), now))
 	wantFenced(t, "Delete after final", st.Delete(ctx, id, "owner-1", now))
 	equalResponse(t, mustGet(t, st, id, now).Response, resp(200, "one"))
 }
@@ -470,7 +489,7 @@ func (s *suite) renewed(t *testing.T) {
 	re := later.Add(2 * lease)
 	want("Reclaim result", claim(t, st, pending(id, digestA, "owner-2", re), re, idem.Reclaimed), re.Truncate(time.Millisecond))
 	want("Get after Reclaim", mustGet(t, st, id, re), re.Truncate(time.Millisecond))
-	if err := st.Release(ctx, id, "owner-2", re); err != nil {
+	if err := st.Release(ctx, attempt(id, "owner-2", re), re); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
 	want("Get after Release", mustGet(t, st, id, re), time.Time{})
@@ -545,7 +564,7 @@ func wantOwnerWritesFenced(t *testing.T, st idem.Store, id, owner, when string, 
 	t.Helper()
 	out := idem.Outcome{State: idem.StateCompleted, Response: resp(200, "x"), Expires: now.Add(keep)}
 	wantFenced(t, "Complete "+when, st.Complete(ctx, claimedOrNot(id, owner, now), out, now))
-	wantFenced(t, "Release "+when, st.Release(ctx, id, owner, now))
+	wantFenced(t, "Release "+when, st.Release(ctx, attempt(id, owner, now), now))
 	wantFenced(t, "Renew "+when, st.Renew(ctx, id, owner, now.Add(time.Hour), now))
 	wantFenced(t, "Delete "+when, st.Delete(ctx, id, owner, now))
 	if _, ok := get(t, st, id, now); ok {
@@ -584,9 +603,10 @@ func (s *suite) completeSetsExpiry(t *testing.T) {
 }
 
 // completeKeepsClaim: a completion keeps every attribute the claim stored
-// (attempt, first request id, the reclaimer's raw-body hash, digest,
-// owner), takes the outcome's state and retention, and leaves no lease and
-// no liveness, also after a reclaim and a renewal.
+// (attempt, first request id, digest, owner), stores the raw-body hash of
+// the attempt that ran (the reclaimer's), takes the outcome's state and
+// retention, and leaves no lease and no liveness, also after a reclaim and
+// a renewal.
 func (s *suite) completeKeepsClaim(t *testing.T) {
 	for _, state := range []idem.State{idem.StateCompleted, idem.StateTerminalFailure, idem.StateRetryableFailure} {
 		t.Run(string(state), func(t *testing.T) {
@@ -599,9 +619,13 @@ func (s *suite) completeKeepsClaim(t *testing.T) {
 			}
 			exp := renewAt.Add(2 * keep)
 			complete(t, st, id, "owner-2", idem.Outcome{State: state, Response: resp(200, "kept"), Expires: exp}, renewAt)
+			if rec.RawBodySHA256 != "" {
+				t.Fatalf("reclaim of a crashed claim has a raw body hash: %s", summary(rec))
+			}
 			want := rec
 			want.State, want.LeaseExpires, want.Expires = state, time.Time{}, exp
-			if want.Attempt != 2 || want.RequestID != "req-owner-1" || want.RawBodySHA256 != rawBody("owner-2") {
+			want.RawBodySHA256 = rawBody("owner-2") // the completion's: the attempt that ran
+			if want.Attempt != 2 || want.RequestID != "req-owner-1" {
 				t.Fatalf("reclaimed record: %s req=%s", summary(want), want.RequestID)
 			}
 			g := mustGet(t, st, id, renewAt)
@@ -947,58 +971,85 @@ func (s *suite) concurrentCompleteVsReclaim(t *testing.T) {
 }
 
 // rawBodySHA256 (the ERP policy's raw_body_sha256, kept for archive): a
-// claim stores the raw-body hash it carries beside the digest; completion,
-// replay and Get keep it; a reclaim of the same digest (the same canonical
-// request sent in other bytes) stores the reclaimer's, the body whose
-// attempt ran; a claim without one stores none.
+// claim writes none, whatever it carries (a replay, an in-flight answer
+// and a mismatch never hash the raw body); the write that ends an attempt
+// stores the hash its caller hands it (Complete, Release), beside the
+// digest; a reclaim keeps the last ended attempt's until its own attempt
+// ends, and a reclaimer that crashed leaves it as it was; a completed
+// reclaim (the same canonical request sent in other bytes) replaces it
+// with the reclaimer's, the body whose attempt ran; replay and Get keep
+// it; a caller that sets none stores none, removing a previous one.
 func (s *suite) rawBodySHA256(t *testing.T) {
 	st, now := s.start(t)
-	id := newID(t)
-	first := pending(id, digestA, "owner-1", now)
-	if got := claim(t, st, first, now, idem.Claimed); got.RawBodySHA256 != rawBody("owner-1") {
-		t.Fatalf("claimed record raw body hash = %q, want %q", got.RawBodySHA256, rawBody("owner-1"))
+	wantRaw := func(what string, got idem.Record, want string) {
+		t.Helper()
+		if got.RawBodySHA256 != want {
+			t.Fatalf("%s: raw body hash = %q, want %q (%s)", what, got.RawBodySHA256, want, summary(got))
+		}
 	}
-	if err := st.Release(ctx, id, "owner-1", now); err != nil {
+	id := newID(t)
+	wantRaw("claimed record", claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed), "")
+	wantRaw("Get of the pending record", mustGet(t, st, id, now), "")
+	if err := st.Release(ctx, attempt(id, "owner-1", now), now); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	if g := mustGet(t, st, id, now); g.RawBodySHA256 != rawBody("owner-1") {
-		t.Fatalf("released record raw body hash = %q", g.RawBodySHA256)
-	}
-	got := claimReclaim(t, st, pending(id, digestA, "owner-2", now), now, false)
-	if got.RawBodySHA256 != rawBody("owner-2") {
-		t.Fatalf("reclaimed record raw body hash = %q, want the reclaimer's %q", got.RawBodySHA256, rawBody("owner-2"))
-	}
+	wantRaw("released record", mustGet(t, st, id, now), rawBody("owner-1"))
+	wantRaw("reclaimed record", claimReclaim(t, st, pending(id, digestA, "owner-2", now), now, false), rawBody("owner-1"))
+	wantRaw("Get of the reclaimed record", mustGet(t, st, id, now), rawBody("owner-1"))
 	complete(t, st, id, "owner-2", idem.Outcome{State: idem.StateCompleted, Response: resp(201, `{"a":1}`), Expires: now.Add(keep)}, now)
-	if g := mustGet(t, st, id, now); g.RawBodySHA256 != rawBody("owner-2") || g.Digest != digestA {
+	g := mustGet(t, st, id, now)
+	wantRaw("completed record", g, rawBody("owner-2"))
+	if g.Digest != digestA {
 		t.Fatalf("completed record: %s", summary(g))
 	}
-	if got := claim(t, st, pending(id, digestA, "owner-3", now), now, idem.Exists); got.RawBodySHA256 != rawBody("owner-2") {
-		t.Fatalf("replayed record raw body hash = %q, want %q (a replay writes nothing)", got.RawBodySHA256, rawBody("owner-2"))
-	}
+	wantRaw("replayed record (a replay writes nothing)", claim(t, st, pending(id, digestA, "owner-3", now), now, idem.Exists), rawBody("owner-2"))
+	wantRaw("mismatched claim (writes nothing)", claim(t, st, pending(id, digestB, "owner-4", now), now, idem.Exists), rawBody("owner-2"))
+	wantRaw("Get after the replay", mustGet(t, st, id, now), rawBody("owner-2"))
 
-	// A claim without one stores none, and a reclaim without one clears it.
+	// A reclaimer that crashed wrote none: the record keeps the hash of
+	// the attempt before it until the next attempt ends.
+	id3 := newID(t)
+	claim(t, st, pending(id3, digestA, "owner-a", now), now, idem.Claimed)
+	if err := st.Release(ctx, attempt(id3, "owner-a", now), now); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	claimReclaim(t, st, pending(id3, digestA, "owner-b", now), now, false) // owner-b crashes
+	wantRaw("in flight after the crash", claim(t, st, pending(id3, digestA, "owner-x", now), now, idem.Exists), rawBody("owner-a"))
+	late := now.Add(lease)
+	wantRaw("lease reclaim after the crash", claimReclaim(t, st, pending(id3, digestA, "owner-c", late), late, true), rawBody("owner-a"))
+	complete(t, st, id3, "owner-c", idem.Outcome{State: idem.StateTerminalFailure, Response: resp(422, `{}`), Expires: late.Add(keep)}, late)
+	wantRaw("completed after the crash", mustGet(t, st, id3, late), rawBody("owner-c"))
+
+	// A caller that sets none stores none, and removes a previous one.
 	id2 := newID(t)
-	rec := pending(id2, digestA, "owner-4", now)
-	rec.RawBodySHA256 = ""
-	if got := claim(t, st, rec, now, idem.Claimed); got.RawBodySHA256 != "" {
-		t.Fatalf("claim without a raw body hash stored %q", got.RawBodySHA256)
-	}
-	if g := mustGet(t, st, id2, now); g.RawBodySHA256 != "" {
-		t.Fatalf("Get: raw body hash %q, want none", g.RawBodySHA256)
-	}
-	if err := st.Release(ctx, id2, "owner-4", now); err != nil {
+	claim(t, st, pending(id2, digestA, "owner-4", now), now, idem.Claimed)
+	none := attempt(id2, "owner-4", now)
+	none.RawBodySHA256 = ""
+	if err := st.Release(ctx, none, now); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
+	wantRaw("released without a hash", mustGet(t, st, id2, now), "")
 	claimReclaim(t, st, pending(id2, digestA, "owner-5", now), now, false)
-	if err := st.Release(ctx, id2, "owner-5", now); err != nil {
+	if err := st.Release(ctx, attempt(id2, "owner-5", now), now); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	rec = pending(id2, digestA, "owner-6", now)
-	rec.RawBodySHA256 = ""
-	if got := claimReclaim(t, st, rec, now, false); got.RawBodySHA256 != "" {
-		t.Fatalf("reclaim without a raw body hash kept %q", got.RawBodySHA256)
+	wantRaw("released with a hash", mustGet(t, st, id2, now), rawBody("owner-5"))
+	claimReclaim(t, st, pending(id2, digestA, "owner-6", now), now, false)
+	none = attempt(id2, "owner-6", now)
+	none.RawBodySHA256 = ""
+	if err := st.Release(ctx, none, now); err != nil {
+		t.Fatalf("Release: %v", err)
 	}
-	if g := mustGet(t, st, id2, now); g.RawBodySHA256 != "" {
-		t.Fatalf("Get after a reclaim without a raw body hash: %q", g.RawBodySHA256)
+	wantRaw("a release without a hash after one with", mustGet(t, st, id2, now), "")
+	claimReclaim(t, st, pending(id2, digestA, "owner-7", now), now, false)
+	if err := st.Release(ctx, attempt(id2, "owner-7", now), now); err != nil {
+		t.Fatalf("Release: %v", err)
 	}
+	claimReclaim(t, st, pending(id2, digestA, "owner-8", now), now, false)
+	none = claimed(t, id2, "owner-8")
+	none.RawBodySHA256 = ""
+	if err := st.Complete(ctx, none, idem.Outcome{State: idem.StateCompleted, Response: resp(201, `{}`), Expires: now.Add(keep)}, now); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	wantRaw("a completion without a hash after a release with one", mustGet(t, st, id2, now), "")
 }

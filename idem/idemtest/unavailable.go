@@ -32,7 +32,7 @@ func (s *suite) unavailableStore(t *testing.T) {
 	_, _, err = down.Get(ctx, id, now)
 	want("Get", err)
 	want("Complete", down.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(201, "x"), Expires: now.Add(time.Hour)}, now))
-	want("Release", down.Release(ctx, id, "owner-1", now))
+	want("Release", down.Release(ctx, claimed(t, id, "owner-1"), now))
 	want("Renew", down.Renew(ctx, id, "owner-1", now.Add(time.Minute), now))
 	want("Delete", down.Delete(ctx, id, "owner-1", now))
 

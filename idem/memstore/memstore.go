@@ -20,7 +20,7 @@ import (
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
 	mu    sync.Mutex
-	recs  map[string]idem.Record
+	recs  map[string]entry
 	items map[string][]byte
 	calls map[string]int
 }
@@ -29,7 +29,7 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string]idem.Record{}, items: map[string][]byte{}, calls: map[string]int{}}
+	return &Store{recs: map[string]entry{}, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -90,6 +90,61 @@ func (s *Store) Len() int {
 	return len(s.recs)
 }
 
+// entry is one stored record: the record without its response, and the
+// final response as the store keeps it.
+type entry struct {
+	rec  idem.Record // Response is always nil
+	resp *kept       // the final response (State.Final), else nil
+}
+
+// record returns the caller's copy of the record e holds.
+func (e *entry) record() idem.Record {
+	r := e.rec
+	r.Response = e.resp.response()
+	return r
+}
+
+// kept is a response as the store keeps it: its headers as a list rather
+// than a map (a map costs every completion two allocations and its own
+// work, and a map is made anyway for each copy handed out), with room
+// for the headers and values of a typical response, so that keeping one
+// takes two allocations (this and the body).
+type kept struct {
+	status  int
+	headers bool // the response had a header map (possibly empty)
+	body    []byte
+	hdrs    []keptHeader
+	room    [4]keptHeader
+	vals    [4]string
+}
+
+type keptHeader struct {
+	name string
+	vals []string
+}
+
+// keep copies r as the store keeps it.
+func keep(r *idem.Response) *kept {
+	if r == nil {
+		return nil
+	}
+	k := &kept{status: r.Status, headers: r.Headers != nil, body: append([]byte(nil), r.Body...)}
+	k.hdrs = k.room[:0]
+	free := k.vals[:0:len(k.vals)]
+	for name, v := range r.Headers {
+		var c []string
+		if len(v) > 0 && len(v) <= cap(free)-len(free) {
+			n := len(free)
+			free = append(free, v...)
+			c = free[n:len(free):len(free)]
+		} else {
+			c = append([]string(nil), v...)
+		}
+		k.hdrs = append(k.hdrs, keptHeader{name: name, vals: c})
+	}
+	return k
+}
+
 // responseCopy is a copied response with room for the header values of a
 // typical response, so that copying one takes one allocation fewer.
 type responseCopy struct {
@@ -97,51 +152,48 @@ type responseCopy struct {
 	values [4]string
 }
 
-func cloneResponse(r *idem.Response) *idem.Response {
-	if r == nil {
+// response returns a copy of the kept response that is the caller's (nil
+// for none).
+func (k *kept) response() *idem.Response {
+	if k == nil {
 		return nil
 	}
 	box := &responseCopy{}
 	c := &box.resp
-	*c = idem.Response{Status: r.Status, Body: append([]byte(nil), r.Body...)}
-	if r.Headers != nil {
-		c.Headers = make(map[string][]string, len(r.Headers))
+	*c = idem.Response{Status: k.status, Body: append([]byte(nil), k.body...)}
+	if k.headers {
+		c.Headers = make(map[string][]string, len(k.hdrs))
 		free := box.values[:0:len(box.values)]
-		for k, v := range r.Headers {
-			if len(v) > 0 && len(v) <= cap(free)-len(free) {
+		for _, h := range k.hdrs {
+			if len(h.vals) > 0 && len(h.vals) <= cap(free)-len(free) {
 				n := len(free)
-				free = append(free, v...)
-				c.Headers[k] = free[n:len(free):len(free)]
+				free = append(free, h.vals...)
+				c.Headers[h.name] = free[n:len(free):len(free)]
 				continue
 			}
-			c.Headers[k] = append([]string(nil), v...)
+			c.Headers[h.name] = append([]string(nil), h.vals...)
 		}
 	}
 	return c
 }
 
-func clone(r idem.Record) idem.Record {
-	r.Response = cloneResponse(r.Response)
-	return r
-}
-
 // live returns the unexpired record under id (caller holds mu).
-func (s *Store) live(id string, now time.Time) (idem.Record, bool) {
-	r, ok := s.recs[id]
-	if !ok || r.Expired(now) {
-		return idem.Record{}, false
+func (s *Store) live(id string, now time.Time) (entry, bool) {
+	e, ok := s.recs[id]
+	if !ok || e.rec.Expired(now) {
+		return entry{}, false
 	}
-	return r, true
+	return e, true
 }
 
 // owned returns the live pending record under id owned by owner, or
 // idem.ErrFenced (caller holds mu).
-func (s *Store) owned(id, owner string, now time.Time) (idem.Record, error) {
-	r, ok := s.live(id, now)
-	if !ok || r.State != idem.StatePending || r.Owner != owner || owner == "" {
-		return idem.Record{}, idem.ErrFenced
+func (s *Store) owned(id, owner string, now time.Time) (entry, error) {
+	e, ok := s.live(id, now)
+	if !ok || e.rec.State != idem.StatePending || e.rec.Owner != owner || owner == "" {
+		return entry{}, idem.ErrFenced
 	}
-	return r, nil
+	return e, nil
 }
 
 func msec(t time.Time) time.Time {
@@ -164,6 +216,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
 	rec.Response = nil
+	rec.RawBodySHA256 = "" // written by the write that ends the attempt
 	rec.LeaseExpires = msec(rec.LeaseExpires)
 	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
@@ -171,22 +224,24 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	switch {
 	case !ok:
 		rec.Attempt = 1
-		s.recs[rec.ID] = rec
-		return idem.ClaimResult{Decision: idem.Claimed, Record: clone(rec)}, nil
-	case old.Reclaimable(rec.Digest, now):
-		rec.Attempt = old.Attempt + 1
-		rec.RequestID = old.RequestID
-		s.recs[rec.ID] = rec
-		return idem.ClaimResult{Decision: idem.Reclaimed, Record: clone(rec), LeaseExpired: old.State == idem.StatePending}, nil
+		s.recs[rec.ID] = entry{rec: rec}
+		return idem.ClaimResult{Decision: idem.Claimed, Record: rec}, nil
+	case old.rec.Reclaimable(rec.Digest, now):
+		rec.Attempt = old.rec.Attempt + 1
+		rec.RequestID = old.rec.RequestID
+		rec.RawBodySHA256 = old.rec.RawBodySHA256 // the last ended attempt's, until this one ends
+		s.recs[rec.ID] = entry{rec: rec}
+		return idem.ClaimResult{Decision: idem.Reclaimed, Record: rec, LeaseExpired: old.rec.State == idem.StatePending}, nil
 	default:
-		return idem.ClaimResult{Decision: idem.Exists, Record: clone(old)}, nil
+		return idem.ClaimResult{Decision: idem.Exists, Record: old.record()}, nil
 	}
 }
 
 // Complete implements idem.Store. Outcome.Writes must be Write or *Write
 // values; they are applied atomically with the completion. The completed
-// record is the stored one with the outcome applied (claim is checked, not
-// copied: it is what Claim returned, so it holds the same attributes).
+// record is the stored one with the outcome and claim.RawBodySHA256 applied
+// (claim is checked, not copied: it is what Claim returned, so it holds the
+// same attributes).
 func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -211,13 +266,14 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 			return err
 		}
 	}
-	return s.ownedWrite(ctx, "Complete", id, owner, now, func(r idem.Record) error {
-		return s.complete(id, r, out, writes)
+	return s.ownedWrite(ctx, "Complete", id, owner, now, func(e entry) error {
+		e.rec.RawBodySHA256 = claim.RawBodySHA256
+		return s.complete(id, e, out, writes)
 	})
 }
 
-// complete writes the outcome out and its writes onto r, the record id.
-func (s *Store) complete(id string, r idem.Record, out idem.Outcome, writes []Write) error {
+// complete writes the outcome out and its writes onto e, the record id.
+func (s *Store) complete(id string, e entry, out idem.Outcome, writes []Write) error {
 	for _, w := range writes {
 		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
 			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
@@ -230,43 +286,45 @@ func (s *Store) complete(id string, r idem.Record, out idem.Outcome, writes []Wr
 			s.items[w.Key] = append([]byte(nil), w.Value...)
 		}
 	}
-	r.State = out.State
-	r.LeaseExpires = time.Time{}
-	r.Renewed = time.Time{}
-	r.Expires = msec(out.Expires)
-	r.Response = nil
+	e.rec.State = out.State
+	e.rec.LeaseExpires = time.Time{}
+	e.rec.Renewed = time.Time{}
+	e.rec.Expires = msec(out.Expires)
+	e.resp = nil
 	if out.State.Final() {
-		r.Response = cloneResponse(out.Response)
+		e.resp = keep(out.Response)
 	}
-	s.recs[id] = r
+	s.recs[id] = e
 	return nil
 }
 
 // Release implements idem.Store.
-func (s *Store) Release(ctx context.Context, id, owner string, now time.Time) error {
-	return s.ownedWrite(ctx, "Release", id, owner, now, func(r idem.Record) error {
-		r.State = idem.StateRetryableFailure
-		r.LeaseExpires = time.Time{}
-		r.Renewed = time.Time{}
-		r.Response = nil
-		s.recs[id] = r
+func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) error {
+	id := claim.ID
+	return s.ownedWrite(ctx, "Release", id, claim.Owner, now, func(e entry) error {
+		e.rec.State = idem.StateRetryableFailure
+		e.rec.RawBodySHA256 = claim.RawBodySHA256
+		e.rec.LeaseExpires = time.Time{}
+		e.rec.Renewed = time.Time{}
+		e.resp = nil
+		s.recs[id] = e
 		return nil
 	})
 }
 
 // Renew implements idem.Store.
 func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
-	return s.ownedWrite(ctx, "Renew", id, owner, now, func(r idem.Record) error {
-		r.LeaseExpires = msec(leaseExpires)
-		r.Renewed = msec(now)
-		s.recs[id] = r
+	return s.ownedWrite(ctx, "Renew", id, owner, now, func(e entry) error {
+		e.rec.LeaseExpires = msec(leaseExpires)
+		e.rec.Renewed = msec(now)
+		s.recs[id] = e
 		return nil
 	})
 }
 
 // Delete implements idem.Store.
 func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
-	return s.ownedWrite(ctx, "Delete", id, owner, now, func(idem.Record) error {
+	return s.ownedWrite(ctx, "Delete", id, owner, now, func(entry) error {
 		delete(s.recs, id)
 		return nil
 	})
@@ -275,18 +333,18 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 // ownedWrite is a write by owner to its own record id, counted as call:
 // under the lock, ErrFenced unless owner holds id at now, else apply(the
 // record) does the write.
-func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(r idem.Record) error) error {
+func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(e entry) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[call]++
-	r, err := s.owned(id, owner, now)
+	e, err := s.owned(id, owner, now)
 	if err != nil {
 		return err
 	}
-	return apply(r)
+	return apply(e)
 }
 
 // Get implements idem.Store.
@@ -297,9 +355,9 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Get"]++
-	r, ok := s.live(id, now)
+	e, ok := s.live(id, now)
 	if !ok {
 		return idem.Record{}, false, nil
 	}
-	return clone(r), true, nil
+	return e.record(), true, nil
 }
