@@ -92,9 +92,11 @@ var Routes = []Route{
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
-	// The body is not read, but Layer 1 digests it: it is bounded as
-	// createRun's (any media type is accepted).
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkBodySize, serve: (*Handler).cancelRun},
+	// The body is optional and does not steer the cancel, but Layer 1
+	// digests it: it is bounded as createRun's and, when present, is the
+	// operation's schema, a JSON object with an optional string reason
+	// (checkCancelBody).
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun, object: (*Handler).runObject},
