@@ -18,8 +18,8 @@ import (
 // schema is open). A non-empty body of another media type is 415
 // unsupported_media_type; anything else it refuses is 400
 // validation_error, details.field "reason" for a reason that is not a
-// string. An empty body is accepted whatever its Content-Type (curl -d ”
-// sends a form type).
+// string. An empty body is accepted whatever its Content-Type (an empty
+// curl -d sends a form type).
 func checkCancelBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if e := checkBodySize(ev); e != nil {
 		return e
