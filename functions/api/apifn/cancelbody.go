@@ -48,7 +48,7 @@ func checkCancelBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if r, ok := m["reason"]; ok {
 		var s *string
 		if json.Unmarshal(r, &s) != nil || s == nil {
-			return validation("reason", "must be a string")
+			return validation("reason", "reason must be a string")
 		}
 	}
 	return nil

@@ -73,7 +73,7 @@ func loopBreach(run runs.Run, head string, iteration int) *capBreach {
 		return nil
 	}
 	return &capBreach{kind: KindLoopIterations, code: CodeLoopLimitExceeded, limit: limit, observed: int64(iteration), nodeID: head,
-		msg: fmt.Sprintf("the run would enter its loop (node %s) a %d. time; its maxLoopIterations is %d", head, iteration, limit)}
+		msg: fmt.Sprintf("the run would start iteration %d of its loop (node %s); its maxLoopIterations is %d", iteration, head, limit)}
 }
 
 // breach ends the run failed with b: its cap.breached event and the
