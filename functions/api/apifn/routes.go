@@ -88,7 +88,7 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun, object: (*Handler).runObject},
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, serve: (*Handler).createRun, object: (*Handler).runObject},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
