@@ -147,7 +147,8 @@ func exclude(v any, path string) any {
 
 // invalidJSON is the 400 validation_error for a body digestJSON refused. A
 // number that no double holds (exactly, or at all) is named by its JSON
-// Pointer in the message and in details.field.
+// Pointer in the message and in details.field; a body that is not I-JSON,
+// or starts with a byte order mark, is explained by notIJSON.
 func invalidJSON(body []byte, err error) *apierr.Error {
 	var je *jcs.Error
 	if errors.As(err, &je) && (errors.Is(je, jcs.ErrInexactNumber) || errors.Is(je, jcs.ErrNumber)) {
@@ -163,6 +164,9 @@ func invalidJSON(body []byte, err error) *apierr.Error {
 			return apierr.New(400, apierr.CodeValidation, "The request body's %s is %s; send it as a string.", where, what).
 				WithDetails(map[string]any{"field": ptr})
 		}
+	}
+	if e := notIJSON(body, err); e != nil {
+		return e
 	}
 	return apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON.")
 }

@@ -61,7 +61,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		k, n, ok := strings.Cut(v, "=")
 		id, known := tableIDs[strings.TrimSpace(k)]
 		if !ok || !known || strings.TrimSpace(n) == "" {
-			return fmt.Errorf("want LogicalID=NAME with LogicalID one of %s", strings.Join(tableNames(), ", "))
+			return fmt.Errorf("want LogicalID=NAME (IdempotencyTable, EffectsTable, RunsTable, FenceTable, ApiKeysTable) or short=NAME (%s)", strings.Join(tableNames(), ", "))
 		}
 		names[id] = strings.TrimSpace(n)
 		return nil

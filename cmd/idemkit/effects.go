@@ -184,7 +184,11 @@ examples:
 	effectID := unproject(arg)
 	settle := ledger.Settlement(*as)
 	if settle != ledger.Delivered && settle != ledger.NotDelivered {
-		fmt.Fprintln(stderr, "idemkit effects resolve: --as delivered or --as not-delivered is required")
+		if *as == "" {
+			fmt.Fprintln(stderr, "idemkit effects resolve: --as delivered or --as not-delivered is required")
+		} else {
+			fmt.Fprintf(stderr, "idemkit effects resolve: --as %q: want delivered or not-delivered\n", *as)
+		}
 		return 2
 	}
 	if *operator == "" {

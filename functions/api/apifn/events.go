@@ -163,8 +163,8 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 		q.bufferMs = n
 	}
 	if id := header.First(ev.Headers, "Last-Event-ID"); id != "" {
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil || !allDigits(id) {
+		n, ok := parseCursor(id)
+		if !ok {
 			return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "Last-Event-ID must be an event sequence (a non-negative integer)").
 				WithDetails(map[string]any{"field": "Last-Event-ID"})
 		}

@@ -390,7 +390,7 @@ func TestEventsValidation(t *testing.T) {
 			{"bufferMs=-1", "", "bufferMs"}, {"bufferMs=5001", "", "bufferMs"}, {"bufferMs=x", "", "bufferMs"},
 			{"bufferMs=", "", "bufferMs"}, {"bufferMs=1e3", "", "bufferMs"}, {"bufferMs=99999999999999999999", "", "bufferMs"},
 			{"", "abc", "Last-Event-ID"}, {"", "-1", "Last-Event-ID"}, {"", "+1", "Last-Event-ID"}, {"", " 1", "Last-Event-ID"},
-			{"", "1.0", "Last-Event-ID"}, {"", "99999999999999999999", "Last-Event-ID"},
+			{"", "1.0", "Last-Event-ID"}, {"", "1e3", "Last-Event-ID"},
 			{"streamMode=%zz", "", ""},
 		} {
 			resp, m := f.do(t, eventsReq(path, "acme", c.query, c.lastID))

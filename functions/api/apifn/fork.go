@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -54,7 +55,7 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 	}
 	for k := range raw {
 		if k != "mode" && k != "fromSeq" && k != "runOptionsOverlay" {
-			return req, validation(k, "unknown field; the body is {mode, fromSeq?, runOptionsOverlay?}")
+			return req, validation(k, strconv.Quote(k)+" is an unknown field; the body is {mode, fromSeq?, runOptionsOverlay?}")
 		}
 	}
 	var mode string
@@ -94,8 +95,10 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 	return req, nil
 }
 
+// validation is a 400 validation_error naming field in details.field; msg
+// is the whole message (it names the field itself).
 func validation(field, msg string) *apierr.Error {
-	return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "%s: %s", field, msg).WithDetails(map[string]any{"field": field})
+	return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "%s", msg).WithDetails(map[string]any{"field": field})
 }
 
 // forkRun serves POST /runs/{runId}:fork under the Layer-1 claim of the

@@ -363,8 +363,14 @@ func TestCancelRun(t *testing.T) {
 	if r1.StatusCode != 200 || c1["status"] != "cancelled" || header.First(r2.Headers, "OpenWOP-Idempotent-Replay") != "true" {
 		t.Fatalf("%d %v / %v", r1.StatusCode, c1, r2.Headers)
 	}
-	if r, _ := f.do(t, ev("POST", path, "acme", "", "")); r.StatusCode != 200 {
-		t.Fatalf("cancel of a cancelled run: %d", r.StatusCode)
+	// A cancelled run is terminal: another cancel (a new key, or none) is
+	// refused 409 run_terminal, never a 200 echoing the terminal state
+	// (runs.md §Cancel); the key's replay above stays the first answer.
+	for _, k := range []string{"", "k-fedcba9876543210zyxwvu"} {
+		if r, c := f.do(t, ev("POST", path, "acme", k, "")); r.StatusCode != 409 || c["error"] != "run_terminal" ||
+			!strings.Contains(c["message"].(string), "cancelled") {
+			t.Fatalf("cancel of a cancelled run (key %q): %d %s, want 409 run_terminal", k, r.StatusCode, r.Body)
+		}
 	}
 }
 

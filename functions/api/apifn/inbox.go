@@ -69,11 +69,13 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 // new entry).
 type resubmission struct{ id, by string }
 
-// cancel moves the tenant's run to cancelled. With a decided version, it
-// first checks the run's changes since then against cancelInputs and moves
-// the run only from the status it checked; a stale decision is kept in the
-// inbox (as rs.id, handed back by rs.by; a new id under the request's
-// claim when rs.id is "") and answered 409 with the fix, stale true.
+// cancel moves the tenant's pending or running run to cancelled; a run
+// that already ended (completed, failed or cancelled) is 409 run_terminal.
+// With a decided version, it first checks the run's changes since then
+// against cancelInputs and moves the run only from the status it checked;
+// a stale decision is kept in the inbox (as rs.id, handed back by rs.by; a
+// new id under the request's claim when rs.id is "") and answered 409 with
+// the fix, stale true.
 func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, version int64, hasDecided bool, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
@@ -110,9 +112,11 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 				return resp, stale, err
 			}
 		}
-		if r.Status != runs.StatusCancelled {
-			return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), false, nil
-		}
+		// Every status outside pending and running is terminal, cancelled
+		// too: a cancel of a run that already ended, whoever cancelled it,
+		// is refused, never answered 200 echoing the terminal state
+		// (runs.md §Cancel). The key that did cancel it replays its 200.
+		return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), false, nil
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, false, err
 	}

@@ -26,8 +26,8 @@ func (h *Handler) pollEvents(ctx context.Context, c call) (events.APIGatewayV2HT
 	}
 	after := int64(-1)
 	if vs, ok := params["afterSequence"]; ok {
-		n, err := strconv.ParseInt(vs[0], 10, 64)
-		if len(vs) != 1 || err != nil || n < 0 || !allDigits(vs[0]) {
+		n, ok := parseCursor(vs[0])
+		if len(vs) != 1 || !ok {
 			return errResp(validation("afterSequence", "afterSequence must be a non-negative integer")), nil
 		}
 		after = n

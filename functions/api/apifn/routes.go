@@ -88,13 +88,15 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkBody, serve: (*Handler).createRun, object: (*Handler).runObject},
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, serve: (*Handler).createRun, object: (*Handler).runObject},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
-	// The body is not read, but Layer 1 digests it: it is bounded as
-	// createRun's (any media type is accepted).
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkBodySize, serve: (*Handler).cancelRun},
+	// The body is optional and does not steer the cancel, but Layer 1
+	// digests it: it is bounded as createRun's and, when present, is the
+	// operation's schema, a JSON object with an optional string reason
+	// (checkCancelBody).
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun, object: (*Handler).runObject},

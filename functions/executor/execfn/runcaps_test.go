@@ -351,6 +351,9 @@ func TestLoopIterationsBreach(t *testing.T) {
 			if got.ErrorCode != CodeLoopLimitExceeded || len(caps) != 1 {
 				t.Fatalf("run %s, %d cap.breached; want loop_limit_exceeded once", got.ErrorCode, len(caps))
 			}
+			if want := "the run would start iteration 2 of its loop (node effect); its maxLoopIterations is 1"; got.Error != want {
+				t.Fatalf("the run's error message %q, want %q", got.Error, want)
+			}
 			if p := caps[0]; p["kind"] != KindLoopIterations || p["limit"] != float64(1) || p["observed"] != float64(2) || p["nodeId"] != "effect" {
 				t.Fatalf("cap.breached payload %v", p)
 			}

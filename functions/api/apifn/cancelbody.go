@@ -1,0 +1,55 @@
+package apifn
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/internal/apierr"
+)
+
+// checkCancelBody holds cancelRun's optional body to the operation's
+// schema before anything runs (so a refusal is never an Idempotency-Key's
+// answer): no body, or one of at most MaxBodyBytes that is a JSON object
+// whose reason, if present, is a string; other members are allowed (the
+// schema is open). A non-empty body of another media type is 415
+// unsupported_media_type; anything else it refuses is 400
+// validation_error, details.field "reason" for a reason that is not a
+// string. An empty body is accepted whatever its Content-Type (an empty
+// curl -d sends a form type).
+func checkCancelBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
+	if e := checkBodySize(ev); e != nil {
+		return e
+	}
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(ev.Body)
+		if err != nil {
+			return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")
+		}
+		body = b
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	if e := checkBody(ev); e != nil {
+		return e
+	}
+	var m map[string]json.RawMessage
+	if !json.Valid(body) {
+		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The request body is not valid JSON.")
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object {reason?}")
+	}
+	if r, ok := m["reason"]; ok {
+		var s *string
+		if json.Unmarshal(r, &s) != nil || s == nil {
+			return validation("reason", "reason must be a string")
+		}
+	}
+	return nil
+}
