@@ -42,6 +42,21 @@ type capBreach struct {
 
 func (b *capBreach) Error() string { return b.code + ": " + b.msg }
 
+// breachUnwritten is the error of an execution whose run breached a cap
+// and whose end on it (RunStore.Breach) the store refused transiently:
+// the execution is retried, and the last try ends the run on the breach
+// again (giveUp), never under the host's own failure code.
+type breachUnwritten struct {
+	b   *capBreach
+	err error
+}
+
+func (e *breachUnwritten) Error() string {
+	return "executor: end the run on its breached cap (" + e.b.code + "): " + e.err.Error()
+}
+
+func (e *breachUnwritten) Unwrap() error { return e.err }
+
 // overdue returns run's run-duration breach at the executor's now, nodeID
 // the node executing; nil when the run has no runTimeoutMs or its
 // deadline (runs.Run.Deadline) has not come. The host advertises no
@@ -79,7 +94,8 @@ func loopBreach(run runs.Run, head string, iteration int) *capBreach {
 // breach ends the run failed with b: its cap.breached event and the
 // terminal transition in one compare-and-set (runs.RunStore.Breach), so of
 // executions racing past the same cap exactly one records it, and a run
-// that ended first is left as it is.
+// that ended first is left as it is. A write the store refused is a
+// *breachUnwritten.
 func (x *Executor) breach(ctx context.Context, runID string, b *capBreach) error {
 	payload := map[string]any{"kind": b.kind, "limit": b.limit, "observed": b.observed}
 	if b.nodeID != "" {
@@ -99,7 +115,7 @@ func (x *Executor) breach(ctx context.Context, runID string, b *capBreach) error
 	case errors.Is(err, runs.ErrRunNotFound):
 		return nil
 	case err != nil:
-		return err
+		return &breachUnwritten{b: b, err: err}
 	}
 	if x.Metrics != nil {
 		x.Metrics.Count(MetricCapsBreached, 1, map[string]string{DimKind: b.kind})

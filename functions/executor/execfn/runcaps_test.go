@@ -3,6 +3,7 @@ package execfn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -503,6 +504,57 @@ func TestRunTimeoutUnderInjectedFaults(t *testing.T) {
 			got := s.get(t, run.ID)
 			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || terminalVersions(got) != 1 {
 				t.Fatalf("%s: run %s (%s), %d cap.breached, %d terminal versions; want failed run_timeout once", c.name, got.Status, got.ErrorCode, len(capEvents(t, got)), terminalVersions(got))
+			}
+		}
+	})
+}
+
+// refusedBreach refuses the next `left` Breach writes with a transient
+// error (as a runs table throttled past the SDK's retries answers) and
+// passes the rest to the store.
+type refusedBreach struct {
+	logStore
+	left atomic.Int32
+}
+
+func (s *refusedBreach) Breach(ctx context.Context, id string, ev runs.LogEvent, code, msg string, now time.Time) (runs.Run, error) {
+	if s.left.Add(-1) >= 0 {
+		return runs.Run{}, errors.New("host: end run on a breached cap: ProvisionedThroughputExceededException")
+	}
+	return s.logStore.Breach(ctx, id, ev, code, msg, now)
+}
+
+// TestLastTryEndsABreachAsTheBreach: a run past its runTimeoutMs whose
+// end on the breach is refused on the execution that is its last try
+// (the stream's MaxAttempts-th, or the stale-run pass's) is still ended as
+// the breach: failed run_timeout with one cap.breached and one terminal
+// version, never failed under the host's own code without the event.
+func TestLastTryEndsABreachAsTheBreach(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		for _, trigger := range []string{TriggerStream, TriggerStale} {
+			refused := &refusedBreach{logStore: store}
+			s := newCapStack(t, refused)
+			s.x.MaxAttempts, s.x.StaleAfter = 1, time.Minute
+			run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+			s.clk.Set(run.CreatedAt.Add(2 * time.Minute))
+			refused.left.Store(1)
+			switch trigger {
+			case TriggerStream:
+				if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+					t.Fatalf("%s: retry %v", trigger, retry)
+				}
+			default:
+				if n, err := s.x.ResumeStale(context.Background()); n != 1 || err != nil {
+					t.Fatalf("%s: stale pass claimed %d (%v), want 1", trigger, n, err)
+				}
+			}
+			if refused.left.Load() > 0 {
+				t.Fatalf("%s: no breach was refused", trigger)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || terminalVersions(got) != 1 {
+				t.Fatalf("%s: run %s (code %q, error %q), %d cap.breached, %d terminal versions; want failed run_timeout once",
+					trigger, got.Status, got.ErrorCode, got.Error, len(capEvents(t, got)), terminalVersions(got))
 			}
 		}
 	})
