@@ -521,7 +521,9 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 
 // proceed runs a started run's nodes under its claim (run.Epoch, renewed
 // by a heartbeat while they run) and records how they ended: parked until
-// its effect's next attempt, completed, or failed. An execution whose
+// its effect's next attempt, completed, or failed; a run whose execution
+// ends at or past its deadline (runTimeoutMs), however it ended, or that
+// breached a cap, fails on the breach (breach). An execution whose
 // claim another took (the heartbeat or a node-log append refused) stops
 // and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
@@ -537,12 +539,15 @@ func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	}
 	var later *ledger.RetryLaterError
 	var capped *capBreach
-	if nodeErr == nil || permanent(nodeErr) {
-		// A run that would end after its deadline ends timed out.
+	if !errors.As(nodeErr, &capped) && !errors.Is(nodeErr, errRunEnded) {
+		// A run whose execution ends after its deadline ends timed out,
+		// however the execution ended: completed, failed, an effect to
+		// be tried later (not parked past the deadline), or a transient
+		// failure (not retried, nor failed on the last try, as another).
 		capped = x.overdue(run, "")
 	}
 	switch {
-	case capped != nil, errors.As(nodeErr, &capped):
+	case capped != nil:
 		return x.breach(ctx, runID, capped)
 	case errors.As(nodeErr, &later):
 		return x.park(ctx, run, later)

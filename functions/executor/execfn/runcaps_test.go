@@ -559,3 +559,77 @@ func TestLastTryEndsABreachAsTheBreach(t *testing.T) {
 		}
 	})
 }
+
+// lateAppend fails the first node-log append transiently after moving the
+// clock past the run's deadline: the run's deadline passes while its
+// execution is under way, which then fails as a throttled write does.
+type lateAppend struct {
+	logStore
+	clk      *clock
+	deadline time.Time
+	once     sync.Once
+}
+
+func (s *lateAppend) AppendLog(ctx context.Context, id string, f runs.Fence, evs []runs.LogEvent, now time.Time) (runs.Run, error) {
+	failed := false
+	s.once.Do(func() {
+		s.clk.Set(s.deadline.Add(time.Millisecond))
+		failed = true
+	})
+	if failed {
+		return runs.Run{}, errors.New("host: append run log: ProvisionedThroughputExceededException")
+	}
+	return s.logStore.AppendLog(ctx, id, f, evs, now)
+}
+
+// TestDeadlinePassedDuringAnExecutionEndsTheRun: when a run's deadline
+// passes while an execution of it is under way, the execution's end ends
+// the run timed out, whatever stopped the execution: a transient failure
+// (here on the stream's last try, which would otherwise fail the run
+// under the host's own code) or an effect to be tried again later (which
+// would otherwise park the run, running past its deadline until the next
+// pass over due runs). Failed run_timeout, one cap.breached, unparked.
+func TestDeadlinePassedDuringAnExecutionEndsTheRun(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		t.Run("transient failure on the last try", func(t *testing.T) {
+			late := &lateAppend{logStore: store}
+			s := newCapStack(t, late)
+			late.clk = s.clk
+			s.x.MaxAttempts = 1
+			run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+			late.deadline = run.Deadline()
+			if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+				t.Fatalf("retry %v", retry)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 {
+				t.Fatalf("run %s (code %q, error %q), %d cap.breached; want failed run_timeout once", got.Status, got.ErrorCode, got.Error, len(capEvents(t, got)))
+			}
+		})
+		t.Run("effect to be tried later", func(t *testing.T) {
+			s := newCapStack(t, store)
+			var deadline time.Time
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				hits.Add(1)
+				s.clk.Set(deadline.Add(time.Millisecond))
+				w.Header().Set("Retry-After", "60")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			in, _ := json.Marshal(map[string]any{"url": srv.URL + "/hook", "payload": map[string]any{"order": 42}})
+			run := s.newRun(t, webhook.WorkflowWebhook, string(in), timeout1s)
+			deadline = run.Deadline()
+			if err := s.x.Execute(context.Background(), run.ID); err != nil {
+				t.Fatal(err)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || !got.Wake.IsZero() {
+				t.Fatalf("run %s (code %q), %d cap.breached, wake %v; want failed run_timeout, unparked", got.Status, got.ErrorCode, len(capEvents(t, got)), got.Wake)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("the destination saw %d attempts, want 1", n)
+			}
+		})
+	})
+}
