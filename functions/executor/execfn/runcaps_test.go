@@ -633,3 +633,48 @@ func TestDeadlinePassedDuringAnExecutionEndsTheRun(t *testing.T) {
 		})
 	})
 }
+
+// TestForkOfATimedOutRunHasItsOwnDeadline: a replay fork of a run that
+// timed out keeps the source's configurable (runs.NewFork) and counts its
+// runTimeoutMs from its own creation: created an hour after the source's
+// deadline, it completes within its own; created past its own deadline,
+// it is timed out as any run is.
+func TestForkOfATimedOutRunHasItsOwnDeadline(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		s := newCapStack(t, store)
+		src := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+		s.clk.Set(src.Deadline())
+		if err := s.x.Execute(context.Background(), src.ID); err != nil {
+			t.Fatal(err)
+		}
+		timedOut := s.get(t, src.ID)
+		if timedOut.ErrorCode != CodeRunTimeout {
+			t.Fatalf("source %s (%q), want failed run_timeout", timedOut.Status, timedOut.ErrorCode)
+		}
+		s.clk.Set(src.CreatedAt.Add(time.Hour))
+		fork := runs.NewFork(timedOut, runs.ForkReplay, 0, nil, s.clk.Now())
+		if err := store.Create(context.Background(), fork); err != nil {
+			t.Fatal(err)
+		}
+		if string(fork.Options.Configurable) != timeout1s || !fork.Deadline().Equal(fork.CreatedAt.Truncate(time.Millisecond).Add(time.Second)) {
+			t.Fatalf("fork configurable %s, deadline %v", fork.Options.Configurable, fork.Deadline())
+		}
+		if err := s.x.Execute(context.Background(), fork.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.get(t, fork.ID); got.Status != runs.StatusCompleted || len(capEvents(t, got)) != 0 {
+			t.Fatalf("fork within its own deadline: %s (%q), %d cap.breached; want completed", got.Status, got.ErrorCode, len(capEvents(t, got)))
+		}
+		late := runs.NewFork(timedOut, runs.ForkReplay, 0, nil, s.clk.Now())
+		if err := store.Create(context.Background(), late); err != nil {
+			t.Fatal(err)
+		}
+		s.clk.Set(late.Deadline())
+		if err := s.x.Execute(context.Background(), late.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.get(t, late.ID); got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 {
+			t.Fatalf("fork past its own deadline: %s (%q), %d cap.breached; want failed run_timeout once", got.Status, got.ErrorCode, len(capEvents(t, got)))
+		}
+	})
+}
