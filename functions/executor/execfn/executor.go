@@ -321,8 +321,9 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 // stream's last try (MaxAttempts), ends a run whose breached cap could not
 // be recorded on the breach (cap.breached, failed with the registry code),
 // or else first waits out an effect in flight elsewhere when that fits
-// (waitOut) and otherwise, or if the execution after the wait fails too,
-// ends the run failed; it reports whether the record is done (no retry).
+// (waitOut); otherwise, if the execution after the wait fails too, or the
+// breach is refused again, it ends the run failed; it reports whether the
+// record is done (no retry).
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
@@ -339,16 +340,16 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	var unwritten *breachUnwritten
 	if errors.As(cause, &unwritten) {
 		// The run breached a cap: its last try ends it on the breach
-		// (cap.breached, the registry code), never as a failure of the
-		// host. Refused again, the record is retried (and, past the
-		// stream's retries, the stale-run pass ends the run).
-		if err := x.breach(ctx, runID, unwritten.b); err != nil {
-			x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), slog.String("error", err.Error()))
-			return false
+		// (cap.breached, the registry code), not as a failure of the
+		// host. Refused again, it is failed below all the same: a run
+		// always reaches a terminal status.
+		err := x.breach(ctx, runID, unwritten.b)
+		if err == nil {
+			return true
 		}
-		return true
-	}
-	if waited, err := x.waitOut(ctx, runID, cause); waited {
+		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), slog.String("error", err.Error()))
+		msg = truncate(err.Error())
+	} else if waited, err := x.waitOut(ctx, runID, cause); waited {
 		if err == nil {
 			x.log().InfoContext(ctx, "executor: last try completed the run after waiting out an in-flight effect", slog.String("run_id", runID))
 			return true

@@ -678,3 +678,25 @@ func TestForkOfATimedOutRunHasItsOwnDeadline(t *testing.T) {
 		}
 	})
 }
+
+// TestBreachNeverWrittenStillEndsTheRun: a run whose end on the breach
+// the store refuses every time (a fault that outlasts every retry) is
+// still ended on its last try, failed under the host's own code with the
+// refusal in its message: a stranded run always reaches a terminal status.
+func TestBreachNeverWrittenStillEndsTheRun(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		refused := &refusedBreach{logStore: store}
+		refused.left.Store(1 << 20)
+		s := newCapStack(t, refused)
+		s.x.MaxAttempts = 1
+		run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+		s.clk.Set(run.CreatedAt.Add(2 * time.Minute))
+		if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+			t.Fatalf("retry %v: the run is left live", retry)
+		}
+		got := s.get(t, run.ID)
+		if got.Status != runs.StatusFailed || terminalVersions(got) != 1 || !strings.Contains(got.Error, "breached cap") {
+			t.Fatalf("run %s (error %q), %d terminal versions; want failed once, the refused breach named", got.Status, got.Error, terminalVersions(got))
+		}
+	})
+}
