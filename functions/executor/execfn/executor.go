@@ -528,12 +528,12 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 // claim another took (the heartbeat or a node-log append refused) stops
 // and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
-	runID := run.ID
-	if b := x.overdue(run, ""); b != nil {
+	runID, rc := run.ID, capsOf(run)
+	if b := x.overdue(rc, ""); b != nil {
 		return x.breach(ctx, runID, b) // past its runTimeoutMs: no node starts
 	}
 	hctx, hb := x.startHeartbeat(ctx, run)
-	nodeErr := x.runNodes(hctx, run)
+	nodeErr := x.runNodes(hctx, run, rc)
 	if hb.stop() {
 		x.log().WarnContext(ctx, "executor: run taken by another execution, this one stops", slog.String("run_id", runID))
 		return nil
@@ -545,13 +545,13 @@ func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 		// however the execution ended: completed, failed, an effect to
 		// be tried later (not parked past the deadline), or a transient
 		// failure (not retried, nor failed on the last try, as another).
-		capped = x.overdue(run, "")
+		capped = x.overdue(rc, "")
 	}
 	switch {
 	case capped != nil:
 		return x.breach(ctx, runID, capped)
 	case errors.As(nodeErr, &later):
-		return x.park(ctx, run, later)
+		return x.park(ctx, run, rc, later)
 	case errors.Is(nodeErr, errRunEnded):
 		return nil // cancelled meanwhile: nothing more to record
 	case nodeErr == nil:
@@ -579,8 +579,8 @@ func permanent(err error) bool {
 // park schedules the run to be executed again when its effect's next
 // attempt is due, or at the run's deadline (runTimeoutMs) when that comes
 // first: the resume then ends it timed out.
-func (x *Executor) park(ctx context.Context, run runs.Run, later *ledger.RetryLaterError) error {
-	runID, wakeAt := run.ID, wakeBy(run, later.At)
+func (x *Executor) park(ctx context.Context, run runs.Run, rc runCaps, later *ledger.RetryLaterError) error {
+	runID, wakeAt := run.ID, wakeBy(rc, later.At)
 	err := x.Runs.Schedule(ctx, runID, runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
 	switch {
 	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
@@ -744,12 +744,12 @@ func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg
 }
 
 // runNodes executes the workflow's nodes in order, each from its start.
-func (x *Executor) runNodes(ctx context.Context, run runs.Run) error {
+func (x *Executor) runNodes(ctx context.Context, run runs.Run, rc runCaps) error {
 	if g, ok := webhook.GraphOf(run.WorkflowID); ok {
-		return x.runGraph(ctx, run, g)
+		return x.runGraph(ctx, run, rc, g)
 	}
 	if x.NoopEffect && run.WorkflowID == webhook.WorkflowNoop {
-		return x.runGraph(ctx, run, webhook.NoopEffectGraph)
+		return x.runGraph(ctx, run, rc, webhook.NoopEffectGraph)
 	}
 	switch run.WorkflowID {
 	case webhook.WorkflowWebhook:
