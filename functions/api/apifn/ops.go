@@ -221,7 +221,6 @@ func snapshotJSON(snap map[string]any) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-// failureMessage is a failed run's recorded error, or a generic one.
 // failureCode is a failed run's error code: the registry code it ended
 // with (run_timeout, loop_limit_exceeded: runs.Run.ErrorCode), else the
 // host's own CodeRunFailed.
@@ -232,6 +231,7 @@ func failureCode(r runs.Run) string {
 	return CodeRunFailed
 }
 
+// failureMessage is a failed run's recorded error, or a generic one.
 func failureMessage(r runs.Run) string {
 	if r.Error != "" {
 		return r.Error

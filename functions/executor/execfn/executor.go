@@ -318,9 +318,11 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 }
 
 // giveUp counts a failed execution of the run and, when it was the
-// stream's last try (MaxAttempts), first waits out an effect in flight
-// elsewhere when that fits (waitOut) and otherwise, or if the execution
-// after the wait fails too, ends the run failed; it reports whether the
+// stream's last try (MaxAttempts), ends a run whose breached cap could not
+// be recorded on the breach (cap.breached, failed with the registry code),
+// or else first waits out an effect in flight elsewhere when that fits
+// (waitOut); otherwise, if the execution after the wait fails too, or the
+// breach is refused again, it ends the run failed; it reports whether the
 // record is done (no retry).
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	msg := truncate(cause.Error())
@@ -335,7 +337,19 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	if x.MaxAttempts <= 0 || n < x.MaxAttempts {
 		return false
 	}
-	if waited, err := x.waitOut(ctx, runID, cause); waited {
+	var unwritten *breachUnwritten
+	if errors.As(cause, &unwritten) {
+		// The run breached a cap: its last try ends it on the breach
+		// (cap.breached, the registry code), not as a failure of the
+		// host. Refused again, it is failed below all the same: a run
+		// always reaches a terminal status.
+		err := x.breach(ctx, runID, unwritten.b)
+		if err == nil {
+			return true
+		}
+		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), slog.String("error", err.Error()))
+		msg = truncate(err.Error())
+	} else if waited, err := x.waitOut(ctx, runID, cause); waited {
 		if err == nil {
 			x.log().InfoContext(ctx, "executor: last try completed the run after waiting out an in-flight effect", slog.String("run_id", runID))
 			return true
@@ -508,31 +522,36 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 
 // proceed runs a started run's nodes under its claim (run.Epoch, renewed
 // by a heartbeat while they run) and records how they ended: parked until
-// its effect's next attempt, completed, or failed. An execution whose
+// its effect's next attempt, completed, or failed; a run whose execution
+// ends at or past its deadline (runTimeoutMs), however it ended, or that
+// breached a cap, fails on the breach (breach). An execution whose
 // claim another took (the heartbeat or a node-log append refused) stops
 // and records nothing.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
-	runID := run.ID
-	if b := x.overdue(run, ""); b != nil {
+	runID, rc := run.ID, capsOf(run)
+	if b := x.overdue(rc, ""); b != nil {
 		return x.breach(ctx, runID, b) // past its runTimeoutMs: no node starts
 	}
 	hctx, hb := x.startHeartbeat(ctx, run)
-	nodeErr := x.runNodes(hctx, run)
+	nodeErr := x.runNodes(hctx, run, rc)
 	if hb.stop() {
 		x.log().WarnContext(ctx, "executor: run taken by another execution, this one stops", slog.String("run_id", runID))
 		return nil
 	}
 	var later *ledger.RetryLaterError
 	var capped *capBreach
-	if nodeErr == nil || permanent(nodeErr) {
-		// A run that would end after its deadline ends timed out.
-		capped = x.overdue(run, "")
+	if !errors.As(nodeErr, &capped) && !errors.Is(nodeErr, errRunEnded) {
+		// A run whose execution ends after its deadline ends timed out,
+		// however the execution ended: completed, failed, an effect to
+		// be tried later (not parked past the deadline), or a transient
+		// failure (not retried, nor failed on the last try, as another).
+		capped = x.overdue(rc, "")
 	}
 	switch {
-	case capped != nil, errors.As(nodeErr, &capped):
+	case capped != nil:
 		return x.breach(ctx, runID, capped)
 	case errors.As(nodeErr, &later):
-		return x.park(ctx, run, later)
+		return x.park(ctx, run, rc, later)
 	case errors.Is(nodeErr, errRunEnded):
 		return nil // cancelled meanwhile: nothing more to record
 	case nodeErr == nil:
@@ -560,8 +579,8 @@ func permanent(err error) bool {
 // park schedules the run to be executed again when its effect's next
 // attempt is due, or at the run's deadline (runTimeoutMs) when that comes
 // first: the resume then ends it timed out.
-func (x *Executor) park(ctx context.Context, run runs.Run, later *ledger.RetryLaterError) error {
-	runID, wakeAt := run.ID, wakeBy(run, later.At)
+func (x *Executor) park(ctx context.Context, run runs.Run, rc runCaps, later *ledger.RetryLaterError) error {
+	runID, wakeAt := run.ID, wakeBy(rc, later.At)
 	err := x.Runs.Schedule(ctx, runID, runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
 	switch {
 	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
@@ -725,12 +744,12 @@ func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg
 }
 
 // runNodes executes the workflow's nodes in order, each from its start.
-func (x *Executor) runNodes(ctx context.Context, run runs.Run) error {
+func (x *Executor) runNodes(ctx context.Context, run runs.Run, rc runCaps) error {
 	if g, ok := webhook.GraphOf(run.WorkflowID); ok {
-		return x.runGraph(ctx, run, g)
+		return x.runGraph(ctx, run, rc, g)
 	}
 	if x.NoopEffect && run.WorkflowID == webhook.WorkflowNoop {
-		return x.runGraph(ctx, run, webhook.NoopEffectGraph)
+		return x.runGraph(ctx, run, rc, webhook.NoopEffectGraph)
 	}
 	switch run.WorkflowID {
 	case webhook.WorkflowWebhook:

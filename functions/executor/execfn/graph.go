@@ -89,7 +89,7 @@ func history(run runs.Run) []step {
 // denies too. A replay's node event that differs from the source's at the
 // same place (divergence.Of) is followed, in the same write, by a
 // replay.diverged event, and the replay continues.
-func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) error {
+func (x *Executor) runGraph(ctx context.Context, run runs.Run, rc runCaps, g webhook.Graph) error {
 	logs, ok := x.Runs.(runs.LogStore)
 	if !ok {
 		return errors.New("executor: the run store keeps no node log")
@@ -167,11 +167,11 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 		// The run's caps, before the node executes: its runTimeoutMs,
 		// and its maxLoopIterations when the node heads the loop (each
 		// execution of the head is one iteration).
-		if b := x.overdue(run, ""); b != nil {
+		if b := x.overdue(rc, ""); b != nil {
 			return b
 		}
 		if cur == loopHead {
-			if b := loopBreach(run, cur, visits[cur]); b != nil {
+			if b := loopBreach(rc, cur, visits[cur]); b != nil {
 				return b
 			}
 		}
@@ -184,7 +184,7 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 				x.Test.NodeStarted(run.ID, cur)
 			}
 		}
-		out, err := x.execNode(ctx, run, node, n, in)
+		out, err := x.execNode(ctx, run, rc, node, n, in)
 		var nf *NodeFailedError
 		if errors.As(err, &nf) {
 			if aerr := appendEv(runs.EventNodeFailed, cur, map[string]any{"nodeId": cur,
@@ -210,14 +210,14 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, g webhook.Graph) 
 
 // execNode performs one execution (ordinal n) of node. For a
 // side-effecting node it returns how the outcome came about.
-func (x *Executor) execNode(ctx context.Context, run runs.Run, node webhook.Node, n int, in webhook.GraphInputs) (string, error) {
+func (x *Executor) execNode(ctx context.Context, run runs.Run, rc runCaps, node webhook.Node, n int, in webhook.GraphInputs) (string, error) {
 	switch node.TypeID {
 	case webhook.TypeNoop:
 		return "", nil
 	case webhook.TypeDelay, webhook.TypeHold:
 		// Pure: re-executes live in a replay. The wait ends at the run's
 		// deadline when that comes first (a run-duration breach).
-		return "", x.hold(ctx, run, node.ID, time.Duration(in.DelayMs)*time.Millisecond)
+		return "", x.hold(ctx, rc, node.ID, time.Duration(in.DelayMs)*time.Millisecond)
 	case webhook.TypeSideEffect:
 		return x.sideEffect(ctx, run, node, n, in)
 	case webhook.TypeFail:

@@ -215,5 +215,32 @@ func TestGraphRunRoundTrips(t *testing.T) {
 		if n, ops := fxTrips.n, fxTrips.ops; n != effects || ops["GetItem"] != effects {
 			t.Fatalf("replay fork, the effects table: %d round trips (%v), want %d GetItem (one read per execution, no write)", n, ops, effects)
 		}
+
+		// The run's caps (configurable.run) are checked in memory: a run
+		// within them costs what a run without them does; one ended on a
+		// breach writes the breach (RunStore.Breach, one UpdateItem) where
+		// the completion would have been, and nothing for the nodes it
+		// did not start.
+		capped := func(conf string, created time.Time) runs.Run {
+			r := runs.NewRun("acme", webhook.WorkflowReplayOrdinalLoop, json.RawMessage(`{"delayMs":1}`), created)
+			r.Options.Configurable = json.RawMessage(conf)
+			return run(t, r)
+		}
+		within := capped(`{"version":1,"run":{"runTimeoutMs":3600000,"maxLoopIterations":2}}`, time.Now())
+		if within.Status != runs.StatusCompleted || runsTrips.n != 2+nodeEvents || runsTrips.ops["UpdateItem"] != 2+nodeEvents ||
+			fxTrips.n != effectTrips*effects {
+			t.Fatalf("a run within its caps: %s, the runs table %v, the effects table %v; want what a run without caps costs", within.Status, runsTrips.ops, fxTrips.ops)
+		}
+		// maxLoopIterations 1: start, effect, wait (6 node events), then
+		// the breach before the second entry of the loop.
+		looped := capped(`{"version":1,"run":{"maxLoopIterations":1}}`, time.Now())
+		if looped.Status != runs.StatusFailed || runsTrips.n != 1+6+1 || runsTrips.ops["UpdateItem"] != 8 || fxTrips.n != effectTrips {
+			t.Fatalf("a loop-limited run: %s, the runs table %v, the effects table %v; want the start, 6 node events and the breach (8 UpdateItem), one effect", looped.Status, runsTrips.ops, fxTrips.ops)
+		}
+		// Past its deadline when its INSERT comes: the start and the breach.
+		late := capped(`{"version":1,"run":{"runTimeoutMs":1}}`, time.Now().Add(-time.Hour))
+		if late.Status != runs.StatusFailed || runsTrips.n != 2 || runsTrips.ops["UpdateItem"] != 2 || fxTrips.n != 0 {
+			t.Fatalf("a run past its deadline: %s, the runs table %v, the effects table %v; want 2 UpdateItem, nothing else", late.Status, runsTrips.ops, fxTrips.ops)
+		}
 	})
 }

@@ -42,23 +42,57 @@ type capBreach struct {
 
 func (b *capBreach) Error() string { return b.code + ": " + b.msg }
 
-// overdue returns run's run-duration breach at the executor's now, nodeID
+// breachUnwritten is the error of an execution whose run breached a cap
+// and whose end on it (RunStore.Breach) the store refused transiently:
+// the execution is retried, and the last try ends the run on the breach
+// again (giveUp), under the host's own failure code only when refused
+// once more.
+type breachUnwritten struct {
+	b   *capBreach
+	err error
+}
+
+func (e *breachUnwritten) Error() string {
+	return "executor: end the run on its breached cap (" + e.b.code + "): " + e.err.Error()
+}
+
+func (e *breachUnwritten) Unwrap() error { return e.err }
+
+// runCaps are a run's caps as one execution of it enforces them, read
+// once from its configurable (runs.Options.Caps) when the execution
+// starts (proceed): the configurable never changes after creation, and
+// reading it at each check would parse it again (up to the largest body
+// a create admits) before every node.
+type runCaps struct {
+	// timeout is runTimeoutMs (0: none); deadline is runs.Run.Deadline.
+	timeout  time.Duration
+	deadline time.Time
+	// maxLoop is maxLoopIterations (0: none).
+	maxLoop int64
+}
+
+// capsOf reads run's caps.
+func capsOf(run runs.Run) runCaps {
+	c := run.Options.Caps()
+	return runCaps{timeout: c.RunTimeout, deadline: c.Deadline(run.CreatedAt), maxLoop: c.MaxLoopIterations}
+}
+
+// overdue returns the run-duration breach at the executor's now, nodeID
 // the node executing; nil when the run has no runTimeoutMs or its
 // deadline (runs.Run.Deadline) has not come. The host advertises no
 // limits.maxRunDurationMs, so the timeout is runTimeoutMs as given.
-func (x *Executor) overdue(run runs.Run, nodeID string) *capBreach {
-	dl := run.Deadline()
-	if dl.IsZero() || x.now().Before(dl) {
+func (x *Executor) overdue(rc runCaps, nodeID string) *capBreach {
+	if rc.deadline.IsZero() || x.now().Before(rc.deadline) {
 		return nil
 	}
-	return x.timedOut(run, nodeID)
+	return x.timedOut(rc, nodeID)
 }
 
-// timedOut is run's run-duration breach: limit its timeout, observed its
-// age now (at least the limit).
-func (x *Executor) timedOut(run runs.Run, nodeID string) *capBreach {
-	limit := run.Options.Caps().RunTimeout
-	age := x.now().Sub(run.Deadline().Add(-limit))
+// timedOut is the run-duration breach: limit the run's timeout, observed
+// its age now (at least the limit).
+func (x *Executor) timedOut(rc runCaps, nodeID string) *capBreach {
+	limit := rc.timeout
+	age := x.now().Sub(rc.deadline.Add(-limit))
 	return &capBreach{kind: KindRunDuration, code: CodeRunTimeout, limit: limit.Milliseconds(), nodeID: nodeID,
 		observed: max(age, limit).Milliseconds(),
 		msg:      fmt.Sprintf("the run did not end within its runTimeoutMs (%d ms)", limit.Milliseconds())}
@@ -67,8 +101,8 @@ func (x *Executor) timedOut(run runs.Run, nodeID string) *capBreach {
 // loopBreach returns the loop-iterations breach of starting iteration
 // `iteration` of node head, the head of the workflow's loop, or nil when
 // it is within the run's maxLoopIterations (or the run set none).
-func loopBreach(run runs.Run, head string, iteration int) *capBreach {
-	limit := run.Options.Caps().MaxLoopIterations
+func loopBreach(rc runCaps, head string, iteration int) *capBreach {
+	limit := rc.maxLoop
 	if limit <= 0 || int64(iteration) <= limit {
 		return nil
 	}
@@ -79,7 +113,8 @@ func loopBreach(run runs.Run, head string, iteration int) *capBreach {
 // breach ends the run failed with b: its cap.breached event and the
 // terminal transition in one compare-and-set (runs.RunStore.Breach), so of
 // executions racing past the same cap exactly one records it, and a run
-// that ended first is left as it is.
+// that ended first is left as it is. A write the store refused is a
+// *breachUnwritten.
 func (x *Executor) breach(ctx context.Context, runID string, b *capBreach) error {
 	payload := map[string]any{"kind": b.kind, "limit": b.limit, "observed": b.observed}
 	if b.nodeID != "" {
@@ -99,7 +134,7 @@ func (x *Executor) breach(ctx context.Context, runID string, b *capBreach) error
 	case errors.Is(err, runs.ErrRunNotFound):
 		return nil
 	case err != nil:
-		return err
+		return &breachUnwritten{b: b, err: err}
 	}
 	if x.Metrics != nil {
 		x.Metrics.Count(MetricCapsBreached, 1, map[string]string{DimKind: b.kind})
@@ -112,23 +147,22 @@ func (x *Executor) breach(ctx context.Context, runID string, b *capBreach) error
 // wakeBy returns when a run parked until at must be woken: at, or the
 // run's deadline when that comes first, so a parked run is timed out by
 // the pass that resumes due runs.
-func wakeBy(run runs.Run, at time.Time) time.Time {
-	if dl := run.Deadline(); !dl.IsZero() && dl.Before(at) {
+func wakeBy(rc runCaps, at time.Time) time.Time {
+	if dl := rc.deadline; !dl.IsZero() && dl.Before(at) {
 		return dl
 	}
 	return at
 }
 
-// hold waits d for a wait node of run (nodeID), or, when the run's
-// deadline comes first, until then: it then returns the run-duration
-// breach.
-func (x *Executor) hold(ctx context.Context, run runs.Run, nodeID string, d time.Duration) error {
-	dl := run.Deadline()
+// hold waits d for a wait node (nodeID), or, when the run's deadline
+// comes first, until then: it then returns the run-duration breach.
+func (x *Executor) hold(ctx context.Context, rc runCaps, nodeID string, d time.Duration) error {
+	dl := rc.deadline
 	if dl.IsZero() || !dl.Before(x.now().Add(d)) {
 		return x.sleep(ctx, d)
 	}
 	if err := x.sleep(ctx, max(dl.Sub(x.now()), 0)); err != nil {
 		return err
 	}
-	return x.timedOut(run, nodeID)
+	return x.timedOut(rc, nodeID)
 }

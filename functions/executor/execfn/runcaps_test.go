@@ -3,6 +3,7 @@ package execfn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -507,6 +508,198 @@ func TestRunTimeoutUnderInjectedFaults(t *testing.T) {
 			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || terminalVersions(got) != 1 {
 				t.Fatalf("%s: run %s (%s), %d cap.breached, %d terminal versions; want failed run_timeout once", c.name, got.Status, got.ErrorCode, len(capEvents(t, got)), terminalVersions(got))
 			}
+		}
+	})
+}
+
+// refusedBreach refuses the next `left` Breach writes with a transient
+// error (as a runs table throttled past the SDK's retries answers) and
+// passes the rest to the store.
+type refusedBreach struct {
+	logStore
+	left atomic.Int32
+}
+
+func (s *refusedBreach) Breach(ctx context.Context, id string, ev runs.LogEvent, code, msg string, now time.Time) (runs.Run, error) {
+	if s.left.Add(-1) >= 0 {
+		return runs.Run{}, errors.New("host: end run on a breached cap: ProvisionedThroughputExceededException")
+	}
+	return s.logStore.Breach(ctx, id, ev, code, msg, now)
+}
+
+// TestLastTryEndsABreachAsTheBreach: a run past its runTimeoutMs whose
+// end on the breach is refused on the execution that is its last try
+// (the stream's MaxAttempts-th, or the stale-run pass's) is still ended as
+// the breach: failed run_timeout with one cap.breached and one terminal
+// version, never failed under the host's own code without the event.
+func TestLastTryEndsABreachAsTheBreach(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		for _, trigger := range []string{TriggerStream, TriggerStale} {
+			refused := &refusedBreach{logStore: store}
+			s := newCapStack(t, refused)
+			s.x.MaxAttempts, s.x.StaleAfter = 1, time.Minute
+			run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+			s.clk.Set(run.CreatedAt.Add(2 * time.Minute))
+			refused.left.Store(1)
+			switch trigger {
+			case TriggerStream:
+				if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+					t.Fatalf("%s: retry %v", trigger, retry)
+				}
+			default:
+				if n, err := s.x.ResumeStale(context.Background()); n != 1 || err != nil {
+					t.Fatalf("%s: stale pass claimed %d (%v), want 1", trigger, n, err)
+				}
+			}
+			if refused.left.Load() > 0 {
+				t.Fatalf("%s: no breach was refused", trigger)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || terminalVersions(got) != 1 {
+				t.Fatalf("%s: run %s (code %q, error %q), %d cap.breached, %d terminal versions; want failed run_timeout once",
+					trigger, got.Status, got.ErrorCode, got.Error, len(capEvents(t, got)), terminalVersions(got))
+			}
+		}
+	})
+}
+
+// lateAppend fails the first node-log append transiently after moving the
+// clock past the run's deadline: the run's deadline passes while its
+// execution is under way, which then fails as a throttled write does.
+type lateAppend struct {
+	logStore
+	clk      *clock
+	deadline time.Time
+	once     sync.Once
+}
+
+func (s *lateAppend) AppendLog(ctx context.Context, id string, f runs.Fence, evs []runs.LogEvent, now time.Time) (runs.Run, error) {
+	failed := false
+	s.once.Do(func() {
+		s.clk.Set(s.deadline.Add(time.Millisecond))
+		failed = true
+	})
+	if failed {
+		return runs.Run{}, errors.New("host: append run log: ProvisionedThroughputExceededException")
+	}
+	return s.logStore.AppendLog(ctx, id, f, evs, now)
+}
+
+// TestDeadlinePassedDuringAnExecutionEndsTheRun: when a run's deadline
+// passes while an execution of it is under way, the execution's end ends
+// the run timed out, whatever stopped the execution: a transient failure
+// (here on the stream's last try, which would otherwise fail the run
+// under the host's own code) or an effect to be tried again later (which
+// would otherwise park the run, running past its deadline until the next
+// pass over due runs). Failed run_timeout, one cap.breached, unparked.
+func TestDeadlinePassedDuringAnExecutionEndsTheRun(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		t.Run("transient failure on the last try", func(t *testing.T) {
+			late := &lateAppend{logStore: store}
+			s := newCapStack(t, late)
+			late.clk = s.clk
+			s.x.MaxAttempts = 1
+			run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+			late.deadline = run.Deadline()
+			if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+				t.Fatalf("retry %v", retry)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 {
+				t.Fatalf("run %s (code %q, error %q), %d cap.breached; want failed run_timeout once", got.Status, got.ErrorCode, got.Error, len(capEvents(t, got)))
+			}
+		})
+		t.Run("effect to be tried later", func(t *testing.T) {
+			s := newCapStack(t, store)
+			var deadline time.Time
+			var hits atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				hits.Add(1)
+				s.clk.Set(deadline.Add(time.Millisecond))
+				w.Header().Set("Retry-After", "60")
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			defer srv.Close()
+			in, _ := json.Marshal(map[string]any{"url": srv.URL + "/hook", "payload": map[string]any{"order": 42}})
+			run := s.newRun(t, webhook.WorkflowWebhook, string(in), timeout1s)
+			deadline = run.Deadline()
+			if err := s.x.Execute(context.Background(), run.ID); err != nil {
+				t.Fatal(err)
+			}
+			got := s.get(t, run.ID)
+			if got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 || !got.Wake.IsZero() {
+				t.Fatalf("run %s (code %q), %d cap.breached, wake %v; want failed run_timeout, unparked", got.Status, got.ErrorCode, len(capEvents(t, got)), got.Wake)
+			}
+			if n := hits.Load(); n != 1 {
+				t.Fatalf("the destination saw %d attempts, want 1", n)
+			}
+		})
+	})
+}
+
+// TestForkOfATimedOutRunHasItsOwnDeadline: a replay fork of a run that
+// timed out keeps the source's configurable (runs.NewFork) and counts its
+// runTimeoutMs from its own creation: created an hour after the source's
+// deadline, it completes within its own; created past its own deadline,
+// it is timed out as any run is.
+func TestForkOfATimedOutRunHasItsOwnDeadline(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		s := newCapStack(t, store)
+		src := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+		s.clk.Set(src.Deadline())
+		if err := s.x.Execute(context.Background(), src.ID); err != nil {
+			t.Fatal(err)
+		}
+		timedOut := s.get(t, src.ID)
+		if timedOut.ErrorCode != CodeRunTimeout {
+			t.Fatalf("source %s (%q), want failed run_timeout", timedOut.Status, timedOut.ErrorCode)
+		}
+		s.clk.Set(src.CreatedAt.Add(time.Hour))
+		fork := runs.NewFork(timedOut, runs.ForkReplay, 0, nil, s.clk.Now())
+		if err := store.Create(context.Background(), fork); err != nil {
+			t.Fatal(err)
+		}
+		if string(fork.Options.Configurable) != timeout1s || !fork.Deadline().Equal(fork.CreatedAt.Truncate(time.Millisecond).Add(time.Second)) {
+			t.Fatalf("fork configurable %s, deadline %v", fork.Options.Configurable, fork.Deadline())
+		}
+		if err := s.x.Execute(context.Background(), fork.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.get(t, fork.ID); got.Status != runs.StatusCompleted || len(capEvents(t, got)) != 0 {
+			t.Fatalf("fork within its own deadline: %s (%q), %d cap.breached; want completed", got.Status, got.ErrorCode, len(capEvents(t, got)))
+		}
+		late := runs.NewFork(timedOut, runs.ForkReplay, 0, nil, s.clk.Now())
+		if err := store.Create(context.Background(), late); err != nil {
+			t.Fatal(err)
+		}
+		s.clk.Set(late.Deadline())
+		if err := s.x.Execute(context.Background(), late.ID); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.get(t, late.ID); got.Status != runs.StatusFailed || got.ErrorCode != CodeRunTimeout || len(capEvents(t, got)) != 1 {
+			t.Fatalf("fork past its own deadline: %s (%q), %d cap.breached; want failed run_timeout once", got.Status, got.ErrorCode, len(capEvents(t, got)))
+		}
+	})
+}
+
+// TestBreachNeverWrittenStillEndsTheRun: a run whose end on the breach
+// the store refuses every time (a fault that outlasts every retry) is
+// still ended on its last try, failed under the host's own code with the
+// refusal in its message: a stranded run always reaches a terminal status.
+func TestBreachNeverWrittenStillEndsTheRun(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		refused := &refusedBreach{logStore: store}
+		refused.left.Store(1 << 20)
+		s := newCapStack(t, refused)
+		s.x.MaxAttempts = 1
+		run := s.newRun(t, webhook.WorkflowMultiNode, `{}`, timeout1s)
+		s.clk.Set(run.CreatedAt.Add(2 * time.Minute))
+		if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+			t.Fatalf("retry %v: the run is left live", retry)
+		}
+		got := s.get(t, run.ID)
+		if got.Status != runs.StatusFailed || terminalVersions(got) != 1 || !strings.Contains(got.Error, "breached cap") {
+			t.Fatalf("run %s (error %q), %d terminal versions; want failed once, the refused breach named", got.Status, got.Error, terminalVersions(got))
 		}
 	})
 }

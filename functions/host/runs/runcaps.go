@@ -63,10 +63,15 @@ func (o Options) Caps() Caps {
 // Deadline is when the run's timeout ends it: CreatedAt (to the
 // millisecond, as the runs table keeps it) + Caps().RunTimeout; zero when
 // the run has no timeout.
-func (r Run) Deadline() time.Time {
-	t := r.Options.Caps().RunTimeout
-	if t <= 0 {
+func (r Run) Deadline() time.Time { return r.Options.Caps().Deadline(r.CreatedAt) }
+
+// Deadline is when a run created at createdAt with these caps is ended by
+// its timeout: createdAt (to the millisecond, as the runs table keeps it)
+// + RunTimeout; zero when RunTimeout is zero (Run.Deadline, for a caller
+// that has read the caps already).
+func (c Caps) Deadline(createdAt time.Time) time.Time {
+	if c.RunTimeout <= 0 {
 		return time.Time{}
 	}
-	return r.CreatedAt.UTC().Truncate(time.Millisecond).Add(t)
+	return createdAt.UTC().Truncate(time.Millisecond).Add(c.RunTimeout)
 }
