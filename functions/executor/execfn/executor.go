@@ -223,8 +223,11 @@ const (
 	// they breached one of their own caps (configurable.run): dimension
 	// DimKind, KindRunDuration (run_timeout) or KindLoopIterations
 	// (loop_limit_exceeded). Counted once per run, by the execution whose
-	// write ended it. The caller set the cap, so this is not an operator's
-	// alarm; a rise is worth telling the callers.
+	// write ended it; a run whose ending write's answer was lost (the write
+	// landed, the executor saw an error and then found the run ended) is
+	// not counted, so the figure can fall short, never over. The caller
+	// set the cap, so this is not an operator's alarm; a rise is worth
+	// telling the callers.
 	MetricCapsBreached = "idemkit.executor.caps_breached_total"
 
 	// DimTrigger is MetricStartLag's one dimension: what started the run.
