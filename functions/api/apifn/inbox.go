@@ -79,6 +79,14 @@ type resubmission struct{ id, by string }
 func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, version int64, hasDecided bool, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
+	// by is this request's Layer-1 record (a hash of its key), recorded on
+	// the run it cancels: a retry of a keyed cancel whose attempt that
+	// cancelled the run died before its answer was recorded finds its own
+	// cancel and answers the 200 it earned, not 409 run_terminal.
+	by := ""
+	if claim, ok := idem.FromContext(ctx); ok {
+		by = claim.ID
+	}
 	if hasDecided {
 		r, err := h.cfg.Runs.Get(ctx, runID)
 		if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
@@ -86,6 +94,10 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 		}
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, false, err
+		}
+		if cancelledBy(r, by) {
+			// Its own change is no stale decision.
+			return cancelled(runID)
 		}
 		if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, rs); done || err != nil {
 			return resp, stale, err
@@ -97,13 +109,17 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Transition(ctx, runID, from, runs.StatusCancelled, "", h.clock.Now())
+	r, err := h.cfg.Runs.Cancel(ctx, runID, from, by, h.clock.Now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
 	case errors.Is(err, runs.ErrStatusConflict):
 		if r.Tenant != tenant {
 			return notFound(), false, nil
+		}
+		if cancelledBy(r, by) {
+			// This request's earlier attempt cancelled it.
+			return cancelled(runID)
 		}
 		if hasDecided {
 			// The status moved between the check and the write: check again
@@ -120,8 +136,20 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, false, err
 	}
-	resp, err = jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": runs.StatusCancelled})
+	return cancelled(runID)
+}
+
+// cancelled is cancel's 200 {runId, status: cancelled}.
+func cancelled(runID string) (events.APIGatewayV2HTTPResponse, bool, error) {
+	resp, err := jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": runs.StatusCancelled})
 	return resp, false, err
+}
+
+// cancelledBy reports whether r was cancelled by the keyed request whose
+// Layer-1 record is by ("" never matches: a cancel without a key is never
+// told apart from another's).
+func cancelledBy(r runs.Run, by string) bool {
+	return by != "" && r.Status == runs.StatusCancelled && r.CancelledBy == by
 }
 
 // checkDecided answers (done) a decided version the run never had (400) or

@@ -36,6 +36,13 @@ func (s *throttledRuns) Transition(ctx context.Context, id string, from []runs.S
 	return s.MemRuns.Transition(ctx, id, from, to, msg, at)
 }
 
+func (s *throttledRuns) Cancel(ctx context.Context, id string, from []runs.Status, by string, at time.Time) (runs.Run, error) {
+	if s.down {
+		return runs.Run{}, s.fail()
+	}
+	return s.MemRuns.Cancel(ctx, id, from, by, at)
+}
+
 // TestRunStoreOutageIsA503: a cancel whose run-store write is throttled
 // past the SDK's retries is answered 503 idemkit.store_unavailable with
 // Retry-After (as Layer 1 answers its own store's outage), not 500

@@ -70,9 +70,16 @@ type Run struct {
 	// ErrorCode is the registry code a failed run ended with, set only by
 	// Breach (run_timeout, loop_limit_exceeded); "" for every other end,
 	// which the API reports under the host's own failure code.
-	ErrorCode string    `json:"errorCode,omitempty"`
-	CreatedAt time.Time `json:"createdAt"`
-	UpdatedAt time.Time `json:"updatedAt"`
+	ErrorCode string `json:"errorCode,omitempty"`
+	// CancelledBy is the Layer-1 record ID (a hash, never the key) of the
+	// keyed cancel request that cancelled the run, written by Cancel in the
+	// same conditional write as the status; "" for a run cancelled without
+	// an Idempotency-Key, or not cancelled. A retry of that request (its
+	// attempt that cancelled died before its answer was recorded) tells by
+	// it that the cancel is its own, not another's. Not a tracked field.
+	CancelledBy string    `json:"-"`
+	CreatedAt   time.Time `json:"createdAt"`
+	UpdatedAt   time.Time `json:"updatedAt"`
 	// Failures counts the executions of the run that failed transiently and
 	// were left to the stream's retries (RunStore.NoteFailure); LastError is
 	// the latest one's error. Zero and "" for a run that never failed.
@@ -199,6 +206,10 @@ type RunStore interface {
 	// stored afterwards; ErrStatusConflict (with the current run) when the
 	// status was not in from; ErrRunNotFound when there is no run.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
+	// Cancel is Transition(ctx, id, from, StatusCancelled, "", now) that
+	// also records by as the run's CancelledBy, in the same conditional
+	// write (nothing is written when the status is not in from).
+	Cancel(ctx context.Context, id string, from []Status, by string, now time.Time) (Run, error)
 	// NoteFailure atomically counts one failed execution of the run
 	// (Run.Failures) and records errMsg as its LastError, and returns the
 	// new count. The executor uses it to tell its last try from the others
@@ -339,6 +350,16 @@ func (m *MemRuns) Get(_ context.Context, id string) (Run, error) {
 
 // Transition implements RunStore.
 func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
+	return m.transition(id, from, to, errMsg, "", now)
+}
+
+// Cancel implements RunStore.
+func (m *MemRuns) Cancel(_ context.Context, id string, from []Status, by string, now time.Time) (Run, error) {
+	return m.transition(id, from, StatusCancelled, "", by, now)
+}
+
+// transition is Transition, recording by as CancelledBy when it is set.
+func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by string, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.runs[id]
@@ -349,6 +370,9 @@ func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Sta
 		return r, ErrStatusConflict
 	}
 	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
+	if by != "" {
+		r.CancelledBy = by
+	}
 	if to == StatusRunning {
 		r.Epoch++
 	}
