@@ -3,20 +3,34 @@ package apifn
 import (
 	"math"
 	"strconv"
+	"strings"
 )
+
+// maxCursor is math.MaxInt64 in decimal: the widest cursor read as the
+// number it writes.
+const maxCursor = "9223372036854775807"
 
 // parseCursor reads an event cursor (poll's afterSequence, the stream's
 // Last-Event-ID): a non-negative decimal integer of any width, digits
-// only. A value wider than int64 is past the end of every log, so it reads
-// as math.MaxInt64 (no event follows it) rather than being refused; ok is
-// false for anything that is not digits.
+// only (leading zeros allowed: the same number). A value wider than int64
+// is past the end of every log, so it reads as math.MaxInt64 (no event
+// follows it) rather than being refused; ok is false for anything that is
+// not digits (a sign, whitespace, an empty value). It allocates nothing,
+// however wide the value: one pass over it, no big number, no copy.
 func parseCursor(s string) (n int64, ok bool) {
 	if !allDigits(s) {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return math.MaxInt64, true // only digits: out of range, never malformed
+	d := strings.TrimLeft(s, "0")
+	if len(d) > len(maxCursor) || len(d) == len(maxCursor) && d > maxCursor {
+		return math.MaxInt64, true // only digits: past every log, never malformed
+	}
+	if d == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(d, 10, 64)
+	if err != nil { // unreachable: at most maxCursor, digits only
+		return math.MaxInt64, true
 	}
 	return n, true
 }
