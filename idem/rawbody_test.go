@@ -140,3 +140,59 @@ func TestClaimCarriesNoRawBodyHash(t *testing.T) {
 		t.Fatalf("record: %+v, %v, %v; want the raw body hash of the attempt that completed", rec, found, err)
 	}
 }
+
+// hangUpSpy is a rawSpy whose claim lands and whose client then hangs up
+// before the answer arrives (hangUp, once set).
+type hangUpSpy struct {
+	rawSpy
+	hangUp context.CancelFunc
+}
+
+func (s *hangUpSpy) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	res, err := s.rawSpy.Claim(ctx, rec, now)
+	if s.hangUp != nil && err == nil {
+		s.hangUp()
+		return idem.ClaimResult{}, ctx.Err()
+	}
+	return res, err
+}
+
+// TestEveryAttemptEndHandsTheRawBodyHash: every way the Guard ends a
+// claimed attempt without a completion releases the record with the raw
+// body hash of that attempt (the ERP policy's raw_body_sha256 is on every
+// ended record): a handler that panics, an answer the policy retries (a
+// 503), a client that hung up while its claim was landing. The claim
+// itself carries none. The released record holds the hash.
+func TestEveryAttemptEndHandsTheRawBodyHash(t *testing.T) {
+	hash := func(b string) string { s := sha256.Sum256([]byte(b)); return hex.EncodeToString(s[:]) }
+	for _, c := range []struct {
+		name   string
+		h      *handler
+		hangUp bool
+	}{
+		{name: "panic", h: &handler{panic: true}},
+		{name: "retried answer", h: &handler{status: 503, body: `{"error":"unavailable","message":"later"}`}},
+		{name: "client hung up during the claim", h: &handler{}, hangUp: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			spy := &hangUpSpy{}
+			e := newEnv(t, func(cfg *idem.Config) { spy.Store = cfg.Store; cfg.Store = spy })
+			body := `{"b":1, "a":"` + c.name + `"}`
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if c.hangUp {
+				spy.hangUp = cancel
+			}
+			if _, err := e.guard.HTTPAPI(c.h.v2)(ctx, v2event("POST", "POST /runs", testKey, body)); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := spy.take(), []string{"Claim ", "Release " + hash(body)}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("store calls %q, want %q", got, want)
+			}
+			rec, found, err := e.store.Get(context.Background(), scopeID(testTenant, "POST /runs", testKey), e.clock.Now())
+			if err != nil || !found || rec.State != idem.StateRetryableFailure || rec.RawBodySHA256 != hash(body) {
+				t.Fatalf("record: %+v, %v, %v; want retryable with the attempt's raw body hash", rec, found, err)
+			}
+		})
+	}
+}

@@ -407,6 +407,11 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 	if g := mustGet(t, st, id, at); g.Owner != "fast" || g.State != idem.StatePending {
 		t.Fatalf("record after stale writes: %s", summary(g))
 	}
+	// A fenced Complete or Release writes nothing, the raw body hash it
+	// carries included.
+	if g := mustGet(t, st, id, at); g.RawBodySHA256 != "" {
+		t.Fatalf("a fenced write stored its raw body hash: %s", summary(g))
+	}
 
 	complete(t, st, id, "fast", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "fast"), Expires: at.Add(keep)}, at)
 	// The slow invocation finishes late: its completion and its delete are
@@ -416,6 +421,9 @@ func (s *suite) fencedAfterReclaim(t *testing.T) {
 	wantFenced(t, "late Delete", st.Delete(ctx, id, "slow", late))
 	wantFenced(t, "late Release", st.Release(ctx, attempt(id, "slow", late), late))
 	wantReplay(t, st, id, "third", late, resp(201, "fast"))
+	if g := mustGet(t, st, id, late); g.RawBodySHA256 != rawBody("fast") {
+		t.Fatalf("after the slow owner's fenced writes: %s, want the raw body hash of fast's attempt", summary(g))
+	}
 }
 
 func (s *suite) fencedAfterFinal(t *testing.T) {
@@ -427,6 +435,15 @@ func (s *suite) fencedAfterFinal(t *testing.T) {
 	wantFenced(t, "Release after final", st.Release(ctx, attempt(id, "owner-1", now), now))
 	wantFenced(t, "Delete after final", st.Delete(ctx, id, "owner-1", now))
 	equalResponse(t, mustGet(t, st, id, now).Response, resp(200, "one"))
+	// The fenced Release wrote nothing: not its raw body hash either (a
+	// second Complete's would be the same owner's, so only a hash no
+	// attempt of owner-1 had would show it).
+	other := attempt(id, "owner-1", now)
+	other.RawBodySHA256 = rawBody("someone else")
+	wantFenced(t, "Release after final, another hash", st.Release(ctx, other, now))
+	if g := mustGet(t, st, id, now); g.RawBodySHA256 != rawBody("owner-1") {
+		t.Fatalf("after fenced writes: %s, want the raw body hash of the completed attempt", summary(g))
+	}
 }
 
 func (s *suite) fencedUnknown(t *testing.T) {
