@@ -141,6 +141,9 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		})
 		switch {
 		case errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized:
+			// A 401 names the scheme to use (RFC 9110 §11.6.1), as the api
+			// function's own 401 does.
+			w.Header().Set("WWW-Authenticate", `Bearer realm="idemkit"`)
 			g.writeEnvelope(w, reqID, apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required (Authorization: Bearer <key>)"))
 			return
 		case err != nil && r.Context().Err() != nil:

@@ -101,8 +101,13 @@ func TestDevGatewaySecurity(t *testing.T) {
 		nil, {"Bearer " + wrongKey}, {"Basic " + apiKey}, {apiKey}, {"Bearer  " + apiKey + " x"},
 		{"Bearer " + apiKey, "Bearer " + wrongKey}, {"Bearer " + apiKey, "Bearer " + apiKey},
 	} {
-		if r, b := send("POST", "/runs", auth, "", noop); r.StatusCode != http.StatusUnauthorized || !strings.Contains(b, "unauthenticated") {
+		r, b := send("POST", "/runs", auth, "", noop)
+		if r.StatusCode != http.StatusUnauthorized || !strings.Contains(b, "unauthenticated") {
 			t.Errorf("Authorization %q: %d %s", auth, r.StatusCode, b)
+		}
+		// A 401 names the scheme to use (RFC 9110 §11.6.1).
+		if got := r.Header.Get("WWW-Authenticate"); got != `Bearer realm="idemkit"` {
+			t.Errorf("Authorization %q: WWW-Authenticate %q", auth, got)
 		}
 	}
 	if runs.Len() != 0 {

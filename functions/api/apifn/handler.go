@@ -240,6 +240,19 @@ func errResp(e *apierr.Error) events.APIGatewayV2HTTPResponse {
 	return events.APIGatewayV2HTTPResponse{StatusCode: e.Status, Headers: e.Headers(), Body: string(e.Body())}
 }
 
+// wwwAuthenticate is the challenge of every 401: HTTP requires a 401 to
+// name the scheme the client must use (RFC 9110 §11.6.1), here an API key
+// as a bearer token (Authorization: Bearer <key>).
+const wwwAuthenticate = `Bearer realm="idemkit"`
+
+// unauthenticated is the answer to a request without a valid credential:
+// 401 unauthenticated with its WWW-Authenticate challenge.
+func unauthenticated() events.APIGatewayV2HTTPResponse {
+	r := errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required"))
+	r.Headers["WWW-Authenticate"] = wwwAuthenticate
+	return r
+}
+
 func jsonResp(status int, v any) (events.APIGatewayV2HTTPResponse, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -283,7 +296,7 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if !m.Route.Public {
 		var ok bool
 		if tenant, ok = h.authed(ev); !ok {
-			return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required")), false, nil
+			return unauthenticated(), false, nil
 		}
 	}
 	params, scope, e := readParams(m.Route.Pattern, m.Params, tenant)

@@ -141,8 +141,13 @@ func TestRoutingErrors(t *testing.T) {
 		ev("POST", "/runs", "", key1, `{"workflowId":"conformance-noop"}`),
 		ev("GET", "/runs/acme~2Fabcdefghijklmnopqr", "", "", ""),
 	} {
-		if r, m := f.do(t, e); r.StatusCode != 401 || m["error"] != "unauthenticated" {
+		r, m := f.do(t, e)
+		if r.StatusCode != 401 || m["error"] != "unauthenticated" {
 			t.Errorf("%s: %d %v", e.RawPath, r.StatusCode, m)
+		}
+		// HTTP: a 401 names the scheme a client must use (RFC 9110 §11.6.1).
+		if got := r.Headers["WWW-Authenticate"]; got != wwwAuthenticate {
+			t.Errorf("%s: WWW-Authenticate %q, want %q", e.RawPath, got, wwwAuthenticate)
 		}
 	}
 }
