@@ -254,7 +254,8 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	}
 	r.Options = optionsFromItem(m)
 	forkFromItem(m, &r)
-	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix)
+	_, tomb := m[runAttrTakenOver]
+	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix) && !tomb
 }
 
 // Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
@@ -266,6 +267,13 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
 	}
+	return d.create(ctx, r, nil)
+}
+
+// create is Create; scope, when set, is a check (the scope still held by
+// r) that commits in the same transaction as the run's Put (Transactional
+// only).
+func (d *DynamoRuns) create(ctx context.Context, r Run, scope *types.ConditionCheck) error {
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
 		return err
@@ -276,6 +284,9 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 			TableName: aws.String(d.Table), Item: item,
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 		}}}
+		if scope != nil {
+			writes = append(writes, types.TransactWriteItem{ConditionCheck: scope})
+		}
 		if r.RetryOf != "" {
 			u, err := d.linkRetryUpdate(r.RetryOf, r.ID)
 			if err != nil {
@@ -291,6 +302,9 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 		}
 		if !errors.Is(err, idem.ErrNoClaim) {
 			return err
+		}
+		if scope != nil {
+			return d.transactScoped(ctx, writes)
 		}
 	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
