@@ -205,8 +205,8 @@ func (d *DynamoRuns) tombstone(ctx context.Context, id string) (fenced bool, err
 		return false, err
 	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(d.Table),
-		Item:      map[string]types.AttributeValue{runAttrPK: sAV(id), runAttrTakenOver: sAV("true")},
+		TableName:           aws.String(d.Table),
+		Item:                map[string]types.AttributeValue{runAttrPK: sAV(id), runAttrTakenOver: sAV("true")},
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
 	if err := conditionalWrite(err, ErrRunExists, "fence run scope holder"); err != nil {
