@@ -35,10 +35,12 @@ var (
 )
 
 // cacheOpenWOP is the OpenWOP default's Policy.Cache: 429 and 5xx are
-// retried (never replayed); 401, 403 and a 400 whose envelope code is
-// idempotency_key_invalid or validation_error are forgotten (the request was
-// rejected before any work); every other outcome — 1xx..3xx and the other
-// 4xx — is replayed.
+// retried (never replayed); 401, 403, a 400 whose envelope code is
+// idempotency_key_invalid or validation_error, and a 409
+// run_already_active (a create refused while another run holds its
+// scope) are forgotten (the request was rejected before any work, and a
+// later request with the key runs afresh); every other outcome — 1xx..3xx
+// and the other 4xx — is replayed.
 func cacheOpenWOP(status int, code string) Disposition {
 	switch {
 	case status == 429 || status >= 500:
@@ -46,6 +48,8 @@ func cacheOpenWOP(status int, code string) Disposition {
 	case status == 401 || status == 403:
 		return Forget
 	case status == 400 && (code == apierr.CodeIdempotencyKeyInvalid || code == apierr.CodeValidation):
+		return Forget
+	case status == 409 && code == apierr.CodeRunAlreadyActive:
 		return Forget
 	}
 	return Replay

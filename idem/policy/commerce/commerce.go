@@ -95,14 +95,18 @@ const (
 )
 
 // cacheCommerce is the commerce policy's idem.Policy.Cache: a request rejected
-// at the door, 400, 401, 403 or 429, records nothing (idem.Forget), so the same
-// key later runs fresh; every other outcome, 1xx..3xx, the other 4xx and
-// every 5xx, is final and replayed (a failed action replays as failed).
-// A handler error or panic (no response) still leaves the record retryable,
-// as under every policy.
-func cacheCommerce(status int, _ string) idem.Disposition {
+// at the door, 400, 401, 403 or 429, or a create refused because another
+// run holds its scope (409 run_already_active), records nothing
+// (idem.Forget), so the same key later runs fresh; every other outcome,
+// 1xx..3xx, the other 4xx and every 5xx, is final and replayed (a failed
+// action replays as failed). A handler error or panic (no response) still
+// leaves the record retryable, as under every policy.
+func cacheCommerce(status int, code string) idem.Disposition {
 	switch status {
 	case 400, 401, 403, 429:
+		return idem.Forget
+	}
+	if status == 409 && code == apierr.CodeRunAlreadyActive {
 		return idem.Forget
 	}
 	return idem.Replay
