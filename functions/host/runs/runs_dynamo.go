@@ -304,7 +304,7 @@ func (d *DynamoRuns) create(ctx context.Context, r Run, scope *types.ConditionCh
 			return err
 		}
 		if scope != nil {
-			return d.transactScoped(ctx, writes)
+			return d.transactScoped(ctx, writes, scope)
 		}
 	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{

@@ -226,8 +226,9 @@ func (d *DynamoRuns) tombstone(ctx context.Context, id string) (fenced bool, err
 
 // transactScoped commits a scoped create's writes (the run's Put, the
 // scope check, a retry's link) in one TransactWriteItems, outside a
-// Layer-1 claim.
-func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any) error {
+// Layer-1 claim. A failed scope check is a *ScopeHeldError naming the
+// scope's holder now.
+func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any, scope *types.ConditionCheck) error {
 	tc, ok := d.Client.(TransactAPI)
 	if !ok {
 		return errors.New("host: the runs client cannot TransactWriteItems")
@@ -242,7 +243,15 @@ func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any) error {
 		if len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
 			return ErrRunExists
 		}
-		return &ScopeHeldError{Holder: "(taken over)"}
+		key, _ := scope.Key[runAttrPK].(*types.AttributeValueMemberS)
+		if key == nil {
+			return ErrScopeHeld
+		}
+		holder, _, err := d.scopeHolder(ctx, key.Value)
+		if err != nil {
+			return err
+		}
+		return &ScopeHeldError{Holder: holder}
 	}
 	if err != nil {
 		return fmt.Errorf("host: put scoped run: %w", err)
