@@ -26,7 +26,9 @@ var (
 	// the operation is not in the scope but in the fingerprint, so the same
 	// key on a different operation or input is 409 with the policy's own
 	// code CodeIdempotencyMismatch and nothing runs; a request rejected at
-	// the door (400, 401, 403, 429) records nothing, and every other
+	// the door (400, 401, 403, 429), or a create refused because another
+	// run holds its scope (409 run_already_active), records nothing, and
+	// every other
 	// outcome, a 5xx included, is final and replayed as it was
 	// (its Cache: a failed action replays as failed, the key never
 	// runs again); records held forever (no expiry attribute, so neither
