@@ -12,7 +12,7 @@ var (
 	// PolicyOpenWOP is the OpenWOP default policy, Config's default: key
 	// ^[A-Za-z0-9._~-]{22,128}$ (KeyOpenWOP); scope tenant + operation + key;
 	// 2xx and final 4xx replayed, 429/5xx retried, 400
-	// idempotency_key_invalid/validation_error, 401 and 403 forgotten
+	// idempotency_key_invalid/validation_error, 401, 403 and 409 run_already_active forgotten
 	// (its Cache; a 400 is forgotten by its envelope code); retention 24 h, the spec's minimum; replays carry
 	// "OpenWOP-Idempotent-Replay: true"; in-flight Retry-After 1 s while the
 	// owner is alive, the seconds until its lease can be reclaimed when it
