@@ -41,6 +41,12 @@ type DynamoAPI interface {
 // never updated), configurable, tags and metadata (the run's RunOptions,
 // JSON text, each present only when given; written once by Create and
 // never updated).
+//
+// The table also holds one item per run scope ever held (CreateScoped,
+// scope_dynamo.go: pk "#scope/v1/…", tenant, holder, heldSince; never
+// deleted, overwritten by each takeover) and, on a store without
+// transactions, a tombstone (pk a runId, scopeTakenOver) at the runId of
+// a scope holder that was never written; neither reads as a run.
 type DynamoRuns struct {
 	// Client is the DynamoDB client. Required.
 	Client DynamoAPI
