@@ -20,14 +20,21 @@ import (
 // second set of effects); a retry found so is listed among its failed
 // run's retries again (a set: once). That run is accepted when ours says it is this
 // request's (existed is true); otherwise the answer is an error. The claim
-// is returned for the caller's log.
-func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, ours func(prev runs.Run) bool) (claim idem.ClaimInfo, existed bool, err error) {
+// is returned for the caller's log. A non-empty scope makes the run hold
+// the tenant's scope (runs.RunStore.CreateScoped): the error is then
+// runs.ErrScopeHeld while another live run holds it. A retry and a fork
+// pass "": they never hold a scope.
+func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope string, ours func(prev runs.Run) bool) (claim idem.ClaimInfo, existed bool, err error) {
 	claim, claimed := idem.FromContext(ctx)
 	claimed = claimed && claim.OriginalRequestID != ""
 	if claimed {
 		run.ID = runs.ClaimRunID(run.Tenant, claim.ID, claim.OriginalRequestID)
 	}
-	if err := h.cfg.Runs.Create(ctx, *run); err != nil {
+	create := h.cfg.Runs.Create
+	if scope != "" {
+		create = func(ctx context.Context, r runs.Run) error { return h.cfg.Runs.CreateScoped(ctx, r, scope) }
+	}
+	if err := create(ctx, *run); err != nil {
 		if !claimed || !errors.Is(err, runs.ErrRunExists) {
 			return claim, false, err
 		}

@@ -167,7 +167,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		}
 		run.Fork.SourceComplete = src.Status.Terminal()
 	}
-	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
+	if _, _, err := h.createClaimedRun(ctx, &run, "", func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
 	}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err

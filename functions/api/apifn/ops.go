@@ -39,6 +39,10 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 		e = apierr.New(http.StatusBadRequest, apierr.CodeValidation, "unknown workflowId; built-in workflows: %s",
 			strings.Join(webhook.Workflows, ", ")).WithDetails(map[string]any{"field": "workflowId"})
 	}
+	var scope string
+	if e == nil {
+		scope, e = dedupScope(ev, req)
+	}
 	if e != nil {
 		return errResp(e), nil
 	}
@@ -64,10 +68,15 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	// changed after it.
 	run.Options = req.Options
 	// Every execution of this idempotency record names the same run
-	// (createClaimedRun).
-	claim, existed, err := h.createClaimedRun(ctx, &run, func(prev runs.Run) bool {
+	// (createClaimedRun). Under `OpenWOP-Dedup: enforce` with a scopeId
+	// the run holds the tenant's scope while it is live: a create while
+	// another live run holds it is 409 run_already_active (dedup.go).
+	claim, existed, err := h.createClaimedRun(ctx, &run, scope, func(prev runs.Run) bool {
 		return prev.Tenant == tenant && prev.WorkflowID == run.WorkflowID
 	})
+	if errors.Is(err, runs.ErrScopeHeld) {
+		return scopeHeldResp(), nil
+	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}

@@ -37,7 +37,7 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
 	run.RetryOf = prev.ID
 	run.Options = prev.Options // the same request's RunOptions
-	if _, _, err := h.createClaimedRun(ctx, &run, func(got runs.Run) bool {
+	if _, _, err := h.createClaimedRun(ctx, &run, "", func(got runs.Run) bool {
 		return got.Tenant == c.tenant && got.RetryOf == prev.ID
 	}); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err

@@ -3,6 +3,7 @@ package kit_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/ledger/identity"
 	"io"
@@ -139,6 +140,18 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authfn.ContextTenantKey: "acme"}}
 	if r, _ := api.Handle(ctx, ev); r.StatusCode != 403 || !strings.Contains(r.Body, "forbidden") {
 		t.Fatalf("body tenant: %d %s", r.StatusCode, r.Body)
+	}
+	// `OpenWOP-Dedup: enforce`: the scope's item is written beside the
+	// run, its check commits in the completion transaction, and a
+	// duplicate is refused after reading the holder.
+	for i, want := range []int{201, 409} {
+		ev := events.APIGatewayV2HTTPRequest{RawPath: "/runs", Body: `{"workflowId":"conformance-noop","scopeId":"order-7"}`,
+			Headers: map[string]string{"content-type": "application/json", "idempotency-key": fmt.Sprintf("sc%d-0123456789abcdefghijkl", i), "openwop-dedup": "enforce"}}
+		ev.RequestContext.HTTP.Method = "POST"
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{authfn.ContextTenantKey: "acme"}}
+		if r, _ := api.Handle(ctx, ev); r.StatusCode != want {
+			t.Fatalf("enforced create %d: %d %s, want %d", i, r.StatusCode, r.Body, want)
+		}
 	}
 	checkGranted(t, "ApiRole", apiUse, "IdempotencyTable", "RunsTable", "EffectsTable", "EffectsTable/index/byRun")
 	if apiCnt.CallOps()["TransactWriteItems"] == 0 {

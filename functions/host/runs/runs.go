@@ -193,6 +193,17 @@ type RunStore interface {
 	// is listed among the failed run's Retries by the same call, as
 	// LinkRetry does; a Create that finds the id taken lists nothing.
 	Create(ctx context.Context, r Run) error
+	// CreateScoped is Create for a run that holds the tenant's scope
+	// scopeID (createRun with `OpenWOP-Dedup: enforce`): r is created only
+	// if no live run of r.Tenant holds the scope, and then holds it, in
+	// one atomic step: of racing creates of one scope exactly one creates
+	// its run. A scope held by a run that has ended (completed, failed,
+	// cancelled, timed out) is taken over by a compare-and-set naming that
+	// holder; a scope held by r itself (a retry of the same create) is
+	// r's. A refusal is a *ScopeHeldError (errors.Is ErrScopeHeld) and
+	// writes no run; a scopeID that is not ValidScopeID is ErrBadScope.
+	// Tenants never share a scope.
+	CreateScoped(ctx context.Context, r Run, scopeID string) error
 	// LinkRetry lists retryID among the Retries of run failedID (a set:
 	// listing it again changes nothing; the failed run's Version is left
 	// alone). A missing failed run is not an error: nothing is written.
@@ -286,6 +297,8 @@ type RunStore interface {
 type MemRuns struct {
 	mu   sync.Mutex
 	runs map[string]Run
+	// scopes are the run scopes' holders (CreateScoped), by scopeKey.
+	scopes map[string]memScope
 	// OnInsert, if set, is called (outside the lock) after each Create.
 	OnInsert func(Run)
 }
@@ -299,6 +312,11 @@ func (m *MemRuns) Create(_ context.Context, r Run) error {
 		return err
 	}
 	m.mu.Lock()
+	return m.createLocked(r)
+}
+
+// createLocked inserts r, called with m.mu held; it unlocks m.mu.
+func (m *MemRuns) createLocked(r Run) error {
 	if _, ok := m.runs[r.ID]; ok {
 		m.mu.Unlock()
 		return ErrRunExists

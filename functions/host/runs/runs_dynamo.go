@@ -41,6 +41,12 @@ type DynamoAPI interface {
 // never updated), configurable, tags and metadata (the run's RunOptions,
 // JSON text, each present only when given; written once by Create and
 // never updated).
+//
+// The table also holds one item per run scope ever held (CreateScoped,
+// scope_dynamo.go: pk "#scope/v1/…", tenant, holder, heldSince; never
+// deleted, overwritten by each takeover) and, on a store without
+// transactions, a tombstone (pk a runId, scopeTakenOver) at the runId of
+// a scope holder that was never written; neither reads as a run.
 type DynamoRuns struct {
 	// Client is the DynamoDB client. Required.
 	Client DynamoAPI
@@ -256,7 +262,8 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	}
 	r.Options = optionsFromItem(m)
 	forkFromItem(m, &r)
-	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix)
+	_, tomb := m[runAttrTakenOver]
+	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix) && !tomb
 }
 
 // Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
@@ -268,6 +275,13 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
 	}
+	return d.create(ctx, r, nil)
+}
+
+// create is Create; scope, when set, is a check (the scope still held by
+// r) that commits in the same transaction as the run's Put (Transactional
+// only).
+func (d *DynamoRuns) create(ctx context.Context, r Run, scope *types.ConditionCheck) error {
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
 		return err
@@ -278,6 +292,9 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 			TableName: aws.String(d.Table), Item: item,
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 		}}}
+		if scope != nil {
+			writes = append(writes, types.TransactWriteItem{ConditionCheck: scope})
+		}
 		if r.RetryOf != "" {
 			u, err := d.linkRetryUpdate(r.RetryOf, r.ID)
 			if err != nil {
@@ -293,6 +310,9 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 		}
 		if !errors.Is(err, idem.ErrNoClaim) {
 			return err
+		}
+		if scope != nil {
+			return d.transactScoped(ctx, writes, scope)
 		}
 	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{

@@ -14,7 +14,8 @@ import (
 // createMembers are the members of a createRun body: the createRun fields
 // and the RunOptions fields of the OpenWOP v2 OpenAPI document, whose
 // composition closes the body (unevaluatedProperties: false). The host
-// acts on workflowId and inputs; the body's tenantId is checked against the
+// acts on workflowId and inputs, and on scopeId under
+// `OpenWOP-Dedup: enforce` (CreateRequest.ScopeID); the body's tenantId is checked against the
 // credential's tenant before the body is parsed (idem.Config.BodyTenantField).
 var createMembers = []string{
 	"workflowId", "inputs", "residency", "tenantId", "scopeId", "callbackUrl",

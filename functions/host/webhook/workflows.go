@@ -66,6 +66,9 @@ type CreateRequest struct {
 	// validated and compacted, to be persisted on the run; zero when the
 	// body has none.
 	Options runs.Options
+	// ScopeID is the body's scopeId member as received (nil when absent):
+	// acted on only under `OpenWOP-Dedup: enforce`, which validates it.
+	ScopeID json.RawMessage
 }
 
 func validation(field, msg string) *apierr.Error {
@@ -90,6 +93,7 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 		return req, e
 	}
 	req.Options = opts
+	req.ScopeID = raw["scopeId"]
 	wf, ok := raw["workflowId"]
 	if !ok || json.Unmarshal(wf, &req.WorkflowID) != nil || req.WorkflowID == "" {
 		return req, validation("workflowId", "workflowId is required and must be a non-empty string")

@@ -26,7 +26,9 @@ var (
 	// the operation is not in the scope but in the fingerprint, so the same
 	// key on a different operation or input is 409 with the policy's own
 	// code CodeIdempotencyMismatch and nothing runs; a request rejected at
-	// the door (400, 401, 403, 429) records nothing, and every other
+	// the door (400, 401, 403, 429), or a create refused because another
+	// run holds its scope (409 run_already_active), records nothing, and
+	// every other
 	// outcome, a 5xx included, is final and replayed as it was
 	// (its Cache: a failed action replays as failed, the key never
 	// runs again); records held forever (no expiry attribute, so neither
@@ -95,14 +97,18 @@ const (
 )
 
 // cacheCommerce is the commerce policy's idem.Policy.Cache: a request rejected
-// at the door, 400, 401, 403 or 429, records nothing (idem.Forget), so the same
-// key later runs fresh; every other outcome, 1xx..3xx, the other 4xx and
-// every 5xx, is final and replayed (a failed action replays as failed).
-// A handler error or panic (no response) still leaves the record retryable,
-// as under every policy.
-func cacheCommerce(status int, _ string) idem.Disposition {
+// at the door, 400, 401, 403 or 429, or a create refused because another
+// run holds its scope (409 run_already_active), records nothing
+// (idem.Forget), so the same key later runs fresh; every other outcome,
+// 1xx..3xx, the other 4xx and every 5xx, is final and replayed (a failed
+// action replays as failed). A handler error or panic (no response) still
+// leaves the record retryable, as under every policy.
+func cacheCommerce(status int, code string) idem.Disposition {
 	switch status {
 	case 400, 401, 403, 429:
+		return idem.Forget
+	}
+	if status == 409 && code == apierr.CodeRunAlreadyActive {
 		return idem.Forget
 	}
 	return idem.Replay

@@ -44,4 +44,14 @@ func roundTrips(t *testing.T, e *env) {
 			t.Errorf("%s took %d round trips, want 1", step.name, n)
 		}
 	}
+	// A create holding a free scope costs Create's write and the scope's:
+	// one round trip more than Create (outside a Layer-1 transaction).
+	e.resetTrips()
+	e.newRun(t, 0)
+	plain := e.trips()
+	e.resetTrips()
+	e.mustHold(t, e.scopedRun("acme", 0), "free")
+	if n := e.trips(); n != plain+1 {
+		t.Errorf("CreateScoped of a free scope took %d round trips, want %d (Create's %d + 1)", n, plain+1, plain)
+	}
 }

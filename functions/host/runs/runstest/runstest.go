@@ -68,6 +68,14 @@
 //     exactly one write wins and the log holds at most one cap.breached;
 //     a lost answer's retry is ErrStatusConflict with the run failed
 //     under the code, the event there once.
+//   - CreateScoped: a free scope is taken and the run created; the same
+//     create again is ErrRunExists; a live holder (pending, running,
+//     parked) refuses every other create (ErrScopeHeld naming it, no run
+//     written); a holder that ended (completed, failed, cancelled, a
+//     breached cap) is taken over; of racing creates of one scope exactly
+//     one wins; tenants never share a scope; a bad scopeId is
+//     ErrBadScope; a lost answer's retry is ErrRunExists, the run there
+//     once.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
 //     (Transition, Claim, Adopt, Renew, AppendLog, Breach) and a Get cost
 //     one round trip each.
@@ -177,5 +185,12 @@ var cases = []testCase{
 	{"Breach/Ends", breachEnds},
 	{"Breach/Race", breachRace},
 	{"Breach/LostAnswer", breachLostAnswer},
+	{"Scope/Acquire", scopeAcquire},
+	{"Scope/RefusedWhileLive", scopeRefusedWhileLive},
+	{"Scope/TakeOver", scopeTakeOver},
+	{"Scope/Race", scopeRace},
+	{"Scope/Tenants", scopeTenants},
+	{"Scope/Bad", scopeBad},
+	{"Scope/LostAnswer", scopeLostAnswer},
 	{roundTripsCase, roundTrips},
 }

@@ -1,0 +1,61 @@
+package apifn
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
+)
+
+// HeaderDedup is createRun's scope-dedup request header; its one value is
+// DedupEnforce.
+const (
+	HeaderDedup  = "OpenWOP-Dedup"
+	DedupEnforce = "enforce"
+)
+
+// dedupScope returns the scope a createRun holds: the body's scopeId when
+// the request sends `OpenWOP-Dedup: enforce` and a scopeId, else "" (the
+// create is unscoped, exactly as without the header). Under enforce a
+// scopeId that is not a string of 1 to runs.MaxScopeIDBytes bytes is 400
+// validation_error (details.field "scopeId"); a header value other than
+// enforce is 400 validation_error naming the header.
+func dedupScope(ev events.APIGatewayV2HTTPRequest, req webhook.CreateRequest) (string, *apierr.Error) {
+	vs := header.Values(ev.Headers, HeaderDedup)
+	if len(vs) == 0 {
+		return "", nil
+	}
+	if len(vs) > 1 || strings.TrimSpace(vs[0]) != DedupEnforce {
+		return "", apierr.New(http.StatusBadRequest, apierr.CodeValidation, "%s accepts one value, %q", HeaderDedup, DedupEnforce).
+			WithDetails(map[string]any{"field": HeaderDedup})
+	}
+	if req.ScopeID == nil {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(req.ScopeID, &s) != nil || !runs.ValidScopeID(s) {
+		return "", apierr.New(http.StatusBadRequest, apierr.CodeValidation,
+			"under %s: %s, scopeId must be a non-empty string of at most %d bytes", HeaderDedup, DedupEnforce, runs.MaxScopeIDBytes).
+			WithDetails(map[string]any{"field": "scopeId"})
+	}
+	return s, nil
+}
+
+// scopeHeldResp is the answer to a create refused because a live run of
+// the tenant holds its scope: 409 run_already_active with Retry-After
+// runs.ScopeRetryAfter (5 seconds). The guard forgets it (the
+// idempotency policies' Cache): a later request with the same
+// Idempotency-Key runs afresh, and creates its run once the holder ended.
+func scopeHeldResp() events.APIGatewayV2HTTPResponse {
+	r := errResp(apierr.New(http.StatusConflict, apierr.CodeRunAlreadyActive,
+		"a live run of this tenant already holds this scopeId; retry after it ends"))
+	r.Headers["Retry-After"] = strconv.Itoa(int(runs.ScopeRetryAfter.Seconds()))
+	return r
+}

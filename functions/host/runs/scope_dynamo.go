@@ -1,0 +1,260 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// A scope's RunsTable item: pk scopeKey(tenant, scopeId), tenant, holder
+// (the runId holding it) and heldSince (Unix ms: the holder's createdAt).
+// The scopeId itself is not stored.
+const (
+	scopeAttrHolder = "holder"
+	scopeAttrSince  = "heldSince"
+	// runAttrTakenOver marks a tombstone: an item written at the runId of
+	// a scope holder that was never written, when another create took the
+	// scope over from it (non-transactional stores only). It fences the
+	// interrupted create: its conditional Put finds the pk taken. A
+	// tombstone is not a run (RunFromItem, Get).
+	runAttrTakenOver = "scopeTakenOver"
+)
+
+// scopeAcquireTries bounds CreateScoped's compare-and-set loop: each lost
+// race re-reads the scope, and a create that loses this many in a row is
+// answered as refused (the scope is contended by live creates).
+const scopeAcquireTries = 4
+
+// TransactAPI is the TransactWriteItems operation of *dynamodb.Client,
+// used by CreateScoped on a Transactional store outside a Layer-1 claim.
+type TransactAPI interface {
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// CreateScoped implements RunStore. It takes the scope for r with one
+// conditional PutItem of the scope's item (free, or already r's), then
+// creates r as Create does. So an enforced create of a free scope costs
+// one round trip more than Create (1 write unit). A scope held by another
+// run costs a read of that run; if it has ended, a PutItem conditional on
+// the holder still being that run takes it over. A holder that was never
+// written (its create was interrupted) is taken over only once its hold
+// is ScopeHoldGrace old, and fenced: on a Transactional store the run's
+// Put commits only with a check that r still holds the scope; on any
+// other, a tombstone is first written at the holder's runId, so the
+// interrupted create's conditional Put can never land.
+func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) error {
+	if err := checkScoped(r, scopeID); err != nil {
+		return err
+	}
+	key := scopeKey(r.Tenant, scopeID)
+	if err := d.acquireScope(ctx, key, r); err != nil {
+		return err
+	}
+	if d.Transactional {
+		check, err := expression.NewBuilder().WithCondition(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID))).Build()
+		if err != nil {
+			return err
+		}
+		return d.create(ctx, r, &types.ConditionCheck{TableName: aws.String(d.Table),
+			Key:                 map[string]types.AttributeValue{runAttrPK: sAV(key)},
+			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()})
+	}
+	err := d.create(ctx, r, nil)
+	if errors.Is(err, ErrRunExists) {
+		// Either a retry of this create (the run is there) or the scope
+		// was taken over from r before r was written (a tombstone).
+		it, gerr := d.getItem(ctx, r.ID)
+		if gerr != nil {
+			return gerr
+		}
+		if _, ok := it[runAttrTakenOver]; ok {
+			holder, _, _ := d.scopeHolder(ctx, key)
+			return &ScopeHeldError{Holder: holder}
+		}
+	}
+	return err
+}
+
+// acquireScope makes r the holder of the scope key, or returns a
+// *ScopeHeldError.
+func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error {
+	free := expression.AttributeNotExists(expression.Name(runAttrPK)).Or(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID)))
+	old, taken, err := d.putScope(ctx, key, r, free)
+	for try := 1; ; try++ {
+		if err != nil || !taken {
+			return err
+		}
+		holder, since := scopeFromItem(old)
+		if holder == "" {
+			// The failed condition returned no item: read it.
+			if holder, since, err = d.scopeHolder(ctx, key); err != nil {
+				return err
+			}
+		}
+		if try >= scopeAcquireTries {
+			return &ScopeHeldError{Holder: holder}
+		}
+		if holder == "" {
+			old, taken, err = d.putScope(ctx, key, r, free)
+			continue
+		}
+		hr, gerr := d.Get(ctx, holder)
+		switch {
+		case gerr == nil && !hr.Status.Terminal():
+			return &ScopeHeldError{Holder: holder}
+		case errors.Is(gerr, ErrRunNotFound):
+			if r.CreatedAt.Before(since.Add(ScopeHoldGrace)) {
+				return &ScopeHeldError{Holder: holder, Unwritten: true}
+			}
+			if !d.Transactional {
+				fenced, ferr := d.tombstone(ctx, holder)
+				if ferr != nil {
+					return ferr
+				}
+				if !fenced {
+					// The holder's run was written meanwhile: look again.
+					old, taken, err = nil, true, nil
+					continue
+				}
+			}
+		case gerr != nil:
+			return gerr
+		}
+		// The holder has ended (or was never written and is fenced): take
+		// the scope over from it, and only from it.
+		old, taken, err = d.putScope(ctx, key, r, expression.Name(scopeAttrHolder).Equal(expression.Value(holder)))
+	}
+}
+
+// putScope writes the scope's item with r as holder under cond. taken is
+// true when cond failed; old is then the item as it is (nil when the
+// engine does not return it).
+func (d *DynamoRuns) putScope(ctx context.Context, key string, r Run, cond expression.ConditionBuilder) (old map[string]types.AttributeValue, taken bool, err error) {
+	expr, err := expression.NewBuilder().WithCondition(cond).Build()
+	if err != nil {
+		return nil, false, err
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.Table),
+		Item: map[string]types.AttributeValue{runAttrPK: sAV(key), runAttrTenant: sAV(r.Tenant),
+			scopeAttrHolder: sAV(r.ID), scopeAttrSince: nAV(r.CreatedAt.UnixMilli())},
+		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return ccf.Item, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("host: take run scope: %w", err)
+	}
+	return nil, false, nil
+}
+
+// scopeFromItem reads a scope item's holder and heldSince ("" when m is
+// not one).
+func scopeFromItem(m map[string]types.AttributeValue) (string, time.Time) {
+	h, _ := m[scopeAttrHolder].(*types.AttributeValueMemberS)
+	if h == nil {
+		return "", time.Time{}
+	}
+	var since time.Time
+	if n, ok := m[scopeAttrSince].(*types.AttributeValueMemberN); ok {
+		if ms, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			since = time.UnixMilli(ms).UTC()
+		}
+	}
+	return h.Value, since
+}
+
+// scopeHolder reads the scope's holder (a consistent GetItem; "" when the
+// scope has no item).
+func (d *DynamoRuns) scopeHolder(ctx context.Context, key string) (string, time.Time, error) {
+	it, err := d.getItem(ctx, key)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	h, since := scopeFromItem(it)
+	return h, since, nil
+}
+
+// getItem is a consistent GetItem of the item pk.
+func (d *DynamoRuns) getItem(ctx context.Context, pk string) (map[string]types.AttributeValue, error) {
+	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{runAttrPK: sAV(pk)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("host: get item: %w", err)
+	}
+	return out.Item, nil
+}
+
+// tombstone writes the takeover tombstone at runId id if no item is there:
+// fenced is false when the run exists after all.
+func (d *DynamoRuns) tombstone(ctx context.Context, id string) (fenced bool, err error) {
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
+	if err != nil {
+		return false, err
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(d.Table),
+		Item:                map[string]types.AttributeValue{runAttrPK: sAV(id), runAttrTakenOver: sAV("true")},
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+	})
+	if err := conditionalWrite(err, ErrRunExists, "fence run scope holder"); err != nil {
+		if errors.Is(err, ErrRunExists) {
+			// A lost answer's retry finds its own tombstone: still fenced.
+			it, gerr := d.getItem(ctx, id)
+			if gerr != nil {
+				return false, gerr
+			}
+			_, ok := it[runAttrTakenOver]
+			return ok, nil
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// transactScoped commits a scoped create's writes (the run's Put, the
+// scope check, a retry's link) in one TransactWriteItems, outside a
+// Layer-1 claim. A failed scope check is a *ScopeHeldError naming the
+// scope's holder now.
+func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any, scope *types.ConditionCheck) error {
+	tc, ok := d.Client.(TransactAPI)
+	if !ok {
+		return errors.New("host: the runs client cannot TransactWriteItems")
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes))
+	for _, w := range writes {
+		items = append(items, w.(types.TransactWriteItem))
+	}
+	_, err := tc.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		if len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+			return ErrRunExists
+		}
+		key, _ := scope.Key[runAttrPK].(*types.AttributeValueMemberS)
+		if key == nil {
+			return ErrScopeHeld
+		}
+		holder, _, err := d.scopeHolder(ctx, key.Value)
+		if err != nil {
+			return err
+		}
+		return &ScopeHeldError{Holder: holder}
+	}
+	if err != nil {
+		return fmt.Errorf("host: put scoped run: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+func scopeTestRun(at time.Time) Run {
+	return NewRun("acme", "webhook", json.RawMessage(`{"url":"https://example.com/hook"}`), at)
+}
+
+// TestScopeUnwrittenHolder: a create that took its scope and stopped
+// before writing its run (a crash between the two writes) holds the scope
+// only for ScopeHoldGrace; the create that then takes the scope over fences
+// it, so its run can never be written after. Without transactions the
+// fence is a tombstone at the holder's runId, which is not a run.
+func TestScopeUnwrittenHolder(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		crashed := scopeTestRun(t0)
+		key := scopeKey("acme", "s")
+		if err := d.acquireScope(ctx, key, crashed); err != nil {
+			t.Fatal(err)
+		}
+		var held *ScopeHeldError
+		early := scopeTestRun(t0.Add(time.Minute))
+		if err := d.CreateScoped(ctx, early, "s"); !errors.As(err, &held) || held.Holder != crashed.ID || !held.Unwritten {
+			t.Fatalf("within the grace: %v, want held by the unwritten %s", err, crashed.ID)
+		}
+		late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		if err := d.CreateScoped(ctx, late, "s"); err != nil {
+			t.Fatalf("after the grace: %v", err)
+		}
+		// The interrupted create resumes: its run is never written.
+		if err := d.CreateScoped(ctx, crashed, "s"); !errors.Is(err, ErrScopeHeld) {
+			t.Fatalf("the fenced create resumed: %v, want ErrScopeHeld", err)
+		}
+		if err := d.Create(ctx, crashed); !errors.Is(err, ErrRunExists) {
+			t.Fatalf("the fenced run's Put: %v, want refused", err)
+		}
+		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("the tombstone reads as a run: %v", err)
+		}
+		if _, err := d.Get(ctx, late.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestScopeUnwrittenHolderTransactional: on a Transactional store the
+// takeover writes no tombstone; the interrupted create's run Put commits
+// only with the check that it still holds the scope, which now fails.
+func TestScopeUnwrittenHolderTransactional(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		crashed := scopeTestRun(t0)
+		key := scopeKey("acme", "s")
+		if err := d.acquireScope(ctx, key, crashed); err != nil {
+			t.Fatal(err)
+		}
+		late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		if err := d.CreateScoped(ctx, late, "s"); err != nil {
+			t.Fatalf("after the grace: %v", err)
+		}
+		check, err := expression.NewBuilder().WithCondition(expression.Name(scopeAttrHolder).Equal(expression.Value(crashed.ID))).Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = d.create(ctx, crashed, &types.ConditionCheck{TableName: aws.String(d.Table),
+			Key:                 map[string]types.AttributeValue{runAttrPK: sAV(key)},
+			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()})
+		if !errors.Is(err, ErrScopeHeld) {
+			t.Fatalf("the interrupted create's run write: %v, want ErrScopeHeld", err)
+		}
+		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("the fenced run was written: %v", err)
+		}
+	})
+}
+
+// TestScopeThrottled: a throttled scope write is retried by the SDK and
+// the create succeeds once; a write that keeps failing leaves no run and
+// no hold (the next create of the scope succeeds).
+func TestScopeThrottled(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		faults := dynamotest.NewFaults()
+		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		r := scopeTestRun(t0)
+		faults.FailNext("PutItem", 1, dynamotest.Throttle())
+		if err := d.CreateScoped(ctx, r, "s"); err != nil {
+			t.Fatalf("after one throttle: %v", err)
+		}
+		if _, err := d.Get(ctx, r.ID); err != nil {
+			t.Fatal(err)
+		}
+		faults.FailNext("PutItem", 100, dynamotest.Throttle())
+		other := scopeTestRun(t0)
+		if err := d.CreateScoped(ctx, other, "t"); err == nil || errors.Is(err, ErrScopeHeld) {
+			t.Fatalf("a scope write that keeps failing: %v, want the store's error", err)
+		}
+		faults.Clear()
+		if _, err := d.Get(ctx, other.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("a failed create wrote its run: %v", err)
+		}
+		next := scopeTestRun(t0)
+		if err := d.CreateScoped(ctx, next, "t"); err != nil {
+			t.Fatalf("the scope after a failed create: %v", err)
+		}
+	})
+}
