@@ -83,10 +83,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 	// the run it cancels: a retry of a keyed cancel whose attempt that
 	// cancelled the run died before its answer was recorded finds its own
 	// cancel and answers the 200 it earned, not 409 run_terminal.
-	by := ""
-	if claim, ok := idem.FromContext(ctx); ok {
-		by = claim.ID
-	}
+	by := cancelBy(ctx)
 	if hasDecided {
 		r, err := h.cfg.Runs.Get(ctx, runID)
 		if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
@@ -143,6 +140,18 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 func cancelled(runID string) (events.APIGatewayV2HTTPResponse, bool, error) {
 	resp, err := jsonResp(http.StatusOK, map[string]any{"runId": runID, "status": runs.StatusCancelled})
 	return resp, false, err
+}
+
+// cancelBy is what a cancel made under ctx records as the run's
+// CancelledBy: the request's Layer-1 record ID (a hash, never the key);
+// "" without an Idempotency-Key. A resubmission's cancel runs under the
+// resubmission's own key, so it records the resubmission's record, the
+// same for every retry of it.
+func cancelBy(ctx context.Context) string {
+	if claim, ok := idem.FromContext(ctx); ok {
+		return claim.ID
+	}
+	return ""
 }
 
 // cancelledBy reports whether r was cancelled by the keyed request whose
@@ -302,10 +311,15 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 
 // ranBefore answers (done) a retried resubmission whose write may already
 // have run: once its entry is resubmitted, or while it still holds the
-// entry and the run is cancelled (its write landed, the finish did not),
-// the answer is the run's as the write left it: 200 cancelled, 404 gone,
-// or 409 run_terminal. A resubmitted entry's write never runs again. A
-// first resubmission is never done here: its write runs and is checked.
+// entry and the run is cancelled (its write landed and the finish did not,
+// or another request cancelled the run first), the answer is the run's as
+// the write left it. 200 cancelled only when the run's CancelledBy is this
+// resubmission's own write (cancelBy: its Layer-1 record, which its cancel
+// recorded in the same conditional write as the status); 409 run_terminal
+// when another request cancelled it (this write never moved the run: a
+// cancel moves only a pending or running run) or it ended otherwise; 404
+// when it is gone. A resubmitted entry's write never runs again. A first
+// resubmission is never done here: its write runs and is checked.
 func (h *Handler) ranBefore(ctx context.Context, tenant string, e inbox.Entry, retry bool) (events.APIGatewayV2HTTPResponse, bool, error) {
 	if !retry && e.State != inbox.Resubmitted {
 		return events.APIGatewayV2HTTPResponse{}, false, nil
@@ -316,12 +330,14 @@ func (h *Handler) ranBefore(ctx context.Context, tenant string, e inbox.Entry, r
 		return notFound(), true, nil
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, true, err
-	case r.Status == runs.StatusCancelled:
-		resp, err := jsonResp(http.StatusOK, map[string]any{"runId": r.ID, "status": runs.StatusCancelled})
+	case cancelledBy(r, cancelBy(ctx)):
+		resp, _, err := cancelled(r.ID)
 		return resp, true, err
-	case e.State != inbox.Resubmitted:
+	case r.Status != runs.StatusCancelled && e.State != inbox.Resubmitted:
 		return events.APIGatewayV2HTTPResponse{}, false, nil
 	case r.Status.Terminal():
+		// Cancelled by another request, or ended otherwise: never a 200
+		// claiming a cancel this resubmission did not make.
 		return errResp(apierr.New(http.StatusConflict, apierr.CodeRunTerminal, "the run already ended (%s)", r.Status)), true, nil
 	}
 	return lostDecision(e), true, nil

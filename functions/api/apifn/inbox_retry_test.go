@@ -1,0 +1,295 @@
+package apifn
+
+// A retried resubmission of an inbox entry whose write may already have run
+// is answered exactly: 200 cancelled only when the run was cancelled by this
+// resubmission's own write (the run's CancelledBy is its Layer-1 record),
+// 409 run_terminal when another request cancelled it. On memory and on
+// every emulator.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host/inbox"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem/decided"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// cancelSpy is a RunStore that notes which request's Cancel moved a run
+// (the request's tag, from its context under whoKey, with the by it
+// recorded) and, when armed, loses the answer of the next Cancel that
+// moved one (the write landed, the caller sees an error).
+type cancelSpy struct {
+	runs.RunStore
+	mu     sync.Mutex
+	lose   bool
+	landed map[string]string // tag → by, of each Cancel that moved a run
+}
+
+type whoKey struct{}
+
+type eventReq = events.APIGatewayV2HTTPRequest
+
+func (s *cancelSpy) Cancel(ctx context.Context, id string, from []runs.Status, by string, now time.Time) (runs.Run, error) {
+	r, err := s.RunStore.Cancel(ctx, id, from, by, now)
+	if err != nil {
+		return r, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	who, _ := ctx.Value(whoKey{}).(string)
+	s.landed[who] = by
+	if s.lose {
+		s.lose = false
+		return runs.Run{}, errLost
+	}
+	return r, nil
+}
+
+func (s *cancelSpy) reset() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.landed
+	s.landed = map[string]string{}
+	return l
+}
+
+// retryHost is inboxHost with its inbox behind a lossy and its runs behind
+// a cancelSpy.
+func retryHost(t *testing.T, e *dynamotest.Emulator) (*fixture, runs.RunStore, *lossy, *cancelSpy) {
+	t.Helper()
+	var l *lossy
+	var spy *cancelSpy
+	f, rs := inboxHost(t, e, func(c *Config) {
+		base, err := defaultInbox(c.Runs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l = &lossy{Store: base}
+		spy = &cancelSpy{RunStore: c.Runs, landed: map[string]string{}}
+		c.Inbox, c.Runs = l, spy
+	})
+	return f, rs, l, spy
+}
+
+// post sends req tagged who and returns its status, decoded body and raw
+// body.
+func post(t *testing.T, f *fixture, who string, req eventReq) (int, map[string]any, string) {
+	t.Helper()
+	r, err := f.h.Handle(context.WithValue(context.Background(), whoKey{}, who), req)
+	if err != nil {
+		t.Errorf("Handle returned an error: %v", err)
+		return 0, nil, ""
+	}
+	var m map[string]any
+	_ = json.Unmarshal([]byte(r.Body), &m)
+	return r.StatusCode, m, r.Body
+}
+
+func resubmitReq(id, key string) eventReq {
+	return commerceReq("POST", "/inbox/"+id+"/resubmit", key)
+}
+
+func directCancel(runID, key string) eventReq {
+	return commerceReq("POST", "/runs/"+runs.ProjectID(runID)+"/cancel", key)
+}
+
+// entryState is the state a discard under a fresh key finds the entry in:
+// "waiting" (the discard won it), or the state it names when it lost.
+func entryState(t *testing.T, f *fixture, id, key string) string {
+	t.Helper()
+	st, m, body := post(t, f, "discard", commerceReq("POST", "/inbox/"+id+"/discard", key))
+	if st == 200 && m["status"] == "discarded" {
+		return "waiting"
+	}
+	d, _ := m["details"].(map[string]any)
+	if st != 409 || m["error"] != CodeInboxEntryDecided || d["id"] != id {
+		t.Fatalf("the discard of %s: %d %s", id, st, body)
+	}
+	s, _ := d["state"].(string)
+	return s
+}
+
+// TestInboxResubmissionRetriedAfterItsCancelLanded: a resubmission whose
+// cancel landed but whose answer was lost (5xx) is retried with its
+// Idempotency-Key: the run is cancelled by its own write, so the retry
+// answers the 200 the first attempt earned, the write does not run again,
+// and the entry is resubmitted. A direct cancel afterwards is refused.
+func TestInboxResubmissionRetriedAfterItsCancelLanded(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs, _, spy := retryHost(t, e)
+		run, id := waitingCancel(t, f, rs, "queued own")
+		spy.mu.Lock()
+		spy.lose = true
+		spy.mu.Unlock()
+		if st, _, body := post(t, f, "resubmission", resubmitReq(id, "resubmit own")); st < 500 {
+			t.Fatalf("the resubmission whose cancel's answer was lost: %d %s", st, body)
+		}
+		first := spy.reset()
+		got, err := rs.Get(context.Background(), run.ID)
+		if err != nil || got.Status != runs.StatusCancelled || got.CancelledBy == "" || got.CancelledBy != first["resubmission"] {
+			t.Fatalf("the run after the lost answer: %+v %v (cancels landed: %v)", got, err, first)
+		}
+		if st, m, body := post(t, f, "resubmission", resubmitReq(id, "resubmit own")); st != 200 || m["status"] != "cancelled" || m["runId"] != run.ID {
+			t.Fatalf("the retried resubmission after its own cancel landed: %d %s, want 200 cancelled", st, body)
+		}
+		if again := spy.reset(); len(again) != 0 {
+			t.Fatalf("the retry ran the write again: %v", again)
+		}
+		if s := entryState(t, f, id, "discard after own"); s != "resubmitted" {
+			t.Fatalf("the entry is %s, want resubmitted", s)
+		}
+		if st, m, body := post(t, f, "direct", directCancel(run.ID, "direct after own")); st != 409 || m["error"] != "run_terminal" {
+			t.Fatalf("a direct cancel afterwards: %d %s", st, body)
+		}
+	})
+}
+
+// TestInboxResubmissionRetriedAfterAnotherCancelIsRunTerminal: another
+// request cancelled the run between a resubmission's attempt and its retry;
+// the retry is 409 run_terminal, never a 200 claiming a cancel it did not
+// make, whether the first attempt lost its answer while it held the entry
+// (its write never ran) or after it resubmitted it (its write found the run
+// already cancelled and was refused run_terminal). The entry is resubmitted
+// (moot: the run ended) and the run stays cancelled by the other request.
+func TestInboxResubmissionRetriedAfterAnotherCancelIsRunTerminal(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs, l, spy := retryHost(t, e)
+		ctx := context.Background()
+		for _, held := range []bool{true, false} {
+			run, id := waitingCancel(t, f, rs, fmt.Sprintf("queued other %v", held))
+			key := fmt.Sprintf("resubmit other %v", held)
+			req := resubmitReq(id, key)
+			if held {
+				// The take lands, its answer is lost: the entry is held,
+				// nothing ran; then another request cancels the run.
+				l.arm(inbox.Resubmitting, true)
+				if st, _, body := post(t, f, "resubmission", req); st < 500 {
+					t.Fatalf("held: the resubmission whose take's answer was lost: %d %s", st, body)
+				}
+				if st, m, body := post(t, f, "direct", directCancel(run.ID, "direct "+key)); st != 200 || m["status"] != "cancelled" {
+					t.Fatalf("held: the direct cancel: %d %s", st, body)
+				}
+			} else {
+				// Another request cancels the run; the resubmission, decided
+				// against the run as it is now, is refused run_terminal and
+				// resubmits the entry, and that answer is lost.
+				if st, m, body := post(t, f, "direct", directCancel(run.ID, "direct "+key)); st != 200 || m["status"] != "cancelled" {
+					t.Fatalf("resubmitted: the direct cancel: %d %s", st, body)
+				}
+				now, err := rs.Get(ctx, run.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Headers["idempotency-decided-version"] = itoa64(now.Version)
+				l.arm(inbox.Resubmitted, true)
+				if st, _, body := post(t, f, "resubmission", req); st < 500 {
+					t.Fatalf("resubmitted: the resubmission whose finish's answer was lost: %d %s", st, body)
+				}
+			}
+			landed := spy.reset()
+			if len(landed) != 1 || landed["direct"] == "" {
+				t.Fatalf("held %v: cancels that landed: %v, want the direct one only", held, landed)
+			}
+			if st, m, body := post(t, f, "resubmission", req); st != 409 || m["error"] != "run_terminal" {
+				t.Fatalf("held %v: the retried resubmission after another request cancelled the run: %d %s, want 409 run_terminal", held, st, body)
+			}
+			got, err := rs.Get(ctx, run.ID)
+			if err != nil || got.Status != runs.StatusCancelled || got.CancelledBy != landed["direct"] {
+				t.Fatalf("held %v: the run: %+v %v, want cancelled by the direct cancel", held, got, err)
+			}
+			if again := spy.reset(); len(again) != 0 {
+				t.Fatalf("held %v: the retry moved the run: %v", held, again)
+			}
+			if s := entryState(t, f, id, "discard after "+key); s != "resubmitted" {
+				t.Fatalf("held %v: the entry is %s, want resubmitted", held, s)
+			}
+		}
+	})
+}
+
+// TestInboxResubmissionRetryRacesADirectCancel: a resubmission whose take
+// landed and whose answer was lost (the entry held, its write not run) is
+// retried while another request cancels the run directly. Exactly one of
+// the two answers 200 cancelled, and it is the one whose write the run
+// records as its canceller; the other is refused 409 (run_terminal, or the
+// resubmission's stale decision with the entry handed back to wait).
+func TestInboxResubmissionRetryRacesADirectCancel(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs, l, spy := retryHost(t, e)
+		const rounds = 6
+		wins := map[string]int{}
+		for round := 0; round < rounds; round++ {
+			run, id := waitingCancel(t, f, rs, fmt.Sprintf("queued race %d", round))
+			resub := resubmitReq(id, fmt.Sprintf("resubmit race %d", round))
+			l.arm(inbox.Resubmitting, true)
+			if st, _, body := post(t, f, "resubmission", resub); st < 500 {
+				t.Fatalf("round %d: the resubmission whose take's answer was lost: %d %s", round, st, body)
+			}
+			type answer struct {
+				st   int
+				m    map[string]any
+				body string
+			}
+			var ans [2]answer
+			who := [2]string{"resubmission", "direct"}
+			reqs := [2]eventReq{resub, directCancel(run.ID, fmt.Sprintf("direct race %d", round))}
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range reqs {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					<-start
+					st, m, body := post(t, f, who[i], reqs[i])
+					ans[i] = answer{st, m, body}
+				}(i)
+			}
+			close(start)
+			wg.Wait()
+			winner := -1
+			for i, a := range ans {
+				if a.st == 200 && a.m["status"] == "cancelled" {
+					if winner >= 0 {
+						t.Fatalf("round %d: both answered 200: %s / %s", round, ans[0].body, ans[1].body)
+					}
+					winner = i
+				}
+			}
+			if winner < 0 {
+				t.Fatalf("round %d: neither answered 200: %s / %s", round, ans[0].body, ans[1].body)
+			}
+			wins[who[winner]]++
+			landed := spy.reset()
+			got, err := rs.Get(context.Background(), run.ID)
+			if err != nil || got.Status != runs.StatusCancelled {
+				t.Fatalf("round %d: the run: %+v %v", round, got, err)
+			}
+			if len(landed) != 1 || landed[who[winner]] == "" || got.CancelledBy != landed[who[winner]] {
+				t.Fatalf("round %d: %s answered 200, but the cancels that landed are %v and the run records %q", round, who[winner], landed, got.CancelledBy)
+			}
+			loser := ans[1-winner]
+			state := entryState(t, f, id, fmt.Sprintf("discard race %d", round))
+			switch {
+			case loser.st == 409 && loser.m["error"] == "run_terminal":
+				if state != "resubmitted" {
+					t.Fatalf("round %d: %s lost with run_terminal; the entry is %s", round, who[1-winner], state)
+				}
+			case winner == 1 && loser.st == 409 && loser.m["error"] == decided.CodeStale:
+				if state != "waiting" {
+					t.Fatalf("round %d: the resubmission was refused stale; the entry is %s, want waiting", round, state)
+				}
+			default:
+				t.Fatalf("round %d: %s won; %s answered %d %s", round, who[winner], who[1-winner], loser.st, loser.body)
+			}
+		}
+		t.Logf("winners over %d rounds: %v", rounds, wins)
+	})
+}
