@@ -35,7 +35,10 @@ import (
 // ("resubmitting", "resubmitted"). Each decision is named after its
 // Layer-1 record (inbox.DecisionBy), so a retry with the same
 // Idempotency-Key whose first answer was lost (a 5xx after the decision
-// landed) finds its own decision and answers as the first would have.
+// landed) finds its own decision and answers as the first would have. A
+// resubmission's cancel records the resubmission's Layer-1 record as the
+// run's CancelledBy, so its retry answers 200 cancelled only for its own
+// cancel and 409 run_terminal for another request's (ranBefore).
 
 // cancelInputs are cancelRun's declared inputs: what a cancel decides on.
 var cancelInputs = []string{runs.FieldStatus}
