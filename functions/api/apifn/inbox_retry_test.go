@@ -31,6 +31,9 @@ type cancelSpy struct {
 	mu     sync.Mutex
 	lose   bool
 	landed map[string]string // tag → by, of each Cancel that moved a run
+	// before, if set, runs before each Cancel's write with the request's
+	// tag (the write then runs against the run as before left it).
+	before func(who string)
 }
 
 type whoKey struct{}
@@ -38,13 +41,19 @@ type whoKey struct{}
 type eventReq = events.APIGatewayV2HTTPRequest
 
 func (s *cancelSpy) Cancel(ctx context.Context, id string, from []runs.Status, by string, now time.Time) (runs.Run, error) {
+	who, _ := ctx.Value(whoKey{}).(string)
+	s.mu.Lock()
+	before := s.before
+	s.mu.Unlock()
+	if before != nil {
+		before(who)
+	}
 	r, err := s.RunStore.Cancel(ctx, id, from, by, now)
 	if err != nil {
 		return r, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	who, _ := ctx.Value(whoKey{}).(string)
 	s.landed[who] = by
 	if s.lose {
 		s.lose = false
@@ -220,7 +229,10 @@ func TestInboxResubmissionRetriedAfterAnotherCancelIsRunTerminal(t *testing.T) {
 // retried while another request cancels the run directly. Exactly one of
 // the two answers 200 cancelled, and it is the one whose write the run
 // records as its canceller; the other is refused 409 (run_terminal, or the
-// resubmission's stale decision with the entry handed back to wait).
+// resubmission's stale decision with the entry handed back to wait). The
+// racing rounds are followed by the interleaving they rarely hit on an
+// emulator: the direct cancel lands between the retry's read of the run
+// and its own cancel's write.
 func TestInboxResubmissionRetryRacesADirectCancel(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
 		f, rs, l, spy := retryHost(t, e)
@@ -291,5 +303,43 @@ func TestInboxResubmissionRetryRacesADirectCancel(t *testing.T) {
 			}
 		}
 		t.Logf("winners over %d rounds: %v", rounds, wins)
+
+		run, id := waitingCancel(t, f, rs, "queued between")
+		resub := resubmitReq(id, "resubmit between")
+		l.arm(inbox.Resubmitting, true)
+		if st, _, body := post(t, f, "resubmission", resub); st < 500 {
+			t.Fatalf("between: the resubmission whose take's answer was lost: %d %s", st, body)
+		}
+		var direct struct {
+			st   int
+			m    map[string]any
+			body string
+		}
+		spy.mu.Lock()
+		spy.before = func(who string) {
+			if who != "resubmission" {
+				return
+			}
+			spy.mu.Lock()
+			spy.before = nil
+			spy.mu.Unlock()
+			direct.st, direct.m, direct.body = post(t, f, "direct", directCancel(run.ID, "direct between"))
+		}
+		spy.mu.Unlock()
+		st, m, body := post(t, f, "resubmission", resub)
+		if direct.st != 200 || direct.m["status"] != "cancelled" {
+			t.Fatalf("between: the direct cancel: %d %s", direct.st, direct.body)
+		}
+		if st != 409 || m["error"] != decided.CodeStale {
+			t.Fatalf("between: the retried resubmission whose write lost to the direct cancel: %d %s, want 409 %s", st, body, decided.CodeStale)
+		}
+		landed := spy.reset()
+		got, err := rs.Get(context.Background(), run.ID)
+		if err != nil || got.Status != runs.StatusCancelled || len(landed) != 1 || got.CancelledBy != landed["direct"] || landed["direct"] == "" {
+			t.Fatalf("between: the run %+v %v, cancels landed %v", got, err, landed)
+		}
+		if s := entryState(t, f, id, "discard between"); s != "waiting" {
+			t.Fatalf("between: the entry is %s, want waiting (handed back)", s)
+		}
 	})
 }
