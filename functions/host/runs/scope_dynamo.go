@@ -21,7 +21,7 @@ const (
 	scopeAttrSince  = "heldSince"
 	// runAttrTakenOver marks a tombstone: an item written at the runId of
 	// a scope holder that was never written, when another create took the
-	// scope over from it (non-transactional stores only). It fences the
+	// scope over from it (on every store). It fences the
 	// interrupted create: its conditional Put finds the pk taken. A
 	// tombstone is not a run (RunFromItem, Get).
 	runAttrTakenOver = "scopeTakenOver"
@@ -45,10 +45,11 @@ type TransactAPI interface {
 // run costs a read of that run; if it has ended, a PutItem conditional on
 // the holder still being that run takes it over. A holder that was never
 // written (its create was interrupted) is taken over only once its hold
-// is ScopeHoldGrace old, and fenced: on a Transactional store the run's
-// Put commits only with a check that r still holds the scope; on any
-// other, a tombstone is first written at the holder's runId, so the
-// interrupted create's conditional Put can never land.
+// is ScopeHoldGrace old, and fenced: a tombstone is first written at the
+// holder's runId, so the interrupted create's conditional Put can never
+// land (on a Transactional store the run's Put also commits only with a
+// check that r still holds the scope). A create whose run Put finds its
+// tombstone is refused as *ScopeHeldError.
 func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) error {
 	if err := checkScoped(r, scopeID); err != nil {
 		return err
@@ -57,16 +58,17 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 	if err := d.acquireScope(ctx, key, r); err != nil {
 		return err
 	}
+	var scope *types.ConditionCheck
 	if d.Transactional {
 		check, err := expression.NewBuilder().WithCondition(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID))).Build()
 		if err != nil {
 			return err
 		}
-		return d.create(ctx, r, &types.ConditionCheck{TableName: aws.String(d.Table),
+		scope = &types.ConditionCheck{TableName: aws.String(d.Table),
 			Key:                 map[string]types.AttributeValue{runAttrPK: sAV(key)},
-			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()})
+			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()}
 	}
-	err := d.create(ctx, r, nil)
+	err := d.create(ctx, r, scope)
 	if errors.Is(err, ErrRunExists) {
 		// Either a retry of this create (the run is there) or the scope
 		// was taken over from r before r was written (a tombstone).
@@ -113,16 +115,20 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 			if r.CreatedAt.Before(since.Add(ScopeHoldGrace)) {
 				return &ScopeHeldError{Holder: holder, Unwritten: true}
 			}
-			if !d.Transactional {
-				fenced, ferr := d.tombstone(ctx, holder)
-				if ferr != nil {
-					return ferr
-				}
-				if !fenced {
-					// The holder's run was written meanwhile: look again.
-					old, taken, err = nil, true, nil
-					continue
-				}
+			// Fence the holder first, on every store: once the tombstone
+			// is at its runId its run's conditional Put (alone or in a
+			// transaction) can never land. The scope check a
+			// transactional run write carries is not enough alone: the
+			// holder's transaction may commit between the read above and
+			// the takeover's write below, leaving two live runs.
+			fenced, ferr := d.tombstone(ctx, holder)
+			if ferr != nil {
+				return ferr
+			}
+			if !fenced {
+				// The holder's run was written meanwhile: look again.
+				old, taken, err = nil, true, nil
+				continue
 			}
 		case gerr != nil:
 			return gerr
@@ -240,7 +246,19 @@ func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any, scope *ty
 	_, err := tc.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
-		if len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+		failed := func(i int) bool {
+			return i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
+		}
+		scopeAt := -1
+		for i, it := range items {
+			if it.ConditionCheck == scope {
+				scopeAt = i
+			}
+		}
+		// The scope check failed: the scope is another run's (r may also
+		// be fenced by a tombstone). Else a failed Put is r already there
+		// (or its tombstone: CreateScoped looks).
+		if !failed(scopeAt) && failed(0) {
 			return ErrRunExists
 		}
 		key, _ := scope.Key[runAttrPK].(*types.AttributeValueMemberS)

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -59,8 +61,9 @@ func TestScopeUnwrittenHolder(t *testing.T) {
 }
 
 // TestScopeUnwrittenHolderTransactional: on a Transactional store the
-// takeover writes no tombstone; the interrupted create's run Put commits
-// only with the check that it still holds the scope, which now fails.
+// interrupted create's run Put commits only with the check that it still
+// holds the scope, which now fails (and the takeover's tombstone is at its
+// runId).
 func TestScopeUnwrittenHolderTransactional(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
@@ -120,6 +123,80 @@ func TestScopeThrottled(t *testing.T) {
 		next := scopeTestRun(t0)
 		if err := d.CreateScoped(ctx, next, "t"); err != nil {
 			t.Fatalf("the scope after a failed create: %v", err)
+		}
+	})
+}
+
+// lateWriter is a runs client whose first consistent read of the item pk
+// is followed, before its answer returns, by write: the slow holder's own
+// run write landing between a takeover's read of the holder and its
+// takeover write.
+type lateWriter struct {
+	*dynamodb.Client
+	pk    string
+	write func()
+	once  sync.Once
+}
+
+func (c *lateWriter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := c.Client.GetItem(ctx, in, opts...)
+	if k, _ := in.Key[runAttrPK].(*types.AttributeValueMemberS); k != nil && k.Value == c.pk {
+		c.once.Do(c.write)
+	}
+	return out, err
+}
+
+// TestScopeTakeoverRacesSlowHolder: a holder that is slow, not dead. Its
+// create took the scope, then stalled past ScopeHoldGrace; a takeover
+// reads the holder's run (not there), and the holder's run write lands
+// before the takeover's write. Exactly one of the two runs may be live
+// afterwards, on every engine, with and without transactions.
+func TestScopeTakeoverRacesSlowHolder(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		modes := []bool{false}
+		if e.Caps.Transactions {
+			modes = append(modes, true)
+		}
+		for _, transactional := range modes {
+			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
+				ctx := context.Background()
+				c := e.Client(dynamotest.FastRetries)
+				table := e.CreateTable(t, "RunsTable")
+				holder := &DynamoRuns{Client: c, Table: table, Transactional: transactional}
+				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+				slow := scopeTestRun(t0)
+				key := scopeKey("acme", "s")
+				if err := holder.acquireScope(ctx, key, slow); err != nil {
+					t.Fatal(err)
+				}
+				var slowErr error
+				lw := &lateWriter{Client: c, pk: slow.ID, write: func() {
+					// The rest of the slow create's CreateScoped: its run
+					// write (with its scope check where it commits in a
+					// transaction).
+					slowErr = holder.CreateScoped(ctx, slow, "s")
+				}}
+				taker := &DynamoRuns{Client: lw, Table: table, Transactional: transactional}
+				late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+				lateErr := taker.CreateScoped(ctx, late, "s")
+				if lateErr != nil && !errors.Is(lateErr, ErrScopeHeld) {
+					t.Fatalf("the takeover: %v", lateErr)
+				}
+				if slowErr != nil && !errors.Is(slowErr, ErrScopeHeld) {
+					t.Fatalf("the slow holder's write: %v", slowErr)
+				}
+				_, gs := holder.Get(ctx, slow.ID)
+				_, gl := holder.Get(ctx, late.ID)
+				if gs == nil && gl == nil {
+					t.Fatalf("two live runs hold one scope: %s (slow holder, err %v) and %s (takeover, err %v)", slow.ID, slowErr, late.ID, lateErr)
+				}
+				if gs != nil && gl != nil {
+					t.Fatalf("neither run was written: %v, %v", slowErr, lateErr)
+				}
+				if (gs == nil) != (slowErr == nil) || (gl == nil) != (lateErr == nil) {
+					t.Fatalf("answers disagree with the table: slow %v/%v, late %v/%v", slowErr, gs, lateErr, gl)
+				}
+			})
 		}
 	})
 }
