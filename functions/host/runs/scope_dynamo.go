@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
 )
 
 // A scope's RunsTable item: pk scopeKey(tenant, scopeId), tenant, holder
@@ -55,6 +57,24 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 		return err
 	}
 	key := scopeKey(r.Tenant, scopeID)
+	if c, ok := idem.FromContext(ctx); ok && (c.Attempt > 1 || c.Reclaimed) {
+		// A re-execution of a Layer-1 record reuses its run id
+		// (ClaimRunID), which a takeover may have fenced since: that run
+		// can never be written, so it must not take the scope (it would
+		// hold it, unwritable, for ScopeHoldGrace). Refused: the record is
+		// forgotten and the key's next request names a new run.
+		it, err := d.getItem(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		if _, ok := it[runAttrTakenOver]; ok {
+			holder, _, err := d.scopeHolder(ctx, key)
+			if err != nil {
+				return err
+			}
+			return &ScopeHeldError{Holder: holder}
+		}
+	}
 	if err := d.acquireScope(ctx, key, r); err != nil {
 		return err
 	}

@@ -1,0 +1,104 @@
+package apifn
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// skewedClock is the system clock moved by a settable offset.
+type skewedClock struct {
+	clock.System
+	off atomic.Int64
+}
+
+func (c *skewedClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
+
+// TestDedupFencedKeyRetry: a keyed enforced create took its scope and
+// stopped before its run was written (its run write failed); past the
+// grace another key took the scope over, fencing the first create's run
+// id, and that run ended. The first key's retry re-executes under the same
+// run id, which can never be written: it is refused (409, forgotten), and
+// it does not re-take the scope for that unwritable run, so the scope is
+// free at once: the key's next request creates its run, and a third key
+// is then refused by it. On every engine, with the run committed by its
+// own conditional write and in the completion transaction.
+func TestDedupFencedKeyRetry(t *testing.T) {
+	dyn := func(transactional bool) func(t *testing.T, e *dynamotest.Emulator) {
+		return func(t *testing.T, e *dynamotest.Emulator) {
+			ctx := context.Background()
+			faults := dynamotest.NewFaults()
+			c := e.Client(dynamotest.FastRetries, faults.Middleware())
+			store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk := &skewedClock{}
+			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+			k := dedupKey("fenced", 0)
+			// Each request has its own API Gateway request id, as a
+			// client's retries do.
+			var reqs atomic.Int64
+			enforced := func(tenant, key, scope string) events.APIGatewayV2HTTPRequest {
+				e := enforced(tenant, key, scope)
+				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
+				return e
+			}
+			// The first execution: the claim and the scope's write land,
+			// the run's write does not.
+			if transactional {
+				faults.FailNext("TransactWriteItems", 50, dynamotest.InternalServerError())
+			} else {
+				faults.PassNext("PutItem", 2)
+				faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
+			}
+			r, _ := f.h.Handle(ctx, enforced("acme", k, "order-9"))
+			faults.Clear()
+			if r.StatusCode < 500 {
+				t.Fatalf("the interrupted create answered %d %s", r.StatusCode, r.Body)
+			}
+			// Past the grace (and the first claim's lease), another key
+			// takes the scope over; its run then ends.
+			clk.off.Store(int64(runs.ScopeHoldGrace + time.Minute))
+			r, m := f.do(t, enforced("acme", dedupKey("fenced", 1), "order-9"))
+			if r.StatusCode != http.StatusCreated {
+				t.Fatalf("the takeover: %d %s", r.StatusCode, r.Body)
+			}
+			taker, _ := m["runId"].(string)
+			if _, err := store.Transition(ctx, taker, []runs.Status{runs.StatusPending}, runs.StatusCancelled, "", clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			// The first key's retry: its run id is fenced.
+			r, _ = f.do(t, enforced("acme", k, "order-9"))
+			if r.StatusCode != http.StatusCreated {
+				wantHeld(t, "the fenced key's retry", r)
+			}
+			// The scope is not held by the unwritable run: the key's next
+			// request creates (if the retry did not), and a third key is
+			// refused by a live run.
+			if r.StatusCode != http.StatusCreated {
+				if r, _ = f.do(t, enforced("acme", k, "order-9")); r.StatusCode != http.StatusCreated {
+					t.Fatalf("the key after its fenced retry: %d %s, want 201 (the scope's holder ended)", r.StatusCode, r.Body)
+				}
+			}
+			wantHeld(t, "a third key", func() events.APIGatewayV2HTTPResponse {
+				r, _ := f.do(t, enforced("acme", dedupKey("fenced", 2), "order-9"))
+				return r
+			}())
+		}
+	}
+	t.Run("conditional", func(t *testing.T) { dynamotest.ForEach(t, dyn(false)) })
+	t.Run("transactional", func(t *testing.T) { dynamotest.ForEachWith(t, dynamotest.Transactions, dyn(true)) })
+}
