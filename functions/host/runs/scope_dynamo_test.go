@@ -200,3 +200,48 @@ func TestScopeTakeoverRacesSlowHolder(t *testing.T) {
 		}
 	})
 }
+
+// TestScopeItemsAreNotRuns: of everything enforced creates leave in
+// RunsTable (runs, scope items, a takeover's tombstone), only the runs
+// decode as runs (RunFromItem: what the executor's stream handling and
+// `idemkit dev`'s stream poller read an INSERT's image with), and Get of
+// a tombstone's id is ErrRunNotFound.
+func TestScopeItemsAreNotRuns(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		c := e.Client(dynamotest.FastRetries)
+		d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		crashed := scopeTestRun(t0)
+		if err := d.acquireScope(ctx, scopeKey("acme", "s"), crashed); err != nil {
+			t.Fatal(err)
+		}
+		late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		if err := d.CreateScoped(ctx, late, "s"); err != nil {
+			t.Fatal(err)
+		}
+		other := scopeTestRun(t0)
+		if err := d.CreateScoped(ctx, other, "t"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := map[string]bool{}
+		for _, it := range out.Items {
+			if r, ok := RunFromItem(it); ok {
+				decoded[r.ID] = true
+			}
+		}
+		if len(out.Items) != 5 || len(decoded) != 2 || !decoded[late.ID] || !decoded[other.ID] {
+			t.Fatalf("%d items, decoded as runs %v; want 5 items (2 runs, 2 scopes, 1 tombstone), runs %s and %s", len(out.Items), decoded, late.ID, other.ID)
+		}
+		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("Get of a tombstone's id: %v", err)
+		}
+		if _, err := d.Transition(ctx, crashed.ID, []Status{StatusPending}, StatusCancelled, "", t0); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("cancel of a tombstone's id: %v", err)
+		}
+	})
+}
