@@ -102,3 +102,29 @@ func TestDedupFencedKeyRetry(t *testing.T) {
 	t.Run("conditional", func(t *testing.T) { dynamotest.ForEach(t, dyn(false)) })
 	t.Run("transactional", func(t *testing.T) { dynamotest.ForEachWith(t, dynamotest.Transactions, dyn(true)) })
 }
+
+// TestDedupScopeIDIsReadLosslessly: a scopeId a JSON decoder would read
+// lossily (a lone surrogate escape, bytes that are not UTF-8) is 400
+// validation_error under enforce: decoded, distinct scopeIds would become
+// one scope (each lone surrogate reads as U+FFFD). A surrogate pair is a
+// character, and scopeIds differing in it are distinct scopes.
+func TestDedupScopeIDIsReadLosslessly(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{}, nil)
+	for i, raw := range []string{`"\ud800"`, `"a\udc00"`, `"\ud800\u0041"`, "\"\xff\"", `"\ud800"x`} {
+		for _, key := range []string{dedupKey("lossy", i), ""} {
+			e := ev("POST", "/runs", "acme", key, `{"workflowId":"conformance-noop","scopeId":`+raw+`}`)
+			e.Headers["OpenWOP-Dedup"] = "enforce"
+			r, m := f.do(t, e)
+			if r.StatusCode != http.StatusBadRequest || m["error"] != "validation_error" {
+				t.Fatalf("scopeId %s (key %q): %d %s, want 400 validation_error", raw, key, r.StatusCode, r.Body)
+			}
+		}
+	}
+	for i, raw := range []string{`"\ud83d\ude00"`, `"\ud83d\ude01"`, `"\ufffd"`, "\"\xef\xbf\xbd\\\\ud800\""} {
+		e := ev("POST", "/runs", "acme", dedupKey("pair", i), `{"workflowId":"conformance-noop","scopeId":`+raw+`}`)
+		e.Headers["OpenWOP-Dedup"] = "enforce"
+		if r, _ := f.do(t, e); r.StatusCode != http.StatusCreated && !(i == 3 && r.StatusCode == http.StatusConflict) {
+			t.Fatalf("scopeId %s: %d %s, want 201", raw, r.StatusCode, r.Body)
+		}
+	}
+}
