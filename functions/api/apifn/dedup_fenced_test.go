@@ -2,8 +2,10 @@ package apifn
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -125,6 +127,77 @@ func TestDedupScopeIDIsReadLosslessly(t *testing.T) {
 		e.Headers["OpenWOP-Dedup"] = "enforce"
 		if r, _ := f.do(t, e); r.StatusCode != http.StatusCreated && !(i == 3 && r.StatusCode == http.StatusConflict) {
 			t.Fatalf("scopeId %s: %d %s, want 201", raw, r.StatusCode, r.Body)
+		}
+	}
+}
+
+// TestDedupRefusalSameKeyRace: while a live run holds the scope, parallel
+// requests with ONE Idempotency-Key are each refused (409
+// run_already_active, or 409 idempotency_in_flight while a sibling holds
+// the claim); none is a replay of a stored 409, and once the holder ended
+// the key creates its run, once.
+func TestDedupRefusalSameKeyRace(t *testing.T) {
+	dedupStores(t, func(t *testing.T, f *fixture, _ *dynamotest.Counter) {
+		ctx := context.Background()
+		r, m := f.do(t, enforced("acme", dedupKey("hold", 0), "same-key"))
+		if r.StatusCode != http.StatusCreated {
+			t.Fatalf("the holder: %d %s", r.StatusCode, r.Body)
+		}
+		holder, _ := m["runId"].(string)
+		k := dedupKey("same", 0)
+		const n = 6
+		answers := make([]events.APIGatewayV2HTTPResponse, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range answers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				answers[i], _ = f.h.Handle(ctx, enforced("acme", k, "same-key"))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for i, r := range answers {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(r.Body), &m)
+			if r.StatusCode != http.StatusConflict || (m["error"] != "run_already_active" && m["error"] != "idempotency_in_flight") ||
+				r.Headers["OpenWOP-Idempotent-Replay"] != "" || r.Headers["Openwop-Idempotent-Replay"] != "" {
+				t.Fatalf("same-key racer %d: %d %v %s", i, r.StatusCode, r.Headers, r.Body)
+			}
+		}
+		if _, err := f.h.cfg.Runs.Transition(ctx, holder, []runs.Status{runs.StatusPending}, runs.StatusCompleted, "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		r, m = f.do(t, enforced("acme", k, "same-key"))
+		if r.StatusCode != http.StatusCreated || m["runId"] == holder {
+			t.Fatalf("the key after the holder ended: %d %s", r.StatusCode, r.Body)
+		}
+		again, _ := f.do(t, enforced("acme", k, "same-key"))
+		if again.StatusCode != http.StatusCreated || again.Body != r.Body {
+			t.Fatalf("the key's replay: %d %s, want %s", again.StatusCode, again.Body, r.Body)
+		}
+	})
+}
+
+// TestDedupHeaderValues: the header's one value is "enforce" (the OpenAPI
+// enum, case-sensitive), surrounding whitespace aside; another case, a
+// list (repeated header lines arrive joined by commas) or another token is
+// 400 validation_error naming the header, before anything is written. On
+// retry and fork the header is not read: they hold no scope.
+func TestDedupHeaderValues(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{}, nil)
+	for i, c := range []struct {
+		val  string
+		want int
+	}{{"enforce", 201}, {" enforce\t", 409}, {"Enforce", 400}, {"ENFORCE", 400}, {"enforce,enforce", 400}, {"enforce, enforce", 400}, {"", 400}} {
+		e := enforced("acme", dedupKey("hdr", i), "hdr")
+		e.Headers["openwop-dedup"] = c.val
+		r, m := f.do(t, e)
+		d, _ := m["details"].(map[string]any)
+		if r.StatusCode != c.want || (c.want == 400 && (m["error"] != "validation_error" || d["field"] != HeaderDedup)) {
+			t.Fatalf("OpenWOP-Dedup %q: %d %s, want %d", c.val, r.StatusCode, r.Body, c.want)
 		}
 	}
 }
