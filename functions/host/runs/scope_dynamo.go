@@ -154,8 +154,10 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 			return gerr
 		}
 		// The holder has ended (or was never written and is fenced): take
-		// the scope over from it, and only from it.
-		old, taken, err = d.putScope(ctx, key, r, expression.Name(scopeAttrHolder).Equal(expression.Value(holder)))
+		// the scope over from it, and only from it; or find it r's already
+		// (the SDK's retry of this write after its answer was lost).
+		old, taken, err = d.putScope(ctx, key, r, expression.Name(scopeAttrHolder).Equal(expression.Value(holder)).
+			Or(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID))))
 	}
 }
 

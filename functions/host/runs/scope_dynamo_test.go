@@ -245,3 +245,50 @@ func TestScopeItemsAreNotRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestScopeTakeoverLostAnswer: the takeover write of an ended holder's
+// scope applies and its answer is lost; the SDK's retry finds its
+// condition false (the scope is already this create's). The create still
+// succeeds, holding the scope, rather than refusing itself and leaving
+// the scope held by a run never written for ScopeHoldGrace.
+func TestScopeTakeoverLostAnswer(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		modes := []bool{false}
+		if e.Caps.Transactions {
+			modes = append(modes, true)
+		}
+		for _, transactional := range modes {
+			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
+				ctx := context.Background()
+				faults := dynamotest.NewFaults()
+				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+				h := scopeTestRun(t0)
+				if err := d.CreateScoped(ctx, h, "s"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := d.Transition(ctx, h.ID, []Status{StatusPending}, StatusCompleted, "", t0.Add(time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				// The refused scope write passes; the takeover write's answer
+				// is lost.
+				faults.PassNext("PutItem", 1)
+				faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+				next := scopeTestRun(t0.Add(2 * time.Second))
+				if err := d.CreateScoped(ctx, next, "s"); err != nil {
+					t.Fatalf("a takeover whose answer was lost: %v", err)
+				}
+				if faults.Pending() != 0 {
+					t.Fatal("the lost answer was never armed")
+				}
+				if _, err := d.Get(ctx, next.ID); err != nil {
+					t.Fatal(err)
+				}
+				var held *ScopeHeldError
+				if err := d.CreateScoped(ctx, scopeTestRun(t0.Add(3*time.Second)), "s"); !errors.As(err, &held) || held.Holder != next.ID {
+					t.Fatalf("a later create: %v, want held by %s", err, next.ID)
+				}
+			})
+		}
+	})
+}
