@@ -51,7 +51,10 @@ type TransactAPI interface {
 // holder's runId, so the interrupted create's conditional Put can never
 // land (on a Transactional store the run's Put also commits only with a
 // check that r still holds the scope). A create whose run Put finds its
-// tombstone is refused as *ScopeHeldError.
+// tombstone is refused as *ScopeHeldError. A create whose run write fails
+// after its scope write landed fences its own run id the same way, and a
+// holder found fenced is taken over at once, so a failed create frees its
+// scope without waiting out the grace.
 func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) error {
 	if err := checkScoped(r, scopeID); err != nil {
 		return err
@@ -89,6 +92,17 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()}
 	}
 	err := d.create(ctx, r, scope)
+	if err != nil && !errors.Is(err, ErrRunExists) && !errors.Is(err, ErrScopeHeld) {
+		// The run's write failed after the scope's landed: give the scope
+		// up rather than hold it for ScopeHoldGrace. The tombstone at r's
+		// id frees it (acquireScope takes a fenced holder's scope over at
+		// once) and keeps r's run from landing after; where r's run did
+		// land after all (a lost answer), the tombstone fails and the
+		// scope stays r's. Best effort: if this write fails too, the
+		// scope is freed after the grace.
+		_, _ = d.tombstone(context.WithoutCancel(ctx), r.ID)
+		return err
+	}
 	if errors.Is(err, ErrRunExists) {
 		// Either a retry of this create (the run is there) or the scope
 		// was taken over from r before r was written (a tombstone).
@@ -127,11 +141,18 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 			old, taken, err = d.putScope(ctx, key, r, free)
 			continue
 		}
-		hr, gerr := d.Get(ctx, holder)
+		hi, gerr := d.getItem(ctx, holder)
+		hr, isRun := RunFromItem(hi)
+		_, fencedHolder := hi[runAttrTakenOver]
 		switch {
-		case gerr == nil && !hr.Status.Terminal():
+		case gerr != nil:
+			return gerr
+		case isRun && !hr.Status.Terminal():
 			return &ScopeHeldError{Holder: holder}
-		case errors.Is(gerr, ErrRunNotFound):
+		case fencedHolder:
+			// The holder is fenced already (its create gave the scope up,
+			// or an earlier takeover fenced it): take the scope over now.
+		case !isRun:
 			if r.CreatedAt.Before(since.Add(ScopeHoldGrace)) {
 				return &ScopeHeldError{Holder: holder, Unwritten: true}
 			}
@@ -150,8 +171,6 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 				old, taken, err = nil, true, nil
 				continue
 			}
-		case gerr != nil:
-			return gerr
 		}
 		// The holder has ended (or was never written and is fenced): take
 		// the scope over from it, and only from it; or find it r's already

@@ -292,3 +292,49 @@ func TestScopeTakeoverLostAnswer(t *testing.T) {
 		}
 	})
 }
+
+// TestScopeRunWriteFails: the scope's write lands and the run's write
+// fails (the store's errors outlast the SDK's 3 attempts). The create
+// fails with the store's error and gives the scope up (it fences its own
+// run id), so the next create of the scope succeeds at once instead of
+// waiting out ScopeHoldGrace; the failed create's run can never be
+// written after.
+func TestScopeRunWriteFails(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		modes := []bool{false}
+		if e.Caps.Transactions {
+			modes = append(modes, true)
+		}
+		for _, transactional := range modes {
+			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
+				ctx := context.Background()
+				faults := dynamotest.NewFaults()
+				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+				failed := scopeTestRun(t0)
+				if transactional {
+					faults.FailNext("TransactWriteItems", 3, dynamotest.Throttle())
+				} else {
+					faults.PassNext("PutItem", 1)
+					faults.FailNext("PutItem", 3, dynamotest.Throttle())
+				}
+				if err := d.CreateScoped(ctx, failed, "s"); err == nil || errors.Is(err, ErrScopeHeld) {
+					t.Fatalf("a create whose run write failed: %v, want the store's error", err)
+				}
+				if n := faults.Pending(); n != 0 {
+					t.Fatalf("%d injected faults never fired", n)
+				}
+				next := scopeTestRun(t0.Add(time.Second))
+				if err := d.CreateScoped(ctx, next, "s"); err != nil {
+					t.Fatalf("the next create of the scope, within the grace: %v", err)
+				}
+				if err := d.CreateScoped(ctx, failed, "s"); !errors.Is(err, ErrScopeHeld) {
+					t.Fatalf("the failed create again: %v, want ErrScopeHeld", err)
+				}
+				if _, err := d.Get(ctx, failed.ID); !errors.Is(err, ErrRunNotFound) {
+					t.Fatalf("the failed create's run: %v", err)
+				}
+			})
+		}
+	})
+}
