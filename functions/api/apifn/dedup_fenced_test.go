@@ -201,3 +201,38 @@ func TestDedupHeaderValues(t *testing.T) {
 		}
 	}
 }
+
+// TestDedupKeyedRunWriteFails: a keyed enforced create whose scope write
+// landed and whose run write failed: the key's retry re-executes under
+// the same run id, finds the scope its own and answers its run's 201, not
+// a 409 from its own scope.
+func TestDedupKeyedRunWriteFails(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		faults := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, faults.Middleware())
+		store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := hostOf(t, store, idem.Config{Store: st}, nil)
+		k := dedupKey("runfail", 0)
+		faults.PassNext("PutItem", 2) // the claim, the scope
+		faults.FailNext("PutItem", 3, dynamotest.Throttle())
+		r, _ := f.h.Handle(ctx, enforced("acme", k, "order-11"))
+		faults.Clear()
+		if r.StatusCode < 500 {
+			t.Fatalf("the failed create answered %d %s", r.StatusCode, r.Body)
+		}
+		retry := enforced("acme", k, "order-11")
+		retry.RequestContext.RequestID = "req-retry"
+		if r, _ = f.do(t, retry); r.StatusCode != http.StatusCreated {
+			t.Fatalf("the key's retry: %d %s, want 201", r.StatusCode, r.Body)
+		}
+		wantHeld(t, "another key", func() events.APIGatewayV2HTTPResponse {
+			r, _ := f.do(t, enforced("acme", dedupKey("runfail", 1), "order-11"))
+			return r
+		}())
+	})
+}

@@ -52,7 +52,8 @@ type TransactAPI interface {
 // land (on a Transactional store the run's Put also commits only with a
 // check that r still holds the scope). A create whose run Put finds its
 // tombstone is refused as *ScopeHeldError. A create whose run write fails
-// after its scope write landed fences its own run id the same way, and a
+// after its scope write landed (outside a Layer-1 claim, whose retry
+// reuses the run id) fences its own run id the same way, and a
 // holder found fenced is taken over at once, so a failed create frees its
 // scope without waiting out the grace.
 func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) error {
@@ -99,8 +100,12 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 		// once) and keeps r's run from landing after; where r's run did
 		// land after all (a lost answer), the tombstone fails and the
 		// scope stays r's. Best effort: if this write fails too, the
-		// scope is freed after the grace.
-		_, _ = d.tombstone(context.WithoutCancel(ctx), r.ID)
+		// scope is freed after the grace. Not under a Layer-1 claim that
+		// fixes the run id (ClaimRunID): the key's retry re-executes under
+		// the same id, finds the scope its own and creates its run.
+		if c, ok := idem.FromContext(ctx); !ok || c.OriginalRequestID == "" {
+			_, _ = d.tombstone(context.WithoutCancel(ctx), r.ID)
+		}
 		return err
 	}
 	if errors.Is(err, ErrRunExists) {
