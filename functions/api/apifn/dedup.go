@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/header"
+	"github.com/idemkit/idemkit/internal/jcs"
 )
 
 // HeaderDedup is createRun's scope-dedup request header; its one value is
@@ -24,7 +25,8 @@ const (
 // dedupScope returns the scope a createRun holds: the body's scopeId when
 // the request sends `OpenWOP-Dedup: enforce` and a scopeId, else "" (the
 // create is unscoped, exactly as without the header). Under enforce a
-// scopeId that is not a string of 1 to runs.MaxScopeIDBytes bytes is 400
+// scopeId that is not a string of 1 to runs.MaxScopeIDBytes bytes of
+// Unicode text (no lone surrogate escape, no invalid UTF-8) is 400
 // validation_error (details.field "scopeId"); a header value other than
 // enforce is 400 validation_error naming the header.
 func dedupScope(ev events.APIGatewayV2HTTPRequest, req webhook.CreateRequest) (string, *apierr.Error) {
@@ -39,8 +41,12 @@ func dedupScope(ev events.APIGatewayV2HTTPRequest, req webhook.CreateRequest) (s
 	if req.ScopeID == nil {
 		return "", nil
 	}
+	// jcs.Canonicalize refuses what json.Unmarshal would read lossily (a
+	// lone surrogate escape or bytes that are not UTF-8 read as U+FFFD, so
+	// distinct scopeIds would name one scope); a keyed request's body was
+	// already refused for it by the Layer-1 guard, an unkeyed one is here.
 	var s string
-	if json.Unmarshal(req.ScopeID, &s) != nil || !runs.ValidScopeID(s) {
+	if _, err := jcs.Canonicalize(req.ScopeID); err != nil || json.Unmarshal(req.ScopeID, &s) != nil || !runs.ValidScopeID(s) {
 		return "", apierr.New(http.StatusBadRequest, apierr.CodeValidation,
 			"under %s: %s, scopeId must be a non-empty string of at most %d bytes", HeaderDedup, DedupEnforce, runs.MaxScopeIDBytes).
 			WithDetails(map[string]any{"field": "scopeId"})

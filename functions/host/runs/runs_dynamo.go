@@ -44,9 +44,9 @@ type DynamoAPI interface {
 //
 // The table also holds one item per run scope ever held (CreateScoped,
 // scope_dynamo.go: pk "#scope/v1/…", tenant, holder, heldSince; never
-// deleted, overwritten by each takeover) and, on a store without
-// transactions, a tombstone (pk a runId, scopeTakenOver) at the runId of
-// a scope holder that was never written; neither reads as a run.
+// deleted, overwritten by each takeover) and a tombstone (pk a runId,
+// scopeTakenOver) at the runId of a scope holder that was never written,
+// written by the create that took its scope over; neither reads as a run.
 type DynamoRuns struct {
 	// Client is the DynamoDB client. Required.
 	Client DynamoAPI

@@ -34,7 +34,10 @@ const ScopeRetryAfter = 5 * time.Second
 // minutes, the longest a Lambda invocation runs. A takeover fences the
 // interrupted create (it can no longer write its run), so the grace only
 // decides when a scope held by a run that was never written is freed,
-// never whether two runs hold it.
+// never whether two runs hold it. It is measured from the holder's
+// createdAt (its host's clock) to the taking create's createdAt (its
+// host's clock: apifn's injected clock), so a skew or jump between the two
+// clocks shortens or lengthens the wait by as much, and only that.
 const ScopeHoldGrace = 15 * time.Minute
 
 // ErrScopeHeld is returned (as a *ScopeHeldError) by CreateScoped when a

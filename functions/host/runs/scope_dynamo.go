@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/idem"
 )
 
 // A scope's RunsTable item: pk scopeKey(tenant, scopeId), tenant, holder
@@ -21,7 +23,7 @@ const (
 	scopeAttrSince  = "heldSince"
 	// runAttrTakenOver marks a tombstone: an item written at the runId of
 	// a scope holder that was never written, when another create took the
-	// scope over from it (non-transactional stores only). It fences the
+	// scope over from it (on every store). It fences the
 	// interrupted create: its conditional Put finds the pk taken. A
 	// tombstone is not a run (RunFromItem, Get).
 	runAttrTakenOver = "scopeTakenOver"
@@ -45,28 +47,67 @@ type TransactAPI interface {
 // run costs a read of that run; if it has ended, a PutItem conditional on
 // the holder still being that run takes it over. A holder that was never
 // written (its create was interrupted) is taken over only once its hold
-// is ScopeHoldGrace old, and fenced: on a Transactional store the run's
-// Put commits only with a check that r still holds the scope; on any
-// other, a tombstone is first written at the holder's runId, so the
-// interrupted create's conditional Put can never land.
+// is ScopeHoldGrace old, and fenced: a tombstone is first written at the
+// holder's runId, so the interrupted create's conditional Put can never
+// land (on a Transactional store the run's Put also commits only with a
+// check that r still holds the scope). A create whose run Put finds its
+// tombstone is refused as *ScopeHeldError. A create whose run write fails
+// after its scope write landed (outside a Layer-1 claim, whose retry
+// reuses the run id) fences its own run id the same way, and a
+// holder found fenced is taken over at once, so a failed create frees its
+// scope without waiting out the grace.
 func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) error {
 	if err := checkScoped(r, scopeID); err != nil {
 		return err
 	}
 	key := scopeKey(r.Tenant, scopeID)
+	if c, ok := idem.FromContext(ctx); ok && (c.Attempt > 1 || c.Reclaimed) {
+		// A re-execution of a Layer-1 record reuses its run id
+		// (ClaimRunID), which a takeover may have fenced since: that run
+		// can never be written, so it must not take the scope (it would
+		// hold it, unwritable, for ScopeHoldGrace). Refused: the record is
+		// forgotten and the key's next request names a new run.
+		it, err := d.getItem(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		if _, ok := it[runAttrTakenOver]; ok {
+			holder, _, err := d.scopeHolder(ctx, key)
+			if err != nil {
+				return err
+			}
+			return &ScopeHeldError{Holder: holder}
+		}
+	}
 	if err := d.acquireScope(ctx, key, r); err != nil {
 		return err
 	}
+	var scope *types.ConditionCheck
 	if d.Transactional {
 		check, err := expression.NewBuilder().WithCondition(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID))).Build()
 		if err != nil {
 			return err
 		}
-		return d.create(ctx, r, &types.ConditionCheck{TableName: aws.String(d.Table),
+		scope = &types.ConditionCheck{TableName: aws.String(d.Table),
 			Key:                 map[string]types.AttributeValue{runAttrPK: sAV(key)},
-			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()})
+			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()}
 	}
-	err := d.create(ctx, r, nil)
+	err := d.create(ctx, r, scope)
+	if err != nil && !errors.Is(err, ErrRunExists) && !errors.Is(err, ErrScopeHeld) {
+		// The run's write failed after the scope's landed: give the scope
+		// up rather than hold it for ScopeHoldGrace. The tombstone at r's
+		// id frees it (acquireScope takes a fenced holder's scope over at
+		// once) and keeps r's run from landing after; where r's run did
+		// land after all (a lost answer), the tombstone fails and the
+		// scope stays r's. Best effort: if this write fails too, the
+		// scope is freed after the grace. Not under a Layer-1 claim that
+		// fixes the run id (ClaimRunID): the key's retry re-executes under
+		// the same id, finds the scope its own and creates its run.
+		if c, ok := idem.FromContext(ctx); !ok || c.OriginalRequestID == "" {
+			_, _ = d.tombstone(context.WithoutCancel(ctx), r.ID)
+		}
+		return err
+	}
 	if errors.Is(err, ErrRunExists) {
 		// Either a retry of this create (the run is there) or the scope
 		// was taken over from r before r was written (a tombstone).
@@ -105,31 +146,42 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 			old, taken, err = d.putScope(ctx, key, r, free)
 			continue
 		}
-		hr, gerr := d.Get(ctx, holder)
+		hi, gerr := d.getItem(ctx, holder)
+		hr, isRun := RunFromItem(hi)
+		_, fencedHolder := hi[runAttrTakenOver]
 		switch {
-		case gerr == nil && !hr.Status.Terminal():
+		case gerr != nil:
+			return gerr
+		case isRun && !hr.Status.Terminal():
 			return &ScopeHeldError{Holder: holder}
-		case errors.Is(gerr, ErrRunNotFound):
+		case fencedHolder:
+			// The holder is fenced already (its create gave the scope up,
+			// or an earlier takeover fenced it): take the scope over now.
+		case !isRun:
 			if r.CreatedAt.Before(since.Add(ScopeHoldGrace)) {
 				return &ScopeHeldError{Holder: holder, Unwritten: true}
 			}
-			if !d.Transactional {
-				fenced, ferr := d.tombstone(ctx, holder)
-				if ferr != nil {
-					return ferr
-				}
-				if !fenced {
-					// The holder's run was written meanwhile: look again.
-					old, taken, err = nil, true, nil
-					continue
-				}
+			// Fence the holder first, on every store: once the tombstone
+			// is at its runId its run's conditional Put (alone or in a
+			// transaction) can never land. The scope check a
+			// transactional run write carries is not enough alone: the
+			// holder's transaction may commit between the read above and
+			// the takeover's write below, leaving two live runs.
+			fenced, ferr := d.tombstone(ctx, holder)
+			if ferr != nil {
+				return ferr
 			}
-		case gerr != nil:
-			return gerr
+			if !fenced {
+				// The holder's run was written meanwhile: look again.
+				old, taken, err = nil, true, nil
+				continue
+			}
 		}
 		// The holder has ended (or was never written and is fenced): take
-		// the scope over from it, and only from it.
-		old, taken, err = d.putScope(ctx, key, r, expression.Name(scopeAttrHolder).Equal(expression.Value(holder)))
+		// the scope over from it, and only from it; or find it r's already
+		// (the SDK's retry of this write after its answer was lost).
+		old, taken, err = d.putScope(ctx, key, r, expression.Name(scopeAttrHolder).Equal(expression.Value(holder)).
+			Or(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID))))
 	}
 }
 
@@ -240,7 +292,19 @@ func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any, scope *ty
 	_, err := tc.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
-		if len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+		failed := func(i int) bool {
+			return i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
+		}
+		scopeAt := -1
+		for i, it := range items {
+			if it.ConditionCheck == scope {
+				scopeAt = i
+			}
+		}
+		// The scope check failed: the scope is another run's (r may also
+		// be fenced by a tombstone). Else a failed Put is r already there
+		// (or its tombstone: CreateScoped looks).
+		if !failed(scopeAt) && failed(0) {
 			return ErrRunExists
 		}
 		key, _ := scope.Key[runAttrPK].(*types.AttributeValueMemberS)

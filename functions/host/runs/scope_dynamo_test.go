@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
@@ -59,8 +61,9 @@ func TestScopeUnwrittenHolder(t *testing.T) {
 }
 
 // TestScopeUnwrittenHolderTransactional: on a Transactional store the
-// takeover writes no tombstone; the interrupted create's run Put commits
-// only with the check that it still holds the scope, which now fails.
+// interrupted create's run Put commits only with the check that it still
+// holds the scope, which now fails (and the takeover's tombstone is at its
+// runId).
 func TestScopeUnwrittenHolderTransactional(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
@@ -120,6 +123,218 @@ func TestScopeThrottled(t *testing.T) {
 		next := scopeTestRun(t0)
 		if err := d.CreateScoped(ctx, next, "t"); err != nil {
 			t.Fatalf("the scope after a failed create: %v", err)
+		}
+	})
+}
+
+// lateWriter is a runs client whose first consistent read of the item pk
+// is followed, before its answer returns, by write: the slow holder's own
+// run write landing between a takeover's read of the holder and its
+// takeover write.
+type lateWriter struct {
+	*dynamodb.Client
+	pk    string
+	write func()
+	once  sync.Once
+}
+
+func (c *lateWriter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opts ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	out, err := c.Client.GetItem(ctx, in, opts...)
+	if k, _ := in.Key[runAttrPK].(*types.AttributeValueMemberS); k != nil && k.Value == c.pk {
+		c.once.Do(c.write)
+	}
+	return out, err
+}
+
+// TestScopeTakeoverRacesSlowHolder: a holder that is slow, not dead. Its
+// create took the scope, then stalled past ScopeHoldGrace; a takeover
+// reads the holder's run (not there), and the holder's run write lands
+// before the takeover's write. Exactly one of the two runs may be live
+// afterwards, on every engine, with and without transactions.
+func TestScopeTakeoverRacesSlowHolder(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		modes := []bool{false}
+		if e.Caps.Transactions {
+			modes = append(modes, true)
+		}
+		for _, transactional := range modes {
+			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
+				ctx := context.Background()
+				c := e.Client(dynamotest.FastRetries)
+				table := e.CreateTable(t, "RunsTable")
+				holder := &DynamoRuns{Client: c, Table: table, Transactional: transactional}
+				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+				slow := scopeTestRun(t0)
+				key := scopeKey("acme", "s")
+				if err := holder.acquireScope(ctx, key, slow); err != nil {
+					t.Fatal(err)
+				}
+				var slowErr error
+				lw := &lateWriter{Client: c, pk: slow.ID, write: func() {
+					// The rest of the slow create's CreateScoped: its run
+					// write (with its scope check where it commits in a
+					// transaction).
+					slowErr = holder.CreateScoped(ctx, slow, "s")
+				}}
+				taker := &DynamoRuns{Client: lw, Table: table, Transactional: transactional}
+				late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+				lateErr := taker.CreateScoped(ctx, late, "s")
+				if lateErr != nil && !errors.Is(lateErr, ErrScopeHeld) {
+					t.Fatalf("the takeover: %v", lateErr)
+				}
+				if slowErr != nil && !errors.Is(slowErr, ErrScopeHeld) {
+					t.Fatalf("the slow holder's write: %v", slowErr)
+				}
+				_, gs := holder.Get(ctx, slow.ID)
+				_, gl := holder.Get(ctx, late.ID)
+				if gs == nil && gl == nil {
+					t.Fatalf("two live runs hold one scope: %s (slow holder, err %v) and %s (takeover, err %v)", slow.ID, slowErr, late.ID, lateErr)
+				}
+				if gs != nil && gl != nil {
+					t.Fatalf("neither run was written: %v, %v", slowErr, lateErr)
+				}
+				if (gs == nil) != (slowErr == nil) || (gl == nil) != (lateErr == nil) {
+					t.Fatalf("answers disagree with the table: slow %v/%v, late %v/%v", slowErr, gs, lateErr, gl)
+				}
+			})
+		}
+	})
+}
+
+// TestScopeItemsAreNotRuns: of everything enforced creates leave in
+// RunsTable (runs, scope items, a takeover's tombstone), only the runs
+// decode as runs (RunFromItem: what the executor's stream handling and
+// `idemkit dev`'s stream poller read an INSERT's image with), and Get of
+// a tombstone's id is ErrRunNotFound.
+func TestScopeItemsAreNotRuns(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		c := e.Client(dynamotest.FastRetries)
+		d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		crashed := scopeTestRun(t0)
+		if err := d.acquireScope(ctx, scopeKey("acme", "s"), crashed); err != nil {
+			t.Fatal(err)
+		}
+		late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		if err := d.CreateScoped(ctx, late, "s"); err != nil {
+			t.Fatal(err)
+		}
+		other := scopeTestRun(t0)
+		if err := d.CreateScoped(ctx, other, "t"); err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded := map[string]bool{}
+		for _, it := range out.Items {
+			if r, ok := RunFromItem(it); ok {
+				decoded[r.ID] = true
+			}
+		}
+		if len(out.Items) != 5 || len(decoded) != 2 || !decoded[late.ID] || !decoded[other.ID] {
+			t.Fatalf("%d items, decoded as runs %v; want 5 items (2 runs, 2 scopes, 1 tombstone), runs %s and %s", len(out.Items), decoded, late.ID, other.ID)
+		}
+		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("Get of a tombstone's id: %v", err)
+		}
+		if _, err := d.Transition(ctx, crashed.ID, []Status{StatusPending}, StatusCancelled, "", t0); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("cancel of a tombstone's id: %v", err)
+		}
+	})
+}
+
+// TestScopeTakeoverLostAnswer: the takeover write of an ended holder's
+// scope applies and its answer is lost; the SDK's retry finds its
+// condition false (the scope is already this create's). The create still
+// succeeds, holding the scope, rather than refusing itself and leaving
+// the scope held by a run never written for ScopeHoldGrace.
+func TestScopeTakeoverLostAnswer(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		modes := []bool{false}
+		if e.Caps.Transactions {
+			modes = append(modes, true)
+		}
+		for _, transactional := range modes {
+			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
+				ctx := context.Background()
+				faults := dynamotest.NewFaults()
+				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+				h := scopeTestRun(t0)
+				if err := d.CreateScoped(ctx, h, "s"); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := d.Transition(ctx, h.ID, []Status{StatusPending}, StatusCompleted, "", t0.Add(time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				// The refused scope write passes; the takeover write's answer
+				// is lost.
+				faults.PassNext("PutItem", 1)
+				faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+				next := scopeTestRun(t0.Add(2 * time.Second))
+				if err := d.CreateScoped(ctx, next, "s"); err != nil {
+					t.Fatalf("a takeover whose answer was lost: %v", err)
+				}
+				if faults.Pending() != 0 {
+					t.Fatal("the lost answer was never armed")
+				}
+				if _, err := d.Get(ctx, next.ID); err != nil {
+					t.Fatal(err)
+				}
+				var held *ScopeHeldError
+				if err := d.CreateScoped(ctx, scopeTestRun(t0.Add(3*time.Second)), "s"); !errors.As(err, &held) || held.Holder != next.ID {
+					t.Fatalf("a later create: %v, want held by %s", err, next.ID)
+				}
+			})
+		}
+	})
+}
+
+// TestScopeRunWriteFails: the scope's write lands and the run's write
+// fails (the store's errors outlast the SDK's 3 attempts). The create
+// fails with the store's error and gives the scope up (it fences its own
+// run id), so the next create of the scope succeeds at once instead of
+// waiting out ScopeHoldGrace; the failed create's run can never be
+// written after.
+func TestScopeRunWriteFails(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		modes := []bool{false}
+		if e.Caps.Transactions {
+			modes = append(modes, true)
+		}
+		for _, transactional := range modes {
+			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
+				ctx := context.Background()
+				faults := dynamotest.NewFaults()
+				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+				failed := scopeTestRun(t0)
+				if transactional {
+					faults.FailNext("TransactWriteItems", 3, dynamotest.Throttle())
+				} else {
+					faults.PassNext("PutItem", 1)
+					faults.FailNext("PutItem", 3, dynamotest.Throttle())
+				}
+				if err := d.CreateScoped(ctx, failed, "s"); err == nil || errors.Is(err, ErrScopeHeld) {
+					t.Fatalf("a create whose run write failed: %v, want the store's error", err)
+				}
+				if n := faults.Pending(); n != 0 {
+					t.Fatalf("%d injected faults never fired", n)
+				}
+				next := scopeTestRun(t0.Add(time.Second))
+				if err := d.CreateScoped(ctx, next, "s"); err != nil {
+					t.Fatalf("the next create of the scope, within the grace: %v", err)
+				}
+				if err := d.CreateScoped(ctx, failed, "s"); !errors.Is(err, ErrScopeHeld) {
+					t.Fatalf("the failed create again: %v, want ErrScopeHeld", err)
+				}
+				if _, err := d.Get(ctx, failed.ID); !errors.Is(err, ErrRunNotFound) {
+					t.Fatalf("the failed create's run: %v", err)
+				}
+			})
 		}
 	})
 }

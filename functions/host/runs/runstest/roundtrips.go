@@ -54,4 +54,18 @@ func roundTrips(t *testing.T, e *env) {
 	if n := e.trips(); n != plain+1 {
 		t.Errorf("CreateScoped of a free scope took %d round trips, want %d (Create's %d + 1)", n, plain+1, plain)
 	}
+	// Taking over the scope of a holder that ended costs Create's write,
+	// the scope's refused write, a read of the holder (and a read of the
+	// scope where a failed condition does not return the item) and the
+	// takeover write: three or four round trips more than Create.
+	h := e.scopedRun("acme", 0)
+	e.mustHold(t, h, "ended")
+	if _, err := e.st.Transition(e.ctx, h.ID, []runs.Status{runs.StatusPending}, runs.StatusCancelled, "", e.now); err != nil {
+		t.Fatal(err)
+	}
+	e.resetTrips()
+	e.mustHold(t, e.scopedRun("acme", time.Second), "ended")
+	if n := e.trips(); n != plain+3 && n != plain+4 {
+		t.Errorf("CreateScoped taking over an ended holder's scope took %d round trips, want %d or %d", n, plain+3, plain+4)
+	}
 }

@@ -72,8 +72,8 @@
 //     create again is ErrRunExists; a live holder (pending, running,
 //     parked) refuses every other create (ErrScopeHeld naming it, no run
 //     written); a holder that ended (completed, failed, cancelled, a
-//     breached cap) is taken over; of racing creates of one scope exactly
-//     one wins; tenants never share a scope; a bad scopeId is
+//     breached cap) is taken over; of racing creates of one scope (free,
+//     or held by an ended run) exactly one wins; tenants never share a scope; a bad scopeId is
 //     ErrBadScope; a lost answer's retry is ErrRunExists, the run there
 //     once.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
@@ -189,6 +189,7 @@ var cases = []testCase{
 	{"Scope/RefusedWhileLive", scopeRefusedWhileLive},
 	{"Scope/TakeOver", scopeTakeOver},
 	{"Scope/Race", scopeRace},
+	{"Scope/TakeOverRace", scopeTakeOverRace},
 	{"Scope/Tenants", scopeTenants},
 	{"Scope/Bad", scopeBad},
 	{"Scope/LostAnswer", scopeLostAnswer},

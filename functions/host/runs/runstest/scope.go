@@ -171,3 +171,40 @@ func scopeLostAnswer(t *testing.T, e *env) {
 	e.get(t, r.ID)
 	e.mustRefuse(t, e.scopedRun("acme", time.Second), "lossy", r.ID)
 }
+
+// scopeTakeOverRace: of racing creates of one scope whose holder has
+// ended, exactly one takes it over; every other is ErrScopeHeld and
+// writes no run.
+func scopeTakeOverRace(t *testing.T, e *env) {
+	h := e.scopedRun("acme", 0)
+	e.mustHold(t, h, "ended")
+	if _, err := e.st.Transition(e.ctx, h.ID, []runs.Status{runs.StatusPending}, runs.StatusCancelled, "", e.at(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	rs := make([]runs.Run, e.racers)
+	for i := range rs {
+		rs[i] = e.scopedRun("acme", 2*time.Second)
+	}
+	errs := e.race(func(i int) error { return e.st.CreateScoped(e.ctx, rs[i], "ended") })
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("two takeovers of one scope won: %s and %s", rs[winner].ID, rs[i].ID)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, runs.ErrScopeHeld):
+			t.Fatalf("racer %d: %v, want nil or ErrScopeHeld", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no takeover of the ended holder's scope won")
+	}
+	for i, r := range rs {
+		_, err := e.st.Get(e.ctx, r.ID)
+		if (i == winner) != (err == nil) {
+			t.Fatalf("run %d (winner %d): get %v", i, winner, err)
+		}
+	}
+	e.mustRefuse(t, e.scopedRun("acme", 3*time.Second), "ended", rs[winner].ID)
+}
