@@ -2,7 +2,6 @@ package apifn
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 
@@ -24,13 +23,9 @@ func checkCancelBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if e := checkBodySize(ev); e != nil {
 		return e
 	}
-	body := []byte(ev.Body)
-	if ev.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(ev.Body)
-		if err != nil {
-			return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")
-		}
-		body = b
+	body, e := eventBody(ev)
+	if e != nil {
+		return e
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil

@@ -3,7 +3,6 @@ package apifn
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -121,13 +120,9 @@ func validation(field, msg string) *apierr.Error {
 // fork retention (Config.ForkRetention), 422 fork_point_invalid with
 // details {sourceRunId, fromSeq, boundary}.
 func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	body := []byte(c.ev.Body)
-	if c.ev.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(c.ev.Body)
-		if err != nil {
-			return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")), nil
-		}
-		body = b
+	body, e := eventBody(c.ev)
+	if e != nil {
+		return errResp(e), nil
 	}
 	req, e := parseFork(body)
 	if e != nil {

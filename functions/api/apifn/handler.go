@@ -37,6 +37,7 @@ package apifn
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -351,6 +352,19 @@ func (h *Handler) capabilities(_ context.Context, _ call) (events.APIGatewayV2HT
 func (h *Handler) authed(ev events.APIGatewayV2HTTPRequest) (string, bool) {
 	t := h.tenant.TenantV2(&ev.RequestContext)
 	return t, t != "" && runs.ValidTenant(t)
+}
+
+// eventBody is the event's body as sent: base64-decoded when API Gateway
+// encoded it; a body that is not valid base64 is 400 validation_error.
+func eventBody(ev events.APIGatewayV2HTTPRequest) ([]byte, *apierr.Error) {
+	if !ev.IsBase64Encoded {
+		return []byte(ev.Body), nil
+	}
+	b, err := base64.StdEncoding.DecodeString(ev.Body)
+	if err != nil {
+		return nil, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")
+	}
+	return b, nil
 }
 
 // bodyLen is the decoded length of the event's body (an upper bound for a

@@ -3,7 +3,6 @@ package apifn
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -25,13 +24,9 @@ import (
 // validation errors and conformance-unavailable's 503 create nothing.
 func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	ev, tenant := c.ev, c.tenant
-	body := []byte(ev.Body)
-	if ev.IsBase64Encoded {
-		b, err := base64.StdEncoding.DecodeString(ev.Body)
-		if err != nil {
-			return errResp(apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body is not valid base64")), nil
-		}
-		body = b
+	body, e := eventBody(ev)
+	if e != nil {
+		return errResp(e), nil
 	}
 	req, e := webhook.ParseCreate(body, &h.cfg.Webhook)
 	if e == nil && webhook.SeamWorkflow(req.WorkflowID) && !h.cfg.Test.ConformanceSeams {
