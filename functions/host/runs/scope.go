@@ -48,8 +48,8 @@ var ErrScopeHeld = errors.New("host: run scope held by a live run")
 // longer than MaxScopeIDBytes or not valid UTF-8.
 var ErrBadScope = errors.New("host: malformed scopeId")
 
-// ScopeHeldError is ErrScopeHeld with the holder's runId. Holder is ""
-// never; Unwritten is true when the holder's run is not (yet) written:
+// ScopeHeldError is ErrScopeHeld with the holder's runId (never "").
+// Unwritten is true when the holder's run is not (yet) written:
 // its create is under way, or was interrupted less than ScopeHoldGrace
 // ago.
 type ScopeHeldError struct {
