@@ -133,16 +133,21 @@ func keep(r *idem.Response) *kept {
 	free := k.vals[:0:len(k.vals)]
 	for name, v := range r.Headers {
 		var c []string
-		if len(v) > 0 && len(v) <= cap(free)-len(free) {
-			n := len(free)
-			free = append(free, v...)
-			c = free[n:len(free):len(free)]
-		} else {
-			c = append([]string(nil), v...)
-		}
+		c, free = copyValues(v, free)
 		k.hdrs = append(k.hdrs, keptHeader{name: name, vals: c})
 	}
 	return k
+}
+
+// copyValues returns a copy of v: in free's spare room when it fits (and
+// free grown by it), else a slice of its own.
+func copyValues(v, free []string) (c, rest []string) {
+	if len(v) > 0 && len(v) <= cap(free)-len(free) {
+		n := len(free)
+		free = append(free, v...)
+		return free[n:len(free):len(free)], free
+	}
+	return append([]string(nil), v...), free
 }
 
 // responseCopy is a copied response with room for the header values of a
@@ -165,13 +170,7 @@ func (k *kept) response() *idem.Response {
 		c.Headers = make(map[string][]string, len(k.hdrs))
 		free := box.values[:0:len(box.values)]
 		for _, h := range k.hdrs {
-			if len(h.vals) > 0 && len(h.vals) <= cap(free)-len(free) {
-				n := len(free)
-				free = append(free, h.vals...)
-				c.Headers[h.name] = free[n:len(free):len(free)]
-				continue
-			}
-			c.Headers[h.name] = append([]string(nil), h.vals...)
+			c.Headers[h.name], free = copyValues(h.vals, free)
 		}
 	}
 	return c
