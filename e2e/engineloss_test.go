@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/soak"
 )
 
 // The engine's loss, told by state, not by time.
@@ -154,7 +156,7 @@ func (l *layer1Reader) checkLookup(ctx context.Context, t *testing.T, present []
 // missingRuns classifies the runs missing after recovery: lost holds the
 // engine's losses, violations every other missing run (a line each), and
 // maxGap is the largest gap among the losses.
-func (l *layer1Reader) missingRuns(ctx context.Context, t *testing.T, missing []ackedRun, kills []time.Time) (lost, violations []string, maxGap time.Duration) {
+func (l *layer1Reader) missingRuns(ctx context.Context, t *testing.T, missing []ackedRun, kills []time.Time) (lost, violations, lostKeys []string, maxGap time.Duration) {
 	t.Helper()
 	slices.SortFunc(missing, func(a, b ackedRun) int { return a.Acked.Compare(b.Acked) })
 	for _, r := range missing {
@@ -167,11 +169,12 @@ func (l *layer1Reader) missingRuns(ctx context.Context, t *testing.T, missing []
 				maxGap = v.Gap
 			}
 			lost = append(lost, line)
+			lostKeys = append(lostKeys, r.Key)
 		} else {
 			violations = append(violations, line)
 		}
 	}
-	return lost, violations, maxGap
+	return lost, violations, lostKeys, maxGap
 }
 
 // TestClassifyMissingRun: a missing run is the engine's loss only when a
@@ -218,5 +221,25 @@ func TestClassifyMissingRun(t *testing.T) {
 				t.Fatalf("completed %t: %s", v.Completed, v)
 			}
 		})
+	}
+}
+
+// TestExcuseEngineLoss: only the illegal keys whose acknowledged run the
+// engine lost are taken out; the verdict is Ok only when none is left.
+func TestExcuseEngineLoss(t *testing.T) {
+	rep := func() soak.Report {
+		return soak.Report{Verdict: porcupine.Illegal, Keys: 3, Illegal: []string{"/runs k1", "/runs k2"}}
+	}
+	if got := excuseEngineLoss(t, rep(), []string{"k1"}); got.Verdict != porcupine.Illegal || !slices.Equal(got.Illegal, []string{"/runs k2"}) {
+		t.Fatalf("one of two excused: %v %v", got.Verdict, got.Illegal)
+	}
+	if got := excuseEngineLoss(t, rep(), []string{"k1", "k2"}); got.Verdict != porcupine.Ok || len(got.Illegal) != 0 {
+		t.Fatalf("both excused: %v %v", got.Verdict, got.Illegal)
+	}
+	if got := excuseEngineLoss(t, rep(), []string{"k"}); got.Verdict != porcupine.Illegal || len(got.Illegal) != 2 {
+		t.Fatalf("a key that is a suffix of another's name excused: %v %v", got.Verdict, got.Illegal)
+	}
+	if got := excuseEngineLoss(t, rep(), nil); got.Verdict != porcupine.Illegal || len(got.Illegal) != 2 {
+		t.Fatalf("nothing lost: %v %v", got.Verdict, got.Illegal)
 	}
 }

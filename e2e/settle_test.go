@@ -220,7 +220,7 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 			proof = append(proof, acked[id])
 		}
 		l1.checkLookup(ctx, t, proof)
-		lost, violations, maxGap := l1.missingRuns(ctx, t, missing, killedAt)
+		lost, violations, _, maxGap := l1.missingRuns(ctx, t, missing, killedAt)
 		if len(lost) > 0 {
 			// DynamoDB Local acknowledges a write before it is on disk: a
 			// SIGKILL after it can lose it (docs/engines.md records the

@@ -15,6 +15,7 @@ import (
 	"net/http/httptrace"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,41 @@ func TestSoak(t *testing.T) {
 		shown := rep.violations[:min(n, 40)]
 		t.Fatalf("%d table or answer violations (the first %d):\n%s", n, len(shown), strings.Join(shown, "\n"))
 	}
+}
+
+// excuseEngineLoss takes out of lin's illegal keys those whose
+// acknowledged run the engine lost (missingRuns: a SIGKILL after the
+// request, the run and its Layer-1 completion both missing): the engine
+// forgot a write it had acknowledged, so the key's later answers (in
+// flight, then a fresh claim) follow the engine's state, not the 201 read
+// before it. DynamoDB Local keeps no acknowledged write across a SIGKILL
+// (docs/engines.md); DynamoDB does. Every other illegal key stays illegal,
+// and the verdict is Ok only when none is left.
+func excuseEngineLoss(t *testing.T, lin soak.Report, lostKeys []string) soak.Report {
+	t.Helper()
+	if lin.Verdict != porcupine.Illegal || len(lostKeys) == 0 {
+		return lin
+	}
+	var kept, excused []string
+	for _, k := range lin.Illegal {
+		if slices.ContainsFunc(lostKeys, func(key string) bool { return strings.HasSuffix(k, " "+key) }) {
+			excused = append(excused, k)
+		} else {
+			kept = append(kept, k)
+		}
+	}
+	if len(excused) == 0 {
+		return lin
+	}
+	lin.Illegal = kept
+	if len(kept) == 0 {
+		lin.Verdict = porcupine.Ok
+		if len(lin.Undecided) > 0 {
+			lin.Verdict = porcupine.Unknown
+		}
+	}
+	t.Logf(verdictMark+"soak: %d key(s) illegal only after the engine lost their acknowledged run (not counted): %s; now %s", len(excused), strings.Join(excused, ", "), lin)
+	return lin
 }
 
 // TestSoakMutant proves the checker bites: dev built with a mutation that
@@ -511,10 +547,11 @@ chaos:
 	// other missing run is a violation.
 	l1 := newLayer1Reader(t, client, "soak-IdempotencyTable", soakTenant)
 	l1.checkLookup(ctx, t, proof)
-	lost, missingViolations, maxGap := l1.missingRuns(ctx, t, missing, killedAt)
+	lost, missingViolations, lostKeys, maxGap := l1.missingRuns(ctx, t, missing, killedAt)
 	for _, line := range lost {
 		t.Logf("soak: lost by the engine: %s", line)
 	}
+	rep.lin = excuseEngineLoss(t, rep.lin, lostKeys)
 	rep.violations = append(rep.violations, missingViolations...)
 
 	// At most one run per key (a fork or a retry copies its source's
