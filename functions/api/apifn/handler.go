@@ -392,9 +392,14 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 		return tooLarge()
 	}
 	if ct := header.First(ev.Headers, "Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
+		mt, params, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be application/json")
+		}
+		// JSON is UTF-8 (RFC 8259 §8.1): a body declared in another
+		// charset is refused rather than read as UTF-8.
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be UTF-8 JSON (charset=utf-8 or none)")
 		}
 	}
 	return nil

@@ -3,7 +3,7 @@ package apifn
 import (
 	"context"
 	"encoding/json"
-	"github.com/idemkit/idemkit/ledger/identity"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +17,7 @@ import (
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 	"github.com/idemkit/idemkit/ledger/semantic"
@@ -296,6 +297,26 @@ func TestCreateRunValidationAndUnavailable(t *testing.T) {
 	e.Headers["content-type"] = "text/plain"
 	if r, m := f.do(t, e); r.StatusCode != 415 || m["error"] != "unsupported_media_type" {
 		t.Fatalf("%d %v", r.StatusCode, m)
+	}
+	// JSON is UTF-8: a body declared in another charset is refused, never
+	// read as UTF-8; charset=utf-8 in any letter case, quoted or not, is
+	// accepted (its 201 is checked by the run count below).
+	for _, ct := range []string{"application/json; charset=latin-1", "application/json; charset=ISO-8859-1", "application/json; charset=utf-16", "application/json; charset=utf8"} {
+		e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`)
+		e.Headers["content-type"] = ct
+		if r, m := f.do(t, e); r.StatusCode != 415 || m["error"] != "unsupported_media_type" || !strings.Contains(fmt.Sprint(m["message"]), "UTF-8") {
+			t.Fatalf("%s: %d %v", ct, r.StatusCode, m)
+		}
+	}
+	for _, ct := range []string{"application/json; charset=UTF-8", `application/json; charset="utf-8"`} {
+		e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`)
+		e.Headers["content-type"] = ct
+		if r, m := f.do(t, e); r.StatusCode != 201 {
+			t.Fatalf("%s: %d %v", ct, r.StatusCode, m)
+		}
+	}
+	if f.runs.Len() != 5 {
+		t.Fatalf("%d runs", f.runs.Len())
 	}
 	big := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","inputs":{"x":"`+strings.Repeat("a", MaxBodyBytes)+`"}}`)
 	if r, m := f.do(t, big); r.StatusCode != 413 || m["error"] != "payload_too_large" {
