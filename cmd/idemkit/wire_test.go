@@ -229,7 +229,7 @@ func receiver(t *testing.T, status int) (*httptest.Server, func() int) {
 // 401, 403, 404, 405), POST /runs/{runId}/cancel (200, replay, 409
 // run_terminal, 404), GET /runs/{runId}/effects (empty, with rows, 404), GET
 // /runs/{runId}/events (updates, values, batch, 400 stream mode, resume), GET
-// /.well-known/openwop, an unknown path, and net/http's own refusals (a 2 MB
+// /.well-known/openwop, GET /openapi.json, an unknown path, and net/http's own refusals (a 2 MB
 // header, a NUL in a header, a malformed path escape) — and validates each
 // response against the real closed v2 schema the OpenAPI document names for
 // it (internal/wireschema). A run stored by an earlier version with status
@@ -249,6 +249,10 @@ func TestDevWireSchemas(t *testing.T) {
 		t.Fatalf("discovery: %d %s", caps.status, caps.body)
 	}
 	c.do("POST", "/.well-known/openwop", "/.well-known/openwop", "", "")
+	// The host's own OpenAPI document, no credential.
+	if r := c.do("GET", "/openapi.json", "/openapi.json", "", ""); r.status != 200 || r.json["openapi"] == nil {
+		t.Fatalf("openapi.json: %d %.200s", r.status, r.body)
+	}
 
 	// createRun.
 	key := "wire-" + client.NewKey()
@@ -449,7 +453,7 @@ func TestDevWireSchemas(t *testing.T) {
 
 	// Every route and outcome above was reached (so the list stays honest).
 	for _, want := range []string{
-		"GET /.well-known/openwop 200", "POST /runs 201", "POST /runs 400", "POST /runs 401", "POST /runs 409",
+		"GET /.well-known/openwop 200", "GET /openapi.json 200", "POST /runs 201", "POST /runs 400", "POST /runs 401", "POST /runs 409",
 		"POST /runs 413", "POST /runs 415", "POST /runs 503", "GET /runs 404", "GET /runs/{runId} 200", "HEAD /runs/{runId} 200",
 		"GET /runs/{runId} 304", "GET /runs/{runId} 406", "GET /.well-known/openwop 406", "POST /runs 406",
 		"GET /runs/{runId} 400", "GET /runs/{runId} 401", "GET /runs/{runId} 403", "GET /runs/{runId} 404", "DELETE /runs/{runId} 405",

@@ -66,6 +66,8 @@ func FuzzHandle(f *testing.F) {
 	f.Add("HEAD", "/runs/acme/"+opaque, "", "", false, "", "acme", "")
 	f.Add("DELETE", "/runs/~zz/effects", "", "", false, "", "anon:x", "")
 	f.Add("GET", "/.well-known/openwop", "", "", false, "", "", "")
+	f.Add("GET", "/openapi.json", "", "", false, "", "", "")
+	f.Add("POST", "/openapi.json", "", `{}`, false, "", "acme", "application/json")
 	f.Add("PUT", "/runs/%zz", "%%", "", false, "", "acme", "")
 
 	f.Fuzz(func(t *testing.T, method, rawPath, query, body string, b64 bool, key, tenant, contentType string) {

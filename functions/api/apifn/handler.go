@@ -10,7 +10,9 @@
 // (getRunEffects), GET /runs/{runId}/events (streamRunEvents), the
 // caller's inbox GET /inbox (listInbox), POST /inbox/{id}/resubmit
 // (resubmitInboxEntry) and POST /inbox/{id}/discard (discardInboxEntry),
-// GET /.well-known/openwop (getCapabilities, no credential) and POST
+// GET /.well-known/openwop (getCapabilities, no credential), GET
+// /openapi.json (getOpenApiSpec, no credential: this host's own OpenAPI
+// 3.1 document, openapi.go) and POST
 // /api/v1/inbound/work-orders/test (the ERP policy's format-validation
 // route: no credential, no Idempotency-Key, never an idempotency record).
 // A request whose OpenWOP-Version names a major this host does not
@@ -144,6 +146,7 @@ type Handler struct {
 	cfg    Config
 	clock  ledger.Clock
 	caps   []byte
+	spec   []byte // the OpenAPI document, compacted (openapi.go)
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
@@ -206,8 +209,12 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	spec, err := compactOpenAPI()
+	if err != nil {
+		return nil, err
+	}
 	gc := cfg.Guard.Config()
-	return &Handler{cfg: cfg, clock: clk, caps: caps, seams: seams, tenant: gc.Tenant,
+	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
 		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember)}, nil
 }
 
@@ -344,8 +351,15 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 
 // capabilities serves the discovery document (GET /.well-known/openwop).
 func (h *Handler) capabilities(_ context.Context, _ call) (events.APIGatewayV2HTTPResponse, error) {
-	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(h.caps),
-		Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}, nil
+	return publicDoc(h.caps), nil
+}
+
+// publicDoc is the 200 of a public, static JSON document of this host (the
+// discovery document, the OpenAPI document): cacheable by anyone for five
+// minutes, the same for every caller.
+func publicDoc(body []byte) events.APIGatewayV2HTTPResponse {
+	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(body),
+		Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}
 }
 
 // authed returns the authenticated tenant from the authorizer context.

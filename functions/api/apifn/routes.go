@@ -84,7 +84,8 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 
 // Routes is the run API. Adding a route is one row here (with its serve
 // method) plus its HttpApi event in template.yaml (at its GatewayPath), which
-// TestRoutesMatchTemplate requires, and a test of the handler; a new
+// TestRoutesMatchTemplate requires, its operation in openapi.json, which
+// TestOpenAPIDocumentIsTheRouteTable requires, and a test of the handler; a new
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
@@ -113,6 +114,9 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
+	// This host's own OpenAPI 3.1 document (openapi.go): the operations of
+	// this table.
+	{Method: http.MethodGet, Pattern: "/openapi.json", Op: "getOpenApiSpec", Public: true, serve: (*Handler).openAPI},
 	// The ERP policy's live work-order route, under Layer 1 with the
 	// work-order contract (workorder.go).
 	{Method: http.MethodPost, Pattern: LiveWorkOrderPath, Op: OpLiveWorkOrder, Idempotent: true, check: checkBodySize, serve: (*Handler).liveWorkOrder},
