@@ -230,6 +230,12 @@ value: // a value starts at d[i]
 			i = j + 1
 			break
 		}
+		if j < len(d) && d[j] == '\\' {
+			if dst, run, i, err = s.strEscaped(dst, run, j); err != nil {
+				return s.end(dst, frames, ms, err)
+			}
+			break
+		}
 		var verbatim bool
 		if j, verbatim, err = s.strVerbatim(j); err != nil {
 			return s.end(dst, frames, ms, err)
@@ -386,8 +392,18 @@ member: // an object member's name is expected at or after d[i]
 	}
 	j := i + 1 // scanned inline, as a string value (see there)
 	if j+8 <= len(d) {
-		if m := notPlain(binary.LittleEndian.Uint64(d[j:])); m != 0 {
-			j += bits.TrailingZeros64(m) >> 3
+		w := binary.LittleEndian.Uint64(d[j:])
+		if m := notPlain(w); m != 0 {
+			// The first byte that is not plain is d[j+b/8].
+			b := uint(bits.TrailingZeros64(m)) - 7
+			j += int(b >> 3)
+			if byte(w>>(b&63)) == '"' {
+				// A plain ASCII name of at most seven bytes, the common
+				// case: the word just scanned is its prefix (see below).
+				ms = pushMember(ms, i+1, j, len(dst)+i-run, i, bits.ReverseBytes64(w)&^(^uint64(0)>>(b&63)))
+				i = j + 1
+				goto colon
+			}
 		} else {
 			j = plainRun(d, j+8)
 		}
@@ -424,6 +440,7 @@ member: // an object member's name is expected at or after d[i]
 			run = i
 		}
 	}
+colon: // a member name ended before d[i]
 	if i < len(d) && d[i] <= ' ' {
 		dst = append(dst, d[run:i]...)
 		i = skipWS(d, i)

@@ -82,11 +82,18 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 	if n := len(dst); from >= n {
 		dst = append(dst, pending[:from-n]...)
 		for k := k0; k < len(ms); k++ {
-			if k > k0 {
-				dst = append(dst, ',')
-			}
 			m := memberAt(ms, perm, k)
-			dst = append(dst, pending[m.start-n:m.end-n]...)
+			a := m.start - n
+			if k > k0 {
+				// A member other than an object's first is preceded by
+				// its comma in the pending text: copied with it.
+				if a > 0 && pending[a-1] == ',' {
+					a--
+				} else {
+					dst = append(dst, ',')
+				}
+			}
+			dst = append(dst, pending[a:m.end-n]...)
 		}
 		return dst, true, nil
 	}
