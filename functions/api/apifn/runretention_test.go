@@ -1,6 +1,7 @@
 package apifn
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -13,7 +14,8 @@ import (
 // TestGetRunAfterItsRetention: a run cancelled through the API under a run
 // retention is served until its expiry and answered 404 not_found (the
 // error registry's code for a missing run, in the error envelope) from
-// then on, as after RunsTable's TTL deleted it; the Idempotency-Key that
+// then on, as after RunsTable's TTL deleted it, and so are its events and
+// its effects witness; the Idempotency-Key that
 // created it still replays its 201 byte for byte (Layer 1 keeps its own
 // records), and the replay creates no run.
 func TestGetRunAfterItsRetention(t *testing.T) {
@@ -47,8 +49,16 @@ func TestGetRunAfterItsRetention(t *testing.T) {
 	if r.StatusCode != http.StatusNotFound || g["error"] != "not_found" || g["message"] == nil || len(g) > 3 {
 		t.Fatalf("GET after its retention: %d %s, want 404 not_found in the envelope", r.StatusCode, r.Body)
 	}
-	if r, _ := f.do(t, ev("GET", path+"/events", "acme", "", "")); r.StatusCode != http.StatusNotFound {
-		t.Fatalf("GET events after its retention: %d %s, want 404", r.StatusCode, r.Body)
+	for _, sub := range []string{"/events", "/effects"} {
+		if r, g := f.do(t, ev("GET", path+sub, "acme", "", "")); r.StatusCode != http.StatusNotFound || g["error"] != "not_found" {
+			t.Fatalf("GET %s after its retention: %d %s, want 404 not_found", sub, r.StatusCode, r.Body)
+		}
+	}
+	for i, sub := range []string{"/retry", ":fork"} {
+		r, g := f.do(t, ev("POST", path+sub, "acme", fmt.Sprintf("k-after-expiry-%d-0123456789abc", i), `{"mode":"branch","fromSeq":1}`))
+		if r.StatusCode != http.StatusNotFound || g["error"] != "not_found" {
+			t.Fatalf("POST %s after its retention: %d %s, want 404 not_found", sub, r.StatusCode, r.Body)
+		}
 	}
 	replay, _ := f.do(t, ev("POST", "/runs", "acme", key1, body))
 	if replay.StatusCode != http.StatusCreated || replay.Body != created.Body {
