@@ -99,6 +99,14 @@ func retentionEndsStamped(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.checkExpiry(t, "failed on a breached cap", got, end)
+	// No ended run, stamped for expiry, is due or stale: the stale-run pass
+	// and the parked-run schedule never see one as live.
+	if ids, err := e.st.Due(e.ctx, e.at(time.Hour), 0); err != nil || len(ids) != 0 {
+		t.Fatalf("ended runs are due: %v %v", ids, err)
+	}
+	if ids, err := e.st.Stale(e.ctx, e.at(time.Hour), 0); err != nil || len(ids) != 0 {
+		t.Fatalf("ended runs are listed stale: %v %v", ids, err)
+	}
 
 	// A refused end (the run had ended) moves nothing, the expiry included.
 	cur, err := e.st.Transition(e.ctx, got.ID, live, runs.StatusCancelled, "", e.at(time.Hour))
