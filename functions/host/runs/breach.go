@@ -39,12 +39,12 @@ func (m *MemRuns) Breach(_ context.Context, id string, ev LogEvent, code, msg st
 
 // Breach implements RunStore: one UpdateItem (list_append ev to log; SET
 // status failed, error, errorCode, updatedAt; REMOVE the live and wake
-// attributes; the version; SET expiresAt under a Retention) conditional on the run existing and being
-// pending or running, whoever holds its claim: a cap ends the run as a
-// cancel does, and an execution still under way is refused its next
-// node-log append (the run is no longer running). The run after the write
-// comes back (ALL_NEW); the run as it is with ErrStatusConflict when it had
-// ended.
+// attributes; the version; SET expiresAt under a Retention) conditional
+// on the run existing and being pending or running, whoever holds its
+// claim: a cap ends the run as a cancel does, and an execution still
+// under way is refused its next node-log append (the run is no longer
+// running). The run after the write comes back (ALL_NEW); the run as it is
+// with ErrStatusConflict when it had ended.
 func (d *DynamoRuns) Breach(ctx context.Context, id string, ev LogEvent, code, msg string, now time.Time) (Run, error) {
 	empty := logAV(nil)
 	upd := expression.Set(expression.Name(runAttrLog), expression.ListAppend(

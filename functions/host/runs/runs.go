@@ -220,7 +220,9 @@ type RunStore interface {
 	// a cancel racing an executor never both win. A transition to running
 	// takes the run for the caller's execution (Epoch + 1). It returns the run as
 	// stored afterwards; ErrStatusConflict (with the current run) when the
-	// status was not in from; ErrRunNotFound when there is no run.
+	// status was not in from; ErrRunNotFound when there is no run. A
+	// transition to a terminal status also sets the run's expiry under the
+	// store's retention (Run.ExpiresAt), in the same write.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
 	// Cancel is Transition(ctx, id, from, StatusCancelled, "", now) that
 	// also records by as the run's CancelledBy, in the same conditional

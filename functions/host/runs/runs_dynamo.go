@@ -388,7 +388,8 @@ func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
 }
 
 // Transition implements RunStore: one UpdateItem conditional on the current
-// status (and existence). On a failed condition the old item comes back with
+// status (and existence); a terminal one also sets expiresAt under a
+// Retention. On a failed condition the old item comes back with
 // the error (ALL_OLD), or, where the server does not return it, from a
 // consistent GetItem.
 func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
