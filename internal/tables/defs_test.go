@@ -24,7 +24,7 @@ func TestDefsRealTemplate(t *testing.T) {
 		gsis   int
 	}{
 		"IdempotencyTable": {"AWS::DynamoDB::GlobalTable", "pk:HASH", types.StreamViewTypeNewAndOldImages, "expiresAt", 0},
-		"RunsTable":        {"AWS::DynamoDB::Table", "pk:HASH", types.StreamViewTypeNewAndOldImages, "", 2},
+		"RunsTable":        {"AWS::DynamoDB::Table", "pk:HASH", types.StreamViewTypeNewAndOldImages, "expiresAt", 2},
 		"EffectsTable":     {"AWS::DynamoDB::GlobalTable", "pk:HASH,sk:RANGE", types.StreamViewTypeNewAndOldImages, "expiresAt", 1},
 		"FenceTable":       {"AWS::DynamoDB::Table", "pk:HASH", "", "expiresAt", 0},
 		"ApiKeysTable":     {"AWS::DynamoDB::Table", "pk:HASH", "", "", 0},

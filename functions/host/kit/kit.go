@@ -131,7 +131,11 @@ func NewKit(c Config) (*Kit, error) {
 		idemClient = HomeClient(client, env.IdempotencyTableRegion)
 	}
 	if p.Runs {
-		k.Runs = &runs.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: env.Transactional && p.Guard && idemClient == client}
+		transactional := env.Transactional && p.Guard && idemClient == client
+		if err := runRetentionNeedsTransaction(env, p, transactional); err != nil {
+			return nil, configError(err)
+		}
+		k.Runs = &runs.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: transactional, Retention: env.RunRetention}
 	}
 	if p.Keys {
 		k.Keys = &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}

@@ -21,7 +21,7 @@ const EventCapBreached = "cap.breached"
 func (m *MemRuns) Breach(_ context.Context, id string, ev LogEvent, code, msg string, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
@@ -30,6 +30,7 @@ func (m *MemRuns) Breach(_ context.Context, id string, ev LogEvent, code, msg st
 	}
 	r.Log = append(slices.Clone(r.Log), ev)
 	r.Status, r.Error, r.ErrorCode, r.UpdatedAt, r.Wake = StatusFailed, msg, code, now.UTC(), Wake{}
+	r.ExpiresAt = expiry(m.Retention, now)
 	r.History = appendVersion(r.History, terminalVersion(StatusFailed, msg))
 	r.Version = r.History.Current()
 	m.runs[id] = r
@@ -38,12 +39,12 @@ func (m *MemRuns) Breach(_ context.Context, id string, ev LogEvent, code, msg st
 
 // Breach implements RunStore: one UpdateItem (list_append ev to log; SET
 // status failed, error, errorCode, updatedAt; REMOVE the live and wake
-// attributes; the version) conditional on the run existing and being
-// pending or running, whoever holds its claim: a cap ends the run as a
-// cancel does, and an execution still under way is refused its next
-// node-log append (the run is no longer running). The run after the write
-// comes back (ALL_NEW); the run as it is with ErrStatusConflict when it had
-// ended.
+// attributes; the version; SET expiresAt under a Retention) conditional
+// on the run existing and being pending or running, whoever holds its
+// claim: a cap ends the run as a cancel does, and an execution still
+// under way is refused its next node-log append (the run is no longer
+// running). The run after the write comes back (ALL_NEW); the run as it is
+// with ErrStatusConflict when it had ended.
 func (d *DynamoRuns) Breach(ctx context.Context, id string, ev LogEvent, code, msg string, now time.Time) (Run, error) {
 	empty := logAV(nil)
 	upd := expression.Set(expression.Name(runAttrLog), expression.ListAppend(
@@ -54,7 +55,7 @@ func (d *DynamoRuns) Breach(ctx context.Context, id string, ev LogEvent, code, m
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
 		Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
 		Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
-	upd = newVersion(upd, terminalVersion(StatusFailed, msg))
+	upd = setExpiry(newVersion(upd, terminalVersion(StatusFailed, msg)), d.Retention, now)
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
 	return d.updateRun(ctx, id, cond, upd, "end run on a breached cap")

@@ -4,7 +4,8 @@
 // and ancestry, Fork, NewFork, RecordOf; the executor's claim on it, Epoch,
 // Renew, Adopt, Claim, and the node-log Fence; its caps from
 // configurable.run, Caps and Deadline, and its end on a breached one,
-// Breach), the RunStore in memory
+// Breach), the retention of ended runs (Run.ExpiresAt, retention.go), the
+// RunStore in memory
 // (MemRuns) and on DynamoDB (DynamoRuns, RunsTable), and the tenant-bound
 // runId grammar and its path projection (NewRunID, ClaimRunID, ProjectID,
 // DecodePathID). The caller's inbox of refused offline writes, kept in the

@@ -95,7 +95,7 @@ func sameEvent(a, b LogEvent) bool {
 func (m *MemRuns) AppendLog(_ context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}

@@ -124,6 +124,11 @@ type Run struct {
 	// createRun received them; zero for a run created without them. Fixed
 	// at creation.
 	Options Options `json:"runOptions,omitzero"`
+	// ExpiresAt is when the run's record expires (whole seconds): its end
+	// time + the store's retention, set by the write that ends the run
+	// (retention.go). Zero on a live run and on a store that keeps runs
+	// forever (the default). Not a tracked field, not served.
+	ExpiresAt time.Time `json:"-"`
 	identity.Stamps
 }
 
@@ -215,7 +220,9 @@ type RunStore interface {
 	// a cancel racing an executor never both win. A transition to running
 	// takes the run for the caller's execution (Epoch + 1). It returns the run as
 	// stored afterwards; ErrStatusConflict (with the current run) when the
-	// status was not in from; ErrRunNotFound when there is no run.
+	// status was not in from; ErrRunNotFound when there is no run. A
+	// transition to a terminal status also sets the run's expiry under the
+	// store's retention (Run.ExpiresAt), in the same write.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
 	// Cancel is Transition(ctx, id, from, StatusCancelled, "", now) that
 	// also records by as the run's CancelledBy, in the same conditional
@@ -301,6 +308,13 @@ type MemRuns struct {
 	scopes map[string]memScope
 	// OnInsert, if set, is called (outside the lock) after each Create.
 	OnInsert func(Run)
+	// Retention is how long an ended run is kept after its end
+	// (Run.ExpiresAt, retention.go); a run past it reads as missing.
+	// Default 0: kept forever.
+	Retention time.Duration
+	// Now is the clock that tells an expired run (only read when
+	// Retention is set). Default: the system clock.
+	Now func() time.Time
 }
 
 // NewMemRuns returns an empty MemRuns.
@@ -317,7 +331,7 @@ func (m *MemRuns) Create(_ context.Context, r Run) error {
 
 // createLocked inserts r, called with m.mu held; it unlocks m.mu.
 func (m *MemRuns) createLocked(r Run) error {
-	if _, ok := m.runs[r.ID]; ok {
+	if _, ok := m.lookupLocked(r.ID); ok {
 		m.mu.Unlock()
 		return ErrRunExists
 	}
@@ -343,7 +357,7 @@ func (m *MemRuns) LinkRetry(_ context.Context, failedID, retryID string) error {
 }
 
 func (m *MemRuns) linkRetryLocked(failedID, retryID string) {
-	f, ok := m.runs[failedID]
+	f, ok := m.lookupLocked(failedID)
 	if !ok {
 		return
 	}
@@ -359,7 +373,7 @@ func (m *MemRuns) linkRetryLocked(failedID, retryID string) {
 func (m *MemRuns) Get(_ context.Context, id string) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
@@ -380,7 +394,7 @@ func (m *MemRuns) Cancel(_ context.Context, id string, from []Status, by string,
 func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by string, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
@@ -396,6 +410,7 @@ func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by str
 	}
 	if to.Terminal() {
 		r.Wake = Wake{}
+		r.ExpiresAt = expiry(m.Retention, now)
 	}
 	r.History = appendVersion(r.History, terminalVersion(to, errMsg))
 	r.Version = r.History.Current()
@@ -407,7 +422,7 @@ func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by str
 func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return ErrRunNotFound
 	}
@@ -447,7 +462,7 @@ func (m *MemRuns) Due(_ context.Context, now time.Time, limit int) ([]string, er
 func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Time) (int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return 0, ErrRunNotFound
 	}

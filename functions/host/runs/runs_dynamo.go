@@ -40,7 +40,8 @@ type DynamoAPI interface {
 // semanticRequestRecipe (the run's recipe stamps, written once by Create and
 // never updated), configurable, tags and metadata (the run's RunOptions,
 // JSON text, each present only when given; written once by Create and
-// never updated).
+// never updated), expiresAt (the TTL attribute, epoch seconds: on an
+// ended run of a store with a Retention only; retention.go).
 //
 // The table also holds one item per run scope ever held (CreateScoped,
 // scope_dynamo.go: pk "#scope/v1/…", tenant, holder, heldSince; never
@@ -61,6 +62,12 @@ type DynamoRuns struct {
 	// Table, and that endpoint supports transactions. Default false: a
 	// conditional PutItem.
 	Transactional bool
+	// Retention is how long an ended run is kept after its end: the write
+	// that ends it (Transition or Cancel to a terminal status, Breach)
+	// also sets the TTL attribute expiresAt to its end + Retention in
+	// epoch seconds (retention.go), for RunsTable's TimeToLiveSpecification.
+	// A live run never carries it. Default 0: no expiresAt, kept forever.
+	Retention time.Duration
 }
 
 const (
@@ -132,6 +139,8 @@ func runItem(r Run) map[string]types.AttributeValue {
 	}
 	if !r.Status.Terminal() {
 		m[runAttrLive] = sAV(liveShardOf(r.ID))
+	} else if !r.ExpiresAt.IsZero() {
+		m[attrExpiresAt] = nAV(r.ExpiresAt.Unix())
 	}
 	m[runAttrVersion] = nAV(r.Version)
 	if r.Epoch != 0 {
@@ -261,6 +270,11 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 		r.Inputs = []byte(in)
 	}
 	r.Options = optionsFromItem(m)
+	if v, ok := m[attrExpiresAt].(*types.AttributeValueMemberN); ok {
+		if sec, err := strconv.ParseInt(v.Value, 10, 64); err == nil {
+			r.ExpiresAt = time.Unix(sec, 0).UTC()
+		}
+	}
 	forkFromItem(m, &r)
 	_, tomb := m[runAttrTakenOver]
 	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix) && !tomb
@@ -374,7 +388,8 @@ func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
 }
 
 // Transition implements RunStore: one UpdateItem conditional on the current
-// status (and existence). On a failed condition the old item comes back with
+// status (and existence); a terminal one also sets expiresAt under a
+// Retention. On a failed condition the old item comes back with
 // the error (ALL_OLD), or, where the server does not return it, from a
 // consistent GetItem.
 func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
@@ -419,6 +434,9 @@ func (d *DynamoRuns) transition(ctx context.Context, id string, from []Status, t
 			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
 	}
 	upd = newVersion(upd, terminalVersion(to, errMsg))
+	if to.Terminal() {
+		upd = setExpiry(upd, d.Retention, now)
+	}
 	return d.updateRun(ctx, id, cond, upd, "update run")
 }
 

@@ -109,12 +109,12 @@ func (m *MemRuns) CreateScoped(_ context.Context, r Run, scopeID string) error {
 	key := scopeKey(r.Tenant, scopeID)
 	m.mu.Lock()
 	if h, ok := m.scopes[key]; ok && h.holder != r.ID {
-		if hr, ok := m.runs[h.holder]; ok && !hr.Status.Terminal() {
+		if hr, ok := m.lookupLocked(h.holder); ok && !hr.Status.Terminal() {
 			m.mu.Unlock()
 			return &ScopeHeldError{Holder: h.holder}
 		}
 	}
-	if _, ok := m.runs[r.ID]; ok {
+	if _, ok := m.lookupLocked(r.ID); ok {
 		m.mu.Unlock()
 		return ErrRunExists
 	}

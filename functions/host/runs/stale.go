@@ -73,7 +73,7 @@ func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]strin
 func (m *MemRuns) Claim(_ context.Context, id string, before, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
@@ -90,7 +90,7 @@ func (m *MemRuns) Claim(_ context.Context, id string, before, now time.Time) (Ru
 func (m *MemRuns) Adopt(_ context.Context, id string, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
@@ -107,7 +107,7 @@ func (m *MemRuns) Adopt(_ context.Context, id string, now time.Time) (Run, error
 func (m *MemRuns) Renew(_ context.Context, id string, epoch int64, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r, ok := m.runs[id]
+	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}

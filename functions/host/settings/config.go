@@ -19,6 +19,7 @@ const (
 	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region)
 	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease
 	envEffectRetention  = "EFFECT_RETENTION_DAYS"        // ledger retention
+	EnvRunRetention     = "RUN_RETENTION_DAYS"           // ended runs' retention (0: forever)
 	EnvCrossRegion      = "CROSS_REGION"                 // cross-region posture
 	envWebhookAllowlist = "WEBHOOK_ALLOWLIST"            // comma-separated hosts, "*.example.com" for subdomains
 	EnvWebhookLoopback  = "WEBHOOK_ALLOW_LOOPBACK"       // admit loopback webhook destinations
@@ -86,6 +87,13 @@ type Env struct {
 	// EffectRetention: EFFECT_RETENTION_DAYS. Default and minimum
 	// ledger.MinRetention.
 	EffectRetention time.Duration
+	// RunRetention: RUN_RETENTION_DAYS, how long an ended run (completed,
+	// failed, cancelled) is kept after its end before RunsTable's TTL
+	// deletes it (runs.DynamoRuns.Retention). Default 0: kept forever. A
+	// finite value must be at least EffectRetention and the Layer-1
+	// retention (Idem.EffectiveRetention) when that is finite: LoadEnv
+	// refuses a smaller one.
+	RunRetention time.Duration
 	// CrossRegion: CROSS_REGION. Default "single-region".
 	CrossRegion string
 	// Webhook: WEBHOOK_ALLOWLIST, WEBHOOK_ALLOW_LOOPBACK, WEBHOOK_ALLOW_PRIVATE.

@@ -94,6 +94,8 @@ var Settings = []Setting{
 		Unit: "whole seconds", num: func(e *Env, n int) { e.EffectLease = time.Duration(n) * time.Second }},
 	{Name: envEffectRetention, Default: strconv.Itoa(int(ledger.MinRetention / (24 * time.Hour))), Min: int(ledger.MinRetention / (24 * time.Hour)), Max: unbounded, Doc: "ledger retention", Functions: []string{"Api", "Executor"},
 		Unit: "whole days", num: func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour }},
+	{Name: EnvRunRetention, Default: "0", Min: 0, Max: unbounded, Doc: "days an ended run (completed, failed, cancelled) is kept after its end; RunsTable's TTL (`expiresAt`, stamped in the write that ends the run) then deletes it and `GET /runs/{runId}` is `404 not_found` (the error registry's code for a missing run). `0` = forever. A finite value below `EFFECT_RETENTION_DAYS` or the Layer-1 retention (when finite) is refused at start-up ([what is kept how long](DEPLOYING.md#what-is-kept-and-for-how-long))", Functions: []string{"Api", "Executor"},
+		Unit: "whole days", num: func(e *Env, n int) { e.RunRetention = time.Duration(n) * 24 * time.Hour }},
 	{Name: EnvCrossRegion, Default: CrossRegionSingle, Doc: "`single-region` \\| `reconciled-records` \\| `fenced-effects` (advertised in `GET /.well-known/openwop`)", Functions: []string{"Api", "Executor", "Auditor"}, set: func(e *Env, v string) error {
 		e.CrossRegion = v
 		if !validCrossRegion(v) {
@@ -237,6 +239,7 @@ var ErrConfig = errors.New("host: invalid environment")
 // IdempotencyTableRegion's default.
 func (e *Env) between() []string {
 	var p []string
+	p = append(p, e.runRetentionProblems()...)
 	if e.CrossRegion == CrossRegionFenced && e.FenceTable == "" {
 		p = append(p, fmt.Sprintf("%s=fenced-effects needs %s", EnvCrossRegion, EnvFenceTable))
 	}

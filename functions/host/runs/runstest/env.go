@@ -21,6 +21,8 @@ type env struct {
 	// trips and resetTrips are Harness.RoundTrips and ResetRoundTrips.
 	trips      func() int
 	resetTrips func()
+	// rawExpiry is Harness.StoredExpiry.
+	rawExpiry func(t *testing.T, st Store, id string) (int64, bool)
 }
 
 // lose arms the loss of the next answer of op, when the harness can.

@@ -76,6 +76,16 @@
 //     or held by an ended run) exactly one wins; tenants never share a scope; a bad scopeId is
 //     ErrBadScope; a lost answer's retry is ErrRunExists, the run there
 //     once.
+//   - Retention (a store with a retention, Harness.NewRetaining): every
+//     end (completed, failed, cancelled, a breached cap, from pending,
+//     running or parked) carries the expiry end + retention in whole
+//     seconds, returned, read back and stored (expiresAt, when the harness
+//     reads items: Harness.StoredExpiry); a refused end changes it not; a
+//     live run never carries one (pending, running, parked, claimed,
+//     adopted, renewed, failures noted, log appended); of writers racing
+//     to end a run the one end that wins sets it, and a run racing
+//     writers keep live carries none; a lost answer's retry leaves the
+//     first end's; with a backend counter an end is still one round trip.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
 //     (Transition, Claim, Adopt, Renew, AppendLog, Breach) and a Get cost
 //     one round trip each.
@@ -117,6 +127,18 @@ type Harness struct {
 	// each, and a Get one.
 	RoundTrips      func() int
 	ResetRoundTrips func()
+	// NewRetaining, if set, returns an empty store that keeps an ended run
+	// for retention after its end (runs.MemRuns.Retention,
+	// runs.DynamoRuns.Retention); the retention cases run over it. now is
+	// the suite's clock, for a store that reads one to tell an expired run
+	// (runs.MemRuns.Now): it stays before every expiry the cases stamp.
+	// Default nil: they are not run.
+	NewRetaining func(t *testing.T, retention time.Duration, now func() time.Time) Store
+	// StoredExpiry, if set, reads the TTL attribute of run id as the store
+	// keeps it (expiresAt, epoch seconds; ok false when absent), so the
+	// retention cases check the stored item and not only the run read
+	// back. Default nil: only the run read back is checked.
+	StoredExpiry func(t *testing.T, st Store, id string) (sec int64, ok bool)
 }
 
 // Run runs the whole suite, one subtest per case.
@@ -133,6 +155,18 @@ func Run(t *testing.T, h Harness) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer, trips: h.RoundTrips, resetTrips: h.ResetRoundTrips})
+		})
+	}
+	if h.NewRetaining == nil {
+		return
+	}
+	for _, c := range retentionCases {
+		if c.name == retentionOneWriteCase && (h.RoundTrips == nil || h.ResetRoundTrips == nil) {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			c.fn(t, &env{st: h.NewRetaining(t, retention, func() time.Time { return base.Add(time.Hour) }), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer,
+				trips: h.RoundTrips, resetTrips: h.ResetRoundTrips, rawExpiry: h.StoredExpiry})
 		})
 	}
 }

@@ -1,7 +1,14 @@
 package runstest_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/runs/runstest"
@@ -11,7 +18,12 @@ import (
 func TestMain(m *testing.M) { dynamotest.Main(m) }
 
 func TestMemRuns(t *testing.T) {
-	runstest.Run(t, runstest.Harness{NewStore: func(*testing.T) runstest.Store { return runs.NewMemRuns() }})
+	runstest.Run(t, runstest.Harness{NewStore: func(*testing.T) runstest.Store { return runs.NewMemRuns() },
+		NewRetaining: func(_ *testing.T, retention time.Duration, now func() time.Time) runstest.Store {
+			m := runs.NewMemRuns()
+			m.Retention, m.Now = retention, now
+			return m
+		}})
 }
 
 func TestDynamoRuns(t *testing.T) {
@@ -27,6 +39,27 @@ func TestDynamoRuns(t *testing.T) {
 					}
 				})
 				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+			},
+			NewRetaining: func(t *testing.T, retention time.Duration, _ func() time.Time) runstest.Store {
+				faults.Clear()
+				return &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Retention: retention}
+			},
+			StoredExpiry: func(t *testing.T, st runstest.Store, id string) (int64, bool) {
+				t.Helper()
+				out, err := c.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(st.(*runs.DynamoRuns).Table),
+					ConsistentRead: aws.Bool(true), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}}})
+				if err != nil {
+					t.Fatalf("get item %s: %v", id, err)
+				}
+				n, ok := out.Item["expiresAt"].(*types.AttributeValueMemberN)
+				if !ok {
+					return 0, false
+				}
+				sec, err := strconv.ParseInt(n.Value, 10, 64)
+				if err != nil {
+					t.Fatalf("expiresAt %q is not epoch seconds: %v", n.Value, err)
+				}
+				return sec, true
 			},
 			// The write applies, its response is lost, the SDK retries.
 			LoseNextAnswer:  func(op string) { faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) },

@@ -1,0 +1,126 @@
+package idemkit_test
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/functions/host/settings"
+)
+
+// The run retention is wired end to end in template.yaml: the
+// RunRetentionDays parameter (empty by default: every run kept forever, so
+// an upgrade deletes nothing) sets RUN_RETENTION_DAYS on exactly the
+// functions that end runs (the api: cancels; the executor: completions,
+// failures, breached caps), RunsTable's TTL is on expiresAt (the attribute
+// the runs store stamps on an ended run), and the only stream consumer of
+// RunsTable, the executor, is invoked for INSERT records only, so the TTL's
+// deletions (REMOVE) never invoke it.
+func TestRunRetentionTemplateWiring(t *testing.T) {
+	var doc struct {
+		Parameters map[string]struct {
+			Type           string `yaml:"Type"`
+			Default        string `yaml:"Default"`
+			AllowedPattern string `yaml:"AllowedPattern"`
+		} `yaml:"Parameters"`
+		Resources map[string]struct {
+			Type       string    `yaml:"Type"`
+			Properties yaml.Node `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := doc.Parameters["RunRetentionDays"]
+	if !ok {
+		t.Fatal("template.yaml has no RunRetentionDays parameter")
+	}
+	if p.Type != "String" || p.Default != "" {
+		t.Errorf("RunRetentionDays: Type %q Default %q, want String with an empty default (keep forever)", p.Type, p.Default)
+	}
+	re, err := regexp.Compile(p.AllowedPattern)
+	if err != nil || p.AllowedPattern == "" {
+		t.Fatalf("RunRetentionDays AllowedPattern %q: %v", p.AllowedPattern, err)
+	}
+	for v, want := range map[string]bool{"": true, "0": true, "14": true, "3650": true, "-1": false, "14d": false, "forever": false, "1.5": false} {
+		if re.MatchString(v) != want {
+			t.Errorf("RunRetentionDays %q allowed = %v, want %v", v, !want, want)
+		}
+	}
+
+	var table struct {
+		TTL struct {
+			AttributeName string `yaml:"AttributeName"`
+			Enabled       bool   `yaml:"Enabled"`
+		} `yaml:"TimeToLiveSpecification"`
+	}
+	runsTable := doc.Resources["RunsTable"].Properties
+	if err := runsTable.Decode(&table); err != nil {
+		t.Fatal(err)
+	}
+	if table.TTL.AttributeName != "expiresAt" || !table.TTL.Enabled {
+		t.Errorf("RunsTable TimeToLiveSpecification = %+v, want expiresAt enabled", table.TTL)
+	}
+
+	var setBy, consumers []string
+	for id, r := range doc.Resources {
+		if r.Type != "AWS::Serverless::Function" {
+			continue
+		}
+		var fn struct {
+			Environment struct {
+				Variables map[string]yaml.Node `yaml:"Variables"`
+			} `yaml:"Environment"`
+			Events map[string]struct {
+				Type       string `yaml:"Type"`
+				Properties struct {
+					Stream         yaml.Node `yaml:"Stream"`
+					FilterCriteria struct {
+						Filters []struct {
+							Pattern string `yaml:"Pattern"`
+						} `yaml:"Filters"`
+					} `yaml:"FilterCriteria"`
+				} `yaml:"Properties"`
+			} `yaml:"Events"`
+		}
+		if err := r.Properties.Decode(&fn); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if v, ok := fn.Environment.Variables[settings.EnvRunRetention]; ok {
+			setBy = append(setBy, id)
+			if v.Tag != "!Ref" || v.Value != "RunRetentionDays" {
+				t.Errorf("%s: %s = %s %s, want !Ref RunRetentionDays", id, settings.EnvRunRetention, v.Tag, v.Value)
+			}
+		}
+		for name, ev := range fn.Events {
+			if ev.Type != "DynamoDB" || !strings.HasPrefix(ev.Properties.Stream.Value, "RunsTable.") {
+				continue
+			}
+			consumers = append(consumers, id+"."+name)
+			fs := ev.Properties.FilterCriteria.Filters
+			if len(fs) != 1 {
+				t.Errorf("%s.%s reads RunsTable's stream with %d filters, want one (INSERT only)", id, name, len(fs))
+				continue
+			}
+			var pat map[string][]string
+			if err := json.Unmarshal([]byte(fs[0].Pattern), &pat); err != nil {
+				t.Fatalf("%s.%s filter %q: %v", id, name, fs[0].Pattern, err)
+			}
+			if len(pat) != 1 || !slices.Equal(pat["eventName"], []string{"INSERT"}) {
+				t.Errorf("%s.%s filter %q: want {\"eventName\": [\"INSERT\"]}, so a TTL deletion (REMOVE) never invokes it", id, name, fs[0].Pattern)
+			}
+		}
+	}
+	if !slices.Equal(consumers, []string{"ExecutorFunction.RunsStream"}) {
+		t.Errorf("RunsTable's stream is read by %v, want the executor's RunsStream only", consumers)
+	}
+	slices.Sort(setBy)
+	if want := []string{"ApiFunction", "ExecutorFunction"}; !slices.Equal(setBy, want) {
+		t.Errorf("%s is set on %v, want %v (the functions that end runs)", settings.EnvRunRetention, setBy, want)
+	}
+}
