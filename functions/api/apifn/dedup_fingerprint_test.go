@@ -45,7 +45,7 @@ func TestDedupHeaderIsInTheFingerprint(t *testing.T) {
 	}
 
 	k2 := dedupKey("fingerprint", 2)
-	r, m = f.do(t, enforced("acme", k2, "order-32"))
+	r, _ = f.do(t, enforced("acme", k2, "order-32"))
 	if r.StatusCode != http.StatusCreated {
 		t.Fatalf("an enforced create: %d %s", r.StatusCode, r.Body)
 	}
