@@ -716,6 +716,7 @@ func (s *suite) completeKeepsNoReference(t *testing.T) {
 	r.Headers["Openwop-Idempotent-Replay"] = []string{"true"}
 	r.Headers["Content-Type"][0] = "text/plain"
 	r.Headers["X-Multi"] = append(r.Headers["X-Multi"], "c")
+	r.Headers["X-Multi"] = append(r.Headers["X-Multi"][:1], "spoiled")
 	r.Body[0] = '['
 	r.Status = 500
 	want := resp(201, body)
@@ -725,8 +726,8 @@ func (s *suite) completeKeepsNoReference(t *testing.T) {
 
 // returnedRecordsAreTheCallers: a record Claim (Exists) or Get returns is
 // the caller's (the Guard adds its headers to a replayed response in
-// place): changing its response changes neither a later replay nor a
-// later read.
+// place): changing its response (its values, and appends over a
+// truncated value list) changes neither a later replay nor a later read.
 func (s *suite) returnedRecordsAreTheCallers(t *testing.T) {
 	st, now, id := s.startClaimed(t)
 	const body = `{"id":"run_1"}`
@@ -738,6 +739,11 @@ func (s *suite) returnedRecordsAreTheCallers(t *testing.T) {
 		}
 		r.Headers["Openwop-Idempotent-Replay"] = []string{"true"}
 		r.Headers["Content-Type"][0] = "text/plain"
+		// Appends over a truncated value list: a store that handed out
+		// value slices sharing one backing array (its own, or another
+		// copy's) would see a neighbour's values change.
+		r.Headers["X-Multi"] = append(r.Headers["X-Multi"][:1], "spoiled", "more")
+		r.Headers["Content-Type"] = append(r.Headers["Content-Type"][:0], "x", "y")
 		r.Body[0] = '['
 		r.Status = 500
 	}

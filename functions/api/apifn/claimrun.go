@@ -56,3 +56,24 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 	}
 	return claim, false, nil
 }
+
+// writtenEarlier reports whether this request is a re-execution of a
+// Layer-1 record (attempt > 1, or reclaimed) whose earlier execution
+// already wrote its run of tenant (the id createClaimedRun gives it): a
+// precondition that depends on the clock (the fork retention) was then
+// the first execution's, and passed. False outside a claim and on a first
+// execution (no read).
+func (h *Handler) writtenEarlier(ctx context.Context, tenant string) (bool, error) {
+	claim, ok := idem.FromContext(ctx)
+	if !ok || claim.OriginalRequestID == "" || (claim.Attempt <= 1 && !claim.Reclaimed) {
+		return false, nil
+	}
+	r, err := h.cfg.Runs.Get(ctx, runs.ClaimRunID(tenant, claim.ID, claim.OriginalRequestID))
+	if errors.Is(err, runs.ErrRunNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return r.Tenant == tenant, nil
+}

@@ -118,7 +118,9 @@ func validation(field, msg string) *apierr.Error {
 // fromSeq the source log does not hold (past its last event; for a
 // finished source, past its terminal event), or a source older than the
 // fork retention (Config.ForkRetention), 422 fork_point_invalid with
-// details {sourceRunId, fromSeq, boundary}.
+// details {sourceRunId, fromSeq, boundary}. A key's re-execution whose
+// earlier execution wrote its fork inside the retention (its completion
+// was lost) answers that fork, past the boundary too.
 func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	body, e := eventBody(c.ev)
 	if e != nil {
@@ -147,9 +149,18 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		retention = DefaultForkRetention
 	}
 	if boundary := src.CreatedAt.Add(retention); h.clock.Now().After(boundary) {
-		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
-			"the source run's recorded history is past the fork retention (%s)", retention).
-			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)})), nil
+		// A re-execution of this key whose earlier execution, inside the
+		// retention, wrote its fork (its completion was lost) is answered
+		// that fork below (createClaimedRun), not refused by the clock.
+		earlier, err := h.writtenEarlier(ctx, c.tenant)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		if !earlier {
+			return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkPointInvalid,
+				"the source run's recorded history is past the fork retention (%s)", retention).
+				WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": boundary.UTC().Format(time.RFC3339Nano)})), nil
+		}
 	}
 	inherited, err := inherit(src, req.fromSeq)
 	if err != nil {

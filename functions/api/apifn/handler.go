@@ -333,7 +333,7 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		resp, err := h.serve(ctx, r, c)
 		return resp, false, err
 	}
-	req := idem.Request{Event: c.ev, Operation: r.Scope(), Params: scope}
+	req := idem.Request{Event: c.ev, Operation: r.Scope(), Params: r.workParams(c.ev, scope)}
 	if r.object != nil {
 		req.Object = func(ctx context.Context, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error) {
 			return r.object(h, ctx, c, first, stored)

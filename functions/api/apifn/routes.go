@@ -3,6 +3,7 @@ package apifn
 import (
 	"context"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -11,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // Route is one route of the run API. Routes is the one list of them: the
@@ -51,6 +53,14 @@ type Route struct {
 	// parameter is read (pathParams): c carries the caller's tenant and
 	// the parameters' values.
 	serve func(h *Handler, ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error)
+	// workHeaders names request headers that change what the route does
+	// when sent (createRun's OpenWOP-Dedup): each one a request sends
+	// joins its Layer-1 request fingerprint (workParams), so the same key
+	// with and without it, or with another value, is 409
+	// idempotency_key_mismatch, never one request answered by the other's
+	// replay. A request that sends none has the fingerprint it had without
+	// this field.
+	workHeaders []string
 	// object, when set, loads the object a key's first execution on this
 	// route created (idem.Request.Object): a policy whose replays render
 	// the object (idem.ReplayObject) answers it as it is now.
@@ -89,7 +99,8 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, serve: (*Handler).createRun, object: (*Handler).runObject},
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, serve: (*Handler).createRun, object: (*Handler).runObject,
+		workHeaders: []string{HeaderDedup}},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
@@ -404,4 +415,33 @@ func hasSuffixedRoute(pat []string, s string) bool {
 func wholeRunID(seg string) bool {
 	_, err := runs.DecodePathID(seg)
 	return err == nil
+}
+
+// workParamPrefix starts the fingerprint parameter of a work header
+// (Route.workHeaders): no path parameter's name has it.
+const workParamPrefix = "header:"
+
+// workParams adds to scope (the path parameters' part of the request
+// fingerprint, possibly nil) each of the route's work headers the request
+// sends, under workParamPrefix and the header's name: its values trimmed
+// of surrounding whitespace (as the route reads them), sorted, joined by
+// commas. It returns scope, or a new map when scope was nil and a header
+// was sent.
+func (r Route) workParams(ev events.APIGatewayV2HTTPRequest, scope map[string]string) map[string]string {
+	for _, name := range r.workHeaders {
+		vs := header.Values(ev.Headers, name)
+		if len(vs) == 0 {
+			continue
+		}
+		trimmed := make([]string, len(vs))
+		for i, v := range vs {
+			trimmed[i] = strings.TrimSpace(v)
+		}
+		sort.Strings(trimmed)
+		if scope == nil {
+			scope = make(map[string]string, len(r.workHeaders))
+		}
+		scope[workParamPrefix+name] = strings.Join(trimmed, ",")
+	}
+	return scope
 }

@@ -205,7 +205,12 @@ type RunStore interface {
 	// its run. A scope held by a run that has ended (completed, failed,
 	// cancelled, timed out) is taken over by a compare-and-set naming that
 	// holder; a scope held by r itself (a retry of the same create) is
-	// r's. A refusal is a *ScopeHeldError (errors.Is ErrScopeHeld) and
+	// r's. Under a re-execution of a Layer-1 claim (idem.ClaimInfo
+	// attempt > 1 or reclaimed), whose run id is fixed (ClaimRunID), a run
+	// already written at r's id is ErrRunExists whoever holds the scope
+	// now: that run is the record's (its earlier execution's completion
+	// was lost), even if it has ended and another run took the scope
+	// over. A refusal is a *ScopeHeldError (errors.Is ErrScopeHeld) and
 	// writes no run; a scopeID that is not ValidScopeID is ErrBadScope.
 	// Tenants never share a scope.
 	CreateScoped(ctx context.Context, r Run, scopeID string) error

@@ -108,15 +108,18 @@ func (m *MemRuns) CreateScoped(_ context.Context, r Run, scopeID string) error {
 	}
 	key := scopeKey(r.Tenant, scopeID)
 	m.mu.Lock()
+	if _, ok := m.lookupLocked(r.ID); ok {
+		// r was written already (a re-execution of the create whose
+		// Layer-1 completion was lost): its run is the answer, whoever
+		// holds the scope now.
+		m.mu.Unlock()
+		return ErrRunExists
+	}
 	if h, ok := m.scopes[key]; ok && h.holder != r.ID {
 		if hr, ok := m.lookupLocked(h.holder); ok && !hr.Status.Terminal() {
 			m.mu.Unlock()
 			return &ScopeHeldError{Holder: h.holder}
 		}
-	}
-	if _, ok := m.lookupLocked(r.ID); ok {
-		m.mu.Unlock()
-		return ErrRunExists
 	}
 	if m.scopes == nil {
 		m.scopes = map[string]memScope{}

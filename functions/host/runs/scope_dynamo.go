@@ -63,13 +63,22 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 	key := scopeKey(r.Tenant, scopeID)
 	if c, ok := idem.FromContext(ctx); ok && (c.Attempt > 1 || c.Reclaimed) {
 		// A re-execution of a Layer-1 record reuses its run id
-		// (ClaimRunID), which a takeover may have fenced since: that run
+		// (ClaimRunID). If an earlier execution wrote that run, the run
+		// is the answer (ErrRunExists), not the scope's current holder.
+		// A takeover may instead have fenced that id: that run
 		// can never be written, so it must not take the scope (it would
 		// hold it, unwritable, for ScopeHoldGrace). Refused: the record is
 		// forgotten and the key's next request names a new run.
 		it, err := d.getItem(ctx, r.ID)
 		if err != nil {
 			return err
+		}
+		if _, ok := RunFromItem(it); ok {
+			// An earlier execution wrote the run (its completion was
+			// lost): it is this record's run whoever holds the scope
+			// now (the run may have ended and another taken the scope
+			// over), so the scope is not looked at.
+			return ErrRunExists
 		}
 		if _, ok := it[runAttrTakenOver]; ok {
 			holder, _, err := d.scopeHolder(ctx, key)

@@ -27,8 +27,9 @@ var (
 	// key on a different operation or input is 409 with the policy's own
 	// code CodeIdempotencyMismatch and nothing runs; a request rejected at
 	// the door (400, 401, 403, 429), or a create refused because another
-	// run holds its scope (409 run_already_active), records nothing, and
-	// every other
+	// run holds its scope (409 run_already_active), records nothing, a
+	// store out of reach while it ran (503 idemkit.store_unavailable)
+	// leaves the key retryable, and every other
 	// outcome, a 5xx included, is final and replayed as it was
 	// (its Cache: a failed action replays as failed, the key never
 	// runs again); records held forever (no expiry attribute, so neither
@@ -99,10 +100,14 @@ const (
 // cacheCommerce is the commerce policy's idem.Policy.Cache: a request rejected
 // at the door, 400, 401, 403 or 429, or a create refused because another
 // run holds its scope (409 run_already_active), records nothing
-// (idem.Forget), so the same key later runs fresh; every other outcome,
-// 1xx..3xx, the other 4xx and every 5xx, is final and replayed (a failed
-// action replays as failed). A handler error or panic (no response) still
-// leaves the record retryable, as under every policy.
+// (idem.Forget), so the same key later runs fresh; a 503
+// idemkit.store_unavailable (a store out of reach while the action ran:
+// its outcome unknown, not failed) leaves the record retryable
+// (idem.Retry), so the same key runs again, as its Retry-After says;
+// every other outcome, 1xx..3xx, the other 4xx and every other 5xx, is
+// final and replayed (a failed action replays as failed). A handler error
+// or panic (no response) still leaves the record retryable, as under
+// every policy.
 func cacheCommerce(status int, code string) idem.Disposition {
 	switch status {
 	case 400, 401, 403, 429:
@@ -110,6 +115,13 @@ func cacheCommerce(status int, code string) idem.Disposition {
 	}
 	if status == 409 && code == apierr.CodeRunAlreadyActive {
 		return idem.Forget
+	}
+	if status == 503 && code == idem.CodeStoreUnavailable {
+		// A store out of reach while the action ran: its outcome is
+		// unknown, not failed. The answer says to retry with the same
+		// key, so the record stays retryable (the same key runs again),
+		// as for the Guard's own store outage.
+		return idem.Retry
 	}
 	return idem.Replay
 }

@@ -134,3 +134,48 @@ func breachLostAnswer(t *testing.T, e *env) {
 		t.Fatalf("retry of an applied breach: %+v %v, want ErrStatusConflict with the run failed, one cap.breached, version 3", cur, err)
 	}
 }
+
+// breachRacesCancel: executors racing past a deadline and a keyed cancel
+// end the run once: exactly one write wins. A cancel that won leaves the
+// run cancelled by its request (CancelledBy) with no cap.breached; a
+// breach that won leaves it failed on the cap with no CancelledBy, and
+// the cancel's ErrStatusConflict carries that run (so the cancel's retry
+// can never claim a cancel it did not make).
+func breachRacesCancel(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	const by = "caller:v1:cancel-record"
+	wins, cancelled := 0, false
+	var lost runs.Run
+	for _, err := range e.race(func(i int) error {
+		if i == 0 {
+			cur, err := e.st.Cancel(e.ctx, r.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, by, e.at(time.Second))
+			if err == nil {
+				cancelled = true
+			} else {
+				lost = cur
+			}
+			return err
+		}
+		_, err := e.st.Breach(e.ctx, r.ID, e.breachEv(time.Second), "run_timeout", "timeout", e.at(time.Second))
+		return err
+	}) {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, runs.ErrStatusConflict):
+			t.Fatalf("racing end: %v", err)
+		}
+	}
+	got := e.get(t, r.ID)
+	if wins != 1 || got.Version != 3 {
+		t.Fatalf("%d racing ends won (version %d), want 1 (3)", wins, got.Version)
+	}
+	switch {
+	case cancelled && (got.Status != runs.StatusCancelled || got.CancelledBy != by || breached(got) != 0 || got.ErrorCode != ""):
+		t.Fatalf("the cancel won but the run is %+v", got)
+	case !cancelled && (got.Status != runs.StatusFailed || got.CancelledBy != "" || breached(got) != 1 || got.ErrorCode != "run_timeout"):
+		t.Fatalf("a breach won but the run is %+v", got)
+	case !cancelled && (lost.Status != runs.StatusFailed || lost.CancelledBy != ""):
+		t.Fatalf("the refused cancel was handed %+v, want the breached run", lost)
+	}
+}

@@ -66,7 +66,8 @@
 //     refused its next append; a run that ended first is
 //     ErrStatusConflict and unchanged; of breaches racing a completion
 //     exactly one write wins and the log holds at most one cap.breached;
-//     a lost answer's retry is ErrStatusConflict with the run failed
+//     of breaches racing a keyed cancel exactly one wins (a cancel that
+//     lost is handed the failed run, with no CancelledBy); a lost answer's retry is ErrStatusConflict with the run failed
 //     under the code, the event there once.
 //   - CreateScoped: a free scope is taken and the run created; the same
 //     create again is ErrRunExists; a live holder (pending, running,
@@ -218,6 +219,7 @@ var cases = []testCase{
 	{"AppendLog/OvertakenByClaim", appendOvertaken},
 	{"Breach/Ends", breachEnds},
 	{"Breach/Race", breachRace},
+	{"Breach/RacesCancel", breachRacesCancel},
 	{"Breach/LostAnswer", breachLostAnswer},
 	{"Scope/Acquire", scopeAcquire},
 	{"Scope/RefusedWhileLive", scopeRefusedWhileLive},
