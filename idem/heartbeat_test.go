@@ -106,3 +106,87 @@ func TestHeartbeatRenewsUntilTheHandlerReturns(t *testing.T) {
 		})
 	}
 }
+
+// renewLog counts each record's renewals and notes a renewal that
+// follows the record's completion.
+type renewLog struct {
+	idem.Store
+	mu        sync.Mutex
+	renewals  map[string]int
+	completed map[string]bool
+	late      []string
+	changed   *sync.Cond
+}
+
+func (s *renewLog) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
+	err := s.Store.Renew(ctx, id, owner, leaseExpires, now)
+	s.mu.Lock()
+	s.renewals[id]++
+	if s.completed[id] {
+		s.late = append(s.late, id)
+	}
+	s.changed.Broadcast()
+	s.mu.Unlock()
+	return err
+}
+
+func (s *renewLog) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
+	s.mu.Lock()
+	s.completed[claim.ID] = true
+	s.mu.Unlock()
+	return s.Store.Complete(ctx, claim, out, now)
+}
+
+// TestHeartbeatTimersLentAcrossRequests: the Guard lends a heartbeat's
+// timer, stopped before it fired, to a later heartbeat. Under parallel
+// requests on a 1 ms heartbeat, some handlers returning at once (the timer
+// stopped before it fired, lent again) and some waiting for two renewals
+// of their own record (stopped after it fired, or re-armed and stopped),
+// every waiting handler's own lease is renewed, and no record is renewed
+// after its completion: a lent timer never renews the heartbeat it was
+// lent by.
+func TestHeartbeatTimersLentAcrossRequests(t *testing.T) {
+	s := &renewLog{renewals: map[string]int{}, completed: map[string]bool{}}
+	s.changed = sync.NewCond(&s.mu)
+	e := newEnv(t, func(c *idem.Config) {
+		c.Heartbeat = time.Millisecond
+		s.Store = c.Store
+		c.Store = s
+	})
+	const workers, each = 8, 40
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				key := fmt.Sprintf("k_lent_%03d_%012d", w, i)
+				id := scopeID(testTenant, "POST /runs", key)
+				wait := (w+i)%2 == 0
+				h := &handler{before: func(context.Context) {
+					if !wait {
+						return
+					}
+					s.mu.Lock()
+					defer s.mu.Unlock()
+					for s.renewals[id] < 2 {
+						s.changed.Wait()
+					}
+				}}
+				if r := e.call(h, v2event("POST", "POST /runs", key, `{}`)); r.StatusCode != 201 {
+					t.Errorf("status %d %s", r.StatusCode, r.Body)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.completed) != workers*each {
+		t.Errorf("%d completions, want %d", len(s.completed), workers*each)
+	}
+	if len(s.late) > 0 {
+		t.Errorf("%d renewals followed their record's completion", len(s.late))
+	}
+}
