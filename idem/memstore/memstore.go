@@ -22,27 +22,14 @@ type Store struct {
 	mu    sync.Mutex
 	recs  map[string]*entry
 	items map[string][]byte
-	calls [nMethods]int // by method (methodNames)
+	calls map[string]int
 }
-
-// The Store methods whose calls are counted, as Calls names them.
-const (
-	callClaim = iota
-	callComplete
-	callRelease
-	callRenew
-	callDelete
-	callGet
-	nMethods
-)
-
-var methodNames = [nMethods]string{"Claim", "Complete", "Release", "Renew", "Delete", "Get"}
 
 var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string]*entry{}, items: map[string][]byte{}}
+	return &Store{recs: map[string]*entry{}, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -70,11 +57,9 @@ func (s *Store) Item(key string) ([]byte, bool) {
 func (s *Store) Calls() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := make(map[string]int, nMethods)
-	for i, v := range s.calls {
-		if v > 0 {
-			m[methodNames[i]] = v
-		}
+	m := make(map[string]int, len(s.calls))
+	for k, v := range s.calls {
+		m[k] = v
 	}
 	return m
 }
@@ -94,7 +79,7 @@ func (s *Store) TotalCalls() int {
 func (s *Store) ResetCalls() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = [nMethods]int{}
+	clear(s.calls)
 }
 
 // Len returns the number of stored records, expired ones included (like
@@ -236,7 +221,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls[callClaim]++
+	s.calls["Claim"]++
 	rec.Response = nil
 	rec.RawBodySHA256 = "" // written by the write that ends the attempt
 	rec.LeaseExpires = msec(rec.LeaseExpires)
@@ -289,7 +274,7 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 			return err
 		}
 	}
-	return s.ownedWrite(ctx, callComplete, id, owner, now, func(e *entry) error {
+	return s.ownedWrite(ctx, "Complete", id, owner, now, func(e *entry) error {
 		return s.complete(e, claim.RawBodySHA256, out, writes)
 	})
 }
@@ -323,7 +308,7 @@ func (s *Store) complete(e *entry, rawSHA256 string, out idem.Outcome, writes []
 
 // Release implements idem.Store.
 func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) error {
-	return s.ownedWrite(ctx, callRelease, claim.ID, claim.Owner, now, func(e *entry) error {
+	return s.ownedWrite(ctx, "Release", claim.ID, claim.Owner, now, func(e *entry) error {
 		e.rec.State = idem.StateRetryableFailure
 		e.rec.RawBodySHA256 = claim.RawBodySHA256
 		e.rec.LeaseExpires = time.Time{}
@@ -335,7 +320,7 @@ func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) e
 
 // Renew implements idem.Store.
 func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
-	return s.ownedWrite(ctx, callRenew, id, owner, now, func(e *entry) error {
+	return s.ownedWrite(ctx, "Renew", id, owner, now, func(e *entry) error {
 		e.rec.LeaseExpires = msec(leaseExpires)
 		e.rec.Renewed = msec(now)
 		return nil
@@ -344,7 +329,7 @@ func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now t
 
 // Delete implements idem.Store.
 func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
-	return s.ownedWrite(ctx, callDelete, id, owner, now, func(*entry) error {
+	return s.ownedWrite(ctx, "Delete", id, owner, now, func(*entry) error {
 		delete(s.recs, id)
 		return nil
 	})
@@ -353,7 +338,7 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 // ownedWrite is a write by owner to its own record id, counted as call:
 // under the lock, ErrFenced unless owner holds id at now, else apply(the
 // record) does the write in place (all of it, or nothing when it fails).
-func (s *Store) ownedWrite(ctx context.Context, call int, id, owner string, now time.Time, apply func(e *entry) error) error {
+func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(e *entry) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -374,7 +359,7 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls[callGet]++
+	s.calls["Get"]++
 	e := s.live(id, now)
 	if e == nil {
 		return idem.Record{}, false, nil
