@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/textproto"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,9 +62,6 @@ type Guard struct {
 	// systemClock is set when the Guard's clock is the system clock, whose
 	// Now is the wall clock's reading (wallAt).
 	systemClock bool
-	// beatTimers keeps the *beatTimer of heartbeats that were stopped
-	// before their timer fired, for the next heartbeat to re-arm.
-	beatTimers sync.Pool
 }
 
 // New validates cfg, fills in defaults and returns a Guard.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
@@ -20,32 +19,12 @@ type timerClock interface {
 	AfterFunc(d time.Duration, f func()) *time.Timer
 }
 
-// beatTimer is a heartbeat's timer on a timerClock: made once with its
-// callback, which renews the lease of the heartbeat it is lent to (hb),
-// and kept by the Guard (Guard.beatTimers) for the next heartbeat once it
-// was stopped before it fired. A timer stopped after it fired is never
-// kept: its callback may still be on its way to the heartbeat that
-// stopped it.
-type beatTimer struct {
-	timer *time.Timer
-	hb    atomic.Pointer[heartbeat]
-}
-
-// fire is the timer's callback: one tick of the heartbeat it is lent to.
-func (bt *beatTimer) fire() {
-	if hb := bt.hb.Load(); hb != nil {
-		hb.beat()
-	}
-}
-
 // heartbeat renews the lease every Heartbeat (on the Guard's clock) while
 // the handler runs, and cancels the handler's context with ErrLeaseLost
 // when a renewal is fenced. It lives in the request's execution (one per
 // claimed request), as does the handler's cancellable context (leaseCtx,
-// made only when the handler needs it): on a timerClock starting it
-// allocates nothing once the Guard has a stopped timer to lend (a timer
-// and its callback otherwise); on another clock, the clock's ticker and a
-// goroutine.
+// made only when the handler needs it): on a timerClock starting it allocates only one timer and its
+// callback; on another clock, the clock's ticker and a goroutine.
 type heartbeat struct {
 	t     *txn
 	ctx   *claimValues // the handler's context without the lease's cancellation
@@ -56,8 +35,8 @@ type heartbeat struct {
 	// waits for a renewal under way; after stop none starts.
 	mu      sync.Mutex
 	stopped bool
-	bt      *beatTimer // the timer, lent by the Guard (Guard.beatTimers)
-	due     time.Time  // when the renewal the timer is armed for is due (wall time)
+	timer   *time.Timer
+	due     time.Time // when the renewal the timer is armed for is due (wall time)
 
 	// On another clock: the ticker's goroutine.
 	done   chan struct{}  // closed by stop
@@ -78,18 +57,7 @@ func (t *txn) startHeartbeat(ctx *claimValues) (context.Context, *heartbeat) {
 		hb.mu.Lock()
 		defer hb.mu.Unlock()
 		hb.due = clock.Wall().Add(hb.every)
-		if bt, _ := t.g.beatTimers.Get().(*beatTimer); bt != nil {
-			// Stopped before it fired (stop): nothing of its last
-			// heartbeat runs any more.
-			bt.hb.Store(hb)
-			hb.bt = bt
-			bt.timer.Reset(hb.every)
-			return hctx, hb
-		}
-		bt := &beatTimer{}
-		bt.hb.Store(hb)
-		if bt.timer = tc.AfterFunc(hb.every, bt.fire); bt.timer != nil {
-			hb.bt = bt
+		if hb.timer = tc.AfterFunc(hb.every, hb.beat); hb.timer != nil {
 			return hctx, hb
 		}
 	}
@@ -117,7 +85,7 @@ func (hb *heartbeat) beat() {
 	}
 	var wait time.Duration
 	hb.due, wait = nextTick(hb.due, clock.Wall(), hb.every)
-	hb.bt.timer.Reset(wait)
+	hb.timer.Reset(wait)
 }
 
 // nextTick returns, for a ticker of period every whose last tick was due
@@ -161,18 +129,13 @@ func (hb *heartbeat) renew() bool {
 }
 
 // stop ends the renewals; a renewal under way finishes first, so none
-// starts after stop returns. A timer stopped before it fired goes back to
-// the Guard for the next heartbeat.
+// starts after stop returns.
 func (hb *heartbeat) stop() {
 	if hb.done == nil {
 		hb.mu.Lock()
 		hb.stopped = true
-		idle := hb.bt.timer.Stop()
+		hb.timer.Stop()
 		hb.mu.Unlock()
-		if idle {
-			hb.bt.hb.Store(nil)
-			hb.t.g.beatTimers.Put(hb.bt)
-		}
 	} else {
 		close(hb.done)
 		hb.exited.Wait()
