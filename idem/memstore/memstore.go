@@ -20,7 +20,7 @@ import (
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
 	mu    sync.Mutex
-	recs  map[string]entry
+	recs  map[string]*entry
 	items map[string][]byte
 	calls map[string]int
 }
@@ -29,7 +29,7 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string]entry{}, items: map[string][]byte{}, calls: map[string]int{}}
+	return &Store{recs: map[string]*entry{}, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -91,10 +91,16 @@ func (s *Store) Len() int {
 }
 
 // entry is one stored record: the record without its response, and the
-// final response as the store keeps it.
+// final response as the store keeps it. The map holds entries by
+// pointer and every write changes its entry in place: a map of 208-byte
+// slots (the entry by value) cleared and copied every slot each time it
+// grew, and every write after the claim stored the whole entry again.
+// The response is kept in the entry's own storage (room), so a record
+// takes one allocation for the entry and one for its response body.
 type entry struct {
 	rec  idem.Record // Response is always nil
-	resp *kept       // the final response (State.Final), else nil
+	resp *kept       // the final response (State.Final): &room, else nil
+	room kept
 }
 
 // record returns the caller's copy of the record e holds.
@@ -123,12 +129,13 @@ type keptHeader struct {
 	vals []string
 }
 
-// keep copies r as the store keeps it.
-func keep(r *idem.Response) *kept {
+// keep copies r into k as the store keeps it and returns k; nil (k
+// untouched) when r is nil.
+func keep(k *kept, r *idem.Response) *kept {
 	if r == nil {
 		return nil
 	}
-	k := &kept{status: r.Status, headers: r.Headers != nil, body: append([]byte(nil), r.Body...)}
+	*k = kept{status: r.Status, headers: r.Headers != nil, body: append([]byte(nil), r.Body...)}
 	k.hdrs = k.room[:0]
 	free := k.vals[:0:len(k.vals)]
 	for name, v := range r.Headers {
@@ -176,21 +183,22 @@ func (k *kept) response() *idem.Response {
 	return c
 }
 
-// live returns the unexpired record under id (caller holds mu).
-func (s *Store) live(id string, now time.Time) (entry, bool) {
-	e, ok := s.recs[id]
-	if !ok || e.rec.Expired(now) {
-		return entry{}, false
+// live returns the unexpired record under id, nil for none (caller
+// holds mu).
+func (s *Store) live(id string, now time.Time) *entry {
+	e := s.recs[id]
+	if e == nil || e.rec.Expired(now) {
+		return nil
 	}
-	return e, true
+	return e
 }
 
 // owned returns the live pending record under id owned by owner, or
 // idem.ErrFenced (caller holds mu).
-func (s *Store) owned(id, owner string, now time.Time) (entry, error) {
-	e, ok := s.live(id, now)
-	if !ok || e.rec.State != idem.StatePending || e.rec.Owner != owner || owner == "" {
-		return entry{}, idem.ErrFenced
+func (s *Store) owned(id, owner string, now time.Time) (*entry, error) {
+	e := s.live(id, now)
+	if e == nil || e.rec.State != idem.StatePending || e.rec.Owner != owner || owner == "" {
+		return nil, idem.ErrFenced
 	}
 	return e, nil
 }
@@ -219,18 +227,19 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	rec.LeaseExpires = msec(rec.LeaseExpires)
 	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
-	old, ok := s.live(rec.ID, now)
+	old := s.live(rec.ID, now)
 	switch {
-	case !ok:
+	case old == nil:
 		rec.Attempt = 1
-		s.recs[rec.ID] = entry{rec: rec}
+		s.recs[rec.ID] = &entry{rec: rec}
 		return idem.ClaimResult{Decision: idem.Claimed, Record: rec}, nil
 	case old.rec.Reclaimable(rec.Digest, now):
 		rec.Attempt = old.rec.Attempt + 1
 		rec.RequestID = old.rec.RequestID
 		rec.RawBodySHA256 = old.rec.RawBodySHA256 // the last ended attempt's, until this one ends
-		s.recs[rec.ID] = entry{rec: rec}
-		return idem.ClaimResult{Decision: idem.Reclaimed, Record: rec, LeaseExpired: old.rec.State == idem.StatePending}, nil
+		leaseExpired := old.rec.State == idem.StatePending
+		old.rec, old.resp = rec, nil
+		return idem.ClaimResult{Decision: idem.Reclaimed, Record: rec, LeaseExpired: leaseExpired}, nil
 	default:
 		return idem.ClaimResult{Decision: idem.Exists, Record: old.record()}, nil
 	}
@@ -265,14 +274,14 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 			return err
 		}
 	}
-	return s.ownedWrite(ctx, "Complete", id, owner, now, func(e entry) error {
-		e.rec.RawBodySHA256 = claim.RawBodySHA256
-		return s.complete(id, e, out, writes)
+	return s.ownedWrite(ctx, "Complete", id, owner, now, func(e *entry) error {
+		return s.complete(e, claim.RawBodySHA256, out, writes)
 	})
 }
 
-// complete writes the outcome out and its writes onto e, the record id.
-func (s *Store) complete(id string, e entry, out idem.Outcome, writes []Write) error {
+// complete writes the outcome out, the attempt's raw body hash rawSHA256
+// and the outcome's writes onto e, all or (ErrWriteConflict) nothing.
+func (s *Store) complete(e *entry, rawSHA256 string, out idem.Outcome, writes []Write) error {
 	for _, w := range writes {
 		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
 			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
@@ -285,45 +294,42 @@ func (s *Store) complete(id string, e entry, out idem.Outcome, writes []Write) e
 			s.items[w.Key] = append([]byte(nil), w.Value...)
 		}
 	}
+	e.rec.RawBodySHA256 = rawSHA256
 	e.rec.State = out.State
 	e.rec.LeaseExpires = time.Time{}
 	e.rec.Renewed = time.Time{}
 	e.rec.Expires = msec(out.Expires)
 	e.resp = nil
 	if out.State.Final() {
-		e.resp = keep(out.Response)
+		e.resp = keep(&e.room, out.Response)
 	}
-	s.recs[id] = e
 	return nil
 }
 
 // Release implements idem.Store.
 func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) error {
-	id := claim.ID
-	return s.ownedWrite(ctx, "Release", id, claim.Owner, now, func(e entry) error {
+	return s.ownedWrite(ctx, "Release", claim.ID, claim.Owner, now, func(e *entry) error {
 		e.rec.State = idem.StateRetryableFailure
 		e.rec.RawBodySHA256 = claim.RawBodySHA256
 		e.rec.LeaseExpires = time.Time{}
 		e.rec.Renewed = time.Time{}
 		e.resp = nil
-		s.recs[id] = e
 		return nil
 	})
 }
 
 // Renew implements idem.Store.
 func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
-	return s.ownedWrite(ctx, "Renew", id, owner, now, func(e entry) error {
+	return s.ownedWrite(ctx, "Renew", id, owner, now, func(e *entry) error {
 		e.rec.LeaseExpires = msec(leaseExpires)
 		e.rec.Renewed = msec(now)
-		s.recs[id] = e
 		return nil
 	})
 }
 
 // Delete implements idem.Store.
 func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
-	return s.ownedWrite(ctx, "Delete", id, owner, now, func(entry) error {
+	return s.ownedWrite(ctx, "Delete", id, owner, now, func(*entry) error {
 		delete(s.recs, id)
 		return nil
 	})
@@ -331,8 +337,8 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 
 // ownedWrite is a write by owner to its own record id, counted as call:
 // under the lock, ErrFenced unless owner holds id at now, else apply(the
-// record) does the write.
-func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(e entry) error) error {
+// record) does the write in place (all of it, or nothing when it fails).
+func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(e *entry) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -354,8 +360,8 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Get"]++
-	e, ok := s.live(id, now)
-	if !ok {
+	e := s.live(id, now)
+	if e == nil {
 		return idem.Record{}, false, nil
 	}
 	return e.record(), true, nil
