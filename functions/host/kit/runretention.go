@@ -26,9 +26,10 @@ import (
 // the record is completed, and a completed record only replays.
 // settings.LoadEnv checks the retention bounds; only the wiring knows
 // whether the transaction is used. p.Guard false (the executor) creates no
-// run under a record.
+// run under a record, nor does an api with Layer 1 off (IDEMPOTENCY_ENABLED
+// false: every run id is new).
 func runRetentionNeedsTransaction(env settings.Env, p Parts, transactional bool) error {
-	if !p.Guard || env.RunRetention <= 0 || transactional {
+	if !p.Guard || !env.Idem.Enabled || env.RunRetention <= 0 || transactional {
 		return nil
 	}
 	days := int(env.RunRetention / (24 * time.Hour))

@@ -47,3 +47,18 @@ func TestNewRefusesFiniteRunRetentionWithoutTheTransaction(t *testing.T) {
 		})
 	}
 }
+
+// With Layer 1 off (IDEMPOTENCY_ENABLED=false) no run is created under a
+// record (every run id is new), so a finite run retention needs no
+// transaction.
+func TestNewAcceptsRunRetentionWithLayerOneOff(t *testing.T) {
+	env, err := settings.LoadEnv(settings.Values(map[string]string{
+		settings.EnvRunsTable: "runs", "IDEMPOTENCY_TABLE": "idem", "IDEMPOTENCY_ENABLED": "false",
+		settings.EnvRunRetention: "30", "RUNS_TRANSACTIONAL": "false"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kit.NewKit(kit.Config{Env: env, Parts: kit.Parts{Runs: true, Guard: true}}); err != nil {
+		t.Fatalf("NewKit = %v, want accepted", err)
+	}
+}
