@@ -10,22 +10,34 @@ import (
 )
 
 // runRetentionNeedsTransaction refuses a finite run retention
-// (RUN_RETENTION_DAYS) under a Layer-1 retention of forever (the commerce
-// policy's) where createRun does not write its run in the Layer-1
-// completion transaction (RUNS_TRANSACTIONAL=false, or Layer 1 in another
-// region under fenced-effects). There a record whose completion was lost
-// after its run was written stays claimable forever, and its
-// re-execution names the same run (runs.ClaimRunID): once the run has
-// expired nothing would stop the create from landing a second time. With
-// the transaction the run exists only once the record is completed, and a
-// completed record only replays. settings.LoadEnv checks the finite
-// Layer-1 retentions; only the wiring knows whether the transaction is
-// used. p.Guard false (the executor) creates no run under a record.
+// (RUN_RETENTION_DAYS) where createRun does not write its run in the
+// Layer-1 completion transaction (RUNS_TRANSACTIONAL=false, or Layer 1 in
+// another region under fenced-effects), whatever the Layer-1 retention.
+// There a record whose execution fails after its run was written (a lost
+// answer, a throttled read) stays claimable, and its re-execution names
+// the same run (runs.ClaimRunID): the run's item is then the only fence
+// against a second create. A record is kept its retention after its last
+// claim, and each reclaim is a claim, so a record whose executions keep
+// failing can outlive any run retention (under a forever Layer-1 retention
+// at once; under a finite one by a chain of reclaims, each within the
+// record's retention of the one before, the later ones after the run
+// ended), and once the run has expired its create lands a second time and
+// its workflow runs again. With the transaction the run exists only once
+// the record is completed, and a completed record only replays.
+// settings.LoadEnv checks the retention bounds; only the wiring knows
+// whether the transaction is used. p.Guard false (the executor) creates no
+// run under a record, nor does an api with Layer 1 off (IDEMPOTENCY_ENABLED
+// false: every run id is new).
 func runRetentionNeedsTransaction(env settings.Env, p Parts, transactional bool) error {
-	if !p.Guard || env.RunRetention <= 0 || env.Idem.EffectiveRetention() != idem.Forever || transactional {
+	if !p.Guard || !env.Idem.Enabled || env.RunRetention <= 0 || transactional {
 		return nil
 	}
-	return fmt.Errorf("%s=%d with a Layer-1 retention of forever (%s, policy %s) needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 in this region): set %s to 0 (forever) or give Layer 1 a finite retention",
-		settings.EnvRunRetention, int(env.RunRetention/(24*time.Hour)), idemenv.RetentionHours, env.Idem.PolicyName(),
-		"RUNS_TRANSACTIONAL", settings.EnvRunRetention)
+	days := int(env.RunRetention / (24 * time.Hour))
+	if env.Idem.EffectiveRetention() == idem.Forever {
+		return fmt.Errorf("%s=%d with a Layer-1 retention of forever (%s, policy %s) needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 in this region): set %s to 0 (forever)",
+			settings.EnvRunRetention, days, idemenv.RetentionHours, env.Idem.PolicyName(),
+			"RUNS_TRANSACTIONAL", settings.EnvRunRetention)
+	}
+	return fmt.Errorf("%s=%d needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 in this region): without it a Layer-1 record whose executions keep failing after the run write is reclaimed, and kept, past the run's expiry, and would create the run again; set %s to 0 (forever)",
+		settings.EnvRunRetention, days, "RUNS_TRANSACTIONAL", settings.EnvRunRetention)
 }

@@ -50,12 +50,12 @@ import (
 //
 // A run's own item is the fence against its create running twice: while
 // it exists, a re-execution of the Layer-1 record that created it
-// (ClaimRunID names the same run) finds the id taken. So a run may expire
-// only after the Layer-1 record that created it can no longer re-execute
-// that create: the record's retention is at most the run's (checked at
-// start-up), or the run was written in the record's completion
-// transaction (DynamoRuns.Transactional), after which the record only
-// replays.
+// (ClaimRunID names the same run) finds the id taken. A record whose
+// executions keep failing after the run write is reclaimed, restarting
+// its retention, for as long as its key is retried, so no retention bound
+// makes that fence unnecessary: a run may expire only where it was written
+// in the record's completion transaction (DynamoRuns.Transactional), after
+// which the record only replays (kit refuses a retention elsewhere).
 
 // attrExpiresAt is RunsTable's TTL attribute: epoch seconds, written only
 // on an ended run of a store with a retention.

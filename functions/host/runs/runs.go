@@ -341,6 +341,11 @@ func (m *MemRuns) createLocked(r Run) error {
 		return ErrRunExists
 	}
 	r = withFirstVersion(r)
+	if !r.Status.Terminal() {
+		// A live run never carries an expiry (as DynamoRuns' item never
+		// does): one copied from an ended run's value is dropped.
+		r.ExpiresAt = time.Time{}
+	}
 	m.runs[r.ID] = r
 	if r.RetryOf != "" {
 		m.linkRetryLocked(r.RetryOf, r.ID)

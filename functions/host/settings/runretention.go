@@ -16,17 +16,18 @@ import (
 //     is asked of a run; a run that vanished while its effect records are
 //     still kept would answer 404 for effects the ledger still holds.
 //   - the Layer-1 retention (IDEMPOTENCY_RETENTION_HOURS, or the policy's),
-//     when finite: a run's item is what fences its create against running
-//     twice (a re-execution of the Layer-1 record that created it names
-//     the same run, runs.ClaimRunID). A record is kept its retention after
-//     its last write, which is before the run's end, so a run kept at
-//     least as long outlives every re-execution of its create.
+//     when finite: the key that created a run replays its answer, naming
+//     the run, for that retention after the run was written (with the
+//     completion record, as kit requires under a run retention).
 //
-// A Layer-1 retention of forever (the commerce policy's) is not compared:
-// a run written in the record's completion transaction (RUNS_TRANSACTIONAL,
-// the default) exists only once the record is completed, and a completed
-// record only replays. kit.NewKit refuses a finite run retention with a
-// forever Layer-1 retention where createRun does not use that transaction.
+// A Layer-1 retention of forever (the commerce policy's) is not compared.
+// Neither bound keeps a run's create from running twice: a record whose
+// executions keep failing after the run write is reclaimed, restarting
+// its retention, past any run retention, and its re-execution names the
+// same run (runs.ClaimRunID). kit.NewKit therefore refuses any finite run
+// retention where createRun does not write its run in the Layer-1
+// completion transaction (RUNS_TRANSACTIONAL): with it the run exists
+// only once the record is completed, and a completed record only replays.
 func (e *Env) runRetentionProblems() []string {
 	if e.RunRetention <= 0 {
 		return nil

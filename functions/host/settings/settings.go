@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/idemkit/idemkit/idem/idemenv"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -73,6 +74,16 @@ type Setting struct {
 // unbounded is the Max of a whole-number setting with no upper bound.
 const unbounded = 1<<31 - 1
 
+// unitDays is the Unit of a setting counting days into a time.Duration
+// (EFFECT_RETENTION_DAYS, RUN_RETENTION_DAYS). LoadEnv refuses a count
+// above maxDurationDays (106751, about 292 years) rather than let it wrap
+// to a negative duration (read as "keep forever") or a short one.
+const unitDays = "whole days"
+
+// maxDurationDays is the largest whole number of days a time.Duration
+// holds.
+const maxDurationDays = int(math.MaxInt64 / int64(24*time.Hour))
+
 // Settings lists every variable LoadEnv reads, in docs/CONFIGURATION.md's order.
 var Settings = []Setting{
 	{Name: idemenv.Table, DefaultDoc: "—", Doc: "Layer-1 table (the auditor writes a Layer-1 conflict's winner back into it under `reconciled-records`)", Functions: []string{"Api", "Auditor"}, Layer1: true},
@@ -93,9 +104,9 @@ var Settings = []Setting{
 	{Name: EnvEffectLease, Default: seconds(ledger.DefaultLease), Min: 1, Max: 3600, Note: "template: 60", Dev: "30", Doc: "ledger claim lease (renewed by heartbeat every lease/3)", Functions: []string{"Api", "Executor"},
 		Unit: "whole seconds", num: func(e *Env, n int) { e.EffectLease = time.Duration(n) * time.Second }},
 	{Name: envEffectRetention, Default: strconv.Itoa(int(ledger.MinRetention / (24 * time.Hour))), Min: int(ledger.MinRetention / (24 * time.Hour)), Max: unbounded, Doc: "ledger retention", Functions: []string{"Api", "Executor"},
-		Unit: "whole days", num: func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour }},
-	{Name: EnvRunRetention, Default: "0", Min: 0, Max: unbounded, Doc: "days an ended run (completed, failed, cancelled) is kept after its end; RunsTable's TTL (`expiresAt`, stamped in the write that ends the run) then deletes it and `GET /runs/{runId}` is `404 not_found` (the error registry's code for a missing run). `0` = forever. A finite value below `EFFECT_RETENTION_DAYS` or the Layer-1 retention (when finite) is refused at start-up ([what is kept how long](DEPLOYING.md#what-is-kept-and-for-how-long))", Functions: []string{"Api", "Executor"},
-		Unit: "whole days", num: func(e *Env, n int) { e.RunRetention = time.Duration(n) * 24 * time.Hour }},
+		Unit: unitDays, num: func(e *Env, n int) { e.EffectRetention = time.Duration(n) * 24 * time.Hour }},
+	{Name: EnvRunRetention, Default: "0", Min: 0, Max: unbounded, Doc: "days an ended run (completed, failed, cancelled) is kept after its end; RunsTable's TTL (`expiresAt`, stamped in the write that ends the run) then deletes it and `GET /runs/{runId}` is `404 not_found` (the error registry's code for a missing run). `0` = forever. A finite value below `EFFECT_RETENTION_DAYS` or the Layer-1 retention (when finite), or without `RUNS_TRANSACTIONAL` in effect, is refused at start-up ([what is kept how long](DEPLOYING.md#what-is-kept-and-for-how-long))", Functions: []string{"Api", "Executor"},
+		Unit: unitDays, num: func(e *Env, n int) { e.RunRetention = time.Duration(n) * 24 * time.Hour }},
 	{Name: EnvCrossRegion, Default: CrossRegionSingle, Doc: "`single-region` \\| `reconciled-records` \\| `fenced-effects` (advertised in `GET /.well-known/openwop`)", Functions: []string{"Api", "Executor", "Auditor"}, set: func(e *Env, v string) error {
 		e.CrossRegion = v
 		if !validCrossRegion(v) {
@@ -309,6 +320,9 @@ func (s Setting) parse(e *Env, v string) error {
 			return fmt.Errorf("want %s, at least %d", s.Unit, s.Min)
 		}
 		return fmt.Errorf("want %s %d..%d", s.Unit, s.Min, s.Max)
+	}
+	if s.Unit == unitDays && n > maxDurationDays {
+		return fmt.Errorf("want %s, at most %d (the longest a duration holds, about 292 years)", s.Unit, maxDurationDays)
 	}
 	s.num(e, n)
 	return nil

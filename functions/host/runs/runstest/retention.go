@@ -17,6 +17,7 @@ const retention = 30 * 24 * time.Hour
 var retentionCases = []testCase{
 	{"Retention/EndsStamped", retentionEndsStamped},
 	{"Retention/LiveNever", retentionLiveNever},
+	{"Retention/CreateCarriesNone", retentionCreateCarriesNone},
 	{"Retention/Race", retentionRace},
 	{"Retention/LostAnswer", retentionLostAnswer},
 	{retentionOneWriteCase, retentionOneWrite},
@@ -275,5 +276,26 @@ func retentionOneWrite(t *testing.T, e *env) {
 		if n := e.trips(); n != 1 {
 			t.Errorf("%s ending a run under a retention took %d round trips, want 1", end.name, n)
 		}
+	}
+}
+
+// retentionCreateCarriesNone: a pending run handed to Create with an
+// expiry already set (a Run value copied from an ended one, its
+// ExpiresAt included) is stored without it: a live run never expires,
+// so it is found, live, once that expiry has passed (by the suite's clock
+// it has: the stale expiry is before now).
+func retentionCreateCarriesNone(t *testing.T, e *env) {
+	r := runs.NewRun("acme", "webhook", []byte(`{"url":"https://example.com/hook"}`), e.now)
+	r.ExpiresAt = e.now.Add(-time.Hour).Truncate(time.Second)
+	if err := e.st.Create(e.ctx, r); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	got, err := e.st.Get(e.ctx, r.ID)
+	if err != nil {
+		t.Fatalf("a pending run created with a stale expiry reads as %v, want it found", err)
+	}
+	e.checkExpiry(t, "pending, created with a stale expiry", got, time.Time{})
+	if _, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", e.now); err != nil {
+		t.Fatalf("pending -> running: %v", err)
 	}
 }
