@@ -14,6 +14,7 @@ package idemenv
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -55,6 +56,10 @@ const (
 	minStoreTimeout = 100 * time.Millisecond
 	maxMillis       = 60000
 )
+
+// maxRetentionHours is the longest finite IDEMPOTENCY_RETENTION_HOURS: the
+// most whole hours a time.Duration holds (about 292 years).
+const maxRetentionHours = int(math.MaxInt64 / int64(time.Hour))
 
 // Env is the configuration read from the environment in Lambda.
 type Env struct {
@@ -137,7 +142,7 @@ func Load(getenv func(string) string) (Env, error) {
 		switch {
 		case err != nil:
 			p = append(p, fmt.Sprintf("%s=%q: want whole seconds", LeaseSeconds, v))
-		case time.Duration(n)*time.Second < idem.MinLease || time.Duration(n)*time.Second > idem.MaxLease:
+		case n < int(idem.MinLease/time.Second) || n > int(idem.MaxLease/time.Second): // compared before multiplying: a huge n would wrap
 			p = append(p, fmt.Sprintf("%s=%d: must be 30..3600", LeaseSeconds, n))
 		default:
 			e.Lease = time.Duration(n) * time.Second
@@ -148,6 +153,8 @@ func Load(getenv func(string) string) (Env, error) {
 			e.Retention = idem.Forever
 		} else if n, err := strconv.Atoi(v); err != nil || n < 0 {
 			p = append(p, fmt.Sprintf("%s=%q: want whole hours, 0 or \"forever\"", RetentionHours, v))
+		} else if n > maxRetentionHours {
+			p = append(p, fmt.Sprintf("%s=%q: at most %d hours (the longest a duration holds, about 292 years), or \"forever\"", RetentionHours, v, maxRetentionHours))
 		} else {
 			e.Retention = time.Duration(n) * time.Hour
 		}

@@ -132,3 +132,27 @@ func TestEnvBadStoreTimeoutWaitAndDerivedKeys(t *testing.T) {
 		t.Errorf("%s=60001 accepted", idemenv.WaitMS)
 	}
 }
+
+// Whole numbers too large for a time.Duration are refused, never wrapped
+// into another value: 2^55+60 seconds would wrap to a 60 s lease, and
+// hours beyond about 292 years to a short or negative retention. The
+// largest retention a duration holds is accepted as it is.
+func TestEnvDurationsDoNotWrap(t *testing.T) {
+	for _, c := range []struct{ name, value string }{
+		{idemenv.LeaseSeconds, "36028797018964028"}, // (1<<55) + 60: wraps to 60 s
+		{idemenv.LeaseSeconds, "9223372036854775807"},
+		{idemenv.RetentionHours, "2562048"}, // one hour more than a duration holds
+		{idemenv.RetentionHours, "5124120"}, // wraps to about 24 h
+		{idemenv.RetentionHours, "9223372036854775807"},
+	} {
+		e, err := idemenv.Load(func(k string) string { return map[string]string{c.name: c.value}[k] })
+		var ce *idem.ConfigError
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 || !strings.Contains(ce.Problems[0], c.name) {
+			t.Errorf("%s=%s: accepted (lease %s, retention %s), err %v", c.name, c.value, e.Lease, e.Retention, err)
+		}
+	}
+	e, err := idemenv.Load(func(k string) string { return map[string]string{idemenv.RetentionHours: "2562047"}[k] })
+	if err != nil || e.Retention != 2562047*time.Hour || e.Retention <= 0 {
+		t.Fatalf("largest retention: %s %v", e.Retention, err)
+	}
+}
