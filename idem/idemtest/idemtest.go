@@ -113,6 +113,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResponseShapes", s.responseShapes)
 	t.Run("CompleteKeepsNoReference", s.completeKeepsNoReference)
 	t.Run("ReturnedRecordsAreTheCallers", s.returnedRecordsAreTheCallers)
+	t.Run("CopiedValueListsAreSeparate", s.copiedValueListsAreSeparate)
 	t.Run("RawBodySHA256", s.rawBodySHA256)
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it
 		t.Run("LargeResponses", s.largeResponses)

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -753,6 +754,40 @@ func (s *suite) returnedRecordsAreTheCallers(t *testing.T) {
 	spoil(g.Response)
 	wantReplay(t, st, id, "owner-3", now, want)
 	equalResponse(t, mustGet(t, st, id, now).Response, want)
+}
+
+// copiedValueListsAreSeparate: within one record Claim (Exists) or Get
+// returns, each header's value list is its own: appending to one (as the
+// Guard adds its headers to a replay in place) changes no other header
+// of that copy, however the store packed the values it keeps.
+func (s *suite) copiedValueListsAreSeparate(t *testing.T) {
+	st, now, id := s.startClaimed(t)
+	want := &idem.Response{Status: 201, Body: []byte(`{"id":"run_1"}`), Headers: map[string][]string{
+		"Content-Type": {"application/json"},
+		"Link":         {"<a>; rel=x", "<b>; rel=y"},
+		"X-Empty":      {""},
+		"X-Multi":      {"b", "a"},
+		"Location":     {"/runs/run_1"},
+	}}
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: want, Expires: now.Add(keep)}, now)
+	want = mustGet(t, st, id, now).Response
+	for name := range want.Headers {
+		for _, read := range []func() *idem.Response{
+			func() *idem.Response { return mustGet(t, st, id, now).Response },
+			func() *idem.Response {
+				return claim(t, st, pending(id, digestA, "owner-2", now), now, idem.Exists).Response
+			},
+		} {
+			r := read()
+			r.Headers[name] = append(r.Headers[name], "appended")
+			for other, vs := range want.Headers {
+				if other != name && !slices.Equal(r.Headers[other], vs) {
+					t.Fatalf("appending to %s changed %s in the same copy: %q, want %q", name, other, r.Headers[other], vs)
+				}
+			}
+		}
+	}
+	wantReplay(t, st, id, "owner-3", now, want)
 }
 
 func (s *suite) largeResponses(t *testing.T) {
