@@ -21,7 +21,11 @@ type timerClock interface {
 
 // heartbeat renews the lease every Heartbeat (on the Guard's clock) while
 // the handler runs, and cancels the handler's context with ErrLeaseLost
-// when a renewal is fenced. It lives in the request's execution (one per
+// when a renewal is fenced, or when one fails (the store unavailable,
+// throttled, timed out) and the next could no longer come before the end
+// of the last lease written: the handler's context never outlives its
+// lease, so a same-key retry that reclaims the record after that end
+// never runs beside a handler whose context is still live. It lives in the request's execution (one per
 // claimed request), as does the handler's cancellable context (leaseCtx,
 // made only when the handler needs it): on a timerClock starting it allocates only one timer and its
 // callback; on another clock, the clock's ticker and a goroutine.
@@ -30,6 +34,10 @@ type heartbeat struct {
 	ctx   *claimValues // the handler's context without the lease's cancellation
 	lease *leaseCtx    // the handler's context
 	every time.Duration
+	// until is the end of the last lease written (the claim's, then each
+	// renewal's that succeeded), on the Guard's clock: the time from
+	// which a same-key request may reclaim the record.
+	until time.Time
 
 	// On a timerClock: mu is held through each renewal, so that stop
 	// waits for a renewal under way; after stop none starts.
@@ -44,15 +52,16 @@ type heartbeat struct {
 }
 
 // startHeartbeat starts the heartbeat of the handler whose context
-// without the lease is ctx, and returns the handler's context (cancelled
+// without the lease is ctx and whose claim wrote the lease end until (on
+// the Guard's clock), and returns the handler's context (cancelled
 // with ErrLeaseLost when the lease is lost, and when the heartbeat stops)
 // and the heartbeat to stop when the handler returns.
-func (t *txn) startHeartbeat(ctx *claimValues) (context.Context, *heartbeat) {
+func (t *txn) startHeartbeat(ctx *claimValues, until time.Time) (context.Context, *heartbeat) {
 	x := t.x
 	x.lease = leaseCtx{parent: ctx}
 	hctx := &x.lease
 	hb := &x.hb // allocated with the execution
-	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat}
+	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat, until: until}
 	if tc, ok := t.g.clock.(timerClock); ok {
 		hb.mu.Lock()
 		defer hb.mu.Unlock()
@@ -103,9 +112,14 @@ func nextTick(due, now time.Time, every time.Duration) (time.Time, time.Duration
 	return due.Add(late / every * every), 0
 }
 
-// renew renews the lease once; false when the lease was lost (a fenced
-// renewal: the handler's context is cancelled with ErrLeaseLost, and no
-// renewal follows).
+// renew renews the lease once; false when the lease was lost or cut: the
+// handler's context is then cancelled with ErrLeaseLost, and no renewal
+// follows. The lease is lost when the renewal is fenced, and cut when the
+// renewal failed otherwise and the next one, Heartbeat from now, would
+// come at or after the end of the last lease written (hb.until): a
+// renewal that can no longer land in time must not leave the handler
+// running past its lease. A failed renewal with time left before that end
+// is retried at the next tick.
 func (hb *heartbeat) renew() bool {
 	t := hb.t
 	now := t.g.clock.Now()
@@ -116,14 +130,13 @@ func (hb *heartbeat) renew() bool {
 	rctx.release()
 	if err == nil {
 		t.leaseEnd = started.Add(lease)
+		hb.until = now.Add(lease)
+		return true
 	}
-	if errors.Is(err, ErrFenced) {
-		t.writeFailed(hb.ctx, "renew", err)
+	t.writeFailed(hb.ctx, "renew", err)
+	if errors.Is(err, ErrFenced) || !t.g.clock.Now().Add(hb.every).Before(hb.until) {
 		hb.lease.end(ErrLeaseLost)
 		return false
-	}
-	if err != nil {
-		t.writeFailed(hb.ctx, "renew", err)
 	}
 	return true
 }

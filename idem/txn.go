@@ -398,7 +398,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		t.leaseEnd = started.Add(lease)
 		if res.Decision == Claimed || res.Decision == Reclaimed {
-			return t.execute(ctx, res, renew, run)
+			return t.execute(ctx, res, renew, rec.LeaseExpires, run)
 		}
 		cur := res.Record
 		if !waiting {
@@ -586,7 +586,10 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	return resp
 }
 
-func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run handlerFunc) *Response {
+// execute runs the handler of the claim res, whose lease ends at until on
+// the Guard's clock (the claim's LeaseExpires as written), renewed by a
+// heartbeat when renew is set.
+func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until time.Time, run handlerFunc) *Response {
 	g := t.g
 	rec := res.Record
 	// The writes that end this attempt (completion, release) store its
@@ -611,7 +614,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, run hand
 	hctx := context.Context(&x.values)
 	var hb *heartbeat
 	if renew {
-		hctx, hb = t.startHeartbeat(&x.values)
+		hctx, hb = t.startHeartbeat(&x.values, until)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {

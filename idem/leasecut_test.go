@@ -1,0 +1,139 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemtest"
+)
+
+// errRenewDown is the failure of a renewal that is not fenced: the store
+// unavailable, throttled past the SDK's retries, or timed out.
+var errRenewDown = errors.New("injected: store unavailable")
+
+// failingRenewals is a store whose renewals fail (not fenced) from the
+// failFrom-th on. Each renewal takes every on the Guard's clock (the clock
+// is advanced inside the store call, on the heartbeat's goroutine, so that
+// the test never races the heartbeat's own clock readings).
+type failingRenewals struct {
+	idem.Store
+	failFrom int
+	took     func()
+
+	mu sync.Mutex
+	n  int
+}
+
+func (s *failingRenewals) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
+	s.mu.Lock()
+	s.n++
+	n := s.n
+	s.mu.Unlock()
+	defer s.took()
+	if n >= s.failFrom {
+		return errRenewDown
+	}
+	return s.Store.Renew(ctx, id, owner, leaseExpires, now)
+}
+
+// TestLeaseCutWhenRenewalsFail: when the heartbeat's renewals fail (not
+// fenced) until the next could no longer land before the end of the last
+// lease written, the handler's context ends with cause ErrLeaseLost
+// before that lease end (the claim's own lease when the very first renewal
+// fails), and no renewal follows; a same-key request that reclaims the
+// record after that lease end runs only once the first handler's context
+// has ended. The first handler's completion is then fenced (409
+// idempotency_in_flight) and the record keeps the second's response. When
+// nobody reclaimed, the cut handler's completion still lands (the fence is
+// the owner token): one execution, its response recorded.
+func TestLeaseCutWhenRenewalsFail(t *testing.T) {
+	const lease, every = 30 * time.Second, 9 * time.Second
+	for _, failFrom := range []int{1, 2} {
+		for _, reclaim := range []bool{true, false} {
+			t.Run(fmt.Sprintf("failFrom=%d/reclaim=%t", failFrom, reclaim), func(t *testing.T) {
+				ticks := make(chan time.Time)
+				var s *failingRenewals
+				e := newEnv(t, func(c *idem.Config) {
+					c.Lease, c.Heartbeat = lease, every
+					s = &failingRenewals{Store: c.Store, failFrom: failFrom}
+					c.Store = s
+					c.Test.Clock = idemtest.ClockFuncs{NowFunc: c.Test.Clock.Now,
+						NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }}
+				})
+				s.took = func() { e.clock.Advance(every) }
+				id := scopeID(testTenant, "POST /runs", testKey)
+				ev := v2event("POST", "POST /runs", testKey, `{}`)
+				var firstCtx context.Context
+				second := &handler{body: `{"who":"second"}`, before: func(context.Context) {
+					if firstCtx.Err() == nil {
+						t.Errorf("the reclaiming request ran while the first handler's context was live")
+					}
+				}}
+				var secondResp string
+				first := &handler{body: `{"who":"first"}`, before: func(ctx context.Context) {
+					firstCtx = ctx
+					e.clock.Advance(every)
+					cut := false
+					for range 10 {
+						select {
+						case ticks <- time.Time{}:
+							continue
+						case <-ctx.Done():
+							cut = true
+						}
+						break
+					}
+					rec, _, _ := e.store.Get(context.Background(), id, e.clock.Now())
+					if !cut {
+						t.Errorf("handler context still live at %s, the last lease written ended at %s", e.clock.Now(), rec.LeaseExpires)
+					} else {
+						if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
+							t.Errorf("cause %v, want ErrLeaseLost", cause)
+						}
+						if !e.clock.Now().Before(rec.LeaseExpires) {
+							t.Errorf("cut at %s, not before the last lease written ended (%s)", e.clock.Now(), rec.LeaseExpires)
+						}
+						// No renewal follows the cut: the heartbeat takes no tick.
+						select {
+						case ticks <- time.Time{}:
+							t.Errorf("the heartbeat still renews after the cut")
+						default:
+						}
+					}
+					if reclaim {
+						if left := rec.LeaseExpires.Sub(e.clock.Now()); left > 0 {
+							e.clock.Advance(left)
+						}
+						secondResp = e.call(second, ev).Body
+					}
+				}}
+				r := e.call(first, ev)
+				if reclaim {
+					if secondResp != `{"who":"second"}` || second.Calls() != 1 {
+						t.Fatalf("reclaim answered %s (%d runs)", secondResp, second.Calls())
+					}
+					if code, _ := envelope(t, r.Body); r.StatusCode != 409 || code != "idempotency_in_flight" {
+						t.Fatalf("the cut handler's completion answered %d %s", r.StatusCode, r.Body)
+					}
+				} else if r.StatusCode != 201 || r.Body != `{"who":"first"}` {
+					t.Fatalf("the cut handler, not reclaimed, answered %d %s", r.StatusCode, r.Body)
+				}
+				want := `{"who":"first"}`
+				if reclaim {
+					want = `{"who":"second"}`
+				}
+				if rr := e.call(&handler{}, ev); rr.Body != want || rr.Headers["Openwop-Idempotent-Replay"] != "true" {
+					t.Fatalf("replay %d %s, want %s", rr.StatusCode, rr.Body, want)
+				}
+				if first.Calls() != 1 {
+					t.Fatalf("first handler ran %d times", first.Calls())
+				}
+			})
+		}
+	}
+}
