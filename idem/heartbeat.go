@@ -141,6 +141,14 @@ func (hb *heartbeat) renew() bool {
 	return true
 }
 
+// lost reports whether the handler's context ended with ErrLeaseLost (a
+// fenced renewal, or the lease cut). Read after stop.
+func (hb *heartbeat) lost() bool {
+	hb.lease.mu.Lock()
+	defer hb.lease.mu.Unlock()
+	return hb.lease.cause == ErrLeaseLost
+}
+
 // stop ends the renewals; a renewal under way finishes first, so none
 // starts after stop returns.
 func (hb *heartbeat) stop() {

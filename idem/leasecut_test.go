@@ -50,12 +50,17 @@ func (s *failingRenewals) Renew(ctx context.Context, id, owner string, leaseExpi
 // has ended. The first handler's completion is then fenced (409
 // idempotency_in_flight) and the record keeps the second's response. When
 // nobody reclaimed, the cut handler's completion still lands (the fence is
-// the owner token): one execution, its response recorded.
+// the owner token): one execution, its response recorded. A handler that
+// stops when its context ends (returning its cause) is answered 409
+// idempotency_in_flight when the record was reclaimed, else 503
+// idemkit.store_unavailable (both with Retry-After), never a 500; the
+// record is released, so a retry runs at once.
 func TestLeaseCutWhenRenewalsFail(t *testing.T) {
 	const lease, every = 30 * time.Second, 9 * time.Second
 	for _, failFrom := range []int{1, 2} {
-		for _, reclaim := range []bool{true, false} {
-			t.Run(fmt.Sprintf("failFrom=%d/reclaim=%t", failFrom, reclaim), func(t *testing.T) {
+		for _, c := range []struct{ reclaim, stops bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
+			reclaim, stops := c.reclaim, c.stops
+			t.Run(fmt.Sprintf("failFrom=%d/reclaim=%t/stops=%t", failFrom, reclaim, stops), func(t *testing.T) {
 				ticks := make(chan time.Time)
 				var s *failingRenewals
 				e := newEnv(t, func(c *idem.Config) {
@@ -75,7 +80,8 @@ func TestLeaseCutWhenRenewalsFail(t *testing.T) {
 					}
 				}}
 				var secondResp string
-				first := &handler{body: `{"who":"first"}`, before: func(ctx context.Context) {
+				var first *handler
+				first = &handler{body: `{"who":"first"}`, before: func(ctx context.Context) {
 					firstCtx = ctx
 					e.clock.Advance(every)
 					cut := false
@@ -105,6 +111,9 @@ func TestLeaseCutWhenRenewalsFail(t *testing.T) {
 						default:
 						}
 					}
+					if stops {
+						first.err = context.Cause(ctx) // the handler stops: its own goroutine reads err next
+					}
 					if reclaim {
 						if left := rec.LeaseExpires.Sub(e.clock.Now()); left > 0 {
 							e.clock.Advance(left)
@@ -113,6 +122,27 @@ func TestLeaseCutWhenRenewalsFail(t *testing.T) {
 					}
 				}}
 				r := e.call(first, ev)
+				if stops {
+					code, _ := envelope(t, r.Body)
+					wantStatus, wantCode := 503, idem.CodeStoreUnavailable
+					if reclaim {
+						wantStatus, wantCode = 409, "idempotency_in_flight"
+					}
+					if r.StatusCode != wantStatus || code != wantCode || r.Headers["Retry-After"] == "" {
+						t.Fatalf("the cut handler that stopped answered %d %s %v, want %d %s with Retry-After", r.StatusCode, r.Body, r.Headers, wantStatus, wantCode)
+					}
+					if reclaim {
+						if secondResp != `{"who":"second"}` {
+							t.Fatalf("reclaim answered %s", secondResp)
+						}
+						return
+					}
+					// Released: a retry runs the handler again at once.
+					if rr := e.call(second, ev); rr.Body != `{"who":"second"}` || second.Calls() != 1 {
+						t.Fatalf("retry after the cut handler stopped: %d %s", rr.StatusCode, rr.Body)
+					}
+					return
+				}
 				if reclaim {
 					if secondResp != `{"who":"second"}` || second.Calls() != 1 {
 						t.Fatalf("reclaim answered %s (%d runs)", secondResp, second.Calls())

@@ -630,6 +630,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		t.release(wctx, rec, now)
 		return t.clientClosed(ctx, "handler")
 	}
+	if err != nil && hb != nil && hb.lost() {
+		return t.stoppedLeaseLost(ctx, wctx, rec, now, err)
+	}
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
 			t.errText(err), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
@@ -673,10 +676,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		return t.unavailable()
 	case errors.Is(err, ErrFenced):
 		t.writeFailed(ctx, "complete", err)
-		r := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
-			"This request's claim was taken over by another invocation; retry it with the same Idempotency-Key."))
-		r.Headers[HeaderRetryAfter] = []string{strconv.Itoa(int(math.Ceil(g.cfg.InFlightRetryAfter.Seconds())))}
-		return r
+		return t.takenOver()
 	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
 		t.writeFailed(ctx, "complete", err)
 		t.release(wctx, rec, now)
@@ -691,6 +691,34 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		}
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
+}
+
+// takenOver is the answer to a request whose claim another invocation
+// took over (its completion or release fenced): 409 in flight, with
+// Retry-After.
+func (t *txn) takenOver() *Response {
+	r := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
+		"This request's claim was taken over by another invocation; retry it with the same Idempotency-Key."))
+	r.Headers[HeaderRetryAfter] = []string{strconv.Itoa(int(math.Ceil(t.g.cfg.InFlightRetryAfter.Seconds())))}
+	return r
+}
+
+// stoppedLeaseLost answers a handler that returned an error after its
+// context ended with ErrLeaseLost (its lease fenced, or cut when renewals
+// failed): the record is released (fenced when another invocation took
+// it over) so that a retry runs at once; the answer is 409 in flight when
+// it was taken over, else 503 CodeStoreUnavailable (the store failed the
+// renewals), both with Retry-After, never a 500.
+func (t *txn) stoppedLeaseLost(ctx context.Context, wctx context.Context, rec Record, now time.Time, err error) *Response {
+	t.logFailure(ctx, slog.LevelWarn, "idempotency: handler stopped after its lease was lost",
+		t.errText(err), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeLeaseLost))
+	if rerr := t.g.cfg.Store.Release(wctx, rec, now); rerr != nil {
+		t.writeFailed(ctx, "release", rerr)
+		if errors.Is(rerr, ErrFenced) {
+			return t.takenOver()
+		}
+	}
+	return t.unavailable()
 }
 
 func (t *txn) writeFailed(ctx context.Context, op string, err error) {
