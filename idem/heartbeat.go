@@ -125,7 +125,10 @@ func (hb *heartbeat) renew() bool {
 	now := t.g.clock.Now()
 	lease, _ := t.g.leaseFor(hb.ctx) // inside Lambda, capped by what is left of the invocation
 	started := t.g.wallAt(now)
-	rctx := t.g.storeCtxAt(nil, hb.ctx, true, time.Time{}, started) // off the request's goroutine: its own
+	// Off the request's goroutine: its own context, bounded by the end of
+	// the lease written last (wall time), so that a renewal that stalls
+	// fails by then and the lease is cut before it ends.
+	rctx := t.g.storeCtxAt(nil, hb.ctx, true, t.leaseEnd, started)
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 	rctx.release()
 	if err == nil {

@@ -167,3 +167,44 @@ func TestLeaseCutWhenRenewalsFail(t *testing.T) {
 		}
 	}
 }
+
+// deadlineRenewals records the deadline of each renewal's context.
+type deadlineRenewals struct {
+	idem.Store
+	deadlines chan time.Time
+}
+
+func (s *deadlineRenewals) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
+	d, _ := ctx.Deadline()
+	s.deadlines <- d
+	return s.Store.Renew(ctx, id, owner, leaseExpires, now)
+}
+
+// TestRenewalBoundedByTheLease: a renewal's store call is bounded by the
+// end of the lease written last (here the claim's), not only by
+// StoreTimeout, so that a renewal that stalls fails, and the lease is cut,
+// before that lease ends.
+func TestRenewalBoundedByTheLease(t *testing.T) {
+	const lease = 30 * time.Second
+	ticks := make(chan time.Time)
+	s := &deadlineRenewals{deadlines: make(chan time.Time, 1)}
+	e := newEnv(t, func(c *idem.Config) {
+		c.Lease, c.Heartbeat, c.StoreTimeout = lease, 9*time.Second, 10*lease
+		s.Store = c.Store
+		c.Store = s
+		c.Test.Clock = idemtest.ClockFuncs{NowFunc: c.Test.Clock.Now,
+			NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }}
+	})
+	h := &handler{before: func(context.Context) {
+		// The claim was sent before the handler started: its lease ends
+		// by started + lease (wall time).
+		started := time.Now()
+		ticks <- time.Time{}
+		if d := <-s.deadlines; d.IsZero() || d.After(started.Add(lease)) {
+			t.Errorf("renewal deadline %s, after the lease's end (by %s)", d, started.Add(lease))
+		}
+	}}
+	if r := e.call(h, v2event("POST", "POST /runs", testKey, `{}`)); r.StatusCode != 201 {
+		t.Fatalf("answered %d %s", r.StatusCode, r.Body)
+	}
+}
