@@ -23,7 +23,13 @@ var (
 
 	// ErrLeaseLost is the cause (context.Cause) with which a handler's context
 	// is cancelled when its heartbeat finds the lease reclaimed by another
-	// invocation. Whatever the handler then returns is not recorded.
+	// invocation (a fenced renewal), or cuts the lease short: a renewal
+	// failed (the store unavailable, throttled, timed out) and the next
+	// could no longer come before the lease written last ends. The context
+	// ends before that lease end, so no same-key retry reclaims the record
+	// while it is live. Once the record is taken over, whatever the handler
+	// returns is not recorded (its completion is fenced); a cut handler
+	// whose record nobody took over can still complete.
 	ErrLeaseLost = errors.New("idem: lease lost to another invocation")
 
 	// ErrInvalidJSON is returned (wrapped, with the JCS error) for a body on a

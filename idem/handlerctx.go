@@ -31,7 +31,8 @@ func (c *claimValues) Value(key any) any {
 
 // leaseCtx is the handler's context while a heartbeat renews its lease:
 // parent (its claimValues) cancelled with ErrLeaseLost when a renewal is
-// fenced, and with context.Canceled when the handler has returned. It is
+// fenced or the lease is cut (heartbeat), and with context.Canceled when
+// the handler has returned. It is
 // the context context.WithCancelCause(parent) returns, made only when
 // first needed: a handler that reads Done, a value other than the claim's,
 // or Err once the context has ended, gets that context's channel, values,

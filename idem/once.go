@@ -50,7 +50,10 @@ const workTenantPrefix = "event:"
 //   - Of any number of concurrent or later calls with the same key and
 //     payload, Run runs to a returned value at most once, as long as it
 //     finishes within its lease (Config.Lease renewed by a heartbeat;
-//     inside Lambda capped by the remaining time plus Config.LeaseSkew);
+//     inside Lambda capped by the remaining time plus Config.LeaseSkew).
+//     Run's context ends with cause ErrLeaseLost before the lease written
+//     last ends when renewals fail or are fenced, so no other call runs
+//     Run while that context is live;
 //     every other call gets that value back without running it, and ran
 //     false.
 //   - An error (or panic, as an error wrapping ErrEventPanic) of Run is
