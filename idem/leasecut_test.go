@@ -208,3 +208,69 @@ func TestRenewalBoundedByTheLease(t *testing.T) {
 		t.Fatalf("answered %d %s", r.StatusCode, r.Body)
 	}
 }
+
+// TestOnceLeaseCutWhenRenewalsFail: Guard.Once shares the heartbeat: with
+// its renewals failing, Run's context ends with cause ErrLeaseLost before
+// the claim's lease ends. A Run that stops with that cause gets it back
+// (ran true) and leaves the record retryable, so the next call runs Run
+// again at once; a Run that returns its value anyway (nobody took the
+// record over) has it recorded, and the next call gets it back unrun.
+func TestOnceLeaseCutWhenRenewalsFail(t *testing.T) {
+	const lease, every = 30 * time.Second, 9 * time.Second
+	for _, stops := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stops=%t", stops), func(t *testing.T) {
+			ticks := make(chan time.Time)
+			var s *failingRenewals
+			e := newEnv(t, func(c *idem.Config) {
+				c.Lease, c.Heartbeat = lease, every
+				s = &failingRenewals{Store: c.Store, failFrom: 1}
+				c.Store = s
+				c.Test.Clock = idemtest.ClockFuncs{NowFunc: c.Test.Clock.Now,
+					NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }}
+			})
+			s.took = func() { e.clock.Advance(every) }
+			claimed := e.clock.Now()
+			runs := 0
+			w := idem.Work{Operation: "charge-order", Key: "order-1", Payload: []byte(`{}`), Run: func(ctx context.Context) ([]byte, error) {
+				runs++
+				if runs > 1 {
+					return []byte(`"again"`), nil
+				}
+				e.clock.Advance(every)
+				cut := false
+				for range 10 {
+					select {
+					case ticks <- time.Time{}:
+						continue
+					case <-ctx.Done():
+						cut = true
+					}
+					break
+				}
+				if !cut || !errors.Is(context.Cause(ctx), idem.ErrLeaseLost) || !e.clock.Now().Before(claimed.Add(lease)) {
+					t.Errorf("Run's context: cut %t, cause %v, at %s (the claim's lease ends %s)", cut, context.Cause(ctx), e.clock.Now(), claimed.Add(lease))
+				}
+				if stops {
+					return nil, context.Cause(ctx)
+				}
+				return []byte(`"first"`), nil
+			}}
+			v, ran, err := e.guard.Once(context.Background(), w)
+			if stops {
+				if !ran || !errors.Is(err, idem.ErrLeaseLost) {
+					t.Fatalf("Once = %s, %t, %v; want ran, ErrLeaseLost", v, ran, err)
+				}
+				if v, ran, err := e.guard.Once(context.Background(), w); err != nil || !ran || string(v) != `"again"` || runs != 2 {
+					t.Fatalf("retry: %s, %t, %v (runs %d)", v, ran, err, runs)
+				}
+				return
+			}
+			if err != nil || !ran || string(v) != `"first"` {
+				t.Fatalf("Once = %s, %t, %v", v, ran, err)
+			}
+			if v, ran, err := e.guard.Once(context.Background(), w); err != nil || ran || string(v) != `"first"` || runs != 1 {
+				t.Fatalf("second call: %s, %t, %v (runs %d)", v, ran, err, runs)
+			}
+		})
+	}
+}
