@@ -613,8 +613,17 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	}
 
 	_, call := l.span(ctx, spanProvider, eff)
-	out, ferr := l.run(ctx, next, fn)
+	out, gaveUp, ferr := l.run(ctx, next, fn)
 	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
+	if gaveUp {
+		// The heartbeat's renewals failed until the lease could end: fn's
+		// context was cancelled with ErrLeaseLost and its outcome is not
+		// recorded (an error caused by that cancellation must not become
+		// a recorded failure). The attempt stays firing, as after a refused
+		// renewal; once its lease ends the next executor reclaims it as
+		// escaped and reuses the provider key.
+		return res, errors.Join(ErrLeaseLost, ferr)
+	}
 	val := out.value
 	if eff.Streamed {
 		res.BodyDigest, res.BodySize = out.bodyDigest, out.bodySize
