@@ -35,8 +35,8 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (out produ
 //   - A refused renewal means the claim was reclaimed: it calls
 //     lost(ErrLeaseLost) and stops.
 //   - A renewal that fails with an error is retried at the next tick while
-//     that tick (now + Heartbeat, now read after the failure) comes before
-//     the lease end last written. Otherwise no renewal can be relied on to
+//     that tick (the tick's now + Heartbeat) comes before the lease end last
+//     written, and the failed renewal did not itself last until then. Otherwise no renewal can be relied on to
 //     land in time, and the effect function must not outlive its lease
 //     (another executor may reclaim the attempt once it ends and fire
 //     again): it calls lost(ErrLeaseLost) and stops, and stop reports
@@ -74,8 +74,10 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 				if rctx.Err() != nil {
 					return false // stopping: fn has returned
 				}
-				if l.now().Add(l.cfg.Heartbeat).Before(cur.LeaseUntil) {
-					return true // the next tick may still renew in time
+				// The next renewal comes at the next tick (now + Heartbeat)
+				// or, if this one took that long, at once (l.now()).
+				if end := cur.LeaseUntil; now.Add(l.cfg.Heartbeat).Before(end) && l.now().Before(end) {
+					return true // it may still land in time
 				}
 				hb.gaveUp = true
 				lost(ErrLeaseLost)
