@@ -144,8 +144,9 @@ type Call struct {
 
 // Func performs the effect. Its context is cancelled with cause ErrLeaseLost
 // (context.Cause) when a heartbeat finds the claim reclaimed by another
-// executor: the function should then stop, as its outcome will not be
-// recorded. It returns the value to record (a small result
+// executor, or when renewals kept failing until the lease last written
+// would end before the next one (see Config.Heartbeat): the function
+// should then stop, as its outcome will not be recorded. It returns the value to record (a small result
 // such as the provider's object id; for a streamed effect it is returned to
 // this caller but not recorded), or an error:
 //
@@ -220,7 +221,10 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - while fn runs, a heartbeat renews the lease (Config.Heartbeat), so a
 //     long effect is not reclaimed while its executor is alive; a renewal
 //     refused because the claim was reclaimed cancels fn's context with
-//     cause ErrLeaseLost;
+//     cause ErrLeaseLost, and so do renewals failing with errors until the
+//     lease last written would end before the next tick (fn's context
+//     ends before that lease does; Do returns ErrLeaseLost, records
+//     nothing, and the attempt is reclaimed as escaped after its lease);
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
 //     point of no return and the outcome (which would let a later claim
@@ -613,8 +617,17 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	}
 
 	_, call := l.span(ctx, spanProvider, eff)
-	out, ferr := l.run(ctx, next, fn)
+	out, gaveUp, ferr := l.run(ctx, next, fn)
 	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
+	if gaveUp {
+		// The heartbeat's renewals failed until the lease could end: fn's
+		// context was cancelled with ErrLeaseLost and its outcome is not
+		// recorded (an error caused by that cancellation must not become
+		// a recorded failure). The attempt stays firing, as after a refused
+		// renewal; once its lease ends the next executor reclaims it as
+		// escaped and reuses the provider key.
+		return res, errors.Join(ErrLeaseLost, ferr)
+	}
 	val := out.value
 	if eff.Streamed {
 		res.BodyDigest, res.BodySize = out.bodyDigest, out.bodySize

@@ -10,33 +10,57 @@ import (
 // run calls fn for the attempt rec (just written with its fire mark) while a
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is
 // stopped, and its last renewal finished or abandoned, before run returns,
-// also when fn panics, so it never races the outcome write.
-func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (produced, error) {
+// also when fn panics, so it never races the outcome write. gaveUp reports
+// that the heartbeat cancelled fn's context because its renewals kept
+// failing until the lease last written could end before the next tick (see
+// heartbeat): the caller must then not record fn's outcome.
+func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (out produced, gaveUp bool, err error) {
 	call := Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: rec.Fence}
 	if l.cfg.Heartbeat < 0 {
-		return fn(ctx, call)
+		out, err = fn(ctx, call)
+		return out, false, err
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := l.heartbeat(ctx, rec, cancel)
 	defer stop()
-	return fn(fctx, call)
+	out, err = fn(fctx, call)
+	return out, stop(), err
 }
 
 // heartbeat renews rec's lease at every tick with a Replace fenced on the
-// owner token, attempt, state firing and rec's fencing token. A refused
-// renewal means the claim was reclaimed: it calls lost(ErrLeaseLost) and
-// stops. A renewal that fails with an error is retried at the next tick.
+// owner token, attempt, state firing and rec's fencing token, and tracks the
+// lease end of the last write that landed (rec's, then each renewal's).
+//
+//   - A refused renewal means the claim was reclaimed: it calls
+//     lost(ErrLeaseLost) and stops.
+//   - A renewal that fails with an error is retried at the next tick while
+//     that tick (the tick's now + Heartbeat) comes before the lease end last
+//     written, and the failed renewal did not itself last until then. Otherwise no renewal can be relied on to
+//     land in time, and the effect function must not outlive its lease
+//     (another executor may reclaim the attempt once it ends and fire
+//     again): it calls lost(ErrLeaseLost) and stops, and stop reports
+//     gaveUp. The record is left as it is, firing, for a reclaim after
+//     that lease end.
+//
 // The returned stop function ends the heartbeat (cancelling a renewal in
 // flight, which is harmless: a renewal changes only the lease, the update
-// time and the retention) and waits for it.
-func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.CancelCauseFunc) (stop func()) {
+// time and the retention), waits for it and reports whether it gave up.
+// A renewal that fails because stop cancelled it never gives up.
+func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.CancelCauseFunc) (stop func() (gaveUp bool)) {
 	ticks, stopTicker := l.cfg.Test.Clock.NewTicker(l.cfg.Heartbeat)
-	quit, done := make(chan struct{}), make(chan struct{})
+	quit := make(chan struct{})
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
 	want := Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: StateFiring}
+	// One allocation shared by the heartbeat and stop: gaveUp is written by
+	// the heartbeat before done is closed and read by stop after.
+	hb := struct {
+		once   sync.Once
+		gaveUp bool
+		done   chan struct{}
+	}{done: make(chan struct{})}
 	go func() {
-		defer close(done)
+		defer close(hb.done)
 		defer stopTicker()
 		cur := rec
 		clock.EachTick(quit, ticks, func() bool {
@@ -47,7 +71,17 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 			ok, _, err := l.cfg.Store.Replace(rctx, next, want, now)
 			switch {
 			case err != nil:
-				// Transient (or stopping): try again at the next tick.
+				if rctx.Err() != nil {
+					return false // stopping: fn has returned
+				}
+				// The next renewal comes at the next tick (now + Heartbeat)
+				// or, if this one took that long, at once (l.now()).
+				if end := cur.LeaseUntil; now.Add(l.cfg.Heartbeat).Before(end) && l.now().Before(end) {
+					return true // it may still land in time
+				}
+				hb.gaveUp = true
+				lost(ErrLeaseLost)
+				return false
 			case !ok:
 				lost(ErrLeaseLost)
 				return false
@@ -57,12 +91,12 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 			return true
 		})
 	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
+	return func() bool {
+		hb.once.Do(func() {
 			close(quit)
 			rcancel()
-			<-done
+			<-hb.done
 		})
+		return hb.gaveUp
 	}
 }

@@ -69,7 +69,9 @@ type Config struct {
 	// effect function runs (see Heartbeat). Without heartbeats it must exceed
 	// the effect function's longest run. Leases are compared with the
 	// reclaiming executor's clock: clock skew between executors eats into
-	// the lease (keep Lease - Heartbeat well above the worst skew). Default
+	// the lease (keep Lease - Heartbeat well above the worst skew). With
+	// heartbeats, renewals that keep failing cancel the effect function's
+	// context before the lease last written ends (see Heartbeat). Default
 	// DefaultLease (5m); minimum 1s.
 	Lease time.Duration
 	// Heartbeat is the interval at which the lease of a fired attempt is
@@ -79,9 +81,23 @@ type Config struct {
 	// reclaimed: heartbeats stop, the context passed to the effect function
 	// is cancelled with cause ErrLeaseLost, and the outcome write is refused
 	// as well (Do returns ErrLeaseLost). A renewal that fails with an error
-	// is retried at the next tick. An effect function shorter than Heartbeat
-	// costs no extra round trip. Default Lease/3; must be below Lease;
-	// negative: no heartbeat.
+	// (a store outage, throttling past the SDK's retries, a timeout) is
+	// retried at the next tick only while that tick (now + Heartbeat) comes
+	// before the end of the lease last written (the fire's, then each
+	// renewal's); otherwise the heartbeat gives up: it stops, the effect
+	// function's context is cancelled with cause ErrLeaseLost before that
+	// lease ends, and Do returns ErrLeaseLost without recording the
+	// outcome. The attempt stays firing, as after a refused renewal: once
+	// its lease ends, the next executor reclaims it as escaped and fires
+	// with the same provider key. So the context of an effect function
+	// whose renewals fail ends before another executor may reclaim its
+	// attempt (the function must honour it; a renewal that hangs without
+	// failing delays the check until it returns). With the
+	// default (Lease/3) one failed renewal is retried and the second in a
+	// row gives up; with Heartbeat at Lease/2 or more the first failure
+	// gives up. An effect function shorter than Heartbeat costs no extra
+	// round trip. Default Lease/3; must be below Lease; negative: no
+	// heartbeat.
 	Heartbeat time.Duration
 	// MaxAttempts caps the attempts kept in an effect record (the record is
 	// one DynamoDB item, limited to 400 KB). Once an effect has MaxAttempts

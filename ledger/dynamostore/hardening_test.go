@@ -106,6 +106,108 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 	})
 }
 
+// Heartbeat renewals failing on DynamoDB until the lease last written would
+// end before the next tick (a 500 the SDK does not retry, then throttling
+// past the SDK's retries): the effect function's context is cancelled with
+// cause ErrLeaseLost while the clock is still before that lease end, Do
+// returns ErrLeaseLost and writes nothing more (the record stays firing with
+// that lease), a second executor fires nothing inside the lease, and after
+// it reclaims the attempt as escaped and fires, with the first function's
+// context already ended, under the same provider key.
+func TestHeartbeatFailingPastLeaseCancels(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := newEnv(t, e)
+		rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
+		tk := ledgertest.NewTicker()
+		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		eff := business(t, "hb-fail-past-lease")
+		key := "effect#" + eff.Identity.EffectID
+		started := make(chan context.Context, 1)
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				if _, err := v.prov.Call(ctx, c.ProviderKey, "x"); err != nil {
+					return nil, err
+				}
+				started <- ctx
+				<-ctx.Done()
+				return []byte("value from A"), nil
+			})
+			done <- err
+		}()
+		fctx := wait(t, started)
+		rec, err := v.store.Get(context.Background(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaseEnd := rec.LeaseUntil
+
+		v.faults.FailNext("PutItem", 1, dynamotest.InternalServerError())
+		v.clock.Advance(10 * time.Second)
+		tk.Tick()
+		if err := wait(t, rs.renewed); err == nil {
+			t.Fatal("renewal 1 with an injected 500 succeeded")
+		}
+		if fctx.Err() != nil {
+			t.Fatalf("cancelled while a renewal could still land: %v", context.Cause(fctx))
+		}
+		v.faults.FailNext("PutItem", 3, dynamotest.Throttle())
+		v.clock.Advance(10 * time.Second)
+		tk.Tick()
+		if err := wait(t, rs.renewed); err == nil {
+			t.Fatal("renewal 2 throttled past the SDK's retries succeeded")
+		}
+		wait(t, fctx.Done())
+		if now := v.clock.Now(); !now.Before(leaseEnd) {
+			t.Fatalf("cancelled at %s, not before the lease end %s", now, leaseEnd)
+		}
+		if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
+			t.Fatalf("context cause %v; want ErrLeaseLost", c)
+		}
+		if err := wait(t, done); !errors.Is(err, ledger.ErrLeaseLost) {
+			t.Fatalf("A: %v; want ErrLeaseLost", err)
+		}
+		if v.faults.Pending() != 0 || tk.Stopped() != 1 || tk.TryTick() {
+			t.Fatalf("pending faults %d, heartbeat stopped %d", v.faults.Pending(), tk.Stopped())
+		}
+		rec, err = v.store.Get(context.Background(), key)
+		if err != nil || rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
+			t.Fatalf("record %+v %v; want firing, attempt 1, no outcome, lease %s", rec, err, leaseEnd)
+		}
+
+		calls := 0
+		second := func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			calls++
+			if fctx.Err() == nil {
+				t.Error("the second executor fired while the first effect function's context was live")
+			}
+			return v.prov.Call(ctx, c.ProviderKey, "x")
+		}
+		if _, err := v.l.Do(context.Background(), eff, second); !errors.Is(err, ledger.ErrInFlight) {
+			t.Fatalf("second executor inside the lease: %v; want ErrInFlight", err)
+		}
+		v.clock.Set(leaseEnd)
+		r, err := v.l.Do(context.Background(), eff, second)
+		if err != nil || r.Attempt != 2 || calls != 1 {
+			t.Fatalf("second executor after the lease: %+v %v calls %d; want attempt 2 fired once", r, err, calls)
+		}
+		rec, _ = v.store.Get(context.Background(), key)
+		var states []ledger.AttemptState
+		for _, at := range rec.Attempts {
+			states = append(states, at.State)
+		}
+		if !slices.Equal(states, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v; want escaped, completed", states)
+		}
+		if v.prov.Effects() != 1 || v.prov.Requests() != 2 {
+			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", v.prov.Effects(), v.prov.Requests())
+		}
+	})
+}
+
 // The point of no return is applied but every response (the SDK's retries
 // included) is lost: Do fails without calling the effect function, and the
 // next executor, after the lease, closes that attempt as escaped (it cannot

@@ -18,6 +18,7 @@ var hardeningTests = []test{
 	{"HeartbeatKeepsLongEffectAlive", testHeartbeatAlive},
 	{"HeartbeatRefusedAfterReclaimStops", testHeartbeatReclaimed},
 	{"HeartbeatRenewalErrorIsRetried", testHeartbeatRenewalError},
+	{"HeartbeatFailingPastLeaseCancels", testHeartbeatFailingPastLease},
 	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
 	{"MaxAttemptsReleased", testMaxAttemptsReleased},
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
@@ -235,6 +236,92 @@ func testHeartbeatRenewalError(t *testing.T, e *env) {
 	}
 	if rec := e.get(effectKey(eff.Identity)); rec.State != ledger.StateCompleted {
 		t.Fatalf("state %s", rec.State)
+	}
+}
+
+// Renewals that keep failing with errors (a store outage) are given up in
+// time: once the next tick would come at or after the end of the lease last
+// written, the effect function's context is cancelled with cause
+// ErrLeaseLost while the clock is still before that lease end, the heartbeat
+// stops, and Do returns ErrLeaseLost without recording the outcome. The
+// attempt is left firing, as a refused renewal leaves it: inside its lease a
+// second executor fires nothing and the witness shows it claimed; past it
+// the witness shows it escaped and the second executor reclaims it and fires
+// (same provider key) only after the first function's context has ended.
+func testHeartbeatFailingPastLease(t *testing.T, e *env) {
+	a, tk := e.heartbeating(10 * time.Second)
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	b := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	started, done := e.fireUntilLost(a, eff, "value from A")
+	fctx := recv(t, started, "the fire")
+	leaseEnd := e.get(key).LeaseUntil // written with the fire: now+30s
+	boom := errors.New("injected store outage")
+	e.store.failRenewals(boom)
+
+	// +10s: the renewal fails; the next tick (+20s) comes before the lease
+	// end, so a renewal may still land in time.
+	e.clock.Advance(10 * time.Second)
+	tk.Tick()
+	if err := recv(t, renew, "renewal 1"); !errors.Is(err, boom) {
+		t.Fatalf("renewal 1: %v; want the injected error", err)
+	}
+	if fctx.Err() != nil {
+		t.Fatalf("cancelled while a renewal could still land: %v", context.Cause(fctx))
+	}
+	// +20s: fails again; the next tick (+30s) would come at the lease end.
+	e.clock.Advance(10 * time.Second)
+	tk.Tick()
+	if err := recv(t, renew, "renewal 2"); !errors.Is(err, boom) {
+		t.Fatalf("renewal 2: %v; want the injected error", err)
+	}
+	recv(t, fctx.Done(), "the effect function's cancellation, with the clock before the lease end")
+	if now := e.clock.Now(); !now.Before(leaseEnd) {
+		t.Fatalf("cancelled at %s, not before the lease end %s", now, leaseEnd)
+	}
+	if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
+		t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
+	}
+	if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("A: %v; want ErrLeaseLost", err)
+	}
+	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
+		t.Fatalf("heartbeat still running: started %d stopped %d", tk.Started(), tk.Stopped())
+	}
+	// Left for reclaim: firing, attempt 1, no outcome, the lease last written.
+	rec := e.get(key)
+	if rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
+		t.Fatalf("record %s attempt %d outcome %+v lease %s; want firing, 1, none, %s",
+			rec.State, rec.Attempt, rec.Outcome, rec.LeaseUntil, leaseEnd)
+	}
+	if got := rowStates(e.witness(b, eff.RunID, 1)); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptClaimed}) {
+		t.Fatalf("witness inside the lease %v; want [claimed]", got)
+	}
+
+	e.store.failRenewals(nil)
+	var calls atomic.Int64
+	if _, err := b.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) {
+		t.Fatalf("second executor inside the lease: %v; want ErrInFlight", err)
+	}
+	e.clock.Set(leaseEnd)
+	if got := rowStates(e.witness(b, eff.RunID, 1)); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped}) {
+		t.Fatalf("witness at the lease end %v; want [escaped]", got)
+	}
+	bRes, err := b.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		if fctx.Err() == nil {
+			t.Error("the second executor fired while the first effect function's context was live")
+		}
+		return e.charge(&calls)(ctx, c)
+	})
+	if err != nil || bRes.Attempt != 2 || bRes.Replayed || calls.Load() != 1 {
+		t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", bRes, err, calls.Load())
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+		t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
 	}
 }
 

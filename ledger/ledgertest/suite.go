@@ -85,6 +85,7 @@ type hookStore struct {
 	afterReplace  func(next *ledger.Record, want ledger.Expect, ok bool, err error)
 	afterCreate   func(rec *ledger.Record, won bool, err error) error
 	refErr        error
+	renewErr      error
 	refs          atomic.Int64
 }
 
@@ -128,6 +129,9 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 	s.mu.Lock()
 	hook := s.beforeReplace
 	after := s.afterReplace
+	if renewErr := s.renewErr; renewErr != nil && isRenewal(n, w) {
+		hook = func(*ledger.Record) error { return renewErr }
+	}
 	s.mu.Unlock()
 	if hook != nil {
 		if err := hook(n); err != nil {
@@ -203,6 +207,15 @@ func (s *hookStore) failOnce(st ledger.State, err error) {
 		}
 		return nil
 	}
+}
+
+// failRenewals makes every heartbeat renewal (see isRenewal) from now on
+// fail with err before it reaches the store, as a store outage that lasts;
+// other writes (a reclaim by another executor, an outcome) go through.
+func (s *hookStore) failRenewals(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renewErr = err
 }
 
 var errCrash = errors.New("ledgertest: simulated crash")
