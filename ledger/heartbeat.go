@@ -3,9 +3,16 @@ package ledger
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/idemkit/idemkit/internal/clock"
 )
+
+// minRenewal is the least time a renewal's store call is given, even when
+// the tick came so late that the lease last written has (nearly) ended: the
+// renewal is still tried, briefly, and refused if the attempt was
+// reclaimed, as the Guard gives its store calls minStoreCall.
+const minRenewal = 100 * time.Millisecond
 
 // run calls fn for the attempt rec (just written with its fire mark) while a
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is
@@ -34,6 +41,10 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (out produ
 //
 //   - A refused renewal means the claim was reclaimed: it calls
 //     lost(ErrLeaseLost) and stops.
+//   - Each renewal's store call is bounded by the lease end last written
+//     (its context's deadline is that far away, and at least minRenewal),
+//     so a store that stalls fails the renewal by then instead of keeping
+//     fn running past it.
 //   - A renewal that fails with an error is retried at the next tick while
 //     that tick (the tick's now + Heartbeat) comes before the lease end last
 //     written, and the failed renewal did not itself last until then. Otherwise no renewal can be relied on to
@@ -68,7 +79,14 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 			next := cur.Clone()
 			next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
 			next.ExpiresAt = l.extend(next.ExpiresAt, now)
-			ok, _, err := l.cfg.Store.Replace(rctx, next, want, now)
+			// Bounded by the end of the lease last written (the time left
+			// until it on the Ledger's clock, never less than minRenewal): a
+			// renewal that stalls fails by then, and the heartbeat gives up,
+			// rather than leave fn running past its lease while it waits on
+			// the store.
+			cctx, ccancel := context.WithTimeout(rctx, max(cur.LeaseUntil.Sub(now), minRenewal))
+			ok, _, err := l.cfg.Store.Replace(cctx, next, want, now)
+			ccancel()
 			switch {
 			case err != nil:
 				if rctx.Err() != nil {

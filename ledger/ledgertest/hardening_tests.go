@@ -19,6 +19,7 @@ var hardeningTests = []test{
 	{"HeartbeatRefusedAfterReclaimStops", testHeartbeatReclaimed},
 	{"HeartbeatRenewalErrorIsRetried", testHeartbeatRenewalError},
 	{"HeartbeatFailingPastLeaseCancels", testHeartbeatFailingPastLease},
+	{"HeartbeatStalledRenewalCancels", testHeartbeatStalledRenewal},
 	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
 	{"MaxAttemptsReleased", testMaxAttemptsReleased},
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
@@ -322,6 +323,44 @@ func testHeartbeatFailingPastLease(t *testing.T, e *env) {
 	}
 	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
 		t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
+	}
+}
+
+// A renewal that stalls (a store that never answers) is bounded by the end
+// of the lease last written: it fails by then and, no later tick being able
+// to come before that end, the effect function's context is cancelled with
+// cause ErrLeaseLost and Do returns ErrLeaseLost without recording the
+// outcome, the attempt left firing for a reclaim as escaped. The tick comes
+// 50ms (of the executor's clock) before the lease end, as after a pause, so
+// the renewal's bound is that close.
+func testHeartbeatStalledRenewal(t *testing.T, e *env) {
+	a, tk := e.heartbeating(10 * time.Second)
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	started, done := e.fireUntilLost(a, eff, "value from A")
+	fctx := recv(t, started, "the fire")
+	leaseEnd := e.get(key).LeaseUntil
+	e.store.stallRenewals()
+	e.clock.Set(leaseEnd.Add(-50 * time.Millisecond))
+	tk.Tick()
+	if err := recv(t, renew, "the stalled renewal's failure"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stalled renewal: %v; want its deadline exceeded", err)
+	}
+	recv(t, fctx.Done(), "the effect function's cancellation")
+	if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
+		t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
+	}
+	if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("A: %v; want ErrLeaseLost", err)
+	}
+	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
+		t.Fatalf("heartbeat still running: started %d stopped %d", tk.Started(), tk.Stopped())
+	}
+	rec := e.get(key)
+	if rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
+		t.Fatalf("record %s attempt %d outcome %+v lease %s; want firing, 1, none, %s",
+			rec.State, rec.Attempt, rec.Outcome, rec.LeaseUntil, leaseEnd)
 	}
 }
 

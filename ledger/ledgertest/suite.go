@@ -86,6 +86,7 @@ type hookStore struct {
 	afterCreate   func(rec *ledger.Record, won bool, err error) error
 	refErr        error
 	renewErr      error
+	renewStall    bool
 	refs          atomic.Int64
 }
 
@@ -131,6 +132,9 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 	after := s.afterReplace
 	if renewErr := s.renewErr; renewErr != nil && isRenewal(n, w) {
 		hook = func(*ledger.Record) error { return renewErr }
+	}
+	if s.renewStall && isRenewal(n, w) {
+		hook = func(*ledger.Record) error { <-ctx.Done(); return ctx.Err() }
 	}
 	s.mu.Unlock()
 	if hook != nil {
@@ -216,6 +220,15 @@ func (s *hookStore) failRenewals(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.renewErr = err
+}
+
+// stallRenewals makes every heartbeat renewal (see isRenewal) from now on
+// hang, as a store that never answers, until its context ends; it then
+// fails with the context's error, sending nothing to the store.
+func (s *hookStore) stallRenewals() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renewStall = true
 }
 
 var errCrash = errors.New("ledgertest: simulated crash")
