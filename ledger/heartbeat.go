@@ -10,9 +10,12 @@ import (
 
 // minRenewal is the least time a renewal's store call is given, even when
 // the tick came so late that the lease last written has (nearly) ended: the
-// renewal is still tried, briefly, and refused if the attempt was
-// reclaimed, as the Guard gives its store calls minStoreCall.
-const minRenewal = 100 * time.Millisecond
+// renewal is still tried, for at most this long, and is refused if the
+// attempt was reclaimed meanwhile (the function then stops with
+// ErrLeaseLost either way). A second leaves a loaded store (or emulator)
+// time to answer; a stalled store still cannot keep the function running
+// more than this past its lease.
+const minRenewal = time.Second
 
 // run calls fn for the attempt rec (just written with its fire mark) while a
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is

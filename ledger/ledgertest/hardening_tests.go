@@ -332,7 +332,7 @@ func testHeartbeatFailingPastLease(t *testing.T, e *env) {
 // cause ErrLeaseLost and Do returns ErrLeaseLost without recording the
 // outcome, the attempt left firing for a reclaim as escaped. The tick comes
 // 50ms (of the executor's clock) before the lease end, as after a pause, so
-// the renewal's bound is that close.
+// the renewal is given only the least time a renewal gets (a second).
 func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	a, tk := e.heartbeating(10 * time.Second)
 	renew := e.renewals()
