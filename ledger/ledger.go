@@ -91,8 +91,9 @@ type Config struct {
 	// its lease ends, the next executor reclaims it as escaped and fires
 	// with the same provider key. So the context of an effect function
 	// whose renewals fail ends before another executor may reclaim its
-	// attempt (the function must honour it; a renewal that hangs without
-	// failing delays the check until it returns). With the
+	// attempt (the function must honour it). Each renewal's store call is
+	// bounded by that lease end (at least a second), so a store that hangs
+	// fails the renewal by then rather than delay the check. With the
 	// default (Lease/3) one failed renewal is retried and the second in a
 	// row gives up; with Heartbeat at Lease/2 or more the first failure
 	// gives up. An effect function shorter than Heartbeat costs no extra
