@@ -15,7 +15,15 @@ import (
 	"github.com/idemkit/idemkit/idem/canon"
 )
 
-// TestRawBodySHA256IsTheBodysOwnHash: the record's RawBodySHA256 is the
+// keepRawBodyHash is the OpenWOP preset with Policy.KeepRawBodyHash set,
+// as the ERP policy has it.
+func keepRawBodyHash(c *idem.Config) {
+	c.Policy = idem.PolicyOpenWOP
+	c.Policy.KeepRawBodyHash = true
+}
+
+// TestRawBodySHA256IsTheBodysOwnHash: under a policy that keeps it
+// (Policy.KeepRawBodyHash), the record's RawBodySHA256 is the
 // SHA-256 of the request body's bytes as received (after base64 decoding),
 // whichever way the digest went: a JSON body already in canonical form
 // (whose digest hashes those very bytes, so the one hash serves both), one
@@ -37,6 +45,7 @@ func TestRawBodySHA256IsTheBodysOwnHash(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(c *idem.Config) {
+				keepRawBodyHash(c)
 				if tc.normalize {
 					c.Normalize = &canon.Normalizer{Name: "no-t", Exclude: []string{"t"}}
 				}
@@ -97,14 +106,15 @@ func (s *rawSpy) take() []string {
 	return c
 }
 
-// TestClaimCarriesNoRawBodyHash: the Guard's claim carries no raw body
+// TestClaimCarriesNoRawBodyHash: under a policy that keeps it, the
+// Guard's claim carries no raw body
 // hash, so a replay, an in-flight answer and a mismatch never need one;
 // the writes that end an attempt carry the hash of the body whose attempt
 // ran: the completion, and the release of a handler error (whose retry,
 // sent in other bytes of the same canonical request, replaces it).
 func TestClaimCarriesNoRawBodyHash(t *testing.T) {
 	spy := &rawSpy{}
-	e := newEnv(t, func(c *idem.Config) { spy.Store = c.Store; c.Store = spy })
+	e := newEnv(t, func(c *idem.Config) { keepRawBodyHash(c); spy.Store = c.Store; c.Store = spy })
 	hash := func(b string) string { s := sha256.Sum256([]byte(b)); return hex.EncodeToString(s[:]) }
 	want := func(what string, calls ...string) {
 		t.Helper()
@@ -157,7 +167,8 @@ func (s *hangUpSpy) Claim(ctx context.Context, rec idem.Record, now time.Time) (
 	return res, err
 }
 
-// TestEveryAttemptEndHandsTheRawBodyHash: every way the Guard ends a
+// TestEveryAttemptEndHandsTheRawBodyHash: under a policy that keeps it,
+// every way the Guard ends a
 // claimed attempt without a completion releases the record with the raw
 // body hash of that attempt (the ERP policy's raw_body_sha256 is on every
 // ended record): a handler that panics, an answer the policy retries (a
@@ -176,7 +187,7 @@ func TestEveryAttemptEndHandsTheRawBodyHash(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			spy := &hangUpSpy{}
-			e := newEnv(t, func(cfg *idem.Config) { spy.Store = cfg.Store; cfg.Store = spy })
+			e := newEnv(t, func(cfg *idem.Config) { keepRawBodyHash(cfg); spy.Store = cfg.Store; cfg.Store = spy })
 			body := `{"b":1, "a":"` + c.name + `"}`
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -194,5 +205,40 @@ func TestEveryAttemptEndHandsTheRawBodyHash(t *testing.T) {
 				t.Fatalf("record: %+v, %v, %v; want retryable with the attempt's raw body hash", rec, found, err)
 			}
 		})
+	}
+}
+
+// TestNoRawBodyHashUnlessThePolicyKeepsIt: the OpenWOP and commerce
+// presets keep no raw body hash (Policy.KeepRawBodyHash unset): no write
+// of an attempt that runs, completes or is released carries one, and the
+// record holds none; the ERP preset keeps it.
+func TestNoRawBodyHashUnlessThePolicyKeepsIt(t *testing.T) {
+	if idem.PolicyOpenWOP.KeepRawBodyHash {
+		t.Fatal("the OpenWOP preset keeps the raw body hash")
+	}
+	for _, name := range idem.PolicyNames() {
+		p, err := idem.PolicyNamed(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := name == "erp"; p.KeepRawBodyHash != want {
+			t.Errorf("policy %q: KeepRawBodyHash = %v, want %v", name, p.KeepRawBodyHash, want)
+		}
+	}
+	spy := &rawSpy{}
+	e := newEnv(t, func(c *idem.Config) { spy.Store = c.Store; c.Store = spy })
+	body := `{"b":1, "a":2}` // not canonical: keeping its hash would take a second pass
+	if r := e.call(&handler{panic: true}, v2event("POST", "POST /runs", testKey, body)); r.StatusCode != 500 {
+		t.Fatalf("panicking handler: %d %s", r.StatusCode, r.Body)
+	}
+	if r := e.call(&handler{}, v2event("POST", "POST /runs", testKey, body)); r.StatusCode != 201 {
+		t.Fatalf("retry: %d %s", r.StatusCode, r.Body)
+	}
+	if got, want := spy.take(), []string{"Claim ", "Release ", "Claim ", "Complete "}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("store calls %q, want %q", got, want)
+	}
+	rec, found, err := e.store.Get(context.Background(), scopeID(testTenant, "POST /runs", testKey), e.clock.Now())
+	if err != nil || !found || rec.State != idem.StateCompleted || rec.RawBodySHA256 != "" {
+		t.Fatalf("record: %+v, %v, %v; want completed without a raw body hash", rec, found, err)
 	}
 }

@@ -288,11 +288,15 @@ func (t *txn) appendDigestBytes(dst []byte) []byte {
 
 // rawBodySHA256 returns the hex SHA-256 of the request body for
 // Record.RawBodySHA256, which the writes ending a claimed attempt store
-// (Store.Complete, Store.Release): the body digest's own hash when that
-// was taken of the body's bytes as they are (a body that is not JSON, an
+// (Store.Complete, Store.Release), or "" when the policy keeps none
+// (Policy.KeepRawBodyHash): the body digest's own hash when that was
+// taken of the body's bytes as they are (a body that is not JSON, an
 // empty one, a JSON body already in canonical form), else hashed now, on
 // first use, after the claim (never on a replay).
 func (t *txn) rawBodySHA256() string {
+	if !t.g.cfg.Policy.KeepRawBodyHash {
+		return ""
+	}
 	if t.rawHex == "" {
 		if !t.rawKnown {
 			t.rawSum, t.rawKnown = sha256.Sum256(t.in.body), true

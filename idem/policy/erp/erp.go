@@ -60,6 +60,7 @@ var (
 		ErrorBody:       erpErrorBody,
 		RequestIDMember: RequestIDMember,
 		RequestIDHeader: HeaderRequestID,
+		KeepRawBodyHash: true,
 	}
 
 	// Key is the ERP service's policy: 8..128 characters of A-Z a-z 0-9 . _ : -
