@@ -68,7 +68,8 @@ type Record struct {
 	// again. A record freshly claimed carries none; a reclaimed one keeps
 	// the hash of the attempt before it until its own attempt ends (an
 	// owner that crashed wrote none). It is kept for archive beside Digest
-	// and never compared: two requests whose bodies differ in bytes but
+	// and never compared (the Guard hands one only under a policy that keeps
+	// it, Policy.KeepRawBodyHash: the ERP policy): two requests whose bodies differ in bytes but
 	// not in their canonical form (JSON and XML of one work order) share a
 	// Digest and replay each other. "" when the ending attempt's caller
 	// set none (and then a previous attempt's is removed).

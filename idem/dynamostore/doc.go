@@ -69,8 +69,10 @@
 // # Item weight
 //
 // The claim is one PutItem of the pending item, which carries no raw-body
-// hash (rawBodySha256): the write that ends the attempt stores it (the
-// completion's item, or the release's UpdateItem), so a failed claim (a
+// hash (rawBodySha256): the write that ends the attempt stores it, under
+// a policy that keeps one (idem.Policy.KeepRawBodyHash: the ERP policy;
+// the other presets keep none) (the completion's item, or the release's
+// UpdateItem), so a failed claim (a
 // replay, an in-flight answer, a mismatch) sends none and the Guard never
 // hashes the raw body for one; a reclaim leaves the previous attempt's in
 // place until its own attempt ends. A completion is one PutItem

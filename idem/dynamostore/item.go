@@ -21,7 +21,7 @@ const (
 	attrRenewed   = "renewedAt"     // N: when the owner last wrote its lease, Unix ms (read while pending only)
 	attrAttempt   = "attempt"       // N: 1 on first claim, +1 per reclaim
 	attrRequestID = "requestId"     // S: request id of the first claim
-	attrRawBody   = "rawBodySha256" // S: hex SHA-256 of the raw request body of the last attempt that ended (archive only; written by the completion or release, never by the claim)
+	attrRawBody   = "rawBodySha256" // S: hex SHA-256 of the raw request body of the last attempt that ended (archive only, under a policy that keeps it; written by the completion or release, never by the claim)
 	attrExpMs     = "expiresAtMs"   // N: retention end, Unix ms; absent = never
 	attrTTL       = "expiresAt"     // N: retention end, Unix s (rounded up): the table's TTL attribute
 	attrStatus    = "status"        // N: cached HTTP status, chunked responses (informational; the blob is authoritative)
