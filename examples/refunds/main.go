@@ -36,8 +36,9 @@ func main() {
 }
 
 // newLedger builds the ledger on the table named by EFFECTS_TABLE, with the
-// claim lease EFFECT_LEASE_SECONDS (default ledger.DefaultLease, 5 minutes;
-// keep it below the function's Timeout).
+// claim lease EFFECT_LEASE_SECONDS (whole seconds, 1 to 3600 as the
+// reference host accepts; default ledger.DefaultLease, 5 minutes; keep it
+// below the function's Timeout).
 func newLedger(ctx context.Context) (*ledger.Ledger, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
@@ -58,8 +59,8 @@ func newLedger(ctx context.Context) (*ledger.Ledger, error) {
 	lease := ledger.DefaultLease
 	if v := os.Getenv("EFFECT_LEASE_SECONDS"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("EFFECT_LEASE_SECONDS=%q: want whole seconds, at least 1", v)
+		if err != nil || n < 1 || n > 3600 {
+			return nil, fmt.Errorf("EFFECT_LEASE_SECONDS=%q: want whole seconds, 1 to 3600", v)
 		}
 		lease = time.Duration(n) * time.Second
 	}

@@ -55,13 +55,22 @@ func TestWorkerRefundsEachOrderOnce(t *testing.T) {
 	})
 }
 
-// A bad value of EFFECT_LEASE_SECONDS stops start-up naming the variable.
+// A bad value of EFFECT_LEASE_SECONDS stops start-up naming the variable:
+// not whole seconds, below one second, or above the hour the reference
+// host accepts (a count of seconds large enough to wrap the lease's
+// duration to a short or negative one included).
 func TestWorkerRejectsABadLease(t *testing.T) {
 	t.Setenv("EFFECTS_TABLE", "effects")
 	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("EFFECT_LEASE_SECONDS", "1m")
-	if _, err := newLedger(context.Background()); err == nil || !strings.Contains(err.Error(), "EFFECT_LEASE_SECONDS") {
-		t.Fatalf("err = %v", err)
+	for _, v := range []string{"1m", "0", "-5", "3601", "9223372037", "18446744074"} {
+		t.Setenv("EFFECT_LEASE_SECONDS", v)
+		if _, err := newLedger(context.Background()); err == nil || !strings.Contains(err.Error(), "EFFECT_LEASE_SECONDS") {
+			t.Fatalf("EFFECT_LEASE_SECONDS=%s: err = %v", v, err)
+		}
+	}
+	t.Setenv("EFFECT_LEASE_SECONDS", "3600")
+	if _, err := newLedger(context.Background()); err != nil {
+		t.Fatalf("EFFECT_LEASE_SECONDS=3600: %v", err)
 	}
 }
 
