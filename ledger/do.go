@@ -223,8 +223,11 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     refused because the claim was reclaimed cancels fn's context with
 //     cause ErrLeaseLost, and so do renewals failing with errors until the
 //     lease last written would end before the next tick (fn's context
-//     ends before that lease does; Do returns ErrLeaseLost, records
-//     nothing, and the attempt is reclaimed as escaped after its lease);
+//     ends before that lease does; an error fn then returns is not
+//     recorded, Do returns ErrLeaseLost and the attempt is reclaimed as
+//     escaped after its lease; a success fn still returns is recorded under
+//     the same fence as every outcome, and Do returns it unless that write
+//     is refused or fails);
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
 //     point of no return and the outcome (which would let a later claim
@@ -619,13 +622,16 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	_, call := l.span(ctx, spanProvider, eff)
 	out, gaveUp, ferr := l.run(ctx, next, fn)
 	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
-	if gaveUp {
+	if gaveUp && ferr != nil {
 		// The heartbeat's renewals failed until the lease could end: fn's
-		// context was cancelled with ErrLeaseLost and its outcome is not
-		// recorded (an error caused by that cancellation must not become
-		// a recorded failure). The attempt stays firing, as after a refused
-		// renewal; once its lease ends the next executor reclaims it as
-		// escaped and reuses the provider key.
+		// context was cancelled with ErrLeaseLost, and an error it then
+		// returns is not recorded (an error caused by that cancellation
+		// must not become a recorded failure). The attempt stays firing,
+		// as after a refused renewal; once its lease ends the next
+		// executor reclaims it as escaped and reuses the provider key.
+		// A success is recorded below, under the same fence as every
+		// outcome: the effect fired, and the record keeps any other
+		// executor from firing it again unless one reclaimed it first.
 		return res, errors.Join(ErrLeaseLost, ferr)
 	}
 	val := out.value
@@ -678,6 +684,11 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	_, record := l.span(ctx, spanRecord, eff)
 	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, own, now)
 	switch {
+	case err != nil && gaveUp:
+		// A success after the heartbeat gave up, unrecorded: as when the
+		// heartbeat gives up, the attempt stays firing for a reclaim.
+		record.end(done.Attempt, "error", err)
+		return res, errors.Join(ErrLeaseLost, fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err))
 	case err != nil:
 		record.end(done.Attempt, "error", err)
 		return res, errors.Join(fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err), retErr)

@@ -86,10 +86,14 @@ type Config struct {
 	// before the end of the lease last written (the fire's, then each
 	// renewal's); otherwise the heartbeat gives up: it stops, the effect
 	// function's context is cancelled with cause ErrLeaseLost before that
-	// lease ends, and Do returns ErrLeaseLost without recording the
-	// outcome. The attempt stays firing, as after a refused renewal: once
-	// its lease ends, the next executor reclaims it as escaped and fires
-	// with the same provider key. So the context of an effect function
+	// lease ends. An error the function then returns is not recorded: Do
+	// returns ErrLeaseLost, and the attempt stays firing, as after a
+	// refused renewal; once its lease ends, the next executor reclaims it
+	// as escaped and fires with the same provider key. A success it still
+	// returns is recorded, fenced as every outcome (the effect fired, and
+	// the record keeps others from firing it again); Do then returns it,
+	// or ErrLeaseLost when the write is refused (another executor reclaimed
+	// the attempt first) or fails. So the context of an effect function
 	// whose renewals fail ends before another executor may reclaim its
 	// attempt (the function must honour it). Each renewal's store call is
 	// bounded by that lease end (at least a second), so a store that hangs

@@ -108,10 +108,11 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 
 // Heartbeat renewals failing on DynamoDB until the lease last written would
 // end before the next tick (a 500 the SDK does not retry, then throttling
-// past the SDK's retries): the effect function's context is cancelled with
-// cause ErrLeaseLost while the clock is still before that lease end, Do
-// returns ErrLeaseLost and writes nothing more (the record stays firing with
-// that lease), a second executor fires nothing inside the lease, and after
+// past the SDK's retries, which lasts through the outcome write of the
+// success the function then returns): the effect function's context is
+// cancelled with cause ErrLeaseLost while the clock is still before that
+// lease end, Do returns ErrLeaseLost and writes nothing more (the record
+// stays firing with that lease), a second executor fires nothing inside the lease, and after
 // it reclaims the attempt as escaped and fires, with the first function's
 // context already ended, under the same provider key.
 func TestHeartbeatFailingPastLeaseCancels(t *testing.T) {
@@ -154,7 +155,12 @@ func TestHeartbeatFailingPastLeaseCancels(t *testing.T) {
 		if fctx.Err() != nil {
 			t.Fatalf("cancelled while a renewal could still land: %v", context.Cause(fctx))
 		}
-		v.faults.FailNext("PutItem", 3, dynamotest.Throttle())
+		// Throttled past the SDK's retries twice over: renewal 2, then the
+		// outcome write of the success the function returns once its
+		// context ends (the outage lasts), so that success stays
+		// unrecorded (a success that can be written is recorded:
+		// Suite/Hardening/HeartbeatGaveUpSuccessIsRecorded).
+		v.faults.FailNext("PutItem", 6, dynamotest.Throttle())
 		v.clock.Advance(10 * time.Second)
 		tk.Tick()
 		if err := wait(t, rs.renewed); err == nil {

@@ -20,6 +20,7 @@ var hardeningTests = []test{
 	{"HeartbeatRenewalErrorIsRetried", testHeartbeatRenewalError},
 	{"HeartbeatFailingPastLeaseCancels", testHeartbeatFailingPastLease},
 	{"HeartbeatStalledRenewalCancels", testHeartbeatStalledRenewal},
+	{"HeartbeatGaveUpSuccessIsRecorded", testHeartbeatGaveUpSuccess},
 	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
 	{"MaxAttemptsReleased", testMaxAttemptsReleased},
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
@@ -133,21 +134,35 @@ func testHeartbeatAlive(t *testing.T, e *env) {
 // provider, hands its context to started, waits for that context to end (the
 // claim lost) and then returns value; done receives Do's error.
 func (e *env) fireUntilLost(l *ledger.Ledger, eff ledger.Effect, value string) (started <-chan context.Context, done <-chan error) {
+	st, dn, _ := e.fireUntilCut(l, eff, func(context.Context) ([]byte, error) { return []byte(value), nil })
+	return st, dn
+}
+
+// fireUntilCut is fireUntilLost with the effect function's answer once its
+// context ends given by answer, and Do's result delivered too.
+func (e *env) fireUntilCut(l *ledger.Ledger, eff ledger.Effect, answer func(ctx context.Context) ([]byte, error)) (started <-chan context.Context, done <-chan error, result <-chan ledger.Result) {
 	st := make(chan context.Context, 1)
 	dn := make(chan error, 1)
+	rs := make(chan ledger.Result, 1)
 	go func() {
-		_, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		res, err := l.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
 			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
 				return nil, err
 			}
 			st <- ctx
 			<-ctx.Done()
-			return []byte(value), nil
+			return answer(ctx)
 		})
+		rs <- res
 		dn <- err
 	}()
-	return st, dn
+	return st, dn, rs
 }
+
+// stopsWithCause is an effect function's answer once its context ends: it
+// stops with the context's cause, as a function that honours its context
+// does.
+func stopsWithCause(ctx context.Context) ([]byte, error) { return nil, context.Cause(ctx) }
 
 // Once another executor reclaimed the claim (the owner stopped renewing, e.g.
 // a long GC pause), the owner's next renewal is refused: the heartbeat stops,
@@ -255,7 +270,7 @@ func testHeartbeatFailingPastLease(t *testing.T, e *env) {
 	eff := e.effect()
 	key := effectKey(eff.Identity)
 	b := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
-	started, done := e.fireUntilLost(a, eff, "value from A")
+	started, done, _ := e.fireUntilCut(a, eff, stopsWithCause)
 	fctx := recv(t, started, "the fire")
 	leaseEnd := e.get(key).LeaseUntil // written with the fire: now+30s
 	boom := errors.New("injected store outage")
@@ -338,7 +353,7 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	started, done := e.fireUntilLost(a, eff, "value from A")
+	started, done, _ := e.fireUntilCut(a, eff, stopsWithCause)
 	fctx := recv(t, started, "the fire")
 	leaseEnd := e.get(key).LeaseUntil
 	e.store.stallRenewals()
@@ -362,6 +377,131 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 		t.Fatalf("record %s attempt %d outcome %+v lease %s; want firing, 1, none, %s",
 			rec.State, rec.Attempt, rec.Outcome, rec.LeaseUntil, leaseEnd)
 	}
+}
+
+// An effect function whose heartbeat gave up (renewals failing until the
+// lease could end) but that still returns a success has fired: the success
+// is recorded, under the same fence as every outcome (the owner, the
+// attempt, firing), so that no other executor fires it again.
+//   - recorded: nobody reclaimed the attempt yet, so the write lands; Do
+//     returns the value, and the next Do replays it without firing;
+//   - unrecordable: the outcome write fails too; Do returns ErrLeaseLost
+//     (with the store's error), and the attempt is reclaimed as escaped
+//     once its lease ends, under the same provider key;
+//   - reclaimed first: the lease ended and another executor reclaimed and
+//     fired before the success came back; the late success is refused
+//     (ErrLeaseLost) and the other executor's record stands.
+func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
+	giveUp := func(t *testing.T, e *env) (a *ledger.Ledger, eff ledger.Effect, key string, fctx context.Context, done <-chan error, result <-chan ledger.Result, leaseEnd time.Time) {
+		t.Helper()
+		a, tk := e.heartbeating(10 * time.Second)
+		renew := e.renewals()
+		eff = e.effect()
+		key = effectKey(eff.Identity)
+		started, done, result := e.fireUntilCut(a, eff, func(context.Context) ([]byte, error) { return []byte("value from A"), nil })
+		fctx = recv(t, started, "the fire")
+		leaseEnd = e.get(key).LeaseUntil
+		e.store.failRenewals(errors.New("injected store outage"))
+		for i := range 2 {
+			e.clock.Advance(10 * time.Second)
+			tk.Tick()
+			if err := recv(t, renew, "a renewal"); err == nil {
+				t.Fatalf("renewal %d landed", i+1)
+			}
+		}
+		recv(t, fctx.Done(), "the effect function's cancellation")
+		if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
+			t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
+		}
+		return a, eff, key, fctx, done, result, leaseEnd
+	}
+
+	t.Run("recorded", func(t *testing.T) {
+		e := e.fresh(t)
+		_, eff, key, _, done, result, _ := giveUp(t, e)
+		if err := recv(t, done, "A's Do"); err != nil {
+			t.Fatalf("A: %v; want its success, recorded", err)
+		}
+		if res := recv(t, result, "A's result"); string(res.Value) != "value from A" || res.Replayed {
+			t.Fatalf("A: %+v; want its own value", res)
+		}
+		rec := e.get(key)
+		if rec.State != ledger.StateCompleted || rec.Outcome == nil || !rec.Outcome.OK || string(rec.Outcome.Value) != "value from A" {
+			t.Fatalf("record %s outcome %+v; want completed with A's value", rec.State, rec.Outcome)
+		}
+		var calls atomic.Int64
+		e.clock.Advance(time.Hour) // long past the lease: still a replay
+		res, err := e.ledger().Do(context.Background(), eff, e.charge(&calls))
+		if err != nil || !res.Replayed || string(res.Value) != "value from A" || calls.Load() != 0 {
+			t.Fatalf("next Do: %+v %v calls %d; want A's value replayed, nothing fired", res, err, calls.Load())
+		}
+		if e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+			t.Fatalf("provider effects %d requests %d; want 1, 1", e.prov.Effects(), e.prov.Requests())
+		}
+	})
+
+	t.Run("unrecordable", func(t *testing.T) {
+		e := e.fresh(t)
+		boom := errors.New("injected outcome write failure")
+		e.store.failOnce(ledger.StateCompleted, boom)
+		_, eff, key, _, done, _, leaseEnd := giveUp(t, e)
+		if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) || !errors.Is(err, boom) {
+			t.Fatalf("A: %v; want ErrLeaseLost and the store's error", err)
+		}
+		if rec := e.get(key); rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil {
+			t.Fatalf("record %s attempt %d outcome %+v; want firing, 1, none", rec.State, rec.Attempt, rec.Outcome)
+		}
+		e.store.failRenewals(nil)
+		e.clock.Set(leaseEnd)
+		var calls atomic.Int64
+		res, err := e.ledger().Do(context.Background(), eff, e.charge(&calls))
+		if err != nil || res.Attempt != 2 || calls.Load() != 1 {
+			t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", res, err, calls.Load())
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v", got)
+		}
+		if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
+		}
+	})
+
+	t.Run("reclaimed first", func(t *testing.T) {
+		e := e.fresh(t)
+		release := make(chan struct{})
+		a, tk := e.heartbeating(10 * time.Second)
+		renew := e.renewals()
+		eff := e.effect()
+		key := effectKey(eff.Identity)
+		started, done, _ := e.fireUntilCut(a, eff, func(context.Context) ([]byte, error) {
+			<-release // B reclaims and fires first
+			return []byte("late value from A"), nil
+		})
+		fctx := recv(t, started, "the fire")
+		leaseEnd := e.get(key).LeaseUntil
+		e.store.failRenewals(errors.New("injected store outage"))
+		for range 2 {
+			e.clock.Advance(10 * time.Second)
+			tk.Tick()
+			recv(t, renew, "a renewal")
+		}
+		recv(t, fctx.Done(), "the effect function's cancellation")
+		e.store.failRenewals(nil)
+		e.clock.Set(leaseEnd)
+		var calls atomic.Int64
+		res, err := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 }).Do(context.Background(), eff, e.charge(&calls))
+		if err != nil || res.Attempt != 2 || calls.Load() != 1 {
+			t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", res, err, calls.Load())
+		}
+		close(release)
+		if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+			t.Fatalf("A: %v; want ErrLeaseLost (its late success refused)", err)
+		}
+		rec := e.get(key)
+		if rec.State != ledger.StateCompleted || rec.Attempt != 2 || rec.Outcome == nil || string(rec.Outcome.Value) == "late value from A" {
+			t.Fatalf("record %s attempt %d outcome %+v; want B's completion", rec.State, rec.Attempt, rec.Outcome)
+		}
+	})
 }
 
 // A panicking effect function stops its heartbeat (the record stays firing

@@ -255,6 +255,10 @@ func newEnv(t *testing.T, h Harness) *env {
 	return e
 }
 
+// fresh returns a new env on the same harness (its own store, clock and
+// provider), for a subtest that needs one of its own.
+func (e *env) fresh(t *testing.T) *env { return newEnv(t, e.h) }
+
 func rnd(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
