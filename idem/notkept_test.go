@@ -12,10 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
-	_ "github.com/idemkit/idemkit/idem/policy/commerce" // registers the commerce policy
-	_ "github.com/idemkit/idemkit/idem/policy/erp"      // registers the ERP policy
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	_ "github.com/idemkit/idemkit/idem/policy/erp" // registers the ERP policy
 )
 
 // tooLarge is a JSON body one byte over what a store keeps.
@@ -259,4 +261,85 @@ func TestResponseNotKeptIsFinal(t *testing.T) {
 		rec.Response.NotKept != len(big) || rec.Response.Status != 200 || len(rec.Response.Body) != 0 {
 		t.Fatalf("stored record: found %t, err %v, %+v", found, err, rec)
 	}
+}
+
+// TestResponseNotKeptUnderObjectReplay: under the commerce policy, whose
+// replays render the key's object as it is now (ReplayObject), a
+// duplicate of a request whose response was not kept is still the final
+// not-kept answer: the object is never loaded and nothing runs again.
+func TestResponseNotKeptUnderObjectReplay(t *testing.T) {
+	e := commerceGuard(t, time.Minute)
+	a := &action{status: "completed"}
+	big := string(tooLarge())
+	var runs atomic.Int32
+	do := func() events.APIGatewayV2HTTPResponse {
+		ev := commerceEvent("POST", "POST /actions", "cart-42", `{"sku":"font-1"}`)
+		r, err := e.guard.Do(context.Background(), idem.Request{Event: ev, Object: a.load}, func(context.Context) (events.APIGatewayV2HTTPResponse, error) {
+			runs.Add(1)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: map[string]string{"Content-Type": "application/json"}, Body: big}, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if first := do(); first.StatusCode != 201 || first.Body != big {
+		t.Fatalf("first: %d, %d bytes", first.StatusCode, len(first.Body))
+	}
+	var dups []events.APIGatewayV2HTTPResponse
+	for range 2 {
+		dups = append(dups, do())
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times for one key, want 1", n)
+	}
+	if n := a.loads.Load(); n != 0 {
+		t.Fatalf("the object was loaded %d times for a not-kept outcome", n)
+	}
+	for _, r := range dups {
+		hdr := http.Header{}
+		for k, v := range r.Headers {
+			hdr.Set(k, v)
+		}
+		wantNotKept(t, r.StatusCode, hdr, []byte(r.Body), 201, len(big))
+		if r.Headers[commerce.HeaderIdempotentReplay] != "true" {
+			t.Fatalf("not-kept answer lacks the commerce replay header: %v", r.Headers)
+		}
+	}
+}
+
+// smallStore refuses to keep a response body over limit (ErrTooLarge,
+// nothing written), as a store keeping less than MaxResponseBytes would.
+type smallStore struct {
+	idem.Store
+	limit int
+}
+
+func (s *smallStore) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
+	if r := out.Response; r != nil && r.NotKept == 0 && len(r.Body) > s.limit {
+		return idem.ErrTooLarge
+	}
+	return s.Store.Complete(ctx, claim, out, now)
+}
+
+// TestStoreRefusingAResponseRecordsItNotKept: a store that refuses a
+// response as too large (ErrTooLarge) gets the not-kept outcome written
+// instead: the handler runs once, and its duplicates are the not-kept
+// answer.
+func TestStoreRefusingAResponseRecordsItNotKept(t *testing.T) {
+	e := newEnv(t, func(c *idem.Config) { c.Store = &smallStore{Store: c.Store, limit: 1000} })
+	body := `"` + string(bytes.Repeat([]byte("y"), 2000)) + `"`
+	h := &handler{status: 201, body: body}
+	if first := e.call(h, v2event("POST", "POST /runs", testKey, `{"a":1}`)); first.StatusCode != 201 || first.Body != body {
+		t.Fatalf("first: %d, %d bytes", first.StatusCode, len(first.Body))
+	}
+	r := e.call(h, v2event("POST", "POST /runs", testKey, `{"a":1}`))
+	if h.Calls() != 1 {
+		t.Fatalf("handler ran %d times, want 1", h.Calls())
+	}
+	hdr := http.Header{}
+	for k, v := range r.Headers {
+		hdr.Set(k, v)
+	}
+	wantNotKept(t, r.StatusCode, hdr, []byte(r.Body), 201, len(body))
 }

@@ -67,7 +67,9 @@ func notKeptAnswer(t *testing.T, r events.APIGatewayV2HTTPResponse, status, size
 // work returning a value that large, run once per key, sequentially and
 // for parallel duplicates: the first caller gets the true answer, every
 // other the final not-kept answer (410 idemkit.response_not_kept;
-// idem.ErrNotKept for Once), never a re-run. The round trips are those of
+// idem.ErrNotKept for Once), never a re-run, also when the not-kept
+// completion is throttled or applied with its answer lost (the SDK
+// retries it). The round trips are those of
 // a small response: 2 for the first execution (claim, completion), 1 for
 // a duplicate (2 where the engine returns no item on a failed condition).
 func TestGuardResponseOverTheLimitRunsOnce(t *testing.T) {
@@ -129,6 +131,45 @@ func TestGuardResponseOverTheLimitRunsOnce(t *testing.T) {
 				t.Fatalf("parallel: %d callers got the true response, want 1", firsts)
 			}
 		})
+
+		// The not-kept completion throttled, or applied with its answer
+		// lost, is retried by the SDK: the handler still runs once, and
+		// every duplicate is the not-kept answer.
+		for name, inject := range map[string]func(){
+			"CompletionThrottled": func() { v.f.PassNext("PutItem", 1); v.f.FailNext("PutItem", 2, dynamotest.Throttle()) },
+			"CompletionAppliedResponseLost": func() {
+				v.f.PassNext("PutItem", 1)
+				v.f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+			},
+		} {
+			t.Run(name, func(t *testing.T) {
+				v.f.Clear()
+				var runs atomic.Int32
+				w := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+					runs.Add(1)
+					return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: string(big)}, nil
+				})
+				key := newKey()
+				inject()
+				first := call(t, w, guardEvent(key, `{"a":1}`))
+				if v.f.Pending() != 0 || v.f.Fired() == 0 {
+					t.Fatalf("faults not consumed: pending %d", v.f.Pending())
+				}
+				var dups []events.APIGatewayV2HTTPResponse
+				for range 2 {
+					dups = append(dups, call(t, w, guardEvent(key, `{"a":1}`)))
+				}
+				if n := runs.Load(); n != 1 {
+					t.Fatalf("handler ran %d times for one key, want 1", n)
+				}
+				if first.StatusCode != 201 || first.Body != string(big) {
+					t.Fatalf("first: %d, %d bytes", first.StatusCode, len(first.Body))
+				}
+				for _, r := range dups {
+					notKeptAnswer(t, r, 201, len(big))
+				}
+			})
+		}
 
 		t.Run("Once", func(t *testing.T) {
 			var runs atomic.Int32
