@@ -44,7 +44,10 @@ const (
 	MaxRequestBytes = 6 << 20
 
 	// MaxResponseBytes is the largest response body every Store must store and
-	// replay byte-exactly: Lambda's 6 MB synchronous payload limit.
+	// replay byte-exactly: Lambda's 6 MB synchronous payload limit. A larger
+	// final response (or Guard.Once value) is answered to its caller and
+	// recorded as not kept (Response.NotKept): its duplicates are answered
+	// 410 CodeResponseNotKept (Guard.Once: ErrNotKept), never run again.
 	MaxResponseBytes = 6 << 20
 
 	// AnonymousTenantID is the tenant of unauthenticated requests under

@@ -102,6 +102,13 @@ var (
 	// condition, or the store): nothing was committed and the record is left
 	// retryable. Retry the event.
 	ErrNotCommitted = errors.New("idem: the event's outcome and its transactional writes were not committed")
+	// ErrNotKept: the key's work already ran to a value, returned once to
+	// the call that ran it, but the value was larger than MaxResponseBytes,
+	// so only that it ran was recorded, not the value. The function did not
+	// run and never runs again for this key while the record is retained:
+	// nothing is lost by not retrying, and retrying gets ErrNotKept again
+	// (the HTTP adapters' 410 CodeResponseNotKept).
+	ErrNotKept = errors.New("idem: the key's work already ran; its value was too large to keep")
 	// ErrEventPanic wraps a panic of the wrapped function, which is treated
 	// as an error: the record is left retryable.
 	ErrEventPanic = errors.New("idem: event handler panicked")

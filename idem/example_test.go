@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
@@ -140,4 +141,25 @@ func ExampleGuard_Once() {
 	// value={"charge":"ch_1"} ran=true err=<nil>
 	// value={"charge":"ch_1"} ran=false err=<nil>
 	// true runs: 2
+}
+
+// A value larger than MaxResponseBytes is returned to the call that ran
+// the work and recorded as not kept: a duplicate gets ErrNotKept and the
+// work never runs again for the key.
+func ExampleGuard_Once_notKept() {
+	g, _ := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("shop"),
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	runs := 0
+	export := idem.Work{Operation: "export-orders", Key: "export-2030-01", Payload: []byte(`{"month":"2030-01"}`),
+		Run: func(context.Context) ([]byte, error) {
+			runs++
+			return []byte(`"` + strings.Repeat("x", idem.MaxResponseBytes) + `"`), nil
+		}}
+	v, ran, err := g.Once(context.Background(), export)
+	fmt.Println(len(v), ran, err)
+	v, ran, err = g.Once(context.Background(), export)
+	fmt.Println(len(v), ran, errors.Is(err, idem.ErrNotKept), "runs:", runs)
+	// Output:
+	// 6291458 true <nil>
+	// 0 false true runs: 1
 }

@@ -33,7 +33,11 @@ import (
 //     the handler runs to a final outcome (2xx or non-retryable 4xx) at most
 //     once, as long as it finishes within its lease; every other request gets
 //     that response replayed byte-exactly, marked by the policy's headers.
-//     Which outcomes are final is the policy's Cache; under PolicyOpenWOP:
+//     Which outcomes are final is the policy's Cache. A final response
+//     whose body is larger than MaxResponseBytes is answered to its caller
+//     and recorded as not kept (Response.NotKept): every other request is
+//     answered 410 CodeResponseNotKept, and the handler never runs again.
+//     Under PolicyOpenWOP:
 //   - 429, 5xx, handler errors and panics are never replayed: the record
 //     becomes retryable-failure and a same-key retry runs the handler again
 //     (handler errors and panics under every policy).

@@ -36,7 +36,7 @@ const (
 
 	// Error codes the Guard answers with when the request itself is fine
 	// but the server cannot serve it. The OpenWOP error registry has no code
-	// for either, so they are idemkit's own (vendor codes, "idemkit." prefix).
+	// for them, so they are idemkit's own (vendor codes, "idemkit." prefix).
 
 	// CodeStoreUnavailable is the code of a 503 answered when the
 	// idempotency store could not be used in time: it was throttled,
@@ -60,6 +60,16 @@ const (
 	// a retry with the same Idempotency-Key runs at once. The Guard counts
 	// it (MetricClientCancelled) and logs it at info.
 	CodeClientClosed = "idemkit.client_closed_request"
+	// CodeResponseNotKept is the code of a 410 Gone answered to a
+	// duplicate of a request that was processed, but whose response was
+	// larger than MaxResponseBytes and so was not kept (Response.NotKept):
+	// the handler never runs again for the key, and its answer cannot be
+	// replayed. details carries the original "status" and the response's
+	// "size" in bytes. 410 says what happened (the answer existed and is
+	// gone for good) and is final: no Retry-After, and clients do not
+	// retry a 4xx other than 409 in flight and 429, so a duplicate does not
+	// loop. The answer carries the policy's replay headers.
+	CodeResponseNotKept = "idemkit.response_not_kept"
 	// StatusClientClosed is the HTTP status of CodeClientClosed: 499, the
 	// "client closed request" status proxies log for a hang-up.
 	StatusClientClosed = 499

@@ -56,6 +56,10 @@ const workTenantPrefix = "event:"
 //     Run while that context is live;
 //     every other call gets that value back without running it, and ran
 //     false.
+//   - A value larger than MaxResponseBytes is returned to the call that
+//     ran Run, and recorded as not kept (Response.NotKept): every other
+//     call fails with ErrNotKept, ran false, and Run never runs again for
+//     the key.
 //   - An error (or panic, as an error wrapping ErrEventPanic) of Run is
 //     never cached: it is returned with ran true, the record is left
 //     retryable and the next call runs Run again.
@@ -149,6 +153,8 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 		return nil, false, ErrPayloadMismatch
 	case apierr.CodeIdempotencyInFlight:
 		return nil, false, ErrInFlight
+	case CodeResponseNotKept:
+		return nil, false, ErrNotKept
 	}
 	if t.failCode == CodeClientClosed {
 		return nil, false, context.Canceled

@@ -39,10 +39,20 @@ func (s State) Valid() bool {
 // Response is a cached HTTP response: status, headers (never Set-Cookie) and
 // the body, replayed byte-exactly. Header names are canonical MIME header keys
 // (as net/http.CanonicalHeaderKey returns them); values keep their order.
+//
+// NotKept marks a final outcome whose response was not kept: the handler's
+// body (or Guard.Once's value) was larger than MaxResponseBytes, so the
+// attempt that ran recorded only that it ran, with Status the status it
+// answered and NotKept the body's size in bytes (always positive), and no
+// headers or body. A replay of such a record never runs the handler again:
+// it is answered 410 CodeResponseNotKept (Guard.Once: ErrNotKept). Zero
+// (every record written before the field existed included) is a kept
+// response, read exactly as before.
 type Response struct {
 	Status  int
 	Headers map[string][]string
 	Body    []byte
+	NotKept int
 }
 
 // Record is one Layer-1 idempotency record.
@@ -176,17 +186,23 @@ type Outcome struct {
 }
 
 // Validate reports whether o is an outcome a Store may write: a known
-// state, and for a final state a response of at most MaxResponseBytes.
-// Errors match ErrInvalidRecord or ErrTooLarge. Stores call it first in
-// Complete.
+// state, and for a final state a response of at most MaxResponseBytes, or
+// a not-kept one (Response.NotKept positive, with neither headers nor
+// body). Errors match ErrInvalidRecord or ErrTooLarge. Stores call it
+// first in Complete.
 func (o Outcome) Validate() error {
 	switch o.State {
 	case StateCompleted, StateTerminalFailure:
-		if o.Response == nil {
+		r := o.Response
+		if r == nil {
 			return fmt.Errorf("%w: final outcome %s without a response", ErrInvalidRecord, o.State)
 		}
-		if len(o.Response.Body) > MaxResponseBytes {
-			return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(o.Response.Body))
+		if r.NotKept < 0 || r.NotKept > 0 && (len(r.Body) > 0 || len(r.Headers) > 0) {
+			return fmt.Errorf("%w: a response not kept (NotKept %d) carries %d header(s) and %d body bytes",
+				ErrInvalidRecord, r.NotKept, len(r.Headers), len(r.Body))
+		}
+		if len(r.Body) > MaxResponseBytes {
+			return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(r.Body))
 		}
 	case StateRetryableFailure:
 	default:

@@ -414,6 +414,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		act, cur := t.inspect(ctx, cur, &budget)
 		switch act {
 		case actReplay:
+			if cur.Response != nil && cur.Response.NotKept > 0 {
+				// Final, under every policy and whatever the route
+				// renders: the handler never runs again for the key.
+				return t.notKept(ctx, &cur)
+			}
 			if resp, ok := t.replayObject(ctx, &cur, cur.Response, budget); ok {
 				_, span := t.span(ctx, spanReplay)
 				t.endSpan(span, OutcomeReplay, nil)
@@ -590,6 +595,30 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	return resp
 }
 
+// notKept answers a duplicate of a request whose response was not kept
+// (Response.NotKept): 410 CodeResponseNotKept, with the original status
+// and the response's size in details and the policy's replay headers,
+// never a re-run (Guard.Once maps it to ErrNotKept).
+func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
+	_, span := t.span(ctx, spanReplay)
+	defer t.endSpan(span, OutcomeReplay, nil)
+	t.claimOutcome(OutcomeReplay)
+	r := rec.Response
+	t.logf(ctx, slog.LevelInfo, "idempotency: replay of a response that was not kept", slog.String("outcome", OutcomeReplay),
+		slog.Int("attempt", rec.Attempt), slog.Int("status", r.Status), slog.Int("size", r.NotKept))
+	e := apierr.New(410, CodeResponseNotKept,
+		"The request with this idempotency key was processed, but its response (%d bytes) was larger than the idempotency store keeps (%d bytes): it cannot be replayed, and the request is not run again.",
+		r.NotKept, MaxResponseBytes).WithDetails(map[string]any{"status": r.Status, "size": r.NotKept})
+	t.failCode = e.Code
+	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, rec.RequestID)
+}
+
+// notKeptOutcome is what a completion records for resp when its body is
+// not kept: the status and the body's size (Response.NotKept).
+func notKeptOutcome(resp *Response) *Response {
+	return &Response{Status: resp.Status, NotKept: len(resp.Body)}
+}
+
 // execute runs the handler of the claim res, whose lease ends at until on
 // the Guard's clock (the claim's LeaseExpires as written), renewed by a
 // heartbeat when renew is set.
@@ -655,8 +684,22 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 	writes := cs.takeWrites()
+	out := Outcome{State: state, Response: cacheableInto(&x.cached, resp), Expires: g.expires(now), Writes: writes}
+	if len(resp.Body) > MaxResponseBytes {
+		// Too large to keep: the outcome recorded is that the handler
+		// ran, with its status and size, so that no duplicate runs it
+		// again; the caller still gets the true response.
+		out.Response = notKeptOutcome(resp)
+	}
 	sctx, span := t.span(wctx, spanComplete)
-	err = g.cfg.Store.Complete(sctx, rec, Outcome{State: state, Response: cacheableInto(&x.cached, resp), Expires: g.expires(now), Writes: writes}, now)
+	err = g.cfg.Store.Complete(sctx, rec, out, now)
+	if errors.Is(err, ErrTooLarge) && out.Response.NotKept == 0 && len(resp.Body) > 0 {
+		// A store that keeps less than this response (which wrote
+		// nothing: Outcome.Validate is its first step) records the
+		// not-kept outcome instead.
+		out.Response = notKeptOutcome(resp)
+		err = g.cfg.Store.Complete(sctx, rec, out, now)
+	}
 	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:
@@ -687,8 +730,10 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		return t.fail(internalError())
 	default:
 		// The handler's effects happened but the outcome was not recorded
-		// (e.g. ErrTooLarge, or the store failed). Release the record when we
-		// can so a retry is not blocked, and return the true response.
+		// (the store failed, or refused even a not-kept outcome as too
+		// large: only an empty body with headers beyond what it keeps).
+		// Release the record when we can so a retry is not blocked, and
+		// return the true response.
 		t.writeFailed(ctx, "complete", err)
 		if errors.Is(err, ErrTooLarge) {
 			t.release(wctx, rec, now)

@@ -50,7 +50,12 @@
 //     earlier versions (a blob of up to 350 KB inline, tagged, or with
 //     respEnc, respLen and respSha attributes) are read as before; records
 //     written by this version are read by earlier ones too (they already
-//     read chunked responses).
+//     read chunked responses), except a not-kept one.
+//   - A not-kept outcome (idem.Response.NotKept: a response larger than
+//     idem.MaxResponseBytes) is its status and size in a few bytes, inline
+//     (resp starts with 'N'): its completion and its replays cost what a
+//     small response's do, whatever the size that was not kept. A version
+//     before it reads such a record as corrupt (an error, never a re-run).
 //
 // # What a request is billed
 //

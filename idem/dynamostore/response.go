@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"time"
 
@@ -28,8 +29,14 @@ import (
 // sorted key order) uvarint key length, key, uvarint value count, per value
 // uvarint length, value; then the body to the end. Header values and body
 // are arbitrary bytes: nothing is normalised or re-encoded.
+//
+// Not kept (idem.Response.NotKept): byte 'N', uvarint status, uvarint size,
+// nothing after. It is a few bytes, so always stored raw and inline; a
+// blob of the formats before it never starts with 'N', so every record
+// written before reads exactly as before (NotKept zero).
 const (
-	formatV1 = 1
+	formatV1      = 1
+	formatNotKept = 'N'
 
 	encRaw   = "raw"
 	encFlate = "flate"
@@ -57,6 +64,12 @@ const (
 var errCorrupt = errors.New("dynamostore: stored response is corrupt")
 
 func encodeResponse(r *idem.Response) []byte {
+	if r.NotKept > 0 {
+		b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
+		b = append(b, formatNotKept)
+		b = binary.AppendUvarint(b, uint64(r.Status))
+		return binary.AppendUvarint(b, uint64(r.NotKept))
+	}
 	n := 1 + binary.MaxVarintLen64*2 + len(r.Body)
 	keys := make([]string, 0, len(r.Headers))
 	for k, vs := range r.Headers {
@@ -85,6 +98,9 @@ func encodeResponse(r *idem.Response) []byte {
 }
 
 func decodeResponse(b []byte) (*idem.Response, error) {
+	if len(b) > 0 && b[0] == formatNotKept {
+		return decodeNotKept(b[1:])
+	}
 	if len(b) == 0 || b[0] != formatV1 {
 		return nil, errCorrupt
 	}
@@ -143,6 +159,20 @@ func decodeResponse(b []byte) (*idem.Response, error) {
 	return r, nil
 }
 
+// decodeNotKept reads the status and size of a not-kept response (after
+// its format byte).
+func decodeNotKept(b []byte) (*idem.Response, error) {
+	status, n := binary.Uvarint(b)
+	if n <= 0 || status > 999 {
+		return nil, errCorrupt
+	}
+	size, m := binary.Uvarint(b[n:])
+	if m <= 0 || n+m != len(b) || size == 0 || size > math.MaxInt {
+		return nil, errCorrupt
+	}
+	return &idem.Response{Status: int(status), NotKept: int(size)}, nil
+}
+
 // pack encodes r and compresses it when that helps; enc names the encoding.
 func pack(r *idem.Response) (blob []byte, enc string) {
 	raw := encodeResponse(r)
@@ -161,8 +191,9 @@ func pack(r *idem.Response) (blob []byte, enc string) {
 }
 
 // tagFlate starts an inline blob holding a deflated format-v1 blob. A raw
-// format-v1 blob starts with formatV1, so the first byte of every inline
-// blob says how to read it and the record needs no encoding attribute.
+// format-v1 blob starts with formatV1 (a not-kept one with formatNotKept),
+// so the first byte of every inline blob says how to read it and the
+// record needs no encoding attribute.
 const tagFlate = 2
 
 // tagInline returns the inline form of a packed blob: as is when raw, with
@@ -180,7 +211,7 @@ func unpackInline(b []byte) (*idem.Response, error) {
 		return nil, errCorrupt
 	}
 	switch b[0] {
-	case formatV1:
+	case formatV1, formatNotKept:
 		return unpack(b, encRaw)
 	case tagFlate:
 		return unpack(b[1:], encFlate)

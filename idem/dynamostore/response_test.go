@@ -94,6 +94,29 @@ func TestInlineTag(t *testing.T) {
 	}
 }
 
+// TestNotKeptFormat: a not-kept response (the original status and the
+// size, no headers or body) packs into a few raw bytes, inline, and reads
+// back as written; a truncated, zero-size, padded or out-of-range one is
+// corruption.
+func TestNotKeptFormat(t *testing.T) {
+	for _, r := range []*idem.Response{{Status: 201, NotKept: idem.MaxResponseBytes + 1}, {Status: 422, NotKept: 1 << 40}} {
+		blob, enc := pack(r)
+		if enc != encRaw || len(blob) > 16 || blob[0] != formatNotKept {
+			t.Fatalf("%+v packed as %s, %d bytes (%x)", r, enc, len(blob), blob)
+		}
+		got, err := unpackInline(tagInline(blob, enc))
+		if err != nil || !reflect.DeepEqual(got, r) {
+			t.Fatalf("%+v read back as %+v, %v", r, got, err)
+		}
+	}
+	for _, b := range [][]byte{{formatNotKept}, {formatNotKept, 0xc9, 0x01}, {formatNotKept, 0xc9, 0x01, 0},
+		{formatNotKept, 0xc9, 0x01, 5, 0}, {formatNotKept, 0xe8, 0x07, 5}, {formatNotKept, 0xc9, 0x01, 0xff}} {
+		if _, err := unpackInline(b); !errors.Is(err, errCorrupt) {
+			t.Errorf("%x: err = %v", b, err)
+		}
+	}
+}
+
 // TestInlineBoundIsOneWriteUnit: a response is stored inline exactly while
 // the completed record item holding it stays within 1 KB by DynamoDB's item
 // size (one write unit), whatever the record's own attributes weigh.

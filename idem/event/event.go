@@ -61,7 +61,10 @@ type Config[In any] struct {
 //     finishes within its lease (idem.Config.Lease renewed by a heartbeat;
 //     inside Lambda capped by the remaining time plus idem.Config.LeaseSkew);
 //     every other delivery gets that value back (decoded from its
-//     JSON encoding) without running fn.
+//     JSON encoding) without running fn. A value whose JSON encoding is
+//     larger than idem.MaxResponseBytes is not kept: every other delivery
+//     fails with idem.ErrNotKept and fn never runs again for the key (a
+//     caller that only needs fn to have run treats it as done).
 //   - An error (or panic) of fn is never cached: it is returned, the record
 //     is left retryable and the next delivery runs fn again.
 //   - A delivery that arrives while another holds the claim waits for its

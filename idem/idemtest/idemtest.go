@@ -12,7 +12,8 @@
 // covered: claim, replay, in-flight, lease-expired reclaim (Attempt+1),
 // retryable-failure reclaim, fenced complete/release/renew/delete rejected
 // after a reclaim, expiry in every condition, digest mismatch, the caller
-// keyspace, large responses (up to idem.MaxResponseBytes) byte-exactly, and a
+// keyspace, large responses (up to idem.MaxResponseBytes) byte-exactly, a
+// final outcome whose response was not kept (idem.Response.NotKept), and a
 // concurrency test (32 goroutines x 100 keys by default, exactly one winner
 // per key).
 package idemtest
@@ -115,6 +116,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ReturnedRecordsAreTheCallers", s.returnedRecordsAreTheCallers)
 	t.Run("CopiedValueListsAreSeparate", s.copiedValueListsAreSeparate)
 	t.Run("RawBodySHA256", s.rawBodySHA256)
+	t.Run("ResponseNotKept", s.notKept)
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it
 		t.Run("LargeResponses", s.largeResponses)
 	}

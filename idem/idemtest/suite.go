@@ -229,6 +229,9 @@ func equalResponse(t *testing.T, got, want *idem.Response) {
 	if got.Status != want.Status {
 		t.Fatalf("status = %d, want %d", got.Status, want.Status)
 	}
+	if got.NotKept != want.NotKept {
+		t.Fatalf("NotKept = %d, want %d", got.NotKept, want.NotKept)
+	}
 	if !bytes.Equal(got.Body, want.Body) {
 		t.Fatalf("body differs: got %d bytes, want %d bytes", len(got.Body), len(want.Body))
 	}
@@ -788,6 +791,60 @@ func (s *suite) copiedValueListsAreSeparate(t *testing.T) {
 		}
 	}
 	wantReplay(t, st, id, "owner-3", now, want)
+}
+
+// notKept: a final outcome whose response was not kept (Response.NotKept:
+// the original status and the body's size, no headers, no body) is
+// stored and read back as written, by a replay's Claim and by Get, in
+// both final states; it is final like any other (never reclaimed, even
+// long past its lease, and its owner's writes are fenced). A not-kept
+// response carrying headers or a body, or a negative size, is
+// ErrInvalidRecord and writes nothing.
+func (s *suite) notKept(t *testing.T) {
+	for _, c := range []struct {
+		state  idem.State
+		status int
+	}{{idem.StateCompleted, 201}, {idem.StateTerminalFailure, 422}} {
+		t.Run(string(c.state), func(t *testing.T) {
+			st, now, id := s.startClaimed(t)
+			for _, bad := range []*idem.Response{
+				{Status: c.status, NotKept: 10, Body: []byte("x")},
+				{Status: c.status, NotKept: 10, Headers: map[string][]string{"Content-Type": {"application/json"}}},
+				{Status: c.status, NotKept: -1},
+			} {
+				out := idem.Outcome{State: c.state, Response: bad, Expires: now.Add(keep)}
+				if err := st.Complete(ctx, claimed(t, id, "owner-1"), out, now); !errors.Is(err, idem.ErrInvalidRecord) {
+					t.Fatalf("Complete(NotKept %d, %d header(s), %d body bytes): err = %v, want ErrInvalidRecord",
+						bad.NotKept, len(bad.Headers), len(bad.Body), err)
+				}
+				if g := mustGet(t, st, id, now); g.State != idem.StatePending || g.Owner != "owner-1" {
+					t.Fatalf("record changed by a refused completion: %s", summary(g))
+				}
+			}
+			want := &idem.Response{Status: c.status, NotKept: idem.MaxResponseBytes + 1}
+			complete(t, st, id, "owner-1", idem.Outcome{State: c.state, Response: want, Expires: now.Add(keep)}, now)
+			at := now.Add(2 * lease)
+			got := claim(t, st, pending(id, digestA, "owner-2", at), at, idem.Exists)
+			if got.State != c.state || got.Attempt != 1 {
+				t.Fatalf("replayed record: %s", summary(got))
+			}
+			equalResponse(t, got.Response, want)
+			if len(got.Response.Headers) != 0 || len(got.Response.Body) != 0 {
+				t.Fatalf("not-kept response has headers %v or %d body bytes", got.Response.Headers, len(got.Response.Body))
+			}
+			g := mustGet(t, st, id, at)
+			if g.State != c.state {
+				t.Fatalf("Get: %s", summary(g))
+			}
+			equalResponse(t, g.Response, want)
+			// Final: even its owner cannot write again, nor release it for
+			// a re-run.
+			wantFenced(t, "Release after a not-kept completion", st.Release(ctx, attempt(id, "owner-1", at), at))
+			wantFenced(t, "Complete after a not-kept completion", st.Complete(ctx, claimed(t, id, "owner-1"),
+				idem.Outcome{State: idem.StateCompleted, Response: resp(200, "kept"), Expires: at.Add(keep)}, at))
+			equalResponse(t, mustGet(t, st, id, at).Response, want)
+		})
+	}
 }
 
 func (s *suite) largeResponses(t *testing.T) {

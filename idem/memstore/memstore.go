@@ -117,6 +117,7 @@ func (e *entry) record() idem.Record {
 // takes two allocations (this and the body).
 type kept struct {
 	status  int
+	notKept int  // Response.NotKept
 	headers bool // the response had a header map (possibly empty)
 	body    []byte
 	hdrs    []keptHeader
@@ -135,7 +136,7 @@ func keep(k *kept, r *idem.Response) *kept {
 	if r == nil {
 		return nil
 	}
-	*k = kept{status: r.Status, headers: r.Headers != nil, body: append([]byte(nil), r.Body...)}
+	*k = kept{status: r.Status, notKept: r.NotKept, headers: r.Headers != nil, body: append([]byte(nil), r.Body...)}
 	k.hdrs = k.room[:0]
 	free := k.vals[:0:len(k.vals)]
 	for name, v := range r.Headers {
@@ -172,7 +173,7 @@ func (k *kept) response() *idem.Response {
 	}
 	box := &responseCopy{}
 	c := &box.resp
-	*c = idem.Response{Status: k.status, Body: append([]byte(nil), k.body...)}
+	*c = idem.Response{Status: k.status, NotKept: k.notKept, Body: append([]byte(nil), k.body...)}
 	if k.headers {
 		c.Headers = make(map[string][]string, len(k.hdrs))
 		free := box.values[:0:len(box.values)]
