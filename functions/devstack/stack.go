@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
+	"github.com/idemkit/idemkit"
+
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
@@ -255,17 +257,30 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, res: res, lag: lag}, nil
 }
 
+// The executor's event source mapping on the runs table's stream in
+// template.yaml: its function resource and event name.
+const (
+	runsMappingFunction = "ExecutorFunction"
+	runsMappingEvent    = "RunsStream"
+)
+
 // newRunsPoller is the poller of the runs table's stream, which drives the
 // executor (handle) as its deployed event source mapping does (BatchSize
-// 1, ParallelizationFactor 10): new runs only (INSERT records), one record
-// per call, up to devStreamParallel at once, in order per run (the table's
-// partition key). The stack fills in the stream and the retry settings.
+// 1, ParallelizationFactor 10): the records the mapping's filter in
+// template.yaml passes (a new run's INSERT; not the table's other items,
+// nor a run's later writes or deletion), one record per call, up to
+// devStreamParallel at once, in order per run (the table's partition key).
+// The stack fills in the stream and the retry settings.
 func newRunsPoller(table string, handle batchFunc) (*poller, error) {
 	key, err := templateHashKey("RunsTable")
 	if err != nil {
 		return nil, err
 	}
-	return &poller{name: "runs", table: table, handle: handle, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" },
+	f, err := stream.TemplateFilter(idemkit.Template, runsMappingFunction, runsMappingEvent)
+	if err != nil {
+		return nil, fmt.Errorf("devstack: the runs stream's filter: %w", err)
+	}
+	return &poller{name: "runs", table: table, handle: handle, filter: f.Match,
 		parallel: devStreamParallel, keyAttr: key}, nil
 }
 
