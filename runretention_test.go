@@ -12,6 +12,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	streammapping "github.com/idemkit/idemkit/functions/host/stream/mapping"
 )
 
 // The run retention is wired end to end in template.yaml: the
@@ -109,7 +110,7 @@ func TestRunRetentionTemplateWiring(t *testing.T) {
 				t.Errorf("%s.%s reads RunsTable's stream with %d filters, want one (INSERT only)", id, name, len(fs))
 				continue
 			}
-			f, err := stream.TemplateFilter(idemkit.Template, id, name)
+			f, err := streammapping.Filter(idemkit.Template, id, name)
 			if err != nil {
 				t.Fatalf("%s.%s filter %q: %v", id, name, fs[0].Pattern, err)
 			}

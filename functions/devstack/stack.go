@@ -13,8 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit"
-
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
@@ -22,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/kit"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/stream/mapping"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/emf"
@@ -257,13 +256,6 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, res: res, lag: lag}, nil
 }
 
-// The executor's event source mapping on the runs table's stream in
-// template.yaml: its function resource and event name.
-const (
-	runsMappingFunction = "ExecutorFunction"
-	runsMappingEvent    = "RunsStream"
-)
-
 // newRunsPoller is the poller of the runs table's stream, which drives the
 // executor (handle) as its deployed event source mapping does (BatchSize
 // 1, ParallelizationFactor 10): the records the mapping's filter in
@@ -276,7 +268,7 @@ func newRunsPoller(table string, handle batchFunc) (*poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := stream.TemplateFilter(idemkit.Template, runsMappingFunction, runsMappingEvent)
+	f, err := mapping.RunsStream()
 	if err != nil {
 		return nil, fmt.Errorf("devstack: the runs stream's filter: %w", err)
 	}

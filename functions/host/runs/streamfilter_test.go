@@ -12,9 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 
-	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/stream/mapping"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -22,7 +22,7 @@ import (
 // declares it (the deployed mapping's, and `idemkit dev`'s).
 func executorFilter(t *testing.T) stream.Filter {
 	t.Helper()
-	f, err := stream.TemplateFilter(idemkit.Template, "ExecutorFunction", "RunsStream")
+	f, err := mapping.RunsStream()
 	if err != nil {
 		t.Fatal(err)
 	}
