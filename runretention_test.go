@@ -1,16 +1,18 @@
 package idemkit_test
 
 import (
-	"encoding/json"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	streammapping "github.com/idemkit/idemkit/functions/host/stream/mapping"
 )
 
 // The run retention is wired end to end in template.yaml: the
@@ -19,8 +21,9 @@ import (
 // functions that end runs (the api: cancels; the executor: completions,
 // failures, breached caps), RunsTable's TTL is on expiresAt (the attribute
 // the runs store stamps on an ended run), and the only stream consumer of
-// RunsTable, the executor, is invoked for INSERT records only, so the TTL's
-// deletions (REMOVE) never invoke it.
+// RunsTable, the executor, is invoked for a new run's INSERT only (its
+// filter evaluated on a run's records), so the TTL's deletions (REMOVE)
+// never invoke it.
 func TestRunRetentionTemplateWiring(t *testing.T) {
 	var doc struct {
 		Parameters map[string]struct {
@@ -107,12 +110,25 @@ func TestRunRetentionTemplateWiring(t *testing.T) {
 				t.Errorf("%s.%s reads RunsTable's stream with %d filters, want one (INSERT only)", id, name, len(fs))
 				continue
 			}
-			var pat map[string][]string
-			if err := json.Unmarshal([]byte(fs[0].Pattern), &pat); err != nil {
+			f, err := streammapping.Filter(idemkit.Template, id, name)
+			if err != nil {
 				t.Fatalf("%s.%s filter %q: %v", id, name, fs[0].Pattern, err)
 			}
-			if len(pat) != 1 || !slices.Equal(pat["eventName"], []string{"INSERT"}) {
-				t.Errorf("%s.%s filter %q: want {\"eventName\": [\"INSERT\"]}, so a TTL deletion (REMOVE) never invokes it", id, name, fs[0].Pattern)
+			// An ended run carrying expiresAt, as the TTL deletes it.
+			run := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "acme/r1"},
+				"status": &types.AttributeValueMemberS{Value: "completed"}, "expiresAt": &types.AttributeValueMemberN{Value: "1700000000"}}
+			key := map[string]types.AttributeValue{"pk": run["pk"]}
+			for _, rec := range []stream.StreamRecord{
+				{EventName: "REMOVE", Keys: key, OldImage: run, PrincipalID: stream.TTLPrincipal, IdentityType: "Service"},
+				{EventName: "REMOVE", Keys: key, OldImage: run},
+				{EventName: "MODIFY", Keys: key, OldImage: run, NewImage: run},
+			} {
+				if f.Match(rec) {
+					t.Errorf("%s.%s filter %q hands over a run's %s (TTL: %v): want a new run's INSERT only, so a TTL deletion never invokes it", id, name, fs[0].Pattern, rec.EventName, rec.TTLDeletion())
+				}
+			}
+			if !f.Match(stream.StreamRecord{EventName: "INSERT", Keys: key, NewImage: run}) {
+				t.Errorf("%s.%s filter %q does not hand over a run's INSERT", id, name, fs[0].Pattern)
 			}
 		}
 	}

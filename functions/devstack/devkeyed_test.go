@@ -19,7 +19,8 @@ import (
 
 // insert writes run pk's n-th record to the rig's stream: a new item
 // (INSERT) the first time, else the item deleted (REMOVE, which the runs
-// poller hands to nothing) and written again (INSERT).
+// poller hands to nothing) and written again (INSERT). The item carries a
+// status, as a run does (the runs poller hands over nothing else).
 func (r *pollerRig) insert(pk string, n int) {
 	r.t.Helper()
 	if n > 1 {
@@ -29,7 +30,8 @@ func (r *pollerRig) insert(pk string, n int) {
 		}
 	}
 	if _, err := r.e.Client().PutItem(r.ctx, &dynamodb.PutItemInput{TableName: aws.String(r.tbl),
-		Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "n": &types.AttributeValueMemberN{Value: strconv.Itoa(n)}}}); err != nil {
+		Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}, "n": &types.AttributeValueMemberN{Value: strconv.Itoa(n)},
+			"status": &types.AttributeValueMemberS{Value: "pending"}}}); err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/kit"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/stream/mapping"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/emf"
@@ -257,15 +258,21 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 
 // newRunsPoller is the poller of the runs table's stream, which drives the
 // executor (handle) as its deployed event source mapping does (BatchSize
-// 1, ParallelizationFactor 10): new runs only (INSERT records), one record
-// per call, up to devStreamParallel at once, in order per run (the table's
-// partition key). The stack fills in the stream and the retry settings.
+// 1, ParallelizationFactor 10): the records the mapping's filter in
+// template.yaml passes (a new run's INSERT; not the table's other items,
+// nor a run's later writes or deletion), one record per call, up to
+// devStreamParallel at once, in order per run (the table's partition key).
+// The stack fills in the stream and the retry settings.
 func newRunsPoller(table string, handle batchFunc) (*poller, error) {
 	key, err := templateHashKey("RunsTable")
 	if err != nil {
 		return nil, err
 	}
-	return &poller{name: "runs", table: table, handle: handle, filter: func(r stream.StreamRecord) bool { return r.EventName == "INSERT" },
+	f, err := mapping.RunsStream()
+	if err != nil {
+		return nil, fmt.Errorf("devstack: the runs stream's filter: %w", err)
+	}
+	return &poller{name: "runs", table: table, handle: handle, filter: f.Match,
 		parallel: devStreamParallel, keyAttr: key}, nil
 }
 

@@ -132,6 +132,10 @@ var hostConcerns = map[string][]string{
 	// its conformance suite on the inbox alone.
 	"functions/host/inbox":           nil,
 	"functions/host/inbox/inboxtest": {"functions/host/inbox"},
+
+	// template.yaml's stream mappings as `idemkit dev` emulates them:
+	// their filters, on the stream records alone.
+	"functions/host/stream/mapping": {"functions/host/stream"},
 }
 
 func TestHostPackagesDependOnlyOnTheirConcerns(t *testing.T) {

@@ -234,6 +234,21 @@ func checkGranted(t *testing.T, role string, u *tableUse, allowedTables ...strin
 	t.Logf("%s used %v; granted %v", role, used, grants)
 }
 
+// checkAllUsed fails the test for every action role grants on table that
+// the function did not use in the test: where the test exercises every
+// path of the function that writes table, a grant left unused is wider
+// than the function needs.
+func checkAllUsed(t *testing.T, role string, u *tableUse, table string) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for g := range roleGrants(t, role) {
+		if _, tb, _ := strings.Cut(g, " "); tb == table && u.used[g] == 0 {
+			t.Errorf("%s grants %q, which the function never used on %s", role, g, table)
+		}
+	}
+}
+
 // TestRoleGrantsParse pins the parser on the template itself: every role
 // has DynamoDB grants, and no role reaches another function's tables.
 func TestRoleGrantsParse(t *testing.T) {

@@ -142,7 +142,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatalf("body tenant: %d %s", r.StatusCode, r.Body)
 	}
 	// `OpenWOP-Dedup: enforce`: the scope's item is written beside the
-	// run, its check commits in the completion transaction, and a
+	// run (no check of it commits in the completion transaction), and a
 	// duplicate is refused after reading the holder.
 	for i, want := range []int{201, 409} {
 		ev := events.APIGatewayV2HTTPRequest{RawPath: "/runs", Body: `{"workflowId":"conformance-noop","scopeId":"order-7"}`,
@@ -154,6 +154,9 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		}
 	}
 	checkGranted(t, "ApiRole", apiUse, "IdempotencyTable", "RunsTable", "EffectsTable", "EffectsTable/index/byRun")
+	// Every write to the runs table was made (create, scoped create,
+	// cancel, reads): each action granted on it is needed.
+	checkAllUsed(t, "ApiRole", apiUse, "RunsTable")
 	if apiCnt.CallOps()["TransactWriteItems"] == 0 {
 		t.Fatalf("createRun did not commit its run in the completion transaction: %v", apiCnt.CallOps())
 	}

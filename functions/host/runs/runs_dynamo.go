@@ -289,13 +289,12 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
 	}
-	return d.create(ctx, r, nil)
+	return d.create(ctx, r)
 }
 
-// create is Create; scope, when set, is a check (the scope still held by
-// r) that commits in the same transaction as the run's Put (Transactional
-// only).
-func (d *DynamoRuns) create(ctx context.Context, r Run, scope *types.ConditionCheck) error {
+// create is Create once r was checked (checkNew): also CreateScoped's run
+// write.
+func (d *DynamoRuns) create(ctx context.Context, r Run) error {
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
 		return err
@@ -306,9 +305,6 @@ func (d *DynamoRuns) create(ctx context.Context, r Run, scope *types.ConditionCh
 			TableName: aws.String(d.Table), Item: item,
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 		}}}
-		if scope != nil {
-			writes = append(writes, types.TransactWriteItem{ConditionCheck: scope})
-		}
 		if r.RetryOf != "" {
 			u, err := d.linkRetryUpdate(r.RetryOf, r.ID)
 			if err != nil {
@@ -324,9 +320,6 @@ func (d *DynamoRuns) create(ctx context.Context, r Run, scope *types.ConditionCh
 		}
 		if !errors.Is(err, idem.ErrNoClaim) {
 			return err
-		}
-		if scope != nil {
-			return d.transactScoped(ctx, writes, scope)
 		}
 	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{

@@ -34,28 +34,28 @@ const (
 // answered as refused (the scope is contended by live creates).
 const scopeAcquireTries = 4
 
-// TransactAPI is the TransactWriteItems operation of *dynamodb.Client,
-// used by CreateScoped on a Transactional store outside a Layer-1 claim.
-type TransactAPI interface {
-	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
-}
-
 // CreateScoped implements RunStore. It takes the scope for r with one
 // conditional PutItem of the scope's item (free, or already r's), then
 // creates r as Create does. So an enforced create of a free scope costs
-// one round trip more than Create (1 write unit). A scope held by another
-// run costs a read of that run; if it has ended, a PutItem conditional on
-// the holder still being that run takes it over. A holder that was never
-// written (its create was interrupted) is taken over only once its hold
-// is ScopeHoldGrace old, and fenced: a tombstone is first written at the
-// holder's runId, so the interrupted create's conditional Put can never
-// land (on a Transactional store the run's Put also commits only with a
-// check that r still holds the scope). A create whose run Put finds its
-// tombstone is refused as *ScopeHeldError. A create whose run write fails
-// after its scope write landed (outside a Layer-1 claim, whose retry
-// reuses the run id) fences its own run id the same way, and a
-// holder found fenced is taken over at once, so a failed create frees its
-// scope without waiting out the grace.
+// one round trip and one write unit more than Create, on every store. A
+// scope held by another run costs a read of that run; if it has ended, a
+// PutItem conditional on the holder still being that run takes it over. A
+// holder that was never written (its create was interrupted) is taken
+// over only once its hold is ScopeHoldGrace old, and fenced: a tombstone
+// is first written at the holder's runId, so the interrupted create's
+// conditional Put (alone or in the Layer-1 completion transaction) can
+// never land. A create whose run Put finds its tombstone is refused as
+// *ScopeHeldError. A create whose run write fails after its scope write
+// landed (outside a Layer-1 claim, whose retry reuses the run id) fences
+// its own run id the same way, and a holder found fenced is taken over at
+// once, so a failed create frees its scope without waiting out the grace.
+//
+// The run's Put carries no check that r still holds the scope: a
+// takeover from r happens only once r's run id holds an item (r's run,
+// which then has ended, or a tombstone), and the scope's item and the
+// tombstones are never deleted, so a Put conditional on its id being free
+// cannot land after r lost the scope. (Deleting a scope's item or a
+// tombstone by hand while a create of that scope is under way voids this.)
 func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) error {
 	if err := checkScoped(r, scopeID); err != nil {
 		return err
@@ -91,17 +91,7 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 	if err := d.acquireScope(ctx, key, r); err != nil {
 		return err
 	}
-	var scope *types.ConditionCheck
-	if d.Transactional {
-		check, err := expression.NewBuilder().WithCondition(expression.Name(scopeAttrHolder).Equal(expression.Value(r.ID))).Build()
-		if err != nil {
-			return err
-		}
-		scope = &types.ConditionCheck{TableName: aws.String(d.Table),
-			Key:                 map[string]types.AttributeValue{runAttrPK: sAV(key)},
-			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()}
-	}
-	err := d.create(ctx, r, scope)
+	err := d.create(ctx, r)
 	if err != nil && !errors.Is(err, ErrRunExists) && !errors.Is(err, ErrScopeHeld) {
 		// The run's write failed after the scope's landed: give the scope
 		// up rather than hold it for ScopeHoldGrace. The tombstone at r's
@@ -172,10 +162,10 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 			}
 			// Fence the holder first, on every store: once the tombstone
 			// is at its runId its run's conditional Put (alone or in a
-			// transaction) can never land. The scope check a
-			// transactional run write carries is not enough alone: the
-			// holder's transaction may commit between the read above and
-			// the takeover's write below, leaving two live runs.
+			// transaction) can never land, so it can take the scope over
+			// below. Were the holder's run written between the read above
+			// and the tombstone, the tombstone fails and the holder is
+			// looked at again.
 			fenced, ferr := d.tombstone(ctx, holder)
 			if ferr != nil {
 				return ferr
@@ -283,51 +273,4 @@ func (d *DynamoRuns) tombstone(ctx context.Context, id string) (fenced bool, err
 		return false, err
 	}
 	return true, nil
-}
-
-// transactScoped commits a scoped create's writes (the run's Put, the
-// scope check, a retry's link) in one TransactWriteItems, outside a
-// Layer-1 claim. A failed scope check is a *ScopeHeldError naming the
-// scope's holder now.
-func (d *DynamoRuns) transactScoped(ctx context.Context, writes []any, scope *types.ConditionCheck) error {
-	tc, ok := d.Client.(TransactAPI)
-	if !ok {
-		return errors.New("host: the runs client cannot TransactWriteItems")
-	}
-	items := make([]types.TransactWriteItem, 0, len(writes))
-	for _, w := range writes {
-		items = append(items, w.(types.TransactWriteItem))
-	}
-	_, err := tc.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		failed := func(i int) bool {
-			return i < len(tce.CancellationReasons) && aws.ToString(tce.CancellationReasons[i].Code) == "ConditionalCheckFailed"
-		}
-		scopeAt := -1
-		for i, it := range items {
-			if it.ConditionCheck == scope {
-				scopeAt = i
-			}
-		}
-		// The scope check failed: the scope is another run's (r may also
-		// be fenced by a tombstone). Else a failed Put is r already there
-		// (or its tombstone: CreateScoped looks).
-		if !failed(scopeAt) && failed(0) {
-			return ErrRunExists
-		}
-		key, _ := scope.Key[runAttrPK].(*types.AttributeValueMemberS)
-		if key == nil {
-			return ErrScopeHeld
-		}
-		holder, _, err := d.scopeHolder(ctx, key.Value)
-		if err != nil {
-			return err
-		}
-		return &ScopeHeldError{Holder: holder}
-	}
-	if err != nil {
-		return fmt.Errorf("host: put scoped run: %w", err)
-	}
-	return nil
 }

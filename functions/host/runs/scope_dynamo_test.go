@@ -61,13 +61,17 @@ func TestScopeUnwrittenHolder(t *testing.T) {
 }
 
 // TestScopeUnwrittenHolderTransactional: on a Transactional store the
-// interrupted create's run Put commits only with the check that it still
-// holds the scope, which now fails (and the takeover's tombstone is at its
-// runId).
+// interrupted create's run write carries no check of the scope item; the
+// takeover's tombstone at its runId is what refuses it, whether it resumes
+// outside a Layer-1 claim (CreateScoped: ErrScopeHeld; its conditional
+// PutItem: ErrRunExists) or its Put commits in the completion transaction
+// (the Put create hands idem.Transact, cancelled on its condition; the
+// api handler's path: apifn TestDedupCompletionAfterTakeover).
 func TestScopeUnwrittenHolderTransactional(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		c := e.Client(dynamotest.FastRetries)
+		d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: true}
 		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 		crashed := scopeTestRun(t0)
 		key := scopeKey("acme", "s")
@@ -78,15 +82,23 @@ func TestScopeUnwrittenHolderTransactional(t *testing.T) {
 		if err := d.CreateScoped(ctx, late, "s"); err != nil {
 			t.Fatalf("after the grace: %v", err)
 		}
-		check, err := expression.NewBuilder().WithCondition(expression.Name(scopeAttrHolder).Equal(expression.Value(crashed.ID))).Build()
+		cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = d.create(ctx, crashed, &types.ConditionCheck{TableName: aws.String(d.Table),
-			Key:                 map[string]types.AttributeValue{runAttrPK: sAV(key)},
-			ConditionExpression: check.Condition(), ExpressionAttributeNames: check.Names(), ExpressionAttributeValues: check.Values()})
-		if !errors.Is(err, ErrScopeHeld) {
-			t.Fatalf("the interrupted create's run write: %v, want ErrScopeHeld", err)
+		_, err = c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{{Put: &types.Put{
+			TableName: aws.String(d.Table), Item: runItem(withFirstVersion(crashed)),
+			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names()}}}})
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			t.Fatalf("the interrupted create's Put in a transaction: %v, want it cancelled", err)
+		}
+		if err := d.create(ctx, crashed); !errors.Is(err, ErrRunExists) {
+			t.Fatalf("the interrupted create's run write: %v, want ErrRunExists (the tombstone)", err)
+		}
+		var held *ScopeHeldError
+		if err := d.CreateScoped(ctx, crashed, "s"); !errors.As(err, &held) || held.Holder != late.ID {
+			t.Fatalf("the interrupted create resumed: %v, want held by %s", err, late.ID)
 		}
 		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
 			t.Fatalf("the fenced run was written: %v", err)
@@ -172,8 +184,7 @@ func TestScopeTakeoverRacesSlowHolder(t *testing.T) {
 				var slowErr error
 				lw := &lateWriter{Client: c, pk: slow.ID, write: func() {
 					// The rest of the slow create's CreateScoped: its run
-					// write (with its scope check where it commits in a
-					// transaction).
+					// write.
 					slowErr = holder.CreateScoped(ctx, slow, "s")
 				}}
 				taker := &DynamoRuns{Client: lw, Table: table, Transactional: transactional}
@@ -294,7 +305,8 @@ func TestScopeTakeoverLostAnswer(t *testing.T) {
 }
 
 // TestScopeRunWriteFails: the scope's write lands and the run's write
-// fails (the store's errors outlast the SDK's 3 attempts). The create
+// fails (the store's errors outlast the SDK's 3 attempts), on a
+// conditional and a Transactional store. The create
 // fails with the store's error and gives the scope up (it fences its own
 // run id), so the next create of the scope succeeds at once instead of
 // waiting out ScopeHoldGrace; the failed create's run can never be
@@ -312,12 +324,11 @@ func TestScopeRunWriteFails(t *testing.T) {
 				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
 				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 				failed := scopeTestRun(t0)
-				if transactional {
-					faults.FailNext("TransactWriteItems", 3, dynamotest.Throttle())
-				} else {
-					faults.PassNext("PutItem", 1)
-					faults.FailNext("PutItem", 3, dynamotest.Throttle())
-				}
+				// The run's write is a conditional PutItem on both stores
+				// outside a Layer-1 claim (it carries no check of the scope
+				// item, so it needs no transaction).
+				faults.PassNext("PutItem", 1)
+				faults.FailNext("PutItem", 3, dynamotest.Throttle())
 				if err := d.CreateScoped(ctx, failed, "s"); err == nil || errors.Is(err, ErrScopeHeld) {
 					t.Fatalf("a create whose run write failed: %v, want the store's error", err)
 				}

@@ -1,0 +1,165 @@
+package apifn
+
+import (
+	"context"
+	"maps"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// TestDedupEnforceCost pins what `OpenWOP-Dedup: enforce` adds to a keyed
+// createRun of a free scope, in DynamoDB calls and in write units computed
+// from item sizes under both readings of AWS's rule (dynamotest.Meter):
+// the scope's conditional PutItem, one call and one write unit, and
+// nothing else, on every engine, whether the run is written by its own
+// conditional PutItem or in the Layer-1 completion transaction (where a
+// check of the scope item would cost two write units more: the takeover's
+// tombstone already keeps a create whose scope was taken over from
+// writing its run, TestDedupCompletionAfterTakeover).
+func TestDedupEnforceCost(t *testing.T) {
+	dyn := func(transactional bool) func(t *testing.T, e *dynamotest.Emulator) {
+		return func(t *testing.T, e *dynamotest.Emulator) {
+			m := dynamotest.NewMeter(e.Client(), "pk")
+			c := e.Client(dynamotest.FastRetries, m.Middleware())
+			store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := hostOf(t, store, idem.Config{Store: st}, nil)
+			m.Take()
+			if r, _ := f.do(t, ev("POST", "/runs", "acme", dedupKey("cost", 0), `{"workflowId":"conformance-noop","scopeId":"cost"}`)); r.StatusCode != http.StatusCreated {
+				t.Fatal(r.Body)
+			}
+			plain := m.Take()
+			if r, _ := f.do(t, enforced("acme", dedupKey("cost", 1), "cost")); r.StatusCode != http.StatusCreated {
+				t.Fatal(r.Body)
+			}
+			scoped := m.Take()
+			t.Logf("keyed create: %v, %d/%d WCU, %d RCU; enforced: %v, %d/%d WCU, %d RCU (existing/larger)",
+				plain.Calls, plain.WriteExisting, plain.WriteLarger, plain.Read, scoped.Calls, scoped.WriteExisting, scoped.WriteLarger, scoped.Read)
+			want := maps.Clone(plain.Calls)
+			want["PutItem"]++
+			if !maps.Equal(scoped.Calls, want) {
+				t.Errorf("an enforced create's calls %v, want a keyed create's %v and one PutItem", scoped.Calls, plain.Calls)
+			}
+			if scoped.WriteExisting != plain.WriteExisting+1 || scoped.WriteLarger != plain.WriteLarger+1 || scoped.Read != plain.Read {
+				t.Errorf("an enforced create: %d/%d WCU, %d RCU; want a keyed create's %d/%d WCU + 1 (the scope's item) and its %d RCU",
+					scoped.WriteExisting, scoped.WriteLarger, scoped.Read, plain.WriteExisting, plain.WriteLarger, plain.Read)
+			}
+		}
+	}
+	t.Run("conditional", func(t *testing.T) { dynamotest.ForEach(t, dyn(false)) })
+	t.Run("transactional", func(t *testing.T) { dynamotest.ForEachWith(t, dynamotest.Transactions, dyn(true)) })
+}
+
+// beforeRunWrite is a client option that calls fn, once, just before the
+// first write of a run's item (not a scope item nor a tombstone) to table
+// is sent: the run's PutItem, or the completion transaction holding its
+// Put. fn's own calls through the client pass.
+func beforeRunWrite(table string, fn func()) func(*dynamodb.Options) {
+	var fired atomic.Bool
+	isRun := func(tb *string, item map[string]types.AttributeValue) bool {
+		if tb == nil || *tb != table {
+			return false
+		}
+		_, isRun := runs.RunFromItem(item)
+		return isRun
+	}
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Initialize.Add(middleware.InitializeMiddlewareFunc("apifn.beforeRunWrite",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					run := false
+					switch p := in.Parameters.(type) {
+					case *dynamodb.PutItemInput:
+						run = isRun(p.TableName, p.Item)
+					case *dynamodb.TransactWriteItemsInput:
+						for _, it := range p.TransactItems {
+							run = run || (it.Put != nil && isRun(it.Put.TableName, it.Put.Item))
+						}
+					}
+					if run && fired.CompareAndSwap(false, true) {
+						fn()
+					}
+					return next.HandleInitialize(ctx, in)
+				}), middleware.Before)
+		})
+	}
+}
+
+// TestDedupCompletionAfterTakeover: a keyed enforced create took its scope
+// and was slow to write its run, past ScopeHoldGrace; meanwhile another
+// key took the scope over, fencing the slow create's run id with a
+// tombstone, and created its own run. The slow create's run write (its
+// conditional PutItem, or its Put in the Layer-1 completion transaction,
+// which carries no check of the scope item) then fails on the tombstone:
+// it is answered without a 201 and its run is never written, so one live
+// run holds the scope. Its key's retry is refused 409 while the taker
+// lives. On every engine.
+func TestDedupCompletionAfterTakeover(t *testing.T) {
+	dyn := func(transactional bool) func(t *testing.T, e *dynamotest.Emulator) {
+		return func(t *testing.T, e *dynamotest.Emulator) {
+			ctx := context.Background()
+			runsTable := e.CreateTable(t, "RunsTable")
+			clk := &skewedClock{}
+			var reqs atomic.Int64
+			enforced := func(tenant, key, scope string) events.APIGatewayV2HTTPRequest {
+				e := enforced(tenant, key, scope)
+				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
+				return e
+			}
+			var f *fixture
+			var takerAnswer events.APIGatewayV2HTTPResponse
+			var takerBody map[string]any
+			c := e.Client(dynamotest.FastRetries, beforeRunWrite(runsTable, func() {
+				// Past the grace (and the slow claim's lease), another key
+				// takes the scope over.
+				clk.off.Store(int64(runs.ScopeHoldGrace + time.Minute))
+				takerAnswer, takerBody = f.do(t, enforced("acme", dedupKey("slow", 1), "order-29"))
+			}))
+			store := &runs.DynamoRuns{Client: c, Table: runsTable, Transactional: transactional}
+			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f = hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+			slow := dedupKey("slow", 0)
+			r, m := f.do(t, enforced("acme", slow, "order-29"))
+			if takerAnswer.StatusCode != http.StatusCreated {
+				t.Fatalf("the takeover: %d %s", takerAnswer.StatusCode, takerAnswer.Body)
+			}
+			taker, _ := takerBody["runId"].(string)
+			if r.StatusCode == http.StatusCreated {
+				t.Fatalf("the slow create answered 201 (%s) after its scope was taken over by %s", r.Body, taker)
+			}
+			if id, _ := m["runId"].(string); id != "" {
+				if _, err := store.Get(ctx, id); err == nil {
+					t.Fatalf("the slow create's run %s was written beside the taker's %s", id, taker)
+				}
+			}
+			live, err := store.Get(ctx, taker)
+			if err != nil || live.Status.Terminal() {
+				t.Fatalf("the taker's run: %+v, %v", live, err)
+			}
+			// The slow key's retry: refused while the taker lives.
+			r, _ = f.do(t, enforced("acme", slow, "order-29"))
+			wantHeld(t, "the slow key's retry", r)
+		}
+	}
+	t.Run("conditional", func(t *testing.T) { dynamotest.ForEach(t, dyn(false)) })
+	t.Run("transactional", func(t *testing.T) { dynamotest.ForEachWith(t, dynamotest.Transactions, dyn(true)) })
+}
