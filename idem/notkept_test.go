@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -342,4 +344,42 @@ func TestStoreRefusingAResponseRecordsItNotKept(t *testing.T) {
 		hdr.Set(k, v)
 	}
 	wantNotKept(t, r.StatusCode, hdr, []byte(r.Body), 201, len(body))
+}
+
+// TestResponseNotKeptIsLogged: the first execution whose response is
+// recorded as not kept logs one warning naming the status and the size
+// (an operator's cue that a route outgrows the store), with the key's
+// hash and never the key; its duplicate logs the not-kept replay.
+func TestResponseNotKeptIsLogged(t *testing.T) {
+	logs := &syncBuffer{}
+	e := newEnv(t, func(c *idem.Config) {
+		c.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	big := string(tooLarge())
+	h := &handler{status: 200, body: big}
+	for range 2 {
+		e.call(h, v2event("POST", "POST /runs", testKey, `{"a":1}`))
+	}
+	var warned, replayed int
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		if strings.Contains(line, testKey) {
+			t.Fatalf("the raw key is logged: %s", line)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		switch m["msg"] {
+		case "idempotency: response larger than the store keeps, recorded as not kept":
+			warned++
+			if m["level"] != "WARN" || m["status"] != float64(200) || m["size"] != float64(len(big)) || m["key_hash"] == nil || m["outcome"] != idem.OutcomeClaimed {
+				t.Fatalf("warning: %v", m)
+			}
+		case "idempotency: replay of a response that was not kept":
+			replayed++
+		}
+	}
+	if warned != 1 || replayed != 1 {
+		t.Fatalf("%d not-kept warnings and %d not-kept replays logged, want 1 and 1:\n%s", warned, replayed, logs.String())
+	}
 }

@@ -703,6 +703,12 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:
+		if out.Response.NotKept > 0 {
+			// Day two: a route whose answers outgrow the store is worth an
+			// operator's look (its duplicates get 410, never the answer).
+			t.logf(ctx, slog.LevelWarn, "idempotency: response larger than the store keeps, recorded as not kept",
+				slog.Int("status", resp.Status), slog.Int("size", out.Response.NotKept))
+		}
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	case storeUnavailable(err):
 		// The outcome may or may not have been written. Without
