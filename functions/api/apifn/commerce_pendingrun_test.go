@@ -100,7 +100,8 @@ func (h *pendingRunHost) seed(t *testing.T, s runs.Status) runs.Run {
 	return r
 }
 
-// pendingRunCase is one first answer the duplicate must not outrun.
+// pendingRunCase is one answer of the first execution, held while a
+// duplicate is answered.
 type pendingRunCase struct {
 	name string
 	// req is the request, under its own key (it may write what the case
@@ -112,8 +113,8 @@ type pendingRunCase struct {
 	written bool
 }
 
-// pendingRunCases: a create answered 201, and every answer of a
-// run-creating route that creates no run: a create refused because
+// pendingRunCases: a create and a retry answered 201, and every answer of
+// a run-creating route that creates no run: a create refused because
 // another run holds its scope (409 run_already_active, forgotten), a
 // create the handler refuses (400, forgotten), a create whose runner is
 // unavailable (503, a failed action kept), a retry of a run that has not
