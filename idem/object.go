@@ -45,7 +45,11 @@ const (
 // returns the object's current answer, or a zero ObjectState (nil
 // Response) when there is no object to render (a stored error answer): the
 // stored response is then replayed. An error is logged and the stored
-// response replayed (or, with none, the in-flight answer).
+// response replayed (or, with none, the in-flight answer). With stored
+// nil, a loader renders only an object that exists: the first execution
+// may yet create none, and a duplicate told an object that is never
+// created holds a link that never resolves; with nothing rendered, the
+// duplicate gets the policy's pending answer, which names none.
 type ObjectLoader func(ctx context.Context, first ClaimInfo, stored *Response) (ObjectState, error)
 
 // ObjectState is an object's current answer (ObjectLoader).

@@ -31,8 +31,10 @@ profiles:
             idempotency-mismatch, on --other-route too); Idempotent-Replayed;
             a duplicate of a pending request waits (sync) or, sent with
             'Idempotency-Mode: async' (--mode-header), gets the pending action
-            at once, as the pending Action itself; a replay after the Action
-            settled is the Action in its final status; with --failed-run-body
+            at once: the pending Action, which names no run or the first
+            request's, and a run it names must exist (read by GET at once);
+            a replay after the Action settled is the Action in its final
+            status; with --failed-run-body
             a failed one too, and --retry-route links the retry by on; GET's
             strong ETag and If-Match of a stale version refused; the refused
             write waits in the caller's own inbox; rejections at the door record nothing; a

@@ -25,8 +25,17 @@ import (
 // first execution created (runs.ClaimRunID of its claim, the id
 // createClaimedRun gave it), rendered as runAction. A stored answer other
 // than 201 created no run: nothing to render (the stored answer replays).
-// While the first execution still runs (stored nil) the run may not be
-// written yet: it is the pending Action of that id.
+//
+// While the first execution still runs (stored nil) the run is named only
+// once it is written: a written run can only end, never vanish (its
+// execution answers its 201, or fails and is run again under the same
+// claim, which finds it). Until then nothing is rendered, and the
+// duplicate gets the policy's pending answer, which names no run: the
+// first execution may yet create none (a create refused for a held scope
+// or a bad body, a runner unavailable, a retry of a run not failed), or
+// write it only with its completion (transactional). The read is the one
+// a pending Action always cost (one consistent GetItem); one that fails
+// renders nothing either (idem logs it), never a run it could not find.
 func (h *Handler) runObject(ctx context.Context, c call, first idem.ClaimInfo, stored *idem.Response) (idem.ObjectState, error) {
 	if stored != nil && stored.Status != http.StatusCreated || first.OriginalRequestID == "" {
 		return idem.ObjectState{}, nil
@@ -34,8 +43,6 @@ func (h *Handler) runObject(ctx context.Context, c call, first idem.ClaimInfo, s
 	id := runs.ClaimRunID(c.tenant, first.ID, first.OriginalRequestID)
 	r, err := h.cfg.Runs.Get(ctx, id)
 	switch {
-	case errors.Is(err, runs.ErrRunNotFound) && stored == nil:
-		r = runs.Run{ID: id, Tenant: c.tenant, Status: runs.StatusPending}
 	case errors.Is(err, runs.ErrRunNotFound):
 		return idem.ObjectState{}, nil
 	case err != nil:

@@ -35,9 +35,10 @@ func (s *slowRuns) Create(ctx context.Context, r runs.Run) error {
 // TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction: on the
 // reference host under the commerce policy, a sync duplicate (no mode, or
 // Idempotency-Mode: sync) of a POST /runs still executing when its wait
-// budget ends (none, or a short one) is answered as the pending Action:
-// 202 with Retry-After, Idempotent-Replayed: true and status pending,
-// never 409 idempotency_in_flight; the run is created once and the key
+// budget ends (none, or a short one) is answered the pending answer: 202
+// with Retry-After, Idempotent-Replayed: true and status pending, never
+// 409 idempotency_in_flight; its run is not written yet (held before its
+// write), so the answer names none; the run is created once and the key
 // then replays that run. On every engine.
 func TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
@@ -59,9 +60,9 @@ func TestCommerceSyncDuplicateOfExecutingCreateGetsThePendingAction(t *testing.T
 			var bad string
 			for _, mode := range []string{"", "sync"} {
 				r, m := f.do(t, commerceCreate(key, mode))
-				if r.StatusCode != 202 || r.Headers["Retry-After"] == "" || r.Headers[commerce.HeaderIdempotentReplay] != "true" || m["status"] != "pending" {
+				if r.StatusCode != 202 || r.Headers["Retry-After"] == "" || r.Headers[commerce.HeaderIdempotentReplay] != "true" || m["status"] != "pending" || m["runId"] != nil {
 					bad = mode
-					t.Errorf("wait %v, mode %q, the create still executing: %d %v %s; want 202, the pending Action with Retry-After", wait, mode, r.StatusCode, r.Headers, r.Body)
+					t.Errorf("wait %v, mode %q, the create still executing: %d %v %s; want 202, the pending answer with Retry-After naming no run (none is written)", wait, mode, r.StatusCode, r.Headers, r.Body)
 				}
 			}
 			close(rs.release)

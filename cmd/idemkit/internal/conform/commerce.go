@@ -22,7 +22,7 @@ func commerceScenarios() []Scenario {
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
 		{"sync-pending-action", "a sync duplicate still unanswered when its wait budget ends gets the pending Action with Retry-After, never 409", syncPendingAction},
 		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
-		{"pending-action", "an async duplicate of a pending request is that pending Action (its id, not a bare acknowledgement)", pendingAction},
+		{"pending-action", "an async duplicate of a pending request is the pending Action: never settled, never 409, with Retry-After, and any Action it names exists", pendingAction},
 		{"retry-on-link", "Action.retry of a failed Action starts a new one linked to it by on, on the answer and on every read", retryOnLink},
 		{"if-match-stale", "GET carries a strong ETag; a write with If-Match of a version the Action moved on from is refused (409), the current one is not", ifMatchStale},
 		{"inbox-private", "a write refused as stale waits in the caller's inbox; another worker can neither list nor discard it (404)", inboxPrivate},
@@ -202,6 +202,13 @@ func slowThenAsync(ctx context.Context, e *env, k string) (first, dup *answer, r
 
 // slowThenMode is slowThenAsync with the duplicate sent in the given mode.
 func slowThenMode(ctx context.Context, e *env, k, mode string) (first, dup *answer, r Result, ok bool) {
+	return slowThen(ctx, e, k, mode, nil)
+}
+
+// slowThen is slowThenMode; then, when not nil, is called with the
+// duplicate's answer as soon as it comes, before waiting for the first
+// request (which may still run).
+func slowThen(ctx context.Context, e *env, k, mode string, then func(dup *answer)) (first, dup *answer, r Result, ok bool) {
 	type res struct {
 		a   *answer
 		err error
@@ -217,6 +224,9 @@ func slowThenMode(ctx context.Context, e *env, k, mode string) (first, dup *answ
 	}
 	d, err := e.do(ctx, call{method: e.cfg.method, path: e.cfg.path, keys: []string{k}, body: e.cfg.SlowBody,
 		header: http.Header{e.cfg.ModeHeader: {mode}}})
+	if err == nil && then != nil {
+		then(d)
+	}
 	f := <-firstc
 	switch {
 	case err != nil:

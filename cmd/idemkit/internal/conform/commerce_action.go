@@ -2,6 +2,8 @@ package conform
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -75,30 +77,112 @@ func settledReplay(ctx context.Context, e *env) Result {
 }
 
 // pendingAction: an async duplicate (ModeHeader: async) of a request still
-// running is the pending Action itself: a 2xx naming the same resource as
-// the first request's answer, in a status that is not final — not a bare
-// request id.
+// running is the pending Action: a 2xx in a status that is not final,
+// marked as a replay, with a Retry-After poll interval of at most
+// maxLiveRetryAfter, never a 409; it names no resource or the first
+// request's, and any resource it names exists when named: the checker
+// reads it at once (actionRead: its statusUrl, else GetPath), while the
+// first request may still run, and fails on a 404 — the duplicate was told
+// of a run that is not written, which the first request may never create.
+// A pending answer that names nothing passes, saying so: a host whose run
+// is written together with the first request's answer cannot name it
+// before that answer is recorded. A duplicate that waited and got the
+// first request's answer has no pending answer to check and passes
+// (in-flight-async fails it).
 func pendingAction(ctx context.Context, e *env) Result {
-	first, d, r, ok := slowThenAsync(ctx, e, client.NewKey())
+	var (
+		read     *answer // the GET of the Action the duplicate names
+		readCall call
+		readErr  error // sending the GET
+		unread   error // why the Action named cannot be read
+		named    bool
+	)
+	first, d, r, ok := slowThen(ctx, e, client.NewKey(), "async", func(d *answer) {
+		if !d.is2xx() {
+			return
+		}
+		if readCall, named, unread = e.actionRead(d.body); named && unread == nil {
+			read, readErr = e.do(ctx, readCall)
+		}
+	})
 	if !ok {
 		return r
 	}
 	switch {
 	case d.sent.After(first.done):
 		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+	case d.is2xx() && d.sameAs(first) && !d.done.Before(first.done):
+		return pass("the async duplicate waited and got the first request's answer (%s): no pending answer to check (in-flight-async fails a duplicate that waits)", d)
+	case d.status == http.StatusConflict:
+		return fail("an async duplicate of a pending request got %s, want the pending Action (2xx with Retry-After), never 409", d)
 	case !d.is2xx():
-		return fail("an async duplicate of a pending request got %s, want the pending Action (2xx)", d)
-	}
-	id, want := resourceID(d.body), resourceID(first.body)
-	switch {
-	case id == "":
-		return fail("an async duplicate's answer names no runId or id: a bare acknowledgement, not the pending Action %q", want)
-	case id != want:
-		return fail("an async duplicate names %q, the first request's Action is %q", id, want)
+		return fail("an async duplicate of a pending request got %s, want the pending Action (2xx with Retry-After)", d)
 	case settled(status(d.body)):
 		return fail("an async duplicate answered the Action settled (%q) while the first request still ran", status(d.body))
+	case d.marker(e.rules) != "true":
+		return fail("the pending Action answered to an async duplicate lacks %s: true", e.rules.replayHeader)
 	}
-	return pass("the async duplicate is the pending Action %s (%s)", id, status(d.body))
+	ra := d.header.Get("Retry-After")
+	if after, ok := client.RetryAfter(ra, time.Now()); !ok || after > maxLiveRetryAfter {
+		return fail("the pending Action answered to an async duplicate has Retry-After %q, want a poll interval of at most %s", ra, maxLiveRetryAfter)
+	}
+	id, want := resourceID(d.body), resourceID(first.body)
+	if id != "" && id != want {
+		return fail("an async duplicate names %q, the first request's Action is %q", id, want)
+	}
+	if !named {
+		return pass("%s with Retry-After %s: the pending answer names no run yet (a host names the first request's run once it is written; one that writes it with the first request's answer, once that answer is recorded)", d, ra)
+	}
+	switch {
+	case unread != nil:
+		return fail("%v", unread)
+	case readErr != nil:
+		return failErr(readErr)
+	case read.status == http.StatusNotFound:
+		return fail("the async duplicate names run %s, which does not exist: %s %s answered 404 (a pending answer names a run only once it is written)", orNone(id), readCall.method, readCall.path)
+	case !read.is2xx():
+		return fail("the async duplicate names run %s; reading it (%s %s) got %s, want 2xx", orNone(id), readCall.method, readCall.path, read)
+	case id != "" && resourceID(read.body) != "" && resourceID(read.body) != id:
+		return fail("the async duplicate names run %s; reading it (%s %s) got run %q", id, readCall.method, readCall.path, resourceID(read.body))
+	}
+	return pass("the async duplicate is the pending Action %s (%s, Retry-After %s), which GET reads (%s)", orNone(id), status(d.body), ra, read)
+}
+
+// actionRead is the GET of the Action an answer names: its statusUrl
+// when that is on the API's own origin (a relative one resolved against
+// BaseURL), else GetPath with the id it names (runId or id). named is
+// false when the answer names neither. A statusUrl on another origin is
+// never sent the API key: with no id beside it, it is an error.
+func (e *env) actionRead(body []byte) (c call, named bool, err error) {
+	var v struct {
+		StatusURL string `json:"statusUrl"`
+	}
+	_ = json.Unmarshal(body, &v)
+	id := resourceID(body)
+	if v.StatusURL != "" {
+		base, berr := url.Parse(e.cfg.BaseURL)
+		u, uerr := url.Parse(v.StatusURL)
+		if berr == nil && uerr == nil {
+			if abs := base.ResolveReference(u); abs.Scheme == base.Scheme && abs.Host == base.Host {
+				return call{method: http.MethodGet, path: v.StatusURL, url: abs.String()}, true, nil
+			}
+		}
+		if id == "" {
+			return call{}, true, fmt.Errorf("the answer names statusUrl %q, not on the API's origin %s, and no id: the Action it names cannot be read", v.StatusURL, e.cfg.BaseURL)
+		}
+	}
+	if id == "" {
+		return call{}, false, nil
+	}
+	return call{method: http.MethodGet, path: strings.ReplaceAll(e.cfg.GetPath, "{id}", url.PathEscape(id))}, true, nil
+}
+
+// orNone is id, or "(no id, by its statusUrl)" when it is empty.
+func orNone(id string) string {
+	if id == "" {
+		return "(no id, by its statusUrl)"
+	}
+	return id
 }
 
 // syncPendingAction: a duplicate sent with ModeHeader: sync while a slow

@@ -126,7 +126,7 @@ var breakCases = []struct {
 	b    breaks
 	want want
 }{
-	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "sync-pending-action", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay", "xml-error-answer"}}},
+	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "sync-pending-action", "pending-action", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay", "xml-error-answer"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict", "work-order-strict"}}},
 	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
@@ -149,7 +149,7 @@ var breakCases = []struct {
 	{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
 	{"waiting in flight (correct, not under the ERP policy)", breaks{WaitInFlight: true}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true},
-		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "settled-replay", "failure-replayed"}}},
+		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "pending-action", "settled-replay", "failure-replayed"}}},
 
 	// The commerce policy.
 	{"a comma splits the key", breaks{SplitComma: true}, one("key-comma", c)},
@@ -164,7 +164,9 @@ var breakCases = []struct {
 	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
-	{"an async duplicate gets a bare request id", breaks{AsyncBareRequestID: true}, one("pending-action", c)},
+	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
+	{"an async duplicate's pending answer without Retry-After", breaks{AsyncNoRetryAfter: true}, one("pending-action", c)},
+	{"the run written before the delay (correct)", breaks{RunBeforeDelay: true}, want{c: nil}},
 	{"a retry not linked by on", breaks{RetryUnlinked: true}, one("retry-on-link", c)},
 	{"If-Match of the current version refused too", breaks{IfMatchRefusesCurrent: true}, one("if-match-stale", c)},
 	{"the inbox is the namespace's", breaks{InboxTenantWide: true}, one("inbox-private", c)},
@@ -384,6 +386,43 @@ func TestRequestIDEverywhereSaysWhichUnauthorizedItMeasured(t *testing.T) {
 				if r.Scenario == "request-id-everywhere" && (r.Status != tc.status || !strings.Contains(r.Detail, tc.says)) {
 					t.Fatalf("request-id-everywhere: %s %s, want %s saying %q", r.Status, r.Detail, tc.status, tc.says)
 				}
+			}
+		})
+	}
+}
+
+// TestPendingActionSaysWhatItChecked: the commerce profile's
+// pending-action says what the async duplicate of a request still running
+// was answered: the pending answer naming no run yet (the reference server
+// writes its run after its delay, as a host whose run commits with the
+// create's answer), or the pending Action naming a run, which a GET found
+// while the first request still ran (RunBeforeDelay). A duplicate naming a
+// run before it is written fails, naming that run.
+func TestPendingActionSaysWhatItChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		b      breaks
+		status Status
+		says   string
+	}{
+		{"the run not written yet", breaks{}, Pass, "names no run yet"},
+		{"the run written first", breaks{RunBeforeDelay: true}, Pass, "which GET reads"},
+		{"a run named before it is written", breaks{AsyncNamesUnwrittenRun: true}, Fail, "which does not exist"},
+		{"no Retry-After", breaks{AsyncNoRetryAfter: true}, Fail, "Retry-After"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			seen := false
+			for _, r := range run(t, ProfileCommerce, tc.b) {
+				if r.Scenario == "pending-action" {
+					seen = true
+					if r.Status != tc.status || !strings.Contains(r.Detail, tc.says) {
+						t.Fatalf("pending-action: %s %s, want %s saying %q", r.Status, r.Detail, tc.status, tc.says)
+					}
+				}
+			}
+			if !seen {
+				t.Fatal("no pending-action result")
 			}
 		})
 	}

@@ -25,6 +25,9 @@ type call struct {
 	bearer       string      // when set, the API key sent instead of APIKeys[tenant]
 	noAuth       bool        // no Authorization header
 	header       http.Header // further request headers
+	// url, when set, is the absolute URL requested (one the API named, on
+	// its own origin) instead of BaseURL + path; path then only labels it.
+	url string
 }
 
 // answer is what came back.
@@ -79,7 +82,11 @@ func (e *env) do(ctx context.Context, c call) (*answer, error) {
 	if c.body != "" {
 		body = strings.NewReader(c.body)
 	}
-	req, err := http.NewRequestWithContext(ctx, c.method, e.url(c.path), body)
+	target := e.url(c.path)
+	if c.url != "" {
+		target = c.url
+	}
+	req, err := http.NewRequestWithContext(ctx, c.method, target, body)
 	if err != nil {
 		return nil, err
 	}

@@ -51,21 +51,22 @@ type Breaks struct {
 	AcceptInvalidBody    bool // the request is not validated: no validation error ever
 
 	// Commerce policy.
-	SplitComma            bool // a key is cut at its first comma
-	RejectNonASCII        bool // keys with non-ASCII characters are rejected
-	OperationNotBound     bool // the operation is part of the scope instead of bound to the key: another operation runs
-	ScopeWithoutNamespace bool // records are keyed without the credential's namespace
-	ScopeWithoutWorker    bool // records are keyed without the calling worker
-	ForgetFailures        bool // a 5xx is not stored (retried, as under the OpenWOP default)
-	RecordUnauthenticated bool // a 401 under a key is recorded and replayed to the next caller of the key
-	AsyncIgnored          bool // the wait-mode header is ignored: a duplicate in flight, async too, gets 409 idempotency_in_flight
-	SyncInFlightConflict  bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
-	MismatchRuns          bool // the mismatch 409 is answered after the request ran anyway
-	ReplayStoredBody      bool // a replay is the answer recorded at creation, not the Action as it is now
-	AsyncBareRequestID    bool // an async duplicate of a pending request gets a bare request id, not the pending Action
-	RetryUnlinked         bool // a retry's new run is not linked to the failed one by on
-	IfMatchRefusesCurrent bool // a write with any If-Match is refused as stale, the current version's too
-	InboxTenantWide       bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
+	SplitComma             bool // a key is cut at its first comma
+	RejectNonASCII         bool // keys with non-ASCII characters are rejected
+	OperationNotBound      bool // the operation is part of the scope instead of bound to the key: another operation runs
+	ScopeWithoutNamespace  bool // records are keyed without the credential's namespace
+	ScopeWithoutWorker     bool // records are keyed without the calling worker
+	ForgetFailures         bool // a 5xx is not stored (retried, as under the OpenWOP default)
+	RecordUnauthenticated  bool // a 401 under a key is recorded and replayed to the next caller of the key
+	AsyncIgnored           bool // the wait-mode header is ignored: a duplicate in flight, async too, gets 409 idempotency_in_flight
+	SyncInFlightConflict   bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
+	MismatchRuns           bool // the mismatch 409 is answered after the request ran anyway
+	ReplayStoredBody       bool // a replay is the answer recorded at creation, not the Action as it is now
+	AsyncNamesUnwrittenRun bool // an async duplicate of a pending request names the run its first request will create before it is written (GET answers 404)
+	AsyncNoRetryAfter      bool // an async duplicate's pending answer has no Retry-After
+	RetryUnlinked          bool // a retry's new run is not linked to the failed one by on
+	IfMatchRefusesCurrent  bool // a write with any If-Match is refused as stale, the current version's too
+	InboxTenantWide        bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -90,6 +91,12 @@ type Breaks struct {
 	// API and its Lambda authorizer: {"message":"Unauthorized"} with an
 	// apigw-requestid header, no X-Request-ID and no envelope.
 	APIGatewayAuthorizer bool
+
+	// RunBeforeDelay is a mode, not a break: the conformance-delay workflow
+	// writes its run before its delay, not after it (as a host whose run is
+	// written by its own write before the create answers), so that a
+	// duplicate meanwhile is the pending Action naming that run.
+	RunBeforeDelay bool
 
 	// WaitInFlight is a mode, not a break: a duplicate in flight waits
 	// (bounded) for the winner's final answer instead of getting 409. The
@@ -574,14 +581,11 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			s.respond(q, st, b)
 			return
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
-			reqID, runID := rec.reqID, rec.runID
+			b := s.pendingAnswer(rec, s.brk.AsyncNamesUnwrittenRun)
 			s.mu.Unlock()
 			s.mark(w, true)
-			w.Header().Set("Retry-After", "1")
-			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
-			if runID != "" && !s.brk.AsyncBareRequestID {
-				// The pending Action: its run, as it is (not written yet).
-				b = s.action(runID, "pending")
+			if !s.brk.AsyncNoRetryAfter {
+				w.Header().Set("Retry-After", "1")
 			}
 			s.respond(q, 202, b)
 			return
@@ -600,7 +604,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && !s.brk.SyncInFlightConflict:
 			// The commerce policy: a sync duplicate whose wait ended (this
 			// server waits for none) is answered the pending Action too.
-			reqID, runID := rec.reqID, rec.runID
+			b := s.pendingAnswer(rec, false)
 			s.mu.Unlock()
 			s.mark(w, true)
 			switch {
@@ -609,10 +613,6 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 				w.Header().Set("Retry-After", "295")
 			default:
 				w.Header().Set("Retry-After", "1")
-			}
-			b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": reqID})
-			if runID != "" && !s.brk.AsyncBareRequestID {
-				b = s.action(runID, "pending")
 			}
 			s.respond(q, 202, b)
 			return
@@ -702,13 +702,17 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 		wf = "conformance-noop"
 	}
 	failsLater := false
+	var delay time.Duration // after the run is written (RunBeforeDelay)
 	switch wf {
 	case FailsLaterWorkflow:
 		failsLater = true
 	case "conformance-noop":
 	case "conformance-delay":
 		ms, _ := inputs["delayMs"].(float64)
-		time.Sleep(time.Duration(ms) * time.Millisecond)
+		if delay = time.Duration(ms) * time.Millisecond; !s.brk.RunBeforeDelay {
+			time.Sleep(delay)
+			delay = 0
+		}
 	case "conformance-unavailable":
 		return 503, envelopeBody("runner_unavailable", "the conformance-unavailable workflow never has a runner", nil)
 	default:
@@ -726,6 +730,7 @@ func (s *Server) createRun(r *http.Request, tenant string, body []byte) (int, []
 		s.runs[id].status, s.runs[id].version = "failed", 2
 	}
 	s.mu.Unlock()
+	time.Sleep(delay)
 	return 201, s.action(id, "pending")
 }
 
@@ -761,6 +766,23 @@ func (s *Server) retryRun(r *http.Request, tenant string, _ []byte) (int, []byte
 	}
 	b, _ := json.Marshal(m)
 	return 201, b
+}
+
+// pendingAnswer is the commerce policy's answer to a duplicate of rec's
+// request while it still executes (s.mu held): the pending Action, its run
+// as it is now, once that run is written; until then (conformance-delay
+// writes its run only after its delay) the pending answer, which names no
+// run, so that a duplicate is never told a run GET does not find. unwritten
+// names the run before it is written (a break).
+func (s *Server) pendingAnswer(rec *refRecord, unwritten bool) []byte {
+	if run := s.runs[rec.runID]; rec.runID != "" && run != nil {
+		return s.action(rec.runID, run.status)
+	}
+	if rec.runID != "" && unwritten {
+		return s.action(rec.runID, "pending")
+	}
+	b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.reqID})
+	return b
 }
 
 // recordKey carries a request's record to its handler.
