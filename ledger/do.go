@@ -622,7 +622,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	_, call := l.span(ctx, spanProvider, eff)
 	out, gaveUp, ferr := l.run(ctx, next, fn)
 	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
-	if gaveUp && ferr != nil {
+	if gaveUp && (ferr != nil || eff.Streamed) {
 		// The heartbeat's renewals failed until the lease could end: fn's
 		// context was cancelled with ErrLeaseLost, and an error it then
 		// returns is not recorded (an error caused by that cancellation
@@ -632,6 +632,13 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// A success is recorded below, under the same fence as every
 		// outcome: the effect fired, and the record keeps any other
 		// executor from firing it again unless one reclaimed it first.
+		// A streamed effect's success is not: the cancellation also cut
+		// its body, so a stream function that returns nil then may have
+		// relayed only part of it, and the body's digest and size would
+		// record a truncated stream as the effect's answer.
+		if ferr == nil {
+			return res, ErrLeaseLost
+		}
 		return res, errors.Join(ErrLeaseLost, ferr)
 	}
 	val := out.value

@@ -28,6 +28,11 @@ type StreamFunc func(ctx context.Context, call Call, w io.Writer) error
 // one claim, the same provider key on every attempt, fenced writes, bounded
 // waiting, reclaim of a stalled attempt as escaped, MismatchError for a
 // different request under the same identity. Effect.Streamed is implied.
+//
+// One difference: when the heartbeat gives up (its renewals failed until
+// the lease could end) and cancels fn's context, nothing is recorded even
+// if fn returns nil, since the cancellation cut the body; DoStream returns
+// ErrLeaseLost and the attempt is reclaimed as escaped after its lease.
 func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn StreamFunc) (Result, error) {
 	if fn == nil {
 		return Result{}, errors.New("ledger: nil stream function")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -457,6 +458,68 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		res, err := e.ledger().Do(context.Background(), eff, e.charge(&calls))
 		if err != nil || res.Attempt != 2 || calls.Load() != 1 {
 			t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", res, err, calls.Load())
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v", got)
+		}
+		if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
+		}
+	})
+
+	// A streamed effect's body is cut by the same cancellation: a stream
+	// function that swallows it and returns nil has relayed only part of
+	// the body, so its success is not recorded (the body's digest and size
+	// would describe a truncated stream). The attempt stays firing and is
+	// reclaimed as escaped after its lease, under the same provider key.
+	t.Run("streamed, cut", func(t *testing.T) {
+		e := e.fresh(t)
+		a, tk := e.heartbeating(10 * time.Second)
+		renew := e.renewals()
+		eff := e.effect()
+		key := effectKey(eff.Identity)
+		started := make(chan context.Context, 1)
+		done := make(chan error, 1)
+		var body bytes.Buffer
+		go func() {
+			_, err := a.DoStream(context.Background(), eff, &body, func(ctx context.Context, c ledger.Call, w io.Writer) error {
+				if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+					return err
+				}
+				_, _ = io.WriteString(w, "data: part one\n\n")
+				started <- ctx
+				<-ctx.Done()
+				return nil // the relay stopped with its context, and says nothing
+			})
+			done <- err
+		}()
+		fctx := recv(t, started, "the fire")
+		leaseEnd := e.get(key).LeaseUntil
+		e.store.failRenewals(errors.New("injected store outage"))
+		for range 2 {
+			e.clock.Advance(10 * time.Second)
+			tk.Tick()
+			recv(t, renew, "a renewal")
+		}
+		recv(t, fctx.Done(), "the effect function's cancellation")
+		if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrLeaseLost) {
+			t.Fatalf("A: %v; want ErrLeaseLost (its cut stream not recorded as a success)", err)
+		}
+		if rec := e.get(key); rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil {
+			t.Fatalf("record %s attempt %d outcome %+v; want firing, 1, none", rec.State, rec.Attempt, rec.Outcome)
+		}
+		e.store.failRenewals(nil)
+		e.clock.Set(leaseEnd)
+		var whole bytes.Buffer
+		res, err := e.ledger().DoStream(context.Background(), eff, &whole, func(ctx context.Context, c ledger.Call, w io.Writer) error {
+			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+				return err
+			}
+			_, err := io.WriteString(w, "data: part one\n\ndata: part two\n\n")
+			return err
+		})
+		if err != nil || res.Attempt != 2 || res.BodySize != int64(whole.Len()) {
+			t.Fatalf("B: %+v %v; want attempt 2 with the whole body", res, err)
 		}
 		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
 			t.Fatalf("attempts %v", got)
