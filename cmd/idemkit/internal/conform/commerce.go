@@ -20,7 +20,7 @@ func commerceScenarios() []Scenario {
 		{"input-mismatch", "the same key with another input gets 409 idempotency-mismatch, never the cached body", mismatch},
 		{"operation-mismatch", "the same key on another operation gets 409 idempotency-mismatch and nothing runs", operationMismatch},
 		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
-		{"sync-pending-action", "a sync duplicate still unanswered when its wait budget ends gets the pending Action with Retry-After, never 409", syncPendingAction},
+		{"sync-pending-action", "a sync duplicate still unanswered when its wait budget ends gets the pending Action with Retry-After, never 409, and any Action it names exists", syncPendingAction},
 		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
 		{"pending-action", "an async duplicate of a pending request is the pending Action: never settled, never 409, with Retry-After, and any Action it names exists", pendingAction},
 		{"retry-on-link", "Action.retry of a failed Action starts a new one linked to it by on, on the answer and on every read", retryOnLink},

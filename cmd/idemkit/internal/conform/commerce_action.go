@@ -83,28 +83,17 @@ func settledReplay(ctx context.Context, e *env) Result {
 // request's, and any resource it names exists when named: the checker
 // reads it at once (actionRead: its statusUrl, else GetPath), while the
 // first request may still run, and fails on a 404 — the duplicate was told
-// of a run that is not written, which the first request may never create.
+// of a run that is not written, which the first request may never create —
+// and on a read that answers another run than the first request's (a
+// statusUrl alone can name another run).
 // A pending answer that names nothing passes, saying so: a host whose run
 // is written together with the first request's answer cannot name it
 // before that answer is recorded. A duplicate that waited and got the
 // first request's answer has no pending answer to check and passes
 // (in-flight-async fails it).
 func pendingAction(ctx context.Context, e *env) Result {
-	var (
-		read     *answer // the GET of the Action the duplicate names
-		readCall call
-		readErr  error // sending the GET
-		unread   error // why the Action named cannot be read
-		named    bool
-	)
-	first, d, r, ok := slowThen(ctx, e, client.NewKey(), "async", func(d *answer) {
-		if !d.is2xx() {
-			return
-		}
-		if readCall, named, unread = e.actionRead(d.body); named && unread == nil {
-			read, readErr = e.do(ctx, readCall)
-		}
-	})
+	var nr namedActionRead
+	first, d, r, ok := slowThen(ctx, e, client.NewKey(), "async", nr.read(ctx, e))
 	if !ok {
 		return r
 	}
@@ -126,26 +115,71 @@ func pendingAction(ctx context.Context, e *env) Result {
 	if after, ok := client.RetryAfter(ra, time.Now()); !ok || after > maxLiveRetryAfter {
 		return fail("the pending Action answered to an async duplicate has Retry-After %q, want a poll interval of at most %s", ra, maxLiveRetryAfter)
 	}
-	id, want := resourceID(d.body), resourceID(first.body)
-	if id != "" && id != want {
-		return fail("an async duplicate names %q, the first request's Action is %q", id, want)
+	id := resourceID(d.body)
+	if r, ok := nr.check("async", d, first); !ok {
+		return r
 	}
-	if !named {
+	if !nr.named {
 		return pass("%s with Retry-After %s: the pending answer names no run yet (a host names the first request's run once it is written; one that writes it with the first request's answer, once that answer is recorded)", d, ra)
 	}
-	switch {
-	case unread != nil:
-		return fail("%v", unread)
-	case readErr != nil:
-		return failErr(readErr)
-	case read.status == http.StatusNotFound:
-		return fail("the async duplicate names run %s, which does not exist: %s %s answered 404 (a pending answer names a run only once it is written)", orNone(id), readCall.method, readCall.path)
-	case !read.is2xx():
-		return fail("the async duplicate names run %s; reading it (%s %s) got %s, want 2xx", orNone(id), readCall.method, readCall.path, read)
-	case id != "" && resourceID(read.body) != "" && resourceID(read.body) != id:
-		return fail("the async duplicate names run %s; reading it (%s %s) got run %q", id, readCall.method, readCall.path, resourceID(read.body))
+	return pass("the async duplicate is the pending Action %s (%s, Retry-After %s), which GET reads (%s)", orNone(id), status(d.body), ra, nr.answer)
+}
+
+// namedActionRead reads, as soon as a duplicate's pending answer comes and
+// while the first request may still run, the Action that answer names
+// (actionRead), and then checks it is the first request's.
+type namedActionRead struct {
+	c      call
+	named  bool
+	answer *answer // the GET of the Action named
+	err    error   // sending the GET
+	unread error   // why the Action named cannot be read
+}
+
+// read returns slowThen's callback: it reads the Action a 2xx answer names.
+func (n *namedActionRead) read(ctx context.Context, e *env) func(*answer) {
+	return func(d *answer) {
+		if !d.is2xx() {
+			return
+		}
+		if n.c, n.named, n.unread = e.actionRead(d.body); n.named && n.unread == nil {
+			n.answer, n.err = e.do(ctx, n.c)
+		}
 	}
-	return pass("the async duplicate is the pending Action %s (%s, Retry-After %s), which GET reads (%s)", orNone(id), status(d.body), ra, read)
+}
+
+// check fails a pending answer d (of the given mode) that names another
+// resource than the first request's, or names one that could not be read
+// when named (a 404: the duplicate was told of a run that is not written,
+// which the first request may never create), or whose read answers another
+// run than the one named or than the first request's (a statusUrl naming
+// another run, with no id beside it, is caught here).
+func (n *namedActionRead) check(mode string, d, first *answer) (Result, bool) {
+	id, want := resourceID(d.body), resourceID(first.body)
+	if id != "" && id != want {
+		return fail("a %s duplicate names %q, the first request's Action is %q: the request ran twice or the answer is another's", mode, id, want), false
+	}
+	if !n.named {
+		return Result{}, true
+	}
+	switch {
+	case n.unread != nil:
+		return fail("%v", n.unread), false
+	case n.err != nil:
+		return failErr(n.err), false
+	case n.answer.status == http.StatusNotFound:
+		return fail("the %s duplicate names run %s, which does not exist: %s %s answered 404 (a pending answer names a run only once it is written)", mode, orNone(id), n.c.method, n.c.path), false
+	case !n.answer.is2xx():
+		return fail("the %s duplicate names run %s; reading it (%s %s) got %s, want 2xx", mode, orNone(id), n.c.method, n.c.path, n.answer), false
+	}
+	got := resourceID(n.answer.body)
+	switch {
+	case id != "" && got != "" && got != id:
+		return fail("the %s duplicate names run %s; reading it (%s %s) got run %q", mode, id, n.c.method, n.c.path, got), false
+	case want != "" && got != "" && got != want:
+		return fail("the %s duplicate names run %s; reading it (%s %s) got run %q, and the first request's Action is %q", mode, orNone(id), n.c.method, n.c.path, got, want), false
+	}
+	return Result{}, true
 }
 
 // actionRead is the GET of the Action an answer names: its statusUrl
@@ -188,13 +222,15 @@ func orNone(id string) string {
 // syncPendingAction: a duplicate sent with ModeHeader: sync while a slow
 // request runs, and not answered with the first request's answer (its wait
 // budget ended first), is the pending action: 202 with Retry-After and the
-// replay marker, naming no other resource than the first request's; never
-// 409 in flight. A duplicate whose budget outlasted the first request gets
+// replay marker, naming no other resource than the first request's, and any
+// resource it names exists when named (read at once, as pending-action
+// does); never 409 in flight. A duplicate whose budget outlasted the first request gets
 // the first's answer, which passes too, saying the answer past the budget
 // was not exercised (a slower --slow-body, or a shorter wait budget such as
 // idemkit dev --idempotency-wait, exercises it).
 func syncPendingAction(ctx context.Context, e *env) Result {
-	first, d, r, ok := slowThenMode(ctx, e, client.NewKey(), "sync")
+	var nr namedActionRead
+	first, d, r, ok := slowThen(ctx, e, client.NewKey(), "sync", nr.read(ctx, e))
 	if !ok {
 		return r
 	}
@@ -214,8 +250,11 @@ func syncPendingAction(ctx context.Context, e *env) Result {
 	if ra, ok := client.RetryAfter(d.header.Get("Retry-After"), time.Now()); !ok || ra > maxLiveRetryAfter {
 		return fail("the pending Action answered to a sync duplicate has Retry-After %q, want a poll interval of at most %s", d.header.Get("Retry-After"), maxLiveRetryAfter)
 	}
-	if id := resourceID(d.body); id != "" && id != resourceID(first.body) {
-		return fail("a sync duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(first.body))
+	if r, ok := nr.check("sync", d, first); !ok {
+		return r
+	}
+	if nr.named {
+		return pass("the sync duplicate got the pending action %s with Retry-After %s, naming run %s, which GET reads (%s)", d, d.header.Get("Retry-After"), orNone(resourceID(d.body)), nr.answer)
 	}
 	return pass("the sync duplicate got the pending action %s with Retry-After %s", d, d.header.Get("Retry-After"))
 }

@@ -165,6 +165,8 @@ var breakCases = []struct {
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
 	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
+	{"an async duplicate names another run by its statusUrl alone", breaks{AsyncNamesOtherRunByURL: true}, one("pending-action", c)},
+	{"a sync duplicate names the run before it exists (GET answers 404)", breaks{SyncNamesUnwrittenRun: true}, one("sync-pending-action", c)},
 	{"an async duplicate's pending answer without Retry-After", breaks{AsyncNoRetryAfter: true}, one("pending-action", c)},
 	{"the run written before the delay (correct)", breaks{RunBeforeDelay: true}, want{c: nil}},
 	{"a retry not linked by on", breaks{RetryUnlinked: true}, one("retry-on-link", c)},
@@ -408,6 +410,7 @@ func TestPendingActionSaysWhatItChecked(t *testing.T) {
 		{"the run not written yet", breaks{}, Pass, "names no run yet"},
 		{"the run written first", breaks{RunBeforeDelay: true}, Pass, "which GET reads"},
 		{"a run named before it is written", breaks{AsyncNamesUnwrittenRun: true}, Fail, "which does not exist"},
+		{"another run named by its statusUrl", breaks{AsyncNamesOtherRunByURL: true}, Fail, "and the first request's Action is"},
 		{"no Retry-After", breaks{AsyncNoRetryAfter: true}, Fail, "Retry-After"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,12 +20,15 @@
 // and operation-mismatch (409 idempotency-mismatch), in-flight (sync: waits
 // or is told to come back with the pending action, never 409),
 // sync-pending-action (a sync duplicate past its wait budget gets the
-// pending action, 202 with Retry-After), in-flight-async (the pending
+// pending action, 202 with Retry-After, and any Action it names exists
+// and is the first request's, read as pending-action reads it),
+// in-flight-async (the pending
 // action at once),
 // pending-action (that answer is the pending Action: 2xx, not settled, the
 // replay marker, Retry-After; it names no Action or the first request's,
-// and one it names exists: a GET of its statusUrl, else of GetPath, reads
-// it at once, while the first request may still run), settled-replay
+// and one it names exists and is the first request's: a GET of its
+// statusUrl, else of GetPath, reads it at once, while the first request
+// may still run), settled-replay
 // (a replay after the Action settled is the Action in its final status, a
 // failed one included with Config.FailedRunBody), retry-on-link (Action.retry
 // links the new Action to the failed one by on; needs FailedRunBody),

@@ -51,22 +51,24 @@ type Breaks struct {
 	AcceptInvalidBody    bool // the request is not validated: no validation error ever
 
 	// Commerce policy.
-	SplitComma             bool // a key is cut at its first comma
-	RejectNonASCII         bool // keys with non-ASCII characters are rejected
-	OperationNotBound      bool // the operation is part of the scope instead of bound to the key: another operation runs
-	ScopeWithoutNamespace  bool // records are keyed without the credential's namespace
-	ScopeWithoutWorker     bool // records are keyed without the calling worker
-	ForgetFailures         bool // a 5xx is not stored (retried, as under the OpenWOP default)
-	RecordUnauthenticated  bool // a 401 under a key is recorded and replayed to the next caller of the key
-	AsyncIgnored           bool // the wait-mode header is ignored: a duplicate in flight, async too, gets 409 idempotency_in_flight
-	SyncInFlightConflict   bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
-	MismatchRuns           bool // the mismatch 409 is answered after the request ran anyway
-	ReplayStoredBody       bool // a replay is the answer recorded at creation, not the Action as it is now
-	AsyncNamesUnwrittenRun bool // an async duplicate of a pending request names the run its first request will create before it is written (GET answers 404)
-	AsyncNoRetryAfter      bool // an async duplicate's pending answer has no Retry-After
-	RetryUnlinked          bool // a retry's new run is not linked to the failed one by on
-	IfMatchRefusesCurrent  bool // a write with any If-Match is refused as stale, the current version's too
-	InboxTenantWide        bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
+	SplitComma              bool // a key is cut at its first comma
+	RejectNonASCII          bool // keys with non-ASCII characters are rejected
+	OperationNotBound       bool // the operation is part of the scope instead of bound to the key: another operation runs
+	ScopeWithoutNamespace   bool // records are keyed without the credential's namespace
+	ScopeWithoutWorker      bool // records are keyed without the calling worker
+	ForgetFailures          bool // a 5xx is not stored (retried, as under the OpenWOP default)
+	RecordUnauthenticated   bool // a 401 under a key is recorded and replayed to the next caller of the key
+	AsyncIgnored            bool // the wait-mode header is ignored: a duplicate in flight, async too, gets 409 idempotency_in_flight
+	SyncInFlightConflict    bool // a sync duplicate whose wait ended gets 409 idempotency_in_flight, not the pending Action
+	MismatchRuns            bool // the mismatch 409 is answered after the request ran anyway
+	ReplayStoredBody        bool // a replay is the answer recorded at creation, not the Action as it is now
+	AsyncNamesUnwrittenRun  bool // an async duplicate of a pending request names the run its first request will create before it is written (GET answers 404)
+	AsyncNamesOtherRunByURL bool // an async duplicate of a pending request names, by a statusUrl alone (no runId), another run of the tenant that exists
+	SyncNamesUnwrittenRun   bool // a sync duplicate whose wait ended names the run its first request will create before it is written (GET answers 404)
+	AsyncNoRetryAfter       bool // an async duplicate's pending answer has no Retry-After
+	RetryUnlinked           bool // a retry's new run is not linked to the failed one by on
+	IfMatchRefusesCurrent   bool // a write with any If-Match is refused as stale, the current version's too
+	InboxTenantWide         bool // the inbox is the namespace's, not the calling worker's: another worker lists and discards its entries
 
 	// ERP policy.
 	AcceptKeyWhitespace      bool // leading/trailing whitespace around the key is ignored (needs HTTPTest to see it)
@@ -582,6 +584,9 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			return
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
 			b := s.pendingAnswer(rec, s.brk.AsyncNamesUnwrittenRun)
+			if s.brk.AsyncNamesOtherRunByURL {
+				b = s.otherRunByURL(q.cred.tenant, rec.runID)
+			}
 			s.mu.Unlock()
 			s.mark(w, true)
 			if !s.brk.AsyncNoRetryAfter {
@@ -604,7 +609,7 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && !s.brk.SyncInFlightConflict:
 			// The commerce policy: a sync duplicate whose wait ended (this
 			// server waits for none) is answered the pending Action too.
-			b := s.pendingAnswer(rec, false)
+			b := s.pendingAnswer(rec, s.brk.SyncNamesUnwrittenRun)
 			s.mu.Unlock()
 			s.mark(w, true)
 			switch {
@@ -782,6 +787,25 @@ func (s *Server) pendingAnswer(rec *refRecord, unwritten bool) []byte {
 		return s.action(rec.runID, "pending")
 	}
 	b, _ := json.Marshal(map[string]string{"status": "pending", "requestId": rec.reqID})
+	return b
+}
+
+// otherRunByURL is a pending answer naming, by its statusUrl alone, a run
+// of tenant other than not (one is written when the tenant has none); the
+// caller holds s.mu.
+func (s *Server) otherRunByURL(tenant, not string) []byte {
+	other := ""
+	for id, run := range s.runs {
+		if id != not && run.tenant == tenant {
+			other = id
+			break
+		}
+	}
+	if other == "" {
+		other = "run-other-" + tenant
+		s.runs[other] = &refRun{tenant: tenant, status: "completed", version: 1}
+	}
+	b, _ := json.Marshal(map[string]string{"status": "pending", "statusUrl": "/runs/" + other})
 	return b
 }
 
