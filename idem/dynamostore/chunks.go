@@ -43,10 +43,21 @@ func (r *responseRef) matches(st stored) bool {
 // recordItemMax; otherwise the blob is written beside the record, as chunk
 // items (plain PutItems under a key no one else can produce: it embeds a
 // fresh 128-bit nonce) carrying the record's retention, before the
-// completion that references them.
+// completion that references them. A response encoding to more than
+// maxBlob (a body within idem.MaxResponseBytes with headers beyond the
+// room kept for them) is refused with idem.ErrTooLarge, nothing written.
 func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem.State, resp *idem.Response, expires time.Time) (*responseRef, error) {
 	id := claim.ID
-	blob, enc := pack(resp)
+	raw := encodeResponse(resp)
+	if len(raw) > maxBlob {
+		// Only headers beyond the room kept beside a body of at most
+		// idem.MaxResponseBytes get here: a blob every replay would
+		// refuse to inflate is not written (the Guard records the
+		// response as not kept instead).
+		return nil, fmt.Errorf("%w: the response encodes to %d bytes (status line, headers and body), more than the %d this store reads back",
+			idem.ErrTooLarge, len(raw), maxBlob)
+	}
+	blob, enc := packEncoded(raw)
 	if inline := tagInline(blob, enc); fitsInline(claim, state, expires, inline) {
 		return &responseRef{inline: inline}, nil
 	}

@@ -50,7 +50,10 @@
 //     earlier versions (a blob of up to 350 KB inline, tagged, or with
 //     respEnc, respLen and respSha attributes) are read as before; records
 //     written by this version are read by earlier ones too (they already
-//     read chunked responses), except a not-kept one.
+//     read chunked responses), except a not-kept one. The headers have 1 MB
+//     of room beside the body: a response whose blob (before deflating)
+//     would be larger is refused with idem.ErrTooLarge, nothing written,
+//     and the Guard records it as not kept.
 //   - A not-kept outcome (idem.Response.NotKept: a response larger than
 //     idem.MaxResponseBytes) is its status and size in a few bytes, inline
 //     (resp starts with 'N'): its completion and its replays cost what a

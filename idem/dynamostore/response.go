@@ -57,7 +57,8 @@ const (
 	// compressMin: blobs shorter than this are stored raw.
 	compressMin = 512
 	// maxBlob bounds the decoded blob (body limit plus generous header room);
-	// it guards decompression.
+	// it guards decompression, and the store refuses to write a larger one
+	// (idem.ErrTooLarge), which it could not read back.
 	maxBlob = idem.MaxResponseBytes + 1<<20
 )
 
@@ -175,7 +176,11 @@ func decodeNotKept(b []byte) (*idem.Response, error) {
 
 // pack encodes r and compresses it when that helps; enc names the encoding.
 func pack(r *idem.Response) (blob []byte, enc string) {
-	raw := encodeResponse(r)
+	return packEncoded(encodeResponse(r))
+}
+
+// packEncoded compresses the encoded response raw when that helps.
+func packEncoded(raw []byte) (blob []byte, enc string) {
 	if len(raw) < compressMin {
 		return raw, encRaw
 	}
