@@ -467,6 +467,42 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		}
 	})
 
+	// The success's outcome write is applied but its answer lost (the
+	// store wrote it, then the call failed): whatever Do tells the first
+	// caller, the effect is recorded, so the next Do replays A's value
+	// and the provider sees one effect, one request.
+	t.Run("applied, answer lost", func(t *testing.T) {
+		e := e.fresh(t)
+		lost := errors.New("injected answer lost after the write applied")
+		e.store.loseAnswerOnce(ledger.StateCompleted, lost)
+		_, eff, key, _, done, _, leaseEnd := giveUp(t, e)
+		// A learns only the error (the loss was injected on its outcome
+		// write, so the error carries it); what it is told is not the
+		// guarantee, the record is.
+		if err := recv(t, done, "A's Do"); !errors.Is(err, lost) {
+			t.Fatalf("A: %v; want the lost answer's error (the fault on its outcome write)", err)
+		}
+		rec := e.get(key)
+		if rec.State != ledger.StateCompleted || rec.Attempt != 1 || rec.Outcome == nil || !rec.Outcome.OK || string(rec.Outcome.Value) != "value from A" {
+			t.Fatalf("record %s attempt %d outcome %+v; want completed by attempt 1 with A's value", rec.State, rec.Attempt, rec.Outcome)
+		}
+		e.store.failRenewals(nil)
+		for _, at := range []time.Time{leaseEnd, leaseEnd.Add(time.Hour)} {
+			e.clock.Set(at) // at the lease's end and long past it: a replay
+			var calls atomic.Int64
+			res, err := e.ledger().Do(context.Background(), eff, e.charge(&calls))
+			if err != nil || !res.Replayed || res.Attempt != 1 || string(res.Value) != "value from A" || calls.Load() != 0 {
+				t.Fatalf("next Do at %s: %+v %v calls %d; want A's value replayed, nothing fired", at, res, err, calls.Load())
+			}
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v; want one, completed", got)
+		}
+		if e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+			t.Fatalf("provider effects %d requests %d; want 1, 1", e.prov.Effects(), e.prov.Requests())
+		}
+	})
+
 	// A streamed effect's body is cut by the same cancellation: a stream
 	// function that swallows it and returns nil has relayed only part of
 	// the body, so its success is not recorded (the body's digest and size

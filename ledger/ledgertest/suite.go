@@ -84,6 +84,7 @@ type hookStore struct {
 	beforeReplace func(next *ledger.Record) error
 	afterReplace  func(next *ledger.Record, want ledger.Expect, ok bool, err error)
 	afterCreate   func(rec *ledger.Record, won bool, err error) error
+	loseAnswer    func(next *ledger.Record, ok bool, err error) error
 	refErr        error
 	renewErr      error
 	renewStall    bool
@@ -130,6 +131,7 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 	s.mu.Lock()
 	hook := s.beforeReplace
 	after := s.afterReplace
+	lose := s.loseAnswer
 	if renewErr := s.renewErr; renewErr != nil && isRenewal(n, w) {
 		hook = func(*ledger.Record) error { return renewErr }
 	}
@@ -148,6 +150,11 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 	ok, cur, err := s.Store.Replace(ctx, n, w, now)
 	if after != nil {
 		after(n, w, ok, err)
+	}
+	if lose != nil {
+		if lerr := lose(n, ok, err); lerr != nil {
+			return false, nil, lerr
+		}
 	}
 	return ok, cur, err
 }
@@ -207,6 +214,21 @@ func (s *hookStore) failOnce(st ledger.State, err error) {
 	defer s.mu.Unlock()
 	s.beforeReplace = func(n *ledger.Record) error {
 		if n.State == st && done.CompareAndSwap(false, true) {
+			return err
+		}
+		return nil
+	}
+}
+
+// loseAnswerOnce makes the next Replace writing a record in state st that
+// the store applies return err instead of its answer: the write landed,
+// the executor never learns it (a response lost on its way back).
+func (s *hookStore) loseAnswerOnce(st ledger.State, err error) {
+	var done atomic.Bool
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loseAnswer = func(n *ledger.Record, ok bool, werr error) error {
+		if ok && werr == nil && n.State == st && done.CompareAndSwap(false, true) {
 			return err
 		}
 		return nil
