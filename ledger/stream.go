@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 )
 
@@ -29,10 +30,15 @@ type StreamFunc func(ctx context.Context, call Call, w io.Writer) error
 // waiting, reclaim of a stalled attempt as escaped, MismatchError for a
 // different request under the same identity. Effect.Streamed is implied.
 //
-// One difference: when the heartbeat gives up (its renewals failed until
-// the lease could end) and cancels fn's context, nothing is recorded even
-// if fn returns nil, since the cancellation cut the body; DoStream returns
+// One difference: a nil returned by fn after its context ended is not a
+// success, since the context's end may have cut the body. When the
+// heartbeat gave up (its renewals failed until the lease could end) and
+// cancelled fn's context, nothing is recorded; DoStream returns
 // ErrLeaseLost and the attempt is reclaimed as escaped after its lease.
+// When ctx itself ended (the caller's cancellation or deadline), the
+// attempt ends as if fn had returned ErrUncertain: released as escaped,
+// the next DoStream fires again under the same provider key, and DoStream
+// returns an error matching ErrUncertain and ctx's error.
 func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn StreamFunc) (Result, error) {
 	if fn == nil {
 		return Result{}, errors.New("ledger: nil stream function")
@@ -45,6 +51,13 @@ func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn Strea
 		h := sha256.New()
 		cw := &countingWriter{w: w, h: h}
 		err := fn(ctx, c, cw)
+		if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, ErrLeaseLost) {
+			// The caller's context ended while fn relayed the body: a
+			// nil from a relay that stops with its context does not mean
+			// the whole body came, so no success is recorded for it.
+			// (The lease's own cancellations are decided in fire.)
+			err = fmt.Errorf("%w: the stream function returned after its caller's context ended (%w), so its body may be cut", ErrUncertain, cause)
+		}
 		return produced{bodyDigest: hex.EncodeToString(h.Sum(nil)), bodySize: cw.n}, err
 	})
 }

@@ -22,6 +22,7 @@ var hardeningTests = []test{
 	{"HeartbeatFailingPastLeaseCancels", testHeartbeatFailingPastLease},
 	{"HeartbeatStalledRenewalCancels", testHeartbeatStalledRenewal},
 	{"HeartbeatGaveUpSuccessIsRecorded", testHeartbeatGaveUpSuccess},
+	{"StreamCutByTheCallerIsUncertain", testStreamCutByCaller},
 	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
 	{"MaxAttemptsReleased", testMaxAttemptsReleased},
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
@@ -601,6 +602,65 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 			t.Fatalf("record %s attempt %d outcome %+v; want B's completion", rec.State, rec.Attempt, rec.Outcome)
 		}
 	})
+}
+
+// A streamed effect whose caller's context ends while it relays its body
+// (a client gone, a deadline): a stream function that stops with its
+// context and returns nil relayed only part of the body, so its success is
+// not recorded (its digest and size would describe a truncated stream, and
+// every duplicate would be told the effect completed with it). DoStream
+// returns ErrUncertain with the context's error, the attempt is released
+// as escaped, and the next DoStream fires again under the same provider
+// key and records the whole body.
+func testStreamCutByCaller(t *testing.T, e *env) {
+	l := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	var part bytes.Buffer
+	go func() {
+		_, err := l.DoStream(ctx, eff, &part, func(ctx context.Context, c ledger.Call, w io.Writer) error {
+			if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+				return err
+			}
+			_, _ = io.WriteString(w, "data: part one\n\n")
+			close(started)
+			<-ctx.Done()
+			return nil // the relay stopped with its context, and says nothing
+		})
+		done <- err
+	}()
+	recv(t, started, "the fire")
+	cancel()
+	if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("A: %v; want ErrUncertain and context.Canceled (its cut stream not recorded as a success)", err)
+	}
+	if rec := e.get(key); rec.Outcome != nil && rec.Outcome.OK {
+		t.Fatalf("record %s outcome %+v; want no success recorded for a cut stream", rec.State, rec.Outcome)
+	}
+	var whole bytes.Buffer
+	res, err := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 }).DoStream(context.Background(), eff, &whole, func(ctx context.Context, c ledger.Call, w io.Writer) error {
+		if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, "data: part one\n\ndata: part two\n\n")
+		return err
+	})
+	if err != nil || res.Replayed || res.Attempt != 2 || res.BodySize != int64(whole.Len()) {
+		t.Fatalf("B: %+v %v; want attempt 2 with the whole body", res, err)
+	}
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+	if rec := e.get(key); rec.Outcome == nil || rec.Outcome.BodySize != int64(whole.Len()) {
+		t.Fatalf("record outcome %+v; want the whole body's size %d", rec.Outcome, whole.Len())
+	}
+	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+		t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
+	}
 }
 
 // A panicking effect function stops its heartbeat (the record stays firing
