@@ -161,6 +161,21 @@ func (e *env) fireUntilCut(l *ledger.Ledger, eff ledger.Effect, answer func(ctx 
 	return st, dn, rs
 }
 
+// renewalsFailUntilCut makes every renewal fail (an injected store outage)
+// and ticks the heartbeat of Heartbeat 10 s twice, so that its second
+// failure gives up, and waits for the effect function's context fctx to be
+// cut.
+func (e *env) renewalsFailUntilCut(t *testing.T, tk *Ticker, renew <-chan error, fctx context.Context) {
+	t.Helper()
+	e.store.failRenewals(errors.New("injected store outage"))
+	for range 2 {
+		e.clock.Advance(10 * time.Second)
+		tk.Tick()
+		recv(t, renew, "a renewal")
+	}
+	recv(t, fctx.Done(), "the effect function's cancellation")
+}
+
 // stopsWithCause is an effect function's answer once its context ends: it
 // stops with the context's cause, as a function that honours its context
 // does.
@@ -532,13 +547,7 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		}()
 		fctx := recv(t, started, "the fire")
 		leaseEnd := e.get(key).LeaseUntil
-		e.store.failRenewals(errors.New("injected store outage"))
-		for range 2 {
-			e.clock.Advance(10 * time.Second)
-			tk.Tick()
-			recv(t, renew, "a renewal")
-		}
-		recv(t, fctx.Done(), "the effect function's cancellation")
+		e.renewalsFailUntilCut(t, tk, renew, fctx)
 		if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrLeaseLost) {
 			t.Fatalf("A: %v; want ErrLeaseLost (its cut stream not recorded as a success)", err)
 		}
@@ -579,13 +588,7 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		})
 		fctx := recv(t, started, "the fire")
 		leaseEnd := e.get(key).LeaseUntil
-		e.store.failRenewals(errors.New("injected store outage"))
-		for range 2 {
-			e.clock.Advance(10 * time.Second)
-			tk.Tick()
-			recv(t, renew, "a renewal")
-		}
-		recv(t, fctx.Done(), "the effect function's cancellation")
+		e.renewalsFailUntilCut(t, tk, renew, fctx)
 		e.store.failRenewals(nil)
 		e.clock.Set(leaseEnd)
 		var calls atomic.Int64
