@@ -20,9 +20,9 @@ import (
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
 	mu    sync.Mutex
-	recs  map[string][]byte // by ID (a view of the record's own bytes): record.go
-	locs  []*time.Location  // the locations of stored times other than UTC and Local
-	spare int               // the room a claimed record is given for its completion
+	recs  map[string]*byte // by ID (a view of the record's own bytes), the record's first byte: record.go
+	locs  []*time.Location // the locations of stored times other than UTC and Local
+	spare int              // the room a claimed record is given for its completion
 	items map[string][]byte
 	calls map[string]int
 }
@@ -31,7 +31,7 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string][]byte{}, spare: firstSpare, items: map[string][]byte{}, calls: map[string]int{}}
+	return &Store{recs: map[string]*byte{}, spare: firstSpare, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -95,7 +95,7 @@ func (s *Store) Len() int {
 // live returns the unexpired record under id, nil for none (caller
 // holds mu).
 func (s *Store) live(id string, now time.Time) []byte {
-	b := s.recs[id]
+	b := bytesAt(s.recs[id])
 	if b == nil || s.expired(b, now) {
 		return nil
 	}
@@ -116,7 +116,7 @@ func (s *Store) owned(id, owner string, now time.Time) ([]byte, error) {
 // record slice (caller holds mu); extra is the room left at its end.
 func (s *Store) put(r *idem.Record, resp *idem.Response, extra int) {
 	b := s.encode(r, resp, extra)
-	s.recs[str(b, sID)] = b // the key is now a view of b (a map updates a string key it assigns)
+	s.recs[str(b, sID)] = &b[0] // the key is now a view of b (a map updates a string key it assigns)
 }
 
 func msec(t time.Time) time.Time {

@@ -29,6 +29,7 @@ import (
 // response is referenced by its offset and length (uint32 each).
 const (
 	offUsed    = 0  // uint32: bytes in use
+	offLen     = 4  // uint32: the record's length
 	offAttempt = 8  // int64
 	offLease   = 16 // time (16 bytes: see putTime)
 	offRenewed = 32
@@ -93,7 +94,17 @@ func alloc(n int) []byte {
 	b := append([]byte(nil), make([]byte, n)...)
 	b = b[:cap(b)]
 	le.PutUint32(b[offUsed:], headLen)
+	le.PutUint32(b[offLen:], uint32(len(b)))
 	return b
+}
+
+// bytesAt returns the record whose first byte is at p (nil for nil): a
+// map slot holds only that pointer, its length is in the record's head.
+func bytesAt(p *byte) []byte {
+	if p == nil {
+		return nil
+	}
+	return unsafe.Slice(p, le.Uint32(unsafe.Slice(p, headLen)[offLen:]))
 }
 
 // encode returns a new record slice holding r (its Response ignored) and
