@@ -200,6 +200,14 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 // and the outcome's writes onto record b, all or (ErrWriteConflict)
 // nothing: in place when the room at b's end holds what it adds.
 func (s *Store) complete(b []byte, rawSHA256 string, out idem.Outcome, writes []Write) error {
+	var resp *idem.Response
+	if out.State.Final() {
+		resp = out.Response
+	}
+	need := len(out.State) + len(rawSHA256) + responseLen(resp)
+	if used(b)+need > maxRecord {
+		return fmt.Errorf("%w: a record of more than %d bytes", idem.ErrTooLarge, maxRecord)
+	}
 	for _, w := range writes {
 		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
 			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
@@ -212,17 +220,12 @@ func (s *Store) complete(b []byte, rawSHA256 string, out idem.Outcome, writes []
 			s.items[w.Key] = append([]byte(nil), w.Value...)
 		}
 	}
-	var resp *idem.Response
-	if out.State.Final() {
-		resp = out.Response
-	}
 	r := s.head(b)
 	r.RawBodySHA256 = rawSHA256
 	r.State = out.State
 	r.LeaseExpires = time.Time{}
 	r.Renewed = time.Time{}
 	r.Expires = msec(out.Expires)
-	need := len(r.State) + len(rawSHA256) + responseLen(resp)
 	if need <= maxSpare {
 		s.spare = need
 	}

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"encoding/binary"
+	"math"
 	"time"
 	"unsafe"
 
@@ -60,6 +61,11 @@ const (
 )
 
 var le = binary.LittleEndian
+
+// maxRecord is the largest record the store keeps: its offsets and
+// lengths are 32-bit. A completion whose record would be larger fails
+// with idem.ErrTooLarge and writes nothing.
+var maxRecord = math.MaxUint32
 
 // str returns the string i of record b, a view of its bytes.
 func str(b []byte, i int) string {
