@@ -263,11 +263,16 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		scopeOp = t.op
 	}
 	// The fingerprint (fingerprint), the record ID, the claim's owner
-	// token and, once an attempt runs, the raw body's hex hash
-	// (rawBodySHA256) are views of one buffer: one allocation for the
-	// four. The raw body's hash is not taken here: only the attempt that
-	// runs stores it, a replay never hashes the body again.
-	const room = 2 * sha256.Size
+	// token and, once an attempt runs under a policy that keeps it, the
+	// raw body's hex hash (rawBodySHA256) are views of one buffer: one
+	// allocation for the four. The raw body's hash is not taken here:
+	// only the attempt that runs stores it, a replay never hashes the
+	// body again; the buffer has room for it only when the policy keeps
+	// it.
+	room := 0
+	if g.cfg.Policy.KeepRawBodyHash {
+		room = 2 * sha256.Size
+	}
 	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
 	m := appendStamp(b[:0], canon.RecipeRequest, fp)
 	nd := len(m)

@@ -20,7 +20,9 @@ import (
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
 	mu    sync.Mutex
-	recs  map[string]*entry
+	recs  map[string]*byte // by ID (a view of the record's own bytes), the record's first byte: record.go
+	locs  []*time.Location // the locations of stored times other than UTC and Local
+	spare int              // the room a claimed record is given for its completion
 	items map[string][]byte
 	calls map[string]int
 }
@@ -29,7 +31,7 @@ var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string]*entry{}, items: map[string][]byte{}, calls: map[string]int{}}
+	return &Store{recs: map[string]*byte{}, spare: firstSpare, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -90,118 +92,31 @@ func (s *Store) Len() int {
 	return len(s.recs)
 }
 
-// entry is one stored record: the record without its response, and the
-// final response as the store keeps it. The map holds entries by
-// pointer and every write changes its entry in place: a map of 208-byte
-// slots (the entry by value) cleared and copied every slot each time it
-// grew, and every write after the claim stored the whole entry again.
-// The response is kept in the entry's own storage (room), so a record
-// takes one allocation for the entry and one for its response body.
-type entry struct {
-	rec  idem.Record // Response is always nil
-	resp *kept       // the final response (State.Final): &room, else nil
-	room kept
-}
-
-// record returns the caller's copy of the record e holds.
-func (e *entry) record() idem.Record {
-	r := e.rec
-	r.Response = e.resp.response()
-	return r
-}
-
-// kept is a response as the store keeps it: its headers as a list rather
-// than a map (a map costs every completion two allocations and its own
-// work, and a map is made anyway for each copy handed out), with room
-// for the headers and values of a typical response, so that keeping one
-// takes two allocations (this and the body).
-type kept struct {
-	status  int
-	notKept int  // Response.NotKept
-	headers bool // the response had a header map (possibly empty)
-	body    []byte
-	hdrs    []keptHeader
-	room    [4]keptHeader
-	vals    [4]string
-}
-
-type keptHeader struct {
-	name string
-	vals []string
-}
-
-// keep copies r into k as the store keeps it and returns k; nil (k
-// untouched) when r is nil.
-func keep(k *kept, r *idem.Response) *kept {
-	if r == nil {
-		return nil
-	}
-	*k = kept{status: r.Status, notKept: r.NotKept, headers: r.Headers != nil, body: append([]byte(nil), r.Body...)}
-	k.hdrs = k.room[:0]
-	free := k.vals[:0:len(k.vals)]
-	for name, v := range r.Headers {
-		var c []string
-		c, free = copyValues(v, free)
-		k.hdrs = append(k.hdrs, keptHeader{name: name, vals: c})
-	}
-	return k
-}
-
-// copyValues returns a copy of v: in free's spare room when it fits (and
-// free grown by it), else a slice of its own.
-func copyValues(v, free []string) (c, rest []string) {
-	if len(v) > 0 && len(v) <= cap(free)-len(free) {
-		n := len(free)
-		free = append(free, v...)
-		return free[n:len(free):len(free)], free
-	}
-	return append([]string(nil), v...), free
-}
-
-// responseCopy is a copied response with room for the header values of a
-// typical response, so that copying one takes one allocation fewer.
-type responseCopy struct {
-	resp   idem.Response
-	values [4]string
-}
-
-// response returns a copy of the kept response that is the caller's (nil
-// for none).
-func (k *kept) response() *idem.Response {
-	if k == nil {
-		return nil
-	}
-	box := &responseCopy{}
-	c := &box.resp
-	*c = idem.Response{Status: k.status, NotKept: k.notKept, Body: append([]byte(nil), k.body...)}
-	if k.headers {
-		c.Headers = make(map[string][]string, len(k.hdrs))
-		free := box.values[:0:len(box.values)]
-		for _, h := range k.hdrs {
-			c.Headers[h.name], free = copyValues(h.vals, free)
-		}
-	}
-	return c
-}
-
 // live returns the unexpired record under id, nil for none (caller
 // holds mu).
-func (s *Store) live(id string, now time.Time) *entry {
-	e := s.recs[id]
-	if e == nil || e.rec.Expired(now) {
+func (s *Store) live(id string, now time.Time) []byte {
+	b := bytesAt(s.recs[id])
+	if b == nil || s.expired(b, now) {
 		return nil
 	}
-	return e
+	return b
 }
 
 // owned returns the live pending record under id owned by owner, or
 // idem.ErrFenced (caller holds mu).
-func (s *Store) owned(id, owner string, now time.Time) (*entry, error) {
-	e := s.live(id, now)
-	if e == nil || e.rec.State != idem.StatePending || e.rec.Owner != owner || owner == "" {
+func (s *Store) owned(id, owner string, now time.Time) ([]byte, error) {
+	b := s.live(id, now)
+	if b == nil || idem.State(str(b, sState)) != idem.StatePending || str(b, sOwner) != owner || owner == "" {
 		return nil, idem.ErrFenced
 	}
-	return e, nil
+	return b, nil
+}
+
+// put stores the record r (its Response ignored) with resp as a new
+// record slice (caller holds mu); extra is the room left at its end.
+func (s *Store) put(r *idem.Record, resp *idem.Response, extra int) {
+	b := s.encode(r, resp, extra)
+	s.recs[str(b, sID)] = &b[0] // the key is now a view of b (a map updates a string key it assigns)
 }
 
 func msec(t time.Time) time.Time {
@@ -229,21 +144,22 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	rec.Renewed = msec(now)
 	rec.Expires = msec(rec.Expires)
 	old := s.live(rec.ID, now)
-	switch {
-	case old == nil:
+	if old == nil {
 		rec.Attempt = 1
-		s.recs[rec.ID] = &entry{rec: rec}
+		s.put(&rec, nil, s.spare)
 		return idem.ClaimResult{Decision: idem.Claimed, Record: rec}, nil
-	case old.rec.Reclaimable(rec.Digest, now):
-		rec.Attempt = old.rec.Attempt + 1
-		rec.RequestID = old.rec.RequestID
-		rec.RawBodySHA256 = old.rec.RawBodySHA256 // the last ended attempt's, until this one ends
-		leaseExpired := old.rec.State == idem.StatePending
-		old.rec, old.resp = rec, nil
-		return idem.ClaimResult{Decision: idem.Reclaimed, Record: rec, LeaseExpired: leaseExpired}, nil
-	default:
-		return idem.ClaimResult{Decision: idem.Exists, Record: old.record()}, nil
 	}
+	o := s.head(old)
+	if o.Reclaimable(rec.Digest, now) {
+		rec.Attempt = o.Attempt + 1
+		rec.RequestID = o.RequestID
+		rec.RawBodySHA256 = o.RawBodySHA256 // the last ended attempt's, until this one ends
+		leaseExpired := o.State == idem.StatePending
+		s.put(&rec, nil, s.spare)
+		return idem.ClaimResult{Decision: idem.Reclaimed, Record: rec, LeaseExpired: leaseExpired}, nil
+	}
+	o.Response = response(old)
+	return idem.ClaimResult{Decision: idem.Exists, Record: o}, nil
 }
 
 // Complete implements idem.Store. Outcome.Writes must be Write or *Write
@@ -275,14 +191,23 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 			return err
 		}
 	}
-	return s.ownedWrite(ctx, "Complete", id, owner, now, func(e *entry) error {
-		return s.complete(e, claim.RawBodySHA256, out, writes)
+	return s.ownedWrite(ctx, "Complete", id, owner, now, func(b []byte) error {
+		return s.complete(b, claim.RawBodySHA256, out, writes)
 	})
 }
 
 // complete writes the outcome out, the attempt's raw body hash rawSHA256
-// and the outcome's writes onto e, all or (ErrWriteConflict) nothing.
-func (s *Store) complete(e *entry, rawSHA256 string, out idem.Outcome, writes []Write) error {
+// and the outcome's writes onto record b, all or (ErrWriteConflict)
+// nothing: in place when the room at b's end holds what it adds.
+func (s *Store) complete(b []byte, rawSHA256 string, out idem.Outcome, writes []Write) error {
+	var resp *idem.Response
+	if out.State.Final() {
+		resp = out.Response
+	}
+	need := len(out.State) + len(rawSHA256) + responseLen(resp)
+	if used(b)+need > maxRecord {
+		return fmt.Errorf("%w: a record of more than %d bytes", idem.ErrTooLarge, maxRecord)
+	}
 	for _, w := range writes {
 		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
 			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
@@ -295,42 +220,51 @@ func (s *Store) complete(e *entry, rawSHA256 string, out idem.Outcome, writes []
 			s.items[w.Key] = append([]byte(nil), w.Value...)
 		}
 	}
-	e.rec.RawBodySHA256 = rawSHA256
-	e.rec.State = out.State
-	e.rec.LeaseExpires = time.Time{}
-	e.rec.Renewed = time.Time{}
-	e.rec.Expires = msec(out.Expires)
-	e.resp = nil
-	if out.State.Final() {
-		e.resp = keep(&e.room, out.Response)
+	r := s.head(b)
+	r.RawBodySHA256 = rawSHA256
+	r.State = out.State
+	r.LeaseExpires = time.Time{}
+	r.Renewed = time.Time{}
+	r.Expires = msec(out.Expires)
+	if need <= maxSpare {
+		s.spare = need
 	}
+	if !room(b, need) {
+		s.put(&r, resp, 0)
+		return nil
+	}
+	appendRef(b, sState, string(r.State))
+	appendRef(b, sRawBodySHA256, rawSHA256)
+	s.setHead(b, &r)
+	appendResponse(b, resp)
 	return nil
 }
 
 // Release implements idem.Store.
 func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) error {
-	return s.ownedWrite(ctx, "Release", claim.ID, claim.Owner, now, func(e *entry) error {
-		e.rec.State = idem.StateRetryableFailure
-		e.rec.RawBodySHA256 = claim.RawBodySHA256
-		e.rec.LeaseExpires = time.Time{}
-		e.rec.Renewed = time.Time{}
-		e.resp = nil
+	return s.ownedWrite(ctx, "Release", claim.ID, claim.Owner, now, func(b []byte) error {
+		r := s.head(b)
+		r.State = idem.StateRetryableFailure
+		r.RawBodySHA256 = claim.RawBodySHA256
+		r.LeaseExpires = time.Time{}
+		r.Renewed = time.Time{}
+		s.put(&r, nil, 0)
 		return nil
 	})
 }
 
 // Renew implements idem.Store.
 func (s *Store) Renew(ctx context.Context, id, owner string, leaseExpires, now time.Time) error {
-	return s.ownedWrite(ctx, "Renew", id, owner, now, func(e *entry) error {
-		e.rec.LeaseExpires = msec(leaseExpires)
-		e.rec.Renewed = msec(now)
+	return s.ownedWrite(ctx, "Renew", id, owner, now, func(b []byte) error {
+		s.putTime(b[offLease:], msec(leaseExpires))
+		s.putTime(b[offRenewed:], msec(now))
 		return nil
 	})
 }
 
 // Delete implements idem.Store.
 func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) error {
-	return s.ownedWrite(ctx, "Delete", id, owner, now, func(*entry) error {
+	return s.ownedWrite(ctx, "Delete", id, owner, now, func([]byte) error {
 		delete(s.recs, id)
 		return nil
 	})
@@ -339,18 +273,18 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 // ownedWrite is a write by owner to its own record id, counted as call:
 // under the lock, ErrFenced unless owner holds id at now, else apply(the
 // record) does the write in place (all of it, or nothing when it fails).
-func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(e *entry) error) error {
+func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time.Time, apply func(b []byte) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[call]++
-	e, err := s.owned(id, owner, now)
+	b, err := s.owned(id, owner, now)
 	if err != nil {
 		return err
 	}
-	return apply(e)
+	return apply(b)
 }
 
 // Get implements idem.Store.
@@ -361,9 +295,9 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Get"]++
-	e := s.live(id, now)
-	if e == nil {
+	b := s.live(id, now)
+	if b == nil {
 		return idem.Record{}, false, nil
 	}
-	return e.record(), true, nil
+	return s.record(b), true, nil
 }
