@@ -89,6 +89,12 @@ var hashers = make(chan *link, 64)
 // pipesStarted counts hashers started (tests read it).
 var pipesStarted atomic.Int64
 
+// Tests set these to order the hasher and the parse: pieceHook runs in
+// the hasher before it writes a piece, pushHook in push before it queues
+// one, stopHook in stopPipe before it waits for the hasher. They are nil
+// otherwise.
+var pieceHook, pushHook, stopHook func()
+
 func (s *state) startPipe() {
 	l := getLink()
 	l.h = s.h
@@ -103,6 +109,9 @@ func (s *state) startPipe() {
 // queued before it, when the hasher is not keeping up.
 func (s *state) push(a, b []byte) {
 	p := s.p.l
+	if pushHook != nil {
+		pushHook()
+	}
 	p.mu.Lock()
 	if p.n >= 2 && !p.busy {
 		// The hasher is not running: hash its backlog here.
@@ -147,6 +156,9 @@ func (s *state) drainLocked() {
 // itself, without touching the state again.
 func (s *state) stopPipe(abort bool) {
 	p := s.p.l
+	if stopHook != nil {
+		stopHook()
+	}
 	p.mu.Lock()
 	p.stop = true
 	for p.busy {
@@ -201,6 +213,9 @@ func hashWorker() {
 		q := p.q[p.head]
 		p.busy = true
 		p.mu.Unlock()
+		if pieceHook != nil {
+			pieceHook()
+		}
 		h.Write(q.a)
 		h.Write(q.b)
 		p.mu.Lock()

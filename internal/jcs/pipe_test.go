@@ -42,12 +42,19 @@ func pipeCases(t *testing.T) []struct {
 	inner := rows[len(`{"rows":`) : len(rows)-1] // a canonical array
 	below, above := inner[:0:0], inner[:0:0]
 	for _, n := range []int{pipeMin - 1024, pipeMin + 1024} {
-		k := bytes.IndexByte(inner[n:], ',') + n // cut after a whole row
+		k := bytes.Index(inner[n:], []byte("},{")) + n + 1 // cut after a whole row
 		arr := append(append([]byte(nil), inner[:k]...), ']')
 		if n < pipeMin {
 			below = arr
 		} else {
 			above = arr
+		}
+	}
+	rb := rowsBody(pipeMin)
+	written := rb[len(`{"rows":[`) : len(rb)-2] // rows the parse rewrites
+	for _, in := range [][]byte{below, above} {
+		if _, err := Canonicalize(in); err != nil {
+			t.Fatal(err)
 		}
 	}
 	late := append(append([]byte(`{"rows":`), inner...), `,"a":1}`...)
@@ -65,6 +72,8 @@ func pipeCases(t *testing.T) []struct {
 		{"object out of order late", late, true},
 		{"duplicate late", lateDup, true},
 		{"written text", rowsBody(4 * pipeMin), false},
+		{"in place, then written", append(append(append(append([]byte(`{"rows":`), above[:len(above)-1]...), ','), written...), "]}"...), true},
+		{"in place, then written, array", append(append(append(append([]byte(nil), above[:len(above)-1]...), ','), written...), ']'), true},
 		{"indented", testBody(4 * pipeMin), false},
 		{"array of unsorted", []byte("[" + strings.TrimSuffix(strings.Repeat(`{"b":1,"a":"x"},`, pipeMin/8), ",") + "]"), false},
 		{"syntax error late", append(append([]byte(nil), above[:len(above)-1]...), ",]"...), true},
@@ -180,6 +189,65 @@ func TestSum256PipeConcurrent(t *testing.T) {
 		for range 4 {
 			if name := <-done; name != "" {
 				t.Errorf("%s: concurrent digest differs", name)
+			}
+		}
+	})
+}
+
+// TestSum256PipeStopsBehindTheHasher: when the parse stops the hasher
+// (its text is now written, not taken in place) while the hasher is still
+// writing a piece and two more wait, it waits for that piece and hashes
+// the two itself; when the parse fails, the digest ends all the same.
+// The hasher is held in its first piece until the parse stops it, and
+// the parse queues its second piece only once the hasher holds the first.
+func TestSum256PipeStopsBehindTheHasher(t *testing.T) {
+	canon := canonicalRows(t, pipeMin)
+	inner := canon[len(`{"rows":`) : len(canon)-1]
+	k := bytes.Index(inner[3*flushSize+flushSize/2:], []byte("},{")) + 3*flushSize + flushSize/2 + 1
+	rb := rowsBody(pipeMin)
+	written := rb[len(`{"rows":[`) : len(rb)-2]
+	mixed := append(append(append(append([]byte(`{"rows":`), inner[:k]...), ','), written...), "]}"...)
+	broken := append(append(append([]byte(`{"rows":`), inner[:k]...), ','), written[:len(written)/2]...)
+	form, err := Canonicalize(mixed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withProcs(t, 2, func() {
+		for _, in := range [][]byte{mixed, broken} {
+			held, release := make(chan struct{}), make(chan struct{})
+			first, pushes := true, 0
+			pieceHook = func() {
+				if first {
+					first = false
+					held <- struct{}{}
+					<-release
+				}
+			}
+			pushHook = func() {
+				if pushes++; pushes == 2 {
+					<-held // the hasher is writing the first piece
+				}
+			}
+			stopHook = func() { close(release) }
+			before := pipesStarted.Load()
+			done := make(chan struct{})
+			var sum [sha256.Size]byte
+			var err error
+			go func() {
+				sum, err = Sum256Exact(in)
+				close(done)
+			}()
+			<-done
+			pieceHook, pushHook, stopHook = nil, nil, nil
+			if pipesStarted.Load() == before {
+				t.Fatal("no hasher started")
+			}
+			if len(in) == len(mixed) {
+				if err != nil || sum != sha256.Sum256(form) {
+					t.Fatalf("digest %x, %v; want the SHA-256 of the canonical form", sum, err)
+				}
+			} else if err == nil {
+				t.Fatal("truncated input accepted")
 			}
 		}
 	})

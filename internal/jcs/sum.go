@@ -8,10 +8,11 @@ import (
 // flushSize is how much canonical text digest mode lets accumulate, outside
 // every object, before it hands it to the hash: large enough that the hash
 // sees long writes, small enough to stay in cache. Text inside the
-// outermost object waits for its '}': hashing it before then, while the
-// member names so far are in order (restarting the digest when a later
-// one is not), was measured and gained nothing on 1 MB and 6 MB bodies
-// (the canonical text of a body this size stays in the L2 cache).
+// outermost object waits for its '}' when hashed in line: hashing it
+// before then, while the member names so far are in order (restarting the
+// digest when a later one is not), was measured and gained nothing on 1 MB
+// and 6 MB bodies (the canonical text of a body this size stays in the L2
+// cache). On a second goroutine it does (pipe.go).
 const flushSize = 32 << 10
 
 // Sum256 returns the SHA-256 of the canonical form of data, the Layer-1
@@ -19,8 +20,11 @@ const flushSize = 32 << 10
 // whole: text that no open object can still reorder goes to the hash as it
 // completes (a top-level array is hashed element by element), and the
 // members of the outermost object are hashed in sorted order where they
-// were written instead of being moved. The scratch space is pooled, so it
-// does not allocate in the steady state, whatever the size of data.
+// were written instead of being moved. From 128 KB, when GOMAXPROCS is at
+// least 2, canonical text taken in place from data is hashed on a second
+// goroutine as the parse goes on, which ends before Sum256 returns. The
+// scratch space is pooled, so it does not allocate in the steady state,
+// whatever the size of data.
 func Sum256(data []byte) ([sha256.Size]byte, error) {
 	return sum256(data, false)
 }
