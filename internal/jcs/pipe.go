@@ -33,18 +33,20 @@ type pipe struct {
 
 // link is what the parse and its hasher share. It is not part of the
 // pooled state: the hasher may still be ending after the parse is done
-// with the state, so the hasher gives the link back (to links) itself.
+// with the state, or the parse still draining the queue after the hasher
+// ended; the last of the two gives the link back (to links).
 type link struct {
 	h        hash.Hash
 	mu       sync.Mutex
-	q        [4]piece
-	head, n  int
+	q        []piece // q[head:] are still to be hashed
+	head     int
 	busy     bool // the hasher is writing q[head]
 	stop     bool // the hasher takes no more pieces
 	sleeping bool // the hasher waits on wake
 	waiting  bool // the parse waits on ack
 	wake     chan struct{}
 	ack      chan struct{}
+	refs     atomic.Int32 // the parse and the hasher: the last to let go returns it
 }
 
 // links keeps a few links for reuse: a digest that starts a hasher then
@@ -73,6 +75,9 @@ func getLink() *link {
 
 func putLink(l *link) {
 	l.h = nil
+	if cap(l.q) > 1024 {
+		l.q = nil
+	}
 	links.mu.Lock()
 	if len(links.free) < maxFreeLinks {
 		links.free = append(links.free, l)
@@ -98,7 +103,8 @@ var pieceHook, pushHook, stopHook func()
 func (s *state) startPipe() {
 	l := getLink()
 	l.h = s.h
-	l.head, l.n, l.busy, l.stop, l.sleeping, l.waiting = 0, 0, false, false, false, false
+	l.q, l.head, l.busy, l.stop, l.sleeping, l.waiting = l.q[:0], 0, false, false, false, false
+	l.refs.Store(2)
 	s.p.l, s.p.on = l, true
 	pipesStarted.Add(1)
 	go hashWorker()
@@ -113,7 +119,7 @@ func (s *state) push(a, b []byte) {
 		pushHook()
 	}
 	p.mu.Lock()
-	if p.n >= 2 && !p.busy {
+	if len(p.q)-p.head >= 2 && !p.busy {
 		// The hasher is not running: hash its backlog here.
 		s.drainLocked()
 		p.mu.Unlock()
@@ -121,14 +127,9 @@ func (s *state) push(a, b []byte) {
 		s.h.Write(b)
 		return
 	}
-	for p.n == len(p.q) {
-		p.waiting = true
-		p.mu.Unlock()
-		<-p.ack
-		p.mu.Lock()
-	}
-	p.q[(p.head+p.n)%len(p.q)] = piece{a, b}
-	p.n++
+	// Never wait for the hasher here: a hasher that shares its processor
+	// with other work would hold the parse back.
+	p.q = append(p.q, piece{a, b})
 	wake := p.sleeping
 	p.sleeping = false
 	p.mu.Unlock()
@@ -141,13 +142,12 @@ func (s *state) push(a, b []byte) {
 // not writing.
 func (s *state) drainLocked() {
 	p := s.p.l
-	for ; p.n > 0; p.n-- {
-		q := &p.q[p.head]
-		s.h.Write(q.a)
-		s.h.Write(q.b)
-		*q = piece{}
-		p.head = (p.head + 1) % len(p.q)
+	for k := p.head; k < len(p.q); k++ {
+		s.h.Write(p.q[k].a)
+		s.h.Write(p.q[k].b)
 	}
+	clear(p.q)
+	p.q, p.head = p.q[:0], 0
 }
 
 // stopPipe ends the hasher's part: once it has written the piece it is
@@ -168,10 +168,8 @@ func (s *state) stopPipe(abort bool) {
 		p.mu.Lock()
 	}
 	if abort {
-		for ; p.n > 0; p.n-- {
-			p.q[p.head] = piece{}
-			p.head = (p.head + 1) % len(p.q)
-		}
+		clear(p.q)
+		p.q, p.head = p.q[:0], 0
 	} else {
 		s.drainLocked()
 	}
@@ -182,6 +180,14 @@ func (s *state) stopPipe(abort bool) {
 		p.wake <- struct{}{}
 	}
 	s.p.on, s.p.l = false, nil
+	p.release()
+}
+
+// release lets go of l, for the parse or the hasher, whichever is last.
+func (l *link) release() {
+	if l.refs.Add(-1) == 0 {
+		putLink(l)
+	}
 }
 
 // unspec starts the top-level object's digest again, with no hasher: its
@@ -203,7 +209,9 @@ func hashWorker() {
 		if p.stop {
 			break
 		}
-		if p.n == 0 {
+		if p.head == len(p.q) {
+			clear(p.q)
+			p.q, p.head = p.q[:0], 0
 			p.sleeping = true
 			p.mu.Unlock()
 			<-p.wake
@@ -221,13 +229,12 @@ func hashWorker() {
 		p.mu.Lock()
 		p.busy = false
 		p.q[p.head] = piece{}
-		p.head = (p.head + 1) % len(p.q)
-		p.n--
+		p.head++
 		if p.waiting {
 			p.waiting = false
 			p.ack <- struct{}{}
 		}
 	}
 	p.mu.Unlock()
-	putLink(p)
+	p.release()
 }
