@@ -137,25 +137,3 @@ func BenchmarkDigestCanonical1MB(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkDigestCanonicalSizes: Sum256Exact on canonical bodies (the
-// rows, canonical, as in BenchmarkDigestCanonical1MB) of several sizes,
-// on both sides of the size from which the digest hashes beside the
-// parse.
-func BenchmarkDigestCanonicalSizes(b *testing.B) {
-	for _, size := range []int{32 << 10, 64 << 10, 128 << 10, 256 << 10} {
-		in, err := Canonicalize(rowsBody(size))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
-			b.SetBytes(int64(len(in)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Sum256Exact(in); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}

@@ -73,13 +73,9 @@
 // arrived unsorted, and only from the first member out of place on.
 // Sum256 streams into the hash: text outside every object is hashed as
 // it completes, and the outermost object's members
-// are hashed in sorted order where they were written. For a body of
-// 128 KB or more, when GOMAXPROCS is at least 2, text hashed as it lies
-// in the input is hashed on a second goroutine while the parse goes on
-// (also inside a top-level object whose members are in order so far,
-// hashed again in line if a later one is not); text the parse writes is
-// hashed in line. All scratch space is pooled, so a digest allocates
-// nothing in the steady state, whatever the size of the body. It agrees byte for byte, errors
+// are hashed in sorted order where they were written. All scratch space
+// is pooled, so a digest allocates nothing in the steady
+// state, whatever the size of the body. It agrees byte for byte, errors
 // included, with the previous implementation (kept for differential tests)
 // and agreed with gowebpki/jcs in differential fuzzing wherever both
 // accepted the input. docs/PERFORMANCE.md has the figures.

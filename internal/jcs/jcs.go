@@ -131,22 +131,10 @@ type state struct {
 	// (track), so far as same is true.
 	same   bool
 	hashed int
-	// At an array's comma, with fewer than flushDepth objects open and the
-	// canonical text (see parse) reaching offset flushAt, the text up to
-	// the comma goes to the hash (flushText): flushDepth is 0 outside
-	// digest mode, 1 in it, and 2 while the members of a top-level object
-	// are hashed before its '}' (pipe.go). fed is the offset in the
-	// canonical text up to which it was hashed or handed to the hasher.
-	flushDepth int
-	flushAt    int
-	fed        int
-	p          pipe
 }
 
 func (s *state) reset() {
 	s.data, s.dst, s.objects, s.exact, s.hashing = nil, nil, 0, false, false
-	s.flushDepth, s.flushAt, s.fed = 0, 0, 0
-	s.p.want, s.p.spec, s.p.checked = false, false, 0
 	s.keys = s.keys[:0]
 	s.members = s.members[:0]
 	s.scratch = s.scratch[:0]
@@ -334,7 +322,8 @@ after: // a value ended before d[i]
 			return s.end(dst, frames, ms, s.syntax(i, "unexpected data after top-level value"))
 		}
 		if s.hashing {
-			s.feed(dst, d[run:i])
+			s.flush(dst)
+			s.flush(d[run:i])
 			return s.end(dst[:0], frames, ms, nil)
 		}
 		return s.end(append(dst, d[run:i]...), frames, ms, nil)
@@ -373,8 +362,11 @@ after: // a value ended before d[i]
 	switch d[i] {
 	case ',':
 		i++
-		if s.objects < s.flushDepth && len(dst)+i-run >= s.flushAt {
-			dst, run = s.flushText(dst, d, run, i, ms)
+		if s.hashing && s.objects == 0 && len(dst)+i-run >= flushSize {
+			// Nothing before this comma can move any more.
+			s.flush(dst)
+			s.flush(d[run:i])
+			dst, run = dst[:0], i
 		}
 		if i < len(d) && d[i] <= ' ' {
 			dst = append(dst, d[run:i]...)

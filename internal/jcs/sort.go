@@ -69,11 +69,6 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 	if sorted {
 		return dst, false, nil
 	}
-	if s.objects == 1 && s.p.spec {
-		// The top-level object's members were hashed in input order
-		// while that was also their order: it is not, start again.
-		s.unspec()
-	}
 	// Members before the first one out of place (k0) stay where they are,
 	// the comma after them included: only the rest, from offset from on,
 	// is written again.
@@ -103,7 +98,7 @@ func (s *state) order(dst, pending []byte, body int, ms []member) ([]byte, bool,
 		return dst, true, nil
 	}
 	dst = append(dst, pending...)
-	if s.hashing && s.objects == 1 && !s.p.on {
+	if s.hashing && s.objects == 1 {
 		s.same = false // the members are hashed in another order
 		s.h.Write(dst[:body])
 		for k := range ms {

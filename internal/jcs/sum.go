@@ -2,17 +2,15 @@ package jcs
 
 import (
 	"crypto/sha256"
-	"runtime"
 )
 
 // flushSize is how much canonical text digest mode lets accumulate, outside
 // every object, before it hands it to the hash: large enough that the hash
 // sees long writes, small enough to stay in cache. Text inside the
-// outermost object waits for its '}' when hashed in line: hashing it
-// before then, while the member names so far are in order (restarting the
-// digest when a later one is not), was measured and gained nothing on 1 MB
-// and 6 MB bodies (the canonical text of a body this size stays in the L2
-// cache). On a second goroutine it does (pipe.go).
+// outermost object waits for its '}': hashing it before then, while the
+// member names so far are in order (restarting the digest when a later
+// one is not), was measured and gained nothing on 1 MB and 6 MB bodies
+// (the canonical text of a body this size stays in the L2 cache).
 const flushSize = 32 << 10
 
 // Sum256 returns the SHA-256 of the canonical form of data, the Layer-1
@@ -20,11 +18,8 @@ const flushSize = 32 << 10
 // whole: text that no open object can still reorder goes to the hash as it
 // completes (a top-level array is hashed element by element), and the
 // members of the outermost object are hashed in sorted order where they
-// were written instead of being moved. From 128 KB, when GOMAXPROCS is at
-// least 2, canonical text taken in place from data is hashed on a second
-// goroutine as the parse goes on, which ends before Sum256 returns. The
-// scratch space is pooled, so it does not allocate in the steady state,
-// whatever the size of data.
+// were written instead of being moved. The scratch space is pooled, so it
+// does not allocate in the steady state, whatever the size of data.
 func Sum256(data []byte) ([sha256.Size]byte, error) {
 	return sum256(data, false)
 }
@@ -69,17 +64,7 @@ func begin(data []byte, exact bool) (*state, [sha256.Size]byte, error) {
 	s.data = data
 	s.exact = exact
 	s.dst = s.buf[:0]
-	s.flushDepth, s.flushAt, s.fed = 1, flushSize, 0
-	if len(data) >= pipeMin && runtime.GOMAXPROCS(0) >= 2 {
-		s.p.want = true
-		if i := skipWS(data, 0); i < len(data) && data[i] == '{' {
-			s.flushDepth, s.flushAt = 2, pipeChunk
-		}
-	}
 	err := s.run()
-	if s.p.on {
-		s.stopPipe(err != nil)
-	}
 	var sum [sha256.Size]byte
 	if err == nil {
 		s.h.Sum(s.sum[:0])
@@ -95,83 +80,13 @@ func (s *state) finish() {
 	statePool.Put(s)
 }
 
-// flush writes b to the hash and tracks it.
-func (s *state) flush(b []byte) {
-	if len(b) > 0 {
-		s.h.Write(b)
-		s.track(b)
+// flush hands dst to the hash in digest mode (the caller then empties
+// it). Only valid with no object open: nothing in dst can still move.
+func (s *state) flush(dst []byte) {
+	if s.hashing && len(dst) > 0 {
+		s.h.Write(dst)
+		s.track(dst)
 	}
-}
-
-// feed hashes the canonical text from offset s.fed to its end, dst
-// followed by pending, or queues it for the hasher while one runs.
-func (s *state) feed(dst, pending []byte) {
-	a := dst[min(s.fed, len(dst)):]
-	if s.fed > len(dst) {
-		pending = pending[s.fed-len(dst):]
-	}
-	if !s.p.on {
-		s.flush(a)
-		s.flush(pending)
-		return
-	}
-	if len(a) > 0 {
-		s.track(a)
-	}
-	if len(pending) > 0 {
-		s.track(pending)
-	}
-	s.push(a, pending)
-}
-
-// flushText is called at an array's comma, at offset o = len(dst)+i-run
-// of the canonical text, once o reaches s.flushAt with fewer than
-// s.flushDepth objects open. Outside every object nothing before the
-// comma can move any more: the text goes to the hash. In the top-level
-// object's value it is final if the object's members so far are in order
-// (they are then in order in the canonical text too): it goes to the
-// hash, and is kept in case a later member is out of order. Text queued
-// for the hasher is kept until the end (dst is not emptied); text hashed
-// in line outside every object is dropped. flushText returns dst and run.
-func (s *state) flushText(dst, d []byte, run, i int, ms []member) ([]byte, int) {
-	if s.objects == 1 {
-		for k := s.p.checked + 1; k < len(ms); k++ {
-			a, b := &ms[k-1], &ms[k]
-			if a.pre > b.pre || a.pre == b.pre && CompareUTF16(s.key(a), s.key(b)) >= 0 {
-				s.flushDepth = 1 // out of order (or a duplicate): hashed at the '}'
-				return dst, run
-			}
-			s.p.checked = k
-		}
-		s.p.spec = true
-	}
-	if s.p.want || s.p.on {
-		// Overlap pays only for text hashed where the parse found it in
-		// the input: text the parse wrote (copied, rewritten or reordered)
-		// has to travel to the other processor's cache, and back for the
-		// next digest that writes there, which costs the parse more than
-		// the hash it saves (measured; see docs/PERFORMANCE.md).
-		written := len(dst) - min(s.fed, len(dst))
-		if n := len(dst) + i - run - s.fed; written > n/4 {
-			s.p.want = false
-			if s.p.on {
-				s.stopPipe(false)
-			}
-			if s.objects == 1 {
-				s.flushDepth = 1 // the rest is hashed at the '}'
-			}
-		} else if !s.p.on {
-			s.startPipe()
-		}
-	}
-	s.feed(dst, d[run:i])
-	if s.p.on || s.objects == 1 {
-		s.fed = len(dst) + i - run
-		s.flushAt = s.fed + pipeChunk
-		return dst, run
-	}
-	s.fed, s.flushAt = 0, flushSize
-	return dst[:0], i
 }
 
 // track keeps s.same, whether everything hashed so far is the input's
