@@ -38,7 +38,7 @@ type StreamFunc func(ctx context.Context, call Call, w io.Writer) error
 // When ctx itself ended (the caller's cancellation or deadline), the
 // attempt ends as if fn had returned ErrUncertain: released as escaped,
 // the next DoStream fires again under the same provider key, and DoStream
-// returns an error matching ErrUncertain and ctx's error.
+// returns an error matching ErrUncertain, ctx's error and its cause.
 func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn StreamFunc) (Result, error) {
 	if fn == nil {
 		return Result{}, errors.New("ledger: nil stream function")
@@ -47,16 +47,24 @@ func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn Strea
 		return Result{}, errors.New("ledger: nil stream writer")
 	}
 	eff.Streamed = true
+	caller := ctx
 	return l.do(ctx, eff, func(ctx context.Context, c Call) (produced, error) {
 		h := sha256.New()
 		cw := &countingWriter{w: w, h: h}
 		err := fn(ctx, c, cw)
-		if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, ErrLeaseLost) {
+		if err == nil && caller.Err() != nil {
 			// The caller's context ended while fn relayed the body: a
 			// nil from a relay that stops with its context does not mean
 			// the whole body came, so no success is recorded for it.
-			// (The lease's own cancellations are decided in fire.)
-			err = fmt.Errorf("%w: the stream function returned after its caller's context ended (%w), so its body may be cut", ErrUncertain, cause)
+			// Asked of the caller's context, not fn's: this attempt's
+			// lease cancels only fn's (decided in fire), while the
+			// caller's may end with any cause, ErrLeaseLost included
+			// (the context of an outer effect function).
+			cerr := caller.Err()
+			if cause := context.Cause(caller); cause != cerr {
+				cerr = fmt.Errorf("%w: %w", cerr, cause)
+			}
+			err = fmt.Errorf("%w: the stream function returned after its caller's context ended (%w), so its body may be cut", ErrUncertain, cerr)
 		}
 		return produced{bodyDigest: hex.EncodeToString(h.Sum(nil)), bodySize: cw.n}, err
 	})

@@ -616,11 +616,38 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 // as escaped, and the next DoStream fires again under the same provider
 // key and records the whole body.
 func testStreamCutByCaller(t *testing.T, e *env) {
-	l := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel() }, context.Canceled, -1)
+	})
+	// The caller's context may itself end with cause ErrLeaseLost: the
+	// context of an outer effect function whose heartbeat gave up or found
+	// its claim reclaimed. That is still the caller's context ending, not
+	// this attempt's lease (whose heartbeat here renews nothing and never
+	// gives up), so the cut stream is uncertain all the same.
+	t.Run("outer lease lost", func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel(ledger.ErrLeaseLost) }, ledger.ErrLeaseLost, 10*time.Second)
+	})
+}
+
+// streamCutByCaller fires a streamed effect under ctx, ends ctx with end
+// while the stream function relays its body (it then returns nil), and
+// checks DoStream returns ErrUncertain, context.Canceled and cause, nothing is recorded as a
+// success, and the next DoStream fires again under the same provider key.
+// heartbeat is the first executor's Config.Heartbeat: -1 for none, else a
+// heartbeat whose ticker never ticks.
+func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), cause error, heartbeat time.Duration) {
+	var l *ledger.Ledger
+	if heartbeat > 0 {
+		l, _ = e.heartbeating(heartbeat)
+	} else {
+		l = e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	}
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	started := make(chan struct{})
 	done := make(chan error, 1)
 	var part bytes.Buffer
@@ -637,9 +664,9 @@ func testStreamCutByCaller(t *testing.T, e *env) {
 		done <- err
 	}()
 	recv(t, started, "the fire")
-	cancel()
-	if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("A: %v; want ErrUncertain and context.Canceled (its cut stream not recorded as a success)", err)
+	end()
+	if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Fatalf("A: %v; want ErrUncertain, context.Canceled and %v (its cut stream not recorded as a success)", err, cause)
 	}
 	if rec := e.get(key); rec.Outcome != nil && rec.Outcome.OK {
 		t.Fatalf("record %s outcome %+v; want no success recorded for a cut stream", rec.State, rec.Outcome)
