@@ -619,7 +619,16 @@ func testStreamCutByCaller(t *testing.T, e *env) {
 	t.Run("cancelled", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel() }, context.Canceled, -1)
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel() }, context.Canceled, -1, false)
+	})
+	// A relay that says why it stopped (io.Copy's error: the context's)
+	// is cut all the same: its error is not recorded as the effect's
+	// failure, which would tell every duplicate the effect failed, with
+	// the cut body's digest and size, and never fire it again.
+	t.Run("cancelled, its error returned", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel() }, context.Canceled, -1, true)
 	})
 	// The caller's context may itself end with cause ErrLeaseLost: the
 	// context of an outer effect function whose heartbeat gave up or found
@@ -629,17 +638,18 @@ func testStreamCutByCaller(t *testing.T, e *env) {
 	t.Run("outer lease lost", func(t *testing.T) {
 		ctx, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
-		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel(ledger.ErrLeaseLost) }, ledger.ErrLeaseLost, 10*time.Second)
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel(ledger.ErrLeaseLost) }, ledger.ErrLeaseLost, 10*time.Second, false)
 	})
 }
 
 // streamCutByCaller fires a streamed effect under ctx, ends ctx with end
-// while the stream function relays its body (it then returns nil), and
-// checks DoStream returns ErrUncertain, context.Canceled and cause, nothing is recorded as a
-// success, and the next DoStream fires again under the same provider key.
-// heartbeat is the first executor's Config.Heartbeat: -1 for none, else a
-// heartbeat whose ticker never ticks.
-func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), cause error, heartbeat time.Duration) {
+// while the stream function relays its body (it then returns nil, or its
+// context's error when relayErr), and checks DoStream returns
+// ErrUncertain, context.Canceled and cause, no outcome is recorded (no
+// success, no failure), and the next DoStream fires again under the same
+// provider key. heartbeat is the first executor's Config.Heartbeat: -1 for
+// none, else a heartbeat whose ticker never ticks.
+func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), cause error, heartbeat time.Duration, relayErr bool) {
 	var l *ledger.Ledger
 	if heartbeat > 0 {
 		l, _ = e.heartbeating(heartbeat)
@@ -659,6 +669,9 @@ func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), ca
 			_, _ = io.WriteString(w, "data: part one\n\n")
 			close(started)
 			<-ctx.Done()
+			if relayErr {
+				return ctx.Err() // the relay stopped with its context, and says so
+			}
 			return nil // the relay stopped with its context, and says nothing
 		})
 		done <- err
@@ -668,8 +681,8 @@ func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), ca
 	if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
 		t.Fatalf("A: %v; want ErrUncertain, context.Canceled and %v (its cut stream not recorded as a success)", err, cause)
 	}
-	if rec := e.get(key); rec.Outcome != nil && rec.Outcome.OK {
-		t.Fatalf("record %s outcome %+v; want no success recorded for a cut stream", rec.State, rec.Outcome)
+	if rec := e.get(key); rec.Outcome != nil {
+		t.Fatalf("record %s outcome %+v; want no outcome recorded for a cut stream", rec.State, rec.Outcome)
 	}
 	var whole bytes.Buffer
 	res, err := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 }).DoStream(context.Background(), eff, &whole, func(ctx context.Context, c ledger.Call, w io.Writer) error {
