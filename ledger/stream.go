@@ -35,10 +35,13 @@ type StreamFunc func(ctx context.Context, call Call, w io.Writer) error
 // heartbeat gave up (its renewals failed until the lease could end) and
 // cancelled fn's context, nothing is recorded; DoStream returns
 // ErrLeaseLost and the attempt is reclaimed as escaped after its lease.
-// When ctx itself ended (the caller's cancellation or deadline), the
-// attempt ends as if fn had returned ErrUncertain: released as escaped,
-// the next DoStream fires again under the same provider key, and DoStream
-// returns an error matching ErrUncertain and ctx's error.
+// When ctx itself ended (the caller's cancellation or deadline, whatever
+// its cause, ErrLeaseLost of an outer effect function included), the
+// attempt ends as if fn had returned ErrUncertain, whether fn returned nil
+// or an error (unless fn classified it NotSent or Uncertain itself):
+// released as escaped, the next DoStream fires again under the same
+// provider key, and DoStream returns an error matching ErrUncertain, ctx's
+// error and its cause, and fn's error if any.
 func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn StreamFunc) (Result, error) {
 	if fn == nil {
 		return Result{}, errors.New("ledger: nil stream function")
@@ -47,16 +50,30 @@ func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn Strea
 		return Result{}, errors.New("ledger: nil stream writer")
 	}
 	eff.Streamed = true
+	caller := ctx
 	return l.do(ctx, eff, func(ctx context.Context, c Call) (produced, error) {
 		h := sha256.New()
 		cw := &countingWriter{w: w, h: h}
 		err := fn(ctx, c, cw)
-		if cause := context.Cause(ctx); err == nil && cause != nil && !errors.Is(cause, ErrLeaseLost) {
+		if caller.Err() != nil && !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrUncertain) {
 			// The caller's context ended while fn relayed the body: a
-			// nil from a relay that stops with its context does not mean
-			// the whole body came, so no success is recorded for it.
-			// (The lease's own cancellations are decided in fire.)
-			err = fmt.Errorf("%w: the stream function returned after its caller's context ended (%w), so its body may be cut", ErrUncertain, cause)
+			// relay that stops with its context, saying nothing (nil) or
+			// why (its context's error), did not relay the whole body,
+			// so neither a success nor a failure is recorded for it
+			// (either would carry the cut body's digest and size). What
+			// fn classified itself (NotSent, Uncertain) stands.
+			// Asked of the caller's context, not fn's: this attempt's
+			// lease cancels only fn's (decided in fire), while the
+			// caller's may end with any cause, ErrLeaseLost included
+			// (the context of an outer effect function).
+			cerr := caller.Err()
+			if cause := context.Cause(caller); cause != cerr {
+				cerr = fmt.Errorf("%w: %w", cerr, cause)
+			}
+			if err != nil {
+				cerr = errors.Join(cerr, err)
+			}
+			err = fmt.Errorf("%w: the stream function returned after its caller's context ended (%w), so its body may be cut", ErrUncertain, cerr)
 		}
 		return produced{bodyDigest: hex.EncodeToString(h.Sum(nil)), bodySize: cw.n}, err
 	})

@@ -124,7 +124,8 @@ func TestResponseAtTheLimitIsKept(t *testing.T) {
 // The store refuses to write what it could not read back (Complete:
 // idem.ErrTooLarge, no chunk item), so the Guard records the response as
 // not kept: the handler runs once, its caller gets the true response and
-// every duplicate 410 idemkit.response_not_kept. Before, the response was
+// every duplicate 410 idemkit.response_not_kept; with a business write
+// (idem.Transact) too, which commits once. Before, the response was
 // written, and every duplicate was answered 500 internal_error, "retry",
 // for as long as the record was kept: a replay refused to inflate it.
 func TestResponseAtTheLimitWithLargeHeaders(t *testing.T) {
@@ -150,6 +151,36 @@ func TestResponseAtTheLimitWithLargeHeaders(t *testing.T) {
 		}
 		if n := runs.Load(); n != 1 {
 			t.Fatalf("handler ran %d times for one key, want 1", n)
+		}
+
+		// With a business write (idem.Transact): the refused completion
+		// wrote nothing, so the not-kept one commits the write, once.
+		if e.Caps.Transactions {
+			biz, run := e.CreateTable(t, "RunsTable"), "run-"+rnd(8)
+			var truns atomic.Int32
+			tw := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				truns.Add(1)
+				if err := idem.Transact(ctx, businessPut(biz, run)); err != nil {
+					return events.APIGatewayV2HTTPResponse{}, err
+				}
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: headers, Body: body}, nil
+			})
+			key, before := newKey(), v.chunkItems(t)
+			if r := call(t, tw, guardEvent(key, `{"a":1}`)); r.StatusCode != 201 || r.Body != body {
+				t.Fatalf("transactional first: %d, %d bytes", r.StatusCode, len(r.Body))
+			}
+			for range 2 {
+				notKeptAnswer(t, call(t, tw, guardEvent(key, `{"a":1}`)), 201, len(body))
+			}
+			if n := truns.Load(); n != 1 {
+				t.Fatalf("transactional: handler ran %d times for one key, want 1", n)
+			}
+			if !businessExists(t, v.c, biz, run) {
+				t.Fatal("transactional: the business write is missing")
+			}
+			if n := v.chunkItems(t) - before; n != 0 {
+				t.Errorf("transactional: %d chunk items written", n)
+			}
 		}
 
 		// The store itself: refused, nothing written.

@@ -616,11 +616,48 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 // as escaped, and the next DoStream fires again under the same provider
 // key and records the whole body.
 func testStreamCutByCaller(t *testing.T, e *env) {
-	l := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	t.Run("cancelled", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel() }, context.Canceled, -1, false)
+	})
+	// A relay that says why it stopped (io.Copy's error: the context's)
+	// is cut all the same: its error is not recorded as the effect's
+	// failure, which would tell every duplicate the effect failed, with
+	// the cut body's digest and size, and never fire it again.
+	t.Run("cancelled, its error returned", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel() }, context.Canceled, -1, true)
+	})
+	// The caller's context may itself end with cause ErrLeaseLost: the
+	// context of an outer effect function whose heartbeat gave up or found
+	// its claim reclaimed. That is still the caller's context ending, not
+	// this attempt's lease (whose heartbeat here renews nothing and never
+	// gives up), so the cut stream is uncertain all the same.
+	t.Run("outer lease lost", func(t *testing.T) {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		streamCutByCaller(t, e.fresh(t), ctx, func() { cancel(ledger.ErrLeaseLost) }, ledger.ErrLeaseLost, 10*time.Second, false)
+	})
+}
+
+// streamCutByCaller fires a streamed effect under ctx, ends ctx with end
+// while the stream function relays its body (it then returns nil, or its
+// context's error when relayErr), and checks DoStream returns
+// ErrUncertain, context.Canceled and cause, no outcome is recorded (no
+// success, no failure), and the next DoStream fires again under the same
+// provider key. heartbeat is the first executor's Config.Heartbeat: -1 for
+// none, else a heartbeat whose ticker never ticks.
+func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), cause error, heartbeat time.Duration, relayErr bool) {
+	var l *ledger.Ledger
+	if heartbeat > 0 {
+		l, _ = e.heartbeating(heartbeat)
+	} else {
+		l = e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 })
+	}
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	started := make(chan struct{})
 	done := make(chan error, 1)
 	var part bytes.Buffer
@@ -632,17 +669,20 @@ func testStreamCutByCaller(t *testing.T, e *env) {
 			_, _ = io.WriteString(w, "data: part one\n\n")
 			close(started)
 			<-ctx.Done()
+			if relayErr {
+				return ctx.Err() // the relay stopped with its context, and says so
+			}
 			return nil // the relay stopped with its context, and says nothing
 		})
 		done <- err
 	}()
 	recv(t, started, "the fire")
-	cancel()
-	if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("A: %v; want ErrUncertain and context.Canceled (its cut stream not recorded as a success)", err)
+	end()
+	if err := recv(t, done, "A's DoStream"); !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) || !errors.Is(err, cause) {
+		t.Fatalf("A: %v; want ErrUncertain, context.Canceled and %v (its cut stream not recorded as a success)", err, cause)
 	}
-	if rec := e.get(key); rec.Outcome != nil && rec.Outcome.OK {
-		t.Fatalf("record %s outcome %+v; want no success recorded for a cut stream", rec.State, rec.Outcome)
+	if rec := e.get(key); rec.Outcome != nil {
+		t.Fatalf("record %s outcome %+v; want no outcome recorded for a cut stream", rec.State, rec.Outcome)
 	}
 	var whole bytes.Buffer
 	res, err := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 }).DoStream(context.Background(), eff, &whole, func(ctx context.Context, c ledger.Call, w io.Writer) error {

@@ -151,9 +151,10 @@ func (n *namedActionRead) read(ctx context.Context, e *env) func(*answer) {
 // check fails a pending answer d (of the given mode) that names another
 // resource than the first request's, or names one that could not be read
 // when named (a 404: the duplicate was told of a run that is not written,
-// which the first request may never create), or whose read answers another
-// run than the one named or than the first request's (a statusUrl naming
-// another run, with no id beside it, is caught here).
+// which the first request may never create), or whose read names no run
+// (a placeholder answered for any id shows nothing exists), or answers
+// another run than the one named or than the first request's (a statusUrl
+// naming another run, with no id beside it, is caught here).
 func (n *namedActionRead) check(mode string, d, first *answer) (Result, bool) {
 	id, want := resourceID(d.body), resourceID(first.body)
 	if id != "" && id != want {
@@ -174,19 +175,22 @@ func (n *namedActionRead) check(mode string, d, first *answer) (Result, bool) {
 	}
 	got := resourceID(n.answer.body)
 	switch {
-	case id != "" && got != "" && got != id:
+	case got == "":
+		return fail("the %s duplicate names run %s; reading it (%s %s) got %s naming no run: a read of the Action names its id, else nothing shows it exists or is the first request's", mode, orNone(id), n.c.method, n.c.path, n.answer), false
+	case id != "" && got != id:
 		return fail("the %s duplicate names run %s; reading it (%s %s) got run %q", mode, id, n.c.method, n.c.path, got), false
-	case want != "" && got != "" && got != want:
+	case want != "" && got != want:
 		return fail("the %s duplicate names run %s; reading it (%s %s) got run %q, and the first request's Action is %q", mode, orNone(id), n.c.method, n.c.path, got, want), false
 	}
 	return Result{}, true
 }
 
-// actionRead is the GET of the Action an answer names: its statusUrl
-// when that is on the API's own origin (a relative one resolved against
+// actionRead is the GET of the Action an answer names: its statusUrl,
+// which must be on the API's own origin (a relative one resolved against
 // BaseURL), else GetPath with the id it names (runId or id). named is
-// false when the answer names neither. A statusUrl on another origin is
-// never sent the API key: with no id beside it, it is an error.
+// false when the answer names neither. A statusUrl on another origin (or
+// downgrading the scheme) is an error, id or not: a client polling it
+// leaves the API, and it is never sent the API key.
 func (e *env) actionRead(body []byte) (c call, named bool, err error) {
 	var v struct {
 		StatusURL string `json:"statusUrl"`
@@ -197,18 +201,34 @@ func (e *env) actionRead(body []byte) (c call, named bool, err error) {
 		base, berr := url.Parse(e.cfg.BaseURL)
 		u, uerr := url.Parse(v.StatusURL)
 		if berr == nil && uerr == nil {
-			if abs := base.ResolveReference(u); abs.Scheme == base.Scheme && abs.Host == base.Host {
+			if abs := base.ResolveReference(u); sameOrigin(abs, base) {
 				return call{method: http.MethodGet, path: v.StatusURL, url: abs.String()}, true, nil
 			}
 		}
-		if id == "" {
-			return call{}, true, fmt.Errorf("the answer names statusUrl %q, not on the API's origin %s, and no id: the Action it names cannot be read", v.StatusURL, e.cfg.BaseURL)
-		}
+		return call{}, true, fmt.Errorf("the answer names statusUrl %q, not on the API's origin %s: a status link must resolve under the origin the request was made to (a relative path, or an absolute URL on that origin, never downgrading its scheme)", v.StatusURL, e.cfg.BaseURL)
 	}
 	if id == "" {
 		return call{}, false, nil
 	}
 	return call{method: http.MethodGet, path: strings.ReplaceAll(e.cfg.GetPath, "{id}", url.PathEscape(id))}, true, nil
+}
+
+// sameOrigin reports whether u and base have the same scheme, host and
+// port (a missing port being the scheme's default).
+func sameOrigin(u, base *url.URL) bool {
+	port := func(x *url.URL) string {
+		if p := x.Port(); p != "" {
+			return p
+		}
+		switch strings.ToLower(x.Scheme) {
+		case "https":
+			return "443"
+		case "http":
+			return "80"
+		}
+		return ""
+	}
+	return strings.EqualFold(u.Scheme, base.Scheme) && strings.EqualFold(u.Hostname(), base.Hostname()) && port(u) == port(base)
 }
 
 // orNone is id, or "(no id, by its statusUrl)" when it is empty.

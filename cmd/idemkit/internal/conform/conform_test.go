@@ -167,6 +167,8 @@ var breakCases = []struct {
 	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
 	{"an async duplicate names another run by its statusUrl alone", breaks{AsyncNamesOtherRunByURL: true}, one("pending-action", c)},
 	{"a sync duplicate names the run before it exists (GET answers 404)", breaks{SyncNamesUnwrittenRun: true}, one("sync-pending-action", c)},
+	{"an async duplicate names the run before it exists by a statusUrl answering 200 with no run", breaks{AsyncStatusURLNoRun: true}, one("pending-action", c)},
+	{"an async duplicate's statusUrl is on another origin", breaks{RunBeforeDelay: true, AsyncStatusURLElsewhere: true}, one("pending-action", c)},
 	{"an async duplicate's pending answer without Retry-After", breaks{AsyncNoRetryAfter: true}, one("pending-action", c)},
 	{"the run written before the delay (correct)", breaks{RunBeforeDelay: true}, want{c: nil}},
 	{"a retry not linked by on", breaks{RetryUnlinked: true}, one("retry-on-link", c)},
@@ -411,6 +413,8 @@ func TestPendingActionSaysWhatItChecked(t *testing.T) {
 		{"the run written first", breaks{RunBeforeDelay: true}, Pass, "which GET reads"},
 		{"a run named before it is written", breaks{AsyncNamesUnwrittenRun: true}, Fail, "which does not exist"},
 		{"another run named by its statusUrl", breaks{AsyncNamesOtherRunByURL: true}, Fail, "and the first request's Action is"},
+		{"a statusUrl reading no run", breaks{AsyncStatusURLNoRun: true}, Fail, "naming no run"},
+		{"a statusUrl on another origin", breaks{RunBeforeDelay: true, AsyncStatusURLElsewhere: true}, Fail, "not on the API's origin"},
 		{"no Retry-After", breaks{AsyncNoRetryAfter: true}, Fail, "Retry-After"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

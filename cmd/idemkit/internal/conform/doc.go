@@ -28,7 +28,8 @@
 // replay marker, Retry-After; it names no Action or the first request's,
 // and one it names exists and is the first request's: a GET of its
 // statusUrl, else of GetPath, reads it at once, while the first request
-// may still run), settled-replay
+// may still run, and must answer the run by its id; a statusUrl must be on
+// the API's origin), settled-replay
 // (a replay after the Action settled is the Action in its final status, a
 // failed one included with Config.FailedRunBody), retry-on-link (Action.retry
 // links the new Action to the failed one by on; needs FailedRunBody),

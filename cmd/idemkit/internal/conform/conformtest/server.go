@@ -65,6 +65,8 @@ type Breaks struct {
 	AsyncNamesUnwrittenRun  bool // an async duplicate of a pending request names the run its first request will create before it is written (GET answers 404)
 	AsyncNamesOtherRunByURL bool // an async duplicate of a pending request names, by a statusUrl alone (no runId), another run of the tenant that exists
 	SyncNamesUnwrittenRun   bool // a sync duplicate whose wait ended names the run its first request will create before it is written (GET answers 404)
+	AsyncStatusURLNoRun     bool // an async duplicate of a pending request names, by a statusUrl alone, the run its first request will create before it is written, and that URL answers 200 with a placeholder naming no run
+	AsyncStatusURLElsewhere bool // an async duplicate of a pending request names its run by runId and by a statusUrl on another origin
 	AsyncNoRetryAfter       bool // an async duplicate's pending answer has no Retry-After
 	RetryUnlinked           bool // a retry's new run is not linked to the failed one by on
 	IfMatchRefusesCurrent   bool // a write with any If-Match is refused as stale, the current version's too
@@ -152,8 +154,11 @@ type Server struct {
 	mu      sync.Mutex
 	records map[string]*refRecord
 	runs    map[string]*refRun
-	execs   int // createRun executions
-	inbox   []*inboxEntry
+	// placeholders: runs named (AsyncStatusURLNoRun) before they are
+	// written, whose read answers 200 with no run.
+	placeholders map[string]bool
+	execs        int // createRun executions
+	inbox        []*inboxEntry
 }
 
 type refRun struct {
@@ -584,8 +589,20 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			return
 		case !rec.done && s.profile == Commerce && !s.brk.AsyncIgnored && strings.EqualFold(r.Header.Get(ModeHeader), "async"):
 			b := s.pendingAnswer(rec, s.brk.AsyncNamesUnwrittenRun)
-			if s.brk.AsyncNamesOtherRunByURL {
+			switch {
+			case s.brk.AsyncNamesOtherRunByURL:
 				b = s.otherRunByURL(q.cred.tenant, rec.runID)
+			case s.brk.AsyncStatusURLNoRun && rec.runID != "" && s.runs[rec.runID] == nil:
+				if s.placeholders == nil {
+					s.placeholders = map[string]bool{}
+				}
+				s.placeholders[rec.runID] = true
+				b, _ = json.Marshal(map[string]string{"status": "pending", "statusUrl": "/runs/" + rec.runID})
+			case s.brk.AsyncStatusURLElsewhere && rec.runID != "":
+				var v map[string]any
+				_ = json.Unmarshal(b, &v)
+				v["runId"], v["statusUrl"] = rec.runID, "https://status.elsewhere.invalid/runs/"+rec.runID
+				b, _ = json.Marshal(v)
 			}
 			s.mu.Unlock()
 			s.mark(w, true)
@@ -826,7 +843,11 @@ func (s *Server) getRun(r *http.Request, tenant string, body []byte) (int, []byt
 	if ok {
 		st, on = run.status, run.on
 	}
+	placeholder := !ok && s.placeholders[id]
 	s.mu.Unlock()
+	if placeholder {
+		return 200, []byte(`{"status":"pending"}`)
+	}
 	if !ok || run.tenant != tenant {
 		return 404, envelopeBody("not_found", "no such run", nil)
 	}
