@@ -156,7 +156,11 @@ type Call struct {
 //     reached the provider; the attempt becomes escaped, nothing is recorded,
 //     and the next attempt reuses the provider key;
 //   - any other error: a failure outcome, recorded and returned (as
-//     *FailedError) to this caller and every duplicate.
+//     *FailedError) to this caller and every duplicate; except an error
+//     returned after Do's own ctx ended (the caller's cancellation or
+//     deadline), which may be that end cutting the request: the attempt
+//     ends as for ErrUncertain, and Do returns an error matching
+//     ErrUncertain, ctx's error and the function's.
 //
 // A panic (or a crash) leaves the attempt firing; once its lease expires the
 // next executor reclaims it and marks it escaped.
@@ -248,8 +252,15 @@ func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
 	if fn == nil {
 		return Result{}, errors.New("ledger: nil effect function")
 	}
+	caller := ctx
 	return l.do(ctx, eff, func(ctx context.Context, c Call) (produced, error) {
 		v, err := fn(ctx, c)
+		if err != nil && caller.Err() != nil {
+			// The caller's context ended while fn ran: an error fn then
+			// returns may be that end cutting its request (an HTTP
+			// client's "context canceled"), not the provider's answer.
+			err = cutByCaller(caller, err, "the effect function failed after its caller's context ended (%w), so its request may have reached the provider")
+		}
 		p := produced{value: v}
 		if eff.Streamed {
 			sum := sha256.Sum256(v)
@@ -257,6 +268,32 @@ func (l *Ledger) Do(ctx context.Context, eff Effect, fn Func) (Result, error) {
 		}
 		return p, err
 	})
+}
+
+// cutByCaller is the error of an effect function that returned err (nil
+// for a stream function that said nothing) after its caller's context
+// ended: err itself when the function classified it (NotSent, Uncertain),
+// else an ErrUncertain error matching the context's error, its cause and
+// err, so that the attempt ends escaped and the next one fires again under
+// the same provider key, instead of recording a success or a failure the
+// context's end may have made. msg has one %w, for the context's end.
+//
+// It is asked of the caller's context, not the function's: this attempt's
+// lease cancels only the function's (decided in fire), while the caller's
+// may end with any cause, ErrLeaseLost included (the context of an outer
+// effect function).
+func cutByCaller(caller context.Context, err error, msg string) error {
+	if errors.Is(err, ErrNotSent) || errors.Is(err, ErrUncertain) {
+		return err
+	}
+	cerr := caller.Err()
+	if cause := context.Cause(caller); cause != cerr {
+		cerr = fmt.Errorf("%w: %w", cerr, cause)
+	}
+	if err != nil {
+		cerr = errors.Join(cerr, err)
+	}
+	return fmt.Errorf("%w: "+msg, ErrUncertain, cerr)
 }
 
 // produced is what an attempt's effect function produced: the value returned

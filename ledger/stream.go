@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 )
 
@@ -55,25 +54,13 @@ func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn Strea
 		h := sha256.New()
 		cw := &countingWriter{w: w, h: h}
 		err := fn(ctx, c, cw)
-		if caller.Err() != nil && !errors.Is(err, ErrNotSent) && !errors.Is(err, ErrUncertain) {
+		if caller.Err() != nil {
 			// The caller's context ended while fn relayed the body: a
 			// relay that stops with its context, saying nothing (nil) or
 			// why (its context's error), did not relay the whole body,
 			// so neither a success nor a failure is recorded for it
-			// (either would carry the cut body's digest and size). What
-			// fn classified itself (NotSent, Uncertain) stands.
-			// Asked of the caller's context, not fn's: this attempt's
-			// lease cancels only fn's (decided in fire), while the
-			// caller's may end with any cause, ErrLeaseLost included
-			// (the context of an outer effect function).
-			cerr := caller.Err()
-			if cause := context.Cause(caller); cause != cerr {
-				cerr = fmt.Errorf("%w: %w", cerr, cause)
-			}
-			if err != nil {
-				cerr = errors.Join(cerr, err)
-			}
-			err = fmt.Errorf("%w: the stream function returned after its caller's context ended (%w), so its body may be cut", ErrUncertain, cerr)
+			// (either would carry the cut body's digest and size).
+			err = cutByCaller(caller, err, "the stream function returned after its caller's context ended (%w), so its body may be cut")
 		}
 		return produced{bodyDigest: hex.EncodeToString(h.Sum(nil)), bodySize: cw.n}, err
 	})

@@ -23,6 +23,7 @@ var hardeningTests = []test{
 	{"HeartbeatStalledRenewalCancels", testHeartbeatStalledRenewal},
 	{"HeartbeatGaveUpSuccessIsRecorded", testHeartbeatGaveUpSuccess},
 	{"StreamCutByTheCallerIsUncertain", testStreamCutByCaller},
+	{"CallerCancelledErrorIsUncertain", testCallerCancelledError},
 	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
 	{"MaxAttemptsReleased", testMaxAttemptsReleased},
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
@@ -704,6 +705,83 @@ func streamCutByCaller(t *testing.T, e *env, ctx context.Context, end func(), ca
 	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
 		t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
 	}
+}
+
+// An effect function whose request is cut by its caller's context (a
+// client gone, a deadline) returns that context's error, as an HTTP client
+// does: the request may have reached the provider, so the error is not
+// recorded as the effect's failure (every duplicate would be told it
+// failed, and it would never fire again). The attempt ends as uncertain:
+// escaped, fired again under the same provider key. What the function
+// classified itself (NotSent) stands, and a value it returned whole is
+// recorded.
+func testCallerCancelledError(t *testing.T, e *env) {
+	cut := func(t *testing.T, e *env, answer func(ctx context.Context) ([]byte, error)) (ledger.Effect, string, error) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		eff := e.effect()
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.ledger(func(c *ledger.Config) { c.Heartbeat = -1 }).Do(ctx, eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+					return nil, err
+				}
+				close(started)
+				<-ctx.Done()
+				return answer(ctx)
+			})
+			done <- err
+		}()
+		recv(t, started, "the fire")
+		cancel()
+		return eff, effectKey(eff.Identity), recv(t, done, "A's Do")
+	}
+	t.Run("its error", func(t *testing.T) {
+		e := e.fresh(t)
+		eff, key, err := cut(t, e, func(ctx context.Context) ([]byte, error) {
+			return nil, fmt.Errorf("post https://provider.example/charges: %w", ctx.Err())
+		})
+		var failed *ledger.FailedError
+		if !errors.Is(err, ledger.ErrUncertain) || !errors.Is(err, context.Canceled) || errors.As(err, &failed) {
+			t.Fatalf("A: %v; want ErrUncertain and context.Canceled, not a recorded failure", err)
+		}
+		if rec := e.get(key); rec.Outcome != nil {
+			t.Fatalf("record %s outcome %+v; want none", rec.State, rec.Outcome)
+		}
+		var calls atomic.Int64
+		res, err := e.ledger().Do(context.Background(), eff, e.charge(&calls))
+		if err != nil || res.Replayed || res.Attempt != 2 || calls.Load() != 1 {
+			t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", res, err, calls.Load())
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v", got)
+		}
+		if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
+		}
+	})
+	t.Run("not sent", func(t *testing.T) {
+		e := e.fresh(t)
+		_, key, err := cut(t, e, func(ctx context.Context) ([]byte, error) { return nil, ledger.NotSent(ctx.Err()) })
+		if !errors.Is(err, ledger.ErrNotSent) || errors.Is(err, ledger.ErrUncertain) {
+			t.Fatalf("A: %v; want the function's own NotSent", err)
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased}) {
+			t.Fatalf("attempts %v; want released", got)
+		}
+	})
+	t.Run("a whole value", func(t *testing.T) {
+		e := e.fresh(t)
+		_, key, err := cut(t, e, func(context.Context) ([]byte, error) { return []byte("ch_1"), nil })
+		if err != nil {
+			t.Fatalf("A: %v; want its success", err)
+		}
+		if rec := e.get(key); rec.Outcome == nil || !rec.Outcome.OK || string(rec.Outcome.Value) != "ch_1" {
+			t.Fatalf("record %s outcome %+v; want the value recorded", rec.State, rec.Outcome)
+		}
+	})
 }
 
 // A panicking effect function stops its heartbeat (the record stays firing
