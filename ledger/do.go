@@ -303,6 +303,9 @@ type produced struct {
 	value      []byte
 	bodyDigest string
 	bodySize   int64
+	// relayed says the body was copied to a writer as it came (DoStream),
+	// so a cancellation may have cut it.
+	relayed bool
 }
 
 // effectFunc is the internal form of Func and StreamFunc.
@@ -659,7 +662,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	_, call := l.span(ctx, spanProvider, eff)
 	out, gaveUp, ferr := l.run(ctx, next, fn)
 	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
-	if gaveUp && (ferr != nil || eff.Streamed) {
+	if gaveUp && (ferr != nil || out.relayed) {
 		// The heartbeat's renewals failed until the lease could end: fn's
 		// context was cancelled with ErrLeaseLost, and an error it then
 		// returns is not recorded (an error caused by that cancellation
@@ -669,10 +672,11 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// A success is recorded below, under the same fence as every
 		// outcome: the effect fired, and the record keeps any other
 		// executor from firing it again unless one reclaimed it first.
-		// A streamed effect's success is not: the cancellation also cut
-		// its body, so a stream function that returns nil then may have
-		// relayed only part of it, and the body's digest and size would
-		// record a truncated stream as the effect's answer.
+		// A relayed stream's success is not (DoStream): the cancellation
+		// also cut its body, so a stream function that returns nil then
+		// may have relayed only part of it, and the body's digest and
+		// size would record a truncated stream as the effect's answer. (A
+		// streamed effect's body that Do's function returned is whole.)
 		if ferr == nil {
 			return res, ErrLeaseLost
 		}

@@ -23,7 +23,8 @@ const minRenewal = time.Second
 // also when fn panics, so it never races the outcome write. gaveUp reports
 // that the heartbeat cancelled fn's context because its renewals kept
 // failing until the lease last written could end before the next tick (see
-// heartbeat): the caller then records only a non-streamed success (see do).
+// heartbeat): the caller then records only a success whose value is whole,
+// not a relayed stream's (see do).
 func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (out produced, gaveUp bool, err error) {
 	call := Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: rec.Fence}
 	if l.cfg.Heartbeat < 0 {

@@ -62,7 +62,7 @@ func (l *Ledger) DoStream(ctx context.Context, eff Effect, w io.Writer, fn Strea
 			// (either would carry the cut body's digest and size).
 			err = cutByCaller(caller, err, "the stream function returned after its caller's context ended (%w), so its body may be cut")
 		}
-		return produced{bodyDigest: hex.EncodeToString(h.Sum(nil)), bodySize: cw.n}, err
+		return produced{bodyDigest: hex.EncodeToString(h.Sum(nil)), bodySize: cw.n, relayed: true}, err
 	})
 }
 

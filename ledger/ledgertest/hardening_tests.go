@@ -410,11 +410,12 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 //     fired before the success came back; the late success is refused
 //     (ErrLeaseLost) and the other executor's record stands.
 func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
-	giveUp := func(t *testing.T, e *env) (a *ledger.Ledger, eff ledger.Effect, key string, fctx context.Context, done <-chan error, result <-chan ledger.Result, leaseEnd time.Time) {
+	giveUp := func(t *testing.T, e *env, streamed bool) (a *ledger.Ledger, eff ledger.Effect, key string, fctx context.Context, done <-chan error, result <-chan ledger.Result, leaseEnd time.Time) {
 		t.Helper()
 		a, tk := e.heartbeating(10 * time.Second)
 		renew := e.renewals()
 		eff = e.effect()
+		eff.Streamed = streamed
 		key = effectKey(eff.Identity)
 		started, done, result := e.fireUntilCut(a, eff, func(context.Context) ([]byte, error) { return []byte("value from A"), nil })
 		fctx = recv(t, started, "the fire")
@@ -436,7 +437,7 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 
 	t.Run("recorded", func(t *testing.T) {
 		e := e.fresh(t)
-		_, eff, key, _, done, result, _ := giveUp(t, e)
+		_, eff, key, _, done, result, _ := giveUp(t, e, false)
 		if err := recv(t, done, "A's Do"); err != nil {
 			t.Fatalf("A: %v; want its success, recorded", err)
 		}
@@ -458,11 +459,33 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		}
 	})
 
+	// Do with Effect.Streamed: the function returns its body whole (Do
+	// hashes the value it returned), so, unlike DoStream's relay, the
+	// give-up's cancellation cut nothing, and its success is recorded
+	// (the body's digest and size, not the body).
+	t.Run("streamed by Do, a whole value", func(t *testing.T) {
+		e := e.fresh(t)
+		_, _, key, _, done, result, _ := giveUp(t, e, true)
+		if err := recv(t, done, "A's Do"); err != nil {
+			t.Fatalf("A: %v; want its success, recorded", err)
+		}
+		if res := recv(t, result, "A's result"); string(res.Value) != "value from A" || res.BodySize != int64(len("value from A")) {
+			t.Fatalf("A: %+v; want its own value and body size", res)
+		}
+		rec := e.get(key)
+		if rec.State != ledger.StateCompleted || rec.Outcome == nil || !rec.Outcome.OK || rec.Outcome.BodySize != int64(len("value from A")) {
+			t.Fatalf("record %s outcome %+v; want completed with the body's size", rec.State, rec.Outcome)
+		}
+		if e.prov.Effects() != 1 || e.prov.Requests() != 1 {
+			t.Fatalf("provider effects %d requests %d; want 1, 1", e.prov.Effects(), e.prov.Requests())
+		}
+	})
+
 	t.Run("unrecordable", func(t *testing.T) {
 		e := e.fresh(t)
 		boom := errors.New("injected outcome write failure")
 		e.store.failOnce(ledger.StateCompleted, boom)
-		_, eff, key, _, done, _, leaseEnd := giveUp(t, e)
+		_, eff, key, _, done, _, leaseEnd := giveUp(t, e, false)
 		if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) || !errors.Is(err, boom) {
 			t.Fatalf("A: %v; want ErrLeaseLost and the store's error", err)
 		}
@@ -492,7 +515,7 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		e := e.fresh(t)
 		lost := errors.New("injected answer lost after the write applied")
 		e.store.loseAnswerOnce(ledger.StateCompleted, lost)
-		_, eff, key, _, done, _, leaseEnd := giveUp(t, e)
+		_, eff, key, _, done, _, leaseEnd := giveUp(t, e, false)
 		// A learns only the error (the loss was injected on its outcome
 		// write, so the error carries it); what it is told is not the
 		// guarantee, the record is.
