@@ -19,19 +19,21 @@ import (
 
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
 type Store struct {
-	mu    sync.Mutex
-	recs  map[string]*byte // by ID (a view of the record's own bytes), the record's first byte: record.go
-	locs  []*time.Location // the locations of stored times other than UTC and Local
-	spare int              // the room a claimed record is given for its completion
-	items map[string][]byte
-	calls map[string]int
+	mu       sync.Mutex
+	recs     map[string]*byte // by ID (a view of the record's own bytes), the record's first byte: record.go
+	locs     []*time.Location // the locations of stored times other than UTC and Local
+	locIx    map[*time.Location]uint32
+	locsLive int // locations in use at the last compaction (compactLocs)
+	spare    int // the room a claimed record is given for its completion
+	items    map[string][]byte
+	calls    map[string]int
 }
 
 var _ idem.Store = (*Store)(nil)
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{recs: map[string]*byte{}, spare: firstSpare, items: map[string][]byte{}, calls: map[string]int{}}
+	return &Store{recs: map[string]*byte{}, locIx: map[*time.Location]uint32{}, spare: firstSpare, items: map[string][]byte{}, calls: map[string]int{}}
 }
 
 // Write is memstore's transactional business write (idem.Outcome.Writes):
@@ -138,6 +140,7 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls["Claim"]++
+	s.compactLocs()
 	rec.Response = nil
 	rec.RawBodySHA256 = "" // written by the write that ends the attempt
 	rec.LeaseExpires = msec(rec.LeaseExpires)
@@ -280,6 +283,7 @@ func (s *Store) ownedWrite(ctx context.Context, call, id, owner string, now time
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls[call]++
+	s.compactLocs()
 	b, err := s.owned(id, owner, now)
 	if err != nil {
 		return err

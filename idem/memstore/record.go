@@ -169,13 +169,53 @@ func (s *Store) putTime(b []byte, t time.Time) {
 
 // locIndex returns loc's index in s.locs, adding it (caller holds mu).
 func (s *Store) locIndex(loc *time.Location) uint32 {
-	for i, l := range s.locs {
-		if l == loc {
-			return uint32(i)
+	if i, ok := s.locIx[loc]; ok {
+		return i
+	}
+	i := uint32(len(s.locs))
+	s.locs = append(s.locs, loc)
+	s.locIx[loc] = i
+	return i
+}
+
+// minLocs is the number of locations the store keeps before it first
+// lets go of those no stored record uses.
+const minLocs = 64
+
+// compactLocs lets go of the locations no stored record uses once the
+// store holds twice as many as after its last compaction (at least
+// minLocs), renumbering those in use in the records' heads: a caller
+// whose times each carry a location of their own (time.Parse returns one
+// per offset it reads) does not make the store grow without bound. It
+// runs at the start of a write, before that write encodes any time
+// (caller holds mu).
+func (s *Store) compactLocs() {
+	if len(s.locs) < max(minLocs, 2*s.locsLive) {
+		return
+	}
+	var locs []*time.Location
+	renum := make(map[uint32]uint32)
+	for _, p := range s.recs {
+		b := bytesAt(p)
+		for _, off := range [...]int{offLease, offRenewed, offExpires} {
+			code := le.Uint32(b[off+12:])
+			if code < locBase {
+				continue
+			}
+			n, ok := renum[code]
+			if !ok {
+				n = locBase + uint32(len(locs))
+				locs = append(locs, s.locs[code-locBase])
+				renum[code] = n
+			}
+			le.PutUint32(b[off+12:], n)
 		}
 	}
-	s.locs = append(s.locs, loc)
-	return uint32(len(s.locs) - 1)
+	clear(s.locIx)
+	for i, l := range locs {
+		s.locIx[l] = uint32(i)
+	}
+	s.locs, s.locsLive = locs, len(locs)
 }
 
 // getTime reads the time putTime wrote at b's start.
