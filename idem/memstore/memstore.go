@@ -149,6 +149,9 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 	old := s.live(rec.ID, now)
 	if old == nil {
 		rec.Attempt = 1
+		if err := tooLarge(&rec, nil); err != nil {
+			return idem.ClaimResult{}, err
+		}
 		s.put(&rec, nil, s.spare)
 		return idem.ClaimResult{Decision: idem.Claimed, Record: rec}, nil
 	}
@@ -158,6 +161,9 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 		rec.RequestID = o.RequestID
 		rec.RawBodySHA256 = o.RawBodySHA256 // the last ended attempt's, until this one ends
 		leaseExpired := o.State == idem.StatePending
+		if err := tooLarge(&rec, nil); err != nil {
+			return idem.ClaimResult{}, err
+		}
 		s.put(&rec, nil, s.spare)
 		return idem.ClaimResult{Decision: idem.Reclaimed, Record: rec, LeaseExpired: leaseExpired}, nil
 	}
@@ -251,6 +257,9 @@ func (s *Store) Release(ctx context.Context, claim idem.Record, now time.Time) e
 		r.RawBodySHA256 = claim.RawBodySHA256
 		r.LeaseExpires = time.Time{}
 		r.Renewed = time.Time{}
+		if err := tooLarge(&r, nil); err != nil {
+			return err
+		}
 		s.put(&r, nil, 0)
 		return nil
 	})

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"time"
 	"unsafe"
@@ -63,8 +64,9 @@ const (
 var le = binary.LittleEndian
 
 // maxRecord is the largest record the store keeps: its offsets and
-// lengths are 32-bit. A completion whose record would be larger fails
-// with idem.ErrTooLarge and writes nothing.
+// lengths are 32-bit. A claim, a completion or a release whose record
+// would be larger fails with idem.ErrTooLarge and writes nothing, and no
+// record's allocation is taken past it.
 var maxRecord = math.MaxUint32
 
 // str returns the string i of record b, a view of its bytes.
@@ -94,11 +96,12 @@ func appendRef(b []byte, i int, s string) {
 	le.PutUint32(b[offUsed:], uint32(u+len(s)))
 }
 
-// alloc returns a zeroed record slice of at least n bytes, as long as its
-// allocation, with nothing in use after its head.
+// alloc returns a zeroed record slice of at least n bytes (callers keep
+// n within maxRecord), as long as its allocation but never longer than
+// maxRecord, with nothing in use after its head.
 func alloc(n int) []byte {
 	b := append([]byte(nil), make([]byte, n)...)
-	b = b[:cap(b)]
+	b = b[:max(n, min(cap(b), maxRecord))] // its length is a uint32 in its head
 	le.PutUint32(b[offUsed:], headLen)
 	le.PutUint32(b[offLen:], uint32(len(b)))
 	return b
@@ -113,14 +116,28 @@ func bytesAt(p *byte) []byte {
 	return unsafe.Slice(p, le.Uint32(unsafe.Slice(p, headLen)[offLen:]))
 }
 
+// recordLen returns the bytes a record holding r (its Response ignored)
+// and resp (nil for none) uses.
+func recordLen(r *idem.Record, resp *idem.Response) int {
+	return headLen + len(r.ID) + len(r.Digest) + len(r.State) + len(r.Owner) + len(r.RequestID) + len(r.RawBodySHA256) + responseLen(resp)
+}
+
+// tooLarge returns idem.ErrTooLarge when a record holding r and resp
+// would pass maxRecord, else nil.
+func tooLarge(r *idem.Record, resp *idem.Response) error {
+	if n := recordLen(r, resp); n > maxRecord {
+		return fmt.Errorf("%w: a record of %d bytes, more than %d", idem.ErrTooLarge, n, maxRecord)
+	}
+	return nil
+}
+
 // encode returns a new record slice holding r (its Response ignored) and
-// resp (nil for none), with extra bytes of room at its end.
+// resp (nil for none), which fit in maxRecord (tooLarge), with up to
+// extra bytes of room at its end (as many as maxRecord leaves).
 func (s *Store) encode(r *idem.Record, resp *idem.Response, extra int) []byte {
 	strs := [nStrings]string{sID: r.ID, sDigest: r.Digest, sState: string(r.State), sOwner: r.Owner, sRequestID: r.RequestID, sRawBodySHA256: r.RawBodySHA256}
-	n := headLen + responseLen(resp) + extra
-	for _, v := range strs {
-		n += len(v)
-	}
+	n := recordLen(r, resp)
+	n += max(0, min(extra, maxRecord-n))
 	b := alloc(n)
 	for i, v := range strs {
 		appendRef(b, i, v)
