@@ -303,9 +303,16 @@ func TestExpiry(t *testing.T) {
 // -race); every record and response a goroutine was handed reads the
 // same at the end as when it was handed, and every completed record reads
 // back its own response.
+// With zones, every write's times carry a location of their own, so the
+// store lets go of unused locations while others read.
 func TestConcurrentKeys(t *testing.T) {
+	t.Run("utc", func(t *testing.T) { concurrentKeys(t, false) })
+	t.Run("zones", func(t *testing.T) { concurrentKeys(t, true) })
+}
+
+func concurrentKeys(t *testing.T, zones bool) {
 	ctx := context.Background()
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	utc := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	st := memstore.New()
 	shared := keyspace.ID("acme", "createRun", "k-conc-shared-000000000000000")
 	respFor := func(g, i int) *idem.Response {
@@ -327,6 +334,10 @@ func TestConcurrentKeys(t *testing.T) {
 					id = shared
 				}
 				owner := fmt.Sprintf("o-%d-%d", g, i)
+				now := utc
+				if zones {
+					now = utc.In(time.FixedZone("Z", 3600*(g-4)))
+				}
 				res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d", State: idem.StatePending, Owner: owner, LeaseExpires: now.Add(time.Minute), RequestID: owner, Expires: now.Add(time.Hour)}, now)
 				if err != nil {
 					fail("claim: %v", err)
