@@ -64,10 +64,10 @@ const (
 var le = binary.LittleEndian
 
 // maxRecord is the largest record the store keeps: its offsets and
-// lengths are 32-bit. A claim, a completion or a release whose record
+// lengths are 32-bit (and where int is 32 bits, it is the largest int). A claim, a completion or a release whose record
 // would be larger fails with idem.ErrTooLarge and writes nothing, and no
 // record's allocation is taken past it.
-var maxRecord = math.MaxUint32
+var maxRecord = min(math.MaxUint32, math.MaxInt)
 
 // str returns the string i of record b, a view of its bytes.
 func str(b []byte, i int) string {
