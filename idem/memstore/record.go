@@ -200,14 +200,15 @@ func (s *Store) locIndex(loc *time.Location) uint32 {
 const minLocs = 64
 
 // compactLocs lets go of the locations no stored record uses once the
-// store holds twice as many as after its last compaction (at least
-// minLocs), renumbering those in use in the records' heads: a caller
+// store holds twice as many as after its last compaction, and at least
+// minLocs and one per stored record (a compaction reads every record, so
+// a write pays for it only once in as many writes), renumbering those in use in the records' heads: a caller
 // whose times each carry a location of their own (time.Parse returns one
 // per offset it reads) does not make the store grow without bound. It
 // runs at the start of a write, before that write encodes any time
 // (caller holds mu).
 func (s *Store) compactLocs() {
-	if len(s.locs) < max(minLocs, 2*s.locsLive) {
+	if len(s.locs) < max(minLocs, 2*s.locsLive, len(s.recs)) {
 		return
 	}
 	var locs []*time.Location
