@@ -64,9 +64,10 @@ const (
 var le = binary.LittleEndian
 
 // maxRecord is the largest record the store keeps: its offsets and
-// lengths are 32-bit (and where int is 32 bits, it is the largest int). A claim, a completion or a release whose record
-// would be larger fails with idem.ErrTooLarge and writes nothing, and no
-// record's allocation is taken past it.
+// lengths are 32-bit (and where int is 32 bits, it is the largest int).
+// A claim, a completion or a release whose record would be larger fails
+// with idem.ErrTooLarge and writes nothing, and no record's allocation
+// is taken past it.
 var maxRecord = min(math.MaxUint32, math.MaxInt)
 
 // str returns the string i of record b, a view of its bytes.
@@ -202,11 +203,11 @@ const minLocs = 64
 // compactLocs lets go of the locations no stored record uses once the
 // store holds twice as many as after its last compaction, and at least
 // minLocs and one per stored record (a compaction reads every record, so
-// a write pays for it only once in as many writes), renumbering those in use in the records' heads: a caller
-// whose times each carry a location of their own (time.Parse returns one
-// per offset it reads) does not make the store grow without bound. It
-// runs at the start of a write, before that write encodes any time
-// (caller holds mu).
+// a write pays for it only once in as many writes), renumbering those in
+// use in the records' heads: a caller whose times each carry a location
+// of their own (time.Parse returns one per offset it reads) does not make
+// the store grow without bound. It runs at the start of a write, before
+// that write encodes any time (caller holds mu).
 func (s *Store) compactLocs() {
 	if len(s.locs) < max(minLocs, 2*s.locsLive, len(s.recs)) {
 		return
