@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,9 +17,11 @@ import (
 const readmeMaxLines = 400
 
 // TestReadmeIsAPath: README.md stays within readmeMaxLines lines; every
-// relative link of README.md and docs/*.md resolves (the file exists, and
-// an anchor names a heading of it); every output block README.md shows is
-// marked with the test that produces it, and that test reads it.
+// relative link of every Markdown file of the repository (README.md,
+// docs/, each package's README and CHECKLIST, the quickstart) resolves (the
+// file exists, and an anchor names a heading of it); every output block
+// README.md shows is marked with the test that produces it, and that test
+// reads it.
 func TestReadmeIsAPath(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -27,8 +30,11 @@ func TestReadmeIsAPath(t *testing.T) {
 	if n := strings.Count(string(readme), "\n"); n > readmeMaxLines {
 		t.Errorf("README.md has %d lines, want at most %d: move reference material to docs/ and link it", n, readmeMaxLines)
 	}
-	docs, _ := filepath.Glob("docs/*.md")
-	for _, doc := range append([]string{"README.md"}, docs...) {
+	docs := markdownFiles(t)
+	if !slices.Contains(docs, "README.md") || !slices.Contains(docs, filepath.Join("docs", "DEPLOYING.md")) {
+		t.Fatalf("Markdown files found: %q, want README.md and docs/DEPLOYING.md among them", docs)
+	}
+	for _, doc := range docs {
 		checkLinks(t, doc)
 	}
 	checkShownOutputs(t, string(readme))
@@ -140,6 +146,29 @@ func checkShownOutputs(t *testing.T, readme string) {
 			t.Errorf("README.md line %d: no test reads the output marked %q", i+1, name)
 		}
 	}
+}
+
+// markdownFiles lists the repository's own Markdown files, sorted (the
+// installed tools' and node packages' are not the repository's).
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	var docs []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "bin" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if strings.HasSuffix(path, ".md") {
+			docs = append(docs, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
 }
 
 // testSources is the text of every _test.go file of the module.
