@@ -73,7 +73,7 @@
 // own chunk items, once. A mismatch never reads the response. The units
 // are pinned per case and size by TestCostPerCaseAndSize, and
 // docs/PERFORMANCE.md has the table with prices.
-
+//
 // # Item weight
 //
 // The claim is one PutItem of the pending item, which carries no raw-body
