@@ -86,7 +86,7 @@ func ifMatchStale(ctx context.Context, e *env) Result {
 	if b.status == a.status && b.code == a.code {
 		return fail("%s %s with If-Match of the current version %s got %s, the same refusal as a stale one: If-Match is not compared", e.cfg.otherMethod, e.cfg.otherPath, current, b)
 	}
-	return pass("If-Match: %s refused with %s once the Action was at %s; the current ETag was not refused so", first, a, current)
+	return pass("If-Match: %s refused with %s once the Action was at %s; the same write with If-Match: %s got %s, not that refusal", first, a, current, current, b)
 }
 
 // inboxPrivate: the write refused as stale waits in the caller's inbox
