@@ -17,12 +17,18 @@ import (
 // on stderr and exits 2.
 
 // setUsage installs a command's usage: line is the part after "usage: ",
-// about the description and examples (ending in a newline).
+// about the description and examples (ending in a newline), then the
+// flags under a "flags:" heading (none for a command without flags).
 func setUsage(fs *flag.FlagSet, line, about string) {
 	fs.Usage = func() {
 		out := fs.Output()
-		fmt.Fprintf(out, "usage: %s\n\n%s\nflags:\n", line, about)
-		fs.PrintDefaults()
+		fmt.Fprintf(out, "usage: %s\n\n%s", line, about)
+		hasFlags := false
+		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+		if hasFlags {
+			fmt.Fprint(out, "\nflags:\n")
+			fs.PrintDefaults()
+		}
 	}
 }
 

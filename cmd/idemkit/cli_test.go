@@ -12,7 +12,8 @@ import (
 
 // TestHelpEveryCommand: every command and subcommand answers --help and -h
 // with its usage on stdout (a usage line, a description, at least one
-// example, its flags) and exit 0; the usage line names every flag the
+// example, its flags under a "flags:" heading, which a command without
+// flags does not print) and exit 0; the usage line names every flag the
 // command defines.
 func TestHelpEveryCommand(t *testing.T) {
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)\b`)
@@ -63,6 +64,9 @@ func TestHelpEveryCommand(t *testing.T) {
 				}
 				if len(defined) != len(c.flags) {
 					t.Errorf("flags listed %v, want %v", defined, c.flags)
+				}
+				if hasHeading := regexp.MustCompile(`(?m)^flags:$`).MatchString(help); hasHeading != (len(c.flags) > 0) {
+					t.Errorf("a \"flags:\" heading: %v, want it exactly when the command has flags (%d):\n%s", hasHeading, len(c.flags), help)
 				}
 				for f := range defined {
 					if !regexp.MustCompile(`\[?--` + regexp.QuoteMeta(f) + `\b`).MatchString(usage) {
