@@ -119,12 +119,13 @@ model:
 	sh model/check.sh
 
 ## allocs: the allocation pins (a 1 KB replay and first execution, the
-## memory store's claim and completion, the
+## memory store's claim and completion, ledger.Do's first effect and
+## duplicate on the memory store, the
 ## JCS digest's allocations that do not grow with the body), without the
 ## race detector, which drops sync.Pool items at random (the files are
 ## built without it only, so the Go tests' run under -race has none).
 allocs:
-	$(GO) test -count=1 -run 'Allocations|AllocationsDoNotGrow' ./idem/ ./idem/memstore/ ./internal/jcs/
+	$(GO) test -count=1 -run 'Allocations|AllocationsDoNotGrow' ./idem/ ./idem/memstore/ ./ledger/memstore/ ./internal/jcs/
 
 ## conformance: the public OpenWOP conformance suite, its wider copy
 ## (../shared/openwop-conformance-wide), against idemkit dev in three lanes

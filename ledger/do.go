@@ -327,7 +327,11 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 	// record have their own, under the caller's span (parent).
 	parent := ctx
 	ctx, claim := l.span(ctx, spanClaim, eff)
-	defer func() { claim.end(res.Attempt, answerOutcome(res, err), err) }()
+	defer func() {
+		if claim.recording() {
+			claim.end(res.Attempt, answerOutcome(res, err), err)
+		}
+	}()
 	st := l.cfg.Store
 	key := effectKey(eff.Identity.EffectID)
 	token := newToken()
@@ -661,7 +665,9 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 
 	_, call := l.span(ctx, spanProvider, eff)
 	out, gaveUp, ferr := l.run(ctx, next, fn)
-	call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
+	if call.recording() {
+		call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
+	}
 	if gaveUp && (ferr != nil || out.relayed) {
 		// The heartbeat's renewals failed until the lease could end: fn's
 		// context was cancelled with ErrLeaseLost, and an error it then

@@ -8,7 +8,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // The spans a Ledger records through Config.TracerProvider (the
@@ -29,9 +28,12 @@ const (
 	attrOutcome = "idemkit.outcome"
 )
 
+// tracer returns the Ledger's tracer: Config.TracerProvider's, or nil
+// without one (a span then costs nothing: no context, no attribute, no
+// outcome classified).
 func tracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
-		tp = noop.NewTracerProvider()
+		return nil
 	}
 	return tp.Tracer(tracerName)
 }
@@ -42,15 +44,27 @@ type span struct {
 	ended bool
 }
 
+// noSpan is every span of a Ledger without a TracerProvider: it never
+// records, so ending it changes nothing and it can be shared.
+var noSpan = &span{}
+
 func (l *Ledger) span(ctx context.Context, name string, eff Effect) (context.Context, *span) {
+	if l.tracer == nil {
+		return ctx, noSpan
+	}
 	ctx, s := l.tracer.Start(ctx, name, trace.WithAttributes(attribute.String(attrKeying, string(eff.Identity.Keying))))
 	return ctx, &span{s: s}
 }
 
+// recording reports whether end would record anything (false for noSpan
+// and for a span already ended): callers test it before working out end's
+// arguments.
+func (s *span) recording() bool { return s.s != nil && !s.ended }
+
 // end ends the span with its attempt (when known), outcome and, for err
 // not one of Do's answers, an error status.
 func (s *span) end(attempt int, outcome string, err error) {
-	if s.ended {
+	if !s.recording() {
 		return
 	}
 	s.ended = true
