@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/idemkit/idemkit/functions/devstack"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
@@ -170,6 +171,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(stderr, "idemkit dev: %s is taken (another idemkit dev?): pick another address with --addr, e.g. --addr 127.0.0.1:3001 (make run ARGS='--addr 127.0.0.1:3001')\n", o.Addr)
+		}
 		return 1
 	}
 	return 0

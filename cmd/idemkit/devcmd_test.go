@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,26 @@ func TestDevAuthorizerTTL(t *testing.T) {
 		if want := map[string]int{"": 201, "0": 401}[ttl]; code != want {
 			t.Fatalf("--authorizer-ttl %q: the removed key got %d %v, want %d", ttl, code, m, want)
 		}
+	}
+}
+
+// TestDevTakenAddressSaysHowToPickAnother: when --addr is taken (another
+// idemkit dev, another server) dev stops at once, before starting an
+// engine, exits 1 and says which flag picks another address, also for
+// make run.
+func TestDevTakenAddressSaysHowToPickAnother(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--addr", ln.Addr().String()}, &out, &errb)
+	msg := errb.String()
+	if code != 1 || !strings.Contains(msg, "address already in use") || !strings.Contains(msg, "--addr") || !strings.Contains(msg, "make run ARGS=") {
+		t.Fatalf("exit %d, stderr %q: want 1 and a message naming --addr (and make run ARGS=)", code, msg)
+	}
+	if strings.Contains(msg, "started the DynamoDB engine") {
+		t.Fatalf("an engine was started before the address was checked: %q", msg)
 	}
 }
