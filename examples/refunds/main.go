@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/idemkit/idemkit/ledger/identity"
 	"log"
 	"os"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 func main() {

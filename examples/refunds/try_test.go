@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/idemkit/idemkit/ledger/identity"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 // TestTryCrash: a worker crashes after the provider got the refund, before
