@@ -159,9 +159,9 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider receives a span per claim, provider call and record
 	// (OpenTelemetry API; each with the keying, the attempt and the
-	// outcome, never the effect id). Default nil: no spans, at no cost
-	// (no allocation; TestDoAllocations pins it). To
-	// use the provider installed globally, pass otel.GetTracerProvider().
+	// outcome, never the effect id). Default nil: no spans, and no
+	// allocation or work spent on them. To use the provider installed
+	// globally, pass otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
 	// Test holds the hooks only tests set. Default zero.
 	Test TestConfig
