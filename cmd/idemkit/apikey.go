@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -88,6 +90,15 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		cred.Attrs = attrs
 	}
 	if err := (&apikeys.DynamoKeys{Client: c, Table: tbl}).PutCredential(ctx, key, cred); err != nil {
+		if errors.As(err, new(*types.ResourceNotFoundException)) {
+			where := "in region " + c.Options().Region
+			if *endpoint != "" {
+				where = "at " + *endpoint
+			}
+			fmt.Fprintf(stderr, "idemkit apikey create: table %q does not exist %s: name the api-keys table with --table (or $%s), or create it (idemkit tables create --only api-keys --endpoint URL; on AWS, deploy template.yaml)\n",
+				tbl, where, settings.EnvAPIKeysTable)
+			return 1
+		}
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
 		return 1
 	}

@@ -103,6 +103,13 @@ func TestTablesAndAPIKeyCreate(t *testing.T) {
 		c.Attrs["namespace"] != "shop" || c.Attrs["worker"] != "checkout" || len(c.Attrs) != 2 {
 		t.Fatalf("--attr key: %+v %v %v", c, ok, err)
 	}
+	// A table that does not exist at the endpoint: the message names it
+	// and says how to create it, not only the SDK's ResourceNotFoundException.
+	errb.Reset()
+	if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--endpoint", e.Endpoint, "--table", prefix + "NoSuchTable"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), `table "`+prefix+`NoSuchTable" does not exist`) || !strings.Contains(errb.String(), "idemkit tables create") {
+		t.Fatalf("missing table: exit %d: %s", code, errb.String())
+	}
 	for _, bad := range []string{"tenantId=x", "worker", "worker="} {
 		errb.Reset()
 		if code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--attr", bad, "--endpoint", e.Endpoint}, &out, &errb); code != 2 {
