@@ -44,7 +44,7 @@ has_gsi() { aws --endpoint-url "$endpoint" dynamodb describe-table --table-name 
 exists() { aws --endpoint-url "$endpoint" dynamodb describe-table --table-name "$1" >/dev/null; }
 for id in $expected; do check exists "ci-$id"; done
 for id in IdempotencyTable RunsTable EffectsTable; do check has_stream "ci-$id"; done
-for id in IdempotencyTable EffectsTable; do check has_ttl "ci-$id"; done
+for id in IdempotencyTable RunsTable EffectsTable FenceTable; do check has_ttl "ci-$id"; done
 check has_gsi ci-EffectsTable
 echo "localstack init hook against moto: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
