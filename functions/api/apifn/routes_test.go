@@ -2,6 +2,8 @@ package apifn
 
 import (
 	"net/http"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -214,5 +216,47 @@ func TestTemplatePathsAreHTTPAPIPaths(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no HttpApi event found in template.yaml")
+	}
+}
+
+// TestReadmeRouteTableIsRoutes: the API table of functions/README.md (the
+// reference host's routes, one row each; a `GET`/`HEAD /path` row names
+// both methods) lists exactly the (method, path) pairs of Routes, so a
+// reader of that page finds every route the host serves and no other.
+func TestReadmeRouteTableIsRoutes(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, api, ok := strings.Cut(string(b), "\n## API\n")
+	if !ok {
+		t.Fatal("functions/README.md has no \"## API\" section")
+	}
+	api, _, _ = strings.Cut(api, "\n#")
+	row := regexp.MustCompile("(?m)^\\| ((?:`[A-Z]+`/)*)`([A-Z]+) (/[^` ]*)` \\|")
+	documented := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(api, -1) {
+		methods := []string{m[2]}
+		for _, extra := range regexp.MustCompile("`([A-Z]+)`/").FindAllStringSubmatch(m[1], -1) {
+			methods = append(methods, extra[1])
+		}
+		for _, method := range methods {
+			documented[method+" "+m[3]] = true
+		}
+	}
+	served := map[string]bool{}
+	for _, r := range Routes {
+		served[r.Method+" "+r.Pattern] = true
+		if !documented[r.Method+" "+r.Pattern] {
+			t.Errorf("functions/README.md's API table has no row for %s %s (%s)", r.Method, r.Pattern, r.Op)
+		}
+	}
+	for d := range documented {
+		if !served[d] {
+			t.Errorf("functions/README.md's API table lists %s, which Routes does not serve", d)
+		}
+	}
+	if len(documented) < 10 {
+		t.Fatalf("read %d routes from the table, want every row: %v", len(documented), documented)
 	}
 }
