@@ -1,6 +1,8 @@
 package apifn
 
 import (
+	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -29,5 +31,69 @@ func TestPollStreamModeRefusalNamesTheModes(t *testing.T) {
 				t.Fatalf("%s?%s: details %v, want supported [values updates messages debug]", path, q, m["details"])
 			}
 		}
+	}
+}
+
+// TestJSONBodiesAreStrictWhateverTheHeaders: a body createRun, cancelRun or
+// forkRun parses as JSON that is JSON text but not I-JSON (a member name
+// twice, bytes that are not UTF-8, a lone surrogate escape) or that has a
+// number no double holds (at all, or exactly) is 400 validation_error,
+// the same answer with or without an Idempotency-Key and with or without
+// Content-Type: application/json, and nothing is created or cancelled. A
+// run's inputs are never another text than the one sent (a store that
+// keeps UTF-8 text would replace invalid bytes), and no member is chosen
+// among duplicates.
+func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
+	f := newFixture(t)
+	src := sourceRun(t, f, "acme", runs.StatusCompleted)
+	live := f.newRun(t, "acme")
+	cases := []struct{ name, path, body string }{
+		{"create: workflowId twice", "/runs", `{"workflowId":"webhook","workflowId":"conformance-noop"}`},
+		{"create: an inputs member twice", "/runs", `{"workflowId":"conformance-noop","inputs":{"a":1,"a":2}}`},
+		{"create: invalid UTF-8", "/runs", "{\"workflowId\":\"conformance-noop\",\"inputs\":{\"s\":\"a\xffb\"}}"},
+		{"create: invalid UTF-8 in a name", "/runs", "{\"workflowId\":\"conformance-noop\",\"inputs\":{\"\xfe\":1}}"},
+		{"create: lone surrogate", "/runs", `{"workflowId":"conformance-noop","inputs":{"s":"\ud800"}}`},
+		{"create: number out of range", "/runs", `{"workflowId":"conformance-noop","inputs":{"n":1e400}}`},
+		{"create: inexact number", "/runs", `{"workflowId":"conformance-noop","inputs":{"n":12345678901234567891}}`},
+		{"cancel: reason twice", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"a","reason":"b"}`},
+		{"cancel: invalid UTF-8", "/runs/" + runs.ProjectID(live.ID) + "/cancel", "{\"reason\":\"\xff\"}"},
+		{"cancel: lone surrogate", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"\udc00"}`},
+		{"fork: mode twice", forkPath(src.ID), `{"mode":"branch","mode":"replay"}`},
+		{"fork: fromSeq twice", forkPath(src.ID), `{"mode":"branch","fromSeq":1,"fromSeq":2}`},
+	}
+	before := f.runs.Len()
+	n := 0
+	for _, c := range cases {
+		var first string
+		for _, keyed := range []bool{true, false} {
+			for _, ct := range []string{"application/json", ""} {
+				n++
+				key := ""
+				if keyed {
+					key = fmt.Sprintf("k-strict-json-%010d", n)
+				}
+				e := ev("POST", c.path, "acme", key, c.body)
+				delete(e.Headers, "content-type")
+				if ct != "" {
+					e.Headers["content-type"] = ct
+				}
+				resp, m := f.do(t, e)
+				if resp.StatusCode != 400 || m["error"] != "validation_error" {
+					t.Errorf("%s (key %v, Content-Type %q): %d %s", c.name, keyed, ct, resp.StatusCode, resp.Body)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.name, keyed, ct, resp.Body, first)
+				}
+			}
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if r, err := f.runs.Get(context.Background(), live.ID); err != nil || r.Status != runs.StatusPending {
+		t.Errorf("the live run: %v %v, want pending", r.Status, err)
 	}
 }

@@ -60,6 +60,7 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/header"
+	"github.com/idemkit/idemkit/internal/jsonerr"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -401,6 +402,15 @@ func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	return nil
 }
 
+// checkBody is the check of a route whose body the host parses as JSON
+// (createRun, forkRun; cancelRun's when it has one): at most MaxBodyBytes;
+// of a JSON media type, if it names one, in UTF-8; and, when it is JSON
+// text, strict RFC 8785 input (jsonerr.Check). The last holds whatever the
+// headers: Layer 1 refuses such a body only when it digests it as JSON (a
+// JSON Content-Type and an Idempotency-Key), and the host's parser would
+// otherwise pick one of two duplicate members, or store a string whose
+// invalid bytes a store keeping UTF-8 text replaces, so the same body is
+// 400 validation_error with or without them, before anything runs.
 func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if bodyLen(ev) > MaxBodyBytes {
 		return tooLarge()
@@ -415,6 +425,10 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be UTF-8 JSON (charset=utf-8 or none)")
 		}
+	}
+	if body, e := eventBody(ev); e == nil {
+		// A body that is not base64 is the route's to answer.
+		return jsonerr.Check(body)
 	}
 	return nil
 }
