@@ -97,3 +97,51 @@ func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
 		t.Errorf("the live run: %v %v, want pending", r.Status, err)
 	}
 }
+
+// TestMethodsAreCaseSensitive: an HTTP method is case-sensitive (RFC 9110
+// section 9.1), so `post` is no route's method: the handler, which Lambda
+// runs behind the HTTP API, answers a method not in upper case on a known
+// path 405 idemkit.method_not_allowed with the route's Allow, before any
+// credential (a valid one is never told 401) and without running it, as
+// `idemkit dev` does; on an unknown path it is 404.
+func TestMethodsAreCaseSensitive(t *testing.T) {
+	f := newFixture(t)
+	r := f.newRun(t, "acme")
+	p := "/runs/" + runs.ProjectID(r.ID)
+	before := f.runs.Len()
+	cases := []struct {
+		method, path, tenant, key, body string
+		status                          int
+		allow                           string
+	}{
+		{"post", "/runs", "acme", "k-lowercase-method-0000001", `{"workflowId":"conformance-noop"}`, 405, "POST"},
+		{"Post", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`, 405, "POST"},
+		{"post", "/runs", "", "", `{"workflowId":"conformance-noop"}`, 405, "POST"},
+		{"post", p + "/cancel", "acme", "k-lowercase-method-0000002", "", 405, "POST"},
+		{"get", p, "acme", "", "", 405, "GET"},
+		{"head", p, "acme", "", "", 405, "GET"},
+		{"get", p + "/events", "acme", "", "", 405, "GET"},
+		{"get", "/.well-known/openwop", "", "", "", 405, "GET, HEAD"},
+		{"get", "/nope", "acme", "", "", 404, ""},
+	}
+	for _, c := range cases {
+		resp, m := f.do(t, ev(c.method, c.path, c.tenant, c.key, c.body))
+		if resp.StatusCode != c.status || resp.Headers["Allow"] != c.allow {
+			t.Errorf("%s %s: %d Allow %q %s, want %d Allow %q", c.method, c.path, resp.StatusCode, resp.Headers["Allow"], resp.Body, c.status, c.allow)
+			continue
+		}
+		want := CodeMethodNotAllowed
+		if c.status == 404 {
+			want = "not_found"
+		}
+		if m["error"] != want || m["message"] == "" {
+			t.Errorf("%s %s: %s, want %s", c.method, c.path, resp.Body, want)
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if got, _ := f.runs.Get(context.Background(), r.ID); got.Status != runs.StatusPending {
+		t.Errorf("run %s, want pending", got.Status)
+	}
+}

@@ -22,7 +22,8 @@
 // does not advertise (GET /runs, listRuns; unadvertisedOps), and a known
 // path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
-// header. Errors use the envelope {error, message, details?}.
+// header; methods are case-sensitive, so `post /runs` is 405 too, before
+// any credential (MethodCaseRefusal). Errors use the envelope {error, message, details?}.
 //
 // Events: API Gateway HTTP APIs buffer a Lambda's whole response, so GET
 // /runs/{runId}/events serves a snapshot of the run's events (RunEvents) as
@@ -276,6 +277,23 @@ func notAllowed(allow string) events.APIGatewayV2HTTPResponse {
 	return r
 }
 
+// MethodCaseRefusal is the 405 of a request whose method is not in upper
+// case on a known path, and allow its Allow header: methods are
+// case-sensitive (RFC 9110 section 9.1), so `post /runs` is no route's
+// method, and it is answered as such before any credential is checked
+// (never a credential error for a valid credential) and without running
+// anything. nil for an upper-case method or an unknown path (404).
+func MethodCaseRefusal(method, rawPath string) (e *apierr.Error, allow string) {
+	if method == strings.ToUpper(method) {
+		return nil, ""
+	}
+	_, allow, _, ok := MatchRoute(strings.ToUpper(method), rawPath)
+	if !ok {
+		return nil, ""
+	}
+	return apierr.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed (methods are case-sensitive); allowed: %s", allow), allow
+}
+
 func notFound() events.APIGatewayV2HTTPResponse { return errResp(notFoundErr()) }
 
 func notFoundErr() *apierr.Error {
@@ -293,7 +311,12 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if path == "" {
 		path = ev.RequestContext.HTTP.Path
 	}
-	method := strings.ToUpper(ev.RequestContext.HTTP.Method)
+	method := ev.RequestContext.HTTP.Method
+	if e, allow := MethodCaseRefusal(method, path); e != nil {
+		r := errResp(e)
+		r.Headers["Allow"] = allow
+		return r, false, nil
+	}
 	m, allow, found, ok := MatchRoute(method, path)
 	switch {
 	case !ok, !found && unadvertised(method, path):
