@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
@@ -143,5 +144,63 @@ func TestMethodsAreCaseSensitive(t *testing.T) {
 	}
 	if got, _ := f.runs.Get(context.Background(), r.ID); got.Status != runs.StatusPending {
 		t.Errorf("run %s, want pending", got.Status)
+	}
+}
+
+// TestAnotherTenantsRunIsOneAnswerOnEveryRoute: on every route with a
+// {runId}, a runId whose tenant segment is not the caller's is 403
+// id_tenant_mismatch (runs.md: "MUST NOT disclose whether the run
+// exists"): the same answer, byte for byte, for another tenant's run that
+// exists and for one that does not, in every projection of the id (~2F,
+// %2F, %2f, the split form), and nothing is created or cancelled.
+func TestAnotherTenantsRunIsOneAnswerOnEveryRoute(t *testing.T) {
+	f := newFixture(t)
+	theirs := sourceRun(t, f, "globex", runs.StatusFailed)
+	ghost := "globex/" + strings.Repeat("z", len(theirs.ID)-len("globex/"))
+	before := f.runs.Len()
+	projections := map[string]func(id string) string{
+		"~2F":   runs.ProjectID,
+		"%2F":   func(id string) string { return strings.Replace(id, "/", "%2F", 1) },
+		"%2f":   func(id string) string { return strings.Replace(id, "/", "%2f", 1) },
+		"split": func(id string) string { return id },
+	}
+	n := 0
+	for _, r := range Routes {
+		if !strings.Contains(r.Pattern, "{runId}") {
+			continue
+		}
+		for pname, project := range projections {
+			var first string
+			for _, id := range []string{theirs.ID, ghost} {
+				n++
+				path := strings.Replace(r.Pattern, "{runId}", project(id), 1)
+				body := ""
+				if r.Method == "POST" {
+					body = `{"mode":"replay"}`
+					if !strings.HasSuffix(r.Pattern, ":fork") {
+						body = `{}`
+					}
+				}
+				resp, m := f.do(t, ev(r.Method, path, "acme", fmt.Sprintf("k-other-tenant-%010d", n), body))
+				if resp.StatusCode != 403 || m["error"] != "id_tenant_mismatch" {
+					t.Errorf("%s %s: %d %s, want 403 id_tenant_mismatch", r.Method, path, resp.StatusCode, resp.Body)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s %s (%s): %s differs from the answer for the run that exists, %s", r.Method, path, pname, resp.Body, first)
+				}
+			}
+		}
+	}
+	if n < 2*len(projections)*7 {
+		t.Errorf("%d requests: the route table has fewer {runId} routes than this test knows", n)
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if got, _ := f.runs.Get(context.Background(), theirs.ID); got.Status != runs.StatusFailed {
+		t.Errorf("their run is %s, want failed", got.Status)
 	}
 }
