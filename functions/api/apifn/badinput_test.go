@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 )
 
 // TestPollStreamModeRefusalNamesTheModes: GET /runs/{runId}/events/poll
@@ -202,5 +203,70 @@ func TestAnotherTenantsRunIsOneAnswerOnEveryRoute(t *testing.T) {
 	}
 	if got, _ := f.runs.Get(context.Background(), theirs.ID); got.Status != runs.StatusFailed {
 		t.Errorf("their run is %s, want failed", got.Status)
+	}
+}
+
+// TestBodyTenantIsRefusedWhateverTheContentType: with the Guard's
+// BodyTenantField set (the deployed stack's "tenantId"), a createRun,
+// cancelRun or forkRun body naming another tenant is 403 forbidden
+// (details.reason tenant_mismatch), the same answer with or without an
+// Idempotency-Key and with or without Content-Type: application/json
+// (these routes read their body as JSON either way), and nothing is
+// created or cancelled; the caller's own tenant in the body is accepted.
+func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{BodyTenantField: "tenantId"}, nil)
+	src := sourceRun(t, f, "acme", runs.StatusCompleted)
+	live := f.newRun(t, "acme")
+	cases := []struct{ name, path, body string }{
+		{"create", "/runs", `{"workflowId":"conformance-noop","tenantId":"globex"}`},
+		{"create, tenant an object", "/runs", `{"workflowId":"conformance-noop","tenantId":{"id":"acme"}}`},
+		{"cancel", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"r","tenantId":"globex"}`},
+		{"fork", forkPath(src.ID), `{"mode":"replay","tenantId":"globex"}`},
+	}
+	before := f.runs.Len()
+	n := 0
+	for _, c := range cases {
+		var first string
+		for _, keyed := range []bool{true, false} {
+			for _, ct := range []string{"application/json", ""} {
+				n++
+				key := ""
+				if keyed {
+					key = fmt.Sprintf("k-body-tenant-%010d", n)
+				}
+				e := ev("POST", c.path, "acme", key, c.body)
+				delete(e.Headers, "content-type")
+				if ct != "" {
+					e.Headers["content-type"] = ct
+				}
+				resp, m := f.do(t, e)
+				details, _ := m["details"].(map[string]any)
+				if resp.StatusCode != 403 || m["error"] != "forbidden" || details["reason"] != "tenant_mismatch" {
+					t.Errorf("%s (key %v, Content-Type %q): %d %s, want 403 forbidden tenant_mismatch", c.name, keyed, ct, resp.StatusCode, resp.Body)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.name, keyed, ct, resp.Body, first)
+				}
+			}
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if r, _ := f.runs.Get(context.Background(), live.ID); r.Status != runs.StatusPending {
+		t.Errorf("the live run is %s, want pending", r.Status)
+	}
+	for _, ct := range []string{"application/json", ""} {
+		e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","tenantId":"acme"}`)
+		delete(e.Headers, "content-type")
+		if ct != "" {
+			e.Headers["content-type"] = ct
+		}
+		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
+			t.Errorf("the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
+		}
 	}
 }

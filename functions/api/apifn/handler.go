@@ -46,6 +46,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -152,6 +153,8 @@ type Handler struct {
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
+	// bodyTenant is the Guard's BodyTenantField ("" when not set).
+	bodyTenant string
 }
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
@@ -217,7 +220,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	gc := cfg.Guard.Config()
 	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
-		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember)}, nil
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), bodyTenant: gc.BodyTenantField}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -353,6 +356,11 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 			return errResp(e), false, nil
 		}
 	}
+	if r.jsonBody {
+		if e := h.bodyTenantRefusal(c); e != nil {
+			return errResp(e), false, nil
+		}
+	}
 	if !r.Idempotent {
 		resp, err := h.serve(ctx, r, c)
 		return resp, false, err
@@ -461,4 +469,47 @@ func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
 		return strings.TrimSuffix(h.cfg.BaseURL, "/")
 	}
 	return "https://" + ev.RequestContext.DomainName
+}
+
+// bodyTenantRefusal is the 403 forbidden of a body that names, in the
+// Guard's BodyTenantField (the deployed stack's "tenantId"), a tenant
+// other than the caller's, as Layer 1 answers it: Layer 1 reads that
+// member only of a body it digests as JSON (a JSON Content-Type), and a
+// route whose serve reads its body as JSON whatever the Content-Type
+// (Route.jsonBody) must not answer the same body otherwise without one.
+// nil when the field is not configured, the Content-Type is JSON (Layer 1
+// decides), or the body is not a JSON object naming another tenant.
+func (h *Handler) bodyTenantRefusal(c call) *apierr.Error {
+	field := h.bodyTenant
+	if field == "" || header.IsJSON(header.First(c.ev.Headers, "Content-Type")) {
+		return nil
+	}
+	body, e := eventBody(c.ev)
+	if e != nil || len(body) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	raw, ok := m[field]
+	if !ok {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil || v == nil {
+		return nil
+	}
+	if s, isString := v.(string); isString && s == c.tenant {
+		return nil
+	}
+	if n, isNumber := v.(float64); isNumber && strconv.FormatFloat(n, 'f', -1, 64) == c.tenant {
+		return nil
+	}
+	if b, isBool := v.(bool); isBool && strconv.FormatBool(b) == c.tenant {
+		return nil
+	}
+	return apierr.New(http.StatusForbidden, apierr.CodeForbidden,
+		"The tenant in the request body is not the authenticated tenant.").
+		WithDetails(map[string]any{"reason": "tenant_mismatch"})
 }
