@@ -270,3 +270,57 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateRunEvalModeAndItsMembers: this host does not advertise
+// agents.evalSuite, so a createRun with mode "eval" is refused (runs.md: "A
+// host that does not advertise agents.evalSuite MUST reject it") with 422
+// capability_required naming the capability, and creates nothing; the
+// members the host accepts without acting on them are still held to their
+// schema's type (mode the one value "eval"; callbackUrl, evalSuiteRef and
+// agentId strings, the last two non-empty): another value is 400
+// validation_error naming the member.
+func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		body, code, field string
+		status            int
+	}{
+		{`{"mode":"eval","evalSuiteRef":"suite://s","agentId":"a"}`, "capability_required", "", 422},
+		{`{"workflowId":"conformance-noop","mode":"eval","evalSuiteRef":"suite://s","agentId":"a"}`, "capability_required", "", 422},
+		{`{"workflowId":"conformance-noop","mode":"eval"}`, "capability_required", "", 422},
+		{`{"workflowId":"conformance-noop","mode":"x"}`, "validation_error", "mode", 400},
+		{`{"workflowId":"conformance-noop","mode":1}`, "validation_error", "mode", 400},
+		{`{"workflowId":"conformance-noop","mode":null}`, "validation_error", "mode", 400},
+		{`{"workflowId":"conformance-noop","callbackUrl":1}`, "validation_error", "callbackUrl", 400},
+		{`{"workflowId":"conformance-noop","callbackUrl":{"url":"https://example.com/cb"}}`, "validation_error", "callbackUrl", 400},
+		{`{"workflowId":"conformance-noop","agentId":5}`, "validation_error", "agentId", 400},
+		{`{"workflowId":"conformance-noop","agentId":""}`, "validation_error", "agentId", 400},
+		{`{"workflowId":"conformance-noop","evalSuiteRef":""}`, "validation_error", "evalSuiteRef", 400},
+		{`{"workflowId":"conformance-noop","evalSuiteRef":["a"]}`, "validation_error", "evalSuiteRef", 400},
+		{`{"workflowId":"conformance-noop","callbackUrl":"https://example.com/cb","agentId":"a","evalSuiteRef":"suite://s"}`, "", "", 201},
+	}
+	for i, c := range cases {
+		before := f.runs.Len()
+		resp, m := f.do(t, ev("POST", "/runs", "acme", fmt.Sprintf("k-eval-mode-%012d", i), c.body))
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d %s, want %d %s", c.body, resp.StatusCode, resp.Body, c.status, c.code)
+			continue
+		}
+		if c.status == 201 {
+			continue
+		}
+		details, _ := m["details"].(map[string]any)
+		if m["error"] != c.code || m["message"] == "" {
+			t.Errorf("%s: %s, want %s", c.body, resp.Body, c.code)
+		}
+		if c.field != "" && details["field"] != c.field {
+			t.Errorf("%s: details %v, want field %s", c.body, m["details"], c.field)
+		}
+		if c.code == "capability_required" && details["requiredCapability"] != "agents.evalSuite" {
+			t.Errorf("%s: details %v, want requiredCapability agents.evalSuite", c.body, m["details"])
+		}
+		if f.runs.Len() != before {
+			t.Errorf("%s: a run was created", c.body)
+		}
+	}
+}
