@@ -324,3 +324,33 @@ func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookDestinationRefusedAtCreate: createRun refuses a webhook
+// destination its policy refuses (400 webhook_url_rejected, no run) in
+// every spelling of the host: the absolute form with a trailing dot
+// ("localhost.", "10.0.0.1."), an IPv4 address in a form other than four
+// decimal numbers (resolvers disagree on "127.1", "0x7f000001",
+// "2130706433", "0177.0.0.1"; a URL parser reads each as an address), and
+// a port outside 1..65535; the trailing-dot form of a public host is
+// accepted, as it names the same host.
+func TestWebhookDestinationRefusedAtCreate(t *testing.T) {
+	f := newFixture(t)
+	for i, u := range []string{
+		"http://localhost./", "http://LOCALHOST./x", "http://a.localhost./", "http://10.0.0.1./", "http://169.254.169.254./",
+		"http://127.1/", "http://0x7f000001/", "http://0X7F.1/", "http://2130706433/", "http://0177.0.0.1/", "http://10.1/",
+		"https://example.com:99999/", "https://example.com:0/", "http://example.com./.", "http://./",
+	} {
+		before := f.runs.Len()
+		resp, m := f.do(t, ev("POST", "/runs", "acme", fmt.Sprintf("k-webhook-host-%010d", i),
+			`{"workflowId":"webhook","inputs":{"url":"`+u+`"}}`))
+		if u == "http://example.com./." {
+			if resp.StatusCode != 201 {
+				t.Errorf("%s: %d %s, want 201 (a public host)", u, resp.StatusCode, resp.Body)
+			}
+			continue
+		}
+		if resp.StatusCode != 400 || m["error"] != "webhook_url_rejected" || f.runs.Len() != before {
+			t.Errorf("%s: %d %s, want 400 webhook_url_rejected and no run", u, resp.StatusCode, resp.Body)
+		}
+	}
+}
