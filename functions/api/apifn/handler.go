@@ -155,6 +155,8 @@ type Handler struct {
 	marks  requestIDMarks
 	// bodyTenant is the Guard's BodyTenantField ("" when not set).
 	bodyTenant string
+	// guard is the Guard's Config, read once by New (layer1DigestsJSON).
+	guard idem.Config
 }
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
@@ -220,7 +222,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	gc := cfg.Guard.Config()
 	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
-		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), bodyTenant: gc.BodyTenantField}, nil
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), bodyTenant: gc.BodyTenantField, guard: gc}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -357,6 +359,9 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		}
 	}
 	if r.jsonBody {
+		if e := h.jsonBodyRefusal(r, c); e != nil {
+			return errResp(e), false, nil
+		}
 		if e := h.bodyTenantRefusal(c); e != nil {
 			return errResp(e), false, nil
 		}
@@ -434,14 +439,9 @@ func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 }
 
 // checkBody is the check of a route whose body the host parses as JSON
-// (createRun, forkRun; cancelRun's when it has one): at most MaxBodyBytes;
-// of a JSON media type, if it names one, in UTF-8; and, when it is JSON
-// text, strict RFC 8785 input (jsonerr.Check). The last holds whatever the
-// headers: Layer 1 refuses such a body only when it digests it as JSON (a
-// JSON Content-Type and an Idempotency-Key), and the host's parser would
-// otherwise pick one of two duplicate members, or store a string whose
-// invalid bytes a store keeping UTF-8 text replaces, so the same body is
-// 400 validation_error with or without them, before anything runs.
+// (createRun, forkRun; cancelRun's when it has one): at most MaxBodyBytes,
+// and of a JSON media type, if it names one, in UTF-8. (That the body is
+// strict JSON is checked next, jsonBodyRefusal.)
 func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if bodyLen(ev) > MaxBodyBytes {
 		return tooLarge()
@@ -456,10 +456,6 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be UTF-8 JSON (charset=utf-8 or none)")
 		}
-	}
-	if body, e := eventBody(ev); e == nil {
-		// A body that is not base64 is the route's to answer.
-		return jsonerr.Check(body)
 	}
 	return nil
 }
@@ -512,4 +508,46 @@ func (h *Handler) bodyTenantRefusal(c call) *apierr.Error {
 	return apierr.New(http.StatusForbidden, apierr.CodeForbidden,
 		"The tenant in the request body is not the authenticated tenant.").
 		WithDetails(map[string]any{"reason": "tenant_mismatch"})
+}
+
+// jsonBodyRefusal is the 400 validation_error of a body that is JSON text
+// but not strict RFC 8785 input (jsonerr.Check: a member name twice,
+// invalid UTF-8, a lone surrogate, a number no double holds), on a route
+// whose serve reads its body as JSON whatever the headers
+// (Route.jsonBody). Layer 1 refuses such a body, with the same answer,
+// only when it digests it as JSON (layer1DigestsJSON); otherwise the
+// host's parser would pick one of two duplicate members, or store a string
+// whose invalid bytes a store keeping UTF-8 text replaces. nil when Layer
+// 1 decides, and for a body that is not JSON text at all (the route's
+// parser answers it).
+func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
+	if h.layer1DigestsJSON(r, c.ev) {
+		return nil
+	}
+	body, e := eventBody(c.ev)
+	if e != nil || len(body) == 0 {
+		return nil // the route answers it
+	}
+	return jsonerr.Check(body)
+}
+
+// layer1DigestsJSON reports whether Layer 1 will digest the body of the
+// request to r as JSON, refusing it if it is not strict JSON: the Guard is
+// enabled and runs the route under the protocol, the request carries an
+// Idempotency-Key, and its Content-Type is JSON (or the route is JSON to
+// the Guard). When it is false, or not certain, the host checks the body.
+func (h *Handler) layer1DigestsJSON(r Route, ev events.APIGatewayV2HTTPRequest) bool {
+	g := &h.guard
+	if g.Disabled || len(header.Values(ev.Headers, idem.HeaderKey)) == 0 {
+		return false
+	}
+	op := r.Scope()
+	if mapped, ok := g.Operations[op]; ok {
+		op = mapped
+	}
+	route := g.Routes[op]
+	if route.Skip || route.DeriveKey != nil || route.Contract != nil {
+		return false
+	}
+	return route.JSON || header.IsJSON(header.First(ev.Headers, "Content-Type"))
 }
