@@ -6,14 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/idemkit/idemkit/idem/canon"
-	"strconv"
 	"strings"
 
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/jcs"
+	"github.com/idemkit/idemkit/internal/jsonerr"
 )
 
 func stamp(recipe string, sum [sha256.Size]byte) string {
@@ -145,28 +144,6 @@ func exclude(v any, path string) any {
 	return v
 }
 
-// invalidJSON is the 400 validation_error for a body digestJSON refused. A
-// number that no double holds (exactly, or at all) is named by its JSON
-// Pointer in the message and in details.field; a body that is not I-JSON,
-// or starts with a byte order mark, is explained by notIJSON.
-func invalidJSON(body []byte, err error) *apierr.Error {
-	var je *jcs.Error
-	if errors.As(err, &je) && (errors.Is(je, jcs.ErrInexactNumber) || errors.Is(je, jcs.ErrNumber)) {
-		if ptr, ok := jcs.Pointer(body, je.Offset); ok {
-			where := "member " + strconv.Quote(ptr)
-			if ptr == "" {
-				where = "top-level value"
-			}
-			what := "a number that an IEEE 754 double cannot hold exactly (RFC 8785 hashes numbers as doubles)"
-			if errors.Is(je, jcs.ErrNumber) {
-				what = "a number outside the range of an IEEE 754 double"
-			}
-			return apierr.New(400, apierr.CodeValidation, "The request body's %s is %s; send it as a string.", where, what).
-				WithDetails(map[string]any{"field": ptr})
-		}
-	}
-	if e := notIJSON(body, err); e != nil {
-		return e
-	}
-	return apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON.")
-}
+// invalidJSON is the 400 validation_error for a body digestJSON refused
+// (jsonerr.Refusal: the answer a host gives the same body).
+func invalidJSON(body []byte, err error) *apierr.Error { return jsonerr.Refusal(body, err) }

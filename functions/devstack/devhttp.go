@@ -83,7 +83,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.writeEnvelope(w, reqID, e)
 		return
 	}
-	if e, allow := methodRefusal(r.Method, rawPath); e != nil {
+	if e, allow := apifn.MethodCaseRefusal(r.Method, rawPath); e != nil {
 		w.Header().Set("Allow", allow)
 		g.writePolicyError(w, e, reqID)
 		return

@@ -3,9 +3,7 @@ package devstack
 import (
 	"errors"
 	"net/http"
-	"strings"
 
-	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -55,22 +53,6 @@ func rawHeaders(r *http.Request) (keys []string, ok bool, refuse *apierr.Error) 
 			WithDetails(map[string]any{"reason": reasonFolded})
 	}
 	return keys, true, nil
-}
-
-// methodRefusal is the 405 of a request whose method is not in upper case
-// on a known path: methods are case-sensitive (RFC 9110 section 9.1), so
-// `post /runs` is no route's method, and it is answered as such, before
-// any credential check (never a credential error for a valid credential).
-// nil for an upper-case method or an unknown path (the api's 404).
-func methodRefusal(method, rawPath string) (e *apierr.Error, allow string) {
-	if method == strings.ToUpper(method) {
-		return nil, ""
-	}
-	_, allow, _, ok := apifn.MatchRoute(strings.ToUpper(method), rawPath)
-	if !ok {
-		return nil, ""
-	}
-	return apierr.New(http.StatusMethodNotAllowed, apifn.CodeMethodNotAllowed, "method not allowed (methods are case-sensitive); allowed: %s", allow), allow
 }
 
 // writePolicyError answers e the way Layer 1 answers a request it refuses

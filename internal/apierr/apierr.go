@@ -26,6 +26,7 @@ const (
 	CodeRunTerminal            = "run_terminal"             // 409
 	CodeRunAlreadyActive       = "run_already_active"       // 409
 	CodeWebhookURLRejected     = "webhook_url_rejected"     // 400
+	CodeCapabilityRequired     = "capability_required"      // 422
 )
 
 // Error is an API error: an HTTP status plus the envelope. It implements error.

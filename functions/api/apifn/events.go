@@ -145,9 +145,7 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 	if vs, ok := params["streamMode"]; ok {
 		modes, ok := parseModes(vs)
 		if !ok {
-			return q, apierr.New(http.StatusBadRequest, CodeUnsupportedStreamMode,
-				"streamMode must be values, or a comma-separated combination of updates, messages and debug").
-				WithDetails(map[string]any{"supported": []string{ModeValues, ModeUpdates, ModeMessages, ModeDebug}})
+			return q, unsupportedStreamMode()
 		}
 		q.modes = modes
 	}
@@ -171,6 +169,16 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 		q.after = n
 	}
 	return q, nil
+}
+
+// unsupportedStreamMode is the answer to a streamMode outside the pattern,
+// on streamRunEvents and pollRunEvents alike: 400 unsupported_stream_mode
+// whose details.supported lists each mode this host serves (the registry
+// row requires it; combinations are not listed).
+func unsupportedStreamMode() *apierr.Error {
+	return apierr.New(http.StatusBadRequest, CodeUnsupportedStreamMode,
+		"streamMode must be values, or a comma-separated combination of updates, messages and debug").
+		WithDetails(map[string]any{"supported": []string{ModeValues, ModeUpdates, ModeMessages, ModeDebug}})
 }
 
 // queryParams reads the raw query string (what API Gateway and `idemkit dev`

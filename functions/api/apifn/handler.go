@@ -22,7 +22,8 @@
 // does not advertise (GET /runs, listRuns; unadvertisedOps), and a known
 // path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
-// header. Errors use the envelope {error, message, details?}.
+// header; methods are case-sensitive, so `post /runs` is 405 too, before
+// any credential (MethodCaseRefusal). Errors use the envelope {error, message, details?}.
 //
 // Events: API Gateway HTTP APIs buffer a Lambda's whole response, so GET
 // /runs/{runId}/events serves a snapshot of the run's events (RunEvents) as
@@ -45,6 +46,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -60,6 +62,7 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/header"
+	"github.com/idemkit/idemkit/internal/jsonerr"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -150,6 +153,10 @@ type Handler struct {
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
+	// bodyTenant is the Guard's BodyTenantField ("" when not set).
+	bodyTenant string
+	// guard is the Guard's Config, read once by New (layer1DigestsJSON).
+	guard idem.Config
 }
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
@@ -215,7 +222,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	gc := cfg.Guard.Config()
 	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
-		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember)}, nil
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), bodyTenant: gc.BodyTenantField, guard: gc}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -275,6 +282,23 @@ func notAllowed(allow string) events.APIGatewayV2HTTPResponse {
 	return r
 }
 
+// MethodCaseRefusal is the 405 of a request whose method is not in upper
+// case on a known path, and allow its Allow header: methods are
+// case-sensitive (RFC 9110 section 9.1), so `post /runs` is no route's
+// method, and it is answered as such before any credential is checked
+// (never a credential error for a valid credential) and without running
+// anything. nil for an upper-case method or an unknown path (404).
+func MethodCaseRefusal(method, rawPath string) (e *apierr.Error, allow string) {
+	if method == strings.ToUpper(method) {
+		return nil, ""
+	}
+	_, allow, _, ok := MatchRoute(strings.ToUpper(method), rawPath)
+	if !ok {
+		return nil, ""
+	}
+	return apierr.New(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "method not allowed (methods are case-sensitive); allowed: %s", allow), allow
+}
+
 func notFound() events.APIGatewayV2HTTPResponse { return errResp(notFoundErr()) }
 
 func notFoundErr() *apierr.Error {
@@ -292,7 +316,12 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	if path == "" {
 		path = ev.RequestContext.HTTP.Path
 	}
-	method := strings.ToUpper(ev.RequestContext.HTTP.Method)
+	method := ev.RequestContext.HTTP.Method
+	if e, allow := MethodCaseRefusal(method, path); e != nil {
+		r := errResp(e)
+		r.Headers["Allow"] = allow
+		return r, false, nil
+	}
 	m, allow, found, ok := MatchRoute(method, path)
 	switch {
 	case !ok, !found && unadvertised(method, path):
@@ -326,6 +355,14 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (_ events.APIGatewayV2HTTPResponse, layer1 bool, _ error) {
 	if r.check != nil {
 		if e := r.check(c.ev); e != nil {
+			return errResp(e), false, nil
+		}
+	}
+	if r.jsonBody {
+		if e := h.jsonBodyRefusal(r, c); e != nil {
+			return errResp(e), false, nil
+		}
+		if e := h.bodyTenantRefusal(c); e != nil {
 			return errResp(e), false, nil
 		}
 	}
@@ -401,6 +438,10 @@ func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	return nil
 }
 
+// checkBody is the check of a route whose body the host parses as JSON
+// (createRun, forkRun; cancelRun's when it has one): at most MaxBodyBytes,
+// and of a JSON media type, if it names one, in UTF-8. (That the body is
+// strict JSON is checked next, jsonBodyRefusal.)
 func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if bodyLen(ev) > MaxBodyBytes {
 		return tooLarge()
@@ -424,4 +465,89 @@ func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
 		return strings.TrimSuffix(h.cfg.BaseURL, "/")
 	}
 	return "https://" + ev.RequestContext.DomainName
+}
+
+// bodyTenantRefusal is the 403 forbidden of a body that names, in the
+// Guard's BodyTenantField (the deployed stack's "tenantId"), a tenant
+// other than the caller's, as Layer 1 answers it: Layer 1 reads that
+// member only of a body it digests as JSON (a JSON Content-Type), and a
+// route whose serve reads its body as JSON whatever the Content-Type
+// (Route.jsonBody) must not answer the same body otherwise without one.
+// nil when the field is not configured, the Content-Type is JSON (Layer 1
+// decides), or the body is not a JSON object naming another tenant.
+func (h *Handler) bodyTenantRefusal(c call) *apierr.Error {
+	field := h.bodyTenant
+	if field == "" || header.IsJSON(header.First(c.ev.Headers, "Content-Type")) {
+		return nil
+	}
+	body, e := eventBody(c.ev)
+	if e != nil || len(body) == 0 {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	raw, ok := m[field]
+	if !ok {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil || v == nil {
+		return nil
+	}
+	if s, isString := v.(string); isString && s == c.tenant {
+		return nil
+	}
+	if n, isNumber := v.(float64); isNumber && strconv.FormatFloat(n, 'f', -1, 64) == c.tenant {
+		return nil
+	}
+	if b, isBool := v.(bool); isBool && strconv.FormatBool(b) == c.tenant {
+		return nil
+	}
+	return apierr.New(http.StatusForbidden, apierr.CodeForbidden,
+		"The tenant in the request body is not the authenticated tenant.").
+		WithDetails(map[string]any{"reason": "tenant_mismatch"})
+}
+
+// jsonBodyRefusal is the 400 validation_error of a body that is JSON text
+// but not strict RFC 8785 input (jsonerr.Check: a member name twice,
+// invalid UTF-8, a lone surrogate, a number no double holds), on a route
+// whose serve reads its body as JSON whatever the headers
+// (Route.jsonBody). Layer 1 refuses such a body, with the same answer,
+// only when it digests it as JSON (layer1DigestsJSON); otherwise the
+// host's parser would pick one of two duplicate members, or store a string
+// whose invalid bytes a store keeping UTF-8 text replaces. nil when Layer
+// 1 decides, and for a body that is not JSON text at all (the route's
+// parser answers it).
+func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
+	if h.layer1DigestsJSON(r, c.ev) {
+		return nil
+	}
+	body, e := eventBody(c.ev)
+	if e != nil || len(body) == 0 {
+		return nil // the route answers it
+	}
+	return jsonerr.Check(body)
+}
+
+// layer1DigestsJSON reports whether Layer 1 will digest the body of the
+// request to r as JSON, refusing it if it is not strict JSON: the Guard is
+// enabled and runs the route under the protocol, the request carries an
+// Idempotency-Key, and its Content-Type is JSON (or the route is JSON to
+// the Guard). When it is false, or not certain, the host checks the body.
+func (h *Handler) layer1DigestsJSON(r Route, ev events.APIGatewayV2HTTPRequest) bool {
+	g := &h.guard
+	if g.Disabled || len(header.Values(ev.Headers, idem.HeaderKey)) == 0 {
+		return false
+	}
+	op := r.Scope()
+	if mapped, ok := g.Operations[op]; ok {
+		op = mapped
+	}
+	route := g.Routes[op]
+	if route.Skip || route.DeriveKey != nil || route.Contract != nil {
+		return false
+	}
+	return route.JSON || header.IsJSON(header.First(ev.Headers, "Content-Type"))
 }

@@ -17,7 +17,8 @@ import (
 // answer {runId, events, lastSequence, status, isTerminal}. It answers at
 // once with what the run record holds (timeout is validated, 1..60, and
 // the client polls again for later events), so a Lambda invocation never
-// waits. streamMode is accepted as on streamRunEvents and does not filter:
+// waits. streamMode is accepted, and refused, as on streamRunEvents (400
+// unsupported_stream_mode with details.supported) and does not filter:
 // every recorded event is a debug-mode event.
 func (h *Handler) pollEvents(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	params, err := queryParams(c.ev)
@@ -40,8 +41,7 @@ func (h *Handler) pollEvents(ctx context.Context, c call) (events.APIGatewayV2HT
 	}
 	if vs, ok := params["streamMode"]; ok {
 		if _, ok := parseModes(vs); !ok {
-			return errResp(apierr.New(http.StatusBadRequest, CodeUnsupportedStreamMode,
-				"streamMode must be values, or a comma-separated combination of updates, messages and debug")), nil
+			return errResp(unsupportedStreamMode()), nil
 		}
 	}
 	r, err := h.cfg.Runs.Get(ctx, c.runID())

@@ -48,6 +48,10 @@ type Route struct {
 	// check, when set, refuses a request before Layer 1 reads it (the
 	// body's size and media type).
 	check func(events.APIGatewayV2HTTPRequest) *apierr.Error
+	// jsonBody says that serve reads the body as JSON whatever its
+	// Content-Type: a body naming another tenant is refused before Layer
+	// 1 reads it when Layer 1 would not (bodyTenantRefusal).
+	jsonBody bool
 	// serve answers the route, under Layer 1 when Idempotent. It runs
 	// after the credential (unless Public) is checked and every path
 	// parameter is read (pathParams): c carries the caller's tenant and
@@ -99,7 +103,7 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, serve: (*Handler).createRun, object: (*Handler).runObject,
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, jsonBody: true, serve: (*Handler).createRun, object: (*Handler).runObject,
 		workHeaders: []string{HeaderDedup}},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET (its own route in template.yaml).
@@ -108,7 +112,7 @@ var Routes = []Route{
 	// digests it: it is bounded as createRun's and, when present, is the
 	// operation's schema, a JSON object with an optional string reason
 	// (checkCancelBody).
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, serve: (*Handler).cancelRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, jsonBody: true, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun, object: (*Handler).runObject},
@@ -122,7 +126,7 @@ var Routes = []Route{
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
 	// Replay and fork (fork.go): a new run from the source's event log,
 	// under the fork request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, check: checkBody, serve: (*Handler).forkRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, check: checkBody, jsonBody: true, serve: (*Handler).forkRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
 	// This host's own OpenAPI 3.1 document (openapi.go): the operations of

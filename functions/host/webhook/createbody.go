@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"unicode/utf8"
 
@@ -14,14 +15,24 @@ import (
 // createMembers are the members of a createRun body: the createRun fields
 // and the RunOptions fields of the OpenWOP v2 OpenAPI document, whose
 // composition closes the body (unevaluatedProperties: false). The host
-// acts on workflowId and inputs, and on scopeId under
-// `OpenWOP-Dedup: enforce` (CreateRequest.ScopeID); the body's tenantId is checked against the
+// acts on workflowId and inputs, on scopeId under
+// `OpenWOP-Dedup: enforce` (CreateRequest.ScopeID), and on mode only to
+// refuse an eval-suite run; the body's tenantId is checked against the
 // credential's tenant before the body is parsed (idem.Config.BodyTenantField).
 var createMembers = []string{
 	"workflowId", "inputs", "residency", "tenantId", "scopeId", "callbackUrl",
 	"mode", "evalSuiteRef", "agentId",
 	"configurable", "tags", "metadata",
 }
+
+// ModeEval is the one value of createRun's mode: an eval-suite run, which
+// needs CapabilityEvalSuite.
+const ModeEval = "eval"
+
+// CapabilityEvalSuite is the capability an eval-suite run needs; this host
+// does not advertise it, so a createRun with mode "eval" is 422
+// capability_required naming it in details.requiredCapability.
+const CapabilityEvalSuite = "agents.evalSuite"
 
 // Limits of RunOptions.tags: a tag's format is never refused, its count
 // and length are.
@@ -32,7 +43,10 @@ const (
 
 // checkCreateMembers refuses a createRun body with a member outside
 // createMembers (400 validation_error, details.field naming the first such
-// member in sorted order), and RunOptions of the wrong shape: tags an
+// member in sorted order); callbackUrl that is not a string, evalSuiteRef
+// or agentId that is not a non-empty string, and mode other than "eval"
+// (400 validation_error naming it); mode "eval" (422 capability_required,
+// CapabilityEvalSuite); and RunOptions of the wrong shape: tags an
 // array of at most maxTags strings of at most maxTagChars characters each,
 // metadata an object, configurable as checkConfigurable says; each not
 // valid UTF-8 is refused too. It returns the RunOptions to persist on the
@@ -48,6 +62,31 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
 		return opts, validation(unknown[0], fmt.Sprintf("unknown member %q: the createRun body is closed (workflowId, inputs, residency, tenantId, scopeId, callbackUrl, mode, evalSuiteRef, agentId, configurable, tags, metadata)", unknown[0]))
+	}
+	for _, name := range []string{"callbackUrl", "evalSuiteRef", "agentId"} {
+		v, ok := raw[name]
+		if !ok {
+			continue
+		}
+		var str *string
+		if json.Unmarshal(v, &str) != nil || str == nil || (*str == "" && name != "callbackUrl") {
+			what := "a non-empty string"
+			if name == "callbackUrl" {
+				what = "a string"
+			}
+			return opts, validation(name, name+" must be "+what)
+		}
+	}
+	if m, ok := raw["mode"]; ok {
+		var mode *string
+		if json.Unmarshal(m, &mode) != nil || mode == nil || *mode != ModeEval {
+			return opts, validation("mode", `mode must be "eval" (an eval-suite run) or absent (a workflow run)`)
+		}
+		// This host does not advertise agents.evalSuite: an eval-suite run
+		// is refused, never run as a workflow run.
+		return opts, apierr.New(http.StatusUnprocessableEntity, apierr.CodeCapabilityRequired,
+			`mode "eval" needs the agents.evalSuite capability, which this host does not advertise`).
+			WithDetails(map[string]any{"requiredCapability": CapabilityEvalSuite})
 	}
 	if t, ok := raw["tags"]; ok {
 		var tags []string

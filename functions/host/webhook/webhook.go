@@ -51,9 +51,12 @@ type WebhookPolicy struct {
 	AllowPrivate bool
 }
 
-// CheckURL checks a destination URL: http or https, no user info, a host
-// allowed by Allow, and, when the host is an IP literal or "localhost", an
-// address the IP rules admit.
+// CheckURL checks a destination URL: http or https, no user info, a port
+// (if any) in 1..65535, a host allowed by Allow, and, when the host is an
+// IP literal or "localhost", an address the IP rules admit. A host is
+// checked without the trailing dot of its absolute form, and one a URL
+// parser reads as an IPv4 address (its last label a number) only when it
+// is four decimal numbers.
 func (p *WebhookPolicy) CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
@@ -62,7 +65,26 @@ func (p *WebhookPolicy) CheckURL(raw string) error {
 	if u.User != nil {
 		return fmt.Errorf("%w: inputs.url must not carry credentials", ErrDestinationRefused)
 	}
-	host := strings.ToLower(u.Hostname())
+	// A host written in its absolute form (a trailing dot) names the same
+	// host: it is checked without the dot.
+	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if host == "" {
+		return fmt.Errorf("%w: inputs.url must be an absolute http or https URL", ErrDestinationRefused)
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: inputs.url has a port outside 1..65535", ErrDestinationRefused)
+		}
+	}
+	if !strings.Contains(host, ":") && endsInNumber(host) {
+		// A URL parser reads such a host as an IPv4 address ("127.1",
+		// "0x7f000001", "2130706433"), and resolvers disagree on those
+		// forms: only four decimal numbers are taken, and checked.
+		ip, err := netip.ParseAddr(host)
+		if err != nil || !ip.Is4() {
+			return fmt.Errorf("%w: an IPv4 address in inputs.url must be four decimal numbers (a.b.c.d)", ErrDestinationRefused)
+		}
+	}
 	if len(p.Allow) > 0 && !p.hostAllowed(host) {
 		return fmt.Errorf("%w: host %q is not on the allowlist", ErrDestinationRefused, host)
 	}
@@ -76,6 +98,23 @@ func (p *WebhookPolicy) CheckURL(raw string) error {
 		return p.CheckIP(ip)
 	}
 	return nil
+}
+
+// endsInNumber reports whether host's last label is a number, decimal or
+// 0x-hexadecimal: a host a URL parser reads as an IPv4 address (the WHATWG
+// URL standard's "ends in a number" rule), whatever its other labels. An
+// IPv6 literal is not such a host.
+func endsInNumber(host string) bool {
+	last := host[strings.LastIndexByte(host, '.')+1:]
+	if hex, ok := strings.CutPrefix(last, "0x"); ok {
+		for i := 0; i < len(hex); i++ {
+			if !strings.ContainsRune("0123456789abcdef", rune(hex[i])) {
+				return false
+			}
+		}
+		return true
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 func (p *WebhookPolicy) hostAllowed(host string) bool {

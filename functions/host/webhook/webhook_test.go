@@ -87,3 +87,27 @@ func TestWebhookIdentityUnderTheRunsStamp(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckURLHostForms: CheckURL checks a host in every spelling: the
+// absolute form (trailing dot) as the host without it, an IPv4 address
+// only as four decimal numbers, a port only in 1..65535; IPv6 literals,
+// IPv4-mapped ones included, keep their checks.
+func TestCheckURLHostForms(t *testing.T) {
+	var p WebhookPolicy
+	for _, ok := range []string{"https://example.com./x", "https://203.0.113.9./", "http://[::ffff:203.0.113.9]/", "http://[2001:db8::1]:8080/",
+		"https://example.com:65535/", "https://a1.example.com/", "https://123.example.com/", "https://example.123abc/"} {
+		if err := p.CheckURL(ok); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"http://localhost./", "http://10.0.0.1./", "http://127.1/", "http://0x7f000001/", "http://2130706433/",
+		"http://0177.0.0.1/", "http://1.2.3.0x4/", "https://example.com:0/", "https://example.com:65536/", "http://./", "http://[::ffff:127.0.0.1]/"} {
+		if err := p.CheckURL(bad); !errors.Is(err, ErrDestinationRefused) {
+			t.Errorf("%s: %v, want refused", bad, err)
+		}
+	}
+	al := WebhookPolicy{Allow: []string{"hooks.example.com"}}
+	if err := al.CheckURL("https://hooks.example.com./"); err != nil {
+		t.Errorf("the allowed host with a trailing dot: %v", err)
+	}
+}

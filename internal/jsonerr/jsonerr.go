@@ -1,4 +1,9 @@
-package idem
+// Package jsonerr is the 400 validation_error of a JSON request body that
+// is not strict RFC 8785 input: not valid JSON, not I-JSON (RFC 7493), or
+// with a number no IEEE 754 double holds exactly. Layer 1 answers such a
+// body with it before its digest, and a host with it before it parses one:
+// the same body gets the same answer, whichever refuses it.
+package jsonerr
 
 import (
 	"bytes"
@@ -10,6 +15,52 @@ import (
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/jcs"
 )
+
+// Check returns the answer Refusal gives for body when it is JSON text
+// that is not strict RFC 8785 input (the input of the Layer-1 digest of a
+// JSON body): a member name twice in an object, a string with a lone
+// surrogate escape or bytes that are not UTF-8, nesting deeper than
+// jcs.MaxDepth, a number no double holds, exactly or at all. It returns
+// nil for strict input, and for a body that is not JSON text at all (a
+// syntax error, a byte order mark), whose answer is the caller's parser's.
+func Check(body []byte) *apierr.Error {
+	_, err := jcs.Sum256Exact(body)
+	if err == nil || bytes.HasPrefix(body, utf8BOM) {
+		return nil
+	}
+	for _, strict := range []error{jcs.ErrDuplicateKey, jcs.ErrLoneSurrogate, jcs.ErrInvalidUTF8, jcs.ErrTooDeep, jcs.ErrNumber, jcs.ErrInexactNumber} {
+		if errors.Is(err, strict) {
+			return Refusal(body, err)
+		}
+	}
+	return nil
+}
+
+// Refusal is the 400 validation_error for a body the JCS digest refused
+// with err. A number that no double holds (exactly, or at all) is named by
+// its JSON Pointer in the message and in details.field; a body that is not
+// I-JSON, or starts with a byte order mark, is explained by notIJSON.
+func Refusal(body []byte, err error) *apierr.Error {
+	var je *jcs.Error
+	if errors.As(err, &je) && (errors.Is(je, jcs.ErrInexactNumber) || errors.Is(je, jcs.ErrNumber)) {
+		if ptr, ok := jcs.Pointer(body, je.Offset); ok {
+			where := "member " + strconv.Quote(ptr)
+			if ptr == "" {
+				where = "top-level value"
+			}
+			what := "a number that an IEEE 754 double cannot hold exactly (RFC 8785 hashes numbers as doubles)"
+			if errors.Is(je, jcs.ErrNumber) {
+				what = "a number outside the range of an IEEE 754 double"
+			}
+			return apierr.New(400, apierr.CodeValidation, "The request body's %s is %s; send it as a string.", where, what).
+				WithDetails(map[string]any{"field": ptr})
+		}
+	}
+	if e := notIJSON(body, err); e != nil {
+		return e
+	}
+	return apierr.New(400, apierr.CodeValidation, "The request body is not valid JSON.")
+}
 
 // utf8BOM is the byte order mark RFC 8259 §8.1 forbids before a JSON text.
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}

@@ -1,0 +1,356 @@
+package apifn
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// TestPollStreamModeRefusalNamesTheModes: GET /runs/{runId}/events/poll
+// takes streamMode as GET /runs/{runId}/events does, and refuses a value
+// outside its pattern with the same answer: 400 unsupported_stream_mode
+// whose details.supported lists each mode this host serves (the registry
+// row requires details.supported), decided before the run is read.
+func TestPollStreamModeRefusalNamesTheModes(t *testing.T) {
+	f := newFixture(t)
+	r := f.newRun(t, "acme")
+	for _, id := range []string{r.ID, "acme/zzzzzzzzzzzzzzzzzzzz"} {
+		path := "/runs/" + runs.ProjectID(id) + "/events/poll"
+		for _, q := range []string{"streamMode=", "streamMode=foo", "streamMode=values,updates",
+			"streamMode=updates,", "streamMode=debug&streamMode=debug", "afterSequence=0&streamMode=Updates"} {
+			resp, m := f.do(t, eventsReq(path, "acme", q, ""))
+			if resp.StatusCode != 400 || m["error"] != CodeUnsupportedStreamMode || m["message"] == "" ||
+				resp.Headers["Content-Type"] != "application/json" {
+				t.Fatalf("%s?%s: %d %s", path, q, resp.StatusCode, resp.Body)
+			}
+			details, _ := m["details"].(map[string]any)
+			if sup, _ := details["supported"].([]any); !reflect.DeepEqual(sup, []any{"values", "updates", "messages", "debug"}) {
+				t.Fatalf("%s?%s: details %v, want supported [values updates messages debug]", path, q, m["details"])
+			}
+		}
+	}
+}
+
+// TestJSONBodiesAreStrictWhateverTheHeaders: a body createRun, cancelRun or
+// forkRun parses as JSON that is JSON text but not I-JSON (a member name
+// twice, bytes that are not UTF-8, a lone surrogate escape) or that has a
+// number no double holds (at all, or exactly) is 400 validation_error,
+// the same answer with or without an Idempotency-Key and with or without
+// Content-Type: application/json, and nothing is created or cancelled. A
+// run's inputs are never another text than the one sent (a store that
+// keeps UTF-8 text would replace invalid bytes), and no member is chosen
+// among duplicates.
+func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
+	f := newFixture(t)
+	src := sourceRun(t, f, "acme", runs.StatusCompleted)
+	live := f.newRun(t, "acme")
+	cases := []struct{ name, path, body string }{
+		{"create: workflowId twice", "/runs", `{"workflowId":"webhook","workflowId":"conformance-noop"}`},
+		{"create: an inputs member twice", "/runs", `{"workflowId":"conformance-noop","inputs":{"a":1,"a":2}}`},
+		{"create: invalid UTF-8", "/runs", "{\"workflowId\":\"conformance-noop\",\"inputs\":{\"s\":\"a\xffb\"}}"},
+		{"create: invalid UTF-8 in a name", "/runs", "{\"workflowId\":\"conformance-noop\",\"inputs\":{\"\xfe\":1}}"},
+		{"create: lone surrogate", "/runs", `{"workflowId":"conformance-noop","inputs":{"s":"\ud800"}}`},
+		{"create: number out of range", "/runs", `{"workflowId":"conformance-noop","inputs":{"n":1e400}}`},
+		{"create: inexact number", "/runs", `{"workflowId":"conformance-noop","inputs":{"n":12345678901234567891}}`},
+		{"cancel: reason twice", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"a","reason":"b"}`},
+		{"cancel: invalid UTF-8", "/runs/" + runs.ProjectID(live.ID) + "/cancel", "{\"reason\":\"\xff\"}"},
+		{"cancel: lone surrogate", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"\udc00"}`},
+		{"fork: mode twice", forkPath(src.ID), `{"mode":"branch","mode":"replay"}`},
+		{"fork: fromSeq twice", forkPath(src.ID), `{"mode":"branch","fromSeq":1,"fromSeq":2}`},
+	}
+	before := f.runs.Len()
+	n := 0
+	for _, c := range cases {
+		var first string
+		for _, keyed := range []bool{true, false} {
+			for _, ct := range []string{"application/json", ""} {
+				n++
+				key := ""
+				if keyed {
+					key = fmt.Sprintf("k-strict-json-%010d", n)
+				}
+				e := ev("POST", c.path, "acme", key, c.body)
+				delete(e.Headers, "content-type")
+				if ct != "" {
+					e.Headers["content-type"] = ct
+				}
+				resp, m := f.do(t, e)
+				if resp.StatusCode != 400 || m["error"] != "validation_error" {
+					t.Errorf("%s (key %v, Content-Type %q): %d %s", c.name, keyed, ct, resp.StatusCode, resp.Body)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.name, keyed, ct, resp.Body, first)
+				}
+			}
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if r, err := f.runs.Get(context.Background(), live.ID); err != nil || r.Status != runs.StatusPending {
+		t.Errorf("the live run: %v %v, want pending", r.Status, err)
+	}
+}
+
+// TestMethodsAreCaseSensitive: an HTTP method is case-sensitive (RFC 9110
+// section 9.1), so `post` is no route's method: the handler, which Lambda
+// runs behind the HTTP API, answers a method not in upper case on a known
+// path 405 idemkit.method_not_allowed with the route's Allow, before any
+// credential (a valid one is never told 401) and without running it, as
+// `idemkit dev` does; on an unknown path it is 404.
+func TestMethodsAreCaseSensitive(t *testing.T) {
+	f := newFixture(t)
+	r := f.newRun(t, "acme")
+	p := "/runs/" + runs.ProjectID(r.ID)
+	before := f.runs.Len()
+	cases := []struct {
+		method, path, tenant, key, body string
+		status                          int
+		allow                           string
+	}{
+		{"post", "/runs", "acme", "k-lowercase-method-0000001", `{"workflowId":"conformance-noop"}`, 405, "POST"},
+		{"Post", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`, 405, "POST"},
+		{"post", "/runs", "", "", `{"workflowId":"conformance-noop"}`, 405, "POST"},
+		{"post", p + "/cancel", "acme", "k-lowercase-method-0000002", "", 405, "POST"},
+		{"get", p, "acme", "", "", 405, "GET"},
+		{"head", p, "acme", "", "", 405, "GET"},
+		{"get", p + "/events", "acme", "", "", 405, "GET"},
+		{"get", "/.well-known/openwop", "", "", "", 405, "GET, HEAD"},
+		{"get", "/nope", "acme", "", "", 404, ""},
+	}
+	for _, c := range cases {
+		resp, m := f.do(t, ev(c.method, c.path, c.tenant, c.key, c.body))
+		if resp.StatusCode != c.status || resp.Headers["Allow"] != c.allow {
+			t.Errorf("%s %s: %d Allow %q %s, want %d Allow %q", c.method, c.path, resp.StatusCode, resp.Headers["Allow"], resp.Body, c.status, c.allow)
+			continue
+		}
+		want := CodeMethodNotAllowed
+		if c.status == 404 {
+			want = "not_found"
+		}
+		if m["error"] != want || m["message"] == "" {
+			t.Errorf("%s %s: %s, want %s", c.method, c.path, resp.Body, want)
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if got, _ := f.runs.Get(context.Background(), r.ID); got.Status != runs.StatusPending {
+		t.Errorf("run %s, want pending", got.Status)
+	}
+}
+
+// TestAnotherTenantsRunIsOneAnswerOnEveryRoute: on every route with a
+// {runId}, a runId whose tenant segment is not the caller's is 403
+// id_tenant_mismatch (runs.md: "MUST NOT disclose whether the run
+// exists"): the same answer, byte for byte, for another tenant's run that
+// exists and for one that does not, in every projection of the id (~2F,
+// %2F, %2f, the split form), and nothing is created or cancelled.
+func TestAnotherTenantsRunIsOneAnswerOnEveryRoute(t *testing.T) {
+	f := newFixture(t)
+	theirs := sourceRun(t, f, "globex", runs.StatusFailed)
+	ghost := "globex/" + strings.Repeat("z", len(theirs.ID)-len("globex/"))
+	before := f.runs.Len()
+	projections := map[string]func(id string) string{
+		"~2F":   runs.ProjectID,
+		"%2F":   func(id string) string { return strings.Replace(id, "/", "%2F", 1) },
+		"%2f":   func(id string) string { return strings.Replace(id, "/", "%2f", 1) },
+		"split": func(id string) string { return id },
+	}
+	n := 0
+	for _, r := range Routes {
+		if !strings.Contains(r.Pattern, "{runId}") {
+			continue
+		}
+		for pname, project := range projections {
+			var first string
+			for _, id := range []string{theirs.ID, ghost} {
+				n++
+				path := strings.Replace(r.Pattern, "{runId}", project(id), 1)
+				body := ""
+				if r.Method == "POST" {
+					body = `{"mode":"replay"}`
+					if !strings.HasSuffix(r.Pattern, ":fork") {
+						body = `{}`
+					}
+				}
+				resp, m := f.do(t, ev(r.Method, path, "acme", fmt.Sprintf("k-other-tenant-%010d", n), body))
+				if resp.StatusCode != 403 || m["error"] != "id_tenant_mismatch" {
+					t.Errorf("%s %s: %d %s, want 403 id_tenant_mismatch", r.Method, path, resp.StatusCode, resp.Body)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s %s (%s): %s differs from the answer for the run that exists, %s", r.Method, path, pname, resp.Body, first)
+				}
+			}
+		}
+	}
+	if n < 2*len(projections)*7 {
+		t.Errorf("%d requests: the route table has fewer {runId} routes than this test knows", n)
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if got, _ := f.runs.Get(context.Background(), theirs.ID); got.Status != runs.StatusFailed {
+		t.Errorf("their run is %s, want failed", got.Status)
+	}
+}
+
+// TestBodyTenantIsRefusedWhateverTheContentType: with the Guard's
+// BodyTenantField set (the deployed stack's "tenantId"), a createRun,
+// cancelRun or forkRun body naming another tenant is 403 forbidden
+// (details.reason tenant_mismatch), the same answer with or without an
+// Idempotency-Key and with or without Content-Type: application/json
+// (these routes read their body as JSON either way), and nothing is
+// created or cancelled; the caller's own tenant in the body is accepted.
+func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{BodyTenantField: "tenantId"}, nil)
+	src := sourceRun(t, f, "acme", runs.StatusCompleted)
+	live := f.newRun(t, "acme")
+	cases := []struct{ name, path, body string }{
+		{"create", "/runs", `{"workflowId":"conformance-noop","tenantId":"globex"}`},
+		{"create, tenant an object", "/runs", `{"workflowId":"conformance-noop","tenantId":{"id":"acme"}}`},
+		{"cancel", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"r","tenantId":"globex"}`},
+		{"fork", forkPath(src.ID), `{"mode":"replay","tenantId":"globex"}`},
+	}
+	before := f.runs.Len()
+	n := 0
+	for _, c := range cases {
+		var first string
+		for _, keyed := range []bool{true, false} {
+			for _, ct := range []string{"application/json", ""} {
+				n++
+				key := ""
+				if keyed {
+					key = fmt.Sprintf("k-body-tenant-%010d", n)
+				}
+				e := ev("POST", c.path, "acme", key, c.body)
+				delete(e.Headers, "content-type")
+				if ct != "" {
+					e.Headers["content-type"] = ct
+				}
+				resp, m := f.do(t, e)
+				details, _ := m["details"].(map[string]any)
+				if resp.StatusCode != 403 || m["error"] != "forbidden" || details["reason"] != "tenant_mismatch" {
+					t.Errorf("%s (key %v, Content-Type %q): %d %s, want 403 forbidden tenant_mismatch", c.name, keyed, ct, resp.StatusCode, resp.Body)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.name, keyed, ct, resp.Body, first)
+				}
+			}
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	if r, _ := f.runs.Get(context.Background(), live.ID); r.Status != runs.StatusPending {
+		t.Errorf("the live run is %s, want pending", r.Status)
+	}
+	for _, ct := range []string{"application/json", ""} {
+		e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","tenantId":"acme"}`)
+		delete(e.Headers, "content-type")
+		if ct != "" {
+			e.Headers["content-type"] = ct
+		}
+		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
+			t.Errorf("the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
+		}
+	}
+}
+
+// TestCreateRunEvalModeAndItsMembers: this host does not advertise
+// agents.evalSuite, so a createRun with mode "eval" is refused (runs.md: "A
+// host that does not advertise agents.evalSuite MUST reject it") with 422
+// capability_required naming the capability, and creates nothing; the
+// members the host accepts without acting on them are still held to their
+// schema's type (mode the one value "eval"; callbackUrl, evalSuiteRef and
+// agentId strings, the last two non-empty): another value is 400
+// validation_error naming the member.
+func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
+	f := newFixture(t)
+	cases := []struct {
+		body, code, field string
+		status            int
+	}{
+		{`{"mode":"eval","evalSuiteRef":"suite://s","agentId":"a"}`, "capability_required", "", 422},
+		{`{"workflowId":"conformance-noop","mode":"eval","evalSuiteRef":"suite://s","agentId":"a"}`, "capability_required", "", 422},
+		{`{"workflowId":"conformance-noop","mode":"eval"}`, "capability_required", "", 422},
+		{`{"workflowId":"conformance-noop","mode":"x"}`, "validation_error", "mode", 400},
+		{`{"workflowId":"conformance-noop","mode":1}`, "validation_error", "mode", 400},
+		{`{"workflowId":"conformance-noop","mode":null}`, "validation_error", "mode", 400},
+		{`{"workflowId":"conformance-noop","callbackUrl":1}`, "validation_error", "callbackUrl", 400},
+		{`{"workflowId":"conformance-noop","callbackUrl":{"url":"https://example.com/cb"}}`, "validation_error", "callbackUrl", 400},
+		{`{"workflowId":"conformance-noop","agentId":5}`, "validation_error", "agentId", 400},
+		{`{"workflowId":"conformance-noop","agentId":""}`, "validation_error", "agentId", 400},
+		{`{"workflowId":"conformance-noop","evalSuiteRef":""}`, "validation_error", "evalSuiteRef", 400},
+		{`{"workflowId":"conformance-noop","evalSuiteRef":["a"]}`, "validation_error", "evalSuiteRef", 400},
+		{`{"workflowId":"conformance-noop","callbackUrl":"https://example.com/cb","agentId":"a","evalSuiteRef":"suite://s"}`, "", "", 201},
+	}
+	for i, c := range cases {
+		before := f.runs.Len()
+		resp, m := f.do(t, ev("POST", "/runs", "acme", fmt.Sprintf("k-eval-mode-%012d", i), c.body))
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d %s, want %d %s", c.body, resp.StatusCode, resp.Body, c.status, c.code)
+			continue
+		}
+		if c.status == 201 {
+			continue
+		}
+		details, _ := m["details"].(map[string]any)
+		if m["error"] != c.code || m["message"] == "" {
+			t.Errorf("%s: %s, want %s", c.body, resp.Body, c.code)
+		}
+		if c.field != "" && details["field"] != c.field {
+			t.Errorf("%s: details %v, want field %s", c.body, m["details"], c.field)
+		}
+		if c.code == "capability_required" && details["requiredCapability"] != "agents.evalSuite" {
+			t.Errorf("%s: details %v, want requiredCapability agents.evalSuite", c.body, m["details"])
+		}
+		if f.runs.Len() != before {
+			t.Errorf("%s: a run was created", c.body)
+		}
+	}
+}
+
+// TestWebhookDestinationRefusedAtCreate: createRun refuses a webhook
+// destination its policy refuses (400 webhook_url_rejected, no run) in
+// every spelling of the host: the absolute form with a trailing dot
+// ("localhost.", "10.0.0.1."), an IPv4 address in a form other than four
+// decimal numbers (resolvers disagree on "127.1", "0x7f000001",
+// "2130706433", "0177.0.0.1"; a URL parser reads each as an address), and
+// a port outside 1..65535; the trailing-dot form of a public host is
+// accepted, as it names the same host.
+func TestWebhookDestinationRefusedAtCreate(t *testing.T) {
+	f := newFixture(t)
+	for i, u := range []string{
+		"http://localhost./", "http://LOCALHOST./x", "http://a.localhost./", "http://10.0.0.1./", "http://169.254.169.254./",
+		"http://127.1/", "http://0x7f000001/", "http://0X7F.1/", "http://2130706433/", "http://0177.0.0.1/", "http://10.1/",
+		"https://example.com:99999/", "https://example.com:0/", "http://example.com./.", "http://./",
+	} {
+		before := f.runs.Len()
+		resp, m := f.do(t, ev("POST", "/runs", "acme", fmt.Sprintf("k-webhook-host-%010d", i),
+			`{"workflowId":"webhook","inputs":{"url":"`+u+`"}}`))
+		if u == "http://example.com./." {
+			if resp.StatusCode != 201 {
+				t.Errorf("%s: %d %s, want 201 (a public host)", u, resp.StatusCode, resp.Body)
+			}
+			continue
+		}
+		if resp.StatusCode != 400 || m["error"] != "webhook_url_rejected" || f.runs.Len() != before {
+			t.Errorf("%s: %d %s, want 400 webhook_url_rejected and no run", u, resp.StatusCode, resp.Body)
+		}
+	}
+}
