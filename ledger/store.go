@@ -79,3 +79,14 @@ type Fencer interface {
 	// issued before for it. An error aborts the attempt before the fire.
 	Token(ctx context.Context, effectID string) (uint64, error)
 }
+
+// RetainingFencer is a Fencer that keeps what it issued for a bounded time
+// after its last use (fence.Owner: its Config.Retention). Past that time a
+// token that passed the point of no return is forgotten and the effect can
+// be fenced, and fired, again; so New refuses a Config whose Retention (how
+// long an effect record, escaped attempts included, is kept) is longer than
+// FenceRetention.
+type RetainingFencer interface {
+	Fencer
+	FenceRetention() time.Duration
+}

@@ -372,3 +372,83 @@ func TestConfig(t *testing.T) {
 		t.Fatal("removed vocabulary accepted")
 	}
 }
+
+// An escaped effect whose token passed stays unfired for as long as its
+// effect record is kept: every Do that finds it refused keeps the record
+// (a reclaim extends its retention), so the fence item that says the token
+// passed is kept as long (a refused token extends it too). Here with the
+// defaults (fence 15 days after its last token, ledger 14 days after its
+// last write: the record, extended by a refused Do on day 13, outlived the
+// fence item, and a Do on day 16 fired) and with a longer ledger
+// retention; a ledger kept longer than its fence is a config error
+// (TestLedgerRetentionLongerThanTheFenceRefused).
+func TestEscapedStaysIssuedWhileItsRecordIsKept(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		ledgerRetention time.Duration
+		asks            []time.Duration // Do calls, after the escape
+	}{
+		{"defaults, asked again before the record ends", 0, []time.Duration{13 * 24 * time.Hour, 16 * 24 * time.Hour, 26 * 24 * time.Hour}},
+		{"ledger retention of 30 days, fence 31", 30 * 24 * time.Hour, []time.Duration{20 * 24 * time.Hour, 29 * 24 * time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-escaped")
+			owner, err := fence.New(fence.Config{Store: w.fences, Region: "eu-west-1", Now: w.clock.Now,
+				Retention: max(fence.DefaultRetention, tc.ledgerRetention+24*time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := memstore.New()
+			l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Retention: tc.ledgerRetention,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.Do(context.Background(), eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				return nil, ledger.Uncertain(errors.New("crashed mid-call"))
+			}))
+			if !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatal(err)
+			}
+			start := w.clock.Now()
+			for _, at := range tc.asks {
+				w.clock.Set(start.Add(at))
+				rec, err := l.Lookup(context.Background(), eff.Identity.EffectID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec == nil {
+					t.Fatalf("day %d: the effect record is gone; the test asks only while it is kept", int(at/(24*time.Hour)))
+				}
+				_, err = l.Do(context.Background(), eff, w.call(&region{owner: owner}))
+				if w.prov.Requests() != 0 {
+					t.Fatalf("day %d: an escaped effect whose token passed was fired again while its record (state %s) is kept (Do: %v)",
+						int(at/(24*time.Hour)), rec.State, err)
+				}
+				if !errors.Is(err, fence.ErrIssued) {
+					t.Fatalf("day %d: Do = %v, want ErrIssued", int(at/(24*time.Hour)), err)
+				}
+			}
+		})
+	}
+}
+
+// A ledger whose records are kept longer than its fence keeps a passed
+// token would fire an escaped effect again once the fence forgot it: New
+// refuses it.
+func TestLedgerRetentionLongerThanTheFenceRefused(t *testing.T) {
+	owner, err := fence.New(fence.Config{Store: fencemem.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ledger.New(ledger.Config{Store: memstore.New(), Retention: 30 * 24 * time.Hour, Fencer: owner})
+	if !errors.Is(err, ledger.ErrConfig) || !strings.Contains(err.Error(), "Config.Fencer") {
+		t.Fatalf("ledger.New with a 30-day retention and a 15-day fence = %v, want a config error naming Config.Fencer", err)
+	}
+	for _, r := range []time.Duration{0, fence.DefaultRetention} {
+		if _, err := ledger.New(ledger.Config{Store: memstore.New(), Retention: r, Fencer: owner}); err != nil {
+			t.Fatalf("retention %v: %v", r, err)
+		}
+	}
+}

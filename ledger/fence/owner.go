@@ -26,8 +26,9 @@ type Config struct {
 	// Region is the region this executor runs in, recorded with a passing
 	// token and used as a metric dimension. Default "" (not recorded).
 	Region string
-	// Retention is how long a fence item is kept after its last token. It
-	// must be at least the ledger's Config.Retention. Default
+	// Retention is how long a fence item is kept after its last token, or
+	// its last token refused because one passed. It must be at least the
+	// ledger's Config.Retention (ledger.New refuses a shorter one). Default
 	// DefaultRetention (15 days); minimum ledger.MinRetention.
 	Retention time.Duration
 	// Now is the clock. Default the system clock.
@@ -70,6 +71,11 @@ func New(cfg Config) (*Owner, error) {
 	}
 	return &Owner{cfg: cfg}, nil
 }
+
+// FenceRetention implements ledger.RetainingFencer: how long a fence item
+// is kept after its last token or refused token (Config.Retention).
+// ledger.New refuses a ledger Config.Retention longer than this.
+func (o *Owner) FenceRetention() time.Duration { return o.cfg.Retention }
 
 func (o *Owner) now() time.Time { return o.cfg.Now().UTC().Truncate(time.Millisecond) }
 

@@ -17,8 +17,11 @@ type Store interface {
 	// has passed the point of no return (and the item is still within its
 	// retention at now), the stored token becomes stored+1 (seed+1 when the
 	// item is absent) and is returned, and the item's retention is extended
-	// to expires. When a token has passed, nothing is written and passed
-	// describes it (token is then 0).
+	// to expires. When a token has passed, no token is issued: the item's
+	// retention is extended to expires (never shortened), and passed
+	// describes it (token is then 0). So a pass is kept at least as long as
+	// the effect record whose attempts it keeps refusing: every refused
+	// attempt extends both.
 	//
 	// seed must exceed every token that a deleted (expired) earlier item for
 	// the same effect may have issued; Owner passes the clock in

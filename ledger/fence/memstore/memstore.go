@@ -46,6 +46,9 @@ func (s *Store) Acquire(ctx context.Context, effectID string, seed uint64, now, 
 		it = &fence.Item{EffectID: effectID, Token: seed}
 		s.items[effectID] = it
 	} else if it.Passed != nil && now.Before(it.ExpiresAt) {
+		if expires.After(it.ExpiresAt) {
+			it.ExpiresAt = expires
+		}
 		p := *it.Passed
 		return 0, &p, nil
 	}
