@@ -90,3 +90,14 @@ type RetainingFencer interface {
 	Fencer
 	FenceRetention() time.Duration
 }
+
+// ReopeningFencer is a Fencer that can forget a token's pass of the point
+// of no return (fence.Owner): Resolve, settling a fenced escaped effect as
+// not delivered, reopens the fence for the token of its escaped attempt,
+// so that the one more attempt it releases the effect for is fenced, and
+// fires, like any other. Reopen succeeds when that token passed or none
+// did; it fails when another token passed.
+type ReopeningFencer interface {
+	Fencer
+	Reopen(ctx context.Context, effectID string, token uint64) error
+}

@@ -452,3 +452,47 @@ func TestLedgerRetentionLongerThanTheFenceRefused(t *testing.T) {
 		}
 	}
 }
+
+// An operator who finds that an escaped effect did not reach its provider
+// resolves it as not delivered: the effect is released for one more
+// attempt, which fires once with the same provider key, fenced like any
+// other (the fence's record of the escaped attempt's pass is reopened for
+// exactly that token). A resolution as delivered fires nothing.
+func TestResolvedNotDeliveredFiresOnce(t *testing.T) {
+	for _, as := range []ledger.Settlement{ledger.NotDelivered, ledger.Delivered} {
+		t.Run(string(as), func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-resolved-"+string(as))
+			eu := w.region(t, "eu-west-1", nil)
+			_, err := eu.ledger.Do(context.Background(), eff, eu.owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				return nil, ledger.Uncertain(errors.New("crashed mid-call"))
+			}))
+			if !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatal(err)
+			}
+			w.clock.Advance(time.Minute)
+			v, err := eu.ledger.ShowEffect(context.Background(), eff.Identity.EffectID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eu.ledger.Resolve(context.Background(), eff.Identity.EffectID,
+				ledger.Resolution{As: as, Operator: "ops", Rev: v.Rev}); err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			want := 0
+			if as == ledger.NotDelivered {
+				want = 1
+			}
+			for i := range 3 {
+				w.clock.Advance(time.Minute)
+				res, err := eu.ledger.Do(context.Background(), eff, w.call(eu))
+				if w.prov.Requests() != want {
+					t.Fatalf("Do %d after the resolution: %+v %v; provider calls %d, want %d", i, res, err, w.prov.Requests(), want)
+				}
+				if err != nil {
+					t.Fatalf("Do %d after the resolution: %v", i, err)
+				}
+			}
+		})
+	}
+}

@@ -124,6 +124,26 @@ func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
 	return nil
 }
 
+// Reopen implements ledger.ReopeningFencer: it forgets that token passed
+// effectID's point of no return (an operator resolved the escaped attempt
+// holding it as not delivered), so the next Token is issued and that
+// attempt is fenced like any other. Nothing to forget (no token passed) is
+// not an error; another token having passed is an *IssuedError.
+func (o *Owner) Reopen(ctx context.Context, effectID string, token uint64) error {
+	ok, cur, err := o.cfg.Store.Reopen(ctx, effectID, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		e := &IssuedError{}
+		if cur != nil && cur.Passed != nil {
+			e.Token, e.Region, e.At = cur.Passed.Token, cur.Passed.Region, cur.Passed.At
+		}
+		return e
+	}
+	return nil
+}
+
 // Guard returns fn preceded by the point-of-no-return write: Ledger.Do calls
 // the returned function after its fire mark, and it calls Pass with the
 // call's fencing token, immediately before fn reaches the provider. When Pass

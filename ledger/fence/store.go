@@ -35,6 +35,16 @@ type Store interface {
 	// try was applied but whose response was lost reports ok.
 	Pass(ctx context.Context, effectID string, token uint64, region string, now time.Time) (ok bool, current *Item, err error)
 
+	// Reopen forgets that token passed effectID's point of no return,
+	// atomically, if and only if token is the one that passed: an operator
+	// found that the attempt holding it did not reach the provider. The
+	// next Acquire then issues a token again (greater than every token
+	// issued before). ok is also true when no token has passed (nothing to
+	// forget: an attempt that stopped before its pass, or a retried Reopen
+	// whose first try applied); it is false when another token passed,
+	// with current describing the stored item.
+	Reopen(ctx context.Context, effectID string, token uint64) (ok bool, current *Item, err error)
+
 	// Get returns the stored item for effectID, or nil (strongly
 	// consistent). For audits and tests.
 	Get(ctx context.Context, effectID string) (*Item, error)

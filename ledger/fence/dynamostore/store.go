@@ -250,6 +250,52 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 	return false, cur, nil
 }
 
+// Reopen implements fence.Store with one UpdateItem:
+//
+//	REMOVE passed, passedRegion, passedAt
+//	IF passed = :t
+//
+// A failed condition against an item with no passed token (or no item) is
+// ok: nothing to forget. Otherwise another token passed.
+func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool, *fence.Item, error) {
+	upd := expression.Remove(expression.Name("passed")).
+		Remove(expression.Name("passedRegion")).
+		Remove(expression.Name("passedAt"))
+	cond := expression.Name("passed").Equal(expression.Value(token))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return false, nil, fmt.Errorf("fence/dynamostore: expression: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID),
+		UpdateExpression:                    ex.Update(),
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, nil, fmt.Errorf("fence/dynamostore: UpdateItem: %w", err)
+	}
+	cur, err := decode(ccf.Item)
+	if err != nil {
+		return false, nil, err
+	}
+	if cur == nil {
+		if cur, err = s.Get(ctx, effectID); err != nil {
+			return false, nil, err
+		}
+	}
+	if cur == nil || cur.Passed == nil {
+		return true, nil, nil
+	}
+	return false, cur, nil
+}
+
 // Get implements fence.Store with a strongly consistent GetItem.
 func (s *Store) Get(ctx context.Context, effectID string) (*fence.Item, error) {
 	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{

@@ -76,6 +76,24 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 	return true, nil, nil
 }
 
+// Reopen implements fence.Store.
+func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool, *fence.Item, error) {
+	if err := ctx.Err(); err != nil {
+		return false, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it := s.items[effectID]
+	if it == nil || it.Passed == nil {
+		return true, nil, nil
+	}
+	if it.Passed.Token != token {
+		return false, clone(it), nil
+	}
+	it.Passed = nil
+	return true, nil, nil
+}
+
 // Get implements fence.Store.
 func (s *Store) Get(ctx context.Context, effectID string) (*fence.Item, error) {
 	if err := ctx.Err(); err != nil {
