@@ -496,3 +496,66 @@ func TestResolvedNotDeliveredFiresOnce(t *testing.T) {
 		})
 	}
 }
+
+// lostPass applies the next Pass and loses its answer (every retry too).
+type lostPass struct {
+	fence.Store
+	lose bool
+}
+
+func (s *lostPass) Pass(ctx context.Context, id string, tok uint64, region string, now time.Time) (bool, *fence.Item, error) {
+	ok, cur, err := s.Store.Pass(ctx, id, tok, region, now)
+	if s.lose {
+		s.lose = false
+		return false, nil, errInjected
+	}
+	return ok, cur, err
+}
+
+// An attempt that did not reach the provider after its token passed the
+// fence (its function said so with ledger.NotSent: a refused connection;
+// or the point-of-no-return write applied and its answer was lost, so the
+// function was not called) is released for another attempt, and the fence
+// lets that one fire: the pass of a token whose attempt was not sent does
+// not stop the effect. An escaped attempt's pass still does
+// (TestCrashAfterPointOfNoReturn).
+func TestNotSentAfterThePassFiresLater(t *testing.T) {
+	for _, tc := range []string{"function not sent", "pass answer lost"} {
+		t.Run(tc, func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-not-sent")
+			fs := &lostPass{Store: w.fences, lose: tc == "pass answer lost"}
+			owner, err := fence.New(fence.Config{Store: fs, Now: w.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.Do(context.Background(), eff, owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				if tc == "pass answer lost" {
+					return w.prov.Call(ctx, c.ProviderKey, "charge 10 EUR")
+				}
+				return nil, ledger.NotSent(errors.New("connection refused"))
+			}))
+			if !errors.Is(err, ledger.ErrNotSent) || w.prov.Requests() != 0 {
+				t.Fatalf("first attempt: %v, provider calls %d", err, w.prov.Requests())
+			}
+			if it, _ := w.fences.Get(context.Background(), eff.Identity.EffectID); it == nil || it.Passed == nil {
+				t.Fatalf("the first attempt's token did not pass: %+v", it)
+			}
+			call := owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				return w.prov.Call(ctx, c.ProviderKey, "charge 10 EUR")
+			})
+			for i := range 3 {
+				w.clock.Advance(time.Minute)
+				res, err := l.Do(context.Background(), eff, call)
+				if err != nil || w.prov.Requests() != 1 {
+					t.Fatalf("Do %d after a not-sent attempt: %+v %v; provider calls %d, want 1", i, res, err, w.prov.Requests())
+				}
+			}
+		})
+	}
+}

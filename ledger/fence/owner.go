@@ -153,9 +153,11 @@ func (o *Owner) Reopen(ctx context.Context, effectID string, token uint64) error
 // nothing. A Ledger without this Owner as its Fencer gets ErrUnfenced.
 //
 // An error from Pass that leaves its outcome unknown (a timeout after the
-// write was sent) is also treated as not sent: if the write did apply, the
-// effect is fenced with no fire, so no later token can fire it (the effect
-// stays unissued: at most once, never twice).
+// write was sent) is also treated as not sent: fn was not called. If the
+// write did apply, the token passed with no fire; the ledger's next
+// attempt finds its last fire-marked attempt released, not sent, and
+// reopens the fence for that token (Reopen) before it takes its own, as
+// after any attempt whose function returned NotSent.
 func (o *Owner) Guard(fn ledger.Func) ledger.Func {
 	return func(ctx context.Context, call ledger.Call) ([]byte, error) {
 		if err := o.Pass(ctx, call.EffectID, call.Fence); err != nil {
