@@ -339,6 +339,9 @@ func (c Config) withDefaults() (Config, error) {
 	case c.Retention < c.Policy.minRetention():
 		p = append(p, fmt.Sprintf("Retention %s is below the %s policy's minimum of %s", c.Retention, c.Policy.Name, c.Policy.minRetention()))
 	}
+	if c.Retention > 0 && c.Retention < c.Lease {
+		p = append(p, fmt.Sprintf("Retention %s is below Lease %s: a record would end, and its key be claimed again, while its claim's lease is live", c.Retention, c.Lease))
+	}
 	if c.Wait == 0 {
 		c.Wait = DefaultWait
 	}

@@ -38,6 +38,10 @@ type heartbeat struct {
 	// renewal's that succeeded), on the Guard's clock: the time from
 	// which a same-key request may reclaim the record.
 	until time.Time
+	// ends is the record's retention end (zero: none), on the Guard's
+	// clock: from then on every claim takes the record for absent, so no
+	// renewal extends the lease past it.
+	ends time.Time
 
 	// On a timerClock: mu is held through each renewal, so that stop
 	// waits for a renewal under way; after stop none starts.
@@ -56,12 +60,12 @@ type heartbeat struct {
 // the Guard's clock), and returns the handler's context (cancelled
 // with ErrLeaseLost when the lease is lost, and when the heartbeat stops)
 // and the heartbeat to stop when the handler returns.
-func (t *txn) startHeartbeat(ctx *claimValues, until time.Time) (context.Context, *heartbeat) {
+func (t *txn) startHeartbeat(ctx *claimValues, until, ends time.Time) (context.Context, *heartbeat) {
 	x := t.x
 	x.lease = leaseCtx{parent: ctx}
 	hctx := &x.lease
 	hb := &x.hb // allocated with the execution
-	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat, until: until}
+	*hb = heartbeat{t: t, ctx: ctx, lease: hctx, every: t.g.cfg.Heartbeat, until: until, ends: ends}
 	if tc, ok := t.g.clock.(timerClock); ok {
 		hb.mu.Lock()
 		defer hb.mu.Unlock()
@@ -119,11 +123,22 @@ func nextTick(due, now time.Time, every time.Duration) (time.Time, time.Duration
 // come at or after the end of the last lease written (hb.until): a
 // renewal that can no longer land in time must not leave the handler
 // running past its lease. A failed renewal with time left before that end
-// is retried at the next tick.
+// is retried at the next tick. No renewal extends the lease past the
+// record's retention end (hb.ends), and once the lease reaches it the
+// lease is cut as soon as the next renewal would come at or after it: a
+// record past its retention is claimed afresh by a same-key request.
 func (hb *heartbeat) renew() bool {
 	t := hb.t
 	now := t.g.clock.Now()
 	lease, _ := t.g.leaseFor(hb.ctx) // inside Lambda, capped by what is left of the invocation
+	if !hb.ends.IsZero() && now.Add(lease).After(hb.ends) {
+		if !now.Add(hb.every).Before(hb.ends) {
+			// The record's retention ends before the next renewal could.
+			hb.lease.end(ErrLeaseLost)
+			return false
+		}
+		lease = hb.ends.Sub(now)
+	}
 	started := t.g.wallAt(now)
 	// Off the request's goroutine: its own context, bounded by the end of
 	// the lease written last (wall time), so that a renewal that stalls

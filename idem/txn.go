@@ -652,7 +652,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 	hctx := context.Context(&x.values)
 	var hb *heartbeat
 	if renew {
-		hctx, hb = t.startHeartbeat(&x.values, until)
+		hctx, hb = t.startHeartbeat(&x.values, until, rec.Expires)
 	}
 	resp, err := safeCall(hctx, run)
 	if hb != nil {

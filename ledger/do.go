@@ -511,6 +511,26 @@ func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *
 	return rec
 }
 
+// reopenUnsent reopens the fence for the token of rec's last fire-marked
+// attempt when that attempt ended released, not sent (its function said
+// the call never left, or the point-of-no-return write's answer was lost,
+// so it was not called): its token may have passed the fence, which would
+// refuse every later token although the provider was never reached. It
+// reports whether the fence was reopened (a ReopeningFencer forgot that
+// token's pass, or none had passed); another token's pass is kept.
+func (l *Ledger) reopenUnsent(ctx context.Context, rec *Record) bool {
+	rf, ok := l.cfg.Fencer.(ReopeningFencer)
+	if !ok || rec.Fence == 0 {
+		return false
+	}
+	for i := len(rec.Attempts) - 1; i >= 0; i-- {
+		if a := rec.Attempts[i]; a.Fired {
+			return a.State == AttemptReleased && rf.Reopen(ctx, rec.EffectID, rec.Fence) == nil
+		}
+	}
+	return false
+}
+
 // fused reports whether a claim is its own fire mark: without a Fencer
 // nothing happens between the claim and the call but a context check, so
 // the claim (or reclaim) is written in state firing with its attempt fired,
@@ -635,6 +655,9 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		next = rec.Clone()
 		if l.cfg.Fencer != nil {
 			f, err := l.cfg.Fencer.Token(ctx, rec.EffectID)
+			if err != nil && l.reopenUnsent(ctx, rec) {
+				f, err = l.cfg.Fencer.Token(ctx, rec.EffectID)
+			}
 			if err != nil {
 				l.release(rec)
 				return res, fmt.Errorf("ledger: fencing token: %w", err)

@@ -59,6 +59,13 @@ var (
 	// ErrChanged: the effect changed since it was shown (its Rev differs);
 	// show it again and decide on what it is now.
 	ErrChanged = errors.New("ledger: effect changed since it was shown")
+	// ErrResolveNeedsFence: Resolve was asked to settle a fenced effect
+	// (one whose attempts took fencing tokens) as not delivered by a
+	// Ledger without a Fencer that can reopen the fence
+	// (ReopeningFencer). The fence would keep refusing the effect's next
+	// attempt, so nothing is written; resolve it with the deployment's
+	// fence (idemkit effects resolve --fence-table).
+	ErrResolveNeedsFence = errors.New("ledger: resolving a fenced effect as not delivered needs its fence")
 	// ErrReplaySourceMissing is returned by Replay when the source run
 	// recorded no terminal outcome for the effect: no record, or a record
 	// still claimed, firing, escaped or released; it is matched by

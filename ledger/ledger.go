@@ -206,6 +206,9 @@ func New(cfg Config) (*Ledger, error) {
 	if cfg.Retention < MinRetention {
 		p.Addf("Config.Retention %s is below the 14-day minimum", cfg.Retention)
 	}
+	if f, ok := cfg.Fencer.(RetainingFencer); ok && f.FenceRetention() < cfg.Retention {
+		p.Addf("Config.Fencer keeps a passed token %s, less than Config.Retention %s: an escaped effect could be fired again while its record is kept", f.FenceRetention(), cfg.Retention)
+	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultWait
 	}

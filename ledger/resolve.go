@@ -235,7 +235,11 @@ func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
 // its own carrying the operator and note, with no fire time (nothing is
 // sent), and shows in the witness: "completed" for Delivered,
 // "released" for NotDelivered. A stalled attempt (lease expired after the
-// fire mark) is closed as escaped first, in the same write.
+// fire mark) is closed as escaped first, in the same write. A fenced
+// effect (its attempts took fencing tokens) is settled as NotDelivered only
+// through a ReopeningFencer, which first forgets its escaped attempt's pass
+// (else ErrResolveNeedsFence, nothing written): the next attempt is then
+// fenced like any other, and fires once.
 func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (EffectView, error) {
 	if err := res.validate(); err != nil {
 		return EffectView{}, err
@@ -253,6 +257,18 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	}
 	if v := l.View(cur, now); v.State != EffectEscaped {
 		return v, fmt.Errorf("%w (it is %s)", ErrNotEscaped, v.State)
+	}
+	if res.As == NotDelivered && cur.Fence > 0 {
+		// A fenced effect: the fence may hold the escaped attempt's pass
+		// and would refuse the next attempt. Reopened first, so that no
+		// resolution is written whose attempt the fence refuses.
+		rf, ok := l.cfg.Fencer.(ReopeningFencer)
+		if !ok {
+			return l.View(cur, now), ErrResolveNeedsFence
+		}
+		if err := rf.Reopen(ctx, cur.EffectID, cur.Fence); err != nil {
+			return l.View(cur, now), fmt.Errorf("ledger: reopen the fence of %s: %w", cur.EffectID, err)
+		}
 	}
 	next := cur.Clone()
 	if a := next.last(); a != nil && cur.State == StateFiring {

@@ -79,3 +79,25 @@ type Fencer interface {
 	// issued before for it. An error aborts the attempt before the fire.
 	Token(ctx context.Context, effectID string) (uint64, error)
 }
+
+// RetainingFencer is a Fencer that keeps what it issued for a bounded time
+// after its last use (fence.Owner: its Config.Retention). Past that time a
+// token that passed the point of no return is forgotten and the effect can
+// be fenced, and fired, again; so New refuses a Config whose Retention (how
+// long an effect record, escaped attempts included, is kept) is longer than
+// FenceRetention.
+type RetainingFencer interface {
+	Fencer
+	FenceRetention() time.Duration
+}
+
+// ReopeningFencer is a Fencer that can forget a token's pass of the point
+// of no return (fence.Owner): Resolve, settling a fenced escaped effect as
+// not delivered, reopens the fence for the token of its escaped attempt,
+// so that the one more attempt it releases the effect for is fenced, and
+// fires, like any other. Reopen succeeds when that token passed or none
+// did; it fails when another token passed.
+type ReopeningFencer interface {
+	Fencer
+	Reopen(ctx context.Context, effectID string, token uint64) error
+}

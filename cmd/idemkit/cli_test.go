@@ -33,7 +33,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"effects"}, nil},
 		{[]string{"effects", "list"}, []string{"state", "run", "limit", "endpoint", "table", "region", "json"}},
 		{[]string{"effects", "show"}, []string{"endpoint", "table", "region", "json"}},
-		{[]string{"effects", "resolve"}, []string{"as", "note", "operator", "rev", "endpoint", "table", "region", "json"}},
+		{[]string{"effects", "resolve"}, []string{"as", "note", "operator", "rev", "fence-table", "fence-region", "endpoint", "table", "region", "json"}},
 		{[]string{"version"}, nil},
 	} {
 		for _, h := range []string{"--help", "-h"} {

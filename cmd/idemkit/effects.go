@@ -20,6 +20,8 @@ import (
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/fence"
+	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
 )
 
 func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,6 +57,41 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 		return nil, err
 	}
 	return ledger.New(ledger.Config{Store: st})
+}
+
+// fencedLedger is ledger with the deployment's fence as its Fencer when a
+// fence table is given (the flag, else $FENCE_TABLE), else ledger.
+func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*ledger.Ledger, error) {
+	if table == "" && os.Getenv(settings.EnvFenceTable) == "" {
+		return sf.ledger(ctx)
+	}
+	if region == "" {
+		region = os.Getenv(settings.EnvFenceTableRegion)
+	}
+	if region == "" {
+		region = *sf.region
+	}
+	c, table, err := tableTarget(ctx, *sf.endpoint, table, region, settings.EnvFenceTable, "FenceTable")
+	if err != nil {
+		return nil, err
+	}
+	fs, err := fencedynamo.New(fencedynamo.Config{Client: c, Table: table})
+	if err != nil {
+		return nil, err
+	}
+	owner, err := fence.New(fence.Config{Store: fs})
+	if err != nil {
+		return nil, err
+	}
+	ec, etable, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, settings.EnvEffectsTable, "EffectsTable")
+	if err != nil {
+		return nil, err
+	}
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: ec, Table: etable})
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(ledger.Config{Store: st, Fencer: owner})
 }
 
 func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -162,8 +199,10 @@ func runEffectsResolve(ctx context.Context, args []string, stdout, stderr io.Wri
 	note := fs.String("note", "", "free text recorded with the resolution (at most 512 bytes)")
 	operator := fs.String("operator", "", "who resolves, recorded on the resolution; default $IDEMKIT_OPERATOR, else user@host")
 	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed")
+	fenceTable := fs.String("fence-table", "", "fenced-effects deployments: the fence table (default $"+settings.EnvFenceTable+"); resolving a fenced effect as not-delivered reopens its fence there")
+	fenceRegion := fs.String("fence-region", "", "the fence table's region, the home region (default $"+settings.EnvFenceTableRegion+", else --region)")
 	sf := addStoreFlags(fs)
-	setUsage(fs, "idemkit effects resolve EFFECT --as delivered|not-delivered [--note TEXT] [--operator NAME] [--rev REV]\n       "+storeFlagsLine, `Record what an operator found out about an escaped effect, as an attempt row
+	setUsage(fs, "idemkit effects resolve EFFECT --as delivered|not-delivered [--note TEXT] [--operator NAME] [--rev REV] [--fence-table NAME] [--fence-region R]\n       "+storeFlagsLine, `Record what an operator found out about an escaped effect, as an attempt row
 carrying the operator's identity (it shows in the run's effects witness).
   delivered      the provider performed the effect: it is completed, and
                  every later try replays that success without a request;
@@ -171,6 +210,10 @@ carrying the operator's identity (it shows in the run's effects witness).
                  which fires with the same provider key.
 Fenced: show the effect first; the resolution is refused if the effect
 changed since (another attempt, a reclaim, another resolution).
+Under fenced-effects the fence remembers the escaped attempt's pass and
+would refuse that one more attempt: not-delivered needs --fence-table (and
+--fence-region when it is not this region), and reopens the fence for that
+attempt's token first.
 
 examples:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
@@ -202,13 +245,19 @@ examples:
 		}
 		*rev = r
 	}
-	l, err := sf.ledger(ctx)
+	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
 		return 1
 	}
 	v, err := l.Resolve(ctx, effectID, ledger.Resolution{As: settle, Operator: *operator, Note: *note, Rev: *rev})
 	switch {
+	case errors.Is(err, ledger.ErrResolveNeedsFence):
+		fmt.Fprintln(stderr, "idemkit effects resolve: refused: the effect is fenced, and its fence would refuse the attempt a not-delivered resolution releases; give the deployment's fence table (--fence-table, --fence-region)")
+		return 1
+	case errors.Is(err, fence.ErrIssued):
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: another attempt's token passed the fence, not the escaped attempt's: %v\n", err)
+		return 1
 	case errors.Is(err, ledger.ErrChanged):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: the effect changed since it was shown (it is now %s, attempt %d); show it again and decide on what it is now\n", v.State, v.Attempt)
 		return 1

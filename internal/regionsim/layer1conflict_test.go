@@ -37,15 +37,38 @@ import (
 // reconciled-records, the rule lexicographic-min-run-id, the record only as
 // an opaque hash, no content. After convergence both regions replay the
 // lower run's answer and nothing runs again.
+//
+// With redelivery, every stream change is audited twice as it happens (a
+// batch retried) and, after healing, every change seen is delivered again
+// in reverse order (a stale, out-of-order redelivery): the restores stay
+// conditional on the record they saw, so the regions still converge on the
+// lower run.
 func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
-	for _, tc := range []struct {
+	type order struct {
 		name  string
 		names [2]string // the runs the first (eu) and the second (us) request create
-	}{
+	}
+	var cases []struct {
+		order
+		redeliver bool
+	}
+	for _, o := range []order{
 		{"lower run written first", [2]string{"acme/aaaa-first-0123456789", "acme/zzzz-second-012345678"}},
 		{"lower run written second", [2]string{"acme/zzzz-first-0123456789", "acme/aaaa-second-012345678"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		for _, rd := range []bool{false, true} {
+			cases = append(cases, struct {
+				order
+				redeliver bool
+			}{o, rd})
+		}
+	}
+	for _, tc := range cases {
+		name := tc.name
+		if tc.redeliver {
+			name += "/redelivered"
+		}
+		t.Run(name, func(t *testing.T) {
 			low, high := tc.names[0], tc.names[1]
 			if high < low {
 				low, high = high, low
@@ -85,11 +108,19 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 					Restore: auditfn.TableRestorer{Client: p.db(r), Table: p.tables[r]}}
 			}
 			var auditErr error
+			var seen []regionsim.Change
+			audit := func(c regionsim.Change) {
+				cnt := auditors[c.Region].Audit(ctx(t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}})
+				if cnt.RestoreErr != nil {
+					auditErr = cnt.RestoreErr
+				}
+			}
 			rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), Lag: time.Second, Now: clock.Now,
 				OnChange: func(c regionsim.Change) {
-					cnt := auditors[c.Region].Audit(ctx(t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}})
-					if cnt.RestoreErr != nil {
-						auditErr = cnt.RestoreErr
+					audit(c)
+					if tc.redeliver {
+						audit(c)
+						seen = append(seen, c)
 					}
 				}})
 			if err != nil {
@@ -127,6 +158,20 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 				clock.Advance(2 * time.Second)
 				if err := rep.Sync(ctx(t)); err != nil {
 					t.Fatal(err)
+				}
+			}
+			if tc.redeliver {
+				if len(seen) < 2 {
+					t.Fatalf("%d stream changes seen; the redelivery needs the conflict's", len(seen))
+				}
+				for i := len(seen) - 1; i >= 0; i-- {
+					audit(seen[i])
+				}
+				for range 3 {
+					clock.Advance(2 * time.Second)
+					if err := rep.Sync(ctx(t)); err != nil {
+						t.Fatal(err)
+					}
 				}
 			}
 			if auditErr != nil {

@@ -372,3 +372,190 @@ func TestConfig(t *testing.T) {
 		t.Fatal("removed vocabulary accepted")
 	}
 }
+
+// An escaped effect whose token passed stays unfired for as long as its
+// effect record is kept: every Do that finds it refused keeps the record
+// (a reclaim extends its retention), so the fence item that says the token
+// passed is kept as long (a refused token extends it too). Here with the
+// defaults (fence 15 days after its last token, ledger 14 days after its
+// last write: the record, extended by a refused Do on day 13, outlived the
+// fence item, and a Do on day 16 fired) and with a longer ledger
+// retention; a ledger kept longer than its fence is a config error
+// (TestLedgerRetentionLongerThanTheFenceRefused).
+func TestEscapedStaysIssuedWhileItsRecordIsKept(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		ledgerRetention time.Duration
+		asks            []time.Duration // Do calls, after the escape
+	}{
+		{"defaults, asked again before the record ends", 0, []time.Duration{13 * 24 * time.Hour, 16 * 24 * time.Hour, 26 * 24 * time.Hour}},
+		{"ledger retention of 30 days, fence 31", 30 * 24 * time.Hour, []time.Duration{20 * 24 * time.Hour, 29 * 24 * time.Hour}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-escaped")
+			owner, err := fence.New(fence.Config{Store: w.fences, Region: "eu-west-1", Now: w.clock.Now,
+				Retention: max(fence.DefaultRetention, tc.ledgerRetention+24*time.Hour)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := memstore.New()
+			l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Retention: tc.ledgerRetention,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.Do(context.Background(), eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				return nil, ledger.Uncertain(errors.New("crashed mid-call"))
+			}))
+			if !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatal(err)
+			}
+			start := w.clock.Now()
+			for _, at := range tc.asks {
+				w.clock.Set(start.Add(at))
+				rec, err := l.Lookup(context.Background(), eff.Identity.EffectID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec == nil {
+					t.Fatalf("day %d: the effect record is gone; the test asks only while it is kept", int(at/(24*time.Hour)))
+				}
+				_, err = l.Do(context.Background(), eff, w.call(&region{owner: owner}))
+				if w.prov.Requests() != 0 {
+					t.Fatalf("day %d: an escaped effect whose token passed was fired again while its record (state %s) is kept (Do: %v)",
+						int(at/(24*time.Hour)), rec.State, err)
+				}
+				if !errors.Is(err, fence.ErrIssued) {
+					t.Fatalf("day %d: Do = %v, want ErrIssued", int(at/(24*time.Hour)), err)
+				}
+			}
+		})
+	}
+}
+
+// A ledger whose records are kept longer than its fence keeps a passed
+// token would fire an escaped effect again once the fence forgot it: New
+// refuses it.
+func TestLedgerRetentionLongerThanTheFenceRefused(t *testing.T) {
+	owner, err := fence.New(fence.Config{Store: fencemem.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = ledger.New(ledger.Config{Store: memstore.New(), Retention: 30 * 24 * time.Hour, Fencer: owner})
+	if !errors.Is(err, ledger.ErrConfig) || !strings.Contains(err.Error(), "Config.Fencer") {
+		t.Fatalf("ledger.New with a 30-day retention and a 15-day fence = %v, want a config error naming Config.Fencer", err)
+	}
+	for _, r := range []time.Duration{0, fence.DefaultRetention} {
+		if _, err := ledger.New(ledger.Config{Store: memstore.New(), Retention: r, Fencer: owner}); err != nil {
+			t.Fatalf("retention %v: %v", r, err)
+		}
+	}
+}
+
+// An operator who finds that an escaped effect did not reach its provider
+// resolves it as not delivered: the effect is released for one more
+// attempt, which fires once with the same provider key, fenced like any
+// other (the fence's record of the escaped attempt's pass is reopened for
+// exactly that token). A resolution as delivered fires nothing.
+func TestResolvedNotDeliveredFiresOnce(t *testing.T) {
+	for _, as := range []ledger.Settlement{ledger.NotDelivered, ledger.Delivered} {
+		t.Run(string(as), func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-resolved-"+string(as))
+			eu := w.region(t, "eu-west-1", nil)
+			_, err := eu.ledger.Do(context.Background(), eff, eu.owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				return nil, ledger.Uncertain(errors.New("crashed mid-call"))
+			}))
+			if !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatal(err)
+			}
+			w.clock.Advance(time.Minute)
+			v, err := eu.ledger.ShowEffect(context.Background(), eff.Identity.EffectID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := eu.ledger.Resolve(context.Background(), eff.Identity.EffectID,
+				ledger.Resolution{As: as, Operator: "ops", Rev: v.Rev}); err != nil {
+				t.Fatalf("Resolve: %v", err)
+			}
+			want := 0
+			if as == ledger.NotDelivered {
+				want = 1
+			}
+			for i := range 3 {
+				w.clock.Advance(time.Minute)
+				res, err := eu.ledger.Do(context.Background(), eff, w.call(eu))
+				if w.prov.Requests() != want {
+					t.Fatalf("Do %d after the resolution: %+v %v; provider calls %d, want %d", i, res, err, w.prov.Requests(), want)
+				}
+				if err != nil {
+					t.Fatalf("Do %d after the resolution: %v", i, err)
+				}
+			}
+		})
+	}
+}
+
+// lostPass applies the next Pass and loses its answer (every retry too).
+type lostPass struct {
+	fence.Store
+	lose bool
+}
+
+func (s *lostPass) Pass(ctx context.Context, id string, tok uint64, region string, now time.Time) (bool, *fence.Item, error) {
+	ok, cur, err := s.Store.Pass(ctx, id, tok, region, now)
+	if s.lose {
+		s.lose = false
+		return false, nil, errInjected
+	}
+	return ok, cur, err
+}
+
+// An attempt that did not reach the provider after its token passed the
+// fence (its function said so with ledger.NotSent: a refused connection;
+// or the point-of-no-return write applied and its answer was lost, so the
+// function was not called) is released for another attempt, and the fence
+// lets that one fire: the pass of a token whose attempt was not sent does
+// not stop the effect. An escaped attempt's pass still does
+// (TestCrashAfterPointOfNoReturn).
+func TestNotSentAfterThePassFiresLater(t *testing.T) {
+	for _, tc := range []string{"function not sent", "pass answer lost"} {
+		t.Run(tc, func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-not-sent")
+			fs := &lostPass{Store: w.fences, lose: tc == "pass answer lost"}
+			owner, err := fence.New(fence.Config{Store: fs, Now: w.clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.Do(context.Background(), eff, owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				if tc == "pass answer lost" {
+					return w.prov.Call(ctx, c.ProviderKey, "charge 10 EUR")
+				}
+				return nil, ledger.NotSent(errors.New("connection refused"))
+			}))
+			if !errors.Is(err, ledger.ErrNotSent) || w.prov.Requests() != 0 {
+				t.Fatalf("first attempt: %v, provider calls %d", err, w.prov.Requests())
+			}
+			if it, _ := w.fences.Get(context.Background(), eff.Identity.EffectID); it == nil || it.Passed == nil {
+				t.Fatalf("the first attempt's token did not pass: %+v", it)
+			}
+			call := owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				return w.prov.Call(ctx, c.ProviderKey, "charge 10 EUR")
+			})
+			for i := range 3 {
+				w.clock.Advance(time.Minute)
+				res, err := l.Do(context.Background(), eff, call)
+				if err != nil || w.prov.Requests() != 1 {
+					t.Fatalf("Do %d after a not-sent attempt: %+v %v; provider calls %d, want 1", i, res, err, w.prov.Requests())
+				}
+			}
+		})
+	}
+}

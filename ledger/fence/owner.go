@@ -26,8 +26,9 @@ type Config struct {
 	// Region is the region this executor runs in, recorded with a passing
 	// token and used as a metric dimension. Default "" (not recorded).
 	Region string
-	// Retention is how long a fence item is kept after its last token. It
-	// must be at least the ledger's Config.Retention. Default
+	// Retention is how long a fence item is kept after its last token, or
+	// its last token refused because one passed. It must be at least the
+	// ledger's Config.Retention (ledger.New refuses a shorter one). Default
 	// DefaultRetention (15 days); minimum ledger.MinRetention.
 	Retention time.Duration
 	// Now is the clock. Default the system clock.
@@ -70,6 +71,11 @@ func New(cfg Config) (*Owner, error) {
 	}
 	return &Owner{cfg: cfg}, nil
 }
+
+// FenceRetention implements ledger.RetainingFencer: how long a fence item
+// is kept after its last token or refused token (Config.Retention).
+// ledger.New refuses a ledger Config.Retention longer than this.
+func (o *Owner) FenceRetention() time.Duration { return o.cfg.Retention }
 
 func (o *Owner) now() time.Time { return o.cfg.Now().UTC().Truncate(time.Millisecond) }
 
@@ -118,6 +124,26 @@ func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
 	return nil
 }
 
+// Reopen implements ledger.ReopeningFencer: it forgets that token passed
+// effectID's point of no return (an operator resolved the escaped attempt
+// holding it as not delivered), so the next Token is issued and that
+// attempt is fenced like any other. Nothing to forget (no token passed) is
+// not an error; another token having passed is an *IssuedError.
+func (o *Owner) Reopen(ctx context.Context, effectID string, token uint64) error {
+	ok, cur, err := o.cfg.Store.Reopen(ctx, effectID, token)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		e := &IssuedError{}
+		if cur != nil && cur.Passed != nil {
+			e.Token, e.Region, e.At = cur.Passed.Token, cur.Passed.Region, cur.Passed.At
+		}
+		return e
+	}
+	return nil
+}
+
 // Guard returns fn preceded by the point-of-no-return write: Ledger.Do calls
 // the returned function after its fire mark, and it calls Pass with the
 // call's fencing token, immediately before fn reaches the provider. When Pass
@@ -127,9 +153,11 @@ func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
 // nothing. A Ledger without this Owner as its Fencer gets ErrUnfenced.
 //
 // An error from Pass that leaves its outcome unknown (a timeout after the
-// write was sent) is also treated as not sent: if the write did apply, the
-// effect is fenced with no fire, so no later token can fire it (the effect
-// stays unissued: at most once, never twice).
+// write was sent) is also treated as not sent: fn was not called. If the
+// write did apply, the token passed with no fire; the ledger's next
+// attempt finds its last fire-marked attempt released, not sent, and
+// reopens the fence for that token (Reopen) before it takes its own, as
+// after any attempt whose function returned NotSent.
 func (o *Owner) Guard(fn ledger.Func) ledger.Func {
 	return func(ctx context.Context, call ledger.Call) ([]byte, error) {
 		if err := o.Pass(ctx, call.EffectID, call.Fence); err != nil {

@@ -17,8 +17,11 @@ type Store interface {
 	// has passed the point of no return (and the item is still within its
 	// retention at now), the stored token becomes stored+1 (seed+1 when the
 	// item is absent) and is returned, and the item's retention is extended
-	// to expires. When a token has passed, nothing is written and passed
-	// describes it (token is then 0).
+	// to expires. When a token has passed, no token is issued: the item's
+	// retention is extended to expires (never shortened), and passed
+	// describes it (token is then 0). So a pass is kept at least as long as
+	// the effect record whose attempts it keeps refusing: every refused
+	// attempt extends both.
 	//
 	// seed must exceed every token that a deleted (expired) earlier item for
 	// the same effect may have issued; Owner passes the clock in
@@ -31,6 +34,16 @@ type Store interface {
 	// describing the stored item (nil if absent). A retried Pass whose first
 	// try was applied but whose response was lost reports ok.
 	Pass(ctx context.Context, effectID string, token uint64, region string, now time.Time) (ok bool, current *Item, err error)
+
+	// Reopen forgets that token passed effectID's point of no return,
+	// atomically, if and only if token is the one that passed: an operator
+	// found that the attempt holding it did not reach the provider. The
+	// next Acquire then issues a token again (greater than every token
+	// issued before). ok is also true when no token has passed (nothing to
+	// forget: an attempt that stopped before its pass, or a retried Reopen
+	// whose first try applied); it is false when another token passed,
+	// with current describing the stored item.
+	Reopen(ctx context.Context, effectID string, token uint64) (ok bool, current *Item, err error)
 
 	// Get returns the stored item for effectID, or nil (strongly
 	// consistent). For audits and tests.

@@ -98,7 +98,15 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		return nil
 	}
 	now := a.now()
-	old, cur := keyRecord(oldRec, now), keyRecord(curRec, now)
+	// The old record's retention is judged at the new claim's own time
+	// too (its lease write, on the clock of the request that claimed):
+	// a claim made after that retention ended is a new key's, even when
+	// this function's clock is behind.
+	at := now
+	if curRec.Renewed.After(at) {
+		at = curRec.Renewed
+	}
+	old, cur := keyRecord(oldRec, at), keyRecord(curRec, now)
 	kc := a.Conflicts.ObserveKey(old, cur)
 	if kc != nil {
 		c.Conflicts++

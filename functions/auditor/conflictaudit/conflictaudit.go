@@ -14,7 +14,14 @@
 //     (each region won its local insert-if-absent);
 //   - a lower attempt number than before: an older lineage won;
 //   - a different creation time for a record that was still live: the
-//     record was created independently in each region.
+//     record was created independently in each region;
+//   - a higher attempt over a completed record: the other region reclaimed
+//     a copy from before the completion (a completed record is never
+//     reclaimed), so both regions' attempts fired;
+//   - a higher attempt over a claimed or firing record, taken over before
+//     that record's lease ended: the other region reclaimed a copy whose
+//     lease had not been renewed there (a partition), or judged it on a
+//     clock ahead of this region's.
 //
 // A legitimate transition (fire mark, outcome, release, atomic reclaim,
 // re-creation after retention) never matches. Detection is per change and
@@ -76,7 +83,11 @@ type Conflict struct {
 	Winner Party `json:"winner"`
 	Loser  Party `json:"loser"`
 	// Reason says which rule detected it: "same-attempt-other-owner",
-	// "attempt-regressed" or "independent-creation".
+	// "attempt-regressed", "independent-creation",
+	// "completed-then-reclaimed" (a completed record overwritten by a
+	// later attempt: a region that never saw the completion reclaimed it)
+	// or "reclaimed-within-lease" (an attempt overwritten by a reclaim made
+	// before its lease, renewed where it ran, ended).
 	Reason string `json:"reason"`
 }
 
@@ -98,6 +109,11 @@ func Detect(old, cur *ledger.Record) *Conflict {
 		reason = "attempt-regressed"
 	case !cur.CreatedAt.Equal(old.CreatedAt):
 		reason = "independent-creation"
+	case cur.Attempt > old.Attempt && old.State == ledger.StateCompleted:
+		reason = "completed-then-reclaimed"
+	case cur.Attempt > old.Attempt && (old.State == ledger.StateClaimed || old.State == ledger.StateFiring) &&
+		reclaimedWithinLease(old, cur):
+		reason = "reclaimed-within-lease"
 	default:
 		return nil
 	}
@@ -107,6 +123,20 @@ func Detect(old, cur *ledger.Record) *Conflict {
 	}
 	return &Conflict{Event: "cross_region_conflict", Kind: kind, Effect: cur.EffectID,
 		Winner: party(cur), Loser: party(old), Reason: reason}
+}
+
+// reclaimedWithinLease reports whether cur took over old's attempt before
+// old's lease ended: the reclaim (or resolution) of an attempt writes the
+// time it took it over on that attempt's row, and a region reclaims only
+// a lease it sees ended, so an earlier time means the lease it saw was not
+// old's (renewed in another region, or judged on a clock ahead).
+func reclaimedWithinLease(old, cur *ledger.Record) bool {
+	for _, a := range cur.Attempts {
+		if a.N == old.Attempt {
+			return a.At.Before(old.LeaseUntil)
+		}
+	}
+	return false
 }
 
 func party(r *ledger.Record) Party {

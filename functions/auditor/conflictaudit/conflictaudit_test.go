@@ -226,3 +226,74 @@ func TestDecodedStreamImages(t *testing.T) {
 		}
 	}
 }
+
+// Two regions, one effect: region A's executor claims and fires it; its
+// record replicates to region B, and then A's lease is renewed only in A
+// (a partition) or B's clock runs ahead of A's. B's executor reclaims the
+// record as stalled and fires it too; A's completes. Whichever region's
+// write replication keeps, the other region's stream shows the overwrite,
+// and it is a conflict: a completed record is never reclaimed, and a
+// record whose lease was live at the reclaim was never stalled. Both
+// orders are flagged, and so is a reclaim of a record whose renewed lease
+// (in A) had not ended.
+func TestReclaimAcrossRegionsIsAConflict(t *testing.T) {
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	clockA, clockB := ledgertest.NewClock(t0), ledgertest.NewClock(t0)
+	stA, stB := memstore.New(), memstore.New()
+	newLedger := func(st ledger.Store, c *ledgertest.Clock) *ledger.Ledger {
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Heartbeat: -1, Wait: -1,
+			Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.Now}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	lA, lB := newLedger(stA, clockA), newLedger(stB, clockB)
+	eff := business(t, "two-regions")
+	key := "effect#" + eff.Identity.EffectID
+	calls := 0
+	var firingA, renewedA *ledger.Record
+	if _, err := lA.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		calls++
+		// A's claim replicates to B; then B no longer sees A's writes.
+		rec, _ := stA.Get(ctx, key)
+		firingA = rec.Clone()
+		if ok, _, err := stB.Create(ctx, rec.Clone(), clockB.Now()); !ok || err != nil {
+			t.Fatalf("replicate: %v %v", ok, err)
+		}
+		renewedA = rec.Clone()
+		renewedA.LeaseUntil = t0.Add(90 * time.Second) // A's heartbeat, seen in A only
+		// B, a minute later on its clock: A's lease looks expired there.
+		clockB.Advance(time.Minute)
+		if _, err := lB.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) { calls++; return []byte("b"), nil }); err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		clockA.Advance(5 * time.Second)
+		return []byte("a"), nil
+	}); err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	if calls != 2 {
+		t.Fatalf("%d provider calls; the scenario needs both regions to fire", calls)
+	}
+	finalA, _ := stA.Get(ctx, key)
+	finalB, _ := stB.Get(ctx, key)
+	for _, c := range []struct {
+		name     string
+		old, cur *ledger.Record
+	}{
+		{"B's write kept: A's completed record overwritten", finalA, finalB},
+		{"A's write kept: B's record overwritten", finalB, finalA},
+		{"B's reclaim over A's renewed lease", renewedA, finalB},
+	} {
+		if Detect := conflictaudit.Detect(c.old, c.cur); Detect == nil {
+			t.Errorf("%s: not flagged (old %s attempt %d, new %s attempt %d)", c.name, c.old.State, c.old.Attempt, c.cur.State, c.cur.Attempt)
+		}
+	}
+	// B's reclaim over the lease A's claim wrote (not renewed) is what
+	// one region does after a stall: not a conflict on its own.
+	if c := conflictaudit.Detect(firingA, finalB); c != nil {
+		t.Errorf("a reclaim after the lease written was flagged: %+v", c)
+	}
+}

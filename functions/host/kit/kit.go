@@ -172,8 +172,12 @@ func NewKit(c Config) (*Kit, error) {
 			if err != nil {
 				return nil, configError(err)
 			}
+			// A fence item outlives the effect record it guards (a day
+			// past the ledger's retention), so an escaped effect's pass
+			// is never forgotten while its record is kept.
 			o, err := fence.New(fence.Config{Store: fs,
-				Region: client.Options().Region, Metrics: metrics})
+				Region: client.Options().Region, Metrics: metrics,
+				Retention: max(fence.DefaultRetention, env.EffectRetention+24*time.Hour)})
 			if err != nil {
 				return nil, configError(err)
 			}

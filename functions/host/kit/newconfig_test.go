@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 )
@@ -43,5 +45,25 @@ func TestNewRefusesRunRetentionWithoutTheTransaction(t *testing.T) {
 	env.Transactional = true
 	if _, err := kit.NewKit(kit.Config{Env: env, Parts: kit.Parts{Runs: true, Guard: true}}); err != nil && strings.Contains(err.Error(), "RUN_RETENTION_DAYS") {
 		t.Fatalf("with the transaction: %v, want the run retention accepted", err)
+	}
+}
+
+// Under fenced-effects the fence keeps a passed token at least as long as
+// the ledger keeps the effect record (an escaped effect is never fired
+// again while its record says so): a ledger retention longer than the
+// fence's default is accepted, the fence's retention following it
+// (ledger.New refuses a fence that keeps less).
+func TestFencedKitKeepsTheFenceAsLongAsTheLedger(t *testing.T) {
+	for _, days := range []string{"14", "30", "400"} {
+		env, err := settings.LoadEnv(settings.Values(map[string]string{
+			settings.EnvRunsTable: "runs", "EFFECTS_TABLE": "effects", "FENCE_TABLE": "fence",
+			"CROSS_REGION": "fenced-effects", "FENCE_TABLE_REGION": "eu-west-1", "EFFECT_RETENTION_DAYS": days}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := dynamodb.New(dynamodb.Options{Region: "us-east-1"})
+		if _, err := kit.NewKit(kit.Config{Env: env, Client: client, Parts: kit.Parts{Runs: true, Ledger: true}}); err != nil {
+			t.Fatalf("EFFECT_RETENTION_DAYS=%s: %v", days, err)
+		}
 	}
 }

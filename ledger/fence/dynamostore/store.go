@@ -10,7 +10,8 @@
 // Unix seconds, the TTL attribute; on an MRSC table, which has no TTL, the
 // Sweeper, functions/sweeper, deletes expired items).
 //
-// Round trips: Token is one conditional UpdateItem; Pass is one conditional
+// Round trips: Token is one conditional UpdateItem (a second one, extending
+// the item's retention, when it is refused because a token passed); Pass is one conditional
 // UpdateItem (plus a consistent GetItem only when the condition fails and
 // the server did not return the old item). No transactions.
 package dynamostore
@@ -101,7 +102,8 @@ func decode(av map[string]types.AttributeValue) (*fence.Item, error) {
 	return out, nil
 }
 
-// Acquire implements fence.Store with one UpdateItem:
+// Acquire implements fence.Store with one UpdateItem (two when a token has
+// passed: the second extends the item's retention, see keep):
 //
 //	SET tok = if_not_exists(tok, :seed) + 1, expiresAtMs = :e, expiresAt = :es
 //	REMOVE passed, passedRegion, passedAt
@@ -162,7 +164,41 @@ func (s *Store) Acquire(ctx context.Context, effectID string, seed uint64, now, 
 		// without details rather than guess.
 		return 0, &fence.Passed{}, nil
 	}
+	if err := s.keep(ctx, effectID, cur.Passed.Token, expires); err != nil {
+		return 0, nil, err
+	}
 	return 0, cur.Passed, nil
+}
+
+// keep extends the retention of effectID's item, whose token passed, to
+// expires (a refused Acquire), with one UpdateItem:
+//
+//	SET expiresAtMs = :e, expiresAt = :es
+//	IF passed = :p AND expiresAtMs < :e
+//
+// A failed condition means the retention is already as long (or the pass
+// is gone, which only retention ends): nothing to do.
+func (s *Store) keep(ctx context.Context, effectID string, passed uint64, expires time.Time) error {
+	upd := expression.Set(expression.Name("expiresAtMs"), expression.Value(expires.UnixMilli())).
+		Set(expression.Name("expiresAt"), expression.Value((expires.UnixMilli()+999)/1000))
+	cond := expression.Name("passed").Equal(expression.Value(passed)).
+		And(expression.Name("expiresAtMs").LessThan(expression.Value(expires.UnixMilli())))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return fmt.Errorf("fence/dynamostore: expression: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID),
+		UpdateExpression:          ex.Update(),
+		ConditionExpression:       ex.Condition(),
+		ExpressionAttributeNames:  ex.Names(),
+		ExpressionAttributeValues: ex.Values(),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if err != nil && !errors.As(err, &ccf) {
+		return fmt.Errorf("fence/dynamostore: UpdateItem (retention of a pass): %w", err)
+	}
+	return nil
 }
 
 // Pass implements fence.Store with one UpdateItem:
@@ -209,6 +245,52 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 		}
 	}
 	if cur != nil && cur.Passed != nil && cur.Passed.Token == token {
+		return true, nil, nil
+	}
+	return false, cur, nil
+}
+
+// Reopen implements fence.Store with one UpdateItem:
+//
+//	REMOVE passed, passedRegion, passedAt
+//	IF passed = :t
+//
+// A failed condition against an item with no passed token (or no item) is
+// ok: nothing to forget. Otherwise another token passed.
+func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool, *fence.Item, error) {
+	upd := expression.Remove(expression.Name("passed")).
+		Remove(expression.Name("passedRegion")).
+		Remove(expression.Name("passedAt"))
+	cond := expression.Name("passed").Equal(expression.Value(token))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return false, nil, fmt.Errorf("fence/dynamostore: expression: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID),
+		UpdateExpression:                    ex.Update(),
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, nil, fmt.Errorf("fence/dynamostore: UpdateItem: %w", err)
+	}
+	cur, err := decode(ccf.Item)
+	if err != nil {
+		return false, nil, err
+	}
+	if cur == nil {
+		if cur, err = s.Get(ctx, effectID); err != nil {
+			return false, nil, err
+		}
+	}
+	if cur == nil || cur.Passed == nil {
 		return true, nil, nil
 	}
 	return false, cur, nil

@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -43,7 +44,9 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// Round trips are a contract: Token and Pass are one UpdateItem each.
+// Round trips are a contract: Token and Pass are one UpdateItem each; a
+// Token refused because a token passed is two (plus a GetItem where the
+// engine returns no old item with the failed condition).
 func TestRoundTrips(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		cnt := dynamotest.NewCounter()
@@ -60,6 +63,12 @@ func TestRoundTrips(t *testing.T) {
 		cnt.Reset()
 		if err := o.Pass(ctx(t), id, tok); err != nil || cnt.Total() != 1 {
 			t.Fatalf("Pass: %v, %d round trips (%v)", err, cnt.Total(), cnt.Ops())
+		}
+		// Refused because a token passed: the refused UpdateItem and the
+		// one that keeps the pass as long as the new token would have been.
+		cnt.Reset()
+		if _, err := o.Token(ctx(t), id); !errors.Is(err, fence.ErrIssued) || cnt.Total() > 3 || cnt.Ops()["UpdateItem"] != 2 {
+			t.Fatalf("refused Token: %v, %d round trips (%v)", err, cnt.Total(), cnt.Ops())
 		}
 	})
 }

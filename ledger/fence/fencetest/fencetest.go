@@ -147,6 +147,63 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("RefusedAcquireKeepsThePass", func(t *testing.T) {
+		// A refused Acquire extends the passed item's retention to its
+		// expires (never shortens it), so a pass outlives the effect record
+		// that each refused attempt keeps.
+		s, id := h.NewStore(t), EffectID()
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		at := t0.Add(13 * day)
+		if nt, p, err := s.Acquire(ctx, id, seed(at), at, at.Add(15*day)); err != nil || p == nil || p.Token != tok || nt != 0 {
+			t.Fatalf("Acquire after pass = %d, %+v, %v", nt, p, err)
+		}
+		if it, err := s.Get(ctx, id); err != nil || it == nil || !it.ExpiresAt.Equal(at.Add(15*day)) || it.Token != tok {
+			t.Fatalf("item after a refused Acquire = %+v, %v; want the same token, retention to %v", it, err, at.Add(15*day))
+		}
+		later := t0.Add(16 * day)
+		if _, p, err := s.Acquire(ctx, id, seed(later), later, t0.Add(20*day)); err != nil || p == nil || p.Token != tok {
+			t.Fatalf("Acquire past the first retention = %+v, %v; want the pass of token %d", p, err, tok)
+		}
+		if it, _ := s.Get(ctx, id); it == nil || !it.ExpiresAt.Equal(at.Add(15*day)) {
+			t.Fatalf("a refused Acquire shortened the retention: %+v", it)
+		}
+	})
+
+	t.Run("ReopenForgetsOnlyItsOwnPass", func(t *testing.T) {
+		s, id := h.NewStore(t), EffectID()
+		if ok, _, err := s.Reopen(ctx, id, 7); err != nil || !ok {
+			t.Fatalf("Reopen of an absent item = %v, %v; want ok (nothing to forget)", ok, err)
+		}
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, err := s.Reopen(ctx, id, tok); err != nil || !ok {
+			t.Fatalf("Reopen before any pass = %v, %v; want ok", ok, err)
+		}
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		if ok, cur, err := s.Reopen(ctx, id, tok-1); err != nil || ok || cur == nil || cur.Passed == nil || cur.Passed.Token != tok {
+			t.Fatalf("Reopen of another token = %v, %+v, %v; want refused, naming the pass of %d", ok, cur, err, tok)
+		}
+		for range 2 { // the second is a retry whose first try applied
+			if ok, _, err := s.Reopen(ctx, id, tok); err != nil || !ok {
+				t.Fatalf("Reopen of the passed token = %v, %v", ok, err)
+			}
+		}
+		nt, p, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if err != nil || p != nil || nt <= tok {
+			t.Fatalf("Acquire after Reopen = %d, %+v, %v; want a token above %d", nt, p, err, tok)
+		}
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); ok {
+			t.Fatal("the reopened token passed again")
+		}
+		if ok, _, _ := s.Pass(ctx, id, nt, "eu", t0); !ok {
+			t.Fatal("the token after Reopen was refused")
+		}
+	})
+
 	t.Run("ExpiredPassReissues", func(t *testing.T) {
 		s, id := h.NewStore(t), EffectID()
 		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))

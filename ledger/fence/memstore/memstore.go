@@ -46,6 +46,9 @@ func (s *Store) Acquire(ctx context.Context, effectID string, seed uint64, now, 
 		it = &fence.Item{EffectID: effectID, Token: seed}
 		s.items[effectID] = it
 	} else if it.Passed != nil && now.Before(it.ExpiresAt) {
+		if expires.After(it.ExpiresAt) {
+			it.ExpiresAt = expires
+		}
 		p := *it.Passed
 		return 0, &p, nil
 	}
@@ -70,6 +73,24 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 		return false, clone(it), nil
 	}
 	it.Passed = &fence.Passed{Token: token, Region: region, At: now}
+	return true, nil, nil
+}
+
+// Reopen implements fence.Store.
+func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool, *fence.Item, error) {
+	if err := ctx.Err(); err != nil {
+		return false, nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it := s.items[effectID]
+	if it == nil || it.Passed == nil {
+		return true, nil, nil
+	}
+	if it.Passed.Token != token {
+		return false, clone(it), nil
+	}
+	it.Passed = nil
 	return true, nil, nil
 }
 

@@ -1,0 +1,108 @@
+package auditfn
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger/fence"
+)
+
+type countingRestorer struct{ n int }
+
+func (c *countingRestorer) Restore(context.Context, map[string]types.AttributeValue, string) error {
+	c.n++
+	return nil
+}
+
+// A key claimed again after its record's retention ended is a new key's
+// claim, not a rival region's, even when the auditor's clock is behind the
+// clock of the request that claimed it: the old record's expiry is judged
+// at the new claim's own time (its lease write), not only at the
+// auditor's, so the new claim is neither held nor overwritten. A rival
+// claim made while the old record was live is still held.
+func TestKeyClaimedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	table := e.CreateTable(t, "IdempotencyTable")
+	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	id := keyspace.ID("tenant:acme", "POST /runs", "skewed-key-0123456789abcdef")
+	item := func() map[string]types.AttributeValue {
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil || len(out.Items) != 1 {
+			t.Fatalf("scan: %v, %d items", err, len(out.Items))
+		}
+		return out.Items[0]
+	}
+	claim := func(req string, now time.Time) idem.Record {
+		rec := idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
+			LeaseExpires: now.Add(time.Minute), Expires: now.Add(time.Hour)}
+		res, err := st.Claim(ctx, rec, now)
+		if err != nil || (res.Decision != idem.Claimed && res.Decision != idem.Reclaimed) {
+			t.Fatalf("claim %s: %+v %v", req, res, err)
+		}
+		return res.Record
+	}
+	first := claim("req-1", t0)
+	if err := st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
+		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	old := item()
+	later := t0.Add(time.Hour + time.Second) // the first record's retention has ended
+	claim("req-2", later)
+	cur := item()
+	for _, skew := range []time.Duration{0, -time.Minute} {
+		r := &countingRestorer{}
+		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Auditor{Conflicts: ca, Restore: r, Now: func() time.Time { return later.Add(skew) },
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: cur}})
+		if r.n != 0 || c.Restored != 0 || c.Conflicts != 0 {
+			t.Fatalf("auditor clock %v from the new claim's: %d restores, %d conflicts; the new claim was taken for a rival's", skew, r.n, c.Conflicts)
+		}
+	}
+	// A rival claim while the first record is live (another region's
+	// replica, where the key was absent) is held as before.
+	table2 := e.CreateTable(t, "IdempotencyTable")
+	st2, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-rival", RequestID: "req-rival",
+		LeaseExpires: t0.Add(2 * time.Minute), Expires: t0.Add(time.Hour + time.Minute)}, t0.Add(time.Minute)); err != nil || res.Decision != idem.Claimed {
+		t.Fatalf("rival claim: %+v %v", res, err)
+	}
+	out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table2), ConsistentRead: aws.Bool(true)})
+	if err != nil || len(out.Items) != 1 {
+		t.Fatalf("scan: %v", err)
+	}
+	for _, skew := range []time.Duration{0, time.Hour} { // the auditor late, even past the first record's retention
+		r := &countingRestorer{}
+		ca, _ := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+		a := &Auditor{Conflicts: ca, Restore: r, Now: func() time.Time { return t0.Add(time.Minute + skew/2) },
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		if a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: out.Items[0]}}); r.n != 1 {
+			t.Fatalf("auditor %v late: the rival claim over a live record was not held (%d restores)", skew/2, r.n)
+		}
+	}
+}
