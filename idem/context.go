@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -24,6 +25,17 @@ type claimState struct {
 	info   ClaimInfo
 	mu     sync.Mutex
 	writes []any
+	// causes are TransactOr's, each with the writes it covers; answer is
+	// OnConflict's.
+	causes []writeCause
+	answer func(cause error) *Response
+}
+
+// writeCause is a TransactOr registration: cause explains a failed
+// condition of the writes from up to to (indices into claimState.writes).
+type writeCause struct {
+	from, to int
+	cause    func(ctx context.Context, index int) error
 }
 
 // FromContext returns the claim the handler runs under.
@@ -51,6 +63,86 @@ func Transact(ctx context.Context, writes ...any) error {
 	c.writes = append(c.writes, writes...)
 	c.mu.Unlock()
 	return nil
+}
+
+// TransactOr is Transact for writes whose own condition can fail for a
+// reason the host answers itself (a uniqueness its write checks, a
+// fence it set). Should the completion transaction be cancelled because
+// one of writes failed its condition (the store's *WriteConflictError
+// names it), the Guard calls cause with that write's index among writes,
+// after the cancellation (nothing was written), on a context without the
+// request's cancellation; the error it returns is handed to the answer the
+// handler registered with OnConflict. A nil error, an error that answer
+// does not answer, or no answer at all keeps the Guard's own answer for a
+// cancelled completion: 500 internal_error, the record released. cause may
+// read the store; it must not write. TransactOr returns ErrNoClaim outside
+// a claim.
+func TransactOr(ctx context.Context, cause func(ctx context.Context, index int) error, writes ...any) error {
+	c, ok := ctx.Value(claimKey{}).(*claimState)
+	if !ok {
+		return ErrNoClaim
+	}
+	c.mu.Lock()
+	from := len(c.writes)
+	c.writes = append(c.writes, writes...)
+	if cause != nil && len(writes) > 0 {
+		c.causes = append(c.causes, writeCause{from: from, to: len(c.writes), cause: cause})
+	}
+	c.mu.Unlock()
+	return nil
+}
+
+// OnConflict registers the handler's answer to the cause of a cancelled
+// completion (TransactOr): answer returns the request's answer for cause,
+// or nil for a cause it does not answer. The answer replaces the
+// handler's response, whose writes none committed, and is recorded as
+// the policy says for it (Policy.Cache: a forgotten answer deletes the
+// record, a retryable one releases it, a final one is recorded, without
+// any of the writes). The last registration holds. OnConflict returns
+// ErrNoClaim outside a claim.
+func OnConflict(ctx context.Context, answer func(cause error) *Response) error {
+	c, ok := ctx.Value(claimKey{}).(*claimState)
+	if !ok {
+		return ErrNoClaim
+	}
+	c.mu.Lock()
+	c.answer = answer
+	c.mu.Unlock()
+	return nil
+}
+
+// conflictAnswer is the handler's answer to the cancelled completion err
+// (a *WriteConflictError) of the writes taken last (takeWrites), or nil:
+// the cause registered for the failed write (TransactOr), answered by
+// OnConflict's answer. A panic of either is nil, never the request's.
+func (c *claimState) conflictAnswer(ctx context.Context, err error) (resp *Response, cause error) {
+	var wc *WriteConflictError
+	if !errors.As(err, &wc) || wc.Index < 0 {
+		return nil, nil
+	}
+	c.mu.Lock()
+	answer := c.answer
+	var fn func(context.Context, int) error
+	at := 0
+	for _, w := range c.causes {
+		if wc.Index >= w.from && wc.Index < w.to {
+			fn, at = w.cause, wc.Index-w.from
+			break
+		}
+	}
+	c.mu.Unlock()
+	if fn == nil || answer == nil {
+		return nil, nil
+	}
+	defer func() {
+		if recover() != nil {
+			resp = nil
+		}
+	}()
+	if cause = fn(ctx, at); cause == nil {
+		return nil, nil
+	}
+	return answer(cause), cause
 }
 
 func (c *claimState) takeWrites() []any {
