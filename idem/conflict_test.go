@@ -98,6 +98,23 @@ func TestConflictAnsweredByHandler(t *testing.T) {
 			}
 		})
 	}
+	// Guard.Once has no response to answer with: its cancelled
+	// completion stays ErrNotCommitted, whatever the handler answers.
+	e := newEnv(t, nil)
+	if _, _, err := e.guard.Once(context.Background(), idem.Work{Operation: "order", Key: "first", Run: func(ctx context.Context) ([]byte, error) {
+		return []byte(`{}`), idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	asked := false
+	_, _, err := e.guard.Once(context.Background(), idem.Work{Operation: "order", Key: "second", Run: func(ctx context.Context) ([]byte, error) {
+		_ = idem.OnConflict(ctx, func(error) *idem.Response { return &idem.Response{Status: 200, Body: []byte(`{"answer":1}`)} })
+		return []byte(`{}`), idem.TransactOr(ctx, func(context.Context, int) error { asked = true; return errTaken },
+			memstore.Write{Key: "order-1", Value: []byte("second"), IfAbsent: true})
+	}})
+	if !errors.Is(err, idem.ErrNotCommitted) || asked {
+		t.Fatalf("Once with a conflicting write: %v (cause asked: %v), want ErrNotCommitted", err, asked)
+	}
 	if err := idem.TransactOr(context.Background(), nil, 1); !errors.Is(err, idem.ErrNoClaim) {
 		t.Fatalf("TransactOr outside a claim: %v", err)
 	}

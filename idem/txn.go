@@ -737,8 +737,12 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		return t.takenOver()
 	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
 		t.writeFailed(ctx, "complete", err)
-		if alt, cause := cs.conflictAnswer(wctx, err); alt != nil {
-			return t.answerConflict(ctx, wctx, rec, alt, cause, now)
+		// Guard.Once has no response to answer with: its cancelled
+		// completion stays ErrNotCommitted.
+		if t.in.method != methodEvent {
+			if alt, cause := cs.conflictAnswer(wctx, err); alt != nil {
+				return t.answerConflict(ctx, wctx, rec, alt, cause, now)
+			}
 		}
 		t.release(wctx, rec, now)
 		return t.fail(internalError())
