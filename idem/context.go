@@ -22,17 +22,33 @@ type ClaimInfo struct {
 type claimKey struct{}
 
 type claimState struct {
-	info   ClaimInfo
-	mu     sync.Mutex
+	info ClaimInfo
+	mu   sync.Mutex
+	// tx holds what the handler registered (Transact, TransactOr,
+	// OnConflict); nil until it registers anything, so that a claim
+	// without transactional writes carries one pointer for them.
+	tx *claimTx
+}
+
+// claimTx is a claim's transactional registrations: its writes, the
+// causes of their conditions (TransactOr, each with the writes it covers)
+// and the handler's answer to a cause (OnConflict).
+type claimTx struct {
 	writes []any
-	// causes are TransactOr's, each with the writes it covers; answer is
-	// OnConflict's.
 	causes []writeCause
 	answer func(cause error) *Response
 }
 
+// txLocked returns c.tx, made if needed; c.mu is held.
+func (c *claimState) txLocked() *claimTx {
+	if c.tx == nil {
+		c.tx = &claimTx{}
+	}
+	return c.tx
+}
+
 // writeCause is a TransactOr registration: cause explains a failed
-// condition of the writes from up to to (indices into claimState.writes).
+// condition of the writes from up to to (indices into claimTx.writes).
 type writeCause struct {
 	from, to int
 	cause    func(ctx context.Context, index int) error
@@ -60,7 +76,8 @@ func Transact(ctx context.Context, writes ...any) error {
 		return ErrNoClaim
 	}
 	c.mu.Lock()
-	c.writes = append(c.writes, writes...)
+	tx := c.txLocked()
+	tx.writes = append(tx.writes, writes...)
 	c.mu.Unlock()
 	return nil
 }
@@ -83,10 +100,11 @@ func TransactOr(ctx context.Context, cause func(ctx context.Context, index int) 
 		return ErrNoClaim
 	}
 	c.mu.Lock()
-	from := len(c.writes)
-	c.writes = append(c.writes, writes...)
+	tx := c.txLocked()
+	from := len(tx.writes)
+	tx.writes = append(tx.writes, writes...)
 	if cause != nil && len(writes) > 0 {
-		c.causes = append(c.causes, writeCause{from: from, to: len(c.writes), cause: cause})
+		tx.causes = append(tx.causes, writeCause{from: from, to: len(tx.writes), cause: cause})
 	}
 	c.mu.Unlock()
 	return nil
@@ -108,7 +126,7 @@ func OnConflict(ctx context.Context, answer func(cause error) *Response) error {
 		return ErrNoClaim
 	}
 	c.mu.Lock()
-	c.answer = answer
+	c.txLocked().answer = answer
 	c.mu.Unlock()
 	return nil
 }
@@ -123,10 +141,14 @@ func (c *claimState) conflictAnswer(ctx context.Context, err error) (resp *Respo
 		return nil, nil
 	}
 	c.mu.Lock()
-	answer := c.answer
+	var answer func(error) *Response
+	var causes []writeCause
+	if c.tx != nil {
+		answer, causes = c.tx.answer, c.tx.causes
+	}
 	var fn func(context.Context, int) error
 	at := 0
-	for _, w := range c.causes {
+	for _, w := range causes {
 		if wc.Index >= w.from && wc.Index < w.to {
 			fn, at = w.cause, wc.Index-w.from
 			break
@@ -150,7 +172,10 @@ func (c *claimState) conflictAnswer(ctx context.Context, err error) (resp *Respo
 func (c *claimState) takeWrites() []any {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.writes
-	c.writes = nil
+	if c.tx == nil {
+		return nil
+	}
+	w := c.tx.writes
+	c.tx.writes = nil
 	return w
 }
