@@ -60,7 +60,11 @@ type DynamoRuns struct {
 	// often the request is retried or reclaimed. Set it only when the
 	// idempotency store is idem/dynamostore on the same DynamoDB endpoint as
 	// Table, and that endpoint supports transactions. Default false: a
-	// conditional PutItem.
+	// conditional PutItem. A run's Put found taken only by the completion
+	// transaction is not CreateScoped's error but the cancelled
+	// completion's cause (idem.TransactOr), the same error the conditional
+	// PutItem gives: a *ScopeHeldError where a takeover of its scope fenced
+	// the run's id, which the handler answers through idem.OnConflict.
 	Transactional bool
 	// Retention is how long an ended run is kept after its end: the write
 	// that ends it (Transition or Cancel to a terminal status, Breach)
