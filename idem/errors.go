@@ -1,6 +1,9 @@
 package idem
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The sentinel errors, matched with errors.Is. Typed errors (*ConfigError,
 // *KeyError, *canon.ValidationError) match their sentinel
@@ -53,6 +56,8 @@ var (
 	ErrFenced = errors.New("idem: fenced: not the record's owner")
 	// ErrWriteConflict: a business write in Outcome.Writes failed its own
 	// condition; the transaction was cancelled and nothing was written.
+	// A store that can tell which write failed returns a
+	// *WriteConflictError naming it.
 	ErrWriteConflict = errors.New("idem: transactional write condition failed")
 	// ErrUnsupportedWrite: Outcome.Writes holds a value the store cannot
 	// apply. Nothing was written.
@@ -113,3 +118,29 @@ var (
 	// as an error: the record is left retryable.
 	ErrEventPanic = errors.New("idem: event handler panicked")
 )
+
+// WriteConflictError is ErrWriteConflict naming the write: the completion
+// transaction was cancelled because the business write at Index in
+// Outcome.Writes failed its own condition (the first such write, where
+// several did), and nothing was written. Index is -1 when the store cannot
+// tell which write it was. A store returns it (errors.As) for every
+// ErrWriteConflict it can attribute; the Guard hands the write's cause to
+// the handler's answer (TransactOr, OnConflict).
+type WriteConflictError struct {
+	Index int
+	// Err is the store's own error, for the logs (may be nil).
+	Err error
+}
+
+func (e *WriteConflictError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("%v: write %d", ErrWriteConflict, e.Index)
+	}
+	return fmt.Sprintf("%v: write %d: %v", ErrWriteConflict, e.Index, e.Err)
+}
+
+// Is makes a *WriteConflictError match ErrWriteConflict.
+func (e *WriteConflictError) Is(target error) bool { return target == ErrWriteConflict }
+
+// Unwrap returns the store's own error.
+func (e *WriteConflictError) Unwrap() error { return e.Err }

@@ -737,6 +737,13 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		return t.takenOver()
 	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
 		t.writeFailed(ctx, "complete", err)
+		// Guard.Once has no response to answer with: its cancelled
+		// completion stays ErrNotCommitted.
+		if t.in.method != methodEvent {
+			if alt, cause := cs.conflictAnswer(wctx, err); alt != nil {
+				return t.answerConflict(ctx, wctx, rec, alt, cause, now)
+			}
+		}
 		t.release(wctx, rec, now)
 		return t.fail(internalError())
 	default:
@@ -751,6 +758,40 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		}
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
+}
+
+// answerConflict answers alt, the handler's answer (OnConflict) to the
+// cause of its cancelled completion (TransactOr): nothing of its writes
+// committed, and the record ends as the policy says for alt (Cache), as
+// it would for the handler's own response: a forgotten answer deletes it,
+// a retryable one releases it, a final one is recorded without the writes
+// (409 in flight when that write is fenced; released, with alt answered,
+// when it fails otherwise).
+func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Record, alt *Response, cause error, now time.Time) *Response {
+	g := t.g
+	t.logf(ctx, slog.LevelInfo, "idempotency: completion cancelled by a write's condition, answered by the handler",
+		t.errText(cause), slog.Int("status", alt.Status))
+	switch cls, state := g.classify(alt); cls {
+	case Retry:
+		t.release(wctx, rec, now)
+	case Forget:
+		if err := g.cfg.Store.Delete(wctx, t.id, t.owner, now); err != nil {
+			t.writeFailed(ctx, "delete", err)
+		}
+	default:
+		out := Outcome{State: state, Response: cacheableInto(&t.x.cached, alt), Expires: g.expires(now)}
+		if len(alt.Body) > MaxResponseBytes {
+			out.Response = notKeptOutcome(alt)
+		}
+		if err := g.cfg.Store.Complete(wctx, rec, out, now); err != nil {
+			t.writeFailed(ctx, "complete", err)
+			if errors.Is(err, ErrFenced) {
+				return t.takenOver()
+			}
+			t.release(wctx, rec, now)
+		}
+	}
+	return t.decorate(t.render(alt), false, rec.RequestID)
 }
 
 // takenOver is the answer to a request whose claim another invocation

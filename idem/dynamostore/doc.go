@@ -31,7 +31,9 @@
 //     types.TransactWriteItem (or pointers) commit in ONE TransactWriteItems
 //     with the fenced completion (at most 99 writes, 4 MB in total, DynamoDB's
 //     limits). If the fence fails nothing is written (idem.ErrFenced); if a
-//     business write's own condition fails, idem.ErrWriteConflict. An
+//     business write's own condition fails, an *idem.WriteConflictError
+//     (idem.ErrWriteConflict) naming that write by its index in
+//     Outcome.Writes (from the cancellation reasons, one per item). An
 //     endpoint without transactions (dynalite) gets ErrNoTransactions: the
 //     store never degrades to non-atomic writes.
 //   - Responses up to idem.MaxResponseBytes (6 MB) are stored and replayed

@@ -397,10 +397,12 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 	if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 		return s.fenceFailed(ctx, id, reasons[0].Item, &sent, mine, ref)
 	}
-	for _, r := range reasons[min(1, len(reasons)):] {
+	for i, r := range reasons[min(1, len(reasons)):] {
 		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			// reasons are by item, the record's Put first: writes[i]
+			// is reasons[i+1].
 			s.dropChunks(ctx, id, ref)
-			return fmt.Errorf("%w: %v", idem.ErrWriteConflict, err)
+			return &idem.WriteConflictError{Index: i, Err: err}
 		}
 	}
 	return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)

@@ -943,9 +943,19 @@ func (s *suite) txWrites(t *testing.T) {
 		complete(t, st, id0, "o", idem.Outcome{State: idem.StateCompleted, Response: resp(201, "x"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
 		id := newID(t)
 		claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
-		err := st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(201, "y"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, name)}}, now)
+		free := "item-" + randHex(6)
+		err := st.Complete(ctx, claimed(t, id, "owner-1"), idem.Outcome{State: idem.StateCompleted, Response: resp(201, "y"), Expires: now.Add(keep), Writes: []any{tx.Put(t, st, free), tx.Put(t, st, name)}}, now)
 		if !errors.Is(err, idem.ErrWriteConflict) {
 			t.Fatalf("Complete with a conflicting write: err = %v, want ErrWriteConflict", err)
+		}
+		// The error names the write whose condition failed, by its index
+		// in Outcome.Writes (the Guard hands its cause to the handler).
+		var wc *idem.WriteConflictError
+		if !errors.As(err, &wc) || wc.Index != 1 {
+			t.Fatalf("Complete whose second write conflicts: err = %v, want a *WriteConflictError with Index 1", err)
+		}
+		if tx.Exists(t, st, free) {
+			t.Fatalf("a cancelled completion committed its other write")
 		}
 		if g := mustGet(t, st, id, now); g.State != idem.StatePending || g.Owner != "owner-1" {
 			t.Fatalf("record changed by a cancelled transaction: %s", summary(g))

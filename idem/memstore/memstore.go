@@ -39,7 +39,8 @@ func New() *Store {
 // Write is memstore's transactional business write (idem.Outcome.Writes):
 // it sets Key to Value, or removes Key when Delete is set. With IfAbsent the
 // write's own condition is that Key does not exist; when it fails the whole
-// completion is cancelled with idem.ErrWriteConflict.
+// completion is cancelled with an *idem.WriteConflictError naming the
+// first such write (idem.ErrWriteConflict).
 type Write struct {
 	Key      string
 	Value    []byte
@@ -217,9 +218,9 @@ func (s *Store) complete(b []byte, rawSHA256 string, out idem.Outcome, writes []
 	if used(b)+need > maxRecord {
 		return fmt.Errorf("%w: a record of more than %d bytes", idem.ErrTooLarge, maxRecord)
 	}
-	for _, w := range writes {
+	for i, w := range writes {
 		if _, exists := s.items[w.Key]; w.IfAbsent && exists {
-			return fmt.Errorf("%w: item %q exists", idem.ErrWriteConflict, w.Key)
+			return &idem.WriteConflictError{Index: i, Err: fmt.Errorf("item %q exists", w.Key)}
 		}
 	}
 	for _, w := range writes {

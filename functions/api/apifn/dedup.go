@@ -2,6 +2,7 @@ package apifn
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/webhook"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/jcs"
@@ -64,4 +66,24 @@ func scopeHeldResp() events.APIGatewayV2HTTPResponse {
 		"a live run of this tenant already holds this scopeId; retry after it ends"))
 	r.Headers["Retry-After"] = strconv.Itoa(int(runs.ScopeRetryAfter.Seconds()))
 	return r
+}
+
+// scopeHeldAnswer is createRun's answer (idem.OnConflict) to the cause of
+// a completion transaction cancelled by its run's write: where the run
+// commits with the completion (runs.DynamoRuns.Transactional), a takeover
+// of the scope may fence the run's id after every check passed, and the
+// run's Put then cancels the transaction with a *runs.ScopeHeldError as
+// its cause. The answer is the one a create refused before its write gets,
+// scopeHeldResp (forgotten, as it is), never a 500. Nil for any other
+// cause: the Guard's own answer stands.
+func scopeHeldAnswer(cause error) *idem.Response {
+	if !errors.Is(cause, runs.ErrScopeHeld) {
+		return nil
+	}
+	r := scopeHeldResp()
+	h := make(map[string][]string, len(r.Headers))
+	for k, v := range r.Headers {
+		h[http.CanonicalHeaderKey(k)] = []string{v}
+	}
+	return &idem.Response{Status: r.StatusCode, Headers: h, Body: []byte(r.Body)}
 }

@@ -65,7 +65,12 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	// Every execution of this idempotency record names the same run
 	// (createClaimedRun). Under `OpenWOP-Dedup: enforce` with a scopeId
 	// the run holds the tenant's scope while it is live: a create while
-	// another live run holds it is 409 run_already_active (dedup.go).
+	// another live run holds it is 409 run_already_active (dedup.go),
+	// also when it is found only by the completion transaction holding
+	// the run's write (scopeHeldAnswer).
+	if scope != "" {
+		_ = idem.OnConflict(ctx, scopeHeldAnswer) // ErrNoClaim: nothing to answer
+	}
 	claim, existed, err := h.createClaimedRun(ctx, &run, scope, func(prev runs.Run) bool {
 		return prev.Tenant == tenant && prev.WorkflowID == run.WorkflowID
 	})

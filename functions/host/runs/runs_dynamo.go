@@ -60,7 +60,11 @@ type DynamoRuns struct {
 	// often the request is retried or reclaimed. Set it only when the
 	// idempotency store is idem/dynamostore on the same DynamoDB endpoint as
 	// Table, and that endpoint supports transactions. Default false: a
-	// conditional PutItem.
+	// conditional PutItem. A run's Put found taken only by the completion
+	// transaction is not CreateScoped's error but the cancelled
+	// completion's cause (idem.TransactOr), the same error the conditional
+	// PutItem gives: a *ScopeHeldError where a takeover of its scope fenced
+	// the run's id, which the handler answers through idem.OnConflict.
 	Transactional bool
 	// Retention is how long an ended run is kept after its end: the write
 	// that ends it (Transition or Cancel to a terminal status, Breach)
@@ -292,9 +296,16 @@ func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	return d.create(ctx, r)
 }
 
-// create is Create once r was checked (checkNew): also CreateScoped's run
-// write.
-func (d *DynamoRuns) create(ctx context.Context, r Run) error {
+// create is Create once r was checked (checkNew).
+func (d *DynamoRuns) create(ctx context.Context, r Run) error { return d.createIn(ctx, r, "") }
+
+// createIn is create, and CreateScoped's run write for the scope item
+// scope ("" for none). In the completion transaction, the run's Put is
+// registered with its cause (TransactOr, putCause): should its condition
+// cancel the transaction, the cause is the same error the conditional
+// PutItem gives (a *ScopeHeldError where a takeover's tombstone fenced r's
+// id, else ErrRunExists), for the handler to answer (idem.OnConflict).
+func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
 		return err
@@ -314,7 +325,7 @@ func (d *DynamoRuns) create(ctx context.Context, r Run) error {
 				UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
 				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues}})
 		}
-		err := idem.Transact(ctx, writes...)
+		err := idem.TransactOr(ctx, d.putCause(r.ID, scope), writes...)
 		if err == nil {
 			return nil
 		}
@@ -333,6 +344,34 @@ func (d *DynamoRuns) create(ctx context.Context, r Run) error {
 		return d.LinkRetry(ctx, r.RetryOf, r.ID)
 	}
 	return nil
+}
+
+// putCause is the cause (idem.TransactOr) of a cancelled completion
+// transaction whose run Put (its write 0) for id found id taken: a
+// *ScopeHeldError when the item there is a takeover's tombstone (scope is
+// the scope item the run was to hold; its holder is read for the error),
+// else ErrRunExists. Nil for another write (the retry's link) or when an
+// item cannot be read. Two consistent reads, on that path only.
+func (d *DynamoRuns) putCause(id, scope string) func(ctx context.Context, index int) error {
+	return func(ctx context.Context, index int) error {
+		if index != 0 {
+			return nil
+		}
+		it, err := d.getItem(ctx, id)
+		if err != nil || it == nil {
+			return nil
+		}
+		if _, ok := it[runAttrTakenOver]; !ok {
+			return ErrRunExists
+		}
+		holder := ""
+		if scope != "" {
+			if holder, _, err = d.scopeHolder(ctx, scope); err != nil {
+				return nil
+			}
+		}
+		return &ScopeHeldError{Holder: holder}
+	}
 }
 
 // linkRetryUpdate is LinkRetry's write: ADD retryID to the failed run's

@@ -91,7 +91,7 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 	if err := d.acquireScope(ctx, key, r); err != nil {
 		return err
 	}
-	err := d.create(ctx, r)
+	err := d.createIn(ctx, r, key)
 	if err != nil && !errors.Is(err, ErrRunExists) && !errors.Is(err, ErrScopeHeld) {
 		// The run's write failed after the scope's landed: give the scope
 		// up rather than hold it for ScopeHoldGrace. The tombstone at r's

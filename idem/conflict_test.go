@@ -1,0 +1,124 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+)
+
+// errTaken is a host's cause for its own write condition failing.
+var errTaken = errors.New("test: the order's slot is taken")
+
+// TestConflictAnsweredByHandler: a handler whose transactional write
+// fails its own condition at completion has the cause of that write
+// (TransactOr) answered by its own answer (OnConflict) instead of 500:
+// nothing of its writes commits, and the record ends as the policy says
+// for the answer (a forgotten 409 run_already_active deletes it, so the
+// key runs afresh; a final 422 is recorded and replayed). Without a
+// cause, or an answer for it, the cancelled completion is 500 and the
+// record released, as before.
+func TestConflictAnsweredByHandler(t *testing.T) {
+	held := &idem.Response{Status: 409, Headers: map[string][]string{"Content-Type": {"application/json"}, "Retry-After": {"5"}},
+		Body: []byte(`{"error":"run_already_active","message":"held"}`)}
+	final := &idem.Response{Status: 422, Headers: map[string][]string{"Content-Type": {"application/json"}},
+		Body: []byte(`{"error":"unprocessable","message":"taken"}`)}
+	for _, tc := range []struct {
+		name   string
+		cause  error
+		answer *idem.Response
+		status int
+		// kept is true when the key's next request replays (the
+		// answer was recorded), false when it runs the handler again.
+		kept bool
+	}{
+		{"forgotten", errTaken, held, 409, false},
+		{"final", errTaken, final, 422, true},
+		{"no cause", nil, held, 500, false},
+		{"no answer", errTaken, nil, 500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			if r := e.call(&handler{before: func(ctx context.Context) {
+				_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+			}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
+				t.Fatalf("the first order: %+v", r)
+			}
+			var index []int
+			h := &handler{before: func(ctx context.Context) {
+				_ = idem.Transact(ctx, memstore.Write{Key: "audit", Value: []byte("a")})
+				err := idem.TransactOr(ctx, func(_ context.Context, i int) error {
+					index = append(index, i)
+					return tc.cause
+				}, memstore.Write{Key: "log", Value: []byte("l")}, memstore.Write{Key: "order-1", Value: []byte("second"), IfAbsent: true})
+				if err != nil {
+					t.Errorf("TransactOr: %v", err)
+				}
+				if err := idem.OnConflict(ctx, func(cause error) *idem.Response {
+					if errors.Is(cause, errTaken) {
+						return tc.answer
+					}
+					return nil
+				}); err != nil {
+					t.Errorf("OnConflict: %v", err)
+				}
+			}}
+			ev := v2event("POST", "POST /orders", testKey, `{}`)
+			r := e.call(h, ev)
+			if r.StatusCode != tc.status {
+				t.Fatalf("answered %d %v %s, want %d", r.StatusCode, r.Headers, r.Body, tc.status)
+			}
+			if tc.status == 409 && r.Headers["Retry-After"] != "5" {
+				t.Fatalf("the answer's headers: %v", r.Headers)
+			}
+			// The cause is asked about the failed write, by its index
+			// among the writes registered with it.
+			if len(index) != 1 || index[0] != 1 {
+				t.Fatalf("the cause was asked about writes %v, want [1]", index)
+			}
+			for _, k := range []string{"audit", "log"} {
+				if _, ok := e.store.Item(k); ok {
+					t.Fatalf("a cancelled completion committed %q", k)
+				}
+			}
+			if v, _ := e.store.Item("order-1"); string(v) != "first" {
+				t.Fatalf("order-1 is %q", v)
+			}
+			r2 := e.call(h, ev)
+			if tc.kept {
+				if h.Calls() != 1 || r2.StatusCode != tc.status || r2.Body != r.Body {
+					t.Fatalf("the key again: %d %s after %d calls, want the recorded %d replayed", r2.StatusCode, r2.Body, h.Calls(), tc.status)
+				}
+				return
+			}
+			if h.Calls() != 2 {
+				t.Fatalf("the key again ran the handler %d times in all, want 2 (record forgotten or released)", h.Calls())
+			}
+		})
+	}
+	// Guard.Once has no response to answer with: its cancelled
+	// completion stays ErrNotCommitted, whatever the handler answers.
+	e := newEnv(t, nil)
+	if _, _, err := e.guard.Once(context.Background(), idem.Work{Operation: "order", Key: "first", Run: func(ctx context.Context) ([]byte, error) {
+		return []byte(`{}`), idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	asked := false
+	_, _, err := e.guard.Once(context.Background(), idem.Work{Operation: "order", Key: "second", Run: func(ctx context.Context) ([]byte, error) {
+		_ = idem.OnConflict(ctx, func(error) *idem.Response { return &idem.Response{Status: 200, Body: []byte(`{"answer":1}`)} })
+		return []byte(`{}`), idem.TransactOr(ctx, func(context.Context, int) error { asked = true; return errTaken },
+			memstore.Write{Key: "order-1", Value: []byte("second"), IfAbsent: true})
+	}})
+	if !errors.Is(err, idem.ErrNotCommitted) || asked {
+		t.Fatalf("Once with a conflicting write: %v (cause asked: %v), want ErrNotCommitted", err, asked)
+	}
+	if err := idem.TransactOr(context.Background(), nil, 1); !errors.Is(err, idem.ErrNoClaim) {
+		t.Fatalf("TransactOr outside a claim: %v", err)
+	}
+	if err := idem.OnConflict(context.Background(), nil); !errors.Is(err, idem.ErrNoClaim) {
+		t.Fatalf("OnConflict outside a claim: %v", err)
+	}
+}
