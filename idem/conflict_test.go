@@ -3,6 +3,7 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/idem"
@@ -72,6 +73,13 @@ func TestConflictAnsweredByHandler(t *testing.T) {
 			}
 			if tc.status == 409 && r.Headers["Retry-After"] != "5" {
 				t.Fatalf("the answer's headers: %v", r.Headers)
+			}
+			// An answered conflict is the host's outcome, not a failed
+			// store write; an unanswered one is logged as one.
+			answered := strings.Contains(e.logs.String(), "answered by the handler")
+			failed := strings.Contains(e.logs.String(), "store write failed")
+			if answered != (tc.status != 500) || failed != (tc.status == 500) {
+				t.Fatalf("logs (answered %v, failed write %v):\n%s", answered, failed, e.logs.String())
 			}
 			// The cause is asked about the failed write, by its index
 			// among the writes registered with it.

@@ -736,14 +736,14 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		t.writeFailed(ctx, "complete", err)
 		return t.takenOver()
 	case errors.Is(err, ErrWriteConflict), len(writes) > 0:
-		t.writeFailed(ctx, "complete", err)
 		// Guard.Once has no response to answer with: its cancelled
 		// completion stays ErrNotCommitted.
 		if t.in.method != methodEvent {
 			if alt, cause := cs.conflictAnswer(wctx, err); alt != nil {
-				return t.answerConflict(ctx, wctx, rec, alt, cause, now)
+				return t.answerConflict(ctx, wctx, rec, alt, err, cause, now)
 			}
 		}
+		t.writeFailed(ctx, "complete", err)
 		t.release(wctx, rec, now)
 		return t.fail(internalError())
 	default:
@@ -761,16 +761,18 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 }
 
 // answerConflict answers alt, the handler's answer (OnConflict) to the
-// cause of its cancelled completion (TransactOr): nothing of its writes
-// committed, and the record ends as the policy says for alt (Cache), as
-// it would for the handler's own response: a forgotten answer deletes it,
-// a retryable one releases it, a final one is recorded without the writes
-// (409 in flight when that write is fenced; released, with alt answered,
-// when it fails otherwise).
-func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Record, alt *Response, cause error, now time.Time) *Response {
+// cause of its completion cancelled with conflict (TransactOr): nothing of
+// its writes committed, and the record ends as the policy says for alt
+// (Cache), as it would for the handler's own response: a forgotten answer
+// deletes it, a retryable one releases it, a final one is recorded
+// without the writes (409 in flight when that write is fenced; released,
+// with alt answered, when it fails otherwise). An answered conflict is the
+// host's own outcome, logged at info, not as a failed store write.
+func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Record, alt *Response, conflict, cause error, now time.Time) *Response {
 	g := t.g
 	t.logf(ctx, slog.LevelInfo, "idempotency: completion cancelled by a write's condition, answered by the handler",
-		t.errText(cause), slog.Int("status", alt.Status))
+		t.errText(conflict), slog.String("cause", t.g.redact(cause.Error(), append([]string{t.key}, t.in.keyValues...))),
+		slog.Int("status", alt.Status))
 	switch cls, state := g.classify(alt); cls {
 	case Retry:
 		t.release(wctx, rec, now)
