@@ -310,7 +310,11 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 			if x.giveUp(ctx, run.ID, err) {
 				continue
 			}
-			x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), slog.String("error", err.Error()))
+			if stopped(ctx) {
+				x.log().InfoContext(ctx, "executor: stopped before the run ended; it is retried", slog.String("run_id", run.ID))
+			} else {
+				x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), slog.String("error", err.Error()))
+			}
 			for _, rest := range recs[i:] {
 				retry = append(retry, rest.EventID)
 			}
@@ -320,6 +324,12 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 	return nil
 }
 
+// stopped reports whether the executor's own context was cancelled (idemkit
+// dev shutting down), as opposed to a run's execution failing; a Lambda
+// invocation that runs out of time ends with context.DeadlineExceeded
+// instead, which still counts as a failed try.
+func stopped(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
+
 // giveUp counts a failed execution of the run and, when it was the
 // stream's last try (MaxAttempts), ends a run whose breached cap could not
 // be recorded on the breach (cap.breached, failed with the registry code),
@@ -328,6 +338,12 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 // breach is refused again, it ends the run failed; it reports whether the
 // record is done (no retry).
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
+	if stopped(ctx) {
+		// The executor was stopped, not the run: no failure is counted
+		// against it, so stopping and starting again never uses up its
+		// tries; its record is retried.
+		return false
+	}
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
 	if errors.Is(err, runs.ErrStatusConflict) {
