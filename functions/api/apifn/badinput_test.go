@@ -354,3 +354,39 @@ func TestWebhookDestinationRefusedAtCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestRequiredKeyIsStillTheFirstRefusal: under a Guard that requires an
+// Idempotency-Key, a request without one is refused for that first (400
+// idempotency_key_invalid, reason missing), whatever its body, as is one
+// with an invalid key: the host's own checks of a JSON body (not strict
+// JSON, another tenant) come after them, as Layer 1's do.
+func TestRequiredKeyIsStillTheFirstRefusal(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{Required: true, BodyTenantField: "tenantId"}, nil)
+	for _, b := range []string{
+		`{"workflowId":"webhook","workflowId":"conformance-noop"}`,
+		"{\"workflowId\":\"conformance-noop\",\"inputs\":{\"s\":\"\xff\"}}",
+		`{"workflowId":"conformance-noop","tenantId":"globex"}`,
+	} {
+		for _, ct := range []string{"application/json", ""} {
+			e := ev("POST", "/runs", "acme", "", b)
+			delete(e.Headers, "content-type")
+			if ct != "" {
+				e.Headers["content-type"] = ct
+			}
+			resp, m := f.do(t, e)
+			details, _ := m["details"].(map[string]any)
+			if resp.StatusCode != 400 || m["error"] != "idempotency_key_invalid" || details["reason"] != "missing" {
+				t.Errorf("%q (Content-Type %q): %d %s, want 400 idempotency_key_invalid (missing)", b, ct, resp.StatusCode, resp.Body)
+			}
+		}
+	}
+	// An invalid key is refused first too, whatever the body.
+	e := ev("POST", "/runs", "acme", "short", `{"workflowId":"conformance-noop","tenantId":"globex","tenantId":"acme"}`)
+	delete(e.Headers, "content-type")
+	if resp, m := f.do(t, e); resp.StatusCode != 400 || m["error"] != "idempotency_key_invalid" {
+		t.Errorf("an invalid key: %d %s, want 400 idempotency_key_invalid", resp.StatusCode, resp.Body)
+	}
+	if f.runs.Len() != 0 {
+		t.Errorf("%d runs created", f.runs.Len())
+	}
+}
