@@ -23,7 +23,8 @@
 // path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header; methods are case-sensitive, so `post /runs` is 405 too, before
-// any credential (MethodCaseRefusal). Errors use the envelope {error, message, details?}.
+// any credential (MethodCaseRefusal). Errors use the envelope {error,
+// message, details?}.
 //
 // Events: API Gateway HTTP APIs buffer a Lambda's whole response, so GET
 // /runs/{runId}/events serves a snapshot of the run's events (RunEvents) as
@@ -153,9 +154,8 @@ type Handler struct {
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
-	// bodyTenant is the Guard's BodyTenantField ("" when not set).
-	bodyTenant string
-	// guard is the Guard's Config, read once by New (layer1).
+	// guard is the Guard's Config, read once by New (layer1,
+	// bodyTenantRefusal).
 	guard idem.Config
 }
 
@@ -222,7 +222,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	gc := cfg.Guard.Config()
 	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
-		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), bodyTenant: gc.BodyTenantField, guard: gc}, nil
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), guard: gc}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -477,7 +477,7 @@ func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
 // the body as JSON, or refuses the request before reading it, layer1),
 // or when the body is not a JSON object naming another tenant.
 func (h *Handler) bodyTenantRefusal(r Route, c call) *apierr.Error {
-	field := h.bodyTenant
+	field := h.guard.BodyTenantField
 	if l := h.layer1(r, c.ev); field == "" || l.refuses || l.active && l.json {
 		return nil
 	}
