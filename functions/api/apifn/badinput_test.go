@@ -276,8 +276,9 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 // host that does not advertise agents.evalSuite MUST reject it") with 422
 // capability_required naming the capability, and creates nothing; the
 // members the host accepts without acting on them are still held to their
-// schema's type (mode the one value "eval"; callbackUrl, evalSuiteRef and
-// agentId strings, the last two non-empty): another value is 400
+// schema's type (mode the one value "eval"; callbackUrl, evalSuiteRef,
+// agentId and scopeId strings, evalSuiteRef and agentId non-empty; scopeId
+// is acted on only under OpenWOP-Dedup: enforce): another value is 400
 // validation_error naming the member.
 func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
 	f := newFixture(t)
@@ -297,6 +298,8 @@ func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
 		{`{"workflowId":"conformance-noop","agentId":""}`, "validation_error", "agentId", 400},
 		{`{"workflowId":"conformance-noop","evalSuiteRef":""}`, "validation_error", "evalSuiteRef", 400},
 		{`{"workflowId":"conformance-noop","evalSuiteRef":["a"]}`, "validation_error", "evalSuiteRef", 400},
+		{`{"workflowId":"conformance-noop","scopeId":7}`, "validation_error", "scopeId", 400},
+		{`{"workflowId":"conformance-noop","scopeId":null}`, "validation_error", "scopeId", 400},
 		{`{"workflowId":"conformance-noop","callbackUrl":"https://example.com/cb","agentId":"a","evalSuiteRef":"suite://s"}`, "", "", 201},
 	}
 	for i, c := range cases {
