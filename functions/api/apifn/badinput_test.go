@@ -276,8 +276,9 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 // host that does not advertise agents.evalSuite MUST reject it") with 422
 // capability_required naming the capability, and creates nothing; the
 // members the host accepts without acting on them are still held to their
-// schema's type (mode the one value "eval"; callbackUrl, evalSuiteRef and
-// agentId strings, the last two non-empty): another value is 400
+// schema's type (mode the one value "eval"; callbackUrl, evalSuiteRef,
+// agentId and scopeId strings, evalSuiteRef and agentId non-empty; scopeId
+// is acted on only under OpenWOP-Dedup: enforce): another value is 400
 // validation_error naming the member.
 func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
 	f := newFixture(t)
@@ -297,6 +298,8 @@ func TestCreateRunEvalModeAndItsMembers(t *testing.T) {
 		{`{"workflowId":"conformance-noop","agentId":""}`, "validation_error", "agentId", 400},
 		{`{"workflowId":"conformance-noop","evalSuiteRef":""}`, "validation_error", "evalSuiteRef", 400},
 		{`{"workflowId":"conformance-noop","evalSuiteRef":["a"]}`, "validation_error", "evalSuiteRef", 400},
+		{`{"workflowId":"conformance-noop","scopeId":7}`, "validation_error", "scopeId", 400},
+		{`{"workflowId":"conformance-noop","scopeId":null}`, "validation_error", "scopeId", 400},
 		{`{"workflowId":"conformance-noop","callbackUrl":"https://example.com/cb","agentId":"a","evalSuiteRef":"suite://s"}`, "", "", 201},
 	}
 	for i, c := range cases {
@@ -352,5 +355,41 @@ func TestWebhookDestinationRefusedAtCreate(t *testing.T) {
 		if resp.StatusCode != 400 || m["error"] != "webhook_url_rejected" || f.runs.Len() != before {
 			t.Errorf("%s: %d %s, want 400 webhook_url_rejected and no run", u, resp.StatusCode, resp.Body)
 		}
+	}
+}
+
+// TestRequiredKeyIsStillTheFirstRefusal: under a Guard that requires an
+// Idempotency-Key, a request without one is refused for that first (400
+// idempotency_key_invalid, reason missing), whatever its body, as is one
+// with an invalid key: the host's own checks of a JSON body (not strict
+// JSON, another tenant) come after them, as Layer 1's do.
+func TestRequiredKeyIsStillTheFirstRefusal(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{Required: true, BodyTenantField: "tenantId"}, nil)
+	for _, b := range []string{
+		`{"workflowId":"webhook","workflowId":"conformance-noop"}`,
+		"{\"workflowId\":\"conformance-noop\",\"inputs\":{\"s\":\"\xff\"}}",
+		`{"workflowId":"conformance-noop","tenantId":"globex"}`,
+	} {
+		for _, ct := range []string{"application/json", ""} {
+			e := ev("POST", "/runs", "acme", "", b)
+			delete(e.Headers, "content-type")
+			if ct != "" {
+				e.Headers["content-type"] = ct
+			}
+			resp, m := f.do(t, e)
+			details, _ := m["details"].(map[string]any)
+			if resp.StatusCode != 400 || m["error"] != "idempotency_key_invalid" || details["reason"] != "missing" {
+				t.Errorf("%q (Content-Type %q): %d %s, want 400 idempotency_key_invalid (missing)", b, ct, resp.StatusCode, resp.Body)
+			}
+		}
+	}
+	// An invalid key is refused first too, whatever the body.
+	e := ev("POST", "/runs", "acme", "short", `{"workflowId":"conformance-noop","tenantId":"globex","tenantId":"acme"}`)
+	delete(e.Headers, "content-type")
+	if resp, m := f.do(t, e); resp.StatusCode != 400 || m["error"] != "idempotency_key_invalid" {
+		t.Errorf("an invalid key: %d %s, want 400 idempotency_key_invalid", resp.StatusCode, resp.Body)
+	}
+	if f.runs.Len() != 0 {
+		t.Errorf("%d runs created", f.runs.Len())
 	}
 }

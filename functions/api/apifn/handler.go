@@ -23,7 +23,8 @@
 // path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header; methods are case-sensitive, so `post /runs` is 405 too, before
-// any credential (MethodCaseRefusal). Errors use the envelope {error, message, details?}.
+// any credential (MethodCaseRefusal). Errors use the envelope {error,
+// message, details?}.
 //
 // Events: API Gateway HTTP APIs buffer a Lambda's whole response, so GET
 // /runs/{runId}/events serves a snapshot of the run's events (RunEvents) as
@@ -153,9 +154,8 @@ type Handler struct {
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
-	// bodyTenant is the Guard's BodyTenantField ("" when not set).
-	bodyTenant string
-	// guard is the Guard's Config, read once by New (layer1DigestsJSON).
+	// guard is the Guard's Config, read once by New (layer1,
+	// bodyTenantRefusal).
 	guard idem.Config
 }
 
@@ -222,7 +222,7 @@ func New(cfg Config) (*Handler, error) {
 	}
 	gc := cfg.Guard.Config()
 	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
-		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), bodyTenant: gc.BodyTenantField, guard: gc}, nil
+		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), guard: gc}, nil
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
@@ -362,7 +362,7 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		if e := h.jsonBodyRefusal(r, c); e != nil {
 			return errResp(e), false, nil
 		}
-		if e := h.bodyTenantRefusal(c); e != nil {
+		if e := h.bodyTenantRefusal(r, c); e != nil {
 			return errResp(e), false, nil
 		}
 	}
@@ -470,14 +470,15 @@ func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
 // bodyTenantRefusal is the 403 forbidden of a body that names, in the
 // Guard's BodyTenantField (the deployed stack's "tenantId"), a tenant
 // other than the caller's, as Layer 1 answers it: Layer 1 reads that
-// member only of a body it digests as JSON (a JSON Content-Type), and a
+// member only of a body it reads as JSON (a JSON Content-Type), and a
 // route whose serve reads its body as JSON whatever the Content-Type
 // (Route.jsonBody) must not answer the same body otherwise without one.
-// nil when the field is not configured, the Content-Type is JSON (Layer 1
-// decides), or the body is not a JSON object naming another tenant.
-func (h *Handler) bodyTenantRefusal(c call) *apierr.Error {
-	field := h.bodyTenant
-	if field == "" || header.IsJSON(header.First(c.ev.Headers, "Content-Type")) {
+// nil when the field is not configured, when Layer 1 decides (it reads
+// the body as JSON, or refuses the request before reading it, layer1),
+// or when the body is not a JSON object naming another tenant.
+func (h *Handler) bodyTenantRefusal(r Route, c call) *apierr.Error {
+	field := h.guard.BodyTenantField
+	if l := h.layer1(r, c.ev); field == "" || l.refuses || l.active && l.json {
 		return nil
 	}
 	body, e := eventBody(c.ev)
@@ -515,13 +516,14 @@ func (h *Handler) bodyTenantRefusal(c call) *apierr.Error {
 // invalid UTF-8, a lone surrogate, a number no double holds), on a route
 // whose serve reads its body as JSON whatever the headers
 // (Route.jsonBody). Layer 1 refuses such a body, with the same answer,
-// only when it digests it as JSON (layer1DigestsJSON); otherwise the
-// host's parser would pick one of two duplicate members, or store a string
-// whose invalid bytes a store keeping UTF-8 text replaces. nil when Layer
-// 1 decides, and for a body that is not JSON text at all (the route's
-// parser answers it).
+// only when it digests it as JSON (layer1); otherwise the host's parser
+// would pick one of two duplicate members, or store a string whose invalid
+// bytes a store keeping UTF-8 text replaces. nil when Layer 1 decides
+// (it digests the body as JSON, or refuses the request before reading
+// it), and for a body that is not JSON text at all (the route's parser
+// answers it).
 func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
-	if h.layer1DigestsJSON(r, c.ev) {
+	if l := h.layer1(r, c.ev); l.refuses || l.active && l.keyed && l.json {
 		return nil
 	}
 	body, e := eventBody(c.ev)
@@ -531,15 +533,30 @@ func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
 	return jsonerr.Check(body)
 }
 
-// layer1DigestsJSON reports whether Layer 1 will digest the body of the
-// request to r as JSON, refusing it if it is not strict JSON: the Guard is
-// enabled and runs the route under the protocol, the request carries an
-// Idempotency-Key, and its Content-Type is JSON (or the route is JSON to
-// the Guard). When it is false, or not certain, the host checks the body.
-func (h *Handler) layer1DigestsJSON(r Route, ev events.APIGatewayV2HTTPRequest) bool {
+// layer1Reading is what Layer 1 does with a request before its handler
+// runs (Handler.layer1).
+type layer1Reading struct {
+	// active: the Guard runs the route under the protocol.
+	active bool
+	// refuses: it refuses the request before reading its body (a key
+	// required and missing, or invalid).
+	refuses bool
+	// keyed: the request carries an Idempotency-Key.
+	keyed bool
+	// json: it reads the body as JSON (a JSON Content-Type, or a route
+	// JSON to the Guard): a keyed request's digest, which refuses a body
+	// that is not strict JSON, and, keyed or not, the body's tenant.
+	json bool
+}
+
+// layer1 says what Layer 1 does with a request to r before the handler
+// runs, so the host checks a JSON body only where Layer 1 does not, and
+// never before a refusal of Layer 1 that comes first. A route the Guard
+// answers another way (skipped, a derived key, a contract) is not active.
+func (h *Handler) layer1(r Route, ev events.APIGatewayV2HTTPRequest) layer1Reading {
 	g := &h.guard
-	if g.Disabled || len(header.Values(ev.Headers, idem.HeaderKey)) == 0 {
-		return false
+	if g.Disabled || !r.Idempotent {
+		return layer1Reading{}
 	}
 	op := r.Scope()
 	if mapped, ok := g.Operations[op]; ok {
@@ -547,7 +564,18 @@ func (h *Handler) layer1DigestsJSON(r Route, ev events.APIGatewayV2HTTPRequest) 
 	}
 	route := g.Routes[op]
 	if route.Skip || route.DeriveKey != nil || route.Contract != nil {
-		return false
+		return layer1Reading{}
 	}
-	return route.JSON || header.IsJSON(header.First(ev.Headers, "Content-Type"))
+	keys := header.Values(ev.Headers, idem.HeaderKey)
+	l := layer1Reading{active: true, keyed: len(keys) > 0,
+		json: route.JSON || header.IsJSON(header.First(ev.Headers, "Content-Type"))}
+	switch {
+	case !l.keyed:
+		l.refuses = g.Required
+	case len(keys) > 1:
+		l.refuses = true
+	default:
+		l.refuses = g.Policy.Key.Validate(keys[0]) != nil
+	}
+	return l
 }

@@ -43,8 +43,9 @@ const (
 
 // checkCreateMembers refuses a createRun body with a member outside
 // createMembers (400 validation_error, details.field naming the first such
-// member in sorted order); callbackUrl that is not a string, evalSuiteRef
-// or agentId that is not a non-empty string, and mode other than "eval"
+// member in sorted order); callbackUrl or scopeId that is not a string,
+// evalSuiteRef or agentId that is not a non-empty string, and mode other
+// than "eval"
 // (400 validation_error naming it); mode "eval" (422 capability_required,
 // CapabilityEvalSuite); and RunOptions of the wrong shape: tags an
 // array of at most maxTags strings of at most maxTagChars characters each,
@@ -63,18 +64,21 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 		slices.Sort(unknown)
 		return opts, validation(unknown[0], fmt.Sprintf("unknown member %q: the createRun body is closed (workflowId, inputs, residency, tenantId, scopeId, callbackUrl, mode, evalSuiteRef, agentId, configurable, tags, metadata)", unknown[0]))
 	}
-	for _, name := range []string{"callbackUrl", "evalSuiteRef", "agentId"} {
-		v, ok := raw[name]
+	for _, m := range []struct {
+		name     string
+		nonEmpty bool
+	}{{"callbackUrl", false}, {"evalSuiteRef", true}, {"agentId", true}, {"scopeId", false}} {
+		v, ok := raw[m.name]
 		if !ok {
 			continue
 		}
 		var str *string
-		if json.Unmarshal(v, &str) != nil || str == nil || (*str == "" && name != "callbackUrl") {
-			what := "a non-empty string"
-			if name == "callbackUrl" {
-				what = "a string"
+		if json.Unmarshal(v, &str) != nil || str == nil || (*str == "" && m.nonEmpty) {
+			what := "a string"
+			if m.nonEmpty {
+				what = "a non-empty string"
 			}
-			return opts, validation(name, name+" must be "+what)
+			return opts, validation(m.name, m.name+" must be "+what)
 		}
 	}
 	if m, ok := raw["mode"]; ok {
