@@ -571,9 +571,30 @@ func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.T
 	next.Attempts = append(next.Attempts, l.newAttempt(next.Attempt, eff, now))
 	next.Owner, next.State = token, StateClaimed
 	next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
-	next.ExpiresAt = l.extend(next.ExpiresAt, now)
+	next.ExpiresAt = l.claimExpiry(next.ExpiresAt, now)
 	l.fuse(next, now)
 	return next, escaped
+}
+
+// claimExpiry is the retention a reclaim writes over exp at now. A fused
+// claim is its own fire mark: kept Retention from now (extend). Under a
+// Fencer the record may hold an attempt whose token passed the point of no
+// return, which only the fence keeps from firing again, and only as long
+// as the fence keeps that pass: the reclaim asks the fence nothing, so it
+// keeps the record no longer than its lease needs; the fire mark after a
+// token (whose Acquire kept the fence item Fence retention from then), or
+// the release after a refusal the fence kept (ErrPassHeld), keeps it
+// Retention from then. A claim that never reaches the fence (its Token
+// fails, or the executor stops) thus never keeps the record past the
+// fence's item.
+func (l *Ledger) claimExpiry(exp, now time.Time) time.Time {
+	if l.fused() {
+		return l.extend(exp, now)
+	}
+	if e := now.Add(l.cfg.Lease); e.After(exp) {
+		return e
+	}
+	return exp
 }
 
 // extend returns the later of exp and now+Retention: every write after the
@@ -659,7 +680,14 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 				f, err = l.cfg.Fencer.Token(ctx, rec.EffectID)
 			}
 			if err != nil {
-				l.release(rec)
+				given := rec
+				if errors.Is(err, ErrPassHeld) {
+					// The fence kept the pass that refused this token
+					// at least Retention from now: so is the record.
+					given = rec.Clone()
+					given.ExpiresAt = l.extend(given.ExpiresAt, l.now())
+				}
+				l.release(given)
 				return res, fmt.Errorf("ledger: fencing token: %w", err)
 			}
 			next.Fence = f

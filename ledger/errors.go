@@ -66,6 +66,14 @@ var (
 	// attempt, so nothing is written; resolve it with the deployment's
 	// fence (idemkit effects resolve --fence-table).
 	ErrResolveNeedsFence = errors.New("ledger: resolving a fenced effect as not delivered needs its fence")
+	// ErrPassHeld is what a Fencer's Token error matches (fence.ErrIssued
+	// does) when the fence refused the token because another one passed
+	// the point of no return, and keeps that pass at least Config.Retention
+	// from the refusal: Do then keeps the effect record, whose attempt it
+	// releases, as long. For any other Token error the record is kept no
+	// longer than the refused claim's lease needs, so that it never
+	// outlives the fence's item.
+	ErrPassHeld = errors.New("ledger: the fence holds a token that passed the point of no return")
 	// ErrReplaySourceMissing is returned by Replay when the source run
 	// recorded no terminal outcome for the effect: no record, or a record
 	// still claimed, firing, escaped or released; it is matched by

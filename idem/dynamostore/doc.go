@@ -33,7 +33,9 @@
 //     limits). If the fence fails nothing is written (idem.ErrFenced); if a
 //     business write's own condition fails, an *idem.WriteConflictError
 //     (idem.ErrWriteConflict) naming that write by its index in
-//     Outcome.Writes (from the cancellation reasons, one per item). An
+//     Outcome.Writes (from the cancellation reasons, one per item; an
+//     endpoint that gives another number of reasons cannot tell which item
+//     failed, the fence included, and gets Index -1, never a guess). An
 //     endpoint without transactions (dynalite) gets ErrNoTransactions: the
 //     store never degrades to non-atomic writes.
 //   - Responses up to idem.MaxResponseBytes (6 MB) are stored and replayed

@@ -394,10 +394,29 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 		return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
 	}
 	reasons := tce.CancellationReasons
-	if len(reasons) > 0 && aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
+	if len(reasons) != len(items) {
+		// Not one reason per item, as DynamoDB gives them: which item
+		// failed cannot be told, the record's fence included. A failed
+		// condition is a write conflict naming no write (released by the
+		// Guard, fenced, so a completion that landed is kept), unless a
+		// retry found this completion's own earlier try applied.
+		for _, r := range reasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				if sent.retried() {
+					if st, ok, cerr := s.current(ctx, id, nil); cerr == nil && ok && mine(st) {
+						return nil
+					}
+				}
+				s.dropChunks(ctx, id, ref)
+				return &idem.WriteConflictError{Index: -1, Err: err}
+			}
+		}
+		return fmt.Errorf("dynamostore: complete TransactWriteItems: %w", err)
+	}
+	if aws.ToString(reasons[0].Code) == "ConditionalCheckFailed" {
 		return s.fenceFailed(ctx, id, reasons[0].Item, &sent, mine, ref)
 	}
-	for i, r := range reasons[min(1, len(reasons)):] {
+	for i, r := range reasons[1:] {
 		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
 			// reasons are by item, the record's Put first: writes[i]
 			// is reasons[i+1].

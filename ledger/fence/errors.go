@@ -39,5 +39,11 @@ func (e *IssuedError) Error() string {
 		e.Token, e.Region, e.At.UTC().Format(time.RFC3339Nano))
 }
 
-// Is matches ErrIssued.
-func (e *IssuedError) Is(target error) bool { return target == ErrIssued }
+// Is matches ErrIssued, and ledger.ErrPassHeld when it names the token
+// that passed: Owner.Token's refusal keeps that pass Config.Retention from
+// then, at least the ledger's retention, so the ledger keeps the effect
+// record as long. A refusal that found no pass when it looked (a race with
+// its end) names none and keeps nothing.
+func (e *IssuedError) Is(target error) bool {
+	return target == ErrIssued || (target == ledger.ErrPassHeld && e.Token != 0)
+}

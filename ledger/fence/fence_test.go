@@ -559,3 +559,72 @@ func TestNotSentAfterThePassFiresLater(t *testing.T) {
 		})
 	}
 }
+
+// failingFencer fails Token while fail is set, as a fence table that is
+// throttled or unreachable does, or an executor that stops between its
+// claim and its token.
+type failingFencer struct {
+	*fence.Owner
+	fail *bool
+}
+
+func (f failingFencer) Token(ctx context.Context, id string) (uint64, error) {
+	if *f.fail {
+		return 0, errors.New("fence table unreachable")
+	}
+	return f.Owner.Token(ctx, id)
+}
+
+// A Do that claims an escaped effect but cannot reach the fence (its
+// Token fails, or it stops before asking) must not keep the effect record
+// longer than the fence keeps the escaped attempt's pass: else once the
+// fence item ends, a Do while the record is still kept takes a token
+// afresh and fires the escaped effect again. With the defaults (14-day
+// records, a 15-day fence): escape on day 0, a Do on day 13 whose Token
+// fails, a Do on day 16.
+func TestEscapedStaysIssuedWhenAClaimCannotReachTheFence(t *testing.T) {
+	w := newWorld(t)
+	eff := effect(t, "order-escaped-unreached")
+	owner, err := fence.New(fence.Config{Store: w.fences, Region: "eu-west-1", Now: w.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail := false
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: failingFencer{owner, &fail}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Do(context.Background(), eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("crashed mid-call"))
+	}))
+	if !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatal(err)
+	}
+	start := w.clock.Now()
+	day := 24 * time.Hour
+	w.clock.Set(start.Add(13 * day))
+	fail = true
+	if _, err := l.Do(context.Background(), eff, w.call(&region{owner: owner})); err == nil {
+		t.Fatal("Do with the fence unreachable succeeded")
+	}
+	fail = false
+	for _, at := range []time.Duration{16 * day, 20 * day} {
+		w.clock.Set(start.Add(at))
+		rec, err := l.Lookup(context.Background(), eff.Identity.EffectID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec == nil {
+			continue // the record ended: the effect is a new one
+		}
+		_, err = l.Do(context.Background(), eff, w.call(&region{owner: owner}))
+		if w.prov.Requests() != 0 {
+			t.Fatalf("day %d: an escaped effect whose token passed was fired again while its record (state %s, kept to day %d) is kept (Do: %v)",
+				int(at/day), rec.State, int(rec.ExpiresAt.Sub(start)/day), err)
+		}
+		if !errors.Is(err, fence.ErrIssued) {
+			t.Fatalf("day %d: Do = %v, want ErrIssued", int(at/day), err)
+		}
+	}
+}
