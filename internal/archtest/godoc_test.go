@@ -14,8 +14,8 @@ import (
 // need, or moves a concept to a subpackage of its own (as idem/event,
 // idem/idemenv, idem/keyspace, idem/canon and ledger/identity are).
 var goDocShortBudget = map[string]int{
-	"./idem":   55,
-	"./ledger": 44,
+	"./idem":   58,
+	"./ledger": 46,
 }
 
 // TestGoDocShortBudget runs `go doc -short` on each library package and
