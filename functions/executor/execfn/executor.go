@@ -693,10 +693,16 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			}
 		}
 		if err := x.resume(context.WithValue(ctx, triggerKey{}, TriggerStale), run); err != nil && !x.giveUp(ctx, id, err) {
-			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {
 				first = err
 			}
+			if stopped(ctx) {
+				// The executor was stopped, not the run: it stays live
+				// and a later pass resumes it; the pass ends here.
+				x.log().InfoContext(ctx, "executor: stopped before the stale run ended; a later pass resumes it", slog.String("run_id", id))
+				return n, first
+			}
+			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 		}
 	}
 	return n, first
