@@ -89,3 +89,29 @@ func TestStoppedStaleRunPassIsQuiet(t *testing.T) {
 		}
 	}
 }
+
+// TestStoppedDuePassIsQuiet: the due-run pass cut by the executor's own
+// stop logs no warning or error; the run stays parked and due.
+func TestStoppedDuePassIsQuiet(t *testing.T) {
+	f := newFixture(t)
+	var logs bytes.Buffer
+	f.x.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	r := f.webhookRun(t, "http://127.0.0.1:1/unused")
+	if err := f.runs.Schedule(context.Background(), r.ID, hostruns.Wake{At: r.CreatedAt, Attempt: 1, MaxAttempts: 3}, r.CreatedAt); err != nil {
+		t.Fatal(err)
+	}
+	later := r.CreatedAt.Add(time.Hour)
+	f.x.Test.Clock = ledgertest.ClockFuncs{NowFunc: func() time.Time { return later }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.x.Runs = cancellingRuns{f.runs, cancel}
+	if _, err := f.x.ResumeDue(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("due pass: %v; want the stop", err)
+	}
+	if ids, err := f.runs.Due(context.Background(), later, 0); err != nil || len(ids) != 1 {
+		t.Errorf("due after a stop: %v %v; want the run still due", ids, err)
+	}
+	if s := logs.String(); strings.Contains(s, `"level":"WARN"`) || strings.Contains(s, `"level":"ERROR"`) {
+		t.Errorf("a stop logged a warning or an error:\n%s", s)
+	}
+}
