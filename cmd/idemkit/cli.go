@@ -14,7 +14,8 @@ import (
 // Every command follows one convention: `-h`/`--help` prints the command's
 // usage (usage line naming every flag, a description, examples, then the
 // flags) on stdout and exits 0; a usage error prints a message and the usage
-// on stderr and exits 2.
+// on stderr and exits 2 (for `idemkit conform`, whose help is long, the
+// message and a one-line hint naming -h: parseFlagsShort).
 
 // setUsage installs a command's usage: line is the part after "usage: ",
 // about the description and examples (ending in a newline), then the
@@ -56,6 +57,31 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		return nil, 2, true
 	}
 	return pos, 0, false
+}
+
+// parseFlagsShort is parseFlags for a command whose help is too long to
+// repeat after a mistake: a usage error prints the error and usageHint,
+// not the usage (-h still prints the whole usage on stdout).
+func parseFlagsShort(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	usage := fs.Usage
+	fs.Usage = func() {}
+	pos, code, done = parseFlags(fs, args, interspersed, stdout, stderr)
+	fs.Usage = usage
+	switch {
+	case done && code == 0:
+		fs.SetOutput(stdout)
+		fs.Usage()
+		fs.SetOutput(stderr)
+	case done:
+		usageHint(fs, stderr)
+	}
+	return pos, code, done
+}
+
+// usageHint ends a usage error of a command that does not repeat its usage:
+// one line saying how to get the help.
+func usageHint(fs *flag.FlagSet, stderr io.Writer) {
+	fmt.Fprintf(stderr, "run 'idemkit %s -h' for help\n", fs.Name())
 }
 
 // parseInterspersed parses flags that may follow positional arguments

@@ -112,13 +112,13 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&cfg.Stagger, "stagger", conform.DefaultStagger, "how long the slow request runs before its duplicates are sent")
 
 	// Flags may come before or after the URL.
-	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
+	pos, code, done := parseFlagsShort(fs, args, true, stdout, stderr)
 	if done {
 		return code
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "idemkit conform: want exactly one URL")
-		fs.Usage()
+		usageHint(fs, stderr)
 		return 2
 	}
 	cfg.BaseURL = pos[0]
@@ -128,18 +128,22 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if cfg.Timeout <= 0 || cfg.Stagger < 0 {
 		fmt.Fprintln(stderr, "idemkit conform: --timeout must be positive and --stagger not negative")
+		usageHint(fs, stderr)
 		return 2
 	}
 	if len(cfg.APIKeys) == 0 {
 		// Without a key every scenario would only see 401 unauthenticated.
 		fmt.Fprintln(stderr, "idemkit conform: --api-key KEY is required (the API's bearer key; 'idemkit dev' prints two)")
-		fs.Usage()
+		usageHint(fs, stderr)
 		return 2
 	}
 
 	results, err := conform.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
+		if errors.Is(err, conform.ErrConfig) {
+			usageHint(fs, stderr)
+		}
 		return 2
 	}
 	_, failed := conform.Write(stdout, results)

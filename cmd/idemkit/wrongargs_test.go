@@ -33,3 +33,33 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 		}
 	}
 }
+
+// TestConformUsageErrorsAreShort: a usage error of `idemkit conform` (its
+// help runs to some 80 lines) prints the error and a one-line hint on
+// stderr, nothing on stdout, and exits 2; -h still prints the whole help on
+// stdout.
+func TestConformUsageErrorsAreShort(t *testing.T) {
+	const hint = "run 'idemkit conform -h' for help"
+	for _, c := range []struct {
+		args  []string
+		first string
+	}{
+		{[]string{"conform", "--bogus", "http://127.0.0.1:9"}, "flag provided but not defined: -bogus"},
+		{[]string{"conform", "--timeout", "soon", "http://127.0.0.1:9"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"conform", "--api-key", "k"}, "idemkit conform: want exactly one URL"},
+		{[]string{"conform", "--api-key", "k", "http://a", "http://b"}, "idemkit conform: want exactly one URL"},
+		{[]string{"conform", "http://127.0.0.1:9"}, "idemkit conform: --api-key KEY is required"},
+		{[]string{"conform", "--api-key", "k", "--timeout", "0s", "http://127.0.0.1:9"}, "idemkit conform: --timeout must be positive"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], c.first) || lines[1] != hint {
+			t.Errorf("idemkit %q: exit %d stdout %q stderr %q, want exit 2 and stderr %q..., then %q", c.args, code, out.String(), errb.String(), c.first, hint)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"conform", "-h"}, &out, &errb); code != 0 || errb.Len() != 0 || !strings.HasPrefix(out.String(), "usage: idemkit conform") {
+		t.Fatalf("conform -h: exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+}

@@ -1,10 +1,11 @@
 package dynamostore
 
 // IAMActions are the IAM actions a ledger worker's Store needs on the
-// effects table itself, and all of them: together with IndexIAMActions on
-// the byRun index, a role that grants exactly these on the table's ARN is
-// enough for every ledger.Ledger operation (Do, DoStream, FireOnce,
-// Witness, Resolve).
+// effects table itself, and all of them for a worker that only calls
+// Ledger.Do, DoStream or FireOnce: a role that grants exactly these on the
+// table's ARN is enough. A function that also lists a run's effects
+// (Witness, resolving a run's escaped effects) adds IndexIAMActions on the
+// byRun index.
 //
 //   - PutItem: claims, fire marks, heartbeats, outcomes, releases and run
 //     references (every ledger write is one conditional PutItem)
@@ -19,8 +20,8 @@ var IAMActions = []string{
 // IndexIAMActions are the IAM actions the Store needs on the table's byRun
 // index (ARN "<table ARN>/index/byRun"): the Query behind ListByRun, which
 // Ledger.Witness and resolving a run's escaped effects call. A worker that
-// never lists a run's effects does not call it, but a role without it
-// fails the first witness with AccessDenied.
+// only calls Do, DoStream or FireOnce never makes it: do not grant it
+// there.
 var IndexIAMActions = []string{
 	"dynamodb:Query",
 }

@@ -3,16 +3,21 @@ package dynamostore_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/shared"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -165,6 +170,113 @@ func TestDeployDocLedgerIAMActionsAreTheStoreCalls(t *testing.T) {
 		}
 		if want := documented(); !reflect.DeepEqual(rec.got, want) {
 			t.Fatalf("a ledger worker called %v; the deploy guide grants %v", rec.got, want)
+		}
+	})
+}
+
+// snippetWorkerGrants returns the grants docs/effects-table.yaml gives its
+// ledger worker (RefundsFunction) on the effects table: "table" for the
+// table's ARN, "index/NAME" for an index's.
+func snippetWorkerGrants(t *testing.T) map[grant]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "effects-table.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Resources map[string]struct {
+			Properties struct {
+				Policies []struct {
+					Statement []struct {
+						Action   []string  `yaml:"Action"`
+						Resource yaml.Node `yaml:"Resource"`
+					} `yaml:"Statement"`
+				} `yaml:"Policies"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	fn, ok := doc.Resources["RefundsFunction"]
+	if !ok {
+		t.Fatal("docs/effects-table.yaml has no RefundsFunction")
+	}
+	out := map[grant]bool{}
+	for _, p := range fn.Properties.Policies {
+		for _, s := range p.Statement {
+			res := s.Resource.Value
+			switch {
+			case s.Resource.Tag == "!GetAtt" && res == "EffectsTable.Arn":
+				res = "table"
+			case s.Resource.Tag == "!Sub" && strings.HasPrefix(res, "${EffectsTable.Arn}/"):
+				res = strings.TrimPrefix(res, "${EffectsTable.Arn}/")
+			default:
+				t.Fatalf("RefundsFunction grants on %s %q: not the effects table", s.Resource.Tag, res)
+			}
+			for _, a := range s.Action {
+				out[grant{a, res}] = true
+			}
+		}
+	}
+	return out
+}
+
+// The snippet's ledger worker is granted exactly what a worker like
+// examples/refunds calls through its whole life (Ledger.Do only: a first
+// effect, its duplicate, an uncertain attempt, a crash before the outcome
+// write, a redelivery waiting on the live claim and the reclaim after the
+// lease), on every emulator: a grant it
+// never uses fails here as a missing one does.
+func TestEffectsSnippetWorkerGrantsAreItsCalls(t *testing.T) {
+	granted := snippetWorkerGrants(t)
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		rec := &recorder{api: e.Client(), got: map[grant]bool{}}
+		st, err := dynamostore.New(dynamostore.Config{Client: rec, Table: e.CreateTable(t, "EffectsTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: 5 * time.Second,
+			Test: ledger.TestConfig{Clock: clock.SleepAdvances()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		ok := func(context.Context, ledger.Call) ([]byte, error) { return []byte("done"), nil }
+
+		refund := business(t, "snippet-refund")
+		if _, err := l.Do(ctx, refund, ok); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := l.Do(ctx, refund, ok); err != nil || !r.Replayed {
+			t.Fatalf("duplicate: %+v %v", r, err)
+		}
+		if _, err := l.Do(ctx, business(t, "snippet-uncertain"), func(context.Context, ledger.Call) ([]byte, error) {
+			return nil, ledger.Uncertain(errors.New("connection reset"))
+		}); err == nil {
+			t.Fatal("an uncertain attempt reported success")
+		}
+		crash := business(t, "snippet-crash")
+		if _, err := l.Do(ctx, crash, func(context.Context, ledger.Call) ([]byte, error) {
+			rec.mu.Lock()
+			rec.failPut = true
+			rec.mu.Unlock()
+			return []byte("sent"), nil
+		}); err == nil {
+			t.Fatal("Do succeeded although its outcome write failed")
+		}
+		// Its redelivery while the claim is live waits, rereading the
+		// record, then gives up; after the lease it reclaims.
+		var inFlight *ledger.InFlightError
+		if _, err := l.Do(ctx, crash, ok); !errors.As(err, &inFlight) {
+			t.Fatalf("a duplicate of a live claim: %v, want *ledger.InFlightError", err)
+		}
+		clock.Advance(time.Minute)
+		_, _ = l.Do(ctx, crash, ok)
+
+		if !reflect.DeepEqual(rec.got, granted) {
+			t.Fatalf("a ledger worker called %v; docs/effects-table.yaml grants it %v", rec.got, granted)
 		}
 	})
 }

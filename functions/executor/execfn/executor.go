@@ -631,10 +631,16 @@ func (x *Executor) ResumeDue(ctx context.Context) (int, error) {
 	var first error
 	for _, id := range ids {
 		if err := x.Execute(ctx, id); err != nil {
-			x.log().WarnContext(ctx, "executor: due run stays parked", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {
 				first = err
 			}
+			if stopped(ctx) {
+				// The executor was stopped: the run stays parked and due,
+				// and a later pass executes it; the pass ends here.
+				x.log().InfoContext(ctx, "executor: stopped before the due run ended; a later pass executes it", slog.String("run_id", id))
+				return len(ids), first
+			}
+			x.log().WarnContext(ctx, "executor: due run stays parked", slog.String("run_id", id), slog.String("error", err.Error()))
 		}
 	}
 	return len(ids), first
@@ -693,10 +699,16 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			}
 		}
 		if err := x.resume(context.WithValue(ctx, triggerKey{}, TriggerStale), run); err != nil && !x.giveUp(ctx, id, err) {
-			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 			if first == nil {
 				first = err
 			}
+			if stopped(ctx) {
+				// The executor was stopped, not the run: it stays live
+				// and a later pass resumes it; the pass ends here.
+				x.log().InfoContext(ctx, "executor: stopped before the stale run ended; a later pass resumes it", slog.String("run_id", id))
+				return n, first
+			}
+			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), slog.String("error", err.Error()))
 		}
 	}
 	return n, first
