@@ -6,9 +6,10 @@
 # ("at most one effect per identity"). Exits non-zero otherwise.
 #
 # spin is installed through apt-get when missing and this runs as root.
-# Measured 2026-12-04 (UTC), two shared cores, 1-minute load average 5.2 to
-# 6.5: 5 min 24 s wall for every variant, most of it fenced-2-regions (41.6
-# million states, about 2.6 GB); each other variant takes under 20 s.
+# Measured 2026-12-04 (UTC) on two shared cores: every variant in 3 min 12 s
+# wall at 1-minute load average 2.7 to 3.2, and in 5 min 24 s at 5.2 to 6.5.
+# Most of it is fenced-2-regions (41.6 million states, about 2.6 GB); each
+# other variant takes under 20 s.
 # Usage: model/check.sh            (from anywhere)
 set -eu
 
@@ -98,6 +99,7 @@ verify reach-stale-token-rejected fail '0 ' -DFENCED -DREACH_STALE
 verify reach-remote-region-fires fail '(r==0)' -DFENCED -DREACH_FIRE_REMOTE
 verify reach-fire-after-unsent-reopen fail '(reopened!=1)' -DFENCED -DREACH_UNSENT_FIRE
 verify reach-fire-after-resolve-reopen fail '(reopened!=2)' -DFENCED -DRESOLVE -DREACH_RESOLVE_FIRE
+verify reach-fire-after-resolve-lost-race fail '( !(rlost)||(reopened!=2))' -DFENCED -DRESOLVE -DREACH_RESOLVE_LOST_FIRE
 # Deliberately broken protocols: must be refuted.
 verify broken-ponr-without-fence-check fail "$safety" -DFENCED -DBROKEN_PONR
 verify broken-unfenced-2-regions fail "$safety"

@@ -84,10 +84,11 @@
  * Non-vacuity (the correct model is not safe merely because nothing can
  * happen): with -DREACH_STALE a stale-token rejection, and with
  * -DREACH_FIRE_REMOTE a fire from the non-home region, with
- * -DREACH_UNSENT_FIRE a fire after an executor reopened the fence, and with
- * -DRESOLVE -DREACH_RESOLVE_FIRE a fire after the operator reopened it,
- * must be reachable (the verifier must report the assertion those macros
- * add).
+ * -DREACH_UNSENT_FIRE a fire after an executor reopened the fence, with
+ * -DRESOLVE -DREACH_RESOLVE_FIRE a fire after the operator reopened it, and
+ * with -DRESOLVE -DREACH_RESOLVE_LOST_FIRE such a fire when the operator's
+ * record write then lost its race, must be reachable (the verifier must
+ * report the assertion those macros add).
  */
 
 #ifndef REGIONS
@@ -135,11 +136,17 @@ bool tdead[MAXTOK];   /* its holder stopped: it never calls the provider */
 #else
 #define FIRED(t) skip
 #endif
-#if defined(REACH_UNSENT_FIRE) || defined(REACH_RESOLVE_FIRE)
+#if defined(REACH_UNSENT_FIRE) || defined(REACH_RESOLVE_FIRE) || defined(REACH_RESOLVE_LOST_FIRE)
 byte reopened = 0;    /* 1: an executor, 2: the operator forgot a pass */
 #define REOPENED(who) reopened = who
 #else
 #define REOPENED(who) skip
+#endif
+#ifdef REACH_RESOLVE_LOST_FIRE
+bool rlost = false;   /* the operator's record write lost its race */
+#define RLOST rlost = true
+#else
+#define RLOST skip
 #endif
 
 /* The provider. */
@@ -276,6 +283,11 @@ token:
 #ifdef REACH_RESOLVE_FIRE
 		assert(reopened != 2); /* non-vacuity: fired after the operator reopened */
 #endif
+#ifdef REACH_RESOLVE_LOST_FIRE
+		/* non-vacuity: fired after the operator reopened and then lost
+		 * the race to write the resolution */
+		assert(!rlost || reopened != 2);
+#endif
 	}
 #ifdef BROKEN_NOTSENT_LIES
 	if
@@ -402,7 +414,7 @@ end:
 		if
 		:: led[r].state == FIRING && led[r].owner == o && led[r].fence == t ->
 			WRITE(r, RELEASED, 0, 0)
-		:: else -> skip
+		:: else -> RLOST
 		fi
 	}
 out:
