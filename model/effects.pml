@@ -19,7 +19,8 @@
  *     reclaimer's skewed local clocks, so a stalled-but-alive owner and a
  *     reclaimer can both believe they own the lease.
  *   - Executor crashes: every executor may stop forever after any step
- *     (including between the point-of-no-return write and the fire), and
+ *     (including between the point-of-no-return write and the fire; covered
+ *     by the prefixes the search explores, see CRASH), and
  *     further executors (attempts) in either region run concurrently.
  *   - FENCED: the linearizable owner, a fence item in the home region (or an
  *     MRSC table). Before firing, an executor takes a monotonically
@@ -30,6 +31,23 @@
  *     rejected (stale_fence_rejections counter). A non-home region cannot
  *     reach the fence while partitioned; any fence call may also apply and
  *     lose its response (timeout), in which case the executor must not fire.
+ *     The record carries the fence token of its last fire-marked attempt
+ *     (written by the fire mark, between the token and the point of no
+ *     return) and whether that attempt ended released, not sent.
+ *   - FENCED reopening, as ledger/do.go and ledger/resolve.go do it:
+ *     (a) an executor whose token is refused (or lost) and whose claimed
+ *     record's last fire-marked attempt ended released, not sent (its
+ *     point-of-no-return write failed or its answer was lost, so the
+ *     provider was not called), reopens the fence for that attempt's token
+ *     (forget the pass if and only if that token passed; ok if none did)
+ *     and takes a token once more; (b) an operator resolves an escaped
+ *     effect (record firing) as not delivered: reopen the fence for the
+ *     record's token first, then write the resolution conditional on the
+ *     record read, a write that may lose a race (the fence stays reopened).
+ *     The operator's resolution is truthful: the attempt holding that token
+ *     did not call the provider and has stopped (ghost variables tfired and
+ *     tdead). Either reopen may also be unreachable, or apply and lose its
+ *     answer (the ledger then does not take a token; Resolve writes nothing).
  *
  * Variants (compile-time macros; model/check.sh runs each one):
  *   -DFENCED                  fenced-effects, 2 regions         -> must PASS
@@ -43,11 +61,34 @@
  *                             non-deduplicating provider        -> must FAIL
  *   -DREGIONS=1               single region, lease only, no
  *                             fence, non-deduplicating provider -> must FAIL
+ *   -DFENCED -DRESOLVE        fenced, 2 regions, with an operator
+ *                             resolving as not delivered        -> must PASS
+ *   -DFENCED -DRESOLVE -DREGIONS=1                              -> must PASS
+ *   -DFENCED -DBROKEN_NOTSENT_LIES   the function reports not sent
+ *                             after its call left               -> must FAIL
+ *   -DFENCED -DBROKEN_REOPEN_ANY     reopen forgets whichever token
+ *                             passed (no condition on the
+ *                             attempt's own token)              -> must FAIL
+ *   -DFENCED -DBROKEN_REOPEN_ESCAPED the ledger reopens for the last
+ *                             fire-marked attempt whatever its
+ *                             end (escaped too)                 -> must FAIL
+ *   -DFENCED -DBROKEN_REOPEN_RESETS  reopen deletes the fence item,
+ *                             so token numbers are issued again -> must FAIL
+ *   -DFENCED -DRESOLVE -DBROKEN_RESOLVE_LIES  the operator resolves
+ *                             as not delivered an attempt that
+ *                             called the provider               -> must FAIL
+ *   -DFENCED -DRESOLVE -DBROKEN_RESOLVE_ALIVE the operator resolves
+ *                             an attempt that has not called the
+ *                             provider yet but is still running -> must FAIL
  *
  * Non-vacuity (the correct model is not safe merely because nothing can
  * happen): with -DREACH_STALE a stale-token rejection, and with
- * -DREACH_FIRE_REMOTE a fire from the non-home region, must be reachable
- * (the verifier must report the assertion those macros add).
+ * -DREACH_FIRE_REMOTE a fire from the non-home region, with
+ * -DREACH_UNSENT_FIRE a fire after an executor reopened the fence, with
+ * -DRESOLVE -DREACH_RESOLVE_FIRE a fire after the operator reopened it, and
+ * with -DRESOLVE -DREACH_RESOLVE_LOST_FIRE such a fire when the operator's
+ * record write then lost its race, must be reachable (the verifier must
+ * report the assertion those macros add).
  */
 
 #ifndef REGIONS
@@ -62,6 +103,9 @@
 #define CLAIMED   1
 #define COMPLETED 2
 #define RELEASED  3
+#define FIRING    4   /* fire-marked (FENCED): the point of no return is next */
+
+#define MAXTOK 8      /* tokens issued: at most 2 per executor, 3 executors */
 
 typedef Rec {
 	byte state;
@@ -69,6 +113,8 @@ typedef Rec {
 	byte exp;    /* lease expiry, in the writer's local clock */
 	byte ts;     /* last-writer-wins timestamp (global clock at write) */
 	byte wr;     /* region that wrote it: the LWW tie-breaker */
+	byte fence;  /* token of the last fire-marked attempt; 0 = none */
+	bool unsent; /* that attempt ended released, not sent */
 };
 
 Rec led[REGIONS];     /* the effects-table item, one replica per region */
@@ -80,6 +126,29 @@ byte ftoken = 0;      /* highest token issued */
 byte fpassed = 0;     /* token that passed the point of no return; 0 = none */
 bool stale = false;   /* a stale token was rejected (stale_fence_rejections_total moved) */
 
+/* Ghosts (not part of the protocol), kept only where a variant reads them
+ * (each one multiplies the states): what the holder of each token did, for
+ * the operator's truthful resolution; who reopened, for non-vacuity. */
+#ifdef RESOLVE
+bool tfired[MAXTOK];  /* its holder called the provider */
+bool tdead[MAXTOK];   /* its holder stopped: it never calls the provider */
+#define FIRED(t) tfired[t] = true
+#else
+#define FIRED(t) skip
+#endif
+#if defined(REACH_UNSENT_FIRE) || defined(REACH_RESOLVE_FIRE) || defined(REACH_RESOLVE_LOST_FIRE)
+byte reopened = 0;    /* 1: an executor, 2: the operator forgot a pass */
+#define REOPENED(who) reopened = who
+#else
+#define REOPENED(who) skip
+#endif
+#ifdef REACH_RESOLVE_LOST_FIRE
+bool rlost = false;   /* the operator's record write lost its race */
+#define RLOST rlost = true
+#else
+#define RLOST skip
+#endif
+
 /* The provider. */
 byte performed = 0;   /* effects actually performed */
 bool seenKey = false; /* DEDUP: the provider remembers the stable key */
@@ -89,17 +158,31 @@ bool conflict = false; /* a replicator overwrote another owner's claim (audit) *
 	led[r].state = st; led[r].owner = who; led[r].exp = e; \
 	led[r].ts = now; led[r].wr = r
 
-/* A crash: the executor stops forever after this step. */
-#define CRASH if :: skip :: goto done fi
+/* A crash: the executor stops forever after this step. It needs no
+ * transition of its own: the property is an assertion, so a violation is a
+ * finite prefix of an execution, and a prefix in which an executor crashed
+ * after step k is the same prefix in which it merely has not run step k+1
+ * yet (no guard reads another executor's control state, and there is no
+ * timeout). The verifier explores every such prefix, so crashes after
+ * every step are covered without the branches that would multiply the
+ * states. The operator's "the attempt stopped" is modelled by Resolve
+ * stopping that attempt (tdead), see Op. */
+#define CRASH skip
 
 proctype Exec(byte id; byte r)
 {
 	byte skew;    /* local clock = now + skew - 1 (kept >= 0 by the +1 shift) */
 	byte mytok = 0;
+#ifdef FENCED
+	byte rfence = 0;      /* the claimed record's token (rec.Fence) */
+	bool runsent = false; /* its last fire-marked attempt ended not sent */
+	bool retried = false; /* the token was taken again after a reopen */
+#endif
 
 	/* 1. Claim in the LOCAL replica: insert-if-absent, or reclaim an
 	 *    expired lease by compare-and-set. Completed: the duplicate gets
-	 *    the recorded outcome and fires nothing. Live claim: in flight. */
+	 *    the recorded outcome and fires nothing. Live claim: in flight.
+	 *    The claim keeps the record's token and not-sent mark. */
 	atomic {
 		if             /* this executor's clock skew: -1, 0 or +1 tick */
 		:: skew = 0
@@ -109,42 +192,64 @@ proctype Exec(byte id; byte r)
 		if
 		:: led[r].state == NONE || led[r].state == RELEASED ->
 			WRITE(r, CLAIMED, id, now + skew + L)
-		:: led[r].state == CLAIMED && now + skew >= led[r].exp ->
+		:: (led[r].state == CLAIMED || led[r].state == FIRING) &&
+		   now + skew >= led[r].exp ->
 			WRITE(r, CLAIMED, id, now + skew + L)
 		:: else -> goto done
 		fi;
+#ifdef FENCED
+		rfence = led[r].fence;
+		runsent = led[r].unsent;
+#endif
 		skew = 0   /* the local clock is read only here: forget it */
 	}
 	CRASH;
 
 #ifdef FENCED
 	/* 2. Take a fencing token: conditional UpdateItem on the fence item,
-	 *    refused once the effect passed its point of no return. */
+	 *    refused once a token passed the point of no return. */
+token:
 	atomic {
 		if
-		:: r != HOME && partitioned -> goto release   /* unreachable */
-		:: fpassed != 0 -> goto done                  /* already issued elsewhere */
+		:: r != HOME && partitioned -> goto refused   /* unreachable */
+		:: fpassed != 0 -> goto refused               /* a token passed */
 		:: fpassed == 0 -> ftoken++; mytok = ftoken
-		:: fpassed == 0 -> ftoken++; goto release      /* applied, response lost */
+		:: fpassed == 0 -> ftoken++; goto refused /* applied, response lost */
+		fi;
+		rfence = 0; runsent = false
+	}
+	CRASH;
+
+	/* 2b. The fire mark: conditional on still owning the claim; it records
+	 *     the token. Lost (another executor reclaimed): no fire. */
+	atomic {
+		if
+		:: led[r].state == CLAIMED && led[r].owner == id ->
+			led[r].state = FIRING; led[r].fence = mytok; led[r].unsent = false;
+			led[r].ts = now; led[r].wr = r
+		:: else -> goto release
 		fi
 	}
 	CRASH;
 
-	/* 3. The point-of-no-return write, conditional on the token, appended
-	 *    after the fence verdict and immediately before the fire. */
+	/* 3. The point-of-no-return write (fence.Owner.Guard's Pass),
+	 *    conditional on the token, immediately before the fire. Any error
+	 *    means the function is not called and reports not sent. */
 	atomic {
 		if
-		:: r != HOME && partitioned -> goto done       /* outcome unknown: do not fire */
+		:: r != HOME && partitioned -> goto notsent    /* outcome unknown: do not fire */
 #ifdef BROKEN_PONR
 		:: true -> fpassed = mytok
 #else
 		:: ftoken == mytok && fpassed == 0 -> fpassed = mytok
-		:: ftoken == mytok && fpassed == 0 -> fpassed = mytok; goto done /* response lost */
+		/* Applied, response lost; the same state as a pass followed by a
+		 * function that reports not sent (its connection was refused). */
+		:: ftoken == mytok && fpassed == 0 -> fpassed = mytok; goto notsent
 		:: else -> stale = true;
 #ifdef REACH_STALE
 			assert(false);  /* non-vacuity: a stale token is rejected */
 #endif
-			goto release
+			goto notsent
 #endif
 		fi
 	}
@@ -153,6 +258,12 @@ proctype Exec(byte id; byte r)
 
 	/* 4. Fire: the external effect, with the stable provider key. */
 	atomic {
+#ifdef RESOLVE
+		if
+		:: tdead[mytok] -> goto done   /* the operator found it stopped: it never calls */
+		:: else -> skip
+		fi;
+#endif
 #ifdef DEDUP
 		if
 		:: !seenKey -> seenKey = true; performed++
@@ -161,22 +272,89 @@ proctype Exec(byte id; byte r)
 #else
 		performed++;
 #endif
+		FIRED(mytok);
 		assert(performed <= 1);
 #ifdef REACH_FIRE_REMOTE
 		assert(r == HOME);    /* non-vacuity: a non-home region fires */
 #endif
+#ifdef REACH_UNSENT_FIRE
+		assert(reopened != 1); /* non-vacuity: fired after an executor reopened */
+#endif
+#ifdef REACH_RESOLVE_FIRE
+		assert(reopened != 2); /* non-vacuity: fired after the operator reopened */
+#endif
+#ifdef REACH_RESOLVE_LOST_FIRE
+		/* non-vacuity: fired after the operator reopened and then lost
+		 * the race to write the resolution */
+		assert(!rlost || reopened != 2);
+#endif
 	}
+#ifdef BROKEN_NOTSENT_LIES
+	if
+	:: goto notsent        /* the call left, yet the function says not sent */
+	:: skip
+	fi;
+#endif
 	CRASH;
 
 	/* 5. Record the outcome: conditional on still being the owner. */
 	atomic {
 		if
-		:: led[r].state == CLAIMED && led[r].owner == id ->
+		:: (led[r].state == CLAIMED || led[r].state == FIRING) && led[r].owner == id ->
 			WRITE(r, COMPLETED, id, 0)
 		:: else -> skip
 		fi
 	}
 	goto done;
+
+#ifdef FENCED
+	/* The token was refused or lost: ledger.reopenUnsent. Only when the
+	 * claimed record's last fire-marked attempt ended released, not sent,
+	 * and once: reopen the fence for that attempt's token, then take a
+	 * token again. */
+#ifdef BROKEN_REOPEN_RESETS
+#define FORGET fpassed = 0; ftoken = 0; REOPENED(1)
+#else
+#define FORGET fpassed = 0; REOPENED(1)
+#endif
+refused:
+	if
+	:: retried || rfence == 0 -> goto release
+#ifndef BROKEN_REOPEN_ESCAPED
+	:: !runsent -> goto release
+#endif
+	:: else -> retried = true
+	fi;
+	atomic {
+		if
+		:: r != HOME && partitioned -> goto release   /* unreachable */
+#ifdef BROKEN_REOPEN_ANY
+		:: fpassed != 0 -> FORGET
+		:: fpassed != 0 -> FORGET; goto release       /* response lost */
+#else
+		:: fpassed == rfence -> FORGET
+		:: fpassed == rfence -> FORGET; goto release  /* response lost */
+		:: fpassed != 0 && fpassed != rfence -> goto release /* another token passed */
+#endif
+		:: fpassed == 0 -> skip                       /* nothing to forget */
+		fi;
+		rfence = 0; runsent = false
+	}
+	CRASH;
+	goto token;
+
+	/* The function was not called (or says its call did not leave):
+	 * release the attempt as not sent, conditional on the owner. */
+notsent:
+	atomic {
+		if
+		:: led[r].state == FIRING && led[r].owner == id ->
+			WRITE(r, RELEASED, 0, 0); led[r].unsent = true
+		:: else -> skip
+		fi
+	}
+	goto done;
+#endif
 
 release:
 	atomic {
@@ -190,6 +368,60 @@ done:
 	skip
 }
 
+#if defined(FENCED) && defined(RESOLVE)
+/* An operator runs `idemkit effects resolve --as not-delivered` once, in
+ * region r, on an escaped effect: the local replica's record is firing
+ * (its lease ran out after the fire mark; the expiry check is left out, so
+ * this may happen at any time). The operator checked the provider and is
+ * truthful: the attempt holding the record's token did not call it and has
+ * stopped. Its stop is modelled here: from the resolution on, that attempt
+ * never calls the provider (tdead), though it may still run its other
+ * steps (a superset of the attempts that stopped earlier). Resolve reopens
+ * the fence for that token first, then writes the resolution conditional
+ * on the record it read. */
+proctype Op(byte r)
+{
+	byte t;
+	byte o;
+end:
+	atomic {
+		led[r].state == FIRING &&
+#if defined(BROKEN_RESOLVE_LIES)
+		true ->                        /* its call may have left */
+#else
+		!tfired[led[r].fence] ->
+#endif
+		t = led[r].fence; o = led[r].owner;
+#ifndef BROKEN_RESOLVE_ALIVE
+		tdead[t] = true
+#else
+		skip                           /* it has not called yet, but runs on */
+#endif
+	}
+	atomic {
+		if
+		:: r != HOME && partitioned -> goto out       /* unreachable: nothing written */
+		:: fpassed == t -> fpassed = 0; REOPENED(2)
+		:: fpassed == t -> fpassed = 0; REOPENED(2); goto out /* response lost */
+		:: fpassed != 0 && fpassed != t -> goto out   /* another token passed */
+		:: fpassed == 0 -> skip                       /* nothing to forget */
+		fi
+	}
+	/* The resolution: released, the escaped attempt's token kept, not
+	 * marked not sent (the escaped attempt stays escaped). It loses the
+	 * race if the record changed since it was read. */
+	atomic {
+		if
+		:: led[r].state == FIRING && led[r].owner == o && led[r].fence == t ->
+			WRITE(r, RELEASED, 0, 0)
+		:: else -> RLOST
+		fi
+	}
+out:
+	skip
+}
+#endif
+
 /* Stream replication from one region to another: last writer wins on
  * (ts, wr), arbitrary lag, nothing crosses while partitioned. A newer record
  * from another owner over a live claim is a conflict the auditor records. */
@@ -201,7 +433,8 @@ end:
 		!partitioned &&
 		(led[from].ts > led[to].ts ||
 		 (led[from].ts == led[to].ts && led[from].wr > led[to].wr)) &&
-		(led[from].state != led[to].state || led[from].owner != led[to].owner) ->
+		(led[from].state != led[to].state || led[from].owner != led[to].owner ||
+		 led[from].fence != led[to].fence || led[from].unsent != led[to].unsent) ->
 		if
 		:: led[to].state != NONE && led[from].owner != 0 && led[to].owner != 0 &&
 		   led[from].owner != led[to].owner -> conflict = true
@@ -211,7 +444,9 @@ end:
 		led[to].owner = led[from].owner;
 		led[to].exp = led[from].exp;
 		led[to].ts = led[from].ts;
-		led[to].wr = led[from].wr
+		led[to].wr = led[from].wr;
+		led[to].fence = led[from].fence;
+		led[to].unsent = led[from].unsent
 	   }
 	od
 }
@@ -242,7 +477,17 @@ init {
 		run Clock();
 		run Exec(1, 0);
 		run Exec(2, REGIONS - 1);
+#if defined(FENCED) && defined(RESOLVE)
+		/* With the operator, a third executor only in one region: in two
+		 * it takes the search past the memory bound (over 75 million
+		 * states without an end). */
+#if REGIONS == 1
 		run Exec(3, 0);
+#endif
+		run Op(REGIONS - 1);
+#else
+		run Exec(3, 0);
+#endif
 #if REGIONS > 1
 		run Rep(0, 1);
 		run Rep(1, 0);

@@ -23,13 +23,17 @@
 //     openwop.idempotency.stale_fence_rejections_total, and the effect is
 //     not fired (the attempt is released as not sent).
 //
-// Guarantee: for one effect identity, at most one token ever passes the
-// point of no return, so at most one attempt, in any region, calls the
-// provider; this holds under executor crashes, expired leases, clock skew
-// and partitions (model/effects.pml, checked by model/check.sh). The price
-// is availability: an executor that cannot reach the fence owner does not
-// fire, and an attempt that passed the point of no return and then crashed
-// leaves the effect escaped (never re-fired automatically; Token refuses).
+// Guarantee: for one effect identity, at most one token at a time stands
+// past the point of no return, and a pass is forgotten (Reopen) only for
+// a token whose attempt did not reach the provider: the attempt ended
+// released as not sent, or an operator resolved it as not delivered. So at
+// most one attempt, in any region, calls the provider; this holds under
+// executor crashes, expired leases, clock skew and partitions, with both
+// ways of reopening (model/effects.pml, checked by model/check.sh). The
+// price is availability: an executor that cannot reach the fence owner
+// does not fire, and an attempt that passed the point of no return and
+// then crashed leaves the effect escaped (never re-fired automatically;
+// Token refuses until an operator resolves it).
 //
 // The fence owner never uses a transaction, so an MRSC table (no
 // transactions, no TTL) can hold it; the Sweeper in fence/dynamostore
