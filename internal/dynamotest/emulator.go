@@ -177,6 +177,7 @@ func StopAll() {
 	defer mu.Unlock()
 	for k, s := range servers {
 		if s.srv != nil {
+			stopped[s.srv] = true
 			s.srv.Stop()
 		}
 		delete(servers, k)
@@ -193,6 +194,8 @@ type server struct {
 var (
 	mu      sync.Mutex
 	servers = map[string]*server{}
+	// stopped holds the engines StopAll ended (their exit is expected).
+	stopped = map[*emulator.Server]bool{}
 )
 
 func get(kind string) (*Emulator, error) {
@@ -203,8 +206,27 @@ func get(kind string) (*Emulator, error) {
 		servers[kind] = s
 	}
 	mu.Unlock()
-	s.once.Do(func() { s.emu, s.srv, s.err = launch(kind) })
+	s.once.Do(func() {
+		s.emu, s.srv, s.err = launch(kind)
+		if s.srv != nil {
+			go reportUnexpectedExit(kind, s.srv)
+		}
+	})
 	return s.emu, s.err
+}
+
+// reportUnexpectedExit writes to stderr, once, that a shared engine's
+// process ended while this process had not stopped it, with the last
+// output the engine wrote: the tests that use it then fail with
+// "connection refused", and this says why.
+func reportUnexpectedExit(kind string, srv *emulator.Server) {
+	<-srv.Done()
+	mu.Lock()
+	stopping := stopped[srv]
+	mu.Unlock()
+	if !stopping {
+		fmt.Fprintf(os.Stderr, "dynamotest: the shared %s engine (pid %d) exited while tests ran; its last output:\n%s\n", kind, srv.PID(), srv.Output())
+	}
 }
 
 // launch starts kind through internal/emulator (moto is reached through its

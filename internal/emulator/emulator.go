@@ -150,6 +150,15 @@ func (s *Server) PID() int { return s.proc.PID() }
 // Output returns the last 8 KiB the emulator wrote to stdout and stderr.
 func (s *Server) Output() string { return s.out.String() }
 
+// Done is closed once the emulator's process has exited, whether Stop
+// ended it or it ended on its own (never, for a Server without one).
+func (s *Server) Done() <-chan struct{} {
+	if s.proc == nil {
+		return nil
+	}
+	return s.proc.Done()
+}
+
 // Stop stops the proxy and the emulator's process group (SIGTERM, then
 // SIGKILL after 2 s), returns once the emulator has exited, and removes
 // what its start prepared. Safe to call more than once.
