@@ -44,7 +44,7 @@ type Owner struct {
 	cfg Config
 }
 
-var _ ledger.Fencer = (*Owner)(nil)
+var _ ledger.RetainingFencer = (*Owner)(nil)
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
 // listing every problem of the Config.
@@ -140,6 +140,22 @@ func (o *Owner) Reopen(ctx context.Context, effectID string, token uint64) error
 			e.Token, e.Region, e.At = cur.Passed.Token, cur.Passed.Region, cur.Passed.At
 		}
 		return e
+	}
+	return nil
+}
+
+// Keep implements ledger.RetainingFencer: it makes the fence keep effectID's
+// item, and so the pass of token if it passed, at least until until (one
+// conditional write on the fence store, never shortening the item's
+// retention). It fails with ErrNotKept when the item is absent, past its
+// retention, or holds a newer token than token.
+func (o *Owner) Keep(ctx context.Context, effectID string, token uint64, until time.Time) error {
+	ok, err := o.cfg.Store.Keep(ctx, effectID, token, o.now(), until)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotKept
 	}
 	return nil
 }
