@@ -235,7 +235,8 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
 //     point of no return and the outcome (which would let a later claim
-//     re-fire);
+//     re-fire); under a RetainingFencer never past what the fence keeps of
+//     the attempt's token (see RetainingFencer);
 //   - an effect with Config.MaxAttempts attempts and no outcome fires no
 //     more: *AttemptsExhaustedError;
 //   - a different RequestDigest (or recipe) under the same identity is

@@ -27,7 +27,9 @@ type Config struct {
 	// token and used as a metric dimension. Default "" (not recorded).
 	Region string
 	// Retention is how long a fence item is kept after its last token, or
-	// its last token refused because one passed. It must be at least the
+	// its last token refused because one passed (or longer, when the
+	// ledger asks it to keep the item as long as an escaped attempt's
+	// record: Owner.Keep). It must be at least the
 	// ledger's Config.Retention (ledger.New refuses a shorter one). Default
 	// DefaultRetention (15 days); minimum ledger.MinRetention.
 	Retention time.Duration
