@@ -508,11 +508,6 @@ func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *
 		Attempts:  []Attempt{l.newAttempt(1, eff, now)},
 		CreatedAt: now, UpdatedAt: now, ExpiresAt: now.Add(l.cfg.Retention),
 	}
-	if !l.fused() {
-		// Under a Fencer, as a reclaim (see claimExpiry): kept only as
-		// long as its lease until the fence has been asked.
-		rec.ExpiresAt = rec.LeaseUntil
-	}
 	l.fuse(rec, now)
 	return rec
 }
