@@ -235,7 +235,8 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - every write after the claim also extends the record's retention to
 //     now+Retention, so a record can never pass its retention between the
 //     point of no return and the outcome (which would let a later claim
-//     re-fire);
+//     re-fire); under a RetainingFencer never past what the fence keeps of
+//     the attempt's token (see RetainingFencer);
 //   - an effect with Config.MaxAttempts attempts and no outcome fires no
 //     more: *AttemptsExhaustedError;
 //   - a different RequestDigest (or recipe) under the same identity is
@@ -572,6 +573,9 @@ func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.T
 	next.Owner, next.State = token, StateClaimed
 	next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
 	next.ExpiresAt = l.claimExpiry(next.ExpiresAt, now)
+	if next.LeaseUntil.After(next.ExpiresAt) {
+		next.LeaseUntil = next.ExpiresAt
+	}
 	l.fuse(next, now)
 	return next, escaped
 }
@@ -580,19 +584,17 @@ func (l *Ledger) reclaimRecord(cur *Record, eff Effect, token string, now time.T
 // claim is its own fire mark: kept Retention from now (extend). Under a
 // Fencer the record may hold an attempt whose token passed the point of no
 // return, which only the fence keeps from firing again, and only as long
-// as the fence keeps that pass: the reclaim asks the fence nothing, so it
-// keeps the record no longer than its lease needs; the fire mark after a
-// token (whose Acquire kept the fence item Fence retention from then), or
-// the release after a refusal the fence kept (ErrPassHeld), keeps it
-// Retention from then. A claim that never reaches the fence (its Token
-// fails, or the executor stops) thus never keeps the record past the
-// fence's item.
+// as the fence keeps that pass (which, the record's every write made sure,
+// is at least until exp): the reclaim asks the fence nothing, so it keeps
+// the record no longer than it was (its lease ends by then at the latest);
+// the fire mark after a token (whose Acquire kept the fence item Fence
+// retention from then), or the release after a refusal the fence kept
+// (ErrPassHeld), keeps it longer, as far as the fence does. A claim that
+// never reaches the fence (its Token fails, or the executor stops) thus
+// never keeps the record past the fence's item.
 func (l *Ledger) claimExpiry(exp, now time.Time) time.Time {
 	if l.fused() {
 		return l.extend(exp, now)
-	}
-	if e := now.Add(l.cfg.Lease); e.After(exp) {
-		return e
 	}
 	return exp
 }
@@ -604,6 +606,32 @@ func (l *Ledger) extend(exp, now time.Time) time.Time {
 		return e
 	}
 	return exp
+}
+
+// fenceFloor is the least time a Fencer keeps the item of a token asked
+// for at asked: asked plus its FenceRetention (zero when the Fencer does
+// not tell it). The fence's clock is taken to agree with the Ledger's.
+func (l *Ledger) fenceFloor(asked time.Time) time.Time {
+	if rf, ok := l.cfg.Fencer.(RetainingFencer); ok {
+		return asked.Add(rf.FenceRetention())
+	}
+	return time.Time{}
+}
+
+// capAt returns exp, or until when exp is later and until is set: a
+// fenced record's retention end, never past what the fence keeps.
+func capAt(exp, until time.Time) time.Time {
+	if !until.IsZero() && exp.After(until) {
+		return until
+	}
+	return exp
+}
+
+// keepFence asks the Fencer to keep the item of rec's token at least until
+// until (RetainingFencer.Keep; only asked when fenceFloor is set, so of a
+// RetainingFencer).
+func (l *Ledger) keepFence(ctx context.Context, rec *Record, until time.Time) error {
+	return l.cfg.Fencer.(RetainingFencer).Keep(ctx, rec.EffectID, rec.Fence, until)
 }
 
 // needsRunRef reports whether runID must reference cur to see it in its
@@ -672,9 +700,14 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		return res, err
 	}
 	next := rec
+	// fenceUntil is the least time the fence keeps the item of this
+	// attempt's token (and so its pass): zero without a Fencer, or with
+	// one that does not tell how long it keeps an item (RetainingFencer).
+	var fenceUntil time.Time
 	if rec.State == StateClaimed {
 		next = rec.Clone()
 		if l.cfg.Fencer != nil {
+			fenceUntil = l.fenceFloor(l.now())
 			f, err := l.cfg.Fencer.Token(ctx, rec.EffectID)
 			if err != nil && l.reopenUnsent(ctx, rec) {
 				f, err = l.cfg.Fencer.Token(ctx, rec.EffectID)
@@ -683,9 +716,10 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 				given := rec
 				if errors.Is(err, ErrPassHeld) {
 					// The fence kept the pass that refused this token
-					// at least Retention from now: so is the record.
+					// at least its retention from when it was asked:
+					// so is the record, never longer.
 					given = rec.Clone()
-					given.ExpiresAt = l.extend(given.ExpiresAt, l.now())
+					given.ExpiresAt = capAt(l.extend(given.ExpiresAt, l.now()), fenceUntil)
 				}
 				l.release(given)
 				return res, fmt.Errorf("ledger: fencing token: %w", err)
@@ -695,7 +729,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// The fire mark: the point of no return.
 		now := l.now()
 		next.State, next.LeaseUntil, next.UpdatedAt = StateFiring, now.Add(l.cfg.Lease), now
-		next.ExpiresAt = l.extend(next.ExpiresAt, now)
+		next.ExpiresAt = capAt(l.extend(next.ExpiresAt, now), fenceUntil)
 		a := next.last()
 		a.Fired, a.At, a.FiredAt = true, now, now
 		own.State = StateClaimed
@@ -715,7 +749,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	}
 
 	_, call := l.span(ctx, spanProvider, eff)
-	out, gaveUp, ferr := l.run(ctx, next, fn)
+	out, gaveUp, fenceUntil, ferr := l.run(ctx, next, fenceUntil, fn)
 	if call.recording() {
 		call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
 	}
@@ -784,6 +818,19 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		retErr = &FailedError{EffectID: rec.EffectID, Message: msg, Cause: ferr}
 	}
 	done.ExpiresAt = l.extend(done.ExpiresAt, now)
+	if a.State == AttemptEscaped && !fenceUntil.IsZero() && done.ExpiresAt.After(fenceUntil) {
+		// An escaped attempt's record is what keeps the effect from
+		// firing again with the fence's pass, and must not be kept
+		// longer than the fence keeps it: the fence is asked to keep
+		// the item as long as the record first (one write, on this path
+		// only when the call outlived the margin between the two
+		// retentions). If it cannot, the record is kept only as long
+		// as the fence is known to keep the pass (fail closed: an
+		// effect whose record ended is a new one).
+		if l.keepFence(context.WithoutCancel(ctx), done, done.ExpiresAt) != nil {
+			done.ExpiresAt = fenceUntil
+		}
+	}
 	// The outcome is recorded even if ctx was cancelled while fn ran.
 	own.State = StateFiring
 	_, record := l.span(ctx, spanRecord, eff)

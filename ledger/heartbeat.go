@@ -24,19 +24,22 @@ const minRenewal = time.Second
 // that the heartbeat cancelled fn's context because its renewals kept
 // failing until the lease last written could end before the next tick (see
 // heartbeat): the caller then records only a success whose value is whole,
-// not a relayed stream's (see do).
-func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (out produced, gaveUp bool, err error) {
+// not a relayed stream's (see do). fenceUntil is the least time the fence
+// keeps the item of rec's token (zero: unknown, or no Fencer); run returns
+// it as the renewals left it (see heartbeat).
+func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn effectFunc) (out produced, gaveUp bool, kept time.Time, err error) {
 	call := Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: rec.Fence}
 	if l.cfg.Heartbeat < 0 {
 		out, err = fn(ctx, call)
-		return out, false, err
+		return out, false, fenceUntil, err
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := l.heartbeat(ctx, rec, cancel)
+	stop := l.heartbeat(ctx, rec, fenceUntil, cancel)
 	defer stop()
 	out, err = fn(fctx, call)
-	return out, stop(), err
+	gaveUp, kept = stop()
+	return out, gaveUp, kept, err
 }
 
 // heartbeat renews rec's lease at every tick with a Replace fenced on the
@@ -57,12 +60,19 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fn effectFunc) (out produ
 //     again): it calls lost(ErrLeaseLost) and stops, and stop reports
 //     gaveUp. The record is left as it is, firing, for a reclaim after
 //     that lease end.
+//   - Under a Fencer that tells how long it keeps a token's item
+//     (fenceUntil set), a renewal keeps the record no longer than that;
+//     one whose lease would end after it first asks the fence to keep the
+//     item Retention from now (RetainingFencer.Keep), and fails, as a renewal
+//     that failed with an error, when the fence cannot.
 //
 // The returned stop function ends the heartbeat (cancelling a renewal in
 // flight, which is harmless: a renewal changes only the lease, the update
-// time and the retention), waits for it and reports whether it gave up.
+// time and the retention), waits for it and reports whether it gave up,
+// and until when the fence keeps the token's item as far as the renewals
+// know (fenceUntil, or later once one asked the fence to keep it).
 // A renewal that fails because stop cancelled it never gives up.
-func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.CancelCauseFunc) (stop func() (gaveUp bool)) {
+func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Time, lost context.CancelCauseFunc) (stop func() (gaveUp bool, fenceUntil time.Time)) {
 	ticks, stopTicker := l.cfg.Test.Clock.NewTicker(l.cfg.Heartbeat)
 	quit := make(chan struct{})
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -72,8 +82,9 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 	hb := struct {
 		once   sync.Once
 		gaveUp bool
+		until  time.Time
 		done   chan struct{}
-	}{done: make(chan struct{})}
+	}{done: make(chan struct{}), until: fenceUntil}
 	go func() {
 		defer close(hb.done)
 		defer stopTicker()
@@ -89,7 +100,20 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 			// rather than leave fn running past its lease while it waits on
 			// the store.
 			cctx, ccancel := context.WithTimeout(rctx, max(cur.LeaseUntil.Sub(now), minRenewal))
-			ok, _, err := l.cfg.Store.Replace(cctx, next, want, now)
+			var err error
+			if !hb.until.IsZero() && next.LeaseUntil.After(hb.until) {
+				// The fence item would end within the lease: no renewal
+				// keeps the record past it unless the fence keeps the
+				// item longer.
+				if err = l.keepFence(cctx, rec, next.ExpiresAt); err == nil {
+					hb.until = next.ExpiresAt
+				}
+			}
+			next.ExpiresAt = capAt(next.ExpiresAt, hb.until)
+			ok := false
+			if err == nil {
+				ok, _, err = l.cfg.Store.Replace(cctx, next, want, now)
+			}
 			ccancel()
 			switch {
 			case err != nil:
@@ -113,12 +137,12 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, lost context.Cancel
 			return true
 		})
 	}()
-	return func() bool {
+	return func() (bool, time.Time) {
 		hb.once.Do(func() {
 			close(quit)
 			rcancel()
 			<-hb.done
 		})
-		return hb.gaveUp
+		return hb.gaveUp, hb.until
 	}
 }

@@ -81,14 +81,29 @@ type Fencer interface {
 }
 
 // RetainingFencer is a Fencer that keeps what it issued for a bounded time
-// after its last use (fence.Owner: its Config.Retention). Past that time a
-// token that passed the point of no return is forgotten and the effect can
-// be fenced, and fired, again; so New refuses a Config whose Retention (how
-// long an effect record, escaped attempts included, is kept) is longer than
-// FenceRetention.
+// after its last use (fence.Owner: its Config.Retention), and can keep it
+// longer. Past that time a token that passed the point of no return is
+// forgotten and the effect can be fenced, and fired, again; so New refuses
+// a Config whose Retention (how long an effect record, escaped attempts
+// included, is kept) is longer than FenceRetention, and Do keeps no record
+// of a fenced effect longer than the fence keeps the item of its token:
+// a token's issue keeps the item FenceRetention from then, while an
+// attempt holding it may end escaped (ErrUncertain) long after, its record
+// written to be kept Retention from its outcome. Before such a write (or a
+// heartbeat renewal) would keep the record past what the fence is known to
+// keep, Do asks Keep to keep the item at least until the record's new
+// retention end (one conditional write, on that path only); when Keep
+// fails, the record is kept only as long as the fence is known to keep
+// the item (an escaped outcome), or the renewal fails (see
+// Config.Heartbeat). The fence's clock is taken to agree with the
+// Ledger's.
 type RetainingFencer interface {
 	Fencer
 	FenceRetention() time.Duration
+	// Keep makes the fence keep effectID's item, its newest token (and
+	// that token's pass, if it passed), at least until until. It fails
+	// when the item is absent, ended, or holds a newer token.
+	Keep(ctx context.Context, effectID string, token uint64, until time.Time) error
 }
 
 // ReopeningFencer is a Fencer that can forget a token's pass of the point

@@ -628,3 +628,231 @@ func TestEscapedStaysIssuedWhenAClaimCannotReachTheFence(t *testing.T) {
 		}
 	}
 }
+
+// keepFailing is a fence store whose retention extensions outside Acquire
+// fail while fail is set, as a fence table throttled or unreachable at the
+// end of a call does.
+type keepFailing struct {
+	*fencemem.Store
+	fail  *bool
+	keeps *int // Keep calls, if set
+}
+
+func (s keepFailing) Keep(ctx context.Context, id string, tok uint64, now, exp time.Time) (bool, error) {
+	if s.keeps != nil {
+		*s.keeps++
+	}
+	if *s.fail {
+		return false, errors.New("fence table unreachable")
+	}
+	return s.Store.Keep(ctx, id, tok, now, exp)
+}
+
+// The fence item's retention counts from the token's issue, the record's
+// from its last write: an escaped call that took T is written T after its
+// token, so with the fence and the ledger keeping 15 days each, the record
+// would be kept T past the fence item, and a Do in that window would take
+// a new token and fire the escaped effect again. No record of a fenced
+// escaped effect may be kept longer than the fence keeps its pass: the
+// ledger asks the fence to keep it as long, and when the fence cannot be
+// reached keeps the record no longer than the fence already does.
+func TestEscapedStaysIssuedAfterALongCall(t *testing.T) {
+	const day = 24 * time.Hour
+	for _, tc := range []struct {
+		name        string
+		unreachable bool
+	}{
+		{"fence reachable at the outcome", false},
+		{"fence unreachable at the outcome", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-long-call")
+			fail := false
+			owner, err := fence.New(fence.Config{Store: keepFailing{w.fences, &fail, nil}, Region: "eu-west-1", Now: w.clock.Now,
+				Retention: 15 * day})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Retention: 15 * day,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := w.clock.Now()
+			_, err = l.Do(context.Background(), eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				w.clock.Advance(20 * time.Second)
+				fail = tc.unreachable
+				return nil, ledger.Uncertain(errors.New("no answer after 20 s"))
+			}))
+			if !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatal(err)
+			}
+			fail = false
+			rec, err := l.Lookup(context.Background(), eff.Identity.EffectID)
+			if err != nil || rec == nil {
+				t.Fatalf("record after the outcome: %v, %v", rec, err)
+			}
+			it, err := w.fences.Get(context.Background(), eff.Identity.EffectID)
+			if err != nil || it == nil || it.Passed == nil {
+				t.Fatalf("fence item after the outcome: %+v, %v", it, err)
+			}
+			if rec.ExpiresAt.After(it.ExpiresAt) {
+				t.Errorf("the record is kept to %s after the token, the fence item's pass only to %s", rec.ExpiresAt.Sub(start), it.ExpiresAt.Sub(start))
+			}
+			at := 15*day + 10*time.Second
+			w.clock.Set(start.Add(at))
+			if rec, err = l.Lookup(context.Background(), eff.Identity.EffectID); err != nil {
+				t.Fatal(err)
+			}
+			if rec == nil {
+				if !tc.unreachable {
+					t.Fatalf("%s after the token: the record ended although the fence could keep the pass", at)
+				}
+				return // the record ended with the fence item: the effect is a new one
+			}
+			_, err = l.Do(context.Background(), eff, w.call(&region{owner: owner}))
+			if w.prov.Requests() != 0 {
+				t.Fatalf("%s after the token: an escaped effect whose token passed was fired again while its record (state %s, kept to %s after the token) is kept (Do: %v)",
+					at, rec.State, rec.ExpiresAt.Sub(start), err)
+			}
+			if !errors.Is(err, fence.ErrIssued) {
+				t.Fatalf("%s after the token: Do = %v, want ErrIssued", at, err)
+			}
+		})
+	}
+}
+
+// Keeping the fence item longer costs a fence write only on the escaped
+// path, and there only when the record would otherwise outlive the item:
+// never on a success, and not for an escaped call shorter than the margin
+// between the fence's retention and the ledger's.
+func TestFenceKeptOnlyWhenTheRecordWouldOutliveIt(t *testing.T) {
+	const day = 24 * time.Hour
+	for _, tc := range []struct {
+		name                     string
+		fenceRetention           time.Duration
+		wantSuccess, wantEscaped int
+	}{
+		{"fence a day longer than the ledger", 15 * day, 0, 0},
+		{"fence as long as the ledger", 14 * day, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			fail, keeps := false, 0
+			owner, err := fence.New(fence.Config{Store: keepFailing{w.fences, &fail, &keeps}, Now: w.clock.Now, Retention: tc.fenceRetention})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Do(context.Background(), effect(t, "order-ok"), owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				w.clock.Advance(20 * time.Second)
+				return []byte("ok"), nil
+			})); err != nil {
+				t.Fatal(err)
+			}
+			if keeps != tc.wantSuccess {
+				t.Errorf("a success asked the fence to keep its item %d times, want %d", keeps, tc.wantSuccess)
+			}
+			keeps = 0
+			if _, err := l.Do(context.Background(), effect(t, "order-escaped"), owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+				w.clock.Advance(20 * time.Second)
+				return nil, ledger.Uncertain(errors.New("no answer"))
+			})); !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatal(err)
+			}
+			if keeps != tc.wantEscaped {
+				t.Errorf("an escaped call of 20 s asked the fence to keep its item %d times, want %d", keeps, tc.wantEscaped)
+			}
+		})
+	}
+}
+
+// A heartbeat renewal keeps the record of a running attempt Retention
+// from now; an executor that then stops leaves that record for a reclaim
+// that marks the attempt escaped. A call running until its lease would
+// outlast the fence item of its token must not leave a record kept past
+// the item: the renewal asks the fence to keep the item as long as the
+// record, and when the fence cannot, fails (the heartbeat gives up and
+// the call's context ends before its lease) rather than keep the record
+// past the item.
+func TestRenewalsNeverKeepTheRecordPastTheFence(t *testing.T) {
+	const day = 24 * time.Hour
+	for _, tc := range []struct {
+		name        string
+		unreachable bool
+	}{
+		{"fence reachable", false},
+		{"fence unreachable at the renewal", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t)
+			eff := effect(t, "order-long-renewed")
+			fail := false
+			owner, err := fence.New(fence.Config{Store: keepFailing{w.fences, &fail, nil}, Now: w.clock.Now, Retention: 15 * day})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ticks := make(chan time.Time)
+			st := memstore.New()
+			l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Retention: 15 * day,
+				Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now,
+					NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }}},
+				Fencer: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := w.clock.Now()
+			check := func(when string) {
+				t.Helper()
+				rec, err := st.Get(context.Background(), "effect#"+eff.Identity.EffectID)
+				if err != nil || rec == nil {
+					t.Fatalf("%s: record %v, %v", when, rec, err)
+				}
+				it, err := w.fences.Get(context.Background(), eff.Identity.EffectID)
+				if err != nil || it == nil || it.Passed == nil {
+					t.Fatalf("%s: fence item %+v, %v", when, it, err)
+				}
+				if rec.ExpiresAt.After(it.ExpiresAt) {
+					t.Errorf("%s: the record (%s) is kept to %s after the token, the fence item's pass only to %s",
+						when, rec.State, rec.ExpiresAt.Sub(start), it.ExpiresAt.Sub(start))
+				}
+				if rec.LeaseUntil.After(rec.ExpiresAt) {
+					t.Errorf("%s: the lease ends %s after the token, after the record (%s)", when, rec.LeaseUntil.Sub(start), rec.ExpiresAt.Sub(start))
+				}
+			}
+			_, err = l.Do(context.Background(), eff, owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				for _, at := range []time.Duration{15*day - 60*time.Second, 15*day - 50*time.Second, 15*day - 40*time.Second} {
+					w.clock.Set(start.Add(at))
+					ticks <- w.clock.Now()
+				}
+				w.clock.Set(start.Add(15*day - 20*time.Second))
+				fail = tc.unreachable
+				ticks <- w.clock.Now()
+				if tc.unreachable {
+					<-ctx.Done() // the heartbeat gave up
+					check("after the heartbeat gave up")
+					return nil, context.Cause(ctx)
+				}
+				ticks <- w.clock.Now() // the renewal before has landed
+				check("after renewals past the fence item's first end")
+				return nil, ledger.Uncertain(errors.New("no answer"))
+			}))
+			fail = false
+			if tc.unreachable {
+				if !errors.Is(err, ledger.ErrLeaseLost) {
+					t.Fatalf("Do = %v, want ErrLeaseLost", err)
+				}
+				return
+			}
+			if !errors.Is(err, ledger.ErrUncertain) {
+				t.Fatalf("Do = %v, want ErrUncertain", err)
+			}
+			check("after the escaped outcome")
+		})
+	}
+}

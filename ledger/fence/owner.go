@@ -27,7 +27,9 @@ type Config struct {
 	// token and used as a metric dimension. Default "" (not recorded).
 	Region string
 	// Retention is how long a fence item is kept after its last token, or
-	// its last token refused because one passed. It must be at least the
+	// its last token refused because one passed (or longer, when the
+	// ledger asks it to keep the item as long as an escaped attempt's
+	// record: Owner.Keep). It must be at least the
 	// ledger's Config.Retention (ledger.New refuses a shorter one). Default
 	// DefaultRetention (15 days); minimum ledger.MinRetention.
 	Retention time.Duration
@@ -44,7 +46,7 @@ type Owner struct {
 	cfg Config
 }
 
-var _ ledger.Fencer = (*Owner)(nil)
+var _ ledger.RetainingFencer = (*Owner)(nil)
 
 // ErrConfig is matched (errors.Is) by every error New returns: one error
 // listing every problem of the Config.
@@ -140,6 +142,22 @@ func (o *Owner) Reopen(ctx context.Context, effectID string, token uint64) error
 			e.Token, e.Region, e.At = cur.Passed.Token, cur.Passed.Region, cur.Passed.At
 		}
 		return e
+	}
+	return nil
+}
+
+// Keep implements ledger.RetainingFencer: it makes the fence keep effectID's
+// item, and so the pass of token if it passed, at least until until (one
+// conditional write on the fence store, never shortening the item's
+// retention). It fails with ErrNotKept when the item is absent, past its
+// retention, or holds a newer token than token.
+func (o *Owner) Keep(ctx context.Context, effectID string, token uint64, until time.Time) error {
+	ok, err := o.cfg.Store.Keep(ctx, effectID, token, o.now(), until)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotKept
 	}
 	return nil
 }

@@ -45,6 +45,17 @@ type Store interface {
 	// with current describing the stored item.
 	Reopen(ctx context.Context, effectID string, token uint64) (ok bool, current *Item, err error)
 
+	// Keep extends the retention of effectID's item to expires (never
+	// shortening it), atomically, if and only if token is the newest token
+	// issued for it (the one that passed, once one did) and the item is
+	// still within its retention at now. ok reports that the item is kept
+	// at least until expires; it is false when the item is absent, past its
+	// retention, or another token's. The ledger asks it before it writes an
+	// escaped attempt's record to be kept longer than the token's issue
+	// kept the item, so a pass is never forgotten while a record holding
+	// it is kept.
+	Keep(ctx context.Context, effectID string, token uint64, now, expires time.Time) (ok bool, err error)
+
 	// Get returns the stored item for effectID, or nil (strongly
 	// consistent). For audits and tests.
 	Get(ctx context.Context, effectID string) (*Item, error)

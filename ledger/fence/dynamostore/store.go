@@ -201,6 +201,52 @@ func (s *Store) keep(ctx context.Context, effectID string, passed uint64, expire
 	return nil
 }
 
+// Keep implements fence.Store with one UpdateItem:
+//
+//	SET expiresAtMs = :e, expiresAt = :es
+//	IF tok = :t AND expiresAtMs > :now AND expiresAtMs < :e
+//
+// A failed condition is ok when the old item (ALL_OLD) is this token's,
+// within its retention at now, and already kept until :e or later.
+func (s *Store) Keep(ctx context.Context, effectID string, token uint64, now, expires time.Time) (bool, error) {
+	upd := expression.Set(expression.Name("expiresAtMs"), expression.Value(expires.UnixMilli())).
+		Set(expression.Name("expiresAt"), expression.Value((expires.UnixMilli()+999)/1000))
+	cond := expression.Name("tok").Equal(expression.Value(token)).
+		And(expression.Name("expiresAtMs").GreaterThan(expression.Value(now.UnixMilli()))).
+		And(expression.Name("expiresAtMs").LessThan(expression.Value(expires.UnixMilli())))
+	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
+	if err != nil {
+		return false, fmt.Errorf("fence/dynamostore: expression: %w", err)
+	}
+	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.table), Key: s.key(effectID),
+		UpdateExpression:                    ex.Update(),
+		ConditionExpression:                 ex.Condition(),
+		ExpressionAttributeNames:            ex.Names(),
+		ExpressionAttributeValues:           ex.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	if err == nil {
+		return true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, fmt.Errorf("fence/dynamostore: UpdateItem (retention of a token): %w", err)
+	}
+	cur, err := decode(ccf.Item)
+	if err != nil {
+		return false, err
+	}
+	if cur == nil {
+		// An endpoint that returns no old item on a failed condition:
+		// read it (strongly consistent).
+		if cur, err = s.Get(ctx, effectID); err != nil {
+			return false, err
+		}
+	}
+	return cur != nil && cur.Token == token && cur.ExpiresAt.After(now) && !cur.ExpiresAt.Before(expires.Truncate(time.Millisecond)), nil
+}
+
 // Pass implements fence.Store with one UpdateItem:
 //
 //	SET passed = :t, passedRegion = :r, passedAt = :now

@@ -70,6 +70,13 @@ func TestRoundTrips(t *testing.T) {
 		if _, err := o.Token(ctx(t), id); !errors.Is(err, fence.ErrIssued) || cnt.Total() > 3 || cnt.Ops()["UpdateItem"] != 2 {
 			t.Fatalf("refused Token: %v, %d round trips (%v)", err, cnt.Total(), cnt.Ops())
 		}
+		// Keeping the passed token's item longer (the outcome of an
+		// escaped attempt written past what the fence keeps): one
+		// conditional UpdateItem.
+		cnt.Reset()
+		if err := o.Keep(ctx(t), id, tok, time.Now().Add(30*24*time.Hour)); err != nil || cnt.Total() != 1 || cnt.Ops()["UpdateItem"] != 1 {
+			t.Fatalf("Keep: %v, %d round trips (%v)", err, cnt.Total(), cnt.Ops())
+		}
 	})
 }
 

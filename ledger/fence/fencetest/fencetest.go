@@ -172,6 +172,63 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
+	t.Run("KeepExtendsOnlyItsOwnToken", func(t *testing.T) {
+		// Keep extends the retention of the item of the newest token (the
+		// one that passed, once one did) to expires, never shortening it,
+		// while the item is within its retention; it creates nothing, and
+		// leaves another token's item and an ended item as they are.
+		s, id := h.NewStore(t), EffectID()
+		if ok, err := s.Keep(ctx, id, 7, t0, t0.Add(15*day)); err != nil || ok {
+			t.Fatalf("Keep of an absent item = %v, %v; want refused", ok, err)
+		}
+		if it, err := s.Get(ctx, id); err != nil || it != nil {
+			t.Fatalf("Keep of an absent item created %+v, %v", it, err)
+		}
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		expect := func(what string, exp time.Time, passed bool) {
+			t.Helper()
+			it, err := s.Get(ctx, id)
+			if err != nil || it == nil || it.Token != tok || !it.ExpiresAt.Equal(exp) || (it.Passed != nil) != passed {
+				t.Fatalf("item %s = %+v, %v; want token %d kept to %v (passed %v)", what, it, err, tok, exp, passed)
+			}
+		}
+		if ok, err := s.Keep(ctx, id, tok, t0.Add(day), t0.Add(16*day)); err != nil || !ok {
+			t.Fatalf("Keep of the issued token = %v, %v", ok, err)
+		}
+		expect("after Keep", t0.Add(16*day), false)
+		if ok, err := s.Keep(ctx, id, tok, t0.Add(day), t0.Add(10*day)); err != nil || !ok {
+			t.Fatalf("Keep to an earlier time = %v, %v; want ok (kept as long already)", ok, err)
+		}
+		expect("after a Keep to an earlier time", t0.Add(16*day), false)
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
+			t.Fatal("pass refused")
+		}
+		for range 2 { // the second is a retry whose first try applied
+			if ok, err := s.Keep(ctx, id, tok, t0.Add(2*day), t0.Add(17*day)); err != nil || !ok {
+				t.Fatalf("Keep of the passed token = %v, %v", ok, err)
+			}
+		}
+		expect("after Keep of the pass", t0.Add(17*day), true)
+		if ok, err := s.Keep(ctx, id, tok+1, t0.Add(2*day), t0.Add(20*day)); err != nil || ok {
+			t.Fatalf("Keep of another token = %v, %v; want refused", ok, err)
+		}
+		expect("after Keep of another token", t0.Add(17*day), true)
+		if ok, err := s.Keep(ctx, id, tok, t0.Add(18*day), t0.Add(30*day)); err != nil || ok {
+			t.Fatalf("Keep past the item's retention = %v, %v; want refused", ok, err)
+		}
+		expect("after Keep past its retention", t0.Add(17*day), true)
+
+		s2, id2 := h.NewStore(t), EffectID()
+		old, _, _ := s2.Acquire(ctx, id2, seed(t0), t0, t0.Add(15*day))
+		newer, _, _ := s2.Acquire(ctx, id2, seed(t0), t0, t0.Add(15*day))
+		if ok, err := s2.Keep(ctx, id2, old, t0, t0.Add(20*day)); err != nil || ok {
+			t.Fatalf("Keep of a superseded token = %v, %v; want refused", ok, err)
+		}
+		if it, _ := s2.Get(ctx, id2); it == nil || it.Token != newer || !it.ExpiresAt.Equal(t0.Add(15*day)) {
+			t.Fatalf("Keep of a superseded token changed the item: %+v", it)
+		}
+	})
+
 	t.Run("ReopenForgetsOnlyItsOwnPass", func(t *testing.T) {
 		s, id := h.NewStore(t), EffectID()
 		if ok, _, err := s.Reopen(ctx, id, 7); err != nil || !ok {

@@ -94,6 +94,23 @@ func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool
 	return true, nil, nil
 }
 
+// Keep implements fence.Store.
+func (s *Store) Keep(ctx context.Context, effectID string, token uint64, now, expires time.Time) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	it := s.items[effectID]
+	if it == nil || it.Token != token || !now.Before(it.ExpiresAt) {
+		return false, nil
+	}
+	if expires.After(it.ExpiresAt) {
+		it.ExpiresAt = expires
+	}
+	return true, nil
+}
+
 // Get implements fence.Store.
 func (s *Store) Get(ctx context.Context, effectID string) (*fence.Item, error) {
 	if err := ctx.Err(); err != nil {
