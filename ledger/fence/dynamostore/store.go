@@ -214,35 +214,9 @@ func (s *Store) Keep(ctx context.Context, effectID string, token uint64, now, ex
 	cond := expression.Name("tok").Equal(expression.Value(token)).
 		And(expression.Name("expiresAtMs").GreaterThan(expression.Value(now.UnixMilli()))).
 		And(expression.Name("expiresAtMs").LessThan(expression.Value(expires.UnixMilli())))
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
-	if err != nil {
-		return false, fmt.Errorf("fence/dynamostore: expression: %w", err)
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: s.key(effectID),
-		UpdateExpression:                    ex.Update(),
-		ConditionExpression:                 ex.Condition(),
-		ExpressionAttributeNames:            ex.Names(),
-		ExpressionAttributeValues:           ex.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return true, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return false, fmt.Errorf("fence/dynamostore: UpdateItem (retention of a token): %w", err)
-	}
-	cur, err := decode(ccf.Item)
-	if err != nil {
-		return false, err
-	}
-	if cur == nil {
-		// An endpoint that returns no old item on a failed condition:
-		// read it (strongly consistent).
-		if cur, err = s.Get(ctx, effectID); err != nil {
-			return false, err
-		}
+	applied, cur, err := s.update(ctx, effectID, upd, cond, "retention of a token")
+	if err != nil || applied {
+		return applied, err
 	}
 	return cur != nil && cur.Token == token && cur.ExpiresAt.After(now) && !cur.ExpiresAt.Before(expires.Truncate(time.Millisecond)), nil
 }
@@ -262,33 +236,9 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 	}
 	cond := expression.Name("tok").Equal(expression.Value(token)).
 		And(expression.AttributeNotExists(expression.Name("passed")))
-	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
-	if err != nil {
-		return false, nil, fmt.Errorf("fence/dynamostore: expression: %w", err)
-	}
-	_, err = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: aws.String(s.table), Key: s.key(effectID),
-		UpdateExpression:                    ex.Update(),
-		ConditionExpression:                 ex.Condition(),
-		ExpressionAttributeNames:            ex.Names(),
-		ExpressionAttributeValues:           ex.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	})
-	if err == nil {
-		return true, nil, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return false, nil, fmt.Errorf("fence/dynamostore: UpdateItem: %w", err)
-	}
-	cur, err := decode(ccf.Item)
-	if err != nil {
-		return false, nil, err
-	}
-	if cur == nil {
-		if cur, err = s.Get(ctx, effectID); err != nil {
-			return false, nil, err
-		}
+	applied, cur, err := s.update(ctx, effectID, upd, cond, "")
+	if err != nil || applied {
+		return applied, nil, err
 	}
 	if cur != nil && cur.Passed != nil && cur.Passed.Token == token {
 		return true, nil, nil
@@ -308,6 +258,22 @@ func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool
 		Remove(expression.Name("passedRegion")).
 		Remove(expression.Name("passedAt"))
 	cond := expression.Name("passed").Equal(expression.Value(token))
+	applied, cur, err := s.update(ctx, effectID, upd, cond, "")
+	if err != nil || applied {
+		return applied, nil, err
+	}
+	if cur == nil || cur.Passed == nil {
+		return true, nil, nil
+	}
+	return false, cur, nil
+}
+
+// update sends one conditional UpdateItem of effectID's item. applied
+// reports that the condition held. When it failed, cur is the item as it
+// was (the failed write's ALL_OLD, or a strongly consistent read on an
+// endpoint that returns none; nil when there is no item). what names the
+// write in an error, "" for none.
+func (s *Store) update(ctx context.Context, effectID string, upd expression.UpdateBuilder, cond expression.ConditionBuilder, what string) (applied bool, cur *fence.Item, err error) {
 	ex, err := expression.NewBuilder().WithUpdate(upd).WithCondition(cond).Build()
 	if err != nil {
 		return false, nil, fmt.Errorf("fence/dynamostore: expression: %w", err)
@@ -325,21 +291,16 @@ func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if !errors.As(err, &ccf) {
+		if what != "" {
+			return false, nil, fmt.Errorf("fence/dynamostore: UpdateItem (%s): %w", what, err)
+		}
 		return false, nil, fmt.Errorf("fence/dynamostore: UpdateItem: %w", err)
 	}
-	cur, err := decode(ccf.Item)
-	if err != nil {
-		return false, nil, err
+	if cur, err = decode(ccf.Item); err != nil || cur != nil {
+		return false, cur, err
 	}
-	if cur == nil {
-		if cur, err = s.Get(ctx, effectID); err != nil {
-			return false, nil, err
-		}
-	}
-	if cur == nil || cur.Passed == nil {
-		return true, nil, nil
-	}
-	return false, cur, nil
+	cur, err = s.Get(ctx, effectID)
+	return false, cur, err
 }
 
 // Get implements fence.Store with a strongly consistent GetItem.
