@@ -148,6 +148,7 @@ var breakCases = []struct {
 	{"GET validates the key", breaks{GetValidatesKey: true}, one("get-ignores-key", o, c, e)},
 	{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
 	{"waiting in flight (correct, not under the ERP policy)", breaks{WaitInFlight: true}, want{o: nil, c: nil, e: {"in-flight"}}},
+	{"waiting in flight, answered before the first (correct, not under the ERP policy)", breaks{WaitInFlight: true, SlowFirstAnswer: true}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true},
 		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "pending-action", "settled-replay", "failure-replayed"}}},
 
@@ -163,6 +164,7 @@ var breakCases = []struct {
 	{"a sync duplicate past its wait gets 409, not the pending Action", breaks{SyncInFlightConflict: true}, want{c: {"in-flight", "sync-pending-action"}}},
 	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
+	{"async duplicates wait too, answered before the first", breaks{AsyncIgnored: true, WaitInFlight: true, SlowFirstAnswer: true}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
 	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
 	{"an async duplicate names another run by its statusUrl alone", breaks{AsyncNamesOtherRunByURL: true}, one("pending-action", c)},

@@ -106,6 +106,13 @@ type Breaks struct {
 	// (bounded) for the winner's final answer instead of getting 409. The
 	// ERP policy forbids it (a duplicate gets 409 at once).
 	WaitInFlight bool
+
+	// SlowFirstAnswer is a mode, not a break: the first request's answer
+	// is sent 100 ms after its record is completed, so that a duplicate
+	// waiting on that record (WaitInFlight) is answered first, as on a host
+	// whose waiters poll the record while the first answer is still on
+	// its way to the client.
+	SlowFirstAnswer bool
 }
 
 // API keys Server knows. APIKey1 and APIKey2 differ in every credential
@@ -692,6 +699,9 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		delete(s.records, rk)
 	}
 	s.mu.Unlock()
+	if s.brk.SlowFirstAnswer {
+		time.Sleep(100 * time.Millisecond)
+	}
 	s.mark(w, false)
 	if s.profile == ERP {
 		w.Header().Set("Idempotency-Original-Request-ID", q.id)
