@@ -174,11 +174,6 @@ func decodeNotKept(b []byte) (*idem.Response, error) {
 	return &idem.Response{Status: int(status), NotKept: int(size)}, nil
 }
 
-// pack encodes r and compresses it when that helps; enc names the encoding.
-func pack(r *idem.Response) (blob []byte, enc string) {
-	return packEncoded(encodeResponse(r))
-}
-
 // packEncoded compresses the encoded response raw when that helps.
 func packEncoded(raw []byte) (blob []byte, enc string) {
 	if len(raw) < compressMin {

@@ -145,3 +145,10 @@ func TestInlineBoundIsOneWriteUnit(t *testing.T) {
 		}
 	}
 }
+
+// pack encodes r and compresses it when that helps; enc names the
+// encoding. The store encodes a response once (its size decides where it
+// is kept) and calls packEncoded; the tests pack a Response whole.
+func pack(r *idem.Response) (blob []byte, enc string) {
+	return packEncoded(encodeResponse(r))
+}
