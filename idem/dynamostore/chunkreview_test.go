@@ -1,0 +1,482 @@
+package dynamostore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// chunkPayload is the payload of one chunk item (the store's chunkSize).
+const chunkPayload = 350 << 10
+
+// blobFraming is what a status-200 response without headers adds to its
+// body in the stored blob: the format byte, the status (two bytes as a
+// uvarint) and the header count.
+const blobFraming = 4
+
+// incompressible returns n random bytes (deflating them never helps, so
+// the blob is stored raw and its length is n plus the framing).
+func incompressible(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func bodyResponse(body []byte) *idem.Response {
+	return &idem.Response{Status: 200, Body: body}
+}
+
+func finalOf(r *idem.Response, now time.Time) idem.Outcome {
+	return idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}
+}
+
+// chunkKeysOf returns the keys of the chunk items of record id, with
+// their items.
+func (v *env) chunkItemsOf(t *testing.T, id string) map[string]map[string]types.AttributeValue {
+	t.Helper()
+	prefix := "chunk:v1:" + strings.TrimPrefix(id, keyspace.CallerPrefix) + ":"
+	out := map[string]map[string]types.AttributeValue{}
+	p := dynamodb.NewScanPaginator(v.e.Client(), &dynamodb.ScanInput{TableName: aws.String(v.table), ConsistentRead: aws.Bool(true)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range page.Items {
+			if k := it["pk"].(*types.AttributeValueMemberS).Value; strings.HasPrefix(k, prefix) {
+				out[k] = it
+			}
+		}
+	}
+	return out
+}
+
+// wantExact checks that a duplicate's claim and a read of id both answer
+// exactly want.
+func (v *env) wantExact(t *testing.T, id, owner string, at time.Time, want *idem.Response) {
+	t.Helper()
+	rec := v.claim(t, pending(id, owner, at), at, idem.Exists)
+	sameResponse(t, "replay", rec.Response, want)
+	got, ok, err := v.s.Get(ctxT(t), id, at)
+	if err != nil || !ok {
+		t.Fatalf("Get: %v (found %t)", err, ok)
+	}
+	sameResponse(t, "Get", got.Response, want)
+}
+
+func sameResponse(t *testing.T, what string, got, want *idem.Response) {
+	t.Helper()
+	if got == nil {
+		t.Fatalf("%s: no response", what)
+	}
+	if got.Status != want.Status || !bytes.Equal(got.Body, want.Body) || len(got.Headers) != len(want.Headers) {
+		t.Fatalf("%s: status %d, %d body bytes, %d headers; want status %d, %d body bytes, %d headers",
+			what, got.Status, len(got.Body), len(got.Headers), want.Status, len(want.Body), len(want.Headers))
+	}
+	for k, vs := range want.Headers {
+		if fmt.Sprint(got.Headers[k]) != fmt.Sprint(vs) {
+			t.Fatalf("%s: header %s = %q, want %q", what, k, got.Headers[k], vs)
+		}
+	}
+}
+
+// TestChunkBoundariesReplayExactly: responses whose stored blob is one
+// byte short of, exactly at and one byte over one and two chunks, an
+// empty body, 6 MB deflated and raw, and large headers beside a body are
+// replayed byte for byte, by a duplicate's claim and by Get, from exactly
+// the chunk items their size needs, each carrying the record's retention;
+// a body over the limit writes nothing.
+func TestChunkBoundariesReplayExactly(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		now := v.now
+		compressible := bytes.Repeat([]byte(`{"row":"abcdefgh","n":12345678},`), idem.MaxResponseBytes/32)
+		cases := []struct {
+			name   string
+			resp   *idem.Response
+			chunks int // -1: not checked (deflated)
+		}{
+			{"empty body", &idem.Response{Status: 200, Body: []byte{}}, 0},
+			{"headers only", &idem.Response{Status: 204, Headers: map[string][]string{"X-A": {"", "b"}}}, 0},
+			{"one chunk less a byte", bodyResponse(incompressible(t, chunkPayload-1-blobFraming)), 1},
+			{"one chunk", bodyResponse(incompressible(t, chunkPayload-blobFraming)), 1},
+			{"one chunk and a byte", bodyResponse(incompressible(t, chunkPayload+1-blobFraming)), 2},
+			{"two chunks", bodyResponse(incompressible(t, 2*chunkPayload-blobFraming)), 2},
+			{"two chunks and a byte", bodyResponse(incompressible(t, 2*chunkPayload+1-blobFraming)), 3},
+			{"6 MB raw", bodyResponse(incompressible(t, idem.MaxResponseBytes)), (idem.MaxResponseBytes + blobFraming + chunkPayload - 1) / chunkPayload},
+			{"6 MB deflated", bodyResponse(compressible[:idem.MaxResponseBytes]), -1},
+			{"large headers and body", &idem.Response{Status: 201, Headers: map[string][]string{
+				"X-Big": {strings.Repeat("h", 300<<10), strings.Repeat("i", 200<<10)}, "Content-Type": {"application/octet-stream"}},
+				Body: incompressible(t, 2<<20)}, -1},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				id := newID()
+				v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+				if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(c.resp, now), now); err != nil {
+					t.Fatal(err)
+				}
+				v.wantExact(t, id, "o2", now, c.resp)
+				items := v.chunkItemsOf(t, id)
+				if c.chunks >= 0 && len(items) != c.chunks {
+					t.Fatalf("%d chunk items, want %d", len(items), c.chunks)
+				}
+				rec := v.raw(t, id)
+				for k, it := range items {
+					for _, a := range []string{"expiresAt", "expiresAtMs"} {
+						if fmt.Sprint(it[a]) != fmt.Sprint(rec[a]) {
+							t.Fatalf("chunk %s: %s %v, the record's %v", k, a, it[a], rec[a])
+						}
+					}
+				}
+			})
+		}
+		t.Run("over the limit", func(t *testing.T) {
+			id := newID()
+			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+			err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(bodyResponse(incompressible(t, idem.MaxResponseBytes+1)), now), now)
+			if !errors.Is(err, idem.ErrTooLarge) {
+				t.Fatalf("Complete = %v, want ErrTooLarge", err)
+			}
+			if n := len(v.chunkItemsOf(t, id)); n != 0 {
+				t.Fatalf("%d chunk items written", n)
+			}
+			if got, _, _ := v.s.Get(ctxT(t), id, now); got.State != idem.StatePending {
+				t.Fatalf("record changed: %+v", got)
+			}
+		})
+	})
+}
+
+// TestTakeoverAfterACrashNeverMixesAttempts: an attempt dies after
+// writing some or all of its chunk items, before its completion (its
+// chunks are left behind: the deletes fail too); the takeover after its
+// lease completes with a response of another size, fewer or more chunks;
+// the first owner's late completion, with yet another size, is fenced.
+// Every replay is exactly the takeover's response, never a mix.
+func TestTakeoverAfterACrashNeverMixesAttempts(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		now := v.now
+		crash := &smithy.GenericAPIError{Code: "ValidationException", Message: "injected crash"}
+		for _, c := range []struct {
+			name                string
+			first, second, late int // body sizes
+			firstWritten        int // chunk writes of the first attempt that land (-1: all)
+		}{
+			{"all chunks, then fewer", 3 << 20, 400 << 10, 1 << 20, -1},
+			{"all chunks, then more", 400 << 10, 3 << 20, 2 << 20, -1},
+			{"some chunks, then the same count", 3 << 20, 3<<20 - 7, 3 << 20, 3},
+			{"all chunks, then inline", 2 << 20, 10, 700 << 10, -1},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				id := newID()
+				v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+				first := bodyResponse(incompressible(t, c.first))
+				n := chunksOf(c.first)
+				if c.firstWritten >= 0 {
+					n = c.firstWritten
+				}
+				v.f.PassNext("PutItem", n)
+				v.f.FailNext("PutItem", 1000, crash)
+				v.f.FailNext("DeleteItem", 1000, crash) // the process is gone: nothing is cleaned up
+				if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(first, now), now); err == nil {
+					t.Fatal("the crashed completion succeeded")
+				}
+				v.f.Clear()
+				left := len(v.chunkItemsOf(t, id))
+				if left != n {
+					t.Fatalf("%d chunk items left by the crash, want %d", left, n)
+				}
+				at := now.Add(lease)
+				v.claim(t, pending(id, "o2", at), at, idem.Reclaimed)
+				second := bodyResponse(incompressible(t, c.second))
+				if err := v.s.Complete(ctxT(t), v.rec(id, "o2"), finalOf(second, at), at); err != nil {
+					t.Fatal(err)
+				}
+				late := bodyResponse(incompressible(t, c.late))
+				if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(late, at), at); !errors.Is(err, idem.ErrFenced) {
+					t.Fatalf("late first owner: %v", err)
+				}
+				if got := len(v.chunkItemsOf(t, id)); got != left+chunksOf(c.second) {
+					t.Fatalf("%d chunk items, want the crash's %d and the takeover's %d (the fenced ones deleted)", got, left, chunksOf(c.second))
+				}
+				v.wantExact(t, id, "o3", at, second)
+			})
+		}
+	})
+}
+
+// TestThrottledChunkWriteWritesNothing: the third chunk write of a 3 MB
+// response is throttled past the SDK's retries: the completion fails as
+// the store being unavailable, the record stays pending and owned, no
+// chunk item is left, and the owner's next completion is replayed exactly.
+func TestThrottledChunkWriteWritesNothing(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		now := v.now
+		id := newID()
+		v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+		v.f.PassNext("PutItem", 2)
+		v.f.FailNext("PutItem", 1000, dynamotest.Throttle())
+		err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(bodyResponse(incompressible(t, 3<<20)), now), now)
+		v.f.Clear()
+		if !errors.Is(err, idem.ErrStoreUnavailable) {
+			t.Fatalf("Complete = %v, want ErrStoreUnavailable", err)
+		}
+		if n := len(v.chunkItemsOf(t, id)); n != 0 {
+			t.Fatalf("%d chunk items left", n)
+		}
+		if got, _, _ := v.s.Get(ctxT(t), id, now); got.State != idem.StatePending || got.Owner != "o1" {
+			t.Fatalf("record changed: %+v", got)
+		}
+		want := bodyResponse(incompressible(t, 1<<20))
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(want, now), now); err != nil {
+			t.Fatal(err)
+		}
+		v.wantExact(t, id, "o2", now, want)
+	})
+}
+
+// batchGets wraps the store's client: BatchGetItem answers through
+// answer (the real call's output, the keys asked, the round).
+type batchGets struct {
+	dynamostore.API
+	mu     sync.Mutex
+	rounds int
+	answer func(out *dynamodb.BatchGetItemOutput, keys []map[string]types.AttributeValue, round int)
+}
+
+func (b *batchGets) BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error) {
+	out, err := b.API.BatchGetItem(ctx, in, o...)
+	if err != nil {
+		return out, err
+	}
+	b.mu.Lock()
+	round := b.rounds
+	b.rounds++
+	b.mu.Unlock()
+	for _, ka := range in.RequestItems {
+		b.answer(out, ka.Keys, round)
+	}
+	return out, nil
+}
+
+// keepOnly keeps the items of out whose key keep accepts and lists every
+// other key asked as unprocessed (a throttled batch read; the keys the
+// engine itself left unprocessed stay so).
+func keepOnly(table string, out *dynamodb.BatchGetItemOutput, keys []map[string]types.AttributeValue, keep func(key string) bool) {
+	pk := func(m map[string]types.AttributeValue) string { return m["pk"].(*types.AttributeValueMemberS).Value }
+	got := map[string]bool{}
+	var kept []map[string]types.AttributeValue
+	for _, it := range out.Responses[table] {
+		if keep(pk(it)) {
+			kept = append(kept, it)
+			got[pk(it)] = true
+		}
+	}
+	out.Responses[table] = kept
+	var rest []map[string]types.AttributeValue
+	for _, k := range keys {
+		if !got[pk(k)] {
+			rest = append(rest, k)
+		}
+	}
+	out.UnprocessedKeys = nil
+	if len(rest) > 0 {
+		out.UnprocessedKeys = map[string]types.KeysAndAttributes{table: {Keys: rest, ConsistentRead: aws.Bool(true)}}
+	}
+}
+
+// onlyFirst answers the first key asked only.
+func onlyFirst(table string) func(*dynamodb.BatchGetItemOutput, []map[string]types.AttributeValue, int) {
+	return func(out *dynamodb.BatchGetItemOutput, keys []map[string]types.AttributeValue, _ int) {
+		first := keys[0]["pk"].(*types.AttributeValueMemberS).Value
+		keepOnly(table, out, keys, func(k string) bool { return k == first })
+	}
+}
+
+// TestReplayReadsThroughUnprocessedKeys: a replay whose chunk read is
+// answered one key at a time, the others left unprocessed, still reads
+// the whole response exactly; a read that drops a key without listing it
+// unprocessed is an error, never a partial response; one that keeps
+// leaving a key unprocessed is the store being unavailable (a 503 with
+// Retry-After for the client, as a throttled read is), never a response.
+func TestReplayReadsThroughUnprocessedKeys(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		now := v.now
+		id := newID()
+		v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+		want := bodyResponse(incompressible(t, 2<<20)) // 6 chunks
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(want, now), now); err != nil {
+			t.Fatal(err)
+		}
+		store := func(answer func(*dynamodb.BatchGetItemOutput, []map[string]types.AttributeValue, int)) (*dynamostore.Store, *batchGets) {
+			b := &batchGets{API: v.c, answer: answer}
+			return newStore(t, b, v.table), b
+		}
+
+		t.Run("one key per round", func(t *testing.T) {
+			s, b := store(onlyFirst(v.table))
+			res, err := s.Claim(ctxT(t), pending(id, "o2", now), now)
+			if err != nil || res.Decision != idem.Exists {
+				t.Fatalf("Claim = %v, %v", res.Decision, err)
+			}
+			sameResponse(t, "replay", res.Record.Response, want)
+			if b.rounds < 6 {
+				t.Fatalf("%d BatchGetItem rounds, want at least 6 (one per chunk)", b.rounds)
+			}
+		})
+
+		t.Run("a key dropped", func(t *testing.T) {
+			s, _ := store(func(out *dynamodb.BatchGetItemOutput, keys []map[string]types.AttributeValue, _ int) {
+				out.Responses[v.table] = out.Responses[v.table][1:]
+			})
+			res, err := s.Claim(ctxT(t), pending(id, "o2", now), now)
+			if err == nil || res.Record.Response != nil || !strings.Contains(err.Error(), "missing") {
+				t.Fatalf("Claim = %v with %v, want an error naming the missing chunk", res.Decision, err)
+			}
+			if errors.Is(err, idem.ErrStoreUnavailable) {
+				t.Fatalf("a chunk missing is not an outage: %v", err)
+			}
+			if _, _, err := s.Get(ctxT(t), id, now); err == nil {
+				t.Fatal("Get answered without a chunk")
+			}
+		})
+
+		t.Run("a key left unprocessed every time", func(t *testing.T) {
+			s, _ := store(func(out *dynamodb.BatchGetItemOutput, keys []map[string]types.AttributeValue, _ int) {
+				last := keys[len(keys)-1]["pk"].(*types.AttributeValueMemberS).Value
+				keepOnly(v.table, out, keys, func(k string) bool { return k != last })
+			})
+			res, err := s.Claim(ctxT(t), pending(id, "o2", now), now)
+			if err == nil || res.Record.Response != nil {
+				t.Fatalf("Claim = %v with %v, want an error", res.Decision, err)
+			}
+			if !errors.Is(err, idem.ErrStoreUnavailable) {
+				t.Fatalf("Claim = %v, want ErrStoreUnavailable", err)
+			}
+		})
+	})
+}
+
+// TestAlteredChunksAreNeverReplayed: a chunk item missing (its TTL
+// deletion came first), truncated, or replaced by the same index of
+// another attempt's chunks: every replay and read is an error naming the
+// corruption, never a response.
+func TestAlteredChunksAreNeverReplayed(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		now := v.now
+		complete := func(t *testing.T, body []byte) (string, map[string]map[string]types.AttributeValue) {
+			id := newID()
+			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+			if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(bodyResponse(body), now), now); err != nil {
+				t.Fatal(err)
+			}
+			return id, v.chunkItemsOf(t, id)
+		}
+		body := incompressible(t, 1<<20)
+		_, otherChunks := complete(t, incompressible(t, 1<<20))
+		for _, c := range []struct {
+			name  string
+			alter func(t *testing.T, key string, it map[string]types.AttributeValue)
+		}{
+			{"missing", func(t *testing.T, key string, _ map[string]types.AttributeValue) {
+				if _, err := v.e.Client().DeleteItem(ctxT(t), &dynamodb.DeleteItemInput{TableName: aws.String(v.table),
+					Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"truncated", func(t *testing.T, key string, it map[string]types.AttributeValue) {
+				d := it["data"].(*types.AttributeValueMemberB).Value
+				it["data"] = &types.AttributeValueMemberB{Value: d[:len(d)-1]}
+				v.put(t, it)
+			}},
+			{"another attempt's", func(t *testing.T, key string, it map[string]types.AttributeValue) {
+				suffix := key[strings.LastIndex(key, ":"):]
+				for k, o := range otherChunks {
+					if strings.HasSuffix(k, suffix) {
+						it["data"] = o["data"]
+					}
+				}
+				v.put(t, it)
+			}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				id, items := complete(t, body)
+				for k, it := range items {
+					if strings.HasSuffix(k, ":1") {
+						c.alter(t, k, it)
+					}
+				}
+				res, err := v.s.Claim(ctxT(t), pending(id, "o2", now), now)
+				if err == nil || res.Record.Response != nil || !strings.Contains(err.Error(), "corrupt") {
+					t.Fatalf("Claim = %v with %v, want a corruption error", res.Decision, err)
+				}
+				if _, _, err := v.s.Get(ctxT(t), id, now); err == nil || !strings.Contains(err.Error(), "corrupt") {
+					t.Fatalf("Get = %v, want a corruption error", err)
+				}
+			})
+		}
+	})
+}
+
+func (v *env) put(t *testing.T, it map[string]types.AttributeValue) {
+	t.Helper()
+	if _, err := v.e.Client().PutItem(ctxT(t), &dynamodb.PutItemInput{TableName: aws.String(v.table), Item: it}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCancelledChunkedCompletionLeavesNoChunks: a completion with a 2 MB
+// response whose business write's condition fails is a write conflict
+// that writes nothing (no chunk item left); the owner's next completion,
+// another size, is replayed exactly.
+func TestCancelledChunkedCompletionLeavesNoChunks(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		biz := e.CreateTable(t, "RunsTable")
+		now := v.now
+		if _, err := v.c.PutItem(ctxT(t), &dynamodb.PutItemInput{TableName: aws.String(biz),
+			Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "taken"}}}); err != nil {
+			t.Fatal(err)
+		}
+		id := newID()
+		v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+		out := finalOf(bodyResponse(incompressible(t, 2<<20)), now)
+		out.Writes = []any{businessPut(biz, "taken")}
+		var wc *idem.WriteConflictError
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), out, now); !errors.As(err, &wc) || wc.Index != 0 {
+			t.Fatalf("Complete = %v, want a write conflict on write 0", err)
+		}
+		if n := len(v.chunkItemsOf(t, id)); n != 0 {
+			t.Fatalf("%d chunk items left", n)
+		}
+		want := bodyResponse(incompressible(t, 900<<10))
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(want, now), now); err != nil {
+			t.Fatal(err)
+		}
+		v.wantExact(t, id, "o2", now, want)
+	})
+}
