@@ -480,3 +480,47 @@ func TestCancelledChunkedCompletionLeavesNoChunks(t *testing.T) {
 		v.wantExact(t, id, "o2", now, want)
 	})
 }
+
+// shortReasons runs each TransactWriteItems on the engine, then answers it
+// as an engine that lists fewer cancellation reasons than items would
+// answer a retry of a transaction its first try applied: cancelled, one
+// reason, a failed condition.
+type shortReasons struct{ dynamostore.API }
+
+func (s shortReasons) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, o ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	_, _ = s.API.TransactWriteItems(ctx, in, o...)
+	return nil, &types.TransactionCanceledException{Message: aws.String("Transaction cancelled"),
+		CancellationReasons: []types.CancellationReason{{Code: aws.String("ConditionalCheckFailed")}}}
+}
+
+// TestAppliedChunkedCompletionKeepsItsChunksWhenItCannotBeChecked: a
+// transactional completion with a 2 MB response is applied but its
+// answer lost; the SDK's retry is cancelled with a reason list that names
+// no item, and the read that would tell whether the completion was this
+// one fails. The completion may have been applied, so its chunk items
+// stay: the call fails as the store being unavailable, and every replay
+// is the response, exactly.
+func TestAppliedChunkedCompletionKeepsItsChunksWhenItCannotBeChecked(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		biz := e.CreateTable(t, "RunsTable")
+		now := v.now
+		s := newStore(t, shortReasons{v.c}, v.table)
+		id := newID()
+		v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+		want := bodyResponse(incompressible(t, 2<<20))
+		out := finalOf(want, now)
+		out.Writes = []any{businessPut(biz, "run-"+rnd(4))}
+		v.f.FailNextAfterSend("TransactWriteItems", 1, dynamotest.ResponseLost())
+		v.f.FailNext("GetItem", 1000, dynamotest.Throttle())
+		err := s.Complete(ctxT(t), v.rec(id, "o1"), out, now)
+		v.f.Clear()
+		if !errors.Is(err, idem.ErrStoreUnavailable) || errors.As(err, new(*idem.WriteConflictError)) {
+			t.Fatalf("Complete = %v, want ErrStoreUnavailable (its outcome unknown), not a write conflict", err)
+		}
+		if got, _, err := v.s.Get(ctxT(t), id, now); err != nil || got.State != idem.StateCompleted {
+			t.Fatalf("the first try was not applied: %+v, %v", got, err)
+		}
+		v.wantExact(t, id, "o2", now, want)
+	})
+}
