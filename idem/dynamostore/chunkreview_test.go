@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -19,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -522,5 +525,66 @@ func TestAppliedChunkedCompletionKeepsItsChunksWhenItCannotBeChecked(t *testing.
 			t.Fatalf("the first try was not applied: %+v, %v", got, err)
 		}
 		v.wantExact(t, id, "o2", now, want)
+	})
+}
+
+// TestGuardNeverAnswersAlteredChunks: through the Guard, a duplicate of a
+// request whose 1 MB answer has a chunk item missing, or replaced by the
+// same index of another key's answer, is answered 500 (retry), never 200
+// with a part or a mix of bodies, and the handler does not run again.
+func TestGuardNeverAnswersAlteredChunks(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		g := newGuard(t, v, clock.NewManual(v.now))
+		var runs atomic.Int32
+		w := g.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			runs.Add(1)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 200, Body: string(incompressible(t, 1<<20))}, nil
+		})
+		first := func(t *testing.T) (key string, body string, items map[string]map[string]types.AttributeValue) {
+			key = newKey()
+			r := call(t, w, guardEvent(key, `{"a":1}`))
+			if r.StatusCode != 200 {
+				t.Fatalf("first: %d", r.StatusCode)
+			}
+			return key, r.Body, v.chunkItemsOf(t, keyspace.ID("tenant:acme", "POST /runs", key))
+		}
+		_, _, other := first(t)
+		for _, c := range []string{"missing", "another key's"} {
+			t.Run(c, func(t *testing.T) {
+				key, body, items := first(t)
+				if len(items) != 3 {
+					t.Fatalf("%d chunk items, want 3", len(items))
+				}
+				for k, it := range items {
+					if !strings.HasSuffix(k, ":2") {
+						continue
+					}
+					if c == "missing" {
+						if _, err := v.e.Client().DeleteItem(ctxT(t), &dynamodb.DeleteItemInput{TableName: aws.String(v.table),
+							Key: map[string]types.AttributeValue{"pk": it["pk"]}}); err != nil {
+							t.Fatal(err)
+						}
+						continue
+					}
+					for ok, o := range other {
+						if strings.HasSuffix(ok, ":2") {
+							it["data"] = o["data"]
+						}
+					}
+					v.put(t, it)
+				}
+				before := runs.Load()
+				for range 2 {
+					r := call(t, w, guardEvent(key, `{"a":1}`))
+					if r.StatusCode != 500 || r.Body == body || len(r.Body) > 4096 {
+						t.Fatalf("duplicate: %d with %d body bytes, want 500 with the Guard's error", r.StatusCode, len(r.Body))
+					}
+				}
+				if runs.Load() != before {
+					t.Fatal("the handler ran again")
+				}
+			})
+		}
 	})
 }
