@@ -865,6 +865,73 @@ func (s *suite) largeResponses(t *testing.T) {
 	}
 }
 
+// largeTakeovers: an attempt whose lease ended without a completion (its
+// process died, perhaps after storing part of its response) is taken
+// over; the takeover completes with a response of another size (fewer or
+// more bytes, compressible or not, empty), and the first owner's late
+// completion, large too, is fenced. Every replay and read is exactly the
+// takeover's response, whatever either size. A released attempt's large
+// retryable answer is never kept, and a terminal failure's large answer
+// is replayed like a completion's.
+func (s *suite) largeTakeovers(t *testing.T) {
+	st, now := s.start(t)
+	random := make([]byte, 3<<20)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	compressible := bytes.Repeat([]byte(`{"row":"abcdefgh","n":12345678},`), idem.MaxResponseBytes/32)
+	body := func(r *idem.Response) *idem.Response {
+		r.Headers = map[string][]string{"Content-Type": {"application/octet-stream"}}
+		return r
+	}
+	for _, c := range []struct {
+		name          string
+		second, late  []byte
+		status        int
+		terminal      bool
+		releasedFirst bool
+	}{
+		{"to fewer bytes", random[:400<<10+1], random[1<<20 : 3<<20], 200, false, false},
+		{"to more bytes", compressible[:idem.MaxResponseBytes], random[:400<<10+1], 200, false, false},
+		{"to an empty body", []byte{}, random, 200, false, false},
+		{"to one byte", random[7:8], random[:2<<20], 200, false, false},
+		{"terminal failure", random[1 : 2<<20], random[:1<<20], 422, true, false},
+		{"after a release", random[3 : 1<<20+3], random[:2<<20], 201, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := newID(t)
+			claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+			at := now.Add(lease)
+			if c.releasedFirst {
+				big := body(&idem.Response{Status: 503, Body: random})
+				complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateRetryableFailure, Response: big, Expires: now.Add(keep)}, now)
+				if g := mustGet(t, st, id, now); g.Response != nil {
+					t.Fatalf("a retryable answer was kept: %s", summary(g))
+				}
+				at = now
+			}
+			if got := claimReclaim(t, st, pending(id, digestA, "owner-2", at), at, !c.releasedFirst); got.Attempt != 2 {
+				t.Fatalf("takeover: %s", summary(got))
+			}
+			state := idem.StateCompleted
+			if c.terminal {
+				state = idem.StateTerminalFailure
+			}
+			want := body(&idem.Response{Status: c.status, Body: c.second})
+			complete(t, st, id, "owner-2", idem.Outcome{State: state, Response: want, Expires: at.Add(keep)}, at)
+			late := body(&idem.Response{Status: 200, Body: c.late})
+			wantFenced(t, "the first owner's late Complete", st.Complete(ctx, claimed(t, id, "owner-1"),
+				idem.Outcome{State: idem.StateCompleted, Response: late, Expires: at.Add(keep)}, at))
+			wantReplay(t, st, id, "owner-3", at, want)
+			g := mustGet(t, st, id, at)
+			if g.State != state || g.Attempt != 2 || g.Owner != "owner-2" {
+				t.Fatalf("record: %s", summary(g))
+			}
+			equalResponse(t, g.Response, want)
+		})
+	}
+}
+
 func (s *suite) callerKeyspace(t *testing.T) {
 	st, now := s.start(t)
 	for _, id := range []string{
