@@ -153,6 +153,46 @@ func TestChunkBoundariesReplayExactly(t *testing.T) {
 				}
 			})
 		}
+		// A body at the limit with one header filling the store's
+		// encoded limit (the body's 6 MB and 1 MB of header room) to the
+		// byte: kept and replayed; one byte more is refused, nothing
+		// written. The header is random (stored raw) or compressible
+		// (deflated, and inflated back to exactly the limit).
+		const encodedMax = idem.MaxResponseBytes + 1<<20
+		// Framing: format, status (2), header count, name length, name
+		// (5), value count, value length (3), then value and body.
+		const headerFraming = 1 + 2 + 1 + 1 + 5 + 1 + 3
+		limitBody := incompressible(t, idem.MaxResponseBytes)
+		for _, h := range []struct {
+			name  string
+			value []byte
+		}{
+			{"random", incompressible(t, encodedMax-idem.MaxResponseBytes-headerFraming+1)},
+			{"compressible", bytes.Repeat([]byte("h"), encodedMax-idem.MaxResponseBytes-headerFraming+1)},
+		} {
+			at := func(extra int) *idem.Response {
+				return &idem.Response{Status: 200, Body: limitBody,
+					Headers: map[string][]string{"X-Pad": {string(h.value[:len(h.value)-1+extra])}}}
+			}
+			t.Run("encoded limit, "+h.name+" header", func(t *testing.T) {
+				id := newID()
+				v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+				if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(at(0), now), now); err != nil {
+					t.Fatal(err)
+				}
+				v.wantExact(t, id, "o2", now, at(0))
+			})
+			t.Run("encoded limit and a byte, "+h.name+" header", func(t *testing.T) {
+				id := newID()
+				v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+				if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), finalOf(at(1), now), now); !errors.Is(err, idem.ErrTooLarge) {
+					t.Fatalf("Complete = %v, want ErrTooLarge", err)
+				}
+				if n := len(v.chunkItemsOf(t, id)); n != 0 {
+					t.Fatalf("%d chunk items written", n)
+				}
+			})
+		}
 		t.Run("over the limit", func(t *testing.T) {
 			id := newID()
 			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
@@ -364,6 +404,15 @@ func TestReplayReadsThroughUnprocessedKeys(t *testing.T) {
 			}
 			if _, _, err := s.Get(ctxT(t), id, now); err == nil {
 				t.Fatal("Get answered without a chunk")
+			}
+		})
+
+		t.Run("throttled past the SDK's retries", func(t *testing.T) {
+			v.f.FailNext("BatchGetItem", 1000, dynamotest.Throttle())
+			defer v.f.Clear()
+			res, err := v.s.Claim(ctxT(t), pending(id, "o2", now), now)
+			if !errors.Is(err, idem.ErrStoreUnavailable) || res.Record.Response != nil {
+				t.Fatalf("Claim = %v with %v, want ErrStoreUnavailable and no response", res.Decision, err)
 			}
 		})
 
