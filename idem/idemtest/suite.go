@@ -875,7 +875,7 @@ func (s *suite) largeResponses(t *testing.T) {
 // is replayed like a completion's.
 func (s *suite) largeTakeovers(t *testing.T) {
 	st, now := s.start(t)
-	random := make([]byte, 3<<20)
+	random := make([]byte, 1200<<10)
 	if _, err := rand.Read(random); err != nil {
 		t.Fatal(err)
 	}
@@ -891,12 +891,12 @@ func (s *suite) largeTakeovers(t *testing.T) {
 		terminal      bool
 		releasedFirst bool
 	}{
-		{"to fewer bytes", random[:400<<10+1], random[1<<20 : 3<<20], 200, false, false},
+		{"to fewer bytes", random[:400<<10+1], random[100<<10:], 200, false, false},
 		{"to more bytes", compressible[:idem.MaxResponseBytes], random[:400<<10+1], 200, false, false},
 		{"to an empty body", []byte{}, random, 200, false, false},
-		{"to one byte", random[7:8], random[:2<<20], 200, false, false},
-		{"terminal failure", random[1 : 2<<20], random[:1<<20], 422, true, false},
-		{"after a release", random[3 : 1<<20+3], random[:2<<20], 201, false, true},
+		{"to one byte", random[7:8], random[:800<<10], 200, false, false},
+		{"terminal failure", random[1:], random[:700<<10], 422, true, false},
+		{"after a release", random[3 : 1<<20+3], random[5:], 201, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := newID(t)
