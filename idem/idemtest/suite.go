@@ -875,7 +875,7 @@ func (s *suite) largeResponses(t *testing.T) {
 // is replayed like a completion's.
 func (s *suite) largeTakeovers(t *testing.T) {
 	st, now := s.start(t)
-	random := make([]byte, 1200<<10)
+	random := make([]byte, 800<<10)
 	if _, err := rand.Read(random); err != nil {
 		t.Fatal(err)
 	}
@@ -896,7 +896,7 @@ func (s *suite) largeTakeovers(t *testing.T) {
 		{"to an empty body", []byte{}, random, 200, false, false},
 		{"to one byte", random[7:8], random[:800<<10], 200, false, false},
 		{"terminal failure", random[1:], random[:700<<10], 422, true, false},
-		{"after a release", random[3 : 1<<20+3], random[5:], 201, false, true},
+		{"after a release", random[3 : 600<<10], random[5:], 201, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := newID(t)
