@@ -120,6 +120,7 @@ func Run(t *testing.T, h Harness) {
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it
 		t.Run("LargeResponses", s.largeResponses)
 		t.Run("LargeResponseTakeovers", s.largeTakeovers)
+		t.Run("LargeCompletionRace", s.largeCompletionRace)
 	}
 	t.Run("CallerKeyspaceOnly", s.callerKeyspace)
 	t.Run("UnsupportedWrite", s.unsupportedWrite)

@@ -932,6 +932,71 @@ func (s *suite) largeTakeovers(t *testing.T) {
 	}
 }
 
+// largeCompletionRace: a lapsed owner's large completion races a
+// takeover that completes with another large response, while a duplicate
+// reads the record: exactly one completion wins, and every response read,
+// during the race and after it, is exactly the winner's, never the
+// loser's nor a mix.
+func (s *suite) largeCompletionRace(t *testing.T) {
+	st, now := s.start(t)
+	bodies := [2][]byte{make([]byte, 700<<10), make([]byte, 500<<10)}
+	for _, b := range bodies {
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := 0; r < 4; r++ {
+		id := newID(t)
+		first := claim(t, st, pending(id, digestA, "first", now), now, idem.Claimed)
+		at := now.Add(lease)
+		var (
+			wg        sync.WaitGroup
+			cerr      error
+			res       idem.ClaimResult
+			rerr, err error
+			seen      [][]byte
+		)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			cerr = st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Response: &idem.Response{Status: 200, Body: bodies[0]}, Expires: at.Add(keep)}, at)
+		}()
+		go func() {
+			defer wg.Done()
+			if res, rerr = st.Claim(ctx, pending(id, digestA, "second", at), at); rerr == nil && res.Decision == idem.Reclaimed {
+				err = st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Response: &idem.Response{Status: 200, Body: bodies[1]}, Expires: at.Add(keep)}, at)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3; i++ {
+				if g, ok, gerr := st.Get(ctx, id, at); gerr == nil && ok && g.Response != nil {
+					seen = append(seen, g.Response.Body)
+				}
+			}
+		}()
+		wg.Wait()
+		if rerr != nil || err != nil {
+			t.Fatalf("takeover: claim %v, completion %v", rerr, err)
+		}
+		var want []byte
+		switch {
+		case cerr == nil && res.Decision == idem.Exists:
+			want = bodies[0]
+		case errors.Is(cerr, idem.ErrFenced) && res.Decision == idem.Reclaimed:
+			want = bodies[1]
+		default:
+			t.Fatalf("complete err=%v, claim decision=%v: exactly one must win", cerr, res.Decision)
+		}
+		for _, b := range seen {
+			if !bytes.Equal(b, want) {
+				t.Fatalf("a read during the race answered %d bytes, not the winner's %d", len(b), len(want))
+			}
+		}
+		wantReplay(t, st, id, "third", at, &idem.Response{Status: 200, Body: want})
+	}
+}
+
 func (s *suite) callerKeyspace(t *testing.T) {
 	st, now := s.start(t)
 	for _, id := range []string{
