@@ -206,7 +206,11 @@ func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, e
 			delay = min(2*delay, time.Second)
 		}
 		if round > 20 {
-			return nil, fmt.Errorf("dynamostore: chunks of %s: BatchGetItem keeps leaving keys unprocessed", id)
+			// DynamoDB leaves keys unprocessed when the read would
+			// exceed the table's capacity: a throttled read, so the
+			// store is unavailable (503 with Retry-After), as for a
+			// throttled call.
+			return nil, fmt.Errorf("%w: dynamostore: chunks of %s: BatchGetItem keeps leaving keys unprocessed", idem.ErrStoreUnavailable, id)
 		}
 		batch := pending[:min(100, len(pending))]
 		out, err := s.c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{

@@ -403,7 +403,15 @@ func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcom
 		for _, r := range reasons {
 			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
 				if sent.retried() {
-					if st, ok, cerr := s.current(ctx, id, nil); cerr == nil && ok && mine(st) {
+					st, ok, cerr := s.current(ctx, id, nil)
+					if cerr != nil {
+						// Whether the earlier try applied this
+						// completion cannot be told: its chunk
+						// items stay (the record may reference
+						// them) and the outcome is unknown.
+						return cerr
+					}
+					if ok && mine(st) {
 						return nil
 					}
 				}

@@ -38,8 +38,8 @@ type Harness struct {
 	// x 100 keys; the contract is at least that, so only lower them for a
 	// documented reason.
 	Goroutines, Keys int
-	// WithoutLargeResponses skips the multi-megabyte round-trip test (for a
-	// backend that cannot be exercised at that size; the test is reported
+	// WithoutLargeResponses skips the multi-megabyte round-trip tests (for a
+	// backend that cannot be exercised at that size; they are reported
 	// as skipped with the reason, never silently passed). Default false.
 	WithoutLargeResponses bool
 	// TxWrites, if set, enables the transactional-completion tests.
@@ -119,6 +119,8 @@ func Run(t *testing.T, h Harness) {
 	t.Run("ResponseNotKept", s.notKept)
 	if s.cfg.large { // a store that opts out (WithoutLargeResponses) does not run it
 		t.Run("LargeResponses", s.largeResponses)
+		t.Run("LargeResponseTakeovers", s.largeTakeovers)
+		t.Run("LargeCompletionRace", s.largeCompletionRace)
 	}
 	t.Run("CallerKeyspaceOnly", s.callerKeyspace)
 	t.Run("UnsupportedWrite", s.unsupportedWrite)

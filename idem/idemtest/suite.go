@@ -865,6 +865,138 @@ func (s *suite) largeResponses(t *testing.T) {
 	}
 }
 
+// largeTakeovers: an attempt whose lease ended without a completion (its
+// process died, perhaps after storing part of its response) is taken
+// over; the takeover completes with a response of another size (fewer or
+// more bytes, compressible or not, empty), and the first owner's late
+// completion, large too, is fenced. Every replay and read is exactly the
+// takeover's response, whatever either size. A released attempt's large
+// retryable answer is never kept, and a terminal failure's large answer
+// is replayed like a completion's.
+func (s *suite) largeTakeovers(t *testing.T) {
+	st, now := s.start(t)
+	random := make([]byte, 800<<10)
+	if _, err := rand.Read(random); err != nil {
+		t.Fatal(err)
+	}
+	compressible := bytes.Repeat([]byte(`{"row":"abcdefgh","n":12345678},`), idem.MaxResponseBytes/32)
+	body := func(r *idem.Response) *idem.Response {
+		r.Headers = map[string][]string{"Content-Type": {"application/octet-stream"}}
+		return r
+	}
+	for _, c := range []struct {
+		name          string
+		second, late  []byte
+		status        int
+		terminal      bool
+		releasedFirst bool
+	}{
+		{"to fewer bytes", random[:400<<10+1], random[100<<10:], 200, false, false},
+		{"to more bytes", compressible[:idem.MaxResponseBytes], random[:400<<10+1], 200, false, false},
+		{"to an empty body", []byte{}, random, 200, false, false},
+		{"to one byte", random[7:8], random[:800<<10], 200, false, false},
+		{"terminal failure", random[1:], random[:700<<10], 422, true, false},
+		{"after a release", random[3 : 600<<10], random[5:], 201, false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := newID(t)
+			claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+			at := now.Add(lease)
+			if c.releasedFirst {
+				big := body(&idem.Response{Status: 503, Body: random})
+				complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateRetryableFailure, Response: big, Expires: now.Add(keep)}, now)
+				if g := mustGet(t, st, id, now); g.Response != nil {
+					t.Fatalf("a retryable answer was kept: %s", summary(g))
+				}
+				at = now
+			}
+			if got := claimReclaim(t, st, pending(id, digestA, "owner-2", at), at, !c.releasedFirst); got.Attempt != 2 {
+				t.Fatalf("takeover: %s", summary(got))
+			}
+			state := idem.StateCompleted
+			if c.terminal {
+				state = idem.StateTerminalFailure
+			}
+			want := body(&idem.Response{Status: c.status, Body: c.second})
+			complete(t, st, id, "owner-2", idem.Outcome{State: state, Response: want, Expires: at.Add(keep)}, at)
+			late := body(&idem.Response{Status: 200, Body: c.late})
+			wantFenced(t, "the first owner's late Complete", st.Complete(ctx, claimed(t, id, "owner-1"),
+				idem.Outcome{State: idem.StateCompleted, Response: late, Expires: at.Add(keep)}, at))
+			wantReplay(t, st, id, "owner-3", at, want)
+			g := mustGet(t, st, id, at)
+			if g.State != state || g.Attempt != 2 || g.Owner != "owner-2" {
+				t.Fatalf("record: %s", summary(g))
+			}
+			equalResponse(t, g.Response, want)
+		})
+	}
+}
+
+// largeCompletionRace: a lapsed owner's large completion races a
+// takeover that completes with another large response, while a duplicate
+// reads the record: exactly one completion wins, and every response read,
+// during the race and after it, is exactly the winner's, never the
+// loser's nor a mix.
+func (s *suite) largeCompletionRace(t *testing.T) {
+	st, now := s.start(t)
+	bodies := [2][]byte{make([]byte, 700<<10), make([]byte, 500<<10)}
+	for _, b := range bodies {
+		if _, err := rand.Read(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for r := 0; r < 4; r++ {
+		id := newID(t)
+		first := claim(t, st, pending(id, digestA, "first", now), now, idem.Claimed)
+		at := now.Add(lease)
+		var (
+			wg        sync.WaitGroup
+			cerr      error
+			res       idem.ClaimResult
+			rerr, err error
+			seen      [][]byte
+		)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			cerr = st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Response: &idem.Response{Status: 200, Body: bodies[0]}, Expires: at.Add(keep)}, at)
+		}()
+		go func() {
+			defer wg.Done()
+			if res, rerr = st.Claim(ctx, pending(id, digestA, "second", at), at); rerr == nil && res.Decision == idem.Reclaimed {
+				err = st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Response: &idem.Response{Status: 200, Body: bodies[1]}, Expires: at.Add(keep)}, at)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3; i++ {
+				if g, ok, gerr := st.Get(ctx, id, at); gerr == nil && ok && g.Response != nil {
+					seen = append(seen, g.Response.Body)
+				}
+			}
+		}()
+		wg.Wait()
+		if rerr != nil || err != nil {
+			t.Fatalf("takeover: claim %v, completion %v", rerr, err)
+		}
+		var want []byte
+		switch {
+		case cerr == nil && res.Decision == idem.Exists:
+			want = bodies[0]
+		case errors.Is(cerr, idem.ErrFenced) && res.Decision == idem.Reclaimed:
+			want = bodies[1]
+		default:
+			t.Fatalf("complete err=%v, claim decision=%v: exactly one must win", cerr, res.Decision)
+		}
+		for _, b := range seen {
+			if !bytes.Equal(b, want) {
+				t.Fatalf("a read during the race answered %d bytes, not the winner's %d", len(b), len(want))
+			}
+		}
+		wantReplay(t, st, id, "third", at, &idem.Response{Status: 200, Body: want})
+	}
+}
+
 func (s *suite) callerKeyspace(t *testing.T) {
 	st, now := s.start(t)
 	for _, id := range []string{
