@@ -19,10 +19,10 @@ func commerceScenarios() []Scenario {
 		{"replay-marker", "a same-key repeat is the cached answer, byte-exact, with Idempotent-Replayed: true", replayMarker},
 		{"input-mismatch", "the same key with another input gets 409 idempotency-mismatch, never the cached body", mismatch},
 		{"operation-mismatch", "the same key on another operation gets 409 idempotency-mismatch and nothing runs", operationMismatch},
-		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inFlight},
-		{"sync-pending-action", "a sync duplicate still unanswered when its wait budget ends gets the pending Action with Retry-After, never 409, and any Action it names exists", syncPendingAction},
-		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inFlightAsync},
-		{"pending-action", "an async duplicate of a pending request is the pending Action: never settled, never 409, with Retry-After, and any Action it names exists", pendingAction},
+		{"in-flight", "a duplicate of a pending request waits for its answer, or is told to come back (Retry-After)", inWindow(inFlight)},
+		{"sync-pending-action", "a sync duplicate still unanswered when its wait budget ends gets the pending Action with Retry-After, never 409, and any Action it names exists", inWindow(syncPendingAction)},
+		{"in-flight-async", "an async duplicate of a pending request gets the pending action at once; nothing runs twice", inWindow(inFlightAsync)},
+		{"pending-action", "an async duplicate of a pending request is the pending Action: never settled, never 409, with Retry-After, and any Action it names exists", inWindow(pendingAction)},
 		{"retry-on-link", "Action.retry of a failed Action starts a new one linked to it by on, on the answer and on every read", retryOnLink},
 		{"if-match-stale", "GET carries a strong ETag; a write with If-Match of a version the Action moved on from is refused (409), the current one is not", ifMatchStale},
 		{"inbox-private", "a write refused as stale waits in the caller's inbox; another worker can neither list nor discard it (404)", inboxPrivate},
@@ -174,11 +174,11 @@ func inFlightAsync(ctx context.Context, e *env) Result {
 	}
 	switch {
 	case d.sent.After(first.done):
-		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+		return late(skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond)))
 	case d.is2xx() && d.sameAs(first):
-		return fail("an async duplicate (%s: async) got the first request's final answer: it waited instead of getting the pending action", e.cfg.ModeHeader)
+		return late(fail("an async duplicate (%s: async) got the first request's final answer: it waited instead of getting the pending action", e.cfg.ModeHeader))
 	case !d.done.Before(first.done):
-		return fail("an async duplicate (%s: async) was answered %s only after the first request finished: it waited", e.cfg.ModeHeader, d)
+		return late(fail("an async duplicate (%s: async) was answered %s only after the first request finished: it waited", e.cfg.ModeHeader, d))
 	}
 	if !d.is2xx() {
 		return fail("an async duplicate (%s: async) of a pending request got %s, want the pending action (2xx)", e.cfg.ModeHeader, d)

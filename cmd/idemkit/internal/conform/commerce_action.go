@@ -100,7 +100,7 @@ func pendingAction(ctx context.Context, e *env) Result {
 	}
 	switch {
 	case d.sent.After(first.done):
-		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+		return late(skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond)))
 	case d.is2xx() && d.sameAs(first):
 		// Waited, whichever answer reached the client first: a host whose
 		// waiters poll the record can answer a duplicate before the first
@@ -260,7 +260,7 @@ func syncPendingAction(ctx context.Context, e *env) Result {
 	}
 	switch {
 	case d.sent.After(first.done):
-		return skip("the first request finished in %v, before the sync duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+		return late(skip("the first request finished in %v, before the sync duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond)))
 	case d.is2xx() && d.sameAs(first):
 		return pass("the sync duplicate waited within its budget and got the first's answer (%v); the answer past the budget is not exercised: a slower --slow-body or a shorter wait budget (idemkit dev --idempotency-wait) shows it",
 			first.done.Sub(first.sent).Round(time.Millisecond))

@@ -8,6 +8,7 @@
 package conformtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -113,6 +114,14 @@ type Breaks struct {
 	// whose waiters poll the record while the first answer is still on
 	// its way to the client.
 	SlowFirstAnswer bool
+
+	// LateDuplicates is a mode, not a break: when N > 0, the duplicates of
+	// the N-th conformance-delay request the server records are looked at
+	// only once that request has finished, as on a loaded machine where a
+	// duplicate sent while the first request runs reaches the host after
+	// it ended. A correct host then answers them as replays, which a
+	// client cannot tell from a host that held them.
+	LateDuplicates int
 }
 
 // API keys Server knows. APIKey1 and APIKey2 differ in every credential
@@ -165,6 +174,7 @@ type Server struct {
 	// written, whose read answers 200 with no run.
 	placeholders map[string]bool
 	execs        int // createRun executions
+	slowRecords  int // conformance-delay requests recorded (LateDuplicates)
 	inbox        []*inboxEntry
 }
 
@@ -182,6 +192,8 @@ type refRecord struct {
 	status int
 	body   []byte
 	reqID  string
+	// late: its duplicates are looked at only once done (LateDuplicates).
+	late bool
 }
 
 // New returns a Server following profile (OpenWOP, Commerce, or ERP
@@ -556,6 +568,13 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	if door := s.records["door\x00"+key]; door != nil && s.brk.RecordUnauthenticated {
 		rec = door
 	}
+	if rec != nil && rec.late && rec.digest == d {
+		for deadline := time.Now().Add(time.Minute); !rec.done && s.records[rk] == rec && time.Now().Before(deadline); {
+			s.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			s.mu.Lock()
+		}
+	}
 	if rec != nil {
 		switch {
 		case rec.digest != d && rec.op == op && rec.done && s.brk.MismatchReplays:
@@ -684,6 +703,10 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		return
 	}
 	rec = &refRecord{op: op, digest: d, reqID: q.id}
+	if bytes.Contains(body, []byte(`"conformance-delay"`)) {
+		s.slowRecords++
+		rec.late = s.slowRecords == s.brk.LateDuplicates
+	}
 	if s.profile == Commerce {
 		rec.runID = "run-" + randID()
 	}
