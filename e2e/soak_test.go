@@ -491,8 +491,11 @@ chaos:
 			_ = syscall.Kill(-eng.s.PID(), syscall.SIGCONT)
 		case 2:
 			engineKills++
-			killedAt = append(killedAt, time.Now())
+			// The kill's time is read once the signal is sent (see
+			// settle_test.go): every request sent before the kill is
+			// then sent before it, however late this goroutine runs.
 			_ = syscall.Kill(-eng.s.PID(), syscall.SIGKILL)
+			killedAt = append(killedAt, time.Now())
 			eng.s.Stop()
 			time.Sleep(time.Duration(200+r.IntN(1000)) * time.Millisecond)
 			eng.start(ctx)
