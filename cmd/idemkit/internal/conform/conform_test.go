@@ -151,6 +151,8 @@ var breakCases = []struct {
 	{"waiting in flight, answered before the first (correct, not under the ERP policy)", breaks{WaitInFlight: true, SlowFirstAnswer: true}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"duplicates reaching the host after the first finished (correct)", breaks{LateDuplicates: 1}, want{o: nil, c: nil, e: nil}},
 	{"an async duplicate reaching the host after the first finished (correct)", breaks{LateDuplicates: 3}, want{c: nil}},
+	{"a sync duplicate reaching the host before the first request (correct)", breaks{LateFirst: 6}, want{c: nil}},
+	{"an async duplicate reaching the host before the first request (correct)", breaks{LateFirst: 9}, want{c: nil}},
 	{"waiting in flight, the first duplicates late (correct, not under the ERP policy)", breaks{WaitInFlight: true, LateDuplicates: 1}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true},
 		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "pending-action", "settled-replay", "failure-replayed"}}},
@@ -173,6 +175,8 @@ var breakCases = []struct {
 	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
 	{"an async duplicate names another run by its statusUrl alone", breaks{AsyncNamesOtherRunByURL: true}, one("pending-action", c)},
 	{"a sync duplicate names the run before it exists (GET answers 404)", breaks{SyncNamesUnwrittenRun: true}, one("sync-pending-action", c)},
+	{"a sync duplicate names the run before it exists, the first duplicate late", breaks{SyncNamesUnwrittenRun: true, LateDuplicates: 2}, one("sync-pending-action", c)},
+	{"an async duplicate names the run before it exists, the first duplicate late", breaks{AsyncNamesUnwrittenRun: true, LateDuplicates: 4}, one("pending-action", c)},
 	{"an async duplicate names the run before it exists by a statusUrl answering 200 with no run", breaks{AsyncStatusURLNoRun: true}, one("pending-action", c)},
 	{"an async duplicate's statusUrl is on another origin", breaks{RunBeforeDelay: true, AsyncStatusURLElsewhere: true}, one("pending-action", c)},
 	{"an async duplicate's pending answer without Retry-After", breaks{AsyncNoRetryAfter: true}, one("pending-action", c)},
@@ -416,6 +420,7 @@ func TestPendingActionSaysWhatItChecked(t *testing.T) {
 		says   string
 	}{
 		{"the run not written yet", breaks{}, Pass, "names no run yet"},
+		{"the run not written yet, the first duplicate late", breaks{LateDuplicates: 4}, Pass, "names no run yet"},
 		{"the run written first", breaks{RunBeforeDelay: true}, Pass, "which GET reads"},
 		{"a run named before it is written", breaks{AsyncNamesUnwrittenRun: true}, Fail, "which does not exist"},
 		{"another run named by its statusUrl", breaks{AsyncNamesOtherRunByURL: true}, Fail, "and the first request's Action is"},

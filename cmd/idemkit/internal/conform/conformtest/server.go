@@ -122,6 +122,13 @@ type Breaks struct {
 	// it ended. A correct host then answers them as replays, which a
 	// client cannot tell from a host that held them.
 	LateDuplicates int
+
+	// LateFirst is a mode, not a break: when N > 0, the N-th
+	// conformance-delay request sent without the wait-mode header (a
+	// checker's first request, or an in-flight duplicate) is looked at
+	// only 500 ms after it arrived, as on a loaded machine where a
+	// duplicate sent after it reaches the host first and runs.
+	LateFirst int
 }
 
 // API keys Server knows. APIKey1 and APIKey2 differ in every credential
@@ -175,6 +182,7 @@ type Server struct {
 	placeholders map[string]bool
 	execs        int // createRun executions
 	slowRecords  int // conformance-delay requests recorded (LateDuplicates)
+	slowPlain    int // conformance-delay requests without ModeHeader (LateFirst)
 	inbox        []*inboxEntry
 }
 
@@ -563,6 +571,15 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	}
 	scope, op := s.scope(q)
 	rk := scope + "\x00" + key
+	if s.brk.LateFirst > 0 && r.Header.Get(ModeHeader) == "" && bytes.Contains(body, []byte(`"conformance-delay"`)) {
+		s.mu.Lock()
+		s.slowPlain++
+		late := s.slowPlain == s.brk.LateFirst
+		s.mu.Unlock()
+		if late {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 	s.mu.Lock()
 	rec := s.records[rk]
 	if door := s.records["door\x00"+key]; door != nil && s.brk.RecordUnauthenticated {
