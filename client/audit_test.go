@@ -201,12 +201,19 @@ func (f *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
 
 // MaxElapsed bounds the whole call, not each wait: against a server that is
 // never available, the waits together stay inside it and the call ends with
-// the last answer long before MaxAttempts.
+// the last answer long before MaxAttempts. The waits are on the injected
+// clock; the budget's timer that ends a hung attempt is real, so the budget
+// is two minutes, which no answer of a loaded machine uses up (each answer
+// here takes 300 ms of real time, as one may there: with a budget of 2 s
+// the timer ended the call).
 func TestMaxElapsedBoundsTotalTime(t *testing.T) {
-	s := newScripted(t, status(503))
+	s := newScripted(t, func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(300 * time.Millisecond)
+		status(503)(w, r)
+	})
 	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c := mustNew(t, Config{MaxAttempts: 1000, MaxElapsed: 2 * time.Second, BaseDelay: 100 * time.Millisecond,
-		MaxDelay: 400 * time.Millisecond, Now: clk.Now, Sleep: clk.Sleep})
+	c := mustNew(t, Config{MaxAttempts: 1000, MaxElapsed: 2 * time.Minute, BaseDelay: 6 * time.Second,
+		MaxDelay: 24 * time.Second, Now: clk.Now, Sleep: clk.Sleep})
 	resp, body, err := post(t, c, s.srv.URL, `{}`)
 	if err != nil {
 		t.Fatal(err)
@@ -214,10 +221,10 @@ func TestMaxElapsedBoundsTotalTime(t *testing.T) {
 	if resp.StatusCode != 503 || body != `{"status":503}` {
 		t.Fatalf("status %d body %q", resp.StatusCode, body)
 	}
-	if clk.slept > 2*time.Second {
-		t.Fatalf("waited %v in total, past MaxElapsed 2s", clk.slept)
+	if clk.slept > 2*time.Minute {
+		t.Fatalf("waited %v in total, past MaxElapsed 2m", clk.slept)
 	}
-	// 2s of waits of at most 400ms each: at least 5 retries, and far fewer
+	// 2m of waits of at most 24s each: at least 5 retries, and far fewer
 	// than MaxAttempts.
 	if resp.Attempts < 6 || resp.Attempts > 40 || s.count() != resp.Attempts {
 		t.Fatalf("attempts %d (server %d), slept %v", resp.Attempts, s.count(), clk.slept)

@@ -586,7 +586,17 @@ func testExecutorDuplicates(t *testing.T, e *dynamotest.Emulator) {
 		s := newRTStack(t, e, e.Caps.Transactions)
 		rv := newReceiver(t)
 		ctx, cancel := context.WithCancel(context.Background())
-		rv.hold = func(*http.Request) { cancel(); time.Sleep(50 * time.Millisecond) }
+		// The answer is held until the executor, its context cancelled,
+		// has given up the request (a 50 ms sleep here assumed it would
+		// within that time; a loaded machine can take longer, and the
+		// answer then reached the executor as a success).
+		rv.hold = func(r *http.Request) {
+			cancel()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(2 * time.Minute): // a hang guard
+			}
+		}
 		_, m := s.post(t, "acme", rtKey(), webhookBody(rv.URL, 3))
 		id := m["runId"].(string)
 		rec := s.insert(t, id)

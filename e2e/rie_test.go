@@ -72,7 +72,7 @@ func (f *rieFunction) invoke(t testing.TB, ev events.APIGatewayV2HTTPRequest) (e
 // waitUp invokes the capabilities route until the function answers.
 func (f *rieFunction) waitUp(t testing.TB) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute) // a hang guard: the loop ends at the first answer
 	for {
 		r, err := f.invoke(t, apiEvent("GET", "/.well-known/openwop", "", "", ""))
 		if err == nil && r.StatusCode == 200 {

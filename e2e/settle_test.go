@@ -154,9 +154,14 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 		waitMore(count() + 2*c.clients) // under load, acknowledgements flowing
 		pid := eng.s.PID()
 		if c.kill {
-			// Right after acknowledged completions: kill the engine.
-			killedAt = append(killedAt, time.Now())
+			// Right after acknowledged completions: kill the engine. The
+			// kill's time is read once the signal is sent: a request sent
+			// before it was sent before the kill, however long this
+			// goroutine waited between reading the clock and killing
+			// (read before, a run whose request went out in that gap and
+			// whose write the kill lost was a violation).
 			must(t, syscall.Kill(-pid, syscall.SIGKILL))
+			killedAt = append(killedAt, time.Now())
 			eng.s.Stop()
 			time.Sleep(c.outage)
 			eng.start(ctx)

@@ -48,6 +48,9 @@ func testDevStalledStore(t *testing.T, kind string) {
 	}
 	var mu sync.Mutex
 	armed, stopped := false, false
+	// holdNext: the next call to the engine is held past dev's request
+	// timeout before it is sent on, as a loaded machine may hold any call.
+	holdNext := false
 	resume := func() {
 		mu.Lock()
 		defer mu.Unlock()
@@ -66,6 +69,13 @@ func testDevStalledStore(t *testing.T, kind string) {
 	target, _ := url.Parse(srv.Endpoint)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hold := holdNext
+		holdNext = false
+		mu.Unlock()
+		if hold {
+			time.Sleep(5 * time.Second)
+		}
 		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
 			mu.Lock()
 			if armed && !stopped {
@@ -97,10 +107,37 @@ func testDevStalledStore(t *testing.T, kind string) {
 		_ = json.Unmarshal(b, &m)
 		return resp, m, nil
 	}
-	// A healthy request first (the engine warm).
-	if r, m, err := post("stall-warm-0123456789abcdef"); err != nil || r.StatusCode != 201 {
-		t.Fatalf("warm-up: %v %v", err, m)
+	// settle posts key until it is answered 201, through the answers a
+	// request may get on a loaded machine however healthy the engine:
+	// 503 store_unavailable with Retry-After when the request timeout ran
+	// out first, then 409 in flight while that attempt's lease lives (the
+	// ceiling is a hang guard: the lease ends on dev's wall clock).
+	settle := func(what, key string) (*http.Response, map[string]any) {
+		t.Helper()
+		hang := time.Now().Add(2 * time.Minute)
+		for tries := 0; ; tries++ {
+			r, m, err := post(key)
+			switch {
+			case err != nil:
+				t.Fatalf("%s: %v", what, err)
+			case r.StatusCode == 201:
+				return r, m
+			case time.Now().Before(hang) && r.Header.Get("Retry-After") != "" &&
+				(r.StatusCode == 409 && m["error"] == "idempotency_in_flight" || r.StatusCode == 503 && m["error"] == idem.CodeStoreUnavailable):
+				t.Logf("%s, try %d: %d %v; again", what, tries, r.StatusCode, m["error"])
+				time.Sleep(500 * time.Millisecond)
+			default:
+				t.Fatalf("%s, try %d: %d %v", what, tries, r.StatusCode, m)
+			}
+		}
 	}
+	// A healthy request first (the engine warm). Its first call to the
+	// engine is held past the request timeout, so the loaded machine's
+	// answer (503, then maybe 409 in flight) is always met here.
+	mu.Lock()
+	holdNext = true
+	mu.Unlock()
+	settle("warm-up", "stall-warm-0123456789abcdef")
 
 	// The request timeout runs from the request's arrival, so on a loaded
 	// machine the authorizer and the claim may use it up before the
@@ -146,23 +183,11 @@ func testDevStalledStore(t *testing.T, kind string) {
 	// never committed). Then every retry replays that one run. The lease
 	// ends on dev's wall clock, so the in-flight answers last as long as
 	// it does: the ceiling is a hang guard, far beyond any lease dev
-	// gives a 4 s request.
-	var runID any
-	hang := time.Now().Add(2 * time.Minute)
-	for tries := 0; runID == nil; tries++ {
-		r, m, err = post(key)
-		switch {
-		case err != nil:
-			t.Fatal(err)
-		case r.StatusCode == 201:
-			runID = m["runId"]
-		case time.Now().Before(hang) && r.StatusCode == 409 && m["error"] == "idempotency_in_flight" && r.Header.Get("Retry-After") != "":
-			time.Sleep(500 * time.Millisecond)
-		default:
-			t.Fatalf("retry %d after the engine resumed: %d %v", tries, r.StatusCode, m)
-		}
-	}
-	if r, m, err = post(key); err != nil || r.StatusCode != 201 || m["runId"] != runID || r.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
-		t.Fatalf("replay: %v %v, want run %v replayed", err, m, runID)
+	// gives a 4 s request. A retry whose request timeout ran out on the
+	// loaded machine is answered 503 with Retry-After, and is retried too.
+	_, m = settle("a retry after the engine resumed", key)
+	runID := m["runId"]
+	if r, m = settle("the replay", key); m["runId"] != runID || r.Header.Get("OpenWOP-Idempotent-Replay") != "true" {
+		t.Fatalf("replay: %v, want run %v replayed", m, runID)
 	}
 }

@@ -42,6 +42,9 @@ type Fault struct {
 	// Hang holds the request after reading the body until the sender gives
 	// up or the receiver is closed.
 	Hang bool
+	// Delay holds the answer this long after reading the body (a slow
+	// receiver, or a loaded machine), or until the sender gives up.
+	Delay time.Duration
 }
 
 // Common faults.
@@ -219,6 +222,13 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		case <-req.Context().Done():
 		}
 	default:
+		if f.Delay > 0 {
+			select {
+			case <-time.After(f.Delay):
+			case <-req.Context().Done():
+				return
+			}
+		}
 		if f.RetryAfter != "" {
 			w.Header().Set("Retry-After", f.RetryAfter)
 		}

@@ -50,6 +50,12 @@ type faultStack struct {
 
 const faultMaxTries = 4
 
+// faultDeliveryTimeout is each delivery's time limit: the hang case waits
+// it out once, and an answer a loaded machine slows must not miss it (at
+// 300 ms one could: a delivery that succeeded was then another attempt,
+// and the counts below were off).
+const faultDeliveryTimeout = 10 * time.Second
+
 func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, effTbl string) *faultStack {
 	c := e.Client(dynamotest.FastRetries)
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: effTbl})
@@ -62,7 +68,7 @@ func newFaultStack(t *testing.T, e *dynamotest.Emulator, clk *clock, runsTbl, ef
 		t.Fatal(err)
 	}
 	runs := &runs.DynamoRuns{Client: c, Table: runsTbl}
-	w := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Timeout: 300 * time.Millisecond,
+	w := &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Timeout: faultDeliveryTimeout,
 		MaxTries: faultMaxTries, Budget: 15 * time.Minute, Backoff: time.Second, MaxBackoff: 10 * time.Second, Test: webhook.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}
 	x := &Executor{Runs: runs, Webhook: w, Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	return &faultStack{runs: runs, l: l, x: x, clk: clk, effTbl: effTbl, e: e}
@@ -123,6 +129,8 @@ func TestFaultInjectedReceiverMatchesWitness(t *testing.T) {
 		{"503-forever", faultrx.Options{Plan: faultrx.Always(faultrx.Status503)}, runs.StatusFailed, faultMaxTries},
 		{"429-retry-after-30", faultrx.Options{Plan: faultrx.Sequence(faultrx.TooMany("30"), faultrx.OK)}, runs.StatusCompleted, 2},
 		{"close-between-attempts", faultrx.Options{Plan: faultrx.Sequence(faultrx.Status503, faultrx.CloseAfterBody, faultrx.Status503, faultrx.OK), CloseIdle: true}, runs.StatusCompleted, 4},
+		// An answer a loaded machine slows is not a failed delivery.
+		{"slow-ok", faultrx.Options{Plan: faultrx.Sequence(faultrx.Fault{Status: 200, Delay: time.Second})}, runs.StatusCompleted, 1},
 	}
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")

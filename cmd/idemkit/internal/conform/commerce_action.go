@@ -91,7 +91,8 @@ func settledReplay(ctx context.Context, e *env) Result {
 // before that answer is recorded. A duplicate that waited and got the
 // first request's answer (the same status and resource, whether or not it
 // arrived before the first request's own answer) has no pending answer to
-// check and passes (in-flight-async fails it).
+// check and passes (in-flight-async fails it), once every try (inWindow)
+// saw it: a duplicate that reached the host late gets that answer too.
 func pendingAction(ctx context.Context, e *env) Result {
 	var nr namedActionRead
 	first, d, r, ok := slowThen(ctx, e, client.NewKey(), "async", nr.read(ctx, e))
@@ -100,12 +101,15 @@ func pendingAction(ctx context.Context, e *env) Result {
 	}
 	switch {
 	case d.sent.After(first.done):
-		return skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+		return late(skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond)))
 	case d.is2xx() && d.sameAs(first):
 		// Waited, whichever answer reached the client first: a host whose
 		// waiters poll the record can answer a duplicate before the first
 		// request's answer arrives, so the order they arrive in says nothing.
-		return pass("the async duplicate waited and got the first request's answer (%s): no pending answer to check (in-flight-async fails a duplicate that waits)", d)
+		// A duplicate that reached the host late gets the same answer:
+		// tried again, so that the pending answer is checked when the
+		// host gives one.
+		return late(pass("the async duplicate waited and got the first request's answer (%s): no pending answer to check (in-flight-async fails a duplicate that waits)", d))
 	case d.status == http.StatusConflict:
 		return fail("an async duplicate of a pending request got %s, want the pending Action (2xx with Retry-After), never 409", d)
 	case !d.is2xx():
@@ -249,8 +253,8 @@ func orNone(id string) string {
 // replay marker, naming no other resource than the first request's, and any
 // resource it names exists when named (read at once, as pending-action
 // does); never 409 in flight. A duplicate whose budget outlasted the first request gets
-// the first's answer, which passes too, saying the answer past the budget
-// was not exercised (a slower --slow-body, or a shorter wait budget such as
+// the first's answer, which passes too once every try (inWindow) saw it,
+// saying the answer past the budget was not exercised (a slower --slow-body, or a shorter wait budget such as
 // idemkit dev --idempotency-wait, exercises it).
 func syncPendingAction(ctx context.Context, e *env) Result {
 	var nr namedActionRead
@@ -260,10 +264,11 @@ func syncPendingAction(ctx context.Context, e *env) Result {
 	}
 	switch {
 	case d.sent.After(first.done):
-		return skip("the first request finished in %v, before the sync duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond))
+		return late(skip("the first request finished in %v, before the sync duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond)))
 	case d.is2xx() && d.sameAs(first):
-		return pass("the sync duplicate waited within its budget and got the first's answer (%v); the answer past the budget is not exercised: a slower --slow-body or a shorter wait budget (idemkit dev --idempotency-wait) shows it",
-			first.done.Sub(first.sent).Round(time.Millisecond))
+		// As in pending-action: a late duplicate gets the same answer.
+		return late(pass("the sync duplicate waited within its budget and got the first's answer (%v); the answer past the budget is not exercised: a slower --slow-body or a shorter wait budget (idemkit dev --idempotency-wait) shows it",
+			first.done.Sub(first.sent).Round(time.Millisecond)))
 	case d.status == http.StatusConflict:
 		return fail("a sync duplicate whose wait budget ended got %s, want the pending Action (202 with Retry-After)", d)
 	case d.status != http.StatusAccepted:

@@ -149,6 +149,11 @@ var breakCases = []struct {
 	{"validation errors not re-checked", breaks{AcceptInvalidBody: true}, want{o: {"validation-not-cached"}, c: {"rejected-at-door"}, e: {"validation-not-cached"}}},
 	{"waiting in flight (correct, not under the ERP policy)", breaks{WaitInFlight: true}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"waiting in flight, answered before the first (correct, not under the ERP policy)", breaks{WaitInFlight: true, SlowFirstAnswer: true}, want{o: nil, c: nil, e: {"in-flight"}}},
+	{"duplicates reaching the host after the first finished (correct)", breaks{LateDuplicates: 1}, want{o: nil, c: nil, e: nil}},
+	{"an async duplicate reaching the host after the first finished (correct)", breaks{LateDuplicates: 3}, want{c: nil}},
+	{"a sync duplicate reaching the host before the first request (correct)", breaks{LateFirst: 6}, want{c: nil}},
+	{"an async duplicate reaching the host before the first request (correct)", breaks{LateFirst: 9}, want{c: nil}},
+	{"waiting in flight, the first duplicates late (correct, not under the ERP policy)", breaks{WaitInFlight: true, LateDuplicates: 1}, want{o: nil, c: nil, e: {"in-flight"}}},
 	{"waiting in flight without replay marker", breaks{WaitInFlight: true, NoReplayMarker: true},
 		want{o: {"replay-marker", "in-flight"}, c: {"replay-marker", "in-flight", "pending-action", "settled-replay", "failure-replayed"}}},
 
@@ -165,10 +170,13 @@ var breakCases = []struct {
 	{"the mismatch 409 after running the operation", breaks{MismatchRuns: true}, one("operation-mismatch", c)},
 	{"async duplicates wait too", breaks{AsyncIgnored: true, WaitInFlight: true}, one("in-flight-async", c)},
 	{"async duplicates wait too, answered before the first", breaks{AsyncIgnored: true, WaitInFlight: true, SlowFirstAnswer: true}, one("in-flight-async", c)},
+	{"async duplicates wait too, the first late", breaks{AsyncIgnored: true, WaitInFlight: true, LateDuplicates: 3}, one("in-flight-async", c)},
 	{"a replay is the answer recorded at creation", breaks{ReplayStoredBody: true}, one("settled-replay", c)},
 	{"an async duplicate names the run before it exists (GET answers 404)", breaks{AsyncNamesUnwrittenRun: true}, one("pending-action", c)},
 	{"an async duplicate names another run by its statusUrl alone", breaks{AsyncNamesOtherRunByURL: true}, one("pending-action", c)},
 	{"a sync duplicate names the run before it exists (GET answers 404)", breaks{SyncNamesUnwrittenRun: true}, one("sync-pending-action", c)},
+	{"a sync duplicate names the run before it exists, the first duplicate late", breaks{SyncNamesUnwrittenRun: true, LateDuplicates: 2}, one("sync-pending-action", c)},
+	{"an async duplicate names the run before it exists, the first duplicate late", breaks{AsyncNamesUnwrittenRun: true, LateDuplicates: 4}, one("pending-action", c)},
 	{"an async duplicate names the run before it exists by a statusUrl answering 200 with no run", breaks{AsyncStatusURLNoRun: true}, one("pending-action", c)},
 	{"an async duplicate's statusUrl is on another origin", breaks{RunBeforeDelay: true, AsyncStatusURLElsewhere: true}, one("pending-action", c)},
 	{"an async duplicate's pending answer without Retry-After", breaks{AsyncNoRetryAfter: true}, one("pending-action", c)},
@@ -412,6 +420,7 @@ func TestPendingActionSaysWhatItChecked(t *testing.T) {
 		says   string
 	}{
 		{"the run not written yet", breaks{}, Pass, "names no run yet"},
+		{"the run not written yet, the first duplicate late", breaks{LateDuplicates: 4}, Pass, "names no run yet"},
 		{"the run written first", breaks{RunBeforeDelay: true}, Pass, "which GET reads"},
 		{"a run named before it is written", breaks{AsyncNamesUnwrittenRun: true}, Fail, "which does not exist"},
 		{"another run named by its statusUrl", breaks{AsyncNamesOtherRunByURL: true}, Fail, "and the first request's Action is"},
@@ -432,6 +441,39 @@ func TestPendingActionSaysWhatItChecked(t *testing.T) {
 			}
 			if !seen {
 				t.Fatal("no pending-action result")
+			}
+		})
+	}
+}
+
+// TestLateDuplicatesAreTriedAgain: a duplicate sent while the first
+// request runs may reach the host only after it finished (a loaded
+// machine; the reference server's LateDuplicates mode makes it so for one
+// slow request: the ERP policy's in-flight scenario's first, the commerce
+// policy's in-flight-async's first). A verdict that only says so is not
+// given: the scenario tries again with a new key and says so.
+func TestLateDuplicatesAreTriedAgain(t *testing.T) {
+	for _, tc := range []struct {
+		p        Profile
+		late     int
+		scenario string
+	}{
+		{ProfileERP, 1, "in-flight"},
+		{ProfileCommerce, 3, "in-flight-async"},
+	} {
+		t.Run(string(tc.p), func(t *testing.T) {
+			t.Parallel()
+			seen := false
+			for _, r := range run(t, tc.p, breaks{LateDuplicates: tc.late}) {
+				if r.Scenario == tc.scenario {
+					seen = true
+					if r.Status != Pass || !strings.Contains(r.Detail, ": on the earlier ones a duplicate came late)") {
+						t.Fatalf("%s: %s %s, want a pass on a later try", r.Scenario, r.Status, r.Detail)
+					}
+				}
+			}
+			if !seen {
+				t.Fatalf("no %s result", tc.scenario)
 			}
 		})
 	}

@@ -59,7 +59,16 @@
 //
 // Every scenario uses fresh random keys, so a run leaves the API's own data
 // untouched apart from the resources the scenarios create. The checker never
-// retries: it has to see every answer.
+// retries a request: it has to see every answer. A scenario whose verdict
+// needs a duplicate to reach the API while a slow first request runs
+// (in-flight; the commerce policy's sync-pending-action, in-flight-async and
+// pending-action) tries again, with a new key, up to three times, when what
+// it saw is only what a duplicate that arrived late shows: on a loaded
+// machine a duplicate sent while the first request runs may reach the API
+// after it finished (then a held duplicate and a late one get the same
+// replay), or its answer reach the checker after the first one's. The
+// verdict then says which try gave it; an API that holds every duplicate
+// fails on every try.
 //
 // Its defaults fit `idemkit dev`: POST /runs with
 // {"workflowId":"conformance-noop","inputs":{}}, a slow duplicate through the

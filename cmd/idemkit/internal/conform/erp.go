@@ -20,7 +20,7 @@ func erpScenarios() []Scenario {
 		{"response-headers", "X-Request-ID is the current attempt's, the key is echoed, Idempotency-Original-Request-ID names the first processed request", responseHeaders},
 		{"payload-conflict", "another payload under the same key gets 409 IDEMPOTENCY_KEY_CONFLICT with the policy's message", mismatch},
 		{"error-envelope", "an error envelope's error is the ERP code and its request_id the current attempt id (X-Request-ID)", errorEnvelope},
-		{"in-flight", "a duplicate of a request in progress gets 409 IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After: 2 at once", inFlight},
+		{"in-flight", "a duplicate of a request in progress gets 409 IDEMPOTENCY_REQUEST_IN_PROGRESS with Retry-After: 2 at once", inWindow(inFlight)},
 		{"scope-route", "the same key on another route names another record", scopeRoute},
 		{"scope-client", "the same key under another client names another record", scopeBy(ScopeClient)},
 		{"scope-company", "the same key under another company names another record", scopeBy(ScopeCompany)},

@@ -245,7 +245,7 @@ func inFlight(ctx context.Context, e *env) Result {
 	if e.rules.inFlightNoWait {
 		for _, d := range done {
 			if d != winner && d.sent.Before(winner.done) {
-				return fail("a duplicate sent while the first request was in progress was held for its answer: want 409 %s at once", strings.Join(e.rules.inFlightCodes, "|"))
+				return late(fail("a duplicate sent while the first request was in progress was held for its answer: want 409 %s at once", strings.Join(e.rules.inFlightCodes, "|")))
 			}
 		}
 	}
@@ -256,7 +256,7 @@ func inFlight(ctx context.Context, e *env) Result {
 		}
 	}
 	if overlapped == 0 {
-		return skip("the first request finished in %v, before its duplicates were sent: no in-flight window (use a slower body)", winner.done.Sub(winner.sent).Round(time.Millisecond))
+		return late(skip("the first request finished in %v, before its duplicates were sent: no in-flight window (use a slower body)", winner.done.Sub(winner.sent).Round(time.Millisecond)))
 	}
 	after, err := e.post(ctx, k, body, 0)
 	if err != nil {

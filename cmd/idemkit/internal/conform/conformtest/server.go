@@ -8,6 +8,7 @@
 package conformtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -113,6 +114,21 @@ type Breaks struct {
 	// whose waiters poll the record while the first answer is still on
 	// its way to the client.
 	SlowFirstAnswer bool
+
+	// LateDuplicates is a mode, not a break: when N > 0, the duplicates of
+	// the N-th conformance-delay request the server records are looked at
+	// only once that request has finished, as on a loaded machine where a
+	// duplicate sent while the first request runs reaches the host after
+	// it ended. A correct host then answers them as replays, which a
+	// client cannot tell from a host that held them.
+	LateDuplicates int
+
+	// LateFirst is a mode, not a break: when N > 0, the N-th
+	// conformance-delay request sent without the wait-mode header (a
+	// checker's first request, or an in-flight duplicate) is looked at
+	// only 500 ms after it arrived, as on a loaded machine where a
+	// duplicate sent after it reaches the host first and runs.
+	LateFirst int
 }
 
 // API keys Server knows. APIKey1 and APIKey2 differ in every credential
@@ -165,6 +181,8 @@ type Server struct {
 	// written, whose read answers 200 with no run.
 	placeholders map[string]bool
 	execs        int // createRun executions
+	slowRecords  int // conformance-delay requests recorded (LateDuplicates)
+	slowPlain    int // conformance-delay requests without ModeHeader (LateFirst)
 	inbox        []*inboxEntry
 }
 
@@ -182,6 +200,8 @@ type refRecord struct {
 	status int
 	body   []byte
 	reqID  string
+	// late: its duplicates are looked at only once done (LateDuplicates).
+	late bool
 }
 
 // New returns a Server following profile (OpenWOP, Commerce, or ERP
@@ -551,10 +571,26 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 	}
 	scope, op := s.scope(q)
 	rk := scope + "\x00" + key
+	if s.brk.LateFirst > 0 && r.Header.Get(ModeHeader) == "" && bytes.Contains(body, []byte(`"conformance-delay"`)) {
+		s.mu.Lock()
+		s.slowPlain++
+		late := s.slowPlain == s.brk.LateFirst
+		s.mu.Unlock()
+		if late {
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 	s.mu.Lock()
 	rec := s.records[rk]
 	if door := s.records["door\x00"+key]; door != nil && s.brk.RecordUnauthenticated {
 		rec = door
+	}
+	if rec != nil && rec.late && rec.digest == d {
+		for deadline := time.Now().Add(time.Minute); !rec.done && s.records[rk] == rec && time.Now().Before(deadline); {
+			s.mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			s.mu.Lock()
+		}
 	}
 	if rec != nil {
 		switch {
@@ -684,6 +720,10 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 		return
 	}
 	rec = &refRecord{op: op, digest: d, reqID: q.id}
+	if bytes.Contains(body, []byte(`"conformance-delay"`)) {
+		s.slowRecords++
+		rec.late = s.slowRecords == s.brk.LateDuplicates
+	}
 	if s.profile == Commerce {
 		rec.runID = "run-" + randID()
 	}
