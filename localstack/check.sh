@@ -2,8 +2,8 @@
 # CI check of the LocalStack init hook: run it against moto_server (started
 # here on a free loopback port) through the aws CLI's --endpoint-url, then
 # verify every table of template.yaml exists with its stream and TTL, and
-# that a second run is a no-op. Needs moto_server, the aws CLI (botocore),
-# curl and PyYAML.
+# that a second run is a no-op. Needs moto_server, the aws CLI, curl and
+# PyYAML.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,15 +31,30 @@ sh localstack/init/ready.d/10-idemkit-tables.sh
 second=$(sh localstack/init/ready.d/10-idemkit-tables.sh)   # idempotent: every table kept
 [ "$(printf '%s\n' "$second" | grep -c '(exists)')" -ge 5 ] || { echo "second run: $second" >&2; exit 1; }
 
-# The checks of the tables the hook made, in one Python process (botocore,
-# the library the aws CLI runs on) rather than one aws CLI start per check.
+# The checks of the tables the hook made, in one Python process: through
+# botocore (the library the aws CLI v1 runs on) rather than one aws CLI
+# start per check; where python3 has no botocore (the aws CLI v2 bundles
+# its own), through the aws CLI, one call per table and question.
 python3 - "$endpoint" <<'PY'
-import sys
+import functools, json, subprocess, sys
 sys.path.insert(0, "localstack")
-import botocore.session, yaml, create_tables
+import yaml, create_tables
 t = yaml.load(open("template.yaml"), Loader=create_tables.Loader)
 expected = sorted(k for k, v in t["Resources"].items() if v["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))
-ddb = botocore.session.get_session().create_client("dynamodb", endpoint_url=sys.argv[1])
+endpoint = sys.argv[1]
+try:
+    import botocore.session
+    ddb = botocore.session.get_session().create_client("dynamodb", endpoint_url=endpoint)
+    describe_table = lambda n: ddb.describe_table(TableName=n)
+    describe_ttl = lambda n: ddb.describe_time_to_live(TableName=n)
+except ImportError:
+    def aws(*args):
+        out = subprocess.run(["aws", "--endpoint-url", endpoint, "--output", "json", "dynamodb", *args],
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
+    describe_table = lambda n: aws("describe-table", "--table-name", n)
+    describe_ttl = lambda n: aws("describe-time-to-live", "--table-name", n)
+describe_table = functools.lru_cache(describe_table)
 passed = failed = 0
 def check(what, name, fn):
     global passed, failed
@@ -53,10 +68,10 @@ def check(what, name, fn):
     else:
         print(f"FAIL: {what} {name}", file=sys.stderr)
         failed += 1
-exists = lambda n: bool(ddb.describe_table(TableName=n)["Table"])
-has_stream = lambda n: ddb.describe_table(TableName=n)["Table"].get("StreamSpecification", {}).get("StreamEnabled") is True
-has_ttl = lambda n: "expiresAt" in (ddb.describe_time_to_live(TableName=n)["TimeToLiveDescription"].get("AttributeName") or "")
-has_gsi = lambda n: any("byRun" in g["IndexName"] for g in ddb.describe_table(TableName=n)["Table"].get("GlobalSecondaryIndexes", []))
+exists = lambda n: bool(describe_table(n)["Table"])
+has_stream = lambda n: describe_table(n)["Table"].get("StreamSpecification", {}).get("StreamEnabled") is True
+has_ttl = lambda n: "expiresAt" in (describe_ttl(n)["TimeToLiveDescription"].get("AttributeName") or "")
+has_gsi = lambda n: any("byRun" in g["IndexName"] for g in describe_table(n)["Table"].get("GlobalSecondaryIndexes", []))
 for id in expected:
     check("exists", "ci-" + id, exists)
 for id in ("IdempotencyTable", "RunsTable", "EffectsTable"):
