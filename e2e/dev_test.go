@@ -34,10 +34,10 @@ type devServer struct {
 // auditor on (dynalite has no streams, so its runs are never executed).
 var devEngines = []string{emulator.DynamoDBLocal, emulator.Moto}
 
-// startDev builds ./cmd/idemkit once per call and starts `idemkit dev
-// --emulator engine` on a free loopback port with loopback webhooks
-// allowed; it returns once GET /.well-known/openwop answers 200, and the
-// time that took.
+// startDev builds ./cmd/idemkit (once per test process: testutil.Build)
+// and starts `idemkit dev --emulator engine` on a free loopback port with
+// loopback webhooks allowed; it returns once GET /.well-known/openwop
+// answers 200, and the time that took.
 func startDev(t testing.TB, engine string) (*devServer, time.Duration) {
 	t.Helper()
 	if _, err := os.Stat(shared.ModuleRoot()); err != nil {

@@ -2,11 +2,12 @@
 # CI check of the LocalStack init hook: run it against moto_server (started
 # here on a free loopback port) through the aws CLI's --endpoint-url, then
 # verify every table of template.yaml exists with its stream and TTL, and
-# that a second run is a no-op. Needs moto_server, the aws CLI and PyYAML.
+# that a second run is a no-op. Needs moto_server, the aws CLI, curl and
+# PyYAML.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-for tool in moto_server aws python3; do
+for tool in moto_server aws python3 curl; do
   command -v "$tool" >/dev/null || { echo "localstack/check.sh: $tool is not installed" >&2; exit 1; }
 done
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
@@ -17,34 +18,67 @@ trap 'kill "$moto_pid" 2>/dev/null || true; wait "$moto_pid" 2>/dev/null || true
 
 export AWS_ACCESS_KEY_ID=idemkit AWS_SECRET_ACCESS_KEY=idemkit AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
 endpoint="http://127.0.0.1:$port"
+# Ready when moto answers HTTP at all (curl, not an aws CLI start per poll).
 for _ in $(seq 1 300); do
-  aws --endpoint-url "$endpoint" dynamodb list-tables >/dev/null 2>&1 && break
+  curl -s -o /dev/null "$endpoint/" && break
   kill -0 "$moto_pid" 2>/dev/null || { cat "$log" >&2; exit 1; }
   sleep 0.1
 done
+aws --endpoint-url "$endpoint" dynamodb list-tables >/dev/null
 
 export IDEMKIT_TEMPLATE="$PWD/template.yaml" IDEMKIT_DYNAMODB_ENDPOINT="$endpoint" IDEMKIT_TABLE_PREFIX=ci-
 sh localstack/init/ready.d/10-idemkit-tables.sh
 second=$(sh localstack/init/ready.d/10-idemkit-tables.sh)   # idempotent: every table kept
 [ "$(printf '%s\n' "$second" | grep -c '(exists)')" -ge 5 ] || { echo "second run: $second" >&2; exit 1; }
 
-expected=$(python3 - <<'PY'
-import sys
+# The checks of the tables the hook made, in one Python process: through
+# botocore (the library the aws CLI v1 runs on) rather than one aws CLI
+# start per check; where python3 has no botocore (the aws CLI v2 bundles
+# its own), through the aws CLI, one call per table and question.
+python3 - "$endpoint" <<'PY'
+import functools, json, subprocess, sys
 sys.path.insert(0, "localstack")
 import yaml, create_tables
 t = yaml.load(open("template.yaml"), Loader=create_tables.Loader)
-print(" ".join(sorted(k for k, v in t["Resources"].items() if v["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))))
+expected = sorted(k for k, v in t["Resources"].items() if v["Type"] in ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"))
+endpoint = sys.argv[1]
+try:
+    import botocore.session
+    ddb = botocore.session.get_session().create_client("dynamodb", endpoint_url=endpoint)
+    describe_table = lambda n: ddb.describe_table(TableName=n)
+    describe_ttl = lambda n: ddb.describe_time_to_live(TableName=n)
+except ImportError:
+    def aws(*args):
+        out = subprocess.run(["aws", "--endpoint-url", endpoint, "--output", "json", "dynamodb", *args],
+                             check=True, capture_output=True, text=True)
+        return json.loads(out.stdout)
+    describe_table = lambda n: aws("describe-table", "--table-name", n)
+    describe_ttl = lambda n: aws("describe-time-to-live", "--table-name", n)
+describe_table = functools.lru_cache(describe_table)
+passed = failed = 0
+def check(what, name, fn):
+    global passed, failed
+    try:
+        ok = fn(name)
+    except Exception as e:
+        print(f"{what} {name}: {e}", file=sys.stderr)
+        ok = False
+    if ok:
+        passed += 1
+    else:
+        print(f"FAIL: {what} {name}", file=sys.stderr)
+        failed += 1
+exists = lambda n: bool(describe_table(n)["Table"])
+has_stream = lambda n: describe_table(n)["Table"].get("StreamSpecification", {}).get("StreamEnabled") is True
+has_ttl = lambda n: "expiresAt" in (describe_ttl(n)["TimeToLiveDescription"].get("AttributeName") or "")
+has_gsi = lambda n: any("byRun" in g["IndexName"] for g in describe_table(n)["Table"].get("GlobalSecondaryIndexes", []))
+for id in expected:
+    check("exists", "ci-" + id, exists)
+for id in ("IdempotencyTable", "RunsTable", "EffectsTable"):
+    check("has_stream", "ci-" + id, has_stream)
+for id in ("IdempotencyTable", "RunsTable", "EffectsTable", "FenceTable"):
+    check("has_ttl", "ci-" + id, has_ttl)
+check("has_gsi", "ci-EffectsTable", has_gsi)
+print(f"localstack init hook against moto: {passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
 PY
-)
-passed=0 failed=0
-check() { if "$@"; then passed=$((passed + 1)); else echo "FAIL: $*" >&2; failed=$((failed + 1)); fi; }
-has_stream() { aws --endpoint-url "$endpoint" dynamodb describe-table --table-name "$1" --query 'Table.StreamSpecification.StreamEnabled' --output text | grep -q True; }
-has_ttl() { aws --endpoint-url "$endpoint" dynamodb describe-time-to-live --table-name "$1" --query 'TimeToLiveDescription.AttributeName' --output text | grep -q expiresAt; }
-has_gsi() { aws --endpoint-url "$endpoint" dynamodb describe-table --table-name "$1" --query 'Table.GlobalSecondaryIndexes[].IndexName' --output text | grep -q byRun; }
-exists() { aws --endpoint-url "$endpoint" dynamodb describe-table --table-name "$1" >/dev/null; }
-for id in $expected; do check exists "ci-$id"; done
-for id in IdempotencyTable RunsTable EffectsTable; do check has_stream "ci-$id"; done
-for id in IdempotencyTable RunsTable EffectsTable FenceTable; do check has_ttl "ci-$id"; done
-check has_gsi ci-EffectsTable
-echo "localstack init hook against moto: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]

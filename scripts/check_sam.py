@@ -73,7 +73,7 @@ def xray_only(statement):
     return bool(acts) and all(isinstance(a, str) and a in XRAY_WRITE for a in acts)
 
 
-def main(path):
+def check(path):
     # Offline: the translator asks boto for the region and partition.
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     os.environ.setdefault("AWS_REGION", "us-east-1")
@@ -160,6 +160,7 @@ def main(path):
         if counts.get(t, 0) != n:
             problems.append(f"want {n} {t}, got {counts.get(t, 0)}")
     if problems:
+        print(f"{path}:")
         for p in problems:
             print("FAIL:", p)
         print(f"0 passed, {len(problems)} failed")
@@ -168,5 +169,15 @@ def main(path):
     return 0
 
 
+def main(paths):
+    """Checks each template of paths in turn (one interpreter start for all:
+    internal/regionsim checks every deployment variant at once); 1 if any
+    fails."""
+    status = 0
+    for path in paths:
+        status |= check(path)
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "template.yaml"))
+    sys.exit(main(sys.argv[1:] or ["template.yaml"]))

@@ -160,13 +160,15 @@ func Start(t testing.TB, kind string) *Emulator {
 	return e
 }
 
-// Main runs the tests of m, stops every emulator this process started, and
-// exits with the tests' status. Use it as TestMain:
+// Main runs the tests of m, stops every emulator this process started,
+// removes the binaries testutil.Build kept, and exits with the tests'
+// status. Use it as TestMain:
 //
 //	func TestMain(m *testing.M) { dynamotest.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
 	StopAll()
+	testutil.RemoveBuilds()
 	os.Exit(code)
 }
 

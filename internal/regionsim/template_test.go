@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -105,20 +106,45 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
 	}
-	for _, v := range variants {
+	// One cfn-lint and one check_sam.py process check every variant, side
+	// by side: each tool's start-up (loading its specifications) costs more
+	// than checking one template. Each file is named after its variant, as
+	// the tools' output names it.
+	dir := t.TempDir()
+	bodies := make([][]byte, len(variants))
+	paths := make([]string, len(variants))
+	for i, v := range variants {
+		bodies[i] = variant(t, v.overrides)
+		paths[i] = filepath.Join(dir, v.name+".yaml")
+		if err := os.WriteFile(paths[i], bodies[i], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checks := []*exec.Cmd{
+		exec.Command(cfnLint, paths...),
+		exec.Command(python, append([]string{filepath.Join(root, "scripts", "check_sam.py")}, paths...)...),
+	}
+	outs, errs := make([][]byte, len(checks)), make([]error, len(checks))
+	var wg sync.WaitGroup
+	for i, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = c.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	for i, c := range checks {
+		if errs[i] != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(c.Args, " "), errs[i], outs[i])
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i, v := range variants {
 		t.Run(v.name, func(t *testing.T) {
-			body := variant(t, v.overrides)
-			path := filepath.Join(t.TempDir(), "template.yaml")
-			if err := os.WriteFile(path, body, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if out, err := exec.Command(cfnLint, path).CombinedOutput(); err != nil {
-				t.Fatalf("cfn-lint: %v\n%s", err, out)
-			}
-			cmd := exec.Command(python, filepath.Join(root, "scripts", "check_sam.py"), path)
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("check_sam.py: %v\n%s", err, out)
-			}
+			body := bodies[i]
 			defs, err := tables.DefsInRegion(body, "us-east-1")
 			if err != nil {
 				t.Fatal(err)
