@@ -792,7 +792,12 @@ func TestRenewalsNeverKeepTheRecordPastTheFence(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
 			eff := effect(t, "order-long-renewed")
-			fail := false
+			// The fence's Keep is only asked for by a renewal whose lease
+			// would outlast the fence item (the one at 15 days less 20 s,
+			// or an earlier one the scheduler held until the clock had
+			// moved there), so an unreachable fence fails every Keep from
+			// the start: no flag changes while a renewal may read it.
+			fail := tc.unreachable
 			owner, err := fence.New(fence.Config{Store: keepFailing{w.fences, &fail, nil}, Now: w.clock.Now, Retention: 15 * day})
 			if err != nil {
 				t.Fatal(err)
@@ -826,23 +831,34 @@ func TestRenewalsNeverKeepTheRecordPastTheFence(t *testing.T) {
 				}
 			}
 			_, err = l.Do(context.Background(), eff, owner.Guard(func(ctx context.Context, c ledger.Call) ([]byte, error) {
-				for _, at := range []time.Duration{15*day - 60*time.Second, 15*day - 50*time.Second, 15*day - 40*time.Second} {
-					w.clock.Set(start.Add(at))
-					ticks <- w.clock.Now()
+				// tick hands the heartbeat a tick at the clock's time; a
+				// heartbeat that gave up (its renewal read the clock
+				// after a later Set) takes no more.
+				tick := func() bool {
+					select {
+					case ticks <- w.clock.Now():
+						return true
+					case <-ctx.Done():
+						return false
+					}
 				}
-				w.clock.Set(start.Add(15*day - 20*time.Second))
-				fail = tc.unreachable
-				ticks <- w.clock.Now()
+				for _, at := range []time.Duration{15*day - 60*time.Second, 15*day - 50*time.Second, 15*day - 40*time.Second, 15*day - 20*time.Second} {
+					w.clock.Set(start.Add(at))
+					if !tick() {
+						break
+					}
+				}
 				if tc.unreachable {
 					<-ctx.Done() // the heartbeat gave up
 					check("after the heartbeat gave up")
 					return nil, context.Cause(ctx)
 				}
-				ticks <- w.clock.Now() // the renewal before has landed
+				if !tick() { // the renewal before has landed
+					t.Fatalf("the heartbeat gave up with the fence reachable: %v", context.Cause(ctx))
+				}
 				check("after renewals past the fence item's first end")
 				return nil, ledger.Uncertain(errors.New("no answer"))
 			}))
-			fail = false
 			if tc.unreachable {
 				if !errors.Is(err, ledger.ErrLeaseLost) {
 					t.Fatalf("Do = %v, want ErrLeaseLost", err)
