@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,75 @@ func classifyMissing(r ackedRun, rec idem.Record, found bool, kills []time.Time)
 	}
 	v.Lost = whole && !v.Kill.IsZero()
 	return v
+}
+
+// A run can also be lost and created again. When the engine loses the
+// completion of a key's Layer-1 record after its claim was safely written,
+// the record is left pending; once its lease ends, a later request under
+// the key takes it over and, finding no run (the engine lost that too),
+// creates the run again under the same id (the id is derived from the
+// claim) and answers a fresh 201. The history then shows the key executed
+// twice, though the system executed it once on each state the engine kept.
+//
+// The state tells that case apart from a second execution by idemkit: a
+// run's item is written once, conditionally on no item with its id
+// existing, with createdAt the time of that write's request. A run whose
+// item was created after its first 2xx was read was created again, so the
+// item that 2xx acknowledged vanished; idemkit never deletes a run item.
+// Such a run is counted as lost by the engine and created again only when
+// an engine SIGKILL came after the key's first request was sent and
+// before the item's creation; without such a kill it is a violation (a
+// 201 read before its run existed, or a run created twice).
+
+// recreatedVerdict is what a run created after its first 2xx was read
+// is: the engine's loss, or a violation.
+type recreatedVerdict struct {
+	Recreated bool // createdAt is after the first 2xx naming it was read
+	Lost      bool // and an engine SIGKILL came between the send and the creation
+	Kill      time.Time
+}
+
+// classifyRecreated classifies r, present after recovery with its item's
+// createdAt, against the times of the engine's SIGKILLs.
+func classifyRecreated(r ackedRun, created time.Time, kills []time.Time) recreatedVerdict {
+	v := recreatedVerdict{Recreated: created.After(r.Acked)}
+	if !v.Recreated {
+		return v
+	}
+	for _, k := range kills {
+		if k.After(r.Sent) && k.Before(created) && (v.Kill.IsZero() || k.Before(v.Kill)) {
+			v.Kill = k
+		}
+	}
+	v.Lost = !v.Kill.IsZero()
+	return v
+}
+
+// recreatedRuns classifies the acknowledged runs present after recovery
+// (created: each run's createdAt, from the runs table): lost holds a line
+// for each run the engine lost and a later request created again,
+// lostKeys their keys, violations a line for each run created after its
+// 201 was read with no engine SIGKILL to explain it.
+func recreatedRuns(acked []ackedRun, created map[string]time.Time, kills []time.Time) (lost, violations, lostKeys []string) {
+	slices.SortFunc(acked, func(a, b ackedRun) int { return a.Acked.Compare(b.Acked) })
+	for _, r := range acked {
+		c, ok := created[r.ID]
+		if !ok {
+			continue // missing: missingRuns judges it
+		}
+		v := classifyRecreated(r, c, kills)
+		if !v.Recreated {
+			continue
+		}
+		line := fmt.Sprintf("run %s (request sent %s, 201 read %s) created again at %s", r.ID, r.Sent.Format(time.StampMilli), r.Acked.Format(time.StampMilli), c.Format(time.StampMilli))
+		if v.Lost {
+			lost = append(lost, fmt.Sprintf("%s, after the engine SIGKILL of %s", line, v.Kill.Format(time.StampMilli)))
+			lostKeys = append(lostKeys, r.Key)
+		} else {
+			violations = append(violations, line+", with no engine SIGKILL between its request and its creation")
+		}
+	}
+	return lost, violations, lostKeys
 }
 
 // layer1Reader reads the Layer-1 records of createRun keys in an
@@ -242,5 +312,48 @@ func TestExcuseEngineLoss(t *testing.T) {
 	}
 	if got := excuseEngineLoss(quiet, rep(), nil); got.Verdict != porcupine.Illegal || len(got.Illegal) != 2 {
 		t.Fatalf("nothing lost: %v %v", got.Verdict, got.Illegal)
+	}
+}
+
+// TestClassifyRecreatedRun: a present run whose item was created after its
+// first 2xx was read is the engine's loss only with a SIGKILL after the
+// key's first request was sent and before the creation; a run created
+// before its 2xx was read is no case at all.
+func TestClassifyRecreatedRun(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	run := ackedRun{ID: "soak/run1", Key: "k1", Sent: at(0), Acked: at(100)}
+	for _, c := range []struct {
+		name            string
+		created         time.Time
+		kills           []time.Time
+		recreated, lost bool
+	}{
+		{"created before the 201, no kill", at(60), nil, false, false},
+		{"created before the 201, kill after", at(60), []time.Time{at(500)}, false, false},
+		{"created at the 201's read", at(100), []time.Time{at(50)}, false, false},
+		{"created again after a kill after the 201", at(9000), []time.Time{at(4000)}, true, true},
+		{"created again after a kill between send and 201", at(9000), []time.Time{at(50)}, true, true},
+		{"created again, no kill", at(9000), nil, true, false},
+		{"created again, kill only before the send", at(9000), []time.Time{at(-1)}, true, false},
+		{"created again, kill only at the send", at(9000), []time.Time{at(0)}, true, false},
+		{"created again, kill only after the creation", at(9000), []time.Time{at(9500)}, true, false},
+		{"created again, one kill of three between", at(9000), []time.Time{at(-300), at(9001), at(3000)}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := classifyRecreated(run, c.created, c.kills)
+			if v.Recreated != c.recreated || v.Lost != c.lost {
+				t.Fatalf("recreated %t lost %t (kill %s), want %t %t", v.Recreated, v.Lost, v.Kill, c.recreated, c.lost)
+			}
+		})
+	}
+	lost, violations, keys := recreatedRuns([]ackedRun{
+		{ID: "a", Key: "ka", Sent: at(0), Acked: at(100)},
+		{ID: "b", Key: "kb", Sent: at(0), Acked: at(100)},
+		{ID: "c", Key: "kc", Sent: at(0), Acked: at(100)},
+		{ID: "d", Key: "kd", Sent: at(0), Acked: at(100)},
+	}, map[string]time.Time{"a": at(50), "b": at(5000), "c": at(200)}, []time.Time{at(1000)})
+	if len(lost) != 1 || !slices.Equal(keys, []string{"kb"}) || len(violations) != 1 || !strings.Contains(violations[0], "run c ") {
+		t.Fatalf("lost %q keys %q violations %q", lost, keys, violations)
 	}
 }
