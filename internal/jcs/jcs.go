@@ -257,10 +257,25 @@ value: // a value starts at d[i]
 		for k < len(d) && d[k]-'0' < 10 {
 			k++
 		}
-		if n := k - j; n > 0 && n <= 15 && (d[j] != '0' || n == 1 && j == i) &&
-			(k >= len(d) || d[k] != '.' && d[k]|0x20 != 'e') {
-			i = k
-			break
+		if n := k - j; n > 0 && n <= 15 && (d[j] != '0' || n == 1 && j == i) {
+			if k >= len(d) || d[k] != '.' && d[k]|0x20 != 'e' {
+				i = k
+				break
+			}
+			// A short fraction with a nonzero integer part, as
+			// numberVerbatim takes it, without reading the integer
+			// part again.
+			if d[k] == '.' && d[j] != '0' {
+				f := k + 1
+				e := f
+				for e < len(d) && d[e]-'0' < 10 {
+					e++
+				}
+				if e > f && d[e-1] != '0' && n+e-f <= 15 && (e >= len(d) || d[e]|0x20 != 'e') {
+					i = e
+					break
+				}
+			}
 		}
 		if j, ok := numberVerbatim(d, i); ok {
 			i = j

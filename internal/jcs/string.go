@@ -65,6 +65,24 @@ func (s *state) strEscaped(dst []byte, run, i int) ([]byte, int, int, error) {
 				i = plainRun(d, i+2)
 				continue
 			}
+			if i+6 <= len(d) && d[i+1] == 'u' {
+				// A \u escape of a character outside ASCII and the
+				// surrogates, the common case, written as its UTF-8
+				// bytes straight away.
+				h := d[i+2 : i+6]
+				a, b, c, e := hexValue[h[0]], hexValue[h[1]], hexValue[h[2]], hexValue[h[3]]
+				if r := rune(a)<<12 | rune(b)<<8 | rune(c)<<4 | rune(e); (a|b|c|e)&0x10 == 0 && r >= 0x80 && (r < 0xD800 || r > 0xDFFF) {
+					dst = append(dst, d[run:i]...)
+					if r < 0x800 {
+						dst = append(dst, 0xC0|byte(r>>6), 0x80|byte(r)&0x3F)
+					} else {
+						dst = append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
+					}
+					run = i + 6
+					i = plainRun(d, run)
+					continue
+				}
+			}
 			r, next, err := s.escape(i)
 			if err != nil {
 				return dst, run, i, err
@@ -243,22 +261,27 @@ func hex4(d []byte, i int) (rune, bool) {
 	if i+4 > len(d) {
 		return 0, false
 	}
-	var r rune
-	for _, c := range d[i : i+4] {
+	h := d[i : i+4]
+	a, b, c, e := hexValue[h[0]], hexValue[h[1]], hexValue[h[2]], hexValue[h[3]]
+	return rune(a)<<12 | rune(b)<<8 | rune(c)<<4 | rune(e), (a|b|c|e)&0x10 == 0
+}
+
+// hexValue maps each hex digit to its value and every other byte to 0x10.
+var hexValue = func() (t [256]byte) {
+	for c := range t {
 		switch {
 		case c >= '0' && c <= '9':
-			c -= '0'
+			t[c] = byte(c - '0')
 		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
+			t[c] = byte(c - 'a' + 10)
 		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
+			t[c] = byte(c - 'A' + 10)
 		default:
-			return 0, false
+			t[c] = 0x10
 		}
-		r = r<<4 | rune(c)
 	}
-	return r, true
-}
+	return t
+}()
 
 const hexDigits = "0123456789abcdef"
 
