@@ -215,6 +215,31 @@ func notPlain(w uint64) uint64 {
 	return (w | ((w - lsb*0x20) &^ w) | ((q - lsb) &^ q) | ((b - lsb) &^ b)) & msb
 }
 
+// digitRun returns the offset of the first byte at or after i that is not
+// an ASCII digit, or len(d), eight bytes per step (see notDigit).
+func digitRun(d []byte, i int) int {
+	for i+8 <= len(d) {
+		if m := notDigit(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(d) && d[i]-'0' < 10 {
+		i++
+	}
+	return i
+}
+
+// notDigit is nonzero in every byte of w (little-endian) that is not an
+// ASCII digit, and zero in every digit below the lowest such byte: a digit
+// is a byte whose high nibble is 3 both as it is and plus 6. Adding 6
+// carries into a byte only out of a byte of 0xFA or more, which is itself
+// not a digit.
+func notDigit(w uint64) uint64 {
+	const hi = 0xF0F0F0F0F0F0F0F0
+	return (w&hi ^ lsb*0x30) | ((w+lsb*0x06)&hi ^ lsb*0x30)
+}
+
 // simpleEscapes maps the byte after a backslash to the rune the escape
 // stands for, for every escape but \u (0: not one of them).
 var simpleEscapes = [256]rune{
