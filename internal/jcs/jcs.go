@@ -254,31 +254,13 @@ value: // a value starts at d[i]
 			j++
 		}
 		k := j
-		if k+8 <= len(d) {
-			if m := notDigit(binary.LittleEndian.Uint64(d[k:])); m != 0 {
-				k += bits.TrailingZeros64(m) >> 3
-			} else {
-				k = digitRun(d, k+8)
-			}
-		} else {
-			k = digitRun(d, k)
+		for k < len(d) && d[k]-'0' < 10 {
+			k++
 		}
-		if n := k - j; n > 0 && n <= 15 && (d[j] != '0' || n == 1 && j == i) {
-			if k >= len(d) || d[k] != '.' && d[k]|0x20 != 'e' {
-				i = k
-				break
-			}
-			// A short fraction with a nonzero integer part, as
-			// numberVerbatim takes it, without reading the integer
-			// part again.
-			if d[k] == '.' && d[j] != '0' {
-				f := k + 1
-				e := digitRun(d, f)
-				if e > f && d[e-1] != '0' && n+e-f <= 15 && (e >= len(d) || d[e]|0x20 != 'e') {
-					i = e
-					break
-				}
-			}
+		if n := k - j; n > 0 && n <= 15 && (d[j] != '0' || n == 1 && j == i) &&
+			(k >= len(d) || d[k] != '.' && d[k]|0x20 != 'e') {
+			i = k
+			break
 		}
 		if j, ok := numberVerbatim(d, i); ok {
 			i = j

@@ -65,24 +65,6 @@ func (s *state) strEscaped(dst []byte, run, i int) ([]byte, int, int, error) {
 				i = plainRun(d, i+2)
 				continue
 			}
-			if i+6 <= len(d) && d[i+1] == 'u' {
-				// A \u escape of a character outside ASCII and the
-				// surrogates, the common case, written as its UTF-8
-				// bytes straight away.
-				h := d[i+2 : i+6]
-				a, b, c, e := hexValue[h[0]], hexValue[h[1]], hexValue[h[2]], hexValue[h[3]]
-				if r := rune(a)<<12 | rune(b)<<8 | rune(c)<<4 | rune(e); (a|b|c|e)&0x10 == 0 && r >= 0x80 && (r < 0xD800 || r > 0xDFFF) {
-					dst = append(dst, d[run:i]...)
-					if r < 0x800 {
-						dst = append(dst, 0xC0|byte(r>>6), 0x80|byte(r)&0x3F)
-					} else {
-						dst = append(dst, 0xE0|byte(r>>12), 0x80|byte(r>>6)&0x3F, 0x80|byte(r)&0x3F)
-					}
-					run = i + 6
-					i = plainRun(d, run)
-					continue
-				}
-			}
 			r, next, err := s.escape(i)
 			if err != nil {
 				return dst, run, i, err
@@ -215,31 +197,6 @@ func notPlain(w uint64) uint64 {
 	return (w | ((w - lsb*0x20) &^ w) | ((q - lsb) &^ q) | ((b - lsb) &^ b)) & msb
 }
 
-// digitRun returns the offset of the first byte at or after i that is not
-// an ASCII digit, or len(d), eight bytes per step (see notDigit).
-func digitRun(d []byte, i int) int {
-	for i+8 <= len(d) {
-		if m := notDigit(binary.LittleEndian.Uint64(d[i:])); m != 0 {
-			return i + bits.TrailingZeros64(m)>>3
-		}
-		i += 8
-	}
-	for i < len(d) && d[i]-'0' < 10 {
-		i++
-	}
-	return i
-}
-
-// notDigit is nonzero in every byte of w (little-endian) that is not an
-// ASCII digit, and zero in every digit below the lowest such byte: a digit
-// is a byte whose high nibble is 3 both as it is and plus 6. Adding 6
-// carries into a byte only out of a byte of 0xFA or more, which is itself
-// not a digit.
-func notDigit(w uint64) uint64 {
-	const hi = 0xF0F0F0F0F0F0F0F0
-	return (w&hi ^ lsb*0x30) | ((w+lsb*0x06)&hi ^ lsb*0x30)
-}
-
 // simpleEscapes maps the byte after a backslash to the rune the escape
 // stands for, for every escape but \u (0: not one of them).
 var simpleEscapes = [256]rune{
@@ -286,27 +243,22 @@ func hex4(d []byte, i int) (rune, bool) {
 	if i+4 > len(d) {
 		return 0, false
 	}
-	h := d[i : i+4]
-	a, b, c, e := hexValue[h[0]], hexValue[h[1]], hexValue[h[2]], hexValue[h[3]]
-	return rune(a)<<12 | rune(b)<<8 | rune(c)<<4 | rune(e), (a|b|c|e)&0x10 == 0
-}
-
-// hexValue maps each hex digit to its value and every other byte to 0x10.
-var hexValue = func() (t [256]byte) {
-	for c := range t {
+	var r rune
+	for _, c := range d[i : i+4] {
 		switch {
 		case c >= '0' && c <= '9':
-			t[c] = byte(c - '0')
+			c -= '0'
 		case c >= 'a' && c <= 'f':
-			t[c] = byte(c - 'a' + 10)
+			c -= 'a' - 10
 		case c >= 'A' && c <= 'F':
-			t[c] = byte(c - 'A' + 10)
+			c -= 'A' - 10
 		default:
-			t[c] = 0x10
+			return 0, false
 		}
+		r = r<<4 | rune(c)
 	}
-	return t
-}()
+	return r, true
+}
 
 const hexDigits = "0123456789abcdef"
 
