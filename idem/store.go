@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idemkit/idem/internal/respsize"
 )
+
+// The room every store keeps for a response is the body limit and 1 MB.
+const _ = uint(respsize.Max-MaxResponseBytes-respsize.Room) + uint(MaxResponseBytes+respsize.Room-respsize.Max)
 
 // State is the lifecycle state of a Layer-1 record.
 //
@@ -186,10 +191,13 @@ type Outcome struct {
 }
 
 // Validate reports whether o is an outcome a Store may write: a known
-// state, and for a final state a response of at most MaxResponseBytes, or
-// a not-kept one (Response.NotKept positive, with neither headers nor
-// body). Errors match ErrInvalidRecord or ErrTooLarge. Stores call it
-// first in Complete.
+// state, and for a final state a response of at most MaxResponseBytes
+// whose headers fit the 1 MB of room kept beside the body (its status,
+// header names and values, each with its length, and its body take at
+// most MaxResponseBytes + 1 MB), or a not-kept one (Response.NotKept
+// positive, with neither headers nor body). Errors match ErrInvalidRecord
+// or ErrTooLarge. Stores call it first in Complete, so every store keeps
+// the same responses.
 func (o Outcome) Validate() error {
 	switch o.State {
 	case StateCompleted, StateTerminalFailure:
@@ -203,6 +211,12 @@ func (o Outcome) Validate() error {
 		}
 		if len(r.Body) > MaxResponseBytes {
 			return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(r.Body))
+		}
+		if n := respsize.Encoded(r.Status, r.Headers, len(r.Body)); n > respsize.Max {
+			// Headers beyond the room every store keeps beside the body:
+			// no store keeps it, so that all answer its duplicates alike.
+			return fmt.Errorf("%w: the response's status, headers and body take %d bytes stored, more than the %d every store keeps",
+				ErrTooLarge, n, respsize.Max)
 		}
 	case StateRetryableFailure:
 	default:

@@ -120,7 +120,7 @@ func Run(t *testing.T, h Harness) {
 	for _, lt := range []struct {
 		name string
 		fn   func(*testing.T)
-	}{{"LargeResponses", s.largeResponses}, {"LargeResponseTakeovers", s.largeTakeovers}, {"LargeCompletionRace", s.largeCompletionRace}} {
+	}{{"LargeResponses", s.largeResponses}, {"LargeResponseTakeovers", s.largeTakeovers}, {"LargeCompletionRace", s.largeCompletionRace}, {"LargeHeaders", s.largeHeaders}} {
 		t.Run(lt.name, func(t *testing.T) {
 			if !s.cfg.large {
 				t.Skip("idemtest: the harness opts out of multi-megabyte responses (WithoutLargeResponses)")

@@ -8,15 +8,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/idemkit/idemkit/idem/keyspace"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/respsize"
+	"github.com/idemkit/idemkit/idem/keyspace"
 )
 
 type suite struct {
@@ -863,6 +865,52 @@ func (s *suite) largeResponses(t *testing.T) {
 			s.roundTrip(t, st, now, &idem.Response{Status: 200, Headers: map[string][]string{"Content-Type": {"application/octet-stream"}}, Body: body})
 		})
 	}
+}
+
+// largeHeaders: every store keeps the same responses. The stored form of
+// a response (its status, each header's name and values, each with its
+// length, and the body) has room for MaxResponseBytes of body and 1 MB
+// more: a 6 MB body whose headers fill that room to the byte is kept and
+// replayed byte-exactly; one byte more is idem.ErrTooLarge and writes
+// nothing (the record stays its owner's, who records the response as not
+// kept instead, as the Guard does). A store that kept the larger one would
+// replay what another store answers 410 for.
+func (s *suite) largeHeaders(t *testing.T) {
+	st, now := s.start(t)
+	body := make([]byte, idem.MaxResponseBytes)
+	if _, err := rand.Read(body); err != nil {
+		t.Fatal(err)
+	}
+	at := func(extra int) *idem.Response {
+		r := &idem.Response{Status: 200, Body: body, Headers: map[string][]string{
+			"Content-Type": {"application/octet-stream"},
+			"X-Pad":        {""},
+		}}
+		n := respsize.Max - respsize.Encoded(r.Status, r.Headers, len(r.Body))
+		// The value's own length prefix grows from one byte to three.
+		r.Headers["X-Pad"][0] = strings.Repeat("h", n-2+extra)
+		if got := respsize.Encoded(r.Status, r.Headers, len(r.Body)); got != respsize.Max+extra {
+			t.Fatalf("stored form %d bytes, want %d", got, respsize.Max+extra)
+		}
+		return r
+	}
+	t.Run("at the room", func(t *testing.T) {
+		s.roundTrip(t, st, now, at(0))
+	})
+	t.Run("a byte more", func(t *testing.T) {
+		id := newID(t)
+		claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+		out := idem.Outcome{State: idem.StateCompleted, Response: at(1), Expires: now.Add(keep)}
+		if err := st.Complete(ctx, claimed(t, id, "owner-1"), out, now); !errors.Is(err, idem.ErrTooLarge) {
+			t.Fatalf("Complete: err = %v, want ErrTooLarge", err)
+		}
+		if g := mustGet(t, st, id, now); g.State != idem.StatePending || g.Owner != "owner-1" || g.Response != nil {
+			t.Fatalf("record changed by a refused completion: %s", summary(g))
+		}
+		notKept := &idem.Response{Status: 200, NotKept: len(body)}
+		complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: notKept, Expires: now.Add(keep)}, now)
+		wantReplay(t, st, id, "owner-2", now, notKept)
+	})
 }
 
 // largeTakeovers: an attempt whose lease ended without a completion (its
