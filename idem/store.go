@@ -259,6 +259,9 @@ type Store interface {
 	// The record returned (its response's header map, value slices and
 	// body included) is the caller's: the store keeps no reference to it,
 	// and the Guard adds its headers to a replayed response in place.
+	// A live final record whose response the store no longer holds whole
+	// (a part kept beside the record is gone) is an error matching
+	// ErrNotKept, never a partial response and never a claim.
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
 	// Complete writes the outcome of claim, together with out.Writes in one
@@ -294,6 +297,7 @@ type Store interface {
 
 	// Get reads the record with strong consistency. An absent or expired
 	// record returns found == false. The record returned is the caller's,
-	// as Claim's.
+	// as Claim's; a final one whose response is no longer held whole is
+	// an error matching ErrNotKept, as for Claim.
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
 }

@@ -849,6 +849,49 @@ func (s *suite) notKept(t *testing.T) {
 	}
 }
 
+// responseLost: a completed record part of whose response the backend
+// lost (a chunk item gone) can never be replayed byte-exactly: a replay's
+// Claim and Get fail with idem.ErrNotKept, not an outage and never a
+// response; the record stays final (not reclaimed long past its lease, so
+// the work never runs again; its owner's writes are fenced) and is absent
+// once its retention ends, as every record.
+func (s *suite) responseLost(t *testing.T) {
+	if s.cfg.lose == nil {
+		t.Skip("idemtest: the store keeps a record's response with the record (Harness.LosePartOfResponse unset)")
+	}
+	st, now, id := s.startClaimed(t)
+	body := make([]byte, 1<<20)
+	if _, err := rand.Read(body); err != nil {
+		t.Fatal(err)
+	}
+	r := &idem.Response{Status: 201, Headers: map[string][]string{"Content-Type": {"application/octet-stream"}}, Body: body}
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}, now)
+	s.cfg.lose(t, st, id)
+	lost := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, idem.ErrNotKept) || errors.Is(err, idem.ErrStoreUnavailable) {
+			t.Fatalf("%s: err = %v, want ErrNotKept (and not an outage)", what, err)
+		}
+	}
+	for _, at := range []time.Time{now, now.Add(2 * lease), now.Add(keep - time.Second)} {
+		res, err := st.Claim(ctx, pending(id, digestA, "owner-2", at), at)
+		lost(fmt.Sprintf("Claim at +%s", at.Sub(now)), err)
+		if res.Decision == idem.Claimed || res.Decision == idem.Reclaimed {
+			t.Fatalf("Claim at +%s took the record over: %s", at.Sub(now), summary(res.Record))
+		}
+		_, _, err = st.Get(ctx, id, at)
+		lost(fmt.Sprintf("Get at +%s", at.Sub(now)), err)
+	}
+	wantFenced(t, "Release by the owner", st.Release(ctx, attempt(id, "owner-1", now), now))
+	wantFenced(t, "Complete by the owner", st.Complete(ctx, claimed(t, id, "owner-1"),
+		idem.Outcome{State: idem.StateCompleted, Response: resp(200, "again"), Expires: now.Add(keep)}, now))
+	end := now.Add(keep)
+	if _, found := get(t, st, id, end); found {
+		t.Fatal("the record is read past its retention")
+	}
+	claim(t, st, pending(id, digestA, "owner-3", end), end, idem.Claimed)
+}
+
 func (s *suite) largeResponses(t *testing.T) {
 	st, now := s.start(t)
 	random := make([]byte, idem.MaxResponseBytes)
