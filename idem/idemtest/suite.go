@@ -852,7 +852,7 @@ func (s *suite) notKept(t *testing.T) {
 // responseLost: a completed record part of whose response the backend
 // lost (a chunk item gone) can never be replayed byte-exactly: a replay's
 // Claim and Get fail with idem.ErrNotKept, not an outage and never a
-// response; the record stays final (not reclaimed long past its lease, so
+// response (a claim with another payload is still a mismatch); the record stays final (not reclaimed long past its lease, so
 // the work never runs again; its owner's writes are fenced) and is absent
 // once its retention ends, as every record.
 func (s *suite) responseLost(t *testing.T) {
@@ -881,6 +881,11 @@ func (s *suite) responseLost(t *testing.T) {
 		}
 		_, _, err = st.Get(ctx, id, at)
 		lost(fmt.Sprintf("Get at +%s", at.Sub(now)), err)
+	}
+	// A request with another payload is still a mismatch (409), not the
+	// lost response's answer: its claim reads no response.
+	if res, err := st.Claim(ctx, pending(id, digestB, "owner-2", now), now); err != nil || res.Decision != idem.Exists || res.Record.Digest != digestA {
+		t.Fatalf("Claim with another digest = %v %s, %v; want Exists (a mismatch)", res.Decision, summary(res.Record), err)
 	}
 	wantFenced(t, "Release by the owner", st.Release(ctx, attempt(id, "owner-1", now), now))
 	wantFenced(t, "Complete by the owner", st.Complete(ctx, claimed(t, id, "owner-1"),
