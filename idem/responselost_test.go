@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
 // losingStore is a store that, once gone is set, lost part of the
@@ -29,7 +30,9 @@ type losingStore struct {
 func (s *losingStore) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
 	res, err := s.Store.Claim(ctx, rec, now)
 	if err == nil && res.Decision == idem.Exists && res.Record.State.Final() && s.gone.Load() {
-		return idem.ClaimResult{}, fmt.Errorf("%w: record %s: chunk 2 missing", idem.ErrNotKept, rec.ID)
+		kept := res.Record
+		kept.Response = nil
+		return idem.ClaimResult{Decision: idem.Exists, Record: kept}, fmt.Errorf("%w: record %s: chunk 2 missing", idem.ErrNotKept, rec.ID)
 	}
 	if err == nil && res.Decision == idem.Exists && res.Record.State == idem.StatePending && s.waiting != nil {
 		s.once.Do(func() { close(s.waiting) })
@@ -145,4 +148,30 @@ func TestResponseLostIsGoneNotRerun(t *testing.T) {
 			t.Fatalf("work ran %d times, want 1", runs)
 		}
 	})
+}
+
+// TestResponseLostNamesTheFirstRequest: under the ERP policy, the 410 for
+// a response the store no longer holds whole names the first processed
+// request (Idempotency-Original-Request-Id) from the record the store
+// returns beside the error, not the current request.
+func TestResponseLostNamesTheFirstRequest(t *testing.T) {
+	ls := &losingStore{}
+	e := newEnv(t, func(c *idem.Config) { ls.Store = c.Store; c.Store = ls; c.Policy = erp.Policy })
+	h := &handler{status: 201, body: `{"id":"wo_1"}`}
+	first := v2event("POST", "POST /api/v1/inbound/work-orders", "ERP-WO-lost-1", `{}`)
+	if r := e.call(h, first); r.StatusCode != 201 {
+		t.Fatalf("first: %d %s", r.StatusCode, r.Body)
+	}
+	ls.gone.Store(true)
+	dup := v2event("POST", "POST /api/v1/inbound/work-orders", "ERP-WO-lost-1", `{}`)
+	r := e.call(h, dup)
+	if r.StatusCode != http.StatusGone {
+		t.Fatalf("duplicate: %d %s, want 410", r.StatusCode, r.Body)
+	}
+	if got, want := r.Headers[erp.HeaderOriginalRequestID], first.RequestContext.RequestID; got != want || got == dup.RequestContext.RequestID {
+		t.Fatalf("duplicate: %s %q, want the first request's %q (this one is %q)", erp.HeaderOriginalRequestID, got, want, dup.RequestContext.RequestID)
+	}
+	if h.Calls() != 1 {
+		t.Fatalf("handler ran %d times, want 1", h.Calls())
+	}
 }

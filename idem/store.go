@@ -261,7 +261,9 @@ type Store interface {
 	// and the Guard adds its headers to a replayed response in place.
 	// A live final record whose response the store no longer holds whole
 	// (a part kept beside the record is gone) is an error matching
-	// ErrNotKept, never a partial response and never a claim.
+	// ErrNotKept, never a partial response and never a claim; beside that
+	// error a store may return Exists and the record without its
+	// response, so that the answer names the first request.
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
 	// Complete writes the outcome of claim, together with out.Writes in one

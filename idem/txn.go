@@ -400,7 +400,11 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				return t.clientClosed(ctx, "claim")
 			}
 			if errors.Is(err, ErrNotKept) {
-				return t.responseLost(ctx, err)
+				first := ""
+				if res.Decision == Exists {
+					first = res.Record.RequestID
+				}
+				return t.responseLost(ctx, err, first)
 			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
 			if storeUnavailable(err) {
@@ -436,7 +440,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			return t.replay(ctx, &cur)
 		case actLost:
-			return t.responseLost(ctx, t.claimErr)
+			return t.responseLost(ctx, t.claimErr, cur.RequestID)
 		case actMismatch:
 			t.claimOutcome(OutcomeMismatch)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
@@ -634,7 +638,8 @@ func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 // not kept, since the request was processed and its answer is gone for
 // good: never a re-run, never an answer made up, and not the 500 or 503
 // a retry would meet again. Logged as an error: the store lost data.
-func (t *txn) responseLost(ctx context.Context, err error) *Response {
+// firstRequestID is the first request's id when the store told it.
+func (t *txn) responseLost(ctx context.Context, err error, firstRequestID string) *Response {
 	_, span := t.span(ctx, spanReplay)
 	defer t.endSpan(span, OutcomeReplay, nil)
 	t.claimOutcome(OutcomeReplay)
@@ -642,7 +647,7 @@ func (t *txn) responseLost(ctx context.Context, err error) *Response {
 	e := apierr.New(410, CodeResponseNotKept,
 		"The request with this idempotency key was processed, but the idempotency store no longer holds its whole response: it cannot be replayed, and the request is not run again.")
 	t.failCode = e.Code
-	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, "")
+	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, firstRequestID)
 }
 
 // notKeptOutcome is what a completion records for resp when its body is
