@@ -48,6 +48,8 @@ const (
 	// final response (or Guard.Once value) is answered to its caller and
 	// recorded as not kept (Response.NotKept): its duplicates are answered
 	// 410 CodeResponseNotKept (Guard.Once: ErrNotKept), never run again.
+	// Its headers have 1 MB of room beside the body on every store (see
+	// Outcome.Validate); a response with more is recorded as not kept too.
 	MaxResponseBytes = 6 << 20
 
 	// AnonymousTenantID is the tenant of unauthenticated requests under

@@ -59,24 +59,20 @@ type Request struct {
 // Do never returns an error: an error or panic of fn becomes a 500
 // envelope and leaves the record retryable, so the result can be returned
 // from a Lambda handler as it is. Response cookies (the Cookies field) are
-// passed through on the first response and never cached. When the
-// answer's headers are the handler's one-value headers as it returned
-// them (canonical names, no Set-Cookie, no value changed or added), the
-// answer's Headers is the handler's own map, not a copy. Do panics when
+// passed through on the first response and never cached. Do panics when
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
 	g.requireTenant("Do")
 	in := &request{} // one allocation: request and transaction
 	fromV2(in, &req, &g.cfg.Tenant)
 	var cookies []string
-	var text string              // the handler's body, when text
-	var single map[string]string // the handler's one-value headers
+	var text string // the handler's body, when text
 	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 		out, err := fn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		cookies, single = out.Cookies, out.Headers
+		cookies = out.Cookies
 		if !out.IsBase64Encoded {
 			text = out.Body
 		}
@@ -85,5 +81,5 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 	if text == "" {
 		text = in.replayText
 	}
-	return toV2(resp, cookies, text, single), nil
+	return toV2(resp, cookies, text), nil
 }

@@ -113,7 +113,16 @@ var (
 	// run and never runs again for this key while the record is retained:
 	// nothing is lost by not retrying, and retrying gets ErrNotKept again
 	// (the HTTP adapters' 410 CodeResponseNotKept).
-	ErrNotKept = errors.New("idem: the key's work already ran; its value was too large to keep")
+	//
+	// A Store returns it too, wrapped, from Claim and Get, when it holds
+	// the key's final record but no longer all of its response (a part
+	// kept beside the record is gone: its backend lost it, or removed it
+	// before the record, as a TTL deletion may): the work ran, and its
+	// answer can never be replayed byte-exactly. The Guard answers such a
+	// replay the same way (410, Guard.Once this error), never runs the
+	// work again while the record is kept, and logs it as an error. It is
+	// not an outage: a retry gets the same answer.
+	ErrNotKept = errors.New("idem: the key's work already ran; its value was not kept")
 	// ErrEventPanic wraps a panic of the wrapped function, which is treated
 	// as an error: the record is left retryable.
 	ErrEventPanic = errors.New("idem: event handler panicked")

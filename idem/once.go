@@ -154,6 +154,9 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	case apierr.CodeIdempotencyInFlight:
 		return nil, false, ErrInFlight
 	case CodeResponseNotKept:
+		if errors.Is(t.claimErr, ErrNotKept) {
+			return nil, false, t.claimErr // the store's: part of the value is gone
+		}
 		return nil, false, ErrNotKept
 	}
 	if t.failCode == CodeClientClosed {

@@ -4,7 +4,12 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/idemkit/idemkit/idem/internal/respsize"
 )
+
+// The room every store keeps for a response is the body limit and 1 MB.
+const _ = uint(respsize.Max-MaxResponseBytes-respsize.Room) + uint(MaxResponseBytes+respsize.Room-respsize.Max)
 
 // State is the lifecycle state of a Layer-1 record.
 //
@@ -186,10 +191,13 @@ type Outcome struct {
 }
 
 // Validate reports whether o is an outcome a Store may write: a known
-// state, and for a final state a response of at most MaxResponseBytes, or
-// a not-kept one (Response.NotKept positive, with neither headers nor
-// body). Errors match ErrInvalidRecord or ErrTooLarge. Stores call it
-// first in Complete.
+// state, and for a final state a response of at most MaxResponseBytes
+// whose headers fit the 1 MB of room kept beside the body (its status,
+// header names and values, each with its length, and its body take at
+// most MaxResponseBytes + 1 MB), or a not-kept one (Response.NotKept
+// positive, with neither headers nor body). Errors match ErrInvalidRecord
+// or ErrTooLarge. Stores call it first in Complete, so every store keeps
+// the same responses.
 func (o Outcome) Validate() error {
 	switch o.State {
 	case StateCompleted, StateTerminalFailure:
@@ -203,6 +211,12 @@ func (o Outcome) Validate() error {
 		}
 		if len(r.Body) > MaxResponseBytes {
 			return fmt.Errorf("%w: %d bytes", ErrTooLarge, len(r.Body))
+		}
+		if n := respsize.Encoded(r.Status, r.Headers, len(r.Body)); n > respsize.Max {
+			// Headers beyond the room every store keeps beside the body:
+			// no store keeps it, so that all answer its duplicates alike.
+			return fmt.Errorf("%w: the response's status, headers and body take %d bytes stored, more than the %d every store keeps",
+				ErrTooLarge, n, respsize.Max)
 		}
 	case StateRetryableFailure:
 	default:
@@ -245,6 +259,11 @@ type Store interface {
 	// The record returned (its response's header map, value slices and
 	// body included) is the caller's: the store keeps no reference to it,
 	// and the Guard adds its headers to a replayed response in place.
+	// A live final record whose response the store no longer holds whole
+	// (a part kept beside the record is gone) is an error matching
+	// ErrNotKept, never a partial response and never a claim; beside that
+	// error a store may return Exists and the record without its
+	// response, so that the answer names the first request.
 	Claim(ctx context.Context, rec Record, now time.Time) (ClaimResult, error)
 
 	// Complete writes the outcome of claim, together with out.Writes in one
@@ -280,6 +299,7 @@ type Store interface {
 
 	// Get reads the record with strong consistency. An absent or expired
 	// record returns found == false. The record returned is the caller's,
-	// as Claim's.
+	// as Claim's; a final one whose response is no longer held whole is
+	// an error matching ErrNotKept, as for Claim.
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
 }

@@ -165,16 +165,9 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 // toV2 renders an answer as an HTTP API (payload 2.0) response: repeated
 // headers joined with commas, Set-Cookie as cookies after the handler's
 // own (cookies). text is the handler's text body, if any (lambdaBody).
-// single is the handler's own one-value headers, if it ran (nil when
-// not): when the answer's headers are exactly those (sameHeaders), the
-// answer carries that map as the handler returned it instead of a copy.
-func toV2(resp *Response, cookies []string, text string, single map[string]string) events.APIGatewayV2HTTPResponse {
+func toV2(resp *Response, cookies []string, text string) events.APIGatewayV2HTTPResponse {
 	out := events.APIGatewayV2HTTPResponse{StatusCode: resp.Status, Cookies: cookies}
 	out.Body, out.IsBase64Encoded = lambdaBody(resp, text)
-	if single != nil && sameHeaders(resp.Headers, single) {
-		out.Headers = single
-		return out
-	}
 	out.Headers = make(map[string]string, len(resp.Headers))
 	for k, vs := range resp.Headers {
 		if k == base64Marker {
@@ -187,27 +180,6 @@ func toV2(resp *Response, cookies []string, text string, single map[string]strin
 		out.Headers[k] = strings.Join(vs, ",")
 	}
 	return out
-}
-
-// sameHeaders reports whether h, an answer's headers, renders as the
-// one-value headers single: the same names (every one canonical, as h's
-// are, neither Set-Cookie, which toV2 moves to the cookies, nor
-// base64Marker, which it drops), each with the one value single gives it.
-// Equal counts and every name of single in h make the two sets of names
-// one.
-func sameHeaders(h map[string][]string, single map[string]string) bool {
-	if len(h) != len(single) {
-		return false
-	}
-	for k, v := range single {
-		if k == "Set-Cookie" || k == base64Marker {
-			return false
-		}
-		if vs, ok := h[k]; !ok || len(vs) != 1 || vs[0] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // toV1 renders an answer as a REST API (v1 proxy) response: a header of

@@ -399,6 +399,13 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				rctx.release()
 				return t.clientClosed(ctx, "claim")
 			}
+			if errors.Is(err, ErrNotKept) {
+				first := ""
+				if res.Decision == Exists {
+					first = res.Record.RequestID
+				}
+				return t.responseLost(ctx, err, first)
+			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
 			if storeUnavailable(err) {
 				return t.unavailable()
@@ -432,6 +439,8 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				return resp
 			}
 			return t.replay(ctx, &cur)
+		case actLost:
+			return t.responseLost(ctx, t.claimErr, cur.RequestID)
 		case actMismatch:
 			t.claimOutcome(OutcomeMismatch)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
@@ -515,6 +524,7 @@ const (
 	actMismatch
 	actInFlight
 	actClaim
+	actLost // the record is final, and the store no longer holds its whole response (ErrNotKept, in t.claimErr)
 )
 
 // waitBudget returns how long a duplicate may wait for the first
@@ -568,6 +578,10 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		gctx.release()
 		if err != nil {
+			if errors.Is(err, ErrNotKept) {
+				t.claimErr = err
+				return actLost, cur
+			}
 			if !clientGone(ctx, err) {
 				t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
 			}
@@ -616,6 +630,24 @@ func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 		r.NotKept, MaxResponseBytes).WithDetails(map[string]any{"status": r.Status, "size": r.NotKept})
 	t.failCode = e.Code
 	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, rec.RequestID)
+}
+
+// responseLost answers a duplicate of a request whose final record the
+// store holds without all of its response (ErrNotKept: a part kept
+// beside the record is gone): 410 CodeResponseNotKept, as for a response
+// not kept, since the request was processed and its answer is gone for
+// good: never a re-run, never an answer made up, and not the 500 or 503
+// a retry would meet again. Logged as an error: the store lost data.
+// firstRequestID is the first request's id when the store told it.
+func (t *txn) responseLost(ctx context.Context, err error, firstRequestID string) *Response {
+	_, span := t.span(ctx, spanReplay)
+	defer t.endSpan(span, OutcomeReplay, nil)
+	t.claimOutcome(OutcomeReplay)
+	t.logf(ctx, slog.LevelError, "idempotency: replay of a response the store no longer holds whole", slog.String("outcome", OutcomeReplay), t.errText(err))
+	e := apierr.New(410, CodeResponseNotKept,
+		"The request with this idempotency key was processed, but the idempotency store no longer holds its whole response: it cannot be replayed, and the request is not run again.")
+	t.failCode = e.Code
+	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, firstRequestID)
 }
 
 // notKeptOutcome is what a completion records for resp when its body is

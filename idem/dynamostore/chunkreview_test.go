@@ -414,8 +414,8 @@ func TestReplayReadsThroughUnprocessedKeys(t *testing.T) {
 				out.Responses[v.table] = out.Responses[v.table][1:]
 			})
 			res, err := s.Claim(ctxT(t), pending(id, "o2", now), now)
-			if err == nil || res.Record.Response != nil || !strings.Contains(err.Error(), "missing") {
-				t.Fatalf("Claim = %v with %v, want an error naming the missing chunk", res.Decision, err)
+			if !errors.Is(err, idem.ErrNotKept) || res.Record.Response != nil || !strings.Contains(err.Error(), "missing") {
+				t.Fatalf("Claim = %v with %v, want ErrNotKept naming the missing chunk", res.Decision, err)
 			}
 			if errors.Is(err, idem.ErrStoreUnavailable) {
 				t.Fatalf("a chunk missing is not an outage: %v", err)
@@ -483,9 +483,9 @@ func TestChunkReadsLeftUnprocessedAreAnOutage(t *testing.T) {
 }
 
 // TestAlteredChunksAreNeverReplayed: a chunk item missing (its TTL
-// deletion came first), truncated, or replaced by the same index of
-// another attempt's chunks: every replay and read is an error naming the
-// corruption, never a response.
+// deletion came first) is idem.ErrNotKept; truncated, or replaced by
+// the same index of another attempt's chunks, a corruption error: every
+// replay and read is an error, never a response.
 func TestAlteredChunksAreNeverReplayed(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
@@ -532,12 +532,20 @@ func TestAlteredChunksAreNeverReplayed(t *testing.T) {
 						c.alter(t, k, it)
 					}
 				}
-				res, err := v.s.Claim(ctxT(t), pending(id, "o2", now), now)
-				if err == nil || res.Record.Response != nil || !strings.Contains(err.Error(), "corrupt") {
-					t.Fatalf("Claim = %v with %v, want a corruption error", res.Decision, err)
+				// A chunk gone is the response lost (final: 410 through
+				// the Guard); a chunk altered is a corruption error.
+				want := func(err error) bool {
+					if c.name == "missing" {
+						return errors.Is(err, idem.ErrNotKept) && !errors.Is(err, idem.ErrStoreUnavailable)
+					}
+					return err != nil && strings.Contains(err.Error(), "corrupt") && !errors.Is(err, idem.ErrNotKept)
 				}
-				if _, _, err := v.s.Get(ctxT(t), id, now); err == nil || !strings.Contains(err.Error(), "corrupt") {
-					t.Fatalf("Get = %v, want a corruption error", err)
+				res, err := v.s.Claim(ctxT(t), pending(id, "o2", now), now)
+				if !want(err) || res.Record.Response != nil {
+					t.Fatalf("Claim = %v with %v, want %s", res.Decision, err, c.name)
+				}
+				if _, _, err := v.s.Get(ctxT(t), id, now); !want(err) {
+					t.Fatalf("Get = %v, want %s", err, c.name)
 				}
 			})
 		}
@@ -628,9 +636,11 @@ func TestAppliedChunkedCompletionKeepsItsChunksWhenItCannotBeChecked(t *testing.
 }
 
 // TestGuardNeverAnswersAlteredChunks: through the Guard, a duplicate of a
-// request whose 1 MB answer has a chunk item missing, or replaced by the
-// same index of another key's answer, is answered 500 (retry), never 200
-// with a part or a mix of bodies, and the handler does not run again.
+// request whose 1 MB answer has a chunk item missing is answered 410
+// idemkit.response_not_kept (final: the answer is gone for good), one
+// whose chunk was replaced by the same index of another key's answer 500;
+// never 200 with a part or a mix of bodies, and the handler does not run
+// again.
 func TestGuardNeverAnswersAlteredChunks(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
@@ -676,8 +686,15 @@ func TestGuardNeverAnswersAlteredChunks(t *testing.T) {
 				before := runs.Load()
 				for range 2 {
 					r := call(t, w, guardEvent(key, `{"a":1}`))
-					if r.StatusCode != 500 || r.Body == body || len(r.Body) > 4096 {
-						t.Fatalf("duplicate: %d with %d body bytes, want 500 with the Guard's error", r.StatusCode, len(r.Body))
+					want, code := 500, "internal_error"
+					if c == "missing" {
+						want, code = 410, idem.CodeResponseNotKept
+					}
+					if r.StatusCode != want || r.Body == body || len(r.Body) > 4096 || !strings.Contains(r.Body, `"`+code+`"`) {
+						t.Fatalf("duplicate: %d with %.300s, want %d %s", r.StatusCode, r.Body, want, code)
+					}
+					if r.StatusCode == 410 && r.Headers[idem.HeaderRetryAfter] != "" {
+						t.Fatalf("duplicate: Retry-After %q on a final answer", r.Headers[idem.HeaderRetryAfter])
 					}
 				}
 				if runs.Load() != before {

@@ -146,7 +146,8 @@ func (s *Store) parallel(ctx context.Context, n int, fn func(context.Context, in
 // withResponse returns st's record with its response loaded (final states):
 // inline, or reassembled from its chunks with one strongly consistent
 // BatchGetItem (repeated only for unprocessed keys) and checked against the
-// stored length and SHA-256.
+// stored length and SHA-256. A chunk item that is not there is
+// idem.ErrNotKept; one that does not match is a corruption error.
 func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error) {
 	rec := st.rec
 	if !rec.State.Final() {
@@ -236,7 +237,12 @@ func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, e
 	buf.Grow(st.length)
 	for i, p := range parts {
 		if p == nil {
-			return nil, fmt.Errorf("%w: record %s: chunk %d missing", errCorrupt, id, i)
+			// A strongly consistent read found no such item, and did not
+			// leave it unprocessed: it is gone (an engine lost it, or its
+			// TTL deletion came before the record's). The response can
+			// never be replayed byte-exactly; the record stays final, so
+			// the work is not run again (the Guard answers 410).
+			return nil, fmt.Errorf("%w: dynamostore: record %s: chunk %d of %d missing", idem.ErrNotKept, id, i, st.chunks)
 		}
 		buf.Write(p)
 	}

@@ -3,6 +3,8 @@ package dynamostore_test
 import (
 	"context"
 	"math"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/idemtest"
+	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -67,6 +70,10 @@ func TestConformance(t *testing.T) {
 		h := idemtest.Harness{NewStore: func(t *testing.T) idem.Store { return newStore(t, c, table) }}
 		// Unavailable: every attempt of every call throttled, after the
 		// SDK's retries (fast ones).
+		// A chunk item of the record's response lost: the last one.
+		h.LosePartOfResponse = func(t *testing.T, _ idem.Store, id string) {
+			loseChunk(t, c, table, id)
+		}
 		h.Unavailable = func(t *testing.T) idem.Store {
 			f := dynamotest.NewFaults()
 			f.FailNext(dynamotest.AnyOp, math.MaxInt32, dynamotest.Throttle())
@@ -89,4 +96,39 @@ func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// loseChunk deletes the last chunk item of the response record id
+// references, as an engine that lost it would.
+func loseChunk(t *testing.T, c *dynamodb.Client, table, id string) {
+	t.Helper()
+	out, err := c.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, ok := out.Item["respNonce"].(*types.AttributeValueMemberS)
+	n, ok2 := out.Item["respChunks"].(*types.AttributeValueMemberN)
+	if !ok || !ok2 {
+		t.Fatalf("record %s has no chunked response: %v", id, out.Item)
+	}
+	key := "chunk:v1:" + strings.TrimPrefix(id, keyspace.CallerPrefix) + ":" + nonce.Value + ":"
+	last, err := strconv.Atoi(n.Value)
+	if err != nil || last < 1 {
+		t.Fatalf("respChunks %q", n.Value)
+	}
+	del, err := c.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{
+		TableName:    aws.String(table),
+		Key:          map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key + strconv.Itoa(last-1)}},
+		ReturnValues: types.ReturnValueAllOld,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if del.Attributes == nil {
+		t.Fatalf("chunk %d of %s was not there", last-1, id)
+	}
 }

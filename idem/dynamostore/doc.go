@@ -50,7 +50,10 @@
 //     the rest of the completion, a fenced completion deletes its chunks,
 //     and chunk items carry the record's TTL. Reading a chunked response
 //     adds one strongly consistent BatchGetItem (repeated for unprocessed
-//     keys); its length and SHA-256 are verified. Records written by
+//     keys); its length and SHA-256 are verified, and a chunk item gone
+//     (an engine lost it, or its TTL deletion came first) is
+//     idem.ErrNotKept: the Guard answers 410, never runs the handler
+//     again, and never makes an answer up. Records written by
 //     earlier versions (a blob of up to 350 KB inline, tagged, or with
 //     respEnc, respLen and respSha attributes) are read as before; records
 //     written by this version are read by earlier ones too (they already

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/respsize"
 	"github.com/idemkit/idemkit/internal/itemsize"
 )
 
@@ -59,7 +60,7 @@ const (
 	// maxBlob bounds the decoded blob (body limit plus generous header room);
 	// it guards decompression, and the store refuses to write a larger one
 	// (idem.ErrTooLarge), which it could not read back.
-	maxBlob = idem.MaxResponseBytes + 1<<20
+	maxBlob = respsize.Max
 )
 
 var errCorrupt = errors.New("dynamostore: stored response is corrupt")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/respsize"
 	"github.com/idemkit/idemkit/internal/itemsize"
 )
 
@@ -151,4 +152,22 @@ func TestInlineBoundIsOneWriteUnit(t *testing.T) {
 // is kept) and calls packEncoded; the tests pack a Response whole.
 func pack(r *idem.Response) (blob []byte, enc string) {
 	return packEncoded(encodeResponse(r))
+}
+
+// TestEncodedSizeIsTheSharedMeasure: the blob a response encodes to is
+// exactly the stored form idem.Outcome.Validate measures (so this store
+// refuses, as too large, exactly the responses every store refuses).
+func TestEncodedSizeIsTheSharedMeasure(t *testing.T) {
+	long := strings.Repeat("v", 20000)
+	for _, r := range []*idem.Response{
+		{Status: 200},
+		{Status: 204, Body: []byte{}},
+		{Status: 599, Headers: map[string][]string{"X-Empty": {""}, "X-None": {}}, Body: []byte("b")},
+		{Status: 201, Headers: map[string][]string{"Content-Type": {"application/json"}, "Link": {"<a>", "<b>", long}}, Body: []byte(long)},
+		{Status: 200, Headers: map[string][]string{strings.Repeat("N", 200): {long, long[:127], long[:128]}}, Body: make([]byte, 1<<20)},
+	} {
+		if got, want := len(encodeResponse(r)), respsize.Encoded(r.Status, r.Headers, len(r.Body)); got != want {
+			t.Errorf("status %d, %d header(s), %d body bytes: encoded %d bytes, measured %d", r.Status, len(r.Headers), len(r.Body), got, want)
+		}
+	}
 }

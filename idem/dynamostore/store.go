@@ -252,6 +252,13 @@ func (s *Store) exists(ctx context.Context, st stored, digest string) (idem.Clai
 		return idem.ClaimResult{Decision: idem.Exists, Record: rec}, nil
 	}
 	rec, err := s.withResponse(ctx, st)
+	if errors.Is(err, idem.ErrNotKept) {
+		// The response is gone: the record, without it, names the first
+		// request for the answer.
+		rec = st.rec
+		rec.Response = nil
+		return idem.ClaimResult{Decision: idem.Exists, Record: rec}, err
+	}
 	if err != nil {
 		return idem.ClaimResult{}, err
 	}

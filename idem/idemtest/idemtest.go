@@ -13,7 +13,8 @@
 // retryable-failure reclaim, fenced complete/release/renew/delete rejected
 // after a reclaim, expiry in every condition, digest mismatch, the caller
 // keyspace, large responses (up to idem.MaxResponseBytes) byte-exactly, a
-// final outcome whose response was not kept (idem.Response.NotKept), and a
+// final outcome whose response was not kept (idem.Response.NotKept), a
+// response part of which the backend lost (idem.ErrNotKept), and a
 // concurrency test (32 goroutines x 100 keys by default, exactly one winner
 // per key).
 package idemtest
@@ -53,6 +54,15 @@ type Harness struct {
 	// Retry-After. Default nil: the case is not run (a store that is never
 	// unavailable, such as memstore, has no backend to lose).
 	Unavailable func(t *testing.T) idem.Store
+	// LosePartOfResponse, if set, removes part of the response the store
+	// keeps beside record id, as a backend that lost an item (or removed
+	// it before the record) would: for dynamostore, one of the record's
+	// chunk items. The suite then checks that every replay and read of
+	// that record fails with idem.ErrNotKept (never a response, never
+	// an outage, never a claim that would run the work again). Default
+	// nil: the case is reported as skipped (a store that keeps a record's
+	// response with the record, such as memstore, cannot lose part of it).
+	LosePartOfResponse func(t *testing.T, s idem.Store, id string)
 }
 
 type config struct {
@@ -62,6 +72,7 @@ type config struct {
 	tx          *TxWrites
 	large       bool
 	unavailable func(t *testing.T) idem.Store
+	lose        func(t *testing.T, s idem.Store, id string)
 }
 
 // TxWrites lets the suite exercise Outcome.Writes, which are store-specific.
@@ -78,7 +89,7 @@ func Run(t *testing.T, h Harness) {
 	if h.NewStore == nil {
 		t.Fatal("idemtest: Harness.NewStore is required")
 	}
-	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites, unavailable: h.Unavailable}
+	c := &config{clock: h.Now, goroutines: h.Goroutines, keys: h.Keys, large: !h.WithoutLargeResponses, tx: h.TxWrites, unavailable: h.Unavailable, lose: h.LosePartOfResponse}
 	if c.clock == nil {
 		c.clock = clock.System{}.Now
 	}
@@ -117,10 +128,11 @@ func Run(t *testing.T, h Harness) {
 	t.Run("CopiedValueListsAreSeparate", s.copiedValueListsAreSeparate)
 	t.Run("RawBodySHA256", s.rawBodySHA256)
 	t.Run("ResponseNotKept", s.notKept)
+	t.Run("ResponseLost", s.responseLost)
 	for _, lt := range []struct {
 		name string
 		fn   func(*testing.T)
-	}{{"LargeResponses", s.largeResponses}, {"LargeResponseTakeovers", s.largeTakeovers}, {"LargeCompletionRace", s.largeCompletionRace}} {
+	}{{"LargeResponses", s.largeResponses}, {"LargeResponseTakeovers", s.largeTakeovers}, {"LargeCompletionRace", s.largeCompletionRace}, {"LargeHeaders", s.largeHeaders}} {
 		t.Run(lt.name, func(t *testing.T) {
 			if !s.cfg.large {
 				t.Skip("idemtest: the harness opts out of multi-megabyte responses (WithoutLargeResponses)")

@@ -8,15 +8,17 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/idemkit/idemkit/idem/keyspace"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/internal/respsize"
+	"github.com/idemkit/idemkit/idem/keyspace"
 )
 
 type suite struct {
@@ -847,6 +849,54 @@ func (s *suite) notKept(t *testing.T) {
 	}
 }
 
+// responseLost: a completed record part of whose response the backend
+// lost (a chunk item gone) can never be replayed byte-exactly: a replay's
+// Claim and Get fail with idem.ErrNotKept, not an outage and never a
+// response (a claim with another payload is still a mismatch); the record stays final (not reclaimed long past its lease, so
+// the work never runs again; its owner's writes are fenced) and is absent
+// once its retention ends, as every record.
+func (s *suite) responseLost(t *testing.T) {
+	if s.cfg.lose == nil {
+		t.Skip("idemtest: the store keeps a record's response with the record (Harness.LosePartOfResponse unset)")
+	}
+	st, now, id := s.startClaimed(t)
+	body := make([]byte, 1<<20)
+	if _, err := rand.Read(body); err != nil {
+		t.Fatal(err)
+	}
+	r := &idem.Response{Status: 201, Headers: map[string][]string{"Content-Type": {"application/octet-stream"}}, Body: body}
+	complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}, now)
+	s.cfg.lose(t, st, id)
+	lost := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, idem.ErrNotKept) || errors.Is(err, idem.ErrStoreUnavailable) {
+			t.Fatalf("%s: err = %v, want ErrNotKept (and not an outage)", what, err)
+		}
+	}
+	for _, at := range []time.Time{now, now.Add(2 * lease), now.Add(keep - time.Second)} {
+		res, err := st.Claim(ctx, pending(id, digestA, "owner-2", at), at)
+		lost(fmt.Sprintf("Claim at +%s", at.Sub(now)), err)
+		if res.Decision == idem.Claimed || res.Decision == idem.Reclaimed {
+			t.Fatalf("Claim at +%s took the record over: %s", at.Sub(now), summary(res.Record))
+		}
+		_, _, err = st.Get(ctx, id, at)
+		lost(fmt.Sprintf("Get at +%s", at.Sub(now)), err)
+	}
+	// A request with another payload is still a mismatch (409), not the
+	// lost response's answer: its claim reads no response.
+	if res, err := st.Claim(ctx, pending(id, digestB, "owner-2", now), now); err != nil || res.Decision != idem.Exists || res.Record.Digest != digestA {
+		t.Fatalf("Claim with another digest = %v %s, %v; want Exists (a mismatch)", res.Decision, summary(res.Record), err)
+	}
+	wantFenced(t, "Release by the owner", st.Release(ctx, attempt(id, "owner-1", now), now))
+	wantFenced(t, "Complete by the owner", st.Complete(ctx, claimed(t, id, "owner-1"),
+		idem.Outcome{State: idem.StateCompleted, Response: resp(200, "again"), Expires: now.Add(keep)}, now))
+	end := now.Add(keep)
+	if _, found := get(t, st, id, end); found {
+		t.Fatal("the record is read past its retention")
+	}
+	claim(t, st, pending(id, digestA, "owner-3", end), end, idem.Claimed)
+}
+
 func (s *suite) largeResponses(t *testing.T) {
 	st, now := s.start(t)
 	random := make([]byte, idem.MaxResponseBytes)
@@ -863,6 +913,52 @@ func (s *suite) largeResponses(t *testing.T) {
 			s.roundTrip(t, st, now, &idem.Response{Status: 200, Headers: map[string][]string{"Content-Type": {"application/octet-stream"}}, Body: body})
 		})
 	}
+}
+
+// largeHeaders: every store keeps the same responses. The stored form of
+// a response (its status, each header's name and values, each with its
+// length, and the body) has room for MaxResponseBytes of body and 1 MB
+// more: a 6 MB body whose headers fill that room to the byte is kept and
+// replayed byte-exactly; one byte more is idem.ErrTooLarge and writes
+// nothing (the record stays its owner's, who records the response as not
+// kept instead, as the Guard does). A store that kept the larger one would
+// replay what another store answers 410 for.
+func (s *suite) largeHeaders(t *testing.T) {
+	st, now := s.start(t)
+	body := make([]byte, idem.MaxResponseBytes)
+	if _, err := rand.Read(body); err != nil {
+		t.Fatal(err)
+	}
+	at := func(extra int) *idem.Response {
+		r := &idem.Response{Status: 200, Body: body, Headers: map[string][]string{
+			"Content-Type": {"application/octet-stream"},
+			"X-Pad":        {""},
+		}}
+		n := respsize.Max - respsize.Encoded(r.Status, r.Headers, len(r.Body))
+		// The value's own length prefix grows from one byte to three.
+		r.Headers["X-Pad"][0] = strings.Repeat("h", n-2+extra)
+		if got := respsize.Encoded(r.Status, r.Headers, len(r.Body)); got != respsize.Max+extra {
+			t.Fatalf("stored form %d bytes, want %d", got, respsize.Max+extra)
+		}
+		return r
+	}
+	t.Run("at the room", func(t *testing.T) {
+		s.roundTrip(t, st, now, at(0))
+	})
+	t.Run("a byte more", func(t *testing.T) {
+		id := newID(t)
+		claim(t, st, pending(id, digestA, "owner-1", now), now, idem.Claimed)
+		out := idem.Outcome{State: idem.StateCompleted, Response: at(1), Expires: now.Add(keep)}
+		if err := st.Complete(ctx, claimed(t, id, "owner-1"), out, now); !errors.Is(err, idem.ErrTooLarge) {
+			t.Fatalf("Complete: err = %v, want ErrTooLarge", err)
+		}
+		if g := mustGet(t, st, id, now); g.State != idem.StatePending || g.Owner != "owner-1" || g.Response != nil {
+			t.Fatalf("record changed by a refused completion: %s", summary(g))
+		}
+		notKept := &idem.Response{Status: 200, NotKept: len(body)}
+		complete(t, st, id, "owner-1", idem.Outcome{State: idem.StateCompleted, Response: notKept, Expires: now.Add(keep)}, now)
+		wantReplay(t, st, id, "owner-2", now, notKept)
+	})
 }
 
 // largeTakeovers: an attempt whose lease ended without a completion (its

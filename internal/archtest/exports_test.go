@@ -35,7 +35,7 @@ var exportedBudget = map[string]int{
 	"idem/dynamostore":         24,
 	"idem/event":               15,
 	"idem/idemenv":             25,
-	"idem/idemtest":            24,
+	"idem/idemtest":            25,
 	"idem/keyspace":            4,
 	"idem/memstore":            22,
 	"idem/policy/commerce":     7,

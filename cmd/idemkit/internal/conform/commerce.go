@@ -172,6 +172,11 @@ func inFlightAsync(ctx context.Context, e *env) Result {
 	if !ok {
 		return r
 	}
+	// Another resource is a second execution whenever the duplicate came:
+	// never a verdict to try again (inWindow), which would hide it.
+	if id := resourceID(d.body); d.is2xx() && id != "" && id != resourceID(first.body) {
+		return fail("an async duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(first.body))
+	}
 	switch {
 	case d.sent.After(first.done):
 		return late(skip("the first request finished in %v, before the async duplicate was sent: no in-flight window (use a slower body)", first.done.Sub(first.sent).Round(time.Millisecond)))
@@ -182,9 +187,6 @@ func inFlightAsync(ctx context.Context, e *env) Result {
 	}
 	if !d.is2xx() {
 		return fail("an async duplicate (%s: async) of a pending request got %s, want the pending action (2xx)", e.cfg.ModeHeader, d)
-	}
-	if id := resourceID(d.body); id != "" && id != resourceID(first.body) {
-		return fail("an async duplicate got resource %q, the first request's is %q: the request ran twice", id, resourceID(first.body))
 	}
 	if r, ok := e.postSame(ctx, k, e.cfg.SlowBody, first, "a repeat after the first request finished got %s, want its cached answer"); !ok {
 		return r

@@ -129,6 +129,7 @@ var breakCases = []struct {
 	{"no replay marker", breaks{NoReplayMarker: true}, want{o: {"replay-marker"}, c: {"replay-marker", "sync-pending-action", "pending-action", "settled-replay", "failure-replayed"}, e: {"replay-marker", "live-route", "xml-replay", "xml-error-answer"}}},
 	{"mismatch leaks the cached body", breaks{MismatchLeaks: true}, want{o: {"mismatch"}, c: {"input-mismatch", "operation-mismatch"}, e: {"payload-conflict"}}},
 	{"mismatch replays", breaks{MismatchReplays: true}, want{o: {"mismatch"}, c: {"input-mismatch"}, e: {"payload-conflict", "work-order-strict"}}},
+	{"an async duplicate runs the request again once, answered after the first finished", breaks{AsyncRunsTwiceOnce: true}, one("in-flight-async", c)},
 	{"in-flight runs twice", breaks{InFlightRunsTwice: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action", "in-flight-async", "pending-action"}, e: {"in-flight"}}},
 	{"in-flight without Retry-After", breaks{InFlightNoRetryAfter: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action"}, e: {"in-flight"}}},
 	{"in-flight Retry-After is the lease under a live owner", breaks{InFlightLeaseRetry: true}, want{o: {"in-flight"}, c: {"in-flight", "sync-pending-action"}, e: {"in-flight"}}},

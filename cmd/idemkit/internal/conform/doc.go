@@ -68,7 +68,9 @@
 // after it finished (then a held duplicate and a late one get the same
 // replay), or its answer reach the checker after the first one's. The
 // verdict then says which try gave it; an API that holds every duplicate
-// fails on every try.
+// fails on every try, and a duplicate answered with another resource than
+// the first request's fails at once, whenever it came (a second
+// execution is never tried again).
 //
 // Its defaults fit `idemkit dev`: POST /runs with
 // {"workflowId":"conformance-noop","inputs":{}}, a slow duplicate through the

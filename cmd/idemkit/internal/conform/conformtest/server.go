@@ -33,6 +33,7 @@ type Breaks struct {
 	MismatchLeaks        bool // the mismatch 409 embeds the cached body
 	MismatchReplays      bool // a different body under a used key gets the cached answer
 	InFlightRunsTwice    bool // a duplicate in flight runs the request again
+	AsyncRunsTwiceOnce   bool // commerce: the first async duplicate in flight runs the request again (a claim race the host loses once); later ones are answered as they should be
 	InFlightNoRetryAfter bool // the in-flight 409 has no Retry-After
 	InFlightLeaseRetry   bool // the in-flight 409's Retry-After is a 300 s lease though the first request is running
 	InFlightRetryDetails bool // the in-flight 409 puts retry timing in details
@@ -180,9 +181,10 @@ type Server struct {
 	// placeholders: runs named (AsyncStatusURLNoRun) before they are
 	// written, whose read answers 200 with no run.
 	placeholders map[string]bool
-	execs        int // createRun executions
-	slowRecords  int // conformance-delay requests recorded (LateDuplicates)
-	slowPlain    int // conformance-delay requests without ModeHeader (LateFirst)
+	execs        int  // createRun executions
+	slowRecords  int  // conformance-delay requests recorded (LateDuplicates)
+	ranTwice     bool // an async duplicate ran the request again (AsyncRunsTwiceOnce)
+	slowPlain    int  // conformance-delay requests without ModeHeader (LateFirst)
 	inbox        []*inboxEntry
 }
 
@@ -621,7 +623,8 @@ func (s *Server) idempotent(q *req, h handlerFunc) {
 			w.Header().Set("Idempotent-Replayed", "true")
 			s.respond(q, st, b)
 			return
-		case !rec.done && s.brk.InFlightRunsTwice:
+		case !rec.done && (s.brk.InFlightRunsTwice || s.brk.AsyncRunsTwiceOnce && !s.ranTwice && strings.EqualFold(r.Header.Get(ModeHeader), "async")):
+			s.ranTwice = true
 			s.mu.Unlock()
 			st, b := h(r, q.cred.tenant, body)
 			s.mark(w, false)
