@@ -856,9 +856,6 @@ func (s *suite) notKept(t *testing.T) {
 // the work never runs again; its owner's writes are fenced) and is absent
 // once its retention ends, as every record.
 func (s *suite) responseLost(t *testing.T) {
-	if s.cfg.lose == nil {
-		t.Skip("idemtest: the store keeps a record's response with the record (Harness.LosePartOfResponse unset)")
-	}
 	st, now, id := s.startClaimed(t)
 	body := make([]byte, 1<<20)
 	if _, err := rand.Read(body); err != nil {
