@@ -383,3 +383,43 @@ func TestResponseNotKeptIsLogged(t *testing.T) {
 		t.Fatalf("%d not-kept warnings and %d not-kept replays logged, want 1 and 1:\n%s", warned, replayed, logs.String())
 	}
 }
+
+// TestHeadersOverTheRoomRunOnce: a handler answering an empty body with
+// headers beyond the room every store keeps beside the body (the net/http
+// middleware has no payload limit) runs once per key: the store refuses
+// the response, the not-kept outcome is recorded instead, with the size
+// of the response's stored form, and a duplicate is answered 410
+// idemkit.response_not_kept, never by running the handler again.
+func TestHeadersOverTheRoomRunOnce(t *testing.T) {
+	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("acme"), Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := strings.Repeat("h", 1<<20)
+	var runs atomic.Int32
+	h := g.Handle("POST /exports", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		for i := range 8 {
+			w.Header().Set("X-Part-"+string(rune('A'+i)), value)
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	key := "key-headers-over-the-room-0123456789"
+	if first := post(h, "/exports", key, `{"a":1}`); first.Code != http.StatusAccepted || first.Header().Get("X-Part-H") != value {
+		t.Fatalf("first: %d, want 202 with its headers", first.Code)
+	}
+	dup := post(h, "/exports", key, `{"a":1}`)
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("handler ran %d times for one key, want 1 (duplicate answered %d %.200s)", n, dup.Code, dup.Body.Bytes())
+	}
+	var env struct {
+		Error   string         `json:"error"`
+		Details map[string]any `json:"details"`
+	}
+	if err := json.Unmarshal(dup.Body.Bytes(), &env); err != nil || dup.Code != http.StatusGone || env.Error != idem.CodeResponseNotKept {
+		t.Fatalf("duplicate: %d %.200s, want 410 %s", dup.Code, dup.Body.Bytes(), idem.CodeResponseNotKept)
+	}
+	if size, _ := env.Details["size"].(float64); env.Details["status"] != float64(http.StatusAccepted) || size <= 8<<20 {
+		t.Fatalf("duplicate: details %v, want status 202 and the stored form's size (over 8 MB)", env.Details)
+	}
+}

@@ -46,10 +46,13 @@ func (s State) Valid() bool {
 // (as net/http.CanonicalHeaderKey returns them); values keep their order.
 //
 // NotKept marks a final outcome whose response was not kept: the handler's
-// body (or Guard.Once's value) was larger than MaxResponseBytes, so the
+// body (or Guard.Once's value) was larger than MaxResponseBytes, or the
+// store refused the response as too large (ErrTooLarge: its headers beyond
+// the room kept beside the body, or a store's own smaller limit), so the
 // attempt that ran recorded only that it ran, with Status the status it
-// answered and NotKept the body's size in bytes (always positive), and no
-// headers or body. A replay of such a record never runs the handler again:
+// answered and NotKept the body's size in bytes (for an empty body, the
+// size of the response's stored form; always positive), and no headers or
+// body. A replay of such a record never runs the handler again:
 // it is answered 410 CodeResponseNotKept (Guard.Once: ErrNotKept). Zero
 // (every record written before the field existed included) is a kept
 // response, read exactly as before.

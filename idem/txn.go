@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem/canon"
+	"github.com/idemkit/idemkit/idem/internal/respsize"
 	"github.com/idemkit/idemkit/idem/internal/scopeid"
 	"github.com/idemkit/idemkit/idem/keyspace"
 
@@ -651,9 +652,17 @@ func (t *txn) responseLost(ctx context.Context, err error, firstRequestID string
 }
 
 // notKeptOutcome is what a completion records for resp when its body is
-// not kept: the status and the body's size (Response.NotKept).
+// not kept: the status and the body's size (Response.NotKept), or for an
+// empty body the size of its stored form.
 func notKeptOutcome(resp *Response) *Response {
-	return &Response{Status: resp.Status, NotKept: len(resp.Body)}
+	size := len(resp.Body)
+	if size == 0 {
+		// An empty body refused for its headers (beyond the room every
+		// store keeps beside the body): the size is its stored form's,
+		// which is positive, so it is recorded as not kept too.
+		size = respsize.Encoded(resp.Status, resp.Headers, 0)
+	}
+	return &Response{Status: resp.Status, NotKept: size}
 }
 
 // execute runs the handler of the claim res, whose lease ends at until on
@@ -730,7 +739,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 	}
 	sctx, span := t.span(wctx, spanComplete)
 	err = g.cfg.Store.Complete(sctx, rec, out, now)
-	if errors.Is(err, ErrTooLarge) && out.Response.NotKept == 0 && len(resp.Body) > 0 {
+	if errors.Is(err, ErrTooLarge) && out.Response.NotKept == 0 {
 		// A store that keeps less than this response (which wrote
 		// nothing: Outcome.Validate is its first step) records the
 		// not-kept outcome instead.
@@ -780,8 +789,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 		return t.fail(internalError())
 	default:
 		// The handler's effects happened but the outcome was not recorded
-		// (the store failed, or refused even a not-kept outcome as too
-		// large: only an empty body with headers beyond what it keeps).
+		// (the store failed, or refused even the not-kept outcome).
 		// Release the record when we can so a retry is not blocked, and
 		// return the true response.
 		t.writeFailed(ctx, "complete", err)
