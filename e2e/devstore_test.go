@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,10 +37,15 @@ const (
 // answered 503 with the error envelope (idemkit.store_unavailable) and
 // Retry-After within the bound, not a 500 and not a hang. Once the paused
 // store resumes, retrying the same Idempotency-Key yields one run, and its
-// webhook is delivered exactly once.
+// webhook is delivered exactly once. The engines run side by side: each
+// has its own engine process and dev, and most of each run is spent
+// waiting for dev's request timeout while its store is paused or dead.
 func TestIdemkitDevSurvivesItsStore(t *testing.T) {
 	for _, kind := range devEngines {
-		t.Run(kind, func(t *testing.T) { testDevSurvivesStore(t, kind) })
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testDevSurvivesStore(t, kind)
+		})
 	}
 }
 
@@ -96,18 +103,35 @@ func testDevSurvivesStore(t *testing.T, kind string) {
 		t.Fatalf("run %v", st)
 	}
 
-	// unavailable asserts a 503 store_unavailable with Retry-After, answered
-	// within the bound.
-	unavailable := func(what, method, path, ik, body string) {
+	// unavailable asserts that each request is answered 503
+	// store_unavailable with Retry-After, within the bound. The requests
+	// are sent together (each waits out dev's request timeout) and every
+	// one is checked.
+	type request struct{ what, method, path, ik, body string }
+	unavailable := func(reqs ...request) {
 		t.Helper()
-		started := time.Now()
-		r, m := d.do(t, method, path, ik, body)
-		took := time.Since(started)
-		if r.StatusCode != 503 || m["error"] != "idemkit.store_unavailable" || m["message"] == "" || r.Header.Get("Retry-After") == "" {
-			t.Fatalf("%s: %d %v (Retry-After %q); want 503 idemkit.store_unavailable with Retry-After\n%s", what, r.StatusCode, m, r.Header.Get("Retry-After"), p.Log.String())
+		var wg sync.WaitGroup
+		errs := make([]string, len(reqs))
+		for i, q := range reqs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				started := time.Now()
+				r, m, err := tryDev(q.method, d.url+q.path, q.ik, q.body)
+				took := time.Since(started)
+				switch {
+				case err != nil:
+					errs[i] = fmt.Sprintf("%s: %v", q.what, err)
+				case r.StatusCode != 503 || m["error"] != "idemkit.store_unavailable" || m["message"] == "" || r.Header.Get("Retry-After") == "":
+					errs[i] = fmt.Sprintf("%s: %d %v (Retry-After %q); want 503 idemkit.store_unavailable with Retry-After", q.what, r.StatusCode, m, r.Header.Get("Retry-After"))
+				case took > devStoreBound:
+					errs[i] = fmt.Sprintf("%s: answered after %s, bound %s", q.what, took, devStoreBound)
+				}
+			}()
 		}
-		if took > devStoreBound {
-			t.Fatalf("%s: answered after %s, bound %s", what, took, devStoreBound)
+		wg.Wait()
+		if msg := strings.Join(slices.DeleteFunc(errs, func(s string) bool { return s == "" }), "\n"); msg != "" {
+			t.Fatalf("%s\n%s", msg, p.Log.String())
 		}
 	}
 
@@ -116,8 +140,8 @@ func testDevSurvivesStore(t *testing.T, kind string) {
 	// below can still be answered by it.
 	must(t, store.Pause(ctx))
 	k1 := key("paused")
-	unavailable("POST /runs while paused", "POST", "/runs", k1, body)
-	unavailable("GET /runs/{id} while paused", "GET", "/runs/"+strings.ReplaceAll(before, "/", "~2F"), "", "")
+	unavailable(request{"POST /runs while paused", "POST", "/runs", k1, body},
+		request{"GET /runs/{id} while paused", "GET", "/runs/" + strings.ReplaceAll(before, "/", "~2F"), "", ""})
 	must(t, store.Resume())
 
 	// Back: retrying k1 ends in one run (409 in flight or 503 meanwhile,
@@ -174,6 +198,34 @@ func testDevSurvivesStore(t *testing.T, kind string) {
 
 	// Dead: connections are refused.
 	must(t, syscall.Kill(-store.PID(), syscall.SIGKILL))
-	unavailable("POST /runs with the store dead", "POST", "/runs", key("dead"), body)
-	unavailable("GET /runs/{id} with the store dead", "GET", "/runs/"+strings.ReplaceAll(runID, "/", "~2F"), "", "")
+	unavailable(request{"POST /runs with the store dead", "POST", "/runs", key("dead"), body},
+		request{"GET /runs/{id} with the store dead", "GET", "/runs/" + strings.ReplaceAll(runID, "/", "~2F"), "", ""})
+}
+
+// tryDev is devServer.do for a goroutine other than the test's: an error
+// is returned, not a t.Fatal.
+func tryDev(method, url, key, body string) (*http.Response, map[string]any, error) {
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Authorization", testutil.Bearer(devKey))
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return resp, m, nil
 }

@@ -177,7 +177,11 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 	close(stop)
 	wg.Wait()
 
-	// Every acknowledged run exists and settles.
+	// Every acknowledged run exists and settles. Each pass reads every
+	// run not yet decided, then waits 250 ms: a run is present once it is
+	// terminal, missing once it has been answered 404 for 10 s in a row,
+	// and live if neither holds when the deadline passes. (The runs wait
+	// together: a missing run's 10 s is not added to every other's.)
 	mu.Lock()
 	ids := make([]string, 0, len(acked))
 	for id := range acked {
@@ -188,35 +192,41 @@ func testAcknowledgedRunsSettle(t *testing.T, c settleCase) {
 	deadline := time.Now().Add(3 * time.Minute)
 	var missing []ackedRun
 	var present, live []string
-	for _, id := range ids {
-		var notFound time.Time
-		for {
+	notFound := map[string]time.Time{}
+	for pending := ids; len(pending) > 0; {
+		var next []string
+		for _, id := range pending {
 			r, m := d.do(t, "GET", "/runs/"+strings.ReplaceAll(id, "/", "~2F"), "", "")
 			st, _ := m["status"].(string)
 			if st == "completed" || st == "failed" || st == "cancelled" {
 				present = append(present, id)
-				break
+				continue
 			}
 			if r.StatusCode == 404 {
-				if notFound.IsZero() {
-					notFound = time.Now()
+				if notFound[id].IsZero() {
+					notFound[id] = time.Now()
 				}
-				if time.Since(notFound) > 10*time.Second {
+				if time.Since(notFound[id]) > 10*time.Second {
 					// Gone: classified below by what its key's Layer-1
 					// record holds (engineloss_test.go).
 					missing = append(missing, acked[id])
-					break
+					continue
 				}
 			} else {
-				notFound = time.Time{}
+				delete(notFound, id)
 			}
 			if time.Now().After(deadline) {
 				live = append(live, fmt.Sprintf("%s: %d %v", id, r.StatusCode, m))
-				break
+				continue
 			}
+			next = append(next, id)
+		}
+		if pending = next; len(pending) > 0 {
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
+	sort.Strings(present)
+	sort.Slice(missing, func(i, j int) bool { return missing[i].ID < missing[j].ID })
 	t.Logf("%s: %d acknowledged runs over %d outages of %s; engine kills at %v", c.kind, len(ids), c.cycles, c.outage, stamps(killedAt))
 	if c.kill || len(missing) > 0 {
 		l1 := newLayer1Reader(t, emulator.Client(eng.s.Endpoint), tables.DefaultPrefix+"IdempotencyTable", settleTenant)
@@ -260,10 +270,12 @@ var shortRetry = []string{"STREAM_RETRY_SECONDS=2"}
 // (SIGSTOP for 4 s, then SIGCONT) under `idemkit dev` while clients
 // create runs, on DynamoDB Local and moto: every run answered 201 reaches
 // a terminal status once the engine is back, with the pollers giving up
-// during the outage (the stale-run pass settles their runs).
+// during the outage (the stale-run pass settles their runs). The two
+// engines run side by side, each with its own engine process and dev.
 func TestDevEveryAcknowledgedRunSettlesAfterStorePause(t *testing.T) {
 	for _, kind := range devEngines {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			testAcknowledgedRunsSettle(t, settleCase{kind: kind, outage: 4 * time.Second, cycles: 1, clients: 3, env: shortRetry})
 		})
 	}

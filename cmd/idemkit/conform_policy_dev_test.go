@@ -53,7 +53,9 @@ var conformPolicyAliases = map[string]string{"client": "clientId", "company": "c
 // TestBrokenServerFailsTheMatchingScenario in cmd/idemkit/internal/conform). Each dev
 // runs on its own tables of the engine; the API keys are created with
 // `idemkit apikey create --attr`, the base key and, per scope part, one that
-// differs from it in that part only. It runs on every engine with streams.
+// differs from it in that part only. It runs on every engine with streams,
+// the engines and policies side by side (each dev on its own tables; most
+// of a conform run waits out the scenarios' deliberate delays).
 func TestConformPoliciesAgainstIdemkitDev(t *testing.T) {
 	bin, err := testutil.Build(t.TempDir(), "idemkit", "cmd/idemkit", nil, nil)
 	if err != nil {
@@ -61,8 +63,12 @@ func TestConformPoliciesAgainstIdemkitDev(t *testing.T) {
 	}
 	// idemkit dev --dynamodb-endpoint needs the runs table's stream.
 	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
+		t.Parallel()
 		for _, policy := range []string{"commerce", "erp"} {
-			t.Run(policy, func(t *testing.T) { conformPolicyAgainstDev(t, bin, e, policy) })
+			t.Run(policy, func(t *testing.T) {
+				t.Parallel()
+				conformPolicyAgainstDev(t, bin, e, policy)
+			})
 		}
 	})
 }

@@ -14,12 +14,16 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // TestMain runs `idemkit dev --conformance-seams` in the test process, with
 // no restart supervisor (devsuper.go), so its in-process tests serve it.
+// Up to four parallel tests run at once: they are conform runs, which
+// mostly wait out their scenarios' deliberate delays.
 func TestMain(m *testing.M) {
 	os.Setenv(envSupervised, "0")
+	testutil.WaitingParallel(4)
 	dynamotest.Main(m)
 }
 

@@ -117,12 +117,7 @@ func firedRows(t *testing.T, l *ledger.Ledger, runID string) []ledger.WitnessRow
 // equals the witness rows carrying a fire time, and the run ends as the
 // fault dictates.
 func TestFaultInjectedReceiverMatchesWitness(t *testing.T) {
-	cases := []struct {
-		name      string
-		opts      faultrx.Options
-		want      runs.Status
-		wantCount int
-	}{
+	cases := []faultCase{
 		{"reset-after-body", faultrx.Options{Plan: faultrx.Sequence(faultrx.ResetAfterBody, faultrx.ResetAfterBody, faultrx.OK)}, runs.StatusCompleted, 3},
 		{"hang", faultrx.Options{Plan: faultrx.Sequence(faultrx.Hang, faultrx.OK)}, runs.StatusCompleted, 2},
 		{"500", faultrx.Options{Plan: faultrx.Sequence(faultrx.Status500, faultrx.Status500, faultrx.OK)}, runs.StatusCompleted, 3},
@@ -132,68 +127,84 @@ func TestFaultInjectedReceiverMatchesWitness(t *testing.T) {
 		// An answer a loaded machine slows is not a failed delivery.
 		{"slow-ok", faultrx.Options{Plan: faultrx.Sequence(faultrx.Fault{Status: 200, Delay: time.Second})}, runs.StatusCompleted, 1},
 	}
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")
-		for _, tc := range cases {
-			t.Run(tc.name, func(t *testing.T) {
-				clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
-				s := newFaultStack(t, e, clk, runsTbl, effTbl)
-				opts := tc.opts
-				opts.T = t
-				rx := faultrx.New(opts)
-				defer rx.Close()
-				run := s.newRun(t, rx.URL())
-				if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
-					t.Fatalf("stream record retried: %v", retry)
-				}
-				var wakes []time.Time
-				for i := 0; i < 10; i++ {
-					r := s.run(t, run.ID)
-					if r.Status.Terminal() {
-						break
-					}
-					if r.Wake.At.IsZero() {
-						t.Fatalf("run %s is %s and not parked", run.ID, r.Status)
-					}
-					// Nothing is due a millisecond early.
-					clk.Set(r.Wake.At.Add(-time.Millisecond))
-					before := rx.Count()
-					if n, err := s.x.ResumeDue(context.Background()); err != nil || n != 0 || rx.Count() != before {
-						t.Fatalf("early pass resumed %d runs (%v), %d new deliveries", n, err, rx.Count()-before)
-					}
-					wakes = append(wakes, r.Wake.At)
-					clk.Set(r.Wake.At)
-					if _, err := s.x.ResumeDue(context.Background()); err != nil {
-						t.Fatalf("pass: %v", err)
-					}
-				}
+	// The engines run side by side (each on its own tables and engine
+	// process): the hang case waits out a real delivery timeout on each.
+	for _, kind := range dynamotest.Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			testFaultInjectedReceiver(t, dynamotest.Start(t, kind), cases)
+		})
+	}
+}
+
+type faultCase struct {
+	name      string
+	opts      faultrx.Options
+	want      runs.Status
+	wantCount int
+}
+
+func testFaultInjectedReceiver(t *testing.T, e *dynamotest.Emulator, cases []faultCase) {
+	runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+			s := newFaultStack(t, e, clk, runsTbl, effTbl)
+			opts := tc.opts
+			opts.T = t
+			rx := faultrx.New(opts)
+			defer rx.Close()
+			run := s.newRun(t, rx.URL())
+			if retry := s.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+				t.Fatalf("stream record retried: %v", retry)
+			}
+			var wakes []time.Time
+			for i := 0; i < 10; i++ {
 				r := s.run(t, run.ID)
-				if r.Status != tc.want || !r.Wake.At.IsZero() {
-					t.Fatalf("run ended %s (wake %v, error %q), want %s", r.Status, r.Wake.At, r.Error, tc.want)
+				if r.Status.Terminal() {
+					break
 				}
-				fired := firedRows(t, s.l, run.ID)
-				if n := rx.Count(); n != len(fired) || n != tc.wantCount {
-					t.Fatalf("receiver counted %d deliveries, witness has %d rows with a fire time; want %d", n, len(fired), tc.wantCount)
+				if r.Wake.At.IsZero() {
+					t.Fatalf("run %s is %s and not parked", run.ID, r.Status)
 				}
-				for i, d := range rx.Deliveries() {
-					if d.Key != fired[i].ProviderKey || fired[i].MaxAttempts != faultMaxTries {
-						t.Fatalf("delivery %d key %q; witness row %+v", d.N, d.Key, fired[i])
-					}
+				// Nothing is due a millisecond early.
+				clk.Set(r.Wake.At.Add(-time.Millisecond))
+				before := rx.Count()
+				if n, err := s.x.ResumeDue(context.Background()); err != nil || n != 0 || rx.Count() != before {
+					t.Fatalf("early pass resumed %d runs (%v), %d new deliveries", n, err, rx.Count()-before)
 				}
-				// Each try fired no earlier than it was scheduled.
-				for i := 1; i < len(fired); i++ {
-					if fired[i].FiredAt.Before(wakes[i-1]) {
-						t.Fatalf("attempt %d fired at %s, before its schedule %s", i+1, fired[i].FiredAt, wakes[i-1])
-					}
+				wakes = append(wakes, r.Wake.At)
+				clk.Set(r.Wake.At)
+				if _, err := s.x.ResumeDue(context.Background()); err != nil {
+					t.Fatalf("pass: %v", err)
 				}
-				if tc.name == "429-retry-after-30" {
-					if gap := fired[1].FiredAt.Sub(fired[0].FiredAt); gap < 30*time.Second {
-						t.Fatalf("429 with Retry-After: 30 retried after %s", gap)
-					}
+			}
+			r := s.run(t, run.ID)
+			if r.Status != tc.want || !r.Wake.At.IsZero() {
+				t.Fatalf("run ended %s (wake %v, error %q), want %s", r.Status, r.Wake.At, r.Error, tc.want)
+			}
+			fired := firedRows(t, s.l, run.ID)
+			if n := rx.Count(); n != len(fired) || n != tc.wantCount {
+				t.Fatalf("receiver counted %d deliveries, witness has %d rows with a fire time; want %d", n, len(fired), tc.wantCount)
+			}
+			for i, d := range rx.Deliveries() {
+				if d.Key != fired[i].ProviderKey || fired[i].MaxAttempts != faultMaxTries {
+					t.Fatalf("delivery %d key %q; witness row %+v", d.N, d.Key, fired[i])
 				}
-			})
-		}
-	})
+			}
+			// Each try fired no earlier than it was scheduled.
+			for i := 1; i < len(fired); i++ {
+				if fired[i].FiredAt.Before(wakes[i-1]) {
+					t.Fatalf("attempt %d fired at %s, before its schedule %s", i+1, fired[i].FiredAt, wakes[i-1])
+				}
+			}
+			if tc.name == "429-retry-after-30" {
+				if gap := fired[1].FiredAt.Sub(fired[0].FiredAt); gap < 30*time.Second {
+					t.Fatalf("429 with Retry-After: 30 retried after %s", gap)
+				}
+			}
+		})
+	}
 }
 
 // TestCrashBetweenAttemptsResumesOnSchedule: the executor that got a 429
