@@ -663,9 +663,14 @@ func terminal(s string) bool { return s == "completed" || s == "failed" || s == 
 func waitSettled(ctx context.Context, t *testing.T, c *dynamodb.Client, table string, ids []string, stall time.Duration) map[string]string {
 	t.Helper()
 	// Recovery is given as long as it makes progress: the wait ends when
-	// every run is terminal, or when no run settled for stall (a backlog
+	// every run is terminal or missing (absent from every consistent scan
+	// for 10 s: the load has ended, and an acknowledged run was written
+	// before its 201, so one missing now was lost and never comes back;
+	// the caller judges it), or when no run settled for stall (a backlog
 	// of thousands of runs settles at the executor's pace, not at once).
+	const goneAfter = 10 * time.Second
 	best, lastProgress := -1, time.Now()
+	missingSince := map[string]time.Time{}
 	for {
 		st := map[string]string{}
 		for _, it := range scanAll(ctx, t, c, table) {
@@ -675,16 +680,28 @@ func waitSettled(ctx context.Context, t *testing.T, c *dynamodb.Client, table st
 				st[pk.Value] = s.Value
 			}
 		}
-		settled := 0
+		settled, gone := 0, 0
 		for _, id := range ids {
-			if terminal(st[id]) {
+			s, ok := st[id]
+			switch {
+			case !ok:
+				if _, seen := missingSince[id]; !seen {
+					missingSince[id] = time.Now()
+				}
+				if time.Since(missingSince[id]) >= goneAfter {
+					gone++
+				}
+			case terminal(s):
 				settled++
+				delete(missingSince, id)
+			default:
+				delete(missingSince, id)
 			}
 		}
 		if settled > best {
 			best, lastProgress = settled, time.Now()
 		}
-		if settled == len(ids) || time.Since(lastProgress) > stall {
+		if settled+gone == len(ids) || time.Since(lastProgress) > stall {
 			t.Logf(verdictMark+"soak: recovery: %d of %d acknowledged runs terminal", settled, len(ids))
 			return st
 		}
