@@ -104,10 +104,15 @@ func DecodedRequest(ctx context.Context) (any, bool) {
 
 // render applies the route's Contract.Render to resp for accept.
 func render(route Route, resp *Response, accept string) *Response {
-	if route.Contract == nil || route.Contract.Render == nil || resp == nil {
+	return renderContract(route.Contract, resp, accept)
+}
+
+// renderContract is render for a route whose Contract is c (nil: none).
+func renderContract(c *Contract, resp *Response, accept string) *Response {
+	if c == nil || c.Render == nil || resp == nil {
 		return resp
 	}
-	out := route.Contract.Render(resp, accept)
+	out := c.Render(resp, accept)
 	if out == nil {
 		return resp
 	}

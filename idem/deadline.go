@@ -68,13 +68,13 @@ func (g *Guard) storeCtxAt(c *callCtx, ctx context.Context, detach bool, limit, 
 // starts no timer and allocates nothing. A callCtx serves one call.
 type callCtx struct {
 	parent   context.Context
-	detach   bool
 	deadline time.Time
 
 	mu       sync.Mutex
 	real     context.Context    // the context.WithDeadline context, once made
 	stop     context.CancelFunc // real's cancel
-	released bool               // release was called
+	detach   bool
+	released bool // release was called
 }
 
 // made returns the context.WithDeadline context, making it on first use

@@ -35,6 +35,6 @@ func (g *Guard) serveDerived(ctx context.Context, in *request, op string, route 
 			"The request lacks the value this operation's idempotency key is derived from.").
 			WithDetails(map[string]any{"reason": ReasonMissing}), in.requestID), in, "", false, "")
 	}
-	t := &txn{g: g, in: in, key: key, op: op, route: route, derived: true}
+	t := &txn{g: g, in: in, key: key, op: op, contract: route.Contract, derived: true}
 	return t.run(ctx, route, run)
 }

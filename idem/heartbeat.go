@@ -143,11 +143,11 @@ func (hb *heartbeat) renew() bool {
 	// Off the request's goroutine: its own context, bounded by the end of
 	// the lease written last (wall time), so that a renewal that stalls
 	// fails by then and the lease is cut before it ends.
-	rctx := t.g.storeCtxAt(nil, hb.ctx, true, t.leaseEnd, started)
+	rctx := t.g.storeCtxAt(nil, hb.ctx, true, t.x.leaseEnd, started)
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 	rctx.release()
 	if err == nil {
-		t.leaseEnd = started.Add(lease)
+		t.x.leaseEnd = started.Add(lease)
 		hb.until = now.Add(lease)
 		return true
 	}

@@ -32,10 +32,9 @@ type txn struct {
 	id     string
 	digest string
 	owner  string
-	route  Route
-	// derived says the key came from Route.DeriveKey: the scope is the
-	// derived keyspace and the key is never echoed.
-	derived bool
+	// contract is the route's Contract (Route.Contract), which renders
+	// the answers (render); nil when the route has none.
+	contract *Contract
 	// credential holds the values of the policy's credential parts
 	// (Policy.Scope.Credential), by name; nil when it names none.
 	credential map[string]string
@@ -45,19 +44,9 @@ type txn struct {
 	// failCode is the registry code of the last error the Guard answered
 	// itself (fail), whatever body the policy rendered for it.
 	failCode string
-	// outcome is the claim's outcome (OutcomeClaimed, …) once known: the
-	// "outcome" of a log line that names none of its own.
-	outcome string
-	// async is the request's wait mode (Policy.InFlight.ModeHeader):
-	// a duplicate of a pending request is answered at once.
-	async bool
 	// claimErr is the store's error when the claim failed (Once returns
 	// it under ErrStoreUnavailable).
 	claimErr error
-	// leaseEnd is the wall-clock end of the claim's lease as last written
-	// (claim or heartbeat renewal): the limit of the writes after the claim
-	// (Guard.storeCtx).
-	leaseEnd time.Time
 	// x is the storage of what executing the handler takes (execute),
 	// allocated once the request has its claim: a replay, a mismatch or
 	// an in-flight answer does not carry it.
@@ -65,30 +54,70 @@ type txn struct {
 	// calls are the storage of the context of the request's first store
 	// call made on its goroutine (the claim), taken by callSlot; later ones
 	// are allocated, but for the completion's (execution.call).
-	calls  [1]callCtx
-	ncalls int
-	// unrecorded is set when the handler's outcome (without transactional
-	// writes) could not be written because the store was unavailable: the
-	// answer is a 503, the outcome stands unrecorded.
-	unrecorded bool
+	calls [1]callCtx
 	// rawSum is the SHA-256 of the request body once rawKnown, and rawHex
 	// its hex once made (RawBodySHA256).
-	rawSum   [32]byte
-	rawKnown bool
-	rawHex   string
+	rawSum [32]byte
+	rawHex string
 	// names is the one buffer the digest, the record ID and the owner
 	// token are views of (run), with room after them for rawHex: written
 	// once each, never again once viewed.
 	names []byte
+
+	// The flags and the count of call slots used are kept together, after
+	// every other field: the transaction is part of every request's one
+	// allocation, which they keep in a smaller size class.
+
+	// ncalls is the number of slots of calls taken (callSlot).
+	ncalls uint8
+	// derived says the key came from Route.DeriveKey: the scope is the
+	// derived keyspace and the key is never echoed.
+	derived bool
+	// async is the request's wait mode (Policy.InFlight.ModeHeader):
+	// a duplicate of a pending request is answered at once.
+	async bool
+	// unrecorded is set when the handler's outcome (without transactional
+	// writes) could not be written because the store was unavailable: the
+	// answer is a 503, the outcome stands unrecorded.
+	unrecorded bool
+	// rawKnown says rawSum holds the request body's SHA-256.
+	rawKnown bool
 	// adapterLogs is set when the adapter running this unit of work logs
 	// each failure itself, once (failurelog.Adapter): logFailure is silent.
 	adapterLogs bool
+	// outcome is the claim's outcome (OutcomeClaimed, …) once known, as
+	// its index in claimOutcomes (0: not known yet): the "outcome" of a
+	// log line that names none of its own.
+	outcome uint8
 }
+
+// claimOutcomes are the claim outcomes a transaction keeps (txn.outcome),
+// by index; index 0 is none yet.
+var claimOutcomes = [...]string{
+	outcomeClaimed:   OutcomeClaimed,
+	outcomeReclaimed: OutcomeReclaimed,
+	outcomeReplay:    OutcomeReplay,
+	outcomeInFlight:  OutcomeInFlight,
+	outcomeMismatch:  OutcomeMismatch,
+}
+
+// The indexes of the claim outcomes in claimOutcomes.
+const (
+	outcomeClaimed uint8 = iota + 1
+	outcomeReclaimed
+	outcomeReplay
+	outcomeInFlight
+	outcomeMismatch
+)
 
 // execution is the storage of a claimed request's execution (execute):
 // one allocation for the handler's context, its claim state, the lease
 // heartbeat, the completion's store call and the response it stores.
 type execution struct {
+	// leaseEnd is the wall-clock end of the claim's lease as last written
+	// (claim or heartbeat renewal): the limit of the writes after the claim
+	// (Guard.storeCtx).
+	leaseEnd time.Time
 	// cached is the storage of the response handed to Store.Complete:
 	// the handler's, less what is not stored (cacheableInto).
 	cached Response
@@ -120,7 +149,7 @@ func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
 			return out
 		}
 	}
-	o := t.outcome
+	o := claimOutcomes[t.outcome]
 	if o == "" {
 		o = logOutcomeError
 	}
@@ -129,9 +158,9 @@ func (t *txn) attrs(extra ...slog.Attr) []slog.Attr {
 
 // claimOutcome counts the claim's outcome (MetricClaimOutcomes) and keeps
 // it for the request's later log lines.
-func (t *txn) claimOutcome(o string) {
+func (t *txn) claimOutcome(o uint8) {
 	t.outcome = o
-	t.g.count(MetricClaimOutcomes, o)
+	t.g.count(MetricClaimOutcomes, claimOutcomes[o])
 }
 
 func (t *txn) logf(ctx context.Context, level slog.Level, msg string, extra ...slog.Attr) {
@@ -156,7 +185,7 @@ func (t *txn) logFailure(ctx context.Context, level slog.Level, msg string, extr
 // (Policy.RequestIDMember), then rendered per the request's Accept on a
 // route whose Contract has Render.
 func (t *txn) render(resp *Response) *Response {
-	return render(t.route, t.g.stampRequestID(resp, t.in.requestID), t.in.accept)
+	return renderContract(t.contract, t.g.stampRequestID(resp, t.in.requestID), t.in.accept)
 }
 
 // decorate adds the policy's headers.
@@ -413,9 +442,8 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			return t.fail(internalError())
 		}
-		t.leaseEnd = started.Add(lease)
 		if res.Decision == Claimed || res.Decision == Reclaimed {
-			return t.execute(ctx, res, renew, rec.LeaseExpires, run)
+			return t.execute(ctx, res, renew, rec.LeaseExpires, started.Add(lease), run)
 		}
 		cur := res.Record
 		if !waiting {
@@ -435,7 +463,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			if resp, ok := t.replayObject(ctx, &cur, cur.Response, budget); ok {
 				_, span := t.span(ctx, spanReplay)
 				t.endSpan(span, OutcomeReplay, nil)
-				t.claimOutcome(OutcomeReplay)
+				t.claimOutcome(outcomeReplay)
 				t.logf(ctx, slog.LevelDebug, "idempotency: replay (object)", slog.String("outcome", OutcomeReplay), slog.Int("attempt", cur.Attempt))
 				return resp
 			}
@@ -443,7 +471,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		case actLost:
 			return t.responseLost(ctx, t.claimErr, cur.RequestID)
 		case actMismatch:
-			t.claimOutcome(OutcomeMismatch)
+			t.claimOutcome(outcomeMismatch)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
 			return t.fail(apierr.New(409, apierr.CodeIdempotencyKeyMismatch,
 				"The Idempotency-Key has already been used with a different request payload."))
@@ -455,7 +483,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				// The duplicate's client hung up while it waited.
 				return t.clientClosed(ctx, "wait")
 			}
-			t.claimOutcome(OutcomeInFlight)
+			t.claimOutcome(outcomeInFlight)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: in flight", slog.String("outcome", OutcomeInFlight))
 			resp := t.fail(apierr.New(409, apierr.CodeIdempotencyInFlight,
 				"A request with this Idempotency-Key is still being processed."))
@@ -505,7 +533,7 @@ func (t *txn) pendingAfterBudget() bool {
 // Accepted with the pending action and Retry-After, marked by the policy's
 // replay headers (the answer is the first request's action, nothing new ran).
 func (t *txn) pending(ctx context.Context, rec *Record) *Response {
-	t.claimOutcome(OutcomeInFlight)
+	t.claimOutcome(outcomeInFlight)
 	t.logf(ctx, slog.LevelInfo, "idempotency: pending", slog.String("outcome", OutcomeInFlight))
 	if resp, ok := t.replayObject(ctx, rec, nil, 0); ok {
 		return resp
@@ -598,7 +626,7 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	_, span := t.span(ctx, spanReplay)
 	defer t.endSpan(span, OutcomeReplay, nil)
-	t.claimOutcome(OutcomeReplay)
+	t.claimOutcome(outcomeReplay)
 	t.logf(ctx, slog.LevelDebug, "idempotency: replay", slog.String("outcome", OutcomeReplay), slog.Int("attempt", rec.Attempt))
 	c := rec.Response
 	if c == nil { // a final record always has a response; never a panic
@@ -622,7 +650,7 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 	_, span := t.span(ctx, spanReplay)
 	defer t.endSpan(span, OutcomeReplay, nil)
-	t.claimOutcome(OutcomeReplay)
+	t.claimOutcome(outcomeReplay)
 	r := rec.Response
 	t.logf(ctx, slog.LevelInfo, "idempotency: replay of a response that was not kept", slog.String("outcome", OutcomeReplay),
 		slog.Int("attempt", rec.Attempt), slog.Int("status", r.Status), slog.Int("size", r.NotKept))
@@ -643,7 +671,7 @@ func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 func (t *txn) responseLost(ctx context.Context, err error, firstRequestID string) *Response {
 	_, span := t.span(ctx, spanReplay)
 	defer t.endSpan(span, OutcomeReplay, nil)
-	t.claimOutcome(OutcomeReplay)
+	t.claimOutcome(outcomeReplay)
 	t.logf(ctx, slog.LevelError, "idempotency: replay of a response the store no longer holds whole", slog.String("outcome", OutcomeReplay), t.errText(err))
 	e := apierr.New(410, CodeResponseNotKept,
 		"The request with this idempotency key was processed, but the idempotency store no longer holds its whole response: it cannot be replayed, and the request is not run again.")
@@ -666,9 +694,9 @@ func notKeptOutcome(resp *Response) *Response {
 }
 
 // execute runs the handler of the claim res, whose lease ends at until on
-// the Guard's clock (the claim's LeaseExpires as written), renewed by a
-// heartbeat when renew is set.
-func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until time.Time, run handlerFunc) *Response {
+// the Guard's clock (the claim's LeaseExpires as written) and at leaseEnd
+// in wall time, renewed by a heartbeat when renew is set.
+func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, leaseEnd time.Time, run handlerFunc) *Response {
 	g := t.g
 	rec := res.Record
 	// The writes that end this attempt (completion, release) store its
@@ -676,17 +704,18 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 	rec.RawBodySHA256 = t.rawBodySHA256()
 	reclaimed := res.Decision == Reclaimed
 	if reclaimed {
-		t.claimOutcome(OutcomeReclaimed)
+		t.claimOutcome(outcomeReclaimed)
 		if res.LeaseExpired {
 			g.count(MetricReclaims, "")
 		}
 		t.logf(ctx, slog.LevelInfo, "idempotency: reclaimed", slog.String("outcome", OutcomeReclaimed), slog.Int("attempt", rec.Attempt))
 	} else {
-		t.claimOutcome(OutcomeClaimed)
+		t.claimOutcome(outcomeClaimed)
 		t.logf(ctx, slog.LevelDebug, "idempotency: claimed", slog.String("outcome", OutcomeClaimed))
 	}
 	x := new(execution)
 	t.x = x
+	x.leaseEnd = leaseEnd
 	cs := &x.cs
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
 	x.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
@@ -703,7 +732,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until ti
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
 	now := g.clock.Now()
-	wctx := g.storeCtxAt(&x.call, ctx, true, t.leaseEnd, g.wallAt(now))
+	wctx := g.storeCtxAt(&x.call, ctx, true, x.leaseEnd, g.wallAt(now))
 	defer wctx.release()
 	if err != nil && clientGone(ctx, err) {
 		t.release(wctx, rec, now)
@@ -885,7 +914,7 @@ func (t *txn) release(ctx context.Context, rec Record, now time.Time) {
 // txn.calls), or nil when it is used up (Guard.storeCtx allocates one).
 // Only the request's own goroutine calls it: no two calls share a slot.
 func (t *txn) callSlot() *callCtx {
-	if t.ncalls == len(t.calls) {
+	if int(t.ncalls) == len(t.calls) {
 		return nil
 	}
 	t.ncalls++
