@@ -187,6 +187,12 @@ func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error
 	return rec, nil
 }
 
+// chunkReadPause is the pause before the second BatchGetItem round of a
+// chunk read that left keys unprocessed; each later pause doubles, up to
+// chunkReadPauseMax (about 15 s over the 21 rounds before the read is
+// an outage). Variables only so that tests can shorten them.
+var chunkReadPause, chunkReadPauseMax = 10 * time.Millisecond, time.Second
+
 func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, error) {
 	parts := make([][]byte, st.chunks)
 	pending := make([]map[string]types.AttributeValue, 0, st.chunks)
@@ -196,7 +202,7 @@ func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, e
 		index[k] = i
 		pending = append(pending, map[string]types.AttributeValue{attrPK: avS(k)})
 	}
-	delay := 10 * time.Millisecond
+	delay := chunkReadPause
 	for round := 0; len(pending) > 0; round++ {
 		if round > 0 {
 			select {
@@ -204,7 +210,7 @@ func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, e
 				return nil, ctx.Err()
 			case <-time.After(delay):
 			}
-			delay = min(2*delay, time.Second)
+			delay = min(2*delay, chunkReadPauseMax)
 		}
 		if round > 20 {
 			// DynamoDB leaves keys unprocessed when the read would
