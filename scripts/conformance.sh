@@ -47,13 +47,7 @@ stop_dev() {
   wait "$dev_pid" 2>/dev/null
   dev_pid=""
 }
-lane_pids=()
-# cleanup ends the lanes still running (each stops its own idemkit dev).
-cleanup() {
-  for p in "${lane_pids[@]}"; do kill "$p" 2>/dev/null; done
-  for p in "${lane_pids[@]}"; do wait "$p" 2>/dev/null; done
-  [ "${OWC_KEEP:-0}" = 1 ] && echo "(logs kept in $work)" >&2 || rm -rf "$work"
-}
+cleanup() { stop_dev; [ "${OWC_KEEP:-0}" = 1 ] && echo "(logs kept in $work)" >&2 || rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -103,22 +97,8 @@ lane() {
   node "$work/conformance/local/summarize.mjs" "$work/$name.jsonl" "$work/$name.vitest.json" | tee "$work/$name.out"
 }
 
-# The three lanes run side by side, each against its own idemkit dev (its own
-# port and engine) and writing its own files; their output is printed in
-# the order above once all have ended. Together they take about as long as
-# the longest lane alone (the seams lane), not the sum of the three.
-# run_lane NAME ARGS...: lane NAME ARGS... in a background subshell that
-# stops its own idemkit dev however it ends; its output goes to NAME.lane.
-run_lane() {
-  local name=$1
-  ( trap stop_dev EXIT; trap 'exit 130' INT TERM; lane "$@" ) >"$work/$name.lane" 2>&1 &
-  lane_pids+=($!)
-}
-run_lane default --
-run_lane seams --conformance-seams --
-run_lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts
-for p in "${lane_pids[@]}"; do wait "$p"; done
-lane_pids=()
-for name in default seams in-flight; do cat "$work/$name.lane"; done
+lane default --
+lane seams --conformance-seams --
+lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts
 python3 "$proj/scripts/conformance_verdict.py" "$work/conformance/scenario-majors.json" \
   "default=$work/default.out" "seams=$work/seams.out" "in-flight=$work/in-flight.out"
