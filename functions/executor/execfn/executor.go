@@ -145,6 +145,10 @@ type Executor struct {
 	Metrics Metrics
 	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
 	Test TestConfig
+
+	// unrecorded holds the runs this executor found interrupted
+	// (TestConfig.Booted) whose workflow.restored is not recorded yet.
+	unrecorded restoreMarks
 }
 
 // TestConfig holds an Executor's hooks for tests and for `idemkit dev`
@@ -175,27 +179,6 @@ type TestConfig struct {
 
 // errHeld is Execute's answer for a run TestConfig.Held holds.
 var errHeld = errors.New("executor: the run is held by a test hook")
-
-// EventWorkflowRestored is the run event recorded when a run whose
-// execution was interrupted (its executor stopped without ending it) is
-// resumed by another: by the stale-run pass, or by an executor that
-// started after the run's last update (TestConfig.Booted).
-const EventWorkflowRestored = "workflow.restored"
-
-// restore records workflow.restored in a running run's log before it is
-// resumed, and returns the run as stored afterwards.
-func (x *Executor) restore(ctx context.Context, run runs.Run) (runs.Run, error) {
-	logs, ok := x.Runs.(runs.LogStore)
-	if !ok || run.Status != runs.StatusRunning {
-		return run, nil
-	}
-	r, err := logs.AppendLog(ctx, run.ID, run.Fence(), []runs.LogEvent{{Type: EventWorkflowRestored, At: x.now().UTC(), Payload: json.RawMessage(`{}`)}}, x.now())
-	if err != nil {
-		return run, err
-	}
-	x.log().InfoContext(ctx, "executor: resuming an interrupted run", slog.String("run_id", run.ID))
-	return r, nil
-}
 
 // Metrics receives the executor's measurements (bounded dimensions only,
 // never tenants or ids). *emf.Recorder implements it. Implementations must
@@ -457,27 +440,33 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 func (x *Executor) adopt(ctx context.Context, runID string) error {
 	// Under TestConfig.Booted (idemkit dev), a running run last updated
 	// before this process started was interrupted by the previous one: it
-	// is recorded as restored once adopted (adopting moves its update
-	// time, so the run is read before).
+	// is recorded as restored once adopted. Adopting moves its update
+	// time, so the run is read before, and the finding is kept until the
+	// event is recorded: a retry after a failed record, or a delivery that
+	// reads the run after another adopted it, records it still.
 	interrupted := false
 	if !x.Test.Booted.IsZero() {
-		if before, err := x.Runs.Get(ctx, runID); err == nil && before.Status == runs.StatusRunning && before.UpdatedAt.Before(x.Test.Booted) {
-			interrupted = true
+		before, err := x.Runs.Get(ctx, runID)
+		if err == nil && before.Status == runs.StatusRunning && before.UpdatedAt.Before(x.Test.Booted) {
+			x.unrecorded.mark(runID)
 		}
+		interrupted = x.unrecorded.has(runID)
 	}
 	run, err := x.Runs.Adopt(ctx, runID, x.now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound), errors.Is(err, runs.ErrStatusConflict):
+		x.unrecorded.clear(runID)
 		return nil
 	case err != nil:
 		return err
 	}
 	if interrupted {
 		if run, err = x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
-			return nil // ended or taken meanwhile
+			return nil // ended or taken meanwhile (by a delivery that records it)
 		} else if err != nil {
 			return err
 		}
+		x.unrecorded.clear(runID)
 	}
 	return x.proceed(ctx, run)
 }
@@ -693,10 +682,22 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
 			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
 		if run.Status == runs.StatusRunning {
-			// Its execution was interrupted: the log says it was resumed.
-			if r, err := x.restore(ctx, run); err == nil {
-				run = r
+			// Its execution was interrupted: the log says it was resumed
+			// before anything else is written. A run whose event could not
+			// be recorded is not resumed; the failure is counted like an
+			// execution's, and a later pass claims it again.
+			r, err := x.restore(ctx, run)
+			if errors.Is(err, runs.ErrStatusConflict) {
+				continue // ended or taken meanwhile
 			}
+			if err != nil {
+				x.log().WarnContext(ctx, "executor: could not record the stale run as restored; a later pass resumes it", slog.String("run_id", id), slog.String("error", err.Error()))
+				if !x.giveUp(ctx, id, err) && first == nil {
+					first = err
+				}
+				continue
+			}
+			run = r
 		}
 		if err := x.resume(context.WithValue(ctx, triggerKey{}, TriggerStale), run); err != nil && !x.giveUp(ctx, id, err) {
 			if first == nil {

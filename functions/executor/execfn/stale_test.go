@@ -55,7 +55,10 @@ func TestResumerDrivesStaleRuns(t *testing.T) {
 		}
 
 		clk.Set(t0.Add(10*time.Minute + time.Second))
-		other := *s.x
+		// A second executor on the same stores (a peer resumer).
+		other := Executor{Runs: s.x.Runs, Webhook: s.x.Webhook, Logger: s.x.Logger, MaxAttempts: s.x.MaxAttempts, LastTryMargin: s.x.LastTryMargin,
+			Parked: s.x.Parked, Fixture: s.x.Fixture, FixtureURL: s.x.FixtureURL, NoopEffect: s.x.NoopEffect, StaleAfter: s.x.StaleAfter,
+			Heartbeat: s.x.Heartbeat, Metrics: s.x.Metrics, Test: s.x.Test}
 		var wg sync.WaitGroup
 		counts := make([]int, 2)
 		for i, x := range []*Executor{s.x, &other} {
