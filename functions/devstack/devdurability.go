@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -138,9 +139,14 @@ func (d *durability) bound() (int64, []boundTerm) {
 	return sum, terms
 }
 
+// writeJSON writes the answer whole: with its Content-Length and flushed,
+// so it is complete on the connection when writeJSON returns, even if the
+// seam kills the process before the handler returns (a chunked answer
+// would lack its last chunk).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, _ := json.Marshal(v)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.Header().Set("OpenWOP-Version", settings.ProtocolVersion)
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
