@@ -95,6 +95,14 @@ lane() {
   stop_dev
   echo "== conformance lane $name (idemkit dev ${flags[*]})"
   node "$work/conformance/local/summarize.mjs" "$work/$name.jsonl" "$work/$name.vitest.json" | tee "$work/$name.out"
+  # A lane with a failure keeps what the host said about it: the end of
+  # its dev log (run decisions, restarts), since the folder is removed on
+  # exit; the banner's example command, which shows the lane's API key, is
+  # left out.
+  if ! tail -1 "$work/$name.out" | grep -q ' 0 failed$'; then
+    echo "---- conformance lane $name: the last 300 lines of its idemkit dev log"
+    tail -300 "$work/$name.dev.log" | grep -v 'Authorization: Bearer'
+  fi
 }
 
 lane default --
