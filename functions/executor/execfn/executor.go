@@ -447,7 +447,12 @@ func (x *Executor) adopt(ctx context.Context, runID string) error {
 	interrupted := false
 	if !x.Test.Booted.IsZero() {
 		before, err := x.Runs.Get(ctx, runID)
-		if err == nil && before.Status == runs.StatusRunning && before.UpdatedAt.Before(x.Test.Booted) {
+		switch {
+		case errors.Is(err, runs.ErrRunNotFound):
+			return nil
+		case err != nil:
+			return err // whether it was interrupted is unknown: retried later
+		case before.Status == runs.StatusRunning && before.UpdatedAt.Before(x.Test.Booted):
 			x.unrecorded.mark(runID)
 		}
 		interrupted = x.unrecorded.has(runID)

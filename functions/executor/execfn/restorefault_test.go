@@ -34,6 +34,26 @@ func (s *restoreFails) AppendLog(ctx context.Context, id string, f runs.Fence, e
 	return s.logStore.AppendLog(ctx, id, f, evs, now)
 }
 
+// secondGetFails fails the second Get transiently: under
+// TestConfig.Booted, the read before an adoption (Execute's own read is
+// the first).
+type secondGetFails struct {
+	logStore
+	mu    sync.Mutex
+	calls int
+}
+
+func (s *secondGetFails) Get(ctx context.Context, id string) (runs.Run, error) {
+	s.mu.Lock()
+	s.calls++
+	fail := s.calls == 2
+	s.mu.Unlock()
+	if fail {
+		return runs.Run{}, errors.New("host: get run: ProvisionedThroughputExceededException")
+	}
+	return s.logStore.Get(ctx, id)
+}
+
 // interruptedAt leaves a conformance-multi-node run running at the
 // stack's now, as an executor that died right after recording node a's
 // node.started leaves it.
@@ -100,6 +120,24 @@ func TestInterruptedRunNeverCompletesUnrecorded(t *testing.T) {
 			}
 			if got := s.get(t, r.ID); got.Status != runs.StatusCompleted || logTypes(got) != want {
 				t.Fatalf("the retry completed the run without recording it restored: %s %s", got.Status, logTypes(got))
+			}
+		})
+
+		t.Run("read before the adoption fails", func(t *testing.T) {
+			faulty := &secondGetFails{logStore: store}
+			s := newCapStack(t, faulty)
+			r := s.interruptedAt(t)
+			s.clk.Set(s.clk.Now().Add(time.Second))
+			s.x.Test.Booted = s.clk.Now()
+			s.clk.Set(s.clk.Now().Add(time.Second))
+			if err := s.x.Execute(ctx, r.ID); err == nil {
+				t.Fatalf("an execution that could not tell whether the run was interrupted reported no error (log %s)", logTypes(s.get(t, r.ID)))
+			}
+			if err := s.x.Execute(ctx, r.ID); err != nil {
+				t.Fatalf("the retry: %v", err)
+			}
+			if got := s.get(t, r.ID); got.Status != runs.StatusCompleted || logTypes(got) != want {
+				t.Fatalf("completed without recording it restored: %s %s", got.Status, logTypes(got))
 			}
 		})
 
