@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -53,8 +54,7 @@ func finalOf(r *idem.Response, now time.Time) idem.Outcome {
 	return idem.Outcome{State: idem.StateCompleted, Response: r, Expires: now.Add(keep)}
 }
 
-// chunkKeysOf returns the keys of the chunk items of record id, with
-// their items.
+// chunkItemsOf returns the chunk items of record id, by key.
 func (v *env) chunkItemsOf(t *testing.T, id string) map[string]map[string]types.AttributeValue {
 	t.Helper()
 	prefix := "chunk:v1:" + strings.TrimPrefix(id, keyspace.CallerPrefix) + ":"
@@ -62,18 +62,19 @@ func (v *env) chunkItemsOf(t *testing.T, id string) map[string]map[string]types.
 	// The engine returns only the items under prefix: the table holds the
 	// chunks of every case of the test (megabytes each), which a scan
 	// without the filter would send back on every call.
+	expr, err := expression.NewBuilder().WithFilter(expression.Name("pk").BeginsWith(prefix)).Build()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := dynamodb.NewScanPaginator(v.e.Client(), &dynamodb.ScanInput{TableName: aws.String(v.table), ConsistentRead: aws.Bool(true),
-		FilterExpression:          aws.String("begins_with(pk, :prefix)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":prefix": &types.AttributeValueMemberS{Value: prefix}}})
+		FilterExpression: expr.Filter(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values()})
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctxT(t))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, it := range page.Items {
-			if k := it["pk"].(*types.AttributeValueMemberS).Value; strings.HasPrefix(k, prefix) {
-				out[k] = it
-			}
+			out[it["pk"].(*types.AttributeValueMemberS).Value] = it
 		}
 	}
 	return out
