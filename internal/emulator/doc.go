@@ -35,7 +35,8 @@
 //     launcher class embedded here, source in loopback/) that binds it to
 //     127.0.0.1 (LoopbackHost). Separate tables per region and access key,
 //     like moto. Ready in about 2 s.
-//   - moto: `moto_server -H 127.0.0.1 -p PORT` (must be on PATH; moto 5.2.1
+//   - moto: `moto_server -H 127.0.0.1 -p PORT` (on PATH, or the executable
+//     IDEMKIT_MOTO_SERVER names; moto 5.2.1
 //     verified). DynamoDB and DynamoDB Streams on one endpoint, one
 //     independent set of tables per region.
 //   - dynalite 4.0.0: Options.ToolsDir/node_modules/.bin/dynalite, pinned by

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -143,11 +144,22 @@ func FlagHelp() string {
 	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
 }
 
-// motoCommand: `moto_server -H 127.0.0.1 -p PORT` from PATH.
+// EnvMotoServer names the moto_server executable to start instead of the
+// one on PATH. `make test` sets it to the executable a version manager's
+// shim on PATH stands for (pyenv which moto_server), which saves the
+// shim's own start, about 0.6 s of CPU, on every moto an engine-backed
+// test process starts.
+const EnvMotoServer = "IDEMKIT_MOTO_SERVER"
+
+// motoCommand: `moto_server -H 127.0.0.1 -p PORT`, from EnvMotoServer
+// when it is set, else from PATH.
 func motoCommand(_ context.Context, port int, _ Options) (*exec.Cmd, func(), error) {
-	bin, err := exec.LookPath("moto_server")
-	if err != nil {
-		return nil, nil, fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'): %w", err)
+	bin := os.Getenv(EnvMotoServer)
+	if bin == "" {
+		var err error
+		if bin, err = exec.LookPath("moto_server"); err != nil {
+			return nil, nil, fmt.Errorf("moto_server is not on PATH (pip install 'moto[server]'): %w", err)
+		}
 	}
 	return exec.Command(bin, "-H", "127.0.0.1", "-p", strconv.Itoa(port)), nil, nil
 }

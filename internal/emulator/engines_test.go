@@ -269,3 +269,20 @@ func TestReplayOnDynamoDBLocalLogsNoChecksumWarning(t *testing.T) {
 		t.Logf("with validation on, no warning was logged (the engine's header may be fixed):\n%s", log)
 	}
 }
+
+// TestMotoServerFromTheEnvironment: IDEMKIT_MOTO_SERVER names the
+// moto_server executable started instead of PATH's (make test sets it to
+// the executable a pyenv shim stands for); a missing one is a start error,
+// never a fallback to another executable.
+func TestMotoServerFromTheEnvironment(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "moto_server")
+	t.Setenv(EnvMotoServer, missing)
+	cmd, _, err := motoCommand(context.Background(), 5000, Options{})
+	if err != nil || cmd.Path != missing {
+		t.Fatalf("command: %v, %v", cmd, err)
+	}
+	if srv, err := Start(context.Background(), Moto, Options{}); err == nil {
+		srv.Stop()
+		t.Fatal("a moto_server that does not exist started")
+	}
+}
