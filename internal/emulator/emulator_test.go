@@ -94,6 +94,7 @@ func TestNPMEnginesWithoutToolsDirInstallIntoTheUserCache(t *testing.T) {
 // without java; and without java the default engine is moto.
 func TestStartDevWithoutProgram(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv(EnvMotoServer, "") // make test names one
 	_, err := StartDev(context.Background(), Moto, Options{})
 	if err == nil || !strings.Contains(err.Error(), "moto_server is not on PATH") || !strings.Contains(err.Error(), "--dynamodb-endpoint") {
 		t.Fatalf("moto: got %v", err)

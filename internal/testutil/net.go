@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,19 +19,25 @@ func FreeAddr(t testing.TB) string {
 }
 
 // FreeAddrs returns n distinct 127.0.0.1:PORT addresses that were free a
-// moment ago: every port is held until all n are chosen, so two servers
-// started side by side (the RIE and its runtime API) never draw the same
-// port, as two calls to FreeAddr can.
+// moment ago, so two servers started side by side (the RIE and its
+// runtime API) never draw the same port, as two calls to FreeAddr can.
+// The ports come from below the kernel's ephemeral range (proc.FreePort),
+// so a server that takes a while to listen (idemkit dev starting its
+// engine) does not lose its port meanwhile to a listener on port 0.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
 	addrs := make([]string, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	seen := map[int]bool{}
+	for len(addrs) < n {
+		port, err := proc.FreePort()
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer l.Close()
-		addrs = append(addrs, l.Addr().String())
+		if seen[port] {
+			continue
+		}
+		seen[port] = true
+		addrs = append(addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 	}
 	return addrs
 }

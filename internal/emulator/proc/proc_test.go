@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"runtime"
@@ -62,10 +63,40 @@ func TestPoll(t *testing.T) {
 	}
 }
 
+// TestFreePort: a free port, bindable, and on Linux below the kernel's
+// ephemeral range, which listeners on port 0 and outgoing connections
+// draw from: none of the 200 ports those take here is ever one FreePort
+// returns.
 func TestFreePort(t *testing.T) {
 	port, err := proc.FreePort()
 	if err != nil || port <= 0 {
 		t.Fatalf("%d %v", port, err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("port %d is not free: %v", port, err)
+	}
+	l.Close()
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return // not Linux: the kernel chooses
+	}
+	start, _ := strconv.Atoi(strings.Fields(string(b))[0])
+	if start < 11000 {
+		return // no room below the range: the kernel chooses
+	}
+	if port >= start {
+		t.Fatalf("port %d is inside the ephemeral range (from %d)", port, start)
+	}
+	for range 200 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		if p := l.Addr().(*net.TCPAddr).Port; p < start {
+			t.Fatalf("a listener on port 0 got %d, below the ephemeral range", p)
+		}
 	}
 }
 
