@@ -12,20 +12,20 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// interrupted is a conformance-multi-node run left running by an executor
-// that died right after recording node a's node.started.
-func interrupted(t *testing.T, s *forkStack, at time.Time) runs.Run {
+// interrupted is a conformance-multi-node run left running in store by an
+// executor that died right after recording node a's node.started at at.
+func interrupted(t *testing.T, store logStore, at time.Time) runs.Run {
 	t.Helper()
 	ctx := context.Background()
 	r := runs.NewRun("acme", webhook.WorkflowMultiNode, json.RawMessage(`{}`), at)
-	if err := s.runs.Create(ctx, r); err != nil {
+	if err := store.Create(ctx, r); err != nil {
 		t.Fatal(err)
 	}
-	running, err := s.runs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", at)
+	running, err := store.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.runs.AppendLog(ctx, r.ID, running.Fence(), []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: "a", At: at,
+	if _, err := store.AppendLog(ctx, r.ID, running.Fence(), []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: "a", At: at,
 		Payload: json.RawMessage(`{"nodeId":"a","typeId":"core.noop"}`)}}, at); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestInterruptedRunIsRecordedAsRestored(t *testing.T) {
 		s := newForkStack(t, e)
 		t0 := time.Now().UTC().Add(-time.Minute).Truncate(time.Millisecond)
 
-		booted := interrupted(t, s, t0)
+		booted := interrupted(t, s.runs, t0)
 		s.x.Test.Booted = time.Now()
 		r := s.execute(t, booted.ID)
 		want := "[node.started a workflow.restored  node.completed a node.started b node.completed b node.started c node.completed c]"
@@ -67,12 +67,12 @@ func TestInterruptedRunIsRecordedAsRestored(t *testing.T) {
 		}
 
 		s.x.Test.Booted = time.Time{}
-		plain := interrupted(t, s, t0)
+		plain := interrupted(t, s.runs, t0)
 		if r := s.execute(t, plain.ID); r.Status != runs.StatusCompleted || len(r.Log) != 6 {
 			t.Fatalf("resumed by an executor without Booted: %s %v", r.Status, logTypes(r))
 		}
 
-		stale := interrupted(t, s, t0)
+		stale := interrupted(t, s.runs, t0)
 		s.x.StaleAfter = time.Second
 		if n, err := s.x.ResumeStale(ctx); err != nil || n < 1 {
 			t.Fatalf("stale pass: %d, %v", n, err)

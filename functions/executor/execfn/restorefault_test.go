@@ -2,7 +2,6 @@ package execfn
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -10,7 +9,6 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/functions/host/webhook"
 )
 
 // restoreFails fails the first append of workflow.restored transiently,
@@ -55,24 +53,22 @@ func (s *secondGetFails) Get(ctx context.Context, id string) (runs.Run, error) {
 }
 
 // interruptedAt leaves a conformance-multi-node run running at the
-// stack's now, as an executor that died right after recording node a's
-// node.started leaves it.
+// stack's now (interrupted).
 func (s *capStack) interruptedAt(t *testing.T) runs.Run {
 	t.Helper()
-	ctx, at := context.Background(), s.clk.Now()
-	r := runs.NewRun("acme", webhook.WorkflowMultiNode, json.RawMessage(`{}`), at)
-	if err := s.store.Create(ctx, r); err != nil {
-		t.Fatal(err)
-	}
-	running, err := s.store.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", at)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.store.AppendLog(ctx, r.ID, running.Fence(), []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: "a", At: at,
-		Payload: json.RawMessage(`{"nodeId":"a","typeId":"core.noop"}`)}}, at); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return interrupted(t, s.store, s.clk.Now())
+}
+
+// restarted is a stack over store whose executor started (Booted) a
+// second after a run it finds interrupted, and a second before now.
+func restarted(t *testing.T, store logStore) (*capStack, runs.Run) {
+	t.Helper()
+	s := newCapStack(t, store)
+	r := s.interruptedAt(t)
+	s.clk.Set(s.clk.Now().Add(time.Second))
+	s.x.Test.Booted = s.clk.Now()
+	s.clk.Set(s.clk.Now().Add(time.Second))
+	return s, r
 }
 
 // restoredCount counts workflow.restored in a run's log.
@@ -102,12 +98,7 @@ func TestInterruptedRunNeverCompletesUnrecorded(t *testing.T) {
 		want := "[node.started a workflow.restored  node.completed a node.started b node.completed b node.started c node.completed c]"
 
 		t.Run("restarted executor", func(t *testing.T) {
-			faulty := &restoreFails{logStore: store}
-			s := newCapStack(t, faulty)
-			r := s.interruptedAt(t)
-			s.clk.Set(s.clk.Now().Add(time.Second))
-			s.x.Test.Booted = s.clk.Now()
-			s.clk.Set(s.clk.Now().Add(time.Second))
+			s, r := restarted(t, &restoreFails{logStore: store})
 			if err := s.x.Execute(ctx, r.ID); err == nil {
 				t.Fatalf("the execution whose workflow.restored failed reported no error (log %s)", logTypes(s.get(t, r.ID)))
 			}
@@ -124,12 +115,7 @@ func TestInterruptedRunNeverCompletesUnrecorded(t *testing.T) {
 		})
 
 		t.Run("read before the adoption fails", func(t *testing.T) {
-			faulty := &secondGetFails{logStore: store}
-			s := newCapStack(t, faulty)
-			r := s.interruptedAt(t)
-			s.clk.Set(s.clk.Now().Add(time.Second))
-			s.x.Test.Booted = s.clk.Now()
-			s.clk.Set(s.clk.Now().Add(time.Second))
+			s, r := restarted(t, &secondGetFails{logStore: store})
 			if err := s.x.Execute(ctx, r.ID); err == nil {
 				t.Fatalf("an execution that could not tell whether the run was interrupted reported no error (log %s)", logTypes(s.get(t, r.ID)))
 			}
@@ -167,11 +153,7 @@ func TestInterruptedRunNeverCompletesUnrecorded(t *testing.T) {
 			// one that reads it after the other adopted it still knows it
 			// was interrupted, whichever records the event.
 			for i := range 20 {
-				s := newCapStack(t, store)
-				r := s.interruptedAt(t)
-				s.clk.Set(s.clk.Now().Add(time.Second))
-				s.x.Test.Booted = s.clk.Now()
-				s.clk.Set(s.clk.Now().Add(time.Second))
+				s, r := restarted(t, store)
 				var wg sync.WaitGroup
 				for range 2 {
 					wg.Add(1)
