@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/devstack"
@@ -51,14 +52,15 @@ func supervisedRestart() *devstack.Restart {
 func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, stdout, stderr io.Writer) int {
 	addr := o.Addr
 	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
-		// Every child listens on the same port: choose it once.
-		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		// Every child listens on the same port: choose it once, below
+		// the ephemeral range, so that no outgoing connection takes it
+		// while a killed child is being started again.
+		p, err := proc.FreePort()
 		if err != nil {
 			fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
 			return 1
 		}
-		addr = ln.Addr().String()
-		ln.Close()
+		addr = net.JoinHostPort(host, strconv.Itoa(p))
 	}
 	endpoint := o.Endpoint
 	if endpoint == "" {
