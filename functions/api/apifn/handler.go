@@ -150,7 +150,6 @@ type Handler struct {
 	cfg    Config
 	clock  ledger.Clock
 	caps   []byte
-	spec   []byte // the OpenAPI document, compacted (openapi.go)
 	seams  []byte
 	tenant idem.TenantSource
 	marks  requestIDMarks
@@ -216,12 +215,8 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec, err := compactOpenAPI()
-	if err != nil {
-		return nil, err
-	}
 	gc := cfg.Guard.Config()
-	return &Handler{cfg: cfg, clock: clk, caps: caps, spec: spec, seams: seams, tenant: gc.Tenant,
+	return &Handler{cfg: cfg, clock: clk, caps: caps, seams: seams, tenant: gc.Tenant,
 		marks: marksOf(gc.Policy.RequestIDHeader, gc.Policy.RequestIDMember), guard: gc}, nil
 }
 
