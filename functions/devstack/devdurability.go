@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
@@ -79,6 +80,9 @@ type durability struct {
 	mu     sync.Mutex
 	held   map[string]bool
 	killAt map[string]bool
+	// dying is set once an after-accept exercise has decided to kill this
+	// process: from then on the gateway serves nothing (CodeRestarting).
+	dying atomic.Bool
 }
 
 func isDurabilityPath(rawPath string) bool {
@@ -229,6 +233,12 @@ func (d *durability) kill(w http.ResponseWriter, r *http.Request, tenant, mode, 
 		return
 	}
 	total, _ := d.bound()
+	if mode == modeAfterAccept {
+		// This process is as good as dead once the answer is out: nothing
+		// it serves from now on could be trusted to survive (CodeRestarting).
+		d.dying.Store(true)
+		w.Header().Set("Connection", "close")
+	}
 	writeJSON(w, http.StatusCreated, map[string]any{"runId": run.ID, "mode": mode, "recoveryClass": recoveryClass, "recoveryBoundMs": total})
 	if mode == modeAfterAccept {
 		// The answer is on its way (flushed); the process dies before the
@@ -277,3 +287,11 @@ func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// CodeRestarting is the (vendor) error code of the 503 a process answers
+// once the durability seam has decided to kill it (after-accept: the kill
+// lands a moment after the answer, so that the answer reaches the client
+// whole). Until the supervisor's new process serves, nothing is served:
+// not discovery, which would tell a client the service is back, nor a
+// second exercise, which would be staged on a process about to die.
+const CodeRestarting = "idemkit.restarting"

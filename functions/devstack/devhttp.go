@@ -69,6 +69,15 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := requestID()
 	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
 	storeDown := func() bool { return watch.failed.Load() || ctx.Err() != nil && r.Context().Err() == nil }
+	if g.seams != nil && g.seams.dur != nil && g.seams.dur.dying.Load() {
+		// The durability seam is killing this process: it serves nothing
+		// more, so that no client takes it for the restarted one.
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Retry-After", "1")
+		g.writeEnvelope(w, reqID, apierr.New(http.StatusServiceUnavailable, CodeRestarting,
+			"this process is being restarted; retry in a moment"))
+		return
+	}
 
 	// Bad input the gateway itself refuses, before the body, the
 	// authorizer or the api (devraw.go).
