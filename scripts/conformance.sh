@@ -2,7 +2,7 @@
 # make conformance: the public OpenWOP conformance suite (the wider copy:
 # idempotency, wire/envelope, run-lifecycle and durability scenarios,
 # ../shared/openwop-conformance-wide) against `idemkit dev`, target major 2,
-# in three lanes:
+# in three lanes, run at once, each with its own `idemkit dev`:
 #
 #   default    every scenario, dev as a user starts it (no seams) and two
 #              tenants;
@@ -37,17 +37,21 @@ if [ ! -f "$suite_root/conformance/package.json" ]; then
   echo "$msg; skipped" >&2; exit 0
 fi
 work=$(mktemp -d /tmp/idemkit-conformance.XXXXXX)
-dev_pid=""
 
+# stop_dev PID: SIGTERM, then SIGKILL after 15 s.
 stop_dev() {
-  [ -n "$dev_pid" ] || return 0
-  kill "$dev_pid" 2>/dev/null
-  for _ in $(seq 1 60); do kill -0 "$dev_pid" 2>/dev/null || break; sleep 0.25; done
-  kill -9 "$dev_pid" 2>/dev/null
-  wait "$dev_pid" 2>/dev/null
-  dev_pid=""
+  [ -n "${1:-}" ] || return 0
+  kill "$1" 2>/dev/null
+  for _ in $(seq 1 60); do kill -0 "$1" 2>/dev/null || break; sleep 0.25; done
+  kill -9 "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
 }
-cleanup() { stop_dev; [ "${OWC_KEEP:-0}" = 1 ] && echo "(logs kept in $work)" >&2 || rm -rf "$work"; }
+cleanup() {
+  local p
+  for p in $(jobs -p); do kill "$p" 2>/dev/null; done
+  for p in "$work"/*.dev.pid; do [ -f "$p" ] && stop_dev "$(cat "$p")"; done
+  [ "${OWC_KEEP:-0}" = 1 ] && echo "(logs kept in $work)" >&2 || rm -rf "$work"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -68,13 +72,19 @@ lane() {
   while [ "$1" != -- ]; do flags+=("$1"); shift; done
   shift
   local port base key_a key_b ready=0
+  # Each lane runs the suite from its own tree (hard links to the copy):
+  # vitest keeps a results cache under the suite's folder.
+  local root="$work/lanes/$name"
+  mkdir -p "$root" && cp -al "$work/conformance" "$work/schemas" "$root/" || return 1
+  if [ -d "$work/spec" ]; then cp -al "$work/spec" "$root/" || return 1; fi
   port=$(freeport)
   base="http://127.0.0.1:$port"
   key_a="idk_conf_a_$(python3 -c 'import secrets;print(secrets.token_hex(16))')"
   key_b="idk_conf_b_$(python3 -c 'import secrets;print(secrets.token_hex(16))')"
   "$work/idemkit" dev --addr "127.0.0.1:$port" --api-key "$key_a=tenant-a" --api-key "$key_b=tenant-b" \
     --allow-loopback-webhooks "${flags[@]}" >"$work/$name.dev.log" 2>&1 &
-  dev_pid=$!
+  local dev_pid=$!
+  echo "$dev_pid" >"$work/$name.dev.pid"
   for _ in $(seq 1 240); do
     kill -0 "$dev_pid" 2>/dev/null || break
     [ "$(curl -s -o /dev/null -w '%{http_code}' "$base/.well-known/openwop")" = 200 ] && { ready=1; break; }
@@ -83,16 +93,17 @@ lane() {
   if [ "$ready" != 1 ]; then
     tail -20 "$work/$name.dev.log" >&2
     echo "conformance: idemkit dev ($name) not ready" >&2
-    stop_dev
+    stop_dev "$dev_pid"
     return 1
   fi
   rm -f "$work/$name.jsonl"
-  (cd "$work/conformance" && \
+  (cd "$root/conformance" && \
     OPENWOP_BASE_URL="$base" OPENWOP_API_KEY="$key_a" OPENWOP_TARGET_MAJOR=2 \
     OPENWOP_IMPLEMENTATION_NAME=idemkit OPENWOP_IMPLEMENTATION_VERSION="$(cd "$proj" && git rev-parse --short HEAD 2>/dev/null || echo dev)" \
     OWC_RESULTS="$work/$name.jsonl" OWC_VITEST_JSON="$work/$name.vitest.json" \
     ./node_modules/.bin/vitest run --config local/vitest.config.ts "$@") >"$work/$name.vitest.log" 2>&1
-  stop_dev
+  stop_dev "$dev_pid"
+  rm -f "$work/$name.dev.pid"
   echo "== conformance lane $name (idemkit dev ${flags[*]})"
   node "$work/conformance/local/summarize.mjs" "$work/$name.jsonl" "$work/$name.vitest.json" | tee "$work/$name.out"
   # A lane with a failure keeps what the host said about it: the end of
@@ -105,8 +116,16 @@ lane() {
   fi
 }
 
-lane default --
-lane seams --conformance-seams --
-lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts
+# The lanes run at once, each against its own idemkit dev (and its own
+# engine): their scenarios spend most of their time waiting on runs and
+# timers, so one after another they left the machine mostly idle (about
+# 110 s on a quiet two-core machine, against the longest lane's 50 s). Each
+# lane's output is printed whole once all have ended, in this order.
+lanes=(default seams in-flight)
+lane default -- >"$work/default.lane.log" 2>&1 &
+lane seams --conformance-seams -- >"$work/seams.lane.log" 2>&1 &
+lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts >"$work/in-flight.lane.log" 2>&1 &
+wait
+for name in "${lanes[@]}"; do cat "$work/$name.lane.log"; done
 python3 "$proj/scripts/conformance_verdict.py" "$work/conformance/scenario-majors.json" \
   "default=$work/default.out" "seams=$work/seams.out" "in-flight=$work/in-flight.out"
