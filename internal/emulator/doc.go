@@ -43,7 +43,12 @@
 //     the package-lock.json there. If it is missing, the first process to
 //     need it runs `npm ci --prefix TOOLSDIR` under a file lock in the temp
 //     directory, so parallel processes install once. Started with
-//     --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 (in memory).
+//     --createTableMs 0 --deleteTableMs 0 --updateTableMs 0 (in memory), by
+//     node with a small guard preloaded: dynalite's request handler
+//     rethrows the error node reports when a client hangs up in the middle
+//     of a request body, which would end the engine; the guard drops that
+//     request (as DynamoDB does), says so on the engine's output, and ends
+//     the process on any other uncaught exception.
 //
 // # moto is not linearizable: the serializing proxy
 //

@@ -165,12 +165,21 @@ func motoCommand(_ context.Context, port int, _ Options) (*exec.Cmd, func(), err
 }
 
 // dynaliteCommand: the pinned dynalite of Options.ToolsDir, in memory,
-// with table status changes immediate.
+// with table status changes immediate, run by node with the hang-up
+// guard preloaded (dynaliteHangUpGuard).
 func dynaliteCommand(ctx context.Context, port int, o Options) (*exec.Cmd, func(), error) {
 	bin, err := dynaliteBin(ctx, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	return exec.Command(bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"), nil, nil
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return nil, nil, fmt.Errorf("node is not on PATH (dynalite needs Node.js): %w", err)
+	}
+	guard, cleanup, err := writeDynaliteGuard()
+	if err != nil {
+		return nil, nil, err
+	}
+	return exec.Command(node, "--require", guard, bin, "--host", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"), cleanup, nil
 }

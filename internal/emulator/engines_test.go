@@ -10,6 +10,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,5 +285,68 @@ func TestMotoServerFromTheEnvironment(t *testing.T) {
 	if srv, err := Start(context.Background(), Moto, Options{}); err == nil {
 		srv.Stop()
 		t.Fatal("a moto_server that does not exist started")
+	}
+}
+
+// TestDynaliteSurvivesAClientHangingUpMidRequest: a client that closes
+// its connection, or resets it, in the middle of a request body does not
+// end dynalite (its request handler rethrows the "aborted" error, which
+// would exit the process and fail every later test on it); the engine
+// says on its output that it went on, and answers the next request.
+func TestDynaliteSurvivesAClientHangingUpMidRequest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := Start(ctx, Dynalite, Options{ToolsDir: filepath.Join(shared.ModuleRoot(), "tools")})
+	if err != nil {
+		testutil.Unavailable(t, "dynalite unavailable: %v", err)
+	}
+	defer s.Stop()
+	addr := strings.TrimPrefix(s.Endpoint, "http://")
+	for _, reset := range []bool{false, true} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: %s\r\nContent-Type: application/x-amz-json-1.0\r\n"+
+			"X-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Length: 1000\r\n\r\n{\"Limit\":", addr)
+		if reset {
+			_ = conn.(*net.TCPConn).SetLinger(0)
+		}
+		_ = conn.Close()
+	}
+	// Both hang-ups are either reported on the output or end the process:
+	// no verdict depends on how fast the engine reads its sockets.
+	for strings.Count(s.Output(), dynaliteHangUpLine) < 2 {
+		select {
+		case <-s.Done():
+			t.Fatalf("dynalite exited after a client hung up mid-request; output:\n%s", s.Output())
+		case <-ctx.Done():
+			t.Fatalf("dynalite neither reported the hang-ups nor exited; output:\n%s", s.Output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if _, err := Client(s.Endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
+		t.Fatalf("after the hang-ups: %v", err)
+	}
+}
+
+// TestDynaliteGuardEndsTheProcessOnAnyOtherError: the hang-up guard drops
+// only the "aborted" error of a request; any other uncaught exception
+// still ends node with status 1 and its stack on stderr.
+func TestDynaliteGuardEndsTheProcessOnAnyOtherError(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testutil.Unavailable(t, "node is not on PATH: %v", err)
+	}
+	guard, cleanup, err := writeDynaliteGuard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	out, err := exec.Command(node, "--require", guard, "-e",
+		`setTimeout(function () { throw new Error('something else') }, 0); setTimeout(function () { console.log('still running') }, 200)`).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "Error: something else") || strings.Contains(string(out), "still running") {
+		t.Fatalf("exit %v, output:\n%s", err, out)
 	}
 }
