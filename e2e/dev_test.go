@@ -31,7 +31,9 @@ type devServer struct {
 }
 
 // devEngines are the engines `idemkit dev` drives its executor and
-// auditor on (dynalite has no streams, so its runs are never executed).
+// auditor on from the tables' streams (dynalite has none: there dev feeds
+// its executor from its own writes, devstack's
+// TestRunsExecuteOnAnEngineWithoutStreams).
 var devEngines = []string{emulator.DynamoDBLocal, emulator.Moto}
 
 // startDev builds ./cmd/idemkit (once per test process: testutil.Build)

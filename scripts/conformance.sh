@@ -2,10 +2,14 @@
 # make conformance: the public OpenWOP conformance suite (the wider copy:
 # idempotency, wire/envelope, run-lifecycle and durability scenarios,
 # ../shared/openwop-conformance-wide) against `idemkit dev`, target major 2,
-# in three lanes, run at once, each with its own `idemkit dev`:
+# in five lanes, run at once, each with its own `idemkit dev` and engine:
 #
 #   default    every scenario, dev as a user starts it (no seams) and two
-#              tenants;
+#              tenants, on its default engine (DynamoDB Local where java is
+#              on PATH, else moto);
+#   moto, dynalite
+#              the same on each of the other two engines (dynalite has no
+#              DynamoDB Streams: dev feeds its executor from its own writes);
 #   seams      every scenario, dev with --conformance-seams: the seams
 #              profile the effect scenarios need, the seams-only fixtures
 #              (conformance-multi-node, -cancellable, -failure) and the
@@ -20,9 +24,9 @@
 # Each lane prints the suite summarizer's output (one line per test, a
 # per-file table, `N passed, M failed`); scripts/conformance_verdict.py then
 # fails the target on any failure, any skip it cannot explain (a v1-only
-# scenario, a family idemkit does not offer, or in the default lane an
-# exercise only the seams offer), or a required scenario not witnessed in
-# full.
+# scenario, a family idemkit does not offer, or in a lane without the
+# seams an exercise only the seams offer), or a required scenario not
+# witnessed in full.
 #
 # The suite folder may be read-only: it is copied to a temporary folder and
 # `npm install`ed there. Without the suite: a failure under CI=true, else a
@@ -147,14 +151,18 @@ lane() {
 
 # The lanes run at once, each against its own idemkit dev (and its own
 # engine): their scenarios spend most of their time waiting on runs and
-# timers, so one after another they left the machine mostly idle (about
-# 110 s on a quiet two-core machine, against the longest lane's 50 s). Each
-# lane's output is printed whole once all have ended, in this order.
-lanes=(default seams in-flight)
+# timers, so one after another they left the machine mostly idle (the
+# first three lanes took about 110 s on a quiet two-core machine, against
+# the longest lane's 50 s). Each lane's output is printed whole once all
+# have ended, in this order.
+lanes=(default moto dynalite seams in-flight)
 lane default -- >"$work/default.lane.log" 2>&1 &
+lane moto --emulator moto -- >"$work/moto.lane.log" 2>&1 &
+lane dynalite --emulator dynalite -- >"$work/dynalite.lane.log" 2>&1 &
 lane seams --conformance-seams -- >"$work/seams.lane.log" 2>&1 &
 lane in-flight --idempotency-wait 200ms -- src/scenarios/v2-idempotency-in-flight.test.ts >"$work/in-flight.lane.log" 2>&1 &
 wait
 for name in "${lanes[@]}"; do cat "$work/$name.lane.log"; done
 python3 "$proj/scripts/conformance_verdict.py" "$work/conformance/scenario-majors.json" \
-  "default=$work/default.out" "seams=$work/seams.out" "in-flight=$work/in-flight.out"
+  "default=$work/default.out" "moto=$work/moto.out" "dynalite=$work/dynalite.out" \
+  "seams=$work/seams.out" "in-flight=$work/in-flight.out"

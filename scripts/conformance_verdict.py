@@ -11,8 +11,8 @@ followed by `-> <detail>`, and last `N passed, M failed`. The verdict fails
   - any lane reports a failure (M > 0, or an executed-fail line);
   - any test was not executed and its reason is not one of the explained
     ones below (a scenario registered for major 1 only, a family or surface
-    idemkit does not offer, or in the lane without --conformance-seams an
-    exercise only the seams offer);
+    idemkit does not offer, or in a lane without --conformance-seams
+    ("default", "moto", "dynalite") an exercise only the seams offer);
   - a scenario idemkit must witness in full did not: in the "seams" lane the
     business-key scenario (the provider sees the ledger's key on a forced
     transport retry), the effect-seam manifest, no re-fire on replay, the
@@ -20,8 +20,9 @@ followed by `-> <detail>`, and last `N passed, M failed`. The verdict fails
     rows (the conformance fixtures issue an effect under
     --conformance-seams), the five durability rows, the terminal event
     under duplicate delivery, the fork prefix and the running-run cancel;
-    in both the "default" and "seams" lanes the version-header refusal and
-    every leg of the conditional snapshot read; in the "in-flight" lane the
+    in every lane but "in-flight" the version-header refusal and every leg
+    of the conditional snapshot read (on dynalite too, whose runs dev
+    executes without streams); in the "in-flight" lane the
     in-flight loser leg with its 409 branch run (not a partial witness).
 
 It prints every skip with its explanation, then one line per lane and a total.
@@ -35,9 +36,13 @@ LINE = re.compile(r"^(executed-pass|executed-fail|inapplicable|skipped|blocked)\
 DETAIL = re.compile(r"^\s+-> (.*)$")
 TOTAL = re.compile(r"^(\d+) passed, (\d+) failed")
 
+# The lanes that run dev without --conformance-seams: the default one (on
+# dev's default engine) and one per other engine.
+NO_SEAMS = ("default", "moto", "dynalite")
+
 # Skips explained by the reason the scenario itself records: a family or
 # surface idemkit does not offer (in every lane), or a seams-only exercise
-# skipped in the lane without --conformance-seams (lanes=("default",)): the
+# skipped in a lane without --conformance-seams (NO_SEAMS): the
 # REQUIRED rows below hold the seams lane to running it. (idemkit
 # advertises replay: a skip naming the replay family is unexplained.)
 # Each row: (substring of the recorded reason, explanation, lanes or None).
@@ -54,16 +59,16 @@ FAMILIES = [
     ("no 429 rate_limited response was observed", "idemkit has no rate limit of its own: no probe of the suite meets a 429", None),
     ("spec/v2/declaration.json is not present in this layout",
      "the shared suite copy holds no spec/v2/declaration.json (its SOURCES.md says why)", None),
-    ("seams profile not advertised", "a seams-profile scenario: the seams lane runs it", ("default",)),
+    ("seams profile not advertised", "a seams-profile scenario: the seams lane runs it", NO_SEAMS),
     ("the noop fixture issued no external effect",
-     "without the seams conformance-noop issues no effect; the seams lane's noop has one", ("default",)),
+     "without the seams conformance-noop issues no effect; the seams lane's noop has one", NO_SEAMS),
     ("no RFC 0158 durability seam at /host/durability/kill (HTTP 404)",
-     "the durability seam is served only under --conformance-seams: the seams lane runs it", ("default",)),
+     "the durability seam is served only under --conformance-seams: the seams lane runs it", NO_SEAMS),
     ("no RFC 0158 durability test hook at /host/durability/kill (HTTP 404)",
-     "the durability seam is served only under --conformance-seams: the seams lane runs it", ("default",)),
-    ("conformance-failure fixture not advertised", "a seams-only fixture: the seams lane runs it", ("default",)),
-    ("conformance-cancellable fixture not advertised", "a seams-only fixture: the seams lane runs it", ("default",)),
-    ("conformance-multi-node fixture not advertised", "a seams-only fixture: the seams lane runs it", ("default",)),
+     "the durability seam is served only under --conformance-seams: the seams lane runs it", NO_SEAMS),
+    ("conformance-failure fixture not advertised", "a seams-only fixture: the seams lane runs it", NO_SEAMS),
+    ("conformance-cancellable fixture not advertised", "a seams-only fixture: the seams lane runs it", NO_SEAMS),
+    ("conformance-multi-node fixture not advertised", "a seams-only fixture: the seams lane runs it", NO_SEAMS),
 ]
 
 # (lane, file, test substring) that must be an executed pass with no
@@ -85,7 +90,7 @@ REQUIRED = [
     ("in-flight", "v2-idempotency-in-flight.test.ts", "each loser"),
     ("in-flight", "v2-idempotency-in-flight.test.ts", "exactly one run"),
 ]
-for lane in ("default", "seams"):
+for lane in NO_SEAMS + ("seams",):
     REQUIRED += [
         (lane, "v2-version-header-honored.test.ts", "honored or refused"),
         (lane, "v2-run-snapshot-etag.test.ts", "matching If-None-Match receives 304"),

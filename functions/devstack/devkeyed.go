@@ -327,6 +327,25 @@ func (p *poller) stepKeyed(ctx context.Context, id string, st *shardState) (busy
 	return true
 }
 
+// templateKeyAttrs are the key attributes (partition key, then sort key if
+// any) of the template.yaml table logicalID.
+func templateKeyAttrs(logicalID string) ([]string, error) {
+	defs, err := tables.Embedded()
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, k := range defs[logicalID].KeySchema {
+		if k.AttributeName != nil {
+			keys = append(keys, *k.AttributeName)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("devstack: template.yaml has no table %s with a key", logicalID)
+	}
+	return keys, nil
+}
+
 // templateHashKey is the partition key attribute of the template.yaml
 // table logicalID.
 func templateHashKey(logicalID string) (string, error) {

@@ -25,9 +25,14 @@ import (
 // PartiQL statements wake every registered table. Writes by other
 // processes are not seen: their records wait for the poller's idle
 // backoff (devIdlePoll at most), as before.
+//
+// On an engine without DynamoDB Streams it also hands the items the
+// stack's successful puts wrote to a table to that table's feed
+// (putFeed), in place of the stream's records.
 type tableWaker struct {
 	mu      sync.RWMutex
 	byTable map[string][]chan<- struct{}
+	feeds   map[string]func(item map[string]types.AttributeValue)
 }
 
 func newTableWaker() *tableWaker {
@@ -40,6 +45,47 @@ func (w *tableWaker) register(table string, c chan<- struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.byTable[table] = append(w.byTable[table], c)
+}
+
+// feed has every item a successful put of the stack writes to table
+// (PutItem, a transaction's Put; the stack writes no run in a batch)
+// handed to f once
+// the engine has answered the write; f must not block. One feed per table.
+func (w *tableWaker) feed(table string, f func(item map[string]types.AttributeValue)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.feeds == nil {
+		w.feeds = map[string]func(map[string]types.AttributeValue){}
+	}
+	w.feeds[table] = f
+}
+
+// put hands the items a successful write's input puts to their tables'
+// feeds.
+func (w *tableWaker) put(params any) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if len(w.feeds) == 0 {
+		return
+	}
+	hand := func(table *string, item map[string]types.AttributeValue) {
+		if table == nil || item == nil {
+			return
+		}
+		if f := w.feeds[*table]; f != nil {
+			f(item)
+		}
+	}
+	switch in := params.(type) {
+	case *dynamodb.PutItemInput:
+		hand(in.TableName, in.Item)
+	case *dynamodb.TransactWriteItemsInput:
+		for _, it := range in.TransactItems {
+			if it.Put != nil {
+				hand(it.Put.TableName, it.Put.Item)
+			}
+		}
+	}
 }
 
 // wrote wakes the pollers of tables; all, every registered table.
@@ -74,6 +120,9 @@ func (w *tableWaker) option(o *dynamodb.Options) {
 				out, md, err := next.HandleInitialize(ctx, in)
 				if all, tables := writtenTables(in.Parameters); (all || len(tables) > 0) && !refused(err) {
 					w.wrote(all, tables...)
+				}
+				if err == nil {
+					w.put(in.Parameters)
 				}
 				return out, md, err
 			}), middleware.After)

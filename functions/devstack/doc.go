@@ -4,7 +4,9 @@
 // handler code Lambda runs (translated to and from API Gateway payload 2.0
 // events, with API Gateway's authorizer cache and framing), and the
 // executor and auditor driven by polling the tables' streams as event
-// source mappings would.
+// source mappings would. On an engine without DynamoDB Streams (dynalite)
+// the executor is fed the runs the stack itself writes instead, and
+// nothing is audited (writeFeed).
 //
 // Start runs it in-process, for end-to-end tests and benchmarks as much as
 // for the CLI:

@@ -20,7 +20,7 @@ type devEngine struct {
 	// endpoint is where the stack reaches it.
 	endpoint string
 	// streams: the engine has DynamoDB Streams (the engine table's
-	// capability; an external endpoint is assumed to).
+	// capability; for an external endpoint, emulator.HasStreams).
 	streams bool
 	// stop stops what startEngine started (the engine, or the proxy).
 	stop func()
@@ -31,7 +31,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 	stop := func() {}
 	endpoint, engine := o.Endpoint, o.Engine
 	// streams: the engine has DynamoDB Streams (the engine table's
-	// capability; an external endpoint is assumed to).
+	// capability; an external endpoint is asked, emulator.HasStreams).
 	streams := true
 	if endpoint == "" {
 		if engine == "" {
@@ -45,7 +45,7 @@ func startEngine(ctx context.Context, o Options, logger *slog.Logger) (*devEngin
 		endpoint, streams = m.Endpoint, m.Engine.Caps.Streams
 		logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", endpoint), slog.Int("pid", m.PID()))
 	} else {
-		engine = "external"
+		engine, streams = "external", emulator.HasStreams(ctx, endpoint)
 		if emulator.IsMoto(ctx, endpoint) {
 			// moto checks a condition and applies the write in separate
 			// steps: reached directly, concurrent lease renewals and

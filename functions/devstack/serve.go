@@ -29,6 +29,10 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 		wg.Add(1)
 		go func() { defer wg.Done(); p.run(runCtx) }()
 	}
+	if st.feed != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); st.feed.run(runCtx) }()
+	}
 	// Parked runs (an effect's next attempt scheduled for later): the
 	// executor runs those that are due, as the deployed function's minute
 	// schedule does, at each wake time it reports and at least every
@@ -51,8 +55,8 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	rawconn.Configure(srv)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
-	if pollers == nil {
-		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: runs are stored but never executed (use --emulator %s for the executor and auditor)\n", engineName(engine), streamEngines())
+	if st.feed != nil {
+		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: the executor runs what this process writes, and nothing is audited (use --emulator %s for the deployed stream mappings and the auditor)\n", engineName(engine), streamEngines())
 	}
 	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
 	if k0, _, ok := strings.Cut(o.APIKeys[0], "="); ok {

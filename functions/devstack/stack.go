@@ -116,6 +116,7 @@ type stack struct {
 	api     *apifn.Handler
 	sm      *seams
 	pollers []*poller
+	feed    *writeFeed // in place of the runs stream on an engine without streams, else nil
 	res     *resumer
 	lag     *lagStatus
 }
@@ -207,9 +208,18 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 		{name: "effects", table: env.EffectsTable, gather: devAuditGather, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 		{name: "idempotency", table: env.Idem.Table, gather: devAuditGather, handle: func(ctx context.Context, recs []stream.StreamRecord) []string { aud.Audit(ctx, recs); return nil }},
 	}
+	var feed *writeFeed
 	if !streams {
-		// No DynamoDB Streams (dynalite): nothing can drive the executor
-		// and auditor.
+		// No DynamoDB Streams (dynalite): the executor is fed the runs the
+		// stack itself writes (writeFeed), through the runs poller's
+		// filter and delivery; the auditor has nothing to read.
+		keys, err := templateKeyAttrs("RunsTable")
+		if err != nil {
+			return nil, err
+		}
+		runsPoller.log, runsPoller.retryFor = logger, env.StreamRetry
+		feed = newWriteFeed(runsPoller, keys)
+		tw.feed(env.RunsTable, feed.put)
 		pollers = nil
 	}
 	var cp checkpoints
@@ -253,7 +263,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 		exec.Test.Booted, exec.Test.Held, exec.Test.NodeStarted = booted, sm.dur.Held, sm.dur.NodeStarted
 	}
 
-	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, res: res, lag: lag}, nil
+	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, feed: feed, res: res, lag: lag}, nil
 }
 
 // newRunsPoller is the poller of the runs table's stream, which drives the

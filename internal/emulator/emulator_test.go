@@ -130,6 +130,10 @@ func TestStartAndStop(t *testing.T) {
 			if _, err := Client(s.Endpoint).ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
 				t.Fatal(err)
 			}
+			// HasStreams agrees with the engine table's capability.
+			if HasStreams(ctx, s.Backend) != s.Engine.Caps.Streams {
+				t.Fatalf("HasStreams(%s) = %v", kind, !s.Engine.Caps.Streams)
+			}
 			// IsMoto tells moto from the others, behind the proxy or not.
 			if IsMoto(ctx, s.Backend) != (kind == Moto) || IsMoto(ctx, s.Endpoint) != (kind == Moto) {
 				t.Fatalf("IsMoto(%s) = %v", kind, !(kind == Moto))

@@ -122,7 +122,7 @@ func KindList(sep, last string) string {
 // FlagHelp describes the engines for a flag's help text: each name with its
 // Note and, for an engine without streams, what `idemkit dev` cannot do on
 // it: "dynamodb-local (AWS's DynamoDB Local; needs java), moto (...) or
-// dynalite (no streams: runs are stored, not executed)".
+// dynalite (no streams: dev runs what it writes; no audit)".
 func FlagHelp() string {
 	parts := make([]string, len(engines))
 	for i, e := range engines {
@@ -131,7 +131,7 @@ func FlagHelp() string {
 			notes = append(notes, e.Note)
 		}
 		if !e.Caps.Streams {
-			notes = append(notes, "no streams: runs are stored, not executed")
+			notes = append(notes, "no streams: dev runs what it writes; no audit")
 		}
 		parts[i] = e.Name
 		if len(notes) > 0 {

@@ -1,0 +1,117 @@
+package devstack_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/devstack"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/testutil"
+)
+
+// syncBuffer is a bytes.Buffer safe for the stack's writes and the test's
+// reads at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRunsExecuteOnAnEngineWithoutStreams: on dynalite, which has no
+// DynamoDB Streams, the runs the stack creates are still executed (the
+// executor is fed from the stack's own writes), whether dev started the
+// engine or was given its endpoint (--dynamodb-endpoint, as the
+// conformance seams' supervisor gives it): several runs created at once,
+// and a same-key retry, all reach completed, each started once; the ready
+// lines say what such an engine leaves out.
+func TestRunsExecuteOnAnEngineWithoutStreams(t *testing.T) {
+	t.Run("started", func(t *testing.T) {
+		testRunsExecuteWithoutStreams(t, devstack.Options{Engine: emulator.Dynalite})
+	})
+	t.Run("endpoint", func(t *testing.T) {
+		testRunsExecuteWithoutStreams(t, devstack.Options{Endpoint: dynamotest.Start(t, dynamotest.Dynalite).Endpoint})
+	})
+}
+
+func testRunsExecuteWithoutStreams(t *testing.T, o devstack.Options) {
+	key := "idk_feed_test_0123456789"
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	o.Addr, o.APIKeys, o.Stdout, o.TablePrefix = "127.0.0.1:0", []string{key + "=acme"}, &out, fmt.Sprintf("feed%d-", time.Now().UnixNano())
+	s, err := devstack.Start(ctx, o)
+	if err != nil {
+		testutil.Unavailable(t, "dynalite: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	if !strings.Contains(out.String(), "the executor runs what this process writes, and nothing is audited") {
+		t.Errorf("the ready lines do not say what an engine without streams leaves out:\n%s", out.String())
+	}
+	const n = 12
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, m := testutil.DoJSON(t, "POST", s.URL()+"/runs", `{"workflowId":"conformance-noop"}`,
+				"Authorization", testutil.Bearer(key), "Idempotency-Key", fmt.Sprintf("feed-test-key-%02d-0123456789", i))
+			if resp.StatusCode != 201 {
+				t.Errorf("run %d: %d %v", i, resp.StatusCode, m)
+			}
+			ids[i], _ = m["runId"].(string)
+		}()
+	}
+	wg.Wait()
+	// A same-key retry is a replay: it names the same run and writes none.
+	if resp, m := testutil.DoJSON(t, "POST", s.URL()+"/runs", `{"workflowId":"conformance-noop"}`,
+		"Authorization", testutil.Bearer(key), "Idempotency-Key", "feed-test-key-00-0123456789"); resp.StatusCode != 201 || m["runId"] != ids[0] {
+		t.Fatalf("retry: %d %v, want the run %s", resp.StatusCode, m, ids[0])
+	}
+	for i, id := range ids {
+		for {
+			resp, m := testutil.DoJSON(t, "GET", s.URL()+"/runs/"+id, "", "Authorization", testutil.Bearer(key))
+			if resp.StatusCode == 200 && m["status"] == "completed" {
+				break
+			}
+			if st, _ := m["status"].(string); st == "failed" || st == "cancelled" {
+				t.Fatalf("run %d %s: %v", i, id, m)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("run %d %s never completed: last %d %v", i, id, resp.StatusCode, m)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		req, _ := http.NewRequestWithContext(ctx, "GET", s.URL()+"/runs/"+id+"/events", nil)
+		req.Header.Set("Authorization", testutil.Bearer(key))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if started, done := strings.Count(string(body), "event: run.started\n"), strings.Count(string(body), "event: run.completed\n"); resp.StatusCode != 200 || started != 1 || done != 1 {
+			t.Fatalf("run %d %s: events %d with %d run.started and %d run.completed:\n%s", i, id, resp.StatusCode, started, done, body)
+		}
+	}
+}
