@@ -1,7 +1,6 @@
 package devstack_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -16,25 +15,6 @@ import (
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for the stack's writes and the test's
-// reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRunsExecuteOnAnEngineWithoutStreams: on dynalite, which has no
 // DynamoDB Streams, the runs the stack creates are still executed (the
@@ -54,7 +34,7 @@ func TestRunsExecuteOnAnEngineWithoutStreams(t *testing.T) {
 
 func testRunsExecuteWithoutStreams(t *testing.T, o devstack.Options) {
 	key := "idk_feed_test_0123456789"
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	o.Addr, o.APIKeys, o.Stdout, o.TablePrefix = "127.0.0.1:0", []string{key + "=acme"}, &out, fmt.Sprintf("feed%d-", time.Now().UnixNano())
