@@ -2,6 +2,7 @@ package devstack_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/devstack"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/testutil"
@@ -92,6 +94,39 @@ func testRunsExecuteWithoutStreams(t *testing.T, o devstack.Options) {
 		resp.Body.Close()
 		if started, done := strings.Count(string(body), "event: run.started\n"), strings.Count(string(body), "event: run.completed\n"); resp.StatusCode != 200 || started != 1 || done != 1 {
 			t.Fatalf("run %d %s: events %d with %d run.started and %d run.completed:\n%s", i, id, resp.StatusCode, started, done, body)
+		}
+	}
+}
+
+// TestRunsWrittenElsewhereExecuteOnAnEngineWithoutStreams: on dynalite a
+// run the stack did not write itself (another process on the same tables,
+// or a write whose hand-over a stop interrupted) is not fed to the
+// executor, and still completes: the stale-run pass drives it once it has
+// had no progress for RUN_STALE_SECONDS.
+func TestRunsWrittenElsewhereExecuteOnAnEngineWithoutStreams(t *testing.T) {
+	key := "idk_feed_test_0123456789"
+	e := dynamotest.Start(t, dynamotest.Dynalite)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	s, err := devstack.Start(ctx, devstack.Options{Endpoint: e.Endpoint, Addr: "127.0.0.1:0", APIKeys: []string{key + "=acme"},
+		TablePrefix: fmt.Sprintf("feedelse%d-", time.Now().UnixNano()), Settings: map[string]string{"RUN_STALE_SECONDS": "1"}})
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	run := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), time.Now())
+	if err := (&runs.DynamoRuns{Client: e.Client(), Table: s.Tables()["RunsTable"]}).Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, m := testutil.DoJSON(t, "GET", s.URL()+"/runs/"+runs.ProjectID(run.ID), "", "Authorization", testutil.Bearer(key))
+		if resp.StatusCode == 200 && m["status"] == "completed" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the run written elsewhere never completed: last %d %v", resp.StatusCode, m)
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
