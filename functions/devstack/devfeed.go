@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"sync"
 
@@ -48,8 +49,10 @@ func newWriteFeed(p *poller, keys []string) *writeFeed {
 }
 
 // put queues item as the INSERT record of a new item, if the poller's
-// filter passes it. It never blocks.
+// filter passes it. It never blocks. It keeps a copy of the map (the
+// writer's input may be reused once the write returns).
 func (f *writeFeed) put(item map[string]types.AttributeValue) {
+	item = maps.Clone(item)
 	keys := make(map[string]types.AttributeValue, len(f.keyAttr))
 	for _, k := range f.keyAttr {
 		if v, ok := item[k]; ok {
