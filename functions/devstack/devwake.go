@@ -27,8 +27,8 @@ import (
 // backoff (devIdlePoll at most), as before.
 //
 // On an engine without DynamoDB Streams it also hands the items the
-// stack's successful puts wrote to a table to that table's feed
-// (putFeed), in place of the stream's records.
+// stack's successful puts wrote to a table to that table's feed (feed;
+// writeFeed), in place of the stream's records.
 type tableWaker struct {
 	mu      sync.RWMutex
 	byTable map[string][]chan<- struct{}
@@ -49,8 +49,8 @@ func (w *tableWaker) register(table string, c chan<- struct{}) {
 
 // feed has every item a successful put of the stack writes to table
 // (PutItem, a transaction's Put; the stack writes no run in a batch)
-// handed to f once
-// the engine has answered the write; f must not block. One feed per table.
+// handed to f once the engine has answered the write; f must not block.
+// One feed per table.
 func (w *tableWaker) feed(table string, f func(item map[string]types.AttributeValue)) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
