@@ -59,14 +59,13 @@ func (f *writeFeed) put(item map[string]types.AttributeValue) {
 			keys[k] = v
 		}
 	}
-	f.mu.Lock()
-	f.next++
-	r := stream.StreamRecord{EventID: "dev-feed-" + strconv.FormatUint(f.next, 10), EventName: "INSERT", Keys: keys, NewImage: item}
-	f.mu.Unlock()
+	r := stream.StreamRecord{EventName: "INSERT", Keys: keys, NewImage: item}
 	if f.p.filter != nil && !f.p.filter(r) {
 		return
 	}
 	f.mu.Lock()
+	f.next++
+	r.EventID = "dev-feed-" + strconv.FormatUint(f.next, 10)
 	f.queue = append(f.queue, r)
 	f.mu.Unlock()
 	select {

@@ -327,21 +327,26 @@ func (p *poller) stepKeyed(ctx context.Context, id string, st *shardState) (busy
 	return true
 }
 
-// templateKeyAttrs are the key attributes (partition key, then sort key if
-// any) of the template.yaml table logicalID.
+// templateKeyAttrs are the key attributes of the template.yaml table
+// logicalID: its partition key first, then its sort key if it has one.
 func templateKeyAttrs(logicalID string) ([]string, error) {
 	defs, err := tables.Embedded()
 	if err != nil {
 		return nil, err
 	}
 	var keys []string
+	hash := false
 	for _, k := range defs[logicalID].KeySchema {
-		if k.AttributeName != nil {
+		switch {
+		case k.AttributeName == nil:
+		case k.KeyType == types.KeyTypeHash:
+			keys, hash = append([]string{*k.AttributeName}, keys...), true
+		default:
 			keys = append(keys, *k.AttributeName)
 		}
 	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("devstack: template.yaml has no table %s with a key", logicalID)
+	if !hash {
+		return nil, fmt.Errorf("devstack: template.yaml's %s has no partition key", logicalID)
 	}
 	return keys, nil
 }
@@ -349,14 +354,9 @@ func templateKeyAttrs(logicalID string) ([]string, error) {
 // templateHashKey is the partition key attribute of the template.yaml
 // table logicalID.
 func templateHashKey(logicalID string) (string, error) {
-	defs, err := tables.Embedded()
+	keys, err := templateKeyAttrs(logicalID)
 	if err != nil {
 		return "", err
 	}
-	for _, k := range defs[logicalID].KeySchema {
-		if k.KeyType == types.KeyTypeHash && k.AttributeName != nil {
-			return *k.AttributeName, nil
-		}
-	}
-	return "", fmt.Errorf("devstack: template.yaml's %s has no partition key", logicalID)
+	return keys[0], nil
 }

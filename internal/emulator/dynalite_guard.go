@@ -23,15 +23,25 @@ const dynaliteHangUpLine = "a client hung up in the middle of a request; the req
 // writeDynaliteGuard writes the guard into a new temporary directory and
 // returns its path and the function that removes it.
 func writeDynaliteGuard() (string, func(), error) {
-	dir, err := os.MkdirTemp("", "idemkit-dynalite-")
+	dir, cleanup, err := writeTempFile("idemkit-dynalite-", "hangup-guard.cjs", dynaliteHangUpGuard)
+	if err != nil {
+		return "", nil, err
+	}
+	return filepath.Join(dir, "hangup-guard.cjs"), cleanup, nil
+}
+
+// writeTempFile writes data as the file name of a new temporary directory
+// (os.MkdirTemp's pattern) and returns the directory and the function that
+// removes it; on error nothing is left behind.
+func writeTempFile(pattern, name string, data []byte) (string, func(), error) {
+	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		return "", nil, err
 	}
 	cleanup := func() { _ = os.RemoveAll(dir) }
-	path := filepath.Join(dir, "hangup-guard.cjs")
-	if err := os.WriteFile(path, dynaliteHangUpGuard, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 		cleanup()
 		return "", nil, err
 	}
-	return path, cleanup, nil
+	return dir, cleanup, nil
 }

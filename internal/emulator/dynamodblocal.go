@@ -37,13 +37,8 @@ func dynamoDBLocalCommand(ctx context.Context, port int, o Options) (*exec.Cmd, 
 	if err != nil {
 		return nil, nil, err
 	}
-	launcher, err := os.MkdirTemp("", "idemkit-dynamodb-local-")
+	launcher, cleanup, err := writeTempFile("idemkit-dynamodb-local-", "LoopbackDynamoDBLocal.class", loopbackLauncher)
 	if err != nil {
-		return nil, nil, err
-	}
-	cleanup := func() { _ = os.RemoveAll(launcher) }
-	if err := os.WriteFile(filepath.Join(launcher, "LoopbackDynamoDBLocal.class"), loopbackLauncher, 0o644); err != nil {
-		cleanup()
 		return nil, nil, err
 	}
 	// -XX:+UseSerialGC and -XX:TieredStopAtLevel=1: one GC thread and
