@@ -37,7 +37,7 @@ SOAK         := ^(TestRedTeam)
 # linearizability). `make test` runs it for SOAK_DURATION's default, 60 s.
 DURATION     ?= 10m
 # GOTEST_PKGS: the packages of the Go tests, the longest first. go test runs
-# the test binaries in the order listed (two at a time on two cores), so
+# the test binaries in the order listed (GOTEST_P at a time), so
 # the packages that take minutes start at once instead of being reached
 # last and running on alone at the end; ./... adds every other package.
 GOTEST_PKGS  := ./idem/dynamostore ./e2e ./cmd/idemkit ./functions/api/apifn \
@@ -148,14 +148,15 @@ allocs:
 	$(GO) test -count=1 -run 'Allocations|AllocationsDoNotGrow' ./idem/ ./idem/memstore/ ./ledger/memstore/ ./internal/jcs/
 
 ## conformance: the public OpenWOP conformance suite, its wider copy
-## (../shared/openwop-conformance-wide), against idemkit dev in three lanes
-## (default, --conformance-seams, a short in-flight wait); prints its
+## (../shared/openwop-conformance-wide), against idemkit dev in five lanes
+## run at once (dev's default engine, moto, dynalite, --conformance-seams,
+## a short in-flight wait); prints its
 ## `N passed, M failed` lines and fails on a failure or a skip
 ## scripts/conformance_verdict.py cannot explain.
 conformance:
 	bash scripts/conformance.sh
 
-## bench: the benchmarks whose figures are in README.md.
+## bench: every Go benchmark (their figures: docs/PERFORMANCE.md).
 bench: tools
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
