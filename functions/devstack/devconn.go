@@ -10,6 +10,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/rawconn"
 )
 
 // Vendor error codes of the refusals net/http makes before a request reaches
@@ -83,7 +84,7 @@ func envelopeFor(p []byte) ([]byte, bool) {
 	case http.StatusBadRequest:
 		e = apierr.New(status, apierr.CodeValidation, "the request is not valid HTTP (malformed request line, path escape or header)")
 	case http.StatusRequestHeaderFieldsTooLarge:
-		e = apierr.New(status, codeHeadersTooLarge, "the request headers exceed %d bytes", http.DefaultMaxHeaderBytes)
+		e = apierr.New(status, codeHeadersTooLarge, "the request headers exceed %d bytes", rawconn.MaxHeadBytes)
 	case http.StatusExpectationFailed:
 		e = apierr.New(status, codeExpectationFailed, "the only Expect value supported is 100-continue")
 	case http.StatusNotImplemented:

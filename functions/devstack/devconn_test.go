@@ -2,11 +2,14 @@ package devstack
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idemkit/internal/rawconn"
 )
 
 // serveEnveloped serves h behind the dev server's envelopeListener and
@@ -99,6 +102,51 @@ func TestEnvelopeOnlyNetHTTPsOwnRefusals(t *testing.T) {
 		r, b := rawRoundTrip(t, addr, c.raw)
 		if r.StatusCode != c.status || r.Header.Get("Content-Type") != "application/json" || !strings.Contains(b, `"error":"`+c.code+`"`) {
 			t.Errorf("%s: %d %v %q, want the %d envelope %s", name, r.StatusCode, r.Header, b, c.status, c.code)
+		}
+	}
+}
+
+// TestHeaderBlocksTheRawTrackerCannotKeepAre431: every header block is
+// either kept as received (and its Idempotency-Key read from it) or
+// refused by net/http with 431 and the envelope, whose message names the
+// limit that applied. A block between the tracker's bound and net/http's
+// default bound was once answered 400 "malformed framing".
+func TestHeaderBlocksTheRawTrackerCannotKeepAre431(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, _, refuse := rawHeaders(r); refuse != nil {
+			w.WriteHeader(refuse.Status)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	rawconn.Configure(srv)
+	go func() { _ = srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := ln.Addr().String()
+	limit := fmt.Sprintf("exceed %d bytes", rawconn.MaxHeadBytes)
+	const head = "GET /x HTTP/1.1\r\nHost: x\r\nX-Pad: "
+	fits := rawconn.MaxHeadBytes - len(head) - len("\r\n\r\n")
+	for name, c := range map[string]struct {
+		pad    int
+		status int
+	}{
+		"at the bound":          {fits, http.StatusNoContent},
+		"a byte over the bound": {fits + 1, http.StatusRequestHeaderFieldsTooLarge},
+		"66,000 bytes":          {66_000, http.StatusRequestHeaderFieldsTooLarge},
+		"500 KB":                {500 << 10, http.StatusRequestHeaderFieldsTooLarge},
+		"2 MB":                  {2 << 20, http.StatusRequestHeaderFieldsTooLarge},
+	} {
+		r, b := rawRoundTrip(t, addr, head+strings.Repeat("a", c.pad)+"\r\n\r\n")
+		if r.StatusCode != c.status {
+			t.Errorf("%s: %d %q, want %d", name, r.StatusCode, b, c.status)
+			continue
+		}
+		if c.status == http.StatusRequestHeaderFieldsTooLarge && (!strings.Contains(b, `"error":"`+codeHeadersTooLarge+`"`) || !strings.Contains(b, limit)) {
+			t.Errorf("%s: %q, want the envelope %s saying the headers %s", name, b, codeHeadersTooLarge, limit)
 		}
 	}
 }

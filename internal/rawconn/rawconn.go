@@ -73,8 +73,16 @@ func FromContext(ctx context.Context) (c *Conn, ok bool) {
 // Configure makes srv hand its handler each request's Head: ConnContext
 // (after srv's own), Handler around srv.Handler (nil: http.DefaultServeMux)
 // and DisableGeneralOptionsHandler, so that every request reaches the
-// handler. Serve it on a Listener.
+// handler. Serve it on a Listener. It also lowers srv.MaxHeaderBytes so
+// that net/http itself refuses (431) a header block longer than
+// MaxHeadBytes, the longest a Conn keeps: every request that reaches the
+// handler then has its Head, unless its connection's framing was lost.
 func Configure(srv *http.Server) {
+	// net/http reads a header block up to MaxHeaderBytes plus 4096 bytes
+	// of its buffer's slack (its initialReadLimitSize) before it refuses.
+	if srv.MaxHeaderBytes <= 0 || srv.MaxHeaderBytes > MaxHeadBytes-netHTTPHeaderSlack {
+		srv.MaxHeaderBytes = MaxHeadBytes - netHTTPHeaderSlack
+	}
 	prev := srv.ConnContext
 	srv.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
 		if prev != nil {

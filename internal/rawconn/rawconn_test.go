@@ -147,6 +147,13 @@ func TestHeadValuesAsReceived(t *testing.T) {
 // values as received (HeadOf), reading the body only when read is set.
 func serve(t *testing.T) *httptest.Server {
 	t.Helper()
+	return serveWith(t, nil)
+}
+
+// serveWith is serve with set, when not nil, applied to the server after
+// Configure.
+func serveWith(t *testing.T, set func(*http.Server)) *httptest.Server {
+	t.Helper()
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, err := HeadOf(r.Context())
 		if err != nil {
@@ -165,6 +172,9 @@ func serve(t *testing.T) *httptest.Server {
 	}))
 	srv.Listener = Listener{srv.Listener}
 	Configure(srv.Config)
+	if set != nil {
+		set(srv.Config)
+	}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return srv
@@ -209,9 +219,10 @@ func TestServerHandsEachRequestItsOwnHead(t *testing.T) {
 }
 
 // TestServerUntrackedRequestIsClosed: a header block over the bound is not
-// guessed: the request gets ErrUntracked and its connection is closed.
+// guessed: on a server that raised MaxHeaderBytes past what Configure set,
+// the request gets ErrUntracked and its connection is closed.
 func TestServerUntrackedRequestIsClosed(t *testing.T) {
-	srv := serve(t)
+	srv := serveWith(t, func(s *http.Server) { s.MaxHeaderBytes = 1 << 20 })
 	big := "GET / HTTP/1.1\r\nHost: h\r\nX-Big: " + strings.Repeat("a", MaxHeadBytes) + "\r\nX-Key: k1\r\n\r\n"
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
@@ -240,5 +251,38 @@ func TestHeadOfOutsideTheServer(t *testing.T) {
 	}
 	if _, ok := FromContext(context.Background()); ok {
 		t.Fatal("FromContext of a plain context found a Conn")
+	}
+}
+
+// TestConfigureRefusesWhatItCannotKeep: with Configure's MaxHeaderBytes,
+// net/http answers a header block longer than MaxHeadBytes with 431 and
+// closes the connection, and one of exactly MaxHeadBytes reaches the
+// handler with its Head.
+func TestConfigureRefusesWhatItCannotKeep(t *testing.T) {
+	srv := serve(t)
+	const head = "GET / HTTP/1.1\r\nHost: h\r\nX-Key: k1\r\nX-Pad: "
+	fits := MaxHeadBytes - len(head) - len("\r\n\r\n")
+	for _, c := range []struct {
+		pad    int
+		status int
+	}{{fits, http.StatusOK}, {fits + 1, http.StatusRequestHeaderFieldsTooLarge}, {4 * MaxHeadBytes, http.StatusRequestHeaderFieldsTooLarge}} {
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		go func() { _, _ = conn.Write([]byte(head + strings.Repeat("a", c.pad) + "\r\n\r\n")) }()
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		if resp.StatusCode != c.status || (c.status == http.StatusOK && string(b) != "k1") {
+			t.Errorf("a header block of %d bytes: %d %q, want %d", len(head)+c.pad+4, resp.StatusCode, b, c.status)
+		}
+		if c.status != http.StatusOK && !resp.Close {
+			t.Errorf("a header block of %d bytes: the connection stays open after the 431", len(head)+c.pad+4)
+		}
 	}
 }

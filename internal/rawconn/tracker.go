@@ -11,6 +11,10 @@ import (
 // header lines, line ends): a longer block is not tracked (ErrUntracked).
 const MaxHeadBytes = 64 << 10
 
+// netHTTPHeaderSlack is what net/http reads of a header block beyond
+// http.Server.MaxHeaderBytes before it answers 431.
+const netHTTPHeaderSlack = 4096
+
 // MaxQueuedBytes bounds the header blocks a connection holds for requests
 // not yet served (net/http reads ahead at most its buffer of the next
 // request): more is not tracked (ErrUntracked).
