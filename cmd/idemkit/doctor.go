@@ -21,10 +21,12 @@ import (
 const doctorAbout = `Compares deployed DynamoDB tables with template.yaml's (the one built into
 this binary, or --template FILE): the key schema, the secondary indexes, the
 stream, the TTL attribute and point-in-time recovery, and says what differs.
-Prints "LogicalID<TAB>name<TAB>ok|differs|missing|not checked" per table, then
-one indented line per difference ("  - ...") and per property the endpoint
-cannot report ("  ? ..."). Exits 0 when every table checked matches, 1 when
-one is missing or differs.
+Prints "LogicalID<TAB>name<TAB>ok|differs|missing|error|not checked" per table,
+then one indented line per difference ("  - ...") and per property the endpoint
+cannot report ("  ? ..."); "error" means the table could not be described (the
+reason goes to standard error: the endpoint unreachable, access denied, ...).
+Exits 0 when every table checked matches, 1 when one is missing, differs or
+could not be described.
 
 Each table's name is --table LogicalID=NAME, else its function's variable
 (IDEMPOTENCY_TABLE, EFFECTS_TABLE, RUNS_TABLE, FENCE_TABLE, API_KEYS_TABLE),

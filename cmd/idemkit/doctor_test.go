@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,4 +92,30 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 			t.Fatalf("table from the snippet, against the snippet: exit %d\n%s", code, s)
 		}
 	})
+}
+
+// TestDoctorTableThatCannotBeDescribed: an endpoint that answers nothing
+// gives every named table the status "error" (listed in the help), the
+// reason on standard error, and exit 1.
+func TestDoctorTableThatCannotBeDescribed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there any more
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := run(ctx, []string{"doctor", "--endpoint", endpoint, "--region", "us-east-1"}, &out, &errb); code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "IdempotencyTable\tidemkit-IdempotencyTable\terror\n") || !strings.Contains(errb.String(), "idemkit doctor: ") {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	var help bytes.Buffer
+	run(ctx, []string{"doctor", "--help"}, &help, &help)
+	if !strings.Contains(help.String(), "ok|differs|missing|error|not checked") {
+		t.Fatalf("doctor's help does not list the error status:\n%s", help.String())
+	}
 }
