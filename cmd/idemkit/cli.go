@@ -208,3 +208,21 @@ func parseOneArg(fs *flag.FlagSet, name string, args []string, stdout, stderr io
 	}
 	return pos[0], 0, false
 }
+
+// settingError is how a command reports err, a configuration error that
+// wraps one of sentinels (each a package's "invalid config" error):
+// "invalid setting: " and what is wrong, without the chain of package
+// names the error collected on its way up (devstack, host, idem, ...),
+// which names code, not the setting the user gave.
+func settingError(err error, sentinels ...error) string {
+	msg, cut := err.Error(), -1
+	for _, s := range sentinels {
+		if i := strings.LastIndex(msg, s.Error()+": "); i >= 0 {
+			cut = max(cut, i+len(s.Error())+2)
+		}
+	}
+	if cut < 0 {
+		return msg
+	}
+	return "invalid setting: " + msg[cut:]
+}

@@ -143,10 +143,12 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 	results, err := conform.Run(ctx, cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
-		if errors.Is(err, conform.ErrConfig) {
-			usageHint(fs, stderr)
+		if !errors.Is(err, conform.ErrConfig) {
+			fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
+			return 2
 		}
+		fmt.Fprintf(stderr, "idemkit conform: %s\n", settingError(err, conform.ErrConfig))
+		usageHint(fs, stderr)
 		return 2
 	}
 	_, failed := conform.Write(stdout, results)

@@ -157,7 +157,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	s, err := devstack.Start(ctx, o)
 	if errors.Is(err, devstack.ErrConfig) {
 		// A bad setting stops start-up before anything is started.
-		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit dev: %s\n", settingError(err, devstack.ErrConfig, hostsettings.ErrConfig, idem.ErrConfig))
 		for _, s := range hostsettings.Settings {
 			if _, set := settings[s.Name]; set && errors.Is(err, hostsettings.ErrConfig) {
 				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)

@@ -89,6 +89,11 @@ func TestDevBadPolicy(t *testing.T) {
 			t.Errorf("--policy strict: %q lacks %s", errb.String(), s)
 		}
 	}
+	// The setting and what is wrong with it, not the packages the error
+	// went through.
+	if want := "idemkit dev: invalid setting: IDEMPOTENCY_POLICY=\"strict\": want one of openwop, commerce, erp\n"; !strings.HasPrefix(errb.String(), want) {
+		t.Errorf("--policy strict: %q, want it to start %q", errb.String(), want)
+	}
 	t.Setenv("IDEMPOTENCY_POLICY", "sap")
 	errb.Reset()
 	if code := run(context.Background(), []string{"dev"}, &bytes.Buffer{}, &errb); code != 2 || !strings.Contains(errb.String(), `IDEMPOTENCY_POLICY="sap"`) {
