@@ -434,6 +434,8 @@ func TestWebhookLoopbackFlag(t *testing.T) {
 	body := `{"workflowId":"webhook","inputs":{"url":"http://127.0.0.1:9/hook","payload":{"a":1}}}`
 	if r, m := f.do(t, ev("POST", "/runs", "acme", "", body)); r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
 		t.Fatalf("%d %v", r.StatusCode, m)
+	} else if msg, _ := m["message"].(string); !strings.Contains(msg, "WEBHOOK_ALLOW_LOOPBACK") || !strings.Contains(msg, "--allow-loopback-webhooks") {
+		t.Fatalf("the refusal does not say what admits a loopback destination: %q", msg)
 	}
 	f.h.cfg.Webhook.AllowLoopback = true
 	if r, m := f.do(t, ev("POST", "/runs", "acme", "", body)); r.StatusCode != 201 {

@@ -51,6 +51,10 @@ type WebhookPolicy struct {
 	AllowPrivate bool
 }
 
+// loopbackRefused says why a loopback destination is refused and what
+// admits one.
+const loopbackRefused = "loopback destinations are refused (the host's WEBHOOK_ALLOW_LOOPBACK setting admits them; `idemkit dev --allow-loopback-webhooks` sets it)"
+
 // CheckURL checks a destination URL: http or https, no user info, a port
 // (if any) in 1..65535, a host allowed by Allow, and, when the host is an
 // IP literal or "localhost", an address the IP rules admit. A host is
@@ -90,7 +94,7 @@ func (p *WebhookPolicy) CheckURL(raw string) error {
 	}
 	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
 		if !p.AllowLoopback {
-			return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
+			return fmt.Errorf("%w: %s", ErrDestinationRefused, loopbackRefused)
 		}
 		return nil
 	}
@@ -210,12 +214,12 @@ func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
 		if p.AllowLoopback {
 			return nil
 		}
-		return fmt.Errorf("%w: loopback destinations are refused", ErrDestinationRefused)
+		return fmt.Errorf("%w: %s", ErrDestinationRefused, loopbackRefused)
 	case ip.IsPrivate(), sharedV4.Contains(ip):
 		if p.AllowPrivate {
 			return nil
 		}
-		return fmt.Errorf("%w: private destinations are refused", ErrDestinationRefused)
+		return fmt.Errorf("%w: private destinations are refused (the host's WEBHOOK_ALLOW_PRIVATE setting admits them)", ErrDestinationRefused)
 	case ip.IsUnspecified(), ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast(), ip.IsMulticast(), ip.IsInterfaceLocalMulticast():
 		return notRoutable()
 	}
