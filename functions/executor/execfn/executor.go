@@ -140,8 +140,10 @@ type Executor struct {
 	Heartbeat time.Duration
 	// Metrics receives the executor's start lag (MetricStartLag) each time
 	// a run is started, a count (MetricStaleRuns) for each stale run the
-	// stale-run pass claims, and a count (MetricCapsBreached) for each run
-	// ended on a breached cap. Default nil: none.
+	// stale-run pass claims, a count (MetricCapsBreached) for each run
+	// ended on a breached cap, and a count (MetricRetriedRuns) for each
+	// failed execution whose stream record is handed back for a retry.
+	// Default nil: none.
 	Metrics Metrics
 	// Test holds the hooks only tests and `idemkit dev` set. Default zero.
 	Test TestConfig
@@ -176,6 +178,11 @@ type TestConfig struct {
 	// recorded (the durability seam kills the process there). Default nil.
 	NodeStarted func(runID, nodeID string)
 }
+
+// ErrRunsQuery is wrapped by the error of ResumeDue or ResumeStale when
+// the runs table could not be queried for the runs to resume (nothing of
+// the pass ran); HandleInvoke then fails the schedule's invocation.
+var ErrRunsQuery = errors.New("executor: the runs table could not be queried")
 
 // errHeld is Execute's answer for a run TestConfig.Held holds.
 var errHeld = errors.New("executor: the run is held by a test hook")
@@ -212,6 +219,16 @@ const (
 	// set the cap, so this is not an operator's alarm; a rise is worth
 	// telling the callers.
 	MetricCapsBreached = "idemkit.executor.caps_breached_total"
+	// MetricRetriedRuns counts the runs whose execution from a stream record
+	// failed and whose record was handed back to the stream for a retry
+	// (HandleRecords; the records behind it in the batch are handed back
+	// too, uncounted). No dimensions. The invocation itself succeeds (a
+	// partial batch response), so Lambda's Errors metric never shows these:
+	// this count is how an operator sees runs failing on a store outage,
+	// throttling or a provider that keeps failing. A run that fails every
+	// try ends failed on its last one (MaxAttempts), counted each time
+	// before it.
+	MetricRetriedRuns = "idemkit.executor.retried_runs_total"
 
 	// DimTrigger is MetricStartLag's one dimension: what started the run.
 	DimTrigger = "trigger"
@@ -297,6 +314,9 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 				x.log().InfoContext(ctx, "executor: stopped before the run ended; it is retried", slog.String("run_id", run.ID))
 			} else {
 				x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), slog.String("error", err.Error()))
+				if x.Metrics != nil {
+					x.Metrics.Count(MetricRetriedRuns, 1, nil)
+				}
 			}
 			for _, rest := range recs[i:] {
 				retry = append(retry, rest.EventID)
@@ -616,11 +636,13 @@ const DefaultResumeBatch = 100
 // DefaultResumeBatch per pass, earliest first) and returns how many it
 // executed. A run that fails transiently stays parked and due, so the next
 // pass tries it again; the first such error is returned after the pass.
-// Run it on a schedule (template.yaml: every minute) or a ticker.
+// When the due runs cannot be queried, nothing runs and the error wraps
+// ErrRunsQuery. Run it on a schedule (template.yaml: every minute) or a
+// ticker.
 func (x *Executor) ResumeDue(ctx context.Context) (int, error) {
 	ids, err := x.Runs.Due(ctx, x.now(), DefaultResumeBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: due runs: %w", ErrRunsQuery, err)
 	}
 	var first error
 	for _, id := range ids {
@@ -655,7 +677,8 @@ const DefaultStaleAfter = 15 * time.Minute
 // effects, fires nothing twice). A failing execution is counted on the run
 // like a stream try (the MaxAttempts-th ends it failed), so a stranded run
 // always reaches a terminal status. It returns how many runs it claimed and
-// the first error.
+// the first error; when the stale runs cannot be queried, nothing runs and
+// the error wraps ErrRunsQuery.
 func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 	after := x.StaleAfter
 	if after <= 0 {
@@ -665,7 +688,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 	before := now.Add(-after)
 	ids, err := x.Runs.Stale(ctx, before, DefaultResumeBatch)
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%w: stale runs: %w", ErrRunsQuery, err)
 	}
 	var first error
 	n := 0
@@ -748,16 +771,28 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 		return nil, fmt.Errorf("executor: undecodable event: %w", err)
 	}
 	if probe.ResumeDue && len(probe.Records) == 0 {
-		n, err := x.ResumeDue(ctx)
-		x.log().InfoContext(ctx, "executor: resumed due runs", slog.Int("runs", n))
 		// A run that stays parked (or live) is retried at the next pass:
-		// not a failure of the schedule's invocation.
-		_ = err
+		// not a failure of the schedule's invocation. A query of the runs
+		// table that fails is: nothing of the pass ran, and the failed
+		// invocation is what the executor-errors alarm sees.
+		var failed []error
+		n, err := x.ResumeDue(ctx)
+		if errors.Is(err, ErrRunsQuery) {
+			failed = append(failed, err)
+		}
+		x.log().InfoContext(ctx, "executor: resumed due runs", slog.Int("runs", n))
 		stale, err := x.ResumeStale(ctx)
-		if err != nil {
+		switch {
+		case errors.Is(err, ErrRunsQuery):
+			failed = append(failed, err)
+		case err != nil:
 			x.log().WarnContext(ctx, "executor: stale-run pass", slog.String("error", err.Error()))
 		}
 		x.log().InfoContext(ctx, "executor: resumed stale runs", slog.Int("runs", stale))
+		if err := errors.Join(failed...); err != nil {
+			x.log().ErrorContext(ctx, "executor: the runs table could not be queried; the next pass retries", slog.String("error", err.Error()))
+			return nil, err
+		}
 		return map[string]int{"resumed": n, "stale": stale}, nil
 	}
 	var ev events.DynamoDBEvent
