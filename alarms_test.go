@@ -437,6 +437,17 @@ func get(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
+// fillTerm is a metric of an alarm's sum with its missing periods as 0.
+var fillTerm = regexp.MustCompile(`^FILL\([a-z][A-Za-z0-9_]*, 0\)$`)
+
+// sequence returns the items of a sequence node (nil for anything else).
+func sequence(n *yaml.Node) []*yaml.Node {
+	if n != nil && n.Kind == yaml.SequenceNode {
+		return n.Content
+	}
+	return nil
+}
+
 func mapping(n *yaml.Node) map[string]*yaml.Node {
 	out := map[string]*yaml.Node{}
 	if n != nil && n.Kind == yaml.MappingNode {
@@ -675,8 +686,17 @@ func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
 		case "AWS/DynamoDB":
 			table := names["TableName"]
 			want := []string{"TableName"}
-			if r.name == "SystemErrors" || r.name == "SuccessfulRequestLatency" {
+			switch gsi, ok := names["GlobalSecondaryIndexName"]; {
+			case r.name == "SystemErrors" || r.name == "SuccessfulRequestLatency":
 				want = []string{"Operation", "TableName"}
+			case ok && (r.name == "ReadThrottleEvents" || r.name == "WriteThrottleEvents"):
+				// A throttle series of one of the table's indexes.
+				want = []string{"GlobalSecondaryIndexName", "TableName"}
+				for _, id := range tp.dimTargets(table) {
+					if !tableHasIndex(tp.resources[id], gsi.value) {
+						bad(r, "GlobalSecondaryIndexName: %s has no index %s", id, gsi.value.Value)
+					}
+				}
 			}
 			if dimKey(dn) != dimKey(want) {
 				bad(r, "dimensions [%s], want [%s]", dimKey(dn), dimKey(want))
@@ -707,6 +727,20 @@ func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
 		}
 	}
 	return problems
+}
+
+// tableHasIndex reports whether the table resource declares a global
+// secondary index named by the scalar node name.
+func tableHasIndex(table, name *yaml.Node) bool {
+	if name == nil {
+		return false
+	}
+	for _, gsi := range sequence(get(get(table, "Properties"), "GlobalSecondaryIndexes")) {
+		if get(gsi, "IndexName").Value == name.Value {
+			return true
+		}
+	}
+	return false
 }
 
 func keys(m map[string]bool) []string {
@@ -846,6 +880,7 @@ func TestAlarmCheckCatchesAMetricNobodyWrites(t *testing.T) {
 		{"not a function", "Value: !Ref ExecutorFunction}", "Value: !Ref ExecutorRole}", "not a function"},
 		{"not a table", "{Name: TableName, Value: !Ref RunsTable}", "{Name: TableName, Value: !Ref StreamFailureQueue}", "not a table"},
 		{"operation no role performs", "{Name: Operation, Value: GetItem}", "{Name: Operation, Value: Scan}", "Operation Scan"},
+		{"index the table lacks", "{Name: GlobalSecondaryIndexName, Value: byWake}", "{Name: GlobalSecondaryIndexName, Value: byRun}", "has no index byRun"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := string(idemkit.Template)
@@ -866,7 +901,8 @@ func TestAlarmCheckCatchesAMetricNobodyWrites(t *testing.T) {
 // store_unavailable and lease-lost counters (names from the code), on the
 // failure queue of every stream mapping, on the iterator age of every
 // function that reads a stream, on the throttles and system errors of
-// every table, and on the errors of every function. Each notifies the
+// every table and of each of its global secondary indexes, and on the
+// errors of every function. Each notifies the
 // AlarmTopicArn topic when one is given and has no action otherwise, and
 // its threshold is a template parameter with a default. The dashboard
 // shows claims, replays, in-flight answers, mismatches, conflicts, fence
@@ -902,8 +938,30 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 		}
 		return false
 	}
+	alarmOnIndex := func(name, table, index string) bool {
+		for _, rs := range refsByAlarm {
+			for _, r := range rs {
+				if r.namespace != "AWS/DynamoDB" || r.name != name {
+					continue
+				}
+				var onTable, onIndex bool
+				for _, d := range r.dims {
+					switch d.name {
+					case "TableName":
+						onTable = slices.Contains(tp.dimTargets(d), table)
+					case "GlobalSecondaryIndexName":
+						onIndex = d.value != nil && d.value.Value == index
+					}
+				}
+				if onTable && onIndex {
+					return true
+				}
+			}
+		}
+		return false
+	}
 	ns := metricsNamespace(t, tp)
-	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites} {
+	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites} {
 		if !alarmOn(ns, m, "") {
 			t.Errorf("no alarm on %s", m)
 		}
@@ -933,6 +991,17 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 					t.Errorf("no %s alarm on %s", m, id)
 				}
 			}
+			// A table's throttle events leave out its global secondary
+			// indexes, whose series carry GlobalSecondaryIndexName: a
+			// throttled index throttles the table's writes unseen.
+			for _, gsi := range sequence(get(get(tp.resources[id], "Properties"), "GlobalSecondaryIndexes")) {
+				index := get(gsi, "IndexName").Value
+				for _, m := range []string{"ReadThrottleEvents", "WriteThrottleEvents"} {
+					if !alarmOnIndex(m, id, index) {
+						t.Errorf("no %s alarm on %s's index %s", m, id, index)
+					}
+				}
+			}
 		}
 	}
 	for id, typ := range tp.types {
@@ -958,6 +1027,20 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 			if v == nil || v.Tag != "!If" || v.Content[0].Value != "HasAlarmTopic" || len(refs(v.Content[1])) != 1 ||
 				refs(v.Content[1])[0] != "AlarmTopicArn" || v.Content[2].Value != "AWS::NoValue" {
 				t.Errorf("%s: %s, want !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]", id, a)
+			}
+		}
+		// Throttle and system-error series exist only for the periods
+		// with events: a sum of them is missing (and, missing data being
+		// notBreaching, never alarms) unless each term is filled with 0.
+		for _, m := range sequence(get(p, "Metrics")) {
+			expr := get(m, "Expression")
+			if expr == nil {
+				continue
+			}
+			for _, term := range strings.Split(expr.Value, " + ") {
+				if !fillTerm.MatchString(term) {
+					t.Errorf("%s: the term %q of %q is not FILL(id, 0)", id, term, expr.Value)
+				}
 			}
 		}
 		th := get(p, "Threshold")
