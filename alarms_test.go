@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -961,7 +962,7 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 		return false
 	}
 	ns := metricsNamespace(t, tp)
-	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites} {
+	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, sweepfn.MetricIncomplete, idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites} {
 		if !alarmOn(ns, m, "") {
 			t.Errorf("no alarm on %s", m)
 		}
