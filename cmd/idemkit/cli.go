@@ -14,8 +14,9 @@ import (
 // Every command follows one convention: `-h`/`--help` prints the command's
 // usage (usage line naming every flag, a description, examples, then the
 // flags) on stdout and exits 0; a usage error prints a message and the usage
-// on stderr and exits 2 (for `idemkit conform`, whose help is long, the
-// message and a one-line hint naming -h: parseFlagsShort).
+// on stderr and exits 2 (for `idemkit dev` and `idemkit conform`, whose
+// help is long, the message and a one-line hint naming -h:
+// parseFlagsShort).
 
 // setUsage installs a command's usage: line is the part after "usage: ",
 // about the description and examples (ending in a newline), then the

@@ -35,10 +35,28 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 }
 
 // TestConformUsageErrorsAreShort: a usage error of `idemkit conform` (its
-// help runs to some 80 lines) prints the error and a one-line hint on
-// stderr, nothing on stdout, and exits 2; -h still prints the whole help on
-// stdout.
+// help runs to some 80 lines) or `idemkit dev` (some 60) prints the error
+// and a one-line hint on stderr, nothing on stdout, and exits 2; -h still
+// prints the whole help on stdout.
 func TestConformUsageErrorsAreShort(t *testing.T) {
+	for _, c := range []struct {
+		args  []string
+		first string
+	}{
+		{[]string{"dev", "--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"dev", "--request-timeout", "soon"}, `invalid value "soon" for flag -request-timeout`},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], c.first) || lines[1] != "run 'idemkit dev -h' for help" {
+			t.Errorf("idemkit %q: exit %d stdout %q stderr %q, want exit 2, %q... and the hint", c.args, code, out.String(), errb.String(), c.first)
+		}
+	}
+	var dout, derr bytes.Buffer
+	if code := run(context.Background(), []string{"dev", "-h"}, &dout, &derr); code != 0 || derr.Len() != 0 || !strings.HasPrefix(dout.String(), "usage: idemkit dev") {
+		t.Fatalf("dev -h: exit %d stdout %q stderr %q", code, dout.String(), derr.String())
+	}
 	const hint = "run 'idemkit conform -h' for help"
 	for _, c := range []struct {
 		args  []string
