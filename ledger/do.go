@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/internal/ids"
 )
@@ -768,10 +769,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// may have relayed only part of it, and the body's digest and
 		// size would record a truncated stream as the effect's answer. (A
 		// streamed effect's body that Do's function returned is whole.)
-		if ferr == nil {
-			return res, ErrLeaseLost
-		}
-		return res, errors.Join(ErrLeaseLost, ferr)
+		return res, fmt.Errorf("%w: the outcome of %s (%s) was not recorded", ErrLeaseLost, rec.EffectID, verdict(ferr))
 	}
 	val := out.value
 	if eff.Streamed {
@@ -806,10 +804,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		l.count(MetricEscaped, identity.KindEffect, rec.Keying)
 		retErr = l.schedule(eff, done, now, ferr)
 	default:
-		msg := ferr.Error()
-		if len(msg) > 1024 {
-			msg = msg[:1024]
-		}
+		msg := cutMessage(ferr.Error())
 		done.State, a.State = StateCompleted, AttemptCompleted
 		done.Outcome = &Outcome{OK: false, Streamed: eff.Streamed, Error: msg}
 		if eff.Streamed {
@@ -842,14 +837,47 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		record.end(done.Attempt, "error", err)
 		return res, errors.Join(ErrLeaseLost, fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err))
 	case err != nil:
+		// The verdict (retErr) was not recorded: the attempt stays firing
+		// and a later Do reclaims it once its lease ends. The caller gets
+		// the store's error, never a failure or a retry schedule the
+		// record does not hold.
 		record.end(done.Attempt, "error", err)
-		return res, errors.Join(fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err), retErr)
+		return res, fmt.Errorf("ledger: recording the outcome of %s (%s): %w", rec.EffectID, verdict(ferr), err)
 	case !ok:
+		// Another executor reclaimed the attempt: the record holds its
+		// outcome, not this one's, which the caller must not act on.
 		record.end(done.Attempt, "lease-lost", nil)
-		return res, errors.Join(ErrLeaseLost, retErr)
+		return res, fmt.Errorf("%w: the outcome of %s (%s) was not recorded", ErrLeaseLost, rec.EffectID, verdict(ferr))
 	}
 	record.end(done.Attempt, string(a.State), nil)
 	return res, retErr
+}
+
+// maxMessage is the most bytes of a failure's message a record keeps.
+const maxMessage = 1024
+
+// cutMessage returns msg's first maxMessage bytes, cut before a character
+// that would not fit whole (a record's strings are UTF-8; DynamoDB refuses
+// any other).
+func cutMessage(msg string) string {
+	if len(msg) <= maxMessage {
+		return msg
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
+}
+
+// verdict describes, for an error, what the effect function returned
+// without wrapping it: a verdict that was not recorded must not be matched
+// (errors.Is) as if it were.
+func verdict(ferr error) string {
+	if ferr == nil {
+		return "it succeeded"
+	}
+	return "it returned: " + cutMessage(ferr.Error())
 }
 
 // schedule sets the next attempt of done, an attempt that ended without an

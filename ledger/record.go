@@ -85,7 +85,8 @@ type Outcome struct {
 	Value []byte
 	// Streamed marks an effect whose body was streamed and not cached.
 	Streamed bool
-	// Error is the recorded failure message (truncated to 1 KiB).
+	// Error is the recorded failure message: its first 1 KiB, cut before a
+	// character that would not fit whole (always valid UTF-8).
 	Error string
 	// Dropped marks a success whose value exceeded Config.MaxValueBytes and
 	// was not recorded (Value is nil).

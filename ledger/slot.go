@@ -73,10 +73,7 @@ func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx c
 	done.Attempts[0].State, done.Attempts[0].At = AttemptCompleted, now
 	done.Outcome = &Outcome{OK: ferr == nil}
 	if ferr != nil {
-		done.Outcome.Error = ferr.Error()
-		if len(done.Outcome.Error) > 1024 {
-			done.Outcome.Error = done.Outcome.Error[:1024]
-		}
+		done.Outcome.Error = cutMessage(ferr.Error())
 	}
 	res := SlotResult{Fired: true, State: StateCompleted, OK: ferr == nil, Error: done.Outcome.Error}
 	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, Expect{Owner: rec.Owner, Attempt: 1, State: StateClaimed}, now)

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/semantic"
@@ -32,6 +33,8 @@ var doTests = []test{
 	{"CancelledAfterClaimIsReleased", testCancelledAfterClaim},
 	{"FencedCrashBeforeFireMarkIsReleased", testCrashBeforeFire},
 	{"StaleOwnerCannotRecord", testStaleOwner},
+	{"StaleOwnerErrorIsOnlyLeaseLost", testStaleOwnerError},
+	{"FailureMessageCutOnACharacter", testFailureMessageCut},
 	{"BusinessIdentityAcrossRunsFiresOnce", testBusinessAcrossRuns},
 	{"ActivityRecipeOrdinals", testActivityOrdinals},
 	{"DigestMismatch", testMismatch},
@@ -461,6 +464,89 @@ func testStaleOwner(t *testing.T, e *env) {
 	}
 	if e.prov.Effects() != 1 {
 		t.Fatalf("provider effects %d, want 1", e.prov.Effects())
+	}
+}
+
+// testStaleOwnerError: a stale executor whose effect function ends with
+// an error (its context cancelled once its claim was reclaimed, a failure
+// it reads as final, an uncertain outcome under a retry schedule) gets
+// ErrLeaseLost alone: its verdict was not recorded (the record holds the
+// new owner's success), so its error must not read as the effect's failure
+// (ErrEffectFailed, *FailedError) or as a scheduled retry
+// (ErrRetryLater), which a caller would report or act on.
+func testStaleOwnerError(t *testing.T, e *env) {
+	for _, c := range []struct {
+		name  string
+		retry *ledger.Retry
+		err   func(ctx context.Context) error
+	}{
+		{"its context's error", nil, func(context.Context) error { return context.Canceled }},
+		{"a failure", nil, func(context.Context) error { return errors.New("card declined") }},
+		{"uncertain, with a retry schedule", &ledger.Retry{MaxAttempts: 5}, func(context.Context) error { return ledger.Uncertain(errors.New("timeout")) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			eff := e.effect()
+			eff.Retry = c.retry
+			key := effectKey(eff.Identity)
+			a, b := e.ledger(), e.ledger()
+			var bRes ledger.Result
+			_, err := a.Do(context.Background(), eff, func(ctx context.Context, call ledger.Call) ([]byte, error) {
+				if _, err := e.prov.Call(ctx, call.ProviderKey, "charge"); err != nil {
+					return nil, err
+				}
+				// A stalls past its lease; B reclaims and completes.
+				e.clock.Advance(31 * time.Second)
+				var err error
+				if bRes, err = b.Do(context.WithoutCancel(ctx), eff, e.charge(nil)); err != nil {
+					return nil, fmt.Errorf("executor B: %w", err)
+				}
+				return nil, c.err(ctx)
+			})
+			var failed *ledger.FailedError
+			switch {
+			case !errors.Is(err, ledger.ErrLeaseLost):
+				t.Fatalf("stale executor A: %v; want ErrLeaseLost", err)
+			case errors.Is(err, ledger.ErrEffectFailed), errors.As(err, &failed):
+				t.Fatalf("stale executor A: %v reads as the effect's failure; B recorded its success", err)
+			case errors.Is(err, ledger.ErrRetryLater), errors.Is(err, ledger.ErrUncertain), errors.Is(err, ledger.ErrAttemptsExhausted):
+				t.Fatalf("stale executor A: %v reads as a verdict it never recorded", err)
+			}
+			rec := e.get(key)
+			if rec.Outcome == nil || !rec.Outcome.OK || !bytes.Equal(rec.Outcome.Value, bRes.Value) {
+				t.Fatalf("record %+v outcome %+v; want B's success untouched", rec, rec.Outcome)
+			}
+		})
+	}
+}
+
+// testFailureMessageCut: a failure's message is kept to its first 1,024
+// bytes, cut before a character that would not fit whole: the record
+// (DynamoDB refuses a string that is not UTF-8) and every duplicate's
+// *FailedError carry valid UTF-8, and nothing fires again.
+func testFailureMessageCut(t *testing.T, e *env) {
+	eff := e.effect()
+	var calls atomic.Int64
+	// "é" is two bytes: the 1,024-byte cut falls inside the 512th.
+	long := "x" + strings.Repeat("é", 1200)
+	fail := func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		calls.Add(1)
+		return nil, errors.New(long)
+	}
+	for i := range 2 {
+		_, err := e.ledger().Do(context.Background(), eff, fail)
+		var failed *ledger.FailedError
+		if !errors.As(err, &failed) {
+			t.Fatalf("Do %d: %v, want *FailedError", i, err)
+		}
+		if !utf8.ValidString(failed.Message) || len(failed.Message) > 1024 || len(failed.Message) < 1020 || !strings.HasPrefix(long, failed.Message) {
+			t.Fatalf("Do %d: message of %d bytes, valid UTF-8 %v, a prefix of the error %v", i, len(failed.Message), utf8.ValidString(failed.Message), strings.HasPrefix(long, failed.Message))
+		}
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("%d calls, want 1 (the failure recorded)", calls.Load())
+	}
+	if rec := e.get(effectKey(eff.Identity)); rec.Outcome == nil || rec.Outcome.OK || !utf8.ValidString(rec.Outcome.Error) {
+		t.Fatalf("record outcome %+v, want the failure, valid UTF-8", rec.Outcome)
 	}
 }
 
