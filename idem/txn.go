@@ -197,10 +197,17 @@ func (t *txn) decorate(resp *Response, replay bool, originalID string) *Response
 	return t.g.decorate(resp, t.in, key, replay, originalID)
 }
 
-// errText is err's text with the raw key replaced by its log hash: a
-// handler or store error may quote the request, the logs never carry the key.
+// errText is err's text with the raw key and the record ID replaced by
+// their log hashes: a handler or store error may quote the request or name
+// the record, the logs never carry either (the ID is an unkeyed hash of the
+// tenant, operation and key: a guessed key could be checked against it).
 func (t *txn) errText(err error) slog.Attr {
-	return slog.String("error", t.g.redact(err.Error(), append([]string{t.key}, t.in.keyValues...)))
+	return slog.String("error", t.redacted(err))
+}
+
+// redacted is err's text as errText logs it.
+func (t *txn) redacted(err error) string {
+	return t.g.redact(err.Error(), append([]string{t.key, t.id}, t.in.keyValues...))
 }
 
 // fail answers with the Guard's own error e, rendered by the policy.
@@ -840,7 +847,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Record, alt *Response, conflict, cause error, now time.Time) *Response {
 	g := t.g
 	t.logf(ctx, slog.LevelInfo, "idempotency: completion cancelled by a write's condition, answered by the handler",
-		t.errText(conflict), slog.String("cause", t.g.redact(cause.Error(), append([]string{t.key}, t.in.keyValues...))),
+		t.errText(conflict), slog.String("cause", t.redacted(cause)),
 		slog.Int("status", alt.Status))
 	switch cls, state := g.classify(alt); cls {
 	case Retry:

@@ -708,6 +708,13 @@ func TestGuardNeverAnswersAlteredChunks(t *testing.T) {
 				if runs.Load() != before {
 					t.Fatal("the handler ran again")
 				}
+				// The store's error names the record by its keyed hash:
+				// the ID (an unkeyed hash of tenant, operation and key)
+				// would let a log reader check a guessed key.
+				id := keyspace.ID("tenant:acme", "POST /runs", key)
+				if _, _, err := v.s.Get(ctxT(t), id, v.now); err == nil || strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "record kh:") {
+					t.Fatalf("Get of the altered record: %v, want an error naming the record by its hash only", err)
+				}
 			})
 		}
 	})

@@ -158,7 +158,7 @@ func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error
 		// Inline, tagged (the current layout).
 		resp, err := unpackInline(st.blob)
 		if err != nil {
-			return idem.Record{}, fmt.Errorf("record %s: %w", rec.ID, err)
+			return idem.Record{}, fmt.Errorf("record %s: %w", logID(rec.ID), err)
 		}
 		rec.Response = resp
 		return rec, nil
@@ -174,14 +174,14 @@ func (s *Store) withResponse(ctx context.Context, st stored) (idem.Record, error
 		}
 	}
 	if len(blob) != st.length {
-		return idem.Record{}, fmt.Errorf("%w: record %s: %d bytes, want %d", errCorrupt, rec.ID, len(blob), st.length)
+		return idem.Record{}, fmt.Errorf("%w: record %s: %d bytes, want %d", errCorrupt, logID(rec.ID), len(blob), st.length)
 	}
 	if sum := sha256.Sum256(blob); !bytes.Equal(sum[:], st.sha) {
-		return idem.Record{}, fmt.Errorf("%w: record %s: checksum mismatch", errCorrupt, rec.ID)
+		return idem.Record{}, fmt.Errorf("%w: record %s: checksum mismatch", errCorrupt, logID(rec.ID))
 	}
 	resp, err := unpack(blob, st.enc)
 	if err != nil {
-		return idem.Record{}, fmt.Errorf("record %s: %w", rec.ID, err)
+		return idem.Record{}, fmt.Errorf("record %s: %w", logID(rec.ID), err)
 	}
 	rec.Response = resp
 	return rec, nil
@@ -217,7 +217,7 @@ func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, e
 			// exceed the table's capacity: a throttled read, so the
 			// store is unavailable (503 with Retry-After), as for a
 			// throttled call.
-			return nil, fmt.Errorf("%w: dynamostore: chunks of %s: BatchGetItem keeps leaving keys unprocessed", idem.ErrStoreUnavailable, id)
+			return nil, fmt.Errorf("%w: dynamostore: chunks of %s: BatchGetItem keeps leaving keys unprocessed", idem.ErrStoreUnavailable, logID(id))
 		}
 		batch := pending[:min(100, len(pending))]
 		out, err := s.c.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{RequestItems: map[string]types.KeysAndAttributes{
@@ -248,7 +248,7 @@ func (s *Store) readChunks(ctx context.Context, id string, st stored) ([]byte, e
 			// TTL deletion came before the record's). The response can
 			// never be replayed byte-exactly; the record stays final, so
 			// the work is not run again (the Guard answers 410).
-			return nil, fmt.Errorf("%w: dynamostore: record %s: chunk %d of %d missing", idem.ErrNotKept, id, i, st.chunks)
+			return nil, fmt.Errorf("%w: dynamostore: record %s: chunk %d of %d missing", idem.ErrNotKept, logID(id), i, st.chunks)
 		}
 		buf.Write(p)
 	}

@@ -31,7 +31,7 @@ func DecodeItem(m map[string]types.AttributeValue) (idem.Record, error) {
 	if rec.State.Final() && st.chunks == 0 && st.enc == "" && len(st.blob) > 0 {
 		resp, err := unpackInline(st.blob)
 		if err != nil {
-			return idem.Record{}, fmt.Errorf("dynamostore: record %s: %w", rec.ID, err)
+			return idem.Record{}, fmt.Errorf("dynamostore: record %s: %w", logID(rec.ID), err)
 		}
 		rec.Response = resp
 	}
