@@ -61,8 +61,9 @@ type Effect struct {
 	// Identity is the effect's identity (identity.FromActivity or
 	// identity.FromBusiness). Required.
 	Identity identity.Identity
-	// RunID is the run making this attempt (tenant-bound runId grammar, same
-	// tenant as Identity). Optional: empty for an effect reached outside a
+	// RunID is the run making this attempt (tenant-bound runId grammar,
+	// "<tenant>/<opaque>" with an opaque part of 16..128 characters of
+	// A-Z a-z 0-9 . _ ~ -, same tenant as Identity). Optional: empty for an effect reached outside a
 	// run. The run that creates the record is its witness index; another
 	// run that makes an attempt at it (or, with Config.WitnessDuplicates, is
 	// suppressed by it) is added with a run reference, so each run's witness
@@ -104,7 +105,7 @@ func (e *Effect) validate() error {
 	}
 	if e.RunID != "" {
 		if !ids.ValidRunID(e.RunID) {
-			return fmt.Errorf("%w: runId does not match <tenant>/<opaque>", ErrInvalidIdentity)
+			return fmt.Errorf("%w: runId does not match <tenant>/<opaque> (an opaque part of 16..128 characters of A-Z a-z 0-9 . _ ~ -)", ErrInvalidIdentity)
 		}
 		if !strings.HasPrefix(e.RunID, e.Identity.Tenant+"/") {
 			return fmt.Errorf("%w: runId belongs to another tenant than the effect", ErrInvalidIdentity)

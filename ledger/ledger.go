@@ -179,7 +179,7 @@ type TestConfig struct {
 }
 
 // Ledger runs effects exactly-once in effect over a Store. Safe for
-// concurrent use.
+// concurrent use. Make one with New: the zero value is not usable.
 type Ledger struct {
 	cfg    Config
 	tracer trace.Tracer

@@ -15,12 +15,12 @@ var (
 	ErrStale = fmt.Errorf("fence: stale fencing token: %w", ledger.ErrStaleFence)
 	// ErrIssued is matched by *IssuedError.
 	ErrIssued = errors.New("fence: effect already passed its point of no return")
-	// ErrUnfenced: Guard was called without a fencing token (the Ledger has
-	// no Fencer configured); the effect was not fired.
 	// ErrNotKept: the fence could not keep an effect's item as long as
 	// asked, because the item is absent, past its retention or another
 	// token's (Owner.Keep).
-	ErrNotKept  = errors.New("fence: the effect's fence item is not this token's or has ended")
+	ErrNotKept = errors.New("fence: the effect's fence item is not this token's or has ended")
+	// ErrUnfenced: Guard was called without a fencing token (the Ledger has
+	// no Fencer configured); the effect was not fired.
 	ErrUnfenced = errors.New("fence: effect function called without a fencing token")
 )
 

@@ -15,6 +15,7 @@ var retryTests = []test{
 	{"RetryAfterHonouredDurably", testRetryAfterHonoured},
 	{"BackoffCapAndBudget", testBackoffCapAndBudget},
 	{"ResolveEscaped", testResolveEscaped},
+	{"UnknownEffectNotFound", testUnknownEffectNotFound},
 }
 
 // busy is an effect function that sends to the fake provider and then
@@ -243,5 +244,22 @@ func testResolveEscaped(t *testing.T, e *env) {
 	}
 	if fired != e.prov.Requests() || ops != 2 {
 		t.Fatalf("witness: %d fired rows for %d requests, %d operator rows; %s", fired, e.prov.Requests(), ops, fmt.Sprint(p.Effects))
+	}
+}
+
+// testUnknownEffectNotFound: showing or resolving an effect no record
+// holds is ErrEffectNotFound, and resolving it writes nothing.
+func testUnknownEffectNotFound(t *testing.T, e *env) {
+	l := e.ledger()
+	id := e.effect().Identity.EffectID
+	if _, err := l.ShowEffect(context.Background(), id); !errors.Is(err, ledger.ErrEffectNotFound) {
+		t.Fatalf("ShowEffect of an unknown effect: %v, want ErrEffectNotFound", err)
+	}
+	res := ledger.Resolution{As: ledger.Delivered, Operator: "ops@example.com", Rev: "1"}
+	if _, err := l.Resolve(context.Background(), id, res); !errors.Is(err, ledger.ErrEffectNotFound) {
+		t.Fatalf("Resolve of an unknown effect: %v, want ErrEffectNotFound", err)
+	}
+	if _, err := l.ShowEffect(context.Background(), id); !errors.Is(err, ledger.ErrEffectNotFound) {
+		t.Fatalf("after the refused Resolve: %v, want ErrEffectNotFound still", err)
 	}
 }
