@@ -21,22 +21,26 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/tables"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // The deployable wiring of a replica-region (us) function under
 // fenced-effects, from its environment as template.yaml sets it
 // (CROSS_REGION=fenced-effects, FENCE_TABLE_REGION and
-// IDEMPOTENCY_TABLE_REGION = the home region eu): the api's Layer-1 records
-// and the executor's fencing tokens go to the home region's tables, and
-// createRun does not try a cross-region transaction. The idempotency and
-// fence tables exist ONLY in eu here, so a call to us's own region would
-// fail: success proves the home routing.
+// IDEMPOTENCY_TABLE_REGION = the home region eu): the api's Layer-1 records,
+// the executor's effect records and its fencing tokens go to the home
+// region's tables, and createRun does not try a cross-region transaction.
+// The idempotency and fence tables exist ONLY in eu here, so a call to us's
+// own region would fail: success proves the home routing. The effects table
+// has a replica in both regions (nothing replicates here): the effect
+// record is written in eu's, never in us's.
 func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	home, replica := e.InRegion(eu), e.InRegion(us)
 	idemTable, fenceTable := home.CreateTable(t, "IdempotencyTable"), home.CreateTable(t, "FenceTable")
-	runsTable, effectsTable := replica.CreateTable(t, "RunsTable"), replica.CreateTable(t, "EffectsTable")
+	runsTable, effectsTable := replica.CreateTable(t, "RunsTable"), home.CreateTable(t, "EffectsTable")
+	sameTableIn(t, replica, "EffectsTable", effectsTable)
 	env, err := settings.LoadEnv(func(k string) string {
 		return map[string]string{
 			settings.EnvCrossRegion: settings.CrossRegionFenced, "IDEMPOTENCY_TABLE": idemTable,
@@ -56,7 +60,7 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if k.Runs.(*runs.DynamoRuns).Transactional {
 		t.Fatal("createRun would try a transaction spanning the home and the replica region")
 	}
-	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: env.Webhook,
+	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Witness, Webhook: env.Webhook,
 		CrossRegion: env.CrossRegion, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
@@ -117,6 +121,9 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if calls.Load() != 1 || count(home, fenceTable) != 1 {
 		t.Fatalf("provider calls %d, home fence items %d; want 1 and 1", calls.Load(), count(home, fenceTable))
 	}
+	if count(home, effectsTable) == 0 || count(replica, effectsTable) != 0 {
+		t.Fatalf("effect records: %d in the home region's replica, %d in us's; want them in the home region's only", count(home, effectsTable), count(replica, effectsTable))
+	}
 	// The advertisement of this deployment.
 	caps, err := env.CapabilitiesDoc()
 	if err != nil {
@@ -147,4 +154,21 @@ func replayed(h map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// sameTableIn creates, in e's region, the table name shaped like the
+// template's logicalID: a global table's replica, of the same name as the
+// one another region holds. Deleted when the test ends.
+func sameTableIn(t *testing.T, e *dynamotest.Emulator, logicalID, name string) {
+	t.Helper()
+	defs, err := tables.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tables.CreateDef(ctx(t), e.Client(), defs[logicalID], name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = e.Client().DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
+	})
 }

@@ -224,6 +224,23 @@ func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Led
 	return l
 }
 
+// homeLedger is region r's executor ledger under fenced-effects, wired as
+// functions/host/kit does: its store is the home region's (eu) replica of
+// the effects table through kit.HomeClient, so every claim, fire mark and
+// outcome is a conditional write there, never a write to r's own replica.
+func (w *twoRegions) homeLedger(t *testing.T, r string, f ledger.Fencer) *ledger.Ledger {
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: kit.HomeClient(w.p.db(r), eu), Table: w.p.tables[eu]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second,
+		Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: f, Metrics: w.rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
 func (w *twoRegions) heal(t *testing.T) {
 	if _, err := w.rep.Step(ctx(t)); err != nil { // observe what is left
 		t.Fatal(err)
@@ -319,10 +336,19 @@ func (h hookFencer) Token(ctx context.Context, id string) (uint64, error) {
 }
 
 // fenced-effects: the same partition, with a fence table in the home
-// region. Both regions claim locally; the eu executor takes its token and
-// stalls; the us executor takes a newer token, passes the point of no
-// return and fires; the stale eu executor is rejected and counted. The
-// provider (deduplication not relied on) sees exactly one call.
+// region (eu), and the effect records decided there too (homeLedger, as
+// the kit wires them). The eu executor claims, takes its token and stalls;
+// the us executor finds the claim live (it is the home region's record,
+// whatever the replication between the replicas) and fires nothing until
+// the claim's lease ends; it then reclaims, takes a newer token, fires
+// and records the outcome. The stale eu executor is rejected at the fence
+// and its late write refused by the record's owner condition. On healing
+// both replicas hold the completed record of the call that reached the
+// provider, and a later Do in either region replays it. (With the records
+// written in each region's own replica, as before, the stale owner's
+// release could replicate over the completed record, the last writer
+// winning: every later Do was then refused by the fence, and the run of a
+// delivered effect ended failed.)
 func TestPartitionFencedEffects(t *testing.T) {
 	w := newTwoRegions(t, fence.FencedEffects)
 	fenceTable := w.p.emu[eu].CreateTable(t, "FenceTable")                                    // home region only
@@ -340,8 +366,8 @@ func TestPartitionFencedEffects(t *testing.T) {
 	oeu, ous := owner(eu), owner(us)
 	stalled, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	leu := w.ledger(t, eu, hookFencer{oeu, func() { once.Do(func() { close(stalled); <-release }) }})
-	lus := w.ledger(t, us, ous)
+	leu := w.homeLedger(t, eu, hookFencer{oeu, func() { once.Do(func() { close(stalled); <-release }) }})
+	lus := w.homeLedger(t, us, ous)
 	eff := business(t, "refund-2")
 
 	w.rep.SetPartitioned(true)
@@ -349,13 +375,22 @@ func TestPartitionFencedEffects(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _, euErr = leu.Do(context.Background(), eff, oeu.Guard(w.call)) }()
 	<-stalled
-	if res, err := lus.Do(ctx(t), eff, ous.Guard(w.call)); err != nil || res.Replayed {
-		t.Fatalf("us Do = %+v, %v", res, err)
+	if _, err := lus.Do(ctx(t), eff, ous.Guard(w.call)); !errors.Is(err, ledger.ErrInFlight) {
+		t.Fatalf("us Do while eu's claim is live: %v, want ErrInFlight (one record, in the home region)", err)
 	}
-	close(release)
+	w.clock.Advance(31 * time.Second) // eu's claim outlives its lease
+	res, err := lus.Do(ctx(t), eff, ous.Guard(w.call))
+	if err != nil || res.Replayed {
+		t.Fatalf("us Do after eu's lease = %+v, %v", res, err)
+	}
+	if _, err := w.rep.Step(ctx(t)); err != nil { // us's writes are observed first
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Second)
+	close(release) // the stale eu executor writes last
 	<-done
-	if !errors.Is(euErr, fence.ErrStale) {
-		t.Fatalf("stale eu owner: %v, want ErrStale", euErr)
+	if !errors.Is(euErr, ledger.ErrStaleFence) && !errors.Is(euErr, ledger.ErrLeaseLost) {
+		t.Fatalf("stale eu owner: %v, want a stale fencing token or the claim lost", euErr)
 	}
 	if w.prov.Requests() != 1 {
 		t.Fatalf("provider saw %d calls, want exactly 1", w.prov.Requests())
@@ -364,18 +399,20 @@ func TestPartitionFencedEffects(t *testing.T) {
 		t.Fatalf("%s = %d, want 1", fence.MetricStaleFence, got)
 	}
 	w.heal(t)
-	w.converged(t, eff.Identity.EffectID)
-	if len(w.events) != 1 || w.events[0].Strategy != fence.FencedEffects {
-		t.Fatalf("conflict events = %+v, want the one duplicate claim", w.events)
+	if rec := w.converged(t, eff.Identity.EffectID); rec.State != ledger.StateCompleted || rec.Outcome == nil || !rec.Outcome.OK {
+		t.Fatalf("converged record %+v outcome %+v, want the delivered call's success", rec, rec.Outcome)
 	}
-	// Any later attempt, in either region, replays or is refused: never fires.
+	if len(w.events) != 0 {
+		t.Fatalf("conflict events = %+v, want none: only the home region writes effect records", w.events)
+	}
+	// A later attempt, in either region, replays the outcome: never fires,
+	// never refused.
 	for _, l := range []struct {
 		l *ledger.Ledger
 		o *fence.Owner
 	}{{leu, oeu}, {lus, ous}} {
-		res, err := l.l.Do(ctx(t), eff, l.o.Guard(w.call))
-		if err != nil && !errors.Is(err, fence.ErrIssued) {
-			t.Fatalf("later Do = %+v, %v", res, err)
+		if res, err := l.l.Do(ctx(t), eff, l.o.Guard(w.call)); err != nil || !res.Replayed {
+			t.Fatalf("later Do = %+v, %v, want the replay", res, err)
 		}
 	}
 	if w.prov.Requests() != 1 {
@@ -405,7 +442,7 @@ func TestPartitionRacingFencedExecutors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		execs = append(execs, exec{w.ledger(t, r, o), o})
+		execs = append(execs, exec{w.homeLedger(t, r, o), o})
 	}
 	var wg sync.WaitGroup
 	for _, e := range execs {

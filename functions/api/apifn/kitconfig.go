@@ -9,6 +9,6 @@ import "github.com/idemkit/idemkit/functions/host/kit"
 // logger. The api function's main and `idemkit dev` both build theirs
 // here; dev then sets what only it has (BaseURL, ReplayFixtures, Test).
 func ConfigFromKit(k *kit.Kit) Config {
-	return Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Ledger, Webhook: k.Env.Webhook,
+	return Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Witness, Webhook: k.Env.Webhook,
 		CrossRegion: k.Env.CrossRegion, ReplicationLagBoundMs: k.Env.ReplicationLagBoundMs, Logger: k.Logger}
 }

@@ -38,11 +38,21 @@ import (
 // the webhook effect, built from one settings.Env and one DynamoDB client. The
 // Lambda functions and `idemkit dev` build it the same way.
 type Kit struct {
-	Env     settings.Env
-	Runs    runs.RunStore
-	Keys    apikeys.KeyStore
-	Guard   *idem.Guard
-	Ledger  *ledger.Ledger
+	Env   settings.Env
+	Runs  runs.RunStore
+	Keys  apikeys.KeyStore
+	Guard *idem.Guard
+	// Ledger runs effects. Under fenced-effects its store is the home
+	// region's replica of the effects table, as Layer 1's is (HomeClient):
+	// every claim, fire mark and outcome is a conditional write there, so
+	// the record that replicates to every region is the one the home
+	// region decided, never a stale owner's write from another region.
+	Ledger *ledger.Ledger
+	// Witness reads effect records for the runs witness
+	// (GET /runs/{runId}/effects): the local replica (the same Ledger
+	// outside fenced-effects), so the read keeps working while the home
+	// region is out of reach, as fresh as replication allows.
+	Witness *ledger.Ledger
 	Webhook *webhook.Webhook
 	Logger  *slog.Logger
 	Metrics *emf.Recorder
@@ -157,7 +167,11 @@ func NewKit(c Config) (*Kit, error) {
 		}
 	}
 	if p.Ledger {
-		effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: env.EffectsTable})
+		effectsClient := client
+		if env.CrossRegion == settings.CrossRegionFenced {
+			effectsClient = HomeClient(client, env.FenceTableRegion)
+		}
+		effects, err := ledgerdynamo.New(ledgerdynamo.Config{Client: effectsClient, Table: env.EffectsTable})
 		if err != nil {
 			return nil, configError(err)
 		}
@@ -187,7 +201,16 @@ func NewKit(c Config) (*Kit, error) {
 		if err != nil {
 			return nil, configError(err)
 		}
-		k.Ledger = l
+		k.Ledger, k.Witness = l, l
+		if effectsClient != client {
+			local, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: env.EffectsTable})
+			if err != nil {
+				return nil, configError(err)
+			}
+			if k.Witness, err = ledger.New(ledger.Config{Store: local, Logger: logger, Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}); err != nil {
+				return nil, configError(err)
+			}
+		}
 		k.Webhook = &webhook.Webhook{Ledger: l, Policy: env.Webhook, MaxTries: env.WebhookMaxTries, Budget: env.WebhookBudget}
 		if owner != nil {
 			k.Webhook.Wrap = owner.Guard

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
@@ -269,5 +271,52 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 	}
 	if r.Status != runs.StatusCompleted || len(keys) != 1 || completed != 1 {
 		t.Fatalf("run %s, deliveries %q, witness %+v", r.Status, keys, p.Effects)
+	}
+}
+
+// TestFencedEffectsRecordsLiveInTheHomeRegion: under fenced-effects an
+// executor in a replica region claims, marks and records its effects in
+// the home region's replica of the effects table (FENCE_TABLE_REGION), as
+// it takes its fencing tokens there, so no region ever writes an effect
+// record another region also writes: the record every replica converges
+// on is the one the home region decided. The witness still reads the
+// local replica. moto keeps each region's tables apart, so the effects
+// table here exists in the home region only.
+func TestFencedEffectsRecordsLiveInTheHomeRegion(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	home, replica := e.InRegion("eu-west-1"), e.InRegion("us-east-1")
+	var n int
+	var mu sync.Mutex
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mu.Lock(); n++; mu.Unlock() }))
+	defer recv.Close()
+	env := settings.Env{
+		RunsTable: replica.CreateTable(t, "RunsTable"), EffectsTable: home.CreateTable(t, "EffectsTable"), FenceTable: home.CreateTable(t, "FenceTable"),
+		FenceTableRegion: "eu-west-1", CrossRegion: settings.CrossRegionFenced, Webhook: webhook.WebhookPolicy{AllowLoopback: true},
+		EffectLease: time.Minute, EffectRetention: 14 * 24 * time.Hour,
+	}
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	k, err := kit.NewKit(kit.Config{Env: env, Client: replica.Client(), Parts: kit.Parts{Runs: true, Ledger: true}, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Witness == k.Ledger {
+		t.Fatal("the witness reads through the home region's client; want the local replica")
+	}
+	ctx := context.Background()
+	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
+	run := runs.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
+	if err := k.Runs.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: quiet}
+	if err := x.Execute(ctx, run.ID); err != nil {
+		t.Fatalf("execution in the replica region: %v", err)
+	}
+	if r, _ := k.Runs.Get(ctx, run.ID); r.Status != runs.StatusCompleted || n != 1 {
+		t.Fatalf("run %+v, %d deliveries", r, n)
+	}
+	out, err := home.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(env.EffectsTable)})
+	if err != nil || out.Count == 0 {
+		t.Fatalf("the home region's effects table holds %v items (%v), want the run's effect", out, err)
 	}
 }
