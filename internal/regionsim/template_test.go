@@ -220,4 +220,10 @@ func TestTemplateHomePinnedLayer1(t *testing.T) {
 	if !strings.Contains(role, ":dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingIdempotencyTable}") {
 		t.Fatalf("ApiRole cannot reach the home region's idempotency replica:\n%s", role)
 	}
+	// A fenced replica stack's executor writes its effect records in the
+	// home region's replica (kit.NewKit: HomeClient with FENCE_TABLE_REGION).
+	ex := dump(find(root, "Resources", "ExecutorRole"))
+	if !strings.Contains(ex, ":dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingEffectsTable}") {
+		t.Fatalf("ExecutorRole cannot reach the home region's effects replica:\n%s", ex)
+	}
 }
