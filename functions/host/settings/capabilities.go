@@ -32,10 +32,12 @@ const ProtocolVersion = "2.21"
 // home region is the single linearizable owner of both layers. Every
 // Layer-1 claim, completion and replay is a conditional write or consistent
 // read against the home region's IdempotencyTable replica
-// (IDEMPOTENCY_TABLE_REGION), and every effect is fenced by the home
+// (IDEMPOTENCY_TABLE_REGION), every effect record is written in the home
+// region's EffectsTable replica, and every effect is fenced by the home
 // region's FenceTable (FENCE_TABLE_REGION). During a partition the region
-// that cannot reach the home region fails closed — a retryable 500
-// internal_error or a 409 in flight, never new work and never a fire — and
+// that cannot reach the home region fails closed — 503
+// idemkit.store_unavailable with Retry-After, never new work and never a
+// fire — and
 // after healing the survivor of any key or effect is the one the home
 // region recorded: deterministic and reproducible from the home region's
 // history, with no clock involved (fenced cross-region effect ownership rules out time-ordered
@@ -138,8 +140,9 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // byte-identical on every call, so the advertisement is constant for the
 // deployment's life.
 //
-// multiRegion promises that BOTH layers hold across regions (the OpenWOP v2
-// core spec's multi-region rules): an Idempotency-Key replayed into a second region resolves
+// multiRegion promises that BOTH layers hold across regions (the v2
+// capabilities schema's idempotency family, which points to the v1
+// idempotency annex for the rules): an Idempotency-Key replayed into a second region resolves
 // to the first region's response instead of starting new work, and a
 // duplicate effect collapses wherever it is observed. Per posture:
 //
@@ -177,8 +180,8 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // replica-local reads (GET /runs/{runId}/effects served from a replica
 // region's copy of EffectsTable). It is out of range unless 0..60000.
 //
-// A client must not infer a cross-region promise from crossRegion alone
-// (the OpenWOP v2 core spec). docs/MULTI_REGION.md states what each posture guarantees,
+// crossRegion names the posture (the schema describes what each rung says
+// about effects); docs/MULTI_REGION.md states what each posture guarantees,
 // each claim backed by a named test.
 func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, error) {
 	if !validCrossRegion(crossRegion) {
