@@ -123,6 +123,13 @@ func TestConflictAnsweredByHandler(t *testing.T) {
 	if !errors.Is(err, idem.ErrNotCommitted) || asked {
 		t.Fatalf("Once with a conflicting write: %v (cause asked: %v), want ErrNotCommitted", err, asked)
 	}
+	// The cause stays matchable: a write whose own condition failed will
+	// not clear on a retry, unlike a store outage (an event consumer can
+	// tell the two apart, instead of retrying it until it is dead-lettered).
+	var conflict *idem.WriteConflictError
+	if !errors.Is(err, idem.ErrWriteConflict) || !errors.As(err, &conflict) {
+		t.Fatalf("Once with a conflicting write: %v, want the store's *WriteConflictError wrapped", err)
+	}
 	if err := idem.TransactOr(context.Background(), nil, 1); !errors.Is(err, idem.ErrNoClaim) {
 		t.Fatalf("TransactOr outside a claim: %v", err)
 	}

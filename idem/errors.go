@@ -105,7 +105,9 @@ var (
 	// ErrNotCommitted: fn returned a value but the completion transaction,
 	// with the writes registered through Transact, failed (a write's own
 	// condition, or the store): nothing was committed and the record is left
-	// retryable. Retry the event.
+	// retryable. The store's error is wrapped: errors.Is(err,
+	// ErrWriteConflict) (a *WriteConflictError) says a write's own condition
+	// failed, which a retry meets again; otherwise retry the event.
 	ErrNotCommitted = errors.New("idem: the event's outcome and its transactional writes were not committed")
 	// ErrNotKept: the key's work already ran to a value, returned once to
 	// the call that ran it, but the value was larger than MaxResponseBytes,

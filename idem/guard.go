@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/textproto"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -289,7 +290,7 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 	resp, err := safeCall(ctx, run)
 	if err != nil {
 		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
-			slog.String("request_id", in.requestID), slog.String("error", g.redact(err.Error(), in.keyValues)))
+			slog.String("request_id", in.requestID), slog.String("error", g.redact(err.Error(), in.keyValues)), stackAttr(err))
 		return g.errorResponse(apierr.New(500, "internal_error", "The request failed; it may be retried."), in.requestID)
 	}
 	return resp
@@ -298,10 +299,34 @@ func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Respon
 // errPanic wraps a recovered handler panic.
 var errPanic = errors.New("idem: handler panicked")
 
+// panicError is a recovered handler panic: its value, and the stack of the
+// goroutine that panicked, for the log line that reports it (stackAttr).
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("%v: %v", errPanic, e.value) }
+
+// Unwrap makes errors.Is(err, errPanic) true.
+func (e *panicError) Unwrap() error { return errPanic }
+
+// stackAttr is the "stack" attribute of a log line reporting err: the
+// panicking goroutine's stack when err is a recovered panic (function
+// names, files and lines; no argument values beyond machine words), else
+// an empty attribute, which slog drops.
+func stackAttr(err error) slog.Attr {
+	var p *panicError
+	if errors.As(err, &p) {
+		return slog.String("stack", string(p.stack))
+	}
+	return slog.Attr{}
+}
+
 func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			resp, err = nil, fmt.Errorf("%w: %v", errPanic, p)
+			resp, err = nil, &panicError{value: p, stack: debug.Stack()}
 		}
 	}()
 	resp, err = run(ctx)

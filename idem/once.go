@@ -143,6 +143,8 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	case ran && result != nil && resp.Status == 409:
 		// The completion was fenced: the lease was taken over while Run ran.
 		return nil, true, ErrLeaseLost
+	case ran && result != nil && t.storeErr != nil:
+		return nil, true, fmt.Errorf("%w: %w", ErrNotCommitted, t.storeErr)
 	case ran && result != nil:
 		return nil, true, ErrNotCommitted
 	case resp.Status == 200:
@@ -154,19 +156,19 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	case apierr.CodeIdempotencyInFlight:
 		return nil, false, ErrInFlight
 	case CodeResponseNotKept:
-		if errors.Is(t.claimErr, ErrNotKept) {
-			return nil, false, t.claimErr // the store's: part of the value is gone
+		if errors.Is(t.storeErr, ErrNotKept) {
+			return nil, false, t.storeErr // the store's: part of the value is gone
 		}
 		return nil, false, ErrNotKept
 	}
 	if t.failCode == CodeClientClosed {
 		return nil, false, context.Canceled
 	}
-	if errors.Is(t.claimErr, ErrStoreMisconfigured) {
-		return nil, false, t.claimErr // not retryable: never ErrStoreUnavailable
+	if errors.Is(t.storeErr, ErrStoreMisconfigured) {
+		return nil, false, t.storeErr // not retryable: never ErrStoreUnavailable
 	}
-	if t.claimErr != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.claimErr)
+	if t.storeErr != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrStoreUnavailable, t.storeErr)
 	}
 	return nil, false, ErrStoreUnavailable
 }

@@ -78,3 +78,21 @@ func TestRecordIDNeverLogged(t *testing.T) {
 		}
 	}
 }
+
+// TestPanicLoggedWithItsStack: a recovered handler panic is answered 500
+// (retryable) and logged with the panicking goroutine's stack, so a
+// nil-pointer panic in production can be found; keyed or not.
+func TestPanicLoggedWithItsStack(t *testing.T) {
+	var nilRecord *idem.Record
+	boom := func(context.Context) { _ = nilRecord.ID } // a nil-pointer panic
+	for _, key := range []string{testKey, ""} {
+		e := newEnv(t, nil)
+		if r := e.call(&handler{before: boom}, v2event("POST", "POST /runs", key, `{}`)); r.StatusCode != 500 {
+			t.Fatalf("key %q: %d, want 500", key, r.StatusCode)
+		}
+		logs := e.logs.String()
+		if !strings.Contains(logs, `"stack":"goroutine `) || !strings.Contains(logs, "TestPanicLoggedWithItsStack") {
+			t.Fatalf("key %q: the panic's log line has no stack:\n%s", key, logs)
+		}
+	}
+}

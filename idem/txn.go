@@ -44,9 +44,11 @@ type txn struct {
 	// failCode is the registry code of the last error the Guard answered
 	// itself (fail), whatever body the policy rendered for it.
 	failCode string
-	// claimErr is the store's error when the claim failed (Once returns
-	// it under ErrStoreUnavailable).
-	claimErr error
+	// storeErr is the store's error when the claim failed (Once returns
+	// it under ErrStoreUnavailable), or when the completion with
+	// transactional writes was cancelled (Once wraps it in
+	// ErrNotCommitted).
+	storeErr error
 	// x is the storage of what executing the handler takes (execute),
 	// allocated once the request has its claim: a replay, a mismatch or
 	// an in-flight answer does not carry it.
@@ -420,7 +422,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		cctx.release()
 		t.endSpan(span, claimSpanOutcome(res, err), err)
 		if err != nil {
-			t.claimErr = err
+			t.storeErr = err
 			if errors.Is(err, ErrStoreMisconfigured) {
 				return t.storeMisconfigured(ctx, err)
 			}
@@ -476,7 +478,7 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			return t.replay(ctx, &cur)
 		case actLost:
-			return t.responseLost(ctx, t.claimErr, cur.RequestID)
+			return t.responseLost(ctx, t.storeErr, cur.RequestID)
 		case actMismatch:
 			t.claimOutcome(outcomeMismatch)
 			t.logFailure(ctx, slog.LevelInfo, "idempotency: digest mismatch", slog.String("outcome", OutcomeMismatch))
@@ -560,7 +562,7 @@ const (
 	actMismatch
 	actInFlight
 	actClaim
-	actLost // the record is final, and the store no longer holds its whole response (ErrNotKept, in t.claimErr)
+	actLost // the record is final, and the store no longer holds its whole response (ErrNotKept, in t.storeErr)
 )
 
 // waitBudget returns how long a duplicate may wait for the first
@@ -615,7 +617,7 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		gctx.release()
 		if err != nil {
 			if errors.Is(err, ErrNotKept) {
-				t.claimErr = err
+				t.storeErr = err
 				return actLost, cur
 			}
 			if !clientGone(ctx, err) {
@@ -750,7 +752,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	}
 	if err != nil {
 		t.logFailure(ctx, slog.LevelError, "idempotency: handler failed; record left retryable",
-			t.errText(err), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
+			t.errText(err), stackAttr(err), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
 		t.release(wctx, rec, now)
 		return t.fail(internalError())
 	}
@@ -820,6 +822,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 				return t.answerConflict(ctx, wctx, rec, alt, err, cause, now)
 			}
 		}
+		t.storeErr = err
 		t.writeFailed(ctx, "complete", err)
 		t.release(wctx, rec, now)
 		return t.fail(internalError())
