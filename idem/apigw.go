@@ -86,6 +86,13 @@ func lambdaBody(r *Response, text string) (string, bool) {
 // HTTPAPI wraps an HTTP API (payload 2.0) handler: every request runs
 // through Do with the event's routeKey as its operation. HTTPAPI panics
 // when Config.Tenant is unset (a wiring error reported at start-up).
+//
+// The answer's header names are canonical (http.CanonicalHeaderKey), the
+// handler's and the Guard's alike: the replay marker is the key
+// "Openwop-Idempotent-Replay" (HeaderOpenWOPReplay) of Headers, and a
+// handler's "x-order-id" comes back as "X-Order-Id". HTTP header names are
+// case-insensitive, so nothing changes on the wire; a test that looks a
+// header up in the map uses the canonical name.
 func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 	g.requireTenant("HTTPAPI")
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
