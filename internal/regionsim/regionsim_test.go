@@ -212,7 +212,12 @@ func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
 }
 
 func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Ledger {
-	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: w.p.db(r), Table: w.p.tables[r]})
+	return w.ledgerOn(t, w.p.db(r), w.p.tables[r], f)
+}
+
+// ledgerOn is an executor's ledger whose store is table through client.
+func (w *twoRegions) ledgerOn(t *testing.T, client *dynamodb.Client, table string, f ledger.Fencer) *ledger.Ledger {
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: table})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,16 +234,7 @@ func (w *twoRegions) ledger(t *testing.T, r string, f ledger.Fencer) *ledger.Led
 // the effects table through kit.HomeClient, so every claim, fire mark and
 // outcome is a conditional write there, never a write to r's own replica.
 func (w *twoRegions) homeLedger(t *testing.T, r string, f ledger.Fencer) *ledger.Ledger {
-	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: kit.HomeClient(w.p.db(r), eu), Table: w.p.tables[eu]})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second,
-		Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: w.clock.Now}}, Fencer: f, Metrics: w.rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
+	return w.ledgerOn(t, kit.HomeClient(w.p.db(r), eu), w.p.tables[eu], f)
 }
 
 func (w *twoRegions) heal(t *testing.T) {

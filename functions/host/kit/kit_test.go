@@ -168,10 +168,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 // webhook fire through FENCE_TABLE; the run still delivers once.
 func TestFencedEffects(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
-	var n int
-	var mu sync.Mutex
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mu.Lock(); n++; mu.Unlock() }))
-	defer recv.Close()
+	recv, n := deliveries(t)
 	env := settings.Env{
 		RunsTable: e.CreateTable(t, "RunsTable"), EffectsTable: e.CreateTable(t, "EffectsTable"), FenceTable: e.CreateTable(t, "FenceTable"),
 		CrossRegion: settings.CrossRegionFenced, Webhook: webhook.WebhookPolicy{AllowLoopback: true},
@@ -186,11 +183,7 @@ func TestFencedEffects(t *testing.T) {
 		t.Fatal("fenced-effects without a fence guard")
 	}
 	ctx := context.Background()
-	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
-	run := runs.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
-	if err := k.Runs.Create(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	run := newWebhookRun(t, k, recv)
 	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: quiet}
 	for i := 0; i < 2; i++ {
 		if err := x.Execute(ctx, run.ID); err != nil {
@@ -198,8 +191,8 @@ func TestFencedEffects(t *testing.T) {
 		}
 	}
 	r, _ := k.Runs.Get(ctx, run.ID)
-	if r.Status != runs.StatusCompleted || n != 1 {
-		t.Fatalf("run %+v, %d deliveries", r, n)
+	if r.Status != runs.StatusCompleted || n() != 1 {
+		t.Fatalf("run %+v, %d deliveries", r, n())
 	}
 }
 
@@ -285,10 +278,7 @@ func TestExecutorUnderDynamoFaults(t *testing.T) {
 func TestFencedEffectsRecordsLiveInTheHomeRegion(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	home, replica := e.InRegion("eu-west-1"), e.InRegion("us-east-1")
-	var n int
-	var mu sync.Mutex
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mu.Lock(); n++; mu.Unlock() }))
-	defer recv.Close()
+	recv, n := deliveries(t)
 	env := settings.Env{
 		RunsTable: replica.CreateTable(t, "RunsTable"), EffectsTable: home.CreateTable(t, "EffectsTable"), FenceTable: home.CreateTable(t, "FenceTable"),
 		FenceTableRegion: "eu-west-1", CrossRegion: settings.CrossRegionFenced, Webhook: webhook.WebhookPolicy{AllowLoopback: true},
@@ -303,20 +293,36 @@ func TestFencedEffectsRecordsLiveInTheHomeRegion(t *testing.T) {
 		t.Fatal("the witness reads through the home region's client; want the local replica")
 	}
 	ctx := context.Background()
-	in, _ := json.Marshal(map[string]any{"url": recv.URL, "payload": 1})
-	run := runs.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
-	if err := k.Runs.Create(ctx, run); err != nil {
-		t.Fatal(err)
-	}
+	run := newWebhookRun(t, k, recv)
 	x := &execfn.Executor{Runs: k.Runs, Webhook: k.Webhook, Logger: quiet}
 	if err := x.Execute(ctx, run.ID); err != nil {
 		t.Fatalf("execution in the replica region: %v", err)
 	}
-	if r, _ := k.Runs.Get(ctx, run.ID); r.Status != runs.StatusCompleted || n != 1 {
-		t.Fatalf("run %+v, %d deliveries", r, n)
+	if r, _ := k.Runs.Get(ctx, run.ID); r.Status != runs.StatusCompleted || n() != 1 {
+		t.Fatalf("run %+v, %d deliveries", r, n())
 	}
 	out, err := home.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(env.EffectsTable)})
 	if err != nil || out.Count == 0 {
 		t.Fatalf("the home region's effects table holds %v items (%v), want the run's effect", out, err)
 	}
+}
+
+// deliveries starts a webhook receiver for the test and returns its URL and
+// how many deliveries it has had.
+func deliveries(t *testing.T) (string, func() int) {
+	var n int
+	var mu sync.Mutex
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { mu.Lock(); n++; mu.Unlock() }))
+	t.Cleanup(recv.Close)
+	return recv.URL, func() int { mu.Lock(); defer mu.Unlock(); return n }
+}
+
+// newWebhookRun creates, in k's runs table, a webhook run delivering to url.
+func newWebhookRun(t *testing.T, k *kit.Kit, url string) runs.Run {
+	in, _ := json.Marshal(map[string]any{"url": url, "payload": 1})
+	run := runs.NewRun("acme", webhook.WorkflowWebhook, in, time.Now())
+	if err := k.Runs.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	return run
 }
