@@ -33,6 +33,9 @@ func runEffects(ctx context.Context, args []string, stdout, stderr io.Writer) in
 type storeFlags struct {
 	endpoint, table, region *string
 	json                    *bool
+	// where names the effects table the ledger reads, once built: "table
+	// T in REGION", for a message that found nothing there.
+	where *string
 }
 
 // storeFlagsLine is the usage-line form of the flags addStoreFlags adds.
@@ -44,6 +47,7 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 		table:    fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
 		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
 		json:     fs.Bool("json", false, "print JSON instead of text"),
+		where:    new(string),
 	}
 }
 
@@ -52,6 +56,7 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
+	*sf.where = fmt.Sprintf("table %s in %s", table, c.Options().Region)
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: table})
 	if err != nil {
 		return nil, err
@@ -87,6 +92,7 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*l
 	if err != nil {
 		return nil, err
 	}
+	*sf.where = fmt.Sprintf("table %s in %s", etable, ec.Options().Region)
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: ec, Table: etable})
 	if err != nil {
 		return nil, err
@@ -99,9 +105,9 @@ func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	state := fs.String("state", "", "keep effects in this state: escaped, in-flight, pending, completed or failed (default: all)")
 	run := fs.String("run", "", "keep the effects of this run (its runId); without it the whole table is scanned")
-	limit := fs.Int("limit", 100, "stop after this many effects")
+	limit := fs.Int("limit", 100, "stop after this many effects: the first the scan finds, not the oldest (0: no limit)")
 	sf := addStoreFlags(fs)
-	setUsage(fs, "idemkit effects list [--state STATE] [--run ID] [--limit N] "+storeFlagsLine, `List effects, oldest write first. An escaped effect may have reached its
+	setUsage(fs, "idemkit effects list [--state STATE] [--run ID] [--limit N] "+storeFlagsLine, `List effects, oldest write first (among the --limit first found). An escaped effect may have reached its
 provider without a recorded outcome; settle it with 'idemkit effects resolve'.
 Without --run the whole effects table is scanned (operator use only).
 
@@ -140,8 +146,11 @@ examples:
 		return printJSON(stdout, stderr, viewsJSON(vs))
 	}
 	if len(vs) == 0 {
-		fmt.Fprintln(stdout, "no effects")
+		fmt.Fprintf(stdout, "no effects in %s\n", *sf.where)
 		return 0
+	}
+	if *limit > 0 && len(vs) >= *limit {
+		defer fmt.Fprintf(stderr, "idemkit effects list: stopped at --limit %d: more effects may match (these are the first the scan found, oldest first among them)\n", *limit)
 	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "EFFECT\tSTATE\tATTEMPT\tNEXT ATTEMPT\tRUN\tUPDATED")
@@ -175,7 +184,7 @@ example:
 	}
 	v, err := l.ShowEffect(ctx, unproject(arg))
 	if errors.Is(err, ledger.ErrEffectNotFound) {
-		fmt.Fprintf(stderr, "idemkit effects show: no effect %s\n", arg)
+		fmt.Fprintf(stderr, "idemkit effects show: no effect %s in %s (under fenced-effects, effect records are in the home region: --region)\n", arg, *sf.where)
 		return 1
 	}
 	if err != nil {
@@ -207,7 +216,8 @@ carrying the operator's identity (it shows in the run's effects witness).
   delivered      the provider performed the effect: it is completed, and
                  every later try replays that success without a request;
   not-delivered  it did not: the effect is released for one more attempt,
-                 which fires with the same provider key.
+                 which its run's next try fires with the same provider key
+                 (a run that has already ended makes no more tries).
 Fenced: show the effect first; the resolution is refused if the effect
 changed since (another attempt, a reclaim, another resolution).
 Under fenced-effects the fence remembers the escaped attempt's pass and
@@ -265,7 +275,7 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
-		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s\n", effectID)
+		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: --region)\n", effectID, *sf.where)
 		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
@@ -277,7 +287,7 @@ examples:
 	}
 	fmt.Fprintf(stdout, "resolved %s as %s by %s: the effect is now %s\n", v.EffectID, settle, *operator, v.State)
 	if settle == ledger.NotDelivered {
-		fmt.Fprintf(stdout, "its next try fires attempt %d with the same provider key %s\n", v.Attempt+1, v.ProviderKey)
+		fmt.Fprintf(stdout, "its run's next try fires attempt %d with the same provider key %s; a run that has already ended tries no more (POST /runs/{runId}/retry starts a new run of it)\n", v.Attempt+1, v.ProviderKey)
 	}
 	return 0
 }
@@ -372,7 +382,7 @@ func nextAttempt(v ledger.EffectView) string {
 	case v.Exhausted:
 		return "none (retries exhausted)"
 	case v.State == ledger.EffectEscaped || v.State == ledger.EffectPending:
-		return "any time (the next try of its run)"
+		return "any time (the next try of its run, while the run is live)"
 	}
 	return "-"
 }

@@ -52,6 +52,18 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		if code != 0 || !strings.Contains(out, id.EffectID) || !strings.Contains(out, "escaped") || !strings.Contains(out, "1 of 50") {
 			t.Fatalf("list: %d %q %q", code, out, errb)
 		}
+		// Nothing found says where it looked: the wrong table or region
+		// is the usual cause.
+		if code, out, _ := cli("effects", "list", "--state", "completed", "--run", run); code != 0 || !strings.Contains(out, "no effects in table "+table+" in ") {
+			t.Fatalf("empty list: %d %q", code, out)
+		}
+		if code, _, errb := cli("effects", "show", "acme/unknown-effect-0123456789"); code != 1 || !strings.Contains(errb, "in table "+table+" in ") {
+			t.Fatalf("unknown effect: %d %q", code, errb)
+		}
+		// A list cut at --limit says so.
+		if code, _, errb := cli("effects", "list", "--limit", "1"); code != 0 || !strings.Contains(errb, "stopped at --limit 1") {
+			t.Fatalf("list at its limit: %d %q", code, errb)
+		}
 		// Resolving unseen is refused: the resolution is fenced on a show.
 		if code, _, errb := cli("effects", "resolve", id.EffectID, "--as", "delivered"); code != 1 || !strings.Contains(errb, "show the effect first") {
 			t.Fatalf("unseen resolve: %d %q", code, errb)
