@@ -134,7 +134,14 @@ def main():
         if aws(["dynamodb", "describe-table", "--table-name", name], a.endpoint_url, a.region, check=False).returncode == 0:
             print(f"{lid}\t{name}\t(exists)")
             continue
-        aws(["dynamodb", "create-table", "--cli-input-json", json.dumps(create_input(name, p))], a.endpoint_url, a.region)
+        made_it = aws(["dynamodb", "create-table", "--cli-input-json", json.dumps(create_input(name, p))], a.endpoint_url, a.region, check=False)
+        if made_it.returncode != 0 and "ResourceInUseException" in made_it.stderr:
+            # Another client (idemkit dev started early) created it since
+            # the describe above: it creates the same table, TTL included.
+            print(f"{lid}\t{name}\t(exists: created meanwhile)")
+            continue
+        if made_it.returncode != 0:
+            raise subprocess.CalledProcessError(made_it.returncode, made_it.args, made_it.stdout, made_it.stderr)
         aws(["dynamodb", "wait", "table-exists", "--table-name", name], a.endpoint_url, a.region)
         ttl = p.get("TimeToLiveSpecification")
         if ttl and ttl.get("Enabled"):
