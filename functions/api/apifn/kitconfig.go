@@ -9,6 +9,12 @@ import "github.com/idemkit/idemkit/functions/host/kit"
 // logger. The api function's main and `idemkit dev` both build theirs
 // here; dev then sets what only it has (BaseURL, ReplayFixtures, Test).
 func ConfigFromKit(k *kit.Kit) Config {
-	return Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Witness, Webhook: k.Env.Webhook,
+	// The api reads effect records only (the witness): the kit's Witness,
+	// the local replica, or its Ledger when no Witness is set.
+	witness := k.Witness
+	if witness == nil {
+		witness = k.Ledger
+	}
+	return Config{Runs: k.Runs, Guard: k.Guard, Ledger: witness, Webhook: k.Env.Webhook,
 		CrossRegion: k.Env.CrossRegion, ReplicationLagBoundMs: k.Env.ReplicationLagBoundMs, Logger: k.Logger}
 }

@@ -47,4 +47,14 @@ func TestConfigFromKitIsTheAPIFunctionsConfig(t *testing.T) {
 	if _, err := New(c); err != nil {
 		t.Fatalf("New(ConfigFromKit(k)) = %v", err)
 	}
+	// Under fenced-effects the kit's Witness reads the local replica: the
+	// api's witness is that one, not the home region's Ledger.
+	w, err := ledger.New(ledger.Config{Store: ledgermem.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Witness = w
+	if c := ConfigFromKit(k); c.Ledger != w {
+		t.Errorf("the api's witness is not the kit's Witness")
+	}
 }
