@@ -95,7 +95,8 @@ type Config struct {
 	Heartbeat time.Duration
 
 	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
-	// between Lambda hosts. Default DefaultLeaseSkew (10 s); must be >= 0.
+	// between Lambda hosts. Default DefaultLeaseSkew (10 s), which 0 also
+	// means (no skew cannot be configured); a negative value is refused.
 	LeaseSkew time.Duration
 
 	// Retention is how long a record is kept after its last write. Default
@@ -113,7 +114,8 @@ type Config struct {
 
 	// WaitMargin is kept free before the context deadline to write the 409,
 	// and to write the 503 of a store call that did not answer (see
-	// StoreTimeout). Default DefaultWaitMargin (250 ms).
+	// StoreTimeout). Default DefaultWaitMargin (250 ms), which 0 also means; a
+	// negative value is refused.
 	WaitMargin time.Duration
 
 	// StoreTimeout bounds every store call made for a request: the claim,
@@ -135,7 +137,8 @@ type Config struct {
 	// lives, the replay if the completion landed after all, a reclaim once
 	// the lease has ended); one that carried Transact writes, none of which
 	// committed unless the completion did, is released (fenced) so that a
-	// retry runs again. Default DefaultStoreTimeout (10 s); must be >= 0.
+	// retry runs again. Default DefaultStoreTimeout (10 s), which 0 also
+	// means; a negative value is refused.
 	// Outside Lambda, keep it (plus the handler's time) below the server's
 	// WriteTimeout so that the 503 reaches the client.
 	StoreTimeout time.Duration
@@ -330,7 +333,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.LeaseSkew == 0 {
 		c.LeaseSkew = DefaultLeaseSkew
 	} else if c.LeaseSkew < 0 {
-		p = append(p, "LeaseSkew must be >= 0")
+		p = append(p, "LeaseSkew must not be negative (0 means the default)")
 	}
 	switch {
 	case c.Retention == 0:
@@ -356,12 +359,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WaitMargin == 0 {
 		c.WaitMargin = DefaultWaitMargin
 	} else if c.WaitMargin < 0 {
-		p = append(p, "WaitMargin must be >= 0")
+		p = append(p, "WaitMargin must not be negative (0 means the default)")
 	}
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = DefaultStoreTimeout
 	} else if c.StoreTimeout < 0 {
-		p = append(p, "StoreTimeout must be >= 0")
+		p = append(p, "StoreTimeout must not be negative (0 means the default)")
 	}
 	if tp := c.Tenant.problem(c.HTTPTenant != nil); tp != "" {
 		p = append(p, tp)

@@ -214,8 +214,11 @@ func (r Resolution) validate() error {
 	if r.Operator == "" || len(r.Operator) > 128 || strings.ContainsFunc(r.Operator, isControl) {
 		return errors.New("ledger: resolution needs an operator identity (1..128 printable bytes)")
 	}
-	if len(r.Note) > 512 || strings.ContainsFunc(r.Note, func(c rune) bool { return c != '\n' && isControl(c) }) {
-		return errors.New("ledger: resolution note is limited to 512 printable bytes")
+	if len(r.Note) > 512 {
+		return errors.New("ledger: resolution note is limited to 512 bytes")
+	}
+	if strings.ContainsFunc(r.Note, func(c rune) bool { return c != '\n' && isControl(c) }) {
+		return errors.New("ledger: resolution note holds a control character (only printable text and line breaks)")
 	}
 	if r.Rev == "" {
 		return errors.New("ledger: resolution needs the Rev of the effect as shown")

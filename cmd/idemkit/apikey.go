@@ -72,7 +72,11 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if done {
 		return code
 	}
-	if *tenant == "" || !ids.ValidTenant(*tenant) || len(pos) > 0 {
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "idemkit apikey create: unexpected argument %q (every input is a flag)\n", pos[0])
+		return 2
+	}
+	if *tenant == "" || !ids.ValidTenant(*tenant) {
 		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match "+ids.TenantGrammar)
 		return 2
 	}

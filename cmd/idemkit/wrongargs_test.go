@@ -19,6 +19,8 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 			[]string{`--as "maybe"`, "delivered", "not-delivered"}},
 		{[]string{"doctor", "--table", "Bogus=x", "--endpoint", "http://127.0.0.1:1"},
 			[]string{"IdempotencyTable", "ApiKeysTable", "idempotency", "api-keys"}},
+		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", "http://127.0.0.1:1", "extra"},
+			[]string{`unexpected argument "extra"`}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,6 +259,14 @@ func testUnknownEffectNotFound(t *testing.T, e *env) {
 	res := ledger.Resolution{As: ledger.Delivered, Operator: "ops@example.com", Rev: "1"}
 	if _, err := l.Resolve(context.Background(), id, res); !errors.Is(err, ledger.ErrEffectNotFound) {
 		t.Fatalf("Resolve of an unknown effect: %v, want ErrEffectNotFound", err)
+	}
+	// A refused note says why: its length or a control character.
+	for note, why := range map[string]string{strings.Repeat("n", 513): "512 bytes", "ok\x1b[31m": "control character"} {
+		bad := res
+		bad.Note = note
+		if _, err := l.Resolve(context.Background(), id, bad); err == nil || !strings.Contains(err.Error(), why) {
+			t.Fatalf("Resolve with a note %q: %v, want it refused naming %q", note[:min(len(note), 12)], err, why)
+		}
 	}
 	if _, err := l.ShowEffect(context.Background(), id); !errors.Is(err, ledger.ErrEffectNotFound) {
 		t.Fatalf("after the refused Resolve: %v, want ErrEffectNotFound still", err)
