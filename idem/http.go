@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -25,7 +26,10 @@ import (
 // mistake, not retryable by the caller. The
 // tenant comes from Config.HTTPTenant (Middleware panics without one, unless
 // Config.Tenant is SingleTenant). Requests under idempotency have their
-// response buffered (to cache it); all others stream straight through.
+// response buffered (to cache it); all others stream straight through. A
+// handler that panics with http.ErrAbortHandler has its response aborted,
+// as net/http aborts it (the record is released: a retry runs again); any
+// other panic is a retryable 500.
 //
 // Surrounding whitespace in Idempotency-Key cannot be rejected here: Go's
 // HTTP server strips the whitespace around every header value while
@@ -86,7 +90,15 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			writeResponse(w, g.decorate(g.errorResponse(e, in.requestID), in, "", false, ""))
 			return
 		}
-		writeResponse(w, g.serve(r.Context(), in, recorded(next, r, in.body)))
+		var aborted atomic.Bool
+		resp := g.serve(r.Context(), in, recorded(next, r, in.body, &aborted))
+		if aborted.Load() {
+			// The handler aborted its response (http.ErrAbortHandler): the
+			// Guard released the record as for any panic, and the response
+			// is aborted here too, as net/http aborts it, not answered 500.
+			panic(http.ErrAbortHandler)
+		}
+		writeResponse(w, resp)
 	})
 }
 
@@ -111,9 +123,18 @@ func (g *Guard) buffers(w http.ResponseWriter, r *http.Request, routed string) b
 }
 
 // recorded runs next for r, with body as its body, and returns the
-// response it wrote.
-func recorded(next http.Handler, r *http.Request, body []byte) handlerFunc {
+// response it wrote. A panic with http.ErrAbortHandler sets aborted before
+// it goes on (the Guard recovers it as any handler panic).
+func recorded(next http.Handler, r *http.Request, body []byte, aborted *atomic.Bool) handlerFunc {
 	return func(ctx context.Context) (*Response, error) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					aborted.Store(true)
+				}
+				panic(p)
+			}
+		}()
 		rec := &recorder{header: make(http.Header)}
 		r2 := r.WithContext(ctx)
 		r2.Body = io.NopCloser(bytes.NewReader(body))

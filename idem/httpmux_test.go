@@ -180,3 +180,29 @@ func TestRoutedTakesTheRoutersOperationAndParams(t *testing.T) {
 		t.Fatalf("the skipped route by its router pattern: %d runs %d, want it run twice", r.Code, runs)
 	}
 }
+
+// TestAbortHandlerAbortsTheResponse: a handler that panics with
+// http.ErrAbortHandler (net/http's way to abort a response) has its
+// response aborted by the middleware too, never answered 500: the record
+// is released, and a retry of the key runs the handler again.
+func TestAbortHandlerAbortsTheResponse(t *testing.T) {
+	var runs atomic.Int32
+	h := muxGuard(t).Handle("POST /orders", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if runs.Add(1) == 1 {
+			panic(http.ErrAbortHandler)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	func() {
+		defer func() {
+			if p := recover(); p != http.ErrAbortHandler {
+				t.Fatalf("the middleware's own panic: %v, want http.ErrAbortHandler", p)
+			}
+		}()
+		w := post(h, "/orders", testKey, `{"a":1}`)
+		t.Fatalf("aborted handler answered %d %s", w.Code, w.Body)
+	}()
+	if w := post(h, "/orders", testKey, `{"a":1}`); w.Code != http.StatusCreated || runs.Load() != 2 {
+		t.Fatalf("retry after the abort: %d %s, %d runs; want 201 from a second run", w.Code, w.Body, runs.Load())
+	}
+}
