@@ -770,7 +770,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// may have relayed only part of it, and the body's digest and
 		// size would record a truncated stream as the effect's answer. (A
 		// streamed effect's body that Do's function returned is whole.)
-		return res, fmt.Errorf("%w: the outcome of %s (%s) was not recorded", ErrLeaseLost, rec.EffectID, verdict(ferr))
+		return res, notRecorded(rec.EffectID, ferr)
 	}
 	val := out.value
 	if eff.Streamed {
@@ -848,7 +848,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// Another executor reclaimed the attempt: the record holds its
 		// outcome, not this one's, which the caller must not act on.
 		record.end(done.Attempt, "lease-lost", nil)
-		return res, fmt.Errorf("%w: the outcome of %s (%s) was not recorded", ErrLeaseLost, rec.EffectID, verdict(ferr))
+		return res, notRecorded(rec.EffectID, ferr)
 	}
 	record.end(done.Attempt, string(a.State), nil)
 	return res, retErr
@@ -869,6 +869,13 @@ func cutMessage(msg string) string {
 		cut--
 	}
 	return msg[:cut]
+}
+
+// notRecorded is Do's error when another executor reclaimed the attempt
+// before this one's outcome was recorded: ErrLeaseLost, and what the
+// effect function returned in the text only (verdict).
+func notRecorded(effectID string, ferr error) error {
+	return fmt.Errorf("%w: the outcome of %s (%s) was not recorded", ErrLeaseLost, effectID, verdict(ferr))
 }
 
 // verdict describes, for an error, what the effect function returned

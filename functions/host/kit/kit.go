@@ -207,7 +207,11 @@ func NewKit(c Config) (*Kit, error) {
 			if err != nil {
 				return nil, configError(err)
 			}
-			if k.Witness, err = ledger.New(ledger.Config{Store: local, Logger: logger, Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}); err != nil {
+			// The same ledger on the local replica; it only reads, so it
+			// takes no fence.
+			wc := lc
+			wc.Store, wc.Fencer = local, nil
+			if k.Witness, err = ledger.New(wc); err != nil {
 				return nil, configError(err)
 			}
 		}
