@@ -28,10 +28,11 @@ import (
 // The deployable wiring of a replica-region (us) function under
 // fenced-effects, from its environment as template.yaml sets it
 // (CROSS_REGION=fenced-effects, FENCE_TABLE_REGION and
-// IDEMPOTENCY_TABLE_REGION = the home region eu): the api's Layer-1 records,
-// the executor's effect records and its fencing tokens go to the home
-// region's tables, and createRun does not try a cross-region transaction.
-// The idempotency and fence tables exist ONLY in eu here, so a call to us's
+// IDEMPOTENCY_TABLE_REGION = RUNS_TABLE_REGION = the home region eu): the
+// api's Layer-1 records and runs, the executor's effect records and its
+// fencing tokens go to the home region's tables, and createRun writes its
+// run in the record's transaction there.
+// The idempotency, runs and fence tables exist ONLY in eu here, so a call to us's
 // own region would fail: success proves the home routing. The effects table
 // has a replica in both regions (nothing replicates here): the effect
 // record is written in eu's, never in us's.
@@ -39,14 +40,14 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	home, replica := e.InRegion(eu), e.InRegion(us)
 	idemTable, fenceTable := home.CreateTable(t, "IdempotencyTable"), home.CreateTable(t, "FenceTable")
-	runsTable, effectsTable := replica.CreateTable(t, "RunsTable"), home.CreateTable(t, "EffectsTable")
+	runsTable, effectsTable := home.CreateTable(t, "RunsTable"), home.CreateTable(t, "EffectsTable")
 	sameTableIn(t, replica, "EffectsTable", effectsTable)
 	env, err := settings.LoadEnv(func(k string) string {
 		return map[string]string{
 			settings.EnvCrossRegion: settings.CrossRegionFenced, "IDEMPOTENCY_TABLE": idemTable,
 			settings.EnvIdempotencyTableRegion: eu, settings.EnvFenceTable: fenceTable, settings.EnvFenceTableRegion: eu,
-			settings.EnvRunsTable: runsTable, settings.EnvEffectsTable: effectsTable, settings.EnvWebhookLoopback: "true",
-			settings.EnvReplicationLagBound: "1500",
+			settings.EnvRunsTable: runsTable, settings.EnvRunsTableRegion: eu, settings.EnvEffectsTable: effectsTable,
+			settings.EnvWebhookLoopback: "true", settings.EnvReplicationLagBound: "1500",
 		}[k]
 	})
 	if err != nil {
@@ -57,8 +58,8 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k.Runs.(*runs.DynamoRuns).Transactional {
-		t.Fatal("createRun would try a transaction spanning the home and the replica region")
+	if !k.Runs.(*runs.DynamoRuns).Transactional {
+		t.Fatal("createRun does not write its run in the record's transaction although both live in the home region")
 	}
 	h, err := apifn.New(apifn.Config{Runs: k.Runs, Guard: k.Guard, Ledger: k.Witness, Webhook: env.Webhook,
 		CrossRegion: env.CrossRegion, Logger: logger})
@@ -101,8 +102,8 @@ func TestKitFencedReplicaUsesHomeRegion(t *testing.T) {
 	if count(home, idemTable) == 0 {
 		t.Fatal("no Layer-1 record in the home region")
 	}
-	if count(replica, runsTable) != 1 {
-		t.Fatal("the run is not in the replica region's RunsTable")
+	if count(home, runsTable) != 1 {
+		t.Fatal("the run is not in the home region's RunsTable")
 	}
 
 	// The executor's fire takes its token from the home region's FenceTable.
@@ -171,4 +172,93 @@ func sameTableIn(t *testing.T, e *dynamotest.Emulator, logicalID, name string) {
 	t.Cleanup(func() {
 		_, _ = e.Client().DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
+}
+
+// fenced-effects advertises multiRegion, whose replicationLagBoundMs is a
+// bound after which reads are visible in every region. A run is therefore
+// owned by the home region as its Layer-1 record is: a replica region's
+// api writes and reads runs in the home region's RunsTable
+// (RUNS_TABLE_REGION), so GET /runs/{runId} answers the same run in both
+// regions at once, whichever region created it, and createRun keeps its
+// run/record transaction (both tables are in the home region). Here the
+// runs table exists in the home region only.
+func TestFencedRunsAreReadInEveryRegion(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	home, replica := e.InRegion(eu), e.InRegion(us)
+	idemTable, fenceTable := home.CreateTable(t, "IdempotencyTable"), home.CreateTable(t, "FenceTable")
+	runsTable, effectsTable := home.CreateTable(t, "RunsTable"), home.CreateTable(t, "EffectsTable")
+	sameTableIn(t, replica, "EffectsTable", effectsTable)
+	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	api := func(em *dynamotest.Emulator, vars map[string]string) (*apifn.Handler, *kit.Kit) {
+		t.Helper()
+		base := map[string]string{
+			settings.EnvCrossRegion: settings.CrossRegionFenced, "IDEMPOTENCY_TABLE": idemTable,
+			settings.EnvFenceTable: fenceTable, settings.EnvFenceTableRegion: eu,
+			settings.EnvRunsTable: runsTable, settings.EnvEffectsTable: effectsTable,
+		}
+		for k, v := range vars {
+			base[k] = v
+		}
+		env, err := settings.LoadEnv(func(k string) string { return base[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := kit.NewKit(kit.Config{Env: env, Client: em.Client(), Parts: kit.Parts{Runs: true, Guard: true, Ledger: true}, Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := apifn.New(apifn.ConfigFromKit(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, k
+	}
+	homeAPI, _ := api(home, nil)
+	replicaAPI, rk := api(replica, map[string]string{settings.EnvRunsTableRegion: eu})
+	if !rk.Runs.(*runs.DynamoRuns).Transactional {
+		t.Fatal("the replica's createRun does not write its run in the record's transaction although both tables are in the home region")
+	}
+	call := func(h *apifn.Handler, method, path, key, body string) events.APIGatewayV2HTTPResponse {
+		t.Helper()
+		ev := events.APIGatewayV2HTTPRequest{RawPath: path, Body: body, Headers: map[string]string{"content-type": "application/json"}}
+		if key != "" {
+			ev.Headers["idempotency-key"] = key
+		}
+		ev.RequestContext.HTTP.Method, ev.RequestContext.HTTP.Path = method, path
+		ev.RequestContext.DomainName, ev.RequestContext.RequestID = "api.example.com", "req-"+key
+		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: map[string]any{"tenantId": "acme"}}
+		resp, err := h.Handle(context.Background(), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	const body = `{"workflowId":"conformance-noop","inputs":{}}`
+	for _, c := range []struct {
+		name          string
+		create, other *apifn.Handler
+		key           string
+	}{
+		{"created in the replica region", replicaAPI, homeAPI, "5a1d0c7e-2b3f-4c8d-9e6f-7a8b9c0d1e2f"},
+		{"created in the home region", homeAPI, replicaAPI, "6b2e1d8f-3c4a-4d9e-8f7a-8b9c0d1e2f3a"},
+	} {
+		created := call(c.create, http.MethodPost, "/runs", c.key, body)
+		if created.StatusCode != http.StatusCreated {
+			t.Fatalf("%s: createRun %d %s", c.name, created.StatusCode, created.Body)
+		}
+		var run struct {
+			RunID string `json:"runId"`
+		}
+		if err := json.Unmarshal([]byte(created.Body), &run); err != nil || run.RunID == "" {
+			t.Fatalf("%s: %s (%v)", c.name, created.Body, err)
+		}
+		for _, h := range []*apifn.Handler{c.create, c.other} {
+			if got := call(h, http.MethodGet, "/runs/"+run.RunID, "", ""); got.StatusCode != http.StatusOK || !strings.Contains(got.Body, run.RunID) {
+				t.Fatalf("%s: GET /runs/%s: %d %s; want the run in both regions", c.name, run.RunID, got.StatusCode, got.Body)
+			}
+		}
+		if again := call(c.other, http.MethodPost, "/runs", c.key, body); again.StatusCode != http.StatusCreated || again.Body != created.Body || !replayed(again.Headers) {
+			t.Fatalf("%s: replay in the other region: %d %s", c.name, again.StatusCode, again.Body)
+		}
+	}
 }

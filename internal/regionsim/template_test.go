@@ -92,6 +92,7 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 		{"home-fenced", map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1", "ReplicationLagBoundMs": "0"}, true},
 		{"replica-fenced", map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1", "ReplicationLagBoundMs": "60000",
 			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
+			"ExistingRunsTable":  "idemkit-RunsTable-JKL",
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
 		{"replica-reconciled", map[string]string{"CrossRegion": "reconciled-records", "HomeRegion": "eu-west-1",
@@ -103,6 +104,7 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 			"EffectsConsistency": "STRONG"}, true},
 		{"replica-fenced-strong", map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "us-east-2", "EffectsConsistency": "STRONG",
 			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
+			"ExistingRunsTable":  "idemkit-RunsTable-JKL",
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
 	}
@@ -219,6 +221,17 @@ func TestTemplateHomePinnedLayer1(t *testing.T) {
 	role := dump(find(root, "Resources", "ApiRole"))
 	if !strings.Contains(role, ":dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingIdempotencyTable}") {
 		t.Fatalf("ApiRole cannot reach the home region's idempotency replica:\n%s", role)
+	}
+	// A fenced replica stack's api keeps every run in the home stack's
+	// RunsTable (kit.NewKit: HomeClient with RUNS_TABLE_REGION), so a run
+	// is read in every region at once.
+	for name, want := range map[string]string{"RUNS_TABLE": "ExistingRunsTable", "RUNS_TABLE_REGION": "HomeRegion"} {
+		if got := dump(find(vars, name)); !strings.Contains(got, "ReplicaFenced") || !strings.Contains(got, want) {
+			t.Fatalf("%s: %s", name, got)
+		}
+	}
+	if !strings.Contains(role, ":dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingRunsTable}") {
+		t.Fatalf("ApiRole cannot reach the home region's runs table:\n%s", role)
 	}
 	// A fenced replica stack's executor writes its effect records in the
 	// home region's replica (kit.NewKit: HomeClient with FENCE_TABLE_REGION).

@@ -12,6 +12,7 @@ package kit
 
 import (
 	"errors"
+	"fmt"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"time"
 
@@ -134,18 +135,27 @@ func NewKit(c Config) (*Kit, error) {
 	// Layer 1's client: under fenced-effects the home region's replica owns
 	// every Layer-1 record (IDEMPOTENCY_TABLE_REGION), so a replay into
 	// another region resolves to the first response whatever the lag
-	// (multi-region: docs/MULTI_REGION.md). A transaction cannot span
-	// regions, so createRun then writes its run with a conditional PutItem.
-	idemClient := client
+	// (multi-region: docs/MULTI_REGION.md). A replica region's api keeps
+	// its runs there too (RUNS_TABLE_REGION), so a run is read in every
+	// region at once and createRun's run/record transaction stays in one
+	// region; a transaction cannot span regions, so where the two tables
+	// are in different regions createRun writes its run with a
+	// conditional PutItem.
+	idemClient, runsClient := client, client
 	if env.CrossRegion == settings.CrossRegionFenced {
 		idemClient = HomeClient(client, env.IdempotencyTableRegion)
+		if p.Guard && p.Runs && env.RunsTableRegion == "" && idemClient != client {
+			return nil, configError(fmt.Errorf("%s=fenced-effects in a replica region (%s) needs %s=%s: without it a run would be readable in this region only",
+				settings.EnvCrossRegion, regionOf(client), settings.EnvRunsTableRegion, env.IdempotencyTableRegion))
+		}
+		runsClient = HomeClient(client, env.RunsTableRegion)
 	}
 	if p.Runs {
-		transactional := env.Transactional && p.Guard && idemClient == client
+		transactional := env.Transactional && p.Guard && regionOf(idemClient) == regionOf(runsClient)
 		if err := runRetentionNeedsTransaction(env, p, transactional); err != nil {
 			return nil, configError(err)
 		}
-		k.Runs = &runs.DynamoRuns{Client: client, Table: env.RunsTable, Transactional: transactional, Retention: env.RunRetention}
+		k.Runs = &runs.DynamoRuns{Client: runsClient, Table: env.RunsTable, Transactional: transactional, Retention: env.RunRetention}
 	}
 	if p.Keys {
 		k.Keys = &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}
@@ -221,4 +231,12 @@ func NewKit(c Config) (*Kit, error) {
 		}
 	}
 	return k, nil
+}
+
+// regionOf is c's region, "" for no client.
+func regionOf(c *dynamodb.Client) string {
+	if c == nil {
+		return ""
+	}
+	return c.Options().Region
 }

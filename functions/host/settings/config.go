@@ -37,6 +37,7 @@ const (
 // Multi-region environment variables (api function, fenced-effects).
 const (
 	EnvIdempotencyTableRegion = "IDEMPOTENCY_TABLE_REGION" // IdempotencyTable's home region (fenced-effects only)
+	EnvRunsTableRegion        = "RUNS_TABLE_REGION"        // the home region whose RunsTable holds every run (fenced-effects replica api only)
 	EnvReplicationLagBound    = "REPLICATION_LAG_BOUND_MS" // multiRegion.replicationLagBoundMs
 )
 
@@ -76,6 +77,17 @@ type Env struct {
 	// FenceTableRegion under fenced-effects (so a fenced deployment is always
 	// home-pinned), else "".
 	IdempotencyTableRegion string
+	// RunsTableRegion: RUNS_TABLE_REGION, the home region whose RunsTable
+	// (RUNS_TABLE names the home stack's table) holds every run under
+	// fenced-effects: a replica region's api creates, reads and changes
+	// runs there (build the store's client with HomeClient), so
+	// GET /runs/{runId} answers the same run in every region at once and
+	// createRun keeps its run/record transaction (Layer 1 is in the home
+	// region too); the home region's executor runs them. Set only with
+	// CROSS_REGION=fenced-effects; must look like an AWS region and name
+	// the home region (FENCE_TABLE_REGION). Default "": the local table (a
+	// home-region stack, and every executor).
+	RunsTableRegion string
 	// ReplicationLagBoundMs: REPLICATION_LAG_BOUND_MS, advertised
 	// as capabilities idempotency.multiRegion.replicationLagBoundMs under
 	// fenced-effects (see CapabilitiesDoc for what it does and does not
@@ -107,8 +119,9 @@ type Env struct {
 	WebhookBudget time.Duration
 	// Transactional: RUNS_TRANSACTIONAL. Default true (createRun writes its
 	// run in the Layer-1 completion transaction). kit.NewKit does not use a
-	// transaction when Layer 1 lives in another region (IdempotencyTableRegion
-	// in a fenced replica stack): a transaction cannot span regions.
+	// transaction when Layer 1 and the runs live in different regions: a
+	// transaction cannot span regions (a fenced replica stack keeps both in
+	// the home region, RunsTableRegion).
 	Transactional bool
 	// DynamoDBEndpoint: DYNAMODB_ENDPOINT. Default "" (the AWS endpoint).
 	DynamoDBEndpoint string

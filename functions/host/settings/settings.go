@@ -133,6 +133,8 @@ var Settings = []Setting{
 		set: region(func(e *Env) *string { return &e.FenceTableRegion })},
 	{Name: EnvIdempotencyTableRegion, DefaultDoc: "`FENCE_TABLE_REGION` under `fenced-effects`, else unset", Doc: "home region whose idempotency-table replica decides every Layer-1 record (`fenced-effects` only)", Functions: []string{"Api"},
 		set: region(func(e *Env) *string { return &e.IdempotencyTableRegion })},
+	{Name: EnvRunsTableRegion, DefaultDoc: "unset: the local table", Doc: "home region whose `RUNS_TABLE` holds every run (`fenced-effects` replica stacks' api only: a run is read in every region at once)", Functions: []string{"Api"},
+		set: region(func(e *Env) *string { return &e.RunsTableRegion })},
 	{Name: EnvReplicationLagBound, Default: strconv.Itoa(DefaultReplicationLagBoundMs), Min: 0, Max: maxReplicationLagBoundMs, Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
 		Unit: "whole milliseconds", num: func(e *Env, n int) { e.ReplicationLagBoundMs = n }},
 	{Name: EnvStreamMaxRetries, Default: "10", Min: 0, Max: 10000, Dev: "5", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run). `idemkit dev` counts only the failures it could record on the run, and retries for `STREAM_RETRY_SECONDS` whatever the count", Functions: []string{"Executor"},
@@ -263,6 +265,14 @@ func (e *Env) between() []string {
 		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep Layer 1 on the local replica)", EnvIdempotencyTableRegion, EnvCrossRegion))
 	case e.FenceTableRegion != "" && e.IdempotencyTableRegion != e.FenceTableRegion:
 		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvIdempotencyTableRegion, e.IdempotencyTableRegion, EnvFenceTableRegion, e.FenceTableRegion))
+	}
+	switch {
+	case e.RunsTableRegion == "" || !validRegion(e.RunsTableRegion):
+		// unset, or already reported as malformed
+	case e.CrossRegion != CrossRegionFenced:
+		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep runs in the local table)", EnvRunsTableRegion, EnvCrossRegion))
+	case e.FenceTableRegion != "" && e.RunsTableRegion != e.FenceTableRegion:
+		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvRunsTableRegion, e.RunsTableRegion, EnvFenceTableRegion, e.FenceTableRegion))
 	}
 	return p
 }
