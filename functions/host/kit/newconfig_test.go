@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 )
 
@@ -65,5 +66,44 @@ func TestFencedKitKeepsTheFenceAsLongAsTheLedger(t *testing.T) {
 		if _, err := kit.NewKit(kit.Config{Env: env, Client: client, Parts: kit.Parts{Runs: true, Ledger: true}}); err != nil {
 			t.Fatalf("EFFECT_RETENTION_DAYS=%s: %v", days, err)
 		}
+	}
+}
+
+// A fenced replica region's api (its Layer 1 in the home region) without
+// RUNS_TABLE_REGION is refused: its runs would be readable in its own
+// region only, while the deployment advertises reads visible everywhere
+// after the lag bound. The home region's api, and a replica's executor,
+// need no such setting.
+func TestFencedReplicaAPINeedsTheRunsTableRegion(t *testing.T) {
+	vars := map[string]string{settings.EnvRunsTable: "runs", "IDEMPOTENCY_TABLE": "idem", "EFFECTS_TABLE": "effects", "FENCE_TABLE": "fence",
+		"CROSS_REGION": "fenced-effects", "FENCE_TABLE_REGION": "eu-west-1"}
+	env, err := settings.LoadEnv(settings.Values(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(region string) *dynamodb.Client { return dynamodb.New(dynamodb.Options{Region: region}) }
+	_, err = kit.NewKit(kit.Config{Env: env, Client: in("us-east-1"), Parts: kit.Parts{Runs: true, Guard: true}})
+	if !errors.Is(err, kit.ErrConfig) || !strings.Contains(err.Error(), "needs RUNS_TABLE_REGION=eu-west-1") {
+		t.Fatalf("replica api without RUNS_TABLE_REGION: %v", err)
+	}
+	for name, c := range map[string]kit.Config{
+		"home api":         {Env: env, Client: in("eu-west-1"), Parts: kit.Parts{Runs: true, Guard: true}},
+		"replica executor": {Env: env, Client: in("us-east-1"), Parts: kit.Parts{Runs: true, Ledger: true}},
+	} {
+		if _, err := kit.NewKit(c); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	vars[settings.EnvRunsTableRegion] = "eu-west-1"
+	if env, err = settings.LoadEnv(settings.Values(vars)); err != nil {
+		t.Fatal(err)
+	}
+	k, err := kit.NewKit(kit.Config{Env: env, Client: in("us-east-1"), Parts: kit.Parts{Runs: true, Guard: true}})
+	if err != nil {
+		t.Fatalf("replica api with RUNS_TABLE_REGION: %v", err)
+	}
+	r := k.Runs.(*runs.DynamoRuns)
+	if c, ok := r.Client.(*dynamodb.Client); !ok || c.Options().Region != "eu-west-1" || !r.Transactional {
+		t.Fatalf("replica api's runs: client %T, transactional %v; want the home region's, in the record's transaction", r.Client, r.Transactional)
 	}
 }

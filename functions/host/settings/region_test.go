@@ -70,3 +70,40 @@ func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
 		}
 	}
 }
+
+// RUNS_TABLE_REGION: set only under fenced-effects, an AWS region, the one
+// home region; unset is the local table (no default: only a fenced replica
+// stack's api sets it, kit.NewKit refuses such an api without it).
+func TestLoadEnvRunsTableRegion(t *testing.T) {
+	fenced := func(kv ...string) map[string]string {
+		m := map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence"}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+		err  string
+	}{
+		{env: map[string]string{}, want: ""},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1"), want: ""},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvRunsTableRegion, " eu-west-1 "), want: "eu-west-1"},
+		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvRunsTableRegion, "us-east-1"), err: "ONE home region"},
+		{env: fenced(EnvRunsTableRegion, "Europe"), err: EnvRunsTableRegion},
+		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvRunsTableRegion: "eu-west-1"}, err: EnvRunsTableRegion},
+		{env: map[string]string{EnvRunsTableRegion: "eu-west-1"}, err: EnvRunsTableRegion},
+	} {
+		e, err := LoadEnv(func(k string) string { return tc.env[k] })
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || e.RunsTableRegion != tc.want {
+			t.Fatalf("%v: %q, %v; want %q", tc.env, e.RunsTableRegion, err, tc.want)
+		}
+	}
+}
