@@ -458,6 +458,22 @@ func (x *Executor) Execute(ctx context.Context, runID string) error {
 // and writes nothing more) and resumes it. A run that ended meanwhile, or
 // no longer exists, is left alone.
 func (x *Executor) adopt(ctx context.Context, runID string) error {
+	return x.take(ctx, runID, x.Runs.Adopt)
+}
+
+// wake takes a due parked run for this execution (RunStore.Resume: the
+// wake cleared in the same compare-and-set, so no later due pass takes it
+// again while this execution lives) and resumes it. A run another pass
+// took first, that is no longer due, has ended or no longer exists is left
+// alone.
+func (x *Executor) wake(ctx context.Context, runID string) error {
+	return x.take(ctx, runID, x.Runs.Resume)
+}
+
+// take takes a running run for this execution with takeRun (Adopt or
+// Resume: a new claim epoch, so an execution of it still under way
+// elsewhere is fenced) and resumes it.
+func (x *Executor) take(ctx context.Context, runID string, takeRun func(context.Context, string, time.Time) (runs.Run, error)) error {
 	// Under TestConfig.Booted (idemkit dev), a running run last updated
 	// before this process started was interrupted by the previous one: it
 	// is recorded as restored once adopted. Adopting moves its update
@@ -477,7 +493,7 @@ func (x *Executor) adopt(ctx context.Context, runID string) error {
 		}
 		interrupted = x.unrecorded.has(runID)
 	}
-	run, err := x.Runs.Adopt(ctx, runID, x.now())
+	run, err := takeRun(ctx, runID, x.now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound), errors.Is(err, runs.ErrStatusConflict):
 		x.unrecorded.clear(runID)
@@ -492,6 +508,11 @@ func (x *Executor) adopt(ctx context.Context, runID string) error {
 			return err
 		}
 		x.unrecorded.clear(runID)
+	}
+	if run.Status == runs.StatusPending {
+		// Taken before it started (a run parked while pending): it starts
+		// through the compare-and-set pending -> running.
+		return x.begin(ctx, runID)
 	}
 	return x.proceed(ctx, run)
 }
@@ -634,8 +655,13 @@ const DefaultResumeBatch = 100
 
 // ResumeDue executes the parked runs whose wake time has come (up to
 // DefaultResumeBatch per pass, earliest first) and returns how many it
-// executed. A run that fails transiently stays parked and due, so the next
-// pass tries it again; the first such error is returned after the pass.
+// found due. Each is taken with RunStore.Resume, which clears its wake:
+// a later pass never takes a run whose resumed execution is under way
+// (it would fence that execution and run its open node again). A run
+// whose execution then fails, or whose executor stops, is a running run
+// like any other: the stale-run pass resumes it once it has made no
+// progress for StaleAfter, counting the failure. The first error is
+// returned after the pass.
 // When the due runs cannot be queried, nothing runs and the error wraps
 // ErrRunsQuery. Run it on a schedule (template.yaml: every minute) or a
 // ticker.
@@ -646,7 +672,7 @@ func (x *Executor) ResumeDue(ctx context.Context) (int, error) {
 	}
 	var first error
 	for _, id := range ids {
-		if err := x.Execute(ctx, id); err != nil {
+		if err := x.wake(ctx, id); err != nil {
 			if first == nil {
 				first = err
 			}

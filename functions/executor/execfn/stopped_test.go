@@ -91,7 +91,9 @@ func TestStoppedStaleRunPassIsQuiet(t *testing.T) {
 }
 
 // TestStoppedDuePassIsQuiet: the due-run pass cut by the executor's own
-// stop logs no warning or error; the run stays parked and due.
+// stop logs no warning or error; the run it took (no longer parked) stays
+// live, and the stale-run pass resumes it once it has made no progress
+// for StaleAfter.
 func TestStoppedDuePassIsQuiet(t *testing.T) {
 	f := newFixture(t)
 	var logs bytes.Buffer
@@ -108,8 +110,15 @@ func TestStoppedDuePassIsQuiet(t *testing.T) {
 	if _, err := f.x.ResumeDue(ctx); !errors.Is(err, context.Canceled) {
 		t.Fatalf("due pass: %v; want the stop", err)
 	}
-	if ids, err := f.runs.Due(context.Background(), later, 0); err != nil || len(ids) != 1 {
-		t.Errorf("due after a stop: %v %v; want the run still due", ids, err)
+	got, err := f.runs.Get(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Failures != 0 || got.Status.Terminal() {
+		t.Errorf("run after a stop: %d failures, status %s; want none counted, not ended", got.Failures, got.Status)
+	}
+	if ids, err := f.runs.Stale(context.Background(), later, 0); err != nil || len(ids) != 1 {
+		t.Errorf("stale after a stop: %v %v; want the run found by the stale-run pass", ids, err)
 	}
 	if s := logs.String(); strings.Contains(s, `"level":"WARN"`) || strings.Contains(s, `"level":"ERROR"`) {
 		t.Errorf("a stop logged a warning or an error:\n%s", s)

@@ -280,6 +280,20 @@ type RunStore interface {
 	// run has ended; ErrRunNotFound when there is none. Every call takes
 	// the run anew: a retry after a lost answer holds a later epoch.
 	Adopt(ctx context.Context, id string, now time.Time) (Run, error)
+	// Resume takes a parked run whose wake time has come (Due lists it)
+	// for the execution of its next attempt, in one compare-and-set: only
+	// if the run is live, parked and its wake time is at or before now,
+	// it clears the wake (the run is no longer due, nor shown as waiting
+	// for a retry), sets updatedAt = now and Epoch + 1 (an execution still
+	// under way is fenced). So of due passes racing for a run exactly one
+	// takes it, and a later pass does not take it again while its
+	// execution lives: from then on it is a running run like any other,
+	// renewed by its executor's heartbeat and found by the stale-run pass
+	// (Stale, Claim) if that executor stops. It returns the run as stored
+	// afterwards; ErrStatusConflict (with the current run) when the run is
+	// not parked, not yet due or has ended; ErrRunNotFound when there is
+	// none.
+	Resume(ctx context.Context, id string, now time.Time) (Run, error)
 	// Renew is the heartbeat of the execution holding the run's claim
 	// epoch: a compare-and-set that moves updatedAt to now only if the run
 	// is live and its Epoch is still epoch, so the stale-run pass (Stale,

@@ -103,6 +103,25 @@ func (m *MemRuns) Adopt(_ context.Context, id string, now time.Time) (Run, error
 	return r, nil
 }
 
+// Resume implements RunStore.
+func (m *MemRuns) Resume(_ context.Context, id string, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.lookupLocked(id)
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if r.Status.Terminal() || r.Wake.IsZero() || r.Wake.At.After(now) {
+		return r, ErrStatusConflict
+	}
+	r.Wake, r.UpdatedAt = Wake{}, now.UTC()
+	r.Epoch++
+	r.History = appendVersion(r.History, version(fieldWake, nil))
+	r.Version = r.History.Current()
+	m.runs[id] = r
+	return r, nil
+}
+
 // Renew implements RunStore.
 func (m *MemRuns) Renew(_ context.Context, id string, epoch int64, now time.Time) (Run, error) {
 	m.mu.Lock()
@@ -175,6 +194,22 @@ func (d *DynamoRuns) Adopt(ctx context.Context, id string, now time.Time) (Run, 
 	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
 		Add(expression.Name(runAttrEpoch), expression.Value(1))
 	return d.updateRun(ctx, id, liveRun(), upd, "adopt run")
+}
+
+// Resume implements RunStore: one UpdateItem (REMOVE the wake attributes,
+// wakeShard among them, so the byWake index drops the run; SET updatedAt;
+// ADD claimEpoch 1; a new version) conditional on the run existing, being
+// live, parked and due (wakeAt <= now).
+func (d *DynamoRuns) Resume(ctx context.Context, id string, now time.Time) (Run, error) {
+	cond := liveRun().
+		And(expression.AttributeExists(expression.Name(runAttrWake))).
+		And(expression.Name(runAttrWakeAt).LessThanEqual(expression.Value(now.UnixMilli())))
+	upd := expression.Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
+		Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL)).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
+		Add(expression.Name(runAttrEpoch), expression.Value(1))
+	upd = newVersion(upd, version(fieldWake, nil))
+	return d.updateRun(ctx, id, cond, upd, "resume parked run")
 }
 
 // Renew implements RunStore: one UpdateItem (SET updatedAt) conditional on
