@@ -16,9 +16,14 @@ type Request struct {
 	// Operation is the routed operation the request is scoped and
 	// fingerprinted by, mapped through Config.Operations. Set it when the
 	// handler routes by itself behind the catch-all ($default) route, to
-	// the operation its router matched; the operation then determines the
-	// route, so the raw path is not part of the request fingerprint (as
-	// for any routeKey but $default). Default "": the event's routeKey.
+	// the operation its router matched: a route template with Params set
+	// to the values it matched, which then stand for the raw path in the
+	// request fingerprint (as for any routeKey but $default), or a
+	// concrete operation that names the resource itself. A template
+	// ("{name}" segments) without Params keeps the raw path in the
+	// fingerprint, so one key sent to another resource of the route is
+	// 409 idempotency_key_mismatch, never the first resource's response
+	// replayed. Default "": the event's routeKey.
 	Operation string
 
 	// Params are the concrete path parameters of Operation, by name: part

@@ -37,8 +37,11 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 	if req.Params != nil {
 		in.parts.params = paramPairs(req.Params)
 	}
-	if routeKey == "$default" {
-		// The catch-all route does not determine the path.
+	if routeKey == "$default" || (ev.RouteKey == "$default" && req.Params == nil && strings.Contains(routeKey, "{")) {
+		// The catch-all route does not determine the path; nor does a
+		// route template its handler matched behind it ("POST
+		// /orders/{id}/refund"), unless Params gives the values the path
+		// carried.
 		if in.parts.path = ev.RawPath; in.parts.path == "" {
 			in.parts.path = ev.RequestContext.HTTP.Path
 		}
