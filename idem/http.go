@@ -232,7 +232,14 @@ type recorder struct {
 
 func (r *recorder) Header() http.Header { return r.header }
 
+// WriteHeader keeps the first final status. An informational one (1xx
+// but 101 Switching Protocols, as net/http treats them) is not the
+// response: the answer is buffered, so it is dropped, and the status
+// written after it is the one recorded and answered.
 func (r *recorder) WriteHeader(status int) {
+	if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+		return
+	}
 	if r.status == 0 {
 		r.status = status
 	}

@@ -206,3 +206,31 @@ func TestAbortHandlerAbortsTheResponse(t *testing.T) {
 		t.Fatalf("retry after the abort: %d %s, %d runs; want 201 from a second run", w.Code, w.Body, runs.Load())
 	}
 }
+
+// A handler that sends an informational response first (103 Early
+// Hints) and then fails (500) is answered 500 and not recorded: the
+// interim status is not the response. A retry of the key runs the handler
+// again, as after any 5xx; a final status after a 1xx is what is replayed.
+func TestInformationalStatusIsNotTheResponse(t *testing.T) {
+	var runs atomic.Int32
+	h := muxGuard(t).Handle("POST /orders", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		if runs.Add(1) == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":"internal"}`))
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id":"o-1"}`))
+	}))
+	if w := post(h, "/orders", testKey, `{"a":1}`); w.Code != http.StatusInternalServerError {
+		t.Fatalf("a failure after 103: answered %d %s; want 500", w.Code, w.Body)
+	}
+	if w := post(h, "/orders", testKey, `{"a":1}`); w.Code != http.StatusCreated || runs.Load() != 2 {
+		t.Fatalf("retry after the failure: %d %s, %d runs; want 201 from a second run", w.Code, w.Body, runs.Load())
+	}
+	if w := post(h, "/orders", testKey, `{"a":1}`); w.Code != http.StatusCreated || w.Body.String() != `{"id":"o-1"}` || runs.Load() != 2 {
+		t.Fatalf("replay: %d %s, %d runs; want the 201 replayed", w.Code, w.Body, runs.Load())
+	}
+}
