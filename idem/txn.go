@@ -185,8 +185,13 @@ func (t *txn) logFailure(ctx context.Context, level slog.Level, msg string, extr
 // render turns a handler's (or the stored) response into this request's
 // answer: the policy's request-id member set to this request's id
 // (Policy.RequestIDMember), then rendered per the request's Accept on a
-// route whose Contract has Render.
+// route whose Contract has Render. A Guard.Once value is not an HTTP
+// answer: it is returned as Run returned it, replays included, never
+// stamped or rendered.
 func (t *txn) render(resp *Response) *Response {
+	if t.in.method == methodEvent {
+		return resp
+	}
 	return renderContract(t.contract, t.g.stampRequestID(resp, t.in.requestID), t.in.accept)
 }
 
