@@ -140,10 +140,17 @@ func (hb *heartbeat) renew() bool {
 		lease = hb.ends.Sub(now)
 	}
 	started := t.g.wallAt(now)
-	// Off the request's goroutine: its own context, bounded by the end of
-	// the lease written last (wall time), so that a renewal that stalls
-	// fails by then and the lease is cut before it ends.
-	rctx := t.g.storeCtxAt(nil, hb.ctx, true, t.x.leaseEnd, started)
+	// Off the request's goroutine: its own context, bounded by a margin
+	// before the end of the lease written last (wall time), so that a
+	// renewal that stalls fails, and the lease is cut, while that lease
+	// still holds. A renewal that could not be given even the least store
+	// call's time before then is not made: the lease is cut now.
+	limit := t.x.leaseEnd.Add(-renewMargin(hb.every))
+	if !started.Add(minStoreCall).Before(limit) {
+		hb.lease.end(ErrLeaseLost)
+		return false
+	}
+	rctx := t.g.storeCtxAt(nil, hb.ctx, true, limit, started)
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 	rctx.release()
 	if err == nil {
@@ -157,6 +164,15 @@ func (hb *heartbeat) renew() bool {
 		return false
 	}
 	return true
+}
+
+// renewMargin is how long before the end of the lease written last a
+// renewal's store call must have ended: a quarter of the heartbeat
+// interval, at most a second. The handler's context is cut when that call
+// fails, so the margin is what separates the cut from the moment a
+// same-key request may reclaim the record.
+func renewMargin(every time.Duration) time.Duration {
+	return min(every/4, time.Second)
 }
 
 // lost reports whether the handler's context ended with ErrLeaseLost (a
