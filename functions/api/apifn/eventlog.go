@@ -23,7 +23,10 @@ func logEvents(r runs.Run) ([]RunEvent, int64) {
 				Payload: e.Payload, Timestamp: e.Timestamp, Sequence: e.Sequence, SchemaVersion: 1})
 		}
 	} else {
-		evs = append(evs, newRunEvent(r, 0, EventRunStarted, r.CreatedAt, map[string]any{"workflowId": r.WorkflowID}))
+		// run.started echoes the run's owner block and the transport it
+		// was created through (every run here: the REST API).
+		evs = append(evs, newRunEvent(r, 0, EventRunStarted, r.CreatedAt,
+			map[string]any{"workflowId": r.WorkflowID, "owner": runOwner(r), "transport": "rest"}))
 	}
 	next := r.LogBase()
 	for _, e := range r.Log {

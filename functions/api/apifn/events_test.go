@@ -195,7 +195,8 @@ func TestEventsLifecycle(t *testing.T) {
 	}
 	d := eventDoc(t, fr.Data)
 	if d["sequence"] != 0.0 || d["type"] != EventRunStarted || d["runId"] != r.ID || d["timestamp"] != "2026-03-01T12:00:00Z" ||
-		!reflect.DeepEqual(d["payload"], map[string]any{"workflowId": "conformance-noop"}) {
+		!reflect.DeepEqual(d["payload"], map[string]any{"workflowId": "conformance-noop", "transport": "rest",
+			"owner": map[string]any{"tenant": "acme", "subject": map[string]any{"issuer": "urn:idemkit:api-key", "kind": "workload", "lane": "api-key", "subjectId": "acme", "tenant": "acme"}}}) {
 		t.Fatalf("run.started %v", d)
 	}
 	if strings.Contains(fr.Data, "s3cr3t") {

@@ -199,7 +199,7 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[st
 	snap := map[string]any{
 		"runId": r.ID, "workflowId": r.WorkflowID, "status": r.Status,
 		"eventLogSchemaVersion": EventLogSchemaVersion,
-		"owner":                 map[string]any{"tenant": r.Tenant, "subject": apikeys.OwnerSubject(r.Tenant)},
+		"owner":                 runOwner(r),
 		"startedAt":             r.CreatedAt.UTC().Format(time.RFC3339Nano),
 		"extensions":            map[string]any{ExtensionRun: ext},
 	}
@@ -263,4 +263,10 @@ func (h *Handler) effects(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	return jsonResp(http.StatusOK, p)
+}
+
+// runOwner is the run's owner block, as RunSnapshot.owner carries it and
+// run.started echoes it.
+func runOwner(r runs.Run) map[string]any {
+	return map[string]any{"tenant": r.Tenant, "subject": apikeys.OwnerSubject(r.Tenant)}
 }
