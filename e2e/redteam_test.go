@@ -256,8 +256,7 @@ func webhookBody(url string, order int) string {
 
 // stackModes are the createRun write paths: one transaction with the
 // completion record (moto), and the conditional PutItem fallback (no
-// transactions: dynalite, and fenced-effects deployments on real DynamoDB,
-// whose Layer-1 client points at another region).
+// transactions: dynalite, or RUNS_TRANSACTIONAL=false).
 func stackModes(t *testing.T, fn func(t *testing.T, s *rtStack)) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		if e.Caps.Transactions {

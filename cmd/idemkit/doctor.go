@@ -30,7 +30,10 @@ could not be described.
 
 Each table's name is --table LogicalID=NAME, else its function's variable
 (IDEMPOTENCY_TABLE, EFFECTS_TABLE, RUNS_TABLE, FENCE_TABLE, API_KEYS_TABLE),
-else, with --endpoint, PREFIX + its logical ID. Without --endpoint it reaches
+else, with --endpoint, PREFIX + its logical ID. A table named by its variable
+is checked in the region IDEMPOTENCY_TABLE_REGION, RUNS_TABLE_REGION or
+FENCE_TABLE_REGION names, when set and --region is not (a multi-region
+replica's functions call those tables in the home region). Without --endpoint it reaches
 AWS with the default configuration and checks the tables it has names for.
 It only describes tables (dynamodb:DescribeTable, DescribeTimeToLive,
 DescribeContinuousBackups).
@@ -49,6 +52,15 @@ var tableEnv = map[string]string{
 	"RunsTable":        settings.EnvRunsTable,
 	"FenceTable":       settings.EnvFenceTable,
 	"ApiKeysTable":     settings.EnvAPIKeysTable,
+}
+
+// tableRegionEnv names, per logical ID, the variable that holds the home
+// region a replica region's functions call that table in (fenced-effects):
+// without --region, a table named by its variable is checked there.
+var tableRegionEnv = map[string]string{
+	"IdempotencyTable": settings.EnvIdempotencyTableRegion,
+	"RunsTable":        settings.EnvRunsTableRegion,
+	"FenceTable":       settings.EnvFenceTableRegion,
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -128,9 +140,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			failed = true
 			continue
 		}
-		name := names[id]
+		name, tc := names[id], c
 		if name == "" && tableEnv[id] != "" {
 			name = os.Getenv(tableEnv[id])
+			if home := os.Getenv(tableRegionEnv[id]); name != "" && home != "" && *region == "" && tableRegionEnv[id] != "" {
+				tc = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = home })
+			}
 		}
 		if name == "" && *endpoint != "" {
 			name = *prefix + id
@@ -140,7 +155,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			continue
 		}
 		checked++
-		r, err := tables.Check(ctx, c, d, name)
+		r, err := tables.Check(ctx, tc, d, name)
 		switch {
 		case err != nil:
 			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)
@@ -148,7 +163,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			failed = true
 			continue
 		case r.Missing:
-			fmt.Fprintf(stdout, "%s\t%s\tmissing\n  - no table of this name in this region (renamed, deleted or never created: fix the name the function is given, or create it from the template)\n", id, name)
+			fmt.Fprintf(stdout, "%s\t%s\tmissing\n  - no table of this name in %s (renamed, deleted or never created: fix the name the function is given, or create it from the template)\n", id, name, regionName(tc))
 			failed = true
 			continue
 		case r.OK():
@@ -172,4 +187,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// regionName names c's region for a message ("region eu-west-1"), or
+// "this region" when c has none set.
+func regionName(c *dynamodb.Client) string {
+	if r := c.Options().Region; r != "" {
+		return "region " + r
+	}
+	return "this region"
 }

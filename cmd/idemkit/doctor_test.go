@@ -119,3 +119,30 @@ func TestDoctorTableThatCannotBeDescribed(t *testing.T) {
 		t.Fatalf("doctor's help does not list the error status:\n%s", help.String())
 	}
 }
+
+// TestDoctorChecksHomeRegionTablesThere: given a fenced replica region's
+// environment, a table its functions call in the home region
+// (RUNS_TABLE_REGION, IDEMPOTENCY_TABLE_REGION, FENCE_TABLE_REGION) is
+// checked there, not reported missing from the local region; without the
+// home-region variable it is looked for locally, and the message names the
+// region searched.
+func TestDoctorChecksHomeRegionTablesThere(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	home := e.InRegion("eu-west-1")
+	runs := home.CreateTable(t, "RunsTable")
+	ctx := context.Background()
+	doctor := func() (int, string) {
+		var out, errb bytes.Buffer
+		code := run(ctx, []string{"doctor", "--endpoint", e.Endpoint, "--only", "runs"}, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	t.Setenv("RUNS_TABLE", runs)
+	t.Setenv("RUNS_TABLE_REGION", "")
+	if code, s := doctor(); code != 1 || !strings.Contains(s, "RunsTable\t"+runs+"\tmissing\n") || !strings.Contains(s, "in region "+e.Region) {
+		t.Fatalf("without RUNS_TABLE_REGION: exit %d\n%s", code, s)
+	}
+	t.Setenv("RUNS_TABLE_REGION", "eu-west-1")
+	if code, s := doctor(); code != 0 || !strings.Contains(s, "RunsTable\t"+runs+"\tok\n") {
+		t.Fatalf("with RUNS_TABLE_REGION: exit %d\n%s", code, s)
+	}
+}

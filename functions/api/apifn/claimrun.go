@@ -13,7 +13,7 @@ import (
 // retryRun). Under an idempotency claim that carries the original request
 // ID, run takes the claim's run ID (runs.ClaimRunID), so every execution of
 // one idempotency record names the same run. Where the run write cannot
-// commit with the completion record (no transactions; fenced-effects), an
+// commit with the completion record (no transactions), an
 // execution whose completion was lost, whose lease was reclaimed, or whose
 // run write's response was lost, is re-executed by the retry: it finds the
 // run it created and answers for it instead of creating a second one (and a

@@ -11,8 +11,10 @@ import (
 // client, BaseEndpoint such as DYNAMODB_ENDPOINT) is kept; client itself is
 // not modified.
 //
-// Under fenced-effects two tables are owned by the home region, and every
-// region's functions call them there rather than their local replica:
+// Under fenced-effects these tables are owned by the home region, and every
+// region's functions call them there rather than their local replica (the
+// effects table's records, FENCE_TABLE_REGION, and the api's runs,
+// RunsTableRegion, too):
 //
 //   - FenceTable (Env.FenceTableRegion, FenceClient): a fencing token from a
 //     replica-local table would not be linearizable across regions, which

@@ -11,8 +11,8 @@ import (
 
 // runRetentionNeedsTransaction refuses a finite run retention
 // (RUN_RETENTION_DAYS) where createRun does not write its run in the
-// Layer-1 completion transaction (RUNS_TRANSACTIONAL=false, or Layer 1 in
-// another region under fenced-effects), whatever the Layer-1 retention.
+// Layer-1 completion transaction (RUNS_TRANSACTIONAL=false, or Layer 1 and
+// the runs in different regions), whatever the Layer-1 retention.
 // There a record whose execution fails after its run was written (a lost
 // answer, a throttled read) stays claimable, and its re-execution names
 // the same run (runs.ClaimRunID): the run's item is then the only fence
@@ -34,10 +34,10 @@ func runRetentionNeedsTransaction(env settings.Env, p Parts, transactional bool)
 	}
 	days := int(env.RunRetention / (24 * time.Hour))
 	if env.Idem.EffectiveRetention() == idem.Forever {
-		return fmt.Errorf("%s=%d with a Layer-1 retention of forever (%s, policy %s) needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 in this region): set %s to 0 (forever)",
+		return fmt.Errorf("%s=%d with a Layer-1 retention of forever (%s, policy %s) needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 and the runs in one region): set %s to 0 (forever)",
 			settings.EnvRunRetention, days, idemenv.RetentionHours, env.Idem.PolicyName(),
 			"RUNS_TRANSACTIONAL", settings.EnvRunRetention)
 	}
-	return fmt.Errorf("%s=%d needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 in this region): without it a Layer-1 record whose executions keep failing after the run write is reclaimed, and kept, past the run's expiry, and would create the run again; set %s to 0 (forever)",
+	return fmt.Errorf("%s=%d needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 and the runs in one region): without it a Layer-1 record whose executions keep failing after the run write is reclaimed, and kept, past the run's expiry, and would create the run again; set %s to 0 (forever)",
 		settings.EnvRunRetention, days, "RUNS_TRANSACTIONAL", settings.EnvRunRetention)
 }

@@ -92,6 +92,7 @@ func TestLoadEnvRunsTableRegion(t *testing.T) {
 		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvRunsTableRegion, " eu-west-1 "), want: "eu-west-1"},
 		{env: fenced(EnvFenceTableRegion, "eu-west-1", EnvRunsTableRegion, "us-east-1"), err: "ONE home region"},
 		{env: fenced(EnvRunsTableRegion, "Europe"), err: EnvRunsTableRegion},
+		{env: fenced(EnvIdempotencyTableRegion, "eu-west-1", EnvRunsTableRegion, "us-east-1"), err: "ONE home region"},
 		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvRunsTableRegion: "eu-west-1"}, err: EnvRunsTableRegion},
 		{env: map[string]string{EnvRunsTableRegion: "eu-west-1"}, err: EnvRunsTableRegion},
 	} {

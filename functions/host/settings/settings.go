@@ -273,6 +273,8 @@ func (e *Env) between() []string {
 		p = append(p, fmt.Sprintf("%s is used only with %s=fenced-effects (other postures keep runs in the local table)", EnvRunsTableRegion, EnvCrossRegion))
 	case e.FenceTableRegion != "" && e.RunsTableRegion != e.FenceTableRegion:
 		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvRunsTableRegion, e.RunsTableRegion, EnvFenceTableRegion, e.FenceTableRegion))
+	case e.IdempotencyTableRegion != "" && e.RunsTableRegion != e.IdempotencyTableRegion:
+		p = append(p, fmt.Sprintf("%s=%q and %s=%q: fenced-effects has ONE home region", EnvRunsTableRegion, e.RunsTableRegion, EnvIdempotencyTableRegion, e.IdempotencyTableRegion))
 	}
 	return p
 }
