@@ -8,14 +8,22 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// minRenewal is the least time a renewal's store call is given, even when
-// the tick came so late that the lease last written has (nearly) ended: the
-// renewal is still tried, for at most this long, and is refused if the
-// attempt was reclaimed meanwhile (the function then stops with
-// ErrLeaseLost either way). A second leaves a loaded store (or emulator)
-// time to answer; a stalled store still cannot keep the function running
-// more than this past its lease.
-const minRenewal = time.Second
+// minRenewal is the least time a renewal's store call is given. A tick that
+// comes so late that less than this is left before the renewal margin (see
+// renewMargin) makes no renewal: the heartbeat gives up at once, so a
+// stalled or slow store never keeps the function running into the end of
+// its lease.
+const minRenewal = 100 * time.Millisecond
+
+// renewMargin is how long before the end of the lease last written a
+// renewal's store call must have ended: a quarter of the heartbeat
+// interval, at most a second. The function's context is cancelled when
+// that call fails and no later renewal can land in time, so the margin is
+// what separates the cancellation from the moment another executor may
+// reclaim the attempt and fire.
+func renewMargin(every time.Duration) time.Duration {
+	return min(every/4, time.Second)
+}
 
 // run calls fn for the attempt rec (just written with its fire mark) while a
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is
@@ -48,10 +56,11 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn 
 //
 //   - A refused renewal means the claim was reclaimed: it calls
 //     lost(ErrLeaseLost) and stops.
-//   - Each renewal's store call is bounded by the lease end last written
-//     (its context's deadline is that far away, and at least minRenewal),
-//     so a store that stalls fails the renewal by then instead of keeping
-//     fn running past it.
+//   - Each renewal's store call is bounded by renewMargin before the lease
+//     end last written, so a store that stalls fails the renewal while the
+//     lease holds instead of keeping fn running to or past its end; a tick
+//     that leaves less than minRenewal before then makes no renewal and
+//     gives up.
 //   - A renewal that fails with an error is retried at the next tick while
 //     that tick (the tick's now + Heartbeat) comes before the lease end last
 //     written, and the failed renewal did not itself last until then. Otherwise no renewal can be relied on to
@@ -94,12 +103,20 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 			next := cur.Clone()
 			next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
 			next.ExpiresAt = l.extend(next.ExpiresAt, now)
-			// Bounded by the end of the lease last written (the time left
-			// until it on the Ledger's clock, never less than minRenewal): a
-			// renewal that stalls fails by then, and the heartbeat gives up,
-			// rather than leave fn running past its lease while it waits on
-			// the store.
-			cctx, ccancel := context.WithTimeout(rctx, max(cur.LeaseUntil.Sub(now), minRenewal))
+			// Bounded by a margin before the end of the lease last written
+			// (the time left until then on the Ledger's clock): a renewal
+			// that stalls fails while the lease holds, and the heartbeat
+			// gives up, rather than leave fn running to or past its lease
+			// end while it waits on the store. A tick too late to give a
+			// renewal even minRenewal makes none.
+			margin := renewMargin(l.cfg.Heartbeat)
+			budget := cur.LeaseUntil.Sub(now) - margin
+			if budget < minRenewal {
+				hb.gaveUp = true
+				lost(ErrLeaseLost)
+				return false
+			}
+			cctx, ccancel := context.WithTimeout(rctx, budget)
 			var err error
 			if !hb.until.IsZero() && next.LeaseUntil.After(hb.until) {
 				// The fence item would end within the lease: no renewal
@@ -122,7 +139,7 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 				}
 				// The next renewal comes at the next tick (now + Heartbeat)
 				// or, if this one took that long, at once (l.now()).
-				if end := cur.LeaseUntil; now.Add(l.cfg.Heartbeat).Before(end) && l.now().Before(end) {
+				if end := cur.LeaseUntil.Add(-margin); now.Add(l.cfg.Heartbeat).Before(end) && l.now().Before(end) {
 					return true // it may still land in time
 				}
 				hb.gaveUp = true

@@ -96,8 +96,10 @@ type Config struct {
 	// the attempt first) or fails. So the context of an effect function
 	// whose renewals fail ends before another executor may reclaim its
 	// attempt (the function must honour it). Each renewal's store call is
-	// bounded by that lease end (at least a second), so a store that hangs
-	// fails the renewal by then rather than delay the check. With the
+	// bounded by a margin before that lease end (a quarter of Heartbeat,
+	// at most a second), so a store that hangs fails the renewal while the
+	// lease holds rather than delay the check; a tick too late for that
+	// makes no renewal and gives up. With the
 	// default (Lease/3) one failed renewal is retried and the second in a
 	// row gives up; with Heartbeat at Lease/2 or more the first failure
 	// gives up. An effect function shorter than Heartbeat costs no extra

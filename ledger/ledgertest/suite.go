@@ -88,6 +88,9 @@ type hookStore struct {
 	refErr        error
 	renewErr      error
 	renewStall    bool
+	// stallGiven receives, for each stalled renewal, how long its context
+	// gave it (its deadline from the call's start, wall time).
+	stallGiven chan time.Duration
 	refs          atomic.Int64
 }
 
@@ -136,7 +139,14 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 		hook = func(*ledger.Record) error { return renewErr }
 	}
 	if s.renewStall && isRenewal(n, w) {
-		hook = func(*ledger.Record) error { <-ctx.Done(); return ctx.Err() }
+		given := s.stallGiven
+		hook = func(*ledger.Record) error {
+			if dl, ok := ctx.Deadline(); ok && given != nil {
+				given <- time.Until(dl)
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}
 	}
 	s.mu.Unlock()
 	if hook != nil {
@@ -247,10 +257,11 @@ func (s *hookStore) failRenewals(err error) {
 // stallRenewals makes every heartbeat renewal (see isRenewal) from now on
 // hang, as a store that never answers, until its context ends; it then
 // fails with the context's error, sending nothing to the store.
-func (s *hookStore) stallRenewals() {
+func (s *hookStore) stallRenewals() <-chan time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.renewStall = true
+	s.renewStall, s.stallGiven = true, make(chan time.Duration, 16)
+	return s.stallGiven
 }
 
 var errCrash = errors.New("ledgertest: simulated crash")
