@@ -72,7 +72,7 @@ type Config struct {
 	// the lease (keep Lease - Heartbeat well above the worst skew). With
 	// heartbeats, renewals that keep failing cancel the effect function's
 	// context before the lease last written ends (see Heartbeat). Default
-	// DefaultLease (5m); minimum 1s.
+	// DefaultLease (5m); minimum 1s; below Retention.
 	Lease time.Duration
 	// Heartbeat is the interval at which the lease of a fired attempt is
 	// renewed while the effect function runs: a write fenced on the owner
@@ -207,6 +207,11 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	if cfg.Retention < MinRetention {
 		p.Addf("Config.Retention %s is below the 14-day minimum", cfg.Retention)
+	}
+	if cfg.Lease >= cfg.Retention && cfg.Retention >= MinRetention {
+		// A lease outliving its record: once the record expired, a new
+		// claim would fire again while the first owner's call ran.
+		p.Addf("Config.Lease %s is not below Config.Retention %s", cfg.Lease, cfg.Retention)
 	}
 	if f, ok := cfg.Fencer.(RetainingFencer); ok && f.FenceRetention() < cfg.Retention {
 		p.Addf("Config.Fencer keeps a passed token %s, less than Config.Retention %s: an escaped effect could be fired again while its record is kept", f.FenceRetention(), cfg.Retention)
