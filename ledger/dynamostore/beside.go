@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -70,9 +71,30 @@ func encodeWrite(r *ledger.Record) (rec, value map[string]types.AttributeValue) 
 		"sk":          &types.AttributeValueMemberS{Value: ref},
 		attrValueData: &types.AttributeValueMemberB{Value: o.Value},
 		"expiresAtMs": rec["expiresAtMs"],
-		"expiresAt":   rec["expiresAt"],
+		"expiresAt":   valueTTL(rec["expiresAt"]),
 	}
 	return rec, value
+}
+
+// valueTTLGrace is how much later than its record a value item's TTL
+// deletes it: TTL deletes expired items lazily and in any order, and a
+// record read whose value item went first would fail rather than read the
+// record as expired. Every write of the record rewrites its value item, so
+// the value always outlives the record.
+const valueTTLGrace = 24 * time.Hour
+
+// valueTTL is the value item's TTL attribute: the record's plus
+// valueTTLGrace.
+func valueTTL(recordTTL types.AttributeValue) types.AttributeValue {
+	n, ok := recordTTL.(*types.AttributeValueMemberN)
+	if !ok {
+		return recordTTL
+	}
+	sec, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return recordTTL
+	}
+	return avN(sec + int64(valueTTLGrace/time.Second))
 }
 
 // valueRefOf is the value item a record item references ("" for none).

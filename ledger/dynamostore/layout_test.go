@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -294,10 +295,15 @@ func TestValueBesideTheRecord(t *testing.T) {
 		if _, ok := beside["runKey"]; ok {
 			t.Error("value item is in the byRun index")
 		}
-		for _, a := range []string{"expiresAt", "expiresAtMs"} {
-			if !reflect.DeepEqual(beside[a], record[a]) {
-				t.Errorf("value item %s %v, record's %v", a, beside[a], record[a])
-			}
+		if !reflect.DeepEqual(beside["expiresAtMs"], record["expiresAtMs"]) {
+			t.Errorf("value item expiresAtMs %v, record's %v", beside["expiresAtMs"], record["expiresAtMs"])
+		}
+		// The value outlives its record by a day in the TTL
+		// (TestValueItemOutlivesItsRecord).
+		vt, _ := strconv.ParseInt(beside["expiresAt"].(*types.AttributeValueMemberN).Value, 10, 64)
+		rt, _ := strconv.ParseInt(record["expiresAt"].(*types.AttributeValueMemberN).Value, 10, 64)
+		if vt-rt != 86400 {
+			t.Errorf("value item expiresAt %d, record's %d; want a day later", vt, rt)
 		}
 		if _, err := dynamostore.DecodeRecord(beside); !errors.Is(err, dynamostore.ErrNotRecord) {
 			t.Errorf("DecodeRecord(value item) = %v, want ErrNotRecord", err)
