@@ -62,6 +62,12 @@ func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
 		{"cancel: lone surrogate", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"\udc00"}`},
 		{"fork: mode twice", forkPath(src.ID), `{"mode":"branch","mode":"replay"}`},
 		{"fork: fromSeq twice", forkPath(src.ID), `{"mode":"branch","fromSeq":1,"fromSeq":2}`},
+		// Not JSON text: a closing bracket too many (a body tenant behind
+		// it must not pass unread either), trailing text.
+		{"create: a brace too many", "/runs", `{"workflowId":"conformance-noop"}}`},
+		{"create: a bracket too many, another tenant", "/runs", `{"workflowId":"conformance-noop","tenantId":"globex"}]`},
+		{"create: trailing text", "/runs", `{"workflowId":"conformance-noop"} x`},
+		{"fork: a brace too many", forkPath(src.ID), `{"mode":"branch"}}`},
 	}
 	before := f.runs.Len()
 	n := 0

@@ -516,7 +516,9 @@ func (h *Handler) bodyTenantRefusal(r Route, c call) *apierr.Error {
 // bytes a store keeping UTF-8 text replaces. nil when Layer 1 decides
 // (it digests the body as JSON, or refuses the request before reading
 // it), and for a body that is not JSON text at all (the route's parser
-// answers it).
+// answers it), and for a body that is not JSON text at all (a bracket too
+// many, trailing text), the same 400 Layer 1 gives it: a route's decoder
+// reads the first value only, and would take the rest unread.
 func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
 	if l := h.layer1(r, c.ev); l.refuses || l.active && l.keyed && l.json {
 		return nil
@@ -525,8 +527,18 @@ func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
 	if e != nil || len(body) == 0 {
 		return nil // the route answers it
 	}
-	return jsonerr.Check(body)
+	if e := jsonerr.Check(body); e != nil {
+		return e
+	}
+	if !json.Valid(body) {
+		return jsonerr.Refusal(body, errNotJSON)
+	}
+	return nil
 }
+
+// errNotJSON is the cause jsonBodyRefusal gives jsonerr.Refusal for a body
+// that is not JSON text.
+var errNotJSON = errors.New("not JSON text")
 
 // layer1Reading is what Layer 1 does with a request before its handler
 // runs (Handler.layer1).
