@@ -399,3 +399,17 @@ func TestRequiredKeyIsStillTheFirstRefusal(t *testing.T) {
 		t.Errorf("%d runs created", f.runs.Len())
 	}
 }
+
+// TestWorkOrderRefusalCodeFollowsThePolicy: the work-order route's
+// deterministic 409 for a work order none of whose projects is processed
+// names the ERP contract's code, NO_PROJECT_PROCESSED, under the ERP policy
+// only; under the default (OpenWOP) policy, whose error codes are the
+// registry's and host codes, it is idemkit.no_project_processed.
+func TestWorkOrderRefusalCodeFollowsThePolicy(t *testing.T) {
+	f := newFixture(t)
+	body := `{"work_order_number":"WO-78","projects":[{"code":"p9","name":"Too many","quantity":20000}]}`
+	resp, m := f.do(t, ev("POST", "/api/v1/inbound/work-orders", "acme", "k-work-order-refusal-000001", body))
+	if resp.StatusCode != 409 || m["error"] != CodeNoProjectProcessedHost {
+		t.Fatalf("under the OpenWOP policy: %d %s; want 409 %s", resp.StatusCode, resp.Body, CodeNoProjectProcessedHost)
+	}
+}

@@ -97,9 +97,16 @@ const (
 const MaxProjectQuantity = 10000
 
 // CodeNoProjectProcessed is the deterministic business answer (HTTP 409)
-// of a work order none of whose projects is processed: stored and replayed
-// like any final answer.
+// of a work order none of whose projects is processed under the ERP
+// policy, whose contract names it: stored and replayed like any final
+// answer. Under another policy, whose error codes are the registry's and
+// idemkit's own, the same answer is CodeNoProjectProcessedHost.
 const CodeNoProjectProcessed = "NO_PROJECT_PROCESSED"
+
+// CodeNoProjectProcessedHost is CodeNoProjectProcessed under a policy
+// other than the ERP policy: a host code, in the registry's form for
+// them.
+const CodeNoProjectProcessedHost = "idemkit.no_project_processed"
 
 // liveWorkOrder processes an inbound work order: its projects of a
 // quantity up to MaxProjectQuantity are processed, the others skipped. It
@@ -123,7 +130,11 @@ func (h *Handler) liveWorkOrder(ctx context.Context, c call) (events.APIGatewayV
 		}
 	}
 	if processed == 0 {
-		return errResp(apierr.New(http.StatusConflict, CodeNoProjectProcessed, "no project of work order %s was processed", wo.Number).
+		code := CodeNoProjectProcessed
+		if h.guard.Policy.Name != erp.Policy.Name {
+			code = CodeNoProjectProcessedHost
+		}
+		return errResp(apierr.New(http.StatusConflict, code, "no project of work order %s was processed", wo.Number).
 			WithDetails(map[string]any{"skipped_projects": skipped})), nil
 	}
 	return jsonResp(http.StatusCreated, map[string]any{erp.RequestIDMember: c.ev.RequestContext.RequestID,
