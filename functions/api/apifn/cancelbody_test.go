@@ -41,6 +41,7 @@ func TestCancelBodyIsItsSchema(t *testing.T) {
 		{"string", "", `"stop"`, 400, "validation_error", ""},
 		{"number", "", `1`, 400, "validation_error", ""},
 		{"not JSON", "", `{`, 400, "validation_error", ""},
+		{"whitespace only", "", "  \n ", 400, "validation_error", ""},
 		{"reason a number", "", `{"reason":1}`, 400, "validation_error", "reason"},
 		{"reason null", "", `{"reason":null}`, 400, "validation_error", "reason"},
 		{"text/plain", "text/plain", `{"reason":"x"}`, 415, "unsupported_media_type", ""},
