@@ -8,12 +8,15 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// minRenewal is the least time a renewal's store call is given. A tick that
-// comes so late that less than this is left before the renewal margin (see
-// renewMargin) makes no renewal: the heartbeat gives up at once, so a
-// stalled or slow store never keeps the function running into the end of
-// its lease.
-const minRenewal = 100 * time.Millisecond
+// minRenewal is the least time a renewal's store call is given, even when
+// the tick came so late (a pause) that less than this is left before the
+// renewal margin (see renewMargin): the renewal is still tried, for at most
+// this long, and is refused if the attempt was reclaimed meanwhile (the
+// function then stops with ErrLeaseLost either way); one that lands proves
+// nobody reclaimed it. A second leaves a loaded store time to answer. A
+// tick in time never gets it: its renewal ends renewMargin before the
+// lease does.
+const minRenewal = time.Second
 
 // renewMargin is how long before the end of the lease last written a
 // renewal's store call must have ended: a quarter of the heartbeat
@@ -57,10 +60,9 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn 
 //   - A refused renewal means the claim was reclaimed: it calls
 //     lost(ErrLeaseLost) and stops.
 //   - Each renewal's store call is bounded by renewMargin before the lease
-//     end last written, so a store that stalls fails the renewal while the
-//     lease holds instead of keeping fn running to or past its end; a tick
-//     that leaves less than minRenewal before then makes no renewal and
-//     gives up.
+//     end last written (at least minRenewal, for a tick that came late), so
+//     a store that stalls fails the renewal while the lease holds instead
+//     of keeping fn running to or past its end.
 //   - A renewal that fails with an error is retried at the next tick while
 //     that tick (the tick's now + Heartbeat) comes before the lease end last
 //     written, and the failed renewal did not itself last until then. Otherwise no renewal can be relied on to
@@ -104,19 +106,12 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 			next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
 			next.ExpiresAt = l.extend(next.ExpiresAt, now)
 			// Bounded by a margin before the end of the lease last written
-			// (the time left until then on the Ledger's clock): a renewal
-			// that stalls fails while the lease holds, and the heartbeat
-			// gives up, rather than leave fn running to or past its lease
-			// end while it waits on the store. A tick too late to give a
-			// renewal even minRenewal makes none.
+			// (the time left until then on the Ledger's clock, never less
+			// than minRenewal): a renewal that stalls fails while the lease
+			// holds, and the heartbeat gives up, rather than leave fn
+			// running to or past its lease end while it waits on the store.
 			margin := renewMargin(l.cfg.Heartbeat)
-			budget := cur.LeaseUntil.Sub(now) - margin
-			if budget < minRenewal {
-				hb.gaveUp = true
-				lost(ErrLeaseLost)
-				return false
-			}
-			cctx, ccancel := context.WithTimeout(rctx, budget)
+			cctx, ccancel := context.WithTimeout(rctx, max(cur.LeaseUntil.Sub(now)-margin, minRenewal))
 			var err error
 			if !hb.until.IsZero() && next.LeaseUntil.After(hb.until) {
 				// The fence item would end within the lease: no renewal

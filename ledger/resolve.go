@@ -81,12 +81,21 @@ func (l *Ledger) View(r *Record, now time.Time) EffectView {
 			a.State, a.At = AttemptEscaped, r.LeaseUntil
 		}
 	default:
+		// Escaped while an attempt whose delivery is unknown was not
+		// settled since: attempts after it that never reached the
+		// provider (NotSent) do not settle it; an operator's resolution
+		// (its own row) does.
 		v.State = EffectPending
 		for i := len(r.Attempts) - 1; i >= 0; i-- {
-			if a := r.Attempts[i]; a.Fired || a.Operator != "" {
+			a := r.Attempts[i]
+			if a.Operator != "" {
 				if a.State == AttemptEscaped {
 					v.State = EffectEscaped
 				}
+				break
+			}
+			if a.Fired && a.State == AttemptEscaped {
+				v.State = EffectEscaped
 				break
 			}
 		}

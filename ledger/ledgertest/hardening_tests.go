@@ -183,10 +183,9 @@ func (e *env) renewalsFailUntilCut(t *testing.T, tk *Ticker, renew <-chan error,
 func stopsWithCause(ctx context.Context) ([]byte, error) { return nil, context.Cause(ctx) }
 
 // Once another executor reclaimed the claim (the owner stopped renewing, e.g.
-// a long GC pause), the owner's next tick, past the end of its lease, makes
-// no renewal: the heartbeat stops, the effect function's context is
-// cancelled with cause ErrLeaseLost, and its late outcome is refused,
-// leaving the new owner's record untouched.
+// a long GC pause), the owner's next renewal is refused: the heartbeat stops,
+// the effect function's context is cancelled with cause ErrLeaseLost, and its
+// late outcome is refused, leaving the new owner's record untouched.
 func testHeartbeatReclaimed(t *testing.T, e *env) {
 	a, tk := e.heartbeating(10 * time.Second)
 	renew := e.renewals()
@@ -207,6 +206,9 @@ func testHeartbeatReclaimed(t *testing.T, e *env) {
 		t.Fatalf("B: %+v; want attempt 2 fired", bRes)
 	}
 	tk.Tick()
+	if err := recv(t, renew, "renewal 2"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("renewal after the reclaim: %v; want refused", err)
+	}
 	err := recv(t, done, "A's Do")
 	if !errors.Is(err, ledger.ErrLeaseLost) {
 		t.Fatalf("A: %v; want ErrLeaseLost", err)
@@ -364,8 +366,8 @@ func testHeartbeatFailingPastLease(t *testing.T, e *env) {
 // context is cancelled with cause ErrLeaseLost before any other executor
 // may reclaim the attempt, and Do returns ErrLeaseLost without recording
 // the outcome, the attempt left firing for a reclaim as escaped. The tick
-// comes 1.3 s (of the executor's clock) before the lease end, as after a
-// pause: the renewal is given what is left before the margin, 0.3 s.
+// comes 3 s (of the executor's clock) before the lease end: the renewal is
+// given what is left before the margin, 2 s.
 func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	a, tk := e.heartbeating(10 * time.Second)
 	renew := e.renewals()
@@ -375,10 +377,10 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	fctx := recv(t, started, "the fire")
 	leaseEnd := e.get(key).LeaseUntil
 	given := e.store.stallRenewals()
-	e.clock.Set(leaseEnd.Add(-1300 * time.Millisecond))
+	e.clock.Set(leaseEnd.Add(-3 * time.Second))
 	tk.Tick()
-	if d := recv(t, given, "the stalled renewal"); d > 800*time.Millisecond {
-		t.Fatalf("the stalled renewal was given %s although the lease ends in 1.3 s: it would fail at or after the lease end, when another executor may reclaim and fire", d)
+	if d := recv(t, given, "the stalled renewal"); d > 2500*time.Millisecond {
+		t.Fatalf("the stalled renewal was given %s although the lease ends in 3 s: it would fail at or after the lease end, when another executor may reclaim and fire", d)
 	}
 	if err := recv(t, renew, "the stalled renewal's failure"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stalled renewal: %v; want its deadline exceeded", err)

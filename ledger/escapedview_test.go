@@ -1,0 +1,59 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
+	"github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// An attempt whose delivery is unknown (escaped) stays the effect's state
+// until someone settles it, whatever attempts that never reached the
+// provider (NotSent) came after it: the operator's view says escaped,
+// effects list --state escaped finds it, and a resolution is accepted,
+// as the exhausted error Do returns says (Escaped). A record shown
+// pending here could neither be listed as escaped nor resolved.
+func TestEscapedAttemptIsNotHiddenByLaterUnsentOnes(t *testing.T) {
+	clk := ledgertest.NewClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := ledger.Effect{Identity: id, Retry: &ledger.Retry{MaxAttempts: 2, Base: time.Millisecond, Max: time.Millisecond}}
+	ctx := context.Background()
+	if _, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("503 after the request was sent"))
+	}); err == nil {
+		t.Fatal("an uncertain call succeeded")
+	}
+	clk.Advance(time.Second)
+	_, err = l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("connection refused"))
+	})
+	var ex *ledger.AttemptsExhaustedError
+	if !errors.As(err, &ex) || !ex.Escaped {
+		t.Fatalf("second attempt: %v; want attempts exhausted, an attempt escaped", err)
+	}
+	v, err := l.ShowEffect(ctx, id.EffectID)
+	if err != nil || v.State != ledger.EffectEscaped || !v.Exhausted {
+		t.Fatalf("view: %s exhausted %v (%v); want escaped, exhausted", v.State, v.Exhausted, err)
+	}
+	if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: "ops", Rev: v.Rev}); err != nil {
+		t.Fatalf("resolve delivered: %v", err)
+	}
+	if r, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		t.Fatal("a settled effect fired again")
+		return nil, nil
+	}); err != nil || !r.Replayed {
+		t.Fatalf("after the resolution: %+v %v; want the delivery replayed", r, err)
+	}
+}
