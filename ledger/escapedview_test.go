@@ -57,3 +57,56 @@ func TestEscapedAttemptIsNotHiddenByLaterUnsentOnes(t *testing.T) {
 		t.Fatalf("after the resolution: %+v %v; want the delivery replayed", r, err)
 	}
 }
+
+// The one more attempt a not-delivered resolution grants can end without
+// reaching the provider (NotSent, a context ended after its claim): the
+// effect is then exhausted and pending, nothing escaped. An operator can
+// grant it another attempt with a not-delivered resolution, which that
+// state makes true by construction; a delivered one is refused.
+func TestExhaustedPendingEffectTakesANotDeliveredResolution(t *testing.T) {
+	clk := ledgertest.NewClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := ledger.Effect{Identity: id, Retry: &ledger.Retry{MaxAttempts: 1}}
+	ctx := context.Background()
+	resolve := func(as ledger.Settlement) error {
+		v, err := l.ShowEffect(ctx, id.EffectID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = l.Resolve(ctx, id.EffectID, ledger.Resolution{As: as, Operator: "ops", Rev: v.Rev})
+		return err
+	}
+	if _, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout"))
+	}); !errors.Is(err, ledger.ErrAttemptsExhausted) {
+		t.Fatalf("first: %v", err)
+	}
+	if err := resolve(ledger.NotDelivered); err != nil {
+		t.Fatalf("resolving the escaped attempt: %v", err)
+	}
+	if _, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("connection refused"))
+	}); !errors.Is(err, ledger.ErrAttemptsExhausted) {
+		t.Fatalf("the granted attempt, not sent: %v", err)
+	}
+	if v, _ := l.ShowEffect(ctx, id.EffectID); v.State != ledger.EffectPending || !v.Exhausted {
+		t.Fatalf("view %s exhausted %v; want pending, exhausted", v.State, v.Exhausted)
+	}
+	if err := resolve(ledger.Delivered); !errors.Is(err, ledger.ErrNotEscaped) {
+		t.Fatalf("delivered for an effect nothing of which escaped: %v; want ErrNotEscaped", err)
+	}
+	if err := resolve(ledger.NotDelivered); err != nil {
+		t.Fatalf("not-delivered for an exhausted pending effect: %v", err)
+	}
+	r, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) { return []byte("refunded"), nil })
+	if err != nil || r.Replayed || string(r.Value) != "refunded" {
+		t.Fatalf("the attempt granted again: %+v %v; want it fired", r, err)
+	}
+}

@@ -177,6 +177,24 @@ func (l *Ledger) ListEffects(ctx context.Context, f Filter) ([]EffectView, error
 	return out, nil
 }
 
+// grantable reports whether a not-delivered resolution may grant cur one
+// more attempt although nothing of it escaped: it is pending with its
+// attempts exhausted after one fired (every attempt since the last
+// settlement ended without reaching the provider, which makes "not
+// delivered" true by construction), so without it the effect could never
+// move again while it is kept.
+func grantable(v EffectView, cur *Record) bool {
+	if v.State != EffectPending || !v.Exhausted {
+		return false
+	}
+	for _, a := range cur.Attempts {
+		if a.Fired || a.Operator != "" {
+			return true
+		}
+	}
+	return false
+}
+
 // ShowEffect returns the view of effectID, or ErrEffectNotFound.
 func (l *Ledger) ShowEffect(ctx context.Context, effectID string) (EffectView, error) {
 	r, err := l.Lookup(ctx, effectID)
@@ -240,7 +258,11 @@ func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
 // Resolve settles an escaped effect for an operator, fenced: it is refused
 // with ErrChanged if the record's Rev differs from res.Rev (the effect
 // changed since it was shown), with ErrNotEscaped if the effect is not
-// escaped (in flight, completed, never fired), and the write itself is
+// escaped (in flight, completed, never fired) — except that NotDelivered
+// also grants one more attempt to a pending effect whose attempts are
+// exhausted after one fired (the attempts since it never reached the
+// provider, e.g. the one a not-delivered resolution granted ended NotSent)
+// — and the write itself is
 // conditional on the record read (owner token, attempt, state, and an
 // expired lease for a stalled attempt), so a concurrent executor never
 // loses its claim to it. The settlement is recorded as an attempt row of
@@ -267,7 +289,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	if rev(cur) != res.Rev {
 		return l.View(cur, now), ErrChanged
 	}
-	if v := l.View(cur, now); v.State != EffectEscaped {
+	if v := l.View(cur, now); v.State != EffectEscaped && !(res.As == NotDelivered && grantable(v, cur)) {
 		return v, fmt.Errorf("%w (it is %s)", ErrNotEscaped, v.State)
 	}
 	if res.As == NotDelivered && cur.Fence > 0 {
