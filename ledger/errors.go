@@ -59,6 +59,14 @@ var (
 	// ErrChanged: the effect changed since it was shown (its Rev differs);
 	// show it again and decide on what it is now.
 	ErrChanged = errors.New("ledger: effect changed since it was shown")
+	// ErrFenceReopened comes with the error of a not-delivered resolution of
+	// a fenced effect whose record write was refused (ErrChanged) or failed
+	// after it had reopened the fence for the escaped attempt's token (it
+	// reopens first, so that no resolution is written whose attempt the
+	// fence refuses). Nothing was recorded, but the fence no longer holds
+	// that attempt's pass: the effect's next try fires it once, with the
+	// same provider key, as the resolution would have let it.
+	ErrFenceReopened = errors.New("ledger: the fence was reopened for the escaped attempt, though the resolution was not recorded: the effect's next try fires it once")
 	// ErrResolveNeedsFence: Resolve was asked to settle a fenced effect
 	// (one whose attempts took fencing tokens) as not delivered by a
 	// Ledger without a Fencer that can reopen the fence

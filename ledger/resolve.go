@@ -332,14 +332,22 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	next.ExpiresAt = l.extend(next.ExpiresAt, now)
 	want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
 	ok, c, err := l.cfg.Store.Replace(ctx, next, want, now)
+	reopened := res.As == NotDelivered && cur.Fence > 0
 	if err != nil {
+		if reopened {
+			err = errors.Join(err, ErrFenceReopened)
+		}
 		return EffectView{}, err
 	}
 	if !ok {
-		if c == nil {
-			return EffectView{}, ErrChanged
+		err = ErrChanged
+		if reopened {
+			err = errors.Join(ErrChanged, ErrFenceReopened)
 		}
-		return l.View(c, now), ErrChanged
+		if c == nil {
+			return EffectView{}, err
+		}
+		return l.View(c, now), err
 	}
 	return l.View(next, now), nil
 }

@@ -273,6 +273,9 @@ examples:
 		return 1
 	case errors.Is(err, ledger.ErrChanged):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: the effect changed since it was shown (it is now %s, attempt %d); show it again and decide on what it is now\n", v.State, v.Attempt)
+		if errors.Is(err, ledger.ErrFenceReopened) {
+			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt, so the effect's next try fires it once with the same provider key")
+		}
 		return 1
 	case errors.Is(err, ledger.ErrNotEscaped):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
