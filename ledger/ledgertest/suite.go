@@ -91,7 +91,7 @@ type hookStore struct {
 	// stallGiven receives, for each stalled renewal, how long its context
 	// gave it (its deadline from the call's start, wall time).
 	stallGiven chan time.Duration
-	refs          atomic.Int64
+	refs       atomic.Int64
 }
 
 func (s *hookStore) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
