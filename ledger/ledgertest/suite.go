@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator/proc"
 	"github.com/idemkit/idemkit/ledger"
@@ -141,8 +142,8 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 	if s.renewStall && isRenewal(n, w) {
 		given := s.stallGiven
 		hook = func(*ledger.Record) error {
-			if dl, ok := ctx.Deadline(); ok && given != nil {
-				given <- time.Until(dl)
+			if left, ok := clock.Remaining(ctx); ok && given != nil {
+				given <- left
 			}
 			<-ctx.Done()
 			return ctx.Err()
