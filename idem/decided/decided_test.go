@@ -185,3 +185,25 @@ func TestDecidedMiddleware(t *testing.T) {
 		}
 	}
 }
+
+// TestParseStampedETag: If-Match may carry a stamped tag ("7.stamp"), a
+// representation's tag that begins with its version; Parse reads that
+// version, and refuses a tag whose version part is malformed or that
+// disagrees with Header.
+func TestParseStampedETag(t *testing.T) {
+	const tag = `"7.Xy_z-1"`
+	if v, present, err := decided.Parse(nil, []string{tag}); v != 7 || !present || err != nil {
+		t.Fatalf("If-Match %s: %d %v %v", tag, v, present, err)
+	}
+	if v, _, err := decided.Parse([]string{"7"}, []string{tag}); v != 7 || err != nil {
+		t.Fatalf("agreeing with the header: %d %v", v, err)
+	}
+	for _, bad := range []string{`"7."`, `".x"`, `"07.x"`, `"x.7"`, `W/"7.x"`} {
+		if _, _, err := decided.Parse(nil, []string{bad}); !errors.Is(err, decided.ErrIfMatchInvalid) {
+			t.Fatalf("If-Match %s: %v, want ErrIfMatchInvalid", bad, err)
+		}
+	}
+	if _, _, err := decided.Parse([]string{"6"}, []string{tag}); !errors.Is(err, decided.ErrIfMatchInvalid) {
+		t.Fatalf("disagreeing with the header: %v", err)
+	}
+}

@@ -26,7 +26,10 @@ var ErrIfMatchInvalid = errors.New("decided: If-Match is not one strong entity t
 func VersionETag(v int64) string { return `"` + strconv.FormatInt(v, 10) + `"` }
 
 // Parse reads the version a write was decided against from the
-// values of Header and of If-Match: either may carry it (a
+// values of Header and of If-Match (a VersionETag, or a stamped tag
+// "7.stamp" of one representation of version 7, whose version it reads:
+// a record whose content also changes without a new version tells its
+// representations apart so): either may carry it (a
 // request with both is checked only when they agree). "*" in If-Match
 // names no version (any current record matches). present is false when
 // neither names one: the write is not checked.
@@ -45,7 +48,11 @@ func Parse(decided, ifMatch []string) (version int64, present bool, err error) {
 	if len(tag) < 3 || tag[0] != '"' || tag[len(tag)-1] != '"' {
 		return 0, true, ErrIfMatchInvalid // a weak tag (W/"…") or a list never matches strongly
 	}
-	m, _, err := ParseVersion([]string{tag[1 : len(tag)-1]})
+	inner := tag[1 : len(tag)-1]
+	if i := strings.IndexByte(inner, '.'); i > 0 && i < len(inner)-1 {
+		inner = inner[:i] // a stamped tag: its version
+	}
+	m, _, err := ParseVersion([]string{inner})
 	if err != nil || present && m != v {
 		return 0, true, ErrIfMatchInvalid
 	}

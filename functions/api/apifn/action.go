@@ -2,9 +2,12 @@ package apifn
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -88,3 +91,12 @@ const (
 
 // runETag is the strong ETag of a run's version (decided.VersionETag).
 func runETag(v int64) string { return decided.VersionETag(v) }
+
+// snapshotETag is the strong ETag of a run snapshot: the run's version
+// stamped with the first 9 bytes of the snapshot's SHA-256 (base64url),
+// "7.Xy…", so it names that representation byte for byte; decided.Parse
+// reads the version of such a tag sent back as If-Match.
+func snapshotETag(v int64, snapshot []byte) string {
+	sum := sha256.Sum256(snapshot)
+	return `"` + strconv.FormatInt(v, 10) + "." + base64.RawURLEncoding.EncodeToString(sum[:9]) + `"`
+}

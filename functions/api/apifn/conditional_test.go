@@ -122,6 +122,18 @@ func TestRunSnapshotIfNoneMatch(t *testing.T) {
 		if r := get(map[string]string{"if-none-match": tag}); r.StatusCode != 200 || r.Headers["ETag"] == tag {
 			t.Fatalf("the previous version's tag after a transition: %d %v", r.StatusCode, r.Headers)
 		}
+		// Progress that moves no tracked field (an executor's heartbeat:
+		// the snapshot's updatedAt) changes the snapshot, so its tag: a
+		// strong tag names one representation (the runs chapter: the ETag
+		// MUST change on every observable transition).
+		running := get(nil)
+		if _, err := store.Renew(ctx, run.ID, 1, created.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		r := get(map[string]string{"if-none-match": running.Headers["ETag"]})
+		if r.StatusCode != 200 || r.Body == running.Body || r.Headers["ETag"] == running.Headers["ETag"] {
+			t.Fatalf("after a heartbeat: %d, ETag %s (before %s); want the changed snapshot under a new tag", r.StatusCode, r.Headers["ETag"], running.Headers["ETag"])
+		}
 		absent := path[:len(path)-1] + map[bool]string{true: "b", false: "a"}[path[len(path)-1] == 'a']
 		for _, inm := range []string{"*", tag} {
 			e := ev("GET", absent, "acme", "", "")

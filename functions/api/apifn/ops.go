@@ -104,9 +104,12 @@ func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	return resp, err
 }
 
-// getRun returns the run's snapshot with its strong ETag (the run's
-// version), or 304 with no body when If-None-Match matches it
-// (notModified).
+// getRun returns the run's snapshot with its strong ETag, or 304 with no
+// body when If-None-Match matches it (notModified). The tag is the run's
+// version and a digest of the snapshot ("7.Xy…", snapshotETag): it changes
+// whenever the snapshot does, also on progress that moves no tracked field
+// (a heartbeat's updatedAt, a retry linked), and a write sends it back as
+// If-Match for the version it begins with (decided.Parse).
 func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	r, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != c.tenant) {
@@ -115,13 +118,13 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	etag := runETag(r.Version)
-	if notModified(c.ev.Headers, etag) {
-		return notModifiedResp(etag, varyRun), nil
-	}
 	b, err := snapshotJSON(h.snapshot(c.ev, r))
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	etag := snapshotETag(r.Version, b)
+	if notModified(c.ev.Headers, etag) {
+		return notModifiedResp(etag, varyRun), nil
 	}
 	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(b),
 		Headers: map[string]string{"Content-Type": "application/json", "ETag": etag, "Vary": varyRun}}, nil
@@ -134,8 +137,8 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 // with; for a run with transient failures, failures and lastError (named
 // recoveredFailures and lastRecoveredError once the run completed); and, for
 // a parked run, retry: nextAttemptAt, attempt, maxAttempts and budgetEndsAt
-// of the effect it waits for; version, the run's version (also the strong
-// ETag of GET /runs/{runId}); for a retry, on and its alias retryOf,
+// of the effect it waits for; version, the run's version (the strong ETag
+// of GET /runs/{runId} begins with it); for a retry, on and its alias retryOf,
 // the failed run it retries; and for a retried failed run, retries, the
 // runs started from it (sorted ids).
 const ExtensionRun = "idemkit.run"
