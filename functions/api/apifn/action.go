@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	"github.com/idemkit/idemkit/idem/decided"
 )
 
 // The object a run-creating key names: under a policy whose replays render
@@ -88,9 +87,6 @@ const (
 	MemberRetryOf = "retryOf"
 	MemberRetries = "retries"
 )
-
-// runETag is the strong ETag of a run's version (decided.VersionETag).
-func runETag(v int64) string { return decided.VersionETag(v) }
 
 // snapshotETag is the strong ETag of a run snapshot: the run's version
 // stamped with the first 9 bytes of the snapshot's SHA-256 (base64url),
