@@ -146,7 +146,7 @@ func (hb *heartbeat) renew() bool {
 	// still holds. A tick that came late (a pause) still gets the least
 	// store call's time (storeCtxAt): a renewal that lands proves nobody
 	// reclaimed the record.
-	rctx := t.g.storeCtxAt(nil, hb.ctx, true, t.x.leaseEnd.Add(-renewMargin(hb.every)), started)
+	rctx := t.g.storeCtxAt(nil, hb.ctx, true, t.x.leaseEnd.Add(-clock.RenewMargin(hb.every)), started)
 	err := t.g.cfg.Store.Renew(rctx, t.id, t.owner, now.Add(lease), now)
 	rctx.release()
 	if err == nil {
@@ -160,15 +160,6 @@ func (hb *heartbeat) renew() bool {
 		return false
 	}
 	return true
-}
-
-// renewMargin is how long before the end of the lease written last a
-// renewal's store call must have ended: a quarter of the heartbeat
-// interval, at most a second. The handler's context is cut when that call
-// fails, so the margin is what separates the cut from the moment a
-// same-key request may reclaim the record.
-func renewMargin(every time.Duration) time.Duration {
-	return min(every/4, time.Second)
 }
 
 // lost reports whether the handler's context ended with ErrLeaseLost (a

@@ -10,23 +10,13 @@ import (
 
 // minRenewal is the least time a renewal's store call is given, even when
 // the tick came so late (a pause) that less than this is left before the
-// renewal margin (see renewMargin): the renewal is still tried, for at most
+// renewal margin (see clock.RenewMargin): the renewal is still tried, for at most
 // this long, and is refused if the attempt was reclaimed meanwhile (the
 // function then stops with ErrLeaseLost either way); one that lands proves
 // nobody reclaimed it. A second leaves a loaded store time to answer. A
-// tick in time never gets it: its renewal ends renewMargin before the
+// tick in time never gets it: its renewal ends clock.RenewMargin before the
 // lease does.
 const minRenewal = time.Second
-
-// renewMargin is how long before the end of the lease last written a
-// renewal's store call must have ended: a quarter of the heartbeat
-// interval, at most a second. The function's context is cancelled when
-// that call fails and no later renewal can land in time, so the margin is
-// what separates the cancellation from the moment another executor may
-// reclaim the attempt and fire.
-func renewMargin(every time.Duration) time.Duration {
-	return min(every/4, time.Second)
-}
 
 // run calls fn for the attempt rec (just written with its fire mark) while a
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is
@@ -59,7 +49,7 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn 
 //
 //   - A refused renewal means the claim was reclaimed: it calls
 //     lost(ErrLeaseLost) and stops.
-//   - Each renewal's store call is bounded by renewMargin before the lease
+//   - Each renewal's store call is bounded by clock.RenewMargin before the lease
 //     end last written (at least minRenewal, for a tick that came late), so
 //     a store that stalls fails the renewal while the lease holds instead
 //     of keeping fn running to or past its end.
@@ -110,7 +100,7 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 			// than minRenewal): a renewal that stalls fails while the lease
 			// holds, and the heartbeat gives up, rather than leave fn
 			// running to or past its lease end while it waits on the store.
-			margin := renewMargin(l.cfg.Heartbeat)
+			margin := clock.RenewMargin(l.cfg.Heartbeat)
 			cctx, ccancel := context.WithTimeout(rctx, max(cur.LeaseUntil.Sub(now)-margin, minRenewal))
 			var err error
 			if !hb.until.IsZero() && next.LeaseUntil.After(hb.until) {

@@ -25,3 +25,13 @@ func EachTick(done <-chan struct{}, ticks <-chan time.Time, fn func() (more bool
 		}
 	}
 }
+
+// RenewMargin is how long before the end of the lease written last a
+// heartbeat's renewal must have ended, for a heartbeat of period every: a
+// quarter of the period, at most a second. The holder's work is cancelled
+// when that renewal fails, so the margin is what separates the
+// cancellation from the moment another party may take the lease over.
+// Layer 1's and the ledger's heartbeats share it.
+func RenewMargin(every time.Duration) time.Duration {
+	return min(every/4, time.Second)
+}

@@ -35,13 +35,6 @@ func TestLoadEnvFenceTableRegion(t *testing.T) {
 // fenced-effects only; a fenced deployment is home-pinned even without it
 // (it defaults to FENCE_TABLE_REGION), and it cannot name a second "home".
 func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
-	fenced := func(kv ...string) map[string]string {
-		m := map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence"}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
 	for _, tc := range []struct {
 		env  map[string]string
 		want string
@@ -58,16 +51,7 @@ func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
 		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
 		{env: map[string]string{EnvIdempotencyTableRegion: "eu-west-1"}, err: EnvIdempotencyTableRegion},
 	} {
-		e, err := LoadEnv(func(k string) string { return tc.env[k] })
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
-			}
-			continue
-		}
-		if err != nil || e.IdempotencyTableRegion != tc.want {
-			t.Fatalf("%v: %q, %v; want %q", tc.env, e.IdempotencyTableRegion, err, tc.want)
-		}
+		checkRegion(t, tc.env, tc.want, tc.err, func(e Env) string { return e.IdempotencyTableRegion })
 	}
 }
 
@@ -75,13 +59,6 @@ func TestLoadEnvIdempotencyTableRegion(t *testing.T) {
 // home region; unset is the local table (no default: only a fenced replica
 // stack's api sets it, kit.NewKit refuses such an api without it).
 func TestLoadEnvRunsTableRegion(t *testing.T) {
-	fenced := func(kv ...string) map[string]string {
-		m := map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence"}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
 	for _, tc := range []struct {
 		env  map[string]string
 		want string
@@ -96,15 +73,31 @@ func TestLoadEnvRunsTableRegion(t *testing.T) {
 		{env: map[string]string{EnvCrossRegion: CrossRegionReconciled, EnvRunsTableRegion: "eu-west-1"}, err: EnvRunsTableRegion},
 		{env: map[string]string{EnvRunsTableRegion: "eu-west-1"}, err: EnvRunsTableRegion},
 	} {
-		e, err := LoadEnv(func(k string) string { return tc.env[k] })
-		if tc.err != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
-				t.Fatalf("%v: err %v, want one naming %s", tc.env, err, tc.err)
-			}
-			continue
+		checkRegion(t, tc.env, tc.want, tc.err, func(e Env) string { return e.RunsTableRegion })
+	}
+}
+
+// fenced is a fenced-effects environment with kv (name, value pairs) added.
+func fenced(kv ...string) map[string]string {
+	m := map[string]string{EnvCrossRegion: CrossRegionFenced, EnvFenceTable: "fence"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// checkRegion loads env and checks the region setting field reads: want,
+// or an error naming wantErr.
+func checkRegion(t *testing.T, env map[string]string, want, wantErr string, field func(Env) string) {
+	t.Helper()
+	e, err := LoadEnv(func(k string) string { return env[k] })
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("%v: err %v, want one naming %s", env, err, wantErr)
 		}
-		if err != nil || e.RunsTableRegion != tc.want {
-			t.Fatalf("%v: %q, %v; want %q", tc.env, e.RunsTableRegion, err, tc.want)
-		}
+		return
+	}
+	if err != nil || field(e) != want {
+		t.Fatalf("%v: %q, %v; want %q", env, field(e), err, want)
 	}
 }
