@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -69,7 +71,7 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 		if len(s) == 0 || s[0] == '"' || d.Decode(&n) != nil {
 			return req, validation("fromSeq", "fromSeq must be a non-negative integer sequence")
 		}
-		i, err := n.Int64()
+		i, err := seqOf(n)
 		if err != nil || i < 0 || i > maxSeq {
 			return req, validation("fromSeq", "fromSeq is out of range: a non-negative integer sequence")
 		}
@@ -92,6 +94,31 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 		}
 	}
 	return req, nil
+}
+
+// seqOf reads the JSON number n as an integer: digits, or any form whose
+// value is one (9.0, 0.9e1: JSON Schema's integer is the mathematical
+// one), exactly; a fraction, or a value past int64, is an error.
+func seqOf(n json.Number) (int64, error) {
+	if i, err := n.Int64(); err == nil {
+		return i, nil
+	}
+	// No sequence is written longer, or with a larger exponent: both bound
+	// big.Rat's work (1e99999999 would be a 100-million-digit integer).
+	s := string(n)
+	if len(s) > 64 {
+		return 0, strconv.ErrRange
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+")); err != nil || e > 100 || e < -100 {
+			return 0, strconv.ErrRange
+		}
+	}
+	r, ok := new(big.Rat).SetString(s)
+	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+		return 0, strconv.ErrSyntax
+	}
+	return r.Num().Int64(), nil
 }
 
 // validation is a 400 validation_error naming field in details.field; msg

@@ -82,6 +82,9 @@ func TestForkRunRefusals(t *testing.T) {
 		{"mode outside the enum", done.ID, `{"mode":"none"}`, 400, "validation_error", "mode"},
 		{"fromSeq negative", done.ID, `{"mode":"replay","fromSeq":-1}`, 400, "validation_error", "fromSeq"},
 		{"fromSeq fractional", done.ID, `{"mode":"replay","fromSeq":1.5}`, 400, "validation_error", "fromSeq"},
+		{"fromSeq barely fractional", done.ID, `{"mode":"replay","fromSeq":1.00000000000000000001}`, 400, "validation_error", "/fromSeq"},
+		{"fromSeq with a huge exponent", done.ID, `{"mode":"replay","fromSeq":1e99999999}`, 400, "validation_error", ""},
+		{"fromSeq with a tiny exponent", done.ID, `{"mode":"replay","fromSeq":1e-99999999}`, 400, "validation_error", ""},
 		{"fromSeq a string", done.ID, `{"mode":"replay","fromSeq":"1"}`, 400, "validation_error", "fromSeq"},
 		{"fromSeq null", done.ID, `{"mode":"replay","fromSeq":null}`, 400, "validation_error", "fromSeq"},
 		{"fromSeq past 2^53-1", done.ID, `{"mode":"replay","fromSeq":9007199254740992}`, 400, "validation_error", "fromSeq"},
@@ -119,8 +122,15 @@ func TestForkRunRefusals(t *testing.T) {
 	if r, m := f.fork(t, done.ID, "k-at-the-terminal-event-0001", `{"mode":"replay","fromSeq":9}`); r.StatusCode != 201 || m["fromSeq"] != 9.0 {
 		t.Fatalf("fromSeq at the terminal event: %d %s", r.StatusCode, r.Body)
 	}
-	if got := f.runs.Len(); got != before+1 {
-		t.Fatalf("%d runs created, want 1 (the accepted fork only)", got-before)
+	// A JSON integer may be written with a zero fraction or an exponent
+	// (JSON Schema's integer is a mathematical one): 9.0 and 0.9e1 are 9.
+	for i, body := range []string{`{"mode":"replay","fromSeq":9.0}`, `{"mode":"replay","fromSeq":0.9e1}`} {
+		if r, m := f.fork(t, done.ID, "k-integral-number-form-000"+string(rune('a'+i)), body); r.StatusCode != 201 || m["fromSeq"] != 9.0 {
+			t.Fatalf("%s: %d %s", body, r.StatusCode, r.Body)
+		}
+	}
+	if got := f.runs.Len(); got != before+3 {
+		t.Fatalf("%d runs created, want 3 (the accepted forks only)", got-before)
 	}
 	// No credential: 401 before anything is read. The key is optional
 	// (as on createRun): a keyless fork is a new fork each time.
