@@ -47,7 +47,7 @@ const (
 // evalSuiteRef or agentId that is not a non-empty string, and mode other
 // than "eval"
 // (400 validation_error naming it); mode "eval" (422 capability_required,
-// CapabilityEvalSuite); and RunOptions of the wrong shape: tags an
+// CapabilityEvalSuite); residency as checkResidency says; and RunOptions of the wrong shape: tags an
 // array of at most maxTags strings of at most maxTagChars characters each,
 // metadata an object, configurable as checkConfigurable says; each not
 // valid UTF-8 is refused too. It returns the RunOptions to persist on the
@@ -130,5 +130,29 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 		}
 		*o.to = b.Bytes()
 	}
+	if r, ok := raw["residency"]; ok {
+		return opts, checkResidency(r)
+	}
 	return opts, nil
+}
+
+// CodeResidencyUnavailable is the registry code (422) of a residency this
+// host cannot honour.
+const CodeResidencyUnavailable = "residency_unavailable"
+
+// checkResidency refuses createRun's residency: 400 validation_error
+// unless it is {region} with region a non-empty string (the residency
+// schema, closed), else 422 residency_unavailable naming the region in
+// details.region. This host advertises no dataResidency: it can confine
+// no run to a region, and accepting the request while ignoring it would
+// let the caller believe its run confined.
+func checkResidency(raw json.RawMessage) *apierr.Error {
+	var r map[string]json.RawMessage
+	var region *string
+	if json.Unmarshal(raw, &r) != nil || r == nil || len(r) != 1 || json.Unmarshal(r["region"], &region) != nil || region == nil || *region == "" {
+		return validation("residency", `residency must be {"region": "<a region code>"}`)
+	}
+	return apierr.New(http.StatusUnprocessableEntity, CodeResidencyUnavailable,
+		"this host cannot confine a run to region %q: it advertises no dataResidency; send no residency", *region).
+		WithDetails(map[string]any{"region": *region})
 }

@@ -28,7 +28,7 @@ func TestParseCreateBodyIsClosed(t *testing.T) {
 	}
 	for _, b := range []string{
 		`{"workflowId":"conformance-noop"}`,
-		`{"workflowId":"conformance-noop","inputs":{},"scopeId":"s","residency":{},"callbackUrl":"https://example.com/cb",` +
+		`{"workflowId":"conformance-noop","inputs":{},"scopeId":"s","callbackUrl":"https://example.com/cb",` +
 			`"configurable":{"version":1},"tags":["a","b"],"metadata":{"k":"v"}}`,
 		`{"workflowId":"conformance-noop","tags":[]}`,
 		`{"workflowId":"conformance-noop","tags":["` + strings.Repeat("é", 256) + `"]}`,
@@ -55,10 +55,27 @@ func TestParseCreateTagsLimits(t *testing.T) {
 		{`{"workflowId":"conformance-noop","tags":null}`, "tags"},
 		{`{"workflowId":"conformance-noop","metadata":[]}`, "metadata"},
 		{`{"workflowId":"conformance-noop","metadata":"x"}`, "metadata"},
+		{`{"workflowId":"conformance-noop","residency":{}}`, "residency"},
+		{`{"workflowId":"conformance-noop","residency":"eu"}`, "residency"},
+		{`{"workflowId":"conformance-noop","residency":null}`, "residency"},
+		{`{"workflowId":"conformance-noop","residency":{"region":""}}`, "residency"},
+		{`{"workflowId":"conformance-noop","residency":{"region":1}}`, "residency"},
+		{`{"workflowId":"conformance-noop","residency":{"region":"eu","zone":"a"}}`, "residency"},
 	} {
 		_, e := ParseCreate([]byte(c.body), p)
 		if e == nil || e.Status != 400 || e.Code != "validation_error" || e.Details["field"] != c.field {
 			t.Errorf("%.120s: %v, want 400 validation_error on %s", c.body, e, c.field)
 		}
+	}
+}
+
+// TestParseCreateResidency: this host advertises no dataResidency, so it
+// can pin no run to a region: a well-formed residency is refused 422
+// residency_unavailable naming the region, never accepted and ignored (a
+// caller would believe its run confined). A malformed one is 400 above.
+func TestParseCreateResidency(t *testing.T) {
+	_, e := ParseCreate([]byte(`{"workflowId":"conformance-noop","residency":{"region":"eu"}}`), &WebhookPolicy{})
+	if e == nil || e.Status != 422 || e.Code != "residency_unavailable" || e.Details["region"] != "eu" {
+		t.Fatalf("%v, want 422 residency_unavailable with details.region", e)
 	}
 }
