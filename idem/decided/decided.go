@@ -224,6 +224,9 @@ func (d Checker) HTTPAPI(record RecordFunc, onStale OnStale, h idem.HTTPAPIHandl
 		case errors.Is(err, ErrRecordNotFound):
 			return v2Error(apierr.New(http.StatusNotFound, apierr.CodeNotFound, "not found")), nil
 		case errors.Is(err, ErrVersionAhead):
+			if len(header.Values(ev.Headers, Header)) == 0 {
+				err = errors.Join(err, ErrIfMatchInvalid) // the version came from If-Match
+			}
 			return v2Error(decidedInvalid(err)), nil
 		}
 		return events.APIGatewayV2HTTPResponse{}, err
@@ -231,14 +234,18 @@ func (d Checker) HTTPAPI(record RecordFunc, onStale OnStale, h idem.HTTPAPIHandl
 }
 
 // Invalid is the 400 validation_error envelope of a malformed
-// Header or a version the record never had (details.field
-// names the header).
+// Header or If-Match, or of a version the record never had (details.field
+// names the header: If-Match when err also matches ErrIfMatchInvalid).
 func Invalid(err error) (status int, headers map[string]string, body []byte) {
 	e := decidedInvalid(err)
 	return e.Status, e.Headers(), e.Body()
 }
 
 func decidedInvalid(err error) *apierr.Error {
+	if errors.Is(err, ErrIfMatchInvalid) && errors.Is(err, ErrVersionAhead) {
+		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The %s header names a version the record never had.", HeaderIfMatch).
+			WithDetails(map[string]any{"field": HeaderIfMatch})
+	}
 	if errors.Is(err, ErrIfMatchInvalid) {
 		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The %s header must be one strong entity tag of the record's version (its ETag), agreeing with %s when both are sent.", HeaderIfMatch, Header).
 			WithDetails(map[string]any{"field": HeaderIfMatch})

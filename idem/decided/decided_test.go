@@ -184,6 +184,16 @@ func TestDecidedMiddleware(t *testing.T) {
 			t.Fatalf("%+v: %d %s", c, r.StatusCode, r.Body)
 		}
 	}
+	// A version the record never had, sent as If-Match alone: the refusal
+	// names If-Match, the header the request sent.
+	ev := events.APIGatewayV2HTTPRequest{Headers: map[string]string{"if-match": `"3"`}}
+	ev.RequestContext.AccountID = "acme"
+	r, _ = wrapped(context.Background(), ev)
+	env = nil
+	_ = json.Unmarshal([]byte(r.Body), &env)
+	if d, _ := env["details"].(map[string]any); r.StatusCode != 400 || d["field"] != decided.HeaderIfMatch || ran != 2 {
+		t.Fatalf("If-Match ahead: %d %s", r.StatusCode, r.Body)
+	}
 }
 
 // TestParseStampedETag: If-Match may carry a stamped tag ("7.stamp"), a

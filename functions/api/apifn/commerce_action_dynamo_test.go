@@ -122,6 +122,14 @@ func TestCommerceRunReadCarriesVersionAndIfMatchIsTheDecidedVersion(t *testing.T
 		if r, m := c.f.do(t, bad); r.StatusCode != 400 || m["error"] != "validation_error" {
 			t.Fatalf("a weak If-Match: %d %s", r.StatusCode, r.Body)
 		}
+		// A version the run never had, sent as If-Match alone, is blamed on
+		// If-Match, not on a header the request did not send.
+		ahead := commerceReq("POST", "/runs/"+runs.ProjectID(run.ID)+"/cancel", "offline cancel ahead")
+		ahead.Headers["if-match"] = `"9"`
+		if r, m := c.f.do(t, ahead); r.StatusCode != 400 || m["error"] != "validation_error" ||
+			m["details"].(map[string]any)["field"] != "If-Match" || strings.Contains(m["message"].(string), decided.Header) {
+			t.Fatalf("If-Match of a version ahead: %d %s", r.StatusCode, r.Body)
+		}
 		ok := commerceReq("POST", "/runs/"+runs.ProjectID(run.ID)+"/cancel", "offline cancel current")
 		ok.Headers["if-match"] = g.Headers["ETag"]
 		if r, m := c.f.do(t, ok); r.StatusCode != 200 || m["status"] != "cancelled" {

@@ -49,7 +49,7 @@ const OpCancelRun = "cancelRun"
 // decidedVersion reads the version the request's write was decided
 // against: its Idempotency-Decided-Version or its If-Match (the run's
 // ETag), all values, any letter case (idem.ParseDecided).
-func decidedVersion(ev events.APIGatewayV2HTTPRequest) (int64, bool, error) {
+func decidedVersion(ev events.APIGatewayV2HTTPRequest) (decision, error) {
 	var vs, ms []string
 	for k, v := range ev.Headers {
 		switch {
@@ -59,7 +59,41 @@ func decidedVersion(ev events.APIGatewayV2HTTPRequest) (int64, bool, error) {
 			ms = append(ms, v)
 		}
 	}
-	return decided.Parse(vs, ms)
+	v, present, err := decided.Parse(vs, ms)
+	d := decision{version: v}
+	switch {
+	case !present:
+	case len(vs) > 0:
+		d.from = decided.Header
+	default:
+		d.from = decided.HeaderIfMatch
+	}
+	return d, err
+}
+
+// decision is the version an offline-decided write was decided against and
+// the header that carried it (from: decided.Header or
+// decided.HeaderIfMatch; "" for a write that is not checked, and
+// decidedByEntry for a resubmission that sent neither).
+type decision struct {
+	version int64
+	from    string
+}
+
+// decidedByEntry is decision.from of a resubmission decided against its
+// inbox entry's current version.
+const decidedByEntry = "inbox entry"
+
+// checked reports whether the write is checked against a decided version.
+func (d decision) checked() bool { return d.from != "" }
+
+// invalid is the 400 of a version the record never had, naming the header
+// that carried it.
+func (d decision) invalid(err error) events.APIGatewayV2HTTPResponse {
+	if d.from == decided.HeaderIfMatch {
+		err = errors.Join(err, decided.ErrIfMatchInvalid)
+	}
+	return decidedInvalid(err)
 }
 
 func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
@@ -79,7 +113,7 @@ type resubmission struct{ id, by string }
 // a stale decision is kept in the inbox (as rs.id, handed back by rs.by; a
 // new id under the request's claim when rs.id is "") and answered 409 with
 // the fix, stale true.
-func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, version int64, hasDecided bool, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	// by is this request's Layer-1 record (a hash of its key), recorded on
@@ -87,7 +121,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 	// cancelled the run died before its answer was recorded finds its own
 	// cancel and answers the 200 it earned, not 409 run_terminal.
 	by := cancelBy(ctx)
-	if hasDecided {
+	if d.checked() {
 		r, err := h.cfg.Runs.Get(ctx, runID)
 		if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
 			return notFound(), false, nil
@@ -99,7 +133,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 			// Its own change is no stale decision.
 			return cancelled(runID)
 		}
-		if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, rs); done || err != nil {
+		if resp, stale, done, err := h.checkDecided(ctx, r, caller, d, rs); done || err != nil {
 			return resp, stale, err
 		}
 		// Nothing the cancel decides on changed: move the run only from the
@@ -121,10 +155,10 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, vers
 			// This request's earlier attempt cancelled it.
 			return cancelled(runID)
 		}
-		if hasDecided {
+		if d.checked() {
 			// The status moved between the check and the write: check again
 			// against the run as it is now.
-			if resp, stale, done, err := h.checkDecided(ctx, r, caller, version, rs); done || err != nil {
+			if resp, stale, done, err := h.checkDecided(ctx, r, caller, d, rs); done || err != nil {
 				return resp, stale, err
 			}
 		}
@@ -169,10 +203,10 @@ func cancelledBy(r runs.Run, by string) bool {
 // refusal whose entry another decision already decided (a first
 // submission re-run after its entry was discarded or resubmitted) is
 // answered without an inbox entry: nothing waits any more.
-func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, version int64, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
-	changes, err := r.ChangesSince(version)
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+	changes, err := r.ChangesSince(d.version)
 	if errors.Is(err, decided.ErrVersionAhead) {
-		return decidedInvalid(err), false, true, nil
+		return d.invalid(err), false, true, nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
@@ -186,9 +220,9 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, v
 		claim, claimed := idem.FromContext(ctx)
 		entryID = inbox.EntryID(claim, claimed)
 	}
-	se := &decided.StaleError{RecordID: r.ID, Decided: version, Current: r.Version, Changes: touched, InboxID: entryID}
+	se := &decided.StaleError{RecordID: r.ID, Decided: d.version, Current: r.Version, Changes: touched, InboxID: entryID}
 	err = h.cfg.Inbox.Keep(ctx, inbox.Entry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.clock.Now()}, rs.by)
+		DecidedVersion: d.version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.clock.Now()}, rs.by)
 	switch {
 	case errors.Is(err, inbox.ErrDecided):
 		se.InboxID = ""
@@ -260,12 +294,12 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
-	version, present, err := decidedVersion(c.ev)
+	d, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	if !present {
-		version = e.CurrentVersion
+	if !d.checked() {
+		d = decision{version: e.CurrentVersion, from: decidedByEntry}
 	}
 	if e.Operation != OpCancelRun {
 		return errResp(apierr.New(http.StatusConflict, CodeInboxOperationUnknown, "this host cannot run the waiting write's operation %q", e.Operation)), nil
@@ -290,7 +324,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	}
 	if !done {
 		var stale bool
-		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, version, true, resubmission{id: e.ID, by: by})
+		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, d, resubmission{id: e.ID, by: by})
 		if err != nil || stale {
 			// Refused again: handed back (cancel kept it waiting), or left
 			// held for this resubmission's retry.

@@ -96,11 +96,11 @@ func (h *Handler) createRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 // request with Idempotency-Decided-Version is an offline-decided cancel,
 // checked against the run's changes since that version (inbox.go).
 func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
-	version, present, err := decidedVersion(c.ev)
+	d, err := decidedVersion(c.ev)
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), version, present, resubmission{})
+	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), d, resubmission{})
 	return resp, err
 }
 
