@@ -19,7 +19,8 @@ func MediaType(contentType string) (string, error) {
 	}
 	mt, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
-		return "", &ValidationError{Message: "the Content-Type cannot be parsed: " + err.Error()}
+		return "", &ValidationError{Message: "the Content-Type cannot be parsed: it must be a media type (application/json), " +
+			"with parameters written name=value, each at most once"}
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return "", &ValidationError{Message: "the charset " + quote(cs) + " is not accepted: bodies are UTF-8 (charset=utf-8 or none)"}

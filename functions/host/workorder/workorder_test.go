@@ -196,4 +196,10 @@ func TestDecodeChecksBodiesAreUTF8OnlyAtTheContentType(t *testing.T) {
 			t.Errorf("MediaType(%q) = %v, want a validation error", ct, err)
 		}
 	}
+	// The refusal speaks to the caller, not in the parser's words.
+	for _, ct := range []string{"; charset=utf-8", "application/json; charset", "application/json; a=1; a=2"} {
+		if _, err := canon.MediaType(ct); err == nil || strings.Contains(err.Error(), "mime:") {
+			t.Errorf("MediaType(%q) = %v, want a message without the parser's", ct, err)
+		}
+	}
 }
