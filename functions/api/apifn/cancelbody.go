@@ -3,7 +3,9 @@ package apifn
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -13,7 +15,8 @@ import (
 // checkCancelBody holds cancelRun's optional body to the operation's
 // schema before anything runs (so a refusal is never an Idempotency-Key's
 // answer): no body, or one of at most MaxBodyBytes that is a JSON object
-// whose reason, if present, is a string; other members are allowed (the
+// whose reason, if present, is a string of at most maxCancelReason
+// characters; other members are allowed (the
 // schema is open). A non-empty body of another media type is 415
 // unsupported_media_type; anything else it refuses is 400
 // validation_error, details.field "reason" for a reason that is not a
@@ -45,6 +48,30 @@ func checkCancelBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 		if json.Unmarshal(r, &s) != nil || s == nil {
 			return validation("reason", "reason must be a string")
 		}
+		if utf8.RuneCountInString(*s) > maxCancelReason {
+			return validation("reason", fmt.Sprintf("reason is at most %d characters", maxCancelReason)).
+				WithDetails(map[string]any{"field": "reason", "maxLength": maxCancelReason})
+		}
 	}
 	return nil
+}
+
+// maxCancelReason is the most characters of a cancel's reason, which is
+// kept on the run (Run.CancelReason) and echoed by run.cancelled.
+const maxCancelReason = 1024
+
+// cancelReason is the reason of a cancel request's body that
+// checkCancelBody accepted; "" when it has none.
+func cancelReason(ev events.APIGatewayV2HTTPRequest) string {
+	body, e := eventBody(ev)
+	if e != nil {
+		return ""
+	}
+	var b struct {
+		Reason string `json:"reason"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	return b.Reason
 }

@@ -81,7 +81,8 @@ type RunEvent struct {
 //     (payload {outputs: {}, durationMs}: this host records no workflow
 //     outputs), run.failed ({error: {code, message}, durationMs}: code
 //     run_timeout or loop_limit_exceeded for a run a breached cap ended,
-//     else idemkit.run_failed) or run.cancelled ({durationMs}), at
+//     else idemkit.run_failed) or run.cancelled ({durationMs, reason?}:
+//     the cancel request's reason, when it gave one), at
 //     updatedAt, the time of the terminal transition. durationMs is
 //     updatedAt - createdAt.
 //
@@ -111,6 +112,9 @@ func RunEvents(r runs.Run) []RunEvent {
 		typ, payload = EventRunFailed, map[string]any{"error": map[string]any{"code": failureCode(r), "message": failureMessage(r)}, "durationMs": dur}
 	default: // runs.StatusCancelled
 		typ, payload = EventRunCancelled, map[string]any{"durationMs": dur}
+		if r.CancelReason != "" {
+			payload["reason"] = r.CancelReason
+		}
 	}
 	return append(evs, newRunEvent(r, next, typ, r.UpdatedAt, payload))
 }

@@ -280,6 +280,42 @@ func TestEventsTerminalPayloads(t *testing.T) {
 	}
 }
 
+// TestCancelReasonIsRecorded: a cancel's reason is kept on the run and
+// echoed by run.cancelled (runs.md §Cancel, run-event-payloads' runCancelled);
+// a cancel without one records none; a reason over maxCancelReason
+// characters is 400 validation_error naming it, and cancels nothing.
+func TestCancelReasonIsRecorded(t *testing.T) {
+	f := newFixture(t)
+	why, none, long := f.newRun(t, "acme"), f.newRun(t, "acme"), f.newRun(t, "acme")
+	if r, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(long.ID)+"/cancel", "acme", "k-cancel-reason-long-0000001",
+		`{"reason":"`+strings.Repeat("é", maxCancelReason+1)+`"}`)); r.StatusCode != 400 || m["error"] != "validation_error" ||
+		m["details"].(map[string]any)["field"] != "reason" {
+		t.Fatalf("a reason too long: %d %s", r.StatusCode, r.Body)
+	}
+	for _, c := range []struct {
+		run     runs.Run
+		body    string
+		payload map[string]any
+	}{
+		{why, `{"reason":"` + strings.Repeat("é", maxCancelReason) + `"}`, map[string]any{"reason": strings.Repeat("é", maxCancelReason)}},
+		{none, `{}`, map[string]any{}},
+	} {
+		if r, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(c.run.ID)+"/cancel", "acme", "k-cancel-reason-"+c.run.ID[len(c.run.ID)-12:], c.body)); r.StatusCode != 200 || m["status"] != "cancelled" {
+			t.Fatalf("cancel: %d %s", r.StatusCode, r.Body)
+		}
+		s := f.stream(t, eventsReq("/runs/"+runs.ProjectID(c.run.ID)+"/events", "acme", "", ""))
+		d := eventDoc(t, s.Frames[len(s.Frames)-1].Data)
+		p, _ := d["payload"].(map[string]any)
+		delete(p, "durationMs")
+		if d["type"] != EventRunCancelled || !reflect.DeepEqual(p, c.payload) {
+			t.Fatalf("run.cancelled: %v", d)
+		}
+	}
+	if got, _ := f.runs.Get(context.Background(), long.ID); got.Status.Terminal() {
+		t.Fatalf("the refused cancel ended the run: %s", got.Status)
+	}
+}
+
 func TestEventsStreamModes(t *testing.T) {
 	f := newFixture(t)
 	r := f.newRun(t, "acme")

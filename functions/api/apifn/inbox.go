@@ -106,14 +106,14 @@ func decidedInvalid(err error) events.APIGatewayV2HTTPResponse {
 // new entry).
 type resubmission struct{ id, by string }
 
-// cancel moves the tenant's pending or running run to cancelled; a run
-// that already ended (completed, failed or cancelled) is 409 run_terminal.
+// cancel moves the tenant's pending or running run to cancelled, recording
+// reason (the request's, "" for none) on it; a run that already ended (completed, failed or cancelled) is 409 run_terminal.
 // With a decided version, it first checks the run's changes since then
 // against cancelInputs and moves the run only from the status it checked;
 // a stale decision is kept in the inbox (as rs.id, handed back by rs.by; a
 // new id under the request's claim when rs.id is "") and answered 409 with
 // the fix, stale true.
-func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
+func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
 	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
 	from := live
 	// by is this request's Layer-1 record (a hash of its key), recorded on
@@ -143,7 +143,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID string, d de
 			from = live
 		}
 	}
-	r, err := h.cfg.Runs.Cancel(ctx, runID, from, by, h.clock.Now())
+	r, err := h.cfg.Runs.Cancel(ctx, runID, from, by, reason, h.clock.Now())
 	switch {
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), false, nil
@@ -324,7 +324,7 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	}
 	if !done {
 		var stale bool
-		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, d, resubmission{id: e.ID, by: by})
+		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, "", d, resubmission{id: e.ID, by: by})
 		if err != nil || stale {
 			// Refused again: handed back (cancel kept it waiting), or left
 			// held for this resubmission's retry.

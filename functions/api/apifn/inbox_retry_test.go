@@ -40,7 +40,7 @@ type whoKey struct{}
 
 type eventReq = events.APIGatewayV2HTTPRequest
 
-func (s *cancelSpy) Cancel(ctx context.Context, id string, from []runs.Status, by string, now time.Time) (runs.Run, error) {
+func (s *cancelSpy) Cancel(ctx context.Context, id string, from []runs.Status, by, reason string, now time.Time) (runs.Run, error) {
 	who, _ := ctx.Value(whoKey{}).(string)
 	s.mu.Lock()
 	before := s.before
@@ -48,7 +48,7 @@ func (s *cancelSpy) Cancel(ctx context.Context, id string, from []runs.Status, b
 	if before != nil {
 		before(who)
 	}
-	r, err := s.RunStore.Cancel(ctx, id, from, by, now)
+	r, err := s.RunStore.Cancel(ctx, id, from, by, reason, now)
 	if err != nil {
 		return r, err
 	}

@@ -100,7 +100,7 @@ func (h *Handler) cancelRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	if err != nil {
 		return decidedInvalid(err), nil
 	}
-	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), d, resubmission{})
+	resp, _, err := h.cancel(ctx, c.tenant, h.callerOf(c.ev), c.runID(), cancelReason(c.ev), d, resubmission{})
 	return resp, err
 }
 

@@ -36,11 +36,11 @@ func (s *throttledRuns) Transition(ctx context.Context, id string, from []runs.S
 	return s.MemRuns.Transition(ctx, id, from, to, msg, at)
 }
 
-func (s *throttledRuns) Cancel(ctx context.Context, id string, from []runs.Status, by string, at time.Time) (runs.Run, error) {
+func (s *throttledRuns) Cancel(ctx context.Context, id string, from []runs.Status, by, reason string, at time.Time) (runs.Run, error) {
 	if s.down {
 		return runs.Run{}, s.fail()
 	}
-	return s.MemRuns.Cancel(ctx, id, from, by, at)
+	return s.MemRuns.Cancel(ctx, id, from, by, reason, at)
 }
 
 // TestRunStoreOutageIsA503: a cancel whose run-store write is throttled

@@ -24,14 +24,14 @@ func TestCancelRecordsItsRequest(t *testing.T) {
 		if err := rs.Create(ctx, r); err != nil {
 			t.Fatal(err)
 		}
-		got, err := rs.Cancel(ctx, r.ID, live, "caller:v1:first", now)
+		got, err := rs.Cancel(ctx, r.ID, live, "caller:v1:first", "", now)
 		if err != nil || got.Status != StatusCancelled || got.CancelledBy != "caller:v1:first" {
 			t.Fatalf("Cancel: %+v %v", got, err)
 		}
 		if got, err = rs.Get(ctx, r.ID); err != nil || got.CancelledBy != "caller:v1:first" || got.Status != StatusCancelled {
 			t.Fatalf("Get after Cancel: %+v %v", got, err)
 		}
-		got, err = rs.Cancel(ctx, r.ID, live, "caller:v1:second", now.Add(time.Second))
+		got, err = rs.Cancel(ctx, r.ID, live, "caller:v1:second", "", now.Add(time.Second))
 		if !errors.Is(err, ErrStatusConflict) || got.CancelledBy != "caller:v1:first" {
 			t.Fatalf("Cancel of a cancelled run: %+v %v", got, err)
 		}

@@ -77,9 +77,13 @@ type Run struct {
 	// an Idempotency-Key, or not cancelled. A retry of that request (its
 	// attempt that cancelled died before its answer was recorded) tells by
 	// it that the cancel is its own, not another's. Not a tracked field.
-	CancelledBy string    `json:"-"`
-	CreatedAt   time.Time `json:"createdAt"`
-	UpdatedAt   time.Time `json:"updatedAt"`
+	CancelledBy string `json:"-"`
+	// CancelReason is the reason the cancel request gave (its body's
+	// reason), written by Cancel in the same conditional write as the
+	// status; "" when it gave none. Not a tracked field.
+	CancelReason string    `json:"cancelReason,omitempty"`
+	CreatedAt    time.Time `json:"createdAt"`
+	UpdatedAt    time.Time `json:"updatedAt"`
 	// Failures counts the executions of the run that failed transiently and
 	// were left to the stream's retries (RunStore.NoteFailure); LastError is
 	// the latest one's error. Zero and "" for a run that never failed.
@@ -230,9 +234,10 @@ type RunStore interface {
 	// store's retention (Run.ExpiresAt), in the same write.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
 	// Cancel is Transition(ctx, id, from, StatusCancelled, "", now) that
-	// also records by as the run's CancelledBy, in the same conditional
-	// write (nothing is written when the status is not in from).
-	Cancel(ctx context.Context, id string, from []Status, by string, now time.Time) (Run, error)
+	// also records by as the run's CancelledBy and reason as its
+	// CancelReason (each when not ""), in the same conditional write
+	// (nothing is written when the status is not in from).
+	Cancel(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error)
 	// NoteFailure atomically counts one failed execution of the run
 	// (Run.Failures) and records errMsg as its LastError, and returns the
 	// new count. The executor uses it to tell its last try from the others
@@ -406,16 +411,17 @@ func (m *MemRuns) Get(_ context.Context, id string) (Run, error) {
 
 // Transition implements RunStore.
 func (m *MemRuns) Transition(_ context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
-	return m.transition(id, from, to, errMsg, "", now)
+	return m.transition(id, from, to, errMsg, "", "", now)
 }
 
 // Cancel implements RunStore.
-func (m *MemRuns) Cancel(_ context.Context, id string, from []Status, by string, now time.Time) (Run, error) {
-	return m.transition(id, from, StatusCancelled, "", by, now)
+func (m *MemRuns) Cancel(_ context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error) {
+	return m.transition(id, from, StatusCancelled, "", by, reason, now)
 }
 
-// transition is Transition, recording by as CancelledBy when it is set.
-func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by string, now time.Time) (Run, error) {
+// transition is Transition, recording by as CancelledBy and reason as
+// CancelReason when they are set.
+func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by, reason string, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.lookupLocked(id)
@@ -428,6 +434,9 @@ func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by str
 	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
 	if by != "" {
 		r.CancelledBy = by
+	}
+	if reason != "" {
+		r.CancelReason = reason
 	}
 	if to == StatusRunning {
 		r.Epoch++

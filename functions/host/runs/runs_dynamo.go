@@ -81,8 +81,9 @@ const (
 	runAttrInputs  = "inputs"
 	runAttrStatus  = "status"
 	runAttrError   = "error"
-	runAttrErrCode = "errorCode"   // S: Run.ErrorCode, set only by Breach
-	runAttrCancBy  = "cancelledBy" // S: Run.CancelledBy, set only by Cancel
+	runAttrErrCode = "errorCode"    // S: Run.ErrorCode, set only by Breach
+	runAttrCancBy  = "cancelledBy"  // S: Run.CancelledBy, set only by Cancel
+	runAttrCancWhy = "cancelReason" // S: Run.CancelReason, set only by Cancel
 	runAttrCreated = "createdAt"
 	runAttrUpdated = "updatedAt"
 	runAttrFails   = "failures"
@@ -247,6 +248,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	r.ActivityIdentityRecipe, r.SemanticRequestRecipe = s(runAttrAIR), s(runAttrSRR)
 	r.LastError, r.RetryOf, r.ErrorCode = s(runAttrLastErr), s(runAttrRetryOf), s(runAttrErrCode)
 	r.CancelledBy = s(runAttrCancBy)
+	r.CancelReason = s(runAttrCancWhy)
 	if v, ok := m[runAttrRetries].(*types.AttributeValueMemberSS); ok {
 		r.Retries = slices.Sorted(slices.Values(v.Value))
 	}
@@ -425,17 +427,18 @@ func (d *DynamoRuns) Get(ctx context.Context, id string) (Run, error) {
 // the error (ALL_OLD), or, where the server does not return it, from a
 // consistent GetItem.
 func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error) {
-	return d.transition(ctx, id, from, to, errMsg, "", now)
+	return d.transition(ctx, id, from, to, errMsg, "", "", now)
 }
 
 // Cancel implements RunStore: Transition's one conditional UpdateItem,
-// which also sets cancelledBy.
-func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by string, now time.Time) (Run, error) {
-	return d.transition(ctx, id, from, StatusCancelled, "", by, now)
+// which also sets cancelledBy and cancelReason.
+func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error) {
+	return d.transition(ctx, id, from, StatusCancelled, "", by, reason, now)
 }
 
-// transition is Transition, setting cancelledBy to by when it is set.
-func (d *DynamoRuns) transition(ctx context.Context, id string, from []Status, to Status, errMsg, by string, now time.Time) (Run, error) {
+// transition is Transition, setting cancelledBy to by and cancelReason to
+// reason when they are set.
+func (d *DynamoRuns) transition(ctx context.Context, id string, from []Status, to Status, errMsg, by, reason string, now time.Time) (Run, error) {
 	if len(from) == 0 {
 		return Run{}, errors.New("host: Transition needs at least one from status")
 	}
@@ -457,6 +460,9 @@ func (d *DynamoRuns) transition(ctx context.Context, id string, from []Status, t
 	}
 	if by != "" {
 		upd = upd.Set(expression.Name(runAttrCancBy), expression.Value(by))
+	}
+	if reason != "" {
+		upd = upd.Set(expression.Name(runAttrCancWhy), expression.Value(reason))
 	}
 	if to == StatusRunning {
 		upd = upd.Add(expression.Name(runAttrEpoch), expression.Value(1))

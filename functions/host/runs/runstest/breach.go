@@ -148,7 +148,7 @@ func breachRacesCancel(t *testing.T, e *env) {
 	var lost runs.Run
 	for _, err := range e.race(func(i int) error {
 		if i == 0 {
-			cur, err := e.st.Cancel(e.ctx, r.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, by, e.at(time.Second))
+			cur, err := e.st.Cancel(e.ctx, r.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, by, "", e.at(time.Second))
 			if err == nil {
 				cancelled = true
 			} else {

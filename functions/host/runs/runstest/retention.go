@@ -83,9 +83,15 @@ func retentionEndsStamped(t *testing.T, e *env) {
 	}
 	e.checkExpiry(t, "failed while parked", got, end)
 
-	got, err = e.st.Cancel(e.ctx, e.newRun(t, 0).ID, live, "rec-1", end)
+	got, err = e.st.Cancel(e.ctx, e.newRun(t, 0).ID, live, "rec-1", "the order was withdrawn", end)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got.CancelledBy != "rec-1" || got.CancelReason != "the order was withdrawn" {
+		t.Fatalf("cancelled by %q for %q, want rec-1 for its reason", got.CancelledBy, got.CancelReason)
+	}
+	if read, err := e.st.Get(e.ctx, got.ID); err != nil || read.CancelReason != got.CancelReason {
+		t.Fatalf("the cancel's reason read back: %q, %v", read.CancelReason, err)
 	}
 	e.checkExpiry(t, "cancelled by a keyed request", got, end)
 
@@ -174,7 +180,7 @@ func retentionRace(t *testing.T, e *env) {
 		case 1:
 			ends[i], err = e.st.Transition(e.ctx, r.ID, live, runs.StatusFailed, "boom", at)
 		case 2:
-			ends[i], err = e.st.Cancel(e.ctx, r.ID, live, "rec", at)
+			ends[i], err = e.st.Cancel(e.ctx, r.ID, live, "rec", "", at)
 		case 3:
 			ends[i], err = e.st.Breach(e.ctx, r.ID, e.breachEv(time.Second), "run_timeout", "timeout", at)
 		case 4:
@@ -262,7 +268,7 @@ func retentionOneWrite(t *testing.T, e *env) {
 			_, err := e.st.Transition(e.ctx, id, live, runs.StatusCompleted, "", e.now)
 			return err
 		}},
-		{"Cancel", func(id string) error { _, err := e.st.Cancel(e.ctx, id, live, "rec", e.now); return err }},
+		{"Cancel", func(id string) error { _, err := e.st.Cancel(e.ctx, id, live, "rec", "", e.now); return err }},
 		{"Breach", func(id string) error {
 			_, err := e.st.Breach(e.ctx, id, e.breachEv(0), "run_timeout", "timeout", e.now)
 			return err
