@@ -2,6 +2,7 @@ package apifn
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/http"
 	"strings"
@@ -121,6 +122,9 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 	// cancelled the run died before its answer was recorded finds its own
 	// cancel and answers the 200 it earned, not 409 run_terminal.
 	by := cancelBy(ctx)
+	if by == "" {
+		by = onceBy()
+	}
 	if d.checked() {
 		r, err := h.cfg.Runs.Get(ctx, runID)
 		if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
@@ -189,6 +193,16 @@ func cancelBy(ctx context.Context) string {
 		return claim.ID
 	}
 	return ""
+}
+
+// onceBy is the CancelledBy of a cancel without an Idempotency-Key: a
+// random token of this request alone (prefixed so it never equals a
+// Layer-1 record ID), so the store's retry of the cancel's write, whose
+// first answer was lost, finds the run cancelled by itself and answers
+// 200, while every other request, a retry by the caller included, is
+// told the run already ended.
+func onceBy() string {
+	return "once:" + rand.Text()
 }
 
 // cancelledBy reports whether r was cancelled by the keyed request whose

@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -342,4 +343,39 @@ func TestInboxResubmissionRetryRacesADirectCancel(t *testing.T) {
 			t.Fatalf("between: the entry is %s, want waiting (handed back)", s)
 		}
 	})
+}
+
+// replayedCancel is a RunStore whose next Cancel applies and then answers
+// what the SDK's retry of that write would: the status conflict of the run
+// it just cancelled (the write's first answer was lost).
+type replayedCancel struct {
+	*runs.MemRuns
+	lose bool
+}
+
+func (s *replayedCancel) Cancel(ctx context.Context, id string, from []runs.Status, by, reason string, now time.Time) (runs.Run, error) {
+	r, err := s.MemRuns.Cancel(ctx, id, from, by, reason, now)
+	if err != nil || !s.lose {
+		return r, err
+	}
+	s.lose = false
+	return s.MemRuns.Cancel(ctx, id, from, by, reason, now)
+}
+
+// TestKeylessCancelLostAnswer: a cancel without an Idempotency-Key whose
+// write applied and whose answer was lost (the SDK's retry finds the run
+// cancelled) is answered 200 cancelled, its own cancel, not 409
+// run_terminal; another cancel without a key is still 409.
+func TestKeylessCancelLostAnswer(t *testing.T) {
+	rs := &replayedCancel{MemRuns: runs.NewMemRuns()}
+	f := hostOf(t, rs, idem.Config{}, nil)
+	f.runs = rs.MemRuns
+	r := f.newRun(t, "acme")
+	rs.lose = true
+	if resp, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(r.ID)+"/cancel", "acme", "", `{}`)); resp.StatusCode != 200 || m["status"] != "cancelled" {
+		t.Fatalf("the cancel whose answer was lost: %d %s", resp.StatusCode, resp.Body)
+	}
+	if resp, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(r.ID)+"/cancel", "acme", "", `{}`)); resp.StatusCode != 409 || m["error"] != "run_terminal" {
+		t.Fatalf("another cancel: %d %s", resp.StatusCode, resp.Body)
+	}
 }

@@ -73,8 +73,9 @@ type Run struct {
 	ErrorCode string `json:"errorCode,omitempty"`
 	// CancelledBy is the Layer-1 record ID (a hash, never the key) of the
 	// keyed cancel request that cancelled the run, written by Cancel in the
-	// same conditional write as the status; "" for a run cancelled without
-	// an Idempotency-Key, or not cancelled. A retry of that request (its
+	// same conditional write as the status; for a cancel without an
+	// Idempotency-Key, a random token of that request ("once:…"); "" for a
+	// run not cancelled. A retry of that request (its
 	// attempt that cancelled died before its answer was recorded) tells by
 	// it that the cancel is its own, not another's. Not a tracked field.
 	CancelledBy string `json:"-"`
