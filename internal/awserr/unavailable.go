@@ -10,19 +10,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 )
 
 // Unavailable reports whether err, returned by an SDK call after the SDK's
 // own retries, means the service could not be used: the call was
-// throttled, got a 5xx, could not connect or lost its connection, or ran
-// out of its context's deadline. A failed condition, a cancelled
-// transaction, a validation error or a cancelled context is not.
+// throttled, got a 5xx, could not connect or lost its connection, ran
+// out of its context's deadline, or met a transaction holding its item
+// (see passingTransactionError). A failed condition, a transaction
+// cancelled for another reason, a validation error or a cancelled context
+// is not.
 func Unavailable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	if passingTransactionError(err) {
 		return true
 	}
 	var ae smithy.APIError
@@ -47,4 +53,34 @@ func Unavailable(err error) bool {
 		return ae.ErrorFault() == smithy.FaultServer
 	}
 	return retry.RetryableConnectionError{}.IsErrorRetryable(err) == aws.TrueTernary
+}
+
+// passingTransactionError reports whether err says a write did not apply
+// for a reason that passes: TransactionConflictException (a single-item
+// write met a transaction under way on its item), or a
+// TransactionCanceledException whose every reason is None or one of
+// throttling, capacity or a conflicting transaction. The SDK does not
+// retry either (HTTP 400), and nothing was written, so the call may be
+// tried again later. A cancellation with a failed condition, or any other
+// reason, is the caller's to read.
+func passingTransactionError(err error) bool {
+	var tc *types.TransactionConflictException
+	if errors.As(err, &tc) {
+		return true
+	}
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	passing := false
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "None", "":
+		case "ThrottlingError", "ProvisionedThroughputExceeded", "TransactionConflict", "RequestLimitExceeded":
+			passing = true
+		default:
+			return false
+		}
+	}
+	return passing
 }
