@@ -725,8 +725,15 @@ func checkMetricRefs(t *testing.T, tp tmpl, em emitted, ns string) []string {
 			}
 		case "AWS/SQS":
 			onlyDimension(r, "QueueName", "AWS::SQS::Queue", "a queue")
+		case "AWS/ApiGateway":
+			// An HTTP API's per-API series: 4xx, 5xx, Count, Latency,
+			// IntegrationLatency, DataProcessed under ApiId alone.
+			if !slices.Contains([]string{"4xx", "5xx", "Count", "Latency", "IntegrationLatency", "DataProcessed"}, r.name) {
+				bad(r, "an HTTP API publishes no metric %s", r.name)
+			}
+			onlyDimension(r, "ApiId", "AWS::Serverless::HttpApi", "an HTTP API")
 		default:
-			bad(r, "namespace %q is neither the functions' (%q) nor one of AWS/Lambda, AWS/DynamoDB, AWS/SQS", r.namespace, ns)
+			bad(r, "namespace %q is neither the functions' (%q) nor one of AWS/Lambda, AWS/DynamoDB, AWS/SQS, AWS/ApiGateway", r.namespace, ns)
 		}
 	}
 	return problems
@@ -964,10 +971,24 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 		return false
 	}
 	ns := metricsNamespace(t, tp)
-	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, sweepfn.MetricIncomplete, idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites} {
+	// A store the code cannot use as configured (a table missing, or of
+	// another shape: every request answered 500) and a pending record or
+	// claimed effect deleted by TTL (its dedup gone while work may be in
+	// flight) page too.
+	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, sweepfn.MetricIncomplete,
+		idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites, idem.MetricStoreMisconfigured, ledger.MetricStoreMisconfigured, auditfn.MetricTTLPending} {
 		if !alarmOn(ns, m, "") {
 			t.Errorf("no alarm on %s", m)
 		}
+	}
+	// What callers see: the API's 5xx answers whatever their cause (an
+	// error of the store no counter names, an IAM regression, the
+	// authorizer), and the api function throttled by Lambda.
+	if !alarmOn("AWS/ApiGateway", "5xx", "HttpApi") {
+		t.Error("no 5xx alarm on HttpApi")
+	}
+	if !alarmOn("AWS/Lambda", "Throttles", "ApiFunction") {
+		t.Error("no Throttles alarm on ApiFunction")
 	}
 	// Global tables: replication slower than the advertised bound
 	// (ReplicationLagBoundMs) pages, in the home stack and in a replica's.
