@@ -58,7 +58,10 @@ const (
 // Cost: a sweep scans the whole table (a Scan reads, and is billed for,
 // every item before the filter keeps the expired ones; only the key and
 // expiry attributes are returned) and spends one conditional DeleteItem
-// per expired item. Reads are strongly consistent.
+// per expired item. Scans read eventually consistent pages (half the read
+// units of consistent ones): an item a page does not show yet is swept by
+// the next sweep, and every delete is conditional on the expiry whatever
+// the page said.
 type Sweeper struct {
 	// API is the DynamoDB client. Required.
 	API API
@@ -165,7 +168,6 @@ func (w *Sweeper) SweepUntil(ctx context.Context, now time.Time, stop func() boo
 			ProjectionExpression:      scan.Projection(),
 			ExpressionAttributeNames:  scan.Names(),
 			ExpressionAttributeValues: scan.Values(),
-			ConsistentRead:            aws.Bool(true),
 		})
 		if err != nil {
 			return d.finish(&r, fmt.Errorf("sweeper: Scan %s: %w", w.Table, err))
