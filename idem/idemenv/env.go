@@ -195,6 +195,14 @@ func Load(getenv func(string) string) (Env, error) {
 			e.Policy = pol
 		}
 	}
+	pol := e.Policy
+	if pol.Name == "" {
+		pol = idem.PolicyOpenWOP
+	}
+	if e.Retention > 0 && e.Retention < pol.MinRetention {
+		p = append(p, fmt.Sprintf("%s=%d: below the %s policy's minimum of %d hours", RetentionHours,
+			int64(e.Retention/time.Hour), pol.Name, int64(pol.MinRetention/time.Hour)))
+	}
 	if len(p) > 0 {
 		return e, &idem.ConfigError{Problems: p}
 	}

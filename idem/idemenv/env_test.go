@@ -156,3 +156,27 @@ func TestEnvDurationsDoNotWrap(t *testing.T) {
 		t.Fatalf("largest retention: %s %v", e.Retention, err)
 	}
 }
+
+// A retention below the selected policy's minimum is refused by Load,
+// naming the variable, the policy and its minimum in hours, before
+// anything starts (not later, by idem.New, in the Config's terms).
+func TestEnvRetentionBelowThePolicyMinimum(t *testing.T) {
+	for _, c := range []struct{ policy, hours, min string }{{"", "5", "24"}, {"openwop", "23", "24"}} {
+		env := map[string]string{idemenv.RetentionHours: c.hours, idemenv.Policy: c.policy}
+		_, err := idemenv.Load(func(k string) string { return env[k] })
+		var ce *idem.ConfigError
+		if !errors.As(err, &ce) || len(ce.Problems) != 1 {
+			t.Fatalf("%v: %v, want one problem", env, err)
+		}
+		for _, s := range []string{idemenv.RetentionHours, c.hours, "openwop", c.min + " hours"} {
+			if !strings.Contains(ce.Problems[0], s) {
+				t.Errorf("problem %q does not say %s", ce.Problems[0], s)
+			}
+		}
+	}
+	for _, env := range []map[string]string{{idemenv.RetentionHours: "24"}, {idemenv.RetentionHours: "forever"}, {idemenv.RetentionHours: "1", idemenv.Policy: "erp"}} {
+		if _, err := idemenv.Load(func(k string) string { return env[k] }); err != nil {
+			t.Errorf("%v refused: %v", env, err)
+		}
+	}
+}
