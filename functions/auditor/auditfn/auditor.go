@@ -204,6 +204,12 @@ func escapedAttempts(r *ledger.Record) map[int]bool {
 	return out
 }
 
+// resolution reports whether r's latest attempt row is an operator's
+// resolution (Ledger.Resolve), which never fires.
+func resolution(r *ledger.Record) bool {
+	return len(r.Attempts) > 0 && r.Attempts[len(r.Attempts)-1].Operator != ""
+}
+
 func holding(r *ledger.Record) bool {
 	return r != nil && (r.State == ledger.StateClaimed || r.State == ledger.StateFiring)
 }
@@ -229,7 +235,13 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 	id, run := slog.String("effect", keyhash.Log(rec.EffectID)), slog.String("run_id", rec.RunID)
 	switch r.EventName {
 	case "MODIFY", "INSERT":
-		if r.EventName == "MODIFY" && newRec != nil && holding(oldRec) && newRec.Attempt > oldRec.Attempt {
+		switch {
+		case r.EventName == "MODIFY" && newRec != nil && oldRec != nil && newRec.Attempt > oldRec.Attempt && resolution(newRec):
+			// An operator settled an escaped effect (Ledger.Resolve): its
+			// row raises the attempt, but nothing was reclaimed.
+			a.log().InfoContext(ctx, "audit: effect resolved by an operator", id, run,
+				slog.String("previous_state", string(oldRec.State)), slog.String("state", string(newRec.State)), slog.Int("attempt", newRec.Attempt))
+		case r.EventName == "MODIFY" && newRec != nil && holding(oldRec) && newRec.Attempt > oldRec.Attempt:
 			c.Reclaims[TableEffects]++
 			a.log().WarnContext(ctx, "audit: effect claim reclaimed", id, run,
 				slog.String("previous_state", string(oldRec.State)), slog.Int("attempt", newRec.Attempt))

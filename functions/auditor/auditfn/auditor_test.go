@@ -103,3 +103,24 @@ func TestHandleLambdaTTLPrincipal(t *testing.T) {
 		t.Fatalf("metrics %s", metrics.String())
 	}
 }
+
+// TestResolutionIsNotAReclaim: an operator's resolution of an escaped
+// effect left firing (a row with its operator) raises the record's attempt
+// from a holding state, as a reclaim does, but is none: it is not counted
+// in the reclaims, nor logged as one.
+func TestResolutionIsNotAReclaim(t *testing.T) {
+	var metrics, logs bytes.Buffer
+	a := &Auditor{Metrics: emf.New(&metrics, "idemkit"), Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	resolved := attempts("escaped", "escaped", "completed")
+	last := resolved.(*types.AttributeValueMemberL).Value[2].(*types.AttributeValueMemberM)
+	last.Value["operator"], last.Value["note"] = s("ops@acme"), s("charged once, per the provider console")
+	c := a.Audit(context.Background(), []stream.StreamRecord{
+		{EventName: "MODIFY", OldImage: effect("firing", "2", attempts("escaped", "claimed")), NewImage: effect("completed", "3", resolved)},
+	})
+	if c.Reclaims[TableEffects] != 0 || strings.Contains(logs.String(), "reclaimed") {
+		t.Fatalf("a resolution counted as a reclaim: %+v\n%s", c, logs.String())
+	}
+	if !strings.Contains(logs.String(), "resolved by an operator") {
+		t.Fatalf("the resolution is not logged:\n%s", logs.String())
+	}
+}
