@@ -15,7 +15,8 @@
 4. The retention sweeper (SweeperFunction) exists exactly when the effects
    table is MRSC (Condition StrongEffects), runs on a schedule, and its role
    may only Scan and DeleteItem (no other DynamoDB action).
-5. Operations: every table is kept on stack delete and replacement (Retain);
+5. Operations: every table is kept on stack delete and replacement (Retain)
+   and protected from deletion by hand (DeletionProtectionEnabled);
    every function logs JSON into its own declared log group (retention
    LogRetentionDays) and traces by the XRayTracing switch; every alarm
    notifies AlarmTopicArn when it is given and has no action otherwise.
@@ -130,6 +131,14 @@ def check(path):
             roles[role] = lid
         if t.startswith("AWS::DynamoDB::") and (r.get("DeletionPolicy") != "Retain" or r.get("UpdateReplacePolicy") != "Retain"):
             problems.append(f"{lid}: a table that holds records needs DeletionPolicy and UpdateReplacePolicy Retain")
+        if t == "AWS::DynamoDB::Table" and props.get("DeletionProtectionEnabled") is not True:
+            problems.append(f"{lid}: a table that holds records needs DeletionProtectionEnabled true (a table deleted by hand forgets every key)")
+        if t == "AWS::DynamoDB::GlobalTable":
+            for rep in props.get("Replicas", []):
+                if isinstance(rep, dict) and "Fn::If" in rep:
+                    rep = rep["Fn::If"][1]
+                if isinstance(rep, dict) and rep.get("DeletionProtectionEnabled") is not True:
+                    problems.append(f"{lid}: every replica needs DeletionProtectionEnabled true (a replica deleted by hand forgets every key)")
         if t == "AWS::Lambda::Function":
             lc = props.get("LoggingConfig", {})
             group = lc.get("LogGroup", {}).get("Ref") if isinstance(lc.get("LogGroup"), dict) else None
