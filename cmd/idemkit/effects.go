@@ -129,6 +129,10 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects list: --state %q: want escaped, in-flight, pending, completed or failed\n", *state)
 		return 2
 	}
+	if *limit < 0 {
+		fmt.Fprintf(stderr, "idemkit effects list: --limit %d: want 0 (no limit) or more\n", *limit)
+		return 2
+	}
 	if *run != "" {
 		*run = unproject(*run)
 	}

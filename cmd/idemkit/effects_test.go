@@ -61,6 +61,9 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 			t.Fatalf("unknown effect: %d %q", code, errb)
 		}
 		// A list cut at --limit says so.
+		if code, _, errb := cli("effects", "list", "--limit", "-3"); code != 2 || !strings.Contains(errb, "--limit -3") {
+			t.Fatalf("a negative --limit: %d %q", code, errb)
+		}
 		if code, _, errb := cli("effects", "list", "--limit", "1"); code != 0 || !strings.Contains(errb, "stopped at --limit 1") {
 			t.Fatalf("list at its limit: %d %q", code, errb)
 		}
