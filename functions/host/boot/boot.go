@@ -16,8 +16,10 @@ import (
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Must ends the process with a logged error when err is not nil (name: the
@@ -42,13 +44,25 @@ func Getenv(name string) string { return os.Getenv(name) }
 // call that signs a request. With an endpoint the SDK's response checksum
 // validation is off: DynamoDB Local sends a wrong CRC32 header with every
 // error response (every replay), and the SDK would log a checksum warning
-// for each; the check guards the wire to AWS.
+// for each; the check guards the wire to AWS. The SDK's standard retryer,
+// plus TransactionConflictException.
 func DynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("host: AWS config: %w", err)
 	}
 	Trace("aws-config")
+	// A single-item write refused because a transaction holds its item
+	// (TransactionConflictException) did not apply: retried like a
+	// throttle, which the standard retryer does not do for it.
+	base := cfg.Retryer // the configured one (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE), if any
+	cfg.Retryer = func() aws.Retryer {
+		var r aws.Retryer = retry.NewStandard()
+		if base != nil {
+			r = base()
+		}
+		return retry.AddWithErrorCodes(r, (&types.TransactionConflictException{}).ErrorCode())
+	}
 	c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
