@@ -413,3 +413,26 @@ func TestWorkOrderRefusalCodeFollowsThePolicy(t *testing.T) {
 		t.Fatalf("under the OpenWOP policy: %d %s; want 409 %s", resp.StatusCode, resp.Body, CodeNoProjectProcessedHost)
 	}
 }
+
+// TestBodylessRoutesRefuseANonJSONBodyWithOrWithoutAKey: retry, inbox
+// resubmit and discard read no body, but a keyed request's body is part of
+// what its key binds and must be JSON text; the same body is refused
+// without a key too (400 validation_error), so a request is never accepted
+// or refused for its key's presence. An empty body, or JSON, is accepted
+// either way.
+func TestBodylessRoutesRefuseANonJSONBodyWithOrWithoutAKey(t *testing.T) {
+	f := newFixture(t)
+	failed := sourceRun(t, f, "acme", runs.StatusFailed)
+	path := "/runs/" + runs.ProjectID(failed.ID) + "/retry"
+	for i, key := range []string{"k-bodyless-garbage-000000001", ""} {
+		r, m := f.do(t, ev("POST", path, "acme", key, `not json`))
+		if r.StatusCode != 400 || m["error"] != "validation_error" {
+			t.Fatalf("request %d (key %q): %d %s, want 400 validation_error", i, key, r.StatusCode, r.Body)
+		}
+	}
+	for i, key := range []string{"k-bodyless-empty-0000000001", ""} {
+		if r, _ := f.do(t, ev("POST", path, "acme", key, ``)); r.StatusCode != 201 {
+			t.Fatalf("an empty body %d (key %q): %d %s, want 201", i, key, r.StatusCode, r.Body)
+		}
+	}
+}

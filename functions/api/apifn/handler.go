@@ -40,6 +40,7 @@
 package apifn
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -429,6 +430,26 @@ func tooLarge() *apierr.Error {
 func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if bodyLen(ev) > MaxBodyBytes {
 		return tooLarge()
+	}
+	return nil
+}
+
+// checkNoBody is the check of a route that reads no body (retryRun, the
+// inbox's resubmit and discard): at most MaxBodyBytes and, when not empty,
+// JSON text (400 validation_error otherwise). A keyed request's body is
+// part of what its key binds, and Layer 1 refuses one that is not JSON; a
+// request without a key is refused for it too, so the same request is
+// never accepted or refused for its key's presence.
+func checkNoBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
+	if e := checkBodySize(ev); e != nil {
+		return e
+	}
+	body, e := eventBody(ev)
+	if e != nil {
+		return e
+	}
+	if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
+		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The request body is not valid JSON; this operation reads none, so send no body.")
 	}
 	return nil
 }

@@ -115,12 +115,12 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, jsonBody: true, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkBodySize, serve: (*Handler).retryRun, object: (*Handler).runObject},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkNoBody, serve: (*Handler).retryRun, object: (*Handler).runObject},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
 	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
-	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkBodySize, serve: (*Handler).resubmitInboxEntry},
-	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkBodySize, serve: (*Handler).discardInboxEntry},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkNoBody, serve: (*Handler).resubmitInboxEntry},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkNoBody, serve: (*Handler).discardInboxEntry},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
