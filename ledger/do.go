@@ -185,6 +185,11 @@ type Result struct {
 	// ValueDropped is true on a replay whose recorded success carries no
 	// value because it exceeded Config.MaxValueBytes (Value is nil).
 	ValueDropped bool
+	// Resolved is true on a replay of a success an operator recorded
+	// (Ledger.Resolve as Delivered): the provider had the effect, but no
+	// value was ever recorded (Value is nil), so a caller that needs the
+	// provider's answer looks it up there.
+	Resolved bool
 	// BodyDigest and BodySize describe a streamed body (Streamed): the
 	// SHA-256 (hex) and length of what the effect streamed, as recorded.
 	// A replay carries them, never the body.
@@ -477,6 +482,9 @@ func replay(cur *Record) (Result, error) {
 	r.BodyDigest, r.BodySize = o.BodyDigest, o.BodySize
 	if o.OK {
 		r.Value = slices.Clone(o.Value)
+		if n := len(cur.Attempts); n > 0 && cur.Attempts[n-1].Operator != "" {
+			r.Resolved = true
+		}
 		return r, nil
 	}
 	return r, &FailedError{EffectID: cur.EffectID, Message: o.Error, Replayed: true}

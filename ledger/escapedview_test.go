@@ -53,8 +53,8 @@ func TestEscapedAttemptIsNotHiddenByLaterUnsentOnes(t *testing.T) {
 	if r, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
 		t.Fatal("a settled effect fired again")
 		return nil, nil
-	}); err != nil || !r.Replayed {
-		t.Fatalf("after the resolution: %+v %v; want the delivery replayed", r, err)
+	}); err != nil || !r.Replayed || !r.Resolved || r.Value != nil {
+		t.Fatalf("after the resolution: %+v %v; want the delivery replayed, marked resolved by an operator, no value", r, err)
 	}
 }
 
