@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -142,6 +143,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
 		return 2
 	}
+	if _, _, err := net.SplitHostPort(*addr); err != nil {
+		fmt.Fprintf(stderr, "idemkit dev: --addr %q: want HOST:PORT, e.g. 127.0.0.1:3000\n", *addr)
+		return 2
+	}
+	if !tablePrefixOK(*prefix) {
+		fmt.Fprintf(stderr, "idemkit dev: --table-prefix %q: want letters, digits, '_', '-' and '.' only, at most 200 characters (DynamoDB's table names)\n", *prefix)
+		return 2
+	}
 	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
 	if *seams {
@@ -177,4 +186,19 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// tablePrefixOK reports whether p can begin a DynamoDB table name: the
+// characters a table name allows, short enough to leave room for the
+// longest logical ID.
+func tablePrefixOK(p string) bool {
+	if len(p) > 200 {
+		return false
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -21,6 +21,11 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 			[]string{"IdempotencyTable", "ApiKeysTable", "idempotency", "api-keys"}},
 		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", "http://127.0.0.1:1", "extra"},
 			[]string{`unexpected argument "extra"`}},
+		// dev's address and table prefix are checked before an engine starts.
+		{[]string{"dev", "--addr", "nope", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{`--addr "nope"`, "HOST:PORT"}},
+		{[]string{"dev", "--table-prefix", "bad prefix!", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{`--table-prefix "bad prefix!"`, "letters, digits"}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
