@@ -38,7 +38,9 @@ type Store interface {
 	// Reopen forgets that token passed effectID's point of no return,
 	// atomically, if and only if token is the one that passed: an operator
 	// found that the attempt holding it did not reach the provider. The
-	// next Acquire then issues a token again (greater than every token
+	// same write retires every token issued so far, so a late Pass of
+	// token (the retry of a pass whose answer was lost) is refused, and
+	// the next Acquire issues a token again (greater than every token
 	// issued before). ok is also true when no token has passed (nothing to
 	// forget: an attempt that stopped before its pass, or a retried Reopen
 	// whose first try applied); it is false when another token passed,

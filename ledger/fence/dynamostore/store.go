@@ -248,13 +248,17 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 
 // Reopen implements fence.Store with one UpdateItem:
 //
-//	REMOVE passed, passedRegion, passedAt
+//	SET tok = tok + 1 REMOVE passed, passedRegion, passedAt
 //	IF passed = :t
 //
-// A failed condition against an item with no passed token (or no item) is
-// ok: nothing to forget. Otherwise another token passed.
+// Raising tok retires the reopened token: a late Pass of it (the retry of
+// a pass whose answer was lost) is refused, never left for a retried
+// Reopen to erase unseen. A failed condition against an item with no
+// passed token (or no item) is ok: nothing to forget. Otherwise another
+// token passed.
 func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool, *fence.Item, error) {
-	upd := expression.Remove(expression.Name("passed")).
+	upd := expression.Set(expression.Name("tok"), expression.Plus(expression.Name("tok"), expression.Value(1))).
+		Remove(expression.Name("passed")).
 		Remove(expression.Name("passedRegion")).
 		Remove(expression.Name("passedAt"))
 	cond := expression.Name("passed").Equal(expression.Value(token))

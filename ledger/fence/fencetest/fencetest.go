@@ -249,6 +249,16 @@ func Run(t *testing.T, h Harness) {
 				t.Fatalf("Reopen of the passed token = %v, %v", ok, err)
 			}
 		}
+		// A late pass of the reopened token (the retry of a pass whose
+		// answer was lost, landing after the reopen) is refused at once,
+		// not only after the next Acquire: else a retry of the Reopen would
+		// erase it unseen and the next attempt fire a second time.
+		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); ok {
+			t.Fatal("the reopened token passed again before the next Acquire")
+		}
+		if ok, _, err := s.Reopen(ctx, id, tok); err != nil || !ok {
+			t.Fatalf("a retried Reopen after a refused late pass = %v, %v; want ok", ok, err)
+		}
 		nt, p, err := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
 		if err != nil || p != nil || nt <= tok {
 			t.Fatalf("Acquire after Reopen = %d, %+v, %v; want a token above %d", nt, p, err, tok)

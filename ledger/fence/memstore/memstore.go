@@ -91,6 +91,7 @@ func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool
 		return false, clone(it), nil
 	}
 	it.Passed = nil
+	it.Token++ // retires the reopened token: a late Pass of it is refused
 	return true, nil, nil
 }
 
