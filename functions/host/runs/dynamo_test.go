@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"github.com/idemkit/idemkit/ledger/identity"
 	"net/http"
@@ -278,37 +277,6 @@ func TestTransactionalRunCreateFaults(t *testing.T) {
 		}
 		if len(out.Items) != len(cases) {
 			t.Fatalf("%d runs for %d keys: a fault produced an orphan or a duplicate run", len(out.Items), len(cases))
-		}
-	})
-}
-
-// TestCreateLostAnswer: the run's conditional PutItem applies and its
-// answer is lost; the SDK's retry finds the run there. Create recognises
-// the item as the one it sent and succeeds: a create without an
-// Idempotency-Key answered an error here would be retried by its caller
-// into a second run. A run already there that is another's is still
-// ErrRunExists.
-func TestCreateLostAnswer(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		ctx := context.Background()
-		faults := dynamotest.NewFaults()
-		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
-		t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
-		r := NewRun("acme", "conformance-noop", json.RawMessage(`{"a":[1,2.5,"x"]}`), t0)
-		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
-		if err := d.Create(ctx, r); err != nil {
-			t.Fatalf("a create whose answer was lost: %v", err)
-		}
-		if faults.Pending() != 0 {
-			t.Fatal("the lost answer was never armed")
-		}
-		if got, err := d.Get(ctx, r.ID); err != nil || got.Status != StatusPending {
-			t.Fatalf("the run: %+v, %v", got, err)
-		}
-		other := r
-		other.Inputs = json.RawMessage(`{"a":[1]}`)
-		if err := d.Create(ctx, other); !errors.Is(err, ErrRunExists) {
-			t.Fatalf("another create under the same id: %v, want ErrRunExists", err)
 		}
 	})
 }

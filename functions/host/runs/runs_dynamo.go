@@ -338,26 +338,9 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(d.Table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		// The SDK's retry of this very write, whose answer was lost, finds
-		// the item it wrote: that is a success, not another's run (a create
-		// without an Idempotency-Key answered an error would be retried by
-		// its caller into a second run). One consistent read where the
-		// engine does not return the item.
-		old := ccf.Item
-		if old == nil {
-			if old, err = d.getItem(ctx, r.ID); err != nil {
-				return err
-			}
-		}
-		if !sameItem(old, item) {
-			return ErrRunExists
-		}
-	} else if err != nil {
-		return fmt.Errorf("host: put run: %w", err)
+	if err := conditionalWrite(err, ErrRunExists, "put run"); err != nil {
+		return err
 	}
 	if r.RetryOf != "" {
 		return d.LinkRetry(ctx, r.RetryOf, r.ID)
