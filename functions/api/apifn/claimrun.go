@@ -19,7 +19,9 @@ import (
 // run it created and answers for it instead of creating a second one (and a
 // second set of effects); a retry found so is listed among its failed
 // run's retries again (a set: once). That run is accepted when ours says it is this
-// request's (existed is true); otherwise the answer is an error. The claim
+// request's (existed is true); otherwise the answer is an error. Without a
+// claim, a create whose write applied and whose answer was lost finds its
+// own run the same way and succeeds (existed false). The claim
 // is returned for the caller's log. A non-empty scope makes the run hold
 // the tenant's scope (runs.RunStore.CreateScoped): the error is then
 // runs.ErrScopeHeld while another live run holds it. A retry and a fork
@@ -35,14 +37,20 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 		create = func(ctx context.Context, r runs.Run) error { return h.cfg.Runs.CreateScoped(ctx, r, scope) }
 	}
 	if err := create(ctx, *run); err != nil {
-		if !claimed || !errors.Is(err, runs.ErrRunExists) {
+		if !errors.Is(err, runs.ErrRunExists) {
 			return claim, false, err
 		}
 		prev, err := h.cfg.Runs.Get(ctx, run.ID)
 		if err != nil {
 			return claim, false, err
 		}
-		if !ours(prev) {
+		// Without a claim the id is new and random: a run found there is
+		// this very create's, whose write applied and whose answer was
+		// lost (the store's retry found it), when it is the run written
+		// (the same creation time; the store keeps milliseconds).
+		// Answered an error, the caller would retry into a second run.
+		mine := claimed || prev.CreatedAt.UnixMilli() == run.CreatedAt.UnixMilli()
+		if !mine || !ours(prev) {
 			return claim, false, fmt.Errorf("apifn: run %s exists for another request", run.ID)
 		}
 		if run.RetryOf != "" {
@@ -52,7 +60,7 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 				return claim, false, err
 			}
 		}
-		return claim, true, nil
+		return claim, claimed, nil
 	}
 	return claim, false, nil
 }

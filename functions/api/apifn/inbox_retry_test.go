@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -378,4 +379,41 @@ func TestKeylessCancelLostAnswer(t *testing.T) {
 	if resp, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(r.ID)+"/cancel", "acme", "", `{}`)); resp.StatusCode != 409 || m["error"] != "run_terminal" {
 		t.Fatalf("another cancel: %d %s", resp.StatusCode, resp.Body)
 	}
+}
+
+// TestKeylessCreateLostAnswer: a createRun without an Idempotency-Key
+// whose run write applied and whose answer was lost (the SDK's retry finds
+// the run there) is answered 201 for that run, on every engine: answered
+// 500, its caller would retry it into a second run. The same holds for a
+// keyless retry of a failed run, which is also linked from it.
+func TestKeylessCreateLostAnswer(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		faults := dynamotest.NewFaults()
+		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		f := hostOf(t, rs, idem.Config{}, nil)
+		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		r, m := f.do(t, ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop"}`))
+		if r.StatusCode != 201 || faults.Pending() != 0 {
+			t.Fatalf("the create whose answer was lost: %d %s (fault armed still: %v)", r.StatusCode, r.Body, faults.Pending() != 0)
+		}
+		id, _ := m["runId"].(string)
+		if got, err := rs.Get(context.Background(), id); err != nil || got.Tenant != "acme" {
+			t.Fatalf("the run it answered: %+v %v", got, err)
+		}
+		failed := runs.NewRun("acme", "conformance-noop", nil, time.Now())
+		if err := rs.Create(context.Background(), failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(context.Background(), failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		r, m = f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", "acme", "", ``))
+		if r.StatusCode != 201 || faults.Pending() != 0 {
+			t.Fatalf("the retry whose answer was lost: %d %s", r.StatusCode, r.Body)
+		}
+		if got, err := rs.Get(context.Background(), failed.ID); err != nil || !slices.Contains(got.Retries, m["runId"].(string)) {
+			t.Fatalf("the failed run's retries: %v %v, want %v", got.Retries, err, m["runId"])
+		}
+	})
 }
