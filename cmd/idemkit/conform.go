@@ -142,6 +142,11 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 
 	results, err := conform.Run(ctx, cfg)
+	if errors.Is(err, conform.ErrUnreachable) {
+		// Every scenario would fail on the same dial error: said once.
+		fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
+		return 1
+	}
 	if err != nil {
 		if !errors.Is(err, conform.ErrConfig) {
 			fmt.Fprintf(stderr, "idemkit conform: %v\n", err)

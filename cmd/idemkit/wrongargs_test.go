@@ -92,3 +92,14 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		t.Fatalf("conform -h: exit %d stdout %q stderr %q", code, out.String(), errb.String())
 	}
 }
+
+// TestConformUnreachableSaysSoOnce: conform against an address nothing
+// listens on says once that it cannot reach it and exits 1, instead of a
+// FAIL line per scenario, each with the same dial error.
+func TestConformUnreachableSaysSoOnce(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"conform", "--api-key", "k", "http://127.0.0.1:1"}, &out, &errb)
+	if code != 1 || out.Len() != 0 || strings.Count(errb.String(), "\n") != 1 || !strings.Contains(errb.String(), "cannot reach http://127.0.0.1:1") {
+		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
+	}
+}

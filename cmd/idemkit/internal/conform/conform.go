@@ -2,9 +2,13 @@ package conform
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strings"
+	"time"
 )
 
 // Status is a scenario's verdict.
@@ -74,6 +78,9 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	rc, err := cfg.resolve()
 	if err != nil {
 		return nil, err
+	}
+	if err := reachable(ctx, rc.HTTP, rc.BaseURL, rc.Timeout); err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrUnreachable, rc.BaseURL, err)
 	}
 	e := &env{cfg: rc, rules: rulesFor(rc.Profile)}
 	var out []Result
@@ -152,4 +159,30 @@ func inWindow(probe func(ctx context.Context, e *env) Result) func(ctx context.C
 		r.late = false
 		return r
 	}
+}
+
+// ErrUnreachable is matched by Run's error when the API does not answer
+// HTTP at all (no connection, or no answer within Config.Timeout): every
+// scenario would fail on the same error, so none is run.
+var ErrUnreachable = errors.New("cannot reach")
+
+// reachable reports whether the API at base answers HTTP at all (any
+// status: only a failure to connect, or to get an answer within timeout,
+// is an error), with one GET of its capabilities document.
+func reachable(ctx context.Context, c *http.Client, base string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/.well-known/openwop", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // the cause, without the method and URL Run names
+		}
+		return err
+	}
+	return resp.Body.Close()
 }
