@@ -44,30 +44,27 @@ func Getenv(name string) string { return os.Getenv(name) }
 // call that signs a request. With an endpoint the SDK's response checksum
 // validation is off: DynamoDB Local sends a wrong CRC32 header with every
 // error response (every replay), and the SDK would log a checksum warning
-// for each; the check guards the wire to AWS. The SDK's standard retryer,
-// plus TransactionConflictException.
+// for each; the check guards the wire to AWS. Its retryer is the one the
+// client resolves, which also retries TransactionConflictException.
 func DynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("host: AWS config: %w", err)
 	}
 	Trace("aws-config")
-	// A single-item write refused because a transaction holds its item
-	// (TransactionConflictException) did not apply: retried like a
-	// throttle, which the standard retryer does not do for it.
-	base := cfg.Retryer // the configured one (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE), if any
-	cfg.Retryer = func() aws.Retryer {
-		var r aws.Retryer = retry.NewStandard()
-		if base != nil {
-			r = base()
-		}
-		return retry.AddWithErrorCodes(r, (&types.TransactionConflictException{}).ErrorCode())
-	}
 	c := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
 			o.DisableValidateResponseChecksum = true
 		}
+	})
+	// A single-item write refused because a transaction holds its item
+	// (TransactionConflictException) did not apply: retried like a
+	// throttle, which the client's retryer (DynamoDB's defaults, or
+	// AWS_RETRY_MODE and AWS_MAX_ATTEMPTS) does not do for it. The
+	// resolved retryer is wrapped, never replaced.
+	c = dynamodb.New(c.Options(), func(o *dynamodb.Options) {
+		o.Retryer = retry.AddWithErrorCodes(o.Retryer, (&types.TransactionConflictException{}).ErrorCode())
 	})
 	Trace("sdk-client")
 	return c, nil
