@@ -67,11 +67,12 @@ func cancelReason(ev events.APIGatewayV2HTTPRequest) string {
 	if e != nil {
 		return ""
 	}
-	var b struct {
-		Reason string `json:"reason"`
-	}
-	if json.Unmarshal(body, &b) != nil {
+	// The member named exactly "reason", as checkCancelBody checked it
+	// (a struct field would also match "Reason" or "REASON").
+	var m map[string]json.RawMessage
+	var reason string
+	if json.Unmarshal(body, &m) != nil || json.Unmarshal(m["reason"], &reason) != nil {
 		return ""
 	}
-	return b.Reason
+	return reason
 }

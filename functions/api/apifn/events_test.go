@@ -282,7 +282,8 @@ func TestEventsTerminalPayloads(t *testing.T) {
 
 // TestCancelReasonIsRecorded: a cancel's reason is kept on the run and
 // echoed by run.cancelled (runs.md §Cancel, run-event-payloads' runCancelled);
-// a cancel without one records none; a reason over maxCancelReason
+// a cancel without one records none (members named otherwise, "Reason"
+// included, are not it); a reason over maxCancelReason
 // characters is 400 validation_error naming it, and cancels nothing.
 func TestCancelReasonIsRecorded(t *testing.T) {
 	f := newFixture(t)
@@ -298,7 +299,7 @@ func TestCancelReasonIsRecorded(t *testing.T) {
 		payload map[string]any
 	}{
 		{why, `{"reason":"` + strings.Repeat("é", maxCancelReason) + `"}`, map[string]any{"reason": strings.Repeat("é", maxCancelReason)}},
-		{none, `{}`, map[string]any{}},
+		{none, `{"Reason":"` + strings.Repeat("x", maxCancelReason+1) + `","REASON":"not the reason"}`, map[string]any{}},
 	} {
 		if r, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(c.run.ID)+"/cancel", "acme", "k-cancel-reason-"+c.run.ID[len(c.run.ID)-12:], c.body)); r.StatusCode != 200 || m["status"] != "cancelled" {
 			t.Fatalf("cancel: %d %s", r.StatusCode, r.Body)
