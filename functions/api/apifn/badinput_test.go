@@ -424,10 +424,12 @@ func TestBodylessRoutesRefuseANonJSONBodyWithOrWithoutAKey(t *testing.T) {
 	f := newFixture(t)
 	failed := sourceRun(t, f, "acme", runs.StatusFailed)
 	path := "/runs/" + runs.ProjectID(failed.ID) + "/retry"
-	for i, key := range []string{"k-bodyless-garbage-000000001", ""} {
-		r, m := f.do(t, ev("POST", path, "acme", key, `not json`))
-		if r.StatusCode != 400 || m["error"] != "validation_error" {
-			t.Fatalf("request %d (key %q): %d %s, want 400 validation_error", i, key, r.StatusCode, r.Body)
+	for i, body := range []string{`not json`, `  `, `{"a":1e400}`, `{"a":1,"a":2}`, `"\ud800"`} {
+		for j, key := range []string{fmt.Sprintf("k-bodyless-garbage-%010d", 2*i), ""} {
+			r, m := f.do(t, ev("POST", path, "acme", key, body))
+			if r.StatusCode != 400 || m["error"] != "validation_error" {
+				t.Fatalf("%s (request %d, key %q): %d %s, want 400 validation_error", body, j, key, r.StatusCode, r.Body)
+			}
 		}
 	}
 	for i, key := range []string{"k-bodyless-empty-0000000001", ""} {

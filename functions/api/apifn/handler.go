@@ -40,7 +40,6 @@
 package apifn
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -435,21 +434,26 @@ func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 }
 
 // checkNoBody is the check of a route that reads no body (retryRun, the
-// inbox's resubmit and discard): at most MaxBodyBytes and, when not empty,
-// JSON text (400 validation_error otherwise). A keyed request's body is
-// part of what its key binds, and Layer 1 refuses one that is not JSON; a
-// request without a key is refused for it too, so the same request is
-// never accepted or refused for its key's presence.
+// inbox's resubmit and discard), before anything runs, with or without an
+// Idempotency-Key: at most MaxBodyBytes and, when not empty, strict JSON
+// text, as Layer 1 reads a keyed JSON body (jsonerr.Check: no member name
+// twice, valid UTF-8 without a lone surrogate, numbers a double holds);
+// 400 validation_error otherwise. A keyed request's body is part of what
+// its key binds, so the same request is never accepted or refused for its
+// key's presence, nor for its Content-Type.
 func checkNoBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if e := checkBodySize(ev); e != nil {
 		return e
 	}
 	body, e := eventBody(ev)
-	if e != nil {
+	if e != nil || len(body) == 0 {
 		return e
 	}
-	if len(bytes.TrimSpace(body)) > 0 && !json.Valid(body) {
-		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The request body is not valid JSON; this operation reads none, so send no body.")
+	if e := jsonerr.Check(body); e != nil {
+		return e
+	}
+	if !json.Valid(body) {
+		return jsonerr.Refusal(body, errNotJSON)
 	}
 	return nil
 }
