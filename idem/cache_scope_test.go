@@ -22,3 +22,17 @@ func TestScopeRefusalIsForgotten(t *testing.T) {
 		}
 	}
 }
+
+// TestRetriableRefusalIsForgotten: under the OpenWOP policy a 422 the error
+// registry marks retriable (residency_unavailable: a region the host
+// cannot honour now) leaves no record, so a later request with the key is
+// decided afresh instead of replaying the refusal; a 422 the registry
+// does not mark retriable is replayed.
+func TestRetriableRefusalIsForgotten(t *testing.T) {
+	if d := idem.PolicyOpenWOP.Cache(422, "residency_unavailable"); d != idem.Forget {
+		t.Errorf("422 residency_unavailable is %v, want Forget", d)
+	}
+	if d := idem.PolicyOpenWOP.Cache(422, "capability_required"); d != idem.Replay {
+		t.Errorf("422 capability_required is %v, want Replay", d)
+	}
+}

@@ -12,7 +12,7 @@ var (
 	// PolicyOpenWOP is the OpenWOP default policy, Config's default: key
 	// ^[A-Za-z0-9._~-]{22,128}$ (KeyOpenWOP); scope tenant + operation + key;
 	// 2xx and final 4xx replayed, 429/5xx retried, 400
-	// idempotency_key_invalid/validation_error, 401, 403 and 409 run_already_active forgotten
+	// idempotency_key_invalid/validation_error, 401, 403, 409 run_already_active and 422 residency_unavailable forgotten
 	// (its Cache; a 400 is forgotten by its envelope code); retention 24 h, the spec's minimum; replays carry
 	// "OpenWOP-Idempotent-Replay: true"; in-flight Retry-After 1 s while the
 	// owner is alive, the seconds until its lease can be reclaimed when it
@@ -36,9 +36,9 @@ var (
 
 // cacheOpenWOP is the OpenWOP default's Policy.Cache: 429 and 5xx are
 // retried (never replayed); 401, 403, a 400 whose envelope code is
-// idempotency_key_invalid or validation_error, and a 409
-// run_already_active (a create refused while another run holds its
-// scope) are forgotten (the request was rejected before any work, and a
+// idempotency_key_invalid or validation_error, a 409 run_already_active
+// (a create refused while another run holds its scope) and a 422
+// residency_unavailable (retriable in the error registry) are forgotten (the request was rejected before any work, and a
 // later request with the key runs afresh); every other outcome — 1xx..3xx
 // and the other 4xx — is replayed.
 func cacheOpenWOP(status int, code string) Disposition {
@@ -51,6 +51,8 @@ func cacheOpenWOP(status int, code string) Disposition {
 		return Forget
 	case status == 409 && code == apierr.CodeRunAlreadyActive:
 		return Forget
+	case status == 422 && code == apierr.CodeResidencyUnavailable:
+		return Forget // the registry's one retriable 4xx below 429
 	}
 	return Replay
 }

@@ -27,6 +27,7 @@ const (
 	CodeRunAlreadyActive       = "run_already_active"       // 409
 	CodeWebhookURLRejected     = "webhook_url_rejected"     // 400
 	CodeCapabilityRequired     = "capability_required"      // 422
+	CodeResidencyUnavailable   = "residency_unavailable"    // 422
 )
 
 // Error is an API error: an HTTP status plus the envelope. It implements error.

@@ -136,10 +136,6 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 	return opts, nil
 }
 
-// CodeResidencyUnavailable is the registry code (422) of a residency this
-// host cannot honour.
-const CodeResidencyUnavailable = "residency_unavailable"
-
 // checkResidency refuses createRun's residency: 400 validation_error
 // unless it is {region} with region a non-empty string (the residency
 // schema, closed), else 422 residency_unavailable naming the region in
@@ -152,7 +148,7 @@ func checkResidency(raw json.RawMessage) *apierr.Error {
 	if json.Unmarshal(raw, &r) != nil || r == nil || len(r) != 1 || json.Unmarshal(r["region"], &region) != nil || region == nil || *region == "" {
 		return validation("residency", `residency must be {"region": "<a region code>"}`)
 	}
-	return apierr.New(http.StatusUnprocessableEntity, CodeResidencyUnavailable,
+	return apierr.New(http.StatusUnprocessableEntity, apierr.CodeResidencyUnavailable,
 		"this host cannot confine a run to region %q: it advertises no dataResidency; send no residency", *region).
 		WithDetails(map[string]any{"region": *region})
 }
