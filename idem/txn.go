@@ -809,6 +809,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// that landed is kept) and a retry runs again. Either way a 503.
 		t.writeFailed(ctx, "complete", err)
 		if len(writes) > 0 {
+			t.storeErr = err // Once: ErrNotCommitted, wrapping why
 			rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 			t.release(rctx, rec, now)
 			rctx.release()

@@ -123,3 +123,27 @@ func TestPassingFaultsAnswer503(t *testing.T) {
 		t.Errorf("claim refused with TransactionConflictException: ran %t, answered %d %s, want 503", ran, r.StatusCode, r.Body)
 	}
 }
+
+// TestOnceNotCommittedCarriesThePassingCause: Guard.Once whose completion
+// transaction was cancelled for throttling returns ErrNotCommitted (ran
+// true: Run ran, its writes did not commit) wrapping the store's error:
+// ErrStoreUnavailable and the cancellation itself.
+func TestOnceNotCommittedCarriesThePassingCause(t *testing.T) {
+	s, err := dynamostore.New(dynamostore.Config{Client: &passingFaults{transactErr: transactionCancelled("ThrottlingError", "None")}, Table: "T"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: s, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ran, err := g.Once(context.Background(), idem.Work{Key: newKey(), Operation: "op", Payload: []byte(`{}`),
+		Run: func(ctx context.Context) ([]byte, error) {
+			_ = idem.Transact(ctx, businessPut("Business", "x"))
+			return []byte(`{}`), nil
+		}})
+	var tce *types.TransactionCanceledException
+	if !ran || !errors.Is(err, idem.ErrNotCommitted) || !errors.Is(err, idem.ErrStoreUnavailable) || !errors.As(err, &tce) {
+		t.Fatalf("Once: ran %v, %v; want ErrNotCommitted wrapping ErrStoreUnavailable and the cancellation", ran, err)
+	}
+}
