@@ -77,7 +77,8 @@ type Passed struct {
 type Item struct {
 	// EffectID is the effect identity.
 	EffectID string
-	// Token is the newest token issued.
+	// Token is the newest token issued, or retired by a Reopen (then no
+	// attempt holds it, and the next Acquire issues the one above it).
 	Token uint64
 	// Passed is the token that passed the point of no return, nil if none.
 	Passed *Passed
