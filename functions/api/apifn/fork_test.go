@@ -385,3 +385,20 @@ func TestForkOfAForkKeepsTheRecordedHistory(t *testing.T) {
 		t.Fatalf("stamps %+v, ancestry %+v", run.Stamps, a)
 	}
 }
+
+// TestSeqOf: fromSeq's reader takes an integral value in any JSON number
+// form exactly, and refuses a fraction, a value past int64, and a number
+// too long or with too large an exponent to be worth exact arithmetic
+// (1e99999999 would be a 100-million-digit integer), without doing it.
+func TestSeqOf(t *testing.T) {
+	for in, want := range map[string]int64{"9": 9, "9.0": 9, "0.9e1": 9, "90e-1": 9, "-0.0": 0, "9007199254740991": 1<<53 - 1} {
+		if got, err := seqOf(json.Number(in)); err != nil || got != want {
+			t.Errorf("seqOf(%s) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"1.5", "1e99999999", "1e-99999999", "1e101", "9223372036854775808", "1" + strings.Repeat("0", 70)} {
+		if got, err := seqOf(json.Number(in)); err == nil {
+			t.Errorf("seqOf(%s) = %d, want an error", in, got)
+		}
+	}
+}
