@@ -315,7 +315,7 @@ token:
 #ifdef BROKEN_REOPEN_RESETS
 #define FORGET fpassed = 0; ftoken = 0; REOPENED(1)
 #else
-#define FORGET fpassed = 0; REOPENED(1)
+#define FORGET fpassed = 0; ftoken++; REOPENED(1) /* the reopened token is retired */
 #endif
 refused:
 	if
@@ -401,8 +401,8 @@ end:
 	atomic {
 		if
 		:: r != HOME && partitioned -> goto out       /* unreachable: nothing written */
-		:: fpassed == t -> fpassed = 0; REOPENED(2)
-		:: fpassed == t -> fpassed = 0; REOPENED(2); goto out /* response lost */
+		:: fpassed == t -> fpassed = 0; ftoken++; REOPENED(2)
+		:: fpassed == t -> fpassed = 0; ftoken++; REOPENED(2); goto out /* response lost */
 		:: fpassed != 0 && fpassed != t -> goto out   /* another token passed */
 		:: fpassed == 0 -> skip                       /* nothing to forget */
 		fi
