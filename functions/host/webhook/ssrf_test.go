@@ -35,6 +35,11 @@ func TestWebhookPolicyRefusesNonGlobalAddresses(t *testing.T) {
 		"2002:7f00:1::1", "2002:a9fe:a9fe::1", // 6to4 of loopback / IMDS
 		"::7f00:1", "::a9fe:a9fe", // IPv4-compatible
 		"::ffff:169.254.169.254", "2001::1", // IPv4-mapped IMDS, Teredo
+		// The local-use NAT64 prefix (any prefix length: RFC 6052 places
+		// the IPv4 address elsewhere below /96), SIIT IPv4-translated
+		// addresses and the discard prefix.
+		"64:ff9b:1:a9fe:a9:fe00:808:808", "64:ff9b:1:7f00:1:0:808:808", "::ffff:0:a9fe:a9fe", "::ffff:0:7f00:1",
+		"::ffff:0:808:808", "100::1",
 	}
 	for _, s := range always {
 		for _, p := range []WebhookPolicy{zero, private} {

@@ -156,27 +156,34 @@ var (
 		netip.MustParsePrefix("240.0.0.0/4"),
 	}
 	// IPv6 ranges that carry an IPv4 address a translator or tunnel may
-	// deliver to: NAT64 (RFC 6052, RFC 8215), 6to4 (RFC 3056) and the
-	// deprecated IPv4-compatible addresses. The embedded address is checked.
-	nat64      = netip.MustParsePrefix("64:ff9b::/96")
-	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
-	sixToFour  = netip.MustParsePrefix("2002::/16")
-	v4Compat   = netip.MustParsePrefix("::/96")
-	// teredo (RFC 4380) obfuscates its IPv4 address: refused outright, as
-	// are deprecated site-local addresses.
-	teredo    = netip.MustParsePrefix("2001::/32")
-	siteLocal = netip.MustParsePrefix("fec0::/10")
+	// deliver to: the well-known NAT64 prefix (RFC 6052), 6to4 (RFC 3056)
+	// and the deprecated IPv4-compatible addresses. The embedded address is
+	// checked.
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	v4Compat  = netip.MustParsePrefix("::/96")
+	// Refused outright, never global destinations: Teredo (RFC 4380)
+	// obfuscates its IPv4 address; the local-use NAT64 prefix (RFC 8215)
+	// may be any length up to /96, which puts the IPv4 address where a
+	// check cannot know; SIIT's IPv4-translated addresses (RFC 6145)
+	// carry one too; deprecated site-local addresses; the discard prefix
+	// (RFC 6666).
+	teredo       = netip.MustParsePrefix("2001::/32")
+	nat64Local   = netip.MustParsePrefix("64:ff9b:1::/48")
+	v4Translated = netip.MustParsePrefix("::ffff:0:0:0/96")
+	siteLocal    = netip.MustParsePrefix("fec0::/10")
+	discardV6    = netip.MustParsePrefix("100::/64")
 )
 
 // embeddedV4 returns the IPv4 address an IPv6 address carries for a
-// translator or tunnel (NAT64, 6to4, IPv4-compatible), if any.
+// translator or tunnel (well-known NAT64, 6to4, IPv4-compatible), if any.
 func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
 	if !ip.Is6() {
 		return netip.Addr{}, false
 	}
 	b := ip.As16()
 	switch {
-	case nat64.Contains(ip), nat64Local.Contains(ip), v4Compat.Contains(ip) && !ip.IsUnspecified() && ip != netip.IPv6Loopback():
+	case nat64.Contains(ip), v4Compat.Contains(ip) && !ip.IsUnspecified() && ip != netip.IPv6Loopback():
 		return netip.AddrFrom4([4]byte(b[12:16])), true
 	case sixToFour.Contains(ip):
 		return netip.AddrFrom4([4]byte(b[2:6])), true
@@ -187,9 +194,9 @@ func embeddedV4(ip netip.Addr) (netip.Addr, bool) {
 // CheckIP applies the IP rules to a resolved address. Always refused:
 // link-local (including the instance metadata address 169.254.169.254),
 // unspecified, multicast, broadcast and reserved IPv4 ranges, the AWS
-// internal IPv6 range fd00:ec2::/32 (metadata and resolver), Teredo and
-// site-local IPv6; an IPv6 address embedding an IPv4 one (NAT64, 6to4,
-// IPv4-compatible) is judged by the embedded address. Loopback is refused
+// internal IPv6 range fd00:ec2::/32 (metadata and resolver), Teredo,
+// local-use NAT64, SIIT IPv4-translated, site-local and discard IPv6; an IPv6 address embedding an IPv4 one (well-known
+// NAT64, 6to4, IPv4-compatible) is judged by the embedded address. Loopback is refused
 // unless AllowLoopback; private (RFC 1918, fc00::/7, 100.64.0.0/10) unless
 // AllowPrivate.
 func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
@@ -208,7 +215,8 @@ func (p *WebhookPolicy) CheckIP(ip netip.Addr) error {
 		}
 	}
 	switch {
-	case awsV6Internal.Contains(ip), teredo.Contains(ip), siteLocal.Contains(ip):
+	case awsV6Internal.Contains(ip), teredo.Contains(ip), nat64Local.Contains(ip), v4Translated.Contains(ip),
+		siteLocal.Contains(ip), discardV6.Contains(ip):
 		return notRoutable()
 	case ip.IsLoopback():
 		if p.AllowLoopback {
