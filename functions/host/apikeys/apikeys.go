@@ -114,8 +114,9 @@ type DynamoKeys struct {
 
 var _ CredentialStore = (*DynamoKeys)(nil)
 
-// Tenant implements KeyStore: one GetItem (eventually consistent: a key is
-// usable moments after it is created).
+// Tenant implements KeyStore: one strongly consistent GetItem, so a key
+// is usable as soon as it is created and refused as soon as it is deleted
+// (revoked): a revoked key lives no longer than the authorizer's cache.
 func (d *DynamoKeys) Tenant(ctx context.Context, hash string) (string, bool, error) {
 	c, ok, err := d.Credential(ctx, hash)
 	return c.Tenant, ok, err
@@ -125,8 +126,9 @@ func (d *DynamoKeys) Tenant(ctx context.Context, hash string) (string, bool, err
 // attributes are the item's attrs map (string values; others are ignored).
 func (d *DynamoKeys) Credential(ctx context.Context, hash string) (Credential, bool, error) {
 	out, err := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(d.Table),
-		Key:       map[string]types.AttributeValue{"pk": sAV(hash)},
+		TableName:      aws.String(d.Table),
+		Key:            map[string]types.AttributeValue{"pk": sAV(hash)},
+		ConsistentRead: aws.Bool(true),
 	})
 	if err != nil {
 		return Credential{}, false, fmt.Errorf("host: get api key: %w", err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
-	"strings"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -69,5 +71,31 @@ func TestMemStores(t *testing.T) {
 	k1, k2 := NewAPIKey(), NewAPIKey()
 	if !strings.HasPrefix(k1, "idk_") || len(k1) != 36 || k1 == k2 {
 		t.Fatal("NewAPIKey")
+	}
+}
+
+// consistentSpy records whether each GetItem asked for a strongly
+// consistent read.
+type consistentSpy struct {
+	DynamoAPI
+	consistent []bool
+}
+
+func (s *consistentSpy) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	s.consistent = append(s.consistent, aws.ToBool(in.ConsistentRead))
+	return &dynamodb.GetItemOutput{}, nil
+}
+
+// TestKeyLookupIsConsistent: the authorizer's lookup reads the key's item
+// strongly consistently, so a deleted (revoked) key is refused at the
+// first lookup after its delete, and a created one accepted at once: a
+// revoked key lives no longer than the authorizer's cache.
+func TestKeyLookupIsConsistent(t *testing.T) {
+	spy := &consistentSpy{}
+	if _, ok, err := (&DynamoKeys{Client: spy, Table: "T"}).Credential(context.Background(), "h"); ok || err != nil {
+		t.Fatalf("%v %v", ok, err)
+	}
+	if len(spy.consistent) != 1 || !spy.consistent[0] {
+		t.Fatalf("reads %v, want one strongly consistent read", spy.consistent)
 	}
 }
