@@ -19,6 +19,7 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
@@ -976,7 +977,8 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 	// claimed effect deleted by TTL (its dedup gone while work may be in
 	// flight) page too.
 	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, sweepfn.MetricIncomplete,
-		idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites, idem.MetricStoreMisconfigured, ledger.MetricStoreMisconfigured, auditfn.MetricTTLPending} {
+		idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites, idem.MetricStoreMisconfigured, ledger.MetricStoreMisconfigured, auditfn.MetricTTLPending,
+		conflictaudit.MetricConflictsAll} {
 		if !alarmOn(ns, m, "") {
 			t.Errorf("no alarm on %s", m)
 		}

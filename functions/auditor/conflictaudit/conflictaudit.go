@@ -48,6 +48,11 @@ import (
 // conflict was observed).
 const MetricConflicts = "openwop.idempotency.cross_region_conflicts_total"
 
+// MetricConflictsAll counts the same conflicts with no dimension, one
+// series per stack, for an alarm: MetricConflicts' dimensions differ from
+// stack to stack (strategy and region).
+const MetricConflictsAll = "idemkit.audit.cross_region_conflicts_total"
+
 // Party is one side of a conflict: an opaque description of an attempt
 // lineage, with no content and no key.
 type Party struct {
@@ -207,6 +212,7 @@ func (a *Auditor) Observe(old, cur *ledger.Record) *Conflict {
 		dims["region"] = a.cfg.Region
 	}
 	a.cfg.Metrics.Count(MetricConflicts, 1, dims)
+	a.cfg.Metrics.Count(MetricConflictsAll, 1, nil)
 	a.cfg.Log.Warn("cross_region_conflict",
 		slog.String("strategy", string(c.Strategy)), slog.String("region", c.Region),
 		slog.String("kind", c.Kind), slog.String("effect", c.Effect), slog.String("reason", c.Reason),

@@ -174,6 +174,11 @@ func TestEventIsContentFreeAndCounted(t *testing.T) {
 		!strings.Contains(metrics.String(), `"Dimensions":[["kind","region","strategy"]]`) {
 		t.Fatalf("metric:\n%s", metrics.String())
 	}
+	// The same conflict once more with no dimension, the series the
+	// stack's alarm watches.
+	if !strings.Contains(metrics.String(), `"`+conflictaudit.MetricConflictsAll+`":1`) {
+		t.Fatalf("no dimensionless count:\n%s", metrics.String())
+	}
 	if _, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.SingleRegion}); err == nil {
 		t.Fatal("single-region accepted")
 	}

@@ -128,6 +128,7 @@ func (a *Auditor) ObserveKey(old, cur KeyRecord) *KeyConflict {
 		dims["region"] = a.cfg.Region
 	}
 	a.cfg.Metrics.Count(MetricConflicts, 1, dims)
+	a.cfg.Metrics.Count(MetricConflictsAll, 1, nil)
 	a.cfg.Log.Warn("cross_region_conflict",
 		slog.String("strategy", c.Strategy), slog.String("region", c.Region), slog.String("kind", c.Kind),
 		slog.String("record", c.Record), slog.String("reason", c.Reason), slog.String("resolution", c.Resolution),
