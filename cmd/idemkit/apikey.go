@@ -103,7 +103,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 				tbl, where, settings.EnvAPIKeysTable)
 			return 1
 		}
-		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit apikey create: %s\n", storeError(err))
 		return 1
 	}
 	// The key is shown once; only its SHA-256 hash is stored.

@@ -143,7 +143,7 @@ examples:
 	}
 	vs, err := l.ListEffects(ctx, ledger.Filter{State: ledger.EffectState(*state), RunID: *run, Limit: *limit})
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects list: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit effects list: %s\n", storeError(err))
 		return 1
 	}
 	if *sf.json {
@@ -183,7 +183,7 @@ example:
 	}
 	l, err := sf.ledger(ctx)
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects show: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit effects show: %s\n", storeError(err))
 		return 1
 	}
 	v, err := l.ShowEffect(ctx, unproject(arg))
@@ -192,7 +192,7 @@ example:
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects show: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit effects show: %s\n", storeError(err))
 		return 1
 	}
 	if err := rememberShown(v); err != nil {
@@ -292,7 +292,7 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: --region)\n", effectID, *sf.where)
 		return 1
 	case err != nil:
-		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", storeError(err))
 		return 1
 	}
 	_ = rememberShown(v)

@@ -59,7 +59,7 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stdout, "%s\t%s\n", id, names[id])
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit tables create: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit tables create: %s\n", storeError(err))
 		return 1
 	}
 	return 0

@@ -103,3 +103,16 @@ func TestConformUnreachableSaysSoOnce(t *testing.T) {
 		t.Fatalf("exit %d stdout %q stderr %q", code, out.String(), errb.String())
 	}
 }
+
+// TestUnreachableEngineIsSaidPlainly: a command whose DynamoDB engine does
+// not answer says which call failed and that the engine cannot be
+// reached, without the SDK's retry count and request id.
+func TestUnreachableEngineIsSaidPlainly(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"apikey", "create", "--tenant", "acme", "--endpoint", "http://127.0.0.1:1"}, &out, &errb)
+	msg := errb.String()
+	if code != 1 || !strings.Contains(msg, "DynamoDB PutItem failed: cannot reach the engine") || strings.Contains(msg, "RequestID") ||
+		strings.Contains(msg, "exceeded maximum number of attempts") || strings.Contains(msg, "host: ") {
+		t.Fatalf("exit %d: %q", code, msg)
+	}
+}

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"strings"
+
+	"github.com/aws/smithy-go"
+)
+
+// storeError renders the error of a command's DynamoDB call for its user:
+// what the command was doing (the text wrapped around the SDK's error),
+// the DynamoDB operation, and the cause in a few words, without the SDK's
+// retry counts and request ids. An engine that cannot be reached is said
+// so, with a hint; a refusal keeps DynamoDB's error code and message.
+// Any other error is its own text.
+func storeError(err error) string {
+	var oe *smithy.OperationError
+	if !errors.As(err, &oe) || !strings.HasSuffix(err.Error(), oe.Error()) {
+		return err.Error() // not an SDK error, or one joined with others
+	}
+	doing := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(err.Error(), oe.Error())), ":")
+	doing = strings.TrimPrefix(doing, "host: ")
+	if doing != "" {
+		doing += ": "
+	}
+	what := "DynamoDB " + oe.OperationName + " failed: "
+	var ae smithy.APIError
+	var ne net.Error
+	var oerr *net.OpError
+	switch {
+	case errors.As(err, &ae):
+		return doing + what + ae.ErrorCode() + ": " + ae.ErrorMessage()
+	case errors.As(err, &oerr):
+		return doing + what + "cannot reach the engine (" + oerr.Error() + "); is it running, and are --endpoint and --region right?"
+	case errors.As(err, &ne):
+		return doing + what + ne.Error()
+	}
+	return doing + what + oe.Err.Error()
+}
