@@ -79,6 +79,15 @@ type Sweeper struct {
 	// Concurrency bounds the DeleteItem calls in flight. Default 8
 	// (DefaultConcurrency); 1 deletes one item at a time.
 	Concurrency int
+	// Segments divides the table into this many parallel-scan segments
+	// (Scan's Segment and TotalSegments), swept one after another, the
+	// first being the one the sweep's hour selects: (now in whole hours)
+	// mod Segments. Hourly sweeps cut short (stop, an error) therefore
+	// start one segment further on each time, and a table too large for
+	// one sweep is still swept to its end within Segments of them, with no
+	// cursor kept anywhere. Default 1: the whole table, in one scan from
+	// its start.
+	Segments int
 }
 
 // Result is what a sweep did.
@@ -154,23 +163,45 @@ func (w *Sweeper) SweepUntil(ctx context.Context, now time.Time, stop func() boo
 	}
 
 	d := &deleter{w: w, cond: del, sem: make(chan struct{}, conc)}
+	segs := max(w.Segments, 1)
+	first := int(now.Unix()/3600) % segs
+	for i := range segs {
+		done, err := w.sweepSegment(ctx, d, &r, (first+i)%segs, segs, page, keys, scan, stop)
+		if err != nil || !done {
+			return d.finish(&r, err)
+		}
+	}
+	res, err := d.finish(&r, nil)
+	res.Complete = err == nil
+	return res, err
+}
+
+// sweepSegment scans segment seg of segs (the whole table when segs is 1)
+// and deletes its expired items through d; done is false when the sweep
+// stopped (stop, a cancelled ctx: err, a failed delete) before the
+// segment's end.
+func (w *Sweeper) sweepSegment(ctx context.Context, d *deleter, r *Result, seg, segs int, page int32, keys []string, scan expression.Expression, stop func() bool) (done bool, err error) {
 	var start map[string]types.AttributeValue
 	for {
 		if err := ctx.Err(); err != nil {
-			return d.finish(&r, err)
+			return false, err
 		}
 		if stop() {
-			return d.finish(&r, nil)
+			return false, nil
 		}
-		out, err := w.API.Scan(ctx, &dynamodb.ScanInput{
+		in := &dynamodb.ScanInput{
 			TableName: aws.String(w.Table), Limit: aws.Int32(page), ExclusiveStartKey: start,
 			FilterExpression:          scan.Filter(),
 			ProjectionExpression:      scan.Projection(),
 			ExpressionAttributeNames:  scan.Names(),
 			ExpressionAttributeValues: scan.Values(),
-		})
+		}
+		if segs > 1 {
+			in.Segment, in.TotalSegments = aws.Int32(int32(seg)), aws.Int32(int32(segs))
+		}
+		out, err := w.API.Scan(ctx, in)
 		if err != nil {
-			return d.finish(&r, fmt.Errorf("sweeper: Scan %s: %w", w.Table, err))
+			return false, fmt.Errorf("sweeper: Scan %s: %w", w.Table, err)
 		}
 		r.Scanned += int(out.ScannedCount)
 		r.Expired += len(out.Items)
@@ -179,22 +210,20 @@ func (w *Sweeper) SweepUntil(ctx context.Context, now time.Time, stop func() boo
 			for _, k := range keys {
 				v, ok := it[k]
 				if !ok {
-					return d.finish(&r, fmt.Errorf("sweeper: %s: item without key attribute %q", w.Table, k))
+					return false, fmt.Errorf("sweeper: %s: item without key attribute %q", w.Table, k)
 				}
 				key[k] = v
 			}
 			if err := ctx.Err(); err != nil {
-				return d.finish(&r, err)
+				return false, err
 			}
 			if d.failed() || stop() {
-				return d.finish(&r, nil)
+				return false, nil
 			}
 			d.delete(ctx, key)
 		}
 		if len(out.LastEvaluatedKey) == 0 {
-			res, err := d.finish(&r, nil)
-			res.Complete = err == nil
-			return res, err
+			return true, nil
 		}
 		start = out.LastEvaluatedKey
 	}

@@ -368,3 +368,67 @@ func TestCancelAndValidation(t *testing.T) {
 		}
 	})
 }
+
+// segmentCut records the segment of every Scan and refuses the first Scan
+// of a sweep's second segment, cutting each sweep after one segment.
+type segmentCut struct {
+	sweeper.API
+	starts   int
+	segments []int32
+}
+
+func (c *segmentCut) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	if in.ExclusiveStartKey == nil {
+		if c.starts++; c.starts > 1 {
+			return nil, errors.New("cut after one segment")
+		}
+		c.segments = append(c.segments, aws.ToInt32(in.Segment))
+	}
+	return c.API.Scan(ctx, in, o...)
+}
+
+// TestSegmentsRotateHourly: a table swept in Segments parallel-scan
+// segments starts each sweep at the segment its hour selects, so sweeps
+// cut short after one segment each (a table too large for one run) still
+// reach every segment within Segments hourly sweeps, with no cursor kept:
+// every expired item is deleted, every live one kept.
+func TestSegmentsRotateHourly(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := e.Client()
+		table := e.CreateTable(t, "FenceTable")
+		const n = 40
+		expired := map[string]bool{}
+		for i := range n {
+			exp := now.Add(-time.Hour)
+			if i%4 == 0 {
+				exp = now.Add(24 * time.Hour)
+			} else {
+				expired["k"+strconv.Itoa(i)] = true
+			}
+			put(t, c, table, "FenceTable", i, &exp)
+		}
+		const segments = 4
+		var firsts []int32
+		for h := range segments {
+			api := &segmentCut{API: c}
+			w := &sweeper.Sweeper{API: api, Table: table, PageSize: 3, Concurrency: 1, Segments: segments}
+			at := now.Add(time.Duration(h) * time.Hour)
+			r, _ := w.SweepUntil(ctx(t), at, nil)
+			if r.Complete {
+				t.Fatalf("sweep %d: complete after one of %d segments", h, segments)
+			}
+			if len(api.segments) != 1 {
+				t.Fatalf("sweep %d: segments started %v", h, api.segments)
+			}
+			firsts = append(firsts, api.segments[0])
+			if want := int32(at.Unix() / 3600 % segments); api.segments[0] != want {
+				t.Fatalf("sweep %d at %s began at segment %d, want %d", h, at, api.segments[0], want)
+			}
+		}
+		checkOnlyExpiredGone(t, c, table, n, expired)
+		if r, err := (&sweeper.Sweeper{API: c, Table: table, Segments: segments}).SweepUntil(ctx(t), now, nil); err != nil || !r.Complete || r.Deleted != 0 {
+			t.Fatalf("an uncut sweep after them: %+v %v, want complete with nothing left to delete", r, err)
+		}
+		t.Logf("first segments of the hourly sweeps: %v", firsts)
+	})
+}

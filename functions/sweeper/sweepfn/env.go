@@ -53,17 +53,18 @@ func NewFromEnv(env settings.Env, client *dynamodb.Client, metrics *emf.Recorder
 		return nil, err
 	}
 	h := &Handler{Metrics: metrics, Logger: logger}
+	// Every table is swept in Segments rotating segments (sweeper.Sweeper.Segments).
 	if env.EffectsTable != "" {
 		h.Targets = append(h.Targets, Target{Label: TableEffects,
-			Sweeper: &sweeper.Sweeper{API: client, Table: env.EffectsTable, KeyAttrs: []string{"pk", "sk"}}})
+			Sweeper: &sweeper.Sweeper{API: client, Table: env.EffectsTable, KeyAttrs: []string{"pk", "sk"}, Segments: Segments}})
 	}
 	if env.FenceTable != "" {
 		h.Targets = append(h.Targets, Target{Label: TableFence,
-			Sweeper: &sweeper.Sweeper{API: kit.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable}})
+			Sweeper: &sweeper.Sweeper{API: kit.FenceClient(client, env.FenceTableRegion), Table: env.FenceTable, Segments: Segments}})
 	}
 	if env.Idem.Table != "" {
 		h.Targets = append(h.Targets, Target{Label: TableIdempotency,
-			Sweeper: &sweeper.Sweeper{API: kit.HomeClient(client, env.IdempotencyTableRegion), Table: env.Idem.Table}})
+			Sweeper: &sweeper.Sweeper{API: kit.HomeClient(client, env.IdempotencyTableRegion), Table: env.Idem.Table, Segments: Segments}})
 	}
 	return h, h.Validate()
 }

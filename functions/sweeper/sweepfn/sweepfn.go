@@ -43,6 +43,13 @@ import (
 	"github.com/idemkit/idemkit/internal/sweeper"
 )
 
+// Segments is how many parallel-scan segments each table is swept in
+// (sweeper.Sweeper.Segments): a run that reaches its deadline before the
+// end of a table is followed, an hour later, by one that starts a segment
+// further on, so every table is swept to its end within 16 hourly runs
+// whatever its size, and a small table every hour.
+const Segments = 16
+
 // Metric names (EMF, dimension "table").
 const (
 	MetricDeleted    = "idemkit.sweeper.deleted_total"

@@ -288,6 +288,13 @@ func TestNewFromEnv(t *testing.T) {
 	if fc := h.Targets[1].Sweeper.API.(*dynamodb.Client); fc.Options().Region != "eu-west-1" {
 		t.Fatalf("fence swept in %s, want its home region", fc.Options().Region)
 	}
+	// Each table is swept in rotating segments, so a table too large for
+	// one run is still swept to its end within Segments hourly runs.
+	for _, tg := range h.Targets {
+		if tg.Sweeper.Segments != sweepfn.Segments {
+			t.Fatalf("%s: %d segments, want %d", tg.Label, tg.Sweeper.Segments, sweepfn.Segments)
+		}
+	}
 	dup := &sweepfn.Handler{Targets: []sweepfn.Target{h.Targets[0], h.Targets[0]}}
 	if dup.Validate() == nil {
 		t.Fatal("duplicate table accepted")
