@@ -46,24 +46,12 @@ func TestLostAnswerRenew(t *testing.T) {
 	const lease, every = 30 * time.Second, 9 * time.Second
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		cases := []struct {
-			name   string
-			arm    func()
-			landed bool
-		}{
-			{"lost once", func() { v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost()) }, true},
-			{"lost twice", func() { v.f.FailNextAfterSend("UpdateItem", 2, dynamotest.ResponseLost()) }, true},
-			{"lost then throttled", func() {
-				v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
-				v.f.FailNext("UpdateItem", 2, dynamotest.Throttle())
-			}, false},
-		}
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
+		for _, c := range dynamotest.Losses("UpdateItem") {
+			t.Run(c.Name, func(t *testing.T) {
 				t.Cleanup(v.f.Clear)
 				clk := clock.NewManual(time.Now())
 				ticks := make(chan time.Time)
-				s := &renewHook{Store: v.s, arm: c.arm, renewed: make(chan error, 4)}
+				s := &renewHook{Store: v.s, arm: func() { c.Arm(v.f) }, renewed: make(chan error, 4)}
 				guard := func(st idem.Store, tk func(time.Duration) (<-chan time.Time, func())) *idem.Guard {
 					g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Lease: lease, Heartbeat: every, Wait: -1,
 						Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now, NewTickerFunc: tk}},
@@ -94,7 +82,7 @@ func TestLostAnswerRenew(t *testing.T) {
 					if v.f.Pending() != 0 {
 						t.Errorf("faults pending %d", v.f.Pending())
 					}
-					if c.landed && err != nil {
+					if c.Landed && err != nil {
 						t.Errorf("renewal whose answer was lost: %v; want success", err)
 					}
 					if errors.Is(err, idem.ErrFenced) {

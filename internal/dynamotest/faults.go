@@ -164,3 +164,28 @@ func (responseLost) Error() string {
 	return "read tcp: connection reset by peer (injected by dynamotest)"
 }
 func (responseLost) ConnectionError() bool { return true }
+
+// Loss is one way a write's answer is lost: the engine applies the write
+// and its answer never arrives, so the SDK retries it. Landed is true when
+// the SDK's last try got an answer (the store must then recognise its own
+// earlier write); false when the SDK gave up (the store cannot know, and
+// returns an error).
+type Loss struct {
+	Name   string
+	Arm    func(f *Faults)
+	Landed bool
+}
+
+// Losses are the answer losses a store's write must survive, armed on the
+// next call of op: lost once, lost twice, and lost then throttled until
+// the SDK gives up.
+func Losses(op string) []Loss {
+	return []Loss{
+		{"lost once", func(f *Faults) { f.FailNextAfterSend(op, 1, ResponseLost()) }, true},
+		{"lost twice", func(f *Faults) { f.FailNextAfterSend(op, 2, ResponseLost()) }, true},
+		{"lost then throttled", func(f *Faults) {
+			f.FailNextAfterSend(op, 1, ResponseLost())
+			f.FailNext(op, 2, Throttle())
+		}, false},
+	}
+}

@@ -15,27 +15,6 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// lossCase is one way a write's answer is lost: the write is applied by the
-// engine on the first attempt and the SDK retries it. landed: the SDK's
-// last retry got an answer (the store must recognise its own write); else
-// the SDK gave up (the store cannot know, and returns an error).
-type lossCase struct {
-	name   string
-	arm    func(f *dynamotest.Faults)
-	landed bool
-}
-
-func lossCases(op string) []lossCase {
-	return []lossCase{
-		{"lost once", func(f *dynamotest.Faults) { f.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) }, true},
-		{"lost twice", func(f *dynamotest.Faults) { f.FailNextAfterSend(op, 2, dynamotest.ResponseLost()) }, true},
-		{"lost then throttled", func(f *dynamotest.Faults) {
-			f.FailNextAfterSend(op, 1, dynamotest.ResponseLost())
-			f.FailNext(op, 2, dynamotest.Throttle())
-		}, false},
-	}
-}
-
 // hookStore runs hooks around a ledger.Store's writes (to arm faults for
 // exactly one write).
 type hookStore struct {
@@ -141,16 +120,16 @@ func (v *env) killedAfterProvider(t *testing.T, l *ledger.Ledger, eff ledger.Eff
 func TestLostAnswerReclaim(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, fenced := range []bool{false, true} {
-			for _, c := range lossCases("PutItem") {
-				t.Run(fencedName(fenced)+"/"+c.name, func(t *testing.T) {
+			for _, c := range dynamotest.Losses("PutItem") {
+				t.Run(fencedName(fenced)+"/"+c.Name, func(t *testing.T) {
 					v := newEnv(t, e)
-					eff := business(t, "reclaim-"+fencedName(fenced)+"-"+slug(c.name))
+					eff := business(t, "reclaim-"+fencedName(fenced)+"-"+slug(c.Name))
 					key := "effect#" + eff.Identity.EffectID
 					armed := false
 					st := &hookStore{Store: v.store, beforeReplace: func(n *ledger.Record, w ledger.Expect) {
 						if !armed && n.Attempt == 2 && w.Attempt == 1 && w.LeaseExpired {
 							armed = true
-							c.arm(v.faults)
+							c.Arm(v.faults)
 						}
 					}}
 					var mod func(*ledger.Config)
@@ -172,7 +151,7 @@ func TestLostAnswerReclaim(t *testing.T) {
 						t.Fatalf("fault armed %t, pending %d", armed, v.faults.Pending())
 					}
 					wantStates := []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}
-					if c.landed {
+					if c.Landed {
 						if err != nil || r.Replayed || r.Attempt != 2 || calls != 1 {
 							t.Fatalf("reclaim with a lost answer: %+v %v calls %d; want attempt 2 fired once", r, err, calls)
 						}
@@ -217,14 +196,14 @@ func TestLostAnswerReclaim(t *testing.T) {
 // once (no lease to wait out), exactly once.
 func TestLostAnswerRelease(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		cases := append(lossCases("PutItem"), lossCase{"lost three times", func(f *dynamotest.Faults) {
+		cases := append(dynamotest.Losses("PutItem"), dynamotest.Loss{Name: "lost three times", Arm: func(f *dynamotest.Faults) {
 			f.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
-		}, false})
+		}})
 		for _, fenced := range []bool{false, true} {
 			for _, c := range cases {
-				t.Run(fencedName(fenced)+"/"+c.name, func(t *testing.T) {
+				t.Run(fencedName(fenced)+"/"+c.Name, func(t *testing.T) {
 					v := newEnv(t, e)
-					eff := business(t, "release-"+fencedName(fenced)+"-"+slug(c.name))
+					eff := business(t, "release-"+fencedName(fenced)+"-"+slug(c.Name))
 					key := "effect#" + eff.Identity.EffectID
 					ctx, cancel := context.WithCancel(context.Background())
 					defer cancel()
@@ -232,7 +211,7 @@ func TestLostAnswerRelease(t *testing.T) {
 					st := &hookStore{Store: v.store, afterCreate: func(won bool) {
 						if won && !armed {
 							armed = true
-							c.arm(v.faults)
+							c.Arm(v.faults)
 							cancel()
 						}
 					}}
@@ -280,17 +259,17 @@ func TestLostAnswerRelease(t *testing.T) {
 // AttemptsExhausted without firing.
 func TestLostAnswerExhaustedCloseOut(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		for _, c := range lossCases("PutItem") {
-			t.Run(c.name, func(t *testing.T) {
+		for _, c := range dynamotest.Losses("PutItem") {
+			t.Run(c.Name, func(t *testing.T) {
 				v := newEnv(t, e)
-				eff := business(t, "exhausted-"+slug(c.name))
+				eff := business(t, "exhausted-"+slug(c.Name))
 				key := "effect#" + eff.Identity.EffectID
 				m := &countMetrics{}
 				armed := false
 				st := &hookStore{Store: v.store, beforeReplace: func(n *ledger.Record, w ledger.Expect) {
 					if !armed && n.State == ledger.StateReleased && w.LeaseExpired && n.Attempt == w.Attempt {
 						armed = true
-						c.arm(v.faults)
+						c.Arm(v.faults)
 					}
 				}}
 				l := v.ledgerOn(t, st, func(c *ledger.Config) { c.MaxAttempts = 1; c.Metrics = m })
@@ -303,7 +282,7 @@ func TestLostAnswerExhaustedCloseOut(t *testing.T) {
 					t.Fatalf("fault armed %t, pending %d", armed, v.faults.Pending())
 				}
 				var ex *ledger.AttemptsExhaustedError
-				if c.landed && (!errors.As(err, &ex) || !ex.Escaped) {
+				if c.Landed && (!errors.As(err, &ex) || !ex.Escaped) {
 					t.Fatalf("close-out with a lost answer: %v; want AttemptsExhausted (escaped)", err)
 				}
 				if err == nil || calls != 0 {
@@ -320,7 +299,7 @@ func TestLostAnswerExhaustedCloseOut(t *testing.T) {
 				}
 				// When the SDK gave up, the close-out landed uncounted
 				// (the executor cannot know it did): 0 is tolerated.
-				if n := m.get(ledger.MetricReclaims); n > 1 || (c.landed && n != 1) {
+				if n := m.get(ledger.MetricReclaims); n > 1 || (c.Landed && n != 1) {
 					t.Errorf("close-out counted %d times in %s, want 1", n, ledger.MetricReclaims)
 				}
 				if v.prov.Effects() != 1 {
@@ -343,10 +322,10 @@ func TestLostAnswerExhaustedCloseOut(t *testing.T) {
 func TestLostAnswerValueBeside(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, which := range []string{"value item", "record item"} {
-			for _, c := range lossCases("PutItem") {
-				t.Run(which+"/"+c.name, func(t *testing.T) {
+			for _, c := range dynamotest.Losses("PutItem") {
+				t.Run(which+"/"+c.Name, func(t *testing.T) {
 					v := newEnv(t, e)
-					eff := business(t, "beside-"+slug(which)+"-"+slug(c.name))
+					eff := business(t, "beside-"+slug(which)+"-"+slug(c.Name))
 					key := "effect#" + eff.Identity.EffectID
 					l := v.ledgerOn(t, v.store, nil)
 					big := func(p []byte) []byte { return bytes.Repeat(append(p, '.'), 4096/(len(p)+1)+1) }
@@ -360,7 +339,7 @@ func TestLostAnswerValueBeside(t *testing.T) {
 							if which == "record item" {
 								v.faults.PassNext("PutItem", 1) // the value item
 							}
-							c.arm(v.faults)
+							c.Arm(v.faults)
 						}
 						return big(b), err
 					}
@@ -373,7 +352,7 @@ func TestLostAnswerValueBeside(t *testing.T) {
 					}
 					want := r.Value
 					switch {
-					case c.landed:
+					case c.Landed:
 						if err != nil || calls != 1 {
 							t.Fatalf("Do: %v calls %d", err, calls)
 						}

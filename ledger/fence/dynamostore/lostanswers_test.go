@@ -21,23 +21,6 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-type lossCase struct {
-	name   string
-	arm    func(f *dynamotest.Faults)
-	landed bool // the SDK's last try got an answer
-}
-
-func lossCases(op string) []lossCase {
-	return []lossCase{
-		{"lost once", func(f *dynamotest.Faults) { f.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) }, true},
-		{"lost twice", func(f *dynamotest.Faults) { f.FailNextAfterSend(op, 2, dynamotest.ResponseLost()) }, true},
-		{"lost then throttled", func(f *dynamotest.Faults) {
-			f.FailNextAfterSend(op, 1, dynamotest.ResponseLost())
-			f.FailNext(op, 2, dynamotest.Throttle())
-		}, false},
-	}
-}
-
 // fworld: an effects table (no faults) and a fence table whose client
 // carries faults, one manual clock.
 type fworld struct {
@@ -100,17 +83,17 @@ func slug(s string) string { return strings.ReplaceAll(s, " ", "-") }
 func TestLostAnswerFenceKeep(t *testing.T) {
 	const day = 24 * time.Hour
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		for _, c := range lossCases("UpdateItem") {
-			t.Run(c.name, func(t *testing.T) {
+		for _, c := range dynamotest.Losses("UpdateItem") {
+			t.Run(c.Name, func(t *testing.T) {
 				w := newFWorld(t, e)
 				o := w.owner(t, w.fstore, ledger.MinRetention)
 				l := w.ledger(t, o, -1)
-				eff := effectOf(t, "keep-"+slug(c.name))
+				eff := effectOf(t, "keep-"+slug(c.Name))
 				id := eff.Identity.EffectID
 				if _, err := l.Do(context.Background(), eff, o.Guard(func(ctx context.Context, call ledger.Call) ([]byte, error) {
 					_, _ = w.prov.Call(ctx, call.ProviderKey, "x")
 					w.clock.Advance(20 * time.Second)
-					c.arm(w.faults) // the next fence write is Keep
+					c.Arm(w.faults) // the next fence write is Keep
 					return nil, ledger.Uncertain(errors.New("no answer after 20 s"))
 				})); !errors.Is(err, ledger.ErrUncertain) {
 					t.Fatalf("Do: %v", err)
@@ -129,7 +112,7 @@ func TestLostAnswerFenceKeep(t *testing.T) {
 				if rec.ExpiresAt.After(it.ExpiresAt) {
 					t.Fatalf("the escaped record is kept to %s, the fence's pass only to %s", rec.ExpiresAt, it.ExpiresAt)
 				}
-				if want := w.clock.Now().Add(ledger.MinRetention); c.landed && !rec.ExpiresAt.Equal(want) {
+				if want := w.clock.Now().Add(ledger.MinRetention); c.Landed && !rec.ExpiresAt.Equal(want) {
 					t.Fatalf("Keep landed but the record is kept to %s, want %s (it was treated as failed)", rec.ExpiresAt, want)
 				}
 				base := w.clock.Now()
@@ -169,13 +152,13 @@ func (s *reopenHook) Reopen(ctx context.Context, id string, tok uint64) (bool, *
 // gets the outcome.
 func TestLostAnswerFenceReopenUnsent(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		for _, c := range lossCases("UpdateItem") {
-			t.Run(c.name, func(t *testing.T) {
+		for _, c := range dynamotest.Losses("UpdateItem") {
+			t.Run(c.Name, func(t *testing.T) {
 				w := newFWorld(t, e)
 				armed := false
-				o := w.owner(t, &reopenHook{Store: w.fstore, before: func() { armed = true; c.arm(w.faults) }}, 0)
+				o := w.owner(t, &reopenHook{Store: w.fstore, before: func() { armed = true; c.Arm(w.faults) }}, 0)
 				l := w.ledger(t, o, -1)
-				eff := effectOf(t, "reopen-"+slug(c.name))
+				eff := effectOf(t, "reopen-"+slug(c.Name))
 				id := eff.Identity.EffectID
 				var t1 uint64
 				if _, err := l.Do(context.Background(), eff, o.Guard(func(_ context.Context, call ledger.Call) ([]byte, error) {
@@ -193,7 +176,7 @@ func TestLostAnswerFenceReopenUnsent(t *testing.T) {
 				if !armed || w.faults.Pending() != 0 {
 					t.Fatalf("Reopen armed %t, pending %d", armed, w.faults.Pending())
 				}
-				if c.landed {
+				if c.Landed {
 					if err != nil || r.Attempt != 2 || calls != 1 {
 						t.Fatalf("attempt 2 after a reopen whose answer was lost: %+v %v calls %d", r, err, calls)
 					}
