@@ -449,13 +449,7 @@ func checkNoBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if e != nil || len(body) == 0 {
 		return e
 	}
-	if e := jsonerr.Check(body); e != nil {
-		return e
-	}
-	if !json.Valid(body) {
-		return jsonerr.Refusal(body, errNotJSON)
-	}
-	return nil
+	return strictJSON(body)
 }
 
 // checkBody is the check of a route whose body the host parses as JSON
@@ -552,6 +546,13 @@ func (h *Handler) jsonBodyRefusal(r Route, c call) *apierr.Error {
 	if e != nil || len(body) == 0 {
 		return nil // the route answers it
 	}
+	return strictJSON(body)
+}
+
+// strictJSON is the 400 validation_error Layer 1 gives a JSON body that is
+// not strict RFC 8785 input (jsonerr.Check) or not JSON text at all; nil
+// for strict JSON text.
+func strictJSON(body []byte) *apierr.Error {
 	if e := jsonerr.Check(body); e != nil {
 		return e
 	}
