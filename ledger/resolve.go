@@ -301,7 +301,14 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 			return l.View(cur, now), ErrResolveNeedsFence
 		}
 		if err := rf.Reopen(ctx, cur.EffectID, cur.Fence); err != nil {
-			return l.View(cur, now), fmt.Errorf("ledger: reopen the fence of %s: %w", cur.EffectID, err)
+			if errors.Is(err, ErrPassHeld) {
+				return l.View(cur, now), fmt.Errorf("ledger: reopen the fence of %s: %w", cur.EffectID, err)
+			}
+			// Not a refusal: the reopen may have been applied with its
+			// answer lost. Nothing is recorded, and resolving again is
+			// safe either way: a reopen of a token that no longer holds
+			// the pass succeeds.
+			return l.View(cur, now), fmt.Errorf("ledger: reopen the fence of %s: the fence may have been reopened, but the resolution was not recorded; resolve again to record it: %w", cur.EffectID, err)
 		}
 	}
 	next := cur.Clone()

@@ -111,7 +111,9 @@ type RetainingFencer interface {
 // not delivered, reopens the fence for the token of its escaped attempt,
 // so that the one more attempt it releases the effect for is fenced, and
 // fires, like any other. Reopen succeeds when that token passed or none
-// did; it fails when another token passed.
+// did; it fails when another token passed, with an error that matches
+// ErrPassHeld. Any other error leaves it unknown whether the fence was
+// reopened; a second Reopen of the same token then succeeds either way.
 type ReopeningFencer interface {
 	Fencer
 	Reopen(ctx context.Context, effectID string, token uint64) error

@@ -329,3 +329,65 @@ func TestLostAnswerFenceReopenAfterAStalePass(t *testing.T) {
 		}
 	})
 }
+
+// A not-delivered resolution of an escaped, fenced effect reopens the
+// fence first, and that Reopen is applied with its answer lost. When the
+// SDK's retry recognises the reopen, the resolution is recorded. When the
+// SDK gave up (lost, then throttled), the fence may have been reopened
+// without the resolution being recorded: the error says so and that
+// resolving again records it; resolving again does; and the effect's
+// next try then fires exactly once.
+func TestLostAnswerResolveReopen(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		for _, c := range dynamotest.Losses("UpdateItem") {
+			t.Run(c.Name, func(t *testing.T) {
+				w := newFWorld(t, e)
+				o := w.owner(t, w.fstore, 0)
+				l := w.ledger(t, o, -1)
+				eff := effectOf(t, "resolve-reopen-"+slug(c.Name))
+				id := eff.Identity.EffectID
+				ctx := context.Background()
+				if _, err := l.Do(ctx, eff, o.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+					return nil, ledger.Uncertain(errors.New("timeout after the request was sent"))
+				})); err == nil {
+					t.Fatal("an uncertain call succeeded")
+				}
+				v, err := l.ShowEffect(ctx, id)
+				if err != nil || v.State != ledger.EffectEscaped {
+					t.Fatalf("view %s %v; want escaped", v.State, err)
+				}
+				c.Arm(w.faults)
+				_, err = l.Resolve(ctx, id, ledger.Resolution{As: ledger.NotDelivered, Operator: "ops", Rev: v.Rev})
+				if w.faults.Pending() != 0 {
+					t.Fatalf("faults pending %d", w.faults.Pending())
+				}
+				if c.Landed {
+					if err != nil {
+						t.Fatalf("resolution whose reopen's answer was lost: %v", err)
+					}
+				} else {
+					if err == nil || !strings.Contains(err.Error(), "may have been reopened") || !strings.Contains(err.Error(), "resolve again") {
+						t.Fatalf("resolution whose reopen's SDK retries gave up: %v; want an error saying the fence may have been reopened and to resolve again", err)
+					}
+					if v, err = l.ShowEffect(ctx, id); err != nil || v.State != ledger.EffectEscaped {
+						t.Fatalf("view after the failed resolution %s %v; want still escaped", v.State, err)
+					}
+					if _, err = l.Resolve(ctx, id, ledger.Resolution{As: ledger.NotDelivered, Operator: "ops", Rev: v.Rev}); err != nil {
+						t.Fatalf("resolving again: %v", err)
+					}
+				}
+				calls := 0
+				fn := o.Guard(func(ctx context.Context, call ledger.Call) ([]byte, error) {
+					calls++
+					return w.prov.Call(ctx, call.ProviderKey, "x")
+				})
+				if _, err := l.Do(ctx, eff, fn); err != nil || calls != 1 {
+					t.Fatalf("the next try after the resolution: %v, calls %d; want one fire", err, calls)
+				}
+				if d, err := l.Do(ctx, eff, fn); err != nil || !d.Replayed || calls != 1 {
+					t.Fatalf("duplicate %+v %v calls %d", d, err, calls)
+				}
+			})
+		}
+	})
+}
