@@ -367,6 +367,9 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 			rec := l.newEffectRecord(eff, key, token, now)
 			won, c, err := st.Create(ctx, rec, now)
 			if err != nil {
+				// The claim may have landed with its answer lost: give
+				// it back unfired (a no-op when it did not land).
+				l.release(rec)
 				return Result{}, err
 			}
 			if won {
@@ -438,6 +441,7 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 		want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
 		ok, c, err := st.Replace(ctx, next, want, now)
 		if err != nil {
+			l.release(next) // as after a failed claim
 			return Result{}, err
 		}
 		if ok {
@@ -745,6 +749,13 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		own.State = StateClaimed
 		ok, cur, err := st.Replace(ctx, next, own, now)
 		if err != nil {
+			// fn was not called, but the mark may have landed with its
+			// answer lost. Left firing, the attempt would be reported
+			// escaped once its lease ended; give it back unfired from
+			// either state instead (each write is conditional on one of
+			// them, so at most one applies).
+			l.release(rec)
+			l.release(next)
 			return res, fmt.Errorf("ledger: fire mark of %s: %w", rec.EffectID, err)
 		}
 		if !ok {
@@ -938,7 +949,11 @@ func (l *Ledger) schedule(eff Effect, done *Record, now time.Time, ferr error) e
 // attempt is released and loses its fire time, since it never fired. Best
 // effort: if the write fails, the lease expires and the next executor
 // reclaims it (released from claimed; escaped from firing, as it cannot know
-// the function was never called).
+// the function was never called). A claim or reclaim whose write's outcome
+// is unknown is given back as it was written (a no-op when it did not
+// land); a fire mark, from both the state it was written over and the one
+// it wrote: each release is conditional on its state, so at most one
+// applies.
 func (l *Ledger) release(rec *Record) {
 	now := l.now()
 	next := rec.Clone()

@@ -115,8 +115,8 @@ func (v *env) killedAfterProvider(t *testing.T, l *ledger.Ledger, eff ledger.Eff
 // function runs once, the provider sees one effect, every duplicate gets
 // the recorded outcome, the witness shows the stalled attempt escaped and
 // nothing stays firing. When the SDK gives up (lost, then throttled), Do
-// fires nothing and the attempt the reclaim wrote is reclaimed in turn
-// after its lease.
+// fires nothing and gives back the attempt the reclaim wrote, unfired
+// (released), so the next Do fires it once.
 func TestLostAnswerReclaim(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, fenced := range []bool{false, true} {
@@ -162,15 +162,12 @@ func TestLostAnswerReclaim(t *testing.T) {
 						if s, _ := v.states(t, key); s == ledger.StateCompleted {
 							t.Fatalf("state %s", s)
 						}
-						v.clock.Advance(31 * time.Second)
 						if r, err = l.Do(context.Background(), eff, fn); err != nil || r.Attempt != 3 || calls != 1 {
-							t.Fatalf("after the landed reclaim's lease: %+v %v calls %d; want attempt 3 fired once", r, err, calls)
+							t.Fatalf("after the landed reclaim was given back: %+v %v calls %d; want attempt 3 fired once, no lease to wait out", r, err, calls)
 						}
-						mid := ledger.AttemptEscaped // the landed claim was written firing: nobody can know it did not fire
-						if fenced {
-							mid = ledger.AttemptReleased // claimed, no fire mark: truthfully released
-						}
-						wantStates = []ledger.AttemptState{ledger.AttemptEscaped, mid, ledger.AttemptCompleted}
+						// Written firing (unfenced) or claimed (fenced), the
+						// landed reclaim never called the function: released.
+						wantStates = []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptReleased, ledger.AttemptCompleted}
 					}
 					d, err := l.Do(context.Background(), eff, fn)
 					if err != nil || !d.Replayed || !bytes.Equal(d.Value, r.Value) || calls != 1 {
@@ -390,6 +387,69 @@ func TestLostAnswerValueBeside(t *testing.T) {
 					}
 				})
 			}
+		}
+	})
+}
+
+// Under a Fencer the fire mark is a write of its own after the claim (the
+// token must be checked by it). It is applied and its answer lost: the
+// SDK's retry recognises it, and the function runs once. When the SDK
+// gives up (lost, then throttled), the function was never called, so the
+// attempt must not be left firing (it would be reported escaped once its
+// lease ended, an operator's question about an effect that never left):
+// Do gives the attempt back unfired, and the next Do fires at once, once.
+func TestLostAnswerFireMark(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		for _, c := range dynamotest.Losses("PutItem") {
+			t.Run(c.Name, func(t *testing.T) {
+				v := newEnv(t, e)
+				eff := business(t, "fire-mark-"+slug(c.Name))
+				key := "effect#" + eff.Identity.EffectID
+				armed := false
+				st := &hookStore{Store: v.store, beforeReplace: func(n *ledger.Record, w ledger.Expect) {
+					if !armed && n.State == ledger.StateFiring && w.State == ledger.StateClaimed {
+						armed = true
+						c.Arm(v.faults)
+					}
+				}}
+				f := &counterFencer{}
+				l := v.ledgerOn(t, st, func(c *ledger.Config) { c.Fencer = f })
+				calls := 0
+				fn := func(ctx context.Context, call ledger.Call) ([]byte, error) {
+					calls++
+					return v.prov.Call(ctx, call.ProviderKey, "x")
+				}
+				r, err := l.Do(context.Background(), eff, fn)
+				if !armed || v.faults.Pending() != 0 {
+					t.Fatalf("fault armed %t, pending %d", armed, v.faults.Pending())
+				}
+				want := []ledger.AttemptState{ledger.AttemptCompleted}
+				if c.Landed {
+					if err != nil || r.Attempt != 1 || calls != 1 {
+						t.Fatalf("fire mark with a lost answer: %+v %v calls %d; want attempt 1 fired once", r, err, calls)
+					}
+				} else {
+					if err == nil || calls != 0 {
+						t.Fatalf("fire mark whose SDK retries gave up: %+v %v calls %d; want an error and no fire", r, err, calls)
+					}
+					if s, got := v.states(t, key); s != ledger.StateReleased || !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased}) {
+						t.Fatalf("record %s %v after a fire mark the executor cannot know landed, its function never called; want released [released]", s, got)
+					}
+					if r, err = l.Do(context.Background(), eff, fn); err != nil || r.Attempt != 2 || calls != 1 {
+						t.Fatalf("the next Do: %+v %v calls %d; want attempt 2 fired once, no lease to wait out", r, err, calls)
+					}
+					want = []ledger.AttemptState{ledger.AttemptReleased, ledger.AttemptCompleted}
+				}
+				if d, err := l.Do(context.Background(), eff, fn); err != nil || !d.Replayed || !bytes.Equal(d.Value, r.Value) || calls != 1 {
+					t.Fatalf("duplicate %+v %v calls %d", d, err, calls)
+				}
+				if s, got := v.states(t, key); s != ledger.StateCompleted || !slices.Equal(got, want) {
+					t.Fatalf("record %s %v; want completed %v", s, got, want)
+				}
+				if v.prov.Effects() != 1 {
+					t.Fatalf("provider effects %d, want 1", v.prov.Effects())
+				}
+			})
 		}
 	})
 }

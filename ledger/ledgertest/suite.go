@@ -119,15 +119,28 @@ func (s *hookStore) onCreate(fn func(rec *ledger.Record, won bool, err error) er
 }
 
 // failAfterClaim makes the next Create that wins apply and then fail with
-// err, as an executor that dies right after its claim reached the store.
+// err, as an executor that dies right after its claim reached the store:
+// no later write of that claim's owner reaches the store either (a live
+// executor would give the claim back).
 func (s *hookStore) failAfterClaim(err error) {
 	var done atomic.Bool
-	s.onCreate(func(_ *ledger.Record, won bool, _ error) error {
+	var dead atomic.Pointer[string]
+	s.onCreate(func(r *ledger.Record, won bool, _ error) error {
 		if won && done.CompareAndSwap(false, true) {
+			owner := r.Owner
+			dead.Store(&owner)
 			return err
 		}
 		return nil
 	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.beforeReplace = func(n *ledger.Record) error {
+		if o := dead.Load(); o != nil && n.Owner == *o {
+			return err
+		}
+		return nil
+	}
 }
 
 func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
