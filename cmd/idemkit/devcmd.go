@@ -116,12 +116,20 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", pos)
 		return 2
 	}
+	// unreachable is the hint when the engine does not answer.
+	unreachable := "is it running, and is --dynamodb-endpoint right?"
 	if *endpoint == "" && *engine == "" {
 		*endpoint = strings.TrimSpace(os.Getenv(hostsettings.EnvDynamoDBEndpoint))
+		if *endpoint != "" {
+			unreachable = "is it running, and is " + hostsettings.EnvDynamoDBEndpoint + " right?"
+		}
 		if err := checkEndpoint(*endpoint); err != nil {
 			fmt.Fprintf(stderr, "idemkit dev: %s %q: %v\n", hostsettings.EnvDynamoDBEndpoint, *endpoint, err)
 			return 2
 		}
+	}
+	if *endpoint == "" {
+		unreachable = "the engine idemkit dev started may have stopped"
 	}
 	if *engine != "" && *endpoint != "" {
 		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
@@ -179,7 +187,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = s.Stop()
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit dev: %s\n", storeErrorHint(err, unreachable))
 		if errors.Is(err, syscall.EADDRINUSE) {
 			fmt.Fprintf(stderr, "idemkit dev: %s is taken (another idemkit dev?): pick another address with --addr, e.g. --addr 127.0.0.1:3001 (make run ARGS='--addr 127.0.0.1:3001')\n", o.Addr)
 		}

@@ -159,7 +159,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		switch {
 		case err != nil:
 			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)
-			fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
+			fmt.Fprintf(stderr, "idemkit doctor: %s\n", storeError(err))
 			failed = true
 			continue
 		case r.Missing:

@@ -8,19 +8,39 @@ import (
 	"github.com/aws/smithy-go"
 )
 
+// endpointHint is what storeError suggests when the engine cannot be
+// reached, in the flags of the commands that take --endpoint and --region.
+const endpointHint = "is it running, and are --endpoint and --region right?"
+
+// errorLabels are the prefixes the kit's packages put on their errors
+// ("tables: ", "host: "): names of Go packages, not of anything a user
+// did, so a message for a user leaves them out.
+var errorLabels = []string{"tables: ", "host: ", "devstack: "}
+
 // storeError renders the error of a command's DynamoDB call for its user:
 // what the command was doing (the text wrapped around the SDK's error),
 // the DynamoDB operation, and the cause in a few words, without the SDK's
 // retry counts and request ids. An engine that cannot be reached is said
-// so, with a hint; a refusal keeps DynamoDB's error code and message.
-// Any other error is its own text.
-func storeError(err error) string {
+// so, with a hint (endpointHint); a refusal keeps DynamoDB's error code and
+// message. Any other error is its own text.
+func storeError(err error) string { return storeErrorHint(err, endpointHint) }
+
+// storeErrorHint is storeError with the hint a command gives when its
+// engine cannot be reached, for a command whose flags differ.
+func storeErrorHint(err error, hint string) string {
 	var oe *smithy.OperationError
 	if !errors.As(err, &oe) || !strings.HasSuffix(err.Error(), oe.Error()) {
 		return err.Error() // not an SDK error, or one joined with others
 	}
 	doing := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(err.Error(), oe.Error())), ":")
-	doing = strings.TrimPrefix(doing, "host: ")
+	for trimmed := true; trimmed; {
+		trimmed = false
+		for _, l := range errorLabels {
+			if strings.HasPrefix(doing, l) {
+				doing, trimmed = strings.TrimPrefix(doing, l), true
+			}
+		}
+	}
 	if doing != "" {
 		doing += ": "
 	}
@@ -32,7 +52,7 @@ func storeError(err error) string {
 	case errors.As(err, &ae):
 		return doing + what + ae.ErrorCode() + ": " + ae.ErrorMessage()
 	case errors.As(err, &oerr):
-		return doing + what + "cannot reach the engine (" + oerr.Error() + "); is it running, and are --endpoint and --region right?"
+		return doing + what + "cannot reach the engine (" + oerr.Error() + "); " + hint
 	case errors.As(err, &ne):
 		return doing + what + ne.Error()
 	}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sdkNoise is what the SDK's error chain says and a user's message must
+// not: retry counts, request ids, the SDK's own framing, and the Go
+// packages' labels.
+var sdkNoise = []string{"RequestID", "exceeded maximum number of attempts", "operation error", "https response error", "StatusCode", "host: ", "tables: ", "devstack: "}
+
+// refusingEngine is a DynamoDB endpoint that refuses every call with
+// AccessDeniedException.
+func refusingEngine(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"__type":"com.amazonaws.dynamodb.v20120810#AccessDeniedException","message":"User is not authorized to perform this action"}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestDoctorAndDevSayStoreFailuresPlainly: doctor and dev, like the other
+// commands (TestUnreachableEngineIsSaidPlainly), say a failed DynamoDB call
+// in a user's terms: what the command was doing, the operation, and the
+// cause (an engine that cannot be reached, with a hint naming the
+// command's own flags; DynamoDB's error code and message), without the
+// SDK's retry counts and request ids.
+func TestDoctorAndDevSayStoreFailuresPlainly(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("DYNAMODB_ENDPOINT", "")
+	refusing := refusingEngine(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		says []string
+	}{
+		{"doctor, unreachable", []string{"doctor", "--endpoint", "http://127.0.0.1:1", "--only", "idempotency"},
+			[]string{"idemkit doctor: describe idemkit-IdempotencyTable: DynamoDB DescribeTable failed: cannot reach the engine", "--endpoint and --region"}},
+		{"doctor, refused", []string{"doctor", "--endpoint", refusing, "--only", "idempotency"},
+			[]string{"idemkit doctor: describe idemkit-IdempotencyTable: DynamoDB DescribeTable failed: AccessDeniedException: User is not authorized to perform this action"}},
+		{"dev, unreachable", []string{"dev", "--addr", "127.0.0.1:0", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{"idemkit dev: create idemkit-ApiKeysTable (ApiKeysTable): DynamoDB CreateTable failed: cannot reach the engine", "is it running, and is --dynamodb-endpoint right?"}},
+		{"dev, refused", []string{"dev", "--addr", "127.0.0.1:0", "--dynamodb-endpoint", refusing},
+			[]string{"idemkit dev: ", "DynamoDB ", " failed: AccessDeniedException: User is not authorized to perform this action"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var out, errb bytes.Buffer
+			code := run(ctx, c.args, &out, &errb)
+			msg := errb.String()
+			if code != 1 {
+				t.Fatalf("exit %d, want 1: %q", code, msg)
+			}
+			for _, s := range c.says {
+				if !strings.Contains(msg, s) {
+					t.Errorf("stderr does not say %q: %q", s, msg)
+				}
+			}
+			for _, s := range sdkNoise {
+				if strings.Contains(msg, s) {
+					t.Errorf("stderr says %q: %q", s, msg)
+				}
+			}
+		})
+	}
+}
