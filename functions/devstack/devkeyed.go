@@ -241,7 +241,7 @@ func (p *poller) deliver(ctx context.Context, ks *keyedShard, r *keyedRec) bool 
 		tries++
 		if failing := p.clock().Sub(since); failing >= p.retryTime() {
 			p.log.Error("dev: stream record still failing after the retry time; sent to the on-failure destination",
-				slog.String("stream", p.name), slog.String("event_id", r.rec.EventID), slog.Int("tries", tries), slog.Duration("failing_for", failing))
+				slog.String("stream", p.name), slog.String("event_id", r.rec.EventID), slog.Int("tries", tries), slog.Int64("failing_for_ms", failing.Milliseconds()))
 			return true
 		}
 		p.wait(ctx, p.backoff(tries))

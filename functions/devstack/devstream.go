@@ -433,7 +433,7 @@ func (p *poller) step(ctx context.Context, id string, st *shardState) bool {
 		// Only the record that kept failing is dropped: the records
 		// behind it, never tried meanwhile, are handed over next.
 		p.log.Error("dev: stream record still failing after the retry time; sent to the on-failure destination",
-			slog.String("stream", p.name), slog.String("event_id", first), slog.Int("tries", st.retries), slog.Duration("failing_for", failing))
+			slog.String("stream", p.name), slog.String("event_id", first), slog.Int("tries", st.retries), slog.Int64("failing_for_ms", failing.Milliseconds()))
 		st.pending, st.retries, st.failing = st.pending[1:], 0, ""
 		if len(st.pending) == 0 {
 			p.handled(ctx, id, st)

@@ -414,10 +414,10 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 	}
 	if wait > budget {
 		x.log().WarnContext(ctx, "executor: last try cannot wait out the in-flight effect", slog.String("run_id", runID),
-			slog.Duration("retry_after", inf.RetryAfter), slog.Duration("budget", budget))
+			slog.Int64("retry_after_ms", inf.RetryAfter.Milliseconds()), slog.Int64("budget_ms", budget.Milliseconds()))
 		return false, nil
 	}
-	x.log().InfoContext(ctx, "executor: last try waits out an in-flight effect", slog.String("run_id", runID), slog.Duration("wait", wait))
+	x.log().InfoContext(ctx, "executor: last try waits out an in-flight effect", slog.String("run_id", runID), slog.Int64("wait_ms", wait.Milliseconds()))
 	if err := x.sleep(ctx, wait); err != nil {
 		return false, nil
 	}
@@ -734,7 +734,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			x.Metrics.Count(MetricStaleRuns, 1, nil)
 		}
 		x.log().WarnContext(ctx, "executor: resuming a run without progress", slog.String("run_id", id),
-			slog.String("status", string(run.Status)), slog.Duration("stale_after", after))
+			slog.String("status", string(run.Status)), slog.Int64("stale_after_ms", after.Milliseconds()))
 		if run.Status == runs.StatusRunning {
 			// Its execution was interrupted: the log says it was resumed
 			// before anything else is written. A run whose event could not
