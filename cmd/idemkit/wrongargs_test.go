@@ -26,6 +26,12 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 			[]string{`--addr "nope"`, "HOST:PORT"}},
 		{[]string{"dev", "--table-prefix", "bad prefix!", "--dynamodb-endpoint", "http://127.0.0.1:1"},
 			[]string{`--table-prefix "bad prefix!"`, "letters, digits"}},
+		// A seeded key the authorizer could never accept as
+		// "Authorization: Bearer KEY" is refused before an engine starts.
+		{[]string{"dev", "--api-key", "a b=acme", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{`"a b=acme"`, "-api-key", "without whitespace", "Bearer"}},
+		{[]string{"dev", "--api-key", " k=acme", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{`" k=acme"`, "without whitespace"}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

@@ -2,8 +2,10 @@ package devstack
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/policy/erp"
@@ -29,5 +31,22 @@ func TestDevDemoKeysCarryPolicyAttributes(t *testing.T) {
 	}
 	if got, ok, _ := keys.Credential(context.Background(), apikeys.HashKey("k")); !ok || len(got.Attrs) != len(c.Attrs) {
 		t.Fatalf("stored %+v", got)
+	}
+}
+
+// TestSeededKeyFollowsTheAuthorizersRule: a key given to dev (--api-key
+// KEY=TENANT, Options.APIKeys) is accepted exactly when the authorizer
+// would accept it as `Authorization: Bearer KEY` (one rule,
+// apikeys.ValidKey): one character is enough, as it is for the deployed
+// authorizer; whitespace anywhere in it, or more than 512 bytes, is
+// refused, since no request could ever present that key.
+func TestSeededKeyFollowsTheAuthorizersRule(t *testing.T) {
+	for _, key := range []string{"k", "idk_0123456789abcdefghijklmnopqrstuv", "a:b.c~d", strings.Repeat("k", 512), strings.Repeat("k", 513),
+		"a b", " k", "k ", "\tk", "k\n", "", " "} {
+		got, ok := authfn.BearerKey("Bearer " + key)
+		authorizes := ok && got == key
+		if err := CheckAPIKey(key + "=acme"); (err == nil) != authorizes {
+			t.Errorf("key %q: CheckAPIKey %v, the authorizer accepts it: %v", key, err, authorizes)
+		}
 	}
 }

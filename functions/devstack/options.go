@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/ids"
 	"github.com/idemkit/idemkit/internal/tables"
 )
 
@@ -126,13 +128,14 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // errAPIKey is CheckAPIKey's answer to a malformed seeded key.
-var errAPIKey = errors.New("want KEY=TENANT (tenant: ^(anon:)?[A-Za-z0-9._~-]{1,128}$)")
+var errAPIKey = errors.New("want KEY=TENANT (key: " + apikeys.KeyRule + ", as a request presents it in Authorization: Bearer KEY; tenant: " + ids.TenantGrammar + ")")
 
 // CheckAPIKey checks one seeded key, "KEY=TENANT" (Options.APIKeys,
-// `idemkit dev --api-key`): a non-blank key and an OpenWOP tenantId.
+// `idemkit dev --api-key`): a key the authorizer accepts (apikeys.ValidKey,
+// the rule it reads a bearer key with) and an OpenWOP tenantId.
 func CheckAPIKey(kv string) error {
 	key, tenant, ok := strings.Cut(kv, "=")
-	if !ok || strings.TrimSpace(key) == "" || !runs.ValidTenant(tenant) {
+	if !ok || !apikeys.ValidKey(key) || !runs.ValidTenant(tenant) {
 		return errAPIKey
 	}
 	return nil

@@ -44,14 +44,15 @@ type Handler struct {
 }
 
 // BearerKey extracts the API key from an Authorization header value:
-// "Bearer <key>" (scheme case-insensitive, one space, no inner whitespace).
+// "Bearer <key>" (scheme case-insensitive, one space), the key as
+// apikeys.ValidKey accepts it (1..512 bytes, no inner whitespace).
 func BearerKey(v string) (string, bool) {
 	scheme, key, ok := strings.Cut(strings.TrimSpace(v), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
 	}
 	key = strings.TrimSpace(key)
-	if key == "" || len(key) > 512 || strings.ContainsAny(key, " \t\r\n") {
+	if !apikeys.ValidKey(key) {
 		return "", false
 	}
 	return key, true

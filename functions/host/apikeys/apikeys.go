@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,6 +24,21 @@ var ErrKeyExists = errors.New("host: api key already registered")
 func HashKey(key string) string {
 	s := sha256.Sum256([]byte(key))
 	return "key#" + hex.EncodeToString(s[:])
+}
+
+// MaxKeyLen is the longest API key the authorizer accepts, in bytes.
+const MaxKeyLen = 512
+
+// KeyRule says in words which API keys ValidKey accepts.
+const KeyRule = "1..512 bytes without whitespace"
+
+// ValidKey reports whether key can be an API key: 1..MaxKeyLen bytes
+// without a space, tab, CR or LF. It is the one rule of the authorizer,
+// which reads the key of "Authorization: Bearer KEY" through it, and of
+// `idemkit dev --api-key`, which refuses a key no request could present.
+// A minted key (NewAPIKey) passes it.
+func ValidKey(key string) bool {
+	return key != "" && len(key) <= MaxKeyLen && !strings.ContainsAny(key, " \t\r\n")
 }
 
 // NewAPIKey mints an API key: "idk_" + 32 base64url characters (192 random
