@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -1123,6 +1124,45 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 	}
 	if n := len(tp.typesOf("AWS::CloudWatch::Dashboard")); n != 1 {
 		t.Errorf("%d dashboards, want one", n)
+	}
+}
+
+// TestDashboardShowsEverySeriesTheCodeEmits: every metric the code emits
+// is on the dashboard, in every dimension set it is emitted with, the
+// retention sweeper's included. A SEARCH finds only the series whose
+// dimension names are exactly its schema's, so a metric written with and
+// without "keying" needs a SEARCH for each, and a series with no dimension
+// (idemkit.audit.cross_region_conflicts_total) needs a plain line.
+func TestDashboardShowsEverySeriesTheCodeEmits(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	em := readEmitted(t, ".")
+	ns := metricsNamespace(t, tp)
+	shown := map[string]map[string]bool{}
+	for _, r := range tp.metricRefs(t) {
+		id, _, _ := strings.Cut(r.where, " ")
+		if tp.types[id] != "AWS::CloudWatch::Dashboard" || r.namespace != ns {
+			continue
+		}
+		var names []string
+		for _, d := range r.dims {
+			names = append(names, d.name)
+		}
+		if shown[r.name] == nil {
+			shown[r.name] = map[string]bool{}
+		}
+		shown[r.name][dimKey(names)] = true
+	}
+	for _, m := range []string{sweepfn.MetricDeleted, sweepfn.MetricIncomplete, conflictaudit.MetricConflictsAll} {
+		if em.dims[m] == nil {
+			t.Errorf("readEmitted found no emitter of %s", m)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(em.dims)) {
+		for _, set := range slices.Sorted(maps.Keys(em.dims[name])) {
+			if !shown[name][set] {
+				t.Errorf("dashboard: no series of %s with dimensions [%s] (the code emits it so)", name, set)
+			}
+		}
 	}
 }
 
