@@ -22,6 +22,11 @@
    notifies AlarmTopicArn when it is given and has no action otherwise.
    Which metrics the alarms watch is checked against the code by
    alarms_test.go.
+6. Load: the HTTP API's stage throttles every route (DefaultRouteSettings
+   from ApiThrottleRateLimit and ApiThrottleBurstLimit, each at least 1: a
+   limit of 0 would refuse every request), and the api function's reserved
+   concurrency is the ApiReservedConcurrency parameter when it is not 0 and
+   absent otherwise (0 would stop the function).
 
 The transform keeps every resource with its Condition, so the checks cover
 both EffectsConsistency variants at once; internal/regionsim's
@@ -100,6 +105,20 @@ def check(path):
             cu = r["Properties"].get("CodeUri", "")
             if isinstance(cu, str) and not cu.startswith("s3://"):
                 r["Properties"]["CodeUri"] = f"s3://idemkit-check/{lid}.zip"
+    params = tmpl.get("Parameters", {})
+    for name in ("ApiThrottleRateLimit", "ApiThrottleBurstLimit"):
+        p = params.get(name, {})
+        if p.get("Type") != "Number" or "Default" not in p or float(p.get("MinValue", 0)) < 1:
+            problems.append(f"{name}: want a Number parameter with a default and MinValue at least 1")
+    p = params.get("ApiReservedConcurrency", {})
+    if p.get("Type") != "Number" or "Default" not in p or float(p.get("MinValue", -1)) != 0:
+        problems.append("ApiReservedConcurrency: want a Number parameter with a default and MinValue 0 (no reservation)")
+    cond = tmpl.get("Conditions", {}).get("ApiReservesConcurrency")
+    if cond != {"Fn::Not": [{"Fn::Equals": [{"Ref": "ApiReservedConcurrency"}, "0"]}]}:
+        problems.append("Conditions: want ApiReservesConcurrency, true when ApiReservedConcurrency is not 0")
+    api = tmpl["Resources"].get("ApiFunction", {}).get("Properties", {})
+    if api.get("ReservedConcurrentExecutions") != {"Fn::If": ["ApiReservesConcurrency", {"Ref": "ApiReservedConcurrency"}, {"Ref": "AWS::NoValue"}]}:
+        problems.append("ApiFunction: want ReservedConcurrentExecutions from ApiReservedConcurrency under ApiReservesConcurrency, none otherwise")
     out = transform(tmpl, {"AWS::Region": "us-east-1", "AWS::AccountId": "123456789012"}, NoManagedPolicies())
     resources = out["Resources"]
     roles = {}
@@ -161,10 +180,15 @@ def check(path):
                 problems.append(f"{lid}: unbounded retries")
             if not props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"):
                 problems.append(f"{lid}: no on-failure destination")
+        if t == "AWS::ApiGatewayV2::Stage":
+            rs = props.get("DefaultRouteSettings", {})
+            if rs.get("ThrottlingRateLimit") != {"Ref": "ApiThrottleRateLimit"} or rs.get("ThrottlingBurstLimit") != {"Ref": "ApiThrottleBurstLimit"}:
+                problems.append(f"{lid}: want DefaultRouteSettings ThrottlingRateLimit from ApiThrottleRateLimit and ThrottlingBurstLimit from ApiThrottleBurstLimit")
     counts = {}
     for r in resources.values():
         counts[r["Type"]] = counts.get(r["Type"], 0) + 1
     for t, n in (("AWS::Lambda::Function", 5), ("AWS::Lambda::EventSourceMapping", 3), ("AWS::ApiGatewayV2::Api", 1),
+                 ("AWS::ApiGatewayV2::Stage", 1),
                  ("AWS::Events::Rule", 2)):
         if counts.get(t, 0) != n:
             problems.append(f"want {n} {t}, got {counts.get(t, 0)}")

@@ -86,8 +86,10 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 		home      bool
 	}{
 		{"single-region", map[string]string{}, true},
-		// Operations switched on: alarms notify a topic, X-Ray active.
-		{"single-region-paged-traced", map[string]string{"AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:idemkit-pages", "XRayTracing": "Active"}, true},
+		// Operations switched on: alarms notify a topic, X-Ray active, the
+		// api function's concurrency reserved, the stage throttled lower.
+		{"single-region-paged-traced", map[string]string{"AlarmTopicArn": "arn:aws:sns:us-east-1:123456789012:idemkit-pages", "XRayTracing": "Active",
+			"ApiReservedConcurrency": "50", "ApiThrottleRateLimit": "200", "ApiThrottleBurstLimit": "400"}, true},
 		{"home-reconciled", map[string]string{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"}, true},
 		{"home-fenced", map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1", "ReplicationLagBoundMs": "0"}, true},
 		{"replica-fenced", map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1", "ReplicationLagBoundMs": "60000",
