@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -240,5 +241,78 @@ func TestTemplateHomePinnedLayer1(t *testing.T) {
 	ex := dump(find(root, "Resources", "ExecutorRole"))
 	if !strings.Contains(ex, ":dynamodb:${HomeRegion}:${AWS::AccountId}:table/${ExistingEffectsTable}") {
 		t.Fatalf("ExecutorRole cannot reach the home region's effects replica:\n%s", ex)
+	}
+}
+
+// ReplicaRegions takes at most two regions, the replicas the global tables
+// are built with: a third is refused when the stack is deployed (its
+// AllowedPattern, with a ConstraintDescription that says so), where a
+// list would have let it through and ignored it. A region name is checked
+// too (no space, no empty entry).
+func TestReplicaRegionsTakesAtMostTwo(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(dynamotest.RepoRoot(), "template.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Parameters map[string]struct {
+			Type                  string `yaml:"Type"`
+			Default               string `yaml:"Default"`
+			AllowedPattern        string `yaml:"AllowedPattern"`
+			ConstraintDescription string `yaml:"ConstraintDescription"`
+		} `yaml:"Parameters"`
+		Resources map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Replicas []yaml.Node `yaml:"Replicas"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		t.Fatal(err)
+	}
+	p, ok := doc.Parameters["ReplicaRegions"]
+	if !ok {
+		t.Fatal("template.yaml has no parameter ReplicaRegions")
+	}
+	if p.Type != "String" || p.AllowedPattern == "" {
+		t.Fatalf("ReplicaRegions: Type %q, AllowedPattern %q; want a String whose pattern bounds the count (a list's pattern checks each member only)", p.Type, p.AllowedPattern)
+	}
+	if !strings.Contains(p.ConstraintDescription, "at most two") {
+		t.Errorf("ReplicaRegions: ConstraintDescription %q does not say it takes at most two regions", p.ConstraintDescription)
+	}
+	// CloudFormation matches the pattern against the whole value.
+	re, err := regexp.Compile("^(?:" + p.AllowedPattern + ")$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]bool{
+		"":                                 true,
+		"eu-west-1":                        true,
+		"us-east-2,us-west-2":              true,
+		"ap-southeast-2,us-gov-west-1":     true,
+		"eu-west-1,eu-central-1,us-east-2": false,
+		"eu-west-1, eu-central-1":          false,
+		"eu-west-1,":                       false,
+		",eu-west-1":                       false,
+		"eu-west1":                         false,
+		"EU-WEST-1":                        false,
+	} {
+		if got := re.MatchString(v); got != want {
+			t.Errorf("ReplicaRegions=%q accepted = %v, want %v", v, got, want)
+		}
+	}
+	if !re.MatchString(p.Default) {
+		t.Errorf("ReplicaRegions: the default %q does not match its own pattern", p.Default)
+	}
+	// Each global table lists this region and one conditional replica per
+	// region the parameter can name.
+	for id, r := range doc.Resources {
+		if r.Type != "AWS::DynamoDB::GlobalTable" {
+			continue
+		}
+		if n := len(r.Properties.Replicas); n != 3 {
+			t.Errorf("%s: %d replicas listed, want 3 (this region and at most two ReplicaRegions)", id, n)
+		}
 	}
 }
