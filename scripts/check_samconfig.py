@@ -4,7 +4,11 @@
 `sam build && sam deploy --guided` reads samconfig.toml; this catches a
 config that would fail at deploy time: a missing stack name or capability,
 a parameter override the template does not declare, or a value outside the
-parameter's AllowedValues / MinValue / MaxValue / AllowedPattern.
+parameter's AllowedValues / MinValue / MaxValue / AllowedPattern. It also
+catches a secret committed with it (an override of a NoEcho parameter: pass
+those at deploy time, docs/DEPLOYING.md), and a file that no longer names
+the parameters a deployer must decide on (DECIDE: in an override or in its
+comments).
 Exits non-zero with one line per problem.
 """
 import re
@@ -29,10 +33,17 @@ def _any_tag(loader, suffix, node):  # CloudFormation short tags (!Ref, !If, ...
 
 _Loader.add_multi_constructor("!", _any_tag)
 
+# The parameters whose defaults suit no production stack as they are, or
+# that only the deployer can give: who is paged, the secret (named, never
+# given), the load the stack admits, the policy and the regions.
+DECIDE = ("IdempotencyPolicy", "CrossRegion", "AlarmTopicArn", "KeyHashSecret",
+          "ApiThrottleRateLimit", "ApiThrottleBurstLimit", "ApiReservedConcurrency", "LogRetentionDays")
+
 
 def main(cfg_path="samconfig.toml", tpl_path="template.yaml"):
     with open(cfg_path, "rb") as f:
-        cfg = tomllib.load(f)
+        raw = f.read()
+    cfg = tomllib.loads(raw.decode())
     with open(tpl_path) as f:
         tpl = yaml.load(f, Loader=_Loader)
     params = tpl.get("Parameters", {})
@@ -72,6 +83,21 @@ def main(cfg_path="samconfig.toml", tpl_path="template.yaml"):
                 problems.append(f"samconfig.toml: {name}={value} is above MaxValue {p['MaxValue']}")
         if "AllowedPattern" in p and not re.fullmatch(p["AllowedPattern"], value):
             problems.append(f"samconfig.toml: {name}={value!r} does not match {p['AllowedPattern']}")
+    # A secret in any environment's overrides (sam deploy, sam sync, ...).
+    for env_name, env_cfg in cfg.items():
+        for cmd, section in (env_cfg.items() if isinstance(env_cfg, dict) else []):
+            ov = section.get("parameters", {}).get("parameter_overrides", "") if isinstance(section, dict) else ""
+            for item in (shlex.split(ov) if isinstance(ov, str) else list(ov)):
+                name = item.partition("=")[0]
+                if str(params.get(name, {}).get("NoEcho", "")).lower() == "true":
+                    problems.append(f"samconfig.toml: [{env_name}.{cmd}.parameters] parameter_overrides gives {name}, a secret (NoEcho): "
+                                    "pass it at deploy time, never in a committed file (docs/DEPLOYING.md)")
+    text = raw.decode()
+    for name in DECIDE:
+        if name not in params:
+            problems.append(f"check_samconfig.py: DECIDE names {name!r}, which template.yaml does not declare")
+        elif not re.search(r"\b" + name + r"\b", text):
+            problems.append(f"samconfig.toml: does not name {name}, a parameter every deployer must decide on (in parameter_overrides or its comments)")
     for line in problems:
         print(line)
     if not problems:
