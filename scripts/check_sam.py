@@ -27,6 +27,9 @@
    limit of 0 would refuse every request), and the api function's reserved
    concurrency is the ApiReservedConcurrency parameter when it is not 0 and
    absent otherwise (0 would stop the function).
+7. Secrets: every parameter named ...Secret... is NoEcho, so
+   CloudFormation never shows its value (scripts/check_samconfig.py keeps
+   it out of samconfig.toml).
 
 The transform keeps every resource with its Condition, so the checks cover
 both EffectsConsistency variants at once; internal/regionsim's
@@ -106,6 +109,11 @@ def check(path):
             if isinstance(cu, str) and not cu.startswith("s3://"):
                 r["Properties"]["CodeUri"] = f"s3://idemkit-check/{lid}.zip"
     params = tmpl.get("Parameters", {})
+    for name, p in params.items():
+        if "Secret" in name and str(p.get("NoEcho", "")).lower() != "true":
+            problems.append(f"{name}: a secret needs NoEcho: true (CloudFormation shows every other parameter's value)")
+    if "KeyHashSecret" not in params:
+        problems.append("KeyHashSecret: missing (the api function's log-hashing secret)")
     for name in ("ApiThrottleRateLimit", "ApiThrottleBurstLimit"):
         p = params.get(name, {})
         if p.get("Type") != "Number" or "Default" not in p or float(p.get("MinValue", 0)) < 1:
