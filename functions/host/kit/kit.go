@@ -27,6 +27,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger"
@@ -172,6 +173,11 @@ func NewKit(c Config) (*Kit, error) {
 			// per-Accept rendering (the ERP policy's work-order contract).
 			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}}
 		env.Idem.Apply(&cfg)
+		if cfg.Policy.Name != erp.Policy.Name {
+			// Rendering per Accept is the ERP policy's; under the others
+			// a replay is the first answer byte for byte.
+			cfg.Routes[workorder.RouteLive].Contract.Render = nil
+		}
 		if k.Guard, err = idem.New(cfg); err != nil {
 			return nil, configError(err)
 		}
