@@ -200,8 +200,17 @@ func readBody(r *http.Request, in *request) *apierr.Error {
 	return nil
 }
 
+// maxRequestIDLen is the longest X-Request-Id, in bytes, that the net/http
+// adapters take as the current attempt's id.
+const maxRequestIDLen = 128
+
+// httpRequestID is the current attempt's id: the caller's X-Request-Id
+// when it is 1..maxRequestIDLen visible ASCII characters, else the Lambda
+// request id, else a new one. An id the caller sends is stored in the
+// record and echoed in headers and envelopes, so nothing else is taken: a
+// header of hundreds of kilobytes would make the record too large to store.
 func httpRequestID(r *http.Request) string {
-	if id := r.Header.Get("X-Request-Id"); id != "" {
+	if id := r.Header.Get("X-Request-Id"); validRequestID(id) {
 		return id
 	}
 	if lc, ok := lambdacontext.FromContext(r.Context()); ok && lc.AwsRequestID != "" {
@@ -250,4 +259,18 @@ func (r *recorder) Write(b []byte) (int, error) {
 		r.status = http.StatusOK
 	}
 	return r.body.Write(b)
+}
+
+// validRequestID reports whether id is 1..maxRequestIDLen bytes of visible
+// ASCII (0x21..0x7E).
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
