@@ -106,7 +106,8 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, jsonBody: true, serve: (*Handler).createRun, object: (*Handler).runObject,
 		workHeaders: []string{HeaderDedup}},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
-	// HEAD is authorised exactly like GET (its own route in template.yaml).
+	// HEAD is authorised exactly like GET: every non-public GET route has a
+	// HEAD route of its own here and in template.yaml.
 	{Method: http.MethodHead, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// The body is optional and does not steer the cancel, but Layer 1
 	// digests it: it is bounded as createRun's and, when present, is the
@@ -119,15 +120,20 @@ var Routes = []Route{
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
 	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
+	{Method: http.MethodHead, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
 	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkNoBody, serve: (*Handler).resubmitInboxEntry},
 	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkNoBody, serve: (*Handler).discardInboxEntry},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
+	{Method: http.MethodHead, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
+	{Method: http.MethodHead, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
+	{Method: http.MethodHead, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
 	// Replay and fork (fork.go): a new run from the source's event log,
 	// under the fork request's own key.
 	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, check: checkBody, jsonBody: true, serve: (*Handler).forkRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
+	{Method: http.MethodHead, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
 	// This host's own OpenAPI 3.1 document (openapi.go): the operations of
 	// this table.

@@ -118,7 +118,7 @@ func TestRouteMatching(t *testing.T) {
 		{"HEAD", "/runs/acme%2Fr1", "getRun", "", true, true, true, []string{"acme%2Fr1"}},
 		{"GET", "/runs/acme/r1", "getRun", "", true, true, true, []string{"acme", "r1"}},
 		{"GET", "/runs/acme/events", "streamRunEvents", "", true, true, true, []string{"acme"}},
-		{"HEAD", "/runs/acme~2Fr1/effects", "getRunEffects", "", true, true, false, []string{"acme~2Fr1"}},
+		{"HEAD", "/runs/acme~2Fr1/effects", "getRunEffects", "", true, true, true, []string{"acme~2Fr1"}},
 		{"POST", "/runs/acme/r1/cancel", "cancelRun", "", true, true, true, []string{"acme", "r1"}},
 		{"GET", "/runs/acme~2Fr1/cancel", "", "POST", false, true, false, nil},
 		{"POST", "/runs/acme~2Fr1:fork", "forkRun", "", true, true, true, []string{"acme~2Fr1"}},
@@ -258,5 +258,25 @@ func TestReadmeRouteTableIsRoutes(t *testing.T) {
 	}
 	if len(documented) < 10 {
 		t.Fatalf("read %d routes from the table, want every row: %v", len(documented), documented)
+	}
+}
+
+// A HEAD on a GET route answers like the GET without a body (openapi.json),
+// so it must pass the authorizer as the GET does: each non-public GET route
+// has a HEAD route of its own (and its event in template.yaml, which
+// TestRoutesMatchTemplate requires). A HEAD matching no route would reach
+// the handler through $default, unauthenticated, and a valid key get 401.
+func TestHeadOnEveryGetRouteIsAuthorized(t *testing.T) {
+	for _, r := range Routes {
+		if r.Method != "GET" || r.Public {
+			continue
+		}
+		p := strings.NewReplacer("{runId}", "tenant-a~2FabcdefghijklmnopQR", "{id}", "entry-1").Replace(r.Pattern)
+		if !Authorized("GET", p) {
+			t.Fatalf("GET %s does not pass the authorizer", p)
+		}
+		if !Authorized("HEAD", p) {
+			t.Errorf("HEAD %s (%s) does not pass the authorizer: a valid key gets 401", p, r.Op)
+		}
 	}
 }
