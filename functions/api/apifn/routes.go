@@ -391,13 +391,25 @@ func matchPattern(pattern string, segs []string) (map[string][]string, bool) {
 				return nil, false
 			}
 			got[len(got)-1] = strings.TrimSuffix(last, suffix)
-		} else if strings.Contains(last, ":") && hasSuffixedRoute(pat, s) {
+		} else if hasColon(last, take == 1) && hasSuffixedRoute(pat, s) {
 			return nil, false
 		}
 		params[name] = got
 		i += take
 	}
 	return params, true
+}
+
+// hasColon reports whether seg, the last segment of a parameter's value,
+// holds a ":" that could start a route suffix. When seg is the whole value
+// (whole), an "anon:" at its start is an anonymous tenant's prefix (the
+// tenantId grammar), not a suffix: "anon:s%2Fr1" is a runId, "anon:s%2Fr1:fork"
+// the fork route.
+func hasColon(seg string, whole bool) bool {
+	if whole {
+		seg = strings.TrimPrefix(seg, "anon:")
+	}
+	return strings.Contains(seg, ":")
 }
 
 // hasSuffixedRoute reports whether a route's pattern shaped like pat puts

@@ -280,3 +280,33 @@ func TestHeadOnEveryGetRouteIsAuthorized(t *testing.T) {
 		}
 	}
 }
+
+// A tenant id may start with "anon:" (the tenantId grammar), and a ":" is a
+// legal path character, so a runId of such a tenant may arrive with only
+// its "/" encoded. That ":" is the tenant's, not a route suffix like
+// ":fork": every run route, getRun included, matches it, while
+// "<runId>:fork" stays the fork route.
+func TestAnonTenantRunIDMatchesEveryRunRoute(t *testing.T) {
+	const id = "anon:sess-1234%2F86S3ikTXzGELQGtKADWKWg"
+	for _, c := range []struct{ method, path, op string }{
+		{"GET", "/runs/" + id, "getRun"},
+		{"HEAD", "/runs/" + id, "getRun"},
+		{"GET", "/runs/" + id + "/events/poll", "pollRunEvents"},
+		{"GET", "/runs/" + id + "/effects", "getRunEffects"},
+		{"POST", "/runs/" + id + "/cancel", "cancelRun"},
+		{"POST", "/runs/" + id + ":fork", "forkRun"},
+		{"GET", "/runs/anon:sess-1234/86S3ikTXzGELQGtKADWKWg", "getRun"},
+	} {
+		m, _, found, ok := MatchRoute(c.method, c.path)
+		if !ok || !found || m.Route.Op != c.op {
+			t.Errorf("%s %s: op %q found %v ok %v, want %s", c.method, c.path, m.Route.Op, found, ok, c.op)
+			continue
+		}
+		if !Authorized(c.method, c.path) {
+			t.Errorf("%s %s: not authorized", c.method, c.path)
+		}
+	}
+	if m, _, found, _ := MatchRoute("POST", "/runs/"+id); found && m.Route.Op == "forkRun" {
+		t.Errorf("POST /runs/%s matched forkRun without :fork", id)
+	}
+}
