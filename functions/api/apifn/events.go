@@ -138,8 +138,9 @@ type streamQuery struct {
 	after    int64 // resume after this sequence; -1 = from the start
 }
 
-// parseStreamQuery validates streamMode, bufferMs and Last-Event-ID before
-// the run is read. streamMode defaults to updates.
+// parseStreamQuery validates streamMode and bufferMs before the run is
+// read. streamMode defaults to updates. Last-Event-ID is not read here
+// (parseLastEventID, after the run is read and the caller may read it).
 func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.Error) {
 	q := streamQuery{modes: []string{ModeUpdates}, after: -1}
 	params, err := queryParams(ev)
@@ -164,15 +165,25 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 		}
 		q.bufferMs = n
 	}
-	if id := header.First(ev.Headers, "Last-Event-ID"); id != "" {
-		n, ok := parseCursor(id)
-		if !ok {
-			return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "Last-Event-ID must be an event sequence (a non-negative integer)").
-				WithDetails(map[string]any{"field": "Last-Event-ID"})
-		}
-		q.after = n
-	}
 	return q, nil
+}
+
+// parseLastEventID reads the Last-Event-ID header: the sequence to resume
+// after, -1 without the header; a value that is not a non-negative integer
+// is 400 validation_error. It is evaluated only once the caller is known
+// to read the run (events.md §Resuming): for a run the caller cannot read
+// the answer is the one without the header.
+func parseLastEventID(ev events.APIGatewayV2HTTPRequest) (int64, *apierr.Error) {
+	id := header.First(ev.Headers, "Last-Event-ID")
+	if id == "" {
+		return -1, nil
+	}
+	n, ok := parseCursor(id)
+	if !ok {
+		return -1, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "Last-Event-ID must be an event sequence (a non-negative integer)").
+			WithDetails(map[string]any{"field": "Last-Event-ID"})
+	}
+	return n, nil
 }
 
 // unsupportedStreamMode is the answer to a streamMode outside the pattern,
@@ -278,11 +289,14 @@ func admits(modes []string) (string, bool) {
 // sends no frames (no AI output). bufferMs > 0 folds the events into one
 // `event: batch` frame (`data:` an array, `id:` its highest sequence). A
 // streamMode outside the pattern is 400 unsupported_stream_mode with
-// details.supported; a malformed bufferMs or Last-Event-ID is 400
-// validation_error. All of this is checked before the run is read.
-// Tenancy is GET /runs/{runId}'s: another tenant's runId is 403
-// id_tenant_mismatch (in the router, before any read) and an unknown run
-// 404; a Last-Event-ID past the end of the log yields an empty stream.
+// details.supported; a malformed bufferMs is 400 validation_error. Both
+// are checked before the run is read. Tenancy is GET /runs/{runId}'s:
+// another tenant's runId is 403 id_tenant_mismatch (in the router, before
+// any read) and an unknown run 404. Last-Event-ID is evaluated only after
+// that (events.md §Resuming): a malformed one is 400 validation_error for
+// a run the caller reads, while a run it cannot read gets the answer it
+// gets without the header; one past the end of the log yields an empty
+// stream.
 func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	ev, runID, tenant := c.ev, c.runID(), c.tenant
 	q, e := parseStreamQuery(ev)
@@ -295,6 +309,9 @@ func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if q.after, e = parseLastEventID(ev); e != nil {
+		return errResp(e), nil
 	}
 	evs := RunEvents(r)
 	var b strings.Builder

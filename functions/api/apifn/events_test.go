@@ -394,9 +394,10 @@ func TestEventsStreamModes(t *testing.T) {
 
 // TestEventsValidation: a streamMode outside the pattern is 400
 // unsupported_stream_mode with details.supported, as the registry row
-// requires; bad bufferMs / Last-Event-ID are 400 validation_error. All are
-// decided before the run is read: a run that does not exist still gets
-// the 400, not a 404.
+// requires; bad bufferMs / Last-Event-ID are 400 validation_error. The
+// query is decided before the run is read: a run that does not exist
+// still gets its 400, not a 404. Last-Event-ID is evaluated only for a run
+// the caller reads (TestLastEventIDOnlyForARunTheCallerReads).
 func TestEventsValidation(t *testing.T) {
 	f := newFixture(t)
 	r := f.newRun(t, "acme")
@@ -432,6 +433,13 @@ func TestEventsValidation(t *testing.T) {
 			{"streamMode=%zz", "", ""},
 		} {
 			resp, m := f.do(t, eventsReq(path, "acme", c.query, c.lastID))
+			if c.query == "" && id != r.ID {
+				// No run to read: the header is not evaluated.
+				if resp.StatusCode != 404 || m["error"] != "not_found" {
+					t.Fatalf("unknown run, Last-Event-ID %q: %d %s", c.lastID, resp.StatusCode, resp.Body)
+				}
+				continue
+			}
 			if resp.StatusCode != 400 || m["error"] != "validation_error" {
 				t.Fatalf("?%s Last-Event-ID %q: %d %s", c.query, c.lastID, resp.StatusCode, resp.Body)
 			}
@@ -497,6 +505,45 @@ func registryRow(t *testing.T, code string) regRow {
 	}
 	t.Fatalf("%s is not in the registry", code)
 	return regRow{}
+}
+
+// TestLastEventIDOnlyForARunTheCallerReads: Last-Event-ID is evaluated only
+// after the caller is authorized to read the run (events.md §Resuming);
+// for a run it cannot read (none by that id, another tenant's) the answer
+// with a malformed header, or a well-formed one, is byte for byte the
+// answer without it, on the stream and on its poll fallback (which does
+// not read the header at all).
+func TestLastEventIDOnlyForARunTheCallerReads(t *testing.T) {
+	f := newFixture(t)
+	r := f.newRun(t, "acme")
+	opaque := r.ID[len("acme/"):]
+	for _, c := range []struct {
+		name, path, tenant string
+		status             int
+		code               string
+	}{
+		{"no such run", "/runs/acme%2Fzzzzzzzzzzzzzzzzzzzz/events", "acme", 404, "not_found"},
+		{"no such run, projected", "/runs/acme~2Fzzzzzzzzzzzzzzzzzzzz/events", "acme", 404, "not_found"},
+		{"another tenant's run", "/runs/acme%2F" + opaque + "/events", "globex", 403, "id_tenant_mismatch"},
+		{"no such run, poll", "/runs/acme%2Fzzzzzzzzzzzzzzzzzzzz/events/poll", "acme", 404, "not_found"},
+		{"another tenant's run, poll", "/runs/acme%2F" + opaque + "/events/poll", "globex", 403, "id_tenant_mismatch"},
+	} {
+		without, _ := f.do(t, eventsReq(c.path, c.tenant, "", ""))
+		if without.StatusCode != c.status {
+			t.Fatalf("%s without the header: %d %s", c.name, without.StatusCode, without.Body)
+		}
+		for _, id := range []string{"abc", "-1", "1.0", "0", "7"} {
+			resp, m := f.do(t, eventsReq(c.path, c.tenant, "", id))
+			if resp.StatusCode != c.status || m["error"] != c.code || resp.Body != without.Body {
+				t.Fatalf("%s, Last-Event-ID %q: %d %s, want %d %s", c.name, id, resp.StatusCode, resp.Body, without.StatusCode, without.Body)
+			}
+		}
+	}
+	// The caller's own run: the header is evaluated.
+	resp, m := f.do(t, eventsReq("/runs/acme%2F"+opaque+"/events", "acme", "", "abc"))
+	if resp.StatusCode != 400 || m["error"] != "validation_error" || m["details"].(map[string]any)["field"] != "Last-Event-ID" {
+		t.Fatalf("own run, Last-Event-ID abc: %d %s", resp.StatusCode, resp.Body)
+	}
 }
 
 // TestEventsTenancy: the same auth and tenant rules as GET /runs/{runId},
