@@ -137,7 +137,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 			// Its own change is no stale decision.
 			return cancelled(runID)
 		}
-		if resp, stale, done, err := h.checkDecided(ctx, r, caller, d, rs); done || err != nil {
+		if resp, stale, done, err := h.checkDecided(ctx, r, caller, reason, d, rs); done || err != nil {
 			return resp, stale, err
 		}
 		// Nothing the cancel decides on changed: move the run only from the
@@ -162,7 +162,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 		if d.checked() {
 			// The status moved between the check and the write: check again
 			// against the run as it is now.
-			if resp, stale, done, err := h.checkDecided(ctx, r, caller, d, rs); done || err != nil {
+			if resp, stale, done, err := h.checkDecided(ctx, r, caller, reason, d, rs); done || err != nil {
 				return resp, stale, err
 			}
 		}
@@ -213,11 +213,12 @@ func cancelledBy(r runs.Run, by string) bool {
 }
 
 // checkDecided answers (done) a decided version the run never had (400) or
-// one whose later changes touch cancelInputs (409, kept in the inbox). A
+// one whose later changes touch cancelInputs (409, kept in the inbox with
+// the cancel's reason, which its resubmission cancels with). A
 // refusal whose entry another decision already decided (a first
 // submission re-run after its entry was discarded or resubmitted) is
 // answered without an inbox entry: nothing waits any more.
-func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
+func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale, done bool, err error) {
 	changes, err := r.ChangesSince(d.version)
 	if errors.Is(err, decided.ErrVersionAhead) {
 		return d.invalid(err), false, true, nil
@@ -236,7 +237,7 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller string, d
 	}
 	se := &decided.StaleError{RecordID: r.ID, Decided: d.version, Current: r.Version, Changes: touched, InboxID: entryID}
 	err = h.cfg.Inbox.Keep(ctx, inbox.Entry{ID: entryID, Tenant: r.Tenant, Caller: caller, Operation: OpCancelRun, RecordID: r.ID,
-		DecidedVersion: d.version, CurrentVersion: r.Version, Changes: touched, CreatedAt: h.clock.Now()}, rs.by)
+		DecidedVersion: d.version, CurrentVersion: r.Version, Changes: touched, Reason: reason, CreatedAt: h.clock.Now()}, rs.by)
 	switch {
 	case errors.Is(err, inbox.ErrDecided):
 		se.InboxID = ""
@@ -294,7 +295,8 @@ func lostDecision(e inbox.Entry) events.APIGatewayV2HTTPResponse {
 // resubmitInboxEntry serves POST /inbox/{id}/resubmit under its own key:
 // the waiting write runs again, decided against the request's
 // Idempotency-Decided-Version or, without one, the version its refusal
-// named. The resubmission first takes the entry (compare-and-set: waiting
+// named, with the reason the refused cancel gave (kept on the entry). The
+// resubmission first takes the entry (compare-and-set: waiting
 // to resubmitting); when the check passes the write runs (its own answer is
 // the response) and the entry leaves the inbox (resubmitted); when the
 // record changed again in what the write decides on, the entry is handed
@@ -338,7 +340,8 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 	}
 	if !done {
 		var stale bool
-		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, "", d, resubmission{id: e.ID, by: by})
+		// The write runs as it was sent: with the reason its cancel gave.
+		resp, stale, err = h.cancel(ctx, c.tenant, caller, e.RecordID, e.Reason, d, resubmission{id: e.ID, by: by})
 		if err != nil || stale {
 			// Refused again: handed back (cancel kept it waiting), or left
 			// held for this resubmission's retry.

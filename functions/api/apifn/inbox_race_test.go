@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -308,6 +309,96 @@ func TestInboxResubmissionRefusedForItsOwnFaultLeavesTheEntryWaiting(t *testing.
 		}
 		if st := runStatus(t, rs, run.ID); st != runs.StatusRunning {
 			t.Fatalf("the run is %s", st)
+		}
+	})
+}
+
+// TestInboxResubmissionKeepsTheCancelReason: a stale cancel with a reason
+// waits in the inbox with that reason (GET /inbox lists it), keeps it when a
+// resubmission is refused again, and the resubmission that runs cancels the
+// run with it: run.cancelled carries it as payload.reason, as a direct
+// cancel's does. A cancel without a reason waits, and cancels, without one.
+func TestInboxResubmissionKeepsTheCancelReason(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs := inboxHost(t, e, nil)
+		ctx := context.Background()
+		cancelledPayload := func(id string) map[string]any {
+			t.Helper()
+			s := f.stream(t, eventsReq("/runs/"+runs.ProjectID(id)+"/events", "acme", "", ""))
+			d := eventDoc(t, s.Frames[len(s.Frames)-1].Data)
+			p, _ := d["payload"].(map[string]any)
+			if d["type"] != EventRunCancelled {
+				t.Fatalf("the last event: %v", d)
+			}
+			delete(p, "durationMs")
+			return p
+		}
+		for _, c := range []struct {
+			name, body, reason string
+			refusedAgain       bool
+		}{
+			{"with a reason", `{"reason":"offline"}`, "offline", false},
+			{"refused again", `{"reason":"offline ✓ \"twice\""}`, "offline ✓ \"twice\"", true},
+			{"without a reason", ``, "", false},
+			{"an empty body object", `{}`, "", false},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				r := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{"n":1}`), time.Now())
+				if err := rs.Create(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := rs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				req := decidedCancel(r.ID, 1, "queued "+c.name)
+				if c.body != "" {
+					req.Body, req.Headers["content-type"] = c.body, "application/json"
+				}
+				resp, m := f.do(t, req)
+				d, _ := m["details"].(map[string]any)
+				id, _ := d["inboxId"].(string)
+				if resp.StatusCode != 409 || id == "" {
+					t.Fatalf("the stale cancel: %d %s", resp.StatusCode, resp.Body)
+				}
+				listedReason := func() (any, bool) {
+					t.Helper()
+					for _, x := range listInbox(t, f) {
+						if en := x.(map[string]any); en["id"] == id {
+							v, ok := en["reason"]
+							return v, ok
+						}
+					}
+					t.Fatalf("entry %s is not listed", id)
+					return nil, false
+				}
+				if v, ok := listedReason(); c.reason == "" && ok || c.reason != "" && v != c.reason {
+					t.Fatalf("the listed entry's reason: %v (present %v), want %q", v, ok, c.reason)
+				}
+				if c.refusedAgain {
+					// Another change of status after the refusal: the
+					// resubmission is refused again, the entry waits with its
+					// reason.
+					if _, err := rs.Transition(ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusPending, "", time.Now()); err != nil {
+						t.Fatal(err)
+					}
+					if resp, m := f.do(t, commerceReq("POST", "/inbox/"+id+"/resubmit", "resubmit first "+c.name)); resp.StatusCode != 409 || m["error"] != "idemkit.stale_decision" {
+						t.Fatalf("the resubmission refused again: %d %s", resp.StatusCode, resp.Body)
+					}
+					if v, _ := listedReason(); v != c.reason {
+						t.Fatalf("the reason after the refused resubmission: %v", v)
+					}
+				}
+				if resp, m := f.do(t, commerceReq("POST", "/inbox/"+id+"/resubmit", "resubmit "+c.name)); resp.StatusCode != 200 || m["status"] != "cancelled" {
+					t.Fatalf("the resubmission: %d %s", resp.StatusCode, resp.Body)
+				}
+				want := map[string]any{}
+				if c.reason != "" {
+					want["reason"] = c.reason
+				}
+				if p := cancelledPayload(r.ID); !reflect.DeepEqual(p, want) {
+					t.Fatalf("run.cancelled's payload: %v, want %v", p, want)
+				}
+			})
 		}
 	})
 }

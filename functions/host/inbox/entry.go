@@ -37,6 +37,10 @@ type Entry struct {
 	DecidedVersion int64                 `json:"decidedVersion"`
 	CurrentVersion int64                 `json:"currentVersion"`
 	Changes        []decided.FieldChange `json:"changes"`
+	// Reason is the refused write's reason as its request gave it (a
+	// cancel's body reason), "" for none: a resubmission runs the write
+	// with it, so what the run records is what the caller sent.
+	Reason string `json:"reason,omitempty"`
 	// CreatedAt is when the write was refused (the latest refusal, for an
 	// entry resubmitted and refused again).
 	CreatedAt time.Time `json:"createdAt"`

@@ -9,8 +9,8 @@
 // The cases, each a subtest of Run:
 //
 //   - KeepListGet: an entry is kept once per id, listed oldest first as
-//     kept (its changes and time intact), and never listed, found or
-//     decided across tenants.
+//     kept (its changes, reason and time intact), and never listed, found
+//     or decided across tenants.
 //   - DiscardIsFinal: a waiting entry discarded leaves the listing, Get
 //     shows it discarded by its decision, and nothing moves it again
 //     (another discard, a resubmission, a Keep).
@@ -95,8 +95,8 @@ var base = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func entry(tenant string, n int, d time.Duration) inbox.Entry {
 	return inbox.Entry{ID: inbox.EntryID(idem.ClaimInfo{ID: fmt.Sprintf("claim-%d", n), OriginalRequestID: "r"}, true), Tenant: tenant,
 		Caller: "caller-a", Operation: "cancelRun", RecordID: tenant + "/runrunrunrunrunrun1", DecidedVersion: 1, CurrentVersion: 3,
-		CreatedAt: base.Add(d),
-		Changes:   []decided.FieldChange{{Field: "status", Old: json.RawMessage(`"pending"`), New: json.RawMessage(`"running"`), Version: 3}}}
+		CreatedAt: base.Add(d), Reason: fmt.Sprintf("offline \"%d\" ✓", n),
+		Changes: []decided.FieldChange{{Field: "status", Old: json.RawMessage(`"pending"`), New: json.RawMessage(`"running"`), Version: 3}}}
 }
 
 func keep(t *testing.T, s inbox.Store, e inbox.Entry, by string) {
@@ -145,13 +145,21 @@ func keepListGet(t *testing.T, h Harness) {
 	}
 	l, err := s.List(ctx, "acme")
 	if err != nil || len(l) != 2 || l[0].ID != a1.ID || l[1].ID != a2.ID || string(l[0].Changes[0].New) != `"running"` ||
-		!l[0].CreatedAt.Equal(base) || l[0].State != inbox.Waiting || l[0].Caller != "caller-a" || l[0].CurrentVersion != 3 {
+		!l[0].CreatedAt.Equal(base) || l[0].State != inbox.Waiting || l[0].Caller != "caller-a" || l[0].CurrentVersion != 3 ||
+		l[0].Reason != a1.Reason || l[1].Reason != a2.Reason {
 		t.Fatalf("acme's inbox: %+v %v", l, err)
+	}
+	// An entry without a reason has none.
+	none := entry("acme", 3, 2*time.Second)
+	none.Reason = ""
+	keep(t, s, none, "")
+	if e := get(t, s, "acme", none.ID); e.Reason != "" {
+		t.Fatalf("an entry without a reason: %+v", e)
 	}
 	if ids := listed(t, s, "initech"); len(ids) != 0 {
 		t.Fatalf("an empty inbox: %v", ids)
 	}
-	if e := get(t, s, "acme", a2.ID); e.ID != a2.ID || e.State != inbox.Waiting || e.By != "" {
+	if e := get(t, s, "acme", a2.ID); e.ID != a2.ID || e.State != inbox.Waiting || e.By != "" || e.Reason != a2.Reason {
 		t.Fatalf("Get: %+v", e)
 	}
 	if _, err := s.Get(ctx, "initech", a2.ID); !errors.Is(err, inbox.ErrNotFound) {
@@ -174,7 +182,7 @@ func discardIsFinal(t *testing.T, h Harness) {
 	keep(t, s, a, "")
 	keep(t, s, b, "")
 	e, err := s.Decide(ctx, "acme", a.ID, inbox.Discarded, "d1", base.Add(time.Minute))
-	if err != nil || e.State != inbox.Discarded || e.By != "d1" || !e.DecidedAt.Equal(base.Add(time.Minute)) || e.RecordID != a.RecordID {
+	if err != nil || e.State != inbox.Discarded || e.By != "d1" || !e.DecidedAt.Equal(base.Add(time.Minute)) || e.RecordID != a.RecordID || e.Reason != a.Reason {
 		t.Fatalf("discard: %+v %v", e, err)
 	}
 	if ids := listed(t, s, "acme"); len(ids) != 1 || ids[0] != b.ID {
@@ -202,7 +210,7 @@ func resubmitHoldsThenFinishes(t *testing.T, h Harness) {
 	a := entry("acme", 1, 0)
 	keep(t, s, a, "")
 	e, err := s.Decide(ctx, "acme", a.ID, inbox.Resubmitting, "r1", base)
-	if err != nil || e.State != inbox.Resubmitting || e.By != "r1" {
+	if err != nil || e.State != inbox.Resubmitting || e.By != "r1" || e.Reason != a.Reason {
 		t.Fatalf("take: %+v %v", e, err)
 	}
 	if ids := listed(t, s, "acme"); len(ids) != 1 {
@@ -218,7 +226,7 @@ func resubmitHoldsThenFinishes(t *testing.T, h Harness) {
 	upd := a
 	upd.CurrentVersion, upd.CreatedAt = 5, base.Add(time.Hour)
 	keep(t, s, upd, "r1")
-	if g := get(t, s, "acme", a.ID); g.State != inbox.Waiting || g.By != "" || g.CurrentVersion != 5 || !g.CreatedAt.Equal(base.Add(time.Hour)) {
+	if g := get(t, s, "acme", a.ID); g.State != inbox.Waiting || g.By != "" || g.CurrentVersion != 5 || !g.CreatedAt.Equal(base.Add(time.Hour)) || g.Reason != a.Reason {
 		t.Fatalf("handed back: %+v", g)
 	}
 	// Taken again (by another decision) and finished.
