@@ -198,7 +198,8 @@ func TestCommerceOfflineCancelRefusedWithFixWhenStatusChanged(t *testing.T) {
 // TestCommerceInboxResubmitAndDiscard: a waiting write resubmitted (decided
 // again, against the version its refusal named) runs and leaves the inbox;
 // one resubmitted after the record changed again stays, with the new fix;
-// a discarded one leaves the inbox without running; unknown ids are 404.
+// a discarded one leaves the inbox without running and is decided (409)
+// for every later decision; unknown ids are 404.
 func TestCommerceInboxResubmitAndDiscard(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		c := newCommerceHost(t, e)
@@ -248,10 +249,13 @@ func TestCommerceInboxResubmitAndDiscard(t *testing.T) {
 		if es := c.inbox(t); len(es) != 0 || c.get(t, b.ID).Status != runs.StatusFailed {
 			t.Fatalf("after discard: %v", es)
 		}
-		for _, p := range []string{"/inbox/" + idb + "/discard", "/inbox/" + idb + "/resubmit", "/inbox/..%2Fx/discard"} {
-			if r, _ := c.f.do(t, commerceReq("POST", p, "unknown "+p)); r.StatusCode != 404 {
+		for _, p := range []string{"/inbox/" + idb + "/discard", "/inbox/" + idb + "/resubmit"} {
+			if r, m := c.f.do(t, commerceReq("POST", p, "after discard "+p)); r.StatusCode != 409 || m["error"] != CodeInboxEntryDecided {
 				t.Fatalf("%s: %d %s", p, r.StatusCode, r.Body)
 			}
+		}
+		if r, _ := c.f.do(t, commerceReq("POST", "/inbox/..%2Fx/discard", "unknown id")); r.StatusCode != 404 {
+			t.Fatalf("an unknown id: %d %s", r.StatusCode, r.Body)
 		}
 	})
 }

@@ -30,10 +30,12 @@ import (
 //
 // A discard and a resubmission of one entry are decided by compare-and-set
 // on the entry (inbox.Store.Decide): exactly one wins. A discard that won
-// means the write never runs: a resubmission after it is 404 (the entry is
-// gone). A resubmission that won holds the entry while the write runs:
-// any other decision is 409 CodeInboxEntryDecided with details {id, state}
-// ("resubmitting", "resubmitted"). Each decision is named after its
+// means the write never runs; a resubmission that won holds the entry while
+// the write runs. Either way any other decision is 409
+// CodeInboxEntryDecided with details {id, state} ("discarded",
+// "resubmitting", "resubmitted"), until the decided entry is forgotten
+// (inbox.Config.Retention after its decision), when its id is 404 as one
+// never kept. Each decision is named after its
 // Layer-1 record (inbox.DecisionBy), so a retry with the same
 // Idempotency-Key whose first answer was lost (a 5xx after the decision
 // landed) finds its own decision and answers as the first would have. A
@@ -281,13 +283,10 @@ func decisionBy(ctx context.Context) string {
 	return inbox.DecisionBy(claim, claimed)
 }
 
-// lostDecision answers a decision that lost the entry to another: 404 when
-// the entry was discarded (it is gone), else 409 CodeInboxEntryDecided
-// naming what holds or decided it.
+// lostDecision answers a decision that lost the entry to another: 409
+// CodeInboxEntryDecided naming what holds or decided it (discarded,
+// resubmitting, resubmitted), whatever decided it.
 func lostDecision(e inbox.Entry) events.APIGatewayV2HTTPResponse {
-	if e.State == inbox.Discarded {
-		return notFound()
-	}
 	return errResp(apierr.New(http.StatusConflict, CodeInboxEntryDecided, "the waiting write was already decided by another request: it is %s", e.State).
 		WithDetails(map[string]any{"id": e.ID, "state": string(e.State)}))
 }
@@ -304,8 +303,13 @@ func lostDecision(e inbox.Entry) events.APIGatewayV2HTTPResponse {
 func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	caller := h.callerOf(c.ev)
 	e, err := h.cfg.Inbox.Get(ctx, c.tenant, c.entryID())
-	if errors.Is(err, inbox.ErrNotFound) || err == nil && (e.Caller != caller || e.State == inbox.Discarded) {
+	if errors.Is(err, inbox.ErrNotFound) || err == nil && e.Caller != caller {
 		return notFound(), nil
+	}
+	if e.State == inbox.Discarded {
+		// Decided by a discard: the write never runs (a retry of this very
+		// resubmission is answered by Layer 1 from its record).
+		return lostDecision(e), nil
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
@@ -403,17 +407,17 @@ const CodeInboxOperationUnknown = "idemkit.inbox_operation_unknown"
 
 // CodeInboxEntryDecided is the vendor error code (HTTP 409) of a discard or
 // resubmission of an inbox entry that another request already decided:
-// details {id, state}, state "resubmitting" (another resubmission holds it
-// while its write runs) or "resubmitted" (its write was run). A discard
-// that lost to another discard is 404: the entry is gone.
+// details {id, state}, state "discarded" (dropped, its write never runs),
+// "resubmitting" (another resubmission holds it while its write runs) or
+// "resubmitted" (its write was run).
 const CodeInboxEntryDecided = "idemkit.inbox_entry_decided"
 
 // discardInboxEntry serves POST /inbox/{id}/discard under its own key: the
 // waiting write is dropped, never run (compare-and-set: waiting to
 // discarded); 200 {"id", "status": "discarded"}, also to a retry of the
-// same discard; 404 when the caller's inbox has no such entry (or it was
-// discarded by another request); 409 CodeInboxEntryDecided when a
-// resubmission holds or ran it.
+// same discard; 404 when the caller's inbox has no such entry; 409
+// CodeInboxEntryDecided when another discard dropped it or a resubmission
+// holds or ran it.
 func (h *Handler) discardInboxEntry(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	if caller := h.callerOf(c.ev); caller != "" {
 		// Only the caller that queued the write finds it (one more read,

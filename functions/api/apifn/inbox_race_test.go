@@ -86,10 +86,9 @@ func runStatus(t *testing.T, rs runs.RunStore, id string) runs.Status {
 // TestInboxDiscardAndResubmitRaceHasOneWinner: discards and resubmissions
 // of one waiting write, each under its own key, race; exactly one answers
 // 200. When a discard won, the write never ran (the run is still
-// running) and every resubmission is 404 (the entry was discarded); when a
-// resubmission won, the run is cancelled and every loser is told so (409
-// idemkit.inbox_entry_decided naming the state), or 404 for a discard that
-// lost to another discard.
+// running); whichever won, every loser is told so: 409
+// idemkit.inbox_entry_decided naming the entry and its state (discarded,
+// resubmitting or resubmitted).
 func TestInboxDiscardAndResubmitRaceHasOneWinner(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
 		f, rs := inboxHost(t, e, nil)
@@ -157,7 +156,10 @@ func TestInboxDiscardAndResubmitRaceHasOneWinner(t *testing.T) {
 					continue
 				}
 				switch {
-				case w.verb == "discard" && a.status == 404:
+				case w.verb == "discard" && a.status == 409 && a.body["error"] == CodeInboxEntryDecided:
+					if d, _ := a.body["details"].(map[string]any); d["state"] != "discarded" || d["id"] != id {
+						t.Fatalf("round %d: the loser's details: %s", round, a.raw)
+					}
 				case w.verb == "resubmit" && a.status == 409 && a.body["error"] == CodeInboxEntryDecided:
 					d, _ := a.body["details"].(map[string]any)
 					if s := d["state"]; s != "resubmitting" && s != "resubmitted" || d["id"] != id {
@@ -258,7 +260,8 @@ func TestInboxDecisionRetriedAfterLostAnswer(t *testing.T) {
 			if st, m, body := post(id, "discard", fmt.Sprintf("discard %v", applied)); st != 200 || m["status"] != "discarded" {
 				t.Fatalf("applied %v: the retried discard: %d %s", applied, st, body)
 			}
-			if st, _, body := post(id, "resubmit", fmt.Sprintf("resubmit after discard %v", applied)); st != 404 || runStatus(t, rs, run.ID) != runs.StatusRunning {
+			if st, m, body := post(id, "resubmit", fmt.Sprintf("resubmit after discard %v", applied)); st != 409 || m["error"] != CodeInboxEntryDecided ||
+				m["details"].(map[string]any)["state"] != "discarded" || runStatus(t, rs, run.ID) != runs.StatusRunning {
 				t.Fatalf("applied %v: a resubmission after the discard: %d %s (run %s)", applied, st, body, runStatus(t, rs, run.ID))
 			}
 			// Resubmit: the take lost, then the finish lost.
@@ -399,6 +402,41 @@ func TestInboxResubmissionKeepsTheCancelReason(t *testing.T) {
 					t.Fatalf("run.cancelled's payload: %v, want %v", p, want)
 				}
 			})
+		}
+	})
+}
+
+// TestInboxDecidedEntryIsDecidedWhateverDecidedIt: once an entry is decided,
+// a later resubmission or discard under a new key is 409
+// idemkit.inbox_entry_decided with details {id, state}, whether the entry
+// was discarded or resubmitted (never a 404 for one and a 409 for the
+// other); a discarded write never runs. An id the inbox never held is 404.
+func TestInboxDecidedEntryIsDecidedWhateverDecidedIt(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		f, rs := inboxHost(t, e, nil)
+		for first, state := range map[string]string{"discard": "discarded", "resubmit": "resubmitted"} {
+			run, id := waitingCancel(t, f, rs, "queued then "+first)
+			if r, _ := f.do(t, commerceReq("POST", "/inbox/"+id+"/"+first, first+" first")); r.StatusCode != 200 {
+				t.Fatalf("the first %s: %d %s", first, r.StatusCode, r.Body)
+			}
+			want := map[string]any{"id": id, "state": state}
+			for _, verb := range []string{"resubmit", "discard"} {
+				r, m := f.do(t, commerceReq("POST", "/inbox/"+id+"/"+verb, verb+" after "+first))
+				if r.StatusCode != 409 || m["error"] != CodeInboxEntryDecided || m["message"] == "" ||
+					!reflect.DeepEqual(m["details"], want) || len(m) != 3 {
+					t.Fatalf("a %s after the %s: %d %s", verb, first, r.StatusCode, r.Body)
+				}
+			}
+			st := runStatus(t, rs, run.ID)
+			if first == "discard" && st != runs.StatusRunning || first == "resubmit" && st != runs.StatusCancelled {
+				t.Fatalf("after the %s the run is %s", first, st)
+			}
+		}
+		unknown := inbox.EntryID(idem.ClaimInfo{}, false)
+		for _, verb := range []string{"resubmit", "discard"} {
+			if r, m := f.do(t, commerceReq("POST", "/inbox/"+unknown+"/"+verb, verb+" unknown")); r.StatusCode != 404 || m["error"] != "not_found" {
+				t.Fatalf("a %s of an unknown id: %d %s", verb, r.StatusCode, r.Body)
+			}
 		}
 	})
 }
