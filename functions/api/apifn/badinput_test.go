@@ -6,7 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 )
@@ -273,6 +275,73 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 		}
 		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
 			t.Errorf("the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
+		}
+	}
+}
+
+// TestBodyTenantOfABodylessRouteIsRefusedWhateverTheContentType: the routes
+// that read no body (retryRun, resubmitInboxEntry, discardInboxEntry) take
+// a body only as strict JSON text, whatever its Content-Type (checkNoBody);
+// with the Guard's BodyTenantField set, such a body naming another tenant
+// is 403 forbidden (details.reason tenant_mismatch) under every
+// Content-Type (JSON, text/plain, none), with or without a key, the same
+// answer byte for byte, and nothing runs; the caller's own tenant is
+// accepted under every Content-Type.
+func TestBodyTenantOfABodylessRouteIsRefusedWhateverTheContentType(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{BodyTenantField: "tenantId"}, nil)
+	failed := f.newRun(t, "acme")
+	f.move(t, failed.ID, runs.StatusPending, runs.StatusFailed, "boom", t0.Add(time.Second))
+	entry := inbox.EntryID(idem.ClaimInfo{}, false)
+	paths := map[string]string{
+		"retry":    "/runs/" + runs.ProjectID(failed.ID) + "/retry",
+		"resubmit": "/inbox/" + entry + "/resubmit",
+		"discard":  "/inbox/" + entry + "/discard",
+	}
+	cts := []string{"application/json", "text/plain", "application/x-www-form-urlencoded", ""}
+	before := f.runs.Len()
+	n := 0
+	for name, path := range paths {
+		for _, body := range []string{`{"tenantId":"globex"}`, `{"tenantId":{"id":"acme"}}`, `{"x":1,"tenantId":"ACME"}`} {
+			var first string
+			for _, keyed := range []bool{true, false} {
+				for _, ct := range cts {
+					n++
+					key := ""
+					if keyed {
+						key = fmt.Sprintf("k-bodyless-tenant-%010d", n)
+					}
+					e := ev("POST", path, "acme", key, body)
+					delete(e.Headers, "content-type")
+					if ct != "" {
+						e.Headers["content-type"] = ct
+					}
+					resp, m := f.do(t, e)
+					details, _ := m["details"].(map[string]any)
+					if resp.StatusCode != 403 || m["error"] != "forbidden" || details["reason"] != "tenant_mismatch" {
+						t.Errorf("%s %s (key %v, Content-Type %q): %d %s, want 403 forbidden tenant_mismatch", name, body, keyed, ct, resp.StatusCode, resp.Body)
+						continue
+					}
+					if first == "" {
+						first = resp.Body
+					} else if resp.Body != first {
+						t.Errorf("%s %s (key %v, Content-Type %q): %s, another answer than %s", name, body, keyed, ct, resp.Body, first)
+					}
+				}
+			}
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created", got-before)
+	}
+	for _, ct := range cts {
+		n++
+		e := ev("POST", paths["retry"], "acme", fmt.Sprintf("k-bodyless-tenant-%010d", n), `{"tenantId":"acme"}`)
+		delete(e.Headers, "content-type")
+		if ct != "" {
+			e.Headers["content-type"] = ct
+		}
+		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
+			t.Errorf("retry naming the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
 		}
 	}
 }

@@ -357,6 +357,8 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		if e := h.jsonBodyRefusal(r, c); e != nil {
 			return errResp(e), false, nil
 		}
+	}
+	if r.jsonBody || r.noBody {
 		if e := h.bodyTenantRefusal(r, c); e != nil {
 			return errResp(e), false, nil
 		}
@@ -440,7 +442,8 @@ func checkBodySize(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 // twice, valid UTF-8 without a lone surrogate, numbers a double holds);
 // 400 validation_error otherwise. A keyed request's body is part of what
 // its key binds, so the same request is never accepted or refused for its
-// key's presence, nor for its Content-Type.
+// key's presence, nor for its Content-Type; nor is a body naming another
+// tenant (bodyTenantRefusal, Route.noBody).
 func checkNoBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 	if e := checkBodySize(ev); e != nil {
 		return e
@@ -486,7 +489,9 @@ func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
 // other than the caller's, as Layer 1 answers it: Layer 1 reads that
 // member only of a body it reads as JSON (a JSON Content-Type), and a
 // route whose serve reads its body as JSON whatever the Content-Type
-// (Route.jsonBody) must not answer the same body otherwise without one.
+// (Route.jsonBody), or that takes a body only as JSON text whatever the
+// Content-Type (Route.noBody, checkNoBody), must not answer the same body
+// otherwise without one.
 // nil when the field is not configured, when Layer 1 decides (it reads
 // the body as JSON, or refuses the request before reading it, layer1),
 // or when the body is not a JSON object naming another tenant.
