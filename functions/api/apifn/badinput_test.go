@@ -227,7 +227,6 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 	live := f.newRun(t, "acme")
 	cases := []struct{ name, path, body string }{
 		{"create", "/runs", `{"workflowId":"conformance-noop","tenantId":"globex"}`},
-		{"create, tenant an object", "/runs", `{"workflowId":"conformance-noop","tenantId":{"id":"acme"}}`},
 		{"cancel", "/runs/" + runs.ProjectID(live.ID) + "/cancel", `{"reason":"r","tenantId":"globex"}`},
 		{"fork", forkPath(src.ID), `{"mode":"replay","tenantId":"globex"}`},
 	}
@@ -276,6 +275,68 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
 			t.Errorf("the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
 		}
+	}
+}
+
+// TestCreateRunRefusesWhatItsSchemaRefuses: a createRun body the host's
+// own closed schema refuses is 400 validation_error naming the member, and
+// creates nothing: scopeId "" (minLength 1), inputs null (an object),
+// tenantId not a string (null, a number, a boolean, an object, an array).
+// A tenantId of the wrong type is a malformed request, not another
+// tenant: with the Guard's BodyTenantField set (the deployed stack's) it
+// is the same 400, never 403 forbidden, with or without a key and under
+// every Content-Type the route takes; nothing is recorded, so the key then
+// runs a corrected body.
+func TestCreateRunRefusesWhatItsSchemaRefuses(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{BodyTenantField: "tenantId"}, nil)
+	before := f.runs.Len()
+	n := 0
+	for _, c := range []struct{ body, field string }{
+		{`{"workflowId":"conformance-noop","scopeId":""}`, "scopeId"},
+		{`{"workflowId":"conformance-noop","inputs":null}`, "inputs"},
+		{`{"workflowId":"conformance-noop","tenantId":null}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":5}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":0.5}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":true}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":{"id":"acme"}}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":["acme"]}`, "tenantId"},
+	} {
+		var first string
+		for _, keyed := range []bool{true, false} {
+			for _, ct := range []string{"application/json", ""} {
+				n++
+				key := ""
+				if keyed {
+					key = fmt.Sprintf("k-create-schema-%010d", n)
+				}
+				e := ev("POST", "/runs", "acme", key, c.body)
+				delete(e.Headers, "content-type")
+				if ct != "" {
+					e.Headers["content-type"] = ct
+				}
+				resp, m := f.do(t, e)
+				details, _ := m["details"].(map[string]any)
+				if resp.StatusCode != 400 || m["error"] != "validation_error" || details["field"] != c.field {
+					t.Errorf("%s (key %v, Content-Type %q): %d %s, want 400 validation_error on %s", c.body, keyed, ct, resp.StatusCode, resp.Body, c.field)
+					continue
+				}
+				if first == "" {
+					first = resp.Body
+				} else if resp.Body != first {
+					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.body, keyed, ct, resp.Body, first)
+				}
+				if keyed {
+					// Nothing recorded: the key runs the corrected body.
+					if r, _ := f.do(t, ev("POST", "/runs", "acme", key, `{"workflowId":"conformance-noop","tenantId":"acme","scopeId":"s","inputs":{}}`)); r.StatusCode != 201 {
+						t.Errorf("%s: the key again with a valid body: %d %s", c.body, r.StatusCode, r.Body)
+					}
+					before++
+				}
+			}
+		}
+	}
+	if got := f.runs.Len(); got != before {
+		t.Errorf("%d runs created by refused bodies", got-before)
 	}
 }
 

@@ -17,8 +17,9 @@ import (
 // composition closes the body (unevaluatedProperties: false). The host
 // acts on workflowId and inputs, on scopeId under
 // `OpenWOP-Dedup: enforce` (CreateRequest.ScopeID), and on mode only to
-// refuse an eval-suite run; the body's tenantId is checked against the
-// credential's tenant before the body is parsed (idem.Config.BodyTenantField).
+// refuse an eval-suite run; the body's tenantId must be a string
+// (CheckTenantID) and is checked against the credential's tenant before the
+// body is parsed (idem.Config.BodyTenantField).
 var createMembers = []string{
 	"workflowId", "inputs", "residency", "tenantId", "scopeId", "callbackUrl",
 	"mode", "evalSuiteRef", "agentId",
@@ -41,11 +42,29 @@ const (
 	maxTagChars = 256
 )
 
+// CheckTenantID refuses the tenantId member of a createRun body (raw, its
+// members) when present and not a JSON string, null included: 400
+// validation_error naming it (the createRun schema's type string). A
+// tenantId of another type is a malformed request, not another tenant, so
+// the api checks it before comparing the body's tenant with the
+// credential's (403 forbidden for a string naming another tenant).
+func CheckTenantID(raw map[string]json.RawMessage) *apierr.Error {
+	v, ok := raw["tenantId"]
+	if !ok {
+		return nil
+	}
+	var str *string
+	if json.Unmarshal(v, &str) != nil || str == nil {
+		return validation("tenantId", "tenantId must be a string (the credential's tenant)")
+	}
+	return nil
+}
+
 // checkCreateMembers refuses a createRun body with a member outside
 // createMembers (400 validation_error, details.field naming the first such
-// member in sorted order); callbackUrl or scopeId that is not a string,
-// evalSuiteRef or agentId that is not a non-empty string, and mode other
-// than "eval"
+// member in sorted order); tenantId that is not a string (CheckTenantID);
+// callbackUrl that is not a string, scopeId, evalSuiteRef or agentId that
+// is not a non-empty string, and mode other than "eval"
 // (400 validation_error naming it); mode "eval" (422 capability_required,
 // CapabilityEvalSuite); residency as checkResidency says; and RunOptions of the wrong shape: tags an
 // array of at most maxTags strings of at most maxTagChars characters each,
@@ -64,10 +83,13 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 		slices.Sort(unknown)
 		return opts, validation(unknown[0], fmt.Sprintf("unknown member %q: the createRun body is closed (workflowId, inputs, residency, tenantId, scopeId, callbackUrl, mode, evalSuiteRef, agentId, configurable, tags, metadata)", unknown[0]))
 	}
+	if e := CheckTenantID(raw); e != nil {
+		return opts, e
+	}
 	for _, m := range []struct {
 		name     string
 		nonEmpty bool
-	}{{"callbackUrl", false}, {"evalSuiteRef", true}, {"agentId", true}, {"scopeId", false}} {
+	}{{"callbackUrl", false}, {"evalSuiteRef", true}, {"agentId", true}, {"scopeId", true}} {
 		v, ok := raw[m.name]
 		if !ok {
 			continue

@@ -69,6 +69,43 @@ func TestParseCreateTagsLimits(t *testing.T) {
 	}
 }
 
+// TestParseCreateHoldsMembersToTheirSchema: what the host's closed
+// createRun schema refuses, ParseCreate refuses (400 validation_error
+// naming the member): tenantId not a string (null, a number, a boolean, an
+// object, an array), scopeId empty or not a string, inputs not an object
+// (null included); a string tenantId, a non-empty scopeId and an object
+// inputs are accepted.
+func TestParseCreateHoldsMembersToTheirSchema(t *testing.T) {
+	p := &WebhookPolicy{}
+	for _, c := range []struct{ body, field string }{
+		{`{"workflowId":"conformance-noop","tenantId":null}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":5}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":true}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":{"id":"acme"}}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","tenantId":["acme"]}`, "tenantId"},
+		{`{"workflowId":"conformance-noop","scopeId":""}`, "scopeId"},
+		{`{"workflowId":"conformance-noop","scopeId":null}`, "scopeId"},
+		{`{"workflowId":"conformance-noop","scopeId":7}`, "scopeId"},
+		{`{"workflowId":"conformance-noop","inputs":null}`, "inputs"},
+		{`{"workflowId":"conformance-noop","inputs":[]}`, "inputs"},
+		{`{"workflowId":"conformance-noop","inputs":"x"}`, "inputs"},
+		{`{"workflowId":"webhook","inputs":null}`, "inputs"},
+	} {
+		_, e := ParseCreate([]byte(c.body), p)
+		if e == nil || e.Status != 400 || e.Code != "validation_error" || e.Details["field"] != c.field {
+			t.Errorf("%s: %v, want 400 validation_error on %s", c.body, e, c.field)
+		}
+	}
+	for _, b := range []string{
+		`{"workflowId":"conformance-noop","tenantId":"acme","scopeId":"s","inputs":{}}`,
+		`{"workflowId":"conformance-noop","tenantId":"","scopeId":"x"}`,
+	} {
+		if _, e := ParseCreate([]byte(b), p); e != nil {
+			t.Errorf("%s: %v, want accepted", b, e)
+		}
+	}
+}
+
 // TestParseCreateResidency: this host advertises no dataResidency, so it
 // can pin no run to a region: a well-formed residency is refused 422
 // residency_unavailable naming the region, never accepted and ignored (a

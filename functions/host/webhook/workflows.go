@@ -107,7 +107,8 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 	}
 	inputs := map[string]json.RawMessage{}
 	req.Inputs = json.RawMessage("{}")
-	if in, ok := raw["inputs"]; ok && string(in) != "null" {
+	if in, ok := raw["inputs"]; ok {
+		// An object (the schema's type), never null: absent is {}.
 		if json.Unmarshal(in, &inputs) != nil || inputs == nil {
 			return req, validation("inputs", "inputs must be a JSON object")
 		}
