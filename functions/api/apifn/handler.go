@@ -349,6 +349,11 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 // skipped route, no key) is the host's, as is every other route's.
 func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (_ events.APIGatewayV2HTTPResponse, layer1 bool, _ error) {
 	if r.check != nil {
+		if e := contentCodingRefusal(c.ev); e != nil {
+			resp := errResp(e)
+			resp.Headers["Accept-Encoding"] = "identity"
+			return resp, false, nil
+		}
 		if e := r.check(c.ev); e != nil {
 			return errResp(e), false, nil
 		}
@@ -472,6 +477,28 @@ func checkBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 		// charset is refused rather than read as UTF-8.
 		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be UTF-8 JSON (charset=utf-8 or none)")
+		}
+	}
+	return nil
+}
+
+// contentCodingRefusal is the 415 unsupported_media_type of a non-empty
+// body sent with a content coding other than identity (gzip, br, ...):
+// this host decodes none, so the body is refused for its coding (RFC 9110
+// §15.5.16; the answer carries Accept-Encoding: identity, §12.5.3) rather
+// than read as JSON and refused as invalid. It runs on every route that
+// reads a body (a Route with a check), before the check.
+func contentCodingRefusal(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
+	if bodyLen(ev) == 0 {
+		return nil
+	}
+	for _, v := range header.Values(ev.Headers, "Content-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			coding = strings.Trim(coding, " \t")
+			if coding != "" && !strings.EqualFold(coding, "identity") {
+				return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType,
+					"Content-Encoding %q is not supported: send the body uncoded (identity)", coding)
+			}
 		}
 	}
 	return nil
