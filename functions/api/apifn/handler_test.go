@@ -120,7 +120,8 @@ func TestRoutingErrors(t *testing.T) {
 		{"GET", "/runs/a/b/c/d", 404, "not_found", ""},
 		{"DELETE", "/runs", 405, CodeMethodNotAllowed, "POST"},
 		{"GET", "/runs", 404, "not_found", ""}, // listRuns, unadvertised (runs.md: 404)
-		{"POST", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET"},
+		{"POST", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET, HEAD"},
+		{"DELETE", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET, HEAD"},
 		{"GET", "/runs/acme~2Fabcdefghijklmnopqr/cancel", 405, CodeMethodNotAllowed, "POST"},
 		{"PUT", "/runs/acme~2Fabcdefghijklmnopqr/effects", 405, CodeMethodNotAllowed, "GET"},
 		{"POST", "/.well-known/openwop", 405, CodeMethodNotAllowed, "GET, HEAD"},

@@ -264,7 +264,7 @@ func MatchRoute(method, rawPath string) (m Match, allow string, found, ok bool) 
 	}
 	var methods []string
 	var get *Route
-	public := false
+	public, head := false, false
 	for i, r := range Routes {
 		if r.Pattern != pattern {
 			continue
@@ -276,17 +276,21 @@ func MatchRoute(method, rawPath string) (m Match, allow string, found, ok bool) 
 		if r.Method == http.MethodGet {
 			get = &Routes[i]
 		}
-		if r.Method != http.MethodHead {
+		if r.Method == http.MethodHead {
+			head = true
+		} else {
 			methods = append(methods, r.Method)
 		}
 	}
 	if !found && method == http.MethodHead && get != nil {
 		m.Route, found = *get, true
 	}
-	// HEAD is advertised only where every caller may use it: the public
-	// capabilities document. On the run routes the deployed authorizer sees
-	// HEAD only where template.yaml routes it, so it is not advertised.
-	if public && get != nil {
+	// HEAD is advertised where it is served to every caller who may GET:
+	// a route of its own (getRun's, which template.yaml routes through the
+	// authorizer) or a public GET. On the other authenticated GET routes
+	// the deployed authorizer never sees HEAD (template.yaml does not
+	// route it), so it is not advertised there.
+	if head || (public && get != nil) {
 		methods = append(methods, http.MethodHead)
 	}
 	return m, strings.Join(methods, ", "), found, true
