@@ -98,6 +98,15 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// A body declared over the limit is refused before a byte of it is
+	// read (nor 100 Continue sent), as API Gateway refuses one over its
+	// own; the connection is closed after the answer, its body unread.
+	if r.ContentLength > apifn.MaxBodyBytes {
+		w.Header().Set("Connection", "close")
+		g.writeEnvelope(w, reqID, apierr.New(http.StatusRequestEntityTooLarge, apierr.CodePayloadTooLarge,
+			"the body exceeds %d bytes", apifn.MaxBodyBytes))
+		return
+	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, apifn.MaxBodyBytes+1))
 	if err != nil {
 		g.writeEnvelope(w, reqID, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))

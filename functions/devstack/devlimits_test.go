@@ -1,0 +1,94 @@
+package devstack
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// limitsGateway is a gateway over memory stores behind an httptest server
+// (key "k1" of tenant acme); its address.
+func limitsGateway(t *testing.T) string {
+	t.Helper()
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
+	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := apikeys.NewMemKeys()
+	_ = keys.PutKey(context.Background(), "k1", "acme")
+	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// TestDeclaredOversizeBodyIs413BeforeReading: a request whose
+// Content-Length declares more than apifn.MaxBodyBytes is answered 413
+// payload_too_large at once, without reading the body — the client that
+// sent only part of it, or waits for 100 Continue, gets the answer instead
+// of a hang and a 400 — and the connection is closed after it; a body of
+// exactly the limit is still read.
+func TestDeclaredOversizeBodyIs413BeforeReading(t *testing.T) {
+	addr := limitsGateway(t)
+	for _, expect := range []string{"", "Expect: 100-continue\r\n"} {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.WriteString(c, "POST /runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\n"+expect+
+			"Content-Length: "+strconv.Itoa(apifn.MaxBodyBytes+1)+"\r\n\r\n{")
+		r, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Errorf("%q: no answer: %v", expect, err)
+			c.Close()
+			continue
+		}
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		r.Body.Close()
+		c.Close()
+		if r.StatusCode != 413 || m["error"] != "payload_too_large" || r.Header.Get("OpenWOP-Version") == "" || !r.Close {
+			t.Errorf("%q: %d %v %v (close %v)", expect, r.StatusCode, r.Header, m, r.Close)
+		}
+	}
+	head, tail := `{"workflowId":"conformance-noop","inputs":{"pad":"`, `"}}`
+	body := head + strings.Repeat("x", apifn.MaxBodyBytes-len(head)-len(tail)) + tail
+	if len(body) != apifn.MaxBodyBytes {
+		t.Fatalf("body of %d bytes", len(body))
+	}
+	req, _ := http.NewRequest("POST", "http://"+addr+"/runs", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer k1")
+	req.Header.Set("Content-Type", "application/json")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode == 413 {
+		t.Errorf("a body of exactly %d bytes: 413", apifn.MaxBodyBytes)
+	}
+}
