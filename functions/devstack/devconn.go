@@ -18,6 +18,7 @@ import (
 // except 400, which gets validation_error).
 const (
 	codeHeadersTooLarge       = "idemkit.request_headers_too_large" // 431
+	codeURITooLong            = "idemkit.uri_too_long"              // 414
 	codeExpectationFailed     = "idemkit.expectation_failed"        // 417
 	codeTransferEncodingUnsup = "idemkit.transfer_encoding_unsupported"
 	codeHTTPRefused           = "idemkit.http_refused" // any other status net/http answers itself
@@ -25,7 +26,8 @@ const (
 
 // envelopeListener wraps the dev server's listener so that the responses
 // net/http writes by itself — a request it cannot parse never reaches a
-// handler: headers over the limit (431), a NUL or other invalid byte in a
+// handler: headers over the limit (431; 414 when the request line alone
+// is, which devListener tells apart), a NUL or other invalid byte in a
 // header, a malformed path escape or a missing Host (400), an unsupported
 // Transfer-Encoding (501), an Expect it cannot meet (417) — carry the v2
 // error envelope {error, message} as application/json, like every other
@@ -50,10 +52,31 @@ func (l envelopeListener) Accept() (net.Conn, error) {
 	return &envelopeConn{Conn: c}, nil
 }
 
-type envelopeConn struct{ net.Conn }
+// devListener is the dev server's listener (serve.go): each connection is an
+// envelopeConn inside a rawconn.Conn (devraw.go), and the envelopeConn
+// asks the rawconn.Conn whether a refused head was refused for its request
+// line, so that a request target over the limit is 414
+// idemkit.uri_too_long rather than 431.
+type devListener struct{ net.Listener }
+
+func (l devListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	ec := &envelopeConn{Conn: c}
+	rc := &rawconn.Conn{Conn: ec}
+	ec.raw = rc
+	return rc, nil
+}
+
+type envelopeConn struct {
+	net.Conn
+	raw *rawconn.Conn // the connection that reads through this one, if any
+}
 
 func (c *envelopeConn) Write(p []byte) (int, error) {
-	if out, ok := envelopeFor(p); ok {
+	if out, ok := envelopeFor(p, c.raw != nil && c.raw.InRequestLine()); ok {
 		if _, err := c.Conn.Write(out); err != nil {
 			return 0, err
 		}
@@ -63,8 +86,11 @@ func (c *envelopeConn) Write(p []byte) (int, error) {
 }
 
 // envelopeFor returns the envelope response replacing p when p is a whole
-// error response net/http wrote by itself.
-func envelopeFor(p []byte) ([]byte, bool) {
+// error response net/http wrote by itself. inRequestLine says that the
+// head being read when net/http refused it ended inside its request line:
+// net/http's 431 is then a request target over the limit, answered 414
+// (RFC 9110 §15.5.15).
+func envelopeFor(p []byte, inRequestLine bool) ([]byte, bool) {
 	if !bytes.HasPrefix(p, []byte("HTTP/1.")) || len(p) < 12 || p[8] != ' ' {
 		return nil, false
 	}
@@ -80,14 +106,17 @@ func envelopeFor(p []byte) ([]byte, bool) {
 		return nil, false
 	}
 	var e *apierr.Error
-	switch status {
-	case http.StatusBadRequest:
+	switch {
+	case status == http.StatusBadRequest:
 		e = apierr.New(status, apierr.CodeValidation, "the request is not valid HTTP (malformed request line, path escape or header)")
-	case http.StatusRequestHeaderFieldsTooLarge:
+	case status == http.StatusRequestHeaderFieldsTooLarge && inRequestLine:
+		status = http.StatusRequestURITooLong
+		e = apierr.New(status, codeURITooLong, "the request line (method, target and version) exceeds %d bytes", rawconn.MaxHeadBytes)
+	case status == http.StatusRequestHeaderFieldsTooLarge:
 		e = apierr.New(status, codeHeadersTooLarge, "the request headers exceed %d bytes", rawconn.MaxHeadBytes)
-	case http.StatusExpectationFailed:
+	case status == http.StatusExpectationFailed:
 		e = apierr.New(status, codeExpectationFailed, "the only Expect value supported is 100-continue")
-	case http.StatusNotImplemented:
+	case status == http.StatusNotImplemented:
 		e = apierr.New(status, codeTransferEncodingUnsup, "the request's Transfer-Encoding is not supported")
 	default:
 		e = apierr.New(status, codeHTTPRefused, "%s", http.StatusText(status))

@@ -150,3 +150,62 @@ func TestHeaderBlocksTheRawTrackerCannotKeepAre431(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlongRequestTargetIs414: on the dev server's listener
+// (devListener) a head refused because its request line alone is over the
+// bound is 414 idemkit.uri_too_long with the envelope, not 431 (RFC 9110
+// §15.5.15: the target is what is too long), on a fresh connection and
+// after a request served on it; a long header field after a short request
+// line stays 431 idemkit.request_headers_too_large, and a long target that
+// fits is served.
+func TestOverlongRequestTargetIs414(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	rawconn.Configure(srv)
+	go func() { _ = srv.Serve(devListener{ln}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	addr := ln.Addr().String()
+	const served = "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+	long := func(n int) string { return "GET /" + strings.Repeat("a", n) + " HTTP/1.1\r\nHost: x\r\n\r\n" }
+	for name, c := range map[string]struct {
+		raw    string
+		status int
+		code   string
+	}{
+		"100 KB target":                  {long(100 << 10), http.StatusRequestURITooLong, codeURITooLong},
+		"a target just over the bound":   {long(rawconn.MaxHeadBytes), http.StatusRequestURITooLong, codeURITooLong},
+		"100 KB target after a request":  {served + long(100<<10), http.StatusRequestURITooLong, codeURITooLong},
+		"100 KB header":                  {"GET /x HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("a", 100<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge, codeHeadersTooLarge},
+		"100 KB header after a request":  {served + "GET /x HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("a", 100<<10) + "\r\n\r\n", http.StatusRequestHeaderFieldsTooLarge, codeHeadersTooLarge},
+		"a long target within the bound": {long(40 << 10), http.StatusNoContent, ""},
+	} {
+		c := c
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _, _ = io.WriteString(conn, c.raw) }()
+		br := bufio.NewReader(conn)
+		r, err := http.ReadResponse(br, nil)
+		if err == nil && strings.HasPrefix(c.raw, served) {
+			r.Body.Close()
+			r, err = http.ReadResponse(br, nil)
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			conn.Close()
+			continue
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		conn.Close()
+		if r.StatusCode != c.status || c.code != "" && (!strings.Contains(string(b), `"error":"`+c.code+`"`) || r.Header.Get("Content-Type") != "application/json") {
+			t.Errorf("%s: %d %v %s, want %d %s", name, r.StatusCode, r.Header, b, c.status, c.code)
+		}
+	}
+}

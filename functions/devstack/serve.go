@@ -54,7 +54,7 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	// Each request gets its own header block as received (devraw.go).
 	rawconn.Configure(srv)
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(rawconn.Listener{Listener: envelopeListener{ln}}) }()
+	go func() { serveErr <- srv.Serve(devListener{ln}) }()
 	if st.feed != nil {
 		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: the executor runs what this process writes, and nothing is audited (use --emulator %s for the deployed stream mappings and the auditor)\n", engineName(engine), streamEngines())
 	}

@@ -114,6 +114,16 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// InRequestLine reports whether what was read from c ends inside a
+// request line that has no line end yet, or whose length lost the
+// framing: a refusal of the request head being read is then about its
+// request line (414), not its header fields (431).
+func (c *Conn) InRequestLine() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t.inRequestLine()
+}
+
 // Next removes and returns the header block of the oldest request read
 // from c and not yet taken: ErrUntracked when there is none (the framing
 // was lost before it).

@@ -66,6 +66,16 @@ type tracker struct {
 	trail  int    // trailer bytes read
 	queue  []*Head
 	queued int // bytes of the heads in queue
+	// longLine: the framing was lost because a request line alone went
+	// over MaxHeadBytes.
+	longLine bool
+}
+
+// inRequestLine reports whether the bytes read so far end inside a
+// request line (no line end yet) or the framing was lost on a request
+// line over MaxHeadBytes: what a refusal of the head being read is about.
+func (t *tracker) inRequestLine() bool {
+	return t.longLine || t.state == stHead && t.line == 0 && len(t.buf) > 0
 }
 
 // feed tracks p, the next bytes read from the connection.
@@ -129,7 +139,9 @@ func (t *tracker) take(b []byte) bool {
 			b = bytes.TrimLeft(b, "\r\n")
 		}
 		if len(t.buf)+len(b) > MaxHeadBytes {
+			long := t.line == 0
 			t.lose()
+			t.longLine = long
 			return false
 		}
 	case stChunkLine:
