@@ -250,7 +250,7 @@ func decidedInvalid(err error) *apierr.Error {
 		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The %s header must be one strong entity tag of the record's version (its ETag), agreeing with %s when both are sent.", HeaderIfMatch, Header).
 			WithDetails(map[string]any{"field": HeaderIfMatch})
 	}
-	msg := "The " + Header + " header must be a decimal version of 1 or more."
+	msg := "The " + Header + " header must be a decimal version of 1 or more (an entity tag, the record's ETag, goes in " + HeaderIfMatch + ")."
 	if errors.Is(err, ErrVersionAhead) {
 		msg = "The " + Header + " header names a version the record never had."
 	}
