@@ -168,7 +168,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			g.clientClosed(w, r, reqID)
 			return
 		case err != nil && storeDown():
-			g.writeStoreUnavailable(w, reqID)
+			g.writeStoreUnavailable(w, r, reqID)
 			return
 		case err != nil:
 			g.writeEnvelope(w, reqID, apierr.New(http.StatusInternalServerError, "internal_error", "authorizer failed"))
@@ -190,7 +190,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if (err != nil || resp.StatusCode == http.StatusInternalServerError) && storeDown() {
-		g.writeStoreUnavailable(w, reqID)
+		g.writeStoreUnavailable(w, r, reqID)
 		return
 	}
 	if err != nil {

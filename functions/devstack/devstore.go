@@ -5,12 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -71,13 +73,34 @@ func watchStore(o *dynamodb.Options) {
 // writeStoreUnavailable answers 503 with the error envelope and
 // Retry-After, as the api handler answers it to the request reqID
 // (gateway.writeEnvelope).
-func (g *gateway) writeStoreUnavailable(w http.ResponseWriter, reqID string) {
+func (g *gateway) writeStoreUnavailable(w http.ResponseWriter, r *http.Request, reqID string) {
 	w.Header().Set("Retry-After", strconv.Itoa(storeRetryAfter))
-	g.writeEnvelope(w, reqID, storeUnavailableErr())
+	g.writeEnvelope(w, reqID, storeUnavailableErr(keyedRequest(r)))
 }
 
-// storeUnavailableErr is the 503 envelope (Retry-After is set beside it).
-func storeUnavailableErr() *apierr.Error {
+// storeUnavailableErr is the 503 envelope (Retry-After is set beside it):
+// only a request that carried an Idempotency-Key on a route that honours
+// it (keyed) is told to retry with the same key.
+func storeUnavailableErr(keyed bool) *apierr.Error {
+	if keyed {
+		return apierr.New(http.StatusServiceUnavailable, CodeStoreUnavailable,
+			"the data store did not answer in time; retry after %d s with the same Idempotency-Key", storeRetryAfter)
+	}
 	return apierr.New(http.StatusServiceUnavailable, CodeStoreUnavailable,
-		"the data store did not answer in time; retry after %d s with the same Idempotency-Key", storeRetryAfter)
+		"the data store did not answer in time; retry after %d s", storeRetryAfter)
+}
+
+// keyedRequest reports whether r carries a non-blank Idempotency-Key on a
+// route that runs under one (apifn.Route.Idempotent).
+func keyedRequest(r *http.Request) bool {
+	m, _, found, _ := apifn.MatchRoute(r.Method, r.URL.EscapedPath())
+	if !found || !m.Route.Idempotent {
+		return false
+	}
+	for _, v := range r.Header.Values(idem.HeaderKey) {
+		if strings.TrimSpace(v) != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/idemkit/idemkit/idem"
 )
 
 // TestStoreUnavailable: a call that got no answer (refused, reset,
@@ -38,6 +42,32 @@ func TestStoreUnavailable(t *testing.T) {
 	} {
 		if got := storeUnavailable(c.err); got != c.want {
 			t.Errorf("storeUnavailable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// TestStoreUnavailableMessageNamesTheKeyOnlyWhenSent: the dev gateway's
+// 503 tells a request to retry with the same Idempotency-Key only when it
+// carried one on a route that runs under it; a GET, or a write without a
+// key, is told to retry after the delay.
+func TestStoreUnavailableMessageNamesTheKeyOnlyWhenSent(t *testing.T) {
+	for _, c := range []struct {
+		method, path, key string
+		keyed             bool
+	}{
+		{"GET", "/runs/acme~2Fabcdefghijklmnopqr", "", false},
+		{"GET", "/runs/acme~2Fabcdefghijklmnopqr", "k-0123456789abcdefghijkl", false},
+		{"POST", "/runs", "", false},
+		{"POST", "/runs", " ", false},
+		{"POST", "/runs", "k-0123456789abcdefghijkl", true},
+	} {
+		r := httptest.NewRequest(c.method, c.path, nil)
+		if c.key != "" {
+			r.Header.Set(idem.HeaderKey, c.key)
+		}
+		e := storeUnavailableErr(keyedRequest(r))
+		if e.Status != 503 || e.Code != CodeStoreUnavailable || strings.Contains(e.Message, "Idempotency-Key") != c.keyed {
+			t.Errorf("%s %s key %q: %v", c.method, c.path, c.key, e)
 		}
 	}
 }
