@@ -72,8 +72,13 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 			return req, validation("fromSeq", "fromSeq must be a non-negative integer sequence")
 		}
 		i, err := seqOf(n)
-		if err != nil || i < 0 || i > maxSeq {
-			return req, validation("fromSeq", "fromSeq is out of range: a non-negative integer sequence")
+		switch {
+		case errors.Is(err, errNotInteger):
+			return req, validation("fromSeq", "fromSeq must be an integer (an event sequence), not "+string(n))
+		case err == nil && i < 0:
+			return req, validation("fromSeq", "fromSeq must be a non-negative integer sequence")
+		case err != nil || i > maxSeq:
+			return req, validation("fromSeq", "fromSeq is out of range: a non-negative integer sequence of at most "+strconv.FormatInt(maxSeq, 10))
 		}
 		req.fromSeq, req.hasSeq = i, true
 	}
@@ -96,9 +101,13 @@ func parseFork(body []byte) (forkRequest, *apierr.Error) {
 	return req, nil
 }
 
+// errNotInteger: seqOf's number has a fractional part.
+var errNotInteger = errors.New("apifn: not an integer")
+
 // seqOf reads the JSON number n as an integer: digits, or any form whose
 // value is one (9.0, 0.9e1: JSON Schema's integer is the mathematical
-// one), exactly; a fraction, or a value past int64, is an error.
+// one), exactly; a fraction is errNotInteger, a value past int64 (or too
+// long to be worth exact arithmetic) strconv.ErrRange.
 func seqOf(n json.Number) (int64, error) {
 	if i, err := n.Int64(); err == nil {
 		return i, nil
@@ -115,8 +124,13 @@ func seqOf(n json.Number) (int64, error) {
 		}
 	}
 	r, ok := new(big.Rat).SetString(s)
-	if !ok || !r.IsInt() || !r.Num().IsInt64() {
+	switch {
+	case !ok:
 		return 0, strconv.ErrSyntax
+	case !r.IsInt():
+		return 0, errNotInteger
+	case !r.Num().IsInt64():
+		return 0, strconv.ErrRange
 	}
 	return r.Num().Int64(), nil
 }

@@ -1,0 +1,32 @@
+package apifn
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestForkFromSeqRefusalSaysWhatIsWrong: a fromSeq that is not an integer
+// (1.5, 2.25e0) is refused as not an integer, a negative one as negative,
+// and only one past the largest sequence as out of range — never a
+// fraction called "out of range"; each names details.field fromSeq.
+func TestForkFromSeqRefusalSaysWhatIsWrong(t *testing.T) {
+	for in, want := range map[string]string{
+		"1.5":              "must be an integer",
+		"2.25e0":           "must be an integer",
+		"0.5":              "must be an integer",
+		"-1":               "non-negative",
+		"-1.5":             "must be an integer",
+		"9007199254740992": "out of range",
+		"1e30":             "out of range",
+		`"3"`:              "must be a non-negative integer",
+	} {
+		_, e := parseFork([]byte(`{"mode":"replay","fromSeq":` + in + `}`))
+		if e == nil || e.Status != 400 || e.Details["field"] != "fromSeq" || !strings.Contains(e.Message, want) {
+			t.Errorf("fromSeq %s: %v, want a 400 saying %q", in, e, want)
+			continue
+		}
+		if want != "out of range" && strings.Contains(e.Message, "out of range") {
+			t.Errorf("fromSeq %s: %q", in, e.Message)
+		}
+	}
+}
