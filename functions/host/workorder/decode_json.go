@@ -3,6 +3,7 @@ package workorder
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"unicode/utf8"
@@ -20,6 +21,9 @@ func decodeJSON(body []byte) (WorkOrder, error) {
 	var w WorkOrder
 	if err := checkJSONText(body); err != nil {
 		return w, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return w, &canon.ValidationError{Message: "the body is empty: a work order in JSON is required"}
 	}
 	d := &jsonReader{dec: json.NewDecoder(bytes.NewReader(body))}
 	d.dec.UseNumber()
@@ -71,9 +75,22 @@ type jsonReader struct{ dec *json.Decoder }
 func (d *jsonReader) token(at string) (json.Token, error) {
 	t, err := d.dec.Token()
 	if err != nil {
-		return nil, &canon.ValidationError{Field: at, Message: "not a work order in JSON: " + err.Error()}
+		return nil, &canon.ValidationError{Field: at, Message: jsonSyntaxMessage(err)}
 	}
 	return t, nil
+}
+
+// jsonSyntaxMessage says in the host's words why the JSON tokens could not
+// be read (never encoding/json's text, "EOF" or "invalid character ...").
+func jsonSyntaxMessage(err error) string {
+	var se *json.SyntaxError
+	switch {
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "the JSON ends before the work order does"
+	case errors.As(err, &se):
+		return fmt.Sprintf("the body is not valid JSON (at byte %d)", se.Offset)
+	}
+	return "the body is not valid JSON"
 }
 
 // object reads an object, calling member for each member with its name and

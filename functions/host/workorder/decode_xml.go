@@ -3,9 +3,11 @@ package workorder
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/idem/canon"
@@ -62,10 +64,27 @@ func decodeXML(body []byte) (WorkOrder, error) {
 			return w, notInContract("", t)
 		}
 	}
+	if !rootSeen && len(bytes.TrimSpace(body)) == 0 {
+		return w, &canon.ValidationError{Message: "the body is empty: a work order in XML is required"}
+	}
 	if !rootSeen {
 		return w, &canon.ValidationError{Message: "no root element"}
 	}
 	return w, nil
+}
+
+// xmlSyntaxMessage says in the host's words why the XML tokens could not
+// be read: the document cut short, or the line of a syntax error (never
+// "unexpected EOF").
+func xmlSyntaxMessage(err error) string {
+	var se *xml.SyntaxError
+	switch {
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.As(err, &se) && strings.Contains(se.Msg, "unexpected EOF"):
+		return "the XML ends before the work order does"
+	case errors.As(err, &se):
+		return fmt.Sprintf("not a work order in XML: %s (line %d)", se.Msg, se.Line)
+	}
+	return "the body is not valid XML"
 }
 
 // xmlReader walks the tokens of one XML document, checking the raw text of
@@ -84,7 +103,7 @@ func (r *xmlReader) token(at string) (xml.Token, error) {
 		return nil, io.EOF
 	}
 	if err != nil {
-		return nil, &canon.ValidationError{Field: at, Message: "not a work order in XML: " + err.Error()}
+		return nil, &canon.ValidationError{Field: at, Message: xmlSyntaxMessage(err)}
 	}
 	switch t := t.(type) {
 	case xml.Comment, xml.Directive:
