@@ -618,6 +618,9 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 		now := t.g.clock.Now()
 		wall := t.g.wallAt(now)
 		gctx := t.g.storeCtxAt(t.callSlot(), ctx, false, wall.Add(*budget), wall) // the poll ends with the wait
+		// cut: the poll's deadline is the wait's end (or the request's),
+		// sooner than the store timeout would have given it.
+		cut := gctx.deadline.Before(wall.Add(t.g.cfg.StoreTimeout))
 		r, found, err := t.g.cfg.Store.Get(gctx, t.id, now)
 		gctx.release()
 		if err != nil {
@@ -625,9 +628,17 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 				t.storeErr = err
 				return actLost, cur
 			}
-			if !clientGone(ctx, err) {
-				t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
+			if clientGone(ctx, err) {
+				continue
 			}
+			if cut && errors.Is(err, context.DeadlineExceeded) {
+				// The wait ran out while the poll was out: not the
+				// store's failure, and the wait is over.
+				t.logf(ctx, slog.LevelDebug, "idempotency: the wait for the in-flight request ended before its poll was answered",
+					slog.Int64("wait_ms", t.g.cfg.Wait.Milliseconds()))
+				return actInFlight, cur
+			}
+			t.logf(ctx, slog.LevelWarn, "idempotency: poll failed", t.errText(err))
 			continue
 		}
 		if !found || (r.Digest == t.digest && r.Reclaimable(t.digest, now)) {
