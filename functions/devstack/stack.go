@@ -138,7 +138,8 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	// the conformance seams and the replay fixtures' destination.
 	booted := time.Now()
 	ac := apifn.ConfigFromKit(k)
-	ac.BaseURL, ac.Test, ac.ReplayFixtures = baseURL, apifn.TestConfig{ConformanceSeams: o.ConformanceSeams}, true
+	ac.BaseURL, ac.ReplayFixtures = baseURL, true
+	ac.Test = apifn.TestConfig{ConformanceSeams: o.ConformanceSeams, BaseURLOf: loopbackOrigin(baseURL)}
 	var idemHolds *holds
 	if o.ConformanceSeams {
 		// The idempotency hold seam keeps a same-key create in flight

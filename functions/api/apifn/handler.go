@@ -143,6 +143,13 @@ type TestConfig struct {
 	// function of the deployed stack never sets it (it has no environment
 	// variable), so the stack neither serves nor advertises them.
 	ConformanceSeams bool
+	// BaseURLOf, when set, is the base URL of a request's links (Location,
+	// statusUrl, eventsUrl, effectsUrl) in place of BaseURL; "" keeps
+	// BaseURL. `idemkit dev` sets it so that a request made to
+	// http://localhost:PORT gets links under that origin (runs.md
+	// §Response); the deployed api function never sets it, and never
+	// builds links from a Host header.
+	BaseURLOf func(ev events.APIGatewayV2HTTPRequest) string
 }
 
 // Handler serves the API. Safe for concurrent use.
@@ -505,6 +512,11 @@ func contentCodingRefusal(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
 }
 
 func (h *Handler) baseURL(ev events.APIGatewayV2HTTPRequest) string {
+	if h.cfg.Test.BaseURLOf != nil {
+		if b := h.cfg.Test.BaseURLOf(ev); b != "" {
+			return strings.TrimSuffix(b, "/")
+		}
+	}
 	if h.cfg.BaseURL != "" {
 		return strings.TrimSuffix(h.cfg.BaseURL, "/")
 	}

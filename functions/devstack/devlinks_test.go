@@ -1,0 +1,79 @@
+package devstack
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/ledger"
+	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
+)
+
+// TestDevLinksFollowTheLoopbackOriginRequested: idemkit dev builds its
+// links (Location, statusUrl, eventsUrl) under the origin the request was
+// made to (runs.md §Response) when its Host names this server by a
+// loopback name and its port — http://localhost:PORT and http://[::1]:PORT
+// as well as http://127.0.0.1:PORT; any other Host (another name, another
+// port, none) gets the server's own address, never a name taken from the
+// request.
+func TestDevLinksFollowTheLoopbackOriginRequested(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
+	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: base, Test: apifn.TestConfig{BaseURLOf: loopbackOrigin(base)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := apikeys.NewMemKeys()
+	_ = keys.PutKey(context.Background(), "k1", "acme")
+	srv := httptest.NewUnstartedServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	t.Cleanup(srv.Close)
+	for host, want := range map[string]string{
+		"localhost:" + port:              "http://localhost:" + port,
+		"LocalHost:" + port:              "http://localhost:" + port,
+		"127.0.0.1:" + port:              base,
+		"[::1]:" + port:                  "http://[::1]:" + port,
+		"evil.example:" + port:           base,
+		"localhost:1" + port:             base,
+		"localhost":                      base,
+		"localhost.evil.example:" + port: base,
+	} {
+		req, _ := http.NewRequest("POST", base+"/runs", strings.NewReader(`{"workflowId":"conformance-noop"}`))
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer k1")
+		req.Header.Set("Content-Type", "application/json")
+		r, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		loc := r.Header.Get("Location")
+		if r.StatusCode != 201 || !strings.HasPrefix(loc, want+"/runs/") || !strings.Contains(string(b), `"statusUrl":"`+want+"/runs/") ||
+			!strings.Contains(string(b), `"eventsUrl":"`+want+"/runs/") {
+			t.Errorf("Host %q: %d Location %q %s, want links under %s", host, r.StatusCode, loc, b, want)
+		}
+	}
+}
