@@ -286,10 +286,8 @@ func MatchRoute(method, rawPath string) (m Match, allow string, found, ok bool) 
 		m.Route, found = *get, true
 	}
 	// HEAD is advertised where it is served to every caller who may GET:
-	// a route of its own (getRun's, which template.yaml routes through the
-	// authorizer) or a public GET. On the other authenticated GET routes
-	// the deployed authorizer never sees HEAD (template.yaml does not
-	// route it), so it is not advertised there.
+	// a route of its own (every authenticated GET route has one, which
+	// template.yaml routes through the authorizer) or a public GET.
 	if head || (public && get != nil) {
 		methods = append(methods, http.MethodHead)
 	}

@@ -127,7 +127,7 @@ func TestRouteMatching(t *testing.T) {
 		{"POST", "/runs/acme~2Fr1", "", "GET, HEAD", false, true, false, nil},
 		{"DELETE", "/runs/acme~2Fr1", "", "GET, HEAD", false, true, false, nil},
 		{"DELETE", "/runs/acme/r1", "", "GET, HEAD", false, true, false, nil},
-		{"DELETE", "/runs/acme~2Fr1/effects", "", "GET", false, true, false, nil},
+		{"DELETE", "/runs/acme~2Fr1/effects", "", "GET, HEAD", false, true, false, nil},
 		{"GET", "/.well-known/openwop", "getCapabilities", "", true, true, false, nil},
 		{"HEAD", "/.well-known/openwop", "getCapabilities", "", true, true, false, nil},
 		{"POST", "/.well-known/openwop", "", "GET, HEAD", false, true, false, nil},
@@ -279,6 +279,9 @@ func TestHeadOnEveryGetRouteIsAuthorized(t *testing.T) {
 		}
 		if !Authorized("HEAD", p) {
 			t.Errorf("HEAD %s (%s) does not pass the authorizer: a valid key gets 401", p, r.Op)
+		}
+		if _, allow, found, _ := MatchRoute("DELETE", p); found || !strings.Contains(allow, "HEAD") {
+			t.Errorf("DELETE %s: found %v, Allow %q; want a 405 whose Allow lists HEAD", p, found, allow)
 		}
 	}
 }
