@@ -10,7 +10,10 @@ STATICCHECK_VERSION := v0.8.2
 STATICCHECK  := $(BIN)/staticcheck
 # The Lambda Runtime Interface Emulator has no release tags: pinned to a commit.
 RIE_VERSION  := v0.0.0-20261030222936-bef5c4ba774d
-GOTEST_FLAGS ?= -race -count=1 -timeout 20m
+# -timeout: a guard against a hang, not a budget: the longest package
+# (idem/dynamostore) takes about 11 minutes on two quiet cores and twice
+# that on a machine loaded by other work.
+GOTEST_FLAGS ?= -race -count=1 -timeout 30m
 # GOTEST_P: how many test binaries go test runs at once (its -p; go's
 # default is the number of cores). The store and end-to-end tests spend
 # much of their time waiting on their engines and on idemkit dev, so with
