@@ -130,7 +130,7 @@ func TestMethodsAreCaseSensitive(t *testing.T) {
 		{"post", p + "/cancel", "acme", "k-lowercase-method-0000002", "", 405, "POST"},
 		{"get", p, "acme", "", "", 405, "GET, HEAD"},
 		{"head", p, "acme", "", "", 405, "GET, HEAD"},
-		{"get", p + "/events", "acme", "", "", 405, "GET"},
+		{"get", p + "/events", "acme", "", "", 405, "GET, HEAD"},
 		{"get", "/.well-known/openwop", "", "", "", 405, "GET, HEAD"},
 		{"get", "/nope", "acme", "", "", 404, ""},
 	}

@@ -576,7 +576,7 @@ func TestEventsTenancy(t *testing.T) {
 	}
 	for _, m := range []string{"POST", "PUT", "DELETE"} {
 		resp, g := f.do(t, ev(m, "/runs/"+runs.ProjectID(r.ID)+"/events", "acme", "", ""))
-		if resp.StatusCode != 405 || g["error"] != CodeMethodNotAllowed || resp.Headers["Allow"] != "GET" {
+		if resp.StatusCode != 405 || g["error"] != CodeMethodNotAllowed || resp.Headers["Allow"] != "GET, HEAD" {
 			t.Fatalf("%s: %d %s", m, resp.StatusCode, resp.Body)
 		}
 	}

@@ -123,7 +123,7 @@ func TestRoutingErrors(t *testing.T) {
 		{"POST", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET, HEAD"},
 		{"DELETE", "/runs/acme~2Fabcdefghijklmnopqr", 405, CodeMethodNotAllowed, "GET, HEAD"},
 		{"GET", "/runs/acme~2Fabcdefghijklmnopqr/cancel", 405, CodeMethodNotAllowed, "POST"},
-		{"PUT", "/runs/acme~2Fabcdefghijklmnopqr/effects", 405, CodeMethodNotAllowed, "GET"},
+		{"PUT", "/runs/acme~2Fabcdefghijklmnopqr/effects", 405, CodeMethodNotAllowed, "GET, HEAD"},
 		{"POST", "/.well-known/openwop", 405, CodeMethodNotAllowed, "GET, HEAD"},
 		{"GET", "/runs/acme~2Gabcdefghijklmnopqr", 400, "validation_error", ""},
 		{"GET", "/runs/acme~2", 400, "validation_error", ""},
