@@ -266,6 +266,11 @@ func TestCreateRunValidationAndUnavailable(t *testing.T) {
 		if r.StatusCode != 400 || m["error"] != "webhook_url_rejected" {
 			t.Errorf("%s: %d %v", u, r.StatusCode, m)
 		}
+		// The 400's details.field names the field when there is one
+		// (openapi.json, InvalidRequest).
+		if d, _ := m["details"].(map[string]any); d["field"] != "inputs.url" {
+			t.Errorf("%s: details %v, want field inputs.url", u, m["details"])
+		}
 	}
 	const key2 = "k2-0123456789abcdefghijkl"
 	for i := 0; i < 2; i++ { // 503 is never replayed: the retry re-executes

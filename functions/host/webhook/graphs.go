@@ -148,7 +148,8 @@ func parseGraphInputs(req *CreateRequest, g Graph, inputs map[string]json.RawMes
 			return validation("inputs.url", "inputs.url must be a non-empty string")
 		}
 		if err := policy.CheckURL(req.URL); err != nil {
-			return apierr.New(400, apierr.CodeWebhookURLRejected, "%s", err.Error())
+			return apierr.New(400, apierr.CodeWebhookURLRejected, "%s", err.Error()).
+				WithDetails(map[string]any{"field": "inputs.url"})
 		}
 	}
 	return nil

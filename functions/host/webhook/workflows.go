@@ -141,7 +141,8 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 			return req, validation("inputs.url", "inputs.url is required and must be a string")
 		}
 		if err := policy.CheckURL(req.URL); err != nil {
-			return req, apierr.New(http.StatusBadRequest, apierr.CodeWebhookURLRejected, "%s", err.Error())
+			return req, apierr.New(http.StatusBadRequest, apierr.CodeWebhookURLRejected, "%s", err.Error()).
+				WithDetails(map[string]any{"field": "inputs.url"})
 		}
 		req.Payload = json.RawMessage("null")
 		if p, ok := inputs["payload"]; ok {
