@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/idem/internal/failurelog"
+	"github.com/idemkit/idemkit/idem/internal/notkept"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -59,7 +60,9 @@ const workTenantPrefix = "event:"
 //   - A value larger than MaxResponseBytes is returned to the call that
 //     ran Run, and recorded as not kept (Response.NotKept): every other
 //     call fails with ErrNotKept, ran false, and Run never runs again for
-//     the key.
+//     the key. So is a value its adapter cannot encode (idem/event's
+//     Func, a value with no JSON encoding): the call that ran Run gets a
+//     nil value and no error, its adapter the value it could not encode.
 //   - An error (or panic, as an error wrapping ErrEventPanic) of Run is
 //     never cached: it is returned with ran true, the record is left
 //     retryable and the next call runs Run again.
@@ -126,6 +129,14 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 			}
 		}()
 		body, err := w.Run(ctx)
+		var unkept *notkept.Error
+		if errors.As(err, &unkept) {
+			// Run ran to a value its adapter cannot encode: recorded as
+			// not kept (NotKept marks it for execute), so that Run
+			// never runs again for the key.
+			result = &Response{Status: 200, NotKept: 1}
+			return result, nil
+		}
 		if err != nil {
 			runErr = err
 			return nil, err

@@ -785,8 +785,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	}
 	writes := cs.takeWrites()
 	out := Outcome{State: state, Response: cacheableInto(&x.cached, resp), Expires: g.expires(now), Writes: writes}
-	if len(resp.Body) > MaxResponseBytes {
-		// Too large to keep: the outcome recorded is that the handler
+	if len(resp.Body) > MaxResponseBytes || resp.NotKept > 0 {
+		// Too large to keep (or, from Guard.Once, a value its adapter
+		// could not encode): the outcome recorded is that the handler
 		// ran, with its status and size, so that no duplicate runs it
 		// again; the caller still gets the true response.
 		out.Response = notKeptOutcome(resp)
@@ -803,7 +804,12 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	t.endSpan(span, completeSpanOutcome(err), err)
 	switch {
 	case err == nil:
-		if out.Response.NotKept > 0 {
+		switch {
+		case resp.NotKept > 0:
+			// A value Guard.Once's adapter could not encode: a defect of
+			// the function's value type, worth an operator's look.
+			t.logf(ctx, slog.LevelWarn, "idempotency: value could not be encoded, recorded as not kept")
+		case out.Response.NotKept > 0:
 			// Day two: a route whose answers outgrow the store is worth an
 			// operator's look (its duplicates get 410, never the answer).
 			t.logf(ctx, slog.LevelWarn, "idempotency: response larger than the store keeps, recorded as not kept",

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/internal/failurelog"
+	"github.com/idemkit/idemkit/idem/internal/notkept"
 )
 
 // Config configures Func for events of type In.
@@ -64,7 +65,10 @@ type Config[In any] struct {
 //     JSON encoding) without running fn. A value whose JSON encoding is
 //     larger than idem.MaxResponseBytes is not kept: every other delivery
 //     fails with idem.ErrNotKept and fn never runs again for the key (a
-//     caller that only needs fn to have run treats it as done).
+//     caller that only needs fn to have run treats it as done). So is a
+//     value with no JSON encoding (a float at ±Inf or NaN, a MarshalJSON
+//     that fails): the delivery that ran fn gets it, every other one
+//     idem.ErrNotKept.
 //   - An error (or panic) of fn is never cached: it is returned, the record
 //     is left retryable and the next delivery runs fn again.
 //   - A delivery that arrives while another holds the claim waits for its
@@ -167,7 +171,9 @@ func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 			}
 			body, err := json.Marshal(out)
 			if err != nil {
-				return nil, fmt.Errorf("idem: event result cannot be cached (JSON): %w", err)
+				// fn ran: its value is recorded as not kept, never
+				// left for fn to run again.
+				return nil, notkept.Value(fmt.Errorf("idem: event result cannot be kept (JSON): %w", err))
 			}
 			return body, nil
 		},
