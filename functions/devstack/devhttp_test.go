@@ -1,40 +1,19 @@
 package devstack
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host/apikeys"
-	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/idem"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/testutil"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestGateway: the dev server's net/http <-> payload 2.0 translation runs
 // the authorizer on the run routes only and keeps %2F inside a path id.
 func TestGateway(t *testing.T) {
-	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: idemmem.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := apikeys.NewMemKeys()
-	_ = keys.PutKey(context.Background(), "k1", "acme")
-	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	srv := httptest.NewServer(memGateway(t, "http://dev", nil))
 	defer srv.Close()
 	do := func(method, path, auth, key, body string) (*http.Response, map[string]any) {
 		return testutil.DoJSON(t, method, srv.URL+path, body,

@@ -24,22 +24,32 @@ import (
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
-// limitsGateway is a gateway over memory stores behind an httptest server
-// (key "k1" of tenant acme); its address.
-func limitsGateway(t *testing.T) string {
+// memGateway is the dev gateway over memory stores (key "k1" of tenant
+// acme), its api built with base as BaseURL and then mod (nil: none).
+func memGateway(t *testing.T, base string, mod func(*apifn.Config)) *gateway {
 	t.Helper()
 	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: "http://dev"})
+	cfg := apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: base}
+	if mod != nil {
+		mod(&cfg)
+	}
+	api, err := apifn.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := apikeys.NewMemKeys()
 	_ = keys.PutKey(context.Background(), "k1", "acme")
-	srv := httptest.NewServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	return &gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}}
+}
+
+// limitsGateway is memGateway behind an httptest server; its address.
+func limitsGateway(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(memGateway(t, "http://dev", nil))
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().String()
 }

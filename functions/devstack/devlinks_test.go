@@ -1,9 +1,7 @@
 package devstack
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,13 +9,6 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
-	"github.com/idemkit/idemkit/functions/authorizer/authfn"
-	"github.com/idemkit/idemkit/functions/host/apikeys"
-	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/idem"
-	"github.com/idemkit/idemkit/idem/memstore"
-	"github.com/idemkit/idemkit/ledger"
-	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
 
 // TestDevLinksFollowTheLoopbackOriginRequested: idemkit dev builds its
@@ -34,18 +25,7 @@ func TestDevLinksFollowTheLoopbackOriginRequested(t *testing.T) {
 	}
 	base := "http://" + ln.Addr().String()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	g, err := idem.New(idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: memstore.New(), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, _ := ledger.New(ledger.Config{Store: ledgermem.New()})
-	api, err := apifn.New(apifn.Config{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, BaseURL: base, Test: apifn.TestConfig{BaseURLOf: loopbackOrigin(base)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := apikeys.NewMemKeys()
-	_ = keys.PutKey(context.Background(), "k1", "acme")
-	srv := httptest.NewUnstartedServer(&gateway{api: api, auth: &authfn.Handler{Keys: keys, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}})
+	srv := httptest.NewUnstartedServer(memGateway(t, base, func(c *apifn.Config) { c.Test.BaseURLOf = loopbackOrigin(base) }))
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Start()
