@@ -56,23 +56,31 @@ func TestTimeComesFromTheClock(t *testing.T) {
 // wallClockUses lists the uses of the forbidden time functions in the file
 // at path, as "rel:line: time.X".
 func wallClockUses(t *testing.T, path, rel string) []string {
+	return selectorUses(t, path, rel, "time", wallClockReads)
+}
+
+// selectorUses lists the uses of the members names of the package imported
+// as importPath (its last element is its name) in the Go file at path, as
+// "rel:line: pkg.X"; a dot import of it is listed as such.
+func selectorUses(t *testing.T, path, rel, importPath string, names map[string]bool) []string {
 	t.Helper()
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pkg := importPath[strings.LastIndex(importPath, "/")+1:]
 	name := ""
 	for _, is := range f.Imports {
-		if is.Path.Value == `"time"` {
-			name = "time"
+		if is.Path.Value == `"`+importPath+`"` {
+			name = pkg
 			if is.Name != nil {
 				name = is.Name.Name
 			}
 		}
 	}
 	if name == "." {
-		return []string{rel + `: imports "time" with a dot`}
+		return []string{rel + `: imports "` + importPath + `" with a dot`}
 	}
 	if name == "" || name == "_" {
 		return nil
@@ -83,8 +91,8 @@ func wallClockUses(t *testing.T, path, rel string) []string {
 		if !ok {
 			return true
 		}
-		if id, ok := sel.X.(*ast.Ident); ok && id.Name == name && wallClockReads[sel.Sel.Name] {
-			out = append(out, fmt.Sprintf("%s:%d: time.%s", rel, fset.Position(sel.Pos()).Line, sel.Sel.Name))
+		if id, ok := sel.X.(*ast.Ident); ok && id.Name == name && names[sel.Sel.Name] {
+			out = append(out, fmt.Sprintf("%s:%d: %s.%s", rel, fset.Position(sel.Pos()).Line, pkg, sel.Sel.Name))
 		}
 		return true
 	})

@@ -1,10 +1,6 @@
 package archtest
 
 import (
-	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"io/fs"
 	"path/filepath"
 	"sort"
@@ -52,34 +48,5 @@ func TestLogDurationsAreMilliseconds(t *testing.T) {
 // durationAttrs lists the uses of slog.Duration and slog.DurationValue in
 // the file at path, as "rel:line: slog.X".
 func durationAttrs(t *testing.T, path, rel string) []string {
-	t.Helper()
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := ""
-	for _, is := range f.Imports {
-		if is.Path.Value == `"log/slog"` {
-			name = "slog"
-			if is.Name != nil {
-				name = is.Name.Name
-			}
-		}
-	}
-	if name == "" || name == "_" {
-		return nil
-	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		sel, ok := n.(*ast.SelectorExpr)
-		if !ok {
-			return true
-		}
-		if id, ok := sel.X.(*ast.Ident); ok && id.Name == name && (sel.Sel.Name == "Duration" || sel.Sel.Name == "DurationValue") {
-			out = append(out, fmt.Sprintf("%s:%d: slog.%s", rel, fset.Position(sel.Pos()).Line, sel.Sel.Name))
-		}
-		return true
-	})
-	return out
+	return selectorUses(t, path, rel, "log/slog", map[string]bool{"Duration": true, "DurationValue": true})
 }
