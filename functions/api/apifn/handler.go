@@ -355,13 +355,17 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 // An answer of the handler that ran outside a claim (a disabled Guard, a
 // skipped route, no key) is the host's, as is every other route's.
 func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (_ events.APIGatewayV2HTTPResponse, layer1 bool, _ error) {
-	if r.check != nil {
+	check := r.check
+	if r.noBody {
+		check = checkNoBody
+	}
+	if check != nil {
 		if e := contentCodingRefusal(c.ev); e != nil {
 			resp := errResp(e)
 			resp.Headers["Accept-Encoding"] = "identity"
 			return resp, false, nil
 		}
-		if e := r.check(c.ev); e != nil {
+		if e := check(c.ev); e != nil {
 			return errResp(e), false, nil
 		}
 	}

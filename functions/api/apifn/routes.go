@@ -46,16 +46,17 @@ type Route struct {
 	Idempotent bool
 
 	// check, when set, refuses a request before Layer 1 reads it (the
-	// body's size and media type).
+	// body's size and media type). A noBody route's is checkNoBody.
 	check func(events.APIGatewayV2HTTPRequest) *apierr.Error
 	// jsonBody says that serve reads the body as JSON whatever its
 	// Content-Type: a body naming another tenant is refused before Layer
 	// 1 reads it when Layer 1 would not (bodyTenantRefusal).
 	jsonBody bool
-	// noBody says that the route reads no body (its check is checkNoBody,
-	// which takes a body only as strict JSON text, whatever its
-	// Content-Type): a body naming another tenant is refused as on a
-	// jsonBody route, whatever its Content-Type (bodyTenantRefusal).
+	// noBody says that the route reads no body: its check is checkNoBody
+	// (check is left unset), which takes a body only as strict JSON text,
+	// whatever its Content-Type, and a body naming another tenant is
+	// refused as on a jsonBody route, whatever its Content-Type
+	// (bodyTenantRefusal).
 	noBody bool
 	// serve answers the route, under Layer 1 when Idempotent. It runs
 	// after the credential (unless Public) is checked and every path
@@ -121,13 +122,13 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, jsonBody: true, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, check: checkNoBody, noBody: true, serve: (*Handler).retryRun, object: (*Handler).runObject},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, noBody: true, serve: (*Handler).retryRun, object: (*Handler).runObject},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
 	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
 	{Method: http.MethodHead, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
-	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, check: checkNoBody, noBody: true, serve: (*Handler).resubmitInboxEntry},
-	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, check: checkNoBody, noBody: true, serve: (*Handler).discardInboxEntry},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/resubmit", Op: "resubmitInboxEntry", Idempotent: true, noBody: true, serve: (*Handler).resubmitInboxEntry},
+	{Method: http.MethodPost, Pattern: "/inbox/{id}/discard", Op: "discardInboxEntry", Idempotent: true, noBody: true, serve: (*Handler).discardInboxEntry},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
 	{Method: http.MethodHead, Pattern: "/runs/{runId}/effects", Op: "getRunEffects", serve: (*Handler).effects},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}/events", Op: "streamRunEvents", serve: (*Handler).events},
