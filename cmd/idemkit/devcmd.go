@@ -7,15 +7,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/devstack"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
@@ -52,8 +57,9 @@ and everything it started.
 
 It reads the configuration variables the functions read
 (docs/CONFIGURATION.md; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
-WEBHOOK_ALLOW_PRIVATE, ...); --policy and --allow-loopback-webhooks override
-theirs, and the tables and endpoint are always the ones dev uses.
+WEBHOOK_ALLOW_PRIVATE, ...); --policy, --allow-loopback-webhooks and
+--idempotency-wait (IDEMPOTENCY_WAIT_MS) override theirs, and the tables and
+endpoint are always the ones dev uses.
 DYNAMODB_ENDPOINT, when set, stands for --dynamodb-endpoint. Dev's own
 defaults: EFFECT_LEASE_SECONDS=30, STREAM_MAX_RETRIES=5, RUN_STALE_SECONDS=60.
 The stream pollers retry a failing record with backoff for
@@ -85,6 +91,13 @@ func (a *apiKeyFlag) Set(v string) error {
 	return nil
 }
 
+// flagGiven reports whether the flag name was set on the command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	setUsage(fs, devUsageLine, devAbout)
@@ -100,7 +113,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	seams := fs.Bool("conformance-seams", false, "serve and advertise the OpenWOP conformance seams profile (openwop-conformance-seams-v2: POST /conformance/seams/sample/test/idempotency/effect-retry), the seams-only fixtures (conformance-multi-node, conformance-cancellable, conformance-failure) and the durability seam (/host/durability/kill, /host/durability/bound; dev then runs as its own restart supervisor, the stack in a child process it starts again when the seam kills it); for running the conformance suite, never in production")
-	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (under the commerce policy: the pending action, 202 with Retry-After) (default 0: the idem default, 5s)")
+	idemWait := fs.Duration("idempotency-wait", 0, "how long a duplicate of an in-flight request waits for its outcome before 409 idempotency_in_flight (under the commerce policy: the pending action, 202 with Retry-After), in whole milliseconds up to 1m; 0 answers at once; overrides "+idemenv.WaitMS+" (default: "+idemenv.WaitMS+", else 5s)")
 	reauth, err := devstack.DeployedReauthorizeEvery()
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %v\n", err)
@@ -140,9 +153,20 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkit dev: --emulator: %v\n", err)
 		return 2
 	}
-	if *idemWait < 0 {
-		fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
-		return 2
+	if flagGiven(fs, "idempotency-wait") {
+		// The flag stands for IDEMPOTENCY_WAIT_MS, over the environment's
+		// value, as --policy does for IDEMPOTENCY_POLICY; 0 is the
+		// variable's 0 (answer at once). The variable's range is checked
+		// with the other settings.
+		switch {
+		case *idemWait < 0:
+			fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
+			return 2
+		case *idemWait%time.Millisecond != 0:
+			fmt.Fprintf(stderr, "idemkit dev: --idempotency-wait %s: want whole milliseconds\n", *idemWait)
+			return 2
+		}
+		settings[idemenv.WaitMS] = strconv.FormatInt(idemWait.Milliseconds(), 10)
 	}
 	if *authTTL < 0 {
 		fmt.Fprintln(stderr, "idemkit dev: --authorizer-ttl must not be negative")
@@ -160,7 +184,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkit dev: --table-prefix %q: want letters, digits, '_', '-' and '.' only, at most 200 characters (DynamoDB's table names)\n", *prefix)
 		return 2
 	}
-	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, IdempotencyWait: *idemWait, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
+	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
 	if *seams {
 		switch os.Getenv(envSupervised) {
@@ -176,10 +200,18 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if errors.Is(err, devstack.ErrConfig) {
 		// A bad setting stops start-up before anything is started.
 		fmt.Fprintf(stderr, "idemkit dev: %s\n", settingError(err, devstack.ErrConfig, hostsettings.ErrConfig, idem.ErrConfig))
-		for _, s := range hostsettings.Settings {
-			if _, set := settings[s.Name]; set && errors.Is(err, hostsettings.ErrConfig) {
-				fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", s.Flag, s.Name)
+		// Each flag that set a variable the error names.
+		for _, name := range slices.Sorted(maps.Keys(settings)) {
+			if !strings.Contains(err.Error(), name+"=") {
+				continue
 			}
+			flagName := "idempotency-wait" // IDEMPOTENCY_WAIT_MS
+			for _, s := range hostsettings.Settings {
+				if s.Name == name && s.Flag != "" {
+					flagName = s.Flag
+				}
+			}
+			fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", flagName, name)
 		}
 		return 2
 	}

@@ -100,3 +100,40 @@ func TestDevBadPolicy(t *testing.T) {
 		t.Fatalf("IDEMPOTENCY_POLICY=sap: exit %d: %s", code, errb.String())
 	}
 }
+
+// `idemkit dev --idempotency-wait D` stands for IDEMPOTENCY_WAIT_MS over the
+// environment's value, as --policy does for IDEMPOTENCY_POLICY: with the
+// flag given, the environment's IDEMPOTENCY_WAIT_MS is not read (a bad one
+// is not reported; a good one does not silently replace the flag's wait),
+// 0 is the variable's 0 (a duplicate is answered at once), and a wait
+// outside the variable's range is refused naming the variable and the flag.
+func TestDevIdempotencyWaitFlagOverridesEnvironment(t *testing.T) {
+	t.Setenv("IDEMPOTENCY_WAIT_MS", "soon")
+	dev := func(args ...string) (int, string) {
+		var errb bytes.Buffer
+		code := run(context.Background(), append([]string{"dev"}, args...), &bytes.Buffer{}, &errb)
+		return code, errb.String()
+	}
+	// Without the flag the environment's value is read, and refused.
+	if code, errs := dev("--policy", "strict"); code != 2 || !strings.Contains(errs, `IDEMPOTENCY_WAIT_MS="soon"`) {
+		t.Fatalf("IDEMPOTENCY_WAIT_MS=soon without the flag: exit %d: %s", code, errs)
+	}
+	// With it the flag's value stands in: only the bad policy is reported
+	// (the bad policy stops start-up before anything is started).
+	for _, wait := range []string{"300ms", "0", "1m"} {
+		code, errs := dev("--policy", "strict", "--idempotency-wait", wait)
+		if code != 2 || !strings.Contains(errs, `IDEMPOTENCY_POLICY="strict"`) || strings.Contains(errs, "IDEMPOTENCY_WAIT_MS") {
+			t.Errorf("--idempotency-wait %s with IDEMPOTENCY_WAIT_MS=soon: exit %d: %s", wait, code, errs)
+		}
+	}
+	for _, tc := range []struct{ wait, want string }{
+		{"2m", `IDEMPOTENCY_WAIT_MS="120000"`},
+		{"1500us", "whole milliseconds"},
+		{"-1s", "must not be negative"},
+	} {
+		code, errs := dev("--idempotency-wait", tc.wait)
+		if code != 2 || !strings.Contains(errs, tc.want) || !strings.Contains(errs, "--idempotency-wait") {
+			t.Errorf("--idempotency-wait %s: exit %d: %s (want %q and the flag named)", tc.wait, code, errs, tc.want)
+		}
+	}
+}

@@ -60,7 +60,9 @@ type Options struct {
 	// Default nil: those modes answer 409 idemkit.durability_unsupervised.
 	Restart *Restart
 	// IdempotencyWait is how long a duplicate of an in-flight request
-	// waits for its outcome (default 0: Layer 1's default, 5 s).
+	// waits for its outcome (default 0: Layer 1's default, 5 s). An
+	// IDEMPOTENCY_WAIT_MS in Settings or from Getenv takes its place
+	// (`idemkit dev --idempotency-wait` sets it in Settings).
 	IdempotencyWait time.Duration
 	// RequestTimeout is each API request's deadline, store calls included
 	// (default 0: DefaultRequestTimeout).
