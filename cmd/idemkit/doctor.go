@@ -26,7 +26,8 @@ then one indented line per difference ("  - ...") and per property the endpoint
 cannot report ("  ? ..."); "error" means the table could not be described (the
 reason goes to standard error: the endpoint unreachable, access denied, ...).
 Exits 0 when every table checked matches, 1 when one is missing, differs or
-could not be described.
+could not be described, 2 on a usage error (a bad flag, or no table named
+at all: no --endpoint, --table or variable).
 
 Each table's name is --table LogicalID=NAME, else its function's variable
 (IDEMPOTENCY_TABLE, EFFECTS_TABLE, RUNS_TABLE, FENCE_TABLE, API_KEYS_TABLE),

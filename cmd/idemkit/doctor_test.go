@@ -146,3 +146,20 @@ func TestDoctorChecksHomeRegionTablesThere(t *testing.T) {
 		t.Fatalf("with RUNS_TABLE_REGION: exit %d\n%s", code, s)
 	}
 }
+
+// TestDoctorWithNothingToCheckIsAUsageError: with no --endpoint, no --table
+// and none of the tables' variables, doctor has no table to check: exit 2
+// (a usage error, as its help says), with the ways to name one.
+func TestDoctorWithNothingToCheckIsAUsageError(t *testing.T) {
+	for _, v := range []string{"IDEMPOTENCY_TABLE", "EFFECTS_TABLE", "RUNS_TABLE", "FENCE_TABLE", "API_KEYS_TABLE"} {
+		t.Setenv(v, "")
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"doctor"}, &out, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "no table to check: give --endpoint, --table LogicalID=NAME or the tables' variables") {
+		t.Fatalf("doctor with nothing named: exit %d stderr %q", code, errb.String())
+	}
+	if out.Reset(); run(context.Background(), []string{"doctor", "-h"}, &out, &bytes.Buffer{}) != 0 || !strings.Contains(out.String(), "2 on a usage error") {
+		t.Errorf("doctor -h does not say it exits 2 on a usage error:\n%s", out.String())
+	}
+}
