@@ -18,9 +18,11 @@ import (
 
 	"github.com/idemkit/idemkit/functions/devstack"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemenv"
+	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
@@ -213,6 +215,17 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", flagName, name)
 		}
+		return 2
+	}
+	if ce := (*configerr.Error)(nil); errors.Is(err, kit.ErrConfig) && errors.As(err, &ce) {
+		// A setting refused by the wiring, once the engine is known (a
+		// finite RUN_RETENTION_DAYS without the completion transaction):
+		// Start stopped what it had started.
+		msg := settingError(errors.New(strings.Join(ce.Problems(), "; ")), hostsettings.ErrConfig, idem.ErrConfig)
+		if !strings.HasPrefix(msg, "invalid setting: ") {
+			msg = "invalid setting: " + msg
+		}
+		fmt.Fprintf(stderr, "idemkit dev: %s\n", msg)
 		return 2
 	}
 	if err == nil {

@@ -137,3 +137,20 @@ func TestDevIdempotencyWaitFlagOverridesEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// A setting dev can refuse only once it knows its engine (a finite
+// RUN_RETENTION_DAYS needs the run written in the Layer-1 completion
+// transaction, which RUNS_TRANSACTIONAL=false turns off) is reported as the
+// other bad settings are: exit 2, "invalid setting:" and the variable,
+// without the name of the package that found it.
+func TestDevSettingRefusedByTheWiringIsASettingError(t *testing.T) {
+	t.Setenv("RUN_RETENTION_DAYS", "30")
+	t.Setenv("RUNS_TRANSACTIONAL", "false")
+	e := dynamotest.Start(t, dynamotest.Moto)
+	var errb bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--addr", testutil.FreeAddr(t), "--dynamodb-endpoint", e.Endpoint,
+		"--table-prefix", fmt.Sprintf("devret%d-", time.Now().UnixNano()), "--api-key", "idk_ret_test_0123456789=acme"}, &bytes.Buffer{}, &errb)
+	if want := "idemkit dev: invalid setting: RUN_RETENTION_DAYS=30 needs createRun's run written in the Layer-1 completion transaction"; code != 2 || !strings.Contains(errb.String(), "\n"+want) || strings.Contains(errb.String(), "kit:") {
+		t.Fatalf("RUN_RETENTION_DAYS=30 RUNS_TRANSACTIONAL=false: exit %d: %q, want exit 2 and a line starting %q", code, errb.String(), want)
+	}
+}
