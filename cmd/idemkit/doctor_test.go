@@ -55,6 +55,7 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 		if code != 1 || !strings.Contains(s, "IdempotencyTable\t"+prefix+"Idempotency\tmissing\n") {
 			t.Fatalf("renamed table: exit %d\n%s", code, s)
 		}
+		printed := s
 
 		// A table created without TTL and without stream.
 		defs, err := tables.Embedded()
@@ -71,6 +72,14 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 			!strings.Contains(s, "  - stream: missing (template NEW_AND_OLD_IMAGES") ||
 			!strings.Contains(s, "  - TTL: disabled (template: attribute expiresAt") {
 			t.Fatalf("table without TTL and stream: exit %d\n%s", code, s)
+		}
+		// docs/DEPLOYING.md's sample output shows these cases: each of its
+		// difference lines is one doctor printed here (its region aside).
+		printed += s
+		for _, line := range deployDocDoctorLines(t) {
+			if l := strings.ReplaceAll(line, "region eu-west-1", "region "+e.Region); !strings.Contains(printed, l+"\n") {
+				t.Errorf("docs/DEPLOYING.md's doctor sample shows %q; doctor printed:\n%s", line, printed)
+			}
 		}
 
 		// A table deployed from the snippet docs/DEPLOYING.md shows (no
@@ -162,4 +171,27 @@ func TestDoctorWithNothingToCheckIsAUsageError(t *testing.T) {
 	if out.Reset(); run(context.Background(), []string{"doctor", "-h"}, &out, &bytes.Buffer{}) != 0 || !strings.Contains(out.String(), "2 on a usage error") {
 		t.Errorf("doctor -h does not say it exits 2 on a usage error:\n%s", out.String())
 	}
+}
+
+// deployDocDoctorLines returns the difference lines ("  - ...") of the
+// sample `idemkit doctor` output docs/DEPLOYING.md shows.
+func deployDocDoctorLines(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dynamotest.RepoRoot(), "docs", "DEPLOYING.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "## Check the deployed tables: `idemkit doctor`")
+	_, block, ok := strings.Cut(section, "```text\n")
+	block, _, _ = strings.Cut(block, "```")
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		if strings.HasPrefix(l, "  - ") {
+			lines = append(lines, l)
+		}
+	}
+	if !ok || len(lines) == 0 {
+		t.Fatal("docs/DEPLOYING.md's doctor section shows no sample output with differences")
+	}
+	return lines
 }
