@@ -876,10 +876,25 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 // maxMessage is the most bytes of a failure's message a record keeps.
 const maxMessage = 1024
 
-// cutMessage returns msg's first maxMessage bytes, cut before a character
-// that would not fit whole (a record's strings are UTF-8; DynamoDB refuses
-// any other).
+// cutMessage returns msg as valid UTF-8, each byte that is not part of a
+// character replaced by U+FFFD (as encoding/json writes it, so the witness
+// shows the text *FailedError carries), then its first maxMessage bytes,
+// cut before a character that would not fit whole.
 func cutMessage(msg string) string {
+	if !utf8.ValidString(msg) {
+		var b strings.Builder
+		b.Grow(len(msg) + 8)
+		for i := 0; i < len(msg) && b.Len() <= maxMessage; {
+			r, n := utf8.DecodeRuneInString(msg[i:])
+			if r == utf8.RuneError && n == 1 {
+				b.WriteRune(utf8.RuneError)
+			} else {
+				b.WriteString(msg[i : i+n])
+			}
+			i += n
+		}
+		msg = b.String()
+	}
 	if len(msg) <= maxMessage {
 		return msg
 	}

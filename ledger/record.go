@@ -85,8 +85,10 @@ type Outcome struct {
 	Value []byte
 	// Streamed marks an effect whose body was streamed and not cached.
 	Streamed bool
-	// Error is the recorded failure message: its first 1 KiB, cut before a
-	// character that would not fit whole (always valid UTF-8).
+	// Error is the recorded failure message: always valid UTF-8 (a byte
+	// of the error's text that is no part of a character is recorded as
+	// U+FFFD), its first 1 KiB, cut before a character that would not fit
+	// whole.
 	Error string
 	// Dropped marks a success whose value exceeded Config.MaxValueBytes and
 	// was not recorded (Value is nil).

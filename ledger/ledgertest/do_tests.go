@@ -35,6 +35,7 @@ var doTests = []test{
 	{"StaleOwnerCannotRecord", testStaleOwner},
 	{"StaleOwnerErrorIsOnlyLeaseLost", testStaleOwnerError},
 	{"FailureMessageCutOnACharacter", testFailureMessageCut},
+	{"FailureMessageNotUTF8IsMadeValid", testFailureMessageNotUTF8},
 	{"BusinessIdentityAcrossRunsFiresOnce", testBusinessAcrossRuns},
 	{"ActivityRecipeOrdinals", testActivityOrdinals},
 	{"DigestMismatch", testMismatch},
@@ -522,9 +523,9 @@ func testStaleOwnerError(t *testing.T, e *env) {
 }
 
 // testFailureMessageCut: a failure's message is kept to its first 1,024
-// bytes, cut before a character that would not fit whole: the record
-// (DynamoDB refuses a string that is not UTF-8) and every duplicate's
-// *FailedError carry valid UTF-8, and nothing fires again.
+// bytes, cut before a character that would not fit whole: the record and
+// every duplicate's *FailedError carry valid UTF-8, and nothing fires
+// again.
 func testFailureMessageCut(t *testing.T, e *env) {
 	eff := e.effect()
 	var calls atomic.Int64
@@ -549,6 +550,45 @@ func testFailureMessageCut(t *testing.T, e *env) {
 	}
 	if rec := e.get(effectKey(eff.Identity)); rec.Outcome == nil || rec.Outcome.OK || !utf8.ValidString(rec.Outcome.Error) {
 		t.Fatalf("record outcome %+v, want the failure, valid UTF-8", rec.Outcome)
+	}
+}
+
+// testFailureMessageNotUTF8: a failure whose message is not UTF-8 (a
+// provider's raw bytes quoted in the error) is recorded, and answered to
+// the call that ran it and to every duplicate, with each invalid byte as
+// U+FFFD, as encoding/json writes it: Outcome.Error is always valid
+// UTF-8, the same text in the witness as in *FailedError. A message
+// whose replacement characters take it past 1,024 bytes is cut as any
+// other.
+func testFailureMessageNotUTF8(t *testing.T, e *env) {
+	for _, tc := range []struct{ msg, want string }{
+		{"provider said \xff\xfe: refused", "provider said \uFFFD\uFFFD: refused"},
+		{"\xe9t\xe9", "\uFFFDt\uFFFD"},
+		{"cut \xe2\x82", "cut \uFFFD\uFFFD"}, // a truncated 3-byte character
+		{strings.Repeat("\xff", 400), strings.Repeat("\uFFFD", 341)},
+	} {
+		eff := e.effect()
+		var calls atomic.Int64
+		fail := func(ctx context.Context, c ledger.Call) ([]byte, error) {
+			calls.Add(1)
+			return nil, errors.New(tc.msg)
+		}
+		for i := range 2 {
+			_, err := e.ledger().Do(context.Background(), eff, fail)
+			var failed *ledger.FailedError
+			if !errors.As(err, &failed) {
+				t.Fatalf("%q: Do %d: %v, want *FailedError", tc.msg, i, err)
+			}
+			if failed.Message != tc.want {
+				t.Fatalf("%q: Do %d: message %q, want %q", tc.msg, i, failed.Message, tc.want)
+			}
+		}
+		if calls.Load() != 1 {
+			t.Fatalf("%q: %d calls, want 1 (the failure recorded)", tc.msg, calls.Load())
+		}
+		if rec := e.get(effectKey(eff.Identity)); rec.Outcome == nil || rec.Outcome.Error != tc.want {
+			t.Fatalf("%q: record outcome %+v, want the failure %q", tc.msg, rec.Outcome, tc.want)
+		}
 	}
 }
 
