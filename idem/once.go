@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/idem/internal/failurelog"
@@ -18,7 +19,10 @@ import (
 // work that is not an HTTP request.
 type Work struct {
 	// Operation names what the work does ("charge-order"): it scopes Key
-	// as a route does for HTTP. Required.
+	// as a route does for HTTP, so two kinds of work keyed by one business
+	// id never share a record. Required: Once refuses work without one
+	// (empty or only spaces) with a *ConfigError (ErrConfig), and Run does
+	// not run.
 	Operation string
 	// Key is the idempotency key: the same for every delivery of one
 	// logical piece of work. Any string; only its hash is stored. Required:
@@ -34,7 +38,7 @@ type Work struct {
 	Payload []byte
 	// Run does the work and returns its value (JSON, since a replay hands
 	// it to callers that decode it), which is recorded and replayed. An
-	// error or a panic is never recorded. Required.
+	// error or a panic is never recorded. Required, as Operation is.
 	Run func(ctx context.Context) ([]byte, error)
 }
 
@@ -87,8 +91,15 @@ const workTenantPrefix = "event:"
 // Store round trips are those of the HTTP adapters: two for a first
 // execution, one for a replay. With Config.Disabled, Run runs directly.
 func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err error) {
+	var problems []string
+	if strings.TrimSpace(w.Operation) == "" {
+		problems = append(problems, `Work.Operation is required (it names the work, e.g. "charge-order", and scopes its key)`)
+	}
 	if w.Run == nil {
-		return nil, false, &ConfigError{Problems: []string{"Work.Run is required"}}
+		problems = append(problems, "Work.Run is required")
+	}
+	if problems != nil {
+		return nil, false, &ConfigError{Problems: problems}
 	}
 	if g.cfg.Disabled {
 		v, err := w.Run(ctx)

@@ -2,6 +2,7 @@ package idem_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -35,5 +36,34 @@ func TestOnceReplaysTheValueUnchanged(t *testing.T) {
 	again, ran, err := g.Once(invocation("inv-2"), w)
 	if err != nil || ran || string(again) != value {
 		t.Fatalf("replay: %s (ran %v, %v); want %s", again, ran, err, value)
+	}
+}
+
+// Work.Operation is required, as Work.Run is: without it two kinds of work
+// keyed by one business id (an order's charge and its shipment) would
+// share a record, and the second would be answered the first's value
+// without running. Once refuses it as a *ConfigError (ErrConfig), Run does
+// not run and nothing is written, whatever the key.
+func TestOnceRequiresOperation(t *testing.T) {
+	e := newEnv(t, nil)
+	for _, op := range []string{"", " ", "\t\n"} {
+		ran := false
+		w := idem.Work{Operation: op, Key: "order-42", Payload: []byte(`{}`), Run: func(context.Context) ([]byte, error) {
+			ran = true
+			return []byte(`"charged"`), nil
+		}}
+		v, didRun, err := e.guard.Once(context.Background(), w)
+		if !errors.Is(err, idem.ErrConfig) || didRun || ran || v != nil {
+			t.Errorf("Operation %q: value %q, ran %v/%v, err %v; want ErrConfig, nothing run", op, v, didRun, ran, err)
+		}
+	}
+	if n := e.store.Len(); n != 0 {
+		t.Errorf("%d records written, want none", n)
+	}
+	// So does a Guard with idempotency disabled, as for a nil Run: the
+	// wiring mistake shows wherever the code runs.
+	d := newEnv(t, func(c *idem.Config) { c.Disabled = true })
+	if v, ran, err := d.guard.Once(context.Background(), idem.Work{Key: "k", Run: func(context.Context) ([]byte, error) { return []byte(`1`), nil }}); !errors.Is(err, idem.ErrConfig) || ran || v != nil {
+		t.Errorf("disabled: %q %v %v; want ErrConfig, nothing run", v, ran, err)
 	}
 }
