@@ -87,7 +87,13 @@ type KeyPolicy struct {
 	MinLen, MaxLen int
 	// Runes makes the key a UTF-8 string: its length is counted in code
 	// points, Allow sees each code point, and a value that is not valid
-	// UTF-8 is rejected (ReasonCharset). When false, Allow sees each byte.
+	// UTF-8 is rejected (ReasonCharset). When false, Allow sees each byte,
+	// as a rune of that value (0..255): a character above U+007F that
+	// Allow accepts then matches a single byte of that value, never the
+	// character's UTF-8 encoding, so a grammar with such characters sets
+	// Runes. Either way a key is compared byte for byte, without Unicode
+	// normalisation: "é" precomposed (U+00E9) and decomposed (e, U+0301)
+	// are two keys, two records.
 	Runes bool
 	// Allow reports whether a character may appear in a key. Required. A
 	// comma that Allow rejects makes the value ReasonMultiple (a
@@ -98,7 +104,9 @@ type KeyPolicy struct {
 
 // Chars returns an Allow predicate accepting the characters listed in
 // specs: a three-character spec "a-z" is a range, any other spec lists its
-// characters ("._~-"). Ranges and lists may use any code point.
+// characters ("._~-"). Ranges and lists may use any code point; one above
+// U+007F matches a key's character only under KeyPolicy.Runes (without it
+// Allow sees bytes).
 func Chars(specs ...string) func(rune) bool {
 	var ascii [128]bool
 	type span struct{ lo, hi rune }

@@ -219,3 +219,32 @@ func TestKeyGrammarIsOpen(t *testing.T) {
 		t.Fatalf("a comma the grammar allows is part of the key: %v", err)
 	}
 }
+
+// Without Runes, Allow sees bytes: a character above U+007F in Chars
+// matches the byte of its value, never its UTF-8 encoding. Keys are
+// compared byte for byte: "é" precomposed and decomposed are two keys.
+func TestKeyBytesAndNoNormalisation(t *testing.T) {
+	bytesMode := idem.KeyPolicy{Name: "latin", MinLen: 1, MaxLen: 4, Allow: idem.Chars("a-z", "é")}
+	if err := bytesMode.Validate("\xe9"); err != nil {
+		t.Errorf("byte 0xE9: %v, want accepted (Allow sees the byte as U+00E9)", err)
+	}
+	if err := bytesMode.Validate("é"); !errors.Is(err, idem.ErrKeyInvalid) {
+		t.Errorf("UTF-8 é without Runes: %v, want refused", err)
+	}
+	e := newEnv(t, func(c *idem.Config) {
+		p := idem.PolicyOpenWOP
+		p.Name = "unicode"
+		p.Key = idem.KeyPolicy{Name: "unicode", MinLen: 1, MaxLen: 64, Runes: true, Allow: func(r rune) bool { return r > ' ' && r != ',' }}
+		c.Policy = p
+	})
+	h := &handler{}
+	nfc, nfd := "caf\u00e9-order-1", "cafe\u0301-order-1"
+	for _, k := range []string{nfc, nfd, nfc, nfd} {
+		if r := e.call(h, v2event("POST", "POST /runs", k, `{}`)); r.StatusCode != 201 {
+			t.Fatalf("key %q: %d %s", k, r.StatusCode, r.Body)
+		}
+	}
+	if h.Calls() != 2 {
+		t.Errorf("%d runs, want 2: one per key form, each replayed once", h.Calls())
+	}
+}

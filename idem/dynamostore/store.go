@@ -329,10 +329,11 @@ func (s *Store) reclaim(ctx context.Context, rec, old idem.Record, nowMs int64) 
 // write after the claim (owner token, pending, not expired); with them, one
 // TransactWriteItems holding that conditional Put and the writes
 // (ErrNoTransactions where the endpoint has none). A response whose
-// encoded, compressed form exceeds 350 KB is first written as chunk items
-// under a key unique to this completion, then referenced by the fenced
-// write; if the fence fails the chunks are deleted (best effort; they also
-// carry the record's TTL).
+// stored form (encoded, deflated when that helps) does not fit in the
+// record item's 1 KB beside the record's own attributes (about 600 bytes)
+// is first written as chunk items of up to 350 KB under a key unique to
+// this completion, then referenced by the fenced write; if the fence fails
+// the chunks are deleted (best effort; they also carry the record's TTL).
 func (s *Store) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
 	if err := out.Validate(); err != nil {
 		return err
