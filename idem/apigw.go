@@ -3,10 +3,12 @@ package idem
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/textproto"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 )
 
 // HTTPAPIHandler is an API Gateway HTTP API (payload format 2.0) handler.
@@ -19,6 +21,86 @@ type RESTHandler func(context.Context, events.APIGatewayProxyRequest) (events.AP
 // handlers that returned IsBase64Encoded bodies, so a replay is encoded the
 // same way. Adapters strip it from every response they return.
 const base64Marker = "Idemkit-Body-Base64"
+
+// lambdaPayloadMax is the largest response payload a synchronous Lambda
+// invocation returns (6 MB): with a larger one the invocation fails, and
+// API Gateway answers 502, whatever the handler answered.
+const lambdaPayloadMax = 6 << 20
+
+// lambdaPayloadRoom is kept free below lambdaPayloadMax for what the Guard
+// adds to an answer built from a stored response (the policy's replay
+// headers, a request id), so that a response the first answer could carry
+// is never replayed in a payload over the limit.
+const lambdaPayloadRoom = 8 << 10
+
+// byteCount is an io.Writer that counts what is written to it.
+type byteCount int
+
+func (n *byteCount) Write(p []byte) (int, error) { *n += byteCount(len(p)); return len(p), nil }
+
+// overLambdaPayload reports whether out, an API Gateway response as an
+// adapter returns it, whose body and headers take about size bytes,
+// leaves less than lambdaPayloadRoom below lambdaPayloadMax once encoded
+// as aws-lambda-go encodes it (encoding/json without HTML escaping). A
+// JSON escape takes at most 6 bytes per byte, so a small response is
+// never encoded to be measured.
+func overLambdaPayload(out any, size int) bool {
+	if !mayOverLambda(size) {
+		return false
+	}
+	var n byteCount
+	enc := json.NewEncoder(&n)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return false
+	}
+	return int(n) > lambdaPayloadMax-lambdaPayloadRoom
+}
+
+// mayOverLambda reports whether a response of size bytes of body and
+// headers (lambdaSize) may be over the limit once JSON-escaped: only then
+// is its answer built and measured (overLambdaPayload).
+func mayOverLambda(size int) bool { return 6*size+1024 > lambdaPayloadMax-lambdaPayloadRoom }
+
+// lambdaSize is the size overLambdaPayload starts from: the body as the
+// handler returned it (text, or base64) and every header name and value.
+func lambdaSize(body string, single map[string]string, multi map[string][]string, cookies []string) int {
+	n := len(body)
+	for k, v := range single {
+		n += len(k) + len(v) + 6
+	}
+	for k, vs := range multi {
+		n += len(k) + 6
+		for _, v := range vs {
+			n += len(v) + 3
+		}
+	}
+	for _, c := range cookies {
+		n += len(c) + 3
+	}
+	return n
+}
+
+// inLambda reports whether ctx is a Lambda invocation's (it carries a
+// lambdacontext, as `idemkit dev` gives its handlers too): only there is
+// an answer's payload bounded (markOverLambda).
+func inLambda(ctx context.Context) bool {
+	_, ok := lambdacontext.FromContext(ctx)
+	return ok
+}
+
+// markOverLambda marks r, the response a handler answered through an API
+// Gateway adapter whose answer for it is out, as not kept (NotKept) when
+// Lambda could not return that answer (overLambdaPayload): the attempt is
+// recorded as run, and its duplicates are answered 410, not a replay that
+// fails the same way on every retry. A body over MaxResponseBytes is not
+// kept for that already.
+func markOverLambda(in *request, r *Response, out any, size int) {
+	if r.NotKept == 0 && len(r.Body) <= MaxResponseBytes && overLambdaPayload(out, size) {
+		r.NotKept = 1
+		in.overLambda = true
+	}
+}
 
 // decodeBody returns the bytes of an API Gateway request body: a text
 // body's own bytes, viewed in place (bodyView), or a base64 body decoded.
@@ -108,6 +190,7 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 		in := fromV1(&ev, &g.cfg.Tenant)
 		var text string
+		lambda := inLambda(ctx) // the request's context, as in Do
 		resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 			out, err := h(ctx, ev)
 			if err != nil {
@@ -116,7 +199,14 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			if !out.IsBase64Encoded {
 				text = out.Body
 			}
-			return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+			r, err := fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+			if err == nil && lambda {
+				size := lambdaSize(out.Body, out.Headers, out.MultiValueHeaders, nil)
+				if mayOverLambda(size) {
+					markOverLambda(in, r, toV1(r, text), size)
+				}
+			}
+			return r, err
 		})
 		if text == "" {
 			text = in.replayText

@@ -50,6 +50,13 @@ const (
 	// 410 CodeResponseNotKept (Guard.Once: ErrNotKept), never run again.
 	// Its headers have 1 MB of room beside the body on every store (see
 	// Outcome.Validate); a response with more is recorded as not kept too.
+	// So, through the API Gateway adapters (HTTPAPI, REST, Do) inside a
+	// Lambda invocation (the context carries a lambdacontext, as under
+	// `idemkit dev`), is a body within it whose answer Lambda cannot
+	// return: a payload (the body base64-encoded or JSON-escaped, with the
+	// headers) within 8 KB of Lambda's 6 MB, which API Gateway answers 502
+	// however often it is retried. Its own caller gets that 502, its
+	// duplicates the 410.
 	MaxResponseBytes = 6 << 20
 
 	// AnonymousTenantID is the tenant of unauthenticated requests under

@@ -72,6 +72,9 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 	fromV2(in, &req, &g.cfg.Tenant)
 	var cookies []string
 	var text string // the handler's body, when text
+	// Read from the request's context: the handler's may make a context
+	// of its own on a lookup (leaseCtx).
+	lambda := inLambda(ctx)
 	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 		out, err := fn(ctx)
 		if err != nil {
@@ -81,7 +84,14 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		if !out.IsBase64Encoded {
 			text = out.Body
 		}
-		return fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+		r, err := fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+		if err == nil && lambda {
+			size := lambdaSize(out.Body, out.Headers, out.MultiValueHeaders, out.Cookies)
+			if mayOverLambda(size) {
+				markOverLambda(in, r, toV2(r, cookies, text), size)
+			}
+		}
+		return r, err
 	})
 	if text == "" {
 		text = in.replayText

@@ -35,9 +35,11 @@ import (
 //     once, as long as it finishes within its lease; every other request gets
 //     that response replayed byte-exactly, marked by the policy's headers.
 //     Which outcomes are final is the policy's Cache. A final response
-//     whose body is larger than MaxResponseBytes is answered to its caller
-//     and recorded as not kept (Response.NotKept): every other request is
-//     answered 410 CodeResponseNotKept, and the handler never runs again.
+//     whose body is larger than MaxResponseBytes (or, through the API
+//     Gateway adapters, whose answer is too large for Lambda to return: see
+//     MaxResponseBytes) is answered to its caller and recorded as not kept
+//     (Response.NotKept): every other request is answered 410
+//     CodeResponseNotKept, and the handler never runs again.
 //     Under PolicyOpenWOP:
 //   - 429, 5xx, handler errors and panics are never replayed: the record
 //     becomes retryable-failure and a same-key retry runs the handler again
@@ -127,6 +129,10 @@ type request struct {
 	// as converted by fromLambda, and of its first one-value headers.
 	handled     Response
 	handledVals [4]string
+	// overLambda says the handler's answer, as an API Gateway adapter
+	// returns it, is too large for Lambda to return (overLambdaPayload):
+	// recorded as not kept.
+	overLambda bool
 	// replayText is a replay's answer body viewed as a string (bodyString),
 	// when that body is still the bytes of the record the store returned:
 	// the adapters' response body without a copy (txn.replay).

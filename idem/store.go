@@ -46,8 +46,9 @@ func (s State) Valid() bool {
 // (as net/http.CanonicalHeaderKey returns them); values keep their order.
 //
 // NotKept marks a final outcome whose response was not kept: the handler's
-// body (or Guard.Once's value) was larger than MaxResponseBytes, or the
-// store refused the response as too large (ErrTooLarge: its headers beyond
+// body (or Guard.Once's value) was larger than MaxResponseBytes, or its
+// answer through an API Gateway adapter too large for Lambda to return
+// (see MaxResponseBytes), or the store refused the response as too large (ErrTooLarge: its headers beyond
 // the room kept beside the body, or a store's own smaller limit), so the
 // attempt that ran recorded only that it ran, with Status the status it
 // answered and NotKept the body's size in bytes (for an empty body, the

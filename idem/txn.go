@@ -680,7 +680,7 @@ func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 	t.logf(ctx, slog.LevelInfo, "idempotency: replay of a response that was not kept", slog.String("outcome", OutcomeReplay),
 		slog.Int("attempt", rec.Attempt), slog.Int("status", r.Status), slog.Int("size", r.NotKept))
 	e := apierr.New(410, CodeResponseNotKept,
-		"The request with this idempotency key was processed, but its response (%d bytes) was larger than the idempotency store keeps (%d bytes): it cannot be replayed, and the request is not run again.",
+		"The request with this idempotency key was processed, but its response (%d bytes) was too large to keep (a body over %d bytes, or an answer over the 6 MB payload Lambda returns): it cannot be replayed, and the request is not run again.",
 		r.NotKept, MaxResponseBytes).WithDetails(map[string]any{"status": r.Status, "size": r.NotKept})
 	t.failCode = e.Code
 	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, rec.RequestID)
@@ -805,6 +805,11 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	switch {
 	case err == nil:
 		switch {
+		case resp.NotKept > 0 && t.in.overLambda:
+			// An answer Lambda cannot return (its payload over 6 MB):
+			// this caller gets a 502 from API Gateway, its duplicates 410.
+			t.logf(ctx, slog.LevelWarn, "idempotency: response larger than a Lambda payload carries, recorded as not kept",
+				slog.Int("status", resp.Status), slog.Int("size", out.Response.NotKept))
 		case resp.NotKept > 0:
 			// A value Guard.Once's adapter could not encode: a defect of
 			// the function's value type, worth an operator's look.
