@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/textproto"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -127,8 +128,10 @@ func fromLambda(r *Response, vals []string, status int, single map[string]string
 	}
 	for k, v := range single {
 		ck := textproto.CanonicalMIMEHeaderKey(k)
-		if _, dup := multi[k]; dup {
-			continue // API Gateway: multiValueHeaders win for the same name
+		if vs, dup := multi[k]; dup && slices.Contains(vs, v) {
+			// API Gateway merges both maps, a value given in both once
+			// ("only the values from multiValueHeaders" appear).
+			continue
 		}
 		if prev, ok := r.Headers[ck]; !ok && len(vals) < cap(vals) {
 			vals = append(vals, v)
@@ -184,7 +187,11 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 
 // REST wraps a REST API (v1 proxy integration) handler. The operation is
 // httpMethod + " " + resource (the resource template, never the path),
-// mapped through Config.Operations. Otherwise as HTTPAPI.
+// mapped through Config.Operations. A header the handler's response names
+// in both Headers and MultiValueHeaders is answered, and kept, with both
+// merged as API Gateway merges them (the multi-value list, then the
+// one-value header's value unless the list holds it). Otherwise as
+// HTTPAPI.
 func (g *Guard) REST(h RESTHandler) RESTHandler {
 	g.requireTenant("REST")
 	return func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
