@@ -98,7 +98,8 @@ type Config struct {
 	Lease time.Duration
 
 	// Heartbeat is the lease renewal interval (inside Lambda only when the
-	// invocation may outlive Lease). Default Lease/3; must be below Lease.
+	// invocation may outlive Lease). Default Lease/3, which 0 also means;
+	// must be positive and below Lease (a negative value is refused).
 	Heartbeat time.Duration
 
 	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
@@ -106,7 +107,10 @@ type Config struct {
 	// means (no skew cannot be configured); a negative value is refused.
 	LeaseSkew time.Duration
 
-	// Retention is how long a record is kept after its last write. Default
+	// Retention is how long a record is kept: from the write that claims it
+	// (each reclaim starts it again) and from its completion; a heartbeat's
+	// renewal and a release do not extend it, and a handler still running
+	// when it would end has its context cut (ErrLeaseLost) first. Default
 	// Policy.Retention (24 h for PolicyOpenWOP, the OpenWOP v2 core spec's
 	// minimum; 720 h for erp.Policy; Forever for commerce.Policy). Forever
 	// means no expiry. A finite value below Policy.MinRetention (24 h for

@@ -781,3 +781,29 @@ func TestEnv(t *testing.T) {
 	}
 	_ = http.MethodPost
 }
+
+// Retention runs from the write that claims a record (a reclaim starts it
+// again) and from its completion; a release (a handler error) does not
+// extend it, so a released record ends Retention after its claim.
+func TestRetentionRunsFromClaimAndCompletion(t *testing.T) {
+	e := newEnv(t, nil)
+	id := scopeID(testTenant, "POST /runs", testKey)
+	get := func() idem.Record {
+		t.Helper()
+		rec, found, err := e.store.Get(context.Background(), id, e.clock.Now())
+		if err != nil || !found {
+			t.Fatalf("record: found %v, %v", found, err)
+		}
+		return rec
+	}
+	start := e.clock.Now()
+	e.call(&handler{err: errors.New("down")}, v2event("POST", "POST /runs", testKey, `{}`))
+	e.clock.Advance(time.Hour)
+	if rec := get(); rec.State != idem.StateRetryableFailure || !rec.Expires.Equal(start.Add(24*time.Hour)) {
+		t.Fatalf("after the release: %s, expires %v; want retryable, %v (the claim's)", rec.State, rec.Expires, start.Add(24*time.Hour))
+	}
+	e.call(&handler{}, v2event("POST", "POST /runs", testKey, `{}`))
+	if rec := get(); rec.State != idem.StateCompleted || !rec.Expires.Equal(start.Add(25*time.Hour)) {
+		t.Fatalf("after the reclaim's completion: %s, expires %v; want %v", rec.State, rec.Expires, start.Add(25*time.Hour))
+	}
+}

@@ -47,8 +47,9 @@ type Policy struct {
 	// retryable, whatever Cache says.
 	Cache func(status int, code string) Disposition
 
-	// Retention is the default time a record is kept after its last write
-	// (Config.Retention overrides it); Forever means no expiry. Required.
+	// Retention is the default time a record is kept after its claim and
+	// after its completion (Config.Retention, which says more, overrides
+	// it); Forever means no expiry. Required.
 	Retention time.Duration
 
 	// MinRetention is the smallest finite Config.Retention accepted.

@@ -138,7 +138,7 @@ type Config struct {
 	// returning *InFlightError. Default DefaultWait (5s); negative: never wait.
 	Wait time.Duration
 	// PollInterval is the re-read interval while waiting. Default
-	// DefaultPollInterval (100ms).
+	// DefaultPollInterval (100ms), which 0 or a negative value also means.
 	PollInterval time.Duration
 	// Clock is Test.Clock under its former name, read by New when
 	// Test.Clock is nil. Default nil.
