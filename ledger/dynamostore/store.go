@@ -224,8 +224,15 @@ func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Ex
 }
 
 // Get implements ledger.Store with a strongly consistent GetItem (and one
-// more for a recorded value kept beside the record).
+// more for a recorded value kept beside the record). A key no item can
+// have (empty, or longer than DynamoDB's 2,048 bytes: an effect id typed
+// by an operator) is absent, with no call.
 func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
+	if key == "" || len(key) > maxKeyBytes {
+		// No item can have it: DynamoDB refuses such a key (a
+		// ValidationException), where it is only absent.
+		return nil, nil
+	}
 	item, err := s.getItem(ctx, key)
 	if err != nil || len(item) == 0 {
 		return nil, err
@@ -239,6 +246,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	}
 	return r, nil
 }
+
+// maxKeyBytes is the longest partition key DynamoDB keeps.
+const maxKeyBytes = 2048
 
 // getItem reads the record item of key consistently (nil when absent).
 func (s *Store) getItem(ctx context.Context, key string) (map[string]types.AttributeValue, error) {

@@ -2,9 +2,11 @@ package ledgertest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"github.com/idemkit/idemkit/ledger/identity"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -22,6 +24,33 @@ var storeTests = []test{
 	{"ReplaceConditions", testReplaceConditions},
 	{"FenceCondition", testFenceCondition},
 	{"ListByRun", testListByRun},
+	{"GetOfAKeyNoRecordCanHave", testGetOddKeys},
+}
+
+// testGetOddKeys: Get of a key no record can have (empty, not UTF-8, or
+// longer than DynamoDB keeps a key) finds nothing, as for any absent key,
+// and so do the operator's calls that take an effect id as typed (Lookup,
+// ShowEffect, Resolve): never a store error.
+func testGetOddKeys(t *testing.T, e *env) {
+	ctx := context.Background()
+	long := "acme/" + strings.Repeat("a", 3000)
+	for _, key := range []string{"", "\xff\xfe", "effect#" + long, "host#" + strings.Repeat("h", 3000)} {
+		if rec, err := e.store.Get(ctx, key); err != nil || rec != nil {
+			t.Errorf("Get(%.20q…, %d bytes) = %v, %v; want nil, nil", key, len(key), rec, err)
+		}
+	}
+	l := e.ledger()
+	for _, id := range []string{"", long} {
+		if rec, err := l.Lookup(ctx, id); err != nil || rec != nil {
+			t.Errorf("Lookup of a %d-byte id = %v, %v; want nil, nil", len(id), rec, err)
+		}
+		if _, err := l.ShowEffect(ctx, id); !errors.Is(err, ledger.ErrEffectNotFound) {
+			t.Errorf("ShowEffect of a %d-byte id: %v, want ErrEffectNotFound", len(id), err)
+		}
+		if _, err := l.Resolve(ctx, id, ledger.Resolution{As: ledger.Delivered, Operator: "op", Rev: "r"}); !errors.Is(err, ledger.ErrEffectNotFound) {
+			t.Errorf("Resolve of a %d-byte id: %v, want ErrEffectNotFound", len(id), err)
+		}
+	}
 }
 
 // sample returns a fully populated record (every field set) for key.
