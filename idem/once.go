@@ -89,7 +89,8 @@ const workTenantPrefix = "event:"
 //     ErrStoreUnavailable; the claim is released.
 //
 // Store round trips are those of the HTTP adapters: two for a first
-// execution, one for a replay. With Config.Disabled, Run runs directly.
+// execution, one for a replay. With Config.Disabled, Run runs directly
+// (work without an Operation or a Run is refused all the same).
 func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err error) {
 	var problems []string
 	if strings.TrimSpace(w.Operation) == "" {
