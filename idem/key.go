@@ -103,8 +103,11 @@ type KeyPolicy struct {
 }
 
 // Chars returns an Allow predicate accepting the characters listed in
-// specs: a three-character spec "a-z" is a range, any other spec lists its
-// characters ("._~-"). Ranges and lists may use any code point; one above
+// specs: a spec of three characters whose middle one is '-' ("a-z") is the
+// range of its ends (empty when the first comes after the last), any other
+// spec lists its characters ("._~-"), so a three-character list holding
+// '-' puts it first or last ("+/-", not "+-/", which is the range from '+'
+// to '/', comma included). Ranges and lists may use any code point; one above
 // U+007F matches a key's character only under KeyPolicy.Runes (without it
 // Allow sees bytes).
 func Chars(specs ...string) func(rune) bool {

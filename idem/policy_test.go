@@ -248,3 +248,21 @@ func TestKeyBytesAndNoNormalisation(t *testing.T) {
 		t.Errorf("%d runs, want 2: one per key form, each replayed once", h.Calls())
 	}
 }
+
+// Chars reads a three-character spec with '-' in the middle as a range,
+// any other as a list: "+-/" is '+' to '/' (comma included), "+/-" the
+// three characters.
+func TestCharsSpecs(t *testing.T) {
+	rng, list := idem.Chars("+-/"), idem.Chars("+/-")
+	for _, c := range []struct {
+		r           rune
+		inRange, in bool
+	}{{'+', true, true}, {'/', true, true}, {'-', true, true}, {',', true, false}, {'.', true, false}} {
+		if rng(c.r) != c.inRange || list(c.r) != c.in {
+			t.Errorf("%q: range %v list %v, want %v %v", c.r, rng(c.r), list(c.r), c.inRange, c.in)
+		}
+	}
+	if empty := idem.Chars("z-a"); empty('a') || empty('m') || empty('z') {
+		t.Error(`"z-a" accepts a character`)
+	}
+}
