@@ -102,7 +102,8 @@ type Policy struct {
 	// sets it on every answer it builds for a guarded request (and every
 	// error envelope it writes gains RequestIDMember); a host marks the
 	// answers it produces outside Layer 1 the same way (the reference
-	// host's api handler does). Default "": none.
+	// host's api handler does). It must be a header name (Validate
+	// refuses another). Default "": none.
 	RequestIDHeader string
 
 	// DerivedKeys allows routes whose key is derived from the request
@@ -206,8 +207,9 @@ type InFlightAnswer struct {
 	// {"status": "pending", "requestId": <the first request's id>}). Any other value, or the header repeated, is 400
 	// validation_error (details.field names the header) and records
 	// nothing. The mode is not part of the request fingerprint: it says
-	// how to wait, not what to do. Default "": every duplicate waits as
-	// ModeSync.
+	// how to wait, not what to do. It must be a header name other than
+	// Idempotency-Key (Policy.Validate refuses another). Default "": every
+	// duplicate waits as ModeSync.
 	ModeHeader string
 }
 
@@ -269,6 +271,16 @@ func (p Policy) problems() []string {
 	}
 	if ra := p.InFlight.RetryAfter; ra < time.Second || ra > time.Minute {
 		out = append(out, fmt.Sprintf("Policy.InFlight.RetryAfter %s is outside 1s..1m", ra))
+	}
+	if h := p.RequestIDHeader; h != "" && !validHeaderName(h) {
+		out = append(out, fmt.Sprintf("Policy.RequestIDHeader %q is not a header name", h))
+	}
+	switch h := p.InFlight.ModeHeader; {
+	case h == "":
+	case !validHeaderName(h):
+		out = append(out, fmt.Sprintf("Policy.InFlight.ModeHeader %q is not a header name", h))
+	case strings.EqualFold(h, HeaderKey):
+		out = append(out, fmt.Sprintf("Policy.InFlight.ModeHeader %q is the key's own header", h))
 	}
 	return out
 }

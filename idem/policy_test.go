@@ -177,6 +177,25 @@ func TestInvalidPolicyNamesTheField(t *testing.T) {
 			t.Errorf("%s: %v", preset.Name, err)
 		}
 	}
+	// The headers a policy names are header names: a request id header
+	// with a space would be set on every answer (API Gateway refuses such
+	// a response), and a wait-mode header that is not one, or is the
+	// key's own header, could never be sent right.
+	for _, c := range []struct {
+		mod   func(*idem.Policy)
+		field string
+	}{
+		{func(p *idem.Policy) { p.RequestIDHeader = "X Request Id" }, "Policy.RequestIDHeader"},
+		{func(p *idem.Policy) { p.RequestIDHeader = "X-Request-Id:" }, "Policy.RequestIDHeader"},
+		{func(p *idem.Policy) { p.InFlight.ModeHeader = "Idempotency Mode" }, "Policy.InFlight.ModeHeader"},
+		{func(p *idem.Policy) { p.InFlight.ModeHeader = "idempotency-key" }, "Policy.InFlight.ModeHeader"},
+	} {
+		p := partnerPolicy
+		c.mod(&p)
+		if err := p.Validate(); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("RequestIDHeader %q, ModeHeader %q: %v, want a problem naming %s", p.RequestIDHeader, p.InFlight.ModeHeader, err, c.field)
+		}
+	}
 }
 
 // Configuration names a preset: openwop, commerce or erp.
