@@ -95,7 +95,9 @@ type Effect struct {
 	// budget and backoff (see Retry). The cap and budget are recorded when
 	// the record is created. Default nil: an attempt that ends without an
 	// outcome may be retried at once (or at the time the provider asked for
-	// with RetryAt), up to Config.MaxAttempts attempts.
+	// with RetryAt), up to Config.MaxAttempts attempts. A Retry with a
+	// negative field is refused before anything fires, with an error
+	// matching ErrConfig.
 	Retry *Retry
 }
 

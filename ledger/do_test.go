@@ -121,3 +121,27 @@ func TestSlotKeyFields(t *testing.T) {
 		t.Fatalf("slot keys %q %q", a, b)
 	}
 }
+
+// An effect whose Retry has a negative value is refused with an error a
+// caller can tell from a store's (errors.Is ErrConfig), and nothing fires.
+func TestInvalidRetryIsAConfigError(t *testing.T) {
+	l, _ := ledger.New(ledger.Config{Store: memstore.New()})
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: "k"})
+	fired := 0
+	fn := func(context.Context, ledger.Call) ([]byte, error) { fired++; return nil, nil }
+	for name, r := range map[string]ledger.Retry{
+		"negative MaxAttempts": {MaxAttempts: -1},
+		"negative Budget":      {Budget: -time.Second},
+		"negative Base":        {Base: -time.Second},
+		"negative Max":         {Max: -time.Second},
+	} {
+		r := r
+		_, err := l.Do(context.Background(), ledger.Effect{Identity: id, Retry: &r}, fn)
+		if !errors.Is(err, ledger.ErrConfig) {
+			t.Errorf("%s: Do = %v, want an error matching ErrConfig", name, err)
+		}
+	}
+	if fired != 0 {
+		t.Errorf("fn ran %d times for invalid retries", fired)
+	}
+}

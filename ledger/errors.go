@@ -97,7 +97,8 @@ var (
 	// template.yaml.
 	ErrStoreMisconfigured = errors.New("ledger: effects store misconfigured")
 	// ErrConfig is matched (errors.Is) by every error New returns: one
-	// error listing every problem of the Config.
+	// error listing every problem of the Config. Do's refusal of an
+	// Effect.Retry with a negative field matches it too.
 	ErrConfig = errors.New("ledger: invalid config")
 )
 

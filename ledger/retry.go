@@ -42,10 +42,15 @@ func (r *Retry) validate(maxAttempts int) error {
 		return nil
 	}
 	if r.MaxAttempts < 0 {
-		return fmt.Errorf("ledger: Retry.MaxAttempts %d is negative", r.MaxAttempts)
+		return fmt.Errorf("%w: Retry.MaxAttempts %d is negative", ErrConfig, r.MaxAttempts)
 	}
-	if r.Budget < 0 || r.Base < 0 || r.Max < 0 {
-		return errors.New("ledger: Retry durations must not be negative")
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Budget", r.Budget}, {"Base", r.Base}, {"Max", r.Max}} {
+		if d.v < 0 {
+			return fmt.Errorf("%w: Retry.%s %s is negative", ErrConfig, d.name, d.v)
+		}
 	}
 	return nil
 }
