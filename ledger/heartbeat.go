@@ -8,15 +8,27 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// minRenewal is the least time a renewal's store call is given, even when
-// the tick came so late (a pause) that less than this is left before the
-// renewal margin (see clock.RenewMargin): the renewal is still tried, for at most
-// this long, and is refused if the attempt was reclaimed meanwhile (the
-// function then stops with ErrLeaseLost either way); one that lands proves
-// nobody reclaimed it. A second leaves a loaded store time to answer. A
-// tick in time never gets it: its renewal ends clock.RenewMargin before the
-// lease does.
+// minRenewal is the time a renewal's store call is given when the tick came
+// so late (a pause) that nothing is left before the renewal margin (see
+// clock.RenewMargin): the renewal is still tried, for at most this long,
+// and is refused if the attempt was reclaimed meanwhile (the function then
+// stops with ErrLeaseLost either way); one that lands proves nobody
+// reclaimed it. A second leaves a loaded store time to answer. A tick with
+// any time left before the margin never gets it, however little is left
+// (a short lease's ticks in time leave less than a second): its renewal
+// ends clock.RenewMargin before the lease does, so the function never
+// outlives the lease on a renewal's account.
 const minRenewal = time.Second
+
+// renewalBudget is how long a renewal's store call, made at now, is given
+// under a lease ending at leaseEnd: until the margin before that end, or
+// minRenewal for a tick that came after it.
+func renewalBudget(leaseEnd, now time.Time, margin time.Duration) time.Duration {
+	if d := leaseEnd.Sub(now) - margin; d > 0 {
+		return d
+	}
+	return minRenewal
+}
 
 // run calls fn for the attempt rec (just written with its fire mark) while a
 // heartbeat renews rec's lease every Config.Heartbeat. The heartbeat is
@@ -50,7 +62,7 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn 
 //   - A refused renewal means the claim was reclaimed: it calls
 //     lost(ErrLeaseLost) and stops.
 //   - Each renewal's store call is bounded by clock.RenewMargin before the lease
-//     end last written (at least minRenewal, for a tick that came late), so
+//     end last written (minRenewal for a tick that came after that), so
 //     a store that stalls fails the renewal while the lease holds instead
 //     of keeping fn running to or past its end.
 //   - A renewal that fails with an error is retried at the next tick while
@@ -96,12 +108,13 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 			next.LeaseUntil, next.UpdatedAt = now.Add(l.cfg.Lease), now
 			next.ExpiresAt = l.extend(next.ExpiresAt, now)
 			// Bounded by a margin before the end of the lease last written
-			// (the time left until then on the Ledger's clock, never less
-			// than minRenewal): a renewal that stalls fails while the lease
-			// holds, and the heartbeat gives up, rather than leave fn
-			// running to or past its lease end while it waits on the store.
+			// (the time left until then on the Ledger's clock; minRenewal
+			// only for a tick that came after it): a renewal that stalls
+			// fails while the lease holds, and the heartbeat gives up,
+			// rather than leave fn running to or past its lease end while
+			// it waits on the store.
 			margin := clock.RenewMargin(l.cfg.Heartbeat)
-			cctx, ccancel := context.WithTimeout(rctx, max(cur.LeaseUntil.Sub(now)-margin, minRenewal))
+			cctx, ccancel := context.WithTimeout(rctx, renewalBudget(cur.LeaseUntil, now, margin))
 			var err error
 			if !hb.until.IsZero() && next.LeaseUntil.After(hb.until) {
 				// The fence item would end within the lease: no renewal

@@ -98,8 +98,9 @@ type Config struct {
 	// attempt (the function must honour it). Each renewal's store call is
 	// bounded by a margin before that lease end (a quarter of Heartbeat,
 	// at most a second), so a store that hangs fails the renewal while the
-	// lease holds rather than delay the check (a tick that came late, after
-	// a pause, still gets a second). With the
+	// lease holds rather than delay the check, however short the lease (only
+	// a tick that came after that margin, after a pause, still gets a
+	// second). With the
 	// default (Lease/3) one failed renewal is retried and the second in a
 	// row gives up; with Heartbeat at Lease/2 or more the first failure
 	// gives up. An effect function shorter than Heartbeat costs no extra

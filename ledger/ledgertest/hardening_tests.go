@@ -21,6 +21,7 @@ var hardeningTests = []test{
 	{"HeartbeatRenewalErrorIsRetried", testHeartbeatRenewalError},
 	{"HeartbeatFailingPastLeaseCancels", testHeartbeatFailingPastLease},
 	{"HeartbeatStalledRenewalCancels", testHeartbeatStalledRenewal},
+	{"HeartbeatStalledRenewalOfAShortLease", testHeartbeatStalledShortLease},
 	{"HeartbeatGaveUpSuccessIsRecorded", testHeartbeatGaveUpSuccess},
 	{"StreamCutByTheCallerIsUncertain", testStreamCutByCaller},
 	{"CallerCancelledErrorIsUncertain", testCallerCancelledError},
@@ -399,6 +400,58 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	if rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
 		t.Fatalf("record %s attempt %d outcome %+v lease %s; want firing, 1, none, %s",
 			rec.State, rec.Attempt, rec.Outcome, rec.LeaseUntil, leaseEnd)
+	}
+}
+
+// A short lease (2 s, the default heartbeat of a third of it: margin
+// 167 ms) whose ticks come in time: the first renewal fails, the second
+// (1.333 s after the fire, the lease ending 0.667 s later) stalls. It is
+// given what is left before the margin, 0.5 s, like a renewal of a longer
+// lease, and never the second a tick that came late gets: that second would
+// keep the effect function running 0.333 s past the lease end, when another
+// executor may reclaim the attempt and fire.
+func testHeartbeatStalledShortLease(t *testing.T, e *env) {
+	tk := NewTicker()
+	a := e.ledger(func(c *ledger.Config) {
+		c.Lease, c.Test.Clock = 2*time.Second, ClockFuncs{NowFunc: e.clock.Now, NewTickerFunc: tk.New}
+	})
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	started, done, _ := e.fireUntilCut(a, eff, stopsWithCause)
+	fctx := recv(t, started, "the fire")
+	leaseEnd := e.get(key).LeaseUntil
+	fired := leaseEnd.Add(-2 * time.Second)
+	e.store.failRenewals(errors.New("injected store outage"))
+	e.clock.Set(fired.Add(2 * time.Second / 3))
+	tk.Tick()
+	if err := recv(t, renew, "the first renewal's failure"); err == nil || errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("first renewal: %v; want the injected outage", err)
+	}
+	if fctx.Err() != nil {
+		t.Fatal("one failed renewal cut the effect function although the next tick comes before the lease end")
+	}
+	given := e.store.stallRenewals()
+	tick := fired.Add(4 * time.Second / 3)
+	e.clock.Set(tick)
+	tk.Tick()
+	left := leaseEnd.Sub(tick) - (2*time.Second/3)/4 // before the margin
+	if d := recv(t, given, "the stalled renewal"); d > left+50*time.Millisecond {
+		t.Fatalf("the stalled renewal was given %s although the lease ends %s after its tick: it would fail %s past the lease end, when another executor may reclaim and fire, the effect function still running",
+			d.Round(time.Millisecond), leaseEnd.Sub(tick), (d - leaseEnd.Sub(tick)).Round(time.Millisecond))
+	}
+	if err := recv(t, renew, "the stalled renewal's failure"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stalled renewal: %v; want its deadline exceeded", err)
+	}
+	recv(t, fctx.Done(), "the effect function's cancellation")
+	if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
+		t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
+	}
+	if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("A: %v; want ErrLeaseLost", err)
+	}
+	if rec := e.get(key); rec.State != ledger.StateFiring || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
+		t.Fatalf("record %s outcome %+v lease %s; want firing, none, %s", rec.State, rec.Outcome, rec.LeaseUntil, leaseEnd)
 	}
 }
 
