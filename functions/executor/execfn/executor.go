@@ -65,7 +65,10 @@
 //     on that claim and on the log's length, so an execution another took
 //     over (its executor paused past StaleAfter, or two deliveries
 //     overlapping) writes nothing more and stops: the node log never holds
-//     an event twice.
+//     an event twice. A webhook request it has already sent is not cut
+//     when it finds its claim taken (or its run cancelled): the request
+//     finishes and its outcome is recorded, so the execution that took the
+//     run over replays it instead of sending it again (an escaped attempt).
 package execfn
 
 import (
@@ -857,7 +860,9 @@ func (x *Executor) runNodes(ctx context.Context, run runs.Run, rc runCaps) error
 		if run.IsReplay() {
 			return x.replayWebhook(ctx, run)
 		}
-		res, err := x.Webhook.Deliver(ctx, run)
+		ectx, stop := effectContext(ctx)
+		res, err := x.Webhook.Deliver(ectx, run)
+		stop()
 		if err == nil {
 			x.log().InfoContext(ctx, "executor: webhook delivered", slog.String("run_id", run.ID),
 				slog.Bool("replayed", res.Replayed), slog.Int("attempt", res.Attempt))

@@ -254,7 +254,9 @@ func (x *Executor) sideEffect(ctx context.Context, run runs.Run, node webhook.No
 	if err != nil {
 		return "", err
 	}
-	res, err := w.DeliverNode(ctx, run, node.ID, ordinal, dest, payload)
+	ectx, stop := effectContext(ctx)
+	res, err := w.DeliverNode(ectx, run, node.ID, ordinal, dest, payload)
+	stop()
 	if err != nil {
 		if permanent(err) {
 			return "", &NodeFailedError{NodeID: node.ID, Code: codeNodeFailed, Message: truncate(err.Error())}

@@ -39,9 +39,10 @@ func (x *Executor) heartbeatEvery() time.Duration {
 }
 
 // startHeartbeat starts renewing run's claim and returns the context the
-// execution runs under (cancelled when the claim is lost).
+// execution runs under (cancelled when the claim is lost; an effect call
+// made under it runs under effectContext instead).
 func (x *Executor) startHeartbeat(ctx context.Context, run runs.Run) (context.Context, *runHeartbeat) {
-	hctx, cancel := context.WithCancel(ctx)
+	hctx, cancel := context.WithCancel(context.WithValue(ctx, executionKey{}, ctx))
 	hb := &runHeartbeat{done: make(chan struct{}), exited: make(chan struct{}), cancel: cancel}
 	ticks, stopTicks := x.clock().NewTicker(x.heartbeatEvery())
 	go func() {
@@ -71,4 +72,39 @@ func (hb *runHeartbeat) stop() (lost bool) {
 	hb.cancel()
 	<-hb.exited
 	return hb.lost.Load()
+}
+
+// executionKey carries, on the context of an execution under a claim
+// (startHeartbeat), the execution's own context: the one the claim's loss
+// does not cancel.
+type executionKey struct{}
+
+// effectContext returns the context an effect call (a webhook delivery
+// through the ledger) of the execution under ctx runs under: ctx's values,
+// ended by the execution's own end (its invocation's deadline, the
+// executor stopped) but not by the loss of the run's claim. An execution
+// overtaken (another took the run: a duplicate delivery, the stale-run
+// pass) or whose run was cancelled stops driving the run, but a request it
+// has already sent is left to finish and its outcome recorded: cut, the
+// attempt would be escaped and the request sent again by the next
+// execution, twice at a receiver that does not deduplicate. No later node
+// starts: the walk still runs under ctx, whose appends are refused. Call
+// stop once the call returns.
+func effectContext(ctx context.Context) (ectx context.Context, stop func()) {
+	own, ok := ctx.Value(executionKey{}).(context.Context)
+	if !ok {
+		return ctx, func() {}
+	}
+	ectx = context.WithoutCancel(ctx)
+	endDeadline := func() {}
+	if dl, ok := own.Deadline(); ok {
+		ectx, endDeadline = context.WithDeadline(ectx, dl)
+	}
+	ectx, cancel := context.WithCancelCause(ectx)
+	unhook := context.AfterFunc(own, func() { cancel(context.Cause(own)) })
+	return ectx, func() {
+		unhook()
+		cancel(nil)
+		endDeadline()
+	}
 }

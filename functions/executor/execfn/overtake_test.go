@@ -3,8 +3,12 @@ package execfn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,5 +331,104 @@ func TestStalledRenewalDoesNotHoldTheRun(t *testing.T) {
 	}
 	if got, _ := s.store.Get(ctx, r.ID); got.Status != runs.StatusCompleted {
 		t.Fatalf("run %s, want completed", got.Status)
+	}
+}
+
+// holdingReceiver answers each webhook request once release is closed; a
+// request whose client went away first (the sender cut it) is reported on
+// cut.
+type holdingReceiver struct {
+	srv          *httptest.Server
+	arrived, cut chan string
+	release      chan struct{}
+	mu           sync.Mutex
+	keys         []string
+}
+
+func newHoldingReceiver(t *testing.T) *holdingReceiver {
+	r := &holdingReceiver{arrived: make(chan string, 8), cut: make(chan string, 8), release: make(chan struct{})}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body)
+		key := req.Header.Get("Idempotency-Key")
+		r.mu.Lock()
+		r.keys = append(r.keys, key)
+		r.mu.Unlock()
+		r.arrived <- key
+		select {
+		case <-r.release:
+			w.WriteHeader(http.StatusOK)
+		case <-req.Context().Done():
+			r.cut <- key
+		}
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *holdingReceiver) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.keys...)
+}
+
+// TestOvertakenExecutionLetsItsDeliveryFinish: an execution overtaken
+// while its webhook request is at the receiver (a duplicate delivery of
+// the run's record adopts it) stops driving the run, but the request it
+// has sent is left to finish: it is not cut, its answer is recorded as
+// the effect's outcome, and the execution that took the run over replays
+// it. Cut, the attempt would be escaped and the delivery sent again by the
+// next execution: two requests at a receiver that does not deduplicate.
+// On memory.
+func TestOvertakenExecutionLetsItsDeliveryFinish(t *testing.T) {
+	ctx := context.Background()
+	s := newOvertakeStack(t, runs.NewMemRuns())
+	rc := newHoldingReceiver(t)
+	tk1 := &gatedTicker{ch: make(chan time.Time)}
+	x1 := s.executor(newGate(), tk1)
+	x2 := s.executor(newGate(), &gatedTicker{ch: make(chan time.Time)})
+	in, _ := json.Marshal(map[string]any{"url": rc.srv.URL + "/hook", "payload": map[string]any{"order": 42}})
+	r := runs.NewRun("acme", webhook.WorkflowWebhook, in, s.clk.Now())
+	if err := s.store.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	done1 := make(chan error, 1)
+	go func() { done1 <- x1.Execute(ctx, r.ID) }()
+	key := <-rc.arrived
+
+	// A duplicate delivery adopts the run: its effect is in flight
+	// elsewhere, so it fires nothing and is retried later.
+	if err := x2.Execute(ctx, r.ID); !errors.As(err, new(*ledger.InFlightError)) {
+		t.Fatalf("the overtaking execution: %v; want the effect in flight", err)
+	}
+	// The overtaken execution's heartbeat finds its claim taken.
+	if !tk1.tick(t) {
+		t.Fatal("the overtaken execution runs no heartbeat")
+	}
+	if err := <-s.sig.renewed; !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("renewal after the overtake: %v; want refused", err)
+	}
+	select {
+	case <-rc.cut:
+		t.Error("the overtaken execution cut its request at the receiver")
+	case <-time.After(time.Second):
+	}
+	close(rc.release)
+	if err := <-done1; err != nil {
+		t.Fatalf("the overtaken execution: %v", err)
+	}
+	// The stream retries the duplicate delivery after the backoff.
+	s.clk.Set(s.clk.Now().Add(time.Minute))
+	if err := x2.Execute(ctx, r.ID); err != nil {
+		t.Fatalf("the overtaking execution's retry: %v", err)
+	}
+	got, err := s.store.Get(ctx, r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != runs.StatusCompleted {
+		t.Fatalf("run %s (%s), want completed", got.Status, got.Error)
+	}
+	if n := len(rc.seen()); n != 1 {
+		t.Fatalf("the receiver got %d requests (key %s each time), want 1", n, key)
 	}
 }
