@@ -104,8 +104,8 @@ type Config struct {
 	// default (Lease/3) one failed renewal is retried and the second in a
 	// row gives up; with Heartbeat at Lease/2 or more the first failure
 	// gives up. An effect function shorter than Heartbeat costs no extra
-	// round trip. Default Lease/3; must be below Lease; negative: no
-	// heartbeat.
+	// round trip. Default Lease/3; must be below Lease less that margin
+	// (the first renewal must have time to land); negative: no heartbeat.
 	Heartbeat time.Duration
 	// MaxAttempts caps the attempts kept in an effect record (the record is
 	// one DynamoDB item, limited to 400 KB). Once an effect has MaxAttempts
@@ -231,6 +231,8 @@ func New(cfg Config) (*Ledger, error) {
 	}
 	if cfg.Heartbeat >= cfg.Lease {
 		p.Addf("Config.Heartbeat %s is not below Config.Lease %s", cfg.Heartbeat, cfg.Lease)
+	} else if cfg.Heartbeat > 0 && cfg.Heartbeat+clock.RenewMargin(cfg.Heartbeat) >= cfg.Lease {
+		p.Addf("Config.Heartbeat %s leaves no time to renew Config.Lease %s: a renewal must end %s before the lease does", cfg.Heartbeat, cfg.Lease, clock.RenewMargin(cfg.Heartbeat))
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts

@@ -978,13 +978,16 @@ func testDefaultMaxAttempts(t *testing.T, e *env) {
 
 func testConfigBounds(t *testing.T, e *env) {
 	bad := map[string]ledger.Config{
-		"heartbeat = lease":   {Store: e.store, Lease: 30 * time.Second, Heartbeat: 30 * time.Second},
-		"heartbeat > lease":   {Store: e.store, Lease: 30 * time.Second, Heartbeat: time.Minute},
-		"max attempts < 0":    {Store: e.store, MaxAttempts: -1},
-		"max attempts > max":  {Store: e.store, MaxAttempts: ledger.MaxMaxAttempts + 1},
-		"retention < 14 days": {Store: e.store, Retention: time.Hour},
-		"value cap < 0":       {Store: e.store, MaxValueBytes: -1},
-		"value cap > max":     {Store: e.store, MaxValueBytes: ledger.MaxMaxValueBytes + 1},
+		"heartbeat = lease": {Store: e.store, Lease: 30 * time.Second, Heartbeat: 30 * time.Second},
+		"heartbeat > lease": {Store: e.store, Lease: 30 * time.Second, Heartbeat: time.Minute},
+		// The first renewal, in time, would have to end before it began:
+		// a second before the lease end, which comes 0.5 s after it.
+		"heartbeat leaves no room to renew": {Store: e.store, Lease: 30 * time.Second, Heartbeat: 29500 * time.Millisecond},
+		"max attempts < 0":                  {Store: e.store, MaxAttempts: -1},
+		"max attempts > max":                {Store: e.store, MaxAttempts: ledger.MaxMaxAttempts + 1},
+		"retention < 14 days":               {Store: e.store, Retention: time.Hour},
+		"value cap < 0":                     {Store: e.store, MaxValueBytes: -1},
+		"value cap > max":                   {Store: e.store, MaxValueBytes: ledger.MaxMaxValueBytes + 1},
 	}
 	for name, cfg := range bad {
 		if _, err := ledger.New(cfg); err == nil {
@@ -993,6 +996,14 @@ func testConfigBounds(t *testing.T, e *env) {
 	}
 	if _, err := ledger.New(ledger.Config{Store: e.store, Heartbeat: -1}); err != nil {
 		t.Errorf("disabled heartbeat: %v", err)
+	}
+	for _, c := range []ledger.Config{
+		{Store: e.store, Lease: time.Second},                                           // 333 ms, renewals end 83 ms before
+		{Store: e.store, Lease: 30 * time.Second, Heartbeat: 28900 * time.Millisecond}, // 100 ms to renew
+	} {
+		if _, err := ledger.New(c); err != nil {
+			t.Errorf("lease %s, heartbeat %s: %v", c.Lease, c.Heartbeat, err)
+		}
 	}
 }
 
