@@ -71,7 +71,10 @@ type Config struct {
 	// reclaiming executor's clock: clock skew between executors eats into
 	// the lease (keep Lease - Heartbeat well above the worst skew). With
 	// heartbeats, renewals that keep failing cancel the effect function's
-	// context before the lease last written ends (see Heartbeat). Default
+	// context before the lease last written ends (see Heartbeat), as late
+	// as the renewal margin before it (a stalled renewal): while renewals
+	// fail, a skew above that margin lets a reclaimer fire while the
+	// function's context is live. Default
 	// DefaultLease (5m); minimum 1s; below Retention.
 	Lease time.Duration
 	// Heartbeat is the interval at which the lease of a fired attempt is

@@ -32,6 +32,7 @@ var hardeningTests = []test{
 	{"ConfigBounds", testConfigBounds},
 	{"OversizedValueNotRecorded", testOversizedValue},
 	{"ClockSkew", testClockSkew},
+	{"ClockSkewWhileRenewalsFail", testClockSkewWhileRenewalsFail},
 	{"RetentionExtendedByEveryWrite", testRetentionExtended},
 	{"WitnessAttemptByAnotherRun", testWitnessAttemptOtherRun},
 	{"WitnessSuppressedDuplicate", testWitnessDuplicate},
@@ -1294,5 +1295,55 @@ func testClockSkew(t *testing.T, e *env) {
 	}
 	if k := e.prov.Keys(); len(k) != 2 || k[0] != k[1] || e.prov.Effects() != 1 {
 		t.Fatalf("provider keys %v effects %d", k, e.prov.Effects())
+	}
+}
+
+// While renewals fail, the skew a lease absorbs is no longer Lease-Heartbeat:
+// the owner's context lives until its heartbeat gives up, which is as late as
+// the renewal margin before the lease written last ends (a stalled renewal),
+// and here (a renewal that failed fast, the next tick still due before that
+// end) until the next tick, 10 s before it. A reclaimer ahead by less than
+// what is left sees the claim in flight; one ahead by 15 s, within
+// Lease-Heartbeat (25 s), takes it while the owner's function still runs: two
+// executors fire at once, under one provider key.
+func testClockSkewWhileRenewalsFail(t *testing.T, e *env) {
+	a, tk := e.heartbeating(10 * time.Second)
+	renew := e.renewals()
+	eff := e.effect()
+	key := effectKey(eff.Identity)
+	skewed := func(d time.Duration) *ledger.Ledger {
+		return e.ledger(func(c *ledger.Config) {
+			c.Heartbeat = -1
+			c.Test.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
+		})
+	}
+	started, done, _ := e.fireUntilCut(a, eff, stopsWithCause)
+	fctx := recv(t, started, "the fire")
+	leaseEnd := e.get(key).LeaseUntil // the fire's: +30 s
+	e.store.failRenewals(errors.New("injected store outage"))
+	e.clock.Set(leaseEnd.Add(-20 * time.Second))
+	tk.Tick()
+	if err := recv(t, renew, "the failed renewal"); err == nil || errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("renewal: %v; want the injected outage", err)
+	}
+	e.clock.Set(leaseEnd.Add(-14 * time.Second)) // 4 s before the next tick
+	if _, err := skewed(13*time.Second).Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, ledger.ErrInFlight) {
+		t.Fatalf("executor 13 s ahead: %v; want ErrInFlight", err)
+	}
+	r := mustDo(t, skewed(15*time.Second), eff, e.charge(nil))
+	if r.Attempt != 2 || r.Replayed {
+		t.Fatalf("executor 15 s ahead: %+v; want attempt 2 fired", r)
+	}
+	if fctx.Err() != nil {
+		t.Fatal("the owner's function was cut before the skewed reclaim: the limit this test states no longer holds; update the documents")
+	}
+	e.clock.Set(leaseEnd.Add(-10 * time.Second))
+	tk.Tick()
+	recv(t, fctx.Done(), "the owner's cut")
+	if err := recv(t, done, "owner's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+		t.Fatalf("owner: %v; want ErrLeaseLost", err)
+	}
+	if k := e.prov.Keys(); len(k) != 2 || k[0] != k[1] {
+		t.Fatalf("provider keys %v; want two calls under one key", k)
 	}
 }
