@@ -102,6 +102,9 @@ func effectContext(ctx context.Context) (ectx context.Context, stop func()) {
 	}
 	ectx, cancel := context.WithCancelCause(ectx)
 	unhook := context.AfterFunc(own, func() { cancel(context.Cause(own)) })
+	if own.Err() != nil {
+		cancel(context.Cause(own)) // ended already: at once, not when AfterFunc's goroutine runs
+	}
 	return ectx, func() {
 		unhook()
 		cancel(nil)

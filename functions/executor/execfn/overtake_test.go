@@ -432,3 +432,37 @@ func TestOvertakenExecutionLetsItsDeliveryFinish(t *testing.T) {
 		t.Fatalf("the receiver got %d requests (key %s each time), want 1", n, key)
 	}
 }
+
+// TestEffectContextEndsWithTheExecution: the context of an effect call
+// ends with the execution's own context (at once when that has ended
+// already, with its cause) and keeps the values and deadline of the
+// execution's, but not the run claim's loss.
+func TestEffectContextEndsWithTheExecution(t *testing.T) {
+	type key struct{}
+	cause := errors.New("executor stopping")
+	own, stopOwn := context.WithCancelCause(context.WithValue(context.Background(), key{}, "v"))
+	dl, cancelDl := context.WithTimeout(own, time.Hour)
+	defer cancelDl()
+	x := &Executor{Runs: runs.NewMemRuns(), Test: TestConfig{Clock: ledgertest.ClockFuncs{NewTickerFunc: (&gatedTicker{ch: make(chan time.Time)}).New}}}
+	hctx, hb := x.startHeartbeat(dl, runs.Run{ID: "acme/0123456789abcdef"})
+	ectx, stop := effectContext(hctx)
+	defer stop()
+	hb.cancel() // the claim lost
+	if ectx.Err() != nil || ectx.Value(key{}) != "v" {
+		t.Fatalf("effect context %v, value %v: want live, with the execution's values", ectx.Err(), ectx.Value(key{}))
+	}
+	if d, ok := ectx.Deadline(); !ok || d.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("effect context deadline %v %v: want the execution's", d, ok)
+	}
+	stopOwn(cause)
+	<-ectx.Done()
+	if !errors.Is(context.Cause(ectx), cause) {
+		t.Fatalf("cause %v, want the execution's", context.Cause(ectx))
+	}
+	hb.stop()
+	late, stopLate := effectContext(hctx)
+	defer stopLate()
+	if late.Err() == nil {
+		t.Fatal("an effect context made after the execution ended is live")
+	}
+}
