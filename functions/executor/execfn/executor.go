@@ -40,7 +40,12 @@
 //     execution fails too (or the wait does not fit, or ctx ends) is the
 //     run failed. A claim that is still live after the wait (its holder is
 //     alive and heartbeating) is never taken over: the ledger answers in
-//     flight again and the run is given up, nothing fired.
+//     flight again and the run is given up, nothing fired. Nor does the
+//     last try give up on an effect attempt it lost (ledger.ErrLeaseLost:
+//     another executor took it over, maybe recording the effect's outcome,
+//     or its renewals failed): it executes the run once more, which
+//     replays a recorded outcome, and waits out an attempt still in
+//     flight as above.
 //   - An effect whose next attempt is scheduled later (a provider's
 //     Retry-After, a backoff: *ledger.RetryLaterError) parks the run: its
 //     wake time is written to the run record (RunStore.Schedule) and the
@@ -398,11 +403,28 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 // waitOut is the last try's second chance: when cause is an effect in
 // flight elsewhere whose claim ends within the invocation's remaining time
 // (see Executor.LastTryMargin), it waits the claim out and executes the run
-// once more, reporting waited and that execution's error. It reports
-// waited false (nothing done) for any other cause, a wait that does not
-// fit, or a wait cut short by ctx.
+// once more, reporting waited and that execution's error. When cause is an
+// effect attempt this try lost (ledger.ErrLeaseLost: taken over, its
+// outcome maybe recorded by the executor that took it), it executes the
+// run once more first, and waits out the effect if that execution finds it
+// in flight. It reports waited false (nothing done) for any other cause, a
+// wait that does not fit, or a wait cut short by ctx.
 func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (waited bool, err error) {
 	var inf *ledger.InFlightError
+	if errors.Is(cause, ledger.ErrLeaseLost) && !errors.As(cause, &inf) {
+		// This try's attempt was taken over by another executor (which
+		// may have recorded the effect's outcome already) or its lease
+		// could not be renewed: what the effect came to is in the
+		// ledger, not in this error. The run is executed once more, as
+		// the next try would be: a recorded outcome is replayed, and an
+		// attempt still in flight is waited out below.
+		x.log().InfoContext(ctx, "executor: last try executes again after its effect attempt was lost", slog.String("run_id", runID))
+		err := x.Execute(ctx, runID)
+		if err == nil || !errors.As(err, &inf) {
+			return true, err
+		}
+		cause = err
+	}
 	if !errors.As(cause, &inf) {
 		return false, nil
 	}

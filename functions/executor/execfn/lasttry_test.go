@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -251,4 +252,77 @@ func TestLastTryConcurrentWaiters(t *testing.T) {
 	}
 	wg.Wait()
 	c.checkDelivered(t)
+}
+
+// TestLastTryAfterItsAttemptWasTakenOver: the stream's last try delivers
+// the webhook, but stalls past its lease (no heartbeat) before the answer
+// comes; another executor reclaims the attempt, delivers under the same
+// key and records the effect completed. The stalled try's outcome is then
+// refused (ErrLeaseLost). The last try does not end the run failed on
+// that: the effect is recorded completed, so it executes once more, as the
+// next try would, replays the outcome and completes the run.
+func TestLastTryAfterItsAttemptWasTakenOver(t *testing.T) {
+	clk := &fakeClock{t: time.Now().UTC()}
+	l, err := ledger.New(ledger.Config{Store: ledgermem.New(), Lease: time.Minute, Heartbeat: -1, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived, release := make(chan struct{}, 4), make(chan struct{})
+	var mu sync.Mutex
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body)
+		mu.Lock()
+		keys = append(keys, req.Header.Get("Idempotency-Key"))
+		first := len(keys) == 1
+		mu.Unlock()
+		arrived <- struct{}{}
+		if first {
+			<-release // the first try's answer comes late
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	f := &fixture{runs: runs.NewMemRuns(), l: l}
+	run := f.webhookRun(t, srv.URL)
+	var waits []time.Duration
+	var wmu sync.Mutex
+	hook := func() *webhook.Webhook {
+		return &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Timeout: time.Minute}
+	}
+	x := &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 1, Webhook: hook(),
+		Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now, SleepFunc: clk.sleeper(&waits, &wmu)}}}
+	done := make(chan []string, 1)
+	go func() { done <- x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}) }()
+	<-arrived
+
+	// The lease runs out; another executor reclaims and delivers.
+	clk.mu.Lock()
+	clk.t = clk.t.Add(2 * time.Minute)
+	clk.mu.Unlock()
+	if _, err := hook().Deliver(context.Background(), run); err != nil {
+		t.Fatalf("the other executor's delivery: %v", err)
+	}
+	<-arrived
+	close(release)
+	if retry := <-done; retry != nil {
+		t.Fatalf("last try: retry %v", retry)
+	}
+	r, _ := f.runs.Get(context.Background(), run.ID)
+	if r.Status != runs.StatusCompleted {
+		t.Fatalf("run %s (%s); want completed: its effect is recorded completed", r.Status, r.Error)
+	}
+	p, err := l.Witness(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.Effects); n != 2 || p.Effects[1].State != ledger.AttemptCompleted {
+		t.Fatalf("witness %+v", p.Effects)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] != keys[1] {
+		t.Fatalf("receiver keys %q: want the two deliveries under one key", keys)
+	}
 }
