@@ -326,3 +326,95 @@ func TestLastTryAfterItsAttemptWasTakenOver(t *testing.T) {
 		t.Fatalf("receiver keys %q: want the two deliveries under one key", keys)
 	}
 }
+
+// failingRenewals is a ledger store whose heartbeat renewals (a firing
+// record replaced by its own owner, still firing) fail once fail is set,
+// as on an effects table that throttles past the SDK's retries.
+type failingRenewals struct {
+	ledger.Store
+	fail   atomic.Bool
+	failed chan struct{} // one per renewal failed
+}
+
+func (s *failingRenewals) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	if s.fail.Load() && next.State == ledger.StateFiring && want.State == ledger.StateFiring && next.Owner == want.Owner {
+		s.failed <- struct{}{}
+		return false, nil, errors.New("injected throttling")
+	}
+	return s.Store.Replace(ctx, next, want, now)
+}
+
+// TestLastTryWhoseHeartbeatGaveUp: the stream's last try delivers the
+// webhook; the receiver holds the answer while the effects table refuses
+// every renewal, so the heartbeat gives up and cuts the request (the
+// attempt is left firing: it may have been delivered). The last try does
+// not end the run failed on that: it executes once more, finds its own
+// attempt in flight, waits its lease out, and the reclaim delivers under
+// the same key (escaped, then completed), as for an executor that crashed.
+func TestLastTryWhoseHeartbeatGaveUp(t *testing.T) {
+	clk := &fakeClock{t: time.Now().UTC()}
+	st := &failingRenewals{Store: ledgermem.New(), failed: make(chan struct{}, 4)}
+	ticks := make(chan time.Time)
+	l, err := ledger.New(ledger.Config{Store: st, Lease: time.Minute, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now,
+			NewTickerFunc: func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	arrived := make(chan struct{}, 4)
+	var mu sync.Mutex
+	var keys []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body)
+		mu.Lock()
+		keys = append(keys, req.Header.Get("Idempotency-Key"))
+		first := len(keys) == 1
+		mu.Unlock()
+		arrived <- struct{}{}
+		if first {
+			<-req.Context().Done() // no answer before the sender cuts it
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	f := &fixture{runs: runs.NewMemRuns(), l: l}
+	run := f.webhookRun(t, srv.URL)
+	var waits []time.Duration
+	var wmu sync.Mutex
+	x := &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 1,
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond, Timeout: time.Minute},
+		Test:    TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now, SleepFunc: clk.sleeper(&waits, &wmu)}}}
+	done := make(chan []string, 1)
+	go func() { done <- x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}) }()
+	<-arrived
+	st.fail.Store(true)
+	t0 := clk.Now()
+	for _, at := range []time.Duration{20 * time.Second, 40 * time.Second} {
+		clk.mu.Lock()
+		clk.t = t0.Add(at)
+		clk.mu.Unlock()
+		ticks <- time.Time{}
+		<-st.failed // the renewal read the clock and failed
+	}
+	st.fail.Store(false)
+	if retry := <-done; retry != nil {
+		t.Fatalf("last try: retry %v", retry)
+	}
+	r, _ := f.runs.Get(context.Background(), run.ID)
+	if r.Status != runs.StatusCompleted {
+		t.Fatalf("run %s (%s); want completed", r.Status, r.Error)
+	}
+	p, err := l.Witness(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.Effects); n != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted {
+		t.Fatalf("witness %+v: want escaped, then completed", p.Effects)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(keys) != 2 || keys[0] != keys[1] {
+		t.Fatalf("receiver keys %q: want two deliveries under one key", keys)
+	}
+}
