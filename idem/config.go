@@ -99,7 +99,10 @@ type Config struct {
 
 	// Heartbeat is the lease renewal interval (inside Lambda only when the
 	// invocation may outlive Lease). Default Lease/3, which 0 also means;
-	// must be positive and below Lease (a negative value is refused).
+	// must be positive, and leave before the end of Lease the renewal
+	// margin (a quarter of Heartbeat, at most 1 s) and 100 ms for the
+	// first renewal's store call, which must fail before the lease ends
+	// when it stalls (a negative value is refused).
 	Heartbeat time.Duration
 
 	// LeaseSkew is added to the Lambda remaining time to absorb clock skew
@@ -340,6 +343,8 @@ func (c Config) withDefaults() (Config, error) {
 		c.Heartbeat = c.Lease / 3
 	} else if c.Heartbeat < 0 || c.Heartbeat >= c.Lease {
 		p = append(p, fmt.Sprintf("Heartbeat %s must be positive and below Lease %s", c.Heartbeat, c.Lease))
+	} else if room := clock.RenewMargin(c.Heartbeat) + minStoreCall; c.Heartbeat+room > c.Lease {
+		p = append(p, fmt.Sprintf("Heartbeat %s leaves no time to renew Lease %s: the first renewal must be able to end %s before the lease does", c.Heartbeat, c.Lease, clock.RenewMargin(c.Heartbeat)))
 	}
 	if c.LeaseSkew == 0 {
 		c.LeaseSkew = DefaultLeaseSkew
