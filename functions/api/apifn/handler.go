@@ -19,7 +19,9 @@
 // serve is 406 protocol_version_unsupported on every route, before
 // anything else (VersionRefusal). Any other path is
 // 404 not_found, as is an operation of the OpenWOP run surface this host
-// does not advertise (GET /runs, listRuns; unadvertisedOps), and a known
+// does not advertise (GET /runs, listRuns; unadvertisedOps; with Layer 1
+// off, every method on /runs/{runId}/effects, getRunEffects being gated on
+// the idempotency family discovery then omits), and a known
 // path with another method is 405 (vendor code
 // idemkit.method_not_allowed, the registry has no 405 row) with an Allow
 // header; methods are case-sensitive, so `post /runs` is 405 too, before
@@ -199,6 +201,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Test.ConformanceSeams {
 		capOpts = append(capOpts, settings.WithConformanceSeams())
 	}
+	if cfg.Guard.Config().Disabled {
+		// Layer 1 off: the idempotency family is not advertised, and
+		// getRunEffects, gated on it, is answered as unadvertised.
+		capOpts = append(capOpts, settings.WithLayer1Off())
+	}
 	if cfg.ReplayFixtures {
 		capOpts = append(capOpts, settings.WithReplayFixtures())
 	}
@@ -326,7 +333,7 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 	}
 	m, allow, found, ok := MatchRoute(method, path)
 	switch {
-	case !ok, !found && unadvertised(method, path):
+	case !ok, !found && unadvertised(method, path), h.guard.Disabled && gatedOnIdempotency(path):
 		return notFound(), false, nil
 	case !found:
 		return notAllowed(allow), false, nil

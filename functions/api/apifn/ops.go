@@ -132,8 +132,9 @@ func (h *Handler) getRun(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 
 // ExtensionRun is the key of the host's own snapshot state under
 // RunSnapshot.extensions (the schema's `<org>.<name>` seat): createdAt,
-// updatedAt, effectsUrl, the recipe stamps activityIdentityRecipe and
-// semanticRequestRecipe (recipe stamps) the run's effects are identified
+// updatedAt, effectsUrl (not with Layer 1 off), the recipe stamps
+// activityIdentityRecipe and semanticRequestRecipe (recipe stamps) the
+// run's effects are identified
 // with; for a run with transient failures, failures and lastError (named
 // recoveredFailures and lastRecoveredError once the run completed); and, for
 // a parked run, retry: nextAttemptAt, attempt, maxAttempts and budgetEndsAt
@@ -163,9 +164,13 @@ const EventLogSchemaVersion = 3
 func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[string]any {
 	ext := map[string]any{
 		"createdAt": r.CreatedAt.Format(time.RFC3339Nano), "updatedAt": r.UpdatedAt.Format(time.RFC3339Nano),
-		"effectsUrl": h.baseURL(ev) + "/runs/" + runs.ProjectID(r.ID) + "/effects",
 		// The recipe stamps its effects are identified with.
 		"activityIdentityRecipe": r.ActivityIdentityRecipe, "semanticRequestRecipe": r.SemanticRequestRecipe,
+	}
+	if !h.guard.Disabled {
+		// With Layer 1 off getRunEffects answers 404 (gatedOnIdempotency):
+		// nothing links to it.
+		ext["effectsUrl"] = h.baseURL(ev) + "/runs/" + runs.ProjectID(r.ID) + "/effects"
 	}
 	switch {
 	case r.Failures > 0 && r.Status == runs.StatusCompleted:

@@ -23,3 +23,18 @@ func unadvertised(method, rawPath string) bool {
 	}
 	return false
 }
+
+// opGatedOnIdempotency is the operation runs.md gates on the idempotency
+// family: getRunEffects (GET /runs/{runId}/effects).
+const opGatedOnIdempotency = "getRunEffects"
+
+// gatedOnIdempotency reports whether rawPath is the path of the operation
+// gated on the idempotency family, whatever the method. With Layer 1 off
+// (a disabled Guard) the family is not advertised (settings.WithLayer1Off),
+// so every method on that path answers 404 not_found, as a run's
+// sub-resource this host does not serve does, before any credential is
+// checked.
+func gatedOnIdempotency(rawPath string) bool {
+	m, _, found, _ := MatchRoute(http.MethodGet, rawPath)
+	return found && m.Route.Op == opGatedOnIdempotency
+}

@@ -24,7 +24,8 @@ import (
 // Layer 1 answers its own store's outage, never a 500: the request did
 // not fail, the store was briefly out of reach, and a retry is safe (with
 // the same key, when the request had one: a 5xx answer leaves the key's
-// record retryable). The error
+// record retryable; with Layer 1 off a key is not read, so the message
+// names none). The error
 // of a request whose client hung up (its context cancelled) is returned
 // as it is.
 func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGatewayV2HTTPResponse, error) {
@@ -34,7 +35,7 @@ func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGateway
 	}
 	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", slog.String("error", err.Error()),
 		slog.String("request_id", c.ev.RequestContext.RequestID))
-	e := apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable, "%s", storeUnavailableMessage(r.Idempotent && keyed(c.ev)))
+	e := apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable, "%s", storeUnavailableMessage(r.Idempotent && !h.guard.Disabled && keyed(c.ev)))
 	out := errResp(e)
 	out.Headers[idem.HeaderRetryAfter] = strconv.Itoa(int(math.Max(1, math.Ceil(h.cfg.Guard.Config().InFlightRetryAfter.Seconds()))))
 	return out, nil

@@ -59,6 +59,7 @@ type capOptions struct {
 	seams          bool
 	policy         string
 	replayFixtures bool
+	layer1Off      bool
 }
 
 // ExtensionIdempotency is the discovery extension (the schema's
@@ -89,6 +90,18 @@ func WithIdempotencyPolicy(name string) CapabilityOption {
 			o.policy = name
 		}
 	}
+}
+
+// WithLayer1Off describes a deployment whose Layer 1 is off
+// (IDEMPOTENCY_ENABLED=false): every request runs directly, so the same
+// Idempotency-Key twice does the work twice. The document then has no
+// `idempotency` family (a host advertises only what it does, and the family
+// claims that a retry with the same key is answered from the key's record)
+// and no extensions["idemkit.idempotency"] (no policy is applied); the
+// operation gated on the family, getRunEffects, answers 404 not_found as
+// an unadvertised gated operation. Everything else is unchanged.
+func WithLayer1Off() CapabilityOption {
+	return func(o *capOptions) { o.layer1Off = true }
 }
 
 // SeamsProfile is the conformance seams profile id (api/seams-v2.yaml)
@@ -127,7 +140,8 @@ func WithReplicationLagBound(ms int) CapabilityOption {
 // fixtures[] (fixtures), extensions["idemkit.workflows"] (every built-in
 // workflow), extensions["idemkit.idempotency"] (the active idempotency
 // policy, WithIdempotencyPolicy), conformance.seamsProfile only WithConformanceSeams, and the
-// idempotency family. The family states what this deployment does: Layer 1
+// idempotency family (neither the family nor the policy extension
+// WithLayer1Off). The family states what this deployment does: Layer 1
 // on every mutating route and Layer 2 on every effectful node (status
 // "stable", since ProtocolVersion: the minor of this host's own contract at
 // which it serves the family, a member of protocolVersions), the witness at
@@ -206,15 +220,18 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 			"partitionRecoveryStrategy": PartitionRecoveryHomeRegionFence,
 		}
 	}
+	extensions := map[string]any{extensionWorkflows: map[string]any{"builtIn": webhook.Workflows}}
 	doc := map[string]any{
 		"protocolVersions": []string{ProtocolVersion},
 		"preferredVersion": ProtocolVersion,
 		"implementation":   map[string]any{"name": "idemkit"},
 		"fixtures":         fixtures,
-		"extensions": map[string]any{extensionWorkflows: map[string]any{"builtIn": webhook.Workflows},
-			ExtensionIdempotency: map[string]any{"policy": o.policy,
-				"replayOmitsHeaders": ReplayOmitsHeaders, "replayOmitsHeadersReason": ReplayOmitsHeadersReason}},
-		"idempotency": family,
+		"extensions":       extensions,
+	}
+	if !o.layer1Off {
+		extensions[ExtensionIdempotency] = map[string]any{"policy": o.policy,
+			"replayOmitsHeaders": ReplayOmitsHeaders, "replayOmitsHeadersReason": ReplayOmitsHeadersReason}
+		doc["idempotency"] = family
 	}
 	if o.seams {
 		doc["conformance"] = map[string]any{"seamsProfile": SeamsProfile}
@@ -235,7 +252,12 @@ func CapabilitiesDoc(crossRegion string, opts ...CapabilityOption) ([]byte, erro
 // CapabilitiesDoc returns the capabilities document of the deployment e
 // configures: CapabilitiesDoc(e.CrossRegion,
 // WithReplicationLagBound(e.ReplicationLagBoundMs),
-// WithIdempotencyPolicy(e.Idem.PolicyName())).
+// WithIdempotencyPolicy(e.Idem.PolicyName())), and WithLayer1Off when
+// IDEMPOTENCY_ENABLED is false.
 func (e Env) CapabilitiesDoc() ([]byte, error) {
-	return CapabilitiesDoc(e.CrossRegion, WithReplicationLagBound(e.ReplicationLagBoundMs), WithIdempotencyPolicy(e.Idem.PolicyName()))
+	opts := []CapabilityOption{WithReplicationLagBound(e.ReplicationLagBoundMs), WithIdempotencyPolicy(e.Idem.PolicyName())}
+	if !e.Idem.Enabled {
+		opts = append(opts, WithLayer1Off())
+	}
+	return CapabilitiesDoc(e.CrossRegion, opts...)
 }

@@ -286,3 +286,43 @@ func TestDiscoveryStatesSetCookieIsNeverCached(t *testing.T) {
 		}
 	}
 }
+
+// With IDEMPOTENCY_ENABLED=false the deployment's document (Env.CapabilitiesDoc)
+// is the Layer-1-on one without the idempotency family and without
+// extensions["idemkit.idempotency"], in every posture, and still valid
+// against the closed v2 discovery schema.
+func TestCapabilitiesLayer1Off(t *testing.T) {
+	sch := capsSchema(t)
+	for _, cross := range []string{settings.CrossRegionSingle, settings.CrossRegionReconciled, settings.CrossRegionFenced} {
+		load := func(enabled string) map[string]any {
+			t.Helper()
+			vars := map[string]string{settings.EnvCrossRegion: cross, settings.EnvFenceTable: "fence",
+				settings.EnvFenceTableRegion: "eu-west-1", "IDEMPOTENCY_ENABLED": enabled}
+			env, err := settings.LoadEnv(func(k string) string { return vars[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := env.CapabilitiesDoc()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := wireschema.Validate(sch, body); err != nil {
+				t.Fatalf("%s, IDEMPOTENCY_ENABLED=%s: %v\n%s", cross, enabled, err, body)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		}
+		want, got := load("true"), load("false")
+		if want["idempotency"] == nil {
+			t.Fatalf("%s: Layer 1 on advertises no idempotency family: %v", cross, want)
+		}
+		delete(want, "idempotency")
+		delete(want["extensions"].(map[string]any), settings.ExtensionIdempotency)
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s, Layer 1 off:\n %v\nwant\n %v", cross, got, want)
+		}
+	}
+}
