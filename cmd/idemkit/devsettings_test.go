@@ -150,7 +150,7 @@ func TestDevSettingRefusedByTheWiringIsASettingError(t *testing.T) {
 	var errb bytes.Buffer
 	code := run(context.Background(), []string{"dev", "--addr", testutil.FreeAddr(t), "--dynamodb-endpoint", e.Endpoint,
 		"--table-prefix", fmt.Sprintf("devret%d-", time.Now().UnixNano()), "--api-key", "idk_ret_test_0123456789=acme"}, &bytes.Buffer{}, &errb)
-	if want := "idemkit dev: invalid setting: RUN_RETENTION_DAYS=30 needs createRun's run written in the Layer-1 completion transaction"; code != 2 || !strings.Contains(errb.String(), "\n"+want) || strings.Contains(errb.String(), "kit:") {
+	if want := "idemkit dev: invalid setting: RUN_RETENTION_DAYS=30 needs createRun's run written in the Layer-1 completion transaction"; code != 2 || !strings.Contains("\n"+errb.String(), "\n"+want) || strings.Contains(errb.String(), "kit:") {
 		t.Fatalf("RUN_RETENTION_DAYS=30 RUNS_TRANSACTIONAL=false: exit %d: %q, want exit 2 and a line starting %q", code, errb.String(), want)
 	}
 }
