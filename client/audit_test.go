@@ -359,3 +359,54 @@ func TestSeeOtherKeepsThePostResult(t *testing.T) {
 		t.Fatalf("status %d result %+v requests %q", resp.StatusCode, resp.Result, keys)
 	}
 }
+
+// A body that is a plain io.Reader (no GetBody) is replayed on a 307/308 hop
+// too: Client.Do follows the redirect with the same key and body instead of
+// handing the caller the 307/308 (http.Client alone cannot re-send such a
+// body).
+func TestRedirectReplaysAReaderBody(t *testing.T) {
+	for _, code := range []int{http.StatusTemporaryRedirect, http.StatusPermanentRedirect} {
+		var mu sync.Mutex
+		var seen []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			seen = append(seen, r.URL.Path+" "+r.Header.Get("Idempotency-Key")+" "+string(b))
+			mu.Unlock()
+			if r.URL.Path == "/old" {
+				http.Redirect(w, r, "/new", code)
+				return
+			}
+			w.WriteHeader(201)
+		}))
+		c := mustNew(t, Config{})
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/old", nonReplayable{strings.NewReader(`{"a":1}`)})
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close()
+		want := []string{"/old " + resp.Key + ` {"a":1}`, "/new " + resp.Key + ` {"a":1}`}
+		if resp.StatusCode != 201 || resp.Attempts != 2 || strings.Join(seen, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("%d: status %d result %+v requests %q, want %q", code, resp.StatusCode, resp.Result, seen, want)
+		}
+	}
+}
+
+type failingReader struct{}
+
+func (failingReader) Read([]byte) (int, error) { return 0, errors.New("disk gone") }
+
+// A body that cannot be read fails the call before anything is sent, with
+// the key in the *Error, as through a plain http.Client.
+func TestUnreadableBodySendsNothing(t *testing.T) {
+	s := newScripted(t, status(201))
+	c := mustNew(t, Config{})
+	req, _ := http.NewRequest(http.MethodPost, s.srv.URL, io.MultiReader(strings.NewReader("{"), failingReader{}))
+	_, err := c.Do(req)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Key == "" || ce.Attempts != 0 || !strings.Contains(err.Error(), "disk gone") || s.count() != 0 {
+		t.Fatalf("err %v (%+v), server saw %d requests", err, ce, s.count())
+	}
+}

@@ -1,7 +1,9 @@
 package client
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 )
 
@@ -37,13 +39,43 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // same key and body, and the Result counts the attempts of every hop.
 // To send a key derived from a business event, set the Idempotency-Key header
 // on req or build req with a context from WithKey. On error, errors.As(err,
-// new(*client.Error)) gives the key and the number of attempts.
+// new(*client.Error)) gives the key and the number of attempts. A mutating
+// request's body without GetBody (a plain io.Reader) is read into memory
+// first, so that a 307/308 hop can re-send it too.
 func (c *Client) Do(req *http.Request) (*Response, error) {
 	var r Result
 	ctx := context.WithValue(WithResult(req.Context(), &r), callCtx{}, &callState{})
-	resp, err := c.hc.Do(req.WithContext(ctx))
+	hreq := req.WithContext(ctx)
+	if Mutating(req.Method) && req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
+		bufferBody(hreq)
+	}
+	resp, err := c.hc.Do(hreq)
 	if err != nil {
 		return nil, err
 	}
 	return &Response{Response: resp, Result: r}, nil
 }
+
+// bufferBody reads req's body into memory and gives req a GetBody, which
+// http.Client needs to follow a 307/308. A read error is kept in the body, so
+// that the Transport fails the call with it (with the key) before sending.
+func bufferBody(req *http.Request) {
+	b, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
+		return
+	}
+	req.ContentLength = int64(len(b))
+	req.GetBody = func() (io.ReadCloser, error) {
+		if len(b) == 0 {
+			return http.NoBody, nil
+		}
+		return io.NopCloser(bytes.NewReader(b)), nil
+	}
+	req.Body, _ = req.GetBody()
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
