@@ -410,3 +410,68 @@ func TestUnreadableBodySendsNothing(t *testing.T) {
 		t.Fatalf("err %v (%+v), server saw %d requests", err, ce, s.count())
 	}
 }
+
+// The hops of a redirected Client.Do call are one logical call: they share
+// MaxElapsed and MaxAttempts. A hop reached with no attempts left makes one
+// attempt and no retries; one reached after MaxElapsed makes none.
+func TestRedirectHopsShareTheBudget(t *testing.T) {
+	// redirecting answers 503 to its first n requests on /old, then 307 to
+	// /new, which answers 503 forever.
+	redirecting := func(n int) *scripted {
+		var steps []step
+		for range n {
+			steps = append(steps, status(503))
+		}
+		steps = append(steps, func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/new", http.StatusTemporaryRedirect)
+		}, status(503))
+		return newScripted(t, steps...)
+	}
+	t.Run("MaxElapsed", func(t *testing.T) {
+		s := redirecting(4)
+		clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		c := mustNew(t, Config{MaxAttempts: 1000, MaxElapsed: time.Minute, BaseDelay: 10 * time.Second,
+			MaxDelay: 10 * time.Second, Now: clk.Now, Sleep: clk.Sleep})
+		resp, _, err := post(t, c, s.srv.URL+"/old", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 503 || clk.slept > time.Minute || s.count() != resp.Attempts {
+			t.Fatalf("status %d attempts %d (server %d): waited %v in total, past MaxElapsed 1m", resp.StatusCode, resp.Attempts, s.count(), clk.slept)
+		}
+		sameKeys(t, s, resp.Key)
+	})
+	t.Run("MaxAttempts", func(t *testing.T) {
+		s := redirecting(2)
+		var w waits
+		cfg := fastConfig(&w)
+		cfg.MaxAttempts = 3
+		c := mustNew(t, cfg)
+		resp, _, err := post(t, c, s.srv.URL+"/old", `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// 503, 503, 307 use the three attempts; /new gets one.
+		if resp.StatusCode != 503 || resp.Attempts != 4 || s.count() != 4 {
+			t.Fatalf("status %d attempts %d (server %d), want 4: the hop got a fresh MaxAttempts", resp.StatusCode, resp.Attempts, s.count())
+		}
+		sameKeys(t, s, resp.Key)
+	})
+	t.Run("hop after MaxElapsed", func(t *testing.T) {
+		s := redirecting(1)
+		clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		// The 503's Retry-After fits just inside the budget; the 307 then
+		// arrives with none left (the fake clock jumps 1 m on that wait).
+		s.steps[0] = status(503, "Retry-After", "59")
+		c := mustNew(t, Config{MaxElapsed: time.Minute, BaseDelay: time.Nanosecond, MaxDelay: time.Nanosecond,
+			Now: clk.Now, Sleep: func(ctx context.Context, d time.Duration) error {
+				_ = clk.Sleep(ctx, time.Minute)
+				return ctx.Err()
+			}})
+		_, _, err := post(t, c, s.srv.URL+"/old", `{}`)
+		var ce *Error
+		if !errors.As(err, &ce) || !errors.Is(err, ErrBudgetExhausted) || ce.Attempts != 2 || s.count() != 2 {
+			t.Fatalf("err %v (%+v), server saw %d requests; want the budget exhausted after 2 attempts", err, ce, s.count())
+		}
+	})
+}

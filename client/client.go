@@ -36,7 +36,8 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 
 // Do sends req like http.Client.Do and returns the response with its Result.
 // The hops of a redirected call are one logical call: a 307/308 re-sends the
-// same key and body, and the Result counts the attempts of every hop.
+// same key and body, the hops share Config.MaxAttempts and Config.MaxElapsed,
+// and the Result counts the attempts of every hop.
 // To send a key derived from a business event, set the Idempotency-Key header
 // on req or build req with a context from WithKey. On error, errors.As(err,
 // new(*client.Error)) gives the key and the number of attempts. A mutating

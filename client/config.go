@@ -18,17 +18,22 @@ type Config struct {
 	Base http.RoundTripper
 
 	// MaxAttempts bounds the attempts of one logical call, the first one
-	// included. Default 5. 1 disables retries (the key is still sent).
-	// A 409 in-flight answer that carries Retry-After does not count: the
-	// server is running the request under this key and says when to look
-	// again, so such polls are bounded by MaxElapsed (and the context) only.
+	// included. Default 5. 1 disables retries (the key is still sent; the
+	// in-flight polls below still happen). A 409 in-flight answer that
+	// carries Retry-After does not count: the server is running the request
+	// under this key and says when to look again, so such polls are bounded
+	// by MaxElapsed (and the context) only. Through Client.Do the hops of a
+	// 307/308 redirect share it: a hop reached with no attempts left makes
+	// one attempt and no retries.
 	MaxAttempts int
 
 	// MaxElapsed bounds one logical call, from the start of its first
 	// attempt until response headers arrive: no wait is started that would
 	// end past it, and an attempt still waiting for headers when it runs out
-	// is cancelled. Default 30s. The request context's deadline and
-	// http.Client.Timeout bound the call too, whichever is sooner.
+	// is cancelled. Default 30s. Through Client.Do it runs from the first
+	// hop of a redirected call, and a hop reached after it makes no attempt.
+	// The request context's deadline and http.Client.Timeout bound the call
+	// too, whichever is sooner.
 	MaxElapsed time.Duration
 
 	// BaseDelay is the backoff before the second attempt; it doubles for each

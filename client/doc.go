@@ -19,7 +19,8 @@
 //     exponential backoff and jitter, never sooner than Retry-After asks;
 //   - never retries 409 idempotency_key_mismatch or any other 4xx;
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
-//     comes first, and never waits past the request context's deadline; a
+//     comes first (through Client.Do, for all the hops of a redirect
+//     together), and never waits past the request context's deadline; a
 //     409 idempotency_in_flight with Retry-After is a poll (the server is
 //     still running the request) and counts against MaxElapsed only, so a
 //     first request that answers within the budget is received;

@@ -1,6 +1,9 @@
 package client
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Result describes one logical call made through a Transport.
 type Result struct {
@@ -33,7 +36,9 @@ type callCtx struct{}
 // callState is shared by the hops (redirects) of one Client.Do call, which
 // http.Client makes one after the other.
 type callState struct {
-	key      string // the key of the call, once a mutating hop chose it
-	attempts int    // attempts of the hops so far
-	replayed bool   // a hop's final answer carried a replay marker
+	key      string    // the key of the call, once a mutating hop chose it
+	attempts int       // attempts of the hops so far
+	polls    int       // in-flight polls among them (not counted by MaxAttempts)
+	start    time.Time // start of the first mutating hop: MaxElapsed runs from it
+	replayed bool      // a hop's final answer carried a replay marker
 }

@@ -32,13 +32,14 @@ func NewTransport(cfg Config) (*Transport, error) {
 }
 
 // ErrBudgetExhausted is joined into the *Error of a call whose MaxElapsed
-// ran out while an attempt was waiting for response headers.
+// ran out while an attempt was waiting for response headers, or before a
+// redirect hop of Client.Do could make its first attempt.
 var ErrBudgetExhausted = errors.New("client: retry time budget exhausted")
 
 // Error is the error of a mutating call that ended without a response:
 // every attempt failed before response headers arrived, or the context ended
-// (or MaxElapsed ran out) during an attempt or a wait. http.Client wraps it in
-// a *url.Error; use errors.As to get it.
+// (or MaxElapsed ran out) during an attempt, a wait or between redirect hops.
+// http.Client wraps it in a *url.Error; use errors.As to get it.
 type Error struct {
 	Key      string // the idempotency key every attempt carried
 	Attempts int    // attempts started
@@ -111,8 +112,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	cs.key = key
 	res := Result{Key: key, Attempts: cs.attempts}
 	prior := cs.attempts // attempts of earlier hops
+	// polls counts in-flight answers with Retry-After, which MaxAttempts
+	// does not count; the hops of one call share it, as they share the
+	// attempts and MaxElapsed.
+	polls := cs.polls
 	defer func() {
-		cs.attempts, cs.replayed = res.Attempts, res.Replayed
+		cs.attempts, cs.replayed, cs.polls = res.Attempts, res.Replayed, polls
 		if rec != nil {
 			*rec = res
 		}
@@ -123,8 +128,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &Error{Key: key, Err: err}
 	}
 
-	start := c.Now()
-	deadline := start.Add(c.MaxElapsed)
+	if cs.start.IsZero() {
+		cs.start = c.Now()
+	}
+	deadline := cs.start.Add(c.MaxElapsed)
+	budget := deadline.Sub(c.Now()) // less than MaxElapsed on a later hop
+	if budget <= 0 {
+		return nil, &Error{Key: key, Attempts: res.Attempts, Err: ErrBudgetExhausted}
+	}
 	if d, ok := req.Context().Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -137,7 +148,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		spent   bool
 		stopped bool
 	)
-	timer := time.AfterFunc(c.MaxElapsed, func() {
+	timer := time.AfterFunc(budget, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
@@ -161,7 +172,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &Error{Key: key, Attempts: res.Attempts, Err: cause}
 	}
 
-	polls := 0 // in-flight answers with Retry-After (not counted by MaxAttempts)
 	for {
 		res.Attempts++
 		r := req.Clone(ctx)
@@ -196,7 +206,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// again: a poll, bounded by the budget, not by MaxAttempts.
 			polls++
 		}
-		if v == final || res.Attempts-prior-polls >= c.MaxAttempts {
+		if v == final || res.Attempts-polls >= c.MaxAttempts {
 			if err != nil {
 				return fail(err)
 			}
