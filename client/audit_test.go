@@ -475,3 +475,78 @@ func TestRedirectHopsShareTheBudget(t *testing.T) {
 		}
 	})
 }
+
+// A connection reset while the server is reading the request body (after
+// 100 bytes of 1 MiB, the body a plain io.Reader) is retried with the same
+// key and the whole body, byte for byte.
+func TestResetMidRequestBodyReplaysWholeBody(t *testing.T) {
+	var mu sync.Mutex
+	var keys, bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		n := len(keys)
+		mu.Unlock()
+		if n == 1 {
+			buf := make([]byte, 100)
+			_, _ = io.ReadFull(r.Body, buf)
+			drop(w, r)
+			return
+		}
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		w.WriteHeader(201)
+	}))
+	defer srv.Close()
+	body := strings.Repeat("0123456789abcdef", 1<<16)
+	var w waits
+	c := mustNew(t, fastConfig(&w))
+	req, _ := http.NewRequest(http.MethodPost, srv.URL, io.MultiReader(strings.NewReader(body)))
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if resp.StatusCode != 201 || resp.Attempts != 2 || len(keys) != 2 || keys[0] != resp.Key || keys[1] != resp.Key {
+		t.Fatalf("status %d result %+v keys %q", resp.StatusCode, resp.Result, keys)
+	}
+	if len(bodies) != 1 || bodies[0] != body {
+		t.Fatalf("the retry carried %d bodies, want the whole body once", len(bodies))
+	}
+}
+
+// A 504 from the gateway (the first attempt timed out there while the
+// operation ran on) is retried with the same key; the server then answers
+// 409 idempotency_in_flight with Retry-After, which is polled without using
+// up MaxAttempts, until the first request's answer is replayed.
+func TestGatewayTimeoutThenInFlightThenReplay(t *testing.T) {
+	replay := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("OpenWOP-Idempotent-Replay", "true")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"runId":"r1"}`)
+	}
+	inFlight := envelope(409, "idempotency_in_flight", "Retry-After", "1")
+	s := newScripted(t, status(504), inFlight, inFlight, inFlight, replay)
+	var w waits
+	cfg := fastConfig(&w)
+	cfg.MaxAttempts = 2
+	c := mustNew(t, cfg)
+	resp, body, err := post(t, c, s.srv.URL, `{"x":1}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 201 || body != `{"runId":"r1"}` || !resp.Replayed || resp.Attempts != 5 {
+		t.Fatalf("status %d body %q result %+v", resp.StatusCode, body, resp.Result)
+	}
+	for i, d := range w.all()[1:] {
+		if d < time.Second {
+			t.Fatalf("poll %d after %v, sooner than Retry-After", i+1, d)
+		}
+	}
+	sameKeys(t, s, resp.Key)
+	sameBodies(t, s, `{"x":1}`)
+}
