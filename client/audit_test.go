@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -549,4 +550,26 @@ func TestGatewayTimeoutThenInFlightThenReplay(t *testing.T) {
 	}
 	sameKeys(t, s, resp.Key)
 	sameBodies(t, s, `{"x":1}`)
+}
+
+// A 5xx or 429 that carries a replay marker is the server's recorded outcome
+// for this key (the commerce platform's policy replays a failed action as
+// failed, and the key never runs again): a retry under the same key can only
+// replay it again, so it is final.
+func TestReplayedFailureIsFinal(t *testing.T) {
+	for _, hdr := range DefaultReplayHeaders {
+		for _, code := range []int{500, 503, 429} {
+			s := newScripted(t, status(500), status(code, hdr, "true", "Retry-After", "1"))
+			var w waits
+			c := mustNew(t, fastConfig(&w))
+			resp, body, err := post(t, c, s.srv.URL, `{}`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != code || !resp.Replayed || resp.Attempts != 2 || s.count() != 2 || len(w.all()) != 1 || body != fmt.Sprintf(`{"status":%d}`, code) {
+				t.Fatalf("%s %d: status %d result %+v (server %d, waits %v): a replayed failure was retried", hdr, code, resp.StatusCode, resp.Result, s.count(), w.all())
+			}
+			sameKeys(t, s, resp.Key)
+		}
+	}
 }

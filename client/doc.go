@@ -16,7 +16,9 @@
 //     (and, through Client.Do, on every hop of a 307/308 redirect); a body
 //     without GetBody is read into memory once to be replayable;
 //   - retries transport errors, 429, 5xx and 409 idempotency_in_flight, with
-//     exponential backoff and jitter, never sooner than Retry-After asks;
+//     exponential backoff and jitter, never sooner than Retry-After asks; a
+//     429 or 5xx carrying a replay marker is final, since it is the server's
+//     recorded outcome for the key, which a retry could only replay again;
 //   - never retries 409 idempotency_key_mismatch or any other 4xx;
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
 //     comes first (through Client.Do, for all the hops of a redirect

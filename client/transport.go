@@ -198,6 +198,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		} else {
 			v = classify(resp, c.InFlightCodes)
+			if v == retryable && IsReplay(resp.Header, c.ReplayHeaders...) {
+				// The server's recorded outcome for this key: a retry
+				// under the same key can only replay it again.
+				v = final
+			}
 			ra, haveRA = RetryAfter(resp.Header.Get("Retry-After"), c.Now())
 		}
 
