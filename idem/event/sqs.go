@@ -59,7 +59,10 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //
 //   - A record whose key already completed (a redelivered batch, a message
 //     processed by a crashed invocation that recorded it) is acknowledged
-//     without running fn.
+//     without running fn; so is one whose key ran but whose record no
+//     longer holds its value (idem.ErrNotKept): fn ran and never runs
+//     again for the key, so reporting it would only redeliver it until the
+//     redrive policy moved it to the dead-letter queue.
 //   - A record whose fn returns an error or panics, whose key is in flight
 //     in another invocation (idem.ErrInFlight), whose payload does not match
 //     (idem.ErrPayloadMismatch), or whose claim failed is reported as a failure;
@@ -93,7 +96,13 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 		failed := make([]bool, len(ev.Records))
 		one := func(i int) bool {
 			m := ev.Records[i]
-			if _, err := a.run(ctx, m); err != nil {
+			_, err := a.run(ctx, m)
+			if errors.Is(err, idem.ErrNotKept) {
+				// The key's work ran and never runs again: done. Its
+				// value, which fn does not return, was not kept.
+				return true
+			}
+			if err != nil {
 				failed[i] = true
 				if !errors.Is(err, idem.ErrPayloadMismatch) {
 					logRecordFailure(ctx, g, cfg.Operation, m, key, err)
