@@ -3,6 +3,7 @@ package event
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -63,10 +64,16 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     longer holds its value (idem.ErrNotKept): fn ran and never runs
 //     again for the key, so reporting it would only redeliver it until the
 //     redrive policy moved it to the dead-letter queue.
-//   - A record whose fn returns an error or panics, whose key is in flight
-//     in another invocation (idem.ErrInFlight), whose payload does not match
-//     (idem.ErrPayloadMismatch), or whose claim failed is reported as a failure;
-//     the others are acknowledged.
+//   - A record whose fn returns an error or panics, whose Key, Payload or
+//     Tenant function fails or panics (or whose key is empty,
+//     idem.ErrNoEventKey), whose key is in flight in another invocation
+//     (idem.ErrInFlight), whose payload does not match
+//     (idem.ErrPayloadMismatch), or whose claim failed is reported as a
+//     failure; the others are acknowledged. A failure that repeats on every
+//     delivery (a mismatch, a key function that cannot read a malformed
+//     body) is redelivered until the queue's redrive policy moves the
+//     message to the dead-letter queue; without one, until the queue's
+//     retention period drops it.
 //   - In a FIFO queue, processing stops at the first failure and every
 //     record from it on is reported, unprocessed, so the message groups keep
 //     their order (with SkipGroupOnError, only the failed group's records
@@ -94,8 +101,19 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 	mismatched := &seenIDs{}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
-		one := func(i int) bool {
+		one := func(i int) (ok bool) {
 			m := ev.Records[i]
+			defer func() {
+				// A panic of a key, payload or tenant function (or of fn
+				// with idem.Config.Disabled; otherwise Guard.Once turns
+				// fn's panic into an error) fails its record alone:
+				// escaping, it would fail the whole batch, and end the
+				// process from a goroutine.
+				if r := recover(); r != nil {
+					failed[i], ok = true, false
+					logRecordFailure(ctx, g, cfg.Operation, m, key, fmt.Errorf("%w: %v", idem.ErrEventPanic, r))
+				}
+			}()
 			_, err := a.run(ctx, m)
 			if errors.Is(err, idem.ErrNotKept) {
 				// The key's work ran and never runs again: done. Its
@@ -160,12 +178,24 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 // hash (idem.Config.KeyHashSecret), never as it is unless it is the message
 // id itself, the operation, the outcome and the error with the key redacted.
 func logRecordFailure(ctx context.Context, g *idem.Guard, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
-	k, kerr := key(m)
-	if kerr != nil {
-		k = ""
-	}
+	k := logKey(m, key)
 	failurelog.Write(g, ctx, "idempotency: SQS record failed; reported for redelivery", op, k, k == m.MessageId, recordOutcome(err), err,
 		slog.String("message_id", m.MessageId))
+}
+
+// logKey is m's key for a log line (hashed there), or "" when the key
+// function fails or panics on it.
+func logKey(m events.SQSMessage, key func(events.SQSMessage) (string, error)) (k string) {
+	defer func() {
+		if recover() != nil {
+			k = ""
+		}
+	}()
+	k, err := key(m)
+	if err != nil {
+		return ""
+	}
+	return k
 }
 
 // logMismatch is the one log line of a message whose payload differs from
@@ -173,10 +203,7 @@ func logRecordFailure(ctx context.Context, g *idem.Guard, op string, m events.SQ
 // same way on every delivery, so it is logged once per message id (per
 // handler instance), saying that it goes to the dead-letter queue.
 func logMismatch(ctx context.Context, g *idem.Guard, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
-	k, kerr := key(m)
-	if kerr != nil {
-		k = ""
-	}
+	k := logKey(m, key)
 	failurelog.Write(g, ctx, "idempotency: SQS message's payload differs from the one recorded under its key; "+
 		"it fails the same way on every delivery, until the queue's redrive policy (maxReceiveCount) moves it to the dead-letter queue. "+
 		"A producer that re-sends with new delivery metadata (a timestamp, a trace id) needs SQSConfig.Payload to leave it out; "+

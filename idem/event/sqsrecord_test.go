@@ -2,7 +2,9 @@ package event_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -70,5 +72,108 @@ func TestSQSNotKeptIsAcknowledged(t *testing.T) {
 				t.Fatalf("runs %v", runs)
 			}
 		})
+	}
+}
+
+// A key, payload or tenant function that panics on one malformed message
+// (or fn itself, with idem.Config.Disabled, where no Guard.Once recovers
+// it) fails that record alone: the handler neither panics nor returns an
+// error (which would make SQS redeliver the whole batch, and with
+// Concurrency above 1 would end the process), and the other records are
+// processed; the failure is logged with its message id.
+func TestSQSRecordFunctionPanicFailsOnlyItsRecord(t *testing.T) {
+	bad := func(m events.SQSMessage) bool { return strings.Contains(m.Body, `"3"`) }
+	for _, which := range []string{"Key", "Payload", "Tenant", "fn (Disabled)"} {
+		for _, tc := range []struct {
+			arn  string
+			conc int
+			want string
+		}{
+			{"arn:aws:sqs:us-east-1:1:orders", 1, "m-3"},
+			{"arn:aws:sqs:us-east-1:1:orders", 4, "m-3"},
+			{"arn:aws:sqs:us-east-1:1:orders.fifo", 1, "m-3,m-4,m-5"},
+		} {
+			t.Run(fmt.Sprintf("%s %s conc %d", which, tc.arn, tc.conc), func(t *testing.T) {
+				e := newEnv(t, func(c *idem.Config) { c.Disabled = which == "fn (Disabled)" })
+				g := e.guard
+				cfg := event.SQSConfig{Operation: "ship", Concurrency: tc.conc}
+				switch which {
+				case "Key":
+					cfg.Key = func(m events.SQSMessage) (string, error) {
+						if bad(m) {
+							var fields []string
+							return fields[1], nil // index out of range
+						}
+						return m.MessageId, nil
+					}
+				case "Payload":
+					cfg.Payload = func(m events.SQSMessage) ([]byte, error) {
+						if bad(m) {
+							var p *struct{ b []byte }
+							return p.b, nil // nil dereference
+						}
+						return []byte(m.Body), nil
+					}
+				case "Tenant":
+					cfg.Tenant = func(m events.SQSMessage) string {
+						if bad(m) {
+							panic("no tenant in " + m.MessageId)
+						}
+						return "shop"
+					}
+				}
+				var runs atomic.Int32
+				h, err := event.SQS(g, cfg, func(_ context.Context, m events.SQSMessage) error {
+					if which == "fn (Disabled)" && bad(m) {
+						panic("fn: malformed message")
+					}
+					runs.Add(1)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var r events.SQSEventResponse
+				func() {
+					defer func() {
+						if p := recover(); p != nil {
+							t.Fatalf("the handler panicked: %v", p)
+						}
+					}()
+					r, err = h(context.Background(), sqsBatch(tc.arn, "1", "2", "3", "4", "5"))
+				}()
+				if err != nil || failedIDs(r) != tc.want {
+					t.Fatalf("failures %q %v, want %q", failedIDs(r), err, tc.want)
+				}
+				if want := int32(5 - len(strings.Split(tc.want, ","))); runs.Load() != want {
+					t.Fatalf("fn ran %d times, want %d", runs.Load(), want)
+				}
+				logs := e.logs.String()
+				if !strings.Contains(logs, `"message_id":"m-3"`) || !strings.Contains(logs, "panic") {
+					t.Fatalf("the panic is not logged with its message id:\n%s", logs)
+				}
+			})
+		}
+	}
+}
+
+// A key function's error fails its record alone, reported for redelivery,
+// and the others are processed.
+func TestSQSKeyErrorFailsOnlyItsRecord(t *testing.T) {
+	e := newEnv(t, nil)
+	g := eventGuard(t, e)
+	var runs atomic.Int32
+	h, _ := event.SQS(g, event.SQSConfig{Operation: "ship", Key: func(m events.SQSMessage) (string, error) {
+		switch m.MessageId {
+		case "m-2":
+			return "", errors.New("no order id")
+		case "m-4":
+			return "", nil
+		}
+		return m.MessageId, nil
+	}}, func(context.Context, events.SQSMessage) error { runs.Add(1); return nil })
+	r, err := h(context.Background(), sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1", "2", "3", "4", "5"))
+	if err != nil || failedIDs(r) != "m-2,m-4" || runs.Load() != 3 {
+		t.Fatalf("failures %q %v runs %d", failedIDs(r), err, runs.Load())
 	}
 }
