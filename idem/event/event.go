@@ -65,7 +65,9 @@ type Config[In any] struct {
 //     JSON encoding) without running fn. A value whose JSON encoding is
 //     larger than idem.MaxResponseBytes is not kept: every other delivery
 //     fails with idem.ErrNotKept and fn never runs again for the key (a
-//     caller that only needs fn to have run treats it as done). So is a
+//     caller that only needs fn to have run treats it as done: returned
+//     from a Lambda handler it is a function error, which the event
+//     source retries, a stream's shard until its retry limit). So is a
 //     value with no JSON encoding (a float at ±Inf or NaN, a MarshalJSON
 //     that fails): the delivery that ran fn gets it, every other one
 //     idem.ErrNotKept.

@@ -45,7 +45,12 @@ type SQSConfig struct {
 	// SkipGroupOnError, for FIFO queues, reports only the failed record's
 	// message group (its record and the group's later records) and goes on
 	// with the other groups. Default false: processing stops at the first
-	// failure and every record from it on is reported.
+	// failure and every record from it on is reported. Every receive of a
+	// reported message, processed or not, counts toward the redrive
+	// policy's maxReceiveCount, so by default a message that fails on every
+	// delivery can take the unprocessed records of other groups received
+	// after it in its batches to the dead-letter queue with it;
+	// SkipGroupOnError keeps them apart.
 	SkipGroupOnError bool
 }
 
