@@ -18,7 +18,10 @@
 //   - retries transport errors, 429, 5xx and 409 idempotency_in_flight, with
 //     exponential backoff and jitter, never sooner than Retry-After asks; a
 //     429 or 5xx carrying a replay marker is final, since it is the server's
-//     recorded outcome for the key, which a retry could only replay again;
+//     recorded outcome for the key, which a retry could only replay again,
+//     and so is a server error whose code OpenWOP's error registry marks
+//     not retriable (credential_unavailable, pack_load_failure,
+//     event_type_unmapped, payload_unprojectable);
 //   - never retries 409 idempotency_key_mismatch or any other 4xx;
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
 //     comes first (through Client.Do, for all the hops of a redirect

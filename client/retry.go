@@ -23,12 +23,29 @@ const (
 // maxPeek bounds how much of a 409 body is read to find its error code.
 const maxPeek = 64 << 10
 
-// classify decides whether resp is final. For a 409 it reads (up to maxPeek
-// bytes of) the body to find the error code, and leaves resp.Body readable
-// from the start.
+// finalServerCodes are the error codes of server errors that OpenWOP's
+// error registry (spec/v2/errors.json) marks not retriable: the same request
+// meets them again, so an answer carrying one is returned at once instead
+// of retried until MaxAttempts. TestServerErrorsFollowTheRegistry holds
+// this list to the registry.
+var finalServerCodes = map[string]bool{
+	"event_type_unmapped":    true,
+	"pack_load_failure":      true,
+	"payload_unprojectable":  true,
+	"credential_unavailable": true,
+}
+
+// classify decides whether resp is final. For a 409 and a 5xx it reads (up
+// to maxPeek bytes of) the body to find the error code, and leaves
+// resp.Body readable from the start.
 func classify(resp *http.Response, inFlightCodes []string) verdict {
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode >= 500 && resp.StatusCode <= 599:
+	case resp.StatusCode == http.StatusTooManyRequests:
+		return retryable
+	case resp.StatusCode >= 500 && resp.StatusCode <= 599:
+		if finalServerCodes[peekCode(resp)] {
+			return final
+		}
 		return retryable
 	case resp.StatusCode == http.StatusConflict:
 		code := peekCode(resp)
