@@ -74,7 +74,9 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     idem.ErrNoEventKey), whose key is in flight in another invocation
 //     (idem.ErrInFlight), whose payload does not match
 //     (idem.ErrPayloadMismatch), or whose claim failed is reported as a
-//     failure; the others are acknowledged. A failure that repeats on every
+//     failure, and so is every record the invocation has no time left to
+//     start (its context done: logged with outcome "deadline", no store
+//     call made); the others are acknowledged. A failure that repeats on every
 //     delivery (a mismatch, a key function that cannot read a malformed
 //     body) is redelivered until the queue's redrive policy moves the
 //     message to the dead-letter queue; without one, until the queue's
@@ -119,6 +121,14 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 					logRecordFailure(ctx, g, cfg.Operation, m, key, fmt.Errorf("%w: %v", idem.ErrEventPanic, r))
 				}
 			}()
+			if err := ctx.Err(); err != nil {
+				// No time left for this record: reported for
+				// redelivery, without a store call that could only
+				// fail for want of time.
+				failed[i] = true
+				logRecordFailure(ctx, g, cfg.Operation, m, key, fmt.Errorf("%w: %w", errNotStarted, err))
+				return false
+			}
 			_, err := a.run(ctx, m)
 			if errors.Is(err, idem.ErrNotKept) {
 				// The key's work ran and never runs again: done. Its
@@ -248,8 +258,14 @@ func (s *seenIDs) add(id string) bool {
 }
 
 // recordOutcome names why a record failed (the "outcome" log attribute).
+// errNotStarted is the failure of a record the invocation had no time
+// left to start (logged with outcome "deadline").
+var errNotStarted = errors.New("idem: SQS record not started before the invocation's deadline")
+
 func recordOutcome(err error) string {
 	switch {
+	case errors.Is(err, errNotStarted):
+		return "deadline"
 	case errors.Is(err, idem.ErrInFlight):
 		return idem.OutcomeInFlight
 	case errors.Is(err, idem.ErrPayloadMismatch):
