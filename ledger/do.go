@@ -881,7 +881,9 @@ const maxMessage = 1024
 // cutMessage returns msg as valid UTF-8, each byte that is not part of a
 // character replaced by U+FFFD (as encoding/json writes it, so the witness
 // shows the text *FailedError carries), then its first maxMessage bytes,
-// cut before a character that would not fit whole.
+// cut before a character that would not fit whole. Hand-written rather
+// than strings.ToValidUTF8, which replaces a run of stray bytes with one
+// U+FFFD where encoding/json writes one per byte.
 func cutMessage(msg string) string {
 	if !utf8.ValidString(msg) {
 		var b strings.Builder

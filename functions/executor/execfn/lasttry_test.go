@@ -268,22 +268,12 @@ func TestLastTryAfterItsAttemptWasTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrived, release := make(chan struct{}, 4), make(chan struct{})
-	var mu sync.Mutex
-	var keys []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.ReadAll(req.Body)
-		mu.Lock()
-		keys = append(keys, req.Header.Get("Idempotency-Key"))
-		first := len(keys) == 1
-		mu.Unlock()
-		arrived <- struct{}{}
-		if first {
-			<-release // the first try's answer comes late
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
+	release := make(chan struct{})
+	rc := newFirstHeldReceiver(t, func(*http.Request) bool {
+		<-release // the first try's answer comes late
+		return true
+	})
+	arrived, srv := rc.arrived, rc.srv
 	f := &fixture{runs: runs.NewMemRuns(), l: l}
 	run := f.webhookRun(t, srv.URL)
 	var waits []time.Duration
@@ -320,9 +310,7 @@ func TestLastTryAfterItsAttemptWasTakenOver(t *testing.T) {
 	if n := len(p.Effects); n != 2 || p.Effects[1].State != ledger.AttemptCompleted {
 		t.Fatalf("witness %+v", p.Effects)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(keys) != 2 || keys[0] != keys[1] {
+	if keys := rc.seen(); len(keys) != 2 || keys[0] != keys[1] {
 		t.Fatalf("receiver keys %q: want the two deliveries under one key", keys)
 	}
 }
@@ -361,23 +349,11 @@ func TestLastTryWhoseHeartbeatGaveUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	arrived := make(chan struct{}, 4)
-	var mu sync.Mutex
-	var keys []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		_, _ = io.ReadAll(req.Body)
-		mu.Lock()
-		keys = append(keys, req.Header.Get("Idempotency-Key"))
-		first := len(keys) == 1
-		mu.Unlock()
-		arrived <- struct{}{}
-		if first {
-			<-req.Context().Done() // no answer before the sender cuts it
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-	}))
-	defer srv.Close()
+	rc := newFirstHeldReceiver(t, func(req *http.Request) bool {
+		<-req.Context().Done() // no answer before the sender cuts it
+		return false
+	})
+	arrived, srv := rc.arrived, rc.srv
 	f := &fixture{runs: runs.NewMemRuns(), l: l}
 	run := f.webhookRun(t, srv.URL)
 	var waits []time.Duration
@@ -412,9 +388,42 @@ func TestLastTryWhoseHeartbeatGaveUp(t *testing.T) {
 	if n := len(p.Effects); n != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted {
 		t.Fatalf("witness %+v: want escaped, then completed", p.Effects)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(keys) != 2 || keys[0] != keys[1] {
+	if keys := rc.seen(); len(keys) != 2 || keys[0] != keys[1] {
 		t.Fatalf("receiver keys %q: want two deliveries under one key", keys)
 	}
+}
+
+// firstHeldReceiver records each webhook request's Idempotency-Key and
+// reports its arrival; the first request is handed to holdFirst, which may
+// block, and is answered 200 only when holdFirst returns true. Every later
+// request is answered 200 at once.
+type firstHeldReceiver struct {
+	srv     *httptest.Server
+	arrived chan struct{}
+	mu      sync.Mutex
+	keys    []string
+}
+
+func newFirstHeldReceiver(t *testing.T, holdFirst func(*http.Request) bool) *firstHeldReceiver {
+	r := &firstHeldReceiver{arrived: make(chan struct{}, 4)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.keys = append(r.keys, req.Header.Get("Idempotency-Key"))
+		first := len(r.keys) == 1
+		r.mu.Unlock()
+		r.arrived <- struct{}{}
+		if first && !holdFirst(req) {
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *firstHeldReceiver) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.keys...)
 }
