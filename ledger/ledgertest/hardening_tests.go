@@ -384,6 +384,22 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	if d := recv(t, given, "the stalled renewal"); d > 2500*time.Millisecond {
 		t.Fatalf("the stalled renewal was given %s although the lease ends in 3 s: it would fail at or after the lease end, when another executor may reclaim and fire", d)
 	}
+	wantCutByStalledRenewal(t, renew, fctx, done)
+	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
+		t.Fatalf("heartbeat still running: started %d stopped %d", tk.Started(), tk.Stopped())
+	}
+	rec := e.get(key)
+	if rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
+		t.Fatalf("record %s attempt %d outcome %+v lease %s; want firing, 1, none, %s",
+			rec.State, rec.Attempt, rec.Outcome, rec.LeaseUntil, leaseEnd)
+	}
+}
+
+// wantCutByStalledRenewal checks the end of an attempt whose renewal
+// stalled: the renewal fails on its own deadline, and the effect
+// function's context (fctx) and its Do (done) end with ErrLeaseLost.
+func wantCutByStalledRenewal(t *testing.T, renew <-chan error, fctx context.Context, done <-chan error) {
+	t.Helper()
 	if err := recv(t, renew, "the stalled renewal's failure"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stalled renewal: %v; want its deadline exceeded", err)
 	}
@@ -393,14 +409,6 @@ func testHeartbeatStalledRenewal(t *testing.T, e *env) {
 	}
 	if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
 		t.Fatalf("A: %v; want ErrLeaseLost", err)
-	}
-	if tk.Started() != 1 || tk.Stopped() != 1 || tk.TryTick() {
-		t.Fatalf("heartbeat still running: started %d stopped %d", tk.Started(), tk.Stopped())
-	}
-	rec := e.get(key)
-	if rec.State != ledger.StateFiring || rec.Attempt != 1 || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
-		t.Fatalf("record %s attempt %d outcome %+v lease %s; want firing, 1, none, %s",
-			rec.State, rec.Attempt, rec.Outcome, rec.LeaseUntil, leaseEnd)
 	}
 }
 
@@ -441,16 +449,7 @@ func testHeartbeatStalledShortLease(t *testing.T, e *env) {
 		t.Fatalf("the stalled renewal was given %s although the lease ends %s after its tick: it would fail %s past the lease end, when another executor may reclaim and fire, the effect function still running",
 			d.Round(time.Millisecond), leaseEnd.Sub(tick), (d - leaseEnd.Sub(tick)).Round(time.Millisecond))
 	}
-	if err := recv(t, renew, "the stalled renewal's failure"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("stalled renewal: %v; want its deadline exceeded", err)
-	}
-	recv(t, fctx.Done(), "the effect function's cancellation")
-	if c := context.Cause(fctx); !errors.Is(c, ledger.ErrLeaseLost) {
-		t.Fatalf("A's context cause %v; want ErrLeaseLost", c)
-	}
-	if err := recv(t, done, "A's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
-		t.Fatalf("A: %v; want ErrLeaseLost", err)
-	}
+	wantCutByStalledRenewal(t, renew, fctx, done)
 	if rec := e.get(key); rec.State != ledger.StateFiring || rec.Outcome != nil || !rec.LeaseUntil.Equal(leaseEnd) {
 		t.Fatalf("record %s outcome %+v lease %s; want firing, none, %s", rec.State, rec.Outcome, rec.LeaseUntil, leaseEnd)
 	}
