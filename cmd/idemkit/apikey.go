@@ -73,19 +73,17 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "idemkit apikey create: unexpected argument %q (every input is a flag)\n", pos[0])
-		return 2
+		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
 	}
 	if *tenant == "" || !ids.ValidTenant(*tenant) {
-		fmt.Fprintln(stderr, "idemkit apikey create: --tenant T is required and must match "+ids.TenantGrammar)
-		return 2
+		return usageError(fs, stderr, "--tenant T is required and must match %s", ids.TenantGrammar)
 	}
 	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, settings.EnvAPIKeysTable, "ApiKeysTable")
+	if errors.As(err, new(noTableError)) {
+		return usageError(fs, stderr, "%v", err)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit apikey create: %v\n", err)
-		if errors.As(err, new(noTableError)) {
-			return 2
-		}
 		return 1
 	}
 	key := apikeys.NewAPIKey()

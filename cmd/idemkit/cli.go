@@ -11,12 +11,23 @@ import (
 	"strings"
 )
 
-// Every command follows one convention: `-h`/`--help` prints the command's
-// usage (usage line naming every flag, a description, examples, then the
-// flags) on stdout and exits 0; a usage error prints a message and the usage
-// on stderr and exits 2 (for `idemkit dev` and `idemkit conform`, whose
-// help is long, the message and a one-line hint naming -h:
-// parseFlagsShort).
+// Every command follows one rule (stated in `idemkit -h`, exitRule, and in
+// docs/CLI.md): `-h`/`--help` prints the command's usage (usage line naming
+// every flag, a description, examples, then the flags) on stdout and exits
+// 0; a usage error (a missing or invalid flag or argument) prints one line
+// naming it and a hint naming -h (usageHint) on stderr and exits 2, before
+// anything is reached (parseFlags, usageError); a failure at run time
+// exits 1; success exits 0.
+
+// exitRule is the exit status rule every command follows, as `idemkit -h`
+// states it.
+const exitRule = `exit status:
+  0  success
+  1  a failure at run time (an engine or API that does not answer, a table
+     missing or different, a scenario failed, a refused resolution)
+  2  a usage error (a missing or invalid flag or argument): one line naming
+     it, then "run 'idemkit COMMAND -h' for help"
+`
 
 // setUsage installs a command's usage: line is the part after "usage: ",
 // about the description and examples (ending in a newline), then the
@@ -36,51 +47,50 @@ func setUsage(fs *flag.FlagSet, line, about string) {
 
 // parseFlags parses a command's arguments. With interspersed, flags may
 // follow positional arguments. It returns the positional arguments; when
-// done is true the command ends with exit status code (0 after --help, 2
-// after a usage error), its usage already printed. After parseFlags, the
-// flag set writes to stderr.
+// done is true the command ends with exit status code: 0 after --help (the
+// usage printed on stdout), 2 after a usage error (the flag package's one
+// line naming the flag, then usageHint, on stderr; the usage is not
+// repeated). After parseFlags, the flag set writes to stderr.
 func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	usage := fs.Usage
+	fs.Usage = func() {} // the flag package calls it on -h and after its error line
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
-	defer fs.SetOutput(stderr)
 	var err error
 	if interspersed {
 		pos, err = parseInterspersed(fs, args)
 	} else if err = fs.Parse(args); err == nil {
 		pos = fs.Args()
 	}
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		_, _ = buf.WriteTo(stdout)
-		return nil, 0, true
-	case err != nil:
-		_, _ = buf.WriteTo(stderr)
-		return nil, 2, true
-	}
-	return pos, 0, false
-}
-
-// parseFlagsShort is parseFlags for a command whose help is too long to
-// repeat after a mistake: a usage error prints the error and usageHint,
-// not the usage (-h still prints the whole usage on stdout).
-func parseFlagsShort(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, done bool) {
-	usage := fs.Usage
-	fs.Usage = func() {}
-	pos, code, done = parseFlags(fs, args, interspersed, stdout, stderr)
 	fs.Usage = usage
 	switch {
-	case done && code == 0:
+	case errors.Is(err, flag.ErrHelp):
 		fs.SetOutput(stdout)
 		fs.Usage()
 		fs.SetOutput(stderr)
-	case done:
+		return nil, 0, true
+	case err != nil:
+		fs.SetOutput(stderr)
+		_, _ = buf.WriteTo(stderr)
 		usageHint(fs, stderr)
+		return nil, 2, true
 	}
-	return pos, code, done
+	fs.SetOutput(stderr)
+	return pos, 0, false
 }
 
-// usageHint ends a usage error of a command that does not repeat its usage:
-// one line saying how to get the help.
+// usageError ends a command on a usage error found after its flags were
+// parsed: one line, "idemkit COMMAND: " and what is wrong (naming the flag
+// or argument), then usageHint. It returns 2, the exit status of a usage
+// error.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "idemkit %s: %s\n", fs.Name(), fmt.Sprintf(format, args...))
+	usageHint(fs, stderr)
+	return 2
+}
+
+// usageHint ends every usage error of a command: one line saying how to
+// get its help.
 func usageHint(fs *flag.FlagSet, stderr io.Writer) {
 	fmt.Fprintf(stderr, "run 'idemkit %s -h' for help\n", fs.Name())
 }
@@ -133,6 +143,8 @@ type commandList struct {
 	about    string
 	entries  []entry
 	examples []string
+	// notes ends the usage, after a blank line ("" for none).
+	notes string
 }
 
 // prog is the command line the list dispatches ("idemkit tables").
@@ -167,6 +179,9 @@ func (l commandList) usage() string {
 	} else {
 		fmt.Fprintf(&b, "\nRun '%s COMMAND -h' (or '%s help COMMAND') for the flags and examples of a command.\n", l.prog(), l.prog())
 	}
+	if l.notes != "" {
+		fmt.Fprintf(&b, "\n%s", l.notes)
+	}
 	return b.String()
 }
 
@@ -196,16 +211,14 @@ func (l commandList) dispatch(ctx context.Context, args []string, stdout, stderr
 
 // parseOneArg is parseFlags (flags and arguments interspersed) for a command
 // that takes exactly one argument, named name in its usage line: any other
-// count says so, prints the usage and is a usage error (exit 2).
+// count is a usage error that says so (exit 2).
 func parseOneArg(fs *flag.FlagSet, name string, args []string, stdout, stderr io.Writer) (arg string, code int, done bool) {
 	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return "", code, true
 	}
 	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "idemkit %s: want exactly one %s, got %d arguments\n", fs.Name(), name, len(pos))
-		fs.Usage()
-		return "", 2, true
+		return "", usageError(fs, stderr, "want exactly one %s, got %d arguments", name, len(pos)), true
 	}
 	return pos[0], 0, false
 }

@@ -115,14 +115,12 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	fs.DurationVar(&cfg.Stagger, "stagger", conform.DefaultStagger, "how long the slow request runs before its duplicates are sent")
 
 	// Flags may come before or after the URL.
-	pos, code, done := parseFlagsShort(fs, args, true, stdout, stderr)
+	pos, code, done := parseFlags(fs, args, true, stdout, stderr)
 	if done {
 		return code
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "idemkit conform: want exactly one URL")
-		usageHint(fs, stderr)
-		return 2
+		return usageError(fs, stderr, "want exactly one URL")
 	}
 	cfg.BaseURL = pos[0]
 	cfg.Profile = conform.Profile(profile)
@@ -130,15 +128,11 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		cfg.Body = "" // keep the fixture defaults for the slow and invalid bodies
 	}
 	if cfg.Timeout <= 0 || cfg.Stagger < 0 {
-		fmt.Fprintln(stderr, "idemkit conform: --timeout must be positive and --stagger not negative")
-		usageHint(fs, stderr)
-		return 2
+		return usageError(fs, stderr, "--timeout must be positive and --stagger not negative")
 	}
 	if len(cfg.APIKeys) == 0 {
 		// Without a key every scenario would only see 401 unauthenticated.
-		fmt.Fprintln(stderr, "idemkit conform: --api-key KEY is required (the API's bearer key; 'idemkit dev' prints two)")
-		usageHint(fs, stderr)
-		return 2
+		return usageError(fs, stderr, "--api-key KEY is required (the API's bearer key; 'idemkit dev' prints two)")
 	}
 
 	results, err := conform.Run(ctx, cfg)
@@ -149,12 +143,11 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if err != nil {
 		if !errors.Is(err, conform.ErrConfig) {
+			// Not the flags' fault: a failure at run time.
 			fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
-			return 2
+			return 1
 		}
-		fmt.Fprintf(stderr, "idemkit conform: %s\n", settingError(err, conform.ErrConfig))
-		usageHint(fs, stderr)
-		return 2
+		return usageError(fs, stderr, "%s", settingError(err, conform.ErrConfig))
 	}
 	_, failed := conform.Write(stdout, results)
 	if failed > 0 {

@@ -124,13 +124,12 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	authTTL := fs.Duration("authorizer-ttl", reauth, "how long the gateway keeps an authorizer decision (grant or refusal) per Authorization value, as API Gateway does (the default is template.yaml's ReauthorizeEvery); 0 asks the authorizer on every request")
 	var keys apiKeyFlag
 	fs.Var(&keys, "api-key", "add an API key, KEY=TENANT (repeatable; KEY as the authorizer accepts it in Authorization: Bearer KEY, "+apikeys.KeyRule+"; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
-	pos, code, done := parseFlagsShort(fs, args, false, stdout, stderr)
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintln(stderr, "idemkit dev: unexpected arguments:", pos)
-		return 2
+		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
 	}
 	// unreachable is the hint when the engine does not answer.
 	unreachable := "is it running, and is --dynamodb-endpoint right?"
@@ -140,20 +139,17 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			unreachable = "is it running, and is " + hostsettings.EnvDynamoDBEndpoint + " right?"
 		}
 		if err := checkEndpoint(*endpoint); err != nil {
-			fmt.Fprintf(stderr, "idemkit dev: %s %q: %v\n", hostsettings.EnvDynamoDBEndpoint, *endpoint, err)
-			return 2
+			return usageError(fs, stderr, "%s %q (stands for --dynamodb-endpoint): %v", hostsettings.EnvDynamoDBEndpoint, *endpoint, err)
 		}
 	}
 	if *endpoint == "" {
 		unreachable = "the engine idemkit dev started may have stopped"
 	}
 	if *engine != "" && *endpoint != "" {
-		fmt.Fprintln(stderr, "idemkit dev: --emulator and --dynamodb-endpoint exclude each other")
-		return 2
+		return usageError(fs, stderr, "--emulator and --dynamodb-endpoint exclude each other")
 	}
 	if _, err := emulator.Lookup(*engine); *engine != "" && err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: --emulator: %v\n", err)
-		return 2
+		return usageError(fs, stderr, "--emulator: %v", err)
 	}
 	if flagGiven(fs, "idempotency-wait") {
 		// The flag stands for IDEMPOTENCY_WAIT_MS, over the environment's
@@ -162,29 +158,23 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		// with the other settings.
 		switch {
 		case *idemWait < 0:
-			fmt.Fprintln(stderr, "idemkit dev: --idempotency-wait must not be negative")
-			return 2
+			return usageError(fs, stderr, "--idempotency-wait must not be negative")
 		case *idemWait%time.Millisecond != 0:
-			fmt.Fprintf(stderr, "idemkit dev: --idempotency-wait %s: want whole milliseconds\n", *idemWait)
-			return 2
+			return usageError(fs, stderr, "--idempotency-wait %s: want whole milliseconds", *idemWait)
 		}
 		settings[idemenv.WaitMS] = strconv.FormatInt(idemWait.Milliseconds(), 10)
 	}
 	if *authTTL < 0 {
-		fmt.Fprintln(stderr, "idemkit dev: --authorizer-ttl must not be negative")
-		return 2
+		return usageError(fs, stderr, "--authorizer-ttl must not be negative")
 	}
 	if *reqTimeout <= 0 {
-		fmt.Fprintln(stderr, "idemkit dev: --request-timeout must be positive")
-		return 2
+		return usageError(fs, stderr, "--request-timeout must be positive")
 	}
 	if _, _, err := net.SplitHostPort(*addr); err != nil {
-		fmt.Fprintf(stderr, "idemkit dev: --addr %q: want HOST:PORT, e.g. 127.0.0.1:3000\n", *addr)
-		return 2
+		return usageError(fs, stderr, "--addr %q: want HOST:PORT, e.g. 127.0.0.1:3000", *addr)
 	}
 	if !tablePrefixOK(*prefix) {
-		fmt.Fprintf(stderr, "idemkit dev: --table-prefix %q: want letters, digits, '_', '-' and '.' only, at most 200 characters (DynamoDB's table names)\n", *prefix)
-		return 2
+		return usageError(fs, stderr, "--table-prefix %q: want letters, digits, '_', '-' and '.' only, at most 200 characters (DynamoDB's table names)", *prefix)
 	}
 	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
@@ -215,6 +205,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", flagName, name)
 		}
+		usageHint(fs, stderr)
 		return 2
 	}
 	if ce := (*configerr.Error)(nil); errors.Is(err, kit.ErrConfig) && errors.As(err, &ce) {
@@ -225,8 +216,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if !strings.HasPrefix(msg, "invalid setting: ") {
 			msg = "invalid setting: " + msg
 		}
-		fmt.Fprintf(stderr, "idemkit dev: %s\n", msg)
-		return 2
+		return usageError(fs, stderr, "%s", msg)
 	}
 	if err == nil {
 		<-s.Done()

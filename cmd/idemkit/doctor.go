@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -64,6 +66,9 @@ var tableRegionEnv = map[string]string{
 	"FenceTable":       settings.EnvFenceTableRegion,
 }
 
+// noTableToCheck is doctor's usage error when no table is named.
+const noTableToCheck = "no table to check: give --endpoint, --table LogicalID=NAME or the tables' variables"
+
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
 	setUsage(fs, "idemkit doctor [--endpoint URL] [--table LogicalID=NAME]... [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R] [--template FILE]", doctorAbout)
@@ -87,8 +92,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintln(stderr, "idemkit doctor: takes no arguments")
-		return 2
+		return usageError(fs, stderr, "unexpected argument %q (takes no arguments)", pos[0])
+	}
+	if *endpoint == "" && len(names) == 0 && !slices.ContainsFunc(slices.Collect(maps.Values(tableEnv)), func(env string) bool { return os.Getenv(env) != "" }) {
+		// Nothing names a table: a usage error, said before anything is
+		// read or printed.
+		return usageError(fs, stderr, noTableToCheck)
 	}
 	tmplRegion := *region
 	if tmplRegion == "" {
@@ -181,8 +190,8 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	if checked == 0 {
-		fmt.Fprintln(stderr, "idemkit doctor: no table to check: give --endpoint, --table LogicalID=NAME or the tables' variables")
-		return 2
+		// Only the variables of tables --only leaves out name a table.
+		return usageError(fs, stderr, noTableToCheck)
 	}
 	if failed {
 		return 1

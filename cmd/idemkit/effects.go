@@ -120,23 +120,23 @@ examples:
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintf(stderr, "idemkit effects list: unexpected argument %q\n", pos[0])
-		return 2
+		return usageError(fs, stderr, "unexpected argument %q (takes no arguments)", pos[0])
 	}
 	switch ledger.EffectState(*state) {
 	case "", ledger.EffectEscaped, ledger.EffectInFlight, ledger.EffectPending, ledger.EffectCompleted, ledger.EffectFailed:
 	default:
-		fmt.Fprintf(stderr, "idemkit effects list: --state %q: want escaped, in-flight, pending, completed or failed\n", *state)
-		return 2
+		return usageError(fs, stderr, "--state %q: want escaped, in-flight, pending, completed or failed", *state)
 	}
 	if *limit < 0 {
-		fmt.Fprintf(stderr, "idemkit effects list: --limit %d: want 0 (no limit) or more\n", *limit)
-		return 2
+		return usageError(fs, stderr, "--limit %d: want 0 (no limit) or more", *limit)
 	}
 	if *run != "" {
 		*run = unproject(*run)
 	}
 	l, err := sf.ledger(ctx)
+	if errors.As(err, new(noTableError)) {
+		return usageError(fs, stderr, "%v", err)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit effects list: %v\n", err)
 		return 1
@@ -182,6 +182,9 @@ example:
 		return code
 	}
 	l, err := sf.ledger(ctx)
+	if errors.As(err, new(noTableError)) {
+		return usageError(fs, stderr, "%v", err)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit effects show: %s\n", storeError(err))
 		return 1
@@ -245,14 +248,25 @@ examples:
 	settle := ledger.Settlement(*as)
 	if settle != ledger.Delivered && settle != ledger.NotDelivered {
 		if *as == "" {
-			fmt.Fprintln(stderr, "idemkit effects resolve: --as delivered or --as not-delivered is required")
-		} else {
-			fmt.Fprintf(stderr, "idemkit effects resolve: --as %q: want delivered or not-delivered\n", *as)
+			return usageError(fs, stderr, "--as delivered or --as not-delivered is required")
 		}
-		return 2
+		return usageError(fs, stderr, "--as %q: want delivered or not-delivered", *as)
 	}
 	if *operator == "" {
 		*operator = defaultOperator()
+	} else if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) {
+		return usageError(fs, stderr, "--operator %q: want 1..128 bytes of printable text", *operator)
+	}
+	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) {
+		return usageError(fs, stderr, "--note: want at most 512 bytes of printable text and line breaks (got %d bytes)", len(*note))
+	}
+	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion)
+	if errors.As(err, new(noTableError)) {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
+		return 1
 	}
 	if *rev == "" {
 		r, err := shownRev(effectID)
@@ -261,11 +275,6 @@ examples:
 			return 1
 		}
 		*rev = r
-	}
-	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion)
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
-		return 1
 	}
 	v, err := l.Resolve(ctx, effectID, ledger.Resolution{As: settle, Operator: *operator, Note: *note, Rev: *rev})
 	switch {
@@ -311,6 +320,10 @@ examples:
 func unproject(id string) string {
 	return strings.NewReplacer("~2F", "/", "~2f", "/", "~3A", ":", "~3a", ":", "~7E", "~", "~7e", "~").Replace(id)
 }
+
+// isControlRune reports a control character the ledger refuses in an
+// operator's identity or note (a note may hold line breaks).
+func isControlRune(c rune) bool { return c < 0x20 || c == 0x7f }
 
 func defaultOperator() string {
 	if o := strings.TrimSpace(os.Getenv("IDEMKIT_OPERATOR")); o != "" {

@@ -5,8 +5,9 @@
 // effects that escaped.
 //
 // Run `idemkit help` for the commands (listed once, in commands) and
-// `idemkit COMMAND -h` for a command's flags and examples; help exits 0, a
-// usage error exits 2.
+// `idemkit COMMAND -h` for a command's flags and examples. Every command
+// exits 0 on success, 1 on a failure at run time and 2 on a usage error
+// (exitRule).
 package main
 
 import (
@@ -38,6 +39,7 @@ var commands = commandList{
 		"idemkit conform --api-key KEY1 --api-key KEY2 http://127.0.0.1:3000",
 		"idemkit effects list --state escaped --endpoint http://127.0.0.1:8000",
 	},
+	notes: exitRule,
 }
 
 func main() {
@@ -48,7 +50,8 @@ func main() {
 }
 
 // run dispatches a command line (without the program name) and returns the
-// exit status: 0 success, 1 failure, 2 usage error.
+// exit status (exitRule): 0 success, 1 a failure at run time, 2 a usage
+// error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return commands.dispatch(ctx, args, stdout, stderr)
 }

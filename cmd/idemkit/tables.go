@@ -44,9 +44,11 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if done {
 		return code
 	}
-	if *endpoint == "" || len(pos) > 0 {
-		fmt.Fprintln(stderr, "idemkit tables create: --endpoint URL is required (and takes no arguments)")
-		return 2
+	if len(pos) > 0 {
+		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+	}
+	if *endpoint == "" {
+		return usageError(fs, stderr, "--endpoint URL is required")
 	}
 	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
 	names, err := tables.Ensure(ctx, c, *prefix, *only)

@@ -32,9 +32,9 @@ func TestTableTarget(t *testing.T) {
 	}
 }
 
-// Without --endpoint and without a table, apikey create is a usage error
-// (exit 2) and the effects commands fail (exit 1), both naming the
-// environment variable.
+// Without --endpoint and without a table, apikey create and the effects
+// commands alike are a usage error (exit 2): the line names --table and the
+// environment variable, then the hint naming -h.
 func TestNoTableWithoutEndpoint(t *testing.T) {
 	t.Setenv(settings.EnvAPIKeysTable, "")
 	t.Setenv(settings.EnvEffectsTable, "")
@@ -43,8 +43,10 @@ func TestNoTableWithoutEndpoint(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"apikey", "create", "--tenant", "acme"}, 2, "idemkit apikey create: --table (or $" + settings.EnvAPIKeysTable + ") is required without --endpoint\n"},
-		{[]string{"effects", "list"}, 1, "idemkit effects list: --table (or $" + settings.EnvEffectsTable + ") is required without --endpoint\n"},
+		{[]string{"apikey", "create", "--tenant", "acme"}, 2, "idemkit apikey create: --table (or $" + settings.EnvAPIKeysTable + ") is required without --endpoint\n" +
+			"run 'idemkit apikey create -h' for help\n"},
+		{[]string{"effects", "list"}, 2, "idemkit effects list: --table (or $" + settings.EnvEffectsTable + ") is required without --endpoint\n" +
+			"run 'idemkit effects list -h' for help\n"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != c.code || out.Len() != 0 || errb.String() != c.want {

@@ -27,9 +27,7 @@ func runVersion(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if len(pos) > 0 {
-		fmt.Fprintln(stderr, "idemkit version: takes no arguments")
-		fs.Usage()
-		return 2
+		return usageError(fs, stderr, "unexpected argument %q (takes no arguments)", pos[0])
 	}
 	bi, _ := debug.ReadBuildInfo() // nil when not recorded
 	fmt.Fprintln(stdout, versionLine(bi))

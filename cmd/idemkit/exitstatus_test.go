@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem/idemenv"
+	"github.com/idemkit/idemkit/internal/shared"
+)
+
+// TestUsageErrorsFollowOneRule: every command's usage error (a missing or
+// invalid flag or argument) exits 2 before anything is reached, prints
+// nothing on stdout and exactly two lines on stderr: one naming the flag
+// or argument, then "run 'idemkit COMMAND -h' for help". A missing table,
+// with neither --table, its variable nor --endpoint, is a missing flag
+// for every command that reaches a table.
+func TestUsageErrorsFollowOneRule(t *testing.T) {
+	for _, env := range []string{settings.EnvAPIKeysTable, settings.EnvEffectsTable, settings.EnvFenceTable,
+		settings.EnvRunsTable, idemenv.Table, settings.EnvDynamoDBEndpoint} {
+		t.Setenv(env, "")
+	}
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	const ep = "http://127.0.0.1:1" // nothing listens: a usage error must not get that far
+	for _, c := range []struct {
+		args  []string
+		names string // what the first line must name
+	}{
+		{[]string{"tables", "create"}, "--endpoint"},
+		{[]string{"tables", "create", "--endpoint", ep, "extra"}, `"extra"`},
+		{[]string{"tables", "create", "--endpoint", ep, "--only", "ledger"}, "-only"},
+		{[]string{"tables", "create", "--endpoint", "ftp://x"}, "-endpoint"},
+		{[]string{"doctor"}, "--endpoint"},
+		{[]string{"doctor", "--endpoint", ep, "extra"}, `"extra"`},
+		{[]string{"doctor", "--table", "Bogus=x", "--endpoint", ep}, "-table"},
+		{[]string{"apikey", "create"}, "--tenant"},
+		{[]string{"apikey", "create", "--tenant", "a b", "--endpoint", ep}, "--tenant"},
+		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "extra"}, `"extra"`},
+		{[]string{"apikey", "create", "--tenant", "acme"}, "--table"},
+		{[]string{"apikey", "create", "--nope"}, "-nope"},
+		{[]string{"effects", "list"}, "--table"},
+		{[]string{"effects", "list", "--endpoint", ep, "extra"}, `"extra"`},
+		{[]string{"effects", "list", "--endpoint", ep, "--state", "gone"}, "--state"},
+		{[]string{"effects", "list", "--endpoint", ep, "--limit", "-3"}, "--limit"},
+		{[]string{"effects", "list", "--limit", "many"}, "-limit"},
+		{[]string{"effects", "show", "acme/e1"}, "--table"},
+		{[]string{"effects", "show", "--endpoint", ep}, "EFFECT"},
+		{[]string{"effects", "show", "a", "b", "--endpoint", ep}, "EFFECT"},
+		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered", "--rev", "r1"}, "--table"},
+		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered"}, "--table"},
+		{[]string{"effects", "resolve", "acme/e1", "--endpoint", ep}, "--as"},
+		{[]string{"effects", "resolve", "acme/e1", "--as", "maybe", "--endpoint", ep}, "--as"},
+		{[]string{"effects", "resolve", "--as", "delivered", "--endpoint", ep}, "EFFECT"},
+		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--note", strings.Repeat("n", 513)}, "--note"},
+		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--operator", "a\tb"}, "--operator"},
+		{[]string{"version", "extra"}, `"extra"`},
+		{[]string{"version", "--nope"}, "-nope"},
+		{[]string{"dev", "extra"}, `"extra"`},
+		{[]string{"dev", "--emulator", "cassandra"}, "--emulator"},
+		{[]string{"dev", "--emulator", "moto", "--dynamodb-endpoint", ep}, "--emulator"},
+		{[]string{"dev", "--idempotency-wait", "-1s", "--dynamodb-endpoint", ep}, "--idempotency-wait"},
+		{[]string{"dev", "--authorizer-ttl", "-1s", "--dynamodb-endpoint", ep}, "--authorizer-ttl"},
+		{[]string{"dev", "--request-timeout", "0s", "--dynamodb-endpoint", ep}, "--request-timeout"},
+		{[]string{"conform", "--api-key", "k"}, "URL"},
+		{[]string{"conform", "http://127.0.0.1:9"}, "--api-key"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		cmd := c.args[0]
+		if cmd == "tables" || cmd == "apikey" || cmd == "effects" {
+			cmd += " " + c.args[1]
+		}
+		hint := "run 'idemkit " + cmd + " -h' for help"
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.names) || lines[1] != hint {
+			t.Errorf("idemkit %q: exit %d stdout %q stderr %q; want exit 2, nothing on stdout, one line naming %s, then %q",
+				c.args, code, out.String(), errb.String(), c.names, hint)
+		}
+	}
+}
+
+// TestExitStatusRuleIsStated: the rule every command follows (0 success,
+// 1 a failure at run time, 2 a usage error with its one line and the hint)
+// is stated in `idemkit -h` and in docs/CLI.md, the page that documents
+// the CLI.
+func TestExitStatusRuleIsStated(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &out, &errb); code != 0 {
+		t.Fatalf("idemkit -h: exit %d", code)
+	}
+	doc, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "CLI.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for where, text := range map[string]string{"idemkit -h": out.String(), "docs/CLI.md": string(doc)} {
+		flat := strings.Join(strings.Fields(text), " ")
+		for _, s := range []string{"0 success", "1 a failure at run time", "2 a usage error", "run 'idemkit COMMAND -h' for help"} {
+			if !strings.Contains(flat, s) {
+				t.Errorf("%s does not state the exit status rule: lacks %q", where, s)
+			}
+		}
+	}
+}
