@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -34,24 +36,62 @@ examples:
   idemkit apikey create --tenant acme --table prod-ApiKeysTable --region eu-west-1
 `
 
-// attrFlag collects --attr NAME=VALUE.
-type attrFlag map[string]string
+// attrForm is the form --attr takes, as a bad one's message says it
+// (apikeys.ValidAttr's rules).
+const attrForm = "want NAME=VALUE: NAME 1..64 of a-z A-Z 0-9 _ starting with a letter, not tenantId; VALUE 1..256 characters without control characters"
 
-func (a attrFlag) String() string { return fmt.Sprint(map[string]string(a)) }
+// attrFlag collects the --attr values as given; attrs checks them once the
+// flags are parsed, so a bad one is said in the command's own words.
+type attrFlag []string
 
-func (a attrFlag) Set(v string) error {
-	name, value, ok := strings.Cut(v, "=")
-	if !ok {
-		return fmt.Errorf("want NAME=VALUE")
+func (a *attrFlag) String() string     { return strings.Join(*a, " ") }
+func (a *attrFlag) Set(v string) error { *a = append(*a, v); return nil }
+
+// attrs returns the credential attributes the --attr values give, or, for
+// the first bad one, what is wrong with it: the value as given, the fault,
+// and attrForm, in one line.
+func (a attrFlag) attrs() (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range a {
+		name, value, ok := strings.Cut(v, "=")
+		var fault string
+		switch {
+		case !ok:
+			fault = "no '=' between NAME and VALUE"
+		case out[name] != "":
+			fault = name + " is given twice"
+		case apikeys.ValidAttr(name, value) == nil:
+			out[name] = value
+			continue
+		default:
+			fault = attrFault(name, value, apikeys.ValidAttr(name, value))
+		}
+		return nil, fmt.Errorf("--attr %q: %s; %s", v, fault, attrForm)
 	}
-	if _, dup := a[name]; dup {
-		return fmt.Errorf("attribute %s given twice", name)
+	return out, nil
+}
+
+// attrFault says which of apikeys.ValidAttr's rules name and value break
+// (err, its refusal, when none of those it knows).
+func attrFault(name, value string, err error) string {
+	n := utf8.RuneCountInString(value)
+	switch {
+	case name == "":
+		return "the name is empty"
+	case name == "tenantId":
+		return "tenantId is the tenant, not an attribute (--tenant)"
+	case apikeys.ValidAttr(name, "v") != nil:
+		return fmt.Sprintf("the name %q is not one NAME allows", name)
+	case value == "":
+		return "the value of " + name + " is empty"
+	case !utf8.ValidString(value):
+		return "the value of " + name + " is not UTF-8"
+	case strings.IndexFunc(value, unicode.IsControl) >= 0:
+		return "the value of " + name + " holds a control character"
+	case n > 256:
+		return fmt.Sprintf("the value of %s has %d characters", name, n)
 	}
-	if err := apikeys.ValidAttr(name, value); err != nil {
-		return err
-	}
-	a[name] = value
-	return nil
+	return strings.TrimPrefix(err.Error(), apikeys.ErrCredentialInvalid.Error()+": ")
 }
 
 // runAPIKey dispatches `idemkit apikey SUBCOMMAND`.
@@ -66,8 +106,8 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
-	attrs := attrFlag{}
-	fs.Var(attrs, "attr", "credential attribute NAME=VALUE passed to the authorizer context (repeatable), e.g. namespace=shop")
+	var attrValues attrFlag
+	fs.Var(&attrValues, "attr", "credential attribute NAME=VALUE passed to the authorizer context (repeatable), e.g. namespace=shop")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -77,6 +117,10 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if *tenant == "" || !ids.ValidTenant(*tenant) {
 		return usageError(fs, stderr, "--tenant T is required and must match %s", ids.TenantGrammar)
+	}
+	attrs, err := attrValues.attrs()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, settings.EnvAPIKeysTable, "ApiKeysTable")
 	if errors.As(err, new(noTableError)) {

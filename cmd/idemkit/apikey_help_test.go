@@ -43,3 +43,41 @@ func TestAPIKeyHelpNamesEveryScopeAttribute(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIKeyBadAttrIsOneLine: a bad --attr is a usage error (exit 2) said
+// in one line that names the value given, what is wrong with it and the
+// form --attr expects (NAME=VALUE, the name's and the value's rules), then
+// the hint naming -h; not the whole usage, not the credential's package
+// label.
+func TestAPIKeyBadAttrIsOneLine(t *testing.T) {
+	const form = "want NAME=VALUE: NAME 1..64 of a-z A-Z 0-9 _ starting with a letter, not tenantId; VALUE 1..256 characters without control characters"
+	for _, c := range []struct {
+		attrs []string
+		names string // the value the line names
+		says  string // what is wrong with it
+	}{
+		{[]string{"worker"}, `--attr "worker"`, "no '='"},
+		{[]string{"worker="}, `--attr "worker="`, "the value of worker is empty"},
+		{[]string{"=shop"}, `--attr "=shop"`, "the name is empty"},
+		{[]string{"tenantId=x"}, `--attr "tenantId=x"`, "tenantId is the tenant, not an attribute"},
+		{[]string{"9lives=x"}, `--attr "9lives=x"`, `the name "9lives" is not one`},
+		{[]string{"worker=a\tb"}, `--attr "worker=a\tb"`, "the value of worker holds a control character"},
+		{[]string{"worker=" + strings.Repeat("v", 257)}, `--attr "worker=vvv`, "the value of worker has 257 characters"},
+		{[]string{"worker=a", "worker=b"}, `--attr "worker=b"`, "worker is given twice"},
+	} {
+		args := []string{"apikey", "create", "--tenant", "acme", "--endpoint", "http://127.0.0.1:1"}
+		for _, a := range c.attrs {
+			args = append(args, "--attr", a)
+		}
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || lines[1] != "run 'idemkit apikey create -h' for help" {
+			t.Errorf("--attr %q: exit %d stdout %q stderr %q; want exit 2, one line, then the hint", c.attrs, code, out.String(), errb.String())
+			continue
+		}
+		if l := lines[0]; !strings.HasPrefix(l, "idemkit apikey create: "+c.names) || !strings.Contains(l, c.says) || !strings.HasSuffix(l, form) || strings.Contains(l, "host:") {
+			t.Errorf("--attr %q: %q; want it to start %q, say %q and end %q", c.attrs, l, "idemkit apikey create: "+c.names, c.says, form)
+		}
+	}
+}
