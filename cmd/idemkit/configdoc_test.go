@@ -12,30 +12,89 @@ import (
 	"github.com/idemkit/idemkit/internal/shared"
 )
 
-// TestConfigurationDocNamesEveryDevFlag: docs/CONFIGURATION.md promises
-// every `idemkit dev` flag; its "`idemkit dev`" section names each flag
-// `idemkit dev -h` lists, as `--name`.
-func TestConfigurationDocNamesEveryDevFlag(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "CONFIGURATION.md"))
+// flagDocs names, per command, the section of the documentation that
+// documents its flags: a file under docs/ and the heading of the section
+// (which runs to the next "## " heading). docs/CLI.md lists the commands
+// and links each to its section.
+var flagDocs = map[string]struct{ file, heading string }{
+	"dev":             {"CONFIGURATION.md", "## `idemkit dev`"},
+	"tables create":   {"CLI.md", "## `idemkit tables create`"},
+	"doctor":          {"DEPLOYING.md", "## Check the deployed tables: `idemkit doctor`"},
+	"apikey create":   {"CLI.md", "## `idemkit apikey create`"},
+	"conform":         {"POLICIES.md", "## Checking a policy with `idemkit conform`"},
+	"effects list":    {"EFFECTS.md", "## Settling an escaped effect: `idemkit effects`"},
+	"effects show":    {"EFFECTS.md", "## Settling an escaped effect: `idemkit effects`"},
+	"effects resolve": {"EFFECTS.md", "## Settling an escaped effect: `idemkit effects`"},
+	"version":         {"CLI.md", "## `idemkit version`"},
+}
+
+// commandGroups are the commands that dispatch to commands of their own.
+var commandGroups = map[string]commandList{"tables": tablesCommands, "apikey": apikeyCommands, "effects": effectsCommands}
+
+// TestDocsNameEveryFlag: every flag of every command (each command of
+// `idemkit -h` and of its groups, as `idemkit COMMAND -h` lists its flags)
+// is named, as --name, in the section of the documentation that documents
+// the command (flagDocs), so no flag is documented only in its --help;
+// every command has such a section, and docs/CLI.md links to it.
+func TestDocsNameEveryFlag(t *testing.T) {
+	var cmds []string
+	for _, e := range commands.entries {
+		if g, ok := commandGroups[e.name()]; ok {
+			for _, s := range g.entries {
+				cmds = append(cmds, e.name()+" "+s.name())
+			}
+			continue
+		}
+		cmds = append(cmds, e.name())
+	}
+	cli, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "CLI.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(doc), "\n## `idemkit dev`\n")
-	if !ok {
-		t.Fatal("docs/CONFIGURATION.md has no section \"## `idemkit dev`\"")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	var out, errb bytes.Buffer
-	if code := run(context.Background(), []string{"dev", "-h"}, &out, &errb); code != 0 {
-		t.Fatalf("idemkit dev -h: exit %d, stderr %q", code, errb.String())
-	}
-	flags := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)\b`).FindAllStringSubmatch(out.String(), -1)
-	if len(flags) == 0 {
-		t.Fatalf("no flags in idemkit dev -h:\n%s", out.String())
-	}
-	for _, m := range flags {
-		if !regexp.MustCompile("`--" + regexp.QuoteMeta(m[1]) + "\\b").MatchString(section) {
-			t.Errorf("docs/CONFIGURATION.md's `idemkit dev` section does not name --%s", m[1])
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)\b`)
+	for _, cmd := range cmds {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(strings.Fields(cmd), "-h"), &out, &errb); code != 0 {
+			t.Fatalf("idemkit %s -h: exit %d, stderr %q", cmd, code, errb.String())
+		}
+		if strings.HasPrefix(out.String(), "usage: idemkit "+cmd+" COMMAND") {
+			t.Errorf("idemkit %s is a group of commands: add it to commandGroups", cmd)
+			continue
+		}
+		where, ok := flagDocs[cmd]
+		if !ok {
+			t.Errorf("idemkit %s: no section documents its flags: add one and its row in flagDocs", cmd)
+			continue
+		}
+		if !strings.Contains(string(cli), "("+anchorTo(where.file, where.heading)+")") {
+			t.Errorf("docs/CLI.md does not link idemkit %s's section, (%s)", cmd, anchorTo(where.file, where.heading))
+		}
+		doc, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", where.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, section, ok := strings.Cut(string(doc), "\n"+where.heading+"\n")
+		if !ok {
+			t.Errorf("docs/%s has no section %q (idemkit %s's flags)", where.file, where.heading, cmd)
+			continue
+		}
+		section, _, _ = strings.Cut(section, "\n## ")
+		for _, m := range flagLine.FindAllStringSubmatch(out.String(), -1) {
+			if !regexp.MustCompile(`(^|[^a-z0-9-])--` + regexp.QuoteMeta(m[1]) + `([^a-z0-9-]|$)`).MatchString(section) {
+				t.Errorf("docs/%s, section %q, does not name --%s of idemkit %s", where.file, where.heading, m[1], cmd)
+			}
 		}
 	}
+}
+
+// anchorTo is the relative link, from docs/CLI.md, to heading in file, as
+// the repository's host renders its anchor ("#" alone within CLI.md).
+func anchorTo(file, heading string) string {
+	a := strings.ToLower(strings.TrimSpace(strings.TrimLeft(heading, "#")))
+	a = regexp.MustCompile(`[^a-z0-9 _-]`).ReplaceAllString(a, "")
+	a = "#" + strings.ReplaceAll(a, " ", "-")
+	if file == "CLI.md" {
+		return a
+	}
+	return file + a
 }
