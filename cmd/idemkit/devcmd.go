@@ -174,7 +174,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return usageError(fs, stderr, "--addr %q: want HOST:PORT, e.g. 127.0.0.1:3000", *addr)
 	}
 	if !tablePrefixOK(*prefix) {
-		return usageError(fs, stderr, "--table-prefix %q: want letters, digits, '_', '-' and '.' only, at most 200 characters (DynamoDB's table names)", *prefix)
+		return usageError(fs, stderr, "--table-prefix %q: %s", *prefix, tablePrefixRule)
 	}
 	o := devstack.Options{Progress: stderr, Addr: *addr, Engine: *engine, Endpoint: *endpoint, TablePrefix: *prefix, Settings: settings, Getenv: os.Getenv, APIKeys: keys, ConformanceSeams: *seams, RequestTimeout: *reqTimeout, AuthorizerTTL: *authTTL,
 		Stdout: stdout, Logger: slog.New(slog.NewJSONHandler(stderr, nil))}
@@ -190,9 +190,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	s, err := devstack.Start(ctx, o)
 	if errors.Is(err, devstack.ErrConfig) {
-		// A bad setting stops start-up before anything is started.
-		fmt.Fprintf(stderr, "idemkit dev: %s\n", settingError(err, devstack.ErrConfig, hostsettings.ErrConfig, idem.ErrConfig))
-		// Each flag that set a variable the error names.
+		// A bad setting stops start-up before anything is started: one
+		// line, naming each flag that set a variable the error names.
+		var set []string
 		for _, name := range slices.Sorted(maps.Keys(settings)) {
 			if !strings.Contains(err.Error(), name+"=") {
 				continue
@@ -203,10 +203,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 					flagName = s.Flag
 				}
 			}
-			fmt.Fprintf(stderr, "idemkit dev: --%s sets %s\n", flagName, name)
+			set = append(set, "--"+flagName+" sets "+name)
 		}
-		usageHint(fs, stderr)
-		return 2
+		msg := settingError(err, devstack.ErrConfig, hostsettings.ErrConfig, idem.ErrConfig)
+		if len(set) > 0 {
+			msg += " (" + strings.Join(set, ", ") + ")"
+		}
+		return usageError(fs, stderr, "%s", msg)
 	}
 	if ce := (*configerr.Error)(nil); errors.Is(err, kit.ErrConfig) && errors.As(err, &ce) {
 		// A setting refused by the wiring, once the engine is known (a
@@ -231,6 +234,9 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// tablePrefixRule is what tablePrefixOK accepts, as a refusal says it.
+const tablePrefixRule = "want letters, digits, '_', '-' and '.' only, at most 200 characters (DynamoDB's table names)"
 
 // tablePrefixOK reports whether p can begin a DynamoDB table name: the
 // characters a table name allows, short enough to leave room for the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -94,6 +95,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if len(pos) > 0 {
 		return usageError(fs, stderr, "unexpected argument %q (takes no arguments)", pos[0])
 	}
+	if !tablePrefixOK(*prefix) {
+		return usageError(fs, stderr, "--prefix %q: %s", *prefix, tablePrefixRule)
+	}
 	if *endpoint == "" && len(names) == 0 && !slices.ContainsFunc(slices.Collect(maps.Values(tableEnv)), func(env string) bool { return os.Getenv(env) != "" }) {
 		// Nothing names a table: a usage error, said before anything is
 		// read or printed.
@@ -106,12 +110,19 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var defs map[string]tables.Def
 	var err error
 	if *template != "" {
+		// A template that cannot be read or read as one is a bad
+		// --template: a usage error, before any table is described.
 		b, rerr := os.ReadFile(*template)
 		if rerr != nil {
-			fmt.Fprintf(stderr, "idemkit doctor: %v\n", rerr)
-			return 1
+			var pe *os.PathError
+			if errors.As(rerr, &pe) {
+				rerr = pe.Err // the path is named already
+			}
+			return usageError(fs, stderr, "--template %q: %v", *template, rerr)
 		}
-		defs, err = tables.DefsInRegion(b, tmplRegion)
+		if defs, err = tables.DefsInRegion(b, tmplRegion); err != nil {
+			return usageError(fs, stderr, "--template %q: %s", *template, strings.TrimPrefix(err.Error(), "tables: "))
+		}
 	} else {
 		defs, err = tables.Embedded()
 	}

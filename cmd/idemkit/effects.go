@@ -18,6 +18,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/ids"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/fence"
@@ -131,7 +132,9 @@ examples:
 		return usageError(fs, stderr, "--limit %d: want 0 (no limit) or more", *limit)
 	}
 	if *run != "" {
-		*run = unproject(*run)
+		if *run = unproject(*run); !ids.ValidRunID(*run) {
+			return usageError(fs, stderr, "--run %q: want a runId, TENANT/ID (%s)", *run, ids.TenantBoundGrammar)
+		}
 	}
 	l, err := sf.ledger(ctx)
 	if errors.As(err, new(noTableError)) {
@@ -180,6 +183,9 @@ example:
 	arg, code, done := parseOneArg(fs, "EFFECT", args, stdout, stderr)
 	if done {
 		return code
+	}
+	if !ids.ValidEffectID(unproject(arg)) {
+		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
 	}
 	l, err := sf.ledger(ctx)
 	if errors.As(err, new(noTableError)) {
@@ -252,6 +258,9 @@ examples:
 		}
 		return usageError(fs, stderr, "--as %q: want delivered or not-delivered", *as)
 	}
+	if !ids.ValidEffectID(effectID) {
+		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
+	}
 	if *operator == "" {
 		*operator = defaultOperator()
 	} else if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) {
@@ -314,6 +323,10 @@ examples:
 	}
 	return 0
 }
+
+// effectIDWant is the usage error of an EFFECT argument that is no
+// effectId: the argument as given, and the grammar.
+const effectIDWant = "EFFECT %q: want an effectId, TENANT/ID (%s), as 'idemkit effects list' prints it"
 
 // unproject accepts an id as served in a URL path segment too
 // ("acme~2Fabc" for "acme/abc").

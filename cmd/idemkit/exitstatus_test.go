@@ -26,6 +26,11 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 	}
 	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
 	const ep = "http://127.0.0.1:1" // nothing listens: a usage error must not get that far
+	const eff = "acme/e1-0123456789abcdef"
+	notATemplate := filepath.Join(t.TempDir(), "t.yaml")
+	if err := os.WriteFile(notATemplate, []byte("- a list, not a template\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args  []string
 		names string // what the first line must name
@@ -34,9 +39,13 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"tables", "create", "--endpoint", ep, "extra"}, `"extra"`},
 		{[]string{"tables", "create", "--endpoint", ep, "--only", "ledger"}, "-only"},
 		{[]string{"tables", "create", "--endpoint", "ftp://x"}, "-endpoint"},
+		{[]string{"tables", "create", "--endpoint", ep, "--prefix", "bad prefix!"}, "--prefix"},
 		{[]string{"doctor"}, "--endpoint"},
 		{[]string{"doctor", "--endpoint", ep, "extra"}, `"extra"`},
 		{[]string{"doctor", "--table", "Bogus=x", "--endpoint", ep}, "-table"},
+		{[]string{"doctor", "--endpoint", ep, "--prefix", "bad prefix!"}, "--prefix"},
+		{[]string{"doctor", "--endpoint", ep, "--template", filepath.Join(t.TempDir(), "none.yaml")}, "--template"},
+		{[]string{"doctor", "--endpoint", ep, "--template", notATemplate}, "--template"},
 		{[]string{"apikey", "create"}, "--tenant"},
 		{[]string{"apikey", "create", "--tenant", "a b", "--endpoint", ep}, "--tenant"},
 		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "extra"}, `"extra"`},
@@ -47,16 +56,19 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"effects", "list", "--endpoint", ep, "--state", "gone"}, "--state"},
 		{[]string{"effects", "list", "--endpoint", ep, "--limit", "-3"}, "--limit"},
 		{[]string{"effects", "list", "--limit", "many"}, "-limit"},
-		{[]string{"effects", "show", "acme/e1"}, "--table"},
+		{[]string{"effects", "list", "--endpoint", ep, "--run", "acme/short"}, "--run"},
+		{[]string{"effects", "show", "acme/short", "--endpoint", ep}, `EFFECT "acme/short"`},
+		{[]string{"effects", "resolve", "no-tenant-part-0123456789", "--as", "delivered", "--endpoint", ep}, `EFFECT "no-tenant-part-0123456789"`},
+		{[]string{"effects", "show", eff}, "--table"},
 		{[]string{"effects", "show", "--endpoint", ep}, "EFFECT"},
 		{[]string{"effects", "show", "a", "b", "--endpoint", ep}, "EFFECT"},
-		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered", "--rev", "r1"}, "--table"},
-		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered"}, "--table"},
-		{[]string{"effects", "resolve", "acme/e1", "--endpoint", ep}, "--as"},
-		{[]string{"effects", "resolve", "acme/e1", "--as", "maybe", "--endpoint", ep}, "--as"},
+		{[]string{"effects", "resolve", eff, "--as", "delivered", "--rev", "r1"}, "--table"},
+		{[]string{"effects", "resolve", eff, "--as", "delivered"}, "--table"},
+		{[]string{"effects", "resolve", eff, "--endpoint", ep}, "--as"},
+		{[]string{"effects", "resolve", eff, "--as", "maybe", "--endpoint", ep}, "--as"},
 		{[]string{"effects", "resolve", "--as", "delivered", "--endpoint", ep}, "EFFECT"},
-		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--note", strings.Repeat("n", 513)}, "--note"},
-		{[]string{"effects", "resolve", "acme/e1", "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--operator", "a\tb"}, "--operator"},
+		{[]string{"effects", "resolve", eff, "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--note", strings.Repeat("n", 513)}, "--note"},
+		{[]string{"effects", "resolve", eff, "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--operator", "a\tb"}, "--operator"},
 		{[]string{"version", "extra"}, `"extra"`},
 		{[]string{"version", "--nope"}, "-nope"},
 		{[]string{"dev", "extra"}, `"extra"`},
@@ -65,6 +77,9 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"dev", "--idempotency-wait", "-1s", "--dynamodb-endpoint", ep}, "--idempotency-wait"},
 		{[]string{"dev", "--authorizer-ttl", "-1s", "--dynamodb-endpoint", ep}, "--authorizer-ttl"},
 		{[]string{"dev", "--request-timeout", "0s", "--dynamodb-endpoint", ep}, "--request-timeout"},
+		// A setting a flag gave, refused with the environment's: the flag
+		// is named on the setting's line.
+		{[]string{"dev", "--policy", "strict"}, "--policy sets IDEMPOTENCY_POLICY"},
 		{[]string{"conform", "--api-key", "k"}, "URL"},
 		{[]string{"conform", "http://127.0.0.1:9"}, "--api-key"},
 	} {

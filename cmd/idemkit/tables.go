@@ -50,6 +50,9 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if *endpoint == "" {
 		return usageError(fs, stderr, "--endpoint URL is required")
 	}
+	if !tablePrefixOK(*prefix) {
+		return usageError(fs, stderr, "--prefix %q: %s", *prefix, tablePrefixRule)
+	}
 	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
 	names, err := tables.Ensure(ctx, c, *prefix, *only)
 	ids := make([]string, 0, len(names))
