@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"sort"
@@ -98,11 +97,6 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if !tablePrefixOK(*prefix) {
 		return usageError(fs, stderr, "--prefix %q: %s", *prefix, tablePrefixRule)
 	}
-	if *endpoint == "" && len(names) == 0 && !slices.ContainsFunc(slices.Collect(maps.Values(tableEnv)), func(env string) bool { return os.Getenv(env) != "" }) {
-		// Nothing names a table: a usage error, said before anything is
-		// read or printed.
-		return usageError(fs, stderr, noTableToCheck)
-	}
 	tmplRegion := *region
 	if tmplRegion == "" {
 		tmplRegion = tables.DefaultRegion
@@ -137,6 +131,17 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	sort.Strings(ids)
+	for _, id := range ids {
+		if _, ok := defs[id]; !ok {
+			// --only names a table the template (--template) lacks.
+			return usageError(fs, stderr, "--only: the template has no table %s (%s)", id, templateName(*template))
+		}
+	}
+	if !slices.ContainsFunc(ids, func(id string) bool { return *endpoint != "" || names[id] != "" || os.Getenv(tableEnv[id]) != "" }) {
+		// Nothing names a table to check: a usage error, said before
+		// anything is described or printed.
+		return usageError(fs, stderr, noTableToCheck)
+	}
 	var c *dynamodb.Client
 	if *endpoint != "" {
 		c = emulator.Client(*endpoint, func(o *dynamodb.Options) {
@@ -153,14 +158,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *region })
 		}
 	}
-	checked, failed := 0, false
+	failed := false
 	for _, id := range ids {
-		d, ok := defs[id]
-		if !ok {
-			fmt.Fprintf(stderr, "idemkit doctor: the template has no table %s\n", id)
-			failed = true
-			continue
-		}
+		d := defs[id]
 		name, tc := names[id], c
 		if name == "" && tableEnv[id] != "" {
 			name = os.Getenv(tableEnv[id])
@@ -175,7 +175,6 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "%s\t-\tnot checked\n  ? no name: give --table %s=NAME or $%s\n", id, id, tableEnv[id])
 			continue
 		}
-		checked++
 		r, err := tables.Check(ctx, tc, d, name)
 		switch {
 		case err != nil:
@@ -200,14 +199,18 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "  ? %s\n", u)
 		}
 	}
-	if checked == 0 {
-		// Only the variables of tables --only leaves out name a table.
-		return usageError(fs, stderr, noTableToCheck)
-	}
 	if failed {
 		return 1
 	}
 	return 0
+}
+
+// templateName names the template doctor compares with, for a message.
+func templateName(file string) string {
+	if file == "" {
+		return "the built-in template.yaml"
+	}
+	return file
 }
 
 // regionName names c's region for a message ("region eu-west-1"), or

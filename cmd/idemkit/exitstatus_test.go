@@ -41,11 +41,13 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"tables", "create", "--endpoint", "ftp://x"}, "-endpoint"},
 		{[]string{"tables", "create", "--endpoint", ep, "--prefix", "bad prefix!"}, "--prefix"},
 		{[]string{"doctor"}, "--endpoint"},
+		{[]string{"doctor", "--only", "runs"}, "--endpoint"}, // with EFFECTS_TABLE set below: no table --only keeps is named
 		{[]string{"doctor", "--endpoint", ep, "extra"}, `"extra"`},
 		{[]string{"doctor", "--table", "Bogus=x", "--endpoint", ep}, "-table"},
 		{[]string{"doctor", "--endpoint", ep, "--prefix", "bad prefix!"}, "--prefix"},
 		{[]string{"doctor", "--endpoint", ep, "--template", filepath.Join(t.TempDir(), "none.yaml")}, "--template"},
 		{[]string{"doctor", "--endpoint", ep, "--template", notATemplate}, "--template"},
+		{[]string{"doctor", "--endpoint", ep, "--template", filepath.Join(shared.ModuleRoot(), "docs", "idempotency-table.yaml"), "--only", "effects"}, "--only"},
 		{[]string{"apikey", "create"}, "--tenant"},
 		{[]string{"apikey", "create", "--tenant", "a b", "--endpoint", ep}, "--tenant"},
 		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "extra"}, `"extra"`},
@@ -83,8 +85,12 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"conform", "--api-key", "k"}, "URL"},
 		{[]string{"conform", "http://127.0.0.1:9"}, "--api-key"},
 	} {
+		if strings.Join(c.args, " ") == "doctor --only runs" {
+			t.Setenv(settings.EnvEffectsTable, "orders-effects")
+		}
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
+		t.Setenv(settings.EnvEffectsTable, "")
 		cmd := c.args[0]
 		if cmd == "tables" || cmd == "apikey" || cmd == "effects" {
 			cmd += " " + c.args[1]
