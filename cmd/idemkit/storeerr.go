@@ -15,7 +15,7 @@ const endpointHint = "is it running, and are --endpoint and --region right?"
 // errorLabels are the prefixes the kit's packages put on their errors
 // ("tables: ", "host: "): names of Go packages, not of anything a user
 // did, so a message for a user leaves them out.
-var errorLabels = []string{"tables: ", "host: ", "devstack: "}
+var errorLabels = []string{"tables: ", "host: ", "devstack: ", "dynamostore: "}
 
 // storeError renders the error of a command's DynamoDB call for its user:
 // what the command was doing (the text wrapped around the SDK's error),
@@ -40,6 +40,9 @@ func storeErrorHint(err error, hint string) string {
 				doing, trimmed = strings.TrimPrefix(doing, l), true
 			}
 		}
+	}
+	if w, _, _ := strings.Cut(doing, " "); w == oe.OperationName {
+		doing = "" // the store's own name for the call ("Query byRun"): the operation, said below
 	}
 	if doing != "" {
 		doing += ": "

@@ -13,7 +13,7 @@ import (
 // sdkNoise is what the SDK's error chain says and a user's message must
 // not: retry counts, request ids, the SDK's own framing, and the Go
 // packages' labels.
-var sdkNoise = []string{"RequestID", "exceeded maximum number of attempts", "operation error", "https response error", "StatusCode", "host: ", "tables: ", "devstack: "}
+var sdkNoise = []string{"RequestID", "exceeded maximum number of attempts", "operation error", "https response error", "StatusCode", "host: ", "tables: ", "devstack: ", "dynamostore: "}
 
 // refusingEngine is a DynamoDB endpoint that refuses every call with
 // AccessDeniedException.
@@ -28,7 +28,8 @@ func refusingEngine(t *testing.T) string {
 	return srv.URL
 }
 
-// TestDoctorAndDevSayStoreFailuresPlainly: doctor and dev, like the other
+// TestDoctorAndDevSayStoreFailuresPlainly: doctor, dev and the effects
+// commands, like the other
 // commands (TestUnreachableEngineIsSaidPlainly), say a failed DynamoDB call
 // in a user's terms: what the command was doing, the operation, and the
 // cause (an engine that cannot be reached, with a hint naming the
@@ -52,6 +53,12 @@ func TestDoctorAndDevSayStoreFailuresPlainly(t *testing.T) {
 			[]string{"idemkit dev: create idemkit-ApiKeysTable (ApiKeysTable): DynamoDB CreateTable failed: cannot reach the engine", "is it running, and is --dynamodb-endpoint right?"}},
 		{"dev, refused", []string{"dev", "--addr", "127.0.0.1:0", "--dynamodb-endpoint", refusing},
 			[]string{"idemkit dev: ", "DynamoDB ", " failed: AccessDeniedException: User is not authorized to perform this action"}},
+		// The effects commands: the operation once, not the store
+		// package's label and its own name for the call.
+		{"effects list, unreachable", []string{"effects", "list", "--run", "acme/run-0123456789abcdef", "--endpoint", "http://127.0.0.1:1"},
+			[]string{"idemkit effects list: DynamoDB Query failed: cannot reach the engine", "--endpoint and --region"}},
+		{"effects show, refused", []string{"effects", "show", "acme/e1-0123456789abcdef", "--endpoint", refusing},
+			[]string{"idemkit effects show: DynamoDB GetItem failed: AccessDeniedException: User is not authorized to perform this action"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
