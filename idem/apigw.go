@@ -119,7 +119,8 @@ func decodeBody(body string, b64 bool) (b []byte, view bool, err error) {
 // written into r (overwritten; the request's storage) and returned. The
 // one-value headers take their value slices from vals' spare capacity
 // while it lasts (each a full slice expression, so appending to one
-// copies), then from the heap.
+// copies), then from the heap. A body marked base64 that does not decode
+// is an *unreadableError, r holding the body as it came.
 func fromLambda(r *Response, vals []string, status int, single map[string]string, multi map[string][]string, body string, b64 bool) (*Response, error) {
 	*r = Response{Status: status, Headers: make(map[string][]string, len(single)+len(multi)+1)}
 	for k, vs := range multi {
@@ -144,7 +145,10 @@ func fromLambda(r *Response, vals []string, status int, single map[string]string
 	if b64 {
 		raw, err := base64.StdEncoding.DecodeString(body)
 		if err != nil {
-			return nil, fmt.Errorf("idem: handler returned an invalid base64 body: %w", err)
+			// The handler ran: its answer is recorded as not kept
+			// (unreadableError), with the body's size as it came.
+			r.Body = []byte(body)
+			return r, unreadable(r, fmt.Errorf("idem: handler returned an invalid base64 body: %w", err))
 		}
 		r.Body = raw
 		r.Headers[base64Marker] = []string{"1"}

@@ -1050,10 +1050,15 @@ func TestPanicIs500AndRetryableAllAdapters(t *testing.T) {
 		retryable(t, e)
 	})
 	t.Run("handler returns an invalid status", func(t *testing.T) {
+		// Not a panic: the handler ran to its end, so the attempt is
+		// recorded as run, its answer not kept (TestUnreadableAnswerRunsOnce).
 		e := newEnv(t, nil)
 		r := e.call(&handler{status: 1000}, v2event("POST", "POST /runs", testKey, `{}`))
 		checkEnvelope(t, reg, fromV2(r), 500, "internal_error")
-		retryable(t, e)
+		rec, ok, _ := e.store.Get(context.Background(), id, e.clock.Now())
+		if !ok || rec.State != idem.StateTerminalFailure || rec.Response == nil || rec.Response.NotKept == 0 || rec.Response.Status != 0 {
+			t.Fatalf("record after an invalid status: %+v %v", rec, ok)
+		}
 	})
 }
 

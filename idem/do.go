@@ -63,7 +63,10 @@ type Request struct {
 //
 // Do never returns an error: an error or panic of fn becomes a 500
 // envelope and leaves the record retryable, so the result can be returned
-// from a Lambda handler as it is. Response cookies (the Cookies field) are
+// from a Lambda handler as it is. An answer of fn that cannot be read (a
+// StatusCode outside 100..599, IsBase64Encoded with a body that is not
+// base64) is a 500 envelope too, but fn ran: the record keeps the attempt
+// as not kept, as Guard says, and fn does not run again. Response cookies (the Cookies field) are
 // passed through on the first response and never cached. Do panics when
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {

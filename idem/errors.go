@@ -20,8 +20,10 @@ var (
 	// idempotency disabled). The handler must then write on its own.
 	ErrNoClaim = errors.New("idem: no idempotency claim in context")
 
-	// ErrBadStatus is returned for a handler response whose status is not
-	// 100..599.
+	// ErrBadStatus is the error logged for a handler response whose status
+	// is not 100..599. The handler returned, its work done: a keyed
+	// request's attempt is recorded as run, its response not kept (see
+	// Guard), and the handler does not run again for the key.
 	ErrBadStatus = errors.New("idem: handler returned an invalid status")
 
 	// ErrLeaseLost is the cause (context.Cause) with which a handler's context

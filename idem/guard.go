@@ -39,7 +39,12 @@ import (
 //     Gateway adapters, whose answer is too large for Lambda to return: see
 //     MaxResponseBytes) is answered to its caller and recorded as not kept
 //     (Response.NotKept): every other request is answered 410
-//     CodeResponseNotKept, and the handler never runs again.
+//     CodeResponseNotKept, and the handler never runs again. So is an
+//     answer the Guard cannot read (a status outside 100..599, an API
+//     Gateway body marked base64 that does not decode), whose caller gets
+//     500 internal_error saying the request is not run again: the handler
+//     returned, its work done; only a status the policy never keeps
+//     (below) is released, whatever the body.
 //     Under PolicyOpenWOP:
 //   - 429, 5xx, handler errors and panics are never replayed: the record
 //     becomes retryable-failure and a same-key retry runs the handler again
@@ -337,13 +342,40 @@ func safeCall(ctx context.Context, run handlerFunc) (resp *Response, err error) 
 	}()
 	resp, err = run(ctx)
 	if err == nil && (resp == nil || resp.Status < 100 || resp.Status > 599) {
-		st := 0
-		if resp != nil {
-			st = resp.Status
+		if resp == nil {
+			resp = &Response{}
 		}
-		return nil, fmt.Errorf("%w: %d", ErrBadStatus, st)
+		return nil, unreadable(resp, fmt.Errorf("%w: %d", ErrBadStatus, resp.Status))
 	}
 	return resp, err
+}
+
+// unreadableError is a handler's answer the Guard cannot read: a status
+// outside 100..599 (ErrBadStatus), or an API Gateway body marked base64
+// that does not decode. Unlike an error the handler returns, it comes
+// from a handler that ran to its end, its work done: a keyed attempt is
+// recorded as run, its response not kept (txn.execute), so that no retry
+// runs it again, as for a response too large to keep.
+type unreadableError struct {
+	// resp is the answer as far as it could be read: its status (0 when
+	// it is not one the Guard answers) and its body as the handler gave
+	// it.
+	resp *Response
+	err  error
+}
+
+func (e *unreadableError) Error() string { return e.err.Error() }
+
+func (e *unreadableError) Unwrap() error { return e.err }
+
+// unreadable returns the unreadableError of r, the handler's answer, which
+// err says cannot be read; r's status becomes 0 when it is not one the
+// Guard answers (every store keeps a 0).
+func unreadable(r *Response, err error) *unreadableError {
+	if r.Status < 100 || r.Status > 599 {
+		r.Status = 0
+	}
+	return &unreadableError{resp: r, err: err}
 }
 
 // leaseFor returns the lease for a claim made now, and whether a heartbeat

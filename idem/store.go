@@ -49,7 +49,10 @@ func (s State) Valid() bool {
 // body (or Guard.Once's value) was larger than MaxResponseBytes, or its
 // answer through an API Gateway adapter too large for Lambda to return
 // (see MaxResponseBytes), or the store refused the response as too large (ErrTooLarge: its headers beyond
-// the room kept beside the body, or a store's own smaller limit), so the
+// the room kept beside the body, or a store's own smaller limit), or the
+// Guard could not read the handler's answer (a status outside 100..599,
+// recorded as Status 0; an API Gateway body marked base64 that does not
+// decode), so the
 // attempt that ran recorded only that it ran, with Status the status it
 // answered and NotKept the body's size in bytes (for an empty body, the
 // size of the response's stored form; always positive), and no headers or

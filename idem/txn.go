@@ -680,7 +680,7 @@ func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 	t.logf(ctx, slog.LevelInfo, "idempotency: replay of a response that was not kept", slog.String("outcome", OutcomeReplay),
 		slog.Int("attempt", rec.Attempt), slog.Int("status", r.Status), slog.Int("size", r.NotKept))
 	e := apierr.New(410, CodeResponseNotKept,
-		"The request with this idempotency key was processed, but its response (%d bytes) was too large to keep (a body over %d bytes, or an answer over the 6 MB payload Lambda returns): it cannot be replayed, and the request is not run again.",
+		"The request with this idempotency key was processed, but its response (%d bytes) was not kept (a body over %d bytes, an answer over the 6 MB payload Lambda returns, or an answer the server could not read): it cannot be replayed, and the request is not run again.",
 		r.NotKept, MaxResponseBytes).WithDetails(map[string]any{"status": r.Status, "size": r.NotKept})
 	t.failCode = e.Code
 	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, rec.RequestID)
@@ -753,6 +753,16 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	if hb != nil {
 		hb.stop()
 	}
+	// An answer the Guard cannot read came from a handler that ran to its
+	// end, its work done: it is the attempt's outcome, as a response
+	// (recorded as not kept, or released or forgotten as its status says),
+	// never an error released for a re-run.
+	// (safeCall and the adapters return it as it is: a type assertion,
+	// where errors.As would take an allocation of every execution.)
+	unread, _ := err.(*unreadableError)
+	if unread != nil {
+		resp, err = unread.resp, nil
+	}
 	// The writes after the claim run without the request's cancellation,
 	// each bounded (Guard.storeCtx) by the request's deadline, the lease
 	// and Config.StoreTimeout.
@@ -772,20 +782,23 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		t.release(wctx, rec, now)
 		return t.fail(internalError())
 	}
-	cls, state := g.classify(resp)
+	cls, state := Replay, StateTerminalFailure // an answer without a status
+	if unread == nil || resp.Status != 0 {
+		cls, state = g.classify(resp)
+	}
 	switch cls {
 	case Retry:
 		t.release(wctx, rec, now)
-		return t.decorate(t.render(resp), false, rec.RequestID)
+		return t.answer(ctx, resp, rec, unread, false)
 	case Forget:
 		if err := g.cfg.Store.Delete(wctx, t.id, t.owner, now); err != nil {
 			t.writeFailed(ctx, "delete", err)
 		}
-		return t.decorate(t.render(resp), false, rec.RequestID)
+		return t.answer(ctx, resp, rec, unread, false)
 	}
 	writes := cs.takeWrites()
 	out := Outcome{State: state, Response: cacheableInto(&x.cached, resp), Expires: g.expires(now), Writes: writes}
-	if len(resp.Body) > MaxResponseBytes || resp.NotKept > 0 {
+	if len(resp.Body) > MaxResponseBytes || resp.NotKept > 0 || unread != nil {
 		// Too large to keep (or, from Guard.Once, a value its adapter
 		// could not encode): the outcome recorded is that the handler
 		// ran, with its status and size, so that no duplicate runs it
@@ -805,6 +818,8 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	switch {
 	case err == nil:
 		switch {
+		case unread != nil:
+			return t.answer(ctx, resp, rec, unread, true)
 		case resp.NotKept > 0 && t.in.overLambda:
 			// An answer Lambda cannot return (its payload over 6 MB):
 			// this caller gets a 502 from API Gateway, its duplicates 410.
@@ -863,8 +878,30 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		if errors.Is(err, ErrTooLarge) {
 			t.release(wctx, rec, now)
 		}
+		return t.answer(ctx, resp, rec, unread, false)
+	}
+}
+
+// answer is the answer to the request whose handler answered resp, with
+// rec its claim: resp itself, rendered and decorated, unless the Guard
+// could not read it (unread): then 500 internal_error, which says that
+// the request is not run again when recorded is set (its outcome written,
+// not kept), else what is said to a handler error (its record released
+// or forgotten as its status says, or its outcome not written). Either way
+// the unreadable answer is logged, an error of the handler's to fix.
+func (t *txn) answer(ctx context.Context, resp *Response, rec Record, unread *unreadableError, recorded bool) *Response {
+	if unread == nil {
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
+	if !recorded {
+		t.logFailure(ctx, slog.LevelError, "idempotency: handler's answer could not be read",
+			t.errText(unread), slog.Int("attempt", rec.Attempt), slog.String("outcome", logOutcomeHandlerError))
+		return t.fail(internalError())
+	}
+	t.logf(ctx, slog.LevelError, "idempotency: handler's answer could not be read; the request ran, recorded as not kept",
+		t.errText(unread), slog.Int("attempt", rec.Attempt), slog.Int("status", resp.Status), slog.Int("size", len(resp.Body)))
+	return t.fail(apierr.New(500, "internal_error",
+		"The request was processed, but the handler's answer could not be read: it cannot be given, and the request is not run again."))
 }
 
 // answerConflict answers alt, the handler's answer (OnConflict) to the

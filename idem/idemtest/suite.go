@@ -801,13 +801,19 @@ func (s *suite) copiedValueListsAreSeparate(t *testing.T) {
 // both final states; it is final like any other (never reclaimed, even
 // long past its lease, and its owner's writes are fenced). A not-kept
 // response carrying headers or a body, or a negative size, is
-// ErrInvalidRecord and writes nothing.
+// ErrInvalidRecord and writes nothing. Its status may be 0: the Guard
+// records so a handler's answer without a status it answers.
 func (s *suite) notKept(t *testing.T) {
 	for _, c := range []struct {
+		name   string
 		state  idem.State
 		status int
-	}{{idem.StateCompleted, 201}, {idem.StateTerminalFailure, 422}} {
-		t.Run(string(c.state), func(t *testing.T) {
+	}{
+		{string(idem.StateCompleted), idem.StateCompleted, 201},
+		{string(idem.StateTerminalFailure), idem.StateTerminalFailure, 422},
+		{"status 0", idem.StateTerminalFailure, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			st, now, id := s.startClaimed(t)
 			for _, bad := range []*idem.Response{
 				{Status: c.status, NotKept: 10, Body: []byte("x")},
