@@ -49,7 +49,9 @@ func (s State) Valid() bool {
 // body (or Guard.Once's value) was larger than MaxResponseBytes, or its
 // answer through an API Gateway adapter too large for Lambda to return
 // (see MaxResponseBytes), or the store refused the response as too large (ErrTooLarge: its headers beyond
-// the room kept beside the body, or a store's own smaller limit), or the
+// the room kept beside the body, or a store's own smaller limit), or
+// refused it for good otherwise (a validation or permission error: not an
+// outage, a fence, a write's conflict or a table it cannot use), or the
 // Guard could not read the handler's answer (a status outside 100..599,
 // recorded as Status 0; an API Gateway body marked base64 that does not
 // decode), so the

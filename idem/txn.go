@@ -680,7 +680,7 @@ func (t *txn) notKept(ctx context.Context, rec *Record) *Response {
 	t.logf(ctx, slog.LevelInfo, "idempotency: replay of a response that was not kept", slog.String("outcome", OutcomeReplay),
 		slog.Int("attempt", rec.Attempt), slog.Int("status", r.Status), slog.Int("size", r.NotKept))
 	e := apierr.New(410, CodeResponseNotKept,
-		"The request with this idempotency key was processed, but its response (%d bytes) was not kept (a body over %d bytes, an answer over the 6 MB payload Lambda returns, or an answer the server could not read): it cannot be replayed, and the request is not run again.",
+		"The request with this idempotency key was processed, but its response (%d bytes) was not kept (a body over %d bytes, an answer over the 6 MB payload Lambda returns, an answer the server could not read, or one the idempotency store refused): it cannot be replayed, and the request is not run again.",
 		r.NotKept, MaxResponseBytes).WithDetails(map[string]any{"status": r.Status, "size": r.NotKept})
 	t.failCode = e.Code
 	return t.decorate(t.g.errorResponse(e, t.in.requestID), true, rec.RequestID)
@@ -807,10 +807,17 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	}
 	sctx, span := t.span(wctx, spanComplete)
 	err = g.cfg.Store.Complete(sctx, rec, out, now)
-	if errors.Is(err, ErrTooLarge) && out.Response.NotKept == 0 {
-		// A store that keeps less than this response (which wrote
-		// nothing: Outcome.Validate is its first step) records the
-		// not-kept outcome instead.
+	var refused error // the store's refusal of the response, when recorded not kept
+	if out.Response.NotKept == 0 && len(writes) == 0 && refusedFinally(err) {
+		// A store that keeps less than this response (ErrTooLarge, which
+		// wrote nothing: Outcome.Validate is its first step), or refuses
+		// it for good for another reason (a validation or permission
+		// error: no outage to wait out), records the not-kept outcome
+		// instead: the handler ran, and no retry may run it again.
+		// (Fenced, as every completion: should the refusal have been
+		// written after all, this one is refused, and the response
+		// stays.)
+		refused = err
 		out.Response = notKeptOutcome(resp)
 		err = g.cfg.Store.Complete(sctx, rec, out, now)
 	}
@@ -820,6 +827,9 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		switch {
 		case unread != nil:
 			return t.answer(ctx, resp, rec, unread, true)
+		case refused != nil && !errors.Is(refused, ErrTooLarge):
+			t.logf(ctx, slog.LevelError, "idempotency: store refused the response, recorded as not kept",
+				t.errText(refused), slog.Int("status", resp.Status), slog.Int("size", out.Response.NotKept))
 		case resp.NotKept > 0 && t.in.overLambda:
 			// An answer Lambda cannot return (its payload over 6 MB):
 			// this caller gets a 502 from API Gateway, its duplicates 410.
@@ -872,8 +882,13 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	default:
 		// The handler's effects happened but the outcome was not recorded
 		// (the store failed, or refused even the not-kept outcome).
-		// Release the record when we can so a retry is not blocked, and
-		// return the true response.
+		// Release the record when the store said its response was too
+		// large (nothing of it written) so a retry is not blocked, and
+		// return the true response. Refused otherwise, the record stays
+		// claimed: a retry is in flight until the lease ends.
+		if refused != nil && !errors.Is(refused, ErrTooLarge) {
+			t.writeFailed(ctx, "complete", refused)
+		}
 		t.writeFailed(ctx, "complete", err)
 		if errors.Is(err, ErrTooLarge) {
 			t.release(wctx, rec, now)
@@ -902,6 +917,16 @@ func (t *txn) answer(ctx context.Context, resp *Response, rec Record, unread *un
 		t.errText(unread), slog.Int("attempt", rec.Attempt), slog.Int("status", resp.Status), slog.Int("size", len(resp.Body)))
 	return t.fail(apierr.New(500, "internal_error",
 		"The request was processed, but the handler's answer could not be read: it cannot be given, and the request is not run again."))
+}
+
+// refusedFinally reports whether err, a completion's error, is the store
+// refusing it for good, so that a smaller completion (the not-kept
+// outcome) may land: any error but an outage (storeUnavailable), a fence,
+// a write's conflict, a table the store cannot use
+// (ErrStoreMisconfigured) and a cancellation.
+func refusedFinally(err error) bool {
+	return err != nil && !storeUnavailable(err) && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrWriteConflict) &&
+		!errors.Is(err, ErrStoreMisconfigured) && !errors.Is(err, context.Canceled)
 }
 
 // answerConflict answers alt, the handler's answer (OnConflict) to the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,16 +17,25 @@ import (
 	"github.com/idemkit/idemkit/internal/header"
 )
 
-// lostCompletion is a Layer-1 store whose first completion never lands:
-// the invocation dies after the handler's effects and before its outcome
-// is recorded, so the record stays pending until its lease ends.
+// lostCompletion is a Layer-1 store whose first attempt's completion never
+// lands: the invocation dies after the handler's effects and before its
+// outcome is recorded, so none of its completions reach the store (the
+// Guard's second one, the not-kept outcome it writes after a refusal,
+// included) and the record stays pending until its lease ends.
 type lostCompletion struct {
 	idem.Store
-	lost atomic.Bool
+	mu   sync.Mutex
+	dead string // the owner token of the invocation that died
 }
 
 func (s *lostCompletion) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
-	if s.lost.CompareAndSwap(false, true) {
+	s.mu.Lock()
+	if s.dead == "" {
+		s.dead = claim.Owner
+	}
+	dead := s.dead == claim.Owner
+	s.mu.Unlock()
+	if dead {
 		return errors.New("the invocation died before its completion was written")
 	}
 	return s.Store.Complete(ctx, claim, out, now)
