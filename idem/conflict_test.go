@@ -137,3 +137,38 @@ func TestConflictAnsweredByHandler(t *testing.T) {
 		t.Fatalf("OnConflict outside a claim: %v", err)
 	}
 }
+
+// TestConflictAnswerTheStoreRefusesRunsOnce: a handler's answer to its
+// write's conflict (OnConflict) that the policy keeps but the store
+// refuses (its status, headers and body take more than the 7 MB every
+// store keeps: ErrTooLarge) is recorded as not kept, as the handler's own response
+// would be: its caller gets the answer, a duplicate 410
+// idemkit.response_not_kept, and the handler never runs again. Released,
+// every retry ran the handler again.
+func TestConflictAnswerTheStoreRefusesRunsOnce(t *testing.T) {
+	e := newEnv(t, nil)
+	if r := e.call(&handler{before: func(ctx context.Context) {
+		_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+	}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
+		t.Fatalf("the first order: %+v", r)
+	}
+	body := `{"error":"unprocessable","message":"taken"}`
+	answer := &idem.Response{Status: 422, Headers: map[string][]string{"Content-Type": {"application/json"},
+		"X-Trace": {strings.Repeat("t", idem.MaxResponseBytes+1<<20)}}, Body: []byte(body)}
+	h := &handler{before: func(ctx context.Context) {
+		_ = idem.TransactOr(ctx, func(context.Context, int) error { return errTaken },
+			memstore.Write{Key: "order-1", Value: []byte("second"), IfAbsent: true})
+		_ = idem.OnConflict(ctx, func(error) *idem.Response { return answer })
+	}}
+	ev := v2event("POST", "POST /orders", testKey, `{}`)
+	if r := e.call(h, ev); r.StatusCode != 422 || r.Body != body {
+		t.Fatalf("answered %d %.200s, want the handler's 422", r.StatusCode, r.Body)
+	}
+	for range 2 {
+		r := e.call(h, ev)
+		wantNotKept(t, r.StatusCode, headerOf(r.Headers), []byte(r.Body), 422, len(body))
+	}
+	if h.Calls() != 1 {
+		t.Fatalf("handler ran %d times, want once", h.Calls())
+	}
+}

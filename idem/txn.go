@@ -934,8 +934,9 @@ func refusedFinally(err error) bool {
 // its writes committed, and the record ends as the policy says for alt
 // (Cache), as it would for the handler's own response: a forgotten answer
 // deletes it, a retryable one releases it, a final one is recorded
-// without the writes (409 in flight when that write is fenced; released,
-// with alt answered, when it fails otherwise). An answered conflict is the
+// without the writes (as not kept when the store refuses it for good, as
+// in execute; 409 in flight when that write is fenced; released, with alt
+// answered, when it fails otherwise). An answered conflict is the
 // host's own outcome, logged at info, not as a failed store write.
 func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Record, alt *Response, conflict, cause error, now time.Time) *Response {
 	g := t.g
@@ -954,7 +955,16 @@ func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Reco
 		if len(alt.Body) > MaxResponseBytes {
 			out.Response = notKeptOutcome(alt)
 		}
-		if err := g.cfg.Store.Complete(wctx, rec, out, now); err != nil {
+		err := g.cfg.Store.Complete(wctx, rec, out, now)
+		if out.Response.NotKept == 0 && refusedFinally(err) {
+			// Refused for good (too large for the store, say): recorded
+			// as not kept, as the handler's own response would be, so
+			// that no retry runs the handler again.
+			t.writeFailed(ctx, "complete", err)
+			out.Response = notKeptOutcome(alt)
+			err = g.cfg.Store.Complete(wctx, rec, out, now)
+		}
+		if err != nil {
 			t.writeFailed(ctx, "complete", err)
 			if errors.Is(err, ErrFenced) {
 				return t.takenOver()
