@@ -33,6 +33,8 @@ type Fault struct {
 	Status int
 	// RetryAfter, if set, is sent as the Retry-After header.
 	RetryAfter string
+	// Body, if set, is sent as the answer's body, as application/json.
+	Body string
 	// Reset resets the connection (TCP RST) after reading the body, without
 	// answering.
 	Reset bool
@@ -236,6 +238,12 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		if st == 0 {
 			st = http.StatusOK
 		}
+		if f.Body != "" {
+			w.Header().Set("Content-Type", "application/json")
+		}
 		w.WriteHeader(st)
+		if f.Body != "" {
+			_, _ = io.WriteString(w, f.Body)
+		}
 	}
 }

@@ -15,13 +15,16 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/jcs"
 	"github.com/idemkit/idemkit/ledger"
@@ -350,14 +353,21 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // WebhookPolicy.HTTPClient: nothing is re-sent behind the ledger): a
 // connection that could not be made is released; a transport error after
 // sending, a 5xx or a 429 leaves the attempt escaped and is retried under
-// the same key; a 2xx is recorded as the effect's success, and any other
-// status as its (final) failure. A recorded outcome is returned to every
+// the same key; so does a 409 saying that a request with this key is still
+// in progress at the receiver (the try before, whose answer was lost, still
+// running there): an error code idempotency_in_flight (OpenWOP) or
+// IDEMPOTENCY_REQUEST_IN_PROGRESS in its error envelope ("error", or a
+// "code" at the top or under "error"), or a Retry-After with any code but a
+// mismatch's (idempotency_key_mismatch, IDEMPOTENCY_KEY_CONFLICT,
+// idempotency-mismatch: the key used with another request, final); a 2xx is
+// recorded as the effect's success, and any other status (a bare 409
+// included) as its (final) failure. A recorded outcome is returned to every
 // duplicate without a request.
 //
 // Back-pressure and the retry budget: the next try is scheduled in the
-// effect record (ledger.Retry), never by sleeping. A 429 or 503 with
-// Retry-After (delay-seconds or an HTTP-date) is retried no earlier than it
-// asks; otherwise the delay is exponential (Backoff, doubled per try up to
+// effect record (ledger.Retry), never by sleeping. A 429, 503 or in-flight
+// 409 with Retry-After (delay-seconds or an HTTP-date, at most 24 hours
+// ahead) is retried no earlier than it asks; otherwise the delay is exponential (Backoff, doubled per try up to
 // MaxBackoff) with jitter. Tries stop at MaxTries or once Budget has passed
 // since the first try (both recorded on the effect, shown in its witness
 // rows and in the run snapshot). Deliver returns *ledger.RetryLaterError
@@ -541,6 +551,39 @@ func retryAfter(h string, now time.Time) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// maxConflictBody bounds how much of a 409's body is read for its error
+// code.
+const maxConflictBody = 64 << 10
+
+// inFlightCodes are the error codes (client.ErrorCode) of a 409 saying that
+// a request with the same Idempotency-Key is still being processed:
+// OpenWOP's (the idem Guard's) and the ERP policy's, the codes the client
+// package retries by default.
+var inFlightCodes = []string{apierr.CodeIdempotencyInFlight, "IDEMPOTENCY_REQUEST_IN_PROGRESS"}
+
+// mismatchCodes are the error codes of a 409 saying that the key was used
+// with another request: OpenWOP's (the idem Guard's), the ERP policy's and
+// the commerce policy's. Such an answer is final whatever else it carries.
+var mismatchCodes = []string{apierr.CodeIdempotencyKeyMismatch, "IDEMPOTENCY_KEY_CONFLICT", "idempotency-mismatch"}
+
+// keyInFlight reports whether a 409 whose envelope has error code code
+// (possibly "") and which carried a readable Retry-After (hasRetryAfter)
+// says that a request with the same key is in progress at the receiver
+// (the IETF Idempotency-Key header draft and OpenWOP's
+// idempotency_in_flight): its code is an in-flight code, or it asks to be
+// retried later and its code is not a mismatch code. Any other 409 (a
+// mismatch, a conflict of the receiver's own) is final.
+func keyInFlight(code string, hasRetryAfter bool) bool {
+	switch {
+	case slices.Contains(mismatchCodes, code):
+		return false
+	case slices.Contains(inFlightCodes, code):
+		return true
+	default:
+		return hasRetryAfter
+	}
+}
+
 // redactURL cuts the URL a *url.Error names down to scheme and host: a
 // webhook URL often carries a credential in its path or query (path tokens,
 // "?token="), and transport errors end up in effect and run records, the
@@ -594,11 +637,30 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 		}
 		return nil, ledger.Uncertain(err) // may have reached the provider
 	}
+	var head []byte
+	if resp.StatusCode == http.StatusConflict {
+		// Its error code tells a key in flight from a key misused.
+		head, _ = io.ReadAll(io.LimitReader(resp.Body, maxConflictBody))
+	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		return fmt.Appendf(nil, `{"status":%d}`, resp.StatusCode), nil
+	case resp.StatusCode == http.StatusConflict:
+		at, hasAt := retryAfter(resp.Header.Get("Retry-After"), w.Test.Clock.Now())
+		if !keyInFlight(client.ErrorCode(head), hasAt) {
+			return nil, errors.New("webhook answered 409") // recorded failure
+		}
+		// The receiver is still processing a request with this key (the
+		// try before this one, whose answer was lost): this try changed
+		// nothing there; the next one, under the same key, gets that
+		// request's outcome.
+		err := ledger.Uncertain(errors.New("webhook answered 409: a request with this Idempotency-Key is in progress at the receiver"))
+		if hasAt {
+			return nil, ledger.RetryAt(err, at)
+		}
+		return nil, err
 	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
 		err := ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
 		if at, ok := retryAfter(resp.Header.Get("Retry-After"), w.Test.Clock.Now()); ok &&
