@@ -228,6 +228,11 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //   - an executor whose ctx is done right after its claim knows it did not
 //     call fn: it gives the claim back (the attempt is released) and
 //     returns ctx's error;
+//   - the outcome of fn is recorded even when ctx ended while fn ran (the
+//     effect ran): that write, and the release of a claim whose fn was not
+//     called, are detached from ctx and bounded by Config.OutcomeTimeout,
+//     so a store that hangs never holds Do past it (an outcome not written
+//     leaves the attempt firing, reclaimed as escaped after its lease);
 //   - every write after the claim is conditional on the owner token, attempt
 //     and state: an executor whose claim was reclaimed gets ErrLeaseLost and
 //     never overwrites the new owner's record;
@@ -371,7 +376,7 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 			if err != nil {
 				// The claim may have landed with its answer lost: give
 				// it back unfired (a no-op when it did not land).
-				l.release(rec)
+				l.release(ctx, rec)
 				return Result{}, err
 			}
 			if won {
@@ -443,7 +448,7 @@ func (l *Ledger) attempt(ctx context.Context, eff Effect, fn effectFunc) (res Re
 		want := Expect{Owner: cur.Owner, Attempt: cur.Attempt, State: cur.State, LeaseExpired: cur.State != StateReleased}
 		ok, c, err := st.Replace(ctx, next, want, now)
 		if err != nil {
-			l.release(next) // as after a failed claim
+			l.release(ctx, next) // as after a failed claim
 			return Result{}, err
 		}
 		if ok {
@@ -712,7 +717,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	res := Result{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Streamed: eff.Streamed}
 	if err := ctx.Err(); err != nil {
 		// fn was not called: give the claim back, fused or not.
-		l.release(rec)
+		l.release(ctx, rec)
 		return res, err
 	}
 	next := rec
@@ -737,7 +742,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 					given = rec.Clone()
 					given.ExpiresAt = capAt(l.extend(given.ExpiresAt, l.now()), fenceUntil)
 				}
-				l.release(given)
+				l.release(ctx, given)
 				return res, fmt.Errorf("ledger: fencing token: %w", err)
 			}
 			next.Fence = f
@@ -756,15 +761,15 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 			// escaped once its lease ended; give it back unfired from
 			// either state instead (each write is conditional on one of
 			// them, so at most one applies).
-			l.release(rec)
-			l.release(next)
+			l.release(ctx, rec)
+			l.release(ctx, next)
 			return res, fmt.Errorf("ledger: fire mark of %s: %w", rec.EffectID, err)
 		}
 		if !ok {
 			if next.Fence > 0 && cur != nil && cur.Fence > next.Fence {
 				// Still the owner, but fenced out: give the claim back unfired.
 				l.count(MetricStaleFence, identity.KindEffect, rec.Keying)
-				l.release(rec)
+				l.release(ctx, rec)
 				return res, ErrStaleFence
 			}
 			return res, ErrLeaseLost
@@ -844,14 +849,19 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// retentions). If it cannot, the record is kept only as long
 		// as the fence is known to keep the pass (fail closed: an
 		// effect whose record ended is a new one).
-		if l.keepFence(context.WithoutCancel(ctx), done, done.ExpiresAt) != nil {
+		kctx := l.detached(ctx)
+		if l.keepFence(kctx, done, done.ExpiresAt) != nil {
 			done.ExpiresAt = fenceUntil
 		}
+		kctx.release()
 	}
-	// The outcome is recorded even if ctx was cancelled while fn ran.
+	// The outcome is recorded even if ctx was cancelled while fn ran, under
+	// a deadline of its own (Config.OutcomeTimeout).
 	own.State = StateFiring
 	_, record := l.span(ctx, spanRecord, eff)
-	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, own, now)
+	wctx := l.detached(ctx)
+	ok, _, err := st.Replace(wctx, done, own, now)
+	wctx.release()
 	switch {
 	case err != nil && gaveUp:
 		// A success after the heartbeat gave up, unrecorded: as when the
@@ -972,8 +982,10 @@ func (l *Ledger) schedule(eff Effect, done *Record, now time.Time, ferr error) e
 // is unknown is given back as it was written (a no-op when it did not
 // land); a fire mark, from both the state it was written over and the one
 // it wrote: each release is conditional on its state, so at most one
-// applies.
-func (l *Ledger) release(rec *Record) {
+// applies. The write is detached from ctx, under its own deadline
+// (Config.OutcomeTimeout): a claim is given back even when ctx ended, and a
+// store that hangs does not hold the caller.
+func (l *Ledger) release(ctx context.Context, rec *Record) {
 	now := l.now()
 	next := rec.Clone()
 	next.State, next.UpdatedAt = StateReleased, now
@@ -981,7 +993,9 @@ func (l *Ledger) release(rec *Record) {
 		a.State, a.At = AttemptReleased, now
 		a.Fired, a.FiredAt = false, time.Time{}
 	}
-	_, _, _ = l.cfg.Store.Replace(context.Background(), next, Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: rec.State}, now)
+	wctx := l.detached(ctx)
+	defer wctx.release()
+	_, _, _ = l.cfg.Store.Replace(wctx, next, Expect{Owner: rec.Owner, Attempt: rec.Attempt, State: rec.State}, now)
 }
 
 // Lookup returns the record of effectID, or nil if there is none (or it is

@@ -44,6 +44,9 @@ const (
 	// DefaultRetryMax is Retry.Max's default: the backoff cap.
 	DefaultRetryMax = 5 * time.Minute
 
+	// defaultOutcomeTimeout is Config.OutcomeTimeout's default.
+	defaultOutcomeTimeout = 10 * time.Second
+
 	// Metric names (EMF, bounded dimensions only: "kind", "keying").
 
 	// MetricSuppressions counts duplicates answered from the record without
@@ -125,6 +128,23 @@ type Config struct {
 	// the effect to be fired again.) Default DefaultMaxValueBytes (64 KiB);
 	// range 1..MaxMaxValueBytes.
 	MaxValueBytes int
+	// OutcomeTimeout bounds each write Do (and FireOnce) makes on an
+	// attempt's behalf whatever its caller's context: the outcome of an
+	// effect function that returned (and, under a RetainingFencer, the
+	// request to keep the fence's pass as long as an escaped attempt's
+	// record, just before it), and the release of a claim whose function
+	// was not called (a claim or fire mark whose answer was lost, a
+	// caller's context that ended before the call). These writes are
+	// detached from the caller's context, whose cancellation or deadline
+	// does not cut them (an effect that ran must have its outcome
+	// recorded), and each runs under its own deadline of OutcomeTimeout,
+	// so a store that hangs fails the write then instead of holding Do
+	// until the invocation ends. An outcome not written leaves the
+	// attempt firing: Do returns the store's error, and once the lease
+	// ends the next Do reclaims the attempt as escaped and fires with the
+	// same provider key. A release not written leaves the claim to expire
+	// with its lease. Default (0) 10 s; must not be negative.
+	OutcomeTimeout time.Duration
 	// WitnessDuplicates makes a suppressed duplicate coming from a run that
 	// neither created the effect record nor made an attempt at it write a
 	// run reference (one idempotent PutItem), so that run's witness lists the
@@ -236,6 +256,12 @@ func New(cfg Config) (*Ledger, error) {
 		p.Addf("Config.Heartbeat %s is not below Config.Lease %s", cfg.Heartbeat, cfg.Lease)
 	} else if cfg.Heartbeat > 0 && cfg.Heartbeat+clock.RenewMargin(cfg.Heartbeat) >= cfg.Lease {
 		p.Addf("Config.Heartbeat %s leaves no time to renew Config.Lease %s: a renewal must end %s before the lease does", cfg.Heartbeat, cfg.Lease, clock.RenewMargin(cfg.Heartbeat))
+	}
+	if cfg.OutcomeTimeout == 0 {
+		cfg.OutcomeTimeout = defaultOutcomeTimeout
+	}
+	if cfg.OutcomeTimeout < 0 {
+		p.Addf("Config.OutcomeTimeout %s is negative", cfg.OutcomeTimeout)
 	}
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts

@@ -76,7 +76,9 @@ func (l *Ledger) FireOnce(ctx context.Context, slot identity.Slot, fn func(ctx c
 		done.Outcome.Error = cutMessage(ferr.Error())
 	}
 	res := SlotResult{Fired: true, State: StateCompleted, OK: ferr == nil, Error: done.Outcome.Error}
-	ok, _, err := st.Replace(context.WithoutCancel(ctx), done, Expect{Owner: rec.Owner, Attempt: 1, State: StateClaimed}, now)
+	wctx := l.detached(ctx)
+	ok, _, err := st.Replace(wctx, done, Expect{Owner: rec.Owner, Attempt: 1, State: StateClaimed}, now)
+	wctx.release()
 	if err != nil {
 		res.State = StateClaimed
 		return res, errors.Join(fmt.Errorf("ledger: recording slot outcome: %w", err), ferr)

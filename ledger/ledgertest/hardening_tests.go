@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/ledger"
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 var hardeningTests = []test{
@@ -26,6 +28,7 @@ var hardeningTests = []test{
 	{"StreamCutByTheCallerIsUncertain", testStreamCutByCaller},
 	{"CallerCancelledErrorIsUncertain", testCallerCancelledError},
 	{"HeartbeatStopsOnPanic", testHeartbeatPanic},
+	{"WritesAfterTheCallHaveTheirOwnDeadline", testDetachedWrites},
 	{"MaxAttemptsReleased", testMaxAttemptsReleased},
 	{"MaxAttemptsClosesStalledAttempt", testMaxAttemptsStalled},
 	{"DefaultMaxAttemptsFitsTheStore", testDefaultMaxAttempts},
@@ -988,6 +991,7 @@ func testConfigBounds(t *testing.T, e *env) {
 		"retention < 14 days":               {Store: e.store, Retention: time.Hour},
 		"value cap < 0":                     {Store: e.store, MaxValueBytes: -1},
 		"value cap > max":                   {Store: e.store, MaxValueBytes: ledger.MaxMaxValueBytes + 1},
+		"outcome timeout < 0":               {Store: e.store, OutcomeTimeout: -time.Second},
 	}
 	for name, cfg := range bad {
 		if _, err := ledger.New(cfg); err == nil {
@@ -1345,4 +1349,162 @@ func testClockSkewWhileRenewalsFail(t *testing.T, e *env) {
 	if k := e.prov.Keys(); len(k) != 2 || k[0] != k[1] {
 		t.Fatalf("provider keys %v; want two calls under one key", k)
 	}
+}
+
+// The writes Do makes on an attempt's behalf whatever its caller's context
+// (the outcome of a function that returned, the release of a claim whose
+// function was not called) are detached from that context and bounded by
+// Config.OutcomeTimeout:
+//   - cancelled caller: the caller's context ends while the effect function
+//     runs, which then succeeds; the success is recorded (the effect ran)
+//     and Do returns it;
+//   - outcome write hangs: the store never answers the outcome write; the
+//     write is given its own deadline (not the caller's, which had ended),
+//     Do returns the store's error by then, and the attempt, left firing,
+//     is reclaimed as escaped once its lease ends and fired with the same
+//     provider key;
+//   - release after the caller's context ended: the context ends between
+//     the claim and the call; the claim is given back all the same;
+//   - release hangs: a claim whose answer was lost is given back, and the
+//     store never answers that release; Do returns the claim's error by
+//     the release's deadline;
+//   - a FireOnce slot's outcome write hangs: the same bound.
+func testDetachedWrites(t *testing.T, e *env) {
+	const timeout = 300 * time.Millisecond
+	short := func(c *ledger.Config) { c.OutcomeTimeout = timeout }
+	checkStall := func(t *testing.T, got stalledWrite, what string) {
+		t.Helper()
+		if !got.bounded || got.ended || got.given > timeout+100*time.Millisecond {
+			t.Fatalf("the %s was given %s (a deadline: %v; its context already ended: %v); want its own deadline of %s, whatever the caller's context",
+				what, got.given.Round(time.Millisecond), got.bounded, got.ended, timeout)
+		}
+	}
+	t.Run("CancelledCaller", func(t *testing.T) {
+		e := e.fresh(t)
+		l := e.ledger(short)
+		eff := e.effect()
+		ctx, cancel := context.WithCancel(e.ctx())
+		defer cancel()
+		res, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+			cancel()
+			return []byte("sent"), nil
+		})
+		if err != nil || string(res.Value) != "sent" {
+			t.Fatalf("Do: %q, %v; want the success", res.Value, err)
+		}
+		if r := e.get(effectKey(eff.Identity)); r.State != ledger.StateCompleted || r.Outcome == nil || !r.Outcome.OK {
+			t.Fatalf("record %s, outcome %+v; want completed, the success", r.State, r.Outcome)
+		}
+	})
+	t.Run("OutcomeWriteHangs", func(t *testing.T) {
+		e := e.fresh(t)
+		l := e.ledger(short)
+		eff := e.effect()
+		key := effectKey(eff.Identity)
+		stalls := e.store.stallWrites(func(n *ledger.Record, w ledger.Expect) bool {
+			return w.State == ledger.StateFiring && n.State != ledger.StateFiring
+		})
+		ctx, cancel := context.WithCancel(e.ctx())
+		defer cancel()
+		done := make(chan error, 1)
+		start := clock.Wall()
+		go func() {
+			_, err := l.Do(ctx, eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+					return nil, err
+				}
+				cancel() // the caller's context ends while the function runs
+				return []byte("charged"), nil
+			})
+			done <- err
+		}()
+		checkStall(t, recv(t, stalls, "the outcome write"), "outcome write")
+		err := recv(t, done, "Do")
+		if took := clock.Wall().Sub(start); !errors.Is(err, context.DeadlineExceeded) || took > timeout+2*time.Second {
+			t.Fatalf("Do returned after %s: %v; want the outcome write's deadline error within about %s", took.Round(time.Millisecond), err, timeout)
+		}
+		r := e.get(key)
+		if r.State != ledger.StateFiring || r.Outcome != nil {
+			t.Fatalf("record %s, outcome %+v; want firing, none (the outcome was not written)", r.State, r.Outcome)
+		}
+		e.store.stallWrites(nil)
+		e.clock.Set(r.LeaseUntil)
+		var calls atomic.Int64
+		if _, err := l.Do(e.ctx(), eff, e.charge(&calls)); err != nil || calls.Load() != 1 {
+			t.Fatalf("after the lease: %v, %d calls; want the reclaim to fire once", err, calls.Load())
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v; want escaped, completed", got)
+		}
+		if keys := e.prov.Keys(); len(keys) != 2 || keys[0] != keys[1] {
+			t.Fatalf("provider keys %v; want two calls under one key", keys)
+		}
+	})
+	t.Run("ReleaseAfterTheCallerEnded", func(t *testing.T) {
+		e := e.fresh(t)
+		l := e.ledger(short)
+		eff := e.effect()
+		ctx, cancel := context.WithCancel(e.ctx())
+		defer cancel()
+		e.store.onCreate(func(_ *ledger.Record, won bool, _ error) error {
+			if won {
+				cancel() // between the claim and the call
+			}
+			return nil
+		})
+		var calls atomic.Int64
+		if _, err := l.Do(ctx, eff, e.charge(&calls)); !errors.Is(err, context.Canceled) || calls.Load() != 0 {
+			t.Fatalf("Do: %v, %d calls; want the caller's cancellation, no call", err, calls.Load())
+		}
+		if got := e.attemptStates(effectKey(eff.Identity)); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptReleased}) {
+			t.Fatalf("attempts %v; want the claim given back (released)", got)
+		}
+	})
+	t.Run("ReleaseHangs", func(t *testing.T) {
+		e := e.fresh(t)
+		l := e.ledger(short)
+		eff := e.effect()
+		lost := errors.New("injected lost answer")
+		e.store.onCreate(func(_ *ledger.Record, won bool, _ error) error {
+			if won {
+				return lost // the claim landed, its answer did not
+			}
+			return nil
+		})
+		stalls := e.store.stallWrites(func(n *ledger.Record, _ ledger.Expect) bool { return n.State == ledger.StateReleased })
+		done := make(chan error, 1)
+		start := clock.Wall()
+		var calls atomic.Int64
+		go func() {
+			_, err := l.Do(e.ctx(), eff, e.charge(&calls))
+			done <- err
+		}()
+		checkStall(t, recv(t, stalls, "the release"), "release")
+		err := recv(t, done, "Do")
+		if took := clock.Wall().Sub(start); !errors.Is(err, lost) || took > timeout+2*time.Second || calls.Load() != 0 {
+			t.Fatalf("Do returned after %s: %v, %d calls; want the claim's error within about %s, no call", took.Round(time.Millisecond), err, calls.Load(), timeout)
+		}
+	})
+	t.Run("SlotOutcomeWriteHangs", func(t *testing.T) {
+		e := e.fresh(t)
+		l := e.ledger(short)
+		stalls := e.store.stallWrites(func(n *ledger.Record, w ledger.Expect) bool {
+			return w.State == ledger.StateClaimed && n.State == ledger.StateCompleted
+		})
+		ctx, cancel := context.WithCancel(e.ctx())
+		defer cancel()
+		done := make(chan error, 1)
+		start := clock.Wall()
+		go func() {
+			_, err := l.FireOnce(ctx, identity.Slot{Job: "job-" + rnd(4), Slot: "1"}, func(context.Context) error {
+				cancel()
+				return nil
+			})
+			done <- err
+		}()
+		checkStall(t, recv(t, stalls, "the slot's outcome write"), "slot's outcome write")
+		if err := recv(t, done, "FireOnce"); !errors.Is(err, context.DeadlineExceeded) || clock.Wall().Sub(start) > timeout+2*time.Second {
+			t.Fatalf("FireOnce: %v; want the outcome write's deadline error within about %s", err, timeout)
+		}
+	})
 }

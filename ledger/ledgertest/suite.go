@@ -92,8 +92,26 @@ type hookStore struct {
 	// stallGiven receives, for each stalled renewal, how long its context
 	// gave it (its deadline from the call's start, wall time).
 	stallGiven chan time.Duration
+	// stallWrite, when set, picks the Replace calls stallWrites holds.
+	stallWrite func(next *ledger.Record, want ledger.Expect) bool
+	stalls     chan stalledWrite
 	refs       atomic.Int64
 }
+
+// stalledWrite is a write stallWrites held: how long its context gave it
+// (its deadline from the call's start, wall time; bounded false when it had
+// no deadline) and whether that context had ended when the call came.
+type stalledWrite struct {
+	given   time.Duration
+	bounded bool
+	ended   bool
+}
+
+// stallCap is how long stallWrites holds a write whose context never ends,
+// so that a test of an unbounded write fails instead of hanging.
+const stallCap = 5 * time.Second
+
+var errStallCap = errors.New("ledgertest: stalled write released after its context never ended")
 
 func (s *hookStore) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
 	s.calls.Add(1)
@@ -160,6 +178,19 @@ func (s *hookStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Expe
 			}
 			<-ctx.Done()
 			return ctx.Err()
+		}
+	}
+	if m := s.stallWrite; m != nil && m(n, w) {
+		stalls := s.stalls
+		hook = func(*ledger.Record) error {
+			left, ok := clock.Remaining(ctx)
+			stalls <- stalledWrite{given: left, bounded: ok, ended: ctx.Err() != nil}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(stallCap):
+				return errStallCap
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -276,6 +307,17 @@ func (s *hookStore) stallRenewals() <-chan time.Duration {
 	defer s.mu.Unlock()
 	s.renewStall, s.stallGiven = true, make(chan time.Duration, 16)
 	return s.stallGiven
+}
+
+// stallWrites makes every Replace that match picks hang, as a store that
+// never answers, until its context ends (or stallCap passed); it then
+// fails with the context's error, sending nothing to the store. Each held
+// write is reported on the channel returned. A nil match ends the stall.
+func (s *hookStore) stallWrites(match func(next *ledger.Record, want ledger.Expect) bool) <-chan stalledWrite {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stallWrite, s.stalls = match, make(chan stalledWrite, 16)
+	return s.stalls
 }
 
 var errCrash = errors.New("ledgertest: simulated crash")
