@@ -232,7 +232,8 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     effect ran): that write, and the release of a claim whose fn was not
 //     called, are detached from ctx and bounded by Config.OutcomeTimeout,
 //     so a store that hangs never holds Do past it (an outcome not written
-//     leaves the attempt firing, reclaimed as escaped after its lease);
+//     leaves the attempt firing, reclaimed as escaped after its lease, and
+//     Do's error matches ErrOutcomeNotRecorded);
 //   - every write after the claim is conditional on the owner token, attempt
 //     and state: an executor whose claim was reclaimed gets ErrLeaseLost and
 //     never overwrites the new owner's record;
@@ -867,14 +868,14 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		// A success after the heartbeat gave up, unrecorded: as when the
 		// heartbeat gives up, the attempt stays firing for a reclaim.
 		record.end(done.Attempt, "error", err)
-		return res, errors.Join(ErrLeaseLost, fmt.Errorf("ledger: recording the outcome of %s: %w", rec.EffectID, err))
+		return res, errors.Join(ErrLeaseLost, &unrecordedError{effectID: rec.EffectID, err: err})
 	case err != nil:
 		// The verdict (retErr) was not recorded: the attempt stays firing
 		// and a later Do reclaims it once its lease ends. The caller gets
-		// the store's error, never a failure or a retry schedule the
-		// record does not hold.
+		// the store's error (matching ErrOutcomeNotRecorded), never a
+		// failure or a retry schedule the record does not hold.
 		record.end(done.Attempt, "error", err)
-		return res, fmt.Errorf("ledger: recording the outcome of %s (%s): %w", rec.EffectID, verdict(ferr), err)
+		return res, &unrecordedError{effectID: rec.EffectID, verdict: verdict(ferr), err: err}
 	case !ok:
 		// Another executor reclaimed the attempt: the record holds its
 		// outcome, not this one's, which the caller must not act on.

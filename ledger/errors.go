@@ -23,6 +23,15 @@ var (
 	// ErrLeaseLost: this executor's claim was reclaimed by another one, so its
 	// write was refused (the new owner's record is untouched).
 	ErrLeaseLost = errors.New("ledger: claim lost to another executor")
+	// ErrOutcomeNotRecorded is matched by Do's error when the effect
+	// function returned but its outcome could not be written (the store
+	// failed, or did not answer within Config.OutcomeTimeout): the effect
+	// may have happened, nothing says how it ended, and the attempt stays
+	// firing; once its lease ends the next Do reclaims it as escaped and
+	// fires with the same provider key. The caller treats it as an attempt
+	// left in flight (call Do again after the lease), never as the
+	// effect's failure.
+	ErrOutcomeNotRecorded = errors.New("ledger: outcome not recorded")
 	// ErrStaleFence: the fencing token was older than the one recorded; the
 	// effect was not fired.
 	ErrStaleFence = errors.New("ledger: stale fencing token")
@@ -196,3 +205,23 @@ func (e *AttemptsExhaustedError) Unwrap() error { return e.Cause }
 
 // Is matches ErrAttemptsExhausted.
 func (e *AttemptsExhaustedError) Is(target error) bool { return target == ErrAttemptsExhausted }
+
+// unrecordedError is Do's error when the outcome write failed: its text
+// names the effect, what the function returned (verdict) and the store's
+// error; it matches ErrOutcomeNotRecorded and unwraps to the store's error.
+type unrecordedError struct {
+	effectID, verdict string
+	err               error
+}
+
+func (e *unrecordedError) Error() string {
+	if e.verdict == "" {
+		return fmt.Sprintf("ledger: recording the outcome of %s: %v", e.effectID, e.err)
+	}
+	return fmt.Sprintf("ledger: recording the outcome of %s (%s): %v", e.effectID, e.verdict, e.err)
+}
+
+func (e *unrecordedError) Unwrap() error { return e.err }
+
+// Is matches ErrOutcomeNotRecorded.
+func (e *unrecordedError) Is(target error) bool { return target == ErrOutcomeNotRecorded }

@@ -40,7 +40,7 @@ var exportedBudget = map[string]int{
 	"idem/memstore":            22,
 	"idem/policy/commerce":     7,
 	"idem/policy/erp":          12,
-	"ledger":                   288,
+	"ledger":                   289,
 	"ledger/dynamostore":       27,
 	"ledger/fence":             51,
 	"ledger/fence/dynamostore": 16,

@@ -294,8 +294,9 @@ func testCrashAfterProviderCall(t *testing.T, e *env) {
 	// The executor dies after the provider call, before the outcome is
 	// recorded: the outcome write never happens.
 	e.store.failOnce(ledger.StateCompleted, errCrash)
-	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, errCrash) {
-		t.Fatalf("crashed Do: %v", err)
+	if _, err := l.Do(context.Background(), eff, e.charge(nil)); !errors.Is(err, errCrash) || !errors.Is(err, ledger.ErrOutcomeNotRecorded) ||
+		errors.Is(err, ledger.ErrLeaseLost) || errors.Is(err, ledger.ErrEffectFailed) {
+		t.Fatalf("crashed Do: %v; want the store's error, matching ErrOutcomeNotRecorded only", err)
 	}
 	if rec := e.get(key); rec.State != ledger.StateFiring {
 		t.Fatalf("state after crash %q, want firing", rec.State)

@@ -43,9 +43,11 @@
 //     flight again and the run is given up, nothing fired. Nor does the
 //     last try give up on an effect attempt it lost (ledger.ErrLeaseLost:
 //     another executor took it over, maybe recording the effect's outcome,
-//     or its renewals failed): it executes the run once more, which
-//     replays a recorded outcome, and waits out an attempt still in
-//     flight as above.
+//     or its renewals failed), nor on one whose outcome the effects table
+//     failed to record (ledger.ErrOutcomeNotRecorded: the effect may have
+//     happened): it executes the run once more, which replays a recorded
+//     outcome, and waits out an attempt still in flight as above. Any
+//     other error of the last try fails the run.
 //   - An effect whose next attempt is scheduled later (a provider's
 //     Retry-After, a backoff: *ledger.RetryLaterError) parks the run: its
 //     wake time is written to the run record (RunStore.Schedule) and the
@@ -405,20 +407,28 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 // (see Executor.LastTryMargin), it waits the claim out and executes the run
 // once more, reporting waited and that execution's error. When cause is an
 // effect attempt this try lost (ledger.ErrLeaseLost: taken over, its
-// outcome maybe recorded by the executor that took it), it executes the
-// run once more first, and waits out the effect if that execution finds it
-// in flight. It reports waited false (nothing done) for any other cause, a
+// outcome maybe recorded by the executor that took it) or fired without
+// its outcome recorded (ledger.ErrOutcomeNotRecorded: a store error after
+// the call), it executes the run once more first, and waits out the
+// effect if that execution finds it in flight. It reports waited false (nothing done) for any other cause, a
 // wait that does not fit, or a wait cut short by ctx.
 func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (waited bool, err error) {
 	var inf *ledger.InFlightError
-	if errors.Is(cause, ledger.ErrLeaseLost) && !errors.As(cause, &inf) {
+	lost, unrecorded := errors.Is(cause, ledger.ErrLeaseLost), errors.Is(cause, ledger.ErrOutcomeNotRecorded)
+	if (lost || unrecorded) && !errors.As(cause, &inf) {
 		// This try's attempt was taken over by another executor (which
-		// may have recorded the effect's outcome already) or its lease
-		// could not be renewed: what the effect came to is in the
-		// ledger, not in this error. The run is executed once more, as
-		// the next try would be: a recorded outcome is replayed, and an
-		// attempt still in flight is waited out below.
-		x.log().InfoContext(ctx, "executor: last try executes again after its effect attempt was lost", slog.String("run_id", runID))
+		// may have recorded the effect's outcome already), its lease
+		// could not be renewed, or its outcome could not be written (the
+		// effect may have happened; the attempt is left firing): what the
+		// effect came to is in the ledger, not in this error. The run is
+		// executed once more, as the next try would be: a recorded
+		// outcome is replayed, and an attempt still in flight is waited
+		// out below (its reclaim fires under the same provider key).
+		if lost {
+			x.log().InfoContext(ctx, "executor: last try executes again after its effect attempt was lost", slog.String("run_id", runID))
+		} else {
+			x.log().InfoContext(ctx, "executor: last try executes again after its effect's outcome was not recorded", slog.String("run_id", runID))
+		}
 		err := x.Execute(ctx, runID)
 		if err == nil || !errors.As(err, &inf) {
 			return true, err

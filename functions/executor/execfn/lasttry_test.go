@@ -427,3 +427,62 @@ func (r *firstHeldReceiver) seen() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.keys...)
 }
+
+// failingOutcome is a ledger store whose next outcome write (a firing
+// record replaced by a completed one) fails, as on an effects table that
+// throttles past the SDK's retries just after the provider answered.
+type failingOutcome struct {
+	ledger.Store
+	left atomic.Int32
+}
+
+func (s *failingOutcome) Replace(ctx context.Context, next *ledger.Record, want ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	if want.State == ledger.StateFiring && next.State == ledger.StateCompleted && s.left.Add(-1) >= 0 {
+		return false, nil, errors.New("injected throttling")
+	}
+	return s.Store.Replace(ctx, next, want, now)
+}
+
+// TestLastTryWhoseOutcomeWriteFailed: the stream's last try delivers the
+// webhook (the receiver answers 200), then the effects table fails the
+// outcome write, so the attempt is left firing with no outcome: it may
+// have been delivered (here it was). The last try does not end the run
+// failed on that (a client would re-submit it under a new key, which no
+// receiver can deduplicate): it executes once more, finds its own attempt
+// in flight, waits its lease out, and the reclaim delivers under the same
+// key (escaped, then completed), as after a lost attempt.
+func TestLastTryWhoseOutcomeWriteFailed(t *testing.T) {
+	clk := &fakeClock{t: time.Now().UTC()}
+	st := &failingOutcome{Store: ledgermem.New()}
+	st.left.Store(1)
+	l, err := ledger.New(ledger.Config{Store: st, Lease: time.Minute, Wait: -1, Heartbeat: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := newFirstHeldReceiver(t, func(*http.Request) bool { return true })
+	f := &fixture{runs: runs.NewMemRuns(), l: l}
+	run := f.webhookRun(t, rc.srv.URL)
+	var waits []time.Duration
+	var wmu sync.Mutex
+	x := &Executor{Runs: f.runs, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), MaxAttempts: 1,
+		Webhook: &webhook.Webhook{Ledger: l, Policy: webhook.WebhookPolicy{AllowLoopback: true}, Backoff: time.Millisecond},
+		Test:    TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now, SleepFunc: clk.sleeper(&waits, &wmu)}}}
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("last try: retry %v", retry)
+	}
+	r, _ := f.runs.Get(context.Background(), run.ID)
+	if r.Status != runs.StatusCompleted {
+		t.Fatalf("run %s (%s); want completed", r.Status, r.Error)
+	}
+	p, err := l.Witness(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(p.Effects); n != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted {
+		t.Fatalf("witness %+v: want escaped, then completed", p.Effects)
+	}
+	if keys := rc.seen(); len(keys) != 2 || keys[0] != keys[1] {
+		t.Fatalf("receiver keys %q: want two deliveries under one key", keys)
+	}
+}
