@@ -67,7 +67,8 @@ type Request struct {
 // StatusCode outside 100..599, IsBase64Encoded with a body that is not
 // base64) is a 500 envelope too, but fn ran: the record keeps the attempt
 // as not kept, as Guard says, and fn does not run again. Response cookies (the Cookies field) are
-// passed through on the first response and never cached. Do panics when
+// passed through on the first response (not on the 500 for an answer that
+// cannot be read) and never cached. Do panics when
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
 	g.requireTenant("Do")
@@ -83,11 +84,16 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		if err != nil {
 			return nil, err
 		}
-		cookies = out.Cookies
 		if !out.IsBase64Encoded {
 			text = out.Body
 		}
 		r, err := fromLambda(&in.handled, in.handledVals[:0], out.StatusCode, out.Headers, out.MultiValueHeaders, out.Body, out.IsBase64Encoded)
+		if err == nil && out.StatusCode >= 100 && out.StatusCode <= 599 {
+			// An answer the Guard can read (safeCall checks the status):
+			// only the handler's own answer carries its cookies, never
+			// the Guard's 500 for an answer it cannot read.
+			cookies = out.Cookies
+		}
 		if err == nil && lambda {
 			size := lambdaSize(out.Body, out.Headers, out.MultiValueHeaders, out.Cookies)
 			if mayOverLambda(size) {

@@ -176,3 +176,41 @@ func TestUnreadableAnswerOfARetryStatus(t *testing.T) {
 		t.Fatalf("handler ran %d times, want twice (a 503 is never kept)", n)
 	}
 }
+
+// TestUnreadableAnswerCarriesNoCookies: the 500 the Guard gives for an
+// answer it cannot read is its own answer, not the handler's: the
+// handler's cookies (set on an answer that never reaches the caller) are
+// not passed on with it, as they are with the handler's own first answer.
+func TestUnreadableAnswerCarriesNoCookies(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		out  events.APIGatewayV2HTTPResponse
+	}{
+		{"status 0", events.APIGatewayV2HTTPResponse{Cookies: []string{"s=1"}}},
+		{"body not base64", events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: "not base64!", IsBase64Encoded: true, Cookies: []string{"s=1"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			h := e.guard.HTTPAPI(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				return c.out, nil
+			})
+			r, err := h(context.Background(), v2event("POST", "POST /runs", testKey, `{"a":1}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantUnreadable(t, r.StatusCode, r.Body)
+			if len(r.Cookies) != 0 {
+				t.Fatalf("the Guard's 500 carries the handler's cookies %q", r.Cookies)
+			}
+		})
+	}
+	// The handler's own first answer still carries them.
+	e := newEnv(t, nil)
+	h := e.guard.HTTPAPI(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{}`, Cookies: []string{"s=1"}}, nil
+	})
+	r, err := h(context.Background(), v2event("POST", "POST /runs", testKey, `{"a":1}`))
+	if err != nil || r.StatusCode != 201 || len(r.Cookies) != 1 || r.Cookies[0] != "s=1" {
+		t.Fatalf("first answer: %d %q %v", r.StatusCode, r.Cookies, err)
+	}
+}
