@@ -808,15 +808,16 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	sctx, span := t.span(wctx, spanComplete)
 	err = g.cfg.Store.Complete(sctx, rec, out, now)
 	var refused error // the store's refusal of the response, when recorded not kept
-	if out.Response.NotKept == 0 && len(writes) == 0 && refusedFinally(err) {
+	if out.Response.NotKept == 0 && (errors.Is(err, ErrTooLarge) || (len(writes) == 0 && refusedFinally(err))) {
 		// A store that keeps less than this response (ErrTooLarge, which
-		// wrote nothing: Outcome.Validate is its first step), or refuses
-		// it for good for another reason (a validation or permission
-		// error: no outage to wait out), records the not-kept outcome
-		// instead: the handler ran, and no retry may run it again.
-		// (Fenced, as every completion: should the refusal have been
-		// written after all, this one is refused, and the response
-		// stays.)
+		// wrote nothing, Transact writes included: Outcome.Validate is
+		// its first step), or refuses it for good for another reason (a
+		// validation or permission error: no outage to wait out) when
+		// the completion carries no Transact writes (whose own items may
+		// be what it refuses), records the not-kept outcome instead: the
+		// handler ran, and no retry may run it again. (Fenced, as every
+		// completion: should the refusal have been written after all,
+		// this one is refused, and the response stays.)
 		refused = err
 		out.Response = notKeptOutcome(resp)
 		err = g.cfg.Store.Complete(sctx, rec, out, now)
