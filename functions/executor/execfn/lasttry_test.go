@@ -377,20 +377,7 @@ func TestLastTryWhoseHeartbeatGaveUp(t *testing.T) {
 	if retry := <-done; retry != nil {
 		t.Fatalf("last try: retry %v", retry)
 	}
-	r, _ := f.runs.Get(context.Background(), run.ID)
-	if r.Status != runs.StatusCompleted {
-		t.Fatalf("run %s (%s); want completed", r.Status, r.Error)
-	}
-	p, err := l.Witness(context.Background(), run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(p.Effects); n != 2 || p.Effects[0].State != ledger.AttemptEscaped || p.Effects[1].State != ledger.AttemptCompleted {
-		t.Fatalf("witness %+v: want escaped, then completed", p.Effects)
-	}
-	if keys := rc.seen(); len(keys) != 2 || keys[0] != keys[1] {
-		t.Fatalf("receiver keys %q: want two deliveries under one key", keys)
-	}
+	wantEscapedThenCompleted(t, f, run.ID, rc)
 }
 
 // firstHeldReceiver records each webhook request's Idempotency-Key and
@@ -471,11 +458,20 @@ func TestLastTryWhoseOutcomeWriteFailed(t *testing.T) {
 	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
 		t.Fatalf("last try: retry %v", retry)
 	}
-	r, _ := f.runs.Get(context.Background(), run.ID)
+	wantEscapedThenCompleted(t, f, run.ID, rc)
+}
+
+// wantEscapedThenCompleted asserts the end of a last try that executed
+// once more: the run completed, its effect's witness shows the first
+// attempt escaped and the second completed, and the receiver saw both
+// deliveries under one key.
+func wantEscapedThenCompleted(t *testing.T, f *fixture, runID string, rc *firstHeldReceiver) {
+	t.Helper()
+	r, _ := f.runs.Get(context.Background(), runID)
 	if r.Status != runs.StatusCompleted {
 		t.Fatalf("run %s (%s); want completed", r.Status, r.Error)
 	}
-	p, err := l.Witness(context.Background(), run.ID)
+	p, err := f.l.Witness(context.Background(), runID)
 	if err != nil {
 		t.Fatal(err)
 	}
