@@ -28,6 +28,14 @@ import (
 // full. Each region thus writes back only a record naming a lower run than
 // the one it overwrote, or one whose rival named none yet, so the two
 // regions end on the lowest run id whatever the order of the writes.
+//
+// The two records need not come from two first claims: a region that sees
+// the other region's replicated claim with its lease ended (a clock ahead,
+// or renewals that did not replicate) takes it over, and a takeover keeps
+// the first claim's request id. So two images are told apart by the runs
+// they name, never by their request ids: within one region a record that
+// names a run is final and never changes to name another (only its
+// retention's end lets a new claim in, and that claim names none yet).
 
 // PartitionRecoveryLexMin is the rule a Layer-1 conflict is resolved by:
 // the lower runId wins (the OpenWOP partitionRecoveryStrategy value).
@@ -43,8 +51,8 @@ const ReasonTwoRuns = "one-key-two-runs"
 type KeyRecord struct {
 	// Record is the record id (keyspace.ID: a hash, never the raw key).
 	Record string
-	// RequestID is the id of the request that first claimed the record:
-	// two images with different ones are two independent claims.
+	// RequestID is the id of the request that first claimed the record; a
+	// takeover keeps it, so two regions' records of one key may share it.
 	RequestID string
 	// Run is the run the key's execution created (the runId of its stored
 	// answer); "" when it created none or is not known (still pending).
@@ -88,11 +96,13 @@ type KeyConflict struct {
 }
 
 // DetectKey returns the Layer-1 conflict between a record's old and new
-// images, or nil when the change is not one: the same claim's own
-// transitions (same RequestID), a record re-created after its retention,
-// an image naming no run, or the same run.
+// images, or nil when the change is not one: a record re-created after its
+// retention, an image naming no run (a claim's own transitions: its run is
+// known only once it completes), or the same run. Two images naming two
+// runs are a conflict whatever their request ids (a takeover keeps the
+// first claim's).
 func DetectKey(old, cur KeyRecord) *KeyConflict {
-	if old.Record == "" || old.Record != cur.Record || old.RequestID == cur.RequestID || old.Expired ||
+	if old.Record == "" || old.Record != cur.Record || old.Expired ||
 		old.Run == "" || cur.Run == "" || old.Run == cur.Run {
 		return nil
 	}
@@ -105,12 +115,14 @@ func DetectKey(old, cur KeyRecord) *KeyConflict {
 }
 
 // HoldKey reports whether a record's old image, naming a run, was
-// overwritten by another region's claim still pending (no run known yet):
+// overwritten by another region's claim or takeover still pending (no run
+// known yet; within one region a record naming a run is final, so only a
+// claim after its retention follows it, and that one is not held):
 // the old image is then restored as it was, so the runs are compared once
 // the other claim's run is known (in the region that receives the
 // restore). Not a conflict event: the loser is not known yet.
 func HoldKey(old, cur KeyRecord) bool {
-	return old.Record != "" && old.Record == cur.Record && old.RequestID != cur.RequestID && !old.Expired &&
+	return old.Record != "" && old.Record == cur.Record && !old.Expired &&
 		old.Run != "" && cur.Run == "" && cur.Pending
 }
 

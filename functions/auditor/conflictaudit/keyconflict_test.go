@@ -13,7 +13,8 @@ import (
 // whose old and new images are two claims that each created a run is a
 // conflict whose winner is the lower run id, the same whichever image
 // replication delivered last; only where the old image is the winner is it
-// restored. A claim's own transitions, a record created again after its
+// restored, whether or not the two share a request id (a takeover keeps
+// the first claim's). The same run, a record created again after its
 // retention, and images without a run are no conflict; a run overwritten
 // by a rival claim still pending is held (HoldKey). The event names the
 // record only by a keyhash and carries the runs, the strategy and the
@@ -30,12 +31,24 @@ func TestKeyConflictWinnerIsTheLowestRunIDWhateverTheOrder(t *testing.T) {
 			t.Fatalf("DetectKey(%v, %v) = %+v", c.old, c.cur, k)
 		}
 	}
-	same := hi
-	same.RequestID = lo.RequestID
+	// A takeover keeps the first claim's request id: the other region's
+	// takeover of a replicated claim is a conflict (and held while
+	// pending) all the same.
+	takeover := hi
+	takeover.RequestID = lo.RequestID
+	if k := DetectKey(lo, takeover); k == nil || k.Winner.Run != lo.Run || !k.Restore {
+		t.Fatalf("DetectKey(%v, %v) = %+v, want a conflict won by %s", lo, takeover, k, lo.Run)
+	}
+	if k := DetectKey(takeover, lo); k == nil || k.Winner.Run != lo.Run || k.Restore {
+		t.Fatalf("DetectKey(%v, %v) = %+v, want a conflict won by %s, not restored", takeover, lo, k, lo.Run)
+	}
+	if !HoldKey(lo, KeyRecord{Record: lo.Record, RequestID: lo.RequestID, Pending: true}) {
+		t.Fatal("HoldKey: a run overwritten by a takeover still pending is not held")
+	}
 	expired := lo
 	expired.Expired = true
 	pending := KeyRecord{Record: hi.Record, RequestID: hi.RequestID, Pending: true}
-	for _, c := range [][2]KeyRecord{{lo, same}, {expired, hi}, {lo, pending}, {pending, lo}} {
+	for _, c := range [][2]KeyRecord{{lo, lo}, {expired, hi}, {lo, pending}, {pending, lo}} {
 		if k := DetectKey(c[0], c[1]); k != nil {
 			t.Fatalf("DetectKey(%v, %v) = %+v, want none", c[0], c[1], k)
 		}
