@@ -302,3 +302,67 @@ func TestReclaimAcrossRegionsIsAConflict(t *testing.T) {
 		t.Errorf("a reclaim after the lease written was flagged: %+v", c)
 	}
 }
+
+// TestReclaimOnAClockAheadBeyondTheLeaseIsNotAConflict states the limit of
+// the audit (MULTI_REGION.md, reconciled-records): A's owner is alive and
+// firing, its claim replicated to B; B's clock runs ahead of A's by more
+// than the lease, so B reclaims at once and fires too, and B's reclaim
+// replicates into A before A's outcome, which A's replica then refuses (the
+// owner changed). A's stream shows A's firing attempt overwritten by B's
+// reclaim, stamped after A's lease end on B's clock: exactly what one
+// region writes when it reclaims from an executor that crashed. No image
+// tells the two apart, so no conflict event; the reclaim and the escaped
+// attempt are what the auditor counts (idemkit.audit.reclaims_total,
+// idemkit.audit.escaped_total). A skew within the lease's slack is seen
+// (TestReclaimAcrossRegionsIsAConflict: B's reclaim before A's renewed
+// lease), as is A's outcome landing first.
+func TestReclaimOnAClockAheadBeyondTheLeaseIsNotAConflict(t *testing.T) {
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	clockA, clockB := ledgertest.NewClock(t0), ledgertest.NewClock(t0.Add(2*time.Minute)) // B ahead by four leases
+	stA, stB := memstore.New(), memstore.New()
+	newLedger := func(st ledger.Store, c *ledgertest.Clock) *ledger.Ledger {
+		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Heartbeat: -1, Wait: -1,
+			Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.Now}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	lA, lB := newLedger(stA, clockA), newLedger(stB, clockB)
+	eff := business(t, "clock-ahead")
+	key := "effect#" + eff.Identity.EffectID
+	calls := 0
+	var firingA *ledger.Record
+	_, errA := lA.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		calls++
+		rec, _ := stA.Get(ctx, key)
+		firingA = rec.Clone()
+		if ok, _, err := stB.Create(ctx, rec.Clone(), clockB.Now()); !ok || err != nil {
+			t.Fatalf("replicate A's claim: %v %v", ok, err)
+		}
+		if _, err := lB.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) { calls++; return []byte("b"), nil }); err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		// B's reclaim and outcome replicate into A (last writer wins).
+		recB, _ := stB.Get(ctx, key)
+		if ok, _, err := stA.Replace(ctx, recB.Clone(), ledger.Expect{Owner: firingA.Owner, Attempt: firingA.Attempt, State: firingA.State}, clockA.Now()); !ok || err != nil {
+			t.Fatalf("replicate B's write: %v %v", ok, err)
+		}
+		clockA.Advance(5 * time.Second) // within A's lease on A's clock
+		return []byte("a"), nil
+	})
+	if calls != 2 {
+		t.Fatalf("%d provider calls; the scenario needs both regions to fire", calls)
+	}
+	finalA, _ := stA.Get(ctx, key)
+	if errA == nil && finalA.Owner == firingA.Owner {
+		t.Fatalf("A's outcome landed over B's reclaim: not the scenario")
+	}
+	if c := conflictaudit.Detect(firingA, finalA); c != nil {
+		t.Fatalf("flagged %+v: the limit MULTI_REGION.md states no longer holds; update it and this test", c)
+	}
+	if finalA.Attempt != 2 || len(finalA.Attempts) < 1 || finalA.Attempts[0].State != ledger.AttemptEscaped {
+		t.Fatalf("A's replica holds attempt %d, rows %+v; want B's reclaim with A's attempt escaped (what the auditor counts)", finalA.Attempt, finalA.Attempts)
+	}
+}
