@@ -85,6 +85,11 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		// names of the packages the error went through.
 		{[]string{"conform", "--api-key", "a", "--api-key", "b", "--api-key", "c", "http://127.0.0.1:9"}, "idemkit conform: invalid setting: at most two API keys"},
 		{[]string{"conform", "--api-key", "k", "ftp://127.0.0.1:9"}, `idemkit conform: invalid setting: URL "ftp://127.0.0.1:9" is not an http(s) URL`},
+		// One credential given twice, as the second tenant's or a scope
+		// part's: the scenario it enables would fail the API for the
+		// caller's own mistake.
+		{[]string{"conform", "--api-key", "k1", "--api-key", "k1", "http://127.0.0.1:9"}, "idemkit conform: invalid setting: the second API key is the first one"},
+		{[]string{"conform", "--profile", "commerce", "--api-key", "k1", "--scope-key", "worker=k1", "http://127.0.0.1:9"}, `idemkit conform: invalid setting: the scope key of part "worker" is the first API key`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

@@ -104,7 +104,8 @@ type Config struct {
 
 	// APIKeys are sent as "Authorization: Bearer <key>". The first one is
 	// used by every scenario; a second one (another tenant) enables
-	// tenant-isolation. Default none (no Authorization header).
+	// tenant-isolation, and the first one again is an ErrConfig. Default
+	// none (no Authorization header).
 	APIKeys []string
 
 	// Route is the mutating operation checked, "METHOD /path". Default
@@ -138,8 +139,8 @@ type Config struct {
 	// commerce policy; ScopeClient, ScopeCompany, ScopeOrganization under
 	// the ERP policy), an API key whose credential differs from the first of
 	// APIKeys in that part only. Each enables the scope-<part> scenario
-	// (the same key under that credential names another record). Default
-	// none.
+	// (the same key under that credential names another record); the first
+	// API key itself is an ErrConfig. Default none.
 	ScopeKeys map[string]string
 
 	// OtherRoute is a second mutating route on the resource a Route call
@@ -337,9 +338,20 @@ func (c Config) resolve() (*resolved, error) {
 		if strings.TrimSpace(k) == "" {
 			return nil, fmt.Errorf("%w: empty API key for scope part %q", ErrConfig, part)
 		}
+		// The scenario asks whether another credential names another
+		// record: the first key's own credential never does, and its FAIL
+		// would blame the API for the caller's mistake.
+		if len(c.APIKeys) > 0 && k == c.APIKeys[0] {
+			return nil, fmt.Errorf("%w: the scope key of part %q is the first API key (want a key whose credential differs from it in %s only)", ErrConfig, part, part)
+		}
 	}
 	if len(c.APIKeys) > 2 {
 		return nil, fmt.Errorf("%w: at most two API keys", ErrConfig)
+	}
+	if len(c.APIKeys) == 2 && c.APIKeys[0] == c.APIKeys[1] {
+		// tenant-isolation would find the one tenant's record under both
+		// and fail the API for the caller's mistake.
+		return nil, fmt.Errorf("%w: the second API key is the first one (tenant-isolation needs another tenant's key)", ErrConfig)
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
