@@ -170,8 +170,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *reqTimeout <= 0 {
 		return usageError(fs, stderr, "--request-timeout must be positive")
 	}
-	if _, _, err := net.SplitHostPort(*addr); err != nil {
-		return usageError(fs, stderr, "--addr %q: want HOST:PORT, e.g. 127.0.0.1:3000", *addr)
+	if !addrOK(*addr) {
+		return usageError(fs, stderr, "--addr %q: want HOST:PORT, PORT a number 0..65535, e.g. 127.0.0.1:3000", *addr)
 	}
 	if !tablePrefixOK(*prefix) {
 		return usageError(fs, stderr, "--table-prefix %q: %s", *prefix, tablePrefixRule)
@@ -233,6 +233,18 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// addrOK reports whether addr is HOST:PORT with a numeric port the
+// listener can bind (0: any free one), so that a port out of range is a
+// usage error before anything starts, not a listen failure after.
+func addrOK(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 0 && n <= 65535 && port == strconv.Itoa(n)
 }
 
 // tablePrefixRule is what tablePrefixOK accepts, as a refusal says it.

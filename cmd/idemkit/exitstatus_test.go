@@ -79,6 +79,9 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"dev", "--idempotency-wait", "-1s", "--dynamodb-endpoint", ep}, "--idempotency-wait"},
 		{[]string{"dev", "--authorizer-ttl", "-1s", "--dynamodb-endpoint", ep}, "--authorizer-ttl"},
 		{[]string{"dev", "--request-timeout", "0s", "--dynamodb-endpoint", ep}, "--request-timeout"},
+		{[]string{"dev", "--addr", "127.0.0.1:99999", "--dynamodb-endpoint", ep}, "--addr"},
+		{[]string{"dev", "--addr", "127.0.0.1:abc", "--dynamodb-endpoint", ep}, "--addr"},
+		{[]string{"dev", "--addr", "127.0.0.1:-1", "--dynamodb-endpoint", ep}, "--addr"},
 		// A setting a flag gave, refused with the environment's: the flag
 		// is named on the setting's line.
 		{[]string{"dev", "--policy", "strict"}, "--policy sets IDEMPOTENCY_POLICY"},
