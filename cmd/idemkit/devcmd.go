@@ -221,6 +221,14 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return usageError(fs, stderr, "%s", msg)
 	}
+	if err != nil && ctx.Err() != nil {
+		// SIGINT or SIGTERM before dev served: Start stopped what it had
+		// started, as a stop after it serves does; what the cancelled
+		// start returned (context canceled, the engine's output) is no
+		// failure to report.
+		fmt.Fprintln(stderr, "idemkit dev: interrupted while starting; stopped what it had started")
+		return 0
+	}
 	if err == nil {
 		<-s.Done()
 		err = s.Stop()

@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +22,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // TestDevAuthorizerTTLFlag: `idemkit dev -h` shows --authorizer-ttl
@@ -82,5 +89,74 @@ func TestDevTakenAddressSaysHowToPickAnother(t *testing.T) {
 	}
 	if strings.Contains(msg, "started the DynamoDB engine") {
 		t.Fatalf("an engine was started before the address was checked: %q", msg)
+	}
+}
+
+// cancelOn is a log writer that cancels its context once the log holds
+// the line it waits for: a signal arriving at that point of the start.
+type cancelOn struct {
+	mu     sync.Mutex
+	log    strings.Builder
+	line   string
+	cancel context.CancelFunc
+}
+
+func (c *cancelOn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log.Write(b)
+	if c.line != "" && strings.Contains(c.log.String(), c.line) {
+		c.cancel()
+	}
+	return len(b), nil
+}
+
+func (c *cancelOn) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.log.String()
+}
+
+// TestDevInterruptedWhileStartingStopsQuietly: Ctrl-C (or SIGTERM) while
+// `idemkit dev` is still starting stops it as it does once it serves:
+// exit 0, everything it started stopped (the engine's process is gone),
+// and one line saying it was interrupted, not an error that reads as a
+// failure ("did not become ready: context canceled", the engine's own
+// output, exit 1).
+func TestDevInterruptedWhileStartingStopsQuietly(t *testing.T) {
+	if _, err := exec.LookPath("moto_server"); err != nil {
+		testutil.Unavailable(t, "moto_server is not on PATH: %v", err)
+	}
+	const want = "idemkit dev: interrupted while starting; stopped what it had started"
+	for _, at := range []string{"before the start", "dev: started the DynamoDB engine"} {
+		t.Run(at, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			logs := &cancelOn{cancel: cancel}
+			if at == "before the start" {
+				cancel()
+			} else {
+				logs.line = at
+			}
+			var out bytes.Buffer
+			code := run(ctx, []string{"dev", "--emulator", "moto", "--addr", testutil.FreeAddr(t), "--table-prefix", fmt.Sprintf("intr%d-", time.Now().UnixNano())}, &out, logs)
+			var plain []string // the lines that are not the JSON log's
+			for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				if !strings.HasPrefix(l, "{") {
+					plain = append(plain, l)
+				}
+			}
+			if code != 0 || len(plain) != 1 || plain[0] != want || strings.Contains(out.String(), "serving") {
+				t.Fatalf("exit %d, stdout %q, stderr:\n%s\nwant exit 0 and one line %q beside the log", code, out.String(), logs.String(), want)
+			}
+			if m := regexp.MustCompile(`"pid":(\d+)`).FindStringSubmatch(logs.String()); m != nil {
+				pid, _ := strconv.Atoi(m[1])
+				if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+					t.Fatalf("the engine (pid %d) outlived the interrupted start: kill 0: %v", pid, err)
+				}
+			} else if at != "before the start" {
+				t.Fatalf("no engine pid in the log:\n%s", logs.String())
+			}
+		})
 	}
 }
