@@ -160,3 +160,77 @@ func TestDevInterruptedWhileStartingStopsQuietly(t *testing.T) {
 		})
 	}
 }
+
+// TestDevStopLetsARequestInFlightFinish: Ctrl-C (or SIGTERM) while a
+// request is in flight stops `idemkit dev` gracefully: the request gets
+// its own answer (201, its run recorded), not a 499 saying the client
+// closed it, and dev exits 0. Before, the stop cancelled every request
+// at once, so the graceful shutdown's grace was never given.
+func TestDevStopLetsARequestInFlightFinish(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	const key = "idk_stop_inflight_0123456789"
+	addr := testutil.FreeAddr(t)
+	out, w := newPipeOut()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prefix := fmt.Sprintf("stop%d-", time.Now().UnixNano())
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"dev", "--addr", addr, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix,
+			"--api-key", key + "=acme"}, w, io.Discard)
+		w.Close()
+	}()
+	deadline := time.After(2 * time.Minute)
+	for !strings.Contains(out.text(), "idemkit dev: serving http://"+addr) {
+		select {
+		case c := <-code:
+			t.Fatalf("idemkit dev exited %d:\n%s", c, out.text())
+		case <-deadline:
+			t.Fatalf("idemkit dev not serving:\n%s", out.text())
+		case <-out.more:
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	url := "http://" + addr + "/runs"
+	const body = `{"workflowId":"conformance-delay","inputs":{"delayMs":3000}}`
+	ik := fmt.Sprintf("stop-inflight-%d", time.Now().UnixNano())
+	type answer struct {
+		code int
+		m    map[string]any
+	}
+	first := make(chan answer, 1)
+	go func() {
+		resp, m := testutil.DoJSON(t, "POST", url, body, "Authorization", testutil.Bearer(key), "Idempotency-Key", ik)
+		first <- answer{resp.StatusCode, m}
+	}()
+	// In flight: its claim is in the idempotency table (and nothing else
+	// is: only this request was sent).
+	for {
+		o, err := e.Client().Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(prefix + "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(o.Items) > 0 {
+			break
+		}
+		select {
+		case a := <-first:
+			t.Fatalf("answered before it was seen in flight: %d %v", a.code, a.m)
+		case <-deadline:
+			t.Fatal("the request's claim never showed")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel() // Ctrl-C
+	select {
+	case a := <-first:
+		if a.code != 201 || !strings.HasPrefix(fmt.Sprint(a.m["runId"]), "acme/") {
+			t.Fatalf("the request in flight at the stop got %d %v, want its 201", a.code, a.m)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the request in flight at the stop got no answer")
+	}
+	if c := <-code; c != 0 {
+		t.Fatalf("idemkit dev exited %d after the stop", c)
+	}
+}

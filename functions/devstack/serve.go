@@ -48,9 +48,17 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	// of a request, the Layer-1 completion included, ends by the request's
 	// deadline less the Guard's margin (idem.Config.StoreTimeout), so even a
 	// stalled store's 503 is written long before the connection is cut.
+	//
+	// Requests run under their own context, not ctx: a stop (Ctrl-C,
+	// SIGTERM) gives the requests in flight the shutdown's grace to finish
+	// with their own answers (a cancelled one would be answered as if its
+	// client had hung up, and leave its key claimed), and only then
+	// cancels what is left.
+	reqCtx, reqCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer reqCancel()
 	srv := &http.Server{Handler: st.gateway(o.RequestTimeout),
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.RequestTimeout + 30*time.Second,
-		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return runCtx }}
+		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return reqCtx }}
 	// Each request gets its own header block as received (devraw.go).
 	rawconn.Configure(srv)
 	serveErr := make(chan error, 1)
@@ -72,13 +80,23 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 		result = err
 	}
 	logger.Info("dev: shutting down")
-	shCtx, shCancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_ = srv.Shutdown(shCtx)
+	shCtx, shCancel := context.WithTimeout(context.Background(), shutdownGrace)
+	if srv.Shutdown(shCtx) != nil {
+		// The grace is over: the requests still running are cut.
+		reqCancel()
+		_ = srv.Close()
+	}
 	shCancel()
+	reqCancel()
 	cancel()
 	wg.Wait()
 	return result
 }
+
+// shutdownGrace is how long a stop waits for the requests in flight to
+// finish with their own answers before it cuts them (a conformance-delay
+// request holds its answer up to 10 s).
+const shutdownGrace = 10 * time.Second
 
 // gateway is the stack's HTTP front, each request's deadline timeout: the
 // authorizer (its decisions kept for Options.AuthorizerTTL), the api, the
