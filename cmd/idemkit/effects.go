@@ -153,7 +153,16 @@ examples:
 		return printJSON(stdout, stderr, viewsJSON(vs))
 	}
 	if len(vs) == 0 {
-		fmt.Fprintf(stdout, "no effects in %s\n", *sf.where)
+		// What it looked for, and where: "no effects" alone would be
+		// false of a table (or run) whose effects are in other states.
+		what := "effects"
+		if *state != "" {
+			what = *state + " effects"
+		}
+		if *run != "" {
+			what += " of run " + *run
+		}
+		fmt.Fprintf(stdout, "no %s in %s\n", what, *sf.where)
 		return 0
 	}
 	if *limit > 0 && len(vs) >= *limit {

@@ -52,10 +52,14 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		if code != 0 || !strings.Contains(out, id.EffectID) || !strings.Contains(out, "escaped") || !strings.Contains(out, "1 of 50") {
 			t.Fatalf("list: %d %q %q", code, out, errb)
 		}
-		// Nothing found says where it looked: the wrong table or region
-		// is the usual cause.
-		if code, out, _ := cli("effects", "list", "--state", "completed", "--run", run); code != 0 || !strings.Contains(out, "no effects in table "+table+" in ") {
+		// Nothing found says where it looked (the wrong table or region
+		// is the usual cause) and what it looked for: the run has an
+		// effect, just no completed one, so "no effects" would be false.
+		if code, out, _ := cli("effects", "list", "--state", "completed", "--run", run); code != 0 || !strings.Contains(out, "no completed effects of run "+run+" in table "+table+" in ") {
 			t.Fatalf("empty list: %d %q", code, out)
+		}
+		if code, out, _ := cli("effects", "list", "--state", "failed"); code != 0 || !strings.Contains(out, "no failed effects in table "+table+" in ") {
+			t.Fatalf("empty list by state: %d %q", code, out)
 		}
 		if code, _, errb := cli("effects", "show", "acme/unknown-effect-0123456789"); code != 1 || !strings.Contains(errb, "in table "+table+" in ") {
 			t.Fatalf("unknown effect: %d %q", code, errb)
