@@ -55,7 +55,8 @@ const devAbout = `Runs the whole stack on this machine: a DynamoDB engine (--emu
 API on --addr through the same authorizer and api handler code that Lambda
 runs, and the executor and auditor driven by polling the tables' streams.
 Ready when GET /.well-known/openwop answers 200. SIGINT or SIGTERM stops it
-and everything it started.
+and everything it started, also while it starts (exit 0); the requests in
+flight get up to 10 s to finish with their own answers.
 
 It reads the configuration variables the functions read
 (docs/CONFIGURATION.md; IDEMPOTENCY_REQUIRED, IDEMPOTENCY_POLICY,
