@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Every command follows one rule (stated in `idemkit -h`, exitRule, and in
@@ -71,12 +72,49 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		return nil, 0, true
 	case err != nil:
 		fs.SetOutput(stderr)
-		_, _ = buf.WriteTo(stderr)
+		line := strings.TrimSuffix(buf.String(), "\n")
+		if want := acceptedValue(fs, err); want != "" {
+			line += "; " + want
+		}
+		fmt.Fprintln(stderr, line)
 		usageHint(fs, stderr)
 		return nil, 2, true
 	}
 	fs.SetOutput(stderr)
 	return pos, 0, false
+}
+
+// acceptedValue says what a flag accepts when err is the flag package's
+// refusal of a value its type cannot take ("invalid value "1" for flag
+// -authorizer-ttl: parse error"), which names the flag but not the form;
+// "" for any other error.
+func acceptedValue(fs *flag.FlagSet, err error) string {
+	const prefix = " for flag -"
+	msg := err.Error()
+	i := strings.Index(msg, prefix)
+	if !strings.HasPrefix(msg, "invalid value ") || i < 0 {
+		return ""
+	}
+	name, _, _ := strings.Cut(msg[i+len(prefix):], ":")
+	f := fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "want a duration with its unit, such as 30s, 5m or 1h30m"
+	case int, int64, uint, uint64:
+		return "want a whole number"
+	case float64:
+		return "want a number"
+	case bool:
+		return "want true or false"
+	}
+	return ""
 }
 
 // usageError ends a command on a usage error found after its flags were

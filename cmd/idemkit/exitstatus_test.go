@@ -129,3 +129,25 @@ func TestExitStatusRuleIsStated(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagValueErrorsSayWhatIsAccepted: a value the flag's type cannot
+// take (a duration without its unit, a word for a number) is a usage error
+// whose one line says what the flag accepts, not only "parse error".
+func TestFlagValueErrorsSayWhatIsAccepted(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "--authorizer-ttl", "1"}, "want a duration with its unit"},
+		{[]string{"dev", "--request-timeout", "soon"}, "want a duration with its unit"},
+		{[]string{"effects", "list", "--limit", "many"}, "want a whole number"},
+		{[]string{"effects", "list", "--limit", "99999999999999999999"}, "want a whole number"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], c.want) || !strings.Contains(lines[0], c.args[len(c.args)-2][1:]) {
+			t.Errorf("idemkit %q: exit %d stderr %q; want exit 2 and one line naming the flag and saying %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
