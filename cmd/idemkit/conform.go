@@ -141,6 +141,13 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
 		return 1
 	}
+	if errors.Is(err, conform.ErrInterrupted) {
+		// Stopped by the user: the scenarios that ran are reported; the one
+		// cut short and the rest are neither passed nor failed.
+		conform.Write(stdout, results)
+		fmt.Fprintf(stderr, "idemkit conform: %v\n", err)
+		return 1
+	}
 	if err != nil {
 		if !errors.Is(err, conform.ErrConfig) {
 			// Not the flags' fault: a failure at run time.

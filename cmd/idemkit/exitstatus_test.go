@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,5 +151,32 @@ func TestFlagValueErrorsSayWhatIsAccepted(t *testing.T) {
 		if code != 2 || len(lines) != 2 || !strings.Contains(lines[0], c.want) || !strings.Contains(lines[0], c.args[len(c.args)-2][1:]) {
 			t.Errorf("idemkit %q: exit %d stderr %q; want exit 2 and one line naming the flag and saying %q", c.args, code, errb.String(), c.want)
 		}
+	}
+}
+
+// TestConformInterruptedSaysSo: Ctrl-C during `idemkit conform` fails no
+// scenario: exit 1 (the check did not finish), the scenarios that ran
+// listed, and one line saying how many did not run.
+func TestConformInterruptedSaysSo(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/.well-known/openwop") {
+			_, _ = w.Write([]byte(`{}`))
+			return
+		}
+		cancel() // Ctrl-C while the first scenario waits for its answer
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	defer srv.Close()
+	defer close(done)
+	var out, errb bytes.Buffer
+	code := run(ctx, []string{"conform", "--api-key", "a", "--api-key", "b", srv.URL}, &out, &errb)
+	if code != 1 || strings.Contains(out.String(), "FAIL") || !strings.Contains(errb.String(), "interrupted: 7 of 7 scenarios not run") {
+		t.Fatalf("exit %d stdout %q stderr %q; want exit 1, no FAIL, and the scenarios not run counted", code, out.String(), errb.String())
 	}
 }

@@ -84,13 +84,24 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	e := &env{cfg: rc, rules: rulesFor(rc.Profile)}
 	var out []Result
-	for _, s := range ScenariosFor(rc.Profile) {
+	scenarios := ScenariosFor(rc.Profile)
+	for i, s := range scenarios {
 		r := s.run(ctx, e)
+		if ctx.Err() != nil {
+			// Cut by the caller: the scenario's verdict says nothing of
+			// the API, which never got to answer it, nor do the ones after.
+			return out, fmt.Errorf("%w: %d of %d scenarios not run", ErrInterrupted, len(scenarios)-i, len(scenarios))
+		}
 		r.Scenario = s.Name
 		out = append(out, r)
 	}
 	return out, nil
 }
+
+// ErrInterrupted is matched by Run's error when its context ended before
+// every scenario had run (the user stopped it): the results returned are
+// the scenarios that ran to the end; the one cut short is not among them.
+var ErrInterrupted = errors.New("interrupted")
 
 // Write prints one line per result, "STATUS scenario: detail" (line breaks
 // in a detail are folded into spaces), then the closing line

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -477,5 +478,38 @@ func TestLateDuplicatesAreTriedAgain(t *testing.T) {
 				t.Fatalf("no %s result", tc.scenario)
 			}
 		})
+	}
+}
+
+// TestInterruptedRunFailsNoScenario: a run cut short by its caller (Ctrl-C)
+// is ErrInterrupted saying how many scenarios did not run; the scenario it
+// cut and those after it are not reported as failures of the API, which
+// never got to answer them.
+func TestInterruptedRunFailsNoScenario(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/.well-known/openwop") {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{}`))
+			return
+		}
+		cancel() // the user presses Ctrl-C while the first scenario waits
+		select { // a scenario's raw request may leave its connection open
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	defer srv.Close()
+	defer close(done)
+	rs, err := Run(ctx, Config{BaseURL: srv.URL, APIKeys: []string{"a", "b"}, Timeout: 5 * time.Second, Stagger: time.Millisecond})
+	n := len(ScenariosFor(ProfileOpenWOP))
+	if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), fmt.Sprintf("%d of %d scenarios not run", n, n)) {
+		t.Fatalf("err %v; want ErrInterrupted saying %d of %d scenarios not run", err, n, n)
+	}
+	if f := failed(rs); len(f) != 0 {
+		t.Fatalf("scenarios failed by the interrupt: %v\n%s", f, dump(rs))
 	}
 }
