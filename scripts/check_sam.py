@@ -12,9 +12,12 @@
 3. The five functions are provided.al2023 / arm64 with BuildMethod go1.x,
    the stream mappings bisect on error with a bounded retry count and an
    on-failure destination.
-4. The retention sweeper (SweeperFunction) exists exactly when the effects
-   table is MRSC (Condition StrongEffects), runs on a schedule, and its role
-   may only Scan and DeleteItem (no other DynamoDB action).
+4. The retention sweeper (SweeperFunction) exists exactly when a table has
+   no TTL (Condition Swept: the effects table is MRSC, StrongEffects, or the
+   stack is a fenced-effects home stack, whose IdempotencyTable has no TTL),
+   runs on a schedule, and its role may only Scan and DeleteItem (no other
+   DynamoDB action); which tables, per configuration, is checked by
+   internal/regionsim's TestTemplateSweeperPerPosture.
 5. Operations: every table is kept on stack delete and replacement (Retain)
    and protected from deletion by hand (DeletionProtectionEnabled);
    every function logs JSON into its own declared log group (retention
@@ -98,8 +101,8 @@ def check(path):
         if p.get("Runtime") != "provided.al2023" or p.get("Architectures") != ["arm64"] or md.get("BuildMethod") != "go1.x":
             problems.append(f"{name}: want provided.al2023, arm64, BuildMethod go1.x")
     sweeper = tmpl["Resources"].get("SweeperFunction", {})
-    if sweeper.get("Condition") != "StrongEffects" or tmpl["Resources"].get("SweeperRole", {}).get("Condition") != "StrongEffects":
-        problems.append("SweeperFunction/SweeperRole: want Condition StrongEffects (only MRSC effects tables lack TTL)")
+    if any(tmpl["Resources"].get(lid, {}).get("Condition") != "Swept" for lid in ("SweeperFunction", "SweeperRole", "SweeperLogGroup")):
+        problems.append("SweeperFunction/SweeperRole/SweeperLogGroup: want Condition Swept (a table without TTL: MRSC effects, or fenced-effects Layer 1)")
     if [e.get("Type") for e in sweeper.get("Properties", {}).get("Events", {}).values()] != ["Schedule"]:
         problems.append("SweeperFunction: want exactly one Schedule event")
     # What `sam package` does before the transform: local code -> S3 URIs.

@@ -1,7 +1,8 @@
 // Command sweeper is the scheduled retention-sweeper Lambda function
 // (bootstrap for provided.al2023): wiring only; the handler is
-// functions/sweeper/sweepfn. template.yaml deploys it only when the effects
-// table is MRSC (EffectsConsistency=STRONG: no TTL there).
+// functions/sweeper/sweepfn. template.yaml deploys it only where a table has
+// no TTL: the effects table when MRSC (EffectsConsistency=STRONG), the
+// idempotency table in a fenced-effects home stack.
 package main
 
 import (

@@ -1,10 +1,12 @@
 package regionsim_test
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,4 +317,214 @@ func TestReplicaRegionsTakesAtMostTwo(t *testing.T) {
 			t.Errorf("%s: %d replicas listed, want 3 (this region and at most two ReplicaRegions)", id, n)
 		}
 	}
+}
+
+// The retention sweeper per posture: IdempotencyTable has TTL except under
+// fenced-effects (a TTL delete in another replica replicates onto the home
+// region's record: TestLayer1HomePinnedTTLDeleteFromAReplica), and the
+// sweeper function is deployed exactly where a table it can sweep has no
+// TTL, sweeping (its environment) and granted dynamodb:Scan and
+// dynamodb:DeleteItem on (its role) exactly those tables: EffectsTable when
+// it is MRSC (EffectsConsistency STRONG), IdempotencyTable in a
+// fenced-effects home stack whose Layer-1 retention is finite (under a
+// retention of forever nothing may delete a record, and the sweeper would
+// refuse the table). The template is evaluated with each configuration's
+// parameters, as CloudFormation would.
+func TestTemplateSweeperPerPosture(t *testing.T) {
+	const (
+		eff  = "EffectsTable"
+		idem = "IdempotencyTable"
+	)
+	replica := map[string]string{"HomeRegion": "eu-west-1", "ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC",
+		"ExistingEffectsTable": "idemkit-EffectsTable-DEF", "ExistingRunsTable": "idemkit-RunsTable-JKL", "ExistingFenceTable": "idemkit-FenceTable-GHI",
+		"ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000", "ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}
+	with := func(base map[string]string, kv ...string) map[string]string {
+		m := maps.Clone(base)
+		if m == nil {
+			m = map[string]string{}
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	cases := []struct {
+		name      string
+		overrides map[string]string
+		idemTTL   bool     // IdempotencyTable (home stacks only) has TTL
+		swept     []string // the tables the sweeper sweeps; none: not deployed
+	}{
+		{"single-region", nil, true, nil},
+		{"single-region-strong", with(nil, "EffectsConsistency", "STRONG"), true, []string{eff}},
+		{"home-reconciled", with(nil, "CrossRegion", "reconciled-records", "ReplicaRegions", "eu-west-1"), true, nil},
+		{"replica-reconciled", with(replica, "CrossRegion", "reconciled-records", "ExistingRunsTable", ""), false, nil},
+		{"home-fenced", with(nil, "CrossRegion", "fenced-effects", "ReplicaRegions", "eu-west-1"), false, []string{idem}},
+		{"home-fenced-erp-720h", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "erp", "RetentionHours", "720"), false, []string{idem}},
+		{"home-fenced-commerce-48h", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "commerce", "RetentionHours", "48"), false, []string{idem}},
+		{"home-fenced-commerce-forever", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "commerce"), false, nil},
+		{"home-fenced-forever", with(nil, "CrossRegion", "fenced-effects", "RetentionHours", "forever"), false, nil},
+		{"home-fenced-0", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "erp", "RetentionHours", "0"), false, nil},
+		{"home-fenced-strong", with(nil, "CrossRegion", "fenced-effects", "ReplicaRegions", "us-east-2,us-west-2", "EffectsConsistency", "STRONG"), false, []string{eff, idem}},
+		{"replica-fenced", with(replica, "CrossRegion", "fenced-effects"), false, nil},
+		{"replica-fenced-strong", with(replica, "CrossRegion", "fenced-effects", "EffectsConsistency", "STRONG"), false, []string{eff}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := variant(t, c.overrides)
+			conds, err := tables.Conditions(body, "us-east-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defs, err := tables.DefsInRegion(body, "us-east-1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := defs[idem]; d.Enabled && (d.TTLAttribute != "") != c.idemTTL {
+				t.Errorf("IdempotencyTable TTL attribute %q, want TTL %v", d.TTLAttribute, c.idemTTL)
+			}
+			var doc yaml.Node
+			if err := yaml.Unmarshal(body, &doc); err != nil {
+				t.Fatal(err)
+			}
+			resources := mapGet(doc.Content[0], "Resources")
+			deployed := func(id string) bool {
+				r := mapGet(resources, id)
+				if r == nil {
+					t.Fatalf("template.yaml has no %s", id)
+				}
+				cn := mapGet(r, "Condition")
+				return cn == nil || conds[cn.Value]
+			}
+			want := len(c.swept) > 0
+			for _, id := range []string{"SweeperFunction", "SweeperRole", "SweeperLogGroup", "SweeperErrorsAlarm"} {
+				if deployed(id) != want {
+					t.Errorf("%s deployed %v, want %v", id, deployed(id), want)
+				}
+			}
+			for id, tb := range map[string]string{"SweeperIncompleteAlarm": eff, "SweeperIdempotencyIncompleteAlarm": idem} {
+				if got := deployed(id); got != slices.Contains(c.swept, tb) {
+					t.Errorf("%s deployed %v, want it exactly when %s is swept", id, got, tb)
+				}
+			}
+			if !want {
+				return
+			}
+			// The tables the function sweeps: its *_TABLE variables.
+			vars := evalIf(t, conds, mapGet(mapGet(mapGet(mapGet(resources, "SweeperFunction"), "Properties"), "Environment"), "Variables"))
+			var env []string
+			for k, tb := range map[string]string{"EFFECTS_TABLE": eff, "IDEMPOTENCY_TABLE": idem, "FENCE_TABLE": "FenceTable"} {
+				if mapGet(vars, k) != nil {
+					env = append(env, tb)
+				}
+			}
+			slices.Sort(env)
+			if !slices.Equal(env, c.swept) {
+				t.Errorf("the sweeper's environment names %v, want %v", env, c.swept)
+			}
+			if slices.Contains(c.swept, idem) {
+				for _, k := range []string{"IDEMPOTENCY_POLICY", "IDEMPOTENCY_RETENTION_HOURS"} {
+					if mapGet(vars, k) == nil {
+						t.Errorf("the sweeper sweeps IdempotencyTable without %s (its refusal of a retention of forever needs it)", k)
+					}
+				}
+			}
+			// The tables its role may touch, and how.
+			role := evalIf(t, conds, mapGet(resources, "SweeperRole"))
+			granted := map[string][]string{}
+			var walk func(n *yaml.Node)
+			walk = func(n *yaml.Node) {
+				if act, rsc := mapGet(n, "Action"), mapGet(n, "Resource"); act != nil && rsc != nil {
+					var acts []string
+					for _, a := range act.Content {
+						if strings.HasPrefix(a.Value, "dynamodb:") {
+							acts = append(acts, a.Value)
+						}
+					}
+					if len(acts) > 0 {
+						tb := tableOf(t, rsc)
+						granted[tb] = append(granted[tb], acts...)
+					}
+				}
+				for _, ch := range n.Content {
+					walk(ch)
+				}
+			}
+			walk(role)
+			if got := slices.Sorted(maps.Keys(granted)); !slices.Equal(got, c.swept) {
+				t.Errorf("SweeperRole grants DynamoDB actions on %v, want %v", got, c.swept)
+			}
+			for tb, acts := range granted {
+				slices.Sort(acts)
+				if !slices.Equal(acts, []string{"dynamodb:DeleteItem", "dynamodb:Scan"}) {
+					t.Errorf("SweeperRole grants %v on %s, want Scan and DeleteItem only", acts, tb)
+				}
+			}
+		})
+	}
+}
+
+// mapGet is the value of key in mapping n, nil when absent.
+func mapGet(n *yaml.Node, key string) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// evalIf returns a copy of n with every !If resolved by conds and every
+// value that resolves to !Ref AWS::NoValue dropped (nil when n itself is).
+func evalIf(t *testing.T, conds map[string]bool, n *yaml.Node) *yaml.Node {
+	t.Helper()
+	if n == nil || (n.Tag == "!Ref" && n.Value == "AWS::NoValue") {
+		return nil
+	}
+	if n.Tag == "!If" {
+		if len(n.Content) != 3 {
+			t.Fatalf("malformed !If at line %d", n.Line)
+		}
+		v, ok := conds[n.Content[0].Value]
+		if !ok {
+			t.Fatalf("!If on unknown condition %q", n.Content[0].Value)
+		}
+		if v {
+			return evalIf(t, conds, n.Content[1])
+		}
+		return evalIf(t, conds, n.Content[2])
+	}
+	out := *n
+	out.Content = nil
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if v := evalIf(t, conds, n.Content[i+1]); v != nil {
+				out.Content = append(out.Content, n.Content[i], v)
+			}
+		}
+	default:
+		for _, c := range n.Content {
+			if v := evalIf(t, conds, c); v != nil {
+				out.Content = append(out.Content, v)
+			}
+		}
+	}
+	return &out
+}
+
+// tableOf is the logical table a resolved IAM Resource names: !GetAtt
+// X.Arn, or an ARN built from ExistingX (a replica stack's name of the
+// home stack's X).
+func tableOf(t *testing.T, rsc *yaml.Node) string {
+	t.Helper()
+	switch {
+	case rsc.Tag == "!GetAtt" && strings.HasSuffix(rsc.Value, ".Arn"):
+		return strings.TrimSuffix(rsc.Value, ".Arn")
+	case rsc.Tag == "!Sub":
+		if m := regexp.MustCompile(`:table/\$\{Existing(\w+)\}$`).FindStringSubmatch(rsc.Value); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatalf("IAM resource %s %q: not one table", rsc.Tag, rsc.Value)
+	return ""
 }

@@ -2,7 +2,9 @@
 //
 // MRSC global tables (multi-region strong consistency: the effects table
 // under the template's EffectsConsistency=STRONG) support neither TTL nor
-// transactions. Every idemkit table item that has a retention end carries it
+// transactions, and the idempotency table of a fenced-effects deployment
+// has no TTL (its deletes would be made in every replica, not decided in
+// the home region). Every idemkit table item that has a retention end carries it
 // as the TTL attribute expiresAt (Unix seconds): the effects, fence and
 // idempotency tables. A Sweeper deletes the items whose expiresAt has
 // passed, which is what TTL does elsewhere; functions/sweeper runs it on a

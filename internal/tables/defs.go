@@ -359,3 +359,37 @@ func throughput(v any) *types.ProvisionedThroughput {
 		WriteCapacityUnits: aws.Int64(num("WriteCapacityUnits")),
 	}
 }
+
+// Conditions evaluates the conditions of the template's Conditions section
+// with parameter defaults and AWS::Region resolved to region: what a stack of
+// that configuration deploys (tests check the resources a condition guards).
+// A condition that needs an intrinsic the resolver cannot evaluate locally
+// (Fn::Split, say) is left out of the map.
+func Conditions(template []byte, region string) (map[string]bool, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(template, &doc); err != nil {
+		return nil, fmt.Errorf("tables: parse template: %w", err)
+	}
+	v, err := toValue(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("tables: parse template: %w", err)
+	}
+	root, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("tables: template is not a mapping")
+	}
+	r := newResolver(root, region)
+	out := make(map[string]bool, len(r.conditions))
+	for name := range r.conditions {
+		ok, err := r.Condition(name)
+		var u unresolved
+		switch {
+		case errors.As(err, &u):
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out[name] = ok
+	}
+	return out, nil
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -257,7 +258,7 @@ func TestRoleGrantsParse(t *testing.T) {
 		"AuthorizerRole": {"ApiKeysTable"},
 		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable"},
 		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable"},
-		"SweeperRole":    {"EffectsTable"},
+		"SweeperRole":    {"EffectsTable", "IdempotencyTable"},
 	}
 	for role, tables := range want {
 		g := roleGrants(t, role)
@@ -297,9 +298,11 @@ func TestRoleGrantsParse(t *testing.T) {
 }
 
 // The sweeper function, wired from the environment the template gives it
-// (EFFECTS_TABLE only), calls nothing its role does not grant on that very
-// table, and its role grants nothing but dynamodb:Scan and
-// dynamodb:DeleteItem, on the effects table only.
+// (EFFECTS_TABLE under EffectsConsistency STRONG, IDEMPOTENCY_TABLE in a
+// fenced-effects home stack), calls nothing its role does not grant on those
+// very tables, and its role grants nothing but dynamodb:Scan and
+// dynamodb:DeleteItem, on those two tables only (which one in which
+// configuration: internal/regionsim's TestTemplateSweeperPerPosture).
 func TestSweeperLeastPrivilege(t *testing.T) {
 	for k := range roleGrants(t, "SweeperRole") {
 		if a, _, _ := strings.Cut(k, " "); a != "dynamodb:Scan" && a != "dynamodb:DeleteItem" {
@@ -317,14 +320,25 @@ func TestSweeperLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	use := newTableUse(map[string]string{"EffectsTable": table})
-	h, err := sweepfn.NewFromEnv(settings.Env{EffectsTable: table}, e.Client(use.Middleware()), nil, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	idemTable := e.CreateTable(t, "IdempotencyTable")
+	for i := range 4 {
+		exp := time.Now().Add(time.Duration(i%2*2-1) * time.Hour) // half expired
+		if _, err := c.PutItem(context.Background(), &dynamodb.PutItemInput{TableName: aws.String(idemTable), Item: map[string]types.AttributeValue{
+			"pk":        &types.AttributeValueMemberS{Value: "i" + strconv.Itoa(i)},
+			"expiresAt": &types.AttributeValueMemberN{Value: strconv.FormatInt(exp.Unix(), 10)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	use := newTableUse(map[string]string{"EffectsTable": table, "IdempotencyTable": idemTable})
+	h, err := sweepfn.NewFromEnv(settings.Env{EffectsTable: table, Idem: idemenv.Env{Table: idemTable}}, e.Client(use.Middleware()), nil, slog.New(slog.NewJSONHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rep, err := h.Sweep(context.Background())
-	if err != nil || rep.Tables[0].Deleted != 5 {
+	if err != nil || rep.Tables[0].Deleted != 5 || rep.Tables[1].Deleted != 2 {
 		t.Fatalf("%+v %v", rep, err)
 	}
-	checkGranted(t, "SweeperRole", use, "EffectsTable")
+	checkGranted(t, "SweeperRole", use, "EffectsTable", "IdempotencyTable")
+	checkAllUsed(t, "SweeperRole", use, "EffectsTable")
+	checkAllUsed(t, "SweeperRole", use, "IdempotencyTable")
 }

@@ -23,12 +23,15 @@ import (
 //   - IDEMPOTENCY_TABLE (key pk), when set, through kit.HomeClient (the
 //     IDEMPOTENCY_TABLE_REGION home region when set, fenced-effects only).
 //
-// At least one of them must be set. Set only the tables that have no TTL:
-// the template's sweeper (EffectsConsistency=STRONG) sets EFFECTS_TABLE
-// only, since FenceTable and IdempotencyTable keep their TTL there; the
-// other two are for deployments that put them on an MRSC table too (the
-// function's role then needs dynamodb:Scan and dynamodb:DeleteItem on
-// them). IDEMPOTENCY_TABLE under a policy whose retention is Forever
+// At least one of them must be set, and a table not set is not swept. Set
+// only the tables that have no TTL: the template's sweeper sets
+// EFFECTS_TABLE under EffectsConsistency=STRONG (an MRSC effects table) and
+// IDEMPOTENCY_TABLE in a fenced-effects home stack (IdempotencyTable has no
+// TTL there: a TTL delete in another replica would replicate onto the home
+// region's record), each only then, and grants dynamodb:Scan and
+// dynamodb:DeleteItem on exactly those tables; FENCE_TABLE is for
+// deployments that put the fence table on an MRSC table too (the role then
+// needs the same two actions on it). IDEMPOTENCY_TABLE under a policy whose retention is Forever
 // (IDEMPOTENCY_POLICY=commerce without IDEMPOTENCY_RETENTION_HOURS, or
 // IDEMPOTENCY_RETENTION_HOURS=forever) is refused: nothing may delete such a
 // record. Margin, Now: defaults. metrics and logger are used as given. An

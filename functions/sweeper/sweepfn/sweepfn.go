@@ -2,9 +2,13 @@
 // enforces retention on the tables that have no TTL. An MRSC global table
 // (the effects table under the template's EffectsConsistency=STRONG)
 // supports neither TTL nor transactions; the kit uses no transaction on the
-// hot path, and this handler deletes the expired items TTL would have
-// deleted (internal/sweeper: one conditional DeleteItem per item whose
-// expiresAt is at or before the run's start, so a renewed item survives).
+// hot path. The idempotency table of a fenced-effects deployment has no TTL
+// either: TTL would delete in every replica, and a replica's delete
+// replicates onto the home region's record of a reused key, so only the
+// home stack's sweeper deletes there. This handler deletes the expired
+// items TTL would have deleted (internal/sweeper: one conditional
+// DeleteItem per item whose expiresAt is at or before the run's start, so a
+// renewed or re-claimed item survives).
 //
 // Each run sweeps its tables concurrently, each from the start of the
 // table, and stops before the Lambda deadline (the context's deadline minus

@@ -329,3 +329,42 @@ func TestNewFromEnvRefusesForeverRetention(t *testing.T) {
 		t.Fatalf("commerce with 48 h: %+v %v", h, err)
 	}
 }
+
+// Wired from the environment the template gives the sweeper of a
+// fenced-effects home stack without EffectsConsistency STRONG
+// (IDEMPOTENCY_TABLE with the api function's policy and retention, no
+// EFFECTS_TABLE), a run sweeps the idempotency table only: the expired
+// items of the effects and fence tables stay (TTL deletes those there),
+// and metrics and logs name the idempotency table alone.
+func TestSweepsOnlyTheConfiguredTables(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := e.Client()
+		tb := newTables(t, e)
+		now := time.Now()
+		ne, nf := seed(t, c, tb.effects, "EffectsTable", 12, now), seed(t, c, tb.fence, "FenceTable", 9, now)
+		ni := seed(t, c, tb.idem, "IdempotencyTable", 15, now)
+		env, err := settings.LoadEnv(settings.Values(map[string]string{idemenv.Table: tb.idem, idemenv.Policy: "openwop", idemenv.RetentionHours: ""}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out, logs syncBuf
+		h, err := sweepfn.NewFromEnv(env, c, emf.New(&out, "idemkit"), slog.New(slog.NewJSONHandler(&logs, nil)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := h.Handle(context.Background(), events.CloudWatchEvent{})
+		if err != nil || len(rep.Tables) != 1 || rep.Tables[0].Table != sweepfn.TableIdempotency || rep.Tables[0].Deleted != ni || !rep.Tables[0].Complete {
+			t.Fatalf("%+v %v, want the idempotency table alone, %d deleted", rep, err, ni)
+		}
+		if count(t, c, tb.idem) != 15-ni || count(t, c, tb.effects) != 12 || count(t, c, tb.fence) != 9 || ne == 0 || nf == 0 {
+			t.Fatal("a table not configured was swept, or the idempotency table was not")
+		}
+		m := metrics(t, out.String())
+		if len(m) != 2 || m[sweepfn.MetricDeleted+" idempotency"] != float64(ni) || m[sweepfn.MetricIncomplete+" idempotency"] != 0 {
+			t.Fatalf("metrics %v", m)
+		}
+		if strings.Count(logs.String(), `"table":"idempotency"`) != 1 || strings.Contains(logs.String(), `"table":"effects"`) || strings.Contains(logs.String(), "secret-key") {
+			t.Fatalf("logs:\n%s", logs.String())
+		}
+	})
+}
