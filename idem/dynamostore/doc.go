@@ -5,7 +5,10 @@
 // # Table
 //
 // The table is template.yaml's IdempotencyTable: partition key pk (S), TTL
-// attribute expiresAt. One item per record; pk is keyspace.ID's hash, the
+// attribute expiresAt (none in a multi-region deployment whose records are
+// decided in one home region: there a sweeper in that region deletes the
+// expired items, conditionally, since TTL deletes in every replica and
+// those deletes replicate). One item per record; pk is keyspace.ID's hash, the
 // raw Idempotency-Key is never stored. Times are Unix milliseconds;
 // expiresAtMs is the exact retention end and expiresAt (epoch seconds,
 // rounded up) is set whenever retention is finite and removed when it is not.
