@@ -31,6 +31,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/fence"
@@ -416,4 +417,61 @@ func encode(t *testing.T, r *ledger.Record) map[string]types.AttributeValue {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestNoEffectIDInExecutorLogs drives the executor into the ledger's
+// answers that name the effect (an effect in flight elsewhere, through the
+// stream record and through the schedule's pass over parked runs): the
+// provider idempotency key is a public derivation of the effect id
+// (identity.ProviderKey), so the logs carry neither, only their keyed hashes.
+func TestNoEffectIDInExecutorLogs(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t)
+	recv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(recv.Close)
+	created := w.call(t, "POST", "/runs", marker+"-effect-key-0123456789ab", `{"workflowId":"webhook","inputs":{"url":"`+recv.URL+`","payload":1}}`)
+	run, err := w.runs.Get(ctx, runID(t, created))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident, err := webhook.WebhookIdentity(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Another execution holds the effect's claim while the executor runs.
+	started, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		_, err := w.ledger.Do(ctx, ledger.Effect{Identity: ident, RunID: run.ID, NodeID: webhook.NodeDeliver},
+			func(context.Context, ledger.Call) ([]byte, error) {
+				close(started)
+				<-release
+				return []byte(`{"status":200}`), nil
+			})
+		done <- err
+	}()
+	<-started
+	rec := stream.StreamRecord{EventID: "e1", EventName: "INSERT", NewImage: map[string]types.AttributeValue{
+		"pk": s(run.ID), "tenant": s(run.Tenant), "workflowId": s(run.WorkflowID), "status": s(string(run.Status)), "inputs": s(string(run.Inputs)),
+		"activityIdentityRecipe": s(run.ActivityIdentityRecipe), "semanticRequestRecipe": s(run.SemanticRequestRecipe)}}
+	if retry := w.exec.HandleRecords(ctx, []stream.StreamRecord{rec}); len(retry) != 1 {
+		t.Fatalf("an effect in flight elsewhere: retry %v, want the record retried", retry)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	logs := w.logs.String()
+	if !strings.Contains(logs, "run will be retried") {
+		t.Fatalf("the in-flight path was not logged: the test proves nothing\n%s", logs)
+	}
+	for what, v := range map[string]string{"effect id": ident.EffectID, "effect id's opaque part": ident.EffectID[len(run.Tenant)+1:], "provider key": ident.ProviderKey} {
+		if i := strings.Index(logs, v); i >= 0 {
+			t.Errorf("the logs carry the %s: ...%s...", what, logs[max(0, i-200):min(len(logs), i+100)])
+		}
+	}
+	if !strings.Contains(logs, keyhash.Log(ident.EffectID)) {
+		t.Errorf("the logs do not name the effect by its keyed hash %s:\n%s", keyhash.Log(ident.EffectID), logs)
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/idemkit/idemkit/ledger/identity"
 )
 
 // TestSecretHashesAlikeInEveryProcess: two processes given the same secret
@@ -68,5 +70,33 @@ func TestFirstLogsFromManyGoroutinesAgree(t *testing.T) {
 	}
 	if Log("another-key") == got[0] {
 		t.Fatal("two keys hashed equal")
+	}
+}
+
+// TestRedactEffectsHashesEffectIDsAndProviderKeys pins RedactEffects on the
+// ids the ledger computes: every effect id and provider key in a text is
+// replaced by its Log hash, run ids and other text are kept.
+func TestRedactEffectsHashesEffectIDsAndProviderKeys(t *testing.T) {
+	for _, tenant := range []string{"acme", "anon:x.y_z-1"} {
+		act, err := identity.FromActivity(identity.Activity{Tenant: tenant, RunID: tenant + "/r", NodeID: "n"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bus, err := identity.FromBusiness(identity.Business{Tenant: tenant, Operation: "op", Key: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const runID = "acme/bL357Djghl-66JmH-sUflQ"
+		in := "ledger: effect " + act.EffectID + " in flight; " + bus.EffectID + ": run " + runID + " key " + act.ProviderKey + "\n" + act.EffectID
+		want := "ledger: effect " + Log(act.EffectID) + " in flight; " + Log(bus.EffectID) + ": run " + runID + " key " + Log(act.ProviderKey) + "\n" + Log(act.EffectID)
+		if got := RedactEffects(in); got != want {
+			t.Errorf("RedactEffects(%q)\n = %q\nwant %q", in, got, want)
+		}
+	}
+	for _, keep := range []string{"", "no ids here", "acme/bL357Djghl-66JmH-sUflQ", "/" + strings.Repeat("a", 43), // no tenant
+		"acme/" + strings.Repeat("a", 44), "idemkit-" + strings.Repeat("a", 42), "xidemkit-" + strings.Repeat("a", 43)} {
+		if got := RedactEffects(keep); got != keep {
+			t.Errorf("RedactEffects(%q) = %q, want it unchanged", keep, got)
+		}
 	}
 }

@@ -33,7 +33,7 @@ func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGateway
 	if err == nil || errors.Is(ctx.Err(), context.Canceled) || !storeDown(err) {
 		return resp, err
 	}
-	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", slog.String("error", err.Error()),
+	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", errAttr(err),
 		slog.String("request_id", c.ev.RequestContext.RequestID))
 	e := apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable, "%s", storeUnavailableMessage(r.Idempotent && !h.guard.Disabled && keyed(c.ev)))
 	out := errResp(e)

@@ -56,7 +56,7 @@ func (x *Executor) startHeartbeat(ctx context.Context, run runs.Run) (context.Co
 				cancel()
 				return false
 			case err != nil && hctx.Err() == nil:
-				x.log().WarnContext(ctx, "executor: run claim renewal failed", slog.String("run_id", run.ID), slog.String("error", err.Error()))
+				x.log().WarnContext(ctx, "executor: run claim renewal failed", slog.String("run_id", run.ID), errAttr(err))
 			}
 			return true
 		})
