@@ -97,6 +97,13 @@ func TestVersion(t *testing.T) {
 		!regexp.MustCompile(`^idemkit \S+ commit \S+`).MatchString(out.String()) {
 		t.Fatalf("exit %d: %q %q", code, out.String(), errb.String())
 	}
+	// The flag spelling users try first is the command.
+	for _, flag := range []string{"--version", "-version"} {
+		var fout, ferr bytes.Buffer
+		if code := run(context.Background(), []string{flag}, &fout, &ferr); code != 0 || fout.String() != out.String() || ferr.Len() != 0 {
+			t.Errorf("idemkit %s: exit %d stdout %q stderr %q; want exit 0 and %q", flag, code, fout.String(), ferr.String(), out.String())
+		}
+	}
 	for _, c := range []struct {
 		bi   *debug.BuildInfo
 		want string

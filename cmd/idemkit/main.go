@@ -53,5 +53,8 @@ func main() {
 // exit status (exitRule): 0 success, 1 a failure at run time, 2 a usage
 // error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version") {
+		args = []string{"version"} // the spelling most tools take
+	}
 	return commands.dispatch(ctx, args, stdout, stderr)
 }
