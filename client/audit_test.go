@@ -573,3 +573,38 @@ func TestReplayedFailureIsFinal(t *testing.T) {
 		}
 	}
 }
+
+// cut answers with headers and the start of a body, then drops the
+// connection before the body's declared length arrived.
+func cut(code int, partial string) step {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "200")
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, partial)
+		w.(http.Flusher).Flush()
+		drop(w, r)
+	}
+}
+
+// A 409 whose body is cut before the client could read its error code is
+// an answer that never arrived whole: the client cannot tell an in-flight
+// poll from a mismatch, and a retry under the same key is safe either way
+// (a mismatch answers mismatch again), so it is retried like a transport
+// error, not handed to the caller as final with a body that fails to read.
+func TestCutConflictIsRetried(t *testing.T) {
+	for _, partial := range []string{`{"error":"idempotency_in_flight","mess`, `{"error":"idempotency_in_flight","message":"m"}`} {
+		s := newScripted(t, cut(409, partial), status(201, "OpenWOP-Idempotent-Replay", "true"))
+		var w waits
+		c := mustNew(t, fastConfig(&w))
+		resp, body, err := post(t, c, s.srv.URL, `{"a":1}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 201 || !resp.Replayed || resp.Attempts != 2 || s.count() != 2 || body != `{"status":201}` {
+			t.Fatalf("%q: status %d result %+v (server %d): the cut 409 was final", partial, resp.StatusCode, resp.Result, s.count())
+		}
+		sameKeys(t, s, resp.Key)
+		sameBodies(t, s, `{"a":1}`)
+	}
+}

@@ -22,7 +22,9 @@
 //     and so is a server error whose code OpenWOP's error registry marks
 //     not retriable (credential_unavailable, pack_load_failure,
 //     event_type_unmapped, payload_unprojectable);
-//   - never retries 409 idempotency_key_mismatch or any other 4xx;
+//   - never retries 409 idempotency_key_mismatch or any other 4xx (a 409
+//     whose body breaks off before its error code is read never arrived
+//     whole: it is retried like a transport error);
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
 //     comes first (through Client.Do, for all the hops of a redirect
 //     together), and never waits past the request context's deadline; a

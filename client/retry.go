@@ -37,18 +37,24 @@ var finalServerCodes = map[string]bool{
 
 // classify decides whether resp is final. For a 409 and a 5xx it reads (up
 // to maxPeek bytes of) the body to find the error code, and leaves
-// resp.Body readable from the start.
+// resp.Body readable from the start. A 409 whose body breaks off before
+// its code could be read (the connection dropped) never arrived whole: it
+// is retryable, as a transport error is, since the same key and body
+// answer the same 409 again if it was final.
 func classify(resp *http.Response, inFlightCodes []string) verdict {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
 		return retryable
 	case resp.StatusCode >= 500 && resp.StatusCode <= 599:
-		if finalServerCodes[peekCode(resp)] {
+		if code, whole := peekCode(resp); whole && finalServerCodes[code] {
 			return final
 		}
 		return retryable
 	case resp.StatusCode == http.StatusConflict:
-		code := peekCode(resp)
+		code, whole := peekCode(resp)
+		if !whole {
+			return retryable
+		}
 		for _, c := range inFlightCodes {
 			if code == c {
 				return inFlight
@@ -61,17 +67,19 @@ func classify(resp *http.Response, inFlightCodes []string) verdict {
 }
 
 // peekCode returns the error code of an envelope body ({"error":"code"},
-// {"code":"code"} or {"error":{"code":"code"}}), or "". It restores resp.Body.
-func peekCode(resp *http.Response) string {
+// {"code":"code"} or {"error":{"code":"code"}}), or "". whole is false when
+// reading the body failed (it broke off): the code, if any, is unknown. It
+// restores resp.Body.
+func peekCode(resp *http.Response) (code string, whole bool) {
 	if resp.Body == nil || resp.Body == http.NoBody {
-		return ""
+		return "", true
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
 	resp.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), c: resp.Body}
 	if err != nil {
-		return ""
+		return "", false
 	}
-	return ErrorCode(head)
+	return ErrorCode(head), true
 }
 
 // ErrorCode returns the error code of an error-envelope body: the "error"
