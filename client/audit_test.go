@@ -608,3 +608,27 @@ func TestCutConflictIsRetried(t *testing.T) {
 		sameBodies(t, s, `{"a":1}`)
 	}
 }
+
+// A request whose Method is "" is a GET (net/http's rule for client
+// requests, as a struct literal builds it): it passes through untouched,
+// no key and no retries, like any other GET.
+func TestEmptyMethodIsAGet(t *testing.T) {
+	if Mutating("") {
+		t.Error(`Mutating("") is true; "" means GET`)
+	}
+	s := newScripted(t, status(503), status(200))
+	var w waits
+	c := mustNew(t, fastConfig(&w))
+	req, _ := http.NewRequest(http.MethodGet, s.srv.URL, nil)
+	req.Method = ""
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if resp.StatusCode != 503 || resp.Attempts != 1 || resp.Key != "" || s.n != 1 || s.keys[0] != "" {
+		t.Fatalf("status %d result %+v, server saw %d requests with keys %q: a GET got a key and retries", resp.StatusCode, resp.Result, s.n, s.keys)
+	}
+}

@@ -54,9 +54,10 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Mutating reports whether requests with this method get an idempotency key
 // and retries: every method except GET, HEAD, OPTIONS, TRACE and CONNECT.
+// "" is GET, as for any net/http client request.
 func Mutating(method string) bool {
 	switch strings.ToUpper(method) {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodConnect:
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodConnect:
 		return false
 	}
 	return true
