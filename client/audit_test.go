@@ -632,3 +632,30 @@ func TestEmptyMethodIsAGet(t *testing.T) {
 		t.Fatalf("status %d result %+v, server saw %d requests with keys %q: a GET got a key and retries", resp.StatusCode, resp.Result, s.n, s.keys)
 	}
 }
+
+// A Retry-After of more seconds than a Duration holds is the longest wait
+// there is, not a malformed value: the client does not retry sooner than
+// the server asked (on the 503, the 429 and the in-flight 409 alike); the
+// wait does not fit in the budget, so the answer is returned with its
+// Retry-After after one attempt. (A value past what the client can
+// represent is taken as the greatest it can, as RFC 9111 §1.2.2 says of
+// delta-seconds.)
+func TestHugeRetryAfterIsHonoured(t *testing.T) {
+	const huge = "99999999999999999999" // more than 2^63-1 seconds
+	for _, first := range []step{
+		status(503, "Retry-After", huge),
+		envelope(429, "rate_limited", "Retry-After", huge),
+		envelope(409, "idempotency_in_flight", "Retry-After", huge),
+	} {
+		s := newScripted(t, first, status(201))
+		var w waits
+		c := mustNew(t, fastConfig(&w))
+		resp, _, err := post(t, c, s.srv.URL, `{}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == 201 || resp.Attempts != 1 || s.count() != 1 || len(w.all()) != 0 || resp.Header.Get("Retry-After") != huge {
+			t.Fatalf("status %d result %+v (server %d, waits %v): retried sooner than Retry-After %s", resp.StatusCode, resp.Result, s.count(), w.all(), huge)
+		}
+	}
+}

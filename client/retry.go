@@ -115,18 +115,22 @@ func (r *rejoined) Close() error { return r.c.Close() }
 
 // RetryAfter parses a Retry-After header value (delay-seconds or an
 // HTTP-date, RFC 9110 §10.2.3) relative to now. ok is false when the value is
-// absent or malformed; a date in the past yields 0.
+// absent or malformed; a date in the past yields 0. Delay-seconds are
+// digits only; more seconds than a Duration holds are the longest
+// Duration of whole seconds (RFC 9111 §1.2.2's rule for delta-seconds),
+// never a malformed value.
 func RetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
 	}
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if n < 0 {
-			return 0, false
-		}
+	if strings.Trim(v, "0123456789") == "" {
 		const maxSec = int64(1<<63-1) / int64(time.Second)
-		return time.Duration(min(n, maxSec)) * time.Second, true
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n > maxSec { // only a range error: v is digits
+			n = maxSec
+		}
+		return time.Duration(n) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {

@@ -567,8 +567,9 @@ func TestRetryAfterParse(t *testing.T) {
 		{"1.5", 0, false}, {"soon", 0, false},
 		{now.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
 		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
-		{"99999999999999999999", 0, false},
+		{"99999999999999999999", time.Duration(int64(1<<63-1)/int64(time.Second)) * time.Second, true},
 		{"9999999999999", time.Duration(int64(1<<63-1)/int64(time.Second)) * time.Second, true},
+		{"+5", 0, false}, {"5s", 0, false}, {"0x10", 0, false},
 	} {
 		d, ok := RetryAfter(tc.in, now)
 		if d != tc.want || ok != tc.ok {
