@@ -659,3 +659,66 @@ func TestHugeRetryAfterIsHonoured(t *testing.T) {
 		}
 	}
 }
+
+// Only the commerce policy's pending answer, which names no action, is
+// polled: a 202 naming the action (a run still pending, the action as it
+// is now), a 202 without a replay marker (an API's own first answer) and
+// the pending answer asked for at once (Idempotency-Mode: async, any case)
+// are final.
+func TestOnlyThePendingAnswerIsPolled(t *testing.T) {
+	pending := func(body string, hdr ...string) step {
+		return func(w http.ResponseWriter, r *http.Request) {
+			for i := 0; i+1 < len(hdr); i += 2 {
+				w.Header().Set(hdr[i], hdr[i+1])
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(202)
+			_, _ = io.WriteString(w, body)
+		}
+	}
+	const none = `{"status":"pending","requestId":"req_1"}`
+	replayed := []string{"Idempotent-Replayed", "true", "Retry-After", "1"}
+	for _, tc := range []struct {
+		name   string
+		first  step
+		mode   string
+		polled bool
+	}{
+		{"pending answer", pending(none, replayed...), "", true},
+		{"pending answer, sync", pending(none, replayed...), "Sync", true},
+		{"pending answer, async", pending(none, replayed...), "ASYNC", false},
+		{"pending action naming its run", pending(`{"runId":"r1","status":"pending","links":{}}`, replayed...), "", false},
+		{"first answer 202, no replay marker", pending(none, "Retry-After", "1"), "", false},
+		{"replay marker false", pending(none, "Idempotency-Replayed", "false", "Retry-After", "1"), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScripted(t, tc.first, status(201, "Idempotent-Replayed", "true"))
+			var w waits
+			c := mustNew(t, fastConfig(&w))
+			req, _ := http.NewRequest(http.MethodPost, s.srv.URL, strings.NewReader(`{}`))
+			if tc.mode != "" {
+				req.Header.Set("Idempotency-Mode", tc.mode)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			want, attempts := 202, 1
+			if tc.polled {
+				want, attempts = 201, 2
+			}
+			if resp.StatusCode != want || resp.Attempts != attempts || s.count() != attempts {
+				t.Fatalf("status %d %s result %+v (server %d), want %d after %d attempt(s)", resp.StatusCode, b, resp.Result, s.count(), want, attempts)
+			}
+			if !tc.polled && !strings.Contains(string(b), "pending") {
+				t.Fatalf("the 202's body is not readable whole: %q", b)
+			}
+			if tc.polled && (len(w.all()) != 1 || w.all()[0] < time.Second) {
+				t.Fatalf("waits %v, want one of at least Retry-After 1 s", w.all())
+			}
+			sameKeys(t, s, resp.Key)
+		})
+	}
+}

@@ -19,8 +19,8 @@ type Config struct {
 
 	// MaxAttempts bounds the attempts of one logical call, the first one
 	// included. Default 5. 1 disables retries (the key is still sent; the
-	// in-flight polls below still happen). A 409 in-flight answer that
-	// carries Retry-After does not count: the server is running the request
+	// in-flight polls below still happen). A 409 in-flight answer (or the
+	// commerce policy's pending 202) that carries Retry-After does not count: the server is running the request
 	// under this key and says when to look again, so such polls are bounded
 	// by MaxElapsed (and the context) only. Through Client.Do the hops of a
 	// 307/308 redirect share it: a hop reached with no attempts left makes

@@ -15,7 +15,10 @@
 //   - sends that same key, and the same body, on every one of its attempts
 //     (and, through Client.Do, on every hop of a 307/308 redirect); a body
 //     without GetBody is read into memory once to be replayable;
-//   - retries transport errors, 429, 5xx and 409 idempotency_in_flight, with
+//   - retries transport errors, 429, 5xx and 409 idempotency_in_flight (and
+//     the commerce policy's in-flight answer: 202 marked as a replay whose
+//     body is {"status":"pending","requestId":…}, naming no action, unless
+//     the request says Idempotency-Mode: async), with
 //     exponential backoff and jitter, never sooner than Retry-After asks; a
 //     429 or 5xx carrying a replay marker is final, since it is the server's
 //     recorded outcome for the key, which a retry could only replay again,
@@ -28,9 +31,10 @@
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
 //     comes first (through Client.Do, for all the hops of a redirect
 //     together), and never waits past the request context's deadline; a
-//     409 idempotency_in_flight with Retry-After is a poll (the server is
-//     still running the request) and counts against MaxElapsed only, so a
-//     first request that answers within the budget is received;
+//     409 idempotency_in_flight (or that pending 202) with Retry-After is
+//     a poll (the server is still running the request) and counts against
+//     MaxElapsed only, so a first request that answers within the budget
+//     is received;
 //   - reports the key, the number of attempts and whether the answer was a
 //     replay served from the server's idempotency cache (Result, WithResult,
 //     Client.Do).

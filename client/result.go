@@ -15,7 +15,9 @@ type Result struct {
 	Attempts int
 	// Replayed reports that the final answer carried a replay marker (see
 	// Config.ReplayHeaders): the server served it from its idempotency cache
-	// and did not run the operation again for this call.
+	// and did not run the operation again for this call. Under the commerce
+	// policy a 202 so marked is the first request's action not yet settled
+	// (or, asked for with Idempotency-Mode: async, its pending answer).
 	Replayed bool
 }
 

@@ -71,15 +71,54 @@ func classify(resp *http.Response, inFlightCodes []string) verdict {
 // reading the body failed (it broke off): the code, if any, is unknown. It
 // restores resp.Body.
 func peekCode(resp *http.Response) (code string, whole bool) {
-	if resp.Body == nil || resp.Body == http.NoBody {
-		return "", true
-	}
-	head, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
-	resp.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), c: resp.Body}
-	if err != nil {
+	head, whole := peek(resp)
+	if !whole {
 		return "", false
 	}
 	return ErrorCode(head), true
+}
+
+// peek returns up to maxPeek bytes of resp's body and restores resp.Body;
+// whole is false when reading it failed (it broke off).
+func peek(resp *http.Response) (head []byte, whole bool) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return nil, true
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
+	resp.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), c: resp.Body}
+	return head, err == nil
+}
+
+// modeHeader is the request header by which a caller under the commerce
+// policy says how a duplicate of a pending request waits; "async" asks
+// for the pending action at once.
+const modeHeader = "Idempotency-Mode"
+
+// pendingAnswer reports whether resp, an answer already known to carry a
+// replay marker, is the commerce policy's pending answer: 202 with the
+// body {"status":"pending","requestId":…} and nothing else, which names no
+// action (the first request under the key is still executing). It is the
+// policy's in-flight answer, polled as a 409 idempotency_in_flight is,
+// except for a request sent with Idempotency-Mode: async, whose caller
+// asked for it at once. A 202 naming an action (a runId, links) is the
+// action as it is now, final. whole is false when the body broke off.
+func pendingAnswer(req *http.Request, resp *http.Response) (pending, whole bool) {
+	if resp.StatusCode != http.StatusAccepted || strings.EqualFold(strings.TrimSpace(req.Header.Get(modeHeader)), "async") {
+		return false, true
+	}
+	head, whole := peek(resp)
+	if !whole {
+		return false, false
+	}
+	var body map[string]json.RawMessage
+	if json.Unmarshal(head, &body) != nil || len(body) != 2 {
+		return false, true
+	}
+	var status, requestID string
+	if json.Unmarshal(body["status"], &status) != nil || json.Unmarshal(body["requestId"], &requestID) != nil {
+		return false, true
+	}
+	return status == "pending" && requestID != "", true
 }
 
 // ErrorCode returns the error code of an error-envelope body: the "error"

@@ -199,10 +199,17 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 		} else {
 			v = classify(resp, c.InFlightCodes)
-			if v == retryable && IsReplay(resp.Header, c.ReplayHeaders...) {
-				// The server's recorded outcome for this key: a retry
-				// under the same key can only replay it again.
-				v = final
+			if IsReplay(resp.Header, c.ReplayHeaders...) {
+				switch pending, whole := pendingAnswer(r, resp); {
+				case v == retryable:
+					// The server's recorded outcome for this key: a
+					// retry under the same key can only replay it again.
+					v = final
+				case !whole:
+					v = retryable // broke off: it never arrived whole
+				case pending:
+					v = inFlight // the commerce policy's in-flight answer
+				}
 			}
 			ra, haveRA = RetryAfter(resp.Header.Get("Retry-After"), c.Now())
 		}
