@@ -722,3 +722,37 @@ func TestOnlyThePendingAnswerIsPolled(t *testing.T) {
 		})
 	}
 }
+
+// DeriveKey joins its parts unambiguously, a part holding a NUL byte
+// included: two different business events never share a key (a shared
+// key replays the first event's answer to the second). The keys of parts
+// without NUL are the ones earlier versions derived, so a process upgraded
+// mid-retry still sends the key its predecessor sent.
+func TestDeriveKeyJoinsAnyPartsUnambiguously(t *testing.T) {
+	for want, parts := range map[string][]string{
+		"wuutMG4bB7h7x3ybFJjVERygu1HIQIBmMk9xfM64GG8": {"checkout", "cart_8813"},
+		"8no7BcQ3OqO6boh9ot-Vczasb0-jMXz1k1cLBQ5pbYI": {},
+		"d4JpOnyIelALZ44rlwI8YfFr31-O8cYFaqoIg8CpbtM": {""},
+		"NwUMnhZU0wPiNLFKFtaWZ5KR1IR_RRJuEt2IjwbgtyU": {"a", "b"},
+	} {
+		if got := DeriveKey(parts...); got != want {
+			t.Errorf("DeriveKey(%q) = %s, want %s (the key earlier versions derived)", parts, got, want)
+		}
+	}
+	tuples := [][]string{
+		{"a", "b"}, {"a\x00b"}, {"a\x00", "b"}, {"a", "\x00b"}, {"a\x00\x00b"}, {"a", "", "b"},
+		{"checkout", "cart_1\x00refund"}, {"checkout", "cart_1", "refund"},
+		{"\x00"}, {""}, {"", ""}, {}, {"\x00", ""}, {"", "\x00"},
+	}
+	seen := map[string][]string{}
+	for _, p := range tuples {
+		k := DeriveKey(p...)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("DeriveKey(%q) == DeriveKey(%q) = %s", p, prev, k)
+		}
+		seen[k] = p
+		if len(k) != 43 {
+			t.Errorf("DeriveKey(%q) = %q, want 43 characters", p, k)
+		}
+	}
+}

@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strings"
 )
 
@@ -44,17 +46,29 @@ func NewCompactKey() string {
 // DeriveKey returns a deterministic idempotency key for a business event,
 // so that every process that retries the event (a restarted process, a queue
 // redelivery, another machine) sends the same key: for example
-// DeriveKey("checkout", cartID). The parts are joined unambiguously and hashed
-// (SHA-256), and the digest is encoded as 43 characters of unpadded base64url,
+// DeriveKey("checkout", cartID). The parts are joined unambiguously (a part
+// may hold any bytes, NUL included) and hashed (SHA-256), and the digest is encoded as 43 characters of unpadded base64url,
 // inside both the OpenWOP and the ERP policy's key grammars. Use one set of parts
 // per intent: a new purchase by the same customer is a new business event and
 // needs different parts.
 func DeriveKey(parts ...string) string {
 	h := sha256.New()
-	h.Write([]byte("idemkit:client:derived-key:v1"))
-	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
+	if !slices.ContainsFunc(parts, func(p string) bool { return strings.IndexByte(p, 0) >= 0 }) {
+		// Each part after a NUL: unambiguous while no part holds one (the
+		// keys every version has derived for such parts).
+		h.Write([]byte("idemkit:client:derived-key:v1"))
+		for _, p := range parts {
+			h.Write([]byte{0})
+			h.Write([]byte(p))
+		}
+	} else {
+		// A part holds a NUL: each part after its length, under another
+		// domain, so that it never meets a key of the form above.
+		h.Write([]byte("idemkit:client:derived-key:v2"))
+		for _, p := range parts {
+			h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(p))))
+			h.Write([]byte(p))
+		}
 	}
 	return base64.RawURLEncoding.EncodeToString(h.Sum(nil))
 }
