@@ -756,3 +756,82 @@ func TestDeriveKeyJoinsAnyPartsUnambiguously(t *testing.T) {
 		}
 	}
 }
+
+// No error of a call carries the idempotency key or the credential in its
+// text: the key is in (*Error).Key for the caller to use, never in what a
+// caller logs with %v. Every way a call fails: attempts used up on
+// transport errors, the budget out during a hung attempt, the context
+// cancelled during a wait, a body that cannot be read, a GetBody that
+// fails on a retry.
+func TestErrorsNeverCarryTheKeyOrCredential(t *testing.T) {
+	const key, credential = "caller-key-0123456789abcdefXYZ", "idk_S3cr3tCredentialValue"
+	dropping := newScripted(t, drop)
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer hung.Close()
+	defer close(release)
+	unavailable := newScripted(t, status(503))
+	for name, call := range map[string]func() error{
+		"attempts used up": func() error {
+			var w waits
+			cfg := fastConfig(&w)
+			cfg.MaxAttempts = 2
+			req, _ := http.NewRequest(http.MethodPost, dropping.srv.URL, strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer "+credential)
+			req.Header.Set("Idempotency-Key", key)
+			_, err := mustNew(t, cfg).Do(req)
+			return err
+		},
+		"budget out": func() error {
+			req, _ := http.NewRequest(http.MethodPost, hung.URL, strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer "+credential)
+			_, err := mustNew(t, Config{MaxElapsed: 50 * time.Millisecond}).Do(req.WithContext(WithKey(req.Context(), key)))
+			return err
+		},
+		"cancelled during a wait": func() error {
+			ctx, cancel := context.WithCancel(WithKey(context.Background(), key))
+			cfg := Config{Sleep: func(c context.Context, d time.Duration) error { cancel(); return c.Err() }}
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, unavailable.srv.URL, strings.NewReader(`{}`))
+			req.Header.Set("Authorization", "Bearer "+credential)
+			_, err := mustNew(t, cfg).Do(req)
+			return err
+		},
+		"unreadable body": func() error {
+			req, _ := http.NewRequest(http.MethodPost, unavailable.srv.URL, failingReader{})
+			req.Header.Set("Idempotency-Key", key)
+			_, err := mustNew(t, Config{}).Do(req)
+			return err
+		},
+		"GetBody fails on a retry": func() error {
+			var w waits
+			req, _ := http.NewRequest(http.MethodPost, unavailable.srv.URL, strings.NewReader(`{}`))
+			req.Header.Set("Idempotency-Key", key)
+			n := 0
+			req.GetBody = func() (io.ReadCloser, error) {
+				if n++; n > 1 {
+					return nil, errors.New("gone")
+				}
+				return io.NopCloser(strings.NewReader(`{}`)), nil
+			}
+			_, err := mustNew(t, fastConfig(&w)).Do(req)
+			return err
+		},
+	} {
+		err := call()
+		var ce *Error
+		if !errors.As(err, &ce) || ce.Key != key {
+			t.Errorf("%s: err %v, want a *Error carrying the key", name, err)
+			continue
+		}
+		for _, text := range []string{err.Error(), fmt.Sprintf("%v %+v %s", err, err, err)} {
+			if strings.Contains(text, key) || strings.Contains(text, credential) {
+				t.Errorf("%s: the error's text carries the key or the credential: %s", name, text)
+			}
+		}
+	}
+}
