@@ -662,9 +662,9 @@ func TestHugeRetryAfterIsHonoured(t *testing.T) {
 
 // Only the commerce policy's pending answer, which names no action, is
 // polled: a 202 naming the action (a run still pending, the action as it
-// is now), a 202 without a replay marker (an API's own first answer) and
-// the pending answer asked for at once (Idempotency-Mode: async, any case)
-// are final.
+// is now), a 202 without a replay marker (an API's own first answer), one
+// marked by another policy's header and the pending answer asked for at
+// once (Idempotency-Mode: async, any case) are final.
 func TestOnlyThePendingAnswerIsPolled(t *testing.T) {
 	pending := func(body string, hdr ...string) step {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -690,6 +690,11 @@ func TestOnlyThePendingAnswerIsPolled(t *testing.T) {
 		{"pending action naming its run", pending(`{"runId":"r1","status":"pending","links":{}}`, replayed...), "", false},
 		{"first answer 202, no replay marker", pending(none, "Retry-After", "1"), "", false},
 		{"replay marker false", pending(none, "Idempotency-Replayed", "false", "Retry-After", "1"), "", false},
+		// Under the OpenWOP and ERP policies a 202 replay is the stored
+		// answer of a handler that answers 202 itself: polling it would
+		// only replay it again.
+		{"OpenWOP replay of a handler's 202", pending(none, "OpenWOP-Idempotent-Replay", "true", "Retry-After", "1"), "", false},
+		{"ERP replay of a handler's 202", pending(none, "Idempotency-Replayed", "true", "Retry-After", "1"), "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newScripted(t, tc.first, status(201, "Idempotent-Replayed", "true"))

@@ -16,9 +16,10 @@
 //     (and, through Client.Do, on every hop of a 307/308 redirect); a body
 //     without GetBody is read into memory once to be replayable;
 //   - retries transport errors, 429, 5xx and 409 idempotency_in_flight (and
-//     the commerce policy's in-flight answer: 202 marked as a replay whose
-//     body is {"status":"pending","requestId":…}, naming no action, unless
-//     the request says Idempotency-Mode: async), with
+//     the commerce policy's in-flight answer: 202 marked
+//     Idempotent-Replayed: true whose body is
+//     {"status":"pending","requestId":…}, naming no action, unless the
+//     request says Idempotency-Mode: async), with
 //     exponential backoff and jitter, never sooner than Retry-After asks; a
 //     429 or 5xx carrying a replay marker is final, since it is the server's
 //     recorded outcome for the key, which a retry could only replay again,

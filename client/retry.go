@@ -94,16 +94,23 @@ func peek(resp *http.Response) (head []byte, whole bool) {
 // for the pending action at once.
 const modeHeader = "Idempotency-Mode"
 
-// pendingAnswer reports whether resp, an answer already known to carry a
-// replay marker, is the commerce policy's pending answer: 202 with the
-// body {"status":"pending","requestId":…} and nothing else, which names no
+// commerceReplayHeader is the commerce policy's replay marker; its
+// pending answer carries it.
+const commerceReplayHeader = "Idempotent-Replayed"
+
+// pendingAnswer reports whether resp is the commerce policy's pending
+// answer: 202 marked Idempotent-Replayed: true (the commerce policy's
+// marker, not the OpenWOP or ERP policy's, under which a 202 replay is a
+// handler's own stored answer) with the body
+// {"status":"pending","requestId":…} and nothing else, which names no
 // action (the first request under the key is still executing). It is the
 // policy's in-flight answer, polled as a 409 idempotency_in_flight is,
 // except for a request sent with Idempotency-Mode: async, whose caller
 // asked for it at once. A 202 naming an action (a runId, links) is the
 // action as it is now, final. whole is false when the body broke off.
 func pendingAnswer(req *http.Request, resp *http.Response) (pending, whole bool) {
-	if resp.StatusCode != http.StatusAccepted || strings.EqualFold(strings.TrimSpace(req.Header.Get(modeHeader)), "async") {
+	if resp.StatusCode != http.StatusAccepted || !IsReplay(resp.Header, commerceReplayHeader) ||
+		strings.EqualFold(strings.TrimSpace(req.Header.Get(modeHeader)), "async") {
 		return false, true
 	}
 	head, whole := peek(resp)
