@@ -642,10 +642,40 @@ func (t *txn) inspect(ctx context.Context, cur Record, budget *time.Duration) (a
 			continue
 		}
 		if !found || (r.Digest == t.digest && r.Reclaimable(t.digest, now)) {
+			if t.waitEndsInFlight() && (!found || r.State != StatePending) {
+				// The request it waited on ended with an outcome the
+				// record does not keep (released for a retry, or
+				// forgotten): not a response to replay, and running the
+				// handler here would process both of two concurrent
+				// requests. An owner that died (its lease ended) is
+				// still taken over.
+				if found {
+					cur = r
+				} else {
+					// Gone: nothing to wait for, so Retry-After is the
+					// poll interval, never the dead lease's end.
+					cur.State = StateRetryableFailure
+				}
+				return actInFlight, cur
+			}
 			return actClaim, r
 		}
 		cur = r
 	}
+}
+
+// waitEndsInFlight reports whether a duplicate that waited on a request
+// whose outcome the record does not keep (a 429 or 5xx released for a
+// retry, a request rejected at the door and forgotten, a handler error) is
+// answered 409 idempotency_in_flight rather than running the handler
+// itself: the OpenWOP rule that of two concurrent same-key requests
+// exactly one is processed, the other getting the winner's final response
+// or 409 in flight. It holds for HTTP requests under a policy without a
+// wait mode (Policy.InFlight.ModeHeader: the commerce policy's duplicate
+// waits on the pending action, and a request rejected at the door leaves
+// it a fresh run); Guard.Once's waiter runs its work itself.
+func (t *txn) waitEndsInFlight() bool {
+	return t.g.cfg.Policy.InFlight.ModeHeader == "" && t.in.method != methodEvent
 }
 
 func (t *txn) replay(ctx context.Context, rec *Record) *Response {
