@@ -111,7 +111,10 @@ type RetainingFencer interface {
 // not delivered, reopens the fence for the token of its escaped attempt,
 // so that the one more attempt it releases the effect for is fenced, and
 // fires, like any other. Reopen succeeds when that token passed or none
-// did; it fails when another token passed, with an error that matches
+// did, and in both cases retires that token (when none passed, if it is
+// the newest issued): an attempt that stalled before its pass, past its
+// lease, is refused the pass once an operator settled it as not
+// delivered. It fails when another token passed, with an error that matches
 // ErrPassHeld. Any other error leaves it unknown whether the fence was
 // reopened; a second Reopen of the same token then succeeds either way.
 type ReopeningFencer interface {

@@ -130,7 +130,9 @@ func (o *Owner) Pass(ctx context.Context, effectID string, token uint64) error {
 // effectID's point of no return (an operator resolved the escaped attempt
 // holding it as not delivered), so the next Token is issued and that
 // attempt is fenced like any other. Nothing to forget (no token passed) is
-// not an error; another token having passed is an *IssuedError.
+// not an error; token is then retired all the same when it is the newest
+// issued, so an attempt that stalled before its pass never passes after it
+// was settled. Another token having passed is an *IssuedError.
 func (o *Owner) Reopen(ctx context.Context, effectID string, token uint64) error {
 	ok, cur, err := o.cfg.Store.Reopen(ctx, effectID, token)
 	if err != nil {

@@ -41,10 +41,13 @@ type Store interface {
 	// same write retires every token issued so far, so a late Pass of
 	// token (the retry of a pass whose answer was lost) is refused, and
 	// the next Acquire issues a token again (greater than every token
-	// issued before). ok is also true when no token has passed (nothing to
-	// forget: an attempt that stopped before its pass, or a retried Reopen
-	// whose first try applied); it is false when another token passed,
-	// with current describing the stored item.
+	// issued before). When no token has passed and token is the newest
+	// issued, it is retired all the same (one write): the attempt holding
+	// it may have stalled before its pass, and must not pass once its
+	// attempt was settled. ok is also true when no token has passed
+	// (nothing to forget: an attempt that stopped before its pass, or a
+	// retried Reopen whose first try applied); it is false when another
+	// token passed, with current describing the stored item.
 	Reopen(ctx context.Context, effectID string, token uint64) (ok bool, current *Item, err error)
 
 	// Keep extends the retention of effectID's item to expires (never

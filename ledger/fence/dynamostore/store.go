@@ -249,19 +249,21 @@ func (s *Store) Pass(ctx context.Context, effectID string, token uint64, region 
 // Reopen implements fence.Store with one UpdateItem:
 //
 //	SET tok = tok + 1 REMOVE passed, passedRegion, passedAt
-//	IF passed = :t
+//	IF passed = :t OR (tok = :t AND attribute_not_exists(passed))
 //
 // Raising tok retires the reopened token: a late Pass of it (the retry of
-// a pass whose answer was lost) is refused, never left for a retried
-// Reopen to erase unseen. A failed condition against an item with no
-// passed token (or no item) is ok: nothing to forget. Otherwise another
-// token passed.
+// a pass whose answer was lost, or the pass of an attempt that stalled
+// before it) is refused, never left for a retried Reopen to erase unseen.
+// A failed condition against an item with no passed token (or no item)
+// is ok: nothing to forget, and the token is not the newest (retired
+// already). Otherwise another token passed.
 func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool, *fence.Item, error) {
 	upd := expression.Set(expression.Name("tok"), expression.Plus(expression.Name("tok"), expression.Value(1))).
 		Remove(expression.Name("passed")).
 		Remove(expression.Name("passedRegion")).
 		Remove(expression.Name("passedAt"))
-	cond := expression.Name("passed").Equal(expression.Value(token))
+	cond := expression.Name("passed").Equal(expression.Value(token)).
+		Or(expression.Name("tok").Equal(expression.Value(token)).And(expression.AttributeNotExists(expression.Name("passed"))))
 	applied, cur, err := s.update(ctx, effectID, upd, cond, "")
 	if err != nil || applied {
 		return applied, nil, err

@@ -234,12 +234,24 @@ func Run(t *testing.T, h Harness) {
 		if ok, _, err := s.Reopen(ctx, id, 7); err != nil || !ok {
 			t.Fatalf("Reopen of an absent item = %v, %v; want ok (nothing to forget)", ok, err)
 		}
-		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
-		if ok, _, err := s.Reopen(ctx, id, tok); err != nil || !ok {
+		early, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if ok, _, err := s.Reopen(ctx, id, early); err != nil || !ok {
 			t.Fatalf("Reopen before any pass = %v, %v; want ok", ok, err)
 		}
+		// Reopened before it passed, the token is retired: the attempt
+		// holding it may have stalled before its pass, and was settled.
+		if ok, _, _ := s.Pass(ctx, id, early, "eu", t0); ok {
+			t.Fatal("a token reopened before its pass passed")
+		}
+		tok, _, _ := s.Acquire(ctx, id, seed(t0), t0, t0.Add(15*day))
+		if tok <= early {
+			t.Fatalf("Acquire after a Reopen before any pass = %d, want above %d", tok, early)
+		}
+		if ok, _, err := s.Reopen(ctx, id, early); err != nil || !ok {
+			t.Fatalf("Reopen of a retired token = %v, %v; want ok (nothing to forget)", ok, err)
+		}
 		if ok, _, _ := s.Pass(ctx, id, tok, "eu", t0); !ok {
-			t.Fatal("pass refused")
+			t.Fatal("pass refused (a Reopen of a retired token retired the newest)")
 		}
 		if ok, cur, err := s.Reopen(ctx, id, tok-1); err != nil || ok || cur == nil || cur.Passed == nil || cur.Passed.Token != tok {
 			t.Fatalf("Reopen of another token = %v, %+v, %v; want refused, naming the pass of %d", ok, cur, err, tok)

@@ -84,7 +84,13 @@ func (s *Store) Reopen(ctx context.Context, effectID string, token uint64) (bool
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	it := s.items[effectID]
-	if it == nil || it.Passed == nil {
+	if it == nil {
+		return true, nil, nil
+	}
+	if it.Passed == nil {
+		if it.Token == token {
+			it.Token++ // retired before it passed: its late Pass is refused
+		}
 		return true, nil, nil
 	}
 	if it.Passed.Token != token {
