@@ -21,6 +21,8 @@ func TestCreateRunBodyIsClosed(t *testing.T) {
 		{`{"workflowId":"conformance-noop","zzz":1}`, "zzz"},
 		{`{"workflowID":"conformance-noop"}`, "workflowID"},
 		{`{"workflowId":"conformance-noop","tags":"one"}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":["a",null]}`, "tags"},
+		{`{"workflowId":"conformance-noop","configurable":{"version":1,"budget":{"modelDeny":[null]}}}`, "configurable.budget.modelDeny"},
 	} {
 		r, m := f.do(t, ev("POST", "/runs", "acme", key1, c.body))
 		d, _ := m["details"].(map[string]any)

@@ -182,8 +182,21 @@ func (r rule) check(path string, v json.RawMessage) *apierr.Error {
 			return bad("an object")
 		}
 	case kindStringSet:
+		// Each entry is checked a string: a null decoded into a string
+		// would read as "" and be persisted, and served, as null.
+		var raw []json.RawMessage
 		var l []string
-		if jsonType(v) != "array" || json.Unmarshal(v, &l) != nil || len(slices.Compact(slices.Sorted(slices.Values(l)))) != len(l) {
+		if jsonType(v) != "array" || json.Unmarshal(v, &raw) != nil {
+			return bad("an array of distinct strings")
+		}
+		for _, x := range raw {
+			var s string
+			if jsonType(x) != "string" || json.Unmarshal(x, &s) != nil {
+				return bad("an array of distinct strings")
+			}
+			l = append(l, s)
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(l)))) != len(l) {
 			return bad("an array of distinct strings")
 		}
 	case kindExtensions:

@@ -75,6 +75,8 @@ var configurableCases = []configurableCase{
 	{value: `{"version":1,"budget":{"thresholdPercent":101}}`, status: 400, code: "validation_error", field: "configurable.budget.thresholdPercent"},
 	{value: `{"version":1,"budget":{"modelAllow":["a","a"]}}`, status: 400, code: "validation_error", field: "configurable.budget.modelAllow"},
 	{value: `{"version":1,"budget":{"modelDeny":[1]}}`, status: 400, code: "validation_error", field: "configurable.budget.modelDeny"},
+	{value: `{"version":1,"budget":{"modelDeny":[null]}}`, status: 400, code: "validation_error", field: "configurable.budget.modelDeny"},
+	{value: `{"version":1,"budget":{"modelAllow":["a",null]}}`, status: 400, code: "validation_error", field: "configurable.budget.modelAllow"},
 	{value: `{"version":1,"budget":{"onExhaustion":"stop"}}`, status: 400, code: "validation_error", field: "configurable.budget.onExhaustion"},
 	{value: `{"version":1,"extensions":{"Acme":{}}}`, status: 400, code: "validation_error", field: "configurable.extensions.Acme"},
 	{value: `{"version":1,"extensions":{"acme.x":{}}}`, status: 400, code: "validation_error", field: "configurable.extensions.acme.x"},
@@ -139,7 +141,8 @@ func TestConfigurableCasesFollowTheSchema(t *testing.T) {
 func TestParseCreateKeepsRunOptions(t *testing.T) {
 	p := &WebhookPolicy{}
 	req, e := ParseCreate([]byte(`{"workflowId":"conformance-noop","tags":[ "b", "\u00e9" ,"b"],
-		"metadata":{ "z":1.50, "a":[null, 1e2], "big":123456789012345678901234567890, "s":"<&>" },"configurable":{"version":1}}`), p)
+		"metadata":{ "z":1.50, "a":[null, 1e2], "big":123456789012345678901234567890, "s":"<&>" },"configurable":{"version":1,"budget":{"modelAllow":[ "a" ,
+		"b" ]}}}`), p)
 	if e != nil {
 		t.Fatal(e)
 	}
@@ -149,7 +152,7 @@ func TestParseCreateKeepsRunOptions(t *testing.T) {
 	if got := string(req.Options.Metadata); got != `{"z":1.50,"a":[null,1e2],"big":123456789012345678901234567890,"s":"<&>"}` {
 		t.Errorf("metadata kept as %s", got)
 	}
-	if got := string(req.Options.Configurable); got != `{"version":1}` {
+	if got := string(req.Options.Configurable); got != `{"version":1,"budget":{"modelAllow":["a","b"]}}` {
 		t.Errorf("configurable kept as %s", got)
 	}
 	req, e = ParseCreate([]byte(`{"workflowId":"conformance-noop"}`), p)

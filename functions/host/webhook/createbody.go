@@ -115,10 +115,12 @@ func checkCreateMembers(raw map[string]json.RawMessage) (runs.Options, *apierr.E
 			WithDetails(map[string]any{"requiredCapability": CapabilityEvalSuite})
 	}
 	if t, ok := raw["tags"]; ok {
-		var tags []string
+		// *string: a null entry is not a string (decoded into a string it
+		// would read as "" and be persisted, and served, as null).
+		var tags []*string
 		ok := json.Unmarshal(t, &tags) == nil && tags != nil && len(tags) <= maxTags
 		for i := 0; ok && i < len(tags); i++ {
-			ok = utf8.RuneCountInString(tags[i]) <= maxTagChars
+			ok = tags[i] != nil && utf8.RuneCountInString(*tags[i]) <= maxTagChars
 		}
 		if !ok {
 			return opts, validation("tags", fmt.Sprintf("tags must be an array of at most %d strings of at most %d characters", maxTags, maxTagChars))

@@ -52,6 +52,8 @@ func TestParseCreateTagsLimits(t *testing.T) {
 		{`{"workflowId":"conformance-noop","tags":["` + strings.Repeat("é", 257) + `"]}`, "tags"},
 		{`{"workflowId":"conformance-noop","tags":"a"}`, "tags"},
 		{`{"workflowId":"conformance-noop","tags":[1]}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":[null]}`, "tags"},
+		{`{"workflowId":"conformance-noop","tags":["a",null]}`, "tags"},
 		{`{"workflowId":"conformance-noop","tags":null}`, "tags"},
 		{`{"workflowId":"conformance-noop","metadata":[]}`, "metadata"},
 		{`{"workflowId":"conformance-noop","metadata":"x"}`, "metadata"},
