@@ -254,17 +254,37 @@ func allDigits(s string) bool {
 	return true
 }
 
-// admits returns the mode that admits an event of this host's log: every
-// event it records is a run transition, so updates and debug admit all of
-// them and messages (AI output chunks; this host runs no AI nodes) none.
-// The first requested mode that admits it names it.
-func admits(modes []string) (string, bool) {
+// admits returns the mode that admits an event of type typ, the first
+// requested mode that does (it names the frame in a combination): debug
+// admits every event of the log; updates the updates tier (updatesTier);
+// messages AI output chunks, which this host never records (it runs no AI
+// nodes), so none.
+func admits(modes []string, typ string) (string, bool) {
 	for _, m := range modes {
-		if m == ModeUpdates || m == ModeDebug {
+		if m == ModeDebug || m == ModeUpdates && updatesTier(typ) {
 			return m, true
 		}
 	}
 	return "", false
+}
+
+// updatesTier reports whether the updates stream mode carries an event of
+// type typ (events.md §Stream modes): run transitions, terminal node
+// transitions, suspensions, node.dispatched, interrupt events,
+// artifact.created, eval.*, deployment.* and workspace.updated. Every
+// other event (node.started, cap.breached, replay.diverged and vendor
+// events among them) is debug's only.
+func updatesTier(typ string) bool {
+	switch typ {
+	case "node.completed", "node.failed", "node.suspended", "node.dispatched", "artifact.created", "workspace.updated":
+		return true
+	}
+	for _, p := range []string{"run.", "interrupt.", "approval.", "clarification.", "eval.", "deployment."} {
+		if strings.HasPrefix(typ, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // events serves GET /runs/{runId}/events (streamRunEvents) as a snapshot of
@@ -283,7 +303,9 @@ func admits(modes []string) (string, bool) {
 // Frames: `id:` is the sequence, `event:` the event type in a single mode
 // (the admitting mode's name in a combination such as updates,debug),
 // `data:` the RunEventDoc as one line of JSON. streamMode defaults to
-// updates; values sends one `event: state.snapshot` frame whose `data:` is
+// updates, which carries the updates tier only (updatesTier: not
+// node.started, cap.breached or replay.diverged); debug carries every
+// event; values sends one `event: state.snapshot` frame whose `data:` is
 // the run snapshot of GET /runs/{runId} and whose `id:` is the highest
 // sequence of the log (always sent, also on resumption); messages alone
 // sends no frames (no AI output). bufferMs > 0 folds the events into one
@@ -328,13 +350,11 @@ func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 		writeFrame(&b, last, "state.snapshot", snap)
 		return sseResp(b.String()), nil
 	}
-	name, ok := admits(q.modes)
 	var pending []RunEvent
-	if ok {
-		for _, x := range evs {
-			if x.Sequence > q.after {
-				pending = append(pending, x)
-			}
+	var names []string // the admitting mode of each pending event
+	for _, x := range evs {
+		if name, ok := admits(q.modes, x.Type); ok && x.Sequence > q.after {
+			pending, names = append(pending, x), append(names, name)
 		}
 	}
 	if len(pending) > 0 && q.bufferMs > 0 {
@@ -345,14 +365,14 @@ func (h *Handler) events(ctx context.Context, c call) (events.APIGatewayV2HTTPRe
 		writeFrame(&b, pending[len(pending)-1].Sequence, "batch", data)
 		return sseResp(b.String()), nil
 	}
-	for _, x := range pending {
+	for i, x := range pending {
 		data, err := json.Marshal(x)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		frame := x.Type
 		if len(q.modes) > 1 {
-			frame = name
+			frame = names[i]
 		}
 		writeFrame(&b, x.Sequence, frame, data)
 	}

@@ -649,3 +649,54 @@ func TestEventsRacingTransitions(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsUpdatesModeCarriesTheUpdatesTier: updates (the default)
+// carries the updates tier of events.md §Stream modes (run transitions and
+// terminal node transitions here), never node.started, cap.breached or
+// replay.diverged, which only debug carries (every event of the log); in
+// a combination each frame is named by the first requested mode that
+// admits it, and Last-Event-ID resumes after any sequence, also one
+// updates did not carry.
+func TestEventsUpdatesModeCarriesTheUpdatesTier(t *testing.T) {
+	f := newFixture(t)
+	r := sourceRun(t, f, "acme", runs.StatusCompleted)
+	path := "/runs/" + runs.ProjectID(r.ID) + "/events"
+	names := func(s sseStream) string {
+		var out []string
+		for _, fr := range s.Frames {
+			out = append(out, fr.ID+" "+fr.Event)
+		}
+		return strings.Join(out, ", ")
+	}
+	const updates = "0 run.started, 2 node.completed, 4 node.completed, 6 node.completed, 8 node.completed, 9 run.completed"
+	for _, c := range []struct{ query, lastID, want string }{
+		{"", "", updates},
+		{"streamMode=updates", "", updates},
+		{"streamMode=debug", "", "0 run.started, 1 node.started, 2 node.completed, 3 node.started, 4 node.completed, " +
+			"5 node.started, 6 node.completed, 7 node.started, 8 node.completed, 9 run.completed"},
+		{"streamMode=updates,debug", "6", "7 debug, 8 updates, 9 updates"},
+		{"streamMode=debug,updates", "6", "7 debug, 8 debug, 9 debug"},
+		{"", "7", "8 node.completed, 9 run.completed"},
+		{"bufferMs=100", "4", "9 batch"},
+	} {
+		s := f.stream(t, eventsReq(path, "acme", c.query, c.lastID))
+		if got := names(s); got != c.want {
+			t.Errorf("?%s Last-Event-ID %q: frames %q, want %q", c.query, c.lastID, got, c.want)
+		}
+		for _, fr := range s.Frames {
+			if fr.Event == "batch" {
+				var docs []struct{ Type string }
+				if err := json.Unmarshal([]byte(fr.Data), &docs); err != nil {
+					t.Fatal(err)
+				}
+				var types []string
+				for _, d := range docs {
+					types = append(types, d.Type)
+				}
+				if got := strings.Join(types, ","); got != "node.completed,node.completed,run.completed" {
+					t.Errorf("?%s: batch of %s", c.query, got)
+				}
+			}
+		}
+	}
+}
