@@ -6,10 +6,14 @@
 # ("at most one effect per identity"). Exits non-zero otherwise.
 #
 # spin is installed through apt-get when missing and this runs as root.
-# Measured 2026-12-04 (UTC) on two shared cores: every variant in 3 min 12 s
-# wall at 1-minute load average 2.7 to 3.2, and in 5 min 24 s at 5.2 to 6.5.
-# Most of it is fenced-2-regions (41.6 million states, about 2.6 GB); each
-# other variant takes under 20 s.
+# Measured 2026-12-06 (UTC) on two shared cores, with the reopen that retires
+# the newest token when nothing passed and the operator's race with an
+# attempt stalled before its pass: every variant in 7 min 59 s wall (126 s
+# of CPU) at 1-minute load average 9.7 to 11.8 (a CI run alongside); the
+# model before that change took 3 min 12 s at load 2.7 to 3.2 and 5 min 24 s
+# at 5.2 to 6.5. Most of it is fenced-2-regions (41.2 million states, peak
+# 2.54 GB); each other variant takes under 20 s (fenced-resolve-2-regions
+# 8.3 million states, fenced-resolve-1-region 9.9 million).
 # Usage: model/check.sh            (from anywhere)
 set -eu
 
@@ -98,11 +102,12 @@ pan_hash=
 
 # Correct protocols: must verify.
 safety='(performed<=1)'
-# 41.6 million states: a table of 64 M slots (512 MB) from the start.
+# 41.2 million states: a table of 64 M slots (512 MB) from the start.
 # Measured 2026-12-04 (UTC), this variant's pan alone, twice each way, at
 # 1-minute load average 16 to 21: 9.5 million hash conflicts instead of 33
 # million, 104 and 109 s of user CPU instead of 133 and 137 s, peak memory
-# 2.55 GB instead of 2.66 GB; the same 41593037 states.
+# 2.55 GB instead of 2.66 GB; the same 41593037 states (41187262 since the
+# reopen retires the newest token when nothing passed).
 pan_hash=-w26
 verify fenced-2-regions pass - -DFENCED
 pan_hash=
@@ -116,6 +121,7 @@ verify reach-remote-region-fires fail '(r==0)' -DFENCED -DREACH_FIRE_REMOTE
 verify reach-fire-after-unsent-reopen fail '(reopened!=1)' -DFENCED -DREACH_UNSENT_FIRE
 verify reach-fire-after-resolve-reopen fail '(reopened!=2)' -DFENCED -DRESOLVE -DREACH_RESOLVE_FIRE
 verify reach-fire-after-resolve-lost-race fail '( !(rlost)||(reopened!=2))' -DFENCED -DRESOLVE -DREACH_RESOLVE_LOST_FIRE
+verify reach-late-pass-after-resolve-refused fail '(late!=mytok)' -DFENCED -DRESOLVE -DREACH_LATE_PASS
 # Deliberately broken protocols: must be refuted.
 verify broken-ponr-without-fence-check fail "$safety" -DFENCED -DBROKEN_PONR
 verify broken-unfenced-2-regions fail "$safety"
@@ -124,6 +130,7 @@ verify broken-notsent-after-the-call-left fail "$safety" -DFENCED -DBROKEN_NOTSE
 verify broken-reopen-any-token fail "$safety" -DFENCED -DBROKEN_REOPEN_ANY
 verify broken-reopen-after-escaped-attempt fail "$safety" -DFENCED -DBROKEN_REOPEN_ESCAPED
 verify broken-reopen-reissues-tokens fail "$safety" -DFENCED -DBROKEN_REOPEN_RESETS
+verify broken-reopen-keeps-unpassed-token fail "$safety" -DFENCED -DRESOLVE -DBROKEN_REOPEN_KEEPS_UNPASSED
 verify broken-resolve-after-the-call-left fail "$safety" -DFENCED -DRESOLVE -DBROKEN_RESOLVE_LIES
 verify broken-resolve-while-attempt-runs fail "$safety" -DFENCED -DRESOLVE -DBROKEN_RESOLVE_ALIVE
 

@@ -39,15 +39,24 @@
  *     record's last fire-marked attempt ended released, not sent (its
  *     point-of-no-return write failed or its answer was lost, so the
  *     provider was not called), reopens the fence for that attempt's token
- *     (forget the pass if and only if that token passed; ok if none did)
  *     and takes a token once more; (b) an operator resolves an escaped
  *     effect (record firing) as not delivered: reopen the fence for the
  *     record's token first, then write the resolution conditional on the
- *     record read, a write that may lose a race (the fence stays reopened).
- *     The operator's resolution is truthful: the attempt holding that token
- *     did not call the provider and has stopped (ghost variables tfired and
- *     tdead). Either reopen may also be unreachable, or apply and lose its
- *     answer (the ledger then does not take a token; Resolve writes nothing).
+ *     record read, a write that may lose a race (the fence stays reopened);
+ *     once resolved, the operator may grant one more attempt to the
+ *     released record while no attempt fire-marked it since (the attempts
+ *     since never reached the provider): the fence is reopened for the same
+ *     token again. A reopen (fence.Store.Reopen) forgets the pass if and
+ *     only if that token passed, and retires the token (a late pass of it
+ *     is refused) when it passed, or when nothing passed and it is the
+ *     newest issued; a reopen of a superseded token with nothing passed
+ *     changes nothing. The operator's resolution is truthful: the attempt
+ *     holding that token did not call the provider, and either has stopped
+ *     (ghost variables tfired and tdead) or runs on, stalled before its
+ *     point-of-no-return write until after the reopen (ghost variables
+ *     tpass and tstall): it wakes and tries to pass after the resolution.
+ *     Either reopen may also be unreachable, or apply and lose its answer
+ *     (the ledger then does not take a token; Resolve writes nothing).
  *
  * Variants (compile-time macros; model/check.sh runs each one):
  *   -DFENCED                  fenced-effects, 2 regions         -> must PASS
@@ -74,6 +83,11 @@
  *                             end (escaped too)                 -> must FAIL
  *   -DFENCED -DBROKEN_REOPEN_RESETS  reopen deletes the fence item,
  *                             so token numbers are issued again -> must FAIL
+ *   -DFENCED -DRESOLVE -DBROKEN_REOPEN_KEEPS_UNPASSED  reopen changes
+ *                             nothing when nothing passed (the
+ *                             newest token stays passable), so an
+ *                             attempt stalled before its pass
+ *                             passes after the resolution       -> must FAIL
  *   -DFENCED -DRESOLVE -DBROKEN_RESOLVE_LIES  the operator resolves
  *                             as not delivered an attempt that
  *                             called the provider               -> must FAIL
@@ -87,8 +101,10 @@
  * -DREACH_UNSENT_FIRE a fire after an executor reopened the fence, with
  * -DRESOLVE -DREACH_RESOLVE_FIRE a fire after the operator reopened it, and
  * with -DRESOLVE -DREACH_RESOLVE_LOST_FIRE such a fire when the operator's
- * record write then lost its race, must be reachable (the verifier must
- * report the assertion those macros add).
+ * record write then lost its race, and with -DRESOLVE -DREACH_LATE_PASS the
+ * refusal of the late pass of an attempt the operator resolved while it was
+ * stalled before its pass, must be reachable (the verifier must report the
+ * assertion those macros add).
  */
 
 #ifndef REGIONS
@@ -105,7 +121,9 @@
 #define RELEASED  3
 #define FIRING    4   /* fire-marked (FENCED): the point of no return is next */
 
-#define MAXTOK 8      /* tokens issued: at most 2 per executor, 3 executors */
+/* Tokens issued: at most 2 per executor and 3 executors, plus the tokens
+ * reopens retire (one per executor, two by the operator). */
+#define MAXTOK 12
 
 typedef Rec {
 	byte state;
@@ -132,9 +150,18 @@ bool stale = false;   /* a stale token was rejected (stale_fence_rejections_tota
 #ifdef RESOLVE
 bool tfired[MAXTOK];  /* its holder called the provider */
 bool tdead[MAXTOK];   /* its holder stopped: it never calls the provider */
+bool tpass[MAXTOK];   /* its holder made its point-of-no-return write (any outcome) */
+byte tstall = 0;      /* the operator is resolving this token's attempt, stalled
+                       * before its pass: the pass waits until after the reopen */
 #define FIRED(t) tfired[t] = true
 #else
 #define FIRED(t) skip
+#endif
+#ifdef REACH_LATE_PASS
+byte late = 0;        /* the token resolved while its attempt was stalled before its pass */
+#define LATE(t) late = t
+#else
+#define LATE(t) skip
 #endif
 #if defined(REACH_UNSENT_FIRE) || defined(REACH_RESOLVE_FIRE) || defined(REACH_RESOLVE_LOST_FIRE)
 byte reopened = 0;    /* 1: an executor, 2: the operator forgot a pass */
@@ -236,6 +263,10 @@ token:
 	 *    conditional on the token, immediately before the fire. Any error
 	 *    means the function is not called and reports not sent. */
 	atomic {
+#ifdef RESOLVE
+		tstall != mytok;   /* stalled while the operator resolves it */
+		tpass[mytok] = true;
+#endif
 		if
 		:: r != HOME && partitioned -> goto notsent    /* outcome unknown: do not fire */
 #ifdef BROKEN_PONR
@@ -248,6 +279,9 @@ token:
 		:: else -> stale = true;
 #ifdef REACH_STALE
 			assert(false);  /* non-vacuity: a stale token is rejected */
+#endif
+#ifdef REACH_LATE_PASS
+			assert(late != mytok); /* non-vacuity: a settled attempt's late pass is refused */
 #endif
 			goto notsent
 #endif
@@ -314,8 +348,10 @@ token:
 	 * token again. */
 #ifdef BROKEN_REOPEN_RESETS
 #define FORGET fpassed = 0; ftoken = 0; REOPENED(1)
+#define RETIRE ftoken = 0
 #else
 #define FORGET fpassed = 0; ftoken++; REOPENED(1) /* the reopened token is retired */
+#define RETIRE ftoken++                           /* the newest token is retired */
 #endif
 refused:
 	if
@@ -336,7 +372,14 @@ refused:
 		:: fpassed == rfence -> FORGET; goto release  /* response lost */
 		:: fpassed != 0 && fpassed != rfence -> goto release /* another token passed */
 #endif
-		:: fpassed == 0 -> skip                       /* nothing to forget */
+#ifdef BROKEN_REOPEN_KEEPS_UNPASSED
+		:: fpassed == 0 -> skip                       /* nothing to forget: nothing changes */
+#else
+		/* Nothing to forget: the token is retired if it is the newest. */
+		:: fpassed == 0 && ftoken == rfence -> RETIRE
+		:: fpassed == 0 && ftoken == rfence -> RETIRE; goto release /* response lost */
+		:: fpassed == 0 && ftoken != rfence -> skip   /* superseded: nothing changes */
+#endif
 		fi;
 		rfence = 0; runsent = false
 	}
@@ -373,12 +416,32 @@ done:
  * region r, on an escaped effect: the local replica's record is firing
  * (its lease ran out after the fire mark; the expiry check is left out, so
  * this may happen at any time). The operator checked the provider and is
- * truthful: the attempt holding the record's token did not call it and has
- * stopped. Its stop is modelled here: from the resolution on, that attempt
- * never calls the provider (tdead), though it may still run its other
- * steps (a superset of the attempts that stopped earlier). Resolve reopens
- * the fence for that token first, then writes the resolution conditional
- * on the record it read. */
+ * truthful: the attempt holding the record's token did not call it, and
+ * either has stopped or is stalled before its point-of-no-return write.
+ * A stop is modelled here: from the resolution on, that attempt never
+ * calls the provider (tdead), though it may still run its other steps (a
+ * superset of the attempts that stopped earlier). A stall lasts until
+ * after the reopen (tstall); the attempt then wakes and tries to pass.
+ * Resolve reopens the fence for that token first, then writes the
+ * resolution conditional on the record it read. Once resolved, the record
+ * released and fire-marked by no attempt since, the operator may grant one
+ * more attempt (resolve it not delivered again): that reopens the fence
+ * for the same token once more. */
+#ifdef BROKEN_REOPEN_KEEPS_UNPASSED
+#define OPRETIRE skip                         /* nothing passed: nothing changes */
+#else
+#define OPRETIRE if :: ftoken == t -> ftoken++ :: else -> skip fi /* retire the newest */
+#endif
+/* The operator's reopen of token t. */
+#define OPREOPEN \
+		if \
+		:: r != HOME && partitioned -> goto out       /* unreachable: nothing written */ \
+		:: fpassed == t -> fpassed = 0; ftoken++; REOPENED(2) \
+		:: fpassed == t -> fpassed = 0; ftoken++; REOPENED(2); goto out /* response lost */ \
+		:: fpassed != 0 && fpassed != t -> goto out   /* another token passed */ \
+		:: fpassed == 0 -> OPRETIRE                   /* nothing to forget */ \
+		:: fpassed == 0 -> OPRETIRE; goto out         /* response lost */ \
+		fi
 proctype Op(byte r)
 {
 	byte t;
@@ -393,19 +456,17 @@ end:
 #endif
 		t = led[r].fence; o = led[r].owner;
 #ifndef BROKEN_RESOLVE_ALIVE
-		tdead[t] = true
+		if
+		:: tdead[t] = true             /* it has stopped */
+		:: !tpass[t] -> tstall = t; LATE(t) /* stalled before its pass */
+		fi
 #else
 		skip                           /* it has not called yet, but runs on */
 #endif
 	}
 	atomic {
-		if
-		:: r != HOME && partitioned -> goto out       /* unreachable: nothing written */
-		:: fpassed == t -> fpassed = 0; ftoken++; REOPENED(2)
-		:: fpassed == t -> fpassed = 0; ftoken++; REOPENED(2); goto out /* response lost */
-		:: fpassed != 0 && fpassed != t -> goto out   /* another token passed */
-		:: fpassed == 0 -> skip                       /* nothing to forget */
-		fi
+		tstall = 0;                    /* after the reopen, the stall may end */
+		OPREOPEN
 	}
 	/* The resolution: released, the escaped attempt's token kept, not
 	 * marked not sent (the escaped attempt stays escaped). It loses the
@@ -414,8 +475,16 @@ end:
 		if
 		:: led[r].state == FIRING && led[r].owner == o && led[r].fence == t ->
 			WRITE(r, RELEASED, 0, 0)
-		:: else -> RLOST
+		:: else -> RLOST; goto out
 		fi
+	}
+	/* The grant of one more attempt, while no attempt fire-marked the
+	 * record since the resolution (its record write changes nothing the
+	 * model reads: it only raises the attempts allowed). */
+end_grant:
+	atomic {
+		led[r].state == RELEASED && led[r].fence == t ->
+		OPREOPEN
 	}
 out:
 	skip
