@@ -554,6 +554,41 @@ func (l *Ledger) reopenUnsent(ctx context.Context, rec *Record) bool {
 	return false
 }
 
+// heldPass is matched (errors.As) by a Fencer's refusal that names the
+// pass it holds (fence.IssuedError): its token, and when it passed.
+type heldPass interface {
+	HeldPass() (token uint64, at time.Time)
+}
+
+// lapsedPass reports whether rec, a claim the fence refused because
+// another token's pass is held (ErrPassHeld), is an escaped attempt's
+// record that lapsed: no attempt of rec ever fired and the pass is at least
+// Retention old (the fence keeps its item longer than the ledger keeps the
+// record). It then puts that pass's token on rec, whose refused attempt is
+// released as escaped, never fired (releaseAs): the effect is shown
+// escaped, and a not-delivered resolution reopens the fence for exactly
+// that token (Resolve). Without it every retry would be refused, and
+// extend both, for good, with no resolution possible. A younger pass may
+// be an attempt still in flight elsewhere (its record not yet replicated
+// here): rec is then released as it was.
+func (l *Ledger) lapsedPass(rec *Record, err error) bool {
+	var h heldPass
+	if !errors.As(err, &h) {
+		return false
+	}
+	tok, at := h.HeldPass()
+	if tok == 0 || at.IsZero() || l.now().Before(at.Add(l.cfg.Retention)) || tok < rec.Fence {
+		return false
+	}
+	for _, a := range rec.Attempts {
+		if a.Fired {
+			return false
+		}
+	}
+	rec.Fence = tok
+	return true
+}
+
 // fused reports whether a claim is its own fire mark: without a Fencer
 // nothing happens between the claim and the call but a context check, so
 // the claim (or reclaim) is written in state firing with its attempt fired,
@@ -742,6 +777,10 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 					// so is the record, never longer.
 					given = rec.Clone()
 					given.ExpiresAt = capAt(l.extend(given.ExpiresAt, l.now()), fenceUntil)
+					if l.lapsedPass(given, err) {
+						l.releaseAs(ctx, given, AttemptEscaped)
+						return res, fmt.Errorf("ledger: fencing token: %w", err)
+					}
 				}
 				l.release(ctx, given)
 				return res, fmt.Errorf("ledger: fencing token: %w", err)
@@ -987,11 +1026,18 @@ func (l *Ledger) schedule(eff Effect, done *Record, now time.Time, ferr error) e
 // (Config.OutcomeTimeout): a claim is given back even when ctx ended, and a
 // store that hangs does not hold the caller.
 func (l *Ledger) release(ctx context.Context, rec *Record) {
+	l.releaseAs(ctx, rec, AttemptReleased)
+}
+
+// releaseAs is release with the attempt ended in state as: released, or
+// escaped for a claim refused by the pass of an escaped attempt whose
+// record lapsed (lapsedPass).
+func (l *Ledger) releaseAs(ctx context.Context, rec *Record, as AttemptState) {
 	now := l.now()
 	next := rec.Clone()
 	next.State, next.UpdatedAt = StateReleased, now
 	if a := next.last(); a != nil {
-		a.State, a.At = AttemptReleased, now
+		a.State, a.At = as, now
 		a.Fired, a.FiredAt = false, time.Time{}
 	}
 	wctx := l.detached(ctx)

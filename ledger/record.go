@@ -45,7 +45,10 @@ const (
 	AttemptReleased AttemptState = "released"
 	// AttemptEscaped: the attempt passed the fire mark and its result is
 	// unknown: it may have reached the provider. The next attempt reuses the
-	// same provider key, so a deduplicating provider collapses both.
+	// same provider key, so a deduplicating provider collapses both. Also
+	// (never Fired) an attempt the fence refused because it holds the pass
+	// of an escaped attempt whose record lapsed: the record then carries
+	// that pass's token (Record.Fence), for a resolution to reopen.
 	AttemptEscaped AttemptState = "escaped"
 )
 

@@ -94,7 +94,9 @@ func (l *Ledger) View(r *Record, now time.Time) EffectView {
 				}
 				break
 			}
-			if a.Fired && a.State == AttemptEscaped {
+			if a.State == AttemptEscaped {
+				// Fired, or (never fired) refused by the fence's pass
+				// of an escaped attempt whose record lapsed (see Do).
 				v.State = EffectEscaped
 				break
 			}

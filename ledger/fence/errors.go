@@ -51,3 +51,13 @@ func (e *IssuedError) Error() string {
 func (e *IssuedError) Is(target error) bool {
 	return target == ErrIssued || (target == ledger.ErrPassHeld && e.Token != 0)
 }
+
+// heldPass is Owner.Token's refusal: the *IssuedError (errors.As finds it
+// by Unwrap; Error and Is are its own), which also tells the ledger the
+// token that passed and when (HeldPass). The ledger records a pass older
+// than its retention on the refused claim's record, so that an escaped
+// attempt whose record lapsed is shown escaped and can be resolved.
+type heldPass struct{ *IssuedError }
+
+func (h heldPass) Unwrap() error                 { return h.IssuedError }
+func (h heldPass) HeldPass() (uint64, time.Time) { return h.Token, h.At }

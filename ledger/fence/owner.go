@@ -84,8 +84,8 @@ func (o *Owner) now() time.Time { return o.cfg.Now().UTC().Truncate(time.Millise
 // Token implements ledger.Fencer: one conditional UpdateItem on the fence
 // store issues a token strictly greater than every token issued before for
 // effectID (also across a deleted, expired item: the seed is the clock in
-// milliseconds << 10). It fails with *IssuedError once a token has passed
-// the effect's point of no return.
+// milliseconds << 10). It fails with an error matching *IssuedError
+// (errors.As) once a token has passed the effect's point of no return.
 func (o *Owner) Token(ctx context.Context, effectID string) (uint64, error) {
 	if effectID == "" {
 		return 0, errors.New("fence: empty effect id")
@@ -97,7 +97,7 @@ func (o *Owner) Token(ctx context.Context, effectID string) (uint64, error) {
 		return 0, err
 	}
 	if passed != nil {
-		return 0, &IssuedError{Token: passed.Token, Region: passed.Region, At: passed.At}
+		return 0, heldPass{&IssuedError{Token: passed.Token, Region: passed.Region, At: passed.At}}
 	}
 	return tok, nil
 }
