@@ -866,8 +866,14 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg string) error {
 	msg = truncate(msg)
 	r, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusRunning}, to, msg, x.now())
-	if errors.Is(err, runs.ErrStatusConflict) {
+	switch {
+	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run changed before it finished", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		return nil
+	case errors.Is(err, runs.ErrRunNotFound):
+		// It ended meanwhile (a cancel) and its retention has passed since:
+		// nothing is left to end, as for a run that ended.
+		x.log().InfoContext(ctx, "executor: run gone before it finished", slog.String("run_id", runID))
 		return nil
 	}
 	if err == nil {

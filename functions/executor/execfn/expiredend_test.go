@@ -1,0 +1,69 @@
+package execfn
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hostruns "github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
+)
+
+// expiringRuns ends the run under the executor just before the
+// executor's own end of it lands: a cancel, then the cancelled run's
+// retention elapses (the clock jumps past it), so the executor's
+// completion finds no run at all, as DynamoDB's TTL leaves it.
+type expiringRuns struct {
+	*hostruns.MemRuns
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (e *expiringRuns) clock() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+func (e *expiringRuns) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
+	if to.Terminal() {
+		if _, err := e.MemRuns.Cancel(ctx, id, []hostruns.Status{hostruns.StatusPending, hostruns.StatusRunning}, "once:op", "", e.clock()); err != nil {
+			return hostruns.Run{}, err
+		}
+		e.mu.Lock()
+		e.now = e.now.Add(2 * e.Retention)
+		e.mu.Unlock()
+	}
+	return e.MemRuns.Transition(ctx, id, from, to, msg, now)
+}
+
+// TestExecutorEndingAnExpiredRunLeavesIt: a run cancelled while its
+// executor still works on it, and whose retention then elapses before the
+// executor ends it, is gone when the executor's completion lands. The
+// executor leaves it, as it leaves a run that ended meanwhile: the record
+// is done (not retried), and no failure is counted or logged as an error.
+func TestExecutorEndingAnExpiredRunLeavesIt(t *testing.T) {
+	start := time.Now().UTC()
+	store := &expiringRuns{MemRuns: hostruns.NewMemRuns(), now: start}
+	store.Retention = time.Hour
+	store.Now = store.clock
+	var logs bytes.Buffer
+	x := &Executor{Runs: store, Logger: slog.New(slog.NewJSONHandler(&logs, nil))}
+	r := hostruns.NewRun("acme", "conformance-noop", nil, start)
+	if err := store.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", r)}); len(retry) != 0 {
+		t.Fatalf("the completion of a run that expired meanwhile was retried (%v); logs:\n%s", retry, logs.String())
+	}
+	if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+		t.Fatalf("the completion of a run that expired meanwhile logged a failure:\n%s", out)
+	}
+	if _, err := store.Get(context.Background(), r.ID); err == nil {
+		t.Fatal("the run was not gone")
+	}
+}
