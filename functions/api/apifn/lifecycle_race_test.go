@@ -1,0 +1,195 @@
+package apifn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+)
+
+// TestRunLifecycleRaces races, on one run (memory stores), an executor
+// (start, node events, completion), a run-timeout breach, two cancels
+// under different keys, a retry and a fork, while a watcher reads the
+// run. Every round: the run ends exactly once and never changes after
+// (the watcher never sees a terminal status replaced); its events are
+// dense from 0, unique, with exactly one terminal event, the last; at
+// most one of completion, breach and cancel wins; a 200 cancel means the
+// run ends cancelled and each losing cancel is 409 run_terminal; a retry
+// answered 201 means the run ended failed (a retry of a run that was not
+// failed is 409 run_not_failed); a fork answered 201 inherits events that
+// the source, as it ends, still has byte for byte.
+func TestRunLifecycleRaces(t *testing.T) {
+	rs := runs.NewMemRuns()
+	f := hostOf(t, rs, idem.Config{}, nil)
+	ctx := context.Background()
+	for round := range 150 {
+		r := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), time.Now())
+		if err := rs.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		base := "/runs/" + runs.ProjectID(r.ID)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		done := make(chan struct{})
+		var (
+			completed, breached bool
+			cancels             [2]int
+			cancelBodies        [2]string
+			retry, fork         int
+			forkBody            string
+			watchErr            error
+		)
+		goer := func(fn func()) {
+			wg.Add(1)
+			go func() { defer wg.Done(); <-start; fn() }()
+		}
+		goer(func() { // the executor
+			run, err := rs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now())
+			if err != nil {
+				return
+			}
+			for i := range 3 {
+				evs := []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: fmt.Sprint("n", i), At: time.Now().UTC(), Payload: json.RawMessage(`{}`)},
+					{Type: runs.EventNodeCompleted, NodeID: fmt.Sprint("n", i), At: time.Now().UTC(), Payload: json.RawMessage(`{}`)}}
+				if run, err = rs.AppendLog(ctx, r.ID, run.Fence(), evs, time.Now()); err != nil {
+					return
+				}
+			}
+			_, err = rs.Transition(ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
+			completed = err == nil
+		})
+		goer(func() { // a run timeout
+			ev := runs.LogEvent{Type: runs.EventCapBreached, At: time.Now().UTC(), Payload: json.RawMessage(`{"kind":"runTimeoutMs","limit":1,"observed":2}`)}
+			_, err := rs.Breach(ctx, r.ID, ev, "run_timeout", "run timed out", time.Now())
+			breached = err == nil
+		})
+		for i := range cancels {
+			goer(func() {
+				resp, err := f.h.Handle(ctx, ev("POST", base+"/cancel", "acme", fmt.Sprintf("k-cancel-%d-%d-0123456789abcdef", round, i), `{}`))
+				if err == nil {
+					cancels[i], cancelBodies[i] = resp.StatusCode, resp.Body
+				}
+			})
+		}
+		goer(func() {
+			resp, err := f.h.Handle(ctx, ev("POST", base+"/retry", "acme", fmt.Sprintf("k-retry-%d-0123456789abcdef", round), ""))
+			if err == nil {
+				retry = resp.StatusCode
+			}
+		})
+		goer(func() {
+			resp, err := f.h.Handle(ctx, ev("POST", base+":fork", "acme", fmt.Sprintf("k-fork-%d-0123456789abcdef", round), `{"mode":"replay","fromSeq":0}`))
+			if err == nil {
+				fork, forkBody = resp.StatusCode, resp.Body
+			}
+		})
+		go func() { // the watcher
+			var ended runs.Status
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				cur, err := rs.Get(ctx, r.ID)
+				if err != nil {
+					watchErr = err
+					return
+				}
+				if ended != "" && cur.Status != ended {
+					watchErr = fmt.Errorf("run ended %s, then read %s", ended, cur.Status)
+					return
+				}
+				if cur.Status.Terminal() {
+					ended = cur.Status
+				}
+			}
+		}()
+		close(start)
+		wg.Wait()
+		close(done)
+		if watchErr != nil {
+			t.Fatalf("round %d: %v", round, watchErr)
+		}
+		got, err := rs.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wins := 0
+		for _, w := range []bool{completed, breached} {
+			if w {
+				wins++
+			}
+		}
+		won := 0
+		for i, st := range cancels {
+			var m map[string]any
+			_ = json.Unmarshal([]byte(cancelBodies[i]), &m)
+			switch {
+			case st == 200 && m["status"] == "cancelled":
+				won++
+			case st == 409 && m["error"] == "run_terminal":
+			default:
+				t.Fatalf("round %d: cancel %d answered %d %s", round, i, st, cancelBodies[i])
+			}
+		}
+		if wins+won != 1 || !got.Status.Terminal() {
+			t.Fatalf("round %d: completed %v, breached %v, %d cancels won; run %s", round, completed, breached, won, got.Status)
+		}
+		switch {
+		case completed && got.Status != runs.StatusCompleted, breached && got.Status != runs.StatusFailed, won == 1 && got.Status != runs.StatusCancelled:
+			t.Fatalf("round %d: the winner's end is not the run's: %s", round, got.Status)
+		}
+		switch {
+		case retry == 201 && got.Status != runs.StatusFailed:
+			t.Fatalf("round %d: retry created for a run that ended %s", round, got.Status)
+		case retry != 201 && retry != 409:
+			t.Fatalf("round %d: retry answered %d", round, retry)
+		}
+		evs := RunEvents(got)
+		ids := map[string]bool{}
+		for i, e := range evs {
+			if e.Sequence != int64(i) || ids[e.EventID] {
+				t.Fatalf("round %d: event %d has sequence %d (id seen: %v)", round, i, e.Sequence, ids[e.EventID])
+			}
+			ids[e.EventID] = true
+			terminal := e.Type == EventRunCompleted || e.Type == EventRunFailed || e.Type == EventRunCancelled
+			if terminal != (i == len(evs)-1) {
+				t.Fatalf("round %d: event %d of %d is %s", round, i, len(evs), e.Type)
+			}
+		}
+		if fork != 201 {
+			t.Fatalf("round %d: fork answered %d %s", round, fork, forkBody)
+		}
+		var fr map[string]any
+		_ = json.Unmarshal([]byte(forkBody), &fr)
+		fid, _ := fr["runId"].(string)
+		fk, err := rs.Get(ctx, fid)
+		if err != nil {
+			t.Fatalf("round %d: fork %q: %v", round, fid, err)
+		}
+		for _, rec := range fk.Fork.Recorded {
+			if rec.Sequence >= int64(len(evs)) || evs[rec.Sequence].EventID != rec.EventID || evs[rec.Sequence].Type != rec.Type {
+				t.Fatalf("round %d: the fork recorded %s at %d, the source ended without it", round, rec.Type, rec.Sequence)
+			}
+		}
+		if fk.Fork.SourceComplete && len(fk.Fork.Recorded) != countNodeEvents(evs) {
+			t.Fatalf("round %d: a fork of a complete source recorded %d of its %d node events", round, len(fk.Fork.Recorded), countNodeEvents(evs))
+		}
+	}
+}
+
+func countNodeEvents(evs []RunEvent) int {
+	n := 0
+	for _, e := range evs {
+		if e.NodeID != "" {
+			n++
+		}
+	}
+	return n
+}
