@@ -21,6 +21,7 @@ import (
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
@@ -40,6 +41,7 @@ var emitterDirs = []string{
 	"functions/auditor/conflictaudit",
 	"functions/executor/execfn",
 	"functions/sweeper/sweepfn",
+	"functions/authorizer/authfn",
 }
 
 // valueDirs hold constants an emitter uses as dimension values (the ledger's
@@ -1074,13 +1076,14 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 		}
 		// Throttle and system-error series exist only for the periods
 		// with events: a sum of them is missing (and, missing data being
-		// notBreaching, never alarms) unless each term is filled with 0.
+		// notBreaching, never alarms) unless each term is filled with 0 (a
+		// sum, or a difference: the authorizer's errors less its refusals).
 		for _, m := range sequence(get(p, "Metrics")) {
 			expr := get(m, "Expression")
 			if expr == nil {
 				continue
 			}
-			for _, term := range strings.Split(expr.Value, " + ") {
+			for _, term := range regexp.MustCompile(` [+-] `).Split(expr.Value, -1) {
 				if !fillTerm.MatchString(term) {
 					t.Errorf("%s: the term %q of %q is not FILL(id, 0)", id, term, expr.Value)
 				}
@@ -1285,5 +1288,53 @@ func TestRunbookHasALinePerAlarm(t *testing.T) {
 	}
 	if !strings.Contains(section, "idemkit effects resolve EFFECT --as delivered") || !strings.Contains(section, "idemkit effects list --state escaped") {
 		t.Error("the runbook does not say how to settle an escaped effect with idemkit effects")
+	}
+}
+
+// TestAuthorizerAlarmIgnoresRefusedKeys: a Lambda authorizer refuses a key
+// (401) by failing its invocation with "Unauthorized", which Lambda counts
+// in the function's Errors. The authorizer-errors alarm must therefore not
+// be the raw Errors of the authorizer, or any caller sending a few wrong
+// keys pages the operator (and an outage hides among refusals): it watches
+// Errors less the refusals the authorizer counts (authfn.MetricRefusals).
+func TestAuthorizerAlarmIgnoresRefusedKeys(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	ns := metricsNamespace(t, tp)
+	var found bool
+	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
+		p := get(tp.resources[id], "Properties")
+		onErrors, errorsID := false, ""
+		if get(p, "MetricName") != nil && get(p, "MetricName").Value == "Errors" && strings.Contains(fmt.Sprint(refs(get(p, "Dimensions"))), "AuthorizerFunction") {
+			onErrors = true
+		}
+		ids := map[string]string{}
+		var ret string
+		for _, m := range sequence(get(p, "Metrics")) {
+			if st := get(get(m, "MetricStat"), "Metric"); st != nil {
+				ids[get(m, "Id").Value] = get(st, "Namespace").Value + " " + get(st, "MetricName").Value
+				if get(st, "MetricName").Value == "Errors" && strings.Contains(fmt.Sprint(refs(get(st, "Dimensions"))), "AuthorizerFunction") {
+					onErrors, errorsID = true, get(m, "Id").Value
+				}
+			}
+			if e := get(m, "Expression"); e != nil && (get(m, "ReturnData") == nil || get(m, "ReturnData").Value != "false") {
+				ret = e.Value
+			}
+		}
+		if !onErrors {
+			continue
+		}
+		found = true
+		var refusalsID string
+		for mid, m := range ids {
+			if m == ns+" "+authfn.MetricRefusals {
+				refusalsID = mid
+			}
+		}
+		if errorsID == "" || refusalsID == "" || ret != fmt.Sprintf("FILL(%s, 0) - FILL(%s, 0)", errorsID, refusalsID) {
+			t.Errorf("%s watches the authorizer's Errors, which count every refused key: want Errors less %s %s (FILL(errors, 0) - FILL(refusals, 0)), have %q", id, ns, authfn.MetricRefusals, ret)
+		}
+	}
+	if !found {
+		t.Error("no alarm on the authorizer's Errors")
 	}
 }

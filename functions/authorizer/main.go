@@ -6,17 +6,22 @@
 // alone (logger, environment, DynamoDB client): it links neither the
 // protocol packages (idem, ledger) nor the settings table, and reads only
 // the two variables it uses (API_KEYS_TABLE, required; DYNAMODB_ENDPOINT).
+// It counts refused keys (authfn.MetricRefusals) as EMF on stdout under
+// metricsNamespace, the settings' METRICS_NAMESPACE default (the stack
+// sets no other).
 package main
 
 import (
 	"context"
 	"errors"
+	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/boot"
+	"github.com/idemkit/idemkit/internal/emf"
 )
 
 // The variables the authorizer reads: the settings table's API_KEYS_TABLE
@@ -25,6 +30,11 @@ const (
 	envAPIKeysTable     = "API_KEYS_TABLE"
 	envDynamoDBEndpoint = "DYNAMODB_ENDPOINT"
 )
+
+// metricsNamespace is the namespace of the authorizer's metrics: the
+// settings' METRICS_NAMESPACE default, which the stack's alarms watch
+// (main_test.go keeps them equal).
+const metricsNamespace = "idemkit"
 
 func main() {
 	boot.Trace("main")
@@ -36,7 +46,7 @@ func main() {
 	boot.Trace("settings")
 	client, err := boot.DynamoClient(context.Background(), boot.Getenv(envDynamoDBEndpoint))
 	boot.Must(logger, "authorizer", "aws", err)
-	h := &authfn.Handler{Keys: &apikeys.DynamoKeys{Client: client, Table: table}, Logger: logger}
+	h := &authfn.Handler{Keys: &apikeys.DynamoKeys{Client: client, Table: table}, Logger: logger, Metrics: emf.New(os.Stdout, metricsNamespace)}
 	boot.Trace("wiring")
 	lambda.Start(h.Handle)
 }

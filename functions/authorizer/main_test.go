@@ -14,3 +14,13 @@ func TestAuthorizerReadsTheSettingsVariables(t *testing.T) {
 			envAPIKeysTable, envDynamoDBEndpoint, settings.EnvAPIKeysTable, settings.EnvDynamoDBEndpoint)
 	}
 }
+
+// TestAuthorizerMetricsNamespace: the authorizer counts its refusals under
+// the namespace the stack's alarms watch, the METRICS_NAMESPACE default.
+func TestAuthorizerMetricsNamespace(t *testing.T) {
+	for _, s := range settings.Settings {
+		if s.Name == "METRICS_NAMESPACE" && s.Default != metricsNamespace {
+			t.Fatalf("authorizer emits under %q; METRICS_NAMESPACE defaults to %q", metricsNamespace, s.Default)
+		}
+	}
+}

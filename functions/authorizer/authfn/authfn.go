@@ -12,6 +12,11 @@
 // credential parts from the same context. A missing, malformed or unknown key is the
 // error "Unauthorized", which API Gateway answers 401; a key-store failure
 // is any other error (API Gateway answers 500), never an authorization.
+//
+// Lambda counts both as function errors (the "Unauthorized" error is how a
+// Lambda authorizer refuses with 401), so Handle counts each refusal
+// (MetricRefusals): the authorizer-errors alarm watches the function's
+// Errors less the refusals, and a caller sending wrong keys never pages.
 package authfn
 
 import (
@@ -30,6 +35,15 @@ import (
 // ContextTenantKey is the authorizer context key carrying the tenant.
 const ContextTenantKey = "tenantId"
 
+// MetricRefusals counts the requests Handle refuses with ErrUnauthorized
+// (a missing, malformed or unknown key), one per request, no dimensions.
+const MetricRefusals = "idemkit.authorizer.refusals_total"
+
+// Metrics receives the authorizer's counts (*emf.Recorder implements it).
+type Metrics interface {
+	Count(name string, n float64, dims map[string]string)
+}
+
 // ErrUnauthorized is the error API Gateway turns into 401 (its message must
 // be exactly "Unauthorized").
 var ErrUnauthorized = errors.New("Unauthorized")
@@ -41,6 +55,8 @@ type Handler struct {
 	// Logger receives decisions (keys as keyhash.Log only). Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Metrics receives MetricRefusals. Optional: nil counts nothing.
+	Metrics Metrics
 }
 
 // BearerKey extracts the API key from an Authorization header value:
@@ -108,6 +124,9 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2CustomAuthor
 		authz = ev.IdentitySource[0]
 	}
 	c, err := h.AuthorizeCredential(ctx, authz)
+	if errors.Is(err, ErrUnauthorized) && h.Metrics != nil {
+		h.Metrics.Count(MetricRefusals, 1, nil)
+	}
 	if err != nil {
 		return events.APIGatewayV2CustomAuthorizerSimpleResponse{}, err
 	}

@@ -1,0 +1,120 @@
+package authfn
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+)
+
+// revocableKeys is a CredentialStore whose keys can be removed (as an
+// operator deletes a key's item) and whose reads can fail (an outage).
+type revocableKeys struct {
+	*apikeys.MemKeys
+	mu      sync.Mutex
+	revoked map[string]bool
+	down    bool
+}
+
+func (k *revocableKeys) Credential(ctx context.Context, hash string) (apikeys.Credential, bool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.down {
+		return apikeys.Credential{}, false, errors.New("ProvisionedThroughputExceededException")
+	}
+	if k.revoked[hash] {
+		return apikeys.Credential{}, false, nil
+	}
+	return k.MemKeys.Credential(ctx, hash)
+}
+
+func TestAuthorizerRedTeam(t *testing.T) {
+	ctx := context.Background()
+	keys := &revocableKeys{MemKeys: apikeys.NewMemKeys(), revoked: map[string]bool{}}
+	ka, kb := apikeys.NewAPIKey(), apikeys.NewAPIKey()
+	if err := keys.PutCredential(ctx, ka, apikeys.Credential{Tenant: "acme", Attrs: map[string]string{"namespace": "shop"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.PutCredential(ctx, kb, apikeys.Credential{Tenant: "globex"}); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Keys: keys}
+	ask := func(v string) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+		return h.Handle(ctx, events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"authorization": v}, IdentitySource: []string{v}})
+	}
+	for _, v := range []string{
+		ka, "Bearer", "Bearer" + ka, "Basic " + ka, "Bearer\t" + ka, "Bearer " + ka + "," + "Bearer " + kb,
+		"Bearer " + ka + "\x00", "Bearer " + ka + "é", "Bearer " + strings.Repeat("k", 10<<10),
+		"Bearer " + ka[:len(ka)-1], "Bearer " + strings.ToUpper(ka), "Bearer " + ka + ",",
+	} {
+		if r, err := ask(v); !errors.Is(err, ErrUnauthorized) || r.IsAuthorized {
+			t.Errorf("%.40q: %+v %v, want Unauthorized", v, r, err)
+		}
+	}
+	r, err := ask("Bearer " + kb)
+	if err != nil || r.Context[ContextTenantKey] != "globex" || r.Context["namespace"] != nil {
+		t.Fatalf("globex key: %+v %v", r, err)
+	}
+	keys.down = true
+	for _, v := range []string{"Bearer " + ka, "Bearer nosuchkey"} {
+		r, err := ask(v)
+		if err == nil || errors.Is(err, ErrUnauthorized) || r.IsAuthorized {
+			t.Errorf("outage: %+v %v, want a non-Unauthorized error", r, err)
+		}
+	}
+	keys.down = false
+	keys.revoked[apikeys.HashKey(ka)] = true
+	if r, err := ask("Bearer " + ka); !errors.Is(err, ErrUnauthorized) || r.IsAuthorized {
+		t.Fatalf("revoked key: %+v %v", r, err)
+	}
+}
+
+type countMetrics struct {
+	mu sync.Mutex
+	n  map[string]float64
+}
+
+func (m *countMetrics) Count(name string, n float64, _ map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n[name] += n
+}
+
+// TestAuthorizerCountsRefusals: each refused request (the "Unauthorized"
+// error, which Lambda counts as a function error) is one MetricRefusals; a
+// grant and a key-store failure are none, so the authorizer-errors alarm
+// (Errors less refusals) pages on failures only.
+func TestAuthorizerCountsRefusals(t *testing.T) {
+	ctx := context.Background()
+	keys := &revocableKeys{MemKeys: apikeys.NewMemKeys(), revoked: map[string]bool{}}
+	k := apikeys.NewAPIKey()
+	if err := keys.PutKey(ctx, k, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	m := &countMetrics{n: map[string]float64{}}
+	h := &Handler{Keys: keys, Metrics: m}
+	ask := func(v string) error {
+		_, err := h.Handle(ctx, events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"authorization": v}})
+		return err
+	}
+	for _, v := range []string{"", "Basic x", "Bearer nosuchkey"} {
+		if err := ask(v); !errors.Is(err, ErrUnauthorized) {
+			t.Fatalf("%q: %v", v, err)
+		}
+	}
+	if err := ask("Bearer " + k); err != nil {
+		t.Fatal(err)
+	}
+	keys.down = true
+	if err := ask("Bearer " + k); err == nil || errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("outage: %v", err)
+	}
+	if len(m.n) != 1 || m.n[MetricRefusals] != 3 {
+		t.Fatalf("counts %v, want %s 3 and nothing else", m.n, MetricRefusals)
+	}
+}
