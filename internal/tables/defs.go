@@ -98,17 +98,9 @@ func Defs(template []byte) (map[string]Def, error) {
 
 // DefsInRegion is Defs with AWS::Region resolved to region.
 func DefsInRegion(template []byte, region string) (map[string]Def, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(template, &doc); err != nil {
-		return nil, fmt.Errorf("tables: parse template: %w", err)
-	}
-	v, err := toValue(&doc)
+	root, err := parseRoot(template)
 	if err != nil {
-		return nil, fmt.Errorf("tables: parse template: %w", err)
-	}
-	root, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("tables: template is not a mapping")
+		return nil, err
 	}
 	resources, ok := root["Resources"].(map[string]any)
 	if !ok {
@@ -366,17 +358,9 @@ func throughput(v any) *types.ProvisionedThroughput {
 // A condition that needs an intrinsic the resolver cannot evaluate locally
 // (Fn::Split, say) is left out of the map.
 func Conditions(template []byte, region string) (map[string]bool, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(template, &doc); err != nil {
-		return nil, fmt.Errorf("tables: parse template: %w", err)
-	}
-	v, err := toValue(&doc)
+	root, err := parseRoot(template)
 	if err != nil {
-		return nil, fmt.Errorf("tables: parse template: %w", err)
-	}
-	root, ok := v.(map[string]any)
-	if !ok {
-		return nil, errors.New("tables: template is not a mapping")
+		return nil, err
 	}
 	r := newResolver(root, region)
 	out := make(map[string]bool, len(r.conditions))
@@ -392,4 +376,22 @@ func Conditions(template []byte, region string) (map[string]bool, error) {
 		out[name] = ok
 	}
 	return out, nil
+}
+
+// parseRoot parses a template's YAML (CloudFormation's short-form tags
+// included) into its top-level mapping.
+func parseRoot(template []byte) (map[string]any, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(template, &doc); err != nil {
+		return nil, fmt.Errorf("tables: parse template: %w", err)
+	}
+	v, err := toValue(&doc)
+	if err != nil {
+		return nil, fmt.Errorf("tables: parse template: %w", err)
+	}
+	root, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("tables: template is not a mapping")
+	}
+	return root, nil
 }
