@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -32,6 +33,10 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 			[]string{`"a b=acme"`, "-api-key", "without whitespace", "Bearer"}},
 		{[]string{"dev", "--api-key", " k=acme", "--dynamodb-endpoint", "http://127.0.0.1:1"},
 			[]string{`" k=acme"`, "without whitespace"}},
+		{[]string{"dev", "--api-key", "k\u00e9y-0123456789=acme", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{strconv.Quote("k\u00e9y-0123456789=acme"), "printable ASCII"}},
+		{[]string{"dev", "--api-key", "k\vey-0123456789=acme", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{strconv.Quote("k\vey-0123456789=acme"), "printable ASCII"}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

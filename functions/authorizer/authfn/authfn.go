@@ -60,15 +60,14 @@ type Handler struct {
 }
 
 // BearerKey extracts the API key from an Authorization header value:
-// "Bearer <key>" (scheme case-insensitive, one space), the key as
-// apikeys.ValidKey accepts it (1..512 bytes, no inner whitespace).
+// "Bearer", in any letter case, exactly one space, then the key as
+// apikeys.ValidKey accepts it (apikeys.KeyRule: 1..512 printable ASCII
+// characters without whitespace). Only spaces and tabs around the whole
+// value, which HTTP does not count as part of it, are dropped; any other
+// whitespace, a second space or a tab after the scheme, is no such value.
 func BearerKey(v string) (string, bool) {
-	scheme, key, ok := strings.Cut(strings.TrimSpace(v), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	key = strings.TrimSpace(key)
-	if !apikeys.ValidKey(key) {
+	scheme, key, ok := strings.Cut(strings.Trim(v, " \t"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || !apikeys.ValidKey(key) {
 		return "", false
 	}
 	return key, true

@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -30,15 +29,25 @@ func HashKey(key string) string {
 const MaxKeyLen = 512
 
 // KeyRule says in words which API keys ValidKey accepts.
-const KeyRule = "1..512 bytes without whitespace"
+const KeyRule = "1..512 printable ASCII characters without whitespace"
 
-// ValidKey reports whether key can be an API key: 1..MaxKeyLen bytes
-// without a space, tab, CR or LF. It is the one rule of the authorizer,
-// which reads the key of "Authorization: Bearer KEY" through it, and of
-// `idemkit dev --api-key`, which refuses a key no request could present.
-// A minted key (NewAPIKey) passes it.
+// ValidKey reports whether key can be an API key: 1..MaxKeyLen bytes, each
+// printable ASCII and not a space (0x21..0x7e), so no whitespace of any
+// kind (\v, \f and Unicode spaces included), no control character, NUL or
+// DEL, and no non-ASCII. It is the one rule of the authorizer, which reads
+// the key of "Authorization: Bearer KEY" through it, and of `idemkit dev
+// --api-key`, which refuses a key no request could present. A minted key
+// (NewAPIKey) passes it.
 func ValidKey(key string) bool {
-	return key != "" && len(key) <= MaxKeyLen && !strings.ContainsAny(key, " \t\r\n")
+	if key == "" || len(key) > MaxKeyLen {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // NewAPIKey mints an API key: "idk_" + 32 base64url characters (192 random

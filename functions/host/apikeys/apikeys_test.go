@@ -99,3 +99,32 @@ func TestKeyLookupIsConsistent(t *testing.T) {
 		t.Fatalf("reads %v, want one strongly consistent read", spy.consistent)
 	}
 }
+
+// TestValidKeyIsPrintableASCIIWithoutWhitespace: ValidKey is KeyRule, byte
+// for byte: 1..MaxKeyLen bytes, each printable ASCII and not a space
+// (0x21..0x7e); every other byte (controls, NUL, \v, \f, DEL, any byte of
+// a non-ASCII character) anywhere in the key refuses it.
+func TestValidKeyIsPrintableASCIIWithoutWhitespace(t *testing.T) {
+	for b := 0; b < 256; b++ {
+		want := b >= 0x21 && b <= 0x7e
+		for _, k := range []string{string([]byte{byte(b)}), "ab" + string([]byte{byte(b)}) + "cd", "abcd" + string([]byte{byte(b)})} {
+			if got := ValidKey(k); got != want {
+				t.Errorf("ValidKey(%q) = %v, want %v", k, got, want)
+			}
+		}
+	}
+	for _, k := range []string{"é", "k\u00a0k", "k\u2003k", "k\ufeffk"} {
+		if ValidKey(k) {
+			t.Errorf("ValidKey(%q) = true, want false", k)
+		}
+	}
+	if ValidKey("") || !ValidKey(strings.Repeat("k", MaxKeyLen)) || ValidKey(strings.Repeat("k", MaxKeyLen+1)) {
+		t.Error("ValidKey's length bounds are not 1..MaxKeyLen")
+	}
+	if !ValidKey(NewAPIKey()) {
+		t.Error("a minted key is refused")
+	}
+	if !strings.Contains(KeyRule, "printable ASCII") || !strings.Contains(KeyRule, "without whitespace") {
+		t.Errorf("KeyRule %q does not say the rule", KeyRule)
+	}
+}
