@@ -122,8 +122,8 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, settings.EnvAPIKeysTable, "ApiKeysTable")
-	if errors.As(err, new(noTableError)) {
+	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
+	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if err != nil {

@@ -83,6 +83,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if !ok || !known || strings.TrimSpace(n) == "" {
 			return fmt.Errorf("want LogicalID=NAME (IdempotencyTable, EffectsTable, RunsTable, FenceTable, ApiKeysTable) or short=NAME (%s)", strings.Join(tableNames(), ", "))
 		}
+		if !tableNameOK(strings.TrimSpace(n)) {
+			return errors.New(tableNameRule)
+		}
 		names[id] = strings.TrimSpace(n)
 		return nil
 	})
@@ -141,6 +144,13 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		// Nothing names a table to check: a usage error, said before
 		// anything is described or printed.
 		return usageError(fs, stderr, noTableToCheck)
+	}
+	for _, id := range ids {
+		// A variable's name DynamoDB would refuse: a usage error naming
+		// it, before anything is described.
+		if v := os.Getenv(tableEnv[id]); names[id] == "" && v != "" && !tableNameOK(v) {
+			return usageError(fs, stderr, "%v", badTableError{"$" + tableEnv[id], v})
+		}
 	}
 	var c *dynamodb.Client
 	if *endpoint != "" {

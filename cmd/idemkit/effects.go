@@ -53,7 +53,7 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 }
 
 func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
-	c, table, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, settings.EnvEffectsTable, "EffectsTable")
+	c, table, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, "--table", settings.EnvEffectsTable, "EffectsTable")
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*l
 	if region == "" {
 		region = *sf.region
 	}
-	c, table, err := tableTarget(ctx, *sf.endpoint, table, region, settings.EnvFenceTable, "FenceTable")
+	c, table, err := tableTarget(ctx, *sf.endpoint, table, region, "--fence-table", settings.EnvFenceTable, "FenceTable")
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*l
 	if err != nil {
 		return nil, err
 	}
-	ec, etable, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, settings.EnvEffectsTable, "EffectsTable")
+	ec, etable, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, "--table", settings.EnvEffectsTable, "EffectsTable")
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ examples:
 		}
 	}
 	l, err := sf.ledger(ctx)
-	if errors.As(err, new(noTableError)) {
+	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if err != nil {
@@ -197,7 +197,7 @@ example:
 		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
 	}
 	l, err := sf.ledger(ctx)
-	if errors.As(err, new(noTableError)) {
+	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if err != nil {
@@ -279,7 +279,7 @@ examples:
 		return usageError(fs, stderr, "--note: want at most 512 bytes of printable text and line breaks (got %d bytes)", len(*note))
 	}
 	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion)
-	if errors.As(err, new(noTableError)) {
+	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
 	}
 	if err != nil {

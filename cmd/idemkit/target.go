@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,15 +20,53 @@ func (e noTableError) Error() string {
 	return "--table (or $" + e.env + ") is required without --endpoint"
 }
 
+// tableNameRule is what tableNameOK accepts, as a refusal says it.
+const tableNameRule = "want a DynamoDB table name, 3..255 of letters, digits, '_', '-' and '.'"
+
+// tableNameOK reports whether n is a name DynamoDB accepts for a table:
+// 3..255 of a-z A-Z 0-9 _ - and '.'.
+func tableNameOK(n string) bool {
+	if len(n) < 3 || len(n) > 255 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// badTableError: the table name a flag or variable gave is none DynamoDB
+// accepts (tableNameOK); what names its source ("--table", "$EFFECTS_TABLE").
+type badTableError struct{ what, name string }
+
+func (e badTableError) Error() string {
+	return fmt.Sprintf("%s %q: %s", e.what, e.name, tableNameRule)
+}
+
+// isTableUsage reports whether err, from tableTarget, is a usage error: no
+// table named, or a malformed name.
+func isTableUsage(err error) bool {
+	return errors.As(err, new(noTableError)) || errors.As(err, new(badTableError))
+}
+
 // tableTarget resolves the client and table name a command reaches from
 // its --endpoint, --table and --region values. The table defaults to $env,
 // then, with an endpoint, to DefaultTablePrefix+logicalID. With an endpoint
 // the client is the emulator client for it (in region, when set); without
 // one it is AWS's, from the default configuration (region, when set,
 // replacing the configured region), and a missing table is a noTableError.
-func tableTarget(ctx context.Context, endpoint, table, region, env, logicalID string) (*dynamodb.Client, string, error) {
+// A name DynamoDB would refuse is a badTableError naming flag (the flag
+// that gave it, "--table") or $env, before any client is made.
+func tableTarget(ctx context.Context, endpoint, table, region, flag, env, logicalID string) (*dynamodb.Client, string, error) {
+	what := flag
 	if table == "" {
-		table = os.Getenv(env)
+		table, what = os.Getenv(env), "$"+env
+	}
+	if table != "" && !tableNameOK(table) {
+		return nil, "", badTableError{what, table}
 	}
 	if endpoint != "" {
 		if table == "" {

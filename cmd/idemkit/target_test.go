@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem/idemenv"
 )
 
 // The table a command reaches: --table, else its environment variable, else
@@ -21,13 +23,13 @@ func TestTableTarget(t *testing.T) {
 		{"", "", DefaultTablePrefix + "EffectsTable"},
 	} {
 		t.Setenv(settings.EnvEffectsTable, c.env)
-		client, table, err := tableTarget(ctx, "http://127.0.0.1:1", c.table, "eu-west-1", settings.EnvEffectsTable, "EffectsTable")
+		client, table, err := tableTarget(ctx, "http://127.0.0.1:1", c.table, "eu-west-1", "--table", settings.EnvEffectsTable, "EffectsTable")
 		if err != nil || table != c.want || client.Options().Region != "eu-west-1" {
 			t.Errorf("tableTarget(--table %q, $%s %q) = %q, %v (region %q); want %q", c.table, settings.EnvEffectsTable, c.env, table, err, client.Options().Region, c.want)
 		}
 	}
 	t.Setenv(settings.EnvEffectsTable, "")
-	if _, _, err := tableTarget(ctx, "", "", "", settings.EnvEffectsTable, "EffectsTable"); !errors.As(err, new(noTableError)) {
+	if _, _, err := tableTarget(ctx, "", "", "", "--table", settings.EnvEffectsTable, "EffectsTable"); !errors.As(err, new(noTableError)) {
 		t.Errorf("no endpoint, no table: %v, want a noTableError", err)
 	}
 }
@@ -51,6 +53,61 @@ func TestNoTableWithoutEndpoint(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), c.args, &out, &errb); code != c.code || out.Len() != 0 || errb.String() != c.want {
 			t.Errorf("idemkit %v: exit %d stdout %q stderr %q; want exit %d stderr %q", c.args, code, out.String(), errb.String(), c.code, c.want)
+		}
+	}
+}
+
+// TestMalformedTableNameIsAUsageError: a table name DynamoDB would refuse
+// (3..255 of letters, digits, '_', '-' and '.') is a usage error of every
+// command that takes one, before anything is reached: exit 2, nothing on
+// stdout, one line naming the flag (or the variable that gave the name)
+// and what it accepts, then the hint. Before, the command went to
+// DynamoDB and failed there (exit 1).
+func TestMalformedTableNameIsAUsageError(t *testing.T) {
+	for _, env := range []string{settings.EnvAPIKeysTable, settings.EnvEffectsTable, settings.EnvFenceTable, settings.EnvFenceTableRegion,
+		settings.EnvRunsTable, idemenv.Table, settings.EnvDynamoDBEndpoint} {
+		t.Setenv(env, "")
+	}
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	const ep = "http://127.0.0.1:1" // nothing listens: a usage error must not get that far
+	const eff = "acme/e1-0123456789abcdef"
+	const rule = "3..255 of letters, digits, '_', '-' and '.'"
+	long := strings.Repeat("t", 256)
+	for _, c := range []struct {
+		env, val string // a variable to set for this case
+		args     []string
+		names    string
+	}{
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "bad name!"}, `--table "bad name!"`},
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "ab"}, `--table "ab"`},
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--table", long}, `--table "tttt`},
+		{settings.EnvAPIKeysTable, "keys/table", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep}, "$" + settings.EnvAPIKeysTable + ` "keys/table"`},
+		{"", "", []string{"effects", "list", "--endpoint", ep, "--table", "x:y"}, `--table "x:y"`},
+		{settings.EnvEffectsTable, "a b", []string{"effects", "list", "--endpoint", ep}, "$" + settings.EnvEffectsTable + ` "a b"`},
+		{"", "", []string{"effects", "show", eff, "--endpoint", ep, "--table", "é-table"}, `--table "é-table"`},
+		{"", "", []string{"effects", "resolve", eff, "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--table", "t"}, `--table "t"`},
+		{"", "", []string{"effects", "resolve", eff, "--as", "not-delivered", "--rev", "r1", "--endpoint", ep, "--fence-table", "fence table"}, `--fence-table "fence table"`},
+		{settings.EnvFenceTable, "fence#1", []string{"effects", "resolve", eff, "--as", "not-delivered", "--rev", "r1", "--endpoint", ep}, "$" + settings.EnvFenceTable + ` "fence#1"`},
+		{"", "", []string{"doctor", "--endpoint", ep, "--table", "effects=bad name"}, "-table"},
+		{settings.EnvRunsTable, "runs table", []string{"doctor", "--endpoint", ep}, "$" + settings.EnvRunsTable + ` "runs table"`},
+	} {
+		if c.env != "" {
+			t.Setenv(c.env, c.val)
+		}
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		if c.env != "" {
+			t.Setenv(c.env, "")
+		}
+		cmd := c.args[0]
+		if cmd == "apikey" || cmd == "effects" {
+			cmd += " " + c.args[1]
+		}
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.names) || !strings.Contains(lines[0], rule) ||
+			lines[1] != "run 'idemkit "+cmd+" -h' for help" {
+			t.Errorf("idemkit %q (%s=%q): exit %d stdout %q stderr %q; want exit 2, one line naming %s and saying %q, then the hint",
+				c.args, c.env, c.val, code, out.String(), errb.String(), c.names, rule)
 		}
 	}
 }
