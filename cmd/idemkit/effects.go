@@ -229,7 +229,7 @@ func runEffectsResolve(ctx context.Context, args []string, stdout, stderr io.Wri
 	as := fs.String("as", "", "what happened: delivered (the provider performed it) or not-delivered (it did not; the next try fires with the same provider key); required")
 	note := fs.String("note", "", "free text recorded with the resolution (at most 512 bytes)")
 	operator := fs.String("operator", "", "who resolves, recorded on the resolution; default $IDEMKIT_OPERATOR, else user@host")
-	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed")
+	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed, so required where it was not shown")
 	fenceTable := fs.String("fence-table", "", "fenced-effects deployments: the fence table (default $"+settings.EnvFenceTable+"); resolving a fenced effect as not-delivered reopens its fence there")
 	fenceRegion := fs.String("fence-region", "", "the fence table's region, the home region (default $"+settings.EnvFenceTableRegion+", else --region)")
 	sf := addStoreFlags(fs)
@@ -288,9 +288,9 @@ examples:
 	}
 	if *rev == "" {
 		r, err := shownRev(effectID)
-		if err != nil {
-			fmt.Fprintf(stderr, "idemkit effects resolve: show the effect first ('idemkit effects show %s'): the resolution is fenced on what you saw\n", effectID)
-			return 1
+		if err != nil || r == "" {
+			// Nothing to decide on: the revision is an input, missing.
+			return usageError(fs, stderr, "--rev REV is required: no show of this effect is remembered here; pass the rev 'idemkit effects show %s' prints (the resolution is fenced on what you saw)", effectID)
 		}
 		*rev = r
 	}

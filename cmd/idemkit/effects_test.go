@@ -71,9 +71,12 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		if code, _, errb := cli("effects", "list", "--limit", "1"); code != 0 || !strings.Contains(errb, "stopped at --limit 1") {
 			t.Fatalf("list at its limit: %d %q", code, errb)
 		}
-		// Resolving unseen is refused: the resolution is fenced on a show.
-		if code, _, errb := cli("effects", "resolve", id.EffectID, "--as", "delivered"); code != 1 || !strings.Contains(errb, "show the effect first") {
-			t.Fatalf("unseen resolve: %d %q", code, errb)
+		// Resolving unseen is refused: the resolution is fenced on a show,
+		// and without one here the revision must be given (--rev): a usage
+		// error saying where the revision comes from.
+		if code, out, errb := cli("effects", "resolve", id.EffectID, "--as", "delivered"); code != 2 || out != "" ||
+			!strings.Contains(errb, "--rev") || !strings.Contains(errb, "idemkit effects show "+id.EffectID) || strings.Count(errb, "\n") != 2 {
+			t.Fatalf("unseen resolve: exit %d %q %q, want 2 and a usage error naming --rev and the show to run", code, out, errb)
 		}
 		code, out, errb = cli("effects", "show", id.EffectID)
 		if code != 0 || !strings.Contains(out, "state:         escaped") || !strings.Contains(out, "rev:") {

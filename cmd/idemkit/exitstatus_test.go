@@ -68,6 +68,7 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"effects", "show", "a", "b", "--endpoint", ep}, "EFFECT"},
 		{[]string{"effects", "resolve", eff, "--as", "delivered", "--rev", "r1"}, "--table"},
 		{[]string{"effects", "resolve", eff, "--as", "delivered"}, "--table"},
+		{[]string{"effects", "resolve", eff, "--as", "delivered", "--endpoint", ep}, "--rev"}, // no show remembered, no --rev
 		{[]string{"effects", "resolve", eff, "--endpoint", ep}, "--as"},
 		{[]string{"effects", "resolve", eff, "--as", "maybe", "--endpoint", ep}, "--as"},
 		{[]string{"effects", "resolve", "--as", "delivered", "--endpoint", ep}, "EFFECT"},
