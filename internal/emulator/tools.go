@@ -214,7 +214,7 @@ func dynamoDBLocalDir(ctx context.Context, o Options) (string, error) {
 
 // ErrNoJava is returned (wrapped) by Start for DynamoDBLocal when no java
 // is on PATH.
-var ErrNoJava = errors.New("java is not on PATH (DynamoDB Local needs a Java 11+ runtime)")
+var ErrNoJava = errors.New("java is not on PATH (DynamoDB Local, as idemkit starts it, needs Java 11 or later; Java 17 is verified)")
 
 // HasJava reports whether a java runtime is on PATH, the one thing
 // DynamoDB Local needs besides the tools directory.
