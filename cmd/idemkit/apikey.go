@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/functions/devstack"
 	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -153,14 +156,124 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	return 0
 }
 
+const apikeyRevokeAbout = `Revokes an API key: deletes its item (its SHA-256 hash and tenant) from the
+api-keys table and prints "revoked key#HASH (tenant T)". Name the key by the
+key itself, as 'idemkit apikey create' printed it (--key KEY, or --key -
+to read it from stdin, which keeps it out of the shell history and the
+process list), or by its stored hash (--hash, the table item's pk
+"key#HEX", or the 64 hex digits 'printf %s KEY | sha256sum' prints).
+--tenant T revokes the key only if it is T's.
+
+The authorizer refuses the key at its next lookup, but API Gateway keeps
+each authorizer decision for the HTTP API's ReauthorizeEvery (300 s in
+template.yaml): a client whose grant is cached may be served until it
+expires.
+
+examples:
+  idemkit apikey revoke --key - --endpoint http://127.0.0.1:8000 < key.txt
+  idemkit apikey revoke --hash key#3f0c…e9 --tenant acme --table prod-ApiKeysTable --region eu-west-1
+`
+
+// stdin is what `apikey revoke --key -` reads (tests replace it).
+var stdin io.Reader = os.Stdin
+
+// hashForm is what --hash accepts, as a bad one's message says it.
+const hashForm = "want the key's stored hash, key# and 64 hex digits (the api-keys item's pk), or the 64 hex digits alone"
+
+func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("apikey revoke", flag.ContinueOnError)
+	setUsage(fs, "idemkit apikey revoke (--key KEY | --key - | --hash HASH) [--tenant T] [--endpoint URL] [--table NAME] [--region R]", apikeyRevokeAbout)
+	keyFlag := fs.String("key", "", "the key to revoke, as 'apikey create' printed it; - reads it from stdin (one line)")
+	hashFlag := fs.String("hash", "", "the stored hash of the key to revoke: key#HEX (the item's pk) or the 64 hex digits of its SHA-256")
+	tenant := fs.String("tenant", "", "revoke the key only if it authenticates this tenant")
+	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
+	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
+	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+	}
+	var hash string
+	switch {
+	case *keyFlag == "" && *hashFlag == "":
+		return usageError(fs, stderr, "--key KEY (or --key - to read it from stdin) or --hash HASH is required")
+	case *keyFlag != "" && *hashFlag != "":
+		return usageError(fs, stderr, "--key and --hash exclude each other: name the key one way")
+	case *keyFlag == "-":
+		line, err := bufio.NewReader(io.LimitReader(stdin, apikeys.MaxKeyLen+3)).ReadString('\n')
+		if err != nil && err != io.EOF {
+			fmt.Fprintf(stderr, "idemkit apikey revoke: read the key from stdin: %v\n", err)
+			return 1
+		}
+		k := strings.TrimSpace(line)
+		if !apikeys.ValidKey(k) {
+			return usageError(fs, stderr, "--key -: stdin holds no key (want one line, the key as 'apikey create' printed it: %s)", apikeys.KeyRule)
+		}
+		hash = apikeys.HashKey(k)
+	case *keyFlag != "":
+		if !apikeys.ValidKey(*keyFlag) {
+			return usageError(fs, stderr, "--key: want the key as 'apikey create' printed it (%s)", apikeys.KeyRule)
+		}
+		hash = apikeys.HashKey(*keyFlag)
+	default:
+		hash = strings.ToLower(*hashFlag)
+		if !strings.HasPrefix(hash, "key#") {
+			hash = "key#" + hash
+		}
+		if !apikeys.ValidHash(hash) {
+			return usageError(fs, stderr, "--hash %q: %s", *hashFlag, hashForm)
+		}
+	}
+	if *tenant != "" && !ids.ValidTenant(*tenant) {
+		return usageError(fs, stderr, "--tenant %q: want a tenantId (%s)", *tenant, ids.TenantGrammar)
+	}
+	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
+	if isTableUsage(err) {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit apikey revoke: %v\n", err)
+		return 1
+	}
+	where := "in region " + c.Options().Region
+	if *endpoint != "" {
+		where = "at " + *endpoint
+	}
+	owner, err := apikeys.Revoke(ctx, c, tbl, hash, *tenant)
+	switch {
+	case errors.Is(err, apikeys.ErrKeyNotFound):
+		fmt.Fprintf(stderr, "idemkit apikey revoke: no key %s in table %s %s (already revoked, or another table: --table, $%s); nothing revoked\n", hash, tbl, where, settings.EnvAPIKeysTable)
+		return 1
+	case errors.Is(err, apikeys.ErrKeyOtherTenant):
+		fmt.Fprintf(stderr, "idemkit apikey revoke: key %s belongs to another tenant than %s (%s); nothing revoked\n", hash, *tenant, owner)
+		return 1
+	case errors.As(err, new(*types.ResourceNotFoundException)):
+		fmt.Fprintf(stderr, "idemkit apikey revoke: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", tbl, where, settings.EnvAPIKeysTable)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "idemkit apikey revoke: %s\n", storeError(err))
+		return 1
+	}
+	fmt.Fprintf(stdout, "revoked %s (tenant %s)\n", hash, owner)
+	if ttl, err := devstack.DeployedReauthorizeEvery(); err == nil && ttl > 0 {
+		fmt.Fprintf(stderr, "idemkit apikey revoke: the authorizer refuses it from its next lookup; API Gateway's cache of authorizer decisions (ReauthorizeEvery, %s) may keep granting it to a client it granted until that expires\n", ttl)
+	}
+	return 0
+}
+
 // apikeyCommands are the commands of `idemkit apikey`.
 var apikeyCommands = commandList{
 	group: "apikey",
 	about: "Manage the API keys the authorizer accepts.",
 	entries: []entry{
 		{"create", "mint an API key for a tenant and store its hash", runAPIKeyCreate},
+		{"revoke", "revoke an API key (by the key or its stored hash): delete its item", runAPIKeyRevoke},
 	},
 	examples: []string{
 		"idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000",
+		"idemkit apikey revoke --key - --endpoint http://127.0.0.1:8000 < key.txt",
 	},
 }

@@ -21,6 +21,7 @@ var flagDocs = map[string]struct{ file, heading string }{
 	"tables create":   {"CLI.md", "## `idemkit tables create`"},
 	"doctor":          {"DEPLOYING.md", "## Check the deployed tables: `idemkit doctor`"},
 	"apikey create":   {"CLI.md", "## `idemkit apikey create`"},
+	"apikey revoke":   {"CLI.md", "## `idemkit apikey revoke`"},
 	"conform":         {"POLICIES.md", "## Checking a policy with `idemkit conform`"},
 	"effects list":    {"EFFECTS.md", "## Settling an escaped effect: `idemkit effects`"},
 	"effects show":    {"EFFECTS.md", "## Settling an escaped effect: `idemkit effects`"},

@@ -128,3 +128,42 @@ func TestValidKeyIsPrintableASCIIWithoutWhitespace(t *testing.T) {
 		t.Errorf("KeyRule %q does not say the rule", KeyRule)
 	}
 }
+
+// TestRevoke: Revoke deletes a key's item and returns its tenant on every
+// engine; a tenant the key is not of, and a key that is not there, revoke
+// nothing (ErrKeyOtherTenant, ErrKeyNotFound); other keys stay.
+func TestRevoke(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		keys := &DynamoKeys{Client: e.Client(), Table: e.CreateTable(t, "ApiKeysTable")}
+		k1, k2 := NewAPIKey(), NewAPIKey()
+		for _, k := range []string{k1, k2} {
+			if err := keys.PutCredential(ctx, k, Credential{Tenant: "acme", Attrs: map[string]string{"worker": "w"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := Revoke(ctx, e.Client(), keys.Table, HashKey(k1), "globex"); !errors.Is(err, ErrKeyOtherTenant) {
+			t.Fatalf("another tenant: %v", err)
+		}
+		if _, ok, _ := keys.Tenant(ctx, HashKey(k1)); !ok {
+			t.Fatal("a refused revoke deleted the key")
+		}
+		if tn, err := Revoke(ctx, e.Client(), keys.Table, HashKey(k1), "acme"); err != nil || tn != "acme" {
+			t.Fatalf("revoke: %q %v", tn, err)
+		}
+		if tn, err := Revoke(ctx, e.Client(), keys.Table, HashKey(k2), ""); err != nil || tn != "acme" {
+			t.Fatalf("revoke without a tenant: %q %v", tn, err)
+		}
+		for _, k := range []string{k1, k2} {
+			if _, ok, err := keys.Tenant(ctx, HashKey(k)); ok || err != nil {
+				t.Fatalf("a revoked key resolves: %v %v", ok, err)
+			}
+			if _, err := Revoke(ctx, e.Client(), keys.Table, HashKey(k), ""); !errors.Is(err, ErrKeyNotFound) {
+				t.Fatalf("revoking again: %v", err)
+			}
+		}
+		if !ValidHash(HashKey(k1)) || ValidHash("key#"+strings.Repeat("A", 64)) || ValidHash(strings.Repeat("a", 64)) || ValidHash(HashKey(k1)+"0") {
+			t.Fatal("ValidHash is not HashKey's form")
+		}
+	})
+}
