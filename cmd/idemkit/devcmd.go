@@ -231,8 +231,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if err == nil {
-		<-s.Done()
-		err = s.Stop()
+		err = awaitDevStop(ctx, s, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %s\n", storeErrorHint(err, unreachable))
@@ -242,6 +241,34 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// awaitDevStop waits until the stack s has stopped and returns Stop's
+// error. Once ctx ends (Ctrl-C, SIGTERM) the stack gives its requests in
+// flight up to 10 s; when that takes more than a moment (Stack.Waiting)
+// dev says so, and a second Ctrl-C (secondInterrupt) stops it at once, the
+// requests cut, the engine stopped all the same.
+func awaitDevStop(ctx context.Context, s *devstack.Stack, stderr io.Writer) error {
+	select {
+	case <-s.Done():
+		return s.Stop()
+	case <-ctx.Done():
+	}
+	select {
+	case <-s.Done():
+		return s.Stop()
+	case <-s.Waiting():
+		fmt.Fprintln(stderr, "idemkit dev: stopping: waiting up to 10s for the requests in flight to finish; Ctrl-C again stops at once")
+	case <-secondInterrupt(ctx):
+	}
+	select {
+	case <-s.Done():
+		return s.Stop()
+	case <-secondInterrupt(ctx):
+	}
+	err := s.StopNow()
+	fmt.Fprintln(stderr, "idemkit dev: stopped at once: the requests still in flight were cut")
+	return err
 }
 
 // addrOK reports whether addr is HOST:PORT with a numeric port the

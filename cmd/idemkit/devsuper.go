@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/devstack"
@@ -115,6 +116,16 @@ func superviseDev(ctx context.Context, fs *flag.FlagSet, o devstack.Options, std
 		}
 		select {
 		case <-ctx.Done():
+			// The child stops as dev does: it gives its requests in
+			// flight their grace, and a second Ctrl-C here, passed on
+			// as a second signal, stops it at once.
+			go func() {
+				select {
+				case <-secondInterrupt(ctx):
+					_ = syscall.Kill(-p.PID(), syscall.SIGTERM)
+				case <-p.Done():
+				}
+			}()
 			p.Stop(15 * time.Second)
 			return 0
 		case <-p.Done():

@@ -43,10 +43,43 @@ var commands = commandList{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupts()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interrupts returns the context a command runs under: the first SIGINT
+// (Ctrl-C) or SIGTERM ends it, and the second closes its
+// secondInterrupt channel, on which `idemkit dev` stops at once instead of
+// waiting for the requests in flight. stop unregisters the signals.
+func interrupts() (ctx context.Context, stop func()) {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	again := make(chan struct{})
+	go func() {
+		if _, ok := <-sig; !ok {
+			return
+		}
+		cancel()
+		if _, ok := <-sig; ok {
+			close(again)
+		}
+	}()
+	return context.WithValue(ctx, secondInterruptKey{}, (<-chan struct{})(again)), func() {
+		signal.Stop(sig)
+		cancel()
+	}
+}
+
+type secondInterruptKey struct{}
+
+// secondInterrupt is closed by the second SIGINT or SIGTERM of the
+// process (interrupts); nil, which never closes, when ctx has none.
+func secondInterrupt(ctx context.Context) <-chan struct{} {
+	c, _ := ctx.Value(secondInterruptKey{}).(<-chan struct{})
+	return c
 }
 
 // run dispatches a command line (without the program name) and returns the

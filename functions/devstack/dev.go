@@ -39,7 +39,8 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 	if err != nil {
 		return err
 	}
-	return st.serve(ctx, ln, start, func() {
+	waiting := func() { s.waitingOnce.Do(func() { close(s.waiting) }) }
+	return st.serve(ctx, s.now, waiting, ln, start, func() {
 		s.url, s.endpoint, s.keys, s.tables = "http://"+ln.Addr().String(), eng.endpoint, st.o.APIKeys, names
 		close(ready)
 	})

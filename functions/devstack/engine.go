@@ -130,5 +130,8 @@ func StartEngine(ctx context.Context, o Options) (endpoint string, stop func(), 
 	if err != nil {
 		return "", nil, err
 	}
+	if o.Logger != nil {
+		o.Logger.Info("dev: started the DynamoDB engine", slog.String("engine", engine), slog.String("endpoint", m.Endpoint), slog.Int("pid", m.PID()))
+	}
 	return m.Endpoint, m.Stop, nil
 }

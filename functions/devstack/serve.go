@@ -18,8 +18,10 @@ import (
 // resumer and the status line, and the HTTP API on ln through the gateway.
 // Once it serves, it prints the ready lines and calls served (start: when
 // dev began, for the ready line's time). It stops everything it started
-// before it returns the HTTP server's error, else nil.
-func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, served func()) error {
+// before it returns the HTTP server's error, else nil: the requests in
+// flight get shutdownGrace to finish, cut short when now is closed;
+// waiting is called if they are still running after waitingNotice.
+func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting func(), ln net.Listener, start time.Time, served func()) error {
 	o, stdout, logger, pollers, res, lag := st.o, st.stdout, st.logger, st.pollers, st.res, st.lag
 	engine, endpoint := st.eng.engine, st.eng.endpoint
 	runCtx, cancel := context.WithCancel(ctx)
@@ -81,7 +83,24 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	}
 	logger.Info("dev: shutting down")
 	shCtx, shCancel := context.WithTimeout(context.Background(), shutdownGrace)
-	if srv.Shutdown(shCtx) != nil {
+	shDone := make(chan struct{})
+	go func() {
+		select {
+		case <-now: // StopNow: no grace
+			shCancel()
+		case <-shCtx.Done():
+		}
+	}()
+	go func() {
+		select {
+		case <-time.After(waitingNotice):
+			waiting()
+		case <-shDone:
+		}
+	}()
+	shErr := srv.Shutdown(shCtx)
+	close(shDone)
+	if shErr != nil {
 		// The grace is over: the requests still running are cut.
 		reqCancel()
 		_ = srv.Close()
@@ -92,6 +111,10 @@ func (st *stack) serve(ctx context.Context, ln net.Listener, start time.Time, se
 	wg.Wait()
 	return result
 }
+
+// waitingNotice is how long a stop may wait for the requests in flight
+// before Stack.Waiting says so.
+const waitingNotice = 250 * time.Millisecond
 
 // shutdownGrace is how long a stop waits for the requests in flight to
 // finish with their own answers before it cuts them (a conformance-delay

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -38,7 +39,14 @@ var ErrConfig = errors.New("devstack: invalid options")
 type Stack struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	err    error // dev's result, set before done is closed
+	// now is closed by StopNow: the stop cuts the requests in flight
+	// instead of giving them the shutdown's grace.
+	now     chan struct{}
+	nowOnce sync.Once
+	// waiting is closed once a stop waits for requests in flight.
+	waiting     chan struct{}
+	waitingOnce sync.Once
+	err         error // dev's result, set before done is closed
 
 	// Set before Start returns.
 	url, endpoint string
@@ -60,7 +68,7 @@ func Start(ctx context.Context, o Options) (*Stack, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	s := &Stack{cancel: cancel, done: make(chan struct{})}
+	s := &Stack{cancel: cancel, done: make(chan struct{}), now: make(chan struct{}), waiting: make(chan struct{})}
 	ready := make(chan struct{})
 	go func() {
 		defer close(s.done)
@@ -102,6 +110,22 @@ func (s *Stack) Stop() error {
 	<-s.done
 	return s.err
 }
+
+// StopNow stops the stack as Stop does, without the grace: the requests in
+// flight are cut at once (their clients may get no answer), then the
+// pollers and the engine are stopped as by Stop, which it waits for. It may follow a Stop
+// or the end of Start's context that is still waiting for the requests
+// in flight, and cuts that wait short.
+func (s *Stack) StopNow() error {
+	s.nowOnce.Do(func() { close(s.now) })
+	return s.Stop()
+}
+
+// Waiting is closed once a stop (Stop, the end of Start's context) is
+// waiting for requests in flight: the HTTP server's graceful shutdown has
+// not ended within a moment (a quarter of a second). They get up to 10 s;
+// StopNow cuts them.
+func (s *Stack) Waiting() <-chan struct{} { return s.waiting }
 
 // stack is the local stack wired over one engine's tables, ready to serve
 // (serve): the kit, the api handler and the gateway's conformance seams,
