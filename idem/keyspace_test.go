@@ -11,6 +11,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/ledger"
 	ledgermem "github.com/idemkit/idemkit/ledger/memstore"
 )
@@ -141,4 +142,37 @@ func FuzzScopeID(f *testing.F) {
 			t.Fatalf("tenant/operation boundary is ambiguous")
 		}
 	})
+}
+
+// TestAnonPrefixedTenantIsNotTheAnonymousScope: a tenantId may begin with
+// "anon:" (the OpenWOP grammar), and `idemkit apikey create --tenant
+// anon:x` mints a key for one. Such a tenant is an authenticated tenant
+// like any other: under AnonymousTenant, an unauthenticated request, a
+// request of tenant "anon:x" and one of tenant "anon:" with the same key
+// and body each run the handler (three scopes), under every policy,
+// credential parts included.
+func TestAnonPrefixedTenantIsNotTheAnonymousScope(t *testing.T) {
+	for _, p := range []idem.Policy{idem.PolicyOpenWOP, commerce.Policy, erp.Policy} {
+		t.Run(p.Name, func(t *testing.T) {
+			e := newEnv(t, func(c *idem.Config) { c.Unauthenticated = idem.AnonymousTenant; c.Policy = p })
+			h := &handler{}
+			const key = "anon-scope-key-0123456789abcdef"
+			anon := v2event("POST", "POST /runs", key, `{}`)
+			anon.RequestContext.Authorizer = nil
+			e.call(h, anon)
+			e.call(h, anon) // the anonymous caller's replay
+			for _, tenant := range []string{"anon:x", "anon:"} {
+				ev := v2event("POST", "POST /runs", key, `{}`)
+				ev.RequestContext.Authorizer.Lambda["tenantId"] = tenant
+				ev.RequestContext.Authorizer.Lambda["namespace"] = "shop" // the commerce policy's parts
+				ev.RequestContext.Authorizer.Lambda["worker"] = "w"
+				if r := e.call(h, ev); r.StatusCode >= 400 {
+					t.Fatalf("tenant %q: %d %s", tenant, r.StatusCode, r.Body)
+				}
+			}
+			if h.Calls() != 3 {
+				t.Fatalf("handler ran %d times, want 3: an anon:-prefixed tenant shared the anonymous scope", h.Calls())
+			}
+		})
+	}
 }
