@@ -38,11 +38,12 @@ func TestDevDemoKeysCarryPolicyAttributes(t *testing.T) {
 // KEY=TENANT, Options.APIKeys) is accepted exactly when the authorizer
 // would accept it as `Authorization: Bearer KEY` (one rule,
 // apikeys.ValidKey): one character is enough, as it is for the deployed
-// authorizer; whitespace anywhere in it, or more than 512 bytes, is
-// refused, since no request could ever present that key.
+// authorizer; whitespace of any kind, a control character or non-ASCII
+// anywhere in it, or more than 512 bytes, is refused, since no request
+// could ever present that key.
 func TestSeededKeyFollowsTheAuthorizersRule(t *testing.T) {
 	for _, key := range []string{"k", "idk_0123456789abcdefghijklmnopqrstuv", "a:b.c~d", strings.Repeat("k", 512), strings.Repeat("k", 513),
-		"a b", " k", "k ", "\tk", "k\n", "", " "} {
+		"a b", " k", "k ", "\tk", "k\n", "", " ", "k\v", "\fk", "k\x00k", "k\x7fk", "kéy", "k\u00a0k"} {
 		got, ok := authfn.BearerKey("Bearer " + key)
 		authorizes := ok && got == key
 		if err := CheckAPIKey(key + "=acme"); (err == nil) != authorizes {
