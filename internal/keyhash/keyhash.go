@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"strings"
 	"sync"
 )
@@ -110,6 +111,14 @@ func RedactEffects(s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// ErrAttr is the "error" attribute of a log line reporting err: its text
+// with every effect id and provider key replaced by its Log hash
+// (RedactEffects). The ledger's errors name the effect, and the provider
+// idempotency key is a public derivation of the effect id.
+func ErrAttr(err error) slog.Attr {
+	return slog.String("error", RedactEffects(err.Error()))
 }
 
 // run is the number of base64url characters in s from i on.

@@ -1,6 +1,7 @@
 package keyhash
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
@@ -98,5 +99,15 @@ func TestRedactEffectsHashesEffectIDsAndProviderKeys(t *testing.T) {
 		if got := RedactEffects(keep); got != keep {
 			t.Errorf("RedactEffects(%q) = %q, want it unchanged", keep, got)
 		}
+	}
+}
+
+// TestErrAttrRedactsTheErrorText: ErrAttr is the "error" attribute with the
+// error's text as RedactEffects leaves it.
+func TestErrAttrRedactsTheErrorText(t *testing.T) {
+	key := "idemkit-" + strings.Repeat("a", 43)
+	a := ErrAttr(errors.New("ledger: key " + key + " refused"))
+	if want := "ledger: key " + Log(key) + " refused"; a.Key != "error" || a.Value.String() != want {
+		t.Errorf("ErrAttr = %s=%q, want error=%q", a.Key, a.Value.String(), want)
 	}
 }

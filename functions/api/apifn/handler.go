@@ -66,6 +66,7 @@ import (
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/jsonerr"
+	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -246,7 +247,7 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 			"The client closed the request before it was answered; retry it with the same Idempotency-Key.")), nil
 	}
 	if err != nil {
-		h.cfg.Logger.ErrorContext(ctx, "api: internal error", errAttr(err), slog.String("request_id", ev.RequestContext.RequestID))
+		h.cfg.Logger.ErrorContext(ctx, "api: internal error", keyhash.ErrAttr(err), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 	}
 	if !layer1 || err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/header"
+	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // serve runs route r's handler. An error that says one of the host's
@@ -33,7 +34,7 @@ func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGateway
 	if err == nil || errors.Is(ctx.Err(), context.Canceled) || !storeDown(err) {
 		return resp, err
 	}
-	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", errAttr(err),
+	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", keyhash.ErrAttr(err),
 		slog.String("request_id", c.ev.RequestContext.RequestID))
 	e := apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable, "%s", storeUnavailableMessage(r.Idempotent && !h.guard.Disabled && keyed(c.ev)))
 	out := errResp(e)

@@ -93,6 +93,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	sysclock "github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"
 )
 
@@ -287,7 +288,7 @@ func (x *Executor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (e
 	for _, r := range ev.Records {
 		sr, err := stream.FromLambda(r)
 		if err != nil {
-			x.log().ErrorContext(ctx, "executor: undecodable stream record", slog.String("event_id", r.EventID), errAttr(err))
+			x.log().ErrorContext(ctx, "executor: undecodable stream record", slog.String("event_id", r.EventID), keyhash.ErrAttr(err))
 			continue // poison record: retrying cannot help
 		}
 		recs = append(recs, sr)
@@ -323,7 +324,7 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 			if stopped(ctx) {
 				x.log().InfoContext(ctx, "executor: stopped before the run ended; it is retried", slog.String("run_id", run.ID))
 			} else {
-				x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), errAttr(err))
+				x.log().WarnContext(ctx, "executor: run will be retried", slog.String("run_id", run.ID), keyhash.ErrAttr(err))
 				if x.Metrics != nil {
 					x.Metrics.Count(MetricRetriedRuns, 1, nil)
 				}
@@ -363,7 +364,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		return true // the run has already ended (e.g. cancelled): nothing left to retry
 	}
 	if err != nil {
-		x.log().ErrorContext(ctx, "executor: could not count the failure", slog.String("run_id", runID), errAttr(err))
+		x.log().ErrorContext(ctx, "executor: could not count the failure", slog.String("run_id", runID), keyhash.ErrAttr(err))
 		return false
 	}
 	if x.MaxAttempts <= 0 || n < x.MaxAttempts {
@@ -379,7 +380,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		if err == nil {
 			return true
 		}
-		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), errAttr(err))
+		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), keyhash.ErrAttr(err))
 		msg = truncate(err.Error())
 	} else if waited, err := x.waitOut(ctx, runID, cause); waited {
 		if err == nil {
@@ -398,7 +399,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		x.log().InfoContext(ctx, "executor: run ended meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
 		return true
 	}
-	x.log().ErrorContext(ctx, "executor: could not fail the run", slog.String("run_id", runID), errAttr(err))
+	x.log().ErrorContext(ctx, "executor: could not fail the run", slog.String("run_id", runID), keyhash.ErrAttr(err))
 	return false
 }
 
@@ -717,7 +718,7 @@ func (x *Executor) ResumeDue(ctx context.Context) (int, error) {
 				x.log().InfoContext(ctx, "executor: stopped before the due run ended; a later pass executes it", slog.String("run_id", id))
 				return len(ids), first
 			}
-			x.log().WarnContext(ctx, "executor: due run stays parked", slog.String("run_id", id), errAttr(err))
+			x.log().WarnContext(ctx, "executor: due run stays parked", slog.String("run_id", id), keyhash.ErrAttr(err))
 		}
 	}
 	return len(ids), first
@@ -780,7 +781,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 				continue // ended or taken meanwhile
 			}
 			if err != nil {
-				x.log().WarnContext(ctx, "executor: could not record the stale run as restored; a later pass resumes it", slog.String("run_id", id), errAttr(err))
+				x.log().WarnContext(ctx, "executor: could not record the stale run as restored; a later pass resumes it", slog.String("run_id", id), keyhash.ErrAttr(err))
 				if !x.giveUp(ctx, id, err) && first == nil {
 					first = err
 				}
@@ -798,7 +799,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 				x.log().InfoContext(ctx, "executor: stopped before the stale run ended; a later pass resumes it", slog.String("run_id", id))
 				return n, first
 			}
-			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), errAttr(err))
+			x.log().WarnContext(ctx, "executor: stale run stays live", slog.String("run_id", id), keyhash.ErrAttr(err))
 		}
 	}
 	return n, first
@@ -847,11 +848,11 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 		case errors.Is(err, ErrRunsQuery):
 			failed = append(failed, err)
 		case err != nil:
-			x.log().WarnContext(ctx, "executor: stale-run pass", errAttr(err))
+			x.log().WarnContext(ctx, "executor: stale-run pass", keyhash.ErrAttr(err))
 		}
 		x.log().InfoContext(ctx, "executor: resumed stale runs", slog.Int("runs", stale))
 		if err := errors.Join(failed...); err != nil {
-			x.log().ErrorContext(ctx, "executor: the runs table could not be queried; the next pass retries", errAttr(err))
+			x.log().ErrorContext(ctx, "executor: the runs table could not be queried; the next pass retries", keyhash.ErrAttr(err))
 			return nil, err
 		}
 		return map[string]int{"resumed": n, "stale": stale}, nil

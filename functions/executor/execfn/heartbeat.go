@@ -9,6 +9,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	sysclock "github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // runHeartbeat renews an execution's claim on its run (RunStore.Renew
@@ -56,7 +57,7 @@ func (x *Executor) startHeartbeat(ctx context.Context, run runs.Run) (context.Co
 				cancel()
 				return false
 			case err != nil && hctx.Err() == nil:
-				x.log().WarnContext(ctx, "executor: run claim renewal failed", slog.String("run_id", run.ID), errAttr(err))
+				x.log().WarnContext(ctx, "executor: run claim renewal failed", slog.String("run_id", run.ID), keyhash.ErrAttr(err))
 			}
 			return true
 		})
