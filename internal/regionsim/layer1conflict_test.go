@@ -1,14 +1,9 @@
 package regionsim_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,14 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
-	"github.com/idemkit/idemkit/functions/host/stream"
-	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	"github.com/idemkit/idemkit/internal/regionsim"
 	"github.com/idemkit/idemkit/ledger/fence"
-	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestLayer1PartitionConvergesOnLowestRunID: under reconciled-records one
@@ -73,71 +63,16 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 			if high < low {
 				low, high = high, low
 			}
-			p := newPair(t, "IdempotencyTable")
-			clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
 			var runs atomic.Int32
-			srv := map[string]*httptest.Server{}
-			var logs bytes.Buffer
-			var mu sync.Mutex
-			auditors := map[string]*auditfn.Auditor{}
-			for _, r := range []string{eu, us} {
-				st, err := idemdynamo.New(idemdynamo.Config{Client: p.db(r), Table: p.tables[r]})
-				if err != nil {
-					t.Fatal(err)
-				}
-				g, err := idem.New(idem.Config{Store: st, HTTPTenant: func(*http.Request) (string, bool) { return "acme", true },
-					Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				mux := http.NewServeMux()
-				mux.Handle("POST /runs", g.Middleware(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+			w := newAudited(t, auditedConfig{redeliver: tc.redeliver, handler: func(string) http.HandlerFunc {
+				return func(rw http.ResponseWriter, _ *http.Request) {
 					n := runs.Add(1)
 					rw.Header().Set("Content-Type", "application/json")
 					rw.WriteHeader(http.StatusCreated)
 					_, _ = io.WriteString(rw, `{"runId":"`+tc.names[n-1]+`","status":"pending"}`)
-				})))
-				srv[r] = httptest.NewServer(mux)
-				t.Cleanup(srv[r].Close)
-				ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: r,
-					Log: slog.New(slog.NewJSONHandler(&lockedWriter{mu: &mu, w: &logs}, nil))})
-				if err != nil {
-					t.Fatal(err)
 				}
-				auditors[r] = &auditfn.Auditor{Conflicts: ca, Now: clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-					Restore: auditfn.TableRestorer{Client: p.db(r), Table: p.tables[r]}}
-			}
-			var auditErr error
-			var seen []regionsim.Change
-			audit := func(c regionsim.Change) {
-				cnt := auditors[c.Region].Audit(ctx(t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}})
-				if cnt.RestoreErr != nil {
-					auditErr = cnt.RestoreErr
-				}
-			}
-			rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), Lag: time.Second, Now: clock.Now,
-				OnChange: func(c regionsim.Change) {
-					audit(c)
-					if tc.redeliver {
-						audit(c)
-						seen = append(seen, c)
-					}
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			post := func(r string) (*http.Response, string) {
-				req, _ := http.NewRequest(http.MethodPost, srv[r].URL+"/runs", strings.NewReader(`{"workflow":"w1"}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(idem.HeaderKey, key1)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp, string(b)
-			}
+			}})
+			rep, clock, post := w.rep, w.clock, w.post
 
 			rep.SetPartitioned(true)
 			if r, b := post(eu); r.StatusCode != http.StatusCreated || !strings.Contains(b, tc.names[0]) {
@@ -154,28 +89,16 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 				t.Fatal(err)
 			}
 			rep.SetPartitioned(false)
-			for range 3 { // heal, then let any restore replicate
-				clock.Advance(2 * time.Second)
-				if err := rep.Sync(ctx(t)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			w.sync()
 			if tc.redeliver {
-				if len(seen) < 2 {
-					t.Fatalf("%d stream changes seen; the redelivery needs the conflict's", len(seen))
+				if len(w.seen) < 2 {
+					t.Fatalf("%d stream changes seen; the redelivery needs the conflict's", len(w.seen))
 				}
-				for i := len(seen) - 1; i >= 0; i-- {
-					audit(seen[i])
-				}
-				for range 3 {
-					clock.Advance(2 * time.Second)
-					if err := rep.Sync(ctx(t)); err != nil {
-						t.Fatal(err)
-					}
-				}
+				w.redeliverSeen()
+				w.sync()
 			}
-			if auditErr != nil {
-				t.Fatal(auditErr)
+			if w.auditErr != nil {
+				t.Fatal(w.auditErr)
 			}
 			for _, r := range []string{eu, us} {
 				resp, b := post(r)
@@ -183,7 +106,7 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 					t.Fatalf("%s after healing: %d %s replay=%q; want the lower run %s replayed", r, resp.StatusCode, b,
 						resp.Header.Get("OpenWOP-Idempotent-Replay"), low)
 				}
-				rec, err := idemdynamo.DecodeItem(onlyRecord(t, p, r))
+				rec, err := idemdynamo.DecodeItem(onlyRecord(t, w.p, r))
 				if err != nil || rec.Response == nil || !strings.Contains(string(rec.Response.Body), low) {
 					t.Fatalf("%s's replica holds %+v, %v; want the lower run's record", r, rec, err)
 				}
@@ -191,9 +114,7 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 			if runs.Load() != 2 {
 				t.Fatalf("handler ran %d times, want 2 (once per region during the partition)", runs.Load())
 			}
-			mu.Lock()
-			events := conflictEvents(t, logs.String())
-			mu.Unlock()
+			events, logs := w.events()
 			if len(events) == 0 {
 				t.Fatal("no Layer-1 conflict event")
 			}
@@ -201,7 +122,7 @@ func TestLayer1PartitionConvergesOnLowestRunID(t *testing.T) {
 				w, _ := ev["winner"].(map[string]any)
 				l, _ := ev["loser"].(map[string]any)
 				if ev["kind"] != conflictaudit.KindKey || ev["strategy"] != string(fence.ReconciledRecords) || ev["resolution"] != conflictaudit.PartitionRecoveryLexMin ||
-					w["run"] != low || l["run"] != high || ev["record"] == "" || strings.Contains(logs.String(), key1) || strings.Contains(logs.String(), `"status"`) {
+					w["run"] != low || l["run"] != high || ev["record"] == "" || strings.Contains(logs, key1) || strings.Contains(logs, `"status"`) {
 					t.Fatalf("conflict event %v", ev)
 				}
 			}
@@ -234,30 +155,4 @@ func scanAll(t *testing.T, p *pair, r string) []map[string]types.AttributeValue 
 		t.Fatal(err)
 	}
 	return out.Items
-}
-
-// conflictEvents are the Layer-1 conflict log lines in out.
-func conflictEvents(t *testing.T, out string) []map[string]any {
-	var evs []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		var m map[string]any
-		if line == "" || json.Unmarshal([]byte(line), &m) != nil {
-			continue
-		}
-		if m["msg"] == "cross_region_conflict" && m["kind"] == conflictaudit.KindKey {
-			evs = append(evs, m)
-		}
-	}
-	return evs
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }

@@ -1,25 +1,16 @@
 package regionsim_test
 
 import (
-	"bytes"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/idemkit/idemkit/functions/auditor/auditfn"
-	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
-	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/idemtest"
-	"github.com/idemkit/idemkit/internal/regionsim"
-	"github.com/idemkit/idemkit/ledger/fence"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
@@ -53,86 +44,35 @@ func TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID(t *testing.T) {
 			if high < low {
 				low, high = high, low
 			}
-			p := newPair(t, "IdempotencyTable")
-			clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
 			skew := map[string]time.Duration{eu: 0, us: 10 * time.Minute} // us ahead by twice the lease
 			var runs atomic.Int32
 			started, release := make(chan struct{}), make(chan struct{})
-			srv := map[string]*httptest.Server{}
-			var logs bytes.Buffer
-			var mu sync.Mutex
-			auditors := map[string]*auditfn.Auditor{}
-			for _, r := range []string{eu, us} {
-				st, err := idemdynamo.New(idemdynamo.Config{Client: p.db(r), Table: p.tables[r]})
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := skew[r]
-				g, err := idem.New(idem.Config{Store: st, HTTPTenant: func(*http.Request) (string, bool) { return "acme", true },
-					Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-					Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: func() time.Time { return clock.Now().Add(d) }}}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				region := r
-				mux := http.NewServeMux()
-				mux.Handle("POST /runs", g.Middleware(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
-					runs.Add(1)
-					run := names[1]
-					if region == eu {
-						run = names[0]
-						close(started)
-						<-release // still running while us takes the claim over
-					}
-					rw.Header().Set("Content-Type", "application/json")
-					rw.WriteHeader(http.StatusCreated)
-					_, _ = io.WriteString(rw, `{"runId":"`+run+`","status":"pending"}`)
-				})))
-				srv[r] = httptest.NewServer(mux)
-				t.Cleanup(srv[r].Close)
-				ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: r,
-					Log: slog.New(slog.NewJSONHandler(&lockedWriter{mu: &mu, w: &logs}, nil))})
-				if err != nil {
-					t.Fatal(err)
-				}
-				auditors[r] = &auditfn.Auditor{Conflicts: ca, Now: clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-					Restore: auditfn.TableRestorer{Client: p.db(r), Table: p.tables[r]}}
-			}
-			var auditErr error
-			var seen []regionsim.Change
-			audit := func(c regionsim.Change) {
-				cnt := auditors[c.Region].Audit(ctx(t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}})
-				if cnt.RestoreErr != nil {
-					auditErr = cnt.RestoreErr
-				}
-			}
+			var clock *ledgertest.Clock
 			// With redelivery every change is audited twice as it happens
 			// and all of them again, in reverse order, after healing (as in
 			// TestLayer1PartitionConvergesOnLowestRunID).
-			rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), Lag: time.Second, Now: clock.Now,
-				OnChange: func(c regionsim.Change) {
-					audit(c)
-					if tc.redeliver {
-						audit(c)
-						seen = append(seen, c)
+			w := newAudited(t, auditedConfig{redeliver: tc.redeliver,
+				guardClock: func(r string) idem.Clock {
+					d := skew[r]
+					return idemtest.ClockFuncs{NowFunc: func() time.Time { return clock.Now().Add(d) }}
+				},
+				handler: func(region string) http.HandlerFunc {
+					return func(rw http.ResponseWriter, _ *http.Request) {
+						runs.Add(1)
+						run := names[1]
+						if region == eu {
+							run = names[0]
+							close(started)
+							<-release // still running while us takes the claim over
+						}
+						rw.Header().Set("Content-Type", "application/json")
+						rw.WriteHeader(http.StatusCreated)
+						_, _ = io.WriteString(rw, `{"runId":"`+run+`","status":"pending"}`)
 					}
 				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			post := func(r string) (*http.Response, string) {
-				req, _ := http.NewRequest(http.MethodPost, srv[r].URL+"/runs", strings.NewReader(`{"workflow":"w1"}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set(idem.HeaderKey, key1)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Error(err)
-					return &http.Response{}, ""
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				return resp, string(b)
-			}
+			p, rep, post := w.p, w.rep, w.post
+			clock = w.clock
+
 			step := func() {
 				t.Helper()
 				if _, err := rep.Step(ctx(t)); err != nil {
@@ -164,23 +104,13 @@ func TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID(t *testing.T) {
 			}
 			step() // eu's completion observed, after us's
 			rep.SetPartitioned(false)
-			sync := func() {
-				for range 3 {
-					clock.Advance(2 * time.Second)
-					if err := rep.Sync(ctx(t)); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-			sync()
+			w.sync()
 			if tc.redeliver {
-				for i := len(seen) - 1; i >= 0; i-- {
-					audit(seen[i])
-				}
-				sync()
+				w.redeliverSeen()
+				w.sync()
 			}
-			if auditErr != nil {
-				t.Fatal(auditErr)
+			if w.auditErr != nil {
+				t.Fatal(w.auditErr)
 			}
 			if runs.Load() != 2 {
 				t.Fatalf("handler ran %d times, want 2 (once per region)", runs.Load())
@@ -191,9 +121,7 @@ func TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID(t *testing.T) {
 					t.Errorf("%s's replica holds %s (%v); want the lower run %s's record", r, body(&rec), err, low)
 				}
 			}
-			mu.Lock()
-			events := conflictEvents(t, logs.String())
-			mu.Unlock()
+			events, _ := w.events()
 			if len(events) == 0 {
 				t.Fatal("no Layer-1 conflict event for a key that created a run in each region")
 			}
