@@ -3,48 +3,16 @@ package client
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
-	"github.com/idemkit/idemkit/idem/idemtest"
-	"github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 )
-
-// stepClock is a fake clock that the client's Sleep advances; crossing at
-// it calls fire once (outside the lock).
-type stepClock struct {
-	mu    sync.Mutex
-	t     time.Time
-	at    time.Time
-	fired bool
-	fire  func()
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	fire := !c.fired && !c.t.Before(c.at)
-	c.fired = c.fired || fire
-	c.mu.Unlock()
-	if fire {
-		c.fire()
-	}
-	return ctx.Err()
-}
 
 // retryAfters records the Retry-After of every in-flight 409 and pending
 // 202 it passes on.
@@ -73,51 +41,8 @@ func (r *retryAfters) RoundTrip(req *http.Request) (*http.Response, error) {
 func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
 	for _, p := range []idem.Policy{idem.PolicyOpenWOP, erp.Policy} {
 		t.Run(p.Name, func(t *testing.T) {
-			start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-			release, started, firstDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			clk := &stepClock{t: start, at: start.Add(8 * time.Second)}
-			var once sync.Once
-			free := func() { once.Do(func() { close(release) }) }
-			clk.fire = func() { free(); <-firstDone }
-			g, err := idem.New(idem.Config{
-				Store: memstore.New(), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1, Policy: p,
-				Tenant: idem.SingleTenant("shop"), Logger: slog.New(slog.DiscardHandler),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var runs int
-			mux := http.NewServeMux()
-			mux.Handle("POST /orders/{id}/refund", g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				runs++
-				close(started)
-				<-release
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(201)
-				_, _ = io.WriteString(w, `{"refund":"rf_1"}`)
-			})))
-			srv := httptest.NewServer(mux)
-			defer srv.Close()
-			defer free() // before srv.Close: a failing test must not leave the first request blocked
-			key := NewKey()
-			url := srv.URL + "/orders/42/refund?amount=5"
-
-			var first string
-			go func() {
-				defer close(firstDone)
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"reason":"late"}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", key)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				first = string(b)
-			}()
-			<-started
+			f := newSlowFirst(t, p, "/orders/42/refund?amount=5")
+			start, clk, key, url := f.start, f.clk, f.key, f.url
 
 			ra := &retryAfters{base: http.DefaultTransport}
 			c := &http.Client{Transport: &Transport{Config: Config{Base: ra, Now: clk.Now, Sleep: clk.Sleep}}}
@@ -130,8 +55,8 @@ func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, _ := io.ReadAll(resp.Body)
-			if resp.StatusCode != 201 || string(b) != first || !res.Replayed || runs != 1 {
-				t.Fatalf("duplicate got %d %s (first %s), replayed %v, runs %d, attempts %d", resp.StatusCode, b, first, res.Replayed, runs, res.Attempts)
+			if resp.StatusCode != 201 || string(b) != f.first || !res.Replayed || f.runs != 1 {
+				t.Fatalf("duplicate got %d %s (first %s), replayed %v, runs %d, attempts %d", resp.StatusCode, b, f.first, res.Replayed, f.runs, res.Attempts)
 			}
 			if len(ra.seen) < 4 {
 				t.Fatalf("only %d in-flight answers: the test did not poll through the 8 s", len(ra.seen))
@@ -159,51 +84,8 @@ func TestSlowFirstRequestAnswersWithinDefaultBudget(t *testing.T) {
 func TestCommercePendingAnswerIsPolled(t *testing.T) {
 	for _, mode := range []string{"", "sync", "async"} {
 		t.Run("mode="+mode, func(t *testing.T) {
-			start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-			release, started, firstDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
-			clk := &stepClock{t: start, at: start.Add(8 * time.Second)}
-			var once sync.Once
-			free := func() { once.Do(func() { close(release) }) }
-			clk.fire = func() { free(); <-firstDone }
-			g, err := idem.New(idem.Config{
-				Store: memstore.New(), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clk.Now}}, Wait: -1, Policy: commerce.Policy,
-				Tenant: idem.SingleTenant("shop"), Logger: slog.New(slog.DiscardHandler),
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var runs int
-			mux := http.NewServeMux()
-			mux.Handle("POST /orders/{id}/refund", g.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				runs++
-				close(started)
-				<-release
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(201)
-				_, _ = io.WriteString(w, `{"refund":"rf_1"}`)
-			})))
-			srv := httptest.NewServer(mux)
-			defer srv.Close()
-			defer free()
-			key := NewKey()
-			url := srv.URL + "/orders/42/refund"
-
-			var first string
-			go func() {
-				defer close(firstDone)
-				req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"reason":"late"}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", key)
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer resp.Body.Close()
-				b, _ := io.ReadAll(resp.Body)
-				first = string(b)
-			}()
-			<-started
+			f := newSlowFirst(t, commerce.Policy, "/orders/42/refund")
+			clk, key, url := f.clk, f.key, f.url
 
 			ra := &retryAfters{base: http.DefaultTransport}
 			c := &http.Client{Transport: &Transport{Config: Config{Base: ra, Now: clk.Now, Sleep: clk.Sleep}}}
@@ -225,10 +107,10 @@ func TestCommercePendingAnswerIsPolled(t *testing.T) {
 				}
 				return
 			}
-			free()
-			<-firstDone
-			if resp.StatusCode != 201 || string(b) != first || !res.Replayed || runs != 1 {
-				t.Fatalf("duplicate got %d %s (first %s), replayed %v, runs %d, attempts %d", resp.StatusCode, b, first, res.Replayed, runs, res.Attempts)
+			f.free()
+			<-f.firstDone
+			if resp.StatusCode != 201 || string(b) != f.first || !res.Replayed || f.runs != 1 {
+				t.Fatalf("duplicate got %d %s (first %s), replayed %v, runs %d, attempts %d", resp.StatusCode, b, f.first, res.Replayed, f.runs, res.Attempts)
 			}
 			if len(ra.seen) < 4 {
 				t.Fatalf("only %d pending answers: the test did not poll through the 8 s", len(ra.seen))
