@@ -237,15 +237,7 @@ func TestMaxElapsedBoundsTotalTime(t *testing.T) {
 // context's error (in a *Error carrying the key), it does not wait for
 // MaxElapsed.
 func TestContextDeadlineEndsHungAttempt(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
+	srv := hungServer(t)
 	c := mustNew(t, Config{MaxElapsed: time.Hour})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -771,15 +763,7 @@ func TestDeriveKeyJoinsAnyPartsUnambiguously(t *testing.T) {
 func TestErrorsNeverCarryTheKeyOrCredential(t *testing.T) {
 	const key, credential = "caller-key-0123456789abcdefXYZ", "idk_S3cr3tCredentialValue"
 	dropping := newScripted(t, drop)
-	release := make(chan struct{})
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer hung.Close()
-	defer close(release)
+	hung := hungServer(t)
 	unavailable := newScripted(t, status(503))
 	for name, call := range map[string]func() error{
 		"attempts used up": func() error {

@@ -397,15 +397,7 @@ func TestContextCancelledDuringWait(t *testing.T) {
 }
 
 func TestMaxElapsedCancelsHungAttempt(t *testing.T) {
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
+	srv := hungServer(t)
 	c := mustNew(t, Config{MaxElapsed: 100 * time.Millisecond})
 	start := time.Now()
 	_, _, err := post(t, c, srv.URL, `{}`)
