@@ -181,16 +181,7 @@ func TestDevStopLetsARequestInFlightFinish(t *testing.T) {
 		w.Close()
 	}()
 	deadline := time.After(2 * time.Minute)
-	for !strings.Contains(out.text(), "idemkit dev: serving http://"+addr) {
-		select {
-		case c := <-code:
-			t.Fatalf("idemkit dev exited %d:\n%s", c, out.text())
-		case <-deadline:
-			t.Fatalf("idemkit dev not serving:\n%s", out.text())
-		case <-out.more:
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitServing(t, out, addr, code)
 	url := "http://" + addr + "/runs"
 	const body = `{"workflowId":"conformance-delay","inputs":{"delayMs":3000}}`
 	ik := fmt.Sprintf("stop-inflight-%d", time.Now().UnixNano())
