@@ -245,16 +245,8 @@ func TestReclaimAcrossRegionsIsAConflict(t *testing.T) {
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	clockA, clockB := ledgertest.NewClock(t0), ledgertest.NewClock(t0)
-	stA, stB := memstore.New(), memstore.New()
-	newLedger := func(st ledger.Store, c *ledgertest.Clock) *ledger.Ledger {
-		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Heartbeat: -1, Wait: -1,
-			Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.Now}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	lA, lB := newLedger(stA, clockA), newLedger(stB, clockB)
+	stA, lA := regionLedger(t, clockA)
+	stB, lB := regionLedger(t, clockB)
 	eff := business(t, "two-regions")
 	key := "effect#" + eff.Identity.EffectID
 	calls := 0
@@ -320,16 +312,8 @@ func TestReclaimOnAClockAheadBeyondTheLeaseIsNotAConflict(t *testing.T) {
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	ctx := context.Background()
 	clockA, clockB := ledgertest.NewClock(t0), ledgertest.NewClock(t0.Add(2*time.Minute)) // B ahead by four leases
-	stA, stB := memstore.New(), memstore.New()
-	newLedger := func(st ledger.Store, c *ledgertest.Clock) *ledger.Ledger {
-		l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Heartbeat: -1, Wait: -1,
-			Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: c.Now}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
-	lA, lB := newLedger(stA, clockA), newLedger(stB, clockB)
+	stA, lA := regionLedger(t, clockA)
+	stB, lB := regionLedger(t, clockB)
 	eff := business(t, "clock-ahead")
 	key := "effect#" + eff.Identity.EffectID
 	calls := 0
