@@ -83,19 +83,16 @@ func breachEnds(t *testing.T, e *env) {
 	}
 }
 
-// breachRace: executors racing past a deadline (and a completion racing
-// them) end the run once: exactly one write wins, the log holds one
-// cap.breached, one terminal version is added.
-func breachRace(t *testing.T, e *env) {
-	r := e.running(t, 0)
-	wins, completed := 0, 0
+// raceEnds races first (racer 0) against executors breaching r's deadline
+// (the other racers) and returns the run, failing the test unless exactly
+// one end won (version 3); a racer's error other than ErrStatusConflict
+// fails it as what.
+func (e *env) raceEnds(t *testing.T, r runs.Run, what string, first func() error) runs.Run {
+	t.Helper()
+	wins := 0
 	for _, err := range e.race(func(i int) error {
 		if i == 0 {
-			_, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", e.at(time.Second))
-			if err == nil {
-				completed++
-			}
-			return err
+			return first()
 		}
 		_, err := e.st.Breach(e.ctx, r.ID, e.breachEv(time.Second), "run_timeout", "timeout", e.at(time.Second))
 		return err
@@ -104,13 +101,29 @@ func breachRace(t *testing.T, e *env) {
 		case err == nil:
 			wins++
 		case !errors.Is(err, runs.ErrStatusConflict):
-			t.Fatalf("racing breach: %v", err)
+			t.Fatalf("%s: %v", what, err)
 		}
 	}
 	got := e.get(t, r.ID)
 	if wins != 1 || got.Version != 3 {
 		t.Fatalf("%d racing ends won (version %d), want 1 (3)", wins, got.Version)
 	}
+	return got
+}
+
+// breachRace: executors racing past a deadline (and a completion racing
+// them) end the run once: exactly one write wins, the log holds one
+// cap.breached, one terminal version is added.
+func breachRace(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	completed := 0
+	got := e.raceEnds(t, r, "racing breach", func() error {
+		_, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", e.at(time.Second))
+		if err == nil {
+			completed++
+		}
+		return err
+	})
 	switch {
 	case completed == 1 && (got.Status != runs.StatusCompleted || breached(got) != 0):
 		t.Fatalf("the completion won but the run is %+v", got)
@@ -144,32 +157,17 @@ func breachLostAnswer(t *testing.T, e *env) {
 func breachRacesCancel(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	const by = "caller:v1:cancel-record"
-	wins, cancelled := 0, false
+	cancelled := false
 	var lost runs.Run
-	for _, err := range e.race(func(i int) error {
-		if i == 0 {
-			cur, err := e.st.Cancel(e.ctx, r.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, by, "", e.at(time.Second))
-			if err == nil {
-				cancelled = true
-			} else {
-				lost = cur
-			}
-			return err
+	got := e.raceEnds(t, r, "racing end", func() error {
+		cur, err := e.st.Cancel(e.ctx, r.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, by, "", e.at(time.Second))
+		if err == nil {
+			cancelled = true
+		} else {
+			lost = cur
 		}
-		_, err := e.st.Breach(e.ctx, r.ID, e.breachEv(time.Second), "run_timeout", "timeout", e.at(time.Second))
 		return err
-	}) {
-		switch {
-		case err == nil:
-			wins++
-		case !errors.Is(err, runs.ErrStatusConflict):
-			t.Fatalf("racing end: %v", err)
-		}
-	}
-	got := e.get(t, r.ID)
-	if wins != 1 || got.Version != 3 {
-		t.Fatalf("%d racing ends won (version %d), want 1 (3)", wins, got.Version)
-	}
+	})
 	switch {
 	case cancelled && (got.Status != runs.StatusCancelled || got.CancelledBy != by || breached(got) != 0 || got.ErrorCode != ""):
 		t.Fatalf("the cancel won but the run is %+v", got)
