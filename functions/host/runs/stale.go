@@ -71,30 +71,27 @@ func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]strin
 
 // Claim implements RunStore.
 func (m *MemRuns) Claim(_ context.Context, id string, before, now time.Time) (Run, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.lookupLocked(id)
-	if !ok {
-		return Run{}, ErrRunNotFound
-	}
-	if r.Status.Terminal() || !r.Wake.IsZero() || r.UpdatedAt.After(before) {
-		return r, ErrStatusConflict
-	}
-	r.UpdatedAt = now.UTC()
-	r.Epoch++
-	m.runs[id] = r
-	return r, nil
+	return m.takeOver(id, now, func(r Run) bool {
+		return r.Status.Terminal() || !r.Wake.IsZero() || r.UpdatedAt.After(before)
+	})
 }
 
 // Adopt implements RunStore.
 func (m *MemRuns) Adopt(_ context.Context, id string, now time.Time) (Run, error) {
+	return m.takeOver(id, now, func(r Run) bool { return r.Status.Terminal() })
+}
+
+// takeOver is Claim and Adopt: unless refused(r) (ErrStatusConflict with
+// the run), run id is stamped now and its epoch bumped, in one step under
+// the lock.
+func (m *MemRuns) takeOver(id string, now time.Time, refused func(Run) bool) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if r.Status.Terminal() {
+	if refused(r) {
 		return r, ErrStatusConflict
 	}
 	r.UpdatedAt = now.UTC()
