@@ -29,28 +29,9 @@ const (
 	recipeGrammar = `^[A-Za-z0-9._~:-]{1,64}$`
 )
 
-func validInvocation(s string) bool { return fieldRun(s, ":/", 128) }
-func validDigest(s string) bool     { return fieldRun(s, ":+/=", 128) }
-func validRecipe(s string) bool     { return fieldRun(s, ":", 64) }
-
-// fieldRun reports whether s is 1 to max bytes of [A-Za-z0-9._~-] and the
-// bytes of extra.
-func fieldRun(s, extra string, max int) bool {
-	if len(s) < 1 || len(s) > max {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
-			c == '.', c == '_', c == '~', c == '-':
-		case strings.IndexByte(extra, c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
-}
+func validInvocation(s string) bool { return ids.Run(s, ":/", 1, 128) }
+func validDigest(s string) bool     { return ids.Run(s, ":+/=", 1, 128) }
+func validRecipe(s string) bool     { return ids.Run(s, ":", 1, 64) }
 
 // maxRounds bounds Do's claim/reclaim loop (apart from bounded waiting), so a
 // pathological store or clock can never spin it forever.

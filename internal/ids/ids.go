@@ -5,6 +5,8 @@
 // written here once; the ledger and the reference host validate through it.
 package ids
 
+import "strings"
+
 // The grammars, as regular expressions (quoted in error messages).
 const (
 	// TenantGrammar is the tenantId grammar.
@@ -35,11 +37,11 @@ func ValidRunID(id string) bool { return tenantBound(id) }
 func ValidEffectID(id string) bool { return tenantBound(id) }
 
 // ValidNodeID reports whether id matches the nodeId grammar.
-func ValidNodeID(id string) bool { return run(id, true, 1, 128) }
+func ValidNodeID(id string) bool { return Run(id, ":", 1, 128) }
 
 // ValidKey reports whether k matches the OpenWOP Idempotency-Key grammar
 // (KeyGrammar), which the provider keys the ledger derives follow as well.
-func ValidKey(k string) bool { return run(k, false, 22, 128) }
+func ValidKey(k string) bool { return Run(k, "", 22, 128) }
 
 // tenant matches TenantGrammar: an optional "anon:" and 1 to 128 of
 // [A-Za-z0-9._~-] (no ':', so the prefix is never part of the run).
@@ -47,7 +49,7 @@ func tenant(t string) bool {
 	if len(t) >= 5 && t[:5] == "anon:" {
 		t = t[5:]
 	}
-	return run(t, false, 1, 128)
+	return Run(t, "", 1, 128)
 }
 
 // tenantBound matches TenantBoundGrammar: a tenantId, "/", and 16 to 128 of
@@ -55,15 +57,16 @@ func tenant(t string) bool {
 func tenantBound(id string) bool {
 	for i := 0; i < len(id); i++ {
 		if id[i] == '/' {
-			return tenant(id[:i]) && run(id[i+1:], false, 16, 128)
+			return tenant(id[:i]) && Run(id[i+1:], "", 16, 128)
 		}
 	}
 	return false
 }
 
-// run reports whether s is min to max bytes of [A-Za-z0-9._~-], and ':'
-// too when colon.
-func run(s string, colon bool, min, max int) bool {
+// Run reports whether s is min to max bytes of [A-Za-z0-9._~-] and the
+// bytes of extra: the byte matcher of every grammar here, and of the
+// ledger's bounds on its other fields.
+func Run(s, extra string, min, max int) bool {
 	if len(s) < min || len(s) > max {
 		return false
 	}
@@ -72,7 +75,7 @@ func run(s string, colon bool, min, max int) bool {
 		switch {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9',
 			c == '.', c == '_', c == '~', c == '-':
-		case c == ':' && colon:
+		case strings.IndexByte(extra, c) >= 0:
 		default:
 			return false
 		}
