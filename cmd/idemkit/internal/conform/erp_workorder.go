@@ -34,6 +34,21 @@ func (e *env) workOrderPost(ctx context.Context, key, body, contentType, accept 
 	return e.do(ctx, call{method: e.cfg.workOrderMethod, path: e.cfg.workOrderPath, keys: []string{key}, body: body, header: h})
 }
 
+// firstWorkOrder sends the JSON work order js under a fresh key and returns
+// the key and the answer; not ok, r is the scenario's failure (the request
+// failed, or its answer is not 2xx).
+func (e *env) firstWorkOrder(ctx context.Context, js string) (k string, a1 *answer, r Result, ok bool) {
+	k = "ERP-WO-" + strings.ToUpper(randomKey(16, ""))
+	a1, err := e.workOrderPost(ctx, k, js, "application/json", "")
+	if err != nil {
+		return k, nil, failErr(err), false
+	}
+	if !a1.is2xx() {
+		return k, a1, fail("a JSON work order on %s %s got %s, want 2xx", e.cfg.workOrderMethod, e.cfg.workOrderPath, a1), false
+	}
+	return k, a1, Result{}, true
+}
+
 // liveRoute: the live work-order route is served under Idempotency-Key: a
 // JSON work order is accepted (2xx, Idempotency-Replayed: false), and the
 // same work order sent as XML under the same key is its replay (the
@@ -66,13 +81,9 @@ func liveRoute(ctx context.Context, e *env) Result {
 // answers in XML (the Accept is not part of the request hash).
 func xmlReplay(ctx context.Context, e *env) Result {
 	js, _ := workOrder()
-	k := "ERP-WO-" + strings.ToUpper(randomKey(16, ""))
-	a1, err := e.workOrderPost(ctx, k, js, "application/json", "")
-	if err != nil {
-		return failErr(err)
-	}
-	if !a1.is2xx() {
-		return fail("a JSON work order on %s %s got %s, want 2xx", e.cfg.workOrderMethod, e.cfg.workOrderPath, a1)
+	k, a1, r, ok := e.firstWorkOrder(ctx, js)
+	if !ok {
+		return r
 	}
 	a2, err := e.workOrderPost(ctx, k, js, "application/json", "application/xml")
 	if err != nil {
@@ -99,13 +110,9 @@ func xmlReplay(ctx context.Context, e *env) Result {
 func workOrderStrict(ctx context.Context, e *env) Result {
 	js, _ := workOrder()
 	n := strings.TrimSpace(strings.Split(strings.Split(js, `"work_order_number":"`)[1], `"`)[0])
-	k := "ERP-WO-" + strings.ToUpper(randomKey(16, ""))
-	a1, err := e.workOrderPost(ctx, k, js, "application/json", "")
-	if err != nil {
-		return failErr(err)
-	}
-	if !a1.is2xx() {
-		return fail("a JSON work order on %s %s got %s, want 2xx", e.cfg.workOrderMethod, e.cfg.workOrderPath, a1)
+	k, _, r, ok := e.firstWorkOrder(ctx, js)
+	if !ok {
+		return r
 	}
 	const px = `<project><code>P1</code><name>Pump</name><quantity>3</quantity></project>`
 	xmlWO := func(open, inner string) string {
