@@ -10,8 +10,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/header"
@@ -51,17 +49,7 @@ func (s *lostCompletion) Complete(ctx context.Context, claim idem.Record, out id
 // every emulator.
 func TestCancelRetriedAfterCrashKeepsIts200(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
-		var rs runs.RunStore = runs.NewMemRuns()
-		var inner idem.Store = idemmem.New()
-		if e != nil {
-			c := e.Client(dynamotest.FastRetries)
-			rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner = st
-		}
+		rs, inner := backendStores(t, e)
 		clk := clock.NewManual(time.Now())
 		st := &lostCompletion{Store: inner}
 		gc := idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/header"
 )
@@ -24,18 +23,8 @@ import (
 // under a fresh key is still refused.
 func TestConcurrentCancelsOneWins(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
-		var rs runs.RunStore = runs.NewMemRuns()
-		var gc idem.Config
-		if e != nil {
-			c := e.Client(dynamotest.FastRetries)
-			rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			gc.Store = st
-		}
-		f := hostOf(t, rs, gc, nil)
+		rs, st := backendStores(t, e)
+		f := hostOf(t, rs, idem.Config{Store: st}, nil)
 		ctx := context.Background()
 		r := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), time.Now())
 		if err := rs.Create(ctx, r); err != nil {

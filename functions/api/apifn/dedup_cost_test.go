@@ -35,11 +35,7 @@ func TestDedupEnforceCost(t *testing.T) {
 		return func(t *testing.T, e *dynamotest.Emulator) {
 			m := dynamotest.NewMeter(e.Client(), "pk")
 			c := e.Client(dynamotest.FastRetries, m.Middleware())
-			store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, st := dynamoStores(t, e, c, transactional)
 			f := hostOf(t, store, idem.Config{Store: st}, nil)
 			m.Take()
 			if r, _ := f.do(t, ev("POST", "/runs", "acme", dedupKey("cost", 0), `{"workflowId":"conformance-noop","scopeId":"cost"}`)); r.StatusCode != http.StatusCreated {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -34,11 +33,7 @@ func TestDedupFencedKeyRetryWhileTakerLive(t *testing.T) {
 			ctx := context.Background()
 			faults := dynamotest.NewFaults()
 			c := e.Client(dynamotest.FastRetries, faults.Middleware())
-			store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, st := dynamoStores(t, e, c, transactional)
 			clk := &skewedClock{}
 			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
 			k := dedupKey("fencedlive", 0)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -42,11 +41,7 @@ func TestDedupFencedKeyRetry(t *testing.T) {
 			ctx := context.Background()
 			faults := dynamotest.NewFaults()
 			c := e.Client(dynamotest.FastRetries, faults.Middleware())
-			store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, st := dynamoStores(t, e, c, transactional)
 			clk := &skewedClock{}
 			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
 			k := dedupKey("fenced", 0)
@@ -211,11 +206,7 @@ func TestDedupKeyedRunWriteFails(t *testing.T) {
 		ctx := context.Background()
 		faults := dynamotest.NewFaults()
 		c := e.Client(dynamotest.FastRetries, faults.Middleware())
-		store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, st := dynamoStores(t, e, c, false)
 		f := hostOf(t, store, idem.Config{Store: st}, nil)
 		k := dedupKey("runfail", 0)
 		faults.PassNext("PutItem", 2) // the claim, the scope

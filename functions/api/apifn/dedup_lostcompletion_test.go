@@ -8,8 +8,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -25,17 +23,7 @@ import (
 // next request would create a second run. Memory and every emulator.
 func TestDedupKeyRetryAfterLostCompletionWhileScopeRetaken(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
-		var rs runs.RunStore = runs.NewMemRuns()
-		var inner idem.Store = idemmem.New()
-		if e != nil {
-			c := e.Client(dynamotest.FastRetries)
-			rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner = st
-		}
+		rs, inner := backendStores(t, e)
 		clk := clock.NewManual(time.Now())
 		st := &lostCompletion{Store: inner}
 		f := hostOf(t, rs, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })

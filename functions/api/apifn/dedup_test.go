@@ -14,7 +14,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/wireschema"
 )
@@ -55,11 +54,7 @@ func dedupStores(t *testing.T, fn func(t *testing.T, f *fixture, cnt *dynamotest
 		return func(t *testing.T, e *dynamotest.Emulator) {
 			cnt := dynamotest.NewCounter()
 			c := e.Client(dynamotest.FastRetries, cnt.Middleware())
-			store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
+			store, st := dynamoStores(t, e, c, transactional)
 			fn(t, hostOf(t, store, idem.Config{Store: st}, nil), cnt)
 		}
 	}

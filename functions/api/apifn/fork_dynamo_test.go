@@ -9,7 +9,6 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -26,11 +25,7 @@ func TestForkRunDynamo(t *testing.T) {
 		ctx := context.Background()
 		cnt := dynamotest.NewCounter()
 		c := e.Client(dynamotest.FastRetries, cnt.Middleware())
-		store := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, st := dynamoStores(t, e, c, false)
 		f := hostOf(t, store, idem.Config{Store: st}, nil)
 		// The source: the looped fixture's recorded log, completed.
 		now := time.Now().UTC()

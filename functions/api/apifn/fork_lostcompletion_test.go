@@ -1,18 +1,9 @@
 package apifn
 
 import (
-	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
-	"time"
 
-	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/functions/host/webhook"
-	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
-	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -27,48 +18,9 @@ import (
 // every emulator.
 func TestForkRetriedAcrossTheRetentionBoundaryKeepsItsFork(t *testing.T) {
 	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
-		ctx := context.Background()
-		var rs runs.RunStore = runs.NewMemRuns()
-		var inner idem.Store = idemmem.New()
-		if e != nil {
-			c := e.Client(dynamotest.FastRetries)
-			rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-			st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			inner = st
-		}
-		start := time.Now().UTC().Truncate(time.Millisecond)
-		clk := clock.NewManual(start)
-		f := hostOf(t, rs, idem.Config{Store: &lostCompletion{Store: inner}, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
-
-		src := runs.NewRun("acme", webhook.WorkflowReplayOrdinalLoop, json.RawMessage(`{"delayMs":1}`), start)
-		if err := rs.Create(ctx, src); err != nil {
-			t.Fatal(err)
-		}
-		running, err := rs.Transition(ctx, src.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", start)
-		if err != nil {
-			t.Fatal(err)
-		}
-		node := runs.LogEvent{Type: runs.EventNodeStarted, NodeID: "start", At: start, Payload: json.RawMessage(`{"nodeId":"start","typeId":"x"}`)}
-		if _, err := rs.(runs.LogStore).AppendLog(ctx, src.ID, running.Fence(), []runs.LogEvent{node}, start); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, src.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", start); err != nil {
-			t.Fatal(err)
-		}
-
-		clk.Advance(DefaultForkRetention - time.Minute)
-		const key = "k-fork-boundary-0000000001"
-		body := `{"mode":"replay","fromSeq":1}`
+		const key, body = "k-fork-boundary-0000000001", forkReplayBody
+		f, src, fork := forkLostInsideRetention(t, e, key)
 		r, m := f.fork(t, src.ID, key, body)
-		fork, _ := m["runId"].(string)
-		if r.StatusCode != http.StatusCreated || fork == "" {
-			t.Fatalf("the fork inside the retention, whose completion was lost: %d %s", r.StatusCode, r.Body)
-		}
-		clk.Advance(idem.DefaultLease + time.Second)
-		r, m = f.fork(t, src.ID, key, body)
 		if r.StatusCode != http.StatusCreated || m["runId"] != fork {
 			t.Fatalf("the key's retry past the retention boundary: %d %s, want 201 naming its fork %s", r.StatusCode, r.Body, fork)
 		}

@@ -18,8 +18,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	idemmem "github.com/idemkit/idemkit/idem/memstore"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -29,27 +27,12 @@ import (
 // adjusts the handler's Config before New.
 func inboxHost(t *testing.T, e *dynamotest.Emulator, cfg func(*Config)) (*fixture, runs.RunStore) {
 	t.Helper()
-	var rs runs.RunStore = runs.NewMemRuns()
-	var st idem.Store = idemmem.New()
-	if e != nil {
-		c := e.Client(dynamotest.FastRetries)
-		rs = &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
-		var err error
-		if st, err = idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	rs, st := backendStores(t, e)
 	return hostOf(t, rs, idem.Config{Policy: commerce.Policy, Store: st}, func(_ *fixture, c *Config) {
 		if cfg != nil {
 			cfg(c)
 		}
 	}), rs
-}
-
-// onEveryBackend runs fn on memory and on every emulator.
-func onEveryBackend(t *testing.T, fn func(t *testing.T, e *dynamotest.Emulator)) {
-	t.Run("memory", func(t *testing.T) { fn(t, nil) })
-	dynamotest.ForEach(t, fn)
 }
 
 // waitingCancel creates a running run of acme's and a cancel decided
