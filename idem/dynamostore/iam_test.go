@@ -2,8 +2,6 @@ package dynamostore_test
 
 import (
 	"flag"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,8 +11,8 @@ import (
 
 	"github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/idem/dynamostore"
-	"github.com/idemkit/idemkit/internal/shared"
 	"github.com/idemkit/idemkit/internal/tables"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/idempotency-table.yaml from template.yaml")
@@ -110,19 +108,7 @@ func TestIdempotencyTableSnippet(t *testing.T) {
 		t.Fatal("template.yaml has no IdempotencyTable")
 	}
 	want := idempotencySnippet(t, d)
-	path := filepath.Join(shared.ModuleRoot(), "docs", "idempotency-table.yaml")
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to generate it)", err)
-	}
-	if string(got) != want {
-		t.Fatalf("docs/idempotency-table.yaml is out of date with template.yaml; run go test ./idem/dynamostore -run TestIdempotencyTableSnippet -update\n--- want\n%s", want)
-	}
+	testutil.Generated(t, "docs/idempotency-table.yaml", want, *update, "go test ./idem/dynamostore -run TestIdempotencyTableSnippet -update")
 	var parsed map[string]any
 	if err := yaml.Unmarshal([]byte(stripTags(want)), &parsed); err != nil {
 		t.Fatalf("snippet is not YAML: %v", err)

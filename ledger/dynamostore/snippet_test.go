@@ -12,6 +12,7 @@ import (
 
 	"github.com/idemkit/idemkit/internal/shared"
 	"github.com/idemkit/idemkit/internal/tables"
+	"github.com/idemkit/idemkit/internal/testutil"
 	"github.com/idemkit/idemkit/ledger/dynamostore"
 )
 
@@ -43,19 +44,7 @@ func TestDeployDocEffectsTableSnippetMatchesTemplate(t *testing.T) {
 		t.Fatal("template.yaml has no EffectsTable")
 	}
 	want := effectsSnippet(t, d)
-	path := filepath.Join(shared.ModuleRoot(), "docs", "effects-table.yaml")
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to generate it)", err)
-	}
-	if string(got) != want {
-		t.Fatalf("docs/effects-table.yaml is out of date with template.yaml; run go test ./ledger/dynamostore -run TestDeployDocEffectsTableSnippetMatchesTemplate -update\n--- want\n%s", want)
-	}
+	testutil.Generated(t, "docs/effects-table.yaml", want, *update, "go test ./ledger/dynamostore -run TestDeployDocEffectsTableSnippetMatchesTemplate -update")
 	var parsed map[string]any
 	if err := yaml.Unmarshal([]byte(strings.NewReplacer("!Ref ", "", "!GetAtt ", "", "!Sub ", "").Replace(want)), &parsed); err != nil {
 		t.Fatalf("snippet is not YAML: %v", err)
