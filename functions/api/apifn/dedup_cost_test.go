@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,12 +124,10 @@ func TestDedupCompletionAfterTakeover(t *testing.T) {
 			ctx := context.Background()
 			runsTable := e.CreateTable(t, "RunsTable")
 			clk := &skewedClock{}
-			var reqs atomic.Int64
-			enforced := func(tenant, key, scope string) events.APIGatewayV2HTTPRequest {
-				e := enforced(tenant, key, scope)
-				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
-				return e
-			}
+			// Each request has its own API Gateway request id, as a
+			// client's retries do.
+			var q requestIDs
+			enforced := q.enforced
 			var f *fixture
 			var takerAnswer events.APIGatewayV2HTTPResponse
 			var takerBody map[string]any
@@ -200,12 +197,8 @@ func TestDedupRetryFencedBeforeCompletion(t *testing.T) {
 			ctx := context.Background()
 			runsTable := e.CreateTable(t, "RunsTable")
 			clk := &skewedClock{}
-			var reqs atomic.Int64
-			enforced := func(key string) events.APIGatewayV2HTTPRequest {
-				e := enforced("acme", key, "order-41")
-				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
-				return e
-			}
+			var q requestIDs
+			enforced := func(key string) events.APIGatewayV2HTTPRequest { return q.enforced("acme", key, "order-41") }
 			var f *fixture
 			var armed atomic.Bool
 			var takerAnswer events.APIGatewayV2HTTPResponse
@@ -227,17 +220,7 @@ func TestDedupRetryFencedBeforeCompletion(t *testing.T) {
 			first := dedupKey("fenced", 0)
 			// The first execution: the claim and the scope's write land,
 			// the run's write does not.
-			if transactional {
-				faults.FailNext("TransactWriteItems", 50, dynamotest.InternalServerError())
-			} else {
-				faults.PassNext("PutItem", 2)
-				faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
-			}
-			r, _ := f.h.Handle(ctx, enforced(first))
-			faults.Clear()
-			if r.StatusCode < 500 {
-				t.Fatalf("the interrupted create answered %d %s", r.StatusCode, r.Body)
-			}
+			interruptCreate(t, f, faults, transactional, enforced(first))
 
 			// The retry, past the grace; the takeover comes just before its
 			// run's write.

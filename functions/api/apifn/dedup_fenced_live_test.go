@@ -3,8 +3,6 @@ package apifn
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,25 +35,13 @@ func TestDedupFencedKeyRetryWhileTakerLive(t *testing.T) {
 			clk := &skewedClock{}
 			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
 			k := dedupKey("fencedlive", 0)
-			var reqs atomic.Int64
-			enforced := func(tenant, key, scope string) events.APIGatewayV2HTTPRequest {
-				e := enforced(tenant, key, scope)
-				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
-				return e
-			}
+			// Each request has its own API Gateway request id, as a
+			// client's retries do.
+			var q requestIDs
+			enforced := q.enforced
 			// The first execution: the claim and the scope's write land,
 			// the run's write does not.
-			if transactional {
-				faults.FailNext("TransactWriteItems", 50, dynamotest.InternalServerError())
-			} else {
-				faults.PassNext("PutItem", 2)
-				faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
-			}
-			r, _ := f.h.Handle(ctx, enforced("acme", k, "order-19"))
-			faults.Clear()
-			if r.StatusCode < 500 {
-				t.Fatalf("the interrupted create answered %d %s", r.StatusCode, r.Body)
-			}
+			interruptCreate(t, f, faults, transactional, enforced("acme", k, "order-19"))
 			// Past the grace (and the first claim's lease), another key
 			// takes the scope over, fencing the first key's run id; its
 			// run stays live.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,25 +46,11 @@ func TestDedupFencedKeyRetry(t *testing.T) {
 			k := dedupKey("fenced", 0)
 			// Each request has its own API Gateway request id, as a
 			// client's retries do.
-			var reqs atomic.Int64
-			enforced := func(tenant, key, scope string) events.APIGatewayV2HTTPRequest {
-				e := enforced(tenant, key, scope)
-				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
-				return e
-			}
+			var q requestIDs
+			enforced := q.enforced
 			// The first execution: the claim and the scope's write land,
 			// the run's write does not.
-			if transactional {
-				faults.FailNext("TransactWriteItems", 50, dynamotest.InternalServerError())
-			} else {
-				faults.PassNext("PutItem", 2)
-				faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
-			}
-			r, _ := f.h.Handle(ctx, enforced("acme", k, "order-9"))
-			faults.Clear()
-			if r.StatusCode < 500 {
-				t.Fatalf("the interrupted create answered %d %s", r.StatusCode, r.Body)
-			}
+			interruptCreate(t, f, faults, transactional, enforced("acme", k, "order-9"))
 			// Past the grace (and the first claim's lease), another key
 			// takes the scope over; its run then ends.
 			clk.off.Store(int64(runs.ScopeHoldGrace + time.Minute))

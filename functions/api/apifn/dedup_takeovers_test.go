@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,26 +37,12 @@ func TestScopeParallelTakeoversOfAnUnwrittenHolder(t *testing.T) {
 			store, st := dynamoStores(t, e, c, transactional)
 			clk := &skewedClock{}
 			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
-			var reqs atomic.Int64
-			enforced := func(key string) events.APIGatewayV2HTTPRequest {
-				e := enforced("acme", key, "order-77")
-				e.RequestContext.RequestID = "req-" + strconv.FormatInt(reqs.Add(1), 10)
-				return e
-			}
+			var q requestIDs
+			enforced := func(key string) events.APIGatewayV2HTTPRequest { return q.enforced("acme", key, "order-77") }
 			first := dedupKey("takeovers", 0)
 			// The first execution: the claim and the scope's write land,
 			// the run's write does not.
-			if transactional {
-				faults.FailNext("TransactWriteItems", 50, dynamotest.InternalServerError())
-			} else {
-				faults.PassNext("PutItem", 2)
-				faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
-			}
-			r, _ := f.h.Handle(ctx, enforced(first))
-			faults.Clear()
-			if r.StatusCode < 500 {
-				t.Fatalf("the interrupted create answered %d %s", r.StatusCode, r.Body)
-			}
+			interruptCreate(t, f, faults, transactional, enforced(first))
 
 			clk.off.Store(int64(runs.ScopeHoldGrace + time.Minute))
 			keys := []string{first}
