@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -29,11 +28,7 @@ func TestDedupFencedKeyRetryWhileTakerLive(t *testing.T) {
 	dyn := func(transactional bool) func(t *testing.T, e *dynamotest.Emulator) {
 		return func(t *testing.T, e *dynamotest.Emulator) {
 			ctx := context.Background()
-			faults := dynamotest.NewFaults()
-			c := e.Client(dynamotest.FastRetries, faults.Middleware())
-			store, st := dynamoStores(t, e, c, transactional)
-			clk := &skewedClock{}
-			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+			f, store, clk, faults := faultyHost(t, e, transactional)
 			k := dedupKey("fencedlive", 0)
 			// Each request has its own API Gateway request id, as a
 			// client's retries do.

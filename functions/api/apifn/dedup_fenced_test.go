@@ -38,11 +38,7 @@ func TestDedupFencedKeyRetry(t *testing.T) {
 	dyn := func(transactional bool) func(t *testing.T, e *dynamotest.Emulator) {
 		return func(t *testing.T, e *dynamotest.Emulator) {
 			ctx := context.Background()
-			faults := dynamotest.NewFaults()
-			c := e.Client(dynamotest.FastRetries, faults.Middleware())
-			store, st := dynamoStores(t, e, c, transactional)
-			clk := &skewedClock{}
-			f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+			f, store, clk, faults := faultyHost(t, e, transactional)
 			k := dedupKey("fenced", 0)
 			// Each request has its own API Gateway request id, as a
 			// client's retries do.

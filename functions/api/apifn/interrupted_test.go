@@ -8,8 +8,23 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
+
+// faultyHost is a host on e (its runs committed in the completion
+// transaction when transactional) whose DynamoDB calls fail as faults
+// tells them, under a skewed clock.
+func faultyHost(t *testing.T, e *dynamotest.Emulator, transactional bool) (*fixture, *runs.DynamoRuns, *skewedClock, *dynamotest.Faults) {
+	t.Helper()
+	faults := dynamotest.NewFaults()
+	c := e.Client(dynamotest.FastRetries, faults.Middleware())
+	store, st := dynamoStores(t, e, c, transactional)
+	clk := &skewedClock{}
+	f := hostOf(t, store, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+	return f, store, clk, faults
+}
 
 // requestIDs gives each request its own API Gateway request id, as a
 // client's retries have.
