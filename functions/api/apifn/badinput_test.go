@@ -82,11 +82,7 @@ func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
 				if keyed {
 					key = fmt.Sprintf("k-strict-json-%010d", n)
 				}
-				e := ev("POST", c.path, "acme", key, c.body)
-				delete(e.Headers, "content-type")
-				if ct != "" {
-					e.Headers["content-type"] = ct
-				}
+				e := withContentType(ev("POST", c.path, "acme", key, c.body), ct)
 				resp, m := f.do(t, e)
 				if resp.StatusCode != 400 || m["error"] != "validation_error" {
 					t.Errorf("%s (key %v, Content-Type %q): %d %s", c.name, keyed, ct, resp.StatusCode, resp.Body)
@@ -241,11 +237,7 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 				if keyed {
 					key = fmt.Sprintf("k-body-tenant-%010d", n)
 				}
-				e := ev("POST", c.path, "acme", key, c.body)
-				delete(e.Headers, "content-type")
-				if ct != "" {
-					e.Headers["content-type"] = ct
-				}
+				e := withContentType(ev("POST", c.path, "acme", key, c.body), ct)
 				resp, m := f.do(t, e)
 				details, _ := m["details"].(map[string]any)
 				if resp.StatusCode != 403 || m["error"] != "forbidden" || details["reason"] != "tenant_mismatch" {
@@ -267,11 +259,7 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 		t.Errorf("the live run is %s, want pending", r.Status)
 	}
 	for _, ct := range []string{"application/json", ""} {
-		e := ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","tenantId":"acme"}`)
-		delete(e.Headers, "content-type")
-		if ct != "" {
-			e.Headers["content-type"] = ct
-		}
+		e := withContentType(ev("POST", "/runs", "acme", "", `{"workflowId":"conformance-noop","tenantId":"acme"}`), ct)
 		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
 			t.Errorf("the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
 		}
@@ -309,11 +297,7 @@ func TestCreateRunRefusesWhatItsSchemaRefuses(t *testing.T) {
 				if keyed {
 					key = fmt.Sprintf("k-create-schema-%010d", n)
 				}
-				e := ev("POST", "/runs", "acme", key, c.body)
-				delete(e.Headers, "content-type")
-				if ct != "" {
-					e.Headers["content-type"] = ct
-				}
+				e := withContentType(ev("POST", "/runs", "acme", key, c.body), ct)
 				resp, m := f.do(t, e)
 				details, _ := m["details"].(map[string]any)
 				if resp.StatusCode != 400 || m["error"] != "validation_error" || details["field"] != c.field {
@@ -371,11 +355,7 @@ func TestBodyTenantOfABodylessRouteIsRefusedWhateverTheContentType(t *testing.T)
 					if keyed {
 						key = fmt.Sprintf("k-bodyless-tenant-%010d", n)
 					}
-					e := ev("POST", path, "acme", key, body)
-					delete(e.Headers, "content-type")
-					if ct != "" {
-						e.Headers["content-type"] = ct
-					}
+					e := withContentType(ev("POST", path, "acme", key, body), ct)
 					resp, m := f.do(t, e)
 					details, _ := m["details"].(map[string]any)
 					if resp.StatusCode != 403 || m["error"] != "forbidden" || details["reason"] != "tenant_mismatch" {
@@ -396,11 +376,7 @@ func TestBodyTenantOfABodylessRouteIsRefusedWhateverTheContentType(t *testing.T)
 	}
 	for _, ct := range cts {
 		n++
-		e := ev("POST", paths["retry"], "acme", fmt.Sprintf("k-bodyless-tenant-%010d", n), `{"tenantId":"acme"}`)
-		delete(e.Headers, "content-type")
-		if ct != "" {
-			e.Headers["content-type"] = ct
-		}
+		e := withContentType(ev("POST", paths["retry"], "acme", fmt.Sprintf("k-bodyless-tenant-%010d", n), `{"tenantId":"acme"}`), ct)
 		if resp, _ := f.do(t, e); resp.StatusCode != 201 {
 			t.Errorf("retry naming the caller's own tenant, Content-Type %q: %d %s", ct, resp.StatusCode, resp.Body)
 		}
@@ -507,11 +483,7 @@ func TestRequiredKeyIsStillTheFirstRefusal(t *testing.T) {
 		`{"workflowId":"conformance-noop","tenantId":"globex"}`,
 	} {
 		for _, ct := range []string{"application/json", ""} {
-			e := ev("POST", "/runs", "acme", "", b)
-			delete(e.Headers, "content-type")
-			if ct != "" {
-				e.Headers["content-type"] = ct
-			}
+			e := withContentType(ev("POST", "/runs", "acme", "", b), ct)
 			resp, m := f.do(t, e)
 			details, _ := m["details"].(map[string]any)
 			if resp.StatusCode != 400 || m["error"] != "idempotency_key_invalid" || details["reason"] != "missing" {

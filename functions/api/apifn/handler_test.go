@@ -96,6 +96,15 @@ func ev(method, rawPath, tenant, key, body string) events.APIGatewayV2HTTPReques
 	return e
 }
 
+// withContentType is e with Content-Type ct, or with none when ct is "".
+func withContentType(e events.APIGatewayV2HTTPRequest, ct string) events.APIGatewayV2HTTPRequest {
+	delete(e.Headers, "content-type")
+	if ct != "" {
+		e.Headers["content-type"] = ct
+	}
+	return e
+}
+
 func (f *fixture) do(t *testing.T, e events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, map[string]any) {
 	t.Helper()
 	r, err := f.h.Handle(context.Background(), e)
