@@ -356,12 +356,7 @@ func testHeartbeatFailingPastLease(t *testing.T, e *env) {
 	if err != nil || bRes.Attempt != 2 || bRes.Replayed || calls.Load() != 1 {
 		t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", bRes, err, calls.Load())
 	}
-	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
-		t.Fatalf("attempts %v", got)
-	}
-	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
-		t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
-	}
+	e.wantReclaimedOnce(t, key)
 }
 
 // A renewal that stalls (a store that never answers) is bounded by a
@@ -560,12 +555,7 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		if err != nil || res.Attempt != 2 || calls.Load() != 1 {
 			t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", res, err, calls.Load())
 		}
-		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
-			t.Fatalf("attempts %v", got)
-		}
-		if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
-			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
-		}
+		e.wantReclaimedOnce(t, key)
 	})
 
 	// The success's outcome write is applied but its answer lost (the
@@ -652,12 +642,7 @@ func testHeartbeatGaveUpSuccess(t *testing.T, e *env) {
 		if err != nil || res.Attempt != 2 || res.BodySize != int64(whole.Len()) {
 			t.Fatalf("B: %+v %v; want attempt 2 with the whole body", res, err)
 		}
-		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
-			t.Fatalf("attempts %v", got)
-		}
-		if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
-			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
-		}
+		e.wantReclaimedOnce(t, key)
 	})
 
 	t.Run("reclaimed first", func(t *testing.T) {
@@ -839,12 +824,7 @@ func testCallerCancelledError(t *testing.T, e *env) {
 		if err != nil || res.Replayed || res.Attempt != 2 || calls.Load() != 1 {
 			t.Fatalf("B: %+v %v calls %d; want attempt 2 fired once", res, err, calls.Load())
 		}
-		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
-			t.Fatalf("attempts %v", got)
-		}
-		if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
-			t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
-		}
+		e.wantReclaimedOnce(t, key)
 	})
 	t.Run("not sent", func(t *testing.T) {
 		e := e.fresh(t)

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"github.com/idemkit/idemkit/ledger/identity"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -453,6 +454,19 @@ func (e *env) attemptStates(key string) []ledger.AttemptState {
 		s = append(s, a.State)
 	}
 	return s
+}
+
+// wantReclaimedOnce fails the test unless key's attempts are one escaped
+// and one completed and the provider saw them as one effect in two
+// requests (the same provider key).
+func (e *env) wantReclaimedOnce(t *testing.T, key string) {
+	t.Helper()
+	if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+		t.Fatalf("attempts %v", got)
+	}
+	if e.prov.Effects() != 1 || e.prov.Requests() != 2 {
+		t.Fatalf("provider effects %d requests %d; want 1 effect (same provider key), 2 requests", e.prov.Effects(), e.prov.Requests())
+	}
 }
 
 // Scan forwards to the store under test when it is a ledger.Scanner.
