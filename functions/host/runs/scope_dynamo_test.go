@@ -164,50 +164,42 @@ func (c *lateWriter) GetItem(ctx context.Context, in *dynamodb.GetItemInput, opt
 // before the takeover's write. Exactly one of the two runs may be live
 // afterwards, on every engine, with and without transactions.
 func TestScopeTakeoverRacesSlowHolder(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		modes := []bool{false}
-		if e.Caps.Transactions {
-			modes = append(modes, true)
+	forEachWriteMode(t, func(t *testing.T, e *dynamotest.Emulator, transactional bool) {
+		ctx := context.Background()
+		c := e.Client(dynamotest.FastRetries)
+		table := e.CreateTable(t, "RunsTable")
+		holder := &DynamoRuns{Client: c, Table: table, Transactional: transactional}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		slow := scopeTestRun(t0)
+		key := scopeKey("acme", "s")
+		if err := holder.acquireScope(ctx, key, slow); err != nil {
+			t.Fatal(err)
 		}
-		for _, transactional := range modes {
-			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
-				ctx := context.Background()
-				c := e.Client(dynamotest.FastRetries)
-				table := e.CreateTable(t, "RunsTable")
-				holder := &DynamoRuns{Client: c, Table: table, Transactional: transactional}
-				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-				slow := scopeTestRun(t0)
-				key := scopeKey("acme", "s")
-				if err := holder.acquireScope(ctx, key, slow); err != nil {
-					t.Fatal(err)
-				}
-				var slowErr error
-				lw := &lateWriter{Client: c, pk: slow.ID, write: func() {
-					// The rest of the slow create's CreateScoped: its run
-					// write.
-					slowErr = holder.CreateScoped(ctx, slow, "s")
-				}}
-				taker := &DynamoRuns{Client: lw, Table: table, Transactional: transactional}
-				late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
-				lateErr := taker.CreateScoped(ctx, late, "s")
-				if lateErr != nil && !errors.Is(lateErr, ErrScopeHeld) {
-					t.Fatalf("the takeover: %v", lateErr)
-				}
-				if slowErr != nil && !errors.Is(slowErr, ErrScopeHeld) {
-					t.Fatalf("the slow holder's write: %v", slowErr)
-				}
-				_, gs := holder.Get(ctx, slow.ID)
-				_, gl := holder.Get(ctx, late.ID)
-				if gs == nil && gl == nil {
-					t.Fatalf("two live runs hold one scope: %s (slow holder, err %v) and %s (takeover, err %v)", slow.ID, slowErr, late.ID, lateErr)
-				}
-				if gs != nil && gl != nil {
-					t.Fatalf("neither run was written: %v, %v", slowErr, lateErr)
-				}
-				if (gs == nil) != (slowErr == nil) || (gl == nil) != (lateErr == nil) {
-					t.Fatalf("answers disagree with the table: slow %v/%v, late %v/%v", slowErr, gs, lateErr, gl)
-				}
-			})
+		var slowErr error
+		lw := &lateWriter{Client: c, pk: slow.ID, write: func() {
+			// The rest of the slow create's CreateScoped: its run
+			// write.
+			slowErr = holder.CreateScoped(ctx, slow, "s")
+		}}
+		taker := &DynamoRuns{Client: lw, Table: table, Transactional: transactional}
+		late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		lateErr := taker.CreateScoped(ctx, late, "s")
+		if lateErr != nil && !errors.Is(lateErr, ErrScopeHeld) {
+			t.Fatalf("the takeover: %v", lateErr)
+		}
+		if slowErr != nil && !errors.Is(slowErr, ErrScopeHeld) {
+			t.Fatalf("the slow holder's write: %v", slowErr)
+		}
+		_, gs := holder.Get(ctx, slow.ID)
+		_, gl := holder.Get(ctx, late.ID)
+		if gs == nil && gl == nil {
+			t.Fatalf("two live runs hold one scope: %s (slow holder, err %v) and %s (takeover, err %v)", slow.ID, slowErr, late.ID, lateErr)
+		}
+		if gs != nil && gl != nil {
+			t.Fatalf("neither run was written: %v, %v", slowErr, lateErr)
+		}
+		if (gs == nil) != (slowErr == nil) || (gl == nil) != (lateErr == nil) {
+			t.Fatalf("answers disagree with the table: slow %v/%v, late %v/%v", slowErr, gs, lateErr, gl)
 		}
 	})
 }
@@ -263,43 +255,35 @@ func TestScopeItemsAreNotRuns(t *testing.T) {
 // succeeds, holding the scope, rather than refusing itself and leaving
 // the scope held by a run never written for ScopeHoldGrace.
 func TestScopeTakeoverLostAnswer(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		modes := []bool{false}
-		if e.Caps.Transactions {
-			modes = append(modes, true)
+	forEachWriteMode(t, func(t *testing.T, e *dynamotest.Emulator, transactional bool) {
+		ctx := context.Background()
+		faults := dynamotest.NewFaults()
+		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		h := scopeTestRun(t0)
+		if err := d.CreateScoped(ctx, h, "s"); err != nil {
+			t.Fatal(err)
 		}
-		for _, transactional := range modes {
-			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
-				ctx := context.Background()
-				faults := dynamotest.NewFaults()
-				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-				h := scopeTestRun(t0)
-				if err := d.CreateScoped(ctx, h, "s"); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := d.Transition(ctx, h.ID, []Status{StatusPending}, StatusCompleted, "", t0.Add(time.Second)); err != nil {
-					t.Fatal(err)
-				}
-				// The refused scope write passes; the takeover write's answer
-				// is lost.
-				faults.PassNext("PutItem", 1)
-				faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
-				next := scopeTestRun(t0.Add(2 * time.Second))
-				if err := d.CreateScoped(ctx, next, "s"); err != nil {
-					t.Fatalf("a takeover whose answer was lost: %v", err)
-				}
-				if faults.Pending() != 0 {
-					t.Fatal("the lost answer was never armed")
-				}
-				if _, err := d.Get(ctx, next.ID); err != nil {
-					t.Fatal(err)
-				}
-				var held *ScopeHeldError
-				if err := d.CreateScoped(ctx, scopeTestRun(t0.Add(3*time.Second)), "s"); !errors.As(err, &held) || held.Holder != next.ID {
-					t.Fatalf("a later create: %v, want held by %s", err, next.ID)
-				}
-			})
+		if _, err := d.Transition(ctx, h.ID, []Status{StatusPending}, StatusCompleted, "", t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		// The refused scope write passes; the takeover write's answer
+		// is lost.
+		faults.PassNext("PutItem", 1)
+		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		next := scopeTestRun(t0.Add(2 * time.Second))
+		if err := d.CreateScoped(ctx, next, "s"); err != nil {
+			t.Fatalf("a takeover whose answer was lost: %v", err)
+		}
+		if faults.Pending() != 0 {
+			t.Fatal("the lost answer was never armed")
+		}
+		if _, err := d.Get(ctx, next.ID); err != nil {
+			t.Fatal(err)
+		}
+		var held *ScopeHeldError
+		if err := d.CreateScoped(ctx, scopeTestRun(t0.Add(3*time.Second)), "s"); !errors.As(err, &held) || held.Holder != next.ID {
+			t.Fatalf("a later create: %v, want held by %s", err, next.ID)
 		}
 	})
 }
@@ -312,40 +296,32 @@ func TestScopeTakeoverLostAnswer(t *testing.T) {
 // waiting out ScopeHoldGrace; the failed create's run can never be
 // written after.
 func TestScopeRunWriteFails(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		modes := []bool{false}
-		if e.Caps.Transactions {
-			modes = append(modes, true)
+	forEachWriteMode(t, func(t *testing.T, e *dynamotest.Emulator, transactional bool) {
+		ctx := context.Background()
+		faults := dynamotest.NewFaults()
+		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		failed := scopeTestRun(t0)
+		// The run's write is a conditional PutItem on both stores
+		// outside a Layer-1 claim (it carries no check of the scope
+		// item, so it needs no transaction).
+		faults.PassNext("PutItem", 1)
+		faults.FailNext("PutItem", 3, dynamotest.Throttle())
+		if err := d.CreateScoped(ctx, failed, "s"); err == nil || errors.Is(err, ErrScopeHeld) {
+			t.Fatalf("a create whose run write failed: %v, want the store's error", err)
 		}
-		for _, transactional := range modes {
-			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
-				ctx := context.Background()
-				faults := dynamotest.NewFaults()
-				d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-				failed := scopeTestRun(t0)
-				// The run's write is a conditional PutItem on both stores
-				// outside a Layer-1 claim (it carries no check of the scope
-				// item, so it needs no transaction).
-				faults.PassNext("PutItem", 1)
-				faults.FailNext("PutItem", 3, dynamotest.Throttle())
-				if err := d.CreateScoped(ctx, failed, "s"); err == nil || errors.Is(err, ErrScopeHeld) {
-					t.Fatalf("a create whose run write failed: %v, want the store's error", err)
-				}
-				if n := faults.Pending(); n != 0 {
-					t.Fatalf("%d injected faults never fired", n)
-				}
-				next := scopeTestRun(t0.Add(time.Second))
-				if err := d.CreateScoped(ctx, next, "s"); err != nil {
-					t.Fatalf("the next create of the scope, within the grace: %v", err)
-				}
-				if err := d.CreateScoped(ctx, failed, "s"); !errors.Is(err, ErrScopeHeld) {
-					t.Fatalf("the failed create again: %v, want ErrScopeHeld", err)
-				}
-				if _, err := d.Get(ctx, failed.ID); !errors.Is(err, ErrRunNotFound) {
-					t.Fatalf("the failed create's run: %v", err)
-				}
-			})
+		if n := faults.Pending(); n != 0 {
+			t.Fatalf("%d injected faults never fired", n)
+		}
+		next := scopeTestRun(t0.Add(time.Second))
+		if err := d.CreateScoped(ctx, next, "s"); err != nil {
+			t.Fatalf("the next create of the scope, within the grace: %v", err)
+		}
+		if err := d.CreateScoped(ctx, failed, "s"); !errors.Is(err, ErrScopeHeld) {
+			t.Fatalf("the failed create again: %v, want ErrScopeHeld", err)
+		}
+		if _, err := d.Get(ctx, failed.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("the failed create's run: %v", err)
 		}
 	})
 }

@@ -96,110 +96,102 @@ func tableRecords(ctx context.Context, t *testing.T, e *dynamotest.Emulator, c *
 // RunFromItem, the executor's own reading of an INSERT image.
 func TestExecutorStreamFilterHandsOverNewRunsOnly(t *testing.T) {
 	filter := executorFilter(t)
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		modes := []bool{false}
-		if e.Caps.Transactions {
-			modes = append(modes, true)
+	forEachWriteMode(t, func(t *testing.T, e *dynamotest.Emulator, transactional bool) {
+		ctx := context.Background()
+		c := e.Client(dynamotest.FastRetries)
+		d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		created := map[string]string{} // run id -> path
+		mustCreate := func(path string, r Run, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+			created[r.ID] = path
 		}
-		for _, transactional := range modes {
-			t.Run(map[bool]string{false: "conditional", true: "transactional"}[transactional], func(t *testing.T) {
-				ctx := context.Background()
-				c := e.Client(dynamotest.FastRetries)
-				d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), Transactional: transactional}
-				t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-				created := map[string]string{} // run id -> path
-				mustCreate := func(path string, r Run, err error) {
-					t.Helper()
-					if err != nil {
-						t.Fatalf("%s: %v", path, err)
-					}
-					created[r.ID] = path
-				}
 
-				plain := scopeTestRun(t0)
-				plain.Options = Options{Tags: json.RawMessage(`["a"]`), Metadata: json.RawMessage(`{"k":"v"}`)}
-				mustCreate("createRun", plain, d.Create(ctx, plain))
-				scoped := scopeTestRun(t0)
-				mustCreate("enforced createRun", scoped, d.CreateScoped(ctx, scoped, "free"))
-				// A scope held by a create that stopped before its run
-				// write: the takeover fences it with a tombstone.
-				stopped := scopeTestRun(t0)
-				if err := d.acquireScope(ctx, scopeKey("acme", "taken"), stopped); err != nil {
-					t.Fatal(err)
-				}
-				taker := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
-				mustCreate("enforced createRun taking a scope over", taker, d.CreateScoped(ctx, taker, "taken"))
-				// A failed run, retried; a fork of it.
-				failed := scopeTestRun(t0)
-				mustCreate("createRun (to fail)", failed, d.Create(ctx, failed))
-				if _, err := d.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", t0.Add(time.Second)); err != nil {
-					t.Fatal(err)
-				}
-				src, err := d.Get(ctx, failed.ID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				retry := NewRun(src.Tenant, src.WorkflowID, src.Inputs, t0.Add(2*time.Second))
-				retry.RetryOf, retry.Options = src.ID, src.Options
-				mustCreate("retry", retry, d.Create(ctx, retry))
-				fork := NewFork(src, ForkBranch, 0, nil, t0.Add(3*time.Second))
-				mustCreate("fork", fork, d.Create(ctx, fork))
-				replay := NewFork(src, ForkReplay, 0, nil, t0.Add(3*time.Second))
-				mustCreate("replay", replay, d.Create(ctx, replay))
-				// A tenant's inbox, in the same table.
-				ib, err := inbox.NewDynamo(inbox.DynamoConfig{Client: c, Table: d.Table})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := ib.Keep(ctx, inbox.Entry{ID: "AAAAAAAAAAAAAAAAAAAAAA", Tenant: "acme", Operation: "cancelRun", RecordID: plain.ID,
-					DecidedVersion: 1, CurrentVersion: 2, CreatedAt: t0}, ""); err != nil {
-					t.Fatal(err)
-				}
-
-				kinds := map[string]int{}
-				handed := map[string]bool{}
-				for _, rec := range tableRecords(ctx, t, e, c, d.Table) {
-					pk := rec.Keys[runAttrPK].(*types.AttributeValueMemberS).Value
-					img := rec.NewImage
-					if img == nil {
-						img = rec.OldImage
-					}
-					kind := rec.EventName + " of a run"
-					_, isRun := RunFromItem(img)
-					switch _, tomb := img[runAttrTakenOver]; {
-					case tomb:
-						kind = rec.EventName + " of a tombstone"
-					case len(pk) > len("#scope/") && pk[:len("#scope/")] == "#scope/":
-						kind = rec.EventName + " of a scope item"
-					case len(pk) > len("#inbox/") && pk[:len("#inbox/")] == "#inbox/":
-						kind = rec.EventName + " of an inbox"
-					case !isRun:
-						t.Fatalf("an item of no known kind: %v", img)
-					}
-					kinds[kind]++
-					want := rec.EventName == "INSERT" && isRun
-					if got := filter.Match(rec); got != want {
-						t.Errorf("%s %s: the executor's filter hands it over: %v, want %v", kind, pk, got, want)
-					}
-					if want {
-						handed[pk] = true
-					}
-				}
-				for id, path := range created {
-					if !handed[id] {
-						t.Errorf("the run created by %s (%s) is not handed to the executor", path, id)
-					}
-				}
-				for _, k := range []string{"INSERT of a run", "INSERT of a scope item", "INSERT of a tombstone", "INSERT of an inbox"} {
-					if kinds[k] == 0 {
-						t.Errorf("no %s was written: the test proves nothing about it (%v)", k, kinds)
-					}
-				}
-				if e.Caps.Streams && kinds["MODIFY of a run"] == 0 {
-					t.Errorf("no run was modified: %v", kinds)
-				}
-				t.Logf("records: %v", kinds)
-			})
+		plain := scopeTestRun(t0)
+		plain.Options = Options{Tags: json.RawMessage(`["a"]`), Metadata: json.RawMessage(`{"k":"v"}`)}
+		mustCreate("createRun", plain, d.Create(ctx, plain))
+		scoped := scopeTestRun(t0)
+		mustCreate("enforced createRun", scoped, d.CreateScoped(ctx, scoped, "free"))
+		// A scope held by a create that stopped before its run
+		// write: the takeover fences it with a tombstone.
+		stopped := scopeTestRun(t0)
+		if err := d.acquireScope(ctx, scopeKey("acme", "taken"), stopped); err != nil {
+			t.Fatal(err)
 		}
+		taker := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		mustCreate("enforced createRun taking a scope over", taker, d.CreateScoped(ctx, taker, "taken"))
+		// A failed run, retried; a fork of it.
+		failed := scopeTestRun(t0)
+		mustCreate("createRun (to fail)", failed, d.Create(ctx, failed))
+		if _, err := d.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", t0.Add(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		src, err := d.Get(ctx, failed.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		retry := NewRun(src.Tenant, src.WorkflowID, src.Inputs, t0.Add(2*time.Second))
+		retry.RetryOf, retry.Options = src.ID, src.Options
+		mustCreate("retry", retry, d.Create(ctx, retry))
+		fork := NewFork(src, ForkBranch, 0, nil, t0.Add(3*time.Second))
+		mustCreate("fork", fork, d.Create(ctx, fork))
+		replay := NewFork(src, ForkReplay, 0, nil, t0.Add(3*time.Second))
+		mustCreate("replay", replay, d.Create(ctx, replay))
+		// A tenant's inbox, in the same table.
+		ib, err := inbox.NewDynamo(inbox.DynamoConfig{Client: c, Table: d.Table})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ib.Keep(ctx, inbox.Entry{ID: "AAAAAAAAAAAAAAAAAAAAAA", Tenant: "acme", Operation: "cancelRun", RecordID: plain.ID,
+			DecidedVersion: 1, CurrentVersion: 2, CreatedAt: t0}, ""); err != nil {
+			t.Fatal(err)
+		}
+
+		kinds := map[string]int{}
+		handed := map[string]bool{}
+		for _, rec := range tableRecords(ctx, t, e, c, d.Table) {
+			pk := rec.Keys[runAttrPK].(*types.AttributeValueMemberS).Value
+			img := rec.NewImage
+			if img == nil {
+				img = rec.OldImage
+			}
+			kind := rec.EventName + " of a run"
+			_, isRun := RunFromItem(img)
+			switch _, tomb := img[runAttrTakenOver]; {
+			case tomb:
+				kind = rec.EventName + " of a tombstone"
+			case len(pk) > len("#scope/") && pk[:len("#scope/")] == "#scope/":
+				kind = rec.EventName + " of a scope item"
+			case len(pk) > len("#inbox/") && pk[:len("#inbox/")] == "#inbox/":
+				kind = rec.EventName + " of an inbox"
+			case !isRun:
+				t.Fatalf("an item of no known kind: %v", img)
+			}
+			kinds[kind]++
+			want := rec.EventName == "INSERT" && isRun
+			if got := filter.Match(rec); got != want {
+				t.Errorf("%s %s: the executor's filter hands it over: %v, want %v", kind, pk, got, want)
+			}
+			if want {
+				handed[pk] = true
+			}
+		}
+		for id, path := range created {
+			if !handed[id] {
+				t.Errorf("the run created by %s (%s) is not handed to the executor", path, id)
+			}
+		}
+		for _, k := range []string{"INSERT of a run", "INSERT of a scope item", "INSERT of a tombstone", "INSERT of an inbox"} {
+			if kinds[k] == 0 {
+				t.Errorf("no %s was written: the test proves nothing about it (%v)", k, kinds)
+			}
+		}
+		if e.Caps.Streams && kinds["MODIFY of a run"] == 0 {
+			t.Errorf("no run was modified: %v", kinds)
+		}
+		t.Logf("records: %v", kinds)
 	})
 }
