@@ -84,16 +84,7 @@ func TestLeaseCutWhenRenewalsFail(t *testing.T) {
 				first = &handler{body: `{"who":"first"}`, before: func(ctx context.Context) {
 					firstCtx = ctx
 					e.clock.Advance(every)
-					cut := false
-					for range 10 {
-						select {
-						case ticks <- time.Time{}:
-							continue
-						case <-ctx.Done():
-							cut = true
-						}
-						break
-					}
+					cut := tickUntilCut(ctx, ticks, 10)
 					rec, _, _ := e.store.Get(context.Background(), id, e.clock.Now())
 					if !cut {
 						t.Errorf("handler context still live at %s, the last lease written ended at %s", e.clock.Now(), rec.LeaseExpires)
@@ -237,16 +228,7 @@ func TestOnceLeaseCutWhenRenewalsFail(t *testing.T) {
 					return []byte(`"again"`), nil
 				}
 				e.clock.Advance(every)
-				cut := false
-				for range 10 {
-					select {
-					case ticks <- time.Time{}:
-						continue
-					case <-ctx.Done():
-						cut = true
-					}
-					break
-				}
+				cut := tickUntilCut(ctx, ticks, 10)
 				if !cut || !errors.Is(context.Cause(ctx), idem.ErrLeaseLost) || !e.clock.Now().Before(claimed.Add(lease)) {
 					t.Errorf("Run's context: cut %t, cause %v, at %s (the claim's lease ends %s)", cut, context.Cause(ctx), e.clock.Now(), claimed.Add(lease))
 				}
@@ -273,4 +255,18 @@ func TestOnceLeaseCutWhenRenewalsFail(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tickUntilCut hands the heartbeat up to n ticks, one at a time, and
+// reports whether ctx was cut (Done) before it took them all.
+func tickUntilCut(ctx context.Context, ticks chan<- time.Time, n int) bool {
+	for range n {
+		select {
+		case ticks <- time.Time{}:
+			continue
+		case <-ctx.Done():
+			return true
+		}
+	}
+	return false
 }

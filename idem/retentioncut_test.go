@@ -48,16 +48,7 @@ func TestLeaseNeverOutlivesTheRecord(t *testing.T) {
 	first := &handler{body: `{"who":"first"}`, before: func(ctx context.Context) {
 		firstCtx = ctx
 		e.clock.Advance(every)
-		cut := false
-		for range 30 {
-			select {
-			case ticks <- time.Time{}:
-				continue
-			case <-ctx.Done():
-				cut = true
-			}
-			break
-		}
+		cut := tickUntilCut(ctx, ticks, 30)
 		if !cut {
 			t.Errorf("handler context still live at %s, past the record's retention (%s)", e.clock.Now().Sub(start), retention)
 		} else if cause := context.Cause(ctx); !errors.Is(cause, idem.ErrLeaseLost) {
