@@ -1225,6 +1225,15 @@ func testOversizedValue(t *testing.T, e *env) {
 	}
 }
 
+// skewedLedger is a reclaimer without a heartbeat whose clock runs d ahead
+// of the env's.
+func (e *env) skewedLedger(d time.Duration) *ledger.Ledger {
+	return e.ledger(func(c *ledger.Config) {
+		c.Heartbeat = -1
+		c.Test.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
+	})
+}
+
 // Leases are compared with the reclaimer's clock. A reclaimer whose clock is
 // ahead by less than Lease-Heartbeat never takes a heartbeating claim; one
 // ahead by more does, and then the owner's next renewal and its outcome are
@@ -1235,12 +1244,7 @@ func testClockSkew(t *testing.T, e *env) {
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	skewed := func(d time.Duration) *ledger.Ledger {
-		return e.ledger(func(c *ledger.Config) {
-			c.Heartbeat = -1
-			c.Test.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
-		})
-	}
+	skewed := e.skewedLedger
 	started, done := e.fireUntilLost(a, eff, "late")
 	fctx := recv(t, started, "the fire")
 	within := skewed(20 * time.Second) // < Lease-Heartbeat = 25s
@@ -1294,12 +1298,7 @@ func testClockSkewWhileRenewalsFail(t *testing.T, e *env) {
 	renew := e.renewals()
 	eff := e.effect()
 	key := effectKey(eff.Identity)
-	skewed := func(d time.Duration) *ledger.Ledger {
-		return e.ledger(func(c *ledger.Config) {
-			c.Heartbeat = -1
-			c.Test.Clock = ClockFuncs{NowFunc: func() time.Time { return e.clock.Now().Add(d) }}
-		})
-	}
+	skewed := e.skewedLedger
 	started, done, _ := e.fireUntilCut(a, eff, stopsWithCause)
 	fctx := recv(t, started, "the fire")
 	leaseEnd := e.get(key).LeaseUntil // the fire's: +30 s
