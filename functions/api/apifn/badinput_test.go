@@ -74,7 +74,7 @@ func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
 	before := f.runs.Len()
 	n := 0
 	for _, c := range cases {
-		var first string
+		var first sameAnswer
 		for _, keyed := range []bool{true, false} {
 			for _, ct := range []string{"application/json", ""} {
 				n++
@@ -88,11 +88,7 @@ func TestJSONBodiesAreStrictWhateverTheHeaders(t *testing.T) {
 					t.Errorf("%s (key %v, Content-Type %q): %d %s", c.name, keyed, ct, resp.StatusCode, resp.Body)
 					continue
 				}
-				if first == "" {
-					first = resp.Body
-				} else if resp.Body != first {
-					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.name, keyed, ct, resp.Body, first)
-				}
+				first.check(t, fmt.Sprintf("%s (key %v, Content-Type %q)", c.name, keyed, ct), resp.Body)
 			}
 		}
 	}
@@ -229,7 +225,7 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 	before := f.runs.Len()
 	n := 0
 	for _, c := range cases {
-		var first string
+		var first sameAnswer
 		for _, keyed := range []bool{true, false} {
 			for _, ct := range []string{"application/json", ""} {
 				n++
@@ -244,11 +240,7 @@ func TestBodyTenantIsRefusedWhateverTheContentType(t *testing.T) {
 					t.Errorf("%s (key %v, Content-Type %q): %d %s, want 403 forbidden tenant_mismatch", c.name, keyed, ct, resp.StatusCode, resp.Body)
 					continue
 				}
-				if first == "" {
-					first = resp.Body
-				} else if resp.Body != first {
-					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.name, keyed, ct, resp.Body, first)
-				}
+				first.check(t, fmt.Sprintf("%s (key %v, Content-Type %q)", c.name, keyed, ct), resp.Body)
 			}
 		}
 	}
@@ -289,7 +281,7 @@ func TestCreateRunRefusesWhatItsSchemaRefuses(t *testing.T) {
 		{`{"workflowId":"conformance-noop","tenantId":{"id":"acme"}}`, "tenantId"},
 		{`{"workflowId":"conformance-noop","tenantId":["acme"]}`, "tenantId"},
 	} {
-		var first string
+		var first sameAnswer
 		for _, keyed := range []bool{true, false} {
 			for _, ct := range []string{"application/json", ""} {
 				n++
@@ -304,11 +296,7 @@ func TestCreateRunRefusesWhatItsSchemaRefuses(t *testing.T) {
 					t.Errorf("%s (key %v, Content-Type %q): %d %s, want 400 validation_error on %s", c.body, keyed, ct, resp.StatusCode, resp.Body, c.field)
 					continue
 				}
-				if first == "" {
-					first = resp.Body
-				} else if resp.Body != first {
-					t.Errorf("%s (key %v, Content-Type %q): %s, another answer than %s", c.body, keyed, ct, resp.Body, first)
-				}
+				first.check(t, fmt.Sprintf("%s (key %v, Content-Type %q)", c.body, keyed, ct), resp.Body)
 				if keyed {
 					// Nothing recorded: the key runs the corrected body.
 					if r, _ := f.do(t, ev("POST", "/runs", "acme", key, `{"workflowId":"conformance-noop","tenantId":"acme","scopeId":"s","inputs":{}}`)); r.StatusCode != 201 {
@@ -347,7 +335,7 @@ func TestBodyTenantOfABodylessRouteIsRefusedWhateverTheContentType(t *testing.T)
 	n := 0
 	for name, path := range paths {
 		for _, body := range []string{`{"tenantId":"globex"}`, `{"tenantId":{"id":"acme"}}`, `{"x":1,"tenantId":"ACME"}`} {
-			var first string
+			var first sameAnswer
 			for _, keyed := range []bool{true, false} {
 				for _, ct := range cts {
 					n++
@@ -362,11 +350,7 @@ func TestBodyTenantOfABodylessRouteIsRefusedWhateverTheContentType(t *testing.T)
 						t.Errorf("%s %s (key %v, Content-Type %q): %d %s, want 403 forbidden tenant_mismatch", name, body, keyed, ct, resp.StatusCode, resp.Body)
 						continue
 					}
-					if first == "" {
-						first = resp.Body
-					} else if resp.Body != first {
-						t.Errorf("%s %s (key %v, Content-Type %q): %s, another answer than %s", name, body, keyed, ct, resp.Body, first)
-					}
+					first.check(t, fmt.Sprintf("%s %s (key %v, Content-Type %q)", name, body, keyed, ct), resp.Body)
 				}
 			}
 		}

@@ -96,6 +96,21 @@ func ev(method, rawPath, tenant, key, body string) events.APIGatewayV2HTTPReques
 	return e
 }
 
+// sameAnswer holds the answers of one refusal sent several ways to one
+// body: the first answer's.
+type sameAnswer struct{ first string }
+
+// check fails the test (what names the way) when body is not the first
+// answer's.
+func (a *sameAnswer) check(t *testing.T, what, body string) {
+	t.Helper()
+	if a.first == "" {
+		a.first = body
+	} else if body != a.first {
+		t.Errorf("%s: %s, another answer than %s", what, body, a.first)
+	}
+}
+
 // withContentType is e with Content-Type ct, or with none when ct is "".
 func withContentType(e events.APIGatewayV2HTTPRequest, ct string) events.APIGatewayV2HTTPRequest {
 	delete(e.Headers, "content-type")
