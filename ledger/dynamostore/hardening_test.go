@@ -36,6 +36,19 @@ func (s *renewStore) Replace(ctx context.Context, n *ledger.Record, w ledger.Exp
 	return ok, cur, err
 }
 
+// heartbeating is a ledger on v's store, its renewals reported by rs, with
+// a 30 s lease renewed every 10 s by tk's ticks on v's clock.
+func heartbeating(t *testing.T, v *env) (*renewStore, *ledgertest.Ticker, *ledger.Ledger) {
+	t.Helper()
+	rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
+	tk := ledgertest.NewTicker()
+	a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs, tk, a
+}
+
 func wait[T any](t *testing.T, ch <-chan T) T {
 	t.Helper()
 	select {
@@ -54,12 +67,7 @@ func wait[T any](t *testing.T, ch <-chan T) T {
 func TestHeartbeatUnderFaults(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := newEnv(t, e)
-		rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
-		tk := ledgertest.NewTicker()
-		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs, tk, a := heartbeating(t, v)
 		eff := business(t, "hb-faults")
 		started, release := make(chan context.Context, 1), make(chan struct{})
 		done := make(chan error, 1)
@@ -118,12 +126,7 @@ func TestHeartbeatUnderFaults(t *testing.T) {
 func TestHeartbeatFailingPastLeaseCancels(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := newEnv(t, e)
-		rs := &renewStore{Store: v.store, renewed: make(chan error, 16)}
-		tk := ledgertest.NewTicker()
-		a, err := ledger.New(ledger.Config{Store: rs, Lease: 30 * time.Second, Heartbeat: 10 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: v.clock.Now, NewTickerFunc: tk.New}}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		rs, tk, a := heartbeating(t, v)
 		eff := business(t, "hb-fail-past-lease")
 		key := "effect#" + eff.Identity.EffectID
 		started := make(chan context.Context, 1)
