@@ -69,10 +69,15 @@
 //     running run) and renews it every Heartbeat while its nodes run, so
 //     a slow node of any length keeps its run out of the stale-run pass
 //     while its executor lives. Every node-log append is a compare-and-set
-//     on that claim and on the log's length, so an execution another took
-//     over (its executor paused past StaleAfter, or two deliveries
+//     on that claim and on the log's length, and so is the execution's end
+//     of the run (completed or failed, RunStore.Finish: the claim and the
+//     status in one condition of the one write), so an execution another
+//     took over (its executor paused past StaleAfter, or two deliveries
 //     overlapping) writes nothing more and stops: the node log never holds
-//     an event twice. A webhook request it has already sent is not cut
+//     an event twice, and a run is ended only by the execution holding it
+//     (the overtaken one logs at INFO, "run taken by another execution
+//     before it ended", and its record is done: not retried, no failure
+//     counted). A webhook request it has already sent is not cut
 //     when it finds its claim taken (or its run cancelled): the request
 //     finishes and its outcome is recorded, so the execution that took the
 //     run over replays it instead of sending it again (an escaped attempt).
@@ -645,9 +650,9 @@ func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
 	case errors.Is(nodeErr, errRunEnded):
 		return nil // cancelled meanwhile: nothing more to record
 	case nodeErr == nil:
-		return x.finish(ctx, runID, runs.StatusCompleted, "")
+		return x.finish(ctx, run, runs.StatusCompleted, "")
 	case permanent(nodeErr):
-		return x.finish(ctx, runID, runs.StatusFailed, nodeErr.Error())
+		return x.finish(ctx, run, runs.StatusFailed, nodeErr.Error())
 	default:
 		return nodeErr
 	}
@@ -864,10 +869,22 @@ func (x *Executor) HandleInvoke(ctx context.Context, raw json.RawMessage) (any, 
 	return x.HandleLambda(ctx, ev)
 }
 
-func (x *Executor) finish(ctx context.Context, runID string, to runs.Status, msg string) error {
+// finish ends the run this execution holds (run.Epoch) completed or
+// failed, in one compare-and-set on its status and claim epoch
+// (RunStore.Finish). A run that ended meanwhile (a cancel, a breach) or is
+// gone is left as it is; so is a run another execution took over after
+// this one's last node event (its claim lapsed, or a duplicate delivery
+// adopted it): that execution holds it and ends it, so this one stops,
+// logging at INFO, and its record is done (no retry, no failure counted).
+func (x *Executor) finish(ctx context.Context, run runs.Run, to runs.Status, msg string) error {
+	runID := run.ID
 	msg = truncate(msg)
-	r, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusRunning}, to, msg, x.now())
+	r, err := x.Runs.Finish(ctx, runID, run.Epoch, to, msg, x.now())
 	switch {
+	case errors.Is(err, runs.ErrStatusConflict) && r.Status == runs.StatusRunning:
+		x.log().InfoContext(ctx, "executor: run taken by another execution before it ended; this one stops", slog.String("run_id", runID),
+			slog.Int64("claim_epoch", run.Epoch), slog.Int64("current_claim_epoch", r.Epoch))
+		return nil
 	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run changed before it finished", slog.String("run_id", runID), slog.String("status", string(r.Status)))
 		return nil

@@ -29,16 +29,14 @@ func (e *expiringRuns) clock() time.Time {
 	return e.now
 }
 
-func (e *expiringRuns) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
-	if to.Terminal() {
-		if _, err := e.MemRuns.Cancel(ctx, id, []hostruns.Status{hostruns.StatusPending, hostruns.StatusRunning}, "once:op", "", e.clock()); err != nil {
-			return hostruns.Run{}, err
-		}
-		e.mu.Lock()
-		e.now = e.now.Add(2 * e.Retention)
-		e.mu.Unlock()
+func (e *expiringRuns) Finish(ctx context.Context, id string, epoch int64, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
+	if _, err := e.MemRuns.Cancel(ctx, id, []hostruns.Status{hostruns.StatusPending, hostruns.StatusRunning}, "once:op", "", e.clock()); err != nil {
+		return hostruns.Run{}, err
 	}
-	return e.MemRuns.Transition(ctx, id, from, to, msg, now)
+	e.mu.Lock()
+	e.now = e.now.Add(2 * e.Retention)
+	e.mu.Unlock()
+	return e.MemRuns.Finish(ctx, id, epoch, to, msg, now)
 }
 
 // TestExecutorEndingAnExpiredRunLeavesIt: a run cancelled while its

@@ -2,7 +2,7 @@
 // and its lifecycle (Status, Run, NewRun), with what the record carries (its
 // version history, decided.History; its node log, LogStore; its fork origin
 // and ancestry, Fork, NewFork, RecordOf; the executor's claim on it, Epoch,
-// Renew, Adopt, Claim, and the node-log Fence; its caps from
+// Renew, Adopt, Claim, the node-log Fence and the fenced end, Finish; its caps from
 // configurable.run, Caps and Deadline, and its end on a breached one,
 // Breach), the retention of ended runs (Run.ExpiresAt, retention.go), the
 // RunStore in memory

@@ -116,11 +116,14 @@ type Run struct {
 	// for a run whose workflow has no node graph (see fork.go, nodelog.go).
 	Log []LogEvent `json:"log,omitempty"`
 	// Epoch is the executor claim's fencing token: each taking of the run
-	// for an execution (a Transition to running, Claim, Adopt) adds 1, and
-	// the taker holds the run while Epoch is still its own: it renews the
-	// claim (Renew) and appends to the node log (AppendLog) only under it,
-	// so an execution taken over by another writes nothing more. 0 on a run
-	// never taken. Not a tracked field: Version is left alone.
+	// for an execution (a Transition to running, Claim, Adopt, Resume) adds
+	// 1, and the taker holds the run while Epoch is still its own: it
+	// renews the claim (Renew), appends to the node log (AppendLog) and
+	// ends the run completed or failed (Finish) only under it, so an
+	// execution taken over by another writes nothing more to the run's
+	// progress or end. (A breached cap ends the run whoever holds it,
+	// Breach, as a cancel does.) 0 on a run never taken. Not a tracked
+	// field: Version is left alone.
 	Epoch int64 `json:"claimEpoch,omitempty"`
 	// Fork is set on a run created by forkRun: its source, mode, fromSeq
 	// and inherited history. Nil for any other run. Fixed at creation.
@@ -234,6 +237,19 @@ type RunStore interface {
 	// transition to a terminal status also sets the run's expiry under the
 	// store's retention (Run.ExpiresAt), in the same write.
 	Transition(ctx context.Context, id string, from []Status, to Status, errMsg string, now time.Time) (Run, error)
+	// Finish is the executor's end of a run it holds: Transition from
+	// running to `to` (completed or failed) with errMsg, only if the run's
+	// claim epoch is still epoch, in the same conditional write (one round
+	// trip, as Transition). An execution taken over by another (its claim
+	// lapsed and the stale-run pass took the run, a duplicate delivery
+	// adopted it, a due pass resumed it) after its last node event is
+	// refused, as its node-log appends and renewals are, and the run stays
+	// the taker's to end. ErrStatusConflict (with the current run) when
+	// the run is not running or another execution holds it; ErrRunNotFound
+	// when there is none. A `to` that is not completed or failed is an
+	// error and writes nothing. Like every terminal transition it clears
+	// the wake and sets the run's expiry under the store's retention.
+	Finish(ctx context.Context, id string, epoch int64, to Status, errMsg string, now time.Time) (Run, error)
 	// Cancel is Transition(ctx, id, from, StatusCancelled, "", now) that
 	// also records by as the run's CancelledBy and reason as its
 	// CancelReason (each when not ""), in the same conditional write
@@ -420,16 +436,29 @@ func (m *MemRuns) Cancel(_ context.Context, id string, from []Status, by, reason
 	return m.transition(id, from, StatusCancelled, "", by, reason, now)
 }
 
+// Finish implements RunStore.
+func (m *MemRuns) Finish(_ context.Context, id string, epoch int64, to Status, errMsg string, now time.Time) (Run, error) {
+	if err := checkFinish(to); err != nil {
+		return Run{}, err
+	}
+	return m.transitionIf(id, func(r Run) bool { return r.Status == StatusRunning && r.Epoch == epoch }, to, errMsg, "", "", now)
+}
+
 // transition is Transition, recording by as CancelledBy and reason as
 // CancelReason when they are set.
 func (m *MemRuns) transition(id string, from []Status, to Status, errMsg, by, reason string, now time.Time) (Run, error) {
+	return m.transitionIf(id, func(r Run) bool { return statusIn(r.Status, from) }, to, errMsg, by, reason, now)
+}
+
+// transitionIf is transition when the run as stored satisfies may.
+func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg, by, reason string, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if !statusIn(r.Status, from) {
+	if !may(r) {
 		return r, ErrStatusConflict
 	}
 	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
@@ -516,6 +545,15 @@ func (m *MemRuns) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.runs)
+}
+
+// checkFinish refuses a Finish to a status that is not completed or
+// failed.
+func checkFinish(to Status) error {
+	if to != StatusCompleted && to != StatusFailed {
+		return fmt.Errorf("host: Finish ends a run completed or failed, not %q", to)
+	}
+	return nil
 }
 
 func statusIn(s Status, set []Status) bool {

@@ -436,9 +436,24 @@ func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by, r
 	return d.transition(ctx, id, from, StatusCancelled, "", by, reason, now)
 }
 
+// Finish implements RunStore: Transition's one conditional UpdateItem from
+// running, its condition also naming the claim epoch (claimEpoch = epoch).
+func (d *DynamoRuns) Finish(ctx context.Context, id string, epoch int64, to Status, errMsg string, now time.Time) (Run, error) {
+	if err := checkFinish(to); err != nil {
+		return Run{}, err
+	}
+	return d.transitionIf(ctx, id, []Status{StatusRunning}, epochIs(epoch), to, errMsg, "", "", now)
+}
+
 // transition is Transition, setting cancelledBy to by and cancelReason to
 // reason when they are set.
 func (d *DynamoRuns) transition(ctx context.Context, id string, from []Status, to Status, errMsg, by, reason string, now time.Time) (Run, error) {
+	return d.transitionIf(ctx, id, from, expression.ConditionBuilder{}, to, errMsg, by, reason, now)
+}
+
+// transitionIf is transition whose condition also requires also, when it
+// is set (Finish: the run's claim epoch).
+func (d *DynamoRuns) transitionIf(ctx context.Context, id string, from []Status, also expression.ConditionBuilder, to Status, errMsg, by, reason string, now time.Time) (Run, error) {
 	if len(from) == 0 {
 		return Run{}, errors.New("host: Transition needs at least one from status")
 	}
@@ -453,6 +468,9 @@ func (d *DynamoRuns) transition(ctx context.Context, id string, from []Status, t
 		in = expression.Name(runAttrStatus).In(ops[0], ops[1:]...)
 	}
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(in)
+	if also.IsSet() {
+		cond = cond.And(also)
+	}
 	upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(to))).
 		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
 	if errMsg != "" {

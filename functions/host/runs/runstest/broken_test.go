@@ -56,3 +56,33 @@ func TestSuiteCatchesBrokenClaim(t *testing.T) {
 		t.Logf("child output:\n%s", out)
 	}
 }
+
+// statusOnlyFinish is the memory store whose Finish checks the run's
+// status and not its claim epoch, as the executor's end of a run did
+// before it was fenced: an execution taken over still ends the run.
+type statusOnlyFinish struct{ *runs.MemRuns }
+
+func (s statusOnlyFinish) Finish(ctx context.Context, id string, _ int64, to runs.Status, msg string, now time.Time) (runs.Run, error) {
+	return s.Transition(ctx, id, []runs.Status{runs.StatusRunning}, to, msg, now)
+}
+
+const statusOnlyFinishEnv = "RUNSTEST_STATUS_ONLY_FINISH"
+
+// TestSuiteCatchesUnfencedFinish: run over a store whose Finish ignores
+// the claim epoch (a stale execution ends a run another holds), the suite
+// fails, on the Finish cases that take the run before its end.
+func TestSuiteCatchesUnfencedFinish(t *testing.T) {
+	if os.Getenv(statusOnlyFinishEnv) == "1" {
+		runstest.Run(t, runstest.Harness{NewStore: func(*testing.T) runstest.Store { return statusOnlyFinish{runs.NewMemRuns()} }})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteCatchesUnfencedFinish$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), statusOnlyFinishEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed a store whose Finish ignores the claim epoch:\n%s", out)
+	}
+	if !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesUnfencedFinish/Finish/Fenced ") {
+		t.Errorf("case Finish/Fenced did not fail over the unfenced Finish:\n%s", out)
+	}
+}

@@ -61,9 +61,9 @@ func (e *env) checkExpiry(t *testing.T, what string, got runs.Run, end time.Time
 }
 
 // retentionEndsStamped: every way a run ends (completed, failed, cancelled
-// with or without a cancelling request, a breached cap, from pending or
-// from a parked running run) stamps its expiry, end + retention, in the
-// write that ends it.
+// with or without a cancelling request, an execution's Finish, a breached
+// cap, from pending or from a parked running run) stamps its expiry, end +
+// retention, in the write that ends it.
 func retentionEndsStamped(t *testing.T, e *env) {
 	end := e.at(7*time.Second + 300*time.Millisecond)
 	r := e.running(t, 0)
@@ -72,6 +72,13 @@ func retentionEndsStamped(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.checkExpiry(t, "completed", got, end)
+
+	r = e.running(t, 0)
+	got, err = e.st.Finish(e.ctx, r.ID, r.Epoch, runs.StatusFailed, "boom", end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.checkExpiry(t, "failed by its execution", got, end)
 
 	r = e.running(t, 0)
 	if err := e.st.Schedule(e.ctx, r.ID, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.now); err != nil {
@@ -269,6 +276,10 @@ func retentionOneWrite(t *testing.T, e *env) {
 			return err
 		}},
 		{"Cancel", func(id string) error { _, err := e.st.Cancel(e.ctx, id, live, "rec", "", e.now); return err }},
+		{"Finish", func(id string) error {
+			_, err := e.st.Finish(e.ctx, id, 1, runs.StatusCompleted, "", e.now)
+			return err
+		}},
 		{"Breach", func(id string) error {
 			_, err := e.st.Breach(e.ctx, id, e.breachEv(0), "run_timeout", "timeout", e.now)
 			return err

@@ -11,7 +11,8 @@ import (
 const roundTripsCase = "RoundTrips/OneWriteEach"
 
 // roundTrips holds each claim write that succeeds (the end on a breached
-// cap among them), and a read, to one backend round trip.
+// cap and an execution's Finish among them), and a read, to one backend
+// round trip.
 func roundTrips(t *testing.T, e *env) {
 	r := e.newRun(t, 0)
 	var cur runs.Run
@@ -43,6 +44,15 @@ func roundTrips(t *testing.T, e *env) {
 		if n := e.trips(); n != 1 {
 			t.Errorf("%s took %d round trips, want 1", step.name, n)
 		}
+	}
+	// An execution's end under its claim epoch is one write too.
+	f := e.running(t, 0)
+	e.resetTrips()
+	if _, err := e.st.Finish(e.ctx, f.ID, f.Epoch, runs.StatusCompleted, "", e.now); err != nil {
+		t.Fatalf("Finish: %v", err)
+	}
+	if n := e.trips(); n != 1 {
+		t.Errorf("Finish took %d round trips, want 1", n)
 	}
 	// A create holding a free scope costs Create's write and the scope's:
 	// one round trip more than Create (outside a Layer-1 transaction).

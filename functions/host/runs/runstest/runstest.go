@@ -33,6 +33,14 @@
 //     transitions exactly one wins; a lost answer's retry is
 //     ErrStatusConflict with the run already at the target, one version
 //     added.
+//   - Finish: ends a running run (completed or failed) only under its
+//     current claim epoch: an execution taken over (Adopt, Claim, Resume)
+//     is ErrStatusConflict with the run running under the taker,
+//     unchanged; the holder's end clears the wake and keeps the epoch; a
+//     pending, cancelled or missing run is refused, and a status other
+//     than completed or failed writes nothing; of an end racing takings,
+//     it lands only if none came first; a lost answer's retry is
+//     ErrStatusConflict with the run already ended, one version added.
 //   - NoteFailure: counts atomically under racing callers; an ended run is
 //     ErrStatusConflict and unchanged; a lost answer's retry counts again
 //     (a count may be high, never low).
@@ -78,7 +86,8 @@
 //     ErrBadScope; a lost answer's retry is ErrRunExists, the run there
 //     once.
 //   - Retention (a store with a retention, Harness.NewRetaining): every
-//     end (completed, failed, cancelled, a breached cap, from pending,
+//     end (completed, failed, cancelled, a breached cap, an execution's
+//     Finish, from pending,
 //     running or parked) carries the expiry end + retention in whole
 //     seconds, returned, read back and stored (expiresAt, when the harness
 //     reads items: Harness.StoredExpiry); a refused end changes it not; a
@@ -88,8 +97,8 @@
 //     writers keep live carries none; a lost answer's retry leaves the
 //     first end's; with a backend counter an end is still one round trip.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
-//     (Transition, Claim, Adopt, Renew, AppendLog, Breach) and a Get cost
-//     one round trip each.
+//     (Transition, Claim, Adopt, Renew, AppendLog, Finish, Breach) and a
+//     Get cost one round trip each.
 package runstest
 
 import (
@@ -196,6 +205,9 @@ var cases = []testCase{
 	{"Transition/Terminal", transitionTerminal},
 	{"Transition/Race", transitionRace},
 	{"Transition/LostAnswer", transitionLostAnswer},
+	{"Finish/Fenced", finishFenced},
+	{"Finish/Race", finishRace},
+	{"Finish/LostAnswer", finishLostAnswer},
 	{"NoteFailure/Counts", noteFailureCounts},
 	{"NoteFailure/Race", noteFailureRace},
 	{"NoteFailure/LostAnswer", noteFailureLostAnswer},
