@@ -45,6 +45,9 @@ func TestScopeHolderDeletedByItsRetention(t *testing.T) {
 		if _, err := m.Get(ctx, holder.ID); !errors.Is(err, ErrRunNotFound) {
 			t.Fatalf("the deleted holder: %v, want not found", err)
 		}
+		if err := m.Create(ctx, holder); !errors.Is(err, ErrRunExists) {
+			t.Fatalf("a late create of the deleted holder's id: %v, want refused", err)
+		}
 		if err := m.CreateScoped(ctx, scopeTestRun(now), "s"); !errors.Is(err, ErrScopeHeld) {
 			t.Fatalf("a third create while the new holder is live: %v, want ErrScopeHeld", err)
 		}

@@ -347,6 +347,9 @@ type MemRuns struct {
 	runs map[string]Run
 	// scopes are the run scopes' holders (CreateScoped), by scopeKey.
 	scopes map[string]memScope
+	// fenced are the run ids a scope takeover fenced (DynamoRuns'
+	// tombstones): never created, never read as runs. Kept forever.
+	fenced map[string]bool
 	// OnInsert, if set, is called (outside the lock) after each Create.
 	OnInsert func(Run)
 	// Retention is how long an ended run is kept after its end
@@ -372,7 +375,7 @@ func (m *MemRuns) Create(_ context.Context, r Run) error {
 
 // createLocked inserts r, called with m.mu held; it unlocks m.mu.
 func (m *MemRuns) createLocked(r Run) error {
-	if _, ok := m.lookupLocked(r.ID); ok {
+	if _, ok := m.lookupLocked(r.ID); ok || m.fenced[r.ID] {
 		m.mu.Unlock()
 		return ErrRunExists
 	}

@@ -96,12 +96,20 @@ func checkScoped(r Run, scopeID string) error {
 	return nil
 }
 
-// memScope is MemRuns' hold of one scope.
-type memScope struct{ holder string }
+// memScope is MemRuns' hold of one scope: its holder and heldSince (the
+// holder's createdAt), as DynamoRuns' scope item keeps them.
+type memScope struct {
+	holder string
+	since  time.Time
+}
 
 // CreateScoped implements RunStore: under the store's lock, the scope is
 // taken for r (free, held by r itself, or held by an ended or missing run)
-// and r inserted, or nothing happens.
+// and r inserted, or nothing happens. A holder that is missing (its run
+// expired under the store's retention) is taken over as DynamoRuns takes
+// one over: once its hold is ScopeHoldGrace old, fencing its id (the
+// takeover's tombstone: the id is never created again, Create is
+// ErrRunExists and CreateScoped *ScopeHeldError); a fenced holder at once.
 func (m *MemRuns) CreateScoped(_ context.Context, r Run, scopeID string) error {
 	if err := checkScoped(r, scopeID); err != nil {
 		return err
@@ -115,17 +123,48 @@ func (m *MemRuns) CreateScoped(_ context.Context, r Run, scopeID string) error {
 		m.mu.Unlock()
 		return ErrRunExists
 	}
-	if h, ok := m.scopes[key]; ok && h.holder != r.ID {
-		if hr, ok := m.lookupLocked(h.holder); ok && !hr.Status.Terminal() {
+	h, held := m.scopes[key]
+	if held && h.holder != r.ID {
+		hr, written := m.lookupLocked(h.holder)
+		switch {
+		case written && !hr.Status.Terminal():
 			m.mu.Unlock()
 			return &ScopeHeldError{Holder: h.holder}
+		case written, m.fenced[h.holder]:
+			// Ended, or fenced already: taken over below.
+		case r.CreatedAt.Before(h.since.Add(ScopeHoldGrace)):
+			m.mu.Unlock()
+			return &ScopeHeldError{Holder: h.holder, Unwritten: true}
+		default:
+			// Missing (expired): fenced, as DynamoRuns' takeover writes
+			// its tombstone, and taken over below.
+			m.fenceLocked(h.holder)
 		}
+	}
+	if m.fenced[r.ID] {
+		// r's id was fenced by a takeover of its scope: its run can
+		// never be written.
+		holder := r.ID
+		if held && h.holder != r.ID {
+			holder = h.holder
+		}
+		m.mu.Unlock()
+		return &ScopeHeldError{Holder: holder}
 	}
 	if m.scopes == nil {
 		m.scopes = map[string]memScope{}
 	}
-	m.scopes[key] = memScope{holder: r.ID}
+	m.scopes[key] = memScope{holder: r.ID, since: r.CreatedAt}
 	return m.createLocked(r)
+}
+
+// fenceLocked fences id (a takeover's tombstone), called with m.mu held:
+// no run is ever created at id after.
+func (m *MemRuns) fenceLocked(id string) {
+	if m.fenced == nil {
+		m.fenced = map[string]bool{}
+	}
+	m.fenced[id] = true
 }
 
 var (

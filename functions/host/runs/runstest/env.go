@@ -23,6 +23,24 @@ type env struct {
 	resetTrips func()
 	// rawExpiry is Harness.StoredExpiry.
 	rawExpiry func(t *testing.T, st Store, id string) (int64, bool)
+	// clock is the retaining store's clock, and expire Harness.Expire
+	// (retention cases only).
+	clock  *suiteClock
+	expire func(t *testing.T, st Store, id string)
+}
+
+// passExpiry moves the retaining store's clock to the ended run r's
+// expiry and does to r what the store's retention then does
+// (Harness.Expire).
+func (e *env) passExpiry(t *testing.T, r runs.Run) {
+	t.Helper()
+	if r.ExpiresAt.IsZero() {
+		t.Fatalf("run %s carries no expiry", r.ID)
+	}
+	e.clock.set(r.ExpiresAt)
+	if e.expire != nil {
+		e.expire(t, e.st, r.ID)
+	}
 }
 
 // lose arms the loss of the next answer of op, when the harness can.

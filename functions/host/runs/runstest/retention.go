@@ -20,6 +20,7 @@ var retentionCases = []testCase{
 	{"Retention/CreateCarriesNone", retentionCreateCarriesNone},
 	{"Retention/Race", retentionRace},
 	{"Retention/LostAnswer", retentionLostAnswer},
+	{"Retention/ScopeOfAnExpiredHolder", retentionScopeOfAnExpiredHolder},
 	{retentionOneWriteCase, retentionOneWrite},
 }
 
@@ -315,4 +316,37 @@ func retentionCreateCarriesNone(t *testing.T, e *env) {
 	if _, err := e.st.Transition(e.ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", e.now); err != nil {
 		t.Fatalf("pending -> running: %v", err)
 	}
+}
+
+// retentionScopeOfAnExpiredHolder: a scope whose holder ended and then
+// passed its expiry (deleted by the store's retention) is taken over by
+// the next create of the scope, and the expired holder's id is fenced as
+// the id of a holder that was never written is: a late create of it (a
+// re-execution of the create that named it) never lands, alone or in the
+// scope, and the id never reads as a run again. The new holder holds the
+// scope while it lives.
+func retentionScopeOfAnExpiredHolder(t *testing.T, e *env) {
+	h := e.scopedRun("acme", 0)
+	e.mustHold(t, h, "s")
+	ended, err := e.st.Transition(e.ctx, h.ID, []runs.Status{runs.StatusPending}, runs.StatusCompleted, "", e.at(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.passExpiry(t, ended)
+	if _, err := e.st.Get(e.ctx, h.ID); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("the expired holder reads as %v, want ErrRunNotFound", err)
+	}
+	next := e.scopedRun("acme", ended.ExpiresAt.Sub(e.now)+time.Minute)
+	e.mustHold(t, next, "s")
+	if err := e.st.Create(e.ctx, h); !errors.Is(err, runs.ErrRunExists) {
+		t.Fatalf("a late create of the expired holder's id: %v, want ErrRunExists (fenced)", err)
+	}
+	e.mustRefuse(t, h, "s", next.ID)
+	if _, err := e.st.Transition(e.ctx, h.ID, live, runs.StatusCancelled, "", e.at(ScopeLater)); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("a transition of the fenced id: %v, want ErrRunNotFound", err)
+	}
+	if got := e.get(t, next.ID); got.Status != runs.StatusPending || !got.ExpiresAt.IsZero() {
+		t.Fatalf("the new holder: %+v, want pending without an expiry", got)
+	}
+	e.mustRefuse(t, e.scopedRun("acme", ended.ExpiresAt.Sub(e.now)+2*time.Minute), "s", next.ID)
 }

@@ -95,7 +95,11 @@
 //     adopted, renewed, failures noted, log appended); of writers racing
 //     to end a run the one end that wins sets it, and a run racing
 //     writers keep live carries none; a lost answer's retry leaves the
-//     first end's; with a backend counter an end is still one round trip.
+//     first end's; with a backend counter an end is still one round trip;
+//     a scope holder past its expiry (Harness.Expire) reads as missing,
+//     the next create of its scope takes it over, and its id is fenced
+//     from then on: a late Create of it is ErrRunExists, a late
+//     CreateScoped ErrScopeHeld, and neither writes a run.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
 //     (Transition, Claim, Adopt, Renew, AppendLog, Finish, Breach) and a
 //     Get cost one round trip each.
@@ -103,6 +107,7 @@ package runstest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,6 +154,12 @@ type Harness struct {
 	// retention cases check the stored item and not only the run read
 	// back. Default nil: only the run read back is checked.
 	StoredExpiry func(t *testing.T, st Store, id string) (sec int64, ok bool)
+	// Expire, if set, does to run id of a retaining store what the
+	// store's retention does once the run's expiry has passed and the
+	// suite's clock (the now handed to NewRetaining) is past it: for
+	// DynamoRuns, delete its item, as RunsTable's TTL does. Default nil:
+	// the store tells an expired run by that clock alone (MemRuns.Now).
+	Expire func(t *testing.T, st Store, id string)
 }
 
 // Run runs the whole suite, one subtest per case.
@@ -175,10 +186,31 @@ func Run(t *testing.T, h Harness) {
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
-			c.fn(t, &env{st: h.NewRetaining(t, retention, func() time.Time { return base.Add(time.Hour) }), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer,
-				trips: h.RoundTrips, resetTrips: h.ResetRoundTrips, rawExpiry: h.StoredExpiry})
+			clk := &suiteClock{t: base.Add(time.Hour)}
+			c.fn(t, &env{st: h.NewRetaining(t, retention, clk.Now), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer,
+				trips: h.RoundTrips, resetTrips: h.ResetRoundTrips, rawExpiry: h.StoredExpiry, clock: clk, expire: h.Expire})
 		})
 	}
+}
+
+// suiteClock is the clock a retaining store is handed: an hour past the
+// suite's origin, before every expiry the cases stamp, until a case moves
+// it past one (env.passExpiry).
+type suiteClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *suiteClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *suiteClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }
 
 // base is the suite's clock origin (whole milliseconds, as a table keeps

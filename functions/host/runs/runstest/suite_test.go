@@ -61,6 +61,14 @@ func TestDynamoRuns(t *testing.T) {
 				}
 				return sec, true
 			},
+			Expire: func(t *testing.T, st runstest.Store, id string) {
+				t.Helper()
+				// RunsTable's TTL deletes the expired run.
+				if _, err := c.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(st.(*runs.DynamoRuns).Table),
+					Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}}}); err != nil {
+					t.Fatalf("delete item %s: %v", id, err)
+				}
+			},
 			// The write applies, its response is lost, the SDK retries.
 			LoseNextAnswer:  func(op string) { faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) },
 			RoundTrips:      counter.Total,
