@@ -355,7 +355,8 @@ func stopped(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Can
 // or else first waits out an effect in flight elsewhere when that fits
 // (waitOut); otherwise, if the execution after the wait fails too, or the
 // breach is refused again, it ends the run failed; it reports whether the
-// record is done (no retry).
+// record is done (no retry). A run that has ended, or is gone (it ended
+// and its retention passed), has no failure to count: the record is done.
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	if stopped(ctx) {
 		// The executor was stopped, not the run: no failure is counted
@@ -365,8 +366,15 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	}
 	msg := truncate(cause.Error())
 	n, err := x.Runs.NoteFailure(ctx, runID, msg, x.now())
-	if errors.Is(err, runs.ErrStatusConflict) {
+	switch {
+	case errors.Is(err, runs.ErrStatusConflict):
 		return true // the run has already ended (e.g. cancelled): nothing left to retry
+	case errors.Is(err, runs.ErrRunNotFound):
+		// It ended and its retention has passed since (the stream's
+		// record, or the stale-run pass's claim, says it was written):
+		// nothing is left to count, end or retry, as for a run that ended.
+		x.log().InfoContext(ctx, "executor: run gone before its failure was counted", slog.String("run_id", runID), errAttr(cause))
+		return true
 	}
 	if err != nil {
 		x.log().ErrorContext(ctx, "executor: could not count the failure", slog.String("run_id", runID), keyhash.ErrAttr(err))

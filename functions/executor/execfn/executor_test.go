@@ -304,8 +304,14 @@ func TestRefusedDestinationFailsRun(t *testing.T) {
 
 func TestBatchFailureReportsTail(t *testing.T) {
 	f := newFixture(t)
+	// The run exists (its failure is counted); its image carries no
+	// status, so the executor reads it, and the read fails.
+	stored := hostruns.NewRun("acme", "conformance-noop", nil, time.Now())
+	if err := f.runs.Create(context.Background(), stored); err != nil {
+		t.Fatal(err)
+	}
 	f.x.Runs = failingRuns{f.runs}
-	r1 := hostruns.Run{ID: "acme/aaaaaaaaaaaaaaaaaaaa"}
+	r1 := hostruns.Run{ID: stored.ID}
 	retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{
 		{EventID: "m", EventName: "MODIFY"}, insert("a", r1), insert("b", r1),
 	})

@@ -3,6 +3,7 @@ package execfn
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +12,8 @@ import (
 
 	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/internal/emf"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
 
 // expiringRuns ends the run under the executor just before the
@@ -60,6 +63,51 @@ func TestExecutorEndingAnExpiredRunLeavesIt(t *testing.T) {
 	}
 	if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
 		t.Fatalf("the completion of a run that expired meanwhile logged a failure:\n%s", out)
+	}
+	if _, err := store.Get(context.Background(), r.ID); err == nil {
+		t.Fatal("the run was not gone")
+	}
+}
+
+// failingExpiringRuns fails the executor's start of the run with a store
+// error, and meanwhile the run is cancelled and its retention elapses, so
+// the failure the executor then counts (NoteFailure) finds no run.
+type failingExpiringRuns struct{ *expiringRuns }
+
+func (f failingExpiringRuns) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
+	if _, err := f.MemRuns.Cancel(ctx, id, []hostruns.Status{hostruns.StatusPending, hostruns.StatusRunning}, "once:op", "", f.clock()); err != nil {
+		return hostruns.Run{}, err
+	}
+	f.mu.Lock()
+	f.now = f.now.Add(2 * f.Retention)
+	f.mu.Unlock()
+	return hostruns.Run{}, errors.New("runs table throttled (injected)")
+}
+
+// TestExecutorFailureOfAnExpiredRunIsNotRetried: an execution that fails
+// transiently while its run is cancelled and then expires (deleted by its
+// retention) has no failure to count: the run is gone. The record is done
+// (not retried: a retry would only find no run), nothing is logged as an
+// error or a warning and no retried run is counted.
+func TestExecutorFailureOfAnExpiredRunIsNotRetried(t *testing.T) {
+	start := time.Now().UTC()
+	store := failingExpiringRuns{&expiringRuns{MemRuns: hostruns.NewMemRuns(), now: start}}
+	store.Retention = time.Hour
+	store.Now = store.clock
+	var logs, metrics testutil.SyncBuffer
+	x := &Executor{Runs: store, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Metrics: emf.New(&metrics, "idemkit"), MaxAttempts: 3}
+	r := hostruns.NewRun("acme", "conformance-noop", nil, start)
+	if err := store.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", r)}); len(retry) != 0 {
+		t.Fatalf("the failure of a run that expired meanwhile was retried (%v); logs:\n%s", retry, logs.String())
+	}
+	if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+		t.Fatalf("the failure of a run that expired meanwhile logged a failure:\n%s", out)
+	}
+	if strings.Contains(metrics.String(), MetricRetriedRuns) {
+		t.Fatalf("a retried run was counted:\n%s", metrics.String())
 	}
 	if _, err := store.Get(context.Background(), r.ID); err == nil {
 		t.Fatal("the run was not gone")
