@@ -25,7 +25,11 @@
 //     attempts: ...") instead of handing the record to the on-failure
 //     queue. Only a run whose failures could not even be counted (the runs
 //     table itself unavailable) reaches the queue, and it stays "running"
-//     with its last counted error visible.
+//     with its last counted error visible. A last try whose execution held
+//     the run gives it up only while it still holds it (RunStore.Finish
+//     under its claim epoch): a run another execution took meanwhile (a
+//     duplicate delivery, the stale-run pass) is that one's to end, and
+//     the last try's record is done (logged at INFO).
 //   - The last try does not give up on an effect that is merely in flight
 //     elsewhere when its claim will end in time: when the failure is a
 //     *ledger.InFlightError whose RetryAfter (plus one second of slack for
@@ -357,6 +361,9 @@ func stopped(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Can
 // breach is refused again, it ends the run failed; it reports whether the
 // record is done (no retry). A run that has ended, or is gone (it ended
 // and its retention passed), has no failure to count: the record is done.
+// When the failed execution held the run (a *heldError), the run is
+// failed only under that execution's claim epoch: taken by another
+// execution since, it is left to that one and the record is done.
 func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	if stopped(ctx) {
 		// The executor was stopped, not the run: no failure is counted
@@ -383,6 +390,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	if x.MaxAttempts <= 0 || n < x.MaxAttempts {
 		return false
 	}
+	last := cause // the error of the latest execution of the run
 	var unwritten *breachUnwritten
 	if errors.As(cause, &unwritten) {
 		// The run breached a cap: its last try ends it on the breach
@@ -401,15 +409,34 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 			return true
 		}
 		msg = truncate(err.Error())
+		if errors.As(err, new(*heldError)) {
+			last = err
+		}
 	}
 	final := truncate(fmt.Sprintf("executor: gave up after %d attempts: %s", n, msg))
-	r, err := x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending, runs.StatusRunning}, runs.StatusFailed, final, x.now())
+	var held *heldError
+	var r runs.Run
+	if errors.As(last, &held) {
+		// The failed execution held the run: it ends it only while it
+		// still does (another execution may have taken it since).
+		r, err = x.Runs.Finish(ctx, runID, held.epoch, runs.StatusFailed, final, x.now())
+	} else {
+		// It failed before taking the run.
+		r, err = x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending, runs.StatusRunning}, runs.StatusFailed, final, x.now())
+	}
 	switch {
 	case err == nil:
 		x.log().ErrorContext(ctx, "executor: run failed after its last try", slog.String("run_id", runID), slog.Int("attempts", n))
 		return true
+	case errors.Is(err, runs.ErrStatusConflict) && held != nil && r.Status == runs.StatusRunning:
+		x.log().InfoContext(ctx, "executor: run taken by another execution before it was given up; that one ends it", slog.String("run_id", runID),
+			slog.Int64("claim_epoch", held.epoch), slog.Int64("current_claim_epoch", r.Epoch))
+		return true
 	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run ended meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		return true
+	case errors.Is(err, runs.ErrRunNotFound):
+		x.log().InfoContext(ctx, "executor: run gone before it was given up", slog.String("run_id", runID))
 		return true
 	}
 	x.log().ErrorContext(ctx, "executor: could not fail the run", slog.String("run_id", runID), keyhash.ErrAttr(err))
@@ -623,14 +650,34 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 	return x.proceed(ctx, run)
 }
 
+// heldError is the error of an execution that held its run under the
+// claim epoch epoch when it failed (proceed): the give-up of the stream's
+// last try (giveUp) ends the run only while that epoch still holds it.
+type heldError struct {
+	epoch int64
+	err   error
+}
+
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
+
 // proceed runs a started run's nodes under its claim (run.Epoch, renewed
 // by a heartbeat while they run) and records how they ended: parked until
 // its effect's next attempt, completed, or failed; a run whose execution
 // ends at or past its deadline (runTimeoutMs), however it ended, or that
 // breached a cap, fails on the breach (breach). An execution whose
 // claim another took (the heartbeat or a node-log append refused) stops
-// and records nothing.
+// and records nothing. Its error (the run to be retried) is a *heldError
+// naming the claim epoch it held.
 func (x *Executor) proceed(ctx context.Context, run runs.Run) error {
+	if err := x.drive(ctx, run); err != nil {
+		return &heldError{epoch: run.Epoch, err: err}
+	}
+	return nil
+}
+
+// drive is proceed's execution.
+func (x *Executor) drive(ctx context.Context, run runs.Run) error {
 	runID, rc := run.ID, capsOf(run)
 	if b := x.overdue(rc, ""); b != nil {
 		return x.breach(ctx, runID, b) // past its runTimeoutMs: no node starts

@@ -113,3 +113,51 @@ func TestExecutorFailureOfAnExpiredRunIsNotRetried(t *testing.T) {
 		t.Fatal("the run was not gone")
 	}
 }
+
+// expiringAfterCount lets the executor count its failure, and then the
+// run is cancelled and its retention elapses before the last try gives it
+// up.
+type expiringAfterCount struct{ *expiringRuns }
+
+func (e expiringAfterCount) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
+	if to == hostruns.StatusRunning {
+		return hostruns.Run{}, errors.New("runs table throttled (injected)")
+	}
+	return e.MemRuns.Transition(ctx, id, from, to, msg, now)
+}
+
+func (e expiringAfterCount) NoteFailure(ctx context.Context, id, msg string, now time.Time) (int, error) {
+	n, err := e.MemRuns.NoteFailure(ctx, id, msg, now)
+	if err != nil {
+		return n, err
+	}
+	if _, err := e.MemRuns.Cancel(ctx, id, []hostruns.Status{hostruns.StatusPending, hostruns.StatusRunning}, "once:op", "", e.clock()); err != nil {
+		return 0, err
+	}
+	e.mu.Lock()
+	e.now = e.now.Add(2 * e.Retention)
+	e.mu.Unlock()
+	return n, nil
+}
+
+// TestLastTryOfAnExpiredRunIsDone: the last try's give-up of a run that
+// was cancelled and expired after its failure was counted finds no run to
+// fail: the record is done, nothing logged as an error.
+func TestLastTryOfAnExpiredRunIsDone(t *testing.T) {
+	start := time.Now().UTC()
+	store := expiringAfterCount{&expiringRuns{MemRuns: hostruns.NewMemRuns(), now: start}}
+	store.Retention = time.Hour
+	store.Now = store.clock
+	var logs bytes.Buffer
+	x := &Executor{Runs: store, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), MaxAttempts: 1}
+	r := hostruns.NewRun("acme", "conformance-noop", nil, start)
+	if err := store.Create(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if retry := x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", r)}); len(retry) != 0 {
+		t.Fatalf("the give-up of a run that expired meanwhile was retried (%v); logs:\n%s", retry, logs.String())
+	}
+	if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) {
+		t.Fatalf("the give-up of a run that expired meanwhile logged a failure:\n%s", out)
+	}
+}

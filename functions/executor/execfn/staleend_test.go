@@ -3,6 +3,7 @@ package execfn
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/stream"
 )
 
 // takenAtTheEnd is a run store on which another execution takes the run
@@ -79,6 +81,78 @@ func TestStaleExecutorCannotEndTheRun(t *testing.T) {
 			t.Fatalf("the refused end was not logged:\n%s", out)
 		}
 		// The execution that took the run over ends it, once.
+		x2 := s.executor(open, &gatedTicker{ch: make(chan time.Time)})
+		if err := x2.Execute(ctx, r.ID); err != nil {
+			t.Fatalf("the taker: %v", err)
+		}
+		s.wantRun(t, r.ID, runs.StatusCompleted, 1, cleanLog...)
+	})
+}
+
+// takenBeforeGiveUp is a run store whose node-log appends fail (a store
+// error: the execution fails transiently), and on which another execution
+// takes the run (RunStore.Adopt) right before the failed one counts its
+// failure: between the failure and the give-up of its last try.
+type takenBeforeGiveUp struct {
+	logStore
+	mu    sync.Mutex
+	taken runs.Run
+}
+
+func (s *takenBeforeGiveUp) AppendLog(context.Context, string, runs.Fence, []runs.LogEvent, time.Time) (runs.Run, error) {
+	return runs.Run{}, errors.New("runs table throttled (injected)")
+}
+
+func (s *takenBeforeGiveUp) NoteFailure(ctx context.Context, id, msg string, now time.Time) (int, error) {
+	s.mu.Lock()
+	if s.taken.ID == "" {
+		var err error
+		if s.taken, err = s.logStore.Adopt(ctx, id, now); err != nil {
+			s.mu.Unlock()
+			return 0, err
+		}
+	}
+	s.mu.Unlock()
+	return s.logStore.NoteFailure(ctx, id, msg, now)
+}
+
+// TestLastTryLeavesARunAnotherExecutionTook: the stream's last try of a
+// run (MaxAttempts) whose execution failed transiently gives the run up
+// (failed) only if that execution still holds it. Taken by another
+// execution between the failure and the give-up (a duplicate delivery, the
+// stale-run pass), the run is that execution's to end: the last try
+// leaves it running under the taker, logs at INFO, and its record is done.
+// The taker then ends it. On memory and every emulator.
+func TestLastTryLeavesARunAnotherExecutionTook(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		ctx := context.Background()
+		s := newOvertakeStack(t, store)
+		open := newGate()
+		close(open.release)
+		x1 := s.executor(open, &gatedTicker{ch: make(chan time.Time)})
+		x1.MaxAttempts = 1
+		var logs bytes.Buffer
+		x1.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		taking := &takenBeforeGiveUp{logStore: s.sig}
+		x1.Runs = taking
+		r := s.slowRun(t)
+		if retry := x1.HandleRecords(ctx, []stream.StreamRecord{insert("e1", r)}); len(retry) != 0 {
+			t.Fatalf("the last try's record was retried: %v\n%s", retry, logs.String())
+		}
+		if taking.taken.ID == "" {
+			t.Fatal("the run was never taken over")
+		}
+		got, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.StatusRunning || got.Epoch != taking.taken.Epoch {
+			t.Fatalf("the last try gave up a run another execution held: %s (%s) at epoch %d, want running at epoch %d (the taker's)",
+				got.Status, got.Error, got.Epoch, taking.taken.Epoch)
+		}
+		if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "executor: run taken by another execution before it was given up") {
+			t.Fatalf("the left run was not logged at INFO:\n%s", out)
+		}
 		x2 := s.executor(open, &gatedTicker{ch: make(chan time.Time)})
 		if err := x2.Execute(ctx, r.ID); err != nil {
 			t.Fatalf("the taker: %v", err)
