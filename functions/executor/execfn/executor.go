@@ -54,7 +54,7 @@
 //     other error of the last try fails the run.
 //   - An effect whose next attempt is scheduled later (a provider's
 //     Retry-After, a backoff: *ledger.RetryLaterError) parks the run: its
-//     wake time is written to the run record (RunStore.Schedule) and the
+//     wake time is written to the run record (RunStore.Park) and the
 //     invocation ends, nothing sleeps. ResumeDue (the function's minute
 //     schedule, or `idemkit dev` at each wake time its executor reports,
 //     Executor.Parked, and at least every 30 s) executes the parked runs
@@ -728,11 +728,19 @@ func permanent(err error) bool {
 
 // park schedules the run to be executed again when its effect's next
 // attempt is due, or at the run's deadline (runTimeoutMs) when that comes
-// first: the resume then ends it timed out.
+// first: the resume then ends it timed out. It parks the run only while
+// this execution holds it (RunStore.Park under run.Epoch): a run another
+// execution took is left to that one (logged at INFO, no retry).
 func (x *Executor) park(ctx context.Context, run runs.Run, rc runCaps, later *ledger.RetryLaterError) error {
 	runID, wakeAt := run.ID, wakeBy(rc, later.At)
-	err := x.Runs.Schedule(ctx, runID, runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
+	cur, err := x.Runs.Park(ctx, runID, run.Epoch, runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
 	switch {
+	case errors.Is(err, runs.ErrStatusConflict) && cur.Status == runs.StatusRunning:
+		// Taken by another execution (its claim epoch): that one drives
+		// the run, and parks it if its effect is to be tried later.
+		x.log().InfoContext(ctx, "executor: run taken by another execution before it was parked; this one stops", slog.String("run_id", runID),
+			slog.Int64("claim_epoch", run.Epoch), slog.Int64("current_claim_epoch", cur.Epoch))
+		return nil
 	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
 		return nil // ended meanwhile (e.g. cancelled)
 	case err != nil:

@@ -3,8 +3,11 @@ package execfn
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 )
 
 // takenAtTheEnd is a run store on which another execution takes the run
@@ -158,5 +162,82 @@ func TestLastTryLeavesARunAnotherExecutionTook(t *testing.T) {
 			t.Fatalf("the taker: %v", err)
 		}
 		s.wantRun(t, r.ID, runs.StatusCompleted, 1, cleanLog...)
+	})
+}
+
+// takenBeforePark is a run store on which another execution takes the run
+// (RunStore.Adopt) right before the executor parks it until its effect's
+// next attempt.
+type takenBeforePark struct {
+	logStore
+	mu    sync.Mutex
+	taken runs.Run
+}
+
+func (s *takenBeforePark) take(ctx context.Context, id string, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.taken.ID != "" {
+		return nil
+	}
+	var err error
+	s.taken, err = s.logStore.Adopt(ctx, id, now)
+	return err
+}
+
+func (s *takenBeforePark) Park(ctx context.Context, id string, epoch int64, w runs.Wake, now time.Time) (runs.Run, error) {
+	if err := s.take(ctx, id, now); err != nil {
+		return runs.Run{}, err
+	}
+	return s.logStore.Park(ctx, id, epoch, w, now)
+}
+
+// TestStaleExecutorCannotParkTheRun: an execution whose effect is to be
+// tried later, taken over by another before it parks the run (its claim
+// lapsed, a duplicate delivery adopted it), does not park it: the park is
+// refused by the run's claim epoch, so the run is not made due (a due pass
+// would take it from the execution holding it) nor kept from the stale-run
+// pass by a wake its holder never set. The execution stops (INFO, its
+// record done); the run stays running, unparked, under the taker. On
+// memory and every emulator.
+func TestStaleExecutorCannotParkTheRun(t *testing.T) {
+	forEachRunStore(t, func(t *testing.T, store logStore) {
+		ctx := context.Background()
+		s := newOvertakeStack(t, store)
+		busy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", "60")
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}))
+		defer busy.Close()
+		open := newGate()
+		close(open.release)
+		x1 := s.executor(open, &gatedTicker{ch: make(chan time.Time)})
+		var logs bytes.Buffer
+		x1.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+		taking := &takenBeforePark{logStore: s.sig}
+		x1.Runs = taking
+		in, _ := json.Marshal(map[string]any{"url": busy.URL + "/hook", "payload": 1})
+		r := runs.NewRun("acme", webhook.WorkflowWebhook, in, s.clk.Now())
+		if err := store.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if retry := x1.HandleRecords(ctx, []stream.StreamRecord{insert("e1", r)}); len(retry) != 0 {
+			t.Fatalf("the stale execution's record was retried: %v\n%s", retry, logs.String())
+		}
+		if taking.taken.ID == "" {
+			t.Fatal("the run was never taken over (the effect did not ask to be tried later?)")
+		}
+		got, err := store.Get(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != runs.StatusRunning || got.Epoch != taking.taken.Epoch || !got.Wake.IsZero() {
+			t.Fatalf("the stale execution parked the run another held: %s at epoch %d, wake %+v; want running, unparked, at epoch %d",
+				got.Status, got.Epoch, got.Wake, taking.taken.Epoch)
+		}
+		if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || strings.Contains(out, `"level":"WARN"`) ||
+			!strings.Contains(out, "executor: run taken by another execution before it was parked") {
+			t.Fatalf("the refused park was not logged at INFO alone:\n%s", out)
+		}
 	})
 }

@@ -2,9 +2,9 @@
 // and its lifecycle (Status, Run, NewRun), with what the record carries (its
 // version history, decided.History; its node log, LogStore; its fork origin
 // and ancestry, Fork, NewFork, RecordOf; the executor's claim on it, Epoch,
-// Renew, Adopt, Claim, the node-log Fence and the fenced end, Finish; its caps from
-// configurable.run, Caps and Deadline, and its end on a breached one,
-// Breach), the retention of ended runs (Run.ExpiresAt, retention.go), the
+// Renew, Adopt, Claim, the node-log Fence and the fenced park and end,
+// Park and Finish; its caps from configurable.run, Caps and Deadline, and
+// its end on a breached one, Breach), the retention of ended runs (Run.ExpiresAt, retention.go), the
 // RunStore in memory
 // (MemRuns) and on DynamoDB (DynamoRuns, RunsTable), and the tenant-bound
 // runId grammar and its path projection (NewRunID, ClaimRunID, ProjectID,

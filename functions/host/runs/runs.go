@@ -91,8 +91,8 @@ type Run struct {
 	Failures  int    `json:"failures,omitempty"`
 	LastError string `json:"lastError,omitempty"`
 	// Wake is set on a parked run: when it is due to be executed again (its
-	// effect's next attempt, see RunStore.Schedule) and where that effect's
-	// retries stand. Zero when the run is not parked.
+	// effect's next attempt, see RunStore.Schedule and Park) and where that
+	// effect's retries stand. Zero when the run is not parked.
 	Wake Wake `json:"wake,omitzero"`
 	// RetryOf is the failed run this run retries (POST /runs/{runId}/retry);
 	// "" for a run created by createRun. Fixed at creation.
@@ -118,10 +118,10 @@ type Run struct {
 	// Epoch is the executor claim's fencing token: each taking of the run
 	// for an execution (a Transition to running, Claim, Adopt, Resume) adds
 	// 1, and the taker holds the run while Epoch is still its own: it
-	// renews the claim (Renew), appends to the node log (AppendLog) and
-	// ends the run completed or failed (Finish) only under it, so an
-	// execution taken over by another writes nothing more to the run's
-	// progress or end. (A breached cap ends the run whoever holds it,
+	// renews the claim (Renew), appends to the node log (AppendLog), parks
+	// the run (Park) and ends it completed or failed (Finish) only under
+	// it, so an execution taken over by another writes nothing more to the
+	// run's progress or end. (A breached cap ends the run whoever holds it,
 	// Breach, as a cancel does.) 0 on a run never taken. Not a tracked
 	// field: Version is left alone.
 	Epoch int64 `json:"claimEpoch,omitempty"`
@@ -269,6 +269,16 @@ type RunStore interface {
 	// record. ErrStatusConflict, changing nothing, when the run has ended;
 	// ErrRunNotFound when there is none.
 	Schedule(ctx context.Context, id string, w Wake, now time.Time) error
+	// Park is the executor's Schedule of a run it holds: Schedule only if
+	// the run is running and its claim epoch is still epoch, in the same
+	// conditional write (one round trip). An execution taken over by
+	// another is refused, so it never parks (makes due, or keeps from the
+	// stale-run pass) a run another execution drives. It returns the run
+	// as stored afterwards; ErrStatusConflict (with the current run) when
+	// the run is not running or another execution holds it;
+	// ErrRunNotFound when there is none. Parking again (a retry after a
+	// lost answer) leaves one wake.
+	Park(ctx context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error)
 	// Due returns up to limit ids of parked runs whose WakeAt is at or
 	// before now, earliest first. It may be eventually consistent (a GSI):
 	// the caller re-reads each run.
@@ -486,21 +496,32 @@ func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg,
 
 // Schedule implements RunStore.
 func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) error {
+	_, err := m.schedule(id, func(r Run) bool { return !r.Status.Terminal() }, w, now)
+	return err
+}
+
+// Park implements RunStore.
+func (m *MemRuns) Park(_ context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error) {
+	return m.schedule(id, func(r Run) bool { return r.Status == StatusRunning && r.Epoch == epoch }, w, now)
+}
+
+// schedule is Schedule when the run as stored satisfies may.
+func (m *MemRuns) schedule(id string, may func(Run) bool, w Wake, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r, ok := m.lookupLocked(id)
 	if !ok {
-		return ErrRunNotFound
+		return Run{}, ErrRunNotFound
 	}
-	if r.Status.Terminal() {
-		return ErrStatusConflict
+	if !may(r) {
+		return r, ErrStatusConflict
 	}
 	w.At, w.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
 	r.Wake, r.UpdatedAt = w, now.UTC()
 	r.History = appendVersion(r.History, version(fieldWake, w))
 	r.Version = r.History.Current()
 	m.runs[id] = r
-	return nil
+	return r, nil
 }
 
 // Due implements RunStore.

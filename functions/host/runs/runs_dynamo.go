@@ -541,19 +541,7 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 // wakeAttempt, wakeMaxAttempts, wakeDeadline, updatedAt) conditional on the
 // run being pending or running.
 func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.Time) error {
-	upd := expression.Set(expression.Name(runAttrWake), expression.Value(wakeShard)).
-		Set(expression.Name(runAttrWakeAt), expression.Value(w.At.UnixMilli())).
-		Set(expression.Name(runAttrWakeN), expression.Value(w.Attempt)).
-		Set(expression.Name(runAttrWakeMax), expression.Value(w.MaxAttempts)).
-		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
-	if w.Deadline.IsZero() {
-		upd = upd.Remove(expression.Name(runAttrWakeDL))
-	} else {
-		upd = upd.Set(expression.Name(runAttrWakeDL), expression.Value(w.Deadline.UnixMilli()))
-	}
-	logged := w
-	logged.At, logged.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
-	upd = newVersion(upd, version(fieldWake, logged))
+	upd := scheduleUpdate(w, now)
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
@@ -576,6 +564,34 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 		return fmt.Errorf("host: schedule run: %w", err)
 	}
 	return nil
+}
+
+// Park implements RunStore: Schedule's one UpdateItem, conditional on the
+// run being running under claimEpoch = epoch; the run comes back (ALL_NEW,
+// or as it is with ErrStatusConflict).
+func (d *DynamoRuns) Park(ctx context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error) {
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).
+		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning)))).And(epochIs(epoch))
+	return d.updateRun(ctx, id, cond, scheduleUpdate(w, now), "park run")
+}
+
+// scheduleUpdate is the write of Schedule and Park: the wake attributes
+// (wakeShard among them, so the byWake index lists the run), updatedAt and
+// a new version logging the wake.
+func scheduleUpdate(w Wake, now time.Time) expression.UpdateBuilder {
+	upd := expression.Set(expression.Name(runAttrWake), expression.Value(wakeShard)).
+		Set(expression.Name(runAttrWakeAt), expression.Value(w.At.UnixMilli())).
+		Set(expression.Name(runAttrWakeN), expression.Value(w.Attempt)).
+		Set(expression.Name(runAttrWakeMax), expression.Value(w.MaxAttempts)).
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+	if w.Deadline.IsZero() {
+		upd = upd.Remove(expression.Name(runAttrWakeDL))
+	} else {
+		upd = upd.Set(expression.Name(runAttrWakeDL), expression.Value(w.Deadline.UnixMilli()))
+	}
+	logged := w
+	logged.At, logged.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
+	return newVersion(upd, version(fieldWake, logged))
 }
 
 // QueryAPI is the Query operation of *dynamodb.Client, used by Due.

@@ -22,7 +22,7 @@ import (
 // byLive index of RunsTable holds exactly the pending and running runs
 // (liveShard is written by Create and removed by every terminal
 // Transition), sorted by updatedAt, which every write of the run's
-// progress moves (Transition, NoteFailure, Schedule, Claim). A pass over
+// progress moves (Transition, NoteFailure, Schedule, Park, Claim). A pass over
 // it (execfn.Executor.ResumeStale) finds the runs without progress for
 // longer than a bound and claims each with a compare-and-set on updatedAt
 // (Claim) before executing it, so two resumers never both take a run, and

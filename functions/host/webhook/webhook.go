@@ -372,7 +372,7 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // since the first try (both recorded on the effect, shown in its witness
 // rows and in the run snapshot). Deliver returns *ledger.RetryLaterError
 // naming the next try's time, and the executor parks the run until then
-// (RunStore.Schedule); any Deliver before that time sends nothing.
+// (RunStore.Park); any Deliver before that time sends nothing.
 type Webhook struct {
 	// Ledger runs the effect. Required.
 	Ledger *ledger.Ledger

@@ -86,3 +86,36 @@ func TestSuiteCatchesUnfencedFinish(t *testing.T) {
 		t.Errorf("case Finish/Fenced did not fail over the unfenced Finish:\n%s", out)
 	}
 }
+
+// statusOnlyPark is the memory store whose Park checks the run's status
+// and not its claim epoch, as the executor's park did before it was
+// fenced: an execution taken over still parks the run.
+type statusOnlyPark struct{ *runs.MemRuns }
+
+func (s statusOnlyPark) Park(ctx context.Context, id string, _ int64, w runs.Wake, now time.Time) (runs.Run, error) {
+	if err := s.Schedule(ctx, id, w, now); err != nil {
+		r, _ := s.Get(ctx, id)
+		return r, err
+	}
+	return s.Get(ctx, id)
+}
+
+const statusOnlyParkEnv = "RUNSTEST_STATUS_ONLY_PARK"
+
+// TestSuiteCatchesUnfencedPark: run over a store whose Park ignores the
+// claim epoch, the suite fails on Park/Fenced.
+func TestSuiteCatchesUnfencedPark(t *testing.T) {
+	if os.Getenv(statusOnlyParkEnv) == "1" {
+		runstest.Run(t, runstest.Harness{NewStore: func(*testing.T) runstest.Store { return statusOnlyPark{runs.NewMemRuns()} }})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSuiteCatchesUnfencedPark$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), statusOnlyParkEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed a store whose Park ignores the claim epoch:\n%s", out)
+	}
+	if !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesUnfencedPark/Park/Fenced ") {
+		t.Errorf("case Park/Fenced did not fail over the unfenced Park:\n%s", out)
+	}
+}

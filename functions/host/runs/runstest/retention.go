@@ -166,6 +166,14 @@ func retentionLiveNever(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.checkExpiry(t, "parked", e.get(t, r.ID), time.Time{})
+	adopted, err := e.st.Adopt(e.ctx, r.ID, e.at(3*window))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err = e.st.Park(e.ctx, r.ID, adopted.Epoch, runs.Wake{At: e.at(time.Hour), Attempt: 2, MaxAttempts: 3}, e.at(3*window)); err != nil {
+		t.Fatal(err)
+	}
+	e.checkExpiry(t, "parked by its execution", got, time.Time{})
 	if !e.stale(t, e.at(4*window), r.ID) {
 		t.Fatal("a live run of a store with a retention is not listed stale")
 	}

@@ -11,8 +11,8 @@ import (
 const roundTripsCase = "RoundTrips/OneWriteEach"
 
 // roundTrips holds each claim write that succeeds (the end on a breached
-// cap and an execution's Finish among them), and a read, to one backend
-// round trip.
+// cap and an execution's Park and Finish among them), and a read, to one
+// backend round trip.
 func roundTrips(t *testing.T, e *env) {
 	r := e.newRun(t, 0)
 	var cur runs.Run
@@ -45,8 +45,16 @@ func roundTrips(t *testing.T, e *env) {
 			t.Errorf("%s took %d round trips, want 1", step.name, n)
 		}
 	}
-	// An execution's end under its claim epoch is one write too.
+	// An execution's park and end under its claim epoch are one write
+	// each too.
 	f := e.running(t, 0)
+	e.resetTrips()
+	if _, err := e.st.Park(e.ctx, f.ID, f.Epoch, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.now); err != nil {
+		t.Fatalf("Park: %v", err)
+	}
+	if n := e.trips(); n != 1 {
+		t.Errorf("Park took %d round trips, want 1", n)
+	}
 	e.resetTrips()
 	if _, err := e.st.Finish(e.ctx, f.ID, f.Epoch, runs.StatusCompleted, "", e.now); err != nil {
 		t.Fatalf("Finish: %v", err)

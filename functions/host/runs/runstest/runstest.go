@@ -47,6 +47,11 @@
 //   - Schedule, Due: a parked run is due from its wake time, earliest
 //     first, up to the limit; an ended run is ErrStatusConflict; a lost
 //     answer's retry leaves one wake.
+//   - Park: Schedule of a running run only under its current claim
+//     epoch: an execution taken over (Adopt, Claim) is ErrStatusConflict
+//     with the run unparked and unchanged; the holder's park reads back
+//     and is due from its time; a pending, ended or missing run is
+//     refused; a lost answer's retry leaves one wake.
 //   - Stale, Claim: Stale lists live runs without progress since the bound,
 //     never ended ones, and listing again after a lost answer lists the
 //     same; resumers passing at once take each listed run once; Claim
@@ -101,8 +106,8 @@
 //     from then on: a late Create of it is ErrRunExists, a late
 //     CreateScoped ErrScopeHeld, and neither writes a run.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
-//     (Transition, Claim, Adopt, Renew, AppendLog, Finish, Breach) and a
-//     Get cost one round trip each.
+//     (Transition, Claim, Adopt, Renew, AppendLog, Park, Finish, Breach)
+//     and a Get cost one round trip each.
 package runstest
 
 import (
@@ -245,6 +250,8 @@ var cases = []testCase{
 	{"NoteFailure/LostAnswer", noteFailureLostAnswer},
 	{"Schedule/Due", scheduleDue},
 	{"Schedule/LostAnswer", scheduleLostAnswer},
+	{"Park/Fenced", parkFenced},
+	{"Park/LostAnswer", parkLostAnswer},
 	{"Stale/Lists", staleLists},
 	{"Stale/Race", staleRace},
 	{"Stale/LostAnswer", staleLostAnswer},
