@@ -3,6 +3,7 @@ package apifn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -12,17 +13,20 @@ import (
 	"github.com/idemkit/idemkit/idem"
 )
 
-// TestRunLifecycleRaces races, on one run (memory stores), an executor
-// (start, node events, completion), a run-timeout breach, two cancels
-// under different keys, a retry and a fork, while a watcher reads the
-// run. Every round: the run ends exactly once and never changes after
-// (the watcher never sees a terminal status replaced); its events are
-// dense from 0, unique, with exactly one terminal event, the last; at
-// most one of completion, breach and cancel wins; a 200 cancel means the
-// run ends cancelled and each losing cancel is 409 run_terminal; a retry
-// answered 201 means the run ended failed (a retry of a run that was not
-// failed is 409 run_not_failed); a fork answered 201 inherits events that
-// the source, as it ends, still has byte for byte.
+// TestRunLifecycleRaces races, on one run (memory stores), two executors
+// (two deliveries of its record: each starts the run, or takes it over
+// from the other, appends node events and completes it), a run-timeout
+// breach, two cancels under different keys, a retry and a fork, while a
+// watcher reads the run. Every round: the run ends exactly once and never
+// changes after (the watcher never sees a terminal status replaced); its
+// events are dense from 0, unique, with exactly one terminal event, the
+// last; at most one of completion, breach and cancel wins, and a
+// completion is the executor's that held the run's claim epoch then; a
+// 200 cancel means the run ends cancelled and each losing cancel is 409
+// run_terminal; a retry answered 201 means the run ended failed (a retry
+// of a run that was not failed is 409 run_not_failed); a fork answered
+// 201 inherits events that the source, as it ends, still has byte for
+// byte.
 func TestRunLifecycleRaces(t *testing.T) {
 	rs := runs.NewMemRuns()
 	f := hostOf(t, rs, idem.Config{}, nil)
@@ -38,6 +42,7 @@ func TestRunLifecycleRaces(t *testing.T) {
 		done := make(chan struct{})
 		var (
 			completed, breached bool
+			endedAt             [2]int64 // the claim epoch each executor ended the run under (0: it did not)
 			cancels             [2]int
 			cancelBodies        [2]string
 			retry, fork         int
@@ -48,21 +53,27 @@ func TestRunLifecycleRaces(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); <-start; fn() }()
 		}
-		goer(func() { // the executor
-			run, err := rs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now())
-			if err != nil {
-				return
-			}
-			for i := range 3 {
-				evs := []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: fmt.Sprint("n", i), At: time.Now().UTC(), Payload: json.RawMessage(`{}`)},
-					{Type: runs.EventNodeCompleted, NodeID: fmt.Sprint("n", i), At: time.Now().UTC(), Payload: json.RawMessage(`{}`)}}
-				if run, err = rs.AppendLog(ctx, r.ID, run.Fence(), evs, time.Now()); err != nil {
+		for x := range endedAt {
+			goer(func() { // an executor (two deliveries of the run's record)
+				run, err := rs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", time.Now())
+				if errors.Is(err, runs.ErrStatusConflict) && run.Status == runs.StatusRunning {
+					run, err = rs.Adopt(ctx, r.ID, time.Now()) // the other delivery started it: taken over
+				}
+				if err != nil {
 					return
 				}
-			}
-			_, err = rs.Transition(ctx, r.ID, []runs.Status{runs.StatusRunning}, runs.StatusCompleted, "", time.Now())
-			completed = err == nil
-		})
+				for i := range 3 {
+					evs := []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: fmt.Sprint("n", i), At: time.Now().UTC(), Payload: json.RawMessage(`{}`)},
+						{Type: runs.EventNodeCompleted, NodeID: fmt.Sprint("n", i), At: time.Now().UTC(), Payload: json.RawMessage(`{}`)}}
+					if run, err = rs.AppendLog(ctx, r.ID, run.Fence(), evs, time.Now()); err != nil {
+						return
+					}
+				}
+				if _, err = rs.Finish(ctx, r.ID, run.Epoch, runs.StatusCompleted, "", time.Now()); err == nil {
+					endedAt[x] = run.Epoch
+				}
+			})
+		}
 		goer(func() { // a run timeout
 			ev := runs.LogEvent{Type: runs.EventCapBreached, At: time.Now().UTC(), Payload: json.RawMessage(`{"kind":"runTimeoutMs","limit":1,"observed":2}`)}
 			_, err := rs.Breach(ctx, r.ID, ev, "run_timeout", "run timed out", time.Now())
@@ -119,6 +130,16 @@ func TestRunLifecycleRaces(t *testing.T) {
 		got, err := rs.Get(ctx, r.ID)
 		if err != nil {
 			t.Fatal(err)
+		}
+		for x, epoch := range endedAt {
+			switch {
+			case epoch != 0 && completed:
+				t.Fatalf("round %d: both executors completed the run", round)
+			case epoch != 0 && epoch != got.Epoch:
+				t.Fatalf("round %d: executor %d completed the run under claim epoch %d, another execution held it at %d", round, x, epoch, got.Epoch)
+			case epoch != 0:
+				completed = true
+			}
 		}
 		wins := 0
 		for _, w := range []bool{completed, breached} {
