@@ -380,7 +380,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		// It ended and its retention has passed since (the stream's
 		// record, or the stale-run pass's claim, says it was written):
 		// nothing is left to count, end or retry, as for a run that ended.
-		x.log().InfoContext(ctx, "executor: run gone before its failure was counted", slog.String("run_id", runID), errAttr(cause))
+		x.log().InfoContext(ctx, "executor: run gone before its failure was counted", slog.String("run_id", runID), keyhash.ErrAttr(cause))
 		return true
 	}
 	if err != nil {
