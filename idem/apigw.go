@@ -103,6 +103,43 @@ func markOverLambda(in *request, r *Response, out any, size int) {
 	}
 }
 
+// The response shapes of the API Gateway adapters in a Lambda invocation
+// (request.lambdaShape).
+const (
+	shapeNone uint8 = iota
+	shapeV2         // HTTP API (Do, HTTPAPI)
+	shapeV1         // REST
+)
+
+// overLambdaAnswer reports whether r, an answer the Guard records itself
+// (the handler's answer to a conflict, OnConflict), is too large for
+// Lambda to return as the request's adapter returns it
+// (overLambdaPayload): measured as the handler's own answer is
+// (markOverLambda), only in a Lambda invocation, and not for a body over
+// MaxResponseBytes, which is not kept for that already.
+func (in *request) overLambdaAnswer(r *Response) bool {
+	if in.lambdaShape == shapeNone || len(r.Body) > MaxResponseBytes {
+		return false
+	}
+	size := len(r.Body)
+	if _, ok := r.Headers[base64Marker]; ok {
+		size = base64.StdEncoding.EncodedLen(size)
+	}
+	for k, vs := range r.Headers {
+		size += len(k) + 6
+		for _, v := range vs {
+			size += len(v) + 3
+		}
+	}
+	if !mayOverLambda(size) {
+		return false
+	}
+	if in.lambdaShape == shapeV1 {
+		return overLambdaPayload(toV1(r, ""), size)
+	}
+	return overLambdaPayload(toV2(r, nil, ""), size)
+}
+
 // decodeBody returns the bytes of an API Gateway request body: a text
 // body's own bytes, viewed in place (bodyView), or a base64 body decoded.
 // view reports the former: those bytes are the event's string, so they
@@ -202,6 +239,9 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 		in := fromV1(&ev, &g.cfg.Tenant)
 		var text string
 		lambda := inLambda(ctx) // the request's context, as in Do
+		if lambda {
+			in.lambdaShape = shapeV1
+		}
 		resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 			out, err := h(ctx, ev)
 			if err != nil {

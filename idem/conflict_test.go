@@ -3,8 +3,11 @@ package idem_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/memstore"
@@ -171,4 +174,90 @@ func TestConflictAnswerTheStoreRefusesRunsOnce(t *testing.T) {
 	if h.Calls() != 1 {
 		t.Fatalf("handler ran %d times, want once", h.Calls())
 	}
+}
+
+// TestConflictAnswerOverLambdaPayloadRunsOnce: a handler's answer to its
+// write's conflict (OnConflict) that the policy keeps, within
+// MaxResponseBytes but too large for Lambda to return once encoded (a
+// JSON body escaped past 6 MB), is recorded as not kept, as the handler's
+// own response is (TestLambdaPayloadOverTheLimitIsNotKept): its caller
+// gets the answer (which API Gateway answers 502), a duplicate 410
+// idemkit.response_not_kept, and the handler never runs again. Kept, it
+// was replayed into the same failed invocation to every retry, forever.
+// Through both API Gateway adapters; outside a Lambda invocation the
+// answer is kept and replayed as before.
+func TestConflictAnswerOverLambdaPayloadRunsOnce(t *testing.T) {
+	body := "[" + strings.Repeat(`"",`, 1_300_000) + `""]` // 3.9 MB, 6.5 MB escaped
+	answer := func() *idem.Response {
+		return &idem.Response{Status: 422, Headers: map[string][]string{"Content-Type": {"application/json"}}, Body: []byte(body)}
+	}
+	before := func(ctx context.Context) {
+		_ = idem.TransactOr(ctx, func(context.Context, int) error { return errTaken },
+			memstore.Write{Key: "order-1", Value: []byte("second"), IfAbsent: true})
+		_ = idem.OnConflict(ctx, func(error) *idem.Response { return answer() })
+	}
+	first := func(e *env) {
+		t.Helper()
+		if r := e.call(&handler{before: func(ctx context.Context) {
+			_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+		}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
+			t.Fatalf("the first order: %+v", r)
+		}
+	}
+	t.Run("HTTP API", func(t *testing.T) {
+		e := newEnv(t, nil)
+		first(e)
+		h := &handler{before: before}
+		ev := v2event("POST", "POST /orders", testKey, `{}`)
+		r, _ := e.guard.HTTPAPI(h.v2)(invocation(), ev)
+		if r.StatusCode != 422 || r.Body != body {
+			t.Fatalf("answered %d %.200s, want the handler's 422", r.StatusCode, r.Body)
+		}
+		if lambdaPayload(t, r) <= 6<<20 {
+			t.Fatalf("test data: payload %d bytes, within the limit", lambdaPayload(t, r))
+		}
+		for range 2 {
+			r, _ := e.guard.HTTPAPI(h.v2)(invocation(), ev)
+			wantNotKept(t, r.StatusCode, headerOf(r.Headers), []byte(r.Body), 422, len(body))
+		}
+		if h.Calls() != 1 {
+			t.Fatalf("handler ran %d times, want once", h.Calls())
+		}
+	})
+	t.Run("REST", func(t *testing.T) {
+		e := newEnv(t, nil)
+		first(e)
+		runs := 0
+		h := e.guard.REST(func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+			runs++
+			before(ctx)
+			return events.APIGatewayProxyResponse{StatusCode: 201, Body: `{}`}, nil
+		})
+		if r, _ := h(invocation(), v1ev(testKey)); r.StatusCode != 422 || r.Body != body {
+			t.Fatalf("answered %d %.200s, want the handler's 422", r.StatusCode, r.Body)
+		}
+		r, _ := h(invocation(), v1ev(testKey))
+		hdr := http.Header{}
+		for k, v := range r.Headers {
+			hdr.Set(k, v)
+		}
+		wantNotKept(t, r.StatusCode, hdr, []byte(r.Body), 422, len(body))
+		if runs != 1 {
+			t.Fatalf("handler ran %d times, want once", runs)
+		}
+	})
+	t.Run("outside Lambda", func(t *testing.T) {
+		e := newEnv(t, nil)
+		first(e)
+		h := &handler{before: before}
+		ev := v2event("POST", "POST /orders", testKey, `{}`)
+		for i := range 2 {
+			if r := e.call(h, ev); r.StatusCode != 422 || r.Body != body || (i == 1) != (r.Headers[idem.HeaderOpenWOPReplay] == "true") {
+				t.Fatalf("call %d: %d, %d bytes; want the answer, then its replay", i+1, r.StatusCode, len(r.Body))
+			}
+		}
+		if h.Calls() != 1 {
+			t.Fatalf("handler ran %d times, want once", h.Calls())
+		}
+	})
 }

@@ -79,6 +79,9 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 	// Read from the request's context: the handler's may make a context
 	// of its own on a lookup (leaseCtx).
 	lambda := inLambda(ctx)
+	if lambda {
+		in.lambdaShape = shapeV2
+	}
 	resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
 		out, err := fn(ctx)
 		if err != nil {

@@ -138,6 +138,12 @@ type request struct {
 	// returns it, is too large for Lambda to return (overLambdaPayload):
 	// recorded as not kept.
 	overLambda bool
+	// lambdaShape is the response an API Gateway adapter running in a
+	// Lambda invocation returns (shapeV2, shapeV1), shapeNone elsewhere:
+	// an answer the Guard records without the adapter's closure (the
+	// handler's answer to a conflict, OnConflict) is measured by it
+	// (overLambdaAnswer).
+	lambdaShape uint8
 	// replayText is a replay's answer body viewed as a string (bodyString),
 	// when that body is still the bytes of the record the store returned:
 	// the adapters' response body without a copy (txn.replay).

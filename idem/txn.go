@@ -983,8 +983,16 @@ func (t *txn) answerConflict(ctx context.Context, wctx context.Context, rec Reco
 		}
 	default:
 		out := Outcome{State: state, Response: cacheableInto(&t.x.cached, alt), Expires: g.expires(now)}
-		if len(alt.Body) > MaxResponseBytes {
+		if len(alt.Body) > MaxResponseBytes || t.in.overLambdaAnswer(alt) {
+			// Too large to keep, or for Lambda to return (its payload
+			// over 6 MB, as the handler's own answer is measured):
+			// recorded as not kept, its duplicates answered 410, never
+			// a replay that fails the same way on every retry.
 			out.Response = notKeptOutcome(alt)
+			if len(alt.Body) <= MaxResponseBytes {
+				t.logf(ctx, slog.LevelWarn, "idempotency: response larger than a Lambda payload carries, recorded as not kept",
+					slog.Int("status", alt.Status), slog.Int("size", out.Response.NotKept))
+			}
 		}
 		err := g.cfg.Store.Complete(wctx, rec, out, now)
 		if out.Response.NotKept == 0 && refusedFinally(err) {
