@@ -11,6 +11,12 @@
 // adapters: a key's work runs to a recorded value at most once, errors are
 // never cached, and every write after the claim is fenced. Event scopes
 // never share a keyspace with HTTP requests.
+//
+// SQS keys a message by its MessageId unless SQSConfig.Key says otherwise:
+// every redelivery of one message keeps its id, so a redelivery never runs
+// the work twice, but a message the producer sends again (a retried
+// SendMessage, a resend after a timeout) gets a new id and runs again.
+// To deduplicate those too, derive the key from the body (an order id).
 package event
 
 import (
@@ -77,6 +83,10 @@ type Config[In any] struct {
 //     outcome (idem.Config.Wait, bounded by the context deadline), else fails
 //     with idem.ErrInFlight.
 //   - The same key with a different payload fails with idem.ErrPayloadMismatch.
+//   - A recorded value that does not decode into Out (recorded by another
+//     wrapping of the operation with another value type) fails every
+//     delivery with an error matching idem.ErrNotKept: fn ran for the key
+//     and never runs again, and its value cannot be given back.
 //   - Every write after the claim is fenced on the claim's owner token: an
 //     invocation whose lease was taken over cannot record its value (it gets
 //     idem.ErrLeaseLost), and writes registered with idem.Transact commit in the same
@@ -188,10 +198,22 @@ func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 	}
 	var cached Out
 	if err := json.Unmarshal(value, &cached); err != nil {
-		return zero, fmt.Errorf("idem: cached event result does not decode into %T: %w", cached, err)
+		return zero, &undecodableError{fmt.Errorf("idem: the key's work already ran; its cached event result does not decode into %T: %w", cached, err)}
 	}
 	return cached, nil
 }
+
+// undecodableError is a key's recorded value that does not decode into
+// the adapter's Out (recorded by another wrapping of the operation, with
+// another value type): the key's work ran and never runs again, and its
+// value cannot be given back, on this delivery or any other. It matches
+// idem.ErrNotKept, so that a caller that only needs the work to have run
+// treats it as done (the SQS adapter acknowledges the record), and the
+// decoding error.
+type undecodableError struct{ err error }
+
+func (e *undecodableError) Error() string   { return e.err.Error() }
+func (e *undecodableError) Unwrap() []error { return []error{idem.ErrNotKept, e.err} }
 
 // defaultPayload is the body of an SQS message (its attributes change
 // between deliveries), else the JSON encoding of the event.

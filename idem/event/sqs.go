@@ -66,9 +66,13 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //   - A record whose key already completed (a redelivered batch, a message
 //     processed by a crashed invocation that recorded it) is acknowledged
 //     without running fn; so is one whose key ran but whose record no
-//     longer holds its value (idem.ErrNotKept): fn ran and never runs
-//     again for the key, so reporting it would only redeliver it until the
-//     redrive policy moved it to the dead-letter queue.
+//     longer holds its value (idem.ErrNotKept), or holds one that does not
+//     decode (recorded by another wrapping of the operation, logged as a
+//     warning with the message id and the key's hash): fn ran and never
+//     runs again for the key, so reporting it would only redeliver it until
+//     the redrive policy moved it to the dead-letter queue.
+//   - The key is the MessageId unless SQSConfig.Key says otherwise: a
+//     message the producer sends twice has two ids, and runs twice.
 //   - A record whose fn returns an error or panics, whose Key, Payload or
 //     Tenant function fails or panics (or whose key is empty,
 //     idem.ErrNoEventKey), whose key is in flight in another invocation
@@ -132,7 +136,13 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 			_, err := a.run(ctx, m)
 			if errors.Is(err, idem.ErrNotKept) {
 				// The key's work ran and never runs again: done. Its
-				// value, which fn does not return, was not kept.
+				// value, which fn does not return, was not kept, or
+				// does not decode (recorded by another wrapping of the
+				// operation): that is worth an operator's look.
+				var u *undecodableError
+				if errors.As(err, &u) {
+					logUndecodable(ctx, g, cfg.Operation, m, key, err)
+				}
 				return true
 			}
 			if err != nil {
@@ -225,6 +235,17 @@ func logMismatch(ctx context.Context, g *idem.Guard, op string, m events.SQSMess
 		"logged once for this message",
 		op, k, k == m.MessageId, recordOutcome(err), err,
 		slog.String("message_id", m.MessageId), slog.String("receive_count", m.Attributes["ApproximateReceiveCount"]))
+}
+
+// logUndecodable is the warning line of a message acknowledged because its
+// key ran but the value recorded under it does not decode
+// (undecodableError): the key's work is done, but another wrapping of the
+// operation recorded it, which an operator should know of.
+func logUndecodable(ctx context.Context, g *idem.Guard, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
+	k := logKey(m, key)
+	failurelog.Write(g, ctx, "idempotency: SQS message's key already ran, but the value recorded under it does not decode "+
+		"(another consumer of the operation recorded it); acknowledged, the key's work is not run again",
+		op, k, k == m.MessageId, idem.OutcomeReplay, err, slog.String("message_id", m.MessageId))
 }
 
 // seenIDs remembers the message ids already logged as mismatched, the last

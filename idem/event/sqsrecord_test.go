@@ -177,3 +177,59 @@ func TestSQSKeyErrorFailsOnlyItsRecord(t *testing.T) {
 		t.Fatalf("failures %q %v runs %d", failedIDs(r), err, runs.Load())
 	}
 }
+
+// A message whose key already ran, but whose recorded value does not
+// decode into what the adapter returns (the operation's value recorded by
+// another wrapping of it: a consumer moved from event.Func to event.SQS
+// under the same Operation, say), is done as well: fn ran for the key and
+// never runs again, so the record is acknowledged, with one warning line
+// naming the message and the key's hash. Reported as a failure, it was
+// redelivered on every receive until the redrive policy moved it to the
+// dead-letter queue, and failed the same way after any redrive. Func's
+// caller gets an error that matches idem.ErrNotKept (the work ran, its
+// value cannot be given back, a retry gets the same), with the decoding
+// error in its text.
+func TestSQSUndecodableValueIsAcknowledged(t *testing.T) {
+	e := newEnv(t, nil)
+	g := eventGuard(t, e)
+	// The operation's first consumer: a Func whose value is a list.
+	first, err := event.Func(g, event.Config[events.SQSMessage]{Operation: "ship", Key: func(m events.SQSMessage) (string, error) { return m.MessageId, nil }},
+		func(context.Context, events.SQSMessage) ([]int, error) { return []int{1}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1")
+	if _, err := first(context.Background(), ev.Records[0]); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string]int{}
+	h, err := event.SQS(g, event.SQSConfig{Operation: "ship"}, func(_ context.Context, m events.SQSMessage) error {
+		runs[m.MessageId]++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for receive := 1; receive <= 2; receive++ {
+		r, err := h(context.Background(), sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1", "2"))
+		if err != nil || len(r.BatchItemFailures) != 0 {
+			t.Fatalf("delivery %d: failures %q %v; want m-1 acknowledged (its key ran) and m-2 processed", receive, failedIDs(r), err)
+		}
+	}
+	if fmt.Sprint(runs) != "map[m-2:1]" {
+		t.Fatalf("runs %v", runs)
+	}
+	logs := e.logs.String()
+	if n := strings.Count(logs, "cannot unmarshal array"); n != 2 || !strings.Contains(logs, `"message_id":"m-1"`) || !strings.Contains(logs, `"level":"WARN"`) {
+		t.Fatalf("want one warning per delivery of m-1 naming it; logs:\n%s", logs)
+	}
+	// Func's caller can tell: the work ran, its value cannot be given.
+	other, err := event.Func(g, event.Config[events.SQSMessage]{Operation: "ship", Key: func(m events.SQSMessage) (string, error) { return m.MessageId, nil }},
+		func(context.Context, events.SQSMessage) (string, error) { t.Error("ran again"); return "", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other(context.Background(), ev.Records[0]); !errors.Is(err, idem.ErrNotKept) || !strings.Contains(err.Error(), "does not decode into string") {
+		t.Fatalf("Func over a value that does not decode: %v, want one matching idem.ErrNotKept", err)
+	}
+}
