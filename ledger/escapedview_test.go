@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,90 @@ func TestExhaustedPendingEffectTakesANotDeliveredResolution(t *testing.T) {
 	r, err := l.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) { return []byte("refunded"), nil })
 	if err != nil || r.Replayed || string(r.Value) != "refunded" {
 		t.Fatalf("the attempt granted again: %+v %v; want it fired", r, err)
+	}
+}
+
+// An effect with the most attempts its record keeps by itself
+// (MaxMaxAttempts) still takes a not-delivered resolution: the attempt it
+// grants fires. Before, a resolution at that cap recorded its row and
+// granted nothing (the cap it set was the attempt count itself), the CLI
+// said the next try fires, and every later Do returned the exhausted
+// error: the effect could never move again. Grants stop only at a bound
+// that keeps the record within its item (the executor's attempts and the
+// rows of many resolutions), and a resolution past it is refused with an
+// error saying so (it matches ErrAttemptsExhausted), nothing written.
+func TestResolutionAtTheAttemptCapGrantsAnAttempt(t *testing.T) {
+	clk := ledgertest.NewClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, MaxAttempts: ledger.MaxMaxAttempts,
+		Test: ledger.TestConfig{Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff := ledger.Effect{Identity: id}
+	ctx := context.Background()
+	fired := 0
+	uncertain := func(context.Context, ledger.Call) ([]byte, error) {
+		fired++
+		return nil, ledger.Uncertain(errors.New("timeout after the request was sent"))
+	}
+	for n := 1; n <= ledger.MaxMaxAttempts; n++ {
+		if _, err := l.Do(ctx, eff, uncertain); err == nil {
+			t.Fatalf("attempt %d succeeded", n)
+		}
+		clk.Advance(time.Minute)
+	}
+	v, err := l.ShowEffect(ctx, id.EffectID)
+	if err != nil || fired != ledger.MaxMaxAttempts || v.State != ledger.EffectEscaped || !v.Exhausted || v.Attempt != ledger.MaxMaxAttempts {
+		t.Fatalf("after %d attempts (%d fired): %s, attempt %d, exhausted %v (%v)", ledger.MaxMaxAttempts, fired, v.State, v.Attempt, v.Exhausted, err)
+	}
+	resolve := func() (ledger.EffectView, error) {
+		v, err := l.ShowEffect(ctx, id.EffectID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.NotDelivered, Operator: "ops", Note: "not in the provider console", Rev: v.Rev})
+	}
+	if _, err := resolve(); err != nil {
+		t.Fatalf("not-delivered at the cap: %v", err)
+	}
+	if _, err := l.Do(ctx, eff, uncertain); !errors.Is(err, ledger.ErrUncertain) || fired != ledger.MaxMaxAttempts+1 {
+		t.Fatalf("the attempt the resolution granted: %v, fired %d in all; want it fired (%d), escaped again", err, fired, ledger.MaxMaxAttempts+1)
+	}
+	// Every further resolution grants one more attempt, up to the bound.
+	grants := 1
+	for ; ; grants++ {
+		clk.Advance(time.Minute)
+		before, _ := l.ShowEffect(ctx, id.EffectID)
+		_, err := resolve()
+		if err != nil {
+			if !errors.Is(err, ledger.ErrAttemptsExhausted) || !strings.Contains(err.Error(), "delivered") {
+				t.Fatalf("resolution %d refused with %v; want an error matching ErrAttemptsExhausted saying what is left", grants+1, err)
+			}
+			if after, _ := l.ShowEffect(ctx, id.EffectID); after.Rev != before.Rev {
+				t.Fatal("a refused resolution wrote the record")
+			}
+			break
+		}
+		if _, err := l.Do(ctx, eff, uncertain); !errors.Is(err, ledger.ErrUncertain) {
+			t.Fatalf("grant %d: %v", grants+1, err)
+		}
+		if _, err := l.Do(ctx, eff, uncertain); !errors.Is(err, ledger.ErrAttemptsExhausted) {
+			t.Fatalf("after grant %d: %v, want exhausted again", grants+1, err)
+		}
+		if fired != ledger.MaxMaxAttempts+grants+1 {
+			t.Fatalf("grant %d: %d fired in all, want %d", grants+1, fired, ledger.MaxMaxAttempts+grants+1)
+		}
+	}
+	if grants < 50 {
+		t.Fatalf("only %d resolutions granted an attempt; want at least 50", grants)
+	}
+	// Delivered still settles it.
+	v, _ = l.ShowEffect(ctx, id.EffectID)
+	if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: "ops", Rev: v.Rev}); err != nil {
+		t.Fatalf("delivered past the bound: %v", err)
 	}
 }

@@ -179,6 +179,16 @@ func (l *Ledger) ListEffects(ctx context.Context, f Filter) ([]EffectView, error
 	return out, nil
 }
 
+// maxRecordAttempts bounds the attempts (rows) of an effect record: the
+// executor's own, at most MaxMaxAttempts, and the rows of 50 not-delivered
+// resolutions, each its operator row and the attempt it grants. On
+// DynamoDB's layout that is under 50 KB with 64-byte run, node and
+// invocation ids and every resolution's longest operator and note, well
+// within the 400 KB item (a large value is kept beside the record). A
+// not-delivered resolution that would take a record past it is refused
+// (Resolve).
+const maxRecordAttempts = MaxMaxAttempts + 100
+
 // grantable reports whether a not-delivered resolution may grant cur one
 // more attempt although nothing of it escaped: it is pending with its
 // attempts exhausted after one fired (every attempt since the last
@@ -275,7 +285,12 @@ func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
 // effect (its attempts took fencing tokens) is settled as NotDelivered only
 // through a ReopeningFencer, which first forgets its escaped attempt's pass
 // (else ErrResolveNeedsFence, nothing written): the next attempt is then
-// fenced like any other, and fires once.
+// fenced like any other, and fires once. A not-delivered resolution grants
+// its attempt whatever the effect's attempt cap, up to a bound on the rows
+// one record keeps (the executor's MaxMaxAttempts and those of 50
+// resolutions); past it, it is refused with an error matching
+// ErrAttemptsExhausted that says so, nothing written, and only a delivered
+// resolution settles the effect.
 func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (EffectView, error) {
 	if err := res.validate(); err != nil {
 		return EffectView{}, err
@@ -293,6 +308,14 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	}
 	if v := l.View(cur, now); v.State != EffectEscaped && !(res.As == NotDelivered && grantable(v, cur)) {
 		return v, fmt.Errorf("%w (it is %s)", ErrNotEscaped, v.State)
+	}
+	if res.As == NotDelivered && cur.Attempt+2 > maxRecordAttempts {
+		// The resolution's row and the attempt it grants would take the
+		// record past the attempts it keeps: refused before the fence is
+		// reopened, nothing written.
+		return l.View(cur, now), fmt.Errorf("%w: effect %s holds %d attempts, and its record keeps at most %d: "+
+			"a not-delivered resolution cannot grant another; resolve it as delivered once the effect is performed by hand, "+
+			"or it is tried afresh once its record passes its retention", ErrAttemptsExhausted, cur.EffectID, cur.Attempt, maxRecordAttempts)
 	}
 	if res.As == NotDelivered && cur.Fence > 0 {
 		// A fenced effect: the fence may hold the escaped attempt's pass
@@ -333,7 +356,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 		next.State = StateReleased
 		next.NotBefore = time.Time{}
 		next.Deadline = time.Time{}
-		next.MaxAttempts = min(row.N+1, MaxMaxAttempts+1)
+		next.MaxAttempts = row.N + 1 // within maxRecordAttempts (checked above)
 	}
 	next.Attempts = append(next.Attempts, row)
 	next.Owner = newToken()

@@ -312,7 +312,7 @@ examples:
 			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt, so the effect's next try fires it once with the same provider key")
 		}
 		return 1
-	case errors.Is(err, ledger.ErrNotEscaped):
+	case errors.Is(err, ledger.ErrNotEscaped), errors.Is(err, ledger.ErrAttemptsExhausted):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
