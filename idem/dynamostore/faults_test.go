@@ -86,6 +86,32 @@ func TestSDKRetriesNeverExecuteTwice(t *testing.T) {
 			}
 		})
 
+		t.Run("LeaseReclaimAppliedResponseLost", func(t *testing.T) {
+			// A reclaim of a pending record whose lease expired, applied
+			// but its answer lost: the SDK's retry fails the condition
+			// against the reclaim's own write. It is still the lease
+			// reclaim it was (LeaseExpired, which the Guard counts in
+			// openwop.idempotency.reclaims_total), as when the first answer
+			// arrives; before, it was reported as a reclaim without it.
+			id := newID()
+			v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+			at := now.Add(lease)
+			for _, lost := range []bool{false, true} {
+				if lost {
+					id = newID()
+					v.claim(t, pending(id, "o1", now), now, idem.Claimed)
+					v.f.FailNextAfterSend("UpdateItem", 1, dynamotest.ResponseLost())
+				}
+				res, err := v.s.Claim(ctxT(t), pending(id, "o2", at), at)
+				if err != nil || res.Decision != idem.Reclaimed || res.Record.Owner != "o2" || res.Record.Attempt != 2 || !res.LeaseExpired {
+					t.Fatalf("answer lost %v: %+v %v; want reclaimed by o2, attempt 2, its lease expired", lost, res, err)
+				}
+				if lost && (v.f.Pending() != 0 || v.f.Fired() == 0) {
+					t.Fatalf("the loss was not injected: pending %d", v.f.Pending())
+				}
+			}
+		})
+
 		t.Run("CompleteAppliedResponseLost", func(t *testing.T) {
 			for name, size := range map[string]int{"inline": 100, "chunked": 1 << 20} {
 				t.Run(name, func(t *testing.T) {

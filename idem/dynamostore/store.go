@@ -167,7 +167,8 @@ func (s *Store) current(ctx context.Context, id string, returned map[string]type
 // rec.Owner must be unique to this Claim call: if the SDK re-sends a write
 // whose first attempt was applied but whose response was lost, Claim
 // recognises its own owner token in the stored record and reports the claim
-// as won, never as a duplicate.
+// as won, never as a duplicate (a reclaim of an expired lease with
+// LeaseExpired set, as when its first answer arrives).
 func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
 	if !keyspace.IsCaller(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
 		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
@@ -219,6 +220,15 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 			r.RequestID = cur.rec.RequestID
 			r.RawBodySHA256 = cur.rec.RawBodySHA256
 			return idem.ClaimResult{Decision: idem.Reclaimed, Record: r, LeaseExpired: cur.rec.State == idem.StatePending}, nil
+		}
+		if st != nil && st.own {
+			// This reclaim, applied with its answer lost (the SDK's
+			// retry failed the condition against it): won, over the
+			// record read before, whose lease it took over when that
+			// was pending, as when the first answer arrives.
+			res := s.ownClaim(st.stored)
+			res.LeaseExpired = cur.rec.State == idem.StatePending
+			return res, nil
 		}
 		cur = st // lost the compare-and-set: decide again on what is there now
 	}
