@@ -83,7 +83,7 @@ func TestHelpEveryCommand(t *testing.T) {
 // exits 2. (A command's own usage errors are one line and the hint:
 // TestUsageErrorsFollowOneRule.)
 func TestSubcommandUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"tables"}, {"tables", "drop"}, {"apikey"}, {"apikey", "revoke"}, {"effects"}, {"effects", "drop"}} {
+	for _, args := range [][]string{{"tables"}, {"tables", "drop"}, {"apikey"}, {"apikey", "drop"}, {"effects"}, {"effects", "drop"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "usage: idemkit") {
 			t.Errorf("idemkit %v: exit %d stdout %q stderr %q", args, code, out.String(), errb.String())
