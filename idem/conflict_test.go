@@ -261,3 +261,51 @@ func TestConflictAnswerOverLambdaPayloadRunsOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestConflictAnswerCarriesNoHandlerCookies: the cookies of a handler's
+// answer (Cookies, HTTP API) go out with that answer only. When its
+// writes fail their condition at completion and the handler's answer to
+// the conflict (OnConflict) is sent instead, or the cancelled completion
+// is a 500, nothing the handler wrote committed, so the cookies it set
+// for them (a session, a cart) are not sent either. The handler's own
+// answer still carries them.
+func TestConflictAnswerCarriesNoHandlerCookies(t *testing.T) {
+	final := &idem.Response{Status: 422, Headers: map[string][]string{"Content-Type": {"application/json"}},
+		Body: []byte(`{"error":"unprocessable","message":"taken"}`)}
+	for _, tc := range []struct {
+		name     string
+		conflict bool
+		answer   *idem.Response
+		status   int
+	}{
+		{"handler's own answer", false, nil, 201},
+		{"conflict answered", true, final, 422},
+		{"conflict unanswered", true, nil, 500},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			if r := e.call(&handler{before: func(ctx context.Context) {
+				_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+			}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
+				t.Fatalf("the first order: %+v", r)
+			}
+			key := "order-2"
+			if tc.conflict {
+				key = "order-1"
+			}
+			h := func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				_ = idem.TransactOr(ctx, func(context.Context, int) error { return errTaken },
+					memstore.Write{Key: key, Value: []byte("second"), IfAbsent: true})
+				_ = idem.OnConflict(ctx, func(error) *idem.Response { return tc.answer })
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{}`, Cookies: []string{"cart=c1; Path=/; HttpOnly"}}, nil
+			}
+			r, err := e.guard.HTTPAPI(h)(context.Background(), v2event("POST", "POST /orders", testKey, `{}`))
+			if err != nil || r.StatusCode != tc.status {
+				t.Fatalf("answered %d %v, want %d", r.StatusCode, err, tc.status)
+			}
+			if own := tc.status == 201; (len(r.Cookies) > 0) != own {
+				t.Fatalf("cookies %q with a %d, want the handler's exactly on its own answer", r.Cookies, r.StatusCode)
+			}
+		})
+	}
+}

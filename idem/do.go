@@ -67,15 +67,18 @@ type Request struct {
 // StatusCode outside 100..599, IsBase64Encoded with a body that is not
 // base64) is a 500 envelope too, but fn ran: the record keeps the attempt
 // as not kept, as Guard says, and fn does not run again. Response cookies (the Cookies field) are
-// passed through on the first response (not on the 500 for an answer that
-// cannot be read) and never cached. Do panics when
+// passed through with the handler's own answer on the first response, never
+// with another answer sent in its place (the 500 for an answer that cannot
+// be read, the handler's answer to its writes' conflict, a failed
+// completion), and never cached. Do panics when
 // Config.Tenant is unset, as HTTPAPI does (a wiring error).
 func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (events.APIGatewayV2HTTPResponse, error)) (events.APIGatewayV2HTTPResponse, error) {
 	g.requireTenant("Do")
 	in := &request{} // one allocation: request and transaction
 	fromV2(in, &req, &g.cfg.Tenant)
 	var cookies []string
-	var text string // the handler's body, when text
+	var own *Response // the handler's answer, as the Guard read it
+	var text string   // the handler's body, when text
 	// Read from the request's context: the handler's may make a context
 	// of its own on a lookup (leaseCtx).
 	lambda := inLambda(ctx)
@@ -103,8 +106,15 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 				markOverLambda(in, r, toV2(r, cookies, text), size)
 			}
 		}
+		own = r
 		return r, err
 	})
+	if resp != own {
+		// Another answer went out in its place (the handler's answer to
+		// its writes' conflict, or a 500 for a completion that failed):
+		// what the cookies were set for did not commit.
+		cookies = nil
+	}
 	if text == "" {
 		text = in.replayText
 	}
