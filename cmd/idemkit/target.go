@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -21,11 +22,27 @@ func (e noTableError) Error() string {
 }
 
 // tableNameRule is what tableNameOK accepts, as a refusal says it.
-const tableNameRule = "want a DynamoDB table name, 3..255 of letters, digits, '_', '-' and '.'"
+const tableNameRule = "want a DynamoDB table name, 3..255 of letters, digits, '_', '-' and '.', or a table's ARN (arn:PARTITION:dynamodb:REGION:ACCOUNT:table/NAME)"
 
-// tableNameOK reports whether n is a name DynamoDB accepts for a table:
-// 3..255 of a-z A-Z 0-9 _ - and '.'.
+// tableNameOK reports whether n is a TableName DynamoDB accepts: a name,
+// 3..255 of a-z A-Z 0-9 _ - and '.', or a table's ARN,
+// arn:PARTITION:dynamodb:REGION:ACCOUNT:table/NAME, with a 12-digit
+// account and NAME such a name.
 func tableNameOK(n string) bool {
+	if rest, ok := strings.CutPrefix(n, "arn:"); ok {
+		f := strings.SplitN(rest, ":", 5)
+		if len(f) != 5 || !arnPartOK(f[0]) || f[1] != "dynamodb" || !arnPartOK(f[2]) || len(f[3]) != 12 || strings.Trim(f[3], "0123456789") != "" {
+			return false
+		}
+		name, ok := strings.CutPrefix(f[4], "table/")
+		return ok && plainTableNameOK(name)
+	}
+	return plainTableNameOK(n)
+}
+
+// plainTableNameOK reports whether n is a table's name (not its ARN):
+// 3..255 of a-z A-Z 0-9 _ - and '.'.
+func plainTableNameOK(n string) bool {
 	if len(n) < 3 || len(n) > 255 {
 		return false
 	}
@@ -36,6 +53,12 @@ func tableNameOK(n string) bool {
 		}
 	}
 	return true
+}
+
+// arnPartOK reports whether p can be an ARN's partition or region: one or
+// more of a-z 0-9 and '-'.
+func arnPartOK(p string) bool {
+	return p != "" && strings.Trim(p, "abcdefghijklmnopqrstuvwxyz0123456789-") == ""
 }
 
 // badTableError: the table name a flag or variable gave is none DynamoDB

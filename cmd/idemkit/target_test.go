@@ -111,3 +111,57 @@ func TestMalformedTableNameIsAUsageError(t *testing.T) {
 		}
 	}
 }
+
+// A table's ARN is a TableName DynamoDB accepts (arn:PARTITION:dynamodb:
+// REGION:ACCOUNT:table/NAME): every command that takes a table passes it
+// on rather than refusing it as a usage error; an ARN that is malformed,
+// or names no table, is still one.
+func TestTableARNIsATableName(t *testing.T) {
+	for _, env := range []string{settings.EnvAPIKeysTable, settings.EnvEffectsTable, settings.EnvFenceTable, settings.EnvFenceTableRegion,
+		settings.EnvRunsTable, idemenv.Table, settings.EnvDynamoDBEndpoint} {
+		t.Setenv(env, "")
+	}
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	const ep = "http://127.0.0.1:1" // nothing listens: an accepted name fails at the engine, exit 1
+	const eff = "acme/e1-0123456789abcdef"
+	const arn = "arn:aws:dynamodb:eu-west-1:123456789012:table/prod-ApiKeysTable"
+	for _, c := range []struct {
+		env, val string
+		args     []string
+		want     int
+	}{
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", arn}, 1},
+		{"", "", []string{"apikey", "revoke", "--key", "k-0123456789", "--endpoint", ep, "--table", "arn:aws-cn:dynamodb:cn-north-1:123456789012:table/keys.v2"}, 1},
+		{settings.EnvAPIKeysTable, arn, []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep}, 1},
+		{settings.EnvEffectsTable, "arn:aws-us-gov:dynamodb:us-gov-west-1:123456789012:table/orders_effects", []string{"effects", "list", "--endpoint", ep}, 1},
+		{"", "", []string{"effects", "resolve", eff, "--as", "not-delivered", "--rev", "r1", "--endpoint", ep, "--fence-table", "arn:aws:dynamodb:us-east-1:123456789012:table/fence"}, 1},
+		// Malformed: no table, a bad name, a short account, another service.
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "arn:aws:dynamodb:eu-west-1:123456789012:table/"}, 2},
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "arn:aws:dynamodb:eu-west-1:123456789012:table/a b"}, 2},
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "arn:aws:dynamodb:eu-west-1:1234:table/keys"}, 2},
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "arn:aws:s3:eu-west-1:123456789012:table/keys"}, 2},
+		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "arn:aws:dynamodb:eu-west-1:123456789012:table/keys/index/byRun"}, 2},
+	} {
+		if c.env != "" {
+			t.Setenv(c.env, c.val)
+		}
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		if c.env != "" {
+			t.Setenv(c.env, "")
+		}
+		if code != c.want || (c.want == 1 && strings.Contains(errb.String(), "want a DynamoDB table name")) {
+			t.Errorf("idemkit %q (%s=%q): exit %d stderr %q; want exit %d", c.args, c.env, c.val, code, errb.String(), c.want)
+		}
+		if c.want == 2 && !strings.Contains(errb.String(), "or a table's ARN") {
+			t.Errorf("idemkit %q: stderr %q does not say an ARN is accepted", c.args, errb.String())
+		}
+	}
+	// doctor: --table LogicalID=ARN and a variable holding an ARN are checked, not refused.
+	t.Setenv(settings.EnvRunsTable, "arn:aws:dynamodb:us-east-1:123456789012:table/runs")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"doctor", "--endpoint", ep, "--only", "runs,fence", "--table", "fence=arn:aws:dynamodb:us-east-1:123456789012:table/fence"}, &out, &errb)
+	if code == 2 {
+		t.Errorf("doctor with table ARNs: exit 2, stderr %q; want them checked", errb.String())
+	}
+}
