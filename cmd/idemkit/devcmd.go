@@ -124,7 +124,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	authTTL := fs.Duration("authorizer-ttl", reauth, "how long the gateway keeps an authorizer decision (grant or refusal) per Authorization value, as API Gateway does (the default is template.yaml's ReauthorizeEvery); 0 asks the authorizer on every request")
 	var keys apiKeyFlag
-	fs.Var(&keys, "api-key", "add an API key, KEY=TENANT (repeatable; KEY as the authorizer accepts it in Authorization: Bearer KEY, "+apikeys.KeyRule+"; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
+	fs.Var(&keys, "api-key", "add an API key, KEY=TENANT (repeatable; KEY as the authorizer accepts it in Authorization: Bearer KEY, "+apikeys.KeyRule+", '=' included: the value is cut at its last '='; it carries the credential attributes every policy scopes by, derived from TENANT); default: mint two demo keys and print them")
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code

@@ -42,12 +42,35 @@ func TestDevDemoKeysCarryPolicyAttributes(t *testing.T) {
 // anywhere in it, or more than 512 bytes, is refused, since no request
 // could ever present that key.
 func TestSeededKeyFollowsTheAuthorizersRule(t *testing.T) {
-	for _, key := range []string{"k", "idk_0123456789abcdefghijklmnopqrstuv", "a:b.c~d", strings.Repeat("k", 512), strings.Repeat("k", 513),
+	for _, key := range []string{"k", "idk_0123456789abcdefghijklmnopqrstuv", "a:b.c~d", "dGVzdA==", "a=b", "=k", "k=", strings.Repeat("k", 512), strings.Repeat("k", 513),
 		"a b", " k", "k ", "\tk", "k\n", "", " ", "k\v", "\fk", "k\x00k", "k\x7fk", "kéy", "k\u00a0k"} {
 		got, ok := authfn.BearerKey("Bearer " + key)
 		authorizes := ok && got == key
 		if err := CheckAPIKey(key + "=acme"); (err == nil) != authorizes {
 			t.Errorf("key %q: CheckAPIKey %v, the authorizer accepts it: %v", key, err, authorizes)
 		}
+	}
+}
+
+// TestSeededKeySplitsAtTheLastEquals: a key may hold '=' (printable ASCII,
+// as base64 padding does) and a tenantId never does, so KEY=TENANT is cut
+// at its last '=': the key seeded, and shown in the ready line, is the
+// whole key.
+func TestSeededKeySplitsAtTheLastEquals(t *testing.T) {
+	for kv, want := range map[string][2]string{
+		"dGVzdA===acme": {"dGVzdA==", "acme"},
+		"a=b=c":         {"a=b", "c"},
+		"k-0123=anon:x": {"k-0123", "anon:x"},
+	} {
+		key, tenant, ok := splitAPIKey(kv)
+		if !ok || key != want[0] || tenant != want[1] {
+			t.Errorf("splitAPIKey(%q) = %q, %q, %v; want %q, %q", kv, key, tenant, ok, want[0], want[1])
+		}
+		if err := CheckAPIKey(kv); err != nil {
+			t.Errorf("CheckAPIKey(%q): %v", kv, err)
+		}
+	}
+	if _, _, ok := splitAPIKey("no-equals"); ok {
+		t.Error("splitAPIKey without '=': ok")
 	}
 }

@@ -47,7 +47,8 @@ type Options struct {
 	// the engines' directory (IDEMKIT_TOOLS). Default nil: none is read.
 	Getenv func(string) string
 	// APIKeys are the API keys seeded into the api-keys table, each
-	// "KEY=TENANT"; every one carries the credential attributes every policy
+	// "KEY=TENANT", cut at the last '=' (a key may hold '=', a tenantId
+	// never does); every one carries the credential attributes every policy
 	// scopes keys by, derived from TENANT. Default: two demo keys are minted
 	// (Stack.APIKeys lists them; Stdout shows them).
 	APIKeys []string
@@ -136,9 +137,20 @@ var errAPIKey = errors.New("want KEY=TENANT (key: " + apikeys.KeyRule + ", as a 
 // `idemkit dev --api-key`): a key the authorizer accepts (apikeys.ValidKey,
 // the rule it reads a bearer key with) and an OpenWOP tenantId.
 func CheckAPIKey(kv string) error {
-	key, tenant, ok := strings.Cut(kv, "=")
+	key, tenant, ok := splitAPIKey(kv)
 	if !ok || !apikeys.ValidKey(key) || !runs.ValidTenant(tenant) {
 		return errAPIKey
 	}
 	return nil
+}
+
+// splitAPIKey cuts a seeded key "KEY=TENANT" into its key and tenant at
+// the last '=': a key may hold '=' (apikeys.KeyRule allows it, as base64
+// padding), a tenantId never does.
+func splitAPIKey(kv string) (key, tenant string, ok bool) {
+	i := strings.LastIndexByte(kv, '=')
+	if i < 0 {
+		return kv, "", false
+	}
+	return kv[:i], kv[i+1:], true
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,7 +68,7 @@ func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting func(),
 		fmt.Fprintf(stdout, "idemkit dev: %s has no DynamoDB Streams: the executor runs what this process writes, and nothing is audited (use --emulator %s for the deployed stream mappings and the auditor)\n", engineName(engine), streamEngines())
 	}
 	fmt.Fprintf(stdout, "idemkit dev: serving http://%s (%s at %s, ready in %s); Ctrl-C stops\n", ln.Addr(), engineName(engine), endpoint, time.Since(start).Round(time.Millisecond))
-	if k0, _, ok := strings.Cut(o.APIKeys[0], "="); ok {
+	if k0, _, ok := splitAPIKey(o.APIKeys[0]); ok {
 		fmt.Fprintf(stdout, "try (twice: the second answer is a replay): curl -si -X POST http://%s/runs -H 'Authorization: Bearer %s' -H 'Idempotency-Key: %s' -H 'Content-Type: application/json' -d '{\"workflowId\":\"conformance-noop\"}'\n", ln.Addr(), k0, newUUID())
 	}
 

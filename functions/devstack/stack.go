@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -185,7 +184,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	// Every seeded key, minted or given with --api-key, carries the demo
 	// credential attributes, so it works under every --policy.
 	for _, kv := range o.APIKeys {
-		key, tenant, _ := strings.Cut(kv, "=")
+		key, tenant, _ := splitAPIKey(kv)
 		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, apikeys.ErrKeyExists) {
 			return nil, err
 		}
