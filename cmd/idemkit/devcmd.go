@@ -247,7 +247,8 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // error. Once ctx ends (Ctrl-C, SIGTERM) the stack gives its requests in
 // flight up to 10 s; when that takes more than a moment (Stack.Waiting)
 // dev says so, and a second Ctrl-C (secondInterrupt) stops it at once, the
-// requests cut, the engine stopped all the same.
+// requests cut, the engine stopped all the same; dev says it cut them
+// only when there were some to cut (Stack.Cut).
 func awaitDevStop(ctx context.Context, s *devstack.Stack, stderr io.Writer) error {
 	select {
 	case <-s.Done():
@@ -267,7 +268,9 @@ func awaitDevStop(ctx context.Context, s *devstack.Stack, stderr io.Writer) erro
 	case <-secondInterrupt(ctx):
 	}
 	err := s.StopNow()
-	fmt.Fprintln(stderr, "idemkit dev: stopped at once: the requests still in flight were cut")
+	if s.Cut() {
+		fmt.Fprintln(stderr, "idemkit dev: stopped at once: the requests still in flight were cut")
+	}
 	return err
 }
 

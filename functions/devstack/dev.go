@@ -40,7 +40,8 @@ func dev(ctx context.Context, o Options, stdout io.Writer, logger *slog.Logger, 
 		return err
 	}
 	waiting := func() { s.waitingOnce.Do(func() { close(s.waiting) }) }
-	return st.serve(ctx, s.now, waiting, ln, start, func() {
+	cut := func() { s.cut.Store(true) }
+	return st.serve(ctx, s.now, waiting, cut, ln, start, func() {
 		s.url, s.endpoint, s.keys, s.tables = "http://"+ln.Addr().String(), eng.endpoint, st.o.APIKeys, names
 		close(ready)
 	})

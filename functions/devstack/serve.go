@@ -19,8 +19,9 @@ import (
 // dev began, for the ready line's time). It stops everything it started
 // before it returns the HTTP server's error, else nil: the requests in
 // flight get shutdownGrace to finish, cut short when now is closed;
-// waiting is called if they are still running after waitingNotice.
-func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting func(), ln net.Listener, start time.Time, served func()) error {
+// waiting is called if they are still running after waitingNotice, cut if
+// some were still running when the grace ended and were cut.
+func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting, cut func(), ln net.Listener, start time.Time, served func()) error {
 	o, stdout, logger, pollers, res, lag := st.o, st.stdout, st.logger, st.pollers, st.res, st.lag
 	engine, endpoint := st.eng.engine, st.eng.endpoint
 	runCtx, cancel := context.WithCancel(ctx)
@@ -101,6 +102,7 @@ func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting func(),
 	close(shDone)
 	if shErr != nil {
 		// The grace is over: the requests still running are cut.
+		cut()
 		reqCancel()
 		_ = srv.Close()
 	}

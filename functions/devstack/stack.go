@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -45,7 +46,10 @@ type Stack struct {
 	// waiting is closed once a stop waits for requests in flight.
 	waiting     chan struct{}
 	waitingOnce sync.Once
-	err         error // dev's result, set before done is closed
+	// cut is set when the stop cut requests in flight (StopNow, or the
+	// grace ran out with some still running).
+	cut atomic.Bool
+	err error // dev's result, set before done is closed
 
 	// Set before Start returns.
 	url, endpoint string
@@ -119,6 +123,12 @@ func (s *Stack) StopNow() error {
 	s.nowOnce.Do(func() { close(s.now) })
 	return s.Stop()
 }
+
+// Cut reports whether the stop cut requests in flight: StopNow, or the
+// grace running out, found some still running and ended them without
+// their answers. It is false while the stack runs and after a stop that
+// had none to cut; read it once Done is closed (after Stop or StopNow).
+func (s *Stack) Cut() bool { return s.cut.Load() }
 
 // Waiting is closed once a stop (Stop, the end of Start's context) is
 // waiting for requests in flight: the HTTP server's graceful shutdown has
