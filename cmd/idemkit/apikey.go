@@ -157,7 +157,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 const apikeyRevokeAbout = `Revokes an API key: deletes its item (its SHA-256 hash and tenant) from the
-api-keys table and prints "revoked key#HASH (tenant T)". Name the key by the
+api-keys table and prints "revoked key#HEX (tenant T)". Name the key by the
 key itself, as 'idemkit apikey create' printed it (--key KEY, or --key -
 to read it from stdin, which keeps it out of the shell history and the
 process list), or by its stored hash (--hash, the table item's pk
@@ -166,8 +166,8 @@ process list), or by its stored hash (--hash, the table item's pk
 
 The authorizer refuses the key at its next lookup, but API Gateway keeps
 each authorizer decision for the HTTP API's ReauthorizeEvery (300 s in
-template.yaml): a client whose grant is cached may be served until it
-expires.
+template.yaml; idemkit dev for its --authorizer-ttl): a client whose grant
+is cached may be served until it expires.
 
 examples:
   idemkit apikey revoke --key - --endpoint http://127.0.0.1:8000 < key.txt
@@ -259,7 +259,13 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	fmt.Fprintf(stdout, "revoked %s (tenant %s)\n", hash, owner)
 	if ttl, err := devstack.DeployedReauthorizeEvery(); err == nil && ttl > 0 {
-		fmt.Fprintf(stderr, "idemkit apikey revoke: the authorizer refuses it from its next lookup; API Gateway's cache of authorizer decisions (ReauthorizeEvery, %s) may keep granting it to a client it granted until that expires\n", ttl)
+		// Against an endpoint the gateway is most likely idemkit dev's,
+		// whose cache is its own --authorizer-ttl (default ttl).
+		dev := ""
+		if *endpoint != "" {
+			dev = fmt.Sprintf("; idemkit dev keeps its decisions for its --authorizer-ttl (default %s)", ttl)
+		}
+		fmt.Fprintf(stderr, "idemkit apikey revoke: the authorizer refuses it from its next lookup; API Gateway's cache of authorizer decisions (ReauthorizeEvery, %s) may keep granting it to a client it granted until that expires%s\n", ttl, dev)
 	}
 	return 0
 }
