@@ -87,7 +87,7 @@ type apiKeyFlag []string
 
 func (a *apiKeyFlag) String() string { return strings.Join(*a, ",") }
 func (a *apiKeyFlag) Set(v string) error {
-	if err := devstack.CheckAPIKey(v); err != nil {
+	if err := devstack.CheckAPIKeys(append(slices.Clone(*a), v)); err != nil {
 		return err
 	}
 	*a = append(*a, v)

@@ -37,6 +37,9 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 			[]string{strconv.Quote("k\u00e9y-0123456789=acme"), "printable ASCII"}},
 		{[]string{"dev", "--api-key", "k\vey-0123456789=acme", "--dynamodb-endpoint", "http://127.0.0.1:1"},
 			[]string{strconv.Quote("k\vey-0123456789=acme"), "printable ASCII"}},
+		// One key for two tenants: a key authenticates one.
+		{[]string{"dev", "--api-key", "k-0123456789=acme", "--api-key", "k-0123456789=globex", "--dynamodb-endpoint", "http://127.0.0.1:1"},
+			[]string{`"k-0123456789=globex"`, "-api-key", "already given for tenant acme", "one tenant"}},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -72,5 +73,44 @@ func TestSeededKeySplitsAtTheLastEquals(t *testing.T) {
 	}
 	if _, _, ok := splitAPIKey("no-equals"); ok {
 		t.Error("splitAPIKey without '=': ok")
+	}
+}
+
+// TestSeededKeyOfAnotherTenantIsRefused: dev's tables may be reused
+// (--dynamodb-endpoint, the same --table-prefix), so a key given with
+// --api-key KEY=TENANT may already be stored. Stored for TENANT, it is
+// kept as it is; stored for another tenant, dev does not start: requests
+// presenting KEY would otherwise act as that other tenant while the
+// command line says TENANT. The error names both tenants, not the key.
+func TestSeededKeyOfAnotherTenantIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ks := apikeys.NewMemKeys()
+	const key = "k-reused-0123456789"
+	if err := seedDevKey(ctx, ks, key+"=acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := seedDevKey(ctx, ks, key+"=acme"); err != nil {
+		t.Fatalf("the same key for the same tenant again: %v", err)
+	}
+	err := seedDevKey(ctx, ks, key+"=globex")
+	if err == nil || !strings.Contains(err.Error(), "acme") || !strings.Contains(err.Error(), "globex") || strings.Contains(err.Error(), key) {
+		t.Fatalf("the key of acme seeded for globex: %v; want an error naming both tenants, not the key", err)
+	}
+	if tenant, ok, _ := ks.Tenant(ctx, apikeys.HashKey(key)); !ok || tenant != "acme" {
+		t.Fatalf("the stored key now authenticates %q (ok %v); want it left to acme", tenant, ok)
+	}
+}
+
+// TestOneKeyForTwoTenantsIsRefused: the same key given twice with two
+// tenants (--api-key k=acme --api-key k=globex) is a bad option, refused
+// before anything starts (ErrConfig), not a conflict found at seeding;
+// given twice for one tenant it is harmless.
+func TestOneKeyForTwoTenantsIsRefused(t *testing.T) {
+	_, err := Options{APIKeys: []string{"k-0123456789=acme", "k-0123456789=globex"}}.withDefaults()
+	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "acme") || !strings.Contains(err.Error(), "globex") {
+		t.Fatalf("one key for two tenants: %v; want ErrConfig naming both", err)
+	}
+	if _, err := (Options{APIKeys: []string{"k-0123456789=acme", "k-0123456789=acme"}}).withDefaults(); err != nil {
+		t.Fatalf("one key twice for one tenant: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package devstack
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -104,8 +105,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.AuthorizerTTL < 0 {
 		l.Addf("Options.AuthorizerTTL must not be negative")
 	}
-	for _, kv := range o.APIKeys {
-		if err := CheckAPIKey(kv); err != nil {
+	for i := range o.APIKeys {
+		if err := CheckAPIKeys(o.APIKeys[:i+1]); err != nil {
 			l.Addf("Options.APIKeys: %v", err)
 		}
 	}
@@ -140,6 +141,26 @@ func CheckAPIKey(kv string) error {
 	key, tenant, ok := splitAPIKey(kv)
 	if !ok || !apikeys.ValidKey(key) || !runs.ValidTenant(tenant) {
 		return errAPIKey
+	}
+	return nil
+}
+
+// CheckAPIKeys checks the last of the seeded keys kvs as CheckAPIKey does,
+// and that it does not give a key the others give for another tenant (a key
+// authenticates one tenant).
+func CheckAPIKeys(kvs []string) error {
+	if len(kvs) == 0 {
+		return nil
+	}
+	last := kvs[len(kvs)-1]
+	if err := CheckAPIKey(last); err != nil {
+		return err
+	}
+	key, tenant, _ := splitAPIKey(last)
+	for _, kv := range kvs[:len(kvs)-1] {
+		if k, t, _ := splitAPIKey(kv); k == key && t != tenant {
+			return fmt.Errorf("this key is already given for tenant %s, here for %s: a key authenticates one tenant", t, tenant)
+		}
 	}
 	return nil
 }

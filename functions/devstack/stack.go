@@ -194,8 +194,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	// Every seeded key, minted or given with --api-key, carries the demo
 	// credential attributes, so it works under every --policy.
 	for _, kv := range o.APIKeys {
-		key, tenant, _ := splitAPIKey(kv)
-		if err := putDevKey(ctx, k.Keys, key, demoCredential(tenant)); err != nil && !errors.Is(err, apikeys.ErrKeyExists) {
+		if err := seedDevKey(ctx, k.Keys, kv); err != nil {
 			return nil, err
 		}
 	}
@@ -333,6 +332,24 @@ func demoCredential(t string) apikeys.Credential {
 
 // putDevKey stores a key with its attributes where the key store keeps
 // them (every host key store does), else its tenant alone.
+// seedDevKey stores the seeded key kv ("KEY=TENANT") with the demo
+// credential of its tenant. A key already stored (tables reused through
+// --dynamodb-endpoint) is kept if it is TENANT's, and is an error naming
+// both tenants (never the key) if it is another tenant's: requests
+// presenting it would act as that tenant.
+func seedDevKey(ctx context.Context, ks apikeys.KeyStore, kv string) error {
+	key, tenant, _ := splitAPIKey(kv)
+	err := putDevKey(ctx, ks, key, demoCredential(tenant))
+	if !errors.Is(err, apikeys.ErrKeyExists) {
+		return err
+	}
+	had, ok, err := ks.Tenant(ctx, apikeys.HashKey(key))
+	if err != nil || !ok || had == tenant {
+		return err
+	}
+	return fmt.Errorf("an --api-key seeded for tenant %s is already in the api-keys table for tenant %s (tables reused from an earlier run): give another key, or revoke it first (idemkit apikey revoke --key - --endpoint URL)", tenant, had)
+}
+
 func putDevKey(ctx context.Context, ks apikeys.KeyStore, key string, c apikeys.Credential) error {
 	if cs, ok := ks.(apikeys.CredentialStore); ok {
 		return cs.PutCredential(ctx, key, c)
