@@ -180,6 +180,31 @@ var stdin io.Reader = os.Stdin
 // hashForm is what --hash accepts, as a bad one's message says it.
 const hashForm = "want the key's stored hash, key# and 64 hex digits (the api-keys item's pk), or the 64 hex digits alone"
 
+// readKeyLine returns the first line of r (at most a key, its line break
+// and a little more), or, once ctx ends (Ctrl-C, SIGTERM: the command
+// has taken both over), ctx's error at once, whether or not r has sent
+// anything: a read of a terminal or an open pipe would not end by itself.
+func readKeyLine(ctx context.Context, r io.Reader) (string, error) {
+	type result struct {
+		line string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() { // left blocked on r if ctx ends first; the command exits
+		line, err := bufio.NewReader(io.LimitReader(r, apikeys.MaxKeyLen+3)).ReadString('\n')
+		if err == io.EOF {
+			err = nil
+		}
+		got <- result{line, err}
+	}()
+	select {
+	case res := <-got:
+		return res.line, res.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
 func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apikey revoke", flag.ContinueOnError)
 	setUsage(fs, "idemkit apikey revoke (--key KEY | --key - | --hash HASH) [--tenant T] [--endpoint URL] [--table NAME] [--region R]", apikeyRevokeAbout)
@@ -203,8 +228,12 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 	case *keyFlag != "" && *hashFlag != "":
 		return usageError(fs, stderr, "--key and --hash exclude each other: name the key one way")
 	case *keyFlag == "-":
-		line, err := bufio.NewReader(io.LimitReader(stdin, apikeys.MaxKeyLen+3)).ReadString('\n')
-		if err != nil && err != io.EOF {
+		line, err := readKeyLine(ctx, stdin)
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "idemkit apikey revoke: interrupted while reading the key from stdin; nothing revoked")
+			return 1
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "idemkit apikey revoke: read the key from stdin: %v\n", err)
 			return 1
 		}
