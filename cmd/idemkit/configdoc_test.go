@@ -39,7 +39,12 @@ var commandGroups = map[string]commandList{"tables": tablesCommands, "apikey": a
 // every command has such a section, and docs/CLI.md links to it.
 func TestDocsNameEveryFlag(t *testing.T) {
 	var cmds []string
+	listed := map[string]bool{}
 	for _, e := range commands.entries {
+		if listed[e.name()] {
+			continue // a group listed one line per command
+		}
+		listed[e.name()] = true
 		if g, ok := commandGroups[e.name()]; ok {
 			for _, s := range g.entries {
 				cmds = append(cmds, e.name()+" "+s.name())
@@ -98,4 +103,65 @@ func anchorTo(file, heading string) string {
 		return a
 	}
 	return file + a
+}
+
+// TestHelpListsTheCommandsOfCLIMD: `idemkit -h` and docs/CLI.md's table
+// list the same commands. A group's line in `idemkit -h` names each of
+// its commands ("effects ... (list ..., show, resolve)", "apikey create"
+// and "apikey revoke"), so a command added to a group is not left out of
+// the top-level help; each row of CLI.md's table names commands that
+// dispatch, and every command of the help is a row.
+func TestHelpListsTheCommandsOfCLIMD(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-h"}, &out, &errb); code != 0 {
+		t.Fatalf("idemkit -h: exit %d, stderr %q", code, errb.String())
+	}
+	_, list, _ := strings.Cut(out.String(), "\ncommands:\n")
+	list, _, _ = strings.Cut(list, "\n\n")
+	help := map[string]bool{}
+	for _, e := range commands.entries {
+		g, ok := commandGroups[e.name()]
+		if !ok {
+			help[e.name()] = true
+			continue
+		}
+		var lines strings.Builder
+		for _, l := range strings.Split(list, "\n") {
+			if strings.HasPrefix(l, "  "+e.name()+" ") {
+				lines.WriteString(l + "\n")
+			}
+		}
+		for _, s := range g.entries {
+			help[e.name()+" "+s.name()] = true
+			if !regexp.MustCompile(`\b` + regexp.QuoteMeta(s.name()) + `\b`).MatchString(lines.String()) {
+				t.Errorf("idemkit -h does not name idemkit %s %s; its %s lines:\n%s", e.name(), s.name(), e.name(), lines.String())
+			}
+		}
+	}
+	cli, err := os.ReadFile(filepath.Join(shared.ModuleRoot(), "docs", "CLI.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := map[string]bool{}
+	row := regexp.MustCompile("(?m)^\\| `idemkit ([a-z ]+)`((?:, `[a-z]+`)*) \\|")
+	for _, m := range row.FindAllStringSubmatch(string(cli), -1) {
+		doc[m[1]] = true
+		group := strings.Fields(m[1])[0]
+		for _, s := range regexp.MustCompile("`([a-z]+)`").FindAllStringSubmatch(m[2], -1) {
+			doc[group+" "+s[1]] = true
+		}
+	}
+	if len(doc) == 0 {
+		t.Fatal("docs/CLI.md: no command table found")
+	}
+	for c := range help {
+		if !doc[c] {
+			t.Errorf("idemkit %s is a command of idemkit -h, but no row of docs/CLI.md's table names it", c)
+		}
+	}
+	for c := range doc {
+		if !help[c] {
+			t.Errorf("docs/CLI.md's table names idemkit %s, which idemkit -h does not list", c)
+		}
+	}
 }

@@ -19,13 +19,16 @@ import (
 )
 
 // commands are idemkit's commands, the one place they are listed: `idemkit
-// help` and the dispatch both read this list.
+// help` and the dispatch both read this list. A group's commands are listed
+// on its line ("effects") or one line each ("apikey create", "apikey
+// revoke", dispatching alike), as docs/CLI.md's table lists them.
 var commands = commandList{
 	entries: []entry{
 		{"dev", "run the whole stack locally (emulator, tables, API, executor, auditor)", runDev},
 		{"tables create", "create the DynamoDB tables of template.yaml at an endpoint", runTables},
 		{"doctor", "compare deployed tables with template.yaml (keys, indexes, stream, TTL, PITR) and say what differs", runDoctor},
 		{"apikey create", "mint an API key for a tenant and store its hash", runAPIKey},
+		{"apikey revoke", "revoke an API key (by the key or its stored hash): delete its item", runAPIKey},
 		{"conform", "check the Layer-1 (Idempotency-Key) behaviour of an API", runConform},
 		{"effects", "list, show and resolve effects that escaped (list --state escaped, show, resolve)", runEffects},
 		{"version", "print the module version and VCS commit of this binary", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
