@@ -264,9 +264,10 @@ type RunStore interface {
 	NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (failures int, err error)
 	// Schedule parks a live (pending or running) run until at: Due lists it
 	// from then on, until a terminal Transition clears it (or another
-	// Schedule moves it). It is how the executor waits for an effect's next
-	// attempt without holding an invocation: the time is durable in the run
-	// record. ErrStatusConflict, changing nothing, when the run has ended;
+	// Schedule or Park moves it): the time is durable in the run record, so
+	// nothing holds an invocation until then. The executor parks a run it
+	// executes through Park, Schedule fenced on its claim epoch.
+	// ErrStatusConflict, changing nothing, when the run has ended;
 	// ErrRunNotFound when there is none.
 	Schedule(ctx context.Context, id string, w Wake, now time.Time) error
 	// Park is the executor's Schedule of a run it holds: Schedule only if
