@@ -82,6 +82,8 @@ func TestMalformedTableNameIsAUsageError(t *testing.T) {
 		{"", "", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--table", "ab"}, `--table "ab"`},
 		{"", "", []string{"apikey", "create", "--tenant", "acme", "--table", long}, `--table "tttt`},
 		{settings.EnvAPIKeysTable, "keys/table", []string{"apikey", "create", "--tenant", "acme", "--endpoint", ep}, "$" + settings.EnvAPIKeysTable + ` "keys/table"`},
+		{"", "", []string{"apikey", "revoke", "--key", "idk_0123456789abcdef", "--endpoint", ep, "--table", "bad name!"}, `--table "bad name!"`},
+		{settings.EnvAPIKeysTable, "keys/table", []string{"apikey", "revoke", "--hash", strings.Repeat("0a", 32), "--endpoint", ep}, "$" + settings.EnvAPIKeysTable + ` "keys/table"`},
 		{"", "", []string{"effects", "list", "--endpoint", ep, "--table", "x:y"}, `--table "x:y"`},
 		{settings.EnvEffectsTable, "a b", []string{"effects", "list", "--endpoint", ep}, "$" + settings.EnvEffectsTable + ` "a b"`},
 		{"", "", []string{"effects", "show", eff, "--endpoint", ep, "--table", "é-table"}, `--table "é-table"`},
