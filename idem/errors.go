@@ -126,6 +126,12 @@ var (
 	// replay the same way (410, Guard.Once this error), never runs the
 	// work again while the record is kept, and logs it as an error. It is
 	// not an outage: a retry gets the same answer.
+	//
+	// The event adapters (idem/event) return an error matching it, with the
+	// decoding error, for a key whose recorded value does not decode into
+	// the adapter's value type (another wrapping of the operation recorded
+	// it): the work ran and never runs again, and its value cannot be
+	// given back; the SQS adapter acknowledges such a message.
 	ErrNotKept = errors.New("idem: the key's work already ran; its value was not kept")
 	// ErrEventPanic wraps a panic of the wrapped function, which is treated
 	// as an error: the record is left retryable.
