@@ -116,8 +116,10 @@ func TransactOr(ctx context.Context, cause func(ctx context.Context, index int) 
 // handler's response, whose writes none committed, and is recorded as
 // the policy says for it (Policy.Cache: a forgotten answer deletes the
 // record, a retryable one releases it, a final one is recorded, without
-// any of the writes, as not kept when the store refuses it for good, as
-// the handler's own response would be). The last registration holds. It serves the
+// any of the writes, as not kept when the store refuses it for good or,
+// inside a Lambda invocation, when its payload is more than Lambda can
+// return, as the handler's own response would be). The handler's response
+// cookies do not go out with it. The last registration holds. It serves the
 // adapters that answer with a response (Do, HTTPAPI, REST, the net/http
 // middleware); under Guard.Once a cancelled completion stays
 // ErrNotCommitted. OnConflict returns ErrNoClaim outside a claim.
