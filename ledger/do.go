@@ -29,9 +29,9 @@ const (
 	recipeGrammar = `^[A-Za-z0-9._~:-]{1,64}$`
 )
 
-func validInvocation(s string) bool { return ids.Run(s, ":/", 1, 128) }
-func validDigest(s string) bool     { return ids.Run(s, ":+/=", 1, 128) }
-func validRecipe(s string) bool     { return ids.Run(s, ":", 1, 64) }
+func validInvocation(s string) bool { return ids.Chars(s, ":/", 1, 128) }
+func validDigest(s string) bool     { return ids.Chars(s, ":+/=", 1, 128) }
+func validRecipe(s string) bool     { return ids.Chars(s, ":", 1, 64) }
 
 // maxRounds bounds Do's claim/reclaim loop (apart from bounded waiting), so a
 // pathological store or clock can never spin it forever.

@@ -244,7 +244,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 		hash = apikeys.HashKey(k)
 	case *keyFlag != "":
 		if !apikeys.ValidKey(*keyFlag) {
-			return usageError(fs, stderr, "--key: want the key as 'apikey create' printed it (%s)", apikeys.KeyRule)
+			return usageError(fs, stderr, "--key: want the key as 'apikey create' printed it (%s); a key stored outside that rule is revoked by --hash", apikeys.KeyRule)
 		}
 		hash = apikeys.HashKey(*keyFlag)
 	default:

@@ -116,9 +116,9 @@ func (s *Stack) Stop() error {
 
 // StopNow stops the stack as Stop does, without the grace: the requests in
 // flight are cut at once (their clients may get no answer), then the
-// pollers and the engine are stopped as by Stop, which it waits for. It may follow a Stop
-// or the end of Start's context that is still waiting for the requests
-// in flight, and cuts that wait short.
+// pollers and the engine are stopped as by Stop, which it waits for. It
+// may follow a Stop or the end of Start's context that is still waiting
+// for the requests in flight, and cuts that wait short.
 func (s *Stack) StopNow() error {
 	s.nowOnce.Do(func() { close(s.now) })
 	return s.Stop()

@@ -244,7 +244,7 @@ func logMismatch(ctx context.Context, g *idem.Guard, op string, m events.SQSMess
 func logUndecodable(ctx context.Context, g *idem.Guard, op string, m events.SQSMessage, key func(events.SQSMessage) (string, error), err error) {
 	k := logKey(m, key)
 	failurelog.Write(g, ctx, "idempotency: SQS message's key already ran, but the value recorded under it does not decode "+
-		"(another consumer of the operation recorded it); acknowledged, the key's work is not run again",
+		"(another wrapping of the operation recorded it); acknowledged, the key's work is not run again",
 		op, k, k == m.MessageId, idem.OutcomeReplay, err, slog.String("message_id", m.MessageId))
 }
 

@@ -37,11 +37,11 @@ func ValidRunID(id string) bool { return tenantBound(id) }
 func ValidEffectID(id string) bool { return tenantBound(id) }
 
 // ValidNodeID reports whether id matches the nodeId grammar.
-func ValidNodeID(id string) bool { return Run(id, ":", 1, 128) }
+func ValidNodeID(id string) bool { return Chars(id, ":", 1, 128) }
 
 // ValidKey reports whether k matches the OpenWOP Idempotency-Key grammar
 // (KeyGrammar), which the provider keys the ledger derives follow as well.
-func ValidKey(k string) bool { return Run(k, "", 22, 128) }
+func ValidKey(k string) bool { return Chars(k, "", 22, 128) }
 
 // tenant matches TenantGrammar: an optional "anon:" and 1 to 128 of
 // [A-Za-z0-9._~-] (no ':', so the prefix is never part of the run).
@@ -49,7 +49,7 @@ func tenant(t string) bool {
 	if len(t) >= 5 && t[:5] == "anon:" {
 		t = t[5:]
 	}
-	return Run(t, "", 1, 128)
+	return Chars(t, "", 1, 128)
 }
 
 // tenantBound matches TenantBoundGrammar: a tenantId, "/", and 16 to 128 of
@@ -57,16 +57,16 @@ func tenant(t string) bool {
 func tenantBound(id string) bool {
 	for i := 0; i < len(id); i++ {
 		if id[i] == '/' {
-			return tenant(id[:i]) && Run(id[i+1:], "", 16, 128)
+			return tenant(id[:i]) && Chars(id[i+1:], "", 16, 128)
 		}
 	}
 	return false
 }
 
-// Run reports whether s is min to max bytes of [A-Za-z0-9._~-] and the
+// Chars reports whether s is min to max bytes of [A-Za-z0-9._~-] and the
 // bytes of extra: the byte matcher of every grammar here, and of the
 // ledger's bounds on its other fields.
-func Run(s, extra string, min, max int) bool {
+func Chars(s, extra string, min, max int) bool {
 	if len(s) < min || len(s) > max {
 		return false
 	}
