@@ -191,7 +191,7 @@ func readKeyLine(ctx context.Context, r io.Reader) (string, error) {
 	}
 	got := make(chan result, 1)
 	go func() { // left blocked on r if ctx ends first; the command exits
-		line, err := bufio.NewReader(io.LimitReader(r, apikeys.MaxKeyLen+3)).ReadString('\n')
+		line, err := bufio.NewReader(io.LimitReader(r, apikeys.MaxKeyLen+6)).ReadString('\n')
 		if err == io.EOF {
 			err = nil
 		}
@@ -237,7 +237,12 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 			fmt.Fprintf(stderr, "idemkit apikey revoke: read the key from stdin: %v\n", err)
 			return 1
 		}
-		k := strings.TrimSpace(line)
+		if strings.HasPrefix(line, "\xff\xfe") || strings.HasPrefix(line, "\xfe\xff") {
+			return usageError(fs, stderr, "--key -: stdin is UTF-16 text; give the key as one line of ASCII (%s)", apikeys.KeyRule)
+		}
+		// A key file saved with a UTF-8 byte-order mark (as some editors
+		// save text) holds the key after the mark.
+		k := strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
 		if !apikeys.ValidKey(k) {
 			return usageError(fs, stderr, "--key -: stdin holds no key (want one line, the key as 'apikey create' printed it: %s)", apikeys.KeyRule)
 		}

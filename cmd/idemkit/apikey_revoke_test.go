@@ -54,7 +54,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 		}
 		return strings.TrimSpace(out)
 	}
-	k1, k2, k3 := mint("acme"), mint("acme"), mint("globex")
+	k1, k2, k3, k4 := mint("acme"), mint("acme"), mint("globex"), mint("acme")
 	keys := &apikeys.DynamoKeys{Client: e.Client(), Table: table}
 	authz := &authfn.Handler{Keys: keys}
 	granted := func(k string) bool {
@@ -65,7 +65,7 @@ func TestAPIKeyRevoke(t *testing.T) {
 		return err == nil && r.IsAuthorized
 	}
 	hexOf := func(k string) string { s := sha256.Sum256([]byte(k)); return hex.EncodeToString(s[:]) }
-	for _, k := range []string{k1, k2, k3} {
+	for _, k := range []string{k1, k2, k3, k4} {
 		if !granted(k) {
 			t.Fatalf("a minted key is refused")
 		}
@@ -96,6 +96,11 @@ func TestAPIKeyRevoke(t *testing.T) {
 	if code, out, errb := cli("", "apikey", "revoke", "--hash", "key#"+strings.ToUpper(hexOf(k2)), "--tenant", "acme"); code != 0 || out != "revoked key#"+hexOf(k2)+" (tenant acme)\n" || granted(k2) {
 		t.Fatalf("revoke --hash key#HEX: exit %d stdout %q stderr %q", code, out, errb)
 	}
+	// From a key file saved with a UTF-8 byte-order mark and CRLF (as some
+	// Windows editors save text): the mark is not part of the key.
+	if code, out, errb := cli("\ufeff"+k4+"\r\n", "apikey", "revoke", "--key", "-"); code != 0 || out != "revoked key#"+hexOf(k4)+" (tenant acme)\n" || granted(k4) {
+		t.Fatalf("revoke --key - with a byte-order mark: exit %d stdout %q stderr %q", code, out, errb)
+	}
 	// By the key as a flag.
 	if code, out, errb := cli("", "apikey", "revoke", "--key", k3); code != 0 || out != "revoked key#"+hexOf(k3)+" (tenant globex)\n" || granted(k3) {
 		t.Fatalf("revoke --key KEY: exit %d stdout %q stderr %q", code, out, errb)
@@ -105,7 +110,8 @@ func TestAPIKeyRevoke(t *testing.T) {
 // TestAPIKeyRevokeUsageErrors: what revoke is given is checked before any
 // table is reached: exactly one of --key and --hash, a key as create mints
 // it (apikeys.KeyRule), a hash as HashKey stores it, a tenant of the
-// tenantId grammar; each a usage error naming the flag.
+// tenantId grammar; each a usage error naming the flag (a key file in
+// UTF-16 is named as such).
 func TestAPIKeyRevokeUsageErrors(t *testing.T) {
 	const ep = "http://127.0.0.1:1" // nothing listens
 	h := strings.Repeat("ab", 32)
@@ -119,6 +125,7 @@ func TestAPIKeyRevokeUsageErrors(t *testing.T) {
 		{"", []string{"--key", "a b"}, "--key"},
 		{"", []string{"--key", "-"}, "--key -"},      // nothing on stdin
 		{"a b\n", []string{"--key", "-"}, "--key -"}, // not a key
+		{"\xff\xfei\x00d\x00k\x00_\x00x\x00", []string{"--key", "-"}, "UTF-16"},
 		{"", []string{"--hash", "key#" + h[:63]}, "--hash"},
 		{"", []string{"--hash", "sha#" + h}, "--hash"},
 		{"", []string{"--hash", strings.Repeat("g", 64)}, "--hash"},
