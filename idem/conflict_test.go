@@ -16,6 +16,18 @@ import (
 // errTaken is a host's cause for its own write condition failing.
 var errTaken = errors.New("test: the order's slot is taken")
 
+// takeOrderOne runs a first request whose transactional write takes the
+// slot "order-1", so that a later request's write of it fails its
+// condition at completion.
+func takeOrderOne(t *testing.T, e *env) {
+	t.Helper()
+	if r := e.call(&handler{before: func(ctx context.Context) {
+		_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
+	}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
+		t.Fatalf("the first order: %+v", r)
+	}
+}
+
 // TestConflictAnsweredByHandler: a handler whose transactional write
 // fails its own condition at completion has the cause of that write
 // (TransactOr) answered by its own answer (OnConflict) instead of 500:
@@ -45,11 +57,7 @@ func TestConflictAnsweredByHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			if r := e.call(&handler{before: func(ctx context.Context) {
-				_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
-			}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
-				t.Fatalf("the first order: %+v", r)
-			}
+			takeOrderOne(t, e)
 			var index []int
 			h := &handler{before: func(ctx context.Context) {
 				_ = idem.Transact(ctx, memstore.Write{Key: "audit", Value: []byte("a")})
@@ -150,11 +158,7 @@ func TestConflictAnsweredByHandler(t *testing.T) {
 // every retry ran the handler again.
 func TestConflictAnswerTheStoreRefusesRunsOnce(t *testing.T) {
 	e := newEnv(t, nil)
-	if r := e.call(&handler{before: func(ctx context.Context) {
-		_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
-	}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
-		t.Fatalf("the first order: %+v", r)
-	}
+	takeOrderOne(t, e)
 	body := `{"error":"unprocessable","message":"taken"}`
 	answer := &idem.Response{Status: 422, Headers: map[string][]string{"Content-Type": {"application/json"},
 		"X-Trace": {strings.Repeat("t", idem.MaxResponseBytes+1<<20)}}, Body: []byte(body)}
@@ -196,17 +200,9 @@ func TestConflictAnswerOverLambdaPayloadRunsOnce(t *testing.T) {
 			memstore.Write{Key: "order-1", Value: []byte("second"), IfAbsent: true})
 		_ = idem.OnConflict(ctx, func(error) *idem.Response { return answer() })
 	}
-	first := func(e *env) {
-		t.Helper()
-		if r := e.call(&handler{before: func(ctx context.Context) {
-			_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
-		}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
-			t.Fatalf("the first order: %+v", r)
-		}
-	}
 	t.Run("HTTP API", func(t *testing.T) {
 		e := newEnv(t, nil)
-		first(e)
+		takeOrderOne(t, e)
 		h := &handler{before: before}
 		ev := v2event("POST", "POST /orders", testKey, `{}`)
 		r, _ := e.guard.HTTPAPI(h.v2)(invocation(), ev)
@@ -226,7 +222,7 @@ func TestConflictAnswerOverLambdaPayloadRunsOnce(t *testing.T) {
 	})
 	t.Run("REST", func(t *testing.T) {
 		e := newEnv(t, nil)
-		first(e)
+		takeOrderOne(t, e)
 		runs := 0
 		h := e.guard.REST(func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
 			runs++
@@ -248,7 +244,7 @@ func TestConflictAnswerOverLambdaPayloadRunsOnce(t *testing.T) {
 	})
 	t.Run("outside Lambda", func(t *testing.T) {
 		e := newEnv(t, nil)
-		first(e)
+		takeOrderOne(t, e)
 		h := &handler{before: before}
 		ev := v2event("POST", "POST /orders", testKey, `{}`)
 		for i := range 2 {
@@ -284,11 +280,7 @@ func TestConflictAnswerCarriesNoHandlerCookies(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			if r := e.call(&handler{before: func(ctx context.Context) {
-				_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("first"), IfAbsent: true})
-			}}, v2event("POST", "POST /orders", "k_first_key_0123456789ab", `{}`)); r.StatusCode != 201 {
-				t.Fatalf("the first order: %+v", r)
-			}
+			takeOrderOne(t, e)
 			key := "order-2"
 			if tc.conflict {
 				key = "order-1"
