@@ -84,13 +84,18 @@ func TestStaleExecutorCannotEndTheRun(t *testing.T) {
 		if !strings.Contains(out, "executor: run taken by another execution before it ended") {
 			t.Fatalf("the refused end was not logged:\n%s", out)
 		}
-		// The execution that took the run over ends it, once.
-		x2 := s.executor(open, &gatedTicker{ch: make(chan time.Time)})
-		if err := x2.Execute(ctx, r.ID); err != nil {
-			t.Fatalf("the taker: %v", err)
-		}
-		s.wantRun(t, r.ID, runs.StatusCompleted, 1, cleanLog...)
+		takerEnds(ctx, t, s, open, r.ID)
 	})
+}
+
+// takerEnds runs the execution that took run id over, which ends it
+// completed, once, with a clean node log.
+func takerEnds(ctx context.Context, t *testing.T, s *overtakeStack, open *gate, id string) {
+	t.Helper()
+	if err := s.executor(open, &gatedTicker{ch: make(chan time.Time)}).Execute(ctx, id); err != nil {
+		t.Fatalf("the taker: %v", err)
+	}
+	s.wantRun(t, id, runs.StatusCompleted, 1, cleanLog...)
 }
 
 // takenBeforeGiveUp is a run store whose node-log appends fail (a store
@@ -157,11 +162,7 @@ func TestLastTryLeavesARunAnotherExecutionTook(t *testing.T) {
 		if out := logs.String(); strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "executor: run taken by another execution before it was given up") {
 			t.Fatalf("the left run was not logged at INFO:\n%s", out)
 		}
-		x2 := s.executor(open, &gatedTicker{ch: make(chan time.Time)})
-		if err := x2.Execute(ctx, r.ID); err != nil {
-			t.Fatalf("the taker: %v", err)
-		}
-		s.wantRun(t, r.ID, runs.StatusCompleted, 1, cleanLog...)
+		takerEnds(ctx, t, s, open, r.ID)
 	})
 }
 
