@@ -125,12 +125,7 @@ func (in *request) overLambdaAnswer(r *Response) bool {
 	if _, ok := r.Headers[base64Marker]; ok {
 		size = base64.StdEncoding.EncodedLen(size)
 	}
-	for k, vs := range r.Headers {
-		size += len(k) + 6
-		for _, v := range vs {
-			size += len(v) + 3
-		}
-	}
+	size += lambdaSize("", nil, r.Headers, nil)
 	if !mayOverLambda(size) {
 		return false
 	}
