@@ -429,8 +429,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		x.log().ErrorContext(ctx, "executor: run failed after its last try", slog.String("run_id", runID), slog.Int("attempts", n))
 		return true
 	case errors.Is(err, runs.ErrStatusConflict) && held != nil && r.Status == runs.StatusRunning:
-		x.log().InfoContext(ctx, "executor: run taken by another execution before it was given up; that one ends it", slog.String("run_id", runID),
-			slog.Int64("claim_epoch", held.epoch), slog.Int64("current_claim_epoch", r.Epoch))
+		x.logTaken(ctx, runID, "was given up; that one ends it", held.epoch, r.Epoch)
 		return true
 	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run ended meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
@@ -650,6 +649,15 @@ func (x *Executor) begin(ctx context.Context, runID string) error {
 	return x.proceed(ctx, run)
 }
 
+// logTaken logs, at INFO, that run runID was taken by another execution
+// (claim epoch current) before this one, holding epoch held, ended,
+// parked or gave it up (what): that one now drives it, and this one's
+// record is done.
+func (x *Executor) logTaken(ctx context.Context, runID, what string, held, current int64) {
+	x.log().InfoContext(ctx, "executor: run taken by another execution before it "+what, slog.String("run_id", runID),
+		slog.Int64("claim_epoch", held), slog.Int64("current_claim_epoch", current))
+}
+
 // heldError is the error of an execution that held its run under the
 // claim epoch epoch when it failed (proceed): the give-up of the stream's
 // last try (giveUp) ends the run only while that epoch still holds it.
@@ -738,8 +746,7 @@ func (x *Executor) park(ctx context.Context, run runs.Run, rc runCaps, later *le
 	case errors.Is(err, runs.ErrStatusConflict) && cur.Status == runs.StatusRunning:
 		// Taken by another execution (its claim epoch): that one drives
 		// the run, and parks it if its effect is to be tried later.
-		x.log().InfoContext(ctx, "executor: run taken by another execution before it was parked; this one stops", slog.String("run_id", runID),
-			slog.Int64("claim_epoch", run.Epoch), slog.Int64("current_claim_epoch", cur.Epoch))
+		x.logTaken(ctx, runID, "was parked; this one stops", run.Epoch, cur.Epoch)
 		return nil
 	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
 		return nil // ended meanwhile (e.g. cancelled)
@@ -945,8 +952,7 @@ func (x *Executor) finish(ctx context.Context, run runs.Run, to runs.Status, msg
 	r, err := x.Runs.Finish(ctx, runID, run.Epoch, to, msg, x.now())
 	switch {
 	case errors.Is(err, runs.ErrStatusConflict) && r.Status == runs.StatusRunning:
-		x.log().InfoContext(ctx, "executor: run taken by another execution before it ended; this one stops", slog.String("run_id", runID),
-			slog.Int64("claim_epoch", run.Epoch), slog.Int64("current_claim_epoch", r.Epoch))
+		x.logTaken(ctx, runID, "ended; this one stops", run.Epoch, r.Epoch)
 		return nil
 	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run changed before it finished", slog.String("run_id", runID), slog.String("status", string(r.Status)))
