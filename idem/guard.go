@@ -472,7 +472,7 @@ func cacheableAsIs(h map[string][]string) bool {
 func (g *Guard) classify(resp *Response) (Disposition, State) {
 	code := ""
 	if resp.Status >= 400 {
-		code = envelopeCode(resp.Body)
+		code = envelopeCode(resp)
 	}
 	switch d := g.cfg.Policy.Cache(resp.Status, code); d {
 	case Retry:

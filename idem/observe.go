@@ -1,8 +1,14 @@
 package idem
 
 import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"strings"
 )
 
 // The metric names (Metrics.Count) and the outcomes of
@@ -86,13 +92,90 @@ func (g *Guard) count(name string, outcome string) {
 	g.cfg.Metrics.Count(name, 1, dims)
 }
 
-// envelopeCode returns the "error" member of a JSON error envelope, or "".
-func envelopeCode(body []byte) string {
+// envelopeCode returns the "error" member of resp's body read as a JSON
+// error envelope, or "". A body that is not JSON as it stands but is sent
+// with a content coding the standard library reads (Content-Encoding
+// gzip, x-gzip or deflate, zlib or raw; several applied in order) is read
+// decoded, up to maxEnvelopeBytes: a handler behind a compression
+// middleware answers the same code as without it, so the policy's Cache
+// forgets (or retries) its answer as it would the plain one.
+func envelopeCode(resp *Response) string {
+	if code, ok := jsonCode(resp.Body); ok {
+		return code
+	}
+	codings := headerValue(resp.Headers, "Content-Encoding")
+	if codings == "" {
+		return ""
+	}
+	body, ok := decodeContent(resp.Body, codings)
+	if !ok {
+		return ""
+	}
+	code, _ := jsonCode(body)
+	return code
+}
+
+// jsonCode returns the "error" member of body read as a JSON object;
+// ok is false when body is not one.
+func jsonCode(body []byte) (code string, ok bool) {
 	var e struct {
 		Error string `json:"error"`
 	}
 	if json.Unmarshal(body, &e) != nil {
-		return ""
+		return "", false
 	}
-	return e.Error
+	return e.Error, true
+}
+
+// maxEnvelopeBytes bounds the decoded body envelopeCode reads: an error
+// envelope is small, and a body that inflates past it is not read.
+const maxEnvelopeBytes = 1 << 20
+
+// headerValue returns the values of the header name in h (any letter
+// case of the name), joined with commas.
+func headerValue(h map[string][]string, name string) string {
+	var out []string
+	for k, vs := range h {
+		if strings.EqualFold(k, name) {
+			out = append(out, vs...)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// decodeContent undoes the content codings listed in codings (a
+// Content-Encoding value: the codings in the order they were applied) on
+// body. ok is false for a coding it does not read (br, zstd, compress), a
+// body that does not decode, or one that decodes past maxEnvelopeBytes.
+func decodeContent(body []byte, codings string) (_ []byte, ok bool) {
+	list := strings.Split(codings, ",")
+	for i := len(list) - 1; i >= 0; i-- {
+		var r io.Reader
+		switch c := strings.ToLower(strings.TrimSpace(list[i])); c {
+		case "", "identity":
+			continue
+		case "gzip", "x-gzip":
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				return nil, false
+			}
+			r = zr
+		case "deflate":
+			// RFC 9110's deflate is the zlib format; some servers send
+			// the raw deflate stream.
+			if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
+				r = zr
+			} else {
+				r = flate.NewReader(bytes.NewReader(body))
+			}
+		default:
+			return nil, false
+		}
+		out, err := io.ReadAll(io.LimitReader(r, maxEnvelopeBytes+1))
+		if err != nil || len(out) > maxEnvelopeBytes {
+			return nil, false
+		}
+		body = out
+	}
+	return body, true
 }
