@@ -3,11 +3,14 @@ package idem
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"io"
 	"net/http"
 	"strconv"
 	"sync/atomic"
+	"unicode/utf8"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
@@ -91,7 +94,7 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			return
 		}
 		var aborted atomic.Bool
-		resp := g.serve(r.Context(), in, recorded(next, r, in.body, &aborted))
+		resp := g.serve(r.Context(), in, recorded(next, r, in, inLambda(r.Context()), &aborted))
 		if aborted.Load() {
 			// The handler aborted its response (http.ErrAbortHandler): the
 			// Guard released the record as for any panic, and the response
@@ -122,10 +125,13 @@ func (g *Guard) buffers(w http.ResponseWriter, r *http.Request, routed string) b
 	return false
 }
 
-// recorded runs next for r, with body as its body, and returns the
+// recorded runs next for r, with in's body as its body, and returns the
 // response it wrote. A panic with http.ErrAbortHandler sets aborted before
-// it goes on (the Guard recovers it as any handler panic).
-func recorded(next http.Handler, r *http.Request, body []byte, aborted *atomic.Bool) handlerFunc {
+// it goes on (the Guard recovers it as any handler panic). Inside a Lambda
+// invocation (lambda: behind aws-lambda-go-api-proxy) a response too large
+// for Lambda to return is marked not kept (markOverProxy).
+func recorded(next http.Handler, r *http.Request, in *request, lambda bool, aborted *atomic.Bool) handlerFunc {
+	body := in.body
 	return func(ctx context.Context) (*Response, error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -143,8 +149,34 @@ func recorded(next http.Handler, r *http.Request, body []byte, aborted *atomic.B
 		if rec.status == 0 {
 			rec.status = http.StatusOK
 		}
-		return &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}, nil
+		resp := &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}
+		if lambda {
+			markOverProxy(in, resp)
+		}
+		return resp, nil
 	}
+}
+
+// markOverProxy marks r, a net/http handler's answer inside a Lambda
+// invocation, as not kept (markOverLambda) when Lambda could not return
+// the payload an API Gateway proxy (aws-lambda-go-api-proxy) builds from
+// it: the body as text when it is valid UTF-8, else base64-encoded, and
+// every header, measured in the proxy's REST shape (each header a list,
+// the larger of its two shapes). As through the API Gateway adapters, the
+// caller gets the answer (and API Gateway's 502), every duplicate 410,
+// never the same failed payload again. A small answer is never measured.
+func markOverProxy(in *request, r *Response) {
+	hdrs := lambdaSize("", nil, r.Headers, nil)
+	if !mayOverLambda(base64.StdEncoding.EncodedLen(len(r.Body)) + hdrs) {
+		return
+	}
+	out := events.APIGatewayProxyResponse{StatusCode: r.Status, MultiValueHeaders: r.Headers}
+	if utf8.Valid(r.Body) {
+		out.Body = string(r.Body)
+	} else {
+		out.Body, out.IsBase64Encoded = base64.StdEncoding.EncodeToString(r.Body), true
+	}
+	markOverLambda(in, r, out, len(out.Body)+hdrs)
 }
 
 // httpRoute finds the route of r: the operation given (Handle), else
