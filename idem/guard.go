@@ -138,6 +138,12 @@ type request struct {
 	// returns it, is too large for Lambda to return (overLambdaPayload):
 	// recorded as not kept.
 	overLambda bool
+	// scopeMethod says the routed operation is a route that serves any
+	// method and does not name the request's (an HTTP API "ANY /path" or
+	// "$default" route key, a ServeMux pattern without a method): a
+	// policy that scopes keys by operation scopes them by the method too
+	// (txn.run).
+	scopeMethod bool
 	// lambdaShape is the response an API Gateway adapter running in a
 	// Lambda invocation returns (shapeV2, shapeV1), shapeNone elsewhere:
 	// an answer the Guard records without the adapter's closure (the

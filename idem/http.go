@@ -208,7 +208,7 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 	case g.cfg.HTTPOperation != nil:
 		rt.operation = g.cfg.HTTPOperation(r)
 	default:
-		rt.operation = rt.pattern
+		rt.operation, rt.fromPattern = rt.pattern, true
 	}
 	return rt, true
 }

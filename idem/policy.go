@@ -142,7 +142,10 @@ type ScopeParts struct {
 
 	// Operation puts the canonical operation (the method and route, after
 	// Config.Operations) in the scope: the same key on two operations names
-	// two records. When false, a key is scoped by the credential alone and
+	// two records. On a route that serves every method (an HTTP API
+	// "ANY /path" or "$default" route key, a ServeMux pattern without a
+	// method) the request's method is put beside it, so the same key with
+	// two methods names two records there too. When false, a key is scoped by the credential alone and
 	// the same key on another operation is 409 idempotency_key_mismatch (the
 	// operation is always part of the request fingerprint).
 	Operation bool

@@ -28,6 +28,10 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 	}
 	in.method = ev.RequestContext.HTTP.Method
 	in.operation = routeKey
+	// A route key names its method ("POST /runs") unless the route serves
+	// every method ("ANY /runs", "$default"); Request.Operation is the
+	// host's own.
+	in.scopeMethod = req.Operation == "" && !namesMethod(routeKey, in.method)
 	in.tenant = tenant.TenantV2(&ev.RequestContext)
 	in.v2Tenant, in.v2Headers, in.v2Auth = tenant, ev.Headers, ev.RequestContext.Authorizer
 	in.contentType, in.accept, in.keyValues = v2Headers(ev.Headers, in.keyBuf[:0])
@@ -116,6 +120,13 @@ func fromV1(ev *events.APIGatewayProxyRequest, tenant *TenantSource) *request {
 	return in
 }
 
+// namesMethod reports whether the routed operation op names the method
+// of its request: it starts with that method and a space ("POST /runs",
+// a ServeMux pattern "POST /runs/{id}").
+func namesMethod(op, method string) bool {
+	return len(op) > len(method) && op[len(method)] == ' ' && op[:len(method)] == method
+}
+
 // httpRoute is what the net/http adapter found out about the route of a
 // request: the routed operation, and the path parameters either as the
 // router gave them (routed, from Guard.Routed) or as the ServeMux pattern
@@ -126,6 +137,10 @@ type httpRoute struct {
 	pathValue func(string) string
 	routed    bool
 	params    map[string]string
+	// fromPattern says the operation is the pattern (the mux's, the
+	// request's or the router's), not one Handle or Config.HTTPOperation
+	// named.
+	fromPattern bool
 }
 
 // fromHTTP reads a net/http request, all but its body, into a neutral
@@ -153,6 +168,10 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 		}
 		in.parts.params = paramPairs(m)
 	}
+	// A ServeMux pattern (or a router's operation) without the method
+	// serves every method; an operation Handle or Config.HTTPOperation
+	// names is the host's own.
+	in.scopeMethod = rt.fromPattern && !namesMethod(rt.operation, r.Method)
 	if !rt.routed && patternPath(rt.pattern) {
 		in.parts.path = r.URL.EscapedPath()
 	}

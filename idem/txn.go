@@ -305,6 +305,14 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	scopeOp := ""
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
+		if in.scopeMethod && in.method != "POST" {
+			// A route that serves every method: the method is part of
+			// the scope (the method and route). A POST's scope is the
+			// route's alone, as before the method was added, so that
+			// its records keep their IDs; no other method's equals it,
+			// since each carries its method.
+			scopeOp = in.method + " " + t.op
+		}
 	}
 	// The fingerprint (fingerprint), the record ID, the claim's owner
 	// token and, once an attempt runs under a policy that keeps it, the
