@@ -106,9 +106,10 @@ func markOverLambda(in *request, r *Response, out any, size int) {
 // The response shapes of the API Gateway adapters in a Lambda invocation
 // (request.lambdaShape).
 const (
-	shapeNone uint8 = iota
-	shapeV2         // HTTP API (Do, HTTPAPI)
-	shapeV1         // REST
+	shapeNone  uint8 = iota
+	shapeV2          // HTTP API (Do, HTTPAPI)
+	shapeV1          // REST
+	shapeProxy       // net/http behind aws-lambda-go-api-proxy (Handle, Middleware, the routers)
 )
 
 // overLambdaAnswer reports whether r, an answer the Guard records itself
@@ -120,6 +121,10 @@ const (
 func (in *request) overLambdaAnswer(r *Response) bool {
 	if in.lambdaShape == shapeNone || len(r.Body) > MaxResponseBytes {
 		return false
+	}
+	if in.lambdaShape == shapeProxy {
+		out, size, ok := proxyPayload(r)
+		return ok && overLambdaPayload(out, size)
 	}
 	size := len(r.Body)
 	if _, ok := r.Headers[base64Marker]; ok {

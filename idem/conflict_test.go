@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -238,6 +239,33 @@ func TestConflictAnswerOverLambdaPayloadRunsOnce(t *testing.T) {
 			hdr.Set(k, v)
 		}
 		wantNotKept(t, r.StatusCode, hdr, []byte(r.Body), 422, len(body))
+		if runs != 1 {
+			t.Fatalf("handler ran %d times, want once", runs)
+		}
+	})
+	t.Run("net/http behind the proxy", func(t *testing.T) {
+		e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = idem.SingleTenant("t") })
+		takeOrderOne(t, e)
+		runs := 0
+		h := e.guard.Handle("POST /orders", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			before(r.Context())
+			w.WriteHeader(201)
+		}))
+		call := func() *httptest.ResponseRecorder {
+			req := httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`)).WithContext(invocation())
+			req.Header.Set("Idempotency-Key", testKey)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			return w
+		}
+		if w := call(); w.Code != 422 || w.Body.String() != body {
+			t.Fatalf("answered %d %.200s, want the handler's 422", w.Code, w.Body.String())
+		}
+		for range 2 {
+			w := call()
+			wantNotKept(t, w.Code, w.Header(), w.Body.Bytes(), 422, len(body))
+		}
 		if runs != 1 {
 			t.Fatalf("handler ran %d times, want once", runs)
 		}

@@ -144,8 +144,9 @@ type request struct {
 	// policy that scopes keys by operation scopes them by the method too
 	// (txn.run).
 	scopeMethod bool
-	// lambdaShape is the response an API Gateway adapter running in a
-	// Lambda invocation returns (shapeV2, shapeV1), shapeNone elsewhere:
+	// lambdaShape is the response an adapter running in a Lambda
+	// invocation returns (shapeV2, shapeV1; shapeProxy for net/http behind
+	// an API Gateway proxy), shapeNone elsewhere:
 	// an answer the Guard records without the adapter's closure (the
 	// handler's answer to a conflict, OnConflict) is measured by it
 	// (overLambdaAnswer).

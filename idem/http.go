@@ -93,8 +93,11 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			writeResponse(w, g.decorate(g.errorResponse(e, in.requestID), in, "", false, ""))
 			return
 		}
+		if inLambda(r.Context()) {
+			in.lambdaShape = shapeProxy
+		}
 		var aborted atomic.Bool
-		resp := g.serve(r.Context(), in, recorded(next, r, in, inLambda(r.Context()), &aborted))
+		resp := g.serve(r.Context(), in, recorded(next, r, in, &aborted))
 		if aborted.Load() {
 			// The handler aborted its response (http.ErrAbortHandler): the
 			// Guard released the record as for any panic, and the response
@@ -128,9 +131,9 @@ func (g *Guard) buffers(w http.ResponseWriter, r *http.Request, routed string) b
 // recorded runs next for r, with in's body as its body, and returns the
 // response it wrote. A panic with http.ErrAbortHandler sets aborted before
 // it goes on (the Guard recovers it as any handler panic). Inside a Lambda
-// invocation (lambda: behind aws-lambda-go-api-proxy) a response too large
-// for Lambda to return is marked not kept (markOverProxy).
-func recorded(next http.Handler, r *http.Request, in *request, lambda bool, aborted *atomic.Bool) handlerFunc {
+// invocation (behind aws-lambda-go-api-proxy, shapeProxy) a response too
+// large for Lambda to return is marked not kept (markOverProxy).
+func recorded(next http.Handler, r *http.Request, in *request, aborted *atomic.Bool) handlerFunc {
 	body := in.body
 	return func(ctx context.Context) (*Response, error) {
 		defer func() {
@@ -150,7 +153,7 @@ func recorded(next http.Handler, r *http.Request, in *request, lambda bool, abor
 			rec.status = http.StatusOK
 		}
 		resp := &Response{Status: rec.status, Headers: rec.header, Body: rec.body.Bytes()}
-		if lambda {
+		if in.lambdaShape == shapeProxy {
 			markOverProxy(in, resp)
 		}
 		return resp, nil
@@ -160,23 +163,33 @@ func recorded(next http.Handler, r *http.Request, in *request, lambda bool, abor
 // markOverProxy marks r, a net/http handler's answer inside a Lambda
 // invocation, as not kept (markOverLambda) when Lambda could not return
 // the payload an API Gateway proxy (aws-lambda-go-api-proxy) builds from
-// it: the body as text when it is valid UTF-8, else base64-encoded, and
-// every header, measured in the proxy's REST shape (each header a list,
-// the larger of its two shapes). As through the API Gateway adapters, the
-// caller gets the answer (and API Gateway's 502), every duplicate 410,
-// never the same failed payload again. A small answer is never measured.
+// it (proxyPayload). As through the API Gateway adapters, the caller gets
+// the answer (and API Gateway's 502), every duplicate 410, never the same
+// failed payload again. A small answer is never measured.
 func markOverProxy(in *request, r *Response) {
+	if out, size, ok := proxyPayload(r); ok {
+		markOverLambda(in, r, out, size)
+	}
+}
+
+// proxyPayload is the payload an API Gateway proxy (aws-lambda-go-api-proxy)
+// builds from r, a net/http answer, and its size as lambdaSize counts it:
+// the body as text when it is valid UTF-8, else base64-encoded, and every
+// header, in the proxy's REST shape (each header a list, the larger of its
+// two shapes). ok is false, and nothing is built, when r is too small to
+// be over Lambda's limit however it is encoded (mayOverLambda).
+func proxyPayload(r *Response) (out events.APIGatewayProxyResponse, size int, ok bool) {
 	hdrs := lambdaSize("", nil, r.Headers, nil)
 	if !mayOverLambda(base64.StdEncoding.EncodedLen(len(r.Body)) + hdrs) {
-		return
+		return out, 0, false
 	}
-	out := events.APIGatewayProxyResponse{StatusCode: r.Status, MultiValueHeaders: r.Headers}
+	out = events.APIGatewayProxyResponse{StatusCode: r.Status, MultiValueHeaders: r.Headers}
 	if utf8.Valid(r.Body) {
 		out.Body = string(r.Body)
 	} else {
 		out.Body, out.IsBase64Encoded = base64.StdEncoding.EncodeToString(r.Body), true
 	}
-	markOverLambda(in, r, out, len(out.Body)+hdrs)
+	return out, len(out.Body) + hdrs, true
 }
 
 // httpRoute finds the route of r: the operation given (Handle), else
