@@ -479,6 +479,24 @@ func strictDecode(v json.RawMessage, dst any) error {
 	return json.Unmarshal(v, dst)
 }
 
+// decodeStop decodes the stop list, refusing a null element: encoding/json
+// would decode it as "", and a list holding null would hash as the list
+// holding an empty stop sequence.
+func decodeStop(r *Request, v json.RawMessage) error {
+	var stop []*string
+	if err := strictDecode(v, &stop); err != nil {
+		return err
+	}
+	r.Stop = make([]string, len(stop))
+	for i, s := range stop {
+		if s == nil {
+			return fmt.Errorf("stop %d is null", i)
+		}
+		r.Stop[i] = *s
+	}
+	return nil
+}
+
 func decodeMessages(v json.RawMessage, dst *[]Message) error {
 	return decodeObjects(v, "message", dst, messageMembers, func(m *Message) *map[string]any { return &m.Fields })
 }
@@ -502,7 +520,7 @@ var requestMembers = members[Request]{
 	"topP":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.TopP) },
 	"maxOutputTokens": func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.MaxOutputTokens) },
 	"seed":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Seed) },
-	"stop":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Stop) },
+	"stop":            decodeStop,
 	"providerOptions": func(r *Request, v json.RawMessage) error {
 		var po map[string]json.RawMessage
 		if err := strictDecode(v, &po); err != nil || po == nil {

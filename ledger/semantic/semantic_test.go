@@ -327,6 +327,7 @@ func TestSemanticRejections(t *testing.T) {
 		"seed fraction":            `{"provider":"a","model":"m","seed":1.5}`,
 		"seed string":              `{"provider":"a","model":"m","seed":"1"}`,
 		"stop not list":            `{"provider":"a","model":"m","stop":"END"}`,
+		"null stop sequence":       `{"provider":"a","model":"m","stop":["END",null]}`,
 		"null provider":            `{"provider":null,"model":"m"}`,
 		"null messages":            `{"provider":"a","model":"m","messages":null}`,
 		"message not object":       `{"provider":"a","model":"m","messages":["hi"]}`,
