@@ -479,6 +479,23 @@ func strictDecode(v json.RawMessage, dst any) error {
 	return json.Unmarshal(v, dst)
 }
 
+// decodeInteger decodes an integer member by its value as JCS reads it (an
+// IEEE 754 double), so 256, 256.0 and 2.56e2, which are one number on the
+// wire and in the canonical form, are one integer; a value with a fraction
+// or outside ±(2^53-1) is refused.
+func decodeInteger(v json.RawMessage, dst **int64) error {
+	var f float64
+	if err := strictDecode(v, &f); err != nil {
+		return err
+	}
+	if f != math.Trunc(f) || f > maxSafeInteger || f < -maxSafeInteger {
+		return fmt.Errorf("%s is not an integer within ±(2^53-1)", v)
+	}
+	n := int64(f)
+	*dst = &n
+	return nil
+}
+
 // decodeStop decodes the stop list, refusing a null element: encoding/json
 // would decode it as "", and a list holding null would hash as the list
 // holding an empty stop sequence.
@@ -518,8 +535,8 @@ var requestMembers = members[Request]{
 	"safety":          func(r *Request, v json.RawMessage) error { r.Safety = v; return nil },
 	"temperature":     func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Temperature) },
 	"topP":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.TopP) },
-	"maxOutputTokens": func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.MaxOutputTokens) },
-	"seed":            func(r *Request, v json.RawMessage) error { return strictDecode(v, &r.Seed) },
+	"maxOutputTokens": func(r *Request, v json.RawMessage) error { return decodeInteger(v, &r.MaxOutputTokens) },
+	"seed":            func(r *Request, v json.RawMessage) error { return decodeInteger(v, &r.Seed) },
 	"stop":            decodeStop,
 	"providerOptions": func(r *Request, v json.RawMessage) error {
 		var po map[string]json.RawMessage

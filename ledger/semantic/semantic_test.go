@@ -248,6 +248,20 @@ func TestSemanticWireForm(t *testing.T) {
 	if carried != "fa34555d16eb6fedb2c587a4c4ac7e2cbeec8d0e8be0299b60910fe79c4055bf" {
 		t.Errorf("carried option digest %s, want the golden provider-options-carried digest", carried)
 	}
+	// An integer member written with a fraction part or an exponent is the
+	// same JSON number, and JCS writes it as the integer: the golden
+	// max-output-changes-digest and seed-changes-digest vectors.
+	golden := map[string]string{
+		`"maxOutputTokens":256.0`:  "96f74b752619868e3b7fad15f093c03b86b223974ea3e2b89a1831d22a4845ad",
+		`"maxOutputTokens":2.56e2`: "96f74b752619868e3b7fad15f093c03b86b223974ea3e2b89a1831d22a4845ad",
+		`"seed":7.0`:               "fb942dce9de88688c89d048499f4a4e5a19427775da08d0d5a7ad709c10b42d0",
+		`"seed":70E-1`:             "fb942dce9de88688c89d048499f4a4e5a19427775da08d0d5a7ad709c10b42d0",
+	}
+	for m, want := range golden {
+		if got := digest(withMember(m)); got != want {
+			t.Errorf("%s: digest %s, want the golden %s", m, got, want)
+		}
+	}
 	// Unknown message and tool members are carried too.
 	if digest(strings.Replace(minimal, `"content":"hello"`, `"content":"hello","name":"bob"`, 1)) == base {
 		t.Error("unknown message member was dropped")
@@ -325,6 +339,8 @@ func TestSemanticRejections(t *testing.T) {
 		"not an object":            `["provider"]`,
 		"null":                     `null`,
 		"seed fraction":            `{"provider":"a","model":"m","seed":1.5}`,
+		"seed beyond 2^53 on wire": `{"provider":"a","model":"m","seed":9007199254740993}`,
+		"bound as exponent":        `{"provider":"a","model":"m","maxOutputTokens":1e300}`,
 		"seed string":              `{"provider":"a","model":"m","seed":"1"}`,
 		"stop not list":            `{"provider":"a","model":"m","stop":"END"}`,
 		"null stop sequence":       `{"provider":"a","model":"m","stop":["END",null]}`,
