@@ -42,6 +42,21 @@ func TestEffectValidation(t *testing.T) {
 			x.ProviderKey = "short"
 			return x
 		}()},
+		// A provider key in the key grammar that is not the effect's own
+		// derivative: another effect's (the provider would suppress this
+		// effect as that one's duplicate, or that one as this one's) or a
+		// caller's Idempotency-Key (a caller's keyspace).
+		"provider key of another effect": {Identity: func() identity.Identity {
+			other, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "op", Key: "other"})
+			x := id
+			x.ProviderKey = other.ProviderKey
+			return x
+		}()},
+		"caller's key as provider key": {Identity: func() identity.Identity {
+			x := id
+			x.ProviderKey = "order-123-refund-0000000001"
+			return x
+		}()},
 	}
 	for name, eff := range bad {
 		if _, err := l.Do(context.Background(), eff, noop); !errors.Is(err, ledger.ErrInvalidIdentity) {

@@ -194,8 +194,9 @@ func ProviderKey(effectID string) string {
 
 // Validate checks an Identity built by hand (e.g. from a recorded
 // effectId): the effectId grammar, its binding to Tenant, a known Keying, a
-// recipe stamp, and a provider key in the OpenWOP key grammar. A failure
-// matches ErrInvalid.
+// recipe stamp, and the provider key: the effectId's own (ProviderKey), so
+// that no two effects, and no effect and a caller's Idempotency-Key, share
+// one. A failure matches ErrInvalid.
 func (id Identity) Validate() error {
 	if !ids.ValidEffectID(id.EffectID) {
 		return fmt.Errorf("%w: effectId does not match <tenant>/<opaque>", ErrInvalid)
@@ -211,6 +212,12 @@ func (id Identity) Validate() error {
 	}
 	if !ids.ValidKey(id.ProviderKey) {
 		return fmt.Errorf("%w: provider key outside %s", ErrInvalid, ids.KeyGrammar)
+	}
+	if id.ProviderKey != ProviderKey(id.EffectID) {
+		// Any other key, however well formed, may be another effect's
+		// (the provider would take one effect for the other's duplicate)
+		// or a caller's Idempotency-Key (a caller's keyspace).
+		return fmt.Errorf("%w: provider key is not the effectId's own (%s)", ErrInvalid, ProviderKeyRecipe)
 	}
 	return nil
 }

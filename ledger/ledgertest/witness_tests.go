@@ -226,6 +226,7 @@ func testSlotKeyspace(t *testing.T, e *env) {
 		t.Fatalf("forged effectId into the host keyspace: %v", err)
 	}
 	forged.EffectID = e.tenant + "/" + strings.TrimPrefix(key, "host#")
+	forged.ProviderKey = identity.ProviderKey(forged.EffectID)
 	if res, err := l.Do(ctx, ledger.Effect{Identity: forged}, e.charge(nil)); err != nil || res.Replayed {
 		t.Fatalf("an effectId equal to the slot hash reached the slot: %+v %v", res, err)
 	}
