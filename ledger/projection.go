@@ -53,6 +53,25 @@ type WitnessRow struct {
 	Operator, Note string `json:"-"`
 }
 
+// outsideRunNode is the nodeId of a witness row for an attempt made outside
+// any run (an effect reached through another entry point, e.g. an API call
+// under a business identity) when no attempt at the effect was made by a
+// node: the projection requires a nodeId in the nodeId grammar on every
+// row, and none was recorded.
+const outsideRunNode = "outside-run"
+
+// recordNode is the nodeId a witness row of r shows for an attempt that
+// carries none (made outside any run, or an operator's resolution): the
+// node of r's first attempt that has one, else outsideRunNode.
+func recordNode(r *Record) string {
+	for _, a := range r.Attempts {
+		if a.NodeID != "" {
+			return a.NodeID
+		}
+	}
+	return outsideRunNode
+}
+
 // rowTime is the time a witness row shows for attempt a (see WitnessRow.At).
 func rowTime(a Attempt) time.Time {
 	if a.Fired && (a.State == AttemptEscaped || a.State == AttemptClaimed) && !a.FiredAt.IsZero() {
@@ -70,7 +89,11 @@ func rowTime(a Attempt) time.Time {
 // through one business identity shows the same rows (the same effectId,
 // providerKey, attempts and states) in both witnesses, and a suppressed
 // duplicate adds no row, because it fired nothing. Records past retention are
-// left out. The store's run index may be eventually consistent.
+// left out. The store's run index may be eventually consistent. Every row
+// has a nodeId in the OpenWOP nodeId grammar: its attempt's node, or, for an
+// attempt made outside any run (another entry point reaching a business
+// identity) and for an operator's resolution, the node of the effect's first
+// attempt that has one, else "outside-run".
 //
 // Without Config.WitnessDuplicates, a run whose only contact with an effect
 // was a suppressed duplicate does not list it (recording that contact would
@@ -126,10 +149,11 @@ func project(runID string, recs []*Record, filter bool, capDefault int) Projecti
 		if capN == 0 {
 			capN = capDefault
 		}
+		recNode := recordNode(r)
 		for i, a := range r.Attempts {
 			node := a.NodeID
 			if node == "" {
-				node = r.Attempts[0].NodeID
+				node = recNode
 			}
 			at := rowTime(a)
 			w := WitnessRow{
