@@ -147,7 +147,14 @@ func CanonicalV2(r Request) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := jcs.Marshal(obj)
+	// Exact: a number RFC 8785 would write with another value (an integer
+	// beyond ±(2^53-1), a fraction no double holds) is refused, as the
+	// typed seed and bound are, rather than hashed equal to its neighbours.
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, semanticErr("%w", err)
+	}
+	out, err := jcs.CanonicalizeExact(raw)
 	if err != nil {
 		return nil, semanticErr("%w", err)
 	}
@@ -410,15 +417,16 @@ var transportOnly = map[string]bool{
 //	 "providerOptions":{"vendor.<provider>.<option>":...}}
 //
 // Members are matched by exact name. The input must be I-JSON: duplicate
-// member names (which encoding/json would resolve silently), lone surrogates
-// and invalid UTF-8 are rejected. Transport-only members (see the list on
+// member names (which encoding/json would resolve silently), lone surrogates,
+// invalid UTF-8 and numbers RFC 8785 would write with another value (an
+// integer beyond ±(2^53-1), a fraction no double holds) are rejected. Transport-only members (see the list on
 // transportOnly: timeout, traceId, retryCount, credentialHandle, ...)
 // are ignored; every other unknown top-level member is kept in Options (and
 // so hashed as "vendor.<provider>.<name>"); unknown message and tool members
 // are kept in their Fields. Values are kept as json.RawMessage, exactly as
 // sent. Errors match ErrInvalid.
 func (r *Request) UnmarshalJSON(data []byte) error {
-	if _, err := jcs.Canonicalize(data); err != nil {
+	if _, err := jcs.CanonicalizeExact(data); err != nil {
 		return semanticErr("%w", err)
 	}
 	var top map[string]json.RawMessage
