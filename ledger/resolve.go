@@ -281,7 +281,8 @@ func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
 // its own carrying the operator and note, with no fire time (nothing is
 // sent), and shows in the witness: "completed" for Delivered,
 // "released" for NotDelivered. A stalled attempt (lease expired after the
-// fire mark) is closed as escaped first, in the same write. A fenced
+// fire mark) is closed as escaped first, in the same write; a stalled claim
+// that never reached its fire mark, as released. A fenced
 // effect (its attempts took fencing tokens) is settled as NotDelivered only
 // through a ReopeningFencer, which first forgets its escaped attempt's pass
 // (else ErrResolveNeedsFence, nothing written): the next attempt is then
@@ -337,9 +338,17 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 		}
 	}
 	next := cur.Clone()
-	if a := next.last(); a != nil && cur.State == StateFiring {
-		// Escaped when its executor's lease ran out.
-		a.State, a.At = AttemptEscaped, cur.LeaseUntil
+	if a := next.last(); a != nil {
+		switch cur.State {
+		case StateFiring:
+			// Escaped when its executor's lease ran out.
+			a.State, a.At = AttemptEscaped, cur.LeaseUntil
+		case StateClaimed:
+			// A claim whose executor stopped before its fire mark (under a
+			// Fencer, the claim is not its fire mark): released, never
+			// fired, when its lease ran out, as a reclaim closes it.
+			a.State, a.At = AttemptReleased, cur.LeaseUntil
+		}
 	}
 	row := Attempt{N: cur.Attempt + 1, At: now, Operator: res.Operator, Note: res.Note}
 	if a := next.last(); a != nil {

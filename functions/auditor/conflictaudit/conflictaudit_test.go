@@ -16,6 +16,7 @@ import (
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/fence"
+	fencememstore "github.com/idemkit/idemkit/ledger/fence/memstore"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 	"github.com/idemkit/idemkit/ledger/memstore"
 )
@@ -348,5 +349,76 @@ func TestReclaimOnAClockAheadBeyondTheLeaseIsNotAConflict(t *testing.T) {
 	}
 	if finalA.Attempt != 2 || len(finalA.Attempts) < 1 || finalA.Attempts[0].State != ledger.AttemptEscaped {
 		t.Fatalf("A's replica holds attempt %d, rows %+v; want B's reclaim with A's attempt escaped (what the auditor counts)", finalA.Attempt, finalA.Attempts)
+	}
+}
+
+// crashingFencer is a fence.Owner whose Token panics while crash is set:
+// an executor that dies between its claim and its fencing token.
+type crashingFencer struct {
+	*fence.Owner
+	crash bool
+}
+
+func (c *crashingFencer) Token(ctx context.Context, effectID string) (uint64, error) {
+	if c.crash {
+		panic("executor died before its fencing token")
+	}
+	return c.Owner.Token(ctx, effectID)
+}
+
+// Under a Fencer a claim is not its fire mark: an executor that dies between
+// the two leaves the record claimed, never fired, its lease running out. An
+// operator's resolution of the escaped attempt before it (in the same region)
+// closes that stalled claim as released, as a reclaim does: no attempt of the
+// resolved effect stays claimed, and the stream auditor does not take the
+// resolution for a reclaim made within the lease.
+func TestResolveOverAStalledClaimIsNotAConflict(t *testing.T) {
+	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+	owner, err := fence.New(fence.Config{Store: fencememstore.New(), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fencer := &crashingFencer{Owner: owner}
+	st := &recording{Store: memstore.New()}
+	l, err := ledger.New(ledger.Config{Store: st, Fencer: fencer, Lease: 30 * time.Second, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	eff := business(t, "stalled")
+	// Attempt 1 passes the fence and times out: escaped.
+	_, err = l.Do(ctx, eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout"))
+	}))
+	if !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatal(err)
+	}
+	// Attempt 2 is claimed, and its executor dies before its token.
+	fencer.crash = true
+	func() {
+		defer func() { _ = recover() }()
+		_, _ = l.Do(ctx, eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) { return []byte("x"), nil }))
+	}()
+	fencer.crash = false
+	clock.Advance(time.Minute)
+	v, err := l.ShowEffect(ctx, eff.Identity.EffectID)
+	if err != nil || v.State != ledger.EffectEscaped || v.Attempt != 2 {
+		t.Fatalf("before: %+v %v", v, err)
+	}
+	v, err = l.Resolve(ctx, eff.Identity.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: "ops", Rev: v.Rev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range v.Attempts {
+		if at.State == ledger.AttemptClaimed {
+			t.Errorf("attempt %d of the resolved effect is still claimed: %+v", at.N, v.Attempts)
+		}
+	}
+	a, _ := conflictaudit.New(conflictaudit.Config{Strategy: fence.FencedEffects})
+	for i, c := range st.changes {
+		if got := a.Observe(c[0], c[1]); got != nil {
+			t.Errorf("change %d flagged: %+v", i, got)
+		}
 	}
 }
