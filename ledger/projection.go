@@ -123,14 +123,19 @@ func (l *Ledger) Witness(ctx context.Context, runID string) (Projection, error) 
 		}
 		live = append(live, r)
 	}
-	return project(runID, live, false, l.cfg.MaxAttempts), nil
+	// Without WitnessDuplicates a run takes part only in records it created
+	// or made an attempt at: any other record its references reach is a
+	// later effect under the same identity, re-created after the record the
+	// run took part in passed its retention (a reference can outlive it).
+	return project(runID, live, !l.cfg.WitnessDuplicates, l.cfg.MaxAttempts), nil
 }
 
 // project builds the projection of runID from records (pure; rows ordered by
 // time, then effectId, then attempt): every attempt of each effect record
 // that runID created or made an attempt at. Host slots and other records are
 // skipped (Witness, which lists exactly the records the run references, also
-// keeps records reached by a suppressed duplicate). The recorded effectId and
+// keeps records reached by a suppressed duplicate under
+// Config.WitnessDuplicates). The recorded effectId and
 // keying are used as is: a reader never recomputes an identity. With
 // filter false every record is projected; capDefault is the attempt cap of a
 // record that states none.

@@ -149,6 +149,11 @@ func (l *Ledger) ListEffects(ctx context.Context, f Filter) ([]EffectView, error
 		if r.Kind != identity.KindEffect || !r.Live(now) {
 			return true
 		}
+		if f.RunID != "" && !l.cfg.WitnessDuplicates && r.RunID != f.RunID && needsRunRef(r, f.RunID) {
+			// A later effect under an identity the run took part in (see
+			// Witness), not one of the run's.
+			return true
+		}
 		v := l.View(r, now)
 		if f.State == "" || v.State == f.State {
 			out = append(out, v)

@@ -105,3 +105,47 @@ func TestWitnessRowsOutsideARunHaveANode(t *testing.T) {
 		t.Errorf("rows: %+v", p.Effects)
 	}
 }
+
+// A run's reference to an effect record it made an attempt at outlives the
+// record when the effect's last write came first: once the record passes its
+// retention, the same business identity is a new effect, made by other runs.
+// The old run's witness lists what the run took part in, never that new
+// effect's attempts.
+func TestWitnessLeavesOutAnEffectRecreatedAfterTheRunsRecord(t *testing.T) {
+	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Wait: -1, Lease: 30 * time.Second,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clock.Now}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "order-9"})
+	notSent := func(context.Context, ledger.Call) ([]byte, error) { return nil, ledger.NotSent(context.Canceled) }
+	ok := func(context.Context, ledger.Call) ([]byte, error) { return []byte("re_9"), nil }
+	run0, run1, run2 := "acme/run-0000000000000010", "acme/run-0000000000000011", "acme/run-0000000000000012"
+	// run0 creates the record; its attempt never leaves. run1 fires it.
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id, RunID: run0, NodeID: "refund"}, notSent); err == nil {
+		t.Fatal("not sent: no error")
+	}
+	clock.Advance(time.Hour)
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, ok); err != nil {
+		t.Fatal(err)
+	}
+	before, err := l.Witness(ctx, run1)
+	if err != nil || len(before.Effects) != 2 {
+		t.Fatalf("run1 before: %+v %v", before, err)
+	}
+	// Past the record's retention, run2 reaches the same business identity:
+	// a new effect, fired by run2 alone.
+	clock.Advance(ledger.MinRetention + time.Minute)
+	if r, err := l.Do(ctx, ledger.Effect{Identity: id, RunID: run2, NodeID: "refund"}, ok); err != nil || r.Replayed {
+		t.Fatalf("run2: %+v %v", r, err)
+	}
+	p, err := l.Witness(ctx, run1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range p.Effects {
+		t.Errorf("run1's witness lists an attempt of the effect re-created by run2: %+v", w)
+	}
+}
