@@ -124,6 +124,7 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	cfg.BaseURL = pos[0]
 	cfg.Profile = conform.Profile(profile)
+	cfg.Notes = stderr
 	if cfg.Body == conform.DefaultBody {
 		cfg.Body = "" // keep the fixture defaults for the slow and invalid bodies
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/url"
@@ -187,6 +188,12 @@ type Config struct {
 	// policy says how a duplicate of a pending request waits ("sync" or
 	// "async"). Default DefaultModeHeader.
 	ModeHeader string
+
+	// Notes, when set, receives a line Run writes that is no scenario's
+	// verdict: the API advertises (GET /.well-known/openwop,
+	// extensions["idemkit.idempotency"].policy) another policy than the
+	// profile's, whose scenarios then fail there by design. Default none.
+	Notes io.Writer
 
 	// HTTP sends the requests; it must not retry or follow redirects.
 	// Default: an http.Client with Timeout that does not follow redirects.

@@ -2,6 +2,7 @@ package conform
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -79,8 +80,14 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := reachable(ctx, rc.HTTP, rc.BaseURL, rc.Timeout); err != nil {
+	advertised, err := reachable(ctx, rc.HTTP, rc.BaseURL, rc.Timeout)
+	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrUnreachable, rc.BaseURL, err)
+	}
+	if rc.Notes != nil && advertised != "" && advertised != string(rc.Profile) {
+		fmt.Fprintf(rc.Notes, "idemkit conform: the API advertises the %s policy (GET /.well-known/openwop), not the %s policy this profile checks, "+
+			"so its scenarios fail there by design: check an API that serves the %s policy (idemkit dev --policy %s; a deployed stack's IdempotencyPolicy), or run --profile %s\n",
+			advertised, rc.Profile, rc.Profile, rc.Profile, advertised)
 	}
 	e := &env{cfg: rc, rules: rulesFor(rc.Profile)}
 	var out []Result
@@ -179,21 +186,37 @@ var ErrUnreachable = errors.New("cannot reach")
 
 // reachable reports whether the API at base answers HTTP at all (any
 // status: only a failure to connect, or to get an answer within timeout,
-// is an error), with one GET of its capabilities document.
-func reachable(ctx context.Context, c *http.Client, base string, timeout time.Duration) error {
+// is an error), with one GET of its capabilities document, and returns the
+// idempotency policy that document advertises
+// (extensions["idemkit.idempotency"].policy, as an idemkit host does; ""
+// when it names none or is not such a document).
+func reachable(ctx context.Context, c *http.Client, base string, timeout time.Duration) (policy string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/.well-known/openwop", nil)
 	if err != nil {
-		return err
+		return "", err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			return ue.Err // the cause, without the method and URL Run names
+			return "", ue.Err // the cause, without the method and URL Run names
 		}
-		return err
+		return "", err
 	}
-	return resp.Body.Close()
+	defer resp.Body.Close()
+	var doc struct {
+		Extensions map[string]struct {
+			Policy string `json:"policy"`
+		} `json:"extensions"`
+	}
+	if resp.StatusCode == http.StatusOK && json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&doc) == nil {
+		policy = doc.Extensions[advertisedPolicyExtension].Policy
+	}
+	return policy, nil
 }
+
+// advertisedPolicyExtension is the discovery extension in which an idemkit
+// host names its idempotency policy.
+const advertisedPolicyExtension = "idemkit.idempotency"
