@@ -25,7 +25,7 @@ func TestHelpEveryCommand(t *testing.T) {
 		{[]string{"dev"}, []string{"addr", "emulator", "dynamodb-endpoint", "table-prefix", "api-key", "request-timeout", "idempotency-wait", "authorizer-ttl", "allow-loopback-webhooks", "policy", "conformance-seams"}},
 		{[]string{"tables"}, nil},
 		{[]string{"tables", "create"}, []string{"endpoint", "only", "prefix", "region"}},
-		{[]string{"doctor"}, []string{"endpoint", "table", "only", "prefix", "region", "template"}},
+		{[]string{"doctor"}, []string{"endpoint", "table", "only", "prefix", "region", "template", "parameter"}},
 		{[]string{"apikey"}, nil},
 		{[]string{"apikey", "create"}, []string{"tenant", "attr", "endpoint", "table", "region"}},
 		{[]string{"conform"}, []string{"api-key", "route", "body", "profile", "scope-key", "other-route", "fail-body", "failed-run-body", "retry-route", "test-route", "test-body", "mode-header",

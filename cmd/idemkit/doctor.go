@@ -31,6 +31,13 @@ Exits 0 when every table checked matches, 1 when one is missing, differs or
 could not be described, 2 on a usage error (a bad flag, or no table named
 at all: no --endpoint, --table or variable).
 
+The template is read with its parameter defaults (a single-region stack),
+each --parameter NAME=VALUE in place of its default: give the parameters
+that shape the tables as the stack was deployed with them, or a table is
+reported to differ where that stack means it to (CrossRegion=fenced-effects
+deploys the idempotency table without TTL, EffectsConsistency=STRONG the
+effects table; their sweeper deletes expired records instead).
+
 Each table's name is --table LogicalID=NAME, else its function's variable
 (IDEMPOTENCY_TABLE, EFFECTS_TABLE, RUNS_TABLE, FENCE_TABLE, API_KEYS_TABLE),
 else, with --endpoint, PREFIX + its logical ID. A table named by its variable
@@ -45,6 +52,7 @@ examples:
   idemkit doctor --endpoint http://127.0.0.1:8000
   idemkit doctor --table IdempotencyTable=orders-idempotency --region eu-west-1
   IDEMPOTENCY_TABLE=orders-idempotency EFFECTS_TABLE=orders-effects idemkit doctor
+  idemkit doctor --table IdempotencyTable=prod-IdempotencyTable --parameter CrossRegion=fenced-effects
 `
 
 // tableEnv names, per logical ID, the variable that holds the table's name
@@ -71,7 +79,7 @@ const noTableToCheck = "no table to check: give --endpoint, --table LogicalID=NA
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	setUsage(fs, "idemkit doctor [--endpoint URL] [--table LogicalID=NAME]... [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R] [--template FILE]", doctorAbout)
+	setUsage(fs, "idemkit doctor [--endpoint URL] [--table LogicalID=NAME]... [--only idempotency,effects,runs,fence,api-keys] [--prefix P] [--region R] [--template FILE] [--parameter NAME=VALUE]...", doctorAbout)
 	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator or LocalStack); default: AWS, from the default configuration")
 	prefix := fs.String("prefix", DefaultTablePrefix, "with --endpoint, a table without a name is PREFIX + its logical ID")
 	region := fs.String("region", "", "region (default: the configured one; "+emulator.Region+" with --endpoint)")
@@ -90,6 +98,15 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return nil
 	})
 	only := onlyFlag(fs, "check only these tables (comma-separated, repeatable): "+strings.Join(tableNames(), ", "))
+	params := map[string]string{}
+	fs.Func("parameter", "a template parameter the stack was deployed with, NAME=VALUE (repeatable), read in place of its default, e.g. CrossRegion=fenced-effects or EffectsConsistency=STRONG", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || strings.TrimSpace(k) == "" {
+			return errors.New("want NAME=VALUE, a parameter of the template, e.g. CrossRegion=fenced-effects")
+		}
+		params[strings.TrimSpace(k)] = val
+		return nil
+	})
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
 		return code
@@ -117,11 +134,16 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 			return usageError(fs, stderr, "--template %q: %v", *template, rerr)
 		}
-		if defs, err = tables.DefsInRegion(b, tmplRegion); err != nil {
+		if defs, err = tables.DefsWithParameters(b, tmplRegion, params); err != nil && !errors.As(err, new(*tables.ParameterError)) {
 			return usageError(fs, stderr, "--template %q: %s", *template, strings.TrimPrefix(err.Error(), "tables: "))
 		}
 	} else {
-		defs, err = tables.Embedded()
+		defs, err = tables.EmbeddedWithParameters(params)
+	}
+	if pe := (*tables.ParameterError)(nil); errors.As(err, &pe) {
+		// A parameter the template lacks, or a value it does not allow
+		// (a typo would read as another stack): a usage error.
+		return usageError(fs, stderr, "--parameter %q: %s", pe.Name+"="+pe.Value, pe.Reason)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
@@ -168,7 +190,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			c = dynamodb.New(c.Options(), func(o *dynamodb.Options) { o.Region = *region })
 		}
 	}
-	failed := false
+	failed, differs := false, false
 	for _, id := range ids {
 		d := defs[id]
 		name, tc := names[id], c
@@ -200,7 +222,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "%s\t%s\tok\n", id, name)
 		default:
 			fmt.Fprintf(stdout, "%s\t%s\tdiffers\n", id, name)
-			failed = true
+			failed, differs = true, true
 		}
 		for _, d := range r.Differences {
 			fmt.Fprintf(stdout, "  - %s\n", d)
@@ -208,6 +230,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		for _, u := range r.Unchecked {
 			fmt.Fprintf(stdout, "  ? %s\n", u)
 		}
+	}
+	if differs && len(params) == 0 {
+		// The stack may have been deployed with parameters that shape
+		// its tables otherwise: say how to check it as deployed.
+		fmt.Fprintln(stderr, "idemkit doctor: the template was read with its parameter defaults (a single-region stack); "+
+			"for a stack deployed with others, give them: --parameter CrossRegion=fenced-effects, --parameter EffectsConsistency=STRONG")
 	}
 	if failed {
 		return 1

@@ -53,6 +53,13 @@ func Embedded() (map[string]Def, error) {
 	return loadDefs, loadErr
 }
 
+// EmbeddedWithParameters returns the table definitions of the embedded
+// template.yaml read with params in place of those parameters' defaults
+// (DefsWithParameters).
+func EmbeddedWithParameters(params map[string]string) (map[string]Def, error) {
+	return DefsWithParameters(idemkit.Template, DefaultRegion, params)
+}
+
 // Create creates the table of resource logicalID of the embedded
 // template.yaml under the name tableName, waits until it is ACTIVE and
 // applies its TTL specification. An emulator that does not implement

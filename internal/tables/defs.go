@@ -98,6 +98,16 @@ func Defs(template []byte) (map[string]Def, error) {
 
 // DefsInRegion is Defs with AWS::Region resolved to region.
 func DefsInRegion(template []byte, region string) (map[string]Def, error) {
+	return DefsWithParameters(template, region, nil)
+}
+
+// DefsWithParameters is DefsInRegion with parameters given values: each
+// value of params (by parameter name) takes the place of that parameter's
+// default, so the tables are read as a stack deployed with those values
+// has them (under CrossRegion=fenced-effects, say, the idempotency table
+// has no TTL). A name the template does not declare, or a value outside
+// the parameter's AllowedValues, is a *ParameterError.
+func DefsWithParameters(template []byte, region string, params map[string]string) (map[string]Def, error) {
 	root, err := parseRoot(template)
 	if err != nil {
 		return nil, err
@@ -107,6 +117,9 @@ func DefsInRegion(template []byte, region string) (map[string]Def, error) {
 		return nil, errors.New("tables: template has no Resources")
 	}
 	r := newResolver(root, region)
+	if err := r.setParameters(root, params); err != nil {
+		return nil, err
+	}
 	defs := map[string]Def{}
 	ids := make([]string, 0, len(resources))
 	for id := range resources {
@@ -394,4 +407,15 @@ func parseRoot(template []byte) (map[string]any, error) {
 		return nil, errors.New("tables: template is not a mapping")
 	}
 	return root, nil
+}
+
+// ParameterError is a parameter value DefsWithParameters refused: the
+// template declares no parameter Name, or Value is not one of its
+// AllowedValues. Reason says which, for a message.
+type ParameterError struct {
+	Name, Value, Reason string
+}
+
+func (e *ParameterError) Error() string {
+	return "tables: parameter " + e.Name + "=" + e.Value + ": " + e.Reason
 }

@@ -148,6 +148,41 @@ func newResolver(root map[string]any, region string) *resolver {
 	return r
 }
 
+// setParameters gives the template's parameters the values of params in
+// place of their defaults (a list-typed one split at its commas, as its
+// default is), each checked against the parameter's AllowedValues.
+func (r *resolver) setParameters(root map[string]any, params map[string]string) error {
+	ps, _ := root["Parameters"].(map[string]any)
+	names := slices.Sorted(maps.Keys(params))
+	for _, name := range names {
+		v := params[name]
+		p, ok := ps[name]
+		if !ok {
+			return &ParameterError{Name: name, Value: v, Reason: "the template has no parameter " + name}
+		}
+		pm, _ := p.(map[string]any)
+		if allowed, ok := pm["AllowedValues"].([]any); ok {
+			want := make([]string, len(allowed))
+			for i, a := range allowed {
+				want[i] = fmt.Sprint(a)
+			}
+			if !slices.Contains(want, v) {
+				return &ParameterError{Name: name, Value: v, Reason: "want one of " + strings.Join(want, ", ")}
+			}
+		}
+		if t, _ := pm["Type"].(string); strings.HasPrefix(t, "List<") || t == "CommaDelimitedList" {
+			var l []any
+			for _, e := range strings.Split(v, ",") {
+				l = append(l, strings.TrimSpace(e))
+			}
+			r.params[name] = l
+			continue
+		}
+		r.params[name] = v
+	}
+	return nil
+}
+
 // resolve returns v with every intrinsic evaluated. Keys whose value resolves
 // to AWS::NoValue are dropped. Intrinsics that cannot be evaluated locally
 // yield an unresolved error.

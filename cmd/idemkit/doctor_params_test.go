@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/tables"
+)
+
+// TestDoctorChecksAStackOfOtherParameters: a fenced-effects stack deploys
+// its idempotency table without TTL (a TTL delete in another replica would
+// remove the home region's record of a reused key; the sweeper deletes
+// expired records instead). Read with the template's defaults, doctor
+// reports that table "differs" with "TTL: disabled (... expired records are
+// never deleted)", both wrong there and an invitation to turn TTL on, which
+// that posture forbids. With --parameter CrossRegion=fenced-effects doctor
+// reads the template as that stack was deployed: the table matches, and a
+// table that has TTL is the one that differs. Before the fix doctor had no
+// --parameter flag (exit 2).
+func TestDoctorChecksAStackOfOtherParameters(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	defs, err := tables.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fenced := defs["IdempotencyTable"]
+	fenced.TTLAttribute = "" // as CrossRegion=fenced-effects deploys it
+	name := "doctor-fenced-IdempotencyTable"
+	if _, err := tables.CreateDef(ctx, e.Client(), fenced, name); err != nil {
+		t.Fatal(err)
+	}
+	withTTL := e.CreateTable(t, "IdempotencyTable") // as the defaults deploy it
+	doctor := func(table string, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(ctx, append([]string{"doctor", "--endpoint", e.Endpoint, "--region", e.Region, "--only", "idempotency", "--table", "idempotency=" + table}, args...), &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, s := doctor(name); code != 1 || !strings.Contains(s, "TTL: disabled") || !strings.Contains(s, "--parameter CrossRegion=fenced-effects") {
+		t.Fatalf("fenced table against the defaults: exit %d, want 1 with TTL: disabled and how to give the stack's parameters\n%s", code, s)
+	}
+	if code, s := doctor(name, "--parameter", "CrossRegion=fenced-effects"); code != 0 || !strings.Contains(s, "IdempotencyTable\t"+name+"\tok\n") {
+		t.Fatalf("fenced table against CrossRegion=fenced-effects: exit %d, want 0 and ok\n%s", code, s)
+	}
+	if code, s := doctor(withTTL, "--parameter", "CrossRegion=fenced-effects"); code != 1 || !strings.Contains(s, "TTL: template none, deployed expiresAt") {
+		t.Fatalf("a table with TTL against CrossRegion=fenced-effects: exit %d, want 1 naming the TTL\n%s", code, s)
+	}
+	if code, s := doctor(withTTL, "--parameter", "CrossRegion=single-region"); code != 0 {
+		t.Fatalf("a table with TTL against CrossRegion=single-region: exit %d, want 0\n%s", code, s)
+	}
+}
+
+// TestDoctorParameterUsageErrors: a --parameter the template does not
+// declare, a value outside its AllowedValues (a typo would otherwise read
+// as another posture) or one without "=" is a usage error.
+func TestDoctorParameterUsageErrors(t *testing.T) {
+	for arg, want := range map[string]string{
+		"Posture=fenced-effects": `--parameter "Posture=fenced-effects": the template has no parameter Posture`,
+		"CrossRegion=fenced":     `--parameter "CrossRegion=fenced": want one of single-region, reconciled-records, fenced-effects`,
+		"CrossRegion":            "want NAME=VALUE",
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"doctor", "--endpoint", "http://127.0.0.1:1", "--parameter", arg}, &out, &errb)
+		if code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), want) || strings.Count(errb.String(), "\n") != 2 {
+			t.Errorf("--parameter %s: exit %d, stdout %q, stderr %q; want 2 and %q", arg, code, out.String(), errb.String(), want)
+		}
+	}
+}
