@@ -12,6 +12,17 @@ import (
 // reached, in the flags of the commands that take --endpoint and --region.
 const endpointHint = "is it running, and are --endpoint and --region right?"
 
+// noCredentials and noRegion say what a command that reaches AWS (no
+// --endpoint) lacks when the SDK's default configuration has no
+// credentials, or none it could refresh (an expired SSO session), or no
+// region.
+const (
+	noCredentials = "no AWS credentials could be found or refreshed (the environment, the shared config and credentials files, " +
+		"an SSO profile, an instance or container role): sign in (aws sso login; AWS_PROFILE names the profile) " +
+		"or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY; for an emulator, give --endpoint"
+	noRegion = "no AWS region: give --region, or set AWS_REGION (or a region in the AWS profile)"
+)
+
 // errorLabels are the prefixes the kit's packages put on their errors
 // ("tables: ", "host: "): names of Go packages, not of anything a user
 // did, so a message for a user leaves them out.
@@ -48,6 +59,16 @@ func storeErrorHint(err error, hint string) string {
 		doing += ": "
 	}
 	what := "DynamoDB " + oe.OperationName + " failed: "
+	// The SDK's configuration, not DynamoDB, refused the call: its chain
+	// of wrapped causes names SDK internals (the instance-metadata client
+	// it tried last, the endpoint rules), so the message says what is
+	// missing and how to give it.
+	switch cause := oe.Err.Error(); {
+	case strings.HasPrefix(cause, "get identity: "):
+		return doing + what + noCredentials
+	case strings.Contains(cause, "Missing Region"):
+		return doing + what + noRegion
+	}
 	var ae smithy.APIError
 	var ne net.Error
 	var oerr *net.OpError

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// noAWSConfig leaves the default credential chain nothing to find: no
+// keys in the environment, no shared files, no profile, no container or
+// web-identity credentials and no instance metadata.
+func noAWSConfig(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_SESSION_TOKEN": "", "AWS_PROFILE": "", "AWS_DEFAULT_PROFILE": "",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_CONTAINER_CREDENTIALS_FULL_URI": "", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "",
+		"AWS_WEB_IDENTITY_TOKEN_FILE": "", "AWS_ROLE_ARN": "", "DYNAMODB_ENDPOINT": "", "HOME": dir,
+	} {
+		t.Setenv(k, v)
+	}
+}
+
+// TestAWSConfigFailuresAreSaidPlainly: a command run against AWS (no
+// --endpoint) on a machine with no credentials, or with no region, says so
+// in a user's terms, with what to do, not as the SDK's chain ("get
+// identity: get credentials: failed to refresh cached credentials, no EC2
+// IMDS role found, operation error ec2imds: GetMetadata, ..." or "endpoint
+// rule error, Invalid Configuration: Missing Region"). Failed before the
+// fix: the messages were the SDK's.
+func TestAWSConfigFailuresAreSaidPlainly(t *testing.T) {
+	commands := [][]string{
+		{"doctor", "--table", "IdempotencyTable=orders-idem", "--only", "idempotency"},
+		{"effects", "list", "--table", "orders-effects"},
+		{"apikey", "create", "--tenant", "acme", "--table", "orders-keys"},
+	}
+	check := func(t *testing.T, args []string, says ...string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		msg := errb.String()
+		if code != 1 {
+			t.Errorf("%v: exit %d, want 1\n%s", args, code, msg)
+		}
+		for _, s := range says {
+			if !strings.Contains(msg, s) {
+				t.Errorf("%v: stderr lacks %q:\n%s", args, s, msg)
+			}
+		}
+		for _, n := range append(sdkNoise, "get identity", "failed to refresh cached credentials", "ec2imds", "endpoint rule error") {
+			if strings.Contains(msg, n) {
+				t.Errorf("%v: stderr carries the SDK's %q:\n%s", args, n, msg)
+			}
+		}
+	}
+	t.Run("no credentials", func(t *testing.T) {
+		noAWSConfig(t)
+		t.Setenv("AWS_REGION", "eu-west-1")
+		for _, args := range commands {
+			check(t, args, "no AWS credentials", "AWS_PROFILE", "--endpoint")
+		}
+	})
+	t.Run("no region", func(t *testing.T) {
+		noAWSConfig(t)
+		t.Setenv("AWS_ACCESS_KEY_ID", "test")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+		t.Setenv("AWS_REGION", "")
+		t.Setenv("AWS_DEFAULT_REGION", "")
+		for _, args := range commands {
+			check(t, args, "no AWS region", "--region")
+		}
+	})
+}
