@@ -128,8 +128,12 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if cfg.Body == conform.DefaultBody {
 		cfg.Body = "" // keep the fixture defaults for the slow and invalid bodies
 	}
-	if cfg.Timeout <= 0 || cfg.Stagger < 0 {
-		return usageError(fs, stderr, "--timeout must be positive and --stagger not negative")
+	// Zero is no setting: the checker would read it as the default.
+	if cfg.Timeout <= 0 {
+		return usageError(fs, stderr, "--timeout %v: want a positive duration, the bound on each request", cfg.Timeout)
+	}
+	if cfg.Stagger <= 0 {
+		return usageError(fs, stderr, "--stagger %v: want a positive duration, how long the slow request runs before its duplicates are sent", cfg.Stagger)
 	}
 	if len(cfg.APIKeys) == 0 {
 		// Without a key every scenario would only see 401 unauthenticated.

@@ -88,7 +88,7 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		{[]string{"conform", "--api-key", "k"}, "idemkit conform: want exactly one URL"},
 		{[]string{"conform", "--api-key", "k", "http://a", "http://b"}, "idemkit conform: want exactly one URL"},
 		{[]string{"conform", "http://127.0.0.1:9"}, "idemkit conform: --api-key KEY is required"},
-		{[]string{"conform", "--api-key", "k", "--timeout", "0s", "http://127.0.0.1:9"}, "idemkit conform: --timeout must be positive"},
+		{[]string{"conform", "--api-key", "k", "--timeout", "0s", "http://127.0.0.1:9"}, "idemkit conform: --timeout 0s: want a positive duration"},
 		// A configuration the checker refuses: what is wrong, without the
 		// names of the packages the error went through.
 		{[]string{"conform", "--api-key", "a", "--api-key", "b", "--api-key", "c", "http://127.0.0.1:9"}, "idemkit conform: invalid setting: at most two API keys"},
