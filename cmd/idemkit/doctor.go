@@ -231,9 +231,10 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "  ? %s\n", u)
 		}
 	}
-	if differs && len(params) == 0 {
-		// The stack may have been deployed with parameters that shape
-		// its tables otherwise: say how to check it as deployed.
+	if differs && len(params) == 0 && *template == "" {
+		// The stack may have been deployed with parameters of the built-in
+		// template.yaml that shape its tables otherwise: say how to check
+		// it as deployed.
 		fmt.Fprintln(stderr, "idemkit doctor: the template was read with its parameter defaults (a single-region stack); "+
 			"for a stack deployed with others, give them: --parameter CrossRegion=fenced-effects, --parameter EffectsConsistency=STRONG")
 	}

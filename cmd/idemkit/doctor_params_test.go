@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -50,6 +51,12 @@ func TestDoctorChecksAStackOfOtherParameters(t *testing.T) {
 	}
 	if code, s := doctor(withTTL, "--parameter", "CrossRegion=single-region"); code != 0 {
 		t.Fatalf("a table with TTL against CrossRegion=single-region: exit %d, want 0\n%s", code, s)
+	}
+	// Another template (a snippet has no CrossRegion): no word of the
+	// built-in template's parameters.
+	snippet := filepath.Join(dynamotest.RepoRoot(), "docs", "idempotency-table.yaml")
+	if code, s := doctor(name, "--template", snippet); code != 1 || strings.Contains(s, "--parameter") {
+		t.Fatalf("against the snippet: exit %d, want 1 without the parameters note\n%s", code, s)
 	}
 }
 
