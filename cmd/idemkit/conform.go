@@ -21,10 +21,12 @@ const conformAbout = `Checks the Layer-1 (Idempotency-Key) behaviour of the API 
 outside, one line per scenario (each scenario is one rule of the policy),
 then "N passed, M failed". The exit status is 0 when nothing failed, 1 when
 a scenario failed, 2 on a usage error. At least one --api-key is required.
-The defaults fit 'idemkit dev'. A scenario that sends a duplicate while a
-slow first request runs tries again with a new key, up to three times, when
-the duplicate may have reached the API out of turn (a loaded machine), and
-says which try gave its verdict.
+The defaults fit 'idemkit dev'. A profile checks an API that serves its
+policy: when the API advertises another (an idemkit host's GET
+/.well-known/openwop), conform says so on stderr first. A scenario that
+sends a duplicate while a slow first request runs tries again with a new
+key, up to three times, when the duplicate may have reached the API out of
+turn (a loaded machine), and says which try gave its verdict.
 
 profiles:
   openwop   the OpenWOP default policy (default); a second --api-key (another
