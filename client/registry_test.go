@@ -43,7 +43,7 @@ func TestServerErrorsFollowTheRegistry(t *testing.T) {
 		if row.Retriable {
 			want = retryable
 		}
-		if got := classify(resp, DefaultInFlightCodes); got != want {
+		if got, _ := classify(resp, DefaultInFlightCodes); got != want {
 			t.Errorf("%d %s (registry: retriable %v): verdict %d, want %d", row.HTTPStatus, row.Code, row.Retriable, got, want)
 		}
 		if body, _ := io.ReadAll(resp.Body); !strings.Contains(string(body), row.Code) {
@@ -57,7 +57,7 @@ func TestServerErrorsFollowTheRegistry(t *testing.T) {
 	// A server error without an envelope (a proxy's 502 page) is retried.
 	for _, status := range []int{500, 502, 503, 504} {
 		resp := &http.Response{StatusCode: status, Body: io.NopCloser(strings.NewReader("<html>bad gateway</html>"))}
-		if got := classify(resp, DefaultInFlightCodes); got != retryable {
+		if got, _ := classify(resp, DefaultInFlightCodes); got != retryable {
 			t.Errorf("%d without an envelope: verdict %d, want retryable", status, got)
 		}
 	}

@@ -40,29 +40,32 @@ var finalServerCodes = map[string]bool{
 // resp.Body readable from the start. A 409 whose body breaks off before
 // its code could be read (the connection dropped) never arrived whole: it
 // is retryable, as a transport error is, since the same key and body
-// answer the same 409 again if it was final.
-func classify(resp *http.Response, inFlightCodes []string) verdict {
+// answer the same 409 again if it was final. cut reports such a body (a
+// 409 or 5xx whose body broke off), which a replay marker does not make
+// final.
+func classify(resp *http.Response, inFlightCodes []string) (v verdict, cut bool) {
 	switch {
 	case resp.StatusCode == http.StatusTooManyRequests:
-		return retryable
+		return retryable, false
 	case resp.StatusCode >= 500 && resp.StatusCode <= 599:
-		if code, whole := peekCode(resp); whole && finalServerCodes[code] {
-			return final
+		code, whole := peekCode(resp)
+		if whole && finalServerCodes[code] {
+			return final, false
 		}
-		return retryable
+		return retryable, !whole
 	case resp.StatusCode == http.StatusConflict:
 		code, whole := peekCode(resp)
 		if !whole {
-			return retryable
+			return retryable, true
 		}
 		for _, c := range inFlightCodes {
 			if code == c {
-				return inFlight
+				return inFlight, false
 			}
 		}
-		return final
+		return final, false
 	default:
-		return final
+		return final, false
 	}
 }
 

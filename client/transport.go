@@ -198,9 +198,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return fail(err)
 			}
 		} else {
-			v = classify(resp, c.InFlightCodes)
+			var cut bool
+			v, cut = classify(resp, c.InFlightCodes)
 			if IsReplay(resp.Header, c.ReplayHeaders...) {
 				switch pending, whole := pendingAnswer(r, resp); {
+				case cut:
+					// A replay whose body broke off never arrived whole:
+					// the same key meets the same recorded answer again.
 				case v == retryable:
 					// The server's recorded outcome for this key: a
 					// retry under the same key can only replay it again.
