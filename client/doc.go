@@ -29,7 +29,11 @@
 //     event_type_unmapped, payload_unprojectable);
 //   - never retries 409 idempotency_key_mismatch or any other 4xx (a 409
 //     whose body breaks off before its error code is read never arrived
-//     whole: it is retried like a transport error);
+//     whole: it is retried like a transport error); an answer's error code
+//     is read through the content codings the standard library reads
+//     (gzip, deflate), so a compressed answer, which a caller that sets
+//     its own Accept-Encoding receives as sent, is retried, polled or
+//     final as the plain one is;
 //   - stops after Config.MaxAttempts attempts or Config.MaxElapsed, whichever
 //     comes first (through Client.Do, for all the hops of a redirect
 //     together), and never waits past the request context's deadline; a

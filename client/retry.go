@@ -2,6 +2,9 @@ package client
 
 import (
 	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"io"
 	"math"
@@ -81,15 +84,67 @@ func peekCode(resp *http.Response) (code string, whole bool) {
 	return ErrorCode(head), true
 }
 
-// peek returns up to maxPeek bytes of resp's body and restores resp.Body;
-// whole is false when reading it failed (it broke off).
+// peek returns up to maxPeek bytes of resp's body and restores resp.Body
+// as sent; whole is false when reading it failed (it broke off). A body
+// that is not JSON as it stands but carries a content coding the standard
+// library reads (the caller asked for compressed answers with its own
+// Accept-Encoding, so net/http left the body as sent; a gateway or a
+// compression middleware outside the server's Guard compressed it) is
+// returned decoded, up to maxPeek bytes: the answer's code is the same
+// compressed or not, so it is retried, polled or final alike.
 func peek(resp *http.Response) (head []byte, whole bool) {
 	if resp.Body == nil || resp.Body == http.NoBody {
 		return nil, true
 	}
 	head, err := io.ReadAll(io.LimitReader(resp.Body, maxPeek))
 	resp.Body = &rejoined{Reader: io.MultiReader(bytes.NewReader(head), resp.Body), c: resp.Body}
-	return head, err == nil
+	if err != nil {
+		return head, false
+	}
+	if codings := strings.Join(resp.Header.Values("Content-Encoding"), ","); codings != "" && !resp.Uncompressed && !json.Valid(head) {
+		if d, ok := decodeContent(head, codings); ok {
+			head = d
+		}
+	}
+	return head, true
+}
+
+// decodeContent undoes the content codings listed in codings (a
+// Content-Encoding value: the codings in the order they were applied) on
+// body. ok is false for a coding it does not read (br, zstd, compress), a
+// body that does not decode (one cut at maxPeek among them), or one that
+// decodes past maxPeek.
+func decodeContent(body []byte, codings string) (_ []byte, ok bool) {
+	list := strings.Split(codings, ",")
+	for i := len(list) - 1; i >= 0; i-- {
+		var r io.Reader
+		switch c := strings.ToLower(strings.TrimSpace(list[i])); c {
+		case "", "identity":
+			continue
+		case "gzip", "x-gzip":
+			zr, err := gzip.NewReader(bytes.NewReader(body))
+			if err != nil {
+				return nil, false
+			}
+			r = zr
+		case "deflate":
+			// RFC 9110's deflate is the zlib format; some servers send
+			// the raw deflate stream.
+			if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
+				r = zr
+			} else {
+				r = flate.NewReader(bytes.NewReader(body))
+			}
+		default:
+			return nil, false
+		}
+		out, err := io.ReadAll(io.LimitReader(r, maxPeek+1))
+		if err != nil || len(out) > maxPeek {
+			return nil, false
+		}
+		body = out
+	}
+	return body, true
 }
 
 // modeHeader is the request header by which a caller under the commerce
