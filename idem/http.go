@@ -19,9 +19,12 @@ import (
 // container users). The routed operation comes from Config.HTTPOperation,
 // else the ServeMux pattern: the pattern the wrapped *http.ServeMux (or any
 // router with its Handler(*http.Request) (http.Handler, string) method)
-// routes the request to, when next is one, with that pattern's path values;
-// otherwise Request.Pattern, set when the middleware wraps a handler
-// registered on a ServeMux. The raw path is never used. A request the
+// routes the request to, when next is one, with that pattern's path values
+// (also when that mux is itself mounted on an outer ServeMux under a
+// subtree, "/api/", whose pattern the request then carries as
+// Request.Pattern: the operation and Config.Routes are the wrapped mux's
+// patterns); otherwise Request.Pattern, set when the middleware wraps a
+// handler registered on a ServeMux. The raw path is never used. A request the
 // wrapped mux routes to no pattern (its 404, 405 or redirect) passes
 // straight through. A keyed request for which no operation can be found at
 // all (a handler on no ServeMux pattern, no HTTPOperation) is answered 500
@@ -208,7 +211,10 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		}
 		rt.pattern, rt.params, rt.routed = p, params, true
 	}
-	if mux != nil && rt.pattern == "" && asks {
+	if mux != nil && asks {
+		// The wrapped mux's pattern, even when the request carries an
+		// outer mux's (the wrapped one mounted under a subtree such as
+		// "/api/"): the route that serves the request is the inner one.
 		p, values, ok := mux.resolve(r)
 		if !ok {
 			return rt, false
