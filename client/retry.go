@@ -2,9 +2,6 @@ package client
 
 import (
 	"bytes"
-	"compress/flate"
-	"compress/gzip"
-	"compress/zlib"
 	"encoding/json"
 	"io"
 	"math"
@@ -12,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/internal/contentcoding"
 )
 
 // verdict is what the Transport does with one attempt's answer.
@@ -102,49 +101,11 @@ func peek(resp *http.Response) (head []byte, whole bool) {
 		return head, false
 	}
 	if codings := strings.Join(resp.Header.Values("Content-Encoding"), ","); codings != "" && !resp.Uncompressed && !json.Valid(head) {
-		if d, ok := decodeContent(head, codings); ok {
+		if d, ok := contentcoding.Decode(head, codings, maxPeek); ok {
 			head = d
 		}
 	}
 	return head, true
-}
-
-// decodeContent undoes the content codings listed in codings (a
-// Content-Encoding value: the codings in the order they were applied) on
-// body. ok is false for a coding it does not read (br, zstd, compress), a
-// body that does not decode (one cut at maxPeek among them), or one that
-// decodes past maxPeek.
-func decodeContent(body []byte, codings string) (_ []byte, ok bool) {
-	list := strings.Split(codings, ",")
-	for i := len(list) - 1; i >= 0; i-- {
-		var r io.Reader
-		switch c := strings.ToLower(strings.TrimSpace(list[i])); c {
-		case "", "identity":
-			continue
-		case "gzip", "x-gzip":
-			zr, err := gzip.NewReader(bytes.NewReader(body))
-			if err != nil {
-				return nil, false
-			}
-			r = zr
-		case "deflate":
-			// RFC 9110's deflate is the zlib format; some servers send
-			// the raw deflate stream.
-			if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
-				r = zr
-			} else {
-				r = flate.NewReader(bytes.NewReader(body))
-			}
-		default:
-			return nil, false
-		}
-		out, err := io.ReadAll(io.LimitReader(r, maxPeek+1))
-		if err != nil || len(out) > maxPeek {
-			return nil, false
-		}
-		body = out
-	}
-	return body, true
 }
 
 // modeHeader is the request header by which a caller under the commerce

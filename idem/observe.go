@@ -1,14 +1,11 @@
 package idem
 
 import (
-	"bytes"
-	"compress/flate"
-	"compress/gzip"
-	"compress/zlib"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"strings"
+
+	"github.com/idemkit/idemkit/internal/contentcoding"
 )
 
 // The metric names (Metrics.Count) and the outcomes of
@@ -107,7 +104,7 @@ func envelopeCode(resp *Response) string {
 	if codings == "" {
 		return ""
 	}
-	body, ok := decodeContent(resp.Body, codings)
+	body, ok := contentcoding.Decode(resp.Body, codings, maxEnvelopeBytes)
 	if !ok {
 		return ""
 	}
@@ -141,41 +138,4 @@ func headerValue(h map[string][]string, name string) string {
 		}
 	}
 	return strings.Join(out, ",")
-}
-
-// decodeContent undoes the content codings listed in codings (a
-// Content-Encoding value: the codings in the order they were applied) on
-// body. ok is false for a coding it does not read (br, zstd, compress), a
-// body that does not decode, or one that decodes past maxEnvelopeBytes.
-func decodeContent(body []byte, codings string) (_ []byte, ok bool) {
-	list := strings.Split(codings, ",")
-	for i := len(list) - 1; i >= 0; i-- {
-		var r io.Reader
-		switch c := strings.ToLower(strings.TrimSpace(list[i])); c {
-		case "", "identity":
-			continue
-		case "gzip", "x-gzip":
-			zr, err := gzip.NewReader(bytes.NewReader(body))
-			if err != nil {
-				return nil, false
-			}
-			r = zr
-		case "deflate":
-			// RFC 9110's deflate is the zlib format; some servers send
-			// the raw deflate stream.
-			if zr, err := zlib.NewReader(bytes.NewReader(body)); err == nil {
-				r = zr
-			} else {
-				r = flate.NewReader(bytes.NewReader(body))
-			}
-		default:
-			return nil, false
-		}
-		out, err := io.ReadAll(io.LimitReader(r, maxEnvelopeBytes+1))
-		if err != nil || len(out) > maxEnvelopeBytes {
-			return nil, false
-		}
-		body = out
-	}
-	return body, true
 }
