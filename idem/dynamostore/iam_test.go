@@ -131,6 +131,11 @@ func idempotencySnippet(t *testing.T, d tables.Def) string {
 	w("Resources:")
 	w("  IdempotencyTable:")
 	w("    Type: AWS::DynamoDB::Table")
+	w("    # The records outlive the stack: deleting or replacing the stack keeps")
+	w("    # the table, and deletion protection refuses a delete by hand, so a")
+	w("    # retry after a redeploy still finds what its key did.")
+	w("    DeletionPolicy: Retain")
+	w("    UpdateReplacePolicy: Retain")
 	w("    Properties:")
 	w("      BillingMode: " + string(d.BillingMode))
 	w("      AttributeDefinitions:")
@@ -153,6 +158,7 @@ func idempotencySnippet(t *testing.T, d tables.Def) string {
 	}
 	w("      PointInTimeRecoverySpecification:")
 	w("        PointInTimeRecoveryEnabled: true")
+	w("      DeletionProtectionEnabled: true")
 	w("")
 	policy := func() {
 		w("      Policies:")
