@@ -72,7 +72,7 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		return nil, 0, true
 	case err != nil:
 		fs.SetOutput(stderr)
-		line := strings.TrimSuffix(buf.String(), "\n")
+		line := "idemkit " + fs.Name() + ": " + flagDashes.Replace(strings.TrimSuffix(buf.String(), "\n"))
 		if want := acceptedValue(fs, err); want != "" {
 			line += "; " + want
 		}
@@ -83,6 +83,11 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	fs.SetOutput(stderr)
 	return pos, 0, false
 }
+
+// flagDashes names a flag in the flag package's refusals as the help and
+// the docs do, with two dashes ("flag provided but not defined: -bogus"
+// becomes "... --bogus"); every flag takes either form.
+var flagDashes = strings.NewReplacer("for flag -", "for flag --", "not defined: -", "not defined: --", "needs an argument: -", "needs an argument: --")
 
 // acceptedValue says what a flag accepts when err is the flag package's
 // refusal of a value its type cannot take ("invalid value "1" for flag

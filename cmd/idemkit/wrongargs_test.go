@@ -64,8 +64,9 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		args  []string
 		first string
 	}{
-		{[]string{"dev", "--bogus"}, "flag provided but not defined: -bogus"},
-		{[]string{"dev", "--request-timeout", "soon"}, `invalid value "soon" for flag -request-timeout`},
+		{[]string{"dev", "--bogus"}, "idemkit dev: flag provided but not defined: --bogus"},
+		{[]string{"dev", "--request-timeout", "soon"}, `idemkit dev: invalid value "soon" for flag --request-timeout`},
+		{[]string{"dev", "--addr"}, "idemkit dev: flag needs an argument: --addr"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
@@ -83,8 +84,8 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		args  []string
 		first string
 	}{
-		{[]string{"conform", "--bogus", "http://127.0.0.1:9"}, "flag provided but not defined: -bogus"},
-		{[]string{"conform", "--timeout", "soon", "http://127.0.0.1:9"}, `invalid value "soon" for flag -timeout`},
+		{[]string{"conform", "--bogus", "http://127.0.0.1:9"}, "idemkit conform: flag provided but not defined: --bogus"},
+		{[]string{"conform", "--timeout", "soon", "http://127.0.0.1:9"}, `idemkit conform: invalid value "soon" for flag --timeout`},
 		{[]string{"conform", "--api-key", "k"}, "idemkit conform: want exactly one URL"},
 		{[]string{"conform", "--api-key", "k", "http://a", "http://b"}, "idemkit conform: want exactly one URL"},
 		{[]string{"conform", "http://127.0.0.1:9"}, "idemkit conform: --api-key KEY is required"},
