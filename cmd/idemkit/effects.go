@@ -66,7 +66,12 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 }
 
 // fencedLedger is ledger with the deployment's fence as its Fencer when a
-// fence table is given (the flag, else $FENCE_TABLE), else ledger.
+// fence table is given (the flag, else $FENCE_TABLE), else ledger. With a
+// fence, the effects table is reached in the fence table's region too:
+// under fenced-effects the home region decides every effect record (the
+// functions reach it there, kit.HomeClient with FENCE_TABLE_REGION), and a
+// resolution written into another region's replica would replicate over
+// the home record, last writer winning.
 func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*ledger.Ledger, error) {
 	if table == "" && os.Getenv(settings.EnvFenceTable) == "" {
 		return sf.ledger(ctx)
@@ -89,7 +94,7 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*l
 	if err != nil {
 		return nil, err
 	}
-	ec, etable, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, "--table", settings.EnvEffectsTable, "EffectsTable")
+	ec, etable, err := tableTarget(ctx, *sf.endpoint, *sf.table, region, "--table", settings.EnvEffectsTable, "EffectsTable")
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +236,7 @@ func runEffectsResolve(ctx context.Context, args []string, stdout, stderr io.Wri
 	operator := fs.String("operator", "", "who resolves, recorded on the resolution; default $IDEMKIT_OPERATOR, else user@host")
 	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed, so required where it was not shown")
 	fenceTable := fs.String("fence-table", "", "fenced-effects deployments: the fence table (default $"+settings.EnvFenceTable+"); resolving a fenced effect as not-delivered reopens its fence there")
-	fenceRegion := fs.String("fence-region", "", "the fence table's region, the home region (default $"+settings.EnvFenceTableRegion+", else --region)")
+	fenceRegion := fs.String("fence-region", "", "the fence table's region, the home region, where the effect record is then read and written too (default $"+settings.EnvFenceTableRegion+", else --region)")
 	sf := addStoreFlags(fs)
 	setUsage(fs, "idemkit effects resolve EFFECT --as delivered|not-delivered [--note TEXT] [--operator NAME] [--rev REV] [--fence-table NAME] [--fence-region R]\n       "+storeFlagsLine, `Record what an operator found out about an escaped effect, as an attempt row
 carrying the operator's identity (it shows in the run's effects witness).
@@ -248,7 +253,9 @@ changed since (another attempt, a reclaim, another resolution).
 Under fenced-effects the fence remembers the escaped attempt's pass and
 would refuse that one more attempt: not-delivered needs --fence-table (and
 --fence-region when it is not this region), and reopens the fence for that
-attempt's token first.
+attempt's token first. With the fence table given, the effect record is read
+and written in the fence's region, the home region, which decides every
+effect record: never in another region's replica.
 
 examples:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/tables"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
+	"github.com/idemkit/idemkit/ledger/fence"
+	fencedynamo "github.com/idemkit/idemkit/ledger/fence/dynamostore"
+	"github.com/idemkit/idemkit/ledger/identity"
+)
+
+// TestEffectsResolveFencedWritesTheHomeRecord: under fenced-effects every
+// effect record is decided in the home region (the executors reach the
+// effects table there, kit.HomeClient with FENCE_TABLE_REGION), and the
+// operator's not-delivered resolution, given the fence's (home) region, is
+// written there too, whatever region the command runs in: a resolution
+// written into another region's replica would replicate over the home
+// record last-writer-wins (over the one more attempt's delivered outcome,
+// say), which is what keeping effect records in the home region rules out.
+// Two moto regions stand for the home (eu) and a replica (us) holding a
+// replicated copy of the escaped record.
+func TestEffectsResolveFencedWritesTheHomeRecord(t *testing.T) {
+	const home, replica = "eu-west-1", "us-east-1"
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	t.Setenv("IDEMKIT_OPERATOR", "ops@acme")
+	h, r := e.InRegion(home), e.InRegion(replica)
+	table, fenceTable := h.CreateTable(t, "EffectsTable"), h.CreateTable(t, "FenceTable")
+	defs, err := tables.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := defs["EffectsTable"]
+	def.TTLAttribute = ""
+	if _, err := tables.CreateDef(ctx, r.Client(), def, table); err != nil { // the global table's replica: same name
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = r.Client().DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+
+	store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: h.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := fencedynamo.New(fencedynamo.Config{Client: h.Client(), Table: fenceTable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, err := fence.New(fence.Config{Store: fs, Region: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: store, Fencer: owner, Wait: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-44-home"})
+	eff := ledger.Effect{Identity: id, RunID: "acme/run-0123456789homefenced", NodeID: "charge"}
+	if _, err := l.Do(ctx, eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout"))
+	})); !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	// Replication: the replica holds the home's items as they are.
+	items, err := h.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items.Items {
+		if _, err := r.Client().PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: it}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli := func(args ...string) (int, string, string) {
+		var out, errb strings.Builder
+		code := run(ctx, append(args, "--endpoint", e.Endpoint, "--table", table, "--region", replica), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errb := cli("effects", "show", id.EffectID); code != 0 || !strings.Contains(out, "escaped") {
+		t.Fatalf("show: %d %q %q", code, out, errb)
+	}
+	if code, out, errb := cli("effects", "resolve", id.EffectID, "--as", "not-delivered",
+		"--fence-table", fenceTable, "--fence-region", home); code != 0 || !strings.Contains(out, "as not-delivered by ops@acme") {
+		t.Fatalf("resolve: %d %q %q", code, out, errb)
+	}
+	homeView, err := l.ShowEffect(ctx, id.EffectID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := homeView.Attempts[len(homeView.Attempts)-1]; last.Operator != "ops@acme" {
+		t.Fatalf("home record after the resolution: %s, last attempt %+v; want the operator's resolution written in the home region", homeView.State, last)
+	}
+	rstore, err := ledgerdynamo.New(ledgerdynamo.Config{Client: r.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl, err := ledger.New(ledger.Config{Store: rstore})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv, err := rl.ShowEffect(ctx, id.EffectID); err != nil || rv.Rev == homeView.Rev {
+		t.Fatalf("replica record: %+v, %v; want it untouched (only replication writes it)", rv, err)
+	}
+	calls := 0
+	if _, err := l.Do(ctx, eff, owner.Guard(func(context.Context, ledger.Call) ([]byte, error) { calls++; return []byte("ok"), nil })); err != nil || calls != 1 {
+		t.Fatalf("the one more attempt: %v, %d calls; want one", err, calls)
+	}
+}
