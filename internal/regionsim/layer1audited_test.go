@@ -47,6 +47,8 @@ type auditedConfig struct {
 	// redeliver audits every change twice as it happens (a batch retried)
 	// and keeps it in seen, for redeliverSeen.
 	redeliver bool
+	// keep keeps every change audited in seen, audited once.
+	keep bool
 	// guardClock, when set, is region r's guard clock (idem.TestConfig).
 	guardClock func(r string) idem.Clock
 	// handler is region r's POST /runs handler, under the guard.
@@ -89,6 +91,8 @@ func newAudited(t *testing.T, cfg auditedConfig) *audited {
 			w.audit(c)
 			if cfg.redeliver {
 				w.audit(c)
+			}
+			if cfg.redeliver || cfg.keep {
 				w.seen = append(w.seen, c)
 			}
 		}})

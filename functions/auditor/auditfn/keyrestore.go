@@ -23,11 +23,16 @@ import (
 
 // KeyRestorer writes a Layer-1 conflict's winner back into this region's
 // replica of the idempotency table (see conflictaudit.KeyConflict): winner
-// is the record's image naming the lower run, ifRequestID the request id
-// of the image the replica holds now (the loser). A replica that moved on
-// since (another image) is left alone: its own stream change decides again.
+// is the record's image naming the lower run (or, held, a run while the
+// other region's claim names none yet), loser the image the replica held
+// when the change was read (the other region's record or pending claim).
+// It writes only while the replica still holds the loser as seen (its
+// request id, owner token and state); otherwise written is false and
+// current is the item the replica holds (nil when none or not known), for
+// the caller to decide on: a held claim may have completed since, and a
+// change delivered again after the records converged must write nothing.
 type KeyRestorer interface {
-	Restore(ctx context.Context, winner map[string]types.AttributeValue, ifRequestID string) error
+	Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (written bool, current map[string]types.AttributeValue, err error)
 }
 
 // PutItemAPI is the DynamoDB operation TableRestorer uses.
@@ -36,10 +41,11 @@ type PutItemAPI interface {
 }
 
 // TableRestorer is the KeyRestorer of one region's IdempotencyTable
-// replica: one PutItem of the winner's image, conditional on the item's
-// requestId still being the loser's. It needs dynamodb:PutItem on the
-// table (the template grants it to the auditor under reconciled-records
-// only).
+// replica: one PutItem of the winner's image, conditional on the item
+// still being the loser as seen (its requestId, owner and state); a failed
+// condition returns the item as the failed write found it (ALL_OLD). It
+// needs dynamodb:PutItem on the table (the template grants it to the
+// auditor under reconciled-records only).
 type TableRestorer struct {
 	// Client is the region's DynamoDB client. Required.
 	Client PutItemAPI
@@ -47,28 +53,38 @@ type TableRestorer struct {
 	Table string
 }
 
-// attrRequestID is the request id attribute of a Layer-1 record item, named
-// once here for the restore's condition (decoding goes through
-// idemdynamo.DecodeItem).
-const attrRequestID = "requestId"
+// The attributes of a Layer-1 record item the restore's condition names,
+// named once here (decoding goes through idemdynamo.DecodeItem).
+const (
+	attrRequestID = "requestId"
+	attrOwner     = "owner"
+	attrState     = "state"
+)
 
 // Restore implements KeyRestorer.
-func (r TableRestorer) Restore(ctx context.Context, winner map[string]types.AttributeValue, ifRequestID string) error {
-	cond, err := expression.NewBuilder().WithCondition(
-		expression.Name(attrRequestID).Equal(expression.Value(ifRequestID))).Build()
+func (r TableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
+	l, err := idemdynamo.DecodeItem(loser)
 	if err != nil {
-		return err
+		return false, nil, nil
+	}
+	cond, err := expression.NewBuilder().WithCondition(
+		expression.Name(attrRequestID).Equal(expression.Value(l.RequestID)).
+			And(expression.Name(attrOwner).Equal(expression.Value(l.Owner))).
+			And(expression.Name(attrState).Equal(expression.Value(string(l.State))))).Build()
+	if err != nil {
+		return false, nil, err
 	}
 	_, err = r.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()})
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return nil
+		return false, ccf.Item, nil
 	}
 	if err != nil {
-		return fmt.Errorf("auditfn: restore the Layer-1 record: %w", err)
+		return false, nil, fmt.Errorf("auditfn: restore the Layer-1 record: %w", err)
 	}
-	return nil
+	return true, nil, nil
 }
 
 // keyRecord is a Layer-1 image as the conflict audit sees it: its run is
@@ -89,8 +105,13 @@ func keyRecord(rec idem.Record, now time.Time) conflictaudit.KeyRecord {
 
 // keyConflict audits one MODIFY of the idempotency table for a Layer-1
 // conflict and, where this region holds the loser (or a rival claim whose
-// run is not known yet: conflictaudit.HoldKey), restores the old image. It
-// returns a restore error (the batch is then retried).
+// run is not known yet: conflictaudit.HoldKey), restores the old image. A
+// held claim that completed before the restore reached the replica is
+// audited as the change from the old image to that completion: a conflict
+// of two runs, restored only where the old image names the lower one. So
+// the restore never writes over a record that moved on (another claim, or
+// the records converged: a change delivered again). It returns a restore
+// error (the batch is then retried).
 func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Counts) error {
 	oldRec, err1 := idemdynamo.DecodeItem(r.OldImage)
 	curRec, err2 := idemdynamo.DecodeItem(r.NewImage)
@@ -114,12 +135,29 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	if (kc == nil || !kc.Restore) && !conflictaudit.HoldKey(old, cur) || a.Restore == nil {
 		return nil
 	}
-	if err := a.Restore.Restore(ctx, r.OldImage, curRec.RequestID); err != nil {
+	written, current, err := a.Restore.Restore(ctx, r.OldImage, r.NewImage)
+	if err == nil && !written && current != nil && conflictaudit.HoldKey(old, cur) {
+		// The held claim may have completed since: that completion is
+		// what the replica holds, and the two runs are now known.
+		if done, derr := idemdynamo.DecodeItem(current); derr == nil && done.RequestID == curRec.RequestID &&
+			done.Owner == curRec.Owner && done.State != idem.StatePending {
+			kc = a.Conflicts.ObserveKey(old, keyRecord(done, now))
+			if kc != nil {
+				c.Conflicts++
+			}
+			if kc != nil && kc.Restore {
+				written, _, err = a.Restore.Restore(ctx, r.OldImage, current)
+			}
+		}
+	}
+	if err != nil {
 		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(oldRec.ID)),
 			slog.String("error", err.Error()))
 		return err
 	}
-	c.Restored++
+	if written {
+		c.Restored++
+	}
 	return nil
 }
 

@@ -22,9 +22,9 @@ import (
 
 type countingRestorer struct{ n int }
 
-func (c *countingRestorer) Restore(context.Context, map[string]types.AttributeValue, string) error {
+func (c *countingRestorer) Restore(context.Context, map[string]types.AttributeValue, map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
 	c.n++
-	return nil
+	return true, nil, nil
 }
 
 // A key claimed again after its record's retention ended is a new key's
