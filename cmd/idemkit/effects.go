@@ -323,7 +323,11 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
-		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: --region)\n", effectID, *sf.where)
+		where := "--region"
+		if *fenceTable != "" || os.Getenv(settings.EnvFenceTable) != "" {
+			where = "--fence-region" // the fence's region is where the record was looked for
+		}
+		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: %s)\n", effectID, *sf.where, where)
 		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", storeError(err))
