@@ -189,7 +189,28 @@ func newIdentity(tenant, opaque string, k Keying, recipe, inv string) Identity {
 // ProviderKey returns the provider idempotency key of an effectId (see
 // Identity.ProviderKey). It depends on the effectId only.
 func ProviderKey(effectID string) string {
-	return "idemkit-" + hashOpaque("idemkit:provider-key:v1", effectID)
+	return providerKeyPrefix + hashOpaque(providerKeyDomain, effectID)
+}
+
+// providerKeyPrefix and providerKeyDomain are ProviderKey's prefix and
+// hash domain.
+const (
+	providerKeyPrefix = "idemkit-"
+	providerKeyDomain = "idemkit:provider-key:v1"
+)
+
+// isProviderKeyOf reports whether key is ProviderKey(effectID), without
+// building the key: Validate runs on every Do and Replay, a duplicate's
+// included, so it allocates nothing for an effectId of usual length.
+func isProviderKeyOf(key, effectID string) bool {
+	var buf [256]byte
+	b := append(append(append(buf[:0], providerKeyDomain...), 0), effectID...)
+	sum := sha256.Sum256(b)
+	var enc [43]byte // base64url without padding of 32 bytes
+	base64.RawURLEncoding.Encode(enc[:], sum[:])
+	return len(key) == len(providerKeyPrefix)+len(enc) &&
+		key[:len(providerKeyPrefix)] == providerKeyPrefix &&
+		key[len(providerKeyPrefix):] == string(enc[:])
 }
 
 // Validate checks an Identity built by hand (e.g. from a recorded
@@ -213,7 +234,7 @@ func (id Identity) Validate() error {
 	if !ids.ValidKey(id.ProviderKey) {
 		return fmt.Errorf("%w: provider key outside %s", ErrInvalid, ids.KeyGrammar)
 	}
-	if id.ProviderKey != ProviderKey(id.EffectID) {
+	if !isProviderKeyOf(id.ProviderKey, id.EffectID) {
 		// Any other key, however well formed, may be another effect's
 		// (the provider would take one effect for the other's duplicate)
 		// or a caller's Idempotency-Key (a caller's keyspace).
