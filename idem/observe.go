@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/idemkit/idemkit/internal/contentcoding"
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // The metric names (Metrics.Count) and the outcomes of
@@ -100,7 +101,7 @@ func envelopeCode(resp *Response) string {
 	if code, ok := jsonCode(resp.Body); ok {
 		return code
 	}
-	codings := headerValue(resp.Headers, "Content-Encoding")
+	codings := strings.Join(header.ValuesMulti(resp.Headers, "Content-Encoding"), ",")
 	if codings == "" {
 		return ""
 	}
@@ -127,15 +128,3 @@ func jsonCode(body []byte) (code string, ok bool) {
 // maxEnvelopeBytes bounds the decoded body envelopeCode reads: an error
 // envelope is small, and a body that inflates past it is not read.
 const maxEnvelopeBytes = 1 << 20
-
-// headerValue returns the values of the header name in h (any letter
-// case of the name), joined with commas.
-func headerValue(h map[string][]string, name string) string {
-	var out []string
-	for k, vs := range h {
-		if strings.EqualFold(k, name) {
-			out = append(out, vs...)
-		}
-	}
-	return strings.Join(out, ",")
-}
