@@ -54,6 +54,31 @@ func TestReplayAllocations(t *testing.T) {
 	t.Logf("replay %v allocs, no key %v", replay, plain)
 }
 
+// TestReplayAllocationsOnARouteServingAnyMethod pins that a key scoped by
+// the request's method (a PUT on an "ANY" route with a long path) costs a
+// replay nothing more than the 1 KB replay of TestReplayAllocations: the
+// method is hashed beside the route, never joined to it in a new string.
+func TestReplayAllocationsOnARouteServingAnyMethod(t *testing.T) {
+	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.HTTPAPI(benchHandler)
+	ctx := context.Background()
+	ev := v2event("PUT", "ANY /orders/{orderId}/refunds/{refundId}", testKey, body1KB())
+	if r, _ := h(ctx, ev); r.StatusCode != 201 {
+		t.Fatalf("first execution: %d %s", r.StatusCode, r.Body)
+	}
+	replay := testing.AllocsPerRun(200, func() {
+		if r, _ := h(ctx, ev); r.StatusCode != 201 || r.Headers["Openwop-Idempotent-Replay"] != "true" {
+			t.Fatalf("replay: %d %v", r.StatusCode, r.Headers)
+		}
+	})
+	if replay > replayAllocs {
+		t.Errorf("1 KB replay of a PUT on an ANY route: %v allocs, want <= %d", replay, replayAllocs)
+	}
+}
+
 // The allocation ceilings of TestReplayAllocations and
 // TestFirstExecutionAllocations.
 const (

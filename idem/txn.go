@@ -302,7 +302,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	if e := t.readMode(); e != nil {
 		return t.fail(e)
 	}
-	scopeOp := ""
+	scopeOp, scopeMethod := "", ""
 	if g.cfg.Policy.Scope.Operation {
 		scopeOp = t.op
 		if in.scopeMethod && in.method != "POST" {
@@ -311,7 +311,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 			// route's alone, as before the method was added, so that
 			// its records keep their IDs; no other method's equals it,
 			// since each carries its method.
-			scopeOp = in.method + " " + t.op
+			scopeMethod = in.method
 		}
 	}
 	// The fingerprint (fingerprint), the record ID, the claim's owner
@@ -328,7 +328,7 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
 	m := appendStamp(b[:0], canon.RecipeRequest, fp)
 	nd := len(m)
-	m = scopeid.Append(m, scopePrefix, scopeTenant, scopeOp, t.key) // keyspace.IDPrefixed
+	m = scopeid.AppendMethod(m, scopePrefix, scopeTenant, scopeMethod, scopeOp, t.key) // keyspace.IDPrefixed
 	ni := len(m)
 	m = appendOwnerToken(m)
 	t.names = append(make([]byte, 0, len(m)+room), m...)

@@ -24,14 +24,27 @@ const HashLen = 43
 // dst: CallerPrefix and the base64url SHA-256 of Domain and the three
 // parts, each length-prefixed (keyspace.IDPrefixed).
 func Append(dst []byte, tenantPrefix, tenant, operation, key string) []byte {
+	return AppendMethod(dst, tenantPrefix, tenant, "", operation, key)
+}
+
+// AppendMethod is Append with the operation method + " " + operation when
+// method is not "" (a route that serves every method scopes a key by the
+// request's method too), without building that string: the record ID is
+// Append's of the joined operation.
+func AppendMethod(dst []byte, tenantPrefix, tenant, method, operation, key string) []byte {
 	var buf [256]byte // a message that does not fit moves to the heap
 	m := append(buf[:0], Domain...)
 	m = binary.BigEndian.AppendUint64(m, uint64(len(tenantPrefix)+len(tenant)))
 	m = append(append(m, tenantPrefix...), tenant...)
-	for _, p := range [...]string{operation, key} {
-		m = binary.BigEndian.AppendUint64(m, uint64(len(p)))
-		m = append(m, p...)
+	if method != "" {
+		m = binary.BigEndian.AppendUint64(m, uint64(len(method)+1+len(operation)))
+		m = append(append(append(m, method...), ' '), operation...)
+	} else {
+		m = binary.BigEndian.AppendUint64(m, uint64(len(operation)))
+		m = append(m, operation...)
 	}
+	m = binary.BigEndian.AppendUint64(m, uint64(len(key)))
+	m = append(m, key...)
 	sum := sha256.Sum256(m)
 	return base64.RawURLEncoding.AppendEncode(append(dst, CallerPrefix...), sum[:])
 }
