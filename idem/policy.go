@@ -144,10 +144,12 @@ type ScopeParts struct {
 	// Config.Operations) in the scope: the same key on two operations names
 	// two records. On a route that serves every method (an HTTP API
 	// "ANY /path" or "$default" route key, a ServeMux pattern without a
-	// method) the request's method is put beside it, so the same key with
-	// two methods names two records there too. When false, a key is scoped by the credential alone and
-	// the same key on another operation is 409 idempotency_key_mismatch (the
-	// operation is always part of the request fingerprint).
+	// method) the request's method is put beside it (but for POST, whose
+	// records keep the route's scope they had before), so the same key with
+	// two methods names two records there too. When false, a key is scoped
+	// by the credential alone and the same key on another operation, or
+	// with another method, is 409 idempotency_key_mismatch (the method and
+	// the operation are always part of the request fingerprint).
 	Operation bool
 }
 
