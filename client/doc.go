@@ -23,8 +23,9 @@
 //     exponential backoff and jitter, never sooner than Retry-After asks; a
 //     429 or 5xx carrying a replay marker is final, since it is the server's
 //     recorded outcome for the key, which a retry could only replay again
-//     (one whose body breaks off before its error code is read never
-//     arrived whole, and is retried like a transport error), and so is a server error whose code OpenWOP's error registry marks
+//     (a replayed 5xx or 409 whose body breaks off before its error code
+//     is read never arrived whole, and is retried like a transport error),
+//     and so is a server error whose code OpenWOP's error registry marks
 //     not retriable (credential_unavailable, pack_load_failure,
 //     event_type_unmapped, payload_unprojectable);
 //   - never retries 409 idempotency_key_mismatch or any other 4xx (a 409
