@@ -188,3 +188,17 @@ func TestConformRouteAndBodyFlags(t *testing.T) {
 		t.Fatalf("requests by kind %v", seen)
 	}
 }
+
+// TestConformDurationsMustBePositive: --stagger 0 was accepted and then
+// silently replaced by the 300 ms default (the config reads 0 as unset),
+// so the in-flight scenarios did not run as asked; a --timeout or
+// --stagger that is not positive is a usage error naming the flag. Failed
+// before: --stagger 0 went on to run (exit 1, the API unreachable).
+func TestConformDurationsMustBePositive(t *testing.T) {
+	for _, c := range []struct{ flag, value string }{{"--stagger", "0s"}, {"--stagger", "-1s"}, {"--timeout", "0s"}, {"--timeout", "-5s"}} {
+		code, out, errOut := conformAt(t, "--api-key", "k", c.flag, c.value, "http://127.0.0.1:1")
+		if code != 2 || out != "" || !strings.HasPrefix(errOut, "idemkit conform: "+c.flag+" "+c.value+": want a positive duration") {
+			t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want 2 naming the flag", c.flag, c.value, code, out, errOut)
+		}
+	}
+}
