@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/idem"
@@ -28,21 +29,9 @@ import (
 // fingerprint, the record ID, the owner token and the raw body's hash
 // became one string). The bare adapter path without a key is pinned too.
 func TestReplayAllocations(t *testing.T) {
-	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := g.HTTPAPI(benchHandler)
+	h := replayHandler(t)
 	ctx := context.Background()
-	ev := v2event("POST", "POST /runs", testKey, body1KB())
-	if r, _ := h(ctx, ev); r.StatusCode != 201 {
-		t.Fatalf("first execution: %d %s", r.StatusCode, r.Body)
-	}
-	replay := testing.AllocsPerRun(200, func() {
-		if r, _ := h(ctx, ev); r.StatusCode != 201 || r.Headers["Openwop-Idempotent-Replay"] != "true" {
-			t.Fatalf("replay: %d %v", r.StatusCode, r.Headers)
-		}
-	})
+	replay := replayAllocsOf(t, h, v2event("POST", "POST /runs", testKey, body1KB()))
 	if replay > replayAllocs {
 		t.Errorf("1 KB replay: %v allocs, want <= %d", replay, replayAllocs)
 	}
@@ -59,24 +48,36 @@ func TestReplayAllocations(t *testing.T) {
 // replay nothing more than the 1 KB replay of TestReplayAllocations: the
 // method is hashed beside the route, never joined to it in a new string.
 func TestReplayAllocationsOnARouteServingAnyMethod(t *testing.T) {
+	ev := v2event("PUT", "ANY /orders/{orderId}/refunds/{refundId}", testKey, body1KB())
+	if replay := replayAllocsOf(t, replayHandler(t), ev); replay > replayAllocs {
+		t.Errorf("1 KB replay of a PUT on an ANY route: %v allocs, want <= %d", replay, replayAllocs)
+	}
+}
+
+// replayHandler is the HTTPAPI handler the replay pins measure, over the
+// in-memory store.
+func replayHandler(t *testing.T) idem.HTTPAPIHandler {
+	t.Helper()
 	g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.AuthorizerKey("tenantId"), Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := g.HTTPAPI(benchHandler)
+	return g.HTTPAPI(benchHandler)
+}
+
+// replayAllocsOf runs ev once through h, then measures the allocations of
+// its replays.
+func replayAllocsOf(t *testing.T, h idem.HTTPAPIHandler, ev events.APIGatewayV2HTTPRequest) float64 {
+	t.Helper()
 	ctx := context.Background()
-	ev := v2event("PUT", "ANY /orders/{orderId}/refunds/{refundId}", testKey, body1KB())
 	if r, _ := h(ctx, ev); r.StatusCode != 201 {
 		t.Fatalf("first execution: %d %s", r.StatusCode, r.Body)
 	}
-	replay := testing.AllocsPerRun(200, func() {
+	return testing.AllocsPerRun(200, func() {
 		if r, _ := h(ctx, ev); r.StatusCode != 201 || r.Headers["Openwop-Idempotent-Replay"] != "true" {
 			t.Fatalf("replay: %d %v", r.StatusCode, r.Headers)
 		}
 	})
-	if replay > replayAllocs {
-		t.Errorf("1 KB replay of a PUT on an ANY route: %v allocs, want <= %d", replay, replayAllocs)
-	}
 }
 
 // The allocation ceilings of TestReplayAllocations and
