@@ -23,8 +23,9 @@ import (
 // (also when that mux is itself mounted on an outer ServeMux under a
 // subtree, "/api/", whose pattern the request then carries as
 // Request.Pattern: the operation and Config.Routes are the wrapped mux's
-// patterns); otherwise Request.Pattern, set when the middleware wraps a
-// handler registered on a ServeMux. The raw path is never used. A request the
+// patterns; an http.StripPrefix goes outside the middleware, since around
+// it the middleware has no mux to ask); otherwise Request.Pattern, set
+// when the middleware wraps a handler registered on a ServeMux. The raw path is never used. A request the
 // wrapped mux routes to no pattern (its 404, 405 or redirect) passes
 // straight through. A keyed request for which no operation can be found at
 // all (a handler on no ServeMux pattern, no HTTPOperation) is answered 500
