@@ -849,7 +849,6 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		retErr = l.schedule(eff, done, now, ferr)
 	case errors.Is(ferr, ErrUncertain):
 		done.State, a.State = StateReleased, AttemptEscaped
-		l.count(MetricEscaped, identity.KindEffect, rec.Keying)
 		retErr = l.schedule(eff, done, now, ferr)
 	default:
 		msg := cutMessage(ferr.Error())
@@ -903,6 +902,14 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		return res, notRecorded(rec.EffectID, ferr)
 	}
 	record.end(done.Attempt, string(a.State), nil)
+	if a.State == AttemptEscaped {
+		// Counted once the record says so: an escaped outcome that was
+		// not written leaves the attempt firing, and the reclaim after
+		// its lease counts it (as a fenced one was counted by the
+		// reclaim that fenced it). One whose every answer was lost may
+		// have landed unseen, and is then not counted.
+		l.count(MetricEscaped, identity.KindEffect, rec.Keying)
+	}
 	return res, retErr
 }
 
