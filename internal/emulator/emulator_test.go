@@ -60,6 +60,58 @@ func TestSerializerForwardsOneAtATime(t *testing.T) {
 	}
 }
 
+// TestSerializerHoldsACancelledRequest: a client that hangs up while its
+// request is at the backend does not end that request there (moto goes on
+// with a write whose client left), so the proxy must not forward the next
+// request before the backend answered the first: the backend never sees
+// two in flight, however its clients cancel.
+func TestSerializerHoldsACancelledRequest(t *testing.T) {
+	var inFlight, most, served atomic.Int32
+	arrived := make(chan struct{}, 1)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		time.Sleep(200 * time.Millisecond) // a write that goes on after its client left
+		inFlight.Add(-1)
+		served.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer backend.Close()
+	s, url, err := startSerializer(backend.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/", strings.NewReader("{}"))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		first <- err
+	}()
+	<-arrived
+	cancel() // the first client hangs up while the backend works on its request
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first request: %v; want it cancelled", err)
+	}
+	resp, err := http.Post(url+"/", "application/x-amz-json-1.0", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent || most.Load() != 1 {
+		t.Fatalf("second request %d; at most %d in flight at the backend, want 1", resp.StatusCode, most.Load())
+	}
+}
+
 // TestStartUnknownKind: a name that is not in the engine table is an error
 // matching ErrUnknownEngine that lists the known names; nothing starts.
 func TestStartUnknownKind(t *testing.T) {

@@ -25,8 +25,20 @@ type serializer struct {
 func (s *serializer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.proxy.ServeHTTP(w, r)
+	// A client that hangs up does not stop its request at the backend
+	// (moto goes on with a write whose client left): the next request is
+	// forwarded only once the backend answered this one, bounded by
+	// forwardTimeout, not when the client left. (A context that cannot be
+	// cancelled would make the proxy watch the client's connection
+	// instead.)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), forwardTimeout)
+	defer cancel()
+	s.proxy.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// forwardTimeout bounds how long the serializer waits for the backend's
+// answer to one request, its client gone or not.
+const forwardTimeout = 2 * time.Minute
 
 // startSerializer starts the proxy to target on a free loopback port and
 // returns it with its base URL.
