@@ -1,3 +1,5 @@
+//go:build chaos
+
 package dynamostore_test
 
 import (
@@ -24,16 +26,19 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// chaosRounds reads the exploratory harness's knobs: IDEMKIT_CHAOS_ROUNDS
-// (0 or unset: skipped) and IDEMKIT_CHAOS_SEED (default 1). Run one engine
-// at a time, e.g.
+// chaosRounds reads the fault-injection harness's knobs. The harness is
+// built only with the chaos build tag (it is neither repeatable from its
+// seed, the goroutines' interleaving being the machine's, nor quick: 0.3
+// to 2.5 s a round), so the regular suite neither runs nor skips it:
+// IDEMKIT_CHAOS_ROUNDS (default 20) and IDEMKIT_CHAOS_SEED (default 1).
+// Run one engine at a time, e.g.
 //
 //	DYNAMOTEST_KINDS=moto IDEMKIT_CHAOS_ROUNDS=50 IDEMKIT_CHAOS_SEED=7 \
-//	  go test -race -count=1 -run TestChaosLedger ./ledger/fence/dynamostore/
+//	  go test -tags chaos -race -count=1 -run TestChaosLedger ./ledger/fence/dynamostore/
 func chaosRounds(t *testing.T) (rounds int, seed uint64) {
 	rounds, _ = strconv.Atoi(os.Getenv("IDEMKIT_CHAOS_ROUNDS"))
 	if rounds <= 0 {
-		t.Skip("exploratory: set IDEMKIT_CHAOS_ROUNDS (and IDEMKIT_CHAOS_SEED)")
+		rounds = 20
 	}
 	seed = 1
 	if s, err := strconv.ParseUint(os.Getenv("IDEMKIT_CHAOS_SEED"), 10, 64); err == nil {
