@@ -63,13 +63,18 @@ func storeErrorHint(err error, hint string) string {
 	// of wrapped causes names SDK internals (the instance-metadata client
 	// it tried last, the endpoint rules), so the message says what is
 	// missing and how to give it.
+	var ae smithy.APIError
 	switch cause := oe.Err.Error(); {
+	case strings.HasPrefix(cause, "get identity: ") && errors.As(oe.Err, &ae):
+		// The chain found a source that refused (an assumed role's
+		// AccessDenied, an expired session): its refusal, not "none".
+		return doing + what + "the AWS credentials were refused: " + ae.ErrorCode() + ": " + ae.ErrorMessage() +
+			" (check the profile or role; after an expired session, sign in again: aws sso login)"
 	case strings.HasPrefix(cause, "get identity: "):
 		return doing + what + noCredentials
 	case strings.Contains(cause, "Missing Region"):
 		return doing + what + noRegion
 	}
-	var ae smithy.APIError
 	var ne net.Error
 	var oerr *net.OpError
 	switch {

@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aws/smithy-go"
 )
 
 // noAWSConfig leaves the default credential chain nothing to find: no
@@ -73,4 +76,26 @@ func TestAWSConfigFailuresAreSaidPlainly(t *testing.T) {
 			check(t, args, "no AWS region", "--region")
 		}
 	})
+}
+
+// TestCredentialRefusalIsNotSaidMissing: credentials the chain found but
+// whose source refused them (an assumed role's AccessDenied, an expired
+// token) are not "no AWS credentials": the message keeps the refusal's
+// code and message, so the user fixes the role, not a sign-in.
+func TestCredentialRefusalIsNotSaidMissing(t *testing.T) {
+	refusal := &smithy.GenericAPIError{Code: "AccessDenied", Message: "User: arn:aws:iam::123456789012:user/ops is not authorized to perform: sts:AssumeRole"}
+	err := fmt.Errorf("tables: describe orders-idem: %w", &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "DescribeTable",
+		Err: fmt.Errorf("get identity: get credentials: failed to refresh cached credentials, %w",
+			&smithy.OperationError{ServiceID: "STS", OperationName: "AssumeRole", Err: refusal})})
+	msg := storeError(err)
+	for _, s := range []string{"AccessDenied", "not authorized to perform: sts:AssumeRole", "credentials"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("%q lacks %q", msg, s)
+		}
+	}
+	for _, n := range []string{"no AWS credentials", "get identity", "failed to refresh cached credentials"} {
+		if strings.Contains(msg, n) {
+			t.Errorf("%q says %q", msg, n)
+		}
+	}
 }
