@@ -106,9 +106,10 @@ func keyRecord(rec idem.Record, now time.Time) conflictaudit.KeyRecord {
 // keyConflict audits one MODIFY of the idempotency table for a Layer-1
 // conflict and, where this region holds the loser (or a rival claim whose
 // run is not known yet: conflictaudit.HoldKey), restores the old image. A
-// held claim that completed before the restore reached the replica is
-// audited as the change from the old image to that completion: a conflict
-// of two runs, restored only where the old image names the lower one. So
+// held claim that completed naming a run before the restore reached the
+// replica is audited as the change from the old image to that completion:
+// a conflict of two runs, restored only where the old image names the
+// lower one; one that ended naming no run (released) is restored over. So
 // the restore never writes over a record that moved on (another claim, or
 // the records converged: a change delivered again). It returns a restore
 // error (the batch is then retried).
@@ -137,15 +138,19 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	}
 	written, current, err := a.Restore.Restore(ctx, r.OldImage, r.NewImage)
 	if err == nil && !written && current != nil && conflictaudit.HoldKey(old, cur) {
-		// The held claim may have completed since: that completion is
-		// what the replica holds, and the two runs are now known.
+		// The held claim may have ended since: that end is what the
+		// replica holds. Ended without a run (released, or an answer
+		// that creates none), the old record is still the key's only
+		// run and is restored over it as over the claim; ended naming a
+		// run, the two runs are now known and compared.
 		if done, derr := idemdynamo.DecodeItem(current); derr == nil && done.RequestID == curRec.RequestID &&
 			done.Owner == curRec.Owner && done.State != idem.StatePending {
-			kc = a.Conflicts.ObserveKey(old, keyRecord(done, now))
+			dk := keyRecord(done, now)
+			kc = a.Conflicts.ObserveKey(old, dk) // nil when dk names no run
 			if kc != nil {
 				c.Conflicts++
 			}
-			if kc != nil && kc.Restore {
+			if dk.Run == "" || kc != nil && kc.Restore {
 				written, _, err = a.Restore.Restore(ctx, r.OldImage, current)
 			}
 		}

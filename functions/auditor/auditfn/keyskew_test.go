@@ -106,3 +106,69 @@ func TestKeyClaimedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T)
 		}
 	}
 }
+
+// A held rival claim (another region's pending claim over a record naming
+// a run) that ended without a run before the restore reached the replica
+// (released after a failed execution) is still restored over: the record
+// naming the run is the key's only answer, and without it the key's next
+// retry would create a second run. The restore is conditional on the
+// released claim as the failed write found it.
+func TestHeldClaimReleasedBeforeTheRestoreIsRestoredOver(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	id := keyspace.ID("tenant:acme", "POST /runs", "released-rival-0123456789abc")
+	scan := func(table string) map[string]types.AttributeValue {
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil || len(out.Items) != 1 {
+			t.Fatalf("scan: %v, %d items", err, len(out.Items))
+		}
+		return out.Items[0]
+	}
+	home := e.CreateTable(t, "IdempotencyTable")
+	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
+		LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
+	if err != nil || res.Decision != idem.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
+		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	old := scan(home)
+	replica := e.CreateTable(t, "IdempotencyTable")
+	st2, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: replica})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rival, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-rival", RequestID: "req-rival",
+		LeaseExpires: t0.Add(2 * time.Minute), Expires: t0.Add(time.Hour + time.Minute)}, t0.Add(time.Minute))
+	if err != nil || rival.Decision != idem.Claimed {
+		t.Fatalf("rival claim: %+v %v", rival, err)
+	}
+	cur := scan(replica)
+	if err := st2.Release(ctx, rival.Record, t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: replica}, Now: func() time.Time { return t0.Add(time.Minute) },
+		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: cur}})
+	if c.RestoreErr != nil {
+		t.Fatal(c.RestoreErr)
+	}
+	got, err := idemdynamo.DecodeItem(scan(replica))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Restored != 1 || got.RequestID != "req-1" || got.State != idem.StateCompleted {
+		t.Fatalf("restored %d; the replica holds %s %s (request %s), want the completed record of req-1 (its run's)", c.Restored, got.State, got.Owner, got.RequestID)
+	}
+}
