@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,76 +17,12 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
-
-// chaosRounds reads the fault-injection harness's knobs. The harness is
-// built only with the chaos build tag (it is neither repeatable from its
-// seed, the goroutines' interleaving being the machine's, nor quick: 0.3
-// to 2.5 s a round), so the regular suite neither runs nor skips it:
-// IDEMKIT_CHAOS_ROUNDS (default 20) and IDEMKIT_CHAOS_SEED (default 1).
-// Run one engine at a time, e.g.
-//
-//	DYNAMOTEST_KINDS=moto IDEMKIT_CHAOS_ROUNDS=50 IDEMKIT_CHAOS_SEED=7 \
-//	  go test -tags chaos -race -count=1 -run TestChaosGuard ./idem/dynamostore/
-func chaosRounds(t *testing.T) (rounds int, seed uint64) {
-	rounds, _ = strconv.Atoi(os.Getenv("IDEMKIT_CHAOS_ROUNDS"))
-	if rounds <= 0 {
-		rounds = 20
-	}
-	seed = 1
-	if s, err := strconv.ParseUint(os.Getenv("IDEMKIT_CHAOS_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	return rounds, seed
-}
-
-// lockedRand is a seeded source shared by the goroutines of a round.
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func (l *lockedRand) IntN(n int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.IntN(n)
-}
-
-// chaosFault arms one random fault on f: throttling (both codes), a 5xx,
-// a request timeout (before or after the write applied), or an answer
-// lost after the write applied.
-func chaosFault(r *lockedRand, f *dynamotest.Faults) string {
-	ops := []string{"PutItem", "UpdateItem", "GetItem", "DeleteItem", dynamotest.AnyOp}
-	op := ops[r.IntN(len(ops))]
-	n := 1 + r.IntN(3)
-	timeout := fmt.Errorf("request timeout (injected): %w", context.DeadlineExceeded)
-	switch r.IntN(6) {
-	case 0:
-		f.FailNext(op, n, dynamotest.Throttle())
-		return "throttle " + op
-	case 1:
-		f.FailNext(op, n, &smithy.GenericAPIError{Code: "ThrottlingException", Message: "injected", Fault: smithy.FaultServer})
-		return "throttling " + op
-	case 2:
-		f.FailNext(op, n, dynamotest.InternalServerError())
-		return "5xx " + op
-	case 3:
-		f.FailNext(op, 1, timeout)
-		return "timeout " + op
-	case 4:
-		f.FailNextAfterSend(op, 1, timeout)
-		return "applied, timed out " + op
-	default:
-		f.FailNextAfterSend(op, n, dynamotest.ResponseLost())
-		return "applied, answer lost " + op
-	}
-}
 
 // countingMetrics counts every metric by name.
 type countingMetrics struct {
@@ -164,8 +98,9 @@ func (k *chaosKey) history() string {
 }
 
 // TestChaosGuard: randomized faults against the Guard over the DynamoDB
-// store on a real engine (exploratory; see chaosRounds). Each round sends
-// parallel duplicates of a few keys (two tenants share each key string;
+// store on a real engine (exploratory, built only with the chaos tag:
+// dynamotest.ChaosKnobs, docs/TESTING.md). Each round sends parallel
+// duplicates of a few keys (two tenants share each key string;
 // bodies the same or not) while faults are armed at random on the store's
 // client; the handler answers 201, a released 503, panics, jumps the clock
 // past the lease, or does its work and then has every write of its
@@ -176,10 +111,10 @@ func (k *chaosKey) history() string {
 // after the faults stop and the lease ends every key answers for good
 // (nothing stuck); the reclaims metric equals the store's lease reclaims.
 func TestChaosGuard(t *testing.T) {
-	rounds, seed := chaosRounds(t)
+	rounds, seed := dynamotest.ChaosKnobs()
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
-		r := &lockedRand{r: rand.New(rand.NewPCG(seed, 0x1de))}
+		r := dynamotest.NewLockedRand(seed, 0x1de)
 		const leaseD = 30 * time.Second
 		clk := clock.NewManual(time.Now())
 		var epoch atomic.Int64
@@ -271,7 +206,7 @@ func TestChaosGuard(t *testing.T) {
 				// fails (the process dies before its record).
 				v.f.FailNext(dynamotest.AnyOp, 8, dynamotest.Throttle())
 			case a < 9:
-				chaosFault(r, v.f)
+				dynamotest.ArmRandomFault(r, v.f)
 			}
 			finish(false)
 			return resp, nil
@@ -321,7 +256,7 @@ func TestChaosGuard(t *testing.T) {
 			v.f.Clear()
 			var armed []string
 			for range r.IntN(6) {
-				armed = append(armed, chaosFault(r, v.f))
+				armed = append(armed, dynamotest.ArmRandomFault(r, v.f))
 			}
 			var roundKeys []string
 			for range 1 + r.IntN(3) {

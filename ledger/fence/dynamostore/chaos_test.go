@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -16,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/smithy-go"
-
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	ledgerdyn "github.com/idemkit/idemkit/ledger/dynamostore"
@@ -25,74 +21,6 @@ import (
 	"github.com/idemkit/idemkit/ledger/identity"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
-
-// chaosRounds reads the fault-injection harness's knobs. The harness is
-// built only with the chaos build tag (it is neither repeatable from its
-// seed, the goroutines' interleaving being the machine's, nor quick: 0.3
-// to 2.5 s a round), so the regular suite neither runs nor skips it:
-// IDEMKIT_CHAOS_ROUNDS (default 20) and IDEMKIT_CHAOS_SEED (default 1).
-// Run one engine at a time, e.g.
-//
-//	DYNAMOTEST_KINDS=moto IDEMKIT_CHAOS_ROUNDS=50 IDEMKIT_CHAOS_SEED=7 \
-//	  go test -tags chaos -race -count=1 -run TestChaosLedger ./ledger/fence/dynamostore/
-func chaosRounds(t *testing.T) (rounds int, seed uint64) {
-	rounds, _ = strconv.Atoi(os.Getenv("IDEMKIT_CHAOS_ROUNDS"))
-	if rounds <= 0 {
-		rounds = 20
-	}
-	seed = 1
-	if s, err := strconv.ParseUint(os.Getenv("IDEMKIT_CHAOS_SEED"), 10, 64); err == nil {
-		seed = s
-	}
-	return rounds, seed
-}
-
-type lockedRand struct {
-	mu sync.Mutex
-	r  *rand.Rand
-}
-
-func (l *lockedRand) IntN(n int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.IntN(n)
-}
-
-func (l *lockedRand) Uint64() uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Uint64()
-}
-
-// chaosFault arms one random fault on f: throttling (both codes), a 5xx,
-// a request timeout (before or after the write applied), or an answer
-// lost after the write applied.
-func chaosFault(r *lockedRand, f *dynamotest.Faults) string {
-	ops := []string{"PutItem", "UpdateItem", "GetItem", "DeleteItem", dynamotest.AnyOp}
-	op := ops[r.IntN(len(ops))]
-	n := 1 + r.IntN(3)
-	timeout := fmt.Errorf("request timeout (injected): %w", context.DeadlineExceeded)
-	switch r.IntN(6) {
-	case 0:
-		f.FailNext(op, n, dynamotest.Throttle())
-		return "throttle " + op
-	case 1:
-		f.FailNext(op, n, &smithy.GenericAPIError{Code: "ThrottlingException", Message: "injected", Fault: smithy.FaultServer})
-		return "throttling " + op
-	case 2:
-		f.FailNext(op, n, dynamotest.InternalServerError())
-		return "5xx " + op
-	case 3:
-		f.FailNext(op, 1, timeout)
-		return "timeout " + op
-	case 4:
-		f.FailNextAfterSend(op, 1, timeout)
-		return "applied, timed out " + op
-	default:
-		f.FailNextAfterSend(op, n, dynamotest.ResponseLost())
-		return "applied, answer lost " + op
-	}
-}
 
 type chaosMetrics struct {
 	mu sync.Mutex
@@ -172,8 +100,8 @@ type chaosEffect struct {
 
 // TestChaosLedger: randomized faults against ledger.Do over the DynamoDB
 // effects store on a real engine, without and with the fence of
-// ledger/fence on its DynamoDB store (exploratory; see chaosRounds). Each
-// round runs parallel duplicates of a few effects (two tenants share each
+// ledger/fence on its DynamoDB store (exploratory, built only with the
+// chaos tag: dynamotest.ChaosKnobs, docs/TESTING.md). Each round runs parallel duplicates of a few effects (two tenants share each
 // business key) while faults are armed at random on both tables' clients;
 // the effect function succeeds, fails, answers not sent or uncertain,
 // panics after the provider call, jumps the clock past the lease, or calls
@@ -187,7 +115,7 @@ type chaosEffect struct {
 // is refused with ErrPassHeld: operator work, documented); the escaped
 // metric never counts more than the records' escaped attempts.
 func TestChaosLedger(t *testing.T) {
-	rounds, seed := chaosRounds(t)
+	rounds, seed := dynamotest.ChaosKnobs()
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		for _, fenced := range []bool{false, true} {
 			name := "unfenced"
@@ -201,7 +129,7 @@ func TestChaosLedger(t *testing.T) {
 
 func chaosLedger(t *testing.T, e *dynamotest.Emulator, fenced bool, rounds int, seed uint64) {
 	const lease = 30 * time.Second
-	r := &lockedRand{r: rand.New(rand.NewPCG(seed, 0x1ed9e7))}
+	r := dynamotest.NewLockedRand(seed, 0x1ed9e7)
 	clk := ledgertest.NewClock(time.Now().UTC().Truncate(time.Millisecond))
 	var epoch atomic.Int64
 	jump := func() {
@@ -322,9 +250,9 @@ func chaosLedger(t *testing.T, e *dynamotest.Emulator, fenced bool, rounds int, 
 				return nil, errors.New("chaos: declined")
 			case a < 12:
 				if r.IntN(2) == 0 {
-					chaosFault(r, fe)
+					dynamotest.ArmRandomFault(r, fe)
 				} else {
-					chaosFault(r, ff)
+					dynamotest.ArmRandomFault(r, ff)
 				}
 			}
 			end(false)
@@ -370,9 +298,9 @@ func chaosLedger(t *testing.T, e *dynamotest.Emulator, fenced bool, rounds int, 
 		var armed []string
 		for range r.IntN(5) {
 			if r.IntN(3) == 0 {
-				armed = append(armed, "fence: "+chaosFault(r, ff))
+				armed = append(armed, "fence: "+dynamotest.ArmRandomFault(r, ff))
 			} else {
-				armed = append(armed, chaosFault(r, fe))
+				armed = append(armed, dynamotest.ArmRandomFault(r, fe))
 			}
 		}
 		var effs []ledger.Effect
