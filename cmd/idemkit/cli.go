@@ -86,8 +86,9 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 
 // flagDashes names a flag in the flag package's refusals as the help and
 // the docs do, with two dashes ("flag provided but not defined: -bogus"
-// becomes "... --bogus"); every flag takes either form.
-var flagDashes = strings.NewReplacer("for flag -", "for flag --", "not defined: -", "not defined: --", "needs an argument: -", "needs an argument: --")
+// becomes "... --bogus"; likewise an invalid value, boolean or not, and a
+// missing argument); every flag takes either form.
+var flagDashes = strings.NewReplacer("for flag -", "for flag --", "for -", "for --", "not defined: -", "not defined: --", "needs an argument: -", "needs an argument: --")
 
 // acceptedValue says what a flag accepts when err is the flag package's
 // refusal of a value its type cannot take ("invalid value "1" for flag

@@ -67,6 +67,7 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		{[]string{"dev", "--bogus"}, "idemkit dev: flag provided but not defined: --bogus"},
 		{[]string{"dev", "--request-timeout", "soon"}, `idemkit dev: invalid value "soon" for flag --request-timeout`},
 		{[]string{"dev", "--addr"}, "idemkit dev: flag needs an argument: --addr"},
+		{[]string{"dev", "--conformance-seams=maybe"}, `idemkit dev: invalid boolean value "maybe" for --conformance-seams`},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
