@@ -65,6 +65,12 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 	return ledger.New(ledger.Config{Store: st})
 }
 
+// fenceGiven reports whether a fence table is given: the --fence-table
+// flag's value table, else $FENCE_TABLE.
+func fenceGiven(table string) bool {
+	return table != "" || os.Getenv(settings.EnvFenceTable) != ""
+}
+
 // fencedLedger is ledger with the deployment's fence as its Fencer when a
 // fence table is given (the flag, else $FENCE_TABLE), else ledger. With a
 // fence, the effects table is reached in the fence table's region too:
@@ -73,7 +79,7 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 // resolution written into another region's replica would replicate over
 // the home record, last writer winning.
 func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*ledger.Ledger, error) {
-	if table == "" && os.Getenv(settings.EnvFenceTable) == "" {
+	if !fenceGiven(table) {
 		return sf.ledger(ctx)
 	}
 	if region == "" {
@@ -324,7 +330,7 @@ examples:
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
 		where := "--region"
-		if *fenceTable != "" || os.Getenv(settings.EnvFenceTable) != "" {
+		if fenceGiven(*fenceTable) {
 			where = "--fence-region" // the fence's region is where the record was looked for
 		}
 		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: %s)\n", effectID, *sf.where, where)
