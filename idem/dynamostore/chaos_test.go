@@ -22,28 +22,8 @@ import (
 	"github.com/idemkit/idemkit/idem/idemtest"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/testutil"
 )
-
-// countingMetrics counts every metric by name.
-type countingMetrics struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (m *countingMetrics) Count(name string, n float64, _ map[string]string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.n == nil {
-		m.n = map[string]int{}
-	}
-	m.n[name] += int(n)
-}
-
-func (m *countingMetrics) get(name string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.n[name]
-}
 
 // reclaimCounter counts the claims the store reports as lease reclaims.
 type reclaimCounter struct {
@@ -123,7 +103,7 @@ func TestChaosGuard(t *testing.T) {
 			epoch.Add(1)
 			clk.Advance(leaseD + time.Second)
 		}
-		metrics := &countingMetrics{}
+		metrics := &testutil.Counts{}
 		st := &reclaimCounter{Store: v.s}
 		g, err := idem.New(idem.Config{
 			Tenant: idem.AuthorizerKey("tenantId"), Store: st, Lease: leaseD, Wait: 300 * time.Millisecond, Metrics: metrics,
@@ -317,7 +297,7 @@ func TestChaosGuard(t *testing.T) {
 					k.mu.Unlock()
 				}
 			}
-			if got, want := metrics.get(idem.MetricReclaims), int(st.n.Load()); got != want {
+			if got, want := int(metrics.Get(idem.MetricReclaims)), int(st.n.Load()); got != want {
 				fail("round %d: reclaims metric %d, the store reported %d lease reclaims", round, got, want)
 			}
 			if violations.Load() > 0 {
