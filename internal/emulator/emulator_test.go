@@ -18,26 +18,51 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
+// countingBackend is a backend for the serializing proxy that records the
+// most requests it had in flight at once and how many it served; each
+// request calls arrive (when not nil), then takes hold before its 204.
+type countingBackend struct {
+	*httptest.Server
+	inFlight, most, served atomic.Int32
+}
+
+func newCountingBackend(t *testing.T, hold time.Duration, arrive func()) *countingBackend {
+	t.Helper()
+	b := &countingBackend{}
+	b.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := b.inFlight.Add(1)
+		for m := b.most.Load(); n > m && !b.most.CompareAndSwap(m, n); m = b.most.Load() {
+		}
+		if arrive != nil {
+			arrive()
+		}
+		time.Sleep(hold)
+		b.inFlight.Add(-1)
+		b.served.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(b.Close)
+	return b
+}
+
+// serialized starts the serializing proxy in front of backend and returns
+// its URL; the proxy is closed when the test ends.
+func serialized(t *testing.T, backend string) string {
+	t.Helper()
+	s, url, err := startSerializer(backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.close)
+	return url
+}
+
 // TestSerializerForwardsOneAtATime: however many requests arrive at once,
 // the backend behind the proxy never sees two in flight (the fix for moto's
 // non-atomic conditional writes), and every request is answered.
 func TestSerializerForwardsOneAtATime(t *testing.T) {
-	var inFlight, most, served atomic.Int32
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(2 * time.Millisecond) // widen the window an overlap would need
-		inFlight.Add(-1)
-		served.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer backend.Close()
-	s, url, err := startSerializer(backend.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
+	b := newCountingBackend(t, 2*time.Millisecond, nil) // widen the window an overlap would need
+	url := serialized(t, b.URL)
 	var wg sync.WaitGroup
 	for i := 0; i < 32; i++ {
 		wg.Add(1)
@@ -55,8 +80,8 @@ func TestSerializerForwardsOneAtATime(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if served.Load() != 32 || most.Load() != 1 {
-		t.Fatalf("served %d, at most %d in flight at the backend; want 32 and 1", served.Load(), most.Load())
+	if b.served.Load() != 32 || b.most.Load() != 1 {
+		t.Fatalf("served %d, at most %d in flight at the backend; want 32 and 1", b.served.Load(), b.most.Load())
 	}
 }
 
@@ -66,27 +91,14 @@ func TestSerializerForwardsOneAtATime(t *testing.T) {
 // request before the backend answered the first: the backend never sees
 // two in flight, however its clients cancel.
 func TestSerializerHoldsACancelledRequest(t *testing.T) {
-	var inFlight, most, served atomic.Int32
 	arrived := make(chan struct{}, 1)
-	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := inFlight.Add(1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+	b := newCountingBackend(t, 200*time.Millisecond, func() { // a write that goes on after its client left
 		select {
 		case arrived <- struct{}{}:
 		default:
 		}
-		time.Sleep(200 * time.Millisecond) // a write that goes on after its client left
-		inFlight.Add(-1)
-		served.Add(1)
-		w.WriteHeader(http.StatusNoContent)
-	}))
-	defer backend.Close()
-	s, url, err := startSerializer(backend.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.close()
+	})
+	url := serialized(t, b.URL)
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error, 1)
 	go func() {
@@ -107,8 +119,8 @@ func TestSerializerHoldsACancelledRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent || most.Load() != 1 {
-		t.Fatalf("second request %d; at most %d in flight at the backend, want 1", resp.StatusCode, most.Load())
+	if resp.StatusCode != http.StatusNoContent || b.most.Load() != 1 {
+		t.Fatalf("second request %d; at most %d in flight at the backend, want 1", resp.StatusCode, b.most.Load())
 	}
 }
 
