@@ -115,6 +115,13 @@ type Config struct {
 	// an older source is refused 422 fork_point_invalid. Default
 	// DefaultForkRetention (the ledger's minimum retention, 14 days).
 	ForkRetention time.Duration
+	// PollMaxWait is the longest a pollRunEvents request waits for an
+	// event when its log has none after the cursor and the run is live,
+	// whatever its timeout asks; the request's deadline, less 2 s, bounds
+	// it too. Each wait re-reads the run with a backoff (250 ms, 500 ms,
+	// 1 s, then every 2 s): a wait of 20 s is at most 14 reads, the first
+	// included. Default DefaultPollMaxWait (20 s); negative: never wait.
+	PollMaxWait time.Duration
 	// ReplayFixtures advertises the graph fixtures with a side-effecting
 	// node (settings.WithReplayFixtures): set only where the executor has a
 	// fixture destination for them (`idemkit dev`). Default false.
