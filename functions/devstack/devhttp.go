@@ -56,6 +56,12 @@ type gateway struct {
 	// log receives the gateway's own lines (a client that hung up). Nil:
 	// slog.Default().
 	log *slog.Logger
+	// sseKeepAlive and sseReread are a held event stream's keep-alive and
+	// re-read periods (0: devSSEKeepAlive, devSSEReread; devsse.go).
+	sseKeepAlive, sseReread time.Duration
+	// streams ends the held event streams when the server stops. Nil:
+	// they end with their run or their client only.
+	streams *streamCloser
 }
 
 func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -214,6 +220,12 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, c := range resp.Cookies {
 		w.Header().Add("Set-Cookie", c)
+	}
+	if holdsStream(r, rawPath, resp) {
+		// A live run's event stream stays open (devsse.go), unlike
+		// behind API Gateway, which buffers a Lambda's whole answer.
+		g.holdStream(w, r, ev, resp, reqID)
+		return
 	}
 	w.WriteHeader(resp.StatusCode)
 	if r.Method != http.MethodHead {

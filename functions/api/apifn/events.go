@@ -298,7 +298,9 @@ func updatesTier(typ string) bool {
 // terminal the response carries `retry: 2000`) and receives only what came
 // later; after the terminal event (run.completed, run.failed, run.cancelled)
 // nothing follows and a client stops. Keep-alive comments are not needed
-// because no response stays open.
+// because no response stays open. (`idemkit dev`, a net/http server, holds
+// a live run's stream open over this answer and its re-reads, with
+// keep-alive comments: functions/devstack, devsse.go.)
 //
 // Frames: `id:` is the sequence, `event:` the event type in a single mode
 // (the admitting mode's name in a combination such as updates,debug),
