@@ -121,6 +121,7 @@ type Config struct {
 	// it too. Each wait re-reads the run with a backoff (250 ms, 500 ms,
 	// 1 s, then every 2 s): a wait of 20 s is at most 14 reads, the first
 	// included. Default DefaultPollMaxWait (20 s); negative: never wait.
+	// The api function sets it from POLL_MAX_WAIT_SECONDS (ConfigFromKit).
 	PollMaxWait time.Duration
 	// ReplayFixtures advertises the graph fixtures with a side-effecting
 	// node (settings.WithReplayFixtures): set only where the executor has a

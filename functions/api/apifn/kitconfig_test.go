@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/runs"
@@ -18,7 +19,7 @@ import (
 // TestConfigFromKitIsTheAPIFunctionsConfig: the one place the api
 // function's Config is built (its main and `idemkit dev` call it) takes
 // the stores, Layer 1 and Layer 2 and the logger from the kit and the
-// webhook policy, posture and lag bound from its settings, and leaves
+// webhook policy, posture, lag bound and long-poll cap from its settings, and leaves
 // what only dev sets zero.
 func TestConfigFromKitIsTheAPIFunctionsConfig(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -32,14 +33,14 @@ func TestConfigFromKitIsTheAPIFunctionsConfig(t *testing.T) {
 	}
 	k := &kit.Kit{Runs: runs.NewMemRuns(), Guard: g, Ledger: l, Logger: log, Env: settings.Env{
 		Webhook:     webhook.WebhookPolicy{AllowLoopback: true},
-		CrossRegion: settings.CrossRegionFenced, ReplicationLagBoundMs: 1500,
+		CrossRegion: settings.CrossRegionFenced, ReplicationLagBoundMs: 1500, PollMaxWait: 7 * time.Second,
 	}}
 	c := ConfigFromKit(k)
 	if c.Runs != k.Runs || c.Guard != g || c.Ledger != l || c.Logger != log {
 		t.Errorf("stores, Layer 1, Layer 2 or logger not the kit's: %+v", c)
 	}
-	if !c.Webhook.AllowLoopback || c.CrossRegion != settings.CrossRegionFenced || c.ReplicationLagBoundMs != 1500 {
-		t.Errorf("settings not the kit's Env: webhook %+v, posture %q, lag bound %d", c.Webhook, c.CrossRegion, c.ReplicationLagBoundMs)
+	if !c.Webhook.AllowLoopback || c.CrossRegion != settings.CrossRegionFenced || c.ReplicationLagBoundMs != 1500 || c.PollMaxWait != 7*time.Second {
+		t.Errorf("settings not the kit's Env: webhook %+v, posture %q, lag bound %d, poll wait %v", c.Webhook, c.CrossRegion, c.ReplicationLagBoundMs, c.PollMaxWait)
 	}
 	if c.BaseURL != "" || c.ReplayFixtures || c.Test.ConformanceSeams {
 		t.Errorf("dev-only fields set: BaseURL %q, ReplayFixtures %v, ConformanceSeams %v", c.BaseURL, c.ReplayFixtures, c.Test.ConformanceSeams)

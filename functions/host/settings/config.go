@@ -32,6 +32,7 @@ const (
 	EnvStreamMaxRetries = "STREAM_MAX_RETRIES"           // executor: the runs stream mapping's MaximumRetryAttempts
 	EnvStreamRetry      = "STREAM_RETRY_SECONDS"         // idemkit dev: how long a stream poller retries a failing record
 	EnvRunStale         = "RUN_STALE_SECONDS"            // executor: a live run without progress this long is resumed
+	EnvPollMaxWait      = "POLL_MAX_WAIT_SECONDS"        // api: the longest a pollRunEvents long poll waits
 )
 
 // Multi-region environment variables (api function, fenced-effects).
@@ -143,6 +144,11 @@ type Env struct {
 	// heartbeat), so a slow node is never overtaken while its executor
 	// lives. Default 15 minutes (`idemkit dev`: 60 s).
 	RunStale time.Duration
+	// PollMaxWait: POLL_MAX_WAIT_SECONDS (1..60), the longest a
+	// pollRunEvents long poll waits for an event whatever its timeout
+	// asks (apifn.Config.PollMaxWait; the request's deadline less 2 s
+	// bounds it too). Default 20 s (apifn.DefaultPollMaxWait).
+	PollMaxWait time.Duration
 }
 
 // Require reports the named tables that are empty, in one error matching

@@ -143,6 +143,8 @@ var Settings = []Setting{
 		Unit: "whole seconds", num: func(e *Env, n int) { e.StreamRetry = time.Duration(n) * time.Second }},
 	{Name: EnvRunStale, Default: "900", Min: 1, Max: 86400, Dev: "60", Doc: "a pending or running run without progress this long is claimed and driven by the executor's stale-run pass (every minute); an executor driving a run renews its claim every third of this, so a slow node is never overtaken while its executor lives", Functions: []string{"Executor"},
 		Unit: "whole seconds", num: func(e *Env, n int) { e.RunStale = time.Duration(n) * time.Second }},
+	{Name: EnvPollMaxWait, Default: "20", Min: 1, Max: 60, Doc: "the longest a long poll of `GET /runs/{runId}/events/poll` waits for an event, whatever its `timeout` asks; the invocation's deadline less 2 s bounds it too (behind an HTTP API, whose api function's `Timeout` is 29 s, the default fits). Each waiting poll holds one api function instance for its wait and re-reads the run with a backoff: 14 reads at most for 20 s",
+		Unit: "whole seconds", num: func(e *Env, n int) { e.PollMaxWait = time.Duration(n) * time.Second }},
 	{Name: envTransactional, Default: "true", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
 	{Name: EnvDynamoDBEndpoint, DefaultDoc: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},
 	{Name: envMetricsNS, Default: "idemkit", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
