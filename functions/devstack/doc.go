@@ -2,8 +2,10 @@
 // behind `idemkit dev`: a DynamoDB engine (or a given endpoint), the tables
 // of template.yaml, the HTTP API served through the same authorizer and api
 // handler code Lambda runs (translated to and from API Gateway payload 2.0
-// events, with API Gateway's authorizer cache and framing), and the
-// executor and auditor driven by polling the tables' streams as event
+// events, with API Gateway's authorizer cache and framing; unlike API
+// Gateway, which buffers a Lambda's answer, it holds a live run's event
+// stream open with keep-alive comments until the terminal event:
+// devsse.go), and the executor and auditor driven by polling the tables' streams as event
 // source mappings would. On an engine without DynamoDB Streams (dynalite)
 // the executor is fed the runs the stack itself writes instead, and
 // nothing is audited (writeFeed).
