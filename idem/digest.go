@@ -100,7 +100,14 @@ func normalizedDigest(body []byte, n *canon.Normalizer) (string, error) {
 			return "", fmt.Errorf("%w: normaliser %s: %w", ErrInvalidJSON, n.Name, err)
 		}
 	}
-	out, err := jcs.Marshal(v)
+	// Exact, as the body is: a number the normaliser produces whose
+	// canonical form has another value (an integer beyond ±(2^53-1)) is
+	// refused, never hashed equal to its neighbour.
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("%w: normaliser %s output: %w", ErrInvalidJSON, n.Name, err)
+	}
+	out, err := jcs.CanonicalizeExact(raw)
 	if err != nil {
 		return "", fmt.Errorf("%w: normaliser %s output: %w", ErrInvalidJSON, n.Name, err)
 	}

@@ -140,7 +140,10 @@ type Normalizer struct {
 	Exclude []string
 	// Func, if set, transforms the decoded body after exclusions. It
 	// receives encoding/json values with numbers as json.Number and returns
-	// the value to canonicalise.
+	// the value to canonicalise, exactly as the body is: a number in it
+	// whose canonical form has another value (an integer beyond
+	// ±(2^53-1), as an int64 or a json.Number) fails the digest
+	// (idem.ErrInvalidJSON) rather than being hashed equal to its neighbours.
 	Func func(v any) (any, error)
 }
 

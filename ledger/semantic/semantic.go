@@ -391,7 +391,9 @@ func checkValue(what string, v any) error {
 			return semanticErr("%s: number is not finite", what)
 		}
 	case json.RawMessage:
-		if _, err := jcs.Canonicalize(x); err != nil {
+		// Exact, as the whole object is (CanonicalV2): refused here, the
+		// error names the member.
+		if _, err := jcs.CanonicalizeExact(x); err != nil {
 			return semanticErr("%s: %w", what, err)
 		}
 	}

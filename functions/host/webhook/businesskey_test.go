@@ -98,3 +98,32 @@ func TestWebhookDigestCanonical(t *testing.T) {
 		t.Fatalf("digests %s %s %s %s", d1, d2, d3, d4)
 	}
 }
+
+// TestWebhookDigestRefusesInexactNumbers: RFC 8785 writes every number as
+// a double, so an integer beyond 2^53 (or a fraction no double holds) and
+// its neighbour have one canonical form. The business-keyed request digest
+// refuses such a payload rather than hashing it equal to a neighbour's
+// (two runs of one business key asking for different deliveries would
+// share a digest, and the second would get the first's outcome), and so
+// does the create that carries it.
+func TestWebhookDigestRefusesInexactNumbers(t *testing.T) {
+	for _, payload := range []string{
+		`{"amount":1152921504606846977}`,
+		`{"ids":[9007199254740993]}`,
+		`{"x":0.1000000000000000000000001}`,
+	} {
+		if d, err := webhookDigest("https://example.com/h", json.RawMessage(payload)); err == nil {
+			t.Errorf("webhookDigest(%s) = %s; want it refused (its canonical form has another value)", payload, d)
+		}
+		body := `{"workflowId":"webhook","inputs":{"url":"https://example.com/h","payload":` + payload + `,"businessKey":"order-9"}}`
+		if _, e := ParseCreate([]byte(body), &WebhookPolicy{}); e == nil || e.Status != 400 || e.Details["field"] != "inputs.payload" {
+			t.Errorf("create with payload %s: %v; want 400 on inputs.payload", payload, e)
+		}
+	}
+	// One value in two spellings is still one digest.
+	a, err := webhookDigest("https://example.com/h", json.RawMessage(`{"n":256.0}`))
+	b, _ := webhookDigest("https://example.com/h", json.RawMessage(`{"n":2.56e2}`))
+	if err != nil || a != b {
+		t.Fatalf("256.0 and 2.56e2: %s %s %v", a, b, err)
+	}
+}

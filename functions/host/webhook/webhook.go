@@ -321,9 +321,14 @@ const webhookRequestRecipe = "idemkit-webhook-request-v1"
 //
 // with the payload canonicalized per RFC 8785, so two runs sharing a
 // business key but asking for a different delivery (another URL or
-// payload) get *ledger.MismatchError instead of the other's outcome.
+// payload) get *ledger.MismatchError instead of the other's outcome. The
+// payload is canonicalized exactly: a number whose canonical form has
+// another value (an integer beyond ±(2^53-1), a fraction no double holds)
+// is refused rather than hashed equal to its neighbours, which would let
+// two different deliveries share a digest. Every payload it accepts has the
+// canonical form it had before, so recorded digests are unchanged.
 func webhookDigest(url string, payload json.RawMessage) (string, error) {
-	c, err := jcs.Canonicalize(payload)
+	c, err := jcs.CanonicalizeExact(payload)
 	if err != nil {
 		return "", err
 	}

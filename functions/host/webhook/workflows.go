@@ -154,7 +154,7 @@ func ParseCreate(body []byte, policy *WebhookPolicy) (CreateRequest, *apierr.Err
 					"inputs.businessKey must be a non-empty string of at most %d bytes without NUL", maxBusinessKeyBytes))
 			}
 			if _, err := webhookDigest(req.URL, req.Payload); err != nil {
-				return req, validation("inputs.payload", "inputs.payload must be canonicalizable JSON (RFC 8785) with inputs.businessKey")
+				return req, validation("inputs.payload", "inputs.payload must be canonicalizable JSON (RFC 8785), every number one a double holds exactly, with inputs.businessKey")
 			}
 		}
 	}
