@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Operator tooling: list, show and resolve escaped effects (the library
@@ -242,9 +243,10 @@ type Resolution struct {
 	// As is the settlement. Required.
 	As Settlement
 	// Operator identifies who resolves (recorded on the resolution row).
-	// Required, at most 128 bytes, printable.
+	// Required, at most 128 bytes of printable UTF-8.
 	Operator string
-	// Note is an optional free-text note, at most 512 bytes.
+	// Note is an optional free-text note, at most 512 bytes of UTF-8
+	// (printable, and line breaks).
 	Note string
 	// Rev is the EffectView.Rev the operator decided on. Required: the
 	// resolution is refused with ErrChanged if the effect changed since.
@@ -255,11 +257,14 @@ func (r Resolution) validate() error {
 	if r.As != Delivered && r.As != NotDelivered {
 		return fmt.Errorf("ledger: resolution must be %q or %q", Delivered, NotDelivered)
 	}
-	if r.Operator == "" || len(r.Operator) > 128 || strings.ContainsFunc(r.Operator, isControl) {
-		return errors.New("ledger: resolution needs an operator identity (1..128 printable bytes)")
+	if r.Operator == "" || len(r.Operator) > 128 || strings.ContainsFunc(r.Operator, isControl) || !utf8.ValidString(r.Operator) {
+		return errors.New("ledger: resolution needs an operator identity (1..128 bytes of printable UTF-8)")
 	}
 	if len(r.Note) > 512 {
 		return errors.New("ledger: resolution note is limited to 512 bytes")
+	}
+	if !utf8.ValidString(r.Note) {
+		return errors.New("ledger: resolution note is not UTF-8")
 	}
 	if strings.ContainsFunc(r.Note, func(c rune) bool { return c != '\n' && isControl(c) }) {
 		return errors.New("ledger: resolution note holds a control character (only printable text and line breaks)")

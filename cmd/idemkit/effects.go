@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -283,13 +284,15 @@ examples:
 	if !ids.ValidEffectID(effectID) {
 		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
 	}
+	opFrom := "--operator"
 	if *operator == "" {
-		*operator = defaultOperator()
-	} else if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) {
-		return usageError(fs, stderr, "--operator %q: want 1..128 bytes of printable text", *operator)
+		*operator, opFrom = defaultOperator()
 	}
-	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) {
-		return usageError(fs, stderr, "--note: want at most 512 bytes of printable text and line breaks (got %d bytes)", len(*note))
+	if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) || !utf8.ValidString(*operator) {
+		return usageError(fs, stderr, "%s %q: want 1..128 bytes of printable UTF-8 text", opFrom, *operator)
+	}
+	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) || !utf8.ValidString(*note) {
+		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (got %d bytes)", len(*note))
 	}
 	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion)
 	if isTableUsage(err) {
@@ -364,9 +367,12 @@ func unproject(id string) string {
 // operator's identity or note (a note may hold line breaks).
 func isControlRune(c rune) bool { return c < 0x20 || c == 0x7f }
 
-func defaultOperator() string {
+// defaultOperator is the operator recorded when --operator is not given:
+// $IDEMKIT_OPERATOR, else user@host; from names where it came from, for a
+// usage error.
+func defaultOperator() (op, from string) {
 	if o := strings.TrimSpace(os.Getenv("IDEMKIT_OPERATOR")); o != "" {
-		return o
+		return o, "$IDEMKIT_OPERATOR"
 	}
 	name := "unknown"
 	if u, err := user.Current(); err == nil && u.Username != "" {
@@ -374,9 +380,9 @@ func defaultOperator() string {
 	}
 	h, _ := os.Hostname()
 	if h == "" {
-		return name
+		return name, "the user name (set --operator)"
 	}
-	return name + "@" + h
+	return name + "@" + h, "user@host (set --operator)"
 }
 
 // shownDir keeps the revision of each effect an operator last showed, so

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestEffectsResolveRefusesInvalidUTF8: the operator's name (--operator,
+// or $IDEMKIT_OPERATOR) and the note are recorded on the resolution: bytes
+// that are not UTF-8 are a usage error naming the flag (exit 2), before any
+// table is reached, as control characters are.
+func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
+	const effect = "acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE"
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	for _, c := range []struct {
+		name, env string
+		args      []string
+		want      string
+	}{
+		{"operator flag", "", []string{"--operator", "ops\xff"}, "--operator"},
+		{"operator flag, a cut sequence", "", []string{"--operator", "jos\xc3"}, "--operator"},
+		{"operator from the environment", "ops\xfe", nil, "IDEMKIT_OPERATOR"},
+		{"note", "ops", []string{"--note", "charge \xe2\x82 found"}, "--note"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("IDEMKIT_OPERATOR", c.env)
+			var out, errb strings.Builder
+			args := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
+				"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, c.args...)
+			code := run(context.Background(), args, &out, &errb)
+			if code != 2 || !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "UTF-8") {
+				t.Fatalf("exit %d, stderr %q; want 2 and a usage error naming %s and UTF-8", code, errb.String(), c.want)
+			}
+		})
+	}
+}
