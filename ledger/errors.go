@@ -77,12 +77,16 @@ var (
 	// same provider key, as the resolution would have let it.
 	ErrFenceReopened = errors.New("ledger: the fence was reopened for the escaped attempt, though the resolution was not recorded: the effect's next try fires it once")
 	// ErrResolveNeedsFence: Resolve was asked to settle a fenced effect
-	// (one whose attempts took fencing tokens) as not delivered by a
-	// Ledger without a Fencer that can reopen the fence
-	// (ReopeningFencer). The fence would keep refusing the effect's next
-	// attempt, so nothing is written; resolve it with the deployment's
-	// fence (idemkit effects resolve --fence-table).
-	ErrResolveNeedsFence = errors.New("ledger: resolving a fenced effect as not delivered needs its fence")
+	// (one whose attempts took fencing tokens) by a Ledger without a
+	// Fencer, or as not delivered by one whose Fencer cannot reopen the
+	// fence (ReopeningFencer). Under fenced-effects the effect's record is
+	// decided in the fence's (home) region, which a ledger without the
+	// fence cannot tell from a replica (a resolution written into a replica
+	// replicates over the home record), and the fence would keep refusing
+	// the next attempt a not-delivered resolution grants. Nothing is
+	// written; resolve it with the deployment's fence (idemkit effects
+	// resolve --fence-table, --fence-region).
+	ErrResolveNeedsFence = errors.New("ledger: resolving a fenced effect needs its fence")
 	// ErrPassHeld is what a Fencer's Token error matches (fence.ErrIssued
 	// does) when the fence refused the token because another one passed
 	// the point of no return, and keeps that pass at least Config.Retention

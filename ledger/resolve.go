@@ -293,10 +293,14 @@ func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
 // "released" for NotDelivered. A stalled attempt (lease expired after the
 // fire mark) is closed as escaped first, in the same write; a stalled claim
 // that never reached its fire mark, as released. A fenced
-// effect (its attempts took fencing tokens) is settled as NotDelivered only
-// through a ReopeningFencer, which first forgets its escaped attempt's pass
-// (else ErrResolveNeedsFence, nothing written): the next attempt is then
-// fenced like any other, and fires once. A not-delivered resolution grants
+// effect (its attempts took fencing tokens) is settled only by a Ledger
+// with a Fencer (else ErrResolveNeedsFence, nothing written): under
+// fenced-effects its record is decided in the fence's (home) region, and a
+// ledger without the fence cannot tell that region's table from a replica.
+// As NotDelivered it is settled only through a ReopeningFencer, which
+// first forgets its escaped attempt's pass (else ErrResolveNeedsFence,
+// nothing written): the next attempt is then fenced like any other, and
+// fires once. A not-delivered resolution grants
 // its attempt whatever the effect's attempt cap, up to a bound on the rows
 // one record keeps (the executor's MaxMaxAttempts and those of 50
 // resolutions); past it, it is refused with an error matching
@@ -327,6 +331,14 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 		return l.View(cur, now), fmt.Errorf("%w: effect %s holds %d attempts, and its record keeps at most %d: "+
 			"a not-delivered resolution cannot grant another; resolve it as delivered once the effect is performed by hand, "+
 			"or it is tried afresh once its record passes its retention", ErrAttemptsExhausted, cur.EffectID, cur.Attempt, maxRecordAttempts)
+	}
+	if cur.Fence > 0 && l.cfg.Fencer == nil {
+		// A fenced effect, settled by a ledger without the deployment's
+		// fence: under fenced-effects its record is decided where the
+		// fence is (the home region), and this ledger may be reaching a
+		// replica whose write would replicate over the home record, last
+		// writer winning. Refused, whichever the settlement.
+		return l.View(cur, now), ErrResolveNeedsFence
 	}
 	if res.As == NotDelivered && cur.Fence > 0 {
 		// A fenced effect: the fence may hold the escaped attempt's pass

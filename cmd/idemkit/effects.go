@@ -262,7 +262,9 @@ would refuse that one more attempt: not-delivered needs --fence-table (and
 --fence-region when it is not this region), and reopens the fence for that
 attempt's token first. With the fence table given, the effect record is read
 and written in the fence's region, the home region, which decides every
-effect record: never in another region's replica.
+effect record: never in another region's replica. Without it a fenced effect
+is refused either way (delivered too): the home region's table cannot be
+told from a replica.
 
 examples:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
@@ -312,8 +314,13 @@ examples:
 	}
 	v, err := l.Resolve(ctx, effectID, ledger.Resolution{As: settle, Operator: *operator, Note: *note, Rev: *rev})
 	switch {
-	case errors.Is(err, ledger.ErrResolveNeedsFence):
+	case errors.Is(err, ledger.ErrResolveNeedsFence) && settle == ledger.NotDelivered:
 		fmt.Fprintln(stderr, "idemkit effects resolve: refused: the effect is fenced, and its fence would refuse the attempt a not-delivered resolution releases; give the deployment's fence table (--fence-table, --fence-region)")
+		return 1
+	case errors.Is(err, ledger.ErrResolveNeedsFence):
+		fmt.Fprintln(stderr, "idemkit effects resolve: refused: the effect is fenced (fenced-effects), so its record is decided in the home region, "+
+			"and without the fence table this command cannot tell the home region's table from a replica, whose copy would replicate over the home record; "+
+			"give the deployment's fence table (--fence-table, and --fence-region with the home region): the record is then read and written there")
 		return 1
 	case errors.Is(err, fence.ErrIssued):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: another attempt's token passed the fence, not the escaped attempt's: %v\n", err)
