@@ -35,7 +35,12 @@ type Store interface {
 
 	// ListByRun returns the effect records of runID (the witness index):
 	// those whose RunID is runID (the run created them) and those runID
-	// references (AddRunRef), each once. It may be eventually consistent (a
+	// references (AddRunRef), each once. A reference lists a record that
+	// holds an attempt of runID, or that was created before the
+	// reference's expiresAt: a record created after it is a later effect
+	// under the same identity, re-created once the one the reference was
+	// written for passed its retention, and is left out however late TTL
+	// deletes the reference. It may be eventually consistent (a
 	// DynamoDB GSI), and may return records past their retention (callers
 	// check).
 	ListByRun(ctx context.Context, runID string) ([]*Record, error)

@@ -281,7 +281,10 @@ func (s *Store) AddRunRef(ctx context.Context, key, runID string, expiresAt time
 // consistent membership), all pages. The index holds keys only (no write
 // pays for a copy of the record in it), so each record found, created by the
 // run or named by a run reference, is read with a consistent GetItem: one
-// Query page plus one GetItem per effect.
+// Query page plus one GetItem per effect. A record named by a reference
+// that holds no attempt of the run (a suppressed duplicate's contact, under
+// ledger.Config.WitnessDuplicates, or a later effect) costs one more
+// GetItem, of the reference's expiry.
 func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, error) {
 	if runID == "" {
 		return nil, nil
@@ -312,7 +315,7 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 	}
 	var out []*ledger.Record
 	seen := map[string]bool{}
-	for _, key := range append(created, refs...) {
+	for i, key := range append(created, refs...) {
 		if seen[key] {
 			continue
 		}
@@ -321,11 +324,60 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 		if err != nil {
 			return nil, err
 		}
-		if r != nil {
-			out = append(out, r)
+		if r == nil {
+			continue
 		}
+		if i >= len(created) && r.RunID != runID && !attemptedBy(r, runID) {
+			// Listed on the reference alone: only while the record is
+			// the one it was written for, created before it expired.
+			if ok, err := s.refVouches(ctx, key, runID, r); err != nil {
+				return nil, err
+			} else if !ok {
+				continue
+			}
+		}
+		out = append(out, r)
 	}
 	return out, nil
+}
+
+// attemptedBy reports whether r holds an attempt of runID.
+func attemptedBy(r *ledger.Record, runID string) bool {
+	for _, a := range r.Attempts {
+		if a.RunID == runID {
+			return true
+		}
+	}
+	return false
+}
+
+// refVouches reads runID's reference to the record under key (one
+// consistent GetItem) and reports whether r was created before the
+// reference expired: a record created after it is a later effect under
+// the same identity (ledger.Store.ListByRun). A reference TTL deleted
+// since the index was read vouches for nothing.
+func (s *Store) refVouches(ctx context.Context, key, runID string, r *ledger.Record) (bool, error) {
+	out, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(s.table), ConsistentRead: aws.Bool(true),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: key},
+			"sk": &types.AttributeValueMemberS{Value: refPrefix + runID},
+		},
+		ProjectionExpression:     aws.String("#e"),
+		ExpressionAttributeNames: map[string]string{"#e": "expiresAtMs"},
+	})
+	if err != nil {
+		return false, s.classify("GetItem run reference", err)
+	}
+	n, ok := out.Item["expiresAtMs"].(*types.AttributeValueMemberN)
+	if !ok {
+		return false, nil
+	}
+	exp, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return false, fmt.Errorf("dynamostore: run reference expiresAtMs %q: %w", n.Value, err)
+	}
+	return r.CreatedAt.Before(fromMs(exp)), nil
 }
 
 // decode reads a record item in the compact layout or, failing that, in

@@ -39,6 +39,7 @@ var hardeningTests = []test{
 	{"RetentionExtendedByEveryWrite", testRetentionExtended},
 	{"WitnessAttemptByAnotherRun", testWitnessAttemptOtherRun},
 	{"WitnessSuppressedDuplicate", testWitnessDuplicate},
+	{"WitnessReferenceVouchesOnlyForRecordsBeforeItsExpiry", testWitnessRefExpiry},
 	{"RunRefErrorFiresNothing", testRunRefError},
 	{"Race16RunsOneEffectWitnessed", testRaceRunsWitnessed},
 }
@@ -1125,6 +1126,61 @@ func testWitnessDuplicate(t *testing.T, e *env) {
 	if p1.Effects[0] != p2.Effects[0] || p2.Effects[0].State != ledger.AttemptCompleted ||
 		p2.Effects[0].Attempt != 1 || p2.Effects[0].ProviderKey != id.ProviderKey || p2.Effects[0].NodeID != "refund" {
 		t.Fatalf("witnesses differ: %+v vs %+v", p1.Effects, p2.Effects)
+	}
+}
+
+// A run reference is kept Retention from the contact it records. One that
+// has expired (TTL deletion is lazy, and the emulators never delete) no
+// longer vouches for a record created after its expiry: that is a later
+// effect under the same identity, which the run never reached, and its
+// witness leaves it out, also under WitnessDuplicates (where a record the
+// run neither created nor made an attempt at is listed on the reference
+// alone). A record holding the run's own attempt is listed as long as it
+// is kept, whatever its reference's expiry: the record itself shows the
+// attempt.
+func testWitnessRefExpiry(t *testing.T, e *env) {
+	l := e.ledger(func(c *ledger.Config) { c.WitnessDuplicates = true })
+	ok := func(context.Context, ledger.Call) ([]byte, error) { return []byte("re_1"), nil }
+	// A suppressed duplicate's reference, then the identity re-created
+	// once both the record and the reference have expired.
+	id := e.business("refund", "o-"+rnd(4))
+	run1, run2, run3 := e.runID(), e.runID(), e.runID()
+	mustDo(t, l, ledger.Effect{Identity: id, RunID: run1, NodeID: "refund"}, ok)
+	e.clock.Advance(time.Hour)
+	if r := mustDo(t, l, ledger.Effect{Identity: id, RunID: run2, NodeID: "compensate"}, ok); !r.Replayed {
+		t.Fatalf("run2 fired: %+v", r)
+	}
+	e.witness(l, run2, 1)
+	e.clock.Advance(ledger.MinRetention + time.Minute)
+	if r := mustDo(t, l, ledger.Effect{Identity: id, RunID: run3, NodeID: "refund"}, ok); r.Replayed {
+		t.Fatalf("run3 after the record's retention: %+v; want a new effect", r)
+	}
+	e.witness(l, run3, 1)
+	p, err := l.Witness(context.Background(), run2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range p.Effects {
+		t.Errorf("run2's expired reference lists the effect re-created after it: %+v", w)
+	}
+
+	// A run's own attempt, in a record kept past the run's reference by a
+	// later attempt.
+	id2 := e.business("refund", "o-"+rnd(4))
+	runA, runB, runC := e.runID(), e.runID(), e.runID()
+	notSent := func(context.Context, ledger.Call) ([]byte, error) { return nil, ledger.NotSent(errors.New("dns")) }
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id2, RunID: runA, NodeID: "a"}, notSent); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Hour)
+	if _, err := l.Do(context.Background(), ledger.Effect{Identity: id2, RunID: runB, NodeID: "b"}, notSent); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatal(err)
+	}
+	e.clock.Advance(ledger.MinRetention - time.Minute)
+	mustDo(t, l, ledger.Effect{Identity: id2, RunID: runC, NodeID: "c"}, ok)
+	e.clock.Advance(time.Hour) // runB's reference has expired; the record is kept
+	if got := e.witness(l, runB, 3); got.Effects[1].NodeID != "b" {
+		t.Fatalf("runB's witness: %+v", got.Effects)
 	}
 }
 

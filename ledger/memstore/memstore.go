@@ -102,8 +102,8 @@ func (s *Store) ListByRun(ctx context.Context, runID string) ([]*ledger.Record, 
 			out = append(out, r.Clone())
 		}
 	}
-	for key := range s.refs[runID] {
-		if r, ok := s.recs[key]; ok && r.RunID != runID {
+	for key, exp := range s.refs[runID] {
+		if r, ok := s.recs[key]; ok && r.RunID != runID && vouches(r, runID, exp) {
 			out = append(out, r.Clone())
 		}
 	}
@@ -132,3 +132,19 @@ func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
 }
 
 var _ ledger.Scanner = (*Store)(nil)
+
+// vouches reports whether a reference of runID expiring at exp lists r
+// (ledger.Store.ListByRun): r holds an attempt of runID, or was created
+// before exp (one created after it is a later effect under the same
+// identity).
+func vouches(r *ledger.Record, runID string, exp time.Time) bool {
+	if r.CreatedAt.Before(exp) {
+		return true
+	}
+	for _, a := range r.Attempts {
+		if a.RunID == runID {
+			return true
+		}
+	}
+	return false
+}
