@@ -120,11 +120,11 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
-	$(GO) vet -tags chaos ./idem/dynamostore/ ./ledger/fence/dynamostore/
+	$(GO) vet -tags chaos ./idem/dynamostore/ ./ledger/ ./ledger/fence/dynamostore/
 
 staticcheck: $(STATICCHECK)
 	$(STATICCHECK) ./...
-	$(STATICCHECK) -tags chaos ./idem/dynamostore/ ./ledger/fence/dynamostore/
+	$(STATICCHECK) -tags chaos ./idem/dynamostore/ ./ledger/ ./ledger/fence/dynamostore/
 
 ## sam-check: cfn-lint, then the installed SAM translator transforms template.yaml; no '*' in IAM.
 sam-check:
