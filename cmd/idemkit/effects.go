@@ -17,6 +17,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/ids"
@@ -79,7 +81,11 @@ func fenceGiven(table string) bool {
 // functions reach it there, kit.HomeClient with FENCE_TABLE_REGION), and a
 // resolution written into another region's replica would replicate over
 // the home record, last writer winning.
-func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*ledger.Ledger, error) {
+//
+// The fence table is read first (one GetItem of effectID's fence item): it
+// is the home region's alone, so a region where it is not found is not the
+// home region, and nothing is resolved there (errFenceNotHere).
+func (sf storeFlags) fencedLedger(ctx context.Context, table, region, effectID string) (*ledger.Ledger, error) {
 	if !fenceGiven(table) {
 		return sf.ledger(ctx)
 	}
@@ -97,6 +103,11 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*l
 	if err != nil {
 		return nil, err
 	}
+	if _, err := fs.Get(ctx, effectID); errors.As(err, new(*types.ResourceNotFoundException)) {
+		return nil, errFenceNotHere{table: table, region: c.Options().Region}
+	} else if err != nil {
+		return nil, err
+	}
 	owner, err := fence.New(fence.Config{Store: fs})
 	if err != nil {
 		return nil, err
@@ -111,6 +122,16 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region string) (*l
 		return nil, err
 	}
 	return ledger.New(ledger.Config{Store: st, Fencer: owner})
+}
+
+// errFenceNotHere: the fence table is not found in the region the command
+// took for the home region.
+type errFenceNotHere struct{ table, region string }
+
+func (e errFenceNotHere) Error() string {
+	return fmt.Sprintf("fence table %s not found in %s: under fenced-effects it is in the home region only, "+
+		"where every effect record is decided; give --fence-region with the home region (or $%s), "+
+		"so the record is not resolved in another region's replica", e.table, e.region, settings.EnvFenceTableRegion)
 }
 
 func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -262,9 +283,10 @@ would refuse that one more attempt: not-delivered needs --fence-table (and
 --fence-region when it is not this region), and reopens the fence for that
 attempt's token first. With the fence table given, the effect record is read
 and written in the fence's region, the home region, which decides every
-effect record: never in another region's replica. Without it a fenced effect
-is refused either way (delivered too): the home region's table cannot be
-told from a replica.
+effect record: never in another region's replica; the fence table is read
+there first, and a region where it is not found (a replica's: it is the home
+region's alone) is refused. Without it a fenced effect is refused either way
+(delivered too): the home region's table cannot be told from a replica.
 
 examples:
   idemkit effects show acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE --endpoint http://127.0.0.1:8000
@@ -296,9 +318,13 @@ examples:
 	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) || !utf8.ValidString(*note) {
 		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (got %d bytes)", len(*note))
 	}
-	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion)
+	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion, effectID)
 	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
+	}
+	if errors.As(err, new(errFenceNotHere)) {
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
+		return 1
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)

@@ -181,6 +181,22 @@ func TestEffectsResolveDeliveredOfAFencedEffectNeedsTheHome(t *testing.T) {
 			}
 		}
 	}
+	// The fence table given, but not its region: the command runs in the
+	// replica's region, where the fence table (the home region's alone)
+	// is not found. Refused, nothing written: the fence's region is what
+	// tells the home region.
+	t.Setenv("FENCE_TABLE_REGION", "")
+	for _, as := range []string{"delivered", "not-delivered"} {
+		if code, out, errb := cli(replicaRegion, "effects", "resolve", w.id.EffectID, "--as", as, "--rev", before.Rev,
+			"--fence-table", w.fenceTable); code != 1 || out != "" || !strings.Contains(errb, "--fence-region") || !strings.Contains(errb, replicaRegion) {
+			t.Fatalf("resolve --as %s with the fence table but not its region, from the replica: exit %d %q %q; want 1, refused, naming the region and --fence-region", as, code, out, errb)
+		}
+		for name, lg := range map[string]*ledger.Ledger{"home": w.l, "replica": rl} {
+			if v, err := lg.ShowEffect(w.ctx, w.id.EffectID); err != nil || v.Rev != before.Rev {
+				t.Fatalf("%s record after a resolution refused for the fence's region (--as %s): %s rev %s, %v; want it untouched", name, as, v.State, v.Rev, err)
+			}
+		}
+	}
 	if code, out, errb := cli(replicaRegion, "effects", "resolve", w.id.EffectID, "--as", "delivered", "--rev", before.Rev,
 		"--fence-table", w.fenceTable, "--fence-region", homeRegion); code != 0 || !strings.Contains(out, "as delivered by ops@acme") {
 		t.Fatalf("resolve with the fence table: %d %q %q", code, out, errb)
