@@ -275,7 +275,9 @@ func (r Resolution) validate() error {
 	return nil
 }
 
-func isControl(c rune) bool { return c < 0x20 || c == 0x7f }
+// isControl reports a control character: C0 (below U+0020), DEL, or C1
+// (U+0080..U+009F, U+009B being a terminal's CSI as ESC [ is).
+func isControl(c rune) bool { return c < 0x20 || c >= 0x7f && c < 0xa0 }
 
 // Resolve settles an escaped effect for an operator, fenced: it is refused
 // with ErrChanged if the record's Rev differs from res.Rev (the effect

@@ -37,6 +37,10 @@ func TestResolveRefusesInvalidUTF8(t *testing.T) {
 		{As: ledger.Delivered, Operator: "ops\xff", Rev: v.Rev},
 		{As: ledger.Delivered, Operator: "\xc3", Rev: v.Rev},
 		{As: ledger.NotDelivered, Operator: "ops", Note: "found \xe2\x82 in the console", Rev: v.Rev},
+		// C1 control characters (U+0080..U+009F: U+009B is a terminal's
+		// CSI, as ESC [ is) are no more printable than C0 ones.
+		{As: ledger.Delivered, Operator: "ops\u009b31m", Rev: v.Rev},
+		{As: ledger.Delivered, Operator: "ops", Note: "seen\u0085there", Rev: v.Rev},
 	} {
 		if _, err := l.Resolve(ctx, id.EffectID, res); err == nil {
 			t.Errorf("resolution by %q note %q accepted; want it refused (not UTF-8)", res.Operator, res.Note)

@@ -397,8 +397,9 @@ func unproject(id string) string {
 }
 
 // isControlRune reports a control character the ledger refuses in an
-// operator's identity or note (a note may hold line breaks).
-func isControlRune(c rune) bool { return c < 0x20 || c == 0x7f }
+// operator's identity or note (a note may hold line breaks): C0, DEL and
+// C1.
+func isControlRune(c rune) bool { return c < 0x20 || c >= 0x7f && c < 0xa0 }
 
 // defaultOperator is the operator recorded when --operator is not given:
 // $IDEMKIT_OPERATOR, else user@host; from names where it came from, for a

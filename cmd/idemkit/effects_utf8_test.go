@@ -8,8 +8,8 @@ import (
 
 // TestEffectsResolveRefusesInvalidUTF8: the operator's name (--operator,
 // or $IDEMKIT_OPERATOR) and the note are recorded on the resolution: bytes
-// that are not UTF-8 are a usage error naming the flag (exit 2), before any
-// table is reached, as control characters are.
+// that are not UTF-8, and control characters (C1 ones too), are a usage
+// error naming the flag (exit 2), before any table is reached.
 func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
 	const effect = "acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE"
 	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
@@ -22,6 +22,8 @@ func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
 		{"operator flag, a cut sequence", "", []string{"--operator", "jos\xc3"}, "--operator"},
 		{"operator from the environment", "ops\xfe", nil, "IDEMKIT_OPERATOR"},
 		{"note", "ops", []string{"--note", "charge \xe2\x82 found"}, "--note"},
+		{"operator with a C1 control", "", []string{"--operator", "ops\u009b31m"}, "--operator"},
+		{"note with a C1 control", "ops", []string{"--note", "seen\u0085there"}, "--note"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("IDEMKIT_OPERATOR", c.env)
@@ -29,7 +31,7 @@ func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
 			args := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
 				"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, c.args...)
 			code := run(context.Background(), args, &out, &errb)
-			if code != 2 || !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "UTF-8") {
+			if code != 2 || !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "printable") {
 				t.Fatalf("exit %d, stderr %q; want 2 and a usage error naming %s and UTF-8", code, errb.String(), c.want)
 			}
 		})
