@@ -27,7 +27,9 @@ import (
 // effect function that succeeds, fails, is not sent, is uncertain, or is
 // slow (the clock passes the lease while it runs, and other executors
 // reclaim it), and an operator resolving the escaped effect as delivered
-// or not delivered between and during the rounds. It checks what the
+// or not delivered between and during the rounds; half the effects
+// heartbeat (a slow function's renewals, failing at random too, keep or
+// lose its lease). It checks what the
 // ledger promises of every request that reached the provider:
 //
 //   - each is one attempt, recorded fired, and never released (it may have
@@ -53,13 +55,13 @@ func TestChaosEffectSentOnceOutsideUncertainAttempts(t *testing.T) {
 	}
 	var st chaosStats
 	for seed := first; seed < first+rounds && !t.Failed(); seed++ {
-		chaosEffect(t, seed, seed%2 == 1, &st)
+		chaosEffect(t, seed, seed%2 == 1, seed/2%2 == 1, &st)
 	}
-	t.Logf("%d effects: %d provider requests, %d effects reached more than once (after an escaped attempt), %d resolutions applied, %d not-delivered reopens",
-		rounds, st.sends, st.resent, st.resolved, st.reopens)
+	t.Logf("%d effects: %d provider requests, %d effects reached more than once (after an escaped attempt), %d resolutions applied, %d not-delivered reopens, %d heartbeat ticks, %d slow functions cut by their lease",
+		rounds, st.sends, st.resent, st.resolved, st.reopens, st.ticks, st.cut)
 }
 
-type chaosStats struct{ sends, resent, resolved, reopens int }
+type chaosStats struct{ sends, resent, resolved, reopens, ticks, cut int }
 
 var errChaos = errors.New("chaos: injected store failure")
 
@@ -153,12 +155,16 @@ type chaosSend struct {
 	kind    string
 }
 
-func chaosEffect(t *testing.T, seed int64, fenced bool, st *chaosStats) {
+func chaosEffect(t *testing.T, seed int64, fenced, heartbeat bool, st *chaosStats) {
 	rnd := rand.New(rand.NewSource(seed))
 	clk := ledgertest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
 	faults := &chaosFaults{rnd: rand.New(rand.NewSource(seed*7 + 1)), p: 0.15}
 	cfg := ledger.Config{Store: &chaosStore{Store: memstore.New(), f: faults}, Lease: 30 * time.Second, Wait: -1,
 		Heartbeat: -1, MaxAttempts: 30, Test: ledger.TestConfig{Clock: clk}}
+	tk := ledgertest.NewTicker()
+	if heartbeat {
+		cfg.Heartbeat, cfg.Test.Clock = 10*time.Second, ledgertest.ClockFuncs{NowFunc: clk.Now, NewTickerFunc: tk.New}
+	}
 	guard := func(fn ledger.Func) ledger.Func { return fn }
 	if fenced {
 		o, err := fence.New(fence.Config{Store: &chaosFence{Store: fencemem.New(), f: faults}, Now: clk.Now, Retention: 30 * 24 * time.Hour})
@@ -196,8 +202,30 @@ func chaosEffect(t *testing.T, seed int64, fenced bool, st *chaosStats) {
 					case "failed":
 						return nil, errors.New("402 card declined")
 					case "slow":
-						clk.Advance(31 * time.Second) // past the lease, while it runs
-						time.Sleep(time.Millisecond)
+						if !heartbeat {
+							clk.Advance(31 * time.Second) // past the lease, while it runs
+							time.Sleep(time.Millisecond)
+							break
+						}
+						// Past the lease several times over, renewed by
+						// its heartbeat when a tick reaches it (renewals
+						// fail at random like every write).
+						for range 4 {
+							clk.Advance(20 * time.Second)
+							ticked := tk.TryTick()
+							time.Sleep(200 * time.Microsecond)
+							mu.Lock()
+							if ticked {
+								st.ticks++
+							}
+							if ctx.Err() != nil {
+								st.cut++
+							}
+							mu.Unlock()
+							if ctx.Err() != nil {
+								return nil, context.Cause(ctx)
+							}
+						}
 					}
 					return []byte("ch_1"), nil
 				}))
@@ -241,7 +269,7 @@ func chaosEffect(t *testing.T, seed int64, fenced bool, st *chaosStats) {
 		rows[a.N] = a
 	}
 	fail := func(format string, args ...any) {
-		t.Errorf("seed %d (fenced %v): %s\nsends %+v\nattempts %+v", append([]any{seed, fenced, fmt.Sprintf(format, args...)}, sends, rec.Attempts)...)
+		t.Errorf("seed %d (fenced %v, heartbeat %v): %s\nsends %+v\nattempts %+v", append([]any{seed, fenced, heartbeat, fmt.Sprintf(format, args...)}, sends, rec.Attempts)...)
 	}
 	var reached []chaosSend
 	called := map[int]bool{}
