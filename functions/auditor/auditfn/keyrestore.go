@@ -107,9 +107,11 @@ func keyRecord(rec idem.Record, now time.Time) conflictaudit.KeyRecord {
 // conflict and, where this region holds the loser (or a rival claim whose
 // run is not known yet: conflictaudit.HoldKey), restores the old image. A
 // held claim that completed naming a run before the restore reached the
-// replica is audited as the change from the old image to that completion:
-// a conflict of two runs, restored only where the old image names the
-// lower one; one that ended naming no run (released) is restored over. So
+// replica (itself or a takeover of it in its region) is audited as the
+// change from the old image to that completion: a conflict of two runs,
+// restored only where the old image names the lower one; one that ended
+// naming no run (released) is restored over, and so is a takeover still
+// pending. So
 // the restore never writes over a record that moved on (another claim, or
 // the records converged: a change delivered again). It returns a restore
 // error (the batch is then retried).
@@ -138,13 +140,19 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	}
 	written, current, err := a.Restore.Restore(ctx, r.OldImage, r.NewImage)
 	if err == nil && !written && current != nil && conflictaudit.HoldKey(old, cur) {
-		// The held claim may have ended since: that end is what the
-		// replica holds. Ended without a run (released, or an answer
-		// that creates none), the old record is still the key's only
-		// run and is restored over it as over the claim; ended naming a
-		// run, the two runs are now known and compared.
+		// The held claim may have moved on since, within its own
+		// execution (its request id, which a takeover keeps): that is
+		// what the replica holds. Taken over and still pending (its
+		// lease ended in its region and a retry took it over under a
+		// new owner), its run is still not known and it is held as the
+		// claim was. Ended without a run (released, or an answer that
+		// creates none), the old record is still the key's only run and
+		// is restored over it as over the claim; ended naming a run
+		// (the claim's own completion or its takeover's), the two runs
+		// are now known and compared. Each write is conditional on the
+		// item as the failed write found it.
 		if done, derr := idemdynamo.DecodeItem(current); derr == nil && done.RequestID == curRec.RequestID &&
-			done.Owner == curRec.Owner && done.State != idem.StatePending {
+			(done.Owner != curRec.Owner || done.State != idem.StatePending) {
 			dk := keyRecord(done, now)
 			kc = a.Conflicts.ObserveKey(old, dk) // nil when dk names no run
 			if kc != nil {

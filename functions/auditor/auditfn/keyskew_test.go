@@ -172,3 +172,97 @@ func TestHeldClaimReleasedBeforeTheRestoreIsRestoredOver(t *testing.T) {
 		t.Fatalf("restored %d; the replica holds %s %s (request %s), want the completed record of req-1 (its run's)", c.Restored, got.State, got.Owner, got.RequestID)
 	}
 }
+
+// A held rival claim (another region's pending claim over a record naming
+// a run) that was taken over in its own region before the restore reached
+// the replica (its lease ended there: a crashed request, and a retry of the
+// key took it over under a new owner, keeping its request id) is the same
+// rival claim, its run still not known: the record naming the run is
+// restored over it, conditional on the takeover as the failed write found
+// it. Where the takeover completed naming a run first, the two runs are
+// compared: restored over only where the old record's run is the lower.
+func TestHeldClaimTakenOverBeforeTheRestoreIsStillHeld(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	scan := func(table string) map[string]types.AttributeValue {
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil || len(out.Items) != 1 {
+			t.Fatalf("scan: %v, %d items", err, len(out.Items))
+		}
+		return out.Items[0]
+	}
+	for _, tc := range []struct {
+		name       string
+		takeover   string // the run the takeover's completion names; "" while it runs
+		wantRun    string // the run the replica ends on
+		wantEvents int
+	}{
+		{"takeover still running", "", "acme/run-m", 0},
+		{"takeover completed naming a higher run", "acme/run-z", "acme/run-m", 1},
+		{"takeover completed naming a lower run", "acme/run-a", "acme/run-a", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := keyspace.ID("tenant:acme", "POST /runs", "taken-over-rival-"+tc.name)
+			home := e.CreateTable(t, "IdempotencyTable")
+			st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: home})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
+				LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
+			if err != nil || res.Decision != idem.Claimed {
+				t.Fatalf("claim: %+v %v", res, err)
+			}
+			if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
+				Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-m"}`)}}, t0); err != nil {
+				t.Fatal(err)
+			}
+			old := scan(home)
+			replica := e.CreateTable(t, "IdempotencyTable")
+			st2, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: replica})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t1 := t0.Add(time.Minute)
+			rival, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-rival", RequestID: "req-rival",
+				LeaseExpires: t1.Add(time.Minute), Expires: t1.Add(time.Hour)}, t1)
+			if err != nil || rival.Decision != idem.Claimed {
+				t.Fatalf("rival claim: %+v %v", rival, err)
+			}
+			cur := scan(replica)
+			// The rival's request stops; after its lease a retry in its
+			// region takes the claim over.
+			t2 := t1.Add(2 * time.Minute)
+			taken, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-takeover", RequestID: "req-retry",
+				LeaseExpires: t2.Add(time.Minute), Expires: t2.Add(time.Hour)}, t2)
+			if err != nil || taken.Decision != idem.Reclaimed || taken.Record.RequestID != "req-rival" {
+				t.Fatalf("takeover: %+v %v", taken, err)
+			}
+			if tc.takeover != "" {
+				if err := st2.Complete(ctx, taken.Record, idem.Outcome{State: idem.StateCompleted, Expires: t2.Add(time.Hour),
+					Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"` + tc.takeover + `"}`)}}, t2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: replica}, Now: func() time.Time { return t2 },
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+			c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: cur}})
+			if c.RestoreErr != nil {
+				t.Fatal(c.RestoreErr)
+			}
+			got, err := idemdynamo.DecodeItem(scan(replica))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := keyRecord(got, t2); k.Run != tc.wantRun || got.State != idem.StateCompleted || c.Conflicts != tc.wantEvents {
+				t.Fatalf("the replica holds %s naming %q (request %s, owner %s), %d conflict events; want the record naming %s, %d events",
+					got.State, k.Run, got.RequestID, got.Owner, c.Conflicts, tc.wantRun, tc.wantEvents)
+			}
+		})
+	}
+}
