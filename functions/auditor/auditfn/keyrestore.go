@@ -88,8 +88,8 @@ func (r TableRestorer) Restore(ctx context.Context, winner, loser map[string]typ
 }
 
 // keyRecord is a Layer-1 image as the conflict audit sees it: its run is
-// the runId member of a stored 201 JSON answer (createRun's and
-// retryRun's), "" for any other record.
+// the runId member of a stored 201 JSON answer (createRun's, retryRun's
+// and forkRun's), "" for any other record.
 func keyRecord(rec idem.Record, now time.Time) conflictaudit.KeyRecord {
 	k := conflictaudit.KeyRecord{Record: rec.ID, RequestID: rec.RequestID, Expired: rec.Expired(now), Pending: rec.State == idem.StatePending}
 	if r := rec.Response; r != nil && r.Status == http.StatusCreated {
