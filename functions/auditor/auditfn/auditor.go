@@ -38,8 +38,12 @@
 // the effect id, identity.ProviderKey), with the run that created the
 // effect record for correlation; conflict events carry effect ids only as
 // keyhash.Log values too. The auditor only reads stream records, except for
-// that one conditional restore of a Layer-1 winner, so a retried batch at worst counts (and
-// records a conflict) twice.
+// that one conditional restore of a Layer-1 winner. A restore that fails is
+// reported as a batch item failure (ReportBatchItemFailures): the stream is
+// delivered again from that record, so nothing audited before it is
+// counted twice, and its own conflict is recorded once its restore is
+// decided. A batch cut short by the function itself (a timeout, a crash)
+// is delivered again whole and counts what it had counted again.
 package auditfn
 
 import (
@@ -80,9 +84,12 @@ type Counts struct {
 	// (effects and idempotency tables; always 0 without Auditor.Conflicts).
 	Conflicts int
 	// Restored is the number of Layer-1 conflict winners written back
-	// (Auditor.Restore); RestoreErr the first restore that failed.
+	// (Auditor.Restore); RestoreErr the first restore that failed, and
+	// Failed the EventID of its stream record: Audit stops there, so the
+	// records after it in recs were not audited (redeliver from it).
 	Restored   int
 	RestoreErr error
+	Failed     string
 }
 
 func newCounts() Counts {
@@ -127,16 +134,31 @@ func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (ev
 		}
 		recs = append(recs, sr)
 	}
-	// A failed restore fails the batch, so the stream delivers it again
-	// (a conflict is then recorded twice; the restore is conditional).
+	// A failed restore is reported as the batch item that failed (the
+	// event source mapping's ReportBatchItemFailures): the stream is
+	// delivered again from that record, so the records audited before it
+	// are not audited, nor their conflicts recorded, twice; the failed
+	// record's conflict was not recorded (its restore undecided). A
+	// record without an EventID fails the whole batch.
 	c := a.Audit(ctx, recs)
-	return events.DynamoDBEventResponse{}, c.RestoreErr
+	if c.RestoreErr != nil && c.Failed == "" {
+		return events.DynamoDBEventResponse{}, c.RestoreErr
+	}
+	var out events.DynamoDBEventResponse
+	if c.RestoreErr != nil {
+		out.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: c.Failed}}
+	}
+	return out, nil
 }
 
-// Audit counts, logs and emits metrics for recs, returning the counts.
+// Audit counts, logs and emits metrics for recs, returning the counts. It
+// stops at the first record whose Layer-1 restore fails (Counts.Failed).
 func (a *Auditor) Audit(ctx context.Context, recs []stream.StreamRecord) Counts {
 	c := newCounts()
 	for _, r := range recs {
+		if c.RestoreErr != nil {
+			break
+		}
 		img := r.NewImage
 		if img == nil {
 			img = r.OldImage
@@ -269,8 +291,11 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 	switch r.EventName {
 	case "MODIFY":
 		if a.Conflicts != nil {
-			if err := a.keyConflict(ctx, r, c); err != nil && c.RestoreErr == nil {
-				c.RestoreErr = err
+			if err := a.keyConflict(ctx, r, c); err != nil {
+				// Nothing else of this record is counted: it is
+				// delivered again.
+				c.RestoreErr, c.Failed = err, r.EventID
+				return
 			}
 		}
 		oldState := str(r.OldImage, "state")

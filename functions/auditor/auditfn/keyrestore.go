@@ -131,14 +131,23 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		at = curRec.Renewed
 	}
 	old, cur := keyRecord(oldRec, at), keyRecord(curRec, now)
-	kc := a.Conflicts.ObserveKey(old, cur)
-	if kc != nil {
-		c.Conflicts++
+	// A conflict is recorded once the restore it calls for is decided: a
+	// restore that fails has the record delivered again, which records
+	// it then.
+	record := func(o, n conflictaudit.KeyRecord) {
+		if a.Conflicts.ObserveKey(o, n) != nil {
+			c.Conflicts++
+		}
 	}
+	kc := conflictaudit.DetectKey(old, cur)
 	if (kc == nil || !kc.Restore) && !conflictaudit.HoldKey(old, cur) || a.Restore == nil {
+		record(old, cur)
 		return nil
 	}
 	written, current, err := a.Restore.Restore(ctx, r.OldImage, r.NewImage)
+	if err == nil {
+		record(old, cur) // nothing when held (no run known yet)
+	}
 	if err == nil && !written && current != nil && conflictaudit.HoldKey(old, cur) {
 		// The held claim may have moved on since, within its own
 		// execution (its request id, which a takeover keeps): that is
@@ -154,12 +163,12 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		if done, derr := idemdynamo.DecodeItem(current); derr == nil && done.RequestID == curRec.RequestID &&
 			(done.Owner != curRec.Owner || done.State != idem.StatePending) {
 			dk := keyRecord(done, now)
-			kc = a.Conflicts.ObserveKey(old, dk) // nil when dk names no run
-			if kc != nil {
-				c.Conflicts++
-			}
+			kc = conflictaudit.DetectKey(old, dk) // nil when dk names no run
 			if dk.Run == "" || kc != nil && kc.Restore {
 				written, _, err = a.Restore.Restore(ctx, r.OldImage, current)
+			}
+			if err == nil {
+				record(old, dk)
 			}
 		}
 	}
