@@ -29,7 +29,11 @@
 //     lexicographic-min-run-id, the record as a keyhash), and, with Restore,
 //     resolved: where this region holds the higher run, the lower one's image
 //     is written back, so both regions converge on the lower run id whatever
-//     order the writes replicated in (conflictaudit.DetectKey).
+//     order the writes replicated in (conflictaudit.DetectKey). A REMOVE not
+//     made by TTL of a record naming a run, within its retention (the
+//     other region's claim of the key, deleted there because its answer
+//     is forgotten, whose deletion replicated here), is written back where
+//     the replica holds no item: it is the key's only run.
 //
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
 // dimension "table" (effects | idempotency), except the conflict counter
@@ -308,6 +312,11 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 		if r.TTLDeletion() && str(r.OldImage, "state") == "pending" {
 			c.TTLExpiredPending[TableIdempotency]++
 			a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", keyhash.Log(pk)))
+		}
+		if a.Conflicts != nil && !r.TTLDeletion() {
+			if err := a.keyDeleted(ctx, r, c); err != nil {
+				c.RestoreErr, c.Failed = err, r.EventID
+			}
 		}
 	}
 }

@@ -31,6 +31,8 @@ import (
 // current is the item the replica holds (nil when none or not known), for
 // the caller to decide on: a held claim may have completed since, and a
 // change delivered again after the records converged must write nothing.
+// A nil loser writes only where the replica holds no item of the record
+// (the other region's claim was deleted: see Auditor.idempotency).
 type KeyRestorer interface {
 	Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (written bool, current map[string]types.AttributeValue, err error)
 }
@@ -42,8 +44,9 @@ type PutItemAPI interface {
 
 // TableRestorer is the KeyRestorer of one region's IdempotencyTable
 // replica: one PutItem of the winner's image, conditional on the item
-// still being the loser as seen (its requestId, owner and state); a failed
-// condition returns the item as the failed write found it (ALL_OLD). It
+// still being the loser as seen (its requestId, owner and state), or on
+// there being no item when loser is nil; a failed condition returns the
+// item as the failed write found it (ALL_OLD). It
 // needs dynamodb:PutItem on the table (the template grants it to the
 // auditor under reconciled-records only).
 type TableRestorer struct {
@@ -56,6 +59,7 @@ type TableRestorer struct {
 // The attributes of a Layer-1 record item the restore's condition names,
 // named once here (decoding goes through idemdynamo.DecodeItem).
 const (
+	attrPK        = "pk"
 	attrRequestID = "requestId"
 	attrOwner     = "owner"
 	attrState     = "state"
@@ -63,14 +67,17 @@ const (
 
 // Restore implements KeyRestorer.
 func (r TableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
-	l, err := idemdynamo.DecodeItem(loser)
-	if err != nil {
-		return false, nil, nil
-	}
-	cond, err := expression.NewBuilder().WithCondition(
-		expression.Name(attrRequestID).Equal(expression.Value(l.RequestID)).
+	c := expression.Name(attrPK).AttributeNotExists()
+	if loser != nil {
+		l, err := idemdynamo.DecodeItem(loser)
+		if err != nil {
+			return false, nil, nil
+		}
+		c = expression.Name(attrRequestID).Equal(expression.Value(l.RequestID)).
 			And(expression.Name(attrOwner).Equal(expression.Value(l.Owner))).
-			And(expression.Name(attrState).Equal(expression.Value(string(l.State))))).Build()
+			And(expression.Name(attrState).Equal(expression.Value(string(l.State))))
+	}
+	cond, err := expression.NewBuilder().WithCondition(c).Build()
 	if err != nil {
 		return false, nil, err
 	}
@@ -171,6 +178,11 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 				record(old, dk)
 			}
 		}
+	} else if err == nil && !written && len(current) == 0 && conflictaudit.HoldKey(old, cur) {
+		// The held claim is gone: deleted, its answer one the policy
+		// forgets (the request leaves nothing behind), and the deletion
+		// replicated here. The old record is the key's only run.
+		written, _, err = a.Restore.Restore(ctx, r.OldImage, nil)
 	}
 	if err != nil {
 		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(oldRec.ID)),
@@ -188,4 +200,37 @@ func (a *Auditor) now() time.Time {
 		return a.Now()
 	}
 	return time.Now()
+}
+
+// keyDeleted audits a REMOVE of the idempotency table not made by TTL:
+// under reconciled-records a record naming a run is deleted here only by
+// the other region's claim of its key, deleted there because its answer
+// is one the policy forgets (Forget: a 403, a 409 run_already_active),
+// whose deletion replicated as the key's newest write. The record, still
+// within its retention, is the key's only run, so it is written back
+// where the replica holds no item (a new claim of the key since keeps
+// it), and replicates as the newest write. It returns a restore error
+// (the record is then delivered again).
+func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Counts) error {
+	if a.Restore == nil {
+		return nil
+	}
+	rec, err := idemdynamo.DecodeItem(r.OldImage)
+	if err != nil {
+		return nil
+	}
+	if k := keyRecord(rec, a.now()); k.Expired || k.Run == "" {
+		return nil
+	}
+	written, _, err := a.Restore.Restore(ctx, r.OldImage, nil)
+	if err != nil {
+		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(rec.ID)),
+			slog.String("error", err.Error()))
+		return err
+	}
+	if written {
+		c.Restored++
+		a.log().WarnContext(ctx, "audit: Layer-1 record deleted by another region's claim written back", slog.String("record", keyhash.Log(rec.ID)))
+	}
+	return nil
 }

@@ -266,3 +266,79 @@ func TestHeldClaimTakenOverBeforeTheRestoreIsStillHeld(t *testing.T) {
 		})
 	}
 }
+
+// A record naming a run deleted by a REMOVE that TTL did not make (under
+// reconciled-records: the other region's claim of the key, deleted there
+// because its answer is forgotten, whose deletion replicated here without
+// its claim) is written back where the replica holds no item: it is the
+// key's only run. Not an expired record, not one TTL deleted, and not
+// over an item the replica holds (a new claim, or the record written back
+// already: the change delivered again).
+func TestRecordDeletedByTheOtherRegionsClaimIsWrittenBack(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	table := e.CreateTable(t, "IdempotencyTable")
+	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := keyspace.ID("tenant:acme", "POST /runs", "deleted-by-a-forgotten-claim-0123")
+	res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
+		LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
+	if err != nil || res.Decision != idem.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
+		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	if err != nil || len(out.Items) != 1 {
+		t.Fatalf("scan: %v", err)
+	}
+	old := out.Items[0]
+	del := func() {
+		if _, err := e.Client().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": old["pk"]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Items)
+	}
+	audit := func(rec stream.StreamRecord, now time.Time) Counts {
+		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: table}, Now: func() time.Time { return now },
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		c := a.Audit(ctx, []stream.StreamRecord{rec})
+		if c.RestoreErr != nil {
+			t.Fatal(c.RestoreErr)
+		}
+		return c
+	}
+	remove := stream.StreamRecord{EventName: "REMOVE", Keys: map[string]types.AttributeValue{"pk": old["pk"]}, OldImage: old}
+	ttl := remove
+	ttl.PrincipalID, ttl.IdentityType = stream.TTLPrincipal, "Service"
+
+	del()
+	if c := audit(ttl, t0.Add(time.Minute)); c.Restored != 0 || count() != 0 {
+		t.Fatalf("a TTL deletion was written back (%d)", c.Restored)
+	}
+	if c := audit(remove, t0.Add(2*time.Hour)); c.Restored != 0 || count() != 0 {
+		t.Fatalf("a record past its retention was written back (%d)", c.Restored)
+	}
+	if c := audit(remove, t0.Add(time.Minute)); c.Restored != 1 || count() != 1 {
+		t.Fatalf("the deleted record naming the key's run: written back %d, %d items; want 1, 1", c.Restored, count())
+	}
+	if c := audit(remove, t0.Add(time.Minute)); c.Restored != 0 || count() != 1 {
+		t.Fatalf("delivered again: written back %d; want 0 (the replica holds it)", c.Restored)
+	}
+}
