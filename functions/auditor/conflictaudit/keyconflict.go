@@ -23,7 +23,8 @@ import (
 // the new image, nothing is written. Replication may deliver the other
 // region's claim before its completion: a record that named a run
 // overwritten by another claim still pending (its run not known yet) is
-// held, restored as it was (HoldKey), without an event; the restore reaches
+// held, restored as it was (HoldKey), without an event (so is one
+// overwritten by a record whose execution ended without a run); the restore reaches
 // the other region as the newest write, where the two runs are compared in
 // full. Each region thus writes back only a record naming a lower run than
 // the one it overwrote, or one whose rival named none yet, so the two
@@ -120,10 +121,17 @@ func DetectKey(old, cur KeyRecord) *KeyConflict {
 // claim after its retention follows it, and that one is not held):
 // the old image is then restored as it was, so the runs are compared once
 // the other claim's run is known (in the region that receives the
-// restore). Not a conflict event: the loser is not known yet.
+// restore). Not a conflict event: the loser is not known yet. The same
+// holds where the other region's record names no run because its
+// execution ended without one (its claim released to be retried, or an
+// answer that creates none, such as a 404): the old image names the key's
+// only run and is restored over it. That end can arrive without its claim
+// (replication discards a claim older than this region's record), and
+// replication alone would keep it, the key's newest write, and let the
+// key's next request create a second run.
 func HoldKey(old, cur KeyRecord) bool {
 	return old.Record != "" && old.Record == cur.Record && !old.Expired &&
-		old.Run != "" && cur.Run == "" && cur.Pending
+		old.Run != "" && cur.Run == ""
 }
 
 // ObserveKey audits one change of a Layer-1 record. A conflict is logged,

@@ -53,8 +53,9 @@ func TestKeyConflictWinnerIsTheLowestRunIDWhateverTheOrder(t *testing.T) {
 			t.Fatalf("DetectKey(%v, %v) = %+v, want none", c[0], c[1], k)
 		}
 	}
-	if !HoldKey(lo, pending) || HoldKey(pending, lo) || HoldKey(lo, hi) || HoldKey(expired, pending) {
-		t.Fatal("HoldKey: want exactly a run overwritten by a rival claim still pending")
+	ended := KeyRecord{Record: hi.Record, RequestID: hi.RequestID} // released, or an answer naming no run
+	if !HoldKey(lo, pending) || !HoldKey(lo, ended) || HoldKey(pending, lo) || HoldKey(lo, hi) || HoldKey(expired, pending) || HoldKey(expired, ended) {
+		t.Fatal("HoldKey: want exactly a live run overwritten by a rival record naming none (a claim still pending, or ended without a run)")
 	}
 	var logs bytes.Buffer
 	a, err := New(Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1", Log: slog.New(slog.NewJSONHandler(&logs, nil))})
