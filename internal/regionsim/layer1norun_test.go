@@ -22,14 +22,26 @@ import (
 // the key's newest write: the global table alone would leave both regions
 // without the record of the key's run, and the key's next request would
 // create a second one. eu's record is the key's only run: both regions end
-// on it, replay it, and the run is created once.
+// on it, replay it, and the run is created once. With redelivery every
+// change is audited twice as it happens and all of them again, in reverse
+// order, after healing.
 func TestLayer1AnswerNamingNoRunDoesNotReplaceTheOtherRegionsRun(t *testing.T) {
 	const run = "acme/aaaa-only-run-0123456789"
-	for _, status := range []int{http.StatusServiceUnavailable, http.StatusNotFound, http.StatusForbidden} {
-		t.Run(strconv.Itoa(status), func(t *testing.T) {
+	for _, tc := range []struct {
+		status    int
+		redeliver bool
+	}{
+		{http.StatusServiceUnavailable, false}, {http.StatusNotFound, false}, {http.StatusForbidden, false},
+		{http.StatusServiceUnavailable, true}, {http.StatusNotFound, true}, {http.StatusForbidden, true},
+	} {
+		status, name := tc.status, strconv.Itoa(tc.status)
+		if tc.redeliver {
+			name += "/redelivered"
+		}
+		t.Run(name, func(t *testing.T) {
 			var runs atomic.Int32
 			started, release := make(chan struct{}), make(chan struct{})
-			w := newAudited(t, auditedConfig{handler: func(r string) http.HandlerFunc {
+			w := newAudited(t, auditedConfig{redeliver: tc.redeliver, handler: func(r string) http.HandlerFunc {
 				return func(rw http.ResponseWriter, _ *http.Request) {
 					rw.Header().Set("Content-Type", "application/json")
 					if r == us {
@@ -70,6 +82,10 @@ func TestLayer1AnswerNamingNoRunDoesNotReplaceTheOtherRegionsRun(t *testing.T) {
 			step() // then us's end, the key's newest write
 			w.rep.SetPartitioned(false)
 			w.sync()
+			if tc.redeliver {
+				w.redeliverSeen()
+				w.sync()
+			}
 			if w.auditErr != nil {
 				t.Fatal(w.auditErr)
 			}
