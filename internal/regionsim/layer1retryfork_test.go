@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
@@ -148,6 +149,13 @@ const retryForkKey = "7c3e2a1f-4b5d-4e6f-9a8b-1c2d3e4f5a6b"
 // newRetryFork sets it up, the source run in the regions srcIn (failed for
 // a retry), under one id.
 func newRetryFork(t *testing.T, route string, redeliver bool, srcIn ...string) *retryFork {
+	return newAPIRegions(t, route, redeliver, nil, srcIn...)
+}
+
+// newAPIRegions is newRetryFork for route "retry", "fork" or "create"
+// (createRun, no source run), each region's DynamoDB client built with
+// opts[region] too.
+func newAPIRegions(t *testing.T, route string, redeliver bool, opts map[string]func(*dynamodb.Options), srcIn ...string) *retryFork {
 	w := &retryFork{t: t, p: newPair(t, "IdempotencyTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
 		api: map[string]*apifn.Handler{}, store: map[string]runs.RunStore{}, auditors: map[string]*auditfn.Auditor{}, redeliver: redeliver}
 	logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -160,7 +168,11 @@ func newRetryFork(t *testing.T, route string, redeliver bool, srcIn ...string) *
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, err := kit.NewKit(kit.Config{Env: env, Client: w.p.db(r), Parts: kit.Parts{Runs: true, Guard: true, Ledger: true}, Logger: logger})
+		client := w.p.db(r)
+		if opts[r] != nil {
+			client = w.p.emu[r].Client(opts[r])
+		}
+		k, err := kit.NewKit(kit.Config{Env: env, Client: client, Parts: kit.Parts{Runs: true, Guard: true, Ledger: true}, Logger: logger})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,9 +213,13 @@ func newRetryFork(t *testing.T, route string, redeliver bool, srcIn ...string) *
 			}
 		}
 	}
-	w.path = "/runs/" + runs.ProjectID(src.ID) + "/retry"
-	if route == "fork" {
+	switch route {
+	case "create":
+		w.path, w.body = "/runs", `{"workflowId":"conformance-noop","inputs":{}}`
+	case "fork":
 		w.path, w.body = "/runs/"+runs.ProjectID(src.ID)+":fork", `{"mode":"replay"}`
+	default:
+		w.path = "/runs/" + runs.ProjectID(src.ID) + "/retry"
 	}
 	return w
 }
