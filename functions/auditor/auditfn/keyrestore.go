@@ -208,9 +208,13 @@ func (a *Auditor) now() time.Time {
 // is one the policy forgets (Forget: a 403, a 409 run_already_active),
 // whose deletion replicated as the key's newest write. The record, still
 // within its retention, is the key's only run, so it is written back
-// where the replica holds no item (a new claim of the key since keeps
-// it), and replicates as the newest write. It returns a restore error
-// (the record is then delivered again).
+// where the replica holds no item, and replicates as the newest write.
+// The key was free here from the deletion until now: a request of the key
+// that claimed it anew meanwhile is held as a rival region's claim is
+// (conflictaudit.HoldKey): written over while it names no run, compared
+// once it names one (a conflict, written over only where the deleted
+// record names the lower run), each write conditional on it as found. It
+// returns a restore error (the record is then delivered again).
 func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Counts) error {
 	if a.Restore == nil {
 		return nil
@@ -219,10 +223,29 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 	if err != nil {
 		return nil
 	}
-	if k := keyRecord(rec, a.now()); k.Expired || k.Run == "" {
+	now := a.now()
+	old := keyRecord(rec, now)
+	if old.Expired || old.Run == "" {
 		return nil
 	}
-	written, _, err := a.Restore.Restore(ctx, r.OldImage, nil)
+	written, current, err := a.Restore.Restore(ctx, r.OldImage, nil)
+	if err == nil && !written && len(current) > 0 {
+		if again, derr := idemdynamo.DecodeItem(current); derr == nil {
+			at := now
+			if again.Renewed.After(at) {
+				at = again.Renewed
+			}
+			old = keyRecord(rec, at)
+			cur := keyRecord(again, now)
+			kc := conflictaudit.DetectKey(old, cur)
+			if conflictaudit.HoldKey(old, cur) || kc != nil && kc.Restore {
+				written, _, err = a.Restore.Restore(ctx, r.OldImage, current)
+			}
+			if err == nil && a.Conflicts.ObserveKey(old, cur) != nil {
+				c.Conflicts++
+			}
+		}
+	}
 	if err != nil {
 		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(rec.ID)),
 			slog.String("error", err.Error()))

@@ -342,3 +342,85 @@ func TestRecordDeletedByTheOtherRegionsClaimIsWrittenBack(t *testing.T) {
 		t.Fatalf("delivered again: written back %d; want 0 (the replica holds it)", c.Restored)
 	}
 }
+
+// The key is free in a region from the moment the other region's deletion
+// of its record arrives until the auditor writes the record back: a
+// request of the key in that window claims it anew. That claim is held as
+// a rival region's is: the record is written over it while it is pending
+// (its completion, and the run written with it, then refused), and
+// compared with it once it named a run: written back only where the
+// deleted record names the lower run, a conflict either way.
+func TestRecordDeletedWhileTheKeyWasClaimedAgainIsHeld(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		again      string // the run the new claim's completion names; "" while it runs
+		wantRun    string
+		wantEvents int
+	}{
+		{"claimed again, still running", "", "acme/run-m", 0},
+		{"claimed again, completed naming a higher run", "acme/run-z", "acme/run-m", 1},
+		{"claimed again, completed naming a lower run", "acme/run-a", "acme/run-a", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			table := e.CreateTable(t, "IdempotencyTable")
+			st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := keyspace.ID("tenant:acme", "POST /runs", "deleted-then-claimed-"+tc.name)
+			claim := func(req string, at time.Time) idem.Record {
+				res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
+					LeaseExpires: at.Add(time.Minute), Expires: at.Add(time.Hour)}, at)
+				if err != nil || res.Decision != idem.Claimed {
+					t.Fatalf("claim %s: %+v %v", req, res, err)
+				}
+				return res.Record
+			}
+			complete := func(rec idem.Record, run string, at time.Time) {
+				if err := st.Complete(ctx, rec, idem.Outcome{State: idem.StateCompleted, Expires: at.Add(time.Hour),
+					Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"` + run + `"}`)}}, at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			scan := func() map[string]types.AttributeValue {
+				out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+				if err != nil || len(out.Items) != 1 {
+					t.Fatalf("scan: %v, %d items", err, len(out.Items))
+				}
+				return out.Items[0]
+			}
+			complete(claim("req-1", t0), "acme/run-m", t0)
+			old := scan()
+			if _, err := e.Client().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
+				Key: map[string]types.AttributeValue{"pk": old["pk"]}}); err != nil {
+				t.Fatal(err)
+			}
+			t1 := t0.Add(time.Minute)
+			again := claim("req-again", t1)
+			if tc.again != "" {
+				complete(again, tc.again, t1)
+			}
+			ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: table}, Now: func() time.Time { return t1 },
+				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+			c := a.Audit(ctx, []stream.StreamRecord{{EventName: "REMOVE", Keys: map[string]types.AttributeValue{"pk": old["pk"]}, OldImage: old}})
+			if c.RestoreErr != nil {
+				t.Fatal(c.RestoreErr)
+			}
+			got, err := idemdynamo.DecodeItem(scan())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := keyRecord(got, t1); k.Run != tc.wantRun || got.State != idem.StateCompleted || c.Conflicts != tc.wantEvents {
+				t.Fatalf("the replica holds %s naming %q (request %s), %d conflict events; want the record naming %s, %d events",
+					got.State, k.Run, got.RequestID, c.Conflicts, tc.wantRun, tc.wantEvents)
+			}
+		})
+	}
+}
