@@ -32,8 +32,9 @@
 //     order the writes replicated in (conflictaudit.DetectKey). A REMOVE not
 //     made by TTL of a record naming a run, within its retention (the
 //     other region's claim of the key, deleted there because its answer
-//     is forgotten, whose deletion replicated here), is written back where
-//     the replica holds no item: it is the key's only run.
+//     is forgotten, whose deletion replicated here), is written back: it is
+//     the key's only run (over a claim of the key made here since, as over
+//     the other region's).
 //
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
 // dimension "table" (effects | idempotency), except the conflict counter
