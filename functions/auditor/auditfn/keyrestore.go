@@ -121,7 +121,7 @@ func keyRecord(rec idem.Record, now time.Time) conflictaudit.KeyRecord {
 // pending. So
 // the restore never writes over a record that moved on (another claim, or
 // the records converged: a change delivered again). It returns a restore
-// error (the batch is then retried).
+// error (the record is then delivered again).
 func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Counts) error {
 	oldRec, err1 := idemdynamo.DecodeItem(r.OldImage)
 	curRec, err2 := idemdynamo.DecodeItem(r.NewImage)
@@ -155,7 +155,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	if err == nil {
 		record(old, cur) // nothing when held (no run known yet)
 	}
-	if err == nil && !written && current != nil && conflictaudit.HoldKey(old, cur) {
+	if err == nil && !written && len(current) > 0 && conflictaudit.HoldKey(old, cur) {
 		// The held claim may have moved on since, within its own
 		// execution (its request id, which a takeover keeps): that is
 		// what the replica holds. Taken over and still pending (its
