@@ -20,6 +20,9 @@ import (
 // else the ServeMux pattern: the pattern the wrapped *http.ServeMux (or any
 // router with its Handler(*http.Request) (http.Handler, string) method)
 // routes the request to, when next is one, with that pattern's path values
+// (a router's pattern that a ServeMux would not route the request by, in
+// a syntax of its own, is the operation all the same, with the whole path
+// in the fingerprint in place of its path values)
 // (also when that mux is itself mounted on an outer ServeMux under a
 // subtree, "/api/", whose pattern the request then carries as
 // Request.Pattern: the operation and Config.Routes are the wrapped mux's
@@ -54,8 +57,11 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 // /orders/{id}") and the values of that pattern's path parameters, which
 // the fingerprint covers as it does a ServeMux pattern's; ok false means
 // no route serves the request (the router answers it: 404, 405), and the
-// request passes straight through, unguarded. Config.HTTPOperation, when
-// set, still names the operation. The adapters in idem/router (chi,
+// request passes straight through, unguarded. A route that serves the
+// request (ok) but names no operation ("") is a wiring mistake: a keyed
+// request to it is answered 500 idemkit.server_configuration_error, never
+// passed through. Config.HTTPOperation, when set, still names the
+// operation. The adapters in idem/router (chi,
 // gorilla/mux, gin, echo; each its own module) are built on it; use one
 // of them with those routers, since their middlewares run before the
 // router tells the pattern (chi's Use) or outside net/http (gin, echo).
@@ -207,9 +213,11 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 	asks := mutating(r.Method) && !g.cfg.Disabled
 	if route != nil && asks {
 		p, params, ok := route(r)
-		if !ok || p == "" {
+		if !ok {
 			return rt, false
 		}
+		// A route that serves r but names no operation ("") is guarded
+		// all the same, and answered 500 server_configuration_error.
 		rt.pattern, rt.params, rt.routed = p, params, true
 	}
 	if mux != nil && asks {
@@ -220,7 +228,7 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		if !ok {
 			return rt, false
 		}
-		rt.pattern, rt.pathValue = p, values
+		rt.pattern, rt.pathValue, rt.wholePath = p, values, values == nil
 	}
 	switch {
 	case operation != "":

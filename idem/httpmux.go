@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"sync"
 )
 
@@ -26,19 +27,24 @@ type muxRoutes struct {
 }
 
 // resolve returns the pattern that serves r and its path values. ok is
-// false when no pattern serves r as it is (the mux answers it itself: 404,
-// 405 or a redirect to the canonical path), and the request then passes
-// straight through to the mux, unguarded.
+// false when no pattern serves r as it is (the router answers it itself:
+// a ServeMux's 404, 405 or redirect to the canonical path), and the
+// request then passes straight through to the router, unguarded. A
+// pattern the router routes r to but a ServeMux would not route it by (a
+// router of its own syntax, "POST /orders/{id:[0-9]+}" or "POST
+// /orders/:id") is still r's pattern: its path values cannot be read
+// (values nil), so the whole path is in the fingerprint instead; such a
+// request is never passed through unguarded.
 func (m *muxRoutes) resolve(r *http.Request) (pattern string, values func(string) string, ok bool) {
-	_, pattern = m.router.Handler(r)
-	if pattern == "" {
+	h, pattern := m.router.Handler(r)
+	if pattern == "" || isRedirect(h) {
 		return "", nil, false
 	}
 	v, found := m.matchers.Load(pattern)
 	if !found {
 		one := http.NewServeMux()
 		if err := register(one, pattern); err != nil {
-			return "", nil, false
+			return pattern, nil, true
 		}
 		v, _ = m.matchers.LoadOrStore(pattern, one)
 	}
@@ -47,11 +53,21 @@ func (m *muxRoutes) resolve(r *http.Request) (pattern string, values func(string
 	var matched *http.Request
 	v.(*http.ServeMux).ServeHTTP(discard{}, r.WithContext(context.WithValue(r.Context(), matchedKey{}, &matched)))
 	if matched == nil {
-		// Served otherwise (a redirect to the canonical path): the wrapped
-		// mux answers it itself.
-		return "", nil, false
+		// The router routes r by this pattern, a ServeMux would not.
+		return pattern, nil, true
 	}
 	return pattern, matched.PathValue, true
+}
+
+// redirectType is the type of the handler a ServeMux routes a request to
+// when it redirects it to its canonical path.
+var redirectType = reflect.TypeOf(http.RedirectHandler("/", http.StatusTemporaryRedirect))
+
+// isRedirect reports whether h is a redirect (http.RedirectHandler), as a
+// ServeMux answers a request whose path is not canonical ("/orders" under
+// the pattern "/orders/", "/a//b"): such a request runs no handler.
+func isRedirect(h http.Handler) bool {
+	return h != nil && reflect.TypeOf(h) == redirectType
 }
 
 type matchedKey struct{}

@@ -137,6 +137,10 @@ type httpRoute struct {
 	pathValue func(string) string
 	routed    bool
 	params    map[string]string
+	// wholePath says the pattern's path values cannot be read (a
+	// router's pattern a ServeMux would not route the request by): the
+	// whole path is in the fingerprint in their place.
+	wholePath bool
 	// fromPattern says the operation is the pattern (the mux's, the
 	// request's or the router's), not one Handle or Config.HTTPOperation
 	// named.
@@ -157,6 +161,8 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 		parts:       requestParts{query: parseQuery(r.URL.RawQuery), header: r.Header.Values},
 	}
 	switch names := patternParams(rt.pattern); {
+	case rt.wholePath:
+		in.parts.path = r.URL.EscapedPath()
 	case rt.routed:
 		// The router's own pattern syntax: its parameters as it gave
 		// them, a wildcard's rest among them.

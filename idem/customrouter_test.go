@@ -1,0 +1,127 @@
+package idem_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/idemkit/idemkit/idem"
+)
+
+// regexRouter is a router of its own with ServeMux's Handler method: it
+// routes by regular expressions and names each route by a pattern in its
+// own syntax, which Go's ServeMux cannot use to route the request
+// ("POST /orders/{id:[0-9]+}" it rejects, "POST /items/:id" it parses
+// as a literal path that the request does not match).
+type regexRouter struct {
+	routes []regexRoute
+}
+
+type regexRoute struct {
+	pattern string
+	method  string
+	re      *regexp.Regexp
+	h       http.Handler
+}
+
+func (rr *regexRouter) Handler(r *http.Request) (http.Handler, string) {
+	for _, rt := range rr.routes {
+		if rt.method == r.Method && rt.re.MatchString(r.URL.Path) {
+			return rt.h, rt.pattern
+		}
+	}
+	return http.NotFoundHandler(), ""
+}
+
+func (rr *regexRouter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, _ := rr.Handler(r)
+	h.ServeHTTP(w, r)
+}
+
+// TestMiddlewareAroundARouterOfItsOwnSyntaxNeverFailsOpen:
+// guard.Middleware around a router with ServeMux's Handler method whose
+// patterns are not ServeMux patterns still guards the requests that router
+// routes: the operation is the router's pattern and, as their path values
+// cannot be read from it, the whole path is in the fingerprint. A retry
+// replays, the handler runs once, and the same key on another order of the
+// same route is a mismatch, never that order's replay or a second run
+// passed straight through.
+func TestMiddlewareAroundARouterOfItsOwnSyntaxNeverFailsOpen(t *testing.T) {
+	for _, tc := range []struct{ name, pattern, re string }{
+		{"pattern the ServeMux rejects", "POST /orders/{id:[0-9]+}", `^/orders/[0-9]+$`},
+		{"pattern the ServeMux reads otherwise", "POST /orders/:id", `^/orders/[^/]+$`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs atomic.Int32
+			rr := &regexRouter{routes: []regexRoute{{pattern: tc.pattern, method: "POST", re: regexp.MustCompile(tc.re),
+				h: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					n := runs.Add(1)
+					w.WriteHeader(201)
+					_, _ = w.Write([]byte(`{"order":"` + strings.TrimPrefix(r.URL.Path, "/orders/") + `","run":` + strconv.Itoa(int(n)) + `}`))
+				})}}}
+			h := muxGuard(t).Middleware(rr)
+
+			first := post(h, "/orders/7", testKey, `{"amount":5}`)
+			if first.Code != 201 || first.Body.String() != `{"order":"7","run":1}` {
+				t.Fatalf("first: %d %s", first.Code, first.Body)
+			}
+			retry := post(h, "/orders/7", testKey, `{"amount":5}`)
+			if retry.Code != 201 || retry.Body.String() != first.Body.String() || retry.Header().Get("OpenWOP-Idempotent-Replay") != "true" {
+				t.Fatalf("retry: %d %v %s (runs %d)", retry.Code, retry.Header(), retry.Body, runs.Load())
+			}
+			other := post(h, "/orders/8", testKey, `{"amount":5}`)
+			if other.Code != 409 || !strings.Contains(other.Body.String(), "idempotency_key_mismatch") {
+				t.Fatalf("same key, other order: %d %s", other.Code, other.Body)
+			}
+			if n := runs.Load(); n != 1 {
+				t.Fatalf("handler ran %d times, want 1", n)
+			}
+			if w := post(h, "/nowhere", testKey, `{}`); w.Code != 404 {
+				t.Fatalf("unrouted: %d %s", w.Code, w.Body)
+			}
+		})
+	}
+}
+
+// TestMiddlewareAroundServeMuxPassesItsRedirectsThrough: a request the
+// wrapped ServeMux answers with a redirect to the canonical path (the
+// pattern "/orders/" for "/orders", a path with "//") runs no handler and
+// passes straight through, as before.
+func TestMiddlewareAroundServeMuxPassesItsRedirectsThrough(t *testing.T) {
+	ran := false
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /orders/", func(w http.ResponseWriter, r *http.Request) { ran = true })
+	h := muxGuard(t).Middleware(mux)
+	for _, path := range []string{"/orders", "/orders//7"} {
+		w := post(h, path, testKey, `{}`)
+		if w.Code/100 != 3 || ran {
+			t.Fatalf("%s: %d %s (handler ran: %v)", path, w.Code, w.Body, ran)
+		}
+	}
+}
+
+// TestRoutedWithoutAnOperationIsAServerConfigurationError: a route
+// function that says a route serves the request (ok) but names no
+// operation cannot be guarded: the keyed request is answered 500
+// idemkit.server_configuration_error and the handler does not run, never
+// passed straight through unguarded.
+func TestRoutedWithoutAnOperationIsAServerConfigurationError(t *testing.T) {
+	ran := false
+	h := muxGuard(t).Routed(func(r *http.Request) (string, map[string]string, bool) { return "", nil, true },
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true; w.WriteHeader(201) }))
+	w := post(h, "/orders", testKey, `{}`)
+	if code, _ := envelope(t, w.Body.String()); w.Code != 500 || code != idem.CodeServerConfiguration || ran {
+		t.Fatalf("%d %s (handler ran: %v)", w.Code, w.Body, ran)
+	}
+	// Unkeyed, on a route that does not require a key: straight through.
+	req := httptest.NewRequest("POST", "/orders", strings.NewReader(`{}`))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != 201 || !ran {
+		t.Fatalf("unkeyed: %d (ran %v)", rec.Code, ran)
+	}
+}
