@@ -16,6 +16,7 @@ package idemmux
 
 import (
 	"net/http"
+	"strings"
 
 	"github.com/gorilla/mux"
 
@@ -26,9 +27,13 @@ import (
 // to r.Use (the router has matched the route: mux.CurrentRoute), or
 // wrapped around r (the middleware asks r.Match). A request's operation is
 // its method and the route's full path template (a sub-router's prefix
-// included), the template's variables are in the fingerprint, and a
-// request no route serves (the router's 404 or 405) passes straight
-// through. Config.Routes is keyed by that operation. It panics when guard
+// included), the template's variables are in the fingerprint (and, for a
+// PathPrefix route, whose template names only the prefix, the whole
+// path), and a request no route serves (the router's 404 or 405) passes
+// straight through. A route matched without a path (by method, host or
+// headers alone) has no template to name it: a keyed request to it is
+// answered 500 idemkit.server_configuration_error, never passed through
+// unguarded; give such a route a Path or PathPrefix. Config.Routes is keyed by that operation. It panics when guard
 // or r is nil: a wiring mistake, reported at start-up.
 func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 	if guard == nil || r == nil {
@@ -45,9 +50,40 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 		}
 		tpl, err := rt.GetPathTemplate()
 		if err != nil || tpl == "" {
-			return "", nil, false
+			// A route the router matched without a path: no template
+			// names it, and the Guard answers a keyed request 500
+			// rather than pass it through unguarded.
+			return "", nil, true
+		}
+		if re, err := rt.GetPathRegexp(); err != nil || !anchored(re) {
+			// A PathPrefix route: its template names the prefix, not
+			// the rest of the path, which the fingerprint covers too.
+			params := make(map[string]string, len(vars)+1)
+			for k, v := range vars {
+				params[k] = v
+			}
+			params[restParam] = req.URL.EscapedPath()
+			vars = params
 		}
 		return req.Method + " " + tpl, vars, true
 	}
 	return func(next http.Handler) http.Handler { return guard.Routed(route, next) }
+}
+
+// restParam names the whole path among a PathPrefix route's parameters:
+// no gorilla/mux variable has a name with a colon.
+const restParam = ":path"
+
+// anchored reports whether a route's path regexp ends with an end-of-text
+// anchor (a Path route's), not with a literal "$" (QuoteMeta's "\$",
+// ending a PathPrefix route's).
+func anchored(re string) bool {
+	if !strings.HasSuffix(re, "$") {
+		return false
+	}
+	n := 0
+	for i := len(re) - 2; i >= 0 && re[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 0
 }

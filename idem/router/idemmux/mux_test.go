@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -90,4 +92,76 @@ func ExampleMiddleware() {
 	// /orders/7 201 {"order":"7"}
 	// /orders/8 409 {"error":"idempotency_key_mismatch","message":"The Idempotency-Key has already been used with a different request payload."}
 	// runs: 1
+}
+
+// TestPrefixRouteCoversTheWholePath: a PathPrefix route's template names
+// only the prefix, so the rest of the path is in the fingerprint too: the
+// same key and body on another file under the prefix is a 409 mismatch,
+// never the first file's answer replayed.
+func TestPrefixRouteCoversTheWholePath(t *testing.T) {
+	var runs atomic.Int32
+	g := routertest.Guard(t, nil)
+	r := mux.NewRouter()
+	r.Use(idemmux.Middleware(g, r))
+	r.PathPrefix("/files/").Methods("POST").HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := runs.Add(1)
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"file":%q,"run":%d}`, r.URL.Path, n)
+	})
+	first := routertest.Post(r, "/files/a", key, `{"qty":1}`)
+	again := routertest.Post(r, "/files/a", key, `{"qty":1}`)
+	if first.Code != 201 || again.Body.String() != first.Body.String() || runs.Load() != 1 {
+		t.Fatalf("%d %s then %d %s, runs %d; want one run and its replay", first.Code, first.Body, again.Code, again.Body, runs.Load())
+	}
+	other := routertest.Post(r, "/files/b", key, `{"qty":1}`)
+	if other.Code != 409 || !strings.Contains(other.Body.String(), "idempotency_key_mismatch") || runs.Load() != 1 {
+		t.Fatalf("another file under the same key: %d %s (runs %d)", other.Code, other.Body, runs.Load())
+	}
+}
+
+// TestRouteWithoutAPathTemplateIsNeverUnguarded: a route matched without
+// a path (by method and headers only) has no template to name its
+// operation by: a keyed request to it is answered 500
+// idemkit.server_configuration_error and runs nothing, never passed
+// through unguarded to run once per retry.
+func TestRouteWithoutAPathTemplateIsNeverUnguarded(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	ran := false
+	r := mux.NewRouter()
+	r.Use(idemmux.Middleware(g, r))
+	r.Methods("POST").Headers("Content-Type", "application/json").HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { ran = true; w.WriteHeader(201) })
+	routertest.PlainMiddlewareIsAConfigurationError(t, r, key, &ran)
+}
+
+// TestMethodsOfOneTemplateAreTheirOwnRequests: two routes of one path
+// template with different methods are two operations ("POST /orders/{id}",
+// "PUT /orders/{id}"): the same key and body on each runs each handler
+// once, neither replays the other's answer.
+func TestMethodsOfOneTemplateAreTheirOwnRequests(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := mux.NewRouter()
+	r.Use(idemmux.Middleware(g, r))
+	runs := map[string]int{}
+	h := func(w http.ResponseWriter, r *http.Request) {
+		runs[r.Method]++
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"method":%q}`, r.Method)
+	}
+	r.HandleFunc("/orders/{id}", h).Methods("POST")
+	r.HandleFunc("/orders/{id}", h).Methods("PUT")
+	for range 2 {
+		for _, m := range []string{"POST", "PUT"} {
+			req := httptest.NewRequest(m, "/orders/1", strings.NewReader(`{"qty":1}`))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set(idem.HeaderKey, key)
+			rec := httptest.NewRecorder()
+			r.ServeHTTP(rec, req)
+			if rec.Code != 201 || rec.Body.String() != `{"method":"`+m+`"}` {
+				t.Fatalf("%s: %d %s", m, rec.Code, rec.Body)
+			}
+		}
+	}
+	if runs["POST"] != 1 || runs["PUT"] != 1 {
+		t.Fatalf("runs %v, want each method once", runs)
+	}
 }
