@@ -5,6 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -72,4 +74,50 @@ func ExampleMiddleware() {
 	// /orders/7 201 {"order":"7"}
 	// /orders/8 409 {"error":"idempotency_key_mismatch","message":"The Idempotency-Key has already been used with a different request payload."}
 	// runs: 1
+}
+
+// TestMethodsOfOneRouteAreTheirOwnRequests: two routes of one path with
+// different methods (and an Any route's methods) are each their own
+// operation: the same key and body on each runs each handler once,
+// neither replays the other's answer; a "*" route's rest of the path is in
+// the fingerprint, so the same key on another file is a mismatch.
+func TestMethodsOfOneRouteAreTheirOwnRequests(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	runs := map[string]int{}
+	h := func(c echo.Context) error {
+		runs[c.Request().Method+" "+c.Path()]++
+		return c.String(201, c.Request().Method+" "+c.Request().URL.Path)
+	}
+	e.POST("/orders/:id", h)
+	e.PUT("/orders/:id", h)
+	e.Any("/any/:id", h)
+	e.POST("/files/*", h)
+	send := func(method, path string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key+strings.ReplaceAll(path, "/", "-")[:5])
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 2 {
+		for _, c := range [][2]string{{"POST", "/orders/1"}, {"PUT", "/orders/1"}, {"POST", "/any/1"}, {"PATCH", "/any/1"}, {"POST", "/files/a"}} {
+			if rec := send(c[0], c[1]); rec.Code != 201 || rec.Body.String() != c[0]+" "+c[1] {
+				t.Fatalf("%s %s: %d %s", c[0], c[1], rec.Code, rec.Body)
+			}
+		}
+	}
+	for op, n := range runs {
+		if n != 1 {
+			t.Fatalf("%s ran %d times, want once (runs %v)", op, n, runs)
+		}
+	}
+	if len(runs) != 5 {
+		t.Fatalf("runs %v", runs)
+	}
+	if rec := send("POST", "/files/b"); rec.Code != 409 || !strings.Contains(rec.Body.String(), "idempotency_key_mismatch") {
+		t.Fatalf("another file under the same key: %d %s", rec.Code, rec.Body)
+	}
 }
