@@ -441,14 +441,8 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			if clientGone(ctx, err) {
 				// The claim may have landed: give it back, so that the
-				// client's retry runs at once. The release carries this
-				// request's raw body hash, as every write ending an
-				// attempt does (a rare path: the hash is taken here).
-				rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
-				if rerr := store.Release(rctx, Record{ID: t.id, Owner: t.owner, RawBodySHA256: t.rawBodySHA256()}, g.clock.Now()); rerr != nil {
-					t.logf(ctx, slog.LevelDebug, "idempotency: nothing to release after the client cancelled", t.errText(rerr))
-				}
-				rctx.release()
+				// client's retry runs at once.
+				t.giveBack(ctx, time.Time{})
 				return t.clientClosed(ctx, "claim")
 			}
 			if errors.Is(err, ErrNotKept) {
@@ -460,6 +454,12 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			}
 			t.logFailure(ctx, slog.LevelError, "idempotency: claim failed", t.errText(err), storeOutcome(err))
 			if storeUnavailable(err) {
+				// The claim may have landed with every answer lost (or
+				// land late, a call that timed out): give it back, so
+				// that the caller's retry runs rather than meets its own
+				// claim in flight until the lease ends. Bounded briefly:
+				// the store is failing, and the 503 waits for it.
+				t.giveBack(ctx, clock.Wall().Add(lostClaimRelease))
 				return t.unavailable()
 			}
 			return t.fail(internalError())
@@ -514,6 +514,34 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 		}
 		// actClaim: the record went away or became reclaimable; claim again.
 	}
+}
+
+// lostClaimRelease bounds the release of a claim whose Claim call failed
+// as the store being unavailable (giveBack): best effort, on a store that
+// is failing, before the 503 is answered.
+const lostClaimRelease = time.Second
+
+// giveBack releases this request's claim after a Claim call that failed
+// and may have landed (applied with every answer lost, or applied after
+// the call gave up), so that a same-key retry reclaims it at once instead
+// of meeting 409 idempotency_in_flight until the lease ends. The handler
+// has not run. The release is fenced by the owner token, which only this
+// request holds: a claim that never landed, or one already taken over
+// after its lease, is left as it is (the release writes nothing). It is
+// detached from the client's cancellation and bounded by limit (zero: the
+// store call's own bounds); an error is only logged. It carries this
+// request's raw body hash, as every write ending an attempt does (a rare
+// path: the hash is taken here).
+func (t *txn) giveBack(ctx context.Context, limit time.Time) {
+	g := t.g
+	rctx := g.storeCtx(t.callSlot(), ctx, true, limit)
+	err := g.cfg.Store.Release(rctx, Record{ID: t.id, Owner: t.owner, RawBodySHA256: t.rawBodySHA256()}, g.clock.Now())
+	rctx.release()
+	if err != nil {
+		t.logf(ctx, slog.LevelDebug, "idempotency: no claim given back after the claim failed", t.errText(err))
+		return
+	}
+	t.logf(ctx, slog.LevelInfo, "idempotency: claim given back after the claim failed")
 }
 
 // readMode reads the request's wait mode (Policy.InFlight.ModeHeader); a
