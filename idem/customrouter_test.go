@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -82,6 +83,22 @@ func TestMiddlewareAroundARouterOfItsOwnSyntaxNeverFailsOpen(t *testing.T) {
 			}
 			if w := post(h, "/nowhere", testKey, `{}`); w.Code != 404 {
 				t.Fatalf("unrouted: %d %s", w.Code, w.Body)
+			}
+			// Parallel duplicates of a new key: one run, every answer its.
+			const n = 8
+			bodies := make([]string, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					w := post(h, "/orders/9", testKey+"p", `{"amount":5}`)
+					bodies[i] = strconv.Itoa(w.Code) + " " + w.Body.String()
+				})
+			}
+			wg.Wait()
+			for _, b := range bodies {
+				if b != `201 {"order":"9","run":2}` {
+					t.Fatalf("parallel duplicates: %q", bodies)
+				}
 			}
 		})
 	}

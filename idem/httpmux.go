@@ -22,7 +22,8 @@ type patternRouter interface {
 type muxRoutes struct {
 	router patternRouter
 	// matchers holds, per pattern, a ServeMux with that one pattern,
-	// which sets the request's path values as the wrapped mux will.
+	// which sets the request's path values as the wrapped mux will (nil
+	// for a pattern a ServeMux rejects).
 	matchers sync.Map // pattern -> *http.ServeMux
 }
 
@@ -44,14 +45,18 @@ func (m *muxRoutes) resolve(r *http.Request) (pattern string, values func(string
 	if !found {
 		one := http.NewServeMux()
 		if err := register(one, pattern); err != nil {
-			return pattern, nil, true
+			one = nil // kept, so that the pattern is not tried again
 		}
 		v, _ = m.matchers.LoadOrStore(pattern, one)
+	}
+	one := v.(*http.ServeMux)
+	if one == nil {
+		return pattern, nil, true
 	}
 	// The one-pattern mux sets the request's path values as the wrapped
 	// mux will, and its handler records the request it was served.
 	var matched *http.Request
-	v.(*http.ServeMux).ServeHTTP(discard{}, r.WithContext(context.WithValue(r.Context(), matchedKey{}, &matched)))
+	one.ServeHTTP(discard{}, r.WithContext(context.WithValue(r.Context(), matchedKey{}, &matched)))
 	if matched == nil {
 		// The router routes r by this pattern, a ServeMux would not.
 		return pattern, nil, true
