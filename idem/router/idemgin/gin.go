@@ -54,9 +54,12 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 			c.Request = r
 			bw := &writer{ResponseWriter: w, size: -1}
 			c.Writer = bw
+			// gin's own writer again also when a handler panics (the
+			// Guard answers 500): the middlewares before this one read
+			// the status that went out, not the buffered one.
+			defer func() { c.Writer = outer }()
 			c.Next()
 			bw.WriteHeaderNow() // a status without a body
-			c.Writer = outer
 		})).ServeHTTP(outer, c.Request)
 		c.Abort() // the handlers ran inside the claim, or a replay answered for them
 	}

@@ -88,3 +88,22 @@ func ExampleMiddleware() {
 	// /orders/8 409 {"error":"idempotency_key_mismatch","message":"The Idempotency-Key has already been used with a different request payload."}
 	// runs: 1
 }
+
+// TestPanickingHandlerLeavesGinItsWriter: a handler that panics is
+// answered 500 by the Guard (the record released); the middlewares before
+// the guard then see gin's own writer again, with the status that went
+// out, never the buffered writer the handler panicked on.
+func TestPanickingHandlerLeavesGinItsWriter(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := gin.New()
+	var seen int
+	r.Use(func(c *gin.Context) { c.Next(); seen = c.Writer.Status() }, idemgin.Middleware(g))
+	r.POST("/orders/:id", func(c *gin.Context) {
+		c.Status(201)
+		panic("boom")
+	})
+	rec := routertest.Post(r, "/orders/1", key+"panic", `{}`)
+	if rec.Code != 500 || seen != 500 {
+		t.Fatalf("answered %d, the middleware before the guard saw %d", rec.Code, seen)
+	}
+}
