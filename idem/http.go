@@ -28,7 +28,11 @@ import (
 // Request.Pattern: the operation and Config.Routes are the wrapped mux's
 // patterns; an http.StripPrefix goes outside the middleware, since around
 // it the middleware has no mux to ask); otherwise Request.Pattern, set
-// when the middleware wraps a handler registered on a ServeMux. The raw path is never used. A request the
+// when the middleware wraps a handler registered on a ServeMux (or on
+// another router that sets it, as chi does: a pattern a ServeMux would not
+// route the request by, chi's "/files/*" or "/orders/{id:[0-9]+}", has
+// the whole path in the fingerprint in place of its path values). The raw
+// path is otherwise never used. A request the
 // wrapped mux routes to no pattern (its 404, 405 or redirect) passes
 // straight through. A keyed request for which no operation can be found at
 // all (a handler on no ServeMux pattern, no HTTPOperation) is answered 500
@@ -230,6 +234,10 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		}
 		rt.pattern, rt.pathValue, rt.wholePath = p, values, values == nil
 	}
+	// Else the request's Pattern, set by the router that routed it: a
+	// ServeMux's, or another router's (chi sets its own), read by
+	// fromHTTP.
+	rt.fromRequest = route == nil && mux == nil
 	switch {
 	case operation != "":
 		rt.operation = operation

@@ -21,10 +21,6 @@ type patternRouter interface {
 // middleware registered on the pattern itself.
 type muxRoutes struct {
 	router patternRouter
-	// matchers holds, per pattern, a ServeMux with that one pattern,
-	// which sets the request's path values as the wrapped mux will (nil
-	// for a pattern a ServeMux rejects).
-	matchers sync.Map // pattern -> *http.ServeMux
 }
 
 // resolve returns the pattern that serves r and its path values. ok is
@@ -41,27 +37,43 @@ func (m *muxRoutes) resolve(r *http.Request) (pattern string, values func(string
 	if pattern == "" || isRedirect(h) {
 		return "", nil, false
 	}
-	v, found := m.matchers.Load(pattern)
+	values, _ = pathValues(pattern, r)
+	return pattern, values, true
+}
+
+// patternMatchers holds, per pattern, a ServeMux with that one pattern,
+// which sets a request's path values as a ServeMux routing it by that
+// pattern does (nil for a pattern a ServeMux rejects, kept so that it is
+// not tried again).
+var patternMatchers sync.Map // pattern -> *http.ServeMux
+
+// pathValues returns the path values that pattern gives r as a ServeMux
+// routes r by it. ok is false, and values nil, when a ServeMux would not
+// route r by pattern: it rejects the pattern, or the pattern does not
+// match r as a ServeMux pattern (another router's pattern, such as chi's
+// "/files/*" or "/orders/{id:[0-9]+}", which chi sets as the request's
+// Pattern; a path rewritten after routing, by http.StripPrefix).
+func pathValues(pattern string, r *http.Request) (values func(string) string, ok bool) {
+	v, found := patternMatchers.Load(pattern)
 	if !found {
 		one := http.NewServeMux()
 		if err := register(one, pattern); err != nil {
-			one = nil // kept, so that the pattern is not tried again
+			one = nil
 		}
-		v, _ = m.matchers.LoadOrStore(pattern, one)
+		v, _ = patternMatchers.LoadOrStore(pattern, one)
 	}
 	one := v.(*http.ServeMux)
 	if one == nil {
-		return pattern, nil, true
+		return nil, false
 	}
-	// The one-pattern mux sets the request's path values as the wrapped
-	// mux will, and its handler records the request it was served.
+	// The one-pattern mux sets the request's path values, and its
+	// handler records the request it was served.
 	var matched *http.Request
 	one.ServeHTTP(discard{}, r.WithContext(context.WithValue(r.Context(), matchedKey{}, &matched)))
 	if matched == nil {
-		// The router routes r by this pattern, a ServeMux would not.
-		return pattern, nil, true
+		return nil, false
 	}
-	return pattern, matched.PathValue, true
+	return matched.PathValue, true
 }
 
 // redirectType is the type of the handler a ServeMux routes a request to

@@ -141,6 +141,9 @@ type httpRoute struct {
 	// router's pattern a ServeMux would not route the request by): the
 	// whole path is in the fingerprint in their place.
 	wholePath bool
+	// fromRequest says the pattern is the request's Pattern, which the
+	// router that routed it set: a ServeMux's, or another router's.
+	fromRequest bool
 	// fromPattern says the operation is the pattern (the mux's, the
 	// request's or the router's), not one Handle or Config.HTTPOperation
 	// named.
@@ -159,6 +162,14 @@ func fromHTTP(r *http.Request, rt httpRoute, tenant func(*http.Request) (string,
 		accept:      strings.Join(r.Header.Values("Accept"), ","),
 		requestID:   httpRequestID(r),
 		parts:       requestParts{query: parseQuery(r.URL.RawQuery), header: r.Header.Values},
+	}
+	if rt.fromRequest && rt.pattern != "" {
+		// Another router's pattern (chi's "/files/*" or
+		// "/orders/{id:[0-9]+}") may not determine the path values a
+		// ServeMux's would: they are read only where a ServeMux would
+		// route the request by it, else the whole path is fingerprinted.
+		values, ok := pathValues(rt.pattern, r)
+		rt.pathValue, rt.wholePath = values, !ok
 	}
 	switch names := patternParams(rt.pattern); {
 	case rt.wholePath:

@@ -96,3 +96,36 @@ func ExampleMiddleware() {
 	// /orders/8 409 {"error":"idempotency_key_mismatch","message":"The Idempotency-Key has already been used with a different request payload."}
 	// runs: 1
 }
+
+// TestPlainMiddlewareOnAChiRouteNeverSharesAnAnswer: guard.Middleware
+// given to a chi route (inline, With, where chi has routed the request
+// and set its Request.Pattern and path values) reads chi's pattern, which
+// is not a ServeMux pattern when it has a "*" wildcard or a parameter
+// with a regexp: the path the pattern does not determine is in the
+// fingerprint, so the same key and body on another file or order is a
+// 409 mismatch, never the first one's answer.
+func TestPlainMiddlewareOnAChiRouteNeverSharesAnAnswer(t *testing.T) {
+	for _, c := range []struct{ pattern, first, other string }{
+		{"/files/*", "/files/a", "/files/b"},
+		{"/orders/{id:[0-9]+}", "/orders/1", "/orders/2"},
+		{"/orders/{id}/pay", "/orders/1/pay", "/orders/2/pay"},
+	} {
+		t.Run(c.pattern, func(t *testing.T) {
+			var runs atomic.Int32
+			g := routertest.Guard(t, nil)
+			r := chi.NewRouter()
+			r.With(g.Middleware).Post(c.pattern, func(w http.ResponseWriter, r *http.Request) {
+				n := runs.Add(1)
+				w.WriteHeader(201)
+				fmt.Fprintf(w, `{"path":%q,"run":%d}`, r.URL.Path, n)
+			})
+			first, again := routertest.Post(r, c.first, key, `{"qty":1}`), routertest.Post(r, c.first, key, `{"qty":1}`)
+			if first.Code != 201 || again.Body.String() != first.Body.String() || runs.Load() != 1 {
+				t.Fatalf("%d %s then %d %s, runs %d; want one run and its replay", first.Code, first.Body, again.Code, again.Body, runs.Load())
+			}
+			if other := routertest.Post(r, c.other, key, `{"qty":1}`); other.Code != 409 || runs.Load() != 1 {
+				t.Fatalf("%s under the same key: %d %s (runs %d)", c.other, other.Code, other.Body, runs.Load())
+			}
+		})
+	}
+}
