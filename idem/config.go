@@ -268,8 +268,9 @@ type Route struct {
 	// route (a currency, an account, a content language). Their values, in
 	// order, become part of the request fingerprint, so the same key with a
 	// different value is 409 idempotency_key_mismatch. Names are matched
-	// case-insensitively; Idempotency-Key cannot be listed. Default nil: no
-	// header is part of the fingerprint.
+	// case-insensitively; Idempotency-Key cannot be listed. Cookie is read
+	// from an HTTP API event's cookies list, where API Gateway puts it.
+	// Default nil: no header is part of the fingerprint.
 	Headers []string
 	// DeriveKey, if set, derives the route's idempotency key from the
 	// request, for APIs whose callers send no Idempotency-Key: body is the

@@ -76,6 +76,9 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 	g.requireTenant("Do")
 	in := &request{} // one allocation: request and transaction
 	fromV2(in, &req, &g.cfg.Tenant)
+	if g.cookieHeader && len(req.Event.Cookies) > 0 {
+		in.parts.header = v2Cookie(req.Event.Cookies)
+	}
 	var cookies []string
 	var own *Response // the handler's answer, as the Guard read it
 	var text string   // the handler's body, when text

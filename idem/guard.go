@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/textproto"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,10 @@ type Guard struct {
 	// systemClock is set when the Guard's clock is the system clock, whose
 	// Now is the wall clock's reading (wallAt).
 	systemClock bool
+	// cookieHeader is set when a route declares Cookie among its
+	// fingerprint headers (Route.Headers), which an HTTP API event
+	// carries in its cookies list (v2Cookie).
+	cookieHeader bool
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -83,7 +88,25 @@ func New(cfg Config) (*Guard, error) {
 		return nil, err
 	}
 	_, system := c.Test.Clock.(clock.System)
-	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider), systemClock: system}, nil
+	cookie := false
+	for _, r := range c.Routes {
+		cookie = cookie || slices.Contains(r.Headers, "Cookie")
+	}
+	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider),
+		systemClock: system, cookieHeader: cookie}, nil
+}
+
+// v2Cookie reads the Cookie header of an HTTP API (payload 2.0) event from
+// its cookies list, where API Gateway puts it, joined as the header was:
+// the header source of a request on a Guard some route of which declares
+// Cookie among its fingerprint headers (Guard.cookieHeader).
+func v2Cookie(cookies []string) func(name string) []string {
+	return func(name string) []string {
+		if strings.EqualFold(name, "Cookie") {
+			return []string{strings.Join(cookies, "; ")}
+		}
+		return nil
+	}
 }
 
 // wallAt returns the wall time at now, a reading of the Guard's clock just
@@ -181,7 +204,12 @@ func (in *request) hasHeaders() bool { return in.v2Tenant != nil || in.parts.hea
 func (in *request) headerValues(name string) []string {
 	switch {
 	case in.v2Tenant != nil:
-		return header.Values(in.v2Headers, name)
+		vs := header.Values(in.v2Headers, name)
+		if len(vs) == 0 && in.parts.header != nil {
+			// The event's cookies list (Do, v2Cookie).
+			return in.parts.header(name)
+		}
+		return vs
 	case in.parts.header != nil:
 		return in.parts.header(name)
 	}
