@@ -30,8 +30,11 @@ import (
 // serves (gin's 404 or 405) passes straight through. The handlers after it
 // run inside the claim with their response buffered, so that it can be
 // recorded and replayed; a replay runs none of them. Config.Routes is
-// keyed by that operation. It panics when guard is nil: a wiring mistake,
-// reported at start-up.
+// keyed by that operation. Give it to Use before the routes are
+// registered: gin copies an engine's or group's middlewares into each
+// route when the route is registered, so a route registered before Use
+// never runs it and is not guarded. It panics when guard is nil: a wiring
+// mistake, reported at start-up.
 func Middleware(guard *idem.Guard) gin.HandlerFunc {
 	if guard == nil {
 		panic("idemgin: Middleware(guard) needs the Guard: r.Use(idemgin.Middleware(guard))")
