@@ -7,6 +7,13 @@
 //	r.Use(idemgin.Middleware(guard))
 //	r.POST("/orders/:id", createOrder)
 //
+// The handlers' context is c.Request.Context(): the claim's, which ends
+// with cause idem.ErrLeaseLost when the lease is lost and which
+// idem.Transact and idem.FromContext read. gin's own Context passes it on
+// only when the engine's ContextWithFallback is set; without it, a
+// handler that gives c as its context neither sees the lease end nor
+// finds its claim (idem.Transact returns idem.ErrNoClaim).
+//
 // gin's handlers are not net/http handlers, so guard.Middleware cannot be
 // given to gin's Use. It is a module of its own, so that a program using
 // gin links no other router.

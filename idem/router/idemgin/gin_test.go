@@ -107,3 +107,27 @@ func TestPanickingHandlerLeavesGinItsWriter(t *testing.T) {
 		t.Fatalf("answered %d, the middleware before the guard saw %d", rec.Code, seen)
 	}
 }
+
+// TestHandlerContextIsTheClaims: the handlers' context is
+// c.Request.Context(), the claim's (idem.FromContext and idem.Transact
+// read it; it ends when the lease is lost); gin's Context is that
+// context only with the engine's ContextWithFallback set, as the
+// package documentation says.
+func TestHandlerContextIsTheClaims(t *testing.T) {
+	for _, fallback := range []bool{false, true} {
+		g := routertest.Guard(t, nil)
+		r := gin.New()
+		r.ContextWithFallback = fallback
+		r.Use(idemgin.Middleware(g))
+		var viaGin, viaRequest bool
+		r.POST("/orders", func(c *gin.Context) {
+			_, viaGin = idem.FromContext(c)
+			_, viaRequest = idem.FromContext(c.Request.Context())
+			c.Status(201)
+		})
+		routertest.Post(r, "/orders", fmt.Sprintf("%sctx%v", key, fallback), `{}`)
+		if !viaRequest || viaGin != fallback {
+			t.Fatalf("ContextWithFallback %v: the claim via c.Request.Context() %v, via gin's Context %v", fallback, viaRequest, viaGin)
+		}
+	}
+}
