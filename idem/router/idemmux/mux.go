@@ -29,7 +29,9 @@ import (
 // its method and the route's full path template (a sub-router's prefix
 // included), the template's variables are in the fingerprint (and, for a
 // PathPrefix route, whose template names only the prefix, the whole
-// path), and a request no route serves (the router's 404 or 405) passes
+// path; for a route with a Host, its host template, so that one key on
+// two hosts' routes of one path is never one answer), and a request no
+// route serves (the router's 404 or 405) passes
 // straight through. A route matched without a path (by method, host or
 // headers alone) has no template to name it: a keyed request to it is
 // answered 500 idemkit.server_configuration_error, never passed through
@@ -55,14 +57,27 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			// rather than pass it through unguarded.
 			return "", nil, true
 		}
+		var rest, host string
 		if re, err := rt.GetPathRegexp(); err != nil || !anchored(re) {
 			// A PathPrefix route: its template names the prefix, not
 			// the rest of the path, which the fingerprint covers too.
-			params := make(map[string]string, len(vars)+1)
+			rest = req.URL.EscapedPath()
+		}
+		if h, err := rt.GetHostTemplate(); err == nil {
+			// Routes of one path template on two hosts are two routes.
+			host = h
+		}
+		if rest != "" || host != "" {
+			params := make(map[string]string, len(vars)+2)
 			for k, v := range vars {
 				params[k] = v
 			}
-			params[restParam] = req.URL.EscapedPath()
+			if rest != "" {
+				params[restParam] = rest
+			}
+			if host != "" {
+				params[hostParam] = host
+			}
 			vars = params
 		}
 		return req.Method + " " + tpl, vars, true
@@ -70,9 +85,13 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler { return guard.Routed(route, next) }
 }
 
-// restParam names the whole path among a PathPrefix route's parameters:
-// no gorilla/mux variable has a name with a colon.
-const restParam = ":path"
+// restParam names the whole path among a PathPrefix route's parameters,
+// and hostParam a route's host template among its parameters: no
+// gorilla/mux variable has a name with a colon.
+const (
+	restParam = ":path"
+	hostParam = ":host"
+)
 
 // anchored reports whether a route's path regexp ends with an end-of-text
 // anchor (a Path route's), not with a literal "$" (QuoteMeta's "\$",

@@ -165,3 +165,36 @@ func TestMethodsOfOneTemplateAreTheirOwnRequests(t *testing.T) {
 		t.Fatalf("runs %v, want each method once", runs)
 	}
 }
+
+// TestRoutesOfOneTemplateOnTwoHostsNeverShareAnAnswer: two routes with one
+// path template told apart by their host (Host("a.example.com"),
+// Host("b.example.com")) are two routes: the same key and body sent to
+// the second is never the first one's answer replayed (their host
+// templates are in the fingerprint, so it is a 409 mismatch).
+func TestRoutesOfOneTemplateOnTwoHostsNeverShareAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := mux.NewRouter()
+	r.Use(idemmux.Middleware(g, r))
+	runs := map[string]int{}
+	for _, host := range []string{"a.example.com", "b.example.com"} {
+		r.Host(host).Path("/orders").Methods("POST").HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			runs[host]++
+			w.WriteHeader(201)
+			fmt.Fprintf(w, `{"host":%q}`, host)
+		})
+	}
+	send := func(host string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://"+host+"/orders", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		rec := httptest.NewRecorder()
+		r.ServeHTTP(rec, req)
+		return rec
+	}
+	if a := send("a.example.com"); a.Code != 201 || a.Body.String() != `{"host":"a.example.com"}` {
+		t.Fatalf("a: %d %s", a.Code, a.Body)
+	}
+	if b := send("b.example.com"); b.Code != 409 || runs["a.example.com"] != 1 {
+		t.Fatalf("b under a's key: %d %s (runs %v)", b.Code, b.Body, runs)
+	}
+}
