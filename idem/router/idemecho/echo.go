@@ -24,8 +24,10 @@ import (
 // server or group whose Use it is given to (Use, not Pre: echo has routed
 // the request when Use's middlewares run): a request's operation is its
 // method and echo's path of the route (a group's prefix included), the
-// route's parameters are in the fingerprint, and a request no route
-// serves passes straight through. The handler runs inside the claim with
+// route's parameters are in the fingerprint (with the host, for a route
+// of a host's router, Echo.Host: one key on two hosts' routes of one path
+// is never one answer), and a request no route serves passes straight
+// through. The handler runs inside the claim with
 // its response buffered, so that it can be recorded and replayed; a
 // replay runs nothing. A handler's error is rendered there by the echo
 // server's HTTPErrorHandler (so a 5xx is answered, and not recorded) and
@@ -44,11 +46,16 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 			}
 			route := func(r *http.Request) (string, map[string]string, bool) {
 				names, values := c.ParamNames(), c.ParamValues()
-				params := make(map[string]string, len(names))
+				params := make(map[string]string, len(names)+1)
 				for i, n := range names {
 					if i < len(values) {
 						params[n] = values[i]
 					}
+				}
+				if _, ok := c.Echo().Routers()[r.Host]; ok {
+					// Routed by the router of its host (Echo.Host):
+					// routes of one path on two hosts are two routes.
+					params[hostParam] = r.Host
 				}
 				return r.Method + " " + path, params, true
 			}
@@ -71,6 +78,11 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 		}
 	}
 }
+
+// hostParam names, among a route's parameters in the fingerprint, the host
+// whose router (Echo.Host) served the request: no echo path parameter has
+// a name with a slash.
+const hostParam = "/host"
 
 // statusWriter is echo's own ResponseWriter, noting the status and size
 // of what is written to it (the Guard's answer, or the handler's when the

@@ -121,3 +121,35 @@ func TestMethodsOfOneRouteAreTheirOwnRequests(t *testing.T) {
 		t.Fatalf("another file under the same key: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestRoutesOfOnePathOnTwoHostsNeverShareAnAnswer: routes of one path on
+// two hosts (e.Host("a.example.com"), e.Host("b.example.com")) are two
+// routes: the same key and body sent to the second is never the first
+// one's answer replayed (the host whose router served the request is in
+// the fingerprint, so it is a 409 mismatch).
+func TestRoutesOfOnePathOnTwoHostsNeverShareAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	runs := map[string]int{}
+	for _, host := range []string{"a.example.com", "b.example.com"} {
+		e.Host(host).POST("/orders", func(c echo.Context) error {
+			runs[host]++
+			return c.String(201, host)
+		})
+	}
+	send := func(host string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://"+host+"/orders", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	if a := send("a.example.com"); a.Code != 201 || a.Body.String() != "a.example.com" {
+		t.Fatalf("a: %d %s", a.Code, a.Body)
+	}
+	if b := send("b.example.com"); b.Code != 409 || runs["a.example.com"] != 1 {
+		t.Fatalf("b under a's key: %d %s (runs %v)", b.Code, b.Body, runs)
+	}
+}
