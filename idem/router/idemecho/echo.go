@@ -14,6 +14,7 @@ package idemecho
 
 import (
 	"net/http"
+	"reflect"
 
 	"github.com/labstack/echo/v4"
 
@@ -41,7 +42,9 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			path := c.Path()
-			if path == "" { // no route: echo answers it
+			if path == "" || unrouted(c.Handler()) {
+				// No route serves the request (a path echo matched with
+				// no route for the method is its 405): echo answers it.
 				return next(c)
 			}
 			route := func(r *http.Request) (string, map[string]string, bool) {
@@ -77,6 +80,15 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 			return nil
 		}
 	}
+}
+
+// unrouted reports whether h is the handler echo's router gives a request
+// no route serves: echo.NotFoundHandler, or echo.MethodNotAllowedHandler
+// for a path it matched with no route for the request's method (the
+// request then has echo's path of the route all the same).
+func unrouted(h echo.HandlerFunc) bool {
+	p := reflect.ValueOf(h).Pointer()
+	return p == reflect.ValueOf(echo.NotFoundHandler).Pointer() || p == reflect.ValueOf(echo.MethodNotAllowedHandler).Pointer()
 }
 
 // hostParam names, among a route's parameters in the fingerprint, the host

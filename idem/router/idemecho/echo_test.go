@@ -153,3 +153,32 @@ func TestRoutesOfOnePathOnTwoHostsNeverShareAnAnswer(t *testing.T) {
 		t.Fatalf("b under a's key: %d %s (runs %v)", b.Code, b.Body, runs)
 	}
 }
+
+// TestMethodNotAllowedPassesThrough: a request whose path echo routes but
+// whose method no route of that path serves is echo's own 405, passed
+// straight through as a 404 is: never recorded under the route's
+// operation, where it would be replayed to the key's retries once a route
+// for that method is added.
+func TestMethodNotAllowedPassesThrough(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	e.GET("/orders/:id", func(c echo.Context) error { return c.String(200, "order") })
+	send := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/orders/1", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 2 {
+		if rec := send(); rec.Code != 405 || rec.Header().Get(idem.HeaderOpenWOPReplay) != "" {
+			t.Fatalf("%d %v %s; want echo's 405, not recorded", rec.Code, rec.Header(), rec.Body)
+		}
+	}
+	e.POST("/orders/:id", func(c echo.Context) error { return c.String(201, "paid") })
+	if rec := send(); rec.Code != 201 || rec.Body.String() != "paid" {
+		t.Fatalf("the key's retry once the route exists: %d %s", rec.Code, rec.Body)
+	}
+}
