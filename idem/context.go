@@ -23,7 +23,10 @@ type claimKey struct{}
 
 type claimState struct {
 	info ClaimInfo
-	mu   sync.Mutex
+	// guard is the Guard whose claim it is: the same Guard wired again
+	// around the handler finds its own claim (txn.claim).
+	guard *Guard
+	mu    sync.Mutex
 	// tx holds what the handler registered (Transact, TransactOr,
 	// OnConflict); nil until it registers anything, so that a claim
 	// without transactional writes carries one pointer for them.

@@ -408,6 +408,15 @@ func bodyTenant(body []byte, field string) (string, bool) {
 
 func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
+	if cs, ok := ctx.Value(claimKey{}).(*claimState); ok && cs.guard == g && cs.info.ID == t.id && t.in.method != methodEvent {
+		// The request already runs under this very claim: the Guard is
+		// wired twice around the handler (around a mux and on its route,
+		// an engine's and a group's middleware). Waiting on its own
+		// claim would end in 409 in flight, which the outer wiring
+		// would record as the handler's answer; the handler runs under
+		// the outer claim instead, which records its answer.
+		return g.plain(ctx, t.in, run)
+	}
 	store := g.cfg.Store
 	lease, renew := g.leaseFor(ctx)
 	if t.owner == "" {
@@ -809,6 +818,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	x.leaseEnd = leaseEnd
 	cs := &x.cs
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
+	cs.guard = t.g
 	x.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
 	hctx := context.Context(&x.values)
 	var hb *heartbeat

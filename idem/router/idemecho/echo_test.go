@@ -182,3 +182,21 @@ func TestMethodNotAllowedPassesThrough(t *testing.T) {
 		t.Fatalf("the key's retry once the route exists: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// TestWiredOnTheServerAndAGroupRunsOnce: the middleware given to the
+// server's Use and to a group's as well runs the handler once under one
+// claim, and its retry is a replay (not a 409 in flight recorded by the
+// outer one as the handler's answer).
+func TestWiredOnTheServerAndAGroupRunsOnce(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	runs := 0
+	e.Group("/api", idemecho.Middleware(g)).POST("/orders", func(c echo.Context) error { runs++; return c.String(201, "ok") })
+	for i := range 2 {
+		rec := routertest.Post(e, "/api/orders", key+"twice", `{}`)
+		if rec.Code != 201 || runs != 1 || (i == 1) != (rec.Header().Get(idem.HeaderOpenWOPReplay) == "true") {
+			t.Fatalf("request %d: %d %v %s (runs %d)", i+1, rec.Code, rec.Header(), rec.Body, runs)
+		}
+	}
+}
