@@ -28,7 +28,8 @@ import (
 // router whose Use it is given to: the top router, whose sub-routers
 // (Route, Mount) it covers too, or, if the top router has none, a
 // sub-router inside Route or Mount, whose patterns then carry the mount's
-// prefix; never both, or the request is claimed twice. A
+// prefix; one of them is enough (given to both, the sub-router's runs the
+// handler under the top router's claim). A
 // request's operation is its method and the full chi pattern that serves
 // it, the pattern's path parameters (a "*" wildcard's rest among them)
 // are in the fingerprint, and a request no route serves (chi's 404 or

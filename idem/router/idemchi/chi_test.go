@@ -129,3 +129,23 @@ func TestPlainMiddlewareOnAChiRouteNeverSharesAnAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestUseOnTheRouterAndASubRouterRunsOnce: the middleware given to the
+// top router's Use and to a sub-router's as well runs the handler once
+// under one claim, and its retry is a replay.
+func TestUseOnTheRouterAndASubRouterRunsOnce(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := chi.NewRouter()
+	r.Use(idemchi.Middleware(g, r))
+	runs := 0
+	r.Route("/shops/{shop}", func(sr chi.Router) {
+		sr.Use(idemchi.Middleware(g, sr))
+		sr.Post("/orders/{id}", func(w http.ResponseWriter, _ *http.Request) { runs++; w.WriteHeader(201) })
+	})
+	for i := range 2 {
+		rec := routertest.Post(r, "/shops/s1/orders/1", key+"both", `{}`)
+		if rec.Code != 201 || runs != 1 || (i == 1) != (rec.Header().Get(idem.HeaderOpenWOPReplay) == "true") {
+			t.Fatalf("request %d: %d %v %s (runs %d)", i+1, rec.Code, rec.Header(), rec.Body, runs)
+		}
+	}
+}
