@@ -30,7 +30,10 @@ type Config struct {
 	// MaxElapsed bounds one logical call, from the start of its first
 	// attempt until response headers arrive: no wait is started that would
 	// end past it, and an attempt still waiting for headers when it runs out
-	// is cancelled. Default 30s. Through Client.Do it runs from the first
+	// is cancelled (as is the reading of a 409's or 5xx's body for its error
+	// code: such an answer broken off never arrived whole). An answer that
+	// arrived is delivered even if the budget runs out before the Transport
+	// hands it over. Default 30s. Through Client.Do it runs from the first
 	// hop of a redirected call, and a hop reached after it makes no attempt.
 	// The request context's deadline and http.Client.Timeout bound the call
 	// too, whichever is sooner.

@@ -32,8 +32,11 @@ func NewTransport(cfg Config) (*Transport, error) {
 }
 
 // ErrBudgetExhausted is joined into the *Error of a call whose MaxElapsed
-// ran out while an attempt was waiting for response headers, or before a
-// redirect hop of Client.Do could make its first attempt.
+// ran out while an attempt was waiting for response headers (or while the
+// body of a 409 or 5xx was being read for its error code), or before a
+// redirect hop of Client.Do could make its first attempt. It never replaces
+// an answer that arrived: one whose headers (and, for a 409 or 5xx, error
+// code) are in is delivered.
 var ErrBudgetExhausted = errors.New("client: retry time budget exhausted")
 
 // Error is the error of a mutating call that ended without a response:
@@ -141,22 +144,41 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		deadline = d
 	}
 	// ctx carries every attempt; the budget timer cancels an attempt still
-	// waiting for headers when MaxElapsed runs out. On success ctx lives on
-	// until the caller closes (or drains) the body.
+	// waiting for headers (or a wait) when MaxElapsed runs out. From the
+	// moment an attempt's answer is in hand (holding) until it is delivered
+	// or let go for a retry, the timer only records that the budget ran
+	// out: cancelling ctx then would break the body of an answer that
+	// arrived. On success ctx lives on until the caller closes (or drains)
+	// the body.
 	ctx, cancel := context.WithCancel(req.Context())
 	var (
 		mu      sync.Mutex
 		spent   bool
 		stopped bool
+		holding bool
 	)
 	timer := time.AfterFunc(budget, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
 			spent = true
-			cancel()
+			if !holding {
+				cancel()
+			}
 		}
 	})
+	// hold marks whether an answer is in hand, and reports whether the
+	// budget has run out; letting go of an answer after it ran out cancels
+	// ctx, as the timer would have.
+	hold := func(on bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		holding = on
+		if !on && spent && !stopped {
+			cancel()
+		}
+		return spent
+	}
 	// stopTimer disarms the budget timer and reports whether it had fired.
 	stopTimer := func() bool {
 		timer.Stop()
@@ -198,6 +220,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return fail(err)
 			}
 		} else {
+			// The body read to classify the answer (a 409's or 5xx's
+			// error code, the commerce policy's pending 202) is read
+			// within the budget: one the budget cuts off never arrived
+			// whole. From here on the answer is in hand.
 			var cut bool
 			v, cut = classify(resp, c.InFlightCodes)
 			if IsReplay(resp.Header, c.ReplayHeaders...) {
@@ -210,10 +236,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 					// retry under the same key can only replay it again.
 					v = final
 				case !whole:
+					cut = true
 					v = retryable // broke off: it never arrived whole
 				case pending:
 					v = inFlight // the commerce policy's in-flight answer
 				}
+			}
+			if hold(true) && cut {
+				// The budget ran out while its body was being read (and
+				// broke it off): an answer that never arrived whole ends
+				// the call as a transport error would.
+				resp.Body.Close()
+				return fail(errors.New("client: the answer's body broke off"))
 			}
 			ra, haveRA = RetryAfter(resp.Header.Get("Retry-After"), c.Now())
 		}
@@ -237,6 +271,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return t.deliver(resp, &res, &c, stopTimer, cancel)
 		}
+		hold(false) // the budget bounds the drain and the wait again
 		if resp != nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxPeek))
 			resp.Body.Close()
@@ -254,15 +289,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // deliver hands the final response to the caller: the budget timer is
 // disarmed and the attempt context is released when the body is closed or
-// read to EOF.
+// read to EOF. A response is delivered even when the budget ran out after
+// it arrived: the server answered, and its answer is the call's outcome.
 func (t *Transport) deliver(resp *http.Response, res *Result, c *Config, stopTimer func() bool, cancel context.CancelFunc) (*http.Response, error) {
-	if stopTimer() {
-		// The budget ran out between the headers and here: the body is
-		// already cancelled, so the call failed.
-		resp.Body.Close()
-		cancel()
-		return nil, &Error{Key: res.Key, Attempts: res.Attempts, Err: ErrBudgetExhausted}
-	}
+	stopTimer()
 	res.Replayed = IsReplay(resp.Header, c.ReplayHeaders...)
 	if resp.Body == nil {
 		cancel()
