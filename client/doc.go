@@ -20,7 +20,9 @@
 //     Idempotent-Replayed: true whose body is
 //     {"status":"pending","requestId":…}, naming no action, unless the
 //     request says Idempotency-Mode: async), with
-//     exponential backoff and jitter, never sooner than Retry-After asks; a
+//     exponential backoff and jitter, never sooner than Retry-After asks
+//     (delay-seconds or an HTTP-date in GMT, RFC 9110 §10.2.3; a value
+//     that is neither, a fractional second or another zone, is ignored); a
 //     429 or 5xx carrying a replay marker is final, since it is the server's
 //     recorded outcome for the key, which a retry could only replay again
 //     (a replayed 5xx or 409 whose body breaks off before its error code

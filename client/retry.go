@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,9 +182,17 @@ func (r *rejoined) Close() error { return r.c.Close() }
 // RetryAfter parses a Retry-After header value (delay-seconds or an
 // HTTP-date, RFC 9110 §10.2.3) relative to now. ok is false when the value is
 // absent or malformed; a date in the past yields 0. Delay-seconds are
-// digits only; more seconds than a Duration holds are the longest
-// Duration of whole seconds (RFC 9111 §1.2.2's rule for delta-seconds),
-// never a malformed value.
+// digits only (a fractional or signed value is malformed); more seconds than
+// a Duration holds are the longest Duration of whole seconds (RFC 9111
+// §1.2.2's rule for delta-seconds), never a malformed value. An HTTP-date is
+// one of the three forms RFC 9110 §5.6.7 has a recipient accept:
+// IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT"), the obsolete rfc850-date
+// ("Sunday, 06-Nov-94 08:49:37 GMT", a two-digit year more than 50 years
+// ahead of now being the most recent past year with those digits) and
+// asctime-date ("Sun Nov  6 08:49:37 1994"), case sensitive, in GMT and to
+// the second. Any other zone or offset, a fractional second, or another
+// layout is malformed (a date read in another zone as GMT would be hours
+// off); the day name is not checked against the date.
 func RetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -197,11 +206,55 @@ func RetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 		}
 		return time.Duration(n) * time.Second, true
 	}
-	t, err := http.ParseTime(v)
-	if err != nil {
+	t, ok := httpDate(v, now)
+	if !ok {
 		return 0, false
 	}
 	return max(t.Sub(now), 0), true
+}
+
+// httpDateForms are the layouts of RFC 9110 §5.6.7's HTTP-date, each with
+// its day names: IMF-fixdate, rfc850-date, asctime-date.
+var httpDateForms = []struct {
+	layout string
+	days   []string
+}{
+	{http.TimeFormat, shortDays},
+	{"Monday, 02-Jan-06 15:04:05 GMT", []string{"Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"}},
+	{time.ANSIC, shortDays},
+}
+
+var shortDays = []string{"Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"}
+
+// httpDate parses v as an HTTP-date (see RetryAfter). time.Parse is more
+// lenient than the grammar (any zone for the rfc850 layout's "GMT" in
+// http.ParseTime, a fractional second, a one-digit day, names in any case),
+// so a parse counts only when formatting the time again gives v back, the
+// day name aside.
+func httpDate(v string, now time.Time) (time.Time, bool) {
+	for _, f := range httpDateForms {
+		t, err := time.Parse(f.layout, v)
+		if err != nil {
+			continue
+		}
+		day, rest, _ := strings.Cut(v, " ")
+		_, again, _ := strings.Cut(t.Format(f.layout), " ")
+		day = strings.TrimSuffix(day, ",")
+		if rest != again || !slices.Contains(f.days, day) {
+			continue
+		}
+		if f.layout != http.TimeFormat && f.layout != time.ANSIC {
+			// rfc850-date: the year of two digits that is not more than
+			// 50 years ahead.
+			limit := now.AddDate(50, 0, 0)
+			t = t.AddDate(now.Year()/100*100+100+t.Year()%100-t.Year(), 0, 0)
+			for t.After(limit) {
+				t = t.AddDate(-100, 0, 0)
+			}
+		}
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // backoff returns the wait before attempt n+1 after n attempts (n >= 1).

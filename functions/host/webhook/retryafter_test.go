@@ -22,6 +22,12 @@ func TestRetryAfter(t *testing.T) {
 		{"", time.Time{}, false},
 		{"-5", time.Time{}, false},
 		{"soon", time.Time{}, false},
+		// An HTTP-date is in GMT, to the second (RFC 9110 §5.6.7): any
+		// other zone or a fractional second is malformed, ignored.
+		{"Tuesday, 01-Dec-26 12:05:00 PST", time.Time{}, false},
+		{"Tuesday, 01-Dec-26 12:05:00 UTC", time.Time{}, false},
+		{"Tue, 01 Dec 2026 12:05:00.5 GMT", time.Time{}, false},
+		{"1.5", time.Time{}, false},
 	}
 	for _, c := range cases {
 		got, ok := retryAfter(c.h, now)

@@ -537,23 +537,15 @@ func (w *Webhook) deliver(ctx context.Context, seam string, eff ledger.Effect, d
 }
 
 // retryAfter reads a Retry-After header (delay-seconds or an HTTP-date,
-// RFC 9110 §10.2.3) as an absolute time; ok is false when absent or
-// unreadable. A delay is capped at 24 hours.
+// RFC 9110 §10.2.3, read as client.RetryAfter reads it: an HTTP-date in
+// GMT and to the second) as an absolute time; ok is false when absent or
+// malformed. A delay is capped at 24 hours.
 func retryAfter(h string, now time.Time) (time.Time, bool) {
-	h = strings.TrimSpace(h)
-	if h == "" {
+	d, ok := client.RetryAfter(h, now)
+	if !ok {
 		return time.Time{}, false
 	}
-	if secs, err := strconv.ParseUint(h, 10, 32); err == nil {
-		return now.Add(min(time.Duration(secs)*time.Second, 24*time.Hour)), true
-	}
-	if t, err := http.ParseTime(h); err == nil {
-		if t.After(now.Add(24 * time.Hour)) {
-			t = now.Add(24 * time.Hour)
-		}
-		return t, true
-	}
-	return time.Time{}, false
+	return now.Add(min(d, 24*time.Hour)), true
 }
 
 // maxConflictBody bounds how much of a 409's body is read for its error
