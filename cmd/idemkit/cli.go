@@ -57,12 +57,18 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	fs.Usage = func() {} // the flag package calls it on -h and after its error line
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
+	empty := refuseEmpty(fs)
 	var err error
 	if interspersed {
 		pos, err = parseInterspersed(fs, args)
 	} else if err = fs.Parse(args); err == nil {
 		pos = fs.Args()
 	}
+	fs.VisitAll(func(f *flag.Flag) { // the flags as they were defined again
+		if v, ok := f.Value.(nonEmpty); ok {
+			f.Value = v.Value
+		}
+	})
 	fs.Usage = usage
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -70,6 +76,9 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		fs.Usage()
 		fs.SetOutput(stderr)
 		return nil, 0, true
+	case err != nil && *empty != "":
+		fs.SetOutput(stderr)
+		return nil, usageError(fs, stderr, "empty value for --%s: give a value, or leave the flag out", *empty), true
 	case err != nil:
 		fs.SetOutput(stderr)
 		line := "idemkit " + fs.Name() + ": " + flagDashes.Replace(strings.TrimSuffix(buf.String(), "\n"))
@@ -82,6 +91,45 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 	}
 	fs.SetOutput(stderr)
 	return pos, 0, false
+}
+
+// emptyAllowed are the flags whose empty value means something other than
+// their default: an empty table prefix names each table by its logical ID
+// alone.
+var emptyAllowed = map[string]bool{"prefix": true, "table-prefix": true}
+
+// refuseEmpty makes every flag of fs but emptyAllowed refuse an empty value
+// (`--region ""`, `--note=`): a flag given is never silently its default.
+// The name of the flag refused is put in *name; parseFlags says it.
+func refuseEmpty(fs *flag.FlagSet) (name *string) {
+	name = new(string)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !emptyAllowed[f.Name] {
+			f.Value = nonEmpty{Value: f.Value, name: f.Name, refused: name}
+		}
+	})
+	return name
+}
+
+// nonEmpty is a flag's Value that refuses the empty string.
+type nonEmpty struct {
+	flag.Value
+	name    string
+	refused *string
+}
+
+func (v nonEmpty) Set(s string) error {
+	if s == "" {
+		*v.refused = v.name
+		return errors.New("empty value")
+	}
+	return v.Value.Set(s)
+}
+
+// IsBoolFlag keeps a boolean flag one that takes no argument.
+func (v nonEmpty) IsBoolFlag() bool {
+	b, ok := v.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
 }
 
 // flagDashes names a flag in the flag package's refusals as the help and
