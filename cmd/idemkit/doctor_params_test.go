@@ -76,3 +76,37 @@ func TestDoctorParameterUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestDoctorParameterConstraintsAsCloudFormation: a --parameter value the
+// template's constraints refuse is refused as CloudFormation would refuse
+// it at deploy time, a usage error naming it: a Number outside MinValue ..
+// MaxValue, or no number at all; a String that AllowedPattern does not
+// match as a whole. A value at a bound is accepted (the run then fails on
+// the unreachable endpoint, exit 1).
+func TestDoctorParameterConstraintsAsCloudFormation(t *testing.T) {
+	for arg, want := range map[string]string{
+		"LeaseSeconds=29":          `--parameter "LeaseSeconds=29": want a number from 30 to 3600`,
+		"LeaseSeconds=3601":        `--parameter "LeaseSeconds=3601": want a number from 30 to 3600`,
+		"LeaseSeconds=300s":        `--parameter "LeaseSeconds=300s": want a number from 30 to 3600`,
+		"LeaseSeconds=":            `--parameter "LeaseSeconds=": want a number from 30 to 3600`,
+		"EffectRetentionDays=7":    `--parameter "EffectRetentionDays=7": want a number of at least 14`,
+		"StreamMaxRetries=-1":      `--parameter "StreamMaxRetries=-1": want a number from 0 to 10000`,
+		"ApiThrottleRateLimit=NaN": `--parameter "ApiThrottleRateLimit=NaN": want a number of at least 1`,
+		"RunRetentionDays=7d":      `--parameter "RunRetentionDays=7d": want a value matching ^[0-9]*$`,
+		"RetentionHours=24h":       `--parameter "RetentionHours=24h": want a value matching ^([0-9]+|forever)?$`,
+		"LogRetentionDays=2":       `--parameter "LogRetentionDays=2": want one of 1, 3, 5,`,
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"doctor", "--endpoint", "http://127.0.0.1:1", "--parameter", arg}, &out, &errb)
+		if code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), want) || strings.Count(errb.String(), "\n") != 2 {
+			t.Errorf("--parameter %s: exit %d, stdout %q, stderr %q; want 2 and %q", arg, code, out.String(), errb.String(), want)
+		}
+	}
+	for _, arg := range []string{"LeaseSeconds=30", "LeaseSeconds=3600", "LeaseSeconds=300.0", "EffectRetentionDays=14", "RunRetentionDays=", "RunRetentionDays=30", "RetentionHours=forever", "LogRetentionDays=14"} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"doctor", "--endpoint", "http://127.0.0.1:1", "--only", "idempotency", "--parameter", arg}, &out, &errb)
+		if code != 1 || strings.Contains(errb.String(), "--parameter") {
+			t.Errorf("--parameter %s: exit %d, stderr %q; want it accepted (exit 1 on the unreachable endpoint)", arg, code, errb.String())
+		}
+	}
+}

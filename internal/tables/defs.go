@@ -105,8 +105,10 @@ func DefsInRegion(template []byte, region string) (map[string]Def, error) {
 // value of params (by parameter name) takes the place of that parameter's
 // default, so the tables are read as a stack deployed with those values
 // has them (under CrossRegion=fenced-effects, say, the idempotency table
-// has no TTL). A name the template does not declare, or a value outside
-// the parameter's AllowedValues, is a *ParameterError.
+// has no TTL). A name the template does not declare, or a value the
+// parameter's constraints refuse as CloudFormation would (AllowedValues,
+// AllowedPattern, MinLength/MaxLength, MinValue/MaxValue, a Number that is
+// no number), is a *ParameterError.
 func DefsWithParameters(template []byte, region string, params map[string]string) (map[string]Def, error) {
 	root, err := parseRoot(template)
 	if err != nil {
@@ -410,8 +412,8 @@ func parseRoot(template []byte) (map[string]any, error) {
 }
 
 // ParameterError is a parameter value DefsWithParameters refused: the
-// template declares no parameter Name, or Value is not one of its
-// AllowedValues. Reason says which, for a message.
+// template declares no parameter Name, or its constraints refuse Value.
+// Reason says which, for a message.
 type ParameterError struct {
 	Name, Value, Reason string
 }

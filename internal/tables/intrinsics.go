@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -150,7 +152,8 @@ func newResolver(root map[string]any, region string) *resolver {
 
 // setParameters gives the template's parameters the values of params in
 // place of their defaults (a list-typed one split at its commas, as its
-// default is), each checked against the parameter's AllowedValues.
+// default is), each checked against the parameter's constraints as
+// CloudFormation checks them at deploy time (checkParameter).
 func (r *resolver) setParameters(root map[string]any, params map[string]string) error {
 	ps, _ := root["Parameters"].(map[string]any)
 	names := slices.Sorted(maps.Keys(params))
@@ -161,14 +164,8 @@ func (r *resolver) setParameters(root map[string]any, params map[string]string) 
 			return &ParameterError{Name: name, Value: v, Reason: "the template has no parameter " + name}
 		}
 		pm, _ := p.(map[string]any)
-		if allowed, ok := pm["AllowedValues"].([]any); ok {
-			want := make([]string, len(allowed))
-			for i, a := range allowed {
-				want[i] = fmt.Sprint(a)
-			}
-			if !slices.Contains(want, v) {
-				return &ParameterError{Name: name, Value: v, Reason: "want one of " + strings.Join(want, ", ")}
-			}
+		if reason := checkParameter(pm, v); reason != "" {
+			return &ParameterError{Name: name, Value: v, Reason: reason}
 		}
 		if t, _ := pm["Type"].(string); strings.HasPrefix(t, "List<") || t == "CommaDelimitedList" {
 			var l []any
@@ -181,6 +178,98 @@ func (r *resolver) setParameters(root map[string]any, params map[string]string) 
 		r.params[name] = v
 	}
 	return nil
+}
+
+// cfnNumber is a value CloudFormation takes for a Number parameter: an
+// integer or a decimal, with an optional exponent.
+var cfnNumber = regexp.MustCompile(`^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$`)
+
+// checkParameter says why CloudFormation would refuse v for the parameter
+// declared as pm, "" when it would take it: AllowedValues (v one of them),
+// AllowedPattern (matching v as a whole), MinLength and MaxLength (a
+// String's characters), and for a Number being a number within MinValue
+// and MaxValue. A list-typed parameter (CommaDelimitedList, List<Number>,
+// List<...>) has each of its comma-separated elements checked against
+// AllowedValues (and a CommaDelimitedList against AllowedPattern), a
+// List<Number>'s each being a number. A pattern that Go's regexp cannot
+// read is not checked.
+func checkParameter(pm map[string]any, v string) string {
+	typ, _ := pm["Type"].(string)
+	elems := []string{v}
+	if strings.HasPrefix(typ, "List<") || typ == "CommaDelimitedList" {
+		elems = strings.Split(v, ",")
+		for i := range elems {
+			elems[i] = strings.TrimSpace(elems[i])
+		}
+	}
+	if allowed, ok := pm["AllowedValues"].([]any); ok {
+		want := make([]string, len(allowed))
+		for i, a := range allowed {
+			want[i] = fmt.Sprint(a)
+		}
+		for _, e := range elems {
+			if !slices.Contains(want, e) {
+				return "want one of " + strings.Join(want, ", ")
+			}
+		}
+	}
+	if p, ok := pm["AllowedPattern"].(string); ok && (typ == "String" || typ == "CommaDelimitedList") {
+		if re, err := regexp.Compile(`^(?:` + p + `)$`); err == nil {
+			for _, e := range elems {
+				if !re.MatchString(e) {
+					reason := "want a value matching " + p
+					if d, ok := pm["ConstraintDescription"].(string); ok && strings.TrimSpace(d) != "" {
+						reason += " (" + strings.TrimSpace(d) + ")"
+					}
+					return reason
+				}
+			}
+		}
+	}
+	if typ == "String" {
+		n := utf8.RuneCountInString(v)
+		if m, ok := bound(pm["MinLength"]); ok && float64(n) < m {
+			return fmt.Sprintf("want at least %v characters", pm["MinLength"])
+		}
+		if m, ok := bound(pm["MaxLength"]); ok && float64(n) > m {
+			return fmt.Sprintf("want at most %v characters", pm["MaxLength"])
+		}
+	}
+	if typ == "List<Number>" {
+		for _, e := range elems {
+			if !cfnNumber.MatchString(e) {
+				return "want numbers, comma-separated"
+			}
+		}
+	}
+	if typ == "Number" {
+		lo, hasLo := bound(pm["MinValue"])
+		hi, hasHi := bound(pm["MaxValue"])
+		want := "want a number"
+		switch {
+		case hasLo && hasHi:
+			want = fmt.Sprintf("want a number from %v to %v", pm["MinValue"], pm["MaxValue"])
+		case hasLo:
+			want = fmt.Sprintf("want a number of at least %v", pm["MinValue"])
+		case hasHi:
+			want = fmt.Sprintf("want a number of at most %v", pm["MaxValue"])
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if !cfnNumber.MatchString(v) || err != nil || hasLo && f < lo || hasHi && f > hi {
+			return want
+		}
+	}
+	return ""
+}
+
+// bound reads a constraint's number (MinValue, MaxLength, ...) as the
+// template gives it, a YAML number or a string.
+func bound(v any) (float64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(fmt.Sprint(v)), 64)
+	return f, err == nil
 }
 
 // resolve returns v with every intrinsic evaluated. Keys whose value resolves
