@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/aws/smithy-go"
@@ -41,17 +43,9 @@ func storeError(err error) string { return storeErrorHint(err, endpointHint) }
 func storeErrorHint(err error, hint string) string {
 	var oe *smithy.OperationError
 	if !errors.As(err, &oe) || !strings.HasSuffix(err.Error(), oe.Error()) {
-		return err.Error() // not an SDK error, or one joined with others
+		return unlabelled(err.Error()) // not an SDK error, or one joined with others
 	}
-	doing := strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(err.Error(), oe.Error())), ":")
-	for trimmed := true; trimmed; {
-		trimmed = false
-		for _, l := range errorLabels {
-			if strings.HasPrefix(doing, l) {
-				doing, trimmed = strings.TrimPrefix(doing, l), true
-			}
-		}
-	}
+	doing := unlabelled(strings.TrimSuffix(strings.TrimSpace(strings.TrimSuffix(err.Error(), oe.Error())), ":"))
 	if w, _, _ := strings.Cut(doing, " "); w == oe.OperationName {
 		doing = "" // the store's own name for the call ("Query byRun"): the operation, said below
 	}
@@ -75,6 +69,17 @@ func storeErrorHint(err error, hint string) string {
 	case strings.Contains(cause, "Missing Region"):
 		return doing + what + noRegion
 	}
+	// The endpoint answered HTTP, but not as DynamoDB does: a body that is
+	// no DynamoDB JSON (an HTML page), or an error naming no DynamoDB
+	// error type (the SDK's "UnknownError"; DynamoDB names one on every
+	// error). The status says what answered.
+	var status interface{ HTTPStatusCode() int }
+	var de *smithy.DeserializationError
+	if errors.As(err, &status) && (errors.As(err, &de) || errors.As(err, &ae) && ae.ErrorCode() == "UnknownError") {
+		code := status.HTTPStatusCode()
+		return doing + what + "the endpoint answered " + strings.TrimSpace(strconv.Itoa(code)+" "+http.StatusText(code)) +
+			", which is no DynamoDB answer (the address of an API or a web server, not of the engine?); " + hint
+	}
 	var ne net.Error
 	var oerr *net.OpError
 	switch {
@@ -86,4 +91,18 @@ func storeErrorHint(err error, hint string) string {
 		return doing + what + ne.Error()
 	}
 	return doing + what + oe.Err.Error()
+}
+
+// unlabelled is msg without the kit's package labels at its start
+// (errorLabels).
+func unlabelled(msg string) string {
+	for trimmed := true; trimmed; {
+		trimmed = false
+		for _, l := range errorLabels {
+			if strings.HasPrefix(msg, l) {
+				msg, trimmed = strings.TrimPrefix(msg, l), true
+			}
+		}
+	}
+	return msg
 }

@@ -41,6 +41,10 @@ type Report struct {
 // OK reports whether the table exists and nothing differs.
 func (r Report) OK() bool { return !r.Missing && len(r.Differences) == 0 }
 
+// errNoTableDescribed is Check's error when the endpoint's DescribeTable
+// answer succeeded but describes no table: not DynamoDB's answer.
+var errNoTableDescribed = errors.New("the endpoint's DescribeTable answer describes no table, which is no DynamoDB answer (the address of an API or a web server, not of the engine?)")
+
 // Check compares the deployed table name with the template's definition d:
 // the key schema and key attribute types, each secondary index (keys,
 // projection), the stream and its view type, the TTL attribute and
@@ -57,6 +61,10 @@ func Check(ctx context.Context, c CheckAPI, d Def, name string) (Report, error) 
 	}
 	if err != nil {
 		return r, fmt.Errorf("tables: describe %s: %w", name, err)
+	}
+	if out == nil || out.Table == nil {
+		// An endpoint that answered 200 with JSON, but no table.
+		return r, fmt.Errorf("tables: describe %s: %w", name, errNoTableDescribed)
 	}
 	t := out.Table
 	gotTypes := attrTypes(t.AttributeDefinitions)
