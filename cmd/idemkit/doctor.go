@@ -13,7 +13,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -182,7 +181,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			}
 		})
 	} else {
-		if c, err = kit.NewDynamoClient(ctx, ""); err != nil {
+		if c, err = awsClient(ctx); err != nil {
 			fmt.Fprintf(stderr, "idemkit doctor: %v\n", err)
 			return 1
 		}

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idemkit/functions/host/kit"
 )
 
 // endpointHint is what storeError suggests when the engine cannot be
@@ -105,4 +111,28 @@ func unlabelled(msg string) string {
 		}
 	}
 	return msg
+}
+
+// awsClient is the DynamoDB client of a command that reaches AWS (no
+// --endpoint), from the default AWS configuration; an error loading it is
+// said for a user (awsConfigError).
+func awsClient(ctx context.Context) (*dynamodb.Client, error) {
+	c, err := kit.NewDynamoClient(ctx, "")
+	if err != nil {
+		return nil, awsConfigError(err)
+	}
+	return c, nil
+}
+
+// awsConfigError says why the default AWS configuration could not be
+// loaded: a profile the shared files lack (AWS_PROFILE misspelt, a
+// machine not set up) with what to do, or else the SDK's reason without
+// the kit's labels.
+func awsConfigError(err error) error {
+	var pe config.SharedConfigProfileNotExistError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("AWS profile %q (AWS_PROFILE) is in neither the shared config nor the credentials file: "+
+			"check its name (aws configure list-profiles) or set it up (aws configure sso)", pe.Profile)
+	}
+	return errors.New("the AWS configuration could not be read: " + strings.TrimPrefix(unlabelled(err.Error()), "AWS config: "))
 }

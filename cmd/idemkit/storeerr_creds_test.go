@@ -99,3 +99,37 @@ func TestCredentialRefusalIsNotSaidMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestUnknownAWSProfileIsSaidPlainly: AWS_PROFILE naming a profile the
+// shared files lack (a typo, a machine not set up) is said in a user's
+// terms with what to do, not as "host: AWS config: failed to get shared
+// config profile, NAME" (a Go package's label and the SDK's text). Failed
+// before the fix: that text, from every command reaching AWS.
+func TestUnknownAWSProfileIsSaidPlainly(t *testing.T) {
+	noAWSConfig(t)
+	t.Setenv("AWS_PROFILE", "prodd")
+	for _, args := range [][]string{
+		{"doctor", "--table", "IdempotencyTable=orders-idem", "--region", "eu-west-1"},
+		{"effects", "list", "--table", "orders-effects", "--region", "eu-west-1"},
+		{"effects", "show", "acme/e1-0123456789abcdef", "--table", "orders-effects", "--region", "eu-west-1"},
+		{"apikey", "create", "--tenant", "acme", "--table", "orders-keys", "--region", "eu-west-1"},
+		{"apikey", "revoke", "--hash", strings.Repeat("0", 64), "--table", "orders-keys", "--region", "eu-west-1"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		msg := errb.String()
+		want := `idemkit ` + strings.Join(args[:min(2, len(args))], " ")
+		if args[0] == "doctor" {
+			want = "idemkit doctor"
+		}
+		want += `: AWS profile "prodd" (AWS_PROFILE) is in neither the shared config nor the credentials file`
+		if code != 1 || !strings.Contains(msg, want) || !strings.Contains(msg, "aws configure list-profiles") {
+			t.Errorf("idemkit %v: exit %d, stderr %q; want 1 and %q", args, code, msg, want)
+		}
+		for _, s := range []string{"host: ", "AWS config: ", "failed to get shared config profile"} {
+			if strings.Contains(msg, s) {
+				t.Errorf("idemkit %v: stderr says %q: %q", args, s, msg)
+			}
+		}
+	}
+}

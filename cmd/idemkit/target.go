@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
-	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
@@ -104,7 +103,7 @@ func tableTarget(ctx context.Context, endpoint, table, region, flag, env, logica
 	if table == "" {
 		return nil, "", noTableError{env}
 	}
-	c, err := kit.NewDynamoClient(ctx, "")
+	c, err := awsClient(ctx)
 	if err != nil {
 		return nil, "", err
 	}
