@@ -86,6 +86,13 @@ func storeErrorHint(err error, hint string) string {
 		return doing + what + "the endpoint answered " + strings.TrimSpace(strconv.Itoa(code)+" "+http.StatusText(code)) +
 			", which is no DynamoDB answer (the address of an API or a web server, not of the engine?); " + hint
 	}
+	// AWS's own DynamoDB host does not resolve: a region that does not
+	// exist (a typo) or a machine offline; no engine of the user's to ask
+	// about.
+	var dns *net.DNSError
+	if errors.As(err, &dns) && (strings.HasSuffix(dns.Name, ".amazonaws.com") || strings.HasSuffix(dns.Name, ".amazonaws.com.cn")) {
+		return doing + what + "cannot reach DynamoDB at " + dns.Name + " (" + dns.Err + "): is the region right (--region, AWS_REGION), and is this machine online?"
+	}
 	var ne net.Error
 	var oerr *net.OpError
 	switch {

@@ -133,3 +133,27 @@ func TestUnknownAWSProfileIsSaidPlainly(t *testing.T) {
 		}
 	}
 }
+
+// TestAWSHostNotFoundNamesTheRegion: a command reaching AWS whose
+// DynamoDB host does not resolve (a misspelt --region, a machine offline)
+// says which host and asks about the region and the network, not "cannot
+// reach the engine ...; is it running, and are --endpoint and --region
+// right?", which is about an emulator the user did not give. Failed before
+// the fix: that text.
+func TestAWSHostNotFoundNamesTheRegion(t *testing.T) {
+	noAWSConfig(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "example")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"effects", "list", "--table", "orders-effects", "--region", "eu-wset-1"}, &out, &errb)
+	msg := errb.String()
+	want := "idemkit effects list: DynamoDB Scan failed: cannot reach DynamoDB at dynamodb.eu-wset-1.amazonaws.com"
+	if code != 1 || !strings.Contains(msg, want) || !strings.Contains(msg, "is the region right (--region") {
+		t.Fatalf("exit %d, stderr %q; want 1 and %q", code, msg, want)
+	}
+	for _, s := range []string{"engine", "--endpoint and"} {
+		if strings.Contains(msg, s) {
+			t.Errorf("stderr says %q: %q", s, msg)
+		}
+	}
+}
