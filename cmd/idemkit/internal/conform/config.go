@@ -339,8 +339,16 @@ func (c Config) resolve() (*resolved, error) {
 		c.ScopeKeys = norm
 	}
 	for part, k := range c.ScopeKeys {
-		if !slices.Contains(scopeParts(c.Profile), part) {
-			return nil, fmt.Errorf("%w: scope part %q (profile %s has %s)", ErrConfig, part, c.Profile, strings.Join(scopeParts(c.Profile), ", "))
+		if parts := scopeParts(c.Profile); len(parts) == 0 {
+			var with []string
+			for _, p := range Profiles {
+				if len(scopeParts(p)) > 0 {
+					with = append(with, string(p))
+				}
+			}
+			return nil, fmt.Errorf("%w: scope part %q (profile %s has no scope parts: --scope-key is for --profile %s)", ErrConfig, part, c.Profile, strings.Join(with, " or "))
+		} else if !slices.Contains(parts, part) {
+			return nil, fmt.Errorf("%w: scope part %q (profile %s has %s)", ErrConfig, part, c.Profile, strings.Join(parts, ", "))
 		}
 		if strings.TrimSpace(k) == "" {
 			return nil, fmt.Errorf("%w: empty API key for scope part %q", ErrConfig, part)
