@@ -86,6 +86,15 @@ func storeErrorHint(err error, hint string) string {
 		return doing + what + "the endpoint answered " + strings.TrimSpace(strconv.Itoa(code)+" "+http.StatusText(code)) +
 			", which is no DynamoDB answer (the address of an API or a web server, not of the engine?); " + hint
 	}
+	// Ctrl-C (or SIGTERM) while the call waited for its answer: said as
+	// such; a write's outcome is then unknown.
+	if errors.Is(err, context.Canceled) {
+		msg := doing + what + "interrupted before it was answered"
+		if writeOperation(oe.OperationName) {
+			msg += ": the write may have been applied; look before running the command again"
+		}
+		return msg
+	}
 	// AWS's own DynamoDB host does not resolve: a region that does not
 	// exist (a typo) or a machine offline; no engine of the user's to ask
 	// about.
@@ -142,4 +151,14 @@ func awsConfigError(err error) error {
 			"check its name (aws configure list-profiles) or set it up (aws configure sso)", pe.Profile)
 	}
 	return errors.New("the AWS configuration could not be read: " + strings.TrimPrefix(unlabelled(err.Error()), "AWS config: "))
+}
+
+// writeOperation reports whether the DynamoDB operation op writes.
+func writeOperation(op string) bool {
+	for _, p := range []string{"Put", "Update", "Delete", "TransactWrite", "BatchWrite", "Create"} {
+		if strings.HasPrefix(op, p) {
+			return true
+		}
+	}
+	return false
 }
