@@ -164,8 +164,30 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return usageError(fs, stderr, "%s", settingError(err, conform.ErrConfig))
 	}
 	_, failed := conform.Write(stdout, results)
+	if failed > 0 && refusedEverywhere(results) {
+		// Not the API's failure to read into the FAIL lines: the caller's
+		// credential was refused throughout.
+		fmt.Fprintln(stderr, "idemkit conform: every scenario failed on the API's refusal of the credential (401 or 403): "+
+			"is --api-key a key this API accepts? ('idemkit dev' prints two; 'idemkit apikey create' mints one)")
+	}
 	if failed > 0 {
 		return 1
 	}
 	return 0
+}
+
+// refusedEverywhere reports whether every scenario that ran failed on a
+// 401 or 403 answer (its detail names the status it got).
+func refusedEverywhere(results []conform.Result) bool {
+	ran := 0
+	for _, r := range results {
+		if r.Status == conform.Skip {
+			continue
+		}
+		ran++
+		if r.Status != conform.Fail || !strings.Contains(r.Detail, "got 401") && !strings.Contains(r.Detail, "got 403") {
+			return false
+		}
+	}
+	return ran > 0
 }
