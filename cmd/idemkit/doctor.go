@@ -175,7 +175,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	var c *dynamodb.Client
 	if *endpoint != "" {
-		c = emulator.Client(*endpoint, func(o *dynamodb.Options) {
+		c = endpointClient(*endpoint, func(o *dynamodb.Options) {
 			if *region != "" {
 				o.Region = *region
 			}

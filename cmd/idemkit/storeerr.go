@@ -8,12 +8,15 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/internal/emulator"
 )
 
 // endpointHint is what storeError suggests when the engine cannot be
@@ -95,6 +98,11 @@ func storeErrorHint(err error, hint string) string {
 		}
 		return msg
 	}
+	// An engine that accepted the connection and began no answer within
+	// engineAnswerTimeout on any try.
+	if strings.Contains(err.Error(), "timeout awaiting response headers") {
+		return doing + what + "no answer within " + engineAnswerTimeout.String() + " on any try (the engine hung, or the address is another service's); " + hint
+	}
 	// AWS's own DynamoDB host does not resolve: a region that does not
 	// exist (a typo) or a machine offline; no engine of the user's to ask
 	// about.
@@ -161,4 +169,21 @@ func writeOperation(op string) bool {
 		}
 	}
 	return false
+}
+
+// engineAnswerTimeout bounds how long a command waits for an engine given
+// by --endpoint to begin its answer, per try (the SDK's retryer makes up
+// to three): an engine that accepts the connection and never answers (hung,
+// paused, another service's port) ends the command instead of holding it
+// until Ctrl-C. No call of the commands takes an engine that long to begin
+// answering.
+var engineAnswerTimeout = 30 * time.Second
+
+// endpointClient is emulator.Client for a command's --endpoint, with
+// engineAnswerTimeout bounding each try's wait for the answer's headers.
+func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
+	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.ResponseHeaderTimeout = engineAnswerTimeout
+	})
+	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }}, optFns...)...)
 }

@@ -53,7 +53,7 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if !tablePrefixOK(*prefix) {
 		return usageError(fs, stderr, "--prefix %q: %s", *prefix, tablePrefixRule)
 	}
-	c := emulator.Client(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
+	c := endpointClient(*endpoint, func(o *dynamodb.Options) { o.Region = *region })
 	names, err := tables.Ensure(ctx, c, *prefix, *only)
 	ids := make([]string, 0, len(names))
 	for id := range names {

@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-
-	"github.com/idemkit/idemkit/internal/emulator"
 )
 
 // noTableError: a command that reaches AWS (no --endpoint) was given no
@@ -94,7 +92,7 @@ func tableTarget(ctx context.Context, endpoint, table, region, flag, env, logica
 		if table == "" {
 			table = DefaultTablePrefix + logicalID
 		}
-		return emulator.Client(endpoint, func(o *dynamodb.Options) {
+		return endpointClient(endpoint, func(o *dynamodb.Options) {
 			if region != "" {
 				o.Region = region
 			}
