@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -99,6 +101,15 @@ func Start(ctx context.Context, kind string, o Options) (*Server, error) {
 		if s.proc, err = proc.Start(cmd); err != nil {
 			if cleanup != nil {
 				cleanup()
+			}
+			if bin := os.Getenv(EnvMotoServer); kind == Moto && bin != "" {
+				// The variable names the executable: say so, and what
+				// to do, not only the failed fork/exec of a path.
+				var pe *fs.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				return nil, fmt.Errorf("%s names %s, which could not be started (%v): give the path of a moto_server executable, or unset it to use the moto_server on PATH", EnvMotoServer, bin, err)
 			}
 			return nil, err
 		}
