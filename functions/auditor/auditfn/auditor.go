@@ -91,7 +91,8 @@ type Counts struct {
 	// Restored is the number of Layer-1 conflict winners written back
 	// (Auditor.Restore); RestoreErr the first restore that failed, and
 	// Failed the EventID of its stream record: Audit stops there, so the
-	// records after it in recs were not audited (redeliver from it).
+	// records after it in recs were not audited (redeliver from it;
+	// HandleLambda reports it by its sequence number).
 	Restored   int
 	RestoreErr error
 	Failed     string
@@ -143,17 +144,31 @@ func (a *Auditor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (ev
 	// event source mapping's ReportBatchItemFailures): the stream is
 	// delivered again from that record, so the records audited before it
 	// are not audited, nor their conflicts recorded, twice; the failed
-	// record's conflict was not recorded (its restore undecided). A
-	// record without an EventID fails the whole batch.
+	// record's conflict was not recorded (its restore undecided). The
+	// failed record is named by its sequence number, as a stream's
+	// partial batch response must (its eventID is no position in the
+	// stream); a record without an EventID or a sequence number fails
+	// the whole batch.
 	c := a.Audit(ctx, recs)
-	if c.RestoreErr != nil && c.Failed == "" {
+	if c.RestoreErr == nil {
+		return events.DynamoDBEventResponse{}, nil
+	}
+	seq := sequenceOf(ev, c.Failed)
+	if seq == "" {
 		return events.DynamoDBEventResponse{}, c.RestoreErr
 	}
-	var out events.DynamoDBEventResponse
-	if c.RestoreErr != nil {
-		out.BatchItemFailures = []events.DynamoDBBatchItemFailure{{ItemIdentifier: c.Failed}}
+	return events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{{ItemIdentifier: seq}}}, nil
+}
+
+// sequenceOf is the sequence number of ev's record whose EventID is id, ""
+// when id is "" or names no record of ev.
+func sequenceOf(ev events.DynamoDBEvent, id string) string {
+	for _, r := range ev.Records {
+		if id != "" && r.EventID == id {
+			return r.Change.SequenceNumber
+		}
 	}
-	return out, nil
+	return ""
 }
 
 // Audit counts, logs and emits metrics for recs, returning the counts. It
