@@ -302,11 +302,24 @@ func (x *Executor) HandleLambda(ctx context.Context, ev events.DynamoDBEvent) (e
 		}
 		recs = append(recs, sr)
 	}
+	// A stream's partial batch response names a record by its sequence
+	// number (where the mapping checkpoints), not by its eventID.
+	seq := make(map[string]string, len(ev.Records))
+	for _, r := range ev.Records {
+		seq[r.EventID] = r.Change.SequenceNumber
+	}
 	for _, id := range x.HandleRecords(ctx, recs) {
-		out.BatchItemFailures = append(out.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: id})
+		if seq[id] == "" {
+			return events.DynamoDBEventResponse{}, errNoSequence // the whole batch again
+		}
+		out.BatchItemFailures = append(out.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: seq[id]})
 	}
 	return out, nil
 }
+
+// errNoSequence fails a batch whose record to retry has no sequence number
+// to name it by.
+var errNoSequence = errors.New("executor: a stream record to retry has no sequence number")
 
 // HandleRecords processes stream records in order and returns the event ids
 // of the records to retry. As with Lambda's partial batch responses, the
