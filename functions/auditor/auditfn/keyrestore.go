@@ -130,12 +130,17 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	}
 	now := a.now()
 	// The old record's retention is judged at the new claim's own time
-	// too (its lease write, on the clock of the request that claimed):
-	// a claim made after that retention ended is a new key's, even when
-	// this function's clock is behind.
+	// too (its lease write, on the clock of the request that claimed),
+	// and at the change's (DynamoDB's, when it reached this table, after
+	// the claim; an ended record keeps no lease write): a claim made
+	// after that retention ended is a new key's, even when this
+	// function's clock is behind.
 	at := now
 	if curRec.Renewed.After(at) {
 		at = curRec.Renewed
+	}
+	if r.Created.After(at) {
+		at = r.Created
 	}
 	old, cur := keyRecord(oldRec, at), keyRecord(curRec, now)
 	// A conflict is recorded once the restore it calls for is decided: a
@@ -224,14 +229,19 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 		return nil
 	}
 	now := a.now()
-	old := keyRecord(rec, now)
+	// Its retention is judged at the deletion's time too (DynamoDB's
+	// clock), whatever this function's clock.
+	at := now
+	if r.Created.After(at) {
+		at = r.Created
+	}
+	old := keyRecord(rec, at)
 	if old.Expired || old.Run == "" {
 		return nil
 	}
 	written, current, err := a.Restore.Restore(ctx, r.OldImage, nil)
 	if err == nil && !written && len(current) > 0 {
 		if again, derr := idemdynamo.DecodeItem(current); derr == nil {
-			at := now
 			if again.Renewed.After(at) {
 				at = again.Renewed
 			}

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -22,6 +23,11 @@ type StreamRecord struct {
 	// PrincipalID and IdentityType are the record's userIdentity; a TTL
 	// deletion carries "dynamodb.amazonaws.com" / "Service".
 	PrincipalID, IdentityType string
+	// Created is the record's ApproximateCreationDateTime: when DynamoDB
+	// made the change in this table (a replicated write: when it reached
+	// this region), rounded down to the second on DynamoDB's clock; zero
+	// when not known.
+	Created time.Time
 }
 
 // TTLPrincipal is the userIdentity principal of TTL deletions.
@@ -47,6 +53,9 @@ func FromStreams(rec streamtypes.Record) (StreamRecord, error) {
 		}
 	}
 	if d := rec.Dynamodb; d != nil {
+		if d.ApproximateCreationDateTime != nil {
+			out.Created = *d.ApproximateCreationDateTime
+		}
 		var err error
 		if out.Keys, err = attributevalue.FromDynamoDBStreamsMap(d.Keys); err != nil {
 			return out, err
@@ -63,7 +72,7 @@ func FromStreams(rec streamtypes.Record) (StreamRecord, error) {
 
 // FromLambda converts a Lambda DynamoDB event record.
 func FromLambda(rec events.DynamoDBEventRecord) (StreamRecord, error) {
-	out := StreamRecord{EventID: rec.EventID, EventName: rec.EventName}
+	out := StreamRecord{EventID: rec.EventID, EventName: rec.EventName, Created: rec.Change.ApproximateCreationDateTime.Time}
 	if rec.UserIdentity != nil {
 		out.PrincipalID, out.IdentityType = rec.UserIdentity.PrincipalID, rec.UserIdentity.Type
 	}

@@ -1,0 +1,92 @@
+package auditfn
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/keyspace"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger/fence"
+)
+
+// A key claimed again after its record's retention, whose execution ended
+// without a run (released to be retried), can reach the other region's
+// stream as one change from the old record to that end (replication
+// delivers the item's latest write). An ended record keeps no lease write
+// to judge the old record's retention by, and the auditor's clock may be
+// behind: the retention is then judged at the stream record's own time
+// (DynamoDB's, when the change reached this region, no earlier than the
+// new claim), so the new key's record is not taken for a rival region's
+// execution and the expired record is not written back over it.
+func TestKeyEndedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	table := e.CreateTable(t, "IdempotencyTable")
+	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	id := keyspace.ID("tenant:acme", "POST /runs", "ended-after-retention-0123456789")
+	item := func() map[string]types.AttributeValue {
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+		if err != nil || len(out.Items) != 1 {
+			t.Fatalf("scan: %v", err)
+		}
+		return out.Items[0]
+	}
+	claim := func(req string, now time.Time) idem.Record {
+		res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
+			LeaseExpires: now.Add(time.Minute), Expires: now.Add(time.Hour)}, now)
+		if err != nil || (res.Decision != idem.Claimed && res.Decision != idem.Reclaimed) {
+			t.Fatalf("claim %s: %+v %v", req, res, err)
+		}
+		return res.Record
+	}
+	first := claim("req-1", t0)
+	if err := st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
+		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	old := item()
+	later := t0.Add(time.Hour + time.Second) // the first record's retention has ended
+	if err := st.Release(ctx, claim("req-2", later), later); err != nil {
+		t.Fatal(err)
+	}
+	ended := item()
+	for _, skew := range []time.Duration{0, -time.Minute} {
+		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: table}, Now: func() time.Time { return later.Add(skew) },
+			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		rec := events.DynamoDBEventRecord{EventName: "MODIFY", AWSRegion: "eu-west-1", Change: events.DynamoDBStreamRecord{
+			ApproximateCreationDateTime: events.SecondsEpochTime{Time: later.Add(time.Second).Truncate(time.Second)},
+			Keys:                        toLambdaMap(t, map[string]types.AttributeValue{"pk": old["pk"]}),
+			OldImage:                    toLambdaMap(t, old), NewImage: toLambdaMap(t, ended)}}
+		resp, err := a.HandleLambda(ctx, lambdaEvent(t, rec))
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Fatalf("HandleLambda: %+v %v", resp, err)
+		}
+		got, err := idemdynamo.DecodeItem(item())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.RequestID != "req-2" || got.State != idem.StateRetryableFailure {
+			t.Fatalf("auditor clock %v from the new claim's: the key holds %s (%s); want the new key's released record, not the expired one written back",
+				skew, got.RequestID, got.State)
+		}
+	}
+}
