@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"reflect"
 	"sync"
+	"sync/atomic"
 )
 
 // patternRouter is a router that tells which registered pattern serves a
@@ -44,8 +45,19 @@ func (m *muxRoutes) resolve(r *http.Request) (pattern string, values func(string
 // patternMatchers holds, per pattern, a ServeMux with that one pattern,
 // which sets a request's path values as a ServeMux routing it by that
 // pattern does (nil for a pattern a ServeMux rejects, kept so that it is
-// not tried again).
-var patternMatchers sync.Map // pattern -> *http.ServeMux
+// not tried again). It keeps at most maxPatternMatchers patterns
+// (patternMatcherCount counts them): a router's patterns are its routes,
+// a bounded set, but a custom router that names each request's own path
+// as its pattern must not grow the process's memory with every path it
+// serves. A pattern beyond the bound is matched by a ServeMux built for
+// the request, with the same result.
+var (
+	patternMatchers     sync.Map // pattern -> *http.ServeMux
+	patternMatcherCount atomic.Int64
+)
+
+// maxPatternMatchers bounds patternMatchers.
+const maxPatternMatchers = 4096
 
 // pathValues returns the path values that pattern gives r as a ServeMux
 // routes r by it. ok is false, and values nil, when a ServeMux would not
@@ -60,7 +72,14 @@ func pathValues(pattern string, r *http.Request) (values func(string) string, ok
 		if err := register(one, pattern); err != nil {
 			one = nil
 		}
-		v, _ = patternMatchers.LoadOrStore(pattern, one)
+		if patternMatcherCount.Load() < maxPatternMatchers {
+			var loaded bool
+			if v, loaded = patternMatchers.LoadOrStore(pattern, one); !loaded {
+				patternMatcherCount.Add(1)
+			}
+		} else {
+			v = one
+		}
 	}
 	one := v.(*http.ServeMux)
 	if one == nil {
