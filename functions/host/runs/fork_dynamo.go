@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -30,9 +31,11 @@ func forkItem(m map[string]types.AttributeValue, r Run) {
 	}
 }
 
+// logAV is the table's list of node events evs, each at the table's
+// millisecond precision (tableTimes).
 func logAV(evs []LogEvent) types.AttributeValue {
 	l := make([]types.AttributeValue, 0, len(evs))
-	for _, e := range evs {
+	for _, e := range tableTimes(evs) {
 		b, err := json.Marshal(e)
 		if err != nil {
 			continue
@@ -64,11 +67,29 @@ func forkFromItem(m map[string]types.AttributeValue, r *Run) {
 
 var _ LogStore = (*DynamoRuns)(nil)
 
+// tableTimes returns evs (a copy) with each event's time truncated to the
+// millisecond, the precision at which the table keeps a run's createdAt
+// and updatedAt: run.started and the terminal event take those times, so
+// a node event kept finer could read a fraction of a millisecond after
+// the terminal event that follows it (a run that ends within the
+// millisecond of its last node event, a breach whose cap.breached and end
+// are one write). At one precision the log's times never go back as its
+// sequence goes on.
+func tableTimes(evs []LogEvent) []LogEvent {
+	out := slices.Clone(evs)
+	for i := range out {
+		out[i].At = out[i].At.Truncate(time.Millisecond)
+	}
+	return out
+}
+
 // AppendLog implements LogStore: one UpdateItem (list_append to log, SET
 // updatedAt) conditional on status = running, claimEpoch = f.Epoch and the
 // log's size = f.At, returning the run (ALL_NEW; the old item with the
-// conflict, from which an append already applied is recognised).
+// conflict, from which an append already applied is recognised). Each
+// event's time is kept to the millisecond (tableTimes).
 func (d *DynamoRuns) AppendLog(ctx context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error) {
+	evs = tableTimes(evs) // as stored, so an append already applied compares equal
 	empty := &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
 	upd := expression.Set(expression.Name(runAttrLog), expression.ListAppend(
 		expression.IfNotExists(expression.Name(runAttrLog), expression.Value(empty)), expression.Value(logAV(evs)))).
