@@ -416,6 +416,22 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		}
 		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), keyhash.ErrAttr(err))
 		msg = truncate(err.Error())
+	} else if fu, held := (*finishUnwritten)(nil), (*heldError)(nil); errors.As(cause, &fu) && errors.As(cause, &held) {
+		// The execution ran the run to its end and only the write of that
+		// end was refused: its last try writes that end again, under the
+		// claim epoch it held, rather than failing a run whose nodes (and
+		// effects) completed.
+		r, err := x.Runs.Finish(ctx, runID, held.epoch, fu.to, fu.msg, x.now())
+		switch {
+		case err == nil:
+			x.log().InfoContext(ctx, "executor: last try ended the run as its execution did", slog.String("run_id", runID), slog.String("status", string(fu.to)))
+			return true
+		case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
+			x.log().InfoContext(ctx, "executor: run ended or taken meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+			return true
+		}
+		x.log().ErrorContext(ctx, "executor: could not end the run as its execution did", slog.String("run_id", runID), keyhash.ErrAttr(err))
+		msg = truncate(err.Error())
 	} else if waited, err := x.waitOut(ctx, runID, cause); waited {
 		if err == nil {
 			x.log().InfoContext(ctx, "executor: last try completed the run after waiting out an in-flight effect", slog.String("run_id", runID))
@@ -976,11 +992,31 @@ func (x *Executor) finish(ctx context.Context, run runs.Run, to runs.Status, msg
 		x.log().InfoContext(ctx, "executor: run gone before it finished", slog.String("run_id", runID))
 		return nil
 	}
-	if err == nil {
-		x.log().InfoContext(ctx, "executor: run finished", slog.String("run_id", runID), slog.String("status", string(to)))
+	if err != nil {
+		return &finishUnwritten{to: to, msg: msg, err: err}
 	}
-	return err
+	x.log().InfoContext(ctx, "executor: run finished", slog.String("run_id", runID), slog.String("status", string(to)))
+	return nil
 }
+
+// finishUnwritten is the error of an execution that ran its run to its end
+// (completed, or failed on a node) and whose end (RunStore.Finish) the
+// store refused transiently: the execution is retried, and the last try
+// ends the run as the execution ended, by the same Finish tried again
+// (giveUp), and fails it as given up only when refused once more. So a run
+// whose effects were delivered is never ended "failed" for a refused write
+// of its completion alone.
+type finishUnwritten struct {
+	to  runs.Status
+	msg string
+	err error
+}
+
+func (e *finishUnwritten) Error() string {
+	return "executor: end the run " + string(e.to) + ": " + e.err.Error()
+}
+
+func (e *finishUnwritten) Unwrap() error { return e.err }
 
 // runNodes executes the workflow's nodes in order, each from its start.
 func (x *Executor) runNodes(ctx context.Context, run runs.Run, rc runCaps) error {
