@@ -479,11 +479,33 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 // outcome maybe recorded by the executor that took it) or fired without
 // its outcome recorded (ledger.ErrOutcomeNotRecorded: a store error after
 // the call), it executes the run once more first, and waits out the
-// effect if that execution finds it in flight. It reports waited false (nothing done) for any other cause, a
+// effect if that execution finds it in flight. When a node event could
+// not be appended to the run's log (a store error: the node's effect may
+// have been delivered), it does the same under the claim epoch the failed
+// execution held, only while that execution still holds the run. It reports waited false (nothing done) for any other cause, a
 // wait that does not fit, or a wait cut short by ctx.
 func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (waited bool, err error) {
 	var inf *ledger.InFlightError
 	lost, unrecorded := errors.Is(cause, ledger.ErrLeaseLost), errors.Is(cause, ledger.ErrOutcomeNotRecorded)
+	var held *heldError
+	if !lost && !unrecorded && errors.As(cause, new(*logUnwritten)) && errors.As(cause, &held) {
+		// A node event was not appended (a store error): the node's
+		// effect may have been delivered, and what it came to is in the
+		// ledger. While this execution still holds the run (its claim
+		// epoch), the run is executed once more under that claim, as the
+		// next try would execute it: a recorded outcome is replayed and
+		// its node event appended. A run another execution took since is
+		// that one's (the give-up leaves it); one that ended is left.
+		run, err := x.Runs.Get(ctx, runID)
+		if err != nil || run.Status != runs.StatusRunning || run.Epoch != held.epoch {
+			return false, nil
+		}
+		x.log().InfoContext(ctx, "executor: last try executes again after its node event was not recorded", slog.String("run_id", runID))
+		if err = x.proceed(ctx, run); err == nil || !errors.As(err, &inf) {
+			return true, err
+		}
+		cause = err
+	}
 	if (lost || unrecorded) && !errors.As(cause, &inf) {
 		// This try's attempt was taken over by another executor (which
 		// may have recorded the effect's outcome already), its lease

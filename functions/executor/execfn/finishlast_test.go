@@ -2,6 +2,7 @@ package execfn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +13,7 @@ import (
 
 	hostruns "github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/functions/host/webhook"
 )
 
 // refusedFinish is a run store whose Finish to a status is refused, before
@@ -60,6 +62,66 @@ func TestLastTryEndsACompletionAsCompleted(t *testing.T) {
 		case 2:
 			if r.Status != hostruns.StatusFailed || !strings.Contains(r.Error, "gave up after 1 attempts") {
 				t.Fatalf("completion refused twice on the last try: run %s (%q), want failed by the give-up", r.Status, r.Error)
+			}
+		}
+		if n.Load() != 1 {
+			t.Fatalf("refused %d: %d deliveries, want 1", refusals, n.Load())
+		}
+	}
+}
+
+// refusedAppend is a run store whose node-log append of a node.completed
+// is refused, before anything is written, the first refusals times.
+type refusedAppend struct {
+	*hostruns.MemRuns
+	refusals atomic.Int32
+}
+
+func (s *refusedAppend) AppendLog(ctx context.Context, id string, f hostruns.Fence, evs []hostruns.LogEvent, now time.Time) (hostruns.Run, error) {
+	if len(evs) > 0 && evs[0].Type == hostruns.EventNodeCompleted && evs[0].NodeID == "effect" && s.refusals.Add(-1) >= 0 {
+		return hostruns.Run{}, errors.New("host: append run log: ThrottlingException: rate exceeded")
+	}
+	return s.MemRuns.AppendLog(ctx, id, f, evs, now)
+}
+
+// TestLastTryRecordsADeliveredNodeAsCompleted: on the stream's last try a
+// graph workflow's side-effecting node delivers (the ledger records its
+// success) and the append of its node.completed is refused. The last try
+// executes the run once more, as the next try would: the ledger answers
+// the node from its record (nothing is sent again), its node.completed is
+// appended and the run completes, never "failed: gave up" over a
+// delivered effect. Refused on that execution as well, the run still
+// ends, failed by the give-up.
+func TestLastTryRecordsADeliveredNodeAsCompleted(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+	defer srv.Close()
+	for _, refusals := range []int32{1, 2} {
+		f := newFixture(t)
+		rs := &refusedAppend{MemRuns: f.runs}
+		rs.refusals.Store(refusals)
+		f.x.Runs, f.x.MaxAttempts, f.x.FixtureURL = rs, 1, srv.URL+"/fixture"
+		n.Store(0)
+		run := hostruns.NewRun("acme", webhook.WorkflowReplaySideEffect, json.RawMessage(`{"delayMs":1}`), time.Now())
+		if err := f.runs.Create(context.Background(), run); err != nil {
+			t.Fatal(err)
+		}
+		if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+			t.Fatalf("refused %d: retry %v, want the last try's record done", refusals, retry)
+		}
+		r, _ := f.runs.Get(context.Background(), run.ID)
+		var types []string
+		for _, e := range r.Log {
+			types = append(types, e.Type+":"+e.NodeID)
+		}
+		switch refusals {
+		case 1:
+			if r.Status != hostruns.StatusCompleted || r.Log[len(r.Log)-1].Type != hostruns.EventNodeCompleted {
+				t.Fatalf("node.completed refused once on the last try: run %s (%q), log %v; want completed: its effect was delivered", r.Status, r.Error, types)
+			}
+		case 2:
+			if r.Status != hostruns.StatusFailed || !strings.Contains(r.Error, "gave up after 1 attempts") {
+				t.Fatalf("node.completed refused twice on the last try: run %s (%q), want failed by the give-up", r.Status, r.Error)
 			}
 		}
 		if n.Load() != 1 {

@@ -73,6 +73,16 @@ func history(run runs.Run) []step {
 	return out
 }
 
+// logUnwritten is the error of an execution whose node-log append the
+// store refused transiently (not a conflict: the run is still this
+// execution's). What the node came to is in the ledger, not in the log:
+// the last try executes the run once more (waitOut) rather than giving up
+// on a node whose effect may have been delivered.
+type logUnwritten struct{ err error }
+
+func (e *logUnwritten) Error() string { return e.err.Error() }
+func (e *logUnwritten) Unwrap() error { return e.err }
+
 // runGraph executes a graph workflow from where its history stands. The
 // walk is deterministic (Graph: Nodes[0], then each node's outgoing edge,
 // a node executing at most MaxLoopback times), so folding the recorded
@@ -123,10 +133,11 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, rc runCaps, g web
 			// claim is fenced): nothing more is written.
 			return errRunEnded
 		}
-		if err == nil {
-			run.Log = r.Log
+		if err != nil {
+			return &logUnwritten{err: err}
 		}
-		return err
+		run.Log = r.Log
+		return nil
 	}
 	// A fork whose prefix ends inside a node's execution restarts that
 	// node with a fresh node.started (runs.Run.RestartedNode): the
