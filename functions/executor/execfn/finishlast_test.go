@@ -129,3 +129,31 @@ func TestLastTryRecordsADeliveredNodeAsCompleted(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordedNodeFailureEndsTheRunWithItsError: a graph run whose node
+// failed (node.failed recorded) and whose end was not written (the runs
+// table refused it; the executor could as well have crashed) is ended by
+// its next execution with the node's recorded error, as the first would
+// have ended it: its run.failed does not depend on whether an executor
+// stopped in between.
+func TestRecordedNodeFailureEndsTheRunWithItsError(t *testing.T) {
+	want := "node fail failed: idemkit.node_failed: the node fails on every execution (conformance-failure)"
+	f := newFixture(t)
+	rs := &refusedFinish{MemRuns: f.runs, to: hostruns.StatusFailed}
+	rs.refusals.Store(1)
+	f.x.Runs = rs // MaxAttempts 0: the record is retried
+	run := hostruns.NewRun("acme", webhook.WorkflowFailure, json.RawMessage(`{}`), time.Now())
+	if err := f.runs.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); len(retry) != 1 {
+		t.Fatalf("retry %v, want the record retried after its end was refused", retry)
+	}
+	if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("retry %v, want the record done", retry)
+	}
+	r, _ := f.runs.Get(context.Background(), run.ID)
+	if r.Status != hostruns.StatusFailed || r.Error != want {
+		t.Fatalf("run %s (%q), want failed (%q)", r.Status, r.Error, want)
+	}
+}

@@ -83,6 +83,39 @@ type logUnwritten struct{ err error }
 func (e *logUnwritten) Error() string { return e.err.Error() }
 func (e *logUnwritten) Unwrap() error { return e.err }
 
+// historyPayloads is the payload of each of history(run)'s events, in the
+// same order.
+func historyPayloads(run runs.Run) []json.RawMessage {
+	var out []json.RawMessage
+	if run.Fork != nil {
+		for _, e := range run.Fork.Inherited {
+			if e.NodeID != "" {
+				out = append(out, e.Payload)
+			}
+		}
+	}
+	for _, e := range run.Log {
+		if e.NodeID != "" {
+			out = append(out, e.Payload)
+		}
+	}
+	return out
+}
+
+// recordedFailure is the *NodeFailedError of node nodeID's recorded
+// node.failed event (payload its payload): the error the execution that
+// recorded it ended with, so the run ends with that error whichever
+// execution writes its end.
+func recordedFailure(nodeID string, payload json.RawMessage) *NodeFailedError {
+	var p struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(payload, &p) != nil || p.Error.Code == "" {
+		return &NodeFailedError{NodeID: nodeID, Code: codeNodeFailed, Message: "recorded as failed"}
+	}
+	return &NodeFailedError{NodeID: nodeID, Code: p.Error.Code, Message: p.Error.Message}
+}
+
 // runGraph executes a graph workflow from where its history stands. The
 // walk is deterministic (Graph: Nodes[0], then each node's outgoing edge,
 // a node executing at most MaxLoopback times), so folding the recorded
@@ -169,7 +202,7 @@ func (x *Executor) runGraph(ctx context.Context, run runs.Run, rc runCaps, g web
 		if i < len(hist) && hist[i].nodeID == cur && (hist[i].typ == runs.EventNodeCompleted || hist[i].typ == runs.EventNodeFailed) {
 			terminals[cur]++
 			if hist[i].typ == runs.EventNodeFailed {
-				return &NodeFailedError{NodeID: cur, Code: codeNodeFailed, Message: "recorded as failed"}
+				return recordedFailure(cur, historyPayloads(run)[i])
 			}
 			i++
 			continue
