@@ -11,6 +11,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
 // TestRunLifecycleRaces races, on one run (memory stores), two executors
@@ -28,10 +29,34 @@ import (
 // 201 inherits events that the source, as it ends, still has byte for
 // byte.
 func TestRunLifecycleRaces(t *testing.T) {
-	rs := runs.NewMemRuns()
+	lifecycleRaces(t, runs.NewMemRuns(), 150)
+}
+
+// TestRunLifecycleRacesDynamo is TestRunLifecycleRaces on RunsTable, on
+// every emulator (fewer rounds: each is some forty round trips and a
+// watcher reading throughout).
+func TestRunLifecycleRacesDynamo(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		lifecycleRaces(t, &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")}, 12)
+	})
+}
+
+// raceStore is a run store with a node log, as the races need it.
+type raceStore interface {
+	runs.RunStore
+	runs.LogStore
+}
+
+// lifecycleRaces runs rounds of TestRunLifecycleRaces on rs. After each
+// round the run's getRun snapshot, its poll answer and its events stream
+// agree: one status, terminal, the same events (the poll's and the
+// stream's), the poll's lastSequence the terminal event's. The watcher
+// also checks that the log it reads only ever grows: every event it read
+// before is read again unchanged (eventId, type, timestamp, payload).
+func lifecycleRaces(t *testing.T, rs raceStore, rounds int) {
 	f := hostOf(t, rs, idem.Config{}, nil)
 	ctx := context.Background()
-	for round := range 150 {
+	for round := range rounds {
 		r := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), time.Now())
 		if err := rs.Create(ctx, r); err != nil {
 			t.Fatal(err)
@@ -101,6 +126,7 @@ func TestRunLifecycleRaces(t *testing.T) {
 		})
 		go func() { // the watcher
 			var ended runs.Status
+			var seen []RunEvent
 			for {
 				select {
 				case <-done:
@@ -119,6 +145,20 @@ func TestRunLifecycleRaces(t *testing.T) {
 				if cur.Status.Terminal() {
 					ended = cur.Status
 				}
+				now := RunEvents(cur)
+				if len(now) < len(seen) {
+					watchErr = fmt.Errorf("the log shrank from %d to %d events", len(seen), len(now))
+					return
+				}
+				for i, e := range seen {
+					a, _ := json.Marshal(e)
+					b, _ := json.Marshal(now[i])
+					if string(a) != string(b) {
+						watchErr = fmt.Errorf("event %d read %s, then %s", i, a, b)
+						return
+					}
+				}
+				seen = now
 			}
 		}()
 		close(start)
@@ -182,6 +222,32 @@ func TestRunLifecycleRaces(t *testing.T) {
 			terminal := e.Type == EventRunCompleted || e.Type == EventRunFailed || e.Type == EventRunCancelled
 			if terminal != (i == len(evs)-1) {
 				t.Fatalf("round %d: event %d of %d is %s", round, i, len(evs), e.Type)
+			}
+		}
+		// getRun, poll and the stream say the same.
+		resp, _ := f.h.Handle(ctx, ev("GET", base, "acme", "", ""))
+		var snap map[string]any
+		_ = json.Unmarshal([]byte(resp.Body), &snap)
+		resp, _ = f.h.Handle(ctx, eventsReq(base+"/events/poll", "acme", "timeout=1", ""))
+		var poll struct {
+			Status       string            `json:"status"`
+			IsTerminal   bool              `json:"isTerminal"`
+			LastSequence int64             `json:"lastSequence"`
+			Events       []json.RawMessage `json:"events"`
+		}
+		_ = json.Unmarshal([]byte(resp.Body), &poll)
+		s := f.stream(t, eventsReq(base+"/events", "acme", "streamMode=debug", ""))
+		if snap["status"] != string(got.Status) || poll.Status != string(got.Status) || !poll.IsTerminal ||
+			poll.LastSequence != int64(len(evs)-1) || len(poll.Events) != len(evs) || len(s.Frames) != len(evs) {
+			t.Fatalf("round %d: run %s; getRun %v; poll %s %v last %d, %d events; stream %d frames; log %d events",
+				round, got.Status, snap["status"], poll.Status, poll.IsTerminal, poll.LastSequence, len(poll.Events), len(s.Frames), len(evs))
+		}
+		for i, fr := range s.Frames {
+			var pe, se map[string]any
+			_ = json.Unmarshal(poll.Events[i], &pe)
+			_ = json.Unmarshal([]byte(fr.Data), &se)
+			if fmt.Sprint(pe) != fmt.Sprint(se) || fr.ID != fmt.Sprint(i) {
+				t.Fatalf("round %d: event %d: poll %v, stream %s %v", round, i, pe, fr.ID, se)
 			}
 		}
 		if fork != 201 {
