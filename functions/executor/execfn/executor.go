@@ -416,21 +416,14 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		}
 		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), keyhash.ErrAttr(err))
 		msg = truncate(err.Error())
-	} else if fu, held := (*finishUnwritten)(nil), (*heldError)(nil); errors.As(cause, &fu) && errors.As(cause, &held) {
+	} else if ended, done, err := x.endAsExecuted(ctx, runID, cause); ended {
 		// The execution ran the run to its end and only the write of that
 		// end was refused: its last try writes that end again, under the
 		// claim epoch it held, rather than failing a run whose nodes (and
 		// effects) completed.
-		r, err := x.Runs.Finish(ctx, runID, held.epoch, fu.to, fu.msg, x.now())
-		switch {
-		case err == nil:
-			x.log().InfoContext(ctx, "executor: last try ended the run as its execution did", slog.String("run_id", runID), slog.String("status", string(fu.to)))
-			return true
-		case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
-			x.log().InfoContext(ctx, "executor: run ended or taken meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		if done {
 			return true
 		}
-		x.log().ErrorContext(ctx, "executor: could not end the run as its execution did", slog.String("run_id", runID), keyhash.ErrAttr(err))
 		msg = truncate(err.Error())
 	} else if waited, err := x.waitOut(ctx, runID, cause); waited {
 		if err == nil {
@@ -440,6 +433,15 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		msg = truncate(err.Error())
 		if errors.As(err, new(*heldError)) {
 			last = err
+		}
+		// The execution once more ran the run to its end and the write
+		// of that end was refused: it is written again, as for the first
+		// execution's.
+		if ended, done, ferr := x.endAsExecuted(ctx, runID, err); ended {
+			if done {
+				return true
+			}
+			msg = truncate(ferr.Error())
 		}
 	}
 	final := truncate(fmt.Sprintf("executor: gave up after %d attempts: %s", n, msg))
@@ -469,6 +471,31 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	}
 	x.log().ErrorContext(ctx, "executor: could not fail the run", slog.String("run_id", runID), keyhash.ErrAttr(err))
 	return false
+}
+
+// endAsExecuted is the last try's write, again, of the end an execution
+// ran its run to (cause a *finishUnwritten under a *heldError: completed,
+// or failed on a node) and whose write the store refused, under the claim
+// epoch that execution held. It reports ended false, and does nothing,
+// for any other cause; done when the end is written, or the run ended or
+// was taken meanwhile (the record is done); otherwise err, the refusal.
+func (x *Executor) endAsExecuted(ctx context.Context, runID string, cause error) (ended, done bool, err error) {
+	var fu *finishUnwritten
+	var held *heldError
+	if !errors.As(cause, &fu) || !errors.As(cause, &held) {
+		return false, false, nil
+	}
+	r, err := x.Runs.Finish(ctx, runID, held.epoch, fu.to, fu.msg, x.now())
+	switch {
+	case err == nil:
+		x.log().InfoContext(ctx, "executor: last try ended the run as its execution did", slog.String("run_id", runID), slog.String("status", string(fu.to)))
+		return true, true, nil
+	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
+		x.log().InfoContext(ctx, "executor: run ended or taken meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		return true, true, nil
+	}
+	x.log().ErrorContext(ctx, "executor: could not end the run as its execution did", slog.String("run_id", runID), keyhash.ErrAttr(err))
+	return true, false, err
 }
 
 // waitOut is the last try's second chance: when cause is an effect in

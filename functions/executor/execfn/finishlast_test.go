@@ -157,3 +157,49 @@ func TestRecordedNodeFailureEndsTheRunWithItsError(t *testing.T) {
 		t.Fatalf("run %s (%q), want failed (%q)", r.Status, r.Error, want)
 	}
 }
+
+// refusedAppendAndFinish refuses a node.completed append of node "effect"
+// (refusedAppend) and a Finish to a status (refusedFinish), each its own
+// number of times, over one memory store.
+type refusedAppendAndFinish struct {
+	*refusedAppend
+	fin *refusedFinish
+}
+
+func (s *refusedAppendAndFinish) Finish(ctx context.Context, id string, epoch int64, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
+	return s.fin.Finish(ctx, id, epoch, to, msg, now)
+}
+
+// TestLastTryReexecutionEndsACompletionAsCompleted: on the stream's last
+// try a graph run's side-effecting node delivers, the append of its
+// node.completed is refused, and the last try's execution once more
+// (replaying the node from the ledger, appending node.completed) has its
+// completion refused once. The run ends completed, by the completion
+// tried again, as when the first execution's completion is refused: never
+// "failed: gave up" over a delivered effect whose completion was refused
+// once.
+func TestLastTryReexecutionEndsACompletionAsCompleted(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { n.Add(1) }))
+	defer srv.Close()
+	f := newFixture(t)
+	ra := &refusedAppend{MemRuns: f.runs}
+	ra.refusals.Store(1)
+	rf := &refusedFinish{MemRuns: f.runs, to: hostruns.StatusCompleted}
+	rf.refusals.Store(1)
+	f.x.Runs, f.x.MaxAttempts, f.x.FixtureURL = &refusedAppendAndFinish{refusedAppend: ra, fin: rf}, 1, srv.URL+"/fixture"
+	run := hostruns.NewRun("acme", webhook.WorkflowReplaySideEffect, json.RawMessage(`{"delayMs":1}`), time.Now())
+	if err := f.runs.Create(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); retry != nil {
+		t.Fatalf("retry %v, want the last try's record done", retry)
+	}
+	r, _ := f.runs.Get(context.Background(), run.ID)
+	if r.Status != hostruns.StatusCompleted || r.Error != "" {
+		t.Fatalf("node.completed and then the completion refused once each on the last try: run %s (%q), want completed: its effect was delivered", r.Status, r.Error)
+	}
+	if n.Load() != 1 {
+		t.Fatalf("%d deliveries, want 1", n.Load())
+	}
+}
