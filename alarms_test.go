@@ -984,7 +984,7 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 	// flight) page too.
 	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, sweepfn.MetricIncomplete,
 		idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites, idem.MetricStoreMisconfigured, ledger.MetricStoreMisconfigured, auditfn.MetricTTLPending,
-		conflictaudit.MetricConflictsAll} {
+		conflictaudit.MetricConflictsAll, auditfn.MetricRestoreFailures} {
 		if !alarmOn(ns, m, "") {
 			t.Errorf("no alarm on %s", m)
 		}

@@ -74,6 +74,14 @@ const (
 	MetricReclaims   = "idemkit.audit.reclaims_total"
 	MetricEscaped    = "idemkit.audit.escaped_total"
 	MetricTTLPending = "idemkit.audit.ttl_expired_pending_total"
+	// MetricRestoreFailures counts the Layer-1 restores that failed (one
+	// per failed delivery of the record): each is reported as a batch item
+	// failure, so the invocation succeeds and its Errors do not show it.
+	MetricRestoreFailures = "idemkit.audit.restore_failures_total"
+	// MetricRestored counts the Layer-1 records the auditor wrote back
+	// (Counts.Restored): a conflict's winner, or a record deleted by the
+	// other region's forgotten claim.
+	MetricRestored = "idemkit.audit.restored_total"
 )
 
 // Table dimension values.
@@ -191,6 +199,12 @@ func (a *Auditor) Audit(ctx context.Context, recs []stream.StreamRecord) Counts 
 		} else {
 			a.idempotency(ctx, r, &c)
 		}
+	}
+	if c.RestoreErr != nil {
+		a.Metrics.Count(MetricRestoreFailures, 1, map[string]string{"table": TableIdempotency})
+	}
+	if c.Restored > 0 {
+		a.Metrics.Count(MetricRestored, float64(c.Restored), map[string]string{"table": TableIdempotency})
 	}
 	for name, m := range map[string]map[string]int{MetricReclaims: c.Reclaims, MetricEscaped: c.Escaped, MetricTTLPending: c.TTLExpiredPending} {
 		for table, n := range m {

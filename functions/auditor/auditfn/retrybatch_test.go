@@ -128,6 +128,21 @@ func TestRetriedBatchRecordsEachConflictOnce(t *testing.T) {
 		t.Fatalf("after %d deliveries: conflicts counted %v, logged %d, restores written %d; want 3 of each (one per conflict)",
 			rounds+1, total, len(events), r.writes)
 	}
+	// The on-call sees both: the restore that failed (the invocation
+	// succeeds, so the auditor-errors alarm does not) and each write-back.
+	sum := func(name string) float64 {
+		n := 0.0
+		for _, l := range emfLines(t, mb.String(), name) {
+			if l["table"] != TableIdempotency {
+				t.Errorf("%s: table %v, want %s", name, l["table"], TableIdempotency)
+			}
+			n += l[name].(float64)
+		}
+		return n
+	}
+	if f, w := sum(MetricRestoreFailures), sum(MetricRestored); f != 1 || w != 3 {
+		t.Fatalf("%s %v, %s %v; want 1 (the one failed restore) and 3 (one per write-back)", MetricRestoreFailures, f, MetricRestored, w)
+	}
 }
 
 // conflictEvents are the Layer-1 conflict log lines in out.
