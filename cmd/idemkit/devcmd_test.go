@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -223,5 +224,83 @@ func TestDevStopLetsARequestInFlightFinish(t *testing.T) {
 	}
 	if c := <-code; c != 0 {
 		t.Fatalf("idemkit dev exited %d after the stop", c)
+	}
+}
+
+// TestDevStopAnswersAWaitingLongPoll: Ctrl-C (or SIGTERM) while a
+// pollRunEvents request waits for an event of a live run ends its wait at
+// once: the poll gets its 200 with no events (what it answers when its
+// wait runs out) and dev exits 0 without waiting out its grace. Before, the
+// poll kept waiting (13 s under dev's request timeout) past the stop's 10 s
+// grace and was then cut without an answer, logged as a client that closed
+// the request.
+func TestDevStopAnswersAWaitingLongPoll(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	const key = "idk_stop_longpoll_0123456789"
+	addr := testutil.FreeAddr(t)
+	out, w := newPipeOut()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	prefix := fmt.Sprintf("poll%d-", time.Now().UnixNano())
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"dev", "--addr", addr, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix,
+			"--api-key", key + "=acme"}, w, io.Discard)
+		w.Close()
+	}()
+	waitServing(t, out, addr, code)
+	// A run that stays live for a minute.
+	resp, m := testutil.DoJSON(t, "POST", "http://"+addr+"/runs", `{"workflowId":"conformance-replay-side-effect","inputs":{"delayMs":60000}}`,
+		"Authorization", testutil.Bearer(key), "Idempotency-Key", fmt.Sprintf("stop-longpoll-%d", time.Now().UnixNano()))
+	if resp.StatusCode != 201 {
+		t.Fatalf("createRun: %d %v", resp.StatusCode, m)
+	}
+	poll := "http://" + addr + "/runs/" + strings.Replace(fmt.Sprint(m["runId"]), "/", "~2F", 1) + "/events/poll?afterSequence=1000&timeout=60"
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	polled := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", poll, nil)
+		req.Header.Set("Authorization", testutil.Bearer(key))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			polled <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		polled <- answer{resp.StatusCode, string(b), err}
+	}()
+	select { // it waits: no event follows sequence 1000
+	case a := <-polled:
+		t.Fatalf("the poll answered before the stop: %d %s %v", a.code, a.body, a.err)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	stopped := time.Now()
+	cancel() // Ctrl-C
+	select {
+	case a := <-polled:
+		if a.err != nil || a.code != 200 || !strings.Contains(a.body, `"events":[]`) || !strings.Contains(a.body, `"isTerminal":false`) {
+			t.Fatalf("the waiting poll at the stop got %d %q (%v), want its 200 with no events", a.code, a.body, a.err)
+		}
+		if d := time.Since(stopped); d > 3*time.Second {
+			t.Fatalf("the waiting poll was answered %v after the stop, want at once", d)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the poll waiting at the stop got no answer")
+	}
+	select {
+	case c := <-code:
+		if c != 0 {
+			t.Fatalf("idemkit dev exited %d after the stop", c)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("idemkit dev did not exit after the stop")
+	}
+	if d := time.Since(stopped); d > 8*time.Second {
+		t.Fatalf("idemkit dev took %v to stop with a waiting poll, want well under its 10 s grace", d)
 	}
 }

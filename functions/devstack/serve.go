@@ -62,7 +62,8 @@ func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting, cut fu
 	srv := &http.Server{Handler: gw,
 		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: o.RequestTimeout + 30*time.Second,
 		IdleTimeout: 2 * time.Minute, BaseContext: func(net.Listener) context.Context { return reqCtx }}
-	// A stop ends the held event streams at once (devsse.go).
+	// A stop ends the held event streams and the waiting long polls at once
+	// (devsse.go; apifn.TestConfig.PollWaitEnds).
 	srv.RegisterOnShutdown(gw.streams.close)
 	// Each request gets its own header block as received (devraw.go).
 	rawconn.Configure(srv)
@@ -130,7 +131,7 @@ const shutdownGrace = 10 * time.Second
 // conformance seams when on, the policy's envelope for refused input.
 func (st *stack) gateway(timeout time.Duration) *gateway {
 	return &gateway{api: st.api, auth: &authfn.Handler{Keys: st.k.Keys, Logger: st.logger}, authCache: newAuthCache(st.o.AuthorizerTTL), seams: st.sm,
-		timeout: timeout, policy: st.k.Guard.Config().Policy, log: st.logger, streams: newStreamCloser()}
+		timeout: timeout, policy: st.k.Guard.Config().Policy, log: st.logger, streams: st.stops}
 }
 
 // newUUID returns a random (version 4) UUID, a valid Idempotency-Key.

@@ -152,6 +152,9 @@ type stack struct {
 	feed    *writeFeed // in place of the runs stream on an engine without streams, else nil
 	res     *resumer
 	lag     *lagStatus
+	// stops ends the held event streams and the api's waiting long polls
+	// when the server stops.
+	stops *streamCloser
 }
 
 // newStack wires the stack over client (whose writes tw reports) and env,
@@ -172,7 +175,10 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	booted := time.Now()
 	ac := apifn.ConfigFromKit(k)
 	ac.BaseURL, ac.ReplayFixtures = baseURL, true
-	ac.Test = apifn.TestConfig{ConformanceSeams: o.ConformanceSeams, BaseURLOf: loopbackOrigin(baseURL)}
+	// A stop ends the held event streams and the waiting long polls at
+	// once (serve registers stops.close with the server's shutdown).
+	stops := newStreamCloser()
+	ac.Test = apifn.TestConfig{ConformanceSeams: o.ConformanceSeams, BaseURLOf: loopbackOrigin(baseURL), PollWaitEnds: stops.closed()}
 	var idemHolds *holds
 	if o.ConformanceSeams {
 		// The idempotency hold seam keeps a same-key create in flight
@@ -296,7 +302,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 		exec.Test.Booted, exec.Test.Held, exec.Test.NodeStarted = booted, sm.dur.Held, sm.dur.NodeStarted
 	}
 
-	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, feed: feed, res: res, lag: lag}, nil
+	return &stack{o: o, stdout: stdout, logger: logger, eng: eng, k: k, api: api, sm: sm, pollers: pollers, feed: feed, res: res, lag: lag, stops: stops}, nil
 }
 
 // newRunsPoller is the poller of the runs table's stream, which drives the

@@ -161,6 +161,14 @@ type TestConfig struct {
 	// §Response); the deployed api function never sets it, and never
 	// builds links from a Host header.
 	BaseURLOf func(ev events.APIGatewayV2HTTPRequest) string
+	// PollWaitEnds, when closed, ends the wait of every pollRunEvents
+	// request: a poll waiting for an event answers at once what it read
+	// (200, no events), as when its wait runs out, and a later poll does
+	// not wait. `idemkit dev` closes it when it stops, so a stop neither
+	// waits out its grace for a waiting long poll nor cuts it without an
+	// answer (the deployed api function never stops mid-request). Default
+	// nil: never.
+	PollWaitEnds <-chan struct{}
 }
 
 // Handler serves the API. Safe for concurrent use.

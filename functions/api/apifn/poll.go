@@ -39,7 +39,8 @@ const (
 // answers as soon as a read finds an event after the cursor or a terminal
 // run, or, with no events, when the wait ends: after timeout seconds
 // (1..60, default 30), at most Config.PollMaxWait (DefaultPollMaxWait), and
-// pollDeadlineMargin before the request's deadline. A HEAD answers at once
+// pollDeadlineMargin before the request's deadline, and at once when
+// TestConfig.PollWaitEnds is closed (`idemkit dev` stops). A HEAD answers at once
 // (it carries no events). A client that hangs up ends the wait (499, as
 // on every route). streamMode is accepted, and refused, as on
 // streamRunEvents (400 unsupported_stream_mode with details.supported) and
@@ -84,6 +85,20 @@ func (h *Handler) pollEvents(ctx context.Context, c call) (events.APIGatewayV2HT
 		if hasDeadline {
 			wait = min(wait, dl.Sub(h.clock.Now())-pollDeadlineMargin)
 		}
+		// The wait also ends when the host stops (TestConfig.PollWaitEnds):
+		// its sleeps run under waitCtx, which that ends; a cancelled ctx
+		// (the client hung up) is still told apart below.
+		waitCtx, endWait := context.WithCancel(ctx)
+		defer endWait()
+		if ends := h.cfg.Test.PollWaitEnds; ends != nil {
+			go func() {
+				select {
+				case <-ends:
+					endWait()
+				case <-waitCtx.Done():
+				}
+			}()
+		}
 		for waited, step := time.Duration(0), pollFirstStep; len(evs) == 0 && !r.Status.Terminal(); step = min(2*step, pollMaxStep) {
 			d := min(step, wait-waited)
 			if hasDeadline { // slow reads count too
@@ -92,11 +107,11 @@ func (h *Handler) pollEvents(ctx context.Context, c call) (events.APIGatewayV2HT
 			if d <= 0 {
 				break
 			}
-			if err := h.clock.Sleep(ctx, d); err != nil {
+			if err := h.clock.Sleep(waitCtx, d); err != nil {
 				if errors.Is(ctx.Err(), context.Canceled) {
 					return events.APIGatewayV2HTTPResponse{}, err
 				}
-				break // the deadline came early: answer what was read
+				break // the deadline came early, or the host stops: answer what was read
 			}
 			waited += d
 			if r, err = h.cfg.Runs.Get(ctx, c.runID()); errors.Is(err, runs.ErrRunNotFound) {
