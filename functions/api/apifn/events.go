@@ -169,7 +169,8 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 }
 
 // parseLastEventID reads the Last-Event-ID header: the sequence to resume
-// after, -1 without the header; a value that is not a non-negative integer
+// after, -1 without the header or with an empty one (an EventSource whose
+// last id was empty sends none); a value that is not a non-negative integer
 // is 400 validation_error. It is evaluated only once the caller is known
 // to read the run (events.md §Resuming): for a run the caller cannot read
 // the answer is the one without the header.
