@@ -108,7 +108,7 @@ func (x *sseRig) open(t *testing.T, ctx context.Context, method, path, lastID st
 func (s *sseLines) until(t *testing.T, want string) []string {
 	t.Helper()
 	var got []string
-	deadline := time.After(2 * time.Second)
+	deadline := time.After(30 * time.Second) // a hang guard, not a speed limit
 	for {
 		select {
 		case l, ok := <-s.lines:
@@ -120,7 +120,7 @@ func (s *sseLines) until(t *testing.T, want string) []string {
 				return got
 			}
 		case <-deadline:
-			t.Fatalf("no %q within 2 s: %q", want, got)
+			t.Fatalf("no %q within 30 s: %q", want, got)
 		}
 	}
 }
@@ -130,7 +130,7 @@ func (s *sseLines) until(t *testing.T, want string) []string {
 func (s *sseLines) rest(t *testing.T) []string {
 	t.Helper()
 	var got []string
-	deadline := time.After(2 * time.Second)
+	deadline := time.After(30 * time.Second) // a hang guard, not a speed limit
 	for {
 		select {
 		case l, ok := <-s.lines:
@@ -177,12 +177,14 @@ func TestDevHeldStreamFollowsALiveRun(t *testing.T) {
 		t.Fatalf("the stream opens %q", head)
 	}
 	got := s.until(t, "data: ") // run.started's
+	// Keep-alive comments follow one another while nothing is recorded
+	// (until fails the test when none comes), and the stream outlives the
+	// server's 300 ms write timeout.
+	got = append(got, s.until(t, ": keep-alive")...)
+	got = append(got, s.until(t, ": keep-alive")...)
 	time.Sleep(400 * time.Millisecond)
 	x.appendNode(t, r.ID)
 	got = append(got, s.until(t, "event: node.started")...)
-	if n := count(got, ": keep-alive"); n < 5 {
-		t.Fatalf("%d keep-alive comments in 400 ms, want one every 40 ms: %q", n, got)
-	}
 	x.end(t, r.ID)
 	got = append(got, s.until(t, "event: run.completed")...)
 	got = append(got, s.rest(t)...)
@@ -267,7 +269,7 @@ func TestDevHeldStreamEnds(t *testing.T) {
 	go func() { x.srv.Close(); close(closed) }()
 	select {
 	case <-closed:
-	case <-time.After(2 * time.Second):
+	case <-time.After(30 * time.Second): // a hang guard, not a speed limit
 		t.Fatal("the server's Close still waits for the stream of a client that hung up")
 	}
 }
