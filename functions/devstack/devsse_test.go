@@ -126,7 +126,7 @@ func (s *sseLines) until(t *testing.T, want string) []string {
 }
 
 // rest reads the lines left until the stream ends (failing the test when
-// it does not end within 2 s).
+// it does not end within 30 s).
 func (s *sseLines) rest(t *testing.T) []string {
 	t.Helper()
 	var got []string
