@@ -2,22 +2,16 @@ package auditfn
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/dynamotest"
-	"github.com/idemkit/idemkit/ledger/fence"
 )
 
 // A key claimed again after its record's retention, whose execution ended
@@ -32,28 +26,11 @@ import (
 func TestKeyEndedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()
-	table := e.CreateTable(t, "IdempotencyTable")
-	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, st := newIdemTable(t, e)
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	id := keyspace.ID("tenant:acme", "POST /runs", "ended-after-retention-0123456789")
-	item := func() map[string]types.AttributeValue {
-		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		if err != nil || len(out.Items) != 1 {
-			t.Fatalf("scan: %v", err)
-		}
-		return out.Items[0]
-	}
-	claim := func(req string, now time.Time) idem.Record {
-		res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
-			LeaseExpires: now.Add(time.Minute), Expires: now.Add(time.Hour)}, now)
-		if err != nil || (res.Decision != idem.Claimed && res.Decision != idem.Reclaimed) {
-			t.Fatalf("claim %s: %+v %v", req, res, err)
-		}
-		return res.Record
-	}
+	item := func() map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
+	claim := func(req string, now time.Time) idem.Record { return claimOrReclaim(t, ctx, st, id, req, now) }
 	first := claim("req-1", t0)
 	if err := st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
 		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
@@ -66,12 +43,7 @@ func TestKeyEndedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
 	}
 	ended := item()
 	for _, skew := range []time.Duration{0, -time.Minute} {
-		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: table}, Now: func() time.Time { return later.Add(skew) },
-			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		a := reconcilingAuditor(t, TableRestorer{Client: e.Client(), Table: table}, func() time.Time { return later.Add(skew) })
 		rec := events.DynamoDBEventRecord{EventName: "MODIFY", AWSRegion: "eu-west-1", Change: events.DynamoDBStreamRecord{
 			ApproximateCreationDateTime: events.SecondsEpochTime{Time: later.Add(time.Second).Truncate(time.Second)},
 			Keys:                        toLambdaMap(t, map[string]types.AttributeValue{"pk": old["pk"]}),

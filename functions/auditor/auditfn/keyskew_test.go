@@ -36,29 +36,11 @@ func (c *countingRestorer) Restore(context.Context, map[string]types.AttributeVa
 func TestKeyClaimedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()
-	table := e.CreateTable(t, "IdempotencyTable")
-	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, st := newIdemTable(t, e)
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	id := keyspace.ID("tenant:acme", "POST /runs", "skewed-key-0123456789abcdef")
-	item := func() map[string]types.AttributeValue {
-		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		if err != nil || len(out.Items) != 1 {
-			t.Fatalf("scan: %v, %d items", err, len(out.Items))
-		}
-		return out.Items[0]
-	}
-	claim := func(req string, now time.Time) idem.Record {
-		rec := idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
-			LeaseExpires: now.Add(time.Minute), Expires: now.Add(time.Hour)}
-		res, err := st.Claim(ctx, rec, now)
-		if err != nil || (res.Decision != idem.Claimed && res.Decision != idem.Reclaimed) {
-			t.Fatalf("claim %s: %+v %v", req, res, err)
-		}
-		return res.Record
-	}
+	item := func() map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
+	claim := func(req string, now time.Time) idem.Record { return claimOrReclaim(t, ctx, st, id, req, now) }
 	first := claim("req-1", t0)
 	if err := st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
 		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
@@ -70,12 +52,7 @@ func TestKeyClaimedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T)
 	cur := item()
 	for _, skew := range []time.Duration{0, -time.Minute} {
 		r := &countingRestorer{}
-		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := &Auditor{Conflicts: ca, Restore: r, Now: func() time.Time { return later.Add(skew) },
-			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		a := reconcilingAuditor(t, r, func() time.Time { return later.Add(skew) })
 		c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: cur}})
 		if r.n != 0 || c.Restored != 0 || c.Conflicts != 0 {
 			t.Fatalf("auditor clock %v from the new claim's: %d restores, %d conflicts; the new claim was taken for a rival's", skew, r.n, c.Conflicts)
@@ -83,25 +60,18 @@ func TestKeyClaimedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T)
 	}
 	// A rival claim while the first record is live (another region's
 	// replica, where the key was absent) is held as before.
-	table2 := e.CreateTable(t, "IdempotencyTable")
-	st2, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	table2, st2 := newIdemTable(t, e)
 	if res, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-rival", RequestID: "req-rival",
 		LeaseExpires: t0.Add(2 * time.Minute), Expires: t0.Add(time.Hour + time.Minute)}, t0.Add(time.Minute)); err != nil || res.Decision != idem.Claimed {
 		t.Fatalf("rival claim: %+v %v", res, err)
 	}
-	out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table2), ConsistentRead: aws.Bool(true)})
-	if err != nil || len(out.Items) != 1 {
-		t.Fatalf("scan: %v", err)
-	}
+	rivalItem := scanOne(t, ctx, e, table2)
 	for _, skew := range []time.Duration{0, time.Hour} { // the auditor late, even past the first record's retention
 		r := &countingRestorer{}
 		ca, _ := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
 		a := &Auditor{Conflicts: ca, Restore: r, Now: func() time.Time { return t0.Add(time.Minute + skew/2) },
 			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
-		if a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: out.Items[0]}}); r.n != 1 {
+		if a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: rivalItem}}); r.n != 1 {
 			t.Fatalf("auditor %v late: the rival claim over a live record was not held (%d restores)", skew/2, r.n)
 		}
 	}
@@ -118,33 +88,11 @@ func TestHeldClaimReleasedBeforeTheRestoreIsRestoredOver(t *testing.T) {
 	ctx := context.Background()
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	id := keyspace.ID("tenant:acme", "POST /runs", "released-rival-0123456789abc")
-	scan := func(table string) map[string]types.AttributeValue {
-		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		if err != nil || len(out.Items) != 1 {
-			t.Fatalf("scan: %v, %d items", err, len(out.Items))
-		}
-		return out.Items[0]
-	}
-	home := e.CreateTable(t, "IdempotencyTable")
-	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: home})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
-		LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
-	if err != nil || res.Decision != idem.Claimed {
-		t.Fatalf("claim: %+v %v", res, err)
-	}
-	if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
-		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
-		t.Fatal(err)
-	}
+	scan := func(table string) map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
+	home, st := newIdemTable(t, e)
+	completedByReq1(t, ctx, st, id, "acme/run-1", t0)
 	old := scan(home)
-	replica := e.CreateTable(t, "IdempotencyTable")
-	st2, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: replica})
-	if err != nil {
-		t.Fatal(err)
-	}
+	replica, st2 := newIdemTable(t, e)
 	rival, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-rival", RequestID: "req-rival",
 		LeaseExpires: t0.Add(2 * time.Minute), Expires: t0.Add(time.Hour + time.Minute)}, t0.Add(time.Minute))
 	if err != nil || rival.Decision != idem.Claimed {
@@ -154,12 +102,7 @@ func TestHeldClaimReleasedBeforeTheRestoreIsRestoredOver(t *testing.T) {
 	if err := st2.Release(ctx, rival.Record, t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: replica}, Now: func() time.Time { return t0.Add(time.Minute) },
-		Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+	a := reconcilingAuditor(t, TableRestorer{Client: e.Client(), Table: replica}, func() time.Time { return t0.Add(time.Minute) })
 	c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: cur}})
 	if c.RestoreErr != nil {
 		t.Fatal(c.RestoreErr)
@@ -185,13 +128,7 @@ func TestHeldClaimTakenOverBeforeTheRestoreIsStillHeld(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-	scan := func(table string) map[string]types.AttributeValue {
-		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-		if err != nil || len(out.Items) != 1 {
-			t.Fatalf("scan: %v, %d items", err, len(out.Items))
-		}
-		return out.Items[0]
-	}
+	scan := func(table string) map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
 	for _, tc := range []struct {
 		name       string
 		takeover   string // the run the takeover's completion names; "" while it runs
@@ -204,26 +141,10 @@ func TestHeldClaimTakenOverBeforeTheRestoreIsStillHeld(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := keyspace.ID("tenant:acme", "POST /runs", "taken-over-rival-"+tc.name)
-			home := e.CreateTable(t, "IdempotencyTable")
-			st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: home})
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
-				LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
-			if err != nil || res.Decision != idem.Claimed {
-				t.Fatalf("claim: %+v %v", res, err)
-			}
-			if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
-				Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-m"}`)}}, t0); err != nil {
-				t.Fatal(err)
-			}
+			home, st := newIdemTable(t, e)
+			completedByReq1(t, ctx, st, id, "acme/run-m", t0)
 			old := scan(home)
-			replica := e.CreateTable(t, "IdempotencyTable")
-			st2, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: replica})
-			if err != nil {
-				t.Fatal(err)
-			}
+			replica, st2 := newIdemTable(t, e)
 			t1 := t0.Add(time.Minute)
 			rival, err := st2.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-rival", RequestID: "req-rival",
 				LeaseExpires: t1.Add(time.Minute), Expires: t1.Add(time.Hour)}, t1)
@@ -245,12 +166,7 @@ func TestHeldClaimTakenOverBeforeTheRestoreIsStillHeld(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: replica}, Now: func() time.Time { return t2 },
-				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+			a := reconcilingAuditor(t, TableRestorer{Client: e.Client(), Table: replica}, func() time.Time { return t2 })
 			c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: old, NewImage: cur}})
 			if c.RestoreErr != nil {
 				t.Fatal(c.RestoreErr)
@@ -278,26 +194,10 @@ func TestRecordDeletedByTheOtherRegionsClaimIsWrittenBack(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	ctx := context.Background()
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-	table := e.CreateTable(t, "IdempotencyTable")
-	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
-	if err != nil {
-		t.Fatal(err)
-	}
+	table, st := newIdemTable(t, e)
 	id := keyspace.ID("tenant:acme", "POST /runs", "deleted-by-a-forgotten-claim-0123")
-	res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
-		LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
-	if err != nil || res.Decision != idem.Claimed {
-		t.Fatalf("claim: %+v %v", res, err)
-	}
-	if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
-		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
-		t.Fatal(err)
-	}
-	out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-	if err != nil || len(out.Items) != 1 {
-		t.Fatalf("scan: %v", err)
-	}
-	old := out.Items[0]
+	completedByReq1(t, ctx, st, id, "acme/run-1", t0)
+	old := scanOne(t, ctx, e, table)
 	del := func() {
 		if _, err := e.Client().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
 			Key: map[string]types.AttributeValue{"pk": old["pk"]}}); err != nil {
@@ -312,12 +212,7 @@ func TestRecordDeletedByTheOtherRegionsClaimIsWrittenBack(t *testing.T) {
 		return len(out.Items)
 	}
 	audit := func(rec stream.StreamRecord, now time.Time) Counts {
-		ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: table}, Now: func() time.Time { return now },
-			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+		a := reconcilingAuditor(t, TableRestorer{Client: e.Client(), Table: table}, func() time.Time { return now })
 		c := a.Audit(ctx, []stream.StreamRecord{rec})
 		if c.RestoreErr != nil {
 			t.Fatal(c.RestoreErr)
@@ -365,11 +260,7 @@ func TestRecordDeletedWhileTheKeyWasClaimedAgainIsHeld(t *testing.T) {
 		{"claimed again, completed naming a lower run", "acme/run-a", "acme/run-a", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			table := e.CreateTable(t, "IdempotencyTable")
-			st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
-			if err != nil {
-				t.Fatal(err)
-			}
+			table, st := newIdemTable(t, e)
 			id := keyspace.ID("tenant:acme", "POST /runs", "deleted-then-claimed-"+tc.name)
 			claim := func(req string, at time.Time) idem.Record {
 				res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
@@ -385,13 +276,7 @@ func TestRecordDeletedWhileTheKeyWasClaimedAgainIsHeld(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			scan := func() map[string]types.AttributeValue {
-				out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-				if err != nil || len(out.Items) != 1 {
-					t.Fatalf("scan: %v, %d items", err, len(out.Items))
-				}
-				return out.Items[0]
-			}
+			scan := func() map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
 			complete(claim("req-1", t0), "acme/run-m", t0)
 			old := scan()
 			if _, err := e.Client().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
@@ -403,12 +288,7 @@ func TestRecordDeletedWhileTheKeyWasClaimedAgainIsHeld(t *testing.T) {
 			if tc.again != "" {
 				complete(again, tc.again, t1)
 			}
-			ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			a := &Auditor{Conflicts: ca, Restore: TableRestorer{Client: e.Client(), Table: table}, Now: func() time.Time { return t1 },
-				Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+			a := reconcilingAuditor(t, TableRestorer{Client: e.Client(), Table: table}, func() time.Time { return t1 })
 			c := a.Audit(ctx, []stream.StreamRecord{{EventName: "REMOVE", Keys: map[string]types.AttributeValue{"pk": old["pk"]}, OldImage: old}})
 			if c.RestoreErr != nil {
 				t.Fatal(c.RestoreErr)
@@ -423,4 +303,63 @@ func TestRecordDeletedWhileTheKeyWasClaimedAgainIsHeld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newIdemTable creates an idempotency table on e and a Layer-1 store over it.
+func newIdemTable(t testing.TB, e *dynamotest.Emulator) (string, *idemdynamo.Store) {
+	t.Helper()
+	table := e.CreateTable(t, "IdempotencyTable")
+	st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return table, st
+}
+
+// completedByReq1 claims id as req-1 (owner-1) at t0 and completes it
+// naming run, retained for an hour.
+func completedByReq1(t testing.TB, ctx context.Context, st *idemdynamo.Store, id string, run string, t0 time.Time) {
+	t.Helper()
+	res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-1", RequestID: "req-1",
+		LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
+	if err != nil || res.Decision != idem.Claimed {
+		t.Fatalf("claim: %+v %v", res, err)
+	}
+	if err := st.Complete(ctx, res.Record, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
+		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"` + run + `"}`)}}, t0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// scanOne reads table's only item.
+func scanOne(t testing.TB, ctx context.Context, e *dynamotest.Emulator, table string) map[string]types.AttributeValue {
+	t.Helper()
+	out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
+	if err != nil || len(out.Items) != 1 {
+		t.Fatalf("scan: %v, %d items", err, len(out.Items))
+	}
+	return out.Items[0]
+}
+
+// reconcilingAuditor is an auditor of eu-west-1 under reconciled-records,
+// restoring with r, its clock now, logging nowhere.
+func reconcilingAuditor(t testing.TB, r KeyRestorer, now func() time.Time) *Auditor {
+	t.Helper()
+	ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Auditor{Conflicts: ca, Restore: r, Now: now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
+}
+
+// claimOrReclaim claims id as req (owner "owner-"+req) at now, a minute's
+// lease, retained for an hour, and wants it claimed or reclaimed.
+func claimOrReclaim(t testing.TB, ctx context.Context, st *idemdynamo.Store, id, req string, now time.Time) idem.Record {
+	t.Helper()
+	res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
+		LeaseExpires: now.Add(time.Minute), Expires: now.Add(time.Hour)}, now)
+	if err != nil || (res.Decision != idem.Claimed && res.Decision != idem.Reclaimed) {
+		t.Fatalf("claim %s: %+v %v", req, res, err)
+	}
+	return res.Record
 }

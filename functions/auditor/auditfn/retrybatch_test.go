@@ -13,13 +13,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/emf"
@@ -63,11 +60,7 @@ func TestRetriedBatchRecordsEachConflictOnce(t *testing.T) {
 		id := keyspace.ID("tenant:acme", "POST /runs", "retried-batch-key-0123456789-"+strconv.Itoa(i))
 		var imgs [2]map[string]types.AttributeValue
 		for j, run := range []string{"acme/run-a", "acme/run-z"} {
-			table := e.CreateTable(t, "IdempotencyTable")
-			st, err := idemdynamo.New(idemdynamo.Config{Client: e.Client(), Table: table})
-			if err != nil {
-				t.Fatal(err)
-			}
+			table, st := newIdemTable(t, e)
 			req := fmt.Sprintf("req-%d-%d", i, j)
 			res, err := st.Claim(ctx, idem.Record{ID: id, Digest: "d1", State: idem.StatePending, Owner: "owner-" + req, RequestID: req,
 				LeaseExpires: t0.Add(time.Minute), Expires: t0.Add(time.Hour)}, t0)
@@ -78,11 +71,7 @@ func TestRetriedBatchRecordsEachConflictOnce(t *testing.T) {
 				Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"` + run + `"}`)}}, t0); err != nil {
 				t.Fatal(err)
 			}
-			out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
-			if err != nil || len(out.Items) != 1 {
-				t.Fatalf("scan: %v", err)
-			}
-			imgs[j] = out.Items[0]
+			imgs[j] = scanOne(t, ctx, e, table)
 		}
 		recs = append(recs, events.DynamoDBEventRecord{EventName: "MODIFY", AWSRegion: "eu-west-1", Change: events.DynamoDBStreamRecord{
 			Keys:     toLambdaMap(t, map[string]types.AttributeValue{"pk": imgs[1]["pk"]}),
