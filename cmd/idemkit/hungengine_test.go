@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,27 +15,17 @@ import (
 // Ctrl-C. The bound is cut short here (engineAnswerTimeout). Failed before
 // the fix: the command still waited when the test's 30 s guard ended it.
 func TestEngineThatNeverAnswersEndsTheCommand(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("DYNAMODB_ENDPOINT", "")
+	fakeAWSCredentials(t)
 	defer func(d time.Duration) { engineAnswerTimeout = d }(engineAnswerTimeout)
 	engineAnswerTimeout = 200 * time.Millisecond
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
+	engine := hungEngine(t)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"effects", "list", "--endpoint", srv.URL}, "idemkit effects list: DynamoDB Scan failed: no answer within 200ms"},
-		{[]string{"doctor", "--only", "idempotency", "--endpoint", srv.URL}, "idemkit doctor: describe idemkit-IdempotencyTable: DynamoDB DescribeTable failed: no answer within 200ms"},
-		{[]string{"tables", "create", "--only", "idempotency", "--endpoint", srv.URL}, "DynamoDB CreateTable failed: no answer within 200ms"},
+		{[]string{"effects", "list", "--endpoint", engine}, "idemkit effects list: DynamoDB Scan failed: no answer within 200ms"},
+		{[]string{"doctor", "--only", "idempotency", "--endpoint", engine}, "idemkit doctor: describe idemkit-IdempotencyTable: DynamoDB DescribeTable failed: no answer within 200ms"},
+		{[]string{"tables", "create", "--only", "idempotency", "--endpoint", engine}, "DynamoDB CreateTable failed: no answer within 200ms"},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		var out, errb bytes.Buffer

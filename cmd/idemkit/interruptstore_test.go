@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -17,25 +15,15 @@ import (
 // 0, RequestID: , canceled, context canceled". Failed before the fix: that
 // text.
 func TestInterruptedStoreCallIsSaidPlainly(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("DYNAMODB_ENDPOINT", "")
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(release)
+	fakeAWSCredentials(t)
+	engine := hungEngine(t)
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"effects", "list", "--endpoint", srv.URL}, "idemkit effects list: DynamoDB Scan failed: interrupted before it was answered"},
-		{[]string{"doctor", "--only", "idempotency", "--endpoint", srv.URL}, "idemkit doctor: describe idemkit-IdempotencyTable: DynamoDB DescribeTable failed: interrupted before it was answered"},
-		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", srv.URL}, "idemkit apikey create: put api key: DynamoDB PutItem failed: interrupted before it was answered: the write may have been applied"},
+		{[]string{"effects", "list", "--endpoint", engine}, "idemkit effects list: DynamoDB Scan failed: interrupted before it was answered"},
+		{[]string{"doctor", "--only", "idempotency", "--endpoint", engine}, "idemkit doctor: describe idemkit-IdempotencyTable: DynamoDB DescribeTable failed: interrupted before it was answered"},
+		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", engine}, "idemkit apikey create: put api key: DynamoDB PutItem failed: interrupted before it was answered: the write may have been applied"},
 	} {
 		ctx, cancel := context.WithCancel(context.Background())
 		time.AfterFunc(300*time.Millisecond, cancel) // the Ctrl-C

@@ -18,9 +18,7 @@ import (
 // ("deserialization failed, failed to decode response body, invalid
 // character '<'", "UnknownError: UnknownError").
 func TestEndpointThatIsNotDynamoDBIsSaidPlainly(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("DYNAMODB_ENDPOINT", "")
+	fakeAWSCredentials(t)
 	for _, s := range []struct {
 		name, status, ctype, body string
 		code                      int

@@ -28,6 +28,31 @@ func refusingEngine(t *testing.T) string {
 	return srv.URL
 }
 
+// fakeAWSCredentials gives the commands test credentials and no
+// DYNAMODB_ENDPOINT, so that only --endpoint names the engine.
+func fakeAWSCredentials(t *testing.T) {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("DYNAMODB_ENDPOINT", "")
+}
+
+// hungEngine is an engine that accepts the connection and never answers
+// until the request is given up or the test ends; it returns its URL.
+func hungEngine(t *testing.T) string {
+	t.Helper()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv.URL
+}
+
 // TestDoctorAndDevSayStoreFailuresPlainly: doctor, dev and the effects
 // commands, like the other
 // commands (TestUnreachableEngineIsSaidPlainly), say a failed DynamoDB call
@@ -36,9 +61,7 @@ func refusingEngine(t *testing.T) string {
 // command's own flags; DynamoDB's error code and message), without the
 // SDK's retry counts and request ids.
 func TestDoctorAndDevSayStoreFailuresPlainly(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "test")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-	t.Setenv("DYNAMODB_ENDPOINT", "")
+	fakeAWSCredentials(t)
 	refusing := refusingEngine(t)
 	for _, c := range []struct {
 		name string
