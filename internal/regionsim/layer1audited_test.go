@@ -148,6 +148,34 @@ func (w *audited) sync() {
 	}
 }
 
+// step has the replicator observe the next changes, then advances the
+// clock by advance (not at all when it is 0).
+func (w *audited) step(advance time.Duration) {
+	w.t.Helper()
+	if _, err := w.rep.Step(ctx(w.t)); err != nil {
+		w.t.Fatal(err)
+	}
+	if advance > 0 {
+		w.clock.Advance(advance)
+	}
+}
+
+// heal ends the partition and replicates everything (with redeliver, then
+// audits every change seen again in reverse order and replicates again),
+// and fails the test on an audit's restore error.
+func (w *audited) heal(redeliver bool) {
+	w.t.Helper()
+	w.rep.SetPartitioned(false)
+	w.sync()
+	if redeliver {
+		w.redeliverSeen()
+		w.sync()
+	}
+	if w.auditErr != nil {
+		w.t.Fatal(w.auditErr)
+	}
+}
+
 // events are the Layer-1 conflict events logged so far, and the whole log.
 func (w *audited) events() ([]map[string]any, string) {
 	w.mu.Lock()

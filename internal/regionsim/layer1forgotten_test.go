@@ -50,13 +50,6 @@ func TestLayer1ForgottenClaimDoesNotDeleteTheOtherRegionsRun(t *testing.T) {
 					_, _ = io.WriteString(rw, `{"runId":"`+run+`","status":"pending"}`)
 				}
 			}})
-			step := func() {
-				t.Helper()
-				if _, err := w.rep.Step(ctx(t)); err != nil {
-					t.Fatal(err)
-				}
-				w.clock.Advance(10 * time.Millisecond)
-			}
 			w.rep.SetPartitioned(true)
 			order := []string{eu, us}
 			if tc.usFirst {
@@ -67,17 +60,9 @@ func TestLayer1ForgottenClaimDoesNotDeleteTheOtherRegionsRun(t *testing.T) {
 				if want := map[string]int{eu: http.StatusCreated, us: http.StatusForbidden}[r]; resp.StatusCode != want {
 					t.Fatalf("%s: %d %s", r, resp.StatusCode, b)
 				}
-				step()
+				w.step(10 * time.Millisecond)
 			}
-			w.rep.SetPartitioned(false)
-			w.sync()
-			if tc.redeliver {
-				w.redeliverSeen()
-				w.sync()
-			}
-			if w.auditErr != nil {
-				t.Fatal(w.auditErr)
-			}
+			w.heal(tc.redeliver)
 			for _, r := range []string{eu, us} {
 				if n := len(scanAll(t, w.p, r)); n != 1 {
 					t.Fatalf("%s holds %d items; want the record of the key's run", r, n)

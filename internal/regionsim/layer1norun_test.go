@@ -56,13 +56,6 @@ func TestLayer1AnswerNamingNoRunDoesNotReplaceTheOtherRegionsRun(t *testing.T) {
 					_, _ = io.WriteString(rw, `{"runId":"`+run+`","status":"pending"}`)
 				}
 			}})
-			step := func() {
-				t.Helper()
-				if _, err := w.rep.Step(ctx(t)); err != nil {
-					t.Fatal(err)
-				}
-				w.clock.Advance(10 * time.Millisecond)
-			}
 			w.rep.SetPartitioned(true)
 			usDone := make(chan int, 1)
 			go func() {
@@ -70,25 +63,17 @@ func TestLayer1AnswerNamingNoRunDoesNotReplaceTheOtherRegionsRun(t *testing.T) {
 				usDone <- resp.StatusCode
 			}()
 			<-started
-			step() // us's claim observed first
+			w.step(10 * time.Millisecond) // us's claim observed first
 			if resp, b := w.post(eu); resp.StatusCode != http.StatusCreated {
 				t.Fatalf("eu: %d %s", resp.StatusCode, b)
 			}
-			step() // then eu's run
+			w.step(10 * time.Millisecond) // then eu's run
 			close(release)
 			if got := <-usDone; got != status {
 				t.Fatalf("us answered %d; want %d", got, status)
 			}
-			step() // then us's end, the key's newest write
-			w.rep.SetPartitioned(false)
-			w.sync()
-			if tc.redeliver {
-				w.redeliverSeen()
-				w.sync()
-			}
-			if w.auditErr != nil {
-				t.Fatal(w.auditErr)
-			}
+			w.step(10 * time.Millisecond) // then us's end, the key's newest write
+			w.heal(tc.redeliver)
 			for _, r := range []string{eu, us} {
 				if n := len(scanAll(t, w.p, r)); n != 1 {
 					t.Fatalf("%s holds %d items; want the record of the key's run", r, n)

@@ -38,28 +38,21 @@ func TestLayer1StaleHoldAfterConvergenceRestoresNothing(t *testing.T) {
 			_, _ = io.WriteString(rw, `{"runId":"`+run+`","status":"pending"}`)
 		}
 	}})
-	step := func() {
-		t.Helper()
-		if _, err := w.rep.Step(ctx(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	w.rep.SetPartitioned(true)
 	if r, b := w.post(eu); r.StatusCode != http.StatusCreated || !strings.Contains(b, high) {
 		t.Fatalf("eu: %d %s", r.StatusCode, b)
 	}
-	step() // eu's claim and completion observed
-	w.clock.Advance(10 * time.Millisecond)
+	w.step(10 * time.Millisecond) // eu's claim and completion observed
 	usDone := make(chan string, 1)
 	go func() {
 		resp, b := w.post(us)
 		usDone <- resp.Status + " " + b
 	}()
 	<-started
-	step() // us's pending claim observed, newer than eu's writes
+	w.step(0) // us's pending claim observed, newer than eu's writes
 	w.rep.SetPartitioned(false)
 	w.clock.Advance(2 * time.Second)
-	step() // us's pending claim applied over eu's completed record; eu's writes lose in us
+	w.step(0) // us's pending claim applied over eu's completed record; eu's writes lose in us
 	close(release)
 	if got := <-usDone; !strings.Contains(got, "201") || !strings.Contains(got, low) {
 		t.Fatalf("us: %s", got)

@@ -73,23 +73,15 @@ func TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID(t *testing.T) {
 			p, rep, post := w.p, w.rep, w.post
 			clock = w.clock
 
-			step := func() {
-				t.Helper()
-				if _, err := rep.Step(ctx(t)); err != nil {
-					t.Fatal(err)
-				}
-				clock.Advance(10 * time.Millisecond)
-			}
-
 			euDone := make(chan string, 1)
 			go func() {
 				resp, b := post(eu)
 				euDone <- resp.Status + " " + b
 			}()
 			<-started
-			step() // eu's pending claim observed
+			w.step(10 * time.Millisecond) // eu's pending claim observed
 			clock.Advance(time.Second)
-			step() // and applied in us
+			w.step(10 * time.Millisecond) // and applied in us
 			if n := len(scanAll(t, p, us)); n != 1 {
 				t.Fatalf("us holds %d items; eu's pending claim should have replicated", n)
 			}
@@ -97,21 +89,13 @@ func TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID(t *testing.T) {
 			if r, b := post(us); r.StatusCode != http.StatusCreated || !strings.Contains(b, names[1]) || r.Header.Get("OpenWOP-Idempotent-Replay") != "" {
 				t.Fatalf("us, eu's lease ended on its clock: %d %s (want a takeover and a run of its own)", r.StatusCode, b)
 			}
-			step() // us's takeover and completion observed
+			w.step(10 * time.Millisecond) // us's takeover and completion observed
 			close(release)
 			if got := <-euDone; !strings.Contains(got, "201") || !strings.Contains(got, names[0]) {
 				t.Fatalf("eu's first request: %s", got)
 			}
-			step() // eu's completion observed, after us's
-			rep.SetPartitioned(false)
-			w.sync()
-			if tc.redeliver {
-				w.redeliverSeen()
-				w.sync()
-			}
-			if w.auditErr != nil {
-				t.Fatal(w.auditErr)
-			}
+			w.step(10 * time.Millisecond) // eu's completion observed, after us's
+			w.heal(tc.redeliver)
 			if runs.Load() != 2 {
 				t.Fatalf("handler ran %d times, want 2 (once per region)", runs.Load())
 			}
