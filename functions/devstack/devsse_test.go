@@ -51,6 +51,15 @@ func (x *sseRig) running(t *testing.T) runs.Run {
 	return running
 }
 
+// liveSSERig is a rig holding one running run (newSSERig, running), the
+// run, and the path of its event stream.
+func liveSSERig(t *testing.T) (*sseRig, runs.Run, string) {
+	t.Helper()
+	x := newSSERig(t)
+	r := x.running(t)
+	return x, r, "/runs/" + runs.ProjectID(r.ID) + "/events"
+}
+
 // appendNode appends one node.started event to the running run r.
 func (x *sseRig) appendNode(t *testing.T, id string) {
 	t.Helper()
@@ -169,9 +178,8 @@ func count(lines []string, prefix string) (n int) {
 // it is recorded, never one twice, and the close right after the terminal
 // event, past the server's read and write timeouts.
 func TestDevHeldStreamFollowsALiveRun(t *testing.T) {
-	x := newSSERig(t)
-	r := x.running(t)
-	s := x.open(t, context.Background(), "GET", "/runs/"+runs.ProjectID(r.ID)+"/events?streamMode=debug", "")
+	x, r, path := liveSSERig(t)
+	s := x.open(t, context.Background(), "GET", path+"?streamMode=debug", "")
 	head := s.until(t, "id: 0")
 	if head[0] != strings.TrimSuffix(heldComment, "\n") || head[1] != "retry: 2000" {
 		t.Fatalf("the stream opens %q", head)
@@ -201,9 +209,7 @@ func TestDevHeldStreamFollowsALiveRun(t *testing.T) {
 // values mode the snapshot comes first and again once the log grows; a
 // terminal run's stream, and a HEAD, are answered and closed as before.
 func TestDevHeldStreamResumes(t *testing.T) {
-	x := newSSERig(t)
-	r := x.running(t)
-	path := "/runs/" + runs.ProjectID(r.ID) + "/events"
+	x, r, path := liveSSERig(t)
 	s := x.open(t, context.Background(), "GET", path, "0")
 	v := x.open(t, context.Background(), "GET", path+"?streamMode=values", "0")
 	wide := x.open(t, context.Background(), "GET", path+"?streamMode=debug", "99999999999999999999")
@@ -248,9 +254,7 @@ func TestDevHeldStreamResumes(t *testing.T) {
 // (the server's Close, which waits for its handlers, returns) and when
 // the server stops (its clients reconnect with Last-Event-ID).
 func TestDevHeldStreamEnds(t *testing.T) {
-	x := newSSERig(t)
-	r := x.running(t)
-	path := "/runs/" + runs.ProjectID(r.ID) + "/events"
+	x, _, path := liveSSERig(t)
 	s := x.open(t, context.Background(), "GET", path, "")
 	s.until(t, "id: 0")
 	x.gw.streams.close()
@@ -258,9 +262,7 @@ func TestDevHeldStreamEnds(t *testing.T) {
 		t.Fatalf("after the stop: %q", rest)
 	}
 
-	x = newSSERig(t)
-	r = x.running(t)
-	path = "/runs/" + runs.ProjectID(r.ID) + "/events"
+	x, _, path = liveSSERig(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	s = x.open(t, ctx, "GET", path, "")
 	s.until(t, ": keep-alive")
