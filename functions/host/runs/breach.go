@@ -28,8 +28,8 @@ func (m *MemRuns) Breach(_ context.Context, id string, ev LogEvent, code, msg st
 	if r.Status != StatusPending && r.Status != StatusRunning {
 		return r, ErrStatusConflict
 	}
-	r.Log = append(slices.Clone(r.Log), ev)
-	r.Status, r.Error, r.ErrorCode, r.UpdatedAt, r.Wake = StatusFailed, msg, code, now.UTC(), Wake{}
+	r.Log = append(slices.Clone(r.Log), tableTimes([]LogEvent{ev})...)
+	r.Status, r.Error, r.ErrorCode, r.UpdatedAt, r.Wake = StatusFailed, msg, code, tableTime(now), Wake{}
 	r.ExpiresAt = expiry(m.Retention, now)
 	r.History = appendVersion(r.History, terminalVersion(StatusFailed, msg))
 	r.Version = r.History.Current()

@@ -95,6 +95,7 @@ func sameEvent(a, b LogEvent) bool {
 func (m *MemRuns) AppendLog(_ context.Context, id string, f Fence, evs []LogEvent, now time.Time) (Run, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	evs = tableTimes(evs) // as stored, so an append already applied compares equal
 	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
@@ -106,7 +107,7 @@ func (m *MemRuns) AppendLog(_ context.Context, id string, f Fence, evs []LogEven
 		return r, ErrStatusConflict
 	}
 	r.Log = append(slices.Clone(r.Log), evs...)
-	r.UpdatedAt = now.UTC()
+	r.UpdatedAt = tableTime(now)
 	m.runs[id] = r
 	return r, nil
 }

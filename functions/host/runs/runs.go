@@ -391,6 +391,11 @@ func (m *MemRuns) createLocked(r Run) error {
 		return ErrRunExists
 	}
 	r = withFirstVersion(r)
+	r.CreatedAt, r.UpdatedAt = tableTime(r.CreatedAt), tableTime(r.UpdatedAt)
+	r.Wake.At, r.Wake.Deadline = tableTime(r.Wake.At), tableTime(r.Wake.Deadline)
+	if len(r.Log) > 0 {
+		r.Log = tableTimes(r.Log)
+	}
 	if !r.Status.Terminal() {
 		// A live run never carries an expiry (as DynamoRuns' item never
 		// does): one copied from an ended run's value is dropped.
@@ -475,7 +480,7 @@ func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg,
 	if !may(r) {
 		return r, ErrStatusConflict
 	}
-	r.Status, r.Error, r.UpdatedAt = to, errMsg, now.UTC()
+	r.Status, r.Error, r.UpdatedAt = to, errMsg, tableTime(now)
 	if by != "" {
 		r.CancelledBy = by
 	}
@@ -517,8 +522,8 @@ func (m *MemRuns) schedule(id string, may func(Run) bool, w Wake, now time.Time)
 	if !may(r) {
 		return r, ErrStatusConflict
 	}
-	w.At, w.Deadline = w.At.UTC().Truncate(time.Millisecond), w.Deadline.UTC().Truncate(time.Millisecond)
-	r.Wake, r.UpdatedAt = w, now.UTC()
+	w.At, w.Deadline = tableTime(w.At), tableTime(w.Deadline)
+	r.Wake, r.UpdatedAt = w, tableTime(now)
 	r.History = appendVersion(r.History, version(fieldWake, w))
 	r.Version = r.History.Current()
 	m.runs[id] = r
@@ -558,7 +563,7 @@ func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Tim
 		return 0, ErrStatusConflict
 	}
 	r.Failures++
-	r.LastError, r.UpdatedAt = errMsg, now.UTC()
+	r.LastError, r.UpdatedAt = errMsg, tableTime(now)
 	r.History = appendVersion(r.History, version(fieldLastError, errMsg))
 	r.Version = r.History.Current()
 	m.runs[id] = r
@@ -579,6 +584,17 @@ func checkFinish(to Status) error {
 		return fmt.Errorf("host: Finish ends a run completed or failed, not %q", to)
 	}
 	return nil
+}
+
+// tableTime is t as a run store keeps it: UTC, to the millisecond, the
+// precision of RunsTable's createdAt, updatedAt and wake times. MemRuns
+// keeps every time at it too, so a run reads the same from either store.
+// The zero time stays zero.
+func tableTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC().Truncate(time.Millisecond)
 }
 
 func statusIn(s Status, set []Status) bool {

@@ -94,7 +94,7 @@ func (m *MemRuns) takeOver(id string, now time.Time, refused func(Run) bool) (Ru
 	if refused(r) {
 		return r, ErrStatusConflict
 	}
-	r.UpdatedAt = now.UTC()
+	r.UpdatedAt = tableTime(now)
 	r.Epoch++
 	m.runs[id] = r
 	return r, nil
@@ -111,7 +111,7 @@ func (m *MemRuns) Resume(_ context.Context, id string, now time.Time) (Run, erro
 	if r.Status.Terminal() || r.Wake.IsZero() || r.Wake.At.After(now) {
 		return r, ErrStatusConflict
 	}
-	r.Wake, r.UpdatedAt = Wake{}, now.UTC()
+	r.Wake, r.UpdatedAt = Wake{}, tableTime(now)
 	r.Epoch++
 	r.History = appendVersion(r.History, version(fieldWake, nil))
 	r.Version = r.History.Current()
@@ -130,7 +130,7 @@ func (m *MemRuns) Renew(_ context.Context, id string, epoch int64, now time.Time
 	if r.Status.Terminal() || r.Epoch != epoch {
 		return r, ErrStatusConflict
 	}
-	r.UpdatedAt = now.UTC()
+	r.UpdatedAt = tableTime(now)
 	m.runs[id] = r
 	return r, nil
 }

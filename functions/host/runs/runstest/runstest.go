@@ -105,6 +105,11 @@
 //     the next create of its scope takes it over, and its id is fenced
 //     from then on: a late Create of it is ErrRunExists, a late
 //     CreateScoped ErrScopeHeld, and neither writes a run.
+//   - Times: every time a store is handed (createdAt and updatedAt at
+//     Create, each write's now, a node event's or cap.breached event's
+//     time, a wake) is kept to the millisecond, as RunsTable keeps it, in
+//     the run a write returns and the run read back alike; a node-log
+//     append retried after a lost answer is still recognised as applied.
 //   - RoundTrips: with a backend counter, every claim write that succeeds
 //     (Transition, Claim, Adopt, Renew, AppendLog, Park, Finish, Breach)
 //     and a Get cost one round trip each.
@@ -283,5 +288,6 @@ var cases = []testCase{
 	{"Scope/Tenants", scopeTenants},
 	{"Scope/Bad", scopeBad},
 	{"Scope/LostAnswer", scopeLostAnswer},
+	{"Times/Millisecond", timesMillisecond},
 	{roundTripsCase, roundTrips},
 }
