@@ -2,6 +2,7 @@ package apifn
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 )
@@ -15,27 +16,55 @@ import (
 //     the fork's runId; any other run with run.started at sequence 0;
 //   - then the run's own node events (Run.Log), one sequence each, in the
 //     order the executor recorded them.
-func logEvents(r runs.Run) ([]RunEvent, int64) {
+//
+// It also returns the time of the last of them. Each event's time is the
+// time recorded for it, or the time of the event before it when that is
+// later (see atOrAfter).
+func logEvents(r runs.Run) ([]RunEvent, int64, time.Time) {
 	var evs []RunEvent
+	var last time.Time
 	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
 		for _, e := range r.Fork.Inherited {
 			evs = append(evs, RunEvent{EventID: e.EventID, RunID: r.ID, NodeID: e.NodeID, Type: e.Type,
 				Payload: e.Payload, Timestamp: e.Timestamp, Sequence: e.Sequence, SchemaVersion: 1})
+			if ts, err := time.Parse(time.RFC3339Nano, e.Timestamp); err == nil {
+				last = atOrAfter(ts, last)
+			}
 		}
 	} else {
 		// run.started echoes the run's owner block and the transport it
 		// was created through (every run here: the REST API).
-		evs = append(evs, newRunEvent(r, 0, EventRunStarted, r.CreatedAt,
+		last = r.CreatedAt
+		evs = append(evs, newRunEvent(r, 0, EventRunStarted, last,
 			map[string]any{"workflowId": r.WorkflowID, "owner": runOwner(r), "transport": "rest"}))
 	}
 	next := r.LogBase()
 	for _, e := range r.Log {
-		ev := newRunEvent(r, next, e.Type, e.At, json.RawMessage(e.Payload))
+		last = atOrAfter(e.At, last)
+		ev := newRunEvent(r, next, e.Type, last, json.RawMessage(e.Payload))
 		ev.NodeID = e.NodeID
 		evs = append(evs, ev)
 		next++
 	}
-	return evs, next
+	return evs, next, last
+}
+
+// atOrAfter is the time an event recorded at `at` is served at when the
+// event before it is served at prev: at, or prev when that is later.
+// A run's times are stamped on more than one clock (createdAt and a
+// cancel's updatedAt on the api function's, node events and the
+// executor's ends on the executor's), and clocks disagree: a cancel
+// stamped a second after createRun on the api's clock lands after a node
+// event stamped five seconds ahead on the executor's. Served as
+// recorded, run.cancelled would read before the node.started it follows.
+// So the log's times never go back as its sequence goes on: a projection
+// of what is stored, costing nothing, and stable, since an event's time
+// depends only on the events before it, which never change.
+func atOrAfter(at, prev time.Time) time.Time {
+	if at.Before(prev) {
+		return prev
+	}
+	return at
 }
 
 // inherit returns the events of src with sequence < fromSeq as a fork

@@ -83,8 +83,9 @@ type RunEvent struct {
 //     run_timeout or loop_limit_exceeded for a run a breached cap ended,
 //     else idemkit.run_failed) or run.cancelled ({durationMs, reason?}:
 //     the cancel request's reason, when it gave one), at
-//     updatedAt, the time of the terminal transition. durationMs is
-//     updatedAt - createdAt.
+//     updatedAt, the time of the terminal transition, or at the event
+//     before it when that is later (clocks disagree: atOrAfter).
+//     durationMs is that time - createdAt.
 //
 // A terminal status is final (transitions are compare-and-set), so event 1
 // never changes once it exists. eventId is a stable digest of (runId,
@@ -93,13 +94,15 @@ type RunEvent struct {
 // A run with a node graph (Run.Log) has its node events between the two,
 // in the order recorded, and a run a breached cap ended has its
 // cap.breached event last among them; a fork starts with its inherited history (see
-// logEvents). The terminal event follows the last of them.
+// logEvents). The terminal event follows the last of them. No event's
+// time is before the time of the event ahead of it.
 func RunEvents(r runs.Run) []RunEvent {
-	evs, next := logEvents(r)
+	evs, next, last := logEvents(r)
 	if !r.Status.Terminal() {
 		return evs
 	}
-	dur := r.UpdatedAt.Sub(r.CreatedAt).Milliseconds()
+	end := atOrAfter(r.UpdatedAt, last)
+	dur := end.Sub(r.CreatedAt).Milliseconds()
 	if dur < 0 {
 		dur = 0
 	}
@@ -116,7 +119,7 @@ func RunEvents(r runs.Run) []RunEvent {
 			payload["reason"] = r.CancelReason
 		}
 	}
-	return append(evs, newRunEvent(r, next, typ, r.UpdatedAt, payload))
+	return append(evs, newRunEvent(r, next, typ, end, payload))
 }
 
 func newRunEvent(r runs.Run, seq int64, typ string, at time.Time, payload any) RunEvent {
