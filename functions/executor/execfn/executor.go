@@ -249,6 +249,14 @@ const (
 	// try ends failed on its last one (MaxAttempts), counted each time
 	// before it.
 	MetricRetriedRuns = "idemkit.executor.retried_runs_total"
+	// MetricGivenUpRuns counts the runs the stream's last try (MaxAttempts,
+	// StreamMaxRetries + 1) or the stale-run pass's ended failed because
+	// their execution kept failing ("executor: gave up after N attempts"):
+	// runs the host failed, not their workflows. No dimensions. Counted
+	// once per run, by the write that ended it. With StreamMaxRetries 0 a
+	// run's first failure is its last try, and MetricRetriedRuns never
+	// counts it: this is the one metric of it. Any is worth a page.
+	MetricGivenUpRuns = "idemkit.executor.given_up_runs_total"
 
 	// DimTrigger is MetricStartLag's one dimension: what started the run.
 	DimTrigger = "trigger"
@@ -458,6 +466,9 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 	switch {
 	case err == nil:
 		x.log().ErrorContext(ctx, "executor: run failed after its last try", slog.String("run_id", runID), slog.Int("attempts", n))
+		if x.Metrics != nil {
+			x.Metrics.Count(MetricGivenUpRuns, 1, nil)
+		}
 		return true
 	case errors.Is(err, runs.ErrStatusConflict) && held != nil && r.Status == runs.StatusRunning:
 		x.logTaken(ctx, runID, "was given up; that one ends it", held.epoch, r.Epoch)

@@ -95,3 +95,54 @@ func TestSchedulePassFailsWhenTheRunsTableCannotBeQueried(t *testing.T) {
 		t.Fatalf("a pass whose queries answer: %v", err)
 	}
 }
+
+// flakyStart is a run store whose first Transition fails (the run's
+// start: the runs table throttled once); every later call goes through.
+type flakyStart struct {
+	hostruns.RunStore
+	failed bool
+}
+
+func (f *flakyStart) Transition(ctx context.Context, id string, from []hostruns.Status, to hostruns.Status, msg string, now time.Time) (hostruns.Run, error) {
+	if !f.failed {
+		f.failed = true
+		return hostruns.Run{}, errOutage
+	}
+	return f.RunStore.Transition(ctx, id, from, to, msg, now)
+}
+
+// TestGivenUpRunsAreCounted: a run the stream's last try gives up (ended
+// failed, "gave up after N attempts") is counted in MetricGivenUpRuns, once,
+// whatever StreamMaxRetries is: with none (MaxAttempts 1) the first
+// failure is the last try, no record is handed back, and
+// MetricRetriedRuns counts nothing, so without it a run failed by the
+// host itself is an ERROR log line and no metric.
+func TestGivenUpRunsAreCounted(t *testing.T) {
+	for _, maxAttempts := range []int{1, 2} {
+		f := newFixture(t)
+		rc := newReceiver(t)
+		run := f.webhookRun(t, rc.srv.URL)
+		var metrics testutil.SyncBuffer
+		f.x.Metrics = emf.New(&metrics, "idemkit")
+		f.x.MaxAttempts = maxAttempts
+		f.x.Runs = &outageRuns{RunStore: f.runs, transition: true}
+		for i := 1; i < maxAttempts; i++ {
+			if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); len(retry) != 1 {
+				t.Fatalf("try %d of %d: records handed back %v, want e1", i, maxAttempts, retry)
+			}
+		}
+		f.x.Runs = &flakyStart{RunStore: f.runs}
+		if retry := f.x.HandleRecords(context.Background(), []stream.StreamRecord{insert("e1", run)}); len(retry) != 0 {
+			t.Fatalf("the last try handed back %v", retry)
+		}
+		if got, err := f.runs.Get(context.Background(), run.ID); err != nil || got.Status != hostruns.StatusFailed || !strings.Contains(got.Error, "gave up") {
+			t.Fatalf("MaxAttempts %d: the run after its last try: %+v %v, want failed, gave up", maxAttempts, got, err)
+		}
+		if n := strings.Count(metrics.String(), `"`+MetricGivenUpRuns+`":1`); n != 1 {
+			t.Fatalf("MaxAttempts %d: %d counts of %s, want 1:\n%s", maxAttempts, n, MetricGivenUpRuns, metrics.String())
+		}
+		if n := strings.Count(metrics.String(), `"`+MetricRetriedRuns+`":1`); n != maxAttempts-1 {
+			t.Fatalf("MaxAttempts %d: %d counts of %s, want %d:\n%s", maxAttempts, n, MetricRetriedRuns, maxAttempts-1, metrics.String())
+		}
+	}
+}
