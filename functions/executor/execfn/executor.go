@@ -62,7 +62,9 @@
 //     attempt fires before it, whoever calls) and the run record, so an
 //     executor that crashes between attempts loses nothing: the run stays
 //     parked (or its stream record is retried) and the next pass resumes
-//     it on time.
+//     it on time. A park the runs table refused on the stream's last try
+//     is written again under the claim epoch the execution held (as a
+//     refused end is); only a park refused once more fails the run.
 //   - No acknowledged run is stranded by a lost stream delivery: the
 //     schedule's ResumeStale pass claims (compare-and-set) every live,
 //     unparked run without progress for StaleAfter and drives it to a
@@ -424,6 +426,15 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		}
 		x.log().ErrorContext(ctx, "executor: could not end the run on its breached cap", slog.String("run_id", runID), keyhash.ErrAttr(err))
 		msg = truncate(err.Error())
+	} else if parked, done, err := x.parkAsExecuted(ctx, runID, cause); parked {
+		// The execution's effect is to be tried later and only the write
+		// of the run's wake was refused: its last try parks the run again,
+		// under the claim epoch it held, rather than failing a run whose
+		// delivery has tries left.
+		if done {
+			return true
+		}
+		msg = truncate(err.Error())
 	} else if ended, done, err := x.endAsExecuted(ctx, runID, cause); ended {
 		// The execution ran the run to its end and only the write of that
 		// end was refused: its last try writes that end again, under the
@@ -442,10 +453,15 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		if errors.As(err, new(*heldError)) {
 			last = err
 		}
-		// The execution once more ran the run to its end and the write
-		// of that end was refused: it is written again, as for the first
-		// execution's.
-		if ended, done, ferr := x.endAsExecuted(ctx, runID, err); ended {
+		// The execution once more ran the run to its end, or to a park,
+		// and the write of that end or wake was refused: it is written
+		// again, as for the first execution's.
+		if parked, done, perr := x.parkAsExecuted(ctx, runID, err); parked {
+			if done {
+				return true
+			}
+			msg = truncate(perr.Error())
+		} else if ended, done, ferr := x.endAsExecuted(ctx, runID, err); ended {
 			if done {
 				return true
 			}
@@ -830,7 +846,8 @@ func permanent(err error) bool {
 // execution took is left to that one (logged at INFO, no retry).
 func (x *Executor) park(ctx context.Context, run runs.Run, rc runCaps, later *ledger.RetryLaterError) error {
 	runID, wakeAt := run.ID, wakeBy(rc, later.At)
-	cur, err := x.Runs.Park(ctx, runID, run.Epoch, runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}, x.now())
+	w := runs.Wake{At: wakeAt, Attempt: later.Attempt, MaxAttempts: later.MaxAttempts, Deadline: later.Deadline}
+	cur, err := x.Runs.Park(ctx, runID, run.Epoch, w, x.now())
 	switch {
 	case errors.Is(err, runs.ErrStatusConflict) && cur.Status == runs.StatusRunning:
 		// Taken by another execution (its claim epoch): that one drives
@@ -840,14 +857,60 @@ func (x *Executor) park(ctx context.Context, run runs.Run, rc runCaps, later *le
 	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
 		return nil // ended meanwhile (e.g. cancelled)
 	case err != nil:
-		return err
+		return &parkUnwritten{wake: w, err: err}
 	}
-	x.log().InfoContext(ctx, "executor: run parked until its next effect attempt", slog.String("run_id", runID),
-		slog.Time("wake_at", wakeAt), slog.Int("attempt", later.Attempt), slog.Int("max_attempts", later.MaxAttempts))
-	if x.Parked != nil {
-		x.Parked(wakeAt)
-	}
+	x.parked(ctx, runID, w)
 	return nil
+}
+
+// parked logs a run parked until w and tells Parked.
+func (x *Executor) parked(ctx context.Context, runID string, w runs.Wake) {
+	x.log().InfoContext(ctx, "executor: run parked until its next effect attempt", slog.String("run_id", runID),
+		slog.Time("wake_at", w.At), slog.Int("attempt", w.Attempt), slog.Int("max_attempts", w.MaxAttempts))
+	if x.Parked != nil {
+		x.Parked(w.At)
+	}
+}
+
+// parkUnwritten is the error of an execution whose effect is to be tried
+// later (a *ledger.RetryLaterError: a provider's Retry-After, a backoff)
+// and whose park (RunStore.Park) the store refused transiently: the
+// execution is retried, and the last try parks the run as the execution
+// would have, by the same Park tried again under the claim epoch it held
+// (giveUp), failing it as given up only when refused once more. So a run
+// whose delivery has tries left is never ended "failed" for a refused
+// write of its wake alone.
+type parkUnwritten struct {
+	wake runs.Wake
+	err  error
+}
+
+func (e *parkUnwritten) Error() string { return "executor: park the run: " + e.err.Error() }
+func (e *parkUnwritten) Unwrap() error { return e.err }
+
+// parkAsExecuted is the last try's write, again, of the park an execution
+// came to (cause a *parkUnwritten under a *heldError) and whose write the
+// store refused, under the claim epoch that execution held. It reports
+// parked false, and does nothing, for any other cause; done when the run
+// is parked, or ended or was taken meanwhile (the record is done);
+// otherwise err, the refusal.
+func (x *Executor) parkAsExecuted(ctx context.Context, runID string, cause error) (parked, done bool, err error) {
+	var pu *parkUnwritten
+	var held *heldError
+	if !errors.As(cause, &pu) || !errors.As(cause, &held) {
+		return false, false, nil
+	}
+	r, err := x.Runs.Park(ctx, runID, held.epoch, pu.wake, x.now())
+	switch {
+	case err == nil:
+		x.parked(ctx, runID, pu.wake)
+		return true, true, nil
+	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
+		x.log().InfoContext(ctx, "executor: run ended or taken meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
+		return true, true, nil
+	}
+	x.log().ErrorContext(ctx, "executor: could not park the run as its execution did", slog.String("run_id", runID), keyhash.ErrAttr(err))
+	return true, false, err
 }
 
 // DefaultResumeBatch is how many due runs one ResumeDue pass executes.
