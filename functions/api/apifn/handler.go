@@ -455,11 +455,21 @@ func eventBody(ev events.APIGatewayV2HTTPRequest) ([]byte, *apierr.Error) {
 	return b, nil
 }
 
-// bodyLen is the decoded length of the event's body (an upper bound for a
-// base64 body).
+// bodyLen is the decoded length of the event's body: for a base64 body,
+// three bytes per four characters less its padding, so a body of exactly
+// MaxBodyBytes is not refused for the "==" that ends its encoding (a body
+// that is not valid base64 is refused by eventBody).
 func bodyLen(ev events.APIGatewayV2HTTPRequest) int {
 	if ev.IsBase64Encoded {
-		return len(ev.Body) / 4 * 3
+		n := len(ev.Body) / 4 * 3
+		switch {
+		case n == 0:
+		case strings.HasSuffix(ev.Body, "=="):
+			n -= 2
+		case strings.HasSuffix(ev.Body, "="):
+			n--
+		}
+		return n
 	}
 	return len(ev.Body)
 }

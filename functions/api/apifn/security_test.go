@@ -2,6 +2,8 @@ package apifn
 
 import (
 	"context"
+	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -98,5 +100,42 @@ func TestRequestBodiesAreBounded(t *testing.T) {
 	}
 	if r, _ := f.do(t, ev("POST", p+"/cancel", "acme", "k-0123456789abcdefghijcn", `{}`)); r.StatusCode != 200 {
 		t.Fatalf("cancel after the refused oversized attempt under the same key: %d", r.StatusCode)
+	}
+}
+
+// TestBase64BodyAtTheBoundIsAccepted: API Gateway passes a body it treats
+// as binary base64-encoded; such a body is bounded by its decoded length,
+// the padding not counted, so a body of exactly MaxBodyBytes (whose
+// encoding ends in "==") is accepted like its raw twin, and one byte more
+// is 413 payload_too_large, on createRun and on the work-order route.
+func TestBase64BodyAtTheBoundIsAccepted(t *testing.T) {
+	f := newFixture(t)
+	pad := func(n int) string {
+		const head, tail = `{"workflowId":"conformance-noop","inputs":{"x":"`, `"}}`
+		return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
+	}
+	b64 := func(key, body string) events.APIGatewayV2HTTPRequest {
+		e := ev("POST", "/runs", "acme", key, "")
+		e.Headers["content-type"] = "application/json"
+		e.Body, e.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte(body)), true
+		return e
+	}
+	for i, n := range []int{MaxBodyBytes - 2, MaxBodyBytes - 1, MaxBodyBytes} {
+		if r, m := f.do(t, b64(fmt.Sprintf("k-0123456789abcdefghijb%d", i), pad(n))); r.StatusCode != 201 {
+			t.Errorf("a base64 body of %d bytes (encoding ends %q): %d %v, want 201", n, b64("", pad(n)).Body[len(b64("", pad(n)).Body)-2:], r.StatusCode, m)
+		}
+	}
+	for _, n := range []int{MaxBodyBytes + 1, MaxBodyBytes + 2, MaxBodyBytes + 3} {
+		if r, m := f.do(t, b64("k-0123456789abcdefghijbo", pad(n))); r.StatusCode != 413 || m["error"] != "payload_too_large" {
+			t.Errorf("a base64 body of %d bytes: %d %v, want 413 payload_too_large", n, r.StatusCode, m)
+		}
+	}
+	wo := ev("POST", TestWorkOrderPath, "", "", "")
+	const woHead, woTail = `{"work_order_number":"WO-1","projects":[{"code":"P-1","name":"`, `","quantity":2}]}`
+	wo.Headers["content-type"] = "application/json"
+	wo.Body = base64.StdEncoding.EncodeToString([]byte(woHead + strings.Repeat("a", MaxBodyBytes-len(woHead)-len(woTail)) + woTail))
+	wo.IsBase64Encoded = true
+	if r, m := f.do(t, wo); r.StatusCode == 413 {
+		t.Errorf("a base64 work order of %d bytes on %s: %d %v, want it read", MaxBodyBytes, TestWorkOrderPath, r.StatusCode, m)
 	}
 }
