@@ -16,7 +16,10 @@ package idemmux
 
 import (
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gorilla/mux"
 
@@ -35,12 +38,22 @@ import (
 // straight through. A route matched without a path (by method, host or
 // headers alone) has no template to name it: a keyed request to it is
 // answered 500 idemkit.server_configuration_error, never passed through
-// unguarded; give such a route a Path or PathPrefix. Config.Routes is keyed by that operation. It panics when guard
-// or r is nil: a wiring mistake, reported at start-up.
+// unguarded; give such a route a Path or PathPrefix. Routes of one
+// method, host and path template told apart only by matchers the adapter
+// cannot read (Headers, HeadersRegexp, MatcherFunc; Queries differ by the
+// query, which the fingerprint covers) are as many routes: the
+// fingerprint names which of them serves the request, by the route's name
+// (Route.Name) when no other of them has it, else by its place among them
+// in the router's order, so one key on two of them is never one answer
+// (a 409 mismatch); name such routes, so that reordering them never
+// changes their requests' fingerprints. Config.Routes is keyed by that
+// operation. It panics when guard or r is nil: a wiring mistake, reported
+// at start-up.
 func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 	if guard == nil || r == nil {
 		panic("idemmux: Middleware(guard, r) needs the Guard and the gorilla/mux router it guards: r.Use(idemmux.Middleware(guard, r))")
 	}
+	var index atomic.Pointer[routeIndex]
 	route := func(req *http.Request) (string, map[string]string, bool) {
 		rt, vars := mux.CurrentRoute(req), mux.Vars(req)
 		if rt == nil {
@@ -67,8 +80,9 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			// Routes of one path template on two hosts are two routes.
 			host = h
 		}
-		if rest != "" || host != "" {
-			params := make(map[string]string, len(vars)+2)
+		which := siblingOf(&index, r, rt, req.Method)
+		if rest != "" || host != "" || which != "" {
+			params := make(map[string]string, len(vars)+3)
 			for k, v := range vars {
 				params[k] = v
 			}
@@ -77,6 +91,9 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			}
 			if host != "" {
 				params[hostParam] = host
+			}
+			if which != "" {
+				params[routeParam] = which
 			}
 			vars = params
 		}
@@ -91,7 +108,85 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 const (
 	restParam = ":path"
 	hostParam = ":host"
+	// routeParam names, among the parameters, which of the routes of one
+	// method, host and path template serves the request (siblingOf).
+	routeParam = ":route"
 )
+
+// routeIndex groups a router's routes by host and path template, each
+// group in the router's order (Router.Walk). It is built when a route it
+// does not hold serves a request (the first request, or a route added
+// since), and replaced whole.
+type routeIndex struct {
+	group map[*mux.Route][]*mux.Route
+}
+
+// siblingOf returns, when other routes of rt's host and path template
+// accept method too (routes the adapter cannot tell apart by what it
+// reads), the identity of rt among them: "name:" and its name when none of
+// the others has that name, else "#" and its place among them. It returns
+// "" for a route alone in its template, whose fingerprint is unchanged.
+func siblingOf(index *atomic.Pointer[routeIndex], r *mux.Router, rt *mux.Route, method string) string {
+	ix := index.Load()
+	if ix == nil || ix.group[rt] == nil {
+		ix = buildIndex(r)
+		index.Store(ix)
+	}
+	var same []*mux.Route
+	for _, o := range ix.group[rt] {
+		if accepts(o, method) {
+			same = append(same, o)
+		}
+	}
+	if len(same) < 2 {
+		return ""
+	}
+	if name := rt.GetName(); name != "" {
+		n := 0
+		for _, o := range same {
+			if o.GetName() == name {
+				n++
+			}
+		}
+		if n == 1 {
+			return "name:" + name
+		}
+	}
+	return "#" + strconv.Itoa(slices.Index(same, rt))
+}
+
+// buildIndex walks r's routes (its sub-routers' included) and groups the
+// routes that serve requests by host and path template.
+func buildIndex(r *mux.Router) *routeIndex {
+	byTemplate := map[string][]*mux.Route{}
+	_ = r.Walk(func(rt *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		if rt.GetHandler() == nil {
+			return nil // a sub-router's own route: its routes are walked
+		}
+		tpl, err := rt.GetPathTemplate()
+		if err != nil {
+			return nil
+		}
+		host, _ := rt.GetHostTemplate()
+		k := host + "\x00" + tpl
+		byTemplate[k] = append(byTemplate[k], rt)
+		return nil
+	})
+	ix := &routeIndex{group: map[*mux.Route][]*mux.Route{}}
+	for _, group := range byTemplate {
+		for _, rt := range group {
+			ix.group[rt] = group
+		}
+	}
+	return ix
+}
+
+// accepts reports whether rt may serve method: it names it among its
+// Methods, or names none.
+func accepts(rt *mux.Route, method string) bool {
+	ms, err := rt.GetMethods()
+	return err != nil || len(ms) == 0 || slices.Contains(ms, method)
+}
 
 // anchored reports whether a route's path regexp ends with an end-of-text
 // anchor (a Path route's), not with a literal "$" (QuoteMeta's "\$",

@@ -198,3 +198,73 @@ func TestRoutesOfOneTemplateOnTwoHostsNeverShareAnAnswer(t *testing.T) {
 		t.Fatalf("b under a's key: %d %s (runs %v)", b.Code, b.Body, runs)
 	}
 }
+
+// TestRoutesOfOneTemplateToldApartByMatchersNeverShareAnAnswer: routes of
+// one method and path template told apart only by what the adapter cannot
+// read (Headers, HeadersRegexp, MatcherFunc) are two routes: the same key
+// and body sent to the second is never the first one's answer replayed (a
+// 409 mismatch), named or not, and each route's own retry is still its
+// replay. Routes told apart by Queries differ by the query, which the
+// fingerprint covers.
+func TestRoutesOfOneTemplateToldApartByMatchersNeverShareAnAnswer(t *testing.T) {
+	v2 := func(r *http.Request, _ *mux.RouteMatch) bool { return r.Header.Get("X-Api-Version") == "2" }
+	for _, tc := range []struct {
+		name  string
+		route func(r *mux.Router, v string) *mux.Route
+		send  func(req *http.Request, v string)
+	}{
+		{"Headers", func(r *mux.Router, v string) *mux.Route { return r.Path("/orders").Headers("X-Api-Version", v) },
+			func(req *http.Request, v string) { req.Header.Set("X-Api-Version", v) }},
+		{"HeadersRegexp", func(r *mux.Router, v string) *mux.Route {
+			return r.Path("/orders").HeadersRegexp("X-Api-Version", "^"+v+"$")
+		}, func(req *http.Request, v string) { req.Header.Set("X-Api-Version", v) }},
+		{"MatcherFunc", func(r *mux.Router, v string) *mux.Route {
+			if v == "2" {
+				return r.Path("/orders").MatcherFunc(v2)
+			}
+			return r.Path("/orders")
+		}, func(req *http.Request, v string) { req.Header.Set("X-Api-Version", v) }},
+		{"Named", func(r *mux.Router, v string) *mux.Route {
+			return r.Path("/orders").Headers("X-Api-Version", v).Name("orders-v" + v)
+		}, func(req *http.Request, v string) { req.Header.Set("X-Api-Version", v) }},
+		{"Queries", func(r *mux.Router, v string) *mux.Route { return r.Path("/orders").Queries("v", v) },
+			func(req *http.Request, v string) { req.URL.RawQuery = "v=" + v }},
+		{"Subrouter", func(r *mux.Router, v string) *mux.Route {
+			return r.PathPrefix("/shop").Subrouter().Path("/orders").Headers("X-Api-Version", v)
+		}, func(req *http.Request, v string) { req.Header.Set("X-Api-Version", v); req.URL.Path = "/shop/orders" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := routertest.Guard(t, nil)
+			r := mux.NewRouter()
+			r.Use(idemmux.Middleware(g, r))
+			runs := map[string]int{}
+			// Version 2 first: a MatcherFunc route must come before
+			// the catch-all it is told apart from.
+			for _, v := range []string{"2", "1"} {
+				tc.route(r, v).Methods("POST").HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+					runs[v]++
+					w.WriteHeader(201)
+					fmt.Fprintf(w, `{"version":%q}`, v)
+				})
+			}
+			send := func(v string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"qty":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set(idem.HeaderKey, key)
+				tc.send(req, v)
+				rec := httptest.NewRecorder()
+				r.ServeHTTP(rec, req)
+				return rec
+			}
+			if a := send("1"); a.Code != 201 || a.Body.String() != `{"version":"1"}` {
+				t.Fatalf("v1: %d %s", a.Code, a.Body)
+			}
+			if a := send("1"); a.Code != 201 || a.Body.String() != `{"version":"1"}` || runs["1"] != 1 {
+				t.Fatalf("v1 retried: %d %s (runs %v), want its replay", a.Code, a.Body, runs)
+			}
+			if b := send("2"); b.Code != 409 || runs["2"] != 0 {
+				t.Fatalf("v2 under v1's key: %d %s (runs %v), want 409 and v2 not run", b.Code, b.Body, runs)
+			}
+		})
+	}
+}
