@@ -86,3 +86,38 @@ func TestMountedServeMuxDerivedRouteRunsOnce(t *testing.T) {
 		t.Fatalf("%d then %d, runs %d: the delivery was run twice", a.Code, b.Code, runs.Load())
 	}
 }
+
+// TestMiddlewareAroundStripPrefixNeverSharesAnAnswer: wrapped around
+// http.StripPrefix (the order the docs advise against), the middleware has
+// no mux to ask and every route's operation is the mount's ("/api/", or
+// the name Handle gives it): two paths under the mount are still two
+// requests, since a subtree pattern (or none) leaves the whole path in the
+// fingerprint. The same key on the second path is 409, never the first
+// one's answer.
+func TestMiddlewareAroundStripPrefixNeverSharesAnAnswer(t *testing.T) {
+	for _, mount := range []string{"/api/", "POST /api/", "/api/{rest...}", "Handle"} {
+		var runs atomic.Int32
+		sub := http.NewServeMux()
+		sub.HandleFunc("POST /orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+			runs.Add(1)
+			w.WriteHeader(201)
+			_, _ = w.Write([]byte(`{"order":"` + r.PathValue("id") + `"}`))
+		})
+		g, err := idem.New(idem.Config{Store: memstore.New(), Tenant: idem.SingleTenant("acme"), Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := http.NewServeMux()
+		if mount == "Handle" {
+			root.Handle("/api/", g.Handle("POST /api", http.StripPrefix("/api", sub)))
+		} else {
+			root.Handle(mount, g.Middleware(http.StripPrefix("/api", sub)))
+		}
+		if first := post(root, "/api/orders/1", testKey, `{"amount":5}`); first.Code != 201 {
+			t.Fatalf("%s: first %d %s", mount, first.Code, first.Body)
+		}
+		if other := post(root, "/api/orders/2", testKey, `{"amount":5}`); other.Code != 409 || runs.Load() != 1 {
+			t.Fatalf("%s: /api/orders/2 under /api/orders/1's key: %d %s (runs %d), want 409", mount, other.Code, other.Body, runs.Load())
+		}
+	}
+}

@@ -735,6 +735,7 @@ func (t *txn) replay(ctx context.Context, rec *Record) *Response {
 	// The record is the caller's (Store.Claim, Store.Get): its response
 	// takes the policy's headers in place, and its body, when the answer
 	// still has those bytes, becomes the adapter's body string uncopied.
+	c = t.acceptedCoding(ctx, c)
 	stored := c.Body
 	resp := t.decorate(t.render(c), true, rec.RequestID)
 	if len(stored) > 0 && len(resp.Body) == len(stored) && &resp.Body[0] == &stored[0] {

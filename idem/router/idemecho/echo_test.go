@@ -1,6 +1,7 @@
 package idemecho_test
 
 import (
+	"compress/gzip"
 	"fmt"
 	"io"
 	"log/slog"
@@ -198,5 +199,62 @@ func TestWiredOnTheServerAndAGroupRunsOnce(t *testing.T) {
 		if rec.Code != 201 || runs != 1 || (i == 1) != (rec.Header().Get(idem.HeaderOpenWOPReplay) == "true") {
 			t.Fatalf("request %d: %d %v %s (runs %d)", i+1, rec.Code, rec.Header(), rec.Body, runs)
 		}
+	}
+}
+
+// gzipMiddleware is a compression middleware as echo's own Gzip is: it
+// encodes the answer with gzip when the request accepts it.
+func gzipMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !strings.Contains(c.Request().Header.Get("Accept-Encoding"), "gzip") {
+			return next(c)
+		}
+		res := c.Response()
+		orig := res.Writer
+		rec := httptest.NewRecorder()
+		res.Writer = rec
+		err := next(c)
+		res.Writer = orig
+		for k, vs := range rec.Header() {
+			orig.Header()[k] = vs
+		}
+		orig.Header().Set("Content-Encoding", "gzip")
+		orig.WriteHeader(rec.Code)
+		zw := gzip.NewWriter(orig)
+		_, _ = zw.Write(rec.Body.Bytes())
+		_ = zw.Close()
+		return err
+	}
+}
+
+// TestGzipInsideTheGuardReplaysWhatTheRetryAccepts: a compression
+// middleware (echo's Gzip) given to Use after the Guard encodes the
+// answer inside it, so the answer is recorded gzip-encoded; a retry that does not accept gzip gets it
+// decoded, without Content-Encoding, never bytes it did not ask for.
+func TestGzipInsideTheGuardReplaysWhatTheRetryAccepts(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	e.Use(gzipMiddleware)
+	var runs atomic.Int32
+	e.POST("/orders", func(c echo.Context) error {
+		runs.Add(1)
+		return c.JSON(201, map[string]any{"order": 1})
+	})
+	send := func(accept string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/orders", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		req.Header.Set("Accept-Encoding", accept)
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		return rec
+	}
+	if first := send("gzip"); first.Code != 201 || first.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("first: %d %v", first.Code, first.Header())
+	}
+	retry := send("identity")
+	if retry.Code != 201 || retry.Header().Get("Content-Encoding") != "" || strings.TrimSpace(retry.Body.String()) != `{"order":1}` || runs.Load() != 1 {
+		t.Fatalf("retry accepting identity: %d %v %q (runs %d)", retry.Code, retry.Header(), retry.Body, runs.Load())
 	}
 }

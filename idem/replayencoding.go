@@ -1,0 +1,102 @@
+package idem
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/idemkit/idemkit/internal/contentcoding"
+)
+
+// acceptedCoding returns the recorded answer c as the retry in may read
+// it. An answer recorded with a content coding (a compression middleware
+// inside the Guard encoded it for the request that ran) is c itself when
+// in accepts every coding it carries (its Accept-Encoding names each, or
+// "*", with a non-zero weight; no Accept-Encoding at all accepts any, RFC
+// 9110), else a copy decoded, without its Content-Encoding and
+// Content-Length: a retry that does not accept gzip never gets gzip. A
+// coding the Guard cannot undo (br, zstd, compress) leaves c as recorded,
+// logged: place such a middleware outside the Guard, where it encodes
+// each answer, replays included, for the request it answers. Nothing is
+// read or allocated for an answer without a coding.
+func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
+	ce := c.Headers["Content-Encoding"]
+	if len(ce) == 0 || t.in.method == methodEvent {
+		return c
+	}
+	accept := t.in.headerValues("Accept-Encoding")
+	codings := strings.Join(ce, ",")
+	if len(accept) == 0 || acceptsCodings(strings.Join(accept, ","), codings) {
+		return c
+	}
+	body, ok := contentcoding.Decode(c.Body, codings, MaxResponseBytes)
+	if !ok {
+		t.logf(ctx, slog.LevelWarn, "idempotency: replay of an answer in a content coding the request does not accept and the Guard cannot undo; place the compression middleware outside the Guard",
+			slog.String("contentEncoding", codings))
+		return c
+	}
+	out := *c
+	out.Body = body
+	out.Headers = make(map[string][]string, len(c.Headers))
+	for k, vs := range c.Headers {
+		if k != "Content-Encoding" && k != "Content-Length" {
+			out.Headers[k] = vs
+		}
+	}
+	return &out
+}
+
+// acceptsCodings reports whether an Accept-Encoding value accepts every
+// content coding in codings (a Content-Encoding value): each is named
+// with a non-zero weight (x-gzip as gzip), or not named and "*" is, with
+// a non-zero weight. identity is always accepted.
+func acceptsCodings(accept, codings string) bool {
+	for c := range strings.SplitSeq(codings, ",") {
+		c = normCoding(c)
+		if c == "" || c == "identity" {
+			continue
+		}
+		named, star := -1.0, -1.0
+		for a := range strings.SplitSeq(accept, ",") {
+			name, params, _ := strings.Cut(a, ";")
+			q := weight(params)
+			switch normCoding(name) {
+			case c:
+				named = q
+			case "*":
+				star = q
+			}
+		}
+		if named == 0 || named < 0 && star <= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// normCoding is a content coding's name as compared: trimmed, lower case,
+// x-gzip as gzip.
+func normCoding(c string) string {
+	c = strings.ToLower(strings.TrimSpace(c))
+	if c == "x-gzip" {
+		return "gzip"
+	}
+	return c
+}
+
+// weight is the q parameter among an Accept-Encoding member's parameters,
+// 1 when absent, 0 when it does not parse.
+func weight(params string) float64 {
+	for p := range strings.SplitSeq(params, ";") {
+		k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil || q < 0 {
+				return 0
+			}
+			return q
+		}
+	}
+	return 1
+}

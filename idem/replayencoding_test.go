@@ -1,0 +1,148 @@
+package idem_test
+
+import (
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/erp"
+)
+
+// gzipInside is a compression middleware placed inside the Guard: it
+// encodes its handler's answer with gzip when the request accepts it.
+func gzipInside(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		for k, vs := range rec.Header() {
+			w.Header()[k] = vs
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		w.Header().Add("Vary", "Accept-Encoding")
+		w.WriteHeader(rec.Code)
+		zw := gzip.NewWriter(w)
+		_, _ = zw.Write(rec.Body.Bytes())
+		_ = zw.Close()
+	})
+}
+
+// TestReplayHonoursTheRetrysAcceptEncoding: an answer recorded with a
+// content coding (a compression middleware inside the Guard) is replayed
+// to a retry that does not accept that coding decoded, without its
+// Content-Encoding (and, under the ERP policy, with the current attempt's
+// request_id stamped in the JSON body, which it could not be while the
+// body was compressed); a retry that accepts it, or that sends no
+// Accept-Encoding (RFC 9110: any coding is acceptable), gets it as
+// recorded. The handler runs once.
+func TestReplayHonoursTheRetrysAcceptEncoding(t *testing.T) {
+	const plain = `{"id":"r-1","request_id":"req-1"}`
+	for _, c := range []struct {
+		accept string
+		plain  bool
+	}{
+		{"identity", true},
+		{"br", true},
+		{"gzip;q=0, deflate", true},
+		{"*;q=0", true},
+		{"gzip", false},
+		{"br, GZIP;q=0.5", false},
+		{"*", false},
+		{"", false},
+	} {
+		t.Run("net/http/"+c.accept, func(t *testing.T) {
+			e := newEnv(t, func(cfg *idem.Config) { cfg.Policy = erp.Policy; cfg.Tenant = idem.SingleTenant("t") })
+			var runs atomic.Int32
+			h := e.guard.Handle("POST /runs", gzipInside(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(201)
+				_, _ = io.WriteString(w, `{"id":"r-1","request_id":"`+r.Header.Get("X-Request-Id")+`"}`)
+			})))
+			send := func(id, accept string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", testKey)
+				req.Header.Set("X-Request-Id", id)
+				if accept != "" {
+					req.Header.Set("Accept-Encoding", accept)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w
+			}
+			if w := send("req-1", "gzip"); w.Code != 201 || w.Header().Get("Content-Encoding") != "gzip" {
+				t.Fatalf("first: %d %q", w.Code, w.Header())
+			}
+			w := send("req-2", c.accept)
+			if w.Code != 201 || w.Header().Get(erp.HeaderReplayed) != "true" || runs.Load() != 1 {
+				t.Fatalf("retry: %d %q, runs %d", w.Code, w.Header(), runs.Load())
+			}
+			if c.plain {
+				if ce := w.Header().Get("Content-Encoding"); ce != "" || w.Body.String() != `{"id":"r-1","request_id":"req-2"}` {
+					t.Fatalf("retry accepting %q: Content-Encoding %q, body %q; want it decoded", c.accept, ce, w.Body)
+				}
+				if cl := w.Header().Get("Content-Length"); cl != "33" {
+					t.Fatalf("Content-Length %q", cl)
+				}
+				return
+			}
+			if w.Header().Get("Content-Encoding") != "gzip" {
+				t.Fatalf("retry accepting %q: %q, want gzip as recorded", c.accept, w.Header())
+			}
+			zr, err := gzip.NewReader(w.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b, _ := io.ReadAll(zr); string(b) != plain {
+				t.Fatalf("body %q", b)
+			}
+		})
+	}
+	t.Run("HTTPAPI", func(t *testing.T) {
+		e := newEnv(t, nil)
+		var runs atomic.Int32
+		h := e.guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			runs.Add(1)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201,
+				Headers:         map[string]string{"Content-Type": "application/json", "content-encoding": "gzip"},
+				Body:            base64.StdEncoding.EncodeToString(encodeBody(t, "gzip", `{"id":"r-1"}`)),
+				IsBase64Encoded: true}, nil
+		})
+		ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+		ev.Headers["accept-encoding"] = "gzip"
+		if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
+			t.Fatalf("first: %v %v", r, err)
+		}
+		ev.Headers["accept-encoding"] = "identity"
+		r, err := h(context.Background(), ev)
+		if err != nil || r.StatusCode != 201 || runs.Load() != 1 {
+			t.Fatalf("retry: %v %v", r, err)
+		}
+		body := r.Body
+		if r.IsBase64Encoded {
+			b, _ := base64.StdEncoding.DecodeString(r.Body)
+			body = string(b)
+		}
+		for k := range r.Headers {
+			if strings.EqualFold(k, "Content-Encoding") {
+				t.Fatalf("retry accepting identity: headers %v", r.Headers)
+			}
+		}
+		if body != `{"id":"r-1"}` {
+			t.Fatalf("body %q", body)
+		}
+	})
+}
