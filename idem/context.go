@@ -23,8 +23,9 @@ type claimKey struct{}
 
 type claimState struct {
 	info ClaimInfo
-	// guard is the Guard whose claim it is: the same Guard wired again
-	// around the handler finds its own claim (txn.claim).
+	// guard is the Guard whose claim it is. A Guard wired again around
+	// the handler (this one or another) finds the claim by its record
+	// ID (txn.claim).
 	guard *Guard
 	mu    sync.Mutex
 	// tx holds what the handler registered (Transact, TransactOr,

@@ -408,13 +408,16 @@ func bodyTenant(body []byte, field string) (string, bool) {
 
 func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 	g := t.g
-	if cs, ok := ctx.Value(claimKey{}).(*claimState); ok && cs.guard == g && cs.info.ID == t.id && t.in.method != methodEvent {
-		// The request already runs under this very claim: the Guard is
-		// wired twice around the handler (around a mux and on its route,
-		// an engine's and a group's middleware). Waiting on its own
-		// claim would end in 409 in flight, which the outer wiring
-		// would record as the handler's answer; the handler runs under
-		// the outer claim instead, which records its answer.
+	if cs, ok := ctx.Value(claimKey{}).(*claimState); ok && cs.info.ID == t.id && t.in.method != methodEvent {
+		// The request already runs under a claim of this very scope: a
+		// Guard is wired twice around the handler (around a mux and on
+		// its route, an engine's and a group's middleware), this one or
+		// another built from the same configuration (one on the
+		// server, another on a group). Waiting on that claim would end
+		// in 409 in flight, which the outer wiring would record as the
+		// handler's answer; the handler runs under the outer claim
+		// instead, which records its answer (in the outer Guard's
+		// store: an inner Guard on a store of its own writes nothing).
 		return g.plain(ctx, t.in, run)
 	}
 	store := g.cfg.Store
