@@ -24,6 +24,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -33,8 +34,13 @@ import (
 // Middleware returns the gin middleware that guards the routes of the
 // engine or group whose Use it is given to: a request's operation is its
 // method and gin's full path of the route (a group's prefix included),
-// the route's parameters are in the fingerprint, and a request no route
-// serves (gin's 404 or 405) passes straight through. The handlers after it
+// the route's parameters are in the fingerprint with the request's host
+// (gin routes by path alone, so a program serving several hosts or ports
+// runs an engine for each behind a switch of its own, one Guard on all:
+// one key on two engines' routes of one path is never one answer, and a
+// retry is a replay only when sent to the same host, as a client's retry
+// is), and a request no route serves (gin's 404 or 405) passes straight
+// through. The handlers after it
 // run inside the claim with their response buffered, so that it can be
 // recorded and replayed; a replay runs none of them. Config.Routes is
 // keyed by that operation. Give it to Use before the routes are
@@ -53,10 +59,15 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 			return
 		}
 		route := func(r *http.Request) (string, map[string]string, bool) {
-			params := make(map[string]string, len(c.Params))
+			params := make(map[string]string, len(c.Params)+1)
 			for _, p := range c.Params {
 				params[p.Key] = p.Value
 			}
+			// gin routes by method and path alone: a program serving
+			// several hosts or ports runs an engine for each behind a
+			// switch of its own, which the middleware cannot see, so
+			// the host the request was sent to is in the fingerprint.
+			params[hostParam] = strings.ToLower(r.Host)
 			return r.Method + " " + full, params, true
 		}
 		outer := c.Writer
@@ -74,6 +85,11 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 		c.Abort() // the handlers ran inside the claim, or a replay answered for them
 	}
 }
+
+// hostParam names, among a route's parameters in the fingerprint, the
+// host the request was sent to: no gin path parameter has a name with a
+// slash.
+const hostParam = "/host"
 
 // writer is the gin.ResponseWriter the handlers write to inside the
 // claim: it writes through to the Guard's ResponseWriter, which buffers

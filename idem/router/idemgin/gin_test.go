@@ -131,3 +131,48 @@ func TestHandlerContextIsTheClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestEnginesBehindAHostSwitchNeverShareAnAnswer: gin routes by method and
+// path only, so serving two hosts (or two ports) takes an engine for each,
+// behind a host switch of the program's own (gin's answer for several
+// sites), the same Guard on both. Their routes of one path are two
+// routes: the same key and body sent to the second host is never the
+// first one's answer replayed (the request's host is in the fingerprint:
+// a 409 mismatch), and each host's own retry is still its replay.
+func TestEnginesBehindAHostSwitchNeverShareAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	runs := map[string]int{}
+	engines := map[string]*gin.Engine{}
+	for _, host := range []string{"a.example.com", "b.example.com:8081"} {
+		e := gin.New()
+		e.Use(idemgin.Middleware(g))
+		e.POST("/orders", func(c *gin.Context) {
+			runs[host]++
+			c.JSON(201, gin.H{"host": host})
+		})
+		engines[host] = e
+	}
+	hostSwitch := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e, ok := engines[strings.ToLower(r.Host)]; ok {
+			e.ServeHTTP(w, r)
+			return
+		}
+		http.NotFound(w, r)
+	})
+	send := func(host string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "http://"+host+"/orders", strings.NewReader(`{"qty":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(idem.HeaderKey, key)
+		rec := httptest.NewRecorder()
+		hostSwitch.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 2 {
+		if a := send("a.example.com"); a.Code != 201 || a.Body.String() != `{"host":"a.example.com"}` || runs["a.example.com"] != 1 {
+			t.Fatalf("a: %d %s (runs %v)", a.Code, a.Body, runs)
+		}
+	}
+	if b := send("b.example.com:8081"); b.Code != 409 || runs["b.example.com:8081"] != 0 {
+		t.Fatalf("b under a's key: %d %s (runs %v), want 409 and b not run", b.Code, b.Body, runs)
+	}
+}
