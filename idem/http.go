@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"unicode/utf8"
 
@@ -40,7 +41,13 @@ import (
 // mistake, not retryable by the caller. The
 // tenant comes from Config.HTTPTenant (Middleware panics without one, unless
 // Config.Tenant is SingleTenant). Requests under idempotency have their
-// response buffered (to cache it); all others stream straight through. A
+// response buffered (to cache it); all others stream straight through.
+// The handler of a request under idempotency sees its Accept-Encoding
+// with only the content codings the Guard can undo (gzip, deflate,
+// identity), so that an answer a compression middleware inside the Guard
+// encodes can be read and replayed to a retry that accepts another; the
+// Guard reads a JSON or Contract body only uncoded (415
+// unsupported_media_type otherwise). A
 // handler that panics with http.ErrAbortHandler has its response aborted,
 // as net/http aborts it (the record is released: a retry runs again); any
 // other panic is a retryable 500.
@@ -160,6 +167,18 @@ func recorded(next http.Handler, r *http.Request, in *request, aborted *atomic.B
 		}()
 		rec := &recorder{header: make(http.Header)}
 		r2 := r.WithContext(ctx)
+		if ae := r.Header.Values("Accept-Encoding"); len(ae) > 0 {
+			// Only codings the Guard reads are offered to the handler
+			// (offeredCodings); the request's own header is unchanged.
+			if offered, changed := offeredCodings(strings.Join(ae, ",")); changed {
+				h := make(http.Header, len(r.Header))
+				for k, vs := range r.Header {
+					h[k] = vs
+				}
+				h["Accept-Encoding"] = []string{offered}
+				r2.Header = h
+			}
+		}
 		r2.Body = io.NopCloser(bytes.NewReader(body))
 		r2.ContentLength = int64(len(body))
 		next.ServeHTTP(rec, r2)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/contentcoding"
 )
 
@@ -99,4 +100,64 @@ func weight(params string) float64 {
 		}
 	}
 	return 1
+}
+
+// offeredCodings returns the Accept-Encoding the handler inside the Guard
+// sees for a request that sent accept (its values joined): the members
+// naming a coding the Guard can undo (gzip, x-gzip, deflate), identity,
+// and any member refusing a coding (q=0), in their order; the others (br,
+// zstd, compress, "*") are left out, and "identity" stands alone when
+// nothing is left. A compression middleware inside the Guard then encodes
+// its answer in a coding the Guard reads, so that an error answer's code
+// is read (Policy.Cache) and a replay can be decoded for a retry that does
+// not accept it (acceptedCoding). changed is false when the handler sees
+// accept as it is.
+func offeredCodings(accept string) (offered string, changed bool) {
+	var b strings.Builder
+	for m := range strings.SplitSeq(accept, ",") {
+		name, params, _ := strings.Cut(m, ";")
+		switch normCoding(name) {
+		case "":
+			continue
+		case "gzip", "deflate", "identity":
+		default:
+			if weight(params) != 0 {
+				changed = true
+				continue
+			}
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(strings.TrimSpace(m))
+	}
+	if !changed {
+		return accept, false
+	}
+	if b.Len() == 0 {
+		return "identity", true
+	}
+	return b.String(), true
+}
+
+// codedBody is the 415 unsupported_media_type of a non-empty body sent
+// with a content coding other than identity, for a request whose body the
+// Guard reads itself (a route with a Contract, a JSON body it
+// canonicalises): it reads bodies only uncoded, as the deployable api
+// host does, and says so rather than refuse the decoded JSON as invalid
+// or read a body labelled br as if it were not. It answers before the
+// claim, so nothing is recorded. nil when the body is empty or uncoded.
+func codedBody(in *request) *apierr.Error {
+	if len(in.body) == 0 {
+		return nil
+	}
+	for _, v := range in.headerValues("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return apierr.New(415, apierr.CodeUnsupportedMediaType,
+					"Content-Encoding %q is not supported for this request's body: send the body uncoded (identity).", c)
+			}
+		}
+	}
+	return nil
 }

@@ -146,3 +146,79 @@ func TestReplayHonoursTheRetrysAcceptEncoding(t *testing.T) {
 		}
 	})
 }
+
+// brotliFirst is a compression middleware inside the Guard that prefers
+// a coding the Guard cannot read: br when the request accepts it (its
+// bytes stand in for brotli here), else gzip when accepted, else none.
+func brotliFirst(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ae := r.Header.Get("Accept-Encoding")
+		if !strings.Contains(ae, "br") {
+			gzipInside(next).ServeHTTP(w, r)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		for k, vs := range rec.Header() {
+			w.Header()[k] = vs
+		}
+		w.Header().Set("Content-Encoding", "br")
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(append([]byte("BR:"), rec.Body.Bytes()...))
+	})
+}
+
+// TestHandlerInsideTheGuardIsOfferedOnlyCodingsTheGuardReads: the handler
+// (and a compression middleware inside the Guard) sees the request's
+// Accept-Encoding without the codings the Guard cannot undo (br, zstd,
+// "*"), so an answer recorded inside the Guard is in a coding it reads:
+// its error code is read (a 400 validation_error is forgotten, and the
+// corrected retry under the key runs, as without compression) and its
+// replay is decoded for a retry that does not accept it. The Guard's own
+// view of the request (its fingerprint) is unchanged. Before, the
+// middleware chose br: the 400 was recorded (its code unread) and the
+// corrected retry refused 409, and a 201 was replayed in br to a retry
+// that accepts only gzip.
+func TestHandlerInsideTheGuardIsOfferedOnlyCodingsTheGuardReads(t *testing.T) {
+	e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = idem.SingleTenant("t") })
+	var runs atomic.Int32
+	var seen []string
+	h := e.guard.Handle("POST /runs", brotliFirst(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		seen = append(seen, r.Header.Get("Accept-Encoding"))
+		w.Header().Set("Content-Type", "application/json")
+		b, _ := io.ReadAll(r.Body)
+		if string(b) != `{"a":1}` {
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":"validation_error","message":"bad"}`)
+			return
+		}
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, `{"id":"r-1"}`)
+	})))
+	send := func(body, accept string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/runs", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", testKey)
+		req.Header.Set("Accept-Encoding", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	if w := send(`{"a":0}`, "br, gzip;q=0.8, zstd"); w.Code != 400 {
+		t.Fatalf("refused body: %d %v", w.Code, w.Header())
+	}
+	if w := send(`{"a":1}`, "br, gzip;q=0.8, zstd"); w.Code != 201 || w.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("corrected retry: %d %v %q, want it run and answered in gzip", w.Code, w.Header(), w.Body)
+	}
+	w := send(`{"a":1}`, "*, br")
+	if w.Code != 201 || w.Header().Get("Content-Encoding") != "gzip" || runs.Load() != 2 {
+		t.Fatalf("replay: %d %v (runs %d)", w.Code, w.Header(), runs.Load())
+	}
+	if w := send(`{"a":1}`, "identity"); w.Body.String() != `{"id":"r-1"}` || w.Header().Get("Content-Encoding") != "" {
+		t.Fatalf("replay accepting identity: %v %q", w.Header(), w.Body)
+	}
+	if len(seen) != 2 || seen[0] != "gzip;q=0.8" || seen[1] != "gzip;q=0.8" {
+		t.Fatalf("the handler saw Accept-Encoding %q", seen)
+	}
+}

@@ -271,6 +271,17 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	// The body digest goes into the fingerprint from a stack buffer.
 	var db [64 + 43]byte
 	bodyDigest := db[:0]
+	if route.Contract != nil || route.JSON || header.IsJSON(in.contentType) {
+		// A body the Guard reads itself must be sent uncoded.
+		if e := codedBody(in); e != nil {
+			resp := t.fail(e)
+			if resp.Headers == nil {
+				resp.Headers = map[string][]string{}
+			}
+			resp.Headers["Accept-Encoding"] = []string{"identity"} // RFC 9110 §12.5.3
+			return resp
+		}
+	}
 	if c := route.Contract; c != nil {
 		d, req, e := contractDigest(c, g.canonicalFunc(), in, canon.Scope{
 			Tenant: in.tenant, Method: in.method, Operation: t.op, Credential: t.credential,
