@@ -269,7 +269,11 @@ type Route struct {
 	// order, become part of the request fingerprint, so the same key with a
 	// different value is 409 idempotency_key_mismatch. Names are matched
 	// case-insensitively; Idempotency-Key cannot be listed. Cookie is read
-	// from an HTTP API event's cookies list, where API Gateway puts it.
+	// from an HTTP API event's cookies list, where API Gateway puts it,
+	// and Host from the net/http request's Host, where Go's server puts
+	// it: declare Host on the routes of applications one Guard serves
+	// behind a host switch (a ServeMux or chi router per host, chi's
+	// RouteHeaders), and the header a header-routed route is chosen by.
 	// Default nil: no header is part of the fingerprint.
 	Headers []string
 	// DeriveKey, if set, derives the route's idempotency key from the

@@ -79,6 +79,10 @@ type Guard struct {
 	// fingerprint headers (Route.Headers), which an HTTP API event
 	// carries in its cookies list (v2Cookie).
 	cookieHeader bool
+	// hostHeader is set when a route declares Host among its fingerprint
+	// headers, which Go's server moves out of Request.Header into
+	// Request.Host (netHostHeader).
+	hostHeader bool
 }
 
 // New validates cfg, fills in defaults and returns a Guard.
@@ -88,12 +92,13 @@ func New(cfg Config) (*Guard, error) {
 		return nil, err
 	}
 	_, system := c.Test.Clock.(clock.System)
-	cookie := false
+	cookie, host := false, false
 	for _, r := range c.Routes {
 		cookie = cookie || slices.Contains(r.Headers, "Cookie")
+		host = host || slices.Contains(r.Headers, "Host")
 	}
 	return &Guard{cfg: c, log: c.Logger, clock: c.Test.Clock, hash: keyhash.New(c.KeyHashSecret).Log, tracer: tracer(c.TracerProvider),
-		systemClock: system, cookieHeader: cookie}, nil
+		systemClock: system, cookieHeader: cookie, hostHeader: host}, nil
 }
 
 // v2Cookie reads the Cookie header of an HTTP API (payload 2.0) event from

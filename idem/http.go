@@ -110,6 +110,9 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			return
 		}
 		in := fromHTTP(r, rt, g.cfg.HTTPTenant, g.cfg.HTTPCredential)
+		if g.hostHeader {
+			in.parts.header = netHostHeader(r)
+		}
 		if e := readBody(r, in); e != nil {
 			writeResponse(w, g.decorate(g.errorResponse(e, in.requestID), in, "", false, ""))
 			return
@@ -266,6 +269,19 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		rt.operation, rt.fromPattern = rt.pattern, true
 	}
 	return rt, true
+}
+
+// netHostHeader reads the headers of a net/http request, its Host header
+// from Request.Host, where Go's server puts it: the header source of a
+// request on a Guard some route of which declares Host among its
+// fingerprint headers (Guard.hostHeader).
+func netHostHeader(r *http.Request) func(name string) []string {
+	return func(name string) []string {
+		if vs := r.Header.Values(name); len(vs) > 0 || !strings.EqualFold(name, "Host") || r.Host == "" {
+			return vs
+		}
+		return []string{r.Host}
+	}
 }
 
 // readBody reads r's body into in, up to MaxRequestBytes: a body that
