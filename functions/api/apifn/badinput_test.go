@@ -524,3 +524,42 @@ func TestBodylessRoutesRefuseANonJSONBodyWithOrWithoutAKey(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegerQueryParametersReadAlike: the integer query parameters of the
+// event routes (poll's afterSequence and timeout, the stream's bufferMs)
+// are read by one rule, the OpenAPI's integer written in decimal digits:
+// no sign (a `+` sent as %2B included), no white space, no fraction or
+// exponent, not empty, not repeated; leading zeros name the same number.
+// Whatever the parameter, a value that breaks the rule is 400
+// validation_error naming it in details.field, and one that keeps it is
+// read as its number (refused only when out of the parameter's range).
+func TestIntegerQueryParametersReadAlike(t *testing.T) {
+	f := newFixture(t)
+	r := f.newRun(t, "acme")
+	base := "/runs/" + runs.ProjectID(r.ID)
+	params := []struct {
+		name, path, other string
+		good              []string // each in the parameter's range
+	}{
+		{"afterSequence", base + "/events/poll", "&timeout=1", []string{"5", "05", "0005", "00000000000000000000000000005"}},
+		{"timeout", base + "/events/poll", "&afterSequence=0", []string{"5", "05", "0005", "00060"}},
+		{"bufferMs", base + "/events", "", []string{"5", "05", "0005", "00100", "0005000"}},
+	}
+	bad := []string{"%2B5", "%2B0", "-5", "%205", "5%20", "%095", "5.0", "1e1", "0x5", "", "%EF%BC%95", "5%00", "5&NAME=5"}
+	for _, p := range params {
+		for _, v := range bad {
+			q := p.name + "=" + strings.ReplaceAll(v, "NAME", p.name) + p.other
+			resp, m := f.do(t, eventsReq(p.path, "acme", q, ""))
+			d, _ := m["details"].(map[string]any)
+			if resp.StatusCode != 400 || m["error"] != "validation_error" || d["field"] != p.name || m["message"] == "" {
+				t.Errorf("?%s: %d %s, want 400 validation_error, details.field %s", q, resp.StatusCode, resp.Body, p.name)
+			}
+		}
+		for _, v := range p.good {
+			q := p.name + "=" + v + p.other
+			if resp, _ := f.do(t, eventsReq(p.path, "acme", q, "")); resp.StatusCode != 200 {
+				t.Errorf("?%s: %d %s, want 200", q, resp.StatusCode, resp.Body)
+			}
+		}
+	}
+}

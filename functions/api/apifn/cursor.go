@@ -34,3 +34,16 @@ func parseCursor(s string) (n int64, ok bool) {
 	}
 	return n, true
 }
+
+// parseBounded reads an integer query parameter with a range (poll's
+// timeout, the stream's bufferMs) by parseCursor's rule: decimal digits
+// only, leading zeros allowed (the same number); no sign, white space,
+// fraction or exponent. ok is false for anything else and for a number
+// outside lo..hi, however wide.
+func parseBounded(s string, lo, hi int64) (n int64, ok bool) {
+	n, ok = parseCursor(s)
+	if !ok || n < lo || n > hi {
+		return 0, false
+	}
+	return n, true
+}

@@ -158,15 +158,12 @@ func parseStreamQuery(ev events.APIGatewayV2HTTPRequest) (streamQuery, *apierr.E
 		q.modes = modes
 	}
 	if vs, ok := params["bufferMs"]; ok {
-		n := -1
-		if len(vs) == 1 && allDigits(vs[0]) && len(vs[0]) <= 4 {
-			n, _ = strconv.Atoi(vs[0])
-		}
-		if n < 0 || n > maxBufferMs {
+		n, ok := parseBounded(vs[0], 0, maxBufferMs)
+		if len(vs) != 1 || !ok {
 			return q, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "bufferMs must be an integer 0..%d", maxBufferMs).
 				WithDetails(map[string]any{"field": "bufferMs"})
 		}
-		q.bufferMs = n
+		q.bufferMs = int(n)
 	}
 	return q, nil
 }

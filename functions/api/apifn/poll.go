@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -60,8 +59,8 @@ func (h *Handler) pollEvents(ctx context.Context, c call) (events.APIGatewayV2HT
 	}
 	timeout := 30 * time.Second
 	if vs, ok := params["timeout"]; ok {
-		n, err := strconv.Atoi(vs[0])
-		if len(vs) != 1 || err != nil || n < 1 || n > 60 {
+		n, ok := parseBounded(vs[0], 1, 60)
+		if len(vs) != 1 || !ok {
 			return errResp(validation("timeout", "timeout must be an integer 1..60 (seconds)")), nil
 		}
 		timeout = time.Duration(n) * time.Second
