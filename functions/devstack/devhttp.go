@@ -159,10 +159,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// is passed on exactly as API Gateway passes it. Its decision is
 		// kept per Authorization value for the authorizer TTL, as API
 		// Gateway keeps it (authCache).
-		res, err := g.authCache.authorize(ctx, g.auth, events.APIGatewayV2CustomAuthorizerV2Request{
-			Version: "2.0", Type: "REQUEST", RouteKey: ev.RouteKey, RawPath: rawPath, RawQueryString: ev.RawQueryString,
-			Headers: ev.Headers, IdentitySource: identitySource(ev.Headers), RequestContext: ev.RequestContext,
-		})
+		res, err := g.authorize(ctx, ev)
 		switch {
 		case errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized:
 			// A 401 names the scheme to use (RFC 9110 §11.6.1), as the api
@@ -252,6 +249,15 @@ func (g *gateway) clientClosed(w http.ResponseWriter, r *http.Request, reqID str
 // deadline of each request, store calls included (a conformance-delay
 // request holds its answer up to 10 s).
 const DefaultRequestTimeout = 15 * time.Second
+
+// authorize asks the authorizer about ev (through g.authCache, so a kept
+// decision answers without it), as API Gateway asks it for each request.
+func (g *gateway) authorize(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	return g.authCache.authorize(ctx, g.auth, events.APIGatewayV2CustomAuthorizerV2Request{
+		Version: "2.0", Type: "REQUEST", RouteKey: ev.RouteKey, RawPath: ev.RawPath, RawQueryString: ev.RawQueryString,
+		Headers: ev.Headers, IdentitySource: identitySource(ev.Headers), RequestContext: ev.RequestContext,
+	})
+}
 
 // identitySource is the authorizer's identity source ($request.header.
 // Authorization) as API Gateway resolves it: absent when the header is.

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 )
 
 // devSSEKeepAlive is how often a held event stream carries a keep-alive
@@ -171,6 +172,15 @@ func (g *gateway) holdStream(w http.ResponseWriter, r *http.Request, ev events.A
 			if last >= 0 {
 				ev.Headers["last-event-id"] = strconv.FormatInt(last, 10)
 			}
+			// Each re-read stands for a reconnect, which passes the
+			// authorizer behind API Gateway: a key revoked since the
+			// stream opened ends it once its kept decision expires.
+			if ok, denied := g.reauthorize(r.Context(), &ev, reqID); !ok {
+				if denied {
+					_ = write(revokedComment)
+				}
+				return
+			}
 			resp, err := g.reread(r.Context(), ev, reqID)
 			if err != nil || resp.StatusCode != http.StatusOK || resp.Headers["Content-Type"] != "text/event-stream" {
 				return
@@ -180,6 +190,36 @@ func (g *gateway) holdStream(w http.ResponseWriter, r *http.Request, ev events.A
 			}
 		}
 	}
+}
+
+// revokedComment ends a held stream whose key the authorizer no longer
+// grants; the client's reconnect is answered 401.
+const revokedComment = ": the API key is no longer accepted; the stream closes (a reconnect is answered 401)\n\n"
+
+// reauthorize asks the authorizer about ev again, as API Gateway does on
+// each reconnect (g.authCache keeps its decisions for the authorizer TTL),
+// under a request deadline of its own, and sets the context it grants on
+// ev. ok is false when it refuses (denied) or fails: the stream closes.
+func (g *gateway) reauthorize(parent context.Context, ev *events.APIGatewayV2HTTPRequest, reqID string) (ok, denied bool) {
+	if g.auth == nil {
+		return true, false
+	}
+	timeout := g.timeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	defer cancel()
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
+	res, err := g.authorize(ctx, *ev)
+	if errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized {
+		return false, true
+	}
+	if err != nil {
+		return false, false
+	}
+	ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: res.Context}
+	return true, false
 }
 
 // reread asks the api for ev again under a request deadline of its own,

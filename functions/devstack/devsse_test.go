@@ -4,13 +4,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/functions/host/runs"
 )
 
@@ -273,5 +276,61 @@ func TestDevHeldStreamEnds(t *testing.T) {
 	case <-closed:
 	case <-time.After(30 * time.Second): // a hang guard, not a speed limit
 		t.Fatal("the server's Close still waits for the stream of a client that hung up")
+	}
+}
+
+// TestDevHeldStreamChecksItsKeyAgain: a held stream stands for the
+// reconnects a client makes behind API Gateway, each of which passes the
+// authorizer (its decision kept for the authorizer TTL): so each re-read
+// asks the authorizer again, through the same decision cache. A key
+// revoked while its stream is held stops the stream at the first re-read
+// once its kept decision has expired (at once without a cache), with a
+// comment saying why; a key still valid keeps reading, and while the
+// decision is kept the re-reads read no key.
+func TestDevHeldStreamChecksItsKeyAgain(t *testing.T) {
+	for _, ttl := range []time.Duration{0, time.Minute} {
+		x, r, path := liveSSERig(t)
+		keys := &countingKeys{creds: map[string]apikeys.Credential{}}
+		keys.set("k1", &apikeys.Credential{Tenant: "acme"})
+		x.gw.auth.Keys = keys
+		var now atomic.Int64
+		now.Store(time.Unix(1_700_000_000, 0).UnixNano())
+		if c := newAuthCache(ttl); c != nil {
+			c.now = func() time.Time { return time.Unix(0, now.Load()) }
+			x.gw.authCache = c
+		}
+		s := x.open(t, context.Background(), "GET", path+"?streamMode=debug", "")
+		s.until(t, "id: 0")
+		x.appendNode(t, r.ID)
+		s.until(t, "event: node.started") // the key reads on
+		keys.set("k1", nil)               // revoked
+		if ttl > 0 {
+			// The kept grant still serves the re-reads, with no key read.
+			before := keys.readCount()
+			x.appendNode(t, r.ID)
+			s.until(t, "event: node.started")
+			if n := keys.readCount() - before; n != 0 {
+				t.Fatalf("ttl %v: %d key reads while the decision is kept", ttl, n)
+			}
+			now.Add(int64(ttl + time.Second))
+		}
+		rest := s.rest(t)
+		if count(rest, "id: ") != 0 || count(rest, ": the API key is no longer accepted") != 1 {
+			t.Fatalf("ttl %v: after the revocation: %q, want the close with its comment", ttl, rest)
+		}
+	}
+	// A key store that fails closes the stream as a failed re-read does,
+	// without saying the key was refused.
+	x, _, path := liveSSERig(t)
+	keys := &countingKeys{creds: map[string]apikeys.Credential{}}
+	keys.set("k1", &apikeys.Credential{Tenant: "acme"})
+	x.gw.auth.Keys = keys
+	s := x.open(t, context.Background(), "GET", path, "")
+	s.until(t, "id: 0")
+	keys.mu.Lock()
+	keys.fail = errors.New("the key store is down")
+	keys.mu.Unlock()
+	if rest := s.rest(t); count(rest, ": the API key") != 0 {
+		t.Fatalf("after the key store failed: %q", rest)
 	}
 }
