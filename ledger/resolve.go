@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -243,7 +244,8 @@ type Resolution struct {
 	// As is the settlement. Required.
 	As Settlement
 	// Operator identifies who resolves (recorded on the resolution row).
-	// Required, at most 128 bytes of printable UTF-8.
+	// Required, at most 128 bytes of printable UTF-8 with at least one
+	// visible character (white space alone names no one).
 	Operator string
 	// Note is an optional free-text note, at most 512 bytes of UTF-8
 	// (printable, and line breaks).
@@ -257,8 +259,8 @@ func (r Resolution) validate() error {
 	if r.As != Delivered && r.As != NotDelivered {
 		return fmt.Errorf("ledger: resolution must be %q or %q", Delivered, NotDelivered)
 	}
-	if r.Operator == "" || len(r.Operator) > 128 || strings.ContainsFunc(r.Operator, isControl) || !utf8.ValidString(r.Operator) {
-		return errors.New("ledger: resolution needs an operator identity (1..128 bytes of printable UTF-8)")
+	if r.Operator == "" || len(r.Operator) > 128 || strings.ContainsFunc(r.Operator, isControl) || !utf8.ValidString(r.Operator) || !namesSomeone(r.Operator) {
+		return errors.New("ledger: resolution needs an operator identity (1..128 bytes of printable UTF-8, not white space only)")
 	}
 	if len(r.Note) > 512 {
 		return errors.New("ledger: resolution note is limited to 512 bytes")
@@ -278,6 +280,13 @@ func (r Resolution) validate() error {
 // isControl reports a control character: C0 (below U+0020), DEL, or C1
 // (U+0080..U+009F, U+009B being a terminal's CSI as ESC [ is).
 func isControl(c rune) bool { return c < 0x20 || c >= 0x7f && c < 0xa0 }
+
+// namesSomeone reports whether an operator identity has a visible
+// character (a letter, digit, punctuation or symbol): one of white space
+// and invisible format characters only names no one.
+func namesSomeone(s string) bool {
+	return strings.ContainsFunc(s, func(c rune) bool { return unicode.In(c, unicode.L, unicode.N, unicode.P, unicode.S) })
+}
 
 // Resolve settles an escaped effect for an operator, fenced: it is refused
 // with ErrChanged if the record's Rev differs from res.Rev (the effect

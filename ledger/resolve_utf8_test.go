@@ -53,3 +53,36 @@ func TestResolveRefusesInvalidUTF8(t *testing.T) {
 		t.Fatalf("a UTF-8 operator and note: %v", err)
 	}
 }
+
+// TestResolveRefusesABlankOperator: a Resolution whose operator names no
+// one (white space only, ASCII or not, or invisible format characters) is
+// refused and nothing is written; a name with spaces inside is recorded.
+func TestResolveRefusesABlankOperator(t *testing.T) {
+	clk := ledgertest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-blank-operator"})
+	ctx := context.Background()
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout after sending"))
+	}); !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatal(err)
+	}
+	v, err := l.ShowEffect(ctx, id.EffectID)
+	if err != nil || v.State != ledger.EffectEscaped {
+		t.Fatalf("view: %s %v", v.State, err)
+	}
+	for _, op := range []string{" ", "   ", "\u00a0\u3000", "\u200b", " \u2060 "} {
+		if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: op, Rev: v.Rev}); err == nil {
+			t.Errorf("resolution by %q accepted; want it refused (names no one)", op)
+		}
+	}
+	if after, _ := l.ShowEffect(ctx, id.EffectID); after.Rev != v.Rev {
+		t.Fatalf("the record changed: rev %s, was %s", after.Rev, v.Rev)
+	}
+	if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: "Ana María (ops)", Rev: v.Rev}); err != nil {
+		t.Fatalf("a name with spaces inside: %v", err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -315,6 +316,9 @@ examples:
 	if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) || !utf8.ValidString(*operator) {
 		return usageError(fs, stderr, "%s %q: want 1..128 bytes of printable UTF-8 text", opFrom, *operator)
 	}
+	if !namesSomeone(*operator) {
+		return usageError(fs, stderr, "%s %q names no one: want 1..128 bytes of printable UTF-8 text, not white space only", opFrom, *operator)
+	}
 	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) || !utf8.ValidString(*note) {
 		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (got %d bytes)", len(*note))
 	}
@@ -400,6 +404,13 @@ func unproject(id string) string {
 // operator's identity or note (a note may hold line breaks): C0, DEL and
 // C1.
 func isControlRune(c rune) bool { return c < 0x20 || c >= 0x7f && c < 0xa0 }
+
+// namesSomeone reports whether an operator identity has a visible
+// character (a letter, digit, punctuation or symbol), as the ledger
+// requires: white space and invisible format characters alone name no one.
+func namesSomeone(s string) bool {
+	return strings.ContainsFunc(s, func(c rune) bool { return unicode.In(c, unicode.L, unicode.N, unicode.P, unicode.S) })
+}
 
 // defaultOperator is the operator recorded when --operator is not given:
 // $IDEMKIT_OPERATOR, else user@host; from names where it came from, for a

@@ -37,3 +37,36 @@ func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
 		})
 	}
 }
+
+// TestEffectsResolveRefusesABlankOperator: an operator identity that names
+// no one (white space only, ASCII or not, or invisible format characters)
+// is a usage error naming where it came from, before any table is
+// reached: exit 2, two lines on stderr, nothing on stdout.
+func TestEffectsResolveRefusesABlankOperator(t *testing.T) {
+	const effect = "acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE"
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	for _, c := range []struct {
+		name, env string
+		args      []string
+		want      string
+	}{
+		{"spaces", "", []string{"--operator", "   "}, "--operator"},
+		{"one space", "", []string{"--operator", " "}, "--operator"},
+		{"no-break and ideographic spaces", "", []string{"--operator", "\u00a0\u3000"}, "--operator"},
+		{"zero-width space", "", []string{"--operator", "\u200b"}, "--operator"},
+		{"environment: zero-width space", "\u200b\u200b", nil, "$IDEMKIT_OPERATOR"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("IDEMKIT_OPERATOR", c.env)
+			var out, errb strings.Builder
+			args := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
+				"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, c.args...)
+			code := run(context.Background(), args, &out, &errb)
+			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+			if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.want) ||
+				!strings.Contains(lines[0], "white space only") || lines[1] != "run 'idemkit effects resolve -h' for help" {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want 2 and a usage error naming %s", code, out.String(), errb.String(), c.want)
+			}
+		})
+	}
+}
