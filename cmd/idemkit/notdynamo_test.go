@@ -74,3 +74,47 @@ func TestEndpointThatIsNotDynamoDBIsSaidPlainly(t *testing.T) {
 		t.Errorf("doctor against a JSON 200: exit %d, stderr %q; want 1 and %q", code, errb.String(), want)
 	}
 }
+
+// TestJSONAnswerThatIsNoDynamoDBAnswerIsAFailure: an --endpoint that
+// answers every call 200 with JSON that is no DynamoDB answer (`{}`, an
+// API's health document) is a failure said as for any answer that is not
+// DynamoDB's (exit 1, the status, "no DynamoDB answer"), wherever
+// DynamoDB's answer always carries what this one lacks: a Scan's or
+// Query's Items (never an empty table or run), a CreateTable's table
+// description (never a wait for the table to become ACTIVE), a
+// conditional DeleteItem's old item (never "revoked" with no tenant).
+func TestJSONAnswerThatIsNoDynamoDBAnswerIsAFailure(t *testing.T) {
+	fakeAWSCredentials(t)
+	for _, body := range []string{`{}`, `{"status":"ok"}`} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			_, _ = w.Write([]byte(body))
+		}))
+		for _, c := range []struct {
+			args []string
+			says string
+		}{
+			{[]string{"effects", "list", "--endpoint", srv.URL}, "idemkit effects list: DynamoDB Scan failed: "},
+			{[]string{"effects", "list", "--state", "escaped", "--endpoint", srv.URL}, "idemkit effects list: DynamoDB Scan failed: "},
+			{[]string{"effects", "list", "--run", "acme/r-0123456789abcdefghij", "--endpoint", srv.URL}, "DynamoDB Query failed: "},
+			{[]string{"tables", "create", "--only", "idempotency", "--endpoint", srv.URL}, "DynamoDB CreateTable failed: "},
+			{[]string{"apikey", "revoke", "--hash", strings.Repeat("0", 64), "--endpoint", srv.URL}, "DynamoDB DeleteItem failed: "},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			var out, errb bytes.Buffer
+			code := run(ctx, c.args, &out, &errb)
+			cancel()
+			msg := errb.String()
+			want := "the endpoint answered 200 OK, which is no DynamoDB answer"
+			if code != 1 || out.Len() != 0 || !strings.Contains(msg, c.says) || !strings.Contains(msg, want) {
+				t.Errorf("%s: idemkit %v: exit %d, stdout %q, stderr %q; want 1, nothing on stdout, and %q", body, c.args, code, out.String(), msg, c.says+want)
+			}
+			for _, n := range append(sdkNoise, "deserialization", "UnknownError") {
+				if strings.Contains(msg, n) {
+					t.Errorf("%s: idemkit %v: stderr says %q: %q", body, c.args, n, msg)
+				}
+			}
+		}
+		srv.Close()
+	}
+}

@@ -180,10 +180,12 @@ func writeOperation(op string) bool {
 var engineAnswerTimeout = 30 * time.Second
 
 // endpointClient is emulator.Client for a command's --endpoint, with
-// engineAnswerTimeout bounding each try's wait for the answer's headers.
+// engineAnswerTimeout bounding each try's wait for the answer's headers,
+// and an answer that lacks what DynamoDB's always carries refused
+// (checkAnswerShape).
 func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.ResponseHeaderTimeout = engineAnswerTimeout
 	})
-	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }}, optFns...)...)
+	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkAnswerShape}, optFns...)...)
 }
