@@ -234,11 +234,15 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		err = awaitDevStop(ctx, s, stderr)
 	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		// The listener's own error ("listen tcp ...: bind: address already
+		// in use") says nothing this line does not.
+		other := otherAddr(o.Addr)
+		fmt.Fprintf(stderr, "idemkit dev: --addr %s: address already in use (another idemkit dev?): pick another address with --addr, e.g. --addr %s (make run ARGS='--addr %s')\n", o.Addr, other, other)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %s\n", storeErrorHint(err, unreachable))
-		if errors.Is(err, syscall.EADDRINUSE) {
-			fmt.Fprintf(stderr, "idemkit dev: %s is taken (another idemkit dev?): pick another address with --addr, e.g. --addr 127.0.0.1:3001 (make run ARGS='--addr 127.0.0.1:3001')\n", o.Addr)
-		}
 		return 1
 	}
 	return 0
@@ -273,6 +277,20 @@ func awaitDevStop(ctx context.Context, s *devstack.Stack, stderr io.Writer) erro
 		fmt.Fprintln(stderr, "idemkit dev: stopped at once: the requests still in flight were cut")
 	}
 	return err
+}
+
+// otherAddr is the address to suggest when addr is taken: the same host,
+// the next port (3001 after 3000, 3000 after 65535).
+func otherAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	n, perr := strconv.Atoi(port)
+	if err != nil || perr != nil {
+		return "127.0.0.1:3001"
+	}
+	if n >= 65535 || n <= 0 {
+		n = 2999
+	}
+	return net.JoinHostPort(host, strconv.Itoa(n+1))
 }
 
 // addrOK reports whether addr is HOST:PORT with a numeric port the

@@ -74,8 +74,8 @@ func TestDevAuthorizerTTL(t *testing.T) {
 
 // TestDevTakenAddressSaysHowToPickAnother: when --addr is taken (another
 // idemkit dev, another server) dev stops at once, before starting an
-// engine, exits 1 and says which flag picks another address, also for
-// make run.
+// engine, exits 1 and says in one line which address is taken and which
+// flag picks another, also for make run.
 func TestDevTakenAddressSaysHowToPickAnother(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -87,6 +87,11 @@ func TestDevTakenAddressSaysHowToPickAnother(t *testing.T) {
 	msg := errb.String()
 	if code != 1 || !strings.Contains(msg, "address already in use") || !strings.Contains(msg, "--addr") || !strings.Contains(msg, "make run ARGS=") {
 		t.Fatalf("exit %d, stderr %q: want 1 and a message naming --addr (and make run ARGS=)", code, msg)
+	}
+	// One line, naming the address; not the listener's own error before it.
+	if lines := strings.Split(strings.TrimSuffix(msg, "\n"), "\n"); len(lines) != 1 || !strings.Contains(msg, ln.Addr().String()) ||
+		strings.Contains(msg, "listen tcp") || strings.Contains(msg, "bind:") {
+		t.Fatalf("stderr %q: want one line naming %s, without the listener's error", msg, ln.Addr())
 	}
 	if strings.Contains(msg, "started the DynamoDB engine") {
 		t.Fatalf("an engine was started before the address was checked: %q", msg)
