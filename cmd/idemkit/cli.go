@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -41,10 +42,20 @@ func setUsage(fs *flag.FlagSet, line, about string) {
 		fs.VisitAll(func(*flag.Flag) { hasFlags = true })
 		if hasFlags {
 			fmt.Fprint(out, "\nflags:\n")
+			var b bytes.Buffer
+			fs.SetOutput(&b)
 			fs.PrintDefaults()
+			fs.SetOutput(out)
+			fmt.Fprint(out, twoDashes.ReplaceAllString(b.String(), "$1--"))
 		}
 	}
 }
+
+// twoDashes finds the dash that starts each flag's line in the flag
+// package's list ("  -endpoint URL"): the help names every flag as the
+// usage lines and docs/CLI.md do, with two ("  --endpoint URL"); each
+// flag takes either form.
+var twoDashes = regexp.MustCompile(`(?m)^(  )-`)
 
 // parseFlags parses a command's arguments. With interspersed, flags may
 // follow positional arguments. It returns the positional arguments; when
@@ -277,10 +288,11 @@ func (l commandList) usage() string {
 	return b.String()
 }
 
-// dispatch runs the command that args name. With no command, or an unknown
-// one, it prints the usage on stderr and returns 2; with -h/--help/help it
-// prints the usage on stdout and returns 0. "help COMMAND [SUBCOMMAND]" is
-// "COMMAND [SUBCOMMAND] -h".
+// dispatch runs the command that args name. With no command it prints the
+// usage on stderr and returns 2; an unknown command is a usage error (one
+// line naming it and the commands of the list, then the hint; 2); with
+// -h/--help/help it prints the usage on stdout and returns 0. "help COMMAND
+// [SUBCOMMAND]" is "COMMAND [SUBCOMMAND] -h".
 func (l commandList) dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case len(args) == 0:
@@ -295,10 +307,27 @@ func (l commandList) dispatch(ctx context.Context, args []string, stdout, stderr
 				return e.run(ctx, args[1:], stdout, stderr)
 			}
 		}
-		fmt.Fprintf(stderr, "%s: unknown command %q\n\n", l.prog(), args[0])
+		fmt.Fprintf(stderr, "%s: unknown command %q: want %s\n", l.prog(), args[0], l.names())
+		fmt.Fprintf(stderr, "run '%s -h' for help\n", l.prog())
+		return 2
 	}
 	fmt.Fprint(stderr, l.usage())
 	return 2
+}
+
+// names lists the words that select the list's commands, each once, in
+// order: "create", "create or revoke", "list, show or resolve".
+func (l commandList) names() string {
+	var ns []string
+	for _, e := range l.entries {
+		if !slices.Contains(ns, e.name()) {
+			ns = append(ns, e.name())
+		}
+	}
+	if len(ns) < 2 {
+		return strings.Join(ns, "")
+	}
+	return strings.Join(ns[:len(ns)-1], ", ") + " or " + ns[len(ns)-1]
 }
 
 // parseOneArg is parseFlags (flags and arguments interspersed) for a command

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"regexp"
 	"runtime/debug"
@@ -16,7 +17,7 @@ import (
 // flags does not print) and exit 0; the usage line names every flag the
 // command defines.
 func TestHelpEveryCommand(t *testing.T) {
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)\b`)
+	flagLine := regexp.MustCompile(`(?m)^  --([a-z][a-z0-9-]*)\b`)
 	for _, c := range []struct {
 		cmd   []string
 		flags []string // the flags the command must define (and its usage line name)
@@ -83,10 +84,59 @@ func TestHelpEveryCommand(t *testing.T) {
 // exits 2. (A command's own usage errors are one line and the hint:
 // TestUsageErrorsFollowOneRule.)
 func TestSubcommandUsageErrors(t *testing.T) {
-	for _, args := range [][]string{{"tables"}, {"tables", "drop"}, {"apikey"}, {"apikey", "drop"}, {"effects"}, {"effects", "drop"}} {
+	// Without a command, idemkit and each group print their list of
+	// commands on stderr (exit 2).
+	for _, args := range [][]string{nil, {"tables"}, {"apikey"}, {"effects"}} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), args, &out, &errb); code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "usage: idemkit") {
 			t.Errorf("idemkit %v: exit %d stdout %q stderr %q", args, code, out.String(), errb.String())
+		}
+	}
+	// An unknown command is a usage error as docs/CLI.md states the rule:
+	// two lines on stderr, the first naming it and the commands the group
+	// has, the second the hint; nothing on stdout.
+	for _, c := range []struct {
+		args       []string
+		prog, want string
+	}{
+		{[]string{"bogus"}, "idemkit", "dev, tables, doctor, apikey, conform, effects or version"},
+		{[]string{"help", "bogus"}, "idemkit", "dev, tables, doctor, apikey, conform, effects or version"},
+		{[]string{"--endpoint", "http://127.0.0.1:8000"}, "idemkit", "dev, tables, doctor, apikey, conform, effects or version"},
+		{[]string{"tables", "drop"}, "idemkit tables", "create"},
+		{[]string{"apikey", "drop"}, "idemkit apikey", "create or revoke"},
+		{[]string{"effects", "drop"}, "idemkit effects", "list, show or resolve"},
+		{[]string{"help", "effects", "drop"}, "idemkit effects", "list, show or resolve"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), c.args, &out, &errb)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		unknown := c.args[len(c.args)-1]
+		if c.args[0] == "--endpoint" {
+			unknown = c.args[0]
+		}
+		want := fmt.Sprintf("%s: unknown command %q: want %s", c.prog, unknown, c.want)
+		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], want) || lines[1] != "run '"+c.prog+" -h' for help" {
+			t.Errorf("idemkit %q: exit %d stdout %q stderr %q; want 2, %q, then the hint", c.args, code, out.String(), errb.String(), want)
+		}
+	}
+}
+
+// TestHelpNamesFlagsAsTheDocsDo: every command's -h lists its flags as
+// docs/CLI.md and the usage lines write them, with two dashes
+// ("--endpoint URL"), never the flag package's one ("-endpoint URL").
+func TestHelpNamesFlagsAsTheDocsDo(t *testing.T) {
+	single := regexp.MustCompile(`(?m)^  -[a-z]`)
+	double := regexp.MustCompile(`(?m)^  --[a-z]`)
+	for _, cmd := range [][]string{
+		{"dev"}, {"tables", "create"}, {"doctor"}, {"apikey", "create"}, {"apikey", "revoke"},
+		{"conform"}, {"effects", "list"}, {"effects", "show"}, {"effects", "resolve"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(append([]string{}, cmd...), "-h"), &out, &errb); code != 0 {
+			t.Fatalf("%v -h: exit %d", cmd, code)
+		}
+		if m := single.FindString(out.String()); m != "" || !double.MatchString(out.String()) {
+			t.Errorf("idemkit %v -h lists a flag with one dash (%q), or none with two:\n%s", cmd, m, out.String())
 		}
 	}
 }

@@ -57,7 +57,7 @@ func TestDocsNameEveryFlag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)\b`)
+	flagLine := regexp.MustCompile(`(?m)^  --([a-z][a-z0-9-]*)\b`)
 	for _, cmd := range cmds {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), append(strings.Fields(cmd), "-h"), &out, &errb); code != 0 {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform"
@@ -123,6 +124,9 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	if len(pos) != 1 {
 		return usageError(fs, stderr, "want exactly one URL")
+	}
+	if u, err := url.Parse(pos[0]); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageError(fs, stderr, "URL %q: want an http:// or https:// URL, such as http://127.0.0.1:3000", pos[0])
 	}
 	cfg.BaseURL = pos[0]
 	cfg.Profile = conform.Profile(profile)

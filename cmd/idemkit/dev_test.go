@@ -31,7 +31,7 @@ func TestDevFlagsAndDemoKeys(t *testing.T) {
 	if code := run(context.Background(), []string{"dev", "-h"}, &usage, io.Discard); code != 0 {
 		t.Fatalf("dev -h: %d", code)
 	}
-	for _, f := range []string{"-emulator", "-dynamodb-endpoint", "-addr", "-api-key", "-allow-loopback-webhooks"} {
+	for _, f := range []string{"--emulator", "--dynamodb-endpoint", "--addr", "--api-key", "--allow-loopback-webhooks"} {
 		if !strings.Contains(usage.String(), "  "+f) {
 			t.Errorf("dev -h lacks %s:\n%s", f, usage.String())
 		}

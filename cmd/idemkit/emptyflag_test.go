@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// flagLine is a flag's first line in a command's -h: "  -name" and, for a
+// flagLine is a flag's first line in a command's -h: "  --name" and, for a
 // flag that takes a value, the value's name.
-var flagLine = regexp.MustCompile(`(?m)^  -([a-z0-9-]+)( \S+)?$`)
+var flagLine = regexp.MustCompile(`(?m)^  --([a-z0-9-]+)( \S+)?$`)
 
 // TestEmptyFlagValueIsUsageError: a flag given an empty value
 // (`--region ""`, `--note=`) is a usage error naming the flag, exit 2,

@@ -89,6 +89,10 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		// is named on the setting's line.
 		{[]string{"dev", "--policy", "strict"}, "--policy sets IDEMPOTENCY_POLICY"},
 		{[]string{"conform", "--api-key", "k"}, "URL"},
+		{[]string{"conform", "--api-key", "k", ""}, `URL "": want an http:// or https:// URL`},
+		{[]string{"conform", "--api-key", "k", "notaurl"}, `URL "notaurl": want an http:// or https:// URL`},
+		{[]string{"conform", "--api-key", "k", "http://"}, `URL "http://": want an http:// or https:// URL`},
+		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"conform", "http://127.0.0.1:9"}, "--api-key"},
 	} {
 		if strings.Join(c.args, " ") == "doctor --only runs" {
@@ -102,6 +106,9 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 			cmd += " " + c.args[1]
 		}
 		hint := "run 'idemkit " + cmd + " -h' for help"
+		if cmd == "bogus" { // no command: idemkit's own hint
+			hint = "run 'idemkit -h' for help"
+		}
 		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.names) || lines[1] != hint {
 			t.Errorf("idemkit %q: exit %d stdout %q stderr %q; want exit 2, nothing on stdout, one line naming %s, then %q",
