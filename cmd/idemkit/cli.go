@@ -62,7 +62,8 @@ var twoDashes = regexp.MustCompile(`(?m)^(  )-`)
 // done is true the command ends with exit status code: 0 after --help (the
 // usage printed on stdout), 2 after a usage error (the flag package's one
 // line naming the flag, then usageHint, on stderr; the usage is not
-// repeated). After parseFlags, the flag set writes to stderr.
+// repeated; likewise a --region or --*-region value no endpoint can be
+// named with, regionOK). After parseFlags, the flag set writes to stderr.
 func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, done bool) {
 	usage := fs.Usage
 	fs.Usage = func() {} // the flag package calls it on -h and after its error line
@@ -101,7 +102,35 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		return nil, 2, true
 	}
 	fs.SetOutput(stderr)
+	// A region names an endpoint's host: one the SDK cannot put in a host
+	// name is refused here, not by its endpoint rules at run time.
+	bad := ""
+	fs.Visit(func(f *flag.Flag) {
+		if bad == "" && (f.Name == "region" || strings.HasSuffix(f.Name, "-region")) && !regionOK(f.Value.String()) {
+			bad = f.Name
+		}
+	})
+	if bad != "" {
+		return nil, usageError(fs, stderr, "--%s %q: want an AWS region, such as us-east-1 (letters, digits and '-', not first or last)", bad, fs.Lookup(bad).Value.String()), true
+	}
 	return pos, 0, false
+}
+
+// regionOK reports whether r can name a DynamoDB endpoint's region: labels
+// of 1..63 letters, digits and '-' (not first or last), separated by dots,
+// as the SDK's endpoint rules require.
+func regionOK(r string) bool {
+	for _, l := range strings.Split(r, ".") {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+			return false
+		}
+		for _, c := range l {
+			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // emptyAllowed are the flags whose empty value means something other than

@@ -93,6 +93,14 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"conform", "--api-key", "k", "notaurl"}, `URL "notaurl": want an http:// or https:// URL`},
 		{[]string{"conform", "--api-key", "k", "http://"}, `URL "http://": want an http:// or https:// URL`},
 		{[]string{"bogus"}, `unknown command "bogus"`},
+		// A region no endpoint can be named for, which the SDK refused at
+		// run time ("failed to bind endpoint params").
+		{[]string{"tables", "create", "--endpoint", ep, "--region", "us east"}, `--region "us east"`},
+		{[]string{"doctor", "--endpoint", ep, "--region", " "}, `--region " "`},
+		{[]string{"apikey", "create", "--tenant", "acme", "--endpoint", ep, "--region", "eu_west_1"}, `--region "eu_west_1"`},
+		{[]string{"apikey", "revoke", "--hash", strings.Repeat("0", 64), "--endpoint", ep, "--region", "-eu"}, `--region "-eu"`},
+		{[]string{"effects", "list", "--endpoint", ep, "--region", "eu/west"}, `--region "eu/west"`},
+		{[]string{"effects", "resolve", eff, "--as", "delivered", "--rev", "r1", "--endpoint", ep, "--fence-table", "F1x", "--fence-region", "x y"}, `--fence-region "x y"`},
 		{[]string{"conform", "http://127.0.0.1:9"}, "--api-key"},
 	} {
 		if strings.Join(c.args, " ") == "doctor --only runs" {
