@@ -241,6 +241,13 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "idemkit dev: --addr %s: address already in use (another idemkit dev?): pick another address with --addr, e.g. --addr %s (make run ARGS='--addr %s')\n", o.Addr, other, other)
 		return 1
 	}
+	if oe := (*net.OpError)(nil); errors.As(err, &oe) && oe.Op == "listen" && oe.Err != nil {
+		// Another listen failure of --addr (an address of no interface of
+		// this machine, a host name that does not resolve, a port it may
+		// not bind): said as the flag's, with what to give.
+		fmt.Fprintf(stderr, "idemkit dev: --addr %s: cannot listen there (%v): give an address of this machine, e.g. --addr 127.0.0.1:3000\n", o.Addr, oe.Err)
+		return 1
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "idemkit dev: %s\n", storeErrorHint(err, unreachable))
 		return 1

@@ -302,3 +302,21 @@ func TestDevStopAnswersAWaitingLongPoll(t *testing.T) {
 		t.Fatal("idemkit dev did not exit after the stop")
 	}
 }
+
+// TestDevAddressItCannotListenOnIsSaidPlainly: an --addr of no interface
+// of this machine (a TEST-NET address) stops dev before an engine starts,
+// exit 1, in one line naming the flag and its value and what to give,
+// not the listener's "listen tcp …: bind: …" alone.
+func TestDevAddressItCannotListenOnIsSaidPlainly(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"dev", "--addr", "192.0.2.1:3000"}, &out, &errb)
+	msg := errb.String()
+	lines := strings.Split(strings.TrimSuffix(msg, "\n"), "\n")
+	if code != 1 || len(lines) != 1 || !strings.HasPrefix(msg, "idemkit dev: --addr 192.0.2.1:3000: cannot listen there") ||
+		!strings.Contains(msg, "an address of this machine") || strings.Contains(msg, "listen tcp") {
+		t.Fatalf("exit %d, stderr %q: want 1 and one line naming --addr 192.0.2.1:3000 and what to give", code, msg)
+	}
+	if strings.Contains(msg, "started the DynamoDB engine") {
+		t.Fatalf("an engine was started before the address was checked: %q", msg)
+	}
+}
