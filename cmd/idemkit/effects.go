@@ -331,7 +331,7 @@ examples:
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects resolve: %v\n", err)
+		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", storeError(err))
 		return 1
 	}
 	if *rev == "" {

@@ -37,7 +37,7 @@ const (
 // errorLabels are the prefixes the kit's packages put on their errors
 // ("tables: ", "host: "): names of Go packages, not of anything a user
 // did, so a message for a user leaves them out.
-var errorLabels = []string{"tables: ", "host: ", "devstack: ", "dynamostore: "}
+var errorLabels = []string{"tables: ", "host: ", "devstack: ", "dynamostore: ", "fence/dynamostore: "}
 
 // storeError renders the error of a command's DynamoDB call for its user:
 // what the command was doing (the text wrapped around the SDK's error),

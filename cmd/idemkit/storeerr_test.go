@@ -82,6 +82,14 @@ func TestDoctorAndDevSayStoreFailuresPlainly(t *testing.T) {
 			[]string{"idemkit effects list: DynamoDB Query failed: cannot reach the engine", "--endpoint and --region"}},
 		{"effects show, refused", []string{"effects", "show", "acme/e1-0123456789abcdef", "--endpoint", refusing},
 			[]string{"idemkit effects show: DynamoDB GetItem failed: AccessDeniedException: User is not authorized to perform this action"}},
+		// The fence table read first by a fenced resolution: said as the
+		// effects table's reads are.
+		{"effects resolve with the fence table, unreachable", []string{"effects", "resolve", "acme/e1-0123456789abcdef", "--as", "delivered", "--rev", "r1",
+			"--endpoint", "http://127.0.0.1:1", "--fence-table", "F1x", "--fence-region", "us-east-1"},
+			[]string{"idemkit effects resolve: DynamoDB GetItem failed: cannot reach the engine", "--endpoint and --region"}},
+		{"effects resolve with the fence table, refused", []string{"effects", "resolve", "acme/e1-0123456789abcdef", "--as", "delivered", "--rev", "r1",
+			"--endpoint", refusing, "--fence-table", "F1x"},
+			[]string{"idemkit effects resolve: DynamoDB ", " failed: AccessDeniedException: User is not authorized to perform this action"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
