@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/idemkit/idemkit/cmd/idemkit/internal/conform"
@@ -130,6 +131,10 @@ func runConform(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	cfg.BaseURL = pos[0]
 	cfg.Profile = conform.Profile(profile)
+	if !slices.Contains(conform.Profiles, cfg.Profile) {
+		names := strings.Split(conform.ProfileList(", "), ", ")
+		return usageError(fs, stderr, "--profile %q: want %s or %s", profile, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	}
 	cfg.Notes = stderr
 	if cfg.Body == conform.DefaultBody {
 		cfg.Body = "" // keep the fixture defaults for the slow and invalid bodies

@@ -96,6 +96,7 @@ func TestConformUsageErrorsAreShort(t *testing.T) {
 		{[]string{"conform", "--api-key", "a", "--api-key", "b", "--api-key", "c", "http://127.0.0.1:9"}, "idemkit conform: invalid setting: at most two API keys"},
 		// The URL is named as every usage error names its argument, with
 		// what it accepts.
+		{[]string{"conform", "--api-key", "k", "--profile", "sap", "http://127.0.0.1:9"}, `idemkit conform: --profile "sap": want openwop, commerce or erp`},
 		{[]string{"conform", "--api-key", "k", "ftp://127.0.0.1:9"}, `idemkit conform: URL "ftp://127.0.0.1:9": want an http:// or https:// URL, such as http://127.0.0.1:3000`},
 		// One credential given twice, as the second tenant's or a scope
 		// part's: the scenario it enables would fail the API for the
