@@ -65,6 +65,10 @@ var twoDashes = regexp.MustCompile(`(?m)^(  )-`)
 // repeated; likewise a --region or --*-region value no endpoint can be
 // named with, regionOK). After parseFlags, the flag set writes to stderr.
 func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stderr io.Writer) (pos []string, code int, done bool) {
+	if name, next := missingValue(fs, args); name != "" {
+		fs.SetOutput(stderr)
+		return nil, usageError(fs, stderr, "--%s needs a value: the argument after it, %q, is a flag (for that value itself, write --%s=%s)", name, next, name, next), true
+	}
 	usage := fs.Usage
 	fs.Usage = func() {} // the flag package calls it on -h and after its error line
 	var buf bytes.Buffer
@@ -114,6 +118,38 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		return nil, usageError(fs, stderr, "--%s %q: want an AWS region, such as us-east-1 (letters, digits and '-', not first or last)", bad, fs.Lookup(bad).Value.String()), true
 	}
 	return pos, 0, false
+}
+
+// missingValue finds a flag given without its value, followed by another
+// of the command's flags (`--api-key --api-key K2`, `--endpoint --table T`:
+// an unset shell variable), which the flag package would take as the
+// value: the flag's name and that argument; "" when there is none. A
+// value that only starts with '-' (`--limit -3`) is not a flag of the
+// command and is left to the flag's own check.
+func missingValue(fs *flag.FlagSet, args []string) (name, next string) {
+	flagOf := func(a string) *flag.Flag {
+		if !strings.HasPrefix(a, "-") || a == "-" || a == "--" {
+			return nil
+		}
+		n, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		return fs.Lookup(n)
+	}
+	for i, a := range args {
+		if a == "--" {
+			break
+		}
+		f := flagOf(a)
+		if f == nil || strings.Contains(a, "=") || i+1 >= len(args) {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if flagOf(args[i+1]) != nil {
+			return f.Name, args[i+1]
+		}
+	}
+	return "", ""
 }
 
 // regionOK reports whether r can name a DynamoDB endpoint's region: labels

@@ -93,6 +93,11 @@ func TestUsageErrorsFollowOneRule(t *testing.T) {
 		{[]string{"conform", "--api-key", "k", "notaurl"}, `URL "notaurl": want an http:// or https:// URL`},
 		{[]string{"conform", "--api-key", "k", "http://"}, `URL "http://": want an http:// or https:// URL`},
 		{[]string{"bogus"}, `unknown command "bogus"`},
+		// A flag whose value went missing (an unset shell variable):
+		// the next flag is not taken as its value.
+		{[]string{"conform", "--api-key", "--api-key", "k2"}, `--api-key needs a value: the argument after it, "--api-key", is a flag`},
+		{[]string{"effects", "list", "--endpoint", "--table", "T1x"}, `--endpoint needs a value: the argument after it, "--table", is a flag`},
+		{[]string{"apikey", "create", "--tenant", "--endpoint=" + ep}, `--tenant needs a value: the argument after it, "--endpoint=` + ep + `", is a flag`},
 		// A region no endpoint can be named for, which the SDK refused at
 		// run time ("failed to bind endpoint params").
 		{[]string{"tables", "create", "--endpoint", ep, "--region", "us east"}, `--region "us east"`},
