@@ -171,8 +171,8 @@ func (s *Store) current(ctx context.Context, id string, returned map[string]type
 // LeaseExpired set, as when its first answer arrives).
 func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
 	if !keyspace.IsCaller(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
-		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
-			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
+		return idem.ClaimResult{}, fmt.Errorf("%w: id %s (a caller ID: %t), state %q, owner/digest set: %t/%t",
+			idem.ErrInvalidRecord, logID(rec.ID), keyspace.IsCaller(rec.ID), rec.State, rec.Owner != "", rec.Digest != "")
 	}
 	rec.Response = nil
 	// The raw body's hash is written by the write that ends the attempt

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
 // Store is an in-memory idem.Store. The zero value is not usable; use New.
@@ -135,8 +136,8 @@ func (s *Store) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem
 		return idem.ClaimResult{}, err
 	}
 	if !keyspace.IsCaller(rec.ID) || rec.Digest == "" || rec.Owner == "" || rec.State != idem.StatePending {
-		return idem.ClaimResult{}, fmt.Errorf("%w: id %q, state %q, owner/digest set: %t/%t",
-			idem.ErrInvalidRecord, rec.ID, rec.State, rec.Owner != "", rec.Digest != "")
+		return idem.ClaimResult{}, fmt.Errorf("%w: id %s (a caller ID: %t), state %q, owner/digest set: %t/%t",
+			idem.ErrInvalidRecord, keyhash.Log(rec.ID), keyspace.IsCaller(rec.ID), rec.State, rec.Owner != "", rec.Digest != "")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
