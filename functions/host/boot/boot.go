@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/awserr"
 )
 
 // Must ends the process with a logged error when err is not nil (name: the
@@ -63,9 +65,13 @@ func DynamoClient(ctx context.Context, endpoint string) (*dynamodb.Client, error
 	// throttle, which the client's retryer (DynamoDB's defaults, or
 	// AWS_RETRY_MODE and AWS_MAX_ATTEMPTS) does not do for it. The
 	// resolved retryer is wrapped, never replaced.
+	//
+	// A call's error never quotes what the call sent (awserr.RedactValues):
+	// a service's message may quote the item or value it refused, and
+	// every function logs its stores' errors.
 	c = dynamodb.New(c.Options(), func(o *dynamodb.Options) {
 		o.Retryer = retry.AddWithErrorCodes(o.Retryer, (&types.TransactionConflictException{}).ErrorCode())
-	})
+	}, awserr.RedactValues)
 	Trace("sdk-client")
 	return c, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/policy/erp"
+	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger"
@@ -113,6 +114,11 @@ func configError(err error) error {
 // or returns an error matching ErrConfig.
 func NewKit(c Config) (*Kit, error) {
 	env, client, p, logger, metrics := c.Env, c.Client, c.Parts, c.Logger, c.Metrics
+	if client != nil {
+		// A store's error never quotes what its call sent (record ids,
+		// run inputs): every part's errors are logged.
+		client = dynamodb.New(client.Options(), awserr.RedactValues)
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}
