@@ -132,6 +132,11 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if w := call("GET", p+"/effects", "", ""); len(w["effects"].([]any)) != 1 || w["effects"].([]any)[0].(map[string]any)["effectId"] != wantID.EffectID {
 		t.Fatalf("witness %v, want effect %s", w, wantID.EffectID)
 	}
+	// The read routes that are not the run's snapshot: the event poll, the
+	// inbox, a fork of the completed run (a new run from its event log).
+	call("GET", p+"/events/poll", "", "")
+	call("GET", "/inbox", "", "")
+	call("POST", p+":fork", "fk-0123456789abcdefghijkl", `{"mode":"replay"}`)
 	m3 := call("POST", "/runs", "", `{"workflowId":"conformance-noop"}`)
 	call("POST", "/runs/"+runs.ProjectID(m3["runId"].(string))+"/cancel", "lp2-0123456789abcdefghijkl", `{}`)
 	// The tenant comes from the credential only: a body tenantId naming
