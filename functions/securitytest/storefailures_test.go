@@ -185,10 +185,18 @@ func TestNoKeyOrBodyInLogsOnStoreFailures(t *testing.T) {
 	for _, op := range []string{"PutItem", "UpdateItem", "TransactWriteItems", "GetItem"} {
 		for _, code := range []string{"ValidationException", "ConditionalCheckFailedException", "InternalServerError"} {
 			key := next()
-			if op == "GetItem" {
+			switch op {
+			case "GetItem":
 				// A replay's read: the record exists first.
 				if r := call(key, body(op)); r.StatusCode != http.StatusCreated {
 					t.Fatalf("%s: %d %s", op, r.StatusCode, r.Body)
+				}
+			case "UpdateItem":
+				// A reclaim's update: the first completion fails, so the
+				// retry takes the record over.
+				faults.arm("TransactWriteItems", "InternalServerError", 1)
+				if r := call(key, body(op)); r.StatusCode < 500 {
+					t.Fatalf("%s: %d %s, want the completion refused", op, r.StatusCode, r.Body)
 				}
 			}
 			faults.arm(op, code, 1)
