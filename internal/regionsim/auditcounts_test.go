@@ -40,7 +40,7 @@ func TestAuditCountsAnEscapeInEveryRegion(t *testing.T) {
 		}
 		auditors[r] = &auditfn.Auditor{Conflicts: ca, Now: clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))}
 	}
-	rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), KeyAttrs: []string{"pk", "sk"},
+	rep, err := newReplicator(t, regionsim.Config{A: p.region(eu), B: p.region(us), KeyAttrs: []string{"pk", "sk"},
 		Lag: 500 * time.Millisecond, Timestamp: updatedAt, Now: clock.Now,
 		OnChange: func(c regionsim.Change) {
 			cnt := auditors[c.Region].Audit(ctx(t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}})

@@ -86,7 +86,7 @@ func newAudited(t *testing.T, cfg auditedConfig) *audited {
 		w.auditors[r] = &auditfn.Auditor{Conflicts: ca, Now: w.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Restore: auditfn.TableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
 	}
-	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now,
+	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now,
 		OnChange: func(c regionsim.Change) {
 			w.audit(c)
 			if cfg.redeliver {

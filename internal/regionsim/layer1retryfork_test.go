@@ -188,7 +188,7 @@ func newAPIRegions(t *testing.T, route string, redeliver bool, opts map[string]f
 		w.auditors[r] = &auditfn.Auditor{Conflicts: ca, Now: w.clock.Now, Logger: logger,
 			Restore: auditfn.TableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
 	}
-	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now,
+	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now,
 		OnChange: func(c regionsim.Change) {
 			w.audit(c)
 			if redeliver {

@@ -166,7 +166,7 @@ func newTTLWorld(t *testing.T) *ttlWorld {
 	w := &ttlWorld{t: t, p: newPair(t, "IdempotencyTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
 		srv: map[string]*httptest.Server{}}
 	var err error
-	if w.rep, err = regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now}); err != nil {
+	if w.rep, err = newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	// A response too large to be stored inline: chunk items beside the

@@ -9,8 +9,10 @@
 // accept conflicting writes; on healing the later write (by the write's
 // timestamp, ties broken by region name) overwrites the other everywhere,
 // and the loser's write leaves no trace except in the stream of the region
-// where it was overwritten (the conflict audit reads that). What it does
-// not: an apply is not atomic with a concurrent local write in the
+// where it was overwritten (the conflict audit reads that). With
+// Config.Coalesce, a region's writes to one item that are due together
+// replicate as one change, the last: the other region sees only the final
+// image (a claim and its end merged). What it does not: an apply is not atomic with a concurrent local write in the
 // destination (tests quiesce writers before Sync), and it has exactly two
 // regions.
 //
@@ -63,6 +65,13 @@ type Config struct {
 	// including the replicator's own applies (a stream consumer such as
 	// the conflict auditor sees exactly what a real stream carries).
 	OnChange func(Change)
+	// Coalesce makes replication apply only the last of a region's writes
+	// to one item that are due together: a real global table may replicate
+	// several writes to one item as one change, so the other region sees
+	// the final image alone (its stream: one change from what it held to
+	// that image; a claim and its end merged). Default false: every write
+	// is applied, each as its own change.
+	Coalesce bool
 }
 
 // version orders writes to one item: timestamp, then region name, then
@@ -103,6 +112,7 @@ type Replicator struct {
 	seq         uint64
 	applied     int
 	discarded   int
+	coalesced   int
 }
 
 // New returns a Replicator. Both tables must have a NEW_AND_OLD_IMAGES
@@ -209,20 +219,55 @@ func (r *Replicator) Step(ctx context.Context) (int, error) {
 	if r.partitioned {
 		return moved, nil
 	}
+	superseded := r.superseded(now)
 	rest := r.queue[:0]
-	for _, p := range r.queue {
+	for i, p := range r.queue {
 		if now.Before(p.due) {
 			rest = append(rest, p)
 			continue
 		}
+		if superseded[i] {
+			r.coalesced++
+			moved++
+			continue
+		}
 		if err := r.apply(ctx, p); err != nil {
-			r.queue = append(rest, r.queue[len(rest):]...)
+			r.queue = append(rest, r.queue[i:]...)
 			return moved, err
 		}
 		moved++
 	}
 	r.queue = rest
 	return moved, nil
+}
+
+// superseded marks, under Coalesce, each due write that a later due write
+// of the same region to the same item replaces: only the last is applied.
+func (r *Replicator) superseded(now time.Time) map[int]bool {
+	if !r.cfg.Coalesce {
+		return nil
+	}
+	out := map[int]bool{}
+	lastOf := map[string]int{}
+	for i, p := range r.queue {
+		if now.Before(p.due) {
+			continue
+		}
+		k := p.change.Region + "\x00" + r.itemKey(p.change.Keys)
+		if j, ok := lastOf[k]; ok {
+			out[j] = true
+		}
+		lastOf[k] = i
+	}
+	return out
+}
+
+// Coalesced returns how many replicated writes Coalesce merged into a
+// later write of the same item (never applied on their own).
+func (r *Replicator) Coalesced() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.coalesced
 }
 
 // apply writes p to the other region if it is newer than the last write

@@ -95,7 +95,7 @@ func n(v int) types.AttributeValue    { return &types.AttributeValueMemberN{Valu
 func TestReplicatorLagPartitionLWW(t *testing.T) {
 	p := newPair(t, "EffectsTable")
 	clock := ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC))
-	rep, err := regionsim.New(regionsim.Config{A: p.region(eu), B: p.region(us), KeyAttrs: []string{"pk", "sk"},
+	rep, err := newReplicator(t, regionsim.Config{A: p.region(eu), B: p.region(us), KeyAttrs: []string{"pk", "sk"},
 		Lag: 2 * time.Second, Timestamp: updatedAt, Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +195,7 @@ func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
 		}
 		w.auditors[r] = a
 	}
-	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), KeyAttrs: []string{"pk", "sk"},
+	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), KeyAttrs: []string{"pk", "sk"},
 		Lag: 500 * time.Millisecond, Timestamp: updatedAt, Now: w.clock.Now,
 		OnChange: func(c regionsim.Change) {
 			if ev := w.auditors[c.Region].Observe(decodeEffect(t, c.Old), decodeEffect(t, c.New)); ev != nil {
@@ -499,7 +499,7 @@ func (c *cut) Do(req *http.Request) (*http.Response, error) {
 func newLayer1(t *testing.T, pinned bool) *layer1 {
 	w := &layer1{t: t, p: newPair(t, "IdempotencyTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
 		srv: map[string]*httptest.Server{}, cut: &cut{region: eu}}
-	rep, err := regionsim.New(regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now})
+	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
