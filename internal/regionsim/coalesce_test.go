@@ -48,6 +48,7 @@ func TestCoalesced(t *testing.T) {
 		{"TestLayer1StaleHoldAfterConvergenceRestoresNothing", TestLayer1StaleHoldAfterConvergenceRestoresNothing},
 		{"TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID", TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID},
 		{"TestLayer1HomePinnedTTLDeleteFromAReplica", TestLayer1HomePinnedTTLDeleteFromAReplica},
+		{"TestLayer1ReconciledTTLDeleteFromTheOtherRegion", TestLayer1ReconciledTTLDeleteFromTheOtherRegion},
 		{"TestPartitionReconciledRecords", TestPartitionReconciledRecords},
 		{"TestPartitionFencedEffects", TestPartitionFencedEffects},
 		{"TestPartitionRacingFencedExecutors", TestPartitionRacingFencedExecutors},

@@ -29,6 +29,7 @@ import (
 // logged to one buffer.
 type audited struct {
 	t     *testing.T
+	cfg   auditedConfig
 	p     *pair
 	clock *ledgertest.Clock
 	rep   *regionsim.Replicator
@@ -49,6 +50,9 @@ type auditedConfig struct {
 	redeliver bool
 	// keep keeps every change audited in seen, audited once.
 	keep bool
+	// ttlRemoves has every REMOVE read as TTL's (the service principal),
+	// in both regions: a TTL deletion and its replication.
+	ttlRemoves bool
 	// guardClock, when set, is region r's guard clock (idem.TestConfig).
 	guardClock func(r string) idem.Clock
 	// handler is region r's POST /runs handler, under the guard.
@@ -57,7 +61,7 @@ type auditedConfig struct {
 
 func newAudited(t *testing.T, cfg auditedConfig) *audited {
 	t.Helper()
-	w := &audited{t: t, p: newPair(t, "IdempotencyTable"),
+	w := &audited{t: t, cfg: cfg, p: newPair(t, "IdempotencyTable"),
 		clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
 		srv:   map[string]*httptest.Server{}, auditors: map[string]*auditfn.Auditor{}}
 	for _, r := range []string{eu, us} {
@@ -105,7 +109,11 @@ func newAudited(t *testing.T, cfg auditedConfig) *audited {
 
 // audit has c's region's auditor read c.
 func (w *audited) audit(c regionsim.Change) {
-	cnt := w.auditors[c.Region].Audit(ctx(w.t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}})
+	rec := stream.StreamRecord{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}
+	if w.cfg.ttlRemoves && c.Event == "REMOVE" {
+		rec.PrincipalID, rec.IdentityType = stream.TTLPrincipal, "Service"
+	}
+	cnt := w.auditors[c.Region].Audit(ctx(w.t), []stream.StreamRecord{rec})
 	if cnt.RestoreErr != nil {
 		w.auditErr = cnt.RestoreErr
 	}

@@ -29,12 +29,16 @@
 //     lexicographic-min-run-id, the record as a keyhash), and, with Restore,
 //     resolved: where this region holds the higher run, the lower one's image
 //     is written back, so both regions converge on the lower run id whatever
-//     order the writes replicated in (conflictaudit.DetectKey). A REMOVE not
-//     made by TTL of a record naming a run, within its retention (the
-//     other region's claim of the key, deleted there because its answer
-//     is forgotten, whose deletion replicated here), is written back: it is
-//     the key's only run (over a claim of the key made here since, as over
-//     the other region's).
+//     order the writes replicated in (conflictaudit.DetectKey). A REMOVE of
+//     a record naming a run, within its retention at the deletion's time
+//     (the other region's claim of the key, deleted there because its
+//     answer is forgotten, or the other region's TTL deletion of an older,
+//     expired item of the key: either replicated here as the key's newest
+//     write), is written back: it is the key's only run (over a claim of
+//     the key made here since, as over the other region's). TTL never
+//     deletes a record here within its retention (its TTL attribute is the
+//     retention end rounded up), so a TTL deletion of one is always the
+//     other region's.
 //
 // Metrics are CloudWatch EMF lines (internal/emf) with the single bounded
 // dimension "table" (effects | idempotency), except the conflict counter
@@ -343,7 +347,7 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 			c.TTLExpiredPending[TableIdempotency]++
 			a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", keyhash.Log(pk)))
 		}
-		if a.Conflicts != nil && !r.TTLDeletion() {
+		if a.Conflicts != nil {
 			if err := a.keyDeleted(ctx, r, c); err != nil {
 				c.RestoreErr, c.Failed = err, r.EventID
 			}

@@ -207,13 +207,17 @@ func (a *Auditor) now() time.Time {
 	return time.Now()
 }
 
-// keyDeleted audits a REMOVE of the idempotency table not made by TTL:
-// under reconciled-records a record naming a run is deleted here only by
-// the other region's claim of its key, deleted there because its answer
-// is one the policy forgets (Forget: a 403, a 409 run_already_active),
-// whose deletion replicated as the key's newest write. The record, still
-// within its retention, is the key's only run, so it is written back
-// where the replica holds no item, and replicates as the newest write.
+// keyDeleted audits a REMOVE of the idempotency table: under
+// reconciled-records a record naming a run, within its retention, is
+// deleted here only by a deletion of the other region replicated as the
+// key's newest write: its claim of the key, deleted there because its
+// answer is one the policy forgets (Forget: a 403, a 409
+// run_already_active), or its TTL's deletion of the item it held, an
+// older one of the key that expired there (TTL deletes are region-local,
+// and replicate as the service principal's; TTL deletes no record within
+// its retention, its TTL attribute being the retention end rounded up). The
+// record is the key's only run, so it is written back where the replica
+// holds no item, and replicates as the newest write.
 // The key was free here from the deletion until now: a request of the key
 // that claimed it anew meanwhile is held as a rival region's claim is
 // (conflictaudit.HoldKey): written over while it names no run, compared
@@ -263,7 +267,11 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 	}
 	if written {
 		c.Restored++
-		a.log().WarnContext(ctx, "audit: Layer-1 record deleted by another region's claim written back", slog.String("record", keyhash.Log(rec.ID)))
+		msg := "audit: Layer-1 record deleted by another region's claim written back"
+		if r.TTLDeletion() {
+			msg = "audit: Layer-1 record deleted by another region's TTL written back"
+		}
+		a.log().WarnContext(ctx, msg, slog.String("record", keyhash.Log(rec.ID)))
 	}
 	return nil
 }

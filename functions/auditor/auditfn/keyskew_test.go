@@ -187,7 +187,9 @@ func TestHeldClaimTakenOverBeforeTheRestoreIsStillHeld(t *testing.T) {
 // reconciled-records: the other region's claim of the key, deleted there
 // because its answer is forgotten, whose deletion replicated here without
 // its claim) is written back where the replica holds no item: it is the
-// key's only run. Not an expired record, not one TTL deleted, and not
+// key's only run; so is one a TTL deletion removed within its retention
+// (the other region's TTL, which deleted an older, expired item of the
+// key there). Not an expired record (this region's own TTL), and not
 // over an item the replica holds (a new claim, or the record written back
 // already: the change delivered again).
 func TestRecordDeletedByTheOtherRegionsClaimIsWrittenBack(t *testing.T) {
@@ -223,15 +225,29 @@ func TestRecordDeletedByTheOtherRegionsClaimIsWrittenBack(t *testing.T) {
 	ttl := remove
 	ttl.PrincipalID, ttl.IdentityType = stream.TTLPrincipal, "Service"
 
+	// This region's TTL deletes the record once expired (DynamoDB's clock
+	// at the deletion, whatever the auditor's).
+	ttlExpired := ttl
+	ttlExpired.Created = t0.Add(2 * time.Hour)
 	del()
-	if c := audit(ttl, t0.Add(time.Minute)); c.Restored != 0 || count() != 0 {
-		t.Fatalf("a TTL deletion was written back (%d)", c.Restored)
+	if c := audit(ttl, t0.Add(2*time.Hour)); c.Restored != 0 || count() != 0 {
+		t.Fatalf("this region's TTL deletion of the expired record was written back (%d)", c.Restored)
+	}
+	if c := audit(ttlExpired, t0.Add(time.Minute)); c.Restored != 0 || count() != 0 {
+		t.Fatalf("this region's TTL deletion, read on a clock behind, was written back (%d)", c.Restored)
 	}
 	if c := audit(remove, t0.Add(2*time.Hour)); c.Restored != 0 || count() != 0 {
 		t.Fatalf("a record past its retention was written back (%d)", c.Restored)
 	}
 	if c := audit(remove, t0.Add(time.Minute)); c.Restored != 1 || count() != 1 {
 		t.Fatalf("the deleted record naming the key's run: written back %d, %d items; want 1, 1", c.Restored, count())
+	}
+	// A TTL deletion of the record within its retention is the other
+	// region's TTL deleting an older, expired item of the key, replicated
+	// here as the key's newest write: the record is written back too.
+	del()
+	if c := audit(ttl, t0.Add(time.Minute)); c.Restored != 1 || count() != 1 {
+		t.Fatalf("the record deleted by the other region's TTL: written back %d, %d items; want 1, 1", c.Restored, count())
 	}
 	if c := audit(remove, t0.Add(time.Minute)); c.Restored != 0 || count() != 1 {
 		t.Fatalf("delivered again: written back %d; want 0 (the replica holds it)", c.Restored)
