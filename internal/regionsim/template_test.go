@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,11 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
 		{"replica-reconciled", map[string]string{"CrossRegion": "reconciled-records", "HomeRegion": "eu-west-1",
+			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
+			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
+			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
+		{"replica-reconciled-three-regions", map[string]string{"CrossRegion": "reconciled-records", "HomeRegion": "eu-west-1",
+			"OtherReplicaRegion":       "eu-central-1",
 			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
 			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
 			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}, false},
@@ -527,4 +533,208 @@ func tableOf(t *testing.T, rsc *yaml.Node) string {
 	}
 	t.Fatalf("IAM resource %s %q: not one table", rsc.Tag, rsc.Value)
 	return ""
+}
+
+// TestReplicationLagAlarmsCoverEveryRegionPair: ReplicationLatency is
+// published in the region a write replicates from, per receiving region,
+// so an alarm on it lives in the sending region's stack. Under
+// reconciled-records every region takes writes and a replay resolves in
+// another region only after replication: replication between any two
+// regions, in either direction, breaks the promise when slow, so across
+// the stacks of a deployment every ordered pair of its regions is watched,
+// on both global tables. Under fenced-effects only the home region writes,
+// so its replication to each other region is watched.
+func TestReplicationLagAlarmsCoverEveryRegionPair(t *testing.T) {
+	const home, r1, r2 = "us-east-1", "eu-west-1", "eu-central-1"
+	replica := func(posture, region, other string) map[string]string {
+		m := map[string]string{"CrossRegion": posture, "HomeRegion": home,
+			"ExistingIdempotencyTable": "idemkit-IdempotencyTable-ABC", "ExistingEffectsTable": "idemkit-EffectsTable-DEF",
+			"ExistingFenceTable": "idemkit-FenceTable-GHI", "ExistingIdempotencyStreamLabel": "2026-09-18T12:00:00.000",
+			"ExistingEffectsStreamLabel": "2026-09-18T12:00:00.001"}
+		if posture == "fenced-effects" {
+			m["ExistingRunsTable"] = "idemkit-RunsTable-JKL"
+		}
+		if other != "" {
+			m["OtherReplicaRegion"] = other
+		}
+		return m
+	}
+	type stack struct {
+		region    string
+		overrides map[string]string
+	}
+	for _, tc := range []struct {
+		name   string
+		stacks []stack
+		want   []string // "from>to", for each table
+	}{
+		{"reconciled, two regions", []stack{
+			{home, map[string]string{"CrossRegion": "reconciled-records", "ReplicaRegions": r1}},
+			{r1, replica("reconciled-records", r1, "")},
+		}, []string{home + ">" + r1, r1 + ">" + home}},
+		{"reconciled, three regions", []stack{
+			{home, map[string]string{"CrossRegion": "reconciled-records", "ReplicaRegions": r1 + "," + r2}},
+			{r1, replica("reconciled-records", r1, r2)},
+			{r2, replica("reconciled-records", r2, r1)},
+		}, []string{home + ">" + r1, home + ">" + r2, r1 + ">" + home, r1 + ">" + r2, r2 + ">" + home, r2 + ">" + r1}},
+		{"fenced, three regions", []stack{
+			{home, map[string]string{"CrossRegion": "fenced-effects", "ReplicaRegions": r1 + "," + r2}},
+			{r1, replica("fenced-effects", r1, "")},
+			{r2, replica("fenced-effects", r2, "")},
+		}, []string{home + ">" + r1, home + ">" + r2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := map[string][]string{}
+			for _, s := range tc.stacks {
+				for table, pairs := range lagAlarmPairs(t, s.region, s.overrides) {
+					got[table] = append(got[table], pairs...)
+				}
+			}
+			for _, table := range []string{"IdempotencyTable", "EffectsTable"} {
+				watched := got[table]
+				for _, p := range tc.want {
+					if !slices.Contains(watched, p) {
+						t.Errorf("%s: no ReplicationLatency alarm watches %s (watched: %v)", table, p, watched)
+					}
+				}
+			}
+		})
+	}
+}
+
+// lagAlarmPairs deploys template.yaml with overrides in region and returns,
+// per logical table, the "from>to" region pairs its ReplicationLatency
+// alarms watch (from: the stack's region; to: ReceivingRegion).
+func lagAlarmPairs(t *testing.T, region string, overrides map[string]string) map[string][]string {
+	t.Helper()
+	body := variant(t, overrides)
+	conds, err := tables.Conditions(body, region)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	params := map[string]string{"AWS::Region": region}
+	ps := mapGet(doc.Content[0], "Parameters")
+	for i := 0; i+1 < len(ps.Content); i += 2 {
+		if d := mapGet(ps.Content[i+1], "Default"); d != nil {
+			params[ps.Content[i].Value] = d.Value
+		}
+	}
+	// tables.Conditions leaves out the conditions on Fn::Split (the
+	// replica regions): evaluate those here.
+	cs := mapGet(doc.Content[0], "Conditions")
+	var cond func(name string) bool
+	var eval func(n *yaml.Node) bool
+	eval = func(n *yaml.Node) bool {
+		switch n.Tag {
+		case "!Equals":
+			return cfnString(t, params, n.Content[0]) == cfnString(t, params, n.Content[1])
+		case "!Not":
+			return !eval(n.Content[0])
+		case "!And", "!Or":
+			for _, c := range n.Content {
+				if eval(c) != (n.Tag == "!And") {
+					return n.Tag == "!Or"
+				}
+			}
+			return n.Tag == "!And"
+		case "!Condition":
+			return cond(n.Value)
+		}
+		t.Fatalf("condition: cannot evaluate %s", n.Tag)
+		return false
+	}
+	cond = func(name string) bool {
+		if v, ok := conds[name]; ok {
+			return v
+		}
+		n := mapGet(cs, name)
+		if n == nil {
+			t.Fatalf("no condition %s", name)
+		}
+		conds[name] = eval(n)
+		return conds[name]
+	}
+	for i := 0; i+1 < len(cs.Content); i += 2 {
+		cond(cs.Content[i].Value)
+	}
+	resources := mapGet(doc.Content[0], "Resources")
+	out := map[string][]string{}
+	for i := 0; i+1 < len(resources.Content); i += 2 {
+		r := resources.Content[i+1]
+		if v := mapGet(r, "Type"); v == nil || v.Value != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		if cn := mapGet(r, "Condition"); cn != nil && !conds[cn.Value] {
+			continue
+		}
+		props := evalIf(t, conds, mapGet(r, "Properties"))
+		if m := mapGet(props, "MetricName"); m == nil || m.Value != "ReplicationLatency" {
+			continue
+		}
+		var table, to string
+		for _, d := range mapGet(props, "Dimensions").Content {
+			v := mapGet(d, "Value")
+			switch mapGet(d, "Name").Value {
+			case "TableName":
+				switch {
+				case v.Tag == "!Ref" && strings.HasPrefix(v.Value, "Existing"):
+					table = strings.TrimPrefix(v.Value, "Existing")
+				case v.Tag == "!Ref":
+					table = v.Value
+				case v.Tag == "!Sub" && strings.HasPrefix(v.Value, "${Existing") && strings.HasSuffix(v.Value, "}"):
+					table = strings.TrimSuffix(strings.TrimPrefix(v.Value, "${Existing"), "}")
+				}
+			case "ReceivingRegion":
+				to = cfnString(t, params, v)
+			}
+		}
+		if table == "" || to == "" {
+			t.Fatalf("%s: ReplicationLatency alarm on table %q, receiving region %q", resources.Content[i].Value, table, to)
+		}
+		out[table] = append(out[table], region+">"+to)
+	}
+	return out
+}
+
+// cfnString evaluates the string intrinsics an alarm dimension uses
+// (!Ref of a parameter, !Select, !Split, !Join; !If already resolved).
+func cfnString(t *testing.T, params map[string]string, n *yaml.Node) string {
+	t.Helper()
+	list := func(n *yaml.Node) []string {
+		if n.Tag == "!Split" {
+			return strings.Split(cfnString(t, params, n.Content[1]), n.Content[0].Value)
+		}
+		var out []string
+		for _, c := range n.Content {
+			out = append(out, cfnString(t, params, c))
+		}
+		return out
+	}
+	switch n.Tag {
+	case "!Ref":
+		v, ok := params[n.Value]
+		if !ok {
+			t.Fatalf("!Ref %s: no such parameter", n.Value)
+		}
+		return v
+	case "!Select":
+		i, err := strconv.Atoi(n.Content[0].Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := list(n.Content[1])
+		if i >= len(l) {
+			t.Fatalf("!Select %d of %v", i, l)
+		}
+		return l[i]
+	case "!Join":
+		return strings.Join(list(n.Content[1]), n.Content[0].Value)
+	case "!Sub", "!GetAtt":
+		t.Fatalf("cannot evaluate %s %q", n.Tag, n.Value)
+	}
+	return n.Value
 }
