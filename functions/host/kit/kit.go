@@ -26,7 +26,6 @@ import (
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/functions/host/workorder"
 	"github.com/idemkit/idemkit/idem"
-	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/configerr"
@@ -168,7 +167,7 @@ func NewKit(c Config) (*Kit, error) {
 		k.Keys = &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}
 	}
 	if p.Guard {
-		st, err := idemdynamo.New(idemdynamo.Config{Client: idemClient, Table: env.Idem.Table})
+		st, err := Layer1Store(idemClient, env.Idem.Table, env.CrossRegion, env.Idem.EffectiveRetention())
 		if err != nil {
 			return nil, configError(err)
 		}

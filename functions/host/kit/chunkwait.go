@@ -1,0 +1,65 @@
+package kit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/keyhash"
+)
+
+// chunksArriveWithin is how long after a completion a reconciled-records
+// api function takes a missing chunk item of the response for one still
+// replicating: far beyond the replication lag the stack alarms on
+// (ReplicationLagBoundMs, at most a minute), far short of any retention
+// (24 h at least).
+const chunksArriveWithin = 5 * time.Minute
+
+// Layer1Store is the api function's Layer-1 store: the table on client
+// and, under reconciled-records, a replay that reads a record whose
+// response's chunk items have not arrived yet answered as the store
+// unavailable (replicatingChunks). retention is the records' retention
+// (idemenv.Env.EffectiveRetention).
+func Layer1Store(client idemdynamo.API, table, crossRegion string, retention time.Duration) (idem.Store, error) {
+	st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: table})
+	if err != nil || crossRegion != settings.CrossRegionReconciled {
+		return st, err
+	}
+	return replicatingChunks{Store: st, retention: retention}, nil
+}
+
+// replicatingChunks is the Layer-1 store under reconciled-records, where
+// each region decides its keys on its own replica of the global table,
+// which replicates items independently: a record whose response is kept
+// in chunk items beside it (larger than the record keeps inline) can
+// reach a replica before its chunks. The store reads a missing chunk as
+// the response lost (idem.ErrNotKept: 410 idemkit.response_not_kept,
+// final, never retried by a client), true in one region; here a replay
+// that finds the chunks missing within chunksArriveWithin of the
+// record's completion (its retention end less the retention) is
+// idem.ErrStoreUnavailable instead: 503 idemkit.store_unavailable with
+// Retry-After, the handler not run, and the retry replays the response
+// once the chunks have arrived. Later, or for a record that never
+// expires (no completion time to judge by), the chunk is lost, as in one
+// region.
+type replicatingChunks struct {
+	idem.Store
+	retention time.Duration
+}
+
+func (s replicatingChunks) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	res, err := s.Store.Claim(ctx, rec, now)
+	if !errors.Is(err, idem.ErrNotKept) || !res.Record.State.Final() || res.Record.Expires.IsZero() || s.retention <= 0 {
+		return res, err
+	}
+	completed := res.Record.Expires.Add(-s.retention)
+	if now.Sub(completed) >= chunksArriveWithin {
+		return res, err
+	}
+	return idem.ClaimResult{}, fmt.Errorf("%w: record %s: its response's chunk items have not replicated yet (completed %s ago; the store read: %v)",
+		idem.ErrStoreUnavailable, keyhash.Log(res.Record.ID), now.Sub(completed).Round(time.Millisecond), err)
+}
