@@ -3,7 +3,9 @@
 // functions/auditor/auditfn. CROSS_REGION (reconciled-records or
 // fenced-effects) turns on the cross-region conflict audit (auditfn.NewFromEnv);
 // under reconciled-records a Layer-1 conflict's winner is written back into
-// this region's IDEMPOTENCY_TABLE replica (auditfn.TableRestorer).
+// this region's IDEMPOTENCY_TABLE replica (auditfn.TableRestorer), and a
+// completed effect record the other region's claim replaced without an
+// outcome into its EFFECTS_TABLE replica (auditfn.EffectTableRestorer).
 package main
 
 import (
@@ -25,10 +27,18 @@ func main() {
 	s := kit.Begin("auditor")
 	a, err := auditfn.NewFromEnv(s.Getenv, emf.New(os.Stdout, s.Getenv("METRICS_NAMESPACE")), s.Logger)
 	s.Must("configuration", err)
-	if table := s.Getenv(idemenv.Table); a.Conflicts != nil && table != "" && s.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
-		db, err := kit.NewDynamoClient(context.Background(), s.Getenv(settings.EnvDynamoDBEndpoint))
-		s.Must("DynamoDB client", err)
-		a.Restore = auditfn.TableRestorer{Client: db, Table: table}
+	if a.Conflicts != nil && s.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
+		table, effects := s.Getenv(idemenv.Table), s.Getenv(settings.EnvEffectsTable)
+		if table != "" || effects != "" {
+			db, err := kit.NewDynamoClient(context.Background(), s.Getenv(settings.EnvDynamoDBEndpoint))
+			s.Must("DynamoDB client", err)
+			if table != "" {
+				a.Restore = auditfn.TableRestorer{Client: db, Table: table}
+			}
+			if effects != "" {
+				a.RestoreEffects = auditfn.EffectTableRestorer{Client: db, Table: effects}
+			}
+		}
 	}
 	s.Wired()
 	lambda.Start(a.HandleLambda)

@@ -56,7 +56,7 @@ func TestCoalesced(t *testing.T) {
 		{"TestLayer1HomePinnedPartitionFailsClosed", TestLayer1HomePinnedPartitionFailsClosed},
 		{"TestLayer1ReplayIntoSecondRegion", TestLayer1ReplayIntoSecondRegion},
 		{"TestLayer1ReplayWithinLagStartsNewWork", TestLayer1ReplayWithinLagStartsNewWork},
-		{"TestReconciledReleaseOverACompletionFiresAgain", TestReconciledReleaseOverACompletionFiresAgain},
+		{"TestReconciledReleaseOverACompletionIsWrittenBack", TestReconciledReleaseOverACompletionIsWrittenBack},
 	} {
 		t.Run(tc.name, tc.f)
 	}

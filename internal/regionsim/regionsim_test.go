@@ -182,11 +182,18 @@ type twoRegions struct {
 	mu       sync.Mutex
 	auditors map[string]*conflictaudit.Auditor
 	events   []*conflictaudit.Conflict
+	// audit, where set for a region, reads that region's changes in place
+	// of its conflict auditor (an auditfn.Auditor over it).
+	audit map[string]func(changeRecord)
 }
+
+// changeRecord is one stream change the replicator observed.
+type changeRecord = regionsim.Change
 
 func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
 	w := &twoRegions{p: newPair(t, "EffectsTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
-		prov: ledgertest.NewProvider(t), metrics: &bytes.Buffer{}, auditors: map[string]*conflictaudit.Auditor{}}
+		prov: ledgertest.NewProvider(t), metrics: &bytes.Buffer{}, auditors: map[string]*conflictaudit.Auditor{},
+		audit: map[string]func(changeRecord){}}
 	w.rec = emf.New(w.metrics, "idemkit")
 	for _, r := range []string{eu, us} {
 		a, err := conflictaudit.New(conflictaudit.Config{Strategy: strategy, Region: r, Metrics: w.rec})
@@ -198,6 +205,10 @@ func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
 	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), KeyAttrs: []string{"pk", "sk"},
 		Lag: 500 * time.Millisecond, Timestamp: updatedAt, Now: w.clock.Now,
 		OnChange: func(c regionsim.Change) {
+			if f := w.audit[c.Region]; f != nil {
+				f(c)
+				return
+			}
 			if ev := w.auditors[c.Region].Observe(decodeEffect(t, c.Old), decodeEffect(t, c.New)); ev != nil {
 				w.mu.Lock()
 				w.events = append(w.events, ev)

@@ -47,7 +47,9 @@
 // the effect id, identity.ProviderKey), with the run that created the
 // effect record for correlation; conflict events carry effect ids only as
 // keyhash.Log values too. The auditor only reads stream records, except for
-// that one conditional restore of a Layer-1 winner. A restore that fails is
+// that one conditional restore of a Layer-1 winner and, with
+// RestoreEffects, the conditional write-back of a completed effect record
+// over the other region's claim that replaced it without an outcome. A restore that fails is
 // reported as a batch item failure (ReportBatchItemFailures): the stream is
 // delivered again from that record, so nothing audited before it is
 // counted twice, and its own conflict is recorded once its restore is
@@ -108,6 +110,10 @@ type Counts struct {
 	Restored   int
 	RestoreErr error
 	Failed     string
+	// RestoredEffects is the number of completed effect records written
+	// back (Auditor.RestoreEffects).
+	RestoredEffects int
+	failedTable     string // the table of the record whose restore failed
 }
 
 func newCounts() Counts {
@@ -130,6 +136,16 @@ type Auditor struct {
 	// where replication left the loser (see conflictaudit.KeyConflict).
 	// Default nil: Layer-1 conflicts are recorded, not resolved.
 	Restore KeyRestorer
+	// RestoreEffects, if set (with Conflicts), writes a completed effect
+	// record back into this region's replica where the other region's
+	// claim of the same effect replicated over it without an outcome
+	// (firing, or released because its call did not leave): replication
+	// would keep that claim, and a duplicate would take its release over
+	// and call the provider again. One PutItem, conditional on the claim
+	// as the change showed it (EffectTableRestorer); it replicates as the
+	// newest write (completedOverwritten). Default nil: recorded, not
+	// resolved.
+	RestoreEffects KeyRestorer
 	// Now is the clock a record's retention is judged by. Default time.Now.
 	Now func() time.Time
 }
@@ -205,7 +221,14 @@ func (a *Auditor) Audit(ctx context.Context, recs []stream.StreamRecord) Counts 
 		}
 	}
 	if c.RestoreErr != nil {
-		a.Metrics.Count(MetricRestoreFailures, 1, map[string]string{"table": TableIdempotency})
+		table := TableIdempotency
+		if c.failedTable != "" {
+			table = c.failedTable
+		}
+		a.Metrics.Count(MetricRestoreFailures, 1, map[string]string{"table": table})
+	}
+	if c.RestoredEffects > 0 {
+		a.Metrics.Count(MetricRestored, float64(c.RestoredEffects), map[string]string{"table": TableEffects})
 	}
 	if c.Restored > 0 {
 		a.Metrics.Count(MetricRestored, float64(c.Restored), map[string]string{"table": TableIdempotency})
@@ -270,6 +293,45 @@ func resolution(r *ledger.Record) bool {
 	return len(r.Attempts) > 0 && r.Attempts[len(r.Attempts)-1].Operator != ""
 }
 
+// completedOverwritten writes this region's completed effect record back
+// where a claim of the same effect made in the other region (another
+// history: a conflict) replaced it and has not recorded an outcome: still
+// firing, or released because its call did not leave. Replication would
+// otherwise keep that claim in both regions, and a duplicate would take
+// its release over and call the provider again, although this region's
+// call was delivered and recorded. The write is conditional on the claim
+// as the change showed it (Auditor.RestoreEffects) and replicates as the
+// newest write; there, the claim's own later writes are refused (its
+// owner's condition) and a duplicate replays the recorded outcome. Where
+// the write finds the same claim moved on without an outcome (its release
+// arrived first), it is written over that, conditional on it as found; a
+// claim that recorded an outcome, or a record that moved on otherwise (a
+// change delivered again after the records converged), is left alone.
+func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecord, oldRec, newRec *ledger.Record, c *Counts) error {
+	if a.RestoreEffects == nil || r.EventName != "MODIFY" || oldRec.State != ledger.StateCompleted || newRec.State == ledger.StateCompleted ||
+		conflictaudit.Detect(oldRec, newRec) == nil {
+		return nil
+	}
+	written, current, err := a.RestoreEffects.Restore(ctx, r.OldImage, r.NewImage)
+	if err == nil && !written && len(current) > 0 {
+		if cur := a.decodeEffect(ctx, current); cur != nil && cur.State != ledger.StateCompleted &&
+			cur.Owner == newRec.Owner && cur.Attempt == newRec.Attempt && cur.Key == oldRec.Key {
+			written, _, err = a.RestoreEffects.Restore(ctx, r.OldImage, current)
+		}
+	}
+	if err != nil {
+		a.log().ErrorContext(ctx, "audit: writing back the completed effect record failed", slog.String("effect", keyhash.Log(oldRec.EffectID)),
+			slog.String("run_id", oldRec.RunID), slog.String("error", err.Error()))
+		return err
+	}
+	if written {
+		c.RestoredEffects++
+		a.log().WarnContext(ctx, "audit: completed effect record written back over another region's claim", slog.String("effect", keyhash.Log(oldRec.EffectID)),
+			slog.String("run_id", oldRec.RunID), slog.String("claim_state", string(newRec.State)))
+	}
+	return nil
+}
+
 func holding(r *ledger.Record) bool {
 	return r != nil && (r.State == ledger.StateClaimed || r.State == ledger.StateFiring)
 }
@@ -282,6 +344,12 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 	// A stream change with both images (a MODIFY; DynamoDB never gives an
 	// INSERT an old image) is checked for a cross-region overwrite.
 	if a.Conflicts != nil && oldRec != nil && newRec != nil && (r.EventName == "MODIFY" || r.EventName == "INSERT") {
+		if err := a.completedOverwritten(ctx, r, oldRec, newRec, c); err != nil {
+			// Nothing else of this record is counted: it is
+			// delivered again.
+			c.RestoreErr, c.Failed, c.failedTable = err, r.EventID, TableEffects
+			return
+		}
 		if a.Conflicts.Observe(oldRec, newRec) != nil {
 			c.Conflicts++
 		}

@@ -2,6 +2,7 @@ package kit_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -19,19 +20,25 @@ import (
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/keyspace"
 	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/ledger"
+	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/fence"
+	"github.com/idemkit/idemkit/ledger/identity"
+	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
 // TestAuditorLeastPrivilege: the auditor, wired as its main wires it under
 // reconciled-records (auditfn.TableRestorer on this region's
 // IDEMPOTENCY_TABLE), restores a Layer-1 conflict's winner with calls its
 // role grants on that very table, and its role grants no DynamoDB action
-// beyond the streams it reads and the one it used (dynamodb:PutItem on the
-// IdempotencyTable). The stream reads are the event source mapping's.
+// beyond the streams it reads and the ones it uses (dynamodb:PutItem on the
+// IdempotencyTable, and on the EffectsTable for a completed effect record
+// written back: TestReconciledReleaseOverACompletionIsWrittenBack in
+// internal/regionsim). The stream reads are the event source mapping's.
 func TestAuditorLeastPrivilege(t *testing.T) {
 	for k := range roleGrants(t, "AuditorRole") {
 		a, tb, _ := strings.Cut(k, " ")
-		if !strings.HasSuffix(tb, "/stream") && k != "dynamodb:PutItem IdempotencyTable" {
+		if !strings.HasSuffix(tb, "/stream") && k != "dynamodb:PutItem IdempotencyTable" && k != "dynamodb:PutItem EffectsTable" {
 			t.Errorf("AuditorRole grants %s (%s)", a, tb)
 		}
 	}
@@ -74,7 +81,26 @@ func TestAuditorLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	use := newTableUse(map[string]string{"IdempotencyTable": table})
+	// An effect this region delivered and recorded, and the other region's
+	// claim of it, released (its call did not leave), replicated over it.
+	effects := e.CreateTable(t, "EffectsTable")
+	effectsOther := e.CreateTable(t, "EffectsTable")
+	eff := iamEffect(t)
+	prov := ledgertest.NewProvider(t)
+	iamLedger(t, e.Client(), effects, t0).Do(ctx, eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+		return prov.Call(ctx, c.ProviderKey, "refund")
+	})
+	if _, err := iamLedger(t, e.Client(), effectsOther, t0.Add(time.Second)).Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.NotSent(errors.New("connection refused"))
+	}); !errors.Is(err, ledger.ErrNotSent) {
+		t.Fatalf("the other region's call: %v, want ledger.ErrNotSent", err)
+	}
+	completed, released := only(effects), only(effectsOther)
+	if _, err := e.Client().PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(effects), Item: released}); err != nil {
+		t.Fatal(err)
+	}
+
+	use := newTableUse(map[string]string{"IdempotencyTable": table, "EffectsTable": effects})
 	ca, err := conflictaudit.New(conflictaudit.Config{Strategy: fence.ReconciledRecords, Region: "eu-west-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +113,35 @@ func TestAuditorLeastPrivilege(t *testing.T) {
 	if got := only(table)["requestId"]; got.(*types.AttributeValueMemberS).Value != "req-1" {
 		t.Fatalf("the table holds %v, want the winner's request", got)
 	}
-	checkGranted(t, "AuditorRole", use, "EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable")
+	a.RestoreEffects = auditfn.EffectTableRestorer{Client: e.Client(use.Middleware()), Table: effects}
+	if c := a.Audit(ctx, []stream.StreamRecord{{EventName: "MODIFY", OldImage: completed, NewImage: released}}); c.RestoredEffects != 1 || c.RestoreErr != nil {
+		t.Fatalf("the completed effect record was not written back: %+v", c)
+	}
+	if got := only(effects)["state"]; got.(*types.AttributeValueMemberS).Value != string(ledger.StateCompleted) {
+		t.Fatalf("the effects table holds %v, want the completed record", got)
+	}
+	checkGranted(t, "AuditorRole", use, "EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable", "EffectsTable")
 	checkAllUsed(t, "AuditorRole", use, "IdempotencyTable")
+	checkAllUsed(t, "AuditorRole", use, "EffectsTable")
+}
+
+func iamEffect(t *testing.T) ledger.Effect {
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "iam-effect"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.Effect{Identity: id}
+}
+
+func iamLedger(t *testing.T, client *dynamodb.Client, table string, now time.Time) *ledger.Ledger {
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: client, Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return now }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }

@@ -257,7 +257,7 @@ func TestRoleGrantsParse(t *testing.T) {
 		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable"},
 		"AuthorizerRole": {"ApiKeysTable"},
 		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable"},
-		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable"},
+		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable", "EffectsTable"},
 		"SweeperRole":    {"EffectsTable", "IdempotencyTable"},
 	}
 	for role, tables := range want {
@@ -281,11 +281,12 @@ func TestRoleGrantsParse(t *testing.T) {
 		}
 	}
 	// The write paths are where over-granting would hurt: the authorizer
-	// writes nothing, and the auditor only the conditional PutItem that
-	// restores a Layer-1 conflict's winner (reconciled-records only).
+	// writes nothing, and the auditor only the conditional PutItems that
+	// restore a Layer-1 conflict's winner and a completed effect record
+	// over the other region's claim (reconciled-records only).
 	for _, role := range []string{"AuthorizerRole", "AuditorRole"} {
 		for k := range roleGrants(t, role) {
-			if role == "AuditorRole" && k == "dynamodb:PutItem IdempotencyTable" {
+			if role == "AuditorRole" && (k == "dynamodb:PutItem IdempotencyTable" || k == "dynamodb:PutItem EffectsTable") {
 				continue
 			}
 			for _, w := range []string{"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"} {

@@ -1,0 +1,61 @@
+package auditfn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// EffectTableRestorer is the KeyRestorer of one region's EffectsTable
+// replica: one PutItem of the winner's image (a completed effect record),
+// conditional on the item still being the loser as seen (its state, owner
+// and attempt); a failed condition returns the item found and writes
+// nothing. loser is never nil here.
+type EffectTableRestorer struct {
+	// Client is the region's DynamoDB client. Required.
+	Client PutItemAPI
+	// Table is the EffectsTable name. Required.
+	Table string
+}
+
+// Restore implements KeyRestorer.
+func (r EffectTableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
+	if loser == nil {
+		return false, nil, errors.New("auditfn: restore an effect record: no loser to write over")
+	}
+	names := map[string]string{}
+	values := map[string]types.AttributeValue{}
+	cond := ""
+	for i, attr := range []string{"state", "owner", "attempt"} {
+		n := fmt.Sprintf("#a%d", i)
+		names[n] = attr
+		if cond != "" {
+			cond += " AND "
+		}
+		v, ok := loser[attr]
+		if !ok {
+			cond += "attribute_not_exists(" + n + ")"
+			continue
+		}
+		values[fmt.Sprintf(":v%d", i)] = v
+		cond += fmt.Sprintf("%s = :v%d", n, i)
+	}
+	in := &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner, ConditionExpression: aws.String(cond),
+		ExpressionAttributeNames: names, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+	if len(values) > 0 {
+		in.ExpressionAttributeValues = values
+	}
+	_, err := r.Client.PutItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, ccf.Item, nil
+	}
+	if err != nil {
+		return false, nil, fmt.Errorf("auditfn: restore the effect record: %w", err)
+	}
+	return true, nil, nil
+}
