@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -16,7 +17,10 @@ import (
 // in accepts every coding it carries (its Accept-Encoding names each, or
 // "*", with a non-zero weight; no Accept-Encoding at all accepts any, RFC
 // 9110), else a copy decoded, without its Content-Encoding and
-// Content-Length: a retry that does not accept gzip never gets gzip. A
+// Content-Length, and without the validators of the coded bytes (the
+// digests Content-Digest, Repr-Digest, Digest and Content-MD5 dropped, a
+// strong ETag made weak; Vary kept): a retry that does not accept gzip
+// never gets gzip, nor a validator of bytes it did not get. A
 // coding the Guard cannot undo (br, zstd, compress) leaves c as recorded,
 // logged: place such a middleware outside the Guard, where it encodes
 // each answer, replays included, for the request it answers. Nothing is
@@ -41,11 +45,36 @@ func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
 	out.Body = body
 	out.Headers = make(map[string][]string, len(c.Headers))
 	for k, vs := range c.Headers {
-		if k != "Content-Encoding" && k != "Content-Length" {
+		switch k {
+		case "Content-Encoding", "Content-Length", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5":
+		case "Etag":
+			out.Headers[k] = weakETags(vs)
+		default:
 			out.Headers[k] = vs
 		}
 	}
 	return &out
+}
+
+// weakETags returns the ETag values vs of a recorded answer as a replay
+// decoded from its content coding answers them: each strong one made weak
+// (W/ prefixed), since the decoded body is another representation than
+// the coded bytes they validate (RFC 9110 §8.8.3, as a proxy that decodes
+// an answer weakens its ETag); vs itself when every one is weak already.
+func weakETags(vs []string) []string {
+	var out []string
+	for i, v := range vs {
+		if t := strings.TrimSpace(v); t != "" && !strings.HasPrefix(t, "W/") {
+			if out == nil {
+				out = slices.Clone(vs)
+			}
+			out[i] = "W/" + t
+		}
+	}
+	if out == nil {
+		return vs
+	}
+	return out
 }
 
 // acceptsCodings reports whether an Accept-Encoding value accepts every

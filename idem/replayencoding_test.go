@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -221,4 +222,99 @@ func TestHandlerInsideTheGuardIsOfferedOnlyCodingsTheGuardReads(t *testing.T) {
 	if len(seen) != 2 || seen[0] != "gzip;q=0.8" || seen[1] != "gzip;q=0.8" {
 		t.Fatalf("the handler saw Accept-Encoding %q", seen)
 	}
+}
+
+// TestDecodedReplayDropsTheCodedRepresentationsValidators: a replay
+// decoded for a retry that does not accept the recorded coding is another
+// representation than the one recorded (RFC 9110 §8.8.3): its
+// Content-Length is the decoded body's, a strong ETag of the coded bytes
+// is answered weak (as a gunzipping proxy weakens it), and the digests of
+// the coded bytes (Content-Digest, Repr-Digest, Digest, Content-MD5) are
+// not answered, never claiming bytes the retry did not get; Vary is kept.
+// A retry that accepts the coding gets every header as recorded.
+func TestDecodedReplayDropsTheCodedRepresentationsValidators(t *testing.T) {
+	const plain = `{"id":"r-1"}`
+	digests := []string{"Content-Digest", "Repr-Digest", "Digest", "Content-Md5"}
+	for _, etag := range []string{`"v1-gzip"`, `W/"v1"`} {
+		t.Run("net/http/"+etag, func(t *testing.T) {
+			e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = idem.SingleTenant("t") })
+			var runs atomic.Int32
+			h := e.guard.Handle("POST /runs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				gz := encodeBody(t, "gzip", plain)
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Vary", "Accept-Encoding")
+				w.Header().Set("ETag", etag)
+				w.Header().Set("Content-Length", strconv.Itoa(len(gz)))
+				for _, d := range digests {
+					w.Header().Set(d, "sha-256=:AAAA:")
+				}
+				w.WriteHeader(201)
+				_, _ = w.Write(gz)
+			}))
+			send := func(accept string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", testKey)
+				req.Header.Set("Accept-Encoding", accept)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w
+			}
+			first := send("gzip")
+			w := send("identity")
+			if w.Code != 201 || w.Body.String() != plain || runs.Load() != 1 {
+				t.Fatalf("retry: %d %q, runs %d", w.Code, w.Body, runs.Load())
+			}
+			want := etag
+			if !strings.HasPrefix(etag, "W/") {
+				want = "W/" + etag
+			}
+			if got := w.Header().Get("ETag"); got != want {
+				t.Errorf("ETag %q, want %q", got, want)
+			}
+			if got := w.Header().Get("Content-Length"); got != strconv.Itoa(len(plain)) {
+				t.Errorf("Content-Length %q, want %d", got, len(plain))
+			}
+			if got := w.Header().Get("Vary"); got != "Accept-Encoding" {
+				t.Errorf("Vary %q", got)
+			}
+			for _, d := range digests {
+				if v := w.Header().Values(d); len(v) > 0 {
+					t.Errorf("%s %q answered with the decoded body", d, v)
+				}
+			}
+			same := send("gzip")
+			if same.Header().Get("ETag") != etag || same.Header().Get("Content-Digest") == "" || same.Body.String() != first.Body.String() {
+				t.Errorf("retry accepting gzip: %q", same.Header())
+			}
+		})
+	}
+	t.Run("HTTPAPI", func(t *testing.T) {
+		e := newEnv(t, nil)
+		h := e.guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201,
+				Headers:         map[string]string{"Content-Type": "application/json", "content-encoding": "gzip", "etag": `"v1-gzip"`, "content-digest": "sha-256=:AAAA:"},
+				Body:            base64.StdEncoding.EncodeToString(encodeBody(t, "gzip", plain)),
+				IsBase64Encoded: true}, nil
+		})
+		ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+		ev.Headers["accept-encoding"] = "gzip"
+		if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
+			t.Fatalf("first: %v %v", r, err)
+		}
+		ev.Headers["accept-encoding"] = "identity"
+		r, err := h(context.Background(), ev)
+		if err != nil || r.StatusCode != 201 {
+			t.Fatalf("retry: %v %v", r, err)
+		}
+		for k, v := range r.Headers {
+			switch {
+			case strings.EqualFold(k, "ETag") && v != `W/"v1-gzip"`,
+				strings.EqualFold(k, "Content-Digest"):
+				t.Errorf("retry accepting identity: %s %q", k, v)
+			}
+		}
+	})
 }
