@@ -510,11 +510,17 @@ func cacheableAsIs(h map[string][]string) bool {
 // classify maps a handler response to its record transition under the
 // policy's Cache, and the state of a kept outcome.
 func (g *Guard) classify(resp *Response) (Disposition, State) {
-	code := ""
+	var d Disposition
 	if resp.Status >= 400 {
-		code = envelopeCode(resp)
+		if code, read := envelopeCode(resp); read {
+			d = g.cfg.Policy.Cache(resp.Status, code)
+		} else {
+			d = unreadCode(g.cfg.Policy.Cache, resp.Status)
+		}
+	} else {
+		d = g.cfg.Policy.Cache(resp.Status, "")
 	}
-	switch d := g.cfg.Policy.Cache(resp.Status, code); d {
+	switch d {
 	case Retry:
 		return Retry, StateRetryableFailure
 	case Forget:

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/contentcoding"
 	"github.com/idemkit/idemkit/internal/header"
 )
@@ -96,21 +97,62 @@ func (g *Guard) count(name string, outcome string) {
 // gzip, x-gzip or deflate, zlib or raw; several applied in order) is read
 // decoded, up to maxEnvelopeBytes: a handler behind a compression
 // middleware answers the same code as without it, so the policy's Cache
-// forgets (or retries) its answer as it would the plain one.
-func envelopeCode(resp *Response) string {
+// forgets (or retries) its answer as it would the plain one. read is
+// false when the body is in a coding the Guard could not undo (br, zstd,
+// compress, or one that inflates past maxEnvelopeBytes): whatever code it
+// carries is unknown, not absent (unreadCode).
+func envelopeCode(resp *Response) (code string, read bool) {
 	if code, ok := jsonCode(resp.Body); ok {
-		return code
+		return code, true
 	}
 	codings := strings.Join(header.ValuesMulti(resp.Headers, "Content-Encoding"), ",")
-	if codings == "" {
-		return ""
+	if codings == "" || len(resp.Body) == 0 {
+		return "", true
 	}
 	body, ok := contentcoding.Decode(resp.Body, codings, maxEnvelopeBytes)
 	if !ok {
-		return ""
+		return "", false
 	}
-	code, _ := jsonCode(body)
-	return code
+	code, _ = jsonCode(body)
+	return code, true
+}
+
+// knownCodes are the error codes the kit's policies tell apart (the
+// OpenWOP registry's and idemkit's own): unreadCode asks the policy about
+// each.
+var knownCodes = [...]string{
+	apierr.CodeIdempotencyKeyInvalid, apierr.CodeValidation, apierr.CodeUnauthenticated,
+	apierr.CodeForbidden, apierr.CodeCredentialForbidden, apierr.CodeMockProviderForbidden,
+	apierr.CodeIDTenantMismatch, apierr.CodeNotFound, apierr.CodeIdempotencyInFlight,
+	apierr.CodeIdempotencyKeyMismatch, apierr.CodePayloadTooLarge, apierr.CodeUnsupportedMediaType,
+	apierr.CodeRunTerminal, apierr.CodeRunAlreadyActive, apierr.CodeWebhookURLRejected,
+	apierr.CodeCapabilityRequired, apierr.CodeResidencyUnavailable,
+	CodeStoreUnavailable, CodeServerConfiguration, CodeClientClosed, CodeResponseNotKept,
+}
+
+// unreadCode is the disposition of an error answer of status whose body
+// the Guard could not read (envelopeCode: read false), so that the
+// decision never rests on a code nobody read: the policy's for the status
+// with no code, unless the policy decides that status by its code (some
+// known code gets another disposition), in which case the least final of
+// its dispositions for the status: Retry if any is, else Forget. An
+// answer the policy keeps whatever its code is kept; one it might not
+// keep is never recorded as final on a guess. A policy that tells apart
+// codes of its own (not knownCodes) is answered as for no code.
+func unreadCode(cache func(int, string) Disposition, status int) Disposition {
+	d := cache(status, "")
+	if d == Retry {
+		return Retry
+	}
+	for _, c := range knownCodes {
+		switch cache(status, c) {
+		case Retry:
+			return Retry
+		case Forget:
+			d = Forget
+		}
+	}
+	return d
 }
 
 // jsonCode returns the "error" member of body read as a JSON object;

@@ -42,7 +42,12 @@ type Policy struct {
 	// Cache decides what a handler's response does to the record: kept and
 	// replayed, released for a retry, or forgotten. code is the "error"
 	// member of a JSON error envelope body ("" when there is none); it is
-	// read only for statuses >= 400. Required. A handler that returns an
+	// read only for statuses >= 400 (decoded from gzip or deflate). For a
+	// body in a coding the Guard cannot read (br, zstd) the code is
+	// unknown, and the decision never rests on it: Cache's answer for the
+	// status with no code, unless Cache answers that status otherwise for
+	// some code of the OpenWOP registry or idemkit's own, in which case the
+	// least final of its answers (Retry, else Forget). Required. A handler that returns an
 	// error or panics (no response at all) always leaves the record
 	// retryable, whatever Cache says.
 	Cache func(status int, code string) Disposition

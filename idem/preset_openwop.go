@@ -13,7 +13,7 @@ var (
 	// ^[A-Za-z0-9._~-]{22,128}$ (KeyOpenWOP); scope tenant + operation + key;
 	// 2xx and final 4xx replayed, 429/5xx retried, 400
 	// idempotency_key_invalid/validation_error, 401, 403, 409 run_already_active and 422 residency_unavailable forgotten
-	// (its Cache; a 400 is forgotten by its envelope code, read decoded when the body carries a gzip or deflate Content-Encoding); retention 24 h, the spec's minimum; replays carry
+	// (its Cache; a 400 is forgotten by its envelope code, read decoded when the body carries a gzip or deflate Content-Encoding, and forgotten when its coding is one the Guard cannot read); retention 24 h, the spec's minimum; replays carry
 	// "OpenWOP-Idempotent-Replay: true"; in-flight Retry-After 1 s while the
 	// owner is alive, the seconds until its lease can be reclaimed when it
 	// looks dead; the OpenWOP error envelope {error, message, details?}
