@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // responseRef is how a completion stores its response: an inline tagged
@@ -92,12 +93,22 @@ func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem
 }
 
 // dropChunks deletes the chunk items of a completion that was not applied
-// (best effort: they also expire with the record's retention).
+// (best effort: they also expire with the record's retention, referenced
+// by nothing). The deletes run without ctx's cancellation but within its
+// deadline, if it has one, or dropGrace from now when that is later (the
+// chunk writes were cut by it): a store that stalls never holds the call
+// much past the bound its caller set (idem.Config.StoreTimeout).
 func (s *Store) dropChunks(ctx context.Context, id string, ref *responseRef) {
 	if ref == nil || ref.chunks == 0 {
 		return
 	}
+	left, bounded := clock.Remaining(ctx)
 	ctx = context.WithoutCancel(ctx)
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(left, dropGrace))
+		defer cancel()
+	}
 	_ = s.parallel(ctx, ref.chunks, func(ctx context.Context, i int) error {
 		_, err := s.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: s.table,
@@ -106,6 +117,9 @@ func (s *Store) dropChunks(ctx context.Context, id string, ref *responseRef) {
 		return err
 	})
 }
+
+// dropGrace is the least time dropChunks gives its deletes.
+const dropGrace = 100 * time.Millisecond
 
 // chunkWriters bounds the concurrent requests of one chunked write.
 const chunkWriters = 4
