@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/textproto"
 	"slices"
+	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
@@ -219,11 +221,63 @@ func lambdaBody(r *Response, text string) (string, bool) {
 // handler's "x-order-id" comes back as "X-Order-Id". HTTP header names are
 // case-insensitive, so nothing changes on the wire; a test that looks a
 // header up in the map uses the canonical name.
+//
+// The handler sees the request's Accept-Encoding without the codings the
+// Guard cannot undo (br, zstd, compress, "*"; "identity" when nothing is
+// left), as behind net/http: an answer it compresses for the request is
+// in gzip or deflate, whose error code the Guard reads and which a retry
+// that does not accept it gets decoded. The Guard's own view of the
+// request (its fingerprint) is the event as it came.
 func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 	g.requireTenant("HTTPAPI")
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-		return g.Do(ctx, Request{Event: ev}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) { return h(ctx, ev) })
+		return g.Do(ctx, Request{Event: ev}, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
+			return h(ctx, offeredV2(ev))
+		})
 	}
+}
+
+// offeredV2 is ev as the HTTPAPI adapter hands it to its handler: its
+// Accept-Encoding without the codings the Guard cannot undo
+// (offeredCodings), in a copy of its headers; ev itself when that changes
+// nothing. A handler that compresses its answer for the request then
+// encodes it in a coding the Guard reads, as behind net/http.
+func offeredV2(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPRequest {
+	for k, v := range ev.Headers {
+		if !strings.EqualFold(k, "Accept-Encoding") {
+			continue
+		}
+		if offered, changed := offeredCodings(v); changed {
+			ev.Headers = maps.Clone(ev.Headers)
+			ev.Headers[k] = offered
+		}
+		return ev
+	}
+	return ev
+}
+
+// offeredV1 is offeredV2 for a REST event, whose Accept-Encoding may be in
+// Headers, MultiValueHeaders or both (each rewritten in a copy).
+func offeredV1(ev events.APIGatewayProxyRequest) events.APIGatewayProxyRequest {
+	for k, v := range ev.Headers {
+		if strings.EqualFold(k, "Accept-Encoding") {
+			if offered, changed := offeredCodings(v); changed {
+				ev.Headers = maps.Clone(ev.Headers)
+				ev.Headers[k] = offered
+			}
+			break
+		}
+	}
+	for k, vs := range ev.MultiValueHeaders {
+		if strings.EqualFold(k, "Accept-Encoding") {
+			if offered, changed := offeredCodings(strings.Join(vs, ",")); changed {
+				ev.MultiValueHeaders = maps.Clone(ev.MultiValueHeaders)
+				ev.MultiValueHeaders[k] = []string{offered}
+			}
+			break
+		}
+	}
+	return ev
 }
 
 // REST wraps a REST API (v1 proxy integration) handler. The operation is
@@ -243,7 +297,7 @@ func (g *Guard) REST(h RESTHandler) RESTHandler {
 			in.lambdaShape = shapeV1
 		}
 		resp := g.serve(ctx, in, func(ctx context.Context) (*Response, error) {
-			out, err := h(ctx, ev)
+			out, err := h(ctx, offeredV1(ev))
 			if err != nil {
 				return nil, err
 			}

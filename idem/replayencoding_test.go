@@ -318,3 +318,98 @@ func TestDecodedReplayDropsTheCodedRepresentationsValidators(t *testing.T) {
 		}
 	})
 }
+
+// decodedBody is an API Gateway answer's body as the client gets it.
+func decodedBody(body string, b64 bool) string {
+	if !b64 {
+		return body
+	}
+	b, err := base64.StdEncoding.DecodeString(body)
+	if err != nil {
+		return "not base64: " + body
+	}
+	return string(b)
+}
+
+// codingHandlerAnswer is an API Gateway handler's answer compressed for
+// the Accept-Encoding it sees: br when named (its bytes stand in for
+// brotli), else gzip when named, else plain.
+func codingHandlerAnswer(t *testing.T, accept, plain string) (body string, b64 bool, coding string) {
+	switch {
+	case strings.Contains(accept, "br"):
+		return base64.StdEncoding.EncodeToString(append([]byte("BR:"), plain...)), true, "br"
+	case strings.Contains(accept, "gzip"):
+		return base64.StdEncoding.EncodeToString(encodeBody(t, "gzip", plain)), true, "gzip"
+	}
+	return plain, false, ""
+}
+
+// TestAPIGatewayHandlerIsOfferedOnlyCodingsTheGuardReads: as behind
+// net/http (195), an HTTPAPI or REST handler sees the request's
+// Accept-Encoding without the codings the Guard cannot undo (br, zstd,
+// "*"), so a handler that compresses for it answers in gzip, which a
+// retry accepting only identity gets decoded; before, it answered br,
+// replayed as recorded to a retry that cannot read br. The Guard's own
+// view of the request (its fingerprint) is the request's.
+func TestAPIGatewayHandlerIsOfferedOnlyCodingsTheGuardReads(t *testing.T) {
+	const plain = `{"id":"r-1"}`
+	const browser = "gzip, deflate, br, zstd"
+	t.Run("HTTPAPI", func(t *testing.T) {
+		e := newEnv(t, nil)
+		var seen []string
+		h := e.guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			seen = append(seen, ev.Headers["accept-encoding"])
+			body, b64, coding := codingHandlerAnswer(t, ev.Headers["accept-encoding"], plain)
+			return events.APIGatewayV2HTTPResponse{StatusCode: 201,
+				Headers: map[string]string{"Content-Type": "application/json", "Content-Encoding": coding}, Body: body, IsBase64Encoded: b64}, nil
+		})
+		ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+		ev.Headers["accept-encoding"] = browser
+		if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
+			t.Fatalf("first: %v %v", r, err)
+		}
+		if ev.Headers["accept-encoding"] != browser {
+			t.Fatalf("the request's event was changed: %q", ev.Headers["accept-encoding"])
+		}
+		ev.Headers["accept-encoding"] = "identity"
+		r, err := h(context.Background(), ev)
+		if err != nil || r.StatusCode != 201 || decodedBody(r.Body, r.IsBase64Encoded) != plain || len(seen) != 1 || r.Headers["Content-Encoding"] != "" {
+			t.Fatalf("retry accepting identity: %d %v %q base64 %v (handler saw %q)", r.StatusCode, r.Headers, r.Body, r.IsBase64Encoded, seen)
+		}
+		if seen[0] != "gzip, deflate" {
+			t.Fatalf("the handler saw Accept-Encoding %q", seen[0])
+		}
+	})
+	t.Run("REST", func(t *testing.T) {
+		e := newEnv(t, nil)
+		var seen []string
+		h := e.guard.REST(func(ctx context.Context, ev events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+			ae := ev.Headers["Accept-Encoding"]
+			if vs := ev.MultiValueHeaders["Accept-Encoding"]; len(vs) > 0 {
+				ae = strings.Join(vs, ", ")
+			}
+			seen = append(seen, ae)
+			body, b64, coding := codingHandlerAnswer(t, ae, plain)
+			return events.APIGatewayProxyResponse{StatusCode: 201,
+				Headers: map[string]string{"Content-Type": "application/json", "Content-Encoding": coding}, Body: body, IsBase64Encoded: b64}, nil
+		})
+		ev := v1ev(testKey)
+		ev.Headers["Accept-Encoding"] = browser
+		ev.MultiValueHeaders = map[string][]string{"Accept-Encoding": {browser}}
+		if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
+			t.Fatalf("first: %v %v", r, err)
+		}
+		if ev.Headers["Accept-Encoding"] != browser || ev.MultiValueHeaders["Accept-Encoding"][0] != browser {
+			t.Fatalf("the request's event was changed: %q", ev.Headers)
+		}
+		ev.Headers["Accept-Encoding"] = "identity"
+		ev.MultiValueHeaders["Accept-Encoding"] = []string{"identity"}
+		r, err := h(context.Background(), ev)
+		if err != nil || r.StatusCode != 201 || decodedBody(r.Body, r.IsBase64Encoded) != plain || len(seen) != 1 || r.Headers["Content-Encoding"] != "" {
+			t.Fatalf("retry accepting identity: %d %v %q base64 %v (handler saw %q)", r.StatusCode, r.Headers, r.Body, r.IsBase64Encoded, seen)
+		}
+		if seen[0] != "gzip, deflate" {
+			t.Fatalf("the handler saw Accept-Encoding %q", seen[0])
+		}
+	})
+}
