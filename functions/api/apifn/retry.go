@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -16,13 +18,30 @@ import (
 // has no row for it).
 const CodeRunNotFailed = "idemkit.run_not_failed"
 
+// CodeRetryLimitReached is the vendor error code (HTTP 409) of a retry of
+// a failed run already retried MaxRunRetries times (the OpenWOP registry
+// has no row for it); details {limit, retries}.
+const CodeRetryLimitReached = "idemkit.retry_limit_reached"
+
+// MaxRunRetries is how many times one failed run can be retried. The
+// failed run's item lists its retries (runs.Run.Retries), and DynamoDB
+// refuses an item past 400 KB: the largest run the host accepts (about
+// 266,000 bytes) of the longest tenant with this many retries listed is
+// an item of about 279,000 bytes. A retry that fails is itself a failed
+// run, retried under its own cap.
+const MaxRunRetries = 100
+
 // retryRun serves POST /runs/{runId}/retry under the Layer-1 claim of the
 // retry request's own key: a new pending run of the failed run's workflow
 // and inputs, linked to it by on (and its alias retryOf), answered 201 as
 // createRun's (runAction). A failed action's key replays its failure; this is how the
 // work runs again. Every execution of one retry key names the same new run
 // (runs.ClaimRunID), so a reclaimed retry never creates a second one. A run
-// that is not failed is 409 CodeRunNotFailed; another tenant's, 404.
+// that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
+// failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
+// decided on the run as read, before anything is written; the retry key's
+// own run, already written by an earlier execution of it, is still
+// answered (and listed).
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	prev, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
@@ -33,6 +52,17 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	}
 	if prev.Status != runs.StatusFailed {
 		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
+	}
+	if len(prev.Retries) >= MaxRunRetries {
+		mine, err := h.retryWritten(ctx, c.tenant, prev)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
+		if !mine {
+			return errResp(apierr.New(http.StatusConflict, CodeRetryLimitReached,
+				"this run has been retried %d times, the most a failed run is; retry the latest of its retries once it has failed", len(prev.Retries)).
+				WithDetails(map[string]any{"limit": MaxRunRetries, "retries": len(prev.Retries)})), nil
+		}
 	}
 	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
 	run.RetryOf = prev.ID
@@ -47,4 +77,27 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		resp.Headers["Location"] = h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
+}
+
+// retryWritten reports whether this request's Layer-1 record already
+// wrote its retry of prev (an earlier execution of the same key, whose
+// answer was lost): that run exists, so it is answered, never refused.
+// Read only for a failed run at its cap.
+func (h *Handler) retryWritten(ctx context.Context, tenant string, prev runs.Run) (bool, error) {
+	claim, ok := idem.FromContext(ctx)
+	if !ok || claim.OriginalRequestID == "" {
+		return false, nil
+	}
+	id := runs.ClaimRunID(tenant, claim.ID, claim.OriginalRequestID)
+	if slices.Contains(prev.Retries, id) {
+		return true, nil
+	}
+	r, err := h.cfg.Runs.Get(ctx, id)
+	if errors.Is(err, runs.ErrRunNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return r.Tenant == tenant && r.RetryOf == prev.ID, nil
 }

@@ -1,0 +1,161 @@
+package apifn
+
+// The retries of one failed run are capped before any write: the failed
+// run's item lists them (runs.Run.Retries), and DynamoDB refuses an item
+// past 400 KB, so an unbounded list made every later retry a 500 that
+// left an unlisted pending run behind.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/functions/host/runs/runstest"
+	"github.com/idemkit/idemkit/idem"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/itemsize"
+)
+
+// dynamoItemLimit is DynamoDB's item size limit, which DynamoDB Local, moto
+// and dynalite enforce.
+const dynamoItemLimit = 400 << 10
+
+// retryCapHost is the api handler over the emulator's RunsTable and Layer-1
+// table, the failed runs it retries written directly.
+type retryCapHost struct {
+	f      *fixture
+	c      *dynamodb.Client
+	rs     *runs.DynamoRuns
+	tenant string
+}
+
+func newRetryCapHost(t *testing.T, e *dynamotest.Emulator) *retryCapHost {
+	t.Helper()
+	c := e.Client(dynamotest.FastRetries)
+	rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+	st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The longest tenant the grammar admits: the longest run ids.
+	return &retryCapHost{f: hostOf(t, rs, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128)}
+}
+
+// largestFailed writes a failed run whose run options fill the largest
+// body the host accepts, ended with the longest error the executor keeps.
+func (h *retryCapHost) largestFailed(t *testing.T) runs.Run {
+	t.Helper()
+	ctx := context.Background()
+	r := runs.NewRun(h.tenant, "conformance-noop", nil, time.Now())
+	r.Options.Metadata = json.RawMessage(`{"pad":"` + strings.Repeat("x", runstest.LargestBody-len(`{"pad":""}`)) + `"}`)
+	if err := h.rs.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.rs.Transition(ctx, r.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, strings.Repeat("e", 512), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// list adds n run ids of the longest shape to the failed run's retries,
+// as n retries before would have.
+func (h *retryCapHost) list(t *testing.T, failed string, from, n int) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, 200)
+		ids := make([]string, k)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("%s/%022d", h.tenant, from+i)
+		}
+		_, err := h.c.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName: aws.String(h.rs.Table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: failed}},
+			UpdateExpression:          aws.String("ADD retries :r"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":r": &types.AttributeValueMemberSS{Value: ids}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, n = from+k, n-k
+	}
+}
+
+func (h *retryCapHost) size(t *testing.T, id string) int {
+	t.Helper()
+	out, err := h.c.GetItem(context.Background(), &dynamodb.GetItemInput{TableName: aws.String(h.rs.Table),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}}, ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return itemsize.Of(out.Item)
+}
+
+func (h *retryCapHost) retry(t *testing.T, failed, key string) (ok bool, status int, m map[string]any) {
+	t.Helper()
+	r, m := h.f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed)+"/retry", h.tenant, key, ""))
+	return r.StatusCode == 201, r.StatusCode, m
+}
+
+// TestRetriesOfOneFailedRunAreCapped: the largest failed run of the
+// longest tenant takes MaxRunRetries retries (each listed on it, its item
+// still within DynamoDB's limit); one more, under a new key, is 409
+// CodeRetryLimitReached with details {limit, retries}, before anything is
+// written (no run created, nothing listed); a replay of a key that was
+// answered 201 still answers its run. A failed run whose list is already
+// near the item limit (retried before the cap existed) is refused the
+// same way, never a 500 with a pending run left unlisted.
+func TestRetriesOfOneFailedRunAreCapped(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		h := newRetryCapHost(t, e)
+		failed := h.largestFailed(t)
+		h.list(t, failed.ID, 0, MaxRunRetries-1)
+		ok, status, m := h.retry(t, failed.ID, "k-retry-last-0123456789abcdef")
+		if !ok {
+			t.Fatalf("retry %d of %d: %d %v", MaxRunRetries, MaxRunRetries, status, m)
+		}
+		last, _ := m["runId"].(string)
+		got, err := h.rs.Get(context.Background(), failed.ID)
+		if err != nil || len(got.Retries) != MaxRunRetries {
+			t.Fatalf("after %d retries the run lists %d (%v)", MaxRunRetries, len(got.Retries), err)
+		}
+		if n := h.size(t, failed.ID); n > dynamoItemLimit-32<<10 {
+			t.Fatalf("the largest failed run with %d retries is an item of %d bytes, within 32 KiB of DynamoDB's limit", MaxRunRetries, n)
+		}
+		_, status, m = h.retry(t, failed.ID, "k-retry-over-0123456789abcdef")
+		d, _ := m["details"].(map[string]any)
+		if status != 409 || m["error"] != CodeRetryLimitReached || d["limit"] != float64(MaxRunRetries) || d["retries"] != float64(MaxRunRetries) {
+			t.Fatalf("retry %d: %d %v", MaxRunRetries+1, status, m)
+		}
+		if got, _ := h.rs.Get(context.Background(), failed.ID); len(got.Retries) != MaxRunRetries {
+			t.Fatalf("the refused retry was listed: %d", len(got.Retries))
+		}
+		if ok, status, m = h.retry(t, failed.ID, "k-retry-last-0123456789abcdef"); !ok || m["runId"] != last {
+			t.Fatalf("the replay of the last accepted retry: %d %v, want its run %s", status, m, last)
+		}
+
+		// A failed run retried past the cap before it existed, its item
+		// within a retry of DynamoDB's limit.
+		full := h.largestFailed(t)
+		per := len(h.tenant) + 1 + 22
+		h.list(t, full.ID, 0, (dynamoItemLimit-h.size(t, full.ID))/per)
+		if n := h.size(t, full.ID); n+per <= dynamoItemLimit {
+			t.Fatalf("the full run is %d bytes, not within one id of the limit", n)
+		}
+		_, status, m = h.retry(t, full.ID, "k-retry-full-0123456789abcdef")
+		if status != 409 || m["error"] != CodeRetryLimitReached {
+			t.Fatalf("a retry of a run whose item is full: %d %v", status, m)
+		}
+		if r, m := h.f.do(t, ev("GET", "/runs/"+runs.ProjectID(full.ID), h.tenant, "", "")); r.StatusCode != 200 {
+			t.Fatalf("GET the full run: %d %v", r.StatusCode, m)
+		}
+	})
+}
