@@ -90,7 +90,7 @@ func TestDoctorParameterConstraintsAsCloudFormation(t *testing.T) {
 		"LeaseSeconds=300s":        `--parameter "LeaseSeconds=300s": want a number from 30 to 3600`,
 		"LeaseSeconds=":            `--parameter "LeaseSeconds=": want a number from 30 to 3600`,
 		"EffectRetentionDays=7":    `--parameter "EffectRetentionDays=7": want a number of at least 14`,
-		"StreamMaxRetries=-1":      `--parameter "StreamMaxRetries=-1": want a number from 0 to 10000`,
+		"StreamMaxRetries=-1":      `--parameter "StreamMaxRetries=-1": want a number from 0 to 100`,
 		"ApiThrottleRateLimit=NaN": `--parameter "ApiThrottleRateLimit=NaN": want a number of at least 1`,
 		"RunRetentionDays=7d":      `--parameter "RunRetentionDays=7d": want a value matching ^[0-9]*$`,
 		"RetentionHours=24h":       `--parameter "RetentionHours=24h": want a value matching ^([0-9]+|forever)?$`,

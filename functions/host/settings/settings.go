@@ -137,7 +137,7 @@ var Settings = []Setting{
 		set: region(func(e *Env) *string { return &e.RunsTableRegion })},
 	{Name: EnvReplicationLagBound, Default: strconv.Itoa(DefaultReplicationLagBoundMs), Min: 0, Max: maxReplicationLagBoundMs, Doc: "advertised as `multiRegion.replicationLagBoundMs` under `fenced-effects`", Functions: []string{"Api"},
 		Unit: "whole milliseconds", num: func(e *Env, n int) { e.ReplicationLagBoundMs = n }},
-	{Name: EnvStreamMaxRetries, Default: "10", Min: 0, Max: 10000, Dev: "5", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run). `idemkit dev` counts only the failures it could record on the run, and retries for `STREAM_RETRY_SECONDS` whatever the count", Functions: []string{"Executor"},
+	{Name: EnvStreamMaxRetries, Default: "10", Min: 0, Max: 100, Dev: "5", Doc: "stream retries before the on-failure queue; the last try marks the run `failed` (`failures`, `lastError` on the run). At most 100: each failed try adds its message (at most 512 bytes) to the run's item, and the largest run with 101 of them and its end stays within DynamoDB's 400 KB item limit. `idemkit dev` counts only the failures it could record on the run, and retries for `STREAM_RETRY_SECONDS` whatever the count", Functions: []string{"Executor"},
 		Unit: "a whole number", num: func(e *Env, n int) { e.StreamMaxRetries = n }},
 	{Name: EnvStreamRetry, Default: "900", Min: 1, Max: 86400, Doc: "how long `idemkit dev`'s stream pollers retry a failing record, with backoff, before dropping it (the stale-run pass still drives its run)",
 		Unit: "whole seconds", num: func(e *Env, n int) { e.StreamRetry = time.Duration(n) * time.Second }},
