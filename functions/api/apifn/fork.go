@@ -29,6 +29,19 @@ const CodeForkPointInvalid = "fork_point_invalid"
 // run younger than that still has every record it wrote.
 const DefaultForkRetention = ledger.MinRetention
 
+// CodeForkDepthExceeded is the vendor error code (HTTP 422) of a fork
+// whose ancestry would be longer than MaxForkDepth (the OpenWOP registry
+// has no row for it); details {limit, depth}.
+const CodeForkDepthExceeded = "idemkit.fork_depth_exceeded"
+
+// MaxForkDepth is the longest ancestry a fork can have: a fork of a run
+// that is no fork has 1, a fork of a fork one more than its source. The
+// fork's item records its ancestry (runs.Fork.Ancestry, about 300 bytes a
+// generation for the longest tenant), and DynamoDB refuses an item past
+// 400 KB: the largest run the host accepts with this many generations
+// fits on every engine.
+const MaxForkDepth = 100
+
 // maxSeq bounds fromSeq (the JSON integers every client reads exactly).
 const maxSeq = 1<<53 - 1
 
@@ -159,7 +172,8 @@ func validation(field, msg string) *apierr.Error {
 // fromSeq the source log does not hold (past its last event; for a
 // finished source, past its terminal event), or a source older than the
 // fork retention (Config.ForkRetention), 422 fork_point_invalid with
-// details {sourceRunId, fromSeq, boundary}. A key's re-execution whose
+// details {sourceRunId, fromSeq, boundary}; a source whose own ancestry
+// is MaxForkDepth long, 422 CodeForkDepthExceeded. A key's re-execution whose
 // earlier execution wrote its fork inside the retention (its completion
 // was lost) answers that fork, past the boundary too.
 func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
@@ -177,6 +191,11 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 	}
 	if err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
+	}
+	if depth := forkDepth(src) + 1; depth > MaxForkDepth {
+		return errResp(apierr.New(http.StatusUnprocessableEntity, CodeForkDepthExceeded,
+			"the fork would be generation %d of a chain of forks; at most %d are kept (fork the run the chain started from instead)", depth, MaxForkDepth).
+			WithDetails(map[string]any{"limit": MaxForkDepth, "depth": depth})), nil
 	}
 	log := RunEvents(src)
 	last := log[len(log)-1].Sequence
@@ -228,4 +247,14 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		resp.Headers["Location"] = base
 	}
 	return resp, err
+}
+
+// forkDepth is the length of r's ancestry (runs.Fork.Ancestry): 0 for a
+// run that is no fork, and for a fork created before the chain was kept
+// (1: its source).
+func forkDepth(r runs.Run) int {
+	if r.Fork == nil {
+		return 0
+	}
+	return max(1, len(r.Fork.Ancestry))
 }

@@ -159,3 +159,42 @@ func TestRetriesOfOneFailedRunAreCapped(t *testing.T) {
 		}
 	})
 }
+
+// TestForkChainsAreCapped: a fork records its ancestry (the source, the
+// source's source, ... back to the run that is no fork), one entry more
+// per generation, on its own item. A chain of forks of the largest run
+// of the longest tenant is forked down to MaxForkDepth generations, the
+// deepest fitting on every engine; forking that one is 422
+// CodeForkDepthExceeded with details {limit, depth}, before anything is
+// written. Before the cap every generation was accepted until the item
+// passed DynamoDB's limit, and that fork, under every retry of its key,
+// was a 500.
+func TestForkChainsAreCapped(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		h := newRetryCapHost(t, e)
+		cur := h.largestFailed(t)
+		for i := 1; i < MaxForkDepth; i++ {
+			cur = runs.NewFork(cur, runs.ForkReplay, 0, nil, time.Now())
+			if err := h.rs.Create(context.Background(), cur); err != nil {
+				t.Fatalf("generation %d: %v", i, err)
+			}
+		}
+		fork := func(id, key string) (int, map[string]any) {
+			r, m := h.f.do(t, ev("POST", "/runs/"+runs.ProjectID(id)+":fork", h.tenant, key, `{"mode":"replay"}`))
+			return r.StatusCode, m
+		}
+		status, m := fork(cur.ID, "k-fork-deepest-0123456789abcdef")
+		deepest, _ := m["runId"].(string)
+		if status != 201 || deepest == "" {
+			t.Fatalf("generation %d: %d %v", MaxForkDepth, status, m)
+		}
+		if got, err := h.rs.Get(context.Background(), deepest); err != nil || len(got.Fork.Ancestry) != MaxForkDepth {
+			t.Fatalf("the deepest fork: %v", err)
+		}
+		status, m = fork(deepest, "k-fork-over-0123456789abcdefgh")
+		d, _ := m["details"].(map[string]any)
+		if status != 422 || m["error"] != CodeForkDepthExceeded || d["limit"] != float64(MaxForkDepth) || d["depth"] != float64(MaxForkDepth+1) {
+			t.Fatalf("generation %d: %d %v", MaxForkDepth+1, status, m)
+		}
+	})
+}
