@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"log/slog"
 	"net/http"
 	"strings"
 
@@ -242,6 +243,12 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller, reason s
 		DecidedVersion: d.version, CurrentVersion: r.Version, Changes: touched, Reason: reason, CreatedAt: h.clock.Now()}, rs.by)
 	switch {
 	case errors.Is(err, inbox.ErrDecided):
+		se.InboxID = ""
+	case errors.Is(err, inbox.ErrFull) && rs.id == "":
+		// The tenant's inbox holds no more: the write is refused as
+		// stale all the same, not kept (no inboxId), never a 500 that
+		// every retry of its key would repeat.
+		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a stale write is refused without an entry", slog.String("run_id", r.ID))
 		se.InboxID = ""
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, false, true, err

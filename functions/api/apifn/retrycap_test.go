@@ -20,6 +20,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/runs/runstest"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/decided"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/itemsize"
@@ -197,4 +198,50 @@ func TestForkChainsAreCapped(t *testing.T) {
 			t.Fatalf("generation %d: %d %v", MaxForkDepth+1, status, m)
 		}
 	})
+}
+
+// TestStaleCancelIntoAFullInboxIsStillAnswered: a tenant's inbox is one
+// RunsTable item; a stale cancel whose entry no longer fits it (DynamoDB's
+// 400 KB) is answered the same 409 stale refusal without an inboxId (the
+// write is not kept), never a 500 that every retry of its key repeats.
+// The entries already waiting are kept, and the key's replay is that 409.
+func TestStaleCancelIntoAFullInboxIsStillAnswered(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := newCommerceHost(t, e)
+		run := c.run(t, runs.StatusRunning) // version 2: status changed since 1
+		fill(t, c.runs.Client.(*dynamodb.Client), c.runs.Table, "#inbox/acme")
+		r, m := c.f.do(t, decidedCancel(run.ID, 1, "offline cancel into a full inbox"))
+		d, _ := m["details"].(map[string]any)
+		if r.StatusCode != 409 || m["error"] != decided.CodeStale || d["inboxId"] != nil || strings.Contains(r.Body, "inbox") {
+			t.Fatalf("stale cancel into a full inbox: %d %s", r.StatusCode, r.Body)
+		}
+		again, _ := c.f.do(t, decidedCancel(run.ID, 1, "offline cancel into a full inbox"))
+		if again.StatusCode != 409 || again.Body != r.Body {
+			t.Fatalf("same key: %d %s", again.StatusCode, again.Body)
+		}
+		if st := c.get(t, run.ID).Status; st != runs.StatusRunning {
+			t.Fatalf("a refused cancel moved the run to %s", st)
+		}
+	})
+}
+
+// fill pads item pk of table until the engine refuses even 100 bytes more
+// (each engine counts an item's size its own way).
+func fill(t *testing.T, c *dynamodb.Client, table, pk string) {
+	t.Helper()
+	n := 0
+	for _, size := range []int{50 << 10, 10 << 10, 1 << 10, 100} {
+		for {
+			_, err := c.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+				TableName: aws.String(table), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: pk}},
+				UpdateExpression:          aws.String("SET #p = :p"),
+				ExpressionAttributeNames:  map[string]string{"#p": fmt.Sprintf("pad%d", n)},
+				ExpressionAttributeValues: map[string]types.AttributeValue{":p": &types.AttributeValueMemberS{Value: strings.Repeat("p", size)}},
+			})
+			if err != nil {
+				break
+			}
+			n++
+		}
+	}
 }

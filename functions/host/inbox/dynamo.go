@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/internal/storeconfig"
 )
@@ -46,8 +47,8 @@ var ErrConfig = errors.New("inbox: invalid config")
 // old final entries one more); List and Get a strongly consistent GetItem;
 // a Decide or Keep whose condition failed reads the item once to say what
 // happened. An item holds up to 400 KB, about a thousand waiting or
-// recently decided writes; a Keep beyond that fails (a 500, left to the
-// same-key retry).
+// recently decided writes; a Keep beyond that writes nothing and is
+// ErrFull.
 type Dynamo struct {
 	cfg DynamoConfig
 }
@@ -104,10 +105,22 @@ func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 		}
 		return &DecidedError{Entry: cur}
 	}
+	if tooLarge(err) {
+		return fmt.Errorf("%w: %w", ErrFull, err)
+	}
 	if err != nil {
 		return fmt.Errorf("inbox: keep entry: %w", err)
 	}
 	return nil
+}
+
+// tooLarge reports whether err is DynamoDB's refusal of a write whose item
+// would pass its 400 KB limit: a ValidationException naming the item size
+// ("Item size has exceeded the maximum allowed size", "Item size to update
+// has exceeded ...", as DynamoDB, DynamoDB Local, moto and dynalite word it).
+func tooLarge(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == "ValidationException" && strings.Contains(ae.ErrorMessage(), "Item size")
 }
 
 func (d *Dynamo) item(ctx context.Context, tenant string) (map[string]types.AttributeValue, error) {

@@ -89,6 +89,11 @@ var ErrNotFound = errors.New("inbox: entry not found")
 // another decision.
 var ErrDecided = errors.New("inbox: entry decided by another decision")
 
+// ErrFull is Keep's error when the tenant's inbox cannot hold the entry:
+// the Dynamo store's one item per tenant has reached DynamoDB's 400 KB
+// item limit. Nothing was written; the entries waiting are unchanged.
+var ErrFull = errors.New("inbox: the inbox is full")
+
 // DecidedError is the answer of a Store.Decide or Store.Keep that lost the
 // entry's compare-and-set: Entry is the entry as stored, its State and By
 // saying what happened to it. It matches ErrDecided.

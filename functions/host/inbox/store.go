@@ -16,7 +16,8 @@ type Store interface {
 	// keeps one entry) or that the resubmission by holds (a resubmission
 	// refused again hands the entry back, updated). An entry decided, or
 	// held by another resubmission, is left as it is: a *DecidedError.
-	// by is "" for a write refused on its first submission.
+	// by is "" for a write refused on its first submission. ErrFull when
+	// the inbox cannot hold the entry (nothing written).
 	Keep(ctx context.Context, e Entry, by string) error
 	// List returns the tenant's listed entries (State.Listed: waiting and
 	// resubmitting), oldest first; strongly consistent: an entry kept
