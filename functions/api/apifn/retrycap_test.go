@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +158,47 @@ func TestRetriesOfOneFailedRunAreCapped(t *testing.T) {
 		}
 		if r, m := h.f.do(t, ev("GET", "/runs/"+runs.ProjectID(full.ID), h.tenant, "", "")); r.StatusCode != 200 {
 			t.Fatalf("GET the full run: %d %v", r.StatusCode, m)
+		}
+	})
+}
+
+// TestRetryKeyWhoseRunIsWrittenIsAnsweredAtTheCap: a retry whose run's
+// write applied and whose listing on the failed run did not (the runs
+// table refused it; the key was answered 503, retryable) leaves a pending run
+// under the key's run id. Retried after the failed run reached its cap
+// through other keys, the key is answered 201 with that run, now listed,
+// never 409 CodeRetryLimitReached while its run exists.
+func TestRetryKeyWhoseRunIsWrittenIsAnsweredAtTheCap(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		faults := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries)
+		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &retryCapHost{f: hostOf(t, rs, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128)}
+		failed := h.largestFailed(t)
+		h.list(t, failed.ID, 0, MaxRunRetries-1)
+		faults.FailNext("UpdateItem", 100, dynamotest.Throttle()) // the listing, through the SDK's retries
+		if _, status, m := h.retry(t, failed.ID, "k-retry-unlisted-0123456789ab"); status < 500 {
+			t.Fatalf("a retry whose listing was refused: %d %v", status, m)
+		}
+		faults.Clear()
+		if got, _ := h.rs.Get(context.Background(), failed.ID); len(got.Retries) != MaxRunRetries-1 {
+			t.Fatalf("the refused listing was written: %d", len(got.Retries))
+		}
+		if ok, status, m := h.retry(t, failed.ID, "k-retry-other-0123456789abcd"); !ok {
+			t.Fatalf("retry %d under another key: %d %v", MaxRunRetries, status, m)
+		}
+		ok, status, m := h.retry(t, failed.ID, "k-retry-unlisted-0123456789ab")
+		id, _ := m["runId"].(string)
+		if !ok || id == "" {
+			t.Fatalf("the key whose run is written, at the cap: %d %v", status, m)
+		}
+		got, _ := h.rs.Get(context.Background(), failed.ID)
+		if len(got.Retries) != MaxRunRetries+1 || !slices.Contains(got.Retries, id) {
+			t.Fatalf("after the key's answer the run lists %d retries (its run listed: %v)", len(got.Retries), slices.Contains(got.Retries, id))
 		}
 	})
 }
