@@ -22,12 +22,10 @@ type ClaimInfo struct {
 type claimKey struct{}
 
 type claimState struct {
+	// info is the claim; a Guard wired again around the handler (this
+	// one or another) finds it by its record ID (txn.claim).
 	info ClaimInfo
-	// guard is the Guard whose claim it is. A Guard wired again around
-	// the handler (this one or another) finds the claim by its record
-	// ID (txn.claim).
-	guard *Guard
-	mu    sync.Mutex
+	mu   sync.Mutex
 	// tx holds what the handler registered (Transact, TransactOr,
 	// OnConflict); nil until it registers anything, so that a claim
 	// without transactional writes carries one pointer for them.

@@ -833,7 +833,6 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	x.leaseEnd = leaseEnd
 	cs := &x.cs
 	cs.info = ClaimInfo{ID: t.id, Attempt: rec.Attempt, Reclaimed: reclaimed, OriginalRequestID: rec.RequestID}
-	cs.guard = t.g
 	x.values = claimValues{Context: ctx, claim: cs, decoded: t.decoded}
 	hctx := context.Context(&x.values)
 	var hb *heartbeat
