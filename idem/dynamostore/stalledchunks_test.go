@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,14 +20,33 @@ import (
 
 // stalledChunks is a table that takes the claim and then stalls: every
 // chunk write and every delete waits for its context to end (a store that
-// stopped answering mid-completion).
+// stopped answering mid-completion). It keeps the deadline each chunk
+// write and each delete was given, and when each delete was made.
 type stalledChunks struct {
 	passingFaults
 	deletes atomic.Int32
+	mu      sync.Mutex
+	puts    []deadline
+	dels    []deadline
+}
+
+// deadline is a call's context deadline (ok false: none) and the time the
+// call was made.
+type deadline struct {
+	at, made time.Time
+	ok       bool
+}
+
+func called(ctx context.Context) deadline {
+	at, ok := ctx.Deadline()
+	return deadline{at: at, made: time.Now(), ok: ok}
 }
 
 func (f *stalledChunks) PutItem(ctx context.Context, in *dynamodb.PutItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
 	if pk, ok := in.Item["pk"].(*types.AttributeValueMemberS); ok && strings.HasPrefix(pk.Value, "chunk:") {
+		f.mu.Lock()
+		f.puts = append(f.puts, called(ctx))
+		f.mu.Unlock()
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
@@ -35,6 +55,9 @@ func (f *stalledChunks) PutItem(ctx context.Context, in *dynamodb.PutItemInput, 
 
 func (f *stalledChunks) DeleteItem(ctx context.Context, _ *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
 	f.deletes.Add(1)
+	f.mu.Lock()
+	f.dels = append(f.dels, called(ctx))
+	f.mu.Unlock()
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -61,22 +84,45 @@ func TestStalledChunkedCompletionKeepsTheStoreBound(t *testing.T) {
 	}
 	body := strings.Repeat("x", 1<<20)
 	done := make(chan events.APIGatewayV2HTTPResponse, 1)
-	start := time.Now()
 	go func() {
 		r, _ := g.HTTPAPI(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 			return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: body}, nil
 		})(context.Background(), guardEvent(newKey(), `{}`))
 		done <- r
 	}()
+	var r events.APIGatewayV2HTTPResponse
 	select {
-	case r := <-done:
-		if took := time.Since(start); took > bound+time.Second {
-			t.Errorf("answered after %v, want within the store bound %v", took, bound)
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("request held for 30 s by a stalled store (bound %v; %d chunk deletes waiting)", bound, f.deletes.Load())
+	}
+	if r.StatusCode != 503 || !strings.Contains(r.Body, idem.CodeStoreUnavailable) {
+		t.Errorf("answered %d %s, want 503 %s", r.StatusCode, r.Body, idem.CodeStoreUnavailable)
+	}
+	// The bound is read from the deadlines the calls were given, not from
+	// how long they took: each chunk write under the store bound, and each
+	// delete under the chunk writes' deadline or the deletes' grace
+	// (100 ms) from when it was made, whichever is later.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.puts) == 0 || len(f.dels) == 0 {
+		t.Fatalf("%d chunk writes, %d deletes; want both", len(f.puts), len(f.dels))
+	}
+	var putBy time.Time
+	for _, p := range f.puts {
+		if !p.ok || p.at.After(p.made.Add(bound)) {
+			t.Fatalf("a chunk write was given deadline %v (set: %v), made at %v; want one within the store bound %v", p.at, p.ok, p.made, bound)
 		}
-		if r.StatusCode != 503 || !strings.Contains(r.Body, idem.CodeStoreUnavailable) {
-			t.Errorf("answered %d %s, want 503 %s", r.StatusCode, r.Body, idem.CodeStoreUnavailable)
+		if p.at.After(putBy) {
+			putBy = p.at
 		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("request held for 5 s by a stalled store (bound %v; %d chunk deletes waiting)", bound, f.deletes.Load())
+	}
+	for _, d := range f.dels {
+		if !d.ok {
+			t.Fatalf("a chunk delete was given no deadline: a stalled store holds the request past the store bound %v", bound)
+		}
+		if d.at.After(putBy) && d.at.After(d.made.Add(100*time.Millisecond)) {
+			t.Errorf("a chunk delete was given deadline %v, later than the chunk writes' %v and the grace from when it was made (%v)", d.at, putBy, d.made)
+		}
 	}
 }
