@@ -41,7 +41,8 @@ func RedactValues(o *dynamodb.Options) {
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 				out, md, err := next.HandleInitialize(ctx, in)
 				if err != nil {
-					err = redact(err, sentValues(in.Parameters))
+					text := err.Error()
+					err = redact(err, text, sentValues(in.Parameters, len(text)))
 				}
 				return out, md, err
 			}), middleware.Before)
@@ -58,10 +59,10 @@ type redactedError struct {
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.err }
 
-// redact returns err, its text without any of values (longest first, so a
-// value inside a longer one never leaves part of the longer behind).
-func redact(err error, values []string) error {
-	text := err.Error()
+// redact returns err, its text (err.Error()) without any of values
+// (longest first, so a value inside a longer one never leaves part of the
+// longer behind).
+func redact(err error, text string, values []string) error {
 	sort.Slice(values, func(i, j int) bool { return len(values[i]) > len(values[j]) })
 	changed := false
 	for _, v := range values {
@@ -76,21 +77,36 @@ func redact(err error, values []string) error {
 }
 
 // sentValues returns the string values (and the base64 of the binary ones)
-// of every item, key and expression value of a DynamoDB request.
-func sentValues(p any) []string {
+// of every item, key and expression value of a DynamoDB request, those of
+// at most limit bytes (the length of the error's text, which a longer one
+// cannot be in): a refused write of a large item (a conditional claim
+// whose record keeps a response) encodes none of its large values.
+func sentValues(p any, limit int) []string {
 	var out []string
+	str := func(s string) {
+		if len(s) <= limit {
+			out = append(out, s)
+		}
+	}
+	bin := func(b []byte) {
+		if base64.StdEncoding.EncodedLen(len(b)) <= limit {
+			out = append(out, base64.StdEncoding.EncodeToString(b))
+		}
+	}
 	var walk func(types.AttributeValue)
 	walk = func(v types.AttributeValue) {
 		switch v := v.(type) {
 		case *types.AttributeValueMemberS:
-			out = append(out, v.Value)
+			str(v.Value)
 		case *types.AttributeValueMemberB:
-			out = append(out, base64.StdEncoding.EncodeToString(v.Value))
+			bin(v.Value)
 		case *types.AttributeValueMemberSS:
-			out = append(out, v.Value...)
+			for _, x := range v.Value {
+				str(x)
+			}
 		case *types.AttributeValueMemberBS:
 			for _, b := range v.Value {
-				out = append(out, base64.StdEncoding.EncodeToString(b))
+				bin(b)
 			}
 		case *types.AttributeValueMemberM:
 			for _, x := range v.Value {

@@ -79,3 +79,18 @@ func TestRedactValuesLeavesOtherErrorsAlone(t *testing.T) {
 		t.Fatalf("err = %#v, want the SDK's own error", err)
 	}
 }
+
+// TestSentValuesLeavesOutWhatTheTextCannotHold: a value longer than the
+// error's text cannot be in it, and is neither listed nor (a binary one)
+// encoded: a refused conditional write of a record keeping a large
+// response costs no encoding of it.
+func TestSentValuesLeavesOutWhatTheTextCannotHold(t *testing.T) {
+	in := &dynamodb.PutItemInput{Item: map[string]types.AttributeValue{
+		"pk":   &types.AttributeValueMemberS{Value: "rec-0001"},
+		"body": &types.AttributeValueMemberB{Value: make([]byte, 1<<20)},
+		"text": &types.AttributeValueMemberS{Value: strings.Repeat("x", 200)},
+	}}
+	if got := sentValues(in, 100); len(got) != 1 || got[0] != "rec-0001" {
+		t.Fatalf("sentValues = %d values; want only the record id", len(got))
+	}
+}
