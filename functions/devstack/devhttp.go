@@ -64,16 +64,23 @@ type gateway struct {
 	streams *streamCloser
 }
 
-func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// invocation is the context of one invocation of a function behind the
+// gateway: parent under the request deadline (g.timeout, default
+// DefaultRequestTimeout), carrying reqID as its Lambda request id.
+func (g *gateway) invocation(parent context.Context, reqID string) (context.Context, context.CancelFunc) {
 	timeout := g.timeout
 	if timeout <= 0 {
 		timeout = DefaultRequestTimeout
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
+	return lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID}), cancel
+}
+
+func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reqID := requestID()
+	ctx, cancel := g.invocation(r.Context(), reqID)
 	defer cancel()
 	ctx, watch := withStoreWatch(ctx)
-	reqID := requestID()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
 	storeDown := func() bool { return watch.failed.Load() || ctx.Err() != nil && r.Context().Err() == nil }
 	if g.seams != nil && g.seams.dur != nil && g.seams.dur.dying.Load() {
 		// The durability seam is killing this process: it serves nothing

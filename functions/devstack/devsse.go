@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 
 	"github.com/idemkit/idemkit/functions/api/apifn"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
@@ -204,13 +203,8 @@ func (g *gateway) reauthorize(parent context.Context, ev *events.APIGatewayV2HTT
 	if g.auth == nil {
 		return true, false
 	}
-	timeout := g.timeout
-	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
-	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
+	ctx, cancel := g.invocation(parent, reqID)
 	defer cancel()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
 	res, err := g.authorize(ctx, *ev)
 	if errors.Is(err, authfn.ErrUnauthorized) || err == nil && !res.IsAuthorized {
 		return false, true
@@ -225,12 +219,7 @@ func (g *gateway) reauthorize(parent context.Context, ev *events.APIGatewayV2HTT
 // reread asks the api for ev again under a request deadline of its own,
 // as one more invocation.
 func (g *gateway) reread(parent context.Context, ev events.APIGatewayV2HTTPRequest, reqID string) (events.APIGatewayV2HTTPResponse, error) {
-	timeout := g.timeout
-	if timeout <= 0 {
-		timeout = DefaultRequestTimeout
-	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
+	ctx, cancel := g.invocation(parent, reqID)
 	defer cancel()
-	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: reqID})
 	return g.api.Handle(ctx, ev)
 }
