@@ -17,22 +17,8 @@ import (
 // witness, and written to DynamoDB, whose strings are UTF-8): bytes that
 // are not UTF-8 are refused, nothing written, as control characters are.
 func TestResolveRefusesInvalidUTF8(t *testing.T) {
-	clk := ledgertest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-utf8"})
+	l, id, v := escapedEffect(t, "order-utf8")
 	ctx := context.Background()
-	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) {
-		return nil, ledger.Uncertain(errors.New("timeout after sending"))
-	}); !errors.Is(err, ledger.ErrUncertain) {
-		t.Fatal(err)
-	}
-	v, err := l.ShowEffect(ctx, id.EffectID)
-	if err != nil || v.State != ledger.EffectEscaped {
-		t.Fatalf("view: %s %v", v.State, err)
-	}
 	for _, res := range []ledger.Resolution{
 		{As: ledger.Delivered, Operator: "ops\xff", Rev: v.Rev},
 		{As: ledger.Delivered, Operator: "\xc3", Rev: v.Rev},
@@ -58,22 +44,8 @@ func TestResolveRefusesInvalidUTF8(t *testing.T) {
 // one (white space only, ASCII or not, or invisible format characters) is
 // refused and nothing is written; a name with spaces inside is recorded.
 func TestResolveRefusesABlankOperator(t *testing.T) {
-	clk := ledgertest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
-	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-blank-operator"})
+	l, id, v := escapedEffect(t, "order-blank-operator")
 	ctx := context.Background()
-	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) {
-		return nil, ledger.Uncertain(errors.New("timeout after sending"))
-	}); !errors.Is(err, ledger.ErrUncertain) {
-		t.Fatal(err)
-	}
-	v, err := l.ShowEffect(ctx, id.EffectID)
-	if err != nil || v.State != ledger.EffectEscaped {
-		t.Fatalf("view: %s %v", v.State, err)
-	}
 	for _, op := range []string{" ", "   ", "\u00a0\u3000", "\u200b", " \u2060 "} {
 		if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: op, Rev: v.Rev}); err == nil {
 			t.Errorf("resolution by %q accepted; want it refused (names no one)", op)
@@ -85,4 +57,27 @@ func TestResolveRefusesABlankOperator(t *testing.T) {
 	if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: "Ana María (ops)", Rev: v.Rev}); err != nil {
 		t.Fatalf("a name with spaces inside: %v", err)
 	}
+}
+
+// escapedEffect returns a ledger on a memory store holding one escaped
+// effect (its call uncertain) of key, with its identity and view.
+func escapedEffect(t *testing.T, key string) (*ledger.Ledger, identity.Identity, ledger.EffectView) {
+	t.Helper()
+	clk := ledgertest.NewClock(time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC))
+	l, err := ledger.New(ledger.Config{Store: memstore.New(), Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: key})
+	ctx := context.Background()
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) {
+		return nil, ledger.Uncertain(errors.New("timeout after sending"))
+	}); !errors.Is(err, ledger.ErrUncertain) {
+		t.Fatal(err)
+	}
+	v, err := l.ShowEffect(ctx, id.EffectID)
+	if err != nil || v.State != ledger.EffectEscaped {
+		t.Fatalf("view: %s %v", v.State, err)
+	}
+	return l, id, v
 }
