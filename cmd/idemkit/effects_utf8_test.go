@@ -11,7 +11,6 @@ import (
 // that are not UTF-8, and control characters (C1 ones too), are a usage
 // error naming the flag (exit 2), before any table is reached.
 func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
-	const effect = "acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE"
 	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
 	for _, c := range []struct {
 		name, env string
@@ -26,11 +25,7 @@ func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
 		{"note with a C1 control", "ops", []string{"--note", "seen\u0085there"}, "--note"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("IDEMKIT_OPERATOR", c.env)
-			var out, errb strings.Builder
-			args := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
-				"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, c.args...)
-			code := run(context.Background(), args, &out, &errb)
+			code, _, errb := resolveWith(t, c.env, c.args)
 			if code != 2 || !strings.Contains(errb.String(), c.want) || !strings.Contains(errb.String(), "printable") {
 				t.Fatalf("exit %d, stderr %q; want 2 and a usage error naming %s and UTF-8", code, errb.String(), c.want)
 			}
@@ -43,7 +38,6 @@ func TestEffectsResolveRefusesInvalidUTF8(t *testing.T) {
 // is a usage error naming where it came from, before any table is
 // reached: exit 2, two lines on stderr, nothing on stdout.
 func TestEffectsResolveRefusesABlankOperator(t *testing.T) {
-	const effect = "acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE"
 	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
 	for _, c := range []struct {
 		name, env string
@@ -57,11 +51,7 @@ func TestEffectsResolveRefusesABlankOperator(t *testing.T) {
 		{"environment: zero-width space", "\u200b\u200b", nil, "$IDEMKIT_OPERATOR"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("IDEMKIT_OPERATOR", c.env)
-			var out, errb strings.Builder
-			args := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
-				"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, c.args...)
-			code := run(context.Background(), args, &out, &errb)
+			code, out, errb := resolveWith(t, c.env, c.args)
 			lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 			if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.want) ||
 				!strings.Contains(lines[0], "white space only") || lines[1] != "run 'idemkit effects resolve -h' for help" {
@@ -69,4 +59,17 @@ func TestEffectsResolveRefusesABlankOperator(t *testing.T) {
 			}
 		})
 	}
+}
+
+// resolveWith runs effects resolve of one effect, delivered at rev r1, on
+// an endpoint nothing answers, with $IDEMKIT_OPERATOR set to env and args
+// after the others: its exit status, stdout and stderr.
+func resolveWith(t *testing.T, env string, args []string) (int, *strings.Builder, *strings.Builder) {
+	t.Helper()
+	const effect = "acme/3q9Xv0d2mJm8L1hZ1H3vO3n8cZkqv4pVwzXyq2Wc0bE"
+	t.Setenv("IDEMKIT_OPERATOR", env)
+	var out, errb strings.Builder
+	all := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
+		"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, args...)
+	return run(context.Background(), all, &out, &errb), &out, &errb
 }
