@@ -113,23 +113,8 @@ func TestReplayHonoursTheRetrysAcceptEncoding(t *testing.T) {
 		})
 	}
 	t.Run("HTTPAPI", func(t *testing.T) {
-		e := newEnv(t, nil)
-		var runs atomic.Int32
-		h := e.guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-			runs.Add(1)
-			return events.APIGatewayV2HTTPResponse{StatusCode: 201,
-				Headers:         map[string]string{"Content-Type": "application/json", "content-encoding": "gzip"},
-				Body:            base64.StdEncoding.EncodeToString(encodeBody(t, "gzip", `{"id":"r-1"}`)),
-				IsBase64Encoded: true}, nil
-		})
-		ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
-		ev.Headers["accept-encoding"] = "gzip"
-		if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
-			t.Fatalf("first: %v %v", r, err)
-		}
-		ev.Headers["accept-encoding"] = "identity"
-		r, err := h(context.Background(), ev)
-		if err != nil || r.StatusCode != 201 || runs.Load() != 1 {
+		r, runs, err := gzipThenIdentityV2(t, map[string]string{"Content-Type": "application/json", "content-encoding": "gzip"}, `{"id":"r-1"}`)
+		if err != nil || r.StatusCode != 201 || runs != 1 {
 			t.Fatalf("retry: %v %v", r, err)
 		}
 		body := r.Body
@@ -292,20 +277,7 @@ func TestDecodedReplayDropsTheCodedRepresentationsValidators(t *testing.T) {
 		})
 	}
 	t.Run("HTTPAPI", func(t *testing.T) {
-		e := newEnv(t, nil)
-		h := e.guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-			return events.APIGatewayV2HTTPResponse{StatusCode: 201,
-				Headers:         map[string]string{"Content-Type": "application/json", "content-encoding": "gzip", "etag": `"v1-gzip"`, "content-digest": "sha-256=:AAAA:"},
-				Body:            base64.StdEncoding.EncodeToString(encodeBody(t, "gzip", plain)),
-				IsBase64Encoded: true}, nil
-		})
-		ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
-		ev.Headers["accept-encoding"] = "gzip"
-		if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
-			t.Fatalf("first: %v %v", r, err)
-		}
-		ev.Headers["accept-encoding"] = "identity"
-		r, err := h(context.Background(), ev)
+		r, _, err := gzipThenIdentityV2(t, map[string]string{"Content-Type": "application/json", "content-encoding": "gzip", "etag": `"v1-gzip"`, "content-digest": "sha-256=:AAAA:"}, plain)
 		if err != nil || r.StatusCode != 201 {
 			t.Fatalf("retry: %v %v", r, err)
 		}
@@ -412,4 +384,29 @@ func TestAPIGatewayHandlerIsOfferedOnlyCodingsTheGuardReads(t *testing.T) {
 			t.Fatalf("the handler saw Accept-Encoding %q", seen[0])
 		}
 	})
+}
+
+// gzipThenIdentityV2 sends one keyed request twice through an HTTPAPI
+// handler that answers 201 with headers and plain gzip-coded: first
+// accepting gzip (its answer must be 201), then accepting identity only.
+// It returns the retry's answer, how many times the handler ran, and the
+// retry's error.
+func gzipThenIdentityV2(t *testing.T, headers map[string]string, plain string) (events.APIGatewayV2HTTPResponse, int32, error) {
+	t.Helper()
+	e := newEnv(t, nil)
+	var runs atomic.Int32
+	h := e.guard.HTTPAPI(func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		runs.Add(1)
+		return events.APIGatewayV2HTTPResponse{StatusCode: 201, Headers: headers,
+			Body:            base64.StdEncoding.EncodeToString(encodeBody(t, "gzip", plain)),
+			IsBase64Encoded: true}, nil
+	})
+	ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+	ev.Headers["accept-encoding"] = "gzip"
+	if r, err := h(context.Background(), ev); err != nil || r.StatusCode != 201 {
+		t.Fatalf("first: %v %v", r, err)
+	}
+	ev.Headers["accept-encoding"] = "identity"
+	r, err := h(context.Background(), ev)
+	return r, runs.Load(), err
 }
