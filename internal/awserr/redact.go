@@ -79,8 +79,8 @@ func redact(err error, text string, values []string) error {
 // sentValues returns the string values (and the base64 of the binary ones)
 // of every item, key and expression value of a DynamoDB request, those of
 // at most limit bytes (the length of the error's text, which a longer one
-// cannot be in): a refused write of a large item (a conditional claim
-// whose record keeps a response) encodes none of its large values.
+// cannot be in): a refused write of a large item (a completion whose
+// lease was lost, carrying its response) encodes none of its large values.
 func sentValues(p any, limit int) []string {
 	var out []string
 	str := func(s string) {

@@ -82,8 +82,8 @@ func TestRedactValuesLeavesOtherErrorsAlone(t *testing.T) {
 
 // TestSentValuesLeavesOutWhatTheTextCannotHold: a value longer than the
 // error's text cannot be in it, and is neither listed nor (a binary one)
-// encoded: a refused conditional write of a record keeping a large
-// response costs no encoding of it.
+// encoded: a refused write carrying a large response costs no encoding
+// of it.
 func TestSentValuesLeavesOutWhatTheTextCannotHold(t *testing.T) {
 	in := &dynamodb.PutItemInput{Item: map[string]types.AttributeValue{
 		"pk":   &types.AttributeValueMemberS{Value: "rec-0001"},
