@@ -58,7 +58,8 @@ type EffectView struct {
 	Attempts []Attempt
 	// Rev identifies this version of the record: Resolve refuses a
 	// resolution whose Rev no longer matches (the effect changed since it
-	// was shown).
+	// was shown, or it was shown in flight and its attempt's lease has run
+	// out since).
 	Rev string
 	// UpdatedAt is the record's last write.
 	UpdatedAt time.Time
@@ -68,7 +69,7 @@ type EffectView struct {
 func (l *Ledger) View(r *Record, now time.Time) EffectView {
 	v := EffectView{EffectID: r.EffectID, ProviderKey: r.ProviderKey, RunID: r.RunID, Keying: r.Keying,
 		Attempt: r.Attempt, MaxAttempts: l.attemptCap(r), Deadline: r.Deadline, Outcome: r.Outcome,
-		Attempts: append([]Attempt(nil), r.Attempts...), Rev: rev(r), UpdatedAt: r.UpdatedAt}
+		Attempts: append([]Attempt(nil), r.Attempts...), Rev: rev(r, now), UpdatedAt: r.UpdatedAt}
 	switch {
 	case r.State == StateCompleted && r.Outcome != nil && r.Outcome.OK:
 		v.State = EffectCompleted
@@ -114,11 +115,20 @@ func (l *Ledger) View(r *Record, now time.Time) EffectView {
 }
 
 // rev is a short digest of what a resolution is fenced on: the owner
-// token, attempt, state, lease and last write.
-func rev(r *Record) string {
-	h := sha256.Sum256([]byte(strings.Join([]string{r.Owner, strconv.Itoa(r.Attempt), string(r.State),
+// token, attempt, state, lease and last write, and whether an attempt held
+// a live claim at now. A record whose attempt was in flight when it was
+// shown has another rev once that attempt's lease has run out, although
+// nothing was written since: an operator who decided on the in-flight
+// view (and checked the provider before a slow send reached it) must look
+// again at an attempt that has stopped before settling it.
+func rev(r *Record, now time.Time) string {
+	parts := []string{r.Owner, strconv.Itoa(r.Attempt), string(r.State),
 		strconv.FormatInt(r.LeaseUntil.UnixMilli(), 10), strconv.FormatInt(r.UpdatedAt.UnixMilli(), 10),
-		strconv.Itoa(len(r.Attempts))}, "\x00")))
+		strconv.Itoa(len(r.Attempts))}
+	if (r.State == StateClaimed || r.State == StateFiring) && now.Before(r.LeaseUntil) {
+		parts = append(parts, "in-flight")
+	}
+	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	return base64.RawURLEncoding.EncodeToString(h[:9])
 }
 
@@ -290,7 +300,8 @@ func namesSomeone(s string) bool {
 
 // Resolve settles an escaped effect for an operator, fenced: it is refused
 // with ErrChanged if the record's Rev differs from res.Rev (the effect
-// changed since it was shown), with ErrNotEscaped if the effect is not
+// changed since it was shown, or was shown in flight and its attempt has
+// stopped since: a decision on a live attempt does not settle it), with ErrNotEscaped if the effect is not
 // escaped (in flight, completed, never fired) — except that NotDelivered
 // also grants one more attempt to a pending effect whose attempts are
 // exhausted after one fired (the attempts since it never reached the
@@ -329,7 +340,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 		return EffectView{}, ErrEffectNotFound
 	}
 	now := l.now()
-	if rev(cur) != res.Rev {
+	if rev(cur, now) != res.Rev {
 		return l.View(cur, now), ErrChanged
 	}
 	if v := l.View(cur, now); v.State != EffectEscaped && !(res.As == NotDelivered && grantable(v, cur)) {

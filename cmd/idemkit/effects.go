@@ -360,7 +360,7 @@ examples:
 		if v.State != "" {
 			now = fmt.Sprintf(" (it is now %s, attempt %d, rev %s)", v.State, v.Attempt, v.Rev)
 		}
-		fmt.Fprintf(stderr, "idemkit effects resolve: refused: the revision decided on is not the effect's current one: the effect changed since it was shown, or --rev names a revision it never had%s; show it again and decide on what it is now\n", now)
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: the revision decided on is not the effect's current one: the effect changed since it was shown (or was shown in flight and its attempt has stopped since), or --rev names a revision it never had%s; show it again and decide on what it is now\n", now)
 		if errors.Is(err, ledger.ErrFenceReopened) {
 			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt, so the effect's next try fires it once with the same provider key")
 		}
