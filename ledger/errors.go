@@ -73,9 +73,11 @@ var (
 	// after it had reopened the fence for the escaped attempt's token (it
 	// reopens first, so that no resolution is written whose attempt the
 	// fence refuses). Nothing was recorded, but the fence no longer holds
-	// that attempt's pass: the effect's next try fires it once, with the
-	// same provider key, as the resolution would have let it.
-	ErrFenceReopened = errors.New("ledger: the fence was reopened for the escaped attempt, though the resolution was not recorded: the effect's next try fires it once")
+	// that attempt's pass: unless the effect has an outcome by then (a
+	// concurrent delivered resolution won), its next try fires it once,
+	// with the same provider key, as the resolution would have let it; with
+	// an outcome, the next try answers from it and fires nothing.
+	ErrFenceReopened = errors.New("ledger: the fence was reopened for the escaped attempt, though the resolution was not recorded: unless the effect has an outcome, its next try fires it once")
 	// ErrResolveNeedsFence: Resolve was asked to settle a fenced effect
 	// (one whose attempts took fencing tokens) by a Ledger without a
 	// Fencer, or as not delivered by one whose Fencer cannot reopen the

@@ -362,7 +362,7 @@ examples:
 		}
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: the revision decided on is not the effect's current one: the effect changed since it was shown (or was shown in flight and its attempt has stopped since), or --rev names a revision it never had%s; show it again and decide on what it is now\n", now)
 		if errors.Is(err, ledger.ErrFenceReopened) {
-			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt, so the effect's next try fires it once with the same provider key")
+			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt: unless the effect now has an outcome (show it again), its next try fires it once with the same provider key")
 		}
 		return 1
 	case errors.Is(err, ledger.ErrNotEscaped), errors.Is(err, ledger.ErrAttemptsExhausted):
