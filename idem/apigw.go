@@ -223,8 +223,10 @@ func lambdaBody(r *Response, text string) (string, bool) {
 // header up in the map uses the canonical name.
 //
 // The handler sees the request's Accept-Encoding without the codings the
-// Guard cannot undo (br, zstd, compress, "*"; "identity" when nothing is
-// left), as behind net/http: an answer it compresses for the request is
+// Guard cannot undo (br, zstd, compress; an accepting "*" as gzip and
+// deflate; "identity" when the request accepted only codings the Guard
+// cannot undo, never a header refusing everything), as behind net/http:
+// an answer it compresses for the request is
 // in gzip or deflate, whose error code the Guard reads and which a retry
 // that does not accept it gets decoded. The Guard's own view of the
 // request (its fingerprint) is the event as it came.

@@ -132,41 +132,108 @@ func weight(params string) float64 {
 }
 
 // offeredCodings returns the Accept-Encoding the handler inside the Guard
-// sees for a request that sent accept (its values joined): the members
-// naming a coding the Guard can undo (gzip, x-gzip, deflate), identity,
-// and any member refusing a coding (q=0), in their order; the others (br,
-// zstd, compress, "*") are left out, and "identity" stands alone when
-// nothing is left. A compression middleware inside the Guard then encodes
-// its answer in a coding the Guard reads, so that an error answer's code
-// is read (Policy.Cache) and a replay can be decoded for a retry that does
+// sees for a request that sent accept (its values joined): what accept
+// accepts (RFC 9110 §12.5.3) less the codings the Guard cannot undo. The
+// members naming a coding the Guard can undo (gzip, x-gzip, deflate) or
+// identity, and every member refusing a coding (q=0, "*;q=0" included),
+// are kept as written, in their order; a member accepting another coding
+// (br, zstd, compress) is left out; an accepting "*" stands for the codings
+// the Guard undoes that accept does not name, at its weight ("*;q=0.5"
+// with gzip named is "deflate;q=0.5"). When what is left accepts nothing
+// (the request accepted only codings the Guard cannot undo, say "br,
+// *;q=0" or "br, identity;q=0"), the handler sees "identity": it answers
+// uncoded, for a middleware outside the Guard to encode; it is never
+// offered a header refusing everything when the request accepted
+// something. A compression middleware inside the Guard then encodes its
+// answer in a coding the Guard reads, so that an error answer's code is
+// read (Policy.Cache) and a replay can be decoded for a retry that does
 // not accept it (acceptedCoding). changed is false when the handler sees
-// accept as it is.
+// accept as it is (an accept refusing everything included); nothing is
+// allocated then.
 func offeredCodings(accept string) (offered string, changed bool) {
+	gzipNamed, deflateNamed := false, false
+	for m := range strings.SplitSeq(accept, ",") {
+		name, params, _ := strings.Cut(m, ";")
+		switch normCoding(name) {
+		case "", "identity":
+		case "gzip":
+			gzipNamed = true
+		case "deflate":
+			deflateNamed = true
+		default:
+			if weight(params) != 0 {
+				changed = true
+			}
+		}
+	}
+	if !changed {
+		return accept, false
+	}
 	var b strings.Builder
+	add := func(m string) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(m)
+	}
 	for m := range strings.SplitSeq(accept, ",") {
 		name, params, _ := strings.Cut(m, ";")
 		switch normCoding(name) {
 		case "":
 			continue
 		case "gzip", "deflate", "identity":
+		case "*":
+			if weight(params) != 0 {
+				q := ""
+				if p := strings.TrimSpace(params); p != "" {
+					q = ";" + p
+				}
+				if !gzipNamed {
+					add("gzip" + q)
+				}
+				if !deflateNamed {
+					add("deflate" + q)
+				}
+				continue
+			}
 		default:
 			if weight(params) != 0 {
-				changed = true
 				continue
 			}
 		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(strings.TrimSpace(m))
+		add(strings.TrimSpace(m))
 	}
-	if !changed {
-		return accept, false
-	}
-	if b.Len() == 0 {
+	offered = b.String()
+	if offered == "" || codingWeight(offered, "gzip") <= 0 && codingWeight(offered, "deflate") <= 0 && codingWeight(offered, "identity") <= 0 {
 		return "identity", true
 	}
-	return b.String(), true
+	return offered, true
+}
+
+// codingWeight is the weight an Accept-Encoding value gives the content
+// coding c (RFC 9110 §12.5.3): its member's when named (x-gzip as gzip),
+// else the "*" member's, else 0; identity, when neither names it, is
+// acceptable (1). The last member naming it counts.
+func codingWeight(accept, c string) float64 {
+	named, star := -1.0, -1.0
+	for a := range strings.SplitSeq(accept, ",") {
+		name, params, _ := strings.Cut(a, ";")
+		switch normCoding(name) {
+		case c:
+			named = weight(params)
+		case "*":
+			star = weight(params)
+		}
+	}
+	switch {
+	case named >= 0:
+		return named
+	case star >= 0:
+		return star
+	case c == "identity":
+		return 1
+	}
+	return 0
 }
 
 // codedBody is the 415 unsupported_media_type of a non-empty body sent
