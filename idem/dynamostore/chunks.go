@@ -97,18 +97,19 @@ func (s *Store) storeResponse(ctx context.Context, claim idem.Record, state idem
 // by nothing). The deletes run without ctx's cancellation but within its
 // deadline, if it has one, or dropGrace from now when that is later (the
 // chunk writes were cut by it): a store that stalls never holds the call
-// much past the bound its caller set (idem.Config.StoreTimeout).
+// much past the bound its caller set (idem.Config.StoreTimeout). A call
+// without a deadline (cancelled, or failed, with none) gives its deletes
+// idem.DefaultStoreTimeout from now: never without bound.
 func (s *Store) dropChunks(ctx context.Context, id string, ref *responseRef) {
 	if ref == nil || ref.chunks == 0 {
 		return
 	}
 	left, bounded := clock.Remaining(ctx)
-	ctx = context.WithoutCancel(ctx)
-	if bounded {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, max(left, dropGrace))
-		defer cancel()
+	if !bounded {
+		left = idem.DefaultStoreTimeout
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(left, dropGrace))
+	defer cancel()
 	_ = s.parallel(ctx, ref.chunks, func(ctx context.Context, i int) error {
 		_, err := s.c.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 			TableName: s.table,

@@ -126,3 +126,59 @@ func TestStalledChunkedCompletionKeepsTheStoreBound(t *testing.T) {
 		}
 	}
 }
+
+// cancelledChunks is stalledChunks whose chunk writes cancel the call
+// (cancel, the caller's) and whose deletes answer at once, keeping the
+// deadline each was given.
+type cancelledChunks struct {
+	stalledChunks
+	cancel context.CancelFunc
+}
+
+func (f *cancelledChunks) PutItem(ctx context.Context, in *dynamodb.PutItemInput, o ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	f.cancel()
+	return f.stalledChunks.PutItem(ctx, in, o...)
+}
+
+func (f *cancelledChunks) DeleteItem(ctx context.Context, _ *dynamodb.DeleteItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	f.mu.Lock()
+	f.dels = append(f.dels, called(ctx))
+	f.mu.Unlock()
+	return &dynamodb.DeleteItemOutput{}, nil
+}
+
+// TestChunkDeletesOfACancelledCallWithoutADeadlineAreBounded: a large
+// completion whose call is cancelled, without a deadline, while its chunk
+// writes wait deletes the chunks it wrote within a bound of its own
+// (idem.DefaultStoreTimeout from when the deletes start): a store that
+// stalls then never holds the caller without bound. Judged by the
+// deadline each delete was given, not by how long it took. Before, the
+// deletes ran without any deadline.
+func TestChunkDeletesOfACancelledCallWithoutADeadlineAreBounded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f := &cancelledChunks{cancel: cancel}
+	s, err := dynamostore.New(dynamostore.Config{Client: f, Table: "T"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	r := pending(newID(), "o1", now)
+	r.Attempt, r.Renewed = 1, now
+	if err := s.Complete(ctx, r, finalOf(bodyResponse(incompressible(t, 1<<20)), now), now); err == nil {
+		t.Fatal("Complete of a cancelled call succeeded")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.puts) == 0 || len(f.dels) == 0 {
+		t.Fatalf("%d chunk writes, %d deletes; want both", len(f.puts), len(f.dels))
+	}
+	for _, d := range f.dels {
+		if !d.ok {
+			t.Fatal("a chunk delete of a call cancelled without a deadline was given no deadline")
+		}
+		if d.at.After(d.made.Add(idem.DefaultStoreTimeout)) {
+			t.Errorf("a chunk delete was given deadline %v, made at %v: later than %v from then", d.at, d.made, idem.DefaultStoreTimeout)
+		}
+	}
+}
