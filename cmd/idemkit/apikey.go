@@ -30,7 +30,8 @@ tenant, where a policy scopes idempotency keys by them under these exact
 names (the commerce policy: namespace and worker; the ERP policy: clientId,
 companyId and organizationId; a key without them is refused 401 there).
 A name is 1..64 of a-z A-Z 0-9 _ starting with a letter (not tenantId); a
-value 1..256 characters without control characters.
+value 1..256 characters without control characters, not blank (white
+space only).
 
 examples:
   idemkit apikey create --tenant acme --endpoint http://127.0.0.1:8000
@@ -41,7 +42,7 @@ examples:
 
 // attrForm is the form --attr takes, as a bad one's message says it
 // (apikeys.ValidAttr's rules).
-const attrForm = "want NAME=VALUE: NAME 1..64 of a-z A-Z 0-9 _ starting with a letter, not tenantId; VALUE 1..256 characters without control characters"
+const attrForm = "want NAME=VALUE: NAME 1..64 of a-z A-Z 0-9 _ starting with a letter, not tenantId; VALUE 1..256 characters without control characters, not blank"
 
 // attrFlag collects the --attr values as given; attrs checks them once the
 // flags are parsed, so a bad one is said in the command's own words.
@@ -63,7 +64,7 @@ func (a attrFlag) attrs() (map[string]string, error) {
 			fault = "no '=' between NAME and VALUE"
 		case out[name] != "":
 			fault = name + " is given twice"
-		case apikeys.ValidAttr(name, value) == nil:
+		case apikeys.ValidAttr(name, value) == nil && strings.TrimSpace(value) != "":
 			out[name] = value
 			continue
 		default:
@@ -74,8 +75,9 @@ func (a attrFlag) attrs() (map[string]string, error) {
 	return out, nil
 }
 
-// attrFault says which of apikeys.ValidAttr's rules name and value break
-// (err, its refusal, when none of those it knows).
+// attrFault says which of apikeys.ValidAttr's rules, or the rule that a
+// new key's value is not blank, name and value break (err, its refusal,
+// when none of those it knows).
 func attrFault(name, value string, err error) string {
 	n := utf8.RuneCountInString(value)
 	switch {
@@ -91,6 +93,10 @@ func attrFault(name, value string, err error) string {
 		return "the value of " + name + " is not UTF-8"
 	case strings.IndexFunc(value, unicode.IsControl) >= 0:
 		return "the value of " + name + " holds a control character"
+	case strings.TrimSpace(value) == "":
+		// Refused when a key is made; a key stored with one before stays
+		// readable (apikeys.ValidAttr accepts it).
+		return "the value of " + name + " is blank"
 	case n > 256:
 		return fmt.Sprintf("the value of %s has %d characters", name, n)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/policy/erp"
@@ -48,9 +49,11 @@ func TestAPIKeyHelpNamesEveryScopeAttribute(t *testing.T) {
 // in one line that names the value given, what is wrong with it and the
 // form --attr expects (NAME=VALUE, the name's and the value's rules), then
 // the hint naming -h; not the whole usage, not the credential's package
-// label.
+// label. A blank value (white space only, " ") is refused when the key is
+// made (before, it was stored), while a key stored with one stays
+// readable: the credential's reader still accepts it.
 func TestAPIKeyBadAttrIsOneLine(t *testing.T) {
-	const form = "want NAME=VALUE: NAME 1..64 of a-z A-Z 0-9 _ starting with a letter, not tenantId; VALUE 1..256 characters without control characters"
+	const form = "want NAME=VALUE: NAME 1..64 of a-z A-Z 0-9 _ starting with a letter, not tenantId; VALUE 1..256 characters without control characters, not blank"
 	for _, c := range []struct {
 		attrs []string
 		names string // the value the line names
@@ -64,6 +67,8 @@ func TestAPIKeyBadAttrIsOneLine(t *testing.T) {
 		{[]string{"worker=a\tb"}, `--attr "worker=a\tb"`, "the value of worker holds a control character"},
 		{[]string{"worker=" + strings.Repeat("v", 257)}, `--attr "worker=vvv`, "the value of worker has 257 characters"},
 		{[]string{"worker=a", "worker=b"}, `--attr "worker=b"`, "worker is given twice"},
+		{[]string{"ns= "}, `--attr "ns= "`, "the value of ns is blank"},
+		{[]string{"worker=\u00a0 \u3000"}, `--attr "worker=\u00a0 \u3000"`, "the value of worker is blank"},
 	} {
 		args := []string{"apikey", "create", "--tenant", "acme", "--endpoint", "http://127.0.0.1:1"}
 		for _, a := range c.attrs {
@@ -79,5 +84,8 @@ func TestAPIKeyBadAttrIsOneLine(t *testing.T) {
 		if l := lines[0]; !strings.HasPrefix(l, "idemkit apikey create: "+c.names) || !strings.Contains(l, c.says) || !strings.HasSuffix(l, form) || strings.Contains(l, "host:") {
 			t.Errorf("--attr %q: %q; want it to start %q, say %q and end %q", c.attrs, l, "idemkit apikey create: "+c.names, c.says, form)
 		}
+	}
+	if err := apikeys.ValidAttr("ns", " "); err != nil {
+		t.Errorf("a stored key's blank attribute is refused by the reader: %v", err)
 	}
 }
