@@ -25,7 +25,9 @@ stream, the TTL attribute and point-in-time recovery, and says what differs.
 Prints "LogicalID<TAB>name<TAB>ok|differs|missing|error|not checked" per table,
 then one indented line per difference ("  - ...") and per property the endpoint
 cannot report ("  ? ..."); "error" means the table could not be described (the
-reason goes to standard error: the endpoint unreachable, access denied, ...).
+reason goes to standard error: the endpoint unreachable, access denied, ...;
+a reason several tables share is said once, then "could not check" and
+those tables).
 Exits 0 when every table checked matches, 1 when one is missing, differs or
 could not be described, 2 on a usage error (a bad flag, or no table named
 at all: no --endpoint, --table or variable).
@@ -190,6 +192,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	failed, differs := false, false
+	var faults doctorFaults
 	for _, id := range ids {
 		d := defs[id]
 		name, tc := names[id], c
@@ -210,7 +213,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		switch {
 		case err != nil:
 			fmt.Fprintf(stdout, "%s\t%s\terror\n", id, name)
-			fmt.Fprintf(stderr, "idemkit doctor: %s\n", storeError(err))
+			faults.add(id, name, storeError(err))
 			failed = true
 			continue
 		case r.Missing:
@@ -230,6 +233,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(stdout, "  ? %s\n", u)
 		}
 	}
+	faults.say(stderr)
 	if differs && len(params) == 0 && *template == "" {
 		// The stack may have been deployed with parameters of the built-in
 		// template.yaml that shape its tables otherwise: say how to check
@@ -241,6 +245,46 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// doctorFaults gathers why tables could not be described, so that one
+// fault shared by several (an engine that cannot be reached, credentials
+// refused) is said once, then the tables it kept from being checked, not
+// once per table.
+type doctorFaults struct {
+	reasons []string            // in the order first met
+	full    map[string]string   // reason: the first table's whole message
+	tables  map[string][]string // reason: the logical IDs it kept from being checked
+}
+
+// add records that table id, named name, could not be described: msg, the
+// message naming it; its reason is msg after the name ("describe NAME: ").
+func (f *doctorFaults) add(id, name, msg string) {
+	reason := msg
+	if i := strings.Index(msg, name+": "); i >= 0 {
+		reason = msg[i+len(name)+2:]
+	}
+	if f.full == nil {
+		f.full, f.tables = map[string]string{}, map[string][]string{}
+	}
+	if _, ok := f.full[reason]; !ok {
+		f.reasons = append(f.reasons, reason)
+		f.full[reason] = msg
+	}
+	f.tables[reason] = append(f.tables[reason], id)
+}
+
+// say writes each fault to w: a fault of one table in its own message, as
+// it came; one several tables share once, then "could not check" and those
+// tables.
+func (f *doctorFaults) say(w io.Writer) {
+	for _, r := range f.reasons {
+		if ids := f.tables[r]; len(ids) > 1 {
+			fmt.Fprintf(w, "idemkit doctor: %s\nidemkit doctor: could not check %s\n", r, strings.Join(ids, ", "))
+		} else {
+			fmt.Fprintf(w, "idemkit doctor: %s\n", f.full[r])
+		}
+	}
 }
 
 // templateName names the template doctor compares with, for a message.

@@ -105,7 +105,8 @@ func TestDoctorFindsRenamedTableMissingTTLAndStream(t *testing.T) {
 
 // TestDoctorTableThatCannotBeDescribed: an endpoint that answers nothing
 // gives every named table the status "error" (listed in the help), the
-// reason on standard error, and exit 1.
+// reason on standard error, once however many tables it kept from being
+// checked (before, once per table), then those tables, and exit 1.
 func TestDoctorTableThatCannotBeDescribed(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -121,6 +122,12 @@ func TestDoctorTableThatCannotBeDescribed(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "IdempotencyTable\tidemkit-IdempotencyTable\terror\n") || !strings.Contains(errb.String(), "idemkit doctor: ") {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	}
+	// The engine's one fault is said once, then the tables it kept from
+	// being checked are named, not the same line once per table.
+	const all = "ApiKeysTable, EffectsTable, FenceTable, IdempotencyTable, RunsTable"
+	if n := strings.Count(errb.String(), "cannot reach the engine"); n != 1 || !strings.Contains(errb.String(), "\nidemkit doctor: could not check "+all+"\n") {
+		t.Fatalf("stderr says the fault %d times, want once, then the tables (%s):\n%s", n, all, errb.String())
 	}
 	var help bytes.Buffer
 	run(ctx, []string{"doctor", "--help"}, &help, &help)
