@@ -23,6 +23,7 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/functions/authorizer/authfn"
 	"github.com/idemkit/idemkit/functions/executor/execfn"
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/sweeper/sweepfn"
 	"github.com/idemkit/idemkit/idem"
@@ -42,6 +43,7 @@ var emitterDirs = []string{
 	"functions/executor/execfn",
 	"functions/sweeper/sweepfn",
 	"functions/authorizer/authfn",
+	"functions/host/kit",
 }
 
 // valueDirs hold constants an emitter uses as dimension values (the ledger's
@@ -1336,5 +1338,46 @@ func TestAuthorizerAlarmIgnoresRefusedKeys(t *testing.T) {
 	}
 	if !found {
 		t.Error("no alarm on the authorizer's Errors")
+	}
+}
+
+// TestStoreUnavailableAlarmLeavesOutChunksReplicating: under
+// reconciled-records a replay that reads a record before its response's
+// chunks replicated is answered 503 store_unavailable (RED_TEAM 212), which
+// the Guard counts in idem.MetricStoreUnavailable; the kit counts it in
+// kit.MetricChunksReplicating too, and the store-unavailable alarm fires on
+// their difference, so a replica's normal replication lag never pages as a
+// store outage. Before, the alarm read the 503s of both alike.
+func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	a := tp.resources["StoreUnavailableAlarm"]
+	if a == nil {
+		t.Fatal("template.yaml has no StoreUnavailableAlarm")
+	}
+	props := get(a, "Properties")
+	ids := map[string]string{} // metric id: metric name
+	var expr []string
+	if ms := get(props, "Metrics"); ms != nil {
+		for _, m := range ms.Content {
+			id := get(m, "Id").Value
+			if e := get(m, "Expression"); e != nil {
+				expr = append(expr, e.Value)
+				continue
+			}
+			ids[id] = get(get(get(m, "MetricStat"), "Metric"), "MetricName").Value
+		}
+	}
+	var unavailable, replicating string
+	for id, name := range ids {
+		switch name {
+		case idem.MetricStoreUnavailable:
+			unavailable = id
+		case kit.MetricChunksReplicating:
+			replicating = id
+		}
+	}
+	want := fmt.Sprintf("FILL(%s, 0) - FILL(%s, 0)", unavailable, replicating)
+	if unavailable == "" || replicating == "" || len(expr) != 1 || expr[0] != want {
+		t.Fatalf("StoreUnavailableAlarm reads %v with %q; want %s less %s (%q)", ids, expr, idem.MetricStoreUnavailable, kit.MetricChunksReplicating, want)
 	}
 }

@@ -1,6 +1,7 @@
 package regionsim_test
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/emf"
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
@@ -46,12 +48,15 @@ func TestLayer1ChunkedReplayBeforeItsChunksReplicate(t *testing.T) {
 	big := `{"runId":"acme/run-1","blob":"` + base64.StdEncoding.EncodeToString(raw) + `"}`
 	var runs atomic.Int32
 	srv := map[string]*httptest.Server{}
+	metrics := map[string]*bytes.Buffer{}
 	for _, r := range []string{eu, us} {
-		st, err := kit.Layer1Store(p.db(r), p.tables[r], settings.CrossRegionReconciled, idem.PolicyOpenWOP.Retention)
+		metrics[r] = new(bytes.Buffer)
+		rec := emf.New(metrics[r], "idemkit")
+		st, err := kit.Layer1Store(p.db(r), p.tables[r], settings.CrossRegionReconciled, idem.PolicyOpenWOP.Retention, rec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := idem.New(idem.Config{Store: st, HTTPTenant: func(*http.Request) (string, bool) { return "acme", true },
+		g, err := idem.New(idem.Config{Store: st, Metrics: rec, HTTPTenant: func(*http.Request) (string, bool) { return "acme", true },
 			Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Test:   idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: clock.Now}}})
 		if err != nil {
@@ -109,6 +114,11 @@ func TestLayer1ChunkedReplayBeforeItsChunksReplicate(t *testing.T) {
 		t.Fatalf("us, the record replicated, its chunks not yet: %d %q Retry-After %q; want 503 %s with Retry-After (the chunks will arrive)",
 			resp.StatusCode, code(b), resp.Header.Get("Retry-After"), idem.CodeStoreUnavailable)
 	}
+	// Counted under its own metric as well, which the store-unavailable
+	// alarm subtracts: a replica's replication lag is no store outage.
+	if u, c := emfCount(t, metrics[us], idem.MetricStoreUnavailable), emfCount(t, metrics[us], kit.MetricChunksReplicating); u != 1 || c != 1 {
+		t.Fatalf("us: %s %v, %s %v; want 1 and 1 (the alarm reads their difference, 0)", idem.MetricStoreUnavailable, u, kit.MetricChunksReplicating, c)
+	}
 	// Long after the completion a chunk still missing is lost: 410.
 	clock.Advance(time.Hour)
 	if resp, b := post(us); resp.StatusCode != http.StatusGone || code(b) != idem.CodeResponseNotKept {
@@ -125,4 +135,26 @@ func TestLayer1ChunkedReplayBeforeItsChunksReplicate(t *testing.T) {
 	if n := runs.Load(); n != 1 {
 		t.Fatalf("the handler ran %d times; want once", n)
 	}
+	if c := emfCount(t, metrics[us], kit.MetricChunksReplicating); c != 1 {
+		t.Fatalf("us: %s %v after the 410 and the replay; want 1 (only the 503)", kit.MetricChunksReplicating, c)
+	}
+}
+
+// emfCount is the sum of metric name's values among the EMF lines in b.
+func emfCount(t *testing.T, b *bytes.Buffer, name string) float64 {
+	t.Helper()
+	var n float64
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		var m map[string]any
+		if l == "" {
+			continue
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("EMF line %q: %v", l, err)
+		}
+		if v, ok := m[name].(float64); ok {
+			n += v
+		}
+	}
+	return n
 }

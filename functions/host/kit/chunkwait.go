@@ -9,6 +9,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
 
@@ -19,17 +20,26 @@ import (
 // (24 h at least).
 const chunksArriveWithin = 5 * time.Minute
 
+// MetricChunksReplicating counts the replays under reconciled-records
+// answered 503 idemkit.store_unavailable because the record's response
+// chunks had not replicated yet (replicatingChunks). No dimensions. Each
+// is counted in idem.MetricStoreUnavailable too (the Guard counts every
+// such 503); the store-unavailable alarm reads the difference, so that a
+// replica's replication lag does not page as a store outage.
+const MetricChunksReplicating = "idemkit.idempotency.chunks_replicating_total"
+
 // Layer1Store is the api function's Layer-1 store: the table on client
 // and, under reconciled-records, a replay that reads a record whose
 // response's chunk items have not arrived yet answered as the store
-// unavailable (replicatingChunks). retention is the records' retention
-// (idemenv.Env.EffectiveRetention).
-func Layer1Store(client idemdynamo.API, table, crossRegion string, retention time.Duration) (idem.Store, error) {
+// unavailable (replicatingChunks), counted in metrics
+// (MetricChunksReplicating; nil counts nothing). retention is the records'
+// retention (idemenv.Env.EffectiveRetention).
+func Layer1Store(client idemdynamo.API, table, crossRegion string, retention time.Duration, metrics *emf.Recorder) (idem.Store, error) {
 	st, err := idemdynamo.New(idemdynamo.Config{Client: client, Table: table})
 	if err != nil || crossRegion != settings.CrossRegionReconciled {
 		return st, err
 	}
-	return replicatingChunks{Store: st, retention: retention}, nil
+	return replicatingChunks{Store: st, retention: retention, metrics: metrics}, nil
 }
 
 // replicatingChunks is the Layer-1 store under reconciled-records, where
@@ -43,12 +53,13 @@ func Layer1Store(client idemdynamo.API, table, crossRegion string, retention tim
 // record's completion (its retention end less the retention) is
 // idem.ErrStoreUnavailable instead: 503 idemkit.store_unavailable with
 // Retry-After, the handler not run, and the retry replays the response
-// once the chunks have arrived. Later, or for a record that never
-// expires (no completion time to judge by), the chunk is lost, as in one
-// region.
+// once the chunks have arrived; each counted in MetricChunksReplicating.
+// Later, or for a record that never expires (no completion time to judge
+// by), the chunk is lost, as in one region.
 type replicatingChunks struct {
 	idem.Store
 	retention time.Duration
+	metrics   *emf.Recorder
 }
 
 func (s replicatingChunks) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
@@ -60,6 +71,7 @@ func (s replicatingChunks) Claim(ctx context.Context, rec idem.Record, now time.
 	if now.Sub(completed) >= chunksArriveWithin {
 		return res, err
 	}
+	s.metrics.Count(MetricChunksReplicating, 1, nil)
 	return idem.ClaimResult{}, fmt.Errorf("%w: record %s: its response's chunk items have not replicated yet (completed %s ago; the store read: %v)",
 		idem.ErrStoreUnavailable, keyhash.Log(res.Record.ID), now.Sub(completed).Round(time.Millisecond), err)
 }

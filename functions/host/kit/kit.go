@@ -167,7 +167,7 @@ func NewKit(c Config) (*Kit, error) {
 		k.Keys = &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}
 	}
 	if p.Guard {
-		st, err := Layer1Store(idemClient, env.Idem.Table, env.CrossRegion, env.Idem.EffectiveRetention())
+		st, err := Layer1Store(idemClient, env.Idem.Table, env.CrossRegion, env.Idem.EffectiveRetention(), metrics)
 		if err != nil {
 			return nil, configError(err)
 		}
