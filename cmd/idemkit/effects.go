@@ -56,6 +56,11 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	}
 }
 
+// effectsClock is the clock the effects commands judge leases by: nil,
+// the system clock of the machine they run on (the operator's own). Tests
+// set a clock they move by hand.
+var effectsClock ledger.Clock
+
 func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 	c, table, err := tableTarget(ctx, *sf.endpoint, *sf.table, *sf.region, "--table", settings.EnvEffectsTable, "EffectsTable")
 	if err != nil {
@@ -66,7 +71,7 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ledger.New(ledger.Config{Store: st})
+	return ledger.New(ledger.Config{Store: st, Test: ledger.TestConfig{Clock: effectsClock}})
 }
 
 // fenceGiven reports whether a fence table is given: the --fence-table
@@ -122,7 +127,7 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region, effectID s
 	if err != nil {
 		return nil, err
 	}
-	return ledger.New(ledger.Config{Store: st, Fencer: owner})
+	return ledger.New(ledger.Config{Store: st, Fencer: owner, Test: ledger.TestConfig{Clock: effectsClock}})
 }
 
 // errFenceNotHere: the fence table is not found in the region the command

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync/atomic"
@@ -10,7 +9,6 @@ import (
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
-	ledgerdynamo "github.com/idemkit/idemkit/ledger/dynamostore"
 	"github.com/idemkit/idemkit/ledger/identity"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
@@ -20,23 +18,20 @@ import (
 // lease has run out with nothing written, a `resolve` on that rev is
 // refused (the operator's provider check came before a slow send), and
 // prints the escaped state to decide on. The stalled send then lands and
-// is recorded: one send, no resolution.
+// is recorded: one send, no resolution. The executor and the commands
+// share one clock, moved by hand, so the lease runs out between the show
+// and the resolve however long either takes.
 func TestEffectsResolveRefusesARevShownInFlight(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
-		t.Setenv("IDEMKIT_OPERATOR", "ops@acme")
-		table := e.CreateTable(t, "EffectsTable")
-		store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: e.Client(), Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// An executor whose one-minute lease ends 2 s from now, with no
-		// heartbeat: its send is slow.
-		const left = 2 * time.Second
-		behind := time.Minute - left
-		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Heartbeat: -1,
-			Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return time.Now().Add(-behind) }}}})
+		store, _, cli := effectsCLI(t, e)
+		clk := ledgertest.NewClock(time.Now())
+		defer func(c ledger.Clock) { effectsClock = c }(effectsClock)
+		effectsClock = clk
+		// An executor with a one-minute lease and no heartbeat: its send
+		// is slow.
+		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Heartbeat: -1, Wait: -1,
+			Test: ledger.TestConfig{Clock: clk}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -44,7 +39,6 @@ func TestEffectsResolveRefusesARevShownInFlight(t *testing.T) {
 		eff := ledger.Effect{Identity: id, RunID: "acme/run-0123456789abcdef", NodeID: "charge"}
 		var sends atomic.Int32
 		started, proceed, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-		leaseEnds := time.Now().Add(left)
 		go func() {
 			_, err := l0.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) {
 				close(started)
@@ -55,16 +49,11 @@ func TestEffectsResolveRefusesARevShownInFlight(t *testing.T) {
 			done <- err
 		}()
 		<-started
-		cli := func(args ...string) (int, string, string) {
-			var out, errb bytes.Buffer
-			code := run2(ctx, append(args, "--endpoint", e.Endpoint, "--table", table), &out, &errb)
-			return code, out.String(), errb.String()
-		}
 		if code, out, errb := cli("effects", "show", id.EffectID); code != 0 || !strings.Contains(out, "state:         in-flight") {
 			close(proceed)
 			t.Fatalf("show while the attempt runs: %d %q %q", code, out, errb)
 		}
-		time.Sleep(time.Until(leaseEnds) + 300*time.Millisecond)
+		clk.Advance(time.Minute + time.Second) // the lease runs out, nothing written since the show
 		code, out, errb := cli("effects", "resolve", id.EffectID, "--as", "not-delivered")
 		close(proceed)
 		if code != 1 || out != "" || !strings.Contains(errb, "changed since it was shown") || !strings.Contains(errb, "it is now escaped") {

@@ -23,13 +23,7 @@ import (
 func TestEffectsResolveFromCLI(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
-		t.Setenv("IDEMKIT_OPERATOR", "ops@acme")
-		table := e.CreateTable(t, "EffectsTable")
-		store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: e.Client(), Table: table})
-		if err != nil {
-			t.Fatal(err)
-		}
+		store, table, cli := effectsCLI(t, e)
 		past := time.Now().Add(-time.Hour)
 		// An executor an hour ago: fired, then died (lease 1 minute).
 		l0, err := ledger.New(ledger.Config{Store: store, Lease: time.Minute, Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return past }}}})
@@ -43,11 +37,6 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 			defer func() { _ = recover() }()
 			_, _ = l0.Do(ctx, eff, func(context.Context, ledger.Call) ([]byte, error) { panic("executor died") })
 		}()
-		cli := func(args ...string) (int, string, string) {
-			var out, errb bytes.Buffer
-			code := run2(ctx, append(args, "--endpoint", e.Endpoint, "--table", table), &out, &errb)
-			return code, out.String(), errb.String()
-		}
 		code, out, errb := cli("effects", "list", "--state", "escaped", "--run", run)
 		if code != 0 || !strings.Contains(out, id.EffectID) || !strings.Contains(out, "escaped") || !strings.Contains(out, "1 of 50") {
 			t.Fatalf("list: %d %q %q", code, out, errb)
@@ -145,6 +134,26 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 			}
 		}
 	})
+}
+
+// effectsCLI makes an EffectsTable on e and sets the operator's state
+// directory and IDEMKIT_OPERATOR (ops@acme): the table's store, its name,
+// and cli, which runs idemkit against it and returns the exit status,
+// stdout and stderr.
+func effectsCLI(t *testing.T, e *dynamotest.Emulator) (*ledgerdynamo.Store, string, func(args ...string) (int, string, string)) {
+	t.Helper()
+	t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())
+	t.Setenv("IDEMKIT_OPERATOR", "ops@acme")
+	table := e.CreateTable(t, "EffectsTable")
+	store, err := ledgerdynamo.New(ledgerdynamo.Config{Client: e.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, table, func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := run2(context.Background(), append(args, "--endpoint", e.Endpoint, "--table", table), &out, &errb)
+		return code, out.String(), errb.String()
+	}
 }
 
 // run2 is run (the command dispatcher).
