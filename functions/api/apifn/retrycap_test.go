@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -25,6 +26,7 @@ import (
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/itemsize"
+	"github.com/idemkit/idemkit/internal/wireschema"
 )
 
 // dynamoItemLimit is DynamoDB's item size limit, which DynamoDB Local, moto
@@ -132,11 +134,13 @@ func TestRetriesOfOneFailedRunAreCapped(t *testing.T) {
 		if n := h.size(t, failed.ID); n > dynamoItemLimit-32<<10 {
 			t.Fatalf("the largest failed run with %d retries is an item of %d bytes, within 32 KiB of DynamoDB's limit", MaxRunRetries, n)
 		}
-		_, status, m = h.retry(t, failed.ID, "k-retry-over-0123456789abcdef")
+		over := ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", h.tenant, "k-retry-over-0123456789abcdef", "")
+		refused, m := h.f.do(t, over)
 		d, _ := m["details"].(map[string]any)
-		if status != 409 || m["error"] != CodeRetryLimitReached || d["limit"] != float64(MaxRunRetries) || d["retries"] != float64(MaxRunRetries) {
-			t.Fatalf("retry %d: %d %v", MaxRunRetries+1, status, m)
+		if refused.StatusCode != 409 || m["error"] != CodeRetryLimitReached || d["limit"] != float64(MaxRunRetries) || d["retries"] != float64(MaxRunRetries) {
+			t.Fatalf("retry %d: %d %v", MaxRunRetries+1, refused.StatusCode, m)
 		}
+		finalRefusal(t, h.f, refused, over)
 		if got, _ := h.rs.Get(context.Background(), failed.ID); len(got.Retries) != MaxRunRetries {
 			t.Fatalf("the refused retry was listed: %d", len(got.Retries))
 		}
@@ -234,11 +238,13 @@ func TestForkChainsAreCapped(t *testing.T) {
 		if got, err := h.rs.Get(context.Background(), deepest); err != nil || len(got.Fork.Ancestry) != MaxForkDepth {
 			t.Fatalf("the deepest fork: %v", err)
 		}
-		status, m = fork(deepest, "k-fork-over-0123456789abcdefgh")
+		over := ev("POST", "/runs/"+runs.ProjectID(deepest)+":fork", h.tenant, "k-fork-over-0123456789abcdefgh", `{"mode":"replay"}`)
+		refused, m := h.f.do(t, over)
 		d, _ := m["details"].(map[string]any)
-		if status != 422 || m["error"] != CodeForkDepthExceeded || d["limit"] != float64(MaxForkDepth) || d["depth"] != float64(MaxForkDepth+1) {
-			t.Fatalf("generation %d: %d %v", MaxForkDepth+1, status, m)
+		if refused.StatusCode != 422 || m["error"] != CodeForkDepthExceeded || d["limit"] != float64(MaxForkDepth) || d["depth"] != float64(MaxForkDepth+1) {
+			t.Fatalf("generation %d: %d %v", MaxForkDepth+1, refused.StatusCode, m)
 		}
+		finalRefusal(t, h.f, refused, over)
 	})
 }
 
@@ -265,6 +271,26 @@ func TestStaleCancelIntoAFullInboxIsStillAnswered(t *testing.T) {
 			t.Fatalf("a refused cancel moved the run to %s", st)
 		}
 	})
+}
+
+// finalRefusal checks a refusal the run's state decides for good (a cap
+// reached): its body is the OpenWOP error envelope (a vendor code of the
+// registry's pattern), and, like every final 4xx under the OpenWOP
+// default policy, it is the key's recorded answer: the same request again
+// is that refusal replayed, byte for byte.
+func finalRefusal(t *testing.T, f *fixture, refused events.APIGatewayV2HTTPResponse, req events.APIGatewayV2HTTPRequest) {
+	t.Helper()
+	envelope, err := wireschema.Load(t).Schema("error-envelope.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wireschema.Validate(envelope, []byte(refused.Body)); err != nil {
+		t.Fatalf("%d envelope %s: %v", refused.StatusCode, refused.Body, err)
+	}
+	again, _ := f.do(t, req)
+	if again.StatusCode != refused.StatusCode || again.Body != refused.Body || again.Headers[idem.HeaderOpenWOPReplay] != "true" {
+		t.Fatalf("the refused key again: %d %v %s; want its %d replayed", again.StatusCode, again.Headers, again.Body, refused.StatusCode)
+	}
 }
 
 // fill pads item pk of table until the engine refuses even 100 bytes more
