@@ -67,11 +67,13 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 
 // writtenEarlier reports whether this request is a re-execution of a
 // Layer-1 record (attempt > 1, or reclaimed) whose earlier execution
-// already wrote its run of tenant (the id createClaimedRun gives it): a
-// precondition that depends on the clock (the fork retention) was then
-// the first execution's, and passed. False outside a claim and on a first
-// execution (no read).
-func (h *Handler) writtenEarlier(ctx context.Context, tenant string) (bool, error) {
+// already wrote its run of tenant (the id createClaimedRun gives it), a
+// run ours accepts (the check createClaimedRun makes of it): a
+// precondition that depends on the clock (the fork retention) or on what
+// other requests did since (a failed run's retries reaching their cap)
+// was then the first execution's, and passed. False outside a claim and
+// on a first execution (no read).
+func (h *Handler) writtenEarlier(ctx context.Context, tenant string, ours func(runs.Run) bool) (bool, error) {
 	claim, ok := idem.FromContext(ctx)
 	if !ok || claim.OriginalRequestID == "" || (claim.Attempt <= 1 && !claim.Reclaimed) {
 		return false, nil
@@ -83,5 +85,5 @@ func (h *Handler) writtenEarlier(ctx context.Context, tenant string) (bool, erro
 	if err != nil {
 		return false, err
 	}
-	return r.Tenant == tenant, nil
+	return r.Tenant == tenant && ours(r), nil
 }

@@ -204,6 +204,10 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 			"fromSeq %d is not in the source run's log (its last event is %d)", req.fromSeq, last).
 			WithDetails(map[string]any{"sourceRunId": src.ID, "fromSeq": req.fromSeq, "boundary": last})), nil
 	}
+	// A run at this request's run id is its own when it forks src.
+	ours := func(got runs.Run) bool {
+		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
+	}
 	retention := h.cfg.ForkRetention
 	if retention <= 0 {
 		retention = DefaultForkRetention
@@ -212,7 +216,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		// A re-execution of this key whose earlier execution, inside the
 		// retention, wrote its fork (its completion was lost) is answered
 		// that fork below (createClaimedRun), not refused by the clock.
-		earlier, err := h.writtenEarlier(ctx, c.tenant)
+		earlier, err := h.writtenEarlier(ctx, c.tenant, ours)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
@@ -233,9 +237,7 @@ func (h *Handler) forkRun(ctx context.Context, c call) (events.APIGatewayV2HTTPR
 		}
 		run.Fork.SourceComplete = src.Status.Terminal()
 	}
-	if _, _, err := h.createClaimedRun(ctx, &run, "", func(got runs.Run) bool {
-		return got.Tenant == c.tenant && got.Fork != nil && got.Fork.SourceRunID == src.ID
-	}); err != nil {
+	if _, _, err := h.createClaimedRun(ctx, &run, "", ours); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	base := h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
-	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -53,8 +51,10 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	if prev.Status != runs.StatusFailed {
 		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
 	}
+	// A run at this request's run id is its own when it retries prev.
+	ours := func(got runs.Run) bool { return got.Tenant == c.tenant && got.RetryOf == prev.ID }
 	if len(prev.Retries) >= MaxRunRetries {
-		mine, err := h.retryWritten(ctx, c.tenant, prev)
+		mine, err := h.writtenEarlier(ctx, c.tenant, ours)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
@@ -67,9 +67,7 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
 	run.RetryOf = prev.ID
 	run.Options = prev.Options // the same request's RunOptions
-	if _, _, err := h.createClaimedRun(ctx, &run, "", func(got runs.Run) bool {
-		return got.Tenant == c.tenant && got.RetryOf == prev.ID
-	}); err != nil {
+	if _, _, err := h.createClaimedRun(ctx, &run, "", ours); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	resp, err := jsonResp(http.StatusCreated, h.runAction(c.ev, run))
@@ -77,27 +75,4 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		resp.Headers["Location"] = h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
-}
-
-// retryWritten reports whether this request's Layer-1 record already
-// wrote its retry of prev (an earlier execution of the same key, whose
-// answer was lost): that run exists, so it is answered, never refused.
-// Read only for a failed run at its cap.
-func (h *Handler) retryWritten(ctx context.Context, tenant string, prev runs.Run) (bool, error) {
-	claim, ok := idem.FromContext(ctx)
-	if !ok || claim.OriginalRequestID == "" {
-		return false, nil
-	}
-	id := runs.ClaimRunID(tenant, claim.ID, claim.OriginalRequestID)
-	if slices.Contains(prev.Retries, id) {
-		return true, nil
-	}
-	r, err := h.cfg.Runs.Get(ctx, id)
-	if errors.Is(err, runs.ErrRunNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return r.Tenant == tenant && r.RetryOf == prev.ID, nil
 }

@@ -40,18 +40,20 @@ type retryCapHost struct {
 	c      *dynamodb.Client
 	rs     *runs.DynamoRuns
 	tenant string
+	cnt    *dynamotest.Counter // the calls of c (newRetryCapHost)
 }
 
 func newRetryCapHost(t *testing.T, e *dynamotest.Emulator) *retryCapHost {
 	t.Helper()
-	c := e.Client(dynamotest.FastRetries)
+	cnt := dynamotest.NewCounter()
+	c := e.Client(dynamotest.FastRetries, cnt.Middleware())
 	rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
 	st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The longest tenant the grammar admits: the longest run ids.
-	return &retryCapHost{f: hostOf(t, rs, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128)}
+	return &retryCapHost{f: hostOf(t, rs, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128), cnt: cnt}
 }
 
 // largestFailed writes a failed run whose run options fill the largest
@@ -135,10 +137,16 @@ func TestRetriesOfOneFailedRunAreCapped(t *testing.T) {
 			t.Fatalf("the largest failed run with %d retries is an item of %d bytes, within 32 KiB of DynamoDB's limit", MaxRunRetries, n)
 		}
 		over := ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", h.tenant, "k-retry-over-0123456789abcdef", "")
+		h.cnt.Reset()
 		refused, m := h.f.do(t, over)
 		d, _ := m["details"].(map[string]any)
 		if refused.StatusCode != 409 || m["error"] != CodeRetryLimitReached || d["limit"] != float64(MaxRunRetries) || d["retries"] != float64(MaxRunRetries) {
 			t.Fatalf("retry %d: %d %v", MaxRunRetries+1, refused.StatusCode, m)
+		}
+		// A key's first execution wrote no run: the refusal reads the
+		// failed run alone, never the key's own run id.
+		if n := h.cnt.Ops()["GetItem"]; n != 1 {
+			t.Fatalf("the refusal under a new key read %d items (%v); want the failed run alone", n, h.cnt.Ops())
 		}
 		finalRefusal(t, h.f, refused, over)
 		if got, _ := h.rs.Get(context.Background(), failed.ID); len(got.Retries) != MaxRunRetries {
