@@ -2,6 +2,8 @@ package runs
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -88,6 +90,7 @@ const (
 	runAttrUpdated = "updatedAt"
 	runAttrFails   = "failures"
 	runAttrLastErr = "lastError"
+	runAttrFailTok = "failTok"
 	runAttrAIR     = "activityIdentityRecipe"
 	runAttrSRR     = "semanticRequestRecipe"
 	runAttrWakeAt  = "wakeAt"    // Unix ms; only on parked runs
@@ -497,18 +500,26 @@ func (d *DynamoRuns) transitionIf(ctx context.Context, id string, from []Status,
 }
 
 // NoteFailure implements RunStore: one UpdateItem (ADD failures 1, SET
-// lastError, updatedAt) conditional on the run existing, returning the new
-// count (UPDATED_NEW).
+// lastError, updatedAt and a token of this call) conditional on the run
+// existing, live, and not holding this call's token, returning the new
+// count (UPDATED_NEW). The token makes the count exact when the engine
+// applies the write and its answer is lost: the SDK's retry is refused,
+// and one consistent read finds the token and answers the count the
+// first write made, so a try is never counted twice.
 func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (int, error) {
 	if errMsg == "" {
 		errMsg = "(no message)"
 	}
+	tok := failureToken()
 	upd := expression.Add(expression.Name(runAttrFails), expression.Value(1)).
 		Set(expression.Name(runAttrLastErr), expression.Value(errMsg)).
-		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
+		Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
+		Set(expression.Name(runAttrFailTok), expression.Value(tok))
 	upd = newVersion(upd, version(fieldLastError, errMsg))
 	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
-	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live)
+	notThisCall := expression.AttributeNotExists(expression.Name(runAttrFailTok)).
+		Or(expression.Name(runAttrFailTok).NotEqual(expression.Value(tok)))
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).And(live, notThisCall)
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return 0, err
@@ -521,9 +532,22 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		// Rare path: tell "no run" from "run already ended" with one read.
-		if _, gerr := d.Get(ctx, id); gerr != nil {
-			return 0, gerr
+		// Rare path, one read: this call's own write whose answer was lost
+		// (its token is there), no run, or a run already ended.
+		got, gerr := d.Client.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String(d.Table), ConsistentRead: aws.Bool(true),
+			Key: map[string]types.AttributeValue{runAttrPK: sAV(id)},
+		})
+		if gerr != nil {
+			return 0, fmt.Errorf("host: get run: %w", gerr)
+		}
+		if t, ok := got.Item[runAttrFailTok].(*types.AttributeValueMemberS); ok && t.Value == tok {
+			if n, ok := got.Item[runAttrFails].(*types.AttributeValueMemberN); ok {
+				return strconv.Atoi(n.Value)
+			}
+		}
+		if _, ok := RunFromItem(got.Item); !ok {
+			return 0, ErrRunNotFound
 		}
 		return 0, ErrStatusConflict
 	}
@@ -535,6 +559,16 @@ func (d *DynamoRuns) NoteFailure(ctx context.Context, id, errMsg string, now tim
 		return 0, errors.New("host: note run failure: no count returned")
 	}
 	return strconv.Atoi(n.Value)
+}
+
+// failureToken returns 96 random bits, base64url: the token of one
+// NoteFailure call.
+func failureToken() string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic("host: no randomness: " + err.Error())
+	}
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // Schedule implements RunStore: one UpdateItem (SET wakeShard, wakeAt,
