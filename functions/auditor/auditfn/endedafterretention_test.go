@@ -1,7 +1,6 @@
 package auditfn
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -10,8 +9,6 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
-	"github.com/idemkit/idemkit/idem/keyspace"
-	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
 // A key claimed again after its record's retention, whose execution ended
@@ -24,20 +21,9 @@ import (
 // new claim), so the new key's record is not taken for a rival region's
 // execution and the expired record is not written back over it.
 func TestKeyEndedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
-	e := dynamotest.Start(t, dynamotest.Moto)
-	ctx := context.Background()
-	table, st := newIdemTable(t, e)
-	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-	id := keyspace.ID("tenant:acme", "POST /runs", "ended-after-retention-0123456789")
-	item := func() map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
-	claim := func(req string, now time.Time) idem.Record { return claimOrReclaim(t, ctx, st, id, req, now) }
-	first := claim("req-1", t0)
-	if err := st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
-		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
-		t.Fatal(err)
-	}
-	old := item()
-	later := t0.Add(time.Hour + time.Second) // the first record's retention has ended
+	k := expiredKey(t, "ended-after-retention-0123456789")
+	e, ctx, table, item, claim, old, later := k.e, k.ctx, k.table, k.item, k.claim, k.old, k.later
+	st := k.st
 	if err := st.Release(ctx, claim("req-2", later), later); err != nil {
 		t.Fatal(err)
 	}

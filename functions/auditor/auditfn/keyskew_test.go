@@ -34,20 +34,8 @@ func (c *countingRestorer) Restore(context.Context, map[string]types.AttributeVa
 // auditor's, so the new claim is neither held nor overwritten. A rival
 // claim made while the old record was live is still held.
 func TestKeyClaimedAfterRetentionIsNotHeldWhateverTheAuditorsClock(t *testing.T) {
-	e := dynamotest.Start(t, dynamotest.Moto)
-	ctx := context.Background()
-	table, st := newIdemTable(t, e)
-	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
-	id := keyspace.ID("tenant:acme", "POST /runs", "skewed-key-0123456789abcdef")
-	item := func() map[string]types.AttributeValue { return scanOne(t, ctx, e, table) }
-	claim := func(req string, now time.Time) idem.Record { return claimOrReclaim(t, ctx, st, id, req, now) }
-	first := claim("req-1", t0)
-	if err := st.Complete(ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: t0.Add(time.Hour),
-		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, t0); err != nil {
-		t.Fatal(err)
-	}
-	old := item()
-	later := t0.Add(time.Hour + time.Second) // the first record's retention has ended
+	k := expiredKey(t, "skewed-key-0123456789abcdef")
+	e, ctx, t0, id, item, claim, old, later := k.e, k.ctx, k.t0, k.id, k.item, k.claim, k.old, k.later
 	claim("req-2", later)
 	cur := item()
 	for _, skew := range []time.Duration{0, -time.Minute} {
@@ -378,4 +366,38 @@ func claimOrReclaim(t testing.TB, ctx context.Context, st *idemdynamo.Store, id,
 		t.Fatalf("claim %s: %+v %v", req, res, err)
 	}
 	return res.Record
+}
+
+// expiredKeyRig is a key answered 201 at t0 on a moto idempotency table,
+// its record read back (old), and the time its retention has ended
+// (later): the start of the tests of a key claimed again after retention.
+type expiredKeyRig struct {
+	e     *dynamotest.Emulator
+	ctx   context.Context
+	table string
+	st    *idemdynamo.Store
+	t0    time.Time
+	id    string
+	item  func() map[string]types.AttributeValue
+	claim func(req string, now time.Time) idem.Record
+	old   map[string]types.AttributeValue
+	later time.Time
+}
+
+func expiredKey(t *testing.T, key string) expiredKeyRig {
+	t.Helper()
+	k := expiredKeyRig{e: dynamotest.Start(t, dynamotest.Moto), ctx: context.Background()}
+	k.table, k.st = newIdemTable(t, k.e)
+	k.t0 = time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	k.id = keyspace.ID("tenant:acme", "POST /runs", key)
+	k.item = func() map[string]types.AttributeValue { return scanOne(t, k.ctx, k.e, k.table) }
+	k.claim = func(req string, now time.Time) idem.Record { return claimOrReclaim(t, k.ctx, k.st, k.id, req, now) }
+	first := k.claim("req-1", k.t0)
+	if err := k.st.Complete(k.ctx, first, idem.Outcome{State: idem.StateCompleted, Expires: k.t0.Add(time.Hour),
+		Response: &idem.Response{Status: 201, Body: []byte(`{"runId":"acme/run-1"}`)}}, k.t0); err != nil {
+		t.Fatal(err)
+	}
+	k.old = k.item()
+	k.later = k.t0.Add(time.Hour + time.Second) // the first record's retention has ended
+	return k
 }
