@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/idemkit/idemkit/idem/internal/streamed"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -42,6 +43,11 @@ import (
 // tenant comes from Config.HTTPTenant (Middleware panics without one, unless
 // Config.Tenant is SingleTenant). Requests under idempotency have their
 // response buffered (to cache it); all others stream straight through.
+// Inside a Lambda invocation (behind aws-lambda-go-api-proxy) an answer
+// whose payload Lambda could not return is answered once and recorded as
+// not kept; behind a function URL in response streaming mode, served
+// through idem/idemlambdaurl, answers are streamed and kept up to
+// MaxResponseBytes.
 // The handler of a request under idempotency sees its Accept-Encoding
 // with only the content codings the Guard can undo (gzip, deflate,
 // identity), so that an answer a compression middleware inside the Guard
@@ -117,7 +123,11 @@ func (g *Guard) handle(operation string, next http.Handler, route func(*http.Req
 			writeResponse(w, g.decorate(g.errorResponse(e, in.requestID), in, "", false, ""))
 			return
 		}
-		if inLambda(r.Context()) {
+		if inLambda(r.Context()) && !streamed.In(r.Context()) {
+			// Inside Lambda the answer is one buffered payload, bounded
+			// below MaxResponseBytes (markOverProxy), unless the request
+			// came through idem/idemlambdaurl, whose answers a function URL
+			// streams: those are bounded by MaxResponseBytes alone.
 			in.lambdaShape = shapeProxy
 		}
 		var aborted atomic.Bool

@@ -35,6 +35,7 @@ var exportedBudget = map[string]int{
 	"idem/dynamostore":         24,
 	"idem/event":               15,
 	"idem/idemenv":             25,
+	"idem/idemlambdaurl":       2,
 	"idem/idemtest":            25,
 	"idem/keyspace":            4,
 	"idem/memstore":            22,
