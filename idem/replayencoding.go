@@ -13,18 +13,21 @@ import (
 
 // acceptedCoding returns the recorded answer c as the retry in may read
 // it. An answer recorded with a content coding (a compression middleware
-// inside the Guard encoded it for the request that ran) is c itself when
-// in accepts every coding it carries (its Accept-Encoding names each, or
-// "*", with a non-zero weight; no Accept-Encoding at all accepts any, RFC
-// 9110), else a copy decoded, without its Content-Encoding and
+// inside the Guard encoded it for the request that ran) is answered as
+// recorded when in accepts every coding it carries (its Accept-Encoding
+// names each, or "*", with a non-zero weight; no Accept-Encoding at all
+// accepts any, RFC 9110), else decoded, without its Content-Encoding and
 // Content-Length, and without the validators of the coded bytes (the
 // digests Content-Digest, Repr-Digest, Digest and Content-MD5 dropped, a
-// strong ETag made weak; Vary kept): a retry that does not accept gzip
-// never gets gzip, nor a validator of bytes it did not get. A
-// coding the Guard cannot undo (br, zstd, compress) leaves c as recorded,
-// logged: place such a middleware outside the Guard, where it encodes
-// each answer, replays included, for the request it answers. Nothing is
-// read or allocated for an answer without a coding.
+// strong ETag made weak): a retry that does not accept gzip never gets
+// gzip, nor a validator of bytes it did not get. A coding the Guard
+// cannot undo (br, zstd, compress) leaves c as recorded, logged: place
+// such a middleware outside the Guard, where it encodes each answer,
+// replays included, for the request it answers. Every replay of a coded
+// answer lists Accept-Encoding in Vary (varyAcceptEncoding), since the
+// Guard chose it by the retry's Accept-Encoding; c itself is returned
+// only when nothing changes. Nothing is read or allocated for an answer
+// without a coding.
 func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
 	ce := c.Headers["Content-Encoding"]
 	if len(ce) == 0 || t.in.method == methodEvent {
@@ -32,18 +35,19 @@ func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
 	}
 	accept := t.in.headerValues("Accept-Encoding")
 	codings := strings.Join(ce, ",")
+	vary, varies := varyAcceptEncoding(c.Headers["Vary"])
 	if len(accept) == 0 || acceptsCodings(strings.Join(accept, ","), codings) {
-		return c
+		return withVary(c, vary, varies)
 	}
 	body, ok := contentcoding.Decode(c.Body, codings, MaxResponseBytes)
 	if !ok {
 		t.logf(ctx, slog.LevelWarn, "idempotency: replay of an answer in a content coding the request does not accept and the Guard cannot undo; place the compression middleware outside the Guard",
 			slog.String("contentEncoding", codings))
-		return c
+		return withVary(c, vary, varies)
 	}
 	out := *c
 	out.Body = body
-	out.Headers = make(map[string][]string, len(c.Headers))
+	out.Headers = make(map[string][]string, len(c.Headers)+1)
 	for k, vs := range c.Headers {
 		switch k {
 		case "Content-Encoding", "Content-Length", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5":
@@ -53,7 +57,42 @@ func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
 			out.Headers[k] = vs
 		}
 	}
+	out.Headers["Vary"] = vary
 	return &out
+}
+
+// withVary is c with vary as its Vary values: c itself when varies (c's
+// Vary lists Accept-Encoding already), else a copy with its own header map.
+func withVary(c *Response, vary []string, varies bool) *Response {
+	if varies {
+		return c
+	}
+	out := *c
+	out.Headers = make(map[string][]string, len(c.Headers)+1)
+	for k, vs := range c.Headers {
+		out.Headers[k] = vs
+	}
+	out.Headers["Vary"] = vary
+	return &out
+}
+
+// varyAcceptEncoding returns the Vary values vs of a recorded answer as
+// a replay chosen by the retry's Accept-Encoding answers them: listing
+// Accept-Encoding (RFC 9110 §12.5.5), so that a cache never answers the
+// coded replay to a request that does not accept the coding, nor the
+// decoded one to every request. varies is true, and vs returned as it
+// is, when vs lists Accept-Encoding (in any case) or "*" already;
+// otherwise Accept-Encoding is added as a value of its own after vs, in
+// a new slice.
+func varyAcceptEncoding(vs []string) (vary []string, varies bool) {
+	for _, v := range vs {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f == "*" || strings.EqualFold(f, "Accept-Encoding") {
+				return vs, true
+			}
+		}
+	}
+	return append(slices.Clip(vs), "Accept-Encoding"), false
 }
 
 // weakETags returns the ETag values vs of a recorded answer as a replay

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -409,4 +410,91 @@ func gzipThenIdentityV2(t *testing.T, headers map[string]string, plain string) (
 	ev.Headers["accept-encoding"] = "identity"
 	r, err := h(context.Background(), ev)
 	return r, runs.Load(), err
+}
+
+// TestReplayOfACodedAnswerVariesByAcceptEncoding: the Guard chooses how
+// to replay an answer recorded with a content coding by the retry's
+// Accept-Encoding (decoded for a retry that does not accept the coding,
+// as recorded for one that does), so every such replay lists
+// Accept-Encoding in Vary (RFC 9110 §12.5.5), whether or not the handler
+// that coded it said so: a cache never answers one retry's coding to
+// another. A Vary that lists it already (in any case) or is "*" is
+// answered as recorded; one listing other fields gets Accept-Encoding
+// added. An answer without a coding is replayed as recorded, its Vary
+// untouched. Before, a handler that coded its answer without Vary had its
+// decoded and coded replays answered without one.
+func TestReplayOfACodedAnswerVariesByAcceptEncoding(t *testing.T) {
+	const plain = `{"id":"r-1"}`
+	for _, c := range []struct {
+		name  string
+		coded bool
+		vary  []string // recorded
+		want  []string // every replay's
+	}{
+		{"no Vary", true, nil, []string{"Accept-Encoding"}},
+		{"Vary Origin", true, []string{"Origin"}, []string{"Origin", "Accept-Encoding"}},
+		{"Vary listing it", true, []string{"Origin, accept-encoding"}, []string{"Origin, accept-encoding"}},
+		{"Vary *", true, []string{"*"}, []string{"*"}},
+		{"uncoded", false, nil, nil},
+		{"uncoded, Vary Origin", false, []string{"Origin"}, []string{"Origin"}},
+	} {
+		t.Run("net/http/"+c.name, func(t *testing.T) {
+			e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = idem.SingleTenant("t") })
+			var runs atomic.Int32
+			h := e.guard.Handle("POST /runs", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				for _, v := range c.vary {
+					w.Header().Add("Vary", v)
+				}
+				if !c.coded {
+					w.WriteHeader(201)
+					_, _ = io.WriteString(w, plain)
+					return
+				}
+				w.Header().Set("Content-Encoding", "gzip")
+				w.WriteHeader(201)
+				_, _ = w.Write(encodeBody(t, "gzip", plain))
+			}))
+			send := func(accept string) *httptest.ResponseRecorder {
+				req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Idempotency-Key", testKey)
+				if accept != "" {
+					req.Header.Set("Accept-Encoding", accept)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				return w
+			}
+			first := send("gzip")
+			if got := first.Header().Values("Vary"); !slices.Equal(got, c.vary) {
+				t.Fatalf("first answer: Vary %q, want the handler's %q", got, c.vary)
+			}
+			for _, accept := range []string{"identity", "gzip", ""} {
+				w := send(accept)
+				if w.Code != 201 || w.Header().Get(idem.HeaderOpenWOPReplay) != "true" || runs.Load() != 1 {
+					t.Fatalf("retry accepting %q: %d, runs %d", accept, w.Code, runs.Load())
+				}
+				if got := w.Header().Values("Vary"); !slices.Equal(got, c.want) {
+					t.Errorf("retry accepting %q: Vary %q, want %q", accept, got, c.want)
+				}
+			}
+		})
+	}
+	t.Run("HTTPAPI", func(t *testing.T) {
+		r, runs, err := gzipThenIdentityV2(t, map[string]string{"Content-Type": "application/json", "content-encoding": "gzip"}, plain)
+		if err != nil || r.StatusCode != 201 || runs != 1 {
+			t.Fatalf("retry: %v %v, runs %d", r, err, runs)
+		}
+		vary := ""
+		for k, v := range r.Headers {
+			if strings.EqualFold(k, "Vary") {
+				vary = v
+			}
+		}
+		if vary != "Accept-Encoding" {
+			t.Errorf("retry accepting identity: Vary %q, want Accept-Encoding", vary)
+		}
+	})
 }
