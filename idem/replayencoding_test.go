@@ -498,3 +498,42 @@ func TestReplayOfACodedAnswerVariesByAcceptEncoding(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayToARetryAcceptingNoCodingTheGuardHasIsUncoded: a retry whose
+// Accept-Encoding accepts neither the recorded coding nor identity (br
+// with identity;q=0, identity;q=0 alone, gzip;q=0 with *;q=0) is answered
+// the replay uncoded, not 406: RFC 9110 §12.5.3 says that when none of
+// the available codings is acceptable the origin server SHOULD answer
+// without a content coding (RFC 7231 dropped RFC 2616's 406 on purpose),
+// and a request that was processed is answered its outcome. A middleware
+// outside the Guard may then encode it in br. The replay lists
+// Accept-Encoding in Vary.
+func TestReplayToARetryAcceptingNoCodingTheGuardHasIsUncoded(t *testing.T) {
+	const plain = `{"id":"r-1"}`
+	e := newEnv(t, func(cfg *idem.Config) { cfg.Tenant = idem.SingleTenant("t") })
+	var runs atomic.Int32
+	h := e.guard.Handle("POST /runs", gzipInside(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(201)
+		_, _ = io.WriteString(w, plain)
+	})))
+	send := func(accept string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", testKey)
+		req.Header.Set("Accept-Encoding", accept)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	if w := send("gzip"); w.Code != 201 || w.Header().Get("Content-Encoding") != "gzip" {
+		t.Fatalf("first: %d %v", w.Code, w.Header())
+	}
+	for _, accept := range []string{"br, identity;q=0", "identity;q=0", "gzip;q=0, *;q=0", "br;q=1, gzip;q=0, identity;q=0"} {
+		w := send(accept)
+		if w.Code != 201 || w.Body.String() != plain || w.Header().Get("Content-Encoding") != "" || w.Header().Get("Vary") != "Accept-Encoding" || runs.Load() != 1 {
+			t.Errorf("retry accepting %q: %d %q %v, runs %d; want the 201 replayed uncoded", accept, w.Code, w.Body, w.Header(), runs.Load())
+		}
+	}
+}
