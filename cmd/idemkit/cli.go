@@ -9,6 +9,7 @@ import (
 	"io"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -238,7 +239,7 @@ func acceptedValue(fs *flag.FlagSet, err error) string {
 	case time.Duration:
 		return "want a duration with its unit, such as 30s, 5m or 1h30m"
 	case int, int64, uint, uint64:
-		return "want a whole number"
+		return "want a whole number in decimal digits, such as 100"
 	case float64:
 		return "want a number"
 	case bool:
@@ -426,3 +427,37 @@ func settingError(err error, sentinels ...error) string {
 	}
 	return "invalid setting: " + msg[cut:]
 }
+
+// decimalInt is an int flag written in decimal digits alone, as strconv.Itoa
+// writes the number ("100", "-3"), as a port is in an address (addrOK):
+// the flag package's own int flag also takes "+5", "010" (8), "0x10" (16)
+// and "1_000", which no one means by a count. A value it refuses is a
+// usage error saying so (acceptedValue).
+type decimalInt int
+
+// intFlag defines a decimalInt flag on fs. Name the value in usage between
+// backquotes (`N`), for the help line.
+func intFlag(fs *flag.FlagSet, name string, value int, usage string) *int {
+	p := new(int)
+	*p = value
+	fs.Var((*decimalInt)(p), name, usage)
+	return p
+}
+
+func (d *decimalInt) String() string {
+	if d == nil {
+		return "0"
+	}
+	return strconv.Itoa(int(*d))
+}
+
+func (d *decimalInt) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || s != strconv.Itoa(n) {
+		return errors.New("parse error")
+	}
+	*d = decimalInt(n)
+	return nil
+}
+
+func (d *decimalInt) Get() any { return int(*d) }

@@ -145,7 +145,7 @@ func runEffectsList(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.SetOutput(stderr)
 	state := fs.String("state", "", "keep effects in this state: escaped, in-flight, pending, completed or failed (default: all)")
 	run := fs.String("run", "", "keep the effects of this run (its runId); without it the whole table is scanned")
-	limit := fs.Int("limit", 100, "stop after this many effects: the first the scan finds, not the oldest (0: no limit)")
+	limit := intFlag(fs, "limit", 100, "stop after `N` effects, N in decimal digits: the first the scan finds, not the oldest (0: no limit)")
 	sf := addStoreFlags(fs)
 	setUsage(fs, "idemkit effects list [--state STATE] [--run ID] [--limit N] "+storeFlagsLine, `List effects, oldest write first (among the --limit first found). An escaped effect may have reached its
 provider without a recorded outcome; settle it with 'idemkit effects resolve'.

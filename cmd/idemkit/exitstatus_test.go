@@ -154,8 +154,10 @@ func TestExitStatusRuleIsStated(t *testing.T) {
 }
 
 // TestFlagValueErrorsSayWhatIsAccepted: a value the flag's type cannot
-// take (a duration without its unit, a word for a number) is a usage error
+// take (a duration without its unit, a word for a number, a number not
+// written in decimal digits alone: +5, 010, 0x10, 1_000) is a usage error
 // whose one line says what the flag accepts, not only "parse error".
+// Before, --limit took +5 as 5, 010 as 8 and 0x10 as 16.
 func TestFlagValueErrorsSayWhatIsAccepted(t *testing.T) {
 	for _, c := range []struct {
 		args []string
@@ -165,6 +167,13 @@ func TestFlagValueErrorsSayWhatIsAccepted(t *testing.T) {
 		{[]string{"dev", "--request-timeout", "soon"}, "want a duration with its unit"},
 		{[]string{"effects", "list", "--limit", "many"}, "want a whole number"},
 		{[]string{"effects", "list", "--limit", "99999999999999999999"}, "want a whole number"},
+		// Written as a port is (--addr): decimal digits alone, so that
+		// 010 is never 8, nor 0x10 16 (the flag package's base prefixes).
+		{[]string{"effects", "list", "--limit", "+5"}, "want a whole number in decimal digits"},
+		{[]string{"effects", "list", "--limit", "010"}, "want a whole number in decimal digits"},
+		{[]string{"effects", "list", "--limit", "0x10"}, "want a whole number in decimal digits"},
+		{[]string{"effects", "list", "--limit", "1_000"}, "want a whole number in decimal digits"},
+		{[]string{"effects", "list", "--limit", " 5"}, "want a whole number in decimal digits"},
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
