@@ -15,7 +15,11 @@
 // request at a time, for a handler that routes by itself. A chi,
 // gorilla/mux, gin or echo router takes the middleware of its adapter,
 // each a module of its own (idem/router/idemchi, idemmux, idemgin,
-// idemecho), built on Guard.Routed.
+// idemecho), built on Guard.Routed. Behind a Lambda function URL in
+// response streaming mode, serve the net/http handler through
+// idem/idemlambdaurl (in place of aws-lambda-go's lambdaurl), so that
+// answers up to MaxResponseBytes are kept though a buffered Lambda answer
+// could not carry them.
 //
 // The package holds protocol logic only (keys, scope, digest, record
 // states, decisions, response classification and the API Gateway v1/v2 and
