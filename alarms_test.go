@@ -1381,3 +1381,47 @@ func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
 		t.Fatalf("StoreUnavailableAlarm reads %v with %q; want %s less %s (%q)", ids, expr, idem.MetricStoreUnavailable, kit.MetricChunksReplicating, want)
 	}
 }
+
+// TestEventMetricAlarmsFireOnOnePeriod: the functions write their metrics
+// only when something happens (a run starts, an attempt escapes, a write
+// is refused), so a period without an event has no datapoint, which every
+// alarm treats as not breaching. An alarm on one of them that needs more
+// than one breaching period (DatapointsToAlarm, by default
+// EvaluationPeriods) fires only while events come in every period: the
+// executor-start-lag alarm, three 1-minute periods in a row, never fired
+// on a stack starting fewer than one run a minute, however late each run
+// started.
+func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	ns := metricsNamespace(t, tp)
+	checked := 0
+	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
+		p := get(tp.resources[id], "Properties")
+		namespaces := []*yaml.Node{get(p, "Namespace")}
+		for _, m := range sequence(get(p, "Metrics")) {
+			namespaces = append(namespaces, get(get(get(m, "MetricStat"), "Metric"), "Namespace"))
+		}
+		if !slices.ContainsFunc(namespaces, func(n *yaml.Node) bool { return n != nil && n.Value == ns }) {
+			continue
+		}
+		checked++
+		if md := get(p, "TreatMissingData"); md == nil || md.Value != "notBreaching" {
+			continue
+		}
+		need := get(p, "DatapointsToAlarm")
+		if need == nil {
+			need = get(p, "EvaluationPeriods")
+		}
+		if need == nil || need.Value != "1" {
+			n := "unset"
+			if need != nil {
+				n = need.Value
+			}
+			t.Errorf("%s: a metric of the functions (written only when an event happens) with missing data not breaching, "+
+				"but %s breaching periods needed: it never fires while fewer events come than one a period", id, n)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("only %d alarms on the functions' metrics found", checked)
+	}
+}
