@@ -1425,3 +1425,74 @@ func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
 		t.Fatalf("only %d alarms on the functions' metrics found", checked)
 	}
 }
+
+// TestScheduledFunctionErrorAlarmsCanFire: a function invoked only by its
+// schedules fails at most as often as it is invoked: each schedule's
+// invocations in the alarm's period, times the tries of each (its
+// EventInvokeConfig's MaximumRetryAttempts, default 2, plus one). An
+// errors alarm whose default threshold is more than that can never fire:
+// the sweeper's (one run an hour, never retried) read the 5-minute
+// FunctionErrorsThreshold, 5 by default, so a sweeper failing every hour
+// (its configuration refused at start-up, a timeout) paged nobody.
+func TestScheduledFunctionErrorAlarmsCanFire(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	rateRe := regexp.MustCompile(`^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$`)
+	unit := map[string]int{"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+	checked := 0
+	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
+		p := get(tp.resources[id], "Properties")
+		if get(p, "Namespace") == nil || get(p, "Namespace").Value != "AWS/Lambda" || get(p, "MetricName").Value != "Errors" {
+			continue
+		}
+		for _, d := range sequence(get(p, "Dimensions")) {
+			for _, fn := range refs(get(d, "Value")) {
+				props := get(tp.resources[fn], "Properties")
+				period, err := strconv.Atoi(get(p, "Period").Value)
+				if err != nil {
+					t.Fatalf("%s: Period %v", id, err)
+				}
+				tries := 3
+				if r := get(get(props, "EventInvokeConfig"), "MaximumRetryAttempts"); r != nil {
+					n, err := strconv.Atoi(r.Value)
+					if err != nil {
+						t.Fatalf("%s: MaximumRetryAttempts %v", fn, err)
+					}
+					tries = n + 1
+				}
+				most, scheduled := 0, true
+				for _, ev := range mapping(get(props, "Events")) {
+					if get(ev, "Type").Value != "Schedule" {
+						scheduled = false
+						break
+					}
+					m := rateRe.FindStringSubmatch(get(get(ev, "Properties"), "Schedule").Value)
+					if m == nil {
+						t.Fatalf("%s: schedule %q is not a rate", fn, get(get(ev, "Properties"), "Schedule").Value)
+					}
+					n, _ := strconv.Atoi(m[1])
+					every := n * unit[m[2]]
+					most += (period + every - 1) / every * tries
+				}
+				if !scheduled {
+					continue
+				}
+				checked++
+				th := get(p, "Threshold")
+				def, err := strconv.Atoi(get(tp.params[th.Value], "Default").Value)
+				if err != nil {
+					t.Fatalf("%s: threshold %s: %v", id, th.Value, err)
+				}
+				if def > most {
+					t.Errorf("%s: %s fails at most %d times in %d s (its schedules, %d tries each), but the alarm needs %d (%s's default)",
+						id, fn, most, period, tries, def, th.Value)
+				}
+				if mx := get(tp.params[th.Value], "MaxValue"); mx == nil || mx.Value != strconv.Itoa(most) {
+					t.Errorf("%s: %s's MaxValue is not %d: a larger threshold could never fire", id, th.Value, most)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("no errors alarm on a function invoked by schedules alone")
+	}
+}
