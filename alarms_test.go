@@ -1496,3 +1496,44 @@ func TestScheduledFunctionErrorAlarmsCanFire(t *testing.T) {
 		t.Fatal("no errors alarm on a function invoked by schedules alone")
 	}
 }
+
+// TestThresholdDescriptionsNameTheAlarmWindow: each alarm's threshold
+// parameter says the window the alarm counts over (its period times its
+// evaluation periods), as CONFIGURATION.md repeats it: "in 5 minutes" for
+// one 5-minute period, "within 3 hours" for one of 3 hours, "3 minutes in
+// a row" for three of a minute. A window changed without its description
+// tells the operator a threshold the alarm does not apply.
+func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	phrases := map[string]string{"300x1": "5 minute", "10800x1": "3 hours", "60x3": "3 minutes"}
+	checked := 0
+	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
+		p := get(tp.resources[id], "Properties")
+		period := get(p, "Period")
+		for _, m := range sequence(get(p, "Metrics")) {
+			if ps := get(get(m, "MetricStat"), "Period"); ps != nil {
+				period = ps
+			}
+		}
+		if period == nil || get(p, "DatapointsToAlarm") != nil {
+			continue
+		}
+		if n := get(p, "MetricName"); n != nil && n.Value == "ApproximateNumberOfMessagesVisible" {
+			continue // a level, not a count: every period sees the messages that wait
+		}
+		want, ok := phrases[period.Value+"x"+get(p, "EvaluationPeriods").Value]
+		if !ok {
+			t.Errorf("%s: a window of %s s x %s periods, for which this test knows no wording", id, period.Value, get(p, "EvaluationPeriods").Value)
+			continue
+		}
+		checked++
+		th := get(p, "Threshold").Value
+		d := strings.ReplaceAll(get(tp.params[th], "Description").Value, "-", " ")
+		if !strings.Contains(d, want) {
+			t.Errorf("%s: the alarm counts over %s s x %s, but %s's description does not say %q", id, period.Value, get(p, "EvaluationPeriods").Value, th, want)
+		}
+	}
+	if checked < 30 {
+		t.Fatalf("only %d alarms checked", checked)
+	}
+}
