@@ -493,10 +493,17 @@ func (l *Ledger) newAttempt(n int, eff Effect, now time.Time) Attempt {
 
 func (l *Ledger) newEffectRecord(eff Effect, key, token string, now time.Time) *Record {
 	id := eff.Identity
-	var capN int
+	// The cap is recorded whether or not the effect has a Retry of its
+	// own: an operator's ledger (`idemkit effects`, its Config the
+	// defaults) reads the record, and must see the cap the executors stop
+	// at, not its own (Resolve grants a pending effect an attempt only
+	// once it is exhausted).
+	capN := l.cfg.MaxAttempts
 	var deadline time.Time
 	if r := eff.Retry; r != nil {
-		capN = min(r.MaxAttempts, l.cfg.MaxAttempts)
+		if r.MaxAttempts > 0 {
+			capN = min(r.MaxAttempts, l.cfg.MaxAttempts)
+		}
 		if r.Budget > 0 {
 			deadline = now.Add(r.Budget)
 		}

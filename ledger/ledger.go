@@ -117,8 +117,11 @@ type Config struct {
 	// one DynamoDB item, limited to 400 KB). Once an effect has MaxAttempts
 	// attempts and none of them recorded an outcome, Do fires nothing more
 	// and returns *AttemptsExhaustedError (a stalled last attempt is first
-	// closed as escaped or released, so the witness stays honest). Default
-	// DefaultMaxAttempts (50); range 1..MaxMaxAttempts.
+	// closed as escaped or released, so the witness stays honest). The cap
+	// is recorded on each record when Do creates it (Record.MaxAttempts),
+	// so an operator's Ledger with another MaxAttempts (`idemkit effects`)
+	// sees the one the executors stop at. Default DefaultMaxAttempts (50);
+	// range 1..MaxMaxAttempts.
 	MaxAttempts int
 	// MaxValueBytes caps the size of a successful effect's value kept in the
 	// record. A larger value is returned to the caller that ran the effect

@@ -144,7 +144,9 @@ type Record struct {
 	Fence uint64
 	// Outcome is set once State is completed.
 	Outcome *Outcome
-	// MaxAttempts is the effect's attempt cap (Retry.MaxAttempts; 0:
+	// MaxAttempts is the effect's attempt cap (Retry.MaxAttempts, else
+	// the creating Ledger's Config.MaxAttempts; 0, in records written
+	// before the cap was always recorded: the reading Ledger's
 	// Config.MaxAttempts) and Deadline the end of its time budget (zero:
 	// none), both fixed when the record is created.
 	MaxAttempts int
