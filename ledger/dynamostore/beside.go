@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/itemsize"
 	"github.com/idemkit/idemkit/ledger"
 )
@@ -47,6 +48,18 @@ const (
 // errValue is the cause of a value item that is missing or does not match
 // its reference.
 var errValue = errors.New("dynamostore: recorded value beside the record is missing or corrupt")
+
+// errValueLapsed is fill's answer for a value item TTL deleted before its
+// record: the item is absent and the record's retention ended at least
+// valueTTLGrace ago (the value item's own TTL) on the wall clock. TTL
+// deletes expired items lazily (typically within two days) and in any
+// order, so such a record can linger without its value; it is past its
+// retention, absent to every caller, and its readers (Get, Scan, so
+// ListByRun) leave it out rather than fail. A value item missing from a
+// record that is live, or lapsed less than that, is errValue: it was
+// deleted by hand, and no success is replayed, nor the effect fired
+// again, without its value.
+var errValueLapsed = errors.New("dynamostore: the value item of a record past its retention was deleted by TTL")
 
 // encodeWrite returns the record item of r and, when r's recorded value
 // would take the item past recordItemMax, the value item to write first.
@@ -131,6 +144,9 @@ func (s *Store) fill(ctx context.Context, r *ledger.Record, av map[string]types.
 	}
 	v, ok := out.Item[attrValueData].(*types.AttributeValueMemberB)
 	if !ok {
+		if len(out.Item) == 0 && !clock.Before(r.ExpiresAt.Add(valueTTLGrace)) {
+			return errValueLapsed
+		}
 		return fmt.Errorf("%w: %s", errValue, r.Key)
 	}
 	sum := sha256.Sum256(v.Value)

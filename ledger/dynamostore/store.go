@@ -226,7 +226,9 @@ func (s *Store) Replace(ctx context.Context, next *ledger.Record, want ledger.Ex
 // Get implements ledger.Store with a strongly consistent GetItem (and one
 // more for a recorded value kept beside the record). A key no item can
 // have (empty, or longer than DynamoDB's 2,048 bytes: an effect id typed
-// by an operator) is absent, with no call.
+// by an operator) is absent, with no call; so is a record past its
+// retention whose value item TTL has deleted first (see errValueLapsed;
+// Scan and ListByRun leave it out too).
 func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if key == "" || len(key) > maxKeyBytes {
 		// No item can have it: DynamoDB refuses such a key (a
@@ -241,7 +243,9 @@ func (s *Store) Get(ctx context.Context, key string) (*ledger.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.fill(ctx, r, item); err != nil {
+	if err := s.fill(ctx, r, item); errors.Is(err, errValueLapsed) {
+		return nil, nil // past its retention: absent (see errValueLapsed)
+	} else if err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -426,7 +430,9 @@ func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
 			if err != nil {
 				return err
 			}
-			if err := s.fill(ctx, r, av); err != nil {
+			if err := s.fill(ctx, r, av); errors.Is(err, errValueLapsed) {
+				continue // past its retention: absent (see errValueLapsed)
+			} else if err != nil {
 				return err
 			}
 			if !fn(r) {
