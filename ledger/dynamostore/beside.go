@@ -91,8 +91,10 @@ func encodeWrite(r *ledger.Record) (rec, value map[string]types.AttributeValue) 
 
 // valueTTLGrace is how much later than its record a value item's TTL
 // deletes it: TTL deletes expired items lazily and in any order, and a
-// record read whose value item went first would fail rather than read the
-// record as expired. Every write of the record rewrites its value item, so
+// record read whose value item went first cannot read the value. TTL
+// typically deletes within two days, so the value may still go first;
+// the record is then long past its retention, and reads leave it out
+// (errValueLapsed). Every write of the record rewrites its value item, so
 // the value always outlives the record.
 const valueTTLGrace = 24 * time.Hour
 
