@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,3 +87,113 @@ func TestOperatorSeesTheExecutorsAttemptCap(t *testing.T) {
 		})
 	}
 }
+
+// flakyFencer refuses its first fail tokens (a fence table out of reach),
+// then issues increasing ones.
+type flakyFencer struct {
+	fail int
+	n    uint64
+}
+
+func (f *flakyFencer) Token(context.Context, string) (uint64, error) {
+	if f.fail > 0 {
+		f.fail--
+		return 0, errors.New("fence table unreachable")
+	}
+	f.n++
+	return f.n, nil
+}
+
+// cancelAfterClaim cancels the caller's context once a claim (or reclaim)
+// has landed: the executor's invocation ends right after it.
+type cancelAfterClaim struct {
+	ledger.Store
+	cancel context.CancelFunc
+}
+
+func (s *cancelAfterClaim) Create(ctx context.Context, r *ledger.Record, now time.Time) (bool, *ledger.Record, error) {
+	won, cur, err := s.Store.Create(ctx, r, now)
+	if won {
+		s.cancel()
+	}
+	return won, cur, err
+}
+
+func (s *cancelAfterClaim) Replace(ctx context.Context, n *ledger.Record, w ledger.Expect, now time.Time) (bool, *ledger.Record, error) {
+	ok, cur, err := s.Store.Replace(ctx, n, w, now)
+	if ok && n.State != ledger.StateReleased {
+		s.cancel()
+	}
+	return ok, cur, err
+}
+
+// An effect whose every attempt up to its cap ended before its point of
+// no return (the fence out of reach for its token, or the executor's
+// invocation ending right after its claim) is exhausted, pending, and
+// nothing of it ever reached the provider: a not-delivered resolution,
+// true by construction, grants it one more attempt, which fires once.
+// Before, the resolution was refused ("it is pending") as for an effect
+// that had never been tried, while every Do returned the exhausted error:
+// after a fence outage as long as an effect's tries, nothing but its
+// record's retention could move it again.
+func TestExhaustedEffectThatNeverFiredTakesANotDeliveredResolution(t *testing.T) {
+	for _, c := range []string{"fence unreachable", "invocation ended after the claim"} {
+		t.Run(slugOf(c), func(t *testing.T) {
+			clk := ledgertest.NewClock(time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC))
+			st := memstore.New()
+			cfg := ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1, Test: ledger.TestConfig{Clock: clk}}
+			ctxs := func() (context.Context, ledger.Store) { return context.Background(), st }
+			if c == "fence unreachable" {
+				cfg.Fencer = &flakyFencer{fail: 3}
+			} else {
+				ctxs = func() (context.Context, ledger.Store) {
+					ctx, cancel := context.WithCancel(context.Background())
+					return ctx, &cancelAfterClaim{Store: st, cancel: cancel}
+				}
+			}
+			id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "charge", Key: "order-never-" + slugOf(c)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			eff := ledger.Effect{Identity: id, Retry: &ledger.Retry{MaxAttempts: 3}}
+			fired := 0
+			fn := func(context.Context, ledger.Call) ([]byte, error) { fired++; return []byte("charged"), nil }
+			for i := 0; i < 3; i++ {
+				ctx, s := ctxs()
+				c := cfg
+				c.Store = s
+				l, err := ledger.New(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := l.Do(ctx, eff, fn); err == nil {
+					t.Fatalf("attempt %d: no error", i+1)
+				}
+			}
+			l, err := ledger.New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if _, err := l.Do(ctx, eff, fn); !errors.Is(err, ledger.ErrAttemptsExhausted) || fired != 0 {
+				t.Fatalf("after 3 attempts that never fired: %v, fired %d; want attempts exhausted, nothing fired", err, fired)
+			}
+			v, err := l.ShowEffect(ctx, id.EffectID)
+			if err != nil || v.State != ledger.EffectPending || !v.Exhausted {
+				t.Fatalf("view %s exhausted %v (%v); want pending, exhausted", v.State, v.Exhausted, err)
+			}
+			if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.Delivered, Operator: "ops", Rev: v.Rev}); !errors.Is(err, ledger.ErrNotEscaped) {
+				t.Fatalf("delivered for an effect that never fired: %v; want ErrNotEscaped", err)
+			}
+			if _, err := l.Resolve(ctx, id.EffectID, ledger.Resolution{As: ledger.NotDelivered, Operator: "ops", Rev: v.Rev}); err != nil {
+				t.Fatalf("not-delivered for an exhausted effect that never fired: %v", err)
+			}
+			r, err := l.Do(ctx, eff, fn)
+			if err != nil || r.Replayed || fired != 1 {
+				t.Fatalf("the granted attempt: %+v %v, fired %d; want it fired once", r, err, fired)
+			}
+		})
+	}
+}
+
+func slugOf(s string) string { return strings.ReplaceAll(s, " ", "-") }

@@ -208,20 +208,14 @@ const maxRecordAttempts = MaxMaxAttempts + 100
 
 // grantable reports whether a not-delivered resolution may grant cur one
 // more attempt although nothing of it escaped: it is pending with its
-// attempts exhausted after one fired (every attempt since the last
-// settlement ended without reaching the provider, which makes "not
-// delivered" true by construction), so without it the effect could never
-// move again while it is kept.
-func grantable(v EffectView, cur *Record) bool {
-	if v.State != EffectPending || !v.Exhausted {
-		return false
-	}
-	for _, a := range cur.Attempts {
-		if a.Fired || a.Operator != "" {
-			return true
-		}
-	}
-	return false
+// attempts exhausted (every attempt since the last settlement, or since
+// the first, ended without reaching the provider: its function said it
+// was not sent, or it never passed its point of no return, e.g. its
+// fencing token could not be had or its invocation ended right after the
+// claim; which makes "not delivered" true by construction), so without it
+// the effect could never move again while it is kept.
+func grantable(v EffectView) bool {
+	return v.State == EffectPending && v.Exhausted
 }
 
 // ShowEffect returns the view of effectID, or ErrEffectNotFound.
@@ -304,9 +298,10 @@ func namesSomeone(s string) bool {
 // stopped since: a decision on a live attempt does not settle it), with ErrNotEscaped if the effect is not
 // escaped (in flight, completed, never fired) — except that NotDelivered
 // also grants one more attempt to a pending effect whose attempts are
-// exhausted after one fired (the attempts since it never reached the
-// provider, e.g. the one a not-delivered resolution granted ended NotSent)
-// — and the write itself is
+// exhausted (none since the last settlement, or since the first, reached
+// the provider: e.g. the one a not-delivered resolution granted ended
+// NotSent, or every attempt ended before its point of no return, its
+// fencing token out of reach) — and the write itself is
 // conditional on the record read (owner token, attempt, state, and an
 // expired lease for a stalled attempt), so a concurrent executor never
 // loses its claim to it. The settlement is recorded as an attempt row of
@@ -343,7 +338,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 	if rev(cur, now) != res.Rev {
 		return l.View(cur, now), ErrChanged
 	}
-	if v := l.View(cur, now); v.State != EffectEscaped && !(res.As == NotDelivered && grantable(v, cur)) {
+	if v := l.View(cur, now); v.State != EffectEscaped && !(res.As == NotDelivered && grantable(v)) {
 		return v, fmt.Errorf("%w (it is %s)", ErrNotEscaped, v.State)
 	}
 	if res.As == NotDelivered && cur.Attempt+2 > maxRecordAttempts {

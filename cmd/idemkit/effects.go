@@ -280,8 +280,8 @@ carrying the operator's identity (it shows in the run's effects witness).
                  which its run's next try fires with the same provider key
                  (a run that has already ended makes no more tries). It
                  also grants one more attempt to an effect shown pending
-                 and exhausted (its tries since the last one that fired
-                 never reached the provider).
+                 and exhausted (its tries since the last settlement, or
+                 since the first, never reached the provider).
 Fenced: show the effect first; the resolution is refused if the effect
 changed since (another attempt, a reclaim, another resolution).
 Under fenced-effects the fence remembers the escaped attempt's pass and
