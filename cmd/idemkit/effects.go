@@ -573,8 +573,16 @@ type viewJSONT struct {
 	ProviderKey   string        `json:"providerKey"`
 	Keying        string        `json:"keying"`
 	RunID         string        `json:"runId,omitempty"`
+	Outcome       *outcomeJSON  `json:"outcome,omitempty"`
 	Rev           string        `json:"rev"`
 	Attempts      []attemptJSON `json:"attempts"`
+}
+
+// outcomeJSON is a recorded outcome as show prints it: a success, or a
+// failure and its message.
+type outcomeJSON struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
 }
 
 func opt(t time.Time) string {
@@ -588,6 +596,9 @@ func viewJSON(v ledger.EffectView) viewJSONT {
 	out := viewJSONT{EffectID: v.EffectID, State: string(v.State), Attempt: v.Attempt, MaxAttempts: v.MaxAttempts,
 		NextAttemptAt: opt(v.NextAttemptAt), BudgetEndsAt: opt(v.Deadline), Exhausted: v.Exhausted,
 		ProviderKey: v.ProviderKey, Keying: string(v.Keying), RunID: v.RunID, Rev: v.Rev, Attempts: []attemptJSON{}}
+	if o := v.Outcome; o != nil {
+		out.Outcome = &outcomeJSON{OK: o.OK, Error: o.Error}
+	}
 	for _, a := range v.Attempts {
 		aj := attemptJSON{Attempt: a.N, State: string(a.State), NodeID: a.NodeID, RunID: a.RunID, Operator: a.Operator, Note: a.Note}
 		if a.Fired {
