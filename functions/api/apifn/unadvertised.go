@@ -14,8 +14,12 @@ var unadvertisedOps = []struct{ method, path string }{
 }
 
 // unadvertised reports whether method and rawPath name an operation of
-// unadvertisedOps.
+// unadvertisedOps. HEAD names the GET of its path, as it is answered as GET
+// would be (RFC 9110 §9.3.2).
 func unadvertised(method, rawPath string) bool {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
 	for _, op := range unadvertisedOps {
 		if op.method == method && op.path == rawPath {
 			return true

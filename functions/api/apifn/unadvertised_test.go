@@ -40,3 +40,17 @@ func TestUnadvertisedOperationsAre404(t *testing.T) {
 		t.Errorf("GET /runs/%s (split form): %d %v, want 200", id, r.StatusCode, m)
 	}
 }
+
+// TestHeadOfAnUnadvertisedGetIs404: HEAD is answered as GET would be
+// (RFC 9110 §9.3.2), so HEAD /runs, listRuns' path, is the 404 not_found
+// of GET /runs, not a 405 naming POST (RED_TEAM 300).
+func TestHeadOfAnUnadvertisedGetIs404(t *testing.T) {
+	f := newFixture(t)
+	for _, tenant := range []string{"acme", ""} {
+		get, _ := f.do(t, ev("GET", "/runs", tenant, "", ""))
+		head, _ := f.do(t, ev("HEAD", "/runs", tenant, "", ""))
+		if head.StatusCode != get.StatusCode || head.StatusCode != 404 || head.Headers["Allow"] != "" {
+			t.Errorf("HEAD /runs (tenant %q): %d Allow %q; GET: %d, want both 404 without Allow", tenant, head.StatusCode, head.Headers["Allow"], get.StatusCode)
+		}
+	}
+}
