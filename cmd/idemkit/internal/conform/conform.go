@@ -82,6 +82,11 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 	}
 	advertised, err := reachable(ctx, rc.HTTP, rc.BaseURL, rc.Timeout)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Cut by the caller before the API answered: no scenario ran.
+			n := len(ScenariosFor(rc.Profile))
+			return nil, fmt.Errorf("%w: %d of %d scenarios not run", ErrInterrupted, n, n)
+		}
 		return nil, fmt.Errorf("%w %s: %w", ErrUnreachable, rc.BaseURL, err)
 	}
 	if rc.Notes != nil && advertised != "" && advertised != string(rc.Profile) {
@@ -190,8 +195,8 @@ var ErrUnreachable = errors.New("cannot reach")
 // idempotency policy that document advertises
 // (extensions["idemkit.idempotency"].policy, as an idemkit host does; ""
 // when it names none or is not such a document).
-func reachable(ctx context.Context, c *http.Client, base string, timeout time.Duration) (policy string, err error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func reachable(parent context.Context, c *http.Client, base string, timeout time.Duration) (policy string, err error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/.well-known/openwop", nil)
 	if err != nil {
@@ -199,6 +204,10 @@ func reachable(ctx context.Context, c *http.Client, base string, timeout time.Du
 	}
 	resp, err := c.Do(req)
 	if err != nil {
+		if ctx.Err() == context.DeadlineExceeded && parent.Err() == nil {
+			// Connected, or still trying, and no answer within the bound.
+			return "", fmt.Errorf("no answer to GET /.well-known/openwop within %v (--timeout)", timeout)
+		}
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			return "", ue.Err // the cause, without the method and URL Run names

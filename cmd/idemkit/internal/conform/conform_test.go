@@ -513,3 +513,47 @@ func TestInterruptedRunFailsNoScenario(t *testing.T) {
 		t.Fatalf("scenarios failed by the interrupt: %v\n%s", f, dump(rs))
 	}
 }
+
+// TestInterruptedBeforeTheFirstAnswerRunsNothing: Ctrl-C while the first
+// request (the capabilities GET) waits for an API that has not answered
+// yet is the user's interrupt, ErrInterrupted saying no scenario ran, not
+// ErrUnreachable "context canceled" (RED_TEAM 301).
+func TestInterruptedBeforeTheFirstAnswerRunsNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cancel() // the user presses Ctrl-C while the capabilities GET waits
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	rs, err := Run(ctx, Config{BaseURL: srv.URL, APIKeys: []string{"a", "b"}, Timeout: 5 * time.Second, Stagger: time.Millisecond})
+	n := len(ScenariosFor(ProfileOpenWOP))
+	if !errors.Is(err, ErrInterrupted) || errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), fmt.Sprintf("%d of %d scenarios not run", n, n)) || len(rs) != 0 {
+		t.Fatalf("%v, %d results; want ErrInterrupted saying %d of %d scenarios not run, and none", err, len(rs), n, n)
+	}
+}
+
+// TestSilentServerIsUnreachableNamingTheTimeout: an API that accepts the
+// connection and never answers is ErrUnreachable naming the bound it did
+// not answer within, --timeout, in place of Go's "context deadline
+// exceeded" (RED_TEAM 301).
+func TestSilentServerIsUnreachableNamingTheTimeout(t *testing.T) {
+	t.Parallel()
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}))
+	defer srv.Close()
+	defer close(done)
+	rs, err := Run(context.Background(), Config{BaseURL: srv.URL, APIKeys: []string{"a", "b"}, Timeout: 200 * time.Millisecond, Stagger: time.Millisecond})
+	if !errors.Is(err, ErrUnreachable) || len(rs) != 0 {
+		t.Fatalf("%v, %d results; want ErrUnreachable and none", err, len(rs))
+	}
+	if msg := err.Error(); strings.Contains(msg, "deadline exceeded") || !strings.Contains(msg, "no answer") || !strings.Contains(msg, "within 200ms (--timeout)") {
+		t.Fatalf("%q: want it to say there was no answer within 200ms (--timeout)", msg)
+	}
+}
