@@ -49,6 +49,9 @@ func Parse(decided, ifMatch []string) (version int64, present bool, err error) {
 		return 0, true, ErrIfMatchInvalid // a weak tag (W/"…") or a list never matches strongly
 	}
 	inner := tag[1 : len(tag)-1]
+	if !opaqueTag(inner) {
+		return 0, true, ErrIfMatchInvalid // a list ("7.x", "9"), or not one tag
+	}
 	if i := strings.IndexByte(inner, '.'); i > 0 && i < len(inner)-1 {
 		inner = inner[:i] // a stamped tag: its version
 	}
@@ -57,4 +60,17 @@ func Parse(decided, ifMatch []string) (version int64, present bool, err error) {
 		return 0, true, ErrIfMatchInvalid
 	}
 	return m, true, nil
+}
+
+// opaqueTag reports whether s is the inside of one entity tag: etagc
+// characters only (RFC 9110 §8.8.3: "!", "#".."~" and obs-text), so no
+// double quote, space or control character, which a list of tags or a
+// value that is no tag would hold.
+func opaqueTag(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != 0x21 && (c < 0x23 || c == 0x7f) {
+			return false
+		}
+	}
+	return true
 }
