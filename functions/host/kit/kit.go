@@ -174,9 +174,7 @@ func NewKit(c Config) (*Kit, error) {
 		// A body "tenantId" other than the credential's is 403 forbidden:
 		// the tenant comes from the credential only.
 		cfg := idem.Config{Tenant: idem.AuthorizerKey("tenantId"), Store: st, Logger: logger, Metrics: metrics, BodyTenantField: "tenantId", Wait: c.Test.GuardWait,
-			// The live work-order route's canonical request hash and its
-			// per-Accept rendering (the ERP policy's work-order contract).
-			Routes: map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}}
+			Routes: Layer1Routes()}
 		env.Idem.Apply(&cfg)
 		if cfg.Policy.Name != erp.Policy.Name {
 			// Rendering per Accept is the ERP policy's; under the others
@@ -250,4 +248,33 @@ func regionOf(c *dynamodb.Client) string {
 		return ""
 	}
 	return c.Options().Region
+}
+
+// Layer1Routes is the api function's per-operation Layer-1 options: the
+// live work-order route's canonical request hash and its per-Accept
+// rendering (the ERP policy's work-order contract), and JSON for every
+// route whose handler reads its body as JSON text whatever the
+// Content-Type, so a key binds the body's JSON (its RFC 8785 form) with
+// or without a JSON Content-Type, never its bytes (apifn's
+// TestEveryJSONRouteIsJSONToLayer1 holds the list to its route table). A
+// fresh map on each call.
+func Layer1Routes() map[string]idem.Route {
+	routes := map[string]idem.Route{workorder.RouteLive: {Contract: workorder.Contract()}}
+	for _, op := range jsonOperations {
+		routes[op] = idem.Route{JSON: true}
+	}
+	return routes
+}
+
+// jsonOperations are the api function's routes (method and pattern) whose
+// body is JSON text whatever its Content-Type: createRun, cancelRun and
+// forkRun read it as JSON; retryRun and the inbox's resubmit and discard
+// read none but refuse one that is not strict JSON text.
+var jsonOperations = []string{
+	"POST /runs",
+	"POST /runs/{runId}/cancel",
+	"POST /runs/{runId}:fork",
+	"POST /runs/{runId}/retry",
+	"POST /inbox/{id}/resubmit",
+	"POST /inbox/{id}/discard",
 }
