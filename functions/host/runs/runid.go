@@ -125,18 +125,22 @@ func unhex(c byte) byte {
 // name a runId into the runId. It accepts the `~` projection (`acme~2Fr1…`,
 // the form that survives intermediaries), the percent form (`acme%2Fr1…`)
 // and, when a front door decoded `%2F` before routing, the id spread over two
-// raw segments. Percent escapes are decoded first, then `~` escapes; the
-// result must match the runId grammar.
+// raw segments. Percent escapes are decoded first; then, in the projection
+// only, `~` escapes. The percent and split forms are the id itself (the
+// projection never holds a slash), so a `~` there is the id's own, as a
+// tenantId may hold one. The result must match the runId grammar.
 func DecodePathID(rawSegs ...string) (string, error) {
+	projected := len(rawSegs) == 1 && !strings.Contains(strings.ToUpper(rawSegs[0]), "%2F")
 	parts := make([]string, 0, len(rawSegs))
 	for _, s := range rawSegs {
 		p, err := url.PathUnescape(s)
 		if err != nil {
 			return "", ErrBadID
 		}
-		p, err = unprojectID(p)
-		if err != nil {
-			return "", err
+		if projected {
+			if p, err = unprojectID(p); err != nil {
+				return "", err
+			}
 		}
 		parts = append(parts, p)
 	}
