@@ -107,7 +107,14 @@ var (
 	// ErrNotCommitted: fn returned a value but the completion transaction,
 	// with the writes registered through Transact, failed (a write's own
 	// condition, or the store): nothing was committed and the record is left
-	// retryable. The store's error is wrapped: errors.Is(err,
+	// retryable. A completion that failed as a store outage and landed with
+	// its every answer lost is recognised as committed (the release, fenced
+	// by the claim's owner token, is refused, and the record read back is
+	// this claim's completion): Once returns the value then, never this
+	// error. Only when neither the release nor that read could be made is
+	// the outcome unknown; the error still wraps ErrStoreUnavailable, and
+	// retrying the event replays the value if it committed, or runs it
+	// once the lease has ended if it did not. The store's error is wrapped: errors.Is(err,
 	// ErrWriteConflict) (a *WriteConflictError) says a write's own condition
 	// failed, which a retry meets again; otherwise retry the event.
 	ErrNotCommitted = errors.New("idem: the event's outcome and its transactional writes were not committed")

@@ -913,6 +913,21 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		err = g.cfg.Store.Complete(sctx, rec, out, now)
 	}
 	t.endSpan(span, completeSpanOutcome(err), err)
+	if err != nil && len(writes) > 0 && storeUnavailable(err) {
+		// With Transact writes, nothing of the handler's writes committed
+		// unless the completion did. It may have, every answer of it lost
+		// (a transaction applied while the client timed out, or whose
+		// every retry's answer was reset): the release, fenced by this
+		// claim's owner token, is refused then, and the record read back
+		// says whether this claim's own completion is what holds it.
+		t.writeFailed(ctx, "complete", err)
+		if !t.releaseUnlanded(ctx, rec, out.State, now) {
+			t.storeErr = err // Once: ErrNotCommitted, wrapping why
+			return t.unavailable()
+		}
+		t.logf(ctx, slog.LevelWarn, "idempotency: completion whose answer was lost found written; its writes committed")
+		err = nil
+	}
 	switch {
 	case err == nil:
 		switch {
@@ -938,22 +953,13 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		}
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	case storeUnavailable(err):
-		// The outcome may or may not have been written. Without
-		// transactional writes the handler's effects happened: the record
-		// stays claimed and the lease and fence rules decide what a retry
-		// sees (in flight, or the replay if the completion landed). With
-		// them, nothing of the handler's writes committed unless the
-		// completion did: the record is released (fenced, so a completion
-		// that landed is kept) and a retry runs again. Either way a 503.
+		// The outcome may or may not have been written, and there are no
+		// Transact writes (those are decided above: released, or found
+		// written): the handler's effects happened, the record stays
+		// claimed, and the lease and fence rules decide what a retry sees
+		// (in flight, or the replay if the completion landed). A 503.
 		t.writeFailed(ctx, "complete", err)
-		if len(writes) > 0 {
-			t.storeErr = err // Once: ErrNotCommitted, wrapping why
-			rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
-			t.release(rctx, rec, now)
-			rctx.release()
-		} else {
-			t.unrecorded = true
-		}
+		t.unrecorded = true
 		return t.unavailable()
 	case errors.Is(err, ErrFenced):
 		t.writeFailed(ctx, "complete", err)
@@ -995,6 +1001,34 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 // not kept), else what is said to a handler error (its record released
 // or forgotten as its status says, or its outcome not written). Either way
 // the unreadable answer is logged, an error of the handler's to fix.
+// releaseUnlanded releases rec after its completion with Transact writes
+// failed as a store outage, and reports whether that completion landed
+// after all: the release is refused (ErrFenced) and the record, read back,
+// is final in state under this claim's owner token, which only this
+// claim's completion writes. A release that lands says the completion did
+// not (the completion is fenced by the same token, so a late one is
+// refused); a release or read that fails leaves it unknown, reported as
+// not landed.
+func (t *txn) releaseUnlanded(ctx context.Context, rec Record, state State, now time.Time) bool {
+	g := t.g
+	rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
+	err := g.cfg.Store.Release(rctx, rec, now)
+	rctx.release()
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrFenced) {
+		gctx := g.storeCtx(nil, ctx, true, time.Time{})
+		cur, found, gerr := g.cfg.Store.Get(gctx, t.id, g.clock.Now())
+		gctx.release()
+		if gerr == nil && found && cur.Owner == t.owner && cur.State == state {
+			return true
+		}
+	}
+	t.writeFailed(ctx, "release", err)
+	return false
+}
+
 func (t *txn) answer(ctx context.Context, resp *Response, rec Record, unread *unreadableError, recorded bool) *Response {
 	if unread == nil {
 		return t.decorate(t.render(resp), false, rec.RequestID)
