@@ -112,10 +112,12 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		own = r
 		return r, err
 	})
-	if resp != own {
+	if resp != own && !in.ownAnswer {
 		// Another answer went out in its place (the handler's answer to
 		// its writes' conflict, or a 500 for a completion that failed):
-		// what the cookies were set for did not commit.
+		// what the cookies were set for did not commit. The handler's
+		// answer built anew (its body stamped with the request id, or
+		// rendered by a Contract) is still its own, and keeps them.
 		cookies = nil
 	}
 	if text == "" {

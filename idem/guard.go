@@ -172,6 +172,12 @@ type request struct {
 	// policy that scopes keys by operation scopes them by the method too
 	// (txn.run).
 	scopeMethod bool
+	// ownAnswer says the answer the Guard returns is built from the
+	// handler's own (stamped with the request id, rendered by a Contract,
+	// decorated), not one the Guard wrote in its place: the HTTP API
+	// adapters send the handler's cookies (the v2 Cookies field) with it
+	// only then.
+	ownAnswer bool
 	// lambdaShape is the response an adapter running in a Lambda
 	// invocation returns (shapeV2, shapeV1; shapeProxy for net/http behind
 	// an API Gateway proxy), shapeNone elsewhere:
@@ -345,6 +351,7 @@ func (g *Guard) decorate(resp *Response, in *request, key string, replay bool, o
 // 500 envelope.
 func (g *Guard) plain(ctx context.Context, in *request, run handlerFunc) *Response {
 	resp, err := safeCall(ctx, run)
+	in.ownAnswer = err == nil
 	if err != nil {
 		g.log.LogAttrs(ctx, slog.LevelError, "idempotency: handler failed",
 			slog.String("request_id", in.requestID), slog.String("error", g.redact(err.Error(), in.keyValues)), stackAttr(err))

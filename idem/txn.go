@@ -951,6 +951,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 			t.logf(ctx, slog.LevelWarn, "idempotency: response larger than the store keeps, recorded as not kept",
 				slog.Int("status", resp.Status), slog.Int("size", out.Response.NotKept))
 		}
+		t.in.ownAnswer = true
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	case storeUnavailable(err):
 		// The outcome may or may not have been written, and there are no
@@ -1031,6 +1032,7 @@ func (t *txn) releaseUnlanded(ctx context.Context, rec Record, state State, now 
 
 func (t *txn) answer(ctx context.Context, resp *Response, rec Record, unread *unreadableError, recorded bool) *Response {
 	if unread == nil {
+		t.in.ownAnswer = true
 		return t.decorate(t.render(resp), false, rec.RequestID)
 	}
 	if !recorded {
