@@ -17,6 +17,7 @@ package idemchi
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
@@ -54,7 +55,7 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 			prefix = strings.TrimSuffix(outer.RoutePattern(), "/*")
 			for i, k := range outer.URLParams.Keys {
 				if k != "*" {
-					params[k] = outer.URLParams.Values[i]
+					addParam(params, k, outer.URLParams.Values[i])
 				}
 			}
 		}
@@ -70,10 +71,30 @@ func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler
 			// A mount's "*" holds the rest of the path the sub-router
 			// routed; only a route's own trailing "*" is a parameter.
 			if k != "*" || strings.HasSuffix(pattern, "*") {
-				params[k] = rctx.URLParams.Values[i]
+				addParam(params, k, rctx.URLParams.Values[i])
 			}
 		}
 		return req.Method + " " + prefix + pattern, params, true
 	}
 	return func(next http.Handler) http.Handler { return guard.Routed(route, next) }
+}
+
+// addParam adds the path parameter k=v to params. chi lets a sub-router
+// name a parameter as a route around it does ("/shops/{id}" around
+// "/orders/{id}"), and both values route the request: a name met again
+// is added as name/2, name/3 (outermost first), which no chi parameter
+// is named ('/' ends a pattern's segment), so neither value is lost
+// from the fingerprint.
+func addParam(params map[string]string, k, v string) {
+	if _, dup := params[k]; !dup {
+		params[k] = v
+		return
+	}
+	for n := 2; ; n++ {
+		name := k + "/" + strconv.Itoa(n)
+		if _, taken := params[name]; !taken {
+			params[name] = v
+			return
+		}
+	}
 }

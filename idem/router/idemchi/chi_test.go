@@ -149,3 +149,47 @@ func TestUseOnTheRouterAndASubRouterRunsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestOneParamNameAtTwoLevelsNeverSharesAnAnswer: chi lets a sub-router
+// name a path parameter as its parent route does ("/shops/{id}" around
+// "/orders/{id}"); both values route the request, so both are in the
+// fingerprint: one key and body on another shop's order 1 is a 409
+// mismatch, never the first shop's answer replayed, with the middleware
+// on the top router and on the sub-router alike.
+func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
+	for _, onSub := range []bool{false, true} {
+		t.Run(fmt.Sprintf("UseOnSubRouter=%v", onSub), func(t *testing.T) {
+			g := routertest.Guard(t, nil)
+			r := chi.NewRouter()
+			if !onSub {
+				r.Use(idemchi.Middleware(g, r))
+			}
+			runs := 0
+			r.Route("/shops/{id}", func(sr chi.Router) {
+				if onSub {
+					sr.Use(idemchi.Middleware(g, sr))
+				}
+				sr.Post("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+					runs++
+					w.WriteHeader(201)
+					fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+				})
+			})
+			k := fmt.Sprintf("%stwo-levels-%v", key, onSub)
+			first := routertest.Post(r, "/shops/A/orders/1", k, `{}`)
+			if first.Code != 201 || runs != 1 {
+				t.Fatalf("first: %d %s (runs %d)", first.Code, first.Body, runs)
+			}
+			other := routertest.Post(r, "/shops/B/orders/1", k, `{}`)
+			if other.Code != 409 || runs != 1 {
+				t.Fatalf("same key on shop B's order 1: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never shop A's answer",
+					other.Code, other.Header(), other.Body, runs)
+			}
+			other = routertest.Post(r, "/shops/A/orders/2", k, `{}`)
+			if other.Code != 409 || runs != 1 {
+				t.Fatalf("same key on shop A's order 2: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never order 1's answer",
+					other.Code, other.Header(), other.Body, runs)
+			}
+		})
+	}
+}

@@ -15,6 +15,7 @@ package idemecho
 import (
 	"net/http"
 	"reflect"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -52,7 +53,7 @@ func Middleware(guard *idem.Guard) echo.MiddlewareFunc {
 				params := make(map[string]string, len(names)+1)
 				for i, n := range names {
 					if i < len(values) {
-						params[n] = values[i]
+						addParam(params, n, values[i])
 					}
 				}
 				if _, ok := c.Echo().Routers()[r.Host]; ok {
@@ -130,3 +131,22 @@ func (w *statusWriter) Flush() {
 
 // Unwrap lets http.ResponseController reach echo's writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// addParam adds the path parameter k=v to params. echo lets a group name
+// a parameter as a route in it does ("/shops/:id" around "/orders/:id"),
+// and both values route the request: a name met again is added as
+// name/2, name/3 (outermost first), which no echo parameter is named ('/'
+// ends a path segment), so neither value is lost from the fingerprint.
+func addParam(params map[string]string, k, v string) {
+	if _, dup := params[k]; !dup {
+		params[k] = v
+		return
+	}
+	for n := 2; ; n++ {
+		name := k + "/" + strconv.Itoa(n)
+		if _, taken := params[name]; !taken {
+			params[name] = v
+			return
+		}
+	}
+}

@@ -258,3 +258,33 @@ func TestGzipInsideTheGuardReplaysWhatTheRetryAccepts(t *testing.T) {
 		t.Fatalf("retry accepting identity: %d %v %q (runs %d)", retry.Code, retry.Header(), retry.Body, runs.Load())
 	}
 }
+
+// TestOneParamNameAtTwoLevelsNeverSharesAnAnswer: echo lets a group name
+// a path parameter as a route in it does ("/shops/:id" around
+// "/orders/:id"); both values route the request, so both are in the
+// fingerprint: one key and body on another shop's order 1 is a 409
+// mismatch, never the first shop's answer replayed.
+func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	e := echo.New()
+	e.Use(idemecho.Middleware(g))
+	runs := 0
+	e.Group("/shops/:id").POST("/orders/:id", func(c echo.Context) error {
+		runs++
+		return c.String(201, fmt.Sprintf(`{"path":%q}`, c.Request().URL.Path))
+	})
+	first := routertest.Post(e, "/shops/A/orders/1", key+"two-levels", `{}`)
+	if first.Code != 201 || runs != 1 {
+		t.Fatalf("first: %d %s (runs %d)", first.Code, first.Body, runs)
+	}
+	other := routertest.Post(e, "/shops/B/orders/1", key+"two-levels", `{}`)
+	if other.Code != 409 || runs != 1 {
+		t.Fatalf("same key on shop B's order 1: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never shop A's answer",
+			other.Code, other.Header(), other.Body, runs)
+	}
+	other = routertest.Post(e, "/shops/A/orders/2", key+"two-levels", `{}`)
+	if other.Code != 409 || runs != 1 {
+		t.Fatalf("same key on shop A's order 2: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never order 1's answer",
+			other.Code, other.Header(), other.Body, runs)
+	}
+}

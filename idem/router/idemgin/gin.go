@@ -24,6 +24,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -61,7 +62,7 @@ func Middleware(guard *idem.Guard) gin.HandlerFunc {
 		route := func(r *http.Request) (string, map[string]string, bool) {
 			params := make(map[string]string, len(c.Params)+1)
 			for _, p := range c.Params {
-				params[p.Key] = p.Value
+				addParam(params, p.Key, p.Value)
 			}
 			// gin routes by method and path alone: a program serving
 			// several hosts or ports runs an engine for each behind a
@@ -160,4 +161,23 @@ func (w *writer) Pusher() http.Pusher {
 		return p
 	}
 	return nil
+}
+
+// addParam adds the path parameter k=v to params. gin lets a group name a
+// parameter as a route in it does ("/shops/:id" around "/orders/:id"),
+// and both values route the request: a name met again is added as
+// name/2, name/3 (outermost first), which no gin parameter is named ('/'
+// ends a path segment), so neither value is lost from the fingerprint.
+func addParam(params map[string]string, k, v string) {
+	if _, dup := params[k]; !dup {
+		params[k] = v
+		return
+	}
+	for n := 2; ; n++ {
+		name := k + "/" + strconv.Itoa(n)
+		if _, taken := params[name]; !taken {
+			params[name] = v
+			return
+		}
+	}
 }

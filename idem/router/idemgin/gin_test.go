@@ -176,3 +176,33 @@ func TestEnginesBehindAHostSwitchNeverShareAnAnswer(t *testing.T) {
 		t.Fatalf("b under a's key: %d %s (runs %v), want 409 and b not run", b.Code, b.Body, runs)
 	}
 }
+
+// TestOneParamNameAtTwoLevelsNeverSharesAnAnswer: gin lets a group name
+// a path parameter as a route in it does ("/shops/:id" around
+// "/orders/:id"); both values route the request, so both are in the
+// fingerprint: one key and body on another shop's order 1 is a 409
+// mismatch, never the first shop's answer replayed.
+func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := gin.New()
+	r.Use(idemgin.Middleware(g))
+	runs := 0
+	r.Group("/shops/:id").POST("/orders/:id", func(c *gin.Context) {
+		runs++
+		c.String(201, `{"path":%q}`, c.Request.URL.Path)
+	})
+	first := routertest.Post(r, "/shops/A/orders/1", key+"two-levels", `{}`)
+	if first.Code != 201 || runs != 1 {
+		t.Fatalf("first: %d %s (runs %d)", first.Code, first.Body, runs)
+	}
+	other := routertest.Post(r, "/shops/B/orders/1", key+"two-levels", `{}`)
+	if other.Code != 409 || runs != 1 {
+		t.Fatalf("same key on shop B's order 1: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never shop A's answer",
+			other.Code, other.Header(), other.Body, runs)
+	}
+	other = routertest.Post(r, "/shops/A/orders/2", key+"two-levels", `{}`)
+	if other.Code != 409 || runs != 1 {
+		t.Fatalf("same key on shop A's order 2: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never order 1's answer",
+			other.Code, other.Header(), other.Body, runs)
+	}
+}

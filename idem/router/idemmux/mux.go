@@ -80,6 +80,17 @@ func Middleware(guard *idem.Guard, r *mux.Router) mux.MiddlewareFunc {
 			// Routes of one path template on two hosts are two routes.
 			host = h
 		}
+		if names, err := rt.GetVarNames(); err == nil && repeats(names) {
+			// A variable named twice (a subrouter's "/orders/{id}"
+			// under PathPrefix("/shops/{id}")): mux.Vars keeps one of
+			// its values, and both route the request, so the whole
+			// path (and the host, when the route has one) is in the
+			// fingerprint too.
+			rest = req.URL.EscapedPath()
+			if host != "" {
+				host += " " + strings.ToLower(req.Host)
+			}
+		}
 		which := siblingOf(&index, r, rt, req.Method)
 		if rest != "" || host != "" || which != "" {
 			params := make(map[string]string, len(vars)+3)
@@ -200,4 +211,14 @@ func anchored(re string) bool {
 		n++
 	}
 	return n%2 == 0
+}
+
+// repeats reports whether a name occurs twice in names.
+func repeats(names []string) bool {
+	for i, n := range names {
+		if slices.Contains(names[:i], n) {
+			return true
+		}
+	}
+	return false
 }

@@ -268,3 +268,35 @@ func TestRoutesOfOneTemplateToldApartByMatchersNeverShareAnAnswer(t *testing.T) 
 		})
 	}
 }
+
+// TestOneParamNameAtTwoLevelsNeverSharesAnAnswer: gorilla/mux lets a
+// subrouter name a variable as the PathPrefix around it does
+// ("/shops/{id}" around "/orders/{id}"), and mux.Vars keeps one of the
+// two values; both route the request, so both are in the fingerprint:
+// one key and body on another shop's order 1 is a 409 mismatch, never
+// the first shop's answer replayed.
+func TestOneParamNameAtTwoLevelsNeverSharesAnAnswer(t *testing.T) {
+	g := routertest.Guard(t, nil)
+	r := mux.NewRouter()
+	r.Use(idemmux.Middleware(g, r))
+	runs := 0
+	r.PathPrefix("/shops/{id}").Subrouter().HandleFunc("/orders/{id}", func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"path":%q}`, r.URL.Path)
+	}).Methods("POST")
+	first := routertest.Post(r, "/shops/A/orders/1", key+"two-levels", `{}`)
+	if first.Code != 201 || runs != 1 {
+		t.Fatalf("first: %d %s (runs %d)", first.Code, first.Body, runs)
+	}
+	other := routertest.Post(r, "/shops/B/orders/1", key+"two-levels", `{}`)
+	if other.Code != 409 || runs != 1 {
+		t.Fatalf("same key on shop B's order 1: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never shop A's answer",
+			other.Code, other.Header(), other.Body, runs)
+	}
+	other = routertest.Post(r, "/shops/A/orders/2", key+"two-levels", `{}`)
+	if other.Code != 409 || runs != 1 {
+		t.Fatalf("same key on shop A's order 2: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never order 1's answer",
+			other.Code, other.Header(), other.Body, runs)
+	}
+}
