@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"log/slog"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,9 +50,9 @@ func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
 	out.Body = body
 	out.Headers = make(map[string][]string, len(c.Headers)+1)
 	for k, vs := range c.Headers {
-		switch k {
-		case "Content-Encoding", "Content-Length", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5":
-		case "Etag":
+		switch {
+		case k == "Content-Encoding", bodyValidator(k) == validatorDrop:
+		case bodyValidator(k) == validatorWeaken:
 			out.Headers[k] = weakETags(vs)
 		default:
 			out.Headers[k] = vs
@@ -95,11 +96,32 @@ func varyAcceptEncoding(vs []string) (vary []string, varies bool) {
 	return append(slices.Clip(vs), "Accept-Encoding"), false
 }
 
+// Validators of a body (bodyValidator): what becomes of the header naming
+// one when the Guard answers other bytes than those it describes.
+const (
+	validatorNone   = iota // not a validator of the bytes: kept
+	validatorDrop          // Content-Length and the digests of the bytes
+	validatorWeaken        // ETag: a strong one is made weak
+)
+
+// bodyValidator says whether the header name describes the exact bytes
+// of a body (any letter case).
+func bodyValidator(name string) int {
+	switch textproto.CanonicalMIMEHeaderKey(name) {
+	case "Content-Length", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5":
+		return validatorDrop
+	case "Etag":
+		return validatorWeaken
+	}
+	return validatorNone
+}
+
 // weakETags returns the ETag values vs of a recorded answer as a replay
-// decoded from its content coding answers them: each strong one made weak
-// (W/ prefixed), since the decoded body is another representation than
-// the coded bytes they validate (RFC 9110 §8.8.3, as a proxy that decodes
-// an answer weakens its ETag); vs itself when every one is weak already.
+// of other bytes answers them (decoded from its content coding, or
+// stamped with the retry's request id): each strong one made weak (W/
+// prefixed), since that body is another representation than the bytes
+// they validate (RFC 9110 §8.8.3, as a proxy that decodes an answer
+// weakens its ETag); vs itself when every one is weak already.
 func weakETags(vs []string) []string {
 	var out []string
 	for i, v := range vs {

@@ -35,7 +35,9 @@ func setRequestIDHeader(h map[string][]string, name, requestID string) {
 
 // stampMember is requestid.Stamp on resp: a new Response with the stamped
 // body and a copy of resp's headers, or resp itself when the stamp changes
-// nothing.
+// nothing. The stamped body is not the bytes the handler described: its
+// validators are not carried over as they were (bodyValidator): a strong
+// ETag is made weak, and its Content-Length and digests are dropped.
 func stampMember(name string, resp *Response, requestID string) *Response {
 	if resp == nil {
 		return resp
@@ -50,7 +52,13 @@ func stampMember(name string, resp *Response, requestID string) *Response {
 	}
 	out := &Response{Status: resp.Status, Headers: make(map[string][]string, len(resp.Headers)), Body: body}
 	for k, v := range resp.Headers {
-		out.Headers[k] = v
+		switch bodyValidator(k) {
+		case validatorDrop:
+		case validatorWeaken:
+			out.Headers[k] = weakETags(v)
+		default:
+			out.Headers[k] = v
+		}
 	}
 	return out
 }
