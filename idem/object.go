@@ -104,7 +104,9 @@ func (t *txn) replayObject(ctx context.Context, rec *Record, stored *Response, b
 }
 
 // objectAnswer is the answer for an object's state: settled, the stored
-// status and headers with the object's body; pending, 202 with
+// status and headers with the object's body, less the stored body's own
+// validators (bodyValidator: its Content-Length, ETag and digests
+// describe other bytes; the object's own are kept); pending, 202 with
 // Retry-After.
 func (t *txn) objectAnswer(st ObjectState, rec *Record, stored *Response) *Response {
 	o := st.Response
@@ -115,7 +117,7 @@ func (t *txn) objectAnswer(st ObjectState, rec *Record, stored *Response) *Respo
 	if st.Settled && stored != nil {
 		out.Status = stored.Status
 		for k, v := range stored.Headers {
-			if k != "Content-Length" {
+			if bodyValidator(k) == validatorNone {
 				out.Headers[k] = v
 			}
 		}
