@@ -921,7 +921,7 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// claim's owner token, is refused then, and the record read back
 		// says whether this claim's own completion is what holds it.
 		t.writeFailed(ctx, "complete", err)
-		if !t.releaseUnlanded(ctx, rec, out.State, now) {
+		if !t.completionWritten(ctx, rec, out.State, now) {
 			t.storeErr = err // Once: ErrNotCommitted, wrapping why
 			return t.unavailable()
 		}
@@ -995,22 +995,15 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 	}
 }
 
-// answer is the answer to the request whose handler answered resp, with
-// rec its claim: resp itself, rendered and decorated, unless the Guard
-// could not read it (unread): then 500 internal_error, which says that
-// the request is not run again when recorded is set (its outcome written,
-// not kept), else what is said to a handler error (its record released
-// or forgotten as its status says, or its outcome not written). Either way
-// the unreadable answer is logged, an error of the handler's to fix.
-// releaseUnlanded releases rec after its completion with Transact writes
-// failed as a store outage, and reports whether that completion landed
-// after all: the release is refused (ErrFenced) and the record, read back,
+// completionWritten releases rec after its completion with Transact writes
+// failed as a store outage, unless that completion landed after all,
+// which it reports: the release is refused (ErrFenced) and the record, read back,
 // is final in state under this claim's owner token, which only this
 // claim's completion writes. A release that lands says the completion did
 // not (the completion is fenced by the same token, so a late one is
 // refused); a release or read that fails leaves it unknown, reported as
 // not landed.
-func (t *txn) releaseUnlanded(ctx context.Context, rec Record, state State, now time.Time) bool {
+func (t *txn) completionWritten(ctx context.Context, rec Record, state State, now time.Time) bool {
 	g := t.g
 	rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
 	err := g.cfg.Store.Release(rctx, rec, now)
@@ -1030,6 +1023,13 @@ func (t *txn) releaseUnlanded(ctx context.Context, rec Record, state State, now 
 	return false
 }
 
+// answer is the answer to the request whose handler answered resp, with
+// rec its claim: resp itself, rendered and decorated, unless the Guard
+// could not read it (unread): then 500 internal_error, which says that
+// the request is not run again when recorded is set (its outcome written,
+// not kept), else what is said to a handler error (its record released
+// or forgotten as its status says, or its outcome not written). Either way
+// the unreadable answer is logged, an error of the handler's to fix.
 func (t *txn) answer(ctx context.Context, resp *Response, rec Record, unread *unreadableError, recorded bool) *Response {
 	if unread == nil {
 		t.in.ownAnswer = true
