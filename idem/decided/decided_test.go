@@ -222,7 +222,7 @@ func TestParseStampedETag(t *testing.T) {
 // If-Match line is refused, as a list of plain tags is, even when its
 // first tag is a stamped one ("2.x", "9"): it was read as the one tag
 // `"2.x", "9"`, its version the digits before the first dot, so the
-// write was checked against version 2 (RED_TEAM 302). An entity tag holds
+// write was checked against version 2 (RED_TEAM 245). An entity tag holds
 // no double quote, space or control character inside (RFC 9110 §8.8.3).
 func TestIfMatchListOfStampedTagsIsInvalid(t *testing.T) {
 	for _, bad := range []string{`"2.x", "9"`, `"2.x","9"`, `"2.x", *`, `"2.a b"`, "\"2.a\tb\"", `"2.a"b"`, `"9", "2.x"`} {

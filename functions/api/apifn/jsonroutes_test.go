@@ -19,7 +19,7 @@ import (
 // spelled with other white space, is one request: the second is the
 // first's replay, never 409 idempotency_key_mismatch, as it was when
 // Layer 1 digested a body without a JSON Content-Type as raw bytes
-// (RED_TEAM 303). The Guard is configured as the deployed stack's and
+// (RED_TEAM 246). The Guard is configured as the deployed stack's and
 // `idemkit dev`'s are (kit.Layer1Routes).
 func TestSameJSONBodyWithAndWithoutContentTypeIsOneRequest(t *testing.T) {
 	f := hostOf(t, runs.NewMemRuns(), idem.Config{Routes: kit.Layer1Routes()}, nil)
@@ -56,7 +56,7 @@ func setType(e *events.APIGatewayV2HTTPRequest, ct string) {
 // TestEveryJSONRouteIsJSONToLayer1: every route whose handler reads its
 // body as JSON text whatever the Content-Type (Route.jsonBody, noBody) is
 // JSON to the Guard in the host's Layer-1 options, so its key binds the
-// body's JSON, not its bytes (RED_TEAM 303).
+// body's JSON, not its bytes (RED_TEAM 246).
 func TestEveryJSONRouteIsJSONToLayer1(t *testing.T) {
 	routes := kit.Layer1Routes()
 	for _, r := range Routes {

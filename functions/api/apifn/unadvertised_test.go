@@ -43,7 +43,7 @@ func TestUnadvertisedOperationsAre404(t *testing.T) {
 
 // TestHeadOfAnUnadvertisedGetIs404: HEAD is answered as GET would be
 // (RFC 9110 §9.3.2), so HEAD /runs, listRuns' path, is the 404 not_found
-// of GET /runs, not a 405 naming POST (RED_TEAM 300).
+// of GET /runs, not a 405 naming POST (RED_TEAM 243).
 func TestHeadOfAnUnadvertisedGetIs404(t *testing.T) {
 	f := newFixture(t)
 	for _, tenant := range []string{"acme", ""} {

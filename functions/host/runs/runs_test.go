@@ -87,7 +87,7 @@ func TestRecipeStamps(t *testing.T) {
 // decoded that `%2F`) are the id itself, so a `~` in them is the id's own,
 // as a tenantId may hold one: `t~2Fx%2F…` is the run `t~2Fx/…`, never read
 // as the projection `t/x/…` (400) nor `a~7Eb%2F…` as tenant `a~b` (403)
-// (RED_TEAM 304). The projection still decodes every `~HH`.
+// (RED_TEAM 247). The projection still decodes every `~HH`.
 func TestPercentFormOfARunIDHoldingATilde(t *testing.T) {
 	for _, id := range []string{"t~2Fx/AAAAAAAAAAAAAAAAAAAAAA", "a~7Eb/AAAAAAAAAAAAAAAAAAAAAA", "~/AAAAAAAAAAAAAAAAAAAAAA", "t~/AAAAAAAAAAAAAAAAAAAAAA", "anon:t~3A/AAAAAAAAAAAAAAAAAAAAAA"} {
 		for _, raw := range [][]string{{ProjectID(id)}, {strings.ReplaceAll(id, "/", "%2F")}, {strings.ReplaceAll(id, "/", "%2f")}, {strings.ReplaceAll(strings.ReplaceAll(id, "~", "%7E"), "/", "%2F")}, strings.SplitN(id, "/", 2)} {

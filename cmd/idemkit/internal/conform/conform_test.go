@@ -517,7 +517,7 @@ func TestInterruptedRunFailsNoScenario(t *testing.T) {
 // TestInterruptedBeforeTheFirstAnswerRunsNothing: Ctrl-C while the first
 // request (the capabilities GET) waits for an API that has not answered
 // yet is the user's interrupt, ErrInterrupted saying no scenario ran, not
-// ErrUnreachable "context canceled" (RED_TEAM 301).
+// ErrUnreachable "context canceled" (RED_TEAM 244).
 func TestInterruptedBeforeTheFirstAnswerRunsNothing(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -537,7 +537,7 @@ func TestInterruptedBeforeTheFirstAnswerRunsNothing(t *testing.T) {
 // TestSilentServerIsUnreachableNamingTheTimeout: an API that accepts the
 // connection and never answers is ErrUnreachable naming the bound it did
 // not answer within, --timeout, in place of Go's "context deadline
-// exceeded" (RED_TEAM 301).
+// exceeded" (RED_TEAM 244).
 func TestSilentServerIsUnreachableNamingTheTimeout(t *testing.T) {
 	t.Parallel()
 	done := make(chan struct{})
