@@ -416,6 +416,7 @@ type metricRef struct {
 	where, namespace, name string
 	dims                   []dimRef
 	search                 bool // a SEARCH expression: its schema is the dimension names
+	sub                    bool // the namespace is in a !Sub: CloudFormation substitutes its ${X}
 }
 
 type dimRef struct {
@@ -512,7 +513,8 @@ func (tp tmpl) metricRefs(t *testing.T) []metricRef {
 	t.Helper()
 	var out []metricRef
 	fromStat := func(where string, m *yaml.Node) metricRef {
-		r := metricRef{where: where, namespace: get(m, "Namespace").Value, name: get(m, "MetricName").Value}
+		ns := get(m, "Namespace")
+		r := metricRef{where: where, namespace: ns.Value, name: get(m, "MetricName").Value, sub: ns.Tag == "!Sub"}
 		if ds := get(m, "Dimensions"); ds != nil {
 			for _, d := range ds.Content {
 				r.dims = append(r.dims, dimRef{name: get(d, "Name").Value, value: get(d, "Value")})
@@ -541,13 +543,15 @@ func (tp tmpl) metricRefs(t *testing.T) []metricRef {
 	return out
 }
 
-var searchRe = regexp.MustCompile(`^SEARCH\('\{([^}]*)\} MetricName="([^"]+)"', '\w+', \d+\)$`)
+// searchRe matches a SEARCH of one metric name; a schema's quoted
+// namespace may hold a } (the template's ${AWS::StackName}).
+var searchRe = regexp.MustCompile(`^SEARCH\('\{((?:[^}"]|"[^"]*")*)\} MetricName="([^"]+)"', '\w+', \d+\)$`)
 
 // dashboardRefs reads the metrics of a DashboardBody (a !Sub of a JSON
 // document, or [document, variables]).
 func dashboardRefs(t *testing.T, id string, body *yaml.Node) []metricRef {
 	t.Helper()
-	src := body
+	src, sub := body, body.Tag == "!Sub"
 	if body.Kind == yaml.SequenceNode {
 		src = body.Content[0]
 	}
@@ -574,7 +578,13 @@ func dashboardRefs(t *testing.T, id string, body *yaml.Node) []metricRef {
 						t.Fatalf("%s: expression %q is not a SEARCH of one metric name", where, expr)
 					}
 					schema := strings.Split(sm[1], ",")
-					r := metricRef{where: where, namespace: schema[0], name: sm[2], search: true}
+					// A namespace of other than letters and digits is
+					// written in double quotes in a SEARCH schema.
+					ns := schema[0]
+					if uq, err := strconv.Unquote(ns); err == nil {
+						ns = uq
+					}
+					r := metricRef{where: where, namespace: ns, name: sm[2], search: true, sub: sub}
 					for _, d := range schema[1:] {
 						r.dims = append(r.dims, dimRef{name: d})
 					}
@@ -591,7 +601,7 @@ func dashboardRefs(t *testing.T, id string, body *yaml.Node) []metricRef {
 			if len(parts) < 2 || len(parts)%2 != 0 {
 				t.Fatalf("%s: metric %v: want [namespace, name, dimension, value, …, {options}]", where, m)
 			}
-			r := metricRef{where: where, namespace: parts[0], name: parts[1]}
+			r := metricRef{where: where, namespace: parts[0], name: parts[1], sub: sub}
 			for i := 2; i < len(parts); i += 2 {
 				r.dims = append(r.dims, dimRef{name: parts[i], text: parts[i+1]})
 			}
@@ -601,26 +611,73 @@ func dashboardRefs(t *testing.T, id string, body *yaml.Node) []metricRef {
 	return out
 }
 
+// stackNamespace is the namespace template.yaml gives every function in
+// METRICS_NAMESPACE (a !Sub), and the one its alarms and dashboard read:
+// the stack's own, so two stacks in one account and region neither page
+// for nor subtract each other's series (RED_TEAM 420).
+const stackNamespace = "idemkit/${AWS::StackName}"
+
 // metricsNamespace is the namespace the functions' EMF lines are written
-// under: the METRICS_NAMESPACE setting's default, unless template.yaml sets
-// it, which it must then set alike on every function that does.
+// under: stackNamespace, which template.yaml must give every function.
 func metricsNamespace(t *testing.T, tp tmpl) string {
 	t.Helper()
-	ns := ""
+	for _, id := range tp.typesOf("AWS::Serverless::Function") {
+		v := get(get(get(get(tp.resources[id], "Properties"), "Environment"), "Variables"), "METRICS_NAMESPACE")
+		switch {
+		case v == nil:
+			t.Errorf("%s sets no METRICS_NAMESPACE: it writes under the default %q, which every stack in the account and region shares; want !Sub %q", id, settingDefault(t, "METRICS_NAMESPACE"), stackNamespace)
+		case v.Tag != "!Sub" || v.Value != stackNamespace:
+			t.Errorf("%s sets METRICS_NAMESPACE %s %q; want !Sub %q, the namespace the alarms and the dashboard read", id, v.Tag, v.Value, stackNamespace)
+		}
+	}
+	return stackNamespace
+}
+
+// settingDefault is the default of the setting named name.
+func settingDefault(t *testing.T, name string) string {
+	t.Helper()
 	for _, s := range settings.Settings {
-		if s.Name == "METRICS_NAMESPACE" {
-			ns = s.Default
+		if s.Name == name {
+			return s.Default
 		}
 	}
-	if ns == "" {
-		t.Fatal("no METRICS_NAMESPACE setting with a default")
+	t.Fatalf("no setting %s", name)
+	return ""
+}
+
+// TestEachStackReadsOnlyItsOwnMetrics: CloudWatch metrics are per account
+// and region, so two stacks there (staging beside production, or the new
+// stack DEPLOYING.md deploys beside the old one) must not write one
+// series. Every function (the authorizer included) is given the stack's
+// own namespace, and every alarm (each term of the FILL(a, 0) - FILL(b, 0)
+// alarms included) and every dashboard series reads that namespace or an
+// AWS one of the stack's own resources; a program outside the stack keeps
+// the default namespace idemkit. Before, every function wrote under
+// idemkit and every alarm read it: one stack paged for the other's
+// escaped effects, and its authorizer-errors alarm subtracted the other
+// stack's refused keys (RED_TEAM 420).
+func TestEachStackReadsOnlyItsOwnMetrics(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	if d := settingDefault(t, "METRICS_NAMESPACE"); d != "idemkit" {
+		t.Errorf("METRICS_NAMESPACE defaults to %q; a program outside the stack writes under idemkit", d)
 	}
-	for id, r := range tp.resources {
-		if v := get(get(get(get(r, "Properties"), "Environment"), "Variables"), "METRICS_NAMESPACE"); v != nil && v.Value != ns {
-			t.Errorf("%s sets METRICS_NAMESPACE %q; the alarms and the other functions use %q", id, v.Value, ns)
+	if n := len(tp.typesOf("AWS::Serverless::Function")); n < 5 {
+		t.Fatalf("parsed %d functions", n)
+	}
+	ns := metricsNamespace(t, tp)
+	own := 0
+	for _, r := range tp.metricRefs(t) {
+		switch {
+		case strings.HasPrefix(r.namespace, "AWS/"):
+		case r.namespace == ns && r.sub:
+			own++
+		default:
+			t.Errorf("%s: %s %s: a namespace every stack in the account and region may write; want !Sub %q", r.where, r.namespace, r.name, ns)
 		}
 	}
-	return ns
+	if own < 40 {
+		t.Fatalf("only %d metrics of the stack's namespace watched: the alarms or the dashboard were not read", own)
+	}
 }
 
 // checkMetricRefs returns what is wrong with the metrics the template's
@@ -890,9 +947,9 @@ func TestAlarmCheckCatchesAMetricNobodyWrites(t *testing.T) {
 		{"misspelt name", "MetricName: idemkit.audit.escaped_total", "MetricName: idemkit.audit.escaped", "no code emits"},
 		{"extra dimension", "        - {Name: table, Value: effects}\n", "        - {Name: table, Value: effects}\n        - {Name: kind, Value: effect}\n", "dimensions [kind,table]"},
 		{"unwritten value", "{Name: trigger, Value: stream}", "{Name: trigger, Value: streams}", `trigger="streams"`},
-		{"dimension a helper adds for other callers", `["idemkit", "idemkit.idempotency.store_unavailable_total", {`, `["idemkit", "idemkit.idempotency.store_unavailable_total", "Outcome", "claimed", {`, "dimensions [Outcome]"},
+		{"dimension a helper adds for other callers", `["idemkit/${AWS::StackName}", "idemkit.idempotency.store_unavailable_total", {`, `["idemkit/${AWS::StackName}", "idemkit.idempotency.store_unavailable_total", "Outcome", "claimed", {`, "dimensions [Outcome]"},
 		{"dashboard dimension", `"Outcome", "replay"`, `"outcome", "replay"`, "dimensions [outcome]"},
-		{"dashboard search schema", "{idemkit,kind,region,strategy}", "{idemkit,kind,strategy,tenant}", "dimensions [kind,strategy,tenant]"},
+		{"dashboard search schema", `{\"idemkit/${AWS::StackName}\",kind,region,strategy}`, `{\"idemkit/${AWS::StackName}\",kind,strategy,tenant}`, "dimensions [kind,strategy,tenant]"},
 		{"not a function", "Value: !Ref ExecutorFunction}", "Value: !Ref ExecutorRole}", "not a function"},
 		{"not a table", "{Name: TableName, Value: !Ref RunsTable}", "{Name: TableName, Value: !Ref StreamFailureQueue}", "not a table"},
 		// RunsTable: no role scans it (the sweeper scans the effects and

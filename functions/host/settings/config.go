@@ -126,7 +126,8 @@ type Env struct {
 	Transactional bool
 	// DynamoDBEndpoint: DYNAMODB_ENDPOINT. Default "" (the AWS endpoint).
 	DynamoDBEndpoint string
-	// MetricsNamespace: METRICS_NAMESPACE. Default "idemkit".
+	// MetricsNamespace: METRICS_NAMESPACE. Default "idemkit"; template.yaml
+	// gives every function its stack's own, idemkit/STACK.
 	MetricsNamespace string
 	// StreamMaxRetries: STREAM_MAX_RETRIES, the runs stream
 	// mapping's MaximumRetryAttempts (template.yaml passes its

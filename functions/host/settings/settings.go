@@ -147,7 +147,7 @@ var Settings = []Setting{
 		Unit: "whole seconds", num: func(e *Env, n int) { e.PollMaxWait = time.Duration(n) * time.Second }},
 	{Name: envTransactional, Default: "true", Doc: "createRun writes the run in the Layer-1 completion transaction", set: boolean(func(e *Env) *bool { return &e.Transactional })},
 	{Name: EnvDynamoDBEndpoint, DefaultDoc: "AWS", Doc: "endpoint override (LocalStack, DynamoDB Local, emulators; `idemkit dev`: `--dynamodb-endpoint`)", set: str(func(e *Env) *string { return &e.DynamoDBEndpoint })},
-	{Name: envMetricsNS, Default: "idemkit", Doc: "EMF namespace", Functions: []string{"Auditor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
+	{Name: envMetricsNS, Default: "idemkit", Note: "template: `idemkit/STACK`", Doc: "EMF namespace: the template gives every function the stack's own, the only one its alarms and dashboard read, so two stacks in one account and region count nothing of each other's ([DEPLOYING.md](DEPLOYING.md#the-reference-stack-what-pages-you-and-what-to-do))", Functions: []string{"Api", "Auditor", "Authorizer", "Executor", "Sweeper"}, set: str(func(e *Env) *string { return &e.MetricsNamespace })},
 }
 
 // defaults is Env before any variable is read: every entry's Default,
