@@ -1447,7 +1447,13 @@ func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
 // EvaluationPeriods) fires only while events come in every period: the
 // executor-start-lag alarm, three 1-minute periods in a row, never fired
 // on a stack starting fewer than one run a minute, however late each run
-// started.
+// started. Two AWS metrics are written the same way: Lambda's IteratorAge
+// once per invocation of a function reading a stream, DynamoDB's
+// ReplicationLatency only for writes replicated. The iterator-age alarms
+// needed three 1-minute periods in a row, which a function whose every try
+// runs over a minute (a record retried to its timeout) never gives, and the
+// replication-lag alarms 3 of 5 minutes, which a stack writing fewer than
+// three records in 5 minutes never gives (RED_TEAM 421).
 func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	ns := metricsNamespace(t, tp)
@@ -1457,6 +1463,11 @@ func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
 		namespaces := []*yaml.Node{get(p, "Namespace")}
 		for _, m := range sequence(get(p, "Metrics")) {
 			namespaces = append(namespaces, get(get(get(m, "MetricStat"), "Metric"), "Namespace"))
+		}
+		// The AWS metrics written only when something happens.
+		eventOnly := map[string]bool{"AWS/Lambda IteratorAge": true, "AWS/DynamoDB ReplicationLatency": true}
+		if n := get(p, "Namespace"); n != nil && eventOnly[n.Value+" "+get(p, "MetricName").Value] {
+			namespaces = append(namespaces, &yaml.Node{Value: ns})
 		}
 		if !slices.ContainsFunc(namespaces, func(n *yaml.Node) bool { return n != nil && n.Value == ns }) {
 			continue
@@ -1474,7 +1485,7 @@ func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
 			if need != nil {
 				n = need.Value
 			}
-			t.Errorf("%s: a metric of the functions (written only when an event happens) with missing data not breaching, "+
+			t.Errorf("%s: a metric written only when an event happens, with missing data not breaching, "+
 				"but %s breaching periods needed: it never fires while fewer events come than one a period", id, n)
 		}
 	}
