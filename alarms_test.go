@@ -1605,3 +1605,52 @@ func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
 		t.Fatalf("only %d alarms checked", checked)
 	}
 }
+
+// TestOneStuckRecordReachesTheRestoreFailuresAlarms: the auditor counts a
+// failed write-back (auditfn.MetricRestoreFailures) once per delivery of
+// its stream record, and the stream delivers a record 1 + StreamMaxRetries
+// times before it gives it up (the failure queue), so one record whose
+// write-back keeps failing is counted at most StreamMaxRetries + 1 times.
+// The restore-failures alarms exist to page while that record can still be
+// written back (its conflict event is recorded only then): their default
+// threshold must be reachable by one record at StreamMaxRetries' least
+// value. Before, they read FunctionErrorsThreshold, 5 by default, which
+// one record never reaches with StreamMaxRetries below 4: the first page
+// came from the failure queue, after the record was given up
+// (RED_TEAM 423).
+func TestOneStuckRecordReachesTheRestoreFailuresAlarms(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	retries := tp.params["StreamMaxRetries"]
+	minRetries, err := strconv.Atoi(get(retries, "MinValue").Value)
+	if err != nil {
+		t.Fatalf("StreamMaxRetries: MinValue: %v", err)
+	}
+	checked := 0
+	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {
+		p := get(tp.resources[id], "Properties")
+		if n := get(p, "MetricName"); n == nil || n.Value != auditfn.MetricRestoreFailures {
+			continue
+		}
+		checked++
+		th := get(p, "Threshold")
+		param := tp.params[th.Value]
+		if th.Tag != "!Ref" || param == nil || get(param, "Default") == nil {
+			t.Errorf("%s: threshold %s %q is not a parameter with a default", id, th.Tag, th.Value)
+			continue
+		}
+		def, err := strconv.Atoi(get(param, "Default").Value)
+		if err != nil {
+			t.Fatalf("%s: Default: %v", th.Value, err)
+		}
+		if most := minRetries + 1; def > most {
+			t.Errorf("%s: fires at %d failed write-backs in its period (%s's default), but one record is delivered, and fails, at most %d times with StreamMaxRetries %d: it pages only once the record is given up to the failure queue",
+				id, def, th.Value, most, minRetries)
+		}
+		if d := get(param, "Description").Value; !strings.Contains(d, "StreamMaxRetries") {
+			t.Errorf("%s: %s's description does not say one record fails at most StreamMaxRetries + 1 times", id, th.Value)
+		}
+	}
+	if checked != 2 {
+		t.Fatalf("found %d alarms on %s, want the Layer-1 and the effect restore-failures alarms", checked, auditfn.MetricRestoreFailures)
+	}
+}
