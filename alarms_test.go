@@ -614,7 +614,7 @@ func dashboardRefs(t *testing.T, id string, body *yaml.Node) []metricRef {
 // stackNamespace is the namespace template.yaml gives every function in
 // METRICS_NAMESPACE (a !Sub), and the one its alarms and dashboard read:
 // the stack's own, so two stacks in one account and region neither page
-// for nor subtract each other's series (RED_TEAM 420).
+// for nor subtract each other's series (RED_TEAM 253).
 const stackNamespace = "idemkit/${AWS::StackName}"
 
 // metricsNamespace is the namespace the functions' EMF lines are written
@@ -655,7 +655,7 @@ func settingDefault(t *testing.T, name string) string {
 // the default namespace idemkit. Before, every function wrote under
 // idemkit and every alarm read it: one stack paged for the other's
 // escaped effects, and its authorizer-errors alarm subtracted the other
-// stack's refused keys (RED_TEAM 420).
+// stack's refused keys (RED_TEAM 253).
 func TestEachStackReadsOnlyItsOwnMetrics(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	if d := settingDefault(t, "METRICS_NAMESPACE"); d != "idemkit" {
@@ -1453,7 +1453,7 @@ func TestStoreUnavailableAlarmLeavesOutChunksReplicating(t *testing.T) {
 // needed three 1-minute periods in a row, which a function whose every try
 // runs over a minute (a record retried to its timeout) never gives, and the
 // replication-lag alarms 3 of 5 minutes, which a stack writing fewer than
-// three records in 5 minutes never gives (RED_TEAM 421).
+// three records in 5 minutes never gives (RED_TEAM 254).
 func TestEventMetricAlarmsFireOnOnePeriod(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	ns := metricsNamespace(t, tp)
@@ -1617,7 +1617,7 @@ func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
 // value. Before, they read FunctionErrorsThreshold, 5 by default, which
 // one record never reaches with StreamMaxRetries below 4: the first page
 // came from the failure queue, after the record was given up
-// (RED_TEAM 423).
+// (RED_TEAM 256).
 func TestOneStuckRecordReachesTheRestoreFailuresAlarms(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	retries := tp.params["StreamMaxRetries"]

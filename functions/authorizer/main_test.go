@@ -32,7 +32,7 @@ func TestAuthorizerReadsTheSettingsVariables(t *testing.T) {
 // of), and under the default idemkit when it is unset. Before, the
 // namespace was fixed at idemkit, so two stacks' authorizers wrote one
 // series and each stack's alarm subtracted the other's refusals
-// (RED_TEAM 420).
+// (RED_TEAM 253).
 func TestAuthorizerWritesUnderTheConfiguredNamespace(t *testing.T) {
 	for _, c := range []struct{ env, want string }{{"idemkit/prod", "idemkit/prod"}, {"", metricsNamespace}} {
 		var out bytes.Buffer
