@@ -12,9 +12,15 @@
 // where it was overwritten (the conflict audit reads that). With
 // Config.Coalesce, a region's writes to one item that are due together
 // replicate as one change, the last: the other region sees only the final
-// image (a claim and its end merged). What it does not: an apply is not atomic with a concurrent local write in the
-// destination (tests quiesce writers before Sync), and it has exactly two
-// regions.
+// image (a claim and its end merged). A replicated deletion of an item the
+// destination no longer holds deletes nothing and, as in DynamoDB, leaves
+// no stream record there. What it does not: an apply is not atomic with a
+// concurrent local write in the destination (tests quiesce writers before
+// Sync); it has exactly two regions; a write's last-writer-wins timestamp
+// is when the replicator observed it (or Config.Timestamp), not DynamoDB's
+// clock; and an apply that changes nothing (the destination already holds
+// that image) writes a stream record on moto, where DynamoDB writes none
+// (a consumer sees a change whose two images are one).
 //
 // Steps are explicit (Step, Sync) and the clock is injected, so tests need
 // no sleeps.
@@ -107,7 +113,7 @@ type Replicator struct {
 	other       map[string]*Region
 	queue       []pending                     // not yet applied, in observation order
 	last        map[string]map[string]version // region -> item key -> last write applied there
-	echoes      map[string]map[string]int     // region -> canon(item) -> expected echoes
+	echoes      map[string]map[string]int     // region -> echoKey -> expected echoes
 	partitioned bool
 	seq         uint64
 	applied     int
@@ -192,7 +198,7 @@ func (r *Replicator) Step(ctx context.Context) (int, error) {
 			if r.cfg.OnChange != nil {
 				r.cfg.OnChange(c)
 			}
-			sig := canon(c.New)
+			sig := r.echoKey(c)
 			if r.echoes[name][sig] > 0 { // our own apply coming back
 				r.echoes[name][sig]--
 				continue
@@ -279,19 +285,38 @@ func (r *Replicator) apply(ctx context.Context, p pending) error {
 		r.discarded++
 		return nil
 	}
-	var err error
+	// The apply's own change in dst's stream is recognised as an echo
+	// (never replicated back). A deletion of an item dst does not hold
+	// deletes nothing and, as in DynamoDB, leaves no stream record: no
+	// echo is expected then, or the next deletion made in dst would be
+	// taken for it and never replicate.
+	echo := true
 	if p.change.New != nil {
-		_, err = dst.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(dst.Table), Item: p.change.New})
+		_, err := dst.DB.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(dst.Table), Item: p.change.New})
+		if err != nil {
+			return fmt.Errorf("regionsim: apply to %s: %w", dst.Name, err)
+		}
 	} else {
-		_, err = dst.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(dst.Table), Key: p.change.Keys})
-	}
-	if err != nil {
-		return fmt.Errorf("regionsim: apply to %s: %w", dst.Name, err)
+		out, err := dst.DB.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(dst.Table), Key: p.change.Keys,
+			ReturnValues: types.ReturnValueAllOld})
+		if err != nil {
+			return fmt.Errorf("regionsim: apply to %s: %w", dst.Name, err)
+		}
+		echo = len(out.Attributes) > 0
 	}
 	r.last[dst.Name][k] = p.ver
-	r.echoes[dst.Name][canon(p.change.New)]++
+	if echo {
+		r.echoes[dst.Name][r.echoKey(p.change)]++
+	}
 	r.applied++
 	return nil
+}
+
+// echoKey names a change for echo recognition: its item and its new image
+// (a deletion's is its item alone), so the echo of one item's apply is
+// never taken for another item's local write.
+func (r *Replicator) echoKey(c Change) string {
+	return r.itemKey(c.Keys) + "\x00" + canon(c.New)
 }
 
 // Sync steps until a Step moves nothing (bounded), i.e. both regions have
