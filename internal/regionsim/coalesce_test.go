@@ -40,6 +40,7 @@ func TestCoalesced(t *testing.T) {
 	}{
 		{"TestAuditCountsAnEscapeInEveryRegion", TestAuditCountsAnEscapeInEveryRegion},
 		{"TestLayer1PartitionConvergesOnLowestRunID", TestLayer1PartitionConvergesOnLowestRunID},
+		{"TestLayer1ConflictIsRecordedOnce", TestLayer1ConflictIsRecordedOnce},
 		{"TestLayer1ForgottenClaimDoesNotDeleteTheOtherRegionsRun", TestLayer1ForgottenClaimDoesNotDeleteTheOtherRegionsRun},
 		{"TestLayer1AnswerNamingNoRunDoesNotReplaceTheOtherRegionsRun", TestLayer1AnswerNamingNoRunDoesNotReplaceTheOtherRegionsRun},
 		{"TestLayer1PendingOverPendingCreatesOneRun", TestLayer1PendingOverPendingCreatesOneRun},

@@ -97,8 +97,8 @@ func TestLayer1StaleHoldAfterConvergenceRestoresNothing(t *testing.T) {
 	// A batch delivered again may record its conflict again (auditfn's
 	// package doc), but only as what it is: the lower run the winner.
 	again, _ := w.events()
-	if len(events) == 0 {
-		t.Fatal("no Layer-1 conflict event")
+	if len(events) != 1 {
+		t.Fatalf("%d Layer-1 conflict events before the redelivery; want 1 (TestLayer1ConflictIsRecordedOnce)", len(events))
 	}
 	for _, ev := range again {
 		w, _ := ev["winner"].(map[string]any)

@@ -109,6 +109,9 @@ func TestLayer1TakeoverAcrossRegionsConvergesOnLowestRunID(t *testing.T) {
 			if len(events) == 0 {
 				t.Fatal("no Layer-1 conflict event for a key that created a run in each region")
 			}
+			if !tc.redeliver && len(events) != 1 {
+				t.Fatalf("%d conflict events for one conflict; want 1 (TestLayer1ConflictIsRecordedOnce)", len(events))
+			}
 			for _, ev := range events {
 				w, _ := ev["winner"].(map[string]any)
 				l, _ := ev["loser"].(map[string]any)

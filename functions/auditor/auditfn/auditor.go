@@ -29,7 +29,10 @@
 //     lexicographic-min-run-id, the record as a keyhash), and, with Restore,
 //     resolved: where this region holds the higher run, the lower one's image
 //     is written back, so both regions converge on the lower run id whatever
-//     order the writes replicated in (conflictaudit.DetectKey). A REMOVE of
+//     order the writes replicated in (conflictaudit.DetectKey). The
+//     write-back is marked with the run it writes over, and its own change
+//     (read in this region's stream and, replicated, in the other's) is
+//     not recorded again: one event per conflict. A REMOVE of
 //     a record naming a run, within its retention at the deletion's time
 //     (the other region's claim of the key, deleted there because its
 //     answer is forgotten, or the other region's TTL deletion of an older,
@@ -49,7 +52,9 @@
 // keyhash.Log values too. The auditor only reads stream records, except for
 // that one conditional restore of a Layer-1 winner and, with
 // RestoreEffects, the conditional write-back of a completed effect record
-// over the other region's claim that replaced it without an outcome. A restore that fails is
+// over the other region's claim that replaced it without an outcome (marked
+// with that claim's owner token, so its own change is not recorded as a
+// conflict again). A restore that fails is
 // reported as a batch item failure (ReportBatchItemFailures): the stream is
 // delivered again from that record, so nothing audited before it is
 // counted twice, and its own conflict is recorded once its restore is
@@ -312,11 +317,12 @@ func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecor
 		conflictaudit.Detect(oldRec, newRec) == nil {
 		return nil
 	}
-	written, current, err := a.RestoreEffects.Restore(ctx, r.OldImage, r.NewImage)
+	winner := marked(r.OldImage, newRec.Owner)
+	written, current, err := a.RestoreEffects.Restore(ctx, winner, r.NewImage)
 	if err == nil && !written && len(current) > 0 {
 		if cur := a.decodeEffect(ctx, current); cur != nil && cur.State != ledger.StateCompleted &&
 			cur.Owner == newRec.Owner && cur.Attempt == newRec.Attempt && cur.Key == oldRec.Key {
-			written, _, err = a.RestoreEffects.Restore(ctx, r.OldImage, current)
+			written, _, err = a.RestoreEffects.Restore(ctx, winner, current)
 		}
 	}
 	if err != nil {
@@ -330,6 +336,14 @@ func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecor
 			slog.String("run_id", oldRec.RunID), slog.String("claim_state", string(newRec.State)))
 	}
 	return nil
+}
+
+// effectRestoreEcho reports whether newImage, a completed record, was
+// written back by an auditor over old's claim: marked (attrRestoredOver)
+// with old's owner token.
+func effectRestoreEcho(newImage map[string]types.AttributeValue, old, cur *ledger.Record) bool {
+	v, ok := newImage[attrRestoredOver].(*types.AttributeValueMemberS)
+	return ok && cur.State == ledger.StateCompleted && old.Owner != "" && v.Value == old.Owner
 }
 
 func holding(r *ledger.Record) bool {
@@ -350,7 +364,11 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 			c.RestoreErr, c.Failed, c.failedTable = err, r.EventID, TableEffects
 			return
 		}
-		if a.Conflicts.Observe(oldRec, newRec) != nil {
+		// A completed record written back over oldRec's claim (marked
+		// with its owner) is the write-back's own change, in this
+		// region's stream or the other's: its conflict was recorded
+		// where it was written.
+		if !effectRestoreEcho(r.NewImage, oldRec, newRec) && a.Conflicts.Observe(oldRec, newRec) != nil {
 			c.Conflicts++
 		}
 	}

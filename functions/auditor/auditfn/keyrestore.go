@@ -63,7 +63,40 @@ const (
 	attrRequestID = "requestId"
 	attrOwner     = "owner"
 	attrState     = "state"
+	// attrRestoredOver marks a record the auditor wrote back over the
+	// other region's record of a conflict it recorded: on a Layer-1
+	// record the run of that record (the loser), on an effect record the
+	// owner token of the claim written over. The write-back's own change
+	// (in this region's stream, and in the other region's once it
+	// replicates) shows the conflict again; marked so, it is not recorded
+	// again. A hold's write-back records nothing (no rival run known) and
+	// carries no mark. A Layer-1 record's next claim, after its
+	// retention, is a whole-item PutItem and drops it; the mark is read
+	// only on the change that writes it.
+	attrRestoredOver = "auditRestoredOver"
 )
+
+// marked returns winner marked as written back over the record naming
+// loserRun (attrRestoredOver), a copy; winner itself when loserRun is "".
+func marked(winner map[string]types.AttributeValue, loserRun string) map[string]types.AttributeValue {
+	if loserRun == "" {
+		return winner
+	}
+	out := make(map[string]types.AttributeValue, len(winner)+1)
+	for k, v := range winner {
+		out[k] = v
+	}
+	out[attrRestoredOver] = &types.AttributeValueMemberS{Value: loserRun}
+	return out
+}
+
+// restoreEcho reports whether a change whose new image wins a conflict
+// over old is a write-back made over old's run (marked), whichever region
+// wrote it: that region recorded the conflict when it wrote it.
+func restoreEcho(newImage map[string]types.AttributeValue, old conflictaudit.KeyRecord) bool {
+	v, ok := newImage[attrRestoredOver].(*types.AttributeValueMemberS)
+	return ok && old.Run != "" && v.Value == old.Run
+}
 
 // Restore implements KeyRestorer.
 func (r TableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
@@ -152,11 +185,14 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		}
 	}
 	kc := conflictaudit.DetectKey(old, cur)
+	if kc != nil && !kc.Restore && restoreEcho(r.NewImage, old) {
+		return nil // a write-back over old's run: recorded where it was written
+	}
 	if (kc == nil || !kc.Restore) && !conflictaudit.HoldKey(old, cur) || a.Restore == nil {
 		record(old, cur)
 		return nil
 	}
-	written, current, err := a.Restore.Restore(ctx, r.OldImage, r.NewImage)
+	written, current, err := a.Restore.Restore(ctx, marked(r.OldImage, cur.Run), r.NewImage)
 	if err == nil {
 		record(old, cur) // nothing when held (no run known yet)
 	}
@@ -177,7 +213,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 			dk := keyRecord(done, now)
 			kc = conflictaudit.DetectKey(old, dk) // nil when dk names no run
 			if dk.Run == "" || kc != nil && kc.Restore {
-				written, _, err = a.Restore.Restore(ctx, r.OldImage, current)
+				written, _, err = a.Restore.Restore(ctx, marked(r.OldImage, dk.Run), current)
 			}
 			if err == nil {
 				record(old, dk)
@@ -253,7 +289,7 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 			cur := keyRecord(again, now)
 			kc := conflictaudit.DetectKey(old, cur)
 			if conflictaudit.HoldKey(old, cur) || kc != nil && kc.Restore {
-				written, _, err = a.Restore.Restore(ctx, r.OldImage, current)
+				written, _, err = a.Restore.Restore(ctx, marked(r.OldImage, cur.Run), current)
 			}
 			if err == nil && a.Conflicts.ObserveKey(old, cur) != nil {
 				c.Conflicts++
