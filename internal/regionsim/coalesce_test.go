@@ -58,6 +58,7 @@ func TestCoalesced(t *testing.T) {
 		{"TestLayer1ReplayIntoSecondRegion", TestLayer1ReplayIntoSecondRegion},
 		{"TestLayer1ReplayWithinLagStartsNewWork", TestLayer1ReplayWithinLagStartsNewWork},
 		{"TestReconciledReleaseOverACompletionIsWrittenBack", TestReconciledReleaseOverACompletionIsWrittenBack},
+		{"TestEffectReconciledTTLDeleteFromTheOtherRegion", TestEffectReconciledTTLDeleteFromTheOtherRegion},
 	} {
 		t.Run(tc.name, tc.f)
 	}

@@ -54,7 +54,9 @@
 // RestoreEffects, the conditional write-back of a completed effect record
 // over the other region's claim that replaced it without an outcome (marked
 // with that claim's owner token, so its own change is not recorded as a
-// conflict again). A restore that fails is
+// conflict again), and of an effect record deleted within its retention
+// (the other region's TTL deleting its older record of the effect: the
+// ledger deletes none). A restore that fails is
 // reported as a batch item failure (ReportBatchItemFailures): the stream is
 // delivered again from that record, so nothing audited before it is
 // counted twice, and its own conflict is recorded once its restore is
@@ -400,11 +402,56 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 			}
 		}
 	case "REMOVE":
+		if a.Conflicts != nil && oldRec != nil {
+			if err := a.effectDeleted(ctx, r, oldRec, c); err != nil {
+				c.RestoreErr, c.Failed, c.failedTable = err, r.EventID, TableEffects
+				return
+			}
+		}
 		if r.TTLDeletion() && holding(oldRec) {
 			c.TTLExpiredPending[TableEffects]++
 			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", id, run, slog.String("state", string(oldRec.State)))
 		}
 	}
+}
+
+// effectDeleted writes back an effect record deleted here within its
+// retention. The ledger never deletes a record, and TTL (or the sweeper)
+// deletes none before its retention ends in its own replica (its TTL
+// attribute is the retention end rounded up to the second), so such a
+// deletion is the other region's TTL deleting its older, expired record of
+// the same effect, replicated here as the newest write: under
+// reconciled-records it deleted the record of the effect performed anew
+// here after that retention, in both regions, and a duplicate would call
+// the provider again. The record is written back where the replica holds
+// no item (one PutItem conditional on that), and replicates as the newest
+// write; where a duplicate claimed the effect anew meanwhile (the record
+// was absent from the deletion until the write), it is left alone. The
+// retention is judged at the deletion's time (DynamoDB's clock) or this
+// function's, the later: a record expired by either is not written back.
+func (a *Auditor) effectDeleted(ctx context.Context, r stream.StreamRecord, rec *ledger.Record, c *Counts) error {
+	if a.RestoreEffects == nil {
+		return nil
+	}
+	at := a.now()
+	if r.Created.After(at) {
+		at = r.Created
+	}
+	if !rec.Live(at) {
+		return nil
+	}
+	written, _, err := a.RestoreEffects.Restore(ctx, r.OldImage, nil)
+	if err != nil {
+		a.log().ErrorContext(ctx, "audit: writing back the deleted effect record failed", slog.String("effect", keyhash.Log(rec.EffectID)),
+			slog.String("run_id", rec.RunID), slog.String("error", err.Error()))
+		return err
+	}
+	if written {
+		c.RestoredEffects++
+		a.log().WarnContext(ctx, "audit: effect record deleted by another region's TTL written back", slog.String("effect", keyhash.Log(rec.EffectID)),
+			slog.String("run_id", rec.RunID), slog.String("state", string(rec.State)))
+	}
+	return nil
 }
 
 func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Counts) {

@@ -11,10 +11,11 @@ import (
 )
 
 // EffectTableRestorer is the KeyRestorer of one region's EffectsTable
-// replica: one PutItem of the winner's image (a completed effect record),
+// replica: one PutItem of the winner's image (an effect record),
 // conditional on the item still being the loser as seen (its state, owner
-// and attempt); a failed condition returns the item found and writes
-// nothing. loser is never nil here.
+// and attempt), or, loser nil, on there being no item (a record the other
+// region's TTL deleted: Auditor.effectDeleted); a failed condition returns
+// the item found and writes nothing.
 type EffectTableRestorer struct {
 	// Client is the region's DynamoDB client. Required.
 	Client PutItemAPI
@@ -25,7 +26,17 @@ type EffectTableRestorer struct {
 // Restore implements KeyRestorer.
 func (r EffectTableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
 	if loser == nil {
-		return false, nil, errors.New("auditfn: restore an effect record: no loser to write over")
+		_, err := r.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
+			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
+			ExpressionAttributeNames: map[string]string{"#pk": "pk"}, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+		var ccf *types.ConditionalCheckFailedException
+		if errors.As(err, &ccf) {
+			return false, ccf.Item, nil
+		}
+		if err != nil {
+			return false, nil, fmt.Errorf("auditfn: restore the effect record: %w", err)
+		}
+		return true, nil, nil
 	}
 	names := map[string]string{}
 	values := map[string]types.AttributeValue{}

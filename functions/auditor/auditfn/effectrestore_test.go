@@ -92,3 +92,78 @@ func TestCompletedEffectWrittenBackOverTheOtherRegionsRelease(t *testing.T) {
 		t.Fatalf("delivered again after the write-back: %+v; want nothing written", c)
 	}
 }
+
+// A REMOVE of an effect record within its retention is the other region's
+// TTL deleting its older record of the effect (the ledger deletes no
+// record, TTL none before its retention ends): the record is written back
+// where the replica holds none, once, and a failed write-back is the batch
+// item that failed, counted with table=effects. This region's own TTL
+// deletion of the record once expired is left alone, whatever the
+// auditor's clock (judged at the deletion's time too), and so is a record
+// a duplicate claimed anew since (an item present).
+func TestEffectRecordDeletedWithinItsRetentionIsWrittenBack(t *testing.T) {
+	e := dynamotest.Start(t, dynamotest.Moto)
+	ctx := context.Background()
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	id, err := identity.FromBusiness(identity.Business{Tenant: "acme", Operation: "refund", Key: "deleted-live"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := e.CreateTable(t, "EffectsTable")
+	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: e.Client(), Table: table})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.New(ledger.Config{Store: st, Lease: 30 * time.Second, Wait: -1,
+		Test: ledger.TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: func() time.Time { return t0 }}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Do(ctx, ledger.Effect{Identity: id}, func(context.Context, ledger.Call) ([]byte, error) { return []byte("ok"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	rec := scanOne(t, ctx, e, table)
+	del := func() {
+		if _, err := e.Client().DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
+			Key: map[string]types.AttributeValue{"pk": rec["pk"], "sk": rec["sk"]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	present := func() bool {
+		out, err := e.Client().Scan(ctx, &dynamodb.ScanInput{TableName: aws.String(table)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(out.Items) > 0
+	}
+	var mb bytes.Buffer
+	audit := func(r KeyRestorer, now, deleted time.Time) Counts {
+		a := reconcilingAuditor(t, nil, func() time.Time { return now })
+		a.RestoreEffects, a.Metrics, a.Logger = r, emf.New(&mb, "idemkit"), slog.New(slog.NewJSONHandler(io.Discard, nil))
+		return a.Audit(ctx, []stream.StreamRecord{{EventName: "REMOVE", EventID: "1", OldImage: rec, Created: deleted,
+			PrincipalID: stream.TTLPrincipal, IdentityType: "Service"}})
+	}
+	r := EffectTableRestorer{Client: e.Client(), Table: table}
+	live := t0.Add(time.Hour)
+	expired := t0.Add(ledger.MinRetention + time.Hour)
+
+	del()
+	if c := audit(EffectTableRestorer{Client: failingPut{}, Table: table}, live, live); c.RestoreErr == nil || c.Failed != "1" || present() {
+		t.Fatalf("a failed write-back: %+v; want the batch item failed", c)
+	}
+	if n := emfLines(t, mb.String(), MetricRestoreFailures); len(n) != 1 || n[0]["table"] != TableEffects {
+		t.Fatalf("%s: %v; want one, table=%s", MetricRestoreFailures, n, TableEffects)
+	}
+	if c := audit(r, live, live); c.RestoreErr != nil || c.RestoredEffects != 1 || !present() {
+		t.Fatalf("delivered again: %+v, present %v; want the record written back", c, present())
+	}
+	if c := audit(r, live, live); c.RestoreErr != nil || c.RestoredEffects != 0 {
+		t.Fatalf("delivered again after the write-back: %+v; want nothing written (an item is there)", c)
+	}
+	del()
+	for _, clock := range []time.Time{expired, live} { // the auditor's clock right, or behind DynamoDB's
+		if c := audit(r, clock, expired); c.RestoreErr != nil || c.RestoredEffects != 0 || present() {
+			t.Fatalf("this region's TTL deletion of the expired record, auditor clock %s: %+v, present %v; want nothing written", clock, c, present())
+		}
+	}
+}
