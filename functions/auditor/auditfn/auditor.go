@@ -56,7 +56,8 @@
 // with that claim's owner token, so its own change is not recorded as a
 // conflict again), and of an effect record deleted within its retention
 // (the other region's TTL deleting its older record of the effect: the
-// ledger deletes none). A restore that fails is
+// ledger deletes none). Every write-back is marked (attrRestoredOver), and
+// no escape or reclaim is counted off a marked change. A restore that fails is
 // reported as a batch item failure (ReportBatchItemFailures): the stream is
 // delivered again from that record, so nothing audited before it is
 // counted twice, and its own conflict is recorded once its restore is
@@ -357,6 +358,16 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 	if oldRec == nil && newRec == nil {
 		return
 	}
+	// A completed record an auditor wrote back over oldRec's claim
+	// (marked with its owner) is the write-back's own change, in this
+	// region's stream or the other's: its conflict was recorded where it
+	// was written, and the escapes and reclaims of its history were
+	// counted when that history was written. Nothing of it is counted.
+	// So is a record written back where the other region's TTL deleted
+	// it (effectDeleted): an INSERT here and where it replicates to.
+	if a.Conflicts != nil && newRec != nil && (oldRec == nil && writtenBack(r.NewImage) || oldRec != nil && effectRestoreEcho(r.NewImage, oldRec, newRec)) {
+		return
+	}
 	// A stream change with both images (a MODIFY; DynamoDB never gives an
 	// INSERT an old image) is checked for a cross-region overwrite.
 	if a.Conflicts != nil && oldRec != nil && newRec != nil && (r.EventName == "MODIFY" || r.EventName == "INSERT") {
@@ -366,11 +377,7 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 			c.RestoreErr, c.Failed, c.failedTable = err, r.EventID, TableEffects
 			return
 		}
-		// A completed record written back over oldRec's claim (marked
-		// with its owner) is the write-back's own change, in this
-		// region's stream or the other's: its conflict was recorded
-		// where it was written.
-		if !effectRestoreEcho(r.NewImage, oldRec, newRec) && a.Conflicts.Observe(oldRec, newRec) != nil {
+		if a.Conflicts.Observe(oldRec, newRec) != nil {
 			c.Conflicts++
 		}
 	}
@@ -440,7 +447,7 @@ func (a *Auditor) effectDeleted(ctx context.Context, r stream.StreamRecord, rec 
 	if !rec.Live(at) {
 		return nil
 	}
-	written, _, err := a.RestoreEffects.Restore(ctx, r.OldImage, nil)
+	written, _, err := a.RestoreEffects.Restore(ctx, marked(r.OldImage, ""), nil)
 	if err != nil {
 		a.log().ErrorContext(ctx, "audit: writing back the deleted effect record failed", slog.String("effect", keyhash.Log(rec.EffectID)),
 			slog.String("run_id", rec.RunID), slog.String("error", err.Error()))
@@ -470,7 +477,9 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 			}
 		}
 		oldState := str(r.OldImage, "state")
-		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && oldState == "pending" {
+		// An auditor's write-back over a pending claim (a hold) raises the
+		// attempt the item shows without reclaiming anything.
+		if num(r.NewImage, "attempt") > num(r.OldImage, "attempt") && oldState == "pending" && !writtenBack(r.NewImage) {
 			c.Reclaims[TableIdempotency]++
 			a.log().WarnContext(ctx, "audit: idempotency lease reclaimed", slog.String("record", keyhash.Log(pk)),
 				slog.Int64("attempt", num(r.NewImage, "attempt")))

@@ -70,24 +70,29 @@ const (
 	// (in this region's stream, and in the other region's once it
 	// replicates) shows the conflict again; marked so, it is not recorded
 	// again. A hold's write-back records nothing (no rival run known) and
-	// carries no mark. A Layer-1 record's next claim, after its
-	// retention, is a whole-item PutItem and drops it; the mark is read
-	// only on the change that writes it.
+	// is marked "": no conflict matches it, but its change, from a pending
+	// claim to a record of higher attempt, is no reclaim either. A Layer-1
+	// record's next claim, after its retention, is a whole-item PutItem
+	// and drops it; the mark is read only on the change that writes it.
 	attrRestoredOver = "auditRestoredOver"
 )
 
-// marked returns winner marked as written back over the record naming
-// loserRun (attrRestoredOver), a copy; winner itself when loserRun is "".
+// marked returns a copy of winner marked as written back over the record
+// naming loserRun, or over the claim of owner loserRun (attrRestoredOver);
+// "" for a hold's write-back, over a claim naming no run yet.
 func marked(winner map[string]types.AttributeValue, loserRun string) map[string]types.AttributeValue {
-	if loserRun == "" {
-		return winner
-	}
 	out := make(map[string]types.AttributeValue, len(winner)+1)
 	for k, v := range winner {
 		out[k] = v
 	}
 	out[attrRestoredOver] = &types.AttributeValueMemberS{Value: loserRun}
 	return out
+}
+
+// writtenBack reports whether newImage is an auditor's write-back (marked).
+func writtenBack(newImage map[string]types.AttributeValue) bool {
+	_, ok := newImage[attrRestoredOver]
+	return ok
 }
 
 // restoreEcho reports whether a change whose new image wins a conflict
@@ -223,7 +228,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		// The held claim is gone: deleted, its answer one the policy
 		// forgets (the request leaves nothing behind), and the deletion
 		// replicated here. The old record is the key's only run.
-		written, _, err = a.Restore.Restore(ctx, r.OldImage, nil)
+		written, _, err = a.Restore.Restore(ctx, marked(r.OldImage, ""), nil)
 	}
 	if err != nil {
 		a.log().ErrorContext(ctx, "audit: restoring the Layer-1 conflict's winner failed", slog.String("record", keyhash.Log(oldRec.ID)),
@@ -279,7 +284,7 @@ func (a *Auditor) keyDeleted(ctx context.Context, r stream.StreamRecord, c *Coun
 	if old.Expired || old.Run == "" {
 		return nil
 	}
-	written, current, err := a.Restore.Restore(ctx, r.OldImage, nil)
+	written, current, err := a.Restore.Restore(ctx, marked(r.OldImage, ""), nil)
 	if err == nil && !written && len(current) > 0 {
 		if again, derr := idemdynamo.DecodeItem(current); derr == nil {
 			if again.Renewed.After(at) {

@@ -102,6 +102,9 @@ func TestHeldClaimReleasedBeforeTheRestoreIsRestoredOver(t *testing.T) {
 	if c.Restored != 1 || got.RequestID != "req-1" || got.State != idem.StateCompleted {
 		t.Fatalf("restored %d; the replica holds %s %s (request %s), want the completed record of req-1 (its run's)", c.Restored, got.State, got.Owner, got.RequestID)
 	}
+	if !writtenBack(scan(replica)) {
+		t.Fatal("the write-back over the held claim is not marked as the auditor's")
+	}
 }
 
 // A held rival claim (another region's pending claim over a record naming
