@@ -409,13 +409,17 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 			}
 		}
 	case "REMOVE":
+		restored := false
 		if a.Conflicts != nil && oldRec != nil {
-			if err := a.effectDeleted(ctx, r, oldRec, c); err != nil {
+			var err error
+			if restored, err = a.effectDeleted(ctx, r, oldRec, c); err != nil {
 				c.RestoreErr, c.Failed, c.failedTable = err, r.EventID, TableEffects
 				return
 			}
 		}
-		if r.TTLDeletion() && holding(oldRec) {
+		// A live claim the other region's TTL deleted, written back, is
+		// no expired one: its owner still records its outcome.
+		if r.TTLDeletion() && holding(oldRec) && !restored {
 			c.TTLExpiredPending[TableEffects]++
 			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", id, run, slog.String("state", string(oldRec.State)))
 		}
@@ -436,29 +440,30 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 // was absent from the deletion until the write), it is left alone. The
 // retention is judged at the deletion's time (DynamoDB's clock) or this
 // function's, the later: a record expired by either is not written back.
-func (a *Auditor) effectDeleted(ctx context.Context, r stream.StreamRecord, rec *ledger.Record, c *Counts) error {
+// It reports whether the record was written back.
+func (a *Auditor) effectDeleted(ctx context.Context, r stream.StreamRecord, rec *ledger.Record, c *Counts) (bool, error) {
 	if a.RestoreEffects == nil {
-		return nil
+		return false, nil
 	}
 	at := a.now()
 	if r.Created.After(at) {
 		at = r.Created
 	}
 	if !rec.Live(at) {
-		return nil
+		return false, nil
 	}
 	written, _, err := a.RestoreEffects.Restore(ctx, marked(r.OldImage, ""), nil)
 	if err != nil {
 		a.log().ErrorContext(ctx, "audit: writing back the deleted effect record failed", slog.String("effect", keyhash.Log(rec.EffectID)),
 			slog.String("run_id", rec.RunID), slog.String("error", err.Error()))
-		return err
+		return false, err
 	}
 	if written {
 		c.RestoredEffects++
 		a.log().WarnContext(ctx, "audit: effect record deleted by another region's TTL written back", slog.String("effect", keyhash.Log(rec.EffectID)),
 			slog.String("run_id", rec.RunID), slog.String("state", string(rec.State)))
 	}
-	return nil
+	return written, nil
 }
 
 func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Counts) {

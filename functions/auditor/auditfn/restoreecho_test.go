@@ -90,3 +90,31 @@ func TestHoldWriteBackIsNoReclaim(t *testing.T) {
 		t.Fatalf("unmarked: %d reclaims; want 1", c.Reclaims[TableIdempotency])
 	}
 }
+
+// A live effect claim the other region's TTL deleted is written back
+// (effectDeleted), and its deletion is no expired unfinished claim: not
+// counted in ttl_expired_pending (whose alarm pages), as this region's
+// own TTL deletion of an expired claim is.
+func TestLiveClaimDeletedByTheOtherRegionsTTLIsNoExpiredClaim(t *testing.T) {
+	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+	claim := &ledger.Record{Key: "effect#e-live-claim", EffectID: "e-live-claim", State: ledger.StateFiring, Owner: "owner-eu", Attempt: 1,
+		CreatedAt: t0, UpdatedAt: t0, ExpiresAt: t0.Add(ledger.MinRetention), LeaseUntil: t0.Add(30 * time.Second),
+		Attempts: []ledger.Attempt{{N: 1, State: ledger.AttemptClaimed, At: t0, Fired: true, FiredAt: t0}}}
+	m, err := ledgerdynamo.EncodeRecord(claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remove := func(now time.Time) Counts {
+		r := &countingRestorer{}
+		a := reconcilingAuditor(t, nil, func() time.Time { return now })
+		a.RestoreEffects = r
+		return a.Audit(context.Background(), []stream.StreamRecord{{EventName: "REMOVE", EventID: "1", OldImage: m, Created: now,
+			PrincipalID: stream.TTLPrincipal, IdentityType: "Service"}})
+	}
+	if c := remove(t0.Add(time.Second)); c.RestoredEffects != 1 || c.TTLExpiredPending[TableEffects] != 0 {
+		t.Fatalf("the other region's TTL deleting a live claim: restored %d, ttl_expired_pending %d; want 1 and 0", c.RestoredEffects, c.TTLExpiredPending[TableEffects])
+	}
+	if c := remove(t0.Add(ledger.MinRetention + time.Hour)); c.RestoredEffects != 0 || c.TTLExpiredPending[TableEffects] != 1 {
+		t.Fatalf("this region's TTL deleting the expired claim: restored %d, ttl_expired_pending %d; want 0 and 1", c.RestoredEffects, c.TTLExpiredPending[TableEffects])
+	}
+}
