@@ -250,6 +250,16 @@ func (h *Handler) checkDecided(ctx context.Context, r runs.Run, caller, reason s
 		// every retry of its key would repeat.
 		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a stale write is refused without an entry", slog.String("run_id", r.ID))
 		se.InboxID = ""
+	case errors.Is(err, inbox.ErrFull):
+		// A resubmission refused again whose updated entry no longer
+		// fits: the entry is handed back as it was taken (which always
+		// fits: a decision never grows the inbox), so it waits with its
+		// earlier fix and this answer names the new one; never a 500
+		// with the entry held for good.
+		if _, err := h.cfg.Inbox.Decide(ctx, r.Tenant, rs.id, inbox.Waiting, rs.by, h.clock.Now()); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, false, true, err
+		}
+		h.cfg.Logger.WarnContext(ctx, "api: inbox full; a resubmission refused again is handed back unchanged", slog.String("run_id", r.ID))
 	case err != nil:
 		return events.APIGatewayV2HTTPResponse{}, false, true, err
 	}
@@ -367,8 +377,8 @@ func (h *Handler) resubmitInboxEntry(ctx context.Context, c call) (events.APIGat
 		return resp, nil
 	}
 	// Refused for this request's own fault (a decided version the run
-	// never had): nothing ran; the entry waits again.
-	if err := h.cfg.Inbox.Keep(ctx, e, by); err != nil {
+	// never had): nothing ran; the entry waits again, as it was.
+	if _, err := h.cfg.Inbox.Decide(ctx, c.tenant, e.ID, inbox.Waiting, by, h.clock.Now()); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	return resp, nil

@@ -48,7 +48,11 @@ var ErrConfig = errors.New("inbox: invalid config")
 // a Decide or Keep whose condition failed reads the item once to say what
 // happened. An item holds up to 400 KB, about a thousand waiting or
 // recently decided writes; a Keep beyond that writes nothing and is
-// ErrFull.
+// ErrFull. A waiting entry also holds "r_<id>", room reserved for its
+// decision: a Decide replaces it with s_, b_ and t_ and a Keep that hands
+// an entry back replaces those with it, so neither grows the item, and an
+// inbox that no longer takes a new entry still decides (discards,
+// resubmits) every entry it holds.
 type Dynamo struct {
 	cfg DynamoConfig
 }
@@ -68,14 +72,23 @@ const (
 	statePrefix = "s_"
 	byPrefix    = "b_"
 	atPrefix    = "t_"
+	roomPrefix  = "r_"
 )
+
+// room is what r_<id> holds: more than the bytes a decision's s_, b_ and
+// t_ take (three 24-byte names, "resubmitting", a 22-character by and a
+// millisecond time, at most about 130 bytes on every engine's count), with
+// a margin of some 90 bytes for an entry handed back updated (a cancel's
+// entry grows by a few digits of version and time and one status name at
+// most).
+var room = strings.Repeat(".", 200)
 
 func key(tenant string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: "#inbox/" + tenant}}
 }
 
-// Keep implements Store (SET e_<id>, REMOVE its decision; conditional on
-// the entry waiting or held by by).
+// Keep implements Store (SET e_<id> and its reserved room r_<id>, REMOVE
+// its decision; conditional on the entry waiting or held by by).
 func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 	e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Millisecond)
 	b, err := json.Marshal(e)
@@ -89,6 +102,7 @@ func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 			And(expression.Name(byPrefix + e.ID).Equal(expression.Value(by))))
 	}
 	upd := expression.Set(expression.Name(entryPrefix+e.ID), expression.Value(string(b))).
+		Set(expression.Name(roomPrefix+e.ID), expression.Value(room)).
 		Remove(s).Remove(expression.Name(byPrefix + e.ID)).Remove(expression.Name(atPrefix + e.ID))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
@@ -200,7 +214,9 @@ func (d *Dynamo) Get(ctx context.Context, tenant, id string) (Entry, error) {
 }
 
 // Decide implements Store: one UpdateItem whose condition is the
-// compare-and-set (allowed), returning the item; then, when it holds final
+// compare-and-set (allowed), replacing the entry's reserved room with the
+// decision (or, to Waiting, the decision with the room), returning the
+// item; then, when it holds final
 // entries older than the retention, one UpdateItem forgetting them.
 func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by string, now time.Time) (Entry, error) {
 	if err := checkDecision(to, by); err != nil {
@@ -208,14 +224,21 @@ func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by str
 	}
 	s, b := expression.Name(statePrefix+id), expression.Name(byPrefix+id)
 	var cond expression.ConditionBuilder
-	if to == Resubmitted {
+	if to == Resubmitted || to == Waiting {
 		cond = s.Equal(expression.Value(string(Resubmitting))).And(b.Equal(expression.Value(by)))
 	} else {
 		cond = expression.AttributeExists(expression.Name(entryPrefix + id)).And(expression.AttributeNotExists(s))
 	}
 	at := now.UTC().Truncate(time.Millisecond)
 	upd := expression.Set(s, expression.Value(string(to))).Set(b, expression.Value(by)).
-		Set(expression.Name(atPrefix+id), expression.Value(at.UnixMilli()))
+		Set(expression.Name(atPrefix+id), expression.Value(at.UnixMilli())).
+		Remove(expression.Name(roomPrefix + id))
+	if to == Waiting {
+		// Handed back as it was: the decision's room again in place of
+		// the decision (e_<id> untouched).
+		upd = expression.Remove(s).Remove(b).Remove(expression.Name(atPrefix+id)).
+			Set(expression.Name(roomPrefix+id), expression.Value(room))
+	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return Entry{}, err
@@ -257,7 +280,7 @@ func (d *Dynamo) forget(ctx context.Context, tenant string, it map[string]types.
 		if !e.State.Final() || !e.DecidedAt.Before(cutoff) {
 			continue
 		}
-		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix} {
+		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix, roomPrefix} {
 			upd = upd.Remove(expression.Name(p + e.ID))
 		}
 		// Only the decision seen: nothing else removed.

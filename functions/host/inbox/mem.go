@@ -75,6 +75,9 @@ func (m *Mem) Decide(_ context.Context, tenant, id string, to State, by string, 
 		return Entry{}, &DecidedError{Entry: cur}
 	}
 	cur.State, cur.By, cur.DecidedAt = to, by, now.UTC().Truncate(time.Millisecond)
+	if to == Waiting {
+		cur.By, cur.DecidedAt = "", time.Time{}
+	}
 	m.m[tenant][id] = cur
 	cutoff := now.Add(-m.cfg.retention())
 	for k, e := range m.m[tenant] {

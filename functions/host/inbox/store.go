@@ -28,13 +28,17 @@ type Store interface {
 	// decision), or ErrNotFound.
 	Get(ctx context.Context, tenant, id string) (Entry, error)
 	// Decide moves one of the tenant's entries to to (Resubmitting,
-	// Resubmitted or Discarded) for the decision by (non-empty), a
-	// compare-and-set: Resubmitting and Discarded only from Waiting,
-	// Resubmitted only from Resubmitting held by by. Of any number of
-	// decisions racing on one waiting entry exactly one wins. A decision
-	// already by's (its retry: the entry is in to, or to is Resubmitting
-	// and the entry is Resubmitted, by by) succeeds again and changes
-	// nothing. It returns the entry as stored afterwards; ErrNotFound when
+	// Resubmitted, Discarded or Waiting) for the decision by (non-empty),
+	// a compare-and-set: Resubmitting and Discarded only from Waiting,
+	// Resubmitted and Waiting only from Resubmitting held by by (to
+	// Waiting hands the entry back as it was taken: a resubmission that
+	// ran nothing, or whose updated entry Keep could not hold). Of any
+	// number of decisions racing on one waiting entry exactly one wins. A
+	// decision already by's (its retry: the entry is in to, or to is
+	// Resubmitting and the entry is Resubmitted, by by; or to is Waiting
+	// and the entry waits) succeeds again and changes nothing. A
+	// decision never makes the entry's item larger than when the entry
+	// was kept, so an inbox too full for Keep still decides. It returns the entry as stored afterwards; ErrNotFound when
 	// there is none, a *DecidedError (ErrDecided) carrying the entry when
 	// another decision holds or decided it. now stamps DecidedAt and
 	// forgets the tenant's final entries decided Config.Retention before.
@@ -63,10 +67,10 @@ func (c Config) retention() time.Duration {
 
 // errBadDecision is returned by Decide for a to it does not decide to or
 // an empty by (a programming error).
-var errBadDecision = errors.New("inbox: Decide needs to in {resubmitting, resubmitted, discarded} and a non-empty by")
+var errBadDecision = errors.New("inbox: Decide needs to in {resubmitting, resubmitted, discarded, waiting} and a non-empty by")
 
 func checkDecision(to State, by string) error {
-	if by == "" || (to != Resubmitting && to != Resubmitted && to != Discarded) {
+	if by == "" || (to != Resubmitting && to != Resubmitted && to != Discarded && to != Waiting) {
 		return errBadDecision
 	}
 	return nil
@@ -74,6 +78,9 @@ func checkDecision(to State, by string) error {
 
 // again reports whether cur is already the decision to by by (a retry).
 func again(cur Entry, to State, by string) bool {
+	if to == Waiting {
+		return cur.State == Waiting
+	}
 	return cur.By == by && (cur.State == to || to == Resubmitting && cur.State == Resubmitted)
 }
 
@@ -83,7 +90,7 @@ func allowed(cur Entry, to State, by string) bool {
 	switch to {
 	case Resubmitting, Discarded:
 		return cur.State == Waiting
-	case Resubmitted:
+	case Resubmitted, Waiting:
 		return cur.State == Resubmitting && cur.By == by
 	}
 	return false

@@ -16,7 +16,8 @@
 //     (another discard, a resubmission, a Keep).
 //   - ResubmitHoldsThenFinishes: a resubmission holds the entry (still
 //     listed), only its holder finishes it, and a resubmission refused
-//     again hands it back waiting (Keep by the holder), updated.
+//     again hands it back waiting (Keep by the holder), updated, or as it
+//     was (Decide to Waiting by the holder).
 //   - RacingDecisions: the compare-and-set of Resubmitting and Discarded:
 //     many discards and resubmissions (distinct decisions) race on one
 //     waiting entry; exactly one wins, every loser gets a *DecidedError
@@ -229,7 +230,23 @@ func resubmitHoldsThenFinishes(t *testing.T, h Harness) {
 	if g := get(t, s, "acme", a.ID); g.State != inbox.Waiting || g.By != "" || g.CurrentVersion != 5 || !g.CreatedAt.Equal(base.Add(time.Hour)) || g.Reason != a.Reason {
 		t.Fatalf("handed back: %+v", g)
 	}
-	// Taken again (by another decision) and finished.
+	// Taken again (by another decision), handed back as it was (Decide
+	// to Waiting: only by its holder, again to its retry), and taken and
+	// finished.
+	if _, err := s.Decide(ctx, "acme", a.ID, inbox.Resubmitting, "r2", base); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Decide(ctx, "acme", a.ID, inbox.Waiting, "r1", base)
+	decidedBy(t, err, inbox.Resubmitting, "r2")
+	for range 2 {
+		e, err = s.Decide(ctx, "acme", a.ID, inbox.Waiting, "r2", base)
+		if err != nil || e.State != inbox.Waiting || e.By != "" || !e.DecidedAt.IsZero() || e.CurrentVersion != 5 || !e.CreatedAt.Equal(base.Add(time.Hour)) {
+			t.Fatalf("handed back as it was: %+v %v", e, err)
+		}
+	}
+	if g := get(t, s, "acme", a.ID); g.State != inbox.Waiting || g.By != "" || g.CurrentVersion != 5 || g.Reason != a.Reason {
+		t.Fatalf("handed back as it was: %+v", g)
+	}
 	if _, err := s.Decide(ctx, "acme", a.ID, inbox.Resubmitting, "r2", base); err != nil {
 		t.Fatal(err)
 	}
