@@ -11,8 +11,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/functions/host/inbox"
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
+	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -111,4 +115,54 @@ func fillTight(t *testing.T, c *dynamodb.Client, table, pk string) {
 			n++
 		}
 	}
+}
+
+// TestOneCallerCannotFillTheInboxOthersShare: under the commerce policy
+// each caller (namespace and worker) of a tenant holds at most its share
+// of the tenant's inbox (inbox.Config.MaxPerCaller; 2 here): its next
+// stale write is refused as stale all the same, without an inboxId, while
+// another caller's stale write is still kept; and once it decides one of
+// its entries, its next is kept again.
+func TestOneCallerCannotFillTheInboxOthersShare(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := e.Client(dynamotest.FastRetries)
+		rs := &runs.DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		st, err := idemdynamo.New(idemdynamo.Config{Client: c, Table: e.CreateTable(t, "IdempotencyTable")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ib, err := inbox.NewDynamo(inbox.DynamoConfig{Client: c, Table: rs.Table, Config: inbox.Config{MaxPerCaller: 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := &commerceHost{f: hostOf(t, rs, idem.Config{Policy: commerce.Policy, Store: st}, func(_ *fixture, cfg *Config) { cfg.Inbox = ib }), runs: rs}
+		// stale sends a stale cancel of worker's; it returns the refusal's
+		// inboxId ("" when not kept).
+		stale := func(worker, key string) string {
+			run := h.run(t, runs.StatusRunning)
+			req := decidedCancel(run.ID, 1, key)
+			req.RequestContext.Authorizer.Lambda["worker"] = worker
+			r, m := h.f.do(t, req)
+			if r.StatusCode != 409 || m["error"] != decided.CodeStale {
+				t.Fatalf("%s: %d %s", key, r.StatusCode, r.Body)
+			}
+			d, _ := m["details"].(map[string]any)
+			id, _ := d["inboxId"].(string)
+			return id
+		}
+		first := stale("checkout", "checkout 1")
+		stale("checkout", "checkout 2")
+		if id := stale("checkout", "checkout 3"); id != "" {
+			t.Fatalf("a caller's write past its share was kept: %s", id)
+		}
+		if stale("packing", "packing 1") == "" {
+			t.Fatal("another caller's stale write was not kept")
+		}
+		if r, _ := h.f.do(t, commerceReq("POST", "/inbox/"+first+"/discard", "discard checkout 1")); r.StatusCode != 200 {
+			t.Fatalf("discard: %d %s", r.StatusCode, r.Body)
+		}
+		if stale("checkout", "checkout 4") == "" {
+			t.Fatal("a caller's write after it decided an entry was not kept")
+		}
+	})
 }

@@ -52,7 +52,8 @@ var ErrConfig = errors.New("inbox: invalid config")
 // decision: a Decide replaces it with s_, b_ and t_ and a Keep that hands
 // an entry back replaces those with it, so neither grows the item, and an
 // inbox that no longer takes a new entry still decides (discards,
-// resubmits) every entry it holds.
+// resubmits) every entry it holds. "n_<caller>" counts a caller's new
+// entries against Config.MaxPerCaller (Keep).
 type Dynamo struct {
 	cfg DynamoConfig
 }
@@ -73,6 +74,7 @@ const (
 	byPrefix    = "b_"
 	atPrefix    = "t_"
 	roomPrefix  = "r_"
+	countPrefix = "n_"
 )
 
 // room is what r_<id> holds: more than the bytes a decision's s_, b_ and
@@ -88,22 +90,95 @@ func key(tenant string) map[string]types.AttributeValue {
 }
 
 // Keep implements Store (SET e_<id> and its reserved room r_<id>, REMOVE
-// its decision; conditional on the entry waiting or held by by).
+// its decision; conditional on the entry waiting or held by by). A new
+// entry of a caller (by "" and Caller set) is counted in that caller's
+// "n_<caller>" in the same write, conditional on the entry being new and
+// the count below MaxPerCaller. The count only grows (a decision does not
+// touch it) and never falls below the caller's listed entries; a Keep
+// that finds it at the share reads the item once (as any refused
+// condition) and, when the caller's listed entries leave room, writes the
+// entry with the count set to them, conditional on the count as read. So
+// a Keep under the share is one write, as before; one at the count's limit
+// a read and a write; the same entry kept again (its refusal re-executed)
+// a read and a write more.
 func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 	e.CreatedAt = e.CreatedAt.UTC().Truncate(time.Millisecond)
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
+	if by != "" || e.Caller == "" {
+		return d.keep(ctx, e, b, by)
+	}
+	share := d.cfg.maxPerCaller()
+	n := expression.Name(countPrefix + e.Caller)
+	cond := expression.AttributeNotExists(expression.Name(entryPrefix + e.ID)).
+		And(expression.AttributeNotExists(n).Or(n.LessThan(expression.Value(share))))
+	err = d.write(ctx, e, b, cond, expression.Add(n, expression.Value(1)))
+	for range 3 {
+		if !failedCondition(err) {
+			return err
+		}
+		it, gerr := d.item(ctx, e.Tenant)
+		if gerr != nil {
+			return gerr
+		}
+		if cur, ok := decode(it, e.Tenant, e.ID); ok {
+			if !keepable(cur, "") {
+				return &DecidedError{Entry: cur}
+			}
+			// The same refused write refused again: replaced, not counted.
+			return d.keep(ctx, e, b, "")
+		}
+		held := listedOf(entries(it, e.Tenant), e.Caller, e.ID)
+		if held >= share {
+			return fmt.Errorf("%w: the caller holds %d waiting writes, its share", ErrFull, held)
+		}
+		// The count ran ahead of the entries (some were decided): set it
+		// to them, if no other Keep of the caller counted meanwhile.
+		cond := expression.AttributeNotExists(expression.Name(entryPrefix + e.ID))
+		if v, ok := it[countPrefix+e.Caller].(*types.AttributeValueMemberN); ok {
+			cond = cond.And(n.Equal(expression.Value(&types.AttributeValueMemberN{Value: v.Value})))
+		} else {
+			cond = cond.And(expression.AttributeNotExists(n))
+		}
+		err = d.write(ctx, e, b, cond, expression.Set(n, expression.Value(held+1)))
+	}
+	if failedCondition(err) {
+		return fmt.Errorf("inbox: keep entry: the caller's count kept changing under it")
+	}
+	return err
+}
+
+// keep is Keep's write of an entry that may exist: conditional on it
+// waiting or held by by; a refused condition reads the entry once and is
+// a *DecidedError.
+func (d *Dynamo) keep(ctx context.Context, e Entry, b []byte, by string) error {
 	s := expression.Name(statePrefix + e.ID)
 	cond := expression.AttributeNotExists(s)
 	if by != "" {
 		cond = cond.Or(expression.Name(statePrefix + e.ID).Equal(expression.Value(string(Resubmitting))).
 			And(expression.Name(byPrefix + e.ID).Equal(expression.Value(by))))
 	}
-	upd := expression.Set(expression.Name(entryPrefix+e.ID), expression.Value(string(b))).
+	err := d.write(ctx, e, b, cond, expression.UpdateBuilder{})
+	if failedCondition(err) {
+		cur, gerr := d.Get(ctx, e.Tenant, e.ID)
+		if gerr != nil {
+			return gerr
+		}
+		return &DecidedError{Entry: cur}
+	}
+	return err
+}
+
+// write is one conditional UpdateItem of entry e (its JSON b): SET e_<id>
+// and r_<id>, REMOVE its decision, and upd's actions besides. A refused
+// condition is returned as DynamoDB's error (failedCondition), a write past
+// the item limit as ErrFull.
+func (d *Dynamo) write(ctx context.Context, e Entry, b []byte, cond expression.ConditionBuilder, upd expression.UpdateBuilder) error {
+	upd = upd.Set(expression.Name(entryPrefix+e.ID), expression.Value(string(b))).
 		Set(expression.Name(roomPrefix+e.ID), expression.Value(room)).
-		Remove(s).Remove(expression.Name(byPrefix + e.ID)).Remove(expression.Name(atPrefix + e.ID))
+		Remove(expression.Name(statePrefix + e.ID)).Remove(expression.Name(byPrefix + e.ID)).Remove(expression.Name(atPrefix + e.ID))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return err
@@ -112,20 +187,13 @@ func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 		TableName: aws.String(d.cfg.Table), Key: key(e.Tenant), UpdateExpression: expr.Update(),
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 	})
-	if failedCondition(err) {
-		cur, gerr := d.Get(ctx, e.Tenant, e.ID)
-		if gerr != nil {
-			return gerr
-		}
-		return &DecidedError{Entry: cur}
-	}
-	if tooLarge(err) {
+	switch {
+	case err == nil, failedCondition(err):
+		return err
+	case tooLarge(err):
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	}
-	if err != nil {
-		return fmt.Errorf("inbox: keep entry: %w", err)
-	}
-	return nil
+	return fmt.Errorf("inbox: keep entry: %w", err)
 }
 
 // tooLarge reports whether err is DynamoDB's refusal of a write whose item

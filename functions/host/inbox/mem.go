@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -21,8 +22,18 @@ func NewMem(cfg Config) *Mem { return &Mem{cfg: cfg, m: map[string]map[string]En
 func (m *Mem) Keep(_ context.Context, e Entry, by string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if cur, ok := m.m[e.Tenant][e.ID]; ok && !keepable(cur, by) {
+	cur, ok := m.m[e.Tenant][e.ID]
+	if ok && !keepable(cur, by) {
 		return &DecidedError{Entry: cur}
+	}
+	if !ok && e.Caller != "" {
+		es := make([]Entry, 0, len(m.m[e.Tenant]))
+		for _, x := range m.m[e.Tenant] {
+			es = append(es, x)
+		}
+		if n := listedOf(es, e.Caller, e.ID); n >= m.cfg.maxPerCaller() {
+			return fmt.Errorf("%w: the caller holds %d waiting writes, its share", ErrFull, n)
+		}
 	}
 	if m.m[e.Tenant] == nil {
 		m.m[e.Tenant] = map[string]Entry{}

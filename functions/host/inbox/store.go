@@ -53,6 +53,35 @@ type Config struct {
 	// happened; afterwards its id is unknown (404). Set it at least as long
 	// as clients retry one Idempotency-Key. Default DefaultRetention.
 	Retention time.Duration
+	// MaxPerCaller is how many listed entries (waiting, or held by a
+	// resubmission) one caller of a tenant may hold, so that one caller
+	// cannot fill the inbox its tenant's other callers share: a new entry
+	// past it is ErrFull (nothing written). Entries of the tenant-wide
+	// caller ("", a policy that scopes by the tenant alone) take no share.
+	// Default DefaultMaxPerCaller.
+	MaxPerCaller int
+}
+
+// DefaultMaxPerCaller is Config.MaxPerCaller's default: 100, a tenth of
+// what the Dynamo store's item holds.
+const DefaultMaxPerCaller = 100
+
+func (c Config) maxPerCaller() int {
+	if c.MaxPerCaller <= 0 {
+		return DefaultMaxPerCaller
+	}
+	return c.MaxPerCaller
+}
+
+// listedOf counts the listed entries of caller among es, but id's.
+func listedOf(es []Entry, caller, id string) int {
+	n := 0
+	for _, e := range es {
+		if e.Caller == caller && e.ID != id && e.State.Listed() {
+			n++
+		}
+	}
+	return n
 }
 
 // DefaultRetention is Config.Retention's default: 24 hours.

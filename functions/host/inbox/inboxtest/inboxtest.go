@@ -35,6 +35,13 @@
 //     write really applies and its response is dropped in transport.
 //   - Forgets: a final entry decided Config.Retention before a later
 //     decision is forgotten (ErrNotFound); a waiting or held one never.
+//   - CallerShare: a caller holds at most Config.MaxPerCaller listed
+//     entries (waiting or held): one more new entry of that caller is
+//     ErrFull, nothing written, while another caller's is kept; the same
+//     entry kept again, and a hand-back, are never refused for it; an
+//     entry decided (discarded, resubmitted) frees its place; entries of
+//     the tenant-wide caller ("") take no share; new entries of one caller
+//     racing at the share keep exactly the share.
 package inboxtest
 
 import (
@@ -85,6 +92,7 @@ func Run(t *testing.T, h Harness) {
 		{"RacingKeep", racingKeep},
 		{"LostResponse", lostResponse},
 		{"Forgets", forgets},
+		{"CallerShare", callerShare},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.run(t, h) })
 	}
@@ -459,5 +467,74 @@ func forgets(t *testing.T, h Harness) {
 	}
 	if g := get(t, s, "acme", fresh.ID); g.State != inbox.Discarded {
 		t.Fatalf("a recent decision was forgotten: %+v", g)
+	}
+}
+
+func callerShare(t *testing.T, h Harness) {
+	const share = 3
+	s, ctx := h.NewStore(t, inbox.Config{MaxPerCaller: share}), context.Background()
+	of := func(caller string, n int) inbox.Entry {
+		e := entry("acme", n, time.Duration(n)*time.Second)
+		e.Caller = caller
+		return e
+	}
+	for n := range share {
+		keep(t, s, of("caller-a", n), "")
+	}
+	if err := s.Keep(ctx, of("caller-a", 10), ""); !errors.Is(err, inbox.ErrFull) {
+		t.Fatalf("a new entry past the caller's share: %v", err)
+	}
+	if _, err := s.Get(ctx, "acme", of("caller-a", 10).ID); !errors.Is(err, inbox.ErrNotFound) {
+		t.Fatalf("the refused entry was written: %v", err)
+	}
+	keep(t, s, of("caller-b", 20), "")
+	for n := range share + 2 {
+		keep(t, s, of("", 30+n), "")
+	}
+	// The same entry again, and a hand-back, at the share.
+	again := of("caller-a", 0)
+	again.CurrentVersion = 7
+	keep(t, s, again, "")
+	if _, err := s.Decide(ctx, "acme", again.ID, inbox.Resubmitting, "r1", base); err != nil {
+		t.Fatal(err)
+	}
+	again.CurrentVersion = 8
+	keep(t, s, again, "r1")
+	// A decision frees a place.
+	if _, err := s.Decide(ctx, "acme", of("caller-a", 1).ID, inbox.Discarded, "d1", base); err != nil {
+		t.Fatal(err)
+	}
+	keep(t, s, of("caller-a", 11), "")
+	if err := s.Keep(ctx, of("caller-a", 12), ""); !errors.Is(err, inbox.ErrFull) {
+		t.Fatalf("a new entry past the caller's share after a decision: %v", err)
+	}
+	if _, err := s.Decide(ctx, "acme", of("caller-a", 2).ID, inbox.Resubmitting, "r2", base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Decide(ctx, "acme", of("caller-a", 2).ID, inbox.Resubmitted, "r2", base); err != nil {
+		t.Fatal(err)
+	}
+	keep(t, s, of("caller-a", 12), "")
+	// Racing at the share: exactly the share kept.
+	errs := race(h.Goroutines, func(i int) error { return s.Keep(ctx, of("caller-c", 100+i), "") })
+	kept := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			kept++
+		case !errors.Is(err, inbox.ErrFull):
+			t.Fatalf("a racing keep: %v", err)
+		}
+	}
+	l, err := s.List(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, e := range l {
+		per[e.Caller]++
+	}
+	if kept != share || per["caller-c"] != share || per["caller-a"] != share || per["caller-b"] != 1 || per[""] != share+2 {
+		t.Fatalf("%d racing keeps succeeded; listed per caller %v", kept, per)
 	}
 }
