@@ -262,6 +262,10 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		resp, err = errResp(apierr.New(idem.StatusClientClosed, idem.CodeClientClosed,
 			"The client closed the request before it was answered; retry it with the same Idempotency-Key.")), nil
 	}
+	if err != nil && ownDeadline(ctx, err) {
+		h.cfg.Logger.WarnContext(ctx, "api: the request outlived its deadline", keyhash.ErrAttr(err), slog.String("request_id", ev.RequestContext.RequestID))
+		resp, err = h.stamp(h.deadlineExceeded(keyed(ev)), ev.RequestContext.RequestID), nil
+	}
 	if err != nil {
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error", keyhash.ErrAttr(err), slog.String("request_id", ev.RequestContext.RequestID))
 		resp = errResp(apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
@@ -413,13 +417,24 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 			return r.object(h, ctx, c, first, stored)
 		}
 	}
-	var unclaimed atomic.Bool
+	var unclaimed, timedOut atomic.Bool
 	resp, err := h.cfg.Guard.Do(ctx, req, func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) {
 		if _, claimed := idem.FromContext(ctx); !claimed {
 			unclaimed.Store(true)
 		}
-		return h.serve(ctx, r, c)
+		resp, err := h.serve(ctx, r, c)
+		if err != nil && ownDeadline(ctx, err) {
+			timedOut.Store(true)
+		}
+		return resp, err
 	})
+	if err == nil && timedOut.Load() && resp.StatusCode == http.StatusInternalServerError {
+		// Layer 1 answered the handler's error its retryable 500 and
+		// recorded nothing; the error was the request's own deadline, so
+		// the answer says so (deadlineExceeded), under every policy.
+		h.cfg.Logger.WarnContext(ctx, "api: the request outlived its deadline", slog.String("request_id", c.ev.RequestContext.RequestID))
+		return h.deadlineExceeded(keyed(c.ev)), false, nil
+	}
 	return resp, !unclaimed.Load(), err
 }
 

@@ -10,7 +10,9 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/smithy-go"
 
+	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 	"github.com/idemkit/idemkit/internal/awserr"
@@ -31,7 +33,7 @@ import (
 // as it is.
 func (h *Handler) serve(ctx context.Context, r Route, c call) (events.APIGatewayV2HTTPResponse, error) {
 	resp, err := r.serve(h, ctx, c)
-	if err == nil || errors.Is(ctx.Err(), context.Canceled) || !storeDown(err) {
+	if err == nil || errors.Is(ctx.Err(), context.Canceled) || ownDeadline(ctx, err) || !storeDown(err) {
 		return resp, err
 	}
 	h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable", keyhash.ErrAttr(err),
@@ -61,6 +63,32 @@ func keyed(ev events.APIGatewayV2HTTPRequest) bool {
 		}
 	}
 	return false
+}
+
+// ownDeadline reports whether err is the request's own deadline passing
+// while the host did its own work (conformance-delay's hold, a wait), not
+// a store call that got no answer: ctx ran out of its deadline, err says
+// so, and err came of no AWS SDK call and wraps no ErrStoreUnavailable.
+// Handle answers it deadlineExceeded, never the store's 503.
+func ownDeadline(ctx context.Context, err error) bool {
+	var call *smithy.OperationError
+	return errors.Is(ctx.Err(), context.DeadlineExceeded) && errors.Is(err, context.DeadlineExceeded) &&
+		!errors.Is(err, idem.ErrStoreUnavailable) && !errors.As(err, &call)
+}
+
+// deadlineExceeded is the answer to a request whose own work outlived its
+// deadline (ownDeadline): 503 runner_unavailable, the error registry's
+// retriable code of a host that could not do the work now, with
+// Retry-After. The handler returned an error, so Layer 1 recorded no
+// response: the key stays retryable.
+func (h *Handler) deadlineExceeded(keyed bool) events.APIGatewayV2HTTPResponse {
+	msg := "The host did not finish the request within its deadline; retry the request after the Retry-After delay."
+	if keyed {
+		msg = "The host did not finish the request within its deadline; retry the request with the same Idempotency-Key after the Retry-After delay."
+	}
+	out := errResp(apierr.New(http.StatusServiceUnavailable, webhook.CodeRunnerUnavailable, "%s", msg))
+	out.Headers[idem.HeaderRetryAfter] = strconv.Itoa(int(math.Max(1, math.Ceil(h.cfg.Guard.Config().InFlightRetryAfter.Seconds()))))
+	return out
 }
 
 // storeDown reports whether err says a store could not be used.

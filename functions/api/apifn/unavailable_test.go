@@ -2,6 +2,7 @@ package apifn
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -67,5 +68,29 @@ func TestRunStoreOutageIsA503(t *testing.T) {
 	r = f.newRun(t, "acme")
 	if resp, m = f.do(t, ev("POST", "/runs/"+runs.ProjectID(r.ID)+"/cancel", "acme", "k-another-key-0123456789", `{}`)); resp.StatusCode != 500 {
 		t.Fatalf("cancel on another store error: %d %v; want 500", resp.StatusCode, m)
+	}
+}
+
+// TestOwnDeadlineIsNotAStoreOutage (RED_TEAM 480): a request whose own
+// work outlives its deadline (a conformance-delay create held past it) is
+// answered 503 runner_unavailable with Retry-After, the registry's
+// retriable code of a host that could not do the work now, never 503
+// idemkit.store_unavailable, which blames a store that answered every
+// call; the key stays retryable: the same request is served once it fits.
+func TestOwnDeadlineIsNotAStoreOutage(t *testing.T) {
+	f := hostOf(t, runs.NewMemRuns(), idem.Config{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	resp, err := f.h.Handle(ctx, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-delay","inputs":{"delayMs":2000}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal([]byte(resp.Body), &m)
+	if resp.StatusCode != 503 || m["error"] != "runner_unavailable" || resp.Headers[idem.HeaderRetryAfter] == "" {
+		t.Fatalf("a create held past its deadline: %d %v Retry-After %q; want 503 runner_unavailable with Retry-After", resp.StatusCode, m, resp.Headers[idem.HeaderRetryAfter])
+	}
+	if resp, m := f.do(t, ev("POST", "/runs", "acme", key1, `{"workflowId":"conformance-delay","inputs":{"delayMs":1}}`)); resp.StatusCode == 503 || resp.Headers["Idempotent-Replayed"] != "" {
+		t.Fatalf("the same key once the work fits: %d %v %v; want it served, not replayed", resp.StatusCode, m, resp.Headers)
 	}
 }
