@@ -187,7 +187,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev.RequestContext.Authorizer = &events.APIGatewayV2HTTPRequestContextAuthorizerDescription{Lambda: res.Context}
 		if seam {
 			tenant, _ := res.Context[authfn.ContextTenantKey].(string)
-			g.seams.serve(w, r, rawPath, tenant, body)
+			g.seams.serve(ctx, w, r, rawPath, tenant, body)
 			return
 		}
 	}

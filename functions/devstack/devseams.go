@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/internal/apierr"
+	"github.com/idemkit/idemkit/internal/jsonerr"
 )
 
 // The conformance seams profile (openwop-conformance-seams-v2,
@@ -97,7 +99,10 @@ func isSeamPath(rawPath string) bool { return strings.HasPrefix(rawPath, seamsPr
 // serve answers an authenticated request in the seams' path space: the
 // effect-retry seam, or 404 not_found for a seam idemkit does not serve, or
 // 405 for another method.
-func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant string, body []byte) {
+//
+// ctx is the request's invocation context, under its deadline
+// (--request-timeout): the effect-retry seam waits for its run within it.
+func (s *seams) serve(ctx context.Context, w http.ResponseWriter, r *http.Request, rawPath, tenant string, body []byte) {
 	if rawPath == seamIdemHold {
 		s.holds.serve(w, r, tenant, body)
 		return
@@ -117,6 +122,10 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeEnvelope(w, apierr.New(http.StatusMethodNotAllowed, "idemkit.method_not_allowed", "method not allowed; allowed: POST"))
+		return
+	}
+	if e := seamBodyRefusal(r, body); e != nil {
+		writeEnvelope(w, e)
 		return
 	}
 	var in map[string]json.RawMessage
@@ -155,7 +164,7 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 	}
 	// Armed before the run exists, so the executor's first try is forced.
 	s.force.arm(id.ProviderKey)
-	if err := s.runs.Create(r.Context(), run); err != nil {
+	if err := s.runs.Create(ctx, run); err != nil {
 		s.force.take(id.ProviderKey)
 		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "internal error"))
 		return
@@ -163,9 +172,20 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 	// The executor (driven by the runs stream, as for any run) delivers the
 	// effect; the seam answers once the run has ended, so the ledger read
 	// that follows sees both attempts.
-	if !s.awaitRunEnd(r.Context(), run.ID) {
+	if !s.awaitRunEnd(ctx, run.ID) {
 		s.force.take(id.ProviderKey)
-		writeEnvelope(w, apierr.New(http.StatusInternalServerError, "internal_error", "the seam's run did not end within %s", seamRunTimeout))
+		// The run did not end within the request's deadline (a provider
+		// that never answers): it is cancelled, so its delivery is not
+		// retried for the webhook's hour, and the caller is told the host
+		// could not do the work now, as for any request that outlives
+		// its deadline.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_, _ = s.runs.Cancel(cctx, run.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, "conformance-seam",
+			"the effect-retry seam's run did not end within the request's deadline", time.Now())
+		cancel()
+		w.Header().Set("Retry-After", "1")
+		writeEnvelope(w, apierr.New(http.StatusServiceUnavailable, webhook.CodeRunnerUnavailable,
+			"the seam's run did not end within the request's deadline; its run %s is cancelled; retry after the Retry-After delay", run.ID))
 		return
 	}
 	out, _ := json.Marshal(map[string]string{"runId": run.ID, "effectId": id.EffectID})
@@ -175,13 +195,43 @@ func (s *seams) serve(w http.ResponseWriter, r *http.Request, rawPath, tenant st
 	_, _ = w.Write(out)
 }
 
+// seamBodyRefusal applies the run routes' body rules to a seam's body: a
+// content coding other than identity, or a Content-Type that names a
+// media type other than application/json (or +json) or a charset other
+// than UTF-8, is 415 unsupported_media_type; a body that is not strict
+// JSON text (a member named twice, a lone surrogate escape, a number no
+// double holds) is 400 validation_error. Nil when the body may be read.
+func seamBodyRefusal(r *http.Request, body []byte) *apierr.Error {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, coding := range strings.Split(v, ",") {
+			if coding = strings.Trim(coding, " \t"); coding != "" && !strings.EqualFold(coding, "identity") {
+				return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType,
+					"Content-Encoding %q is not supported: send the body uncoded (identity)", coding)
+			}
+		}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, params, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be application/json")
+		}
+		if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+			return apierr.New(http.StatusUnsupportedMediaType, apierr.CodeUnsupportedMediaType, "the body must be UTF-8 JSON (charset=utf-8 or none)")
+		}
+	}
+	if len(body) == 0 {
+		return nil // the seam refuses it as a missing providerUrl
+	}
+	return jsonerr.Check(body)
+}
+
 func absoluteURL(s string) bool {
 	u, err := url.Parse(s)
 	return err == nil && u.Scheme != "" && u.Host != ""
 }
 
 // awaitRunEnd polls the run every 50 ms until it has ended (true), or
-// seamRunTimeout or ctx runs out (false): a seam answers once the run it
+// seamRunTimeout or ctx (the request's deadline) runs out (false): a seam answers once the run it
 // started has ended, so what the suite reads next sees all of it.
 func (s *seams) awaitRunEnd(ctx context.Context, id string) bool {
 	ctx, cancel := context.WithTimeout(ctx, seamRunTimeout)
