@@ -109,7 +109,7 @@ func runDev(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	engine := fs.String("emulator", "", "DynamoDB engine to start: "+emulator.FlagHelp()+" (default dynamodb-local when java is on PATH, else moto)")
 	endpoint := endpointFlag(fs, "dynamodb-endpoint", "use this DynamoDB endpoint `URL` instead of starting an emulator (tables are created if missing; a moto server is detected and reached one request at a time)")
 	prefix := fs.String("table-prefix", DefaultTablePrefix, "table name prefix: each table is named PREFIX + its logical ID")
-	reqTimeout := fs.Duration("request-timeout", devstack.DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 with Retry-After")
+	reqTimeout := fs.Duration("request-timeout", devstack.DefaultRequestTimeout, "deadline of each API request, store calls included; a store that does not answer within it gets the client a 503 idemkit.store_unavailable, work of the host that outlives it a 503 runner_unavailable, both with Retry-After")
 	settings := map[string]string{}
 	for _, s := range hostsettings.Settings {
 		if s.Flag != "" {
