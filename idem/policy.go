@@ -214,7 +214,9 @@ type InFlightAnswer struct {
 	// returns ErrInFlight); ModeAsync is answered at once, without waiting,
 	// with 202 Accepted, Retry-After, the policy's replay headers and the
 	// pending action (the route's object where it loads one, else
-	// {"status": "pending", "requestId": <the first request's id>}). Any other value, or the header repeated, is 400
+	// {"status": "pending", "requestId": <the first request's id>}). Any other value (an empty one
+	// included: a header sent empty is present, as an empty Idempotency-Key
+	// is), or the header repeated, is 400
 	// validation_error (details.field names the header) and records
 	// nothing. The mode is not part of the request fingerprint: it says
 	// how to wait, not what to do. It must be a header name other than

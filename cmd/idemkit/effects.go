@@ -232,7 +232,8 @@ example:
 	if done {
 		return code
 	}
-	if !ids.ValidEffectID(unproject(arg)) {
+	effectID := unproject(arg) // named so from here on, as resolve names it
+	if !ids.ValidEffectID(effectID) {
 		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
 	}
 	l, err := sf.ledger(ctx)
@@ -243,9 +244,9 @@ example:
 		fmt.Fprintf(stderr, "idemkit effects show: %s\n", storeError(err))
 		return 1
 	}
-	v, err := l.ShowEffect(ctx, unproject(arg))
+	v, err := l.ShowEffect(ctx, effectID)
 	if errors.Is(err, ledger.ErrEffectNotFound) {
-		fmt.Fprintf(stderr, "idemkit effects show: no effect %s in %s (under fenced-effects, effect records are in the home region: --region)\n", arg, *sf.where)
+		fmt.Fprintf(stderr, "idemkit effects show: no effect %s in %s (under fenced-effects, effect records are in the home region: --region)\n", effectID, *sf.where)
 		return 1
 	}
 	if err != nil {

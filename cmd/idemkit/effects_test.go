@@ -71,6 +71,13 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "state:         escaped") || !strings.Contains(out, "rev:") {
 			t.Fatalf("show: %d %q %q", code, out, errb)
 		}
+		// An id in its path-segment form is read and named canonically,
+		// as resolve names it (RED_TEAM 482).
+		other := id.EffectID[:len(id.EffectID)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(id.EffectID, "A")]
+		if code, _, errb := cli("effects", "show", strings.Replace(other, "/", "~2F", 1)); code != 1 ||
+			!strings.Contains(errb, "no effect "+other+" in ") || strings.Contains(errb, "~2F") {
+			t.Fatalf("show of a missing effect in its path form: %d %q; want the canonical id %s named", code, errb, other)
+		}
 		// The effect changes after it was shown: refused.
 		l1, err := ledger.New(ledger.Config{Store: store})
 		if err != nil {

@@ -262,12 +262,16 @@ func TestCommerceAsyncDuplicateGetsPendingAction(t *testing.T) {
 		if r := call(t, w, ev); r.StatusCode != 201 || r.Body != `{"execution":1}` {
 			t.Fatalf("async after the first settled: %d %s", r.StatusCode, r.Body)
 		}
-		bad := commerceEvent("ns-1", "checkout", "POST /orders", cartKey(), `{"cart":1}`)
-		bad.Headers["Idempotency-Mode"] = "later"
-		v.cnt.Reset()
-		r = call(t, w, bad)
-		if code, d := envelopeCode(t, r.Body); r.StatusCode != 400 || code != "validation_error" || d["field"] != commerce.HeaderMode || v.cnt.Total() != 0 {
-			t.Fatalf("bad mode: %d %s, %d round trips", r.StatusCode, r.Body, v.cnt.Total())
+		// An empty value is a value, refused as an empty Idempotency-Key
+		// is (a present, invalid key), never read as the default sync.
+		for _, mode := range []string{"later", ""} {
+			bad := commerceEvent("ns-1", "checkout", "POST /orders", cartKey(), `{"cart":1}`)
+			bad.Headers["Idempotency-Mode"] = mode
+			v.cnt.Reset()
+			r = call(t, w, bad)
+			if code, d := envelopeCode(t, r.Body); r.StatusCode != 400 || code != "validation_error" || d["field"] != commerce.HeaderMode || v.cnt.Total() != 0 {
+				t.Fatalf("mode %q: %d %s, %d round trips", mode, r.StatusCode, r.Body, v.cnt.Total())
+			}
 		}
 		if h.runs.Load() != 1 {
 			t.Fatalf("runs %d", h.runs.Load())
