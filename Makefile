@@ -67,6 +67,7 @@ all: test
 ## Built, then exec'd, so Ctrl-C ends it with status 0 (`go run` exits 1
 ## when interrupted).
 run:
+	@command -v $(GO) >/dev/null || { echo "make run: $(GO) is not on PATH: it builds idemkit (Go $$(sed -n 's/^go //p' go.mod) or later)" >&2; exit 1; }
 	$(GO) build -o $(BIN)/idemkit ./cmd/idemkit
 	exec $(BIN)/idemkit dev $(ARGS)
 

@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 for tool in moto_server aws python3 curl; do
   command -v "$tool" >/dev/null || { echo "localstack/check.sh: $tool is not installed" >&2; exit 1; }
 done
+python3 -c 'import yaml' 2>/dev/null || { echo "localstack/check.sh: PyYAML is not installed for python3 (pip install pyyaml)" >&2; exit 1; }
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
 log=$(mktemp)
 moto_server -H 127.0.0.1 -p "$port" >"$log" 2>&1 &
@@ -30,6 +31,25 @@ export IDEMKIT_TEMPLATE="$PWD/template.yaml" IDEMKIT_DYNAMODB_ENDPOINT="$endpoin
 sh localstack/init/ready.d/10-idemkit-tables.sh
 second=$(sh localstack/init/ready.d/10-idemkit-tables.sh)   # idempotent: every table kept
 [ "$(printf '%s\n' "$second" | grep -c '(exists)')" -ge 5 ] || { echo "second run: $second" >&2; exit 1; }
+
+# Without the aws CLI, or without PyYAML, create_tables.py says what is
+# missing in one line (exit 1), never a Python traceback.
+py=$(python3 -c 'import sys; print(sys.executable)')
+bare=$(mktemp -d)
+ln -s "$py" "$bare/python3"
+for missing in aws yaml; do
+  if [ "$missing" = aws ]; then
+    out=$(PATH="$bare" "$py" localstack/create_tables.py --endpoint-url "$endpoint" 2>&1) && rc=0 || rc=$?
+  else
+    out=$("$py" -c 'import runpy, sys; sys.modules["yaml"] = None; sys.argv = ["create_tables.py", "--endpoint-url", sys.argv[1]]; runpy.run_path("localstack/create_tables.py", run_name="__main__")' "$endpoint" 2>&1) && rc=0 || rc=$?
+  fi
+  if [ "$rc" != 1 ] || [ "$(printf '%s\n' "$out" | wc -l)" != 1 ] || ! printf '%s' "$out" | grep -q "is not installed"; then
+    echo "create_tables.py without $missing: exit $rc, want 1 and one line saying what is not installed:" >&2
+    printf '%s\n' "$out" >&2
+    rm -rf "$bare"; exit 1
+  fi
+done
+rm -rf "$bare"
 
 # The checks of the tables the hook made, in one Python process: through
 # botocore (the library the aws CLI v1 runs on) rather than one aws CLI

@@ -12,10 +12,14 @@ hook can run on every start.
 """
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    sys.exit("create_tables.py: PyYAML is not installed for " + sys.executable + " (pip install pyyaml)")
 
 NO_VALUE = object()
 
@@ -122,6 +126,8 @@ def main():
     ap.add_argument("--region", default="us-east-1")
     ap.add_argument("--prefix", default="idemkit-")
     a = ap.parse_args()
+    if shutil.which("aws") is None:
+        sys.exit("create_tables.py: the aws CLI is not installed (not on PATH); it creates the tables (v1 or v2)")
     with open(a.template) as f:
         tmpl = yaml.load(f, Loader=Loader)
     r = Resolver(tmpl)
