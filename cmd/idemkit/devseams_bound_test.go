@@ -5,10 +5,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/testutil"
 )
@@ -63,5 +65,14 @@ func TestDevEffectRetrySeamBoundsAndBodyRules(t *testing.T) {
 	if resp.StatusCode != 503 || !strings.Contains(b, `"runner_unavailable"`) || resp.Header.Get("Retry-After") == "" || took > 5*time.Second {
 		t.Fatalf("a provider that never answers: %d %s Retry-After %q after %s; want 503 runner_unavailable with Retry-After within the request timeout",
 			resp.StatusCode, b, resp.Header.Get("Retry-After"), took)
+	}
+	// Its run is cancelled, not left retrying the delivery for an hour.
+	m := regexp.MustCompile(`its run (acme/\S+) is cancelled`).FindStringSubmatch(b)
+	if m == nil {
+		t.Fatalf("the 503 names no run: %s", b)
+	}
+	code, run := devCall(t, "GET", base+"/runs/"+runs.ProjectID(m[1]), key, "")
+	if code != 200 || run["status"] != "cancelled" {
+		t.Fatalf("the seam's run after the 503: %d %v; want cancelled", code, run)
 	}
 }

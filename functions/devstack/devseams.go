@@ -180,12 +180,16 @@ func (s *seams) serve(ctx context.Context, w http.ResponseWriter, r *http.Reques
 		// could not do the work now, as for any request that outlives
 		// its deadline.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		_, _ = s.runs.Cancel(cctx, run.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, "conformance-seam",
+		_, err := s.runs.Cancel(cctx, run.ID, []runs.Status{runs.StatusPending, runs.StatusRunning}, "conformance-seam",
 			"the effect-retry seam's run did not end within the request's deadline", time.Now())
 		cancel()
+		fate := "is cancelled"
+		if err != nil {
+			fate = "could not be cancelled: it may still be retrying its delivery"
+		}
 		w.Header().Set("Retry-After", "1")
 		writeEnvelope(w, apierr.New(http.StatusServiceUnavailable, webhook.CodeRunnerUnavailable,
-			"the seam's run did not end within the request's deadline; its run %s is cancelled; retry after the Retry-After delay", run.ID))
+			"the seam's run did not end within the request's deadline; its run %s %s; retry after the Retry-After delay", run.ID, fate))
 		return
 	}
 	out, _ := json.Marshal(map[string]string{"runId": run.ID, "effectId": id.EffectID})
