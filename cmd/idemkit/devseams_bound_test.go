@@ -15,7 +15,7 @@ import (
 	"github.com/idemkit/idemkit/internal/testutil"
 )
 
-// TestDevEffectRetrySeamBoundsAndBodyRules (RED_TEAM 481): the
+// TestDevEffectRetrySeamBoundsAndBodyRules (RED_TEAM 265): the
 // effect-retry seam's wait for its run is bounded by --request-timeout,
 // and a provider that never answers gets the caller 503 runner_unavailable
 // with Retry-After within it (not 500 internal_error after 30 s), its run

@@ -72,7 +72,7 @@ func TestEffectsResolveFromCLI(t *testing.T) {
 			t.Fatalf("show: %d %q %q", code, out, errb)
 		}
 		// An id in its path-segment form is read and named canonically,
-		// as resolve names it (RED_TEAM 482).
+		// as resolve names it (RED_TEAM 266).
 		other := id.EffectID[:len(id.EffectID)-1] + map[bool]string{true: "B", false: "A"}[strings.HasSuffix(id.EffectID, "A")]
 		if code, _, errb := cli("effects", "show", strings.Replace(other, "/", "~2F", 1)); code != 1 ||
 			!strings.Contains(errb, "no effect "+other+" in ") || strings.Contains(errb, "~2F") {

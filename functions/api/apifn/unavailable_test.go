@@ -72,7 +72,7 @@ func TestRunStoreOutageIsA503(t *testing.T) {
 	}
 }
 
-// TestOwnDeadlineIsNotAStoreOutage (RED_TEAM 480): a request whose own
+// TestOwnDeadlineIsNotAStoreOutage (RED_TEAM 264): a request whose own
 // work outlives its deadline (a conformance-delay create held past it) is
 // answered 503 runner_unavailable with Retry-After, the registry's
 // retriable code of a host that could not do the work now, never 503
