@@ -111,7 +111,7 @@ func runAPIKey(ctx context.Context, args []string, stdout, stderr io.Writer) int
 func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("apikey create", flag.ContinueOnError)
 	setUsage(fs, "idemkit apikey create --tenant T [--attr NAME=VALUE]... [--endpoint URL] [--table NAME] [--region R]", apikeyCreateAbout)
-	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar); required")
+	tenant := fs.String("tenant", "", "tenant the key authenticates (tenantId grammar, without '~'); required")
 	endpoint := endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
 	table := fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
 	region := fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
@@ -124,8 +124,11 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if len(pos) > 0 {
 		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
 	}
-	if *tenant == "" || !ids.ValidTenant(*tenant) {
-		return usageError(fs, stderr, "--tenant T is required and must match %s", ids.TenantGrammar)
+	if *tenant != "" && ids.ValidTenant(*tenant) && !ids.MintableTenant(*tenant) {
+		return usageError(fs, stderr, "--tenant %q holds a '~': a tenant may hold %s (a host must not mint run ids holding a '~')", *tenant, ids.MintTenantChars)
+	}
+	if *tenant == "" || !ids.MintableTenant(*tenant) {
+		return usageError(fs, stderr, "--tenant T is required and must match %s", ids.MintTenantGrammar)
 	}
 	attrs, err := attrValues.attrs()
 	if err != nil {

@@ -132,14 +132,22 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // errAPIKey is CheckAPIKey's answer to a malformed seeded key.
-var errAPIKey = errors.New("want KEY=TENANT (key: " + apikeys.KeyRule + ", as a request presents it in Authorization: Bearer KEY; tenant: " + ids.TenantGrammar + ")")
+var errAPIKey = errors.New("want KEY=TENANT (key: " + apikeys.KeyRule + ", as a request presents it in Authorization: Bearer KEY; tenant: " + ids.MintTenantGrammar + ")")
+
+// errTildeTenant is CheckAPIKey's answer to a seeded key whose tenant holds
+// a `~`, a tenantId the host must not mint run ids for.
+var errTildeTenant = errors.New("the tenant holds a '~': a tenant may hold " + ids.MintTenantChars + " (a host must not mint run ids holding a '~')")
 
 // CheckAPIKey checks one seeded key, "KEY=TENANT" (Options.APIKeys,
 // `idemkit dev --api-key`): a key the authorizer accepts (apikeys.ValidKey,
-// the rule it reads a bearer key with) and an OpenWOP tenantId.
+// the rule it reads a bearer key with) and an OpenWOP tenantId without `~`
+// (ids.MintableTenant).
 func CheckAPIKey(kv string) error {
 	key, tenant, ok := splitAPIKey(kv)
-	if !ok || !apikeys.ValidKey(key) || !runs.ValidTenant(tenant) {
+	if ok && apikeys.ValidKey(key) && runs.ValidTenant(tenant) && !ids.MintableTenant(tenant) {
+		return errTildeTenant
+	}
+	if !ok || !apikeys.ValidKey(key) || !ids.MintableTenant(tenant) {
 		return errAPIKey
 	}
 	return nil

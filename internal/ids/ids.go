@@ -11,6 +11,13 @@ import "strings"
 const (
 	// TenantGrammar is the tenantId grammar.
 	TenantGrammar = `^(anon:)?[A-Za-z0-9._~-]{1,128}$`
+	// MintTenantGrammar is the tenantId grammar without `~`: the tenants
+	// a host may mint tenant-bound ids for (ids.schema.json's path
+	// projection note forbids minting one holding a `~`).
+	MintTenantGrammar = `^(anon:)?[A-Za-z0-9._-]{1,128}$`
+	// MintTenantChars names the characters of MintTenantGrammar, for
+	// messages.
+	MintTenantChars = "A-Z a-z 0-9 . _ - (after an optional anon: prefix)"
 	// TenantBoundGrammar is the grammar of runId and effectId.
 	TenantBoundGrammar = `^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`
 	// NodeGrammar is the nodeId grammar.
@@ -27,6 +34,14 @@ const (
 
 // ValidTenant reports whether t matches the tenantId grammar.
 func ValidTenant(t string) bool { return tenant(t) }
+
+// MintableTenant reports whether t matches MintTenantGrammar: a tenantId
+// without `~`, one a host may mint runIds and other tenant-bound ids for.
+// The OpenWOP path projection is injective over its own output only, so a
+// tenant-bound id holding a literal `~` is the one ambiguous input: a host
+// must not mint one. A tenant holding a `~` is still a tenantId (its
+// credential authenticates, and its runs minted before stay readable).
+func MintableTenant(t string) bool { return tenant(t) && strings.IndexByte(t, '~') < 0 }
 
 // ValidRunID reports whether id matches the tenant-bound runId grammar
 // `<tenantId>/<opaque>` (an opaque part of 16 to 128 characters).

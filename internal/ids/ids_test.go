@@ -75,6 +75,7 @@ func TestMatchersAgreeWithTheGrammars(t *testing.T) {
 		valid   func(string) bool
 	}{
 		{TenantGrammar, ValidTenant},
+		{MintTenantGrammar, MintableTenant},
 		{TenantBoundGrammar, ValidRunID},
 		{TenantBoundGrammar, ValidEffectID},
 		{NodeGrammar, ValidNodeID},

@@ -65,6 +65,7 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/header"
+	"github.com/idemkit/idemkit/internal/ids"
 	"github.com/idemkit/idemkit/internal/jsonerr"
 	"github.com/idemkit/idemkit/internal/keyhash"
 	"github.com/idemkit/idemkit/ledger"
@@ -383,6 +384,9 @@ func (h *Handler) route(ctx context.Context, ev events.APIGatewayV2HTTPRequest) 
 // An answer of the handler that ran outside a claim (a disabled Guard, a
 // skipped route, no key) is the host's, as is every other route's.
 func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[string]string) (_ events.APIGatewayV2HTTPResponse, layer1 bool, _ error) {
+	if r.mints && !ids.MintableTenant(c.tenant) {
+		return errResp(mintRefusal()), false, nil
+	}
 	check := r.check
 	if r.noBody {
 		check = checkNoBody
@@ -449,6 +453,19 @@ func (h *Handler) capabilities(_ context.Context, _ call) (events.APIGatewayV2HT
 func publicDoc(body []byte) events.APIGatewayV2HTTPResponse {
 	return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusOK, Body: string(body),
 		Headers: map[string]string{"Content-Type": "application/json", "Cache-Control": "public, max-age=300"}}
+}
+
+// mintRefusal is the answer of a route that mints a runId (Route.mints)
+// to a tenant holding a `~` (a credential issued before such tenants were
+// refused): the OpenWOP id schema's path projection note forbids minting a
+// tenant-bound id holding a `~`, so the host mints none for it, while the
+// runs it has stay readable, cancellable and streamable in every id form.
+// 403 forbidden, reason tenant_not_mintable, before Layer 1 claims the
+// key: nothing is recorded, and a retry under a new credential runs.
+func mintRefusal() *apierr.Error {
+	return apierr.New(http.StatusForbidden, apierr.CodeForbidden,
+		"The credential's tenant holds a '~', and a host must not mint a run id holding one; its runs stay readable. Issue a key for a tenant of "+ids.MintTenantChars+".").
+		WithDetails(map[string]any{"reason": "tenant_not_mintable"})
 }
 
 // authed returns the authenticated tenant from the authorizer context.

@@ -58,6 +58,10 @@ type Route struct {
 	// refused as on a jsonBody route, whatever its Content-Type
 	// (bodyTenantRefusal).
 	noBody bool
+	// mints says that the route mints a runId under the caller's tenant
+	// (createRun, retryRun, forkRun): a tenant holding a `~` is refused
+	// before Layer 1 reads the request (mintRefusal).
+	mints bool
 	// serve answers the route, under Layer 1 when Idempotent. It runs
 	// after the credential (unless Public) is checked and every path
 	// parameter is read (pathParams): c carries the caller's tenant and
@@ -109,7 +113,7 @@ func (c call) entryID() string { return c.params[paramEntryID] }
 // {param} name in its pattern reaches serve as c.params[name] with no other
 // edit (pathParams reads it as one raw segment unless it lists the name).
 var Routes = []Route{
-	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, check: checkCreate, jsonBody: true, serve: (*Handler).createRun, object: (*Handler).runObject,
+	{Method: http.MethodPost, Pattern: "/runs", Op: "createRun", Idempotent: true, mints: true, check: checkCreate, jsonBody: true, serve: (*Handler).createRun, object: (*Handler).runObject,
 		workHeaders: []string{HeaderDedup}},
 	{Method: http.MethodGet, Pattern: "/runs/{runId}", Op: "getRun", serve: (*Handler).getRun},
 	// HEAD is authorised exactly like GET: every non-public GET route has a
@@ -122,7 +126,7 @@ var Routes = []Route{
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, jsonBody: true, serve: (*Handler).cancelRun},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, noBody: true, serve: (*Handler).retryRun, object: (*Handler).runObject},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, mints: true, noBody: true, serve: (*Handler).retryRun, object: (*Handler).runObject},
 	// The caller's inbox of offline writes refused as decided against a
 	// stale version (inbox.go).
 	{Method: http.MethodGet, Pattern: "/inbox", Op: "listInbox", serve: (*Handler).listInbox},
@@ -137,7 +141,7 @@ var Routes = []Route{
 	{Method: http.MethodHead, Pattern: "/runs/{runId}/events/poll", Op: "pollRunEvents", serve: (*Handler).pollEvents},
 	// Replay and fork (fork.go): a new run from the source's event log,
 	// under the fork request's own key.
-	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, check: checkBody, jsonBody: true, serve: (*Handler).forkRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, mints: true, check: checkBody, jsonBody: true, serve: (*Handler).forkRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodHead, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},
