@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/idemkit/idemkit/functions/host/apikeys"
 )
 
 // Every command follows one rule (stated in `idemkit -h`, exitRule, and in
@@ -98,7 +100,7 @@ func parseFlags(fs *flag.FlagSet, args []string, interspersed bool, stdout, stde
 		return nil, usageError(fs, stderr, "empty value for --%s: give a value, or leave the flag out", *empty), true
 	case err != nil:
 		fs.SetOutput(stderr)
-		line := "idemkit " + fs.Name() + ": " + flagDashes.Replace(strings.TrimSuffix(buf.String(), "\n"))
+		line := "idemkit " + fs.Name() + ": " + flagDashes.Replace(hideSecretValue(strings.TrimSuffix(buf.String(), "\n")))
 		if want := acceptedValue(fs, err); want != "" {
 			line += "; " + want
 		}
@@ -214,6 +216,50 @@ func (v nonEmpty) IsBoolFlag() bool {
 // becomes "... --bogus"; likewise an invalid value, boolean or not, and a
 // missing argument); every flag takes either form.
 var flagDashes = strings.NewReplacer("for flag -", "for flag --", "for -", "for --", "not defined: -", "not defined: --", "needs an argument: -", "needs an argument: --")
+
+// secretFlags name the flags whose value carries an API key (`--api-key`
+// of dev, KEY=TENANT, and of conform; `--scope-key` of conform,
+// PART=KEY), each with the key part of a value: a refusal of a value whose
+// key could authenticate does not quote it (hideSecretValue).
+var secretFlags = map[string]func(v string) string{
+	"api-key": func(v string) string {
+		if i := strings.LastIndexByte(v, '='); i >= 0 {
+			return v[:i]
+		}
+		return v
+	},
+	"scope-key": func(v string) string {
+		_, k, ok := strings.Cut(v, "=")
+		if !ok {
+			return v
+		}
+		return k
+	},
+}
+
+// hideSecretValue rewrites the flag package's refusal of a secret flag's
+// value ("invalid value "K=T" for flag -api-key: …") without the value
+// ("invalid value (not shown) for flag -api-key: …") when its key part is
+// one the authorizer would take (apikeys.ValidKey): the line goes to
+// stderr, which a CI log or a shared terminal keeps. A value whose key no
+// request could present is quoted, to show what is wrong with it; any
+// other message is returned as is.
+func hideSecretValue(msg string) string {
+	const prefix, mid = "invalid value ", " for flag -"
+	i := strings.LastIndex(msg, mid)
+	if !strings.HasPrefix(msg, prefix) || i < len(prefix) {
+		return msg
+	}
+	name, _, _ := strings.Cut(msg[i+len(mid):], ":")
+	keyOf, secret := secretFlags[name]
+	if !secret {
+		return msg
+	}
+	if v, err := strconv.Unquote(msg[len(prefix):i]); err == nil && !apikeys.ValidKey(keyOf(v)) {
+		return msg
+	}
+	return prefix + "(not shown)" + msg[i:]
+}
 
 // acceptedValue says what a flag accepts when err is the flag package's
 // refusal of a value its type cannot take ("invalid value "1" for flag

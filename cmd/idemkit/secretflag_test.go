@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestARefusedKeyFlagDoesNotEchoTheKey pins 461: a value refused of a flag
+// that carries an API key (`idemkit dev --api-key`, `idemkit conform
+// --api-key` and `--scope-key`) is not quoted in the usage error, which
+// goes to stderr (a CI log, a shared terminal); the error still names the
+// flag and what it wants.
+func TestARefusedKeyFlagDoesNotEchoTheKey(t *testing.T) {
+	const secret = "k-S3CR3T-0123456789abcdef"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dev", "--api-key", secret + "=a~b"}, "--api-key"},
+		{[]string{"dev", "--api-key", secret}, "--api-key"},
+		{[]string{"dev", "--api-key", secret + "=acme", "--api-key", secret + "=globex"}, "--api-key"},
+		{[]string{"conform", "--scope-key", secret, "http://127.0.0.1:9"}, "--scope-key"},
+	} {
+		var out, errb bytes.Buffer
+		// A dev that took the key would start: the deadline stops it.
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		code := run(ctx, c.args, &out, &errb)
+		cancel()
+		first, _, _ := strings.Cut(errb.String(), "\n")
+		if code != 2 || !strings.Contains(first, c.want) {
+			t.Errorf("%q: exit %d, first line %q; want 2, naming %s", c.args, code, first, c.want)
+		}
+		if strings.Contains(errb.String()+out.String(), "S3CR3T") {
+			t.Errorf("%q: the output quotes the key: %q", c.args, errb.String())
+		}
+	}
+}
