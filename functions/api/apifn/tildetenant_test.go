@@ -8,7 +8,7 @@ import (
 	"github.com/idemkit/idemkit/functions/host/runs"
 )
 
-// TestATenantHoldingATildeMintsNoRunID pins 460: a credential issued
+// TestATenantHoldingATildeMintsNoRunID pins RED_TEAM 268: a credential issued
 // before its tenant's `~` was refused (idemkit apikey create, idemkit dev
 // --api-key) mints no run id (createRun, retryRun, forkRun answer 403
 // forbidden, reason tenant_not_mintable, before Layer 1 claims the key),
