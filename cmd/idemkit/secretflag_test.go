@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestARefusedKeyFlagDoesNotEchoTheKey pins 461: a value refused of a flag
+// TestARefusedKeyFlagDoesNotEchoTheKey pins RED_TEAM 269: a value refused of a flag
 // that carries an API key (`idemkit dev --api-key`, `idemkit conform
 // --api-key` and `--scope-key`) is not quoted in the usage error, which
 // goes to stderr (a CI log, a shared terminal); the error still names the

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestATenantHoldingATildeIsRefused pins 460: `idemkit apikey create
+// TestATenantHoldingATildeIsRefused pins RED_TEAM 268: `idemkit apikey create
 // --tenant` and `idemkit dev --api-key` refuse a tenant holding a `~` (the
 // host must not mint the runIds such a tenant's runs would get) with a
 // usage error naming the characters a tenant may hold; `idemkit apikey

@@ -39,7 +39,7 @@ func TestWrongArgumentsSayWhatIsAccepted(t *testing.T) {
 			[]string{strconv.Quote("k\vey-0123456789=acme"), "printable ASCII"}},
 		// One key for two tenants: a key authenticates one.
 		{[]string{"dev", "--api-key", "k-0123456789=acme", "--api-key", "k-0123456789=globex", "--dynamodb-endpoint", "http://127.0.0.1:1"},
-			[]string{"(not shown)", "-api-key", "already given for tenant acme, here for globex", "one tenant"}}, // the key is not quoted (461)
+			[]string{"(not shown)", "-api-key", "already given for tenant acme, here for globex", "one tenant"}}, // the key is not quoted (RED_TEAM 269)
 	} {
 		var out, errb bytes.Buffer
 		code := run(context.Background(), c.args, &out, &errb)
