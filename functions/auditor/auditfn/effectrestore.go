@@ -25,40 +25,13 @@ type EffectTableRestorer struct {
 
 // Restore implements KeyRestorer.
 func (r EffectTableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
+	in := &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
 	if loser == nil {
-		_, err := r.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
-			ConditionExpression:      aws.String("attribute_not_exists(#pk)"),
-			ExpressionAttributeNames: map[string]string{"#pk": "pk"}, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
-		var ccf *types.ConditionalCheckFailedException
-		if errors.As(err, &ccf) {
-			return false, ccf.Item, nil
-		}
-		if err != nil {
-			return false, nil, fmt.Errorf("auditfn: restore the effect record: %w", err)
-		}
-		return true, nil, nil
-	}
-	names := map[string]string{}
-	values := map[string]types.AttributeValue{}
-	cond := ""
-	for i, attr := range []string{"state", "owner", "attempt"} {
-		n := fmt.Sprintf("#a%d", i)
-		names[n] = attr
-		if cond != "" {
-			cond += " AND "
-		}
-		v, ok := loser[attr]
-		if !ok {
-			cond += "attribute_not_exists(" + n + ")"
-			continue
-		}
-		values[fmt.Sprintf(":v%d", i)] = v
-		cond += fmt.Sprintf("%s = :v%d", n, i)
-	}
-	in := &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner, ConditionExpression: aws.String(cond),
-		ExpressionAttributeNames: names, ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
-	if len(values) > 0 {
-		in.ExpressionAttributeValues = values
+		in.ConditionExpression = aws.String("attribute_not_exists(#pk)")
+		in.ExpressionAttributeNames = map[string]string{"#pk": "pk"}
+	} else {
+		in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = loserCondition(loser)
 	}
 	_, err := r.Client.PutItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
@@ -69,4 +42,30 @@ func (r EffectTableRestorer) Restore(ctx context.Context, winner, loser map[stri
 		return false, nil, fmt.Errorf("auditfn: restore the effect record: %w", err)
 	}
 	return true, nil, nil
+}
+
+// loserCondition is the condition that the item is still loser as seen:
+// its state, owner and attempt each equal to loser's, or absent as in
+// loser. values is nil when loser has none of them.
+func loserCondition(loser map[string]types.AttributeValue) (cond *string, names map[string]string, values map[string]types.AttributeValue) {
+	names = map[string]string{}
+	c := ""
+	for i, attr := range []string{"state", "owner", "attempt"} {
+		n := fmt.Sprintf("#a%d", i)
+		names[n] = attr
+		if c != "" {
+			c += " AND "
+		}
+		v, ok := loser[attr]
+		if !ok {
+			c += "attribute_not_exists(" + n + ")"
+			continue
+		}
+		if values == nil {
+			values = map[string]types.AttributeValue{}
+		}
+		values[fmt.Sprintf(":v%d", i)] = v
+		c += fmt.Sprintf("%s = :v%d", n, i)
+	}
+	return aws.String(c), names, values
 }
