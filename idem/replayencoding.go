@@ -48,16 +48,8 @@ func (t *txn) acceptedCoding(ctx context.Context, c *Response) *Response {
 	}
 	out := *c
 	out.Body = body
-	out.Headers = make(map[string][]string, len(c.Headers)+1)
-	for k, vs := range c.Headers {
-		switch {
-		case k == "Content-Encoding", bodyValidator(k) == validatorDrop:
-		case bodyValidator(k) == validatorWeaken:
-			out.Headers[k] = weakETags(vs)
-		default:
-			out.Headers[k] = vs
-		}
-	}
+	out.Headers = otherBytesHeaders(c.Headers, 1)
+	delete(out.Headers, "Content-Encoding")
 	out.Headers["Vary"] = vary
 	return &out
 }
@@ -96,17 +88,38 @@ func varyAcceptEncoding(vs []string) (vary []string, varies bool) {
 	return append(slices.Clip(vs), "Accept-Encoding"), false
 }
 
-// Validators of a body (bodyValidator): what becomes of the header naming
-// one when the Guard answers other bytes than those it describes.
+// validatorKind says what becomes of a header when the Guard answers
+// other bytes than those it describes (bodyValidator).
+type validatorKind uint8
+
 const (
-	validatorNone   = iota // not a validator of the bytes: kept
-	validatorDrop          // Content-Length and the digests of the bytes
-	validatorWeaken        // ETag: a strong one is made weak
+	validatorNone   validatorKind = iota // not a validator of the bytes: kept
+	validatorDrop                        // Content-Length and the digests of the bytes
+	validatorWeaken                      // ETag: a strong one is made weak
 )
 
+// otherBytesHeaders returns a copy of the headers h for an answer whose
+// body is other bytes than those h describes (decoded from its content
+// coding, or stamped with the request id): Content-Length and the
+// digests dropped, a strong ETag made weak (bodyValidator), every other
+// header kept. The new map has room for extra more headers.
+func otherBytesHeaders(h map[string][]string, extra int) map[string][]string {
+	out := make(map[string][]string, len(h)+extra)
+	for k, vs := range h {
+		switch bodyValidator(k) {
+		case validatorDrop:
+		case validatorWeaken:
+			out[k] = weakETags(vs)
+		default:
+			out[k] = vs
+		}
+	}
+	return out
+}
+
 // bodyValidator says whether the header name describes the exact bytes
-// of a body (any letter case).
-func bodyValidator(name string) int {
+// of a body (any letter case), and so what becomes of it over other bytes.
+func bodyValidator(name string) validatorKind {
 	switch textproto.CanonicalMIMEHeaderKey(name) {
 	case "Content-Length", "Content-Digest", "Repr-Digest", "Digest", "Content-Md5":
 		return validatorDrop

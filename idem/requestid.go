@@ -36,7 +36,7 @@ func setRequestIDHeader(h map[string][]string, name, requestID string) {
 // stampMember is requestid.Stamp on resp: a new Response with the stamped
 // body and a copy of resp's headers, or resp itself when the stamp changes
 // nothing. The stamped body is not the bytes the handler described: its
-// validators are not carried over as they were (bodyValidator): a strong
+// validators are not carried over as they were (otherBytesHeaders): a strong
 // ETag is made weak, and its Content-Length and digests are dropped.
 func stampMember(name string, resp *Response, requestID string) *Response {
 	if resp == nil {
@@ -50,15 +50,5 @@ func stampMember(name string, resp *Response, requestID string) *Response {
 	if !ok {
 		return resp
 	}
-	out := &Response{Status: resp.Status, Headers: make(map[string][]string, len(resp.Headers)), Body: body}
-	for k, v := range resp.Headers {
-		switch bodyValidator(k) {
-		case validatorDrop:
-		case validatorWeaken:
-			out.Headers[k] = weakETags(v)
-		default:
-			out.Headers[k] = v
-		}
-	}
-	return out
+	return &Response{Status: resp.Status, Headers: otherBytesHeaders(resp.Headers, 0), Body: body}
 }
