@@ -142,3 +142,28 @@ func PanicsNamingTheWiring(t *testing.T, wiring string, wire func()) {
 	}()
 	wire()
 }
+
+// OneParamNameAtTwoLevels checks h, a router under the adapter's
+// middleware with one route POST /shops/{id}/orders/{id} (the parameter
+// named by a group or sub-router and again by the route in it) whose
+// handler answers 201 and counts its runs in runs: both values route the
+// request, so both are in the fingerprint, and the same key and body on
+// another shop's order 1, or on the same shop's order 2, is a 409
+// mismatch, never the first answer replayed. key is the scenario's key.
+func OneParamNameAtTwoLevels(t *testing.T, h http.Handler, key string, runs *int) {
+	t.Helper()
+	first := Post(h, "/shops/A/orders/1", key, `{}`)
+	if first.Code != 201 || *runs != 1 {
+		t.Fatalf("first: %d %s (runs %d)", first.Code, first.Body, *runs)
+	}
+	other := Post(h, "/shops/B/orders/1", key, `{}`)
+	if other.Code != 409 || *runs != 1 {
+		t.Fatalf("same key on shop B's order 1: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never shop A's answer",
+			other.Code, other.Header(), other.Body, *runs)
+	}
+	other = Post(h, "/shops/A/orders/2", key, `{}`)
+	if other.Code != 409 || *runs != 1 {
+		t.Fatalf("same key on shop A's order 2: %d %v %s (runs %d); want 409 idempotency_key_mismatch, never order 1's answer",
+			other.Code, other.Header(), other.Body, *runs)
+	}
+}
