@@ -111,12 +111,13 @@ var (
 	// its every answer lost is recognised as committed (the release, fenced
 	// by the claim's owner token, is refused, and the record read back is
 	// this claim's completion): Once returns the value then, never this
-	// error. Only when neither the release nor that read could be made is
-	// the outcome unknown; the error still wraps ErrStoreUnavailable, and
-	// retrying the event replays the value if it committed, or runs it
-	// once the lease has ended if it did not. The store's error is wrapped: errors.Is(err,
-	// ErrWriteConflict) (a *WriteConflictError) says a write's own condition
-	// failed, which a retry meets again; otherwise retry the event.
+	// error. When the release fails too, or is refused and that read
+	// fails, the outcome is unknown: this error, wrapping the store's
+	// outage, is returned, and retrying the event replays the value if it
+	// committed, or runs it once the lease has ended if it did not. The
+	// store's error is wrapped: errors.Is(err, ErrWriteConflict) (a
+	// *WriteConflictError) says a write's own condition failed, which a
+	// retry meets again; otherwise retry the event.
 	ErrNotCommitted = errors.New("idem: the event's outcome and its transactional writes were not committed")
 	// ErrNotKept: the key's work already ran to a value, returned once to
 	// the call that ran it, but the value was larger than MaxResponseBytes,

@@ -997,12 +997,13 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 
 // completionWritten releases rec after its completion with Transact writes
 // failed as a store outage, unless that completion landed after all,
-// which it reports: the release is refused (ErrFenced) and the record, read back,
-// is final in state under this claim's owner token, which only this
-// claim's completion writes. A release that lands says the completion did
-// not (the completion is fenced by the same token, so a late one is
-// refused); a release or read that fails leaves it unknown, reported as
-// not landed.
+// which it reports: the release is refused (ErrFenced) and the record,
+// read back, is final in state under this claim's owner token, which only
+// this claim's completion writes. A release that lands says the
+// completion did not (the completion is fenced by the same token, so a
+// late one is refused); a release or read that fails leaves it unknown,
+// reported as not landed. It runs on that error path only: a completion
+// that succeeds makes neither call.
 func (t *txn) completionWritten(ctx context.Context, rec Record, state State, now time.Time) bool {
 	g := t.g
 	rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})

@@ -409,9 +409,9 @@ var ErrNoScanAPI = errors.New("dynamostore: the client cannot Scan")
 // list` without a run): a paginated Scan of the whole table reading record
 // items only (sk "record"; run references are skipped, and so is a record
 // past its retention whose value item TTL deleted first, see
-// errValueLapsed). It reads every item, so it costs the table's size in read capacity: never on a request
-// path. The API given to New must also implement ScanAPI (a
-// *dynamodb.Client does).
+// errValueLapsed). It reads every item, so it costs the table's size in
+// read capacity: never on a request path. The API given to New must also
+// implement ScanAPI (a *dynamodb.Client does).
 func (s *Store) Scan(ctx context.Context, fn func(*ledger.Record) bool) error {
 	api, ok := s.api.(ScanAPI)
 	if !ok {
