@@ -6,10 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/ledgertest"
@@ -45,24 +41,9 @@ func TestRecordPastItsRetentionWithoutItsValueItemIsAbsent(t *testing.T) {
 			t.Fatal(err)
 		}
 		// TTL deleted the value item; the record lingers.
-		out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-			KeyConditionExpression:    aws.String("pk = :k"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: "effect#" + r.EffectID}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deleted := 0
-		for _, it := range out.Items {
-			if it["v"] != nil {
-				if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
-					Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]}}); err != nil {
-					t.Fatal(err)
-				}
-				deleted++
-			}
-		}
-		if deleted != 1 || len(out.Items) != 2 {
-			t.Fatalf("%d items, %d value items; want the record and its value item", len(out.Items), deleted)
+		items, deleted := deleteValueItems(t, client, table, r.EffectID)
+		if deleted != 1 || items != 2 {
+			t.Fatalf("%d items, %d value items; want the record and its value item", items, deleted)
 		}
 
 		now, err := ledger.New(ledger.Config{Store: st})

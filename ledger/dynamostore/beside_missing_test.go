@@ -32,22 +32,7 @@ func TestDuplicateOfASuccessWithoutItsValueItemFiresNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
-			KeyConditionExpression:    aws.String("pk = :k"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: "effect#" + r.EffectID}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		deleted := 0
-		for _, it := range out.Items {
-			if it["v"] != nil {
-				if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
-					Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]}}); err != nil {
-					t.Fatal(err)
-				}
-				deleted++
-			}
-		}
+		_, deleted := deleteValueItems(t, client, table, r.EffectID)
 		if deleted != 1 {
 			t.Fatalf("%d value items; want 1", deleted)
 		}
@@ -58,4 +43,28 @@ func TestDuplicateOfASuccessWithoutItsValueItemFiresNothing(t *testing.T) {
 			t.Fatalf("%d sends; want 1", sends)
 		}
 	})
+}
+
+// deleteValueItems deletes the value item kept beside effectID's record in
+// table, as TTL or an operator would, and returns how many items the
+// effect had and how many value items were deleted.
+func deleteValueItems(t *testing.T, client *dynamodb.Client, table, effectID string) (items, deleted int) {
+	t.Helper()
+	ctx := context.Background()
+	out, err := client.Query(ctx, &dynamodb.QueryInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+		KeyConditionExpression:    aws.String("pk = :k"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":k": &types.AttributeValueMemberS{Value: "effect#" + effectID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range out.Items {
+		if it["v"] != nil {
+			if _, err := client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table),
+				Key: map[string]types.AttributeValue{"pk": it["pk"], "sk": it["sk"]}}); err != nil {
+				t.Fatal(err)
+			}
+			deleted++
+		}
+	}
+	return len(out.Items), deleted
 }
