@@ -1,8 +1,6 @@
 package regionsim_test
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -10,8 +8,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/idemkit/idemkit/functions/auditor/auditfn"
-	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/ledger"
 	"github.com/idemkit/idemkit/ledger/fence"
 )
@@ -31,20 +27,7 @@ import (
 // record back, and a duplicate in either region replays it.
 func TestEffectReconciledTTLDeleteFromTheOtherRegion(t *testing.T) {
 	w := newTwoRegions(t, fence.ReconciledRecords)
-	var auditErr error
-	for _, r := range []string{eu, us} {
-		a := &auditfn.Auditor{Conflicts: w.auditors[r], Now: w.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			RestoreEffects: auditfn.EffectTableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
-		w.audit[r] = func(c changeRecord) {
-			rec := stream.StreamRecord{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}
-			if c.Event == "REMOVE" { // every deletion here is TTL's, and its replication
-				rec.PrincipalID, rec.IdentityType = stream.TTLPrincipal, "Service"
-			}
-			if cnt := a.Audit(ctx(t), []stream.StreamRecord{rec}); cnt.RestoreErr != nil {
-				auditErr = cnt.RestoreErr
-			}
-		}
-	}
+	auditErr := w.effectRestoringAuditors(t, true) // every deletion here is TTL's, and its replication
 	eff := business(t, "refund-after-retention")
 	leu := w.ledger(t, eu, nil)
 	if _, err := leu.Do(ctx(t), eff, w.call); err != nil {
@@ -71,8 +54,8 @@ func TestEffectReconciledTTLDeleteFromTheOtherRegion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if auditErr != nil {
-		t.Fatal(auditErr)
+	if *auditErr != nil {
+		t.Fatal(*auditErr)
 	}
 	if rec := w.converged(t, eff.Identity.EffectID); rec.State != ledger.StateCompleted || rec.CreatedAt.Before(anew) {
 		t.Fatalf("converged on %s created %s; want eu's new completed record (created %s), not the old one us's TTL deleted",

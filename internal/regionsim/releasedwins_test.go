@@ -31,16 +31,7 @@ import (
 // a duplicate in either region replays it: one provider call.
 func TestReconciledReleaseOverACompletionIsWrittenBack(t *testing.T) {
 	w := newTwoRegions(t, fence.ReconciledRecords)
-	var auditErr error
-	for _, r := range []string{eu, us} {
-		a := &auditfn.Auditor{Conflicts: w.auditors[r], Now: w.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
-			RestoreEffects: auditfn.EffectTableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
-		w.audit[r] = func(c changeRecord) {
-			if cnt := a.Audit(ctx(t), []stream.StreamRecord{{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}}); cnt.RestoreErr != nil {
-				auditErr = cnt.RestoreErr
-			}
-		}
-	}
+	auditErr := w.effectRestoringAuditors(t, false)
 	eff := business(t, "refund-released")
 	leu, lus := w.ledger(t, eu, nil), w.ledger(t, us, nil)
 	w.rep.SetPartitioned(true)
@@ -64,8 +55,8 @@ func TestReconciledReleaseOverACompletionIsWrittenBack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if auditErr != nil {
-		t.Fatal(auditErr)
+	if *auditErr != nil {
+		t.Fatal(*auditErr)
 	}
 	if rec := w.converged(t, eff.Identity.EffectID); rec.State != ledger.StateCompleted {
 		t.Fatalf("converged on %s attempt %d; want eu's completed record", rec.State, rec.Attempt)
@@ -82,4 +73,26 @@ func TestReconciledReleaseOverACompletionIsWrittenBack(t *testing.T) {
 			t.Fatalf("duplicate after healing: %+v, %v; provider requests %d; want the delivered call replayed", res, err, w.prov.Requests())
 		}
 	}
+}
+
+// effectRestoringAuditors wires each region's auditor as its main wires it
+// under reconciled-records (auditfn.EffectTableRestorer on the region's
+// EffectsTable); with ttlDeletes every deletion reaches it as TTL's. It
+// returns where a failed write-back's error is kept.
+func (w *twoRegions) effectRestoringAuditors(t *testing.T, ttlDeletes bool) *error {
+	var auditErr error
+	for _, r := range []string{eu, us} {
+		a := &auditfn.Auditor{Conflicts: w.auditors[r], Now: w.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			RestoreEffects: auditfn.EffectTableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
+		w.audit[r] = func(c changeRecord) {
+			rec := stream.StreamRecord{EventName: c.Event, Keys: c.Keys, OldImage: c.Old, NewImage: c.New}
+			if ttlDeletes && c.Event == "REMOVE" {
+				rec.PrincipalID, rec.IdentityType = stream.TTLPrincipal, "Service"
+			}
+			if cnt := a.Audit(ctx(t), []stream.StreamRecord{rec}); cnt.RestoreErr != nil {
+				auditErr = cnt.RestoreErr
+			}
+		}
+	}
+	return &auditErr
 }
