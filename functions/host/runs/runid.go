@@ -130,7 +130,7 @@ func unhex(c byte) byte {
 // projection never holds a slash), so a `~` there is the id's own, as a
 // tenantId may hold one. The result must match the runId grammar.
 func DecodePathID(rawSegs ...string) (string, error) {
-	projected := len(rawSegs) == 1 && !strings.Contains(strings.ToUpper(rawSegs[0]), "%2F")
+	projected := len(rawSegs) == 1 && !strings.Contains(rawSegs[0], "%2F") && !strings.Contains(rawSegs[0], "%2f")
 	parts := make([]string, 0, len(rawSegs))
 	for _, s := range rawSegs {
 		p, err := url.PathUnescape(s)
