@@ -88,13 +88,17 @@ const (
 	MetricReclaims   = "idemkit.audit.reclaims_total"
 	MetricEscaped    = "idemkit.audit.escaped_total"
 	MetricTTLPending = "idemkit.audit.ttl_expired_pending_total"
-	// MetricRestoreFailures counts the Layer-1 restores that failed (one
-	// per failed delivery of the record): each is reported as a batch item
-	// failure, so the invocation succeeds and its Errors do not show it.
+	// MetricRestoreFailures counts the write-backs that failed (one per
+	// failed delivery of the record; dimension table: idempotency for
+	// Layer-1 records, effects for effect records): each is reported as a
+	// batch item failure, so the invocation succeeds and its Errors do not
+	// show it.
 	MetricRestoreFailures = "idemkit.audit.restore_failures_total"
-	// MetricRestored counts the Layer-1 records the auditor wrote back
-	// (Counts.Restored): a conflict's winner, or a record deleted by the
-	// other region's forgotten claim.
+	// MetricRestored counts the records the auditor wrote back: with
+	// table=idempotency the Layer-1 records (Counts.Restored), a
+	// conflict's winner or a record deleted by the other region's
+	// forgotten claim; with table=effects the effect records
+	// (Counts.RestoredEffects).
 	MetricRestored = "idemkit.audit.restored_total"
 )
 
@@ -118,8 +122,10 @@ type Counts struct {
 	Restored   int
 	RestoreErr error
 	Failed     string
-	// RestoredEffects is the number of completed effect records written
-	// back (Auditor.RestoreEffects).
+	// RestoredEffects is the number of effect records written back
+	// (Auditor.RestoreEffects): a completed record over the other region's
+	// claim, or a record the other region's TTL deleted within its
+	// retention.
 	RestoredEffects int
 	failedTable     string // the table of the record whose restore failed
 }
