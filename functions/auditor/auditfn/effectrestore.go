@@ -2,7 +2,6 @@ package auditfn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,23 +24,14 @@ type EffectTableRestorer struct {
 
 // Restore implements KeyRestorer.
 func (r EffectTableRestorer) Restore(ctx context.Context, winner, loser map[string]types.AttributeValue) (bool, map[string]types.AttributeValue, error) {
-	in := &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld}
+	in := &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner}
 	if loser == nil {
 		in.ConditionExpression = aws.String("attribute_not_exists(#pk)")
 		in.ExpressionAttributeNames = map[string]string{"#pk": "pk"}
 	} else {
 		in.ConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues = loserCondition(loser)
 	}
-	_, err := r.Client.PutItem(ctx, in)
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return false, ccf.Item, nil
-	}
-	if err != nil {
-		return false, nil, fmt.Errorf("auditfn: restore the effect record: %w", err)
-	}
-	return true, nil, nil
+	return putIf(ctx, r.Client, in, "the effect record")
 }
 
 // loserCondition is the condition that the item is still loser as seen:

@@ -119,15 +119,24 @@ func (r TableRestorer) Restore(ctx context.Context, winner, loser map[string]typ
 	if err != nil {
 		return false, nil, err
 	}
-	_, err = r.Client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
-		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values(),
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld})
+	return putIf(ctx, r.Client, &dynamodb.PutItemInput{TableName: aws.String(r.Table), Item: winner,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(), ExpressionAttributeValues: cond.Values()},
+		"the Layer-1 record")
+}
+
+// putIf sends in, a conditional PutItem of a write-back, through client:
+// written, or, its condition failing, not written and the item found
+// instead (ReturnValuesOnConditionCheckFailure ALL_OLD); any other error
+// wrapped, naming what (the record written back).
+func putIf(ctx context.Context, client PutItemAPI, in *dynamodb.PutItemInput, what string) (bool, map[string]types.AttributeValue, error) {
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	_, err := client.PutItem(ctx, in)
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return false, ccf.Item, nil
 	}
 	if err != nil {
-		return false, nil, fmt.Errorf("auditfn: restore the Layer-1 record: %w", err)
+		return false, nil, fmt.Errorf("auditfn: restore %s: %w", what, err)
 	}
 	return true, nil, nil
 }
