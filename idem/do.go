@@ -80,8 +80,7 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 		in.parts.header = v2Cookie(req.Event.Cookies)
 	}
 	var cookies []string
-	var own *Response // the handler's answer, as the Guard read it
-	var text string   // the handler's body, when text
+	var text string // the handler's body, when text
 	// Read from the request's context: the handler's may make a context
 	// of its own on a lookup (leaseCtx).
 	lambda := inLambda(ctx)
@@ -109,15 +108,14 @@ func (g *Guard) Do(ctx context.Context, req Request, fn func(context.Context) (e
 				markOverLambda(in, r, toV2(r, cookies, text), size)
 			}
 		}
-		own = r
 		return r, err
 	})
-	if resp != own && !in.ownAnswer {
-		// Another answer went out in its place (the handler's answer to
-		// its writes' conflict, or a 500 for a completion that failed):
-		// what the cookies were set for did not commit. The handler's
-		// answer built anew (its body stamped with the request id, or
-		// rendered by a Contract) is still its own, and keeps them.
+	if !in.ownAnswer {
+		// Another answer went out in its place (a replay, the handler's
+		// answer to its writes' conflict, or a 500 for a completion that
+		// failed): what the cookies were set for did not commit. The
+		// handler's answer, as it is or built anew (its body stamped with
+		// the request id, or rendered by a Contract), keeps them.
 		cookies = nil
 	}
 	if text == "" {
