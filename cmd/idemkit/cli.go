@@ -497,10 +497,15 @@ func (d *decimalInt) String() string {
 	return strconv.Itoa(int(*d))
 }
 
+// errNotDecimal is decimalInt's refusal of a value, worded as the flag
+// package's own ("parse error"), which acceptedValue follows with what the
+// flag takes.
+var errNotDecimal = errors.New("parse error")
+
 func (d *decimalInt) Set(s string) error {
 	n, err := strconv.Atoi(s)
 	if err != nil || s != strconv.Itoa(n) {
-		return errors.New("parse error")
+		return errNotDecimal
 	}
 	*d = decimalInt(n)
 	return nil
