@@ -239,15 +239,7 @@ func TestDecodedReplayDropsTheCodedRepresentationsValidators(t *testing.T) {
 				w.WriteHeader(201)
 				_, _ = w.Write(gz)
 			}))
-			send := func(accept string) *httptest.ResponseRecorder {
-				req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", testKey)
-				req.Header.Set("Accept-Encoding", accept)
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				return w
-			}
+			send := func(accept string) *httptest.ResponseRecorder { return postAccepting(h, accept) }
 			first := send("gzip")
 			w := send("identity")
 			if w.Code != 201 || w.Body.String() != plain || runs.Load() != 1 {
@@ -456,17 +448,7 @@ func TestReplayOfACodedAnswerVariesByAcceptEncoding(t *testing.T) {
 				w.WriteHeader(201)
 				_, _ = w.Write(encodeBody(t, "gzip", plain))
 			}))
-			send := func(accept string) *httptest.ResponseRecorder {
-				req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Idempotency-Key", testKey)
-				if accept != "" {
-					req.Header.Set("Accept-Encoding", accept)
-				}
-				w := httptest.NewRecorder()
-				h.ServeHTTP(w, req)
-				return w
-			}
+			send := func(accept string) *httptest.ResponseRecorder { return postAccepting(h, accept) }
 			first := send("gzip")
 			if got := first.Header().Values("Vary"); !slices.Equal(got, c.vary) {
 				t.Fatalf("first answer: Vary %q, want the handler's %q", got, c.vary)
@@ -518,15 +500,7 @@ func TestReplayToARetryAcceptingNoCodingTheGuardHasIsUncoded(t *testing.T) {
 		w.WriteHeader(201)
 		_, _ = io.WriteString(w, plain)
 	})))
-	send := func(accept string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", testKey)
-		req.Header.Set("Accept-Encoding", accept)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w
-	}
+	send := func(accept string) *httptest.ResponseRecorder { return postAccepting(h, accept) }
 	if w := send("gzip"); w.Code != 201 || w.Header().Get("Content-Encoding") != "gzip" {
 		t.Fatalf("first: %d %v", w.Code, w.Header())
 	}
@@ -536,4 +510,18 @@ func TestReplayToARetryAcceptingNoCodingTheGuardHasIsUncoded(t *testing.T) {
 			t.Errorf("retry accepting %q: %d %q %v, runs %d; want the 201 replayed uncoded", accept, w.Code, w.Body, w.Header(), runs.Load())
 		}
 	}
+}
+
+// postAccepting sends h the JSON POST /runs {"a":1} under testKey, with
+// accept as its Accept-Encoding (none when empty), and returns the answer.
+func postAccepting(h http.Handler, accept string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest("POST", "/runs", strings.NewReader(`{"a":1}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", testKey)
+	if accept != "" {
+		req.Header.Set("Accept-Encoding", accept)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
 }
