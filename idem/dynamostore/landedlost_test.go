@@ -21,10 +21,7 @@ import (
 // again. dynalite has no transactions (ErrNoTransactions, nothing written:
 // TestTransactionalCompletion).
 func TestTransactionalCompletionLandedWithEveryAnswerLost(t *testing.T) {
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		if !e.Caps.Transactions {
-			t.Skip("no transactions on this engine")
-		}
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
 		biz := e.CreateTable(t, "RunsTable")
 		g := unavailableGuard(t, v.s)
