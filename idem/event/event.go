@@ -20,8 +20,10 @@
 package event
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -75,7 +77,9 @@ type Config[In any] struct {
 //     from a Lambda handler it is a function error, which the event
 //     source retries, a stream's shard until its retry limit). So is a
 //     value with no JSON encoding (a float at ±Inf or NaN, a MarshalJSON
-//     that fails): the delivery that ran fn gets it, every other one
+//     that fails), and a value whose encoding would replay another value
+//     (a string that is not valid UTF-8, encoded with U+FFFD for each
+//     invalid byte): the delivery that ran fn gets it, every other one
 //     idem.ErrNotKept.
 //   - An error (or panic) of fn is never cached: it is returned, the record
 //     is left retryable and the next delivery runs fn again.
@@ -187,6 +191,12 @@ func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 				// left for fn to run again.
 				return nil, notkept.Value(fmt.Errorf("idem: event result cannot be kept (JSON): %w", err))
 			}
+			if lossy(body) {
+				// A string that is not UTF-8: its encoding holds
+				// U+FFFD for each invalid byte, so a replay would
+				// be another value. Not kept, as above.
+				return nil, notkept.Value(errors.New("idem: event result cannot be kept (JSON): a string is not valid UTF-8"))
+			}
 			return body, nil
 		},
 	})
@@ -214,6 +224,32 @@ type undecodableError struct{ err error }
 
 func (e *undecodableError) Error() string   { return e.err.Error() }
 func (e *undecodableError) Unwrap() []error { return []error{idem.ErrNotKept, e.err} }
+
+// lossy reports whether body, the output of json.Marshal, holds the
+// escape \ufffd: encoding/json writes it for each byte of a string that is
+// not valid UTF-8 (a valid U+FFFD is written as it is), so the encoding
+// decodes to another value than the one encoded. A MarshalJSON that writes
+// the escape itself is taken for lossy too: its value is not kept, never
+// replayed changed.
+func lossy(body []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(body[i:], []byte(`\ufffd`))
+		if j < 0 {
+			return false
+		}
+		j += i
+		// An escape only when preceded by an even number of
+		// backslashes (`\\ufffd` is a backslash and "ufffd").
+		n := 0
+		for k := j - 1; k >= 0 && body[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return true
+		}
+		i = j + 1
+	}
+}
 
 // defaultPayload is the body of an SQS message (its attributes change
 // between deliveries), else the JSON encoding of the event.
