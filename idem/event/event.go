@@ -155,7 +155,7 @@ func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 	}
 	key, err := a.cfg.Key(ev)
 	if err != nil {
-		return zero, fmt.Errorf("idem: event key: %w", err)
+		return zero, fmt.Errorf("%w: %w", errKey, err)
 	}
 	if key == "" {
 		return zero, idem.ErrNoEventKey
@@ -212,6 +212,11 @@ func (a *adapter[In, Out]) run(ctx context.Context, ev In) (Out, error) {
 	}
 	return cached, nil
 }
+
+// errKey wraps the error of a Config.Key function: the event's key cannot
+// be derived (the SQS adapter logs it with outcome "no-key", as an empty
+// key).
+var errKey = errors.New("idem: event key")
 
 // undecodableError is a key's recorded value that does not decode into
 // the adapter's Out (recorded by another wrapping of the operation, with

@@ -297,7 +297,7 @@ func recordOutcome(err error) string {
 		return "lease-lost"
 	case errors.Is(err, idem.ErrNotCommitted):
 		return "not-committed"
-	case errors.Is(err, idem.ErrNoEventKey):
+	case errors.Is(err, idem.ErrNoEventKey), errors.Is(err, errKey):
 		return "no-key"
 	}
 	return "handler-error"
