@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/internal/failurelog"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // SQSConfig configures SQS. Only Operation is required.
@@ -79,12 +81,14 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     (idem.ErrInFlight), whose payload does not match
 //     (idem.ErrPayloadMismatch), or whose claim failed is reported as a
 //     failure, and so is every record the invocation has no time left to
-//     start (its context done: logged with outcome "deadline", no store
-//     call made); the others are acknowledged. A failure that repeats on every
-//     delivery (a mismatch, a key function that cannot read a malformed
-//     body) is redelivered until the queue's redrive policy moves the
-//     message to the dead-letter queue; without one, until the queue's
-//     retention period drops it.
+//     start (its context done, or less than idem.Config.WaitMargin left
+//     before its deadline, kept free to return the response: logged with
+//     outcome "deadline", no store call made); the others are
+//     acknowledged. A failure that repeats on every delivery (a mismatch,
+//     a key function that cannot read a malformed body) is redelivered
+//     until the queue's redrive policy moves the message to the
+//     dead-letter queue; without one, until the queue's retention period
+//     drops it.
 //   - In a FIFO queue, processing stops at the first failure and every
 //     record from it on is reported, unprocessed, so the message groups keep
 //     their order (with SkipGroupOnError, only the failed group's records
@@ -109,6 +113,7 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 		return nil, &idem.ConfigError{Problems: p}
 	}
 	conc := max(cfg.Concurrency, 1)
+	margin := g.Config().WaitMargin
 	mismatched := &seenIDs{}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))
@@ -125,7 +130,7 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 					logRecordFailure(ctx, g, cfg.Operation, m, key, fmt.Errorf("%w: %v", idem.ErrEventPanic, r))
 				}
 			}()
-			if err := ctx.Err(); err != nil {
+			if err := notStarted(ctx, margin); err != nil {
 				// No time left for this record: reported for
 				// redelivery, without a store call that could only
 				// fail for want of time.
@@ -282,6 +287,23 @@ func (s *seenIDs) add(id string) bool {
 // errNotStarted is the failure of a record the invocation had no time
 // left to start (logged with outcome "deadline").
 var errNotStarted = errors.New("idem: SQS record not started before the invocation's deadline")
+
+// notStarted is why a record is not started: ctx is done, or less than
+// margin (the Guard's WaitMargin) is left before its deadline, which is
+// kept free to return the partial batch response. A record started there
+// would run past the deadline: Lambda would end the invocation as timed
+// out, discard the response and redeliver the whole batch.
+func notStarted(ctx context.Context, margin time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if left, ok := clock.Remaining(ctx); ok {
+		if left < margin {
+			return fmt.Errorf("%w: %v left, less than the %v kept to return the batch response (idem.Config.WaitMargin)", context.DeadlineExceeded, left.Round(time.Millisecond), margin)
+		}
+	}
+	return nil
+}
 
 func recordOutcome(err error) string {
 	switch {

@@ -70,3 +70,39 @@ func TestSQSKeyErrorIsLoggedAsNoKey(t *testing.T) {
 		t.Errorf("the key function's error is not logged:\n%s", e.logs.String())
 	}
 }
+
+// A record is not started once less than the Guard's WaitMargin is left
+// before the invocation's deadline: that margin is kept free to return
+// the partial batch response. Started, the record (its claim, fn, its
+// completion) runs past the deadline, Lambda ends the invocation as timed
+// out and discards the response, and SQS redelivers the whole batch, the
+// records already done among it. Such records are reported for
+// redelivery, logged with outcome deadline, without a store call. Before,
+// m-2 and m-3 were started with 150 ms left and the handler returned
+// after its deadline.
+func TestSQSRecordsInsideTheWaitMarginAreNotStarted(t *testing.T) {
+	e := newEnv(t, nil)
+	g := eventGuard(t, e)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	var runs atomic.Int32
+	h, _ := event.SQS(g, event.SQSConfig{Operation: "ship"}, func(context.Context, events.SQSMessage) error {
+		runs.Add(1)
+		time.Sleep(time.Until(deadline) - 150*time.Millisecond) // leaves 150 ms, less than the 250 ms margin
+		return nil
+	})
+	r, err := h(ctx, sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1", "2", "3"))
+	if err != nil || failedIDs(r) != "m-2,m-3" || runs.Load() != 1 {
+		t.Fatalf("failures %q %v runs %d; want m-2,m-3 not started", failedIDs(r), err, runs.Load())
+	}
+	if n := e.store.Len(); n != 1 {
+		t.Errorf("%d records stored; want m-1's alone", n)
+	}
+	if !time.Now().Before(deadline) {
+		t.Errorf("the handler returned %v after its deadline", time.Since(deadline))
+	}
+	if logs := e.logs.String(); strings.Count(logs, `"outcome":"deadline"`) != 2 {
+		t.Errorf("want m-2 and m-3 logged with outcome deadline; logs:\n%s", logs)
+	}
+}
