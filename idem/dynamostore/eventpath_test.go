@@ -32,7 +32,8 @@ type replayedValue struct {
 // chunks, an int64 past 2^53, an empty and a nil slice, a valid U+FFFD)
 // is replayed equal, fn run once; a Once whose Run fails is not recorded
 // and runs again, then replays; a Once whose context is already
-// cancelled is context.Canceled and does not run; in a FIFO batch a
+// cancelled is context.Canceled and does not run, one whose context is
+// cancelled while Run runs records Run's value; in a FIFO batch a
 // record whose key is in flight elsewhere is reported with every record
 // after it, which do not run.
 func TestEventPathOnDynamoDB(t *testing.T) {
@@ -78,6 +79,21 @@ func TestEventPathOnDynamoDB(t *testing.T) {
 		cancel()
 		if _, ran, err := g.Once(cctx, idem.Work{Operation: op, Key: "k2", Payload: []byte("p"), Run: func(ctx context.Context) ([]byte, error) { t.Error("ran"); return nil, nil }}); !errors.Is(err, context.Canceled) || ran {
 			t.Errorf("cancelled: %v %v", ran, err)
+		}
+		// Once whose context is cancelled while Run runs: Run's value
+		// is recorded all the same, and replayed.
+		rctx, rcancel := context.WithCancel(context.Background())
+		m := 0
+		cw := idem.Work{Operation: op, Key: "k3", Payload: []byte("p"), Run: func(context.Context) ([]byte, error) {
+			m++
+			rcancel()
+			return []byte(`"kept"`), nil
+		}}
+		if val, ran, err := g.Once(rctx, cw); err != nil || !ran || string(val) != `"kept"` {
+			t.Errorf("cancelled while running: %s %v %v", val, ran, err)
+		}
+		if val, ran, err := g.Once(ctxT(t), cw); err != nil || ran || string(val) != `"kept"` || m != 1 {
+			t.Errorf("after a cancel while running: %s %v %v, runs %d", val, ran, err, m)
 		}
 		// FIFO: in-flight key in group A blocks the rest.
 		fop := "f-" + rnd(4)
