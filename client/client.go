@@ -3,8 +3,11 @@ package client
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 )
 
 // Client is an http.Client whose Transport is a *Transport, with a Do that
@@ -27,7 +30,50 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{hc: &http.Client{Transport: t}}, nil
+	keyHeader := t.Config.withDefaults().KeyHeader
+	return &Client{hc: &http.Client{Transport: t, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		return checkRedirect(req, via, keyHeader)
+	}}}, nil
+}
+
+// maxRedirects is http.Client's own limit on the hops of one call.
+const maxRedirects = 10
+
+// checkRedirect keeps a mutating call's key at the origin it was sent to. A
+// hop to another origin (scheme, host and port) that re-sends the call (a
+// 307 or 308) is not followed: the other origin keeps records of its own,
+// so its run could not be the call's one, and it would learn the key; the
+// redirect is returned to the caller. Another hop to another origin (a
+// 301, 302 or 303 that makes it a GET) is followed without the key.
+func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) error {
+	if len(via) >= maxRedirects {
+		return errors.New("stopped after 10 redirects")
+	}
+	first := via[0]
+	if !Mutating(first.Method) || sameOrigin(first.URL, req.URL) {
+		return nil
+	}
+	if Mutating(req.Method) {
+		return http.ErrUseLastResponse
+	}
+	req.Header.Del(keyHeader)
+	return nil
+}
+
+// sameOrigin reports whether a and b have one origin (RFC 6454): scheme,
+// host and port, a missing port being the scheme's default.
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && originPort(a) == originPort(b)
+}
+
+func originPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 // HTTPClient returns the underlying *http.Client, for code that wants a
@@ -37,7 +83,11 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // Do sends req like http.Client.Do and returns the response with its Result.
 // The hops of a redirected call are one logical call: a 307/308 re-sends the
 // same key and body, the hops share Config.MaxAttempts and Config.MaxElapsed,
-// and the Result counts the attempts of every hop.
+// and the Result counts the attempts of every hop. A 307/308 of a mutating
+// call to another origin (scheme, host or port) is not followed: it is
+// returned as the response, so the key and body go to no origin but the
+// one the call was sent to; a 301, 302 or 303 to another origin is
+// followed as a GET without the key.
 // To send a key derived from a business event, set the Idempotency-Key header
 // on req or build req with a context from WithKey. On error, errors.As(err,
 // new(*client.Error)) gives the key and the number of attempts. A mutating

@@ -13,7 +13,9 @@
 //     with Config.NewKey = NewCompactKey a full 128 random bits as 22
 //     base64url characters;
 //   - sends that same key, and the same body, on every one of its attempts
-//     (and, through Client.Do, on every hop of a 307/308 redirect); a body
+//     (and, through Client.Do, on every hop of a 307/308 redirect to the
+//     same origin; one to another origin is returned, not followed, and a
+//     hop that makes the call a GET carries no key there); a body
 //     without GetBody is read into memory once to be replayable;
 //   - retries transport errors, 429, 5xx and 409 idempotency_in_flight (and
 //     the commerce policy's in-flight answer: 202 marked
