@@ -33,11 +33,19 @@ func NewTransport(cfg Config) (*Transport, error) {
 
 // ErrBudgetExhausted is joined into the *Error of a call whose MaxElapsed
 // ran out while an attempt was waiting for response headers (or while the
-// body of a 409 or 5xx was being read for its error code), or before a
-// redirect hop of Client.Do could make its first attempt. It never replaces
+// body of a 409 or 5xx was being read for its error code), before a
+// redirect hop of Client.Do could make its first attempt, or whose attempts
+// all failed without an answer and whose next wait would end past
+// MaxElapsed (past the context's deadline instead, when that is sooner:
+// the error then matches context.DeadlineExceeded). It never replaces
 // an answer that arrived: one whose headers (and, for a 409 or 5xx, error
 // code) are in is delivered.
 var ErrBudgetExhausted = errors.New("client: retry time budget exhausted")
+
+// errDeadlineAhead ends a call whose next wait would end past its context's
+// deadline: it matches context.DeadlineExceeded, which the context is bound
+// to report by the end of that wait.
+var errDeadlineAhead = fmt.Errorf("client: the next retry would start past the request's deadline: %w", context.DeadlineExceeded)
 
 // Error is the error of a mutating call that ended without a response:
 // every attempt failed before response headers arrived, or the context ended
@@ -140,8 +148,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if budget <= 0 {
 		return nil, &Error{Key: key, Attempts: res.Attempts, Err: ErrBudgetExhausted}
 	}
+	// giveUp is why the call stops when the next wait would end past the
+	// deadline: the budget, or the context's deadline when that is sooner.
+	giveUp := ErrBudgetExhausted
 	if d, ok := req.Context().Deadline(); ok && d.Before(deadline) {
 		deadline = d
+		giveUp = errDeadlineAhead
 	}
 	// ctx carries every attempt; the budget timer cancels an attempt still
 	// waiting for headers (or a wait) when MaxElapsed runs out. From the
@@ -188,7 +200,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return spent
 	}
 	fail := func(cause error) (*http.Response, error) {
-		if stopTimer() {
+		if stopTimer() && !errors.Is(cause, ErrBudgetExhausted) {
 			cause = errors.Join(ErrBudgetExhausted, cause)
 		}
 		cancel()
@@ -265,9 +277,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		wait := backoff(&c, res.Attempts-prior, ra, haveRA)
 		if c.Now().Add(wait).After(deadline) {
-			// The wait does not fit in the budget: the last answer stands.
+			// The wait does not fit in the budget: the last answer stands,
+			// or, when there is none, the error says the budget (or the
+			// context's deadline) ended the call.
 			if err != nil {
-				return fail(err)
+				return fail(errors.Join(giveUp, err))
 			}
 			return t.deliver(resp, &res, &c, stopTimer, cancel)
 		}
