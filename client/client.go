@@ -44,13 +44,14 @@ const maxRedirects = 10
 // 307 or 308) is not followed: the other origin keeps records of its own,
 // so its run could not be the call's one, and it would learn the key; the
 // redirect is returned to the caller. Another hop to another origin (a
-// 301, 302 or 303 that makes it a GET) is followed without the key.
+// 301, 302 or 303 that makes it a GET) is followed without the key. A move
+// of the same host from http to https on the default ports is followed.
 func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) error {
 	if len(via) >= maxRedirects {
 		return errors.New("stopped after 10 redirects")
 	}
 	first := via[0]
-	if !Mutating(first.Method) || sameOrigin(first.URL, req.URL) {
+	if !Mutating(first.Method) || sameOrigin(first.URL, req.URL) || upgrade(first.URL, req.URL) {
 		return nil
 	}
 	if Mutating(req.Method) {
@@ -64,6 +65,14 @@ func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) err
 // host and port, a missing port being the scheme's default.
 func sameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && originPort(a) == originPort(b)
+}
+
+// upgrade reports whether b is a's host moved from http to https on the
+// default ports: the same service reached securely, not another origin to
+// keep the key from (it went to that host already).
+func upgrade(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, "http") && strings.EqualFold(b.Scheme, "https") &&
+		strings.EqualFold(a.Hostname(), b.Hostname()) && originPort(a) == "80" && originPort(b) == "443"
 }
 
 func originPort(u *url.URL) string {
@@ -84,7 +93,8 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // The hops of a redirected call are one logical call: a 307/308 re-sends the
 // same key and body, the hops share Config.MaxAttempts and Config.MaxElapsed,
 // and the Result counts the attempts of every hop. A 307/308 of a mutating
-// call to another origin (scheme, host or port) is not followed: it is
+// call to another origin (scheme, host or port; a move of the same host
+// from http to https on the default ports aside) is not followed: it is
 // returned as the response, so the key and body go to no origin but the
 // one the call was sent to; a 301, 302 or 303 to another origin is
 // followed as a GET without the key.

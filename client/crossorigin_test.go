@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -74,6 +75,39 @@ func TestCrossOriginRedirectKeepsTheKeyHome(t *testing.T) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// The origin test of checkRedirect: scheme, host and port, a missing port
+// being the scheme's default; a move from http to https on the default
+// ports is the same service and followed.
+func TestCheckRedirectOrigins(t *testing.T) {
+	for _, tc := range []struct {
+		from, to string
+		follow   bool
+	}{
+		{"https://api.example/a", "https://api.example/b", true},
+		{"https://api.example/a", "https://API.example:443/b", true},
+		{"http://api.example/a", "https://api.example/b", true},
+		{"http://api.example:80/a", "https://api.example:443/b", true},
+		{"https://api.example/a", "http://api.example/b", false},
+		{"https://api.example/a", "https://api.example:8443/b", false},
+		{"https://api.example/a", "https://other.example/b", false},
+		{"https://api.example/a", "https://eu.api.example/b", false},
+		{"http://api.example:8080/a", "https://api.example/b", false},
+	} {
+		from, _ := http.NewRequest(http.MethodPost, tc.from, nil)
+		to, _ := http.NewRequest(http.MethodPost, tc.to, nil)
+		to.Header.Set("Idempotency-Key", "k")
+		err := checkRedirect(to, []*http.Request{from}, "Idempotency-Key")
+		if follow := err == nil; follow != tc.follow || err != nil && !errors.Is(err, http.ErrUseLastResponse) {
+			t.Errorf("%s -> %s: err %v, want follow %v", tc.from, tc.to, err, tc.follow)
+		}
+		get, _ := http.NewRequest(http.MethodGet, tc.to, nil)
+		get.Header.Set("Idempotency-Key", "k")
+		if err := checkRedirect(get, []*http.Request{from}, "Idempotency-Key"); err != nil || (get.Header.Get("Idempotency-Key") == "") == tc.follow {
+			t.Errorf("%s -> GET %s: err %v, key %q", tc.from, tc.to, err, get.Header.Get("Idempotency-Key"))
 		}
 	}
 }
