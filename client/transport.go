@@ -210,6 +210,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for {
 		res.Attempts++
 		r := req.Clone(ctx)
+		if r.Header == nil {
+			// A request built by hand (http.Client gives every request
+			// a map): the attempt's own, the caller's left as it is.
+			r.Header = make(http.Header)
+		}
 		r.Header.Set(c.KeyHeader, key)
 		r.ContentLength = length
 		if r.Body, err = body(); err != nil {
