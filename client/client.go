@@ -44,7 +44,8 @@ const maxRedirects = 10
 // 307 or 308) is not followed: the other origin keeps records of its own,
 // so its run could not be the call's one, and it would learn the key; the
 // redirect is returned to the caller. Another hop to another origin (a
-// 301, 302 or 303 that makes it a GET) is followed without the key. A move
+// 301, 302 or 303 that makes it a GET) is followed without the key or the
+// caller's credential headers (Authorization, Cookie). A move
 // of the same host from http to https on the default ports is followed.
 func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) error {
 	if len(via) >= maxRedirects {
@@ -58,8 +59,16 @@ func checkRedirect(req *http.Request, via []*http.Request, keyHeader string) err
 		return http.ErrUseLastResponse
 	}
 	req.Header.Del(keyHeader)
+	for _, h := range credentialHeaders {
+		req.Header.Del(h)
+	}
 	return nil
 }
+
+// credentialHeaders are the headers net/http keeps from a redirect to
+// another host name only; a mutating call's hop to another origin (another
+// port or scheme of the same host too) goes without them.
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Www-Authenticate", "Cookie", "Cookie2"}
 
 // sameOrigin reports whether a and b have one origin (RFC 6454): scheme,
 // host and port, a missing port being the scheme's default.
@@ -97,7 +106,8 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // from http to https on the default ports aside) is not followed: it is
 // returned as the response, so the key and body go to no origin but the
 // one the call was sent to; a 301, 302 or 303 to another origin is
-// followed as a GET without the key.
+// followed as a GET without the key or the caller's Authorization and
+// Cookie headers.
 // To send a key derived from a business event, set the Idempotency-Key header
 // on req or build req with a context from WithKey. On error, errors.As(err,
 // new(*client.Error)) gives the key and the number of attempts. A mutating
