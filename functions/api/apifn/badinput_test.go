@@ -454,6 +454,23 @@ func TestWebhookDestinationRefusedAtCreate(t *testing.T) {
 	}
 }
 
+// TestWebhookNonASCIIHostRefusedAtCreate: createRun refuses a webhook
+// destination whose host holds non-ASCII characters (400
+// webhook_url_rejected, no run): net/http maps such a host through IDNA
+// before dialing it, so fullwidth digits and letters and ideographic full
+// stops spell refused destinations ("１２７.０.０.１" is 127.0.0.1).
+func TestWebhookNonASCIIHostRefusedAtCreate(t *testing.T) {
+	f := newFixture(t)
+	for i, u := range []string{"http://１２７.０.０.１/", "http://169。254。169。254/latest/", "http://ｌｏｃａｌｈｏｓｔ:8080/", "http://１０.０.０.１/"} {
+		before := f.runs.Len()
+		resp, m := f.do(t, ev("POST", "/runs", "acme", fmt.Sprintf("k-webhook-idna-%010d", i),
+			`{"workflowId":"webhook","inputs":{"url":"`+u+`"}}`))
+		if resp.StatusCode != 400 || m["error"] != "webhook_url_rejected" || f.runs.Len() != before {
+			t.Errorf("%s: %d %s, want 400 webhook_url_rejected and no run", u, resp.StatusCode, resp.Body)
+		}
+	}
+}
+
 // TestRequiredKeyIsStillTheFirstRefusal: under a Guard that requires an
 // Idempotency-Key, a request without one is refused for that first (400
 // idempotency_key_invalid, reason missing), whatever its body, as is one

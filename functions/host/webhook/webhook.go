@@ -21,6 +21,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/idemkit/idemkit/client"
 	"github.com/idemkit/idemkit/functions/host/runs"
@@ -63,7 +64,9 @@ const loopbackRefused = "loopback destinations are refused (the host's WEBHOOK_A
 // IP literal or "localhost", an address the IP rules admit. A host is
 // checked without the trailing dot of its absolute form, and one a URL
 // parser reads as an IPv4 address (its last label a number) only when it
-// is four decimal numbers.
+// is four decimal numbers. A host must be ASCII: net/http maps another
+// through IDNA before dialing it ("１２７.０.０.１" is 127.0.0.1), so an
+// internationalized name is written in its xn-- form.
 func (p *WebhookPolicy) CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
@@ -77,6 +80,12 @@ func (p *WebhookPolicy) CheckURL(raw string) error {
 	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
 	if host == "" {
 		return fmt.Errorf("%w: inputs.url must be an absolute http or https URL", ErrDestinationRefused)
+	}
+	if strings.ContainsFunc(host, func(r rune) bool { return r >= utf8.RuneSelf }) {
+		// net/http maps such a host through IDNA (UTS #46) before it
+		// resolves it: fullwidth digits and letters and ideographic full
+		// stops spell the addresses and names refused here in ASCII.
+		return fmt.Errorf("%w: the host in inputs.url must be ASCII (an internationalized name in its xn-- form)", ErrDestinationRefused)
 	}
 	if port := u.Port(); port != "" {
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {

@@ -111,3 +111,26 @@ func TestCheckURLHostForms(t *testing.T) {
 		t.Errorf("the allowed host with a trailing dot: %v", err)
 	}
 }
+
+// TestCheckURLRefusesNonASCIIHosts: net/http maps a host holding non-ASCII
+// characters through IDNA (UTS #46) before it resolves and dials it, so
+// fullwidth digits and letters and ideographic full stops spell the
+// loopback, metadata or private addresses and "localhost" that CheckURL
+// refuses in ASCII ("１２７.０.０.１" is dialed as 127.0.0.1). Such a host
+// is refused at createRun, as its ASCII spelling is; an internationalized
+// name is written in its ASCII (xn--) form.
+func TestCheckURLRefusesNonASCIIHosts(t *testing.T) {
+	var p WebhookPolicy
+	for _, bad := range []string{
+		"http://１２７.０.０.１/", "http://127。0。0。1/", "http://１６９.２５４.１６９.２５４/latest/meta-data/",
+		"http://ｌｏｃａｌｈｏｓｔ/", "http://ⓛⓞⓒⓐⓛⓗⓞⓢⓣ:8080/", "http://１０.０.０.１/", "http://%EF%BC%91%EF%BC%92%EF%BC%97.0.0.1/",
+		"https://bücher.example/",
+	} {
+		if err := p.CheckURL(bad); !errors.Is(err, ErrDestinationRefused) {
+			t.Errorf("%s: %v, want refused", bad, err)
+		}
+	}
+	if err := p.CheckURL("https://xn--bcher-kva.example/"); err != nil {
+		t.Errorf("an internationalized name in its ASCII form: %v", err)
+	}
+}
