@@ -648,7 +648,11 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 		// Its error code tells a key in flight from a key misused.
 		head, _ = io.ReadAll(io.LimitReader(resp.Body, maxConflictBody))
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		// A 101's body is the switched connection itself, whose reads
+		// the client's timeout does not bound: it is closed unread.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	}
 	resp.Body.Close()
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
