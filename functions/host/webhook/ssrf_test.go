@@ -177,3 +177,26 @@ func webhookRun(t *testing.T, url string) runs.Run {
 	in, _ := json.Marshal(map[string]any{"url": url, "payload": map[string]any{"a": 1}})
 	return runs.NewRun("acme", WorkflowWebhook, in, time.Now())
 }
+
+// TestWebhookClientIgnoresProxyEnvironment: the sender's client sets no
+// proxy, so HTTP_PROXY and HTTPS_PROXY (which would carry every request to
+// a proxy the dial-time check never sees past) are ignored: a delivery to a
+// name that does not resolve fails to dial and the proxy receives nothing.
+func TestWebhookClientIgnoresProxyEnvironment(t *testing.T) {
+	var hits atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	defer proxy.Close()
+	t.Setenv("HTTP_PROXY", proxy.URL)
+	t.Setenv("HTTPS_PROXY", proxy.URL)
+	var p WebhookPolicy
+	if tr, ok := p.HTTPClient(time.Second).Transport.(*http.Transport); !ok || tr.Proxy != nil {
+		t.Fatal("the webhook client's transport has a proxy function")
+	}
+	w := newTestWebhook(t, WebhookPolicy{AllowLoopback: true})
+	if _, err := w.Deliver(context.Background(), webhookRun(t, "http://webhook.invalid/x")); err == nil {
+		t.Fatal("a delivery to an unresolvable name succeeded")
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the proxy from the environment received %d requests", hits.Load())
+	}
+}
