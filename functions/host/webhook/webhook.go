@@ -13,12 +13,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -365,7 +367,8 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // attempt with its own witness row, and every request that may have reached
 // the receiver is exactly one attempt with a fire time (see
 // WebhookPolicy.HTTPClient: nothing is re-sent behind the ledger): a
-// connection that could not be made is released; a transport error after
+// connection that could not be made (the dial, or the TLS handshake,
+// failed or did not end in time) is released; a transport error after
 // sending, a 5xx or a 429 leaves the attempt escaped and is retried under
 // the same key; so does a 409 saying that a request with this key is still
 // in progress at the receiver (the try before, whose answer was lost, still
@@ -620,6 +623,16 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 	if err := w.Policy.CheckURL(dest); err != nil {
 		return nil, err // recorded failure: never sent, never retried
 	}
+	// A request is written only on a connection the transport got (after
+	// the dial and the TLS handshake): a try that ends before one was got
+	// sent nothing. Only net/http's own Transport is known to report it.
+	var connected atomic.Bool
+	tr := w.Client.Transport
+	if tr == nil {
+		tr = http.DefaultTransport
+	}
+	_, traced := tr.(*http.Transport)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { connected.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, nil)
 	if err != nil {
 		return nil, redactURL(err)
@@ -638,8 +651,10 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 			return nil, err // recorded failure
 		}
 		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			return nil, ledger.NotSent(err) // no connection: the request never left
+		if errors.As(err, &op) && op.Op == "dial" || traced && !connected.Load() {
+			// No connection (a dial, a TLS handshake that failed or did
+			// not end in time): the request never left.
+			return nil, ledger.NotSent(err)
 		}
 		return nil, ledger.Uncertain(err) // may have reached the provider
 	}
