@@ -200,3 +200,36 @@ func TestWebhookClientIgnoresProxyEnvironment(t *testing.T) {
 		t.Fatalf("the proxy from the environment received %d requests", hits.Load())
 	}
 }
+
+// TestWebhookBoundsResponseHeaders: a receiver answering with more than
+// 64 KiB of headers (one 1 MiB header; or 103 Early Hints answers repeated
+// past the bound, each under it) is not read past the bound: the try ends
+// uncertain (the receiver had the request), never a recorded success.
+func TestWebhookBoundsResponseHeaders(t *testing.T) {
+	big := strings.Repeat("a", 1<<20)
+	for name, h := range map[string]http.HandlerFunc{
+		"one header": func(rw http.ResponseWriter, _ *http.Request) {
+			rw.Header().Set("X-Big", big)
+			rw.WriteHeader(http.StatusOK)
+		},
+		"early hints": func(rw http.ResponseWriter, _ *http.Request) {
+			for range 64 {
+				rw.Header().Set("Link", "<"+big[:60<<10]+">")
+				rw.WriteHeader(http.StatusEarlyHints)
+			}
+			rw.Header().Del("Link")
+			rw.WriteHeader(http.StatusOK)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			w := newTestWebhook(t, WebhookPolicy{AllowLoopback: true})
+			_, err := w.Deliver(context.Background(), webhookRun(t, srv.URL))
+			var ex *ledger.AttemptsExhaustedError
+			if !errors.As(err, &ex) || !ex.Escaped || !strings.Contains(err.Error(), "exceeded") {
+				t.Fatalf("%v, want the try uncertain on the header bound", err)
+			}
+		})
+	}
+}
