@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/ids"
 )
 
@@ -805,7 +806,7 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 	}
 
 	_, call := l.span(ctx, spanProvider, eff)
-	out, gaveUp, fenceUntil, ferr := l.run(ctx, next, fenceUntil, fn)
+	out, gaveUp, fenceUntil, leaseEnd, ferr := l.run(ctx, next, fenceUntil, fn)
 	if call.recording() {
 		call.end(next.Attempt, answerOutcome(Result{}, providerOutcome(ferr)), ferr)
 	}
@@ -883,10 +884,22 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 		kctx.release()
 	}
 	// The outcome is recorded even if ctx was cancelled while fn ran, under
-	// a deadline of its own (Config.OutcomeTimeout).
+	// a deadline of its own (Config.OutcomeTimeout). While the lease last
+	// written holds, that deadline is also the renewal margin before its
+	// end: another executor may reclaim the attempt once it ends and fire
+	// again, so a write that would still be in flight then is given up
+	// first, and the attempt is left firing as for any unwritten outcome.
+	// A write made once that lease ended (the clock moved past it while fn
+	// ran) is left to the store's condition, which refuses it if the
+	// attempt was reclaimed (ErrLeaseLost).
 	own.State = StateFiring
 	_, record := l.span(ctx, spanRecord, eff)
 	wctx := l.detached(ctx)
+	if left := leaseEnd.Sub(l.now()); left > 0 {
+		if end := clock.Wall().Add(max(left-clock.RenewMargin(max(l.cfg.Heartbeat, 0)), 0)); wctx.deadline.After(end) {
+			wctx.deadline = end
+		}
+	}
 	ok, _, err := st.Replace(wctx, done, own, now)
 	wctx.release()
 	switch {

@@ -39,20 +39,22 @@ func renewalBudget(leaseEnd, now time.Time, margin time.Duration) time.Duration 
 // heartbeat): the caller then records only a success whose value is whole,
 // not a relayed stream's (see do). fenceUntil is the least time the fence
 // keeps the item of rec's token (zero: unknown, or no Fencer); run returns
-// it as the renewals left it (see heartbeat).
-func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn effectFunc) (out produced, gaveUp bool, kept time.Time, err error) {
+// it as the renewals left it (see heartbeat), and leaseEnd, the lease end
+// of the last write that landed (rec's, or a renewal's), which bounds the
+// outcome write (see do).
+func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn effectFunc) (out produced, gaveUp bool, kept, leaseEnd time.Time, err error) {
 	call := Call{EffectID: rec.EffectID, ProviderKey: rec.ProviderKey, Attempt: rec.Attempt, Fence: rec.Fence}
 	if l.cfg.Heartbeat < 0 {
 		out, err = fn(ctx, call)
-		return out, false, fenceUntil, err
+		return out, false, fenceUntil, rec.LeaseUntil, err
 	}
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := l.heartbeat(ctx, rec, fenceUntil, cancel)
 	defer stop()
 	out, err = fn(fctx, call)
-	gaveUp, kept = stop()
-	return out, gaveUp, kept, err
+	gaveUp, kept, leaseEnd = stop()
+	return out, gaveUp, kept, leaseEnd, err
 }
 
 // heartbeat renews rec's lease at every tick with a Replace fenced on the
@@ -83,9 +85,10 @@ func (l *Ledger) run(ctx context.Context, rec *Record, fenceUntil time.Time, fn 
 // flight, which is harmless: a renewal changes only the lease, the update
 // time and the retention), waits for it and reports whether it gave up,
 // and until when the fence keeps the token's item as far as the renewals
-// know (fenceUntil, or later once one asked the fence to keep it).
+// know (fenceUntil, or later once one asked the fence to keep it), and
+// the lease end of the last write that landed (leaseEnd).
 // A renewal that fails because stop cancelled it never gives up.
-func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Time, lost context.CancelCauseFunc) (stop func() (gaveUp bool, fenceUntil time.Time)) {
+func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Time, lost context.CancelCauseFunc) (stop func() (gaveUp bool, fenceUntil, leaseEnd time.Time)) {
 	ticks, stopTicker := l.cfg.Test.Clock.NewTicker(l.cfg.Heartbeat)
 	quit := make(chan struct{})
 	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -96,8 +99,9 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 		once   sync.Once
 		gaveUp bool
 		until  time.Time
+		lease  time.Time // the lease end of the last write that landed
 		done   chan struct{}
-	}{done: make(chan struct{}), until: fenceUntil}
+	}{done: make(chan struct{}), until: fenceUntil, lease: rec.LeaseUntil}
 	go func() {
 		defer close(hb.done)
 		defer stopTicker()
@@ -148,16 +152,17 @@ func (l *Ledger) heartbeat(ctx context.Context, rec *Record, fenceUntil time.Tim
 				return false
 			default:
 				cur = next
+				hb.lease = cur.LeaseUntil
 			}
 			return true
 		})
 	}()
-	return func() (bool, time.Time) {
+	return func() (bool, time.Time, time.Time) {
 		hb.once.Do(func() {
 			close(quit)
 			rcancel()
 			<-hb.done
 		})
-		return hb.gaveUp, hb.until
+		return hb.gaveUp, hb.until, hb.lease
 	}
 }
