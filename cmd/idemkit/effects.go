@@ -371,7 +371,10 @@ examples:
 			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt: unless the effect now has an outcome (show it again), its next try fires it once with the same provider key")
 		}
 		return 1
-	case errors.Is(err, ledger.ErrNotEscaped), errors.Is(err, ledger.ErrAttemptsExhausted):
+	case errors.Is(err, ledger.ErrNotEscaped):
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s is not escaped: %s\n", effectID, notEscapedAdvice(v))
+		return 1
+	case errors.Is(err, ledger.ErrAttemptsExhausted):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
@@ -646,4 +649,23 @@ var effectsCommands = commandList{
 		"idemkit effects show EFFECT --endpoint http://127.0.0.1:8000",
 		"idemkit effects resolve EFFECT --as not-delivered --note \"no charge in the console\"",
 	},
+}
+
+// notEscapedAdvice says, for an effect a resolution was refused for (it is
+// not escaped), its state and what the operator does instead.
+func notEscapedAdvice(v ledger.EffectView) string {
+	switch v.State {
+	case ledger.EffectCompleted:
+		return "it is completed: its outcome is recorded, there is nothing to resolve"
+	case ledger.EffectFailed:
+		return "it failed: its failure is recorded, there is nothing to resolve (a delivery that should happen again is a new effect)"
+	case ledger.EffectInFlight:
+		return "it is in-flight: an attempt holds its lease and may still record its outcome; show it again once that lease has ended, and resolve it if it is escaped then"
+	case ledger.EffectPending:
+		if v.Exhausted {
+			return "it is pending and its tries are spent, none of them past the point of no return unrecorded: --as not-delivered grants it one more attempt"
+		}
+		return "it is pending: no attempt of it is in flight or escaped, and its run's next try fires it; there is nothing to resolve"
+	}
+	return fmt.Sprintf("it is %s; show it again, and resolve it if it is escaped then", v.State)
 }
