@@ -70,6 +70,7 @@ const (
 	logOutcomeHandlerError     = "handler-error"
 	logOutcomeLeaseLost        = "lease-lost"
 	logOutcomeMisconfigured    = "misconfigured"
+	logOutcomeUnauthenticated  = "unauthenticated"
 )
 
 // storeOutcome is the "outcome" of a line about a failed store call.

@@ -140,9 +140,10 @@ type ScopeParts struct {
 	// JWT claims when it is JWTClaim, Config.HTTPCredential for the
 	// net/http middleware. An authenticated guarded request with a key that
 	// lacks one of them is answered 401 unauthenticated and records
-	// nothing. Where authentication is disabled — Config.Tenant is
-	// SingleTenant, or an anonymous request under AnonymousTenant — an
-	// absent value is the empty (anonymous) one. Default none.
+	// nothing; the Guard logs a warning naming the part it lacks. Where
+	// authentication is disabled — Config.Tenant is SingleTenant, or an
+	// anonymous request under AnonymousTenant — an absent value is the
+	// empty (anonymous) one. Default none.
 	Credential []string
 
 	// Operation puts the canonical operation (the method and route, after

@@ -250,6 +250,12 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 		for i, name := range parts {
 			values[i] = in.credentialValue(name)
 			if values[i] == "" && !anonymous {
+				// The answer is the policy's bare 401; the operator learns
+				// here which part the credential lacks.
+				t.logf(ctx, slog.LevelWarn, "idempotency: refused 401: the request's credential lacks "+name+", a part the policy scopes keys by; "+
+					"the credential must carry it where the tenant is read (the authorizer's context, a JWT claim, Config.HTTPCredential; "+
+					"an idemkit API key: idemkit apikey create --attr "+name+"=VALUE)",
+					slog.String("credential_part", name), slog.String("outcome", logOutcomeUnauthenticated))
 				return t.fail(apierr.New(401, apierr.CodeUnauthenticated, "Authentication is required."))
 			}
 			t.credential[name] = values[i]
