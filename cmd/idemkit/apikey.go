@@ -127,8 +127,11 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	if *tenant != "" && ids.ValidTenant(*tenant) && !ids.MintableTenant(*tenant) {
 		return usageError(fs, stderr, "--tenant %q holds a '~': a tenant may hold %s (a host must not mint run ids holding a '~')", *tenant, ids.MintTenantChars)
 	}
-	if *tenant == "" || !ids.MintableTenant(*tenant) {
-		return usageError(fs, stderr, "--tenant T is required and must match %s", ids.MintTenantGrammar)
+	if *tenant == "" {
+		return usageError(fs, stderr, "--tenant T is required: the tenant the key authenticates, 1..128 of %s", ids.MintTenantChars)
+	}
+	if !ids.MintableTenant(*tenant) {
+		return usageError(fs, stderr, "--tenant %q: want the tenant the key authenticates, 1..128 of %s", *tenant, ids.MintTenantChars)
 	}
 	attrs, err := attrValues.attrs()
 	if err != nil {
