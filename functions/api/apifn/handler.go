@@ -253,7 +253,8 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
-// It never returns an error: failures are envelopes.
+// It never returns an error: failures are envelopes. A HEAD request's
+// answer has no content (RFC 9110 §9.3.2).
 func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, layer1, err := h.route(ctx, ev)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -279,6 +280,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		resp.Headers = map[string]string{}
 	}
 	resp.Headers["OpenWOP-Version"] = settings.ProtocolVersion
+	if ev.RequestContext.HTTP.Method == http.MethodHead {
+		// A HEAD answer is GET's status and header fields without the
+		// content (RFC 9110 §9.3.2: a server MUST NOT send content in
+		// the response to HEAD), refusals included.
+		resp.Body, resp.IsBase64Encoded = "", false
+	}
 	return resp, nil
 }
 
