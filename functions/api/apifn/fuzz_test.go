@@ -23,7 +23,7 @@ import (
 // flag, Idempotency-Key, authorizer tenant, Content-Type) to the api
 // handler. Whatever arrives, the answer is a client answer, never a panic,
 // an error or a 500: a status in 200..599 other than 500; every 4xx/5xx is
-// an error envelope {error, message}; an error never echoes an
+// an error envelope {error, message}, except HEAD's, which has no content; an error never echoes an
 // Idempotency-Key the request did not also carry in its path, query or body;
 // and no caller but tenant "acme" ever receives a byte of acme's run. The
 // seed corpus is in testdata/fuzz/FuzzHandle; run it longer with
@@ -64,6 +64,7 @@ func FuzzHandle(f *testing.F) {
 	f.Add("POST", p+"/cancel", "", `{}`, false, "k-0123456789abcdefghijkn", "globex", "application/json")
 	f.Add("POST", p+"/cancel", "", `{}`, false, "k-0123456789abcdefghijko", "", "application/json")
 	f.Add("HEAD", "/runs/acme/"+opaque, "", "", false, "", "acme", "")
+	f.Add("HEAD", "/runs/acme/"+opaque, "", "", false, "", "globex", "")
 	f.Add("DELETE", "/runs/~zz/effects", "", "", false, "", "anon:x", "")
 	f.Add("GET", "/.well-known/openwop", "", "", false, "", "", "")
 	f.Add("GET", "/openapi.json", "", "", false, "", "", "")
@@ -92,7 +93,10 @@ func FuzzHandle(f *testing.F) {
 			t.Fatalf("%s %q: status %d %s", method, rawPath, resp.StatusCode, resp.Body)
 		}
 		hdrs, _ := json.Marshal(resp.Headers)
-		if resp.StatusCode >= 400 {
+		if method == http.MethodHead && (resp.Body != "" || resp.IsBase64Encoded) {
+			t.Fatalf("HEAD %q: %d with content %q (RFC 9110 §9.3.2: none)", rawPath, resp.StatusCode, resp.Body)
+		}
+		if resp.StatusCode >= 400 && method != http.MethodHead {
 			var env struct {
 				Error   string `json:"error"`
 				Message string `json:"message"`
