@@ -253,8 +253,9 @@ func New(cfg Config) (*Handler, error) {
 }
 
 // Handle is the Lambda handler (events.APIGatewayV2HTTPRequest in and out).
-// It never returns an error: failures are envelopes. A HEAD request's
-// answer has no content (RFC 9110 §9.3.2).
+// It never returns an error: failures are envelopes. Every 401 carries
+// WWW-Authenticate, and a HEAD request's answer has no content (RFC 9110
+// §11.6.1, §9.3.2).
 func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	resp, layer1, err := h.route(ctx, ev)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -280,6 +281,12 @@ func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2HTTPRequest)
 		resp.Headers = map[string]string{}
 	}
 	resp.Headers["OpenWOP-Version"] = settings.ProtocolVersion
+	if resp.StatusCode == http.StatusUnauthorized && header.First(resp.Headers, "WWW-Authenticate") == "" {
+		// Every 401 names the scheme to use (RFC 9110 §11.6.1), Layer
+		// 1's too (a credential without the parts the policy scopes a
+		// key by), which knows no scheme of this host.
+		resp.Headers["WWW-Authenticate"] = wwwAuthenticate
+	}
 	if ev.RequestContext.HTTP.Method == http.MethodHead {
 		// A HEAD answer is GET's status and header fields without the
 		// content (RFC 9110 §9.3.2: a server MUST NOT send content in
