@@ -16,7 +16,7 @@ import (
 // answered 401 with the policy's envelope, which says only that
 // authentication is required; the Guard logs one warning naming the part
 // and where it comes from, so that the operator of an authorizer (or of an
-// API key) that does not pass it learns what to add (RED_TEAM 341). The
+// API key) that does not pass it learns what to add (RED_TEAM 286). The
 // answer itself is unchanged.
 func TestMissingCredentialPartIsLoggedByName(t *testing.T) {
 	var logs testutil.SyncBuffer

@@ -12,7 +12,7 @@ import (
 // create` without --tenant says the flag is required; with a tenant it
 // refuses, it quotes the value given (never calling a given flag missing)
 // and names what a tenant may hold in words, not as a regular expression
-// (RED_TEAM 342). So does `idemkit dev --api-key KEY=TENANT`.
+// (RED_TEAM 287). So does `idemkit dev --api-key KEY=TENANT`.
 func TestApikeyCreateTenantUsageNamesTheValueAndTheCharacters(t *testing.T) {
 	const ep = "http://127.0.0.1:1" // nothing listens: a usage error must not get that far
 	for _, tc := range []struct {

@@ -16,7 +16,7 @@ import (
 // what the operator does instead (nothing to resolve for one with an
 // outcome; show it again once its lease ends for one in flight), in the
 // CLI's words: never the library's error text with its package prefix
-// (RED_TEAM 340).
+// (RED_TEAM 285).
 func TestEffectsResolveNotEscapedSaysWhatToDo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
