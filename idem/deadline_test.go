@@ -258,8 +258,10 @@ func v2Header(r events.APIGatewayV2HTTPResponse) http.Header {
 // margin), so the client gets 503 idemkit.store_unavailable with
 // Retry-After in the envelope, not a hang and not the unrecorded 201. The
 // record stays claimed: a retry with the same key sees the request in
-// flight (the completion was lost) or the replay (it landed after all),
-// and the handler never runs twice.
+// flight (the completion was lost), and the handler never runs twice.
+// When the stalled completion was applied, the one bounded read after it
+// finds this claim's own completion: the client gets the handler's own
+// 201 (it is recorded) and the retry the replay.
 func TestStalledStoreCompletionAnswers503(t *testing.T) {
 	for _, applied := range []bool{false, true} {
 		t.Run(map[bool]string{false: "lost", true: "landed"}[applied], func(t *testing.T) {
@@ -282,7 +284,13 @@ func TestStalledStoreCompletionAnswers503(t *testing.T) {
 				}
 				return r
 			})
-			want503(t, r.StatusCode, v2Header(r), r.Body)
+			if applied {
+				if r.StatusCode != 201 || v2Header(r).Get("OpenWOP-Idempotent-Replay") != "" {
+					t.Fatalf("landed: %d %v %s; want the handler's own 201", r.StatusCode, r.Headers, r.Body)
+				}
+			} else {
+				want503(t, r.StatusCode, v2Header(r), r.Body)
+			}
 			s.heal()
 			h.before = nil
 			// The retry meets a healed store: nothing stalls, so its

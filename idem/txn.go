@@ -934,6 +934,19 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		t.logf(ctx, slog.LevelWarn, "idempotency: completion whose answer was lost found written; its writes committed")
 		err = nil
 	}
+	if err != nil && len(writes) == 0 && storeUnavailable(err) && t.ownCompletion(ctx, out.State, clock.Wall().Add(lostClaimRelease)) {
+		// Without Transact writes the record stays claimed after a
+		// failed completion (the handler's effects happened), so nothing
+		// is refused to tell a completion that landed with every answer
+		// lost: one read of the record, bounded as the claim's give-back
+		// is (the store is failing, and the 503 waits for it), tells it,
+		// and the first caller gets the true response rather than a 503
+		// whose retry could only be the replay (or, for a response not
+		// kept, 410).
+		t.writeFailed(ctx, "complete", err)
+		t.logf(ctx, slog.LevelWarn, "idempotency: completion whose answer was lost found written")
+		err = nil
+	}
 	switch {
 	case err == nil:
 		switch {
@@ -964,7 +977,8 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 		// Transact writes (those are decided above: released, or found
 		// written): the handler's effects happened, the record stays
 		// claimed, and the lease and fence rules decide what a retry sees
-		// (in flight, or the replay if the completion landed). A 503.
+		// (in flight, or the replay if the completion landed although the
+		// read back above did not find it). A 503.
 		t.writeFailed(ctx, "complete", err)
 		t.unrecorded = true
 		return t.unavailable()
@@ -1018,16 +1032,25 @@ func (t *txn) completionWritten(ctx context.Context, rec Record, state State, no
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrFenced) {
-		gctx := g.storeCtx(nil, ctx, true, time.Time{})
-		cur, found, gerr := g.cfg.Store.Get(gctx, t.id, g.clock.Now())
-		gctx.release()
-		if gerr == nil && found && cur.Owner == t.owner && cur.State == state {
-			return true
-		}
+	if errors.Is(err, ErrFenced) && t.ownCompletion(ctx, state, time.Time{}) {
+		return true
 	}
 	t.writeFailed(ctx, "release", err)
 	return false
+}
+
+// ownCompletion reports whether the record holds this claim's own
+// completion, read once (Store.Get, detached from the client's
+// cancellation, bounded by limit when it is set): final in state under
+// this claim's owner token, which only this claim's completion writes. A
+// read that fails, or finds anything else, reports false. It runs on the
+// error paths after a completion that failed only.
+func (t *txn) ownCompletion(ctx context.Context, state State, limit time.Time) bool {
+	g := t.g
+	gctx := g.storeCtx(t.callSlot(), ctx, true, limit)
+	cur, found, err := g.cfg.Store.Get(gctx, t.id, g.clock.Now())
+	gctx.release()
+	return err == nil && found && cur.Owner == t.owner && cur.State == state
 }
 
 // answer is the answer to the request whose handler answered resp, with
