@@ -1,0 +1,190 @@
+package dynamostore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/smithy-go"
+
+	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// TestLayer1WritesUnderFaults: on every engine, faults injected on the
+// writes after the claim never run a handler twice for one execution,
+// never replay a wrong answer and never answer 500 for the store's
+// failure. A reclaim (UpdateItem) applied with every answer lost is 503
+// and given back, so the retry at once runs. A release after a retryable
+// 500 applied with every answer lost leaves the key retryable (the retry
+// runs again); throttled past the SDK's retries it leaves the record
+// claimed (the retry is 409 in flight, with Retry-After). A chunked
+// response whose chunk write is refused for good is recorded as not kept
+// (the first caller gets the true 201, the retry 410); one whose chunk
+// writes are throttled past the retries is 503 with the record claimed.
+// (The chunks written are deleted, best effort: a chunk write cut in
+// flight can land after its delete, referenced by nothing, until its TTL.) Parallel duplicates
+// waiting on a first request whose completion lands with every answer
+// lost all get its replay, the first its own answer.
+func TestLayer1WritesUnderFaults(t *testing.T) {
+	raw := make([]byte, 900<<10)
+	_, _ = rand.Read(raw)
+	chunked := `"` + base64.StdEncoding.EncodeToString(raw) + `"` // 1.2 MB: several chunk items
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		g := unavailableGuard(t, v.s)
+		handler := func(runs *atomic.Int32, status *atomic.Int32, body string) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+			return func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				runs.Add(1)
+				return events.APIGatewayV2HTTPResponse{StatusCode: int(status.Load()), Body: body}, nil
+			}
+		}
+
+		t.Run("reclaim applied, every answer lost", func(t *testing.T) {
+			v.f.Clear()
+			var runs, status atomic.Int32
+			status.Store(503)
+			h := g.HTTPAPI(handler(&runs, &status, `{"n":1}`))
+			ev := guardEvent(newKey(), `{"a":1}`)
+			if r := call(t, h, ev); r.StatusCode != 503 {
+				t.Fatalf("first: %d", r.StatusCode)
+			}
+			status.Store(201)
+			v.f.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost())
+			want503(t, call(t, h, ev))
+			if v.f.Pending() != 0 || runs.Load() != 1 {
+				t.Fatalf("faults pending %d, runs %d", v.f.Pending(), runs.Load())
+			}
+			v.f.Clear()
+			if r := call(t, h, ev); r.StatusCode != 201 || replayed(r.Headers) || runs.Load() != 2 {
+				t.Fatalf("retry at once: %d (runs %d); want the handler run", r.StatusCode, runs.Load())
+			}
+			if r := call(t, h, ev); r.StatusCode != 201 || !replayed(r.Headers) || runs.Load() != 2 {
+				t.Fatalf("next: %d (runs %d); want the replay", r.StatusCode, runs.Load())
+			}
+		})
+
+		for _, c := range []struct {
+			name   string
+			inject func()
+			landed bool
+		}{
+			{"release applied, every answer lost", func() { v.f.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost()) }, true},
+			{"release throttled", func() { v.f.FailNext("UpdateItem", 3, dynamotest.Throttle()) }, false},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				v.f.Clear()
+				var runs, status atomic.Int32
+				status.Store(500)
+				h := g.HTTPAPI(handler(&runs, &status, `{"error":"internal_error","message":"x"}`))
+				ev := guardEvent(newKey(), `{"a":1}`)
+				c.inject()
+				if r := call(t, h, ev); r.StatusCode != 500 || v.f.Pending() != 0 {
+					t.Fatalf("first: %d, faults pending %d; want the handler's own 500", r.StatusCode, v.f.Pending())
+				}
+				v.f.Clear()
+				r := call(t, h, ev)
+				switch {
+				case c.landed && r.StatusCode == 500 && runs.Load() == 2:
+				case !c.landed && r.StatusCode == 409 && strings.Contains(r.Body, "idempotency_in_flight") && r.Headers["Retry-After"] != "" && runs.Load() == 1:
+				default:
+					t.Fatalf("retry: %d %s (runs %d)", r.StatusCode, r.Body, runs.Load())
+				}
+			})
+		}
+
+		for _, c := range []struct {
+			name   string
+			inject func()
+		}{
+			{"chunk refused for good", func() {
+				v.f.PassNext("PutItem", 2) // the claim and one chunk
+				v.f.FailNext("PutItem", 1, &smithy.GenericAPIError{Code: "ValidationException", Message: "injected"})
+			}},
+			{"chunks throttled", func() {
+				v.f.PassNext("PutItem", 2)
+				v.f.FailNext("PutItem", 1000, dynamotest.Throttle())
+			}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				v.f.Clear()
+				var runs, status atomic.Int32
+				status.Store(201)
+				h := g.HTTPAPI(handler(&runs, &status, chunked))
+				ev := guardEvent(newKey(), `{"a":1}`)
+				c.inject()
+				first := call(t, h, ev)
+				v.f.Clear()
+				refused := strings.HasPrefix(c.name, "chunk refused")
+				if refused {
+					if first.StatusCode != 201 || first.Body != chunked {
+						t.Fatalf("first: %d %.200s; want the true 201", first.StatusCode, first.Body)
+					}
+				} else {
+					want503(t, first)
+				}
+				r := call(t, h, ev)
+				if refused {
+					notKeptAnswer(t, r, 201, len(chunked))
+				} else if r.StatusCode != 409 || !strings.Contains(r.Body, "idempotency_in_flight") {
+					t.Fatalf("retry: %d %.200s; want 409 in flight", r.StatusCode, r.Body)
+				}
+				if runs.Load() != 1 {
+					t.Fatalf("handler ran %d times", runs.Load())
+				}
+			})
+		}
+
+		t.Run("parallel duplicates, completion landed with every answer lost", func(t *testing.T) {
+			v.f.Clear()
+			g2 := newGuard(t, v, clock.NewManual(time.Now()))
+			var runs atomic.Int32
+			started, release := make(chan struct{}), make(chan struct{})
+			h := g2.HTTPAPI(func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				if runs.Add(1) == 1 {
+					close(started)
+				}
+				<-release
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"run":"r-1"}`}, nil
+			})
+			ev := guardEvent(newKey(), `{"a":1}`)
+			first := make(chan events.APIGatewayV2HTTPResponse, 1)
+			go func() { first <- call(t, h, ev) }()
+			<-started
+			const n = 4
+			dups := make([]events.APIGatewayV2HTTPResponse, n)
+			done := make(chan struct{})
+			v.cnt.Reset()
+			go func() { together(n, func(i int) { dups[i] = call(t, h, ev) }); close(done) }()
+			// Armed once every duplicate's claim (a PutItem, the only ones
+			// while the first is held) has been answered: only the
+			// completion's PutItem is hit.
+			for end := time.Now().Add(time.Minute); v.cnt.Ops()["PutItem"] < n; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(end) {
+					t.Fatalf("the duplicates never waited: %v", v.cnt.Ops())
+				}
+			}
+			v.f.FailNextAfterSend("PutItem", 3, dynamotest.ResponseLost())
+			close(release)
+			r := <-first
+			<-done
+			v.f.Clear()
+			if r.StatusCode != 201 || replayed(r.Headers) {
+				t.Fatalf("first: %d %s; want its own 201", r.StatusCode, r.Body)
+			}
+			for _, d := range dups {
+				if d.StatusCode != 201 || d.Body != `{"run":"r-1"}` || !replayed(d.Headers) {
+					t.Fatalf("duplicate: %d %s; want the replay", d.StatusCode, d.Body)
+				}
+			}
+			if runs.Load() != 1 {
+				t.Fatalf("handler ran %d times", runs.Load())
+			}
+		})
+	})
+}
