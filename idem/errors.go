@@ -110,11 +110,13 @@ var (
 	// retryable. A completion that failed as a store outage and landed with
 	// its every answer lost is recognised as committed (the release, fenced
 	// by the claim's owner token, is refused, and the record read back is
-	// this claim's completion): Once returns the value then, never this
-	// error. When the release fails too, or is refused and that read
-	// fails, the outcome is unknown: this error, wrapping the store's
-	// outage, is returned, and retrying the event replays the value if it
-	// committed, or runs it once the lease has ended if it did not. The
+	// this claim's completion, or, when the release fails as an outage
+	// too, the record read back all the same, bounded to a second): Once
+	// returns the value then, never this error. When that read fails, or
+	// the release fails otherwise, the outcome is unknown: this error,
+	// wrapping the store's outage, is returned, and retrying the event
+	// replays the value if it committed, or runs it once the lease has
+	// ended if it did not. The
 	// store's error is wrapped: errors.Is(err, ErrWriteConflict) (a
 	// *WriteConflictError) says a write's own condition failed, which a
 	// retry meets again; otherwise retry the event.

@@ -3,6 +3,7 @@ package idem_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/memstore"
 )
 
 // landedLostStore applies each chosen completion and then fails it as an
@@ -27,6 +29,20 @@ type landedLostStore struct {
 	failGet bool
 	fired   int
 	gets    int
+	// releaseLost fails every Release as an outage, applied first when
+	// the store accepts it (its every answer lost).
+	releaseLost bool
+}
+
+func (s *landedLostStore) Release(ctx context.Context, claim idem.Record, now time.Time) error {
+	s.mu.Lock()
+	lost := s.releaseLost
+	s.mu.Unlock()
+	if !lost {
+		return s.Store.Release(ctx, claim, now)
+	}
+	_ = s.Store.Release(context.Background(), claim, now) // refused (fenced) when the record is final
+	return fmt.Errorf("UpdateItem: every answer lost: %w", idem.ErrStoreUnavailable)
 }
 
 func (s *landedLostStore) arm(land, failGet bool) {
@@ -176,4 +192,70 @@ func TestCompletionLandedWithEveryAnswerLost(t *testing.T) {
 			t.Fatalf("%d with %d reads; want 201 with none", r.StatusCode, s.gets)
 		}
 	})
+}
+
+// TestTransactionalCompletionLandedReleaseLost: a completion with
+// idem.Transact writes that failed as an outage is followed by its
+// release, fenced by the claim's owner token; when that release fails as
+// an outage too (its every answer lost, as in a partition that cut both),
+// one read of the record, bounded to a second, still tells the claim's
+// own completion: landed, the first caller gets the handler's own answer
+// and Guard.Once its value, never 503 or idem.ErrNotCommitted about
+// writes that committed. Not landed (the release applied, the record
+// retryable), it is 503 and ErrNotCommitted as before, and the retry
+// commits the writes once.
+func TestTransactionalCompletionLandedReleaseLost(t *testing.T) {
+	for _, land := range []bool{true, false} {
+		name := map[bool]string{true: "landed", false: "not landed"}[land]
+		t.Run(name+"/HTTPAPI", func(t *testing.T) {
+			s := &landedLostStore{releaseLost: true}
+			e := newEnv(t, func(cfg *idem.Config) { s.Store = cfg.Store; cfg.Store = s })
+			ms := s.Store.(*memstore.Store)
+			h := &handler{status: 201, body: `{"id":"r-1"}`, before: func(ctx context.Context) {
+				_ = idem.Transact(ctx, memstore.Write{Key: "order-1", Value: []byte("o")})
+			}}
+			ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+			s.arm(land, false)
+			first := e.call(h, ev)
+			if _, committed := ms.Item("order-1"); committed != land {
+				t.Fatalf("write committed %t, want %t", committed, land)
+			}
+			if land {
+				if first.StatusCode != 201 || first.Body != `{"id":"r-1"}` || headerOf(first.Headers).Get("OpenWOP-Idempotent-Replay") != "" {
+					t.Fatalf("first: %d %s; want the handler's own 201 (its writes committed)", first.StatusCode, first.Body)
+				}
+			} else if first.StatusCode != 503 {
+				t.Fatalf("first: %d %s; want 503", first.StatusCode, first.Body)
+			}
+			s.mu.Lock()
+			s.releaseLost = false
+			s.mu.Unlock()
+			r := e.call(h, ev)
+			if r.StatusCode != 201 || r.Body != `{"id":"r-1"}` {
+				t.Fatalf("retry: %d %s", r.StatusCode, r.Body)
+			}
+			if want := map[bool]int{true: 1, false: 2}[land]; h.Calls() != want {
+				t.Fatalf("handler ran %d times, want %d", h.Calls(), want)
+			}
+		})
+		t.Run(name+"/Once", func(t *testing.T) {
+			s := &landedLostStore{releaseLost: true}
+			e := newEnv(t, func(cfg *idem.Config) { s.Store = cfg.Store; cfg.Store = s })
+			w := idem.Work{Key: testKey, Operation: "charge", Payload: []byte(`{"a":1}`),
+				Run: func(ctx context.Context) ([]byte, error) {
+					if err := idem.Transact(ctx, memstore.Write{Key: "charge-1", Value: []byte("c")}); err != nil {
+						return nil, err
+					}
+					return []byte(`{"charged":true}`), nil
+				}}
+			s.arm(land, false)
+			val, ran, err := e.guard.Once(context.Background(), w)
+			switch {
+			case land && (err != nil || !ran || string(val) != `{"charged":true}`):
+				t.Fatalf("Once whose writes committed = %q, ran %t, %v; want the value, ran, no error", val, ran, err)
+			case !land && (!errors.Is(err, idem.ErrNotCommitted) || !errors.Is(err, idem.ErrStoreUnavailable)):
+				t.Fatalf("Once whose writes did not commit = %q, ran %t, %v; want ErrNotCommitted wrapping ErrStoreUnavailable", val, ran, err)
+			}
+		})
+	}
 }

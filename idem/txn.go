@@ -1021,9 +1021,12 @@ func (t *txn) execute(ctx context.Context, res ClaimResult, renew bool, until, l
 // read back, is final in state under this claim's owner token, which only
 // this claim's completion writes. A release that lands says the
 // completion did not (the completion is fenced by the same token, so a
-// late one is refused); a release or read that fails leaves it unknown,
-// reported as not landed. It runs on that error path only: a completion
-// that succeeds makes neither call.
+// late one is refused). A release that fails as an outage too (its
+// answers lost with the completion's, as in a partition) says nothing:
+// the record is read back all the same, bounded as the claim's give-back
+// is, since the store is failing and the 503 waits for it. A read that
+// fails leaves it unknown, reported as not landed. It runs on that error
+// path only: a completion that succeeds makes neither call.
 func (t *txn) completionWritten(ctx context.Context, rec Record, state State, now time.Time) bool {
 	g := t.g
 	rctx := g.storeCtx(t.callSlot(), ctx, true, time.Time{})
@@ -1032,8 +1035,15 @@ func (t *txn) completionWritten(ctx context.Context, rec Record, state State, no
 	if err == nil {
 		return false
 	}
-	if errors.Is(err, ErrFenced) && t.ownCompletion(ctx, state, time.Time{}) {
-		return true
+	switch {
+	case errors.Is(err, ErrFenced):
+		if t.ownCompletion(ctx, state, time.Time{}) {
+			return true
+		}
+	case storeUnavailable(err):
+		if t.ownCompletion(ctx, state, clock.Wall().Add(lostClaimRelease)) {
+			return true
+		}
 	}
 	t.writeFailed(ctx, "release", err)
 	return false

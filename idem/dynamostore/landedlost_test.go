@@ -18,7 +18,8 @@ import (
 // returns the value (ran, no error), never ErrNotCommitted, which says
 // nothing was committed; the HTTP Guard answers the handler's own 201,
 // not a 503; the next request is the replay and the handler never runs
-// again. dynalite has no transactions (ErrNoTransactions, nothing written:
+// again; so too when the release that follows the failed completion
+// (refused by it) has its every answer lost as well. dynalite has no transactions (ErrNoTransactions, nothing written:
 // TestTransactionalCompletion).
 func TestTransactionalCompletionLandedWithEveryAnswerLost(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
@@ -50,6 +51,40 @@ func TestTransactionalCompletionLandedWithEveryAnswerLost(t *testing.T) {
 			val, ran, err = g.Once(ctxT(t), w)
 			if err != nil || ran || string(val) != `{"charged":true}` || runs != 1 {
 				t.Fatalf("Once again = %q, ran %t, %v (runs %d); want the recorded value, not run", val, ran, err, runs)
+			}
+		})
+
+		t.Run("ReleaseLostToo", func(t *testing.T) {
+			// The release after the failed completion (refused by the
+			// landed completion) has its every answer lost too: the
+			// record is read back all the same.
+			v.f.Clear()
+			key := newKey()
+			runs := 0
+			h := g.HTTPAPI(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				runs++
+				if err := idem.Transact(ctx, businessPut(biz, "rel-"+key)); err != nil {
+					return events.APIGatewayV2HTTPResponse{}, err
+				}
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"run":"r-1"}`}, nil
+			})
+			ev := guardEvent(key, `{"a":1}`)
+			v.f.FailNextAfterSend("TransactWriteItems", 3, dynamotest.ResponseLost())
+			v.f.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost())
+			r := call(t, h, ev)
+			if v.f.Pending() != 0 {
+				t.Fatalf("faults not consumed: %d pending", v.f.Pending())
+			}
+			v.f.Clear()
+			if !businessExists(t, v.c, biz, "rel-"+key) {
+				t.Fatal("the transaction did not land")
+			}
+			if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || replayed(r.Headers) {
+				t.Fatalf("first answer %d %s; want the handler's 201 (its writes committed)", r.StatusCode, r.Body)
+			}
+			r = call(t, h, ev)
+			if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || !replayed(r.Headers) || runs != 1 {
+				t.Fatalf("retry %d %s (runs %d); want the replay", r.StatusCode, r.Body, runs)
 			}
 		})
 
