@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/smithy-go"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -186,5 +187,71 @@ func TestLayer1WritesUnderFaults(t *testing.T) {
 				t.Fatalf("handler ran %d times", runs.Load())
 			}
 		})
+	})
+}
+
+// TestTransactionalChunkWriteFailsMidway: on the engines with
+// transactions, a completion with idem.Transact writes whose response is
+// stored in chunk items, one chunk write throttled past the SDK's retries
+// midway: nothing of the handler's writes commits (the transaction is
+// never sent), the caller gets 503, the record is released, and the retry
+// runs the handler once more and commits its write once; the next is the
+// replay. A chunk write applied with every answer lost is retried by the
+// SDK (chunk writes are plain puts under a fresh key), and the completion
+// commits once, the first caller getting its own answer.
+func TestTransactionalChunkWriteFailsMidway(t *testing.T) {
+	raw := make([]byte, 900<<10)
+	_, _ = rand.Read(raw)
+	chunked := `"` + base64.StdEncoding.EncodeToString(raw) + `"`
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		biz := e.CreateTable(t, "RunsTable")
+		g := unavailableGuard(t, v.s)
+		for _, c := range []struct {
+			name      string
+			inject    func()
+			committed bool // by the first request
+		}{
+			{"throttled", func() { v.f.PassNext("PutItem", 2); v.f.FailNext("PutItem", 1000, dynamotest.Throttle()) }, false},
+			{"applied, answer lost", func() { v.f.PassNext("PutItem", 2); v.f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost()) }, true},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				v.f.Clear()
+				key := newKey()
+				var runs atomic.Int32
+				h := g.HTTPAPI(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+					runs.Add(1)
+					if err := idem.Transact(ctx, businessPut(biz, "chunk-"+key)); err != nil {
+						return events.APIGatewayV2HTTPResponse{}, err
+					}
+					return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: chunked}, nil
+				})
+				ev := guardEvent(key, `{"a":1}`)
+				c.inject()
+				first := call(t, h, ev)
+				v.f.Clear()
+				if got := businessExists(t, v.c, biz, "chunk-"+key); got != c.committed {
+					t.Fatalf("business write committed %t, want %t", got, c.committed)
+				}
+				if c.committed {
+					if first.StatusCode != 201 || first.Body != chunked || replayed(first.Headers) {
+						t.Fatalf("first: %d %.200s; want its own 201", first.StatusCode, first.Body)
+					}
+				} else {
+					want503(t, first)
+					r := call(t, h, ev)
+					if r.StatusCode != 201 || r.Body != chunked || replayed(r.Headers) || runs.Load() != 2 {
+						t.Fatalf("retry: %d %.200s (runs %d); want the handler run again", r.StatusCode, r.Body, runs.Load())
+					}
+				}
+				r := call(t, h, ev)
+				if r.StatusCode != 201 || r.Body != chunked || !replayed(r.Headers) {
+					t.Fatalf("next: %d %.200s; want the replay", r.StatusCode, r.Body)
+				}
+				if !businessExists(t, v.c, biz, "chunk-"+key) {
+					t.Fatal("the business write is missing")
+				}
+			})
+		}
 	})
 }
