@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -115,10 +116,15 @@ type tableUse struct {
 	mu     sync.Mutex
 	tables map[string]string // physical name -> logical ID
 	used   map[string]int
+	// leading holds, per "dynamodb:Action Table" of an item-level call
+	// (GetItem, PutItem, UpdateItem, DeleteItem, and each item of a
+	// transaction or batch), the partition key values it named: what IAM's
+	// dynamodb:LeadingKeys condition key sees.
+	leading map[string][]string
 }
 
 func newTableUse(logical map[string]string) *tableUse {
-	u := &tableUse{tables: map[string]string{}, used: map[string]int{}}
+	u := &tableUse{tables: map[string]string{}, used: map[string]int{}, leading: map[string][]string{}}
 	for id, name := range logical {
 		u.tables[name] = id
 	}
@@ -126,6 +132,12 @@ func newTableUse(logical map[string]string) *tableUse {
 }
 
 func (u *tableUse) add(action string, table *string, suffix string) {
+	u.addKey(action, table, suffix, nil)
+}
+
+// addKey is add for an item-level call whose partition key is key["pk"]
+// (every table of the stack names its partition key "pk").
+func (u *tableUse) addKey(action string, table *string, suffix string, key map[string]types.AttributeValue) {
 	id := "?"
 	if table != nil {
 		if l, ok := u.tables[*table]; ok {
@@ -136,19 +148,23 @@ func (u *tableUse) add(action string, table *string, suffix string) {
 	}
 	u.mu.Lock()
 	u.used["dynamodb:"+action+" "+id+suffix]++
+	if pk, ok := key["pk"].(*types.AttributeValueMemberS); ok {
+		k := "dynamodb:" + action + " " + id + suffix
+		u.leading[k] = append(u.leading[k], pk.Value)
+	}
 	u.mu.Unlock()
 }
 
 func (u *tableUse) record(op string, in any) {
 	switch p := in.(type) {
 	case *dynamodb.GetItemInput:
-		u.add("GetItem", p.TableName, "")
+		u.addKey("GetItem", p.TableName, "", p.Key)
 	case *dynamodb.PutItemInput:
-		u.add("PutItem", p.TableName, "")
+		u.addKey("PutItem", p.TableName, "", p.Item)
 	case *dynamodb.UpdateItemInput:
-		u.add("UpdateItem", p.TableName, "")
+		u.addKey("UpdateItem", p.TableName, "", p.Key)
 	case *dynamodb.DeleteItemInput:
-		u.add("DeleteItem", p.TableName, "")
+		u.addKey("DeleteItem", p.TableName, "", p.Key)
 	case *dynamodb.ScanInput:
 		suffix := ""
 		if p.IndexName != nil {
@@ -169,13 +185,13 @@ func (u *tableUse) record(op string, in any) {
 		for _, it := range p.TransactItems {
 			switch {
 			case it.Put != nil:
-				u.add("PutItem", it.Put.TableName, "")
+				u.addKey("PutItem", it.Put.TableName, "", it.Put.Item)
 			case it.Update != nil:
-				u.add("UpdateItem", it.Update.TableName, "")
+				u.addKey("UpdateItem", it.Update.TableName, "", it.Update.Key)
 			case it.Delete != nil:
-				u.add("DeleteItem", it.Delete.TableName, "")
+				u.addKey("DeleteItem", it.Delete.TableName, "", it.Delete.Key)
 			case it.ConditionCheck != nil:
-				u.add("ConditionCheckItem", it.ConditionCheck.TableName, "")
+				u.addKey("ConditionCheckItem", it.ConditionCheck.TableName, "", it.ConditionCheck.Key)
 			}
 		}
 	case *dynamodb.TransactGetItemsInput:
@@ -342,4 +358,113 @@ func TestSweeperLeastPrivilege(t *testing.T) {
 	checkGranted(t, "SweeperRole", use, "EffectsTable", "IdempotencyTable")
 	checkAllUsed(t, "SweeperRole", use, "EffectsTable")
 	checkAllUsed(t, "SweeperRole", use, "IdempotencyTable")
+}
+
+// leadingKeyRefusals returns, for each statement of role in template.yaml
+// that grants an item-level action (GetItem, PutItem, UpdateItem,
+// DeleteItem) on the table itself (Resource !GetAtt table.Arn), the
+// partition key patterns its condition refuses
+// (ForAllValues:StringNotLike on dynamodb:LeadingKeys); a statement
+// without one maps to nil.
+func leadingKeyRefusals(t *testing.T, role, table string) [][]string {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	find := func(n *yaml.Node, key string) *yaml.Node {
+		if n != nil && n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					return n.Content[i+1]
+				}
+			}
+		}
+		return nil
+	}
+	res := find(find(doc.Content[0], "Resources"), role)
+	if res == nil {
+		t.Fatalf("template.yaml has no %s", role)
+	}
+	var out [][]string
+	var walk func(n *yaml.Node)
+	walk = func(n *yaml.Node) {
+		if act, rsc := find(n, "Action"), find(n, "Resource"); act != nil && rsc != nil &&
+			rsc.Kind == yaml.ScalarNode && rsc.Tag == "!GetAtt" && rsc.Value == table+".Arn" {
+			item := false
+			for _, a := range act.Content {
+				switch a.Value {
+				case "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem":
+					item = true
+				}
+			}
+			if item {
+				var pats []string
+				if lk := find(find(find(n, "Condition"), "ForAllValues:StringNotLike"), "dynamodb:LeadingKeys"); lk != nil {
+					if lk.Kind == yaml.ScalarNode {
+						pats = append(pats, lk.Value)
+					}
+					for _, p := range lk.Content {
+						pats = append(pats, p.Value)
+					}
+				}
+				out = append(out, pats)
+			}
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(res)
+	return out
+}
+
+// TestExecutorReachesRunsOnly: RunsTable holds, beside the runs, items
+// whose pk starts with "#" (runs.itemPrefix: a caller's inbox with the
+// bodies of its refused offline writes, a run scope's holder), which only
+// the api function reads and writes. The executor
+// reads and moves runs only, so its role's item-level grant on RunsTable
+// refuses every partition key starting with "#" (dynamodb:LeadingKeys):
+// an executor made to name another item (a bug, a hostile stream record)
+// can neither read a tenant's inbox nor move a scope. That the executor
+// never names such an item is TestWiringAndLeastPrivilege's.
+func TestExecutorReachesRunsOnly(t *testing.T) {
+	sts := leadingKeyRefusals(t, "ExecutorRole", "RunsTable")
+	if len(sts) == 0 {
+		t.Fatal("ExecutorRole: no item-level grant on RunsTable parsed: the test proves nothing")
+	}
+	for i, pats := range sts {
+		if !slices.Contains(pats, "#*") {
+			t.Errorf("ExecutorRole: item-level grant %d on RunsTable refuses leading keys %q, want ForAllValues:StringNotLike dynamodb:LeadingKeys \"#*\" (a tenant's inbox and the scope items are the api function's)", i, pats)
+		}
+	}
+}
+
+// checkLeadingKeys fails the test unless the function's item-level calls
+// on table named a partition key starting with prefix (want true) or
+// named none (want false); it needs at least one item-level call.
+func checkLeadingKeys(t *testing.T, role string, u *tableUse, table, prefix string, want bool) {
+	t.Helper()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n, with := 0, []string{}
+	for k, pks := range u.leading {
+		if _, tb, _ := strings.Cut(k, " "); tb != table {
+			continue
+		}
+		for _, pk := range pks {
+			n++
+			if strings.HasPrefix(pk, prefix) {
+				with = append(with, k+" "+pk)
+			}
+		}
+	}
+	switch {
+	case n == 0:
+		t.Errorf("%s: no item-level call on %s recorded: the check proves nothing", role, table)
+	case want && len(with) == 0:
+		t.Errorf("%s: no call on %s named a partition key starting %q", role, table, prefix)
+	case !want && len(with) > 0:
+		t.Errorf("%s: calls on %s named partition keys starting %q: %v", role, table, prefix, with)
+	}
 }

@@ -116,6 +116,9 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable")
+	// The executor names runs only: no partition key its role's condition
+	// refuses (TestExecutorReachesRunsOnly).
+	checkLeadingKeys(t, "ExecutorRole", exUse, "RunsTable", "#", false)
 
 	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != identity.ActivityRecipe ||
 		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != semantic.RecipeV2 {
@@ -164,6 +167,9 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	// Every write to the runs table was made (create, scoped create,
 	// cancel, reads): each action granted on it is needed.
 	checkAllUsed(t, "ApiRole", apiUse, "RunsTable")
+	// The api function does write the items the executor's role refuses
+	// (the scope's holder, the inbox): the condition is no formality.
+	checkLeadingKeys(t, "ApiRole", apiUse, "RunsTable", "#", true)
 	if apiCnt.CallOps()["TransactWriteItems"] == 0 {
 		t.Fatalf("createRun did not commit its run in the completion transaction: %v", apiCnt.CallOps())
 	}
