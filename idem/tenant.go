@@ -2,6 +2,7 @@ package idem
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -59,7 +60,10 @@ type TenantSource struct {
 }
 
 // AuthorizerKey reads the tenant from the Lambda authorizer context key name
-// (the reference host's authorizer sets "tenantId").
+// (the reference host's authorizer sets "tenantId"): a string, a boolean,
+// or a number that is an integer below 2^53 in magnitude; a larger or
+// fractional number is no tenant (401), since the event's double cannot
+// tell two such ids apart.
 func AuthorizerKey(name string) TenantSource {
 	return TenantSource{Kind: tenantAuthorizerKey, Name: name}
 }
@@ -117,12 +121,21 @@ func (s TenantSource) problem(httpTenant bool) string {
 }
 
 // scalar renders an authorizer context value; objects and arrays are not
-// tenants.
+// tenants. Nor is a number the decoded double may not hold exactly: the
+// Lambda runtime decodes a JSON number of the event into a float64, which
+// holds an integer exactly only below 2^53, so 9007199254740993 and
+// 9007199254740992 (or 0.1 and 0.10000000000000000001) arrive as one
+// value, and two tenants (or credential parts) would share a scope and one
+// another's answers. Such a number is "" (no tenant: 401 unauthenticated);
+// an authorizer sends such ids as strings.
 func scalar(v any) string {
 	switch v := v.(type) {
 	case string:
 		return v
 	case float64:
+		if v != math.Trunc(v) || math.Abs(v) >= 1<<53 {
+			return ""
+		}
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case int:
 		return strconv.Itoa(v)

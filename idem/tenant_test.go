@@ -2,9 +2,11 @@ package idem_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -105,5 +107,59 @@ func TestSingleTenant(t *testing.T) {
 	}
 	if runs != 3 {
 		t.Fatalf("handler runs = %d, want 3", runs)
+	}
+}
+
+// A Lambda authorizer's context may carry the tenant as a JSON number
+// (HTTP API keeps its type); the Lambda runtime decodes it into a double,
+// which holds an integer exactly only below 2^53. Two tenants whose ids
+// differ beyond that (9007199254740993 and 9007199254740992, adjacent
+// snowflake ids) decoded to one double and shared one scope: the second
+// tenant was answered the first one's response. A number the double may
+// not hold exactly (an integer of 2^53 or more, a fraction) is no tenant:
+// 401, nothing recorded; a smaller integer is still its decimal.
+func TestNumericTenantBeyondADoubleNeverSharesAnAnswer(t *testing.T) {
+	event := func(tenant string) events.APIGatewayV2HTTPRequest {
+		var ev events.APIGatewayV2HTTPRequest
+		raw := `{"routeKey":"POST /orders","rawPath":"/orders","body":"{\"item\":\"book\"}",
+			"headers":{"content-type":"application/json","idempotency-key":"k_0123456789abcdefghijkl"},
+			"requestContext":{"http":{"method":"POST"},"authorizer":{"lambda":{"tenantId":` + tenant + `}}}}`
+		if err := json.Unmarshal([]byte(raw), &ev); err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	for _, c := range []struct {
+		name, first, second string
+		status              int // of each; 201 for both: two records
+	}{
+		{"beyond 2^53", "9007199254740993", "9007199254740992", 401},
+		{"snowflake ids", "1234567890123456789", "1234567890123456790", 401},
+		{"fractions", "0.1", "0.10000000000000000001", 401},
+		{"safe integers", "42", "43", 201},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := memstore.New()
+			g, err := idem.New(idem.Config{Store: store, Tenant: idem.AuthorizerKey("tenantId"), Wait: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := 0
+			h := g.HTTPAPI(func(_ context.Context, ev events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+				calls++
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"order":"` + strconv.Itoa(calls) + `"}`}, nil
+			})
+			a, _ := h(context.Background(), event(c.first))
+			b, _ := h(context.Background(), event(c.second))
+			if a.StatusCode != c.status || b.StatusCode != c.status {
+				t.Fatalf("statuses %d, %d (bodies %s, %s), want %d each", a.StatusCode, b.StatusCode, a.Body, b.Body, c.status)
+			}
+			if b.Headers[idem.HeaderOpenWOPReplay] != "" || (c.status == 201 && (calls != 2 || a.Body == b.Body)) {
+				t.Fatalf("the second tenant got the first one's answer: %q after %q (calls %d)", b.Body, a.Body, calls)
+			}
+			if c.status == 401 && (calls != 0 || store.Len() != 0) {
+				t.Fatalf("an ambiguous tenant ran the handler %d times, %d records", calls, store.Len())
+			}
+		})
 	}
 }

@@ -420,7 +420,9 @@ func bodyTenant(body []byte, field string) (string, bool) {
 	if s := scalar(v); s != "" {
 		return s, true
 	}
-	return string(raw), true // an object or array is never a tenant id: mismatch
+	// An object or array is never a tenant id: mismatch. A number scalar
+	// refuses (beyond what a double holds exactly) is compared as sent.
+	return string(raw), true
 }
 
 func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
