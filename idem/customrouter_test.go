@@ -1,6 +1,7 @@
 package idem_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/idemkit/idemkit/idem"
 )
 
@@ -141,4 +143,69 @@ func TestRoutedWithoutAnOperationIsAServerConfigurationError(t *testing.T) {
 	if rec.Code != 201 || !ran {
 		t.Fatalf("unkeyed: %d (ran %v)", rec.Code, ran)
 	}
+}
+
+// TestTemplateWithoutItsValuesNeverSharesAnAnswer: a route the Guard is
+// told of by its template but without the values the request gave it (a
+// Guard.Routed hook that returns no parameters; Request.Operation behind
+// the $default route without Params, in a router's syntax of its own,
+// ":id" or "*path") has the raw path in the fingerprint in their place,
+// as a "{name}" template without Params already had under Do: the same
+// key on another order is 409 idempotency_key_mismatch, never the first
+// order's answer replayed. A concrete operation, which names its
+// resource, keeps its fingerprint.
+func TestTemplateWithoutItsValuesNeverSharesAnAnswer(t *testing.T) {
+	for _, pattern := range []string{"POST /orders/{id}", "POST /orders/:id", "POST /orders/*rest"} {
+		t.Run("Routed "+pattern, func(t *testing.T) {
+			var runs atomic.Int32
+			h := muxGuard(t).Routed(func(r *http.Request) (string, map[string]string, bool) { return pattern, nil, true },
+				http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					runs.Add(1)
+					w.WriteHeader(201)
+					_, _ = w.Write([]byte(`{"order":"` + strings.TrimPrefix(r.URL.Path, "/orders/") + `"}`))
+				}))
+			if w := post(h, "/orders/7", testKey, `{"amount":5}`); w.Code != 201 {
+				t.Fatalf("first: %d %s", w.Code, w.Body)
+			}
+			if w := post(h, "/orders/7", testKey, `{"amount":5}`); w.Code != 201 || w.Header().Get("OpenWOP-Idempotent-Replay") != "true" {
+				t.Fatalf("retry: %d %s", w.Code, w.Body)
+			}
+			other := post(h, "/orders/8", testKey, `{"amount":5}`)
+			if other.Code != 409 || !strings.Contains(other.Body.String(), "idempotency_key_mismatch") || runs.Load() != 1 {
+				t.Fatalf("same key, other order: %d %s (runs %d)", other.Code, other.Body, runs.Load())
+			}
+		})
+	}
+	for _, op := range []string{"POST /orders/:id", "POST /orders/*rest"} {
+		t.Run("Do "+op, func(t *testing.T) {
+			e := newEnv(t, nil)
+			h := &handler{}
+			call := func(path string) events.APIGatewayV2HTTPResponse {
+				ev := v2event("POST", "$default", testKey, `{"amount":5}`)
+				ev.RawPath = path
+				resp, _ := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op},
+					func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) { return h.v2(ctx, ev) })
+				return resp
+			}
+			if r := call("/orders/7"); r.StatusCode != 201 {
+				t.Fatalf("first: %d %s", r.StatusCode, r.Body)
+			}
+			if r := call("/orders/8"); r.StatusCode != 409 || !strings.Contains(r.Body, "idempotency_key_mismatch") || h.Calls() != 1 {
+				t.Fatalf("same key, other order: %d %s (calls %d)", r.StatusCode, r.Body, h.Calls())
+			}
+		})
+	}
+	t.Run("concrete operation", func(t *testing.T) {
+		e := newEnv(t, nil)
+		h := &handler{}
+		for _, path := range []string{"/orders", "/orders/"} {
+			ev := v2event("POST", "$default", testKey, `{"amount":5}`)
+			ev.RawPath = path
+			r, _ := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: "POST /orders"},
+				func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) { return h.v2(ctx, ev) })
+			if r.StatusCode != 201 || h.Calls() != 1 {
+				t.Fatalf("%s: %d %s (calls %d): a concrete operation's path is not in its fingerprint", path, r.StatusCode, r.Body, h.Calls())
+			}
+		}
+	})
 }

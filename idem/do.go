@@ -20,10 +20,11 @@ type Request struct {
 	// to the values it matched, which then stand for the raw path in the
 	// request fingerprint (as for any routeKey but $default), or a
 	// concrete operation that names the resource itself. A template
-	// ("{name}" segments) without Params keeps the raw path in the
-	// fingerprint, so one key sent to another resource of the route is
-	// 409 idempotency_key_mismatch, never the first resource's response
-	// replayed. Default "": the event's routeKey.
+	// ("{name}" segments, or another router's ":name" and "*name") without
+	// Params keeps the raw path in the fingerprint, so one key sent to
+	// another resource of the route is 409 idempotency_key_mismatch,
+	// never the first resource's response replayed. Default "": the
+	// event's routeKey.
 	Operation string
 
 	// Params are the concrete path parameters of Operation, by name: part

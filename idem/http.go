@@ -77,7 +77,10 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 // request passes straight through, unguarded. A route that serves the
 // request (ok) but names no operation ("") is a wiring mistake: a keyed
 // request to it is answered 500 idemkit.server_configuration_error, never
-// passed through. Config.HTTPOperation, when set, still names the
+// passed through. A route whose operation is a template ("{id}", ":id",
+// "*path" segments) given without parameter values has the whole path in
+// the fingerprint in their place, never one answer for every resource of
+// the route. Config.HTTPOperation, when set, still names the
 // operation. The adapters in idem/router (chi,
 // gorilla/mux, gin, echo; each its own module) are built on it; use one
 // of them with those routers, since their middlewares run before the
@@ -255,6 +258,9 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		// A route that serves r but names no operation ("") is guarded
 		// all the same, and answered 500 server_configuration_error.
 		rt.pattern, rt.params, rt.routed = p, params, true
+		// A template without the values the request gave it (a hook
+		// that returns none): the whole path stands for them.
+		rt.wholePath = len(params) == 0 && templated(p)
 	}
 	if mux != nil && asks {
 		// The wrapped mux's pattern, even when the request carries an

@@ -41,11 +41,11 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 	if req.Params != nil {
 		in.parts.params = paramPairs(req.Params)
 	}
-	if routeKey == "$default" || (ev.RouteKey == "$default" && req.Params == nil && strings.Contains(routeKey, "{")) {
+	if routeKey == "$default" || (ev.RouteKey == "$default" && req.Params == nil && templated(routeKey)) {
 		// The catch-all route does not determine the path; nor does a
 		// route template its handler matched behind it ("POST
-		// /orders/{id}/refund"), unless Params gives the values the path
-		// carried.
+		// /orders/{id}/refund", "POST /orders/:id"), unless Params gives
+		// the values the path carried.
 		if in.parts.path = ev.RawPath; in.parts.path == "" {
 			in.parts.path = ev.RequestContext.HTTP.Path
 		}
@@ -118,6 +118,25 @@ func fromV1(ev *events.APIGatewayProxyRequest, tenant *TenantSource) *request {
 	}
 	in.body, in.bodyView, in.bodyErr = decodeBody(ev.Body, ev.IsBase64Encoded)
 	return in
+}
+
+// templated reports whether the operation op names a route template
+// rather than one resource: a "{name}" segment (API Gateway's, a
+// ServeMux's, chi's, gorilla/mux's) or a segment starting with ':' or '*'
+// (gin's, echo's, httprouter's "/orders/:id", "/files/*path"). Such an
+// operation without the values its request gave it has the raw path in
+// the fingerprint in their place. A ':' inside a segment
+// ("/orders:batchCreate") names no parameter.
+func templated(op string) bool {
+	if strings.IndexByte(op, '{') >= 0 {
+		return true
+	}
+	for seg := range strings.SplitSeq(op, "/") {
+		if seg != "" && (seg[0] == ':' || seg[0] == '*') {
+			return true
+		}
+	}
+	return false
 }
 
 // namesMethod reports whether the routed operation op names the method
