@@ -176,14 +176,18 @@ func TestTemplateWithoutItsValuesNeverSharesAnAnswer(t *testing.T) {
 			}
 		})
 	}
-	for _, op := range []string{"POST /orders/:id", "POST /orders/*rest"} {
+	for _, c := range []struct {
+		op     string
+		params map[string]string
+	}{{"POST /orders/:id", nil}, {"POST /orders/*rest", nil}, {"POST /orders/{id}", map[string]string{}}} {
+		op := c.op
 		t.Run("Do "+op, func(t *testing.T) {
 			e := newEnv(t, nil)
 			h := &handler{}
 			call := func(path string) events.APIGatewayV2HTTPResponse {
 				ev := v2event("POST", "$default", testKey, `{"amount":5}`)
 				ev.RawPath = path
-				resp, _ := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op},
+				resp, _ := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op, Params: c.params},
 					func(ctx context.Context) (events.APIGatewayV2HTTPResponse, error) { return h.v2(ctx, ev) })
 				return resp
 			}

@@ -41,11 +41,11 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 	if req.Params != nil {
 		in.parts.params = paramPairs(req.Params)
 	}
-	if routeKey == "$default" || (ev.RouteKey == "$default" && req.Params == nil && templated(routeKey)) {
+	if routeKey == "$default" || (ev.RouteKey == "$default" && len(req.Params) == 0 && templated(routeKey)) {
 		// The catch-all route does not determine the path; nor does a
 		// route template its handler matched behind it ("POST
 		// /orders/{id}/refund", "POST /orders/:id"), unless Params gives
-		// the values the path carried.
+		// the values the path carried (an empty Params gives none).
 		if in.parts.path = ev.RawPath; in.parts.path == "" {
 			in.parts.path = ev.RequestContext.HTTP.Path
 		}
