@@ -35,6 +35,11 @@ import (
 // it, the pattern's path parameters (a "*" wildcard's rest among them)
 // are in the fingerprint, and a request no route serves (chi's 404 or
 // 405) passes straight through. Config.Routes is keyed by that operation.
+// Give it to Use after any middleware that rewrites the path
+// (middleware.StripSlashes, a prefix stripped): it asks the router with
+// the path as it stands when it runs, so a request that only a later
+// rewrite makes routable passes through unguarded, and runs again on
+// every retry.
 // It panics when guard or r is nil: a wiring mistake, reported at
 // start-up.
 func Middleware(guard *idem.Guard, r chi.Routes) func(http.Handler) http.Handler {

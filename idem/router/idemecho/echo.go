@@ -29,7 +29,9 @@ import (
 // route's parameters are in the fingerprint (with the host, for a route
 // of a host's router, Echo.Host: one key on two hosts' routes of one path
 // is never one answer), and a request no route serves passes straight
-// through. The handler runs inside the claim with
+// through (echo's not-found and method-not-allowed handlers are not
+// guarded, so one of the program's that changes state runs again on every
+// retry). The handler runs inside the claim with
 // its response buffered, so that it can be recorded and replayed; a
 // replay runs nothing. A handler's error is rendered there by the echo
 // server's HTTPErrorHandler (so a 5xx is answered, and not recorded) and

@@ -41,7 +41,8 @@ import (
 // one key on two engines' routes of one path is never one answer, and a
 // retry is a replay only when sent to the same host, as a client's retry
 // is), and a request no route serves (gin's 404 or 405) passes straight
-// through. The handlers after it
+// through: a handler given to NoRoute or NoMethod is not guarded, so one
+// that changes state runs again on every retry. The handlers after it
 // run inside the claim with their response buffered, so that it can be
 // recorded and replayed; a replay runs none of them. Config.Routes is
 // keyed by that operation. Give it to Use before the routes are
