@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/webhook"
@@ -109,4 +110,19 @@ func (s *seams) fire(w http.ResponseWriter, r *http.Request, tenant string, body
 	w.Header().Set("OpenWOP-Version", settings.ProtocolVersion)
 	w.WriteHeader(http.StatusCreated)
 	_, _ = w.Write(out)
+}
+
+// fixtureWebhook is the sender of the graph fixtures' side-effecting nodes
+// that name no inputs.url: the kit's ledger, to dev's own loopback
+// destination, each request passing the fence as the kit's webhook does
+// (its Wrap: fence.Owner.Guard under CROSS_REGION=fenced-effects). The
+// ledger takes a fencing token for every attempt; without the pass before
+// the request, no pass is recorded, and an escaped attempt's next try is
+// issued a token and sent again.
+func fixtureWebhook(k *kit.Kit) *webhook.Webhook {
+	w := &webhook.Webhook{Ledger: k.Ledger, Policy: webhook.WebhookPolicy{AllowLoopback: true}}
+	if k.Webhook != nil {
+		w.Wrap = k.Webhook.Wrap
+	}
+	return w
 }

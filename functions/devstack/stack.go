@@ -22,7 +22,6 @@ import (
 	hostsettings "github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/functions/host/stream"
 	"github.com/idemkit/idemkit/functions/host/stream/mapping"
-	"github.com/idemkit/idemkit/functions/host/webhook"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -223,7 +222,7 @@ func newStack(ctx context.Context, o Options, stdout io.Writer, logger *slog.Log
 	if sm != nil {
 		sm.fixtureURL = fixture.url
 	}
-	fixtureHook := &webhook.Webhook{Ledger: k.Ledger, Policy: webhook.WebhookPolicy{AllowLoopback: true}}
+	fixtureHook := fixtureWebhook(k)
 
 	sc := emulator.StreamsClient(endpoint)
 	// The executor counts each failed execution on its run and fails the
