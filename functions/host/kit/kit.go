@@ -194,8 +194,13 @@ func NewKit(c Config) (*Kit, error) {
 		if err != nil {
 			return nil, configError(err)
 		}
+		// The ledger's attempt cap bounds every effect's own
+		// (ledger.Retry.MaxAttempts): it must not be below the webhook's
+		// (WEBHOOK_MAX_TRIES, up to ledger.MaxMaxAttempts), or a delivery
+		// would stop at the ledger's default cap of 50.
 		lc := ledger.Config{Store: effects, Logger: logger,
-			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics}
+			Lease: env.EffectLease, Retention: env.EffectRetention, Metrics: metrics,
+			MaxAttempts: max(ledger.DefaultMaxAttempts, env.WebhookMaxTries)}
 		var owner *fence.Owner
 		if env.CrossRegion == settings.CrossRegionFenced {
 			// fenced-effects: every webhook fire passes the linearizable
