@@ -17,7 +17,8 @@
 //     same origin; one to another origin is returned, not followed, and a
 //     hop that makes the call a GET carries no key there); a body
 //     without GetBody is read into memory once to be replayable;
-//   - retries transport errors, 429, 5xx and 409 idempotency_in_flight (and
+//   - retries transport errors, 408 (RFC 9110 §15.5.9 invites a repeat), 429, 5xx
+//     and 409 idempotency_in_flight (and
 //     the commerce policy's in-flight answer: 202 marked
 //     Idempotent-Replayed: true whose body is
 //     {"status":"pending","requestId":…}, naming no action, unless the
@@ -25,14 +26,15 @@
 //     exponential backoff and jitter, never sooner than Retry-After asks
 //     (delay-seconds or an HTTP-date in GMT, RFC 9110 §10.2.3; a value
 //     that is neither, a fractional second or another zone, is ignored); a
-//     429 or 5xx carrying a replay marker is final, since it is the server's
+//     408, 429 or 5xx carrying a replay marker is final, since it is the server's
 //     recorded outcome for the key, which a retry could only replay again
 //     (a replayed 5xx or 409 whose body breaks off before its error code
 //     is read never arrived whole, and is retried like a transport error),
 //     and so is a server error whose code OpenWOP's error registry marks
 //     not retriable (credential_unavailable, pack_load_failure,
 //     event_type_unmapped, payload_unprojectable);
-//   - never retries 409 idempotency_key_mismatch or any other 4xx (a 409
+//   - never retries 409 idempotency_key_mismatch or any other 4xx but 408
+//     and 429 (a 409
 //     whose body breaks off before its error code is read never arrived
 //     whole: it is retried like a transport error); an answer's error code
 //     is read through the content codings the standard library reads

@@ -48,7 +48,9 @@ var finalServerCodes = map[string]bool{
 // final.
 func classify(resp *http.Response, inFlightCodes []string) (v verdict, cut bool) {
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusRequestTimeout:
+		// A 408 invites the client to repeat the request (RFC 9110
+		// §15.5.9): the server did not take it whole in time.
 		return retryable, false
 	case resp.StatusCode >= 500 && resp.StatusCode <= 599:
 		code, whole := peekCode(resp)

@@ -282,7 +282,6 @@ func TestNeverRetried(t *testing.T) {
 		"unauthenticated": envelope(401, "unauthenticated"),
 		"forbidden":       envelope(403, "forbidden"),
 		"not found":       envelope(404, "not_found"),
-		"408":             envelope(408, "timeout", "Retry-After", "1"),
 		"422":             envelope(422, "unprocessable", "Retry-After", "1"),
 	}
 	for name, st := range cases {

@@ -369,7 +369,8 @@ func webhookDigest(url string, payload json.RawMessage) (string, error) {
 // WebhookPolicy.HTTPClient: nothing is re-sent behind the ledger): a
 // connection that could not be made (the dial, or the TLS handshake,
 // failed or did not end in time) is released; a transport error after
-// sending, a 5xx or a 429 leaves the attempt escaped and is retried under
+// sending, a 5xx, a 429 or a 408 (RFC 9110 §15.5.9: the receiver did not
+// take the whole request in time) leaves the attempt escaped and is retried under
 // the same key; so does a 409 saying that a request with this key is still
 // in progress at the receiver (the try before, whose answer was lost, still
 // running there): an error code idempotency_in_flight (OpenWOP) or
@@ -686,7 +687,10 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 			return nil, ledger.RetryAt(err, at)
 		}
 		return nil, err
-	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests:
+	case resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests ||
+		resp.StatusCode == http.StatusRequestTimeout:
+		// A 408 says the receiver did not take the whole request in time
+		// and invites the sender to repeat it (RFC 9110 §15.5.9).
 		err := ledger.Uncertain(fmt.Errorf("webhook answered %d", resp.StatusCode))
 		if at, ok := retryAfter(resp.Header.Get("Retry-After"), w.Test.Clock.Now()); ok &&
 			(resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
