@@ -453,7 +453,61 @@ func (h *Handler) dispatch(ctx context.Context, r Route, c call, scope map[strin
 		h.cfg.Logger.WarnContext(ctx, "api: the request outlived its deadline", slog.String("request_id", c.ev.RequestContext.RequestID))
 		return h.deadlineExceeded(keyed(c.ev)), false, nil
 	}
+	if err == nil && r.mints {
+		resp = onOrigin(resp, h.baseURL(c.ev))
+	}
 	return resp, !unclaimed.Load(), err
+}
+
+// onOrigin puts the links of a run-minting route's 201 (createRun,
+// retryRun, forkRun: Location and the body's statusUrl and eventsUrl)
+// under base, the origin this request was made to (runs.md §Response:
+// they resolve under the request's origin). A first answer already has
+// them there, unchanged; a replay of a key whose first request went to
+// another domain of the same API (API Gateway's own and a custom domain)
+// is its recorded answer with only those links moved, the same run.
+// Any other answer, or a body that names no runId, is returned as it is.
+func onOrigin(resp events.APIGatewayV2HTTPResponse, base string) events.APIGatewayV2HTTPResponse {
+	if resp.StatusCode != http.StatusCreated || resp.IsBase64Encoded {
+		return resp
+	}
+	var m map[string]json.RawMessage
+	var id string
+	if json.Unmarshal([]byte(resp.Body), &m) != nil || json.Unmarshal(m["runId"], &id) != nil || id == "" {
+		return resp
+	}
+	run := base + "/runs/" + runs.ProjectID(id)
+	moved := false
+	for name, want := range map[string]string{"statusUrl": run, "eventsUrl": run + "/events"} {
+		var got string
+		if raw, ok := m[name]; !ok || json.Unmarshal(raw, &got) != nil || got == want {
+			continue
+		}
+		b, err := json.Marshal(want)
+		if err != nil {
+			return resp
+		}
+		m[name], moved = b, true
+	}
+	if moved {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return resp
+		}
+		resp.Body = string(b)
+	}
+	for k, v := range resp.Headers {
+		if strings.EqualFold(k, "Location") && v != run {
+			hs := make(map[string]string, len(resp.Headers))
+			for k2, v2 := range resp.Headers {
+				hs[k2] = v2
+			}
+			hs[k] = run
+			resp.Headers = hs
+			break
+		}
+	}
+	return resp
 }
 
 // capabilities serves the discovery document (GET /.well-known/openwop).
