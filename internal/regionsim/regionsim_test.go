@@ -706,6 +706,12 @@ func TestLayer1HomePinnedPartitionFailsClosed(t *testing.T) {
 	if resp, b := w.post(eu); resp.StatusCode != http.StatusCreated || b != body || !isReplay(resp) {
 		t.Fatalf("eu during the partition: %d %s", resp.StatusCode, b)
 	}
+	// ... new work included: a key first sent to eu runs there, once.
+	const homeKey = "9a1c2d3e-4f50-4a6b-8c7d-0e1f2a3b4c5d"
+	homeFirst, homeBody := w.postKey(eu, homeKey)
+	if homeFirst.StatusCode != http.StatusCreated || isReplay(homeFirst) || w.runs.Load() != 2 {
+		t.Fatalf("a new key in eu during the partition: %d %s, handler runs %d; want it run there", homeFirst.StatusCode, homeBody, w.runs.Load())
+	}
 
 	w.cut.on.Store(false)
 	if _, err := w.rep.Step(ctx(t)); err != nil {
@@ -719,11 +725,19 @@ func TestLayer1HomePinnedPartitionFailsClosed(t *testing.T) {
 	if resp, b := w.post(us); resp.StatusCode != http.StatusCreated || b != body || !isReplay(resp) {
 		t.Fatalf("us after healing: %d %q; want eu's %q replayed", resp.StatusCode, b, body)
 	}
-	if resp, b := w.postKey(us, fresh); resp.StatusCode != http.StatusCreated || isReplay(resp) {
-		t.Fatalf("new key after healing: %d %s", resp.StatusCode, b)
+	freshResp, freshBody := w.postKey(us, fresh)
+	if freshResp.StatusCode != http.StatusCreated || isReplay(freshResp) {
+		t.Fatalf("new key after healing: %d %s", freshResp.StatusCode, freshBody)
 	}
-	if w.runs.Load() != 2 {
-		t.Fatalf("handler ran %d times, want 2 (one per key)", w.runs.Load())
+	// Runs once: its duplicates in either region, and the key eu ran
+	// during the partition in us, replay.
+	for _, d := range []struct{ region, key, body string }{{eu, fresh, freshBody}, {us, fresh, freshBody}, {us, homeKey, homeBody}} {
+		if resp, b := w.postKey(d.region, d.key); resp.StatusCode != http.StatusCreated || b != d.body || !isReplay(resp) {
+			t.Fatalf("duplicate in %s after healing: %d %q replay=%v; want %q replayed", d.region, resp.StatusCode, b, isReplay(resp), d.body)
+		}
+	}
+	if w.runs.Load() != 3 {
+		t.Fatalf("handler ran %d times, want 3 (one per key)", w.runs.Load())
 	}
 }
 
