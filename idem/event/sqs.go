@@ -84,7 +84,10 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     start (its context done, or less than idem.Config.WaitMargin left
 //     before its deadline, kept free to return the response: logged with
 //     outcome "deadline", no store call made); the others are
-//     acknowledged. A failure that repeats on every delivery (a mismatch,
+//     acknowledged. fn's context ends that WaitMargin before the
+//     invocation's deadline too, so a record that runs as long as its
+//     context lets it is reported with the rest, rather than timing the
+//     invocation out (which redelivers the whole batch). A failure that repeats on every delivery (a mismatch,
 //     a key function that cannot read a malformed body) is redelivered
 //     until the queue's redrive policy moves the message to the
 //     dead-letter queue; without one, until the queue's retention period
@@ -107,13 +110,29 @@ func SQS(g *idem.Guard, cfg SQSConfig, fn func(context.Context, events.SQSMessag
 		p = append(p, "SQSConfig.Concurrency must be >= 0")
 	}
 	ecfg := Config[events.SQSMessage]{Operation: cfg.Operation, Key: key, Payload: cfg.Payload, Tenant: cfg.Tenant}
-	unit := func(ctx context.Context, m events.SQSMessage) (struct{}, error) { return struct{}{}, fn(ctx, m) }
+	var margin time.Duration
+	if g != nil {
+		margin = g.Config().WaitMargin
+	}
+	unit := func(ctx context.Context, m events.SQSMessage) (struct{}, error) {
+		// fn's context ends WaitMargin before the invocation's
+		// deadline, as a record not started does (notStarted): a fn
+		// that runs as long as its context lets it still leaves the
+		// handler the time to return the partial batch response.
+		// Ending at the deadline, Lambda would time the invocation
+		// out, discard the response and redeliver the whole batch.
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, dl.Add(-margin))
+			defer cancel()
+		}
+		return struct{}{}, fn(ctx, m)
+	}
 	a, problems := newAdapter(g, ecfg, unit, true)
 	if p = append(problems, p...); len(p) > 0 {
 		return nil, &idem.ConfigError{Problems: p}
 	}
 	conc := max(cfg.Concurrency, 1)
-	margin := g.Config().WaitMargin
 	mismatched := &seenIDs{}
 	return func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 		failed := make([]bool, len(ev.Records))

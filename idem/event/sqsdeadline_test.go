@@ -3,6 +3,7 @@ package event_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -104,5 +105,48 @@ func TestSQSRecordsInsideTheWaitMarginAreNotStarted(t *testing.T) {
 	}
 	if logs := e.logs.String(); strings.Count(logs, `"outcome":"deadline"`) != 2 {
 		t.Errorf("want m-2 and m-3 logged with outcome deadline; logs:\n%s", logs)
+	}
+}
+
+// A record started in time whose fn runs until its context ends (a slow
+// downstream, a call that honours ctx) must still leave the handler the
+// WaitMargin to return the partial batch response: fn's context ends that
+// margin before the invocation's deadline. Before, fn's context ended at
+// the deadline itself, the handler returned after it, and in Lambda the
+// invocation timed out: its response discarded, one slow record made SQS
+// redeliver the whole batch, the records done and those not started
+// among it, each receive counting toward the redrive policy. The record is
+// reported, its claim released, and its redelivery runs fn again.
+func TestSQSRecordRunningToItsDeadlineLeavesTimeForTheResponse(t *testing.T) {
+	for _, conc := range []int{1, 3} {
+		t.Run(fmt.Sprint("concurrency ", conc), func(t *testing.T) {
+			e := newEnv(t, nil)
+			g := eventGuard(t, e)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			deadline, _ := ctx.Deadline()
+			var runs atomic.Int32
+			slow := func(ctx context.Context, m events.SQSMessage) error {
+				runs.Add(1)
+				if m.MessageId == "m-1" {
+					<-ctx.Done() // runs as long as its context lets it
+					return ctx.Err()
+				}
+				return nil
+			}
+			h, _ := event.SQS(g, event.SQSConfig{Operation: "ship", Concurrency: conc}, slow)
+			r, err := h(ctx, sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1"))
+			if left := time.Until(deadline); left <= 0 {
+				t.Fatalf("the handler returned %v after its deadline: Lambda would discard its response and redeliver the whole batch", -left)
+			}
+			if err != nil || failedIDs(r) != "m-1" {
+				t.Fatalf("failures %q %v; want m-1 reported", failedIDs(r), err)
+			}
+			// Redelivered: the claim was released, fn runs again.
+			h2, _ := event.SQS(g, event.SQSConfig{Operation: "ship", Concurrency: conc}, func(context.Context, events.SQSMessage) error { runs.Add(1); return nil })
+			if r, err := h2(context.Background(), sqsBatch("arn:aws:sqs:us-east-1:1:orders", "1")); err != nil || failedIDs(r) != "" || runs.Load() != 2 {
+				t.Fatalf("redelivery: failures %q %v runs %d; want m-1 run again and acknowledged", failedIDs(r), err, runs.Load())
+			}
+		})
 	}
 }
