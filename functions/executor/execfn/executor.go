@@ -25,7 +25,10 @@
 //     attempts: ...") instead of handing the record to the on-failure
 //     queue. Only a run whose failures could not even be counted (the runs
 //     table itself unavailable) reaches the queue, and it stays "running"
-//     with its last counted error visible. A last try whose execution held
+//     with its last counted error visible. An execution that runs out of
+//     the invocation's time ends two seconds before its deadline
+//     (endMargin), so it too is counted, dealt with by the last try, and
+//     answered before Lambda would time the invocation out. A last try whose execution held
 //     the run gives it up only while it still holds it (RunStore.Finish
 //     under its claim epoch): a run another execution took meanwhile (a
 //     duplicate delivery, the stale-run pass) is that one's to end, and
@@ -279,7 +282,28 @@ const (
 	// retryAfterSlack is added to InFlightError.RetryAfter, which the
 	// ledger rounds to whole seconds (possibly down).
 	retryAfterSlack = time.Second
+	// endMargin is the time a stream record's execution leaves free
+	// before the invocation's deadline (executing): an execution cut
+	// there still has its failure counted on the run (and, on the last
+	// try, the run ended) and the partial batch response returned before
+	// Lambda times the invocation out.
+	endMargin = 2 * time.Second
 )
+
+// executing returns the context a stream record's execution runs under:
+// ctx, ending endMargin before ctx's deadline (none without one), so that
+// an execution that runs as long as it may (a hanging receiver, nodes
+// longer than the invocation) ends in time for giveUp's writes under ctx
+// and the response. Cut at the deadline itself, neither would be made:
+// Lambda ends the invocation as timed out, the failure is never counted,
+// and a run whose every try so ends is handed to the failure queue still
+// "running" instead of being ended by its last try.
+func executing(ctx context.Context) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(ctx, dl.Add(-endMargin))
+	}
+	return ctx, func() {}
+}
 
 // clock is Test.Clock, or the system clock.
 func (x *Executor) clock() ledger.Clock {
@@ -343,7 +367,10 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 		if !ok {
 			continue
 		}
-		if err := x.start(ctx, run); err != nil {
+		ectx, cancel := executing(ctx)
+		err := x.start(ectx, run)
+		cancel()
+		if err != nil {
 			if errors.Is(err, errHeld) {
 				for _, rest := range recs[i:] {
 					retry = append(retry, rest.EventID)
@@ -371,9 +398,10 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 }
 
 // stopped reports whether the executor's own context was cancelled (idemkit
-// dev shutting down), as opposed to a run's execution failing; a Lambda
-// invocation that runs out of time ends with context.DeadlineExceeded
-// instead, which still counts as a failed try.
+// dev shutting down), as opposed to a run's execution failing; an
+// execution that runs out of time (executing: endMargin before the
+// invocation's deadline) ends with context.DeadlineExceeded instead,
+// which still counts as a failed try.
 func stopped(ctx context.Context) bool { return errors.Is(ctx.Err(), context.Canceled) }
 
 // giveUp counts a failed execution of the run and, when it was the
@@ -555,7 +583,10 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 			return false, nil
 		}
 		x.log().InfoContext(ctx, "executor: last try executes again after its node event was not recorded", slog.String("run_id", runID))
-		if err = x.proceed(ctx, run); err == nil || !errors.As(err, &inf) {
+		ectx, cancel := executing(ctx)
+		err = x.proceed(ectx, run)
+		cancel()
+		if err == nil || !errors.As(err, &inf) {
 			return true, err
 		}
 		cause = err
@@ -574,7 +605,9 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 		} else {
 			x.log().InfoContext(ctx, "executor: last try executes again after its effect's outcome was not recorded", slog.String("run_id", runID))
 		}
-		err := x.Execute(ctx, runID)
+		ectx, cancel := executing(ctx)
+		err := x.Execute(ectx, runID)
+		cancel()
 		if err == nil || !errors.As(err, &inf) {
 			return true, err
 		}
@@ -601,7 +634,9 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 	if err := x.sleep(ctx, wait); err != nil {
 		return false, nil
 	}
-	return true, x.Execute(ctx, runID)
+	ectx, cancel := executing(ctx)
+	defer cancel()
+	return true, x.Execute(ectx, runID)
 }
 
 // truncate bounds an error message stored on a run to 512 bytes of valid

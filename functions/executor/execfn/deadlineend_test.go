@@ -1,0 +1,59 @@
+package execfn
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/stream"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+	"github.com/idemkit/idemkit/internal/faultrx"
+)
+
+// A stream record whose execution runs as long as the invocation lets it
+// (here a receiver that never answers) ends endMargin before the
+// invocation's deadline, so its failure is counted on the run and the
+// handler answers before the deadline: the retry of a try that has one
+// left, and on the last try (MaxAttempts 1) the run dealt with (parked
+// for its effect's next attempt, or ended), the record done. Before, the
+// execution ran to the deadline itself, the failure's write was refused
+// for its expired context ("could not count the failure"), and the
+// handler answered after the deadline, which Lambda discards: a run
+// whose every try so ended was never counted, never given up by its
+// last try, and reached the failure queue "running". On the emulators.
+func TestExecutionCutByTheDeadlineIsCounted(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		runsTbl, effTbl := e.CreateTable(t, "RunsTable"), e.CreateTable(t, "EffectsTable")
+		for _, maxAttempts := range []int{3, 1} {
+			t.Run(fmt.Sprint("max attempts ", maxAttempts), func(t *testing.T) {
+				clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+				s := newFaultStack(t, e, clk, runsTbl, effTbl)
+				s.x.MaxAttempts = maxAttempts
+				rx := faultrx.New(faultrx.Options{T: t, Plan: faultrx.Always(faultrx.Hang)})
+				defer rx.Close()
+				run := s.newRun(t, rx.URL())
+				ctx, cancel := context.WithTimeout(context.Background(), endMargin+2*time.Second)
+				defer cancel()
+				deadline, _ := ctx.Deadline()
+				retry := s.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)})
+				if left := time.Until(deadline); left <= 0 {
+					t.Fatalf("the handler answered %v after the invocation's deadline: Lambda would discard it", -left)
+				}
+				r := s.run(t, run.ID)
+				if r.Failures != 1 {
+					t.Fatalf("run %s counts %d failures (error %q); want the cut execution counted", r.Status, r.Failures, r.Error)
+				}
+				if maxAttempts > 1 {
+					if fmt.Sprint(retry) != "[e1]" {
+						t.Fatalf("retry %v; want the record retried", retry)
+					}
+					return
+				}
+				if retry != nil || !r.Status.Terminal() && r.Wake.At.IsZero() {
+					t.Fatalf("last try: retry %v, run %s wake %v; want the record done and the run parked or ended", retry, r.Status, r.Wake.At)
+				}
+			})
+		}
+	})
+}
