@@ -290,7 +290,8 @@ const (
 	endMargin = 2 * time.Second
 )
 
-// executing returns the context a stream record's execution runs under:
+// executing returns the context a run's execution runs under (a stream
+// record's, one the last try runs again, a stale run's):
 // ctx, ending endMargin before ctx's deadline (none without one), so that
 // an execution that runs as long as it may (a hanging receiver, nodes
 // longer than the invocation) ends in time for giveUp's writes under ctx
@@ -303,6 +304,14 @@ func executing(ctx context.Context) (context.Context, context.CancelFunc) {
 		return context.WithDeadline(ctx, dl.Add(-endMargin))
 	}
 	return ctx, func() {}
+}
+
+// noTimeLeft reports whether ctx's deadline leaves no time to execute a
+// run (executing's context would be done at once): one started there
+// would fail at once and have a try counted that never ran.
+func noTimeLeft(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) <= endMargin
 }
 
 // clock is Test.Clock, or the system clock.
@@ -366,6 +375,16 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 		run, ok := runs.RunFromItem(r.NewImage)
 		if !ok {
 			continue
+		}
+		if noTimeLeft(ctx) {
+			// No time left to execute it (a record after one that
+			// used the invocation up): retried, no failure counted,
+			// as a try never made.
+			x.log().InfoContext(ctx, "executor: no time left to start the run; it is retried", slog.String("run_id", run.ID))
+			for _, rest := range recs[i:] {
+				retry = append(retry, rest.EventID)
+			}
+			return retry
 		}
 		ectx, cancel := executing(ctx)
 		err := x.start(ectx, run)
@@ -1017,6 +1036,11 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 	var first error
 	n := 0
 	for _, id := range ids {
+		if noTimeLeft(ctx) {
+			// No time left to drive another run: a later pass
+			// claims it, no failure counted.
+			return n, first
+		}
 		run, err := x.Runs.Claim(ctx, id, before, x.now())
 		switch {
 		case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
@@ -1051,7 +1075,10 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			}
 			run = r
 		}
-		if err := x.resume(context.WithValue(ctx, triggerKey{}, TriggerStale), run); err != nil && !x.giveUp(ctx, id, err) {
+		ectx, cancel := executing(context.WithValue(ctx, triggerKey{}, TriggerStale))
+		err = x.resume(ectx, run)
+		cancel()
+		if err != nil && !x.giveUp(ctx, id, err) {
 			if first == nil {
 				first = err
 			}
