@@ -35,29 +35,39 @@ var (
 	subExistingRe = regexp.MustCompile(`:table/\$\{Existing(\w+)\}(/index/\w+|/stream)?`)
 )
 
-// roleGrants returns the DynamoDB "Action Resource" pairs template.yaml
-// grants to a role (statements under a condition count as granted: the
-// test enables what they guard).
-func roleGrants(t *testing.T, role string) map[string]bool {
+// templateResource returns the resource name of template.yaml (its
+// Resources entry), failing t when there is none.
+func templateResource(t *testing.T, name string) *yaml.Node {
 	t.Helper()
 	var doc yaml.Node
 	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
 		t.Fatal(err)
 	}
-	find := func(n *yaml.Node, key string) *yaml.Node {
-		if n != nil && n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == key {
-					return n.Content[i+1]
-				}
+	res := yamlFind(yamlFind(doc.Content[0], "Resources"), name)
+	if res == nil {
+		t.Fatalf("template.yaml has no %s", name)
+	}
+	return res
+}
+
+// yamlFind returns the value of key in the YAML mapping n, or nil.
+func yamlFind(n *yaml.Node, key string) *yaml.Node {
+	if n != nil && n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i+1]
 			}
 		}
-		return nil
 	}
-	res := find(find(doc.Content[0], "Resources"), role)
-	if res == nil {
-		t.Fatalf("template.yaml has no %s", role)
-	}
+	return nil
+}
+
+// roleGrants returns the DynamoDB "Action Resource" pairs template.yaml
+// grants to a role (statements under a condition count as granted: the
+// test enables what they guard).
+func roleGrants(t *testing.T, role string) map[string]bool {
+	t.Helper()
+	res := templateResource(t, role)
 	scalars := func(n *yaml.Node) []*yaml.Node {
 		var out []*yaml.Node
 		var walk func(*yaml.Node)
@@ -75,7 +85,7 @@ func roleGrants(t *testing.T, role string) map[string]bool {
 	out := map[string]bool{}
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
-		if act, rsc := find(n, "Action"), find(n, "Resource"); act != nil && rsc != nil {
+		if act, rsc := yamlFind(n, "Action"), yamlFind(n, "Resource"); act != nil && rsc != nil {
 			var tables []string
 			for _, s := range scalars(rsc) {
 				switch s.Tag {
@@ -368,28 +378,11 @@ func TestSweeperLeastPrivilege(t *testing.T) {
 // without one maps to nil.
 func leadingKeyRefusals(t *testing.T, role, table string) [][]string {
 	t.Helper()
-	var doc yaml.Node
-	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
-		t.Fatal(err)
-	}
-	find := func(n *yaml.Node, key string) *yaml.Node {
-		if n != nil && n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == key {
-					return n.Content[i+1]
-				}
-			}
-		}
-		return nil
-	}
-	res := find(find(doc.Content[0], "Resources"), role)
-	if res == nil {
-		t.Fatalf("template.yaml has no %s", role)
-	}
+	res := templateResource(t, role)
 	var out [][]string
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
-		if act, rsc := find(n, "Action"), find(n, "Resource"); act != nil && rsc != nil &&
+		if act, rsc := yamlFind(n, "Action"), yamlFind(n, "Resource"); act != nil && rsc != nil &&
 			rsc.Kind == yaml.ScalarNode && rsc.Tag == "!GetAtt" && rsc.Value == table+".Arn" {
 			item := false
 			for _, a := range act.Content {
@@ -400,7 +393,7 @@ func leadingKeyRefusals(t *testing.T, role, table string) [][]string {
 			}
 			if item {
 				var pats []string
-				if lk := find(find(find(n, "Condition"), "ForAllValues:StringNotLike"), "dynamodb:LeadingKeys"); lk != nil {
+				if lk := yamlFind(yamlFind(yamlFind(n, "Condition"), "ForAllValues:StringNotLike"), "dynamodb:LeadingKeys"); lk != nil {
 					if lk.Kind == yaml.ScalarNode {
 						pats = append(pats, lk.Value)
 					}
