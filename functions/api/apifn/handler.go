@@ -306,11 +306,10 @@ func errResp(e *apierr.Error) events.APIGatewayV2HTTPResponse {
 const wwwAuthenticate = `Bearer realm="idemkit"`
 
 // unauthenticated is the answer to a request without a valid credential:
-// 401 unauthenticated with its WWW-Authenticate challenge.
+// 401 unauthenticated (Handle adds the WWW-Authenticate challenge, as to
+// every 401).
 func unauthenticated() events.APIGatewayV2HTTPResponse {
-	r := errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required"))
-	r.Headers["WWW-Authenticate"] = wwwAuthenticate
-	return r
+	return errResp(apierr.New(http.StatusUnauthorized, apierr.CodeUnauthenticated, "a valid API key is required"))
 }
 
 func jsonResp(status int, v any) (events.APIGatewayV2HTTPResponse, error) {
