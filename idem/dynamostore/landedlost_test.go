@@ -54,65 +54,48 @@ func TestTransactionalCompletionLandedWithEveryAnswerLost(t *testing.T) {
 			}
 		})
 
-		t.Run("ReleaseLostToo", func(t *testing.T) {
-			// The release after the failed completion (refused by the
-			// landed completion) has its every answer lost too: the
-			// record is read back all the same.
-			v.f.Clear()
-			key := newKey()
-			runs := 0
-			h := g.HTTPAPI(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-				runs++
-				if err := idem.Transact(ctx, businessPut(biz, "rel-"+key)); err != nil {
-					return events.APIGatewayV2HTTPResponse{}, err
+		for _, c := range []struct {
+			name, prefix string
+			// releaseLost: the release after the failed completion
+			// (refused by the landed completion) has its every answer
+			// lost too; the record is read back all the same.
+			releaseLost bool
+		}{
+			{"HTTPAPI", "http-", false},
+			{"ReleaseLostToo", "rel-", true},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				v.f.Clear()
+				key := newKey()
+				runs := 0
+				h := g.HTTPAPI(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+					runs++
+					if err := idem.Transact(ctx, businessPut(biz, c.prefix+key)); err != nil {
+						return events.APIGatewayV2HTTPResponse{}, err
+					}
+					return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"run":"r-1"}`}, nil
+				})
+				ev := guardEvent(key, `{"a":1}`)
+				v.f.FailNextAfterSend("TransactWriteItems", 3, dynamotest.ResponseLost())
+				if c.releaseLost {
+					v.f.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost())
 				}
-				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"run":"r-1"}`}, nil
-			})
-			ev := guardEvent(key, `{"a":1}`)
-			v.f.FailNextAfterSend("TransactWriteItems", 3, dynamotest.ResponseLost())
-			v.f.FailNextAfterSend("UpdateItem", 3, dynamotest.ResponseLost())
-			r := call(t, h, ev)
-			if v.f.Pending() != 0 {
-				t.Fatalf("faults not consumed: %d pending", v.f.Pending())
-			}
-			v.f.Clear()
-			if !businessExists(t, v.c, biz, "rel-"+key) {
-				t.Fatal("the transaction did not land")
-			}
-			if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || replayed(r.Headers) {
-				t.Fatalf("first answer %d %s; want the handler's 201 (its writes committed)", r.StatusCode, r.Body)
-			}
-			r = call(t, h, ev)
-			if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || !replayed(r.Headers) || runs != 1 {
-				t.Fatalf("retry %d %s (runs %d); want the replay", r.StatusCode, r.Body, runs)
-			}
-		})
-
-		t.Run("HTTPAPI", func(t *testing.T) {
-			v.f.Clear()
-			key := newKey()
-			runs := 0
-			h := g.HTTPAPI(func(ctx context.Context, _ events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
-				runs++
-				if err := idem.Transact(ctx, businessPut(biz, "http-"+key)); err != nil {
-					return events.APIGatewayV2HTTPResponse{}, err
+				r := call(t, h, ev)
+				if v.f.Pending() != 0 {
+					t.Fatalf("faults not consumed: %d pending", v.f.Pending())
 				}
-				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: `{"run":"r-1"}`}, nil
+				v.f.Clear()
+				if !businessExists(t, v.c, biz, c.prefix+key) {
+					t.Fatal("the transaction did not land")
+				}
+				if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || replayed(r.Headers) {
+					t.Fatalf("first answer %d %s; want the handler's 201 (its writes committed)", r.StatusCode, r.Body)
+				}
+				r = call(t, h, ev)
+				if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || !replayed(r.Headers) || runs != 1 {
+					t.Fatalf("retry %d %s (runs %d); want the replay", r.StatusCode, r.Body, runs)
+				}
 			})
-			ev := guardEvent(key, `{"a":1}`)
-			v.f.FailNextAfterSend("TransactWriteItems", 3, dynamotest.ResponseLost())
-			r := call(t, h, ev)
-			v.f.Clear()
-			if !businessExists(t, v.c, biz, "http-"+key) {
-				t.Fatal("the transaction did not land")
-			}
-			if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || replayed(r.Headers) {
-				t.Fatalf("first answer %d %s; want the handler's 201 (its writes committed)", r.StatusCode, r.Body)
-			}
-			r = call(t, h, ev)
-			if r.StatusCode != 201 || r.Body != `{"run":"r-1"}` || !replayed(r.Headers) || runs != 1 {
-				t.Fatalf("retry %d %s (runs %d); want the replay", r.StatusCode, r.Body, runs)
-			}
-		})
+		}
 	})
 }
