@@ -128,10 +128,10 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		return usageError(fs, stderr, "--tenant %q holds a '~': a tenant may hold %s (a host must not mint run ids holding a '~')", *tenant, ids.MintTenantChars)
 	}
 	if *tenant == "" {
-		return usageError(fs, stderr, "--tenant T is required: the tenant the key authenticates, 1..128 of %s", ids.MintTenantChars)
+		return usageError(fs, stderr, "--tenant T is required: the tenant the key authenticates, %s", ids.MintTenantRule)
 	}
 	if !ids.MintableTenant(*tenant) {
-		return usageError(fs, stderr, "--tenant %q: want the tenant the key authenticates, 1..128 of %s", *tenant, ids.MintTenantChars)
+		return usageError(fs, stderr, "--tenant %q: want the tenant the key authenticates, %s", *tenant, ids.MintTenantRule)
 	}
 	attrs, err := attrValues.attrs()
 	if err != nil {

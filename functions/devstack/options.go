@@ -132,7 +132,7 @@ func (o Options) withDefaults() (Options, error) {
 }
 
 // errAPIKey is CheckAPIKey's answer to a malformed seeded key.
-var errAPIKey = errors.New("want KEY=TENANT (key: " + apikeys.KeyRule + ", as a request presents it in Authorization: Bearer KEY; tenant: 1..128 of " + ids.MintTenantChars + ")")
+var errAPIKey = errors.New("want KEY=TENANT (key: " + apikeys.KeyRule + ", as a request presents it in Authorization: Bearer KEY; tenant: " + ids.MintTenantRule + ")")
 
 // errTildeTenant is CheckAPIKey's answer to a seeded key whose tenant holds
 // a `~`, a tenantId the host must not mint run ids for.

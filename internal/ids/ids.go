@@ -18,6 +18,9 @@ const (
 	// MintTenantChars names the characters of MintTenantGrammar, for
 	// messages.
 	MintTenantChars = "A-Z a-z 0-9 . _ - (after an optional anon: prefix)"
+	// MintTenantRule is MintTenantGrammar in words, for messages: the
+	// length and the characters of a tenant a host may mint ids for.
+	MintTenantRule = "1..128 of " + MintTenantChars
 	// TenantBoundGrammar is the grammar of runId and effectId.
 	TenantBoundGrammar = `^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`
 	// NodeGrammar is the nodeId grammar.
