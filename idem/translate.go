@@ -128,12 +128,14 @@ func fromV1(ev *events.APIGatewayProxyRequest, tenant *TenantSource) *request {
 // the fingerprint in their place. A ':' inside a segment
 // ("/orders:batchCreate") names no parameter.
 func templated(op string) bool {
-	if strings.IndexByte(op, '{') >= 0 {
-		return true
-	}
-	for seg := range strings.SplitSeq(op, "/") {
-		if seg != "" && (seg[0] == ':' || seg[0] == '*') {
+	for i := 0; i < len(op); i++ { // one pass: the net/http middleware asks it of every routed request without parameters
+		switch op[i] {
+		case '{':
 			return true
+		case ':', '*':
+			if i == 0 || op[i-1] == '/' {
+				return true
+			}
 		}
 	}
 	return false
