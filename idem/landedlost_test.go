@@ -110,6 +110,9 @@ func TestCompletionLandedWithEveryAnswerLost(t *testing.T) {
 			if s.fired != 1 {
 				t.Fatal("the fault was not injected")
 			}
+			if s.gets != 1 {
+				t.Fatalf("%d reads after the lost completion, want one", s.gets)
+			}
 			if first.StatusCode != 201 || first.Body != c.body || headerOf(first.Headers).Get("OpenWOP-Idempotent-Replay") != "" {
 				t.Fatalf("first: %d %.200s; want the handler's own 201 (its completion landed)", first.StatusCode, first.Body)
 			}
@@ -219,6 +222,9 @@ func TestTransactionalCompletionLandedReleaseLost(t *testing.T) {
 			first := e.call(h, ev)
 			if _, committed := ms.Item("order-1"); committed != land {
 				t.Fatalf("write committed %t, want %t", committed, land)
+			}
+			if s.gets != 1 {
+				t.Fatalf("%d reads after the lost completion and release, want one", s.gets)
 			}
 			if land {
 				if first.StatusCode != 201 || first.Body != `{"id":"r-1"}` || headerOf(first.Headers).Get("OpenWOP-Idempotent-Replay") != "" {
