@@ -62,47 +62,58 @@ func yamlFind(n *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
+// yamlScalars returns the scalar nodes under n, n itself included.
+func yamlScalars(n *yaml.Node) []*yaml.Node {
+	var out []*yaml.Node
+	var walk func(*yaml.Node)
+	walk = func(n *yaml.Node) {
+		if n.Kind == yaml.ScalarNode {
+			out = append(out, n)
+		}
+		for _, c := range n.Content {
+			walk(c)
+		}
+	}
+	walk(n)
+	return out
+}
+
+// resourceTables returns the tables a statement's Resource names, as
+// logical IDs with an optional "/index/NAME" or "/stream" suffix: each
+// !GetAtt T.Arn, and each ${T.Arn} or table/${ExistingT} of a !Sub, in a
+// list or an !If branch alike.
+func resourceTables(rsc *yaml.Node) []string {
+	var tables []string
+	for _, s := range yamlScalars(rsc) {
+		switch s.Tag {
+		case "!GetAtt":
+			if id, ok := strings.CutSuffix(s.Value, ".Arn"); ok {
+				tables = append(tables, id)
+			}
+		case "!Sub":
+			for _, m := range subArnRe.FindAllStringSubmatch(s.Value, -1) {
+				tables = append(tables, m[1]+strings.TrimSuffix(m[2], "/*"))
+			}
+			for _, m := range subExistingRe.FindAllStringSubmatch(s.Value, -1) {
+				tables = append(tables, m[1]+strings.TrimSuffix(m[2], "/*"))
+			}
+		}
+	}
+	return tables
+}
+
 // roleGrants returns the DynamoDB "Action Resource" pairs template.yaml
 // grants to a role (statements under a condition count as granted: the
 // test enables what they guard).
 func roleGrants(t *testing.T, role string) map[string]bool {
 	t.Helper()
 	res := templateResource(t, role)
-	scalars := func(n *yaml.Node) []*yaml.Node {
-		var out []*yaml.Node
-		var walk func(*yaml.Node)
-		walk = func(n *yaml.Node) {
-			if n.Kind == yaml.ScalarNode {
-				out = append(out, n)
-			}
-			for _, c := range n.Content {
-				walk(c)
-			}
-		}
-		walk(n)
-		return out
-	}
 	out := map[string]bool{}
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if act, rsc := yamlFind(n, "Action"), yamlFind(n, "Resource"); act != nil && rsc != nil {
-			var tables []string
-			for _, s := range scalars(rsc) {
-				switch s.Tag {
-				case "!GetAtt":
-					if id, ok := strings.CutSuffix(s.Value, ".Arn"); ok {
-						tables = append(tables, id)
-					}
-				case "!Sub":
-					for _, m := range subArnRe.FindAllStringSubmatch(s.Value, -1) {
-						tables = append(tables, m[1]+strings.TrimSuffix(m[2], "/*"))
-					}
-					for _, m := range subExistingRe.FindAllStringSubmatch(s.Value, -1) {
-						tables = append(tables, m[1]+strings.TrimSuffix(m[2], "/*"))
-					}
-				}
-			}
-			for _, a := range scalars(act) {
+			tables := resourceTables(rsc)
+			for _, a := range yamlScalars(act) {
 				if strings.HasPrefix(a.Value, "dynamodb:") {
 					for _, tb := range tables {
 						out[a.Value+" "+tb] = true
@@ -372,7 +383,7 @@ func TestSweeperLeastPrivilege(t *testing.T) {
 
 // leadingKeyRefusals returns, for each statement of role in template.yaml
 // that grants an item-level action (GetItem, PutItem, UpdateItem,
-// DeleteItem) on the table itself (Resource !GetAtt table.Arn), the
+// DeleteItem) on the table itself (however its Resource names it), the
 // partition key patterns its condition refuses
 // (ForAllValues:StringNotLike on dynamodb:LeadingKeys); a statement
 // without one maps to nil.
@@ -383,9 +394,9 @@ func leadingKeyRefusals(t *testing.T, role, table string) [][]string {
 	var walk func(n *yaml.Node)
 	walk = func(n *yaml.Node) {
 		if act, rsc := yamlFind(n, "Action"), yamlFind(n, "Resource"); act != nil && rsc != nil &&
-			rsc.Kind == yaml.ScalarNode && rsc.Tag == "!GetAtt" && rsc.Value == table+".Arn" {
+			slices.Contains(resourceTables(rsc), table) {
 			item := false
-			for _, a := range act.Content {
+			for _, a := range yamlScalars(act) {
 				switch a.Value {
 				case "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem":
 					item = true
