@@ -30,7 +30,7 @@ import (
 // of a host's router, Echo.Host: one key on two hosts' routes of one path
 // is never one answer), and a request no route serves passes straight
 // through (echo's not-found and method-not-allowed handlers are not
-// guarded, so one of the program's that changes state runs again on every
+// guarded: one the program sets that changes state runs again on every
 // retry). The handler runs inside the claim with
 // its response buffered, so that it can be recorded and replayed; a
 // replay runs nothing. A handler's error is rendered there by the echo
