@@ -259,53 +259,63 @@ func v2Header(r events.APIGatewayV2HTTPResponse) http.Header {
 // Retry-After in the envelope, not a hang and not the unrecorded 201. The
 // record stays claimed: a retry with the same key sees the request in
 // flight (the completion was lost), and the handler never runs twice.
-// When the stalled completion was applied, the one bounded read after it
-// finds this claim's own completion: the client gets the handler's own
-// 201 (it is recorded) and the retry the replay.
 func TestStalledStoreCompletionAnswers503(t *testing.T) {
-	for _, applied := range []bool{false, true} {
-		t.Run(map[bool]string{false: "lost", true: "landed"}[applied], func(t *testing.T) {
-			s := newStallStore("Complete")
-			s.applied = applied
-			// The Guard's clock stands still, so the first attempt's lease
-			// never lapses before the retry however slowly this machine
-			// gets there (a lapsed lease would make the retry a second
-			// execution); the stall is the request's real deadline.
-			g := stallGuard(t, s, func(c *idem.Config) { c.Test.Clock = ledgertest.NewClock(time.Now()) })
-			// The request's deadline is armed when the handler runs: it
-			// bounds the stalled completion, never the claim before it.
-			rctx := newReqCtx(t)
-			h := &handler{before: func(context.Context) { rctx.arm() }}
-			ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
-			r := answerWithin(t, func() events.APIGatewayV2HTTPResponse {
-				r, err := g.HTTPAPI(h.v2)(rctx, ev)
-				if err != nil {
-					t.Error(err)
-				}
-				return r
-			})
-			if applied {
-				if r.StatusCode != 201 || v2Header(r).Get("OpenWOP-Idempotent-Replay") != "" {
-					t.Fatalf("landed: %d %v %s; want the handler's own 201", r.StatusCode, r.Headers, r.Body)
-				}
-			} else {
-				want503(t, r.StatusCode, v2Header(r), r.Body)
-			}
-			s.heal()
-			h.before = nil
-			// The retry meets a healed store: nothing stalls, so its
-			// deadline is never armed (no race with this machine's speed).
-			retry, _ := g.HTTPAPI(h.v2)(newReqCtx(t), ev)
-			switch {
-			case !applied && retry.StatusCode == 409 && strings.Contains(retry.Body, "idempotency_in_flight") && retry.Headers["Retry-After"] != "":
-			case applied && retry.StatusCode == 201 && v2Header(retry).Get("OpenWOP-Idempotent-Replay") == "true":
-			default:
-				t.Fatalf("retry: %d %v %s", retry.StatusCode, retry.Headers, retry.Body)
-			}
-			if h.Calls() != 1 {
-				t.Fatalf("handler ran %d times", h.Calls())
-			}
-		})
+	t.Run("lost", func(t *testing.T) { stalledCompletion(t, false) })
+}
+
+// TestStalledStoreCompletionThatLandedIsAnsweredAsWritten: as above, but
+// the stalled completion was applied: the one bounded read after it finds
+// this claim's own completion, so the client gets the handler's own 201
+// (it is recorded), not a 503, and the retry the replay; the handler runs
+// once.
+func TestStalledStoreCompletionThatLandedIsAnsweredAsWritten(t *testing.T) {
+	stalledCompletion(t, true)
+}
+
+// stalledCompletion stalls the store's completion of a request past the
+// request's deadline, the completion applied or not, and checks the
+// answer, the retry's and that the handler ran once.
+func stalledCompletion(t *testing.T, applied bool) {
+	t.Helper()
+	s := newStallStore("Complete")
+	s.applied = applied
+	// The Guard's clock stands still, so the first attempt's lease
+	// never lapses before the retry however slowly this machine
+	// gets there (a lapsed lease would make the retry a second
+	// execution); the stall is the request's real deadline.
+	g := stallGuard(t, s, func(c *idem.Config) { c.Test.Clock = ledgertest.NewClock(time.Now()) })
+	// The request's deadline is armed when the handler runs: it
+	// bounds the stalled completion, never the claim before it.
+	rctx := newReqCtx(t)
+	h := &handler{before: func(context.Context) { rctx.arm() }}
+	ev := v2event("POST", "POST /runs", testKey, `{"a":1}`)
+	r := answerWithin(t, func() events.APIGatewayV2HTTPResponse {
+		r, err := g.HTTPAPI(h.v2)(rctx, ev)
+		if err != nil {
+			t.Error(err)
+		}
+		return r
+	})
+	if applied {
+		if r.StatusCode != 201 || v2Header(r).Get("OpenWOP-Idempotent-Replay") != "" {
+			t.Fatalf("landed: %d %v %s; want the handler's own 201", r.StatusCode, r.Headers, r.Body)
+		}
+	} else {
+		want503(t, r.StatusCode, v2Header(r), r.Body)
+	}
+	s.heal()
+	h.before = nil
+	// The retry meets a healed store: nothing stalls, so its
+	// deadline is never armed (no race with this machine's speed).
+	retry, _ := g.HTTPAPI(h.v2)(newReqCtx(t), ev)
+	switch {
+	case !applied && retry.StatusCode == 409 && strings.Contains(retry.Body, "idempotency_in_flight") && retry.Headers["Retry-After"] != "":
+	case applied && retry.StatusCode == 201 && v2Header(retry).Get("OpenWOP-Idempotent-Replay") == "true":
+	default:
+		t.Fatalf("retry: %d %v %s", retry.StatusCode, retry.Headers, retry.Body)
+	}
+	if h.Calls() != 1 {
+		t.Fatalf("handler ran %d times", h.Calls())
 	}
 }
 
