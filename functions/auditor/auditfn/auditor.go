@@ -11,7 +11,9 @@
 //   - TTL-expired pending records: a REMOVE made by DynamoDB's TTL sweep
 //     (userIdentity principal "dynamodb.amazonaws.com") of a record that was
 //     still pending (Layer 1) or claimed/firing (Layer 2), i.e. work that
-//     never reached an outcome;
+//     never reached an outcome. A pending Layer-1 record whose lease had
+//     ended before the deletion was abandoned (a request nobody retried,
+//     which a retry would have run again anyway) and is only logged;
 //   - cross-region conflicts (multi-region deployments only, i.e. CROSS_REGION
 //     reconciled-records or fenced-effects): an effects-table MODIFY whose new
 //     image does not continue the old image's history, which in an MREC
@@ -264,6 +266,23 @@ func str(m map[string]types.AttributeValue, k string) string {
 	return ""
 }
 
+// leaseEnded reports whether the pending Layer-1 record r deleted was
+// abandoned: the lease of its last claim (attribute leaseAt, Unix ms)
+// ended at or before the deletion (the stream record's creation time,
+// DynamoDB's clock; the auditor's when it names none). A record that
+// names no lease is not judged abandoned.
+func (a *Auditor) leaseEnded(r stream.StreamRecord) bool {
+	lease := num(r.OldImage, "leaseAt")
+	if lease <= 0 {
+		return false
+	}
+	at := r.Created
+	if at.IsZero() {
+		at = a.now()
+	}
+	return lease <= at.UnixMilli()
+}
+
 func num(m map[string]types.AttributeValue, k string) int64 {
 	if v, ok := m[k].(*types.AttributeValueMemberN); ok {
 		n, _ := strconv.ParseInt(v.Value, 10, 64)
@@ -497,8 +516,15 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 		}
 	case "REMOVE":
 		if r.TTLDeletion() && str(r.OldImage, "state") == "pending" {
-			c.TTLExpiredPending[TableIdempotency]++
-			a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", keyhash.Log(pk)))
+			if a.leaseEnded(r) {
+				// Abandoned: its claim's lease ended before the deletion
+				// (a request nobody retried), so no handler held it and a
+				// retry would have run again anyway; nothing to page for.
+				a.log().InfoContext(ctx, "audit: TTL deleted an abandoned pending idempotency record", slog.String("record", keyhash.Log(pk)))
+			} else {
+				c.TTLExpiredPending[TableIdempotency]++
+				a.log().ErrorContext(ctx, "audit: TTL deleted a pending idempotency record", slog.String("record", keyhash.Log(pk)))
+			}
 		}
 		if a.Conflicts != nil {
 			if err := a.keyDeleted(ctx, r, c); err != nil {
