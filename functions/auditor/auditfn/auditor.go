@@ -13,7 +13,9 @@
 //     still pending (Layer 1) or claimed/firing (Layer 2), i.e. work that
 //     never reached an outcome. A pending Layer-1 record whose lease had
 //     ended before the deletion was abandoned (a request nobody retried,
-//     which a retry would have run again anyway) and is only logged;
+//     which a retry would have run again anyway) and is only logged, and
+//     so is a claimed effect record (its owner stopped before the point of
+//     no return) whose lease had ended;
 //   - cross-region conflicts (multi-region deployments only, i.e. CROSS_REGION
 //     reconciled-records or fenced-effects): an effects-table MODIFY whose new
 //     image does not continue the old image's history, which in an MREC
@@ -273,14 +275,16 @@ func str(m map[string]types.AttributeValue, k string) string {
 // names no lease is not judged abandoned.
 func (a *Auditor) leaseEnded(r stream.StreamRecord) bool {
 	lease := num(r.OldImage, "leaseAt")
-	if lease <= 0 {
-		return false
+	return lease > 0 && lease <= a.deletedAt(r).UnixMilli()
+}
+
+// deletedAt is when the change r was made: its creation time (DynamoDB's
+// clock), or the auditor's clock when it names none.
+func (a *Auditor) deletedAt(r stream.StreamRecord) time.Time {
+	if r.Created.IsZero() {
+		return a.now()
 	}
-	at := r.Created
-	if at.IsZero() {
-		at = a.now()
-	}
-	return lease <= at.UnixMilli()
+	return r.Created
 }
 
 func num(m map[string]types.AttributeValue, k string) int64 {
@@ -445,8 +449,15 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 		// A live claim the other region's TTL deleted, written back, is
 		// no expired one: its owner still records its outcome.
 		if r.TTLDeletion() && holding(oldRec) && !restored {
-			c.TTLExpiredPending[TableEffects]++
-			a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", id, run, slog.String("state", string(oldRec.State)))
+			if oldRec.State == ledger.StateClaimed && !oldRec.LeaseUntil.After(a.deletedAt(r)) {
+				// Abandoned before the point of no return: no provider
+				// call under it, and a later claim would have taken it
+				// over anyway; nothing to page for.
+				a.log().InfoContext(ctx, "audit: TTL deleted an abandoned effect claim", id, run)
+			} else {
+				c.TTLExpiredPending[TableEffects]++
+				a.log().ErrorContext(ctx, "audit: TTL deleted an unfinished effect claim", id, run, slog.String("state", string(oldRec.State)))
+			}
 		}
 	}
 }
