@@ -22,7 +22,8 @@ import (
 // over anyway. It must not page STACK-ttl-expired-pending, whose runbook
 // (raise EffectRetentionDays) cannot stop an abandoned claim from expiring
 // unfinished. A firing record (the provider may have acted: an escape
-// nobody labelled) and a claim whose lease still held are counted.
+// nobody labelled), a claim whose lease still held, and one naming no
+// lease are counted.
 func TestAbandonedEffectClaimDeletedByTTLDoesNotPage(t *testing.T) {
 	t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
 	deleted := t0.Add(ledger.MinRetention + time.Hour)
@@ -35,6 +36,7 @@ func TestAbandonedEffectClaimDeletedByTTLDoesNotPage(t *testing.T) {
 		{"claimed, lease ended at the claim's minute", ledger.StateClaimed, t0.Add(time.Minute), 0},
 		{"claimed, lease still held", ledger.StateClaimed, deleted.Add(time.Minute), 1},
 		{"firing, lease ended", ledger.StateFiring, t0.Add(time.Minute), 1},
+		{"claimed, no lease named", ledger.StateClaimed, time.Time{}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &ledger.Record{Key: "effect#e-abandoned", EffectID: "e-abandoned", State: tc.state, Owner: "owner-1", Attempt: 1,

@@ -449,10 +449,11 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 		// A live claim the other region's TTL deleted, written back, is
 		// no expired one: its owner still records its outcome.
 		if r.TTLDeletion() && holding(oldRec) && !restored {
-			if oldRec.State == ledger.StateClaimed && !oldRec.LeaseUntil.After(a.deletedAt(r)) {
-				// Abandoned before the point of no return: no provider
-				// call under it, and a later claim would have taken it
-				// over anyway; nothing to page for.
+			if oldRec.State == ledger.StateClaimed && oldRec.LeaseUntil.UnixMilli() > 0 && !oldRec.LeaseUntil.After(a.deletedAt(r)) {
+				// Abandoned before the point of no return (its lease
+				// ended): no provider call under it, and a later claim
+				// would have taken it over anyway; nothing to page for.
+				// A record naming no lease is counted.
 				a.log().InfoContext(ctx, "audit: TTL deleted an abandoned effect claim", id, run)
 			} else {
 				c.TTLExpiredPending[TableEffects]++
