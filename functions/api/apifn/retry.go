@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/apierr"
 )
 
@@ -27,7 +28,7 @@ const CodeRetryLimitReached = "idemkit.retry_limit_reached"
 // 266,000 bytes) of the longest tenant with this many retries listed is
 // an item of about 279,000 bytes. A retry that fails is itself a failed
 // run, retried under its own cap.
-const MaxRunRetries = 100
+const MaxRunRetries = runs.MaxRetries
 
 // retryRun serves POST /runs/{runId}/retry under the Layer-1 claim of the
 // retry request's own key: a new pending run of the failed run's workflow
@@ -39,7 +40,12 @@ const MaxRunRetries = 100
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
 // decided on the run as read, before anything is written; the retry key's
 // own run, already written by an earlier execution of it, is still
-// answered (and listed).
+// answered (and listed). Racing retries that all read the run below the
+// cap are decided by the write that lists each (runs.RunStore.Create,
+// conditional on the list's size): one listed past the cap is refused the
+// same 409, its run not left live, whether the run's write is its own
+// (refused by Create) or in the completion transaction (refused at commit,
+// answered through idem.OnConflict).
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	prev, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
@@ -59,15 +65,18 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 			return events.APIGatewayV2HTTPResponse{}, err
 		}
 		if !mine {
-			return errResp(apierr.New(http.StatusConflict, CodeRetryLimitReached,
-				"this run has been retried %d times, the most a failed run is; retry the latest of its retries once it has failed", len(prev.Retries)).
-				WithDetails(map[string]any{"limit": MaxRunRetries, "retries": len(prev.Retries)})), nil
+			return retryLimitResp(len(prev.Retries)), nil
 		}
 	}
 	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
 	run.RetryOf = prev.ID
-	run.Options = prev.Options // the same request's RunOptions
+	run.Options = prev.Options                 // the same request's RunOptions
+	_ = idem.OnConflict(ctx, retryLimitAnswer) // ErrNoClaim: nothing to answer
 	if _, _, err := h.createClaimedRun(ctx, &run, "", ours); err != nil {
+		var limit *runs.RetryLimitError
+		if errors.As(err, &limit) {
+			return retryLimitResp(limit.Retries), nil
+		}
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
 	resp, err := jsonResp(http.StatusCreated, h.runAction(c.ev, run))
@@ -75,4 +84,32 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		resp.Headers["Location"] = h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
+}
+
+// retryLimitResp is the 409 CodeRetryLimitReached of a retry of a failed
+// run that lists retries retries.
+func retryLimitResp(retries int) events.APIGatewayV2HTTPResponse {
+	return errResp(apierr.New(http.StatusConflict, CodeRetryLimitReached,
+		"this run has been retried %d times, the most a failed run is; retry the latest of its retries once it has failed", retries).
+		WithDetails(map[string]any{"limit": MaxRunRetries, "retries": retries}))
+}
+
+// retryLimitAnswer is retryRun's answer (idem.OnConflict) to the cause of
+// a completion transaction cancelled by its retry's listing: where the
+// run commits with the completion (runs.DynamoRuns.Transactional), a
+// racing retry may fill the failed run's list after the cap was checked,
+// and the listing then cancels the transaction with a
+// *runs.RetryLimitError. The answer is retryLimitResp, recorded as the
+// refusal before any write is. Nil for any other cause.
+func retryLimitAnswer(cause error) *idem.Response {
+	var limit *runs.RetryLimitError
+	if !errors.As(cause, &limit) {
+		return nil
+	}
+	r := retryLimitResp(limit.Retries)
+	h := make(map[string][]string, len(r.Headers))
+	for k, v := range r.Headers {
+		h[http.CanonicalHeaderKey(k)] = []string{v}
+	}
+	return &idem.Response{Status: r.StatusCode, Headers: h, Body: []byte(r.Body)}
 }

@@ -192,6 +192,28 @@ var ErrRunNotFound = errors.New("host: run not found")
 // ErrRunExists is returned by Create when the id is taken.
 var ErrRunExists = errors.New("host: run already exists")
 
+// MaxRetries is the most retries a failed run lists (Run.Retries) through
+// Create: a run's item holds its list, and DynamoDB refuses an item past
+// 400 KB. The API's retry cap (POST /runs/{runId}/retry) is this number.
+const MaxRetries = 100
+
+// ErrRetryLimit is returned (as a *RetryLimitError) by Create for a retry
+// whose failed run already lists MaxRetries other retries.
+var ErrRetryLimit = errors.New("host: the failed run lists the most retries it can")
+
+// RetryLimitError is ErrRetryLimit with the number of retries the failed
+// run lists (MaxRetries, or more on a run retried before the cap held).
+type RetryLimitError struct {
+	Retries int
+}
+
+func (e *RetryLimitError) Error() string {
+	return fmt.Sprintf("host: the failed run lists %d retries, the most it can", e.Retries)
+}
+
+// Is makes a *RetryLimitError match ErrRetryLimit.
+func (e *RetryLimitError) Is(target error) bool { return target == ErrRetryLimit }
+
 // ErrStatusConflict is returned by Transition when the run is not in one of
 // the expected statuses; the current run is returned alongside.
 var ErrStatusConflict = errors.New("host: run status changed")
@@ -204,7 +226,19 @@ type RunStore interface {
 	// tenant, is refused (an error wrapping ledger.ErrUnsupportedRecipe
 	// for missing stamps) and nothing is written. A retry (r.RetryOf set)
 	// is listed among the failed run's Retries by the same call, as
-	// LinkRetry does; a Create that finds the id taken lists nothing.
+	// LinkRetry does; a Create that finds the id taken lists nothing. The
+	// listing is conditional, in one atomic step with the check, on the
+	// failed run listing fewer than MaxRetries retries (or r already):
+	// otherwise Create returns a *RetryLimitError (errors.Is
+	// ErrRetryLimit) and leaves no live run at r's id, so of racing
+	// retries of one failed run no more than the cap are listed. Where the run is
+	// written before its listing (DynamoRuns without the completion
+	// transaction), the refused run is cancelled (from pending, or from
+	// running once an executor took it); a Create that cannot do so returns
+	// that error instead, the run written and unlisted, for a re-execution
+	// of the request to find and list (LinkRetry). Under the completion
+	// transaction the refusal is the cancelled completion's cause
+	// (idem.TransactOr), for the handler to answer (idem.OnConflict).
 	Create(ctx context.Context, r Run) error
 	// CreateScoped is Create for a run that holds the tenant's scope
 	// scopeID (createRun with `OpenWOP-Dedup: enforce`): r is created only
@@ -225,6 +259,9 @@ type RunStore interface {
 	// LinkRetry lists retryID among the Retries of run failedID (a set:
 	// listing it again changes nothing; the failed run's Version is left
 	// alone). A missing failed run is not an error: nothing is written.
+	// It is not capped (MaxRetries): it lists a retry whose run was
+	// written by an earlier execution of its request, which passed the
+	// cap then.
 	LinkRetry(ctx context.Context, failedID, retryID string) error
 	// Get returns the run, or ErrRunNotFound.
 	Get(ctx context.Context, id string) (Run, error)
@@ -389,6 +426,12 @@ func (m *MemRuns) createLocked(r Run) error {
 	if _, ok := m.lookupLocked(r.ID); ok || m.fenced[r.ID] {
 		m.mu.Unlock()
 		return ErrRunExists
+	}
+	if r.RetryOf != "" {
+		if f, ok := m.lookupLocked(r.RetryOf); ok && len(f.Retries) >= MaxRetries && !slices.Contains(f.Retries, r.ID) {
+			m.mu.Unlock()
+			return &RetryLimitError{Retries: len(f.Retries)}
+		}
 	}
 	r = withFirstVersion(r)
 	r.CreatedAt, r.UpdatedAt = tableTime(r.CreatedAt), tableTime(r.UpdatedAt)

@@ -292,8 +292,11 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
 // or, when Transactional and under a claim, the same Put inside the
 // completion transaction. A retry's link to its failed run (LinkRetry's
-// UpdateItem) goes in the same transaction, or follows the PutItem (one
-// more round trip) when there is none.
+// UpdateItem, its condition also requiring the failed run's retries set
+// to hold fewer than MaxRetries ids or r's) goes in the same transaction,
+// or follows the PutItem (one more round trip) when there is none. A
+// refused link costs a read of the failed run (is it the cap?) and, after
+// the PutItem, a Cancel of the run written (unwrite).
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
@@ -309,7 +312,8 @@ func (d *DynamoRuns) create(ctx context.Context, r Run) error { return d.createI
 // registered with its cause (TransactOr, putCause): should its condition
 // cancel the transaction, the cause is the same error the conditional
 // PutItem gives (a *ScopeHeldError where a takeover's tombstone fenced r's
-// id, else ErrRunExists), for the handler to answer (idem.OnConflict).
+// id, else ErrRunExists), for the handler to answer (idem.OnConflict); a
+// retry's capped link, a *RetryLimitError (createCause).
 func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
@@ -322,7 +326,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 			ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 		}}}
 		if r.RetryOf != "" {
-			u, err := d.linkRetryUpdate(r.RetryOf, r.ID)
+			u, err := d.linkRetryUpdate(r.RetryOf, r.ID, true)
 			if err != nil {
 				return err
 			}
@@ -330,7 +334,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 				UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
 				ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues}})
 		}
-		err := idem.TransactOr(ctx, d.putCause(r.ID, scope), writes...)
+		err := idem.TransactOr(ctx, d.createCause(r, scope), writes...)
 		if err == nil {
 			return nil
 		}
@@ -345,11 +349,37 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	if err := conditionalWrite(err, ErrRunExists, "put run"); err != nil {
 		return err
 	}
-	if r.RetryOf != "" {
-		return d.LinkRetry(ctx, r.RetryOf, r.ID)
+	if r.RetryOf == "" {
+		return nil
 	}
-	return nil
+	refused := d.link(ctx, r.RetryOf, r.ID, true)
+	if !errors.Is(refused, ErrRetryLimit) {
+		return refused
+	}
+	if err := d.unwrite(ctx, r); err != nil {
+		return fmt.Errorf("host: run %s written and refused its listing (%v): %w", r.ID, refused, err)
+	}
+	return refused
 }
+
+// unwrite ends the run r that Create wrote and whose listing on its
+// failed run was refused at the cap, so that no run the failed run does
+// not list is left live: cancelled (CancelReason retryLimitReason) from
+// pending, or from running if the executor, started by its INSERT, took
+// it already; one conditional UpdateItem (Cancel). It ends at r's own
+// time (the store keeps no clock; Create follows the request's clock
+// reading by moments). A run that has already ended is left as it ended.
+func (d *DynamoRuns) unwrite(ctx context.Context, r Run) error {
+	_, err := d.Cancel(ctx, r.ID, []Status{StatusPending, StatusRunning}, "", retryLimitReason, r.UpdatedAt)
+	if errors.Is(err, ErrStatusConflict) || errors.Is(err, ErrRunNotFound) {
+		return nil
+	}
+	return err
+}
+
+// retryLimitReason is the CancelReason of a retry cancelled because its
+// failed run had reached MaxRetries (unwrite).
+const retryLimitReason = "the failed run it retries already lists the most retries it can"
 
 // putCause is the cause (idem.TransactOr) of a cancelled completion
 // transaction whose run Put (its write 0) for id found id taken: a
@@ -379,12 +409,52 @@ func (d *DynamoRuns) putCause(id, scope string) func(ctx context.Context, index 
 	}
 }
 
+// createCause is putCause for r's writes in the completion transaction:
+// for write 1, a retry's capped link, a *RetryLimitError when the failed
+// run lists MaxRetries others (one consistent read, on that path only).
+func (d *DynamoRuns) createCause(r Run, scope string) func(ctx context.Context, index int) error {
+	put := d.putCause(r.ID, scope)
+	return func(ctx context.Context, index int) error {
+		if index != 1 || r.RetryOf == "" {
+			return put(ctx, index)
+		}
+		err := d.atCap(ctx, r.RetryOf, r.ID)
+		if !errors.Is(err, ErrRetryLimit) {
+			return nil
+		}
+		return err
+	}
+}
+
+// atCap is a *RetryLimitError when run failedID lists MaxRetries retries
+// or more and not retryID; nil when it lists fewer or retryID, or is
+// missing (ErrRunNotFound).
+func (d *DynamoRuns) atCap(ctx context.Context, failedID, retryID string) error {
+	f, err := d.Get(ctx, failedID)
+	if err != nil {
+		return err
+	}
+	if len(f.Retries) >= MaxRetries && !slices.Contains(f.Retries, retryID) {
+		return &RetryLimitError{Retries: len(f.Retries)}
+	}
+	return nil
+}
+
 // linkRetryUpdate is LinkRetry's write: ADD retryID to the failed run's
-// retries set, on an existing item only.
-func (d *DynamoRuns) linkRetryUpdate(failedID, retryID string) (*dynamodb.UpdateItemInput, error) {
+// retries set, on an existing item only; capped, only while the set holds
+// fewer than MaxRetries ids or retryID already (Create's link).
+func (d *DynamoRuns) linkRetryUpdate(failedID, retryID string, capped bool) (*dynamodb.UpdateItemInput, error) {
+	cond := expression.AttributeExists(expression.Name(runAttrPK))
+	if capped {
+		retries := expression.Name(runAttrRetries)
+		cond = cond.And(expression.Or(
+			expression.AttributeNotExists(retries),
+			retries.Size().LessThan(expression.Value(MaxRetries)),
+			expression.Contains(retries, retryID)))
+	}
 	ex, err := expression.NewBuilder().
 		WithUpdate(expression.Add(expression.Name(runAttrRetries), expression.Value(&types.AttributeValueMemberSS{Value: []string{retryID}}))).
-		WithCondition(expression.AttributeExists(expression.Name(runAttrPK))).Build()
+		WithCondition(cond).Build()
 	if err != nil {
 		return nil, err
 	}
@@ -397,15 +467,35 @@ func (d *DynamoRuns) linkRetryUpdate(failedID, retryID string) (*dynamodb.Update
 // failed run's retries string set (ADD: idempotent), conditional on the
 // run's existence so a vanished run is not recreated as a bare item.
 func (d *DynamoRuns) LinkRetry(ctx context.Context, failedID, retryID string) error {
-	in, err := d.linkRetryUpdate(failedID, retryID)
+	return d.link(ctx, failedID, retryID, false)
+}
+
+// link is LinkRetry, capped (linkRetryUpdate) for Create: a refused capped
+// link is told from a missing failed run by reading it (atCap), on that
+// path only.
+func (d *DynamoRuns) link(ctx context.Context, failedID, retryID string, capped bool) error {
+	in, err := d.linkRetryUpdate(failedID, retryID, capped)
 	if err != nil {
 		return err
 	}
 	_, err = d.Client.UpdateItem(ctx, in)
-	if err := conditionalWrite(err, ErrRunNotFound, "link retry"); err != nil && !errors.Is(err, ErrRunNotFound) {
+	err = conditionalWrite(err, ErrRunNotFound, "link retry")
+	if !errors.Is(err, ErrRunNotFound) {
 		return err
 	}
-	return nil
+	if !capped {
+		return nil
+	}
+	switch err := d.atCap(ctx, failedID, retryID); {
+	case err == nil:
+		// The set shrank between the write and the read: the failed run
+		// was removed and written again. Not the cap: retryable.
+		return fmt.Errorf("host: link retry: the failed run %s changed under the write", failedID)
+	case errors.Is(err, ErrRunNotFound):
+		return nil
+	default:
+		return err
+	}
 }
 
 // Get implements RunStore (one strongly consistent GetItem).

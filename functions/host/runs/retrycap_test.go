@@ -1,0 +1,98 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// TestCreateRetryIsCapped: Create lists a retry on its failed run only
+// while the run lists fewer than MaxRetries (or the retry already); past
+// that it is a *RetryLimitError with the count, the failed run's list
+// unchanged and no live run left at the retry's id (DynamoRuns without
+// transactions wrote it first: it is cancelled). The capped listing costs
+// no round trip on success (PutItem and UpdateItem, as before). LinkRetry,
+// the listing of a run an earlier execution wrote, is not capped. On
+// MemRuns and every engine.
+func TestCreateRetryIsCapped(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { createRetryIsCapped(t, NewMemRuns(), nil) })
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		cnt := dynamotest.NewCounter()
+		createRetryIsCapped(t, &DynamoRuns{Client: e.Client(dynamotest.FastRetries, cnt.Middleware()), Table: e.CreateTable(t, "RunsTable")}, cnt)
+	})
+}
+
+func createRetryIsCapped(t *testing.T, rs RunStore, cnt *dynamotest.Counter) {
+	ctx := context.Background()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	failed := NewRun("acme", "webhook", nil, now)
+	if err := rs.Create(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxRetries - 1 {
+		if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("acme/%022d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	retry := func() Run {
+		r := NewRun("acme", "webhook", nil, now)
+		r.RetryOf = failed.ID
+		return r
+	}
+	listed := func() []string {
+		t.Helper()
+		f, err := rs.Get(ctx, failed.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.Retries
+	}
+	last := retry()
+	if cnt != nil {
+		cnt.Reset()
+	}
+	if err := rs.Create(ctx, last); err != nil {
+		t.Fatalf("retry %d of %d: %v", MaxRetries, MaxRetries, err)
+	}
+	if cnt != nil && (cnt.Total() != 2 || cnt.Ops()["PutItem"] != 1 || cnt.Ops()["UpdateItem"] != 1) {
+		t.Fatalf("a listed retry cost %v; want its PutItem and its UpdateItem", cnt.Ops())
+	}
+	if got := listed(); len(got) != MaxRetries || !slices.Contains(got, last.ID) {
+		t.Fatalf("after retry %d the failed run lists %d", MaxRetries, len(got))
+	}
+	over := retry()
+	var limit *RetryLimitError
+	if err := rs.Create(ctx, over); !errors.As(err, &limit) || !errors.Is(err, ErrRetryLimit) || limit.Retries != MaxRetries {
+		t.Fatalf("retry %d: %v; want a *RetryLimitError of %d", MaxRetries+1, err, MaxRetries)
+	}
+	if got := listed(); len(got) != MaxRetries || slices.Contains(got, over.ID) {
+		t.Fatalf("the refused retry was listed (%d listed)", len(got))
+	}
+	switch r, err := rs.Get(ctx, over.ID); {
+	case errors.Is(err, ErrRunNotFound):
+	case err != nil:
+		t.Fatal(err)
+	case r.Status != StatusCancelled:
+		t.Fatalf("the refused retry's run is %s; want none, or cancelled", r.Status)
+	}
+	// The id already listed is not refused: the listing is a set.
+	if err := rs.LinkRetry(ctx, failed.ID, over.ID); err != nil {
+		t.Fatal(err)
+	}
+	again := retry()
+	again.ID = fmt.Sprintf("acme/%022d", 0)
+	if err := rs.Create(ctx, again); err != nil {
+		t.Fatalf("a retry whose id is listed, at the cap: %v", err)
+	}
+	if got := listed(); len(got) != MaxRetries+1 {
+		t.Fatalf("LinkRetry past the cap: %d listed, want %d", len(got), MaxRetries+1)
+	}
+}
