@@ -55,7 +55,17 @@ func Layer1Store(client idemdynamo.API, table, crossRegion string, retention tim
 // Retry-After, the handler not run, and the retry replays the response
 // once the chunks have arrived; each counted in MetricChunksReplicating.
 // Later, or for a record that never expires (no completion time to judge
-// by), the chunk is lost, as in one region.
+// by), the chunk is lost, as in one region. The record carries no
+// completion time, so it is judged with the retention this function runs
+// with: a record written before a redeploy that changed the retention
+// looks completed that change earlier or later. A judged completion more
+// than chunksArriveWithin ahead of now is no completion at all (the other
+// region's clock runs ahead by seconds, not minutes) but a retention
+// shortened since, and the chunk is lost: 410, not 503 until the judged
+// completion passes (days). What is misjudged is only a record completed
+// within chunksArriveWithin before such a redeploy whose chunks are still
+// replicating: answered lost (410) when the retention changed by more than
+// chunksArriveWithin (a smaller change only shifts the five minutes).
 type replicatingChunks struct {
 	idem.Store
 	retention time.Duration
@@ -68,7 +78,7 @@ func (s replicatingChunks) Claim(ctx context.Context, rec idem.Record, now time.
 		return res, err
 	}
 	completed := res.Record.Expires.Add(-s.retention)
-	if now.Sub(completed) >= chunksArriveWithin {
+	if age := now.Sub(completed); age >= chunksArriveWithin || age <= -chunksArriveWithin {
 		return res, err
 	}
 	s.metrics.Count(MetricChunksReplicating, 1, nil)
