@@ -5,7 +5,8 @@
 // under reconciled-records a Layer-1 conflict's winner is written back into
 // this region's IDEMPOTENCY_TABLE replica (auditfn.TableRestorer), and a
 // completed effect record the other region's claim replaced without an
-// outcome into its EFFECTS_TABLE replica (auditfn.EffectTableRestorer).
+// outcome into its EFFECTS_TABLE replica (auditfn.EffectTableRestorer):
+// the tables auditfn.WriteBackTables names.
 package main
 
 import (
@@ -17,7 +18,6 @@ import (
 	"github.com/idemkit/idemkit/functions/auditor/auditfn"
 	"github.com/idemkit/idemkit/functions/host/kit"
 	"github.com/idemkit/idemkit/functions/host/settings"
-	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/internal/emf"
 )
 
@@ -27,8 +27,7 @@ func main() {
 	s := kit.Begin("auditor")
 	a, err := auditfn.NewFromEnv(s.Getenv, emf.New(os.Stdout, s.Getenv("METRICS_NAMESPACE")), s.Logger)
 	s.Must("configuration", err)
-	if a.Conflicts != nil && s.Getenv(settings.EnvCrossRegion) == settings.CrossRegionReconciled {
-		table, effects := s.Getenv(idemenv.Table), s.Getenv(settings.EnvEffectsTable)
+	if table, effects := auditfn.WriteBackTables(s.Getenv); a.Conflicts != nil {
 		if table != "" || effects != "" {
 			db, err := kit.NewDynamoClient(context.Background(), s.Getenv(settings.EnvDynamoDBEndpoint))
 			s.Must("DynamoDB client", err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/idem/idemenv"
 	"github.com/idemkit/idemkit/internal/configerr"
 	"github.com/idemkit/idemkit/internal/emf"
 	"github.com/idemkit/idemkit/ledger/fence"
@@ -56,3 +57,19 @@ func NewFromEnv(getenv func(string) string, metrics *emf.Recorder, logger *slog.
 
 // ErrConfig is matched (errors.Is) by every error NewFromEnv returns.
 var ErrConfig = errors.New("auditfn: invalid config")
+
+// WriteBackTables returns the tables the auditor configured through getenv
+// writes back into: under reconciled-records, read as NewFromEnv reads it
+// (surrounding space trimmed, so a posture NewFromEnv takes for
+// reconciled-records never runs the conflict audit without its
+// write-backs), IDEMPOTENCY_TABLE for a Layer-1 conflict's winner
+// (TableRestorer) and EFFECTS_TABLE for a completed effect record the
+// other region's claim replaced without an outcome (EffectTableRestorer),
+// each trimmed and "" when unset. Under any other posture both are "":
+// fenced-effects has one owner, single-region no other region.
+func WriteBackTables(getenv func(string) string) (idempotency, effects string) {
+	if fence.CrossRegion(strings.TrimSpace(getenv(settings.EnvCrossRegion))) != fence.ReconciledRecords {
+		return "", ""
+	}
+	return strings.TrimSpace(getenv(idemenv.Table)), strings.TrimSpace(getenv(settings.EnvEffectsTable))
+}

@@ -19,3 +19,37 @@ func TestNewReportsEveryConfigProblem(t *testing.T) {
 		}
 	}
 }
+
+// The write-backs follow the posture NewFromEnv runs the conflict audit
+// under, read alike: a reconciled-records with surrounding space (a
+// variable set by hand, or from an env file) audits conflicts and writes
+// their winners back; the tables are trimmed as every function trims
+// them. fenced-effects and single-region write nothing back.
+func TestWriteBackTablesFollowThePosture(t *testing.T) {
+	for _, c := range []struct {
+		posture, table, effects string
+		wantTable, wantEffects  string
+	}{
+		{"reconciled-records", "Idem", "Effects", "Idem", "Effects"},
+		{" reconciled-records\n", " Idem ", "Effects\t", "Idem", "Effects"},
+		{"reconciled-records", "", "Effects", "", "Effects"},
+		{"fenced-effects", "Idem", "Effects", "", ""},
+		{" fenced-effects ", "Idem", "Effects", "", ""},
+		{"", "Idem", "Effects", "", ""},
+		{"single-region", "Idem", "Effects", "", ""},
+	} {
+		getenv := settings.Values(map[string]string{settings.EnvCrossRegion: c.posture, EnvRegion: "eu-west-1",
+			"IDEMPOTENCY_TABLE": c.table, settings.EnvEffectsTable: c.effects})
+		a, err := NewFromEnv(getenv, nil, nil)
+		if err != nil {
+			t.Fatalf("CROSS_REGION=%q: %v", c.posture, err)
+		}
+		table, effects := WriteBackTables(getenv)
+		if table != c.wantTable || effects != c.wantEffects {
+			t.Errorf("CROSS_REGION=%q: WriteBackTables = %q, %q; want %q, %q", c.posture, table, effects, c.wantTable, c.wantEffects)
+		}
+		if (table != "" || effects != "") && a.Conflicts == nil {
+			t.Errorf("CROSS_REGION=%q: write-backs without the conflict audit", c.posture)
+		}
+	}
+}
