@@ -32,7 +32,9 @@ func newReplicator(t *testing.T, cfg regionsim.Config) (*regionsim.Replicator, e
 // TestCoalesced runs the multi-region tests again with a replicator that
 // replicates a region's writes to one item, due together, as one change
 // (the last): a real global table may merge a claim and its end, and the
-// other region's stream then carries only the final image.
+// other region's stream then carries only the final image. It runs every
+// test that replicates through newReplicator; those that replicate
+// nothing through it (docs/MULTI_REGION.md names them) are not here.
 func TestCoalesced(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -53,6 +55,7 @@ func TestCoalesced(t *testing.T) {
 		{"TestPartitionReconciledRecords", TestPartitionReconciledRecords},
 		{"TestPartitionFencedEffects", TestPartitionFencedEffects},
 		{"TestPartitionRacingFencedExecutors", TestPartitionRacingFencedExecutors},
+		{"TestFencedEffectsUnderClockSkew", TestFencedEffectsUnderClockSkew},
 		{"TestLayer1HomePinnedReplayWithinLag", TestLayer1HomePinnedReplayWithinLag},
 		{"TestLayer1HomePinnedPartitionFailsClosed", TestLayer1HomePinnedPartitionFailsClosed},
 		{"TestLayer1ReplayIntoSecondRegion", TestLayer1ReplayIntoSecondRegion},
