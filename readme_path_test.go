@@ -1,12 +1,14 @@
 package idemkit_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/idemkit/idemkit/internal/testutil"
 )
@@ -41,10 +43,43 @@ func TestReadmeIsAPath(t *testing.T) {
 }
 
 var (
-	mdLink    = regexp.MustCompile(`\]\(([^)\s]+)\)`)
-	mdHeading = regexp.MustCompile(`(?m)^#{1,6} (.+)$`)
-	mdFence   = regexp.MustCompile("(?ms)^```.*?^```")
+	// mdLink is an inline link or image, with or without a title:
+	// [text](target) or [text](target "title").
+	mdLink = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	// mdHeading is an ATX heading (up to three spaces before it), its
+	// closing #s left out.
+	mdHeading = regexp.MustCompile(`(?m)^ {0,3}#{1,6} (.+?)(?: +#+)? *$`)
+	// mdHTMLAnchor is an explicit anchor: <a id="x"> or <a name="x">.
+	mdHTMLAnchor = regexp.MustCompile(`<a\s+(?:id|name)="([^"]+)"`)
+	// mdInlineLink is a link inside a heading: GitHub's anchor keeps its
+	// text only.
+	mdInlineLink = regexp.MustCompile(`!?\[([^\]]*)\]\([^)]*\)`)
+	mdFenceOpen  = regexp.MustCompile("^\\s*(```+|~~~+)")
 )
+
+// stripFences blanks out every fenced code block (``` or ~~~, indented
+// in a list item or not): a link or a '#' line inside one is code, not
+// a link or a heading. The lines are kept, empty, so that line numbers
+// hold.
+func stripFences(text string) string {
+	lines := strings.Split(text, "\n")
+	fence := ""
+	for i, l := range lines {
+		if fence == "" {
+			if m := mdFenceOpen.FindStringSubmatch(l); m != nil {
+				fence = m[1]
+				lines[i] = ""
+			}
+			continue
+		}
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, fence) && strings.Trim(t, fence[:1]) == "" {
+			fence = ""
+		}
+		lines[i] = ""
+	}
+	return strings.Join(lines, "\n")
+}
 
 func checkLinks(t *testing.T, doc string) {
 	t.Helper()
@@ -52,7 +87,7 @@ func checkLinks(t *testing.T, doc string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := mdFence.ReplaceAllString(string(b), "")
+	text := stripFences(string(b))
 	for _, m := range mdLink.FindAllStringSubmatch(text, -1) {
 		target := m[1]
 		if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
@@ -81,30 +116,50 @@ func checkLinks(t *testing.T, doc string) {
 	}
 }
 
-// hasAnchor reports whether a heading of the Markdown file at path has the
-// anchor GitHub gives it: lower case, punctuation other than '-' and '_'
-// dropped, spaces as '-'.
+// hasAnchor reports whether the Markdown file at path has the anchor: the
+// one GitHub gives a heading (see slug; the second heading of one text gets
+// "-1" after it, the third "-2", ...) or an explicit <a id> or <a name>.
 func hasAnchor(t *testing.T, path, anchor string) bool {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range mdHeading.FindAllStringSubmatch(mdFence.ReplaceAllString(string(b), ""), -1) {
-		if slug(m[1]) == anchor {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(anchors(string(b)), anchor)
 }
 
+// anchors lists the anchors of a Markdown text, in order.
+func anchors(text string) []string {
+	text = stripFences(text)
+	var out []string
+	seen := map[string]int{}
+	for _, m := range mdHeading.FindAllStringSubmatch(text, -1) {
+		s := slug(m[1])
+		if n := seen[s]; n > 0 {
+			out = append(out, fmt.Sprintf("%s-%d", s, n))
+		} else {
+			out = append(out, s)
+		}
+		seen[s]++
+	}
+	for _, m := range mdHTMLAnchor.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// slug is the anchor GitHub gives a heading: the text of its links, lower
+// case, letters, digits, '-' and '_' kept (in any script), spaces as '-',
+// every other character (punctuation and symbols such as '—', '×', '→',
+// '§', '…' as well as ASCII's) dropped.
 func slug(heading string) string {
+	heading = mdInlineLink.ReplaceAllString(heading, "$1")
 	var sb strings.Builder
 	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
 		switch {
 		case r == ' ':
 			sb.WriteRune('-')
-		case r == '-' || r == '_' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r > 127:
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r):
 			sb.WriteRune(r)
 		}
 	}
@@ -195,4 +250,42 @@ func testSources(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return sb.String()
+}
+
+// TestMarkdownAnchorsAreGitHubs: the link check finds anchors where GitHub
+// puts them, so a link it passes works on GitHub: punctuation and symbols
+// outside ASCII dropped like ASCII's, a repeated heading numbered, a '#'
+// line inside a fenced block (indented in a list item, or ~~~) no heading,
+// a link inside a heading read as its text.
+func TestMarkdownAnchorsAreGitHubs(t *testing.T) {
+	text := strings.Join([]string{
+		"# functions/ — the reference host",
+		"## Engine × behaviour",
+		"## Setup",
+		"- a step:",
+		"",
+		"  ```sh",
+		"  # not a heading",
+		"  ```",
+		"~~~",
+		"# nor this",
+		"~~~",
+		"## Setup",
+		"### See [the policies](POLICIES.md) ##",
+		"  ## Indented heading",
+		`<a id="explicit"></a>`,
+	}, "\n")
+	got := anchors(text)
+	want := []string{"functions--the-reference-host", "engine--behaviour", "setup", "setup-1", "see-the-policies", "indented-heading", "explicit"}
+	if !slices.Equal(got, want) {
+		t.Errorf("anchors:\n got %q\nwant %q", got, want)
+	}
+	links := mdLink.FindAllStringSubmatch(stripFences("[a](x.md \"title\") and\n```\n[b](y.md)\n```\n[c](z.md#k)"), -1)
+	var targets []string
+	for _, m := range links {
+		targets = append(targets, m[1])
+	}
+	if want := []string{"x.md", "z.md#k"}; !slices.Equal(targets, want) {
+		t.Errorf("link targets outside fences: got %q, want %q", targets, want)
+	}
 }
