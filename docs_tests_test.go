@@ -1,7 +1,9 @@
 package idemkit_test
 
 import (
+	"io/fs"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -38,5 +40,52 @@ func TestDocsCiteExistingTests(t *testing.T) {
 				t.Errorf("%s cites %s, which is no test of the module (renamed or removed?)", doc, name)
 			}
 		}
+	}
+}
+
+// TestContributingMapsEveryPackage: CONTRIBUTING.md's package map says
+// where things are today, so every package of the module (a directory
+// holding non-test Go files, outside the nested router modules, testdata
+// and installed tools) is named there, in backquotes, as its path from the
+// repository root.
+func TestContributingMapsEveryPackage(t *testing.T) {
+	b, err := os.ReadFile("CONTRIBUTING.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	seen := map[string]bool{}
+	err = filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "node_modules", "testdata":
+				return filepath.SkipDir
+			}
+			if path == "bin" || path == "tools" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil && path != "." {
+				return filepath.SkipDir // a module of its own
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		if dir == "." || seen[dir] {
+			return nil
+		}
+		seen[dir] = true
+		if !strings.Contains(doc, "`"+dir+"`") {
+			t.Errorf("CONTRIBUTING.md's package map does not name `%s` (%s)", dir, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
