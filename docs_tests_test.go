@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/idemkit/idemkit/internal/emulator"
 )
 
 // docTestName is a Go test a document cites: TestName, or the start of
@@ -87,5 +90,55 @@ func TestContributingMapsEveryPackage(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// engineExceptionOn is a document's "on dynalite" / "on DynamoDB Local":
+// a figure that differs on one engine.
+var engineExceptionOn = regexp.MustCompile(`\bon (dynalite|DynamoDB Local|moto)\b`)
+
+// TestDocsNameEveryEngineWithoutAllOld: a failed conditional write returns
+// the item it found (ALL_OLD) on DynamoDB and moto only, so a duplicate or
+// replay that reads it back costs one round trip more on every other
+// engine of the engine table. A document line that gives a round trip
+// count an exception on one engine ("1, 2 on dynalite") names every engine
+// without ALL_OLD, not one of them: the engines differ in nothing else
+// there.
+func TestDocsNameEveryEngineWithoutAllOld(t *testing.T) {
+	var without []string
+	for _, e := range emulator.Engines() {
+		if !e.Caps.ReturnsOldOnConditionFailure {
+			without = append(without, e.Label)
+		}
+	}
+	if len(without) == 0 {
+		t.Skip("every engine returns ALL_OLD")
+	}
+	for _, doc := range markdownFiles(t) {
+		switch filepath.Base(doc) {
+		case "RED_TEAM.md", "performance-history.md": // dated history
+			continue
+		}
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(strings.ToLower(line), "round trip") && !strings.Contains(line, "ALL_OLD") {
+				continue
+			}
+			named := false
+			for _, m := range engineExceptionOn.FindAllStringSubmatch(line, -1) {
+				named = named || slices.Contains(without, m[1])
+			}
+			if !named {
+				continue
+			}
+			for _, label := range without {
+				if !strings.Contains(line, label) {
+					t.Errorf("%s:%d gives a round-trip count on an engine without ALL_OLD but leaves out %s, which has none either: %.160s", doc, i+1, label, line)
+				}
+			}
+		}
 	}
 }
