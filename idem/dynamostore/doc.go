@@ -1,6 +1,6 @@
 // Package dynamostore is the DynamoDB idem.Store, the only place Layer 1
 // uses the AWS SDK. It passes the idem/idemtest conformance suite against
-// moto and dynalite (see internal/dynamotest).
+// DynamoDB Local, moto and dynalite (see internal/dynamotest).
 //
 // # Table
 //
@@ -22,7 +22,7 @@
 //     fails the server returns the stored item
 //     (ReturnValuesOnConditionCheckFailure=ALL_OLD), so a replay or an
 //     in-flight answer costs ONE round trip; where the server does not return
-//     it (dynalite, older DynamoDB Local) a strongly consistent GetItem
+//     it (dynalite, the DynamoDB Local idemkit pins) a strongly consistent GetItem
 //     follows (two). A retryable-failure record, or a pending one whose lease
 //     ended, with the same digest, is taken over by an UpdateItem
 //     compare-and-set on (owner, attempt, state): exactly one reclaimer wins.

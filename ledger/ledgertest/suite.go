@@ -1,7 +1,7 @@
 // Package ledgertest is the conformance suite every ledger.Store must pass,
 // plus test helpers (a counting fake Provider honouring Idempotency-Key, a
 // manual Clock, a manual heartbeat Ticker). The same suite runs against ledger/memstore and, through
-// internal/dynamotest, against ledger/dynamostore on moto and dynalite.
+// internal/dynamotest, against ledger/dynamostore on DynamoDB Local, moto and dynalite.
 //
 // The suite drives the stores both directly (the conditional semantics of
 // Create and Replace) and through ledger.Do / ledger.FireOnce, with tests that

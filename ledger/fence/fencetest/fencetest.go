@@ -4,7 +4,7 @@
 // stale token is rejected even under 32 racing executors), and the refusal
 // to issue a token after a pass. The same suite runs against
 // fence/memstore and, through internal/dynamotest, fence/dynamostore on
-// moto and dynalite.
+// DynamoDB Local, moto and dynalite.
 package fencetest
 
 import (
