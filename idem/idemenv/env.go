@@ -70,8 +70,8 @@ type Env struct {
 	// Lease: IDEMPOTENCY_PROCESSING_LEASE_SECONDS (30..3600), default 0
 	// meaning idem.Config's default (300 s).
 	Lease time.Duration
-	// Retention: IDEMPOTENCY_RETENTION_HOURS. Unset leaves 0 (the profile's
-	// default: 24 h OpenWOP, 720 h ERP, forever Commerce); "0" or "forever"
+	// Retention: IDEMPOTENCY_RETENTION_HOURS. Unset leaves 0 (the policy's
+	// default: 24 h OpenWOP, 720 h ERP, forever commerce); "0" or "forever"
 	// gives idem.Forever (no expiry, no TTL attribute).
 	Retention time.Duration
 	// Table: IDEMPOTENCY_TABLE, the DynamoDB table (used by dynamostore).
