@@ -142,3 +142,48 @@ func TestDocsNameEveryEngineWithoutAllOld(t *testing.T) {
 		}
 	}
 }
+
+// sourceDocRef is a repository document named in code, the template or
+// the Makefile: docs/X.md, a package's README or CHECKLIST, or a root page.
+var sourceDocRef = regexp.MustCompile(`\b(?:docs/[A-Za-z_-]+|(?:[a-z]+/)+(?:README|CHECKLIST|QUICKSTART)|README|CONTRIBUTING)\.md\b`)
+
+// TestSourcesNameExistingDocs: every repository document that a doc
+// comment, CLI help text, error message, template.yaml, samconfig.toml or
+// the Makefile names (docs/CONFIGURATION.md, ledger/CHECKLIST.md, ...)
+// exists, so a renamed page leaves no help text pointing at nothing (the
+// Markdown files' own links are TestReadmeIsAPath's).
+func TestSourcesNameExistingDocs(t *testing.T) {
+	files := []string{"template.yaml", "samconfig.toml", "Makefile"}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" || d.Name() == "node_modules" || d.Name() == "testdata" || path == "bin" || path == "tools" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(path, ".go") && !strings.HasSuffix(path, "_test.go") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ref := range sourceDocRef.FindAllString(string(b), -1) {
+			if strings.HasPrefix(ref, "shared/") {
+				continue // the reference data beside the clone
+			}
+			if _, err := os.Stat(ref); err != nil {
+				t.Errorf("%s names %s: %v", f, ref, err)
+			}
+		}
+	}
+}
