@@ -16,13 +16,14 @@ import (
 // Idempotency-Key twice creates two runs, neither answer a replay, so
 // GET /.well-known/openwop advertises no idempotency family and names no
 // idempotency policy, and GET /runs/{runId}/effects, gated on that family,
-// is 404 not_found.
+// is 404 not_found. The line dev prints to try the API does not promise
+// a replay.
 func TestDevLayer1OffAdvertisesNoIdempotency(t *testing.T) {
 	t.Setenv("IDEMPOTENCY_ENABLED", "false")
 	e := dynamotest.Start(t, dynamotest.Moto)
 	prefix := fmt.Sprintf("devoff%d-", time.Now().UnixNano())
 	const key = "idk_off_test_0123456789"
-	_, url := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", key+"=acme")
+	out, url := startDevInProcess(t, "--dynamodb-endpoint", e.Endpoint, "--table-prefix", prefix, "--api-key", key+"=acme")
 
 	resp, m := testutil.DoJSON(t, "GET", url+"/.well-known/openwop", "")
 	ext, _ := m["extensions"].(map[string]any)
@@ -53,5 +54,8 @@ func TestDevLayer1OffAdvertisesNoIdempotency(t *testing.T) {
 	}
 	if code, m := devCall(t, "GET", url+"/runs/"+runs.ProjectID(ids[0])+"/effects", key, ""); code != 404 || m["error"] != "not_found" {
 		t.Errorf("GET effects with Layer 1 off: %d %v, want 404 not_found", code, m)
+	}
+	if text := out.text(); !strings.Contains(text, "each POST makes a run): curl") || strings.Contains(text, "replay") {
+		t.Errorf("with Layer 1 off dev's output promises a replay or offers no try line:\n%s", text)
 	}
 }
