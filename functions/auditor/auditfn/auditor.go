@@ -268,14 +268,14 @@ func str(m map[string]types.AttributeValue, k string) string {
 	return ""
 }
 
-// leaseEnded reports whether the pending Layer-1 record r deleted was
-// abandoned: the lease of its last claim (attribute leaseAt, Unix ms)
-// ended at or before the deletion (the stream record's creation time,
-// DynamoDB's clock; the auditor's when it names none). A record that
-// names no lease is not judged abandoned.
-func (a *Auditor) leaseEnded(r stream.StreamRecord) bool {
-	lease := num(r.OldImage, "leaseAt")
-	return lease > 0 && lease <= a.deletedAt(r).UnixMilli()
+// abandoned reports whether a claim (a pending Layer-1 record, a claimed
+// effect record) that the change r deleted was abandoned: the lease of
+// its last claim, lease, ended at or before the deletion (deletedAt). A
+// record that names no lease (lease zero, or at or before the Unix
+// epoch, as a missing leaseAt reads) is not judged abandoned: it is
+// counted. One rule for both tables.
+func (a *Auditor) abandoned(lease time.Time, r stream.StreamRecord) bool {
+	return lease.UnixMilli() > 0 && !lease.After(a.deletedAt(r))
 }
 
 // deletedAt is when the change r was made: its creation time (DynamoDB's
@@ -449,7 +449,7 @@ func (a *Auditor) effect(ctx context.Context, r stream.StreamRecord, c *Counts) 
 		// A live claim the other region's TTL deleted, written back, is
 		// no expired one: its owner still records its outcome.
 		if r.TTLDeletion() && holding(oldRec) && !restored {
-			if oldRec.State == ledger.StateClaimed && oldRec.LeaseUntil.UnixMilli() > 0 && !oldRec.LeaseUntil.After(a.deletedAt(r)) {
+			if oldRec.State == ledger.StateClaimed && a.abandoned(oldRec.LeaseUntil, r) {
 				// Abandoned before the point of no return (its lease
 				// ended): no provider call under it, and a later claim
 				// would have taken it over anyway; nothing to page for.
@@ -528,10 +528,11 @@ func (a *Auditor) idempotency(ctx context.Context, r stream.StreamRecord, c *Cou
 		}
 	case "REMOVE":
 		if r.TTLDeletion() && str(r.OldImage, "state") == "pending" {
-			if a.leaseEnded(r) {
-				// Abandoned: its claim's lease ended before the deletion
-				// (a request nobody retried), so no handler held it and a
-				// retry would have run again anyway; nothing to page for.
+			if a.abandoned(time.UnixMilli(num(r.OldImage, "leaseAt")), r) {
+				// Abandoned: its claim's lease (leaseAt, Unix ms) ended
+				// before the deletion (a request nobody retried), so no
+				// handler held it and a retry would have run again
+				// anyway; nothing to page for.
 				a.log().InfoContext(ctx, "audit: TTL deleted an abandoned pending idempotency record", slog.String("record", keyhash.Log(pk)))
 			} else {
 				c.TTLExpiredPending[TableIdempotency]++
