@@ -33,10 +33,7 @@ const EnvRegion = "AWS_REGION"
 func NewFromEnv(getenv func(string) string, metrics *emf.Recorder, logger *slog.Logger) (*Auditor, error) {
 	a := &Auditor{Metrics: metrics, Logger: logger}
 	var p configerr.List
-	posture := fence.CrossRegion(strings.TrimSpace(getenv(settings.EnvCrossRegion)))
-	if posture == "" {
-		posture = fence.SingleRegion
-	}
+	posture := crossRegion(getenv)
 	region := strings.TrimSpace(getenv(EnvRegion))
 	switch {
 	case !posture.Valid():
@@ -68,8 +65,18 @@ var ErrConfig = errors.New("auditfn: invalid config")
 // each trimmed and "" when unset. Under any other posture both are "":
 // fenced-effects has one owner, single-region no other region.
 func WriteBackTables(getenv func(string) string) (idempotency, effects string) {
-	if fence.CrossRegion(strings.TrimSpace(getenv(settings.EnvCrossRegion))) != fence.ReconciledRecords {
+	if crossRegion(getenv) != fence.ReconciledRecords {
 		return "", ""
 	}
 	return strings.TrimSpace(getenv(idemenv.Table)), strings.TrimSpace(getenv(settings.EnvEffectsTable))
+}
+
+// crossRegion is CROSS_REGION as the auditor reads it, for NewFromEnv and
+// WriteBackTables alike: surrounding space trimmed, single-region when
+// unset (not validated here).
+func crossRegion(getenv func(string) string) fence.CrossRegion {
+	if p := fence.CrossRegion(strings.TrimSpace(getenv(settings.EnvCrossRegion))); p != "" {
+		return p
+	}
+	return fence.SingleRegion
 }
