@@ -87,11 +87,11 @@ type SQSHandler func(context.Context, events.SQSEvent) (events.SQSEventResponse,
 //     acknowledged. fn's context ends that WaitMargin before the
 //     invocation's deadline too, so a record that runs as long as its
 //     context lets it is reported with the rest, rather than timing the
-//     invocation out (which redelivers the whole batch). A failure that repeats on every delivery (a mismatch,
-//     a key function that cannot read a malformed body) is redelivered
-//     until the queue's redrive policy moves the message to the
-//     dead-letter queue; without one, until the queue's retention period
-//     drops it.
+//     invocation out (which redelivers the whole batch). A failure that
+//     repeats on every delivery (a mismatch, a key function that cannot
+//     read a malformed body) is redelivered until the queue's redrive
+//     policy moves the message to the dead-letter queue; without one,
+//     until the queue's retention period drops it.
 //   - In a FIFO queue, processing stops at the first failure and every
 //     record from it on is reported, unprocessed, so the message groups keep
 //     their order (with SkipGroupOnError, only the failed group's records

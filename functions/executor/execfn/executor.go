@@ -28,11 +28,11 @@
 //     with its last counted error visible. An execution that runs out of
 //     the invocation's time ends two seconds before its deadline
 //     (endMargin), so it too is counted, dealt with by the last try, and
-//     answered before Lambda would time the invocation out. A last try whose execution held
-//     the run gives it up only while it still holds it (RunStore.Finish
-//     under its claim epoch): a run another execution took meanwhile (a
-//     duplicate delivery, the stale-run pass) is that one's to end, and
-//     the last try's record is done (logged at INFO).
+//     answered before Lambda would time the invocation out. A last try
+//     whose execution held the run gives it up only while it still holds
+//     it (RunStore.Finish under its claim epoch): a run another execution
+//     took meanwhile (a duplicate delivery, the stale-run pass) is that
+//     one's to end, and the last try's record is done (logged at INFO).
 //   - The last try does not give up on an effect that is merely in flight
 //     elsewhere when its claim will end in time: when the failure is a
 //     *ledger.InFlightError whose RetryAfter (plus one second of slack for
