@@ -37,9 +37,9 @@
 //     elsewhere when its claim will end in time: when the failure is a
 //     *ledger.InFlightError whose RetryAfter (plus one second of slack for
 //     its rounding) fits in the invocation's remaining time (the context
-//     deadline minus LastTryMargin; without a deadline, at most 15
-//     minutes), the executor waits it out (Sleep, honouring ctx) and
-//     executes the run once more. An executor that crashed after sending
+//     deadline minus LastTryMargin and endMargin; without a deadline, at
+//     most 15 minutes), the executor waits it out (Sleep, honouring ctx)
+//     and executes the run once more, with LastTryMargin to run in. An executor that crashed after sending
 //     has left its claim firing; once the claim expires the ledger reclaims
 //     it (the stalled attempt becomes escaped) and the new attempt sends the
 //     SAME provider key, so a provider that deduplicates on Idempotency-Key
@@ -130,8 +130,10 @@ type Executor struct {
 	// LastTryMargin is the time the last try keeps in reserve, out of the
 	// invocation's remaining time (ctx deadline), for the execution that
 	// follows waiting out an in-flight effect: the wait happens only when
-	// RetryAfter + 1 s + LastTryMargin fits before the deadline. It should
-	// cover one delivery (the webhook's tries). Default 30 s.
+	// RetryAfter + 1 s + LastTryMargin fits before the execution's end
+	// (endMargin, two seconds, before the deadline), so that execution
+	// has LastTryMargin whatever its value. It should cover one delivery
+	// (the webhook's tries). Default 30 s.
 	LastTryMargin time.Duration
 	// Parked, when set, is called with a run's wake time each time this
 	// executor has parked the run (its Schedule write succeeded), so a
@@ -642,7 +644,10 @@ func (x *Executor) waitOut(ctx context.Context, runID string, cause error) (wait
 		if margin <= 0 {
 			margin = defaultLastTryMargin
 		}
-		budget = left - margin
+		// The execution after the wait ends endMargin before the
+		// deadline (executing): the wait keeps LastTryMargin for it
+		// before that end, not before the deadline itself.
+		budget = left - margin - endMargin
 	}
 	if wait > budget {
 		x.log().WarnContext(ctx, "executor: last try cannot wait out the in-flight effect", slog.String("run_id", runID),
