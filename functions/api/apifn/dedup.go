@@ -80,7 +80,13 @@ func scopeHeldAnswer(cause error) *idem.Response {
 	if !errors.Is(cause, runs.ErrScopeHeld) {
 		return nil
 	}
-	r := scopeHeldResp()
+	return conflictAnswer(scopeHeldResp())
+}
+
+// conflictAnswer is r as the idem.Response an idem.OnConflict answer
+// returns (scopeHeldAnswer, retryLimitAnswer): its status, its headers
+// under their canonical names, its body.
+func conflictAnswer(r events.APIGatewayV2HTTPResponse) *idem.Response {
 	h := make(map[string][]string, len(r.Headers))
 	for k, v := range r.Headers {
 		h[http.CanonicalHeaderKey(k)] = []string{v}

@@ -106,10 +106,5 @@ func retryLimitAnswer(cause error) *idem.Response {
 	if !errors.As(cause, &limit) {
 		return nil
 	}
-	r := retryLimitResp(limit.Retries)
-	h := make(map[string][]string, len(r.Headers))
-	for k, v := range r.Headers {
-		h[http.CanonicalHeaderKey(k)] = []string{v}
-	}
-	return &idem.Response{Status: r.StatusCode, Headers: h, Body: []byte(r.Body)}
+	return conflictAnswer(retryLimitResp(limit.Retries))
 }
