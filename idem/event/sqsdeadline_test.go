@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/event"
+	"github.com/idemkit/idemkit/idem/idemtest"
 )
 
 // Records the invocation has no time left for are reported for
@@ -121,8 +124,15 @@ func TestSQSRecordRunningToItsDeadlineLeavesTimeForTheResponse(t *testing.T) {
 	for _, conc := range []int{1, 3} {
 		t.Run(fmt.Sprint("concurrency ", conc), func(t *testing.T) {
 			e := newEnv(t, nil)
-			g := eventGuard(t, e)
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			// WaitMargin 1 s (250 ms by default): the time left after fn
+			// for the release and the answer does not depend on how
+			// loaded the machine is.
+			g, err := idem.New(idem.Config{Store: e.store, Tenant: idem.SingleTenant("shop"), Test: idem.TestConfig{Clock: idemtest.ClockFuncs{NowFunc: e.clock.Now}},
+				Logger: slog.New(slog.NewJSONHandler(e.logs, nil)), Wait: time.Minute, WaitMargin: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			deadline, _ := ctx.Deadline()
 			var runs atomic.Int32
