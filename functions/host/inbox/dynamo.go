@@ -53,7 +53,8 @@ var ErrConfig = errors.New("inbox: invalid config")
 // an entry back replaces those with it, so neither grows the item, and an
 // inbox that no longer takes a new entry still decides (discards,
 // resubmits) every entry it holds. "n_<caller>" counts a caller's new
-// entries against Config.MaxPerCaller (Keep).
+// entries against Config.MaxPerCaller (Keep), and "g_<caller>" counts the
+// times that count was set back to the caller's entries.
 type Dynamo struct {
 	cfg DynamoConfig
 }
@@ -75,6 +76,7 @@ const (
 	atPrefix    = "t_"
 	roomPrefix  = "r_"
 	countPrefix = "n_"
+	resetPrefix = "g_"
 )
 
 // room is what r_<id> holds: more than the bytes a decision's s_, b_ and
@@ -97,7 +99,11 @@ func key(tenant string) map[string]types.AttributeValue {
 // touch it) and never falls below the caller's listed entries; a Keep
 // that finds it at the share reads the item once (as any refused
 // condition) and, when the caller's listed entries leave room, writes the
-// entry with the count set to them, conditional on the count as read. So
+// entry with the count set to them, conditional on the count and its
+// resets ("g_<caller>", one more with each such write) as read: the count
+// alone may read the same again after another Keep set it back (to the
+// same number, or lower and counted up again), and two Keeps would both
+// take the last place. So
 // a Keep under the share is one write, as before; one at the count's limit
 // a read and a write; the same entry kept again (its refusal re-executed)
 // a read and a write more.
@@ -135,19 +141,27 @@ func (d *Dynamo) Keep(ctx context.Context, e Entry, by string) error {
 			return fmt.Errorf("%w: the caller holds %d waiting writes, its share", ErrFull, held)
 		}
 		// The count ran ahead of the entries (some were decided): set it
-		// to them, if no other Keep of the caller counted meanwhile.
-		cond := expression.AttributeNotExists(expression.Name(entryPrefix + e.ID))
-		if v, ok := it[countPrefix+e.Caller].(*types.AttributeValueMemberN); ok {
-			cond = cond.And(n.Equal(expression.Value(&types.AttributeValueMemberN{Value: v.Value})))
-		} else {
-			cond = cond.And(expression.AttributeNotExists(n))
-		}
-		err = d.write(ctx, e, b, cond, expression.Set(n, expression.Value(held+1)))
+		// to them, if no other Keep of the caller counted (n) or set it
+		// back (g) meanwhile.
+		cond := expression.AttributeNotExists(expression.Name(entryPrefix+e.ID)).
+			And(asRead(it, countPrefix+e.Caller), asRead(it, resetPrefix+e.Caller))
+		upd := expression.Set(n, expression.Value(held+1)).Add(expression.Name(resetPrefix+e.Caller), expression.Value(1))
+		err = d.write(ctx, e, b, cond, upd)
 	}
 	if failedCondition(err) {
 		return fmt.Errorf("inbox: keep entry: the caller's count kept changing under it")
 	}
 	return err
+}
+
+// asRead is the condition that the number attribute attr holds what item
+// it held when read (or is still absent).
+func asRead(it map[string]types.AttributeValue, attr string) expression.ConditionBuilder {
+	name := expression.Name(attr)
+	if v, ok := it[attr].(*types.AttributeValueMemberN); ok {
+		return name.Equal(expression.Value(&types.AttributeValueMemberN{Value: v.Value}))
+	}
+	return expression.AttributeNotExists(name)
 }
 
 // keep is Keep's write of an entry that may exist: conditional on it

@@ -41,7 +41,8 @@
 //     entry kept again, and a hand-back, are never refused for it; an
 //     entry decided (discarded, resubmitted) frees its place; entries of
 //     the tenant-wide caller ("") take no share; new entries of one caller
-//     racing at the share keep exactly the share.
+//     racing at the share keep exactly the share, and racing after
+//     decisions freed places keep exactly the places freed.
 package inboxtest
 
 import (
@@ -537,4 +538,47 @@ func callerShare(t *testing.T, h Harness) {
 	if kept != share || per["caller-c"] != share || per["caller-a"] != share || per["caller-b"] != 1 || per[""] != share+2 {
 		t.Fatalf("%d racing keeps succeeded; listed per caller %v", kept, per)
 	}
+	// Racing after decisions freed places (the caller's count ran ahead of
+	// its entries): exactly the freed places kept, however the racers'
+	// reads and writes interleave.
+	for freed := 1; freed <= 2; freed++ {
+		caller := fmt.Sprintf("caller-d%d", freed)
+		for n := range share {
+			keep(t, s, of(caller, 200+10*freed+n), "")
+		}
+		for n := range freed {
+			if _, err := s.Decide(ctx, "acme", of(caller, 200+10*freed+n).ID, inbox.Discarded, "d", base); err != nil {
+				t.Fatal(err)
+			}
+		}
+		errs := race(h.Goroutines, func(i int) error { return s.Keep(ctx, of(caller, 1000+100*freed+i), "") })
+		kept := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				kept++
+			case !errors.Is(err, inbox.ErrFull):
+				t.Fatalf("%d freed: a racing keep: %v", freed, err)
+			}
+		}
+		if got := len(listedOf(t, s, caller)); kept != freed || got != share {
+			t.Fatalf("%d places freed: %d racing keeps succeeded; the caller lists %d entries, its share is %d", freed, kept, got, share)
+		}
+	}
+}
+
+// listedOf returns the ids of caller's listed entries in tenant acme.
+func listedOf(t *testing.T, s inbox.Store, caller string) []string {
+	t.Helper()
+	l, err := s.List(context.Background(), "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range l {
+		if e.Caller == caller {
+			ids = append(ids, e.ID)
+		}
+	}
+	return ids
 }
