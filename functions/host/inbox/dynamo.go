@@ -49,10 +49,13 @@ var ErrConfig = errors.New("inbox: invalid config")
 // happened. An item holds up to 400 KB, about a thousand waiting or
 // recently decided writes; a Keep beyond that writes nothing and is
 // ErrFull. A waiting entry also holds "r_<id>", room reserved for its
-// decision: a Decide replaces it with s_, b_ and t_ and a Keep that hands
-// an entry back replaces those with it, so neither grows the item, and an
-// inbox that no longer takes a new entry still decides (discards,
-// resubmits) every entry it holds. "n_<caller>" counts a caller's new
+// decision: a final Decide replaces it with s_, b_ and t_, so it never
+// grows the item, and an inbox that no longer takes a new entry still
+// decides (discards, resubmits) every entry it holds. A resubmission
+// holds an entry in "h_<id>", which replaces r_<id> and is as long, name
+// and value (heldRoom: the holder and the time, the room's text after
+// them), so that handing the entry back (r_<id> again) takes exactly the
+// bytes the hold took, whatever other entries took meanwhile of the item. "n_<caller>" counts a caller's new
 // entries against Config.MaxPerCaller (Keep), and "g_<caller>" counts the
 // times that count was set back to the caller's entries.
 type Dynamo struct {
@@ -77,6 +80,7 @@ const (
 	roomPrefix  = "r_"
 	countPrefix = "n_"
 	resetPrefix = "g_"
+	heldPrefix  = "h_"
 )
 
 // room is what r_<id> holds: more than the bytes a decision's s_, b_ and
@@ -86,6 +90,35 @@ const (
 // entry grows by a few digits of version and time and one status name at
 // most).
 var room = strings.Repeat(".", 200)
+
+// heldBy is how h_<id> begins while the resubmission by holds the entry:
+// by's length first, so that no by's text begins another's.
+func heldBy(by string) string { return strconv.Itoa(len(by)) + "|" + by + "|" }
+
+// heldRoom is h_<id> while the resubmission by holds the entry since at:
+// heldBy, the time in Unix ms and the rest of the room, as long as the
+// room; false when by is too long for it (the hold is then kept in s_, b_
+// and t_, as a final decision).
+func heldRoom(by string, at time.Time) (string, bool) {
+	h := heldBy(by) + strconv.FormatInt(at.UnixMilli(), 10) + "|"
+	if len(h) > len(room) {
+		return "", false
+	}
+	return h + room[len(h):], true
+}
+
+// notHeld is the condition that no resubmission holds entry id in h_<id>.
+func notHeld(id string) expression.ConditionBuilder {
+	return expression.AttributeNotExists(expression.Name(heldPrefix + id))
+}
+
+// heldByCond is the condition that the resubmission by holds entry id (in
+// its room, or in s_ and b_).
+func heldByCond(id, by string) expression.ConditionBuilder {
+	return expression.Name(heldPrefix + id).BeginsWith(heldBy(by)).
+		Or(expression.Name(statePrefix + id).Equal(expression.Value(string(Resubmitting))).
+			And(expression.Name(byPrefix + id).Equal(expression.Value(by))))
+}
 
 func key(tenant string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{attrPK: &types.AttributeValueMemberS{Value: "#inbox/" + tenant}}
@@ -168,11 +201,9 @@ func asRead(it map[string]types.AttributeValue, attr string) expression.Conditio
 // waiting or held by by; a refused condition reads the entry once and is
 // a *DecidedError.
 func (d *Dynamo) keep(ctx context.Context, e Entry, b []byte, by string) error {
-	s := expression.Name(statePrefix + e.ID)
-	cond := expression.AttributeNotExists(s)
+	cond := expression.AttributeNotExists(expression.Name(statePrefix + e.ID)).And(notHeld(e.ID))
 	if by != "" {
-		cond = cond.Or(expression.Name(statePrefix + e.ID).Equal(expression.Value(string(Resubmitting))).
-			And(expression.Name(byPrefix + e.ID).Equal(expression.Value(by))))
+		cond = cond.Or(heldByCond(e.ID, by))
 	}
 	err := d.write(ctx, e, b, cond, expression.UpdateBuilder{})
 	if failedCondition(err) {
@@ -192,7 +223,8 @@ func (d *Dynamo) keep(ctx context.Context, e Entry, b []byte, by string) error {
 func (d *Dynamo) write(ctx context.Context, e Entry, b []byte, cond expression.ConditionBuilder, upd expression.UpdateBuilder) error {
 	upd = upd.Set(expression.Name(entryPrefix+e.ID), expression.Value(string(b))).
 		Set(expression.Name(roomPrefix+e.ID), expression.Value(room)).
-		Remove(expression.Name(statePrefix + e.ID)).Remove(expression.Name(byPrefix + e.ID)).Remove(expression.Name(atPrefix + e.ID))
+		Remove(expression.Name(statePrefix + e.ID)).Remove(expression.Name(byPrefix + e.ID)).Remove(expression.Name(atPrefix + e.ID)).
+		Remove(expression.Name(heldPrefix + e.ID))
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
 		return err
@@ -250,6 +282,18 @@ func decode(it map[string]types.AttributeValue, tenant, id string) (Entry, bool)
 			e.DecidedAt = time.UnixMilli(ms).UTC()
 		}
 	}
+	if v, ok := it[heldPrefix+id].(*types.AttributeValueMemberS); ok && e.State == Waiting {
+		// heldRoom: <len(by)>|<by>|<ms>|<the room's rest>
+		e.State = Resubmitting
+		n, rest, _ := strings.Cut(v.Value, "|")
+		if l, err := strconv.Atoi(n); err == nil && l >= 0 && l < len(rest) && rest[l] == '|' {
+			e.By = rest[:l]
+			ms, _, _ := strings.Cut(rest[l+1:], "|")
+			if t, err := strconv.ParseInt(ms, 10, 64); err == nil {
+				e.DecidedAt = time.UnixMilli(t).UTC()
+			}
+		}
+	}
 	return e, true
 }
 
@@ -297,8 +341,8 @@ func (d *Dynamo) Get(ctx context.Context, tenant, id string) (Entry, error) {
 
 // Decide implements Store: one UpdateItem whose condition is the
 // compare-and-set (allowed), replacing the entry's reserved room with the
-// decision (or, to Waiting, the decision with the room), returning the
-// item; then, when it holds final
+// decision (to Resubmitting: with the hold h_<id>, as long; to Waiting:
+// the hold, or the decision, with the room), returning the item; then, when it holds final
 // entries older than the retention, one UpdateItem forgetting them.
 func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by string, now time.Time) (Entry, error) {
 	if err := checkDecision(to, by); err != nil {
@@ -307,18 +351,23 @@ func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by str
 	s, b := expression.Name(statePrefix+id), expression.Name(byPrefix+id)
 	var cond expression.ConditionBuilder
 	if to == Resubmitted || to == Waiting {
-		cond = s.Equal(expression.Value(string(Resubmitting))).And(b.Equal(expression.Value(by)))
+		cond = heldByCond(id, by)
 	} else {
-		cond = expression.AttributeExists(expression.Name(entryPrefix + id)).And(expression.AttributeNotExists(s))
+		cond = expression.AttributeExists(expression.Name(entryPrefix+id)).And(expression.AttributeNotExists(s), notHeld(id))
 	}
 	at := now.UTC().Truncate(time.Millisecond)
 	upd := expression.Set(s, expression.Value(string(to))).Set(b, expression.Value(by)).
 		Set(expression.Name(atPrefix+id), expression.Value(at.UnixMilli())).
-		Remove(expression.Name(roomPrefix + id))
+		Remove(expression.Name(roomPrefix + id)).Remove(expression.Name(heldPrefix + id))
+	if h, ok := heldRoom(by, at); ok && to == Resubmitting {
+		// Held in h_<id> in place of the room, as long: the item keeps
+		// its size.
+		upd = expression.Remove(expression.Name(roomPrefix+id)).Set(expression.Name(heldPrefix+id), expression.Value(h))
+	}
 	if to == Waiting {
 		// Handed back as it was: the decision's room again in place of
-		// the decision (e_<id> untouched).
-		upd = expression.Remove(s).Remove(b).Remove(expression.Name(atPrefix+id)).
+		// the hold (e_<id> untouched).
+		upd = expression.Remove(s).Remove(b).Remove(expression.Name(atPrefix+id)).Remove(expression.Name(heldPrefix+id)).
 			Set(expression.Name(roomPrefix+id), expression.Value(room))
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
@@ -362,7 +411,7 @@ func (d *Dynamo) forget(ctx context.Context, tenant string, it map[string]types.
 		if !e.State.Final() || !e.DecidedAt.Before(cutoff) {
 			continue
 		}
-		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix, roomPrefix} {
+		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix, roomPrefix, heldPrefix} {
 			upd = upd.Remove(expression.Name(p + e.ID))
 		}
 		// Only the decision seen: nothing else removed.
