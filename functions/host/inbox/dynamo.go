@@ -57,7 +57,8 @@ var ErrConfig = errors.New("inbox: invalid config")
 // them), so that handing the entry back (r_<id> again) takes exactly the
 // bytes the hold took, whatever other entries took meanwhile of the item. "n_<caller>" counts a caller's new
 // entries against Config.MaxPerCaller (Keep), and "g_<caller>" counts the
-// times that count was set back to the caller's entries.
+// times that count was set back to the caller's entries; both go when the
+// caller's last entry is forgotten.
 type Dynamo struct {
 	cfg DynamoConfig
 }
@@ -401,14 +402,21 @@ func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by str
 }
 
 // forget removes the final entries of item it decided Retention before
-// now. Best effort: a failure leaves them for the next decision.
+// now, and the count (n_, g_) of every caller that then holds no entry:
+// a caller's count is needed only while it holds one (it never falls
+// below its listed entries), and callers that come and go would
+// otherwise fill the item with counts. A count is removed only as read
+// (a Keep of its caller meanwhile refuses the write). Best effort: a
+// failure leaves them for the next decision.
 func (d *Dynamo) forget(ctx context.Context, tenant string, it map[string]types.AttributeValue, now time.Time) {
 	cutoff := now.Add(-d.cfg.retention())
 	var upd expression.UpdateBuilder
 	var cond expression.ConditionBuilder
 	n := 0
+	holding := map[string]bool{}
 	for _, e := range entries(it, tenant) {
 		if !e.State.Final() || !e.DecidedAt.Before(cutoff) {
+			holding[e.Caller] = true
 			continue
 		}
 		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix, roomPrefix, heldPrefix} {
@@ -417,6 +425,20 @@ func (d *Dynamo) forget(ctx context.Context, tenant string, it map[string]types.
 		// Only the decision seen: nothing else removed.
 		c := expression.Name(statePrefix + e.ID).Equal(expression.Value(string(e.State))).
 			And(expression.Name(atPrefix + e.ID).Equal(expression.Value(e.DecidedAt.UnixMilli())))
+		if n == 0 {
+			cond = c
+		} else {
+			cond = cond.And(c)
+		}
+		n++
+	}
+	for k := range it {
+		caller, ok := strings.CutPrefix(k, countPrefix)
+		if !ok || holding[caller] {
+			continue
+		}
+		upd = upd.Remove(expression.Name(k)).Remove(expression.Name(resetPrefix + caller))
+		c := asRead(it, k).And(asRead(it, resetPrefix+caller))
 		if n == 0 {
 			cond = c
 		} else {

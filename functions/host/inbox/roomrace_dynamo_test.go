@@ -77,3 +77,39 @@ func TestHandBackOnAnInboxFilledMeanwhile(t *testing.T) {
 		}
 	})
 }
+
+// TestCallerCountsAreForgotten: every caller that ever kept a new entry
+// leaves its count (n_<caller>) on the tenant's one inbox item. Once none
+// of its entries is left (decided and forgotten after the retention), the
+// count must go too, or callers come and go until the item holds nothing
+// but counts and refuses every new entry. Callers' names here are long so
+// that a few hundred fill the item (the api's are 22 characters: some
+// fifteen thousand callers over the inbox's life).
+func TestCallerCountsAreForgotten(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		s, err := inbox.NewDynamo(inbox.DynamoConfig{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable"),
+			Config: inbox.Config{Retention: time.Hour}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, at := context.Background(), time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+		of := func(n int) inbox.Entry {
+			return inbox.Entry{ID: inbox.EntryID(idem.ClaimInfo{ID: fmt.Sprintf("caller-%d", n), OriginalRequestID: "r"}, true), Tenant: "acme",
+				Caller: fmt.Sprintf("%04d", n) + strings.Repeat("c", 2000), Operation: "cancelRun", RecordID: "acme/runrunrunrunrunrun1",
+				DecidedVersion: 1, CurrentVersion: 3, CreatedAt: at, Reason: "offline"}
+		}
+		// Callers come, keep one write each, and see it discarded; every
+		// so often a decision an hour later forgets what was decided.
+		for n := 0; n < 300; n++ {
+			now := at.Add(time.Duration(n) * time.Hour)
+			e := of(n)
+			e.CreatedAt = now
+			if err := s.Keep(ctx, e, ""); err != nil {
+				t.Fatalf("caller %d of an inbox holding no waiting write: %v", n, err)
+			}
+			if _, err := s.Decide(ctx, "acme", e.ID, inbox.Discarded, "d", now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
