@@ -1,10 +1,12 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -401,53 +403,63 @@ func (d *Dynamo) Decide(ctx context.Context, tenant, id string, to State, by str
 	return e, nil
 }
 
+// maxForget bounds how many entries and caller counts one forget write
+// removes: DynamoDB refuses an expression over 4 KB, and each costs about
+// 70 bytes of it (six names removed, two or four compared). The oldest
+// decisions go first; the rest wait for the next decision.
+const maxForget = 25
+
 // forget removes the final entries of item it decided Retention before
-// now, and the count (n_, g_) of every caller that then holds no entry:
-// a caller's count is needed only while it holds one (it never falls
-// below its listed entries), and callers that come and go would
-// otherwise fill the item with counts. A count is removed only as read
-// (a Keep of its caller meanwhile refuses the write). Best effort: a
-// failure leaves them for the next decision.
+// now, the oldest maxForget of them, and the count (n_, g_) of every
+// caller that then holds no entry, within the same bound: a caller's
+// count is needed only while it holds one (it never falls below its
+// listed entries), and callers that come and go would otherwise fill the
+// item with counts. A count is removed only as read (a Keep of its
+// caller meanwhile refuses the write). Best effort: a failure leaves them
+// for the next decision. The conditions are one flat conjunction, not a
+// nested one (an engine's parser may take time exponential in nesting).
 func (d *Dynamo) forget(ctx context.Context, tenant string, it map[string]types.AttributeValue, now time.Time) {
 	cutoff := now.Add(-d.cfg.retention())
 	var upd expression.UpdateBuilder
-	var cond expression.ConditionBuilder
-	n := 0
+	var conds []expression.ConditionBuilder
 	holding := map[string]bool{}
+	var old []Entry
 	for _, e := range entries(it, tenant) {
 		if !e.State.Final() || !e.DecidedAt.Before(cutoff) {
 			holding[e.Caller] = true
+			continue
+		}
+		old = append(old, e)
+	}
+	slices.SortFunc(old, func(a, b Entry) int { return cmp.Or(a.DecidedAt.Compare(b.DecidedAt), strings.Compare(a.ID, b.ID)) })
+	for i, e := range old {
+		if i >= maxForget {
+			holding[e.Caller] = true // kept for the next decision
 			continue
 		}
 		for _, p := range []string{entryPrefix, statePrefix, byPrefix, atPrefix, roomPrefix, heldPrefix} {
 			upd = upd.Remove(expression.Name(p + e.ID))
 		}
 		// Only the decision seen: nothing else removed.
-		c := expression.Name(statePrefix + e.ID).Equal(expression.Value(string(e.State))).
-			And(expression.Name(atPrefix + e.ID).Equal(expression.Value(e.DecidedAt.UnixMilli())))
-		if n == 0 {
-			cond = c
-		} else {
-			cond = cond.And(c)
-		}
-		n++
+		conds = append(conds, expression.Name(statePrefix+e.ID).Equal(expression.Value(string(e.State))),
+			expression.Name(atPrefix+e.ID).Equal(expression.Value(e.DecidedAt.UnixMilli())))
 	}
+	removed := min(len(old), maxForget)
 	for k := range it {
 		caller, ok := strings.CutPrefix(k, countPrefix)
-		if !ok || holding[caller] {
+		if !ok || holding[caller] || removed >= maxForget {
 			continue
 		}
 		upd = upd.Remove(expression.Name(k)).Remove(expression.Name(resetPrefix + caller))
-		c := asRead(it, k).And(asRead(it, resetPrefix+caller))
-		if n == 0 {
-			cond = c
-		} else {
-			cond = cond.And(c)
-		}
-		n++
+		conds = append(conds, asRead(it, k), asRead(it, resetPrefix+caller))
+		removed++
 	}
-	if n == 0 {
+	if removed == 0 {
 		return
+	}
+	cond := conds[0]
+	if len(conds) > 1 {
+		cond = expression.And(conds[0], conds[1], conds[2:]...)
 	}
 	expr, err := expression.NewBuilder().WithCondition(cond).WithUpdate(upd).Build()
 	if err != nil {
