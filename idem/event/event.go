@@ -97,7 +97,11 @@ type Config[In any] struct {
 //     transaction as the completion, or not at all.
 //
 // Out must survive a JSON round trip, since a replay returns the decoded
-// cached value. Store round trips are those of the HTTP adapters: two for a
+// cached value. A concrete Out is replayed equal; an Out of an interface
+// type (any) is replayed in JSON's types: a number as a float64 (an
+// integer past 2^53 loses its low digits), an object as a
+// map[string]any. Use a concrete type when every delivery must see the
+// same value and type. Store round trips are those of the HTTP adapters: two for a
 // first execution, one for a replay. With idem.Config.Disabled, fn runs directly.
 //
 // Func is a thin layer over Guard.Once: it derives the key, payload and
