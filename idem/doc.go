@@ -61,10 +61,16 @@
 // names kept in order), the headers a route declares (Route.Headers) and the
 // body digest — SHA-256 over the RFC 8785 (JCS) canonical form of a JSON
 // body (canon.RecipeJCS, optionally with a canon.Normalizer) or over the
-// bytes of any other body (canon.RecipeBytes). The same key on a different
-// order, query or body is 409 idempotency_key_mismatch, never a replay. On a
+// bytes of any other body (canon.RecipeBytes) — and the media type that
+// body is read as, where the handler reads it by its Content-Type: a JSON
+// type other than application/json ("application/merge-patch+json"), or
+// the whole media type of any other body (a form, text in a charset,
+// multipart under a boundary); a JSON body sent as application/json, a
+// body without a Content-Type, an empty body and a body on a Route.JSON
+// route carry none. The same key on a different order, query, body or
+// body media type is 409 idempotency_key_mismatch, never a replay. On a
 // route with a Contract the body part is the canonical request hash
-// (canon.RecipeCanonical).
+// (canon.RecipeCanonical), whatever the media type.
 //
 // # Decision on arrival
 //

@@ -3,12 +3,15 @@ package idem
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"mime"
 	"net/textproto"
 	"net/url"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/idemkit/idemkit/internal/header"
 )
 
 // fingerprintDomain separates request fingerprints from every other hash.
@@ -99,7 +102,7 @@ func sortPairs(p []pair) {
 // the operation id op, given its body digest and the headers its route
 // declares; the fingerprint is that hash stamped with canon.RecipeRequest
 // (appendStamp).
-func fingerprintSum(in *request, op string, bodyDigest []byte, headers []string) [sha256.Size]byte {
+func fingerprintSum(in *request, op string, bodyDigest []byte, media string, headers []string) [sha256.Size]byte {
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
 	m = appendStr(m, in.method)
@@ -131,12 +134,58 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, headers []string)
 		}
 	}
 	m = appendStr(m, bodyDigest)
+	if media != "" {
+		// After the body digest, and only when there is one (every
+		// earlier part is length-prefixed, so a message with it never
+		// equals one without): a request without it keeps the
+		// fingerprint it had before RED_TEAM 420.
+		m = append(m, 'm')
+		m = appendStr(m, media)
+	}
 	sum := sha256.Sum256(m)
 	if cap(m) <= maxPooledMsg {
 		*bp = m[:0]
 		msgPool.Put(bp)
 	}
 	return sum
+}
+
+// bodyMediaType is the media type a request's body is read as, for the
+// fingerprint (fingerprintSum), on a route whose handler reads the body by
+// its Content-Type (no Route.JSON, no Contract): "" for no body, no
+// Content-Type, or a JSON body sent as application/json (the fingerprints
+// those requests always had); the type and subtype alone, in lower case,
+// for any other JSON type ("application/merge-patch+json": the same bytes
+// as a JSON Patch or as a merge patch are two requests, as the JCS body
+// digest cannot tell); the whole media type, its parameters sorted, its
+// type, names and charset in lower case, for a body read as bytes (a
+// form, text in one charset or another, multipart under one boundary or
+// another). A Content-Type that does not parse as a media type is kept as
+// sent, trimmed and in lower case.
+func bodyMediaType(in *request) string {
+	ct := strings.TrimSpace(in.contentType)
+	if len(in.body) == 0 || ct == "" {
+		return ""
+	}
+	if header.IsJSON(ct) {
+		mt, _, _ := strings.Cut(ct, ";")
+		mt = strings.ToLower(strings.TrimSpace(mt))
+		if mt == "application/json" {
+			return ""
+		}
+		return mt
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return strings.ToLower(ct)
+	}
+	if cs, ok := params["charset"]; ok {
+		params["charset"] = strings.ToLower(cs)
+	}
+	if f := mime.FormatMediaType(mt, params); f != "" {
+		return f
+	}
+	return strings.ToLower(ct)
 }
 
 // The fingerprint message is built in a pooled buffer and hashed once: the

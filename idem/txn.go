@@ -315,7 +315,11 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	} else {
 		bodyDigest = t.appendDigestBytes(bodyDigest)
 	}
-	fp := fingerprintSum(in, t.op, bodyDigest, route.Headers)
+	var media string
+	if route.Contract == nil && !route.JSON {
+		media = bodyMediaType(in)
+	}
+	fp := fingerprintSum(in, t.op, bodyDigest, media, route.Headers)
 	if e := t.readMode(); e != nil {
 		return t.fail(e)
 	}

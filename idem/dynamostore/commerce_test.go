@@ -374,3 +374,49 @@ func TestCommerceKeysKeptForever(t *testing.T) {
 		}
 	})
 }
+
+// TestCommerceKeyBindsTheBodysMediaType: on DynamoDB, one key on the same
+// bytes sent as a JSON Patch and then as a JSON merge patch (or as a form
+// and then as text) is 409 with the policy's mismatch code, never the
+// first one's answer replayed, and the same merge patch respaced with its
+// media type spelt otherwise is the replay (RED_TEAM 420).
+func TestCommerceKeyBindsTheBodysMediaType(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		clk := clock.NewManual(v.now)
+		g := commerceGuard(t, v.s, clk, nil)
+		h := &countingHandler{}
+		w := g.HTTPAPI(h.serve)
+		send := func(key, contentType, body string) events.APIGatewayV2HTTPResponse {
+			ev := commerceEvent("ns-1", "checkout", "PATCH /carts/{id}", key, body)
+			ev.RequestContext.HTTP.Method = "PATCH"
+			ev.PathParameters = map[string]string{"id": "c1"}
+			ev.Headers["content-type"] = contentType
+			return call(t, w, ev)
+		}
+		const patch = `[{"op":"remove","path":"/a"}]`
+		for _, c := range []struct{ first, second, body string }{
+			{"application/json-patch+json", "application/merge-patch+json", patch},
+			{"application/x-www-form-urlencoded", "text/plain", "a=1"},
+		} {
+			key := cartKey()
+			if r := send(key, c.first, c.body); r.StatusCode != 201 {
+				t.Fatalf("first %s: %d %s", c.first, r.StatusCode, r.Body)
+			}
+			r := send(key, c.second, c.body)
+			code, _ := envelopeCode(t, r.Body)
+			if r.StatusCode != 409 || code != commerce.CodeIdempotencyMismatch || r.Headers["Idempotent-Replayed"] != "" {
+				t.Fatalf("%s then %s: %d %v %s; want 409 %s", c.first, c.second, r.StatusCode, r.Headers, r.Body, commerce.CodeIdempotencyMismatch)
+			}
+		}
+		if h.runs.Load() != 2 {
+			t.Fatalf("handler ran %d times, want 2", h.runs.Load())
+		}
+		key := cartKey()
+		first := send(key, "application/merge-patch+json", `{"a":null,"b":1}`)
+		again := send(key, "Application/Merge-Patch+JSON; charset=utf-8", ` {"b": 1, "a": null}`)
+		if first.StatusCode != 201 || again.Headers["Idempotent-Replayed"] != "true" || again.Body != first.Body {
+			t.Fatalf("the same merge patch again: %d %v %s; want the replay of %d %s", again.StatusCode, again.Headers, again.Body, first.StatusCode, first.Body)
+		}
+	})
+}

@@ -1,0 +1,351 @@
+package idem_test
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
+	"github.com/idemkit/idemkit/idem/policy/erp"
+)
+
+// wrongReplayCase is two requests sent under one key, one after the
+// other: same says whether they are one request (the second must be the
+// first one's replay) or two (the second must never be answered with the
+// first one's answer: it runs, or is refused).
+type wrongReplayCase struct {
+	name string
+	a, b func(*events.APIGatewayV2HTTPRequest)
+	same bool
+	only string // the one policy the case applies to, "" for all
+}
+
+// replayed reports whether out is a replay under policy p.
+func replayed(p idem.Policy, h map[string]string) bool {
+	switch p.Name {
+	case "erp":
+		return h[erp.HeaderReplayed] == "true"
+	case "commerce":
+		return h[commerce.HeaderIdempotentReplay] == "true"
+	}
+	return h[idem.HeaderOpenWOPReplay] == "true"
+}
+
+func withHeader(name, value string) func(*events.APIGatewayV2HTTPRequest) {
+	return func(ev *events.APIGatewayV2HTTPRequest) {
+		for k := range ev.Headers {
+			if strings.EqualFold(k, name) {
+				delete(ev.Headers, k)
+			}
+		}
+		if value != "" {
+			ev.Headers[strings.ToLower(name)] = value
+		}
+	}
+}
+
+func withBody(body string) func(*events.APIGatewayV2HTTPRequest) {
+	return func(ev *events.APIGatewayV2HTTPRequest) { ev.Body = body }
+}
+
+func with(fs ...func(*events.APIGatewayV2HTTPRequest)) func(*events.APIGatewayV2HTTPRequest) {
+	return func(ev *events.APIGatewayV2HTTPRequest) {
+		for _, f := range fs {
+			f(ev)
+		}
+	}
+}
+
+// TestOneKeyTwoRequestsNeverShareAnAnswer sends pairs of requests under one
+// key through the HTTP API adapter, under each policy, on a route that
+// reads its body by its Content-Type: two requests the handler reads
+// differently are never answered with one another's answer, and one
+// request sent twice (respaced, reordered, base64-encoded by API Gateway,
+// its media type spelt in another case or with a charset) is a replay.
+// The second case of each pair that differ failed before RED_TEAM 420:
+// the same bytes sent as a JSON Patch and as a JSON merge patch (or as
+// text/plain and as a form) were one request, the second answered the
+// first one's answer, marked a replay, and never ran.
+func TestOneKeyTwoRequestsNeverShareAnAnswer(t *testing.T) {
+	const patch = `[{"op":"remove","path":"/a"}]`
+	cases := []wrongReplayCase{
+		{name: "JSON Patch then JSON merge patch of the same bytes",
+			a: with(withHeader("Content-Type", "application/json-patch+json"), withBody(patch)),
+			b: with(withHeader("Content-Type", "application/merge-patch+json"), withBody(patch))},
+		{name: "application/json then a +json type of the same bytes",
+			a: with(withHeader("Content-Type", "application/json"), withBody(patch)),
+			b: with(withHeader("Content-Type", "application/merge-patch+json"), withBody(patch))},
+		{name: "a form then text of the same bytes",
+			a: with(withHeader("Content-Type", "application/x-www-form-urlencoded"), withBody("a=1&b=2")),
+			b: with(withHeader("Content-Type", "text/plain"), withBody("a=1&b=2"))},
+		{name: "text in UTF-8 then in Latin-1 of the same bytes",
+			a: with(withHeader("Content-Type", "text/plain; charset=utf-8"), withBody("caf\u00e9")),
+			b: with(withHeader("Content-Type", "text/plain; charset=iso-8859-1"), withBody("caf\u00e9"))},
+		{name: "multipart bodies of the same bytes under two boundaries",
+			a: with(withHeader("Content-Type", "multipart/form-data; boundary=x"), withBody("--x\r\n\r\n--y\r\n\r\n--x--")),
+			b: with(withHeader("Content-Type", "multipart/form-data; boundary=y"), withBody("--x\r\n\r\n--y\r\n\r\n--x--"))},
+
+		{name: "application/json with and without a charset", same: true,
+			a: with(withHeader("Content-Type", "application/json"), withBody(`{"a":1}`)),
+			b: with(withHeader("Content-Type", "Application/JSON; charset=UTF-8"), withBody(`{"a":1}`))},
+		{name: "a +json type respaced, its members reordered, spelt in another case", same: true,
+			a: with(withHeader("Content-Type", "application/merge-patch+json"), withBody(`{"a":1,"b":null}`)),
+			b: with(withHeader("Content-Type", "Application/Merge-Patch+JSON; charset=utf-8"), withBody(" {\"b\": null, \"a\": 1}\n"))},
+		{name: "text with its parameters spelt otherwise", same: true,
+			a: with(withHeader("Content-Type", "text/plain; charset=utf-8"), withBody("caf\u00e9")),
+			b: with(withHeader("Content-Type", "TEXT/Plain;Charset=\"UTF-8\""), withBody("caf\u00e9"))},
+		{name: "a body API Gateway passed base64-encoded", same: true,
+			a: with(withHeader("Content-Type", "application/octet-stream"), withBody("\x00\x01raw")),
+			b: func(ev *events.APIGatewayV2HTTPRequest) {
+				withHeader("Content-Type", "application/octet-stream")(ev)
+				ev.Body, ev.IsBase64Encoded = base64.StdEncoding.EncodeToString([]byte("\x00\x01raw")), true
+			}},
+		{name: "an empty body with and without a Content-Type", same: true,
+			a: with(withHeader("Content-Type", ""), withBody("")),
+			b: with(withHeader("Content-Type", "text/plain"), withBody(""))},
+		{name: "a body without a Content-Type, twice", same: true,
+			a: with(withHeader("Content-Type", ""), withBody("a=1")),
+			b: with(withHeader("Content-Type", ""), withBody("a=1"))},
+	}
+	policies := []idem.Policy{idem.PolicyOpenWOP, commerce.Policy, erp.Policy}
+	for _, p := range policies {
+		for _, c := range cases {
+			t.Run(p.Name+"/"+c.name, func(t *testing.T) {
+				e := newEnv(t, func(cfg *idem.Config) { cfg.Policy = p })
+				h := &handler{}
+				send := func(mod func(*events.APIGatewayV2HTTPRequest)) events.APIGatewayV2HTTPResponse {
+					ev := commerceEvent(http.MethodPatch, "PATCH /docs/{id}", testKey, "")
+					ev.PathParameters = map[string]string{"id": "d1"}
+					mod(&ev)
+					return e.call(h, ev)
+				}
+				first := send(c.a)
+				if first.StatusCode != 201 || replayed(p, first.Headers) {
+					t.Fatalf("first request: %d %v %s", first.StatusCode, first.Headers, first.Body)
+				}
+				second := send(c.b)
+				switch {
+				case c.same && (!replayed(p, second.Headers) || second.Body != first.Body || h.Calls() != 1):
+					t.Fatalf("the same request again: %d %v %s (handler ran %d times); want the first answer replayed", second.StatusCode, second.Headers, second.Body, h.Calls())
+				case !c.same && (replayed(p, second.Headers) || second.Body == first.Body):
+					t.Fatalf("another request under the same key: %d %v %s (handler ran %d times); want it run or refused, never the first answer", second.StatusCode, second.Headers, second.Body, h.Calls())
+				}
+			})
+		}
+	}
+}
+
+// TestOneKeyTwoResourcesNeverShareAnAnswer: the parts of a request that
+// name its resource, as the adapters read them (a path spelt with an
+// encoded slash or an encoded unreserved character behind the catch-all
+// route, a query string, a REST resource's path parameters and repeated
+// query values, a credential's parts and a tenant spelt in another case),
+// keep two resources apart under one key; only a query reordered across
+// names is the same request. These held before RED_TEAM 420.
+func TestOneKeyTwoResourcesNeverShareAnAnswer(t *testing.T) {
+	path := func(p string) func(*events.APIGatewayV2HTTPRequest) {
+		return func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RouteKey, ev.PathParameters = "$default", nil
+			ev.RawPath, ev.RequestContext.HTTP.Path = p, p
+		}
+	}
+	query := func(q string) func(*events.APIGatewayV2HTTPRequest) {
+		return func(ev *events.APIGatewayV2HTTPRequest) { ev.RawQueryString = q }
+	}
+	auth := func(k, v string) func(*events.APIGatewayV2HTTPRequest) {
+		return func(ev *events.APIGatewayV2HTTPRequest) { ev.RequestContext.Authorizer.Lambda[k] = v }
+	}
+	cases := []wrongReplayCase{
+		{name: "an encoded slash and a slash", a: path("/docs/a%2Fb"), b: path("/docs/a/b")},
+		{name: "an encoded slash in upper and lower case hex", a: path("/docs/a%2Fb"), b: path("/docs/a%2fb")},
+		{name: "an encoded tilde and a tilde", a: path("/docs/%7E"), b: path("/docs/~")},
+		{name: "a double slash", a: path("/docs/a/b"), b: path("/docs/a//b")},
+		{name: "a dot segment", a: path("/docs/a/b"), b: path("/docs/a/./b")},
+		{name: "a query naming the resource", a: query("id=1"), b: query("id=2")},
+		{name: "a repeated query value reordered", a: query("id=1&id=2"), b: query("id=2&id=1")},
+		{name: "a joined and a repeated query value", a: query("id=1,2"), b: query("id=1&id=2")},
+		{name: "a query reordered across names", same: true, a: query("a=1&b=2"), b: query("b=2&a=1")},
+		{name: "tenants told apart by case", a: auth("tenantId", "acme"), b: auth("tenantId", "Acme")},
+		{name: "tenants told apart by surrounding space", a: auth("tenantId", "acme"), b: auth("tenantId", "acme ")},
+		{name: "tenants told apart by Unicode normalisation", a: auth("tenantId", "caf\u00e9"), b: auth("tenantId", "cafe\u0301")},
+		{name: "credential parts whose concatenation is one", only: "commerce", a: with(auth("namespace", "a"), auth("worker", "bc")), b: with(auth("namespace", "ab"), auth("worker", "c"))},
+		{name: "credential parts whose concatenation is one", only: "erp", a: with(auth("clientId", "a"), auth("companyId", "bc")), b: with(auth("clientId", "ab"), auth("companyId", "c"))},
+		{name: "credential parts holding the separator", a: with(auth("tenantId", "a/b"), auth("namespace", "c")), b: with(auth("tenantId", "a"), auth("namespace", "b/c"))},
+	}
+	for _, p := range []idem.Policy{idem.PolicyOpenWOP, commerce.Policy, erp.Policy} {
+		for _, c := range cases {
+			if c.only != "" && c.only != p.Name {
+				continue
+			}
+			t.Run(p.Name+"/"+c.name, func(t *testing.T) {
+				e := newEnv(t, func(cfg *idem.Config) { cfg.Policy = p })
+				h := &handler{}
+				send := func(mod func(*events.APIGatewayV2HTTPRequest)) events.APIGatewayV2HTTPResponse {
+					ev := commerceEvent(http.MethodPost, "POST /docs", testKey, `{"a":1}`)
+					ev.RawPath, ev.RequestContext.HTTP.Path = "/docs", "/docs"
+					mod(&ev)
+					return e.call(h, ev)
+				}
+				first := send(c.a)
+				if first.StatusCode != 201 {
+					t.Fatalf("first request: %d %s", first.StatusCode, first.Body)
+				}
+				second := send(c.b)
+				if c.same != replayed(p, second.Headers) || (!c.same && second.Body == first.Body) {
+					t.Fatalf("same=%v: second %d %v %s (handler ran %d times)", c.same, second.StatusCode, second.Headers, second.Body, h.Calls())
+				}
+			})
+		}
+	}
+
+	// REST (payload 1.0): the resource's path parameters and every value
+	// of a repeated query name, in order.
+	rest := []struct {
+		name string
+		a, b func(*events.APIGatewayProxyRequest)
+	}{
+		{"path parameters", func(ev *events.APIGatewayProxyRequest) { ev.PathParameters = map[string]string{"id": "1"} },
+			func(ev *events.APIGatewayProxyRequest) { ev.PathParameters = map[string]string{"id": "2"} }},
+		{"repeated query values reordered", func(ev *events.APIGatewayProxyRequest) {
+			ev.MultiValueQueryStringParameters = map[string][]string{"id": {"1", "2"}}
+			ev.QueryStringParameters = map[string]string{"id": "2"}
+		}, func(ev *events.APIGatewayProxyRequest) {
+			ev.MultiValueQueryStringParameters = map[string][]string{"id": {"2", "2"}}
+			ev.QueryStringParameters = map[string]string{"id": "2"}
+		}},
+		{"a JSON Patch then a JSON merge patch", func(ev *events.APIGatewayProxyRequest) {
+			ev.Headers["Content-Type"] = "application/json-patch+json"
+		}, func(ev *events.APIGatewayProxyRequest) {
+			ev.MultiValueHeaders = map[string][]string{"Content-Type": {"application/merge-patch+json"}}
+			ev.Headers["Content-Type"] = "application/merge-patch+json"
+		}},
+	}
+	for _, c := range rest {
+		t.Run("REST/"+c.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			runs := 0
+			w := e.guard.REST(func(context.Context, events.APIGatewayProxyRequest) (events.APIGatewayProxyResponse, error) {
+				runs++
+				return events.APIGatewayProxyResponse{StatusCode: 201, Body: fmt.Sprintf(`{"run":%d}`, runs)}, nil
+			})
+			send := func(mod func(*events.APIGatewayProxyRequest)) events.APIGatewayProxyResponse {
+				ev := events.APIGatewayProxyRequest{HTTPMethod: "PATCH", Resource: "/docs/{id}", Path: "/docs/x",
+					Headers: map[string]string{"Idempotency-Key": testKey, "Content-Type": "application/json"},
+					Body:    `[{"op":"remove","path":"/a"}]`,
+					RequestContext: events.APIGatewayProxyRequestContext{RequestID: randID(),
+						Authorizer: map[string]any{"tenantId": testTenant}}}
+				mod(&ev)
+				out, err := w(context.Background(), ev)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			first := send(c.a)
+			second := send(c.b)
+			if first.StatusCode != 201 || second.Headers[idem.HeaderOpenWOPReplay] == "true" || second.Body == first.Body {
+				t.Fatalf("first %d %s; second %d %v %s (handler ran %d times); want the second run or refused", first.StatusCode, first.Body, second.StatusCode, second.Headers, second.Body, runs)
+			}
+		})
+	}
+}
+
+// digestRecorder records the digest of every claim.
+type digestRecorder struct {
+	idem.Store
+	digests []string
+}
+
+func (d *digestRecorder) Claim(ctx context.Context, rec idem.Record, now time.Time) (idem.ClaimResult, error) {
+	d.digests = append(d.digests, rec.Digest)
+	return d.Store.Claim(ctx, rec, now)
+}
+
+// TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas pins, to the values
+// computed on the code before RED_TEAM 420, the fingerprints of the
+// requests whose body's media type the fingerprint still does not carry:
+// a JSON body sent as application/json (any case, any parameters), a body
+// without a Content-Type, an empty body whatever its Content-Type, and any
+// body on a route whose handler reads it as JSON whatever its type
+// (Route.JSON). Their records, written before the change, replay after it.
+func TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas(t *testing.T) {
+	cases := []struct {
+		name, contentType, body string
+		json                    bool
+		want                    string
+	}{
+		{"application/json", "application/json", `{"a":1}`, false, pinJSON},
+		{"application/json in another case with a charset", "Application/JSON; charset=UTF-8", `{"a":1}`, false, pinJSON},
+		{"no Content-Type", "", `a=1`, false, pinRaw},
+		{"an empty body as text", "text/plain", ``, false, pinEmpty},
+		{"an empty body without a Content-Type", "", ``, false, pinEmpty},
+		{"text on a Route.JSON route", "text/plain", `{"a":1}`, true, pinJSON},
+		{"a +json type on a Route.JSON route", "application/merge-patch+json", `{"a":1}`, true, pinJSON},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec := &digestRecorder{}
+			e := newEnv(t, func(cfg *idem.Config) {
+				rec.Store = cfg.Store
+				cfg.Store = rec
+				cfg.Routes = map[string]idem.Route{"PATCH /docs/{id}": {JSON: c.json}}
+			})
+			ev := v2event(http.MethodPatch, "PATCH /docs/{id}", testKey, c.body)
+			ev.PathParameters = map[string]string{"id": "d1"}
+			withHeader("Content-Type", c.contentType)(&ev)
+			if r := e.call(&handler{}, ev); r.StatusCode != 201 {
+				t.Fatalf("%d %s", r.StatusCode, r.Body)
+			}
+			if len(rec.digests) != 1 || rec.digests[0] != c.want {
+				t.Fatalf("digests %q, want [%s]", rec.digests, c.want)
+			}
+		})
+	}
+}
+
+// The fingerprints TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas pins.
+const (
+	pinJSON  = "request-sha256-v1:P_oGi8_1XPy3S4gxo8elf0Fy0OOCkEBMbgKF3srTswo"
+	pinRaw   = "request-sha256-v1:6HkEflyn6untOY_TEMY8MkoDeJo45KTsCxtsWc1ZgO8"
+	pinEmpty = "request-sha256-v1:k3pgJEtbWLaTvrd8wjyqQcBEh3aTu6XVuXKDhyaTz7k"
+)
+
+// TestOneKeyTwoMediaTypesNetHTTP is TestOneKeyTwoRequestsNeverShareAnAnswer's
+// first case through the net/http middleware (RED_TEAM 420).
+func TestOneKeyTwoMediaTypesNetHTTP(t *testing.T) {
+	e := newEnv(t, func(cfg *idem.Config) {
+		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+	})
+	runs := 0
+	mux := http.NewServeMux()
+	mux.HandleFunc("PATCH /docs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		w.WriteHeader(201)
+		fmt.Fprintf(w, `{"run":%d,"as":%q}`, runs, r.Header.Get("Content-Type"))
+	})
+	h := e.guard.Middleware(mux)
+	send := func(ct string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("PATCH", "/docs/d1", strings.NewReader(`[{"op":"remove","path":"/a"}]`))
+		r.Header.Set("Content-Type", ct)
+		r.Header.Set(idem.HeaderKey, testKey)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := send("application/json-patch+json")
+	second := send("application/merge-patch+json")
+	if first.Code != 201 || second.Header().Get(idem.HeaderOpenWOPReplay) == "true" || second.Body.String() == first.Body.String() {
+		t.Fatalf("first %d %s; second %d %v %s (handler ran %d times); want the second run or refused", first.Code, first.Body, second.Code, second.Header(), second.Body, runs)
+	}
+	if again := send("application/merge-patch+json; charset=utf-8"); again.Header().Get(idem.HeaderOpenWOPReplay) != "true" && again.Code != 409 {
+		t.Fatalf("the merge patch again: %d %v %s", again.Code, again.Header(), again.Body)
+	}
+}
