@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -98,11 +99,37 @@ func sortPairs(p []pair) {
 	sort.SliceStable(p, func(i, j int) bool { return p[i].name < p[j].name })
 }
 
+// methodOverrideHeaders are the headers with which a client tunnels a
+// method through POST (a method-override middleware inside the Guard
+// serves the request as the method they name), in canonical form.
+var methodOverrideHeaders = [...]string{"X-Http-Method", "X-Http-Method-Override", "X-Method-Override"}
+
+// methodOverride returns the method-override headers the request sends
+// (methodOverrideHeaders) that its route does not declare among its
+// fingerprint headers (declared, canonical and sorted), as name and
+// value count then values, for the fingerprint; nil, without allocating,
+// when it sends none: the method a handler serves the request as is in
+// the fingerprint, so a POST tunnelling DELETE and one tunnelling PUT
+// (or none) are two requests, never one answer (RED_TEAM 421).
+func methodOverride(in *request, declared []string) []string {
+	var out []string
+	for _, name := range methodOverrideHeaders {
+		vs := in.headerValues(name)
+		if len(vs) == 0 || slices.Contains(declared, name) {
+			continue
+		}
+		out = append(out, name, strconv.Itoa(len(vs)))
+		out = append(out, vs...)
+	}
+	return out
+}
+
 // fingerprintSum computes the hash of the request fingerprint of in under
-// the operation id op, given its body digest and the headers its route
-// declares; the fingerprint is that hash stamped with canon.RecipeRequest
-// (appendStamp).
+// the operation id op, given its body digest, the media type its body is
+// read as (bodyMediaType) and the headers its route declares; the
+// fingerprint is that hash stamped with canon.RecipeRequest (appendStamp).
 func fingerprintSum(in *request, op string, bodyDigest []byte, media string, headers []string) [sha256.Size]byte {
+	override := methodOverride(in, headers)
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
 	m = appendStr(m, in.method)
@@ -141,6 +168,13 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media string, hea
 		// fingerprint it had before RED_TEAM 420.
 		m = append(m, 'm')
 		m = appendStr(m, media)
+	}
+	if len(override) > 0 {
+		// Likewise after everything else, and only when sent.
+		m = appendTag(m, 'o', len(override))
+		for _, s := range override {
+			m = appendStr(m, s)
+		}
 	}
 	sum := sha256.Sum256(m)
 	if cap(m) <= maxPooledMsg {

@@ -349,3 +349,91 @@ func TestOneKeyTwoMediaTypesNetHTTP(t *testing.T) {
 		t.Fatalf("the merge patch again: %d %v %s", again.Code, again.Header(), again.Body)
 	}
 }
+
+// TestMethodOverrideNeverSharesAnAnswer: a method-override middleware
+// inside the Guard serves a POST as the method its X-HTTP-Method-Override
+// (X-HTTP-Method, X-Method-Override) names. One key on a POST tunnelling
+// DELETE and then on one tunnelling PUT, or on none, with the same body,
+// is never answered the first one's answer; the same tunnelled request
+// again is its replay. Failed before RED_TEAM 421: the PUT was answered
+// the DELETE's 200, marked a replay, and never ran. The fingerprint of a
+// request without such a header is unchanged (pinned), and a route that
+// declares one among its fingerprint headers keeps it there once.
+func TestMethodOverrideNeverSharesAnAnswer(t *testing.T) {
+	for _, name := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
+		t.Run(name, func(t *testing.T) {
+			rec := &digestRecorder{}
+			e := newEnv(t, func(cfg *idem.Config) {
+				cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+				rec.Store = cfg.Store
+				cfg.Store = rec
+			})
+			runs := 0
+			mux := http.NewServeMux()
+			mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) {
+				runs++
+				method := r.Method
+				if m := r.Header.Get(name); m != "" {
+					method = m
+				}
+				fmt.Fprintf(w, `{"run":%d,"served":%q}`, runs, method)
+			})
+			h := e.guard.Middleware(mux)
+			send := func(override string) *httptest.ResponseRecorder {
+				r := httptest.NewRequest("POST", "/docs/d1", strings.NewReader(`{"a":1}`))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set(idem.HeaderKey, testKey)
+				if override != "" {
+					r.Header.Set(name, override)
+				}
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				return w
+			}
+			first := send("DELETE")
+			if first.Code != 200 {
+				t.Fatalf("first: %d %s", first.Code, first.Body)
+			}
+			if again := send("DELETE"); again.Header().Get(idem.HeaderOpenWOPReplay) != "true" || again.Body.String() != first.Body.String() {
+				t.Fatalf("the same DELETE again: %d %v %s; want the replay", again.Code, again.Header(), again.Body)
+			}
+			for _, other := range []string{"PUT", ""} {
+				if r := send(other); r.Header().Get(idem.HeaderOpenWOPReplay) == "true" || r.Body.String() == first.Body.String() {
+					t.Fatalf("a POST tunnelling %q after one tunnelling DELETE: %d %v %s (handler ran %d times); want it run or refused", other, r.Code, r.Header(), r.Body, runs)
+				}
+			}
+			if rec.digests[3] != pinOverrideNone {
+				t.Fatalf("without an override header: digest %s, want %s (unchanged)", rec.digests[3], pinOverrideNone)
+			}
+		})
+	}
+}
+
+// pinOverrideNone is the fingerprint of TestMethodOverrideNeverSharesAnAnswer's
+// request without an override header, computed before RED_TEAM 421.
+const pinOverrideNone = "request-sha256-v1:6rBA5Y9ippAen3nVfEAjWwHOImtLHeUieweA1InN9IM"
+
+// TestDeclaredMethodOverrideKeepsItsFingerprint: a route that declares a
+// method-override header among its fingerprint headers (Route.Headers)
+// has it there once, as before RED_TEAM 421 (pinned).
+func TestDeclaredMethodOverrideKeepsItsFingerprint(t *testing.T) {
+	rec := &digestRecorder{}
+	e := newEnv(t, func(cfg *idem.Config) {
+		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+		cfg.Routes = map[string]idem.Route{"POST /docs/{id}": {Headers: []string{"x-http-method-override"}}}
+		rec.Store = cfg.Store
+		cfg.Store = rec
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "x") })
+	r := httptest.NewRequest("POST", "/docs/d1", strings.NewReader(`{"a":1}`))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set(idem.HeaderKey, testKey)
+	r.Header.Set("X-HTTP-Method-Override", "DELETE")
+	e.guard.Middleware(mux).ServeHTTP(httptest.NewRecorder(), r)
+	if len(rec.digests) != 1 || rec.digests[0] != pinDeclaredOverride {
+		t.Fatalf("digests %q, want [%s]", rec.digests, pinDeclaredOverride)
+	}
+}
+
+const pinDeclaredOverride = "request-sha256-v1:ipFarbjnGKf02mf20Fvgb2fE7Rrkq0uYK0EuT4X_6hg"
