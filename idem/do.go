@@ -21,7 +21,8 @@ type Request struct {
 	// request fingerprint (as for any routeKey but $default), or a
 	// concrete operation that names the resource itself. A template
 	// ("{name}" segments, or another router's ":name" and "*name") without
-	// Params (nil or empty) keeps the raw path in the fingerprint, so one key sent to
+	// Params (nil or empty), or with Params lacking a value for one of its
+	// names, keeps the raw path in the fingerprint, so one key sent to
 	// another resource of the route is 409 idempotency_key_mismatch,
 	// never the first resource's response replayed. Default "": the
 	// event's routeKey.

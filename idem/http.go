@@ -78,7 +78,8 @@ func (g *Guard) Middleware(next http.Handler) http.Handler {
 // request (ok) but names no operation ("") is a wiring mistake: a keyed
 // request to it is answered 500 idemkit.server_configuration_error, never
 // passed through. A route whose operation is a template ("{id}", ":id",
-// "*path" segments) given without parameter values has the whole path in
+// "*path" segments) given without a value for each of its parameters has
+// the whole path in
 // the fingerprint in their place, never one answer for every resource of
 // the route. Config.HTTPOperation, when set, still names the
 // operation. The adapters in idem/router (chi,
@@ -259,8 +260,9 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		// all the same, and answered 500 server_configuration_error.
 		rt.pattern, rt.params, rt.routed = p, params, true
 		// A template without the values the request gave it (a hook
-		// that returns none): the whole path stands for them.
-		rt.wholePath = len(params) == 0 && templated(p)
+		// that returns none, or some of them: RED_TEAM 422): the whole
+		// path stands for them.
+		rt.wholePath = templated(p) && (len(params) == 0 || !coversTemplate(p, params))
 	}
 	if mux != nil && asks {
 		// The wrapped mux's pattern, even when the request carries an

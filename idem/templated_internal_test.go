@@ -1,6 +1,9 @@
 package idem
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestTemplatedNamesEveryRoutersParameters: an operation is a template
 // when a segment is a parameter in any router's syntax ("{id}", ":id",
@@ -25,6 +28,28 @@ func TestTemplatedNamesEveryRoutersParameters(t *testing.T) {
 	} {
 		if got := templated(op); got != want {
 			t.Errorf("templated(%q) = %t, want %t", op, got, want)
+		}
+	}
+}
+
+// TestTemplateNames: the parameter names of a template in each syntax
+// templated reads (RED_TEAM 422).
+func TestTemplateNames(t *testing.T) {
+	for op, want := range map[string]string{
+		"POST /orders/{id}/refund":                "id",
+		"POST /shops/{shop}/orders/{id:[0-9]{3}}": "shop,id",
+		"POST /files/{rest...}":                   "rest",
+		"ANY /{proxy+}":                           "proxy",
+		"POST /orders/{$}":                        "",
+		"POST /orders/:id/items/*path":            "id,path",
+		"POST /files/*":                           "*",
+		"POST /orders:batchCreate":                "",
+		"POST example.com/a/{x}.{y}":              "x,y",
+	} {
+		var got []string
+		templateNames(op, func(n string) { got = append(got, n) })
+		if strings.Join(got, ",") != want {
+			t.Errorf("templateNames(%q) = %q, want %q", op, got, want)
 		}
 	}
 }

@@ -41,11 +41,16 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 	if req.Params != nil {
 		in.parts.params = paramPairs(req.Params)
 	}
-	if routeKey == "$default" || (ev.RouteKey == "$default" && len(req.Params) == 0 && templated(routeKey)) {
+	if routeKey == "$default" || (ev.RouteKey == "$default" && len(req.Params) == 0 && templated(routeKey)) ||
+		(req.Params != nil && templated(routeKey) && !coversTemplate(routeKey, req.Params)) {
 		// The catch-all route does not determine the path; nor does a
 		// route template its handler matched behind it ("POST
 		// /orders/{id}/refund", "POST /orders/:id"), unless Params gives
-		// the values the path carried (an empty Params gives none).
+		// the values the path carried (an empty Params gives none), every
+		// one of them: Params replaces the event's own, so a Params
+		// without some value of the template (behind $default, or
+		// behind a greedy route whose own value it drops) keeps the path
+		// too (RED_TEAM 422).
 		if in.parts.path = ev.RawPath; in.parts.path == "" {
 			in.parts.path = ev.RequestContext.HTTP.Path
 		}
@@ -139,6 +144,66 @@ func templated(op string) bool {
 		}
 	}
 	return false
+}
+
+// coversTemplate reports whether params has a value for every parameter
+// the template op names (templateNames). Only a Params a host gives is
+// asked: the event's and the router adapters' own carry every value.
+func coversTemplate(op string, params map[string]string) bool {
+	ok := true
+	templateNames(op, func(name string) {
+		if _, has := params[name]; !has {
+			ok = false
+		}
+	})
+	return ok
+}
+
+// templateNames calls f with the name of each parameter the template op
+// names, in every syntax templated reads: "{id}", "{id:[0-9]{3}}",
+// "{rest...}", "{proxy+}" (the name before ':', "..." or "+"; "{$}", a
+// ServeMux's end of path, names none), ":id", and "*path" ("*" alone is
+// named "*", as chi and echo name it).
+func templateNames(op string, f func(string)) {
+	for seg := range strings.SplitSeq(op, "/") {
+		switch {
+		case strings.HasPrefix(seg, ":"):
+			f(seg[1:])
+			continue
+		case strings.HasPrefix(seg, "*"):
+			if seg == "*" {
+				f("*")
+			} else {
+				f(seg[1:])
+			}
+			continue
+		}
+		for i := 0; i < len(seg); i++ {
+			if seg[i] != '{' {
+				continue
+			}
+			depth, end := 0, len(seg)
+			for j := i; j < len(seg); j++ {
+				if seg[j] == '{' {
+					depth++
+				} else if seg[j] == '}' {
+					if depth--; depth == 0 {
+						end = j
+						break
+					}
+				}
+			}
+			name := seg[i+1 : end]
+			if k := strings.IndexByte(name, ':'); k >= 0 {
+				name = name[:k]
+			}
+			name = strings.TrimSuffix(strings.TrimSuffix(name, "..."), "+")
+			if name != "$" && name != "" {
+				f(name)
+			}
+			i = end
+		}
+	}
 }
 
 // namesMethod reports whether the routed operation op names the method

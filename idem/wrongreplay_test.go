@@ -218,8 +218,8 @@ func TestOneKeyTwoResourcesNeverShareAnAnswer(t *testing.T) {
 			ev.MultiValueQueryStringParameters = map[string][]string{"id": {"1", "2"}}
 			ev.QueryStringParameters = map[string]string{"id": "2"}
 		}, func(ev *events.APIGatewayProxyRequest) {
-			ev.MultiValueQueryStringParameters = map[string][]string{"id": {"2", "2"}}
-			ev.QueryStringParameters = map[string]string{"id": "2"}
+			ev.MultiValueQueryStringParameters = map[string][]string{"id": {"2", "1"}}
+			ev.QueryStringParameters = map[string]string{"id": "1"}
 		}},
 		{"a JSON Patch then a JSON merge patch", func(ev *events.APIGatewayProxyRequest) {
 			ev.Headers["Content-Type"] = "application/json-patch+json"
@@ -437,3 +437,97 @@ func TestDeclaredMethodOverrideKeepsItsFingerprint(t *testing.T) {
 }
 
 const pinDeclaredOverride = "request-sha256-v1:ipFarbjnGKf02mf20Fvgb2fE7Rrkq0uYK0EuT4X_6hg"
+
+// TestTemplateWithSomeOfItsValuesNeverSharesAnAnswer: a handler behind a
+// catch-all route ($default, or a greedy "ANY /{proxy+}") that names its
+// operation by a template and gives Params without every value the
+// template names (or an empty Params, which replaces the greedy route's
+// own) keeps the raw path in the fingerprint: shop 2's order 7 under the
+// key of shop 1's order 7 is never answered shop 1's answer. With every
+// value given, the values stand for the path, as before (the same order
+// again is the replay). Failed before RED_TEAM 422: each case answered
+// shop 1's 201 to shop 2, marked a replay.
+func TestTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
+	const op = "POST /shops/{shop}/orders/{id:[0-9]{1,9}}"
+	for _, c := range []struct {
+		name, routeKey string
+		params         func(shop string) map[string]string
+	}{
+		{"$default, one value of two", "$default", func(string) map[string]string { return map[string]string{"id": "7"} }},
+		{"a greedy route, one value of two", "ANY /{proxy+}", func(string) map[string]string { return map[string]string{"id": "7"} }},
+		{"a greedy route, an empty Params", "ANY /{proxy+}", func(string) map[string]string { return map[string]string{} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			runs := 0
+			call := func(shop string) events.APIGatewayV2HTTPResponse {
+				path := "/shops/" + shop + "/orders/7"
+				ev := v2event(http.MethodPost, c.routeKey, testKey, `{"qty":1}`)
+				ev.RawPath, ev.RequestContext.HTTP.Path = path, path
+				if c.routeKey != "$default" {
+					ev.PathParameters = map[string]string{"proxy": path[1:]}
+				}
+				out, err := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op, Params: c.params(shop)},
+					func(context.Context) (events.APIGatewayV2HTTPResponse, error) {
+						runs++
+						return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: fmt.Sprintf(`{"shop":%q,"run":%d}`, shop, runs)}, nil
+					})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			first := call("1")
+			if again := call("1"); first.StatusCode != 201 || again.Headers[idem.HeaderOpenWOPReplay] != "true" || again.Body != first.Body {
+				t.Fatalf("the same order again: %d %v %s; want the replay of %d %s", again.StatusCode, again.Headers, again.Body, first.StatusCode, first.Body)
+			}
+			if other := call("2"); other.Headers[idem.HeaderOpenWOPReplay] == "true" || other.Body == first.Body {
+				t.Fatalf("shop 2's order under shop 1's key: %d %v %s (handler ran %d times); want it run or refused", other.StatusCode, other.Headers, other.Body, runs)
+			}
+		})
+	}
+	// Every value given: the values stand for the path.
+	e := newEnv(t, nil)
+	for i, path := range []string{"/shops/1/orders/7", "/v2/shops/1/orders/7"} {
+		ev := v2event(http.MethodPost, "$default", testKey, `{"qty":1}`)
+		ev.RawPath, ev.RequestContext.HTTP.Path = path, path
+		out, _ := e.guard.Do(context.Background(), idem.Request{Event: ev, Operation: op, Params: map[string]string{"shop": "1", "id": "7"}},
+			func(context.Context) (events.APIGatewayV2HTTPResponse, error) {
+				return events.APIGatewayV2HTTPResponse{StatusCode: 201, Body: path}, nil
+			})
+		if i == 1 && (out.Headers[idem.HeaderOpenWOPReplay] != "true" || out.Body != "/shops/1/orders/7") {
+			t.Fatalf("every value given, another path: %d %v %s; want the replay (the values stand for the path)", out.StatusCode, out.Headers, out.Body)
+		}
+	}
+}
+
+// TestRoutedTemplateWithSomeOfItsValuesNeverSharesAnAnswer is
+// TestTemplateWithSomeOfItsValuesNeverSharesAnAnswer for a Guard.Routed
+// hook that returns some of its template's values (RED_TEAM 422).
+func TestRoutedTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
+	e := newEnv(t, func(cfg *idem.Config) {
+		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+	})
+	runs := 0
+	h := e.guard.Routed(func(r *http.Request) (string, map[string]string, bool) {
+		return "POST /shops/:shop/orders/:id", map[string]string{"id": "7"}, true
+	}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		runs++
+		fmt.Fprintf(w, `{"path":%q,"run":%d}`, r.URL.Path, runs)
+	}))
+	send := func(path string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("POST", path, strings.NewReader(`{"qty":1}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set(idem.HeaderKey, testKey)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	first := send("/shops/1/orders/7")
+	if again := send("/shops/1/orders/7"); again.Header().Get(idem.HeaderOpenWOPReplay) != "true" || again.Body.String() != first.Body.String() {
+		t.Fatalf("the same order again: %d %v %s", again.Code, again.Header(), again.Body)
+	}
+	if other := send("/shops/2/orders/7"); other.Header().Get(idem.HeaderOpenWOPReplay) == "true" || other.Body.String() == first.Body.String() {
+		t.Fatalf("shop 2's order under shop 1's key: %d %v %s (handler ran %d times); want it run or refused", other.Code, other.Header(), other.Body, runs)
+	}
+}
