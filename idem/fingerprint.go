@@ -110,7 +110,7 @@ var methodOverrideHeaders = [...]string{"X-Http-Method", "X-Http-Method-Override
 // value count then values, for the fingerprint; nil, without allocating,
 // when it sends none: the method a handler serves the request as is in
 // the fingerprint, so a POST tunnelling DELETE and one tunnelling PUT
-// (or none) are two requests, never one answer (RED_TEAM 421).
+// (or none) are two requests, never one answer (RED_TEAM 314).
 func methodOverride(in *request, declared []string) []string {
 	var out []string
 	for _, name := range methodOverrideHeaders {
@@ -165,7 +165,7 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media string, hea
 		// After the body digest, and only when there is one (every
 		// earlier part is length-prefixed, so a message with it never
 		// equals one without): a request without it keeps the
-		// fingerprint it had before RED_TEAM 420.
+		// fingerprint it had before RED_TEAM 313.
 		m = append(m, 'm')
 		m = appendStr(m, media)
 	}

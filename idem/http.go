@@ -260,7 +260,7 @@ func (g *Guard) httpRoute(r *http.Request, operation string, mux *muxRoutes, rou
 		// all the same, and answered 500 server_configuration_error.
 		rt.pattern, rt.params, rt.routed = p, params, true
 		// A template without the values the request gave it (a hook
-		// that returns none, or some of them: RED_TEAM 422): the whole
+		// that returns none, or some of them: RED_TEAM 315): the whole
 		// path stands for them.
 		rt.wholePath = templated(p) && (len(params) == 0 || !coversTemplate(p, params))
 	}

@@ -33,7 +33,7 @@ func TestTemplatedNamesEveryRoutersParameters(t *testing.T) {
 }
 
 // TestTemplateNames: the parameter names of a template in each syntax
-// templated reads (RED_TEAM 422).
+// templated reads (RED_TEAM 315).
 func TestTemplateNames(t *testing.T) {
 	for op, want := range map[string]string{
 		"POST /orders/{id}/refund":                "id",

@@ -50,7 +50,7 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 		// one of them: Params replaces the event's own, so a Params
 		// without some value of the template (behind $default, or
 		// behind a greedy route whose own value it drops) keeps the path
-		// too (RED_TEAM 422).
+		// too (RED_TEAM 315).
 		if in.parts.path = ev.RawPath; in.parts.path == "" {
 			in.parts.path = ev.RequestContext.HTTP.Path
 		}

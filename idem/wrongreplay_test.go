@@ -70,7 +70,7 @@ func with(fs ...func(*events.APIGatewayV2HTTPRequest)) func(*events.APIGatewayV2
 // differently are never answered with one another's answer, and one
 // request sent twice (respaced, reordered, base64-encoded by API Gateway,
 // its media type spelt in another case or with a charset) is a replay.
-// The second case of each pair that differ failed before RED_TEAM 420:
+// The second case of each pair that differ failed before RED_TEAM 313:
 // the same bytes sent as a JSON Patch and as a JSON merge patch (or as
 // text/plain and as a form) were one request, the second answered the
 // first one's answer, marked a replay, and never ran.
@@ -149,7 +149,7 @@ func TestOneKeyTwoRequestsNeverShareAnAnswer(t *testing.T) {
 // route, a query string, a REST resource's path parameters and repeated
 // query values, a credential's parts and a tenant spelt in another case),
 // keep two resources apart under one key; only a query reordered across
-// names is the same request. These held before RED_TEAM 420.
+// names is the same request. These held before RED_TEAM 313.
 func TestOneKeyTwoResourcesNeverShareAnAnswer(t *testing.T) {
 	path := func(p string) func(*events.APIGatewayV2HTTPRequest) {
 		return func(ev *events.APIGatewayV2HTTPRequest) {
@@ -270,7 +270,7 @@ func (d *digestRecorder) Claim(ctx context.Context, rec idem.Record, now time.Ti
 }
 
 // TestBodyMediaTypeLeavesEveryOtherFingerprintAsItWas pins, to the values
-// computed on the code before RED_TEAM 420, the fingerprints of the
+// computed on the code before RED_TEAM 313, the fingerprints of the
 // requests whose body's media type the fingerprint still does not carry:
 // a JSON body sent as application/json (any case, any parameters), a body
 // without a Content-Type, an empty body whatever its Content-Type, and any
@@ -319,7 +319,7 @@ const (
 )
 
 // TestOneKeyTwoMediaTypesNetHTTP is TestOneKeyTwoRequestsNeverShareAnAnswer's
-// first case through the net/http middleware (RED_TEAM 420).
+// first case through the net/http middleware (RED_TEAM 313).
 func TestOneKeyTwoMediaTypesNetHTTP(t *testing.T) {
 	e := newEnv(t, func(cfg *idem.Config) {
 		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
@@ -355,7 +355,7 @@ func TestOneKeyTwoMediaTypesNetHTTP(t *testing.T) {
 // (X-HTTP-Method, X-Method-Override) names. One key on a POST tunnelling
 // DELETE and then on one tunnelling PUT, or on none, with the same body,
 // is never answered the first one's answer; the same tunnelled request
-// again is its replay. Failed before RED_TEAM 421: the PUT was answered
+// again is its replay. Failed before RED_TEAM 314: the PUT was answered
 // the DELETE's 200, marked a replay, and never ran. The fingerprint of a
 // request without such a header is unchanged (pinned), and a route that
 // declares one among its fingerprint headers keeps it there once.
@@ -410,12 +410,12 @@ func TestMethodOverrideNeverSharesAnAnswer(t *testing.T) {
 }
 
 // pinOverrideNone is the fingerprint of TestMethodOverrideNeverSharesAnAnswer's
-// request without an override header, computed before RED_TEAM 421.
+// request without an override header, computed before RED_TEAM 314.
 const pinOverrideNone = "request-sha256-v1:6rBA5Y9ippAen3nVfEAjWwHOImtLHeUieweA1InN9IM"
 
 // TestDeclaredMethodOverrideKeepsItsFingerprint: a route that declares a
 // method-override header among its fingerprint headers (Route.Headers)
-// has it there once, as before RED_TEAM 421 (pinned).
+// has it there once, as before RED_TEAM 314 (pinned).
 func TestDeclaredMethodOverrideKeepsItsFingerprint(t *testing.T) {
 	rec := &digestRecorder{}
 	e := newEnv(t, func(cfg *idem.Config) {
@@ -445,7 +445,7 @@ const pinDeclaredOverride = "request-sha256-v1:ipFarbjnGKf02mf20Fvgb2fE7Rrkq0uYK
 // own) keeps the raw path in the fingerprint: shop 2's order 7 under the
 // key of shop 1's order 7 is never answered shop 1's answer. With every
 // value given, the values stand for the path, as before (the same order
-// again is the replay). Failed before RED_TEAM 422: each case answered
+// again is the replay). Failed before RED_TEAM 315: each case answered
 // shop 1's 201 to shop 2, marked a replay.
 func TestTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
 	const op = "POST /shops/{shop}/orders/{id:[0-9]{1,9}}"
@@ -503,7 +503,7 @@ func TestTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
 
 // TestRoutedTemplateWithSomeOfItsValuesNeverSharesAnAnswer is
 // TestTemplateWithSomeOfItsValuesNeverSharesAnAnswer for a Guard.Routed
-// hook that returns some of its template's values (RED_TEAM 422).
+// hook that returns some of its template's values (RED_TEAM 315).
 func TestRoutedTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
 	e := newEnv(t, func(cfg *idem.Config) {
 		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }

@@ -379,7 +379,7 @@ func TestCommerceKeysKeptForever(t *testing.T) {
 // bytes sent as a JSON Patch and then as a JSON merge patch (or as a form
 // and then as text) is 409 with the policy's mismatch code, never the
 // first one's answer replayed, and the same merge patch respaced with its
-// media type spelt otherwise is the replay (RED_TEAM 420).
+// media type spelt otherwise is the replay (RED_TEAM 313).
 func TestCommerceKeyBindsTheBodysMediaType(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		v := setup(t, e)
