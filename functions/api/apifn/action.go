@@ -49,7 +49,10 @@ func (h *Handler) runObject(ctx context.Context, c call, first idem.ClaimInfo, s
 		return idem.ObjectState{}, nil
 	case err != nil:
 		return idem.ObjectState{}, err
-	case r.Tenant != c.tenant:
+	case r.Tenant != c.tenant, runs.CancelledAtCap(r):
+		// Another tenant's; or a retry an earlier version wrote before its
+		// listing and cancelled when the cap refused it: the key's answer
+		// is that refusal, not this run.
 		return idem.ObjectState{}, nil
 	}
 	b, err := json.Marshal(h.runAction(c.ev, r))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -39,13 +40,14 @@ const MaxRunRetries = runs.MaxRetries
 // that is not failed is 409 CodeRunNotFailed; another tenant's, 404. A
 // failed run that lists MaxRunRetries retries is 409 CodeRetryLimitReached,
 // decided on the run as read, before anything is written; the retry key's
-// own run, already written by an earlier execution of it, is still
-// answered (and listed). Racing retries that all read the run below the
-// cap are decided by the write that lists each (runs.RunStore.Create,
+// own run, already listed or written by an earlier execution of it, is
+// still answered (and listed). Racing retries that all read the run below
+// the cap are decided by the write that lists each (runs.RunStore.Create,
 // conditional on the list's size): one listed past the cap is refused the
-// same 409, its run not left live, whether the run's write is its own
-// (refused by Create) or in the completion transaction (refused at commit,
-// answered through idem.OnConflict).
+// same 409 and no run of it is written, whether the listing precedes the
+// run's own write (refused by Create) or commits with it in the
+// completion transaction (refused at commit, answered through
+// idem.OnConflict).
 func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
 	prev, err := h.cfg.Runs.Get(ctx, c.runID())
 	if errors.Is(err, runs.ErrRunNotFound) || (err == nil && prev.Tenant != c.tenant) {
@@ -57,9 +59,14 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	if prev.Status != runs.StatusFailed {
 		return errResp(apierr.New(http.StatusConflict, CodeRunNotFailed, "only a failed run is retried; this one is %s", prev.Status)), nil
 	}
-	// A run at this request's run id is its own when it retries prev.
-	ours := func(got runs.Run) bool { return got.Tenant == c.tenant && got.RetryOf == prev.ID }
-	if len(prev.Retries) >= MaxRunRetries {
+	// A run at this request's run id is its own when it retries prev and
+	// is not one an earlier version wrote and cancelled when its listing
+	// was refused at the cap (that execution was answered the 409).
+	ours := func(got runs.Run) bool {
+		return got.Tenant == c.tenant && got.RetryOf == prev.ID && !runs.CancelledAtCap(got)
+	}
+	written := false
+	if len(prev.Retries) >= MaxRunRetries && !h.listedEarlier(ctx, c.tenant, prev) {
 		mine, err := h.writtenEarlier(ctx, c.tenant, ours)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{}, err
@@ -67,23 +74,51 @@ func (h *Handler) retryRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 		if !mine {
 			return retryLimitResp(len(prev.Retries)), nil
 		}
+		written = true
 	}
 	run := runs.NewRun(c.tenant, prev.WorkflowID, prev.Inputs, h.clock.Now())
 	run.RetryOf = prev.ID
-	run.Options = prev.Options                 // the same request's RunOptions
-	_ = idem.OnConflict(ctx, retryLimitAnswer) // ErrNoClaim: nothing to answer
-	if _, _, err := h.createClaimedRun(ctx, &run, "", ours); err != nil {
-		var limit *runs.RetryLimitError
-		if errors.As(err, &limit) {
-			return retryLimitResp(limit.Retries), nil
+	run.Options = prev.Options // the same request's RunOptions
+	if written {
+		// Written unlisted by an earlier execution under an earlier
+		// version (which wrote a retry's run before its listing): the
+		// run passed the cap then, and is listed now past it (LinkRetry
+		// is not capped), never refused while it exists.
+		claim, _ := idem.FromContext(ctx)
+		run.ID = runs.ClaimRunID(c.tenant, claim.ID, claim.OriginalRequestID)
+		if err := h.cfg.Runs.LinkRetry(ctx, prev.ID, run.ID); err != nil {
+			return events.APIGatewayV2HTTPResponse{}, err
 		}
-		return events.APIGatewayV2HTTPResponse{}, err
+	} else {
+		_ = idem.OnConflict(ctx, retryLimitAnswer) // ErrNoClaim: nothing to answer
+		if _, _, err := h.createClaimedRun(ctx, &run, "", ours); err != nil {
+			var limit *runs.RetryLimitError
+			if errors.As(err, &limit) {
+				return retryLimitResp(limit.Retries), nil
+			}
+			return events.APIGatewayV2HTTPResponse{}, err
+		}
 	}
 	resp, err := jsonResp(http.StatusCreated, h.runAction(c.ev, run))
 	if err == nil {
 		resp.Headers["Location"] = h.baseURL(c.ev) + "/runs/" + runs.ProjectID(run.ID)
 	}
 	return resp, err
+}
+
+// listedEarlier reports whether this request is a re-execution of a
+// Layer-1 record whose earlier execution already listed its run (the id
+// createClaimedRun gives it) among failed's retries: without the
+// completion transaction the listing precedes the run's write
+// (runs.DynamoRuns.Create), so an execution that stopped between the two
+// left its id listed and no run, and its re-execution passes the cap and
+// writes the run. No read: failed as read names the id or not.
+func (h *Handler) listedEarlier(ctx context.Context, tenant string, failed runs.Run) bool {
+	claim, ok := idem.FromContext(ctx)
+	if !ok || claim.OriginalRequestID == "" || (claim.Attempt <= 1 && !claim.Reclaimed) {
+		return false
+	}
+	return slices.Contains(failed.Retries, runs.ClaimRunID(tenant, claim.ID, claim.OriginalRequestID))
 }
 
 // retryLimitResp is the 409 CodeRetryLimitReached of a retry of a failed

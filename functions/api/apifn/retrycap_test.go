@@ -9,8 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,14 +176,19 @@ func TestRetriesOfOneFailedRunAreCapped(t *testing.T) {
 	})
 }
 
-// TestRetryKeyWhoseRunIsWrittenIsAnsweredAtTheCap: a retry whose run's
-// write applied and whose listing on the failed run did not (the runs
-// table refused it; the key was answered 503, retryable) leaves a pending run
-// under the key's run id. Retried after the failed run reached its cap
-// through other keys, the key is answered 201 with that run, now listed,
-// never 409 CodeRetryLimitReached while its run exists.
+// TestRetryKeyWhoseRunIsWrittenIsAnsweredAtTheCap: earlier versions wrote
+// a retry's run before its listing on the failed run (without
+// transactions). A run so written whose listing was then refused for an
+// outage (the key answered 5xx, retryable) is pending and unlisted at the
+// key's run id: retried after the failed run reached its cap through
+// other keys, the key is answered 201 with that run, now listed, never
+// 409 CodeRetryLimitReached while its run exists. One so written whose
+// listing was refused at the cap was cancelled for it and its key
+// answered 409: that key's re-execution (its 409's completion lost) is
+// the 409 again, never 201 for the cancelled run. On every engine.
 func TestRetryKeyWhoseRunIsWrittenIsAnsweredAtTheCap(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
 		faults := dynamotest.NewFaults()
 		c := e.Client(dynamotest.FastRetries)
 		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
@@ -189,30 +196,90 @@ func TestRetryKeyWhoseRunIsWrittenIsAnsweredAtTheCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := &retryCapHost{f: hostOf(t, rs, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128)}
+		seen := &createdIDs{RunStore: rs}
+		h := &retryCapHost{f: hostOf(t, seen, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128)}
 		failed := h.largestFailed(t)
-		h.list(t, failed.ID, 0, MaxRunRetries-1)
-		faults.FailNext("UpdateItem", 100, dynamotest.Throttle()) // the listing, through the SDK's retries
-		if _, status, m := h.retry(t, failed.ID, "k-retry-unlisted-0123456789ab"); status < 500 {
-			t.Fatalf("a retry whose listing was refused: %d %v", status, m)
+		h.list(t, failed.ID, 0, MaxRunRetries-2)
+		// earlierRun is the run an earlier version wrote for key before
+		// its listing: key's first execution here is interrupted before
+		// any write (its listing throttled, answered 5xx), and its run id
+		// is then written as that version wrote it, unlisted.
+		earlierRun := func(key string) string {
+			faults.FailNext("UpdateItem", 100, dynamotest.Throttle())
+			if _, status, m := h.retry(t, failed.ID, key); status < 500 {
+				t.Fatalf("a retry whose listing was refused: %d %v", status, m)
+			}
+			faults.Clear()
+			id := seen.last()
+			r := runs.NewRun(h.tenant, failed.WorkflowID, nil, time.Now())
+			r.ID = id
+			if err := rs.Create(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(rs.Table),
+				Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}},
+				UpdateExpression:          aws.String("SET retryOf = :f"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":f": &types.AttributeValueMemberS{Value: failed.ID}},
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return id
 		}
-		faults.Clear()
-		if got, _ := h.rs.Get(context.Background(), failed.ID); len(got.Retries) != MaxRunRetries-1 {
-			t.Fatalf("the refused listing was written: %d", len(got.Retries))
+		unlisted := earlierRun("k-retry-unlisted-0123456789ab")
+		refusedKey := "k-retry-refused-0123456789abc"
+		refused := earlierRun(refusedKey)
+		// The stored value earlier versions gave a retry they cancelled
+		// when the cap refused its listing.
+		if _, err := rs.Cancel(ctx, refused, []runs.Status{runs.StatusPending}, "", "the failed run it retries already lists the most retries it can", time.Now()); err != nil {
+			t.Fatal(err)
 		}
-		if ok, status, m := h.retry(t, failed.ID, "k-retry-other-0123456789abcd"); !ok {
-			t.Fatalf("retry %d under another key: %d %v", MaxRunRetries, status, m)
+		if got, _ := h.rs.Get(ctx, failed.ID); len(got.Retries) != MaxRunRetries-2 {
+			t.Fatalf("the refused listings were written: %d", len(got.Retries))
+		}
+		for _, k := range []string{"k-retry-other-0123456789abcd", "k-retry-other2-0123456789abc"} {
+			if ok, status, m := h.retry(t, failed.ID, k); !ok {
+				t.Fatalf("a retry under another key: %d %v", status, m)
+			}
 		}
 		ok, status, m := h.retry(t, failed.ID, "k-retry-unlisted-0123456789ab")
-		id, _ := m["runId"].(string)
-		if !ok || id == "" {
-			t.Fatalf("the key whose run is written, at the cap: %d %v", status, m)
+		if id, _ := m["runId"].(string); !ok || id != unlisted {
+			t.Fatalf("the key whose run is written, at the cap: %d %v, want 201 naming %s", status, m, unlisted)
 		}
-		got, _ := h.rs.Get(context.Background(), failed.ID)
-		if len(got.Retries) != MaxRunRetries+1 || !slices.Contains(got.Retries, id) {
-			t.Fatalf("after the key's answer the run lists %d retries (its run listed: %v)", len(got.Retries), slices.Contains(got.Retries, id))
+		got, _ := h.rs.Get(ctx, failed.ID)
+		if len(got.Retries) != MaxRunRetries+1 || !slices.Contains(got.Retries, unlisted) {
+			t.Fatalf("after the key's answer the run lists %d retries (its run listed: %v)", len(got.Retries), slices.Contains(got.Retries, unlisted))
+		}
+		if _, status, m := h.retry(t, failed.ID, refusedKey); status != http.StatusConflict || m["error"] != CodeRetryLimitReached {
+			t.Fatalf("the key whose run was cancelled at the cap: %d %v, want 409 %s", status, m, CodeRetryLimitReached)
+		}
+		if got, _ := h.rs.Get(ctx, failed.ID); slices.Contains(got.Retries, refused) {
+			t.Fatal("the run cancelled at the cap was listed")
 		}
 	})
+}
+
+// createdIDs is a RunStore that notes the id of every run Create is asked
+// to write.
+type createdIDs struct {
+	runs.RunStore
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *createdIDs) Create(ctx context.Context, r runs.Run) error {
+	s.mu.Lock()
+	s.ids = append(s.ids, r.ID)
+	s.mu.Unlock()
+	return s.RunStore.Create(ctx, r)
+}
+
+func (s *createdIDs) last() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.ids) == 0 {
+		return ""
+	}
+	return s.ids[len(s.ids)-1]
 }
 
 // TestForkChainsAreCapped: a fork records its ancestry (the source, the

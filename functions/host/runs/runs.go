@@ -101,6 +101,10 @@ type Run struct {
 	// POST /runs/{runId}/retry (their RetryOf is this run's id), sorted: a
 	// set, each retry once. Written by the retry's Create (or LinkRetry),
 	// never by a tracked change: listing a retry leaves Version alone.
+	// Where the listing and the run are two writes (DynamoRuns without
+	// the completion transaction) the listing comes first: an id listed
+	// may name a run not written yet (its request under way, or stopped
+	// and written by the retry of its key).
 	Retries []string `json:"retries,omitempty"`
 	// Version is the run's version: 1 at creation, +1 for every store write
 	// that changes a tracked field (status, error, lastError, wake). It is
@@ -226,19 +230,21 @@ type RunStore interface {
 	// tenant, is refused (an error wrapping ledger.ErrUnsupportedRecipe
 	// for missing stamps) and nothing is written. A retry (r.RetryOf set)
 	// is listed among the failed run's Retries by the same call, as
-	// LinkRetry does; a Create that finds the id taken lists nothing. The
+	// LinkRetry does; a Create that finds the id taken by a run that does
+	// not retry r.RetryOf leaves it unlisted. The
 	// listing is conditional, in one atomic step with the check, on the
 	// failed run listing fewer than MaxRetries retries (or r already):
 	// otherwise Create returns a *RetryLimitError (errors.Is
-	// ErrRetryLimit) and leaves no live run at r's id, so of racing
-	// retries of one failed run no more than the cap are listed. Where the run is
-	// written before its listing (DynamoRuns without the completion
-	// transaction), the refused run is cancelled (from pending, or from
-	// running once an executor took it); a Create that cannot do so returns
-	// that error instead, the run written and unlisted, for a re-execution
-	// of the request to find and list (LinkRetry). Under the completion
-	// transaction the refusal is the cancelled completion's cause
-	// (idem.TransactOr), for the handler to answer (idem.OnConflict).
+	// ErrRetryLimit) and writes no run, so of racing retries of one failed
+	// run no more than the cap are listed, and no refused one is ever
+	// written for an executor to take. Where the run and its listing are
+	// two writes (DynamoRuns without the completion transaction), the
+	// listing comes first: a Create whose run write then fails leaves r's
+	// id listed and no run, and the same Create again (a re-execution of
+	// the request, its run id fixed) passes the cap, r being listed, and
+	// writes the run. Under the completion transaction the refusal is the
+	// cancelled completion's cause (idem.TransactOr), for the handler to
+	// answer (idem.OnConflict).
 	Create(ctx context.Context, r Run) error
 	// CreateScoped is Create for a run that holds the tenant's scope
 	// scopeID (createRun with `OpenWOP-Dedup: enforce`): r is created only
@@ -261,7 +267,8 @@ type RunStore interface {
 	// alone). A missing failed run is not an error: nothing is written.
 	// It is not capped (MaxRetries): it lists a retry whose run was
 	// written by an earlier execution of its request, which passed the
-	// cap then.
+	// cap then (an earlier version of DynamoRuns wrote a retry's run
+	// before listing it).
 	LinkRetry(ctx context.Context, failedID, retryID string) error
 	// Get returns the run, or ErrRunNotFound.
 	Get(ctx context.Context, id string) (Run, error)

@@ -294,9 +294,11 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // completion transaction. A retry's link to its failed run (LinkRetry's
 // UpdateItem, its condition also requiring the failed run's retries set
 // to hold fewer than MaxRetries ids or r's) goes in the same transaction,
-// or follows the PutItem (one more round trip) when there is none. A
-// refused link costs a read of the failed run (is it the cap?) and, after
-// the PutItem, a Cancel of the run written (unwrite).
+// or, when there is none, precedes the PutItem (one more round trip): no
+// run is written before its listing is granted. A refused link costs a
+// read of the failed run (is it the cap?) and writes nothing; a PutItem
+// that finds the id taken by a run that does not retry r.RetryOf costs a
+// read of it and the removal of the listing.
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
@@ -342,43 +344,72 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 			return err
 		}
 	}
+	if r.RetryOf != "" {
+		// Listed first (RED_TEAM 400): a run is written only once its
+		// listing is granted, so a retry refused at the cap writes no run
+		// for the executor to take from the runs stream. A listing whose
+		// run write then fails names a run not written yet; the request's
+		// re-execution (its run id fixed, ClaimRunID) finds its id listed,
+		// passes the cap and writes it.
+		if err := d.link(ctx, r.RetryOf, r.ID, true); err != nil {
+			return err
+		}
+	}
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(d.Table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
 	})
-	if err := conditionalWrite(err, ErrRunExists, "put run"); err != nil {
-		return err
-	}
-	if r.RetryOf == "" {
-		return nil
-	}
-	refused := d.link(ctx, r.RetryOf, r.ID, true)
-	if !errors.Is(refused, ErrRetryLimit) {
-		return refused
-	}
-	if err := d.unwrite(ctx, r); err != nil {
-		return fmt.Errorf("host: run %s written and refused its listing (%v): %w", r.ID, refused, err)
-	}
-	return refused
-}
-
-// unwrite ends the run r that Create wrote and whose listing on its
-// failed run was refused at the cap, so that no run the failed run does
-// not list is left live: cancelled (CancelReason retryLimitReason) from
-// pending, or from running if the executor, started by its INSERT, took
-// it already; one conditional UpdateItem (Cancel). It ends at r's own
-// time (the store keeps no clock; Create follows the request's clock
-// reading by moments). A run that has already ended is left as it ended.
-func (d *DynamoRuns) unwrite(ctx context.Context, r Run) error {
-	_, err := d.Cancel(ctx, r.ID, []Status{StatusPending, StatusRunning}, "", retryLimitReason, r.UpdatedAt)
-	if errors.Is(err, ErrStatusConflict) || errors.Is(err, ErrRunNotFound) {
-		return nil
+	err = conditionalWrite(err, ErrRunExists, "put run")
+	if r.RetryOf != "" && errors.Is(err, ErrRunExists) {
+		if uerr := d.unlistStranger(ctx, r); uerr != nil {
+			return uerr
+		}
 	}
 	return err
 }
 
+// unlistStranger takes r's id off the retries of r.RetryOf, which Create
+// listed before finding the id taken, when the run there does not retry
+// that failed run: a retry lists only a run retrying it. The run there
+// retrying it (a re-execution of the same request, or a lost answer's
+// retry) keeps its listing. A read, on that path only, and a write when
+// the run is another's.
+func (d *DynamoRuns) unlistStranger(ctx context.Context, r Run) error {
+	got, err := d.Get(ctx, r.ID)
+	if errors.Is(err, ErrRunNotFound) {
+		// No run to tell by (a takeover's tombstone, a run expired
+		// since): left as it is.
+		return nil
+	}
+	if err != nil || got.RetryOf == r.RetryOf {
+		return err
+	}
+	ex, err := expression.NewBuilder().
+		WithUpdate(expression.Delete(expression.Name(runAttrRetries), expression.Value(&types.AttributeValueMemberSS{Value: []string{r.ID}}))).
+		WithCondition(expression.AttributeExists(expression.Name(runAttrPK))).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.Client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(d.Table),
+		Key:              map[string]types.AttributeValue{runAttrPK: sAV(r.RetryOf)},
+		UpdateExpression: ex.Update(), ConditionExpression: ex.Condition(),
+		ExpressionAttributeNames: ex.Names(), ExpressionAttributeValues: ex.Values()})
+	return conditionalWrite(err, nil, "unlist retry")
+}
+
+// CancelledAtCap reports whether r is a retry cancelled because its failed
+// run had reached MaxRetries: a run an earlier version of DynamoRuns wrote
+// before its listing was refused (it now lists first and writes no such
+// run). Such a run is not the answer of the request that wrote it, which
+// was refused.
+func CancelledAtCap(r Run) bool {
+	return r.Status == StatusCancelled && r.CancelReason == retryLimitReason
+}
+
 // retryLimitReason is the CancelReason of a retry cancelled because its
-// failed run had reached MaxRetries (unwrite).
+// failed run had reached MaxRetries: written by earlier versions of
+// DynamoRuns, which wrote a retry's run before its listing and cancelled
+// it when the listing was refused (CancelledAtCap).
 const retryLimitReason = "the failed run it retries already lists the most retries it can"
 
 // putCause is the cause (idem.TransactOr) of a cancelled completion

@@ -1,0 +1,156 @@
+package apifn
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/clock"
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// fillOnRead is a RunStore whose first read of run id is answered as it
+// was and then, before the reader goes on, another retry is listed on it
+// (LinkRetry of other): a racing retry that filled the failed run's list
+// between this request's cap check and its own listing.
+type fillOnRead struct {
+	runs.RunStore
+	id, other string
+	once      sync.Once
+}
+
+func (s *fillOnRead) Get(ctx context.Context, id string) (runs.Run, error) {
+	r, err := s.RunStore.Get(ctx, id)
+	if id == s.id {
+		s.once.Do(func() {
+			if lerr := s.RunStore.LinkRetry(ctx, s.id, s.other); lerr != nil {
+				err = lerr
+			}
+		})
+	}
+	return r, err
+}
+
+// TestRetryRefusedAtTheCapIsNeverWritten: a retry that read its failed
+// run one below the cap and whose listing was then refused (a racing retry
+// took the last place) is answered 409 CodeRetryLimitReached and writes
+// no run: without transactions the run used to be written before the
+// listing and cancelled after it, so the executor could take it from the
+// runs stream and start its first node in between. Its 409's Layer-1
+// completion lost, the key's re-execution (past the lease) is answered the
+// same 409, never 201 for the run that earlier write left cancelled; the
+// key then replays that 409. On memory and every engine, the run written
+// by its own conditional write.
+func TestRetryRefusedAtTheCapIsNeverWritten(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		const tenant = "acme"
+		rs, inner := backendStores(t, e)
+		clk := clock.NewManual(time.Now().UTC().Truncate(time.Millisecond))
+		failed := runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range MaxRunRetries - 1 {
+			if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gate := &fillOnRead{RunStore: rs, id: failed.ID, other: fmt.Sprintf("%s/%022d", tenant, MaxRunRetries-1)}
+		f := hostOf(t, gate, idem.Config{Store: &lostCompletion{Store: inner}, Test: idem.TestConfig{Clock: clk}},
+			func(_ *fixture, c *Config) { c.Test.Clock = clk })
+		req := ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "k-retry-refused-0123456789abcdef", "")
+
+		refused, m := f.do(t, req)
+		if refused.StatusCode != http.StatusConflict || m["error"] != CodeRetryLimitReached {
+			t.Fatalf("the retry whose listing was refused: %d %s", refused.StatusCode, refused.Body)
+		}
+		noUnlistedRetry(t, e, rs, failed.ID)
+
+		// Its completion was lost: past the lease the key runs again.
+		clk.Advance(idem.DefaultLease + time.Second)
+		again, m := f.do(t, req)
+		if again.StatusCode != http.StatusConflict || m["error"] != CodeRetryLimitReached {
+			t.Fatalf("the refused key's re-execution, its 409's completion lost: %d %s; want the 409 again", again.StatusCode, again.Body)
+		}
+		noUnlistedRetry(t, e, rs, failed.ID)
+		finalRefusal(t, f, again, req)
+		if got, err := rs.Get(ctx, failed.ID); err != nil || len(got.Retries) != MaxRunRetries {
+			t.Fatalf("the failed run lists %d retries (%v); want %d", len(got.Retries), err, MaxRunRetries)
+		}
+	})
+}
+
+// noUnlistedRetry fails t when a run retrying failed exists that failed
+// does not list, whatever its status: a refused retry writes no run.
+func noUnlistedRetry(t *testing.T, e *dynamotest.Emulator, rs runs.RunStore, failed string) {
+	t.Helper()
+	f, err := rs.Get(context.Background(), failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e == nil {
+		if n := rs.(*runs.MemRuns).Len(); n != 1 {
+			t.Fatalf("the store holds %d runs; want the failed run alone", n)
+		}
+		return
+	}
+	for _, r := range retryRunsOf(t, e, rs, failed) {
+		if !slices.Contains(f.Retries, r.ID) {
+			t.Errorf("run %s retries the failed run, which does not list it; it is %s (%s): a refused retry wrote its run", r.ID, r.Status, r.CancelReason)
+		}
+	}
+}
+
+// TestRetryKeyListedIsAnsweredAtTheCap: a retry whose listing on the
+// failed run landed and whose run's write did not (the runs table refused
+// it; the key was answered 5xx, retryable) leaves its id listed and no
+// run. The list is then at the cap, that id among it: another key is 409
+// CodeRetryLimitReached, and the key's retry, its run id the same
+// (runs.ClaimRunID), passes the cap, writes its run and is answered 201,
+// the list unchanged. Without transactions, on every engine.
+func TestRetryKeyListedIsAnsweredAtTheCap(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		faults := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries)
+		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		_, st := dynamoStores(t, e, c, false)
+		h := &retryCapHost{f: hostOf(t, rs, idem.Config{Store: st}, nil), c: c, rs: rs, tenant: strings.Repeat("t", 128)}
+		failed := h.largestFailed(t)
+		h.list(t, failed.ID, 0, MaxRunRetries-1)
+		faults.FailNext("PutItem", 100, dynamotest.InternalServerError()) // the run's write, through the SDK's retries
+		if _, status, m := h.retry(t, failed.ID, "k-retry-unwritten-0123456789ab"); status < 500 {
+			t.Fatalf("a retry whose run write failed: %d %v", status, m)
+		}
+		faults.Clear()
+		got, _ := h.rs.Get(context.Background(), failed.ID)
+		if len(got.Retries) != MaxRunRetries {
+			t.Fatalf("after a listing whose run write failed the run lists %d; want %d", len(got.Retries), MaxRunRetries)
+		}
+		if _, status, m := h.retry(t, failed.ID, "k-retry-other-0123456789abcd"); status != http.StatusConflict || m["error"] != CodeRetryLimitReached {
+			t.Fatalf("another key at the cap: %d %v", status, m)
+		}
+		ok, status, m := h.retry(t, failed.ID, "k-retry-unwritten-0123456789ab")
+		id, _ := m["runId"].(string)
+		if !ok || id == "" {
+			t.Fatalf("the key whose retry is listed, at the cap: %d %v", status, m)
+		}
+		if r, err := h.rs.Get(context.Background(), id); err != nil || r.RetryOf != failed.ID || r.Status != runs.StatusPending {
+			t.Fatalf("the key's run: %+v %v", r, err)
+		}
+		got, _ = h.rs.Get(context.Background(), failed.ID)
+		if len(got.Retries) != MaxRunRetries || !slices.Contains(got.Retries, id) {
+			t.Fatalf("after the key's answer the run lists %d retries (its run listed: %v)", len(got.Retries), slices.Contains(got.Retries, id))
+		}
+	})
+}
