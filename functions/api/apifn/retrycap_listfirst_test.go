@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/clock"
@@ -152,5 +154,94 @@ func TestRetryKeyListedIsAnsweredAtTheCap(t *testing.T) {
 		if len(got.Retries) != MaxRunRetries || !slices.Contains(got.Retries, id) {
 			t.Fatalf("after the key's answer the run lists %d retries (its run listed: %v)", len(got.Retries), slices.Contains(got.Retries, id))
 		}
+	})
+}
+
+// firstAttemptsLost is a Layer-1 store where no first execution's
+// completion lands: every key's first invocation dies after its handler
+// and before its outcome is recorded.
+type firstAttemptsLost struct{ idem.Store }
+
+func (s firstAttemptsLost) Complete(ctx context.Context, claim idem.Record, out idem.Outcome, now time.Time) error {
+	if claim.Attempt <= 1 {
+		return fmt.Errorf("the invocation of attempt %d died before its completion was written", claim.Attempt)
+	}
+	return s.Store.Complete(ctx, claim, out, now)
+}
+
+// TestParallelRetriesAtTheCapReexecuted: 16 parallel retries of a failed
+// run one below the cap, under distinct keys, every read of it answered
+// only once all 16 have read, and no first execution's completion
+// recorded; past the lease every key runs again. The one key listed first
+// is 201 both times with the same run, every other key 409
+// CodeRetryLimitReached both times; the failed run lists exactly the cap
+// and no run retrying it is left unlisted, whatever its status. On memory
+// and every engine, the run written by its own conditional write.
+func TestParallelRetriesAtTheCapReexecuted(t *testing.T) {
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		const tenant, n = "acme", 16
+		rs, inner := backendStores(t, e)
+		clk := clock.NewManual(time.Now().UTC().Truncate(time.Millisecond))
+		gate := &readGate{RunStore: rs, n: n, open: make(chan struct{})}
+		f := hostOf(t, gate, idem.Config{Store: firstAttemptsLost{inner}, Test: idem.TestConfig{Clock: clk}},
+			func(_ *fixture, c *Config) { c.Test.Clock = clk })
+		failed := runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range MaxRunRetries - 1 {
+			if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gate.id = failed.ID
+		req := func(i int) events.APIGatewayV2HTTPRequest {
+			return ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, fmt.Sprintf("k-race-%02d-0123456789abcdefgh", i), "")
+		}
+		first := make([]retryAnswer, n)
+		var wg sync.WaitGroup
+		for i := range first {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := f.h.Handle(ctx, req(i))
+				if err != nil {
+					t.Errorf("retry %d: %v", i, err)
+				}
+				first[i] = retryAnswer{r.StatusCode, r.Body}
+			}()
+		}
+		wg.Wait()
+		clk.Advance(idem.DefaultLease + time.Second)
+		created := 0
+		for i := range first {
+			r, m := f.do(t, req(i))
+			switch {
+			case first[i].status == http.StatusCreated:
+				created++
+				if r.StatusCode != http.StatusCreated || !strings.Contains(first[i].body, fmt.Sprintf("%q", m["runId"])) {
+					t.Errorf("key %d, 201 first, again: %d %s; want 201 naming the same run (%s)", i, r.StatusCode, r.Body, first[i].body)
+				}
+			case first[i].status != http.StatusConflict || r.StatusCode != http.StatusConflict || m["error"] != CodeRetryLimitReached:
+				t.Errorf("key %d: %d %s, then %d %s; want 409 %s both times", i, first[i].status, first[i].body, r.StatusCode, r.Body, CodeRetryLimitReached)
+			}
+		}
+		if created != 1 {
+			t.Errorf("%d of %d keys were answered 201; want 1", created, n)
+		}
+		if got, err := rs.Get(ctx, failed.ID); err != nil || len(got.Retries) != MaxRunRetries {
+			t.Errorf("the failed run lists %d retries (%v); want %d", len(got.Retries), err, MaxRunRetries)
+		}
+		if e == nil {
+			if n := rs.(*runs.MemRuns).Len(); n != 2 {
+				t.Errorf("the store holds %d runs; want the failed run and its one retry", n)
+			}
+			return
+		}
+		noUnlistedRetry(t, e, rs, failed.ID)
 	})
 }
