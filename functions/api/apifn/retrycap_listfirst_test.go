@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
@@ -243,5 +245,107 @@ func TestParallelRetriesAtTheCapReexecuted(t *testing.T) {
 			return
 		}
 		noUnlistedRetry(t, e, rs, failed.ID)
+	})
+}
+
+// holdPut is a client option holding the first PutItem sent once armed:
+// it is reported on reached and goes on when release is closed.
+type holdPut struct {
+	mu      sync.Mutex
+	armed   bool
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (p *holdPut) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return s.Finalize.Add(middleware.FinalizeMiddlewareFunc("holdPut",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				p.mu.Lock()
+				hold := p.armed && middleware.GetOperationName(ctx) == "PutItem"
+				if hold {
+					p.armed = false
+				}
+				p.mu.Unlock()
+				if hold {
+					close(p.reached)
+					<-p.release
+				}
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+	})
+}
+
+// TestRetryOvertakenBetweenListingAndWrite: a retry at the cap whose
+// execution listed its run id and then stalled before writing the run
+// (its lease ran out) is overtaken by its key's retry: that re-execution
+// finds its id listed, passes the cap, writes the run and answers 201;
+// the stalled execution then finds the run written and writes no second
+// one. The failed run lists exactly the cap, one run retries it, the key
+// replays its run, and another key is refused. Without transactions, on
+// every engine.
+func TestRetryOvertakenBetweenListingAndWrite(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		const tenant = "acme"
+		hold := &holdPut{reached: make(chan struct{}), release: make(chan struct{})}
+		c := e.Client(dynamotest.FastRetries)
+		rs := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries, hold.option), Table: e.CreateTable(t, "RunsTable")}
+		_, st := dynamoStores(t, e, c, false)
+		clk := clock.NewManual(time.Now().UTC().Truncate(time.Millisecond))
+		f := hostOf(t, rs, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+		failed := runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range MaxRunRetries - 1 {
+			if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		req := ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "k-retry-overtaken-0123456789ab", "")
+		hold.mu.Lock()
+		hold.armed = true
+		hold.mu.Unlock()
+		stalled := make(chan retryAnswer, 1)
+		go func() {
+			r, err := f.h.Handle(ctx, req)
+			if err != nil {
+				t.Errorf("the stalled execution: %v", err)
+			}
+			stalled <- retryAnswer{r.StatusCode, r.Body}
+		}()
+		<-hold.reached
+		clk.Advance(idem.DefaultLease + time.Second)
+		r, m := f.do(t, req)
+		id, _ := m["runId"].(string)
+		if r.StatusCode != http.StatusCreated || id == "" {
+			close(hold.release)
+			t.Fatalf("the key's retry overtaking the stalled execution: %d %s", r.StatusCode, r.Body)
+		}
+		close(hold.release)
+		first := <-stalled
+		// Its claim taken over, it is told to retry with its key (which
+		// replays the 201), or 201 with the same run.
+		inFlight := first.status == http.StatusConflict && strings.Contains(first.body, `"idempotency_in_flight"`)
+		if !inFlight && (first.status != http.StatusCreated || !strings.Contains(first.body, fmt.Sprintf("%q", id))) {
+			t.Fatalf("the stalled execution: %d %s; want 409 idempotency_in_flight or 201 naming %s", first.status, first.body, id)
+		}
+		if got, err := rs.Get(ctx, failed.ID); err != nil || len(got.Retries) != MaxRunRetries || !slices.Contains(got.Retries, id) {
+			t.Fatalf("the failed run lists %d retries (%v), its run listed %v", len(got.Retries), err, slices.Contains(got.Retries, id))
+		}
+		if found := retryRunsOf(t, e, rs, failed.ID); len(found) != 1 || found[0].ID != id {
+			t.Fatalf("%d runs retry the failed run; want its one run %s", len(found), id)
+		}
+		if again, m := f.do(t, req); again.StatusCode != http.StatusCreated || m["runId"] != id {
+			t.Fatalf("the key again: %d %s", again.StatusCode, again.Body)
+		}
+		other, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "k-retry-other-0123456789abcd", ""))
+		if other.StatusCode != http.StatusConflict || m["error"] != CodeRetryLimitReached {
+			t.Fatalf("another key at the cap: %d %s", other.StatusCode, other.Body)
+		}
 	})
 }
