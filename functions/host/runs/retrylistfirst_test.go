@@ -20,8 +20,9 @@ import (
 // run's write failed leaves the id listed and no run, and the same Create
 // again (the key's re-execution, its run id fixed) writes it even at the
 // cap; a listing applied whose answer was lost is retried into the same
-// one listing; a run id found taken by a run that is no retry of the
-// failed run is not left listed. On every engine.
+// one listing; a run write applied whose answer was lost keeps its
+// listing; a run id found taken by a run that is no retry of the failed
+// run is not left listed. On every engine.
 func TestRetryIsListedBeforeItIsWritten(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		faults := dynamotest.NewFaults()
@@ -113,6 +114,19 @@ func TestRetryIsListedBeforeItIsWritten(t *testing.T) {
 		}
 		if f, _ := rs.Get(ctx, second.ID); !slices.Equal(f.Retries, []string{lost.ID}) || !written(lost.ID) {
 			t.Fatalf("after a lost listing answer: listed %v, written %v", f.Retries, written(lost.ID))
+		}
+
+		// The run's write applied and its answer lost: the SDK's retry
+		// finds the id taken (ErrRunExists, for the caller to read the run
+		// as its own), and the run keeps its listing.
+		lostPut := NewRun("acme", "webhook", nil, now)
+		lostPut.RetryOf = second.ID
+		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		if err := rs.Create(ctx, lostPut); err != nil && !errors.Is(err, ErrRunExists) {
+			t.Fatalf("a Create whose run write's answer was lost: %v", err)
+		}
+		if f, _ := rs.Get(ctx, second.ID); !slices.Contains(f.Retries, lostPut.ID) || !written(lostPut.ID) {
+			t.Fatalf("after a lost run write answer: listed %v, written %v", f.Retries, written(lostPut.ID))
 		}
 
 		// A run id taken by a run that retries nothing: ErrRunExists, and
