@@ -77,7 +77,7 @@ func createRetryIsCapped(t *testing.T, rs RunStore, cnt *dynamotest.Counter) {
 		t.Fatalf("the refused retry was listed (%d listed)", len(got))
 	}
 	// No run is written for a refused retry: none the executor could
-	// take from the runs stream (RED_TEAM 400).
+	// take from the runs stream (RED_TEAM 316).
 	if r, err := rs.Get(ctx, over.ID); !errors.Is(err, ErrRunNotFound) {
 		t.Fatalf("the refused retry's run: %s %v; want none", r.Status, err)
 	}

@@ -345,7 +345,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 		}
 	}
 	if r.RetryOf != "" {
-		// Listed first (RED_TEAM 400): a run is written only once its
+		// Listed first (RED_TEAM 316): a run is written only once its
 		// listing is granted, so a retry refused at the cap writes no run
 		// for the executor to take from the runs stream. A listing whose
 		// run write then fails names a run not written yet; the request's
