@@ -22,7 +22,8 @@ import (
 	"github.com/idemkit/idemkit/ledger/ledgertest"
 )
 
-// audited is Layer 1 under reconciled-records in eu and us: in each region
+// audited is Layer 1 under reconciled-records in eu and us (or the regions
+// of auditedConfig.regions): in each region
 // a guard over POST /runs on its replica of one IdempotencyTable and a
 // conflict auditor restoring into that replica, which reads every stream
 // change the replicator observes. The conflict events of both auditors are
@@ -57,14 +58,19 @@ type auditedConfig struct {
 	guardClock func(r string) idem.Clock
 	// handler is region r's POST /runs handler, under the guard.
 	handler func(r string) http.HandlerFunc
+	// regions are the replicas; default eu and us.
+	regions []string
 }
 
 func newAudited(t *testing.T, cfg auditedConfig) *audited {
 	t.Helper()
-	w := &audited{t: t, cfg: cfg, p: newPair(t, "IdempotencyTable"),
+	if len(cfg.regions) == 0 {
+		cfg.regions = []string{eu, us}
+	}
+	w := &audited{t: t, cfg: cfg, p: newReplicas(t, "IdempotencyTable", cfg.regions...),
 		clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
 		srv:   map[string]*httptest.Server{}, auditors: map[string]*auditfn.Auditor{}}
-	for _, r := range []string{eu, us} {
+	for _, r := range cfg.regions {
 		st, err := idemdynamo.New(idemdynamo.Config{Client: w.p.db(r), Table: w.p.tables[r]})
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +96,7 @@ func newAudited(t *testing.T, cfg auditedConfig) *audited {
 		w.auditors[r] = &auditfn.Auditor{Conflicts: ca, Now: w.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			Restore: auditfn.TableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
 	}
-	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), Lag: time.Second, Now: w.clock.Now,
+	rep, err := newReplicator(t, regionsim.Config{Regions: w.p.replicas(), Lag: time.Second, Now: w.clock.Now,
 		OnChange: func(c regionsim.Change) {
 			w.audit(c)
 			if cfg.redeliver {

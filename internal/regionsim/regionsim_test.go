@@ -40,6 +40,7 @@ func TestMain(m *testing.M) { dynamotest.Main(m) }
 const (
 	eu = "eu-west-1" // the fence table's home region
 	us = "us-east-1"
+	ap = "ap-southeast-2" // the third region of the three-region tests
 )
 
 func ctx(t *testing.T) context.Context {
@@ -48,20 +49,34 @@ func ctx(t *testing.T) context.Context {
 	return c
 }
 
-// pair is one logical table in two moto regions of one server.
+// pair is one logical table in moto regions of one server: eu and us
+// (newPair), or the regions newReplicas was given.
 type pair struct {
+	names  []string // the regions, in the order given
 	emu    map[string]*dynamotest.Emulator
 	tables map[string]string
 }
 
-func newPair(t *testing.T, logicalID string) *pair {
+func newPair(t *testing.T, logicalID string) *pair { return newReplicas(t, logicalID, eu, us) }
+
+// newReplicas is one logical table in each of regions.
+func newReplicas(t *testing.T, logicalID string, regions ...string) *pair {
 	e := dynamotest.Start(t, dynamotest.Moto) // the only emulator with streams
-	p := &pair{emu: map[string]*dynamotest.Emulator{}, tables: map[string]string{}}
-	for _, r := range []string{eu, us} {
+	p := &pair{names: regions, emu: map[string]*dynamotest.Emulator{}, tables: map[string]string{}}
+	for _, r := range regions {
 		p.emu[r] = e.InRegion(r)
 		p.tables[r] = p.emu[r].CreateTable(t, logicalID)
 	}
 	return p
+}
+
+// replicas are the regionsim regions of every replica, for Config.Regions.
+func (p *pair) replicas() []regionsim.Region {
+	var out []regionsim.Region
+	for _, r := range p.names {
+		out = append(out, p.region(r))
+	}
+	return out
 }
 
 func (p *pair) db(r string) *dynamodb.Client { return p.emu[r].Client() }
@@ -191,18 +206,24 @@ type twoRegions struct {
 type changeRecord = regionsim.Change
 
 func newTwoRegions(t *testing.T, strategy fence.CrossRegion) *twoRegions {
-	w := &twoRegions{p: newPair(t, "EffectsTable"), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
+	return newRegionsWorld(t, strategy, eu, us)
+}
+
+// newRegionsWorld is the partition-test world in regions (eu the home
+// region): a twoRegions of as many regions.
+func newRegionsWorld(t *testing.T, strategy fence.CrossRegion, regions ...string) *twoRegions {
+	w := &twoRegions{p: newReplicas(t, "EffectsTable", regions...), clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
 		prov: ledgertest.NewProvider(t), metrics: &bytes.Buffer{}, auditors: map[string]*conflictaudit.Auditor{},
 		audit: map[string]func(changeRecord){}}
 	w.rec = emf.New(w.metrics, "idemkit")
-	for _, r := range []string{eu, us} {
+	for _, r := range regions {
 		a, err := conflictaudit.New(conflictaudit.Config{Strategy: strategy, Region: r, Metrics: w.rec})
 		if err != nil {
 			t.Fatal(err)
 		}
 		w.auditors[r] = a
 	}
-	rep, err := newReplicator(t, regionsim.Config{A: w.p.region(eu), B: w.p.region(us), KeyAttrs: []string{"pk", "sk"},
+	rep, err := newReplicator(t, regionsim.Config{Regions: w.p.replicas(), KeyAttrs: []string{"pk", "sk"},
 		Lag: 500 * time.Millisecond, Timestamp: updatedAt, Now: w.clock.Now,
 		OnChange: func(c regionsim.Change) {
 			if f := w.audit[c.Region]; f != nil {
@@ -259,13 +280,15 @@ func (w *twoRegions) heal(t *testing.T) {
 	}
 }
 
-// converged asserts both replicas hold the same effect item.
+// converged asserts every replica holds the same effect item.
 func (w *twoRegions) converged(t *testing.T, effectID string) *ledger.Record {
 	key := map[string]types.AttributeValue{"pk": s("effect#" + effectID), "sk": s("record")}
-	a, b := get(t, w.p.db(eu), w.p.tables[eu], key), get(t, w.p.db(us), w.p.tables[us], key)
-	ra, rb := decodeEffect(t, a), decodeEffect(t, b)
-	if ra == nil || rb == nil || ra.Owner != rb.Owner || ra.State != rb.State || ra.Attempt != rb.Attempt {
-		t.Fatalf("replicas diverge:\n eu %+v\n us %+v", ra, rb)
+	ra := decodeEffect(t, get(t, w.p.db(w.p.names[0]), w.p.tables[w.p.names[0]], key))
+	for _, r := range w.p.names[1:] {
+		rb := decodeEffect(t, get(t, w.p.db(r), w.p.tables[r], key))
+		if ra == nil || rb == nil || ra.Owner != rb.Owner || ra.State != rb.State || ra.Attempt != rb.Attempt {
+			t.Fatalf("replicas diverge:\n %s %+v\n %s %+v", w.p.names[0], ra, r, rb)
+		}
 	}
 	return ra
 }
