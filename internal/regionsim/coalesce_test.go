@@ -62,6 +62,10 @@ func TestCoalesced(t *testing.T) {
 		{"TestLayer1ReplayWithinLagStartsNewWork", TestLayer1ReplayWithinLagStartsNewWork},
 		{"TestReconciledReleaseOverACompletionIsWrittenBack", TestReconciledReleaseOverACompletionIsWrittenBack},
 		{"TestEffectReconciledTTLDeleteFromTheOtherRegion", TestEffectReconciledTTLDeleteFromTheOtherRegion},
+		{"TestThreeRegionsLayer1ConvergesOnLowestRunID", TestThreeRegionsLayer1ConvergesOnLowestRunID},
+		{"TestThreeRegionsLayer1ReconciledTTLDeleteWhileOneIsCutOff", TestThreeRegionsLayer1ReconciledTTLDeleteWhileOneIsCutOff},
+		{"TestThreeRegionsFencedEffects", TestThreeRegionsFencedEffects},
+		{"TestThreeRegionsFencedRacingExecutors", TestThreeRegionsFencedRacingExecutors},
 	} {
 		t.Run(tc.name, tc.f)
 	}

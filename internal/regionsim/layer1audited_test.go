@@ -41,6 +41,7 @@ type audited struct {
 
 	auditors map[string]*auditfn.Auditor
 	auditErr error              // the last restore error of an audit
+	restored map[string]int     // region -> records its auditor wrote back
 	seen     []regionsim.Change // with redelivery, every change audited
 }
 
@@ -69,7 +70,7 @@ func newAudited(t *testing.T, cfg auditedConfig) *audited {
 	}
 	w := &audited{t: t, cfg: cfg, p: newReplicas(t, "IdempotencyTable", cfg.regions...),
 		clock: ledgertest.NewClock(time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)),
-		srv:   map[string]*httptest.Server{}, auditors: map[string]*auditfn.Auditor{}}
+		srv:   map[string]*httptest.Server{}, auditors: map[string]*auditfn.Auditor{}, restored: map[string]int{}}
 	for _, r := range cfg.regions {
 		st, err := idemdynamo.New(idemdynamo.Config{Client: w.p.db(r), Table: w.p.tables[r]})
 		if err != nil {
@@ -123,6 +124,7 @@ func (w *audited) audit(c regionsim.Change) {
 	if cnt.RestoreErr != nil {
 		w.auditErr = cnt.RestoreErr
 	}
+	w.restored[c.Region] += cnt.Restored
 }
 
 // redeliverSeen audits every change seen again, in reverse order (a stale,

@@ -274,8 +274,9 @@ func (r *Replicator) itemKey(keys map[string]types.AttributeValue) string {
 
 // Step reads every region's stream once (in the order of their names) and
 // applies every due write to every region it is not partitioned from. It
-// returns the number of new local writes observed plus deliveries applied
-// or discarded, so Sync can tell when nothing moves.
+// returns the number of changes read (local writes and the echoes of
+// applies, to which OnChange may have answered with a write) plus
+// deliveries applied or discarded, so Sync can tell when nothing moves.
 func (r *Replicator) Step(ctx context.Context) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -286,6 +287,9 @@ func (r *Replicator) Step(ctx context.Context) (int, error) {
 		if err != nil {
 			return moved, err
 		}
+		// Every change read moves: OnChange may have written in
+		// response to it (an auditor's write-back), even to an echo.
+		moved += len(changes)
 		for _, c := range changes {
 			if r.cfg.OnChange != nil {
 				r.cfg.OnChange(c)
@@ -315,7 +319,6 @@ func (r *Replicator) Step(ctx context.Context) (int, error) {
 					r.queue = append(r.queue, pending{change: c, dst: dst, ver: ver, due: now.Add(r.cfg.Lag)})
 				}
 			}
-			moved++
 		}
 	}
 	superseded := r.superseded(now)

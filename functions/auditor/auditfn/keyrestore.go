@@ -210,7 +210,43 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 	if err == nil {
 		record(old, cur) // nothing when held (no run known yet)
 	}
-	if err == nil && !written && len(current) > 0 && conflictaudit.HoldKey(old, cur) {
+	var done idem.Record
+	derr := errors.New("no item")
+	if err == nil && !written && len(current) > 0 {
+		done, derr = idemdynamo.DecodeItem(current)
+	}
+	sameClaim := derr == nil && done.RequestID == curRec.RequestID
+	if derr == nil && !(sameClaim && conflictaudit.HoldKey(old, cur)) {
+		// Another record replaced the one this change shows before the
+		// restore: with three regions or more, a third region's record
+		// (or claim) replicated here, or a write-back of it. The old
+		// image is compared with that record as with the change's own
+		// new image: written back over it where it names a higher run,
+		// or none (held), the write conditional on it as found, and the
+		// conflict recorded here (the write-back is marked over that
+		// run); where it names a lower run, old's run lost to it here,
+		// recorded unless that record is a write-back over old's run
+		// (recorded where it was written): the lower run's region may
+		// never see old's run, which replication discarded there.
+		// Without this, the lowest run was lost for good where its
+		// region's replica received two other regions' records before
+		// its auditor read the first, and a run replaced here through a
+		// claim was recorded nowhere (RED_TEAM 500).
+		at2 := at
+		if done.Renewed.After(at2) {
+			at2 = done.Renewed
+		}
+		o2, dk := keyRecord(oldRec, at2), keyRecord(done, now)
+		switch kc2 := conflictaudit.DetectKey(o2, dk); {
+		case conflictaudit.HoldKey(o2, dk) || kc2 != nil && kc2.Restore:
+			written, _, err = a.Restore.Restore(ctx, marked(r.OldImage, dk.Run), current)
+			if err == nil && written {
+				record(o2, dk)
+			}
+		case kc2 != nil && !restoreEcho(current, o2):
+			record(o2, dk)
+		}
+	} else if sameClaim && conflictaudit.HoldKey(old, cur) {
 		// The held claim may have moved on since, within its own
 		// execution (its request id, which a takeover keeps): that is
 		// what the replica holds. Taken over and still pending (its
