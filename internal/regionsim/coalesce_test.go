@@ -66,6 +66,8 @@ func TestCoalesced(t *testing.T) {
 		{"TestThreeRegionsLayer1ReconciledTTLDeleteWhileOneIsCutOff", TestThreeRegionsLayer1ReconciledTTLDeleteWhileOneIsCutOff},
 		{"TestThreeRegionsFencedEffects", TestThreeRegionsFencedEffects},
 		{"TestThreeRegionsFencedRacingExecutors", TestThreeRegionsFencedRacingExecutors},
+		{"TestThreeRegionsReleasesOverACompletionAreWrittenBack", TestThreeRegionsReleasesOverACompletionAreWrittenBack},
+		{"TestThreeRegionsPartitionReconciledRecords", TestThreeRegionsPartitionReconciledRecords},
 	} {
 		t.Run(tc.name, tc.f)
 	}

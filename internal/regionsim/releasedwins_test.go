@@ -81,7 +81,7 @@ func TestReconciledReleaseOverACompletionIsWrittenBack(t *testing.T) {
 // returns where a failed write-back's error is kept.
 func (w *twoRegions) effectRestoringAuditors(t *testing.T, ttlDeletes bool) *error {
 	var auditErr error
-	for _, r := range []string{eu, us} {
+	for _, r := range w.p.names {
 		a := &auditfn.Auditor{Conflicts: w.auditors[r], Now: w.clock.Now, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
 			RestoreEffects: auditfn.EffectTableRestorer{Client: w.p.db(r), Table: w.p.tables[r]}}
 		w.audit[r] = func(c changeRecord) {

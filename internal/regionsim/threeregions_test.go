@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/functions/auditor/conflictaudit"
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	"github.com/idemkit/idemkit/idem/idemtest"
@@ -362,4 +363,115 @@ func TestThreeRegionsFencedRacingExecutors(t *testing.T) {
 	}
 	w.heal(t)
 	w.converged(t, eff.Identity.EffectID)
+}
+
+// TestThreeRegionsReleasesOverACompletionAreWrittenBack: under
+// reconciled-records, every pair of regions partitioned, one effect is
+// claimed in all three regions, one after the other: one region's call is
+// delivered and recorded, the two others' calls are refused before they
+// leave (ledger.NotSent) and their claims released. Whichever region
+// delivered (first, second or last in time), every region ends on the
+// completed record once healed, and a duplicate in every region replays
+// it: one provider call. (Replication alone keeps the newest write, a
+// release unless the delivered call was last, and a duplicate would
+// reclaim it and call the provider again.)
+func TestThreeRegionsReleasesOverACompletionAreWrittenBack(t *testing.T) {
+	for i, delivered := range three {
+		t.Run(delivered+" delivers, "+[]string{"first", "second", "last"}[i], func(t *testing.T) {
+			w := newRegionsWorld(t, fence.ReconciledRecords, three...)
+			auditErr := w.effectRestoringAuditors(t, false)
+			eff := business(t, "refund-released-three")
+			refused := func(context.Context, ledger.Call) ([]byte, error) {
+				return nil, ledger.NotSent(errors.New("connection refused"))
+			}
+			w.rep.SetPartitioned(true)
+			for _, r := range three {
+				l := w.ledger(t, r, nil)
+				if r == delivered {
+					if res, err := l.Do(ctx(t), eff, w.call); err != nil || res.Replayed {
+						t.Fatalf("%s: %+v, %v; want its call delivered", r, res, err)
+					}
+				} else if _, err := l.Do(ctx(t), eff, refused); !errors.Is(err, ledger.ErrNotSent) {
+					t.Fatalf("%s, its call refused: %v, want ledger.ErrNotSent", r, err)
+				}
+				if _, err := w.rep.Step(ctx(t)); err != nil { // observed, not delivered
+					t.Fatal(err)
+				}
+				w.clock.Advance(10 * time.Millisecond)
+			}
+			w.heal(t)
+			for range 3 { // the write-backs replicate
+				w.clock.Advance(time.Second)
+				if err := w.rep.Sync(ctx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if *auditErr != nil {
+				t.Fatal(*auditErr)
+			}
+			if rec := w.converged(t, eff.Identity.EffectID); rec.State != ledger.StateCompleted {
+				t.Fatalf("converged on %s attempt %d; want %s's completed record", rec.State, rec.Attempt, delivered)
+			}
+			for _, r := range three {
+				res, err := w.ledger(t, r, nil).Do(ctx(t), eff, w.call) // a duplicate after healing
+				if err != nil || !res.Replayed || w.prov.Requests() != 1 {
+					t.Fatalf("%s, a duplicate after healing: %+v, %v; provider requests %d; want the delivered call replayed",
+						r, res, err, w.prov.Requests())
+				}
+			}
+		})
+	}
+}
+
+// TestThreeRegionsPartitionReconciledRecords: under reconciled-records,
+// every pair of regions partitioned, one effect is claimed and fired in
+// all three regions (MREC conditions are local): three provider calls,
+// which the provider deduplicates on the stable key to one effect. On
+// healing every region converges on one completed record, a conflict is
+// recorded for each region's claim that lost, and a duplicate in every
+// region replays the outcome and fires nothing.
+func TestThreeRegionsPartitionReconciledRecords(t *testing.T) {
+	w := newRegionsWorld(t, fence.ReconciledRecords, three...)
+	auditErr := w.effectRestoringAuditors(t, false)
+	eff := business(t, "refund-three-fired")
+	w.rep.SetPartitioned(true)
+	for _, r := range three {
+		if res, err := w.ledger(t, r, nil).Do(ctx(t), eff, w.call); err != nil || res.Replayed {
+			t.Fatalf("%s during the partition: %+v, %v; want a local win", r, res, err)
+		}
+		if _, err := w.rep.Step(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+		w.clock.Advance(10 * time.Millisecond)
+	}
+	w.heal(t)
+	for range 3 {
+		w.clock.Advance(time.Second)
+		if err := w.rep.Sync(ctx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *auditErr != nil {
+		t.Fatal(*auditErr)
+	}
+	if w.prov.Requests() != 3 || w.prov.Effects() != 1 {
+		t.Fatalf("provider requests=%d effects=%d; want 3 calls deduplicated to 1 effect", w.prov.Requests(), w.prov.Effects())
+	}
+	rec := w.converged(t, eff.Identity.EffectID)
+	if rec.State != ledger.StateCompleted {
+		t.Fatalf("converged record state %s", rec.State)
+	}
+	// Two claims lost: each is recorded by a region whose replica it
+	// was overwritten in (possibly by more than one region).
+	if n := w.count(conflictaudit.MetricConflicts); n < 2 {
+		t.Errorf("%d conflicts recorded for three regions' claims of one effect; want at least 2", n)
+	}
+	for _, r := range three {
+		if res, err := w.ledger(t, r, nil).Do(ctx(t), eff, w.call); err != nil || !res.Replayed {
+			t.Fatalf("%s after healing: %+v, %v; want the replay", r, res, err)
+		}
+	}
+	if w.prov.Requests() != 3 {
+		t.Fatal("a duplicate after healing reached the provider")
+	}
 }

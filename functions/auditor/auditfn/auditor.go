@@ -336,14 +336,17 @@ func resolution(r *ledger.Record) bool {
 // firing, or released because its call did not leave. Replication would
 // otherwise keep that claim in both regions, and a duplicate would take
 // its release over and call the provider again, although this region's
-// call was delivered and recorded. The write is conditional on the claim
+// call was delivered and recorded. With three regions or more, the claim
+// the write finds may be a third region's, replicated over the first: it
+// is written over the same way. The write is conditional on the claim
 // as the change showed it (Auditor.RestoreEffects) and replicates as the
 // newest write; there, the claim's own later writes are refused (its
 // owner's condition) and a duplicate replays the recorded outcome. Where
 // the write finds the same claim moved on without an outcome (its release
-// arrived first), it is written over that, conditional on it as found; a
-// claim that recorded an outcome, or a record that moved on otherwise (a
-// change delivered again after the records converged), is left alone.
+// arrived first), or finds another claim of another history without an
+// outcome, it is written over that, conditional on it as found; a claim
+// that recorded an outcome, or a record that moved on otherwise (a change
+// delivered again after the records converged), is left alone.
 func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecord, oldRec, newRec *ledger.Record, c *Counts) error {
 	if a.RestoreEffects == nil || r.EventName != "MODIFY" || oldRec.State != ledger.StateCompleted || newRec.State == ledger.StateCompleted ||
 		conflictaudit.Detect(oldRec, newRec) == nil {
@@ -352,8 +355,14 @@ func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecor
 	winner := marked(r.OldImage, newRec.Owner)
 	written, current, err := a.RestoreEffects.Restore(ctx, winner, r.NewImage)
 	if err == nil && !written && len(current) > 0 {
-		if cur := a.decodeEffect(ctx, current); cur != nil && cur.State != ledger.StateCompleted &&
-			cur.Owner == newRec.Owner && cur.Attempt == newRec.Attempt && cur.Key == oldRec.Key {
+		// The same claim moved on, or, with three regions or more,
+		// another region's claim replicated over it before this write:
+		// either way a claim of another history without an outcome.
+		// Without the latter, a completed record overwritten by two
+		// regions' claims before its auditor read the first was lost
+		// in every region (RED_TEAM 501).
+		if cur := a.decodeEffect(ctx, current); cur != nil && cur.State != ledger.StateCompleted && cur.Key == oldRec.Key &&
+			(cur.Owner == newRec.Owner && cur.Attempt == newRec.Attempt || conflictaudit.Detect(oldRec, cur) != nil) {
 			written, _, err = a.RestoreEffects.Restore(ctx, winner, current)
 		}
 	}
