@@ -360,7 +360,7 @@ func (a *Auditor) completedOverwritten(ctx context.Context, r stream.StreamRecor
 		// either way a claim of another history without an outcome.
 		// Without the latter, a completed record overwritten by two
 		// regions' claims before its auditor read the first was lost
-		// in every region (RED_TEAM 501).
+		// in every region (RED_TEAM 318).
 		if cur := a.decodeEffect(ctx, current); cur != nil && cur.State != ledger.StateCompleted && cur.Key == oldRec.Key &&
 			(cur.Owner == newRec.Owner && cur.Attempt == newRec.Attempt || conflictaudit.Detect(oldRec, cur) != nil) {
 			written, _, err = a.RestoreEffects.Restore(ctx, winner, current)

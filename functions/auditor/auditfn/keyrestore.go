@@ -231,7 +231,7 @@ func (a *Auditor) keyConflict(ctx context.Context, r stream.StreamRecord, c *Cou
 		// Without this, the lowest run was lost for good where its
 		// region's replica received two other regions' records before
 		// its auditor read the first, and a run replaced here through a
-		// claim was recorded nowhere (RED_TEAM 500).
+		// claim was recorded nowhere (RED_TEAM 317).
 		at2 := at
 		if done.Renewed.After(at2) {
 			at2 = done.Renewed
