@@ -1654,3 +1654,107 @@ func TestOneStuckRecordReachesTheRestoreFailuresAlarms(t *testing.T) {
 		t.Fatalf("found %d alarms on %s, want the Layer-1 and the effect restore-failures alarms", checked, auditfn.MetricRestoreFailures)
 	}
 }
+
+// itemOperations are the DynamoDB data-plane actions whose calls a table's
+// SystemErrors series counts per Operation.
+var itemOperations = []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem", "BatchWriteItem", "TransactGetItems", "TransactWriteItems"}
+
+// TestSystemErrorsAlarmsCountEveryCallGranted: a table's system-errors
+// alarm sums SystemErrors per Operation, so an operation left out of the
+// sum is a call whose HTTP 500s page nobody. Every item operation some role
+// of the stack is granted on a table is a term of that table's alarm, the
+// retention sweeper's Scan and DeleteItem included. Before, the effects
+// table's alarm counted GetItem, PutItem and Query, and the idempotency
+// table's had no Scan: under EffectsConsistency=STRONG or a fenced-effects
+// home stack, DynamoDB failing the sweeper's calls paged nobody (RED_TEAM
+// 460).
+func TestSystemErrorsAlarmsCountEveryCallGranted(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	for _, p := range systemErrorsGaps(t, tp) {
+		t.Error(p)
+	}
+}
+
+// systemErrorsGaps returns each item operation granted on a table of tp
+// that the table's SystemErrors alarm does not count.
+func systemErrorsGaps(t *testing.T, tp tmpl) []string {
+	t.Helper()
+	counted := map[string]map[string]bool{} // table -> operations summed
+	for _, r := range tp.metricRefs(t) {
+		id, _, _ := strings.Cut(r.where, "/")
+		if r.namespace != "AWS/DynamoDB" || r.name != "SystemErrors" || tp.types[id] != "AWS::CloudWatch::Alarm" {
+			continue
+		}
+		var tables []string
+		op := ""
+		for _, d := range r.dims {
+			switch d.name {
+			case "TableName":
+				tables = tp.dimTargets(d)
+			case "Operation":
+				op = d.value.Value
+			}
+		}
+		for _, table := range tables {
+			if counted[table] == nil {
+				counted[table] = map[string]bool{}
+			}
+			counted[table][op] = true
+		}
+	}
+	var gaps []string
+	grants := tp.tableGrants()
+	for _, table := range slices.Sorted(maps.Keys(grants)) {
+		if !strings.HasPrefix(tp.types[table], "AWS::DynamoDB::") {
+			continue
+		}
+		for _, op := range itemOperations {
+			if grants[table]["dynamodb:"+op] && !counted[table][op] {
+				gaps = append(gaps, fmt.Sprintf("%s: a role may call %s on it, but no system-errors alarm counts its SystemErrors (Operation %s)", table, op, op))
+			}
+		}
+	}
+	return gaps
+}
+
+// TestSystemErrorsGapCheckCatchesAnOperationLeftOut: the check above fails
+// when one term of a table's system-errors sum is dropped.
+func TestSystemErrorsGapCheckCatchesAnOperationLeftOut(t *testing.T) {
+	const term = "                - {Name: TableName, Value: !Ref RunsTable}\n                - {Name: Operation, Value: Query}"
+	src := string(idemkit.Template)
+	if strings.Count(src, term) != 1 {
+		t.Fatalf("template.yaml holds %d copies of the runs table's Query term", strings.Count(src, term))
+	}
+	mutated := strings.Replace(src, term, "                - {Name: TableName, Value: !Ref RunsTable}\n                - {Name: Operation, Value: GetItem}", 1)
+	gaps := systemErrorsGaps(t, parseTemplate(t, []byte(mutated)))
+	if !slices.ContainsFunc(gaps, func(g string) bool { return strings.HasPrefix(g, "RunsTable: a role may call Query") }) {
+		t.Errorf("the runs table's Query left out of its alarm: gaps %q", gaps)
+	}
+}
+
+// TestDashboardShowsEveryFunctionsErrors: the dashboard's errors widget has
+// the Lambda Errors series of every function of the stack. Before, it had
+// no sweeper: a sweeper failing every hour showed only as its runs stopped
+// before the end (RED_TEAM 460).
+func TestDashboardShowsEveryFunctionsErrors(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	shown := map[string]bool{}
+	for _, r := range tp.metricRefs(t) {
+		id, _, _ := strings.Cut(r.where, " ")
+		if tp.types[id] != "AWS::CloudWatch::Dashboard" || r.namespace != "AWS/Lambda" || r.name != "Errors" {
+			continue
+		}
+		for _, d := range r.dims {
+			if d.name == "FunctionName" {
+				for _, fn := range tp.dimTargets(d) {
+					shown[fn] = true
+				}
+			}
+		}
+	}
+	for _, fn := range slices.Sorted(slices.Values(tp.typesOf("AWS::Serverless::Function"))) {
+		if !shown[fn] {
+			t.Errorf("the dashboard shows no Errors of %s", fn)
+		}
+	}
+}
