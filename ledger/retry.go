@@ -33,7 +33,8 @@ type Retry struct {
 	// Base is the first backoff, doubled after each attempt up to Max.
 	// Default DefaultRetryBase (1 s).
 	Base time.Duration
-	// Max caps the backoff. Default DefaultRetryMax (5 min).
+	// Max caps the backoff. Default DefaultRetryMax (5 min). Any positive
+	// Duration is honoured: the doubling stops at Max, however large.
 	Max time.Duration
 }
 
@@ -66,11 +67,17 @@ func (r *Retry) backoff(n int, jitter func(time.Duration) time.Duration) time.Du
 	if r.Max > 0 {
 		maxD = r.Max
 	}
-	d := base
+	d := min(base, maxD)
 	for i := 1; i < n && d < maxD; i++ {
+		// Saturate at maxD before doubling: d*2 of a d above half the
+		// largest Duration (a Max above ~146 years) would overflow into a
+		// negative delay (RED_TEAM 461).
+		if d > maxD/2 {
+			d = maxD
+			break
+		}
 		d *= 2
 	}
-	d = min(d, maxD)
 	return jitter(d)
 }
 
