@@ -268,7 +268,7 @@ func runEffectsResolve(ctx context.Context, args []string, stdout, stderr io.Wri
 	fs.SetOutput(stderr)
 	as := fs.String("as", "", "what happened: delivered (the provider performed it) or not-delivered (it did not; the next try fires with the same provider key); required")
 	note := fs.String("note", "", "free text recorded with the resolution (at most 512 bytes)")
-	operator := fs.String("operator", "", "who resolves, recorded on the resolution; default $IDEMKIT_OPERATOR, else user@host")
+	operator := fs.String("operator", "", "who resolves, recorded on the resolution without the white space around it; default $IDEMKIT_OPERATOR (white space only is refused, not replaced), else user@host")
 	rev := fs.String("rev", "", "the revision you decided on (from 'idemkit effects show'); default the one your last show of this effect printed, so required where it was not shown")
 	fenceTable := fs.String("fence-table", "", "fenced-effects deployments: the fence table (default $"+settings.EnvFenceTable+"); resolving a fenced effect as not-delivered reopens its fence there")
 	fenceRegion := fs.String("fence-region", "", "the fence table's region, the home region, where the effect record is then read and written too (default $"+settings.EnvFenceTableRegion+", else --region)")
@@ -315,15 +315,13 @@ examples:
 	if !ids.ValidEffectID(effectID) {
 		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
 	}
-	opFrom := "--operator"
-	if *operator == "" {
-		*operator, opFrom = defaultOperator()
+	var opFrom string
+	*operator, opFrom = operatorIdentity(*operator)
+	if !namesSomeone(*operator) {
+		return usageError(fs, stderr, "%s %q names no one: want 1..128 bytes of printable UTF-8 text, not white space only", opFrom, *operator)
 	}
 	if len(*operator) > 128 || strings.ContainsFunc(*operator, isControlRune) || !utf8.ValidString(*operator) {
 		return usageError(fs, stderr, "%s %q: want 1..128 bytes of printable UTF-8 text", opFrom, *operator)
-	}
-	if !namesSomeone(*operator) {
-		return usageError(fs, stderr, "%s %q names no one: want 1..128 bytes of printable UTF-8 text, not white space only", opFrom, *operator)
 	}
 	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) || !utf8.ValidString(*note) {
 		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (got %d bytes)", len(*note))
@@ -421,13 +419,35 @@ func namesSomeone(s string) bool {
 	return strings.ContainsFunc(s, func(c rune) bool { return unicode.In(c, unicode.L, unicode.N, unicode.P, unicode.S) })
 }
 
-// defaultOperator is the operator recorded when --operator is not given:
-// $IDEMKIT_OPERATOR, else user@host; from names where it came from, for a
-// usage error.
-func defaultOperator() (op, from string) {
-	if o := strings.TrimSpace(os.Getenv("IDEMKIT_OPERATOR")); o != "" {
-		return o, "$IDEMKIT_OPERATOR"
+// operatorIdentity is the operator recorded on a resolution: flag (the
+// --operator value) when given, else $IDEMKIT_OPERATOR when set and not
+// empty, else user@host; from names where it came from, for a usage error.
+// The white space around a name is trimmed (a paste's stray space or line
+// break is not part of it); a value of white space only is returned as
+// given, so that resolve refuses it as naming no one: an operator who set
+// $IDEMKIT_OPERATOR means that identity, and one of blanks is a mistake to
+// report, not a reason to record user@host instead (RED_TEAM 462).
+func operatorIdentity(flag string) (op, from string) {
+	if flag != "" {
+		return trimBlank(flag), "--operator"
 	}
+	if o := os.Getenv("IDEMKIT_OPERATOR"); o != "" {
+		return trimBlank(o), "$IDEMKIT_OPERATOR"
+	}
+	return defaultOperator()
+}
+
+// trimBlank trims the white space around s, unless s is nothing else.
+func trimBlank(s string) string {
+	if t := strings.TrimSpace(s); t != "" {
+		return t
+	}
+	return s
+}
+
+// defaultOperator is the operator recorded when neither --operator nor
+// $IDEMKIT_OPERATOR gives one: user@host; from names where it came from.
+func defaultOperator() (op, from string) {
 	name := "unknown"
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		name = u.Username

@@ -49,6 +49,11 @@ func TestEffectsResolveRefusesABlankOperator(t *testing.T) {
 		{"no-break and ideographic spaces", "", []string{"--operator", "\u00a0\u3000"}, "--operator"},
 		{"zero-width space", "", []string{"--operator", "\u200b"}, "--operator"},
 		{"environment: zero-width space", "\u200b\u200b", nil, "$IDEMKIT_OPERATOR"},
+		// Set, to white space only: refused, never a silent fall back to
+		// user@host, another identity than the one the operator set
+		// (RED_TEAM 462).
+		{"environment: spaces", "   ", nil, "$IDEMKIT_OPERATOR"},
+		{"environment: a tab and a line break", "\t\n", nil, "$IDEMKIT_OPERATOR"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errb := resolveWith(t, c.env, c.args)
@@ -72,4 +77,33 @@ func resolveWith(t *testing.T, env string, args []string) (int, *strings.Builder
 	all := append([]string{"effects", "resolve", effect, "--as", "delivered", "--rev", "r1",
 		"--endpoint", "http://127.0.0.1:9", "--table", "EffectsTable"}, args...)
 	return run(context.Background(), all, &out, &errb), &out, &errb
+}
+
+// TestOperatorIdentityIsTrimmedNotReplaced: the operator identity recorded
+// is the one given, without the white space around it (--operator or
+// $IDEMKIT_OPERATOR alike); an empty $IDEMKIT_OPERATOR is unset (user@host);
+// one of white space only is kept as given, so that resolve refuses it as
+// naming no one rather than recording user@host in its place. Before, "  "
+// in $IDEMKIT_OPERATOR silently fell back to user@host (RED_TEAM 462).
+func TestOperatorIdentityIsTrimmedNotReplaced(t *testing.T) {
+	fallback, _ := defaultOperator()
+	for _, c := range []struct {
+		name, flag, env string
+		want, from      string
+	}{
+		{"flag", "ops@acme", "other", "ops@acme", "--operator"},
+		{"flag, padded", "  ops@acme\t", "", "ops@acme", "--operator"},
+		{"environment", "", "ops@acme", "ops@acme", "$IDEMKIT_OPERATOR"},
+		{"environment, padded", "", " ops@acme \n", "ops@acme", "$IDEMKIT_OPERATOR"},
+		{"environment, white space only", "", " \t ", " \t ", "$IDEMKIT_OPERATOR"},
+		{"environment, empty", "", "", fallback, "user@host (set --operator)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("IDEMKIT_OPERATOR", c.env)
+			op, from := operatorIdentity(c.flag)
+			if op != c.want || (c.env != "" || c.flag != "") && from != c.from {
+				t.Fatalf("operatorIdentity(%q) with $IDEMKIT_OPERATOR %q = %q from %q; want %q from %q", c.flag, c.env, op, from, c.want, c.from)
+			}
+		})
+	}
 }
