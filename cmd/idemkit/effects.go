@@ -373,7 +373,10 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s is not escaped: %s\n", effectID, notEscapedAdvice(v))
 		return 1
 	case errors.Is(err, ledger.ErrAttemptsExhausted):
-		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %v\n", err)
+		// In the CLI's words, not the library's error text (RED_TEAM 463).
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s holds %d attempts, as many as one effect record keeps: "+
+			"--as not-delivered cannot grant it another; perform the effect by hand (or find it performed) and resolve it --as delivered, "+
+			"or leave it: its identity is tried afresh once this record passes its retention\n", effectID, v.Attempt)
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
 		where := "--region"
