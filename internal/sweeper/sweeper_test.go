@@ -3,6 +3,7 @@ package sweeper_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -430,5 +431,55 @@ func TestSegmentsRotateHourly(t *testing.T) {
 			t.Fatalf("an uncut sweep after them: %+v %v, want complete with nothing left to delete", r, err)
 		}
 		t.Logf("first segments of the hourly sweeps: %v", firsts)
+	})
+}
+
+// attrsSeen records the attribute names of every item the sweeper's Scan
+// pages returned, and whether each Scan asked for a projection.
+type attrsSeen struct {
+	sweeper.API
+	mu        sync.Mutex
+	names     map[string]bool
+	projected bool
+}
+
+func (a *attrsSeen) Scan(ctx context.Context, in *dynamodb.ScanInput, o ...func(*dynamodb.Options)) (*dynamodb.ScanOutput, error) {
+	out, err := a.API.Scan(ctx, in, o...)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.projected = in.ProjectionExpression != nil
+	if err == nil {
+		for _, it := range out.Items {
+			for n := range it {
+				a.names[n] = true
+			}
+		}
+	}
+	return out, err
+}
+
+// The scan returns only what the sweep reads, the key attributes and
+// expiresAt (a ProjectionExpression built with the expression builder),
+// never the records' payloads: the read units are billed on the items
+// scanned anyway, but the pages, and the sweeper's memory, stay small.
+func TestScanReadsOnlyKeysAndExpiry(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		c := e.Client()
+		for _, id := range []string{"EffectsTable", "IdempotencyTable"} {
+			table := e.CreateTable(t, id)
+			expired := seed(t, c, table, id, 12)
+			a := &attrsSeen{API: c, names: map[string]bool{}}
+			w := &sweeper.Sweeper{API: a, Table: table, KeyAttrs: keysOf(id), PageSize: 5}
+			if r, err := w.SweepUntil(ctx(t), now, nil); err != nil || r.Deleted != len(expired) {
+				t.Fatalf("%s: %+v %v, want %d deleted", id, r, err, len(expired))
+			}
+			want := map[string]bool{"expiresAt": true}
+			for _, k := range keysOf(id) {
+				want[k] = true
+			}
+			if !a.projected || !maps.Equal(a.names, want) {
+				t.Errorf("%s: projected %v, attributes returned %v; want a projection of %v", id, a.projected, a.names, want)
+			}
+		}
 	})
 }
