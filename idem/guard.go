@@ -297,8 +297,13 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 	if err != nil {
 		var ke *KeyError
 		errors.As(err, &ke)
+		msg := "The Idempotency-Key header is invalid (%s)."
+		if ke.Reason == ReasonLength || ke.Reason == ReasonCharset {
+			// What a key is, for a caller who sent "order-1" (RED_TEAM 464).
+			msg = "The Idempotency-Key header is invalid (%s): " + strings.ReplaceAll(g.cfg.Policy.Key.advice(), "%", "%%") + "."
+		}
 		return g.decorate(g.errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,
-			"The Idempotency-Key header is invalid (%s).", ke.Reason).
+			msg, ke.Reason).
 			WithDetails(map[string]any{"reason": ke.Reason}), in.requestID), in, "", false, "")
 	}
 	if !present {

@@ -228,3 +228,52 @@ func parseKey(values []string, p KeyPolicy) (key string, present bool, err error
 	}
 	return values[0], true, nil
 }
+
+// advice says what p wants of a key, for the message of a key refused for
+// its length or its characters (RED_TEAM 464): "use 22 to 128 characters
+// of 0-9 A-Z a-z - . _ ~ (a UUID fits)". The characters are listed for a
+// byte grammar only (a UTF-8 one names its length alone): the runs of
+// digits and letters Allow accepts, then each other printable ASCII
+// character it accepts.
+func (p KeyPolicy) advice() string {
+	if p.Allow == nil {
+		p = KeyOpenWOP
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "use %d to %d characters", p.MinLen, p.MaxLen)
+	if !p.Runes {
+		var parts []string
+		for _, class := range [][2]rune{{'0', '9'}, {'A', 'Z'}, {'a', 'z'}} {
+			for r := class[0]; r <= class[1]; r++ {
+				if !p.Allow(r) {
+					continue
+				}
+				end := r
+				for end < class[1] && p.Allow(end+1) {
+					end++
+				}
+				switch {
+				case end-r >= 2:
+					parts = append(parts, string(r)+"-"+string(end))
+				case end > r:
+					parts = append(parts, string(r), string(end))
+				default:
+					parts = append(parts, string(r))
+				}
+				r = end
+			}
+		}
+		for r := rune('!'); r <= '~'; r++ {
+			if p.Allow(r) && !('0' <= r && r <= '9' || 'A' <= r && r <= 'Z' || 'a' <= r && r <= 'z') {
+				parts = append(parts, string(r))
+			}
+		}
+		b.WriteString(" of ")
+		b.WriteString(strings.Join(parts, " "))
+	}
+	const uuid = "123e4567-e89b-12d3-a456-426614174000"
+	if p.Validate(uuid) == nil {
+		b.WriteString(" (a UUID fits)")
+	}
+	return b.String()
+}
