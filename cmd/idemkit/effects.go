@@ -510,11 +510,14 @@ func shownRev(effectID string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
+// stamp is a time in the text output's columns: UTC, always three
+// fraction digits (the records keep milliseconds), so a column's times
+// line up and read alike (RED_TEAM 465).
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format(time.RFC3339Nano)
+	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 func dash(s string) string {
