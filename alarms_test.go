@@ -1735,7 +1735,7 @@ func TestSystemErrorsGapCheckCatchesAnOperationLeftOut(t *testing.T) {
 // TestDashboardShowsEveryFunctionsErrors: the dashboard's errors widget has
 // the Lambda Errors series of every function of the stack. Before, it had
 // no sweeper: a sweeper failing every hour showed only as its runs stopped
-// before the end (RED_TEAM 460).
+// before the end (RED_TEAM 319).
 func TestDashboardShowsEveryFunctionsErrors(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
 	shown := map[string]bool{}

@@ -299,7 +299,7 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 		errors.As(err, &ke)
 		msg := "The Idempotency-Key header is invalid (%s)."
 		if ke.Reason == ReasonLength || ke.Reason == ReasonCharset {
-			// What a key is, for a caller who sent "order-1" (RED_TEAM 464).
+			// What a key is, for a caller who sent "order-1" (RED_TEAM 323).
 			msg = "The Idempotency-Key header is invalid (%s): " + strings.ReplaceAll(g.cfg.Policy.Key.advice(), "%", "%%") + "."
 		}
 		return g.decorate(g.errorResponse(apierr.New(400, apierr.CodeIdempotencyKeyInvalid,

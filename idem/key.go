@@ -230,7 +230,7 @@ func parseKey(values []string, p KeyPolicy) (key string, present bool, err error
 }
 
 // advice says what p wants of a key, for the message of a key refused for
-// its length or its characters (RED_TEAM 464): "use 22 to 128 characters
+// its length or its characters (RED_TEAM 323): "use 22 to 128 characters
 // of 0-9 A-Z a-z - . _ ~ (a UUID fits)". The characters are listed for a
 // byte grammar only (a UTF-8 one names its length alone): the runs of
 // digits and letters Allow accepts, then each other printable ASCII

@@ -15,7 +15,7 @@ import (
 // "order-1" learns what to send instead; details.reason is unchanged.
 // Before: "The Idempotency-Key header is invalid (length)." and nothing
 // else, for a grammar whose minimum, 22 characters, few callers guess
-// (RED_TEAM 464).
+// (RED_TEAM 323).
 func TestKeyRefusalSaysWhatAKeyIs(t *testing.T) {
 	for _, c := range []struct {
 		name, key, reason, want string

@@ -71,7 +71,7 @@ func (r *Retry) backoff(n int, jitter func(time.Duration) time.Duration) time.Du
 	for i := 1; i < n && d < maxD; i++ {
 		// Saturate at maxD before doubling: d*2 of a d above half the
 		// largest Duration (a Max above ~146 years) would overflow into a
-		// negative delay (RED_TEAM 461).
+		// negative delay (RED_TEAM 320).
 		if d > maxD/2 {
 			d = maxD
 			break

@@ -10,7 +10,7 @@ import (
 // Retry.Max whatever its size. Before, a Max above half the largest
 // time.Duration (about 146 years) let Base * 2^k pass it by overflowing:
 // the delay turned negative (the next attempt scheduled in the past) or
-// zero, and the default jitter panicked on it (RED_TEAM 461).
+// zero, and the default jitter panicked on it (RED_TEAM 320).
 func TestBackoffSaturatesAtAnyMax(t *testing.T) {
 	const year = 365 * 24 * time.Hour
 	identity := func(d time.Duration) time.Duration { return d }

@@ -373,7 +373,7 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s is not escaped: %s\n", effectID, notEscapedAdvice(v))
 		return 1
 	case errors.Is(err, ledger.ErrAttemptsExhausted):
-		// In the CLI's words, not the library's error text (RED_TEAM 463).
+		// In the CLI's words, not the library's error text (RED_TEAM 322).
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s holds %d attempts, as many as one effect record keeps: "+
 			"--as not-delivered cannot grant it another; perform the effect by hand (or find it performed) and resolve it --as delivered, "+
 			"or leave it: its identity is tried afresh once this record passes its retention\n", effectID, v.Attempt)
@@ -429,7 +429,7 @@ func namesSomeone(s string) bool {
 // break is not part of it); a value of white space only is returned as
 // given, so that resolve refuses it as naming no one: an operator who set
 // $IDEMKIT_OPERATOR means that identity, and one of blanks is a mistake to
-// report, not a reason to record user@host instead (RED_TEAM 462).
+// report, not a reason to record user@host instead (RED_TEAM 321).
 func operatorIdentity(flag string) (op, from string) {
 	if flag != "" {
 		return trimBlank(flag), "--operator"
@@ -512,7 +512,7 @@ func shownRev(effectID string) (string, error) {
 
 // stamp is a time in the text output's columns: UTC, always three
 // fraction digits (the records keep milliseconds), so a column's times
-// line up and read alike (RED_TEAM 465).
+// line up and read alike (RED_TEAM 324).
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"

@@ -20,7 +20,7 @@ import (
 // what is left (resolve it as delivered once it is performed by hand, or
 // wait for its retention): never the library's error text with its
 // package prefix. Before: "refused: ledger: effect attempts exhausted:
-// effect ... holds ..." (RED_TEAM 463).
+// effect ... holds ..." (RED_TEAM 322).
 func TestEffectsResolvePastTheRecordsAttemptsSaysWhatToDo(t *testing.T) {
 	rec := exhaustedRecord(t)
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {

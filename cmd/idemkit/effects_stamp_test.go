@@ -9,7 +9,7 @@ import (
 // `show` print in their columns carry three fraction digits, as the API's
 // run documents do: a time on a tenth of a second, or on a whole second,
 // is not printed shorter than its neighbours. Before, "01:36:11.87Z" sat
-// under "01:35:30.155Z" (RED_TEAM 465).
+// under "01:35:30.155Z" (RED_TEAM 324).
 func TestEffectsTextTimesHaveMilliseconds(t *testing.T) {
 	for in, want := range map[time.Time]string{
 		time.Date(2026, 12, 7, 1, 36, 11, 870_000_000, time.UTC):                    "2026-12-07T01:36:11.870Z",

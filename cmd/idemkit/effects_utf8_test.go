@@ -51,7 +51,7 @@ func TestEffectsResolveRefusesABlankOperator(t *testing.T) {
 		{"environment: zero-width space", "\u200b\u200b", nil, "$IDEMKIT_OPERATOR"},
 		// Set, to white space only: refused, never a silent fall back to
 		// user@host, another identity than the one the operator set
-		// (RED_TEAM 462).
+		// (RED_TEAM 321).
 		{"environment: spaces", "   ", nil, "$IDEMKIT_OPERATOR"},
 		{"environment: a tab and a line break", "\t\n", nil, "$IDEMKIT_OPERATOR"},
 	} {
@@ -84,7 +84,7 @@ func resolveWith(t *testing.T, env string, args []string) (int, *strings.Builder
 // $IDEMKIT_OPERATOR alike); an empty $IDEMKIT_OPERATOR is unset (user@host);
 // one of white space only is kept as given, so that resolve refuses it as
 // naming no one rather than recording user@host in its place. Before, "  "
-// in $IDEMKIT_OPERATOR silently fell back to user@host (RED_TEAM 462).
+// in $IDEMKIT_OPERATOR silently fell back to user@host (RED_TEAM 321).
 func TestOperatorIdentityIsTrimmedNotReplaced(t *testing.T) {
 	fallback, _ := defaultOperator()
 	for _, c := range []struct {
