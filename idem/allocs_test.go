@@ -83,7 +83,7 @@ func replayAllocsOf(t *testing.T, h idem.HTTPAPIHandler, ev events.APIGatewayV2H
 // The allocation ceilings of TestReplayAllocations and
 // TestFirstExecutionAllocations.
 const (
-	replayAllocs                 = 9
+	replayAllocs                 = 8
 	noKeyAllocs                  = 8
 	firstExecutionAllocs         = 13
 	firstExecutionInLambdaAllocs = 11

@@ -129,8 +129,11 @@ func (g *Guard) wallAt(now time.Time) time.Time {
 func (g *Guard) Config() Config { return g.cfg }
 
 // request is the adapter-neutral view of an incoming request. It is the
-// request's one allocation, with its transaction; it fits the 768-byte
-// size class (TestRequestSizeClass), which a field more may leave.
+// request's one allocation, with its transaction; it fits the 704-byte
+// size class (TestRequestSizeClass), which a field more may leave. Do
+// takes it from requestPool, where a straight replay puts it back
+// (reusable): nothing outside the request points into it then (the
+// claim's store call context lives with the names, claimNames).
 type request struct {
 	method      string
 	operation   string // routed operation (before Operations mapping)
@@ -185,6 +188,10 @@ type request struct {
 	// handler's answer to a conflict, OnConflict) is measured by it
 	// (overLambdaAnswer).
 	lambdaShape uint8
+	// reusable says the request was a straight replay (txn.claim), which
+	// handed nothing of the request to code that may keep it: Do puts it
+	// back in requestPool once the answer is built.
+	reusable bool
 	// replayText is a replay's answer body viewed as a string (bodyString),
 	// when that body is still the bytes of the record the store returned:
 	// the adapters' response body without a copy (txn.replay).

@@ -113,7 +113,12 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 	if lc, ok := lambdacontext.FromContext(ctx); ok {
 		requestID = lc.AwsRequestID
 	}
-	t := &txn{
+	// The transaction and its claim's store call context, one
+	// allocation (as a keyed request's names carry theirs: claimNames).
+	tx := &struct {
+		txn  txn
+		call callCtx
+	}{txn: txn{
 		g:      g,
 		in:     &request{method: methodEvent, operation: w.Operation, keyValues: []string{w.Key}, requestID: requestID},
 		key:    w.Key,
@@ -122,7 +127,9 @@ func (g *Guard) Once(ctx context.Context, w Work) (value []byte, ran bool, err e
 		digest: digestBytes(w.Payload),
 		// The adapter (idem/event's SQS) may log each failure itself.
 		adapterLogs: failurelog.Logged(ctx),
-	}
+	}}
+	t := &tx.txn
+	t.slot = &tx.call
 
 	// The claim, lease, heartbeat, wait, replay and fenced completion are
 	// the HTTP adapters' own (txn.claim): Run's outcome travels as a

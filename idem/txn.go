@@ -53,10 +53,14 @@ type txn struct {
 	// allocated once the request has its claim: a replay, a mismatch or
 	// an in-flight answer does not carry it.
 	x *execution
-	// calls are the storage of the context of the request's first store
+	// slot is the storage of the context of the request's first store
 	// call made on its goroutine (the claim), taken by callSlot; later ones
-	// are allocated, but for the completion's (execution.call).
-	calls [1]callCtx
+	// are allocated, but for the completion's (execution.call). It lives
+	// with the names (claimNames), never in the request: a store may read
+	// a call's context after the call has ended (callCtx), and a replay's
+	// request is reused (Guard.Do, requestPool), while the names' storage
+	// never is.
+	slot *callCtx
 	// rawSum is the SHA-256 of the request body once rawKnown, and rawHex
 	// its hex once made (RawBodySHA256).
 	rawSum [32]byte
@@ -70,8 +74,6 @@ type txn struct {
 	// every other field: the transaction is part of every request's one
 	// allocation, which they keep in a smaller size class.
 
-	// ncalls is the number of slots of calls taken (callSlot).
-	ncalls uint8
 	// derived says the key came from Route.DeriveKey: the scope is the
 	// derived keyspace and the key is never echoed.
 	derived bool
@@ -342,19 +344,42 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	// only the attempt that runs stores it, a replay never hashes the
 	// body again; the buffer has room for it only when the policy keeps
 	// it.
-	room := 0
-	if g.cfg.Policy.KeepRawBodyHash {
-		room = 2 * sha256.Size
-	}
-	var b [len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen]byte
+	// The claim's store call context is in the same allocation
+	// (claimNames).
+	var b [namesLen]byte
 	m := appendStamp(b[:0], canon.RecipeRequest, fp)
 	nd := len(m)
 	m = scopeid.AppendMethod(m, scopePrefix, scopeTenant, scopeMethod, scopeOp, t.key) // keyspace.IDPrefixed
 	ni := len(m)
 	m = appendOwnerToken(m)
-	t.names = append(make([]byte, 0, len(m)+room), m...)
+	if g.cfg.Policy.KeepRawBodyHash {
+		c := new(claimNamesRaw)
+		t.slot, t.names = &c.call, append(c.names[:0], m...)
+	} else {
+		c := new(claimNames)
+		t.slot, t.names = &c.call, append(c.names[:0], m...)
+	}
 	t.digest, t.id, t.owner = bodyString(t.names[:nd]), bodyString(t.names[nd:ni]), bodyString(t.names[ni:])
 	return t.claim(ctx, run)
+}
+
+// namesLen is the length of a keyed request's names: the fingerprint
+// (its stamp), the record ID and the owner token (txn.run).
+const namesLen = len(canon.RecipeRequest) + 1 + 43 + len(keyspace.CallerPrefix) + 43 + ownerTokenLen
+
+// claimNames is the storage of a keyed request's names (txn.names) and of
+// its claim's store call context (txn.slot): one allocation for both,
+// which is never reused (the request may be: Guard.Do). claimNamesRaw has
+// room after the names for the raw body's hex hash (rawBodySHA256), for a
+// policy that keeps it.
+type claimNames struct {
+	call  callCtx
+	names [namesLen]byte
+}
+
+type claimNamesRaw struct {
+	call  callCtx
+	names [namesLen + 2*sha256.Size]byte
 }
 
 // appendDigestBytes appends the canon.RecipeBytes digest of the request
@@ -503,6 +528,9 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 			return t.execute(ctx, res, renew, rec.LeaseExpires, started.Add(lease), run)
 		}
 		cur := res.Record
+		// straight: the claim's own answer is the final record of this
+		// digest, which inspect replays at once (no wait, no read).
+		straight := !waiting && cur.Digest == t.digest && cur.State.Final()
 		if !waiting {
 			if !t.async {
 				budget = g.waitBudget(ctx)
@@ -524,6 +552,10 @@ func (t *txn) claim(ctx context.Context, run handlerFunc) *Response {
 				t.logf(ctx, slog.LevelDebug, "idempotency: replay (object)", slog.String("outcome", OutcomeReplay), slog.Int("attempt", cur.Attempt))
 				return resp
 			}
+			// A straight replay hands nothing of the request to code
+			// that may keep it (no handler, no object loader, no wait):
+			// Do may reuse the request once the answer is built.
+			t.in.reusable = straight && t.in.object == nil
 			return t.replay(ctx, &cur)
 		case actLost:
 			return t.responseLost(ctx, t.storeErr, cur.RequestID)
@@ -1202,12 +1234,11 @@ func (t *txn) release(ctx context.Context, rec Record, now time.Time) {
 }
 
 // callSlot returns the storage of the next store call's context (see
-// txn.calls), or nil when it is used up (Guard.storeCtx allocates one).
-// Only the request's own goroutine calls it: no two calls share a slot.
+// txn.slot), or nil when it is used up or there is none (Guard.storeCtx
+// allocates one). Only the request's own goroutine calls it: no two calls
+// share a slot.
 func (t *txn) callSlot() *callCtx {
-	if int(t.ncalls) == len(t.calls) {
-		return nil
-	}
-	t.ncalls++
-	return &t.calls[t.ncalls-1]
+	c := t.slot
+	t.slot = nil
+	return c
 }
