@@ -91,7 +91,17 @@ func quoted(in any) []string {
 	case *dynamodb.GetItemInput:
 		return strs(p.Key)
 	case *dynamodb.DeleteItemInput:
-		return strs(p.Key)
+		return append(strs(p.Key), strs(p.ExpressionAttributeValues)...)
+	case *dynamodb.QueryInput:
+		return append(strs(p.ExpressionAttributeValues), strs(p.ExclusiveStartKey)...)
+	case *dynamodb.BatchGetItemInput:
+		var out []string
+		for _, ka := range p.RequestItems {
+			for _, k := range ka.Keys {
+				out = append(out, strs(k)...)
+			}
+		}
+		return out
 	case *dynamodb.TransactWriteItemsInput:
 		var out []string
 		for _, it := range p.TransactItems {
@@ -101,6 +111,11 @@ func quoted(in any) []string {
 			case it.Update != nil:
 				out = append(out, strs(it.Update.Key)...)
 				out = append(out, strs(it.Update.ExpressionAttributeValues)...)
+			case it.Delete != nil:
+				out = append(out, strs(it.Delete.Key)...)
+			case it.ConditionCheck != nil:
+				out = append(out, strs(it.ConditionCheck.Key)...)
+				out = append(out, strs(it.ConditionCheck.ExpressionAttributeValues)...)
 			}
 		}
 		return out
