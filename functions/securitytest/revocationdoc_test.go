@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	idemkit "github.com/idemkit/idemkit"
 	"github.com/idemkit/idemkit/functions/devstack"
 	"github.com/idemkit/idemkit/functions/host/settings"
 )
@@ -41,5 +42,31 @@ func TestRevocationBoundNamesTheRequestsInFlight(t *testing.T) {
 	}
 	if strings.Contains(bullet, "no longer") {
 		t.Errorf("SECURITY.md's revocation bound says \"no longer\", which a long poll admitted within it outlives:\n%s", bullet)
+	}
+}
+
+// TestSecurityLimitsStateTheSharedThrottle: template.yaml throttles the
+// HTTP API's stage (ApiThrottleRateLimit, ApiThrottleBurstLimit), one
+// budget for every tenant; SECURITY.md's known limits say so, and no
+// longer that no throttling is configured (RED_TEAM 521).
+func TestSecurityLimitsStateTheSharedThrottle(t *testing.T) {
+	tpl := string(idemkit.Template)
+	for _, want := range []string{"ThrottlingRateLimit: !Ref ApiThrottleRateLimit", "ThrottlingBurstLimit: !Ref ApiThrottleBurstLimit"} {
+		if !strings.Contains(tpl, want) {
+			t.Fatalf("template.yaml has no %q: this test's premise is gone", want)
+		}
+	}
+	b, err := os.ReadFile("../../docs/SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(b)), " ")
+	if strings.Contains(doc, "No throttling is configured") {
+		t.Error("SECURITY.md says no throttling is configured on the HTTP API; the template throttles its stage")
+	}
+	for _, want := range []string{"`ApiThrottleRateLimit`", "`ApiReservedConcurrency`", "one budget for every tenant", "no quota per tenant"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("SECURITY.md's known limits do not say %q", want)
+		}
 	}
 }
