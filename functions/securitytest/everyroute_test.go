@@ -29,7 +29,9 @@ import (
 // API key in its Authorization header, Idempotency-Key and body, while
 // each DynamoDB operation the routes use fails once, with a
 // ValidationException or an InternalServerError whose message quotes
-// every value the call sent. No log line and no error answer carries the
+// every value the call sent; then malformed bodies, ids, queries and
+// Idempotency-Keys carrying the same secrets. No log line and no error
+// answer carries the
 // API key, an Idempotency-Key, a record id, a run input or a webhook URL's
 // path or query token.
 func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
@@ -178,6 +180,26 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 		}
 	}
 	t.Logf("statuses: %v", statuses)
+	// Malformed input on the same routes, no fault: refused, and neither
+	// logged nor echoed.
+	for _, rq := range []struct{ method, path, body string }{
+		{"POST", "/runs", marker + "-not-json"},
+		{"POST", "/runs", `{"workflowId":"` + marker + `-no-such-workflow"}`},
+		{"POST", "/runs", `{"workflowId":"webhook","inputs":{"url":"http://169.254.169.254/` + urlToken + `?t=` + urlToken + `"}}`},
+		{"POST", "/runs", `{"workflowId":"webhook","inputs":{"url":"https://` + marker + `.example.com:99999/` + urlToken + `"}}`},
+		{"POST", "/runs", `{"workflowId":"conformance-noop","inputs":{"x":"` + inputSec + `"},"tenantId":"` + marker + `"}`},
+		{"POST", "/runs/" + pid(running) + "/cancel", `{"reason":["` + inputSec + `"]}`},
+		{"POST", "/runs/" + pid(failed) + ":fork", `{"mode":"` + marker + `"}`},
+		{"POST", "/runs/" + pid(failed) + ":fork", `{"mode":"replay","runOptionsOverlay":"` + inputSec + `"}`},
+		{"GET", "/runs/" + marker + "~2F" + marker + "-0123456789abcdef", ""},
+		{"GET", "/runs/" + pid(failed) + "/events/poll?afterSequence=" + marker, ""},
+		{"POST", "/inbox/" + marker + "/discard", ""},
+	} {
+		call(rq.method, rq.path, rq.body, nil)
+	}
+	for _, bad := range []string{marker + "\x00short", marker + strings.Repeat("k", 200), marker + "-é-non-ascii-key-0123456789"} {
+		call(http.MethodPost, "/runs", `{"workflowId":"conformance-noop","inputs":{"x":"`+inputSec+`"}}`, map[string]string{"idempotency-key": bad})
+	}
 
 	out := logs.String()
 	if !strings.Contains(out, "One or more parameter values were invalid") {
