@@ -31,9 +31,8 @@ import (
 // ValidationException or an InternalServerError whose message quotes
 // every value the call sent; then malformed bodies, ids, queries and
 // Idempotency-Keys carrying the same secrets. No log line and no error
-// answer carries the
-// API key, an Idempotency-Key, a record id, a run input or a webhook URL's
-// path or query token.
+// answer carries the API key, an Idempotency-Key, a record id, a run input
+// or a webhook URL's path or query token.
 func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 	e := dynamotest.Start(t, dynamotest.Moto)
 	env := settings.Env{
