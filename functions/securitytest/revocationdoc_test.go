@@ -16,7 +16,7 @@ import (
 // (template.yaml) for a new request, and it says that a request admitted
 // within it runs to its end: a long poll admitted in the last moment keeps
 // reading the run's events for up to POLL_MAX_WAIT_SECONDS after it. Before,
-// it said "and no longer" (RED_TEAM 520).
+// it said "and no longer" (RED_TEAM 325).
 func TestRevocationBoundNamesTheRequestsInFlight(t *testing.T) {
 	every, err := devstack.DeployedReauthorizeEvery()
 	if err != nil {
@@ -48,7 +48,7 @@ func TestRevocationBoundNamesTheRequestsInFlight(t *testing.T) {
 // TestSecurityLimitsStateTheSharedThrottle: template.yaml throttles the
 // HTTP API's stage (ApiThrottleRateLimit, ApiThrottleBurstLimit), one
 // budget for every tenant; SECURITY.md's known limits say so, and no
-// longer that no throttling is configured (RED_TEAM 521).
+// longer that no throttling is configured (RED_TEAM 326).
 func TestSecurityLimitsStateTheSharedThrottle(t *testing.T) {
 	tpl := string(idemkit.Template)
 	for _, want := range []string{"ThrottlingRateLimit: !Ref ApiThrottleRateLimit", "ThrottlingBurstLimit: !Ref ApiThrottleBurstLimit"} {
