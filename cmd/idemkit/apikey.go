@@ -274,7 +274,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 	}
 	if *tenant != "" && !ids.ValidTenant(*tenant) {
-		return usageError(fs, stderr, "--tenant %q: want a tenantId (%s)", *tenant, ids.TenantGrammar)
+		return usageError(fs, stderr, "--tenant %q: want the tenant the key authenticates, %s", *tenant, ids.TenantRule)
 	}
 	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
 	if isTableUsage(err) {

@@ -49,3 +49,40 @@ func TestApikeyCreateTenantUsageNamesTheValueAndTheCharacters(t *testing.T) {
 		t.Errorf("dev --api-key with a bad tenant: exit %d, stderr %q; want 2, naming the characters a tenant may hold in words", code, errb.String())
 	}
 }
+
+// TestApikeyRevokeTenantUsageNamesTheCharacters: `idemkit apikey revoke
+// --tenant` with a value no tenant can have quotes the value and names
+// what a tenant may hold in words, as create does, not as a regular
+// expression (RED_TEAM 327).
+func TestApikeyRevokeTenantUsageNamesTheCharacters(t *testing.T) {
+	const ep = "http://127.0.0.1:1" // nothing listens: a usage error must not get that far
+	for _, tenant := range []string{"a b", strings.Repeat("a", 129), "anon:", "acme/x"} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), []string{"apikey", "revoke", "--hash", strings.Repeat("a", 64), "--tenant", tenant, "--endpoint", ep}, &out, &errb)
+		first, _, _ := strings.Cut(errb.String(), "\n")
+		if code != 2 || out.Len() != 0 || !strings.Contains(first, `--tenant "`+tenant+`"`) ||
+			!strings.Contains(first, "1..128 of A-Z a-z 0-9 . _ ~ -") || strings.Contains(first, "^(") {
+			t.Errorf("revoke --tenant %q: exit %d, stderr %q; want 2 and a line quoting the value and naming the characters in words, no regular expression",
+				tenant, code, errb.String())
+		}
+	}
+}
+
+// TestEffectsIDUsageNamesTheCharacters: `idemkit effects` refuses a run or
+// effect id that cannot be one by quoting it and saying in words what an
+// id holds, not as a regular expression (RED_TEAM 327).
+func TestEffectsIDUsageNamesTheCharacters(t *testing.T) {
+	const ep = "http://127.0.0.1:1" // nothing listens: a usage error must not get that far
+	for _, args := range [][]string{
+		{"effects", "list", "--run", "acme", "--endpoint", ep},
+		{"effects", "show", "acme/short", "--endpoint", ep},
+		{"effects", "resolve", "acme/short", "--as", "delivered", "--endpoint", ep},
+	} {
+		var out, errb bytes.Buffer
+		code := run(context.Background(), args, &out, &errb)
+		first, _, _ := strings.Cut(errb.String(), "\n")
+		if code != 2 || out.Len() != 0 || strings.Contains(first, "^(") || !strings.Contains(first, "16..128 of A-Z a-z 0-9 . _ ~ -") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a line naming what an id holds in words, no regular expression", args, code, errb.String())
+		}
+	}
+}

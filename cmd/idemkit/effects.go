@@ -172,7 +172,7 @@ examples:
 	}
 	if *run != "" {
 		if *run = unproject(*run); !ids.ValidRunID(*run) {
-			return usageError(fs, stderr, "--run %q: want a runId, TENANT/ID (%s)", *run, ids.TenantBoundGrammar)
+			return usageError(fs, stderr, "--run %q: want a runId, %s", *run, ids.TenantBoundRule)
 		}
 	}
 	l, err := sf.ledger(ctx)
@@ -234,7 +234,7 @@ example:
 	}
 	effectID := unproject(arg) // named so from here on, as resolve names it
 	if !ids.ValidEffectID(effectID) {
-		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
+		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundRule)
 	}
 	l, err := sf.ledger(ctx)
 	if isTableUsage(err) {
@@ -313,7 +313,7 @@ examples:
 		return usageError(fs, stderr, "--as %q: want delivered or not-delivered", *as)
 	}
 	if !ids.ValidEffectID(effectID) {
-		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundGrammar)
+		return usageError(fs, stderr, effectIDWant, arg, ids.TenantBoundRule)
 	}
 	var opFrom string
 	*operator, opFrom = operatorIdentity(*operator)
@@ -402,7 +402,7 @@ examples:
 
 // effectIDWant is the usage error of an EFFECT argument that is no
 // effectId: the argument as given, and the grammar.
-const effectIDWant = "EFFECT %q: want an effectId, TENANT/ID (%s), as 'idemkit effects list' prints it"
+const effectIDWant = "EFFECT %q: want an effectId, %s, as 'idemkit effects list' prints it"
 
 // unproject accepts an id as served in a URL path segment too
 // ("acme~2Fabc" for "acme/abc").

@@ -15,12 +15,16 @@ const (
 	// a host may mint tenant-bound ids for (ids.schema.json's path
 	// projection note forbids minting one holding a `~`).
 	MintTenantGrammar = `^(anon:)?[A-Za-z0-9._-]{1,128}$`
+	// TenantRule is TenantGrammar in words, for messages.
+	TenantRule = "1..128 of A-Z a-z 0-9 . _ ~ - (after an optional anon: prefix)"
 	// MintTenantChars names the characters of MintTenantGrammar, for
 	// messages.
 	MintTenantChars = "A-Z a-z 0-9 . _ - (after an optional anon: prefix)"
 	// MintTenantRule is MintTenantGrammar in words, for messages: the
 	// length and the characters of a tenant a host may mint ids for.
 	MintTenantRule = "1..128 of " + MintTenantChars
+	// TenantBoundRule is TenantBoundGrammar in words, for messages.
+	TenantBoundRule = "TENANT/ID: a tenant (" + TenantRule + "), a slash, then 16..128 of A-Z a-z 0-9 . _ ~ -"
 	// TenantBoundGrammar is the grammar of runId and effectId.
 	TenantBoundGrammar = `^(anon:)?[A-Za-z0-9._~-]{1,128}/[A-Za-z0-9._~-]{16,128}$`
 	// NodeGrammar is the nodeId grammar.
