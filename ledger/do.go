@@ -771,8 +771,18 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 						return res, fmt.Errorf("ledger: fencing token: %w", err)
 					}
 				}
+				ferr := fmt.Errorf("ledger: fencing token: %w", err)
+				if !errors.Is(err, ErrPassHeld) && !errors.Is(err, ErrStaleFence) && ctx.Err() == nil {
+					// No token to be had (the fence out of reach): the
+					// call did not leave, as for a NotSent call, so the
+					// attempt is given back on the effect's retry
+					// schedule (none without Retry: ferr unchanged).
+					// Else each Do would spend another attempt at once.
+					given = rec.Clone()
+					ferr = l.schedule(eff, given, l.now(), ferr)
+				}
 				l.release(ctx, given)
-				return res, fmt.Errorf("ledger: fencing token: %w", err)
+				return res, ferr
 			}
 			next.Fence = f
 		}

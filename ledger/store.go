@@ -81,7 +81,12 @@ type Expect struct {
 // than without a Fencer, whose claim is its fire mark).
 type Fencer interface {
 	// Token returns a token for effectID, strictly greater than every token
-	// issued before for it. An error aborts the attempt before the fire.
+	// issued before for it. An error aborts the attempt before the fire:
+	// the attempt is given back released, and unless the error matches
+	// ErrPassHeld or ErrStaleFence (or Do's context ended) its next
+	// attempt is scheduled as after a call that did not leave (NotSent):
+	// on Effect.Retry's backoff, Do returning *RetryLaterError (or
+	// *AttemptsExhaustedError at the cap) that carries the error.
 	Token(ctx context.Context, effectID string) (uint64, error)
 }
 
