@@ -36,6 +36,7 @@ var hardeningTests = []test{
 	{"OversizedValueNotRecorded", testOversizedValue},
 	{"ClockSkew", testClockSkew},
 	{"ClockSkewWhileRenewalsFail", testClockSkewWhileRenewalsFail},
+	{"LeaseEndsAtItsInstant", testLeaseEndsAtItsInstant},
 	{"RetentionExtendedByEveryWrite", testRetentionExtended},
 	{"WitnessAttemptByAnotherRun", testWitnessAttemptOtherRun},
 	{"WitnessSuppressedDuplicate", testWitnessDuplicate},
@@ -1542,4 +1543,72 @@ func testDetachedWrites(t *testing.T, e *env) {
 			t.Fatalf("FireOnce: %v; want the outcome write's deadline error within about %s", err, timeout)
 		}
 	})
+}
+
+// A lease ends at the instant it names, alike for the executor's decision
+// and the store's condition (LeaseUntil <= now is ended, at the
+// millisecond the record holds): a millisecond before it a second
+// executor sees the attempt in flight and fires nothing; at it, the second
+// executor reclaims it (escaped) and fires under the same provider key,
+// and the first one's late outcome is refused (ErrLeaseLost) without
+// touching the second's. An owner whose outcome comes at that instant,
+// before anyone reclaimed, records it: the second executor replays it.
+func testLeaseEndsAtItsInstant(t *testing.T, e *env) {
+	noHeartbeat := func(c *ledger.Config) { c.Heartbeat = -1 }
+	for _, reclaimFirst := range []bool{true, false} {
+		e := e.fresh(t)
+		a, b := e.ledger(noHeartbeat), e.ledger(noHeartbeat)
+		eff := e.effect()
+		key := effectKey(eff.Identity)
+		started, release := make(chan struct{}, 1), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.Do(context.Background(), eff, func(ctx context.Context, c ledger.Call) ([]byte, error) {
+				if _, err := e.prov.Call(ctx, c.ProviderKey, "charge"); err != nil {
+					return nil, err
+				}
+				started <- struct{}{}
+				<-release
+				return []byte("first"), nil
+			})
+			done <- err
+		}()
+		recv(t, started, "the first fire")
+		lease := e.get(key).LeaseUntil
+		var calls atomic.Int64
+		e.clock.Set(lease.Add(-time.Millisecond))
+		if _, err := b.Do(context.Background(), eff, e.charge(&calls)); !errors.Is(err, ledger.ErrInFlight) || calls.Load() != 0 {
+			t.Fatalf("a millisecond before the lease ends: %v, %d calls; want in flight, none", err, calls.Load())
+		}
+		e.clock.Set(lease)
+		if !reclaimFirst {
+			close(release)
+			if err := recv(t, done, "the owner's Do"); err != nil {
+				t.Fatalf("the owner's outcome at its lease's end, unreclaimed: %v", err)
+			}
+			r, err := b.Do(context.Background(), eff, e.charge(&calls))
+			if err != nil || !r.Replayed || string(r.Value) != "first" || calls.Load() != 0 {
+				t.Fatalf("after the owner's outcome: %+v %v, %d calls; want its replay", r, err, calls.Load())
+			}
+			continue
+		}
+		r, err := b.Do(context.Background(), eff, e.charge(&calls))
+		if err != nil || r.Replayed || r.Attempt != 2 || calls.Load() != 1 {
+			t.Fatalf("at the lease's end: %+v %v, %d calls; want attempt 2 fired", r, err, calls.Load())
+		}
+		close(release)
+		if err := recv(t, done, "the owner's Do"); !errors.Is(err, ledger.ErrLeaseLost) {
+			t.Fatalf("the owner's late outcome: %v; want ErrLeaseLost", err)
+		}
+		rec := e.get(key)
+		if rec.State != ledger.StateCompleted || rec.Outcome == nil || string(rec.Outcome.Value) == "first" {
+			t.Fatalf("record %s %+v; want the second executor's outcome", rec.State, rec.Outcome)
+		}
+		if got := e.attemptStates(key); !slices.Equal(got, []ledger.AttemptState{ledger.AttemptEscaped, ledger.AttemptCompleted}) {
+			t.Fatalf("attempts %v; want escaped, completed", got)
+		}
+		if k := e.prov.Keys(); len(k) != 2 || k[0] != k[1] || e.prov.Effects() != 1 {
+			t.Fatalf("provider keys %v, effects %d; want two calls under one key, one effect", k, e.prov.Effects())
+		}
+	}
 }
