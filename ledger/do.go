@@ -207,9 +207,9 @@ func effectKey(effectID string) string { return "effect#" + effectID }
 //     have fired), not released; the next attempt reuses the provider key,
 //     so a provider that honours it performs the effect once. With a Fencer
 //     such an attempt (claimed, no fire mark) is released;
-//   - an executor whose ctx is done right after its claim knows it did not
-//     call fn: it gives the claim back (the attempt is released) and
-//     returns ctx's error;
+//   - an executor whose ctx is done right after its claim (or, with a
+//     Fencer, its fire mark) knows it did not call fn: it gives the claim
+//     back (the attempt is released, unfired) and returns ctx's error;
 //   - the outcome of fn is recorded even when ctx ended while fn ran (the
 //     effect ran): that write, and the release of a claim whose fn was not
 //     called, are detached from ctx and bounded by Config.OutcomeTimeout,
@@ -812,6 +812,16 @@ func (l *Ledger) fire(ctx context.Context, eff Effect, rec *Record, fn effectFun
 				return res, ErrStaleFence
 			}
 			return res, ErrLeaseLost
+		}
+		if err := ctx.Err(); err != nil {
+			// The context ended as the fire mark landed: fn is not
+			// called (called, it could only fail on the ended context,
+			// which would read as a request that context cut, escaped).
+			// Give the attempt back unfired from the state the mark
+			// wrote; the token never passed the fence (a guarded
+			// function passes it first), so the next token is good.
+			l.release(ctx, next)
+			return res, err
 		}
 	}
 
