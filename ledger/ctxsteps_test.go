@@ -63,9 +63,7 @@ func (f *cancellingFencer) Token(context.Context, string) (uint64, error) {
 // ended context: a function that then returns the context's error (as an
 // HTTP client does before sending anything) was taken for a request the
 // context's end may have cut, and the attempt was recorded escaped: an
-// effect that never left shown as possibly delivered, and under a fence,
-// whose pass a guarded function takes first, refused every later attempt
-// until an operator resolved it.
+// effect that never left shown as possibly delivered.
 func TestContextEndedBeforeTheCallFiresNothing(t *testing.T) {
 	claimed := func(n *ledger.Record, w ledger.Expect) bool {
 		return w.Owner == "" || (w.State == ledger.StateReleased || w.LeaseExpired) && n.State != ledger.StateReleased
