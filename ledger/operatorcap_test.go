@@ -170,7 +170,7 @@ func TestExhaustedEffectThatNeverFiredTakesANotDeliveredResolution(t *testing.T)
 					t.Fatalf("attempt %d: no error", i+1)
 				}
 				// Past the backoff a fence outage's release is given
-				// (RED_TEAM 480): each Do makes an attempt.
+				// (RED_TEAM 328): each Do makes an attempt.
 				clk.Advance(10 * time.Minute)
 			}
 			l, err := ledger.New(cfg)
