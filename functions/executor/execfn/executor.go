@@ -525,8 +525,13 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		// still does (another execution may have taken it since).
 		r, err = x.Runs.Finish(ctx, runID, held.epoch, runs.StatusFailed, final, x.now())
 	} else {
-		// It failed before taking the run.
-		r, err = x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending, runs.StatusRunning}, runs.StatusFailed, final, x.now())
+		// It failed before taking the run: it ends it only while no
+		// execution holds it, pending. A running run is another
+		// execution's (a second delivery started it, a pass took it;
+		// RED_TEAM 540), or its own start landed with the answer lost,
+		// which no execution then drives and the stale-run pass takes:
+		// either way an execution that holds the run ends it.
+		r, err = x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusFailed, final, x.now())
 	}
 	switch {
 	case err == nil:
@@ -535,8 +540,12 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 			x.Metrics.Count(MetricGivenUpRuns, 1, nil)
 		}
 		return true
-	case errors.Is(err, runs.ErrStatusConflict) && held != nil && r.Status == runs.StatusRunning:
-		x.logTaken(ctx, runID, "was given up; that one ends it", held.epoch, r.Epoch)
+	case errors.Is(err, runs.ErrStatusConflict) && r.Status == runs.StatusRunning:
+		epoch := int64(0) // it never held the run
+		if held != nil {
+			epoch = held.epoch
+		}
+		x.logTaken(ctx, runID, "was given up; that one ends it", epoch, r.Epoch)
 		return true
 	case errors.Is(err, runs.ErrStatusConflict):
 		x.log().InfoContext(ctx, "executor: run ended meanwhile", slog.String("run_id", runID), slog.String("status", string(r.Status)))
@@ -741,10 +750,12 @@ func (x *Executor) take(ctx context.Context, runID string, takeRun func(context.
 		return err
 	}
 	if interrupted {
-		if run, err = x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
+		if r, err := x.restore(ctx, run); errors.Is(err, runs.ErrStatusConflict) {
 			return nil // ended or taken meanwhile (by a delivery that records it)
 		} else if err != nil {
-			return err
+			return &heldError{epoch: run.Epoch, err: err} // taken: given up only under this claim
+		} else {
+			run = r
 		}
 		x.unrecorded.clear(runID)
 	}
@@ -1073,6 +1084,9 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			}
 			if err != nil {
 				x.log().WarnContext(ctx, "executor: could not record the stale run as restored; a later pass resumes it", slog.String("run_id", id), keyhash.ErrAttr(err))
+				// The pass held the run by its claim: the give-up ends it
+				// only while that claim holds (RED_TEAM 540).
+				err = &heldError{epoch: run.Epoch, err: err}
 				if !x.giveUp(ctx, id, err) && first == nil {
 					first = err
 				}
