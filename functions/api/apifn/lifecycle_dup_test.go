@@ -44,6 +44,14 @@ func TestParallelDuplicatesOfEachLifecycleWrite(t *testing.T) {
 		}
 		parallelDuplicates(t, rs, hostOf(t, rs, idem.Config{Store: st}, nil))
 	})
+	t.Run("transactional", func(t *testing.T) {
+		// A fork's and a retry's run commit with the Layer-1 completion
+		// (RUNS_TRANSACTIONAL), on the engines with transactions.
+		dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+			rs, st := dynamoStores(t, e, e.Client(dynamotest.FastRetries), true)
+			parallelDuplicates(t, rs, hostOf(t, rs, idem.Config{Store: st}, nil))
+		})
+	})
 }
 
 func parallelDuplicates(t *testing.T, rs raceStore, f *fixture) {

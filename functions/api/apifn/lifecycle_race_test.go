@@ -29,7 +29,7 @@ import (
 // 201 inherits events that the source, as it ends, still has byte for
 // byte.
 func TestRunLifecycleRaces(t *testing.T) {
-	lifecycleRaces(t, runs.NewMemRuns(), 150)
+	lifecycleRaces(t, runs.NewMemRuns(), nil, 150)
 }
 
 // TestRunLifecycleRacesDynamo is TestRunLifecycleRaces on RunsTable, on
@@ -37,7 +37,15 @@ func TestRunLifecycleRaces(t *testing.T) {
 // watcher reading throughout).
 func TestRunLifecycleRacesDynamo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		lifecycleRaces(t, &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")}, 12)
+		lifecycleRaces(t, &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")}, nil, 12)
+	})
+	t.Run("transactional", func(t *testing.T) {
+		// The runs a retry and a fork write commit with their Layer-1
+		// completion (RUNS_TRANSACTIONAL), on the engines with transactions.
+		dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+			rs, st := dynamoStores(t, e, e.Client(dynamotest.FastRetries), true)
+			lifecycleRaces(t, rs, st, 12)
+		})
 	})
 }
 
@@ -47,14 +55,15 @@ type raceStore interface {
 	runs.LogStore
 }
 
-// lifecycleRaces runs rounds of TestRunLifecycleRaces on rs. After each
+// lifecycleRaces runs rounds of TestRunLifecycleRaces on rs, with st as
+// the Layer-1 store (nil: in memory). After each
 // round the run's getRun snapshot, its poll answer and its events stream
 // agree: one status, terminal, the same events (the poll's and the
 // stream's), the poll's lastSequence the terminal event's. The watcher
 // also checks that the log it reads only ever grows: every event it read
 // before is read again unchanged (eventId, type, timestamp, payload).
-func lifecycleRaces(t *testing.T, rs raceStore, rounds int) {
-	f := hostOf(t, rs, idem.Config{}, nil)
+func lifecycleRaces(t *testing.T, rs raceStore, st idem.Store, rounds int) {
+	f := hostOf(t, rs, idem.Config{Store: st}, nil)
 	ctx := context.Background()
 	for round := range rounds {
 		r := runs.NewRun("acme", "conformance-noop", json.RawMessage(`{}`), time.Now())
