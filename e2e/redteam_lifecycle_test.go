@@ -223,3 +223,135 @@ func checkLog(t *testing.T, s *rtStack, id string, status runs.Status) {
 		t.Fatalf("run %s (%s): %d terminal events, poll %s terminal %v last %d: %s", id, status, ends, poll.Status, poll.IsTerminal, poll.LastSequence, fmt.Sprint(types))
 	}
 }
+
+// TestRedTeamRetryRacingTheStaleRunPass races, on a running run whose
+// execution died and whose run timeout passed (both createRun write paths,
+// every emulator), the stale-run pass (which claims the run and fails it
+// on its breached timeout) against two keyed retries, released at once
+// (in odd rounds as the pass's write failing the run goes out); each
+// retry's key is then sent again. Held to: a retry is 201 only of a
+// run it read failed, else 409 run_not_failed, and its key sent again
+// answers the same run (a first 409 may be followed by a 201: the run
+// failed since); the failed run lists exactly the retries answered 201,
+// each a run written as its retry; the run's log ends once, failed.
+func TestRedTeamRetryRacingTheStaleRunPass(t *testing.T) {
+	stackModes(t, func(t *testing.T, s *rtStack) {
+		ctx := context.Background()
+		x := s.newExecutor(t, s.e.Client())
+		sig := &breachSignal{DynamoRuns: x.Runs.(*runs.DynamoRuns)}
+		x.Runs = sig
+		for round := range 6 {
+			rv := newReceiver(t)
+			body := fmt.Sprintf(`{"workflowId":"webhook","inputs":{"url":%q,"payload":{"order":%d}},"configurable":{"version":1,"run":{"runTimeoutMs":1000}}}`, rv.URL+"/hook", round)
+			created, m := s.post(t, "acme", rtKey(), body)
+			if created.StatusCode != http.StatusCreated {
+				t.Fatalf("createRun: %d %s", created.StatusCode, created.Body)
+			}
+			id := m["runId"].(string)
+			base := "/runs/" + runs.ProjectID(id)
+			// Started by an execution that died.
+			_, err := s.runs.Transition(ctx, id, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", s.clock.Now())
+			must(t, err)
+			s.clock.Add(time.Hour)
+			keys := []string{rtKey(), rtKey()}
+			answers := make([]string, len(keys))
+			codes := make([]int, len(keys))
+			var wg sync.WaitGroup
+			start, passed := make(chan struct{}), make(chan struct{})
+			failing := sig.arm()
+			wg.Add(1 + len(keys))
+			go func() {
+				defer wg.Done()
+				defer close(passed)
+				<-start
+				if _, err := x.ResumeStale(ctx); err != nil {
+					t.Errorf("stale-run pass: %v", err)
+				}
+			}()
+			for i, k := range keys {
+				go func() {
+					defer wg.Done()
+					<-start
+					if round%2 == 1 {
+						// Released as the pass's write failing the run goes out.
+						select {
+						case <-failing:
+						case <-passed:
+						}
+					}
+					r, err := s.api.Handle(ctx, apiEvent("POST", base+"/retry", "acme", k, ""))
+					must(t, err)
+					codes[i], answers[i] = r.StatusCode, r.Body
+				}()
+			}
+			close(start)
+			wg.Wait()
+			src := settle(t, s, x, id)
+			if src.Status != runs.StatusFailed {
+				t.Fatalf("round %d: the run ended %s, want failed on its timeout", round, src.Status)
+			}
+			checkLog(t, s, id, runs.StatusFailed)
+			listed := map[string]bool{}
+			for i, k := range keys {
+				var m map[string]any
+				_ = json.Unmarshal([]byte(answers[i]), &m)
+				switch {
+				case codes[i] == http.StatusCreated:
+				case codes[i] == http.StatusConflict && errCode(m) == "idemkit.run_not_failed":
+				default:
+					t.Fatalf("round %d: retry %d: %d %s", round, i, codes[i], answers[i])
+				}
+				again, err := s.api.Handle(ctx, apiEvent("POST", base+"/retry", "acme", k, ""))
+				must(t, err)
+				var m2 map[string]any
+				_ = json.Unmarshal([]byte(again.Body), &m2)
+				if codes[i] == http.StatusCreated && (again.StatusCode != http.StatusCreated || m2["runId"] != m["runId"]) {
+					t.Fatalf("round %d: retry %d answered %s, then %d %s", round, i, answers[i], again.StatusCode, again.Body)
+				}
+				if again.StatusCode == http.StatusCreated {
+					rid := m2["runId"].(string)
+					listed[rid] = true
+					if r := mustRun(t, s, rid); r.RetryOf != id {
+						t.Fatalf("round %d: retry %d's run %s retries %q", round, i, rid, r.RetryOf)
+					}
+				} else if codes[i] != http.StatusConflict || again.StatusCode != http.StatusConflict {
+					t.Fatalf("round %d: retry %d: %d %s, then %d %s", round, i, codes[i], answers[i], again.StatusCode, again.Body)
+				}
+			}
+			got := mustRun(t, s, id)
+			if len(got.Retries) != len(listed) {
+				t.Fatalf("round %d: the failed run lists %v, the retries answered 201 are %v", round, got.Retries, listed)
+			}
+			for _, r := range got.Retries {
+				if !listed[r] {
+					t.Fatalf("round %d: the failed run lists %s, answered to no retry", round, r)
+				}
+			}
+		}
+	})
+}
+
+// breachSignal is a run store that closes the channel arm returned as a
+// Breach (the write failing a run on a breached cap) is called.
+type breachSignal struct {
+	*runs.DynamoRuns
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (s *breachSignal) arm() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ch = make(chan struct{})
+	return s.ch
+}
+
+func (s *breachSignal) Breach(ctx context.Context, id string, ev runs.LogEvent, code, msg string, now time.Time) (runs.Run, error) {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+	return s.DynamoRuns.Breach(ctx, id, ev, code, msg, now)
+}
