@@ -528,7 +528,7 @@ func (x *Executor) giveUp(ctx context.Context, runID string, cause error) bool {
 		// It failed before taking the run: it ends it only while no
 		// execution holds it, pending. A running run is another
 		// execution's (a second delivery started it, a pass took it;
-		// RED_TEAM 540), or its own start landed with the answer lost,
+		// RED_TEAM 330), or its own start landed with the answer lost,
 		// which no execution then drives and the stale-run pass takes:
 		// either way an execution that holds the run ends it.
 		r, err = x.Runs.Transition(ctx, runID, []runs.Status{runs.StatusPending}, runs.StatusFailed, final, x.now())
@@ -1085,7 +1085,7 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 			if err != nil {
 				x.log().WarnContext(ctx, "executor: could not record the stale run as restored; a later pass resumes it", slog.String("run_id", id), keyhash.ErrAttr(err))
 				// The pass held the run by its claim: the give-up ends it
-				// only while that claim holds (RED_TEAM 540).
+				// only while that claim holds (RED_TEAM 330).
 				err = &heldError{epoch: run.Epoch, err: err}
 				if !x.giveUp(ctx, id, err) && first == nil {
 					first = err
