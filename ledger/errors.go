@@ -78,6 +78,14 @@ var (
 	// with the same provider key, as the resolution would have let it; with
 	// an outcome, the next try answers from it and fires nothing.
 	ErrFenceReopened = errors.New("ledger: the fence was reopened for the escaped attempt, though the resolution was not recorded: unless the effect has an outcome, its next try fires it once")
+	// ErrFenceReopenUnknown comes with the error of a not-delivered
+	// resolution of a fenced effect whose reopen of the fence failed
+	// without the fence refusing it (its answer lost past the SDK's
+	// retries, a timeout): the fence may have been reopened for the escaped
+	// attempt's token, and nothing was recorded. Resolving again (the
+	// record is unchanged) records it: a reopen of a token that no longer
+	// holds the pass succeeds.
+	ErrFenceReopenUnknown = errors.New("ledger: the fence may have been reopened, but the resolution was not recorded")
 	// ErrResolveNeedsFence: Resolve was asked to settle a fenced effect
 	// (one whose attempts took fencing tokens) by a Ledger without a
 	// Fencer, or as not delivered by one whose Fencer cannot reopen the

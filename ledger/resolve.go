@@ -373,7 +373,7 @@ func (l *Ledger) Resolve(ctx context.Context, effectID string, res Resolution) (
 			// answer lost. Nothing is recorded, and resolving again is
 			// safe either way: a reopen of a token that no longer holds
 			// the pass succeeds.
-			return l.View(cur, now), fmt.Errorf("ledger: reopen the fence of %s: the fence may have been reopened, but the resolution was not recorded; resolve again to record it: %w", cur.EffectID, err)
+			return l.View(cur, now), fmt.Errorf("%w (reopening the fence of %s); resolve again to record it: %w", ErrFenceReopenUnknown, cur.EffectID, err)
 		}
 	}
 	next := cur.Clone()

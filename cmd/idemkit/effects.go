@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/emulator"
@@ -91,9 +92,10 @@ func fenceGiven(table string) bool {
 // The fence table is read first (one GetItem of effectID's fence item): it
 // is the home region's alone, so a region where it is not found is not the
 // home region, and nothing is resolved there (errFenceNotHere).
-func (sf storeFlags) fencedLedger(ctx context.Context, table, region, effectID string) (*ledger.Ledger, error) {
+func (sf storeFlags) fencedLedger(ctx context.Context, table, region, effectID string) (*ledger.Ledger, *fencedynamo.Store, error) {
 	if !fenceGiven(table) {
-		return sf.ledger(ctx)
+		l, err := sf.ledger(ctx)
+		return l, nil, err
 	}
 	if region == "" {
 		region = os.Getenv(settings.EnvFenceTableRegion)
@@ -103,31 +105,32 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region, effectID s
 	}
 	c, table, err := tableTarget(ctx, *sf.endpoint, table, region, "--fence-table", settings.EnvFenceTable, "FenceTable")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fs, err := fencedynamo.New(fencedynamo.Config{Client: c, Table: table})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := fs.Get(ctx, effectID); errors.As(err, new(*types.ResourceNotFoundException)) {
-		return nil, errFenceNotHere{table: table, region: c.Options().Region}
+		return nil, nil, errFenceNotHere{table: table, region: c.Options().Region}
 	} else if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	owner, err := fence.New(fence.Config{Store: fs})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ec, etable, err := tableTarget(ctx, *sf.endpoint, *sf.table, region, "--table", settings.EnvEffectsTable, "EffectsTable")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	*sf.where = fmt.Sprintf("table %s in %s", etable, ec.Options().Region)
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: ec, Table: etable})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return ledger.New(ledger.Config{Store: st, Fencer: owner, Test: ledger.TestConfig{Clock: effectsClock}})
+	l, err := ledger.New(ledger.Config{Store: st, Fencer: owner, Test: ledger.TestConfig{Clock: effectsClock}})
+	return l, fs, err
 }
 
 // errFenceNotHere: the fence table is not found in the region the command
@@ -326,7 +329,7 @@ examples:
 	if len(*note) > 512 || strings.ContainsFunc(*note, func(c rune) bool { return c != '\n' && isControlRune(c) }) || !utf8.ValidString(*note) {
 		return usageError(fs, stderr, "--note: want at most 512 bytes of printable UTF-8 text and line breaks (got %d bytes)", len(*note))
 	}
-	l, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion, effectID)
+	l, fstore, err := sf.fencedLedger(ctx, *fenceTable, *fenceRegion, effectID)
 	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -357,7 +360,14 @@ examples:
 			"give the deployment's fence table (--fence-table, and --fence-region with the home region): the record is then read and written there")
 		return 1
 	case errors.Is(err, fence.ErrIssued):
-		fmt.Fprintf(stderr, "idemkit effects resolve: refused: another attempt's token passed the fence, not the escaped attempt's: %v\n", err)
+		// In the CLI's words, not the library's (RED_TEAM 580).
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %s, not the escaped attempt's, so --as not-delivered cannot release effect %s for one more attempt "+
+			"(nothing written): that attempt may have reached the provider; show it again (idemkit effects show %s) and decide on what it is then: "+
+			"once that attempt's outcome is recorded there is nothing to resolve, and if the provider performed the effect while it still shows escaped, "+
+			"resolve it --as delivered\n", passedBy(err), effectID, effectID)
+		return 1
+	case errors.Is(err, ledger.ErrFenceReopenUnknown):
+		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", reopenUnknown(ctx, fstore, effectID, err))
 		return 1
 	case errors.Is(err, ledger.ErrChanged):
 		now := ""
@@ -368,6 +378,13 @@ examples:
 		if errors.Is(err, ledger.ErrFenceReopened) {
 			fmt.Fprintln(stderr, "idemkit effects resolve: the fence was already reopened for the escaped attempt: unless the effect now has an outcome (show it again), its next try fires it once with the same provider key")
 		}
+		return 1
+	case errors.Is(err, ledger.ErrFenceReopened):
+		// The fence was reopened, and writing the resolution failed
+		// (RED_TEAM 582).
+		fmt.Fprintf(stderr, "idemkit effects resolve: the fence of effect %s was reopened for the escaped attempt, but recording the resolution failed (%s): "+
+			"show it (idemkit effects show %s): released or pending, the resolution was recorded after all; still escaped, it was not recorded, "+
+			"and running the same command again records it: %s\n", effectID, fenceCause(err), effectID, resolveAgain(effectID))
 		return 1
 	case errors.Is(err, ledger.ErrNotEscaped):
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s is not escaped: %s\n", effectID, notEscapedAdvice(v))
@@ -694,4 +711,74 @@ func notEscapedAdvice(v ledger.EffectView) string {
 		return "it is pending: no attempt of it is in flight or escaped, and its run's next try fires it; there is nothing to resolve"
 	}
 	return fmt.Sprintf("it is %s; show it again, and resolve it if it is escaped then", v.State)
+}
+
+// passedBy says which token passed an effect's fence, from the fence's
+// refusal to reopen it for the escaped attempt's.
+func passedBy(err error) string {
+	var ie *fence.IssuedError
+	if !errors.As(err, &ie) || ie.Token == 0 {
+		return "another attempt's token passed the fence"
+	}
+	s := fmt.Sprintf("another attempt's token passed the fence (token %d", ie.Token)
+	if ie.Region != "" {
+		s += " in " + ie.Region
+	}
+	if !ie.At.IsZero() {
+		s += " at " + stamp(ie.At)
+	}
+	return s + ")"
+}
+
+// resolveAgain is the command that records a not-delivered resolution a
+// failed write left unrecorded.
+func resolveAgain(effectID string) string {
+	return "idemkit effects resolve " + effectID + " --as not-delivered"
+}
+
+// fenceCause is the store error under a resolution's error, for its user:
+// the DynamoDB call and its cause, without the packages' prefixes.
+func fenceCause(err error) string {
+	var oe *smithy.OperationError
+	if errors.As(err, &oe) {
+		return storeError(oe)
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		if !errors.Is(e, ledger.ErrFenceReopenUnknown) && !errors.Is(e, ledger.ErrFenceReopened) {
+			return unlabelled(e.Error())
+		}
+	}
+	return "no answer"
+}
+
+// reopenUnknown says what a not-delivered resolution whose reopen of the
+// fence failed unrefused left (ledger.ErrFenceReopenUnknown): the fence,
+// read back, holds no pass (the reopen landed, its answer lost) or still
+// holds one (it did not); unread, it may have been reopened. Either way
+// nothing was recorded, and the same command records it (RED_TEAM 581).
+func reopenUnknown(ctx context.Context, fs *fencedynamo.Store, effectID string, err error) string {
+	cause := fenceCause(err)
+	if fs == nil {
+		return fmt.Sprintf("the fence of effect %s may have been reopened for the escaped attempt (%s), and the resolution was not recorded: "+
+			"show it (idemkit effects show %s), and while it is still escaped, run the same command again, which records it: %s",
+			effectID, cause, effectID, resolveAgain(effectID))
+	}
+	it, gerr := fs.Get(ctx, effectID)
+	switch {
+	case gerr != nil:
+		return fmt.Sprintf("the fence of effect %s may have been reopened for the escaped attempt: the answer to that write was lost (%s), "+
+			"and reading the fence back failed too (%s); the resolution was not recorded: show it (idemkit effects show %s), and while it is still escaped "+
+			"at the rev you decided on, run the same command again, which records it whether or not the fence was reopened: %s",
+			effectID, cause, fenceCause(gerr), effectID, resolveAgain(effectID))
+	case it == nil || it.Passed == nil:
+		return fmt.Sprintf("the fence of effect %s was reopened for the escaped attempt (read back: it holds no pass), but the answer to that write was lost (%s), "+
+			"so the resolution was not recorded and the effect is still escaped: run the same command again, which records it: %s",
+			effectID, cause, resolveAgain(effectID))
+	}
+	return fmt.Sprintf("the fence of effect %s was not reopened: the write failed (%s) and the fence still holds the pass of token %d; "+
+		"nothing was recorded: run the same command again once the fence table answers: %s", effectID, cause, it.Passed.Token, resolveAgain(effectID))
 }

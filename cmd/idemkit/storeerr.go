@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -187,5 +188,12 @@ func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 		tr.ResponseHeaderTimeout = engineAnswerTimeout
 	})
+	if extra := endpointClientOptions.Load(); extra != nil {
+		optFns = append(optFns, *extra...)
+	}
 	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkAnswerShape}, optFns...)...)
 }
+
+// endpointClientOptions are options tests add to every client
+// endpointClient makes (a fault injector); nil in the command.
+var endpointClientOptions atomic.Pointer[[]func(*dynamodb.Options)]
