@@ -317,7 +317,9 @@ func namesSomeone(s string) bool {
 // As NotDelivered it is settled only through a ReopeningFencer, which
 // first forgets its escaped attempt's pass (else ErrResolveNeedsFence,
 // nothing written): the next attempt is then fenced like any other, and
-// fires once. A not-delivered resolution grants
+// fires once. A reopen the fence refuses (another token passed) is its
+// error (ErrPassHeld), nothing written; one that fails otherwise matches
+// ErrFenceReopenUnknown, nothing recorded. A not-delivered resolution grants
 // its attempt whatever the effect's attempt cap, up to a bound on the rows
 // one record keeps (the executor's MaxMaxAttempts and those of 50
 // resolutions); past it, it is refused with an error matching
