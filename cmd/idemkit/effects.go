@@ -360,7 +360,7 @@ examples:
 			"give the deployment's fence table (--fence-table, and --fence-region with the home region): the record is then read and written there")
 		return 1
 	case errors.Is(err, fence.ErrIssued):
-		// In the CLI's words, not the library's (RED_TEAM 580).
+		// In the CLI's words, not the library's (RED_TEAM 331).
 		fmt.Fprintf(stderr, "idemkit effects resolve: refused: %s, not the escaped attempt's, so --as not-delivered cannot release effect %s for one more attempt "+
 			"(nothing written): that attempt may have reached the provider; show it again (idemkit effects show %s) and decide on what it is then: "+
 			"once that attempt's outcome is recorded there is nothing to resolve, and if the provider performed the effect while it still shows escaped, "+
@@ -381,7 +381,7 @@ examples:
 		return 1
 	case errors.Is(err, ledger.ErrFenceReopened):
 		// The fence was reopened, and writing the resolution failed
-		// (RED_TEAM 582).
+		// (RED_TEAM 333).
 		fmt.Fprintf(stderr, "idemkit effects resolve: the fence of effect %s was reopened for the escaped attempt, but recording the resolution failed (%s): "+
 			"show it (idemkit effects show %s): released or pending, the resolution was recorded after all; still escaped, it was not recorded, "+
 			"and running the same command again records it: %s\n", effectID, fenceCause(err), effectID, resolveAgain(effectID))
@@ -759,7 +759,7 @@ func fenceCause(err error) string {
 // fence failed unrefused left (ledger.ErrFenceReopenUnknown): the fence,
 // read back, holds no pass (the reopen landed, its answer lost) or still
 // holds one (it did not); unread, it may have been reopened. Either way
-// nothing was recorded, and the same command records it (RED_TEAM 581).
+// nothing was recorded, and the same command records it (RED_TEAM 332).
 func reopenUnknown(ctx context.Context, fs *fencedynamo.Store, effectID string, err error) string {
 	cause := fenceCause(err)
 	if fs == nil {

@@ -99,7 +99,7 @@ func inLibrarysWords(s string) bool {
 // token that passed, that nothing was written, show it again, --as
 // delivered if that attempt delivered it), exit 1; before it ended in
 // "ledger: reopen the fence of …: fence: effect already passed its point
-// of no return (token …)" (RED_TEAM 580).
+// of no return (token …)" (RED_TEAM 331).
 func TestEffectsResolveFencePassedByAnotherTokenSaysWhatToDo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
@@ -138,7 +138,7 @@ func TestEffectsResolveFencePassedByAnotherTokenSaysWhatToDo(t *testing.T) {
 // same resolve records it; run again, it does, and the next attempt fires
 // once. When the read back fails too, it says the reopen may have landed
 // and to show the effect and run the same resolve again; never a plain
-// failure in the library's words (RED_TEAM 581).
+// failure in the library's words (RED_TEAM 332).
 func TestEffectsResolveReopenAnswerLostSaysItWasReopened(t *testing.T) {
 	for _, readBack := range []bool{true, false} {
 		name := "read back"
@@ -210,7 +210,7 @@ func setEndpointClientOptions(t *testing.T, opts ...func(*dynamodb.Options)) {
 // reopened, the record not written, the show to check and the command
 // that records it, exit 1; before it printed the store's error joined
 // with the library's ErrFenceReopened on a second line, "ledger: "
-// prefixes and all (RED_TEAM 582).
+// prefixes and all (RED_TEAM 333).
 func TestEffectsResolveRecordWriteFailedAfterReopenSaysWhatToDo(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
