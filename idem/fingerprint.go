@@ -128,7 +128,7 @@ func methodOverride(in *request, declared []string) []string {
 // the operation id op, given its body digest, the media type its body is
 // read as (bodyMediaType) and the headers its route declares; the
 // fingerprint is that hash stamped with canon.RecipeRequest (appendStamp).
-func fingerprintSum(in *request, op string, bodyDigest []byte, media string, headers []string) [sha256.Size]byte {
+func fingerprintSum(in *request, op string, bodyDigest []byte, media bool, headers []string) [sha256.Size]byte {
 	override := methodOverride(in, headers)
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
@@ -161,13 +161,12 @@ func fingerprintSum(in *request, op string, bodyDigest []byte, media string, hea
 		}
 	}
 	m = appendStr(m, bodyDigest)
-	if media != "" {
+	if media {
 		// After the body digest, and only when there is one (every
 		// earlier part is length-prefixed, so a message with it never
 		// equals one without): a request without it keeps the
 		// fingerprint it had before RED_TEAM 313.
-		m = append(m, 'm')
-		m = appendStr(m, media)
+		m = appendBodyMediaType(m, in)
 	}
 	if len(override) > 0 {
 		// Likewise after everything else, and only when sent.
@@ -220,6 +219,152 @@ func bodyMediaType(in *request) string {
 		return f
 	}
 	return strings.ToLower(ct)
+}
+
+// appendBodyMediaType appends to m the tag 'm' and the media type
+// bodyMediaType gives for in, as appendStr writes it, or nothing when that
+// is "". A Content-Type of ASCII tokens (a type and subtype, parameters
+// name=value) is put in its canonical form in m itself (appendMediaType),
+// so that a replay of a form or of text in a charset allocates no more
+// than one of JSON (RED_TEAM 560); any other is parsed by bodyMediaType.
+func appendBodyMediaType(m []byte, in *request) []byte {
+	ct := strings.TrimSpace(in.contentType)
+	if len(in.body) == 0 || ct == "" {
+		return m
+	}
+	start := len(m)
+	m = append(m, 'm')
+	m = binary.BigEndian.AppendUint64(m, 0)
+	n0 := len(m)
+	m, ok := appendMediaType(m, ct)
+	if !ok {
+		m = append(m[:n0], bodyMediaType(in)...)
+	}
+	if len(m) == n0 {
+		return m[:start]
+	}
+	binary.BigEndian.PutUint64(m[n0-8:n0], uint64(len(m)-n0))
+	return m
+}
+
+// appendMediaType appends to m what bodyMediaType gives for the trimmed
+// Content-Type ct, without allocating, when ct is ASCII tokens alone: a
+// type and a subtype, then at most four parameters name=value whose names
+// differ in more than case and carry no '*' (RFC 2231). ok false, m
+// unchanged, for any other (a quoted value, non-ASCII, a malformed one),
+// which bodyMediaType parses.
+func appendMediaType(m []byte, ct string) (_ []byte, ok bool) {
+	n0 := len(m)
+	for i := 0; i < len(ct); i++ {
+		if ct[i] >= 0x80 {
+			return m, false
+		}
+	}
+	base, rest, _ := strings.Cut(ct, ";")
+	base = trimASCIISpace(base)
+	major, sub, slash := strings.Cut(base, "/")
+	if !slash || !isTokenStr(major) || !isTokenStr(sub) {
+		return m, false
+	}
+	if header.IsJSON(ct) {
+		if strings.EqualFold(base, "application/json") {
+			return m, true
+		}
+		return appendLowerASCII(m, base), true
+	}
+	var names, values [4]string
+	n := 0
+	for rest != "" {
+		var seg string
+		seg, rest, _ = strings.Cut(rest, ";")
+		name, value, eq := strings.Cut(seg, "=")
+		name, value = trimASCIISpace(name), trimASCIISpace(value)
+		if !eq || n == len(names) || !isTokenStr(name) || !isTokenStr(value) || strings.IndexByte(name, '*') >= 0 {
+			return m, false
+		}
+		for i := range n {
+			if strings.EqualFold(names[i], name) {
+				return m, false
+			}
+		}
+		// Insertion in order of the names in lower case, as
+		// mime.FormatMediaType writes them.
+		i := n
+		for ; i > 0 && lessFold(name, names[i-1]); i-- {
+			names[i], values[i] = names[i-1], values[i-1]
+		}
+		names[i], values[i] = name, value
+		n++
+	}
+	m = appendLowerASCII(m, base)
+	for i := range n {
+		m = append(m, "; "...)
+		m = appendLowerASCII(m, names[i])
+		m = append(m, '=')
+		if strings.EqualFold(names[i], "charset") {
+			m = appendLowerASCII(m, values[i])
+		} else {
+			m = append(m, values[i]...)
+		}
+	}
+	if len(m) == n0 {
+		return m, false
+	}
+	return m, true
+}
+
+// trimASCIISpace trims the ASCII white space around s.
+func trimASCIISpace(s string) string {
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r' }
+	for s != "" && isSpace(s[0]) {
+		s = s[1:]
+	}
+	for s != "" && isSpace(s[len(s)-1]) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// isTokenStr reports whether s is a non-empty RFC 2045 token.
+func isTokenStr(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?=`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// appendLowerASCII appends s, in lower case, to m.
+func appendLowerASCII(m []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		m = append(m, c)
+	}
+	return m
+}
+
+// lessFold reports whether a sorts before b in lower case (ASCII).
+func lessFold(a, b string) bool {
+	lower := func(c byte) byte {
+		if 'A' <= c && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	for i := 0; i < len(a) && i < len(b); i++ {
+		if x, y := lower(a[i]), lower(b[i]); x != y {
+			return x < y
+		}
+	}
+	return len(a) < len(b)
 }
 
 // The fingerprint message is built in a pooled buffer and hashed once: the

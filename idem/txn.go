@@ -317,10 +317,9 @@ func (t *txn) run(ctx context.Context, route Route, run handlerFunc) *Response {
 	} else {
 		bodyDigest = t.appendDigestBytes(bodyDigest)
 	}
-	var media string
-	if route.Contract == nil && !route.JSON {
-		media = bodyMediaType(in)
-	}
+	// The body's media type where the handler reads the body by it
+	// (bodyMediaType).
+	media := route.Contract == nil && !route.JSON
 	fp := fingerprintSum(in, t.op, bodyDigest, media, route.Headers)
 	if e := t.readMode(); e != nil {
 		return t.fail(e)
