@@ -67,9 +67,10 @@
 // the whole media type of any other body (a form, text in a charset,
 // multipart under a boundary); a JSON body sent as application/json, a
 // body without a Content-Type, an empty body and a body on a Route.JSON
-// route carry none — and, when the request sends one, a method-override
-// header (X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override), which
-// a middleware inside the Guard may serve a POST by. The same key on a
+// route carry none — and, when the request sends one naming another
+// method than its own, a method-override header (X-HTTP-Method-Override,
+// X-HTTP-Method, X-Method-Override), which a middleware inside the Guard
+// may serve a POST by. The same key on a
 // different order, query, body, body media type or tunnelled method is
 // 409 idempotency_key_mismatch, never a replay. On a
 // route with a Contract the body part is the canonical request hash

@@ -104,24 +104,37 @@ func sortPairs(p []pair) {
 // serves the request as the method they name), in canonical form.
 var methodOverrideHeaders = [...]string{"X-Http-Method", "X-Http-Method-Override", "X-Method-Override"}
 
-// methodOverride returns the method-override headers the request sends
-// (methodOverrideHeaders) that its route does not declare among its
-// fingerprint headers (declared, canonical and sorted), as name and
-// value count then values, for the fingerprint; nil, without allocating,
-// when it sends none: the method a handler serves the request as is in
-// the fingerprint, so a POST tunnelling DELETE and one tunnelling PUT
-// (or none) are two requests, never one answer (RED_TEAM 314).
-func methodOverride(in *request, declared []string) []string {
-	var out []string
+// methodOverride appends to dst the method-override headers the request
+// sends (methodOverrideHeaders) that its route does not declare among its
+// fingerprint headers (declared, canonical and sorted), as name and value
+// count then values, for the fingerprint; nothing when it sends none: the
+// method a handler serves the request as is in the fingerprint, so a POST
+// tunnelling DELETE and one tunnelling PUT (or none) are two requests,
+// never one answer (RED_TEAM 314). A header whose every value names the
+// request's own method (in any case) changes nothing a handler serves and
+// is left out, so such a request keeps the fingerprint it had before
+// (RED_TEAM 561). With dst on the caller's stack, it allocates nothing for
+// up to its capacity.
+func methodOverride(dst []string, in *request, declared []string) []string {
 	for _, name := range methodOverrideHeaders {
-		vs := in.headerValues(name)
-		if len(vs) == 0 || slices.Contains(declared, name) {
+		if slices.Contains(declared, name) {
 			continue
 		}
-		out = append(out, name, strconv.Itoa(len(vs)))
-		out = append(out, vs...)
+		at := len(dst)
+		dst = append(dst, name, "")
+		dst = in.appendHeaderValues(dst, name)
+		vs := dst[at+2:]
+		own := true
+		for _, v := range vs {
+			own = own && strings.EqualFold(v, in.method)
+		}
+		if own { // none sent, or each naming the request's method
+			dst = dst[:at]
+			continue
+		}
+		dst[at+1] = strconv.Itoa(len(vs))
 	}
-	return out
+	return dst
 }
 
 // fingerprintSum computes the hash of the request fingerprint of in under
@@ -129,7 +142,8 @@ func methodOverride(in *request, declared []string) []string {
 // read as (bodyMediaType) and the headers its route declares; the
 // fingerprint is that hash stamped with canon.RecipeRequest (appendStamp).
 func fingerprintSum(in *request, op string, bodyDigest []byte, media bool, headers []string) [sha256.Size]byte {
-	override := methodOverride(in, headers)
+	var ob [12]string
+	override := methodOverride(ob[:0], in, headers)
 	bp := msgPool.Get().(*[]byte)
 	m := append((*bp)[:0], fingerprintDomain...)
 	m = appendStr(m, in.method)

@@ -234,6 +234,24 @@ func (in *request) headerValues(name string) []string {
 	return nil
 }
 
+// appendHeaderValues appends the values headerValues returns to dst,
+// without the list of them headerValues allocates for an API Gateway
+// event's headers.
+func (in *request) appendHeaderValues(dst []string, name string) []string {
+	if in.v2Tenant != nil {
+		n := len(dst)
+		for k, v := range in.v2Headers {
+			if strings.EqualFold(k, name) {
+				dst = append(dst, v)
+			}
+		}
+		if len(dst) > n || in.parts.header == nil {
+			return dst
+		}
+	}
+	return append(dst, in.headerValues(name)...)
+}
+
 // handlerFunc runs the wrapped handler and returns its response.
 type handlerFunc func(ctx context.Context) (*Response, error)
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -529,5 +530,77 @@ func TestRoutedTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
 	}
 	if other := send("/shops/2/orders/7"); other.Header().Get(idem.HeaderOpenWOPReplay) == "true" || other.Body.String() == first.Body.String() {
 		t.Fatalf("shop 2's order under shop 1's key: %d %v %s (handler ran %d times); want it run or refused", other.Code, other.Header(), other.Body, runs)
+	}
+}
+
+// TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint: a POST whose
+// method-override header names POST (in any case) is served as the POST it
+// is, so its fingerprint is the one it had before RED_TEAM 314 (pinned):
+// a client that always sends the header, its first try recorded before
+// the upgrade, is replayed after it, not answered 409
+// idempotency_key_mismatch (RED_TEAM 561).
+func TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint(t *testing.T) {
+	for _, name := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
+		for _, value := range []string{"POST", "post"} {
+			t.Run(name+" "+value, func(t *testing.T) {
+				rec := &digestRecorder{}
+				e := newEnv(t, func(cfg *idem.Config) {
+					cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+					rec.Store = cfg.Store
+					cfg.Store = rec
+				})
+				mux := http.NewServeMux()
+				mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "x") })
+				r := httptest.NewRequest("POST", "/docs/d1", strings.NewReader(`{"a":1}`))
+				r.Header.Set("Content-Type", "application/json")
+				r.Header.Set(idem.HeaderKey, testKey)
+				r.Header.Set(name, value)
+				e.guard.Middleware(mux).ServeHTTP(httptest.NewRecorder(), r)
+				if len(rec.digests) != 1 || rec.digests[0] != pinOverrideNone {
+					t.Fatalf("digests %q, want [%s] (the POST's without the header)", rec.digests, pinOverrideNone)
+				}
+			})
+		}
+	}
+}
+
+// TestFingerprintsWithAMediaTypeOrAnOverrideArePinned pins, to the values
+// the code of RED_TEAM 313 and 314 wrote, the fingerprints that carry a
+// body's media type or a method-override header (a text body under two
+// overrides of one header, and a form tunnelling PUT through the HTTP
+// API), so that records written since replay whatever form the code that
+// builds them takes (RED_TEAM 560, 561 rewrote it).
+func TestFingerprintsWithAMediaTypeOrAnOverrideArePinned(t *testing.T) {
+	rec := &digestRecorder{}
+	e := newEnv(t, func(cfg *idem.Config) {
+		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+		rec.Store = cfg.Store
+		cfg.Store = rec
+	})
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "x") })
+	for i, hs := range [][]string{{"X-HTTP-Method-Override", "DELETE"}, {"X-Method-Override", "PUT", "X-HTTP-Method", "patch"}} {
+		r := httptest.NewRequest("POST", "/docs/d1", strings.NewReader(`{"a":1}`))
+		r.Header.Set("Content-Type", "text/plain; charset=UTF-8")
+		r.Header.Set(idem.HeaderKey, testKey+fmt.Sprint(i))
+		for j := 0; j < len(hs); j += 2 {
+			r.Header.Add(hs[j], hs[j+1])
+		}
+		r.Header.Add("X-Method-Override", "GET")
+		e.guard.Middleware(mux).ServeHTTP(httptest.NewRecorder(), r)
+	}
+	ev := v2event("POST", "POST /runs", testKey, `a=1`)
+	ev.Headers["content-type"] = "application/x-www-form-urlencoded"
+	ev.Headers["x-http-method-override"] = "PUT"
+	if r := e.call(&handler{}, ev); r.StatusCode != 201 {
+		t.Fatalf("the form: %d %s", r.StatusCode, r.Body)
+	}
+	want := []string{
+		"request-sha256-v1:-qDknfv0aD76OL46B8LPYy-xYcEUGs_07QeSbpc4ua0",
+		"request-sha256-v1:YEo4RIegCOddH7dp_lcFgtrER-HC34Yzl1Sl90Z_jA0",
+		"request-sha256-v1:onf3okIW2SDffvR5GxMpwekUl-SWxBL5oh6ZPqBw4kQ",
+	}
+	if !slices.Equal(rec.digests, want) {
+		t.Fatalf("digests %q, want %q", rec.digests, want)
 	}
 }
