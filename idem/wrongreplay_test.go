@@ -363,12 +363,7 @@ func TestOneKeyTwoMediaTypesNetHTTP(t *testing.T) {
 func TestMethodOverrideNeverSharesAnAnswer(t *testing.T) {
 	for _, name := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
 		t.Run(name, func(t *testing.T) {
-			rec := &digestRecorder{}
-			e := newEnv(t, func(cfg *idem.Config) {
-				cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
-				rec.Store = cfg.Store
-				cfg.Store = rec
-			})
+			e, rec := httpDigestEnv(t, nil)
 			runs := 0
 			mux := http.NewServeMux()
 			mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -418,13 +413,7 @@ const pinOverrideNone = "request-sha256-v1:6rBA5Y9ippAen3nVfEAjWwHOImtLHeUieweA1
 // method-override header among its fingerprint headers (Route.Headers)
 // has it there once, as before RED_TEAM 314 (pinned).
 func TestDeclaredMethodOverrideKeepsItsFingerprint(t *testing.T) {
-	rec := &digestRecorder{}
-	e := newEnv(t, func(cfg *idem.Config) {
-		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
-		cfg.Routes = map[string]idem.Route{"POST /docs/{id}": {Headers: []string{"x-http-method-override"}}}
-		rec.Store = cfg.Store
-		cfg.Store = rec
-	})
+	e, rec := httpDigestEnv(t, map[string]idem.Route{"POST /docs/{id}": {Headers: []string{"x-http-method-override"}}})
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "x") })
 	r := httptest.NewRequest("POST", "/docs/d1", strings.NewReader(`{"a":1}`))
@@ -543,12 +532,7 @@ func TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint(t *testing.T) {
 	for _, name := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
 		for _, value := range []string{"POST", "post"} {
 			t.Run(name+" "+value, func(t *testing.T) {
-				rec := &digestRecorder{}
-				e := newEnv(t, func(cfg *idem.Config) {
-					cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
-					rec.Store = cfg.Store
-					cfg.Store = rec
-				})
+				e, rec := httpDigestEnv(t, nil)
 				mux := http.NewServeMux()
 				mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "x") })
 				r := httptest.NewRequest("POST", "/docs/d1", strings.NewReader(`{"a":1}`))
@@ -571,12 +555,7 @@ func TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint(t *testing.T) {
 // API), so that records written since replay whatever form the code that
 // builds them takes (RED_TEAM 560, 561 rewrote it).
 func TestFingerprintsWithAMediaTypeOrAnOverrideArePinned(t *testing.T) {
-	rec := &digestRecorder{}
-	e := newEnv(t, func(cfg *idem.Config) {
-		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
-		rec.Store = cfg.Store
-		cfg.Store = rec
-	})
+	e, rec := httpDigestEnv(t, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /docs/{id}", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "x") })
 	for i, hs := range [][]string{{"X-HTTP-Method-Override", "DELETE"}, {"X-Method-Override", "PUT", "X-HTTP-Method", "patch"}} {
@@ -603,4 +582,18 @@ func TestFingerprintsWithAMediaTypeOrAnOverrideArePinned(t *testing.T) {
 	if !slices.Equal(rec.digests, want) {
 		t.Fatalf("digests %q, want %q", rec.digests, want)
 	}
+}
+
+// httpDigestEnv is an environment for the net/http middleware (the tenant
+// testTenant) with routes, recording the digest of every claim.
+func httpDigestEnv(t *testing.T, routes map[string]idem.Route) (*env, *digestRecorder) {
+	t.Helper()
+	rec := &digestRecorder{}
+	e := newEnv(t, func(cfg *idem.Config) {
+		cfg.HTTPTenant = func(*http.Request) (string, bool) { return testTenant, true }
+		cfg.Routes = routes
+		rec.Store = cfg.Store
+		cfg.Store = rec
+	})
+	return e, rec
 }

@@ -58,18 +58,7 @@ func TestRetryRefusedAtTheCapIsNeverWritten(t *testing.T) {
 		const tenant = "acme"
 		rs, inner := backendStores(t, e)
 		clk := clock.NewManual(time.Now().UTC().Truncate(time.Millisecond))
-		failed := runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for i := range MaxRunRetries - 1 {
-			if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		failed := failedBelowTheCap(t, rs, tenant, clk.Now())
 		gate := &fillOnRead{RunStore: rs, id: failed.ID, other: fmt.Sprintf("%s/%022d", tenant, MaxRunRetries-1)}
 		f := hostOf(t, gate, idem.Config{Store: &lostCompletion{Store: inner}, Test: idem.TestConfig{Clock: clk}},
 			func(_ *fixture, c *Config) { c.Test.Clock = clk })
@@ -188,18 +177,7 @@ func TestParallelRetriesAtTheCapReexecuted(t *testing.T) {
 		gate := &readGate{RunStore: rs, n: n, open: make(chan struct{})}
 		f := hostOf(t, gate, idem.Config{Store: firstAttemptsLost{inner}, Test: idem.TestConfig{Clock: clk}},
 			func(_ *fixture, c *Config) { c.Test.Clock = clk })
-		failed := runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for i := range MaxRunRetries - 1 {
-			if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		failed := failedBelowTheCap(t, rs, tenant, clk.Now())
 		gate.id = failed.ID
 		req := func(i int) events.APIGatewayV2HTTPRequest {
 			return ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, fmt.Sprintf("k-race-%02d-0123456789abcdefgh", i), "")
@@ -294,18 +272,7 @@ func TestRetryOvertakenBetweenListingAndWrite(t *testing.T) {
 		_, st := dynamoStores(t, e, c, false)
 		clk := clock.NewManual(time.Now().UTC().Truncate(time.Millisecond))
 		f := hostOf(t, rs, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
-		failed := runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
-			t.Fatal(err)
-		}
-		for i := range MaxRunRetries - 1 {
-			if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		failed := failedBelowTheCap(t, rs, tenant, clk.Now())
 		req := ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "k-retry-overtaken-0123456789ab", "")
 		hold.mu.Lock()
 		hold.armed = true

@@ -49,18 +49,7 @@ func parallelRetriesAtTheCap(t *testing.T, e *dynamotest.Emulator, rs runs.RunSt
 	const tenant, n = "acme", 16
 	gate := &readGate{RunStore: rs, n: n, open: make(chan struct{})}
 	f := hostOf(t, gate, idem.Config{Store: st}, nil)
-	failed := runs.NewRun(tenant, "conformance-noop", nil, time.Now())
-	if err := rs.Create(ctx, failed); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	for i := range MaxRunRetries - 1 {
-		if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	failed := failedBelowTheCap(t, rs, tenant, time.Now())
 	gate.id = failed.ID
 	type answer struct {
 		resp retryAnswer
@@ -173,4 +162,24 @@ func retryRunsOf(t *testing.T, e *dynamotest.Emulator, rs runs.RunStore, failed 
 			return found
 		}
 	}
+}
+
+// failedBelowTheCap writes a failed run of tenant, at now, listing
+// MaxRunRetries-1 retries: one place left under the cap.
+func failedBelowTheCap(t *testing.T, rs runs.RunStore, tenant string, now time.Time) runs.Run {
+	t.Helper()
+	ctx := context.Background()
+	failed := runs.NewRun(tenant, "conformance-noop", nil, now)
+	if err := rs.Create(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", now); err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxRunRetries - 1 {
+		if err := rs.LinkRetry(ctx, failed.ID, fmt.Sprintf("%s/%022d", tenant, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return failed
 }
