@@ -391,8 +391,8 @@ examples:
 		return 1
 	case errors.Is(err, ledger.ErrAttemptsExhausted):
 		// In the CLI's words, not the library's error text (RED_TEAM 322).
-		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s holds %d attempts, as many as one effect record keeps: "+
-			"--as not-delivered cannot grant it another; perform the effect by hand (or find it performed) and resolve it --as delivered, "+
+		fmt.Fprintf(stderr, "idemkit effects resolve: refused: effect %s holds %d attempts, and one effect record has no room for the row "+
+			"and the attempt of another not-delivered resolution; perform the effect by hand (or find it performed) and resolve it --as delivered, "+
 			"or leave it: its identity is tried afresh once this record passes its retention\n", effectID, v.Attempt)
 		return 1
 	case errors.Is(err, ledger.ErrEffectNotFound):
