@@ -232,9 +232,9 @@ func parseKey(values []string, p KeyPolicy) (key string, present bool, err error
 // advice says what p wants of a key, for the message of a key refused for
 // its length or its characters (RED_TEAM 323): "use 22 to 128 characters
 // of 0-9 A-Z a-z - . _ ~ (a UUID fits)". The characters are listed for a
-// byte grammar only (a UTF-8 one names its length alone): the runs of
-// digits and letters Allow accepts, then each other printable ASCII
-// character it accepts.
+// byte grammar: the runs of digits and letters Allow accepts, then each
+// other printable ASCII character it accepts; a UTF-8 grammar is said to
+// be text, without control characters where Allow refuses them all.
 func (p KeyPolicy) advice() string {
 	if p.Allow == nil {
 		p = KeyOpenWOP
@@ -270,6 +270,19 @@ func (p KeyPolicy) advice() string {
 		}
 		b.WriteString(" of ")
 		b.WriteString(strings.Join(parts, " "))
+	} else {
+		// A UTF-8 grammar (RED_TEAM 562): text, and whether it refuses
+		// the control characters (every one of ASCII's).
+		b.WriteString(" of UTF-8 text")
+		controls := true
+		for r := rune(0); r < 0x80 && controls; r++ {
+			if r < 0x20 || r == 0x7f {
+				controls = !p.Allow(r)
+			}
+		}
+		if controls {
+			b.WriteString(" without control characters")
+		}
 	}
 	const uuid = "123e4567-e89b-12d3-a456-426614174000"
 	if p.Validate(uuid) == nil {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/idem/policy/commerce"
 	"github.com/idemkit/idemkit/idem/policy/erp"
 )
 
@@ -27,6 +28,11 @@ func TestKeyRefusalSaysWhatAKeyIs(t *testing.T) {
 			"The Idempotency-Key header is invalid (charset): use 22 to 128 characters of 0-9 A-Z a-z - . _ ~ (a UUID fits).", nil},
 		{"erp, too short", "wo-1", "length",
 			"The Idempotency-Key header is invalid (length): use 8 to 128 characters of 0-9 A-Z a-z - . : _ (a UUID fits).", func(c *idem.Config) { c.Policy = erp.Policy }},
+		// A grammar of UTF-8 text (RED_TEAM 562): before, "use 1 to 255
+		// characters (a UUID fits)" for a key refused for a control
+		// character, nothing on which characters.
+		{"commerce, a control character", "order\x01", "charset",
+			"The Idempotency-Key header is invalid (charset): use 1 to 255 characters of UTF-8 text without control characters (a UUID fits).", func(c *idem.Config) { c.Policy = commerce.Policy }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, c.mod)
