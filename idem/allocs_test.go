@@ -162,7 +162,7 @@ func TestReplayAllocationsOfABodyReadByItsMediaType(t *testing.T) {
 
 // TestReplayAllocationsWithAMethodOverride pins that a method-override
 // header in the fingerprint (RED_TEAM 314) costs a replay nothing more
-// than the 1 KB replay of TestReplayAllocations (RED_TEAM 561; before: 11).
+// than the 1 KB replay of TestReplayAllocations (RED_TEAM 335; before: 11).
 func TestReplayAllocationsWithAMethodOverride(t *testing.T) {
 	ev := v2event("POST", "POST /runs", testKey, body1KB())
 	ev.Headers["x-http-method-override"] = "PUT"

@@ -113,7 +113,7 @@ var methodOverrideHeaders = [...]string{"X-Http-Method", "X-Http-Method-Override
 // never one answer (RED_TEAM 314). A header whose every value names the
 // request's own method (in any case) changes nothing a handler serves and
 // is left out, so such a request keeps the fingerprint it had before
-// (RED_TEAM 561). With dst on the caller's stack, it allocates nothing for
+// (RED_TEAM 335). With dst on the caller's stack, it allocates nothing for
 // up to its capacity.
 func methodOverride(dst []string, in *request, declared []string) []string {
 	for _, name := range methodOverrideHeaders {
@@ -240,7 +240,7 @@ func bodyMediaType(in *request) string {
 // is "". A Content-Type of ASCII tokens (a type and subtype, parameters
 // name=value) is put in its canonical form in m itself (appendMediaType),
 // so that a replay of a form or of text in a charset allocates no more
-// than one of JSON (RED_TEAM 560); any other is parsed by bodyMediaType.
+// than one of JSON (RED_TEAM 334); any other is parsed by bodyMediaType.
 func appendBodyMediaType(m []byte, in *request) []byte {
 	ct := strings.TrimSpace(in.contentType)
 	if len(in.body) == 0 || ct == "" {

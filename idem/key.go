@@ -271,7 +271,7 @@ func (p KeyPolicy) advice() string {
 		b.WriteString(" of ")
 		b.WriteString(strings.Join(parts, " "))
 	} else {
-		// A UTF-8 grammar (RED_TEAM 562): text, and whether it refuses
+		// A UTF-8 grammar (RED_TEAM 336): text, and whether it refuses
 		// the control characters (every one of ASCII's).
 		b.WriteString(" of UTF-8 text")
 		controls := true

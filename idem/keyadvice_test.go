@@ -28,7 +28,7 @@ func TestKeyRefusalSaysWhatAKeyIs(t *testing.T) {
 			"The Idempotency-Key header is invalid (charset): use 22 to 128 characters of 0-9 A-Z a-z - . _ ~ (a UUID fits).", nil},
 		{"erp, too short", "wo-1", "length",
 			"The Idempotency-Key header is invalid (length): use 8 to 128 characters of 0-9 A-Z a-z - . : _ (a UUID fits).", func(c *idem.Config) { c.Policy = erp.Policy }},
-		// A grammar of UTF-8 text (RED_TEAM 562): before, "use 1 to 255
+		// A grammar of UTF-8 text (RED_TEAM 336): before, "use 1 to 255
 		// characters (a UUID fits)" for a key refused for a control
 		// character, nothing on which characters.
 		{"commerce, a control character", "order\x01", "charset",

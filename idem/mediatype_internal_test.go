@@ -7,7 +7,7 @@ import (
 
 // TestMediaTypeWithoutAllocatingIsTheParsersForm pins that the media type
 // the fingerprint carries, put in canonical form in the fingerprint's own
-// buffer for a Content-Type of tokens (appendMediaType, RED_TEAM 560), is
+// buffer for a Content-Type of tokens (appendMediaType, RED_TEAM 334), is
 // byte for byte what mime's parser and formatter give (bodyMediaType), so
 // a record written under either replays under the other; and that the
 // common types take the path without allocating.

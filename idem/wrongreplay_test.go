@@ -527,7 +527,7 @@ func TestRoutedTemplateWithSomeOfItsValuesNeverSharesAnAnswer(t *testing.T) {
 // is, so its fingerprint is the one it had before RED_TEAM 314 (pinned):
 // a client that always sends the header, its first try recorded before
 // the upgrade, is replayed after it, not answered 409
-// idempotency_key_mismatch (RED_TEAM 561).
+// idempotency_key_mismatch (RED_TEAM 335).
 func TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint(t *testing.T) {
 	for _, name := range []string{"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override"} {
 		for _, value := range []string{"POST", "post"} {
@@ -553,7 +553,7 @@ func TestOverrideNamingTheRequestsOwnMethodKeepsItsFingerprint(t *testing.T) {
 // body's media type or a method-override header (a text body under two
 // overrides of one header, and a form tunnelling PUT through the HTTP
 // API), so that records written since replay whatever form the code that
-// builds them takes (RED_TEAM 560, 561 rewrote it).
+// builds them takes (RED_TEAM 334, 561 rewrote it).
 func TestFingerprintsWithAMediaTypeOrAnOverrideArePinned(t *testing.T) {
 	e, rec := httpDigestEnv(t, nil)
 	mux := http.NewServeMux()
