@@ -26,8 +26,7 @@ func (g *Guard) serveDerived(ctx context.Context, in *request, op string, route 
 		return g.decorate(g.errorResponse(apierr.New(400, apierr.CodeValidation,
 			"The request body could not be decoded."), in.requestID), in, "", false, "")
 	}
-	header := in.headerValues
-	key, err := route.DeriveKey(in.userBody(), header)
+	key, err := route.DeriveKey(in.userBody(), in.headerReader())
 	if err != nil || key == "" {
 		// The function's error may quote the request: it is neither shown
 		// nor logged.

@@ -220,16 +220,33 @@ func (in *request) hasHeaders() bool { return in.v2Tenant != nil || in.parts.hea
 // headerValues returns the values of the request header name (nil when
 // the headers cannot be read).
 func (in *request) headerValues(name string) []string {
+	return headerValuesOf(in.v2Tenant != nil, in.v2Headers, in.parts.header, name)
+}
+
+// headerReader is headerValues as a function bound to the request's
+// headers, not to the request, for code outside this package that may
+// keep it (Route.DeriveKey): Do reuses a straight replay's request for a
+// later one (requestPool), whose headers a reader bound to the request
+// would read (RED_TEAM 590).
+func (in *request) headerReader() func(name string) []string {
+	v2, h, parts := in.v2Tenant != nil, in.v2Headers, in.parts.header
+	return func(name string) []string { return headerValuesOf(v2, h, parts, name) }
+}
+
+// headerValuesOf is headerValues of a request whose headers are the HTTP
+// API event's h when v2, else read by parts (the event's cookies list
+// under v2: Do, v2Cookie).
+func headerValuesOf(v2 bool, h map[string]string, parts func(string) []string, name string) []string {
 	switch {
-	case in.v2Tenant != nil:
-		vs := header.Values(in.v2Headers, name)
-		if len(vs) == 0 && in.parts.header != nil {
+	case v2:
+		vs := header.Values(h, name)
+		if len(vs) == 0 && parts != nil {
 			// The event's cookies list (Do, v2Cookie).
-			return in.parts.header(name)
+			return parts(name)
 		}
 		return vs
-	case in.parts.header != nil:
-		return in.parts.header(name)
+	case parts != nil:
+		return parts(name)
 	}
 	return nil
 }
