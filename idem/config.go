@@ -279,7 +279,8 @@ type Route struct {
 	// DeriveKey, if set, derives the route's idempotency key from the
 	// request, for APIs whose callers send no Idempotency-Key: body is the
 	// decoded request body, header returns a request header's values (name
-	// in any letter case). A typical DeriveKey returns a member of the body
+	// in any letter case), this request's own even when kept and called
+	// after DeriveKey returns. A typical DeriveKey returns a member of the body
 	// (an order id) or a header the API already has (a message id).
 	//
 	// Available only under a policy with Policy.DerivedKeys (New refuses it

@@ -322,7 +322,8 @@ func (g *Guard) operation(routed string) string {
 }
 
 // serve runs the protocol for one request and always returns a response.
-// in is new: each adapter makes one per request.
+// in is new, or zeroed (Do's requestPool): each adapter makes or takes one
+// per request.
 func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Response {
 	if g.cfg.Disabled || !mutating(in.method) {
 		return g.plain(ctx, in, run)
@@ -361,8 +362,8 @@ func (g *Guard) serve(ctx context.Context, in *request, run handlerFunc) *Respon
 		}
 		return g.decorate(render(route, g.stampRequestID(g.plain(ctx, in, run), in.requestID), in.accept), in, "", false, "")
 	}
-	// The transaction is allocated with the request, which is new and so
-	// zero: its fields are set one by one, not copied in whole from a
+	// The transaction is allocated with the request, which is new (or
+	// zeroed) and so zero: its fields are set one by one, not copied in whole from a
 	// literal (over 300 bytes, under the collector's write barrier while
 	// it marks).
 	t := &in.txn
