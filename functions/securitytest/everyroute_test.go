@@ -27,7 +27,8 @@ import (
 // api function (apifn.Routes), wired by the kit on DynamoDB (moto) as
 // deployed (apifn.ConfigFromKit), each request carrying a recognisable
 // API key in its Authorization header, Idempotency-Key and body, while
-// each DynamoDB operation the routes use fails once, with a
+// each DynamoDB operation the routes use fails once (each met by a
+// call: GetItem, PutItem, UpdateItem, Query, TransactWriteItems), with a
 // ValidationException or an InternalServerError whose message quotes
 // every value the call sent; then malformed bodies, ids, queries and
 // Idempotency-Keys carrying the same secrets. No log line and no error
@@ -156,11 +157,15 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 		{"POST", apifn.LiveWorkOrderPath, `{"work_order_number":"WO-` + inputSec + `","projects":[{"code":"P-1","name":"` + inputSec + `","quantity":2}]}`},
 	}
 	statuses := map[string]map[int]int{}
+	hit := map[string]int{} // the faults that met a call, by operation
 	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "TransactWriteItems", "BatchGetItem"} {
 		for _, code := range []string{"ValidationException", "InternalServerError"} {
 			for _, rq := range requests {
 				faults.arm(op, code, 1)
 				r := call(rq.method, rq.path, rq.body, nil)
+				if faults.left() == 0 {
+					hit[op]++
+				}
 				faults.arm("", "", 0)
 				name := rq.method + " " + rq.path
 				if statuses[name] == nil {
@@ -179,6 +184,15 @@ func TestNoSecretInLogsOnEveryRouteUnderStoreFaults(t *testing.T) {
 		}
 	}
 	t.Logf("statuses: %v", statuses)
+	// Every operation these routes call in this wiring met its fault.
+	// DeleteItem and BatchGetItem are armed too, and meet no call here
+	// (a transactional inbox decides in a transaction; the failed run
+	// has no effects to batch-read): they are not counted as attacked.
+	for _, op := range []string{"GetItem", "PutItem", "UpdateItem", "Query", "TransactWriteItems"} {
+		if hit[op] == 0 {
+			t.Errorf("no route's call of %s met its fault: that operation was not attacked", op)
+		}
+	}
 	// Malformed input on the same routes, no fault: refused, and neither
 	// logged nor echoed.
 	for _, rq := range []struct{ method, path, body string }{

@@ -47,6 +47,13 @@ func (f *quotingFaults) arm(op, code string, n int) {
 	f.mu.Unlock()
 }
 
+// left is how many calls the armed fault has still to fail.
+func (f *quotingFaults) left() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.n
+}
+
 func (f *quotingFaults) take(op string) (string, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
