@@ -227,7 +227,7 @@ func (in *request) headerValues(name string) []string {
 // headers, not to the request, for code outside this package that may
 // keep it (Route.DeriveKey): Do reuses a straight replay's request for a
 // later one (requestPool), whose headers a reader bound to the request
-// would read (RED_TEAM 590).
+// would read (RED_TEAM 337).
 func (in *request) headerReader() func(name string) []string {
 	v2, h, parts := in.v2Tenant != nil, in.v2Headers, in.parts.header
 	return func(name string) []string { return headerValuesOf(v2, h, parts, name) }
