@@ -74,7 +74,7 @@ func (h *Handler) runAction(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[s
 		out[MemberOn], out[MemberRetryOf] = r.RetryOf, r.RetryOf
 	}
 	if r.Status.Terminal() && !r.UpdatedAt.IsZero() {
-		out["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
+		out["completedAt"] = endedAt(r).UTC().Format(time.RFC3339Nano) // the terminal event's time
 	}
 	if r.Status == runs.StatusFailed {
 		out["error"] = map[string]any{"code": failureCode(r), "message": failureMessage(r)}

@@ -49,6 +49,28 @@ func logEvents(r runs.Run) ([]RunEvent, int64, time.Time) {
 	return evs, next, last
 }
 
+// endedAt is the time a terminal run's terminal event is served at
+// (RunEvents): its end (UpdatedAt), or the time of the event before it
+// when that is later. The snapshot's completedAt is this time, so GET
+// /runs/{runId} and the log it projects agree however the clocks that
+// stamped them disagree. It reads the times logEvents reads, building no
+// event.
+func endedAt(r runs.Run) time.Time {
+	last := r.CreatedAt
+	if r.Fork != nil && r.Fork.FromSeq > 0 && len(r.Fork.Inherited) > 0 {
+		last = time.Time{}
+		for _, e := range r.Fork.Inherited {
+			if ts, err := time.Parse(time.RFC3339Nano, e.Timestamp); err == nil {
+				last = atOrAfter(ts, last)
+			}
+		}
+	}
+	for _, e := range r.Log {
+		last = atOrAfter(e.At, last)
+	}
+	return atOrAfter(r.UpdatedAt, last)
+}
+
 // atOrAfter is the time an event recorded at `at` is served at when the
 // event before it is served at prev: at, or prev when that is later.
 // A run's times are stamped on more than one clock (createdAt and a

@@ -154,7 +154,9 @@ const EventLogSchemaVersion = 3
 // extensions["idemkit.run"]. It never carries the run's inputs. The owner
 // is the run's tenant and the subject its API key authenticates
 // (apikeys.OwnerSubject). startedAt is the time createRun accepted the run;
-// completedAt, on a terminal run only, the time of its terminal transition.
+// completedAt, on a terminal run only, the time of its terminal event
+// (endedAt: its terminal transition, or the event before it when the
+// clocks that stamped them disagree).
 // A failed run carries error {code, message}: code run_timeout or
 // loop_limit_exceeded when a breached cap of its configurable ended it,
 // else idemkit.run_failed. A run
@@ -212,7 +214,10 @@ func (h *Handler) snapshot(ev events.APIGatewayV2HTTPRequest, r runs.Run) map[st
 		"extensions":            map[string]any{ExtensionRun: ext},
 	}
 	if r.Status.Terminal() {
-		snap["completedAt"] = r.UpdatedAt.UTC().Format(time.RFC3339Nano)
+		// The terminal event's time (endedAt), not the end's own stamp:
+		// the two differ when the clock that ended the run is behind the
+		// one that stamped the event before.
+		snap["completedAt"] = endedAt(r).UTC().Format(time.RFC3339Nano)
 	}
 	if r.Status == runs.StatusFailed {
 		snap["error"] = map[string]any{"code": failureCode(r), "message": failureMessage(r)}
