@@ -425,6 +425,12 @@ type Webhook struct {
 	// Wrap, if set, wraps the effect function (fence.Owner.Guard under
 	// fenced-effects). Default nil.
 	Wrap func(ledger.Func) ledger.Func
+	// Secrets gives each tenant's signing secrets: a delivery of a tenant
+	// with one carries the Standard Webhooks headers (webhook-id, the same
+	// on every try of one effect; webhook-timestamp; webhook-signature).
+	// Read once per Deliver, before the effect is claimed; its error is
+	// returned and nothing is sent. Default nil: every delivery unsigned.
+	Secrets SigningSecrets
 	// Test holds the hooks only tests set. Default zero.
 	Test TestConfig
 
@@ -461,8 +467,9 @@ func (w *Webhook) fill() {
 
 // TestConfig holds a Webhook's hooks for tests; production leaves it zero.
 type TestConfig struct {
-	// Clock reads Retry-After dates (Now) and paces and times the inline
-	// waits (WaitInline: Now and Sleep). Read once, at the first Deliver.
+	// Clock reads Retry-After dates (Now), stamps a signed try's
+	// webhook-timestamp (Now) and paces and times the inline waits
+	// (WaitInline: Now and Sleep). Read once, at the first Deliver.
 	// Default the system clock. (The ledger keeps its own clock.)
 	Clock ledger.Clock
 }
@@ -518,8 +525,17 @@ func (w *Webhook) deliver(ctx context.Context, seam string, eff ledger.Effect, d
 	if err := runs.CheckSeam(ctx, seam); err != nil {
 		return ledger.Result{}, err
 	}
+	var secrets [][]byte
+	if w.Secrets != nil {
+		var err error
+		if secrets, err = w.Secrets.WebhookSecrets(ctx, eff.Identity.Tenant); err != nil {
+			// Never unsigned in place of signed: nothing is claimed or
+			// sent, the caller retries later.
+			return ledger.Result{}, fmt.Errorf("webhook: read the tenant's signing secret: %w", err)
+		}
+	}
 	var fn ledger.Func = func(ctx context.Context, call ledger.Call) ([]byte, error) {
-		return w.try(ctx, dest, payload, call.ProviderKey)
+		return w.try(ctx, dest, payload, call.ProviderKey, secrets)
 	}
 	if w.Wrap != nil {
 		fn = w.Wrap(fn)
@@ -620,7 +636,7 @@ func (b onceBody) Read(p []byte) (int, error) { return b.r.Read(p) }
 func (onceBody) Close() error { return nil }
 
 // try is one delivery attempt: the effect function.
-func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage, key string) ([]byte, error) {
+func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage, key string, secrets [][]byte) ([]byte, error) {
 	if err := w.Policy.CheckURL(dest); err != nil {
 		return nil, err // recorded failure: never sent, never retried
 	}
@@ -645,6 +661,7 @@ func (w *Webhook) try(ctx context.Context, dest string, payload json.RawMessage,
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
 	req.Header.Set("User-Agent", "idemkit-webhook/1")
+	sign(req.Header, secrets, key, w.Test.Clock.Now().Unix(), payload)
 	resp, err := w.Client.Do(req)
 	if err != nil {
 		err = redactURL(err)
