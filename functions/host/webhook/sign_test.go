@@ -174,7 +174,9 @@ func TestSignedDeliveryVerifies(t *testing.T) {
 	}
 	// The check is a real one: any change is refused.
 	for name, change := range map[string]func(h http.Header, b []byte) (http.Header, []byte){
-		"body":      func(h http.Header, b []byte) (http.Header, []byte) { return h, []byte(strings.Replace(string(b), "o-17", "o-18", 1)) },
+		"body": func(h http.Header, b []byte) (http.Header, []byte) {
+			return h, []byte(strings.Replace(string(b), "o-17", "o-18", 1))
+		},
 		"id":        func(h http.Header, b []byte) (http.Header, []byte) { h.Set("webhook-id", "msg_other"); return h, b },
 		"timestamp": func(h http.Header, b []byte) (http.Header, []byte) { h.Set("webhook-timestamp", "1"); return h, b },
 	} {
