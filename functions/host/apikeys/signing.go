@@ -1,0 +1,238 @@
+package apikeys
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// A tenant's webhook signing secret (RED_TEAM 460) is one api-keys table
+// item, {pk: "whsec#" + tenant, secret, previous?, previousUntil?,
+// rotatedAt}: secret and previous in their Standard Webhooks form
+// ("whsec_" and the base64 of the key's bytes), previousUntil and
+// rotatedAt in unix seconds. The authorizer never names such an item (it
+// reads "key#" items only); the executor's role may read only these.
+
+// SigningItemPrefix starts the pk of every signing-secret item.
+const SigningItemPrefix = "whsec#"
+
+// secretPrefix starts a signing secret's written form.
+const secretPrefix = "whsec_"
+
+// minSecretBytes is the fewest key bytes a signing secret may hold.
+const minSecretBytes = 24
+
+// DefaultSecretCacheTTL is how long SigningSecrets reuses a tenant's read:
+// a rotation (or a removal) reaches an executor's deliveries at most this
+// long after it is written.
+const DefaultSecretCacheTTL = time.Minute
+
+// ErrRotatedConcurrently is returned by RotateSigningSecret when the
+// tenant's secret changed between its read and its write (another
+// rotation, a removal): nothing is written.
+var ErrRotatedConcurrently = errors.New("host: the tenant's signing secret changed during the rotation")
+
+// NewSigningSecret mints a signing secret: "whsec_" and the standard
+// base64 of 32 random bytes.
+func NewSigningSecret() string {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		panic("host: no randomness: " + err.Error())
+	}
+	return secretPrefix + base64.StdEncoding.EncodeToString(b)
+}
+
+// ParseSigningSecret returns the key bytes of a signing secret written
+// "whsec_" and the standard base64 of at least 24 bytes. Its error never
+// quotes the secret.
+func ParseSigningSecret(s string) ([]byte, error) {
+	b64, ok := strings.CutPrefix(s, secretPrefix)
+	if !ok {
+		return nil, errors.New("a signing secret starts with " + secretPrefix)
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return nil, errors.New("a signing secret is " + secretPrefix + " and standard base64")
+	}
+	if len(b) < minSecretBytes {
+		return nil, fmt.Errorf("a signing secret holds at least %d bytes, this one %d", minSecretBytes, len(b))
+	}
+	return b, nil
+}
+
+// signingKey is tenant's signing-secret item key.
+func signingKey(tenant string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{"pk": sAV(SigningItemPrefix + tenant)}
+}
+
+// Rotation is what RotateSigningSecret wrote.
+type Rotation struct {
+	// Secret is the new secret, to hand to the tenant's receiver once.
+	Secret string
+	// PreviousUntil is when the secret it replaced stops signing; zero
+	// when none is kept (no secret before, or no grace).
+	PreviousUntil time.Time
+}
+
+// RotateSigningSecret gives tenant a new signing secret in the api-keys
+// table and keeps the one it replaces signing until now+grace (none kept
+// with grace 0), so deliveries carry both signatures while the receiver
+// moves to the new one. One strongly consistent GetItem, then one PutItem
+// conditional on the item being as read (else ErrRotatedConcurrently).
+// The secret is returned once and never logged.
+func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant string, grace time.Duration, now time.Time) (Rotation, error) {
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return Rotation{}, fmt.Errorf("host: read the signing secret: %w", err)
+	}
+	rot := Rotation{Secret: NewSigningSecret()}
+	item := signingKey(tenant)
+	item["secret"] = sAV(rot.Secret)
+	item["rotatedAt"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}
+	in := &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}
+	if old, ok := out.Item["secret"].(*types.AttributeValueMemberS); ok {
+		if grace > 0 {
+			rot.PreviousUntil = now.Add(grace).Truncate(time.Second)
+			item["previous"] = sAV(old.Value)
+			item["previousUntil"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rot.PreviousUntil.Unix(), 10)}
+		}
+		in.ConditionExpression = aws.String("#s = :old")
+		in.ExpressionAttributeNames = map[string]string{"#s": "secret"}
+		in.ExpressionAttributeValues = map[string]types.AttributeValue{":old": sAV(old.Value)}
+	} else {
+		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
+	}
+	if _, err := c.PutItem(ctx, in); err != nil {
+		if errors.As(err, new(*types.ConditionalCheckFailedException)) {
+			return Rotation{}, ErrRotatedConcurrently
+		}
+		return Rotation{}, fmt.Errorf("host: write the signing secret: %w", err)
+	}
+	return rot, nil
+}
+
+// SecretRemover is the subset of *dynamodb.Client RemoveSigningSecret uses.
+type SecretRemover interface {
+	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+}
+
+// RemoveSigningSecret deletes tenant's signing secrets (the current and any
+// previous one): its deliveries are sent unsigned once an executor's cache
+// has let go of them (DefaultSecretCacheTTL). found is false when the
+// tenant had none. One DeleteItem.
+func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant string) (found bool, err error) {
+	out, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: signingKey(tenant),
+		ReturnValues: types.ReturnValueAllOld})
+	if err != nil {
+		return false, fmt.Errorf("host: delete the signing secret: %w", err)
+	}
+	return len(out.Attributes) > 0, nil
+}
+
+// SigningSecrets reads the tenants' signing secrets from the api-keys table
+// for the webhook (webhook.SigningSecrets): one strongly consistent GetItem
+// per tenant per TTL in each process, a tenant without a secret cached as
+// such. Safe for concurrent use.
+type SigningSecrets struct {
+	// Client is the DynamoDB client. Required.
+	Client DynamoAPI
+	// Table is the api-keys table. Required.
+	Table string
+	// TTL is how long a read is reused. Default DefaultSecretCacheTTL.
+	TTL time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	cache map[string]cachedSecrets
+}
+
+// cachedSecrets is one tenant's read.
+type cachedSecrets struct {
+	current, previous []byte
+	previousUntil     time.Time
+	readAt            time.Time
+}
+
+// maxCachedTenants bounds the cache; a full cache starts over.
+const maxCachedTenants = 4096
+
+// WebhookSecrets returns tenant's key bytes, the current secret first, then
+// the previous one while its grace lasts; none when the tenant has no
+// secret. A stored secret that does not parse is an error (nothing is
+// sent unsigned in its place); the error never quotes it.
+func (s *SigningSecrets) WebhookSecrets(ctx context.Context, tenant string) ([][]byte, error) {
+	now := s.now()
+	ttl := s.TTL
+	if ttl <= 0 {
+		ttl = DefaultSecretCacheTTL
+	}
+	s.mu.Lock()
+	c, ok := s.cache[tenant]
+	s.mu.Unlock()
+	if !ok || now.Sub(c.readAt) >= ttl || now.Before(c.readAt) {
+		var err error
+		if c, err = s.read(ctx, tenant, now); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+		if s.cache == nil || len(s.cache) >= maxCachedTenants {
+			s.cache = map[string]cachedSecrets{}
+		}
+		s.cache[tenant] = c
+		s.mu.Unlock()
+	}
+	if c.current == nil {
+		return nil, nil
+	}
+	if c.previous != nil && now.Before(c.previousUntil) {
+		return [][]byte{c.current, c.previous}, nil
+	}
+	return [][]byte{c.current}, nil
+}
+
+func (s *SigningSecrets) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+// read is one GetItem of tenant's item.
+func (s *SigningSecrets) read(ctx context.Context, tenant string, now time.Time) (cachedSecrets, error) {
+	out, err := s.Client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(s.Table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return cachedSecrets{}, fmt.Errorf("host: read the signing secret: %w", err)
+	}
+	c := cachedSecrets{readAt: now}
+	cur, ok := out.Item["secret"].(*types.AttributeValueMemberS)
+	if !ok {
+		return c, nil
+	}
+	if c.current, err = ParseSigningSecret(cur.Value); err != nil {
+		return cachedSecrets{}, fmt.Errorf("host: the stored signing secret is malformed: %w", err)
+	}
+	prev, ok := out.Item["previous"].(*types.AttributeValueMemberS)
+	until, uok := out.Item["previousUntil"].(*types.AttributeValueMemberN)
+	if ok && uok {
+		u, err := strconv.ParseInt(until.Value, 10, 64)
+		if err != nil {
+			return cachedSecrets{}, errors.New("host: the stored signing secret's previousUntil is not a number")
+		}
+		if c.previous, err = ParseSigningSecret(prev.Value); err != nil {
+			return cachedSecrets{}, fmt.Errorf("host: the stored previous signing secret is malformed: %w", err)
+		}
+		c.previousUntil = time.Unix(u, 0)
+	}
+	return c, nil
+}

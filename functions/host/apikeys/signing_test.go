@@ -1,0 +1,156 @@
+package apikeys
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// staleGet answers GetItem with a read taken earlier: a rotation that read
+// the item before another one wrote it.
+type staleGet struct {
+	DynamoAPI
+	out *dynamodb.GetItemOutput
+}
+
+func (s staleGet) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return s.out, nil
+}
+
+// TestSigningSecretRotation (RED_TEAM 460): a rotation writes a new
+// "whsec_" secret of 32 bytes and keeps the one it replaces signing for the
+// grace only; a rotation racing another writes nothing; a removal leaves
+// the tenant unsigned; one tenant's secret is never another's; a stored
+// secret that does not parse is an error that does not quote it. On the
+// emulators.
+func TestSigningSecretRotation(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		c, tbl := e.Client(), e.CreateTable(t, "ApiKeysTable")
+		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		fresh := func() *SigningSecrets {
+			return &SigningSecrets{Client: c, Table: tbl, Now: func() time.Time { return now }}
+		}
+		if got, err := fresh().WebhookSecrets(ctx, "acme"); err != nil || got != nil {
+			t.Fatalf("no secret: %v %v; want none", got, err)
+		}
+		first, err := RotateSigningSecret(ctx, c, tbl, "acme", 24*time.Hour, now)
+		if err != nil || !first.PreviousUntil.IsZero() {
+			t.Fatalf("first rotation %+v %v; want no previous kept", first.PreviousUntil, err)
+		}
+		k1, err := ParseSigningSecret(first.Secret)
+		if err != nil || len(k1) != 32 || !strings.HasPrefix(first.Secret, "whsec_") {
+			t.Fatalf("secret of %d bytes, %v", len(k1), err)
+		}
+		if got, err := fresh().WebhookSecrets(ctx, "acme"); err != nil || len(got) != 1 || !bytes.Equal(got[0], k1) {
+			t.Fatalf("after the first rotation: %d secrets, %v", len(got), err)
+		}
+		if got, _ := fresh().WebhookSecrets(ctx, "globex"); got != nil {
+			t.Fatal("globex reads acme's secret")
+		}
+		// The item is no credential: it carries no tenant, and no key's
+		// hash names it.
+		if _, ok, err := (&DynamoKeys{Client: c, Table: tbl}).Credential(ctx, SigningItemPrefix+"acme"); ok || err != nil || ValidHash(SigningItemPrefix+"acme") {
+			t.Fatalf("the signing item resolves as a credential: %v %v", ok, err)
+		}
+		before, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: signingKey("acme"), ConsistentRead: aws.Bool(true)})
+		second, err := RotateSigningSecret(ctx, c, tbl, "acme", time.Hour, now)
+		if err != nil || !second.PreviousUntil.Equal(now.Add(time.Hour)) || second.Secret == first.Secret {
+			t.Fatalf("second rotation %+v %v", second.PreviousUntil, err)
+		}
+		k2, _ := ParseSigningSecret(second.Secret)
+		if got, err := fresh().WebhookSecrets(ctx, "acme"); err != nil || len(got) != 2 || !bytes.Equal(got[0], k2) || !bytes.Equal(got[1], k1) {
+			t.Fatalf("during the grace: %d secrets %v; want the new one, then the previous one", len(got), err)
+		}
+		now = now.Add(time.Hour)
+		if got, err := fresh().WebhookSecrets(ctx, "acme"); err != nil || len(got) != 1 || !bytes.Equal(got[0], k2) {
+			t.Fatalf("after the grace: %d secrets %v; want the new one alone", len(got), err)
+		}
+		// A rotation that read the item before this one wrote it.
+		if _, err := RotateSigningSecret(ctx, staleGet{c, before}, tbl, "acme", time.Hour, now); !errors.Is(err, ErrRotatedConcurrently) {
+			t.Fatalf("a racing rotation: %v; want ErrRotatedConcurrently", err)
+		}
+		if got, _ := fresh().WebhookSecrets(ctx, "acme"); len(got) != 1 || !bytes.Equal(got[0], k2) {
+			t.Fatal("a refused rotation changed the secret")
+		}
+		// No grace: the previous secret stops at once.
+		third, err := RotateSigningSecret(ctx, c, tbl, "acme", 0, now)
+		if err != nil || !third.PreviousUntil.IsZero() {
+			t.Fatalf("rotation without grace %+v %v", third.PreviousUntil, err)
+		}
+		if got, _ := fresh().WebhookSecrets(ctx, "acme"); len(got) != 1 {
+			t.Fatalf("%d secrets after a rotation without grace; want 1", len(got))
+		}
+		if found, err := RemoveSigningSecret(ctx, c, tbl, "acme"); err != nil || !found {
+			t.Fatal(found, err)
+		}
+		if found, err := RemoveSigningSecret(ctx, c, tbl, "acme"); err != nil || found {
+			t.Fatal(found, err)
+		}
+		if got, err := fresh().WebhookSecrets(ctx, "acme"); err != nil || got != nil {
+			t.Fatalf("after the removal: %v %v; want unsigned", got, err)
+		}
+		// A malformed stored secret: an error, never the value.
+		bad := "whsec_c2hvcnQ="
+		item := signingKey("initech")
+		item["secret"] = sAV(bad)
+		if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := fresh().WebhookSecrets(ctx, "initech"); err == nil || got != nil || strings.Contains(err.Error(), "c2hvcnQ") {
+			t.Fatalf("malformed secret: %v %v; want an error that does not quote it", got, err)
+		}
+	})
+}
+
+// TestSigningSecretsCachedRead pins the round trips (RED_TEAM 460): a
+// delivery reads its tenant's secret through the cache, one GetItem per
+// tenant per TTL (a tenant without a secret cached as such), and a
+// rotation reaches the reads at most TTL later. On the emulators.
+func TestSigningSecretsCachedRead(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		tbl := e.CreateTable(t, "ApiKeysTable")
+		cnt := dynamotest.NewCounter()
+		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		if _, err := RotateSigningSecret(ctx, e.Client(), tbl, "acme", time.Hour, now); err != nil {
+			t.Fatal(err)
+		}
+		s := &SigningSecrets{Client: e.Client(cnt.Middleware()), Table: tbl, Now: func() time.Time { return now }}
+		for i := 0; i < 5; i++ {
+			if got, err := s.WebhookSecrets(ctx, "acme"); err != nil || len(got) != 1 {
+				t.Fatal(got, err)
+			}
+			if got, err := s.WebhookSecrets(ctx, "globex"); err != nil || got != nil {
+				t.Fatal(got, err)
+			}
+		}
+		if ops := cnt.CallOps(); cnt.Calls() != 2 || ops["GetItem"] != 2 {
+			t.Fatalf("ten reads of two tenants made %v; want one GetItem per tenant", ops)
+		}
+		rot, err := RotateSigningSecret(ctx, e.Client(), tbl, "acme", time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(DefaultSecretCacheTTL - time.Second)
+		if got, _ := s.WebhookSecrets(ctx, "acme"); len(got) != 1 {
+			t.Fatalf("within the TTL: %d secrets; want the cached one", len(got))
+		}
+		now = now.Add(time.Second)
+		want, _ := ParseSigningSecret(rot.Secret)
+		if got, _ := s.WebhookSecrets(ctx, "acme"); len(got) != 2 || !bytes.Equal(got[0], want) {
+			t.Fatalf("at the TTL: %d secrets; want the rotation's two", len(got))
+		}
+		if n := cnt.Calls(); n != 3 {
+			t.Fatalf("%d calls; want 3", n)
+		}
+	})
+}
