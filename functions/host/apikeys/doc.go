@@ -6,10 +6,10 @@
 // API keys are stored only as SHA-256 hashes: the ApiKeysTable item is
 // {pk: "key#" + hex(sha256(key)), tenant, attrs?}. A leaked table names no
 // usable key.
-package apikeys
 //
 // The same table holds each tenant's webhook signing secrets, one item
-// {pk: "whsec#" + tenant, secret, previous?, previousUntil?} per tenant
-// (RotateSigningSecret, RemoveSigningSecret), read by the executor
-// through a cache (SigningSecrets). Unlike a key, a secret is stored as
-// such: the sender needs it to sign.
+// {pk: "whsec#" + tenant, secret, previous?, previousUntil?, rotatedAt}
+// per tenant (RotateSigningSecret, RemoveSigningSecret), read by the
+// executor through a cache (SigningSecrets). Unlike a key, a secret is
+// stored as such: the sender needs it to sign.
+package apikeys

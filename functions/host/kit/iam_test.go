@@ -293,7 +293,7 @@ func TestRoleGrantsParse(t *testing.T) {
 	want := map[string][]string{
 		"ApiRole":        {"IdempotencyTable", "RunsTable", "EffectsTable/index/byRun", "EffectsTable"},
 		"AuthorizerRole": {"ApiKeysTable"},
-		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable"},
+		"ExecutorRole":   {"RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable", "ApiKeysTable"},
 		"AuditorRole":    {"EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable", "EffectsTable"},
 		"SweeperRole":    {"EffectsTable", "IdempotencyTable"},
 	}
@@ -389,6 +389,14 @@ func TestSweeperLeastPrivilege(t *testing.T) {
 // without one maps to nil.
 func leadingKeyRefusals(t *testing.T, role, table string) [][]string {
 	t.Helper()
+	return leadingKeyConditions(t, role, table, "ForAllValues:StringNotLike")
+}
+
+// leadingKeyConditions is leadingKeyRefusals for the condition operator
+// cond: "ForAllValues:StringNotLike" (the patterns refused) or
+// "ForAllValues:StringLike" (the only patterns allowed).
+func leadingKeyConditions(t *testing.T, role, table, cond string) [][]string {
+	t.Helper()
 	res := templateResource(t, role)
 	var out [][]string
 	var walk func(n *yaml.Node)
@@ -404,7 +412,7 @@ func leadingKeyRefusals(t *testing.T, role, table string) [][]string {
 			}
 			if item {
 				var pats []string
-				if lk := yamlFind(yamlFind(yamlFind(n, "Condition"), "ForAllValues:StringNotLike"), "dynamodb:LeadingKeys"); lk != nil {
+				if lk := yamlFind(yamlFind(yamlFind(n, "Condition"), cond), "dynamodb:LeadingKeys"); lk != nil {
 					if lk.Kind == yaml.ScalarNode {
 						pats = append(pats, lk.Value)
 					}
@@ -470,5 +478,33 @@ func checkLeadingKeys(t *testing.T, role string, u *tableUse, table, prefix stri
 		t.Errorf("%s: no call on %s named a partition key starting %q", role, table, prefix)
 	case !want && len(with) > 0:
 		t.Errorf("%s: calls on %s named partition keys starting %q: %v", role, table, prefix, with)
+	}
+}
+
+// TestSigningSecretsReachOnlyTheExecutor (RED_TEAM 460): ApiKeysTable
+// holds the API keys' hashes ("key#" items, the authorizer's) and the
+// tenants' webhook signing secrets ("whsec#" items, the executor's). Each
+// role's item-level grant on it allows its own items only
+// (ForAllValues:StringLike on dynamodb:LeadingKeys), and the executor's
+// is GetItem alone: the authorizer, which reads every caller's
+// Authorization header, cannot read a secret, and the executor cannot read
+// or write a key. That each names only its own items is
+// TestWiringAndLeastPrivilege's.
+func TestSigningSecretsReachOnlyTheExecutor(t *testing.T) {
+	for role, want := range map[string]string{"AuthorizerRole": "key#*", "ExecutorRole": "whsec#*"} {
+		sts := leadingKeyConditions(t, role, "ApiKeysTable", "ForAllValues:StringLike")
+		if len(sts) == 0 {
+			t.Fatalf("%s: no item-level grant on ApiKeysTable parsed: the test proves nothing", role)
+		}
+		for i, pats := range sts {
+			if len(pats) != 1 || pats[0] != want {
+				t.Errorf("%s: item-level grant %d on ApiKeysTable allows leading keys %q, want exactly [%q]", role, i, pats, want)
+			}
+		}
+	}
+	for g := range roleGrants(t, "ExecutorRole") {
+		if _, tb, _ := strings.Cut(g, " "); tb == "ApiKeysTable" && g != "dynamodb:GetItem ApiKeysTable" {
+			t.Errorf("ExecutorRole grants %q: the executor only reads signing secrets", g)
+		}
 	}
 }

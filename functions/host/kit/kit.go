@@ -240,6 +240,12 @@ func NewKit(c Config) (*Kit, error) {
 			}
 		}
 		k.Webhook = &webhook.Webhook{Ledger: l, Policy: env.Webhook, MaxTries: env.WebhookMaxTries, Budget: env.WebhookBudget}
+		if env.APIKeysTable != "" {
+			// The tenants' signing secrets (whsec# items of the api-keys
+			// table, this region's), read through a cache: a delivery
+			// adds a GetItem only on its tenant's first in a minute.
+			k.Webhook.Secrets = &apikeys.SigningSecrets{Client: client, Table: env.APIKeysTable}
+		}
 		if owner != nil {
 			k.Webhook.Wrap = owner.Guard
 		}

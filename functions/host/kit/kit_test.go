@@ -2,6 +2,9 @@ package kit_test
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"github.com/idemkit/idemkit/idem/idemenv"
@@ -73,7 +76,20 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	// acme's webhook signing secret: the executor signs its deliveries
+	// with it (RED_TEAM 460).
+	rot, err := apikeys.RotateSigningSecret(ctx, e.Client(), env.APIKeysTable, "acme", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recvMu sync.Mutex
+	var signed []bool
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		recvMu.Lock()
+		signed = append(signed, verifiesUnder(rot.Secret, r.Header, b))
+		recvMu.Unlock()
+	}))
 	defer recv.Close()
 	call := func(method, path, key, body string) map[string]any {
 		ev := events.APIGatewayV2HTTPRequest{RawPath: path, Body: body, Headers: map[string]string{"content-type": "application/json"}}
@@ -115,10 +131,29 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	if _, err := x.ResumeDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable")
+	// A second run of the tenant: its delivery reads the signing secret
+	// from the executor's cache, no round trip of its own.
+	m2 := call("POST", "/runs", "lp3-0123456789abcdefghijkl", `{"workflowId":"webhook","inputs":{"url":"`+recv.URL+`","payload":2}}`)
+	if err := x.Execute(ctx, m2["runId"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	checkGranted(t, "ExecutorRole", exUse, "RunsTable", "RunsTable/stream", "RunsTable/index/byWake", "RunsTable/index/byLive", "EffectsTable", "FenceTable", "ApiKeysTable")
 	// The executor names runs only: no partition key its role's condition
-	// refuses (TestExecutorReachesRunsOnly).
+	// refuses (TestExecutorReachesRunsOnly); on the api-keys table, the
+	// tenant's signing secret only, once for both deliveries
+	// (TestSigningSecretsReachOnlyTheExecutor).
 	checkLeadingKeys(t, "ExecutorRole", exUse, "RunsTable", "#", false)
+	checkLeadingKeys(t, "ExecutorRole", exUse, "ApiKeysTable", "whsec#", true)
+	checkLeadingKeys(t, "ExecutorRole", exUse, "ApiKeysTable", "key#", false)
+	checkLeadingKeys(t, "AuthorizerRole", authUse, "ApiKeysTable", "whsec#", false)
+	if n := exUse.used["dynamodb:GetItem ApiKeysTable"]; n != 1 {
+		t.Fatalf("two deliveries of one tenant read its signing secret %d times; want once (the cache)", n)
+	}
+	recvMu.Lock()
+	if len(signed) != 2 || !signed[0] || !signed[1] {
+		t.Fatalf("deliveries verified under the tenant's secret: %v; want two, both signed", signed)
+	}
+	recvMu.Unlock()
 
 	if st := call("GET", p, "", ""); st["status"] != "completed" || st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["activityIdentityRecipe"] != identity.ActivityRecipe ||
 		st["extensions"].(map[string]any)[apifn.ExtensionRun].(map[string]any)["semanticRequestRecipe"] != semantic.RecipeV2 {
@@ -336,4 +371,25 @@ func newWebhookRun(t *testing.T, k *kit.Kit, url string) runs.Run {
 		t.Fatal(err)
 	}
 	return run
+}
+
+// verifiesUnder is a receiver's Standard Webhooks check, from the scheme's
+// definition: one of webhook-signature's "v1,{base64}" entries is the
+// HMAC-SHA256, keyed by the base64 after "whsec_", of
+// "{webhook-id}.{webhook-timestamp}.{body}".
+func verifiesUnder(secret string, h http.Header, body []byte) bool {
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(h.Get("webhook-id") + "." + h.Get("webhook-timestamp") + "."))
+	mac.Write(body)
+	want := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	for _, sig := range strings.Fields(h.Get("webhook-signature")) {
+		if sig == "v1,"+want && h.Get("webhook-id") != "" && h.Get("webhook-timestamp") != "" {
+			return true
+		}
+	}
+	return false
 }

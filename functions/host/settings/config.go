@@ -14,7 +14,7 @@ import (
 const (
 	EnvRunsTable        = "RUNS_TABLE"                   // RunsTable name (api, executor)
 	EnvEffectsTable     = "EFFECTS_TABLE"                // EffectsTable name (api, executor)
-	EnvAPIKeysTable     = "API_KEYS_TABLE"               // ApiKeysTable name (authorizer)
+	EnvAPIKeysTable     = "API_KEYS_TABLE"               // ApiKeysTable name (authorizer; executor: signing secrets)
 	EnvFenceTable       = "FENCE_TABLE"                  // FenceTable name (executor, fenced-effects only)
 	EnvFenceTableRegion = "FENCE_TABLE_REGION"           // FenceTable's home region (multi-region)
 	EnvEffectLease      = "EFFECT_LEASE_SECONDS"         // ledger claim lease
