@@ -190,7 +190,7 @@ func TestConformRequiresAPIKey(t *testing.T) {
 // it; a command added to a list is listed and dispatched with no other
 // edit.
 func TestUsageIsDerivedFromTheCommandList(t *testing.T) {
-	for _, l := range []commandList{commands, tablesCommands, apikeyCommands, effectsCommands} {
+	for _, l := range []commandList{commands, tablesCommands, apikeyCommands, effectsCommands, webhookCommands, webhookSecretCommands} {
 		u := l.usage()
 		for _, e := range l.entries {
 			if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(e.line) + ` +` + regexp.QuoteMeta(e.summary) + `$`).MatchString(u) {
@@ -209,7 +209,7 @@ func TestUsageIsDerivedFromTheCommandList(t *testing.T) {
 		called = true
 		return 0
 	}})
-	if !strings.Contains(l.usage(), "  frobnicate THING   a new command\n") {
+	if !regexp.MustCompile(`(?m)^  frobnicate THING +a new command$`).MatchString(l.usage()) {
 		t.Fatalf("a new entry is not listed:\n%s", l.usage())
 	}
 	if code := l.dispatch(context.Background(), []string{"frobnicate"}, io.Discard, io.Discard); code != 0 || !called {

@@ -29,6 +29,8 @@ var commands = commandList{
 		{"doctor", "compare deployed tables with template.yaml (keys, indexes, stream, TTL, PITR) and say what differs", runDoctor},
 		{"apikey create", "mint an API key for a tenant and store its hash", runAPIKey},
 		{"apikey revoke", "revoke an API key (by the key or its stored hash): delete its item", runAPIKey},
+		{"webhook secret rotate", "give a tenant a new webhook signing secret (printed once)", runWebhook},
+		{"webhook secret remove", "remove a tenant's webhook signing secrets: its deliveries are unsigned again", runWebhook},
 		{"conform", "check the Layer-1 (Idempotency-Key) behaviour of an API", runConform},
 		{"effects", "list, show and resolve effects that escaped (list --state escaped, show, resolve)", runEffects},
 		{"version", "print the module version and VCS commit of this binary", func(_ context.Context, args []string, stdout, stderr io.Writer) int {

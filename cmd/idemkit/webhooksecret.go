@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/internal/emulator"
+	"github.com/idemkit/idemkit/internal/ids"
+)
+
+// maxGrace bounds how long a replaced signing secret keeps signing.
+const maxGrace = 30 * 24 * time.Hour
+
+const webhookSecretRotateAbout = `Gives a tenant a new webhook signing secret and prints it once on stdout
+("whsec_" and the base64 of 32 random bytes, the Standard Webhooks form): hand
+it to the tenant's receiver, which verifies each delivery's webhook-signature
+with it. The secret is kept in the api-keys table (an item "whsec#TENANT",
+which only the executor's role may read); it is never printed again, and no
+command shows a stored one.
+
+The secret it replaces keeps signing for --grace (default 24h): until then
+every delivery carries two signatures, the new secret's and the previous
+one's, so a receiver that still holds the previous secret accepts it while
+it moves to the new one. --grace 0 stops the previous secret at once (a
+secret that leaked). Each executor reads a tenant's secrets at most once a
+minute, so a rotation signs deliveries within a minute; a grace shorter
+than that is refused.
+
+A tenant without a secret gets its deliveries unsigned; its first rotation
+starts signing them.
+
+examples:
+  idemkit webhook secret rotate --tenant acme --endpoint http://127.0.0.1:8000
+  idemkit webhook secret rotate --tenant acme --grace 72h --table prod-ApiKeysTable --region eu-west-1
+`
+
+const webhookSecretRemoveAbout = `Removes a tenant's webhook signing secrets (the current one and any previous
+one still in its grace) from the api-keys table: the tenant's deliveries are
+sent unsigned again, at the latest a minute later (each executor's cache).
+Prints "removed the signing secret of tenant T".
+
+example:
+  idemkit webhook secret remove --tenant acme --endpoint http://127.0.0.1:8000
+`
+
+// secretTableFlags adds the flags naming the api-keys table.
+func secretTableFlags(fs *flag.FlagSet) (endpoint, table, region *string) {
+	endpoint = endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (emulator/LocalStack); default: AWS, with the default credential chain")
+	table = fs.String("table", "", "api-keys table; default $"+settings.EnvAPIKeysTable+", or "+DefaultTablePrefix+"ApiKeysTable with --endpoint")
+	region = fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)")
+	return
+}
+
+// secretTenant checks --tenant: required, and a tenant a credential can
+// carry.
+func secretTenant(fs *flag.FlagSet, stderr io.Writer, tenant string) (int, bool) {
+	if tenant == "" {
+		return usageError(fs, stderr, "--tenant T is required: the tenant whose deliveries the secret signs, %s", ids.TenantRule), false
+	}
+	if !ids.ValidTenant(tenant) {
+		return usageError(fs, stderr, "--tenant %q: want the tenant whose deliveries the secret signs, %s", tenant, ids.TenantRule), false
+	}
+	return 0, true
+}
+
+func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("webhook secret rotate", flag.ContinueOnError)
+	setUsage(fs, "idemkit webhook secret rotate --tenant T [--grace DURATION] [--endpoint URL] [--table NAME] [--region R]", webhookSecretRotateAbout)
+	tenant := fs.String("tenant", "", "tenant whose deliveries the secret signs (tenantId grammar); required")
+	graceFlag := fs.String("grace", "24h", "how long the replaced secret keeps signing beside the new one: 0, or 1m..720h (a Go duration: 90m, 24h)")
+	endpoint, table, region := secretTableFlags(fs)
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+	}
+	if code, ok := secretTenant(fs, stderr, *tenant); !ok {
+		return code
+	}
+	grace, err := time.ParseDuration(*graceFlag)
+	if err != nil || grace < 0 || grace > maxGrace || grace > 0 && grace < apikeys.DefaultSecretCacheTTL {
+		return usageError(fs, stderr, "--grace %q: want 0 (the previous secret stops at once) or a duration from 1m to 720h, such as 24h (an executor may sign with the previous secret alone for up to a minute after the rotation)", *graceFlag)
+	}
+	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
+	if isTableUsage(err) {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: %v\n", err)
+		return 1
+	}
+	rot, err := apikeys.RotateSigningSecret(ctx, c, tbl, *tenant, grace, time.Now())
+	switch {
+	case errors.Is(err, apikeys.ErrRotatedConcurrently):
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's signing secret changed while this rotation ran (another rotation or a removal); nothing written: run it again\n", *tenant)
+		return 1
+	case errors.As(err, new(*types.ResourceNotFoundException)):
+		where := "in region " + c.Options().Region
+		if *endpoint != "" {
+			where = "at " + *endpoint
+		}
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", tbl, where, settings.EnvAPIKeysTable)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: %s\n", storeError(err))
+		return 1
+	}
+	// The secret is shown once, here, and nowhere else.
+	fmt.Fprintln(stdout, rot.Secret)
+	if rot.PreviousUntil.IsZero() {
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret alone from at most a minute on\n", *tenant)
+	} else {
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret from at most a minute on, and with the previous one too until %s\n",
+			*tenant, rot.PreviousUntil.UTC().Format(time.RFC3339))
+	}
+	return 0
+}
+
+func runWebhookSecretRemove(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("webhook secret remove", flag.ContinueOnError)
+	setUsage(fs, "idemkit webhook secret remove --tenant T [--endpoint URL] [--table NAME] [--region R]", webhookSecretRemoveAbout)
+	tenant := fs.String("tenant", "", "tenant whose signing secrets to remove (tenantId grammar); required")
+	endpoint, table, region := secretTableFlags(fs)
+	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
+	if done {
+		return code
+	}
+	if len(pos) > 0 {
+		return usageError(fs, stderr, "unexpected argument %q (every input is a flag)", pos[0])
+	}
+	if code, ok := secretTenant(fs, stderr, *tenant); !ok {
+		return code
+	}
+	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
+	if isTableUsage(err) {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "idemkit webhook secret remove: %v\n", err)
+		return 1
+	}
+	where := "in region " + c.Options().Region
+	if *endpoint != "" {
+		where = "at " + *endpoint
+	}
+	found, err := apikeys.RemoveSigningSecret(ctx, c, tbl, *tenant)
+	switch {
+	case errors.As(err, new(*types.ResourceNotFoundException)):
+		fmt.Fprintf(stderr, "idemkit webhook secret remove: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", tbl, where, settings.EnvAPIKeysTable)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "idemkit webhook secret remove: %s\n", storeError(err))
+		return 1
+	case !found:
+		fmt.Fprintf(stderr, "idemkit webhook secret remove: tenant %s has no signing secret in table %s %s (its deliveries are unsigned; or another table: --table, $%s); nothing removed\n", *tenant, tbl, where, settings.EnvAPIKeysTable)
+		return 1
+	}
+	fmt.Fprintf(stdout, "removed the signing secret of tenant %s\n", *tenant)
+	return 0
+}
+
+// runWebhook dispatches `idemkit webhook SUBCOMMAND`.
+func runWebhook(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return webhookCommands.dispatch(ctx, args, stdout, stderr)
+}
+
+// runWebhookSecret dispatches `idemkit webhook secret SUBCOMMAND`.
+func runWebhookSecret(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return webhookSecretCommands.dispatch(ctx, args, stdout, stderr)
+}
+
+// webhookCommands are the commands of `idemkit webhook`.
+var webhookCommands = commandList{
+	group: "webhook",
+	about: "Manage what the host's webhook deliveries carry.",
+	entries: []entry{
+		{"secret rotate", "give a tenant a new signing secret (printed once; the previous one signs too for a grace)", runWebhookSecret},
+		{"secret remove", "remove a tenant's signing secrets: its deliveries are unsigned again", runWebhookSecret},
+	},
+	examples: []string{
+		"idemkit webhook secret rotate --tenant acme --endpoint http://127.0.0.1:8000",
+	},
+}
+
+// webhookSecretCommands are the commands of `idemkit webhook secret`.
+var webhookSecretCommands = commandList{
+	group: "webhook secret",
+	about: "Manage the tenants' webhook signing secrets (Standard Webhooks signatures).",
+	entries: []entry{
+		{"rotate", "give a tenant a new signing secret (printed once; the previous one signs too for a grace)", runWebhookSecretRotate},
+		{"remove", "remove a tenant's signing secrets: its deliveries are unsigned again", runWebhookSecretRemove},
+	},
+	examples: []string{
+		"idemkit webhook secret rotate --tenant acme --endpoint http://127.0.0.1:8000",
+		"idemkit webhook secret remove --tenant acme --endpoint http://127.0.0.1:8000",
+	},
+}
