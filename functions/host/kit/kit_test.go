@@ -116,11 +116,13 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 
 	// executor (runs the webhook node through the ledger)
 	exUse := newTableUse(logical)
-	xk, err := kit.NewKit(kit.Config{Env: env, Client: e.Client(exUse.Middleware()), Parts: kit.Parts{Runs: true, Ledger: true}, Logger: quiet})
+	var exLog syncBuffer
+	exLogger := slog.New(slog.NewJSONHandler(&exLog, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	xk, err := kit.NewKit(kit.Config{Env: env, Client: e.Client(exUse.Middleware()), Parts: kit.Parts{Runs: true, Ledger: true}, Logger: exLogger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &execfn.Executor{Runs: xk.Runs, Webhook: xk.Webhook, Logger: quiet}
+	x := &execfn.Executor{Runs: xk.Runs, Webhook: xk.Webhook, Logger: exLogger}
 	if err := x.Execute(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +150,10 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	checkLeadingKeys(t, "AuthorizerRole", authUse, "ApiKeysTable", "whsec#", false)
 	if n := exUse.used["dynamodb:GetItem ApiKeysTable"]; n != 1 {
 		t.Fatalf("two deliveries of one tenant read its signing secret %d times; want once (the cache)", n)
+	}
+	// No log line of the executor carries the secret, in either form.
+	if l := exLog.String(); l == "" || strings.Contains(l, rot.Secret) || strings.Contains(l, strings.TrimPrefix(rot.Secret, "whsec_")) {
+		t.Fatalf("the executor's log (%d bytes) is empty or carries the signing secret", len(l))
 	}
 	recvMu.Lock()
 	if len(signed) != 2 || !signed[0] || !signed[1] {
@@ -392,4 +398,22 @@ func verifiesUnder(secret string, h http.Header, body []byte) bool {
 		}
 	}
 	return false
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
