@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // A tenant's webhook signing secret (RED_TEAM 460) is one api-keys table
@@ -150,7 +152,7 @@ type SigningSecrets struct {
 	Table string
 	// TTL is how long a read is reused. Default DefaultSecretCacheTTL.
 	TTL time.Duration
-	// Now is the clock. Default time.Now.
+	// Now is the clock. Default the system clock.
 	Now func() time.Time
 
 	mu    sync.Mutex
@@ -205,7 +207,7 @@ func (s *SigningSecrets) now() time.Time {
 	if s.Now != nil {
 		return s.Now()
 	}
-	return time.Now()
+	return clock.System{}.Now()
 }
 
 // read is one GetItem of tenant's item.
