@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -37,9 +38,15 @@ than that is refused.
 A tenant without a secret gets its deliveries unsigned; its first rotation
 starts signing them.
 
+--secret - writes the secret read from stdin (one line, as a rotation
+printed it) instead of a new one, and prints nothing on stdout: the same
+secret in another region's api-keys table, so one receiver secret verifies
+the deliveries of every region. Given again, it writes nothing.
+
 examples:
   idemkit webhook secret rotate --tenant acme --endpoint http://127.0.0.1:8000
   idemkit webhook secret rotate --tenant acme --grace 72h --table prod-ApiKeysTable --region eu-west-1
+  idemkit webhook secret rotate --tenant acme --secret - --table prod-ApiKeysTable --region us-west-2 < secret.txt
 `
 
 const webhookSecretRemoveAbout = `Removes a tenant's webhook signing secrets (the current one and any previous
@@ -73,9 +80,10 @@ func secretTenant(fs *flag.FlagSet, stderr io.Writer, tenant string) (int, bool)
 
 func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("webhook secret rotate", flag.ContinueOnError)
-	setUsage(fs, "idemkit webhook secret rotate --tenant T [--grace DURATION] [--endpoint URL] [--table NAME] [--region R]", webhookSecretRotateAbout)
+	setUsage(fs, "idemkit webhook secret rotate --tenant T [--grace DURATION] [--secret -] [--endpoint URL] [--table NAME] [--region R]", webhookSecretRotateAbout)
 	tenant := fs.String("tenant", "", "tenant whose deliveries the secret signs (tenantId grammar); required")
 	graceFlag := fs.String("grace", "24h", "how long the replaced secret keeps signing beside the new one: 0, or 1m..720h (a Go duration: 90m, 24h)")
+	secretFlag := fs.String("secret", "", "- writes the secret read from stdin (one line) instead of a new one: the same secret in another region's table")
 	endpoint, table, region := secretTableFlags(fs)
 	pos, code, done := parseFlags(fs, args, false, stdout, stderr)
 	if done {
@@ -91,6 +99,26 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 	if err != nil || grace < 0 || grace > maxGrace || grace > 0 && grace < apikeys.DefaultSecretCacheTTL {
 		return usageError(fs, stderr, "--grace %q: want 0 (the previous secret stops at once) or a duration from 1m to 720h, such as 24h (an executor may sign with the previous secret alone for up to a minute after the rotation)", *graceFlag)
 	}
+	var given string
+	if *secretFlag != "" {
+		if *secretFlag != "-" {
+			// Not quoted: it may be the secret itself.
+			return usageError(fs, stderr, "--secret takes - alone: the secret is read from stdin (one line), which keeps it out of the shell history and the process list")
+		}
+		line, err := readKeyLine(ctx, stdin)
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "idemkit webhook secret rotate: interrupted while reading the secret from stdin; nothing written")
+			return 1
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "idemkit webhook secret rotate: read the secret from stdin: %v\n", err)
+			return 1
+		}
+		given = strings.TrimSpace(strings.TrimPrefix(line, "\ufeff"))
+		if _, err := apikeys.ParseSigningSecret(given); err != nil {
+			return usageError(fs, stderr, "--secret -: stdin holds no signing secret (%v; want one line, as a rotation printed it)", err)
+		}
+	}
 	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
 	if isTableUsage(err) {
 		return usageError(fs, stderr, "%v", err)
@@ -99,7 +127,7 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: %v\n", err)
 		return 1
 	}
-	rot, err := apikeys.RotateSigningSecret(ctx, c, tbl, *tenant, grace, time.Now())
+	rot, err := apikeys.RotateSigningSecret(ctx, c, tbl, *tenant, given, grace, time.Now())
 	switch {
 	case errors.Is(err, apikeys.ErrRotatedConcurrently):
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's signing secret changed while this rotation ran (another rotation or a removal); nothing written: run it again\n", *tenant)
@@ -115,8 +143,14 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: %s\n", storeError(err))
 		return 1
 	}
-	// The secret is shown once, here, and nowhere else.
-	fmt.Fprintln(stdout, rot.Secret)
+	if rot.Unchanged {
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's current secret is already this one; nothing written\n", *tenant)
+		return 0
+	}
+	if given == "" {
+		// A new secret is shown once, here, and nowhere else.
+		fmt.Fprintln(stdout, rot.Secret)
+	}
 	if rot.PreviousUntil.IsZero() {
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret alone from at most a minute on\n", *tenant)
 	} else {

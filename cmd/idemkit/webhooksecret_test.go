@@ -49,6 +49,7 @@ func TestWebhookSecretHelpAndUsage(t *testing.T) {
 		{[]string{"webhook", "secret", "rotate", "--tenant", "acme", "--grace", "721h"}, `--grace "721h": want 0`},
 		{[]string{"webhook", "secret", "rotate", "--tenant", "acme", "--grace", "a day"}, `--grace "a day": want 0`},
 		{[]string{"webhook", "secret", "rotate", "--tenant", "acme", "extra"}, `unexpected argument "extra"`},
+		{[]string{"webhook", "secret", "rotate", "--tenant", "acme", "--secret", "whsec_S3CR3TS3CR3TS3CR3TS3CR3TS3CR3T"}, "--secret takes - alone"},
 		{[]string{"webhook", "secret", "rotate", "--tenant", "acme"}, "is required without --endpoint"},
 		{[]string{"webhook", "secret", "remove"}, "--tenant T is required"},
 		{[]string{"webhook", "secret", "remove", "--tenant", "acme", "x"}, `unexpected argument "x"`},
@@ -61,6 +62,21 @@ func TestWebhookSecretHelpAndUsage(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
 		if code != 2 || out.Len() != 0 || len(lines) != 2 || !strings.Contains(lines[0], c.want) || !strings.HasPrefix(lines[1], "run 'idemkit ") {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and %q, then the hint", c.args, code, out.String(), errb.String(), c.want)
+		}
+		if strings.Contains(errb.String(), "S3CR3T") {
+			t.Errorf("%v: the refusal quotes the secret: %q", c.args, errb.String())
+		}
+	}
+	// --secret - with stdin holding no secret: refused, not quoted.
+	for _, in := range []string{"", "whsec_c2hvcnQ=\n", "S3CR3T S3CR3T\n"} {
+		old := stdin
+		stdin = strings.NewReader(in)
+		var out, errb bytes.Buffer
+		code := run(ctx, []string{"webhook", "secret", "rotate", "--tenant", "acme", "--secret", "-", "--endpoint", "http://127.0.0.1:9"}, &out, &errb)
+		stdin = old
+		if code != 2 || out.Len() != 0 || !strings.Contains(errb.String(), "--secret -: stdin holds no signing secret") ||
+			strings.Contains(errb.String(), "S3CR3T") || strings.Contains(errb.String(), "c2hvcnQ") {
+			t.Errorf("stdin %q: exit %d, stderr %q; want 2, the refusal, and no quote", in, code, errb.String())
 		}
 	}
 }
@@ -110,6 +126,25 @@ func TestWebhookSecretRotateAndRemove(t *testing.T) {
 		}
 		if got, _ := (&apikeys.SigningSecrets{Client: e.Client(), Table: table}).WebhookSecrets(ctx, "globex"); got != nil {
 			t.Fatal("another tenant got a secret")
+		}
+		// The same secret in another table (another region's): --secret -
+		// writes it and prints nothing; given again, nothing is written.
+		other := prefix + "b"
+		if code := run(ctx, []string{"tables", "create", "--only", "api-keys", "--prefix", other, "--endpoint", e.Endpoint}, &bytes.Buffer{}, &terr); code != 0 {
+			t.Fatalf("tables create: %d %s", code, terr.String())
+		}
+		for i, want := range []string{"signed with this secret alone", "already this one; nothing written"} {
+			old := stdin
+			stdin = strings.NewReader(second)
+			var out, errb bytes.Buffer
+			code := run(ctx, []string{"webhook", "secret", "rotate", "--tenant", "acme", "--secret", "-", "--endpoint", e.Endpoint, "--table", other + "ApiKeysTable"}, &out, &errb)
+			stdin = old
+			if code != 0 || out.Len() != 0 || !strings.Contains(errb.String(), want) || strings.Contains(errb.String(), "whsec_") {
+				t.Fatalf("--secret - (%d): exit %d, stdout %q, stderr %q", i+1, code, out.String(), errb.String())
+			}
+		}
+		if got, _ := (&apikeys.SigningSecrets{Client: e.Client(), Table: other + "ApiKeysTable"}).WebhookSecrets(ctx, "acme"); len(got) != 1 || !bytes.Equal(got[0], k2) {
+			t.Fatal("the other table does not hold the given secret")
 		}
 		if code, out, errb := cli("webhook", "secret", "remove", "--tenant", "acme"); code != 0 || out != "removed the signing secret of tenant acme\n" {
 			t.Fatalf("remove: exit %d, %q %q", code, out, errb)

@@ -84,20 +84,35 @@ type Rotation struct {
 	// PreviousUntil is when the secret it replaced stops signing; zero
 	// when none is kept (no secret before, or no grace).
 	PreviousUntil time.Time
+	// Unchanged reports that the given secret already was the tenant's
+	// current one: nothing was written.
+	Unchanged bool
 }
 
 // RotateSigningSecret gives tenant a new signing secret in the api-keys
 // table and keeps the one it replaces signing until now+grace (none kept
 // with grace 0), so deliveries carry both signatures while the receiver
-// moves to the new one. One strongly consistent GetItem, then one PutItem
-// conditional on the item being as read (else ErrRotatedConcurrently).
-// The secret is returned once and never logged.
-func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant string, grace time.Duration, now time.Time) (Rotation, error) {
+// moves to the new one. The new secret is secret when given (it must
+// parse: ParseSigningSecret; the same secret written into another
+// region's table), else a minted one (NewSigningSecret). One strongly
+// consistent GetItem, then one PutItem conditional on the item being as
+// read (else ErrRotatedConcurrently). The secret is returned once and
+// never logged.
+func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret string, grace time.Duration, now time.Time) (Rotation, error) {
+	if secret == "" {
+		secret = NewSigningSecret()
+	} else if _, err := ParseSigningSecret(secret); err != nil {
+		return Rotation{}, err
+	}
 	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return Rotation{}, fmt.Errorf("host: read the signing secret: %w", err)
 	}
-	rot := Rotation{Secret: NewSigningSecret()}
+	rot := Rotation{Secret: secret}
+	if old, ok := out.Item["secret"].(*types.AttributeValueMemberS); ok && old.Value == secret {
+		rot.Unchanged = true // written before (another run of this rotation)
+		return rot, nil
+	}
 	item := signingKey(tenant)
 	item["secret"] = sAV(rot.Secret)
 	item["rotatedAt"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}

@@ -42,7 +42,7 @@ func TestSigningSecretRotation(t *testing.T) {
 		if got, err := fresh().WebhookSecrets(ctx, "acme"); err != nil || got != nil {
 			t.Fatalf("no secret: %v %v; want none", got, err)
 		}
-		first, err := RotateSigningSecret(ctx, c, tbl, "acme", 24*time.Hour, now)
+		first, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 24*time.Hour, now)
 		if err != nil || !first.PreviousUntil.IsZero() {
 			t.Fatalf("first rotation %+v %v; want no previous kept", first.PreviousUntil, err)
 		}
@@ -62,7 +62,7 @@ func TestSigningSecretRotation(t *testing.T) {
 			t.Fatalf("the signing item resolves as a credential: %v %v", ok, err)
 		}
 		before, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: signingKey("acme"), ConsistentRead: aws.Bool(true)})
-		second, err := RotateSigningSecret(ctx, c, tbl, "acme", time.Hour, now)
+		second, err := RotateSigningSecret(ctx, c, tbl, "acme", "", time.Hour, now)
 		if err != nil || !second.PreviousUntil.Equal(now.Add(time.Hour)) || second.Secret == first.Secret {
 			t.Fatalf("second rotation %+v %v", second.PreviousUntil, err)
 		}
@@ -75,19 +75,40 @@ func TestSigningSecretRotation(t *testing.T) {
 			t.Fatalf("after the grace: %d secrets %v; want the new one alone", len(got), err)
 		}
 		// A rotation that read the item before this one wrote it.
-		if _, err := RotateSigningSecret(ctx, staleGet{c, before}, tbl, "acme", time.Hour, now); !errors.Is(err, ErrRotatedConcurrently) {
+		if _, err := RotateSigningSecret(ctx, staleGet{c, before}, tbl, "acme", "", time.Hour, now); !errors.Is(err, ErrRotatedConcurrently) {
 			t.Fatalf("a racing rotation: %v; want ErrRotatedConcurrently", err)
 		}
 		if got, _ := fresh().WebhookSecrets(ctx, "acme"); len(got) != 1 || !bytes.Equal(got[0], k2) {
 			t.Fatal("a refused rotation changed the secret")
 		}
 		// No grace: the previous secret stops at once.
-		third, err := RotateSigningSecret(ctx, c, tbl, "acme", 0, now)
+		third, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 0, now)
 		if err != nil || !third.PreviousUntil.IsZero() {
 			t.Fatalf("rotation without grace %+v %v", third.PreviousUntil, err)
 		}
 		if got, _ := fresh().WebhookSecrets(ctx, "acme"); len(got) != 1 {
 			t.Fatalf("%d secrets after a rotation without grace; want 1", len(got))
+		}
+		// A given secret (another region's): written as given, the
+		// current one kept for the grace; given again, nothing written;
+		// one that does not parse, refused without quoting it.
+		given := NewSigningSecret()
+		g, err := RotateSigningSecret(ctx, c, tbl, "acme", given, time.Hour, now)
+		if err != nil || g.Secret != given || g.Unchanged || g.PreviousUntil.IsZero() {
+			t.Fatalf("a given secret: %+v %v", g.PreviousUntil, err)
+		}
+		if g, err := RotateSigningSecret(ctx, c, tbl, "acme", given, time.Hour, now); err != nil || !g.Unchanged {
+			t.Fatalf("the same secret again: unchanged %v, %v; want nothing written", g.Unchanged, err)
+		}
+		kg, _ := ParseSigningSecret(given)
+		k3, _ := ParseSigningSecret(third.Secret)
+		if got, _ := fresh().WebhookSecrets(ctx, "acme"); len(got) != 2 || !bytes.Equal(got[0], kg) || !bytes.Equal(got[1], k3) {
+			t.Fatalf("after a given secret and its repeat: %d secrets; want it, then the one it replaced", len(got))
+		}
+		for _, bad := range []string{"whsec_c2hvcnQ=", "sk_" + strings.TrimPrefix(given, "whsec_"), "whsec_not base64!"} {
+			if _, err := RotateSigningSecret(ctx, c, tbl, "acme", bad, time.Hour, now); err == nil || strings.Contains(err.Error(), strings.TrimPrefix(bad, "whsec_")) {
+				t.Fatalf("a bad given secret: %v; want a refusal that does not quote it", err)
+			}
 		}
 		if found, err := RemoveSigningSecret(ctx, c, tbl, "acme"); err != nil || !found {
 			t.Fatal(found, err)
@@ -121,7 +142,7 @@ func TestSigningSecretsCachedRead(t *testing.T) {
 		tbl := e.CreateTable(t, "ApiKeysTable")
 		cnt := dynamotest.NewCounter()
 		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
-		if _, err := RotateSigningSecret(ctx, e.Client(), tbl, "acme", time.Hour, now); err != nil {
+		if _, err := RotateSigningSecret(ctx, e.Client(), tbl, "acme", "", time.Hour, now); err != nil {
 			t.Fatal(err)
 		}
 		s := &SigningSecrets{Client: e.Client(cnt.Middleware()), Table: tbl, Now: func() time.Time { return now }}
@@ -136,7 +157,7 @@ func TestSigningSecretsCachedRead(t *testing.T) {
 		if ops := cnt.CallOps(); cnt.Calls() != 2 || ops["GetItem"] != 2 {
 			t.Fatalf("ten reads of two tenants made %v; want one GetItem per tenant", ops)
 		}
-		rot, err := RotateSigningSecret(ctx, e.Client(), tbl, "acme", time.Hour, now)
+		rot, err := RotateSigningSecret(ctx, e.Client(), tbl, "acme", "", time.Hour, now)
 		if err != nil {
 			t.Fatal(err)
 		}

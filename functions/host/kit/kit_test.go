@@ -78,7 +78,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 	}
 	// acme's webhook signing secret: the executor signs its deliveries
 	// with it (RED_TEAM 460).
-	rot, err := apikeys.RotateSigningSecret(ctx, e.Client(), env.APIKeysTable, "acme", time.Hour, time.Now())
+	rot, err := apikeys.RotateSigningSecret(ctx, e.Client(), env.APIKeysTable, "acme", "", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
