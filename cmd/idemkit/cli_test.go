@@ -99,9 +99,9 @@ func TestSubcommandUsageErrors(t *testing.T) {
 		args       []string
 		prog, want string
 	}{
-		{[]string{"bogus"}, "idemkit", "dev, tables, doctor, apikey, conform, effects or version"},
-		{[]string{"help", "bogus"}, "idemkit", "dev, tables, doctor, apikey, conform, effects or version"},
-		{[]string{"--endpoint", "http://127.0.0.1:8000"}, "idemkit", "dev, tables, doctor, apikey, conform, effects or version"},
+		{[]string{"bogus"}, "idemkit", "dev, tables, doctor, apikey, webhook, conform, effects or version"},
+		{[]string{"help", "bogus"}, "idemkit", "dev, tables, doctor, apikey, webhook, conform, effects or version"},
+		{[]string{"--endpoint", "http://127.0.0.1:8000"}, "idemkit", "dev, tables, doctor, apikey, webhook, conform, effects or version"},
 		{[]string{"tables", "drop"}, "idemkit tables", "create"},
 		{[]string{"apikey", "drop"}, "idemkit apikey", "create or revoke"},
 		{[]string{"effects", "drop"}, "idemkit effects", "list, show or resolve"},
