@@ -494,8 +494,10 @@ var ErrRetriesExhausted = errors.New("webhook: retries exhausted")
 // failure; ErrRetriesExhausted (joined with *ledger.AttemptsExhaustedError)
 // when the attempt cap or the time budget is spent without an outcome; an
 // error wrapping ledger.ErrUnsupportedRecipe for a run whose recipe stamps
-// this kit does not compute (nothing is sent); and ledger errors such as
-// *ledger.InFlightError unchanged (the caller retries later).
+// this kit does not compute (nothing is sent); the error of Secrets when
+// the tenant's signing secrets cannot be read (nothing claimed or sent);
+// and ledger errors such as *ledger.InFlightError unchanged (the caller
+// retries later).
 func (w *Webhook) Deliver(ctx context.Context, run runs.Run) (ledger.Result, error) {
 	w.defaults()
 	dest, payload, err := webhookInputs(run.Inputs)
