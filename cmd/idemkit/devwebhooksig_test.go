@@ -17,7 +17,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// TestDevSignsDeliveriesOfATenantWithASecret (RED_TEAM 460): under
+// TestDevSignsDeliveriesOfATenantWithASecret (RED_TEAM 340): under
 // `idemkit dev`, a secret set by `idemkit webhook secret rotate` against
 // dev's engine signs that tenant's deliveries (checked by a verifier
 // written here from the Standard Webhooks definition), and another

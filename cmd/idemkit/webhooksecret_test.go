@@ -12,7 +12,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// TestWebhookSecretHelpAndUsage (RED_TEAM 460): `idemkit webhook secret
+// TestWebhookSecretHelpAndUsage (RED_TEAM 340): `idemkit webhook secret
 // rotate` and `remove` say what they do in their help (exit 0, stdout),
 // and refuse a missing or bad --tenant, a --grace outside 0 or 1m..720h
 // and an argument with a usage error in words (exit 2, two lines on
@@ -81,7 +81,7 @@ func TestWebhookSecretHelpAndUsage(t *testing.T) {
 	}
 }
 
-// TestWebhookSecretRotateAndRemove (RED_TEAM 460): on the emulators, a
+// TestWebhookSecretRotateAndRemove (RED_TEAM 340): on the emulators, a
 // rotation prints the new secret once, alone on stdout (stderr says when
 // it signs and until when the previous one does, never a secret); the
 // executor's read then gives the new secret, then the previous one during

@@ -18,7 +18,7 @@ import (
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
-// A tenant's webhook signing secret (RED_TEAM 460) is one api-keys table
+// A tenant's webhook signing secret (RED_TEAM 340) is one api-keys table
 // item, {pk: "whsec#" + tenant, secret, previous?, previousUntil?,
 // rotatedAt}: secret and previous in their Standard Webhooks form
 // ("whsec_" and the base64 of the key's bytes), previousUntil and

@@ -25,7 +25,7 @@ func (s staleGet) GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dyna
 	return s.out, nil
 }
 
-// TestSigningSecretRotation (RED_TEAM 460): a rotation writes a new
+// TestSigningSecretRotation (RED_TEAM 340): a rotation writes a new
 // "whsec_" secret of 32 bytes and keeps the one it replaces signing for the
 // grace only; a rotation racing another writes nothing; a removal leaves
 // the tenant unsigned; one tenant's secret is never another's; a stored
@@ -132,7 +132,7 @@ func TestSigningSecretRotation(t *testing.T) {
 	})
 }
 
-// TestSigningSecretsCachedRead pins the round trips (RED_TEAM 460): a
+// TestSigningSecretsCachedRead pins the round trips (RED_TEAM 340): a
 // delivery reads its tenant's secret through the cache, one GetItem per
 // tenant per TTL (a tenant without a secret cached as such), and a
 // rotation reaches the reads at most TTL later. On the emulators.

@@ -481,7 +481,7 @@ func checkLeadingKeys(t *testing.T, role string, u *tableUse, table, prefix stri
 	}
 }
 
-// TestSigningSecretsReachOnlyTheExecutor (RED_TEAM 460): ApiKeysTable
+// TestSigningSecretsReachOnlyTheExecutor (RED_TEAM 340): ApiKeysTable
 // holds the API keys' hashes ("key#" items, the authorizer's) and the
 // tenants' webhook signing secrets ("whsec#" items, the executor's). Each
 // role's item-level grant on it allows its own items only

@@ -77,7 +77,7 @@ func TestWiringAndLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	// acme's webhook signing secret: the executor signs its deliveries
-	// with it (RED_TEAM 460).
+	// with it (RED_TEAM 340).
 	rot, err := apikeys.RotateSigningSecret(ctx, e.Client(), env.APIKeysTable, "acme", "", time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)

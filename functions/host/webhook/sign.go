@@ -12,7 +12,7 @@ import (
 )
 
 // SigningSecrets gives the secrets a tenant's deliveries are signed with
-// (RED_TEAM 460). A delivery of a tenant with a secret carries the
+// (RED_TEAM 340). A delivery of a tenant with a secret carries the
 // Standard Webhooks headers webhook-id, webhook-timestamp and
 // webhook-signature; a tenant without one is sent unsigned.
 type SigningSecrets interface {

@@ -141,7 +141,7 @@ func (r *signRig) deliveries() []delivery {
 	return append([]delivery(nil), r.got...)
 }
 
-// TestSignedDeliveryVerifies (RED_TEAM 460): a delivery of a tenant with a
+// TestSignedDeliveryVerifies (RED_TEAM 340): a delivery of a tenant with a
 // signing secret carries webhook-id, webhook-timestamp (the clock's unix
 // seconds at the send) and webhook-signature, which a receiver's own
 // Standard Webhooks check accepts under that secret and refuses for a
