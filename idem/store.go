@@ -309,6 +309,7 @@ type Store interface {
 	// Get reads the record with strong consistency. An absent or expired
 	// record returns found == false. The record returned is the caller's,
 	// as Claim's; a final one whose response is no longer held whole is
-	// an error matching ErrNotKept, as for Claim.
+	// an error matching ErrNotKept, as for Claim, beside which a store may
+	// return the record without its response (found).
 	Get(ctx context.Context, id string, now time.Time) (rec Record, found bool, err error)
 }

@@ -607,7 +607,11 @@ func (s *Store) Delete(ctx context.Context, id, owner string, now time.Time) err
 }
 
 // Get implements idem.Store: one strongly consistent GetItem (plus one
-// BatchGetItem for a chunked response).
+// BatchGetItem for a chunked response). A final record whose response is
+// no longer held whole is returned without it, found, beside the error
+// matching idem.ErrNotKept, as Claim returns it: a caller can judge it by
+// its record (kit's reconciled-records store tells chunks still
+// replicating from chunks lost by the record's completion time).
 func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {
 	if !keyspace.IsCaller(id) {
 		return idem.Record{}, false, nil
@@ -617,6 +621,11 @@ func (s *Store) Get(ctx context.Context, id string, now time.Time) (idem.Record,
 		return idem.Record{}, false, err
 	}
 	rec, err := s.withResponse(ctx, st)
+	if errors.Is(err, idem.ErrNotKept) {
+		rec = st.rec
+		rec.Response = nil
+		return rec, true, err
+	}
 	if err != nil {
 		return idem.Record{}, false, err
 	}
