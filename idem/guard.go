@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"net/textproto"
 	"runtime/debug"
@@ -531,7 +532,11 @@ func (g *Guard) ownerAlive(rec *Record, now time.Time) bool {
 // returns c. c shares resp's body, and resp's header map when it has
 // nothing to change (no Set-Cookie, canonical names: the API Gateway
 // adapters' responses), else holds a copy: the store copies what it keeps
-// (Store.Complete) before the answer's headers are added to resp.
+// (Store.Complete) before the answer's headers are added to resp. Values
+// kept under names that differ only in case are joined in the order of
+// their names, byte-wise, the order net/http writes a header map in, so
+// the replay carries them as the first answer did (RED_TEAM 421; a map's
+// own order is random).
 func cacheableInto(c, resp *Response) *Response {
 	*c = Response{Status: resp.Status, Body: resp.Body}
 	if len(resp.Headers) > 0 && cacheableAsIs(resp.Headers) {
@@ -540,12 +545,12 @@ func cacheableInto(c, resp *Response) *Response {
 	}
 	if len(resp.Headers) > 0 {
 		c.Headers = make(map[string][]string, len(resp.Headers))
-		for k, v := range resp.Headers {
+		for _, k := range slices.Sorted(maps.Keys(resp.Headers)) {
 			ck := textproto.CanonicalMIMEHeaderKey(k)
 			if ck == "Set-Cookie" {
 				continue
 			}
-			c.Headers[ck] = append(c.Headers[ck], v...)
+			c.Headers[ck] = append(c.Headers[ck], resp.Headers[k]...)
 		}
 	}
 	return c
