@@ -23,6 +23,13 @@ func (s lostChunkStore) Claim(context.Context, idem.Record, time.Time) (idem.Cla
 		fmt.Errorf("%w: chunk 1 of 2 missing", idem.ErrNotKept)
 }
 
+// Get answers as idem/dynamostore does: the record without its response,
+// found, beside the error.
+func (s lostChunkStore) Get(context.Context, string, time.Time) (idem.Record, bool, error) {
+	return idem.Record{ID: "caller:v1:x", State: idem.StateCompleted, Expires: s.expires}, true,
+		fmt.Errorf("%w: chunk 1 of 2 missing", idem.ErrNotKept)
+}
+
 // A record's completion is judged as its retention end less the
 // retention the function runs with, which is the retention the record was
 // written with unless a redeploy changed it. A record completed under a
@@ -51,6 +58,11 @@ func TestReplicatingChunksAfterARetentionChange(t *testing.T) {
 			_, err := s.Claim(context.Background(), idem.Record{}, c.now)
 			if got := errors.Is(err, idem.ErrStoreUnavailable); got != c.replicate || !got && !errors.Is(err, idem.ErrNotKept) {
 				t.Fatalf("%v; want store unavailable (chunks replicating): %t, else not kept", err, c.replicate)
+			}
+			// A waiting duplicate's poll (Get) is judged alike (RED_TEAM 420).
+			_, _, err = s.Get(context.Background(), "caller:v1:x", c.now)
+			if got := errors.Is(err, idem.ErrStoreUnavailable); got != c.replicate || !got && !errors.Is(err, idem.ErrNotKept) {
+				t.Fatalf("Get: %v; want store unavailable (chunks replicating): %t, else not kept", err, c.replicate)
 			}
 		})
 	}
