@@ -5,12 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/internal/clock"
@@ -110,6 +114,41 @@ func TestHTTPAPIReplaysEveryLayoutExactly(t *testing.T) {
 						a.status, a.b64, len(a.body))
 				}
 			})
+		}
+	})
+}
+
+// TestChunksOfARecordKeptForeverCarryNoTTL: a record kept forever (no
+// retention) whose response is in chunk items has chunk items without a
+// TTL or a retention either, so no TTL deletion or sweep removes a chunk
+// of a record that never expires; its replay is exact on the three
+// engines.
+func TestChunksOfARecordKeptForeverCarryNoTTL(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		v := setup(t, e)
+		now := v.now
+		id := newID()
+		rec := pending(id, "o1", now)
+		rec.Expires = time.Time{}
+		v.claim(t, rec, now, idem.Claimed)
+		want := bodyResponse(incompressible(t, 400<<10)) // two chunk items
+		if err := v.s.Complete(ctxT(t), v.rec(id, "o1"), idem.Outcome{State: idem.StateCompleted, Response: want}, now); err != nil {
+			t.Fatal(err)
+		}
+		other := pending(id, "o2", now)
+		other.Expires = time.Time{}
+		got := v.claim(t, other, now.Add(400*24*time.Hour), idem.Exists)
+		sameResponse(t, "replay a year on", got.Response, want)
+		items := v.chunkItemsOf(t, id)
+		if len(items) != 2 {
+			t.Fatalf("%d chunk items, want 2", len(items))
+		}
+		for k, it := range append([]map[string]types.AttributeValue{v.raw(t, id)}, slices.Collect(maps.Values(items))...) {
+			for _, a := range []string{"expiresAt", "expiresAtMs"} {
+				if _, ok := it[a]; ok {
+					t.Fatalf("item %d (0: the record) carries %s %v; want none (kept forever)", k, a, it[a])
+				}
+			}
 		}
 	})
 }
