@@ -20,7 +20,7 @@ import (
 // record of a response's chunk item beside a record: the REMOVE of each
 // (its TTL deletion at the record's retention end, or a failed
 // completion's delete) carries its old image of up to 350 KB, and the
-// auditor has nothing to do with it (RED_TEAM 422). Its stream mapping's
+// auditor has nothing to do with it (RED_TEAM 343). Its stream mapping's
 // filter, evaluated as Lambda does (functions/host/stream.Filter), hands
 // over exactly those records.
 func TestAuditorIdempotencyStreamIsFiltered(t *testing.T) {

@@ -535,7 +535,7 @@ func (g *Guard) ownerAlive(rec *Record, now time.Time) bool {
 // (Store.Complete) before the answer's headers are added to resp. Values
 // kept under names that differ only in case are joined in the order of
 // their names, byte-wise, the order net/http writes a header map in, so
-// the replay carries them as the first answer did (RED_TEAM 421; a map's
+// the replay carries them as the first answer did (RED_TEAM 342; a map's
 // own order is random).
 func cacheableInto(c, resp *Response) *Response {
 	*c = Response{Status: resp.Status, Body: resp.Body}

@@ -428,7 +428,7 @@ func TestReplayReadsThroughUnprocessedKeys(t *testing.T) {
 			}
 			// Get fails the same way, and, as Claim, gives the record
 			// without its response beside the error: a caller can judge
-			// it by its completion (RED_TEAM 420).
+			// it by its completion (RED_TEAM 341).
 			got, found, err := s.Get(ctxT(t), id, now)
 			if !errors.Is(err, idem.ErrNotKept) || errors.Is(err, idem.ErrStoreUnavailable) {
 				t.Fatalf("Get: %v, want ErrNotKept", err)

@@ -86,7 +86,7 @@ func (s replicatingChunks) Claim(ctx context.Context, rec idem.Record, now time.
 // chunksArriveWithin of its completion, so that a duplicate waiting in
 // this region for a request completed in another polls on (and replays
 // the response once the chunks are there) rather than ends its wait with
-// the response lost (410, final: RED_TEAM 420). Not counted in
+// the response lost (410, final: RED_TEAM 341). Not counted in
 // MetricChunksReplicating: a failed poll answers no 503, and the metric is
 // subtracted from the 503s answered.
 func (s replicatingChunks) Get(ctx context.Context, id string, now time.Time) (idem.Record, bool, error) {

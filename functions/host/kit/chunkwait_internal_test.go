@@ -59,7 +59,7 @@ func TestReplicatingChunksAfterARetentionChange(t *testing.T) {
 			if got := errors.Is(err, idem.ErrStoreUnavailable); got != c.replicate || !got && !errors.Is(err, idem.ErrNotKept) {
 				t.Fatalf("%v; want store unavailable (chunks replicating): %t, else not kept", err, c.replicate)
 			}
-			// A waiting duplicate's poll (Get) is judged alike (RED_TEAM 420).
+			// A waiting duplicate's poll (Get) is judged alike (RED_TEAM 341).
 			_, _, err = s.Get(context.Background(), "caller:v1:x", c.now)
 			if got := errors.Is(err, idem.ErrStoreUnavailable); got != c.replicate || !got && !errors.Is(err, idem.ErrNotKept) {
 				t.Fatalf("Get: %v; want store unavailable (chunks replicating): %t, else not kept", err, c.replicate)
