@@ -40,8 +40,13 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 		if !errors.Is(err, runs.ErrRunExists) {
 			return claim, false, err
 		}
-		prev, err := h.cfg.Runs.Get(ctx, run.ID)
-		if err != nil {
+		// The store may hand back the run it found (RED_TEAM 400):
+		// read only where it did not.
+		var taken *runs.RunExistsError
+		var prev runs.Run
+		if errors.As(err, &taken) {
+			prev = taken.Run
+		} else if prev, err = h.cfg.Runs.Get(ctx, run.ID); err != nil {
 			return claim, false, err
 		}
 		// Without a claim the id is new and random: a run found there is
@@ -53,9 +58,10 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 		if !mine || !ours(prev) {
 			return claim, false, fmt.Errorf("apifn: run %s exists for another request", run.ID)
 		}
-		if run.RetryOf != "" {
+		if run.RetryOf != "" && (taken == nil || !taken.Listed) {
 			// The execution that created it may have stopped before
-			// listing it among the failed run's retries.
+			// listing it among the failed run's retries (a Create that
+			// lists it before its write has listed it: Listed).
 			if err := h.cfg.Runs.LinkRetry(ctx, run.RetryOf, run.ID); err != nil {
 				return claim, false, err
 			}

@@ -196,6 +196,25 @@ var ErrRunNotFound = errors.New("host: run not found")
 // ErrRunExists is returned by Create when the id is taken.
 var ErrRunExists = errors.New("host: run already exists")
 
+// RunExistsError is ErrRunExists (errors.Is) where Create has the run it
+// found at the id without reading it again: DynamoRuns returns it when
+// its refused PutItem returned the item there (ALL_OLD), or when it read
+// that run to tell a retry's own run from another's. Where the store has
+// no run to hand back, Create's error is ErrRunExists itself.
+type RunExistsError struct {
+	// Run is the run found at the id.
+	Run Run
+	// Listed reports that Create listed the id among the retries of the
+	// run it retries (RetryOf) and left it there: the run found retries
+	// that run too, so no LinkRetry of it is needed.
+	Listed bool
+}
+
+func (e *RunExistsError) Error() string { return ErrRunExists.Error() }
+
+// Unwrap makes a *RunExistsError match ErrRunExists.
+func (e *RunExistsError) Unwrap() error { return ErrRunExists }
+
 // MaxRetries is the most retries a failed run lists (Run.Retries) through
 // Create: a run's item holds its list, and DynamoDB refuses an item past
 // 400 KB. The API's retry cap (POST /runs/{runId}/retry) is this number.

@@ -296,9 +296,11 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // to hold fewer than MaxRetries ids or r's) goes in the same transaction,
 // or, when there is none, precedes the PutItem (one more round trip): no
 // run is written before its listing is granted. A refused link costs a
-// read of the failed run (is it the cap?) and writes nothing; a PutItem
-// that finds the id taken by a run that does not retry r.RetryOf costs a
-// read of it and the removal of the listing.
+// read of the failed run (is it the cap?) and writes nothing. A PutItem
+// that finds the id taken asks for the item there (ALL_OLD) and returns
+// the run as a *RunExistsError; where the engine returns none, a retry's
+// Create reads it (to tell a run retrying r.RetryOf, which keeps its
+// listing, from another's, whose listing is removed again: one write).
 func (d *DynamoRuns) Create(ctx context.Context, r Run) error {
 	if err := checkNew(r); err != nil {
 		return err
@@ -358,32 +360,56 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(d.Table), Item: item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	})
-	err = conditionalWrite(err, ErrRunExists, "put run")
-	if r.RetryOf != "" && errors.Is(err, ErrRunExists) {
-		if uerr := d.unlistStranger(ctx, r); uerr != nil {
-			return uerr
-		}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return d.taken(ctx, r, ccf.Item)
 	}
-	return err
+	return conditionalWrite(err, nil, "put run")
+}
+
+// taken is Create's error for r's id found taken, old the item its
+// refused PutItem returned (ALL_OLD; empty where the engine returns
+// none): a *RunExistsError holding the run there, for the caller to
+// answer for without reading it again (RED_TEAM 400), else ErrRunExists.
+// A retry's id, which Create listed before finding it taken, is taken
+// off the retries of r.RetryOf again when the run there does not retry
+// that failed run (unlistStranger): a retry lists only a run retrying
+// it. The run there retrying it (a re-execution of the same request, or
+// a lost answer's retry) keeps its listing (Listed). Where the engine
+// returned no item, a retry's id costs a read of the run to tell; a
+// stranger's, a write.
+func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.AttributeValue) error {
+	got, ok := RunFromItem(old)
+	if len(old) == 0 && r.RetryOf != "" {
+		var err error
+		if got, err = d.Get(ctx, r.ID); err != nil && !errors.Is(err, ErrRunNotFound) {
+			return err
+		}
+		ok = err == nil
+	}
+	if !ok {
+		// No run to tell by (not returned; a takeover's tombstone, a
+		// run expired since): a retry's listing is left as it is.
+		return ErrRunExists
+	}
+	switch {
+	case r.RetryOf == "":
+		return &RunExistsError{Run: got}
+	case got.RetryOf == r.RetryOf:
+		return &RunExistsError{Run: got, Listed: true}
+	}
+	if err := d.unlistStranger(ctx, r); err != nil {
+		return err
+	}
+	return &RunExistsError{Run: got}
 }
 
 // unlistStranger takes r's id off the retries of r.RetryOf, which Create
-// listed before finding the id taken, when the run there does not retry
-// that failed run: a retry lists only a run retrying it. The run there
-// retrying it (a re-execution of the same request, or a lost answer's
-// retry) keeps its listing. A read, on that path only, and a write when
-// the run is another's.
+// listed before finding the id taken by a run that does not retry that
+// failed run (taken). One write, on that path only.
 func (d *DynamoRuns) unlistStranger(ctx context.Context, r Run) error {
-	got, err := d.Get(ctx, r.ID)
-	if errors.Is(err, ErrRunNotFound) {
-		// No run to tell by (a takeover's tombstone, a run expired
-		// since): left as it is.
-		return nil
-	}
-	if err != nil || got.RetryOf == r.RetryOf {
-		return err
-	}
 	ex, err := expression.NewBuilder().
 		WithUpdate(expression.Delete(expression.Name(runAttrRetries), expression.Value(&types.AttributeValueMemberSS{Value: []string{r.ID}}))).
 		WithCondition(expression.AttributeExists(expression.Name(runAttrPK))).Build()

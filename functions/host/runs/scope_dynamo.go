@@ -107,9 +107,11 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 		}
 		return err
 	}
-	if errors.Is(err, ErrRunExists) {
+	var found *RunExistsError
+	if errors.Is(err, ErrRunExists) && !errors.As(err, &found) {
 		// Either a retry of this create (the run is there) or the scope
-		// was taken over from r before r was written (a tombstone).
+		// was taken over from r before r was written (a tombstone); a
+		// run the refused write returned is no tombstone.
 		it, gerr := d.getItem(ctx, r.ID)
 		if gerr != nil {
 			return gerr
