@@ -66,6 +66,12 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 				return claim, false, err
 			}
 		}
+		if prev.Status == runs.StatusCancelled {
+			// Cancelled since, or before it was written (a cancel of a
+			// retry listed and not yet written, RED_TEAM 401): answered
+			// as it is, never as pending.
+			*run = prev
+		}
 		return claim, claimed, nil
 	}
 	return claim, false, nil

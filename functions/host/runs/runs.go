@@ -261,7 +261,9 @@ type RunStore interface {
 	// listing comes first: a Create whose run write then fails leaves r's
 	// id listed and no run, and the same Create again (a re-execution of
 	// the request, its run id fixed) passes the cap, r being listed, and
-	// writes the run. Under the completion transaction the refusal is the
+	// writes the run (cancelled, where a Cancel reached the id in
+	// between: see Cancel). A Create that finds its id taken may hand
+	// the run there back (*RunExistsError). Under the completion transaction the refusal is the
 	// cancelled completion's cause (idem.TransactOr), for the handler to
 	// answer (idem.OnConflict).
 	Create(ctx context.Context, r Run) error
@@ -316,7 +318,12 @@ type RunStore interface {
 	// Cancel is Transition(ctx, id, from, StatusCancelled, "", now) that
 	// also records by as the run's CancelledBy and reason as its
 	// CancelReason (each when not ""), in the same conditional write
-	// (nothing is written when the status is not in from).
+	// (nothing is written when the status is not in from). Where a
+	// retry's listing precedes its run's write (DynamoRuns without the
+	// completion transaction), a Cancel from pending of an id no run
+	// holds is ErrRunNotFound and records the cancel at the id: a retry
+	// listed there and not yet written is then written cancelled by it
+	// (its Create's *RunExistsError holds that run), never pending.
 	Cancel(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error)
 	// NoteFailure atomically counts one failed execution of the run
 	// (Run.Failures) and records errMsg as its LastError, and returns the

@@ -107,7 +107,11 @@ const (
 	runAttrConfig  = "configurable" // S: RunOptions.configurable, JSON text (Run.Options)
 	runAttrTags    = "tags"         // S: RunOptions.tags, JSON text
 	runAttrMeta    = "metadata"     // S: RunOptions.metadata, JSON text
-	wakeShard      = "due"
+	// runAttrCancelledUnwritten (N, Unix ms) marks the item a cancel
+	// writes at a run id no run holds yet (cancelUnwritten): not a run
+	// (RunFromItem), honoured by the retry's Create (taken).
+	runAttrCancelledUnwritten = "cancelledUnwritten"
+	wakeShard                 = "due"
 )
 
 // indexByWake is the RunsTable GSI serving Due: partition wakeShard (one
@@ -286,7 +290,8 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 	}
 	forkFromItem(m, &r)
 	_, tomb := m[runAttrTakenOver]
-	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix) && !tomb
+	_, unwritten := m[runAttrCancelledUnwritten]
+	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix) && !tomb && !unwritten
 }
 
 // Create implements RunStore: a PutItem conditional on attribute_not_exists(pk),
@@ -381,14 +386,16 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 // returned no item, a retry's id costs a read of the run to tell; a
 // stranger's, a write.
 func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.AttributeValue) error {
-	got, ok := RunFromItem(old)
 	if len(old) == 0 && r.RetryOf != "" {
 		var err error
-		if got, err = d.Get(ctx, r.ID); err != nil && !errors.Is(err, ErrRunNotFound) {
+		if old, err = d.getItem(ctx, r.ID); err != nil {
 			return err
 		}
-		ok = err == nil
 	}
+	if _, ok := old[runAttrCancelledUnwritten]; ok && r.RetryOf != "" {
+		return d.writeCancelled(ctx, r, old)
+	}
+	got, ok := RunFromItem(old)
 	if !ok {
 		// No run to tell by (not returned; a takeover's tombstone, a
 		// run expired since): a retry's listing is left as it is.
@@ -404,6 +411,58 @@ func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.Attr
 		return err
 	}
 	return &RunExistsError{Run: got}
+}
+
+// writeCancelled writes r, a retry whose id a cancel reached before its
+// run was written (the marker m, cancelUnwritten), as that cancel left
+// it: cancelled, by and for whom the cancel said, its version log its
+// creation and its cancel, never live. One PutItem conditional on the
+// marker being there still, on this path only (RED_TEAM 401): the run is
+// never pending, so no executor starts it (the runs stream's record of it
+// replaces an item, and is no insert). Its id stays listed (Listed). A
+// marker gone meanwhile (another execution of the request wrote the run)
+// is answered as the run found there (taken).
+func (d *DynamoRuns) writeCancelled(ctx context.Context, r Run, m map[string]types.AttributeValue) error {
+	c := withFirstVersion(r)
+	c.History = appendVersion(c.History, terminalVersion(StatusCancelled, ""))
+	c.Version = c.History.Current()
+	c.Status = StatusCancelled
+	c.ExpiresAt = time.Time{}
+	if d.Retention > 0 {
+		c.ExpiresAt = c.UpdatedAt.Add(d.Retention)
+	}
+	item := runItem(c)
+	for _, a := range []string{runAttrCancBy, runAttrCancWhy} {
+		if v, ok := m[a].(*types.AttributeValueMemberS); ok && v.Value != "" {
+			item[a] = v
+		}
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeExists(expression.Name(runAttrCancelledUnwritten))).Build()
+	if err != nil {
+		return err
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.Table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		if len(ccf.Item) == 0 {
+			if ccf.Item, err = d.getItem(ctx, r.ID); err != nil {
+				return err
+			}
+		}
+		if _, again := ccf.Item[runAttrCancelledUnwritten]; again {
+			return fmt.Errorf("host: put cancelled run %s: its cancel's marker changed under the write", r.ID)
+		}
+		return d.taken(ctx, r, ccf.Item)
+	}
+	if err != nil {
+		return fmt.Errorf("host: put cancelled run: %w", err)
+	}
+	got, _ := RunFromItem(item)
+	return &RunExistsError{Run: got, Listed: true}
 }
 
 // unlistStranger takes r's id off the retries of r.RetryOf, which Create
@@ -582,8 +641,62 @@ func (d *DynamoRuns) Transition(ctx context.Context, id string, from []Status, t
 
 // Cancel implements RunStore: Transition's one conditional UpdateItem,
 // which also sets cancelledBy and cancelReason.
+//
+// Without the completion transaction (Transactional false) a retry is
+// listed on its failed run before its run is written (Create), so an id
+// the failed run lists may hold no run yet, and be written later, when
+// its request runs again. A Cancel from pending of an id no run holds
+// there writes a marker at the id (cancelUnwritten) and is still
+// ErrRunNotFound; that retry's Create honours the marker and writes its
+// run cancelled, so a retry cancelled before it existed never starts.
 func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error) {
-	return d.transition(ctx, id, from, StatusCancelled, "", by, reason, now)
+	r, err := d.transition(ctx, id, from, StatusCancelled, "", by, reason, now)
+	if errors.Is(err, ErrRunNotFound) && !d.Transactional && slices.Contains(from, StatusPending) {
+		return d.cancelUnwritten(ctx, id, from, by, reason, now)
+	}
+	return r, err
+}
+
+// cancelUnwritten is Cancel of id where no run is (RED_TEAM 401): a
+// PutItem, conditional on no item at id, of a marker holding the
+// cancel's by and reason, which no read takes for a run (RunFromItem) and
+// which a retry's Create at id honours (writeCancelled); ErrRunNotFound.
+// An item found there after all is cancelled as it is if it is a run
+// (written since the cancel's first write found none), else left
+// (another cancel's marker, a scope takeover's tombstone). One write,
+// on the path of a cancel answered 404 only; the marker is kept (no
+// expiry: without the transaction a run retention is forever).
+func (d *DynamoRuns) cancelUnwritten(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error) {
+	if !ValidRunID(id) {
+		return Run{}, ErrRunNotFound
+	}
+	item := map[string]types.AttributeValue{runAttrPK: sAV(id), runAttrTenant: sAV(RunTenant(id)), runAttrCancelledUnwritten: nAV(now.UnixMilli())}
+	if by != "" {
+		item[runAttrCancBy] = sAV(by)
+	}
+	if reason != "" {
+		item[runAttrCancWhy] = sAV(reason)
+	}
+	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
+	if err != nil {
+		return Run{}, err
+	}
+	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(d.Table), Item: item,
+		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		if _, ok := RunFromItem(ccf.Item); len(ccf.Item) > 0 && !ok {
+			return Run{}, ErrRunNotFound
+		}
+		return d.transition(ctx, id, from, StatusCancelled, "", by, reason, now)
+	case err != nil:
+		return Run{}, fmt.Errorf("host: cancel unwritten run: %w", err)
+	}
+	return Run{}, ErrRunNotFound
 }
 
 // Finish implements RunStore: Transition's one conditional UpdateItem from

@@ -1,0 +1,110 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// TestCancelOfAListedRetryNotYetWritten: without the completion
+// transaction a retry is listed on its failed run before its run is
+// written, so a retry whose run write failed is listed with no run, and
+// its request's re-execution writes it later. A cancel of that id (from
+// pending) is ErrRunNotFound, as before, and leaves a marker no read
+// takes for a run; the re-execution's Create then writes the run
+// cancelled by that cancel, never pending (it used to write it pending,
+// for the executor to start after the caller was told it did not exist).
+// The 404 costs one write more, a cancel of a run that exists none; a
+// second cancel of the id is ErrRunNotFound again; a cancel whose marker
+// write finds the run written since cancels it; a transactional store
+// writes no marker. On every engine.
+func TestCancelOfAListedRetryNotYetWritten(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		faults := dynamotest.NewFaults()
+		cnt := dynamotest.NewCounter()
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware(), cnt.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		live := []Status{StatusPending, StatusRunning}
+		failed := NewRun("acme", "webhook", nil, now)
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
+			t.Fatal(err)
+		}
+		retry := NewRun("acme", "webhook", nil, now)
+		retry.RetryOf = failed.ID
+		faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
+		if err := rs.Create(ctx, retry); err == nil {
+			t.Fatal("a Create whose run write failed answered nil")
+		}
+		faults.Clear()
+
+		cnt.Reset()
+		if _, err := rs.Cancel(ctx, retry.ID, live, "rec-cancel", "not wanted", now); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("a cancel of the listed retry not written: %v, want ErrRunNotFound", err)
+		}
+		// Its refused update and the read telling no run is there (no
+		// item to return), as before, and the marker's write.
+		want := map[string]int{"UpdateItem": 1, "GetItem": 1, "PutItem": 1}
+		if got := cnt.Ops(); !maps.Equal(got, want) {
+			t.Errorf("the cancel answered not found cost %v; want %v", got, want)
+		}
+		if _, err := rs.Get(ctx, retry.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("get after the cancel: %v, want ErrRunNotFound", err)
+		}
+		if _, err := rs.Cancel(ctx, retry.ID, live, "rec-other", "", now); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("a second cancel: %v, want ErrRunNotFound", err)
+		}
+
+		// The request runs again: its run is written cancelled.
+		var found *RunExistsError
+		if err := rs.Create(ctx, retry); !errors.As(err, &found) {
+			t.Fatalf("the re-execution's create: %v; want a *RunExistsError", err)
+		}
+		got, err := rs.Get(ctx, retry.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status != StatusCancelled || got.CancelledBy != "rec-cancel" || got.CancelReason != "not wanted" ||
+			got.RetryOf != failed.ID || got.Version != 2 || got.Epoch != 0 || !found.Listed || found.Run.Status != StatusCancelled {
+			t.Fatalf("the run written after its cancel: %+v (handed back %+v); want it cancelled by the first cancel, version 2, listed", got, found)
+		}
+		if f, _ := rs.Get(ctx, failed.ID); !slices.Equal(f.Retries, []string{retry.ID}) {
+			t.Fatalf("the failed run lists %v", f.Retries)
+		}
+		if _, err := rs.Transition(ctx, retry.ID, []Status{StatusPending}, StatusRunning, "", now); !errors.Is(err, ErrStatusConflict) {
+			t.Fatalf("an executor's take of the run: %v, want ErrStatusConflict", err)
+		}
+		// Again: the run as it is.
+		found = nil
+		if err := rs.Create(ctx, retry); !errors.As(err, &found) || found.Run.Status != StatusCancelled || !found.Listed {
+			t.Fatalf("the create again: %v %+v", err, found)
+		}
+
+		// The marker's write finds the run written since the cancel
+		// found none: the run is cancelled.
+		late := NewRun("acme", "webhook", nil, now)
+		if err := rs.Create(ctx, late); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := rs.cancelUnwritten(ctx, late.ID, live, "rec-late", "", now); err != nil || r.Status != StatusCancelled || r.CancelledBy != "rec-late" {
+			t.Fatalf("a marker write finding the run: %+v %v; want it cancelled", r, err)
+		}
+
+		// With the transaction no id is listed before it is written: no
+		// marker.
+		tx := &DynamoRuns{Client: rs.Client, Table: rs.Table, Transactional: true}
+		unused := NewRunID("acme")
+		cnt.Reset()
+		if _, err := tx.Cancel(ctx, unused, live, "rec", "", now); !errors.Is(err, ErrRunNotFound) || cnt.Ops()["PutItem"] != 0 {
+			t.Fatalf("a transactional store's cancel of an unused id: %v, %v", err, cnt.Ops())
+		}
+	})
+}
