@@ -20,7 +20,9 @@ import (
 // cancelled by that cancel, never pending (it used to write it pending,
 // for the executor to start after the caller was told it did not exist).
 // The 404 costs one write more, a cancel of a run that exists none; a
-// second cancel of the id is ErrRunNotFound again; a cancel whose marker
+// second cancel of the id is ErrRunNotFound again; the marker's write
+// and the cancelled run's, each applied with its answer lost, are retried
+// into the same answers; a cancel whose marker
 // write finds the run written since cancels it; a transactional store
 // writes no marker. On every engine.
 func TestCancelOfAListedRetryNotYetWritten(t *testing.T) {
@@ -87,6 +89,32 @@ func TestCancelOfAListedRetryNotYetWritten(t *testing.T) {
 		if err := rs.Create(ctx, retry); !errors.As(err, &found) || found.Run.Status != StatusCancelled || !found.Listed {
 			t.Fatalf("the create again: %v %+v", err, found)
 		}
+
+		// Lost answers: the marker's write applied and its answer lost is
+		// retried by the SDK into ErrRunNotFound; the cancelled run's
+		// write so lost, into that run.
+		lost := NewRun("acme", "webhook", nil, now)
+		lost.RetryOf = failed.ID
+		faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
+		if err := rs.Create(ctx, lost); err == nil {
+			t.Fatal("a Create whose run write failed answered nil")
+		}
+		faults.Clear()
+		fired := faults.Fired()
+		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		if _, err := rs.Cancel(ctx, lost.ID, live, "rec-lost", "", now); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("a cancel whose marker write's answer was lost: %v, want ErrRunNotFound", err)
+		}
+		faults.PassNext("PutItem", 1) // the run's write, refused by the marker
+		faults.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		found = nil
+		if err := rs.Create(ctx, lost); !errors.As(err, &found) || found.Run.Status != StatusCancelled || found.Run.CancelledBy != "rec-lost" || !found.Listed {
+			t.Fatalf("a re-execution whose cancelled run write's answer was lost: %v %+v", err, found)
+		}
+		if n := faults.Fired() - fired; n != 2 {
+			t.Fatalf("%d faults met; want the two lost answers", n)
+		}
+		faults.Clear()
 
 		// The marker's write finds the run written since the cancel
 		// found none: the run is cancelled.
