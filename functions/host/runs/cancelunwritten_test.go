@@ -136,3 +136,35 @@ func TestCancelOfAListedRetryNotYetWritten(t *testing.T) {
 		}
 	})
 }
+
+// TestScopeHolderCancelledBeforeItsRunIsWritten: a cancel's marker at the
+// run id of a scope holder never written fences that id as a takeover's
+// tombstone does (a run that is no retry is never written over it): the
+// scope is taken over after the grace, and the interrupted create,
+// resumed, is refused as held. Were the marker not taken as a fence, the
+// takeover's tombstone would find the id taken and no create could ever
+// take the scope over. On every engine.
+func TestScopeHolderCancelledBeforeItsRunIsWritten(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		d := &DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: e.CreateTable(t, "RunsTable")}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		crashed := scopeTestRun(t0)
+		if err := d.acquireScope(ctx, scopeKey("acme", "s"), crashed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Cancel(ctx, crashed.ID, []Status{StatusPending, StatusRunning}, "rec", "", t0); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("a cancel of the unwritten holder: %v, want ErrRunNotFound", err)
+		}
+		late := scopeTestRun(t0.Add(ScopeHoldGrace + time.Second))
+		if err := d.CreateScoped(ctx, late, "s"); err != nil {
+			t.Fatalf("after the grace: %v, want the scope taken over", err)
+		}
+		if err := d.CreateScoped(ctx, crashed, "s"); !errors.Is(err, ErrScopeHeld) {
+			t.Fatalf("the cancelled holder's create resumed: %v, want ErrScopeHeld", err)
+		}
+		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
+			t.Fatalf("the cancelled holder reads as a run: %v", err)
+		}
+	})
+}

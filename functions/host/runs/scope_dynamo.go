@@ -29,6 +29,16 @@ const (
 	runAttrTakenOver = "scopeTakenOver"
 )
 
+// fencedItem reports whether it, the item at a run id, fences that id
+// against a run that is no retry: a takeover's tombstone, or a cancel's
+// marker (cancelUnwritten; only a retry's Create writes its run over
+// one, cancelled), so a scope holder's run is never written there.
+func fencedItem(it map[string]types.AttributeValue) bool {
+	_, tomb := it[runAttrTakenOver]
+	_, cancelled := it[runAttrCancelledUnwritten]
+	return tomb || cancelled
+}
+
 // scopeAcquireTries bounds CreateScoped's compare-and-set loop: each lost
 // race re-reads the scope, and a create that loses this many in a row is
 // answered as refused (the scope is contended by live creates).
@@ -80,7 +90,7 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 			// over), so the scope is not looked at.
 			return ErrRunExists
 		}
-		if _, ok := it[runAttrTakenOver]; ok {
+		if fencedItem(it) {
 			holder, _, err := d.scopeHolder(ctx, key)
 			if err != nil {
 				return err
@@ -116,7 +126,7 @@ func (d *DynamoRuns) CreateScoped(ctx context.Context, r Run, scopeID string) er
 		if gerr != nil {
 			return gerr
 		}
-		if _, ok := it[runAttrTakenOver]; ok {
+		if fencedItem(it) {
 			holder, _, _ := d.scopeHolder(ctx, key)
 			return &ScopeHeldError{Holder: holder}
 		}
@@ -149,7 +159,7 @@ func (d *DynamoRuns) acquireScope(ctx context.Context, key string, r Run) error 
 		}
 		hi, gerr := d.getItem(ctx, holder)
 		hr, isRun := RunFromItem(hi)
-		_, fencedHolder := hi[runAttrTakenOver]
+		fencedHolder := fencedItem(hi)
 		switch {
 		case gerr != nil:
 			return gerr
@@ -269,8 +279,7 @@ func (d *DynamoRuns) tombstone(ctx context.Context, id string) (fenced bool, err
 			if gerr != nil {
 				return false, gerr
 			}
-			_, ok := it[runAttrTakenOver]
-			return ok, nil
+			return fencedItem(it), nil
 		}
 		return false, err
 	}
