@@ -40,7 +40,7 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 		if !errors.Is(err, runs.ErrRunExists) {
 			return claim, false, err
 		}
-		// The store may hand back the run it found (RED_TEAM 400):
+		// The store may hand back the run it found (RED_TEAM 344):
 		// read only where it did not.
 		var taken *runs.RunExistsError
 		var prev runs.Run
@@ -68,7 +68,7 @@ func (h *Handler) createClaimedRun(ctx context.Context, run *runs.Run, scope str
 		}
 		if prev.Status == runs.StatusCancelled {
 			// Cancelled since, or before it was written (a cancel of a
-			// retry listed and not yet written, RED_TEAM 401): answered
+			// retry listed and not yet written, RED_TEAM 345): answered
 			// as it is, never as pending.
 			*run = prev
 		}

@@ -377,7 +377,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 // taken is Create's error for r's id found taken, old the item its
 // refused PutItem returned (ALL_OLD; empty where the engine returns
 // none): a *RunExistsError holding the run there, for the caller to
-// answer for without reading it again (RED_TEAM 400), else ErrRunExists.
+// answer for without reading it again (RED_TEAM 344), else ErrRunExists.
 // A retry's id, which Create listed before finding it taken, is taken
 // off the retries of r.RetryOf again when the run there does not retry
 // that failed run (unlistStranger): a retry lists only a run retrying
@@ -417,7 +417,7 @@ func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.Attr
 // run was written (the marker m, cancelUnwritten), as that cancel left
 // it: cancelled, by and for whom the cancel said, its version log its
 // creation and its cancel, never live. One PutItem conditional on the
-// marker being there still, on this path only (RED_TEAM 401): the run is
+// marker being there still, on this path only (RED_TEAM 345): the run is
 // never pending, so no executor starts it (the runs stream's record of it
 // replaces an item, and is no insert). Its id stays listed (Listed). A
 // marker gone meanwhile (another execution of the request wrote the run)
@@ -657,7 +657,7 @@ func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by, r
 	return r, err
 }
 
-// cancelUnwritten is Cancel of id where no run is (RED_TEAM 401): a
+// cancelUnwritten is Cancel of id where no run is (RED_TEAM 345): a
 // PutItem, conditional on no item at id, of a marker holding the
 // cancel's by and reason, which no read takes for a run (RunFromItem) and
 // which a retry's Create at id honours (writeCancelled); ErrRunNotFound.
