@@ -124,6 +124,10 @@ var Routes = []Route{
 	// operation's schema, a JSON object with an optional string reason
 	// (checkCancelBody).
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/cancel", Op: "cancelRun", Idempotent: true, check: checkCancelBody, jsonBody: true, serve: (*Handler).cancelRun},
+	// Many cancels in one request (bulkcancel.go): each id answered as
+	// cancelRun answers it, in one entry of a 200, under the request's own
+	// key. A literal segment: API Gateway declares it as it is.
+	{Method: http.MethodPost, Pattern: "/runs:bulk-cancel", Op: "bulkCancelRuns", Idempotent: true, check: checkBulkCancelBody, jsonBody: true, serve: (*Handler).bulkCancelRuns},
 	// A new run of a failed run's workflow and inputs, linked by on (alias retryOf),
 	// under the retry request's own key.
 	{Method: http.MethodPost, Pattern: "/runs/{runId}/retry", Op: "retryRun", Idempotent: true, mints: true, noBody: true, serve: (*Handler).retryRun, object: (*Handler).runObject},
