@@ -203,7 +203,8 @@ func TestBulkCancelWithoutAKey(t *testing.T) {
 // missing or not an array of strings, an id outside the runId grammar
 // (details.field naming its index), a member the closed body does not
 // have, a reason that is not a string or is over 512 characters, no body
-// or not JSON; a body of another media type is 415. Each refusal is the
+// or not JSON; a body of another media type is 415, one over MaxBodyBytes
+// 413. Each refusal is the
 // OpenWOP document's error envelope.
 func TestBulkCancelRefusals(t *testing.T) {
 	o := wireschema.Load(t)
@@ -237,6 +238,7 @@ func TestBulkCancelRefusals(t *testing.T) {
 		{name: "an array", body: `["` + a.ID + `"]`, status: 400},
 		{name: "not JSON", body: `{"runIds":`, status: 400},
 		{name: "another media type", body: bulkBody("", a.ID), ct: "text/plain", status: 415},
+		{name: "over MaxBodyBytes", body: bulkBody(strings.Repeat("a", MaxBodyBytes), a.ID), status: 413},
 	}
 	const key = "k-bulk-refused-0123456789abcdef"
 	for _, c := range cases {

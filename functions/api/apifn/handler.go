@@ -6,10 +6,11 @@
 //
 // Routes: the table Routes (routes.go) lists them: POST /runs (createRun),
 // GET /runs/{runId} (getRun), POST /runs/{runId}/cancel (cancelRun), POST
-// /runs/{runId}/retry (retryRun), GET /runs/{runId}/effects
-// (getRunEffects), GET /runs/{runId}/events (streamRunEvents), the
-// caller's inbox GET /inbox (listInbox), POST /inbox/{id}/resubmit
-// (resubmitInboxEntry) and POST /inbox/{id}/discard (discardInboxEntry),
+// /runs:bulk-cancel (bulkCancelRuns), POST /runs/{runId}/retry
+// (retryRun), GET /runs/{runId}/effects (getRunEffects), GET
+// /runs/{runId}/events (streamRunEvents), the caller's inbox GET /inbox
+// (listInbox), POST /inbox/{id}/resubmit (resubmitInboxEntry) and POST
+// /inbox/{id}/discard (discardInboxEntry),
 // GET /.well-known/openwop (getCapabilities, no credential), GET
 // /openapi.json (getOpenApiSpec, no credential: this host's own OpenAPI
 // 3.1 document, openapi.go) and POST
@@ -75,8 +76,9 @@ import (
 // registry has no 405 row; vendor codes match its vendorCodePattern).
 const CodeMethodNotAllowed = "idemkit.method_not_allowed"
 
-// MaxBodyBytes bounds the bodies of createRun and cancelRun (413
-// payload_too_large above), checked before Layer 1 reads them.
+// MaxBodyBytes bounds the bodies of createRun, cancelRun and
+// bulkCancelRuns (413 payload_too_large above), checked before Layer 1
+// reads them.
 const MaxBodyBytes = 256 << 10
 
 // OpCreateRun is createRun's Layer-1 operation (its Route.Scope), the
