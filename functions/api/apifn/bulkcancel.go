@@ -43,11 +43,14 @@ import (
 // cancelled (the single cancel's keyed semantics). A store out of reach
 // for one id (throttled past the SDK's retries, a 5xx, no answer) answers
 // that entry with the single cancel's 503 envelope,
-// idemkit.store_unavailable, and the others as they went; the request's
-// own deadline passing, or its client hanging up, fails the whole request
-// as the single cancel's would (nothing is recorded under its key). Ids are
-// cancelled bulkCancelConcurrency at a time, each with the single cancel's
-// round trips (one conditional UpdateItem for a live run).
+// idemkit.store_unavailable, and the others as they went (any other error
+// of one id, the single cancel's 500, is internal_error in its entry); the
+// request's own deadline passing, or its client hanging up, fails the
+// whole request as the single cancel's would (nothing is recorded under
+// its key). Ids are cancelled bulkCancelConcurrency at a time, each with
+// the single cancel's round trips (one conditional UpdateItem for a live
+// run). The Idempotency-Decided-Version and If-Match of an offline-decided
+// cancel name one run's version, and are not read here.
 
 // maxBulkRunIds is the most ids of one bulk cancel (the operation's
 // maxItems, the cap runs.md recommends).
@@ -191,6 +194,8 @@ func (h *Handler) bulkCancelRuns(ctx context.Context, c call) (events.APIGateway
 // status: cancelled}, or {runId, ok: false, error} with the envelope
 // POST /runs/{runId}/cancel would answer. An error is returned only when
 // the request itself is over (its context done): the whole request fails.
+// A store error is logged as the single cancel's is (its error, keyed
+// hashes only, and the request id), never the id, which is the body's.
 func (h *Handler) bulkCancelOne(ctx context.Context, c call, caller, id, reason string) (json.RawMessage, error) {
 	if runs.RunTenant(id) != c.tenant {
 		return bulkEntry(id, apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant").Body())
@@ -201,12 +206,12 @@ func (h *Handler) bulkCancelOne(ctx context.Context, c call, caller, id, reason 
 		return nil, err
 	case err != nil && storeDown(err):
 		h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable for one id of a bulk cancel", keyhash.ErrAttr(err),
-			slog.String("run_id", id), slog.String("request_id", c.ev.RequestContext.RequestID))
+			slog.String("request_id", c.ev.RequestContext.RequestID))
 		return bulkEntry(id, apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable,
 			"A store is unavailable; this run may not be cancelled. Cancel it again in a new request (this request's key replays this answer).").Body())
 	case err != nil:
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error for one id of a bulk cancel", keyhash.ErrAttr(err),
-			slog.String("run_id", id), slog.String("request_id", c.ev.RequestContext.RequestID))
+			slog.String("request_id", c.ev.RequestContext.RequestID))
 		return bulkEntry(id, apierr.New(http.StatusInternalServerError, "internal_error", "internal error").Body())
 	case resp.StatusCode == http.StatusOK:
 		return json.Marshal(map[string]any{"runId": id, "ok": true, "status": runs.StatusCancelled})
