@@ -237,6 +237,7 @@ func TestBulkCancelRefusals(t *testing.T) {
 		{name: "no body", body: "", status: 400},
 		{name: "an array", body: `["` + a.ID + `"]`, status: 400},
 		{name: "not JSON", body: `{"runIds":`, status: 400},
+		{name: "a member twice", body: `{"runIds":["` + a.ID + `"],"runIds":["` + a.ID + `"]}`, status: 400},
 		{name: "another media type", body: bulkBody("", a.ID), ct: "text/plain", status: 415},
 		{name: "over MaxBodyBytes", body: bulkBody(strings.Repeat("a", MaxBodyBytes), a.ID), status: 413},
 	}
