@@ -18,6 +18,7 @@ import (
 	"github.com/idemkit/idemkit/idem"
 	idemdynamo "github.com/idemkit/idemkit/idem/dynamostore"
 	idemmem "github.com/idemkit/idemkit/idem/memstore"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/wireschema"
@@ -477,6 +478,50 @@ func TestBulkCancelRoundTrips(t *testing.T) {
 		}
 		if n, ops := cnt.Total(), cnt.Ops(); n != 3*perID || ops["UpdateItem"] != 3 {
 			t.Fatalf("a bulk cancel of 3 live runs and another tenant's took %d round trips %v, want %d (one UpdateItem each)", n, ops, 3*perID)
+		}
+	})
+}
+
+// TestBulkCancelRetriedAfterCrashKeepsItsOKs: a keyed bulk cancel that
+// cancelled its runs and died before its Layer-1 record was completed is
+// retried, after the lease, under the same key: each run its first attempt
+// cancelled is ok cancelled again (the single cancel's keyed semantics:
+// the run records the key's record as its canceller), an ended run is
+// still run_terminal, and the answer is then replayed. A bulk cancel under
+// another key finds every run ended. In memory and on every emulator.
+func TestBulkCancelRetriedAfterCrashKeepsItsOKs(t *testing.T) {
+	o := wireschema.Load(t)
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		rs, inner := backendStores(t, e)
+		clk := clock.NewManual(time.Now())
+		st := &lostCompletion{Store: inner}
+		f := hostOf(t, rs, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, nil)
+		a, b := bulkRun(t, rs, "acme", runs.StatusPending), bulkRun(t, rs, "acme", runs.StatusRunning)
+		done := bulkRun(t, rs, "acme", runs.StatusFailed)
+		body := bulkBody("", a.ID, done.ID, b.ID)
+		const key = "k-bulk-crash-0123456789abcdef"
+		first, _ := f.do(t, ev("POST", bulkPath, "acme", key, body))
+		want := bulkAnswer(t, o, first.StatusCode, first.Body)
+		clk.Advance(idem.DefaultLease + time.Second)
+		retry, _ := f.do(t, ev("POST", bulkPath, "acme", key, body))
+		got := bulkAnswer(t, o, retry.StatusCode, retry.Body)
+		for i := range want {
+			if got[i].OK != want[i].OK || got[i].Status != want[i].Status || got[i].Error["error"] != want[i].Error["error"] {
+				t.Errorf("entry %d: the retry answered %+v, the first attempt %+v", i, got[i], want[i])
+			}
+		}
+		if !got[0].OK || !got[2].OK || got[1].Error["error"] != "run_terminal" {
+			t.Fatalf("the retry: %s", retry.Body)
+		}
+		again, _ := f.do(t, ev("POST", bulkPath, "acme", key, body))
+		if again.Body != retry.Body || header.First(again.Headers, "OpenWOP-Idempotent-Replay") != "true" {
+			t.Fatalf("the key's replay: %s %v", again.Body, again.Headers)
+		}
+		other, _ := f.do(t, ev("POST", bulkPath, "acme", "k-bulk-crash-other-0123456789", body))
+		for i, r := range bulkAnswer(t, o, other.StatusCode, other.Body) {
+			if r.OK || r.Error["error"] != "run_terminal" {
+				t.Errorf("another key, entry %d: %+v, want run_terminal", i, r)
+			}
 		}
 	})
 }
