@@ -96,7 +96,8 @@ type Rotation struct {
 // parse: ParseSigningSecret; the same secret written into another
 // region's table), else a minted one (NewSigningSecret). One strongly
 // consistent GetItem, then one PutItem conditional on the item being as
-// read (else ErrRotatedConcurrently). The secret is returned once and
+// read (else ErrRotatedConcurrently, after one more GetItem that finds
+// the item is not this rotation's own write whose answer was lost). The secret is returned once and
 // never logged.
 func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret string, grace time.Duration, now time.Time) (Rotation, error) {
 	if secret == "" {
@@ -131,11 +132,47 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 	}
 	if _, err := c.PutItem(ctx, in); err != nil {
 		if errors.As(err, new(*types.ConditionalCheckFailedException)) {
+			// The item may be this rotation's own write: a PutItem that
+			// landed and whose answer was lost is retried by the SDK, and
+			// the retry's condition fails on the item the first try wrote.
+			// Refusing it then would say "nothing written" of a secret
+			// that signs and is never shown (RED_TEAM 520).
+			if landed(ctx, c, table, tenant, item) {
+				return rot, nil
+			}
 			return Rotation{}, ErrRotatedConcurrently
 		}
 		return Rotation{}, fmt.Errorf("host: write the signing secret: %w", err)
 	}
 	return rot, nil
+}
+
+// landed reports whether tenant's signing-secret item is item as a
+// rotation wrote it (its secret, and its previous secret and grace, or
+// none), read once strongly consistently. It runs only after the write's
+// condition failed; a read that fails reports false.
+func landed(ctx context.Context, c DynamoAPI, table, tenant string, item map[string]types.AttributeValue) bool {
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		return false
+	}
+	for _, a := range []string{"secret", "previous", "previousUntil"} {
+		if value(out.Item[a]) != value(item[a]) {
+			return false
+		}
+	}
+	return true
+}
+
+// value is a string or number attribute's text; "" for any other, or none.
+func value(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S" + v.Value
+	case *types.AttributeValueMemberN:
+		return "N" + v.Value
+	}
+	return ""
 }
 
 // SecretRemover is the subset of *dynamodb.Client RemoveSigningSecret uses.

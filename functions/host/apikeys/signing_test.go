@@ -175,3 +175,81 @@ func TestSigningSecretsCachedRead(t *testing.T) {
 		}
 	})
 }
+
+// TestRotationWhoseAnswerWasLostLandsOnce (RED_TEAM 520): a rotation whose
+// PutItem landed and whose answer was lost (the SDK retries it, and the
+// retry's condition fails on the item the first try wrote) is the
+// rotation that landed: it returns the secret it wrote, with the grace it
+// wrote, instead of ErrRotatedConcurrently ("nothing written", the new
+// secret never printed, and the next rotation ending the grace of the
+// secret the receiver still holds at once). A rotation another one
+// overtook is still refused. On the emulators.
+func TestRotationWhoseAnswerWasLostLandsOnce(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		tbl := e.CreateTable(t, "ApiKeysTable")
+		f := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, f.Middleware())
+		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		read := func() [][]byte {
+			t.Helper()
+			got, err := (&SigningSecrets{Client: c, Table: tbl, Now: func() time.Time { return now }}).WebhookSecrets(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		// The first rotation (no item before: attribute_not_exists).
+		f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		first, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 24*time.Hour, now)
+		if err != nil || f.Fired() != 1 {
+			t.Fatalf("a first rotation whose answer was lost: %v (faults fired %d); want the secret it wrote", err, f.Fired())
+		}
+		k1, _ := ParseSigningSecret(first.Secret)
+		if got := read(); len(got) != 1 || !bytes.Equal(got[0], k1) {
+			t.Fatalf("%d secrets; want the one the rotation returned", len(got))
+		}
+		// A rotation over it (conditional on the secret read).
+		f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+		second, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 24*time.Hour, now)
+		if err != nil || f.Fired() != 2 || !second.PreviousUntil.Equal(now.Add(24*time.Hour)) {
+			t.Fatalf("a rotation whose answer was lost: %v, previous until %v; want the secret it wrote and its grace", err, second.PreviousUntil)
+		}
+		k2, _ := ParseSigningSecret(second.Secret)
+		if got := read(); len(got) != 2 || !bytes.Equal(got[0], k2) || !bytes.Equal(got[1], k1) {
+			t.Fatalf("%d secrets; want the returned one, then the one it replaced", len(got))
+		}
+		// Overtaken: another rotation wrote between this one's read and
+		// its write: refused, and the other's secret stands.
+		before, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: signingKey("acme"), ConsistentRead: aws.Bool(true)})
+		third, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 24*time.Hour, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := RotateSigningSecret(ctx, staleGetOnce{DynamoAPI: c, out: before, used: new(bool)}, tbl, "acme", "", 24*time.Hour, now); !errors.Is(err, ErrRotatedConcurrently) {
+			t.Fatalf("an overtaken rotation: %v; want ErrRotatedConcurrently", err)
+		}
+		k3, _ := ParseSigningSecret(third.Secret)
+		if got := read(); len(got) != 2 || !bytes.Equal(got[0], k3) || !bytes.Equal(got[1], k2) {
+			t.Fatalf("%d secrets after an overtaken rotation; want the other rotation's", len(got))
+		}
+	})
+}
+
+// staleGetOnce answers its first GetItem with a read taken earlier, the
+// later ones from the table.
+type staleGetOnce struct {
+	DynamoAPI
+	out  *dynamodb.GetItemOutput
+	used *bool
+}
+
+func (s staleGetOnce) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	if s.used == nil || !*s.used {
+		if s.used != nil {
+			*s.used = true
+		}
+		return s.out, nil
+	}
+	return s.DynamoAPI.GetItem(ctx, in, o...)
+}
