@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -317,5 +318,50 @@ func TestSecretReadErrorSendsNothing(t *testing.T) {
 	}
 	if d := r.deliveries(); len(d) != 1 || !verifyStandardWebhook(acmeSecret, d[0].h, d[0].body) {
 		t.Fatal("the delivery after the store came back is not signed")
+	}
+}
+
+// TestReceiverDeduplicatesByTheSignedID (RED_TEAM 521): the signature
+// covers webhook-id and not Idempotency-Key, so a signed delivery sent
+// again within the receiver's tolerance under another Idempotency-Key
+// still verifies, and under another webhook-id does not: a receiver that
+// verifies deduplicates by webhook-id, and SECURITY.md's receiver steps
+// say so and never offer Idempotency-Key in its place (a captured
+// delivery could then be sent again under a key not yet seen, or under
+// the key of a delivery yet to come, which its genuine delivery would
+// then find spent).
+func TestReceiverDeduplicatesByTheSignedID(t *testing.T) {
+	r := newSignRig(t, &secretsOf{m: map[string][]string{"acme": {acmeSecret}}})
+	if _, err := r.w.Deliver(context.Background(), r.run(t, "acme")); err != nil {
+		t.Fatal(err)
+	}
+	d := r.deliveries()[0]
+	again := d.h.Clone()
+	again.Set("Idempotency-Key", "a-key-no-delivery-carried")
+	if !verifyStandardWebhook(acmeSecret, again, d.body) {
+		t.Fatal("a delivery under another Idempotency-Key does not verify: the signature covers it after all")
+	}
+	again = d.h.Clone()
+	again.Set("webhook-id", "msg_"+strings.Repeat("0", 32))
+	if verifyStandardWebhook(acmeSecret, again, d.body) {
+		t.Fatal("a delivery under another webhook-id verifies")
+	}
+	doc, err := os.ReadFile("../../../docs/SECURITY.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(doc), "### 8. Webhook signatures")
+	sec, _, _ = strings.Cut(sec, "\n### ")
+	steps := strings.Join(strings.Fields(sec), " ")
+	if !strings.Contains(steps, "deduplicates by `webhook-id`") {
+		t.Fatal("SECURITY.md's receiver steps do not deduplicate by webhook-id")
+	}
+	for _, bad := range []string{"by `webhook-id` (or `Idempotency-Key`)", "deduplicates by `Idempotency-Key`", "or by `Idempotency-Key`"} {
+		if strings.Contains(steps, bad) {
+			t.Fatalf("SECURITY.md's receiver steps offer Idempotency-Key, which no signature covers, for deduplication: %q", bad)
+		}
+	}
+	if !strings.Contains(steps, "`Idempotency-Key` is not signed") {
+		t.Fatal("SECURITY.md does not say Idempotency-Key is not signed")
 	}
 }
