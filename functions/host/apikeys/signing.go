@@ -136,7 +136,7 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 			// landed and whose answer was lost is retried by the SDK, and
 			// the retry's condition fails on the item the first try wrote.
 			// Refusing it then would say "nothing written" of a secret
-			// that signs and is never shown (RED_TEAM 520).
+			// that signs and is never shown (RED_TEAM 347).
 			if landed(ctx, c, table, tenant, item) {
 				return rot, nil
 			}

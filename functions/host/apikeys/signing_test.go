@@ -176,7 +176,7 @@ func TestSigningSecretsCachedRead(t *testing.T) {
 	})
 }
 
-// TestRotationWhoseAnswerWasLostLandsOnce (RED_TEAM 520): a rotation whose
+// TestRotationWhoseAnswerWasLostLandsOnce (RED_TEAM 347): a rotation whose
 // PutItem landed and whose answer was lost (the SDK retries it, and the
 // retry's condition fails on the item the first try wrote) is the
 // rotation that landed: it returns the secret it wrote, with the grace it

@@ -321,7 +321,7 @@ func TestSecretReadErrorSendsNothing(t *testing.T) {
 	}
 }
 
-// TestReceiverDeduplicatesByTheSignedID (RED_TEAM 521): the signature
+// TestReceiverDeduplicatesByTheSignedID (RED_TEAM 348): the signature
 // covers webhook-id and not Idempotency-Key, so a signed delivery sent
 // again within the receiver's tolerance under another Idempotency-Key
 // still verifies, and under another webhook-id does not: a receiver that
