@@ -57,17 +57,31 @@ func FromStreams(rec streamtypes.Record) (StreamRecord, error) {
 			out.Created = *d.ApproximateCreationDateTime
 		}
 		var err error
-		if out.Keys, err = attributevalue.FromDynamoDBStreamsMap(d.Keys); err != nil {
+		if out.Keys, err = streamsMap(d.Keys); err != nil {
 			return out, err
 		}
-		if out.NewImage, err = attributevalue.FromDynamoDBStreamsMap(d.NewImage); err != nil {
+		if out.NewImage, err = streamsMap(d.NewImage); err != nil {
 			return out, err
 		}
-		if out.OldImage, err = attributevalue.FromDynamoDBStreamsMap(d.OldImage); err != nil {
+		if out.OldImage, err = streamsMap(d.OldImage); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// streamsMap converts one image of a dynamodbstreams record: nil when the
+// record has none (an INSERT's old image, a REMOVE's new one), as
+// FromLambda gives it. attributevalue.FromDynamoDBStreamsMap makes an
+// empty map of a nil one, and the auditor, which reads the new image when
+// there is one, took a REMOVE's empty new image for the item's and
+// audited an effect record's deletion as a Layer-1 record's under
+// `idemkit dev` (RED_TEAM 541).
+func streamsMap(m map[string]streamtypes.AttributeValue) (map[string]types.AttributeValue, error) {
+	if m == nil {
+		return nil, nil
+	}
+	return attributevalue.FromDynamoDBStreamsMap(m)
 }
 
 // FromLambda converts a Lambda DynamoDB event record.
