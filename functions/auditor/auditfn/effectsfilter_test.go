@@ -75,7 +75,7 @@ func auditorOutput(t *testing.T, mode fence.CrossRegion, now func() time.Time, r
 // a run reference. Its mapping on the effects stream, evaluated as Lambda
 // does (functions/host/stream.Filter) on the records the real store's
 // writes put on an emulator's stream, hands over every record's change
-// and none of the others' (RED_TEAM 540); and the auditor's output (counts,
+// and none of the others' (RED_TEAM 349); and the auditor's output (counts,
 // log lines, write-backs) over the records handed over is its output over
 // them all, in each mode.
 func TestAuditorEffectsStreamIsFiltered(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 // stream.FromStreams) gives a REMOVE no new image, as a Lambda event
 // does, so the auditor audits an effect record's deletion as an effect
 // record's: an unfinished claim (firing, its lease running) deleted by
-// TTL is counted (RED_TEAM 541). Before, the REMOVE carried an empty new
+// TTL is counted (RED_TEAM 350). Before, the REMOVE carried an empty new
 // image, which the auditor read as the item (no sort key: a Layer-1
 // record) and counted nothing.
 func TestEffectClaimDeletedFromAPolledStreamIsAuditedAsAnEffect(t *testing.T) {

@@ -76,7 +76,7 @@ func FromStreams(rec streamtypes.Record) (StreamRecord, error) {
 // empty map of a nil one, and the auditor, which reads the new image when
 // there is one, took a REMOVE's empty new image for the item's and
 // audited an effect record's deletion as a Layer-1 record's under
-// `idemkit dev` (RED_TEAM 541).
+// `idemkit dev` (RED_TEAM 350).
 func streamsMap(m map[string]streamtypes.AttributeValue) (map[string]types.AttributeValue, error) {
 	if m == nil {
 		return nil, nil
