@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"unicode/utf8"
@@ -171,15 +172,35 @@ func (h *Handler) bulkCancelRuns(ctx context.Context, c call) (events.APIGateway
 	errs := make([]error, len(distinct))
 	slots := make(chan struct{}, bulkCancelConcurrency)
 	var wg sync.WaitGroup
+	var panicked sync.Once
+	var panicValue any
 	for i, id := range distinct {
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { <-slots; wg.Done() }()
+			defer func() {
+				// A panic of one id's cancel is the request's, raised
+				// again below on the request's goroutine, where the
+				// Guard recovers it as it does a single cancel's (500,
+				// nothing recorded under the key): unrecovered here it
+				// would end the process (RED_TEAM 500).
+				if p := recover(); p != nil {
+					panicked.Do(func() {
+						panicValue = p
+						h.cfg.Logger.ErrorContext(ctx, "api: one id's cancel of a bulk cancel panicked", slog.String("stack", string(debug.Stack())),
+							slog.String("request_id", c.ev.RequestContext.RequestID))
+					})
+				}
+				<-slots
+				wg.Done()
+			}()
 			entries[i], errs[i] = h.bulkCancelOne(ctx, c, caller, id, req.reason)
 		}()
 	}
 	wg.Wait()
+	if panicValue != nil {
+		panic(panicValue)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return events.APIGatewayV2HTTPResponse{}, err
 	}
