@@ -42,13 +42,16 @@ import (
 // run it cancels records the key's record as its CancelledBy, so a retry
 // whose first answer was lost answers ok for the runs its first attempt
 // cancelled (the single cancel's keyed semantics). A store out of reach
-// for one id (throttled past the SDK's retries, a 5xx, no answer) answers
-// that entry with the single cancel's 503 envelope,
-// idemkit.store_unavailable, and the others as they went (any other error
-// of one id, the single cancel's 500, is internal_error in its entry); the
-// request's own deadline passing, or its client hanging up, fails the
-// whole request as the single cancel's would (nothing is recorded under
-// its key). Ids are cancelled bulkCancelConcurrency at a time, each with
+// for one id (throttled past the SDK's retries, a 5xx, no answer) fails a
+// keyed request whole, as a single cancel's: 503 idemkit.store_unavailable
+// with Retry-After (any other error of one id, the single cancel's 500),
+// nothing recorded under its key, whose retry then answers ok for the
+// runs this attempt cancelled; a 5xx is never a key's stored answer. A
+// request without a key (nothing is recorded) answers that entry with the
+// single cancel's 503 envelope, idemkit.store_unavailable (internal_error
+// for another error), and the others as they went. The request's own
+// deadline passing, or its client hanging up, fails the whole request as
+// the single cancel's would (nothing is recorded under its key). Ids are cancelled bulkCancelConcurrency at a time, each with
 // the single cancel's round trips (one conditional UpdateItem for a live
 // run). The Idempotency-Decided-Version and If-Match of an offline-decided
 // cancel name one run's version, and are not read here.
@@ -222,14 +225,22 @@ func (h *Handler) bulkCancelOne(ctx context.Context, c call, caller, id, reason 
 		return bulkEntry(id, apierr.New(http.StatusForbidden, apierr.CodeIDTenantMismatch, "the runId's tenant segment is not the caller's tenant").Body())
 	}
 	resp, _, err := h.cancel(ctx, c.tenant, caller, id, reason, decision{}, resubmission{})
+	_, claimed := idem.FromContext(ctx)
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || claimed):
+		// Under a Layer-1 claim an entry that failed for want of the
+		// store (or with a 500) would be kept under the key, and its
+		// retry would replay that failure instead of cancelling the run
+		// (a 5xx is never a key's stored answer): the whole request
+		// fails as the single cancel would, 503 for a store out of reach
+		// (serve), nothing recorded, and the key's retry answers ok for
+		// the runs this attempt cancelled (RED_TEAM 501).
 		return nil, err
 	case err != nil && storeDown(err):
 		h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable for one id of a bulk cancel", keyhash.ErrAttr(err),
 			slog.String("request_id", c.ev.RequestContext.RequestID))
 		return bulkEntry(id, apierr.New(http.StatusServiceUnavailable, idem.CodeStoreUnavailable,
-			"A store is unavailable; this run may not be cancelled. Cancel it again in a new request (this request's key replays this answer).").Body())
+			"A store is unavailable; this run may not be cancelled. Cancel it again.").Body())
 	case err != nil:
 		h.cfg.Logger.ErrorContext(ctx, "api: internal error for one id of a bulk cancel", keyhash.ErrAttr(err),
 			slog.String("request_id", c.ev.RequestContext.RequestID))
