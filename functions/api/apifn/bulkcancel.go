@@ -186,7 +186,7 @@ func (h *Handler) bulkCancelRuns(ctx context.Context, c call) (events.APIGateway
 				// again below on the request's goroutine, where the
 				// Guard recovers it as it does a single cancel's (500,
 				// nothing recorded under the key): unrecovered here it
-				// would end the process (RED_TEAM 500).
+				// would end the process (RED_TEAM 351).
 				if p := recover(); p != nil {
 					panicked.Do(func() {
 						panicValue = p
@@ -234,7 +234,7 @@ func (h *Handler) bulkCancelOne(ctx context.Context, c call, caller, id, reason 
 		// (a 5xx is never a key's stored answer): the whole request
 		// fails as the single cancel would, 503 for a store out of reach
 		// (serve), nothing recorded, and the key's retry answers ok for
-		// the runs this attempt cancelled (RED_TEAM 501).
+		// the runs this attempt cancelled (RED_TEAM 352).
 		return nil, err
 	case err != nil && storeDown(err):
 		h.cfg.Logger.WarnContext(ctx, "api: a store is unavailable for one id of a bulk cancel", keyhash.ErrAttr(err),

@@ -27,7 +27,7 @@ func (p panickyRuns) Cancel(ctx context.Context, id string, from []runs.Status, 
 	return p.RunStore.Cancel(ctx, id, from, by, reason, now)
 }
 
-// TestBulkCancelPanicOfOneIDIsTheRequestsPanic (RED_TEAM 500): a panic in
+// TestBulkCancelPanicOfOneIDIsTheRequestsPanic (RED_TEAM 351): a panic in
 // the cancel of one id of a bulk cancel is the request's, answered as the
 // same panic in a single cancel is (the Guard recovers it: 500, nothing
 // recorded under the key), never a panic in a goroutine of its own that
@@ -61,7 +61,7 @@ func TestBulkCancelPanicOfOneIDIsTheRequestsPanic(t *testing.T) {
 	}
 }
 
-// TestBulkCancelStoreFaultIsNeverTheKeysAnswer (RED_TEAM 501): a keyed
+// TestBulkCancelStoreFaultIsNeverTheKeysAnswer (RED_TEAM 352): a keyed
 // bulk cancel whose runs table is out of reach for one id is answered
 // 503 idemkit.store_unavailable with Retry-After, as a single cancel is,
 // and nothing is recorded under its key: the key's retry, the store back,
