@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,9 +21,11 @@ import (
 
 // A tenant's webhook signing secret (RED_TEAM 340) is one api-keys table
 // item, {pk: "whsec#" + tenant, secret, previous?, previousUntil?,
-// rotatedAt}: secret and previous in their Standard Webhooks form
-// ("whsec_" and the base64 of the key's bytes), previousUntil and
-// rotatedAt in unix seconds. The authorizer never names such an item (it
+// earlier?, rotatedAt}: secret and previous in their Standard Webhooks
+// form ("whsec_" and the base64 of the key's bytes), previousUntil and
+// rotatedAt in unix seconds; earlier (RED_TEAM 560) lists the replaced
+// secrets older than previous still in their graces, newest first, each
+// {secret, until}. The authorizer never names such an item (it
 // reads "key#" items only); the executor's role may read only these.
 
 // SigningItemPrefix starts the pk of every signing-secret item.
@@ -77,6 +80,23 @@ func signingKey(tenant string) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{"pk": sAV(SigningItemPrefix + tenant)}
 }
 
+// MaxPreviousSecrets bounds the replaced secrets an item keeps signing
+// while their graces last (RED_TEAM 560): a rotation that would keep more
+// is refused (*GraceLimitError).
+const MaxPreviousSecrets = 4
+
+// GraceLimitError refuses a rotation that would keep more than
+// MaxPreviousSecrets replaced secrets signing: nothing is written.
+type GraceLimitError struct {
+	// Until is when the first of the kept graces ends: a rotation with a
+	// grace is accepted from then on (one without a grace at any time).
+	Until time.Time
+}
+
+func (e *GraceLimitError) Error() string {
+	return fmt.Sprintf("host: the tenant already keeps %d replaced signing secrets in their graces, the first ending at %s", MaxPreviousSecrets, e.Until.UTC().Format(time.RFC3339))
+}
+
 // Rotation is what RotateSigningSecret wrote.
 type Rotation struct {
 	// Secret is the new secret, to hand to the tenant's receiver once.
@@ -84,21 +104,95 @@ type Rotation struct {
 	// PreviousUntil is when the secret it replaced stops signing; zero
 	// when none is kept (no secret before, or no grace).
 	PreviousUntil time.Time
+	// Earlier is when each secret replaced before it and still in its
+	// grace stops signing, newest first: they keep signing too.
+	Earlier []time.Time
 	// Unchanged reports that the given secret already was the tenant's
 	// current one: nothing was written.
 	Unchanged bool
 }
 
+// prevSecret is one replaced secret an item keeps, and when its grace
+// ends (unix seconds).
+type prevSecret struct {
+	secret string
+	until  int64
+}
+
+// previousSecrets returns the replaced secrets item keeps, newest first:
+// "previous" and "previousUntil" (the one every item written since
+// RED_TEAM 340 may hold), then "earlier", a list of {secret, until} maps
+// (RED_TEAM 560). An entry that is not a string and a number is an error.
+func previousSecrets(item map[string]types.AttributeValue) ([]prevSecret, error) {
+	var out []prevSecret
+	prev, ok := item["previous"].(*types.AttributeValueMemberS)
+	until, uok := item["previousUntil"].(*types.AttributeValueMemberN)
+	if ok && uok {
+		u, err := strconv.ParseInt(until.Value, 10, 64)
+		if err != nil {
+			return nil, errors.New("host: the stored signing secret's previousUntil is not a number")
+		}
+		out = append(out, prevSecret{prev.Value, u})
+	}
+	earlier, _ := item["earlier"].(*types.AttributeValueMemberL)
+	if earlier == nil {
+		return out, nil
+	}
+	for _, v := range earlier.Value {
+		m, _ := v.(*types.AttributeValueMemberM)
+		if m == nil {
+			return nil, errors.New("host: a stored earlier signing secret is not a map")
+		}
+		s, sok := m.Value["secret"].(*types.AttributeValueMemberS)
+		n, nok := m.Value["until"].(*types.AttributeValueMemberN)
+		if !sok || !nok {
+			return nil, errors.New("host: a stored earlier signing secret lacks its secret or its until")
+		}
+		u, err := strconv.ParseInt(n.Value, 10, 64)
+		if err != nil {
+			return nil, errors.New("host: a stored earlier signing secret's until is not a number")
+		}
+		out = append(out, prevSecret{s.Value, u})
+	}
+	return out, nil
+}
+
+// putPrevious writes prev, newest first, into item: the first as
+// "previous" and "previousUntil" (so an executor of an earlier release
+// still signs with it), the others as "earlier".
+func putPrevious(item map[string]types.AttributeValue, prev []prevSecret) {
+	if len(prev) == 0 {
+		return
+	}
+	item["previous"] = sAV(prev[0].secret)
+	item["previousUntil"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(prev[0].until, 10)}
+	if len(prev) == 1 {
+		return
+	}
+	l := make([]types.AttributeValue, 0, len(prev)-1)
+	for _, p := range prev[1:] {
+		l = append(l, &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
+			"secret": sAV(p.secret),
+			"until":  &types.AttributeValueMemberN{Value: strconv.FormatInt(p.until, 10)},
+		}})
+	}
+	item["earlier"] = &types.AttributeValueMemberL{Value: l}
+}
+
 // RotateSigningSecret gives tenant a new signing secret in the api-keys
 // table and keeps the one it replaces signing until now+grace (none kept
 // with grace 0), so deliveries carry both signatures while the receiver
-// moves to the new one. The new secret is secret when given (it must
-// parse: ParseSigningSecret; the same secret written into another
-// region's table), else a minted one (NewSigningSecret). One strongly
-// consistent GetItem, then one PutItem conditional on the item being as
-// read (else ErrRotatedConcurrently, after one more GetItem that finds
-// the item is not this rotation's own write whose answer was lost). The secret is returned once and
-// never logged.
+// moves to the new one. Secrets replaced before it whose graces have not
+// ended keep signing until theirs end (RED_TEAM 560); those whose graces
+// ended are dropped. A rotation that would keep more than
+// MaxPreviousSecrets is refused (*GraceLimitError), never one without a
+// grace. The new secret is secret when given (it must parse:
+// ParseSigningSecret; the same secret written into another region's
+// table), else a minted one (NewSigningSecret). One strongly consistent
+// GetItem, then one PutItem conditional on the item being as read (else
+// ErrRotatedConcurrently, after one more GetItem that finds the item is
+// not this rotation's own write whose answer was lost). The secret is
+// returned once and never logged.
 func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret string, grace time.Duration, now time.Time) (Rotation, error) {
 	if secret == "" {
 		secret = NewSigningSecret()
@@ -119,11 +213,31 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 	item["rotatedAt"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(now.Unix(), 10)}
 	in := &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}
 	if old, ok := out.Item["secret"].(*types.AttributeValueMemberS); ok {
+		var prev, live []prevSecret
 		if grace > 0 {
 			rot.PreviousUntil = now.Add(grace).Truncate(time.Second)
-			item["previous"] = sAV(old.Value)
-			item["previousUntil"] = &types.AttributeValueMemberN{Value: strconv.FormatInt(rot.PreviousUntil.Unix(), 10)}
+			prev = append(prev, prevSecret{old.Value, rot.PreviousUntil.Unix()})
 		}
+		// Replaced secrets that do not parse never sign (the executor
+		// refuses the item): dropping them here repairs it.
+		kept, _ := previousSecrets(out.Item)
+		for _, p := range kept {
+			if p.until > now.Unix() {
+				live = append(live, p)
+			}
+		}
+		prev = append(prev, live...)
+		if len(prev) > MaxPreviousSecrets {
+			first := live[0].until
+			for _, p := range live[1:] {
+				first = min(first, p.until)
+			}
+			return Rotation{}, &GraceLimitError{Until: time.Unix(first, 0)}
+		}
+		for _, p := range prev[len(prev)-len(live):] {
+			rot.Earlier = append(rot.Earlier, time.Unix(p.until, 0))
+		}
+		putPrevious(item, prev)
 		in.ConditionExpression = aws.String("#s = :old")
 		in.ExpressionAttributeNames = map[string]string{"#s": "secret"}
 		in.ExpressionAttributeValues = map[string]types.AttributeValue{":old": sAV(old.Value)}
@@ -148,49 +262,50 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 }
 
 // landed reports whether tenant's signing-secret item is item as a
-// rotation wrote it (its secret, and its previous secret and grace, or
-// none), read once strongly consistently. It runs only after the write's
-// condition failed; a read that fails reports false.
+// rotation wrote it (its secret, and its replaced secrets and their
+// graces, or none), read once strongly consistently. It runs only after
+// the write's condition failed; a read that fails reports false.
 func landed(ctx context.Context, c DynamoAPI, table, tenant string, item map[string]types.AttributeValue) bool {
 	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true)})
 	if err != nil {
 		return false
 	}
-	for _, a := range []string{"secret", "previous", "previousUntil"} {
-		if value(out.Item[a]) != value(item[a]) {
-			return false
-		}
+	cur, _ := out.Item["secret"].(*types.AttributeValueMemberS)
+	if cur == nil || cur.Value != item["secret"].(*types.AttributeValueMemberS).Value {
+		return false
 	}
-	return true
-}
-
-// value is a string or number attribute's text; "" for any other, or none.
-func value(v types.AttributeValue) string {
-	switch v := v.(type) {
-	case *types.AttributeValueMemberS:
-		return "S" + v.Value
-	case *types.AttributeValueMemberN:
-		return "N" + v.Value
-	}
-	return ""
+	got, err := previousSecrets(out.Item)
+	want, _ := previousSecrets(item)
+	return err == nil && slices.Equal(got, want)
 }
 
 // SecretRemover is the subset of *dynamodb.Client RemoveSigningSecret uses.
 type SecretRemover interface {
+	GetItem(context.Context, *dynamodb.GetItemInput, ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
 	DeleteItem(context.Context, *dynamodb.DeleteItemInput, ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
 }
 
-// RemoveSigningSecret deletes tenant's signing secrets (the current and any
-// previous one): its deliveries are sent unsigned once an executor's cache
-// has let go of them (DefaultSecretCacheTTL). found is false when the
-// tenant had none. One DeleteItem.
+// RemoveSigningSecret deletes tenant's signing secrets (the current one
+// and any replaced one in its grace): its deliveries are sent unsigned
+// once an executor's cache has let go of them (DefaultSecretCacheTTL).
+// found is false when the tenant had none. One strongly consistent
+// GetItem (none found: nothing more), then one DeleteItem: the read, not
+// the delete's answer, says whether there was one, since a delete that
+// landed and whose answer was lost is retried by the SDK and the retry
+// finds nothing (RED_TEAM 561).
 func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant string) (found bool, err error) {
-	out, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: signingKey(tenant),
-		ReturnValues: types.ReturnValueAllOld})
+	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true),
+		ProjectionExpression: aws.String("pk")})
 	if err != nil {
+		return false, fmt.Errorf("host: read the signing secret: %w", err)
+	}
+	if len(out.Item) == 0 {
+		return false, nil
+	}
+	if _, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: signingKey(tenant)}); err != nil {
 		return false, fmt.Errorf("host: delete the signing secret: %w", err)
 	}
-	return len(out.Attributes) > 0, nil
+	return true, nil
 }
 
 // SigningSecrets reads the tenants' signing secrets from the api-keys table
@@ -213,16 +328,22 @@ type SigningSecrets struct {
 
 // cachedSecrets is one tenant's read.
 type cachedSecrets struct {
-	current, previous []byte
-	previousUntil     time.Time
-	readAt            time.Time
+	current  []byte
+	previous []cachedPrevious // newest first
+	readAt   time.Time
+}
+
+// cachedPrevious is a replaced secret's key bytes and when its grace ends.
+type cachedPrevious struct {
+	key   []byte
+	until time.Time
 }
 
 // maxCachedTenants bounds the cache; a full cache starts over.
 const maxCachedTenants = 4096
 
 // WebhookSecrets returns tenant's key bytes, the current secret first, then
-// the previous one while its grace lasts; none when the tenant has no
+// each replaced one whose grace lasts, newest first (RED_TEAM 560); none when the tenant has no
 // secret. A stored secret that does not parse is an error (nothing is
 // sent unsigned in its place); the error never quotes it.
 func (s *SigningSecrets) WebhookSecrets(ctx context.Context, tenant string) ([][]byte, error) {
@@ -249,10 +370,13 @@ func (s *SigningSecrets) WebhookSecrets(ctx context.Context, tenant string) ([][
 	if c.current == nil {
 		return nil, nil
 	}
-	if c.previous != nil && now.Before(c.previousUntil) {
-		return [][]byte{c.current, c.previous}, nil
+	keys := [][]byte{c.current}
+	for _, p := range c.previous {
+		if now.Before(p.until) {
+			keys = append(keys, p.key)
+		}
 	}
-	return [][]byte{c.current}, nil
+	return keys, nil
 }
 
 func (s *SigningSecrets) now() time.Time {
@@ -276,17 +400,16 @@ func (s *SigningSecrets) read(ctx context.Context, tenant string, now time.Time)
 	if c.current, err = ParseSigningSecret(cur.Value); err != nil {
 		return cachedSecrets{}, fmt.Errorf("host: the stored signing secret is malformed: %w", err)
 	}
-	prev, ok := out.Item["previous"].(*types.AttributeValueMemberS)
-	until, uok := out.Item["previousUntil"].(*types.AttributeValueMemberN)
-	if ok && uok {
-		u, err := strconv.ParseInt(until.Value, 10, 64)
+	prev, err := previousSecrets(out.Item)
+	if err != nil {
+		return cachedSecrets{}, err
+	}
+	for _, p := range prev {
+		k, err := ParseSigningSecret(p.secret)
 		if err != nil {
-			return cachedSecrets{}, errors.New("host: the stored signing secret's previousUntil is not a number")
+			return cachedSecrets{}, fmt.Errorf("host: a stored previous signing secret is malformed: %w", err)
 		}
-		if c.previous, err = ParseSigningSecret(prev.Value); err != nil {
-			return cachedSecrets{}, fmt.Errorf("host: the stored previous signing secret is malformed: %w", err)
-		}
-		c.previousUntil = time.Unix(u, 0)
+		c.previous = append(c.previous, cachedPrevious{k, time.Unix(p.until, 0)})
 	}
 	return c, nil
 }

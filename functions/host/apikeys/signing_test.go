@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -230,7 +231,8 @@ func TestRotationWhoseAnswerWasLostLandsOnce(t *testing.T) {
 			t.Fatalf("an overtaken rotation: %v; want ErrRotatedConcurrently", err)
 		}
 		k3, _ := ParseSigningSecret(third.Secret)
-		if got := read(); len(got) != 2 || !bytes.Equal(got[0], k3) || !bytes.Equal(got[1], k2) {
+		// The other rotation's: k3, and k2 and k1 in their graces (RED_TEAM 560).
+		if got := read(); len(got) != 3 || !bytes.Equal(got[0], k3) || !bytes.Equal(got[1], k2) || !bytes.Equal(got[2], k1) {
 			t.Fatalf("%d secrets after an overtaken rotation; want the other rotation's", len(got))
 		}
 	})
@@ -252,4 +254,147 @@ func (s staleGetOnce) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o 
 		return s.out, nil
 	}
 	return s.DynamoAPI.GetItem(ctx, in, o...)
+}
+
+// TestRotationKeepsAtMostFourGraces (RED_TEAM 560): the replaced secrets
+// kept signing are bounded: a rotation with a grace that would keep more
+// than MaxPreviousSecrets is refused, naming when the first kept grace
+// ends, and writes nothing; one without a grace is accepted; a secret
+// whose grace ended is dropped from the item at the next rotation. A
+// rotation whose answer was lost over an item of several replaced
+// secrets still lands once (RED_TEAM 347). On the emulators.
+func TestRotationKeepsAtMostFourGraces(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		tbl := e.CreateTable(t, "ApiKeysTable")
+		f := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, f.Middleware())
+		t0 := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		now := t0
+		read := func() int {
+			t.Helper()
+			got, err := (&SigningSecrets{Client: c, Table: tbl, Now: func() time.Time { return now }}).WebhookSecrets(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(got)
+		}
+		rotate := func(grace time.Duration) (Rotation, error) {
+			return RotateSigningSecret(ctx, c, tbl, "acme", "", grace, now)
+		}
+		if _, err := rotate(0); err != nil {
+			t.Fatal(err)
+		}
+		// Four rotations a minute apart, graces of 4h, 3h, 5h, 6h: the
+		// first ends soonest at t0+3h+1m (the second's).
+		for i, g := range []time.Duration{4, 3, 5, 6} {
+			now = now.Add(time.Minute)
+			if i == 3 {
+				// Its answer lost: it lands, with the earlier graces.
+				f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+			}
+			rot, err := rotate(g * time.Hour)
+			if err != nil {
+				t.Fatalf("rotation %d: %v", i+1, err)
+			}
+			if len(rot.Earlier) != i {
+				t.Fatalf("rotation %d reports %d earlier graces, want %d", i+1, len(rot.Earlier), i)
+			}
+		}
+		if f.Fired() != 1 {
+			t.Fatalf("faults fired %d, want 1", f.Fired())
+		}
+		if n := read(); n != 5 {
+			t.Fatalf("%d secrets sign; want the current one and four in their graces", n)
+		}
+		before, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: signingKey("acme"), ConsistentRead: aws.Bool(true)})
+		now = now.Add(time.Minute)
+		_, err := rotate(time.Hour)
+		var limit *GraceLimitError
+		if !errors.As(err, &limit) || !limit.Until.Equal(t0.Add(2*time.Minute+3*time.Hour)) {
+			t.Fatalf("a fifth grace: %v; want GraceLimitError until %v", err, t0.Add(2*time.Minute+3*time.Hour))
+		}
+		after, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: signingKey("acme"), ConsistentRead: aws.Bool(true)})
+		if value(after.Item["secret"]) != value(before.Item["secret"]) || read() != 5 {
+			t.Fatal("a refused rotation wrote")
+		}
+		// At the first grace's end: accepted, that secret dropped.
+		now = limit.Until
+		rot, err := rotate(time.Hour)
+		if err != nil || len(rot.Earlier) != 3 {
+			t.Fatalf("at the first grace's end: %v, %d earlier graces; want accepted, 3", err, len(rot.Earlier))
+		}
+		if n := read(); n != 5 {
+			t.Fatalf("%d secrets sign; want 5", n)
+		}
+		// Without a grace: accepted at any time, the kept ones kept.
+		if rot, err = rotate(0); err != nil || !rot.PreviousUntil.IsZero() || len(rot.Earlier) != 4 {
+			t.Fatalf("a rotation without a grace: %v, %d earlier; want accepted, the four kept", err, len(rot.Earlier))
+		}
+		// Once every grace has ended, the next rotation keeps none of them.
+		now = now.Add(7 * time.Hour)
+		if n := read(); n != 1 {
+			t.Fatalf("%d secrets sign after every grace; want 1", n)
+		}
+		if _, err := rotate(time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		item, _ := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(tbl), Key: signingKey("acme"), ConsistentRead: aws.Bool(true)})
+		if _, ok := item.Item["earlier"]; ok || item.Item["previous"] == nil {
+			t.Fatalf("the item keeps secrets whose graces ended: %v", item.Item["earlier"])
+		}
+	})
+}
+
+// TestRemovalWhoseAnswerWasLostReportsIt (RED_TEAM 561): a removal whose
+// DeleteItem landed and whose answer was lost (the SDK's retry finds
+// nothing to delete) reports the secret removed, not "none"; a tenant
+// without one is still none. On the emulators.
+func TestRemovalWhoseAnswerWasLostReportsIt(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		tbl := e.CreateTable(t, "ApiKeysTable")
+		c := e.Client()
+		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		if _, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 0, now); err != nil {
+			t.Fatal(err)
+		}
+		lost := &retriedDelete{SecretRemover: c}
+		if found, err := RemoveSigningSecret(ctx, lost, tbl, "acme"); err != nil || !found || lost.sent != 2 {
+			t.Fatalf("a removal whose answer was lost: found %v, %v (%d DeleteItem sent); want found", found, err, lost.sent)
+		}
+		if got, err := (&SigningSecrets{Client: c, Table: tbl, Now: func() time.Time { return now }}).WebhookSecrets(ctx, "acme"); err != nil || got != nil {
+			t.Fatalf("after the removal: %d secrets, %v; want none", len(got), err)
+		}
+		if found, err := RemoveSigningSecret(ctx, c, tbl, "acme"); err != nil || found {
+			t.Fatalf("a second removal: found %v, %v; want none", found, err)
+		}
+	})
+}
+
+// value is a string or number attribute's text; "" for any other, or none.
+func value(v types.AttributeValue) string {
+	switch v := v.(type) {
+	case *types.AttributeValueMemberS:
+		return "S" + v.Value
+	case *types.AttributeValueMemberN:
+		return "N" + v.Value
+	}
+	return ""
+}
+
+// retriedDelete sends each DeleteItem twice and answers with the second
+// try's answer: a delete that landed, whose answer was lost, retried by
+// the SDK (the same request again).
+type retriedDelete struct {
+	SecretRemover
+	sent int
+}
+
+func (r *retriedDelete) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, o ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error) {
+	r.sent += 2
+	if _, err := r.SecretRemover.DeleteItem(ctx, in, o...); err != nil {
+		return nil, err
+	}
+	return r.SecretRemover.DeleteItem(ctx, in, o...)
 }
