@@ -31,7 +31,12 @@ The secret it replaces keeps signing for --grace (default 24h): until then
 every delivery carries two signatures, the new secret's and the previous
 one's, so a receiver that still holds the previous secret accepts it while
 it moves to the new one. --grace 0 stops the previous secret at once (a
-secret that leaked). Each executor reads a tenant's secrets at most once a
+secret that leaked). A rotation within an earlier one's grace keeps that
+earlier secret signing too, until its own grace ends: each delivery then
+carries one signature per secret still in its grace, the newest first. At
+most 4 replaced secrets are kept: a rotation with a grace that would keep a
+fifth is refused (exit 1, nothing written), naming when the first of their
+graces ends; rotate from then on, or with --grace 0. Each executor reads a tenant's secrets at most once a
 minute, so a rotation signs deliveries within a minute; a grace shorter
 than that is refused.
 
@@ -49,7 +54,7 @@ examples:
   idemkit webhook secret rotate --tenant acme --secret - --table prod-ApiKeysTable --region us-west-2 < secret.txt
 `
 
-const webhookSecretRemoveAbout = `Removes a tenant's webhook signing secrets (the current one and any previous
+const webhookSecretRemoveAbout = `Removes a tenant's webhook signing secrets (the current one and any replaced
 one still in its grace) from the api-keys table: the tenant's deliveries are
 sent unsigned again, at the latest a minute later (each executor's cache).
 Prints "removed the signing secret of tenant T".
@@ -128,9 +133,14 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 		return 1
 	}
 	rot, err := apikeys.RotateSigningSecret(ctx, c, tbl, *tenant, given, grace, time.Now())
+	var limit *apikeys.GraceLimitError
 	switch {
 	case errors.Is(err, apikeys.ErrRotatedConcurrently):
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's signing secret changed while this rotation ran (another rotation or a removal); nothing written: run it again\n", *tenant)
+		return 1
+	case errors.As(err, &limit):
+		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s already has %d replaced secrets signing in their graces, the most kept; the first of those graces ends at %s: rotate from then on, or now with --grace 0 (the current secret stops signing at once); nothing written\n",
+			*tenant, apikeys.MaxPreviousSecrets, limit.Until.UTC().Format(time.RFC3339))
 		return 1
 	case errors.As(err, new(*types.ResourceNotFoundException)):
 		where := "in region " + c.Options().Region
@@ -151,12 +161,22 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 		// A new secret is shown once, here, and nowhere else.
 		fmt.Fprintln(stdout, rot.Secret)
 	}
-	if rot.PreviousUntil.IsZero() {
+	if rot.PreviousUntil.IsZero() && len(rot.Earlier) == 0 {
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret alone from at most a minute on\n", *tenant)
-	} else {
-		fmt.Fprintf(stderr, "idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret from at most a minute on, and with the previous one too until %s\n",
-			*tenant, rot.PreviousUntil.UTC().Format(time.RFC3339))
+		return 0
 	}
+	msg := fmt.Sprintf("idemkit webhook secret rotate: tenant %s's deliveries are signed with this secret from at most a minute on", *tenant)
+	if !rot.PreviousUntil.IsZero() {
+		msg += ", and with the previous one too until " + rot.PreviousUntil.UTC().Format(time.RFC3339)
+	}
+	if len(rot.Earlier) > 0 {
+		ends := make([]string, len(rot.Earlier))
+		for i, u := range rot.Earlier {
+			ends[i] = u.UTC().Format(time.RFC3339)
+		}
+		msg += fmt.Sprintf(", and with %d secret(s) replaced before it too, each until its grace ends (%s)", len(rot.Earlier), strings.Join(ends, ", "))
+	}
+	fmt.Fprintln(stderr, msg)
 	return 0
 }
 

@@ -157,3 +157,60 @@ func TestWebhookSecretRotateAndRemove(t *testing.T) {
 		}
 	})
 }
+
+// TestWebhookSecretRotateKeepsEveryGrace (RED_TEAM 560): on the emulators,
+// a rotation within earlier graces says that the secrets replaced before
+// it sign too, each until when; one that would keep a fifth replaced
+// secret is refused in words (exit 1, nothing on stdout, nothing written)
+// naming when the first kept grace ends and --grace 0, which is accepted.
+func TestWebhookSecretRotateKeepsEveryGrace(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		prefix := fmt.Sprintf("wg%d-", time.Now().UnixNano())
+		table := prefix + "ApiKeysTable"
+		cli := func(args ...string) (int, string, string) {
+			t.Helper()
+			var out, errb bytes.Buffer
+			code := run(ctx, append(args, "--endpoint", e.Endpoint, "--table", table), &out, &errb)
+			return code, out.String(), errb.String()
+		}
+		var terr bytes.Buffer
+		if code := run(ctx, []string{"tables", "create", "--only", "api-keys", "--prefix", prefix, "--endpoint", e.Endpoint}, &bytes.Buffer{}, &terr); code != 0 {
+			t.Fatalf("tables create: %d %s", code, terr.String())
+		}
+		if code, _, errb := cli("webhook", "secret", "rotate", "--tenant", "acme"); code != 0 {
+			t.Fatalf("first rotation: exit %d, %q", code, errb)
+		}
+		for i, g := range []string{"3h", "2h", "4h", "5h"} {
+			code, out, errb := cli("webhook", "secret", "rotate", "--tenant", "acme", "--grace", g)
+			if code != 0 || out == "" || !strings.Contains(errb, "previous one too until ") || strings.Contains(errb, "whsec_") {
+				t.Fatalf("rotation %d: exit %d, stderr %q", i+2, code, errb)
+			}
+			if want := fmt.Sprintf("with %d secret(s) replaced before it too, each until its grace ends (", i); i > 0 && !strings.Contains(errb, want) {
+				t.Fatalf("rotation %d: stderr %q; want %q", i+2, errb, want)
+			}
+		}
+		reader := func() int {
+			got, err := (&apikeys.SigningSecrets{Client: e.Client(), Table: table}).WebhookSecrets(ctx, "acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(got)
+		}
+		if n := reader(); n != 5 {
+			t.Fatalf("%d secrets sign; want 5", n)
+		}
+		code, out, errb := cli("webhook", "secret", "rotate", "--tenant", "acme", "--grace", "1h")
+		if code != 1 || out != "" || !strings.Contains(errb, "already has 4 replaced secrets signing in their graces") ||
+			!strings.Contains(errb, "the first of those graces ends at ") || !strings.Contains(errb, "--grace 0") || !strings.Contains(errb, "nothing written") {
+			t.Fatalf("a fifth grace: exit %d, stdout %q, stderr %q; want 1 and the refusal", code, out, errb)
+		}
+		if code, out, errb := cli("webhook", "secret", "rotate", "--tenant", "acme", "--grace", "0"); code != 0 || out == "" ||
+			!strings.Contains(errb, "with 4 secret(s) replaced before it too") {
+			t.Fatalf("--grace 0: exit %d, stderr %q", code, errb)
+		}
+		if n := reader(); n != 5 {
+			t.Fatalf("%d secrets sign after --grace 0; want the new one and the four kept", n)
+		}
+	})
+}

@@ -17,8 +17,8 @@ import (
 // webhook-signature; a tenant without one is sent unsigned.
 type SigningSecrets interface {
 	// WebhookSecrets returns the raw key bytes of tenant's signing
-	// secrets, the current one first (during a rotation, the previous one
-	// after it); none when the tenant has no secret. An error sends
+	// secrets, the current one first (during rotations' graces, each
+	// replaced one still in its grace after it, newest first); none when the tenant has no secret. An error sends
 	// nothing: Deliver returns it before the effect is claimed.
 	WebhookSecrets(ctx context.Context, tenant string) ([][]byte, error)
 }
