@@ -269,3 +269,31 @@ func TestUnknownKindFailsTheTest(t *testing.T) {
 		t.Fatalf("fatal %q, skipped %q", f.fatal, f.skipped)
 	}
 }
+
+// TestLostAnswerLeavesNothingInTheRetrysResult (RED_TEAM 562): the SDK
+// decodes every attempt of one call into the same output value, so an
+// answer FailNextAfterSend "lost" was decoded before it was dropped, and
+// the fields its retry's answer does not set kept the lost answer's: a
+// DeleteItem with ReturnValues ALL_OLD whose answer was lost returned the
+// deleted item, as no lost answer does. The caller sees the retry's
+// answer alone. On the emulators.
+func TestLostAnswerLeavesNothingInTheRetrysResult(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		name := e.CreateTable(t, "FenceTable")
+		f := dynamotest.NewFaults()
+		c := e.Client(dynamotest.FastRetries, f.Middleware())
+		p := put("gone")
+		p.TableName = aws.String(name)
+		if _, err := c.PutItem(ctx(t), p); err != nil {
+			t.Fatal(err)
+		}
+		f.FailNextAfterSend("DeleteItem", 1, dynamotest.ResponseLost())
+		out, err := c.DeleteItem(ctx(t), &dynamodb.DeleteItemInput{TableName: aws.String(name), Key: p.Item, ReturnValues: types.ReturnValueAllOld})
+		if err != nil || f.Fired() != 1 {
+			t.Fatalf("%v (fired %d)", err, f.Fired())
+		}
+		if len(out.Attributes) != 0 {
+			t.Fatalf("a delete whose answer was lost returned the deleted item %v; want the retry's answer, which finds none", out.Attributes)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package dynamotest
 
 import (
 	"context"
+	"reflect"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -125,7 +126,8 @@ func (f *Faults) Middleware() func(*dynamodb.Options) {
 					if !after {
 						return middleware.FinalizeOutput{}, middleware.Metadata{}, err
 					}
-					_, md, _ := next.HandleFinalize(ctx, in)
+					out, md, _ := next.HandleFinalize(ctx, in)
+					forget(out.Result)
 					return middleware.FinalizeOutput{}, md, err
 				}), middleware.After)
 		})
@@ -187,5 +189,17 @@ func Losses(op string) []Loss {
 			f.FailNextAfterSend(op, 1, ResponseLost())
 			f.FailNext(op, 2, Throttle())
 		}, false},
+	}
+}
+
+// forget zeroes the output an answer was decoded into. The SDK decodes
+// every attempt of one call into the same output value, so an answer
+// lost after it was decoded would otherwise leave its fields in the
+// retry's result wherever the retry's answer sets none (a DeleteItem's
+// old item, RED_TEAM 562); a really lost answer is never decoded.
+func forget(result any) {
+	v := reflect.ValueOf(result)
+	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().CanSet() {
+		v.Elem().Set(reflect.Zero(v.Elem().Type()))
 	}
 }
