@@ -369,6 +369,16 @@ func TestRemovalWhoseAnswerWasLostReportsIt(t *testing.T) {
 		if found, err := RemoveSigningSecret(ctx, c, tbl, "acme"); err != nil || found {
 			t.Fatalf("a second removal: found %v, %v; want none", found, err)
 		}
+		// The same through the SDK's own retry of a lost answer.
+		if _, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 0, now); err != nil {
+			t.Fatal(err)
+		}
+		f := dynamotest.NewFaults()
+		fc := e.Client(dynamotest.FastRetries, f.Middleware())
+		f.FailNextAfterSend("DeleteItem", 1, dynamotest.ResponseLost())
+		if found, err := RemoveSigningSecret(ctx, fc, tbl, "acme"); err != nil || !found || f.Fired() != 1 {
+			t.Fatalf("a removal whose answer was lost, retried by the SDK: found %v, %v (faults fired %d); want found", found, err, f.Fired())
+		}
 	})
 }
 
