@@ -8,7 +8,8 @@
 // usable key.
 //
 // The same table holds each tenant's webhook signing secrets, one item
-// {pk: "whsec#" + tenant, secret, previous?, previousUntil?, rotatedAt}
+// {pk: "whsec#" + tenant, secret, previous?, previousUntil?, earlier?,
+// rotatedAt}
 // per tenant (RotateSigningSecret, RemoveSigningSecret), read by the
 // executor through a cache (SigningSecrets). Unlike a key, a secret is
 // stored as such: the sender needs it to sign.
