@@ -158,7 +158,7 @@ func TestWebhookSecretRotateAndRemove(t *testing.T) {
 	})
 }
 
-// TestWebhookSecretRotateKeepsEveryGrace (RED_TEAM 560): on the emulators,
+// TestWebhookSecretRotateKeepsEveryGrace (RED_TEAM 353): on the emulators,
 // a rotation within earlier graces says that the secrets replaced before
 // it sign too, each until when; one that would keep a fifth replaced
 // secret is refused in words (exit 1, nothing on stdout, nothing written)

@@ -270,7 +270,7 @@ func TestUnknownKindFailsTheTest(t *testing.T) {
 	}
 }
 
-// TestLostAnswerLeavesNothingInTheRetrysResult (RED_TEAM 562): the SDK
+// TestLostAnswerLeavesNothingInTheRetrysResult (RED_TEAM 355): the SDK
 // decodes every attempt of one call into the same output value, so an
 // answer FailNextAfterSend "lost" was decoded before it was dropped, and
 // the fields its retry's answer does not set kept the lost answer's: a

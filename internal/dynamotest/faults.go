@@ -196,7 +196,7 @@ func Losses(op string) []Loss {
 // every attempt of one call into the same output value, so an answer
 // lost after it was decoded would otherwise leave its fields in the
 // retry's result wherever the retry's answer sets none (a DeleteItem's
-// old item, RED_TEAM 562); a really lost answer is never decoded.
+// old item, RED_TEAM 355); a really lost answer is never decoded.
 func forget(result any) {
 	v := reflect.ValueOf(result)
 	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().CanSet() {

@@ -23,7 +23,7 @@ import (
 // item, {pk: "whsec#" + tenant, secret, previous?, previousUntil?,
 // earlier?, rotatedAt}: secret and previous in their Standard Webhooks
 // form ("whsec_" and the base64 of the key's bytes), previousUntil and
-// rotatedAt in unix seconds; earlier (RED_TEAM 560) lists the replaced
+// rotatedAt in unix seconds; earlier (RED_TEAM 353) lists the replaced
 // secrets older than previous still in their graces, newest first, each
 // {secret, until}. The authorizer never names such an item (it
 // reads "key#" items only); the executor's role may read only these.
@@ -81,7 +81,7 @@ func signingKey(tenant string) map[string]types.AttributeValue {
 }
 
 // MaxPreviousSecrets bounds the replaced secrets an item keeps signing
-// while their graces last (RED_TEAM 560): a rotation that would keep more
+// while their graces last (RED_TEAM 353): a rotation that would keep more
 // is refused (*GraceLimitError).
 const MaxPreviousSecrets = 4
 
@@ -122,7 +122,7 @@ type prevSecret struct {
 // previousSecrets returns the replaced secrets item keeps, newest first:
 // "previous" and "previousUntil" (the one every item written since
 // RED_TEAM 340 may hold), then "earlier", a list of {secret, until} maps
-// (RED_TEAM 560). An entry that is not a string and a number is an error.
+// (RED_TEAM 353). An entry that is not a string and a number is an error.
 func previousSecrets(item map[string]types.AttributeValue) ([]prevSecret, error) {
 	var out []prevSecret
 	prev, ok := item["previous"].(*types.AttributeValueMemberS)
@@ -183,7 +183,7 @@ func putPrevious(item map[string]types.AttributeValue, prev []prevSecret) {
 // table and keeps the one it replaces signing until now+grace (none kept
 // with grace 0), so deliveries carry both signatures while the receiver
 // moves to the new one. Secrets replaced before it whose graces have not
-// ended keep signing until theirs end (RED_TEAM 560); those whose graces
+// ended keep signing until theirs end (RED_TEAM 353); those whose graces
 // ended are dropped. A rotation that would keep more than
 // MaxPreviousSecrets is refused (*GraceLimitError), never one without a
 // grace. The new secret is secret when given (it must parse:
@@ -292,7 +292,7 @@ type SecretRemover interface {
 // GetItem (none found: nothing more), then one DeleteItem: the read, not
 // the delete's answer, says whether there was one, since a delete that
 // landed and whose answer was lost is retried by the SDK and the retry
-// finds nothing (RED_TEAM 561).
+// finds nothing (RED_TEAM 354).
 func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant string) (found bool, err error) {
 	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true),
 		ProjectionExpression: aws.String("pk")})
@@ -343,7 +343,7 @@ type cachedPrevious struct {
 const maxCachedTenants = 4096
 
 // WebhookSecrets returns tenant's key bytes, the current secret first, then
-// each replaced one whose grace lasts, newest first (RED_TEAM 560); none when the tenant has no
+// each replaced one whose grace lasts, newest first (RED_TEAM 353); none when the tenant has no
 // secret. A stored secret that does not parse is an error (nothing is
 // sent unsigned in its place); the error never quotes it.
 func (s *SigningSecrets) WebhookSecrets(ctx context.Context, tenant string) ([][]byte, error) {

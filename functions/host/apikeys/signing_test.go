@@ -231,7 +231,7 @@ func TestRotationWhoseAnswerWasLostLandsOnce(t *testing.T) {
 			t.Fatalf("an overtaken rotation: %v; want ErrRotatedConcurrently", err)
 		}
 		k3, _ := ParseSigningSecret(third.Secret)
-		// The other rotation's: k3, and k2 and k1 in their graces (RED_TEAM 560).
+		// The other rotation's: k3, and k2 and k1 in their graces (RED_TEAM 353).
 		if got := read(); len(got) != 3 || !bytes.Equal(got[0], k3) || !bytes.Equal(got[1], k2) || !bytes.Equal(got[2], k1) {
 			t.Fatalf("%d secrets after an overtaken rotation; want the other rotation's", len(got))
 		}
@@ -256,7 +256,7 @@ func (s staleGetOnce) GetItem(ctx context.Context, in *dynamodb.GetItemInput, o 
 	return s.DynamoAPI.GetItem(ctx, in, o...)
 }
 
-// TestRotationKeepsAtMostFourGraces (RED_TEAM 560): the replaced secrets
+// TestRotationKeepsAtMostFourGraces (RED_TEAM 353): the replaced secrets
 // kept signing are bounded: a rotation with a grace that would keep more
 // than MaxPreviousSecrets is refused, naming when the first kept grace
 // ends, and writes nothing; one without a grace is accepted; a secret
@@ -346,7 +346,7 @@ func TestRotationKeepsAtMostFourGraces(t *testing.T) {
 	})
 }
 
-// TestRemovalWhoseAnswerWasLostReportsIt (RED_TEAM 561): a removal whose
+// TestRemovalWhoseAnswerWasLostReportsIt (RED_TEAM 354): a removal whose
 // DeleteItem landed and whose answer was lost (the SDK's retry finds
 // nothing to delete) reports the secret removed, not "none"; a tenant
 // without one is still none. On the emulators.

@@ -34,7 +34,7 @@ func signedWith(d delivery, secrets ...string) []int {
 	return out
 }
 
-// TestEveryGraceKeepsSigning (RED_TEAM 560): a second rotation within the
+// TestEveryGraceKeepsSigning (RED_TEAM 353): a second rotation within the
 // first one's grace keeps the oldest secret signing until its own grace
 // ends. Two rotations inside the grace, then a delivery carries three
 // signatures, the newest secret's first, each verifying by the receiver's
