@@ -102,7 +102,8 @@ type Rotation struct {
 	// Secret is the new secret, to hand to the tenant's receiver once.
 	Secret string
 	// PreviousUntil is when the secret it replaced stops signing; zero
-	// when none is kept (no secret before, or no grace).
+	// when none is kept (no secret before, no grace, or one that did not
+	// parse).
 	PreviousUntil time.Time
 	// Earlier is when each secret replaced before it and still in its
 	// grace stops signing, newest first: they keep signing too.
@@ -124,15 +125,38 @@ type prevSecret struct {
 // RED_TEAM 340 may hold), then "earlier", a list of {secret, until} maps
 // (RED_TEAM 353). An entry that is not a string and a number is an error.
 func previousSecrets(item map[string]types.AttributeValue) ([]prevSecret, error) {
+	return walkPrevious(item, true)
+}
+
+// wellFormedPrevious returns the replaced secrets of item that are well
+// formed and parse (ParseSigningSecret), newest first, skipping any other:
+// what a rotation keeps of a hand-edited item (RED_TEAM 580).
+func wellFormedPrevious(item map[string]types.AttributeValue) []prevSecret {
+	out, _ := walkPrevious(item, false)
+	return out
+}
+
+// walkPrevious is previousSecrets (strict) or wellFormedPrevious.
+func walkPrevious(item map[string]types.AttributeValue, strict bool) ([]prevSecret, error) {
 	var out []prevSecret
+	add := func(p prevSecret) {
+		if !strict {
+			if _, err := ParseSigningSecret(p.secret); err != nil {
+				return
+			}
+		}
+		out = append(out, p)
+	}
 	prev, ok := item["previous"].(*types.AttributeValueMemberS)
 	until, uok := item["previousUntil"].(*types.AttributeValueMemberN)
 	if ok && uok {
 		u, err := strconv.ParseInt(until.Value, 10, 64)
-		if err != nil {
+		if err != nil && strict {
 			return nil, errors.New("host: the stored signing secret's previousUntil is not a number")
 		}
-		out = append(out, prevSecret{prev.Value, u})
+		if err == nil {
+			add(prevSecret{prev.Value, u})
+		}
 	}
 	earlier, _ := item["earlier"].(*types.AttributeValueMemberL)
 	if earlier == nil {
@@ -141,18 +165,27 @@ func previousSecrets(item map[string]types.AttributeValue) ([]prevSecret, error)
 	for _, v := range earlier.Value {
 		m, _ := v.(*types.AttributeValueMemberM)
 		if m == nil {
-			return nil, errors.New("host: a stored earlier signing secret is not a map")
+			if strict {
+				return nil, errors.New("host: a stored earlier signing secret is not a map")
+			}
+			continue
 		}
 		s, sok := m.Value["secret"].(*types.AttributeValueMemberS)
 		n, nok := m.Value["until"].(*types.AttributeValueMemberN)
 		if !sok || !nok {
-			return nil, errors.New("host: a stored earlier signing secret lacks its secret or its until")
+			if strict {
+				return nil, errors.New("host: a stored earlier signing secret lacks its secret or its until")
+			}
+			continue
 		}
 		u, err := strconv.ParseInt(n.Value, 10, 64)
 		if err != nil {
-			return nil, errors.New("host: a stored earlier signing secret's until is not a number")
+			if strict {
+				return nil, errors.New("host: a stored earlier signing secret's until is not a number")
+			}
+			continue
 		}
-		out = append(out, prevSecret{s.Value, u})
+		add(prevSecret{s.Value, u})
 	}
 	return out, nil
 }
@@ -184,7 +217,8 @@ func putPrevious(item map[string]types.AttributeValue, prev []prevSecret) {
 // with grace 0), so deliveries carry both signatures while the receiver
 // moves to the new one. Secrets replaced before it whose graces have not
 // ended keep signing until theirs end (RED_TEAM 353); those whose graces
-// ended are dropped. A rotation that would keep more than
+// ended are dropped, and so is every one that does not parse (RED_TEAM
+// 580). A rotation that would keep more than
 // MaxPreviousSecrets is refused (*GraceLimitError), never one without a
 // grace. The new secret is secret when given (it must parse:
 // ParseSigningSecret; the same secret written into another region's
@@ -214,14 +248,16 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 	in := &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}
 	if old, ok := out.Item["secret"].(*types.AttributeValueMemberS); ok {
 		var prev, live []prevSecret
-		if grace > 0 {
+		// A secret that does not parse never signs (the executor refuses
+		// the item): neither the current one nor a replaced one, nor an
+		// entry a hand edit left without its until, is kept, and every
+		// well-formed one in its grace is, so the rotation repairs the
+		// item (RED_TEAM 580).
+		if _, perr := ParseSigningSecret(old.Value); grace > 0 && perr == nil {
 			rot.PreviousUntil = now.Add(grace).Truncate(time.Second)
 			prev = append(prev, prevSecret{old.Value, rot.PreviousUntil.Unix()})
 		}
-		// Replaced secrets that do not parse never sign (the executor
-		// refuses the item): dropping them here repairs it.
-		kept, _ := previousSecrets(out.Item)
-		for _, p := range kept {
+		for _, p := range wellFormedPrevious(out.Item) {
 			if p.until > now.Unix() {
 				live = append(live, p)
 			}
@@ -405,6 +441,9 @@ func (s *SigningSecrets) read(ctx context.Context, tenant string, now time.Time)
 		return cachedSecrets{}, err
 	}
 	for _, p := range prev {
+		if !now.Before(time.Unix(p.until, 0)) {
+			continue // its grace ended: it signs nothing, so refuses nothing (RED_TEAM 580)
+		}
 		k, err := ParseSigningSecret(p.secret)
 		if err != nil {
 			return cachedSecrets{}, fmt.Errorf("host: a stored previous signing secret is malformed: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -407,4 +408,75 @@ func (r *retriedDelete) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemI
 		return nil, err
 	}
 	return r.SecretRemover.DeleteItem(ctx, in, o...)
+}
+
+// TestRotationRepairsAHandEditedItem (RED_TEAM 580): a rotation of an item
+// holding a secret that does not parse (its current one, a replaced one,
+// or an earlier entry missing its until) keeps none of those signing,
+// and keeps every well-formed replaced secret in its grace: deliveries
+// are signed again with the new secret and the good replaced ones, never
+// refused for the whole grace. A replaced secret that does not parse and
+// whose grace ended no longer stops deliveries. On the emulators.
+func TestRotationRepairsAHandEditedItem(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		tbl := e.CreateTable(t, "ApiKeysTable")
+		c := e.Client()
+		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		good := NewSigningSecret()
+		goodKey, _ := ParseSigningSecret(good)
+		until := strconv.FormatInt(now.Add(time.Hour).Unix(), 10)
+		put := func(item map[string]types.AttributeValue) {
+			t.Helper()
+			item["pk"] = &types.AttributeValueMemberS{Value: SigningItemPrefix + "acme"}
+			if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+		n := func(v string) types.AttributeValue { return &types.AttributeValueMemberN{Value: v} }
+		signer := func(at time.Time) *SigningSecrets {
+			return &SigningSecrets{Client: c, Table: tbl, Now: func() time.Time { return at }}
+		}
+		for name, item := range map[string]map[string]types.AttributeValue{
+			"current does not parse": {"secret": s("whsec_garbage"), "previous": s(good), "previousUntil": n(until)},
+			"previous does not parse": {"secret": s(NewSigningSecret()), "previous": s("whsec_garbage"), "previousUntil": n(until),
+				"earlier": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"secret": s(good), "until": n(until)}}}}},
+			"earlier lacks its until": {"secret": s(NewSigningSecret()), "previous": s(good), "previousUntil": n(until),
+				"earlier": &types.AttributeValueMemberL{Value: []types.AttributeValue{&types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"secret": s(NewSigningSecret())}}}}},
+		} {
+			put(item)
+			if _, err := signer(now).WebhookSecrets(ctx, "acme"); err == nil {
+				t.Fatalf("%s: the hand-edited item was read without an error", name)
+			}
+			rot, err := RotateSigningSecret(ctx, c, tbl, "acme", "", time.Hour, now)
+			if err != nil {
+				t.Fatalf("%s: rotate: %v", name, err)
+			}
+			got, err := signer(now).WebhookSecrets(ctx, "acme")
+			if err != nil {
+				t.Fatalf("%s: after the rotation the deliveries are still refused for the grace: %v", name, err)
+			}
+			newKey, _ := ParseSigningSecret(rot.Secret)
+			if len(got) == 0 || !bytes.Equal(got[0], newKey) {
+				t.Fatalf("%s: the new secret does not sign first", name)
+			}
+			kept := false
+			for _, k := range got[1:] {
+				kept = kept || bytes.Equal(k, goodKey)
+			}
+			if !kept {
+				t.Fatalf("%s: the well-formed replaced secret in its grace no longer signs (%d keys)", name, len(got))
+			}
+		}
+		// A replaced secret that does not parse and whose grace ended
+		// signs nothing, so it refuses nothing.
+		cur := NewSigningSecret()
+		put(map[string]types.AttributeValue{"secret": s(cur), "previous": s("whsec_garbage"), "previousUntil": n(strconv.FormatInt(now.Add(-time.Second).Unix(), 10))})
+		got, err := signer(now).WebhookSecrets(ctx, "acme")
+		curKey, _ := ParseSigningSecret(cur)
+		if err != nil || len(got) != 1 || !bytes.Equal(got[0], curKey) {
+			t.Fatalf("an ended grace's garbage: %d keys, %v; want the current one", len(got), err)
+		}
+	})
 }
