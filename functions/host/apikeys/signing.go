@@ -88,8 +88,10 @@ const MaxPreviousSecrets = 4
 // GraceLimitError refuses a rotation that would keep more than
 // MaxPreviousSecrets replaced secrets signing: nothing is written.
 type GraceLimitError struct {
-	// Until is when the first of the kept graces ends: a rotation with a
-	// grace is accepted from then on (one without a grace at any time).
+	// Until is when the first of the kept graces ends (on an item a hand
+	// edit left over the bound, when enough of them have ended): a
+	// rotation with a grace is accepted from then on, one without a grace
+	// at any time (RED_TEAM 581).
 	Until time.Time
 }
 
@@ -263,12 +265,17 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 			}
 		}
 		prev = append(prev, live...)
-		if len(prev) > MaxPreviousSecrets {
-			first := live[0].until
-			for _, p := range live[1:] {
-				first = min(first, p.until)
+		// Only a grace adds a replaced secret: a rotation without one is
+		// never refused, even of an item a hand edit left over the bound
+		// (RED_TEAM 581). A refused one is accepted once enough graces
+		// ended to leave room for its own.
+		if grace > 0 && len(prev) > MaxPreviousSecrets {
+			ends := make([]int64, 0, len(live))
+			for _, p := range live {
+				ends = append(ends, p.until)
 			}
-			return Rotation{}, &GraceLimitError{Until: time.Unix(first, 0)}
+			slices.Sort(ends)
+			return Rotation{}, &GraceLimitError{Until: time.Unix(ends[len(live)-MaxPreviousSecrets], 0)}
 		}
 		for _, p := range prev[len(prev)-len(live):] {
 			rot.Earlier = append(rot.Earlier, time.Unix(p.until, 0))

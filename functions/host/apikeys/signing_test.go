@@ -480,3 +480,45 @@ func TestRotationRepairsAHandEditedItem(t *testing.T) {
 		}
 	})
 }
+
+// TestRotationWithoutGraceIsNeverRefused (RED_TEAM 581): a rotation with
+// --grace 0 of an item a hand edit left holding more than
+// MaxPreviousSecrets replaced secrets in their graces is written (the
+// refusal's own advice is to rotate with --grace 0), adding none, and
+// every one of them keeps signing until its grace ends; one with a grace
+// is refused until enough graces ended to make room for its own.
+func TestRotationWithoutGraceIsNeverRefused(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		tbl := e.CreateTable(t, "ApiKeysTable")
+		c := e.Client()
+		now := time.Date(2026, 12, 7, 5, 0, 0, 0, time.UTC)
+		item := signingKey("acme")
+		item["secret"] = sAV(NewSigningSecret())
+		var prev []prevSecret
+		for i := 0; i <= MaxPreviousSecrets; i++ {
+			prev = append(prev, prevSecret{NewSigningSecret(), now.Add(time.Duration(i+1) * time.Hour).Unix()})
+		}
+		putPrevious(item, prev)
+		if _, err := c.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(tbl), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+		// One with a grace is refused until enough graces ended to make
+		// room for its own: two of the five, here.
+		var limit *GraceLimitError
+		if _, err := RotateSigningSecret(ctx, c, tbl, "acme", "", time.Hour, now); !errors.As(err, &limit) || !limit.Until.Equal(now.Add(2*time.Hour)) {
+			t.Fatalf("a rotation with a grace: %v; want refused until %v", err, now.Add(2*time.Hour))
+		}
+		rot, err := RotateSigningSecret(ctx, c, tbl, "acme", "", 0, now)
+		if err != nil {
+			t.Fatalf("a rotation without a grace was refused: %v", err)
+		}
+		if !rot.PreviousUntil.IsZero() || len(rot.Earlier) != len(prev) {
+			t.Fatalf("rotation: previous until %v, %d earlier; want none added and %d kept", rot.PreviousUntil, len(rot.Earlier), len(prev))
+		}
+		got, err := (&SigningSecrets{Client: c, Table: tbl, Now: func() time.Time { return now }}).WebhookSecrets(ctx, "acme")
+		if err != nil || len(got) != 1+len(prev) {
+			t.Fatalf("after the rotation: %d keys, %v; want %d", len(got), err, 1+len(prev))
+		}
+	})
+}
