@@ -91,7 +91,7 @@ type GraceLimitError struct {
 	// Until is when the first of the kept graces ends (on an item a hand
 	// edit left over the bound, when enough of them have ended): a
 	// rotation with a grace is accepted from then on, one without a grace
-	// at any time (RED_TEAM 581).
+	// at any time (RED_TEAM 357).
 	Until time.Time
 }
 
@@ -132,7 +132,7 @@ func previousSecrets(item map[string]types.AttributeValue) ([]prevSecret, error)
 
 // wellFormedPrevious returns the replaced secrets of item that are well
 // formed and parse (ParseSigningSecret), newest first, skipping any other:
-// what a rotation keeps of a hand-edited item (RED_TEAM 580).
+// what a rotation keeps of a hand-edited item (RED_TEAM 356).
 func wellFormedPrevious(item map[string]types.AttributeValue) []prevSecret {
 	out, _ := walkPrevious(item, false)
 	return out
@@ -254,7 +254,7 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 		// the item): neither the current one nor a replaced one, nor an
 		// entry a hand edit left without its until, is kept, and every
 		// well-formed one in its grace is, so the rotation repairs the
-		// item (RED_TEAM 580).
+		// item (RED_TEAM 356).
 		if _, perr := ParseSigningSecret(old.Value); grace > 0 && perr == nil {
 			rot.PreviousUntil = now.Add(grace).Truncate(time.Second)
 			prev = append(prev, prevSecret{old.Value, rot.PreviousUntil.Unix()})
@@ -267,7 +267,7 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 		prev = append(prev, live...)
 		// Only a grace adds a replaced secret: a rotation without one is
 		// never refused, even of an item a hand edit left over the bound
-		// (RED_TEAM 581). A refused one is accepted once enough graces
+		// (RED_TEAM 357). A refused one is accepted once enough graces
 		// ended to leave room for its own.
 		if grace > 0 && len(prev) > MaxPreviousSecrets {
 			ends := make([]int64, 0, len(live))
@@ -449,7 +449,7 @@ func (s *SigningSecrets) read(ctx context.Context, tenant string, now time.Time)
 	}
 	for _, p := range prev {
 		if !now.Before(time.Unix(p.until, 0)) {
-			continue // its grace ended: it signs nothing, so refuses nothing (RED_TEAM 580)
+			continue // its grace ended: it signs nothing, so refuses nothing (RED_TEAM 356)
 		}
 		k, err := ParseSigningSecret(p.secret)
 		if err != nil {

@@ -410,7 +410,7 @@ func (r *retriedDelete) DeleteItem(ctx context.Context, in *dynamodb.DeleteItemI
 	return r.SecretRemover.DeleteItem(ctx, in, o...)
 }
 
-// TestRotationRepairsAHandEditedItem (RED_TEAM 580): a rotation of an item
+// TestRotationRepairsAHandEditedItem (RED_TEAM 356): a rotation of an item
 // holding a secret that does not parse (its current one, a replaced one,
 // or an earlier entry missing its until) keeps none of those signing,
 // and keeps every well-formed replaced secret in its grace: deliveries
@@ -481,7 +481,7 @@ func TestRotationRepairsAHandEditedItem(t *testing.T) {
 	})
 }
 
-// TestRotationWithoutGraceIsNeverRefused (RED_TEAM 581): a rotation with
+// TestRotationWithoutGraceIsNeverRefused (RED_TEAM 357): a rotation with
 // --grace 0 of an item a hand edit left holding more than
 // MaxPreviousSecrets replaced secrets in their graces is written (the
 // refusal's own advice is to rotate with --grace 0), adding none, and
