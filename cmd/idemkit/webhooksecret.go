@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/functions/host/apikeys"
@@ -71,6 +72,37 @@ func secretTableFlags(fs *flag.FlagSet) (endpoint, table, region *string) {
 	return
 }
 
+// secretTable opens the api-keys table the flags name for the command
+// cmd ("idemkit webhook secret rotate"); on a refusal it has written the
+// message and ok is false.
+func secretTable(ctx context.Context, fs *flag.FlagSet, stderr io.Writer, cmd, endpoint, table, region string) (c *dynamodb.Client, tbl string, code int, ok bool) {
+	c, tbl, err := tableTarget(ctx, endpoint, table, region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
+	if isTableUsage(err) {
+		return nil, "", usageError(fs, stderr, "%v", err), false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return nil, "", 1, false
+	}
+	return c, tbl, 0, true
+}
+
+// tableWhere names where the flags point: "at URL" with --endpoint, else
+// "in region R".
+func tableWhere(c *dynamodb.Client, endpoint string) string {
+	if endpoint != "" {
+		return "at " + endpoint
+	}
+	return "in region " + c.Options().Region
+}
+
+// secretTableMissing writes the refusal for an api-keys table that does
+// not exist where the flags point.
+func secretTableMissing(stderr io.Writer, cmd string, c *dynamodb.Client, tbl, endpoint string) int {
+	fmt.Fprintf(stderr, "%s: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", cmd, tbl, tableWhere(c, endpoint), settings.EnvAPIKeysTable)
+	return 1
+}
+
 // secretTenant checks --tenant: required, and a tenant a credential can
 // carry.
 func secretTenant(fs *flag.FlagSet, stderr io.Writer, tenant string) (int, bool) {
@@ -124,13 +156,9 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 			return usageError(fs, stderr, "--secret -: stdin holds no signing secret (%v; want one line, as a rotation printed it)", err)
 		}
 	}
-	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
-	if isTableUsage(err) {
-		return usageError(fs, stderr, "%v", err)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkit webhook secret rotate: %v\n", err)
-		return 1
+	c, tbl, code, ok := secretTable(ctx, fs, stderr, "idemkit webhook secret rotate", *endpoint, *table, *region)
+	if !ok {
+		return code
 	}
 	rot, err := apikeys.RotateSigningSecret(ctx, c, tbl, *tenant, given, grace, time.Now())
 	var limit *apikeys.GraceLimitError
@@ -143,12 +171,7 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 			*tenant, apikeys.MaxPreviousSecrets, limit.Until.UTC().Format(time.RFC3339))
 		return 1
 	case errors.As(err, new(*types.ResourceNotFoundException)):
-		where := "in region " + c.Options().Region
-		if *endpoint != "" {
-			where = "at " + *endpoint
-		}
-		fmt.Fprintf(stderr, "idemkit webhook secret rotate: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", tbl, where, settings.EnvAPIKeysTable)
-		return 1
+		return secretTableMissing(stderr, "idemkit webhook secret rotate", c, tbl, *endpoint)
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit webhook secret rotate: %s\n", storeError(err))
 		return 1
@@ -195,28 +218,19 @@ func runWebhookSecretRemove(ctx context.Context, args []string, stdout, stderr i
 	if code, ok := secretTenant(fs, stderr, *tenant); !ok {
 		return code
 	}
-	c, tbl, err := tableTarget(ctx, *endpoint, *table, *region, "--table", settings.EnvAPIKeysTable, "ApiKeysTable")
-	if isTableUsage(err) {
-		return usageError(fs, stderr, "%v", err)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "idemkit webhook secret remove: %v\n", err)
-		return 1
-	}
-	where := "in region " + c.Options().Region
-	if *endpoint != "" {
-		where = "at " + *endpoint
+	c, tbl, code, ok := secretTable(ctx, fs, stderr, "idemkit webhook secret remove", *endpoint, *table, *region)
+	if !ok {
+		return code
 	}
 	found, err := apikeys.RemoveSigningSecret(ctx, c, tbl, *tenant)
 	switch {
 	case errors.As(err, new(*types.ResourceNotFoundException)):
-		fmt.Fprintf(stderr, "idemkit webhook secret remove: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", tbl, where, settings.EnvAPIKeysTable)
-		return 1
+		return secretTableMissing(stderr, "idemkit webhook secret remove", c, tbl, *endpoint)
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit webhook secret remove: %s\n", storeError(err))
 		return 1
 	case !found:
-		fmt.Fprintf(stderr, "idemkit webhook secret remove: tenant %s has no signing secret in table %s %s (its deliveries are unsigned; or another table: --table, $%s); nothing removed\n", *tenant, tbl, where, settings.EnvAPIKeysTable)
+		fmt.Fprintf(stderr, "idemkit webhook secret remove: tenant %s has no signing secret in table %s %s (its deliveries are unsigned; or another table: --table, $%s); nothing removed\n", *tenant, tbl, tableWhere(c, *endpoint), settings.EnvAPIKeysTable)
 		return 1
 	}
 	fmt.Fprintf(stdout, "removed the signing secret of tenant %s\n", *tenant)
