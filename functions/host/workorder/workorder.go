@@ -85,10 +85,19 @@ func (w WorkOrder) validate() error {
 	if w.Number == "" {
 		return &canon.ValidationError{Field: "/work_order_number", Message: "work_order_number is required"}
 	}
+	if err := xmlText("/work_order_number", w.Number); err != nil {
+		return err
+	}
 	if len(w.Projects) == 0 {
 		return &canon.ValidationError{Field: "/projects", Message: "at least one project is required"}
 	}
 	for i, p := range w.Projects {
+		if err := xmlText(fmt.Sprintf("/projects/%d/code", i), p.Code); err != nil {
+			return err
+		}
+		if err := xmlText(fmt.Sprintf("/projects/%d/name", i), p.Name); err != nil {
+			return err
+		}
 		switch {
 		case p.Code == "":
 			return &canon.ValidationError{Field: fmt.Sprintf("/projects/%d/code", i), Message: "code is required"}
@@ -117,4 +126,19 @@ func From(v any, ok bool, mediaType string, body []byte) (WorkOrder, error) {
 		return WorkOrder{}, err
 	}
 	return d.(WorkOrder), nil
+}
+
+// xmlText refuses a string holding a character XML 1.0 cannot carry, even
+// as a character reference: a control character other than tab, LF and CR,
+// U+FFFE and U+FFFF. The XML decoder refuses them already; a JSON \u
+// escape can spell them, and JSON and XML are two spellings of one work
+// order, so a work order with one has no XML spelling and an answer
+// rendered in XML could not name it (RED_TEAM 480).
+func xmlText(field, s string) error {
+	for _, r := range s {
+		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF {
+			return &canon.ValidationError{Field: field, Message: fmt.Sprintf("U+%04X is not a character of the work-order contract (XML cannot carry it)", r)}
+		}
+	}
+	return nil
 }

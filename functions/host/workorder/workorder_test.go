@@ -203,3 +203,34 @@ func TestDecodeChecksBodiesAreUTF8OnlyAtTheContentType(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONStringsXMLCannotCarryAreRefused: JSON and XML are two spellings
+// of one work order, so a JSON string holding a character XML 1.0 cannot
+// carry (a control character other than tab, CR and LF, U+FFFE, U+FFFF;
+// as a \u escape, since JSON has no raw control character) is refused as
+// the XML decoder refuses it, naming the member: before, such a JSON work
+// order was processed, and its answer rendered in XML (the ERP policy's
+// Accept: application/xml) named U+FFFD in its place, a work order number
+// the caller never sent (RED_TEAM 480).
+func TestJSONStringsXMLCannotCarryAreRefused(t *testing.T) {
+	for _, esc := range []string{`\u0000`, `\u0001`, `\u0008`, `\u000b`, `\u000c`, `\u000e`, `\u001f`, `\ufffe`, `\uffff`} {
+		for field, body := range map[string]string{
+			"/work_order_number": `{"work_order_number":"WO-` + esc + `1","projects":[{"code":"P-1","name":"Pump","quantity":2}]}`,
+			"/projects/0/code":   `{"work_order_number":"WO-1","projects":[{"code":"P-` + esc + `1","name":"Pump","quantity":2}]}`,
+			"/projects/1/name":   `{"work_order_number":"WO-1","projects":[{"code":"P-1","quantity":2},{"code":"P-2","name":"Pu` + esc + `mp","quantity":2}]}`,
+		} {
+			_, err := workorder.Decode("application/json", []byte(body))
+			var ve *canon.ValidationError
+			if !errors.As(err, &ve) || ve.Field != field {
+				t.Errorf("%s in %s: Decode = %v, want a validation error naming %s", esc, field, err, field)
+			}
+		}
+	}
+	// What XML carries stays accepted: tab, CR and LF inside a string, the
+	// last character before the surrogates and the first after them, and a
+	// character beyond the Basic Multilingual Plane.
+	w := decode(t, "application/json", `{"work_order_number":"WO\t1\r\n2","projects":[{"code":"P-\ud7ff\ue000\ufffd","name":"\ud83d\ude00","quantity":2}]}`)
+	if w.Number != "WO\t1\r\n2" || w.Projects[0].Code != "P-\ud7ff\ue000\ufffd" || w.Projects[0].Name != "😀" {
+		t.Errorf("accepted work order decoded as %+v", w)
+	}
+}
