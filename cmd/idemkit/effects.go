@@ -42,6 +42,10 @@ type storeFlags struct {
 	// where names the effects table the ledger reads, once built: "table
 	// T in REGION", for a message that found nothing there.
 	where *string
+	// tableName and at are the effects table's name and where the flags
+	// point ("at URL", "in region R"), once the ledger is built, for a
+	// message that says the table is missing or another (storeError).
+	tableName, at *string
 }
 
 // storeFlagsLine is the usage-line form of the flags addStoreFlags adds.
@@ -49,12 +53,34 @@ const storeFlagsLine = "[--endpoint URL] [--table NAME] [--region R] [--json]"
 
 func addStoreFlags(fs *flag.FlagSet) storeFlags {
 	return storeFlags{
-		endpoint: endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
-		table:    fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
-		region:   fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
-		json:     fs.Bool("json", false, "print JSON instead of text"),
-		where:    new(string),
+		endpoint:  endpointFlag(fs, "endpoint", "DynamoDB endpoint `URL` (an emulator, or the one idemkit dev prints); default: AWS, with the default credential chain"),
+		table:     fs.String("table", "", "effects table; default $"+settings.EnvEffectsTable+", or "+DefaultTablePrefix+"EffectsTable with --endpoint"),
+		region:    fs.String("region", "", "region; default the AWS configuration's ("+emulator.Region+" with --endpoint)"),
+		json:      fs.Bool("json", false, "print JSON instead of text"),
+		where:     new(string),
+		tableName: new(string),
+		at:        new(string),
 	}
+}
+
+// storeError renders the error of a ledger call for the operator as
+// storeError does, but an effects table that does not exist where the
+// flags point, or whose key schema is not the effects table's (another
+// table named by mistake), is said as the apikey and webhook commands say
+// a missing table: which table, where, and what to do, not the library's
+// error chain (RED_TEAM 481).
+func (sf storeFlags) storeError(err error) string {
+	if !errors.Is(err, ledger.ErrStoreMisconfigured) || *sf.tableName == "" {
+		return storeError(err)
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) && ae.ErrorCode() == "ResourceNotFoundException" {
+		return fmt.Sprintf("table %q does not exist %s: name the effects table with --table (or $%s), or create it "+
+			"(idemkit tables create --only effects --endpoint URL; on AWS, deploy template.yaml)", *sf.tableName, *sf.at, settings.EnvEffectsTable)
+	}
+	return fmt.Sprintf("table %q %s is not an effects table: its key schema is not template.yaml's EffectsTable's (pk S and sk S, GSI %s): "+
+		"name the effects table with --table (or $%s); idemkit doctor --table EffectsTable=%s says how it differs",
+		*sf.tableName, *sf.at, ledgerdynamo.IndexByRun, settings.EnvEffectsTable, *sf.tableName)
 }
 
 // effectsClock is the clock the effects commands judge leases by: nil,
@@ -68,6 +94,7 @@ func (sf storeFlags) ledger(ctx context.Context) (*ledger.Ledger, error) {
 		return nil, err
 	}
 	*sf.where = fmt.Sprintf("table %s in %s", table, c.Options().Region)
+	*sf.tableName, *sf.at = table, tableWhere(c, *sf.endpoint)
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: c, Table: table})
 	if err != nil {
 		return nil, err
@@ -125,6 +152,7 @@ func (sf storeFlags) fencedLedger(ctx context.Context, table, region, effectID s
 		return nil, nil, err
 	}
 	*sf.where = fmt.Sprintf("table %s in %s", etable, ec.Options().Region)
+	*sf.tableName, *sf.at = etable, tableWhere(ec, *sf.endpoint)
 	st, err := ledgerdynamo.New(ledgerdynamo.Config{Client: ec, Table: etable})
 	if err != nil {
 		return nil, nil, err
@@ -188,7 +216,7 @@ examples:
 	}
 	vs, err := l.ListEffects(ctx, ledger.Filter{State: ledger.EffectState(*state), RunID: *run, Limit: *limit})
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects list: %s\n", storeError(err))
+		fmt.Fprintf(stderr, "idemkit effects list: %s\n", sf.storeError(err))
 		return 1
 	}
 	if *sf.json {
@@ -253,7 +281,7 @@ example:
 		return 1
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "idemkit effects show: %s\n", storeError(err))
+		fmt.Fprintf(stderr, "idemkit effects show: %s\n", sf.storeError(err))
 		return 1
 	}
 	if err := rememberShown(v); err != nil {
@@ -403,7 +431,7 @@ examples:
 		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: %s)\n", effectID, *sf.where, where)
 		return 1
 	case err != nil:
-		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", storeError(err))
+		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", sf.storeError(err))
 		return 1
 	}
 	_ = rememberShown(v)
