@@ -2,11 +2,14 @@ package devstack
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/host/settings"
 	"github.com/idemkit/idemkit/internal/apierr"
@@ -73,9 +76,17 @@ func (l devListener) Accept() (net.Conn, error) {
 type envelopeConn struct {
 	net.Conn
 	raw *rawconn.Conn // the connection that reads through this one, if any
+	// state is the connection's http.ConnState plus one (devConnState; 0:
+	// not known); timedOut is set once a head cut short was answered 408
+	// (Read).
+	state    atomic.Int32
+	timedOut atomic.Bool
 }
 
 func (c *envelopeConn) Write(p []byte) (int, error) {
+	if c.timedOut.Load() {
+		return len(p), nil // the 408 was the answer
+	}
 	if out, ok := envelopeFor(p, c.raw != nil && c.raw.InRequestLine()); ok {
 		if _, err := c.Conn.Write(out); err != nil {
 			return 0, err
@@ -121,12 +132,18 @@ func envelopeFor(p []byte, inRequestLine bool) ([]byte, bool) {
 	default:
 		e = apierr.New(status, codeHTTPRefused, "%s", http.StatusText(status))
 	}
+	return envelopeResponse(status, e), true
+}
+
+// envelopeResponse is a whole response of status carrying e's envelope,
+// closing the connection.
+func envelopeResponse(status int, e *apierr.Error) []byte {
 	body := e.Body()
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nOpenWOP-Version: %s\r\nConnection: close\r\n\r\n",
 		status, http.StatusText(status), len(body), settings.ProtocolVersion)
 	b.Write(body)
-	return b.Bytes(), true
+	return b.Bytes()
 }
 
 // refusedByNetHTTP reports whether head (the status line and headers, no
@@ -148,4 +165,51 @@ func refusedByNetHTTP(status int, head []byte) bool {
 		}
 	}
 	return seen == 3
+}
+
+// codeRequestTimeout is the vendor code of the 408 a head cut short gets
+// (the registry has no row for 408).
+const codeRequestTimeout = "idemkit.request_timeout"
+
+// requestTimeoutWrite bounds the write of that 408: the connection's own
+// write deadline may be a past request's.
+const requestTimeoutWrite = 5 * time.Second
+
+// devConnState is the dev server's http.Server ConnState (serve.go), next
+// the one it had: it records each connection's state on its envelopeConn,
+// so that a read timing out can tell a head being read (the connection new
+// or idle: no request is being served) from a request being served.
+func devConnState(next func(net.Conn, http.ConnState)) func(net.Conn, http.ConnState) {
+	return func(c net.Conn, s http.ConnState) {
+		if rc, ok := c.(*rawconn.Conn); ok {
+			if ec, ok := rc.Conn.(*envelopeConn); ok {
+				ec.state.Store(int32(s) + 1)
+			}
+		}
+		if next != nil {
+			next(c, s)
+		}
+	}
+}
+
+// Read reads from the connection. A read that times out while no request
+// is being served and part of a request head has been read (the client
+// stopped mid-head: the server's ReadHeaderTimeout ended the wait) is
+// answered 408 idemkit.request_timeout with the envelope before net/http
+// closes the connection, which it would otherwise close without a byte;
+// whatever net/http writes after it is dropped (RED_TEAM 482). A
+// connection idle between requests closes without an answer, as HTTP lets
+// it.
+func (c *envelopeConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	var ne net.Error
+	if err != nil && errors.As(err, &ne) && ne.Timeout() && c.raw != nil {
+		st := c.state.Load() // 0: no devConnState, the state is not known
+		if (st == int32(http.StateNew)+1 || st == int32(http.StateIdle)+1) && c.raw.InHead() && c.timedOut.CompareAndSwap(false, true) {
+			_ = c.Conn.SetWriteDeadline(time.Now().Add(requestTimeoutWrite))
+			_, _ = c.Conn.Write(envelopeResponse(http.StatusRequestTimeout,
+				apierr.New(http.StatusRequestTimeout, codeRequestTimeout, "the request head was not received in time")))
+		}
+	}
+	return n, err
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/internal/rawconn"
 )
@@ -206,6 +207,74 @@ func TestOverlongRequestTargetIs414(t *testing.T) {
 		conn.Close()
 		if r.StatusCode != c.status || c.code != "" && (!strings.Contains(string(b), `"error":"`+c.code+`"`) || r.Header.Get("Content-Type") != "application/json") {
 			t.Errorf("%s: %d %v %s, want %d %s", name, r.StatusCode, r.Header, b, c.status, c.code)
+		}
+	}
+}
+
+// TestHeadCutShortIs408: a client that sends part of a request head and
+// then stops is answered, once the server's ReadHeaderTimeout ends the
+// wait, 408 with the envelope (idemkit.request_timeout) before the
+// connection closes, on a fresh connection and on one that served a
+// request first; before, net/http closed it without a byte, an answer the
+// client could not tell from a crash (RED_TEAM 482). A connection idle
+// between requests (no byte of a next head) is closed without one, as
+// before, and a request still being served is never interrupted by it.
+func TestHeadCutShortIs408(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{ReadHeaderTimeout: 50 * time.Millisecond, IdleTimeout: 50 * time.Millisecond,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+		})}
+	rawconn.Configure(srv)
+	srv.ConnState = devConnState(srv.ConnState)
+	go func() { _ = srv.Serve(devListener{ln}) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	const served = "GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"
+	for name, c := range map[string]struct {
+		raw        string
+		first      bool // a request is served before the cut
+		wantAnswer bool
+	}{
+		"request line cut":                {"GET /x HT", false, true},
+		"header fields cut":               {"GET /x HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n", false, true},
+		"head cut after a served request": {served + "GET /x HTTP/1.1\r\nHost: x\r\n", true, true},
+		"idle after a served request":     {served, true, false},
+	} {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(conn, c.raw); err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(conn)
+		if c.first {
+			r, err := http.ReadResponse(br, nil)
+			if err != nil || r.StatusCode != http.StatusNoContent {
+				t.Fatalf("%s: the first request: %v %v", name, r, err)
+			}
+			r.Body.Close()
+		}
+		rest, _ := io.ReadAll(br) // until the server closes the connection
+		conn.Close()
+		if !c.wantAnswer {
+			if len(rest) != 0 {
+				t.Errorf("%s: an idle connection was closed with %q, want nothing", name, rest)
+			}
+			continue
+		}
+		r, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(rest))), nil)
+		if err != nil {
+			t.Errorf("%s: the connection closed with %q, want a 408 answer", name, rest)
+			continue
+		}
+		b, _ := io.ReadAll(r.Body)
+		if r.StatusCode != http.StatusRequestTimeout || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("OpenWOP-Version") == "" ||
+			!strings.Contains(string(b), `"error":"idemkit.request_timeout"`) {
+			t.Errorf("%s: %d %v %s, want 408 idemkit.request_timeout in the envelope", name, r.StatusCode, r.Header, b)
 		}
 	}
 }

@@ -67,6 +67,9 @@ func (st *stack) serve(ctx context.Context, now <-chan struct{}, waiting, cut fu
 	srv.RegisterOnShutdown(gw.streams.close)
 	// Each request gets its own header block as received (devraw.go).
 	rawconn.Configure(srv)
+	// A head cut short is answered 408 before its connection closes
+	// (devconn.go).
+	srv.ConnState = devConnState(srv.ConnState)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(devListener{ln}) }()
 	if st.feed != nil {

@@ -124,6 +124,15 @@ func (c *Conn) InRequestLine() bool {
 	return c.t.inRequestLine()
 }
 
+// InHead reports whether what was read from c ends inside a header block:
+// a request line or header lines read, and not yet the empty line that
+// ends them (a client that stopped sending mid-head).
+func (c *Conn) InHead() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t.longLine || c.t.state == stHead && len(c.t.buf) > 0
+}
+
 // Next removes and returns the header block of the oldest request read
 // from c and not yet taken: ErrUntracked when there is none (the framing
 // was lost before it).
