@@ -122,6 +122,14 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, apifn.MaxBodyBytes+1))
 	if err != nil {
+		// A body that stopped arriving (the server's ReadTimeout ended the
+		// wait) is a timeout the client may retry, not a malformed body
+		// (RED_TEAM 483).
+		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
+			w.Header().Set("Connection", "close")
+			g.writeEnvelope(w, reqID, apierr.New(http.StatusRequestTimeout, codeRequestTimeout, "the request body was not received in time"))
+			return
+		}
 		g.writeEnvelope(w, reqID, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "could not read the body"))
 		return
 	}

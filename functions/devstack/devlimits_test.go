@@ -102,3 +102,35 @@ func TestDeclaredOversizeBodyIs413BeforeReading(t *testing.T) {
 		t.Errorf("a body of exactly %d bytes: 413", apifn.MaxBodyBytes)
 	}
 }
+
+// TestBodyCutShortIs408: a request whose body stops before its
+// Content-Length (the client stalled) is answered, once the server's
+// ReadTimeout ends the wait, 408 idemkit.request_timeout with the
+// envelope and Connection: close — a timeout a client may retry (idemkit's
+// client does), not 400 validation_error "could not read the body", a
+// final refusal of a body that was never read (RED_TEAM 483).
+func TestBodyCutShortIs408(t *testing.T) {
+	srv := httptest.NewUnstartedServer(memGateway(t, "http://dev", nil))
+	srv.Config.ReadTimeout = 100 * time.Millisecond
+	srv.Start()
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const part = `{"workflowId":"conformance-noop"`
+	if _, err := io.WriteString(conn, "POST /runs HTTP/1.1\r\nHost: dev\r\nAuthorization: Bearer k1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"+part); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(time.Minute)) // a bound on a hang, not a verdict
+	r, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if r.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), `"error":"idemkit.request_timeout"`) || !r.Close {
+		t.Fatalf("a body cut short: %d %v %s, want 408 idemkit.request_timeout with Connection: close", r.StatusCode, r.Header, b)
+	}
+}
