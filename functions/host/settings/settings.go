@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/idemkit/idemkit/idem/idemenv"
 	"math"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -117,7 +118,11 @@ var Settings = []Setting{
 	{Name: envWebhookAllowlist, DefaultDoc: "empty (any public host)", Doc: "comma-separated hosts / `*.domain` for the webhook workflow", Functions: []string{"Api", "Executor"}, set: func(e *Env, v string) error {
 		for _, h := range strings.Split(v, ",") {
 			if h = strings.TrimSpace(h); h != "" {
-				e.Webhook.Allow = append(e.Webhook.Allow, h)
+				a, err := allowlistEntry(h)
+				if err != nil {
+					return err
+				}
+				e.Webhook.Allow = append(e.Webhook.Allow, a)
 			}
 		}
 		return nil
@@ -379,4 +384,35 @@ func orList(names []string) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// allowlistEntry checks one WEBHOOK_ALLOWLIST entry and returns it as the
+// webhook policy compares it (lower case, an absolute host's trailing dot
+// removed, as a destination's host is checked): a host name, "*." and a
+// domain, or an IP address. Anything else (a URL, a port, a path, an IPv6
+// address in brackets, another pattern) would match no destination, so
+// every webhook run would be refused while the stack looked healthy: it is
+// refused at start-up instead (RED_TEAM 484).
+func allowlistEntry(h string) (string, error) {
+	bad := fmt.Errorf("entry %q is not a host: want example.com, *.example.com or an IP address (no scheme, port, path or brackets)", h)
+	a := strings.ToLower(h)
+	if ip, err := netip.ParseAddr(a); err == nil && ip.Zone() == "" {
+		return a, nil
+	}
+	a = strings.TrimSuffix(a, ".")
+	name := strings.TrimPrefix(a, "*.")
+	if name == "" || len(name) > 253 {
+		return "", bad
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return "", bad
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return "", bad
+			}
+		}
+	}
+	return a, nil
 }
