@@ -68,7 +68,7 @@ func addStoreFlags(fs *flag.FlagSet) storeFlags {
 // flags point, or whose key schema is not the effects table's (another
 // table named by mistake), is said as the apikey and webhook commands say
 // a missing table: which table, where, and what to do, not the library's
-// error chain (RED_TEAM 481).
+// error chain (RED_TEAM 359).
 func (sf storeFlags) storeError(err error) string {
 	if !errors.Is(err, ledger.ErrStoreMisconfigured) || *sf.tableName == "" {
 		return storeError(err)

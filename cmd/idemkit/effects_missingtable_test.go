@@ -16,7 +16,7 @@ import (
 // looked for, and what to do, never the library's error chain ("ledger:
 // effects store misconfigured: ... dynamostore: Scan: ..."), on each
 // effects command that reads the table by key or scans it, on the three
-// engines (RED_TEAM 481).
+// engines (RED_TEAM 359).
 func TestEffectsCommandsSayTheEffectsTableIsWrongInTheirOwnWords(t *testing.T) {
 	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
 		t.Setenv("IDEMKIT_STATE_DIR", t.TempDir())

@@ -197,7 +197,7 @@ func devConnState(next func(net.Conn, http.ConnState)) func(net.Conn, http.ConnS
 // stopped mid-head: the server's ReadHeaderTimeout ended the wait) is
 // answered 408 idemkit.request_timeout with the envelope before net/http
 // closes the connection, which it would otherwise close without a byte;
-// whatever net/http writes after it is dropped (RED_TEAM 482). A
+// whatever net/http writes after it is dropped (RED_TEAM 360). A
 // connection idle between requests closes without an answer, as HTTP lets
 // it.
 func (c *envelopeConn) Read(p []byte) (int, error) {

@@ -216,7 +216,7 @@ func TestOverlongRequestTargetIs414(t *testing.T) {
 // wait, 408 with the envelope (idemkit.request_timeout) before the
 // connection closes, on a fresh connection and on one that served a
 // request first; before, net/http closed it without a byte, an answer the
-// client could not tell from a crash (RED_TEAM 482). A connection idle
+// client could not tell from a crash (RED_TEAM 360). A connection idle
 // between requests (no byte of a next head) is closed without one, as
 // before, and a request still being served is never interrupted by it.
 func TestHeadCutShortIs408(t *testing.T) {

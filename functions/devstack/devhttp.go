@@ -124,7 +124,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		// A body that stopped arriving (the server's ReadTimeout ended the
 		// wait) is a timeout the client may retry, not a malformed body
-		// (RED_TEAM 483).
+		// (RED_TEAM 361).
 		if ne := net.Error(nil); errors.As(err, &ne) && ne.Timeout() {
 			w.Header().Set("Connection", "close")
 			g.writeEnvelope(w, reqID, apierr.New(http.StatusRequestTimeout, codeRequestTimeout, "the request body was not received in time"))

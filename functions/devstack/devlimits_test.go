@@ -108,7 +108,7 @@ func TestDeclaredOversizeBodyIs413BeforeReading(t *testing.T) {
 // ReadTimeout ends the wait, 408 idemkit.request_timeout with the
 // envelope and Connection: close — a timeout a client may retry (idemkit's
 // client does), not 400 validation_error "could not read the body", a
-// final refusal of a body that was never read (RED_TEAM 483).
+// final refusal of a body that was never read (RED_TEAM 361).
 func TestBodyCutShortIs408(t *testing.T) {
 	srv := httptest.NewUnstartedServer(memGateway(t, "http://dev", nil))
 	srv.Config.ReadTimeout = 100 * time.Millisecond

@@ -14,7 +14,7 @@ import (
 // leading "*." — is an invalid setting naming it. Before, such an entry was
 // kept and matched no destination, so the typo of one operator refused
 // every tenant's webhook run (400 webhook_url_rejected, "not on the
-// allowlist") while the stack looked healthy (RED_TEAM 484). Well-formed
+// allowlist") while the stack looked healthy (RED_TEAM 362). Well-formed
 // entries load as before, an absolute host's trailing dot aside (a
 // destination is checked without it).
 func TestWebhookAllowlistEntriesAreHosts(t *testing.T) {

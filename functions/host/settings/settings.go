@@ -392,7 +392,7 @@ func orList(names []string) string {
 // domain, or an IP address. Anything else (a URL, a port, a path, an IPv6
 // address in brackets, another pattern) would match no destination, so
 // every webhook run would be refused while the stack looked healthy: it is
-// refused at start-up instead (RED_TEAM 484).
+// refused at start-up instead (RED_TEAM 362).
 func allowlistEntry(h string) (string, error) {
 	bad := fmt.Errorf("entry %q is not a host: want example.com, *.example.com or an IP address (no scheme, port, path or brackets)", h)
 	a := strings.ToLower(h)

@@ -133,7 +133,7 @@ func From(v any, ok bool, mediaType string, body []byte) (WorkOrder, error) {
 // U+FFFE and U+FFFF. The XML decoder refuses them already; a JSON \u
 // escape can spell them, and JSON and XML are two spellings of one work
 // order, so a work order with one has no XML spelling and an answer
-// rendered in XML could not name it (RED_TEAM 480).
+// rendered in XML could not name it (RED_TEAM 358).
 func xmlText(field, s string) error {
 	for _, r := range s {
 		if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF {

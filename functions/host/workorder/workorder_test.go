@@ -211,7 +211,7 @@ func TestDecodeChecksBodiesAreUTF8OnlyAtTheContentType(t *testing.T) {
 // the XML decoder refuses it, naming the member: before, such a JSON work
 // order was processed, and its answer rendered in XML (the ERP policy's
 // Accept: application/xml) named U+FFFD in its place, a work order number
-// the caller never sent (RED_TEAM 480).
+// the caller never sent (RED_TEAM 358).
 func TestJSONStringsXMLCannotCarryAreRefused(t *testing.T) {
 	for _, esc := range []string{`\u0000`, `\u0001`, `\u0008`, `\u000b`, `\u000c`, `\u000e`, `\u001f`, `\ufffe`, `\uffff`} {
 		for field, body := range map[string]string{
