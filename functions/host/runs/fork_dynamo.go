@@ -102,6 +102,12 @@ func (d *DynamoRuns) AppendLog(ctx context.Context, id string, f Fence, evs []Lo
 		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning)))).
 		And(epochIs(f.Epoch)).And(at)
 	r, err := d.updateRun(ctx, id, cond, upd, "append run log")
+	if errors.Is(err, ErrStatusConflict) && r.Status == StatusPaused && r.PausePending != nil &&
+		r.Epoch == f.Epoch && len(r.Log) == f.At && drains(r.Log, evs) {
+		// The node a pause lets drain ends (one more round trip, on this
+		// path only).
+		r, err = d.appendDrained(ctx, id, r, f, evs, now)
+	}
 	if errors.Is(err, ErrStatusConflict) && appendApplied(r, f, evs) {
 		return r, nil
 	}

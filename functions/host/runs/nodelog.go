@@ -66,9 +66,18 @@ var _ LogStore = (*MemRuns)(nil)
 
 // appendApplied reports whether cur, found by a refused append of evs
 // under f, already holds that append: the same epoch, still running, and
-// the log f.At+len(evs) long ending with evs.
+// the log f.At+len(evs) long ending with evs; or paused, the append having
+// drained the node a pause waited for (the log then ends with the pause's
+// run.paused after evs).
 func appendApplied(cur Run, f Fence, evs []LogEvent) bool {
-	if cur.Status != StatusRunning || cur.Epoch != f.Epoch || len(cur.Log) != f.At+len(evs) {
+	n := f.At + len(evs)
+	switch {
+	case cur.Epoch != f.Epoch:
+		return false
+	case cur.Status == StatusRunning && len(cur.Log) == n:
+	case cur.Status == StatusPaused && len(cur.Log) == n+1 && cur.Log[n].Type == EventRunPaused:
+		// A drained node's end, its run.paused after it.
+	default:
 		return false
 	}
 	for i, ev := range evs {
@@ -99,6 +108,14 @@ func (m *MemRuns) AppendLog(_ context.Context, id string, f Fence, evs []LogEven
 	r, ok := m.lookupLocked(id)
 	if !ok {
 		return Run{}, ErrRunNotFound
+	}
+	if r.Status == StatusPaused && r.PausePending != nil && r.Epoch == f.Epoch && len(r.Log) == f.At && drains(r.Log, evs) {
+		// The node a pause lets drain ends: its events and the pause's
+		// run.paused, in one write.
+		r.Log = append(slices.Clone(r.Log), append(slices.Clone(evs), drained(*r.PausePending, evs, now))...)
+		r.PausePending, r.UpdatedAt = nil, tableTime(now)
+		m.runs[id] = r
+		return r, nil
 	}
 	if r.Status != StatusRunning || r.Epoch != f.Epoch || len(r.Log) != f.At {
 		if appendApplied(r, f, evs) {

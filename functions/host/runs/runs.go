@@ -82,7 +82,20 @@ type Run struct {
 	// CancelReason is the reason the cancel request gave (its body's
 	// reason), written by Cancel in the same conditional write as the
 	// status; "" when it gave none. Not a tracked field.
-	CancelReason string    `json:"cancelReason,omitempty"`
+	CancelReason string `json:"cancelReason,omitempty"`
+	// PausedBy and ResumedBy are the Layer-1 record IDs (or a request's
+	// token, as CancelledBy) of the last pause and resume of the run,
+	// written with its status by Pause and Unpause: a retry of either
+	// request finds its own write. "" when never paused or resumed. Not
+	// tracked fields.
+	PausedBy  string `json:"-"`
+	ResumedBy string `json:"-"`
+	// PausePending is the run.paused event of a pause that lets the node
+	// executing drain (DrainCurrentNode): held here until that node's
+	// terminal event is appended (AppendLog appends both), or until the
+	// run is resumed (Unpause appends it before run.resumed) or ends.
+	// Nil otherwise. Not a tracked field.
+	PausePending *LogEvent `json:"-"`
 	CreatedAt    time.Time `json:"createdAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 	// Failures counts the executions of the run that failed transiently and
@@ -401,9 +414,10 @@ type RunStore interface {
 	// epoch: a compare-and-set that moves updatedAt to now only if the run
 	// is live and its Epoch is still epoch, so the stale-run pass (Stale,
 	// Claim) never takes a run whose executor lives, however long a node
-	// runs. It returns the run as stored afterwards; ErrStatusConflict
-	// (with the current run) when the run was taken by another execution
-	// or has ended: the caller stops; ErrRunNotFound when there is none.
+	// runs (also while a pause lets its node drain: Pause). It returns
+	// the run as stored afterwards; ErrStatusConflict (with the current
+	// run) when the run was taken by another execution, was paused
+	// otherwise or has ended: the caller stops; ErrRunNotFound when there is none.
 	// Renewing again (a retry after a lost answer) is harmless.
 	Renew(ctx context.Context, id string, epoch int64, now time.Time) (Run, error)
 	// Breach ends a live (pending or running) run failed because one of
@@ -567,7 +581,7 @@ func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg,
 		r.Epoch++
 	}
 	if to.Terminal() {
-		r.Wake = Wake{}
+		r.Wake, r.PausePending = Wake{}, nil
 		r.ExpiresAt = expiry(m.Retention, now)
 	}
 	r.History = appendVersion(r.History, terminalVersion(to, errMsg))
@@ -578,7 +592,7 @@ func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg,
 
 // Schedule implements RunStore.
 func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) error {
-	_, err := m.schedule(id, func(r Run) bool { return !r.Status.Terminal() }, w, now)
+	_, err := m.schedule(id, func(r Run) bool { return live(r.Status) }, w, now)
 	return err
 }
 

@@ -289,6 +289,7 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 		}
 	}
 	forkFromItem(m, &r)
+	pauseFromItem(m, &r)
 	_, tomb := m[runAttrTakenOver]
 	_, unwritten := m[runAttrCancelledUnwritten]
 	return r, r.ID != "" && !strings.HasPrefix(r.ID, itemPrefix) && !tomb && !unwritten
@@ -750,7 +751,8 @@ func (d *DynamoRuns) transitionIf(ctx context.Context, id string, from []Status,
 	}
 	if to.Terminal() {
 		upd = upd.Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
-			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
+			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL)).
+			Remove(expression.Name(runAttrPausePend))
 	}
 	upd = newVersion(upd, terminalVersion(to, errMsg))
 	if to.Terminal() {

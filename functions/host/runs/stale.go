@@ -54,7 +54,7 @@ func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]strin
 	defer m.mu.Unlock()
 	var stale []Run
 	for _, r := range m.runs {
-		if !r.Status.Terminal() && !r.UpdatedAt.After(before) {
+		if live(r.Status) && !r.UpdatedAt.After(before) {
 			stale = append(stale, r)
 		}
 	}
@@ -72,13 +72,13 @@ func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]strin
 // Claim implements RunStore.
 func (m *MemRuns) Claim(_ context.Context, id string, before, now time.Time) (Run, error) {
 	return m.takeOver(id, now, func(r Run) bool {
-		return r.Status.Terminal() || !r.Wake.IsZero() || r.UpdatedAt.After(before)
+		return !live(r.Status) || !r.Wake.IsZero() || r.UpdatedAt.After(before)
 	})
 }
 
 // Adopt implements RunStore.
 func (m *MemRuns) Adopt(_ context.Context, id string, now time.Time) (Run, error) {
-	return m.takeOver(id, now, func(r Run) bool { return r.Status.Terminal() })
+	return m.takeOver(id, now, func(r Run) bool { return !live(r.Status) })
 }
 
 // takeOver is Claim and Adopt: unless refused(r) (ErrStatusConflict with
@@ -108,7 +108,7 @@ func (m *MemRuns) Resume(_ context.Context, id string, now time.Time) (Run, erro
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if r.Status.Terminal() || r.Wake.IsZero() || r.Wake.At.After(now) {
+	if !live(r.Status) || r.Wake.IsZero() || r.Wake.At.After(now) {
 		return r, ErrStatusConflict
 	}
 	r.Wake, r.UpdatedAt = Wake{}, tableTime(now)
@@ -127,7 +127,7 @@ func (m *MemRuns) Renew(_ context.Context, id string, epoch int64, now time.Time
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if r.Status.Terminal() || r.Epoch != epoch {
+	if !renewable(r) || r.Epoch != epoch {
 		return r, ErrStatusConflict
 	}
 	r.UpdatedAt = tableTime(now)
@@ -210,10 +210,11 @@ func (d *DynamoRuns) Resume(ctx context.Context, id string, now time.Time) (Run,
 }
 
 // Renew implements RunStore: one UpdateItem (SET updatedAt) conditional on
-// the run existing, being live and its claimEpoch being epoch.
+// the run existing, being live (or paused with its run.paused held for the
+// node its execution drains: renewableRun) and its claimEpoch being epoch.
 func (d *DynamoRuns) Renew(ctx context.Context, id string, epoch int64, now time.Time) (Run, error) {
 	upd := expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli()))
-	return d.updateRun(ctx, id, liveRun().And(epochIs(epoch)), upd, "renew run claim")
+	return d.updateRun(ctx, id, renewableRun().And(epochIs(epoch)), upd, "renew run claim")
 }
 
 // liveRun is the condition that the run exists and is pending or running.

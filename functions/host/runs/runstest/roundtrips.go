@@ -62,6 +62,31 @@ func roundTrips(t *testing.T, e *env) {
 	if n := e.trips(); n != 1 {
 		t.Errorf("Finish took %d round trips, want 1", n)
 	}
+	// A pause and a resume read the run and write it: two round trips
+	// each. The end of a node a pause lets drain is the refused append
+	// and the drained one: two (three on an engine whose refused write
+	// does not return the item, read then).
+	pr := e.running(t, 0)
+	pr = e.appendEv(t, pr, runs.EventNodeStarted, "a", 0)
+	for _, step := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"Pause", func() error { _, err := e.st.Pause(e.ctx, pr.ID, runs.Pause{By: "p"}, e.now); return err }},
+		{"AppendLog draining", func() error {
+			_, err := e.st.AppendLog(e.ctx, pr.ID, pr.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 0)}, e.now)
+			return err
+		}},
+		{"Unpause", func() error { _, err := e.st.Unpause(e.ctx, pr.ID, "r", "", e.now); return err }},
+	} {
+		e.resetTrips()
+		if err := step.fn(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if n := e.trips(); n != 2 && (step.name != "AppendLog draining" || n != 3) {
+			t.Errorf("%s took %d round trips, want 2", step.name, n)
+		}
+	}
 	// A create holding a free scope costs Create's write and the scope's:
 	// one round trip more than Create (outside a Layer-1 transaction).
 	e.resetTrips()

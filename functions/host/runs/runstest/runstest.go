@@ -128,6 +128,7 @@ import (
 type Store interface {
 	runs.RunStore
 	runs.LogStore
+	runs.PauseStore
 }
 
 // Harness is what a store package hands the suite.
@@ -289,5 +290,16 @@ var cases = []testCase{
 	{"Scope/Bad", scopeBad},
 	{"Scope/LostAnswer", scopeLostAnswer},
 	{"Times/Millisecond", timesMillisecond},
+	{"Pause/PausesAndResumes", pauseResumes},
+	{"Pause/Drain", pauseDrain},
+	{"Pause/Immediate", pauseImmediate},
+	{"Pause/UndrainedResume", pauseUndrainedResume},
+	{"Pause/Parked", pauseParked},
+	{"Pause/Refused", pauseRefused},
+	{"Pause/Race", pauseRace},
+	{"Pause/RacesCompletion", pauseRacesCompletion},
+	{"Pause/RacesCancel", pauseRacesCancel},
+	{"Pause/ResumeRacesCancel", resumeRacesCancel},
+	{"Pause/LostAnswer", pauseLostAnswer},
 	{roundTripsCase, roundTrips},
 }

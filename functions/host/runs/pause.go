@@ -1,0 +1,288 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// StatusPaused is the status of a run an operator paused (pauseRun): not
+// terminal, not live. The executor starts no node of it, the stale-run and
+// due passes never take it, and only Unpause (resumeRun) or a cancel moves
+// it on.
+const StatusPaused Status = "paused"
+
+// The drain policies of a pause (pauseRun's drainPolicy).
+const (
+	// DrainCurrentNode lets the node executing when the run is paused
+	// record its terminal event first: its run.paused event follows it.
+	// The default.
+	DrainCurrentNode = "drain-current-node"
+	// DrainImmediate cuts the executing attempt: the pause takes the run
+	// from its execution (its claim epoch moves on, so the execution
+	// writes nothing more: no terminal event for the cut attempt) and its
+	// run.paused names the node and attempt cut; the resumed run starts
+	// the node afresh (node.started).
+	DrainImmediate = "immediate"
+)
+
+// The run events a pause and a resume record in the run's log (Run.Log,
+// with no node id).
+const (
+	EventRunPaused  = "run.paused"
+	EventRunResumed = "run.resumed"
+)
+
+// Pause is a pause request as a store records it.
+type Pause struct {
+	// Drain is DrainCurrentNode ("" means it) or DrainImmediate.
+	Drain string
+	// Reason is the request's reason ("" when none): run.paused echoes it.
+	Reason string
+	// By is the pause request's Layer-1 record ID (or a token of a
+	// request without a key), recorded as the run's PausedBy: a retry of
+	// that request finds its own pause.
+	By string
+}
+
+// ValidDrain reports whether d names a drain policy ("" is the default).
+func ValidDrain(d string) bool { return d == "" || d == DrainCurrentNode || d == DrainImmediate }
+
+// PauseStore pauses and resumes runs. MemRuns and DynamoRuns implement it.
+type PauseStore interface {
+	// Pause moves a live (pending or running) run to paused, a
+	// compare-and-set on the run as read (its status, version, claim
+	// epoch and log), and records its run.paused event: appended to the
+	// log in the same write, or, under DrainCurrentNode while a node's
+	// attempt is under way (a node.started with no terminal event yet),
+	// held on the run (PausePending) until that node's terminal event is
+	// appended (AppendLog appends both in one write), or until Unpause.
+	// Under DrainImmediate the write also moves the claim epoch on (the
+	// execution under way is fenced: it appends, renews, parks and
+	// finishes nothing more) and the event names the attempt cut. The
+	// wake of a parked run is cleared (a resume drives it anew). It
+	// returns the run as stored; ErrStatusConflict with the run as it is
+	// when it is not live (paused, ended); ErrRunNotFound when there is
+	// none. A retry of a pause that applied (the run paused, PausedBy
+	// p.By) returns the run and no error.
+	Pause(ctx context.Context, id string, p Pause, now time.Time) (Run, error)
+	// Unpause moves a paused run back to running, a compare-and-set on
+	// the run as read, and records run.resumed (after the pause's held
+	// run.paused, if its node never drained) in the same write. It takes
+	// the run from any execution still draining (claim epoch + 1): the
+	// executor's next delivery of it (the runs stream's record of the
+	// change paused -> running, else the stale-run pass) adopts it and
+	// continues it. by is recorded as ResumedBy. ErrStatusConflict with
+	// the run as it is when it is not paused; ErrRunNotFound when there
+	// is none. A retry of an Unpause that applied (ResumedBy by, the run
+	// no longer paused) returns the run and no error.
+	Unpause(ctx context.Context, id, by, reason string, now time.Time) (Run, error)
+}
+
+var (
+	_ PauseStore = (*MemRuns)(nil)
+	_ PauseStore = (*DynamoRuns)(nil)
+)
+
+// live reports whether s is a status the executor drives (pending,
+// running).
+func live(s Status) bool { return s == StatusPending || s == StatusRunning }
+
+// OpenNode returns the node whose attempt is under way in log (its last
+// node.started with no terminal event of that node after it, and not cut
+// by an immediate pause) and that attempt's number (its node.started
+// events since the node's last terminal event); "" and 0 when none is.
+func OpenNode(log []LogEvent) (node string, attempt int) {
+	open := false
+	for _, ev := range log {
+		switch ev.Type {
+		case EventNodeStarted:
+			if ev.NodeID != node {
+				node, attempt = ev.NodeID, 0
+			}
+			attempt++
+			open = true
+		case EventNodeCompleted, EventNodeFailed:
+			if ev.NodeID == node {
+				node, attempt, open = "", 0, false
+			}
+		case EventRunPaused:
+			if CutNode(ev) != "" {
+				open = false
+			}
+		}
+	}
+	if !open {
+		return "", 0
+	}
+	return node, attempt
+}
+
+// CutNode is the node whose attempt the run.paused event ev cut (its
+// interruptedNodeId), "" for any other event.
+func CutNode(ev LogEvent) string {
+	if ev.Type != EventRunPaused {
+		return ""
+	}
+	var p struct {
+		Node string `json:"interruptedNodeId"`
+	}
+	if json.Unmarshal(ev.Payload, &p) != nil {
+		return ""
+	}
+	return p.Node
+}
+
+// planPause is what pausing r under p writes: its run.paused event ev,
+// whether the event is held until the open node drains (pending), and
+// whether the claim epoch moves on (fence).
+func planPause(r Run, p Pause, now time.Time) (ev LogEvent, pending, fence bool) {
+	drain := p.Drain
+	if drain == "" {
+		drain = DrainCurrentNode
+	}
+	payload := map[string]any{"drainPolicy": drain}
+	if p.Reason != "" {
+		payload["reason"] = p.Reason
+	}
+	node, attempt := OpenNode(r.Log)
+	if drain == DrainImmediate {
+		fence = true
+		if node != "" {
+			payload["interruptedNodeId"], payload["interruptedAttempt"] = node, attempt
+		}
+	} else {
+		pending = node != ""
+	}
+	b, _ := json.Marshal(payload)
+	return LogEvent{Type: EventRunPaused, At: tableTime(now), Payload: b}, pending, fence
+}
+
+// resumedEvent is the run.resumed event of a resume at now.
+func resumedEvent(reason string, now time.Time) LogEvent {
+	payload := map[string]any{}
+	if reason != "" {
+		payload["reason"] = reason
+	}
+	b, _ := json.Marshal(payload)
+	return LogEvent{Type: EventRunResumed, At: tableTime(now), Payload: b}
+}
+
+// pauseVersion is the version log entry of a pause of r.
+func pauseVersion(r Run) map[string]json.RawMessage {
+	if !r.Wake.IsZero() {
+		return version(FieldStatus, StatusPaused, fieldWake, nil)
+	}
+	return version(FieldStatus, StatusPaused)
+}
+
+// drains reports whether evs, appended to log under a pause held for the
+// open node (PausePending), are that node's terminal event (with what
+// goes in its write, never a node.started).
+func drains(log []LogEvent, evs []LogEvent) bool {
+	node, _ := OpenNode(log)
+	if node == "" || len(evs) == 0 || evs[0].NodeID != node ||
+		(evs[0].Type != EventNodeCompleted && evs[0].Type != EventNodeFailed) {
+		return false
+	}
+	for _, ev := range evs[1:] {
+		if ev.Type == EventNodeStarted {
+			return false
+		}
+	}
+	return true
+}
+
+// drained is the held run.paused event as appended after evs at now: at
+// the drained node's end, never before an event ahead of it.
+func drained(pending LogEvent, evs []LogEvent, now time.Time) LogEvent {
+	at := tableTime(now)
+	for _, ev := range evs {
+		if ev.At.After(at) {
+			at = tableTime(ev.At)
+		}
+	}
+	if pending.At.After(at) {
+		at = pending.At
+	}
+	pending.At = at
+	return pending
+}
+
+// Pause implements PauseStore.
+func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.lookupLocked(id)
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if !live(r.Status) {
+		if p.By != "" && r.Status == StatusPaused && r.PausedBy == p.By {
+			return r, nil // this pause's write, its answer lost
+		}
+		return r, ErrStatusConflict
+	}
+	ev, pending, fence := planPause(r, p, now)
+	r.History = appendVersion(r.History, pauseVersion(r))
+	r.Version = r.History.Current()
+	r.Status, r.UpdatedAt, r.Wake = StatusPaused, tableTime(now), Wake{}
+	if pending {
+		r.PausePending = &ev
+	} else {
+		r.Log = append(slices.Clone(r.Log), ev)
+	}
+	if fence {
+		r.Epoch++
+	}
+	if p.By != "" {
+		r.PausedBy = p.By
+	}
+	m.runs[id] = r
+	return r, nil
+}
+
+// Unpause implements PauseStore.
+func (m *MemRuns) Unpause(_ context.Context, id, by, reason string, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.lookupLocked(id)
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if r.Status != StatusPaused {
+		if by != "" && r.ResumedBy == by {
+			return r, nil // this resume's write, its answer lost
+		}
+		return r, ErrStatusConflict
+	}
+	r.Log = append(slices.Clone(r.Log), resumeEvents(r, reason, now)...)
+	r.PausePending = nil
+	r.Status, r.UpdatedAt = StatusRunning, tableTime(now)
+	r.Epoch++
+	if by != "" {
+		r.ResumedBy = by
+	}
+	r.History = appendVersion(r.History, version(FieldStatus, StatusRunning))
+	r.Version = r.History.Current()
+	m.runs[id] = r
+	return r, nil
+}
+
+// resumeEvents are the events a resume of r appends: the pause's held
+// run.paused (its node never drained) and run.resumed.
+func resumeEvents(r Run, reason string, now time.Time) []LogEvent {
+	var evs []LogEvent
+	if r.PausePending != nil {
+		evs = append(evs, *r.PausePending)
+	}
+	return append(evs, resumedEvent(reason, now))
+}
+
+// renewable reports whether an execution holding r's claim may renew it:
+// r is live, or paused with its run.paused held for the node that
+// execution drains.
+func renewable(r Run) bool {
+	return live(r.Status) || (r.Status == StatusPaused && r.PausePending != nil)
+}

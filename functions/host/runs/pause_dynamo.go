@@ -1,0 +1,172 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"time"
+)
+
+// The attributes a pause and a resume write.
+const (
+	runAttrPausedBy  = "pausedBy"     // S: Run.PausedBy
+	runAttrResumedBy = "resumedBy"    // S: Run.ResumedBy
+	runAttrPausePend = "pausePending" // S: Run.PausePending, a LogEvent's JSON
+)
+
+// pauseTries bounds the compare-and-sets of one Pause or Unpause: each
+// one refused because the run moved between its read and its write (a
+// node event appended, a heartbeat) reads it again.
+const pauseTries = 8
+
+// pauseFromItem reads the attributes of a pause and a resume into r.
+func pauseFromItem(m map[string]types.AttributeValue, r *Run) {
+	if v, ok := m[runAttrPausedBy].(*types.AttributeValueMemberS); ok {
+		r.PausedBy = v.Value
+	}
+	if v, ok := m[runAttrResumedBy].(*types.AttributeValueMemberS); ok {
+		r.ResumedBy = v.Value
+	}
+	if v, ok := m[runAttrPausePend].(*types.AttributeValueMemberS); ok {
+		var ev LogEvent
+		if json.Unmarshal([]byte(v.Value), &ev) == nil {
+			r.PausePending = &ev
+		}
+	}
+}
+
+// asRead is the condition that the run is still as r was read: its
+// status, version, claim epoch, log length and held run.paused.
+func asRead(r Run) expression.ConditionBuilder {
+	at := expression.Name(runAttrLog).Size().Equal(expression.Value(len(r.Log)))
+	if len(r.Log) == 0 {
+		at = expression.AttributeNotExists(expression.Name(runAttrLog)).Or(at)
+	}
+	pend := expression.AttributeNotExists(expression.Name(runAttrPausePend))
+	if r.PausePending != nil {
+		pend = expression.AttributeExists(expression.Name(runAttrPausePend))
+	}
+	return expression.AttributeExists(expression.Name(runAttrPK)).
+		And(expression.Name(runAttrStatus).Equal(expression.Value(string(r.Status)))).
+		And(expression.Name(runAttrVersion).Equal(expression.Value(r.Version))).
+		And(epochIs(r.Epoch)).And(at).And(pend)
+}
+
+// appendTo is the update appending evs to the run's log.
+func appendTo(upd expression.UpdateBuilder, evs []LogEvent) expression.UpdateBuilder {
+	empty := &types.AttributeValueMemberL{Value: []types.AttributeValue{}}
+	return upd.Set(expression.Name(runAttrLog), expression.ListAppend(
+		expression.IfNotExists(expression.Name(runAttrLog), expression.Value(empty)), expression.Value(logAV(evs))))
+}
+
+// Pause implements PauseStore: a consistent read, then one UpdateItem
+// conditional on the run as read (asRead), read again and retried while
+// the run moved in between and is still live (at most pauseTries times).
+func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Time) (Run, error) {
+	r, err := d.Get(ctx, id)
+	if err != nil {
+		return Run{}, err
+	}
+	for range pauseTries {
+		if !live(r.Status) {
+			if p.By != "" && r.Status == StatusPaused && r.PausedBy == p.By {
+				return r, nil // this pause's write, its answer lost
+			}
+			return r, ErrStatusConflict
+		}
+		ev, pending, fence := planPause(r, p, now)
+		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusPaused))).
+			Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
+			Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
+			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
+		if pending {
+			b, err := json.Marshal(tableTimes([]LogEvent{ev})[0])
+			if err != nil {
+				return Run{}, err
+			}
+			upd = upd.Set(expression.Name(runAttrPausePend), expression.Value(string(b)))
+		} else {
+			upd = appendTo(upd, []LogEvent{ev})
+		}
+		if fence {
+			upd = upd.Add(expression.Name(runAttrEpoch), expression.Value(1))
+		}
+		if p.By != "" {
+			upd = upd.Set(expression.Name(runAttrPausedBy), expression.Value(p.By))
+		}
+		upd = newVersion(upd, pauseVersion(r))
+		got, err := d.updateRun(ctx, id, asRead(r), upd, "pause run")
+		if !errors.Is(err, ErrStatusConflict) {
+			return got, err
+		}
+		r = got
+	}
+	return Run{}, fmt.Errorf("host: pause run: the run moved on each of %d tries", pauseTries)
+}
+
+// Unpause implements PauseStore: a consistent read, then one UpdateItem
+// conditional on the run as read (asRead), read again and retried while
+// the run moved in between and is still paused (at most pauseTries times).
+func (d *DynamoRuns) Unpause(ctx context.Context, id, by, reason string, now time.Time) (Run, error) {
+	r, err := d.Get(ctx, id)
+	if err != nil {
+		return Run{}, err
+	}
+	for range pauseTries {
+		if r.Status != StatusPaused {
+			if by != "" && r.ResumedBy == by {
+				return r, nil // this resume's write, its answer lost
+			}
+			return r, ErrStatusConflict
+		}
+		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusRunning))).
+			Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
+			Set(expression.Name(runAttrLive), expression.Value(liveShardOf(id))).
+			Remove(expression.Name(runAttrPausePend)).
+			Add(expression.Name(runAttrEpoch), expression.Value(1))
+		upd = appendTo(upd, resumeEvents(r, reason, now))
+		if by != "" {
+			upd = upd.Set(expression.Name(runAttrResumedBy), expression.Value(by))
+		}
+		upd = newVersion(upd, version(FieldStatus, StatusRunning))
+		got, err := d.updateRun(ctx, id, asRead(r), upd, "resume run")
+		if !errors.Is(err, ErrStatusConflict) {
+			return got, err
+		}
+		r = got
+	}
+	return Run{}, fmt.Errorf("host: resume run: the run moved on each of %d tries", pauseTries)
+}
+
+// appendDrained is AppendLog of evs, the end of the node a pause lets
+// drain (cur, as the refused append found the run, holds its run.paused):
+// one UpdateItem appending evs and that event, removing it from the run,
+// conditional on the run still paused with it held, under f.
+func (d *DynamoRuns) appendDrained(ctx context.Context, id string, cur Run, f Fence, evs []LogEvent, now time.Time) (Run, error) {
+	at := expression.Name(runAttrLog).Size().Equal(expression.Value(f.At))
+	if f.At == 0 {
+		at = expression.AttributeNotExists(expression.Name(runAttrLog)).Or(at)
+	}
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).
+		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusPaused)))).
+		And(expression.AttributeExists(expression.Name(runAttrPausePend))).
+		And(epochIs(f.Epoch)).And(at)
+	all := append(append([]LogEvent{}, evs...), drained(*cur.PausePending, evs, now))
+	upd := appendTo(expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())), all).
+		Remove(expression.Name(runAttrPausePend))
+	return d.updateRun(ctx, id, cond, upd, "append drained node")
+}
+
+// renewableRun is the condition of a claim's renewal: a live run, or a
+// paused one whose run.paused waits for the node its execution drains.
+func renewableRun() expression.ConditionBuilder {
+	paused := expression.Name(runAttrStatus).Equal(expression.Value(string(StatusPaused))).
+		And(expression.AttributeExists(expression.Name(runAttrPausePend)))
+	live := expression.Name(runAttrStatus).In(expression.Value(string(StatusPending)), expression.Value(string(StatusRunning)))
+	return expression.AttributeExists(expression.Name(runAttrPK)).And(expression.Or(live, paused))
+}

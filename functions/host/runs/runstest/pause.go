@@ -1,0 +1,430 @@
+package runstest
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/idemkit/idemkit/functions/host/runs"
+)
+
+// livePaused is what a cancel moves a run from: live or paused.
+var livePaused = []runs.Status{runs.StatusPending, runs.StatusRunning, runs.StatusPaused}
+
+// pauseWith pauses run id under p at d, which must succeed.
+func (e *env) pauseWith(t *testing.T, id string, p runs.Pause, d time.Duration) runs.Run {
+	t.Helper()
+	got, err := e.st.Pause(e.ctx, id, p, e.at(d))
+	if err != nil || got.Status != runs.StatusPaused {
+		t.Fatalf("pause %s: %+v %v, want paused", id, got, err)
+	}
+	return got
+}
+
+// appendEv appends a node event to r under its fence, which must succeed.
+func (e *env) appendEv(t *testing.T, r runs.Run, typ, node string, d time.Duration) runs.Run {
+	t.Helper()
+	got, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(typ, node, d)}, e.at(d))
+	if err != nil {
+		t.Fatalf("append %s@%s: %v", typ, node, err)
+	}
+	return got
+}
+
+// pausePayload is a run.paused event's payload.
+type pausePayload struct {
+	DrainPolicy        string `json:"drainPolicy"`
+	Reason             string `json:"reason"`
+	InterruptedNodeID  string `json:"interruptedNodeId"`
+	InterruptedAttempt int    `json:"interruptedAttempt"`
+}
+
+// count is how many events of r's log have type typ.
+func count(r runs.Run, typ string) int {
+	n := 0
+	for _, ev := range r.Log {
+		if ev.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// lastPause is the payload of r's last log event, which must be run.paused.
+func lastPause(t *testing.T, r runs.Run) pausePayload {
+	t.Helper()
+	if len(r.Log) == 0 || r.Log[len(r.Log)-1].Type != runs.EventRunPaused {
+		t.Fatalf("log %v does not end with run.paused", logTypes(r))
+	}
+	var p pausePayload
+	if err := json.Unmarshal(r.Log[len(r.Log)-1].Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// pauseResumes: a pause between nodes records run.paused at once, keeps
+// the epoch and takes the run out of every pass that drives it; nothing
+// drives it until Unpause, which takes it (epoch + 1), records
+// run.resumed and makes it live again.
+func pauseResumes(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	r = e.appendEv(t, r, runs.EventNodeStarted, "a", time.Second)
+	r = e.appendEv(t, r, runs.EventNodeCompleted, "a", 2*time.Second)
+	got := e.pauseWith(t, r.ID, runs.Pause{Reason: "maintenance", By: "p1"}, 3*time.Second)
+	if got.Version != r.Version+1 || got.Epoch != r.Epoch || got.PausePending != nil || got.PausedBy != "p1" || !got.UpdatedAt.Equal(e.at(3*time.Second)) {
+		t.Fatalf("paused between nodes: %+v, want version %d, epoch %d, no held event, pausedBy p1", got, r.Version+1, r.Epoch)
+	}
+	if p := lastPause(t, got); p.DrainPolicy != runs.DrainCurrentNode || p.Reason != "maintenance" || p.InterruptedNodeID != "" {
+		t.Fatalf("run.paused %+v, want the default drain policy and the reason, nothing cut", p)
+	}
+	if !sameRun(e.get(t, r.ID), got) {
+		t.Fatalf("paused run reads back %+v, want %+v", e.get(t, r.ID), got)
+	}
+	if e.stale(t, e.at(time.Hour), r.ID) {
+		t.Fatal("a paused run is listed stale")
+	}
+	for name, fn := range map[string]func() error{
+		"Adopt":  func() error { _, err := e.st.Adopt(e.ctx, r.ID, e.at(time.Hour)); return err },
+		"Claim":  func() error { _, err := e.st.Claim(e.ctx, r.ID, e.at(time.Hour), e.at(time.Hour)); return err },
+		"Renew":  func() error { _, err := e.st.Renew(e.ctx, r.ID, got.Epoch, e.at(time.Hour)); return err },
+		"Finish": func() error { _, err := e.st.Finish(e.ctx, r.ID, got.Epoch, runs.StatusCompleted, "", e.at(time.Hour)); return err },
+		"Park": func() error {
+			_, err := e.st.Park(e.ctx, r.ID, got.Epoch, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(time.Hour))
+			return err
+		},
+		"AppendLog": func() error {
+			_, err := e.st.AppendLog(e.ctx, r.ID, got.Fence(), []runs.LogEvent{e.ev(runs.EventNodeStarted, "b", time.Hour)}, e.at(time.Hour))
+			return err
+		},
+		"Pause": func() error { _, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p2"}, e.at(time.Hour)); return err },
+	} {
+		if err := fn(); !errors.Is(err, runs.ErrStatusConflict) {
+			t.Errorf("%s of a paused run: %v, want ErrStatusConflict", name, err)
+		}
+	}
+	if cur := e.get(t, r.ID); cur.Version != got.Version || cur.Epoch != got.Epoch || len(cur.Log) != len(got.Log) {
+		t.Fatalf("refused writes changed the paused run: %+v", cur)
+	}
+	// The same pause again (its answer lost) is its own.
+	if again, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p1"}, e.at(4*time.Second)); err != nil || again.Version != got.Version {
+		t.Fatalf("the same pause again: %+v %v, want the run as paused and no error", again, err)
+	}
+	res, err := e.st.Unpause(e.ctx, r.ID, "r1", "done", e.at(5*time.Second))
+	if err != nil || res.Status != runs.StatusRunning || res.Epoch != got.Epoch+1 || res.Version != got.Version+1 || res.ResumedBy != "r1" {
+		t.Fatalf("resume: %+v %v, want running, epoch %d, version %d", res, err, got.Epoch+1, got.Version+1)
+	}
+	if last := res.Log[len(res.Log)-1]; last.Type != runs.EventRunResumed || string(last.Payload) != `{"reason":"done"}` {
+		t.Fatalf("resume's event %s %s, want run.resumed {reason}", last.Type, last.Payload)
+	}
+	if !e.stale(t, e.at(time.Hour), r.ID) {
+		t.Fatal("a resumed run is not live again (Stale)")
+	}
+	if _, err := e.st.Adopt(e.ctx, r.ID, e.at(6*time.Second)); err != nil {
+		t.Fatalf("adopt the resumed run: %v", err)
+	}
+	if _, err := e.st.Unpause(e.ctx, r.ID, "r2", "", e.at(7*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("resume of a running run: %v, want ErrStatusConflict", err)
+	}
+	if again, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(7*time.Second)); err != nil || again.Status != runs.StatusRunning {
+		t.Fatalf("the same resume again: %+v %v, want the run and no error", again, err)
+	}
+}
+
+// pauseDrain: a drain-current-node pause while a node runs holds its
+// run.paused; the execution keeps its claim (renews), appends the node's
+// terminal event with run.paused after it in one write, and then starts
+// nothing.
+func pauseDrain(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	r = e.appendEv(t, r, runs.EventNodeStarted, "a", time.Second)
+	got := e.pauseWith(t, r.ID, runs.Pause{Drain: runs.DrainCurrentNode, By: "p1"}, 2*time.Second)
+	if got.PausePending == nil || len(got.Log) != 1 || got.Epoch != r.Epoch {
+		t.Fatalf("drain pause: %+v, want run.paused held, the log and epoch unchanged", got)
+	}
+	if _, err := e.st.Renew(e.ctx, r.ID, r.Epoch, e.at(3*time.Second)); err != nil {
+		t.Fatalf("the draining execution's renewal: %v", err)
+	}
+	// Another node's start is refused while draining.
+	if _, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeStarted, "b", 4*time.Second)}, e.at(4*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("a node start while draining: %v, want ErrStatusConflict", err)
+	}
+	d, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 5*time.Second)}, e.at(5*time.Second))
+	if err != nil || d.Status != runs.StatusPaused || d.PausePending != nil {
+		t.Fatalf("the drained node's end: %+v %v, want appended, paused, nothing held", d, err)
+	}
+	if got := logTypes(d); len(got) != 3 || got[1] != "node.completed@a" || got[2] != "run.paused@" {
+		t.Fatalf("log %v, want node.started, node.completed, run.paused", got)
+	}
+	if p := lastPause(t, d); p.DrainPolicy != runs.DrainCurrentNode || !d.Log[2].At.Equal(e.at(5*time.Second)) {
+		t.Fatalf("run.paused %+v at %v, want drain-current-node at the node's end", p, d.Log[2].At)
+	}
+	if !sameRun(e.get(t, r.ID), d) {
+		t.Fatalf("drained run reads back %+v, want %+v", e.get(t, r.ID), d)
+	}
+	if _, err := e.st.AppendLog(e.ctx, r.ID, d.Fence(), []runs.LogEvent{e.ev(runs.EventNodeStarted, "b", 6*time.Second)}, e.at(6*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("the next node's start after the drain: %v, want ErrStatusConflict", err)
+	}
+	if _, err := e.st.Renew(e.ctx, r.ID, r.Epoch, e.at(7*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("a renewal after the drain: %v, want ErrStatusConflict", err)
+	}
+	if _, err := e.st.Finish(e.ctx, r.ID, r.Epoch, runs.StatusCompleted, "", e.at(7*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("the drained execution's end: %v, want ErrStatusConflict (the run stays paused)", err)
+	}
+	res, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(8*time.Second))
+	if err != nil || res.Epoch != r.Epoch+1 || count(res, runs.EventRunPaused) != 1 || res.Log[len(res.Log)-1].Type != runs.EventRunResumed {
+		t.Fatalf("resume after the drain: %+v %v", res, err)
+	}
+}
+
+// pauseImmediate: an immediate pause while a node runs cuts its attempt:
+// the epoch moves on (the execution writes nothing more), run.paused
+// names the node and attempt, and the node is no longer open.
+func pauseImmediate(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	r = e.appendEv(t, r, runs.EventNodeStarted, "a", time.Second)
+	got := e.pauseWith(t, r.ID, runs.Pause{Drain: runs.DrainImmediate, Reason: "now", By: "p1"}, 2*time.Second)
+	if got.Epoch != r.Epoch+1 || got.PausePending != nil {
+		t.Fatalf("immediate pause: %+v, want epoch %d, nothing held", got, r.Epoch+1)
+	}
+	if p := lastPause(t, got); p.DrainPolicy != runs.DrainImmediate || p.InterruptedNodeID != "a" || p.InterruptedAttempt != 1 || p.Reason != "now" {
+		t.Fatalf("run.paused %+v, want immediate, node a attempt 1 cut", p)
+	}
+	if n, _ := runs.OpenNode(got.Log); n != "" {
+		t.Fatalf("node %q still open after the cut", n)
+	}
+	for name, fn := range map[string]func() error{
+		"AppendLog": func() error {
+			_, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 3*time.Second)}, e.at(3*time.Second))
+			return err
+		},
+		"Renew": func() error { _, err := e.st.Renew(e.ctx, r.ID, r.Epoch, e.at(3*time.Second)); return err },
+	} {
+		if err := fn(); !errors.Is(err, runs.ErrStatusConflict) {
+			t.Errorf("the cut execution's %s: %v, want ErrStatusConflict", name, err)
+		}
+	}
+	if cur := e.get(t, r.ID); count(cur, runs.EventNodeCompleted) != 0 || len(cur.Log) != 2 {
+		t.Fatalf("log after the cut %v, want node.started, run.paused", logTypes(cur))
+	}
+	res, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(4*time.Second))
+	if err != nil || res.Epoch != r.Epoch+2 {
+		t.Fatalf("resume after the cut: %+v %v", res, err)
+	}
+	// The resumed execution starts the node afresh: attempt 2.
+	res = e.appendEv(t, res, runs.EventNodeStarted, "a", 5*time.Second)
+	if n, a := runs.OpenNode(res.Log); n != "a" || a != 2 {
+		t.Fatalf("open node after the fresh start %q attempt %d, want a attempt 2", n, a)
+	}
+}
+
+// pauseUndrainedResume: a resume before the node drained records the
+// held run.paused, then run.resumed, and fences the draining execution.
+func pauseUndrainedResume(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	r = e.appendEv(t, r, runs.EventNodeStarted, "a", time.Second)
+	e.pauseWith(t, r.ID, runs.Pause{By: "p1"}, 2*time.Second)
+	res, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(3*time.Second))
+	if err != nil || res.PausePending != nil || res.Epoch != r.Epoch+1 {
+		t.Fatalf("resume before the drain: %+v %v", res, err)
+	}
+	if got := logTypes(res); len(got) != 3 || got[1] != "run.paused@" || got[2] != "run.resumed@" {
+		t.Fatalf("log %v, want node.started, run.paused, run.resumed", got)
+	}
+	if _, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 4*time.Second)}, e.at(4*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("the draining execution's late end: %v, want ErrStatusConflict (fenced)", err)
+	}
+}
+
+// pauseParked: pausing a parked run clears its wake (no due pass takes
+// it); a pending run pauses too.
+func pauseParked(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	if _, err := e.st.Park(e.ctx, r.ID, r.Epoch, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.now); err != nil {
+		t.Fatal(err)
+	}
+	got := e.pauseWith(t, r.ID, runs.Pause{By: "p1"}, time.Second)
+	if !got.Wake.IsZero() {
+		t.Fatalf("paused parked run keeps its wake %+v", got.Wake)
+	}
+	if ids, err := e.st.Due(e.ctx, e.at(time.Hour), 0); err != nil || len(ids) != 0 {
+		t.Fatalf("a paused run is due: %v %v", ids, err)
+	}
+	if _, err := e.st.Resume(e.ctx, r.ID, e.at(time.Hour)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("a due pass takes a paused run: %v", err)
+	}
+	p := e.newRun(t, 0)
+	if got := e.pauseWith(t, p.ID, runs.Pause{By: "p2"}, time.Second); got.Epoch != 0 {
+		t.Fatalf("paused pending run: %+v", got)
+	}
+	if _, err := e.st.Transition(e.ctx, p.ID, []runs.Status{runs.StatusPending}, runs.StatusRunning, "", e.at(2*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("an executor starts a paused run: %v", err)
+	}
+}
+
+// pauseRefused: an ended run is not paused nor resumed; a missing one is
+// ErrRunNotFound; a cancel ends a paused run, which then stays ended.
+func pauseRefused(t *testing.T, e *env) {
+	if _, err := e.st.Pause(e.ctx, runs.NewRunID("acme"), runs.Pause{}, e.now); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("pause of no run: %v", err)
+	}
+	if _, err := e.st.Unpause(e.ctx, runs.NewRunID("acme"), "", "", e.now); !errors.Is(err, runs.ErrRunNotFound) {
+		t.Fatalf("resume of no run: %v", err)
+	}
+	done := e.running(t, 0)
+	if _, err := e.st.Finish(e.ctx, done.ID, done.Epoch, runs.StatusCompleted, "", e.now); err != nil {
+		t.Fatal(err)
+	}
+	if cur, err := e.st.Pause(e.ctx, done.ID, runs.Pause{By: "p1"}, e.now); !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusCompleted {
+		t.Fatalf("pause of a completed run: %+v %v", cur, err)
+	}
+	r := e.running(t, 0)
+	e.pauseWith(t, r.ID, runs.Pause{By: "p1"}, time.Second)
+	c, err := e.st.Cancel(e.ctx, r.ID, livePaused, "c1", "stop", e.at(2*time.Second))
+	if err != nil || c.Status != runs.StatusCancelled {
+		t.Fatalf("cancel of a paused run: %+v %v", c, err)
+	}
+	if cur, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(3*time.Second)); !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusCancelled {
+		t.Fatalf("resume of a cancelled run: %+v %v", cur, err)
+	}
+}
+
+// pauseRace: of racing pauses exactly one writes.
+func pauseRace(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	wins := 0
+	for _, err := range e.race(func(i int) error {
+		_, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p" + strconv.Itoa(i)}, e.now)
+		return err
+	}) {
+		switch {
+		case err == nil:
+			wins++
+		case !errors.Is(err, runs.ErrStatusConflict):
+			t.Fatalf("racing pause: %v", err)
+		}
+	}
+	if got := e.get(t, r.ID); wins != 1 || got.Version != r.Version+1 || count(got, runs.EventRunPaused) != 1 {
+		t.Fatalf("%d racing pauses won (version %d, log %v), want 1", wins, got.Version, logTypes(got))
+	}
+}
+
+// pauseRacesCompletion: a pause racing the execution's last node end and
+// its Finish: either the run completed and was never paused, or it is
+// paused with the node's end recorded before run.paused, never both.
+func pauseRacesCompletion(t *testing.T, e *env) {
+	for range 4 {
+		r := e.running(t, 0)
+		r = e.appendEv(t, r, runs.EventNodeStarted, "a", time.Second)
+		errs := e.race(func(i int) error {
+			if i == 0 {
+				cur, err := e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 2*time.Second)}, e.at(2*time.Second))
+				if err != nil {
+					return err
+				}
+				_, err = e.st.Finish(e.ctx, r.ID, cur.Epoch, runs.StatusCompleted, "", e.at(3*time.Second))
+				return err
+			}
+			_, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p" + strconv.Itoa(i)}, e.at(2*time.Second))
+			return err
+		})
+		got := e.get(t, r.ID)
+		switch got.Status {
+		case runs.StatusCompleted:
+			if count(got, runs.EventRunPaused) != 0 || errs[0] != nil {
+				t.Fatalf("completed run with log %v (executor %v)", logTypes(got), errs[0])
+			}
+		case runs.StatusPaused:
+			types := logTypes(got)
+			if len(types) != 3 || types[1] != "node.completed@a" || types[2] != "run.paused@" || got.PausePending != nil {
+				t.Fatalf("paused run with log %v, want node.started, node.completed, run.paused", types)
+			}
+		default:
+			t.Fatalf("run %s after the race, want completed or paused", got.Status)
+		}
+	}
+}
+
+// pauseRacesCancel: pauses racing cancels of one run: the run ends
+// cancelled, whichever came first.
+func pauseRacesCancel(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	for _, err := range e.race(func(i int) error {
+		var err error
+		if i%2 == 0 {
+			_, err = e.st.Cancel(e.ctx, r.ID, livePaused, "c"+strconv.Itoa(i), "", e.now)
+		} else {
+			_, err = e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p" + strconv.Itoa(i)}, e.now)
+		}
+		if errors.Is(err, runs.ErrStatusConflict) {
+			return nil
+		}
+		return err
+	}) {
+		if err != nil {
+			t.Fatalf("racing pause and cancel: %v", err)
+		}
+	}
+	if got := e.get(t, r.ID); got.Status != runs.StatusCancelled || count(got, runs.EventRunPaused) > 1 {
+		t.Fatalf("after pauses raced cancels: %s, log %v, want cancelled", got.Status, logTypes(got))
+	}
+}
+
+// resumeRacesCancel: resumes racing cancels of a paused run: the run
+// ends cancelled, never resurrected running.
+func resumeRacesCancel(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	e.pauseWith(t, r.ID, runs.Pause{By: "p"}, 0)
+	for _, err := range e.race(func(i int) error {
+		var err error
+		if i%2 == 0 {
+			_, err = e.st.Cancel(e.ctx, r.ID, livePaused, "c"+strconv.Itoa(i), "", e.now)
+		} else {
+			_, err = e.st.Unpause(e.ctx, r.ID, "r"+strconv.Itoa(i), "", e.now)
+		}
+		if errors.Is(err, runs.ErrStatusConflict) {
+			return nil
+		}
+		return err
+	}) {
+		if err != nil {
+			t.Fatalf("racing resume and cancel: %v", err)
+		}
+	}
+	if got := e.get(t, r.ID); got.Status != runs.StatusCancelled || count(got, runs.EventRunResumed) > 1 {
+		t.Fatalf("after resumes raced cancels: %s, log %v, want cancelled", got.Status, logTypes(got))
+	}
+}
+
+// pauseLostAnswer: a pause and a resume whose answers are lost are
+// retried (by the store, or by the caller with the same By) and are each
+// applied once.
+func pauseLostAnswer(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	e.lose("UpdateItem")
+	if got, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p1"}, e.now); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("pause, answer lost: %+v %v", got, err)
+	}
+	got, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p1"}, e.now)
+	if err != nil || got.Status != runs.StatusPaused || got.Version != r.Version+1 || count(got, runs.EventRunPaused) != 1 {
+		t.Fatalf("the pause's retry: %+v %v, want paused once", got, err)
+	}
+	e.lose("UpdateItem")
+	if res, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(time.Second)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("resume, answer lost: %+v %v", res, err)
+	}
+	res, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(time.Second))
+	if err != nil || res.Status != runs.StatusRunning || res.Version != r.Version+2 || count(res, runs.EventRunResumed) != 1 || res.Epoch != r.Epoch+1 {
+		t.Fatalf("the resume's retry: %+v %v, want running once", res, err)
+	}
+}
+
+// sameRun reports whether a and b are the same run as a pause leaves it:
+// status, version, epoch, log, held event and pausedBy.
+func sameRun(a, b runs.Run) bool {
+	return a.Status == b.Status && a.Version == b.Version && a.Epoch == b.Epoch && a.PausedBy == b.PausedBy &&
+		(a.PausePending == nil) == (b.PausePending == nil) && slices.Equal(logTypes(a), logTypes(b)) && a.UpdatedAt.Equal(b.UpdatedAt)
+}
