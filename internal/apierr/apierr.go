@@ -24,6 +24,7 @@ const (
 	CodePayloadTooLarge        = "payload_too_large"        // 413
 	CodeUnsupportedMediaType   = "unsupported_media_type"   // 415
 	CodeRunTerminal            = "run_terminal"             // 409
+	CodeRunStateConflict       = "run_state_conflict"       // 409
 	CodeRunAlreadyActive       = "run_already_active"       // 409
 	CodeWebhookURLRejected     = "webhook_url_rejected"     // 400
 	CodeCapabilityRequired     = "capability_required"      // 422

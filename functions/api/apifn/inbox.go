@@ -118,7 +118,9 @@ type resubmission struct{ id, by string }
 // new id under the request's claim when rs.id is "") and answered 409 with
 // the fix, stale true.
 func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason string, d decision, rs resubmission) (resp events.APIGatewayV2HTTPResponse, stale bool, err error) {
-	live := []runs.Status{runs.StatusPending, runs.StatusRunning}
+	// A paused run is cancelled as a live one (only a resume or a cancel
+	// moves it on).
+	live := []runs.Status{runs.StatusPending, runs.StatusRunning, runs.StatusPaused}
 	from := live
 	// by is this request's Layer-1 record (a hash of its key), recorded on
 	// the run it cancels: a retry of a keyed cancel whose attempt that
@@ -169,7 +171,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 				return resp, stale, err
 			}
 		}
-		// Every status outside pending and running is terminal, cancelled
+		// Every status outside pending, running and paused is terminal, cancelled
 		// too: a cancel of a run that already ended, whoever cancelled it,
 		// is refused, never answered 200 echoing the terminal state
 		// (runs.md §Cancel). The key that did cancel it replays its 200.

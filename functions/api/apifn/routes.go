@@ -146,6 +146,11 @@ var Routes = []Route{
 	// Replay and fork (fork.go): a new run from the source's event log,
 	// under the fork request's own key.
 	{Method: http.MethodPost, Pattern: "/runs/{runId}:fork", Gateway: "/runs/{runId}", Op: "forkRun", Idempotent: true, mints: true, check: checkBody, jsonBody: true, serve: (*Handler).forkRun},
+	// Pause and resume (pause.go): a run's status moved paused and back
+	// to running, under Layer 1 as cancelRun. Declared "/runs/{runId}" in
+	// template.yaml, as forkRun.
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:pause", Gateway: "/runs/{runId}", Op: OpPauseRun, Idempotent: true, check: checkPauseBody, jsonBody: true, serve: (*Handler).pauseRun},
+	{Method: http.MethodPost, Pattern: "/runs/{runId}:resume", Gateway: "/runs/{runId}", Op: OpResumeRun, Idempotent: true, check: checkResumeBody, jsonBody: true, serve: (*Handler).resumeRun},
 	{Method: http.MethodGet, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodHead, Pattern: "/host/effect-seams", Op: "getEffectSeamManifest", serve: (*Handler).effectSeams},
 	{Method: http.MethodGet, Pattern: "/.well-known/openwop", Op: "getCapabilities", Public: true, serve: (*Handler).capabilities},

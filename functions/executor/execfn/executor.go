@@ -371,7 +371,7 @@ var errNoSequence = errors.New("executor: a stream record to retry has no sequen
 // first failure stops the batch: it and every later record are returned.
 func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord) (retry []string) {
 	for i, r := range recs {
-		if r.EventName != "INSERT" {
+		if r.EventName != "INSERT" && !resumed(r) {
 			continue
 		}
 		run, ok := runs.RunFromItem(r.NewImage)
@@ -416,6 +416,22 @@ func (x *Executor) HandleRecords(ctx context.Context, recs []stream.StreamRecord
 		}
 	}
 	return nil
+}
+
+// resumed reports whether r is the change of a run from paused to running
+// (resumeRun: runs.PauseStore.Unpause), which the executor continues as it
+// starts a new run: the run is adopted (Execute) and driven on from its
+// log.
+func resumed(r stream.StreamRecord) bool {
+	if r.EventName != "MODIFY" {
+		return false
+	}
+	was, ok := runs.RunFromItem(r.OldImage)
+	if !ok || was.Status != runs.StatusPaused {
+		return false
+	}
+	now, ok := runs.RunFromItem(r.NewImage)
+	return ok && now.Status == runs.StatusRunning
 }
 
 // stopped reports whether the executor's own context was cancelled (idemkit

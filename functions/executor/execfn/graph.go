@@ -55,7 +55,9 @@ var errRunEnded = errors.New("executor: the run ended meanwhile")
 type step struct{ typ, nodeID string }
 
 // history is the run's node events in order: a fork's inherited events,
-// then its own log.
+// then its own log. The start of an attempt an immediate pause cut
+// (run.paused naming it, runs.CutNode) is left out: the walk starts that
+// node afresh, with a node.started of its own.
 func history(run runs.Run) []step {
 	var out []step
 	if run.Fork != nil {
@@ -65,9 +67,29 @@ func history(run runs.Run) []step {
 			}
 		}
 	}
-	for _, e := range run.Log {
-		if e.NodeID != "" { // not a replay.diverged event
-			out = append(out, step{e.Type, e.NodeID})
+	for _, i := range ownSteps(run.Log) {
+		out = append(out, step{run.Log[i].Type, run.Log[i].NodeID})
+	}
+	return out
+}
+
+// ownSteps are the indexes in log of the events history walks: the node
+// events (not a replay.diverged, cap.breached, run.paused or run.resumed
+// event), less each node.started whose attempt an immediate pause cut.
+func ownSteps(log []runs.LogEvent) []int {
+	var out []int
+	for i, e := range log {
+		if cut := runs.CutNode(e); cut != "" {
+			for j := len(out) - 1; j >= 0; j-- {
+				if ev := log[out[j]]; ev.NodeID == cut && ev.Type == runs.EventNodeStarted {
+					out = append(out[:j], out[j+1:]...)
+					break
+				}
+			}
+			continue
+		}
+		if e.NodeID != "" {
+			out = append(out, i)
 		}
 	}
 	return out
@@ -94,10 +116,8 @@ func historyPayloads(run runs.Run) []json.RawMessage {
 			}
 		}
 	}
-	for _, e := range run.Log {
-		if e.NodeID != "" {
-			out = append(out, e.Payload)
-		}
+	for _, i := range ownSteps(run.Log) {
+		out = append(out, run.Log[i].Payload)
 	}
 	return out
 }

@@ -279,7 +279,7 @@ func Layer1Routes() map[string]idem.Route {
 
 // jsonOperations are the api function's routes (method and pattern) whose
 // body is JSON text whatever its Content-Type: createRun, cancelRun,
-// bulkCancelRuns and forkRun read it as JSON; retryRun and the inbox's
+// bulkCancelRuns, forkRun, pauseRun and resumeRun read it as JSON; retryRun and the inbox's
 // resubmit and discard read none but refuse one that is not strict JSON
 // text.
 var jsonOperations = []string{
@@ -287,6 +287,8 @@ var jsonOperations = []string{
 	"POST /runs/{runId}/cancel",
 	"POST /runs:bulk-cancel",
 	"POST /runs/{runId}:fork",
+	"POST /runs/{runId}:pause",
+	"POST /runs/{runId}:resume",
 	"POST /runs/{runId}/retry",
 	"POST /inbox/{id}/resubmit",
 	"POST /inbox/{id}/discard",

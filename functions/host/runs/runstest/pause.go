@@ -88,10 +88,13 @@ func pauseResumes(t *testing.T, e *env) {
 		t.Fatal("a paused run is listed stale")
 	}
 	for name, fn := range map[string]func() error{
-		"Adopt":  func() error { _, err := e.st.Adopt(e.ctx, r.ID, e.at(time.Hour)); return err },
-		"Claim":  func() error { _, err := e.st.Claim(e.ctx, r.ID, e.at(time.Hour), e.at(time.Hour)); return err },
-		"Renew":  func() error { _, err := e.st.Renew(e.ctx, r.ID, got.Epoch, e.at(time.Hour)); return err },
-		"Finish": func() error { _, err := e.st.Finish(e.ctx, r.ID, got.Epoch, runs.StatusCompleted, "", e.at(time.Hour)); return err },
+		"Adopt": func() error { _, err := e.st.Adopt(e.ctx, r.ID, e.at(time.Hour)); return err },
+		"Claim": func() error { _, err := e.st.Claim(e.ctx, r.ID, e.at(time.Hour), e.at(time.Hour)); return err },
+		"Renew": func() error { _, err := e.st.Renew(e.ctx, r.ID, got.Epoch, e.at(time.Hour)); return err },
+		"Finish": func() error {
+			_, err := e.st.Finish(e.ctx, r.ID, got.Epoch, runs.StatusCompleted, "", e.at(time.Hour))
+			return err
+		},
 		"Park": func() error {
 			_, err := e.st.Park(e.ctx, r.ID, got.Epoch, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(time.Hour))
 			return err
