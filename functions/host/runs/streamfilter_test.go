@@ -195,3 +195,60 @@ func TestExecutorStreamFilterHandsOverNewRunsOnly(t *testing.T) {
 		t.Logf("records: %v", kinds)
 	})
 }
+
+// TestExecutorStreamFilterHandsOverResumes: of a run's later writes
+// (MODIFY), the executor's mapping hands over exactly its resume (the
+// change from paused to running, Unpause), once per resume: never the
+// pause, a drained node's end, a renewal, a node event, nor a cancel of
+// the paused run. On the engines with streams.
+func TestExecutorStreamFilterHandsOverResumes(t *testing.T) {
+	filter := executorFilter(t)
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		if !e.Caps.Streams {
+			t.Skip("the engine keeps no stream")
+		}
+		ctx := context.Background()
+		c := e.Client(dynamotest.FastRetries)
+		d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
+		t0 := time.Date(2026, 9, 18, 12, 0, 0, 0, time.UTC)
+		r := scopeTestRun(t0)
+		if err := d.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		run, err := d.Transition(ctx, r.ID, []Status{StatusPending}, StatusRunning, "", t0)
+		must := func(_ Run, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		must(run, err)
+		run, err = d.AppendLog(ctx, r.ID, run.Fence(), []LogEvent{{Type: EventNodeStarted, NodeID: "a", At: t0, Payload: json.RawMessage(`{}`)}}, t0)
+		must(run, err)
+		must(d.Pause(ctx, r.ID, Pause{By: "p1"}, t0))
+		must(d.Renew(ctx, r.ID, run.Epoch, t0))
+		must(d.AppendLog(ctx, r.ID, run.Fence(), []LogEvent{{Type: EventNodeCompleted, NodeID: "a", At: t0, Payload: json.RawMessage(`{}`)}}, t0))
+		must(d.Unpause(ctx, r.ID, "r1", "", t0))
+		must(d.Adopt(ctx, r.ID, t0))
+		must(d.Pause(ctx, r.ID, Pause{Drain: DrainImmediate, By: "p2"}, t0))
+		must(d.Unpause(ctx, r.ID, "r2", "", t0))
+		must(d.Pause(ctx, r.ID, Pause{By: "p3"}, t0))
+		must(d.Cancel(ctx, r.ID, []Status{StatusPaused}, "c1", "", t0))
+		resumes := 0
+		for _, rec := range tableRecords(ctx, t, e, c, d.Table) {
+			was, _ := RunFromItem(rec.OldImage)
+			is, isRun := RunFromItem(rec.NewImage)
+			resume := rec.EventName == "MODIFY" && was.Status == StatusPaused && is.Status == StatusRunning
+			want := rec.EventName == "INSERT" && isRun || resume
+			if got := filter.Match(rec); got != want {
+				t.Errorf("%s %s -> %s: the executor's filter hands it over: %v, want %v", rec.EventName, was.Status, is.Status, got, want)
+			}
+			if resume && filter.Match(rec) {
+				resumes++
+			}
+		}
+		if resumes != 2 {
+			t.Errorf("%d resumes handed over, want 2", resumes)
+		}
+	})
+}
