@@ -285,6 +285,10 @@ func TestPauseRefusesBadInput(t *testing.T) {
 			t.Errorf("%s %s: %s, want details.field %s", c.path, c.body, r.body, c.field)
 		}
 	}
+	for _, path := range []string{pausePath(run.ID), resumePath(run.ID)} {
+		big := f.post(t, path, "", `{"reason":"`+strings.Repeat("r", MaxBodyBytes)+`"}`)
+		p.refused(t, big.code, big.body, 413, "payload_too_large")
+	}
 	if got, _ := f.runs.Get(context.Background(), run.ID); got.Status != runs.StatusRunning || got.Version != run.Version {
 		t.Fatalf("refused requests changed the run: %+v", got)
 	}

@@ -56,39 +56,39 @@ type step struct{ typ, nodeID string }
 
 // history is the run's node events in order: a fork's inherited events,
 // then its own log. The start of an attempt an immediate pause cut
-// (run.paused naming it, runs.CutNode) is left out: the walk starts that
-// node afresh, with a node.started of its own.
+// (run.paused naming it, runs.CutNode, in either) is left out: the walk
+// starts that node afresh, with a node.started of its own.
 func history(run runs.Run) []step {
+	log := withInherited(run)
 	var out []step
-	if run.Fork != nil {
-		for _, e := range run.Fork.Inherited {
-			if e.NodeID != "" {
-				out = append(out, step{e.Type, e.NodeID})
-			}
-		}
-	}
-	for _, i := range ownSteps(run.Log) {
-		out = append(out, step{run.Log[i].Type, run.Log[i].NodeID})
+	for _, i := range ownSteps(log) {
+		out = append(out, step{log[i].Type, log[i].NodeID})
 	}
 	return out
 }
 
+// withInherited is a fork's inherited events (as log events) followed by
+// the run's own log; the own log alone for a run that is no fork.
+func withInherited(run runs.Run) []runs.LogEvent {
+	if run.Fork == nil || len(run.Fork.Inherited) == 0 {
+		return run.Log
+	}
+	out := make([]runs.LogEvent, 0, len(run.Fork.Inherited)+len(run.Log))
+	for _, e := range run.Fork.Inherited {
+		out = append(out, runs.LogEvent{Type: e.Type, NodeID: e.NodeID, Payload: e.Payload})
+	}
+	return append(out, run.Log...)
+}
+
 // ownSteps are the indexes in log of the events history walks: the node
 // events (not a replay.diverged, cap.breached, run.paused or run.resumed
-// event), less each node.started whose attempt an immediate pause cut.
+// event), less each node.started whose attempt an immediate pause cut
+// (runs.CutStarts).
 func ownSteps(log []runs.LogEvent) []int {
+	cut := runs.CutStarts(log)
 	var out []int
 	for i, e := range log {
-		if cut := runs.CutNode(e); cut != "" {
-			for j := len(out) - 1; j >= 0; j-- {
-				if ev := log[out[j]]; ev.NodeID == cut && ev.Type == runs.EventNodeStarted {
-					out = append(out[:j], out[j+1:]...)
-					break
-				}
-			}
-			continue
-		}
-		if e.NodeID != "" {
+		if e.NodeID != "" && !cut[i] {
 			out = append(out, i)
 		}
 	}
@@ -108,16 +108,10 @@ func (e *logUnwritten) Unwrap() error { return e.err }
 // historyPayloads is the payload of each of history(run)'s events, in the
 // same order.
 func historyPayloads(run runs.Run) []json.RawMessage {
+	log := withInherited(run)
 	var out []json.RawMessage
-	if run.Fork != nil {
-		for _, e := range run.Fork.Inherited {
-			if e.NodeID != "" {
-				out = append(out, e.Payload)
-			}
-		}
-	}
-	for _, i := range ownSteps(run.Log) {
-		out = append(out, run.Log[i].Payload)
+	for _, i := range ownSteps(log) {
+		out = append(out, log[i].Payload)
 	}
 	return out
 }

@@ -286,3 +286,28 @@ func resumeEvents(r Run, reason string, now time.Time) []LogEvent {
 func renewable(r Run) bool {
 	return live(r.Status) || (r.Status == StatusPaused && r.PausePending != nil)
 }
+
+// CutStarts are the indexes in log of the node.started events whose
+// attempts an immediate pause cut: for each run.paused naming a node
+// (CutNode), that node's last node.started before it not already cut. A
+// walk of the log's node events leaves them out (the node starts afresh),
+// and so does a replay's comparison with its source.
+func CutStarts(log []LogEvent) map[int]bool {
+	var cut map[int]bool
+	for i, ev := range log {
+		node := CutNode(ev)
+		if node == "" {
+			continue
+		}
+		for j := i - 1; j >= 0; j-- {
+			if log[j].Type == EventNodeStarted && log[j].NodeID == node && !cut[j] {
+				if cut == nil {
+					cut = map[int]bool{}
+				}
+				cut[j] = true
+				break
+			}
+		}
+	}
+	return cut
+}

@@ -64,8 +64,9 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 		return nil
 	}
 	k := 0
-	for _, e := range r.Log {
-		if nodeEvent(e.Type) {
+	cut := runs.CutStarts(r.Log)
+	for i, e := range r.Log {
+		if nodeEvent(e.Type) && !cut[i] {
 			k++
 		}
 	}
@@ -78,9 +79,12 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 		}
 	}
 	seq := r.LogBase() + int64(len(r.Log))
+	// An attempt an immediate pause cut is no place on either side: the
+	// node started afresh after it (runs.CutStarts).
 	var rec []runs.InheritedEvent
-	for _, e := range r.Fork.Recorded {
-		if nodeEvent(e.Type) {
+	srcCut := runs.CutStarts(logOf(r.Fork.Recorded))
+	for i, e := range r.Fork.Recorded {
+		if nodeEvent(e.Type) && !srcCut[i] {
 			rec = append(rec, e)
 		}
 	}
@@ -108,12 +112,23 @@ func Of(r runs.Run, ev runs.LogEvent) *Diverged {
 // firstOwnNodeEvent is the type and node of r's first own node event
 // ("" when none).
 func firstOwnNodeEvent(r runs.Run) (typ, nodeID string) {
-	for _, e := range r.Log {
-		if nodeEvent(e.Type) {
+	cut := runs.CutStarts(r.Log)
+	for i, e := range r.Log {
+		if nodeEvent(e.Type) && !cut[i] {
 			return e.Type, e.NodeID
 		}
 	}
 	return "", ""
+}
+
+// logOf is evs as log events (type, node and payload), for
+// runs.CutStarts.
+func logOf(evs []runs.InheritedEvent) []runs.LogEvent {
+	out := make([]runs.LogEvent, len(evs))
+	for i, e := range evs {
+		out[i] = runs.LogEvent{Type: e.Type, NodeID: e.NodeID, Payload: e.Payload}
+	}
+	return out
 }
 
 func nodeEvent(typ string) bool {
