@@ -343,7 +343,8 @@ type RunStore interface {
 	// new count. The executor uses it to tell its last try from the others
 	// (see execfn.Executor.MaxAttempts). ErrRunNotFound when there is no run;
 	// ErrStatusConflict, changing nothing, when the run has already ended (a
-	// late failure never moves a finished run's updatedAt or lastError).
+	// late failure never moves a finished run's updatedAt or lastError) or
+	// is paused (nothing drives it until it is resumed).
 	NoteFailure(ctx context.Context, id, errMsg string, now time.Time) (failures int, err error)
 	// Schedule parks a live (pending or running) run until at: Due lists it
 	// from then on, until a terminal Transition clears it (or another
@@ -649,7 +650,7 @@ func (m *MemRuns) NoteFailure(_ context.Context, id, errMsg string, now time.Tim
 	if !ok {
 		return 0, ErrRunNotFound
 	}
-	if r.Status.Terminal() {
+	if !live(r.Status) {
 		return 0, ErrStatusConflict
 	}
 	r.Failures++

@@ -104,6 +104,15 @@ func pauseResumes(t *testing.T, e *env) {
 			return err
 		},
 		"Pause": func() error { _, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p2"}, e.at(time.Hour)); return err },
+		"NoteFailure": func() error { _, err := e.st.NoteFailure(e.ctx, r.ID, "boom", e.at(time.Hour)); return err },
+		"Schedule": func() error {
+			return e.st.Schedule(e.ctx, r.ID, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(time.Hour))
+		},
+		"Resume": func() error { _, err := e.st.Resume(e.ctx, r.ID, e.at(time.Hour)); return err },
+		"Breach": func() error {
+			_, err := e.st.Breach(e.ctx, r.ID, e.breachEv(time.Hour), "run_timeout", "timeout", e.at(time.Hour))
+			return err
+		},
 	} {
 		if err := fn(); !errors.Is(err, runs.ErrStatusConflict) {
 			t.Errorf("%s of a paused run: %v, want ErrStatusConflict", name, err)
