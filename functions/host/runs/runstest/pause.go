@@ -103,7 +103,7 @@ func pauseResumes(t *testing.T, e *env) {
 			_, err := e.st.AppendLog(e.ctx, r.ID, got.Fence(), []runs.LogEvent{e.ev(runs.EventNodeStarted, "b", time.Hour)}, e.at(time.Hour))
 			return err
 		},
-		"Pause": func() error { _, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p2"}, e.at(time.Hour)); return err },
+		"Pause":       func() error { _, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p2"}, e.at(time.Hour)); return err },
 		"NoteFailure": func() error { _, err := e.st.NoteFailure(e.ctx, r.ID, "boom", e.at(time.Hour)); return err },
 		"Schedule": func() error {
 			return e.st.Schedule(e.ctx, r.ID, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(time.Hour))
