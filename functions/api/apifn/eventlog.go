@@ -46,7 +46,25 @@ func logEvents(r runs.Run) ([]RunEvent, int64, time.Time) {
 		evs = append(evs, ev)
 		next++
 	}
+	if held := heldPause(r); held != nil {
+		last = atOrAfter(held.At, last)
+		evs = append(evs, newRunEvent(r, next, held.Type, last, json.RawMessage(held.Payload)))
+		next++
+	}
 	return evs, next, last
+}
+
+// heldPause is the run.paused event a run that ended still holds: paused
+// to let its node drain (runs.DrainCurrentNode) and cancelled before the
+// node ended or the run was resumed. Its events show it after its log,
+// before its end, so the pause is never missing from them. Nil for any
+// other run (a live run's held event is not in its events until its node
+// ends or it is resumed).
+func heldPause(r runs.Run) *runs.LogEvent {
+	if !r.Status.Terminal() {
+		return nil
+	}
+	return r.PausePending
 }
 
 // endedAt is the time a terminal run's terminal event is served at
@@ -67,6 +85,9 @@ func endedAt(r runs.Run) time.Time {
 	}
 	for _, e := range r.Log {
 		last = atOrAfter(e.At, last)
+	}
+	if held := heldPause(r); held != nil {
+		last = atOrAfter(held.At, last)
 	}
 	return atOrAfter(r.UpdatedAt, last)
 }

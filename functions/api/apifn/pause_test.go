@@ -350,3 +350,52 @@ func TestPauseResumeRoundTrips(t *testing.T) {
 		}
 	})
 }
+
+// TestBulkCancelOfAPausedRun: bulkCancelRuns cancels a paused run as
+// cancelRun does (only a resume or a cancel moves a paused run on).
+func TestBulkCancelOfAPausedRun(t *testing.T) {
+	o := wireschema.Load(t)
+	f := newFixture(t)
+	run := bulkRun(t, f.runs, "acme", runs.StatusRunning)
+	if r := f.post(t, pausePath(run.ID), "", ""); r.code != 202 {
+		t.Fatalf("pause: %d %s", r.code, r.body)
+	}
+	r, _ := f.do(t, ev("POST", bulkPath, "acme", "k-bulk-paused-0123456789abcdef", bulkBody("", run.ID)))
+	if got := bulkAnswer(t, o, r.StatusCode, r.Body); len(got) != 1 || !got[0].OK || got[0].Status != "cancelled" {
+		t.Fatalf("bulk cancel of a paused run: %s", r.Body)
+	}
+	if got, _ := f.runs.Get(context.Background(), run.ID); got.Status != runs.StatusCancelled {
+		t.Fatalf("run %s, want cancelled", got.Status)
+	}
+}
+
+// TestCancelWhileDrainingShowsThePause: a run paused to let its node
+// drain and cancelled before the node ended still shows its run.paused,
+// after its log and before run.cancelled, valid against the closed
+// schemas; the cancelled run's events never change after.
+func TestCancelWhileDrainingShowsThePause(t *testing.T) {
+	p := loadPauseOracle(t)
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		rs, st := backendStores(t, e)
+		f := hostOf(t, rs, idem.Config{Store: st}, nil)
+		ctx := context.Background()
+		now := time.Now().UTC()
+		run := bulkRun(t, rs, "acme", runs.StatusRunning)
+		logs := rs.(runs.LogStore)
+		if _, err := logs.AppendLog(ctx, run.ID, run.Fence(), []runs.LogEvent{{Type: runs.EventNodeStarted, NodeID: "wait", At: now,
+			Payload: json.RawMessage(`{"nodeId":"wait","typeId":"core.conformance.hold"}`)}}, now); err != nil {
+			t.Fatal(err)
+		}
+		accepted(t, p.pause, f.post(t, pausePath(run.ID), "", `{"reason":"hold on"}`), "paused")
+		if c := f.post(t, "/runs/"+runs.ProjectID(run.ID)+"/cancel", "", ""); c.code != 200 {
+			t.Fatalf("cancel: %d %s", c.code, c.body)
+		}
+		status, types := p.runReadsValid(t, f, run.ID)
+		if n := len(types); status != "cancelled" || n < 3 || types[n-3] != runs.EventNodeStarted || types[n-2] != runs.EventRunPaused || types[n-1] != EventRunCancelled {
+			t.Fatalf("after a cancel while draining: %s %v, want node.started, run.paused, run.cancelled", status, types)
+		}
+		if pl := eventPayload(t, f, run.ID, runs.EventRunPaused); pl["reason"] != "hold on" || pl["drainPolicy"] != "drain-current-node" {
+			t.Fatalf("run.paused payload %v", pl)
+		}
+	})
+}

@@ -93,8 +93,9 @@ type Run struct {
 	// PausePending is the run.paused event of a pause that lets the node
 	// executing drain (DrainCurrentNode): held here until that node's
 	// terminal event is appended (AppendLog appends both), or until the
-	// run is resumed (Unpause appends it before run.resumed) or ends.
-	// Nil otherwise. Not a tracked field.
+	// run is resumed (Unpause appends it before run.resumed). A paused
+	// run cancelled before either keeps it: its events show it before
+	// the run's end. Nil otherwise. Not a tracked field.
 	PausePending *LogEvent `json:"-"`
 	CreatedAt    time.Time `json:"createdAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
@@ -582,7 +583,7 @@ func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg,
 		r.Epoch++
 	}
 	if to.Terminal() {
-		r.Wake, r.PausePending = Wake{}, nil
+		r.Wake = Wake{}
 		r.ExpiresAt = expiry(m.Retention, now)
 	}
 	r.History = appendVersion(r.History, terminalVersion(to, errMsg))

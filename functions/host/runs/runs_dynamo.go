@@ -751,8 +751,7 @@ func (d *DynamoRuns) transitionIf(ctx context.Context, id string, from []Status,
 	}
 	if to.Terminal() {
 		upd = upd.Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
-			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL)).
-			Remove(expression.Name(runAttrPausePend))
+			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
 	}
 	upd = newVersion(upd, terminalVersion(to, errMsg))
 	if to.Terminal() {
