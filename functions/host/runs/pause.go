@@ -57,7 +57,8 @@ type PauseStore interface {
 	// log in the same write, or, under DrainCurrentNode while a node's
 	// attempt is under way (a node.started with no terminal event yet),
 	// held on the run (PausePending) until that node's terminal event is
-	// appended (AppendLog appends both in one write), or until Unpause.
+	// appended (AppendLog appends both in one write), or until Unpause (a
+	// cancel of the paused run leaves it held on the ended run).
 	// Under DrainImmediate the write also moves the claim epoch on (the
 	// execution under way is fenced: it appends, renews, parks and
 	// finishes nothing more) and the event names the attempt cut. The

@@ -302,6 +302,19 @@ func pauseRefused(t *testing.T, e *env) {
 	if cur, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(3*time.Second)); !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusCancelled {
 		t.Fatalf("resume of a cancelled run: %+v %v", cur, err)
 	}
+	// A run cancelled while its node drains keeps its held run.paused.
+	d := e.running(t, 0)
+	d = e.appendEv(t, d, runs.EventNodeStarted, "a", time.Second)
+	e.pauseWith(t, d.ID, runs.Pause{By: "p1"}, 2*time.Second)
+	if c, err := e.st.Cancel(e.ctx, d.ID, livePaused, "c1", "", e.at(3*time.Second)); err != nil || c.PausePending == nil {
+		t.Fatalf("cancel while draining: %+v %v, want cancelled, run.paused still held", c, err)
+	}
+	if got := e.get(t, d.ID); got.Status != runs.StatusCancelled || got.PausePending == nil || got.PausePending.Type != runs.EventRunPaused {
+		t.Fatalf("read back: %+v, want cancelled holding run.paused", got)
+	}
+	if _, err := e.st.AppendLog(e.ctx, d.ID, d.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 4*time.Second)}, e.at(4*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("the drain's end after the cancel: %v, want ErrStatusConflict", err)
+	}
 }
 
 // pauseRace: of racing pauses exactly one writes.
