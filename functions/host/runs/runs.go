@@ -18,8 +18,9 @@ import (
 type Status string
 
 // Run statuses, in the OpenWOP v2 vocabulary (run-snapshot.schema.json):
-// pending -> running -> completed | failed; cancelled from pending or
-// running.
+// pending -> running -> completed | failed; cancelled from pending,
+// running or paused; paused (StatusPaused, pause.go) from pending or
+// running, back to running on a resume.
 const (
 	StatusPending   Status = "pending"
 	StatusRunning   Status = "running"
