@@ -130,6 +130,11 @@ func TestRouteMatching(t *testing.T) {
 		{"POST", "/runs/acme~2Fr1:fork", "forkRun", "", true, true, true, []string{"acme~2Fr1"}},
 		{"POST", "/runs/acme/r1:fork", "forkRun", "", true, true, true, []string{"acme", "r1"}},
 		{"GET", "/runs/acme~2Fr1:fork", "", "POST", false, true, false, nil},
+		{"POST", "/runs/acme~2Fr1:pause", "pauseRun", "", true, true, true, []string{"acme~2Fr1"}},
+		{"POST", "/runs/acme/r1:pause", "pauseRun", "", true, true, true, []string{"acme", "r1"}},
+		{"POST", "/runs/acme%2Fr1:resume", "resumeRun", "", true, true, true, []string{"acme%2Fr1"}},
+		{"GET", "/runs/acme~2Fr1:pause", "", "POST", false, true, false, nil},
+		{"GET", "/runs/acme~2Fr1:resume", "", "POST", false, true, false, nil},
 		{"POST", "/runs/acme~2Fr1", "", "GET, HEAD", false, true, false, nil},
 		{"DELETE", "/runs/acme~2Fr1", "", "GET, HEAD", false, true, false, nil},
 		{"DELETE", "/runs/acme/r1", "", "GET, HEAD", false, true, false, nil},
@@ -306,6 +311,8 @@ func TestAnonTenantRunIDMatchesEveryRunRoute(t *testing.T) {
 		{"GET", "/runs/" + id + "/effects", "getRunEffects"},
 		{"POST", "/runs/" + id + "/cancel", "cancelRun"},
 		{"POST", "/runs/" + id + ":fork", "forkRun"},
+		{"POST", "/runs/" + id + ":pause", "pauseRun"},
+		{"POST", "/runs/" + id + ":resume", "resumeRun"},
 		{"GET", "/runs/anon:sess-1234/86S3ikTXzGELQGtKADWKWg", "getRun"},
 	} {
 		m, _, found, ok := MatchRoute(c.method, c.path)
