@@ -174,7 +174,10 @@ key itself, as 'idemkit apikey create' printed it (--key KEY, or --key -
 to read it from stdin, which keeps it out of the shell history and the
 process list), or by its stored hash (--hash, the table item's pk
 "key#HEX", or the 64 hex digits 'printf %s KEY | sha256sum' prints).
---tenant T revokes the key only if it is T's.
+--tenant T revokes the key only if it is T's. A key not in the table is a
+failure (exit 1), but when a try of the delete got no answer and the retry
+finds no key, that try revoked it or it was already gone: it prints
+"revoked key#HEX (tenant unknown: the delete's answer was lost)" (exit 0).
 
 The authorizer refuses the key at its next lookup, but API Gateway keeps
 each authorizer decision for the HTTP API's ReauthorizeEvery (300 s in
@@ -289,7 +292,16 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 		where = "at " + *endpoint
 	}
 	owner, err := apikeys.Revoke(ctx, c, tbl, hash, *tenant)
+	lost := errors.Is(err, apikeys.ErrAnswerLost)
 	switch {
+	case lost && errors.Is(err, apikeys.ErrKeyNotFound):
+		// The key is gone, which is what was asked; whether this command's
+		// unanswered try or an earlier revoke deleted it, no answer says
+		// (RED_TEAM 440).
+		fmt.Fprintf(stdout, "revoked %s (tenant unknown: the delete's answer was lost)\n", hash)
+		fmt.Fprintf(stderr, "idemkit apikey revoke: a try of the delete got no answer (its connection was lost after it was sent, or the engine failed), and the retry found no key %s in table %s %s: that try revoked it, or it was already gone\n", hash, tbl, where)
+		revokeCacheNotice(*endpoint, stderr)
+		return 0
 	case errors.Is(err, apikeys.ErrKeyNotFound):
 		fmt.Fprintf(stderr, "idemkit apikey revoke: no key %s in table %s %s (already revoked, or another table: --table, $%s); nothing revoked\n", hash, tbl, where, settings.EnvAPIKeysTable)
 		return 1
@@ -299,21 +311,31 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 	case errors.As(err, new(*types.ResourceNotFoundException)):
 		fmt.Fprintf(stderr, "idemkit apikey revoke: table %q does not exist %s: name the api-keys table with --table (or $%s)\n", tbl, where, settings.EnvAPIKeysTable)
 		return 1
+	case err != nil && lost && !errors.Is(err, context.Canceled):
+		fmt.Fprintf(stderr, "idemkit apikey revoke: %s; a try before got no answer and may have revoked it: run the revoke again (\"no key\" then means it did)\n", storeError(err))
+		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit apikey revoke: %s\n", storeError(err))
 		return 1
 	}
 	fmt.Fprintf(stdout, "revoked %s (tenant %s)\n", hash, owner)
+	revokeCacheNotice(*endpoint, stderr)
+	return 0
+}
+
+// revokeCacheNotice says on stderr, after a revoke, that API Gateway's
+// cache of authorizer decisions may keep granting the key until it
+// expires (with endpoint, idemkit dev's cache).
+func revokeCacheNotice(endpoint string, stderr io.Writer) {
 	if ttl, err := devstack.DeployedReauthorizeEvery(); err == nil && ttl > 0 {
 		// Against an endpoint the gateway is most likely idemkit dev's,
 		// whose cache is its own --authorizer-ttl (default ttl).
 		dev := ""
-		if *endpoint != "" {
+		if endpoint != "" {
 			dev = fmt.Sprintf("; idemkit dev keeps its decisions for its --authorizer-ttl (default %s)", ttl)
 		}
 		fmt.Fprintf(stderr, "idemkit apikey revoke: the authorizer refuses it from its next lookup; API Gateway's cache of authorizer decisions (ReauthorizeEvery, %s) may keep granting it to a client it granted until that expires%s\n", ttl, dev)
 	}
-	return 0
 }
 
 // apikeyCommands are the commands of `idemkit apikey`.

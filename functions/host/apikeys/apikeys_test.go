@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 
@@ -164,6 +165,83 @@ func TestRevoke(t *testing.T) {
 		}
 		if !ValidHash(HashKey(k1)) || ValidHash("key#"+strings.Repeat("A", 64)) || ValidHash(strings.Repeat("a", 64)) || ValidHash(HashKey(k1)+"0") {
 			t.Fatal("ValidHash is not HashKey's form")
+		}
+	})
+}
+
+// TestRevokeWhoseAnswerWasLostSaysSo (RED_TEAM 440): a revoke whose delete
+// landed and whose answer was lost, retried by the SDK, returns
+// ErrKeyNotFound with ErrAnswerLost joined (the key is gone; the lost try
+// may have deleted it), and one that then fails returns its error with
+// ErrAnswerLost; a throttled try or a connection never made is no lost
+// answer, and another tenant's key is ErrKeyOtherTenant alone, kept. A
+// revoke that succeeds costs one DeleteItem, as before. On the emulators.
+func TestRevokeWhoseAnswerWasLostSaysSo(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		keys := &DynamoKeys{Client: e.Client(), Table: e.CreateTable(t, "ApiKeysTable")}
+		mint := func(tenant string) string {
+			t.Helper()
+			k := NewAPIKey()
+			if err := keys.PutKey(ctx, k, tenant); err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		gone := func(k string) bool {
+			t.Helper()
+			_, ok, err := keys.Tenant(ctx, HashKey(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return !ok
+		}
+		revoke := func(k, tenant string, arm func(f *dynamotest.Faults)) (string, *dynamotest.Counter, error) {
+			t.Helper()
+			f, n := dynamotest.NewFaults(), dynamotest.NewCounter()
+			arm(f)
+			tn, err := Revoke(ctx, e.Client(dynamotest.FastRetries, n.Middleware(), f.Middleware()), keys.Table, HashKey(k), tenant)
+			if f.Pending() != 0 {
+				t.Fatalf("%d faults not fired", f.Pending())
+			}
+			return tn, n, err
+		}
+		lost := func(n int) func(f *dynamotest.Faults) {
+			return func(f *dynamotest.Faults) { f.FailNextAfterSend("DeleteItem", n, dynamotest.ResponseLost()) }
+		}
+		for _, n := range []int{1, 2} {
+			k := mint("acme")
+			if tn, _, err := revoke(k, "acme", lost(n)); tn != "" || !errors.Is(err, ErrKeyNotFound) || !errors.Is(err, ErrAnswerLost) || !gone(k) {
+				t.Fatalf("lost %d times: %q, %v, gone %v; want ErrKeyNotFound with ErrAnswerLost, the key gone", n, tn, err, gone(k))
+			}
+		}
+		k := mint("acme")
+		_, _, err := revoke(k, "", func(f *dynamotest.Faults) {
+			lost(1)(f)
+			f.FailNext("DeleteItem", 2, dynamotest.Throttle())
+		})
+		if !errors.Is(err, ErrAnswerLost) || errors.Is(err, ErrKeyNotFound) || !strings.Contains(err.Error(), "ProvisionedThroughputExceeded") || strings.Contains(err.Error(), ErrAnswerLost.Error()) || !gone(k) {
+			t.Fatalf("lost then throttled: %v; want the throttle, in its own words, with ErrAnswerLost", err)
+		}
+		for name, arm := range map[string]func(f *dynamotest.Faults){
+			"nothing":   func(*dynamotest.Faults) {},
+			"throttled": func(f *dynamotest.Faults) { f.FailNext("DeleteItem", 1, dynamotest.Throttle()) },
+			"not connected": func(f *dynamotest.Faults) {
+				f.FailNext("DeleteItem", 1, &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
+			},
+		} {
+			if _, _, err := revoke(k, "", arm); !errors.Is(err, ErrKeyNotFound) || errors.Is(err, ErrAnswerLost) {
+				t.Fatalf("%s, a key not there: %v; want ErrKeyNotFound alone", name, err)
+			}
+			k2 := mint("acme")
+			tn, n, err := revoke(k2, "", arm)
+			if err != nil || tn != "acme" || !gone(k2) || n.Calls() != 1 || n.CallOps()["DeleteItem"] != 1 {
+				t.Fatalf("%s, a key there: %q, %v, calls %v; want acme, one DeleteItem", name, tn, err, n.CallOps())
+			}
+		}
+		k = mint("globex")
+		if tn, _, err := revoke(k, "acme", lost(1)); tn != "globex" || !errors.Is(err, ErrKeyOtherTenant) || errors.Is(err, ErrAnswerLost) || gone(k) {
+			t.Fatalf("another tenant's key, the answer lost: %q, %v, gone %v; want ErrKeyOtherTenant alone, kept", tn, err, gone(k))
 		}
 	})
 }

@@ -49,7 +49,11 @@ func ValidHash(h string) bool {
 // expires. With tenant set, the key is deleted only if it is that
 // tenant's (else ErrKeyOtherTenant). A key that is not there is
 // ErrKeyNotFound. One conditional DeleteItem; a refused one is followed by
-// one GetItem that says why.
+// one GetItem that says why. When the SDK sent the delete again after a
+// try that got no answer, the error has ErrAnswerLost joined: that try
+// may have deleted the key, and the retry's refusal (ErrKeyNotFound) then
+// says only that the key is gone (RED_TEAM 440). The SDK's record of its
+// tries says so: no round trip is added.
 func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (string, error) {
 	cond := expression.AttributeExists(expression.Name("pk"))
 	if tenant != "" {
@@ -60,11 +64,33 @@ func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (strin
 		return "", err
 	}
 	key := map[string]types.AttributeValue{"pk": sAV(hash)}
+	var tries lostTries
 	out, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(table), Key: key,
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValues: types.ReturnValueAllOld,
-	})
+	}, tries.option)
+	if err != nil && tries.lost {
+		owner, err := refused(ctx, c, table, key, err)
+		if errors.Is(err, ErrKeyOtherTenant) {
+			return owner, err // the lost try's condition failed as well
+		}
+		return owner, lostError{err}
+	}
+	if err != nil {
+		return refused(ctx, c, table, key, err)
+	}
+	t, _ := out.Attributes["tenant"].(*types.AttributeValueMemberS)
+	if t == nil {
+		return "", nil
+	}
+	return t.Value, nil
+}
+
+// refused says why Revoke's delete failed with err: for a refusal by its
+// condition, one GetItem tells another tenant's key (ErrKeyOtherTenant)
+// from none (ErrKeyNotFound).
+func refused(ctx context.Context, c RevokeAPI, table string, key map[string]types.AttributeValue, err error) (string, error) {
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		got, gerr := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
@@ -76,12 +102,5 @@ func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (strin
 		}
 		return "", ErrKeyNotFound
 	}
-	if err != nil {
-		return "", fmt.Errorf("host: delete api key: %w", err)
-	}
-	t, _ := out.Attributes["tenant"].(*types.AttributeValueMemberS)
-	if t == nil {
-		return "", nil
-	}
-	return t.Value, nil
+	return "", fmt.Errorf("host: delete api key: %w", err)
 }
