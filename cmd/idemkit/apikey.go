@@ -160,6 +160,13 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 				tbl, where, settings.EnvAPIKeysTable)
 			return 1
 		}
+		if errors.Is(err, apikeys.ErrAnswerLost) && !errors.Is(err, context.Canceled) {
+			// The key may be stored, and is never shown: its hash is what
+			// revokes it (RED_TEAM 442).
+			fmt.Fprintf(stderr, "idemkit apikey create: %s; a try before got no answer and may have stored the key, which is not shown: revoke it (idemkit apikey revoke --hash %s, with this command's --table, --endpoint, --region) and create another\n",
+				storeError(err), apikeys.HashKey(key))
+			return 1
+		}
 		fmt.Fprintf(stderr, "idemkit apikey create: %s\n", storeError(err))
 		return 1
 	}

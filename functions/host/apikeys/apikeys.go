@@ -8,12 +8,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/awserr"
 )
 
 // ErrKeyExists is returned by PutKey when the key is already registered.
@@ -182,7 +185,9 @@ func (d *DynamoKeys) PutKey(ctx context.Context, key, tenant string) error {
 }
 
 // PutCredential implements CredentialStore: a PutItem conditional on the
-// hash being new.
+// hash being new. One that fails after a try that got no answer reads the
+// item once: holding c, the key was stored (nil); else ErrKeyExists for a
+// refusal, or the error with ErrAnswerLost joined.
 func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -199,11 +204,24 @@ func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential
 		}
 		item["attrs"] = &types.AttributeValueMemberM{Value: m}
 	}
+	var tries awserr.Tries
 	_, err = d.Client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(d.Table),
 		Item:                item,
 		ConditionExpression: cond.Condition(), ExpressionAttributeNames: cond.Names(),
-	})
+	}, tries.Option)
+	if err != nil && tries.Lost() {
+		// A try got no answer and may have stored the key: the SDK's
+		// retry is then refused by the condition on this very write, or
+		// fails. The item read back says whether it did (RED_TEAM 441).
+		if d.stored(ctx, HashKey(key), c) {
+			return nil
+		}
+		if errors.As(err, new(*types.ConditionalCheckFailedException)) {
+			return ErrKeyExists
+		}
+		return lostError{fmt.Errorf("host: put api key: %w", err)}
+	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
 		return ErrKeyExists
@@ -212,6 +230,13 @@ func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential
 		return fmt.Errorf("host: put api key: %w", err)
 	}
 	return nil
+}
+
+// stored reports whether the item of hash holds credential c, read once;
+// a read that fails reports false.
+func (d *DynamoKeys) stored(ctx context.Context, hash string, c Credential) bool {
+	got, ok, err := d.Credential(ctx, hash)
+	return err == nil && ok && got.Tenant == c.Tenant && maps.Equal(got.Attrs, c.Attrs)
 }
 
 // DynamoAPI is the subset of *dynamodb.Client DynamoKeys uses.

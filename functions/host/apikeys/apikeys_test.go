@@ -172,8 +172,8 @@ func TestRevoke(t *testing.T) {
 // TestRevokeWhoseAnswerWasLostSaysSo (RED_TEAM 440): a revoke whose delete
 // landed and whose answer was lost, retried by the SDK, returns
 // ErrKeyNotFound with ErrAnswerLost joined (the key is gone; the lost try
-// may have deleted it), and one that then fails returns its error with
-// ErrAnswerLost; a throttled try or a connection never made is no lost
+// may have deleted it), and so does one that then fails, reading the key
+// back (RED_TEAM 442); that read failing too, its error with ErrAnswerLost; a throttled try or a connection never made is no lost
 // answer, and another tenant's key is ErrKeyOtherTenant alone, kept. A
 // revoke that succeeds costs one DeleteItem, as before. On the emulators.
 func TestRevokeWhoseAnswerWasLostSaysSo(t *testing.T) {
@@ -220,8 +220,17 @@ func TestRevokeWhoseAnswerWasLostSaysSo(t *testing.T) {
 			lost(1)(f)
 			f.FailNext("DeleteItem", 2, dynamotest.Throttle())
 		})
+		if !errors.Is(err, ErrAnswerLost) || !errors.Is(err, ErrKeyNotFound) || !gone(k) {
+			t.Fatalf("lost then throttled: %v; want ErrKeyNotFound with ErrAnswerLost (read back)", err)
+		}
+		k = mint("acme")
+		_, _, err = revoke(k, "", func(f *dynamotest.Faults) {
+			lost(1)(f)
+			f.FailNext("DeleteItem", 2, dynamotest.Throttle())
+			f.FailNext("GetItem", 3, dynamotest.Throttle())
+		})
 		if !errors.Is(err, ErrAnswerLost) || errors.Is(err, ErrKeyNotFound) || !strings.Contains(err.Error(), "ProvisionedThroughputExceeded") || strings.Contains(err.Error(), ErrAnswerLost.Error()) || !gone(k) {
-			t.Fatalf("lost then throttled: %v; want the throttle, in its own words, with ErrAnswerLost", err)
+			t.Fatalf("lost then throttled, the read too: %v; want the throttle, in its own words, with ErrAnswerLost", err)
 		}
 		for name, arm := range map[string]func(f *dynamotest.Faults){
 			"nothing":   func(*dynamotest.Faults) {},

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/awserr"
 )
 
 // ErrKeyNotFound is returned by Revoke when the table holds no key of the
@@ -52,8 +54,9 @@ func ValidHash(h string) bool {
 // one GetItem that says why. When the SDK sent the delete again after a
 // try that got no answer, the error has ErrAnswerLost joined: that try
 // may have deleted the key, and the retry's refusal (ErrKeyNotFound) then
-// says only that the key is gone (RED_TEAM 440). The SDK's record of its
-// tries says so: no round trip is added.
+// says only that the key is gone (RED_TEAM 440); a delete whose retries
+// then failed reads the item once: gone, the same. The SDK's record of its
+// tries says so: no round trip is added to a revoke that succeeds.
 func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (string, error) {
 	cond := expression.AttributeExists(expression.Name("pk"))
 	if tenant != "" {
@@ -64,13 +67,22 @@ func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (strin
 		return "", err
 	}
 	key := map[string]types.AttributeValue{"pk": sAV(hash)}
-	var tries lostTries
+	var tries awserr.Tries
 	out, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(table), Key: key,
 		ConditionExpression: expr.Condition(), ExpressionAttributeNames: expr.Names(), ExpressionAttributeValues: expr.Values(),
 		ReturnValues: types.ReturnValueAllOld,
-	}, tries.option)
-	if err != nil && tries.lost {
+	}, tries.Option)
+	if err != nil && tries.Lost() {
+		if !errors.As(err, new(*types.ConditionalCheckFailedException)) {
+			// The retries failed: one read says whether the lost try
+			// deleted it (RED_TEAM 442).
+			got, gerr := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key, ConsistentRead: aws.Bool(true)})
+			if gerr == nil && len(got.Item) == 0 {
+				return "", lostError{ErrKeyNotFound}
+			}
+			return "", lostError{fmt.Errorf("host: delete api key: %w", err)}
+		}
 		owner, err := refused(ctx, c, table, key, err)
 		if errors.Is(err, ErrKeyOtherTenant) {
 			return owner, err // the lost try's condition failed as well

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/clock"
 )
 
@@ -227,8 +228,10 @@ func putPrevious(item map[string]types.AttributeValue, prev []prevSecret) {
 // table), else a minted one (NewSigningSecret). One strongly consistent
 // GetItem, then one PutItem conditional on the item being as read (else
 // ErrRotatedConcurrently, after one more GetItem that finds the item is
-// not this rotation's own write whose answer was lost). The secret is
-// returned once and never logged.
+// not this rotation's own write whose answer was lost). A PutItem that
+// fails after a try that got no answer reads the item once more: the
+// rotation is returned if it landed, else its error has ErrAnswerLost
+// joined. The secret is returned once and never logged.
 func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret string, grace time.Duration, now time.Time) (Rotation, error) {
 	if secret == "" {
 		secret = NewSigningSecret()
@@ -287,7 +290,8 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 	} else {
 		in.ConditionExpression = aws.String("attribute_not_exists(pk)")
 	}
-	if _, err := c.PutItem(ctx, in); err != nil {
+	var tries awserr.Tries
+	if _, err := c.PutItem(ctx, in, tries.Option); err != nil {
 		if errors.As(err, new(*types.ConditionalCheckFailedException)) {
 			// The item may be this rotation's own write: a PutItem that
 			// landed and whose answer was lost is retried by the SDK, and
@@ -299,7 +303,17 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 			}
 			return Rotation{}, ErrRotatedConcurrently
 		}
-		return Rotation{}, fmt.Errorf("host: write the signing secret: %w", err)
+		err = fmt.Errorf("host: write the signing secret: %w", err)
+		if tries.Lost() {
+			// A try got no answer and may have written the secret: read
+			// back, it is returned (and shown) if it did; else the error
+			// says it may have (RED_TEAM 442).
+			if landed(ctx, c, table, tenant, item) {
+				return rot, nil
+			}
+			return Rotation{}, lostError{err}
+		}
+		return Rotation{}, err
 	}
 	return rot, nil
 }
@@ -335,7 +349,9 @@ type SecretRemover interface {
 // GetItem (none found: nothing more), then one DeleteItem: the read, not
 // the delete's answer, says whether there was one, since a delete that
 // landed and whose answer was lost is retried by the SDK and the retry
-// finds nothing (RED_TEAM 354).
+// finds nothing (RED_TEAM 354). A DeleteItem that fails after a try that
+// got no answer reads the item once more: gone, it was removed; else the
+// error has ErrAnswerLost joined.
 func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant string) (found bool, err error) {
 	out, err := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true),
 		ProjectionExpression: aws.String("pk")})
@@ -345,8 +361,20 @@ func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant str
 	if len(out.Item) == 0 {
 		return false, nil
 	}
-	if _, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: signingKey(tenant)}); err != nil {
-		return false, fmt.Errorf("host: delete the signing secret: %w", err)
+	var tries awserr.Tries
+	if _, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(table), Key: signingKey(tenant)}, tries.Option); err != nil {
+		err = fmt.Errorf("host: delete the signing secret: %w", err)
+		if !tries.Lost() {
+			return false, err
+		}
+		// A try got no answer and may have deleted it: read back
+		// (RED_TEAM 442).
+		out, gerr := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true),
+			ProjectionExpression: aws.String("pk")})
+		if gerr == nil && len(out.Item) == 0 {
+			return true, nil
+		}
+		return false, lostError{err}
 	}
 	return true, nil
 }

@@ -1,0 +1,102 @@
+package awserr
+
+import (
+	"context"
+	"errors"
+	"net"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// Unanswered reports whether a try of a call that failed with err may
+// have been applied: it was sent and no answer says it was not. A
+// refusal the engine answered with a 4xx (a throttle, a failed
+// condition) was not applied, nor was a try whose connection was never
+// made, nor one a server that is no DynamoDB engine answered (a web
+// server's 500 page); a connection lost or reset after the request went
+// out, no answer in time, or a DynamoDB 5xx (or a gateway's 502, 503,
+// 504 in front of one) may have been.
+func Unanswered(err error) bool {
+	if err == nil {
+		return false
+	}
+	var re *smithyhttp.ResponseError
+	if errors.As(err, &re) {
+		code := re.HTTPStatusCode()
+		if code < 500 {
+			return false
+		}
+		var de *smithy.DeserializationError
+		var ae smithy.APIError
+		notDynamo := errors.As(err, &de) || errors.As(err, &ae) && ae.ErrorCode() == "UnknownError"
+		return !notDynamo || code == 502 || code == 503 || code == 504
+	}
+	var ae smithy.APIError
+	if errors.As(err, &ae) { // a refusal with no HTTP status: not from the wire
+		switch ae.ErrorCode() {
+		case "InternalServerError", "ServiceUnavailable":
+			return true
+		}
+		return false
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return false
+	}
+	return true
+}
+
+// Tries records whether any try of the calls it is installed on (its
+// Option, per call or per client) got no answer and may have been
+// applied (Unanswered). It reads the SDK's own record of the tries
+// (retry.AttemptResults), just outside the SDK's retry middleware: it
+// costs no round trip. A client without that middleware records nothing.
+// Not safe for concurrent calls.
+type Tries struct{ lost bool }
+
+// Lost reports whether a try got no answer.
+func (t *Tries) Lost() bool { return t.lost }
+
+// Option is the client option that installs the recorder.
+func (t *Tries) Option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return addOutsideRetry(s, "idemkit.Tries", func(md middleware.Metadata, err error) error {
+			t.lost = t.lost || unansweredTry(md)
+			return err
+		})
+	})
+}
+
+// unansweredTry reports whether the SDK's record of a call's tries, in md,
+// holds one that got no answer.
+func unansweredTry(md middleware.Metadata) bool {
+	res, ok := retry.GetAttemptResults(md)
+	if !ok {
+		return false
+	}
+	for _, r := range res.Results {
+		if Unanswered(r.Err) {
+			return true
+		}
+	}
+	return false
+}
+
+// addOutsideRetry adds a Finalize middleware named id just before the SDK's
+// retry middleware (at the step's start without one) that passes the
+// call's metadata and error to after, and returns its error.
+func addOutsideRetry(s *middleware.Stack, id string, after func(md middleware.Metadata, err error) error) error {
+	mw := middleware.FinalizeMiddlewareFunc(id,
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			return out, md, after(md, err)
+		})
+	if _, ok := s.Finalize.Get("Retry"); ok {
+		return s.Finalize.Insert(mw, "Retry", middleware.Before)
+	}
+	return s.Finalize.Add(mw, middleware.Before)
+}
