@@ -97,6 +97,16 @@ func TestAPIKeyCreateWhoseAnswerWasLost(t *testing.T) {
 		if code, out, errb := f.cli("", nil, "apikey", "revoke", "--hash", hash); code != 0 || out != "revoked "+hash+" (tenant acme)\n" {
 			t.Fatalf("revoking the key it may have stored: exit %d stdout %q stderr %q; want revoked (it was stored)", code, out, errb)
 		}
+		// Lost once, the retry refused by its own write's key, the read
+		// back throttled: the same note, never "already registered".
+		code, out, errb = f.cli("", func(f *dynamotest.Faults) {
+			f.FailNextAfterSend("PutItem", 1, dynamotest.ResponseLost())
+			f.FailNext("GetItem", 3, dynamotest.Throttle())
+		}, "apikey", "create", "--tenant", "acme")
+		if code != 1 || out != "" || strings.Count(errb, "\n") != 1 || strings.Contains(errb, "already registered") ||
+			!strings.Contains(errb, "may have stored the key, which is not shown") || !strings.Contains(errb, "idemkit apikey revoke --hash key#") {
+			t.Fatalf("lost once, the read-back throttled: exit %d stdout %q stderr %q; want 1 and the note naming the hash", code, out, errb)
+		}
 		// Refused with an answer on every try: nothing stored, no note.
 		code, out, errb = f.cli("", func(f *dynamotest.Faults) { f.FailNext("PutItem", 3, dynamotest.Throttle()) }, "apikey", "create", "--tenant", "acme")
 		if code != 1 || out != "" || strings.Contains(errb, "no answer") || !strings.Contains(errb, "ProvisionedThroughputExceededException") {

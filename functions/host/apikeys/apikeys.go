@@ -186,8 +186,9 @@ func (d *DynamoKeys) PutKey(ctx context.Context, key, tenant string) error {
 
 // PutCredential implements CredentialStore: a PutItem conditional on the
 // hash being new. One that fails after a try that got no answer reads the
-// item once: holding c, the key was stored (nil); else ErrKeyExists for a
-// refusal, or the error with ErrAnswerLost joined.
+// item once: holding c, the key was stored (nil); holding another
+// credential, ErrKeyExists; else (none there, or the read failed) the
+// error with ErrAnswerLost joined.
 func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential) error {
 	if err := c.Validate(); err != nil {
 		return err
@@ -214,11 +215,12 @@ func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential
 		// A try got no answer and may have stored the key: the SDK's
 		// retry is then refused by the condition on this very write, or
 		// fails. The item read back says whether it did (RED_TEAM 441).
-		if d.stored(ctx, HashKey(key), c) {
+		stored, rerr := d.stored(ctx, HashKey(key), c)
+		switch {
+		case stored:
 			return nil
-		}
-		if errors.As(err, new(*types.ConditionalCheckFailedException)) {
-			return ErrKeyExists
+		case rerr == nil && errors.As(err, new(*types.ConditionalCheckFailedException)):
+			return ErrKeyExists // another credential holds the hash
 		}
 		return lostError{fmt.Errorf("host: put api key: %w", err)}
 	}
@@ -232,11 +234,11 @@ func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential
 	return nil
 }
 
-// stored reports whether the item of hash holds credential c, read once;
-// a read that fails reports false.
-func (d *DynamoKeys) stored(ctx context.Context, hash string, c Credential) bool {
+// stored reports whether the item of hash holds credential c, read once,
+// or the read's error.
+func (d *DynamoKeys) stored(ctx context.Context, hash string, c Credential) (bool, error) {
 	got, ok, err := d.Credential(ctx, hash)
-	return err == nil && ok && got.Tenant == c.Tenant && maps.Equal(got.Attrs, c.Attrs)
+	return err == nil && ok && got.Tenant == c.Tenant && maps.Equal(got.Attrs, c.Attrs), err
 }
 
 // DynamoAPI is the subset of *dynamodb.Client DynamoKeys uses.
