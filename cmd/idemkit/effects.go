@@ -22,6 +22,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/functions/host/settings"
+	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/emulator"
 	"github.com/idemkit/idemkit/internal/ids"
 	"github.com/idemkit/idemkit/ledger"
@@ -430,6 +431,13 @@ examples:
 		}
 		fmt.Fprintf(stderr, "idemkit effects resolve: no effect %s in %s (under fenced-effects, effect records are in the home region: %s)\n", effectID, *sf.where, where)
 		return 1
+	case mayHaveWritten(err):
+		// The record's write landed with its answer lost, then failed:
+		// the resolution may be recorded (RED_TEAM 443).
+		fmt.Fprintf(stderr, "idemkit effects resolve: recording the resolution failed (%s), but a try before got no answer, so it may have been recorded: "+
+			"show it (idemkit effects show %s): %s, it was recorded; still escaped, it was not, and running the same command again records it: idemkit effects resolve %s --as %s\n",
+			storeError(err), effectID, resolvedState(settle), effectID, settle)
+		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit effects resolve: %s\n", sf.storeError(err))
 		return 1
@@ -760,6 +768,24 @@ func passedBy(err error) string {
 
 // resolveAgain is the command that records a not-delivered resolution a
 // failed write left unrecorded.
+// mayHaveWritten reports whether err is the failure of a DynamoDB write
+// one of whose tries got no answer before (awserr.MarkUnanswered, on
+// every client of the CLI): that try may have been applied.
+func mayHaveWritten(err error) bool {
+	var oe *smithy.OperationError
+	return errors.As(err, new(*awserr.UnansweredError)) && errors.As(err, &oe) && writeOperation(oe.OperationName) &&
+		!errors.Is(err, context.Canceled)
+}
+
+// resolvedState is what the show says of an effect a resolution as settle
+// recorded.
+func resolvedState(settle ledger.Settlement) string {
+	if settle == ledger.Delivered {
+		return "completed"
+	}
+	return "released or pending"
+}
+
 func resolveAgain(effectID string) string {
 	return "idemkit effects resolve " + effectID + " --as not-delivered"
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/internal/awserr"
 	"github.com/idemkit/idemkit/internal/emulator"
 )
 
@@ -146,7 +147,7 @@ func awsClient(ctx context.Context) (*dynamodb.Client, error) {
 	if err != nil {
 		return nil, awsConfigError(err)
 	}
-	return c, nil
+	return dynamodb.New(c.Options(), awserr.MarkUnanswered), nil
 }
 
 // awsConfigError says why the default AWS configuration could not be
@@ -191,7 +192,7 @@ func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 	if extra := endpointClientOptions.Load(); extra != nil {
 		optFns = append(optFns, *extra...)
 	}
-	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkAnswerShape}, optFns...)...)
+	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkAnswerShape, awserr.MarkUnanswered}, optFns...)...)
 }
 
 // endpointClientOptions are options tests add to every client

@@ -71,6 +71,35 @@ func (t *Tries) Option(o *dynamodb.Options) {
 	})
 }
 
+// UnansweredError is the error of a call one of whose tries got no answer
+// and may have been applied (Unanswered): its text is the call's error's,
+// which it wraps.
+type UnansweredError struct{ Err error }
+
+func (e *UnansweredError) Error() string { return e.Err.Error() }
+func (e *UnansweredError) Unwrap() error { return e.Err }
+
+// MarkUnanswered is a client option: the error of a call one of whose
+// tries got no answer (Unanswered) is an *UnansweredError, so a command
+// can say its write may have been applied. A call that succeeds is
+// untouched, and no round trip is added; installed twice, it runs once.
+func MarkUnanswered(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		if _, ok := s.Finalize.Get(markID); ok {
+			return nil
+		}
+		return addOutsideRetry(s, markID, func(md middleware.Metadata, err error) error {
+			if err != nil && unansweredTry(md) {
+				return &UnansweredError{err}
+			}
+			return err
+		})
+	})
+}
+
+// markID names the middleware MarkUnanswered installs.
+const markID = "idemkit.MarkUnanswered"
+
 // unansweredTry reports whether the SDK's record of a call's tries, in md,
 // holds one that got no answer.
 func unansweredTry(md middleware.Metadata) bool {
