@@ -215,7 +215,12 @@ func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential
 		// A try got no answer and may have stored the key: the SDK's
 		// retry is then refused by the condition on this very write, or
 		// fails. The item read back says whether it did (RED_TEAM 441).
-		stored, rerr := d.stored(ctx, HashKey(key), c)
+		// Not when the last try got no answer either: the engine does not
+		// answer, and the read would wait as long again.
+		stored, rerr := false, err
+		if !awserr.Unanswered(err) {
+			stored, rerr = d.stored(ctx, HashKey(key), c)
+		}
 		switch {
 		case stored:
 			return nil

@@ -232,6 +232,13 @@ func TestRevokeWhoseAnswerWasLostSaysSo(t *testing.T) {
 		if !errors.Is(err, ErrAnswerLost) || errors.Is(err, ErrKeyNotFound) || !strings.Contains(err.Error(), "ProvisionedThroughputExceeded") || strings.Contains(err.Error(), ErrAnswerLost.Error()) || !gone(k) {
 			t.Fatalf("lost then throttled, the read too: %v; want the throttle, in its own words, with ErrAnswerLost", err)
 		}
+		// Lost on every try: the engine does not answer, and no read waits
+		// on it again.
+		k = mint("acme")
+		_, n, err := revoke(k, "", lost(3))
+		if !errors.Is(err, ErrAnswerLost) || errors.Is(err, ErrKeyNotFound) || n.CallOps()["GetItem"] != 0 {
+			t.Fatalf("lost on every try: %v, calls %v; want ErrAnswerLost, no read", err, n.CallOps())
+		}
 		for name, arm := range map[string]func(f *dynamotest.Faults){
 			"nothing":   func(*dynamotest.Faults) {},
 			"throttled": func(f *dynamotest.Faults) { f.FailNext("DeleteItem", 1, dynamotest.Throttle()) },

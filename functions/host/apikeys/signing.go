@@ -307,8 +307,9 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 		if tries.Lost() {
 			// A try got no answer and may have written the secret: read
 			// back, it is returned (and shown) if it did; else the error
-			// says it may have (RED_TEAM 442).
-			if landed(ctx, c, table, tenant, item) {
+			// says it may have (RED_TEAM 442); not read when the last try
+			// got no answer either (the engine does not answer).
+			if !awserr.Unanswered(err) && landed(ctx, c, table, tenant, item) {
 				return rot, nil
 			}
 			return Rotation{}, lostError{err}
@@ -368,7 +369,10 @@ func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant str
 			return false, err
 		}
 		// A try got no answer and may have deleted it: read back
-		// (RED_TEAM 442).
+		// (RED_TEAM 442), unless the last try got no answer either.
+		if awserr.Unanswered(err) {
+			return false, lostError{err}
+		}
 		out, gerr := c.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: signingKey(tenant), ConsistentRead: aws.Bool(true),
 			ProjectionExpression: aws.String("pk")})
 		if gerr == nil && len(out.Item) == 0 {
