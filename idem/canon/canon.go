@@ -49,11 +49,38 @@ const (
 	//     kept in the order they arrived;
 	//   - the headers the route declares in idem.Route.Headers (names
 	//     case-insensitive, values in order), and no other header;
-	//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes).
+	//   - the body digest (RecipeJCS, with its normaliser, or RecipeBytes);
+	//   - after it, on a route whose handler reads the body by its
+	//     Content-Type (no idem.Route.JSON, no idem.Contract), a non-empty
+	//     body's media type, unless it is application/json or absent;
+	//   - last, a method-override header (X-HTTP-Method-Override,
+	//     X-HTTP-Method, X-Method-Override) naming a method other than the
+	//     request's own, unless its route declares it.
 	//
 	// Every part is length-prefixed and counted, so two requests that differ in
 	// any part never share a fingerprint: the same key on a different request is
 	// 409 idempotency_key_mismatch, never a replay.
+	//
+	// The last two parts joined the recipe on 7 December 2026 under the same
+	// stamp: they are added only where a request carries them, so every other
+	// request kept its fingerprint. A record written before that for a
+	// request carrying one cannot be compared with the earlier recipe's
+	// fingerprint: the earlier recipe gave one fingerprint to requests the
+	// recipe now tells apart (a JSON Patch and a merge patch of the same
+	// bytes), so the record does not say which of them wrote it.
+	//
+	// A change of what the recipe hashes that changes any request's
+	// fingerprint takes a new stamp. A record stamped with an earlier recipe
+	// may then be compared with the earlier recipe's fingerprint of the
+	// request only where the earlier recipe told apart every two requests the
+	// new one does (it hashed at least as much); otherwise a retry of it is
+	// 409 idempotency_key_mismatch. Such a comparison belongs in the store's
+	// comparison of digests (the Guard is not handed a response on a
+	// mismatch, and a reclaim's condition holds the digest). Every store,
+	// and the DynamoDB table's conditions, compare a digest as a whole
+	// string, so a release that writes a new stamp follows one that reads
+	// it: a version that does not know a stamp answers every retry of a
+	// record bearing it 409 idempotency_key_mismatch.
 	RecipeRequest = "request-sha256-v1"
 
 	// RecipeCanonical stamps the digest of a request on a route with an
