@@ -55,7 +55,7 @@ func TestEarlierRecipesRecordCannotTellARetryFromAnotherRequest(t *testing.T) {
 	notReplayed := func(t *testing.T, name string, first, r events.APIGatewayV2HTTPResponse, h *handler) {
 		t.Helper()
 		if r.StatusCode != 409 || r.Headers[idem.HeaderOpenWOPReplay] == "true" || r.Body == first.Body || h.Calls() != 1 {
-			t.Fatalf("%s against the earlier version's record: %d %v %s (handler ran %d times); want 409, not run", name, r.StatusCode, r.Headers, r.Body, h.Calls())
+			t.Fatalf("%s: %d %v %s (handler ran %d times); want 409, not run", name, r.StatusCode, r.Headers, r.Body, h.Calls())
 		}
 	}
 	replays := func(t *testing.T, name string, first, r events.APIGatewayV2HTTPResponse, h *handler) {
@@ -74,8 +74,8 @@ func TestEarlierRecipesRecordCannotTellARetryFromAnotherRequest(t *testing.T) {
 		}
 		// In one history this is the JSON Patch's retry, in the other
 		// 313's merge patch: the record is the same in both.
-		notReplayed(t, "a JSON Patch", first, send(e, h, http.MethodPatch, patch, ct("application/json-patch+json")), h)
-		notReplayed(t, "a merge patch", first, send(e, h, http.MethodPatch, patch, ct("application/merge-patch+json")), h)
+		notReplayed(t, "a JSON Patch against the earlier version's record", first, send(e, h, http.MethodPatch, patch, ct("application/json-patch+json")), h)
+		notReplayed(t, "a merge patch against the earlier version's record", first, send(e, h, http.MethodPatch, patch, ct("application/merge-patch+json")), h)
 		replays(t, "the same bytes as application/json again", first, send(e, h, http.MethodPatch, patch, ct("application/json")), h)
 	})
 
@@ -87,7 +87,7 @@ func TestEarlierRecipesRecordCannotTellARetryFromAnotherRequest(t *testing.T) {
 			t.Fatalf("first: %d %s, digests %q; want 200 and [%s], the record the earlier version wrote for a POST tunnelling DELETE, PUT or nothing", first.StatusCode, first.Body, rec.digests, pinOverrideNone)
 		}
 		for _, m := range []string{"DELETE", "PUT"} {
-			notReplayed(t, "a POST tunnelling "+m, first, send(e, h, http.MethodPost, `{"a":1}`, map[string]string{"X-HTTP-Method-Override": m}), h)
+			notReplayed(t, "a POST tunnelling "+m+" against the earlier version's record", first, send(e, h, http.MethodPost, `{"a":1}`, map[string]string{"X-HTTP-Method-Override": m}), h)
 		}
 		replays(t, "the POST tunnelling nothing again", first, send(e, h, http.MethodPost, `{"a":1}`, nil), h)
 	})
@@ -101,7 +101,7 @@ func TestEarlierRecipesRecordCannotTellARetryFromAnotherRequest(t *testing.T) {
 		}
 		replays(t, "the JSON Patch's retry", first, send(e, h, http.MethodPatch, patch, ct("application/json-patch+json")), h)
 		for _, c := range []string{"application/json", "application/merge-patch+json"} {
-			notReplayed(t, "the same bytes as "+c, first, send(e, h, http.MethodPatch, patch, ct(c)), h)
+			notReplayed(t, "the same bytes as "+c+" against a JSON Patch's record of today", first, send(e, h, http.MethodPatch, patch, ct(c)), h)
 		}
 	})
 }
