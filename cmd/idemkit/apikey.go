@@ -162,7 +162,7 @@ func runAPIKeyCreate(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		if errors.Is(err, apikeys.ErrAnswerLost) && !errors.Is(err, context.Canceled) {
 			// The key may be stored, and is never shown: its hash is what
-			// revokes it (RED_TEAM 442).
+			// revokes it (RED_TEAM 366).
 			fmt.Fprintf(stderr, "idemkit apikey create: %s; a try before got no answer and may have stored the key, which is not shown: revoke it (idemkit apikey revoke --hash %s, with this command's --table, --endpoint, --region) and create another\n",
 				storeError(err), apikeys.HashKey(key))
 			return 1
@@ -304,7 +304,7 @@ func runAPIKeyRevoke(ctx context.Context, args []string, stdout, stderr io.Write
 	case lost && errors.Is(err, apikeys.ErrKeyNotFound):
 		// The key is gone, which is what was asked; whether this command's
 		// unanswered try or an earlier revoke deleted it, no answer says
-		// (RED_TEAM 440).
+		// (RED_TEAM 364).
 		fmt.Fprintf(stdout, "revoked %s (tenant unknown: the delete's answer was lost)\n", hash)
 		fmt.Fprintf(stderr, "idemkit apikey revoke: a try of the delete got no answer (its connection was lost after it was sent, or the engine failed), and the retry found no key %s in table %s %s: that try revoked it, or it was already gone\n", hash, tbl, where)
 		revokeCacheNotice(*endpoint, stderr)

@@ -15,7 +15,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// TestAPIKeyRevokeWhoseAnswerWasLost (RED_TEAM 440): a revoke whose
+// TestAPIKeyRevokeWhoseAnswerWasLost (RED_TEAM 364): a revoke whose
 // DeleteItem landed and whose answer was lost (the SDK sends it again and
 // the retry's condition fails on the key the first try deleted) says the
 // key is revoked, exit 0, with a line saying the answer was lost; it
@@ -88,7 +88,7 @@ func TestAPIKeyRevokeWhoseAnswerWasLost(t *testing.T) {
 		}
 
 		// Lost, then throttled until the SDK gives up: the delete landed;
-		// the key read back is gone (RED_TEAM 442).
+		// the key read back is gone (RED_TEAM 366).
 		k := mint("acme")
 		code, out, errb := faulted(lostThen("DeleteItem", 0, false), "apikey", "revoke", "--key", k)
 		if code != 0 || out != "revoked "+apikeys.HashKey(k)+" (tenant unknown: the delete's answer was lost)\n" || granted(k) {

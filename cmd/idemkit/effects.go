@@ -433,7 +433,7 @@ examples:
 		return 1
 	case mayHaveWritten(err):
 		// The record's write landed with its answer lost, then failed:
-		// the resolution may be recorded (RED_TEAM 443).
+		// the resolution may be recorded (RED_TEAM 367).
 		fmt.Fprintf(stderr, "idemkit effects resolve: recording the resolution failed (%s), but a try before got no answer, so it may have been recorded: "+
 			"show it (idemkit effects show %s): %s, it was recorded; still escaped, it was not, and running the same command again records it: idemkit effects resolve %s --as %s\n",
 			storeError(err), effectID, resolvedState(settle), effectID, settle)

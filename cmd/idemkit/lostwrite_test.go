@@ -55,7 +55,7 @@ func lostThen(op string, passReads int, readFails bool) func(*dynamotest.Faults)
 	}
 }
 
-// TestAPIKeyCreateWhoseAnswerWasLost (RED_TEAM 441, 442): `apikey create`
+// TestAPIKeyCreateWhoseAnswerWasLost (RED_TEAM 365, 442): `apikey create`
 // whose PutItem landed and whose answer was lost prints the key (exit 0),
 // which the authorizer accepts; before, the SDK's retry was refused by
 // the condition on the key the first try stored, and the command said
@@ -115,7 +115,7 @@ func TestAPIKeyCreateWhoseAnswerWasLost(t *testing.T) {
 	})
 }
 
-// TestWebhookSecretWriteThatFailedAfterALostAnswer (RED_TEAM 442): a
+// TestWebhookSecretWriteThatFailedAfterALostAnswer (RED_TEAM 366): a
 // rotation or removal whose write landed with its answer lost, then was
 // refused until the SDK gave up, reads the item back: the rotation prints
 // its secret (exit 0), which signs; the removal says removed. Before, both

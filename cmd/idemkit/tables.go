@@ -65,7 +65,7 @@ func runTablesCreate(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if err != nil && mayHaveWritten(err) {
 		// The change landed with its answer lost, then failed: the table
-		// may exist, as it would after a run cut short (RED_TEAM 444).
+		// may exist, as it would after a run cut short (RED_TEAM 368).
 		fmt.Fprintf(stderr, "idemkit tables create: %s; a try before got no answer, so that change may have been made: run the same command again, which finds what exists and finishes the rest\n", storeError(err))
 		return 1
 	}

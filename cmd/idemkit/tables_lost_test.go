@@ -11,7 +11,7 @@ import (
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
-// TestTablesCreateWriteLostThenFailedSaysItMayExist (RED_TEAM 444): a
+// TestTablesCreateWriteLostThenFailedSaysItMayExist (RED_TEAM 368): a
 // `tables create` whose CreateTable (or a later write setting the table
 // up) landed with its answer lost, then was throttled until the SDK gave
 // up, says the change may have been made and that running it again

@@ -173,7 +173,7 @@ func runWebhookSecretRotate(ctx context.Context, args []string, stdout, stderr i
 	case errors.As(err, new(*types.ResourceNotFoundException)):
 		return secretTableMissing(stderr, "idemkit webhook secret rotate", c, tbl, *endpoint)
 	case err != nil && errors.Is(err, apikeys.ErrAnswerLost) && !errors.Is(err, context.Canceled):
-		// RED_TEAM 442.
+		// RED_TEAM 366.
 		if given != "" {
 			fmt.Fprintf(stderr, "idemkit webhook secret rotate: %s; a try before got no answer and may have written the secret given: run the rotation again (it says the secret is already this one if it did)\n", storeError(err))
 			return 1
@@ -235,7 +235,7 @@ func runWebhookSecretRemove(ctx context.Context, args []string, stdout, stderr i
 	case errors.As(err, new(*types.ResourceNotFoundException)):
 		return secretTableMissing(stderr, "idemkit webhook secret remove", c, tbl, *endpoint)
 	case err != nil && errors.Is(err, apikeys.ErrAnswerLost) && !errors.Is(err, context.Canceled):
-		fmt.Fprintf(stderr, "idemkit webhook secret remove: %s; a try before got no answer and may have removed it: run the removal again (\"no signing secret\" then means it did)\n", storeError(err)) // RED_TEAM 442
+		fmt.Fprintf(stderr, "idemkit webhook secret remove: %s; a try before got no answer and may have removed it: run the removal again (\"no signing secret\" then means it did)\n", storeError(err)) // RED_TEAM 366
 		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "idemkit webhook secret remove: %s\n", storeError(err))

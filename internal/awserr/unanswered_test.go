@@ -13,7 +13,7 @@ import (
 )
 
 // TestUnanswered: a try may have been applied when it was sent and no
-// answer says it was not (RED_TEAM 440): a lost or reset connection, no
+// answer says it was not (RED_TEAM 364): a lost or reset connection, no
 // answer in time, a DynamoDB 5xx or a gateway's 502 to 504; not a 4xx
 // refusal, a connection never made, or a web server's own 500 page.
 func TestUnanswered(t *testing.T) {

@@ -214,7 +214,7 @@ func (d *DynamoKeys) PutCredential(ctx context.Context, key string, c Credential
 	if err != nil && tries.Lost() {
 		// A try got no answer and may have stored the key: the SDK's
 		// retry is then refused by the condition on this very write, or
-		// fails. The item read back says whether it did (RED_TEAM 441).
+		// fails. The item read back says whether it did (RED_TEAM 365).
 		// Not when the last try got no answer either: the engine does not
 		// answer, and the read would wait as long again.
 		stored, rerr := false, err

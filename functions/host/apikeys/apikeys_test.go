@@ -169,11 +169,11 @@ func TestRevoke(t *testing.T) {
 	})
 }
 
-// TestRevokeWhoseAnswerWasLostSaysSo (RED_TEAM 440): a revoke whose delete
+// TestRevokeWhoseAnswerWasLostSaysSo (RED_TEAM 364): a revoke whose delete
 // landed and whose answer was lost, retried by the SDK, returns
 // ErrKeyNotFound with ErrAnswerLost joined (the key is gone; the lost try
 // may have deleted it), and so does one that then fails, reading the key
-// back (RED_TEAM 442); that read failing too, its error with ErrAnswerLost; a throttled try or a connection never made is no lost
+// back (RED_TEAM 366); that read failing too, its error with ErrAnswerLost; a throttled try or a connection never made is no lost
 // answer, and another tenant's key is ErrKeyOtherTenant alone, kept. A
 // revoke that succeeds costs one DeleteItem, as before. On the emulators.
 func TestRevokeWhoseAnswerWasLostSaysSo(t *testing.T) {

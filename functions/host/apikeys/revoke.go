@@ -54,7 +54,7 @@ func ValidHash(h string) bool {
 // one GetItem that says why. When the SDK sent the delete again after a
 // try that got no answer, the error has ErrAnswerLost joined: that try
 // may have deleted the key, and the retry's refusal (ErrKeyNotFound) then
-// says only that the key is gone (RED_TEAM 440); a delete whose retries
+// says only that the key is gone (RED_TEAM 364); a delete whose retries
 // then failed reads the item once: gone, the same. The SDK's record of its
 // tries says so: no round trip is added to a revoke that succeeds.
 func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (string, error) {
@@ -76,7 +76,7 @@ func Revoke(ctx context.Context, c RevokeAPI, table, hash, tenant string) (strin
 	if err != nil && tries.Lost() {
 		if !errors.As(err, new(*types.ConditionalCheckFailedException)) {
 			// The retries failed: one read says whether the lost try
-			// deleted it (RED_TEAM 442).
+			// deleted it (RED_TEAM 366).
 			// Not when the last try got no answer either: the engine does
 			// not answer, and the read would wait as long again.
 			if !awserr.Unanswered(err) {

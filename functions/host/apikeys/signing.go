@@ -307,7 +307,7 @@ func RotateSigningSecret(ctx context.Context, c DynamoAPI, table, tenant, secret
 		if tries.Lost() {
 			// A try got no answer and may have written the secret: read
 			// back, it is returned (and shown) if it did; else the error
-			// says it may have (RED_TEAM 442); not read when the last try
+			// says it may have (RED_TEAM 366); not read when the last try
 			// got no answer either (the engine does not answer).
 			if !awserr.Unanswered(err) && landed(ctx, c, table, tenant, item) {
 				return rot, nil
@@ -369,7 +369,7 @@ func RemoveSigningSecret(ctx context.Context, c SecretRemover, table, tenant str
 			return false, err
 		}
 		// A try got no answer and may have deleted it: read back
-		// (RED_TEAM 442), unless the last try got no answer either.
+		// (RED_TEAM 366), unless the last try got no answer either.
 		if awserr.Unanswered(err) {
 			return false, lostError{err}
 		}
