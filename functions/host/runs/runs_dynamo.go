@@ -67,6 +67,11 @@ type DynamoRuns struct {
 	// completion's cause (idem.TransactOr), the same error the conditional
 	// PutItem gives: a *ScopeHeldError where a takeover of its scope fenced
 	// the run's id, which the handler answers through idem.OnConflict.
+	// Outside a claim (a request sent without a key) a retry's run and
+	// its listing on the failed run commit in one TransactWriteItems of
+	// their own (Client must implement it, as a *dynamodb.Client does),
+	// so its id is never listed without its run; any other run is its
+	// conditional PutItem.
 	Transactional bool
 	// Retention is how long an ended run is kept after its end: the write
 	// that ends it (Transition or Cancel to a terminal status, Breach)
@@ -299,9 +304,10 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // or, when Transactional and under a claim, the same Put inside the
 // completion transaction. A retry's link to its failed run (LinkRetry's
 // UpdateItem, its condition also requiring the failed run's retries set
-// to hold fewer than MaxRetries ids or r's) goes in the same transaction,
-// or, when there is none, precedes the PutItem (one more round trip): no
-// run is written before its listing is granted. A refused link costs a
+// to hold fewer than MaxRetries ids or r's) goes in the same transaction;
+// when Transactional outside a claim, in one TransactWriteItems with the
+// Put (createListed); without transactions it precedes the PutItem (one
+// more round trip): no run is written before its listing is granted. A refused link costs a
 // read of the failed run (is it the cap?) and writes nothing. A PutItem
 // that finds the id taken asks for the item there (ALL_OLD) and returns
 // the run as a *RunExistsError; where the engine returns none, a retry's
@@ -351,6 +357,11 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 		if !errors.Is(err, idem.ErrNoClaim) {
 			return err
 		}
+		if r.RetryOf != "" {
+			// Outside a claim (a retry sent without a key) the run and
+			// its listing still commit together (RED_TEAM 420).
+			return d.createListed(ctx, r, writes)
+		}
 	}
 	if r.RetryOf != "" {
 		// Listed first (RED_TEAM 316): a run is written only once its
@@ -370,23 +381,95 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return d.taken(ctx, r, ccf.Item)
+		return d.taken(ctx, r, ccf.Item, true)
 	}
 	return conditionalWrite(err, nil, "put run")
+}
+
+// transactAPI is the TransactWriteItems operation of *dynamodb.Client,
+// used by createListed.
+type transactAPI interface {
+	TransactWriteItems(context.Context, *dynamodb.TransactWriteItemsInput, ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+}
+
+// createListed is Create of a retry r outside a Layer-1 claim where the
+// store is Transactional: writes (the run's conditional Put, then its
+// capped listing on r.RetryOf) in one TransactWriteItems of their own
+// (RED_TEAM 420). As two writes, the listing first, a cancel of the id
+// between them (a client that read the failed run's retries) was
+// answered not found, no marker being written under the transaction,
+// and the run was then written pending, for the executor to start. In
+// one transaction the id is never listed without its run. One round
+// trip where the two writes cost two; a transactional write's units are
+// twice a plain write's. A cancelled transaction wrote nothing: its Put
+// refused is the id taken (taken, the listing not made); its listing
+// refused, the cap (a *RetryLimitError, one read) or the failed run gone
+// (an error). Where the engine gives no reason per write, the id is read
+// to tell.
+func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) error {
+	tx, ok := d.Client.(transactAPI)
+	if !ok {
+		return errors.New("host: the runs client cannot TransactWriteItems (DynamoRuns.Transactional)")
+	}
+	items := make([]types.TransactWriteItem, 0, len(writes))
+	for _, w := range writes {
+		items = append(items, w.(types.TransactWriteItem))
+	}
+	items[0].Put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	_, err := tx.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tce *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		return nil
+	case !errors.As(err, &tce):
+		return fmt.Errorf("host: put listed run: %w", err)
+	}
+	reasons := tce.CancellationReasons
+	refused := func(i int) bool {
+		return len(reasons) == len(items) && aws.ToString(reasons[i].Code) == "ConditionalCheckFailed"
+	}
+	switch {
+	case refused(0):
+		return d.taken(ctx, r, reasons[0].Item, false)
+	case refused(1):
+	case len(reasons) == len(items):
+		// Cancelled for another reason (a conflict with another
+		// transaction): nothing written, retryable.
+		return fmt.Errorf("host: put listed run: %w", err)
+	default:
+		old, gerr := d.getItem(ctx, r.ID)
+		if gerr != nil {
+			return gerr
+		}
+		if len(old) > 0 {
+			return d.taken(ctx, r, old, false)
+		}
+	}
+	switch cerr := d.atCap(ctx, r.RetryOf, r.ID); {
+	case errors.Is(cerr, ErrRetryLimit):
+		return cerr
+	case errors.Is(cerr, ErrRunNotFound):
+		return fmt.Errorf("host: create retry: the failed run %s is gone: %w", r.RetryOf, err)
+	case cerr != nil:
+		return cerr
+	}
+	return fmt.Errorf("host: put listed run: %w", err)
 }
 
 // taken is Create's error for r's id found taken, old the item its
 // refused PutItem returned (ALL_OLD; empty where the engine returns
 // none): a *RunExistsError holding the run there, for the caller to
 // answer for without reading it again (RED_TEAM 344), else ErrRunExists.
-// A retry's id, which Create listed before finding it taken, is taken
-// off the retries of r.RetryOf again when the run there does not retry
-// that failed run (unlistStranger): a retry lists only a run retrying
-// it. The run there retrying it (a re-execution of the same request, or
-// a lost answer's retry) keeps its listing (Listed). Where the engine
-// returned no item, a retry's id costs a read of the run to tell; a
-// stranger's, a write.
-func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.AttributeValue) error {
+// A retry's id, which Create listed before finding it taken (listed), is
+// taken off the retries of r.RetryOf again when the run there does not
+// retry that failed run (unlistStranger): a retry lists only a run
+// retrying it. The run there retrying it (a re-execution of the same
+// request, or a lost answer's retry) keeps its listing (Listed). A
+// retry's id found taken by a cancelled transaction (createListed) was
+// not listed by it: nothing to take off, and Listed is false. Where the
+// engine returned no item, a retry's id costs a read of the run to tell;
+// a stranger's, a write.
+func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.AttributeValue, listed bool) error {
 	if len(old) == 0 && r.RetryOf != "" {
 		var err error
 		if old, err = d.getItem(ctx, r.ID); err != nil {
@@ -394,7 +477,7 @@ func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.Attr
 		}
 	}
 	if _, ok := old[runAttrCancelledUnwritten]; ok && r.RetryOf != "" {
-		return d.writeCancelled(ctx, r, old)
+		return d.writeCancelled(ctx, r, old, listed)
 	}
 	got, ok := RunFromItem(old)
 	if !ok {
@@ -406,10 +489,12 @@ func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.Attr
 	case r.RetryOf == "":
 		return &RunExistsError{Run: got}
 	case got.RetryOf == r.RetryOf:
-		return &RunExistsError{Run: got, Listed: true}
+		return &RunExistsError{Run: got, Listed: listed}
 	}
-	if err := d.unlistStranger(ctx, r); err != nil {
-		return err
+	if listed {
+		if err := d.unlistStranger(ctx, r); err != nil {
+			return err
+		}
 	}
 	return &RunExistsError{Run: got}
 }
@@ -420,10 +505,11 @@ func (d *DynamoRuns) taken(ctx context.Context, r Run, old map[string]types.Attr
 // creation and its cancel, never live. One PutItem conditional on the
 // marker being there still, on this path only (RED_TEAM 345): the run is
 // never pending, so no executor starts it (the runs stream's record of it
-// replaces an item, and is no insert). Its id stays listed (Listed). A
-// marker gone meanwhile (another execution of the request wrote the run)
-// is answered as the run found there (taken).
-func (d *DynamoRuns) writeCancelled(ctx context.Context, r Run, m map[string]types.AttributeValue) error {
+// replaces an item, and is no insert). Its id stays listed (Listed, when
+// Create listed it: listed). A marker gone meanwhile (another execution
+// of the request wrote the run) is answered as the run found there
+// (taken).
+func (d *DynamoRuns) writeCancelled(ctx context.Context, r Run, m map[string]types.AttributeValue, listed bool) error {
 	c := withFirstVersion(r)
 	c.History = appendVersion(c.History, terminalVersion(StatusCancelled, ""))
 	c.Version = c.History.Current()
@@ -457,13 +543,13 @@ func (d *DynamoRuns) writeCancelled(ctx context.Context, r Run, m map[string]typ
 		if _, again := ccf.Item[runAttrCancelledUnwritten]; again {
 			return fmt.Errorf("host: put cancelled run %s: its cancel's marker changed under the write", r.ID)
 		}
-		return d.taken(ctx, r, ccf.Item)
+		return d.taken(ctx, r, ccf.Item, listed)
 	}
 	if err != nil {
 		return fmt.Errorf("host: put cancelled run: %w", err)
 	}
 	got, _ := RunFromItem(item)
-	return &RunExistsError{Run: got, Listed: true}
+	return &RunExistsError{Run: got, Listed: listed}
 }
 
 // unlistStranger takes r's id off the retries of r.RetryOf, which Create

@@ -1,7 +1,9 @@
 package runstest
 
 import (
+	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/idemkit/idemkit/functions/host/runs"
@@ -115,5 +117,62 @@ func linkRetrySet(t *testing.T, e *env) {
 func getNotFound(t *testing.T, e *env) {
 	if _, err := e.st.Get(e.ctx, runs.NewRunID("acme")); !errors.Is(err, runs.ErrRunNotFound) {
 		t.Fatalf("get of no run: %v", err)
+	}
+}
+
+// cancelWhileListedCase is run only with Harness.NewHooked.
+const cancelWhileListedCase = "Create/CancelWhileListed"
+
+// createCancelWhileListed: a client reads a failed run's retries at the
+// moment a write of a retry's run is sent (the retry created outside a
+// Layer-1 claim, as a retry request without a key is) and cancels the
+// retry's id once it is listed. A cancel so made is answered as it may
+// be (the run cancelled, or not found where the run is not written
+// yet), but the run is never written live after it: a client told its
+// cancel reached a listed id never sees that run start (RED_TEAM 345,
+// 420). A run written pending with no cancel in between is cancelled by
+// the next cancel.
+func createCancelWhileListed(t *testing.T, newHooked func(t *testing.T, before func()) map[string]Store) {
+	var hook func()
+	stores := newHooked(t, func() {
+		if hook != nil {
+			hook()
+		}
+	})
+	for name, st := range stores {
+		t.Run(name, func(t *testing.T) {
+			e := &env{st: st, ctx: context.Background(), now: base}
+			failed := e.newRun(t, 0)
+			if _, err := st.Transition(e.ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", e.now); err != nil {
+				t.Fatal(err)
+			}
+			retry := runs.NewRun("acme", "webhook", nil, e.now)
+			retry.RetryOf = failed.ID
+			var cancels []error
+			hook = func() {
+				if len(cancels) > 0 || !slices.Contains(e.get(t, failed.ID).Retries, retry.ID) {
+					return
+				}
+				_, err := st.Cancel(e.ctx, retry.ID, live, "once:client", "", e.now)
+				cancels = append(cancels, err)
+			}
+			err := st.Create(e.ctx, retry)
+			hook = nil
+			if err != nil && !errors.Is(err, runs.ErrRunExists) {
+				t.Fatalf("the retry's create: %v", err)
+			}
+			got := e.get(t, retry.ID)
+			if len(cancels) > 0 && got.Status != runs.StatusCancelled {
+				t.Fatalf("a cancel made while the retry was listed answered %v, and its run was then written %s", cancels, got.Status)
+			}
+			if got.Status == runs.StatusPending {
+				if r, err := st.Cancel(e.ctx, retry.ID, live, "once:client", "", e.now); err != nil || r.Status != runs.StatusCancelled {
+					t.Fatalf("a cancel of the listed retry: %+v %v", r, err)
+				}
+			}
+			if f := e.get(t, failed.ID); !slices.Equal(f.Retries, []string{retry.ID}) {
+				t.Fatalf("the failed run lists %v", f.Retries)
+			}
+		})
 	}
 }

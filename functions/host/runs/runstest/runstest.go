@@ -22,6 +22,11 @@
 //     a run without them has none; metadata filling the largest body the
 //     host accepts (LargestBody) is stored and the run's later writes
 //     still fit.
+//   - Create/CancelWhileListed (Harness.NewHooked): a retry created
+//     outside a Layer-1 claim, and a cancel of its id made while the
+//     failed run lists it, at the moment a write of its run is sent: the
+//     run is then never written live (cancelled by that cancel, or the
+//     cancel finds it), in every write mode of the store.
 //   - LinkRetry: a retry's Create lists it among the failed run's Retries
 //     (a set, version left alone); LinkRetry again changes nothing; a
 //     missing failed run is not an error.
@@ -171,6 +176,15 @@ type Harness struct {
 	// DynamoRuns, delete its item, as RunsTable's TTL does. Default nil:
 	// the store tells an expired run by that clock alone (MemRuns.Now).
 	Expire func(t *testing.T, st Store, id string)
+	// NewHooked, if set, returns empty stores by name, one per write mode
+	// the store has (DynamoRuns: its own conditional writes, and, where
+	// the engine has transactions, Transactional), each calling before
+	// just before each backend write of a run's item is sent (a PutItem
+	// of a run, a TransactWriteItems holding one); the
+	// Create/CancelWhileListed case runs over each. A store whose retry
+	// listing and run are one step (MemRuns) never calls before. Default
+	// nil: the case is not run.
+	NewHooked func(t *testing.T, before func()) map[string]Store
 }
 
 // Run runs the whole suite, one subtest per case.
@@ -188,6 +202,9 @@ func Run(t *testing.T, h Harness) {
 		t.Run(c.name, func(t *testing.T) {
 			c.fn(t, &env{st: h.NewStore(t), ctx: context.Background(), now: base, racers: h.Racers, loseNext: h.LoseNextAnswer, trips: h.RoundTrips, resetTrips: h.ResetRoundTrips})
 		})
+	}
+	if h.NewHooked != nil {
+		t.Run(cancelWhileListedCase, func(t *testing.T) { createCancelWhileListed(t, h.NewHooked) })
 	}
 	if h.NewRetaining == nil {
 		return

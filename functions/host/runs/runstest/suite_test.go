@@ -23,7 +23,33 @@ func TestMemRuns(t *testing.T) {
 			m := runs.NewMemRuns()
 			m.Retention, m.Now = retention, now
 			return m
+		},
+		// A retry's listing and its run are one step in memory: before
+		// is never called.
+		NewHooked: func(*testing.T, func()) map[string]runstest.Store {
+			return map[string]runstest.Store{"memory": runs.NewMemRuns()}
 		}})
+}
+
+// beforeRunWrite is a client option that calls fn before each write of a
+// run's item is sent: a PutItem of one, or a TransactWriteItems holding
+// a Put of one.
+func beforeRunWrite(fn func()) func(*dynamodb.Options) {
+	isRun := func(item map[string]types.AttributeValue) bool { _, ok := runs.RunFromItem(item); return ok }
+	return dynamotest.BeforeSend(func(in any) {
+		run := false
+		switch p := in.(type) {
+		case *dynamodb.PutItemInput:
+			run = isRun(p.Item)
+		case *dynamodb.TransactWriteItemsInput:
+			for _, it := range p.TransactItems {
+				run = run || (it.Put != nil && isRun(it.Put.Item))
+			}
+		}
+		if run {
+			fn()
+		}
+	})
 }
 
 func TestDynamoRuns(t *testing.T) {
@@ -68,6 +94,14 @@ func TestDynamoRuns(t *testing.T) {
 					Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id}}}); err != nil {
 					t.Fatalf("delete item %s: %v", id, err)
 				}
+			},
+			NewHooked: func(t *testing.T, before func()) map[string]runstest.Store {
+				hooked := e.Client(dynamotest.FastRetries, beforeRunWrite(before))
+				out := map[string]runstest.Store{"conditional": &runs.DynamoRuns{Client: hooked, Table: e.CreateTable(t, "RunsTable")}}
+				if e.Caps.Transactions {
+					out["transactional"] = &runs.DynamoRuns{Client: hooked, Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+				}
+				return out
 			},
 			// The write applies, its response is lost, the SDK retries.
 			LoseNextAnswer:  func(op string) { faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost()) },
