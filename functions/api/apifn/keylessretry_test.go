@@ -5,11 +5,17 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/idem"
+	"github.com/idemkit/idemkit/internal/clock"
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
 
@@ -117,4 +123,74 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 	}
 	t.Run("conditional", func(t *testing.T) { dynamotest.ForEach(t, dyn(false)) })
 	t.Run("transactional", func(t *testing.T) { dynamotest.ForEachWith(t, dynamotest.Transactions, dyn(true)) })
+}
+
+// TestLayer1OffCancelMarkerOutlivesItsRequest: with Layer 1 off
+// (a disabled Guard, IDEMPOTENCY_ENABLED=false) and the runs written by
+// their own conditional writes, a cancel's marker expires
+// (runs.DynamoRuns.MarkerRetention, a day, RED_TEAM 421), and the only
+// write of a run at a retry's listed id is its own request's, which
+// comes while the marker is there: a keyless retry cancelled between its
+// listing and its run's write is answered 201 cancelled, the marker
+// stamped with the handler's clock + a day. A day later (the clock moved
+// past the marker's expiry) a retry of the same failed run is a new run
+// id, so the expiry lets no cancelled run start: the cancelled one stays
+// cancelled. On every engine.
+func TestLayer1OffCancelMarkerOutlivesItsRequest(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		const tenant = "acme"
+		const keep = 24 * time.Hour
+		clk := clock.NewManual(time.Date(2026, 12, 7, 8, 0, 0, 0, time.UTC))
+		table := e.CreateTable(t, "RunsTable")
+		probe := &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: table, MarkerRetention: keep}
+		var f *fixture
+		var failed runs.Run
+		var cancels []int
+		var markerExp string
+		rs := &runs.DynamoRuns{Table: table, MarkerRetention: keep}
+		rs.Client = e.Client(dynamotest.FastRetries, beforeRunWrite(table, func() {
+			got, err := probe.Get(ctx, failed.ID)
+			if err != nil || len(got.Retries) != 1 {
+				t.Errorf("the failed run at the retry's run write: %+v %v", got.Retries, err)
+				return
+			}
+			r, _ := f.do(t, ev("POST", "/runs/"+runs.ProjectID(got.Retries[0])+"/cancel", tenant, "", `{}`))
+			cancels = append(cancels, r.StatusCode)
+			out, err := e.Client().GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true),
+				Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: got.Retries[0]}}})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if n, ok := out.Item["expiresAt"].(*types.AttributeValueMemberN); ok {
+				markerExp = n.Value
+			}
+		}))
+		f = hostOf(t, rs, idem.Config{Disabled: true}, func(_ *fixture, c *Config) { c.Test.Clock = clk })
+		failed = runs.NewRun(tenant, "conformance-noop", nil, clk.Now())
+		if err := probe.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := probe.Transition(ctx, failed.ID, []runs.Status{runs.StatusPending}, runs.StatusFailed, "boom", clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		resp, m := f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "", ""))
+		if resp.StatusCode != http.StatusCreated || m["status"] != "cancelled" || !slices.Equal(cancels, []int{http.StatusNotFound}) {
+			t.Fatalf("the retry cancelled between its listing and its run's write: %d %s (cancels %v); want 201 cancelled after one 404", resp.StatusCode, resp.Body, cancels)
+		}
+		if want := strconv.FormatInt(clk.Now().Add(keep).Unix(), 10); markerExp != want {
+			t.Fatalf("the marker's expiresAt %q; want %s, the cancel's time + a day", markerExp, want)
+		}
+		first := m["runId"].(string)
+
+		clk.Advance(keep + time.Second)
+		resp, m = f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "", ""))
+		if resp.StatusCode != http.StatusCreated || m["runId"] == first || m["status"] != "pending" {
+			t.Fatalf("a retry a day later: %d %s; want a new run, pending", resp.StatusCode, resp.Body)
+		}
+		if got, err := probe.Get(ctx, first); err != nil || got.Status != runs.StatusCancelled {
+			t.Fatalf("the cancelled retry: %+v %v; want it cancelled still", got, err)
+		}
+	})
 }

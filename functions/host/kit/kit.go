@@ -161,7 +161,8 @@ func NewKit(c Config) (*Kit, error) {
 		if err := runRetentionNeedsTransaction(env, p, transactional); err != nil {
 			return nil, configError(err)
 		}
-		k.Runs = &runs.DynamoRuns{Client: runsClient, Table: env.RunsTable, Transactional: transactional, Retention: env.RunRetention}
+		k.Runs = &runs.DynamoRuns{Client: runsClient, Table: env.RunsTable, Transactional: transactional, Retention: env.RunRetention,
+			MarkerRetention: markerRetention(env, transactional)}
 	}
 	if p.Keys {
 		k.Keys = &apikeys.DynamoKeys{Client: client, Table: env.APIKeysTable}

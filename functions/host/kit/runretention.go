@@ -41,3 +41,30 @@ func runRetentionNeedsTransaction(env settings.Env, p Parts, transactional bool)
 	return fmt.Errorf("%s=%d needs createRun's run written in the Layer-1 completion transaction (%s=true, Layer 1 and the runs in one region): without it a Layer-1 record whose executions keep failing after the run write is reclaimed, and kept, past the run's expiry, and would create the run again; set %s to 0 (forever)",
 		settings.EnvRunRetention, days, "RUNS_TRANSACTIONAL", settings.EnvRunRetention)
 }
+
+// unwrittenCancelKept is how long a cancel's marker is kept where no run
+// is created under a Layer-1 record (markerRetention): a day, far past
+// the longest an api request lives (its Lambda timeout, at most 15
+// minutes), during which the request that listed a retry may still write
+// its run.
+const unwrittenCancelKept = 24 * time.Hour
+
+// markerRetention is runs.DynamoRuns.MarkerRetention for env: a cancel
+// answered 404 without the transaction writes a marker at the id, so that
+// a retry listed there and not yet written is written cancelled (RED_TEAM
+// 345). With Layer 1 off (IDEMPOTENCY_ENABLED false) every run id is new:
+// only the request that listed the id writes its run, so the marker is
+// needed only while that request lives, and expires after
+// unwrittenCancelKept (RED_TEAM 421). With Layer 1 on it is kept forever
+// (0): a record re-executes its retry under the same run id for as long as
+// it is kept, and each reclaim of a record whose executions keep failing
+// before the run's write prolongs that (runRetentionNeedsTransaction), so
+// a marker expiring at the cancel's time + the Layer-1 retention could be
+// gone when the re-execution that writes the run comes, and the run cancelled
+// would be written pending. Under the transaction no marker is written.
+func markerRetention(env settings.Env, transactional bool) time.Duration {
+	if transactional || env.Idem.Enabled {
+		return 0
+	}
+	return unwrittenCancelKept
+}

@@ -2,10 +2,13 @@ package kit_test
 
 import (
 	"errors"
+	"maps"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/idemkit/idemkit/functions/host/kit"
+	"github.com/idemkit/idemkit/functions/host/runs"
 	"github.com/idemkit/idemkit/functions/host/settings"
 )
 
@@ -60,5 +63,49 @@ func TestNewAcceptsRunRetentionWithLayerOneOff(t *testing.T) {
 	}
 	if _, err := kit.NewKit(kit.Config{Env: env, Parts: kit.Parts{Runs: true, Guard: true}}); err != nil {
 		t.Fatalf("NewKit = %v, want accepted", err)
+	}
+}
+
+// A cancel's marker (a cancel answered 404 without the transaction, so a
+// retry listed and not yet written is written cancelled) expires a day
+// after the cancel only with Layer 1 off, where every run id is new and
+// only the request that listed the id writes its run (RED_TEAM 421). With
+// Layer 1 on it is kept forever under every policy, finite retention or
+// not: each reclaim of a record whose executions keep failing before the
+// run's write prolongs the record, so a marker expiring at the cancel's
+// time + the Layer-1 retention could be gone when the re-execution that
+// writes the run comes. Under the transaction no marker is written.
+func TestCancelMarkerExpiresOnlyWithLayerOneOff(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		vars map[string]string
+		want time.Duration
+	}{
+		{"Layer 1 off, no transaction", map[string]string{"IDEMPOTENCY_ENABLED": "false", "RUNS_TRANSACTIONAL": "false"}, 24 * time.Hour},
+		{"Layer 1 off, the transaction", map[string]string{"IDEMPOTENCY_ENABLED": "false"}, 0},
+		{"the OpenWOP policy (24 h)", map[string]string{"RUNS_TRANSACTIONAL": "false"}, 0},
+		{"the ERP policy (720 h)", map[string]string{"IDEMPOTENCY_POLICY": "erp", "RUNS_TRANSACTIONAL": "false"}, 0},
+		{"the commerce policy (forever)", map[string]string{"IDEMPOTENCY_POLICY": "commerce", "RUNS_TRANSACTIONAL": "false"}, 0},
+		{"IDEMPOTENCY_RETENTION_HOURS=48", map[string]string{"IDEMPOTENCY_RETENTION_HOURS": "48", "RUNS_TRANSACTIONAL": "false"}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			vars := map[string]string{settings.EnvRunsTable: "runs", "IDEMPOTENCY_TABLE": "idem"}
+			maps.Copy(vars, c.vars)
+			env, err := settings.LoadEnv(settings.Values(vars))
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := kit.NewKit(kit.Config{Env: env, Parts: kit.Parts{Runs: true, Guard: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, ok := k.Runs.(*runs.DynamoRuns)
+			if !ok {
+				t.Fatalf("the kit's runs are a %T", k.Runs)
+			}
+			if d.MarkerRetention != c.want {
+				t.Fatalf("MarkerRetention %v (transactional %v), want %v", d.MarkerRetention, d.Transactional, c.want)
+			}
+		})
 	}
 }

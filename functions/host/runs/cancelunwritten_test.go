@@ -5,8 +5,11 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/idemkit/idemkit/internal/dynamotest"
 )
@@ -165,6 +168,83 @@ func TestScopeHolderCancelledBeforeItsRunIsWritten(t *testing.T) {
 		}
 		if _, err := d.Get(ctx, crashed.ID); !errors.Is(err, ErrRunNotFound) {
 			t.Fatalf("the cancelled holder reads as a run: %v", err)
+		}
+	})
+}
+
+// TestCancelMarkerExpiry: a store given a MarkerRetention (Layer 1 off,
+// where every run id is new, RED_TEAM 421) writes a cancel's marker with
+// the TTL attribute expiresAt at the cancel's time (the clock it is
+// handed) + MarkerRetention, in whole seconds; the request that listed the
+// id, writing its run after the cancel, still writes it cancelled, and
+// the run carries no expiry of the marker's (its own retention's alone).
+// Without a MarkerRetention the marker carries none (kept forever). Its
+// cost is unchanged: the cancel answered not found is still its refused
+// update, the read and the marker's PutItem. On every engine.
+func TestCancelMarkerExpiry(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		live := []Status{StatusPending, StatusRunning}
+		faults := dynamotest.NewFaults()
+		cnt := dynamotest.NewCounter()
+		c := e.Client(dynamotest.FastRetries, faults.Middleware(), cnt.Middleware())
+		t0 := time.Date(2026, 12, 7, 8, 0, 0, 500_000_000, time.UTC)
+		stored := func(d *DynamoRuns, id string) (int64, bool) {
+			t.Helper()
+			it, err := d.getItem(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, ok := it[attrExpiresAt].(*types.AttributeValueMemberN)
+			if !ok {
+				return 0, false
+			}
+			sec, err := strconv.ParseInt(n.Value, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return sec, true
+		}
+		for _, keep := range []time.Duration{24 * time.Hour, 0} {
+			d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable"), MarkerRetention: keep}
+			failed := NewRun("acme", "webhook", nil, t0)
+			if err := d.Create(ctx, failed); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", t0); err != nil {
+				t.Fatal(err)
+			}
+			retry := NewRun("acme", "webhook", nil, t0)
+			retry.RetryOf = failed.ID
+			faults.FailNext("PutItem", 50, dynamotest.InternalServerError())
+			if err := d.Create(ctx, retry); err == nil {
+				t.Fatal("a Create whose run write failed answered nil")
+			}
+			faults.Clear()
+			cnt.Reset()
+			if _, err := d.Cancel(ctx, retry.ID, live, "once:client", "", t0); !errors.Is(err, ErrRunNotFound) {
+				t.Fatalf("the cancel: %v, want ErrRunNotFound", err)
+			}
+			if want := map[string]int{"UpdateItem": 1, "GetItem": 1, "PutItem": 1}; !maps.Equal(cnt.Ops(), want) {
+				t.Errorf("the cancel answered not found cost %v; want %v", cnt.Ops(), want)
+			}
+			sec, ok := stored(d, retry.ID)
+			switch {
+			case keep > 0 && (!ok || sec != t0.Add(keep).Unix()):
+				t.Fatalf("the marker's expiresAt %d (%v); want %d, the cancel's time + %v", sec, ok, t0.Add(keep).Unix(), keep)
+			case keep == 0 && ok:
+				t.Fatalf("without a MarkerRetention the marker expires at %d", sec)
+			}
+			var found *RunExistsError
+			if err := d.Create(ctx, retry); !errors.As(err, &found) || found.Run.Status != StatusCancelled {
+				t.Fatalf("the run written after the cancel: %v; want it cancelled", err)
+			}
+			if got, err := d.Get(ctx, retry.ID); err != nil || got.Status != StatusCancelled || !got.ExpiresAt.IsZero() {
+				t.Fatalf("the run: %+v %v; want cancelled, no expiry", got, err)
+			}
+			if sec, ok := stored(d, retry.ID); ok {
+				t.Fatalf("the cancelled run kept the marker's expiresAt %d", sec)
+			}
 		}
 	})
 }

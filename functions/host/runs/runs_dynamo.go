@@ -79,6 +79,17 @@ type DynamoRuns struct {
 	// epoch seconds (retention.go), for RunsTable's TimeToLiveSpecification.
 	// A live run never carries it. Default 0: no expiresAt, kept forever.
 	Retention time.Duration
+	// MarkerRetention is how long a cancel's marker (a Cancel from pending
+	// of an id no run holds, without the transaction: cancelUnwritten) is
+	// kept: its write sets expiresAt to the cancel's time + MarkerRetention
+	// in epoch seconds. Default 0: kept forever. A marker must outlive
+	// every write of a run at its id that may still come, and a Layer-1
+	// record re-executes its create under the same run id (ClaimRunID)
+	// for as long as the record is kept, which each reclaim prolongs: so
+	// set it only where no run is created under a record (Layer 1 off),
+	// where a marker is needed only while the request that listed the id
+	// is still writing its run, and to far more than any request lives.
+	MarkerRetention time.Duration
 }
 
 const (
@@ -751,8 +762,8 @@ func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by, r
 // An item found there after all is cancelled as it is if it is a run
 // (written since the cancel's first write found none), else left
 // (another cancel's marker, a scope takeover's tombstone). One write,
-// on the path of a cancel answered 404 only; the marker is kept (no
-// expiry: without the transaction a run retention is forever).
+// on the path of a cancel answered 404 only; the marker is kept forever,
+// or MarkerRetention after the cancel (RED_TEAM 421).
 func (d *DynamoRuns) cancelUnwritten(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error) {
 	if !ValidRunID(id) {
 		return Run{}, ErrRunNotFound
@@ -763,6 +774,9 @@ func (d *DynamoRuns) cancelUnwritten(ctx context.Context, id string, from []Stat
 	}
 	if reason != "" {
 		item[runAttrCancWhy] = sAV(reason)
+	}
+	if at := expiry(d.MarkerRetention, now); !at.IsZero() {
+		item[attrExpiresAt] = nAV(at.Unix())
 	}
 	cond, err := expression.NewBuilder().WithCondition(expression.AttributeNotExists(expression.Name(runAttrPK))).Build()
 	if err != nil {
