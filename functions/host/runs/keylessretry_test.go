@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -137,8 +138,9 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 // answer lost is retried by the SDK into the run there, which is this
 // create's own (nil, or a *RunExistsError holding it, not Listed: the
 // cancelled try listed nothing), written and listed once; a retry of a
-// failed run gone is an error that writes nothing. On every engine with
-// transactions.
+// failed run gone is an error that writes nothing; one cancelled by
+// another transaction alone is sent again, up to three times. On every
+// engine with transactions.
 func TestKeylessRetryTransactionRefusals(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
@@ -168,6 +170,35 @@ func TestKeylessRetryTransactionRefusals(t *testing.T) {
 		}
 		if f, _ := rs.Get(ctx, failed.ID); !slices.Equal(f.Retries, []string{retry.ID}) {
 			t.Fatalf("the failed run lists %v", f.Retries)
+		}
+
+		// Cancelled by another transaction on the failed run (DynamoDB's
+		// TransactionConflict, which no emulator here gives on its own):
+		// sent again, up to three times in all; nothing written by a
+		// cancelled one.
+		conflict := func() error {
+			return &types.TransactionCanceledException{Message: aws.String("conflict"), CancellationReasons: []types.CancellationReason{
+				{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}}
+		}
+		for _, c := range []struct {
+			conflicts int
+			written   bool
+		}{{2, true}, {3, false}} {
+			r := NewRun("acme", "webhook", nil, now)
+			r.RetryOf = failed.ID
+			faults.FailNext("TransactWriteItems", c.conflicts, conflict())
+			err := rs.Create(ctx, r)
+			if faults.Pending() != 0 {
+				t.Fatalf("%d conflicts armed, not all met", c.conflicts)
+			}
+			_, gerr := rs.Get(ctx, r.ID)
+			f, _ := rs.Get(ctx, failed.ID)
+			if c.written && (err != nil || gerr != nil || !slices.Contains(f.Retries, r.ID)) {
+				t.Fatalf("after %d conflicts: %v, run %v, listed %v; want written and listed", c.conflicts, err, gerr, slices.Contains(f.Retries, r.ID))
+			}
+			if !c.written && (err == nil || !errors.Is(gerr, ErrRunNotFound) || slices.Contains(f.Retries, r.ID)) {
+				t.Fatalf("after %d conflicts: %v, run %v, listed %v; want an error and nothing written", c.conflicts, err, gerr, slices.Contains(f.Retries, r.ID))
+			}
 		}
 
 		orphan := NewRun("acme", "webhook", nil, now)

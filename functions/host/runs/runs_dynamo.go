@@ -397,6 +397,27 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 	return conditionalWrite(err, nil, "put run")
 }
 
+// listedTries is how many times createListed sends its transaction while
+// it is cancelled by conflicts alone (conflictOnly).
+const listedTries = 3
+
+// conflictOnly reports whether a transaction was cancelled by a conflict
+// with another transaction and for no other reason (a failed condition, a
+// validation error).
+func conflictOnly(reasons []types.CancellationReason) bool {
+	conflict := false
+	for _, r := range reasons {
+		switch aws.ToString(r.Code) {
+		case "TransactionConflict":
+			conflict = true
+		case "", "None":
+		default:
+			return false
+		}
+	}
+	return conflict
+}
+
 // transactAPI is the TransactWriteItems operation of *dynamodb.Client,
 // used by createListed.
 type transactAPI interface {
@@ -416,7 +437,8 @@ type transactAPI interface {
 // refused is the id taken (taken, the listing not made); its listing
 // refused, the cap (a *RetryLimitError, one read) or the failed run gone
 // (an error). Where the engine gives no reason per write, the id is read
-// to tell.
+// to tell. A transaction cancelled by a conflict alone (another retry's
+// transaction on the failed run) is sent again, up to listedTries times.
 func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) error {
 	tx, ok := d.Client.(transactAPI)
 	if !ok {
@@ -427,13 +449,22 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 		items = append(items, w.(types.TransactWriteItem))
 	}
 	items[0].Put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	_, err := tx.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	var tce *types.TransactionCanceledException
-	switch {
-	case err == nil:
-		return nil
-	case !errors.As(err, &tce):
-		return fmt.Errorf("host: put listed run: %w", err)
+	var err error
+	for try := 1; ; try++ {
+		_, err = tx.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &tce):
+			return fmt.Errorf("host: put listed run: %w", err)
+		}
+		if try == listedTries || !conflictOnly(tce.CancellationReasons) {
+			break
+		}
+		// Cancelled by another transaction on the failed run (a racing
+		// retry's): nothing was written; sent again, as the listing's
+		// UpdateItem, serialized by DynamoDB, never met this.
 	}
 	reasons := tce.CancellationReasons
 	refused := func(i int) bool {
