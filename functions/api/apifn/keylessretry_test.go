@@ -33,8 +33,9 @@ import (
 // TransactWriteItems under the transaction, 1 RCU and 4 WCU (it was that
 // read, the listing's UpdateItem and the run's PutItem, 1 RCU and 2 WCU:
 // a transactional write is billed twice), that read, the UpdateItem and
-// the PutItem without it, and nothing in the idempotency table. On every
-// engine, in each write mode it has.
+// the PutItem without it, and nothing in the idempotency table. Its run
+// write applied with its answer lost is answered 201 for that run, listed
+// once. On every engine, in each write mode it has.
 func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 	dyn := func(transactional bool) func(t *testing.T, e *dynamotest.Emulator) {
 		return func(t *testing.T, e *dynamotest.Emulator) {
@@ -49,7 +50,8 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 			c := e.Client(dynamotest.FastRetries, cnt.Middleware())
 			rs, st := dynamoStores(t, e, c, transactional)
 			probe = &runs.DynamoRuns{Client: e.Client(dynamotest.FastRetries), Table: rs.Table}
-			hooked := e.Client(dynamotest.FastRetries, cnt.Middleware(), meter.Middleware(), beforeRunWrite(rs.Table, func() {
+			faults := dynamotest.NewFaults()
+			hooked := e.Client(dynamotest.FastRetries, faults.Middleware(), cnt.Middleware(), meter.Middleware(), beforeRunWrite(rs.Table, func() {
 				got, err := probe.Get(ctx, failed.ID)
 				if err != nil {
 					t.Error(err)
@@ -118,6 +120,19 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 			t.Logf("a keyless retry: %v, %d/%d WCU, %d RCU, largest item %d B", u.Calls, u.WriteExisting, u.WriteLarger, u.Read, u.MaxItem)
 			if u.WriteExisting != wcu || u.WriteLarger != wcu || u.Read != 1 {
 				t.Errorf("a keyless retry: %d/%d WCU, %d RCU; want %d WCU and 1 RCU", u.WriteExisting, u.WriteLarger, u.Read, wcu)
+			}
+
+			// Its run write applied and its answer lost: the SDK's retry
+			// finds it (or the engine answers the retried transaction as
+			// applied), and the retry is 201 for that run, listed once.
+			op := map[bool]string{false: "PutItem", true: "TransactWriteItems"}[transactional]
+			faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost())
+			resp, m = f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "", ""))
+			if resp.StatusCode != http.StatusCreated || faults.Pending() != 0 || m["status"] != "pending" {
+				t.Fatalf("the keyless retry whose answer was lost: %d %s (fault met: %v)", resp.StatusCode, resp.Body, faults.Pending() == 0)
+			}
+			if got, err := probe.Get(ctx, failed.ID); err != nil || !slices.Contains(got.Retries, m["runId"].(string)) || len(got.Retries) != 3 {
+				t.Fatalf("the failed run's retries %v (%v); want the lost answer's run among three", got.Retries, err)
 			}
 		}
 	}
