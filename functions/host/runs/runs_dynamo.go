@@ -318,8 +318,9 @@ func RunFromItem(m map[string]types.AttributeValue) (Run, bool) {
 // to hold fewer than MaxRetries ids or r's) goes in the same transaction;
 // when Transactional outside a claim, in one TransactWriteItems with the
 // Put (createListed); without transactions it precedes the PutItem (one
-// more round trip): no run is written before its listing is granted. A refused link costs a
-// read of the failed run (is it the cap?) and writes nothing. A PutItem
+// more round trip): no run is written before its listing is granted. A
+// refused link costs a read of the failed run (is it the cap?) and writes
+// nothing. A PutItem
 // that finds the id taken asks for the item there (ALL_OLD) and returns
 // the run as a *RunExistsError; where the engine returns none, a retry's
 // Create reads it (to tell a run retrying r.RetryOf, which keeps its
@@ -475,8 +476,8 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 		return d.taken(ctx, r, reasons[0].Item, false)
 	case refused(1):
 	case len(reasons) == len(items):
-		// Cancelled for another reason (a conflict with another
-		// transaction): nothing written, retryable.
+		// Cancelled for another reason (conflicts with other
+		// transactions past listedTries): nothing written, retryable.
 		return fmt.Errorf("host: put listed run: %w", err)
 	default:
 		old, gerr := d.getItem(ctx, r.ID)
