@@ -143,7 +143,7 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 // TestLayer1OffCancelMarkerOutlivesItsRequest: with Layer 1 off
 // (a disabled Guard, IDEMPOTENCY_ENABLED=false) and the runs written by
 // their own conditional writes, a cancel's marker expires
-// (runs.DynamoRuns.MarkerRetention, a day, RED_TEAM 421), and the only
+// (runs.DynamoRuns.MarkerRetention, a day, RED_TEAM 370), and the only
 // write of a run at a retry's listed id is its own request's, which
 // comes while the marker is there: a keyless retry cancelled between its
 // listing and its run's write is answered 201 cancelled, the marker

@@ -55,7 +55,7 @@ const unwrittenCancelKept = 24 * time.Hour
 // 345). With Layer 1 off (IDEMPOTENCY_ENABLED false) every run id is new:
 // only the request that listed the id writes its run, so the marker is
 // needed only while that request lives, and expires after
-// unwrittenCancelKept (RED_TEAM 421). With Layer 1 on it is kept forever
+// unwrittenCancelKept (RED_TEAM 370). With Layer 1 on it is kept forever
 // (0): a record re-executes its retry under the same run id for as long as
 // it is kept, and each reclaim of a record whose executions keep failing
 // before the run's write prolongs that (runRetentionNeedsTransaction), so

@@ -69,7 +69,7 @@ func TestNewAcceptsRunRetentionWithLayerOneOff(t *testing.T) {
 // A cancel's marker (a cancel answered 404 without the transaction, so a
 // retry listed and not yet written is written cancelled) expires a day
 // after the cancel only with Layer 1 off, where every run id is new and
-// only the request that listed the id writes its run (RED_TEAM 421). With
+// only the request that listed the id writes its run (RED_TEAM 370). With
 // Layer 1 on it is kept forever under every policy, finite retention or
 // not: each reclaim of a record whose executions keep failing before the
 // run's write prolongs the record, so a marker expiring at the cancel's

@@ -173,7 +173,7 @@ func TestScopeHolderCancelledBeforeItsRunIsWritten(t *testing.T) {
 }
 
 // TestCancelMarkerExpiry: a store given a MarkerRetention (Layer 1 off,
-// where every run id is new, RED_TEAM 421) writes a cancel's marker with
+// where every run id is new, RED_TEAM 370) writes a cancel's marker with
 // the TTL attribute expiresAt at the cancel's time (the clock it is
 // handed) + MarkerRetention, in whole seconds; the request that listed the
 // id, writing its run after the cancel, still writes it cancelled, and

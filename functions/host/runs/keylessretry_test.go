@@ -134,7 +134,7 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 }
 
 // TestKeylessRetryTransactionRefusals: the one TransactWriteItems of a
-// keyless retry under the transaction (RED_TEAM 420) applied with its
+// keyless retry under the transaction (RED_TEAM 369) applied with its
 // answer lost is retried by the SDK into the run there, which is this
 // create's own (nil, or a *RunExistsError holding it, not Listed: the
 // cancelled try listed nothing), written and listed once; a retry of a

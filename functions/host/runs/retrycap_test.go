@@ -21,7 +21,7 @@ import (
 // the listing of a run an earlier execution wrote, is not capped. On
 // MemRuns and every engine; a transactional store outside a Layer-1
 // claim (a retry sent without a key) commits the run and its capped
-// listing in one TransactWriteItems (RED_TEAM 420), refused at the cap
+// listing in one TransactWriteItems (RED_TEAM 369), refused at the cap
 // alike.
 func TestCreateRetryIsCapped(t *testing.T) {
 	t.Run("memory", func(t *testing.T) { createRetryIsCapped(t, NewMemRuns(), nil) })

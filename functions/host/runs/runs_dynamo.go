@@ -371,7 +371,7 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 		}
 		if r.RetryOf != "" {
 			// Outside a claim (a retry sent without a key) the run and
-			// its listing still commit together (RED_TEAM 420).
+			// its listing still commit together (RED_TEAM 369).
 			return d.createListed(ctx, r, writes)
 		}
 	}
@@ -428,7 +428,7 @@ type transactAPI interface {
 // createListed is Create of a retry r outside a Layer-1 claim where the
 // store is Transactional: writes (the run's conditional Put, then its
 // capped listing on r.RetryOf) in one TransactWriteItems of their own
-// (RED_TEAM 420). As two writes, the listing first, a cancel of the id
+// (RED_TEAM 369). As two writes, the listing first, a cancel of the id
 // between them (a client that read the failed run's retries) was
 // answered not found, no marker being written under the transaction,
 // and the run was then written pending, for the executor to start. In
@@ -795,7 +795,7 @@ func (d *DynamoRuns) Cancel(ctx context.Context, id string, from []Status, by, r
 // (written since the cancel's first write found none), else left
 // (another cancel's marker, a scope takeover's tombstone). One write,
 // on the path of a cancel answered 404 only; the marker is kept forever,
-// or MarkerRetention after the cancel (RED_TEAM 421).
+// or MarkerRetention after the cancel (RED_TEAM 370).
 func (d *DynamoRuns) cancelUnwritten(ctx context.Context, id string, from []Status, by, reason string, now time.Time) (Run, error) {
 	if !ValidRunID(id) {
 		return Run{}, ErrRunNotFound
