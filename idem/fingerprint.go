@@ -116,6 +116,9 @@ var methodOverrideHeaders = [...]string{"X-Http-Method", "X-Http-Method-Override
 // (RED_TEAM 335). With dst on the caller's stack, it allocates nothing for
 // up to its capacity.
 func methodOverride(dst []string, in *request, declared []string) []string {
+	if in.v2Tenant != nil && in.v2Absent&rareOverride != 0 {
+		return dst // none sent: the HTTP API event's headers were read once (v2Headers)
+	}
 	for _, name := range methodOverrideHeaders {
 		if slices.Contains(declared, name) {
 			continue
@@ -242,6 +245,9 @@ func bodyMediaType(in *request) string {
 // so that a replay of a form or of text in a charset allocates no more
 // than one of JSON (RED_TEAM 334); any other is parsed by bodyMediaType.
 func appendBodyMediaType(m []byte, in *request) []byte {
+	if in.contentType == "application/json" {
+		return m // the usual type as the usual client writes it: "" (bodyMediaType)
+	}
 	ct := strings.TrimSpace(in.contentType)
 	if len(in.body) == 0 || ct == "" {
 		return m

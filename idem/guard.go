@@ -193,6 +193,11 @@ type request struct {
 	// handed nothing of the request to code that may keep it: Do puts it
 	// back in requestPool once the answer is built.
 	reusable bool
+	// v2Absent says which of the headers requests seldom send an HTTP API
+	// request's headers do not hold under any name (v2Headers: rareEncoding,
+	// rareOverride), so that codedBody and methodOverride need not look
+	// again; 0 (unknown) for other requests.
+	v2Absent uint8
 	// replayText is a replay's answer body viewed as a string (bodyString),
 	// when that body is still the bytes of the record the store returned:
 	// the adapters' response body without a copy (txn.replay).

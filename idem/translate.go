@@ -3,6 +3,7 @@ package idem
 import (
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -34,7 +35,7 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 	in.scopeMethod = req.Operation == "" && !namesMethod(routeKey, in.method)
 	in.tenant = tenant.TenantV2(&ev.RequestContext)
 	in.v2Tenant, in.v2Headers, in.v2Auth = tenant, ev.Headers, ev.RequestContext.Authorizer
-	in.contentType, in.accept, in.keyValues = v2Headers(ev.Headers, in.keyBuf[:0])
+	in.contentType, in.accept, in.keyValues, in.v2Absent = v2Headers(ev.Headers, in.keyBuf[:0])
 	in.requestID = ev.RequestContext.RequestID
 	in.object = req.Object
 	in.parts.params = paramPairs(ev.PathParameters)
@@ -66,9 +67,14 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 // v2Headers reads the headers every request needs in one pass over an
 // HTTP API event's headers (names in any case): the first Content-Type
 // and Accept it meets, as header.First, and every Idempotency-Key value,
-// appended to keys, as header.Values.
-func v2Headers(h map[string]string, keys []string) (contentType, accept string, _ []string) {
+// appended to keys, as header.Values. In the same pass it finds which of
+// the headers that requests seldom send, and that a request's fingerprint
+// and body checks look for (Content-Encoding, the method-override
+// headers), h has none of under any name (absent, rareHeader): those
+// checks then skip their own pass over h.
+func v2Headers(h map[string]string, keys []string) (contentType, accept string, _ []string, absent uint8) {
 	var haveType, haveAccept bool
+	absent = rareAll
 	for k, v := range h {
 		switch {
 		case strings.EqualFold(k, HeaderKey):
@@ -77,9 +83,49 @@ func v2Headers(h map[string]string, keys []string) (contentType, accept string, 
 			contentType, haveType = v, true
 		case !haveAccept && strings.EqualFold(k, "Accept"):
 			accept, haveAccept = v, true
+		case len(k) >= minRareName:
+			absent &^= rareHeader(k)
 		}
 	}
-	return contentType, accept, keys
+	return contentType, accept, keys, absent
+}
+
+// The headers v2Headers reports absent (request.v2Absent), as bits.
+const (
+	rareEncoding = 1 << iota // Content-Encoding (codedBody)
+	rareOverride             // a method-override header (methodOverride)
+	rareAll      = rareEncoding | rareOverride
+	// minRareName is the length of the shortest name among them.
+	minRareName = len("X-Http-Method")
+)
+
+// rareHeader returns the bits of the headers of v2Headers' absent that a
+// header named k may be (names in any case, as strings.EqualFold matches
+// them): none for a name of ASCII bytes that is none of them. A name with
+// bytes outside ASCII longer than the shortest of them may fold to one of
+// them (the Kelvin sign folds to 'k', the long s to 's', each longer than
+// the byte it folds to), so it may be any.
+func rareHeader(k string) uint8 {
+	switch len(k) {
+	case len("Content-Encoding"):
+		if strings.EqualFold(k, "Content-Encoding") {
+			return rareEncoding
+		}
+	case len("X-Http-Method"), len("X-Method-Override"), len("X-Http-Method-Override"):
+		for _, name := range methodOverrideHeaders {
+			if strings.EqualFold(k, name) {
+				return rareOverride
+			}
+		}
+	}
+	if len(k) > minRareName {
+		for i := 0; i < len(k); i++ {
+			if k[i] >= utf8.RuneSelf {
+				return rareAll
+			}
+		}
+	}
+	return 0
 }
 
 // fromV1 reads a REST API (v1 proxy integration) request. The operation
