@@ -1,0 +1,74 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/idemkit/idemkit/internal/dynamotest"
+)
+
+// TestKeylessRetryRefusalIsNeverResent: a keyless retry's transaction
+// (createListed) is sent again only when a conflict with another
+// transaction alone cancelled it. Cancelled by a failed condition (the id
+// taken, the listing refused), with or without a conflict beside it, by
+// any other reason, or with no reason per write, it is sent once: the
+// refusal is answered as a refusal (or an error), never retried into a
+// write, and nothing is written. Three cancellations are armed each time;
+// a resend would take a second.
+func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		faults := dynamotest.NewFaults()
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		failed := NewRun("acme", "webhook", nil, now)
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
+			t.Fatal(err)
+		}
+		code := func(cs ...string) []types.CancellationReason {
+			var out []types.CancellationReason
+			for _, c := range cs {
+				out = append(out, types.CancellationReason{Code: aws.String(c)})
+			}
+			return out
+		}
+		for name, reasons := range map[string][]types.CancellationReason{
+			"the listing's condition":              code("None", "ConditionalCheckFailed"),
+			"the listing's condition and conflict": code("TransactionConflict", "ConditionalCheckFailed"),
+			"the put's condition and conflict":     code("ConditionalCheckFailed", "TransactionConflict"),
+			"throttled and conflict":               code("ThrottlingError", "TransactionConflict"),
+			"a validation error":                   code("ValidationError", "None"),
+			"no reason per write":                  nil,
+			"no conflict named":                    code("None", "None"),
+		} {
+			t.Run(name, func(t *testing.T) {
+				r := NewRun("acme", "webhook", nil, now)
+				r.RetryOf = failed.ID
+				faults.FailNext("TransactWriteItems", 3, &types.TransactionCanceledException{Message: aws.String("cancelled"), CancellationReasons: reasons})
+				defer faults.Clear()
+				err := rs.Create(ctx, r)
+				if p := faults.Pending(); p != 2 {
+					t.Fatalf("the transaction was sent %d times, want once", 3-p)
+				}
+				if err == nil {
+					t.Fatal("a cancelled transaction answered as written")
+				}
+				if _, gerr := rs.Get(ctx, r.ID); !errors.Is(gerr, ErrRunNotFound) {
+					t.Fatalf("a run was written: %v", gerr)
+				}
+				if f, _ := rs.Get(ctx, failed.ID); slices.Contains(f.Retries, r.ID) {
+					t.Fatal("the id was listed")
+				}
+			})
+		}
+	})
+}
