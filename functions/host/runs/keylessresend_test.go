@@ -72,3 +72,47 @@ func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
 		}
 	})
 }
+
+// TestKeylessRetryLostAnswerAtTheCap: a keyless retry whose transaction
+// landed with its answer lost, listing its id as the failed run's last
+// under the cap, and whose next sends meet racing retries' conflicts, is
+// answered with the run it wrote (its id found taken by its own run,
+// which the handler answers 201), never the cap's refusal, and its id is
+// listed once.
+func TestKeylessRetryLostAnswerAtTheCap(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		faults := dynamotest.NewFaults()
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		failed := NewRun("acme", "webhook", nil, now)
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
+			t.Fatal(err)
+		}
+		for range MaxRetries - 1 {
+			if err := rs.LinkRetry(ctx, failed.ID, NewRunID("acme")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := NewRun("acme", "webhook", nil, now)
+		r.RetryOf = failed.ID
+		faults.FailNextAfterSend("TransactWriteItems", 1, dynamotest.ResponseLost())
+		faults.FailNext("TransactWriteItems", listedTries-1, &types.TransactionCanceledException{Message: aws.String("conflict"),
+			CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}})
+		err := rs.Create(ctx, r)
+		if faults.Pending() != 0 {
+			t.Fatal("not every armed fault was met")
+		}
+		var found *RunExistsError
+		if !errors.As(err, &found) || found.Run.ID != r.ID || !found.Run.CreatedAt.Equal(now) {
+			t.Fatalf("the create: %v, want the run it wrote found there", err)
+		}
+		f, _ := rs.Get(ctx, failed.ID)
+		if len(f.Retries) != MaxRetries || !slices.Contains(f.Retries, r.ID) {
+			t.Fatalf("the failed run lists %d ids, ours %v", len(f.Retries), slices.Contains(f.Retries, r.ID))
+		}
+	})
+}
