@@ -134,6 +134,22 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 			if got, err := probe.Get(ctx, failed.ID); err != nil || !slices.Contains(got.Retries, m["runId"].(string)) || len(got.Retries) != 3 {
 				t.Fatalf("the failed run's retries %v (%v); want the lost answer's run among three", got.Retries, err)
 			}
+			if transactional {
+				// Applied with its answer lost, then every later send
+				// cancelled by racing retries' transactions until the store
+				// gave up: 201 for the run it wrote (it was 503, its client
+				// told to send again into a second run; RED_TEAM 600).
+				faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost())
+				faults.FailNext(op, 3, &types.TransactionCanceledException{Message: aws.String("conflict"),
+					CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}})
+				resp, m = f.do(t, ev("POST", "/runs/"+runs.ProjectID(failed.ID)+"/retry", tenant, "", ""))
+				if resp.StatusCode != http.StatusCreated || faults.Pending() != 0 || m["status"] != "pending" {
+					t.Fatalf("the keyless retry whose answer was lost, then conflicted out: %d %s (faults met: %v)", resp.StatusCode, resp.Body, faults.Pending() == 0)
+				}
+				if got, err := probe.Get(ctx, failed.ID); err != nil || !slices.Contains(got.Retries, m["runId"].(string)) || len(got.Retries) != 4 {
+					t.Fatalf("the failed run's retries %v (%v); want that run among four", got.Retries, err)
+				}
+			}
 		}
 	}
 	t.Run("conditional", func(t *testing.T) { dynamotest.ForEach(t, dyn(false)) })

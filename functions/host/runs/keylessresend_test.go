@@ -116,3 +116,56 @@ func TestKeylessRetryLostAnswerAtTheCap(t *testing.T) {
 		}
 	})
 }
+
+// TestKeylessRetryLostAnswerThenConflictsOut: a keyless retry whose
+// transaction landed with its answer lost, and whose every later send
+// met racing retries' conflicts until createListed gave up, is answered
+// with the run it wrote (its id found taken by its own run, which the
+// handler answers 201), not a 503 that tells its client to send again
+// into a second run; one read of the id, on that path only. With nothing
+// written there, the error stays the conflict's.
+func TestKeylessRetryLostAnswerThenConflictsOut(t *testing.T) {
+	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		faults := dynamotest.NewFaults()
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		failed := NewRun("acme", "webhook", nil, now)
+		if err := rs.Create(ctx, failed); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
+			t.Fatal(err)
+		}
+		conflict := &types.TransactionCanceledException{Message: aws.String("conflict"),
+			CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}}
+
+		r := NewRun("acme", "webhook", nil, now)
+		r.RetryOf = failed.ID
+		faults.FailNextAfterSend("TransactWriteItems", 1, dynamotest.ResponseLost())
+		faults.FailNext("TransactWriteItems", listedTries, conflict)
+		err := rs.Create(ctx, r)
+		if faults.Pending() != 0 {
+			t.Fatal("not every armed fault was met")
+		}
+		var found *RunExistsError
+		if !errors.As(err, &found) || found.Run.ID != r.ID || !found.Run.CreatedAt.Equal(now) || found.Run.Status != StatusPending {
+			t.Fatalf("the create: %v, want the run it wrote found there", err)
+		}
+		if f, _ := rs.Get(ctx, failed.ID); !slices.Equal(f.Retries, []string{r.ID}) {
+			t.Fatalf("the failed run lists %v", f.Retries)
+		}
+
+		other := NewRun("acme", "webhook", nil, now)
+		other.RetryOf = failed.ID
+		faults.FailNext("TransactWriteItems", listedTries, conflict)
+		err = rs.Create(ctx, other)
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) || errors.Is(err, ErrRunExists) {
+			t.Fatalf("conflicts out with nothing written: %v, want the conflict", err)
+		}
+		if _, gerr := rs.Get(ctx, other.ID); !errors.Is(gerr, ErrRunNotFound) {
+			t.Fatalf("a run was written: %v", gerr)
+		}
+	})
+}

@@ -439,7 +439,9 @@ type transactAPI interface {
 // refused, the cap (a *RetryLimitError, one read) or the failed run gone
 // (an error). Where the engine gives no reason per write, the id is read
 // to tell. A transaction cancelled by a conflict alone (another retry's
-// transaction on the failed run) is sent again, up to listedTries times.
+// transaction on the failed run) is sent again, up to listedTries times;
+// one cancelled past them, or for another passing reason, has the id read
+// (an earlier send may have landed with its answer lost).
 func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) error {
 	tx, ok := d.Client.(transactAPI)
 	if !ok {
@@ -477,7 +479,16 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 	case refused(1):
 	case len(reasons) == len(items):
 		// Cancelled for another reason (conflicts with other
-		// transactions past listedTries): nothing written, retryable.
+		// transactions past listedTries, throttling): this send wrote
+		// nothing, retryable. An earlier send whose answer was lost (the
+		// SDK's retry, or one of listedTries) may have written the run
+		// and its listing: the id is read, on this path only, so that
+		// such a create is answered with its run, not an error its
+		// client would send again into a second run (RED_TEAM 600).
+		old, gerr := d.getItem(ctx, r.ID)
+		if gerr == nil && len(old) > 0 {
+			return d.taken(ctx, r, old, false)
+		}
 		return fmt.Errorf("host: put listed run: %w", err)
 	default:
 		old, gerr := d.getItem(ctx, r.ID)
