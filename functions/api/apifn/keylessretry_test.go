@@ -138,7 +138,7 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 				// Applied with its answer lost, then every later send
 				// cancelled by racing retries' transactions until the store
 				// gave up: 201 for the run it wrote (it was 503, its client
-				// told to send again into a second run; RED_TEAM 600).
+				// told to send again into a second run; RED_TEAM 371).
 				faults.FailNextAfterSend(op, 1, dynamotest.ResponseLost())
 				faults.FailNext(op, 3, &types.TransactionCanceledException{Message: aws.String("conflict"),
 					CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}})

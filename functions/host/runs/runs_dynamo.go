@@ -484,7 +484,7 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 		// SDK's retry, or one of listedTries) may have written the run
 		// and its listing: the id is read, on this path only, so that
 		// such a create is answered with its run, not an error its
-		// client would send again into a second run (RED_TEAM 600).
+		// client would send again into a second run (RED_TEAM 371).
 		old, gerr := d.getItem(ctx, r.ID)
 		if gerr == nil && len(old) > 0 {
 			return d.taken(ctx, r, old, false)
