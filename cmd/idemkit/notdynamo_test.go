@@ -59,11 +59,12 @@ func TestEndpointThatIsNotDynamoDBIsSaidPlainly(t *testing.T) {
 		}
 		srv.Close()
 	}
-	// A JSON 200 reads as an answer to most calls (a Scan of no items);
-	// DescribeTable's names a table, and doctor said no such answer with
-	// a Go panic.
+	// A JSON 200 with DynamoDB's Content-Type reads as an answer to most
+	// calls (a Scan of no items); DescribeTable's names a table, and doctor
+	// said no such answer with a Go panic. (Without DynamoDB's headers the
+	// answer is refused before it is read: TestAnswerWithoutDynamoDBsHeadersIsRefused.)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		_, _ = w.Write([]byte(`{"status":"ok"}`))
 	}))
 	defer srv.Close()

@@ -80,11 +80,21 @@ func storeErrorHint(err error, hint string) string {
 	case strings.Contains(cause, "Missing Region"):
 		return doing + what + noRegion
 	}
+	var status interface{ HTTPStatusCode() int }
+	// The endpoint answered without DynamoDB's headers (checkDynamoHeaders):
+	// which endpoint, what DynamoDB's answers carry, and what to check.
+	var nde *notDynamoEngine
+	if errors.As(err, &nde) && errors.As(err, &status) {
+		code := status.HTTPStatusCode()
+		return doing + what + "the endpoint answered " + strings.TrimSpace(strconv.Itoa(code)+" "+http.StatusText(code)) +
+			", which is no DynamoDB answer: " + nde.endpoint + " sent neither an x-amzn-RequestId header nor a Content-Type of " +
+			"application/x-amz-json-1.0 (or -1.1), as DynamoDB and the engines speaking its protocol do (its Content-Type: " + nde.contentType +
+			"); is that the engine's address, not an API's or a web server's, and are --endpoint and --region right?"
+	}
 	// The endpoint answered HTTP, but not as DynamoDB does: a body that is
 	// no DynamoDB JSON (an HTML page), or an error naming no DynamoDB
 	// error type (the SDK's "UnknownError"; DynamoDB names one on every
 	// error). The status says what answered.
-	var status interface{ HTTPStatusCode() int }
 	var de *smithy.DeserializationError
 	if errors.As(err, &status) && (errors.As(err, &de) || errors.As(err, &ae) && ae.ErrorCode() == "UnknownError") {
 		code := status.HTTPStatusCode()
@@ -183,7 +193,8 @@ var engineAnswerTimeout = 30 * time.Second
 
 // endpointClient is emulator.Client for a command's --endpoint, with
 // engineAnswerTimeout bounding each try's wait for the answer's headers,
-// and an answer that lacks what DynamoDB's always carries refused
+// an answer without DynamoDB's headers refused (checkDynamoHeaders), and
+// an answer that lacks what DynamoDB's always carries refused
 // (checkAnswerShape).
 func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamodb.Client {
 	hc := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
@@ -192,7 +203,7 @@ func endpointClient(endpoint string, optFns ...func(*dynamodb.Options)) *dynamod
 	if extra := endpointClientOptions.Load(); extra != nil {
 		optFns = append(optFns, *extra...)
 	}
-	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkAnswerShape, awserr.MarkUnanswered}, optFns...)...)
+	return emulator.Client(endpoint, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.HTTPClient = hc }, checkDynamoHeaders, checkAnswerShape, awserr.MarkUnanswered}, optFns...)...)
 }
 
 // endpointClientOptions are options tests add to every client
