@@ -25,7 +25,10 @@ func Unanswered(err error) bool {
 		return false
 	}
 	var re *smithyhttp.ResponseError
-	if errors.As(err, &re) {
+	// The SDK wraps a try whose request could not be sent, or whose answer
+	// never came, in a response error too, of status 0 (no response):
+	// judged below by what failed.
+	if errors.As(err, &re) && re.HTTPStatusCode() != 0 {
 		code := re.HTTPStatusCode()
 		if code < 500 {
 			return false

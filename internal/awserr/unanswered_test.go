@@ -3,8 +3,10 @@ package awserr
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"testing"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -20,6 +22,9 @@ func TestUnanswered(t *testing.T) {
 	status := func(code int, err error) error {
 		return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
 			Response: &smithyhttp.Response{Response: &http.Response{StatusCode: code}}, Err: err}}
+	}
+	sendFailed := func(err error) error {
+		return status(0, &smithyhttp.RequestSendError{Err: &url.Error{Op: "Post", URL: "http://127.0.0.1:8000/", Err: err}})
 	}
 	api := func(code string) error { return &smithy.GenericAPIError{Code: code, Message: "m"} }
 	for _, c := range []struct {
@@ -39,6 +44,12 @@ func TestUnanswered(t *testing.T) {
 		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, false},
 		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}, true},
 		{"deadline", context.DeadlineExceeded, true},
+		// As the SDK returns them: a try that got no response is a
+		// response error of status 0 around the send failure.
+		{"sent, connection closed unanswered", sendFailed(io.EOF), true},
+		{"sent, connection reset", sendFailed(&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}), true},
+		{"sent, no answer in time", sendFailed(errors.New("net/http: timeout awaiting response headers")), true},
+		{"connection refused, as sent", sendFailed(&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}), false},
 	} {
 		if got := Unanswered(c.err); got != c.want {
 			t.Errorf("%s: Unanswered %v, want %v", c.name, got, c.want)
