@@ -121,7 +121,7 @@ func (e *notDynamoEngine) Error() string {
 // DynamoDB's headers (dynamoDBAnswer) before the SDK decodes it: a body of
 // `{}` is a PutItem's answer, and a GetItem's finding nothing, so an API
 // or a web server answering `200 {}` would otherwise read as a key or a
-// secret stored (RED_TEAM 560). It is a deserialize-step middleware next to
+// secret stored (RED_TEAM 372). It is a deserialize-step middleware next to
 // the transport, so it sees each try's raw answer: a try that got no
 // answer (a connection lost) passes through as it came, for the SDK's
 // retry and awserr.Unanswered to judge, and the refusal is a

@@ -17,7 +17,7 @@ import (
 // nothing on stdout), saying the endpoint answered but not as DynamoDB
 // does, which endpoint, and what to check. `apikey create` and `webhook
 // secret rotate` against a server answering `200 {}` printed a key and a
-// secret stored nowhere, exit 0 (RED_TEAM 560; PutItem's and GetItem's
+// secret stored nowhere, exit 0 (RED_TEAM 372; PutItem's and GetItem's
 // answers may be `{}` on every engine, so only the headers tell).
 func TestAnswerWithoutDynamoDBsHeadersIsRefused(t *testing.T) {
 	fakeAWSCredentials(t)

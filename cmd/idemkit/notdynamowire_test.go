@@ -77,7 +77,7 @@ func losingProxy(t *testing.T, endpoint string, lose ...string) string {
 // TestEnginesAnswerLostOnTheWireThenRetriedIsAccepted: on each engine the
 // project runs, a write whose answer is lost on the wire (the engine
 // applied it) and whose retry the engine answers passes the check of
-// DynamoDB's headers (RED_TEAM 560): `apikey create` prints a key the
+// DynamoDB's headers (RED_TEAM 372): `apikey create` prints a key the
 // authorizer accepts, `webhook secret rotate` a secret the executor
 // reads, exit 0, as without the check.
 func TestEnginesAnswerLostOnTheWireThenRetriedIsAccepted(t *testing.T) {
