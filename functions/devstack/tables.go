@@ -2,6 +2,8 @@ package devstack
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/expression"
@@ -21,9 +23,15 @@ var devDefaults = hostsettings.DevDefaults()
 // devSettings reads `idemkit dev`'s settings.Env the one way the functions do
 // (settings.LoadEnv): the values dev decides itself (own: the tables it created,
 // the endpoint it reaches), over the setting flags, over the environment,
-// over devDefaults.
+// over devDefaults. A setting the functions only warn of (Env.Warnings: they
+// keep serving a stack upgraded with it) stops dev at start: a new start at
+// a terminal is the place to say it (RED_TEAM 540).
 func devSettings(own, flags map[string]string, getenv func(string) string) (hostsettings.Env, error) {
-	return hostsettings.LoadEnv(hostsettings.Layered(hostsettings.Values(own), hostsettings.Values(flags), getenv, hostsettings.Values(devDefaults)))
+	env, err := hostsettings.LoadEnv(hostsettings.Layered(hostsettings.Values(own), hostsettings.Values(flags), getenv, hostsettings.Values(devDefaults)))
+	if err == nil && len(env.Warnings) > 0 {
+		err = fmt.Errorf("%w: %s", hostsettings.ErrConfig, strings.Join(env.Warnings, "; "))
+	}
+	return env, err
 }
 
 // devTables creates the tables of template.yaml that are missing at

@@ -61,11 +61,22 @@ func Boot(name string, required ...string) *Start {
 		err = env.Require(required...)
 	}
 	s.Must("configuration", err)
+	s.Warn(env.Warnings)
 	boot.Trace("settings")
 	client, err := NewDynamoClient(context.Background(), env.DynamoDBEndpoint)
 	s.Must("aws", err)
 	s.Env, s.Client, s.Metrics = env, client, emf.New(os.Stdout, env.MetricsNamespace)
 	return s
+}
+
+// Warn logs each of the settings' warnings (settings.Env.Warnings) under
+// the function's name, at every cold start: a value that does not do what
+// it says but must not stop the function (a stack upgraded with it kept
+// serving before; RED_TEAM 540).
+func (s *Start) Warn(warnings []string) {
+	for _, w := range warnings {
+		s.Logger.Warn(s.Name+": configuration", slog.String("warning", w))
+	}
 }
 
 // Must ends the process with err logged under the function's name and

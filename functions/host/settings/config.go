@@ -47,6 +47,12 @@ const (
 // field documents its variable; its default and range are its Settings
 // entry's (defaults() is Env with every entry's Default).
 type Env struct {
+	// Warnings are the settings read that do not stop the function but do
+	// not do what they say (a WEBHOOK_ALLOWLIST entry that is no host,
+	// matching no destination): kit.Boot logs each at every cold start,
+	// `idemkit dev` refuses to start with one. They do not fail LoadEnv, so
+	// a stack upgraded with such a value keeps serving (RED_TEAM 540).
+	Warnings []string
 	// Idem is Layer 1's IDEMPOTENCY_* configuration (idemenv.Load); its
 	// Table is IDEMPOTENCY_TABLE, its Policy IDEMPOTENCY_POLICY (the
 	// policy kit.NewKit gives Layer 1 and discovery advertises).

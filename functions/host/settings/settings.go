@@ -120,7 +120,11 @@ var Settings = []Setting{
 			if h = strings.TrimSpace(h); h != "" {
 				a, err := allowlistEntry(h)
 				if err != nil {
-					return err
+					// Kept as written, matching no destination as
+					// before: dropped, it could leave the list empty,
+					// which admits any public host (RED_TEAM 540).
+					e.Warnings = append(e.Warnings, fmt.Sprintf("%s: %v; it matches no destination, so the webhook workflow is refused every host but the list's other entries", envWebhookAllowlist, err))
+					a = strings.ToLower(h)
 				}
 				e.Webhook.Allow = append(e.Webhook.Allow, a)
 			}
@@ -392,7 +396,7 @@ func orList(names []string) string {
 // domain, or an IP address. Anything else (a URL, a port, a path, an IPv6
 // address in brackets, another pattern) would match no destination, so
 // every webhook run would be refused while the stack looked healthy: it is
-// refused at start-up instead (RED_TEAM 362).
+// said as a warning instead (Env.Warnings; RED_TEAM 362, 540).
 func allowlistEntry(h string) (string, error) {
 	bad := fmt.Errorf("entry %q is not a host: want example.com, *.example.com or an IP address (no scheme, port, path or brackets)", h)
 	a := strings.ToLower(h)
