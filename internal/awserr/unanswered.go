@@ -2,8 +2,11 @@ package awserr
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -16,7 +19,7 @@ import (
 // have been applied: it was sent and no answer says it was not. A
 // refusal the engine answered with a 4xx (a throttle, a failed
 // condition) was not applied, nor was a try whose connection was never
-// made, nor one a server that is no DynamoDB engine answered (a web
+// made or whose TLS handshake failed (nothing was written), nor one a server that is no DynamoDB engine answered (a web
 // server's 500 page); a connection lost or reset after the request went
 // out, no answer in time, or a DynamoDB 5xx (or a gateway's 502, 503,
 // 504 in front of one) may have been.
@@ -50,7 +53,26 @@ func Unanswered(err error) bool {
 	if errors.As(err, &oe) && oe.Op == "dial" {
 		return false
 	}
+	if handshakeFailed(err) {
+		return false
+	}
 	return true
+}
+
+// handshakeFailed reports whether err is a TLS handshake's failure, which
+// comes before the request is written: a certificate not trusted, a server
+// that does not speak TLS.
+func handshakeFailed(err error) bool {
+	var rh tls.RecordHeaderError
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	var ci x509.CertificateInvalidError
+	var ae tls.AlertError
+	return errors.As(err, &rh) || errors.As(err, &cv) || errors.As(err, &ua) || errors.As(err, &hn) ||
+		errors.As(err, &ci) || errors.As(err, &ae) ||
+		// net/http's own words for a plain-HTTP answer to its handshake
+		strings.Contains(err.Error(), "server gave HTTP response to HTTPS client")
 }
 
 // Tries records whether any try of the calls it is installed on (its

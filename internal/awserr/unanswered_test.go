@@ -1,13 +1,22 @@
 package awserr
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -53,6 +62,74 @@ func TestUnanswered(t *testing.T) {
 	} {
 		if got := Unanswered(c.err); got != c.want {
 			t.Errorf("%s: Unanswered %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestTriesThroughTheTransport: the SDK hands a try that got no HTTP answer
+// to its retryer as a response error of status 0 wrapping the transport's
+// error, not the bare error the fault injector returns (RED_TEAM 541). A
+// request sent whose connection then closed or hung until the call's
+// deadline may have been applied; a connection never made, or a TLS
+// handshake that failed (nothing sent), was not.
+func TestTriesThroughTheTransport(t *testing.T) {
+	listen := func(t *testing.T, serve func(net.Conn)) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		t.Cleanup(func() { close(done); ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					serve(c)
+					<-done
+				}()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	readRequest := func(c net.Conn) {
+		if r, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			_, _ = io.Copy(io.Discard, r.Body)
+		}
+	}
+	closed := listen(t, func(c net.Conn) { readRequest(c); c.Close() })
+	hung := listen(t, readRequest)
+	plain := listen(t, func(c net.Conn) {
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+	})
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	defer tlsSrv.Close()
+	for _, c := range []struct {
+		name, endpoint string
+		want           bool
+	}{
+		{"request read, then the connection closed", "http://" + closed, true},
+		{"request read, no answer before the deadline", "http://" + hung, true},
+		{"TLS to a server speaking plain HTTP", "https://" + plain, false},
+		{"TLS, a certificate not trusted", tlsSrv.URL, false},
+		{"connection refused", "http://127.0.0.1:1", false},
+	} {
+		var tr Tries
+		cl := dynamodb.New(dynamodb.Options{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}, BaseEndpoint: aws.String(c.endpoint),
+			Retryer: retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 1 })}, tr.Option)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := cl.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String("t"),
+			Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "x"}}})
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: the call succeeded", c.name)
+		}
+		if tr.Lost() != c.want {
+			t.Errorf("%s: Lost %v, want %v (%v)", c.name, tr.Lost(), c.want, err)
 		}
 	}
 }
