@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"net"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -19,12 +21,17 @@ import (
 // have been applied: it was sent and no answer says it was not. A
 // refusal the engine answered with a 4xx (a throttle, a failed
 // condition) was not applied, nor was a try whose connection was never
-// made or whose TLS handshake failed (nothing was written), nor one a server that is no DynamoDB engine answered (a web
+// made, whose TLS handshake failed, or whose request the transport never
+// wrote (a reset during the handshake, seen by Tries and MarkUnanswered),
+// nor one a server that is no DynamoDB engine answered (a web
 // server's 500 page); a connection lost or reset after the request went
 // out, no answer in time, or a DynamoDB 5xx (or a gateway's 502, 503,
 // 504 in front of one) may have been.
 func Unanswered(err error) bool {
 	if err == nil {
+		return false
+	}
+	if errors.As(err, new(*notSentError)) {
 		return false
 	}
 	var re *smithyhttp.ResponseError
@@ -89,6 +96,9 @@ func (t *Tries) Lost() bool { return t.lost }
 // Option is the client option that installs the recorder.
 func (t *Tries) Option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		if err := addNotSent(s); err != nil {
+			return err
+		}
 		return addOutsideRetry(s, "idemkit.Tries", func(md middleware.Metadata, err error) error {
 			t.lost = t.lost || unansweredTry(md)
 			return err
@@ -112,6 +122,9 @@ func MarkUnanswered(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
 		if _, ok := s.Finalize.Get(markID); ok {
 			return nil
+		}
+		if err := addNotSent(s); err != nil {
+			return err
 		}
 		return addOutsideRetry(s, markID, func(md middleware.Metadata, err error) error {
 			if err != nil && unansweredTry(md) {
@@ -138,6 +151,41 @@ func unansweredTry(md middleware.Metadata) bool {
 		}
 	}
 	return false
+}
+
+// notSentError is the error of a try whose request the transport never
+// wrote (httptrace's WroteRequest did not fire): a connection reset during
+// its TLS handshake, say. It was not applied (RED_TEAM 542).
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// notSentID names the per-try middleware addNotSent installs.
+const notSentID = "idemkit.NotSent"
+
+// addNotSent adds, inside the SDK's retry loop (once per stack), a
+// middleware that traces each try's HTTP request and marks the error of a
+// try that got no HTTP answer and whose request was never written
+// (notSentError). A stack without the retry middleware is left alone.
+func addNotSent(s *middleware.Stack) error {
+	if _, ok := s.Finalize.Get(notSentID); ok {
+		return nil
+	}
+	if _, ok := s.Finalize.Get("Retry"); !ok {
+		return nil
+	}
+	return s.Finalize.Insert(middleware.FinalizeMiddlewareFunc(notSentID,
+		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			var wrote atomic.Bool
+			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(true) }})
+			out, md, err := next.HandleFinalize(ctx, in)
+			var re *smithyhttp.ResponseError
+			if err != nil && !wrote.Load() && errors.As(err, &re) && re.HTTPStatusCode() == 0 {
+				err = &notSentError{err}
+			}
+			return out, md, err
+		}), "Retry", middleware.After)
 }
 
 // addOutsideRetry adds a Finalize middleware named id just before the SDK's

@@ -105,6 +105,15 @@ func TestTriesThroughTheTransport(t *testing.T) {
 	plain := listen(t, func(c net.Conn) {
 		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
 	})
+	// A TLS-terminating proxy dropping the connection during the
+	// handshake: the ClientHello read, then a reset.
+	resetInHandshake := listen(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 1024))
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		c.Close()
+	})
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0)
 	defer tlsSrv.Close()
@@ -117,6 +126,7 @@ func TestTriesThroughTheTransport(t *testing.T) {
 		{"TLS to a server speaking plain HTTP", "https://" + plain, false},
 		{"TLS, a certificate not trusted", tlsSrv.URL, false},
 		{"connection refused", "http://127.0.0.1:1", false},
+		{"reset during the TLS handshake", "https://" + resetInHandshake, false},
 	} {
 		var tr Tries
 		cl := dynamodb.New(dynamodb.Options{Region: "eu-west-1", Credentials: aws.AnonymousCredentials{}, BaseEndpoint: aws.String(c.endpoint),
