@@ -25,7 +25,7 @@ var devDefaults = hostsettings.DevDefaults()
 // the endpoint it reaches), over the setting flags, over the environment,
 // over devDefaults. A setting the functions only warn of (Env.Warnings: they
 // keep serving a stack upgraded with it) stops dev at start: a new start at
-// a terminal is the place to say it (RED_TEAM 540).
+// a terminal is the place to say it (RED_TEAM 374).
 func devSettings(own, flags map[string]string, getenv func(string) string) (hostsettings.Env, error) {
 	env, err := hostsettings.LoadEnv(hostsettings.Layered(hostsettings.Values(own), hostsettings.Values(flags), getenv, hostsettings.Values(devDefaults)))
 	if err == nil && len(env.Warnings) > 0 {

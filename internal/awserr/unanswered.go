@@ -155,7 +155,7 @@ func unansweredTry(md middleware.Metadata) bool {
 
 // notSentError is the error of a try whose request the transport never
 // wrote (httptrace's WroteRequest did not fire): a connection reset during
-// its TLS handshake, say. It was not applied (RED_TEAM 542).
+// its TLS handshake, say. It was not applied (RED_TEAM 375).
 type notSentError struct{ err error }
 
 func (e *notSentError) Error() string { return e.err.Error() }

@@ -68,7 +68,7 @@ func TestUnanswered(t *testing.T) {
 
 // TestTriesThroughTheTransport: the SDK hands a try that got no HTTP answer
 // to its retryer as a response error of status 0 wrapping the transport's
-// error, not the bare error the fault injector returns (RED_TEAM 541). A
+// error, not the bare error the fault injector returns (RED_TEAM 373). A
 // request sent whose connection then closed or hung until the call's
 // deadline may have been applied; a connection never made, or a TLS
 // handshake that failed (nothing sent), was not.

@@ -72,7 +72,7 @@ func Boot(name string, required ...string) *Start {
 // Warn logs each of the settings' warnings (settings.Env.Warnings) under
 // the function's name, at every cold start: a value that does not do what
 // it says but must not stop the function (a stack upgraded with it kept
-// serving before; RED_TEAM 540).
+// serving before; RED_TEAM 374).
 func (s *Start) Warn(warnings []string) {
 	for _, w := range warnings {
 		s.Logger.Warn(s.Name+": configuration", slog.String("warning", w))

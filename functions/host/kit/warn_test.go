@@ -12,7 +12,7 @@ import (
 // TestBootWarnsOfAnAllowlistEntryThatIsNoHost: the api and executor
 // functions read WEBHOOK_ALLOWLIST at every cold start; an entry that is no
 // host is logged as a warning under the function's name and the function
-// starts (RED_TEAM 540: a start-up refusal would stop every route and every
+// starts (RED_TEAM 374: a start-up refusal would stop every route and every
 // run of a stack upgraded with such an entry).
 func TestBootWarnsOfAnAllowlistEntryThatIsNoHost(t *testing.T) {
 	env, err := settings.LoadEnv(func(k string) string {

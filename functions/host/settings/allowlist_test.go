@@ -12,7 +12,7 @@ import (
 // than a leading "*." — matches no destination. Before 362 it was kept
 // silently, so the typo of one operator refused every tenant's webhook run
 // while the stack looked healthy. It is said in Env.Warnings naming the
-// setting and the entry, and LoadEnv does not fail (RED_TEAM 540): the api
+// setting and the entry, and LoadEnv does not fail (RED_TEAM 374): the api
 // and executor functions read the setting at every cold start, and a
 // refusal there would stop every route and every run of a stack upgraded
 // with such an entry, where before only its webhook runs were refused. The

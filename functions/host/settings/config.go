@@ -51,7 +51,7 @@ type Env struct {
 	// not do what they say (a WEBHOOK_ALLOWLIST entry that is no host,
 	// matching no destination): kit.Boot logs each at every cold start,
 	// `idemkit dev` refuses to start with one. They do not fail LoadEnv, so
-	// a stack upgraded with such a value keeps serving (RED_TEAM 540).
+	// a stack upgraded with such a value keeps serving (RED_TEAM 374).
 	Warnings []string
 	// Idem is Layer 1's IDEMPOTENCY_* configuration (idemenv.Load); its
 	// Table is IDEMPOTENCY_TABLE, its Policy IDEMPOTENCY_POLICY (the

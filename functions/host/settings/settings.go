@@ -122,7 +122,7 @@ var Settings = []Setting{
 				if err != nil {
 					// Kept as written, matching no destination as
 					// before: dropped, it could leave the list empty,
-					// which admits any public host (RED_TEAM 540).
+					// which admits any public host (RED_TEAM 374).
 					e.Warnings = append(e.Warnings, fmt.Sprintf("%s: %v; it matches no destination, so the webhook workflow is refused every host but the list's other entries", envWebhookAllowlist, err))
 					a = strings.ToLower(h)
 				}
