@@ -329,6 +329,32 @@ func TestPauseRetriedAfterCrashKeepsIts202(t *testing.T) {
 	})
 }
 
+// TestPauseRetriedAfterCrashAndAResume: a keyed pause that wrote the run
+// and died before its Layer-1 record was completed, then another
+// request's resume: the pause's retry under its key answers 202 again and
+// does not pause the resumed run a second time (RED_TEAM 520). In memory
+// and on every emulator.
+func TestPauseRetriedAfterCrashAndAResume(t *testing.T) {
+	p := loadPauseOracle(t)
+	onEveryBackend(t, func(t *testing.T, e *dynamotest.Emulator) {
+		rs, inner := backendStores(t, e)
+		clk := clock.NewManual(time.Now())
+		st := &lostCompletion{Store: inner}
+		f := hostOf(t, rs, idem.Config{Store: st, Test: idem.TestConfig{Clock: clk}}, nil)
+		run := bulkRun(t, rs, "acme", runs.StatusRunning)
+		const key = "k-pause-crash-resumed-0123456789ab"
+		f.post(t, pausePath(run.ID), key, "")
+		if _, err := rs.(runs.PauseStore).Unpause(context.Background(), run.ID, "another-resume", "", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(idem.DefaultLease + time.Second)
+		accepted(t, p.pause, f.post(t, pausePath(run.ID), key, ""), "paused")
+		if got, _ := rs.Get(context.Background(), run.ID); got.Status != runs.StatusRunning || got.Version != run.Version+2 {
+			t.Fatalf("the retry after a resume: %s, version %d; want running at %d (paused once, resumed once)", got.Status, got.Version, run.Version+2)
+		}
+	})
+}
+
 // TestPauseResumeRoundTrips pins each of pauseRun and resumeRun to two
 // RunsTable round trips (a consistent read of the run, which the drain
 // policy needs, and the conditional write) under a Layer 1 kept elsewhere.

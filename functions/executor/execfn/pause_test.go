@@ -191,3 +191,39 @@ func TestOnlyAResumeOfTheRunsOtherWritesDrivesIt(t *testing.T) {
 		t.Fatalf("run %s after MODIFY records that are no resume, %d deliveries; want pending, none", s, len(rc.seen()))
 	}
 }
+
+// TestPausedPendingRunStartsOnResume: a run paused before the executor
+// took it (pending) is not started by its INSERT's delivery, nor by that
+// delivery retried; the record of its resume starts it, and the INSERT
+// retried again after the resume (a failed batch) delivers no effect
+// twice.
+func TestPausedPendingRunStartsOnResume(t *testing.T) {
+	f := newFixture(t)
+	rc := newReceiver(t)
+	run := f.loopRun(t, rc.srv.URL)
+	ctx := context.Background()
+	if _, err := f.runs.Pause(ctx, run.ID, hostruns.Pause{By: "p1"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if retry := f.x.HandleRecords(ctx, []stream.StreamRecord{insert("e1", run)}); retry != nil {
+			t.Fatalf("retry %v", retry)
+		}
+	}
+	if got, r := logOf(t, f, run.ID); r.Status != hostruns.StatusPaused || !equalLog(got, "run.paused@") || len(rc.seen()) != 0 {
+		t.Fatalf("a paused pending run: %s, log %v, %d deliveries; want paused, untouched", r.Status, got, len(rc.seen()))
+	}
+	if _, err := f.runs.Unpause(ctx, run.ID, "r1", "", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if retry := f.x.HandleRecords(ctx, []stream.StreamRecord{modify("e2", run, hostruns.StatusPaused, hostruns.StatusRunning), insert("e1", run)}); retry != nil {
+		t.Fatalf("retry %v", retry)
+	}
+	got, r := logOf(t, f, run.ID)
+	if r.Status != hostruns.StatusCompleted || len(got) < 3 || got[0] != "run.paused@" || got[1] != "run.resumed@" || got[2] != "node.started@start" {
+		t.Fatalf("after the resume: %s, log %v; want completed, run.paused and run.resumed before the first node", r.Status, got)
+	}
+	if n := len(rc.seen()); n != 2 {
+		t.Fatalf("%d deliveries, want 2 (each execution of effect once)", n)
+	}
+}

@@ -65,8 +65,9 @@ type PauseStore interface {
 	// wake of a parked run is cleared (a resume drives it anew). It
 	// returns the run as stored; ErrStatusConflict with the run as it is
 	// when it is not live (paused, ended); ErrRunNotFound when there is
-	// none. A retry of a pause that applied (the run paused, PausedBy
-	// p.By) returns the run and no error.
+	// none. A retry of a pause that applied (PausedBy p.By: no later
+	// pause) returns the run and no error, whatever its status since: a
+	// resume in between is not undone by pausing the run again.
 	Pause(ctx context.Context, id string, p Pause, now time.Time) (Run, error)
 	// Unpause moves a paused run back to running, a compare-and-set on
 	// the run as read, and records run.resumed (after the pause's held
@@ -76,8 +77,9 @@ type PauseStore interface {
 	// change paused -> running, else the stale-run pass) adopts it and
 	// continues it. by is recorded as ResumedBy. ErrStatusConflict with
 	// the run as it is when it is not paused; ErrRunNotFound when there
-	// is none. A retry of an Unpause that applied (ResumedBy by, the run
-	// no longer paused) returns the run and no error.
+	// is none. A retry of an Unpause that applied (ResumedBy by: no later
+	// resume) returns the run and no error, whatever its status since (a
+	// pause in between is not undone).
 	Unpause(ctx context.Context, id, by, reason string, now time.Time) (Run, error)
 }
 
@@ -219,10 +221,10 @@ func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (R
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
+	if p.By != "" && r.PausedBy == p.By {
+		return r, nil // this pause's write, its answer lost (RED_TEAM 520)
+	}
 	if !live(r.Status) {
-		if p.By != "" && r.Status == StatusPaused && r.PausedBy == p.By {
-			return r, nil // this pause's write, its answer lost
-		}
 		return r, ErrStatusConflict
 	}
 	ev, pending, fence := planPause(r, p, now)
@@ -252,10 +254,10 @@ func (m *MemRuns) Unpause(_ context.Context, id, by, reason string, now time.Tim
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
+	if by != "" && r.ResumedBy == by {
+		return r, nil // this resume's write, its answer lost (RED_TEAM 520)
+	}
 	if r.Status != StatusPaused {
-		if by != "" && r.ResumedBy == by {
-			return r, nil // this resume's write, its answer lost
-		}
 		return r, ErrStatusConflict
 	}
 	r.Log = append(slices.Clone(r.Log), resumeEvents(r, reason, now)...)

@@ -77,10 +77,10 @@ func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Tim
 		return Run{}, err
 	}
 	for range pauseTries {
+		if p.By != "" && r.PausedBy == p.By {
+			return r, nil // this pause's write, its answer lost (RED_TEAM 520)
+		}
 		if !live(r.Status) {
-			if p.By != "" && r.Status == StatusPaused && r.PausedBy == p.By {
-				return r, nil // this pause's write, its answer lost
-			}
 			return r, ErrStatusConflict
 		}
 		ev, pending, fence := planPause(r, p, now)
@@ -122,10 +122,10 @@ func (d *DynamoRuns) Unpause(ctx context.Context, id, by, reason string, now tim
 		return Run{}, err
 	}
 	for range pauseTries {
+		if by != "" && r.ResumedBy == by {
+			return r, nil // this resume's write, its answer lost (RED_TEAM 520)
+		}
 		if r.Status != StatusPaused {
-			if by != "" && r.ResumedBy == by {
-				return r, nil // this resume's write, its answer lost
-			}
 			return r, ErrStatusConflict
 		}
 		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusRunning))).

@@ -447,6 +447,30 @@ func pauseLostAnswer(t *testing.T, e *env) {
 	}
 }
 
+// pauseRetryAfterResume: a pause whose first execution applied (its
+// answer lost, its Idempotency-Key's record never written) and whose
+// retry comes after another request resumed the run does not pause the
+// run a second time; nor does such a retry of a resume after another
+// request paused the run again. Each request is applied once.
+func pauseRetryAfterResume(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	e.pauseWith(t, r.ID, runs.Pause{By: "p1"}, time.Second)
+	if _, err := e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p1"}, e.at(3*time.Second))
+	if err != nil || count(e.get(t, r.ID), runs.EventRunPaused) != 1 || e.get(t, r.ID).Status != runs.StatusRunning {
+		cur := e.get(t, r.ID)
+		t.Fatalf("the first pause's retry after a resume: %s %v, log %v; want its own pause found, the run left running", got.Status, err, logTypes(cur))
+	}
+	e.pauseWith(t, r.ID, runs.Pause{By: "p2"}, 4*time.Second)
+	got, err = e.st.Unpause(e.ctx, r.ID, "r1", "", e.at(5*time.Second))
+	if err != nil || count(e.get(t, r.ID), runs.EventRunResumed) != 1 || e.get(t, r.ID).Status != runs.StatusPaused {
+		cur := e.get(t, r.ID)
+		t.Fatalf("the first resume's retry after another pause: %s %v, log %v; want its own resume found, the run left paused", got.Status, err, logTypes(cur))
+	}
+}
+
 // sameRun reports whether a and b are the same run as a pause leaves it:
 // status, version, epoch, log, held event and pausedBy.
 func sameRun(a, b runs.Run) bool {

@@ -318,5 +318,6 @@ var cases = []testCase{
 	{"Pause/RacesCancel", pauseRacesCancel},
 	{"Pause/ResumeRacesCancel", resumeRacesCancel},
 	{"Pause/LostAnswer", pauseLostAnswer},
+	{"Pause/RetryAfterResume", pauseRetryAfterResume},
 	{roundTripsCase, roundTrips},
 }
