@@ -57,8 +57,11 @@ type PauseStore interface {
 	// log in the same write, or, under DrainCurrentNode while a node's
 	// attempt is under way (a node.started with no terminal event yet),
 	// held on the run (PausePending) until that node's terminal event is
-	// appended (AppendLog appends both in one write), or until Unpause (a
-	// cancel of the paused run leaves it held on the ended run).
+	// appended (AppendLog appends both in one write), or the execution
+	// parks the run instead (Park appends it), or until Unpause (a
+	// cancel of the paused run leaves it held on the ended run). A run
+	// parked mid-node has no execution under way: its event is appended
+	// at once.
 	// Under DrainImmediate the write also moves the claim epoch on (the
 	// execution under way is fenced: it appends, renews, parks and
 	// finishes nothing more) and the event names the attempt cut. The
@@ -156,7 +159,9 @@ func planPause(r Run, p Pause, now time.Time) (ev LogEvent, pending, fence bool)
 			payload["interruptedNodeId"], payload["interruptedAttempt"] = node, attempt
 		}
 	} else {
-		pending = node != ""
+		// Held only while an execution may drain the node: a parked run's
+		// node waits for its wake, which the pause clears (RED_TEAM 521).
+		pending = node != "" && r.Wake.IsZero()
 	}
 	b, _ := json.Marshal(payload)
 	return LogEvent{Type: EventRunPaused, At: tableTime(now), Payload: b}, pending, fence
@@ -281,6 +286,34 @@ func resumeEvents(r Run, reason string, now time.Time) []LogEvent {
 		evs = append(evs, *r.PausePending)
 	}
 	return append(evs, resumedEvent(reason, now))
+}
+
+// releasable reports whether a park of r under epoch, refused because r
+// is paused, records r's held run.paused: the execution draining its
+// node (epoch) parks it instead, so the node does not drain until a
+// resume (RED_TEAM 521).
+func releasable(r Run, epoch int64) bool {
+	return r.Status == StatusPaused && r.PausePending != nil && r.Epoch == epoch
+}
+
+// Park implements RunStore: Schedule of a running run under epoch; a
+// park refused because the run was paused while its node drained records
+// the held run.paused (releasable) and is still refused.
+func (m *MemRuns) Park(_ context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error) {
+	var released *Run
+	r, err := m.schedule(id, func(r Run) bool {
+		if releasable(r, epoch) { // under m.mu, which schedule holds
+			r.Log = append(slices.Clone(r.Log), drained(*r.PausePending, nil, now))
+			r.PausePending, r.UpdatedAt = nil, tableTime(now)
+			m.runs[id] = r
+			released = &r
+		}
+		return r.Status == StatusRunning && r.Epoch == epoch
+	}, w, now)
+	if released != nil {
+		return *released, err
+	}
+	return r, err
 }
 
 // renewable reports whether an execution holding r's claim may renew it:

@@ -166,6 +166,28 @@ func (d *DynamoRuns) appendDrained(ctx context.Context, id string, cur Run, f Fe
 	return d.updateRun(ctx, id, cond, upd, "append drained node")
 }
 
+// releasePause is a park's refusal of cur, paused while its execution
+// (epoch) drained its node: that execution parks the run instead, so its
+// held run.paused is appended now (one UpdateItem conditional on the run
+// still paused holding it under epoch, on this failure path only), and
+// the park is still refused (RED_TEAM 521). A failure of that write
+// leaves the event held, as before, and is still ErrStatusConflict.
+func (d *DynamoRuns) releasePause(ctx context.Context, id string, cur Run, epoch int64, now time.Time) (Run, error) {
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).
+		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusPaused)))).
+		And(expression.AttributeExists(expression.Name(runAttrPausePend))).And(epochIs(epoch))
+	upd := appendTo(expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())),
+		[]LogEvent{drained(*cur.PausePending, nil, now)}).Remove(expression.Name(runAttrPausePend))
+	got, err := d.updateRun(ctx, id, cond, upd, "record held run.paused")
+	switch {
+	case err == nil:
+		return got, ErrStatusConflict
+	case errors.Is(err, ErrStatusConflict):
+		return got, err
+	}
+	return cur, fmt.Errorf("%w (its held run.paused stays held: %v)", ErrStatusConflict, err)
+}
+
 // renewableRun is the condition of a claim's renewal: a live run, or a
 // paused one whose run.paused waits for the node its execution drains.
 func renewableRun() expression.ConditionBuilder {

@@ -364,7 +364,10 @@ type RunStore interface {
 	// as stored afterwards; ErrStatusConflict (with the current run) when
 	// the run is not running or another execution holds it;
 	// ErrRunNotFound when there is none. Parking again (a retry after a
-	// lost answer) leaves one wake.
+	// lost answer) leaves one wake. A park refused because the run was
+	// paused (PauseStore) while this execution drained its node records
+	// the pause's held run.paused (the node will not drain before a
+	// resume): one more write, on that refusal only.
 	Park(ctx context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error)
 	// Due returns up to limit ids of parked runs whose WakeAt is at or
 	// before now, earliest first. It may be eventually consistent (a GSI):
@@ -597,11 +600,6 @@ func (m *MemRuns) transitionIf(id string, may func(Run) bool, to Status, errMsg,
 func (m *MemRuns) Schedule(_ context.Context, id string, w Wake, now time.Time) error {
 	_, err := m.schedule(id, func(r Run) bool { return live(r.Status) }, w, now)
 	return err
-}
-
-// Park implements RunStore.
-func (m *MemRuns) Park(_ context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error) {
-	return m.schedule(id, func(r Run) bool { return r.Status == StatusRunning && r.Epoch == epoch }, w, now)
 }
 
 // schedule is Schedule when the run as stored satisfies may.

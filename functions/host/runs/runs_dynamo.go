@@ -1010,7 +1010,11 @@ func (d *DynamoRuns) Schedule(ctx context.Context, id string, w Wake, now time.T
 func (d *DynamoRuns) Park(ctx context.Context, id string, epoch int64, w Wake, now time.Time) (Run, error) {
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).
 		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusRunning)))).And(epochIs(epoch))
-	return d.updateRun(ctx, id, cond, scheduleUpdate(w, now), "park run")
+	cur, err := d.updateRun(ctx, id, cond, scheduleUpdate(w, now), "park run")
+	if errors.Is(err, ErrStatusConflict) && releasable(cur, epoch) {
+		return d.releasePause(ctx, id, cur, epoch, now)
+	}
+	return cur, err
 }
 
 // scheduleUpdate is the write of Schedule and Park: the wake attributes

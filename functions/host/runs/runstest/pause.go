@@ -471,6 +471,52 @@ func pauseRetryAfterResume(t *testing.T, e *env) {
 	}
 }
 
+// pauseNodeNotDraining: a pause (drain-current-node) of a run whose open
+// node will not drain records its run.paused at once, not held until a
+// resume: a run parked mid-node (no execution under way), and a run
+// whose execution, draining, parks it (its effect to be tried later: the
+// park is refused, the held run.paused is appended). Either way the run
+// stays paused with no wake, and its resume records run.resumed once
+// after the one run.paused.
+func pauseNodeNotDraining(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	r = e.appendEv(t, r, runs.EventNodeStarted, "a", time.Second)
+	if _, err := e.st.Park(e.ctx, r.ID, r.Epoch, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := e.pauseWith(t, r.ID, runs.Pause{By: "p1"}, 2*time.Second)
+	if got.PausePending != nil || !slices.Equal(logTypes(got), []string{"node.started@a", "run.paused@"}) {
+		t.Fatalf("pause of a run parked mid-node: held %v, log %v; want run.paused in the log at once", got.PausePending != nil, logTypes(got))
+	}
+	d := e.running(t, 0)
+	d = e.appendEv(t, d, runs.EventNodeStarted, "a", time.Second)
+	if held := e.pauseWith(t, d.ID, runs.Pause{By: "p1"}, 2*time.Second); held.PausePending == nil {
+		t.Fatalf("pause while a node executes: %+v, want run.paused held", held)
+	}
+	if cur, err := e.st.Park(e.ctx, d.ID, d.Epoch, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(3*time.Second)); !errors.Is(err, runs.ErrStatusConflict) || cur.Status != runs.StatusPaused {
+		t.Fatalf("the draining execution's park: %s %v, want refused (paused)", cur.Status, err)
+	}
+	got = e.get(t, d.ID)
+	if got.Status != runs.StatusPaused || got.PausePending != nil || !got.Wake.IsZero() || !slices.Equal(logTypes(got), []string{"node.started@a", "run.paused@"}) {
+		t.Fatalf("after the draining execution parked: %s, held %v, wake %+v, log %v; want paused, run.paused in the log, no wake",
+			got.Status, got.PausePending != nil, got.Wake, logTypes(got))
+	}
+	res, err := e.st.Unpause(e.ctx, d.ID, "r1", "", e.at(4*time.Second))
+	if err != nil || !slices.Equal(logTypes(res), []string{"node.started@a", "run.paused@", "run.resumed@"}) {
+		t.Fatalf("resume: %v, log %v", err, logTypes(res))
+	}
+	// A park under an epoch the run no longer has releases nothing.
+	o := e.running(t, 0)
+	o = e.appendEv(t, o, runs.EventNodeStarted, "a", time.Second)
+	e.pauseWith(t, o.ID, runs.Pause{By: "p1"}, 2*time.Second)
+	if _, err := e.st.Park(e.ctx, o.ID, o.Epoch+1, runs.Wake{At: e.at(time.Minute), Attempt: 1, MaxAttempts: 3}, e.at(3*time.Second)); !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("park under another epoch: %v", err)
+	}
+	if got := e.get(t, o.ID); got.PausePending == nil || count(got, runs.EventRunPaused) != 0 {
+		t.Fatalf("a park under another epoch released the held run.paused: log %v", logTypes(got))
+	}
+}
+
 // sameRun reports whether a and b are the same run as a pause leaves it:
 // status, version, epoch, log, held event and pausedBy.
 func sameRun(a, b runs.Run) bool {

@@ -319,5 +319,6 @@ var cases = []testCase{
 	{"Pause/ResumeRacesCancel", resumeRacesCancel},
 	{"Pause/LostAnswer", pauseLostAnswer},
 	{"Pause/RetryAfterResume", pauseRetryAfterResume},
+	{"Pause/NodeNotDraining", pauseNodeNotDraining},
 	{roundTripsCase, roundTrips},
 }
