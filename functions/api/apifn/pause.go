@@ -132,7 +132,8 @@ func (h *Handler) pauseStore() runs.PauseStore {
 // (runs.PauseStore.Pause) and the answer is 202 {runId, status: paused,
 // pausedAt}. A run already paused, ended or otherwise not live is 409:
 // run_terminal when it ended, else run_state_conflict with
-// details.runStatus. A retry of the pause whose write applied (its
+// details.runStatus; so is a run that recorded the most pauses it can
+// (runs.MaxPauses, details.maxPauses too). A retry of the pause whose write applied (its
 // Idempotency-Key's record not yet written) finds its own pause and
 // answers 202 again.
 func (h *Handler) pauseRun(ctx context.Context, c call) (events.APIGatewayV2HTTPResponse, error) {
@@ -184,6 +185,12 @@ func stateRefusal(r runs.Run, tenant string, err error, what string) (events.API
 		return events.APIGatewayV2HTTPResponse{}, false, nil
 	case errors.Is(err, runs.ErrRunNotFound):
 		return notFound(), true, nil
+	case errors.Is(err, runs.ErrPauseLimit):
+		// Otherwise unpausable (runs.md §Pause and resume): the run
+		// recorded the most pauses it can (RED_TEAM 522).
+		return errResp(apierr.New(http.StatusConflict, apierr.CodeRunStateConflict,
+			"the run was paused the most times a run records (%d, or its pause and resume reasons fill their room): it is not paused again", runs.MaxPauses).
+			WithDetails(map[string]any{"runStatus": string(r.Status), "maxPauses": runs.MaxPauses})), true, nil
 	case errors.Is(err, runs.ErrStatusConflict):
 		if r.Tenant != tenant {
 			return notFound(), true, nil

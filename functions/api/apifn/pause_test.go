@@ -355,6 +355,37 @@ func TestPauseRetriedAfterCrashAndAResume(t *testing.T) {
 	})
 }
 
+// TestPauseLimitIs409: a run paused and resumed runs.MaxPauses times
+// refuses the next pause 409 run_state_conflict (its details naming the
+// running status and the bound), changing nothing; it is still cancelled
+// (RED_TEAM 522).
+func TestPauseLimitIs409(t *testing.T) {
+	p := loadPauseOracle(t)
+	f := newFixture(t)
+	run := bulkRun(t, f.runs, "acme", runs.StatusRunning)
+	ctx := context.Background()
+	for i := range runs.MaxPauses {
+		if _, err := f.runs.Pause(ctx, run.ID, runs.Pause{By: "p" + strconv.Itoa(i)}, time.Now()); err != nil {
+			t.Fatalf("pause %d: %v", i, err)
+		}
+		if _, err := f.runs.Unpause(ctx, run.ID, "r"+strconv.Itoa(i), "", time.Now()); err != nil {
+			t.Fatalf("resume %d: %v", i, err)
+		}
+	}
+	before, _ := f.runs.Get(ctx, run.ID)
+	r := f.post(t, pausePath(run.ID), "k-pause-limit-0123456789abcdef", "")
+	m := p.refused(t, r.code, r.body, 409, "run_state_conflict")
+	if d, _ := m["details"].(map[string]any); d["runStatus"] != "running" || d["maxPauses"] != float64(runs.MaxPauses) {
+		t.Fatalf("a pause past the bound: %s", r.body)
+	}
+	if got, _ := f.runs.Get(ctx, run.ID); got.Version != before.Version || got.Status != runs.StatusRunning {
+		t.Fatalf("the refused pause changed the run: %s at %d", got.Status, got.Version)
+	}
+	if c := f.post(t, "/runs/"+runs.ProjectID(run.ID)+"/cancel", "k-cancel-limit-0123456789", ""); c.code != 200 {
+		t.Fatalf("cancel after the bound: %d %s", c.code, c.body)
+	}
+}
+
 // TestPauseResumeRoundTrips pins each of pauseRun and resumeRun to two
 // RunsTable round trips (a consistent read of the run, which the drain
 // policy needs, and the conditional write) under a Layer 1 kept elsewhere.

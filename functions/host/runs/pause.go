@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"time"
 )
@@ -33,6 +34,43 @@ const (
 	EventRunPaused  = "run.paused"
 	EventRunResumed = "run.resumed"
 )
+
+// MaxPauses is the most pauses a run records, and maxPauseBytes the most
+// bytes of its run.paused and run.resumed payloads before another pause:
+// each pause and resume adds an event and a version to the run's item,
+// which DynamoDB refuses past 400 KB, and a run whose item is full can be
+// neither resumed nor cancelled (RED_TEAM 522). With a run's inputs at
+// their bound, both leave room for the run's own node log, its last
+// resume and its cancel.
+const (
+	MaxPauses     = 100
+	maxPauseBytes = 64 << 10
+)
+
+// ErrPauseLimit is returned by Pause, changing nothing, for a run that
+// recorded MaxPauses pauses (or maxPauseBytes of their events): it is
+// resumed and cancelled as any other, never paused again.
+var ErrPauseLimit = errors.New("host: the run recorded the most pauses it can")
+
+// pausesSpent reports how many pauses r recorded and whether another
+// would pass MaxPauses or maxPauseBytes.
+func pausesSpent(r Run) (pauses int, full bool) {
+	size := 0
+	for _, ev := range r.Log {
+		switch ev.Type {
+		case EventRunPaused:
+			pauses++
+			size += len(ev.Payload)
+		case EventRunResumed:
+			size += len(ev.Payload)
+		}
+	}
+	if r.PausePending != nil {
+		pauses++
+		size += len(r.PausePending.Payload)
+	}
+	return pauses, pauses >= MaxPauses || size >= maxPauseBytes
+}
 
 // Pause is a pause request as a store records it.
 type Pause struct {
@@ -67,7 +105,8 @@ type PauseStore interface {
 	// finishes nothing more) and the event names the attempt cut. The
 	// wake of a parked run is cleared (a resume drives it anew). It
 	// returns the run as stored; ErrStatusConflict with the run as it is
-	// when it is not live (paused, ended); ErrRunNotFound when there is
+	// when it is not live (paused, ended); ErrPauseLimit with the run
+	// when it recorded the most pauses it can (pausesSpent); ErrRunNotFound when there is
 	// none. A retry of a pause that applied (PausedBy p.By: no later
 	// pause) returns the run and no error, whatever its status since: a
 	// resume in between is not undone by pausing the run again.
@@ -231,6 +270,9 @@ func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (R
 	}
 	if !live(r.Status) {
 		return r, ErrStatusConflict
+	}
+	if _, full := pausesSpent(r); full {
+		return r, ErrPauseLimit
 	}
 	ev, pending, fence := planPause(r, p, now)
 	r.History = appendVersion(r.History, pauseVersion(r))

@@ -83,6 +83,9 @@ func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Tim
 		if !live(r.Status) {
 			return r, ErrStatusConflict
 		}
+		if _, full := pausesSpent(r); full {
+			return r, ErrPauseLimit
+		}
 		ev, pending, fence := planPause(r, p, now)
 		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusPaused))).
 			Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).

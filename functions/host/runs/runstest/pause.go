@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -514,6 +515,41 @@ func pauseNodeNotDraining(t *testing.T, e *env) {
 	}
 	if got := e.get(t, o.ID); got.PausePending == nil || count(got, runs.EventRunPaused) != 0 {
 		t.Fatalf("a park under another epoch released the held run.paused: log %v", logTypes(got))
+	}
+}
+
+// pauseLimit: a run paused and resumed until its pauses' bound
+// (runs.MaxPauses, or their reasons' bytes) refuses the next pause with
+// ErrPauseLimit, changing nothing, before its item nears the 400 KB
+// DynamoDB refuses: it is still resumed and cancelled (RED_TEAM 522).
+func pauseLimit(t *testing.T, e *env) {
+	r := e.running(t, 0)
+	reason := strings.Repeat("\U0001F600", 1024) // 4 KB each, the most a reason holds
+	i := 0
+	for ; i <= runs.MaxPauses; i++ {
+		_, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "p" + strconv.Itoa(i), Reason: reason}, e.now)
+		if errors.Is(err, runs.ErrPauseLimit) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("pause %d: %v", i, err)
+		}
+		if _, err := e.st.Unpause(e.ctx, r.ID, "r"+strconv.Itoa(i), reason, e.now); err != nil {
+			t.Fatalf("resume %d: %v", i, err)
+		}
+	}
+	if i == 0 || i > runs.MaxPauses {
+		t.Fatalf("%d pauses with the longest reasons, none refused ErrPauseLimit", i)
+	}
+	before := e.get(t, r.ID)
+	if cur, err := e.st.Pause(e.ctx, r.ID, runs.Pause{By: "again"}, e.now); !errors.Is(err, runs.ErrPauseLimit) || cur.Status != runs.StatusRunning {
+		t.Fatalf("a pause past the bound: %s %v, want ErrPauseLimit with the run", cur.Status, err)
+	}
+	if got := e.get(t, r.ID); got.Version != before.Version || len(got.Log) != len(before.Log) {
+		t.Fatalf("a refused pause changed the run: version %d -> %d", before.Version, got.Version)
+	}
+	if c, err := e.st.Cancel(e.ctx, r.ID, livePaused, "c1", reason, e.now); err != nil || c.Status != runs.StatusCancelled {
+		t.Fatalf("cancel after the bound: %+v %v", c.Status, err)
 	}
 }
 

@@ -320,5 +320,6 @@ var cases = []testCase{
 	{"Pause/LostAnswer", pauseLostAnswer},
 	{"Pause/RetryAfterResume", pauseRetryAfterResume},
 	{"Pause/NodeNotDraining", pauseNodeNotDraining},
+	{"Pause/Limit", pauseLimit},
 	{roundTripsCase, roundTrips},
 }
