@@ -187,7 +187,7 @@ func stateRefusal(r runs.Run, tenant string, err error, what string) (events.API
 		return notFound(), true, nil
 	case errors.Is(err, runs.ErrPauseLimit):
 		// Otherwise unpausable (runs.md §Pause and resume): the run
-		// recorded the most pauses it can (RED_TEAM 522).
+		// recorded the most pauses it can (RED_TEAM 378).
 		return errResp(apierr.New(http.StatusConflict, apierr.CodeRunStateConflict,
 			"the run was paused the most times a run records (%d, or its pause and resume reasons fill their room): it is not paused again", runs.MaxPauses).
 			WithDetails(map[string]any{"runStatus": string(r.Status), "maxPauses": runs.MaxPauses})), true, nil

@@ -332,7 +332,7 @@ func TestPauseRetriedAfterCrashKeepsIts202(t *testing.T) {
 // TestPauseRetriedAfterCrashAndAResume: a keyed pause that wrote the run
 // and died before its Layer-1 record was completed, then another
 // request's resume: the pause's retry under its key answers 202 again and
-// does not pause the resumed run a second time (RED_TEAM 520). In memory
+// does not pause the resumed run a second time (RED_TEAM 376). In memory
 // and on every emulator.
 func TestPauseRetriedAfterCrashAndAResume(t *testing.T) {
 	p := loadPauseOracle(t)
@@ -358,7 +358,7 @@ func TestPauseRetriedAfterCrashAndAResume(t *testing.T) {
 // TestPauseLimitIs409: a run paused and resumed runs.MaxPauses times
 // refuses the next pause 409 run_state_conflict (its details naming the
 // running status and the bound), changing nothing; it is still cancelled
-// (RED_TEAM 522).
+// (RED_TEAM 378).
 func TestPauseLimitIs409(t *testing.T) {
 	p := loadPauseOracle(t)
 	f := newFixture(t)

@@ -22,7 +22,7 @@ import (
 // (drain-current-node) while its effect is delivered, the delivery to be
 // tried later (409 in flight, Retry-After): the execution's park is
 // refused and its run.paused is in the log at once, not held until a
-// resume (RED_TEAM 521); the resumed run delivers the effect once more,
+// resume (RED_TEAM 377); the resumed run delivers the effect once more,
 // under the same key, no earlier than its retry time, and completes.
 func TestPausedRunWhoseNodeParksShowsItsPause(t *testing.T) {
 	clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}

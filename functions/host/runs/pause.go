@@ -39,7 +39,7 @@ const (
 // bytes of its run.paused and run.resumed payloads before another pause:
 // each pause and resume adds an event and a version to the run's item,
 // which DynamoDB refuses past 400 KB, and a run whose item is full can be
-// neither resumed nor cancelled (RED_TEAM 522). With a run's inputs at
+// neither resumed nor cancelled (RED_TEAM 378). With a run's inputs at
 // their bound, both leave room for the run's own node log, its last
 // resume and its cancel.
 const (
@@ -199,7 +199,7 @@ func planPause(r Run, p Pause, now time.Time) (ev LogEvent, pending, fence bool)
 		}
 	} else {
 		// Held only while an execution may drain the node: a parked run's
-		// node waits for its wake, which the pause clears (RED_TEAM 521).
+		// node waits for its wake, which the pause clears (RED_TEAM 377).
 		pending = node != "" && r.Wake.IsZero()
 	}
 	b, _ := json.Marshal(payload)
@@ -266,7 +266,7 @@ func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (R
 		return Run{}, ErrRunNotFound
 	}
 	if p.By != "" && r.PausedBy == p.By {
-		return r, nil // this pause's write, its answer lost (RED_TEAM 520)
+		return r, nil // this pause's write, its answer lost (RED_TEAM 376)
 	}
 	if !live(r.Status) {
 		return r, ErrStatusConflict
@@ -302,7 +302,7 @@ func (m *MemRuns) Unpause(_ context.Context, id, by, reason string, now time.Tim
 		return Run{}, ErrRunNotFound
 	}
 	if by != "" && r.ResumedBy == by {
-		return r, nil // this resume's write, its answer lost (RED_TEAM 520)
+		return r, nil // this resume's write, its answer lost (RED_TEAM 376)
 	}
 	if r.Status != StatusPaused {
 		return r, ErrStatusConflict
@@ -333,7 +333,7 @@ func resumeEvents(r Run, reason string, now time.Time) []LogEvent {
 // releasable reports whether a park of r under epoch, refused because r
 // is paused, records r's held run.paused: the execution draining its
 // node (epoch) parks it instead, so the node does not drain until a
-// resume (RED_TEAM 521).
+// resume (RED_TEAM 377).
 func releasable(r Run, epoch int64) bool {
 	return r.Status == StatusPaused && r.PausePending != nil && r.Epoch == epoch
 }

@@ -78,7 +78,7 @@ func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Tim
 	}
 	for range pauseTries {
 		if p.By != "" && r.PausedBy == p.By {
-			return r, nil // this pause's write, its answer lost (RED_TEAM 520)
+			return r, nil // this pause's write, its answer lost (RED_TEAM 376)
 		}
 		if !live(r.Status) {
 			return r, ErrStatusConflict
@@ -126,7 +126,7 @@ func (d *DynamoRuns) Unpause(ctx context.Context, id, by, reason string, now tim
 	}
 	for range pauseTries {
 		if by != "" && r.ResumedBy == by {
-			return r, nil // this resume's write, its answer lost (RED_TEAM 520)
+			return r, nil // this resume's write, its answer lost (RED_TEAM 376)
 		}
 		if r.Status != StatusPaused {
 			return r, ErrStatusConflict
@@ -173,7 +173,7 @@ func (d *DynamoRuns) appendDrained(ctx context.Context, id string, cur Run, f Fe
 // (epoch) drained its node: that execution parks the run instead, so its
 // held run.paused is appended now (one UpdateItem conditional on the run
 // still paused holding it under epoch, on this failure path only), and
-// the park is still refused (RED_TEAM 521). A failure of that write
+// the park is still refused (RED_TEAM 377). A failure of that write
 // leaves the event held, as before, and is still ErrStatusConflict.
 func (d *DynamoRuns) releasePause(ctx context.Context, id string, cur Run, epoch int64, now time.Time) (Run, error) {
 	cond := expression.AttributeExists(expression.Name(runAttrPK)).

@@ -521,7 +521,7 @@ func pauseNodeNotDraining(t *testing.T, e *env) {
 // pauseLimit: a run paused and resumed until its pauses' bound
 // (runs.MaxPauses, or their reasons' bytes) refuses the next pause with
 // ErrPauseLimit, changing nothing, before its item nears the 400 KB
-// DynamoDB refuses: it is still resumed and cancelled (RED_TEAM 522).
+// DynamoDB refuses: it is still resumed and cancelled (RED_TEAM 378).
 func pauseLimit(t *testing.T, e *env) {
 	r := e.running(t, 0)
 	reason := strings.Repeat("\U0001F600", 1024) // 4 KB each, the most a reason holds
