@@ -3,9 +3,7 @@ package apifn
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -23,37 +21,43 @@ import (
 // string. An empty body is accepted whatever its Content-Type (an empty
 // curl -d sends a form type).
 func checkCancelBody(ev events.APIGatewayV2HTTPRequest) *apierr.Error {
-	if e := checkBodySize(ev); e != nil {
-		return e
-	}
-	body, e := eventBody(ev)
+	m, e := bodyObject(ev, "{reason?}")
 	if e != nil {
 		return e
 	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if e := checkBody(ev); e != nil {
-		return e
-	}
-	var m map[string]json.RawMessage
-	if !json.Valid(body) {
-		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The request body is not valid JSON.")
-	}
-	if err := json.Unmarshal(body, &m); err != nil || m == nil {
-		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object {reason?}")
-	}
 	if r, ok := m["reason"]; ok {
-		var s *string
-		if json.Unmarshal(r, &s) != nil || s == nil {
-			return validation("reason", "reason must be a string")
-		}
-		if utf8.RuneCountInString(*s) > maxCancelReason {
-			return validation("reason", fmt.Sprintf("reason is at most %d characters", maxCancelReason)).
-				WithDetails(map[string]any{"field": "reason", "maxLength": maxCancelReason})
-		}
+		return checkReason(r)
 	}
 	return nil
+}
+
+// bodyObject reads an optional JSON object body of a route whose schema
+// is shape (named in messages): nil and no error for an empty body
+// (whatever its Content-Type: an empty curl -d sends a form type), its
+// members otherwise. A body over MaxBodyBytes, of another media type, not
+// JSON or not an object is refused in the envelope (413, 415, 400).
+func bodyObject(ev events.APIGatewayV2HTTPRequest, shape string) (map[string]json.RawMessage, *apierr.Error) {
+	if e := checkBodySize(ev); e != nil {
+		return nil, e
+	}
+	body, e := eventBody(ev)
+	if e != nil {
+		return nil, e
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, nil
+	}
+	if e := checkBody(ev); e != nil {
+		return nil, e
+	}
+	if !json.Valid(body) {
+		return nil, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The request body is not valid JSON.")
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil || m == nil {
+		return nil, apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object %s", shape)
+	}
+	return m, nil
 }
 
 // maxCancelReason is the most characters of a cancel's reason, which is
@@ -63,16 +67,5 @@ const maxCancelReason = 1024
 // cancelReason is the reason of a cancel request's body that
 // checkCancelBody accepted; "" when it has none.
 func cancelReason(ev events.APIGatewayV2HTTPRequest) string {
-	body, e := eventBody(ev)
-	if e != nil {
-		return ""
-	}
-	// The member named exactly "reason", as checkCancelBody checked it
-	// (a struct field would also match "Reason" or "REASON").
-	var m map[string]json.RawMessage
-	var reason string
-	if json.Unmarshal(body, &m) != nil || json.Unmarshal(m["reason"], &reason) != nil {
-		return ""
-	}
-	return reason
+	return bodyString(ev, "reason")
 }

@@ -126,10 +126,7 @@ func (h *Handler) cancel(ctx context.Context, tenant, caller, runID, reason stri
 	// the run it cancels: a retry of a keyed cancel whose attempt that
 	// cancelled the run died before its answer was recorded finds its own
 	// cancel and answers the 200 it earned, not 409 run_terminal.
-	by := cancelBy(ctx)
-	if by == "" {
-		by = onceBy()
-	}
+	by := writerBy(ctx)
 	if d.checked() {
 		r, err := h.cfg.Runs.Get(ctx, runID)
 		if errors.Is(err, runs.ErrRunNotFound) || (err == nil && r.Tenant != tenant) {
@@ -208,6 +205,16 @@ func cancelBy(ctx context.Context) string {
 // told the run already ended.
 func onceBy() string {
 	return "once:" + rand.Text()
+}
+
+// writerBy is what a run write records as its writer (CancelledBy,
+// PausedBy, ResumedBy): the request's Layer-1 record (cancelBy), or
+// onceBy's token for a request without an Idempotency-Key.
+func writerBy(ctx context.Context) string {
+	if by := cancelBy(ctx); by != "" {
+		return by
+	}
+	return onceBy()
 }
 
 // cancelledBy reports whether r was cancelled by the keyed request whose

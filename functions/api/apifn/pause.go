@@ -1,7 +1,6 @@
 package apifn
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,25 +68,9 @@ func checkReason(v json.RawMessage) *apierr.Error {
 // checkClosedBody checks an optional body against a closed object schema
 // whose members fields check (shape names it in messages).
 func checkClosedBody(ev events.APIGatewayV2HTTPRequest, shape string, fields map[string]func(json.RawMessage) *apierr.Error) *apierr.Error {
-	if e := checkBodySize(ev); e != nil {
+	m, e := bodyObject(ev, shape)
+	if e != nil || m == nil {
 		return e
-	}
-	body, e := eventBody(ev)
-	if e != nil {
-		return e
-	}
-	if len(bytes.TrimSpace(body)) == 0 {
-		return nil
-	}
-	if e := checkBody(ev); e != nil {
-		return e
-	}
-	if !json.Valid(body) {
-		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "The request body is not valid JSON.")
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil || m == nil {
-		return apierr.New(http.StatusBadRequest, apierr.CodeValidation, "the body must be a JSON object %s", shape)
 	}
 	names := make([]string, 0, len(m))
 	for name := range m {
@@ -141,11 +124,7 @@ func (h *Handler) pauseRun(ctx context.Context, c call) (events.APIGatewayV2HTTP
 	if ps == nil {
 		return notFound(), nil
 	}
-	by := cancelBy(ctx)
-	if by == "" {
-		by = onceBy()
-	}
-	p := runs.Pause{Drain: bodyString(c.ev, "drainPolicy"), Reason: bodyString(c.ev, "reason"), By: by}
+	p := runs.Pause{Drain: bodyString(c.ev, "drainPolicy"), Reason: bodyString(c.ev, "reason"), By: writerBy(ctx)}
 	r, err := ps.Pause(ctx, c.runID(), p, h.clock.Now())
 	if resp, done, err := stateRefusal(r, c.tenant, err, "paused"); done {
 		return resp, err
@@ -164,11 +143,7 @@ func (h *Handler) resumeRun(ctx context.Context, c call) (events.APIGatewayV2HTT
 	if ps == nil {
 		return notFound(), nil
 	}
-	by := cancelBy(ctx)
-	if by == "" {
-		by = onceBy()
-	}
-	r, err := ps.Unpause(ctx, c.runID(), by, bodyString(c.ev, "reason"), h.clock.Now())
+	r, err := ps.Unpause(ctx, c.runID(), writerBy(ctx), bodyString(c.ev, "reason"), h.clock.Now())
 	if resp, done, err := stateRefusal(r, c.tenant, err, "resumed"); done {
 		return resp, err
 	}

@@ -134,6 +134,36 @@ var (
 // running).
 func live(s Status) bool { return s == StatusPending || s == StatusRunning }
 
+// pauseDecided reports whether a pause p of r as read is decided without
+// a write: done with a nil error when r already holds this pause's own
+// write (a retry after its answer was lost, RED_TEAM 376), with
+// ErrStatusConflict when r is not live, with ErrPauseLimit when r has
+// recorded the most pauses it may.
+func pauseDecided(r Run, p Pause) (done bool, err error) {
+	switch {
+	case p.By != "" && r.PausedBy == p.By:
+		return true, nil
+	case !live(r.Status):
+		return true, ErrStatusConflict
+	}
+	if _, full := pausesSpent(r); full {
+		return true, ErrPauseLimit
+	}
+	return false, nil
+}
+
+// resumeDecided is pauseDecided for a resume by writer by: done when r
+// holds this resume's own write, or (ErrStatusConflict) is not paused.
+func resumeDecided(r Run, by string) (done bool, err error) {
+	switch {
+	case by != "" && r.ResumedBy == by:
+		return true, nil
+	case r.Status != StatusPaused:
+		return true, ErrStatusConflict
+	}
+	return false, nil
+}
+
 // OpenNode returns the node whose attempt is under way in log (its last
 // node.started with no terminal event of that node after it, and not cut
 // by an immediate pause) and that attempt's number (its node.started
@@ -265,14 +295,8 @@ func (m *MemRuns) Pause(_ context.Context, id string, p Pause, now time.Time) (R
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if p.By != "" && r.PausedBy == p.By {
-		return r, nil // this pause's write, its answer lost (RED_TEAM 376)
-	}
-	if !live(r.Status) {
-		return r, ErrStatusConflict
-	}
-	if _, full := pausesSpent(r); full {
-		return r, ErrPauseLimit
+	if done, err := pauseDecided(r, p); done {
+		return r, err
 	}
 	ev, pending, fence := planPause(r, p, now)
 	r.History = appendVersion(r.History, pauseVersion(r))
@@ -301,11 +325,8 @@ func (m *MemRuns) Unpause(_ context.Context, id, by, reason string, now time.Tim
 	if !ok {
 		return Run{}, ErrRunNotFound
 	}
-	if by != "" && r.ResumedBy == by {
-		return r, nil // this resume's write, its answer lost (RED_TEAM 376)
-	}
-	if r.Status != StatusPaused {
-		return r, ErrStatusConflict
+	if done, err := resumeDecided(r, by); done {
+		return r, err
 	}
 	r.Log = append(slices.Clone(r.Log), resumeEvents(r, reason, now)...)
 	r.PausePending = nil

@@ -77,14 +77,8 @@ func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Tim
 		return Run{}, err
 	}
 	for range pauseTries {
-		if p.By != "" && r.PausedBy == p.By {
-			return r, nil // this pause's write, its answer lost (RED_TEAM 376)
-		}
-		if !live(r.Status) {
-			return r, ErrStatusConflict
-		}
-		if _, full := pausesSpent(r); full {
-			return r, ErrPauseLimit
+		if done, err := pauseDecided(r, p); done {
+			return r, err
 		}
 		ev, pending, fence := planPause(r, p, now)
 		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusPaused))).
@@ -125,11 +119,8 @@ func (d *DynamoRuns) Unpause(ctx context.Context, id, by, reason string, now tim
 		return Run{}, err
 	}
 	for range pauseTries {
-		if by != "" && r.ResumedBy == by {
-			return r, nil // this resume's write, its answer lost (RED_TEAM 376)
-		}
-		if r.Status != StatusPaused {
-			return r, ErrStatusConflict
+		if done, err := resumeDecided(r, by); done {
+			return r, err
 		}
 		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusRunning))).
 			Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
