@@ -19,14 +19,16 @@ import (
 // taken, the listing refused), with or without a conflict beside it, by
 // any other reason, or with no reason per write, it is sent once: the
 // refusal is answered as a refusal (or an error), never retried into a
-// write, and nothing is written. Three cancellations are armed each time;
-// a resend would take a second.
+// write, and nothing is written, with no wait asked for (RED_TEAM 620).
+// Three cancellations are armed each time; a resend would take a second.
 func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		faults := dynamotest.NewFaults()
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		w := &waits{}
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
+			conflictWait: w.wait}
 		failed := NewRun("acme", "webhook", nil, now)
 		if err := rs.Create(ctx, failed); err != nil {
 			t.Fatal(err)
@@ -59,6 +61,9 @@ func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
 				if p := faults.Pending(); p != 2 {
 					t.Fatalf("the transaction was sent %d times, want once", 3-p)
 				}
+				if got := w.take(); len(got) != 0 {
+					t.Fatalf("waits %v asked for, want none: the refusal is not sent again", got)
+				}
 				if err == nil {
 					t.Fatal("a cancelled transaction answered as written")
 				}
@@ -84,7 +89,9 @@ func TestKeylessRetryLostAnswerAtTheCap(t *testing.T) {
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		faults := dynamotest.NewFaults()
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		w := &waits{}
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
+			conflictWait: w.wait}
 		failed := NewRun("acme", "webhook", nil, now)
 		if err := rs.Create(ctx, failed); err != nil {
 			t.Fatal(err)
@@ -129,7 +136,9 @@ func TestKeylessRetryLostAnswerThenConflictsOut(t *testing.T) {
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		faults := dynamotest.NewFaults()
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		w := &waits{}
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
+			conflictWait: w.wait}
 		failed := NewRun("acme", "webhook", nil, now)
 		if err := rs.Create(ctx, failed); err != nil {
 			t.Fatal(err)

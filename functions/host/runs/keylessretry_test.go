@@ -139,14 +139,16 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 // create's own (nil, or a *RunExistsError holding it, not Listed: the
 // cancelled try listed nothing), written and listed once; a retry of a
 // failed run gone is an error that writes nothing; one cancelled by
-// another transaction alone is sent again, up to three times. On every
+// another transaction alone is sent again, up to listedTries sends. On every
 // engine with transactions.
 func TestKeylessRetryTransactionRefusals(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
 		now := time.Now().UTC().Truncate(time.Millisecond)
 		faults := dynamotest.NewFaults()
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true}
+		w := &waits{}
+		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
+			conflictWait: w.wait}
 		failed := NewRun("acme", "webhook", nil, now)
 		if err := rs.Create(ctx, failed); err != nil {
 			t.Fatal(err)
@@ -174,7 +176,8 @@ func TestKeylessRetryTransactionRefusals(t *testing.T) {
 
 		// Cancelled by another transaction on the failed run (DynamoDB's
 		// TransactionConflict, which no emulator here gives on its own):
-		// sent again, up to three times in all; nothing written by a
+		// sent again after a jittered wait, up to listedTries sends in all
+		// (TestKeylessRetryConflictBackoff); nothing written by a
 		// cancelled one.
 		conflict := func() error {
 			return &types.TransactionCanceledException{Message: aws.String("conflict"), CancellationReasons: []types.CancellationReason{
@@ -183,7 +186,7 @@ func TestKeylessRetryTransactionRefusals(t *testing.T) {
 		for _, c := range []struct {
 			conflicts int
 			written   bool
-		}{{2, true}, {3, false}} {
+		}{{listedTries - 1, true}, {listedTries, false}} {
 			r := NewRun("acme", "webhook", nil, now)
 			r.RetryOf = failed.ID
 			faults.FailNext("TransactWriteItems", c.conflicts, conflict())

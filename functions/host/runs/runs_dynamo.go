@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,6 +91,12 @@ type DynamoRuns struct {
 	// where a marker is needed only while the request that listed the id
 	// is still writing its run, and to far more than any request lives.
 	MarkerRetention time.Duration
+
+	// conflictWait waits d before createListed sends again a transaction
+	// cancelled by a conflict alone, returning ctx's error should ctx end
+	// first. Default nil: sleepCtx, a timer. Tests set it to record the
+	// waits asked for instead of waiting.
+	conflictWait func(ctx context.Context, d time.Duration) error
 }
 
 const (
@@ -399,8 +406,57 @@ func (d *DynamoRuns) createIn(ctx context.Context, r Run, scope string) error {
 }
 
 // listedTries is how many times createListed sends its transaction while
-// it is cancelled by conflicts alone (conflictOnly).
-const listedTries = 3
+// it is cancelled by conflicts alone (conflictOnly), with a jittered wait
+// before each send after the first (listedWait). Four sends: a conflict
+// means another transaction on the failed run (a racing retry's) is under
+// way, and it ends within a few tens of milliseconds; three waits of at
+// most 10, 20 and 40 ms (70 ms in all, well inside the api function's
+// 29 s timeout) spread a burst of retries of one failed run across that
+// time, where sends with no pause between them met the same transaction
+// again. More sends would hold a request that a sustained burst keeps
+// losing; past them it is answered 503 with Retry-After, which spreads
+// its client's next try by seconds.
+const listedTries = 4
+
+// listedWaitBase is the bound of the first wait between createListed's
+// sends; each later wait's bound is twice the one before, up to
+// listedWaitCap.
+const (
+	listedWaitBase = 10 * time.Millisecond
+	listedWaitCap  = 100 * time.Millisecond
+)
+
+// listedWaitBound is the bound of the wait before send try+1 (try >= 1
+// sends made): listedWaitBase doubled try-1 times, at most listedWaitCap.
+func listedWaitBound(try int) time.Duration {
+	b := listedWaitBase
+	for i := 1; i < try && b < listedWaitCap; i++ {
+		b *= 2
+	}
+	return min(b, listedWaitCap)
+}
+
+// listedWait is the wait before send try+1: full jitter, a uniformly
+// random duration in [0, listedWaitBound(try)], so that retries cancelled
+// by one another's transactions do not meet again at once.
+func listedWait(try int) time.Duration {
+	return time.Duration(mrand.Int64N(int64(listedWaitBound(try)) + 1))
+}
+
+// sleepCtx waits d, or until ctx ends (its error).
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil || d <= 0 {
+		return err
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // conflictOnly reports whether a transaction was cancelled by a conflict
 // with another transaction and for no other reason (a failed condition, a
@@ -439,8 +495,8 @@ type transactAPI interface {
 // refused, the cap (a *RetryLimitError, one read) or the failed run gone
 // (an error). Where the engine gives no reason per write, the id is read
 // to tell. A transaction cancelled by a conflict alone (another retry's
-// transaction on the failed run) is sent again, up to listedTries times;
-// one cancelled past them, or for another passing reason, has the id read
+// transaction on the failed run) is sent again after a jittered wait
+// (listedWait), up to listedTries sends; one cancelled past them, or for another passing reason, has the id read
 // (an earlier send may have landed with its answer lost).
 func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) error {
 	tx, ok := d.Client.(transactAPI)
@@ -466,8 +522,18 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 			break
 		}
 		// Cancelled by another transaction on the failed run (a racing
-		// retry's): nothing was written; sent again, as the listing's
-		// UpdateItem, serialized by DynamoDB, never met this.
+		// retry's): nothing was written; sent again after a jittered wait
+		// (RED_TEAM 620), as the listing's UpdateItem, serialized by
+		// DynamoDB, never met this. A request whose context ends during
+		// the wait sends nothing more and is answered with that: no read
+		// of the id, which that context could not make.
+		wait := d.conflictWait
+		if wait == nil {
+			wait = sleepCtx
+		}
+		if werr := wait(ctx, listedWait(try)); werr != nil {
+			return fmt.Errorf("host: put listed run: %w, then %w before sending it again", err, werr)
+		}
 	}
 	reasons := tce.CancellationReasons
 	refused := func(i int) bool {
