@@ -43,7 +43,7 @@ func conflictCancel() error {
 
 // TestKeylessRetryConflictBackoff: a keyless retry's transaction
 // (createListed) cancelled by a racing retry's transaction alone is sent
-// again after a wait, not at once (RED_TEAM 620): before the send after
+// again after a wait, not at once (RED_TEAM 379): before the send after
 // the n-th, a wait drawn at random in [0, 10 ms × 2^(n-1)] (full jitter:
 // 10, 20, 40 ms bounds), up to listedTries sends, then the error with
 // nothing written. A create that meets no conflict waits for nothing.

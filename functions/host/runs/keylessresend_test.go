@@ -19,7 +19,7 @@ import (
 // taken, the listing refused), with or without a conflict beside it, by
 // any other reason, or with no reason per write, it is sent once: the
 // refusal is answered as a refusal (or an error), never retried into a
-// write, and nothing is written, with no wait asked for (RED_TEAM 620).
+// write, and nothing is written, with no wait asked for (RED_TEAM 379).
 // Three cancellations are armed each time; a resend would take a second.
 func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {

@@ -523,7 +523,7 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 		}
 		// Cancelled by another transaction on the failed run (a racing
 		// retry's): nothing was written; sent again after a jittered wait
-		// (RED_TEAM 620), as the listing's UpdateItem, serialized by
+		// (RED_TEAM 379), as the listing's UpdateItem, serialized by
 		// DynamoDB, never met this. A request whose context ends during
 		// the wait sends nothing more and is answered with that: no read
 		// of the id, which that context could not make.
