@@ -1041,7 +1041,7 @@ func TestAlarmsCoverWhatBreaksThePromise(t *testing.T) {
 	// another shape: every request answered 500) and a pending record or
 	// claimed effect deleted by TTL (its dedup gone while work may be in
 	// flight) page too.
-	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, execfn.MetricGivenUpRuns, sweepfn.MetricIncomplete,
+	for _, m := range []string{auditfn.MetricEscaped, execfn.MetricStaleRuns, execfn.MetricStartLag, execfn.MetricRetriedRuns, execfn.MetricGivenUpRuns, sweepfn.MetricIncomplete, kit.MetricConfigurationWarnings,
 		idem.MetricStoreUnavailable, idem.MetricLeaseLostWrites, idem.MetricStoreMisconfigured, ledger.MetricStoreMisconfigured, auditfn.MetricTTLPending,
 		conflictaudit.MetricConflictsAll, auditfn.MetricRestoreFailures} {
 		if !alarmOn(ns, m, "") {

@@ -61,21 +61,35 @@ func Boot(name string, required ...string) *Start {
 		err = env.Require(required...)
 	}
 	s.Must("configuration", err)
+	s.Metrics = emf.New(os.Stdout, env.MetricsNamespace)
 	s.Warn(env.Warnings)
 	boot.Trace("settings")
 	client, err := NewDynamoClient(context.Background(), env.DynamoDBEndpoint)
 	s.Must("aws", err)
-	s.Env, s.Client, s.Metrics = env, client, emf.New(os.Stdout, env.MetricsNamespace)
+	s.Env, s.Client = env, client
 	return s
 }
+
+// MetricConfigurationWarnings counts the settings' warnings a function
+// logged at a cold start (Start.Warn; one per warning, no dimensions): a
+// value that does not do what it says but must not stop the function,
+// such as a WEBHOOK_ALLOWLIST entry that is no host. The
+// configuration-warnings alarm watches it, so an operator learns of it
+// without reading the log (RED_TEAM 641).
+const MetricConfigurationWarnings = "idemkit.configuration.warnings_total"
 
 // Warn logs each of the settings' warnings (settings.Env.Warnings) under
 // the function's name, at every cold start: a value that does not do what
 // it says but must not stop the function (a stack upgraded with it kept
-// serving before; RED_TEAM 374).
+// serving before; RED_TEAM 374). It counts them in
+// MetricConfigurationWarnings on s.Metrics (nil counts nothing), and
+// writes nothing without a warning.
 func (s *Start) Warn(warnings []string) {
 	for _, w := range warnings {
 		s.Logger.Warn(s.Name+": configuration", slog.String("warning", w))
+	}
+	if len(warnings) > 0 {
+		s.Metrics.Count(MetricConfigurationWarnings, float64(len(warnings)), nil)
 	}
 }
 
