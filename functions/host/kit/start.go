@@ -75,7 +75,7 @@ func Boot(name string, required ...string) *Start {
 // value that does not do what it says but must not stop the function,
 // such as a WEBHOOK_ALLOWLIST entry that is no host. The
 // configuration-warnings alarm watches it, so an operator learns of it
-// without reading the log (RED_TEAM 641).
+// without reading the log (RED_TEAM 381).
 const MetricConfigurationWarnings = "idemkit.configuration.warnings_total"
 
 // Warn logs each of the settings' warnings (settings.Env.Warnings) under

@@ -37,7 +37,7 @@ func TestBootWarnsOfAnAllowlistEntryThatIsNoHost(t *testing.T) {
 // no dimensions), which the configuration-warnings alarm watches, so an
 // operator learns of a value that does not do what it says (a
 // WEBHOOK_ALLOWLIST entry that is no host, edited into a function's
-// environment by hand) without reading the log (RED_TEAM 641). A start
+// environment by hand) without reading the log (RED_TEAM 381). A start
 // without a warning writes nothing.
 func TestBootCountsConfigurationWarnings(t *testing.T) {
 	env, err := settings.LoadEnv(func(k string) string {
