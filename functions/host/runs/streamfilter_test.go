@@ -203,10 +203,7 @@ func TestExecutorStreamFilterHandsOverNewRunsOnly(t *testing.T) {
 // the paused run. On the engines with streams.
 func TestExecutorStreamFilterHandsOverResumes(t *testing.T) {
 	filter := executorFilter(t)
-	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
-		if !e.Caps.Streams {
-			t.Skip("the engine keeps no stream")
-		}
+	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
 		c := e.Client(dynamotest.FastRetries)
 		d := &DynamoRuns{Client: c, Table: e.CreateTable(t, "RunsTable")}
