@@ -36,6 +36,27 @@ func (w *waits) take() []time.Duration {
 	return out
 }
 
+// keylessFixture is the setting of the keyless retry's transaction
+// tests: a transactional DynamoRuns on e whose calls pass faults, its
+// waits recorded in w, and a failed run of tenant acme to retry.
+func keylessFixture(t *testing.T, e *dynamotest.Emulator) (rs *DynamoRuns, faults *dynamotest.Faults, w *waits, failed Run, now time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	now = time.Now().UTC().Truncate(time.Millisecond)
+	faults = dynamotest.NewFaults()
+	w = &waits{}
+	rs = &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
+		conflictWait: w.wait}
+	failed = NewRun("acme", "webhook", nil, now)
+	if err := rs.Create(ctx, failed); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
+		t.Fatal(err)
+	}
+	return rs, faults, w, failed, now
+}
+
 func conflictCancel() error {
 	return &types.TransactionCanceledException{Message: aws.String("conflict"), CancellationReasons: []types.CancellationReason{
 		{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}}
@@ -59,18 +80,7 @@ func TestKeylessRetryConflictBackoff(t *testing.T) {
 	}
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		faults := dynamotest.NewFaults()
-		w := &waits{}
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
-			conflictWait: w.wait}
-		failed := NewRun("acme", "webhook", nil, now)
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
-			t.Fatal(err)
-		}
+		rs, faults, w, failed, now := keylessFixture(t, e)
 		newRetry := func() Run {
 			r := NewRun("acme", "webhook", nil, now)
 			r.RetryOf = failed.ID

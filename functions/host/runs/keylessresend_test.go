@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -24,18 +23,7 @@ import (
 func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		faults := dynamotest.NewFaults()
-		w := &waits{}
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
-			conflictWait: w.wait}
-		failed := NewRun("acme", "webhook", nil, now)
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
-			t.Fatal(err)
-		}
+		rs, faults, w, failed, now := keylessFixture(t, e)
 		code := func(cs ...string) []types.CancellationReason {
 			var out []types.CancellationReason
 			for _, c := range cs {
@@ -87,18 +75,7 @@ func TestKeylessRetryRefusalIsNeverResent(t *testing.T) {
 func TestKeylessRetryLostAnswerAtTheCap(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		faults := dynamotest.NewFaults()
-		w := &waits{}
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
-			conflictWait: w.wait}
-		failed := NewRun("acme", "webhook", nil, now)
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
-			t.Fatal(err)
-		}
+		rs, faults, _, failed, now := keylessFixture(t, e)
 		for range MaxRetries - 1 {
 			if err := rs.LinkRetry(ctx, failed.ID, NewRunID("acme")); err != nil {
 				t.Fatal(err)
@@ -134,18 +111,7 @@ func TestKeylessRetryLostAnswerAtTheCap(t *testing.T) {
 func TestKeylessRetryLostAnswerThenConflictsOut(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		faults := dynamotest.NewFaults()
-		w := &waits{}
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
-			conflictWait: w.wait}
-		failed := NewRun("acme", "webhook", nil, now)
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
-			t.Fatal(err)
-		}
+		rs, faults, _, failed, now := keylessFixture(t, e)
 		conflict := &types.TransactionCanceledException{Message: aws.String("conflict"),
 			CancellationReasons: []types.CancellationReason{{Code: aws.String("None")}, {Code: aws.String("TransactionConflict")}}}
 

@@ -144,18 +144,7 @@ func TestKeylessRetryCancelledWhileListed(t *testing.T) {
 func TestKeylessRetryTransactionRefusals(t *testing.T) {
 	dynamotest.ForEachWith(t, dynamotest.Transactions, func(t *testing.T, e *dynamotest.Emulator) {
 		ctx := context.Background()
-		now := time.Now().UTC().Truncate(time.Millisecond)
-		faults := dynamotest.NewFaults()
-		w := &waits{}
-		rs := &DynamoRuns{Client: e.Client(dynamotest.FastRetries, faults.Middleware()), Table: e.CreateTable(t, "RunsTable"), Transactional: true,
-			conflictWait: w.wait}
-		failed := NewRun("acme", "webhook", nil, now)
-		if err := rs.Create(ctx, failed); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rs.Transition(ctx, failed.ID, []Status{StatusPending}, StatusFailed, "boom", now); err != nil {
-			t.Fatal(err)
-		}
+		rs, faults, _, failed, now := keylessFixture(t, e)
 		retry := NewRun("acme", "webhook", nil, now)
 		retry.RetryOf = failed.ID
 		faults.FailNextAfterSend("TransactWriteItems", 1, dynamotest.ResponseLost())
