@@ -20,6 +20,7 @@ import (
 
 	"github.com/idemkit/idemkit/idem"
 	"github.com/idemkit/idemkit/idem/decided"
+	"github.com/idemkit/idemkit/internal/clock"
 )
 
 // DynamoAPI is the subset of *dynamodb.Client the host stores use.
@@ -94,7 +95,7 @@ type DynamoRuns struct {
 
 	// conflictWait waits d before createListed sends again a transaction
 	// cancelled by a conflict alone, returning ctx's error should ctx end
-	// first. Default nil: sleepCtx, a timer. Tests set it to record the
+	// first. Default nil: clock.Sleep, a timer. Tests set it to record the
 	// waits asked for instead of waiting.
 	conflictWait func(ctx context.Context, d time.Duration) error
 }
@@ -443,21 +444,6 @@ func listedWait(try int) time.Duration {
 	return time.Duration(mrand.Int64N(int64(listedWaitBound(try)) + 1))
 }
 
-// sleepCtx waits d, or until ctx ends (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil || d <= 0 {
-		return err
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // conflictOnly reports whether a transaction was cancelled by a conflict
 // with another transaction and for no other reason (a failed condition, a
 // validation error).
@@ -529,7 +515,7 @@ func (d *DynamoRuns) createListed(ctx context.Context, r Run, writes []any) erro
 		// of the id, which that context could not make.
 		wait := d.conflictWait
 		if wait == nil {
-			wait = sleepCtx
+			wait = clock.Sleep
 		}
 		if werr := wait(ctx, listedWait(try)); werr != nil {
 			return fmt.Errorf("host: put listed run: %w, then %w before sending it again", err, werr)
