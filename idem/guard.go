@@ -263,11 +263,7 @@ func headerValuesOf(v2 bool, h map[string]string, parts func(string) []string, n
 func (in *request) appendHeaderValues(dst []string, name string) []string {
 	if in.v2Tenant != nil {
 		n := len(dst)
-		for k, v := range in.v2Headers {
-			if strings.EqualFold(k, name) {
-				dst = append(dst, v)
-			}
-		}
+		dst = header.AppendValues(dst, in.v2Headers, name)
 		if len(dst) > n || in.parts.header == nil {
 			return dst
 		}

@@ -108,3 +108,20 @@ func asciiNames(h map[string]string) bool {
 	}
 	return true
 }
+
+// TestV2HeadersSpellingsInOneOrder: an HTTP API event's header map holding
+// Content-Type or Accept under two spellings gives v2Headers the value of
+// the least spelling in byte order on every send, as header.First does,
+// never the one Go's random map order meets first (RED_TEAM 382).
+func TestV2HeadersSpellingsInOneOrder(t *testing.T) {
+	h := map[string]string{"content-type": "text/plain", "Content-Type": "application/json", "accept": "text/html", "ACCEPT": "application/json", "x": "1"}
+	for i := 0; i < 64; i++ {
+		ct, accept, _, _ := v2Headers(h, nil)
+		if ct != "application/json" || accept != "application/json" {
+			t.Fatalf("send %d: Content-Type %q, Accept %q; want the values under Content-Type and ACCEPT", i, ct, accept)
+		}
+		if ct != header.First(h, "Content-Type") || accept != header.First(h, "Accept") {
+			t.Fatalf("send %d: v2Headers and header.First disagree", i)
+		}
+	}
+}

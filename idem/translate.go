@@ -65,24 +65,31 @@ func fromV2(in *request, req *Request, tenant *TenantSource) {
 }
 
 // v2Headers reads the headers every request needs in one pass over an
-// HTTP API event's headers (names in any case): the first Content-Type
-// and Accept it meets, as header.First, and every Idempotency-Key value,
+// HTTP API event's headers (names in any case): Content-Type and Accept,
+// each under the least of its spellings in byte order, as header.First
+// (never the one Go's random map order meets first), and every
+// Idempotency-Key value,
 // appended to keys, as header.Values. In the same pass it finds which of
 // the headers that requests seldom send, and that a request's fingerprint
 // and body checks look for (Content-Encoding, the method-override
 // headers), h has none of under any name (absent, rareHeader): those
 // checks then skip their own pass over h.
 func v2Headers(h map[string]string, keys []string) (contentType, accept string, _ []string, absent uint8) {
+	var typeName, acceptName string
 	var haveType, haveAccept bool
 	absent = rareAll
 	for k, v := range h {
 		switch {
 		case strings.EqualFold(k, HeaderKey):
 			keys = append(keys, v)
-		case !haveType && strings.EqualFold(k, "Content-Type"):
-			contentType, haveType = v, true
-		case !haveAccept && strings.EqualFold(k, "Accept"):
-			accept, haveAccept = v, true
+		case strings.EqualFold(k, "Content-Type"):
+			if !haveType || k < typeName {
+				contentType, typeName, haveType = v, k, true
+			}
+		case strings.EqualFold(k, "Accept"):
+			if !haveAccept || k < acceptName {
+				accept, acceptName, haveAccept = v, k, true
+			}
 		case len(k) >= minRareName:
 			absent &^= rareHeader(k)
 		}
