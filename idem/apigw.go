@@ -241,45 +241,51 @@ func (g *Guard) HTTPAPI(h HTTPAPIHandler) HTTPAPIHandler {
 
 // offeredV2 is ev as the HTTPAPI adapter hands it to its handler: its
 // Accept-Encoding without the codings the Guard cannot undo
-// (offeredCodings), in a copy of its headers; ev itself when that changes
-// nothing. A handler that compresses its answer for the request then
-// encodes it in a coding the Guard reads, as behind net/http.
+// (offeredCodings), under every spelling the event holds it, in a copy of
+// its headers; ev itself when that changes nothing. A handler that
+// compresses its answer for the request then encodes it in a coding the
+// Guard reads, as behind net/http.
 func offeredV2(ev events.APIGatewayV2HTTPRequest) events.APIGatewayV2HTTPRequest {
-	for k, v := range ev.Headers {
-		if !strings.EqualFold(k, "Accept-Encoding") {
-			continue
-		}
-		if offered, changed := offeredCodings(v); changed {
-			ev.Headers = maps.Clone(ev.Headers)
-			ev.Headers[k] = offered
-		}
-		return ev
-	}
+	ev.Headers = offeredIn(ev.Headers)
 	return ev
 }
 
 // offeredV1 is offeredV2 for a REST event, whose Accept-Encoding may be in
 // Headers, MultiValueHeaders or both (each rewritten in a copy).
 func offeredV1(ev events.APIGatewayProxyRequest) events.APIGatewayProxyRequest {
-	for k, v := range ev.Headers {
-		if strings.EqualFold(k, "Accept-Encoding") {
-			if offered, changed := offeredCodings(v); changed {
-				ev.Headers = maps.Clone(ev.Headers)
-				ev.Headers[k] = offered
-			}
-			break
-		}
-	}
+	ev.Headers = offeredIn(ev.Headers)
+	cloned := false
 	for k, vs := range ev.MultiValueHeaders {
-		if strings.EqualFold(k, "Accept-Encoding") {
-			if offered, changed := offeredCodings(strings.Join(vs, ",")); changed {
-				ev.MultiValueHeaders = maps.Clone(ev.MultiValueHeaders)
-				ev.MultiValueHeaders[k] = []string{offered}
+		if !strings.EqualFold(k, "Accept-Encoding") {
+			continue
+		}
+		if offered, changed := offeredCodings(strings.Join(vs, ",")); changed {
+			if !cloned {
+				ev.MultiValueHeaders, cloned = maps.Clone(ev.MultiValueHeaders), true
 			}
-			break
+			ev.MultiValueHeaders[k] = []string{offered}
 		}
 	}
 	return ev
+}
+
+// offeredIn is h with offeredCodings applied to Accept-Encoding under each
+// spelling h holds it (RED_TEAM 383), in a copy; h itself when that
+// changes nothing.
+func offeredIn(h map[string]string) map[string]string {
+	out, cloned := h, false
+	for k, v := range h {
+		if !strings.EqualFold(k, "Accept-Encoding") {
+			continue
+		}
+		if offered, changed := offeredCodings(v); changed {
+			if !cloned {
+				out, cloned = maps.Clone(h), true
+			}
+			out[k] = offered
+		}
+	}
+	return out
 }
 
 // REST wraps a REST API (v1 proxy integration) handler. The operation is
