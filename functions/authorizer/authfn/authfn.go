@@ -28,6 +28,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/idemkit/idemkit/functions/host/apikeys"
+	"github.com/idemkit/idemkit/internal/header"
 	"github.com/idemkit/idemkit/internal/ids"
 	"github.com/idemkit/idemkit/internal/keyhash"
 )
@@ -111,18 +112,29 @@ func (h *Handler) AuthorizeCredential(ctx context.Context, authorization string)
 	return c, nil
 }
 
-// Handle is the Lambda handler.
-func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
-	var authz string
-	for k, v := range ev.Headers {
-		if strings.EqualFold(k, "Authorization") {
-			authz = v
+// authorization returns the request's Authorization header, or its
+// identity source when it has none. ok is false when the event holds the
+// header under two spellings with different values: neither is the
+// caller's credential (RED_TEAM 384).
+func authorization(ev events.APIGatewayV2CustomAuthorizerV2Request) (authz string, ok bool) {
+	for i, v := range header.Values(ev.Headers, "Authorization") {
+		if i > 0 && v != authz {
+			return "", false
 		}
+		authz = v
 	}
 	if authz == "" && len(ev.IdentitySource) == 1 {
 		authz = ev.IdentitySource[0]
 	}
-	c, err := h.AuthorizeCredential(ctx, authz)
+	return authz, true
+}
+
+// Handle is the Lambda handler.
+func (h *Handler) Handle(ctx context.Context, ev events.APIGatewayV2CustomAuthorizerV2Request) (events.APIGatewayV2CustomAuthorizerSimpleResponse, error) {
+	c, err := apikeys.Credential{}, ErrUnauthorized
+	if authz, ok := authorization(ev); ok {
+		c, err = h.AuthorizeCredential(ctx, authz)
+	}
 	if errors.Is(err, ErrUnauthorized) && h.Metrics != nil {
 		h.Metrics.Count(MetricRefusals, 1, nil)
 	}

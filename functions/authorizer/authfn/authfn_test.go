@@ -81,3 +81,29 @@ func TestAuthorizerPassesCredentialAttributes(t *testing.T) {
 		t.Fatalf("%+v %v", r, err)
 	}
 }
+
+// TestAuthorizationUnderTwoSpellings: an event holding Authorization under
+// two spellings with different credentials is refused, every time, never
+// authorized as whichever tenant Go's map order met last; the same
+// credential under both is that credential (RED_TEAM 384).
+func TestAuthorizationUnderTwoSpellings(t *testing.T) {
+	keys := apikeys.NewMemKeys()
+	a, b := apikeys.NewAPIKey(), apikeys.NewAPIKey()
+	if err := keys.PutKey(context.Background(), a, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.PutKey(context.Background(), b, "globex"); err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{Keys: keys}
+	for i := 0; i < 32; i++ {
+		r, err := h.Handle(context.Background(), events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"Authorization": "Bearer " + a, "authorization": "Bearer " + b}})
+		if !errors.Is(err, ErrUnauthorized) {
+			t.Fatalf("try %d: two credentials authorized as %v (%v); want Unauthorized", i, r.Context[ContextTenantKey], err)
+		}
+		r, err = h.Handle(context.Background(), events.APIGatewayV2CustomAuthorizerV2Request{Headers: map[string]string{"Authorization": "Bearer " + a, "authorization": "Bearer " + a}})
+		if err != nil || r.Context[ContextTenantKey] != "acme" {
+			t.Fatalf("try %d: one credential under two spellings: %+v %v", i, r, err)
+		}
+	}
+}
