@@ -71,7 +71,10 @@
 //   - No acknowledged run is stranded by a lost stream delivery: the
 //     schedule's ResumeStale pass claims (compare-and-set) every live,
 //     unparked run without progress for StaleAfter and drives it to a
-//     terminal status, counting its failures like stream tries.
+//     terminal status, counting its failures like stream tries. Nor is a
+//     pause's run.paused left held by an execution that stopped while its
+//     node drained: the same pass records it once that execution's claim
+//     went unrenewed for StaleAfter (the run stays paused).
 //   - A live run is never overtaken: the execution driving a run holds a
 //     claim on it (the run's claim epoch, taken by the transition to
 //     running, the stale-run claim, or RunStore.Adopt when it resumes a
@@ -1049,7 +1052,11 @@ const DefaultStaleAfter = 15 * time.Minute
 // moved meanwhile is skipped), and executes it exactly as a stream delivery
 // would: a pending run through the compare-and-set pending -> running, a
 // running one resumed from its nodes' start (the ledger returns recorded
-// effects, fires nothing twice). A failing execution is counted on the run
+// effects, fires nothing twice). A paused run whose run.paused was held
+// for the node its execution drained, and whose claim that execution
+// stopped renewing for StaleAfter, is listed too: Claim refuses it, and
+// the pass records its run.paused (releaseStalePause) and leaves it
+// paused, neither claimed nor counted. A failing execution is counted on the run
 // like a stream try (the MaxAttempts-th ends it failed), so a stranded run
 // always reaches a terminal status. It returns how many runs it claimed and
 // the first error; when the stale runs cannot be queried, nothing runs and
@@ -1075,8 +1082,15 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		}
 		run, err := x.Runs.Claim(ctx, id, before, x.now())
 		switch {
-		case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
-			continue // progressed, parked, ended or claimed meanwhile
+		case errors.Is(err, runs.ErrStatusConflict):
+			// Progressed, parked, ended or claimed meanwhile; or paused
+			// while its node drained, by an execution that stopped.
+			if err := x.releaseStalePause(ctx, run, before, after); err != nil && first == nil {
+				first = err
+			}
+			continue
+		case errors.Is(err, runs.ErrRunNotFound):
+			continue // ended and gone meanwhile
 		case err != nil:
 			if first == nil {
 				first = err
@@ -1127,6 +1141,38 @@ func (x *Executor) ResumeStale(ctx context.Context) (int, error) {
 		}
 	}
 	return n, first
+}
+
+// releaseStalePause records the held run.paused of run, as the stale-run
+// pass's Claim refused it, when it is paused with that event held for the
+// node its execution drained and its claim went unrenewed since before
+// (StaleAfter, after): that execution stopped mid-node (it died, or ended
+// on a transient failure, which NoteFailure does not count on a paused
+// run), so the node will not drain and, but for this, the run's events
+// would show no run.paused until a resume (RED_TEAM 420). The run stays
+// paused (runs.PauseStore.ReleaseStalePause, one write): it is not
+// claimed, driven nor counted as a stale run. A run any other write moved
+// meanwhile (the node drained, the execution renewed, a resume, a cancel,
+// another pass's release) is left as it is.
+func (x *Executor) releaseStalePause(ctx context.Context, run runs.Run, before time.Time, after time.Duration) error {
+	if run.Status != runs.StatusPaused || run.PausePending == nil || run.UpdatedAt.After(before) {
+		return nil
+	}
+	ps, ok := x.Runs.(runs.PauseStore)
+	if !ok {
+		return nil // a store without pauses holds none
+	}
+	_, err := ps.ReleaseStalePause(ctx, run, before, x.now())
+	switch {
+	case err == nil:
+		x.log().WarnContext(ctx, "executor: recorded the pause of a run whose execution stopped before its node drained", slog.String("run_id", run.ID),
+			slog.Int64("stale_after_ms", after.Milliseconds()))
+		return nil
+	case errors.Is(err, runs.ErrStatusConflict), errors.Is(err, runs.ErrRunNotFound):
+		return nil
+	}
+	x.log().WarnContext(ctx, "executor: could not record the pause of a stale paused run; a later pass does", slog.String("run_id", run.ID), keyhash.ErrAttr(err))
+	return err
 }
 
 // resume executes a run the stale-run pass claimed: a pending one through

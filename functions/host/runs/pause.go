@@ -10,8 +10,9 @@ import (
 
 // StatusPaused is the status of a run an operator paused (pauseRun): not
 // terminal, not live. The executor starts no node of it, the stale-run and
-// due passes never take it, and only Unpause (resumeRun) or a cancel moves
-// it on.
+// due passes never take it (the stale-run pass only records the run.paused
+// a stopped execution left held: ReleaseStalePause), and only Unpause
+// (resumeRun) or a cancel moves it on.
 const StatusPaused Status = "paused"
 
 // The drain policies of a pause (pauseRun's drainPolicy).
@@ -96,10 +97,12 @@ type PauseStore interface {
 	// attempt is under way (a node.started with no terminal event yet),
 	// held on the run (PausePending) until that node's terminal event is
 	// appended (AppendLog appends both in one write), or the execution
-	// parks the run instead (Park appends it), or until Unpause (a
-	// cancel of the paused run leaves it held on the ended run). A run
-	// parked mid-node has no execution under way: its event is appended
-	// at once.
+	// parks the run instead (Park appends it), or the execution stops
+	// mid-node and the stale-run pass finds its claim unrenewed
+	// (ReleaseStalePause appends it: the run stays listed by Stale while
+	// the event is held), or until Unpause (a cancel of the paused run
+	// leaves it held on the ended run). A run parked mid-node has no
+	// execution under way: its event is appended at once.
 	// Under DrainImmediate the write also moves the claim epoch on (the
 	// execution under way is fenced: it appends, renews, parks and
 	// finishes nothing more) and the event names the attempt cut. The
@@ -123,6 +126,25 @@ type PauseStore interface {
 	// resume) returns the run and no error, whatever its status since (a
 	// pause in between is not undone).
 	Unpause(ctx context.Context, id, by, reason string, now time.Time) (Run, error)
+	// ReleaseStalePause is the stale-run pass's release of a pause's held
+	// run.paused whose node will not drain: r is the run as the pass read
+	// it (Claim's refusal), paused under DrainCurrentNode with its
+	// run.paused held, and its claim not renewed since before (the
+	// pass's threshold, the executor's StaleAfter). Its execution stopped
+	// mid-node (it died, or ended on a transient failure, which
+	// NoteFailure does not count on a paused run), so only a resume would
+	// record the event. In one conditional write, only while the run is
+	// still paused, holding that event under r's claim epoch, with
+	// updatedAt at or before before, the event is appended to the log
+	// (at now), the run stays paused and leaves Stale; the claim epoch
+	// and version stay, and the execution, should it come back, is
+	// refused its node's end and its renewals as after a drain (the
+	// resumed run continues the node). It returns the run as stored;
+	// ErrStatusConflict with the run as it is when it is not so (the
+	// node drained, the execution renewed or parked, a resume, a cancel,
+	// another release: the event is shown once); ErrRunNotFound when
+	// there is none.
+	ReleaseStalePause(ctx context.Context, r Run, before, now time.Time) (Run, error)
 }
 
 var (
@@ -383,7 +405,29 @@ func (m *MemRuns) Park(_ context.Context, id string, epoch int64, w Wake, now ti
 // r is live, or paused with its run.paused held for the node that
 // execution drains.
 func renewable(r Run) bool {
-	return live(r.Status) || (r.Status == StatusPaused && r.PausePending != nil)
+	return live(r.Status) || drainHeld(r)
+}
+
+// drainHeld reports whether r is paused with its run.paused held for the
+// node its execution drains: that execution renews its claim, and the
+// stale-run pass (Stale) lists r once it stops (ReleaseStalePause).
+func drainHeld(r Run) bool { return r.Status == StatusPaused && r.PausePending != nil }
+
+// ReleaseStalePause implements PauseStore.
+func (m *MemRuns) ReleaseStalePause(_ context.Context, read Run, before, now time.Time) (Run, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.lookupLocked(read.ID)
+	if !ok {
+		return Run{}, ErrRunNotFound
+	}
+	if read.PausePending == nil || !drainHeld(r) || r.Epoch != read.Epoch || r.UpdatedAt.After(before) {
+		return r, ErrStatusConflict
+	}
+	r.Log = append(slices.Clone(r.Log), drained(*r.PausePending, nil, now))
+	r.PausePending, r.UpdatedAt = nil, tableTime(now)
+	m.runs[read.ID] = r
+	return r, nil
 }
 
 // CutStarts are the indexes in log of the node.started events whose

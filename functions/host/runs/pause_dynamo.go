@@ -83,16 +83,19 @@ func (d *DynamoRuns) Pause(ctx context.Context, id string, p Pause, now time.Tim
 		ev, pending, fence := planPause(r, p, now)
 		upd := expression.Set(expression.Name(runAttrStatus), expression.Value(string(StatusPaused))).
 			Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())).
-			Remove(expression.Name(runAttrLive)).Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
+			Remove(expression.Name(runAttrWake)).Remove(expression.Name(runAttrWakeAt)).
 			Remove(expression.Name(runAttrWakeN)).Remove(expression.Name(runAttrWakeMax)).Remove(expression.Name(runAttrWakeDL))
 		if pending {
+			// Held while the node drains: the run stays in the byLive
+			// index, so the stale-run pass finds it should its execution
+			// stop renewing (ReleaseStalePause).
 			b, err := json.Marshal(tableTimes([]LogEvent{ev})[0])
 			if err != nil {
 				return Run{}, err
 			}
 			upd = upd.Set(expression.Name(runAttrPausePend), expression.Value(string(b)))
 		} else {
-			upd = appendTo(upd, []LogEvent{ev})
+			upd = appendTo(upd, []LogEvent{ev}).Remove(expression.Name(runAttrLive))
 		}
 		if fence {
 			upd = upd.Add(expression.Name(runAttrEpoch), expression.Value(1))
@@ -156,7 +159,7 @@ func (d *DynamoRuns) appendDrained(ctx context.Context, id string, cur Run, f Fe
 		And(epochIs(f.Epoch)).And(at)
 	all := append(append([]LogEvent{}, evs...), drained(*cur.PausePending, evs, now))
 	upd := appendTo(expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())), all).
-		Remove(expression.Name(runAttrPausePend))
+		Remove(expression.Name(runAttrPausePend)).Remove(expression.Name(runAttrLive))
 	return d.updateRun(ctx, id, cond, upd, "append drained node")
 }
 
@@ -171,7 +174,7 @@ func (d *DynamoRuns) releasePause(ctx context.Context, id string, cur Run, epoch
 		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusPaused)))).
 		And(expression.AttributeExists(expression.Name(runAttrPausePend))).And(epochIs(epoch))
 	upd := appendTo(expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())),
-		[]LogEvent{drained(*cur.PausePending, nil, now)}).Remove(expression.Name(runAttrPausePend))
+		[]LogEvent{drained(*cur.PausePending, nil, now)}).Remove(expression.Name(runAttrPausePend)).Remove(expression.Name(runAttrLive))
 	got, err := d.updateRun(ctx, id, cond, upd, "record held run.paused")
 	switch {
 	case err == nil:
@@ -180,6 +183,29 @@ func (d *DynamoRuns) releasePause(ctx context.Context, id string, cur Run, epoch
 		return got, err
 	}
 	return cur, fmt.Errorf("%w (its held run.paused stays held: %v)", ErrStatusConflict, err)
+}
+
+// ReleaseStalePause implements PauseStore: one UpdateItem appending r's
+// held run.paused (the event as the pass read it: a run paused under
+// r.Epoch still holding one holds that one, since only a resume, which
+// moves the epoch on, leaves paused) and removing it and the run's
+// liveShard (the byLive index drops it), conditional on the run paused,
+// holding it, under r.Epoch, with updatedAt <= before.
+func (d *DynamoRuns) ReleaseStalePause(ctx context.Context, r Run, before, now time.Time) (Run, error) {
+	if r.PausePending == nil {
+		cur, err := d.Get(ctx, r.ID)
+		if err != nil {
+			return cur, err
+		}
+		return cur, ErrStatusConflict // not read holding one: nothing to release
+	}
+	cond := expression.AttributeExists(expression.Name(runAttrPK)).
+		And(expression.Name(runAttrStatus).Equal(expression.Value(string(StatusPaused)))).
+		And(expression.AttributeExists(expression.Name(runAttrPausePend))).And(epochIs(r.Epoch)).
+		And(expression.Name(runAttrUpdated).LessThanEqual(expression.Value(before.UnixMilli())))
+	upd := appendTo(expression.Set(expression.Name(runAttrUpdated), expression.Value(now.UnixMilli())),
+		[]LogEvent{drained(*r.PausePending, nil, now)}).Remove(expression.Name(runAttrPausePend)).Remove(expression.Name(runAttrLive))
+	return d.updateRun(ctx, r.ID, cond, upd, "release stale run.paused")
 }
 
 // renewableRun is the condition of a claim's renewal: a live run, or a

@@ -375,9 +375,13 @@ type RunStore interface {
 	Due(ctx context.Context, now time.Time, limit int) ([]string, error)
 	// Stale returns up to limit ids of live (pending or running) runs
 	// whose updatedAt is at or before before: runs that made no progress
-	// since, whose stream delivery may have been lost (stale.go). It may be
-	// eventually consistent (a GSI) and may list parked runs: the caller
-	// claims each run (Claim), which re-checks everything.
+	// since, whose stream delivery may have been lost (stale.go). It lists
+	// too the paused runs whose run.paused is held for the node their
+	// execution drains (PauseStore.Pause) with no renewal since: the
+	// caller's Claim refuses them (not live) and it records their event
+	// (PauseStore.ReleaseStalePause). It may be eventually consistent (a
+	// GSI) and may list parked runs: the caller claims each run (Claim),
+	// which re-checks everything.
 	Stale(ctx context.Context, before time.Time, limit int) ([]string, error)
 	// Claim takes a stale run for one execution: a compare-and-set that
 	// moves updatedAt to now only if the run is live, not parked and its

@@ -29,12 +29,19 @@ import (
 // every status change stays the executor's compare-and-set; a node that
 // runs again meanwhile gets its effect's recorded outcome from the ledger.
 //
+// A paused run whose run.paused is held for the node its execution drains
+// (PauseStore.Pause under DrainCurrentNode) keeps its liveShard, and its
+// updatedAt moves with that execution's renewals: should the execution
+// stop mid-node, the pass finds it too, and records the held event
+// (PauseStore.ReleaseStalePause) instead of claiming it; the node's end,
+// a park, that release, a resume or a cancel take it out again.
+//
 // Runs stored before the index existed carry no liveShard and are not
-// found.
+// found; nor are runs paused while draining before paused runs kept it.
 
 // indexByLive is the RunsTable GSI serving Stale: partition liveShard
-// (liveShards values "live#0".., present only on live runs), sort
-// updatedAt.
+// (liveShards values "live#0".., present only on live runs and on paused
+// runs holding their run.paused for a draining node), sort updatedAt.
 const indexByLive = "byLive"
 
 // liveShards spreads the live runs over this many index partitions (one
@@ -54,7 +61,7 @@ func (m *MemRuns) Stale(_ context.Context, before time.Time, limit int) ([]strin
 	defer m.mu.Unlock()
 	var stale []Run
 	for _, r := range m.runs {
-		if live(r.Status) && !r.UpdatedAt.After(before) {
+		if (live(r.Status) || drainHeld(r)) && !r.UpdatedAt.After(before) {
 			stale = append(stale, r)
 		}
 	}

@@ -87,6 +87,16 @@ func roundTrips(t *testing.T, e *env) {
 			t.Errorf("%s took %d round trips, want 2", step.name, n)
 		}
 	}
+	// The stale-run pass's release of a held run.paused (its draining
+	// execution stopped) is one write.
+	_, sp := e.drainingPaused(t)
+	e.resetTrips()
+	if _, err := e.st.ReleaseStalePause(e.ctx, sp, e.at(3*time.Second), e.at(time.Hour)); err != nil {
+		t.Fatalf("ReleaseStalePause: %v", err)
+	}
+	if n := e.trips(); n != 1 {
+		t.Errorf("ReleaseStalePause took %d round trips, want 1", n)
+	}
 	// A create holding a free scope costs Create's write and the scope's:
 	// one round trip more than Create (outside a Layer-1 transaction).
 	e.resetTrips()

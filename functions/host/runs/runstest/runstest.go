@@ -115,9 +115,16 @@
 //     time, a wake) is kept to the millisecond, as RunsTable keeps it, in
 //     the run a write returns and the run read back alike; a node-log
 //     append retried after a lost answer is still recognised as applied.
+//   - Pause (PauseStore): pausing, draining, cutting and resuming (the
+//     cases' own comments, pause.go); a drain whose execution stopped
+//     mid-node is listed by Stale once its claim went unrenewed past the
+//     bound, and ReleaseStalePause records its held run.paused once,
+//     racing the node's end, a resume, a cancel and other releases
+//     (pausestale.go).
 //   - RoundTrips: with a backend counter, every claim write that succeeds
-//     (Transition, Claim, Adopt, Renew, AppendLog, Park, Finish, Breach)
-//     and a Get cost one round trip each.
+//     (Transition, Claim, Adopt, Renew, AppendLog, Park, Finish, Breach,
+//     ReleaseStalePause) and a Get cost one round trip each; a pause, a
+//     resume and a drained node's end two.
 package runstest
 
 import (
@@ -321,5 +328,7 @@ var cases = []testCase{
 	{"Pause/RetryAfterResume", pauseRetryAfterResume},
 	{"Pause/NodeNotDraining", pauseNodeNotDraining},
 	{"Pause/Limit", pauseLimit},
+	{"Pause/StaleDrain", pauseStaleDrain},
+	{"Pause/StaleDrainRace", pauseStaleDrainRace},
 	{roundTripsCase, roundTrips},
 }
