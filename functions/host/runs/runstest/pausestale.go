@@ -129,12 +129,14 @@ func pauseStaleDrain(t *testing.T, e *env) {
 
 // pauseStaleDrainRace: releases of a stale draining pause (racing each
 // other, as stale-run passes at once do) racing the execution's return
-// (its node's end), a resume or a cancel: the run shows its run.paused
-// exactly once whoever wins (in its log, or held on a run cancelled
-// first), and a resume after it records no second one.
+// (its node's end, its renewal, its park), a resume or a cancel: the run
+// shows its run.paused exactly once whoever wins (in its log, or held on
+// a run cancelled first, or still held for an execution that renewed
+// first), Stale lists it only while that holds, and a resume after it
+// records no second one.
 func pauseStaleDrainRace(t *testing.T, e *env) {
 	before, now := e.at(3*time.Second), e.at(time.Hour)
-	for _, other := range []string{"release", "drain", "resume", "cancel"} {
+	for _, other := range []string{"release", "drain", "renew", "park", "resume", "cancel"} {
 		for range 3 {
 			r, _ := e.drainingPaused(t)
 			cur, err := e.st.Claim(e.ctx, r.ID, before, now)
@@ -150,6 +152,10 @@ func pauseStaleDrainRace(t *testing.T, e *env) {
 						_, err = e.st.ReleaseStalePause(e.ctx, cur, before, now)
 					case "drain":
 						_, err = e.st.AppendLog(e.ctx, r.ID, r.Fence(), []runs.LogEvent{e.ev(runs.EventNodeCompleted, "a", 4*time.Second)}, e.at(4*time.Second))
+					case "renew":
+						_, err = e.st.Renew(e.ctx, r.ID, r.Epoch, now)
+					case "park":
+						_, err = e.st.Park(e.ctx, r.ID, r.Epoch, runs.Wake{At: now.Add(time.Minute), Attempt: 1, MaxAttempts: 3}, now)
 					case "resume":
 						_, err = e.st.Unpause(e.ctx, r.ID, "r1", "", now)
 					case "cancel":
@@ -173,7 +179,12 @@ func pauseStaleDrainRace(t *testing.T, e *env) {
 				t.Fatalf("%s racing releases: %s, %d releases won, log %v, held %v; want run.paused shown once",
 					other, got.Status, released, logTypes(got), got.PausePending != nil)
 			}
-			if other == "resume" || other == "cancel" {
+			// Listed while its run.paused is held (an execution that
+			// renewed first), or live again (resumed first).
+			if listed, want := e.stale(t, now.Add(time.Hour), r.ID), got.PausePending != nil && got.Status == runs.StatusPaused || got.Status == runs.StatusRunning; listed != want {
+				t.Fatalf("%s racing releases: %s, held %v, listed stale %v", other, got.Status, got.PausePending != nil, listed)
+			}
+			if got.Status != runs.StatusPaused {
 				continue
 			}
 			res, err := e.st.Unpause(e.ctx, r.ID, "r2", "", now.Add(time.Second))
