@@ -194,3 +194,19 @@ func pauseStaleDrainRace(t *testing.T, e *env) {
 		}
 	}
 }
+
+// pauseStaleDrainLostAnswer: a release whose answer was lost (retried by
+// the store, or by the next pass) records the held run.paused once.
+func pauseStaleDrainLostAnswer(t *testing.T, e *env) {
+	r, held := e.drainingPaused(t)
+	e.lose("UpdateItem")
+	if got, err := e.st.ReleaseStalePause(e.ctx, held, e.at(3*time.Second), e.at(time.Hour)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("release, answer lost: %+v %v", got, err)
+	}
+	if _, err := e.st.ReleaseStalePause(e.ctx, held, e.at(3*time.Second), e.at(2*time.Hour)); err != nil && !errors.Is(err, runs.ErrStatusConflict) {
+		t.Fatalf("the release's retry: %v", err)
+	}
+	if got := e.get(t, r.ID); got.PausePending != nil || count(got, runs.EventRunPaused) != 1 || got.Status != runs.StatusPaused {
+		t.Fatalf("after a lost answer and a retry: %s, held %v, log %v; want paused, one run.paused", got.Status, got.PausePending != nil, logTypes(got))
+	}
+}

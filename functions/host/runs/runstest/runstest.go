@@ -119,7 +119,8 @@
 //     cases' own comments, pause.go); a drain whose execution stopped
 //     mid-node is listed by Stale once its claim went unrenewed past the
 //     bound, and ReleaseStalePause records its held run.paused once,
-//     racing the node's end, a resume, a cancel and other releases
+//     racing the node's end, the execution's renewal and park, a resume,
+//     a cancel and other releases, and after a lost answer
 //     (pausestale.go).
 //   - RoundTrips: with a backend counter, every claim write that succeeds
 //     (Transition, Claim, Adopt, Renew, AppendLog, Park, Finish, Breach,
@@ -330,5 +331,6 @@ var cases = []testCase{
 	{"Pause/Limit", pauseLimit},
 	{"Pause/StaleDrain", pauseStaleDrain},
 	{"Pause/StaleDrainRace", pauseStaleDrainRace},
+	{"Pause/StaleDrainLostAnswer", pauseStaleDrainLostAnswer},
 	{roundTripsCase, roundTrips},
 }
