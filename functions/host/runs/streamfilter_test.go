@@ -199,8 +199,9 @@ func TestExecutorStreamFilterHandsOverNewRunsOnly(t *testing.T) {
 // TestExecutorStreamFilterHandsOverResumes: of a run's later writes
 // (MODIFY), the executor's mapping hands over exactly its resume (the
 // change from paused to running, Unpause), once per resume: never the
-// pause, a drained node's end, a renewal, a node event, nor a cancel of
-// the paused run. On the engines with streams.
+// pause, a drained node's end, a renewal, a node event, the stale-run
+// pass's release of a held run.paused, nor a cancel of the paused run.
+// On the engines with streams.
 func TestExecutorStreamFilterHandsOverResumes(t *testing.T) {
 	filter := executorFilter(t)
 	dynamotest.ForEachWith(t, dynamotest.Streams, func(t *testing.T, e *dynamotest.Emulator) {
@@ -229,6 +230,16 @@ func TestExecutorStreamFilterHandsOverResumes(t *testing.T) {
 		must(d.Adopt(ctx, r.ID, t0))
 		must(d.Pause(ctx, r.ID, Pause{Drain: DrainImmediate, By: "p2"}, t0))
 		must(d.Unpause(ctx, r.ID, "r2", "", t0))
+		// A drain whose execution stopped: the stale-run pass's release
+		// of its held run.paused keeps the run paused (RED_TEAM 420).
+		run, err = d.Adopt(ctx, r.ID, t0)
+		must(run, err)
+		run, err = d.AppendLog(ctx, r.ID, run.Fence(), []LogEvent{{Type: EventNodeStarted, NodeID: "b", At: t0, Payload: json.RawMessage(`{}`)}}, t0)
+		must(run, err)
+		held, err := d.Pause(ctx, r.ID, Pause{By: "p4"}, t0)
+		must(held, err)
+		must(d.ReleaseStalePause(ctx, held, t0, t0))
+		must(d.Unpause(ctx, r.ID, "r4", "", t0))
 		must(d.Pause(ctx, r.ID, Pause{By: "p3"}, t0))
 		must(d.Cancel(ctx, r.ID, []Status{StatusPaused}, "c1", "", t0))
 		resumes := 0
@@ -244,8 +255,8 @@ func TestExecutorStreamFilterHandsOverResumes(t *testing.T) {
 				resumes++
 			}
 		}
-		if resumes != 2 {
-			t.Errorf("%d resumes handed over, want 2", resumes)
+		if resumes != 3 {
+			t.Errorf("%d resumes handed over, want 3", resumes)
 		}
 	})
 }
