@@ -160,3 +160,54 @@ func mustGetStore(t *testing.T, rs hostruns.RunStore, id string) hostruns.Run {
 	}
 	return r
 }
+
+// TestStalePassReleaseRoundTrips: the stale-run pass's cost, on every
+// emulator. With no stale run it is its listing alone, one Query per
+// shard of the stale-run index (four), as before; a run whose draining
+// execution stopped adds its refused Claim (one UpdateItem, and a
+// GetItem on an engine whose refused write does not return the item)
+// and the release (one UpdateItem), and nothing more (RED_TEAM 420).
+func TestStalePassReleaseRoundTrips(t *testing.T) {
+	dynamotest.ForEach(t, func(t *testing.T, e *dynamotest.Emulator) {
+		ctx := context.Background()
+		cnt := dynamotest.NewCounter()
+		rs := &hostruns.DynamoRuns{Client: e.Client(dynamotest.FastRetries, cnt.Middleware()), Table: e.CreateTable(t, "RunsTable")}
+		clk := &clock{t: time.Now().UTC().Truncate(time.Millisecond)}
+		x := &Executor{Runs: rs, StaleAfter: time.Minute, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)),
+			Test: TestConfig{Clock: ledgertest.ClockFuncs{NowFunc: clk.Now}}}
+		r := hostruns.NewRun("acme", "webhook", json.RawMessage(`{"url":"https://example.com/hook"}`), clk.Now())
+		if err := rs.Create(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		run, err := rs.Transition(ctx, r.ID, []hostruns.Status{hostruns.StatusPending}, hostruns.StatusRunning, "", clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := hostruns.LogEvent{Type: hostruns.EventNodeStarted, NodeID: "webhook", At: clk.Now(), Payload: json.RawMessage(`{"nodeId":"webhook"}`)}
+		if _, err := rs.AppendLog(ctx, r.ID, run.Fence(), []hostruns.LogEvent{ev}, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rs.Pause(ctx, r.ID, hostruns.Pause{By: "p1"}, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		cnt.Reset()
+		if _, err := x.ResumeStale(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ops := cnt.Ops(); cnt.Total() != 4 || ops["Query"] != 4 {
+			t.Fatalf("a pass with nothing stale: %v, want 4 Queries", ops)
+		}
+		clk.Set(clk.Now().Add(time.Minute))
+		cnt.Reset()
+		if _, err := x.ResumeStale(ctx); err != nil {
+			t.Fatal(err)
+		}
+		ops := cnt.Ops()
+		if ops["Query"] != 4 || ops["UpdateItem"] != 2 || ops["GetItem"] > 1 || cnt.Total() != 6+ops["GetItem"] {
+			t.Fatalf("a pass releasing one run.paused: %v, want 4 Queries, 2 UpdateItems (the refused claim, the release), at most 1 GetItem", ops)
+		}
+		if got := mustGetStore(t, rs, r.ID); got.PausePending != nil || count(got, hostruns.EventRunPaused) != 1 {
+			t.Fatalf("after the pass: log %v, want run.paused recorded", logTypesOf(got))
+		}
+	})
+}
