@@ -14,7 +14,8 @@
    on-failure destination.
 4. The retention sweeper (SweeperFunction) exists exactly when a table has
    no TTL (Condition Swept: the effects table is MRSC, StrongEffects, or the
-   stack is a fenced-effects home stack, whose IdempotencyTable has no TTL),
+   stack is a fenced-effects home stack, whose IdempotencyTable and
+   EffectsTable have no TTL),
    runs on a schedule, and its role may only Scan and DeleteItem (no other
    DynamoDB action); which tables, per configuration, is checked by
    internal/regionsim's TestTemplateSweeperPerPosture.
@@ -102,7 +103,7 @@ def check(path):
             problems.append(f"{name}: want provided.al2023, arm64, BuildMethod go1.x")
     sweeper = tmpl["Resources"].get("SweeperFunction", {})
     if any(tmpl["Resources"].get(lid, {}).get("Condition") != "Swept" for lid in ("SweeperFunction", "SweeperRole", "SweeperLogGroup")):
-        problems.append("SweeperFunction/SweeperRole/SweeperLogGroup: want Condition Swept (a table without TTL: MRSC effects, or fenced-effects Layer 1)")
+        problems.append("SweeperFunction/SweeperRole/SweeperLogGroup: want Condition Swept (a table without TTL: MRSC effects, or a fenced-effects home stack's Layer 1 and effects)")
     if [e.get("Type") for e in sweeper.get("Properties", {}).get("Events", {}).values()] != ["Schedule"]:
         problems.append("SweeperFunction: want exactly one Schedule event")
     # What `sam package` does before the transform: local code -> S3 URIs.

@@ -36,8 +36,9 @@ The template is read with its parameter defaults (a single-region stack),
 each --parameter NAME=VALUE in place of its default: give the parameters
 that shape the tables as the stack was deployed with them, or a table is
 reported to differ where that stack means it to (CrossRegion=fenced-effects
-deploys the idempotency table without TTL, EffectsConsistency=STRONG the
-effects table; their sweeper deletes expired records instead).
+deploys the idempotency and effects tables without TTL,
+EffectsConsistency=STRONG the effects table; their sweeper deletes expired
+records instead).
 
 Each table's name is --table LogicalID=NAME, else its function's variable
 (IDEMPOTENCY_TABLE, EFFECTS_TABLE, RUNS_TABLE, FENCE_TABLE, API_KEYS_TABLE),

@@ -167,10 +167,12 @@ func TestTemplateMultiRegionVariants(t *testing.T) {
 					t.Fatalf("%s created = %v, want %v (home stack)", id, d.Enabled, v.home)
 				}
 			}
-			// MRSC has no TTL (SweeperFunction, Condition StrongEffects,
-			// enforces retention: scripts/check_sam.py checks its shape).
-			if ttl := defs["EffectsTable"].TTLAttribute; v.home && (ttl == "") != (v.overrides["EffectsConsistency"] == "STRONG") {
-				t.Fatalf("EffectsTable TTL attribute %q with EffectsConsistency %q", ttl, v.overrides["EffectsConsistency"])
+			// MRSC has no TTL, nor has a fenced-effects effects table in any
+			// replica (SweeperFunction, Condition Swept, enforces retention:
+			// scripts/check_sam.py checks its shape).
+			noTTL := v.overrides["EffectsConsistency"] == "STRONG" || v.overrides["CrossRegion"] == "fenced-effects"
+			if ttl := defs["EffectsTable"].TTLAttribute; v.home && (ttl == "") != noTTL {
+				t.Fatalf("EffectsTable TTL attribute %q with EffectsConsistency %q, CrossRegion %q", ttl, v.overrides["EffectsConsistency"], v.overrides["CrossRegion"])
 			}
 			for _, id := range []string{"RunsTable", "ApiKeysTable"} { // regional in every stack
 				if !defs[id].Enabled {
@@ -325,13 +327,16 @@ func TestReplicaRegionsTakesAtMostTwo(t *testing.T) {
 	}
 }
 
-// The retention sweeper per posture: IdempotencyTable has TTL except under
-// fenced-effects (a TTL delete in another replica replicates onto the home
-// region's record: TestLayer1HomePinnedTTLDeleteFromAReplica), and the
-// sweeper function is deployed exactly where a table it can sweep has no
-// TTL, sweeping (its environment) and granted dynamodb:Scan and
+// The retention sweeper per posture: IdempotencyTable and EffectsTable have
+// TTL except under fenced-effects (a TTL delete in another replica
+// replicates onto the home region's record:
+// TestLayer1HomePinnedTTLDeleteFromAReplica,
+// TestEffectFencedReplicaTTLDeleteFromAReplica), and EffectsTable none when
+// MRSC; the sweeper function is deployed exactly where a table it can sweep
+// has no TTL, sweeping (its environment) and granted dynamodb:Scan and
 // dynamodb:DeleteItem on (its role) exactly those tables: EffectsTable when
-// it is MRSC (EffectsConsistency STRONG), IdempotencyTable in a
+// it is MRSC (EffectsConsistency STRONG) or in a fenced-effects home stack,
+// IdempotencyTable in a
 // fenced-effects home stack whose Layer-1 retention is finite (under a
 // retention of forever nothing may delete a record, and the sweeper would
 // refuse the table). The template is evaluated with each configuration's
@@ -358,21 +363,26 @@ func TestTemplateSweeperPerPosture(t *testing.T) {
 		name      string
 		overrides map[string]string
 		idemTTL   bool     // IdempotencyTable (home stacks only) has TTL
+		effTTL    bool     // EffectsTable (home stacks only) has TTL
 		swept     []string // the tables the sweeper sweeps; none: not deployed
 	}{
-		{"single-region", nil, true, nil},
-		{"single-region-strong", with(nil, "EffectsConsistency", "STRONG"), true, []string{eff}},
-		{"home-reconciled", with(nil, "CrossRegion", "reconciled-records", "ReplicaRegions", "eu-west-1"), true, nil},
-		{"replica-reconciled", with(replica, "CrossRegion", "reconciled-records", "ExistingRunsTable", ""), false, nil},
-		{"home-fenced", with(nil, "CrossRegion", "fenced-effects", "ReplicaRegions", "eu-west-1"), false, []string{idem}},
-		{"home-fenced-erp-720h", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "erp", "RetentionHours", "720"), false, []string{idem}},
-		{"home-fenced-commerce-48h", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "commerce", "RetentionHours", "48"), false, []string{idem}},
-		{"home-fenced-commerce-forever", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "commerce"), false, nil},
-		{"home-fenced-forever", with(nil, "CrossRegion", "fenced-effects", "RetentionHours", "forever"), false, nil},
-		{"home-fenced-0", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "erp", "RetentionHours", "0"), false, nil},
-		{"home-fenced-strong", with(nil, "CrossRegion", "fenced-effects", "ReplicaRegions", "us-east-2,us-west-2", "EffectsConsistency", "STRONG"), false, []string{eff, idem}},
-		{"replica-fenced", with(replica, "CrossRegion", "fenced-effects"), false, nil},
-		{"replica-fenced-strong", with(replica, "CrossRegion", "fenced-effects", "EffectsConsistency", "STRONG"), false, []string{eff}},
+		{"single-region", nil, true, true, nil},
+		{"single-region-strong", with(nil, "EffectsConsistency", "STRONG"), true, false, []string{eff}},
+		{"home-reconciled", with(nil, "CrossRegion", "reconciled-records", "ReplicaRegions", "eu-west-1"), true, true, nil},
+		{"replica-reconciled", with(replica, "CrossRegion", "reconciled-records", "ExistingRunsTable", ""), false, false, nil},
+		// fenced-effects: neither replicated table keeps TTL in a home stack
+		// (RED_TEAM 76 for IdempotencyTable, 480 for EffectsTable), and its
+		// sweeper deletes their expired records (the idempotency table's
+		// unless its retention is forever).
+		{"home-fenced", with(nil, "CrossRegion", "fenced-effects", "ReplicaRegions", "eu-west-1"), false, false, []string{eff, idem}},
+		{"home-fenced-erp-720h", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "erp", "RetentionHours", "720"), false, false, []string{eff, idem}},
+		{"home-fenced-commerce-48h", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "commerce", "RetentionHours", "48"), false, false, []string{eff, idem}},
+		{"home-fenced-commerce-forever", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "commerce"), false, false, []string{eff}},
+		{"home-fenced-forever", with(nil, "CrossRegion", "fenced-effects", "RetentionHours", "forever"), false, false, []string{eff}},
+		{"home-fenced-0", with(nil, "CrossRegion", "fenced-effects", "IdempotencyPolicy", "erp", "RetentionHours", "0"), false, false, []string{eff}},
+		{"home-fenced-strong", with(nil, "CrossRegion", "fenced-effects", "ReplicaRegions", "us-east-2,us-west-2", "EffectsConsistency", "STRONG"), false, false, []string{eff, idem}},
+		{"replica-fenced", with(replica, "CrossRegion", "fenced-effects"), false, false, nil},
+		{"replica-fenced-strong", with(replica, "CrossRegion", "fenced-effects", "EffectsConsistency", "STRONG"), false, false, []string{eff}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -387,6 +397,9 @@ func TestTemplateSweeperPerPosture(t *testing.T) {
 			}
 			if d := defs[idem]; d.Enabled && (d.TTLAttribute != "") != c.idemTTL {
 				t.Errorf("IdempotencyTable TTL attribute %q, want TTL %v", d.TTLAttribute, c.idemTTL)
+			}
+			if d := defs[eff]; d.Enabled && (d.TTLAttribute != "") != c.effTTL {
+				t.Errorf("EffectsTable TTL attribute %q, want TTL %v", d.TTLAttribute, c.effTTL)
 			}
 			var doc yaml.Node
 			if err := yaml.Unmarshal(body, &doc); err != nil {

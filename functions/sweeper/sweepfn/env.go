@@ -25,10 +25,10 @@ import (
 //
 // At least one of them must be set, and a table not set is not swept. Set
 // only the tables that have no TTL: the template's sweeper sets
-// EFFECTS_TABLE under EffectsConsistency=STRONG (an MRSC effects table) and
-// IDEMPOTENCY_TABLE in a fenced-effects home stack (IdempotencyTable has no
-// TTL there: a TTL delete in another replica would replicate onto the home
-// region's record), each only then, and grants dynamodb:Scan and
+// EFFECTS_TABLE under EffectsConsistency=STRONG (an MRSC effects table) or
+// in a fenced-effects home stack, and IDEMPOTENCY_TABLE in a fenced-effects
+// home stack (neither table has TTL there: a TTL delete in another replica
+// would replicate onto the home region's record), each only then, and grants dynamodb:Scan and
 // dynamodb:DeleteItem on exactly those tables; FENCE_TABLE is for
 // deployments that put the fence table on an MRSC table too (the role then
 // needs the same two actions on it). IDEMPOTENCY_TABLE under a policy whose retention is Forever
