@@ -65,8 +65,8 @@ const noHeader = "\x00no header"
 // their charset; If-Match and Idempotency-Decided-Version malformed; every
 // method. It runs under the Guard the api function is deployed with
 // (BodyTenantField, kit.Layer1Routes) for every idempotency policy, and
-// under the OpenWOP policy also with a plain Guard and with keys required
-// (the body mutations). Whatever arrives: never an error of Handle nor a
+// under the OpenWOP policy also with a plain Guard, with keys required and
+// with Layer 1 off (the body mutations). Whatever arrives: never an error of Handle nor a
 // 5xx; every answer carries OpenWOP-Version; a HEAD answer has no content;
 // under the OpenWOP policy every other JSON answer, 2xx included,
 // validates against the closed schema the OpenAPI document names for its
@@ -91,6 +91,9 @@ func TestBadInputMatrixOnEveryRoute(t *testing.T) {
 		"plain": func(*idem.Config) {},
 		"deployed": func(c *idem.Config) {
 			c.BodyTenantField, c.Routes = "tenantId", kit.Layer1Routes()
+		},
+		"off": func(c *idem.Config) {
+			c.BodyTenantField, c.Routes, c.Disabled = "tenantId", kit.Layer1Routes(), true
 		},
 		"required": func(c *idem.Config) {
 			c.BodyTenantField, c.Routes, c.Required = "tenantId", kit.Layer1Routes(), true
