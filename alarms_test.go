@@ -1300,6 +1300,72 @@ func TestEveryMetricEmitterIsRead(t *testing.T) {
 	}
 }
 
+// userDocs are the documents an operator reads for the metrics the stack
+// writes: docs/ (less the red-team record and the measurement history),
+// and the READMEs of the functions and of the two layers.
+func userDocs(t *testing.T) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "README.md", "functions/README.md", "idem/README.md", "ledger/README.md")
+	out := map[string]string{}
+	for _, f := range files {
+		if b := filepath.Base(f); b == "RED_TEAM.md" || b == "performance-history.md" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[f] = string(b)
+	}
+	return out
+}
+
+// TestEveryEmittedMetricIsDocumented (RED_TEAM 500): every metric the code
+// writes (readEmitted) is named in a document an operator reads, and that
+// document names each of its dimensions too (as `name`), so a series found
+// in CloudWatch, on the dashboard or in an alarm can be looked up.
+func TestEveryEmittedMetricIsDocumented(t *testing.T) {
+	docs := userDocs(t)
+	em := readEmitted(t, ".")
+	if len(em.dims) < 20 {
+		t.Fatalf("read %d emitted metrics: the check proves nothing", len(em.dims))
+	}
+	for _, name := range slices.Sorted(maps.Keys(em.dims)) {
+		var dimNames []string
+		for set := range em.dims[name] {
+			for _, d := range strings.Split(set, ",") {
+				if d != "" && !slices.Contains(dimNames, d) {
+					dimNames = append(dimNames, d)
+				}
+			}
+		}
+		found := false
+		for _, f := range slices.Sorted(maps.Keys(docs)) {
+			doc := docs[f]
+			if !strings.Contains(doc, name) {
+				continue
+			}
+			ok := true
+			for _, d := range dimNames {
+				if !strings.Contains(doc, "`"+d+"`") {
+					ok = false
+				}
+			}
+			if ok {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("%s (dimensions %v): no user document names it with its dimensions (docs/, README.md, functions/README.md, idem/README.md, ledger/README.md)", name, dimNames)
+		}
+	}
+}
+
 // TestRunbookHasALinePerAlarm: docs/DEPLOYING.md's "what pages you, and
 // what to do" has exactly one row per alarm of template.yaml, by its name,
 // each alarm's description points there, and the escaped-effects row says
