@@ -1300,6 +1300,163 @@ func TestEveryMetricEmitterIsRead(t *testing.T) {
 	}
 }
 
+// calledTables returns the tables (logical ids) some role of a stack
+// deployed with params grants a DynamoDB action on, item- or index-level
+// (a stream's reads are not the table's calls): the tables whose
+// throttles and system errors the stack's functions can cause.
+func (tp tmpl) calledTables(t *testing.T, params map[string]string) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	for _, role := range tp.typesOf("AWS::IAM::Role") {
+		r := tp.resources[role]
+		if c := get(r, "Condition"); c != nil && !tp.evalCond(t, c.Value, params) {
+			continue
+		}
+		for _, pol := range sequence(get(get(r, "Properties"), "Policies")) {
+			for _, st := range sequence(get(get(pol, "PolicyDocument"), "Statement")) {
+				if st.Tag == "!If" {
+					if tp.evalCond(t, st.Content[0].Value, params) {
+						st = st.Content[1]
+					} else {
+						st = st.Content[2]
+					}
+				}
+				dynamo := false
+				for _, a := range yamlScalarsOf(get(st, "Action")) {
+					dynamo = dynamo || strings.HasPrefix(a.Value, "dynamodb:")
+				}
+				if !dynamo {
+					continue
+				}
+				for _, rs := range yamlScalarsOf(get(st, "Resource")) {
+					if strings.Contains(rs.Value, "/stream") {
+						continue
+					}
+					for _, id := range refs(rs) {
+						id, _, _ = strings.Cut(id, ".")
+						if strings.HasPrefix(tp.types[id], "AWS::DynamoDB::") {
+							out[id] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// yamlScalarsOf returns the scalar nodes under n, n included (none for nil).
+func yamlScalarsOf(n *yaml.Node) []*yaml.Node {
+	if n == nil {
+		return nil
+	}
+	var out []*yaml.Node
+	if n.Kind == yaml.ScalarNode {
+		out = append(out, n)
+	}
+	for _, c := range n.Content {
+		out = append(out, yamlScalarsOf(c)...)
+	}
+	return out
+}
+
+// TestEveryAlarmCanFireInItsStack (RED_TEAM 501): in each posture of a
+// home stack, every alarm the stack deploys watches at least one series
+// something in that stack can write: a table one of its roles calls (the
+// fence table is called under fenced-effects only), or a metric the code
+// writes in that posture (the conflict audit runs only across regions, a
+// table without TTL has no TTL deletions, the write-backs and the chunks'
+// replication are reconciled-records'). An alarm that cannot fire is paid
+// for every month and pages for nothing.
+func TestEveryAlarmCanFireInItsStack(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	refsByAlarm := map[string][]metricRef{}
+	for _, r := range tp.metricRefs(t) {
+		if id, _, _ := strings.Cut(r.where, "/"); tp.types[id] == "AWS::CloudWatch::Alarm" {
+			refsByAlarm[id] = append(refsByAlarm[id], r)
+		}
+	}
+	// emittedIn says, for a metric of the stack's namespace whose writer is
+	// switched by the posture, whether it is written with dimension value
+	// dim ("" for none) under params.
+	emittedIn := func(params map[string]string, name, dim string) bool {
+		cross := params["CrossRegion"]
+		if cross == "" {
+			cross = "single-region"
+		}
+		strong := params["EffectsConsistency"] == "STRONG"
+		switch name {
+		case conflictaudit.MetricConflictsAll, conflictaudit.MetricConflicts:
+			return cross != "single-region"
+		case auditfn.MetricRestoreFailures, auditfn.MetricRestored, kit.MetricChunksReplicating:
+			return cross == "reconciled-records"
+		case auditfn.MetricTTLPending:
+			if dim == auditfn.TableIdempotency {
+				return cross != "fenced-effects"
+			}
+			return !strong
+		case sweepfn.MetricIncomplete, sweepfn.MetricDeleted:
+			if dim == sweepfn.TableIdempotency {
+				return tp.evalCond(t, "IdempotencySwept", params)
+			}
+			return strong
+		}
+		return true
+	}
+	postures := []map[string]string{
+		{},
+		{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"},
+		{"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1,eu-central-1", "EffectsConsistency": "STRONG"},
+		{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1"},
+		{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1", "EffectsConsistency": "STRONG"},
+		{"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1", "IdempotencyPolicy": "commerce"},
+	}
+	for _, params := range postures {
+		called := tp.calledTables(t, params)
+		for _, must := range []string{"IdempotencyTable", "RunsTable", "EffectsTable", "ApiKeysTable"} {
+			if !called[must] {
+				t.Fatalf("%v: no role calls %s (parsed %v): the check proves nothing", params, must, called)
+			}
+		}
+		for _, id := range slices.Sorted(maps.Keys(refsByAlarm)) {
+			if c := get(tp.resources[id], "Condition"); c != nil && !tp.evalCond(t, c.Value, params) {
+				continue
+			}
+			var why []string
+			canFire := false
+			for _, r := range refsByAlarm[id] {
+				fires, what := true, r.namespace+" "+r.name
+				switch {
+				case r.namespace == "AWS/DynamoDB":
+					for _, d := range r.dims {
+						if d.name != "TableName" {
+							continue
+						}
+						for _, x := range refs(d.value) {
+							if strings.HasPrefix(tp.types[x], "AWS::DynamoDB::") && !called[x] {
+								fires, what = false, what+" of "+x+", which no role of the stack calls"
+							}
+						}
+					}
+				case r.sub:
+					dim := ""
+					for _, d := range r.dims {
+						dim = d.value.Value
+					}
+					if !emittedIn(params, r.name, dim) {
+						fires, what = false, what+" "+dim+", which the code does not write in this posture"
+					}
+				}
+				canFire = canFire || fires
+				why = append(why, what)
+			}
+			if !canFire {
+				t.Errorf("%v: %s is deployed but cannot fire: %s", params, id, strings.Join(why, "; "))
+			}
+		}
+	}
+}
+
 // userDocs are the documents an operator reads for the metrics the stack
 // writes: docs/ (less the red-team record and the measurement history),
 // and the READMEs of the functions and of the two layers.
