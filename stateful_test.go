@@ -1,6 +1,9 @@
 package idemkit_test
 
 import (
+	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -96,5 +99,65 @@ func TestEveryFunctionLogsIntoItsDeclaredGroup(t *testing.T) {
 		if c, gc := get(tp.resources[fn], "Condition"), get(tp.resources[g.Value], "Condition"); (c == nil) != (gc == nil) || (c != nil && c.Value != gc.Value) {
 			t.Errorf("%s and its log group %s are not deployed under the same condition", fn, g.Value)
 		}
+	}
+}
+
+// TestWhatIsKeptCoversEveryStore (RED_TEAM 502): DEPLOYING.md's "What is
+// kept, and for how long" has a row for every resource of the stack that
+// keeps what its functions wrote: each table, the stream failure queue
+// (with the days the template keeps a message: unread, it is then gone and
+// its alarm clears) and the functions' log groups (LogRetentionDays).
+func TestWhatIsKeptCoversEveryStore(t *testing.T) {
+	tp := parseTemplate(t, idemkit.Template)
+	doc := deployDoc(t)
+	const head = "## What is kept, and for how long\n"
+	i := strings.Index(doc, head)
+	if i < 0 {
+		t.Fatal("docs/DEPLOYING.md has no " + strings.TrimSpace(head))
+	}
+	section := doc[i+len(head):]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	rows := map[string][]string{} // first column -> rows
+	for _, line := range strings.Split(section, "\n") {
+		if cells := strings.Split(line, " | "); strings.HasPrefix(line, "| `") && len(cells) >= 4 {
+			first := strings.Trim(strings.TrimPrefix(cells[0], "| "), "`")
+			rows[first] = append(rows[first], line)
+		}
+	}
+	tables := append(tp.typesOf("AWS::DynamoDB::Table"), tp.typesOf("AWS::DynamoDB::GlobalTable")...)
+	for _, id := range tables {
+		if len(rows[id]) == 0 {
+			t.Errorf("no row for %s", id)
+		}
+	}
+	queues := tp.typesOf("AWS::SQS::Queue")
+	if len(queues) == 0 {
+		t.Fatal("no queue in template.yaml: the check proves nothing")
+	}
+	for _, id := range queues {
+		rp := get(get(tp.resources[id], "Properties"), "MessageRetentionPeriod")
+		if rp == nil {
+			t.Errorf("%s: no MessageRetentionPeriod (SQS's default, 4 days, is not what the docs say)", id)
+			continue
+		}
+		secs, err := strconv.Atoi(rp.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%d days", secs/86400)
+		if len(rows[id]) == 0 || !strings.Contains(strings.Join(rows[id], "\n"), want) {
+			t.Errorf("%s: no row saying it keeps a message %s (MessageRetentionPeriod %d)", id, want, secs)
+		}
+	}
+	logs := false
+	for first, rs := range rows {
+		if strings.HasPrefix(first, "/aws/lambda/") && strings.Contains(strings.Join(rs, "\n"), "`LogRetentionDays`") {
+			logs = true
+		}
+	}
+	if !logs {
+		t.Error("no row for the functions' log groups (/aws/lambda/…, kept LogRetentionDays)")
 	}
 }
