@@ -1843,10 +1843,21 @@ func TestThresholdDescriptionsNameTheAlarmWindow(t *testing.T) {
 // (RED_TEAM 256).
 func TestOneStuckRecordReachesTheRestoreFailuresAlarms(t *testing.T) {
 	tp := parseTemplate(t, idemkit.Template)
+	// StreamMaxRetries' least value: the least whole number its
+	// AllowedPattern takes (a String parameter, RED_TEAM 503).
 	retries := tp.params["StreamMaxRetries"]
-	minRetries, err := strconv.Atoi(get(retries, "MinValue").Value)
+	pat, err := regexp.Compile(`^(?:` + get(retries, "AllowedPattern").Value + `)$`)
 	if err != nil {
-		t.Fatalf("StreamMaxRetries: MinValue: %v", err)
+		t.Fatalf("StreamMaxRetries: AllowedPattern: %v", err)
+	}
+	minRetries := -1
+	for n := 0; n <= 100 && minRetries < 0; n++ {
+		if pat.MatchString(strconv.Itoa(n)) {
+			minRetries = n
+		}
+	}
+	if minRetries < 0 {
+		t.Fatal("StreamMaxRetries: its AllowedPattern takes no value 0..100")
 	}
 	checked := 0
 	for _, id := range tp.typesOf("AWS::CloudWatch::Alarm") {

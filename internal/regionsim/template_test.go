@@ -221,8 +221,17 @@ func TestTemplateHomePinnedLayer1(t *testing.T) {
 	}
 	root := doc.Content[0]
 	p := find(root, "Parameters", "ReplicationLagBoundMs")
-	if find(p, "MinValue").Value != "0" || find(p, "MaxValue").Value != "60000" || find(p, "Type").Value != "Number" {
+	// 0..60000 whole milliseconds: a String whose pattern is that range
+	// (a Number would take "2000.5", which the functions refuse at start-up:
+	// RED_TEAM 503).
+	if find(p, "Type").Value != "String" {
 		t.Fatalf("ReplicationLagBoundMs: %s", dump(p))
+	}
+	lag := regexp.MustCompile(`^(?:` + find(p, "AllowedPattern").Value + `)$`)
+	for v, want := range map[string]bool{"0": true, "2000": true, "60000": true, "60001": false, "-1": false, "2000.5": false, "": false} {
+		if lag.MatchString(v) != want {
+			t.Fatalf("ReplicationLagBoundMs %q allowed = %v, want %v: %s", v, !want, want, dump(p))
+		}
 	}
 	vars := find(root, "Resources", "ApiFunction", "Properties", "Environment", "Variables")
 	if got := dump(find(vars, "REPLICATION_LAG_BOUND_MS")); !strings.Contains(got, "!Ref ReplicationLagBoundMs") {

@@ -1,14 +1,18 @@
 package settings
 
 import (
+	"maps"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/idemkit/idemkit"
+	"github.com/idemkit/idemkit/idem/idemenv"
 )
 
 // parametersHead opens docs/CONFIGURATION.md's table of template.yaml's SAM parameters,
@@ -148,4 +152,101 @@ func refs(n *yaml.Node) []string {
 		out = append(out, refs(c)...)
 	}
 	return out
+}
+
+// TestParametersTheFunctionsRefuseAreRefusedAtDeploy (RED_TEAM 503): a
+// SAM parameter handed to a function's variable as it is (VAR: !Ref P) is
+// refused by CloudFormation whenever settings.LoadEnv would refuse it on
+// its own (under every idempotency policy: a value only one policy refuses,
+// such as a Layer-1 retention below the OpenWOP policy's 24 hours, is said
+// in the parameter's description). Otherwise the stack deploys and its
+// functions stop at every cold start: every request fails until the next
+// deploy. A Number parameter takes "300.0", "14.5" or a value past what a
+// duration holds; the functions take whole numbers only.
+func TestParametersTheFunctionsRefuseAreRefusedAtDeploy(t *testing.T) {
+	var doc struct {
+		Parameters map[string]struct {
+			Type           string   `yaml:"Type"`
+			Default        string   `yaml:"Default"`
+			AllowedValues  []string `yaml:"AllowedValues"`
+			AllowedPattern string   `yaml:"AllowedPattern"`
+			MinValue       *float64 `yaml:"MinValue"`
+			MaxValue       *float64 `yaml:"MaxValue"`
+		} `yaml:"Parameters"`
+		Resources map[string]struct {
+			Type       string `yaml:"Type"`
+			Properties struct {
+				Environment struct {
+					Variables map[string]yaml.Node `yaml:"Variables"`
+				} `yaml:"Environment"`
+			} `yaml:"Properties"`
+		} `yaml:"Resources"`
+	}
+	if err := yaml.Unmarshal(idemkit.Template, &doc); err != nil {
+		t.Fatal(err)
+	}
+	bound := map[string]string{} // parameter -> variable
+	for _, r := range doc.Resources {
+		for v, n := range r.Properties.Environment.Variables {
+			if n.Kind == yaml.ScalarNode && n.Tag == "!Ref" {
+				if _, ok := doc.Parameters[n.Value]; ok {
+					bound[n.Value] = v
+				}
+			}
+		}
+	}
+	if len(bound) < 8 {
+		t.Fatalf("parsed %d parameters handed to a variable: %v", len(bound), bound)
+	}
+	probes := []string{"0", "1", "13", "14", "15", "23", "24", "29", "30", "60", "100", "101", "300", "3600", "3601",
+		"60000", "60001", "106751", "106752", "2562047", "2562048", "99999999999999999999",
+		"14.0", "14.5", "60.0", "300.0", "2000.5", "1e2", "-1", "-0", "forever", "030"}
+	policies := []string{"openwop", "erp", "commerce"}
+	for _, name := range slices.Sorted(maps.Keys(bound)) {
+		p, variable := doc.Parameters[name], bound[name]
+		var pattern *regexp.Regexp
+		if p.AllowedPattern != "" {
+			pattern = regexp.MustCompile(`^(?:` + p.AllowedPattern + `)$`)
+		}
+		deploys := func(v string) bool {
+			if len(p.AllowedValues) > 0 && !slices.Contains(p.AllowedValues, v) {
+				return false
+			}
+			if pattern != nil && !pattern.MatchString(v) {
+				return false
+			}
+			if p.Type == "Number" {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil || p.MinValue != nil && f < *p.MinValue || p.MaxValue != nil && f > *p.MaxValue {
+					return false
+				}
+			}
+			return true
+		}
+		for _, v := range append(slices.Clone(probes), p.Default) {
+			if !deploys(v) {
+				continue
+			}
+			var errs []string
+			for _, pol := range policies {
+				_, err := LoadEnv(func(n string) string {
+					switch n {
+					case variable:
+						return v
+					case idemenv.Policy:
+						return pol
+					}
+					return ""
+				})
+				if err == nil {
+					errs = nil
+					break
+				}
+				errs = append(errs, err.Error())
+			}
+			if errs != nil {
+				t.Errorf("%s=%q deploys, but the functions refuse %s=%q at start-up under every policy: %s", name, v, variable, v, errs[0])
+			}
+		}
+	}
 }
