@@ -123,6 +123,39 @@ func TestAuditorLeastPrivilege(t *testing.T) {
 	checkGranted(t, "AuditorRole", use, "EffectsTable/stream", "IdempotencyTable/stream", "IdempotencyTable", "EffectsTable")
 	checkAllUsed(t, "AuditorRole", use, "IdempotencyTable")
 	checkAllUsed(t, "AuditorRole", use, "EffectsTable")
+	// Its write-backs name Layer-1 records only, what its role's condition
+	// allows (TestAuditorWritesBackLayer1RecordsOnly).
+	use.mu.Lock()
+	defer use.mu.Unlock()
+	n := 0
+	for _, pk := range use.leading["dynamodb:PutItem IdempotencyTable"] {
+		n++
+		if !strings.HasPrefix(pk, keyspace.CallerPrefix) {
+			t.Errorf("the auditor wrote back an item of the idempotency table that is no Layer-1 record: %s", pk)
+		}
+	}
+	if n == 0 {
+		t.Error("no write-back of a Layer-1 record recorded: the check proves nothing")
+	}
+}
+
+// TestAuditorWritesBackLayer1RecordsOnly (RED_TEAM 504): the auditor's
+// role may write (dynamodb:PutItem, reconciled-records) only the
+// idempotency table's Layer-1 records, whose partition keys start
+// "caller:v1:" (keyspace.CallerPrefix): never a response's chunk item
+// ("chunk:v1:…", a replayed answer's body) nor anything else the table
+// holds (ForAllValues:StringLike on dynamodb:LeadingKeys). That it names
+// only such records is TestAuditorLeastPrivilege's.
+func TestAuditorWritesBackLayer1RecordsOnly(t *testing.T) {
+	sts := leadingKeyConditions(t, "AuditorRole", "IdempotencyTable", "ForAllValues:StringLike")
+	if len(sts) == 0 {
+		t.Fatal("AuditorRole: no item-level grant on IdempotencyTable parsed: the test proves nothing")
+	}
+	for i, pats := range sts {
+		if len(pats) != 1 || pats[0] != keyspace.CallerPrefix+"*" {
+			t.Errorf("AuditorRole: item-level grant %d on IdempotencyTable allows leading keys %q, want exactly [%q]", i, pats, keyspace.CallerPrefix+"*")
+		}
+	}
 }
 
 func iamEffect(t *testing.T) ledger.Effect {
