@@ -131,4 +131,23 @@ func TestIdleCostIsTheTemplates(t *testing.T) {
 	if price := fmt.Sprintf("about $%.2f;", float64(metrics)/10); !strings.Contains(strings.Join(strings.Fields(doc), " "), price) {
 		t.Errorf("docs/DEPLOYING.md's idle cost does not say %q ($0.10 a month a metric)", price)
 	}
+	// The table of alarms per posture (RED_TEAM 501): each row is what
+	// the template deploys with those parameters.
+	replica := map[string]string{"CrossRegion": "fenced-effects", "HomeRegion": "eu-west-1",
+		"ExistingIdempotencyTable": "idem", "ExistingEffectsTable": "effects", "ExistingFenceTable": "fence", "ExistingRunsTable": "runs",
+		"ExistingIdempotencyStreamLabel": "2026-01-01T00:00:00.000", "ExistingEffectsStreamLabel": "2026-01-01T00:00:00.000"}
+	for label, params := range map[string]map[string]string{
+		"`single-region`": nil,
+		"`reconciled-records`, home, one replica region":        {"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1"},
+		"`reconciled-records`, home, two replica regions":       {"CrossRegion": "reconciled-records", "ReplicaRegions": "eu-west-1,eu-central-1"},
+		"`fenced-effects`, home, one replica region":            {"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1"},
+		"`fenced-effects`, home, two replica regions":           {"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1"},
+		"`fenced-effects`, home, two replica regions, `STRONG`": {"CrossRegion": "fenced-effects", "ReplicaRegions": "eu-west-1,eu-central-1", "EffectsConsistency": "STRONG"},
+		"`fenced-effects`, replica region":                      replica,
+	} {
+		a, m := tp.alarmCost(t, params)
+		if row := fmt.Sprintf("| %s | %d | %d | $%.2f |", label, a, m, float64(m)/10); !strings.Contains(doc, row) {
+			t.Errorf("docs/DEPLOYING.md's alarms per posture has no row %q", row)
+		}
+	}
 }
