@@ -101,6 +101,8 @@ func quoted(in any) []string {
 		return append(strs(p.Key), strs(p.ExpressionAttributeValues)...)
 	case *dynamodb.QueryInput:
 		return append(strs(p.ExpressionAttributeValues), strs(p.ExclusiveStartKey)...)
+	case *dynamodb.ScanInput:
+		return append(strs(p.ExpressionAttributeValues), strs(p.ExclusiveStartKey)...)
 	case *dynamodb.BatchGetItemInput:
 		var out []string
 		for _, ka := range p.RequestItems {
