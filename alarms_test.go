@@ -1394,12 +1394,12 @@ func TestEveryAlarmCanFireInItsStack(t *testing.T) {
 			if dim == auditfn.TableIdempotency {
 				return cross != "fenced-effects"
 			}
-			return !strong
+			return !strong && cross != "fenced-effects" // no TTL on EffectsTable under either
 		case sweepfn.MetricIncomplete, sweepfn.MetricDeleted:
 			if dim == sweepfn.TableIdempotency {
 				return tp.evalCond(t, "IdempotencySwept", params)
 			}
-			return strong
+			return tp.evalCond(t, "Swept", params)
 		}
 		return true
 	}
